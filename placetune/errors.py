@@ -1,0 +1,68 @@
+"""One error tree for placetune.
+
+Every message says what was wrong and what to do. The CLI turns any
+:class:`PlacetuneError` into a one-line message and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PlacetuneError",
+    "ModelError",
+    "ShapeError",
+    "UnknownNameError",
+    "PlacementError",
+    "ConfigError",
+    "StoreError",
+    "BackendError",
+]
+
+
+class PlacetuneError(Exception):
+    """Base class of every error placetune raises on purpose.
+
+    Attributes:
+        exit_code: the process exit code the CLI uses for this error class.
+    """
+
+    exit_code: int = 2
+
+
+class ModelError(PlacetuneError):
+    """The ONNX model cannot be read or understood (corrupt, truncated, unknown op shapes)."""
+
+    exit_code = 3
+
+
+class ShapeError(ModelError):
+    """A shape is dynamic or inconsistent; pass ``--shape name=1x3x224x224``."""
+
+
+class UnknownNameError(PlacetuneError):
+    """A zoo model, platform, layer, agent or objective name does not exist."""
+
+    exit_code = 4
+
+
+class PlacementError(PlacetuneError):
+    """A placement names unknown layers or devices, or cannot be realised."""
+
+    exit_code = 5
+
+
+class ConfigError(PlacetuneError):
+    """Invalid options or study settings (including a settings mismatch on resume)."""
+
+    exit_code = 6
+
+
+class StoreError(PlacetuneError):
+    """The database is unreachable, locked, read-only or of a newer schema."""
+
+    exit_code = 7
+
+
+class BackendError(PlacetuneError):
+    """A measurement backend is unavailable or failed in a way that is not a measurement."""
+
+    exit_code = 8

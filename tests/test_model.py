@@ -1,0 +1,213 @@
+"""Model import: real torch exports, folding, naming, shapes, costs and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from placetune import Model, ModelError, ShapeError, UnknownNameError, parse_shape_spec
+from placetune.onnx_io import read_model_proto, strip_weights
+
+from .conftest import DATA
+
+
+def _conv_macs(layer):
+    w = layer.inputs[1].shape
+    return int(np.prod(layer.output_shape)) * int(np.prod(w[1:]))
+
+
+def test_resnet18_export_counts_and_macs(resnet18_export):
+    m = resnet18_export
+    ops = [layer.op_type for layer in m.layers]
+    # torch export with BN folded: 20 conv, 17 relu, 1 maxpool, 8 add, gap, flatten, gemm.
+    assert ops.count("Conv") == 20 and ops.count("Relu") == 17 and ops.count("Add") == 8
+    assert "Identity" not in ops
+    assert len(m) == 49
+    # torchvision's published figure: 1.81 GMACs at 224.
+    assert m.total_macs / 1e9 == pytest.approx(1.814, abs=0.005)
+    conv = m.layer("/conv1/Conv")
+    assert conv.output_shape == (1, 64, 112, 112)
+    assert conv.macs == 64 * 112 * 112 * 3 * 7 * 7
+    assert conv.flops == 2 * conv.macs
+    assert conv.weight_bytes == 64 * 3 * 7 * 7 * 4 + 64 * 4
+    assert conv.bytes_in == 3 * 224 * 224 * 4
+    assert conv.scope == "conv1"
+    fc = m.layers[-1]
+    assert fc.op_type == "Gemm" and fc.macs == 512 * 1000
+
+
+def test_every_shared_export_imports():
+    expected = {
+        "seed_block": (5, 4 * 384 * 384 * 56 * 56),
+        "seed_block_dynamo": (5, 4 * 384 * 384 * 56 * 56),
+        "seed_model_gn": (31, None),
+        "resnet18": (49, None),
+        "mobilenet_v2_dynamo": (100, None),
+    }
+    for stem, (n_layers, macs) in expected.items():
+        m = Model.load(DATA / f"{stem}.onnx.gz")
+        assert len(m) == n_layers, stem
+        for layer in m.layers:
+            assert all(d > 0 for t in layer.outputs for d in t.shape), layer.name
+            if layer.op_type == "Conv":
+                assert layer.macs == _conv_macs(layer)
+        if macs is not None:
+            assert m.total_macs == macs
+
+
+def test_mobilenet_dynamo_scopes_and_macs():
+    m = Model.load(DATA / "mobilenet_v2_dynamo.onnx.gz")
+    # torchvision MobileNetV2: 300.8 M MACs (incl. classifier)
+    assert m.total_macs / 1e6 == pytest.approx(300.8, rel=0.01)
+    first = m.layers[0]
+    assert first.name == "node_Conv_810"
+    assert first.scope.startswith("features/features.0")
+    depthwise = [layer for layer in m.layers if layer.op_type == "Conv" and layer.attrs.get("group", 1) > 1]
+    assert depthwise and all(layer.macs == _conv_macs(layer) for layer in depthwise)
+
+
+def test_group_norm_folds_shape_chains(seed_model_gn):
+    m = seed_model_gn
+    ops = [layer.op_type for layer in m.layers]
+    for folded in ("Shape", "Constant", "Identity"):
+        assert folded not in ops
+    assert ops.count("InstanceNormalization") == 4 and ops.count("Reshape") == 9
+    # the reshape back to NCHW reads a shape folded from Shape(conv output)
+    back = m.layer("/cnn/cnn.1/Reshape_1")
+    shape_in = [t for t in back.inputs if t.const][0]
+    assert shape_in.value is not None and list(shape_in.value) == [32, 64, 16, 16]
+    assert back.output_shape == (32, 64, 16, 16)
+    assert m.layer("/cnn/cnn.1/Reshape").output_shape == (32, 8, 2048)
+
+
+def test_edges_and_topological_order(seed_block):
+    m = seed_block
+    assert m.layer("/conv2/Conv").producers == ("/conv1/Conv",)
+    concat = m.layers[-1]
+    assert concat.op_type == "Concat" and concat.output_shape == (1, 1152, 56, 56)
+    assert set(concat.producers) == {"/conv2/Conv", "/conv3/Conv", "/conv4/Conv"}
+    assert m.layer("/conv1/Conv").consumers == ("/conv2/Conv",)
+    pos = {layer.name: layer.index for layer in m.layers}
+    for layer in m.layers:
+        assert all(pos[p] < layer.index for p in layer.producers)
+
+
+def test_unnamed_nodes_get_tensorrt_parser_names():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"], name="sig")]
+    m = Model.load(helper.make_model(helper.make_graph(nodes, "g", [x], [y])))
+    assert m.names == ["node_of_r", "sig"]
+    assert m.layer("sig").scope == ""
+
+
+def test_hash_ignores_weights_but_not_shapes(tmp_path):
+    proto = onnx.load_from_string(gzip.open(DATA / "seed_block.onnx.gz").read())
+    a = Model.load(proto)
+    for init in proto.graph.initializer:
+        arr = np.frombuffer(init.raw_data, dtype=np.float32).copy() + 1.0
+        init.raw_data = arr.tobytes()
+    assert Model.load(proto).hash == a.hash
+    assert Model.load(proto, {"input": (2, 384, 56, 56)}).hash != a.hash
+
+
+def test_weights_are_not_loaded(tmp_path):
+    raw = gzip.open(DATA / "resnet18.onnx.gz").read()
+    stripped, n = strip_weights(raw)
+    assert n >= 10 and len(stripped) < len(raw) / 100
+    path = tmp_path / "r18.onnx"
+    path.write_bytes(raw)
+    proto, names = read_model_proto(path)
+    assert names and all(not t.raw_data for t in proto.graph.initializer if t.name in names)
+
+
+def test_external_data_model_imports_without_the_data_file(tmp_path):
+    proto = onnx.load_from_string(gzip.open(DATA / "seed_block.onnx.gz").read())
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(proto, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="ext.bin", size_threshold=1024)
+    (tmp_path / "ext.bin").unlink()  # the weights are never read
+    m = Model.load(path)
+    assert len(m) == 5 and m.layer("/conv1/Conv").weight_bytes == 384 * 384 * 4
+
+
+def _dynamic_model(path):
+    x = helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 3, 3, 3], np.zeros(8 * 27, np.float32))
+    g = helper.make_graph([helper.make_node("Conv", ["images", "w"], ["y"], name="/c/Conv", pads=[1, 1, 1, 1])],
+                          "g", [x], [y], [w])
+    onnx.save(helper.make_model(g), str(path))
+    return path
+
+
+def test_dynamic_batch_needs_shape_override(tmp_path):
+    path = _dynamic_model(tmp_path / "dyn.onnx")
+    with pytest.raises(ShapeError, match="images.*dynamic.*--shape images=Nx3x16x16"):
+        Model.load(path)
+    m = Model.load(path, ["images=4x3x16x16"])
+    assert m.layer("/c/Conv").output_shape == (4, 8, 16, 16)
+    m = Model.load(path, ["2x3x16x16"])  # single input: name optional
+    assert m.batch == 2
+    with pytest.raises(ShapeError, match="model's inputs are: images"):
+        Model.load(path, ["x=1x3x16x16"])
+    with pytest.raises(ShapeError, match="rank"):
+        Model.load(path, ["images=1x3x16"])
+
+
+def test_parse_shape_spec():
+    assert parse_shape_spec("input=32x3x32x32") == ("input", (32, 3, 32, 32))
+    assert parse_shape_spec("1x3x8x8") == (None, (1, 3, 8, 8))
+    with pytest.raises(ShapeError):
+        parse_shape_spec("input=1xAx3")
+    with pytest.raises(ShapeError):
+        parse_shape_spec("input=0x3")
+
+
+def test_bad_files(tmp_path):
+    text = tmp_path / "notes.onnx"
+    text.write_text("this is not a model\n" * 20)
+    with pytest.raises(ModelError, match="not a valid ONNX"):
+        Model.load(text)
+    raw = gzip.open(DATA / "seed_block.onnx.gz").read()
+    trunc = tmp_path / "trunc.onnx"
+    trunc.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ModelError):
+        Model.load(trunc)
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(ModelError, match="empty"):
+        Model.load(empty)
+    with pytest.raises(ModelError, match="no such file"):
+        Model.load(tmp_path / "missing.onnx")
+    with pytest.raises(UnknownNameError, match="zoo"):
+        Model.load("resnet-nine-thousand")
+
+
+def test_op_without_shape_inference_is_a_clear_error():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("MysteryOp", ["r"], ["y"], name="mystery", domain="com.example")]
+    proto = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    with pytest.raises(ModelError, match="mystery.*MysteryOp.*no shape inference"):
+        Model.load(proto)
+
+
+def test_unknown_layer_name_suggests(seed_block):
+    with pytest.raises(UnknownNameError, match="did you mean /conv1/Conv"):
+        seed_block.layer("/conv1/conv")
+
+
+def test_import_does_not_pull_tensorrt():
+    code = "import sys, placetune; assert 'tensorrt' not in sys.modules and 'pycuda' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
