@@ -1,0 +1,133 @@
+"""Measurement: what a backend reports for one placement."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Measurement", "STATUSES", "FAILURE_STATUSES", "latency_stats"]
+
+#: Every status a measurement can have.
+STATUSES = ("ok", "infeasible", "build_failed", "runtime_failed", "timeout", "crashed")
+#: Statuses that mean "no timing": the placement is stored as known-bad.
+FAILURE_STATUSES = STATUSES[1:]
+
+
+def latency_stats(samples_ms: list[float] | np.ndarray) -> dict[str, float]:
+    """``{"median", "mean", "min", "max", "p90", "p99"}`` of latency samples in ms."""
+    a = np.asarray(samples_ms, dtype=float)
+    if a.size == 0:
+        return {}
+    return {
+        "median": float(np.median(a)),
+        "mean": float(a.mean()),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
+    }
+
+
+@dataclass
+class Measurement:
+    """The result of measuring (or failing to measure) one placement.
+
+    Attributes:
+        status: one of :data:`STATUSES`.
+        reason: why it is not ``ok`` (None when ok).
+        latency_samples_ms: per-inference latencies (ms); a batch counts as one inference.
+        latency_ms: statistics of the samples (``median``, ``p90``, ``p99``, ...).
+        throughput_fps: samples per second (batch x inferences per second).
+        requested: layer -> device that was asked for.
+        realized: layer -> device that ran (after fallback and the 16-loadable limit).
+        dla_loadables: DLA loadables (islands) per DLA core that was used.
+        fallback: layer -> reason for every layer that was asked on a DLA but ran on the GPU.
+        segment_times_ms: per segment: index, device, layer count, time (ms).
+        layer_times_ms: per layer time (ms) where known.
+        energy_mj: energy per inference (a batch) in millijoules, where known.
+        power_w: mean power during the measurement (W), where known.
+        build_seconds: time spent building engines (0 for the simulator).
+        timeline: events ``{"device", "name", "start_ms", "end_ms", "frame"}`` for drawing.
+        simulated: True when the figures come from the simulated Jetson, not hardware.
+        backend: backend name and version (``simulate-1``, ``tensorrt-10.3``...).
+        mode: ``engine``, ``pipeline`` or ``replicas``.
+        precision: ``fp16`` or ``int8``.
+        batch: batch size per inference.
+        extra: backend specific details.
+    """
+
+    status: str
+    reason: str | None = None
+    latency_samples_ms: list[float] = field(default_factory=list)
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    throughput_fps: float | None = None
+    requested: dict[str, str] | None = None
+    realized: dict[str, str] | None = None
+    dla_loadables: dict[str, int] = field(default_factory=dict)
+    fallback: dict[str, str] = field(default_factory=dict)
+    segment_times_ms: list[dict[str, Any]] = field(default_factory=list)
+    layer_times_ms: dict[str, float] = field(default_factory=dict)
+    energy_mj: float | None = None
+    power_w: float | None = None
+    build_seconds: float = 0.0
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    simulated: bool = False
+    backend: str = ""
+    mode: str = "engine"
+    precision: str = "fp16"
+    batch: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown measurement status {self.status!r}; one of {STATUSES}")
+        if self.latency_samples_ms and not self.latency_ms:
+            self.latency_ms = latency_stats(self.latency_samples_ms)
+
+    @property
+    def ok(self) -> bool:
+        """True when the placement was built and timed."""
+        return self.status == "ok"
+
+    @property
+    def median_ms(self) -> float | None:
+        """Median latency in ms (None when not ok)."""
+        return self.latency_ms.get("median") if self.ok else None
+
+    def objective(self, name: str) -> float | None:
+        """Value of objective ``latency`` (ms), ``throughput`` (fps) or ``energy`` (mJ); None when failed."""
+        if not self.ok:
+            return None
+        value = {
+            "latency": self.latency_ms.get("median"),
+            "throughput": self.throughput_fps,
+            "energy": self.energy_mj,
+        }.get(name)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return None
+        return float(value)
+
+    @classmethod
+    def failure(cls, status: str, reason: str, **kw: Any) -> "Measurement":
+        """A measurement that did not produce timings."""
+        return cls(status=status, reason=reason, **kw)
+
+    def to_dict(self, *, timeline: bool = True) -> dict[str, Any]:
+        """JSON-ready dict (``timeline=False`` leaves out the event list)."""
+        d = asdict(self)
+        if not timeline:
+            d.pop("timeline")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Measurement":
+        """Inverse of :meth:`to_dict` (unknown keys go to ``extra``)."""
+        known = {f for f in cls.__dataclass_fields__}
+        kw = {k: v for k, v in d.items() if k in known}
+        extra = {k: v for k, v in d.items() if k not in known}
+        if extra:
+            kw["extra"] = {**kw.get("extra", {}), **extra}
+        return cls(**kw)

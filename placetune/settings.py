@@ -1,0 +1,103 @@
+"""Measurement settings shared by every backend (and hashed into the cache key)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from .errors import ConfigError
+from .placement import DEVICES, normalise_device
+
+__all__ = ["Settings", "PRECISIONS", "parse_replicas"]
+
+#: Precisions placetune builds with. DLA runs fp16 or int8 only.
+PRECISIONS = ("fp16", "int8", "fp32")
+
+
+def parse_replicas(text: str) -> dict[str, int]:
+    """Parse ``GPU:256,DLA0:2,DLA1:2`` into ``{"GPU": 256, "DLA0": 2, "DLA1": 2}``.
+
+    Raises:
+        ConfigError: malformed text or a non-positive batch.
+    """
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        dev, sep, b = part.partition(":")
+        if not sep:
+            raise ConfigError(f"bad --replicas entry {part!r}: expected DEVICE:BATCH, e.g. GPU:256,DLA0:2")
+        try:
+            batch = int(b)
+        except ValueError:
+            raise ConfigError(f"bad batch in --replicas entry {part!r}") from None
+        if batch < 1:
+            raise ConfigError(f"--replicas batch must be >= 1 (got {part!r})")
+        out[normalise_device(dev)] = batch
+    if not out:
+        raise ConfigError("--replicas is empty; e.g. GPU:256,DLA0:2,DLA1:2")
+    return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a placement is built and timed. Everything here is part of the cache key.
+
+    Attributes:
+        mode: ``engine``, ``pipeline`` or ``replicas``.
+        precision: ``fp16``, ``int8`` (or ``fp32``: GPU only).
+        gpu_fallback: TensorRT's GPU_FALLBACK flag.
+        dla_core: engine mode: the engine's DLA core (None: the core the placement asks).
+        trt_version: TensorRT version whose DLA rules apply.
+        frames_in_flight: pipeline mode: frames in flight for the throughput figure.
+        replicas: replicas mode: device -> batch (e.g. ``{"GPU": 8, "DLA0": 2, "DLA1": 2}``);
+            None means the model's batch on every device of the platform.
+        iterations: latency samples per measurement.
+        noise: relative standard deviation of simulated timing noise (0 = deterministic).
+        seed: noise seed.
+        power_mode: Jetson power mode name (``MAXN``, ``50W``, ``30W``, ``15W``).
+    """
+
+    mode: str = "engine"
+    precision: str = "fp16"
+    gpu_fallback: bool = True
+    dla_core: int | None = None
+    trt_version: str = "8.6"
+    frames_in_flight: int = 1
+    replicas: dict[str, int] | None = field(default=None, hash=False)
+    iterations: int = 50
+    noise: float = 0.0
+    seed: int = 0
+    power_mode: str = "MAXN"
+
+    def __post_init__(self) -> None:
+        from .realise import MODES
+
+        if self.mode not in MODES:
+            raise ConfigError(f"unknown mode {self.mode!r}; modes are {', '.join(MODES)}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {self.precision!r}; precisions are {', '.join(PRECISIONS)}")
+        if self.frames_in_flight < 1:
+            raise ConfigError("frames_in_flight must be >= 1")
+        if self.iterations < 1:
+            raise ConfigError("iterations must be >= 1")
+        if self.noise < 0:
+            raise ConfigError("noise must be >= 0")
+        if self.replicas is not None:
+            reps = {normalise_device(k): int(v) for k, v in self.replicas.items()}
+            if any(v < 1 for v in reps.values()):
+                raise ConfigError("replica batches must be >= 1")
+            object.__setattr__(self, "replicas", {d: reps[d] for d in DEVICES if d in reps})
+
+    def replace(self, **changes: Any) -> "Settings":
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (JSON-ready)."""
+        return asdict(self)
+
+    @property
+    def hash(self) -> str:
+        """Hash of the settings that change a measurement (16 hex chars)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
