@@ -206,7 +206,8 @@ class Model:
         """Load a model from an ONNX file (``.onnx`` / ``.onnx.gz``), a zoo name or a proto.
 
         Args:
-            source: path, zoo name (see :func:`placetune.zoo.names`) or an ``onnx.ModelProto``.
+            source: path, zoo name (see :func:`placetune.zoo.names`; options after a colon,
+                e.g. ``vit-tiny:depth=32``) or an ``onnx.ModelProto``.
             shapes: input shape overrides, as ``{"input": (1, 3, 224, 224)}`` or a list of
                 ``"input=1x3x224x224"`` strings.
             name: display name (defaults to the zoo name or the file stem).
@@ -235,8 +236,10 @@ class Model:
             else:
                 from . import zoo
 
-                if text in zoo.names():
-                    proto = zoo.build(text, batch=batch or zoo.default_batch(text))
+                base, _, opts = text.partition(":")
+                if base in zoo.names():
+                    kw = _zoo_options(opts)
+                    proto = zoo.build(base, batch=batch or zoo.default_batch(base), **kw)
                     stripped = _dataless_initializers(proto)
                     zoo_name = text
                     display = name or text
@@ -315,6 +318,25 @@ class Model:
             ],
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _zoo_options(text: str) -> dict[str, Any]:
+    """``depth=24,softmax=false`` -> ``{"depth": 24, "softmax": False}``."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ModelError(f"bad zoo option {part!r}: expected key=value, e.g. vit-tiny:depth=24")
+        v: Any = value.strip()
+        if v.lower() in ("true", "false"):
+            v = v.lower() == "true"
+        else:
+            try:
+                v = int(v)
+            except ValueError:
+                pass
+        out[key.strip()] = v
+    return out
 
 
 def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | None, tuple[int, ...]]:
