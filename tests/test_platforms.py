@@ -1,0 +1,159 @@
+"""Jetson platform profiles."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import placetune
+from placetune.errors import PlacetuneError, UnknownNameError
+from placetune.platforms import ALIASES, PLATFORMS, Platform, get_platform, platform_names
+
+EXPECTED_DLA = {
+    "orin-agx": 2,
+    "orin-nx-16gb": 2,
+    "orin-nx-8gb": 1,
+    "orin-nano": 0,
+    "xavier-agx": 2,
+    "xavier-nx": 2,
+}
+ORIN_WITH_DLA = ["orin-agx", "orin-nx-16gb", "orin-nx-8gb"]
+
+
+def test_names():
+    assert platform_names() == list(EXPECTED_DLA)
+    assert all(isinstance(get_platform(n), Platform) for n in platform_names())
+
+
+@pytest.mark.parametrize("name,count", EXPECTED_DLA.items())
+def test_dla_counts_and_devices(name, count):
+    p = get_platform(name)
+    assert p.name == name
+    assert p.dla_count == count
+    assert p.devices == ("GPU",) + tuple(f"DLA{i}" for i in range(count))
+    assert p.has_device("GPU") and p.has_device("gpu")
+    assert p.has_device("DLA0") is (count >= 1)
+    assert p.has_device("dla1") is (count >= 2)
+    assert not p.has_device("DLA2")
+    assert p.has_dla is (count > 0)
+
+
+def test_devices_examples():
+    assert get_platform("orin-agx").devices == ("GPU", "DLA0", "DLA1")
+    assert get_platform("orin-nx-8gb").devices == ("GPU", "DLA0")
+    assert get_platform("orin-nano").devices == ("GPU",)
+
+
+@pytest.mark.parametrize("alias,name", [
+    ("agx-orin", "orin-agx"), ("orin", "orin-agx"), ("AGX Orin", "orin-agx"), ("jetson_agx_orin", "orin-agx"),
+    ("ORIN-AGX", "orin-agx"), ("xavier", "xavier-agx"), ("agx-xavier", "xavier-agx"), ("orin-nx", "orin-nx-16gb"),
+    ("nano", "orin-nano"), ("jetson-xavier-nx", "xavier-nx"),
+])
+def test_aliases(alias, name):
+    assert get_platform(alias).name == name
+
+
+def test_aliases_point_to_profiles():
+    assert set(ALIASES.values()) <= set(PLATFORMS)
+
+
+def test_platform_passes_through():
+    p = get_platform("orin-agx")
+    assert get_platform(p) is p
+
+
+def test_unknown_platform_error():
+    with pytest.raises(UnknownNameError) as err:
+        get_platform("tx2")
+    msg = str(err.value)
+    for name in EXPECTED_DLA:
+        assert name in msg
+    assert isinstance(err.value, PlacetuneError)
+    assert err.value.exit_code == 4
+
+
+def test_close_match_hint():
+    with pytest.raises(UnknownNameError, match="did you mean"):
+        get_platform("orin-agxx")
+
+
+def test_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        get_platform("orin-agx").dla_count = 3  # type: ignore[misc]
+
+
+def test_dla_versions():
+    assert {get_platform(n).dla_version for n in ORIN_WITH_DLA} == {2}
+    assert get_platform("xavier-agx").dla_version == get_platform("xavier-nx").dla_version == 1
+    assert get_platform("orin-nano").dla_version is None
+
+
+def test_reference_figures():
+    agx = get_platform("orin-agx")
+    assert agx.gpu_int8_tops == pytest.approx(171 / 2)  # dense = sparse / 2
+    assert agx.dla_int8_tops == pytest.approx(105 / 4)  # 105 sparse for both DLAs
+    assert agx.dram_gbps == pytest.approx(204.8)
+    assert agx.dla_sram_mib == 1.0
+    xav = get_platform("xavier-agx")
+    assert (xav.dla_fp16_tflops, xav.dla_int8_tops) == (2.5, 5.0)
+    assert xav.dram_gbps == pytest.approx(136.5)
+    assert get_platform("orin-nx-16gb").dla_int8_tops == pytest.approx(10.0)
+    assert get_platform("xavier-nx").dram_gbps == pytest.approx(59.7)
+
+
+def test_sanity_relations():
+    xav = get_platform("xavier-agx")
+    agx = get_platform("orin-agx")
+    # Orin's DLA has several times Xavier's INT8 ...
+    assert agx.dla_int8_tops >= 4 * xav.dla_int8_tops
+    # ... but weaker FP16 convolution compute (DLA-SW FAQ), on every Orin with DLA
+    for name in ORIN_WITH_DLA:
+        assert xav.dla_fp16_tflops > get_platform(name).dla_fp16_tflops
+        p = get_platform(name)
+        assert p.dla_fp16_tflops < p.dla_int8_tops / 4
+    # Orin generation over Xavier, AGX over NX over Nano
+    assert agx.gpu_int8_tops > get_platform("orin-nx-16gb").gpu_int8_tops > get_platform("orin-nano").gpu_int8_tops
+    assert xav.gpu_int8_tops > get_platform("xavier-nx").gpu_int8_tops
+    for p in PLATFORMS.values():
+        assert p.gpu_int8_tops > p.gpu_fp16_tflops > 0
+        assert p.gpu_int8_tops > p.dla_int8_tops
+        assert p.dram_gbps > 0 and p.gpu_sm_count > 0 and p.idle_w > 0 and p.gpu_active_w > 0
+        assert p.power_modes and p.jetpack_trt and p.source
+        if p.has_dla:
+            assert p.dla_int8_tops > p.dla_fp16_tflops > 0 and p.dla_active_w > 0 and p.dla_sram_mib > 0
+            # DLA is the power-efficient engine (DLA-SW README: 3x-5x)
+            assert p.dla_int8_tops / p.dla_active_w > p.gpu_int8_tops / p.gpu_active_w
+
+
+def test_orin_nano_has_no_dla():
+    nano = get_platform("orin-nano")
+    assert nano.dla_count == 0 and not nano.has_dla
+    assert nano.dla_int8_tops == nano.dla_fp16_tflops == nano.dla_active_w == 0
+
+
+def test_peak_tops():
+    agx = get_platform("orin-agx")
+    assert agx.peak_tops("DLA1", "int8") == agx.dla_int8_tops
+    assert agx.peak_tops("gpu", "fp16") == agx.gpu_fp16_tflops
+    with pytest.raises(UnknownNameError):
+        get_platform("orin-nano").peak_tops("DLA0", "int8")
+    with pytest.raises(UnknownNameError):
+        agx.peak_tops("GPU", "fp32")
+
+
+def test_trt_versions():
+    assert get_platform("orin-agx").jetpack_trt == ("8.5", "8.6", "10.3")
+    assert get_platform("orin-agx").ships_trt("10.3.0.30")
+    assert get_platform("xavier-agx").ships_trt("8.5.2")
+    assert not get_platform("xavier-agx").ships_trt("10.3")
+
+
+def test_packaged_reference_copy():
+    pkg = Path(placetune.__file__).parent / "data" / "jetson-measurements.md"
+    text = pkg.read_text(encoding="utf-8")
+    assert "## 1. Hardware peaks" in text
+    shared = Path(__file__).resolve().parents[2] / "shared" / "reference" / "jetson-measurements.md"
+    if shared.exists():
+        assert text == shared.read_text(encoding="utf-8")
