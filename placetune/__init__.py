@@ -1,4 +1,18 @@
-"""placetune: find the best placement of a network's layers on a Jetson's GPU and DLA cores."""
+"""placetune: find the best placement of a network's layers on a Jetson's GPU and DLA cores.
+
+The public API (everything a custom search agent needs)::
+
+    import placetune as pt
+
+    ev = pt.Evaluator("resnet50", "orin-agx", mode="engine", precision="int8")
+    space = ev.space()                       # decision units and masks
+    m = ev.evaluate(space.to_placement(space.sample()))
+    print(m.latency_ms["median"], m.simulated)
+
+Importing placetune registers the Gymnasium environments ``placetune/Placement-v0``
+and ``placetune/PlacementOneShot-v0``. TensorRT and PyCUDA are imported only by the
+backends that need them.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +26,55 @@ from .errors import (
     StoreError,
     UnknownNameError,
 )
+from .evaluator import Evaluator, EvaluatorStats
 from .layer import Layer, TensorInfo
+from .measurement import Measurement
 from .model import Model, parse_shape_spec
+from .objectives import Objective, get_objective
+from .placement import DEVICES, Placement, Segment
+from .platforms import Platform, get_platform, platform_names
+from .realise import InfeasiblePlacement, Realisation, realise
+from .settings import Settings
+from .space import Space, Unit
+from .store import Store, mask_url
+from .envs import PlacementEnv, PlacementOneShotEnv, make_env, register_envs
+
+register_envs()
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    # model and placement
     "Model",
     "Layer",
     "TensorInfo",
     "parse_shape_spec",
+    "Placement",
+    "Segment",
+    "DEVICES",
+    "Platform",
+    "get_platform",
+    "platform_names",
+    "realise",
+    "Realisation",
+    "InfeasiblePlacement",
+    # search API
+    "Space",
+    "Unit",
+    "Evaluator",
+    "EvaluatorStats",
+    "Measurement",
+    "Settings",
+    "Objective",
+    "get_objective",
+    "Store",
+    "mask_url",
+    "make_env",
+    "register_envs",
+    "PlacementEnv",
+    "PlacementOneShotEnv",
+    # errors
     "PlacetuneError",
     "ModelError",
     "ShapeError",
