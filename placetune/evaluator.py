@@ -151,6 +151,7 @@ class Evaluator:
             simulated=self.backend.simulated,
         )
         self._memo: OrderedDict[str, Measurement] = OrderedDict()
+        self._realised_key: OrderedDict[str, str] = OrderedDict()  # requested key -> realised key
         self._baseline: Measurement | None = None
 
     @property
@@ -210,14 +211,20 @@ class Evaluator:
             )
         self.stats.requested += 1
         agent = agent or self.agent
-        try:
-            r = self.realise(placement)
-            key = r.realized.key
-        except InfeasiblePlacement as exc:
-            r = None
-            key = "infeasible:" + placement.key
-            infeasible_reason = str(exc)
-        cached = self._lookup(key)
+        key = self._realised_key.get(placement.key)
+        cached = self._lookup(key) if key is not None else None
+        if cached is None:
+            try:
+                r = self.realise(placement)
+                key = r.realized.key
+            except InfeasiblePlacement as exc:
+                r = None
+                key = "infeasible:" + placement.key
+                infeasible_reason = str(exc)
+            self._realised_key[placement.key] = key
+            if len(self._realised_key) > _MEMO_SIZE:
+                self._realised_key.popitem(last=False)
+            cached = self._lookup(key)
         if cached is not None:
             self.stats.cache_hits += 1
             self._count(cached)

@@ -278,48 +278,63 @@ def _segments(model: "Model", dev: Mapping[str, str], pipeline: bool = False) ->
             i = parent[i]
         return i
 
-    def ancestors(start: set[int]) -> set[int]:
-        seen: set[int] = set()
-        stack = [find(s) for s in start]
+    bit: list[int] = []  # mask of the original segment ids merged into a root
+    anc: list[int] = []  # root -> mask of every ancestor segment id, kept up to date eagerly
+    succ: list[set[int]] = []  # segment -> successor segment ids (map through find)
+
+    def propagate(root: int) -> None:
+        extra = bit[root] | anc[root]
+        stack = [find(x) for x in succ[root]]
         while stack:
-            s = stack.pop()
-            if s in seen:
-                continue
-            seen.add(s)
-            stack.extend(find(p) for p in preds[s] if find(p) not in seen)
-        return seen
+            x = stack.pop()
+            if anc[x] & extra != extra:
+                anc[x] |= extra
+                stack.extend(find(y) for y in succ[x])
 
     for layer in model.layers:
         d = dev[layer.name]
         prod_segs = {find(seg_of[p]) for p in layer.producers}
-        same = [s for s in prod_segs if device[s] == d]
-        joinable = []
-        if same:
-            others = prod_segs - set(same)
-            # Everything reachable backwards from the producer segments of other devices.
-            anc_other = ancestors(others) if others else set()
-            for s in same:
-                # s may not be an ancestor of another producer segment (other device or same device)
-                rest = (set(same) - {s})
-                anc_rest = ancestors({find(p) for r in rest for p in preds[r]}) if rest else set()
-                if s in anc_other or s in anc_rest:
+        same = [q for q in prod_segs if device[q] == d]
+        joinable: list[int] = []
+        if len(prod_segs) == 1 and same:
+            joinable = same  # the common case: one producer on the same device
+        elif same:
+            anc_other = 0
+            for o in prod_segs.difference(same):
+                anc_other |= bit[o] | anc[o]
+            same_mask = 0
+            for q in same:
+                same_mask |= bit[q]
+            for q in same:
+                anc_rest = 0
+                for r in same:
+                    if r != q:
+                        anc_rest |= anc[r]
+                # q may not be an ancestor of another producer segment
+                if (anc_other | anc_rest) & bit[q]:
                     continue
-                if pipeline:
-                    waits = ancestors(set(preds[s]))
-                    if (anc_other | anc_rest | set(same)) - waits - {s}:
-                        continue
-                joinable.append(s)
+                if pipeline and (anc_other | anc_rest | same_mask) & ~anc[q] & ~bit[q]:
+                    continue  # joining would make q wait for a branch it did not wait for
+                joinable.append(q)
                 if pipeline:
                     break
         if joinable:
             target = joinable[0]
-            for s in joinable[1:]:
-                parent[s] = target
-                preds[target] |= preds[s]
-                members[target].extend(members[s])
-                members[s] = []
-            preds[target] |= {p for p in prod_segs if p not in joinable}
-            preds[target] = {find(p) for p in preds[target]} - {target}
+            if len(prod_segs) > 1:
+                for q in joinable[1:]:
+                    parent[q] = target
+                    preds[target] |= preds[q]
+                    members[target].extend(members[q])
+                    members[q] = []
+                    bit[target] |= bit[q]
+                    anc[target] |= anc[q]
+                    succ[target] |= succ[q]
+                for e in prod_segs.difference(joinable):
+                    preds[target].add(e)
+                    anc[target] |= bit[e] | anc[e]
+                    succ[e].add(target)
+                preds[target] = {find(q) for q in preds[target]} - {target}
+                propagate(target)
             members[target].append(layer.name)
             seg_of[layer.name] = target
         else:
@@ -328,6 +343,13 @@ def _segments(model: "Model", dev: Mapping[str, str], pipeline: bool = False) ->
             preds.append(set(prod_segs))
             device.append(d)
             members.append([layer.name])
+            bit.append(1 << sid)
+            m = 0
+            for q in prod_segs:
+                m |= bit[q] | anc[q]
+                succ[q].add(sid)
+            anc.append(m)
+            succ.append(set())
             seg_of[layer.name] = sid
     roots = [i for i in range(len(parent)) if find(i) == i and members[i]]
     pos = {n: i for i, n in enumerate(model.names)}

@@ -1,0 +1,170 @@
+"""Evaluator: cache, realisation-level hits, persistence across processes, SIGKILL, bad input."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from placetune import (
+    ConfigError,
+    Evaluator,
+    Model,
+    Placement,
+    PlacementError,
+    Store,
+    StoreError,
+    UnknownNameError,
+)
+
+
+def test_same_placement_twice_is_one_measurement():
+    ev = Evaluator("seed-block", "orin-agx", mode="pipeline")
+    p = Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"})
+    a = ev.evaluate(p)
+    b = ev.evaluate(Placement.from_json(ev.model, p.to_json()))
+    assert a.ok and b.ok and a.simulated
+    assert ev.stats.measured == 1 and ev.stats.cache_hits == 1 and ev.stats.requested == 2
+    assert a.extra["cache_hit"] is False and b.extra["cache_hit"] is True
+    assert a.latency_ms == b.latency_ms
+
+
+def test_equal_realisation_is_a_cache_hit():
+    # On Xavier the final Softmax cannot run on DLA: asking for it there realises to the GPU.
+    ev = Evaluator("resnet50", "xavier-agx", precision="fp16")
+    soft = [layer.name for layer in ev.model.layers if layer.op_type == "Softmax"][0]
+    p1 = Placement.all_dla(ev.model)
+    p2 = p1.with_devices({soft: "GPU"})
+    assert p1.key != p2.key
+    m1 = ev.evaluate(p1)
+    m2 = ev.evaluate(p2)
+    assert soft in m1.fallback and ev.stats.measured == 1 and m2.extra["cache_hit"]
+    assert m2.requested[soft] == "GPU" and m1.requested[soft] == "DLA0"
+
+
+def test_cache_survives_a_new_process(tmp_path):
+    url = f"sqlite:///{tmp_path / 'pt.db'}"
+    ev = Evaluator("resnet18", "orin-agx", store=url, precision="int8")
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    ev.close()
+    code = textwrap.dedent(f"""
+        from placetune import Evaluator, Placement
+        ev = Evaluator("resnet18", "orin-agx", store={url!r}, precision="int8")
+        m = ev.evaluate(Placement.all_dla(ev.model))
+        print(ev.stats.measured, ev.stats.cache_hits, m.latency_ms["median"])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:2] == ["0", "1"]
+    assert float(out[2]) == pytest.approx(m.latency_ms["median"])
+
+
+def test_failures_are_stored_and_not_remeasured(tmp_path):
+    url = f"sqlite:///{tmp_path / 'pt.db'}"
+    ev = Evaluator("resnet50", "xavier-agx", store=url, gpu_fallback=False)
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    assert m.status == "infeasible" and "Softmax" in m.reason
+    ev2 = Evaluator("resnet50", "xavier-agx", store=url, gpu_fallback=False)
+    again = ev2.evaluate(Placement.all_dla(ev2.model))
+    assert again.status == "infeasible" and ev2.stats.measured == 0 and ev2.stats.cache_hits == 1
+
+
+def test_baselines_and_best():
+    ev = Evaluator("seed-block", "orin-agx", mode="pipeline", precision="int8")
+    base = ev.baselines()
+    assert set(base) >= {"all-gpu", "all-dla0", "all-dla1", "split-dla0-dla1"}
+    best_p, best_m = ev.best()
+    values = [m.latency_ms["median"] for _, m in base.values() if m.ok]
+    assert best_m.latency_ms["median"] == pytest.approx(min(values))
+
+
+def test_unknown_objective_and_study_mismatch(tmp_path):
+    with pytest.raises(UnknownNameError, match="objective"):
+        Evaluator("seed-block", "orin-agx", objective="speed")
+    url = f"sqlite:///{tmp_path / 'pt.db'}"
+    ev = Evaluator("seed-block", "orin-agx", store=url, study="night")
+    ev.evaluate(Placement.all_dla(ev.model))
+    ev.close()
+    with pytest.raises(ConfigError, match="platform=orin-agx.*xavier-agx"):
+        Evaluator("seed-block", "xavier-agx", store=url, study="night")
+    with pytest.raises(ConfigError, match="model"):
+        Evaluator("resnet18", "orin-agx", store=url, study="night")
+    # nothing lost
+    with Store(url) as store:
+        assert len(store.measurements("night")) == 1
+
+
+def test_placement_of_another_model_or_missing_dla():
+    ev = Evaluator("seed-block", "orin-nx-8gb", mode="pipeline")
+    with pytest.raises(PlacementError, match="DLA1"):
+        ev.evaluate(Placement.all_dla(ev.model, 1))
+    other = Model.load("resnet18")
+    with pytest.raises(PlacementError, match="resnet18"):
+        ev.evaluate(Placement.all_gpu(other))
+
+
+def test_locked_database_is_a_clear_error_and_keeps_rows(tmp_path):
+    path = tmp_path / "pt.db"
+    ev = Evaluator("seed-block", "orin-agx", store=Store(f"sqlite:///{path}", busy_timeout=0.2))
+    ev.evaluate(Placement.all_gpu(ev.model))
+    holder = sqlite3.connect(path, timeout=0.1)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="locked"):
+            ev.evaluate(Placement.all_dla(ev.model))
+    finally:
+        holder.rollback()
+        holder.close()
+    with Store(f"sqlite:///{path}") as store:
+        assert [r.status for r in store.measurements()] == ["ok"]
+
+
+def test_read_only_database(tmp_path):
+    path = tmp_path / "pt.db"
+    ev = Evaluator("seed-block", "orin-agx", store=f"sqlite:///{path}", study="s")
+    ev.evaluate(Placement.all_gpu(ev.model))
+    ev.close()
+    ro = f"sqlite:///file:{path}?mode=ro&uri=true"
+    with pytest.raises(StoreError, match="read-only"):
+        ev2 = Evaluator("seed-block", "orin-agx", store=ro, study="s")
+        ev2.evaluate(Placement.all_dla(ev2.model))
+
+
+_STREAM = """
+import sys
+from placetune import Evaluator, Space
+import numpy as np
+ev = Evaluator("resnet50", "orin-agx", store=sys.argv[1], precision="int8", study="stream")
+space = ev.space()
+rng = np.random.default_rng(int(sys.argv[2]))
+for i in range(100000):
+    ev.evaluate(space.to_placement(space.sample(rng)), trial_number=i)
+    if i == 5:
+        print("running", flush=True)
+"""
+
+
+def test_sigkill_mid_stream_leaves_a_sound_database(tmp_path):
+    url = f"sqlite:///{tmp_path / 'pt.db'}"
+    for seed in (1, 2):
+        proc = subprocess.Popen([sys.executable, "-c", _STREAM, url, str(seed)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "running"
+        time.sleep(0.3 * seed)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with Store(url) as store:
+        rows = store.measurements("stream")
+        assert len(rows) > 10
+        assert all(r.measurement.ok and r.measurement.latency_ms["median"] > 0 for r in rows)
+    # and the study resumes: everything already stored is a cache hit
+    ev = Evaluator("resnet50", "orin-agx", store=url, precision="int8", study="stream")
+    for r in rows[:10]:
+        ev.evaluate(Placement(ev.model, r.measurement.requested))
+    assert ev.stats.measured == 0
+    with sqlite3.connect(tmp_path / "pt.db") as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
