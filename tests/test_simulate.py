@@ -1,0 +1,254 @@
+"""Behaviour of the simulated Jetson backend (placetune.backends.simulate)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placetune import Model
+from placetune.backends import Backend, get_backend
+from placetune.backends.sim_costs import SIM_VERSION, cost_table
+from placetune.backends.simulate import SimulatedJetson, simulate_concurrent
+from placetune.placement import Placement
+from placetune.platforms import get_platform
+from placetune.realise import Realisation, realise
+from placetune.settings import Settings
+
+ORIN = get_platform("orin-agx")
+XAVIER = get_platform("xavier-agx")
+SIM = SimulatedJetson()
+SPLIT = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}
+
+
+def measure(placement, platform=ORIN, **kw):
+    s = Settings(**{"precision": "int8", "iterations": 5, **kw})
+    r = realise(placement, platform, mode=s.mode, precision=s.precision)
+    return SIM.measure(r, platform, s)
+
+
+@pytest.fixture(scope="module")
+def resnet18():
+    return Model.load("resnet18", batch=1)
+
+
+@pytest.fixture(scope="module")
+def resnet18_bs8():
+    return Model.load("resnet18", batch=8)
+
+
+@pytest.fixture(scope="module")
+def model_bn():
+    return Model.load("model-bn", batch=32)
+
+
+# ------------------------------------------------------------------------------ protocol
+def test_backend_protocol_and_fingerprint():
+    sim = get_backend("simulate")
+    assert isinstance(sim, SimulatedJetson) and isinstance(sim, Backend)
+    assert sim.name == "simulate" and sim.simulated is True
+    fp = sim.fingerprint(ORIN, Settings(power_mode="30W"))
+    assert fp == {"backend": "simulate", "version": SIM_VERSION, "platform": "orin-agx", "power_mode": "30W"}
+
+
+def test_engine_measurement_fields(resnet18):
+    m = measure(Placement.all_dla(resnet18), iterations=7)
+    assert m.ok and m.simulated and m.backend == f"simulate-{SIM_VERSION}"
+    assert m.mode == "engine" and m.precision == "int8" and m.batch == 1 and m.build_seconds == 0.0
+    assert len(m.latency_samples_ms) == 7
+    assert {"median", "p90", "p99"} <= set(m.latency_ms)
+    assert m.throughput_fps == pytest.approx(1000.0 / m.latency_ms["median"])
+    assert set(m.requested) == set(m.realized) == set(resnet18.names)
+    assert set(m.layer_times_ms) == set(resnet18.names)
+    assert m.dla_loadables["DLA0"] >= 1 and m.fallback  # GlobalAveragePool falls back
+    assert all(m.realized[n] == "GPU" for n in m.fallback)
+    assert sum(s["time_ms"] for s in m.segment_times_ms) == pytest.approx(m.latency_ms["median"])
+    assert {e["device"] for e in m.timeline} == {"GPU", "DLA0"}
+    assert m.energy_mj > 0 and m.power_w > ORIN.idle_w
+
+
+def test_seed_block_pipeline_branches_overlap(seed_block):
+    m = measure(Placement(seed_block, SPLIT), mode="pipeline", precision="fp16")
+    assert m.ok
+    first = {e["device"]: e for e in m.timeline if e["frame"] == 0 and e["name"] in ("seg0", "seg1", "seg2")}
+    assert set(first) == {"GPU", "DLA0", "DLA1"}
+    start = max(e["start_ms"] for e in first.values())
+    end = min(e["end_ms"] for e in first.values())
+    assert start < end  # conv1+conv2 on the GPU, conv3 on DLA0 and conv4 on DLA1 run at the same time
+    assert m.latency_ms["median"] < 0.8 * m.extra["serial_sum_ms"]
+
+
+def test_two_engines_on_one_dla_core_serialise(seed_block):
+    same = measure(Placement(seed_block, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}), mode="pipeline",
+                   precision="fp16")
+    split = measure(Placement(seed_block, SPLIT), mode="pipeline", precision="fp16")
+    dla0 = sorted((e["start_ms"], e["end_ms"]) for e in same.timeline if e["device"] == "DLA0" and e["frame"] == 0)
+    assert len(dla0) == 2 and dla0[0][1] <= dla0[1][0] + 1e-9
+    assert same.latency_ms["median"] > 1.5 * split.latency_ms["median"]
+    # two whole engines on DLA0 at once: each takes about twice as long (ref: 17.7 -> 33 ms)
+    r = realise(Placement.all_dla(seed_block), ORIN, precision="int8")
+    out = simulate_concurrent([(r, "DLA0"), (r, "DLA0")], ORIN)
+    assert 1.8 < out[0]["slowdown"] < 2.3
+
+
+def test_dla_time_linear_in_batch_gpu_sublinear(resnet18, resnet18_bs8):
+    dla = [measure(Placement.all_dla(m)) for m in (resnet18, resnet18_bs8)]
+    gpu = [measure(Placement.all_gpu(m)).latency_ms["median"] for m in (resnet18, resnet18_bs8)]
+    on_dla = [sum(t for n, t in d.layer_times_ms.items() if d.realized[n] != "GPU") for d in dla]
+    assert 7.5 < on_dla[1] / on_dla[0] <= 8.0 + 1e-9  # the DLA loops over the batch items
+    engine = dla[1].latency_ms["median"] / dla[0].latency_ms["median"]  # + fixed island/boundary costs
+    assert gpu[1] / gpu[0] < 6.0 and engine > gpu[1] / gpu[0]
+
+
+def test_more_islands_is_slower(model_bn):
+    one = Placement.all_dla(model_bn)
+    # the same DLA layers, but two ReLUs on the GPU cut the DLA part into more loadables
+    cut = one.with_devices({"/cnn/cnn.5/Relu": "GPU", "/cnn/cnn.8/Relu": "GPU"})
+    a, b = measure(one), measure(cut)
+    assert b.extra["islands"] > a.extra["islands"]
+    assert sum(b.dla_loadables.values()) > sum(a.dla_loadables.values())
+    assert b.latency_ms["median"] > a.latency_ms["median"]
+
+
+def test_boundary_cost_grows_with_tensor_size(resnet18):
+    table = cost_table(resnet18, XAVIER, "fp16", 1)
+    order = np.argsort(table.edge_bytes)
+    assert np.all(np.diff(table.edge_ms[order]) >= 0)
+    # conv activations of a 224px CNN at bs 1: 10-74 us per boundary (ref §3/§5)
+    act = table.edge_bytes >= 100e3
+    assert act.sum() > 10
+    assert 0.010 <= table.edge_ms[act].min() and table.edge_ms[act].max() <= 0.1
+    small = cost_table(resnet18, XAVIER, "fp16", 8)
+    assert np.all(small.edge_ms > table.edge_ms)
+
+
+def test_fusion_makes_conv_bn_relu_cheaper(model_bn):
+    table = cost_table(model_bn, ORIN, "int8", 32)
+    names = model_bn.names
+    idx = [names.index(n) for n in ("/cnn/cnn.3/Conv", "/cnn/cnn.4/BatchNormalization", "/cnn/cnn.5/Relu")]
+    for kind in (0, 1):  # GPU and DLA
+        codes = np.full(len(names), kind)
+        t, _, fused = table.layer_costs(codes)
+        assert fused[idx[1]] and fused[idx[2]] and not fused[idx[0]]
+        assert t[idx].sum() < table.t_alone[kind, idx].sum()
+    # split across devices, nothing fuses
+    codes = np.zeros(len(names), dtype=np.intp)
+    codes[idx[1]] = 1
+    _, _, fused = table.layer_costs(codes)
+    assert not fused[idx[1]] and not fused[idx[2]]
+
+
+def test_noise_off_identical_noise_on_seeded(resnet18):
+    p = Placement.all_gpu(resnet18)
+    quiet = measure(p, iterations=20)
+    assert len(set(quiet.latency_samples_ms)) == 1
+    a = measure(p, iterations=50, noise=0.05, seed=1)
+    b = measure(p, iterations=50, noise=0.05, seed=1)
+    c = measure(p, iterations=50, noise=0.05, seed=2)
+    assert a.latency_samples_ms == b.latency_samples_ms != c.latency_samples_ms
+    rel_sd = np.std(a.latency_samples_ms) / np.mean(a.latency_samples_ms)
+    assert 0.02 < rel_sd < 0.1
+    assert a.latency_ms["p99"] > a.latency_ms["median"] > 0
+
+
+def test_all_dla_uses_less_energy_than_all_gpu(resnet18_bs8):
+    gpu = measure(Placement.all_gpu(resnet18_bs8))
+    dla = measure(Placement.all_dla(resnet18_bs8))
+    assert dla.energy_mj < gpu.energy_mj
+    assert dla.power_w < gpu.power_w
+
+
+def test_replicas_beat_the_best_single_device(resnet18_bs8):
+    p = Placement.all_dla(resnet18_bs8)
+    best = max(measure(Placement.all_gpu(resnet18_bs8)).throughput_fps, measure(p).throughput_fps)
+    rep = measure(p, mode="replicas")
+    assert rep.ok and [x["device"] for x in rep.extra["replicas"]] == ["GPU", "DLA0", "DLA1"]
+    assert rep.throughput_fps == pytest.approx(sum(x["throughput_fps"] for x in rep.extra["replicas"]))
+    assert rep.throughput_fps > best
+    assert rep.latency_ms["median"] == pytest.approx(max(x["latency_ms"] for x in rep.extra["replicas"]))
+    custom = measure(p, mode="replicas", replicas={"GPU": 16, "DLA0": 4})
+    assert [(x["device"], x["batch"]) for x in custom.extra["replicas"]] == [("GPU", 16), ("DLA0", 4)]
+
+
+def test_contention_slows_concurrent_devices(resnet18_bs8):
+    rep = measure(Placement.all_dla(resnet18_bs8), mode="replicas")
+    for x in rep.extra["replicas"]:
+        assert x["latency_ms"] > 1.02 * x["alone_ms"], x
+    gpu_alone = measure(Placement.all_gpu(resnet18_bs8), mode="replicas", replicas={"GPU": 8})
+    assert gpu_alone.extra["replicas"][0]["latency_ms"] == pytest.approx(gpu_alone.extra["replicas"][0]["alone_ms"])
+
+
+def test_batch_above_dla_limit_is_infeasible():
+    big = Model.load("model-bn", batch=5000)
+    dla = Placement.all_dla(big)
+    m = SIM.measure(Realisation(dla, dla, {}, 0, {"DLA0": 1}), ORIN, Settings(precision="int8"))
+    assert m.status == "infeasible" and "4096" in m.reason and m.simulated
+    assert measure(Placement.all_gpu(big)).ok
+    reps = measure(Placement.all_gpu(Model.load("model-bn", batch=8)), mode="replicas",
+                   replicas={"GPU": 8, "DLA0": 5000})
+    assert reps.ok  # no DLA layer in the placement: the "DLA" replica runs on the GPU
+    assert reps.extra["notes"]
+    small = Model.load("model-bn", batch=8)
+    reps = measure(Placement.all_dla(small), mode="replicas", replicas={"GPU": 8, "DLA0": 5000})
+    assert reps.status == "infeasible" and "DLA0" in reps.reason
+
+
+def test_replicas_need_the_devices():
+    nano = get_platform("orin-nano")
+    m = Model.load("model-bn", batch=4)
+    s = Settings(mode="replicas", replicas={"GPU": 4, "DLA0": 4}, iterations=2)
+    r = realise(Placement.all_gpu(m), nano, mode="replicas")
+    out = SIM.measure(r, nano, s)
+    assert out.status == "infeasible" and "DLA0" in out.reason
+    assert SIM.measure(r, nano, Settings(mode="replicas", iterations=2)).ok
+
+
+def test_power_mode_and_precision(resnet18):
+    p = Placement.all_gpu(resnet18)
+    maxn, w15 = measure(p), measure(p, power_mode="15W")
+    assert w15.latency_ms["median"] > 1.8 * maxn.latency_ms["median"]
+    bad = measure(p, power_mode="99W")
+    assert bad.status == "infeasible" and "MAXN" in bad.reason
+    fp16, fp32 = measure(p, precision="fp16"), measure(p, precision="fp32")
+    assert fp32.latency_ms["median"] > fp16.latency_ms["median"] > maxn.latency_ms["median"]
+    # a DLA layer at fp32 cannot exist: infeasible, not a crash
+    dla = Placement.all_dla(resnet18)
+    out = SIM.measure(Realisation(dla, dla, {}, 0, {"DLA0": 1}), ORIN, Settings(precision="fp32"))
+    assert out.status == "infeasible"
+
+
+def test_frames_in_flight_raise_pipeline_throughput(seed_block):
+    p = Placement(seed_block, SPLIT)
+    one = measure(p, mode="pipeline", frames_in_flight=1)
+    three = measure(p, mode="pipeline", frames_in_flight=3)
+    assert three.throughput_fps > 1.1 * one.throughput_fps
+    assert three.latency_ms["median"] == pytest.approx(one.latency_ms["median"])
+    assert three.extra["latency_in_flight_ms"] > one.latency_ms["median"]
+
+
+def test_transformer_and_other_ops_are_simulated():
+    vit = Model.load("vit-tiny", batch=1)
+    gpu = measure(Placement.all_gpu(vit), precision="fp16")
+    dla = measure(Placement.all_dla(vit), precision="fp16")
+    assert gpu.ok and dla.ok and dla.fallback
+    assert 0.1 < gpu.latency_ms["median"] < 20
+    mobile = Model.load("mobilenetv2", batch=1)
+    assert 0.05 < measure(Placement.all_gpu(mobile)).latency_ms["median"] < 5
+
+
+def test_evaluations_are_deterministic_and_cached(resnet18):
+    p = Placement(resnet18, {n: ("DLA0" if i % 3 else "GPU") for i, n in enumerate(resnet18.names)})
+    a, b = measure(p), measure(p)
+    assert a.latency_samples_ms == b.latency_samples_ms
+    assert a.to_dict()["layer_times_ms"] == b.to_dict()["layer_times_ms"]
+
+
+def test_scheduler_contention_is_piecewise_exact():
+    from placetune.backends.sim_schedule import Task, run
+
+    s = run([Task("GPU", 1.0, 0.5), Task("DLA0", 1.0, 0.5)], {"GPU": 1.0, "DLA0": 0.2})
+    # both busy: GPU at 1/1.5, DLA at 1/1.1; the DLA ends at 1.1, then the GPU runs alone
+    assert s.tasks[1].end == pytest.approx(1.1)
+    assert s.tasks[0].end == pytest.approx(1.1 + (1.0 - 1.1 / 1.5))
+    assert s.busy_ms("GPU") == pytest.approx(s.tasks[0].end)
+    fifo = run([Task("DLA0", 1.0, key=(1,)), Task("DLA0", 1.0, key=(0,))], {})
+    assert (fifo.tasks[1].start, fifo.tasks[0].start) == (0.0, 1.0)
