@@ -208,9 +208,15 @@ def _measure_human(m, model, platform) -> str:
     for note in m.extra.get("notes", []):
         lines.append(f"note: {note}")
     if m.segment_times_ms:
-        rows = [(s.get("index"), s.get("device"), s.get("layers"), f"{s.get('ms', 0):.3f}") for s in m.segment_times_ms]
+        rows = [
+            (s.get("index"), s.get("device"), s.get("layers"), f"{s.get('start_ms', 0):.3f}",
+             f"{s.get('end_ms', 0):.3f}", f"{s.get('time_ms', 0):.3f}")
+            for s in m.segment_times_ms[:40]
+        ]
         lines.append("")
-        lines.append(_table(rows, ("segment", "device", "layers", "ms")))
+        lines.append(_table(rows, ("segment", "device", "layers", "start ms", "end ms", "time ms")))
+        if len(m.segment_times_ms) > 40:
+            lines.append(f"... {len(m.segment_times_ms) - 40} more segments (use --json)")
     return "\n".join(lines)
 
 

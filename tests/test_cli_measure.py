@@ -1,0 +1,71 @@
+"""`placetune measure`: JSON contract, modes, placements and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placetune.cli import main
+
+
+def _measure(capsys, *argv):
+    code = main(["measure", *argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_json_keys_and_simulated_label(capsys):
+    code, doc = _measure(capsys, "resnet18", "--platform", "orin-agx", "--precision", "int8", "--placement", "all-dla")
+    assert code == 0 and doc["status"] == "ok" and doc["simulated"] is True
+    for key in ("latency_ms", "throughput_fps", "realized", "dla_loadables", "energy_mj"):
+        assert key in doc
+    assert doc["latency_ms"]["median"] > 0 and doc["latency_ms"]["p99"] >= doc["latency_ms"]["median"]
+    assert doc["dla_loadables"]["DLA0"] >= 1
+    assert "latency_samples_ms" not in doc
+
+
+def test_human_output_says_simulated(capsys):
+    assert main(["measure", "seed-block", "--mode", "pipeline"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("SIMULATED measurement") and "median" in out
+
+
+def test_placement_file_and_pipeline_overlap(tmp_path, capsys):
+    pfile = tmp_path / "p.json"
+    pfile.write_text(json.dumps({"default": "GPU", "layers": {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}}))
+    code, doc = _measure(capsys, "seed-block", "--mode", "pipeline", "--placement", str(pfile))
+    assert code == 0
+    segs = {s["device"]: s for s in doc["segment_times_ms"]}
+    # the DLA branches start together with the GPU branch
+    assert segs["DLA0"]["start_ms"] == 0 and segs["DLA1"]["start_ms"] == 0
+    assert doc["latency_ms"]["median"] < doc["extra"]["serial_sum_ms"]
+
+
+def test_replicas(capsys):
+    code, doc = _measure(capsys, "resnet50", "--mode", "replicas", "--precision", "int8",
+                         "--replicas", "GPU:8,DLA0:2,DLA1:2", "--placement", "all-dla")
+    assert code == 0 and doc["throughput_fps"] > 0 and "replicas" in doc["extra"]
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["seed-block", "--placement", '{"/conv9/Conv": "DLA0"}'], "does not have"),
+        (["seed-block", "--platform", "orin-nx-8gb", "--mode", "pipeline", "--placement", "dla1"], "DLA1"),
+        (["seed-block", "--placement", "nowhere.json"], "--placement"),
+        (["seed-block", "--mode", "replicas", "--replicas", "GPU:0"], "replicas"),
+    ],
+)
+def test_bad_input_errors(capsys, argv, needle):
+    code = main(["measure", *argv])
+    err = capsys.readouterr().err
+    assert code not in (0, 1) and needle in err and err.count("\n") == 1
+
+
+def test_infeasible_is_reported_not_raised(capsys):
+    code = main(["measure", "resnet50", "--platform", "orin-nano", "--mode", "replicas", "--replicas", "GPU:8,DLA0:2"])
+    out = capsys.readouterr().out
+    assert code == 1 and "infeasible" in out and "orin-nano" in out
+    code = main(["measure", "resnet50", "--platform", "xavier-agx", "--placement", "all-dla", "--no-gpu-fallback"])
+    out = capsys.readouterr().out
+    assert code == 1 and "infeasible" in out and "Softmax" in out
