@@ -220,6 +220,39 @@ def _measure_human(m, model, platform) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------- tune
+def cmd_tune(args: argparse.Namespace) -> int:
+    import shlex
+
+    from .studyfile import TuneConfig, load_study_file, parse_duration
+    from .tune import Tuner
+
+    if args.study_file:
+        base = load_study_file(args.study_file)
+    else:
+        base = TuneConfig()
+    cfg = base.with_overrides(
+        model=args.model, platform=args.platform, backend=args.backend, mode=args.mode,
+        objective=args.objective, precision=args.precision, batch=args.batch, shapes=args.shape,
+        agent=args.agent, trials=args.trials, timeout=parse_duration(args.timeout), storage=args.storage,
+        study=args.study, granularity=args.granularity, export=args.export,
+    )
+    if args.seed is not None:
+        cfg.agent_options["seed"] = args.seed
+    if args.worker_python:
+        cfg.backend_options["worker_python"] = args.worker_python
+    if cfg.trials < 1:
+        from .errors import ConfigError
+
+        raise ConfigError("--trials must be >= 1")
+    if not args.study_file and all(v is None for v in (args.model, args.platform, args.mode)):
+        print(f"no study file or model given: running the embedded default ({cfg.model} on the simulated "
+              f"{cfg.platform}, {cfg.mode} mode, {cfg.precision}, {cfg.trials} trials)")
+    hint = "placetune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
+    outcome = Tuner(cfg, resume_hint=hint).run()
+    return 130 if outcome.interrupted else 0
+
+
 # ----------------------------------------------------------------- parser
 def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
     p.add_argument("model", help="ONNX file (.onnx or .onnx.gz) or zoo name (see `placetune zoo list`)")
@@ -280,6 +313,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline", action="store_true", help="include the timeline events in --json")
     p.add_argument("--samples", action="store_true", help="include every latency sample in --json")
     p.set_defaults(func=cmd_measure)
+    p = sub.add_parser("tune", help="search placements for a study (resumable; Ctrl-C stops cleanly)")
+    p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
+    p.add_argument("--model", help="ONNX file or zoo name (default: the embedded default)")
+    p.add_argument("--shape", action="append", metavar="NAME=1x3x224x224")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--platform")
+    p.add_argument("--backend", help="simulate | tensorrt | trtexec")
+    p.add_argument("--mode", choices=("engine", "pipeline", "replicas"))
+    p.add_argument("--objective", help="latency | throughput | energy | latency+energy")
+    p.add_argument("--precision", choices=("fp16", "int8", "fp32"))
+    p.add_argument("--agent", help="search agent (default local)")
+    p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")
+    p.add_argument("--timeout", help="wall-clock limit of this run, e.g. 8h, 30m")
+    p.add_argument("--storage", help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)")
+    p.add_argument("--study", help="study name (default: derived from the settings)")
+    p.add_argument("--granularity", help="layer | fusion | scope:N")
+    p.add_argument("--seed", type=int, help="agent seed")
+    p.add_argument("--export", help="plan path (default <study>.plan.json)")
+    p.add_argument("--worker-python", help="tensorrt backend: Python that runs the build worker")
+    p.set_defaults(func=cmd_tune)
     return parser
 
 
@@ -287,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``placetune`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else None
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):

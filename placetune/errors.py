@@ -15,6 +15,7 @@ __all__ = [
     "ConfigError",
     "StoreError",
     "BackendError",
+    "StopRequested",
 ]
 
 
@@ -66,3 +67,11 @@ class BackendError(PlacetuneError):
     """A measurement backend is unavailable or failed in a way that is not a measurement."""
 
     exit_code = 8
+
+
+class StopRequested(Exception):
+    """Raised by :meth:`Evaluator.evaluate` after :meth:`Evaluator.request_stop` (e.g. Ctrl-C).
+
+    Not a :class:`PlacetuneError`: it is a controlled stop, not a failure. The evaluation
+    in flight when the stop was requested has finished and is stored.
+    """

@@ -13,9 +13,10 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import PlacementError
+from .errors import PlacementError, StopRequested
 from .measurement import Measurement
 from .model import Model
 from .objectives import Objective, get_objective
@@ -152,6 +153,8 @@ class Evaluator:
         )
         self._memo: OrderedDict[str, Measurement] = OrderedDict()
         self._realised_key: OrderedDict[str, str] = OrderedDict()  # requested key -> realised key
+        self._callbacks: list[Callable[[Placement, Measurement], None]] = []
+        self._stop = False
         self._baseline: Measurement | None = None
 
     @property
@@ -209,6 +212,8 @@ class Evaluator:
             raise PlacementError(
                 f"placement is for model {placement.model.name!r}, this evaluator measures {self.model.name!r}"
             )
+        if self._stop:
+            raise StopRequested("stop requested: the evaluation in flight finished and is stored")
         self.stats.requested += 1
         agent = agent or self.agent
         key = self._realised_key.get(placement.key)
@@ -229,7 +234,7 @@ class Evaluator:
             self.stats.cache_hits += 1
             self._count(cached)
             self.store.record_request(self.study, placement.key, key, cached.extra.get("_id"), agent, trial_number, True)
-            return self._answer(cached, placement, cache_hit=True)
+            return self._notify(placement, self._answer(cached, placement, cache_hit=True))
         t0 = time.perf_counter()
         if r is None:
             m = Measurement.failure(
@@ -253,7 +258,39 @@ class Evaluator:
         mid = self.store.record(self.study, placement.key, key, m, agent=agent, trial_number=trial_number)
         m.extra["_id"] = mid
         self._remember(key, m)
-        return self._answer(m, placement, cache_hit=False)
+        return self._notify(placement, self._answer(m, placement, cache_hit=False))
+
+    # ------------------------------------------------------- hooks and stop
+    def add_callback(self, fn: Callable[[Placement, Measurement], None]) -> None:
+        """Call ``fn(placement, measurement)`` after every evaluation (progress displays, logs)."""
+        self._callbacks.append(fn)
+
+    def request_stop(self) -> None:
+        """Make the next :meth:`evaluate` raise :class:`~placetune.errors.StopRequested`.
+
+        Safe to call from a signal handler: the evaluation in flight finishes and is stored.
+        """
+        self._stop = True
+
+    @property
+    def stop_requested(self) -> bool:
+        """True after :meth:`request_stop`."""
+        return self._stop
+
+    def peek(self, placement: Placement) -> Measurement | None:
+        """The stored measurement of a placement's realisation, without measuring or
+        recording a request (None when it was never measured or is infeasible)."""
+        try:
+            key = self.realise(placement).realized.key
+        except PlacementError:
+            return None
+        m = self._lookup(key)
+        return self._answer(m, placement, cache_hit=True) if m is not None else None
+
+    def _notify(self, placement: Placement, m: Measurement) -> Measurement:
+        for fn in self._callbacks:
+            fn(placement, m)
+        return m
 
     # ------------------------------------------------------------- baselines
     def baseline(self) -> Measurement:

@@ -1,0 +1,153 @@
+"""`placetune tune`: embedded default, resume, SIGINT in a real subprocess, study files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from placetune import ConfigError, Store
+from placetune.cli import main
+from placetune.studyfile import load_study_file, parse_duration
+
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+
+
+def _cli(*argv: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "placetune.cli", *argv], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _measured_keys(db: Path) -> list[str]:
+    with sqlite3.connect(db) as con:
+        return [r[0] for r in con.execute("SELECT placement_key FROM pt_measurements")]
+
+
+def test_embedded_default_runs_and_resumes(tmp_path):
+    first = _cli("tune", "--trials", "25", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "embedded default" in first.stdout and "SIMULATED" in first.stdout
+    # not a terminal: one structured line per evaluation
+    lines = [x for x in first.stdout.splitlines() if x.startswith("trial=")]
+    assert len(lines) == 25 and all("simulated=true" in x for x in lines)
+    assert lines[-1].startswith("trial=25/25")
+    keys = _measured_keys(tmp_path / "placetune.db")
+    assert len(keys) == len(set(keys))
+    again = _cli("tune", "--trials", "40", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "resuming: 25 of 40 trials already done" in again.stdout
+    keys2 = _measured_keys(tmp_path / "placetune.db")
+    assert len(keys2) == len(set(keys2)) and len(keys2) > len(keys)
+    done = _cli("tune", "--trials", "40", cwd=tmp_path)
+    assert "budget is already spent" in done.stdout
+    assert _measured_keys(tmp_path / "placetune.db") == keys2
+
+
+def test_mismatched_settings_on_resume_name_the_setting(tmp_path):
+    assert _cli("tune", "--trials", "5", "--study", "s1", cwd=tmp_path).returncode == 0
+    proc = _cli("tune", "--trials", "5", "--study", "s1", "--platform", "xavier-agx", cwd=tmp_path)
+    assert proc.returncode == ConfigError.exit_code
+    assert "platform=orin-agx" in proc.stderr and "xavier-agx" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sigint_stops_cleanly_and_resume_finishes_budget(tmp_path):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--model", "resnet50", "--mode", "engine",
+           "--granularity", "layer", "--agent", "random", "--trials", "400", "--study", "sig"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = 0
+    for line in proc.stdout:
+        if line.startswith("trial="):
+            seen += 1
+            if seen == 20:
+                proc.send_signal(signal.SIGINT)
+                break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "best found" in out and "Resume with: placetune tune" in out
+    assert "stopping after the evaluation in flight" in err
+    with Store(f"sqlite:///{tmp_path / 'placetune.db'}") as store:
+        rec = store.study("sig")
+        assert 20 <= rec.n_requests < 400
+        rows = store.measurements("sig")
+        assert all(r.measurement.ok for r in rows)
+    with sqlite3.connect(tmp_path / "placetune.db") as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr
+    with Store(f"sqlite:///{tmp_path / 'placetune.db'}") as store:
+        assert store.study("sig").n_requests == 400
+    keys = _measured_keys(tmp_path / "placetune.db")
+    assert len(keys) == len(set(keys))  # no realised placement measured twice
+
+
+@pytest.mark.parametrize("path", sorted(STUDIES.glob("*.toml")), ids=lambda p: p.name)
+def test_every_study_file_loads(path):
+    cfg = load_study_file(path)
+    assert cfg.study and cfg.trials >= 1 and cfg.model
+
+
+@pytest.mark.parametrize("name", [p.name for p in sorted(STUDIES.glob("*.toml")) if p.name != "jetson-overnight.toml"])
+def test_every_study_file_runs_on_the_simulator(tmp_path, name, capsys):
+    code = main(["tune", str(STUDIES / name), "--trials", "12", "--storage", f"sqlite:///{tmp_path / 'pt.db'}",
+                 "--export", str(tmp_path / "plan.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "best found" in out and "SIMULATED" in out
+
+
+def test_jetson_template_runs_with_the_simulator_and_an_onnx_file(tmp_path, capsys):
+    cfg = load_study_file(STUDIES / "jetson-overnight.toml")
+    assert cfg.backend == "tensorrt" and cfg.timeout == 8 * 3600
+    data = Path(__file__).parent / "data" / "resnet18.onnx.gz"
+    code = main(["tune", str(STUDIES / "jetson-overnight.toml"), "--backend", "simulate", "--model", str(data),
+                 "--trials", "8", "--storage", f"sqlite:///{tmp_path / 'pt.db'}",
+                 "--export", str(tmp_path / "plan.json")])
+    assert code == 0, capsys.readouterr().err
+
+
+def test_study_file_errors(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[study\nmodel = 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_study_file(bad)
+    bad.write_text("[study]\nmodle = 'resnet50'\n")
+    with pytest.raises(ConfigError, match="modle"):
+        load_study_file(bad)
+    bad.write_text("[study]\ntrials = 0\n")
+    with pytest.raises(ConfigError, match="trials"):
+        load_study_file(bad)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_study_file(tmp_path / "missing.toml")
+
+
+def test_parse_duration():
+    assert parse_duration("8h") == 28800 and parse_duration("1h30m") == 5400 and parse_duration("90") == 90
+    for bad in ("soon", "-5", "8x"):
+        with pytest.raises(ConfigError):
+            parse_duration(bad)
+
+
+def test_terminal_progress_bar(tmp_path, capsys):
+    import io
+
+    from placetune.studyfile import TuneConfig
+    from placetune.tune import Tuner
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Tty()
+    cfg = TuneConfig(model="seed-block", trials=10, storage=f"sqlite:///{tmp_path / 'pt.db'}",
+                     export=str(tmp_path / "p.json"))
+    outcome = Tuner(cfg, out=out).run()
+    text = out.getvalue()
+    assert "\r[" in text and "10/10" in text and "vs all-GPU" in text and "trial=" not in text
+    assert outcome.trials_done == 10 and outcome.best is not None
