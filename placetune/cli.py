@@ -227,8 +227,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .studyfile import TuneConfig, load_study_file, parse_duration
     from .tune import Tuner
 
+    embedded = not args.study_file and args.model is None
     if args.study_file:
         base = load_study_file(args.study_file)
+    elif embedded:
+        base = TuneConfig.embedded_default()
     else:
         base = TuneConfig()
     cfg = base.with_overrides(
@@ -245,9 +248,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         from .errors import ConfigError
 
         raise ConfigError("--trials must be >= 1")
-    if not args.study_file and all(v is None for v in (args.model, args.platform, args.mode)):
-        print(f"no study file or model given: running the embedded default ({cfg.model} on the simulated "
-              f"{cfg.platform}, {cfg.mode} mode, {cfg.precision}, {cfg.trials} trials)")
+    if embedded:
+        print(f"no study file or model given: running the embedded default: {cfg.model} (batch {cfg.batch}) on "
+              f"the simulated {cfg.platform}, {cfg.mode} mode with {cfg.settings.get('frames_in_flight', 1)} frames "
+              f"in flight, {cfg.precision}, objective {cfg.objective}, {cfg.trials} trials")
     hint = "placetune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
     outcome = Tuner(cfg, resume_hint=hint).run()
     return 130 if outcome.interrupted else 0
@@ -313,6 +317,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline", action="store_true", help="include the timeline events in --json")
     p.add_argument("--samples", action="store_true", help="include every latency sample in --json")
     p.set_defaults(func=cmd_measure)
+    from .cli_results import add_parsers
+
+    add_parsers(sub)
+
     p = sub.add_parser("tune", help="search placements for a study (resumable; Ctrl-C stops cleanly)")
     p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
     p.add_argument("--model", help="ONNX file or zoo name (default: the embedded default)")

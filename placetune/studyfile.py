@@ -41,7 +41,7 @@ else:  # pragma: no cover - Python 3.10
 __all__ = ["TuneConfig", "load_study_file", "parse_duration", "DEFAULT_MODEL"]
 
 #: The embedded default of ``placetune tune`` with no argument.
-DEFAULT_MODEL = "googlenet"
+DEFAULT_MODEL = "resnet50"
 
 
 def parse_duration(text: str | int | float | None) -> float | None:
@@ -80,9 +80,9 @@ class TuneConfig:
     model: str = DEFAULT_MODEL
     platform: str = "orin-agx"
     backend: str = "simulate"
-    mode: str = "pipeline"
+    mode: str = "engine"
     objective: str = "latency"
-    precision: str = "int8"
+    precision: str = "fp16"
     batch: int | None = None
     shapes: list[str] = field(default_factory=list)
     agent: str = "local"
@@ -96,6 +96,16 @@ class TuneConfig:
     agent_options: dict[str, Any] = field(default_factory=dict)
     backend_options: dict[str, Any] = field(default_factory=dict)
     source: str = "embedded default"
+
+    @classmethod
+    def embedded_default(cls) -> "TuneConfig":
+        """What ``placetune tune`` runs with no study file and no model.
+
+        How much throughput do GPU + DLA0 + DLA1 give ResNet-50 INT8 (batch 2) as a pipeline
+        with 4 frames in flight, on the simulated AGX Orin? Takes seconds on a laptop.
+        """
+        return cls(model=DEFAULT_MODEL, mode="pipeline", objective="throughput", precision="int8", batch=2,
+                   granularity="scope:2", trials=300, settings={"frames_in_flight": 4})
 
     def with_overrides(self, **overrides: Any) -> "TuneConfig":
         """A copy with the non-None overrides applied."""

@@ -1,0 +1,192 @@
+"""Study reports (PNG plots), Chrome traces, and the studies / report / trace commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import placetune
+from placetune import Placement
+from placetune.errors import ConfigError, StoreError
+from placetune.measurement import Measurement
+from placetune.plan import export_plan, load
+from placetune.report import pareto_front, plot_timeline, write_report
+from placetune.store import Store
+from placetune.trace import chrome_trace, timeline_events
+
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """A small pipeline study of seed-block evaluated by two agents."""
+    tmp = tmp_path_factory.mktemp("report")
+    url = f"sqlite:///{tmp}/pt.db"
+    ev = placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", store=url, study="s")
+    ev.baselines()
+    space = ev.space()
+    for agent in ("random", "local"):
+        for i in range(4):
+            ev.evaluate(space.to_placement(space.sample()), agent=agent, trial_number=i)
+    ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}), agent="local", trial_number=9)
+    yield SimpleNamespace(url=url, tmp=tmp, ev=ev, model=ev.model)
+    ev.close()
+
+
+@pytest.fixture(scope="module")
+def report_files(study):
+    with Store(study.url) as store:
+        files = write_report(store, "s", study.tmp / "report")
+    return {f.name: f for f in files}
+
+
+def _check_trace(doc: dict) -> None:
+    events = doc["traceEvents"]
+    threads = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert len(set(threads.values())) == len(threads)  # one tid per device
+    runs = [e for e in events if e["ph"] in ("X", "i")]
+    assert runs
+    assert [e["ts"] for e in runs] == sorted(e["ts"] for e in runs)
+    for e in runs:
+        assert e["pid"] == 1 and e["tid"] in threads and threads[e["tid"]] == e["args"]["device"]
+        if e["ph"] == "X":
+            assert e["dur"] > 0
+    assert any(e["ph"] == "X" for e in runs)
+    assert doc["displayTimeUnit"] == "ms"
+
+
+# --------------------------------------------------------------------------- PNGs and trace
+def test_report_writes_pngs(report_files):
+    from matplotlib.image import imread
+
+    assert set(report_files) == {"progress.png", "pareto.png", "placement.png", "timeline.png", "trace.json"}
+    for name, path in report_files.items():
+        assert path.stat().st_size > 5_000 if name.endswith(".png") else path.stat().st_size > 100
+        if name.endswith(".png"):
+            img = imread(path)
+            assert img.ndim == 3 and img.shape[2] in (3, 4)
+            assert img.shape[0] >= 250 and img.shape[1] >= 700, (name, img.shape)
+            assert img.std() > 0.05  # not a blank image
+
+
+def test_report_trace_is_valid(report_files, study):
+    doc = json.loads(report_files["trace.json"].read_text())
+    _check_trace(doc)
+    assert doc["otherData"]["simulated"] is True and doc["otherData"]["study"] == "s"
+    process = next(e for e in doc["traceEvents"] if e["name"] == "process_name")
+    assert "SIMULATED" in process["args"]["name"]
+
+
+def test_chrome_trace_units_and_devices():
+    m = Measurement("ok", latency_samples_ms=[1.0], simulated=True, timeline=[
+        {"device": "DLA1", "name": "seg2", "start_ms": 0.5, "end_ms": 1.25, "frame": 0},
+        {"device": "GPU", "name": "seg0", "start_ms": 0.0, "end_ms": 0.5, "frame": 0},
+        {"device": "GPU", "name": "seg3", "start_ms": 1.25, "end_ms": 1.25, "frame": 0},  # zero length
+        {"device": "DLA0", "name": "seg1", "start_ms": 0.5, "end_ms": 1.0, "frame": 1},
+    ])
+    doc = chrome_trace(m)
+    _check_trace(doc)
+    x = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in x] == [("seg0", 0.0, 500.0), ("seg1", 500.0, 500.0),
+                                                          ("seg2", 500.0, 750.0)]
+    names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    assert names == {1: "GPU", 2: "DLA0", 3: "DLA1"}
+    assert [e["name"] for e in doc["traceEvents"] if e["ph"] == "i"] == ["seg3"]
+
+
+def test_chrome_trace_from_segment_times_and_empty():
+    seg = [{"index": 0, "device": "GPU", "layers": 2, "time_ms": 0.2, "start_ms": 0.0, "end_ms": 0.2},
+           {"index": 1, "device": "DLA0", "layers": 1, "time_ms": 0.3, "start_ms": 0.2, "end_ms": 0.5}]
+    events = timeline_events({"segment_times_ms": seg})
+    assert [(e["device"], e["name"]) for e in events] == [("GPU", "seg0"), ("DLA0", "seg1")]
+    doc = chrome_trace({"segment_times_ms": seg}, simulated=False)
+    _check_trace(doc)
+    assert doc["otherData"]["simulated"] is False
+    with pytest.raises(ConfigError, match="no timeline"):
+        chrome_trace(Measurement("ok", latency_samples_ms=[1.0]))
+
+
+def test_timeline_plot_of_frames_in_flight(tmp_path):
+    from matplotlib.image import imread
+
+    with placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", frames_in_flight=3, study="f") as ev:
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}))
+    assert len({e["frame"] for e in m.timeline}) > 1
+    path = plot_timeline(m, tmp_path / "t.png", devices=("GPU", "DLA0", "DLA1"))
+    assert imread(path).shape[1] >= 700
+
+
+def test_pareto_front():
+    assert pareto_front([(1, 5), (2, 2), (3, 3), (4, 1)]) == [0, 1, 3]
+    assert pareto_front([(1, 5), (2, 2), (3, 3)], ("maximize", "minimize")) == [1, 2]
+    assert pareto_front([(1, 1), (1, 1)]) == [0]
+
+
+def test_report_needs_evaluations(tmp_path):
+    with Store(f"sqlite:///{tmp_path}/e.db") as store:
+        store.create_or_open_study("empty", placetune.Model.load("seed-block"), "orin-agx", "simulate", "engine",
+                                   "latency", "fp16", 1, {}, {}, True)
+        with pytest.raises(ConfigError, match="no evaluation yet"):
+            write_report(store, "empty", tmp_path / "r")
+
+
+# --------------------------------------------------------------------------- CLI
+def _cli(*argv: str) -> int:
+    from placetune.cli_results import add_parsers
+
+    parser = argparse.ArgumentParser(prog="placetune")
+    add_parsers(parser.add_subparsers())
+    args = parser.parse_args(list(argv))
+    return args.func(args)
+
+
+def test_cli_studies(study, capsys):
+    assert _cli("studies", "--storage", study.url) == 0
+    out = capsys.readouterr().out
+    assert "seed-block" in out and "pipeline" in out and " ms" in out and "trials" in out
+    assert _cli("studies", "--storage", study.url, "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    (row,) = doc["studies"]
+    assert row["study"] == "s" and row["trials"] >= row["measured"] > 0 and row["best"] > 0
+    assert row["simulated"] is True and row["best_unit"] == "ms"
+
+
+def test_cli_report(study, capsys):
+    out_dir = study.tmp / "cli_report"
+    assert _cli("report", "--study", "s", "--storage", study.url, "-o", str(out_dir)) == 0
+    text = capsys.readouterr().out
+    assert "SIMULATED" in text and "perfetto" in text
+    assert (out_dir / "timeline.png").is_file() and (out_dir / "trace.json").is_file()
+
+
+def test_cli_trace(study, capsys):
+    with Store(study.url) as store:
+        plan = export_plan(store, "s")
+    path = plan.save(study.tmp / "trace_plan.json")
+    out = study.tmp / "trace.json"
+    assert _cli("trace", str(path), "-o", str(out)) == 0
+    assert "re-measured" not in capsys.readouterr().out
+    _check_trace(json.loads(out.read_text()))
+    # a plan without timeline and segment times is re-measured on the simulated backend
+    plan.measured.pop("timeline")
+    plan.measured.pop("segment_times_ms")
+    bare = plan.save(study.tmp / "bare_plan.json")
+    assert _cli("trace", str(bare), "-o", str(out)) == 0
+    text = capsys.readouterr().out
+    assert "re-measured" in text and "SIMULATED" in text
+    doc = json.loads(out.read_text())
+    _check_trace(doc)
+    assert doc["otherData"]["remeasured"] is True and doc["otherData"]["simulated"] is True
+    assert load(bare).timeline == []
+
+
+def test_cli_errors(study, tmp_path):
+    with pytest.raises(StoreError, match="does not exist"):
+        _cli("studies", "--storage", str(tmp_path / "none.db"))
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        bad = tmp_path / "bad.json"
+        bad.write_text("{")
+        _cli("trace", str(bad), "-o", str(tmp_path / "t.json"))
