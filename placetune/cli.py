@@ -257,6 +257,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 130 if outcome.interrupted else 0
 
 
+# ----------------------------------------------------------------- doctor
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+
+    checks = doctor.run(worker_python=args.worker_python)
+    if args.json:
+        print(json.dumps([c.__dict__ if hasattr(c, "__dict__") else c._asdict() for c in checks], indent=2,
+                         default=str))
+    else:
+        print(doctor.format(checks))
+    return 0
+
+
 # ----------------------------------------------------------------- parser
 def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
     p.add_argument("model", help="ONNX file (.onnx or .onnx.gz) or zoo name (see `placetune zoo list`)")
@@ -317,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline", action="store_true", help="include the timeline events in --json")
     p.add_argument("--samples", action="store_true", help="include every latency sample in --json")
     p.set_defaults(func=cmd_measure)
+    p = sub.add_parser("doctor", help="which backends work on this machine, and how to fix what is missing")
+    p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_doctor)
+
     from .cli_results import add_parsers
 
     add_parsers(sub)

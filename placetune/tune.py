@@ -77,8 +77,15 @@ class Tuner:
 
         cfg = self.cfg
         backend = get_backend(cfg.backend, **cfg.backend_options)
+        options = dict(cfg.settings)
+        probe = getattr(backend, "probe", None)
+        if not backend.simulated and "trt_version" not in options and probe is not None:
+            # apply the DLA rules of the TensorRT the worker really has (11.x needs the full version)
+            version = probe().get("trt_version")
+            if version:
+                options["trt_version"] = version if version.startswith("11") else ".".join(version.split(".")[:2])
         try:
-            settings = Settings(mode=cfg.mode, precision=cfg.precision, **cfg.settings)
+            settings = Settings(mode=cfg.mode, precision=cfg.precision, **options)
         except TypeError as exc:
             raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
         store = Store(cfg.storage)

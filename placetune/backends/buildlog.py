@@ -1,0 +1,456 @@
+"""Read what TensorRT actually placed where from its build log (pure Python, no TensorRT).
+
+With an INFO-level logger the TensorRT builder prints, for an engine that uses a DLA
+(reference tensorrt-dla.md §1.9; real excerpt in ``shared/seeds/002_*.txt``)::
+
+    [I] [TRT] ---------- Layers Running on DLA ----------
+    [I] [TRT] [DlaLayer] {ForeignNode[Relu_10...Conv_11]}
+    [I] [TRT] ---------- Layers Running on GPU ----------
+    [I] [TRT] [GpuLayer] SHUFFLE: Reshape_2 + (Unnamed Layer* 7) [Shuffle]
+
+One ``[DlaLayer]`` line per DLA loadable; ``{ForeignNode[A...B]}`` names the first and last
+original layer of the subgraph (every layer between them in topological order runs in it,
+except those listed as GPU layers). ``[GpuLayer]`` lines name engine layers, which may be
+fusions (``Conv_0 + Relu_1``, ``PWN(PWN(Sigmoid_4), Mul_5)``) or Myelin subgraphs (also
+``{ForeignNode[...]}``, §0.6). Fallback warnings say why a layer left the DLA.
+
+:func:`parse_build_log` reads the lines; :func:`locate` maps them onto a model's layers.
+
+Example:
+    >>> log = parse_build_log([
+    ...     "---------- Layers Running on DLA ----------",
+    ...     "[DlaLayer] {ForeignNode[conv1...relu2]}",
+    ...     "---------- Layers Running on GPU ----------",
+    ...     "[GpuLayer] SHUFFLE: flatten",
+    ... ])
+    >>> loc = locate(log, ["conv1", "relu1", "conv2", "relu2", "flatten"])
+    >>> loc.devices["conv2"], loc.devices["flatten"], loc.loadables
+    ('DLA', 'GPU', 1)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "BuildLog", "LogPlacement", "NameResolver", "ProfileSummary", "parse_build_log", "locate",
+    "attribute_profile", "split_engine_name", "onnx_name_of",
+]
+
+# "[03/31/2022-14:34:54] [I] [TRT] " (trtexec) or "[TRT] " prefixes; the Python ILogger gets bare text.
+_PREFIX = re.compile(r"^\s*(?:\[\d{2}/\d{2}/\d{4}-[\d:]+\]\s*)?(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*)?")
+_SECTION = re.compile(r"^-+\s*Layers\s+Running\s+on\s+(?P<dev>DLA|GPU)\s*[-:]*\s*$", re.I)
+_DLA_LINE = re.compile(r"^\[DlaLayer\]\s*(?P<name>.*?)\s*,?\s*$")
+_GPU_LINE = re.compile(r"^\[GpuLayer\]\s*(?:(?P<type>[A-Z][A-Z0-9_]*):\s+)?(?P<name>.*?)\s*,?\s*$")
+_FOREIGN = re.compile(r"\{ForeignNode\[(?P<body>.*)\]\}")
+_METADATA = re.compile(r"\[ONNX Layer: (?P<name>.*?)\](?:\s*\||$)")
+
+#: Fallback warnings, newest wording first (reference §5 and §3.1 G5/G7).
+_FALLBACKS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("unsupported", re.compile(r"Layer '(?P<n>.+)' \((?P<t>[^)]*)\): Unsupported on DLA\. Switching this layer's device type to GPU")),
+    ("unsupported", re.compile(r"Default DLA is enabled but layer (?P<n>.+?) is not supported on DLA, falling back to GPU")),
+    ("subgraph_limit", re.compile(r"DLA supports only (?P<k>\d+) subgraphs per DLA core\. Switching to GPU for layer (?P<n>.+?)\.?\s*$")),
+    ("validation", re.compile(r"Validation failed for DLA layer: (?P<n>.+?)\. Switching to GPU fallback")),
+    ("precision", re.compile(r"DLA only supports FP16 and Int8 precision type\. Switching (?P<n>.+?) device type to GPU")),
+    ("split", re.compile(r"Splitting DLA subgraph at: (?P<n>.+?) because DLA validation failed for this layer")),
+)
+_SKIP_PREFIXES = ("Reformatting CopyNode", "Reformat ")
+_BOUNDARY = set(" ()[]{},+")
+
+
+@dataclass
+class BuildLog:
+    """What a TensorRT build log says about placement.
+
+    Attributes:
+        dla_subgraphs: the ``[DlaLayer]`` entries as printed (one per DLA loadable).
+        gpu_layers: ``(TYPE, engine layer name)`` of every ``[GpuLayer]`` line.
+        fallbacks: layer name (as TensorRT names it) -> the warning that moved it to the GPU.
+        subgraph_limit: layers switched to the GPU by the 16-subgraphs-per-core rule.
+        errors: ERROR lines (severity from the logger, or ``[E]``/``Error`` text).
+        warnings: WARNING lines.
+        has_sections: True when a ``Layers Running on DLA/GPU`` header or a layer line was seen.
+    """
+
+    dla_subgraphs: list[str] = field(default_factory=list)
+    gpu_layers: list[tuple[str, str]] = field(default_factory=list)
+    fallbacks: dict[str, str] = field(default_factory=dict)
+    subgraph_limit: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    has_sections: bool = False
+
+    @property
+    def loadables(self) -> int:
+        """Number of DLA loadables (``[DlaLayer]`` lines)."""
+        return len(self.dla_subgraphs)
+
+
+@dataclass
+class LogPlacement:
+    """A build log mapped onto a model's layers.
+
+    Attributes:
+        devices: model layer -> ``"DLA"`` or ``"GPU"`` for every layer the log locates.
+        loadables: DLA loadables in the engine.
+        subgraphs: model layers of each DLA loadable, in log order.
+        fallback: model layer -> warning text, for layers a fallback warning names.
+        subgraph_limit: model layers switched to the GPU by the 16-subgraph rule.
+        unmapped: names from the log that match no model or network layer.
+    """
+
+    devices: dict[str, str] = field(default_factory=dict)
+    loadables: int = 0
+    subgraphs: list[list[str]] = field(default_factory=list)
+    fallback: dict[str, str] = field(default_factory=dict)
+    subgraph_limit: list[str] = field(default_factory=list)
+    unmapped: list[str] = field(default_factory=list)
+
+
+def _severity(sev: object, prefix: str | None) -> str:
+    """Normalise a severity to ``E``, ``W``, ``I`` or ``V``."""
+    if prefix:
+        return "E" if prefix == "F" else prefix
+    text = str(sev).upper() if sev is not None else ""
+    if "ERROR" in text or text in ("0", "1"):
+        return "E"
+    if "WARN" in text or text == "2":
+        return "W"
+    if "VERBOSE" in text or text == "4":
+        return "V"
+    return "I"
+
+
+def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]) -> BuildLog:
+    """Parse a build log.
+
+    Args:
+        lines: log lines, either plain strings (trtexec output, with or without its
+            ``[date] [I] [TRT]`` prefixes) or ``(severity, message)`` pairs as a
+            ``trt.ILogger`` receives them (severity as a name like ``"WARNING"`` or an int).
+
+    Returns:
+        The parsed :class:`BuildLog`.
+    """
+    out = BuildLog()
+    for item in lines:
+        if isinstance(item, str):
+            sev_in, text = None, item
+        else:
+            sev_in, text = item[0], str(item[1])
+        for raw in text.splitlines() or [""]:
+            m = _PREFIX.match(raw)
+            prefix = m.group("sev") if m else None
+            msg = raw[m.end():] if m else raw
+            msg = msg.strip()
+            if not msg:
+                continue
+            sev = _severity(sev_in, prefix)
+            if _SECTION.match(msg):
+                out.has_sections = True
+                continue
+            dm = _DLA_LINE.match(msg)
+            if dm:
+                out.has_sections = True
+                out.dla_subgraphs.append(dm.group("name"))
+                continue
+            gm = _GPU_LINE.match(msg)
+            if gm:
+                out.has_sections = True
+                out.gpu_layers.append((gm.group("type") or "", gm.group("name")))
+                continue
+            for kind, pat in _FALLBACKS:
+                fm = pat.search(msg)
+                if fm:
+                    name = fm.group("n").strip().strip("'")
+                    out.fallbacks.setdefault(name, msg)
+                    if kind == "subgraph_limit":
+                        out.subgraph_limit.append(name)
+                    break
+            if sev == "E":
+                out.errors.append(msg)
+            elif sev == "W":
+                out.warnings.append(msg)
+    return out
+
+
+def onnx_name_of(metadata: str | None) -> str | None:
+    """The ONNX node name in a layer's metadata (``"[ONNX Layer: /conv1/Conv]"``), or None."""
+    if not metadata:
+        return None
+    m = _METADATA.search(metadata)
+    return m.group("name") if m else None
+
+
+def _find_known(text: str, known: Mapping[str, object], longest_first: Sequence[str]) -> list[str]:
+    """Known names occurring in ``text`` at name boundaries, longest match first, no overlaps."""
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, str]] = []
+    for name in longest_first:
+        if len(name) > len(text):
+            continue
+        start = text.find(name)
+        while start >= 0:
+            end = start + len(name)
+            ok_left = start == 0 or text[start - 1] in _BOUNDARY
+            ok_right = end == len(text) or text[end] in _BOUNDARY
+            if ok_left and ok_right and not any(s < end and start < e for s, e in taken):
+                taken.append((start, end))
+                found.append((start, name))
+            start = text.find(name, start + 1)
+    return [n for _, n in sorted(found)]
+
+
+def split_engine_name(name: str, known: Mapping[str, object], longest_first: Sequence[str] | None = None) -> list[str]:
+    """Original layer names inside an engine layer name.
+
+    ``Conv_0 + Relu_1`` -> ``[Conv_0, Relu_1]``; ``PWN(PWN(Sigmoid_4), Mul_5)`` ->
+    ``[Sigmoid_4, Mul_5]``. Tokens are first split structurally; a token that is not a known
+    name is searched for known names (so names containing ``+`` or ``,`` still match).
+
+    Args:
+        name: an engine layer name from the log or the profiler.
+        known: the layer names that may occur (a set or dict).
+        longest_first: ``known`` sorted by decreasing length (computed when None).
+    """
+    out: list[str] = []
+    unresolved = False
+    for token in re.split(r" \+ |, ", name):
+        t = token.strip()
+        while t.startswith("PWN("):
+            t = t[4:]
+        while t.endswith(")") and t.count(")") > t.count("("):
+            t = t[:-1]
+        t = t.strip()
+        if t in known:
+            out.append(t)
+        elif t:
+            unresolved = True
+    if unresolved:
+        order = longest_first if longest_first is not None else sorted(known, key=len, reverse=True)
+        for n in _find_known(name, known, order):
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def _foreign_range(body: str, index: Mapping[str, int]) -> tuple[str, str] | None:
+    """Split ``A...B`` (or a single ``A``) into known names; tries every ``...`` position."""
+    if body in index:
+        return body, body
+    pos = body.find("...")
+    while pos >= 0:
+        a, b = body[:pos], body[pos + 3:]
+        if a in index and b in index:
+            return a, b
+        pos = body.find("...", pos + 1)
+    return None
+
+
+class NameResolver:
+    """Maps names TensorRT prints (engine layers, ForeignNode ranges, warnings) to model layers.
+
+    Args:
+        model_names: the model's layer names in topological order (ONNX node names).
+        network: the TensorRT network's layers in order as ``(layer name, ONNX node name
+            from its metadata or None)``. Parser helper layers (``X_3``, ``ONNXTRT_...``,
+            ``(Unnamed Layer* 7) [Shuffle]``) then count for their ONNX node. Without it the
+            model's own order is used and helper layers cannot be attributed.
+    """
+
+    def __init__(self, model_names: Sequence[str], network: Sequence[tuple[str, str | None]] | None = None) -> None:
+        self.model_names = list(model_names)
+        self.model_set = set(self.model_names)
+        if network is None:
+            network = [(n, None) for n in self.model_names]
+        self.order = [n for n, _ in network]
+        self.index = {n: i for i, n in enumerate(self.order)}
+        self.owner: dict[str, str | None] = {}
+        for n, onnx_name in network:
+            if n in self.model_set:
+                self.owner[n] = n
+            elif onnx_name in self.model_set:
+                self.owner[n] = onnx_name
+            else:
+                self.owner[n] = None
+        self.known: dict[str, int] = dict(self.index)
+        for n in self.model_names:
+            self.known.setdefault(n, -1)
+        self.longest = sorted(self.known, key=len, reverse=True)
+
+    def model_layer(self, name: str) -> str | None:
+        """The model layer a network layer belongs to (None for none)."""
+        if name in self.owner:
+            return self.owner[name]
+        return name if name in self.model_set else None
+
+    def network_layers(self, engine_name: str) -> list[str] | None:
+        """Network layers inside an engine layer name; None when the name is a builder-made
+        layer (reformat, copy) that stands for no layer of its own; [] when nothing matched."""
+        if engine_name.startswith(_SKIP_PREFIXES) or engine_name.endswith(_DLA_COPY_SUFFIXES):
+            return None
+        fm = _FOREIGN.search(engine_name)
+        if fm:
+            rng = _foreign_range(fm.group("body"), self.index)
+            if rng is None:
+                return []
+            i, j = self.index[rng[0]], self.index[rng[1]]
+            return self.order[min(i, j): max(i, j) + 1]
+        return split_engine_name(engine_name, self.known, self.longest)
+
+    def model_layers(self, engine_name: str) -> list[str]:
+        """Model layers inside an engine layer name (in model order, no repeats)."""
+        members = self.network_layers(engine_name) or []
+        found = {m for m in (self.model_layer(n) for n in members) if m is not None}
+        return [n for n in self.model_names if n in found]
+
+
+_DLA_COPY_SUFFIXES = (" to nvm", " from nvm", " copy finish", " copy")
+
+
+def locate(
+    log: BuildLog,
+    model_names: Sequence[str],
+    network: Sequence[tuple[str, str | None]] | None = None,
+) -> LogPlacement:
+    """Map a parsed build log onto a model's layers.
+
+    Args:
+        log: from :func:`parse_build_log`.
+        model_names: the model's layer names in topological order (ONNX node names).
+        network: ``(layer name, ONNX node name or None)`` of the TensorRT network, in order
+            (see :class:`NameResolver`).
+
+    Returns:
+        A :class:`LogPlacement`. A model layer takes the device of the network layer named
+        like it; failing that, the device most of its helper layers have (GPU on a tie).
+        Layers the log does not mention (optimised away, folded) are left out of ``devices``.
+    """
+    names = NameResolver(model_names, network)
+    net_dev: dict[str, str] = {}
+    res = LogPlacement(loadables=log.loadables)
+    for entry in log.dla_subgraphs:
+        members = names.network_layers(entry) or []
+        if not members:
+            res.unmapped.append(entry)
+        for n in members:
+            net_dev[n] = "DLA"
+        res.subgraphs.append(members)
+    for ltype, name in log.gpu_layers:
+        if ltype == "REFORMAT":
+            continue
+        members = names.network_layers(name)
+        if members is None:
+            continue  # inserted by the builder; names the layer it feeds, not a layer of its own
+        if not members:
+            res.unmapped.append(name)
+        for n in members:
+            net_dev[n] = "GPU"
+    primary: dict[str, str] = {}
+    helpers: dict[str, list[str]] = {}
+    for n, d in net_dev.items():
+        m = names.model_layer(n)
+        if m is None:
+            continue
+        if n == m:
+            primary[m] = d
+        else:
+            helpers.setdefault(m, []).append(d)
+    for m in names.model_names:
+        if m in primary:
+            res.devices[m] = primary[m]
+        elif m in helpers:
+            votes = helpers[m]
+            res.devices[m] = "DLA" if votes.count("DLA") > votes.count("GPU") else "GPU"
+    res.subgraphs = [
+        list(dict.fromkeys(m for m in (names.model_layer(n) for n in sg) if m is not None)) for sg in res.subgraphs
+    ]
+    for n, text in log.fallbacks.items():
+        m = names.model_layer(n)
+        if m is not None:
+            res.fallback.setdefault(m, text)
+    for n in log.subgraph_limit:
+        m = names.model_layer(n)
+        if m is not None and m not in res.subgraph_limit:
+            res.subgraph_limit.append(m)
+    return res
+
+
+@dataclass
+class ProfileSummary:
+    """Per-layer profiler times attributed to devices and model layers.
+
+    Attributes:
+        layer_times_ms: model layer -> ms (a fused engine layer's time is split evenly
+            over its model layers; a DLA subgraph's time, copies included, over its layers).
+        dla_ms: time of DLA subgraphs plus their ``to nvm``/``from nvm``/``copy finish`` entries.
+        gpu_ms: everything else.
+        segments: consecutive same-device runs of engine layers:
+            ``{"index", "device", "layers", "time_ms", "start_ms", "end_ms", "engine_layers"}``.
+    """
+
+    layer_times_ms: dict[str, float] = field(default_factory=dict)
+    dla_ms: float = 0.0
+    gpu_ms: float = 0.0
+    segments: list[dict[str, object]] = field(default_factory=list)
+
+
+def attribute_profile(
+    profile: Sequence[tuple[str, float]] | Sequence[Sequence[object]],
+    log: BuildLog,
+    model_names: Sequence[str],
+    network: Sequence[tuple[str, str | None]] | None = None,
+    dla_device: str = "DLA0",
+) -> ProfileSummary:
+    """Attribute an IProfiler / ``--exportProfile`` profile (engine layer, ms) in execution order.
+
+    DLA time is a ``{ForeignNode[...]}`` entry that the log lists as a ``[DlaLayer]`` plus the
+    copy entries around it (reference §2.5: the DLA work may land on the ``from nvm`` entry).
+    """
+    names = NameResolver(model_names, network)
+    dla_nodes = set(log.dla_subgraphs)
+    out = ProfileSummary()
+    pending_ms = 0.0  # DLA copy time seen before the subgraph it belongs to
+    last_dla: list[str] = []  # model layers of the latest DLA subgraph in the current DLA segment
+    cur: dict[str, object] | None = None
+    now = 0.0
+
+    def credit(members: list[str], ms: float) -> None:
+        share = ms / len(members)
+        for m in members:
+            out.layer_times_ms[m] = out.layer_times_ms.get(m, 0.0) + share
+
+    for item in profile:
+        name, ms = str(item[0]), float(item[1])  # type: ignore[arg-type]
+        is_copy = name.endswith((" to nvm", " from nvm", " copy finish"))
+        device = dla_device if (name in dla_nodes or is_copy) else "GPU"
+        if cur is None or cur["device"] != device:
+            cur = {"index": len(out.segments), "device": device, "layers": 0, "time_ms": 0.0,
+                   "start_ms": now, "end_ms": now, "engine_layers": [], "_members": []}
+            out.segments.append(cur)
+            last_dla = []
+        members = [] if is_copy else names.model_layers(name)
+        if device == "GPU":
+            out.gpu_ms += ms
+            if members:
+                credit(members, ms)
+        else:
+            out.dla_ms += ms
+            if is_copy and name.endswith(" to nvm") or (is_copy and not last_dla):
+                pending_ms += ms
+            elif is_copy:
+                credit(last_dla, ms)
+            elif members:
+                credit(members, ms + pending_ms)
+                pending_ms = 0.0
+                last_dla = members
+        cur["time_ms"] = float(cur["time_ms"]) + ms  # type: ignore[arg-type]
+        now += ms
+        cur["end_ms"] = now
+        cur["engine_layers"].append(name)  # type: ignore[union-attr]
+        cur["_members"].extend(m for m in members if m not in cur["_members"])  # type: ignore[union-attr]
+    for seg in out.segments:
+        seg["layers"] = len(seg.pop("_members"))  # type: ignore[arg-type]
+    return out

@@ -1,0 +1,126 @@
+"""Probe the Jetson a TensorRT measurement runs on: L4T/JetPack, module, power mode, clocks, trtexec.
+
+Every probe is robust: a missing file or command, a permission error or a timeout gives
+None, never an exception (placetune also runs on laptops and in CI). The parsers are
+separate pure functions so they can be tested on captured text.
+
+Example:
+    >>> parse_nv_tegra_release("# R35 (release), REVISION: 3.1, GCID: 32827747, BOARD: t186ref")
+    'R35.3.1'
+    >>> parse_nvpmodel("NV Power Mode: MAXN\\n0")
+    'MAXN'
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+__all__ = [
+    "read_l4t", "read_module", "read_jetpack", "read_power_mode", "read_clocks",
+    "parse_nv_tegra_release", "parse_nvpmodel", "parse_jetson_clocks", "find_trtexec", "TRTEXEC_DIRS",
+]
+
+#: Where JetPack installs trtexec (it is not on PATH by default).
+TRTEXEC_DIRS = ("/usr/src/tensorrt/bin",)
+_TIMEOUT_S = 10.0
+
+
+def _run(cmd: list[str]) -> str | None:
+    """stdout of a command, or None when it is missing, fails or hangs."""
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if p.returncode != 0:
+        return None
+    return p.stdout
+
+
+def _read(path: str | os.PathLike[str]) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def parse_nv_tegra_release(text: str) -> str | None:
+    """``# R35 (release), REVISION: 3.1, ...`` -> ``R35.3.1`` (None when not recognised)."""
+    m = re.search(r"#\s*R(\d+)\s*\(\w+\),\s*REVISION:\s*([\d.]+)", text or "")
+    return f"R{m.group(1)}.{m.group(2)}" if m else None
+
+
+def read_l4t(path: str = "/etc/nv_tegra_release") -> str | None:
+    """The L4T release of this Jetson (``R35.3.1``), None when not a Jetson."""
+    text = _read(path)
+    return parse_nv_tegra_release(text) if text else None
+
+
+def read_module(path: str = "/proc/device-tree/model") -> str | None:
+    """The module name from the device tree (``NVIDIA Jetson AGX Orin Developer Kit``)."""
+    text = _read(path)
+    if not text:
+        return None
+    return text.replace("\x00", "").strip() or None
+
+
+def read_jetpack() -> str | None:
+    """The ``nvidia-jetpack`` package version (``5.1.1-b56``), None when not installed."""
+    out = _run(["dpkg-query", "-W", "-f=${Version}", "nvidia-jetpack"])
+    if out is None:
+        return None
+    return out.strip() or None
+
+
+def parse_nvpmodel(text: str) -> str | None:
+    """``nvpmodel -q`` output -> the mode name (``MAXN``, ``50W``...)."""
+    m = re.search(r"NV Power Mode:\s*(\S+)", text or "")
+    return m.group(1) if m else None
+
+
+def read_power_mode() -> str | None:
+    """The current nvpmodel power mode name, None when nvpmodel is unavailable."""
+    out = _run(["nvpmodel", "-q"])
+    return parse_nvpmodel(out) if out else None
+
+
+def parse_jetson_clocks(text: str) -> bool | None:
+    """Whether ``jetson_clocks --show`` reports locked clocks.
+
+    Locked means every CPU line that is online and the GPU line have
+    ``MinFreq == MaxFreq == CurrentFreq``. None when no such line is found.
+    """
+    locked: list[bool] = []
+    for line in (text or "").splitlines():
+        if not re.match(r"\s*(cpu\d+|GPU)\b", line):
+            continue
+        if "Online=0" in line:
+            continue
+        vals = dict(re.findall(r"(MinFreq|MaxFreq|CurrentFreq)=(\d+)", line))
+        if len(vals) == 3:
+            locked.append(vals["MinFreq"] == vals["MaxFreq"] == vals["CurrentFreq"])
+    return all(locked) if locked else None
+
+
+def read_clocks() -> bool | None:
+    """True when jetson_clocks has locked the clocks, False when not, None when unknown
+    (no jetson_clocks, or it needs root)."""
+    out = _run(["jetson_clocks", "--show"])
+    return parse_jetson_clocks(out) if out else None
+
+
+def find_trtexec() -> str | None:
+    """Path of trtexec: on PATH or in JetPack's ``/usr/src/tensorrt/bin``."""
+    found = shutil.which("trtexec")
+    if found:
+        return found
+    for d in TRTEXEC_DIRS:
+        p = Path(d) / "trtexec"
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return None

@@ -1,0 +1,1000 @@
+"""Test double of the ``tensorrt`` Python package: only the API subset placetune uses.
+
+Select the emulated version with ``PLACETUNE_FAKE_TRT_VERSION`` (default ``8.5.2``):
+
+* ``8.5.x``: ``build_engine``, ``execute_async_v2``, binding-index APIs and
+  ``max_workspace_size`` still exist; ``execute_async_v3`` is new; the ONNX parser needs the
+  EXPLICIT_BATCH network flag; parser layers have **no** ``metadata`` (added in 8.6) and
+  helper layers are called ``(Unnamed Layer* N) [Type]``.
+* ``10.x``: no ``build_engine``, no ``execute_async_v2``, no binding-index APIs, no
+  ``max_workspace_size``; ``layer.metadata`` = ``"[ONNX Layer: <node>]"``; helpers ``<node>_<k>``.
+* ``11.x``: strongly typed: no ``BuilderFlag.FP16``/``INT8``, no ``int8_calibrator``, no
+  ``set_dynamic_range``/``dynamic_range``, no EXPLICIT_BATCH flag; DLA layers need FP16/INT8
+  tensor types in the network itself.
+
+Calling an API the selected version lacks raises AttributeError, as the real bindings do.
+
+Behaviour (documented TensorRT behaviour, simplified):
+
+* ``can_run_on_DLA`` comes from this module's own small table (:data:`DLA_TABLE`), never
+  from placetune's rules.
+* With ``GPU_FALLBACK`` unsupported DLA layers silently run on the GPU (with a warning);
+  without it ``build_serialized_network`` logs errors and returns ``None``.
+* DLA subgraphs are maximal runs of consecutive (in network order) DLA layers; beyond 16 per
+  core the rest switch to the GPU with TensorRT's warning.
+* The INFO log has the real ``Layers Running on DLA/GPU`` sections, ``[DlaLayer]
+  {ForeignNode[A...B]}`` and ``[GpuLayer] TYPE: name`` lines (fused names like ``A + B`` and
+  ``PWN(PWN(a), b)``).
+* Timings are deterministic (from layer counts), on the fake GPU clock of ``_fakegpu``.
+* ``runtime.DLA_core`` not set before ``deserialize_cuda_engine``: the engine runs on
+  core 0 (the documented pitfall); the inspector JSON shows the core in ``FakeRuntimeDLACore``.
+
+Fault injection (environment variables, value = a layer name that is set to DLA, or ``*``):
+``PLACETUNE_FAKE_TRT_SEGFAULT_ON`` (the process kills itself with SIGSEGV while building),
+``PLACETUNE_FAKE_TRT_HANG_ON`` (building sleeps for an hour),
+``PLACETUNE_FAKE_TRT_BUILD_NONE_ON`` (``build_serialized_network`` logs errors, returns None),
+``PLACETUNE_FAKE_TRT_EXEC_FAIL_ON`` (``execute_async_v3`` returns False).
+``PLACETUNE_FAKE_TRT_DLA_CORES`` sets ``builder.num_DLA_cores`` (default 2);
+``PLACETUNE_FAKE_TRT_STDOUT_NOISE`` makes the import write to stdout (as native libraries may).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from enum import IntEnum
+
+import _fakegpu as _gpu
+
+__version__ = os.environ.get("PLACETUNE_FAKE_TRT_VERSION", "8.5.2")
+if os.environ.get("PLACETUNE_FAKE_TRT_STDOUT_NOISE"):  # native libraries print to fd 1 at will
+    print("fake TensorRT: noise on sys.stdout")
+    os.write(1, b"fake TensorRT: noise on fd 1 without a newline")
+_V = tuple(int(x) for x in __version__.split(".")[:2])
+_MAJOR = _V[0]
+_PLAN_MAGIC = b"FAKETRT1"
+
+
+def _enum(name: str, members: list[str]) -> type:
+    return IntEnum(name, [(m, i) for i, m in enumerate(members)])
+
+
+# ------------------------------------------------------------------------------ enums
+DeviceType = _enum("DeviceType", ["GPU", "DLA"])
+DataType = _enum("DataType", ["FLOAT", "HALF", "INT8", "INT32", "BOOL", "UINT8", "INT64"])
+TensorIOMode = _enum("TensorIOMode", ["NONE", "INPUT", "OUTPUT"])
+LayerInformationFormat = _enum("LayerInformationFormat", ["ONELINE", "JSON"])
+ProfilingVerbosity = _enum(
+    "ProfilingVerbosity",
+    ["LAYER_NAMES_ONLY", "NONE", "DETAILED"] + (["DEFAULT", "VERBOSE"] if _MAJOR < 10 else []),
+)
+MemoryPoolType = _enum(
+    "MemoryPoolType",
+    ["WORKSPACE", "DLA_MANAGED_SRAM", "DLA_LOCAL_DRAM", "DLA_GLOBAL_DRAM", "TACTIC_DRAM"]
+    + (["TACTIC_SHARED_MEMORY"] if _MAJOR >= 10 else []),
+)
+_FLAGS = ["GPU_FALLBACK", "DEBUG", "REFIT", "DISABLE_TIMING_CACHE", "DIRECT_IO"]
+if _MAJOR < 11:
+    _FLAGS += ["FP16", "INT8", "PREFER_PRECISION_CONSTRAINTS", "OBEY_PRECISION_CONSTRAINTS"]
+BuilderFlag = _enum("BuilderFlag", _FLAGS)
+NetworkDefinitionCreationFlag = _enum(
+    "NetworkDefinitionCreationFlag",
+    (["EXPLICIT_BATCH"] if _MAJOR < 11 else []) + (["STRONGLY_TYPED"] if _MAJOR >= 10 else []),
+)
+EngineCapability = _enum(
+    "EngineCapability",
+    (["DEFAULT", "SAFE_GPU", "SAFE_DLA"] if _MAJOR < 10 else []) + ["STANDARD", "SAFETY", "DLA_STANDALONE"],
+)
+LayerType = _enum(
+    "LayerType",
+    ["CONVOLUTION", "DECONVOLUTION", "ACTIVATION", "POOLING", "ELEMENTWISE", "SCALE", "CONCATENATION",
+     "SOFTMAX", "RESIZE", "SHUFFLE", "MATRIX_MULTIPLY", "REDUCE", "CONSTANT", "SHAPE", "IDENTITY",
+     "GATHER", "SLICE", "UNARY", "PLUGIN_V2", "NORMALIZATION", "CAST", "QUANTIZE", "DEQUANTIZE"],
+)
+
+
+def nptype(dtype: "DataType"):
+    """numpy type of a DataType (imports numpy lazily, like the real helper)."""
+    import numpy as np
+
+    return {DataType.FLOAT: np.float32, DataType.HALF: np.float16, DataType.INT8: np.int8,
+            DataType.INT32: np.int32, DataType.BOOL: np.bool_, DataType.UINT8: np.uint8,
+            DataType.INT64: np.int64}[dtype]
+
+
+# ------------------------------------------------------------------------------ logging
+class ILogger:
+    """Subclass it, call ``ILogger.__init__(self)``, implement ``log(severity, msg)``."""
+
+    class Severity(IntEnum):
+        INTERNAL_ERROR = 0
+        ERROR = 1
+        WARNING = 2
+        INFO = 3
+        VERBOSE = 4
+
+    def __init__(self) -> None:
+        self._fake_init = True
+
+    def log(self, severity, msg):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Logger(ILogger):
+    INTERNAL_ERROR = ILogger.Severity.INTERNAL_ERROR
+    ERROR = ILogger.Severity.ERROR
+    WARNING = ILogger.Severity.WARNING
+    INFO = ILogger.Severity.INFO
+    VERBOSE = ILogger.Severity.VERBOSE
+
+    def __init__(self, min_severity=ILogger.Severity.WARNING) -> None:
+        ILogger.__init__(self)
+        self.min_severity = min_severity
+
+    def log(self, severity, msg) -> None:
+        if severity <= self.min_severity:
+            import sys
+
+            print(f"[TRT] {msg}", file=sys.stderr)
+
+
+def _check_logger(logger) -> None:
+    if not getattr(logger, "_fake_init", False):
+        raise TypeError("tensorrt.ILogger.__init__() must be called from the subclass __init__")
+
+
+class _Log:
+    def __init__(self, logger) -> None:
+        self.logger = logger
+
+    def __call__(self, sev, msg: str) -> None:
+        self.logger.log(sev, msg)
+
+    def info(self, msg: str) -> None:
+        self(ILogger.Severity.INFO, msg)
+
+    def warn(self, msg: str) -> None:
+        self(ILogger.Severity.WARNING, msg)
+
+    def error(self, msg: str) -> None:
+        self(ILogger.Severity.ERROR, msg)
+
+
+class HostMemory(bytes):
+    """IHostMemory: a buffer (here: bytes)."""
+
+    @property
+    def nbytes(self) -> int:
+        return len(self)
+
+
+# ------------------------------------------------------------------------------ network
+class ITensor:
+    def __init__(self, name: str, shape, dtype, producer=None) -> None:
+        self.name = name
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self._producer = producer
+        self._range = None
+        self.is_network_input = False
+        self.is_network_output = False
+
+    if _MAJOR < 11:
+        def set_dynamic_range(self, min, max) -> bool:  # noqa: A002 - real argument names
+            self._range = (float(min), float(max))
+            return True
+
+        @property
+        def dynamic_range(self):
+            return self._range
+
+        @dynamic_range.setter
+        def dynamic_range(self, value) -> None:
+            self._range = (float(value[0]), float(value[1]))
+
+
+class ILayer:
+    def __init__(self, name: str, ltype, op: str, onnx_name: str, attrs: dict, inputs: list, out_shape, out_dtype) -> None:
+        self.name = name
+        self.type = ltype
+        self._op = op
+        self._onnx = onnx_name
+        self._attrs = attrs
+        self._inputs = inputs
+        self._outputs = []
+        self._metadata = f"[ONNX Layer: {onnx_name}]"
+        self._out_spec = (out_shape, out_dtype)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self._inputs)
+
+    def get_input(self, i: int):
+        return self._inputs[i]
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def get_output(self, i: int):
+        return self._outputs[i]
+
+    if _V >= (8, 6):
+        @property
+        def metadata(self) -> str:
+            return self._metadata
+
+        @metadata.setter
+        def metadata(self, value: str) -> None:
+            self._metadata = value
+
+
+class INetworkDefinition:
+    def __init__(self, flags: int, builder) -> None:
+        self._flags = flags
+        self._builder = builder
+        self._layers: list[ILayer] = []
+        self._inputs: list[ITensor] = []
+        self._outputs: list[ITensor] = []
+
+    @property
+    def num_layers(self) -> int:
+        return len(self._layers)
+
+    def get_layer(self, i: int) -> ILayer:
+        return self._layers[i]
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self._inputs)
+
+    def get_input(self, i: int) -> ITensor:
+        return self._inputs[i]
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def get_output(self, i: int) -> ITensor:
+        return self._outputs[i]
+
+    if _MAJOR < 10:
+        @property
+        def has_implicit_batch_dimension(self) -> bool:
+            return not (self._flags & (1 << int(NetworkDefinitionCreationFlag.EXPLICIT_BATCH)))
+
+    def _explicit(self) -> bool:
+        if _MAJOR >= 10:
+            return True
+        return bool(self._flags & (1 << int(NetworkDefinitionCreationFlag.EXPLICIT_BATCH)))
+
+
+# ------------------------------------------------------------------------------ ONNX parser
+_ONNX_TYPES = {1: DataType.FLOAT, 10: DataType.HALF, 3: DataType.INT8, 2: DataType.UINT8, 6: DataType.INT32,
+               7: DataType.INT64 if _MAJOR >= 10 else DataType.INT32, 9: DataType.BOOL}
+_OP_TYPES = {
+    "Conv": LayerType.CONVOLUTION, "ConvTranspose": LayerType.DECONVOLUTION,
+    "Relu": LayerType.ACTIVATION, "Sigmoid": LayerType.ACTIVATION, "Tanh": LayerType.ACTIVATION,
+    "Clip": LayerType.ACTIVATION, "LeakyRelu": LayerType.ACTIVATION, "HardSigmoid": LayerType.ACTIVATION,
+    "Gelu": LayerType.ACTIVATION, "Erf": LayerType.UNARY, "Sqrt": LayerType.UNARY, "Abs": LayerType.UNARY,
+    "MaxPool": LayerType.POOLING, "AveragePool": LayerType.POOLING, "GlobalAveragePool": LayerType.POOLING,
+    "GlobalMaxPool": LayerType.POOLING,
+    "Add": LayerType.ELEMENTWISE, "Sub": LayerType.ELEMENTWISE, "Mul": LayerType.ELEMENTWISE,
+    "Div": LayerType.ELEMENTWISE, "Max": LayerType.ELEMENTWISE, "Min": LayerType.ELEMENTWISE,
+    "Pow": LayerType.ELEMENTWISE,
+    "BatchNormalization": LayerType.SCALE, "Concat": LayerType.CONCATENATION, "Softmax": LayerType.SOFTMAX,
+    "Resize": LayerType.RESIZE, "Upsample": LayerType.RESIZE,
+    "Reshape": LayerType.SHUFFLE, "Flatten": LayerType.SHUFFLE, "Transpose": LayerType.SHUFFLE,
+    "Squeeze": LayerType.SHUFFLE, "Unsqueeze": LayerType.SHUFFLE,
+    "Gemm": LayerType.MATRIX_MULTIPLY, "MatMul": LayerType.MATRIX_MULTIPLY,
+    "ReduceMean": LayerType.REDUCE, "ReduceSum": LayerType.REDUCE, "ReduceMax": LayerType.REDUCE,
+    "Constant": LayerType.CONSTANT, "Shape": LayerType.SHAPE, "Identity": LayerType.IDENTITY,
+    "Gather": LayerType.GATHER, "Slice": LayerType.SLICE, "Split": LayerType.SLICE, "Cast": LayerType.CAST,
+    "InstanceNormalization": LayerType.PLUGIN_V2 if _MAJOR < 10 else LayerType.NORMALIZATION,
+    "LayerNormalization": LayerType.NORMALIZATION,
+    "QuantizeLinear": LayerType.QUANTIZE, "DequantizeLinear": LayerType.DEQUANTIZE,
+}
+_TYPE_TITLE = {LayerType.CONSTANT: "Constant", LayerType.ELEMENTWISE: "ElementWise", LayerType.SHUFFLE: "Shuffle"}
+
+
+class ParserError:
+    def __init__(self, code: int, desc: str, node: int = -1) -> None:
+        self._code, self._desc, self._node = code, desc, node
+
+    def code(self) -> int:
+        return self._code
+
+    def desc(self) -> str:
+        return self._desc
+
+    def node(self) -> int:
+        return self._node
+
+    def __str__(self) -> str:
+        return f"In node {self._node} (parseGraph): INVALID_NODE: {self._desc}"
+
+
+class OnnxParser:
+    """Parses a real ONNX file with the ``onnx`` package into fake network layers named
+    after the ONNX nodes (``node_of_<first output>`` for unnamed nodes)."""
+
+    def __init__(self, network: INetworkDefinition, logger) -> None:
+        _check_logger(logger)
+        self._net = network
+        self._log = _Log(logger)
+        self._errors: list[ParserError] = []
+
+    @property
+    def num_errors(self) -> int:
+        return len(self._errors)
+
+    def get_error(self, i: int) -> ParserError:
+        return self._errors[i]
+
+    def clear_errors(self) -> None:
+        self._errors = []
+
+    def parse_from_file(self, path: str) -> bool:
+        import onnx
+
+        try:
+            model = onnx.load(path)
+        except Exception as exc:  # noqa: BLE001
+            self._errors.append(ParserError(1, f"Failed to parse ONNX model from file: {path}: {exc}"))
+            return False
+        return self._parse(model)
+
+    def parse(self, model: bytes, path: str | None = None) -> bool:
+        import onnx
+
+        try:
+            proto = onnx.load_from_string(bytes(model))
+        except Exception as exc:  # noqa: BLE001
+            self._errors.append(ParserError(1, f"Failed to parse ONNX model: {exc}"))
+            return False
+        return self._parse(proto)
+
+    def _parse(self, model) -> bool:
+        import onnx
+
+        net = self._net
+        if not net._explicit():
+            self._errors.append(ParserError(4, "Network must have an explicit batch dimension (EXPLICIT_BATCH)."))
+            return False
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except Exception:  # noqa: BLE001
+            inferred = model
+        g = inferred.graph
+        info = {}
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            tt = vi.type.tensor_type
+            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tt.shape.dim)
+            info[vi.name] = (dims, _ONNX_TYPES.get(tt.elem_type, DataType.FLOAT))
+        inits = {t.name: (tuple(t.dims), _ONNX_TYPES.get(t.data_type, DataType.FLOAT)) for t in g.initializer}
+        tensors: dict[str, ITensor] = {}
+        for vi in g.input:
+            if vi.name in inits:
+                continue
+            dims, dt = info[vi.name]
+            t = ITensor(vi.name, dims, dt)
+            t.is_network_input = True
+            tensors[vi.name] = t
+            net._inputs.append(t)
+        names: set[str] = set()
+        counter = [0]
+
+        def unique(base: str) -> str:
+            cand = base
+            while cand in names:
+                cand = f"{base}_{counter[0]}"
+                counter[0] += 1
+            names.add(cand)
+            return cand
+
+        def add_layer(base: str, ltype, op: str, onnx_name: str, attrs: dict, ins: list, outs: list[str]) -> ILayer:
+            if _MAJOR < 10 and base is None:
+                name = unique(f"(Unnamed Layer* {len(net._layers)}) [{_TYPE_TITLE.get(ltype, ltype.name.title())}]")
+            else:
+                name = unique(base if base is not None else onnx_name)
+            first = next((t for t in ins if t is not None), None)
+            layer = ILayer(name, ltype, op, onnx_name, attrs, ins, None, None)
+            for o in outs:
+                dims, dt = info.get(o, ((), first.dtype if first is not None else DataType.FLOAT))
+                t = ITensor(o, dims, dt, layer)
+                layer._outputs.append(t)
+                tensors[o] = t
+            net._layers.append(layer)
+            return layer
+
+        for k, node in enumerate(g.node):
+            node_name = node.name or f"node_of_{node.output[0]}"
+            ltype = _OP_TYPES.get(node.op_type)
+            if ltype is None:
+                self._errors.append(ParserError(8, f"No importer registered for op: {node.op_type}", k))
+                return False
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            ins = []
+            for x in node.input:
+                if not x:
+                    continue
+                if x in tensors:
+                    ins.append(tensors[x])
+                elif x in inits:
+                    dims, dt = inits[x]
+                    ins.append(ITensor(x, dims, dt))
+                else:
+                    self._errors.append(ParserError(3, f"Input {x} of node {node_name} is not a known tensor", k))
+                    return False
+            if node.op_type == "Gemm" and len(node.input) > 2:
+                # the bias becomes an element-wise helper layer that follows the ONNX node
+                mm = add_layer(node_name, LayerType.MATRIX_MULTIPLY, "MatMul", node_name, attrs, ins[:2],
+                               [f"{node_name}__mm"])
+                add_layer(None if _MAJOR < 10 else node_name, LayerType.ELEMENTWISE, "Add", node_name, {},
+                          [mm.get_output(0), ins[2]], list(node.output))
+                continue
+            add_layer(node_name, ltype, node.op_type, node_name, attrs, ins, list(node.output))
+        for vi in g.output:
+            t = tensors.get(vi.name)
+            if t is None:
+                self._errors.append(ParserError(3, f"Graph output {vi.name} is not produced by any node"))
+                return False
+            t.is_network_output = True
+            net._outputs.append(t)
+        return True
+
+
+# ------------------------------------------------------------------------------ DLA rules
+#: The double's own DLA support table: layer type -> predicate(layer) (unsupported otherwise).
+DLA_TABLE = {
+    LayerType.CONVOLUTION: lambda l: True,
+    LayerType.DECONVOLUTION: lambda l: True,
+    LayerType.ACTIVATION: lambda l: l._op in ("Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu"),
+    LayerType.POOLING: lambda l: not l._op.startswith("Global"),
+    LayerType.ELEMENTWISE: lambda l: l._op in ("Add", "Sub", "Mul", "Max", "Min") or (l._op == "Div" and _MAJOR >= 10),
+    LayerType.SCALE: lambda l: True,
+    LayerType.CONCATENATION: lambda l: l._attrs.get("axis", 1) == 1,
+    LayerType.SOFTMAX: lambda l: True,
+    LayerType.RESIZE: lambda l: True,
+    LayerType.SHUFFLE: lambda l: len(l._inputs[0].shape) == 4 and len(l._outputs[0].shape) == 4,
+}
+
+
+def _dla_check(layer: ILayer, config: "IBuilderConfig") -> tuple[bool, str]:
+    rule = DLA_TABLE.get(layer.type)
+    if rule is None or not rule(layer):
+        return False, "unsupported"
+    if _MAJOR >= 11:
+        if any(t.dtype not in (DataType.HALF, DataType.INT8) for t in layer._outputs):
+            return False, "precision"
+    elif not (config.get_flag(BuilderFlag.FP16) or config.get_flag(BuilderFlag.INT8)):
+        return False, "precision"
+    return True, ""
+
+
+# ------------------------------------------------------------------------------ builder
+class IOptimizationProfile:
+    def __init__(self) -> None:
+        self._shapes: dict[str, tuple] = {}
+
+    def set_shape(self, input: str, min, opt, max) -> None:  # noqa: A002 - real argument names
+        self._shapes[input] = (tuple(min), tuple(opt), tuple(max))
+
+    def get_shape(self, input: str):  # noqa: A002
+        return [list(s) for s in self._shapes.get(input, ((), (), ()))]
+
+
+class ITimingCache:
+    def __init__(self, entries: dict | None = None) -> None:
+        self._entries = dict(entries or {})
+
+    def serialize(self) -> HostMemory:
+        return HostMemory(json.dumps({"fake_timing_cache": __version__, "entries": self._entries}).encode())
+
+    def combine(self, input_cache: "ITimingCache", ignore_mismatch: bool) -> bool:
+        self._entries.update(input_cache._entries)
+        return True
+
+    def reset(self) -> bool:
+        self._entries = {}
+        return True
+
+
+if _MAJOR < 11:
+    class IInt8Calibrator:
+        def __init__(self) -> None:
+            self._fake_init = True
+
+    class IInt8EntropyCalibrator2(IInt8Calibrator):
+        pass
+
+
+class IBuilderConfig:
+    def __init__(self, builder: "Builder") -> None:
+        self._builder = builder
+        self._flags: set = set()
+        self._device: dict[int, object] = {}
+        self.default_device_type = DeviceType.GPU
+        self.DLA_core = -1
+        self.profiling_verbosity = ProfilingVerbosity.LAYER_NAMES_ONLY
+        self.engine_capability = EngineCapability.STANDARD
+        self._pools: dict = {}
+        self._profiles: list[IOptimizationProfile] = []
+        self._cache: ITimingCache | None = None
+        self._calibrator = None
+
+    def set_flag(self, flag) -> None:
+        self._flags.add(BuilderFlag(flag))
+
+    def clear_flag(self, flag) -> None:
+        self._flags.discard(BuilderFlag(flag))
+
+    def get_flag(self, flag) -> bool:
+        return BuilderFlag(flag) in self._flags
+
+    def set_device_type(self, layer: ILayer, device_type) -> None:
+        self._device[id(layer)] = DeviceType(device_type)
+
+    def get_device_type(self, layer: ILayer):
+        return self._device.get(id(layer), self.default_device_type)
+
+    def is_device_type_set(self, layer: ILayer) -> bool:
+        return id(layer) in self._device
+
+    def reset_device_type(self, layer: ILayer) -> None:
+        self._device.pop(id(layer), None)
+
+    def can_run_on_DLA(self, layer: ILayer) -> bool:  # noqa: N802 - real name
+        return _dla_check(layer, self)[0]
+
+    def set_memory_pool_limit(self, pool, pool_size: int) -> None:
+        pool = MemoryPoolType(pool)
+        if pool != MemoryPoolType.WORKSPACE and pool.name.startswith("DLA"):
+            if pool_size < 4096 or pool_size & (pool_size - 1):
+                raise ValueError(f"{pool.name} pool size must be a power of 2 and at least 4 KiB (got {pool_size})")
+        self._pools[pool] = int(pool_size)
+
+    def get_memory_pool_limit(self, pool) -> int:
+        return self._pools.get(MemoryPoolType(pool), 1 << 30)
+
+    def add_optimization_profile(self, profile: IOptimizationProfile) -> int:
+        self._profiles.append(profile)
+        return len(self._profiles) - 1
+
+    def create_timing_cache(self, serialized_timing_cache: bytes) -> ITimingCache:
+        data = bytes(serialized_timing_cache)
+        if not data:
+            return ITimingCache()
+        doc = json.loads(data.decode())
+        return ITimingCache(doc.get("entries", {}))
+
+    def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
+        self._cache = cache
+        return True
+
+    def get_timing_cache(self) -> ITimingCache | None:
+        return self._cache
+
+    if _MAJOR < 11:
+        @property
+        def int8_calibrator(self):
+            return self._calibrator
+
+        @int8_calibrator.setter
+        def int8_calibrator(self, calibrator) -> None:
+            if calibrator is not None and not getattr(calibrator, "_fake_init", False):
+                raise TypeError("IInt8Calibrator.__init__() must be called from the subclass __init__")
+            self._calibrator = calibrator
+
+    if _MAJOR < 10:
+        max_workspace_size = 1 << 30
+
+
+def _fault(kind: str, names: set[str]) -> bool:
+    target = os.environ.get(f"PLACETUNE_FAKE_TRT_{kind}_ON")
+    return bool(target) and (target == "*" or target in names)
+
+
+_POINTWISE = (LayerType.ACTIVATION, LayerType.ELEMENTWISE, LayerType.UNARY)
+
+
+def _fuse_gpu(layers: list[ILayer]) -> list[tuple[str, list[ILayer]]]:
+    """Group consecutive GPU layers the way the double fuses them: conv + activation,
+    chains of point-wise layers (PWN), and shuffle + shuffle."""
+    groups: list[tuple[str, list[ILayer]]] = []
+    for l in layers:
+        if groups:
+            kind, members = groups[-1]
+            last = members[-1]
+            feeds = any(t._producer is last for t in l._inputs)
+            if feeds and kind == "CONVOLUTION" and len(members) == 1 and l.type == LayerType.ACTIVATION:
+                members.append(l)
+                continue
+            if feeds and kind == "POINTWISE" and l.type in _POINTWISE:
+                members.append(l)
+                continue
+            if feeds and kind == "SHUFFLE" and l.type == LayerType.SHUFFLE:
+                members.append(l)
+                continue
+        kind = "POINTWISE" if l.type in _POINTWISE else l.type.name
+        groups.append((kind, [l]))
+    return groups
+
+
+def _group_name(kind: str, members: list[ILayer]) -> str:
+    if kind == "POINTWISE" and len(members) > 1:
+        text = f"PWN({members[0].name})"
+        for m in members[1:]:
+            text = f"PWN({text}, {m.name})"
+        return text
+    return " + ".join(m.name for m in members)
+
+
+class Builder:
+    def __init__(self, logger) -> None:
+        _check_logger(logger)
+        self.logger = logger
+        self._log = _Log(logger)
+
+    @property
+    def num_DLA_cores(self) -> int:  # noqa: N802 - real name
+        return int(os.environ.get("PLACETUNE_FAKE_TRT_DLA_CORES", "2"))
+
+    @property
+    def max_DLA_batch_size(self) -> int:  # noqa: N802
+        return 4096
+
+    platform_has_fast_fp16 = True
+    platform_has_fast_int8 = True
+
+    def create_network(self, flags: int = 0) -> INetworkDefinition:
+        return INetworkDefinition(int(flags), self)
+
+    def create_builder_config(self) -> IBuilderConfig:
+        return IBuilderConfig(self)
+
+    def create_optimization_profile(self) -> IOptimizationProfile:
+        return IOptimizationProfile()
+
+    def is_network_supported(self, network: INetworkDefinition, config: IBuilderConfig) -> bool:
+        return True
+
+    if _MAJOR < 10:
+        def build_engine(self, network, config):
+            plan = self.build_serialized_network(network, config)
+            return None if plan is None else Runtime(self.logger).deserialize_cuda_engine(plan)
+
+    def build_serialized_network(self, network: INetworkDefinition, config: IBuilderConfig):
+        log = self._log
+        dla_named: set[str] = set()
+        for l in network._layers:
+            if config.get_device_type(l) == DeviceType.DLA:
+                dla_named.update((l.name, l._onnx))
+        if _fault("SEGFAULT", dla_named):
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if _fault("HANG", dla_named):
+            time.sleep(3600)
+        if _fault("BUILD_NONE", dla_named):
+            log.error("1: [nvdlaUtils.cpp::submit::198] Error Code 1: DLA (Failure to submit program to DLA engine.)")
+            log.error("2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error "
+                      "(Assertion engine != nullptr failed. )")
+            return None
+        # ---- shapes
+        shapes: dict[str, tuple] = {}
+        for t in network._inputs:
+            if -1 in t.shape:
+                prof = next((p for p in config._profiles if t.name in p._shapes), None)
+                if prof is None:
+                    log.error("4: [network.cpp::validate::3062] Error Code 4: Internal Error (Network has dynamic or "
+                              "shape inputs, but no optimization profile has been defined.)")
+                    log.error("2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error "
+                              "(Assertion engine != nullptr failed. )")
+                    return None
+                mn, opt, mx = prof._shapes[t.name]
+                shapes[t.name] = (tuple(opt), mn == opt == mx)
+            else:
+                shapes[t.name] = (t.shape, True)
+        static = all(s for _, s in shapes.values())
+        # ---- devices
+        skip = (LayerType.CONSTANT, LayerType.SHAPE, LayerType.IDENTITY)
+        layers = [l for l in network._layers if l.type not in skip]
+        fallback = config.get_flag(BuilderFlag.GPU_FALLBACK)
+        ncores = self.num_DLA_cores
+        dla_on = 0 <= config.DLA_core < ncores
+        dev: dict[int, object] = {}
+        for l in layers:
+            want = config.get_device_type(l)
+            if want == DeviceType.DLA:
+                ok, why = _dla_check(l, config)
+                if ok and not static:
+                    ok, why = False, "dynamic"
+                if ok and not dla_on:
+                    ok, why = False, "core"
+                if not ok:
+                    if why == "dynamic":
+                        log.warn(f"DLA Layer {l.name} does not support dynamic shapes in any dimension.")
+                    if not fallback:
+                        log.error(f"Layer '{l.name}' ({l.type.name}): Unsupported on DLA and GPU fallback is disabled.")
+                        log.error("2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error "
+                                  "(Assertion engine != nullptr failed. )")
+                        return None
+                    if why == "precision":
+                        log.warn(f"DLA only supports FP16 and Int8 precision type. Switching {l.name} device type to GPU.")
+                    elif _MAJOR < 10:
+                        log.warn(f"Default DLA is enabled but layer {l.name} is not supported on DLA, falling back to GPU.")
+                    else:
+                        log.warn(f"Layer '{l.name}' ({l.type.name}): Unsupported on DLA. Switching this layer's device type to GPU.")
+                    want = DeviceType.GPU
+            dev[id(l)] = want
+        runs: list[list[ILayer]] = []
+        prev_dla = False
+        for l in layers:
+            if dev[id(l)] == DeviceType.DLA:
+                if not prev_dla:
+                    runs.append([])
+                runs[-1].append(l)
+                prev_dla = True
+            else:
+                prev_dla = False
+        if len(runs) > 16:
+            for run in runs[16:]:
+                for l in run:
+                    if not fallback:
+                        log.error(f"DLA supports only 16 subgraphs per DLA core and GPU fallback is disabled (layer {l.name}).")
+                        return None
+                    log.warn(f"DLA supports only 16 subgraphs per DLA core. Switching to GPU for layer {l.name}")
+                    dev[id(l)] = DeviceType.GPU
+            runs = runs[:16]
+        int8 = _MAJOR < 11 and config.get_flag(BuilderFlag.INT8)
+        calibrated = int8 and config._calibrator is not None and bool(config._calibrator.read_calibration_cache())
+        if int8 and not calibrated:
+            for l in layers:
+                for t in l._outputs:
+                    if t._range is None:
+                        log.warn(f"Missing scale and zero-point for tensor {t.name}, expect fall back to non-int8 "
+                                 "implementation for any layer consuming or producing given tensor")
+                        int8 = False
+        # ---- log sections and engine layers
+        entries: list[dict] = []
+        gpu_groups = _fuse_gpu([l for l in layers if dev[id(l)] == DeviceType.GPU])
+        first_of_group = {id(m[0]): (k, m) for k, m in gpu_groups}
+        run_of = {id(r[0]): r for r in runs}
+        scale = 0.7 if int8 else (1.0 if (config.get_flag(BuilderFlag.FP16) if _MAJOR < 11 else True) else 2.0)
+        for l in layers:
+            if id(l) in run_of:
+                r = run_of[id(l)]
+                fn = f"{{ForeignNode[{r[0].name}...{r[-1].name}]}}" if len(r) > 1 else f"{{ForeignNode[{r[0].name}]}}"
+                src = next((t.name for t in r[0]._inputs if t._producer is not None or t.is_network_input), r[0].name)
+                out = r[-1]._outputs[0].name
+                entries += [
+                    {"name": f"{src} to nvm", "device": "DLA", "ms": 0.005},
+                    {"name": fn, "device": "DLA", "ms": round((0.03 + 0.01 * len(r)) * scale, 6), "dla": True,
+                     "layers": [m.name for m in r]},
+                    {"name": f"{out} from nvm", "device": "DLA", "ms": 0.005},
+                    {"name": f"{src} copy finish", "device": "DLA", "ms": 0.001},
+                ]
+            elif id(l) in first_of_group:
+                kind, members = first_of_group[id(l)]
+                entries.append({"name": _group_name(kind, members), "device": "GPU", "type": kind,
+                                "ms": round(0.02 * len(members) * scale, 6), "layers": [m.name for m in members]})
+        if dla_on:
+            log.info("---------- Layers Running on DLA ----------")
+            for e in entries:
+                if e.get("dla"):
+                    log.info(f"[DlaLayer] {e['name']}")
+            log.info("---------- Layers Running on GPU ----------")
+            for e in entries:
+                if e["device"] == "GPU":
+                    log.info(f"[GpuLayer] {e['type']}: {e['name']}")
+        # ---- timing cache
+        if config._cache is not None and not config.get_flag(BuilderFlag.DISABLE_TIMING_CACHE):
+            for e in entries:
+                config._cache._entries.setdefault(e["name"], e["ms"])
+        io = [{"name": t.name, "mode": "INPUT", "shape": list(shapes[t.name][0]), "dtype": t.dtype.name,
+               "dynamic": -1 in t.shape} for t in network._inputs]
+        batch = io[0]["shape"][0] if io and io[0]["shape"] else 1
+        for t in network._outputs:
+            io.append({"name": t.name, "mode": "OUTPUT", "shape": [d if d > 0 else batch for d in t.shape],
+                       "dtype": t.dtype.name, "dynamic": False})
+        plan = {"version": __version__, "dla_core": config.DLA_core if dla_on and runs else -1, "entries": entries,
+                "io": io, "dla_requested": sorted(dla_named),
+                "verbosity": ProfilingVerbosity(config.profiling_verbosity).name}
+        log.info(f"Engine generation completed in {0.01 * len(layers):.4f} seconds.")
+        return HostMemory(_PLAN_MAGIC + json.dumps(plan).encode())
+
+
+# ------------------------------------------------------------------------------ runtime
+class IProfiler:
+    """Subclass it, call ``IProfiler.__init__(self)``, implement ``report_layer_time``."""
+
+    def __init__(self) -> None:
+        self._fake_init = True
+
+    def report_layer_time(self, layer_name: str, ms: float) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class EngineInspector:
+    def __init__(self, engine: "ICudaEngine") -> None:
+        self._engine = engine
+        self.execution_context = None
+
+    def get_engine_information(self, format) -> str:  # noqa: A002 - real argument name
+        e = self._engine
+        detailed = e._plan["verbosity"] == "DETAILED"
+        layers = []
+        for x in e._plan["entries"]:
+            if detailed:
+                layers.append({"Name": x["name"], "LayerType": "DLA" if x.get("dla") else ("Reformat" if x["device"] == "DLA" else "CaskConvolution"),
+                               "Metadata": "", "TacticName": "fake"})
+            else:
+                layers.append(x["name"])
+        doc = {"Layers": layers, "Bindings": [t["name"] for t in e._plan["io"]],
+               "FakeRuntimeDLACore": e._runtime_core}
+        if format == LayerInformationFormat.JSON:
+            return json.dumps(doc)
+        return "\n".join(x if isinstance(x, str) else x["Name"] for x in layers)
+
+    def get_layer_information(self, layer_index: int, format) -> str:  # noqa: A002
+        return json.dumps(self._engine._plan["entries"][layer_index])
+
+
+class IExecutionContext:
+    def __init__(self, engine: "ICudaEngine") -> None:
+        self._engine = engine
+        self._addr: dict[str, int] = {}
+        self._shapes = {t["name"]: tuple(t["shape"]) for t in engine._plan["io"]}
+        self._shape_set = {t["name"]: not t["dynamic"] for t in engine._plan["io"]}
+        self.profiler = None
+        self.enqueue_emits_profile = True
+        self._pending: list[tuple[str, float]] = []
+        self._log = engine._log
+
+    def set_tensor_address(self, name: str, memory: int) -> bool:
+        if name not in self._shapes:
+            self._log.error(f"3: [executionContext.cpp::setTensorAddress] Error Code 3: API Usage Error (tensor {name} not found)")
+            return False
+        self._addr[name] = int(memory)
+        return True
+
+    def get_tensor_address(self, name: str) -> int:
+        return self._addr.get(name, 0)
+
+    def set_input_shape(self, name: str, shape) -> bool:
+        self._shapes[name] = tuple(shape)
+        self._shape_set[name] = True
+        return True
+
+    def get_tensor_shape(self, name: str):
+        return self._shapes[name]
+
+    @property
+    def all_input_dimensions_specified(self) -> bool:
+        return all(self._shape_set.values())
+
+    def _run(self, stream_handle: int) -> bool:
+        e = self._engine
+        if _fault("EXEC_FAIL", set(e._plan["dla_requested"])):
+            self._log.error("1: [cudlaUtils.cpp::submit::112] Error Code 1: DLA (Failed to submit program to DLA engine.)")
+            return False
+        for t in e._plan["io"]:
+            ptr = self._addr.get(t["name"])
+            if not ptr:
+                self._log.error(f"3: [executionContext.cpp::enqueueV3] Error Code 3: API Usage Error (Parameter check "
+                                f"failed, condition: address of tensor {t['name']} was not set)")
+                return False
+            if ptr not in _gpu.allocations:
+                self._log.error(f"1: [runner.cpp] Error Code 1: Cuda Runtime (an illegal memory access was encountered at {ptr:#x})")
+                return False
+            if not self._shape_set[t["name"]]:
+                self._log.error(f"3: Error Code 3: API Usage Error (input shape of {t['name']} not set)")
+                return False
+        if stream_handle == 0:
+            self._log.warn("Using default stream in enqueueV3() may lead to performance issues due to additional "
+                           "calls to cudaStreamSynchronize() by TensorRT to ensure correct synchronization. "
+                           "Please use non-default stream instead.")
+        _gpu.advance(stream_handle, e._latency_ms)
+        if self.profiler is not None:
+            rep = [(x["name"], x["ms"]) for x in e._plan["entries"]]
+            if self.enqueue_emits_profile:
+                for n, ms in rep:
+                    self.profiler.report_layer_time(n, ms)
+            else:
+                self._pending.extend(rep)
+        return True
+
+    def execute_async_v3(self, stream_handle: int) -> bool:
+        return self._run(int(stream_handle))
+
+    def report_to_profiler(self) -> bool:
+        if self.profiler is None:
+            return False
+        for n, ms in self._pending:
+            self.profiler.report_layer_time(n, ms)
+        self._pending = []
+        return True
+
+    if _MAJOR < 10:
+        def execute_async_v2(self, bindings, stream_handle: int) -> bool:
+            for t, ptr in zip(self._engine._plan["io"], bindings):
+                self._addr[t["name"]] = int(ptr)
+            return self._run(int(stream_handle))
+
+
+class ICudaEngine:
+    def __init__(self, plan: dict, runtime_core: int, log: _Log) -> None:
+        self._plan = plan
+        self._runtime_core = runtime_core
+        self._log = log
+        self._io = {t["name"]: t for t in plan["io"]}
+        self._latency_ms = sum(x["ms"] for x in plan["entries"]) + 0.01
+
+    @property
+    def num_io_tensors(self) -> int:
+        return len(self._plan["io"])
+
+    def get_tensor_name(self, index: int) -> str:
+        return self._plan["io"][index]["name"]
+
+    def get_tensor_mode(self, name: str):
+        return TensorIOMode[self._io[name]["mode"]]
+
+    def get_tensor_shape(self, name: str):
+        t = self._io[name]
+        return tuple(-1 if t["dynamic"] else d for d in t["shape"])
+
+    def get_tensor_dtype(self, name: str):
+        return DataType[self._io[name]["dtype"]]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self._plan["entries"])
+
+    def create_execution_context(self) -> IExecutionContext:
+        return IExecutionContext(self)
+
+    def create_engine_inspector(self) -> EngineInspector:
+        return EngineInspector(self)
+
+    if _MAJOR < 10:
+        @property
+        def num_bindings(self) -> int:
+            return len(self._plan["io"])
+
+        def get_binding_index(self, name: str) -> int:
+            return [t["name"] for t in self._plan["io"]].index(name)
+
+        def binding_is_input(self, index: int) -> bool:
+            return self._plan["io"][index]["mode"] == "INPUT"
+
+
+class Runtime:
+    def __init__(self, logger) -> None:
+        _check_logger(logger)
+        self._log = _Log(logger)
+        self.DLA_core = -1
+
+    @property
+    def num_DLA_cores(self) -> int:  # noqa: N802
+        return int(os.environ.get("PLACETUNE_FAKE_TRT_DLA_CORES", "2"))
+
+    def deserialize_cuda_engine(self, serialized_engine) -> ICudaEngine | None:
+        data = bytes(serialized_engine)
+        if not data.startswith(_PLAN_MAGIC):
+            self._log.error("1: [stdArchiveReader.cpp] Error Code 1: Serialization (Serialization assertion "
+                            "magicTagRead == kMAGIC_TAG failed.Magic tag does not match)")
+            return None
+        plan = json.loads(data[len(_PLAN_MAGIC):].decode())
+        if plan["version"] != __version__:
+            self._log.error(f"6: The engine plan file is not compatible with this version of TensorRT, expecting "
+                            f"library version {__version__} got {plan['version']}, please rebuild.")
+            return None
+        if not _gpu.context_stack:
+            self._log.error("1: [cudaDriverHelpers.cpp] Error Code 1: Cuda Driver (invalid device context)")
+            return None
+        core = -1
+        if plan["dla_core"] >= 0:
+            core = self.DLA_core if 0 <= self.DLA_core < self.num_DLA_cores else 0
+        return ICudaEngine(plan, core, self._log)

@@ -1,0 +1,191 @@
+"""Build-log parsing: the real trtexec excerpt of seed 002, TensorRT 10 logs, fallback and
+16-subgraph warnings, fused engine names, profile attribution."""
+
+from __future__ import annotations
+
+import pytest
+
+from placetune.backends.buildlog import (
+    attribute_profile,
+    locate,
+    onnx_name_of,
+    parse_build_log,
+    split_engine_name,
+)
+
+# shared/seeds/002: trtexec --int8 --useDLACore=0 --allowGPUFallback on model_gn (Orin, 2022)
+SEED_002 = """\
+[03/31/2022-14:34:54] [I] [TRT] ---------- Layers Running on DLA ----------
+[03/31/2022-14:34:54] [I] [TRT] [DlaLayer] {ForeignNode[Conv_0]}
+[03/31/2022-14:34:54] [I] [TRT] [DlaLayer] {ForeignNode[Relu_10...Conv_11]}
+[03/31/2022-14:34:54] [I] [TRT] [DlaLayer] {ForeignNode[Relu_21...Conv_22]}
+[03/31/2022-14:34:54] [I] [TRT] [DlaLayer] {ForeignNode[Relu_32...Conv_33]}
+[03/31/2022-14:34:54] [I] [TRT] [DlaLayer] {ForeignNode[Relu_43]}
+[03/31/2022-14:34:54] [I] [TRT] ---------- Layers Running on GPU ----------
+[03/31/2022-14:34:54] [I] [TRT] [GpuLayer] SHUFFLE: Reshape_2 + (Unnamed Layer* 7) [Shuffle]
+[03/31/2022-14:34:54] [I] [TRT] [GpuLayer] PLUGIN_V2: InstanceNormalization_5
+[03/31/2022-14:34:54] [I] [TRT] [GpuLayer] SHUFFLE: (Unnamed Layer* 12) [Shuffle] + Reshape_7
+[03/31/2022-14:34:54] [I] [TRT] [GpuLayer] SCALE: 71 + (Unnamed Layer* 16) [Shuffle] + Mul_8
+[03/31/2022-14:34:54] [I] [TRT] [GpuLayer] SCALE: 72 + (Unnamed Layer* 19) [Shuffle] + Add_9
+[03/31/2022-14:34:54] [I] [TRT] [GpuLayer] SHUFFLE: Reshape_13 + (Unnamed Layer* 29) [Shuffle]
+"""
+
+
+def _gn_names() -> list[str]:
+    """Layer names of model_gn as the older torch exporter named them (11 nodes per block)."""
+    names = []
+    for b in range(4):
+        k = 11 * b
+        names += [f"Conv_{k}", f"Reshape_{k + 2}", f"InstanceNormalization_{k + 5}", f"Reshape_{k + 7}",
+                  f"Mul_{k + 8}", f"Add_{k + 9}", f"Relu_{k + 10}"]
+    return names + ["GlobalAveragePool_44", "Flatten_45", "Gemm_46"]
+
+
+def test_seed_002_excerpt():
+    log = parse_build_log(SEED_002.splitlines())
+    assert log.has_sections and log.loadables == 5
+    assert log.dla_subgraphs[1] == "{ForeignNode[Relu_10...Conv_11]}"
+    assert ("PLUGIN_V2", "InstanceNormalization_5") in log.gpu_layers
+    loc = locate(log, _gn_names())
+    assert loc.loadables == 5
+    assert [loc.devices[n] for n in ("Conv_0", "Relu_10", "Conv_11", "Relu_21", "Conv_22", "Relu_43")] == ["DLA"] * 6
+    # fused GPU names map back, constants ("71") and unnamed helpers are ignored
+    for n in ("Reshape_2", "InstanceNormalization_5", "Reshape_7", "Mul_8", "Add_9", "Reshape_13"):
+        assert loc.devices[n] == "GPU", n
+    assert loc.subgraphs[1] == ["Relu_10", "Conv_11"]
+    assert "InstanceNormalization_16" not in loc.devices  # the excerpt stops there: not located
+
+
+def test_ilogger_pairs_and_severities():
+    lines = [
+        ("INFO", "---------- Layers Running on DLA ----------"),
+        ("INFO", "[DlaLayer] {ForeignNode[a...c]}"),
+        ("INFO", "---------- Layers Running on GPU ----------"),
+        ("INFO", "[GpuLayer] CONVOLUTION: d + e"),
+        ("WARNING", "Layer 'b' (SHUFFLE): Unsupported on DLA. Switching this layer's device type to GPU."),
+        (1, "2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error"),
+    ]
+    log = parse_build_log(lines)
+    assert log.errors == ["2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error"]
+    assert len(log.warnings) == 1 and "b" in log.fallbacks
+    # b sits inside the a...c range but TensorRT switched it to the GPU and lists it there
+    log.gpu_layers.append(("SHUFFLE", "b"))
+    loc = locate(log, ["a", "b", "c", "d", "e"])
+    assert loc.devices == {"a": "DLA", "b": "GPU", "c": "DLA", "d": "GPU", "e": "GPU"}
+    assert loc.fallback["b"].startswith("Layer 'b' (SHUFFLE)")
+
+
+@pytest.mark.parametrize("warning, name", [
+    ("Layer '/model.22/Reshape' (SHUFFLE): Unsupported on DLA. Switching this layer's device type to GPU.",
+     "/model.22/Reshape"),
+    ("Default DLA is enabled but layer Gather_12 is not supported on DLA, falling back to GPU.", "Gather_12"),
+    ("DLA supports only 16 subgraphs per DLA core. Switching to GPU for layer conv17", "conv17"),
+    ("DLA supports only 8 subgraphs per DLA core. Switching to GPU for layer Conv_3.", "Conv_3"),
+    ("Validation failed for DLA layer: /head/Softmax. Switching to GPU fallback.", "/head/Softmax"),
+    ("DLA only supports FP16 and Int8 precision type. Switching /fc/Gemm device type to GPU.", "/fc/Gemm"),
+])
+def test_fallback_warnings(warning, name):
+    log = parse_build_log([f"[11/02/2024-10:00:00] [W] [TRT] {warning}"])
+    assert list(log.fallbacks) == [name]
+    assert log.warnings == [warning]
+
+
+def test_sixteen_subgraph_limit_synthetic():
+    convs = [f"conv{i}" for i in range(20)]
+    model = []
+    for i, c in enumerate(convs):
+        model += [c, f"abs{i}"]
+    lines = ["---------- Layers Running on DLA ----------"]
+    lines += [f"[DlaLayer] {{ForeignNode[{c}]}}" for c in convs[:16]]
+    lines += ["---------- Layers Running on GPU ----------"]
+    lines += [f"[GpuLayer] UNARY: abs{i}" for i in range(20)]
+    lines += [f"[GpuLayer] CONVOLUTION: {c}" for c in convs[16:]]
+    warn = [("WARNING", f"DLA supports only 16 subgraphs per DLA core. Switching to GPU for layer {c}")
+            for c in convs[16:]]
+    log = parse_build_log([("INFO", x) for x in lines] + warn)
+    loc = locate(log, model)
+    assert loc.loadables == 16 and log.subgraph_limit == convs[16:]
+    assert loc.subgraph_limit == convs[16:]
+    assert all(loc.devices[c] == "DLA" for c in convs[:16])
+    assert all(loc.devices[c] == "GPU" and "16 subgraphs" in loc.fallback[c] for c in convs[16:])
+
+
+def test_trt10_helpers_follow_their_onnx_node():
+    network = [
+        ("/conv1/Conv", "/conv1/Conv"),
+        ("/relu/Relu", "/relu/Relu"),
+        ("ONNXTRT_ShapeShuffle_0", "/flatten/Flatten"),  # a parser helper is the only layer of its node
+        ("/fc/Gemm", "/fc/Gemm"),
+        ("/fc/Gemm_3", "/fc/Gemm"),                     # bias helper of the Gemm
+        ("(Unnamed Layer* 9) [Constant]", None),
+    ]
+    log = parse_build_log([
+        "---------- Layers Running on DLA ----------",
+        "[DlaLayer] {ForeignNode[/conv1/Conv.../relu/Relu]}",
+        "[DlaLayer] {ForeignNode[/fc/Gemm_3]}",
+        "---------- Layers Running on GPU ----------",
+        "[GpuLayer] SHUFFLE: ONNXTRT_ShapeShuffle_0",
+        "[GpuLayer] MATRIX_MULTIPLY: /fc/Gemm",
+        "[GpuLayer] REFORMAT: Reformatting CopyNode for Input Tensor 0 to /relu/Relu",
+    ])
+    loc = locate(log, ["/conv1/Conv", "/relu/Relu", "/flatten/Flatten", "/fc/Gemm"], network)
+    # the primary layer decides (/fc/Gemm on GPU) even though its helper ran on the DLA
+    assert loc.devices == {"/conv1/Conv": "DLA", "/relu/Relu": "DLA", "/flatten/Flatten": "GPU", "/fc/Gemm": "GPU"}
+    assert loc.subgraphs == [["/conv1/Conv", "/relu/Relu"], ["/fc/Gemm"]]
+    assert loc.unmapped == []
+
+
+def test_fused_names_and_myelin():
+    known = {n: 0 for n in ("Conv_0", "Relu_1", "Sigmoid_4", "Mul_5", "Conv_1", "Conv_10", "a + b")}
+    assert split_engine_name("Conv_0 + Relu_1", known) == ["Conv_0", "Relu_1"]
+    assert split_engine_name("PWN(PWN(Sigmoid_4), Mul_5)", known) == ["Sigmoid_4", "Mul_5"]
+    assert split_engine_name("Conv_10 + copy of something", known) == ["Conv_10"]  # not Conv_1
+    assert split_engine_name("a + b", known) == ["a + b"]
+    names = ["/blk/ln/LayerNorm", "/blk/fc1/MatMul", "/blk/act/Gelu", "/blk/fc2/MatMul", "/head/Conv"]
+    log = parse_build_log([
+        "[GpuLayer] MYELIN: {ForeignNode[/blk/ln/LayerNorm.../blk/fc2/MatMul]}",  # Myelin, not DLA (§0.6)
+        "[DlaLayer] {ForeignNode[/head/Conv]}",
+    ])
+    loc = locate(log, names)
+    assert [loc.devices[n] for n in names] == ["GPU"] * 4 + ["DLA"]
+    assert loc.loadables == 1
+
+
+def test_names_with_dots_in_ranges():
+    names = ["/cnn/cnn.0/Conv", "/cnn/cnn.1/Relu", "/cnn/cnn.11/Relu", "x."]
+    log = parse_build_log(["[DlaLayer] {ForeignNode[/cnn/cnn.0/Conv.../cnn/cnn.11/Relu]}",
+                           "[DlaLayer] {ForeignNode[x..../cnn/cnn.0/Conv]}"])
+    loc = locate(log, names)
+    assert loc.subgraphs[0] == names[:3]
+    assert loc.subgraphs[1] == names  # "x." ... "/cnn/cnn.0/Conv": the split that names known layers
+    assert loc.unmapped == []
+
+
+def test_unknown_names_are_reported_not_guessed():
+    log = parse_build_log(["[DlaLayer] {ForeignNode[Foo...Bar]}", "[GpuLayer] SHUFFLE: Baz"])
+    loc = locate(log, ["a", "b"])
+    assert loc.devices == {} and loc.unmapped == ["{ForeignNode[Foo...Bar]}", "Baz"]
+
+
+def test_no_sections_without_dla():
+    log = parse_build_log(["Engine generation completed in 1.2 seconds."])
+    assert not log.has_sections and log.loadables == 0
+
+
+def test_metadata():
+    assert onnx_name_of("[ONNX Layer: /conv1/Conv]") == "/conv1/Conv"
+    assert onnx_name_of("[ONNX Layer: /a/b] | Local Function: f") == "/a/b"
+    assert onnx_name_of("") is None and onnx_name_of(None) is None
+
+
+def test_profile_attribution_dla_group():
+    # per-layer profile names on a DLA platform (reference §2.5, NVIDIA/TensorRT #3143)
+    log = parse_build_log(["[DlaLayer] {ForeignNode[Conv_0...Concat_198]}", "[GpuLayer] CONVOLUTION: Head_1"])
+    profile = [["images to nvm", 0.0852], ["{ForeignNode[Conv_0...Concat_198]}", 0.0085],
+               ["head_3 from nvm", 7.6931], ["images copy finish", 0.0017], ["Head_1", 0.5]]
+    s = attribute_profile(profile, log, ["Conv_0", "Mid_5", "Concat_198", "Head_1"])
+    assert s.dla_ms == pytest.approx(0.0852 + 0.0085 + 7.6931 + 0.0017)
+    assert s.gpu_ms == pytest.approx(0.5)
+    assert sum(s.layer_times_ms[n] for n in ("Conv_0", "Mid_5", "Concat_198")) == pytest.approx(s.dla_ms)
+    assert [(g["device"], g["layers"]) for g in s.segments] == [("DLA0", 3), ("GPU", 1)]
+    assert s.segments[1]["start_ms"] == pytest.approx(s.dla_ms)

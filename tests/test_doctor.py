@@ -1,0 +1,95 @@
+"""placetune doctor: what works here, what does not, and the fix; Jetson probes are robust."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from placetune import doctor
+from placetune.backends import trt_env
+from tests.fakes import fake_env
+
+
+def _by_name(checks):
+    return {c.name: c for c in checks}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorrt") is not None, reason="TensorRT is installed here")
+def test_here_tensorrt_is_missing_and_the_fix_is_given():
+    checks = doctor.run()
+    c = _by_name(checks)
+    assert all(hasattr(x, "name") and hasattr(x, "ok") and hasattr(x, "detail") and hasattr(x, "fix") for x in checks)
+    assert c["python"].ok
+    assert not c["tensorrt"].ok and "No module named 'tensorrt'" in c["tensorrt"].detail
+    assert "--system-site-packages" in c["tensorrt"].fix and "/usr/bin/python3" in c["tensorrt"].fix
+    assert not c["pycuda"].ok and "pip install pycuda" in c["pycuda"].fix
+    assert c["backend simulate"].ok
+    assert not c["backend tensorrt"].ok and "tensorrt" in c["backend tensorrt"].detail
+    assert "--system-site-packages" in c["backend tensorrt"].fix
+    text = doctor.format(checks)
+    assert "[FAIL] tensorrt:" in text and "fix: " in text and "[ok]   backend simulate" in text
+    if trt_env.read_l4t() is None:  # not a Jetson
+        assert not c["jetpack"].ok and not c["power mode"].ok
+        assert "sudo nvpmodel -m 0; sudo jetson_clocks" == c["clocks"].fix
+
+
+def test_with_tensorrt_and_pycuda_present():
+    c = _by_name(doctor.run(env=fake_env("10.3.0")))
+    assert c["tensorrt"].ok and "10.3.0" in c["tensorrt"].detail
+    assert c["tensorrt version"].ok and c["dla"].ok and "= 2" in c["dla"].detail
+    assert c["pycuda"].ok and c["backend tensorrt"].ok and c["backend tensorrt"].fix == ""
+
+
+def test_tensorrt_without_dla():
+    c = _by_name(doctor.run(env=fake_env("11.1.0", DLA_CORES="0")))
+    assert not c["tensorrt version"].ok and "11.0-11.3" in c["tensorrt version"].detail
+    assert not c["dla"].ok and "no DLA" in c["dla"].fix
+    assert not c["backend tensorrt"].ok and "GPU-only" in c["backend tensorrt"].detail
+
+
+def test_a_worker_python_that_does_not_exist():
+    c = _by_name(doctor.run(worker_python="/nonexistent/python3", timeout_s=10))
+    assert not c["python"].ok and "--worker-python" in c["python"].fix
+    assert not c["tensorrt"].ok
+
+
+@pytest.mark.parametrize("version, ok", [("8.5.2.2", True), ("8.6.2", True), ("10.3.0", True), ("10.8.0", False),
+                                         ("11.2.0", False), ("11.4.1", True), ("8.4.1", False)])
+def test_version_support(version, ok):
+    assert doctor._trt_support(version)[0] is ok
+
+
+def test_probes_are_robust_when_nothing_is_there(tmp_path):
+    assert trt_env.read_l4t(str(tmp_path / "missing")) is None
+    assert trt_env.read_module(str(tmp_path / "missing")) is None
+    (tmp_path / "model").write_bytes(b"NVIDIA Jetson AGX Orin Developer Kit\x00")
+    assert trt_env.read_module(str(tmp_path / "model")) == "NVIDIA Jetson AGX Orin Developer Kit"
+    # these commands are absent here (or fail without root): None, never an exception
+    for probe in (trt_env.read_power_mode, trt_env.read_clocks, trt_env.read_jetpack, trt_env.find_trtexec):
+        probe()
+
+
+def test_parsers():
+    assert trt_env.parse_nv_tegra_release(
+        "# R35 (release), REVISION: 3.1, GCID: 32827747, BOARD: t186ref, EABI: aarch64, DATE: Sun Mar 19 15:19:21 UTC 2023"
+    ) == "R35.3.1"
+    assert trt_env.parse_nv_tegra_release("garbage") is None
+    assert trt_env.parse_nvpmodel("NV Power Mode: MAXN\n0\n") == "MAXN"
+    assert trt_env.parse_nvpmodel("NV Power Mode: 30W\n2") == "30W"
+    assert trt_env.parse_nvpmodel("") is None
+    # jetson_clocks --show lines (format as commonly printed; UNVERIFIED on a device here)
+    unlocked = ("cpu0: Online=1 Governor=schedutil MinFreq=729600 MaxFreq=2201600 CurrentFreq=1651200 IdleStates: WFI=1\n"
+                "cpu1: Online=0 Governor=schedutil MinFreq=729600 MaxFreq=2201600 CurrentFreq=729600\n"
+                "GPU MinFreq=306000000 MaxFreq=1300500000 CurrentFreq=306000000\n"
+                "EMC MinFreq=204000000 MaxFreq=3199000000 CurrentFreq=3199000000 FreqOverride=0\n")
+    locked = ("cpu0: Online=1 Governor=schedutil MinFreq=2201600 MaxFreq=2201600 CurrentFreq=2201600 IdleStates: WFI=0\n"
+              "GPU MinFreq=1300500000 MaxFreq=1300500000 CurrentFreq=1300500000\n")
+    assert trt_env.parse_jetson_clocks(unlocked) is False
+    assert trt_env.parse_jetson_clocks(locked) is True
+    assert trt_env.parse_jetson_clocks("") is None
+
+
+def test_format_lists_fixes_only_for_failures():
+    text = doctor.format([doctor.Check("a", True, "fine", ""), doctor.Check("b", False, "broken", "do x")])
+    assert text.splitlines() == ["[ok]   a: fine", "[FAIL] b: broken", "       fix: do x"]

@@ -1,0 +1,316 @@
+"""The ``tensorrt`` backend end to end: Evaluator -> TensorRTBackend -> worker subprocess ->
+TensorRT/PyCUDA doubles of 8.5, 10.3 and 11.4 (tests/fakes) -> Measurement -> SQLite store."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from placetune import BackendError, ConfigError, Evaluator, Model, Placement, Store
+from placetune.backends import get_backend
+from placetune.backends.tensorrt import MODES_NOT_IMPLEMENTED, TensorRTBackend, convert_to_fp16, has_qdq
+from tests.fakes import FAKES_DIR, VERSIONS, fake_env
+
+DATA = Path(__file__).parent / "data"
+GN = DATA / "seed_model_gn.onnx.gz"
+
+
+def _backend(tmp: Path, version: str, **kw) -> TensorRTBackend:
+    env = fake_env(version, **kw.pop("faults", {}))
+    kw.setdefault("warmup_ms", 1)
+    kw.setdefault("profile_iterations", 2)
+    return TensorRTBackend(worker_env=env, cache_dir=tmp / "cache", **kw)
+
+
+@pytest.fixture(scope="module")
+def backends(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trt")
+    made = {v: _backend(tmp, v) for v in VERSIONS}
+    yield made
+    for b in made.values():
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def gn() -> Model:
+    return Model.load(GN)
+
+
+def _ev(model, backend, tmp_path, **kw) -> Evaluator:
+    kw.setdefault("iterations", 5)
+    return Evaluator(model, "orin-agx", backend=backend, store=tmp_path / "pt.db", **kw)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_all_dla_realised_from_the_build_log_and_stored(version, backends, gn, tmp_path):
+    rules = version if version.startswith("11") else version[:4].rstrip(".")
+    ev = _ev(gn, backends[version], tmp_path, precision="fp16", trt_version=rules)
+    p = Placement.all_dla(ev.model)
+    m = ev.evaluate(p)
+    assert m.status == "ok", m.reason
+    assert not m.simulated and m.backend == f"tensorrt-{version}"
+    assert len(m.latency_samples_ms) == 5 and m.latency_ms["median"] > 0 and m.throughput_fps > 0
+    # requested everything on DLA0; TensorRT (the double) moved these to the GPU
+    assert all(d == "DLA0" for d in m.requested.values())
+    for name in ("/cnn/cnn.1/InstanceNormalization", "/pool/GlobalAveragePool", "/Reshape", "/linear/Gemm"):
+        assert m.realized[name] == "GPU" and name in m.fallback
+    for name in ("/cnn/cnn.0/Conv", "/cnn/cnn.2/Relu", "/cnn/cnn.11/Relu"):
+        assert m.realized[name] == "DLA0"
+    # placetune predicted /Reshape and /linear/Gemm on DLA; the log says otherwise, with TensorRT's reason
+    assert m.extra["realized_vs_predicted"]["/linear/Gemm"] == ["DLA0", "GPU"]
+    assert "Gemm" in m.fallback["/linear/Gemm"] and "GPU" in m.fallback["/linear/Gemm"]
+    assert m.dla_loadables["DLA0"] == len(m.extra["dla_subgraphs"]) >= 5
+    assert m.extra["dla_ms"] > 0 and m.segment_times_ms[0]["device"] == "DLA0"
+    assert "engine_inspector" in m.extra and m.build_seconds >= 0
+    ev.close()
+    # the realised placement survives in the database
+    with Store(str(tmp_path / "pt.db")) as store:
+        recs = store.measurements()
+    assert len(recs) == 1
+    rec = recs[0]
+    assert rec.realized == m.realized and rec.requested == m.requested and rec.measurement.fallback == m.fallback
+    assert rec.realized != rec.requested
+
+
+def test_helper_layers_follow_their_onnx_node_on_10x(backends, gn, tmp_path):
+    ev = _ev(gn, backends["10.3.0"], tmp_path, precision="fp16", trt_version="10.3")
+    m = ev.evaluate(Placement(ev.model, {"/linear/Gemm": "DLA0", "/cnn/cnn.0/Conv": "DLA0"}))
+    # 10.x names the Gemm's bias helper "/linear/Gemm_<k>" with metadata "[ONNX Layer: /linear/Gemm]";
+    # the worker put it on the DLA too; the primary MatMul fell back so the model layer is GPU
+    assert m.status == "ok", m.reason
+    assert any("{ForeignNode[/linear/Gemm_" in s for s in m.extra["build_log"])
+    assert m.realized["/linear/Gemm"] == "GPU" and m.realized["/cnn/cnn.0/Conv"] == "DLA0"
+
+
+def test_gpu_only_and_dla_core_1(backends, gn, tmp_path):
+    be = backends["8.5.2"]
+    ev = _ev(gn, be, tmp_path, precision="int8", trt_version="8.5", dla_core=1)
+    gpu = ev.evaluate(Placement.all_gpu(ev.model))
+    assert gpu.status == "ok" and set(gpu.realized.values()) == {"GPU"} and gpu.dla_loadables == {}
+    m = ev.evaluate(Placement(ev.model, {"/cnn/cnn.0/Conv": "DLA1", "/cnn/cnn.2/Relu": "DLA1"}))
+    assert m.status == "ok", m.reason
+    assert m.realized["/cnn/cnn.0/Conv"] == "DLA1" and m.dla_loadables == {"DLA1": 2}
+    # runtime.DLA_core was set before deserialising: the engine runs on core 1, not 0
+    assert json.loads(m.extra["engine_inspector"])["FakeRuntimeDLACore"] == 1
+    # INT8 without calibration: the worker set dynamic ranges, so nothing falls back from int8
+    assert not [w for w in m.extra["build_warnings"] if "Missing scale" in w]
+    assert m.latency_ms["median"] < gpu.latency_ms["median"] * 10
+
+
+def test_faults_never_stop_the_study(gn, tmp_path):
+    faults = {"SEGFAULT_ON": "/cnn/cnn.3/Conv", "HANG_ON": "/cnn/cnn.6/Conv",
+              "BUILD_NONE_ON": "/cnn/cnn.9/Conv", "EXEC_FAIL_ON": "/cnn/cnn.2/Relu"}
+    be = _backend(tmp_path, "10.3.0", faults=faults, timeout_s=2.5)
+    ev = _ev(gn, be, tmp_path, precision="fp16", trt_version="10.3")
+    plan = [("ok", "/cnn/cnn.0/Conv"), ("crashed", "/cnn/cnn.3/Conv"), ("ok", "/cnn/cnn.5/Relu"),
+            ("timeout", "/cnn/cnn.6/Conv"), ("build_failed", "/cnn/cnn.9/Conv"),
+            ("runtime_failed", "/cnn/cnn.2/Relu"), ("ok", "/cnn/cnn.11/Relu")]
+    pids, got = [], []
+    try:
+        for want, layer in plan:
+            m = ev.evaluate(Placement(ev.model, {layer: "DLA0"}))
+            got.append(m)
+            pids.append(be.pool.pid)
+            assert m.status == want, (layer, m.status, m.reason)
+    finally:
+        be.close()
+    crashed, timeout, none, runtime = got[1], got[3], got[4], got[5]
+    assert "SIGSEGV" in crashed.reason and crashed.extra["returncode"] == -11
+    assert "2.5 s" in timeout.reason and "killed" in timeout.reason
+    assert "Failure to submit program to DLA engine" in none.reason
+    assert any("Error Code 2" in e for e in none.extra["build_errors"])
+    assert "execute_async_v3" in runtime.reason and runtime.realized["/cnn/cnn.2/Relu"] == "DLA0"
+    # a healthy worker is reused; a crashed / timed-out one is replaced
+    assert pids[0] is not None and pids[1] is None and pids[2] not in (None, pids[0])
+    assert pids[4] == pids[5] == pids[6] and pids[4] != pids[2]
+    ev.close()
+    with Store(str(tmp_path / "pt.db")) as store:
+        statuses = [r.status for r in store.measurements()]
+    assert statuses == [w for w, _ in plan]
+
+
+def test_strongly_typed_11x_fp16_conversion_and_int8_refusal(backends, gn, tmp_path):
+    be = backends["11.4.1"]
+    ev = _ev(gn, be, tmp_path, precision="fp16", trt_version="11.4.1")
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    assert m.status == "ok", m.reason
+    # the parent converted the model to FP16 (no BuilderFlag.FP16 in 11.x): no precision fallback
+    assert not [w for w in m.extra["build_warnings"] if "precision" in w]
+    prepared = list((be.cache_dir / "onnx").glob("*-fp16.onnx"))
+    assert prepared and onnx.load(str(prepared[0])).graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT16
+    (tmp_path / "i8").mkdir()
+    ev8 = _ev(gn, be, tmp_path / "i8", precision="int8", trt_version="11.4.1")
+    r = ev8.evaluate(Placement.all_dla(ev8.model))
+    assert r.status == "infeasible"
+    assert "Q/DQ" in r.reason and "strongly typed" in r.reason and "fp16" in r.reason
+
+
+def test_gpu_fallback_off_and_tensorrt_disagrees(backends, tmp_path):
+    # placetune's rules accept Abs on DLA; the double's table does not. Without GPU_FALLBACK the
+    # build returns None and the error lines are kept.
+    model = Model.load(_abs_chain(tmp_path, 3))
+    ev = _ev(model, backends["8.5.2"], tmp_path, precision="fp16", trt_version="8.5", gpu_fallback=False)
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    assert m.status == "build_failed"
+    assert "Unsupported on DLA and GPU fallback is disabled" in m.reason
+    assert m.extra["build_errors"]
+
+
+def test_sixteen_loadables_switch_to_gpu(backends, tmp_path):
+    model = Model.load(_abs_chain(tmp_path, 20))
+    ev = _ev(model, backends["10.3.0"], tmp_path, precision="fp16", trt_version="10.3")
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    assert m.status == "ok", m.reason
+    assert m.dla_loadables == {"DLA0": 16}
+    late = [f"conv{i}" for i in range(16, 20)]
+    assert m.extra["subgraph_limit"] == late
+    assert all(m.realized[c] == "GPU" and "16 subgraphs" in m.fallback[c] for c in late)
+    assert all(m.realized[f"conv{i}"] == "DLA0" for i in range(16))
+    assert m.realized["node_of_a0"] == "GPU" and m.requested["node_of_a0"] == "DLA0"
+    assert "Unsupported on DLA" in m.fallback["node_of_a0"]
+
+
+def test_other_modes_are_refused_clearly(backends, gn, tmp_path):
+    ev = _ev(gn, backends["8.5.2"], tmp_path, mode="pipeline", trt_version="8.5")
+    m = ev.evaluate(Placement(ev.model, {"/cnn/cnn.0/Conv": "DLA0", "/cnn/cnn.3/Conv": "DLA1"}))
+    assert m.status == "infeasible" and m.reason == MODES_NOT_IMPLEMENTED
+
+
+def test_zoo_model_is_exported_for_the_build(backends, tmp_path):
+    ev = _ev("model-bn", backends["8.5.2"], tmp_path, precision="fp16", trt_version="8.5")
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    assert m.status == "ok", m.reason
+    assert list((backends["8.5.2"].cache_dir / "onnx").glob("model-bn-*.onnx"))
+    assert (backends["8.5.2"].cache_dir / "timing" / "orin-agx-trt8.5.2.cache").is_file()
+
+
+def test_fingerprint_is_robust_here_and_warns(backends, caplog):
+    from placetune.platforms import get_platform
+    from placetune.settings import Settings
+
+    be = _backend(Path(backends["8.5.2"].cache_dir).parent, "8.5.2")
+    with caplog.at_level(logging.WARNING, logger="placetune.backends.tensorrt"):
+        fp = be.fingerprint(get_platform("orin-agx"), Settings(trt_version="8.6"))
+    be.close()
+    assert fp["backend"] == "tensorrt" and fp["trt_version"] == "8.5.2" and fp["dla_cores"] == 2
+    assert {"l4t", "jetpack", "module", "power_mode", "clocks_locked"} <= set(fp)
+    text = caplog.text
+    assert "jetson_clocks" in text  # clocks not verified locked here
+    assert "trt_version='8.5'" in text  # rules for 8.6 but the worker has 8.5.2
+
+
+def test_missing_tensorrt_is_a_clear_error(tmp_path):
+    be = TensorRTBackend(worker_env={"PYTHONPATH": ""}, cache_dir=tmp_path)
+    try:
+        with pytest.raises(BackendError, match="system-site-packages"):
+            Evaluator("seed-block", "orin-agx", backend=be)
+    finally:
+        be.close()
+
+
+def test_get_backend_and_options(tmp_path):
+    be = get_backend("tensorrt", worker_python=sys.executable, cache_dir=tmp_path,
+                     dla_memory_pools={"dla_sram": 1 << 20, "dla_local_dram": 1 << 30, "workspace": 3 << 20})
+    assert isinstance(be, TensorRTBackend) and be.name == "tensorrt" and be.simulated is False
+    assert be.memory_pools == {"DLA_MANAGED_SRAM": 1 << 20, "DLA_LOCAL_DRAM": 1 << 30, "WORKSPACE": 3 << 20}
+    with pytest.raises(ConfigError, match="power of 2"):
+        TensorRTBackend(dla_memory_pools={"dla_sram": 1000})
+    with pytest.raises(ConfigError, match="unknown memory pool"):
+        TensorRTBackend(dla_memory_pools={"sram": 1 << 20})
+    with pytest.raises(ConfigError, match="does not exist"):
+        TensorRTBackend(worker_python="/nonexistent/python3")
+    with pytest.raises(ConfigError, match="calibration cache"):
+        TensorRTBackend(calibration_cache=tmp_path / "missing.cache")
+
+
+def test_memory_pools_and_calibration_cache_reach_the_build(gn, tmp_path):
+    calib = tmp_path / "calib.cache"
+    calib.write_bytes(b"TRT-8502-EntropyCalibration2\ninput: 3c010a14\n")
+    be = _backend(tmp_path, "8.5.2", calibration_cache=calib, dla_memory_pools={"dla_sram": 1 << 19})
+    ev = _ev(gn, be, tmp_path, precision="int8", trt_version="8.5")
+    try:
+        m = ev.evaluate(Placement.all_dla(ev.model))
+    finally:
+        be.close()
+    assert m.status == "ok", m.reason
+    assert not [w for w in m.extra["build_warnings"] if "Missing scale" in w]
+
+
+@pytest.mark.parametrize("version, present, absent", [
+    ("8.5.2", ["Builder.build_engine", "IExecutionContext.execute_async_v2", "IExecutionContext.execute_async_v3",
+               "BuilderFlag.FP16", "NetworkDefinitionCreationFlag.EXPLICIT_BATCH"], ["ILayer.metadata"]),
+    ("10.3.0", ["IExecutionContext.execute_async_v3", "BuilderFlag.INT8", "ILayer.metadata"],
+     ["Builder.build_engine", "IExecutionContext.execute_async_v2", "ICudaEngine.get_binding_index"]),
+    ("11.4.1", ["IExecutionContext.execute_async_v3", "BuilderFlag.GPU_FALLBACK"],
+     ["BuilderFlag.FP16", "BuilderFlag.INT8", "ITensor.set_dynamic_range", "IBuilderConfig.int8_calibrator",
+      "NetworkDefinitionCreationFlag.EXPLICIT_BATCH"]),
+])
+def test_doubles_lack_what_their_version_lacks(version, present, absent):
+    code = ("import json, sys, tensorrt as trt\n"
+            "def has(p):\n    o = trt\n    for part in p.split('.'):\n"
+            "        if not hasattr(o, part): return False\n        o = getattr(o, part)\n    return True\n"
+            "print(json.dumps({p: has(p) for p in sys.argv[1:]}))\n")
+    p = subprocess.run([sys.executable, "-c", code, *present, *absent], capture_output=True, text=True, timeout=60,
+                       env={**fake_env(version), "PATH": "/usr/bin:/bin"}, cwd=str(FAKES_DIR))
+    assert p.returncode == 0, p.stderr
+    found = json.loads(p.stdout)
+    assert all(found[x] for x in present), found
+    assert not any(found[x] for x in absent), found
+
+
+def test_convert_to_fp16_keeps_resize_scales_float32():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    w = numpy_helper.from_array(np.ones((2, 2, 1, 1), np.float32), "w")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(np.array([0.5], np.float32))),
+        helper.make_node("Mul", ["c", "k"], ["m"], name="mul"),
+        helper.make_node("Cast", ["m"], ["f"], to=TensorProto.FLOAT, name="cast"),
+        helper.make_node("Resize", ["f", "", "scales"], ["y"], name="resize", mode="nearest"),
+    ]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [scales, w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    m16 = convert_to_fp16(model)
+    inits = {t.name: t.data_type for t in m16.graph.initializer}
+    assert inits == {"scales": TensorProto.FLOAT, "w": TensorProto.FLOAT16}
+    assert m16.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT16
+    assert m16.graph.node[1].attribute[0].t.data_type == TensorProto.FLOAT16
+    assert m16.graph.node[3].attribute[0].i == TensorProto.FLOAT16
+    onnx.checker.check_model(m16)
+    onnx.shape_inference.infer_shapes(m16, strict_mode=True)
+    assert not has_qdq(m16)
+    q = helper.make_node("QuantizeLinear", ["x", "s"], ["q"])
+    m16.graph.node.insert(0, q)
+    assert has_qdq(m16)
+    assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT  # input untouched
+
+
+def _abs_chain(tmp: Path, n: int) -> Path:
+    """conv0 -> Abs -> conv1 -> Abs ... : n DLA islands in the double (it has no DLA Abs).
+    The Abs nodes are unnamed: the parser and placetune both call them ``node_of_<output>``."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 8, 8])
+    nodes, inits, cur = [], [], "input"
+    for i in range(n):
+        inits.append(numpy_helper.from_array(np.full((8, 8, 1, 1), 0.1, np.float32), f"w{i}"))
+        nodes.append(helper.make_node("Conv", [cur, f"w{i}"], [f"c{i}"], name=f"conv{i}"))
+        out = "output" if i == n - 1 else f"a{i}"
+        nodes.append(helper.make_node("Abs", [f"c{i}"], [out]))  # unnamed: "node_of_<out>" in both
+        cur = out
+    model = helper.make_model(helper.make_graph(nodes, "abs_chain", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / f"abs_chain_{n}.onnx.gz"
+    path.write_bytes(gzip.compress(model.SerializeToString()))
+    return path

@@ -1,0 +1,41 @@
+"""`placetune tune --backend tensorrt` end to end against each TensorRT double (worker subprocess
+included): realised placements that differ from the requested ones are stored, a plan is exported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from placetune import Store
+from tests.fakes import VERSIONS, fake_env
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_tune_with_the_tensorrt_backend(version, tmp_path):
+    env = {**os.environ, **fake_env(version)}
+    db = tmp_path / "pt.db"
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--backend", "tensorrt",
+           "--model", str(DATA / "seed_model_gn.onnx.gz"), "--mode", "engine", "--precision", "fp16",
+           "--agent", "random", "--trials", "8", "--storage", f"sqlite:///{db}", "--study", "trt",
+           "--export", str(tmp_path / "plan.json")]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "SIMULATED" not in proc.stdout and "simulated=true" not in proc.stdout
+    with Store(f"sqlite:///{db}") as store:
+        study = store.study("trt")
+        assert study.simulated is False and study.fingerprint["trt_version"] == version
+        rows = store.measurements("trt")
+    ok = [r for r in rows if r.measurement.ok]
+    assert ok and all(not r.measurement.simulated for r in rows)
+    # GroupNorm pieces asked on DLA ran on the GPU: what ran differs from what was asked
+    assert any(r.measurement.requested != r.measurement.realized for r in ok)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan.get("simulated") is False
+    assert plan["layers"] and all("realized" in layer for layer in plan["layers"])
