@@ -156,6 +156,9 @@ class Evaluator:
         self._callbacks: list[Callable[[Placement, Measurement], None]] = []
         self._stop = False
         self._baseline: Measurement | None = None
+        #: fleet mode (:class:`placetune.fleet.Claims`): claim a realised placement before
+        #: measuring it, so that two workers never measure the same one
+        self.claims: Any = None
 
     @property
     def fingerprint_hash(self) -> str:
@@ -230,6 +233,8 @@ class Evaluator:
             if len(self._realised_key) > _MEMO_SIZE:
                 self._realised_key.popitem(last=False)
             cached = self._lookup(key)
+        if cached is None and r is not None and self.claims is not None:
+            cached = self.claims.acquire(self, key)  # another worker's result, or None: ours to measure
         if cached is not None:
             self.stats.cache_hits += 1
             self._count(cached)
@@ -256,6 +261,8 @@ class Evaluator:
         self.stats.measured += 1
         self._count(m)
         mid = self.store.record(self.study, placement.key, key, m, agent=agent, trial_number=trial_number)
+        if r is not None and self.claims is not None:
+            self.claims.release(self, key)
         m.extra["_id"] = mid
         self._remember(key, m)
         return self._notify(placement, self._answer(m, placement, cache_hit=False))
@@ -302,9 +309,10 @@ class Evaluator:
     def baselines(self) -> dict[str, tuple[Placement, Measurement]]:
         """All-GPU, all-DLA on each core (with fallback) and, in pipeline mode, a split over the cores."""
         out = {"all-gpu": (Placement.all_gpu(self.model), self.baseline())}
-        for core in range(self.platform.dla_count):
-            if self.settings.mode == "replicas" and core > 0:
-                break
+        cores = range(self.platform.dla_count)
+        if self.settings.mode != "pipeline":  # one engine runs on one core: the other is the same plan
+            cores = range(min(self.platform.dla_count, 1)) if self.settings.dla_core is None else [self.settings.dla_core]
+        for core in cores:
             p = Placement.all_dla(self.model, core)
             out[f"all-dla{core}"] = (p, self.evaluate(p, agent="baseline"))
         if self.settings.mode == "pipeline" and self.platform.dla_count > 1:

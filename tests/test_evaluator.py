@@ -168,3 +168,10 @@ def test_sigkill_mid_stream_leaves_a_sound_database(tmp_path):
     assert ev.stats.measured == 0
     with sqlite3.connect(tmp_path / "pt.db") as con:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_engine_mode_baselines_use_the_engine_core_only():
+    ev = Evaluator("seed-block", "orin-agx", mode="engine", precision="int8")
+    assert set(ev.baselines()) == {"all-gpu", "all-dla0"}
+    ev1 = Evaluator("seed-block", "orin-agx", mode="engine", precision="int8", dla_core=1)
+    assert set(ev1.baselines()) == {"all-gpu", "all-dla1"}

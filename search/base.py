@@ -1,0 +1,442 @@
+"""The agent protocol: :class:`Budget`, :class:`SearchResult`, :class:`Agent` and :class:`SearchRun`.
+
+An agent is built with its options and searched with ``agent.run(evaluator, budget)``.
+It talks to the evaluator through the public API only (``Evaluator.space()``,
+``Evaluator.evaluate()``, ``Evaluator.objective``), so a user-written agent looks exactly
+like the built-in ones:
+
+Example:
+    >>> from placetune.evaluator import Evaluator
+    >>> from search import Agent, Budget, SearchResult, SearchRun
+    >>> class AllGpuThenRandom(Agent):
+    ...     name = "mine"
+    ...     def run(self, evaluator, budget):
+    ...         run = SearchRun(evaluator, budget, self.name, self.granularity)
+    ...         rng = run.rng(self.seed)
+    ...         run.evaluate([0] * run.space.n_units)
+    ...         while not run.exhausted:
+    ...             run.evaluate(run.space.sample(rng))
+    ...         return run.result()
+    >>> result = AllGpuThenRandom(seed=0).run(Evaluator("seed-block", "orin-agx"), Budget(evaluations=5))
+    >>> result.evaluations
+    5
+
+:class:`SearchRun` is the bookkeeping every agent needs: it checks the budget before each
+``evaluate()`` call (the number of calls never exceeds ``budget.evaluations``), keeps
+masks honest, remembers what was already asked (so an agent never pays twice for the
+same assignment), and tracks the history and the best measurement.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from placetune import PlacementError
+from placetune.measurement import Measurement
+from placetune.placement import Placement
+
+if TYPE_CHECKING:
+    from placetune.evaluator import Evaluator
+    from placetune.space import Space
+
+__all__ = [
+    "Budget",
+    "BudgetExhausted",
+    "HistoryEntry",
+    "SearchResult",
+    "Agent",
+    "SearchRun",
+    "baseline_assignments",
+    "project",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much an agent may spend.
+
+    Args:
+        evaluations: the most ``Evaluator.evaluate()`` calls a run may make (cache hits
+            count: they are calls). None: no limit.
+        seconds: wall-clock limit, checked before each call (a measurement in flight is
+            not interrupted). None: no limit.
+
+    Raises:
+        ValueError: a negative number of evaluations or a non-positive time.
+
+    Example:
+        >>> Budget(100).evaluations, Budget(seconds=3600).seconds
+        (100, 3600)
+    """
+
+    evaluations: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.evaluations is not None and int(self.evaluations) < 0:
+            raise ValueError(f"Budget.evaluations must be >= 0, not {self.evaluations}")
+        if self.seconds is not None and not float(self.seconds) > 0:
+            raise ValueError(f"Budget.seconds must be > 0, not {self.seconds}")
+
+    @property
+    def unlimited(self) -> bool:
+        """True when neither a number of evaluations nor a time is set."""
+        return self.evaluations is None and self.seconds is None
+
+
+class BudgetExhausted(Exception):
+    """Raised by :meth:`SearchRun.evaluate` when the budget allows no further call."""
+
+
+class HistoryEntry(NamedTuple):
+    """One evaluation of a run.
+
+    Attributes:
+        index: 1-based index of the ``evaluate()`` call within the run.
+        value: primary objective value (None when the measurement failed).
+        best: best primary value so far (None while nothing succeeded).
+    """
+
+    index: int
+    value: float | None
+    best: float | None
+
+
+@dataclass
+class SearchResult:
+    """What an agent's run found.
+
+    Attributes:
+        agent: the agent's name.
+        objective: the objective name (``latency``, ``latency+energy``...).
+        direction: ``minimize`` or ``maximize`` (of the primary component).
+        best_placement: best placement asked for (None when nothing succeeded).
+        best_measurement: its measurement.
+        best_value: its primary objective value.
+        history: one entry per ``evaluate()`` call, in order.
+        evaluations: ``evaluate()`` calls made (never more than the budget).
+        measured: of those, the ones the backend measured.
+        cache_hits: the ones answered from the store or memory.
+        seconds: wall time of the run.
+        certified: True when the agent proved ``best_placement`` optimal (``exact``).
+        pareto: multi-objective runs: the non-dominated (placement, measurement) pairs.
+        notes: human-readable remarks (why a result is not certified...).
+        extra: agent-specific details (lower bounds, study names...).
+    """
+
+    agent: str
+    objective: str
+    direction: str
+    best_placement: Placement | None
+    best_measurement: Measurement | None
+    best_value: float | None
+    history: list[HistoryEntry]
+    evaluations: int
+    measured: int
+    cache_hits: int
+    seconds: float
+    certified: bool = False
+    pareto: list[tuple[Placement, Measurement]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def evaluations_to_reach(self, target: float, rel_tol: float = 0.01) -> int | None:
+        """First evaluation index whose best-so-far is within ``rel_tol`` of ``target``.
+
+        Within means ``best <= target * (1 + rel_tol)`` when minimising and
+        ``best >= target * (1 - rel_tol)`` when maximising. None when never reached.
+        """
+        for h in self.history:
+            if h.best is not None and _within(h.best, target, rel_tol, self.direction):
+                return h.index
+        return None
+
+    def best_after(self, evaluations: int) -> float | None:
+        """Best primary value after the first ``evaluations`` calls (None if none succeeded)."""
+        best = None
+        for h in self.history:
+            if h.index > evaluations:
+                break
+            best = h.best
+        return best
+
+    def summary(self) -> str:
+        """One line: agent, best value, counts."""
+        v = "none" if self.best_value is None else f"{self.best_value:.6g}"
+        cert = ", certified optimal" if self.certified else ""
+        return (
+            f"{self.agent}: best {self.objective} {v} after {self.evaluations} evaluations "
+            f"({self.measured} measured, {self.cache_hits} cache hits, {self.seconds:.1f} s{cert})"
+        )
+
+
+def _within(value: float, target: float, rel_tol: float, direction: str) -> bool:
+    if direction == "minimize":
+        return value <= target * (1.0 + rel_tol) + 1e-12
+    return value >= target * (1.0 - rel_tol) - 1e-12
+
+
+class Agent:
+    """Base class of the search agents.
+
+    Subclasses set :attr:`name` and implement :meth:`run`. Every agent accepts ``seed``
+    and ``granularity``; other options are agent-specific keyword arguments.
+
+    Args:
+        seed: seed of every random choice the agent makes (None: fresh entropy).
+        granularity: decision units (``fusion``, ``layer`` or ``scope:N``; see
+            :class:`placetune.space.Space`).
+    """
+
+    #: Registry name of the agent.
+    name: str = "agent"
+
+    def __init__(self, *, seed: int | None = None, granularity: str = "fusion") -> None:
+        self.seed = seed
+        self.granularity = granularity
+
+    def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+        """Search placements with ``evaluator`` within ``budget``."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({opts})"
+
+
+def project(space: "Space", assignment: Sequence[int]) -> list[int]:
+    """Replace masked devices by the unit's first allowed device (the GPU when allowed).
+
+    This is what realisation does with GPU fallback for layers the DLA cannot run.
+    """
+    out = []
+    for i, a in enumerate(assignment):
+        a = int(a)
+        if not space.mask[i, a]:
+            allowed = np.flatnonzero(space.mask[i])
+            a = 0 if space.mask[i, 0] else int(allowed[0])
+        out.append(a)
+    return out
+
+
+def baseline_assignments(space: "Space") -> dict[str, list[int]]:
+    """The baselines of :meth:`placetune.evaluator.Evaluator.baselines` as masked assignments.
+
+    All-GPU, all-DLA on each DLA device of the space (masked units stay on the GPU, as
+    GPU fallback would do) and, when the space has two DLA cores (pipeline mode), the
+    first half of the layers on DLA0 and the second half on DLA1.
+    """
+    out: dict[str, list[int]] = {"all-gpu": project(space, [0] * space.n_units)}
+    dlas = [k for k, d in enumerate(space.devices) if d != "GPU"]
+    for k in dlas:
+        out[f"all-{space.devices[k].lower()}"] = project(space, [k] * space.n_units)
+    if len(dlas) >= 2:
+        model = space.model
+        names = model.names
+        half = len(names) // 2
+        p = Placement(model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(names)})
+        out["split-dla0-dla1"] = project(space, space.from_placement(p))
+    seen: set[tuple[int, ...]] = set()
+    unique = {}
+    for k, a in out.items():
+        if tuple(a) not in seen:
+            seen.add(tuple(a))
+            unique[k] = a
+    return unique
+
+
+class SearchRun:
+    """Budget-checked evaluation bookkeeping for one agent run.
+
+    Args:
+        evaluator: the evaluator to search with.
+        budget: the run's budget.
+        agent: agent name recorded with each measurement.
+        granularity: granularity of :attr:`space` (ignored when ``space`` is given).
+        space: the decision space (default: ``evaluator.space(granularity)``).
+
+    Attributes:
+        space: the decision space.
+        objective: the evaluator's objective.
+        history: :class:`HistoryEntry` per call.
+        best_assignment / best_placement / best_measurement / best_value: the best so far
+            by the primary objective.
+    """
+
+    def __init__(
+        self,
+        evaluator: "Evaluator",
+        budget: Budget,
+        agent: str,
+        granularity: str = "fusion",
+        *,
+        space: "Space | None" = None,
+    ) -> None:
+        self.evaluator = evaluator
+        self.budget = budget
+        self.agent = agent
+        self.space = space if space is not None else evaluator.space(granularity)
+        self.objective = evaluator.objective
+        self.t0 = time.monotonic()
+        self._start_calls = evaluator.stats.requested
+        self.history: list[HistoryEntry] = []
+        self.best_assignment: list[int] | None = None
+        self.best_placement: Placement | None = None
+        self.best_measurement: Measurement | None = None
+        self.best_value: float | None = None
+        self.measured = 0
+        self.cache_hits = 0
+        self._seen: dict[tuple[int, ...], Measurement] = {}
+        self._points: list[tuple[Placement, Measurement, tuple[float, ...]]] = []
+        self.notes: list[str] = []
+
+    # ------------------------------------------------------------------ budget
+    @property
+    def evaluations(self) -> int:
+        """``evaluate()`` calls made on the evaluator since the run started."""
+        return self.evaluator.stats.requested - self._start_calls
+
+    @property
+    def remaining(self) -> int | None:
+        """Calls left (None: unlimited)."""
+        if self.budget.evaluations is None:
+            return None
+        return max(0, int(self.budget.evaluations) - self.evaluations)
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self.t0
+
+    @property
+    def exhausted(self) -> bool:
+        """True when no further call is allowed."""
+        if self.remaining == 0:
+            return True
+        return self.budget.seconds is not None and self.elapsed >= float(self.budget.seconds)
+
+    def rng(self, seed: int | None) -> np.random.Generator:
+        """A numpy generator for the agent's seed."""
+        return np.random.default_rng(seed)
+
+    # -------------------------------------------------------------- evaluating
+    def known(self, assignment: Sequence[int]) -> Measurement | None:
+        """The measurement of an assignment already evaluated in this run, else None."""
+        return self._seen.get(tuple(int(a) for a in assignment))
+
+    def evaluate(self, assignment: Sequence[int], *, reuse: bool = True, finish: bool = False) -> Measurement:
+        """Evaluate a unit assignment (device indexes of :attr:`space`).
+
+        Args:
+            assignment: one device index per unit; every one must be unmasked.
+            reuse: answer an assignment already evaluated in this run from memory,
+                without calling the evaluator (and without spending budget).
+            finish: ignore the time limit (a step the agent already started, e.g. an
+                Optuna trial); the number of evaluations is still enforced.
+
+        Raises:
+            BudgetExhausted: no call left.
+            PlacementError: a masked device.
+        """
+        key = tuple(int(a) for a in assignment)
+        if reuse and key in self._seen:
+            return self._seen[key]
+        if not self.space.is_allowed(key):
+            bad = [self.space.units[i].name for i, a in enumerate(key) if not self.space.mask[i, a]]
+            raise PlacementError(f"assignment puts masked units on devices they cannot use: {', '.join(bad[:5])}")
+        if self.remaining == 0 or (not finish and self.exhausted):
+            raise BudgetExhausted()
+        placement = self.space.to_placement(list(key))
+        m = self.evaluator.evaluate(placement, agent=self.agent, trial_number=self.evaluations)
+        self.observe(list(key), placement, m)
+        return m
+
+    def observe(self, assignment: Sequence[int] | None, placement: Placement, m: Measurement) -> float | None:
+        """Record an evaluation made elsewhere (e.g. by an environment's ``step``).
+
+        Returns:
+            The primary objective value (None when the measurement failed).
+        """
+        if m.extra.get("cache_hit"):
+            self.cache_hits += 1
+        else:
+            self.measured += 1
+        value = self.objective.value(m)
+        if assignment is not None:
+            self._seen[tuple(int(a) for a in assignment)] = m
+        if value is not None and (self.best_value is None or self.objective.better(value, self.best_value)):
+            self.best_value = value
+            self.best_placement = placement
+            self.best_measurement = m
+            self.best_assignment = list(assignment) if assignment is not None else None
+        if self.objective.multi:
+            vals = self.objective.values(m)
+            if vals is not None:
+                self._points.append((placement, m, vals))
+        self.history.append(HistoryEntry(len(self.history) + 1, value, self.best_value))
+        return value
+
+    def loss(self, m: Measurement | None) -> float:
+        """Primary objective as a loss: smaller is better, ``inf`` for failures."""
+        if m is None:
+            return math.inf
+        v = self.objective.value(m)
+        if v is None:
+            return math.inf
+        return v if self.objective.direction == "minimize" else -v
+
+    def evaluate_all(self, assignments: Iterable[Sequence[int]]) -> list[tuple[list[int], Measurement]]:
+        """Evaluate assignments in order while the budget lasts."""
+        out = []
+        for a in assignments:
+            if self.exhausted and self.known(a) is None:
+                break
+            out.append((list(a), self.evaluate(a)))
+        return out
+
+    # ------------------------------------------------------------------ result
+    def pareto(self) -> list[tuple[Placement, Measurement]]:
+        """Non-dominated (placement, measurement) pairs of a multi-objective run."""
+        if not self._points:
+            return []
+        signs = [1.0 if d == "minimize" else -1.0 for d in self.objective.directions]
+        pts = [(p, m, tuple(s * v for s, v in zip(signs, vals))) for p, m, vals in self._points]
+        front = []
+        seen: set[str] = set()
+        for p, m, v in pts:
+            dominated = any(
+                all(a <= b for a, b in zip(w, v)) and any(a < b for a, b in zip(w, v)) for _, _, w in pts
+            )
+            if not dominated and p.key not in seen:
+                seen.add(p.key)
+                front.append((p, m))
+        return front
+
+    def result(self, *, certified: bool = False, **extra: Any) -> SearchResult:
+        """The :class:`SearchResult` of the run so far."""
+        return SearchResult(
+            agent=self.agent,
+            objective=self.objective.name,
+            direction=self.objective.direction,
+            best_placement=self.best_placement,
+            best_measurement=self.best_measurement,
+            best_value=self.best_value,
+            history=list(self.history),
+            evaluations=self.evaluations,
+            measured=self.measured,
+            cache_hits=self.cache_hits,
+            seconds=self.elapsed,
+            certified=certified,
+            pareto=self.pareto() if self.objective.multi else [],
+            notes=list(self.notes),
+            extra=dict(extra),
+        )

@@ -1,0 +1,375 @@
+"""Search agents: masks, budgets, reproducibility, Optuna resume/infeasibility, exact vs brute force."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from placetune import ConfigError, Model, UnknownNameError
+from placetune.evaluator import Evaluator
+from placetune.placement import Placement
+from search import Budget, SearchRun, agent_names, baseline_assignments, get_agent
+from search.exact import engine_bound
+
+optuna = pytest.importorskip("optuna")
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+AGENTS = ["random", "local", "optuna", "reinforce", "exact"]
+SEARCH_DIR = Path(__file__).resolve().parents[1] / "search"
+
+
+class SpyEvaluator(Evaluator):
+    """An evaluator that remembers every placement it was asked to evaluate."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked: list[Placement] = []
+
+    def evaluate(self, placement, **kwargs):
+        p = placement if isinstance(placement, Placement) else Placement(self.model, placement)
+        self.asked.append(p)
+        return super().evaluate(placement, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def model_gn() -> Model:
+    """seed 002 ModelGN: GroupNorm pieces cannot run on the DLA (masked units)."""
+    return Model.load("model-gn")
+
+
+@pytest.fixture(scope="module")
+def seed_block_model() -> Model:
+    return Model.load("seed-block")
+
+
+# ----------------------------------------------------------------------------- graphs
+def random_graph(seed: int, n_layers: int, *, chain: bool = False, channels: int = 8, size: int = 8) -> Model:
+    """A random DAG of Conv / Relu / Add (same shape everywhere), dataless weights."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    nodes, inits = [], []
+    tensors = ["x"]
+    consumed: set[str] = set()
+    for i in range(n_layers):
+        kind = "Conv" if chain else rng.choice(["Conv", "Conv", "Relu", "Add"])
+        if kind == "Add" and len(tensors) < 2:
+            kind = "Conv"
+        out = f"t{i}"
+        if chain or rng.random() < 0.6:
+            src = tensors[-1]
+        else:
+            src = tensors[int(rng.integers(0, len(tensors)))]
+        if kind == "Conv":
+            k = 1 if chain else int(rng.choice([1, 3]))
+            w = onnx.TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[c, c, k, k])  # no data
+            inits.append(w)
+            nodes.append(helper.make_node("Conv", [src, f"w{i}"], [out], name=f"conv{i}", kernel_shape=[k, k],
+                                          pads=[k // 2] * 4))
+        elif kind == "Relu":
+            nodes.append(helper.make_node("Relu", [src], [out], name=f"relu{i}"))
+        else:
+            other = tensors[int(rng.integers(0, len(tensors)))]
+            if other == src:
+                other = tensors[0] if src != tensors[0] else tensors[-1]
+            nodes.append(helper.make_node("Add", [src, other], [out], name=f"add{i}"))
+            consumed.add(other)
+        consumed.add(src)
+        tensors.append(out)
+    outputs = [t for t in tensors[1:] if t not in consumed] or [tensors[-1]]
+    shape = [1, c, size, size]
+    graph = helper.make_graph(
+        nodes, f"random{seed}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(t, TensorProto.FLOAT, shape) for t in outputs],
+        initializer=inits,
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return Model.load(proto, name=f"random{seed}")
+
+
+# ----------------------------------------------------------------------------- registry
+def test_registry_names_and_errors():
+    assert set(AGENTS) <= set(agent_names())
+    with pytest.raises(UnknownNameError):
+        get_agent("nope")
+    with pytest.raises(ConfigError):
+        get_agent("random", no_such_option=1)
+    with pytest.raises(ConfigError):
+        get_agent("local", method="sideways")
+    with pytest.raises(ValueError):
+        Budget(evaluations=-1)
+    with pytest.raises(ValueError):
+        Budget(seconds=0)
+
+
+def test_search_imports_no_private_placetune_names():
+    for path in SEARCH_DIR.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("placetune"):
+                assert not any(part.startswith("_") for part in node.module.split(".")), (path, node.module)
+                assert not any(a.name.startswith("_") for a in node.names), (path, [a.name for a in node.names])
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("placetune"):
+                        assert not any(p.startswith("_") for p in a.name.split(".")), (path, a.name)
+
+
+# ----------------------------------------------------------------------------- masks and budgets
+@pytest.mark.parametrize("agent", AGENTS)
+def test_agent_respects_masks_and_budget(agent, model_gn):
+    ev = SpyEvaluator(model_gn, "orin-agx", mode="pipeline", precision="fp16")
+    space = ev.space("fusion")
+    assert (space.mask.sum(axis=1) == 1).any(), "the test needs masked units"
+    r = get_agent(agent, seed=1).run(ev, Budget(evaluations=12))
+    assert r.evaluations == len(ev.asked) == ev.stats.requested == 12
+    assert r.measured + r.cache_hits == r.evaluations
+    assert [h.index for h in r.history] == list(range(1, len(r.history) + 1))
+    bests = [h.best for h in r.history if h.best is not None]
+    assert bests == sorted(bests, reverse=True)  # latency: best-so-far never gets worse
+    for p in ev.asked:
+        for u in space.units:
+            for layer in u.layers:
+                assert p[layer] in u.choices, (agent, u.name, p[layer])
+    assert r.best_placement is not None and r.best_value == min(v for _, v, _ in r.history if v is not None)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_agent_small_budgets(agent, n, seed_block_model):
+    ev = SpyEvaluator(seed_block_model, "orin-agx", mode="pipeline", precision="int8")
+    r = get_agent(agent, seed=0).run(ev, Budget(evaluations=n))
+    assert len(ev.asked) == r.evaluations <= n
+    if n == 0:
+        assert r.best_placement is None and r.history == []
+
+
+def test_time_budget_stops(seed_block_model):
+    ev = Evaluator(seed_block_model, "orin-agx", mode="pipeline")
+    r = get_agent("random", seed=0).run(ev, Budget(seconds=0.2))
+    assert 0 < r.evaluations and r.seconds < 5
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_agent_reproducible_with_seed(agent, model_gn):
+    runs = []
+    for _ in range(2):
+        ev = SpyEvaluator(model_gn, "orin-agx", mode="engine", precision="int8")
+        r = get_agent(agent, seed=7).run(ev, Budget(evaluations=15))
+        runs.append(([p.key for p in ev.asked], [h.value for h in r.history], r.best_value))
+    assert runs[0] == runs[1]
+
+
+def test_searchrun_reuses_known_assignments(seed_block_model):
+    ev = Evaluator(seed_block_model, "orin-agx", mode="pipeline")
+    run = SearchRun(ev, Budget(2), "test")
+    run.evaluate([0] * 5)
+    run.evaluate([0] * 5)  # answered from the run's memory: no call
+    assert run.evaluations == 1 and len(run.history) == 1
+    run.evaluate([1, 0, 0, 0, 0])
+    assert run.exhausted
+    assert baseline_assignments(run.space)["all-gpu"] == [0] * 5
+
+
+# ----------------------------------------------------------------------------- local / reinforce
+def test_local_improves_on_the_best_baseline():
+    ev = Evaluator("mobilenetv2", "orin-agx", mode="engine", precision="int8", objective="energy")
+    r = get_agent("local", seed=0).run(ev, Budget(evaluations=40))
+    baselines = [ev.objective.value(m) for _, m in ev.baselines().values()]
+    assert r.best_value < min(baselines)
+
+
+def test_reinforce_runs_on_the_gymnasium_env(seed_block_model):
+    ev = SpyEvaluator(seed_block_model, "orin-agx", mode="pipeline", precision="fp16")
+    r = get_agent("reinforce", seed=0, hidden=0).run(ev, Budget(evaluations=25))
+    assert r.evaluations == 25 and r.extra["episodes"] >= 20
+    assert all(p.model.hash == seed_block_model.hash for p in ev.asked)
+
+
+@pytest.mark.parametrize("hidden", [0, 4])
+def test_reinforce_policy_gradient_is_correct(hidden):
+    from search.reinforce import Policy
+
+    rng = np.random.default_rng(0)
+    mask = np.array([[1, 1, 1], [1, 0, 1], [1, 0, 0], [1, 1, 0]], dtype=bool)
+    policy = Policy(rng.normal(size=(4, 5)), mask, hidden, rng)
+    for k in policy.params:
+        policy.params[k] = rng.normal(size=policy.params[k].shape)
+    actions = np.array([2, 2, 0, 1])
+
+    def logp() -> float:
+        p = policy.probs()
+        return float(np.log(p[np.arange(4), actions]).sum())
+
+    grad = policy.grad_log_prob(actions)
+    for k, g in grad.items():
+        flat = policy.params[k].reshape(-1)
+        for j in range(0, flat.size, max(1, flat.size // 7)):
+            old = flat[j]
+            flat[j] = old + 1e-6
+            up = logp()
+            flat[j] = old - 1e-6
+            down = logp()
+            flat[j] = old
+            assert g.reshape(-1)[j] == pytest.approx((up - down) / 2e-6, abs=1e-5), (k, j)
+    assert np.all(policy.probs()[~mask] == 0)
+
+
+# ----------------------------------------------------------------------------- optuna
+def test_optuna_resumes_an_interrupted_study(tmp_path, model_gn):
+    db = tmp_path / "tune.db"
+    ev1 = SpyEvaluator(model_gn, "orin-agx", mode="pipeline", precision="int8", store=str(db))
+    r1 = get_agent("optuna", seed=0).run(ev1, Budget(evaluations=10))
+    assert r1.evaluations == 10 and ev1.stats.measured == 10
+    first = {p.key for p in ev1.asked}
+    ev1.close()
+
+    ev2 = SpyEvaluator(model_gn, "orin-agx", mode="pipeline", precision="int8", store=str(db))
+    agent = get_agent("optuna", seed=0)
+    r2 = agent.run(ev2, Budget(evaluations=10))
+    assert r2.evaluations == 10
+    assert ev2.stats.measured == 10 and ev2.stats.cache_hits == 0  # nothing measured twice
+    assert first.isdisjoint(p.key for p in ev2.asked)
+    assert r2.extra["study_name"] == r1.extra["study_name"]
+    study = agent.study(ev2)
+    done = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(done) >= 20
+    assert not study.get_trials(states=(optuna.trial.TrialState.FAIL,))
+    # the Optuna tables live in the measurement database
+    assert str(db) in str(ev2.store.url) or ev2.store.sqlite_path == str(db)
+    ev2.close()
+
+
+def test_optuna_imports_stored_measurements(tmp_path, model_gn):
+    db = tmp_path / "warm.db"
+    ev1 = Evaluator(model_gn, "orin-agx", mode="engine", precision="fp16", store=str(db))
+    get_agent("random", seed=0).run(ev1, Budget(evaluations=8))
+    ev1.close()
+    ev2 = Evaluator(model_gn, "orin-agx", mode="engine", precision="fp16", store=str(db))
+    r = get_agent("optuna", seed=0).run(ev2, Budget(evaluations=3))
+    assert r.extra["imported"] >= 8
+    assert ev2.stats.measured <= 3
+    ev2.close()
+
+
+def test_optuna_infeasible_trials_are_complete_with_constraint():
+    model = random_graph(0, 40, chain=True)
+    ev = Evaluator(model, "orin-agx", mode="engine", precision="fp16", gpu_fallback=False)
+    agent = get_agent("optuna", seed=0, granularity="layer")
+    space = ev.space("layer")
+    alternating = [(i % 2) if space.mask[i, i % 2] else 0 for i in range(space.n_units)]
+    study = agent.study(ev)
+    study.enqueue_trial(agent.params_of(space, alternating))
+    r = agent.run(ev, Budget(evaluations=4))
+    trials = agent.study(ev).trials
+    assert not [t for t in trials if t.state != optuna.trial.TrialState.COMPLETE]
+    bad = [t for t in trials if t.user_attrs.get("status") == "infeasible"]
+    assert bad, "the alternating placement has > 16 DLA loadables and no GPU fallback: infeasible"
+    for t in bad:
+        assert t.user_attrs["constraint"] > 0
+        if hasattr(t, "constraints") and t.constraints:
+            assert max(t.constraints.values()) > 0
+        assert math.isfinite(t.value)
+    assert r.best_measurement is not None and r.best_measurement.ok
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "nsga2"])
+def test_optuna_multi_objective_pareto(seed_block_model, sampler):
+    ev = Evaluator(seed_block_model, "orin-agx", mode="pipeline", precision="int8", objective="latency+energy")
+    r = get_agent("optuna", seed=0, sampler=sampler, population_size=6).run(ev, Budget(evaluations=15))
+    assert r.pareto and all(m.ok for _, m in r.pareto)
+    assert r.evaluations == 15
+
+
+# ----------------------------------------------------------------------------- exact
+def brute_force(ev: Evaluator, granularity: str) -> float:
+    space = ev.space(granularity)
+    allowed = [np.flatnonzero(space.mask[i]).tolist() for i in range(space.n_units)]
+    best = math.inf
+    for a in itertools.product(*allowed):
+        m = ev.evaluate(space.to_placement(list(a)))
+        if m.ok:
+            best = min(best, m.latency_ms["median"])
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_dp_matches_brute_force_on_random_graphs(seed):
+    model = random_graph(seed, 7 + seed % 3)
+    platform = "orin-agx" if seed < 3 else "xavier-nx"
+    ev = Evaluator(model, platform, mode="engine", precision="fp16" if seed % 2 else "int8")
+    truth = brute_force(ev, "layer")
+    # the bound is below every realised placement's latency
+    space = ev.space("layer")
+    bound = engine_bound(ev, space)
+    for a in itertools.product(*[np.flatnonzero(space.mask[i]).tolist() for i in range(space.n_units)]):
+        m = ev.evaluate(space.to_placement(list(a)))
+        realised = space.from_placement(Placement(model, m.realized))
+        assert bound.value(realised) <= m.latency_ms["median"] * (1 + 1e-9)
+    fresh = Evaluator(model, platform, mode="engine", precision=ev.settings.precision)
+    r = get_agent("exact", method="dp", granularity="layer").run(fresh, Budget(evaluations=50))
+    assert r.best_value == pytest.approx(truth, rel=1e-9)
+    assert r.certified
+    assert r.evaluations <= 50
+    r2 = get_agent("exact", method="enumerate", granularity="layer").run(
+        Evaluator(model, platform, mode="engine", precision=ev.settings.precision), Budget(evaluations=5000))
+    assert r2.certified and r2.best_value == pytest.approx(truth, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_dp_minimises_random_costs_exactly(seed):
+    """The DP itself, on a landscape where the optimum is anything: random terms on random DAGs."""
+    rng = np.random.default_rng(seed)
+    model = random_graph(100 + seed, 9, size=4)
+    ev = Evaluator(model, "orin-agx", mode="engine", precision="fp16")
+    space = ev.space("layer")
+    bound = engine_bound(ev, space)
+    for f in bound.factors:
+        f.values = rng.normal(0.0, 1.0, f.values.shape)
+    bound.island_ms = float(rng.uniform(-0.5, 1.5))
+    allowed = [np.flatnonzero(space.mask[i]).tolist() for i in range(space.n_units)]
+    values = {a: bound.value(list(a)) for a in itertools.product(*allowed)}
+    best = min(values.values())
+    lb, a = bound.minimise()
+    assert lb == pytest.approx(best, abs=1e-9)
+    assert values[tuple(a)] == pytest.approx(best, abs=1e-9)
+
+
+def test_exact_certifies_resnet50_engine_with_one_evaluation():
+    ev = Evaluator("resnet50", "orin-agx", mode="engine", precision="int8")
+    r = get_agent("exact").run(ev, Budget(evaluations=10))
+    assert r.certified and r.extra["method"] == "dp"
+    assert r.evaluations == 1
+    assert r.best_value == pytest.approx(r.extra["lower_bound"], rel=1e-9)
+
+
+def test_exact_says_when_it_cannot_certify(model_gn):
+    ev = Evaluator(model_gn, "orin-agx", mode="pipeline", precision="fp16")
+    r = get_agent("exact", seed=0).run(ev, Budget(evaluations=10))
+    assert not r.certified and r.notes and "cannot certify" in r.notes[0]
+    ev = Evaluator("seed-block", "orin-agx", mode="pipeline", precision="fp16")
+    r = get_agent("exact").run(ev, Budget(evaluations=5))
+    assert not r.certified and r.evaluations == 5 and "5 of 243" in r.notes[0]
+    ev = Evaluator("seed-block", "orin-agx", mode="engine", precision="fp16")
+    r = get_agent("exact").run(ev, Budget(evaluations=5))
+    assert r.certified and r.evaluations == 1  # engine mode: the DP, not enumeration
+
+
+def test_exact_enumerates_seed_block_pipeline(seed_block_model):
+    ev = Evaluator(seed_block_model, "orin-agx", mode="pipeline", precision="int8")
+    r = get_agent("exact").run(ev, Budget(evaluations=300))
+    assert r.certified and r.evaluations == 3**5
+    best = min(rec.measurement.latency_ms["median"] for rec in ev.store.measurements(ev.study_name, status="ok"))
+    assert r.best_value == pytest.approx(best)
+
+
+def test_onnx_random_graph_is_valid():
+    m = random_graph(3, 8)
+    assert isinstance(m.proto, onnx.ModelProto) and len(m.layers) == 8
