@@ -32,6 +32,9 @@ from .measurement import Measurement
 from .model import Model, parse_shape_spec
 from .objectives import Objective, get_objective
 from .placement import DEVICES, Placement, Segment
+from .plan import Plan, export_plan
+from .plan import load as load_plan
+from .backends import Backend, get_backend
 from .platforms import Platform, get_platform, platform_names
 from .realise import InfeasiblePlacement, Realisation, realise
 from .settings import Settings
@@ -70,6 +73,12 @@ __all__ = [
     "get_objective",
     "Store",
     "mask_url",
+    "Backend",
+    "get_backend",
+    # plans
+    "Plan",
+    "export_plan",
+    "load_plan",
     "make_env",
     "register_envs",
     "PlacementEnv",
