@@ -244,6 +244,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg.agent_options["seed"] = args.seed
     if args.worker_python:
         cfg.backend_options["worker_python"] = args.worker_python
+    if args.trtexec:
+        cfg.backend_options["trtexec"] = args.trtexec
     if cfg.trials < 1:
         from .errors import ConfigError
 
@@ -358,6 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="agent seed")
     p.add_argument("--export", help="plan path (default <study>.plan.json)")
     p.add_argument("--worker-python", help="tensorrt backend: Python that runs the build worker")
+    p.add_argument("--trtexec", help="trtexec backend: the trtexec binary (default: $PLACETUNE_TRTEXEC, PATH, "
+                   "/usr/src/tensorrt/bin)")
     p.set_defaults(func=cmd_tune)
     return parser
 

@@ -113,8 +113,11 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
     else:
         checks.append(Check("pycuda", False, f"cannot import pycuda ({probe.get('pycuda_error') or 'no answer'})",
                             _FIX_PYCUDA))
-    trtexec = trt_env.find_trtexec()
-    checks.append(Check("trtexec", trtexec is not None, trtexec or "not on PATH nor in /usr/src/tensorrt/bin",
+    from .backends.trtexec import which_trtexec  # the trtexec backend's own lookup order
+
+    trtexec = which_trtexec()
+    checks.append(Check("trtexec", trtexec is not None, trtexec or "not in $PLACETUNE_TRTEXEC, on PATH nor in "
+                        "/usr/src/tensorrt/bin",
                         "" if trtexec else "install TensorRT's samples (JetPack) and export PATH=$PATH:/usr/src/tensorrt/bin"))
     l4t = trt_env.read_l4t()
     jetpack = trt_env.read_jetpack()

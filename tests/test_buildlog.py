@@ -189,3 +189,13 @@ def test_profile_attribution_dla_group():
     assert sum(s.layer_times_ms[n] for n in ("Conv_0", "Mid_5", "Concat_198")) == pytest.approx(s.dla_ms)
     assert [(g["device"], g["layers"]) for g in s.segments] == [("DLA0", 3), ("GPU", 1)]
     assert s.segments[1]["start_ms"] == pytest.approx(s.dla_ms)
+
+
+def test_legacy_fallback_wording_from_seed_003():
+    from pathlib import Path
+
+    from placetune.backends.buildlog import parse_build_log
+
+    text = (Path(__file__).parent / "data" / "trtexec_seed003_legacy_dla0.log").read_text().splitlines()
+    log = parse_build_log(text)
+    assert "prob" in log.fallbacks and "falling back to GPU" in log.fallbacks["prob"]

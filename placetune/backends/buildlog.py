@@ -51,6 +51,8 @@ _METADATA = re.compile(r"\[ONNX Layer: (?P<name>.*?)\](?:\s*\||$)")
 _FALLBACKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("unsupported", re.compile(r"Layer '(?P<n>.+)' \((?P<t>[^)]*)\): Unsupported on DLA\. Switching this layer's device type to GPU")),
     ("unsupported", re.compile(r"Default DLA is enabled but layer (?P<n>.+?) is not supported on DLA, falling back to GPU")),
+    # TensorRT <= 7 wording (seed 003's Xavier log)
+    ("unsupported", re.compile(r"Default DLA is enabled but layer (?P<n>.+?) is not running on DLA, falling back to GPU")),
     ("subgraph_limit", re.compile(r"DLA supports only (?P<k>\d+) subgraphs per DLA core\. Switching to GPU for layer (?P<n>.+?)\.?\s*$")),
     ("validation", re.compile(r"Validation failed for DLA layer: (?P<n>.+?)\. Switching to GPU fallback")),
     ("precision", re.compile(r"DLA only supports FP16 and Int8 precision type\. Switching (?P<n>.+?) device type to GPU")),
