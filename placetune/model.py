@@ -20,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .costs import layer_costs
-from .errors import ModelError, ShapeError, UnknownNameError
+from .errors import ModelError, PlacetuneError, ShapeError, UnknownNameError
 from .folding import FOLDABLE_OPS, constant_value, fold_value
 from .layer import Layer, TensorInfo
 from .onnx_io import read_model_proto
@@ -252,7 +252,13 @@ class Model:
                         f"{text!r} is neither an ONNX file nor a zoo model{hint}; "
                         f"zoo models: {', '.join(zoo.names())}"
                     )
-        return _build(proto, stripped, overrides, name=display, path=path, zoo=zoo_name)
+        try:
+            return _build(proto, stripped, overrides, name=display, path=path, zoo=zoo_name)
+        except (PlacetuneError, RecursionError, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - onnx internals on malformed graphs
+            where = path or display
+            raise ModelError(f"{where}: malformed ONNX graph ({type(exc).__name__}: {exc})") from None
 
     # ---------------------------------------------------------------- queries
     def layer(self, name: str) -> Layer:
@@ -450,7 +456,10 @@ def _build(
         if t.name not in stripped and t.data_location != onnx.TensorProto.EXTERNAL:
             n = int(np.prod(t.dims)) if len(t.dims) else 1
             if n <= SMALL_CONST_ELEMENTS:
-                values[t.name] = numpy_helper.to_array(t)
+                try:
+                    values[t.name] = numpy_helper.to_array(t)
+                except Exception as exc:  # noqa: BLE001 - onnx raises ValueError/TypeError/... on corrupt tensors
+                    raise ModelError(f"initializer {t.name!r} is corrupt ({type(exc).__name__}: {exc})") from None
     const: set[str] = set(init)
     alias: dict[str, str] = {}
     keep: list[onnx.NodeProto] = []

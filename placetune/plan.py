@@ -736,13 +736,27 @@ def load(path: str | os.PathLike[str], model: "Model | str | None" = None, *, ch
             f"plan file {p} is not valid JSON{pos} ({getattr(exc, 'msg', exc)}): the file is corrupt or truncated; "
             "export it again with `placetune export`"
         ) from None
-    plan = Plan.from_dict(doc, where=f"plan file {p}")
+    try:
+        plan = Plan.from_dict(doc, where=f"plan file {p}")
+        plan.summary()  # every field the plan reports has the right type
+    except PlacetuneError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise ConfigError(
+            f"plan file {p} has a field of the wrong type ({type(exc).__name__}: {exc}); "
+            "export it again with `placetune export`"
+        ) from None
     if model is not None:
         if not hasattr(model, "hash"):
             from .model import Model
 
             model = Model.load(str(model))
-        plan.check_model(model, check_hash=check_hash)  # type: ignore[arg-type]
+        try:
+            plan.check_model(model, check_hash=check_hash)  # type: ignore[arg-type]
+        except PlacetuneError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise ConfigError(f"plan file {p} has malformed layer entries ({type(exc).__name__}: {exc})") from None
     return plan
 
 
