@@ -6,6 +6,13 @@ with status ``crashed``, ``timeout``, ``build_failed`` or ``runtime_failed`` and
 goes on with a fresh worker. TensorRT and PyCUDA are imported only inside the worker, so
 this module imports anywhere.
 
+Three modes (DESIGN.md): ``engine`` builds one engine; ``pipeline`` cuts the ONNX model into
+one sub-model per segment (:mod:`placetune.cut`), builds one engine per segment (GPU, or
+DLA core k with GPU fallback; engines are cached on disk and shared between placements,
+:mod:`placetune.backends.trt_cache`) and runs them chained by CUDA streams and events after
+checking their outputs against one all-GPU engine; ``replicas`` runs one whole-network
+engine per device at once (:mod:`placetune.backends.trt_pipeline`).
+
 What runs where is read back from TensorRT's build log (:mod:`placetune.backends.buildlog`):
 ``Measurement.realized`` is what TensorRT placed, ``Measurement.fallback`` says why layers
 asked on a DLA ran on the GPU, and ``extra["realized_vs_predicted"]`` lists where TensorRT
@@ -51,13 +58,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TensorRTBackend", "WorkerPool", "WorkerClient", "WorkerReply", "WORKER_FILE",
-    "convert_to_fp16", "has_qdq", "MODES_NOT_IMPLEMENTED", "DLA_POOLS",
+    "convert_to_fp16", "has_qdq", "MODES_NOT_IMPLEMENTED", "DLA_POOLS", "GATE_TOLERANCE",
 ]
 
 log = logging.getLogger(__name__)
 
-#: The reason given for modes this backend does not run yet.
+#: Kept for callers of earlier versions: every mode is implemented now.
 MODES_NOT_IMPLEMENTED = "pipeline/replicas modes on TensorRT are not implemented yet (issue 8)"
+#: Pipeline correctness gate: the largest relative L2 error ||pipeline - all-GPU|| / ||all-GPU||
+#: of any network output, per precision. Both sides run at the same precision, so the error
+#: is what re-rounding at the cuts and other fusions/tactics add. INT8 without a calibration
+#: cache (trtexec-style dynamic ranges) is reported but not enforced.
+GATE_TOLERANCE = {"fp32": 1e-3, "fp16": 2e-2, "int8": 0.15}
 #: Accepted names of ``dla_memory_pools`` keys -> ``trt.MemoryPoolType`` members.
 DLA_POOLS = {
     "dla_sram": "DLA_MANAGED_SRAM", "dla_managed_sram": "DLA_MANAGED_SRAM", "dlasram": "DLA_MANAGED_SRAM",
@@ -189,8 +201,9 @@ def _zero_weights(proto: "onnx.ModelProto") -> "onnx.ModelProto":
 class TensorRTBackend:
     """Build and time placements with TensorRT (Python API) in an isolated worker process.
 
-    Only ``engine`` mode is implemented (one engine, one DLA core); ``pipeline`` and
-    ``replicas`` give an ``infeasible`` measurement that says so.
+    Modes: ``engine`` (one engine, one DLA core), ``pipeline`` (one engine per segment,
+    chained; see :mod:`placetune.backends.trt_pipeline`) and ``replicas`` (one whole-network
+    engine per device, all at once).
 
     Args:
         worker_python: interpreter that runs the worker; JetPack's TensorRT bindings live in
@@ -211,6 +224,17 @@ class TensorRTBackend:
         inspector: store the engine inspector's JSON (DETAILED verbosity; its DLA fields are
             unverified) in ``extra["engine_inspector"]``, cut at 500,000 characters.
         verbose_log: keep TensorRT's VERBOSE messages too.
+        engine_cache: pipeline / replicas: keep built engines on disk (``cache_dir/engines``)
+            and reuse them for later placements that share a segment.
+        gate: pipeline: check the pipeline's outputs against one all-GPU engine on random
+            input before timing; a mismatch is ``runtime_failed`` with the numbers.
+        gate_tolerance: per precision overrides of :data:`GATE_TOLERANCE`.
+        timeline_frames: pipeline: frames stamped per engine for ``Measurement.timeline``
+            (at least ``2 * frames_in_flight + 2``).
+        replicas_duration_s: replicas: how long all instances run at once (trtexec's
+            ``--duration`` default is 3 s).
+        test_wrong_cut: testing only: swap two same-typed inputs of the first segment that
+            has them (a deliberately wrong cut) so that the gate can be seen to catch it.
 
     Raises:
         ConfigError: bad pool sizes, a missing calibration cache or a worker Python that
@@ -236,6 +260,12 @@ class TensorRTBackend:
         worker_env: dict[str, str] | None = None,
         inspector: bool = True,
         verbose_log: bool = False,
+        engine_cache: bool = True,
+        gate: bool = True,
+        gate_tolerance: dict[str, float] | None = None,
+        timeline_frames: int = 4,
+        replicas_duration_s: float = 3.0,
+        test_wrong_cut: bool = False,
     ) -> None:
         import sys
 
@@ -259,6 +289,21 @@ class TensorRTBackend:
         self.memory_pools = _normalise_pools(dla_memory_pools)
         self.inspector = bool(inspector)
         self.verbose_log = bool(verbose_log)
+        unknown = set(gate_tolerance or {}) - set(GATE_TOLERANCE)
+        if unknown:
+            raise ConfigError(f"gate_tolerance names unknown precisions {sorted(unknown)}; "
+                              f"precisions are {', '.join(GATE_TOLERANCE)}")
+        if any(float(v) <= 0 for v in (gate_tolerance or {}).values()):
+            raise ConfigError("gate_tolerance values must be > 0")
+        if timeline_frames < 1 or replicas_duration_s <= 0:
+            raise ConfigError("timeline_frames must be >= 1 and replicas_duration_s > 0")
+        self.engine_cache = bool(engine_cache)
+        self.gate = bool(gate)
+        self.gate_tolerance = {**GATE_TOLERANCE, **{k: float(v) for k, v in (gate_tolerance or {}).items()}}
+        self.timeline_frames = int(timeline_frames)
+        self.replicas_duration_s = float(replicas_duration_s)
+        self.test_wrong_cut = bool(test_wrong_cut)
+        self._sources: dict[str, Any] = {}
         self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s)
         self._probe: dict[str, Any] | None = None
         self._warned: set[str] = set()
@@ -349,8 +394,6 @@ class TensorRTBackend:
                                        **base)
 
     def _measure(self, r: "Realisation", platform: "Platform", settings: "Settings", base: dict[str, Any]) -> Measurement:
-        if settings.mode != "engine":
-            return Measurement.failure("infeasible", MODES_NOT_IMPLEMENTED, **base)
         p = self.probe()
         version = p.get("trt_version")
         if not version:
@@ -374,6 +417,11 @@ class TensorRTBackend:
                 f"TensorRT {version} builds strongly typed networks only: int8 needs an ONNX model with Q/DQ "
                 "(QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
                 "TensorRT Model Optimizer) or use precision fp16.", **base)
+        if settings.mode in ("pipeline", "replicas"):
+            from . import trt_pipeline
+
+            run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
+            return run(self, r, platform, settings, base, version, cores)
         try:
             onnx_path = self._prepare_onnx(model, fp16=strongly_typed and settings.precision == "fp16")
         except Exception as exc:  # noqa: BLE001
@@ -462,24 +510,11 @@ class TensorRTBackend:
         model = r.realized.model
         predicted = r.realized.as_dict()
         extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "worker_seconds": round(reply.seconds, 3)}
-        if reply.kind == "timeout":
-            extra["stderr_tail"] = reply.stderr_tail[-2000:]
-            return Measurement.failure(
-                "timeout", f"building and timing took longer than {self.timeout_s:g} s; the worker was killed "
-                "(a new one starts for the next placement)", extra=extra, **base)
-        if reply.kind == "crashed":
-            how = reply.signal or (f"exit status {reply.returncode}" if reply.returncode is not None else "no answer")
-            last = reply.stderr_tail.strip().splitlines()[-1:] if reply.stderr_tail.strip() else []
-            extra.update(returncode=reply.returncode, signal=reply.signal, stderr_tail=reply.stderr_tail[-2000:])
-            return Measurement.failure(
-                "crashed", f"the TensorRT worker died ({how}) while building/timing this placement"
-                + (f": {last[0]}" if last else ""), extra=extra, **base)
+        failed = self._reply_failure(reply, base, extra)
+        if failed is not None:
+            return failed
         res = reply.result
         status = res.get("status")
-        if status in ("unavailable", "error"):
-            extra["traceback"] = res.get("traceback")
-            kind = "runtime_failed" if status == "unavailable" else "crashed"
-            return Measurement.failure(kind, f"TensorRT worker: {res.get('error')}", extra=extra, **base)
         lines = [(s, m) for s, m in res.get("log", [])]
         blog = parse_build_log(lines)
         network = [(row[0], row[1]) for row in res.get("network_layers", [])]
@@ -542,3 +577,25 @@ class TensorRTBackend:
             dla_loadables=loadables, segment_times_ms=prof.segments, layer_times_ms=prof.layer_times_ms,
             build_seconds=build_s, extra=extra, **base,
         )
+
+    def _reply_failure(self, reply: WorkerReply, base: dict[str, Any], extra: dict[str, Any],
+                       timeout_s: float | None = None) -> Measurement | None:
+        """The measurement of a worker that timed out, died or could not run the job (else None)."""
+        if reply.kind == "timeout":
+            extra["stderr_tail"] = reply.stderr_tail[-2000:]
+            return Measurement.failure(
+                "timeout", f"building and timing took longer than {timeout_s or self.timeout_s:g} s; the worker was "
+                "killed (a new one starts for the next placement)", extra=extra, **base)
+        if reply.kind == "crashed":
+            how = reply.signal or (f"exit status {reply.returncode}" if reply.returncode is not None else "no answer")
+            last = reply.stderr_tail.strip().splitlines()[-1:] if reply.stderr_tail.strip() else []
+            extra.update(returncode=reply.returncode, signal=reply.signal, stderr_tail=reply.stderr_tail[-2000:])
+            return Measurement.failure(
+                "crashed", f"the TensorRT worker died ({how}) while building/timing this placement"
+                + (f": {last[0]}" if last else ""), extra=extra, **base)
+        res = reply.result
+        if res.get("status") in ("unavailable", "error"):
+            extra["traceback"] = res.get("traceback")
+            kind = "runtime_failed" if res.get("status") == "unavailable" else "crashed"
+            return Measurement.failure(kind, f"TensorRT worker: {res.get('error')}", extra=extra, **base)
+        return None

@@ -20,6 +20,19 @@ each job line it writes exactly one result line. Jobs:
   "network_layers": [[name, onnx name or null, type, dla requested, can run on DLA], ...],
   "latency_samples_ms": [...], "throughput_fps": x, "layer_profile": [[engine layer, ms], ...],
   "inspector": json text or null, "build_seconds": s, "engine_bytes": n, "error": text or null}``
+* ``{"op": "pipeline", "engines": [spec, ...], "reference": spec or null, "common": {build fields},
+  "network_inputs": {name: dims}, "network_outputs": [names], "frames_in_flight": K,
+  "iterations": N, "warmup_ms": ms, "profile_iterations": N, "timeline_frames": N,
+  "gate": {"tolerance": x, "enforce": bool}, "seed": n}`` where a spec is a measure job's build
+  fields plus ``name``, ``device`` and ``plan_cache`` (path of the engine cache entry or null)
+  -> ``{"status", "engines": [build record + "cached"], "reference": record, "gate": report,
+  "latency_samples_ms", "period_ms", "schedule": [[start, end] per engine], "timeline":
+  [[engine, frame, start, end], ...], "alone_ms": [...], "layer_profiles": [...], "error"}``.
+  Engines are given in topological order; one stream each, events between them.
+* ``{"op": "replicas", "instances": [spec + "batch"], "common": {...}, "iterations": N,
+  "warmup_ms": ms, "duration_s": s, "timeline_iterations": N}`` -> ``{"status", "engines",
+  "alone_samples_ms": [[...] per instance], "instances": [{"inferences", "span_ms",
+  "samples_ms", ...}], "timeline": [[instance, iteration, start, end], ...], "window_ms"}``.
 
 Native libraries write to file descriptor 1 as they like; the worker moves its protocol to a
 private copy of stdout and points fd 1 at stderr, so stray prints cannot corrupt a result.
@@ -343,6 +356,23 @@ def _profiler(trt):
     return LayerTimes()
 
 
+def _profile(trt, context, run, stream, reps):
+    # type: (Any, Any, Any, Any, int) -> List[List[Any]]
+    """Per engine layer mean time (ms) over ``reps`` profiled inferences (IProfiler). The
+    profiler stays attached: profile after the timed runs."""
+    prof = _profiler(trt)
+    context.profiler = prof
+    deferred = hasattr(context, "report_to_profiler")
+    if deferred:
+        context.enqueue_emits_profile = False
+    for _ in range(reps):
+        run()
+        stream.synchronize()
+        if deferred:
+            context.report_to_profiler()
+    return [[k, prof.total[k] / reps] for k in prof.order]
+
+
 def _percentile(sorted_values, q):
     # type: (List[float], float) -> float
     if not sorted_values:
@@ -432,17 +462,7 @@ def time_engine(trt, plan, job, logger):
                              "min": s[0], "max": s[-1], "mean": sum(s) / len(s)}
         reps = int(job.get("profile_iterations", 10))
         if reps > 0:  # separate profiling run: the profiler perturbs timing
-            prof = _profiler(trt)
-            context.profiler = prof
-            deferred = hasattr(context, "report_to_profiler")
-            if deferred:
-                context.enqueue_emits_profile = False
-            for _ in range(reps):
-                run()
-                stream.synchronize()
-                if deferred:
-                    context.report_to_profiler()
-            out["layer_profile"] = [[k, prof.total[k] / reps] for k in prof.order]
+            out["layer_profile"] = _profile(trt, context, run, stream, reps)
         if job.get("inspector", True) and hasattr(engine, "create_engine_inspector"):
             try:
                 inspector = engine.create_engine_inspector()
@@ -489,17 +509,633 @@ def measure(job):
     return result
 
 
+# ------------------------------------------------------------------------------ engine cache
+_BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors")
+
+
+def _read_cached_plan(path, version):
+    # type: (Optional[str], str) -> Tuple[Optional[bytes], Dict[str, Any]]
+    """A plan and its build record from the engine cache: (None, {}) when absent,
+    incomplete or built by another TensorRT version."""
+    if not path or not os.path.exists(path + ".json"):
+        return None, {}
+    try:
+        with _Locked(path, exclusive=False):
+            with open(path + ".json") as fh:
+                meta = json.load(fh)
+            with open(path, "rb") as fh:
+                data = fh.read()
+    except (OSError, ValueError):
+        return None, {}
+    if meta.get("trt_version") != version or meta.get("engine_bytes") != len(data):
+        return None, {}
+    return data, meta
+
+
+def _write_cached_plan(path, data, meta):
+    # type: (str, bytes, Dict[str, Any]) -> None
+    """Plan first, then its record (a plan without a record is not a cache entry)."""
+    with _Locked(path, exclusive=True):
+        for target, payload in ((path, data), (path + ".json", json.dumps(meta).encode())):
+            tmp = "%s.%d.tmp" % (target, os.getpid())
+            with open(tmp, "wb") as fh:
+                fh.write(payload)
+            os.replace(tmp, target)
+
+
+def obtain_plan(trt, spec):
+    # type: (Any, Dict[str, Any]) -> Tuple[Optional[bytes], Dict[str, Any]]
+    """The serialized engine of one spec (a ``measure`` job's build fields plus ``name`` and
+    ``plan_cache``): read from the engine cache, else built and written to it."""
+    version = str(trt.__version__)
+    info = {"name": spec.get("name"), "cached": False}  # type: Dict[str, Any]
+    data, meta = _read_cached_plan(spec.get("plan_cache"), version)
+    if data is not None:
+        for k in _BUILD_RECORD:
+            info[k] = meta.get(k)
+        info["cached"] = True
+        return data, info
+    logger = _make_logger(trt, bool(spec.get("verbose_log")))
+    info["log"] = logger.lines
+    try:
+        plan, built = build(trt, spec, logger)
+    except Exception as exc:
+        info.update(error="%s: %s" % (type(exc).__name__, exc), traceback=traceback.format_exc(limit=6))
+        return None, info
+    info.update(built)
+    if plan is None:
+        errs = built.get("parser_errors") or [m for s, m in logger.lines if s in ("ERROR", "INTERNAL_ERROR")]
+        info["error"] = "; ".join(errs[:5]) or "build_serialized_network returned None"
+        return None, info
+    data = bytes(memoryview(plan))
+    info["engine_bytes"] = len(data)
+    if spec.get("plan_cache"):
+        record = dict((k, info.get(k)) for k in _BUILD_RECORD)
+        record["trt_version"] = version
+        try:
+            _write_cached_plan(spec["plan_cache"], data, record)
+        except OSError as exc:  # a full disk must not fail the measurement
+            info["cache_error"] = "%s: %s" % (type(exc).__name__, exc)
+    return data, info
+
+
+def _obtain_all(trt, specs, common, result):
+    # type: (Any, List[Dict[str, Any]], Dict[str, Any], Dict[str, Any]) -> Optional[List[bytes]]
+    """Plans of every spec, their records in ``result["engines"]``; None (and a
+    ``build_failed`` result) at the first engine that does not build."""
+    plans = []
+    for spec in specs:
+        full = dict(common)
+        full.update(spec)
+        data, info = obtain_plan(trt, full)
+        result["engines"].append(info)
+        if data is None:
+            result["status"] = "build_failed"
+            result["failed_engine"] = len(result["engines"]) - 1
+            result["error"] = "engine %s (%s) did not build: %s" % (spec.get("name"), spec.get("device", "GPU"),
+                                                                      info.get("error"))
+            return None
+        plans.append(data)
+    return plans
+
+
+# ------------------------------------------------------------------------------ several engines
+class _Engine(object):
+    """A deserialized engine with its own execution context and CUDA stream."""
+
+    def __init__(self, trt, cuda, name, plan, core, logger, shapes=None):
+        # type: (Any, Any, str, bytes, int, Any, Optional[Dict[str, Any]]) -> None
+        import numpy as np
+
+        self.name = name
+        self.logger = logger
+        self.runtime = trt.Runtime(logger)  # kept: it must outlive the engine
+        if core >= 0:
+            self.runtime.DLA_core = core  # before deserializing (reference §0.2)
+        self.engine = self.runtime.deserialize_cuda_engine(plan)
+        if self.engine is None:
+            raise RuntimeError("engine %s: deserialize_cuda_engine returned None%s" % (name, self._errors()))
+        self.context = self.engine.create_execution_context()
+        self.stream = cuda.Stream()
+        self.inputs = []  # type: List[str]
+        self.outputs = []  # type: List[str]
+        self.tensors = {}  # type: Dict[str, Tuple[Tuple[int, ...], Any]]
+        for i in range(self.engine.num_io_tensors):
+            tname = self.engine.get_tensor_name(i)
+            is_input = self.engine.get_tensor_mode(tname) == trt.TensorIOMode.INPUT
+            shape = tuple(int(d) for d in self.engine.get_tensor_shape(tname))
+            if is_input and any(d < 0 for d in shape):
+                if not shapes or tname not in shapes:
+                    raise RuntimeError("engine %s: input %r has dynamic dimensions and no shape is given"
+                                       % (name, tname))
+                shape = tuple(int(d) for d in shapes[tname])
+                self.context.set_input_shape(tname, shape)
+            (self.inputs if is_input else self.outputs).append(tname)
+            self.tensors[tname] = (shape, np.dtype(trt.nptype(self.engine.get_tensor_dtype(tname))))
+        for tname in self.outputs:
+            self.tensors[tname] = (tuple(int(d) for d in self.context.get_tensor_shape(tname)), self.tensors[tname][1])
+
+    def _errors(self):
+        # type: () -> str
+        errs = [m for s, m in self.logger.lines if s in ("ERROR", "INTERNAL_ERROR")]
+        return (": " + "; ".join(errs[-3:])) if errs else ""
+
+    def nbytes(self, tname):
+        # type: (str) -> int
+        shape, dtype = self.tensors[tname]
+        count = 1
+        for d in shape:
+            count *= max(int(d), 1)
+        return max(count * dtype.itemsize, 1)
+
+    def run(self, addresses):
+        # type: (List[Tuple[str, Any]]) -> None
+        for tname, mem in addresses:
+            self.context.set_tensor_address(tname, int(mem))
+        if not self.context.execute_async_v3(self.stream.handle):
+            raise RuntimeError("engine %s: execute_async_v3 returned False%s" % (self.name, self._errors()))
+
+
+def _alloc(cuda, allocs, nbytes):
+    # type: (Any, List[Any], int) -> Any
+    mem = cuda.mem_alloc(max(int(nbytes), 1))
+    allocs.append(mem)
+    return mem
+
+
+def _random_fill(cuda, np, rng, mem, shape, dtype):
+    # type: (Any, Any, Any, Any, Tuple[int, ...], Any) -> None
+    count = 1
+    for d in shape:
+        count *= max(int(d), 1)
+    if dtype.kind == "f":
+        data = rng.uniform(-1.0, 1.0, size=count).astype(dtype)
+    elif dtype.kind in "iu":
+        data = rng.integers(0, 2, size=count).astype(dtype)
+    else:
+        data = np.zeros(count, dtype)
+    cuda.memcpy_htod(mem, data)
+
+
+def _download(cuda, np, mem, shape, dtype):
+    # type: (Any, Any, Any, Tuple[int, ...], Any) -> Any
+    host = np.empty(tuple(int(d) for d in shape), dtype=dtype)
+    cuda.memcpy_dtoh(host, mem)
+    return host
+
+
+def _median(values):
+    # type: (List[float]) -> float
+    return _percentile(sorted(values), 50) if values else float("nan")
+
+
+def compare_outputs(np, got, want, tolerance):
+    # type: (Any, Dict[str, Any], Dict[str, Any], float) -> Dict[str, Any]
+    """The correctness gate: relative L2 error ||got - want|| / ||want|| of every output
+    against ``tolerance``; non-finite values fail; an all-zero reference cannot tell."""
+    report = {"metric": "relative_l2", "tolerance": tolerance, "outputs": {}, "passed": True,
+              "vacuous": True}  # type: Dict[str, Any]
+    for name in want:
+        a = np.asarray(got[name], dtype=np.float64)
+        b = np.asarray(want[name], dtype=np.float64)
+        row = {"shape": list(b.shape)}  # type: Dict[str, Any]
+        if a.shape != b.shape:
+            row.update(error="shape %s, reference %s" % (list(a.shape), list(b.shape)), passed=False)
+        elif not (np.isfinite(a).all() and np.isfinite(b).all()):
+            row.update(error="non-finite values (pipeline %d, reference %d)"
+                       % (int((~np.isfinite(a)).sum()), int((~np.isfinite(b)).sum())), passed=False)
+        else:
+            diff = np.abs(a - b)
+            norm = float(np.sqrt((b * b).sum()))
+            worst = tuple(int(i) for i in np.unravel_index(int(diff.argmax()), diff.shape)) if diff.size else ()
+            row.update(max_abs_diff=float(diff.max()) if diff.size else 0.0, at=list(worst),
+                       ref_max_abs=float(np.abs(b).max()) if b.size else 0.0,
+                       got_max_abs=float(np.abs(a).max()) if a.size else 0.0)
+            if norm > 0:
+                rel = float(np.sqrt((diff * diff).sum())) / norm
+                row.update(rel_l2=rel, passed=rel <= tolerance)
+                report["vacuous"] = False
+            elif diff.any():
+                row.update(rel_l2=None, passed=False, error="the reference output is all zeros but the pipeline's "
+                           "is not (max |x| %.4g)" % row["got_max_abs"])
+            else:
+                row.update(rel_l2=0.0, passed=True)
+        report["outputs"][name] = row
+        report["passed"] = report["passed"] and row["passed"]
+    return report
+
+
+def _gate_error(report):
+    # type: (Dict[str, Any]) -> str
+    parts = []
+    for name, row in report["outputs"].items():
+        if row.get("passed"):
+            continue
+        if "error" in row:
+            parts.append("output %r: %s" % (name, row["error"]))
+        else:
+            parts.append("output %r: relative L2 error %.4g > tolerance %.4g (max |diff| %.4g at %s; reference "
+                         "max |x| %.4g, pipeline max |x| %.4g)" % (name, row["rel_l2"], report["tolerance"],
+                                                                   row["max_abs_diff"], tuple(row["at"]),
+                                                                   row["ref_max_abs"], row["got_max_abs"]))
+    return "pipeline outputs differ from the all-GPU engine on random input: " + "; ".join(parts)
+
+
+class _Pipeline(object):
+    """Engines chained by their tensors: one stream each, an event per (engine, buffer slot),
+    ``slots`` device buffers per cut tensor, ``in_flight`` frames at once.
+
+    Frame ``f`` uses slot ``f % slots``. Before an engine runs frame ``f`` its stream waits
+    for: the engines that produce its inputs (frame ``f``); the engines that read its outputs
+    in the same slot (frame ``f - slots``: write after read); for a source engine, the sinks
+    of frame ``f - in_flight``. Independent branches therefore run at once.
+    """
+
+    def __init__(self, cuda, np, engines, net_inputs, net_outputs, in_flight, allocs, rng):
+        # type: (Any, Any, List[_Engine], Dict[str, Any], List[str], int, List[Any], Any) -> None
+        self.cuda = cuda
+        self.engines = engines
+        self.k = max(1, int(in_flight))
+        self.slots = max(2, self.k)
+        n = len(engines)
+        producer = {}  # type: Dict[str, int]
+        for i, e in enumerate(engines):
+            for t in e.outputs:
+                if t in producer:
+                    raise RuntimeError("tensor %r is an output of engines %s and %s"
+                                       % (t, engines[producer[t]].name, e.name))
+                producer[t] = i
+        self.preds = [set() for _ in engines]  # type: List[set]
+        self.succs = [set() for _ in engines]  # type: List[set]
+        for i, e in enumerate(engines):
+            for t in e.inputs:
+                if t in producer:
+                    j = producer[t]
+                    if j >= i:
+                        raise RuntimeError("engine %s reads %r from engine %s, which comes later: engines must be "
+                                           "in topological order" % (e.name, t, engines[j].name))
+                    if engines[j].tensors[t] != e.tensors[t]:
+                        (ps, pd), (cs, cd) = engines[j].tensors[t], e.tensors[t]
+                        raise RuntimeError("cut tensor %r: engine %s writes %s %s but engine %s reads %s %s"
+                                           % (t, engines[j].name, pd.name, list(ps), e.name, cd.name, list(cs)))
+                    self.preds[i].add(j)
+                    self.succs[j].add(i)
+                elif t not in net_inputs:
+                    raise RuntimeError("engine %s reads %r, which no engine and no network input provides"
+                                       % (e.name, t))
+        missing = [o for o in net_outputs if o not in producer]
+        if missing:
+            raise RuntimeError("no engine outputs the network output(s) %s" % ", ".join(repr(o) for o in missing))
+        self.sinks = [i for i in range(n) if not self.succs[i]]
+        self.producer = producer
+        self.net_outputs = list(net_outputs)
+        # network inputs: one read-only buffer each; every engine output: one buffer per slot
+        self.inputs = {}  # type: Dict[str, Tuple[Any, Tuple[int, ...], Any]]
+        for t in net_inputs:
+            readers = [e for e in engines if t in e.inputs]
+            if not readers:
+                continue
+            shape, dtype = readers[0].tensors[t]
+            mem = _alloc(cuda, allocs, readers[0].nbytes(t))
+            _random_fill(cuda, np, rng, mem, shape, dtype)
+            self.inputs[t] = (mem, shape, dtype)
+        self.buffers = {}  # type: Dict[str, List[Any]]
+        for t, i in producer.items():
+            self.buffers[t] = [_alloc(cuda, allocs, engines[i].nbytes(t)) for _ in range(self.slots)]
+        self.addresses = []  # type: List[List[List[Tuple[str, Any]]]]
+        for e in engines:
+            per_slot = []
+            for s in range(self.slots):
+                addr = [(t, self.buffers[t][s] if t in self.buffers else self.inputs[t][0]) for t in e.inputs]
+                addr += [(t, self.buffers[t][s]) for t in e.outputs]
+                per_slot.append(addr)
+            self.addresses.append(per_slot)
+        self.done = [[cuda.Event() for _ in range(self.slots)] for _ in engines]
+        self.timer = cuda.Stream()
+        self.frame_no = 0
+
+    def frame(self, after=None, marks=None):
+        # type: (Any, Optional[List[Tuple[Any, Any]]]) -> int
+        """Enqueue the next frame (returns its number); ``after``: an event its source engines
+        wait for; ``marks``: (start, end) events per engine to record around each run."""
+        f = self.frame_no
+        self.frame_no += 1
+        s = f % self.slots
+        for i, e in enumerate(self.engines):
+            st = e.stream
+            if not self.preds[i]:
+                if after is not None:
+                    st.wait_for_event(after)
+                if f >= self.k:
+                    for j in self.sinks:
+                        st.wait_for_event(self.done[j][(f - self.k) % self.slots])
+            for j in self.preds[i]:
+                st.wait_for_event(self.done[j][s])
+            if f >= self.slots:
+                for j in self.succs[i]:
+                    st.wait_for_event(self.done[j][s])
+            if marks is not None:
+                marks[i][0].record(st)
+            e.run(self.addresses[i][s])
+            if marks is not None:
+                marks[i][1].record(st)
+            self.done[i][s].record(st)
+        return f
+
+    def finish(self, f, end):
+        # type: (int, Any) -> None
+        """Record ``end`` on the timing stream once frame ``f`` (and so every earlier one) is done; wait."""
+        for j in self.sinks:
+            self.timer.wait_for_event(self.done[j][f % self.slots])
+        end.record(self.timer)
+        end.synchronize()
+
+    def outputs(self, np, f):
+        # type: (Any, int) -> Dict[str, Any]
+        s = f % self.slots
+        out = {}
+        for t in self.net_outputs:
+            shape, dtype = self.engines[self.producer[t]].tensors[t]
+            out[t] = _download(self.cuda, np, self.buffers[t][s], shape, dtype)
+        return out
+
+
+def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
+    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Optional[bytes], Any, List[Any], Dict[str, Any]) -> None
+    specs = job["engines"]
+    engines = [_Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
+               for s, p in zip(specs, plans)]
+    rng = np.random.default_rng(int(job.get("seed", 0)))
+    pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
+                     int(job.get("frames_in_flight", 1)), allocs, rng)
+    out["slots"] = pipe.slots
+    end = cuda.Event()
+    t0 = cuda.Event()
+    # ---- correctness gate: the pipeline against one all-GPU engine on the same random input
+    gate = job.get("gate") or {}
+    want = None  # type: Optional[Dict[str, Any]]
+    if ref_plan is not None:
+        f = pipe.frame()
+        pipe.finish(f, end)
+        got = pipe.outputs(np, f)
+        ref = _Engine(trt, cuda, "reference", ref_plan, -1, logger, job.get("network_inputs"))
+        addr = []
+        for t in ref.inputs:
+            if t not in pipe.inputs:  # a network input no segment reads
+                mem = _alloc(cuda, allocs, ref.nbytes(t))
+                _random_fill(cuda, np, rng, mem, ref.tensors[t][0], ref.tensors[t][1])
+                pipe.inputs[t] = (mem, ref.tensors[t][0], ref.tensors[t][1])
+            addr.append((t, pipe.inputs[t][0]))
+        ref_out = {}
+        for t in ref.outputs:
+            ref_out[t] = _alloc(cuda, allocs, ref.nbytes(t))
+            addr.append((t, ref_out[t]))
+        ref.run(addr)
+        ref.stream.synchronize()
+        want = dict((t, _download(cuda, np, ref_out[t], ref.tensors[t][0], ref.tensors[t][1]))
+                    for t in pipe.net_outputs if t in ref_out)
+        missing = [t for t in pipe.net_outputs if t not in ref_out]
+        if missing:
+            raise RuntimeError("the reference engine has no output %s" % ", ".join(repr(t) for t in missing))
+        report = compare_outputs(np, got, want, float(gate.get("tolerance", 1e-2)))
+        report["enforced"] = bool(gate.get("enforce", True))
+        report["checked"] = True
+        out["gate"] = report
+        if report["enforced"] and not report["passed"]:
+            out["status"] = "runtime_failed"
+            out["error"] = _gate_error(report)
+            return
+    # ---- warm-up
+    warm_s = float(job.get("warmup_ms", 200.0)) / 1000.0
+    t_start = time.perf_counter()
+    warm = 0
+    while warm < pipe.slots + pipe.k or time.perf_counter() - t_start < warm_s:
+        f = pipe.frame()
+        warm += 1
+        if warm % max(1, 4 * pipe.k) == 0:
+            pipe.finish(f, end)
+    pipe.finish(f, end)
+    out["warmup_frames"] = warm
+    # ---- single-frame latency; the last one also gives each engine's interval
+    n_eng = len(engines)
+    marks = [(cuda.Event(), cuda.Event()) for _ in range(n_eng)]
+    samples = []  # type: List[float]
+    iterations = max(1, int(job.get("iterations", 50)))
+    for it in range(iterations):
+        t0.record(pipe.timer)
+        f = pipe.frame(after=t0, marks=marks if it == iterations - 1 else None)
+        pipe.finish(f, end)
+        samples.append(float(end.time_since(t0)))
+    out["latency_samples_ms"] = samples
+    out["schedule"] = [[float(a.time_since(t0)), float(b.time_since(t0))] for a, b in marks]
+    # ---- throughput with K frames in flight
+    frames = max(iterations, 4 * pipe.slots)
+    t0.record(pipe.timer)
+    for k in range(frames):
+        f = pipe.frame(after=t0 if k < pipe.k else None)
+    pipe.finish(f, end)
+    out["throughput_frames"] = frames
+    out["period_ms"] = float(end.time_since(t0)) / frames
+    if want is not None:  # the last frame of K in flight must still be right (buffer reuse)
+        report = compare_outputs(np, pipe.outputs(np, f), want, float(gate.get("tolerance", 1e-2)))
+        out["gate"]["after_timing"] = {"frame": f, "passed": report["passed"], "outputs": report["outputs"]}
+        if out["gate"]["enforced"] and not report["passed"]:
+            out["status"] = "runtime_failed"
+            out["error"] = _gate_error(report) + " (frame %d, %d frames in flight)" % (f, pipe.k)
+            return
+    # ---- timeline: a few frames with K in flight, every engine run stamped
+    n_frames = max(1, min(int(job.get("timeline_frames", 4)), 2000 // max(1, n_eng)))
+    stamps = [[(cuda.Event(), cuda.Event()) for _ in range(n_eng)] for _ in range(n_frames)]
+    t0.record(pipe.timer)
+    for k in range(n_frames):
+        f = pipe.frame(after=t0 if k < pipe.k else None, marks=stamps[k])
+    pipe.finish(f, end)
+    out["timeline"] = [[i, k, float(a.time_since(t0)), float(b.time_since(t0))]
+                       for k in range(n_frames) for i, (a, b) in enumerate(stamps[k])]
+    # ---- each engine alone, then its layer profile
+    reps = max(1, min(iterations, 20))
+    alone = []
+    for i, e in enumerate(engines):
+        times = []
+        for _ in range(reps):
+            marks[i][0].record(e.stream)
+            e.run(pipe.addresses[i][0])
+            marks[i][1].record(e.stream)
+            marks[i][1].synchronize()
+            times.append(float(marks[i][1].time_since(marks[i][0])))
+        alone.append(_median(times))
+    out["alone_ms"] = alone
+    prof_reps = int(job.get("profile_iterations", 0))
+    if prof_reps > 0:
+        profiles = []
+        for i, e in enumerate(engines):
+            addr = pipe.addresses[i][0]
+            profiles.append(_profile(trt, e.context, lambda e=e, addr=addr: e.run(addr), e.stream, prof_reps))
+        out["layer_profiles"] = profiles
+    out["status"] = "ok"
+
+
+def pipeline(job):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    """Build (or load from the engine cache) one engine per segment and an all-GPU reference,
+    check the pipeline against it, then time it: latency, throughput with K frames in flight,
+    a timeline of a few frames, each engine alone and its layer profile."""
+    import numpy as np
+    import tensorrt as trt
+
+    result = {"trt_version": str(trt.__version__), "engines": []}  # type: Dict[str, Any]
+    specs = list(job.get("engines") or [])
+    ref_spec = job.get("reference")
+    plans = _obtain_all(trt, specs + ([ref_spec] if ref_spec else []), job.get("common") or {}, result)
+    if plans is None:
+        return result
+    ref_plan = plans.pop() if ref_spec else None
+    if ref_spec:
+        result["reference"] = result["engines"].pop()
+    logger = _make_logger(trt, False)
+    result["runtime_log"] = logger.lines
+    allocs = []  # type: List[Any]
+    try:
+        _run_pipeline(trt, _cuda(), np, job, plans, ref_plan, logger, allocs, result)
+    except Exception as exc:
+        result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
+                      traceback=traceback.format_exc(limit=6))
+    finally:
+        for mem in allocs:
+            mem.free()
+    return result
+
+
+def _run_replicas(trt, cuda, np, job, plans, logger, allocs, out):
+    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Any, List[Any], Dict[str, Any]) -> None
+    specs = job["instances"]
+    rng = np.random.default_rng(int(job.get("seed", 0)))
+    engines = []
+    addresses = []
+    for s, p in zip(specs, plans):
+        e = _Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
+        addr = []
+        for t in e.inputs + e.outputs:
+            mem = _alloc(cuda, allocs, e.nbytes(t))
+            if t in e.inputs:
+                _random_fill(cuda, np, rng, mem, e.tensors[t][0], e.tensors[t][1])
+            addr.append((t, mem))
+        engines.append(e)
+        addresses.append(addr)
+    n = len(engines)
+    iterations = max(1, int(job.get("iterations", 50)))
+    warm_s = float(job.get("warmup_ms", 200.0)) / 1000.0
+    # ---- each instance alone
+    start, end = cuda.Event(), cuda.Event()
+    alone = []
+    for e, addr in zip(engines, addresses):
+        t_start = time.perf_counter()
+        warm = 0
+        while warm < 1 or time.perf_counter() - t_start < warm_s:
+            e.run(addr)
+            e.stream.synchronize()
+            warm += 1
+        times = []
+        for _ in range(iterations):
+            start.record(e.stream)
+            e.run(addr)
+            end.record(e.stream)
+            end.synchronize()
+            times.append(float(end.time_since(start)))
+        alone.append(times)
+    out["alone_samples_ms"] = alone
+    # ---- all at once, each in a closed loop with `depth` inferences queued, for a duration
+    depth = max(1, int(job.get("queue_depth", 2)))
+    keep = max(iterations, int(job.get("timeline_iterations", 4)))
+    ring = [[(cuda.Event(), cuda.Event()) for _ in range(depth + 1)] for _ in range(n)]
+    kept = [[] for _ in range(n)]  # type: List[List[Tuple[Any, Any]]]
+    last = [None] * n  # type: List[Any]
+    queues = [[] for _ in range(n)]  # type: List[List[Tuple[Any, Any]]]
+    counts = [0] * n
+    timer = cuda.Stream()
+    base = cuda.Event()
+    base.record(timer)
+    for e in engines:
+        e.stream.wait_for_event(base)
+    duration_s = float(job.get("duration_s", 3.0))
+    cap = int(job.get("max_inferences", 100000))
+    t_end = time.perf_counter() + duration_s
+    while min(counts) < 1 or (time.perf_counter() < t_end and sum(counts) < cap):
+        progressed = False
+        for i, e in enumerate(engines):
+            q = queues[i]
+            if len(q) >= depth:
+                if not q[0][1].query():
+                    continue
+                q.pop(0)
+            c = counts[i]
+            if c < keep:
+                pair = (cuda.Event(), cuda.Event())
+                kept[i].append(pair)
+            else:
+                pair = ring[i][c % (depth + 1)]
+            pair[0].record(e.stream)
+            e.run(addresses[i])
+            pair[1].record(e.stream)
+            q.append(pair)
+            last[i] = pair
+            counts[i] = c + 1
+            progressed = True
+        if not progressed:
+            time.sleep(0.0002)
+    for e in engines:
+        e.stream.synchronize()
+    rows = []
+    for i in range(n):
+        first = kept[i][0][0]
+        span = float(last[i][1].time_since(first))
+        rows.append({"name": engines[i].name, "inferences": counts[i], "span_ms": span,
+                     "start_ms": float(first.time_since(base)), "end_ms": float(last[i][1].time_since(base)),
+                     "samples_ms": [float(b.time_since(a)) for a, b in kept[i][:iterations]]})
+    out["instances"] = rows
+    n_tl = int(job.get("timeline_iterations", 4))
+    out["timeline"] = [[i, k, float(a.time_since(base)), float(b.time_since(base))]
+                       for i in range(n) for k, (a, b) in enumerate(kept[i][:n_tl])]
+    out["window_ms"] = max(r["end_ms"] for r in rows) - min(r["start_ms"] for r in rows)
+    out["status"] = "ok"
+
+
+def replicas(job):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    """Build (or load) one whole-network engine per instance (device, batch), time each alone,
+    then run them all at once, each in a closed loop on its own stream, for ``duration_s``."""
+    import numpy as np
+    import tensorrt as trt
+
+    result = {"trt_version": str(trt.__version__), "engines": []}  # type: Dict[str, Any]
+    plans = _obtain_all(trt, list(job.get("instances") or []), job.get("common") or {}, result)
+    if plans is None:
+        return result
+    logger = _make_logger(trt, False)
+    result["runtime_log"] = logger.lines
+    allocs = []  # type: List[Any]
+    try:
+        _run_replicas(trt, _cuda(), np, job, plans, logger, allocs, result)
+    except Exception as exc:
+        result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
+                      traceback=traceback.format_exc(limit=6))
+    finally:
+        for mem in allocs:
+            mem.free()
+    return result
+
+
 def handle(job):
     # type: (Dict[str, Any]) -> Dict[str, Any]
     op = job.get("op")
     if op == "probe":
         return probe(job)
-    if op == "measure":
+    if op in ("measure", "pipeline", "replicas"):
         try:
             import tensorrt  # noqa: F401
         except Exception as exc:
             return {"status": "unavailable", "error": "cannot import tensorrt: %s: %s" % (type(exc).__name__, exc)}
-        return measure(job)
+        return {"measure": measure, "pipeline": pipeline, "replicas": replicas}[op](job)
     return {"status": "error", "error": "unknown op %r" % (op,)}
 
 

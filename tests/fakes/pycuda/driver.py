@@ -1,7 +1,11 @@
 """Test double of ``pycuda.driver``: init, Device, contexts, mem_alloc, memcpy, Stream, Event.
 
 Only what placetune's worker calls exists; anything else raises AttributeError, as it
-should in a test. Times come from the fake GPU clock in ``_fakegpu``.
+should in a test. Times come from the fake GPU clocks in ``_fakegpu`` (see its docstring:
+per-stream clocks, a host clock advanced by synchronize/query, one piece of work at a time
+per device). Device memory holds real bytes: ``memcpy_htod`` / ``memcpy_dtoh`` copy them,
+the fake TensorRT computes on them. Copies are instantaneous; an event that was never recorded is complete
+(as in CUDA), and ``Stream.wait_for_event`` on it does not wait.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ class Context:
         return self._device
 
     def synchronize(self) -> None:
-        pass
+        for t in list(_gpu.clocks.values()):
+            _gpu.observe(t)
 
 
 class Device:
@@ -106,16 +111,46 @@ def _check_copy(dest_size: int, nbytes: int) -> None:
         raise LogicError(f"cuMemcpy failed: {nbytes} bytes into an allocation of {dest_size}")
 
 
+def _ptr(x) -> int:
+    ptr = int(x)
+    if ptr not in _gpu.memory:
+        raise LogicError(f"cuMemcpy failed: invalid device pointer {ptr:#x}")
+    return ptr
+
+
 def memcpy_htod(dest: DeviceAllocation, src) -> None:
-    _check_copy(dest.size, memoryview(src).nbytes)
+    view = memoryview(src)
+    _check_copy(dest.size, view.nbytes)
+    _gpu.write(_ptr(dest), view)
 
 
 def memcpy_htod_async(dest: DeviceAllocation, src, stream: "Stream | None" = None) -> None:
-    _check_copy(dest.size, memoryview(src).nbytes)
+    memcpy_htod(dest, src)
 
 
 def memcpy_dtoh(dest, src: DeviceAllocation) -> None:
-    _check_copy(src.size, memoryview(dest).nbytes)
+    view = memoryview(dest).cast("B")
+    _check_copy(src.size, view.nbytes)
+    view[:] = _gpu.read(_ptr(src), view.nbytes)
+
+
+def memcpy_dtoh_async(dest, src: DeviceAllocation, stream: "Stream | None" = None) -> None:
+    memcpy_dtoh(dest, src)
+
+
+def memcpy_dtod(dest: DeviceAllocation, src: DeviceAllocation, size: int) -> None:
+    _check_copy(dest.size, size)
+    _gpu.write(_ptr(dest), _gpu.read(_ptr(src), size))
+
+
+def memcpy_dtod_async(dest: DeviceAllocation, src: DeviceAllocation, size: int, stream: "Stream | None" = None) -> None:
+    memcpy_dtod(dest, src, size)
+
+
+def pagelocked_empty(shape, dtype, order: str = "C", mem_flags: int = 0):
+    import numpy as np
+
+    return np.empty(shape, dtype=dtype, order=order)
 
 
 class Stream:
@@ -124,10 +159,15 @@ class Stream:
         self.handle = _gpu.new_stream()
 
     def synchronize(self) -> None:
-        pass
+        _gpu.observe(_gpu.now(self.handle))
 
     def is_done(self) -> bool:
+        _gpu.observe(_gpu.now(self.handle))
         return True
+
+    def wait_for_event(self, event: "Event") -> None:
+        if event._t is not None:
+            _gpu.wait(self.handle, event._t)
 
 
 class Event:
@@ -135,13 +175,17 @@ class Event:
         self._t: float | None = None
 
     def record(self, stream: Stream | None = None) -> "Event":
-        self._t = _gpu.now(stream.handle if stream is not None else 0)
+        self._t = _gpu.record(stream.handle if stream is not None else 0)
         return self
 
     def synchronize(self) -> "Event":
+        if self._t is not None:
+            _gpu.observe(self._t)
         return self
 
     def query(self) -> bool:
+        if self._t is not None:
+            _gpu.observe(self._t)
         return True
 
     def time_since(self, start: "Event") -> float:

@@ -1,0 +1,133 @@
+"""The tensorrt backend's on-disk engine cache (parent side; the worker reads and writes the files).
+
+A pipeline placement runs one engine per segment; placements that share a segment (same
+layers on the same device) share its engine. Engines are keyed by what makes them differ:
+the content hash of the ONNX they are built from (the cut sub-model, weights included),
+the device, the precision, the TensorRT version, the platform and the build options
+(GPU fallback, DLA layers, memory pools, calibration cache). The layout under the cache
+directory::
+
+    segments/<content hash>.onnx     cut sub-models (written by the parent)
+    engines/<key>.plan               serialized engines (written by the worker)
+    engines/<key>.plan.json          their build record: TensorRT version, build log,
+                                     network layers, build seconds, size
+
+A plan counts as cached only with its record and only for the TensorRT version that
+built it; files are replaced atomically and locked (``<file>.lock``) while written.
+
+Example:
+    >>> key = engine_key("ab12", "DLA0", "fp16", "8.5.2", "orin-agx", gpu_fallback=True)
+    >>> len(key)
+    40
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+__all__ = ["EngineCache", "engine_key", "file_digest", "CACHE_FORMAT"]
+
+#: Bumped when the key or the files change meaning.
+CACHE_FORMAT = 1
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes (remembered per path, size and modification time)."""
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+    found = _DIGESTS.get(key)
+    if found is None:
+        h = hashlib.sha256()
+        with open(p, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        found = _DIGESTS[key] = h.hexdigest()
+        if len(_DIGESTS) > 256:
+            _DIGESTS.pop(next(iter(_DIGESTS)))
+    return found
+
+
+def engine_key(content: str, device: str, precision: str, trt_version: str, platform: str, **options: Any) -> str:
+    """The cache key of an engine (40 hex characters).
+
+    Args:
+        content: content hash of the ONNX the engine is built from.
+        device: ``GPU``, ``DLA0`` or ``DLA1``.
+        precision: ``fp16``, ``int8`` or ``fp32``.
+        trt_version: the worker's TensorRT version.
+        platform: the Jetson platform (engines are specific to the GPU they were built on).
+        **options: anything else that changes the engine (JSON-serialisable).
+    """
+    doc = {"format": CACHE_FORMAT, "content": content, "device": device, "precision": precision,
+           "trt": trt_version, "platform": platform, "options": options}
+    return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class EngineCache:
+    """Paths and bookkeeping of the engine cache under ``root``.
+
+    Args:
+        root: the cache directory (the backend's ``cache_dir``).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.engines_dir = self.root / "engines"
+        self.segments_dir = self.root / "segments"
+
+    def plan_path(self, key: str) -> Path:
+        """Where the engine of ``key`` lives (its record is the same path plus ``.json``)."""
+        return self.engines_dir / f"{key}.plan"
+
+    def has(self, key: str, trt_version: str | None = None) -> bool:
+        """True when a complete entry exists (for ``trt_version``, when given)."""
+        plan = self.plan_path(key)
+        meta = plan.with_name(plan.name + ".json")
+        if not (plan.is_file() and meta.is_file()):
+            return False
+        if trt_version is None:
+            return True
+        try:
+            return json.loads(meta.read_text()).get("trt_version") == trt_version
+        except (OSError, ValueError):
+            return False
+
+    def segment_file(self, content: str, proto: onnx.ModelProto | Callable[[], onnx.ModelProto]) -> Path:
+        """The sub-model of content hash ``content`` as a file (written once; ``proto`` may be a
+        function that makes it, called only then)."""
+        target = self.segments_dir / f"{content}.onnx"
+        if not target.is_file():
+            if callable(proto):
+                proto = proto()
+            self.segments_dir.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(proto.SerializeToString(deterministic=True))
+            os.replace(tmp, target)
+        return target
+
+    def stats(self) -> dict[str, int]:
+        """``{"engines": complete entries, "bytes": their plan bytes, "segments": sub-model files}``."""
+        plans = [p for p in self.engines_dir.glob("*.plan") if p.with_name(p.name + ".json").is_file()] \
+            if self.engines_dir.is_dir() else []
+        segs = list(self.segments_dir.glob("*.onnx")) if self.segments_dir.is_dir() else []
+        return {"engines": len(plans), "bytes": sum(p.stat().st_size for p in plans), "segments": len(segs)}
+
+    def clear(self) -> int:
+        """Delete every cached engine and sub-model; returns the number of files removed."""
+        n = 0
+        for d in (self.engines_dir, self.segments_dir):
+            if d.is_dir():
+                for p in d.iterdir():
+                    if p.is_file():
+                        p.unlink()
+                        n += 1
+        return n

@@ -1,0 +1,384 @@
+"""pipeline and replicas modes of the tensorrt backend, end to end against the TensorRT/PyCUDA
+doubles (tests/fakes): segment engines built in the worker and cached on disk, the pipeline runtime
+(streams, events, double-buffered cut tensors, K frames in flight), the correctness gate against one
+all-GPU engine (the doubles compute real outputs with onnx.reference), the replicas runtime and the
+timeline. Everything here runs against doubles: timings are the doubles' deterministic clocks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from placetune import ConfigError, Evaluator, Model, Placement
+from placetune.backends.tensorrt import GATE_TOLERANCE, TensorRTBackend
+from placetune.backends.trt_cache import EngineCache, engine_key, file_digest
+from placetune.cut import load_source, randomize_weights
+from placetune.trace import chrome_trace
+from tests.fakes import FAKES_DIR, VERSIONS, fake_env
+
+DATA = Path(__file__).parent / "data"
+THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}  # conv1+conv2 GPU, conv3 DLA0, conv4 DLA1, concat GPU
+
+
+def _rules(version: str) -> str:
+    return version if version.startswith("11") else version[:4].rstrip(".")
+
+
+def _randomised(tmp: Path, name: str) -> Path:
+    """tests/data exports have zeroed weights: a copy with random ones, so outputs mean something."""
+    path = tmp / f"{name}_random.onnx"
+    onnx.save(randomize_weights(load_source(Model.load(DATA / f"{name}.onnx.gz")), seed=1), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def seed_block(tmp_path_factory) -> Path:
+    return _randomised(tmp_path_factory.mktemp("models"), "seed_block")
+
+
+def _backend(cache: Path, version: str = "10.3.0", faults: dict | None = None, **kw) -> TensorRTBackend:
+    kw.setdefault("warmup_ms", 1)
+    kw.setdefault("profile_iterations", 2)
+    kw.setdefault("replicas_duration_s", 0.05)
+    return TensorRTBackend(worker_env=fake_env(version, **(faults or {})), cache_dir=cache, **kw)
+
+
+def _ev(model, backend, tmp: Path, version: str = "10.3.0", **kw) -> Evaluator:
+    kw.setdefault("iterations", 5)
+    kw.setdefault("mode", "pipeline")
+    kw.setdefault("precision", "fp16")
+    return Evaluator(str(model), "orin-agx", backend=backend, store=tmp / "pt.db", trt_version=_rules(version), **kw)
+
+
+def _overlap(a: dict, b: dict) -> float:
+    return min(a["end_ms"], b["end_ms"]) - max(a["start_ms"], b["start_ms"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_three_branch_plan_runs_as_concurrent_engines(version, seed_block, tmp_path):
+    be = _backend(tmp_path / "cache", version)
+    ev = _ev(seed_block, be, tmp_path, version, frames_in_flight=2)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert not m.simulated and m.mode == "pipeline" and m.backend == f"tensorrt-{version}"
+    # three engines + the concat, each built from its own cut sub-model
+    engines = m.extra["engines"]
+    assert [(e["device"], e["first"], e["last"]) for e in engines] == [
+        ("GPU", "/conv1/Conv", "/conv2/Conv"), ("DLA0", "/conv3/Conv", "/conv3/Conv"),
+        ("DLA1", "/conv4/Conv", "/conv4/Conv"), ("GPU", "/Concat", "/Concat")]
+    assert engines[3]["inputs"] == ["/conv2/Conv_output_0", "/conv3/Conv_output_0", "/conv4/Conv_output_0"]
+    assert m.realized == {"/conv1/Conv": "GPU", "/conv2/Conv": "GPU", "/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1",
+                          "/Concat": "GPU"}
+    assert m.dla_loadables == {"DLA0": 1, "DLA1": 1}
+    assert any("[DlaLayer] {ForeignNode[/conv4/Conv]}" in line for line in m.extra["build_log"])
+    # the gate ran against the all-GPU engine, on informative outputs, before and after timing
+    gate = m.extra["gate"]
+    assert gate["checked"] and gate["passed"] and gate["enforced"] and not gate["vacuous"]
+    assert gate["tolerance"] == GATE_TOLERANCE["fp16"] and gate["outputs"]["output"]["ref_max_abs"] > 0.1
+    assert gate["after_timing"]["passed"]
+    # the timeline: DLA0 and DLA1 run at the same time, next to the GPU, in every frame
+    assert {e["name"] for e in m.timeline} == {"seg0", "seg1", "seg2", "seg3"}
+    frames = sorted({e["frame"] for e in m.timeline})
+    assert len(frames) >= 6  # 2 * K + 2
+    for f in frames:
+        ev_f = {e["name"]: e for e in m.timeline if e["frame"] == f}
+        assert _overlap(ev_f["seg1"], ev_f["seg2"]) > 0
+        assert ev_f["seg3"]["start_ms"] >= max(ev_f[s]["end_ms"] for s in ("seg0", "seg1", "seg2")) - 1e-9
+    frame0 = {e["name"]: e for e in m.timeline if e["frame"] == 0}
+    assert _overlap(frame0["seg0"], frame0["seg1"]) > 0
+    # frames in flight overlap too: frame 1 starts before frame 0 ends
+    f1 = [e for e in m.timeline if e["frame"] == 1]
+    assert min(e["start_ms"] for e in f1) < max(e["end_ms"] for e in frame0.values())
+    assert m.extra["period_ms"] < m.latency_ms["median"]
+    assert m.throughput_fps == pytest.approx(1000.0 / m.extra["period_ms"])
+    # per segment: its interval in one frame, drawn like the simulator's
+    segs = m.segment_times_ms
+    assert [s["predecessors"] for s in segs] == [[], [], [], [0, 1, 2]]
+    assert segs[3]["end_ms"] == pytest.approx(m.latency_ms["median"])
+    assert set(m.layer_times_ms) == set(m.realized) and m.extra["dla_ms"] > 0
+    trace = chrome_trace(m)
+    threads = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"GPU", "DLA0", "DLA1"} <= threads
+
+
+def test_gate_catches_a_wrong_cut(seed_block, tmp_path):
+    be = _backend(tmp_path / "cache", test_wrong_cut=True)
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "runtime_failed"
+    assert "differ from the all-GPU engine" in m.reason and "relative L2 error" in m.reason
+    row = m.extra["gate"]["outputs"]["output"]
+    assert not m.extra["gate"]["passed"] and row["rel_l2"] > 0.5 > GATE_TOLERANCE["fp16"]
+    assert f"{row['rel_l2']:.4g}" in m.reason and "max |diff|" in m.reason
+    assert m.realized["/conv4/Conv"] == "DLA1"  # built fine; it is the numbers that are wrong
+
+
+def test_second_placement_reuses_cached_segment_engines(seed_block, tmp_path):
+    cache = tmp_path / "cache"
+    be = _backend(cache)
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        first = ev.evaluate(Placement(ev.model, THREE))
+        swapped = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA1", "/conv4/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert first.ok and swapped.ok, (first.reason, swapped.reason)
+    assert first.extra["engine_cache"] == {"hits": 0, "misses": 4, "reference": False}
+    # conv1+conv2 on the GPU and the concat are the same sub-models on the same device: reused;
+    # conv3 and conv4 change cores: built
+    assert swapped.extra["engine_cache"] == {"hits": 2, "misses": 2, "reference": True}
+    assert [e["cached"] for e in swapped.extra["engines"]] == [True, False, False, True]
+    assert swapped.extra["engines"][0]["cache_key"] == first.extra["engines"][0]["cache_key"]
+    assert swapped.build_seconds < first.build_seconds
+    assert swapped.realized["/conv3/Conv"] == "DLA1" and swapped.dla_loadables == {"DLA0": 1, "DLA1": 1}
+    # a new study (fresh store, fresh worker, one frame in flight) finds every engine on disk
+    (tmp_path / "again").mkdir()
+    be2 = _backend(cache)
+    ev2 = _ev(seed_block, be2, tmp_path / "again", frames_in_flight=1)
+    try:
+        again = ev2.evaluate(Placement(ev2.model, THREE))
+    finally:
+        ev2.close()
+        be2.close()
+    assert again.ok and again.extra["engine_cache"] == {"hits": 4, "misses": 0, "reference": True}
+    assert again.build_seconds == 0.0
+    # one frame in flight: a frame starts when the previous one has ended
+    spans = {}
+    for e in again.timeline:
+        lo, hi = spans.get(e["frame"], (e["start_ms"], e["end_ms"]))
+        spans[e["frame"]] = (min(lo, e["start_ms"]), max(hi, e["end_ms"]))
+    ordered = [spans[f] for f in sorted(spans)]
+    assert all(b[0] >= a[1] - 1e-9 for a, b in zip(ordered, ordered[1:]))
+    assert again.extra["period_ms"] == pytest.approx(again.latency_ms["median"], rel=0.05)
+    # the build log of a cached engine still gives the realised placement
+    assert again.realized == first.realized and again.dla_loadables == first.dla_loadables
+    stats = EngineCache(cache).stats()
+    assert stats["engines"] == 7 and stats["segments"] == 4  # 4 + 2 segment engines + the reference
+
+
+def test_engine_cache_keys_and_versions(tmp_path):
+    a = engine_key("h", "DLA0", "fp16", "10.3.0", "orin-agx", gpu_fallback=True)
+    assert a == engine_key("h", "DLA0", "fp16", "10.3.0", "orin-agx", gpu_fallback=True)
+    others = [engine_key("h", "DLA1", "fp16", "10.3.0", "orin-agx", gpu_fallback=True),
+              engine_key("h", "DLA0", "int8", "10.3.0", "orin-agx", gpu_fallback=True),
+              engine_key("h", "DLA0", "fp16", "8.5.2", "orin-agx", gpu_fallback=True),
+              engine_key("h", "DLA0", "fp16", "10.3.0", "xavier-nx", gpu_fallback=True),
+              engine_key("g", "DLA0", "fp16", "10.3.0", "orin-agx", gpu_fallback=True),
+              engine_key("h", "DLA0", "fp16", "10.3.0", "orin-agx", gpu_fallback=False)]
+    assert a not in others and len(set(others)) == len(others)
+    cache = EngineCache(tmp_path)
+    plan = cache.plan_path(a)
+    plan.parent.mkdir(parents=True)
+    plan.write_bytes(b"x")
+    assert not cache.has(a)  # a plan without its record is not an entry
+    plan.with_name(plan.name + ".json").write_text(json.dumps({"trt_version": "10.3.0"}))
+    assert cache.has(a) and cache.has(a, "10.3.0") and not cache.has(a, "10.3.1")
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"abc")
+    assert file_digest(f) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert cache.clear() == 2 and cache.stats()["engines"] == 0
+
+
+def test_worker_reads_only_complete_entries_of_its_own_version(tmp_path):
+    from placetune.backends import worker
+
+    path = str(tmp_path / "engines" / "k.plan")
+    assert worker._read_cached_plan(path, "10.3.0") == (None, {})
+    record = {"trt_version": "10.3.0", "engine_bytes": 4, "log": [["INFO", "built"]]}
+    worker._write_cached_plan(path, b"PLAN", record)
+    data, meta = worker._read_cached_plan(path, "10.3.0")
+    assert data == b"PLAN" and meta["log"] == [["INFO", "built"]]
+    assert worker._read_cached_plan(path, "10.3.1") == (None, {})  # TensorRT upgraded in place: rebuild
+    Path(path).write_bytes(b"PLA")  # truncated plan: rebuild
+    assert worker._read_cached_plan(path, "10.3.0") == (None, {})
+    assert not list((tmp_path / "engines").glob("*.tmp"))
+
+
+def test_worker_gate_numbers():
+    from placetune.backends import worker
+
+    want = {"y": np.array([[3.0, 4.0]])}
+    ok = worker.compare_outputs(np, {"y": np.array([[3.0, 4.01]])}, want, 0.01)
+    assert ok["passed"] and ok["outputs"]["y"]["rel_l2"] == pytest.approx(0.002) and not ok["vacuous"]
+    bad = worker.compare_outputs(np, {"y": np.array([[4.0, 3.0]])}, want, 0.01)
+    assert not bad["passed"] and bad["outputs"]["y"]["at"] == [0, 0]
+    assert "relative L2 error 0.2828 > tolerance 0.01" in worker._gate_error(bad)
+    nan = worker.compare_outputs(np, {"y": np.array([[np.nan, 4.0]])}, want, 0.01)
+    assert not nan["passed"] and "non-finite" in nan["outputs"]["y"]["error"]
+    zeros = worker.compare_outputs(np, {"y": np.zeros((1, 2))}, {"y": np.zeros((1, 2))}, 0.01)
+    assert zeros["passed"] and zeros["vacuous"]  # all-zero outputs cannot tell a wrong cut
+    shape = worker.compare_outputs(np, {"y": np.zeros((2, 1))}, want, 0.01)
+    assert not shape["passed"] and "shape" in shape["outputs"]["y"]["error"]
+
+
+def test_deeper_network_fp16_gate_error_is_small_but_not_zero(tmp_path):
+    """seed_model_gn with random weights on a random three-device placement: the double rounds every
+    engine's outputs to fp16, so the cut adds rounding; the gate measures it and accepts it."""
+    path = _randomised(tmp_path, "seed_model_gn")
+    model = Model.load(path)
+    rng = np.random.default_rng(4)
+    p = Placement(model, {n: ("GPU", "DLA0", "DLA1")[int(rng.integers(3))] for n in model.names})
+    be = _backend(tmp_path / "cache", "8.5.2")
+    ev = _ev(path, be, tmp_path, "8.5.2")
+    try:
+        m = ev.evaluate(p)
+        gpu = ev.baseline()
+    finally:
+        ev.close()
+        be.close()
+    assert m.ok, m.reason
+    # all on the GPU, a chain: one engine of the whole model, no reference to check it against
+    assert gpu.ok and len(gpu.extra["engines"]) == 1 and gpu.extra["engine_cache"]["reference"] is None
+    assert not gpu.extra["gate"]["checked"] and "nothing to check" in gpu.extra["gate"]["reason"]
+    rel = m.extra["gate"]["outputs"]["output"]["rel_l2"]
+    assert 0 < rel < GATE_TOLERANCE["fp16"]
+    assert len(m.extra["engines"]) == m.extra["segments"] > 5
+    # TensorRT (the double) ran the GroupNorm pieces asked on a DLA on the GPU inside their engines
+    assert m.fallback and all(m.realized[n] == "GPU" for n in m.fallback)
+    assert set(m.dla_loadables) <= {"DLA0", "DLA1"}
+
+
+def test_int8_without_calibration_reports_the_gate_without_enforcing_it(seed_block, tmp_path):
+    be = _backend(tmp_path / "cache", "8.5.2")
+    ev = _ev(seed_block, be, tmp_path, "8.5.2", precision="int8")
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.ok, m.reason
+    gate = m.extra["gate"]
+    assert gate["checked"] and not gate["enforced"] and gate["tolerance"] == GATE_TOLERANCE["int8"]
+
+
+def test_segment_build_failure_names_the_segment(seed_block, tmp_path):
+    be = _backend(tmp_path / "cache", faults={"BUILD_NONE_ON": "/conv4/Conv"})
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+        ok = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "build_failed"
+    assert "segment 2 (DLA1: /conv4/Conv)" in m.reason and "Failure to submit program to DLA engine" in m.reason
+    assert any(e.startswith("seg2:") for e in m.extra["build_errors"])
+    # the engines built before the failure were cached and are reused by the next placement
+    assert ok.ok and ok.extra["engine_cache"]["hits"] >= 1
+
+
+def test_execution_failure_is_runtime_failed(seed_block, tmp_path):
+    be = _backend(tmp_path / "cache", faults={"EXEC_FAIL_ON": "/conv3/Conv"})
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "runtime_failed"
+    assert "engine seg1: execute_async_v3 returned False" in m.reason and "DLA" in m.reason
+
+
+def test_dla_core_the_device_lacks_is_infeasible(seed_block, tmp_path):
+    be = _backend(tmp_path / "cache", faults={"DLA_CORES": "1"})
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "infeasible" and "DLA1" in m.reason and "1 DLA core" in m.reason
+
+
+def test_replicas_run_at_once_with_their_own_batches(seed_block, tmp_path):
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path, mode="replicas", replicas={"GPU": 2, "DLA0": 1, "DLA1": 1})
+    try:
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}))
+        again = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    reps = m.extra["replicas"]
+    assert [(r["device"], r["batch"], r["dla_core"]) for r in reps] == [("GPU", 2, None), ("DLA0", 1, 0),
+                                                                          ("DLA1", 1, 1)]
+    assert all(r["inferences"] > 0 and r["throughput_fps"] > 0 and r["alone_ms"] > 0 for r in reps)
+    assert m.throughput_fps == pytest.approx(sum(r["throughput_fps"] for r in reps))
+    assert reps[0]["throughput_fps"] == pytest.approx(1000.0 * 2 * reps[0]["inferences"] / reps[0]["span_ms"])
+    # the DLA replicas run their DLA layers on their own cores, at the same time
+    assert m.dla_loadables == {"DLA0": 1, "DLA1": 1}
+    assert m.realized["/conv3/Conv"] == "DLA0" and m.realized["/conv1/Conv"] == "GPU"
+    first = {e["device"]: e for e in m.timeline if e["frame"] == 0}
+    assert set(first) == {"GPU", "DLA0", "DLA1"} and _overlap(first["DLA0"], first["DLA1"]) > 0
+    assert m.extra["window_ms"] > 0 and m.latency_samples_ms
+    # the GPU replica does not depend on the placement: its engine is reused
+    assert again.ok and again.extra["engine_cache"] == {"hits": 1, "misses": 2}
+
+
+def test_replicas_on_a_platform_without_dla(seed_block, tmp_path):
+    be = _backend(tmp_path / "cache")
+    kw = dict(backend=be, mode="replicas", trt_version="10.3", iterations=3)
+    ev = Evaluator(str(seed_block), "orin-nano", store=tmp_path / "a.db", replicas={"GPU": 1}, **kw)
+    bad = Evaluator(str(seed_block), "orin-nano", store=tmp_path / "b.db", replicas={"GPU": 1, "DLA0": 1}, **kw)
+    try:
+        ok = ev.evaluate(Placement.all_gpu(ev.model))
+        refused = bad.evaluate(Placement.all_gpu(bad.model))
+    finally:
+        ev.close()
+        bad.close()
+        be.close()
+    assert ok.ok and [r["device"] for r in ok.extra["replicas"]] == ["GPU"]
+    assert set(ok.realized.values()) == {"GPU"} and ok.dla_loadables == {}
+    assert refused.status == "infeasible" and "DLA0" in refused.reason and "orin-nano" in refused.reason
+
+
+def test_backend_options_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="unknown precisions"):
+        TensorRTBackend(gate_tolerance={"bf16": 0.1}, cache_dir=tmp_path)
+    with pytest.raises(ConfigError, match="> 0"):
+        TensorRTBackend(gate_tolerance={"fp16": 0}, cache_dir=tmp_path)
+    be = TensorRTBackend(gate_tolerance={"fp16": 0.05}, cache_dir=tmp_path)
+    assert be.gate_tolerance == {**GATE_TOLERANCE, "fp16": 0.05}
+
+
+def test_fake_gpu_streams_events_and_memory():
+    """The doubles model what the pipeline relies on: devices overlap across streams, a stream
+    waits for an event, memory holds bytes, a lazily computed output is computed when read."""
+    code = r'''
+import json, numpy as np
+import pycuda.driver as cuda, _fakegpu as g
+cuda.init(); ctx = cuda.Device(0).make_context()
+a, b, c = cuda.Stream(), cuda.Stream(), cuda.Stream()
+e0, e1, e2 = cuda.Event(), cuda.Event(), cuda.Event()
+g.run(a.handle, [("DLA0", 1.0)]); e0.record(a)
+g.run(b.handle, [("DLA1", 1.0)]); e1.record(b)
+g.run(c.handle, [("DLA0", 1.0)]); e2.record(c)            # DLA0 busy until 1: starts at 1
+d = cuda.Stream(); d.wait_for_event(e0); d.wait_for_event(e1); end = cuda.Event(); end.record(d)
+mem = cuda.mem_alloc(16); cuda.memcpy_htod(mem, np.arange(4, dtype=np.float32))
+out = np.empty(4, np.float32); cuda.memcpy_dtoh(out, mem)
+g.defer(int(mem), lambda: g.write(int(mem), np.full(4, 7, np.float32).tobytes()))
+lazy = np.empty(4, np.float32); cuda.memcpy_dtoh(lazy, mem)
+print(json.dumps([e0._t, e1._t, e2._t, end._t, out.tolist(), lazy.tolist()]))
+'''
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**fake_env("10.3.0"), "PATH": "/usr/bin:/bin"}, cwd=str(FAKES_DIR))
+    assert p.returncode == 0, p.stderr
+    t0, t1, t2, t_end, out, lazy = json.loads(p.stdout)
+    assert (t0, t1, t2, t_end) == (1.0, 1.0, 2.0, 1.0)
+    assert out == [0, 1, 2, 3] and lazy == [7, 7, 7, 7]
