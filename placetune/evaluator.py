@@ -253,6 +253,10 @@ class Evaluator:
             except InfeasiblePlacement as exc:
                 m = Measurement.failure("infeasible", str(exc), requested=placement.as_dict(),
                                         realized=r.realized.as_dict(), simulated=self.backend.simulated)
+            except BaseException:
+                if self.claims is not None:  # fleet: another worker may measure it
+                    self.claims.release(self, key)
+                raise
             if m.requested is None:
                 m.requested = placement.as_dict()
             if r.notes:
@@ -260,9 +264,11 @@ class Evaluator:
         self.stats.measure_seconds += time.perf_counter() - t0
         self.stats.measured += 1
         self._count(m)
-        mid = self.store.record(self.study, placement.key, key, m, agent=agent, trial_number=trial_number)
-        if r is not None and self.claims is not None:
-            self.claims.release(self, key)
+        try:
+            mid = self.store.record(self.study, placement.key, key, m, agent=agent, trial_number=trial_number)
+        finally:
+            if r is not None and self.claims is not None:
+                self.claims.release(self, key)
         m.extra["_id"] = mid
         self._remember(key, m)
         return self._notify(placement, self._answer(m, placement, cache_hit=False))

@@ -20,6 +20,7 @@ from .evaluator import Evaluator
 from .measurement import Measurement
 from .placement import DEVICES, Placement
 from .progress import Progress
+from .store import mask_url
 from .studyfile import TuneConfig
 
 __all__ = ["Tuner", "TuneOutcome"]
@@ -65,8 +66,10 @@ class Tuner:
         self.cfg = cfg
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
-        self.resume_hint = resume_hint
+        self.resume_hint = mask_url(resume_hint)  # the command line may hold a database password
         self.evaluator: Evaluator | None = None
+        self.fleet: Any = None  # placetune.fleet.Fleet on a shared database
+        self._writer_lock: Any = None  # placetune.fleet.SingleWriterLock on a SQLite file
         self._interrupts = 0
 
     # ------------------------------------------------------------------ setup
@@ -89,10 +92,17 @@ class Tuner:
         except TypeError as exc:
             raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
         store = Store(cfg.storage)
-        return Evaluator(
+        from .fleet import prepare
+
+        # SQLite: refuse a second writer; shared database: join the fleet (same environment)
+        self.fleet, self._writer_lock = prepare(store, cfg, backend, settings)
+        ev = Evaluator(
             cfg.model, cfg.platform, backend, batch=cfg.batch, objective=cfg.objective, store=store,
             study=cfg.study, settings=settings, shapes=cfg.shapes or None, agent=cfg.agent,
         )
+        if self.fleet is not None:
+            self.fleet.attach(ev)
+        return ev
 
     def _say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -100,16 +110,40 @@ class Tuner:
     # -------------------------------------------------------------------- run
     def run(self) -> TuneOutcome:
         """Run (or resume) the study; returns the outcome. Raises PlacetuneError on bad input."""
+        try:
+            return self._run()
+        finally:
+            if self.fleet is not None:
+                self.fleet.close()
+            if self._writer_lock is not None:
+                self._writer_lock.release()
+
+    def _trials_done(self, agent: Any) -> int:
+        """Requests of the study; in a fleet, trials every worker finished."""
+        ev = self.evaluator
+        assert ev is not None
+        if self.fleet is None:
+            return ev.store.study(ev.study_name).n_requests
+        from search.optuna_search import study_name_for
+
+        return self.fleet.trials_done(agent.study_name or study_name_for(ev, agent.granularity))
+
+    def _run(self) -> TuneOutcome:
         from search import Budget, get_agent
 
-        cfg = self.cfg
+        from .fleet import storage_error, tune_config
+
+        cfg, note = tune_config(self.cfg)
+        self.cfg = cfg
+        if note:
+            self._say(f"note: {note}")
         agent_options = dict(cfg.agent_options)
         seed = int(agent_options.pop("seed", 0))
         agent_probe = get_agent(cfg.agent, seed=seed, granularity=cfg.granularity, **agent_options)
         ev = self.evaluator = self._make_evaluator()
         store = ev.store
         name = ev.study_name
-        done = store.study(name).n_requests
+        done = self._trials_done(agent_probe)
         sim = "SIMULATED Jetson" if ev.backend.simulated else f"{ev.backend.name} backend"
         self._say(
             f"placetune tune: {ev.model.name} on {ev.platform.name} ({sim}), {ev.settings.mode} mode, "
@@ -117,6 +151,8 @@ class Tuner:
         )
         self._say(f"study {name!r} in {store.url} ({cfg.source}); budget {cfg.trials} trials"
                   + (f", timeout {cfg.timeout:g} s" if cfg.timeout else ""))
+        if self.fleet is not None:
+            self._say(self.fleet.describe(cfg.trials))
         if done:
             self._say(f"resuming: {done} of {cfg.trials} trials already done; stored measurements are not repeated")
         baseline = ev.peek(Placement.all_gpu(ev.model))
@@ -126,7 +162,7 @@ class Tuner:
         if baseline is None and done < cfg.trials:
             baseline = ev.baseline()
             progress.set_baseline(baseline)
-        remaining = cfg.trials - store.study(name).n_requests
+        remaining = cfg.trials - self._trials_done(agent_probe)
         interrupted = False
         previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, self._on_sigint)
@@ -135,18 +171,31 @@ class Tuner:
                 # a resumed run explores anew (seed + trials done); the cache prevents re-measuring
                 agent = get_agent(cfg.agent, seed=seed + done, granularity=cfg.granularity, **agent_options) \
                     if done else agent_probe
+                if self.fleet is not None:
+                    from search.optuna_search import study_name_for
+
+                    self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
+                                         deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
+                                         study_name=agent.study_name or study_name_for(ev, agent.granularity))
                 try:
                     agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
                 except StopRequested:
                     interrupted = True
+                except Exception as exc:  # a database failure in the agent's Optuna study: one clear line
+                    err = storage_error(store, exc, f"running the {cfg.agent} agent's study")
+                    if err is None:
+                        raise
+                    raise err from None
             else:
                 self._say("the study's budget is already spent; showing its result")
         finally:
             signal.signal(signal.SIGINT, previous)
             progress.close()
         interrupted = interrupted or ev.stop_requested
-        outcome = TuneOutcome(name, store.study(name).n_requests, cfg.trials, ev.best(), baseline, interrupted)
+        outcome = TuneOutcome(name, self._trials_done(agent_probe), cfg.trials, ev.best(), baseline, interrupted)
         self._summary(outcome)
+        if self.fleet is not None:
+            self._say(self.fleet.summary())
         outcome.plan_path = self._export(outcome)
         if interrupted:
             self._say(f"interrupted after {outcome.trials_done} of {cfg.trials} trials; everything measured is "

@@ -83,6 +83,8 @@ def storage_for(evaluator: "Evaluator", **rdb_kwargs: Any) -> "optuna.storages.B
         if storage is None:
             storage = _MEMORY[store] = optuna.storages.InMemoryStorage()
         return storage
+    if url.get_backend_name() != "sqlite":  # a server: replace connections it dropped (long builds, restarts)
+        rdb_kwargs.setdefault("engine_kwargs", {"pool_pre_ping": True})
     return optuna.storages.RDBStorage(url.render_as_string(hide_password=False), **rdb_kwargs)
 
 
