@@ -41,6 +41,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .errors import ModelError
+from .model import topological_order
 
 if TYPE_CHECKING:
     from .model import Model
@@ -147,33 +148,7 @@ def randomize_weights(proto: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
 # cutting
 # =========================================================================================
 def _toposort(nodes: Sequence[onnx.NodeProto]) -> list[int]:
-    producer: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        for o in n.output:
-            if o:
-                producer[o] = i
-    waiting = [0] * len(nodes)
-    users: list[list[int]] = [[] for _ in nodes]
-    for i, n in enumerate(nodes):
-        for x in set(_node_inputs(n)):
-            if x in producer and producer[x] != i:
-                waiting[i] += 1
-                users[producer[x]].append(i)
-    import heapq
-
-    ready = [i for i, w in enumerate(waiting) if w == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for j in users[i]:
-            waiting[j] -= 1
-            if waiting[j] == 0:
-                heapq.heappush(ready, j)
-    if len(order) != len(nodes):
-        raise ModelError("the ONNX graph has a cycle; it cannot be cut into segments")
-    return order
+    return topological_order(nodes, inputs_of=_node_inputs)
 
 
 def _node_inputs(node: onnx.NodeProto) -> list[str]:

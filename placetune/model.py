@@ -11,7 +11,7 @@ import difflib
 import hashlib
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +113,25 @@ def _scope(node: onnx.NodeProto, name: str) -> str:
     return ""
 
 
-def _toposort(nodes: Sequence[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
-    """Kahn's algorithm, stable on the file order; raises on a cycle or a dangling input."""
+def topological_order(
+    nodes: Sequence[onnx.NodeProto],
+    available: set[str] | None = None,
+    inputs_of: Callable[[onnx.NodeProto], Iterable[str]] | None = None,
+) -> list[int]:
+    """Kahn's algorithm over ONNX nodes, stable on the file order: node indexes in order.
+
+    Args:
+        nodes: the graph's nodes.
+        available: tensors that exist before any node runs (graph inputs, initializers,
+            ``""``); when given, an input that nothing provides is an error.
+        inputs_of: the tensors a node reads (default: ``node.input``).
+
+    Raises:
+        ModelError: a cycle, or (with ``available``) a dangling input.
+    """
+    import heapq
+
+    read = inputs_of or (lambda n: n.input)
     producer: dict[str, int] = {}
     for i, n in enumerate(nodes):
         for o in n.output:
@@ -123,17 +140,15 @@ def _toposort(nodes: Sequence[onnx.NodeProto], available: set[str]) -> list[onnx
     waiting = [0] * len(nodes)
     users: list[list[int]] = [[] for _ in nodes]
     for i, n in enumerate(nodes):
-        for inp in set(x for x in n.input if x):
-            if inp in producer:
+        for inp in set(x for x in read(n) if x):
+            if inp in producer and producer[inp] != i:
                 waiting[i] += 1
                 users[producer[inp]].append(i)
-            elif inp not in available:
+            elif available is not None and inp not in producer and inp not in available:
                 raise ModelError(
                     f"node {n.name or n.op_type!r} reads tensor {inp!r} that no node, input or "
                     "initializer provides (is the file complete?)"
                 )
-    import heapq
-
     ready = [i for i, w in enumerate(waiting) if w == 0]
     heapq.heapify(ready)
     order: list[int] = []
@@ -146,7 +161,11 @@ def _toposort(nodes: Sequence[onnx.NodeProto], available: set[str]) -> list[onnx
                 heapq.heappush(ready, j)
     if len(order) != len(nodes):
         raise ModelError("the ONNX graph has a cycle; it cannot be a feed-forward network")
-    return [nodes[i] for i in order]
+    return order
+
+
+def _toposort(nodes: Sequence[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+    return [nodes[i] for i in topological_order(nodes, available)]
 
 
 class Model:
