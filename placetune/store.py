@@ -258,6 +258,9 @@ def _split(m: Measurement) -> tuple[dict[str, Any], dict[str, Any]]:
         v = d.get(k)
         if v is not None and (type(v) is not float or finite_or_none(v) is None):
             payload[k] = v
+    if d["requested"] is not None and d["requested"] == d["realized"]:
+        # the common case: what ran is what was asked; store the per-layer map once
+        payload[_SAME] = True
     lat = m.latency_ms or {}
     cols = {
         "status": m.status,
@@ -270,7 +273,7 @@ def _split(m: Measurement) -> tuple[dict[str, Any], dict[str, Any]]:
         "throughput_fps": finite_or_none(m.throughput_fps),
         "energy_mj": finite_or_none(m.energy_mj),
         "build_seconds": finite_or_none(m.build_seconds),
-        "requested": d["requested"],
+        "requested": None if payload.get(_SAME) else d["requested"],
         "realized": d["realized"],
         "simulated": bool(m.simulated),
         "payload": payload,
@@ -292,8 +295,13 @@ def _measurement_dict(row: Any) -> dict[str, Any]:
         "simulated": bool(row.simulated),
     }
     d.update(row.payload or {})
+    if d.pop(_SAME, False):
+        d["requested"] = dict(d["realized"] or {})
     return d
 
+
+#: payload flag: the requested placement equals the realised one (its column is NULL)
+_SAME = "requested_is_realized"
 
 #: ``(id, status, reason, throughput_fps, energy_mj, build_seconds, simulated,
 #: latency_samples, requested, realized, payload)``, the last four as JSON text.
@@ -318,6 +326,8 @@ def _from_entry(e: _Entry) -> Measurement:
         "realized": load(e[9]),
     }
     d.update(load(e[10]) or {})
+    if d.pop(_SAME, False):
+        d["requested"] = dict(d["realized"] or {})
     return Measurement.from_dict(d)
 
 
@@ -1326,14 +1336,15 @@ class Store:
     # ------------------------------------------------------------ queries
     @staticmethod
     def _measurement_record(row: Any) -> MeasurementRecord:
+        m = Measurement.from_dict(_measurement_dict(row))
         return MeasurementRecord(
             id=row.id,
             study=row.study_name,
             placement_key=row.placement_key,
             requested_key=row.requested_key,
-            requested=row.requested,
+            requested=row.requested if row.requested is not None else m.requested,
             realized=row.realized,
-            measurement=Measurement.from_dict(_measurement_dict(row)),
+            measurement=m,
             agent=row.agent,
             trial_number=row.trial_number,
             created_at=row.created_at,
