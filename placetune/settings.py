@@ -10,7 +10,7 @@ from typing import Any
 from .errors import ConfigError
 from .placement import DEVICES, normalise_device
 
-__all__ = ["Settings", "PRECISIONS", "parse_replicas"]
+__all__ = ["Settings", "PRECISIONS", "parse_replicas", "resolve_replicas"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
@@ -101,3 +101,24 @@ class Settings:
     def hash(self) -> str:
         """Hash of the settings that change a measurement (16 hex chars)."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def resolve_replicas(settings: Settings, model_batch: int, devices: tuple[str, ...],
+                     platform_name: str) -> tuple[dict[str, int], str | None]:
+    """The replica set of a replicas-mode measurement and why it cannot run, if it cannot.
+
+    Args:
+        settings: ``settings.replicas`` (None: every device at the model's batch).
+        model_batch: the model's batch size.
+        devices: the platform's devices.
+        platform_name: for the message.
+
+    Returns:
+        (device -> batch, None) or (device -> batch, reason the platform lacks a device).
+    """
+    reps = settings.replicas or {d: int(model_batch) for d in devices}
+    missing = [d for d in reps if d not in devices]
+    if missing:
+        return reps, (f"replicas ask for {', '.join(missing)} but {platform_name} has only "
+                      f"{', '.join(devices)}; use e.g. --replicas GPU:8")
+    return reps, None

@@ -7,6 +7,8 @@ import TensorRT / run trtexec lazily, so this package imports anywhere.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import UnknownNameError
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from ..realise import Realisation
     from ..settings import Settings
 
-__all__ = ["Backend", "get_backend", "backend_names"]
+__all__ = ["Backend", "get_backend", "backend_names", "default_cache_dir"]
 
 
 @runtime_checkable
@@ -66,3 +68,13 @@ def get_backend(name: str, **options: Any) -> Backend:
 
         return TrtexecBackend(**options)
     raise UnknownNameError(f"unknown backend {name!r}; backends are {', '.join(backend_names())}")
+
+
+def default_cache_dir(kind: str) -> Path:
+    """Where a backend keeps built engines and timing caches: ``$PLACETUNE_CACHE_DIR/<kind>``,
+    else ``$XDG_CACHE_HOME/placetune/<kind>`` (``~/.cache/placetune/<kind>``)."""
+    env = os.environ.get("PLACETUNE_CACHE_DIR")
+    if env:
+        return Path(env) / kind
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "placetune" / kind

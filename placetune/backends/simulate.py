@@ -32,6 +32,8 @@ from ..measurement import Measurement
 from .sim_costs import CODE_DEVICE, DEVICE_CODE, SIM_VERSION, CostTable, cost_table, graph_info, power_factor
 from .sim_schedule import Task, run, run_closed_loops
 
+from ..settings import resolve_replicas
+
 if TYPE_CHECKING:
     from ..platforms import Platform
     from ..realise import Realisation
@@ -177,12 +179,9 @@ class SimulatedJetson:
     # ---------------------------------------------------------------- replicas
     def _replicas(self, r, platform, settings, power, codes, base) -> Measurement:
         model = r.realized.model
-        reps = settings.replicas or {d: int(model.batch) for d in platform.devices}
-        missing = [d for d in reps if d not in platform.devices]
-        if missing:
-            return Measurement.failure(
-                "infeasible", f"replicas ask for {', '.join(missing)} but {platform.name} has only "
-                f"{', '.join(platform.devices)}; use e.g. --replicas GPU:8", **base)
+        reps, why = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+        if why:
+            return Measurement.failure("infeasible", why, **base)
         uses_dla = bool((codes > 0).any())
         for d, b in reps.items():
             if d != "GPU" and uses_dla and b > DLA_MAX_BATCH:

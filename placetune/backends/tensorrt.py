@@ -48,6 +48,7 @@ from . import trt_env
 from .buildlog import attribute_profile, locate, parse_build_log
 from .trt_pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
 
+from . import default_cache_dir
 if TYPE_CHECKING:
     import onnx
 
@@ -97,11 +98,7 @@ def _rules_version(text: str, parts: int | None = None) -> str:
 
 
 def _default_cache_dir() -> Path:
-    env = os.environ.get("PLACETUNE_CACHE_DIR")
-    if env:
-        return Path(env) / "tensorrt"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "placetune" / "tensorrt"
+    return default_cache_dir("tensorrt")
 
 
 def _normalise_pools(pools: dict[str, int] | None) -> dict[str, int]:

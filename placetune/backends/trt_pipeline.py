@@ -34,6 +34,8 @@ from ..placement import dla_core
 from .buildlog import attribute_profile, locate, parse_build_log
 from .trt_cache import EngineCache, engine_key, file_digest
 
+from ..settings import resolve_replicas
+
 if TYPE_CHECKING:
     import onnx
 
@@ -395,12 +397,9 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     """Build (or reuse) one whole-network engine per device and run them all at once."""
     model = r.realized.model
     predicted = r.realized.as_dict()
-    reps = settings.replicas or {d: int(model.batch) for d in platform.devices}
-    missing = [d for d in reps if d not in platform.devices]
-    if missing:
-        return Measurement.failure(
-            "infeasible", f"replicas ask for {', '.join(missing)} but {platform.name} has only "
-            f"{', '.join(platform.devices)}; use e.g. --replicas GPU:8", **base)
+    reps, why = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+    if why:
+        return Measurement.failure("infeasible", why, **base)
     short = [d for d in reps if dla_core(d) is not None and cores is not None and dla_core(d) >= int(cores)]
     if short:
         return Measurement.failure(

@@ -73,6 +73,9 @@ from .trtexec_parse import (
     version_from_text,
 )
 
+from ..settings import resolve_replicas
+
+from . import default_cache_dir
 if TYPE_CHECKING:
     from ..model import Model
     from ..platforms import Platform
@@ -575,12 +578,9 @@ class TrtexecBackend:
                   base: dict[str, Any], workdir: Path) -> Measurement:
         model = r.realized.model
         predicted = r.realized.as_dict()
-        reps = settings.replicas or {d: int(model.batch) for d in platform.devices}
-        missing = [d for d in reps if d not in platform.devices]
-        if missing:
-            return Measurement.failure(
-                "infeasible", f"replicas ask for {', '.join(missing)} but {platform.name} has only "
-                f"{', '.join(platform.devices)}; e.g. replicas={{'GPU': 8, 'DLA0': 2}}", **base)
+        reps, why = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+        if why:
+            return Measurement.failure("infeasible", why, **base)
         onnx_or_failure = self._onnx(model, settings, version, base)
         if isinstance(onnx_or_failure, Measurement):
             return onnx_or_failure
@@ -953,11 +953,7 @@ class TrtexecBackend:
 # small helpers
 # =========================================================================================
 def _default_cache_dir() -> Path:
-    env = os.environ.get("PLACETUNE_CACHE_DIR")
-    if env:
-        return Path(env) / "trtexec"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "placetune" / "trtexec"
+    return default_cache_dir("trtexec")
 
 
 def _engine_input_shapes(eng: _Engine) -> dict[str, list[int]]:
