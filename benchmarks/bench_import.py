@@ -9,9 +9,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from placetune import Model, zoo
-from placetune.dla import check_model
-from placetune.placement import Placement
+from placetune import Model
+from placetune.model import zoo
+from placetune.hardware.dla import check_model
+from placetune.placement.placement import Placement
 
 
 def timed(label: str, source, **kw) -> None:

@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import optuna  # noqa: E402
 
 from placetune import Model  # noqa: E402
-from placetune.evaluator import Evaluator  # noqa: E402
-from placetune.placement import Placement  # noqa: E402
+from placetune.tuning.evaluator import Evaluator  # noqa: E402
+from placetune.placement.placement import Placement  # noqa: E402
 from search import DEFAULT_AGENT, Budget, SearchResult, get_agent  # noqa: E402
 
 AGENTS = ("random", "local", "optuna", "reinforce")

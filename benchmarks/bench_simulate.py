@@ -21,11 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from placetune import Model, zoo  # noqa: E402
-from placetune.backends.simulate import SimulatedJetson  # noqa: E402
-from placetune.placement import Placement  # noqa: E402
-from placetune.platforms import get_platform  # noqa: E402
-from placetune.realise import realise  # noqa: E402
+from placetune import Model
+from placetune.model import zoo  # noqa: E402
+from placetune.backends.simulate.simulator import SimulatedJetson  # noqa: E402
+from placetune.placement.placement import Placement  # noqa: E402
+from placetune.hardware.platforms import get_platform  # noqa: E402
+from placetune.placement.realise import realise  # noqa: E402
 from placetune.settings import Settings  # noqa: E402
 
 DEVICES = ("GPU", "DLA0", "DLA1")

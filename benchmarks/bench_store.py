@@ -18,7 +18,7 @@ from pathlib import Path
 
 from placetune import Model
 from placetune.measurement import Measurement
-from placetune.store import Store
+from placetune.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 

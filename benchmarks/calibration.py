@@ -25,11 +25,12 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from placetune import Model, zoo  # noqa: E402
-from placetune.backends.simulate import SimulatedJetson, simulate_concurrent  # noqa: E402
-from placetune.placement import Placement  # noqa: E402
-from placetune.platforms import get_platform  # noqa: E402
-from placetune.realise import Realisation, realise  # noqa: E402
+from placetune import Model
+from placetune.model import zoo  # noqa: E402
+from placetune.backends.simulate.simulator import SimulatedJetson, simulate_concurrent  # noqa: E402
+from placetune.placement.placement import Placement  # noqa: E402
+from placetune.hardware.platforms import get_platform  # noqa: E402
+from placetune.placement.realise import Realisation, realise  # noqa: E402
 from placetune.settings import Settings  # noqa: E402
 
 XAVIER = get_platform("xavier-agx")

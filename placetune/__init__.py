@@ -16,7 +16,7 @@ backends that need them.
 
 from __future__ import annotations
 
-from .errors import (
+from placetune.errors import (
     BackendError,
     ConfigError,
     ModelError,
@@ -26,21 +26,21 @@ from .errors import (
     StoreError,
     UnknownNameError,
 )
-from .evaluator import Evaluator, EvaluatorStats
-from .layer import Layer, TensorInfo
-from .measurement import Measurement
-from .model import Model, parse_shape_spec
-from .objectives import Objective, get_objective
-from .placement import DEVICES, Placement, Segment
-from .plan import Plan, export_plan
-from .plan import load as load_plan
-from .backends import Backend, get_backend
-from .platforms import Platform, get_platform, platform_names
-from .realise import InfeasiblePlacement, Realisation, realise
-from .settings import Settings
-from .space import Space, Unit
-from .store import Store, mask_url
-from .envs import PlacementEnv, PlacementOneShotEnv, make_env, register_envs
+from placetune.tuning.evaluator import Evaluator, EvaluatorStats
+from placetune.model.layer import Layer, TensorInfo
+from placetune.measurement import Measurement
+from placetune.model.model import Model, parse_shape_spec
+from placetune.tuning.objectives import Objective, get_objective
+from placetune.placement.placement import DEVICES, Placement, Segment
+from placetune.plan.plan import Plan, export_plan
+from placetune.plan.plan import load as load_plan
+from placetune.backends.base import Backend, get_backend
+from placetune.hardware.platforms import Platform, get_platform, platform_names
+from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
+from placetune.settings import Settings
+from placetune.placement.space import Space, Unit
+from placetune.store.store import Store, mask_url
+from placetune.envs import PlacementEnv, PlacementOneShotEnv, make_env, register_envs
 
 register_envs()
 

@@ -29,8 +29,8 @@ Action masks
     one-shot env). Actions outside the action space raise :class:`~placetune.errors.PlacementError`.
 
 Cost
-    Constructing an env loads the model and builds the :class:`~placetune.space.Space`
-    (milliseconds, needed for the spaces' shapes); the :class:`~placetune.evaluator.Evaluator`
+    Constructing an env loads the model and builds the :class:`~placetune.placement.space.Space`
+    (milliseconds, needed for the spaces' shapes); the :class:`~placetune.tuning.evaluator.Evaluator`
     (store, backend) is created on first use and the all-GPU baseline is measured on the
     first ``reset``/``step``. Measurements go through the evaluator, so repeated
     placements are cache hits (``info["cache_hit"]``).
@@ -68,19 +68,19 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
-from .errors import BackendError, ConfigError, PlacementError
-from .model import Model
-from .placement import Placement
-from .settings import Settings
+from placetune.errors import BackendError, ConfigError, PlacementError
+from placetune.model.model import Model
+from placetune.placement.placement import Placement
+from placetune.settings import Settings
 
 if TYPE_CHECKING:
-    from .backends import Backend
-    from .evaluator import Evaluator
-    from .measurement import Measurement
-    from .objectives import Objective
-    from .platforms import Platform
-    from .space import Space
-    from .store import Store
+    from placetune.backends.base import Backend
+    from placetune.tuning.evaluator import Evaluator
+    from placetune.measurement import Measurement
+    from placetune.tuning.objectives import Objective
+    from placetune.hardware.platforms import Platform
+    from placetune.placement.space import Space
+    from placetune.store.store import Store
 
 __all__ = [
     "PlacementEnv",
@@ -211,9 +211,9 @@ class _PlacementEnvBase(gym.Env):
             self.space: Space = evaluator.space(granularity, allow_unsupported=allow_unsupported, dla_core=dla_core)
             self._evaluator_kwargs: dict[str, Any] = {}
         else:
-            from .objectives import get_objective
-            from .platforms import get_platform
-            from .space import Space
+            from placetune.tuning.objectives import get_objective
+            from placetune.hardware.platforms import get_platform
+            from placetune.placement.space import Space
 
             self.model = model if isinstance(model, Model) else Model.load(model, shapes, batch=batch)
             self.settings = Settings(mode=mode, precision=precision, **options)
@@ -248,7 +248,7 @@ class _PlacementEnvBase(gym.Env):
     def evaluator(self) -> "Evaluator":
         """The evaluator (created on first access; nothing is measured by creating it)."""
         if self._evaluator is None:
-            from .evaluator import Evaluator
+            from placetune.tuning.evaluator import Evaluator
 
             self._evaluator = Evaluator(self.model, **self._evaluator_kwargs)
             self._closed = False
@@ -388,20 +388,20 @@ class PlacementEnv(_PlacementEnvBase):
     ``objective_value``, ``baseline_value``, ``gain`` and ``reason`` (None when ok).
 
     Args:
-        model: zoo name, ONNX path or :class:`~placetune.model.Model` (default ``resnet18``).
+        model: zoo name, ONNX path or :class:`~placetune.model.model.Model` (default ``resnet18``).
         platform: Jetson platform name or profile (default ``orin-agx``).
         mode: ``engine``, ``pipeline`` or ``replicas``.
         objective: ``latency``, ``throughput`` or ``energy`` (a pair: the first one is rewarded).
         precision: ``fp16`` or ``int8``.
         batch: batch size of zoo models.
-        granularity: ``fusion``, ``layer`` or ``scope:N`` (see :class:`~placetune.space.Space`).
+        granularity: ``fusion``, ``layer`` or ``scope:N`` (see :class:`~placetune.placement.space.Space`).
         backend: ``simulate`` (default), ``tensorrt``, ``trtexec`` or a backend object.
-        store: a :class:`~placetune.store.Store`, a SQLAlchemy URL / SQLite path, or None
+        store: a :class:`~placetune.store.store.Store`, a SQLAlchemy URL / SQLite path, or None
             for an in-memory store (nothing touches the disk).
         study: study name in the store.
         shapes: input shape overrides for ONNX files.
         penalty: reward of an infeasible or failed placement.
-        evaluator: an existing :class:`~placetune.evaluator.Evaluator` to share (its model,
+        evaluator: an existing :class:`~placetune.tuning.evaluator.Evaluator` to share (its model,
             platform and settings are used; leave the other measurement arguments out).
         allow_unsupported: keep DLA choices for units the DLA cannot run (to study fallback,
             or infeasibility with ``gpu_fallback=False``).
@@ -620,7 +620,7 @@ def _matches(ev: "Evaluator", key: str, value: Any) -> bool:
             return value.hash == ev.model.hash
         return isinstance(value, str) and value == ev.model.name
     if key == "platform":
-        from .platforms import get_platform
+        from placetune.hardware.platforms import get_platform
 
         try:
             return get_platform(value).name == ev.platform.name
@@ -631,7 +631,7 @@ def _matches(ev: "Evaluator", key: str, value: Any) -> bool:
     if key == "precision":
         return value == ev.settings.precision
     if key == "objective":
-        from .objectives import get_objective
+        from placetune.tuning.objectives import get_objective
 
         try:
             return get_objective(value).name == ev.objective.name

@@ -7,8 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .errors import ConfigError
-from .placement import DEVICES, normalise_device
+from placetune.errors import ConfigError
+from placetune.placement.placement import DEVICES, normalise_device
 
 __all__ = ["Settings", "PRECISIONS", "parse_replicas", "resolve_replicas"]
 
@@ -71,7 +71,7 @@ class Settings:
     power_mode: str = "MAXN"
 
     def __post_init__(self) -> None:
-        from .realise import MODES
+        from placetune.placement.realise import MODES
 
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r}; modes are {', '.join(MODES)}")

@@ -1,7 +1,7 @@
 """Search agents for placetune: random, local, optuna, reinforce and exact.
 
 Every agent is built with its options and run against an
-:class:`~placetune.evaluator.Evaluator`::
+:class:`~placetune.tuning.evaluator.Evaluator`::
 
     agent = get_agent("optuna", seed=0)
     result = agent.run(evaluator, Budget(evaluations=100))

@@ -40,11 +40,11 @@ import numpy as np
 
 from placetune import PlacementError
 from placetune.measurement import Measurement
-from placetune.placement import Placement
+from placetune.placement.placement import Placement
 
 if TYPE_CHECKING:
-    from placetune.evaluator import Evaluator
-    from placetune.space import Space
+    from placetune.tuning.evaluator import Evaluator
+    from placetune.placement.space import Space
 
 __all__ = [
     "Budget",
@@ -194,7 +194,7 @@ class Agent:
     Args:
         seed: seed of every random choice the agent makes (None: fresh entropy).
         granularity: decision units (``fusion``, ``layer`` or ``scope:N``; see
-            :class:`placetune.space.Space`).
+            :class:`placetune.placement.space.Space`).
     """
 
     #: Registry name of the agent.
@@ -229,7 +229,7 @@ def project(space: "Space", assignment: Sequence[int]) -> list[int]:
 
 
 def baseline_assignments(space: "Space") -> dict[str, list[int]]:
-    """The baselines of :meth:`placetune.evaluator.Evaluator.baselines` as masked assignments.
+    """The baselines of :meth:`placetune.tuning.evaluator.Evaluator.baselines` as masked assignments.
 
     All-GPU, all-DLA on each DLA device of the space (masked units stay on the GPU, as
     GPU fallback would do) and, when the space has two DLA cores (pipeline mode), the

@@ -10,7 +10,7 @@ Two methods (``method="auto"`` tries the DP first: it usually needs one evaluati
   the same device), per-boundary reformat costs (once per producer and destination
   device), model input/output reformats on a DLA, and a fixed overhead per DLA loadable.
   The per-layer and per-boundary figures are public
-  (:func:`placetune.backends.sim_costs.cost_table`: ``t_alone``, ``t_fused``,
+  (:func:`placetune.backends.simulate.costs.cost_table`: ``t_alone``, ``t_fused``,
   ``edge_ms``, ``in_ms``, ``out_ms``, ``island_ms`` and the fusion anchors). From them the
   DP builds a *lower bound* of the latency of every assignment: exact per-layer and I/O
   terms, the cheapest edge of each producer for its boundary, and one loadable per
@@ -44,8 +44,8 @@ import numpy as np
 from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun
 
 if TYPE_CHECKING:
-    from placetune.evaluator import Evaluator
-    from placetune.space import Space
+    from placetune.tuning.evaluator import Evaluator
+    from placetune.placement.space import Space
 
 __all__ = ["ExactAgent", "EngineBound", "engine_bound", "dp_unavailable"]
 
@@ -229,7 +229,7 @@ def engine_bound(evaluator: "Evaluator", space: "Space", *, max_condition: int =
     why = dp_unavailable(evaluator)
     if why:
         raise ValueError(why)
-    from placetune.backends.sim_costs import cost_table, power_factor
+    from placetune.backends.simulate.costs import cost_table, power_factor
 
     model = space.model
     power = power_factor(evaluator.platform, evaluator.settings.power_mode)

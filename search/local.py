@@ -33,8 +33,8 @@ import numpy as np
 from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments
 
 if TYPE_CHECKING:
-    from placetune.evaluator import Evaluator
-    from placetune.space import Space
+    from placetune.tuning.evaluator import Evaluator
+    from placetune.placement.space import Space
 
 __all__ = ["LocalAgent", "moves"]
 

@@ -34,16 +34,16 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from placetune.placement import Placement
+from placetune.placement.placement import Placement
 
 from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments
 
 if TYPE_CHECKING:
     import optuna
 
-    from placetune.evaluator import Evaluator
+    from placetune.tuning.evaluator import Evaluator
     from placetune.measurement import Measurement
-    from placetune.space import Space
+    from placetune.placement.space import Space
 
 __all__ = ["OptunaAgent", "PENALTY", "SAMPLERS", "storage_for", "study_name_for"]
 
@@ -117,7 +117,7 @@ class OptunaAgent(Agent):
         max_retry: with heartbeats, how often the stale trial of a crashed run is re-queued
             with its parameters (``RetryHeartbeatStaleTrialCallback``).
         constant_liar: TPE's constant liar (for several workers on one study).
-        coordinator: fleet hooks (:class:`placetune.fleet.TrialGate`): ``before_optimize(study)``
+        coordinator: fleet hooks (:class:`placetune.tuning.fleet.TrialGate`): ``before_optimize(study)``
             and ``after_trial(study, trial)`` return False to stop; ``trial_started(study, trial)``
             is called once a trial's parameters are stored.
 

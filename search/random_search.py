@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun
 
 if TYPE_CHECKING:
-    from placetune.evaluator import Evaluator
+    from placetune.tuning.evaluator import Evaluator
 
 __all__ = ["RandomAgent"]
 

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from placetune.placement import Placement
+from placetune.placement.placement import Placement
 
 from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments
 
 if TYPE_CHECKING:
-    from placetune.evaluator import Evaluator
+    from placetune.tuning.evaluator import Evaluator
 
 __all__ = ["ReinforceAgent", "Policy"]
 

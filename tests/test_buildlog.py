@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from placetune.backends.buildlog import (
+from placetune.backends.tensorrt.buildlog import (
     attribute_profile,
     locate,
     onnx_name_of,
@@ -194,7 +194,7 @@ def test_profile_attribution_dla_group():
 def test_legacy_fallback_wording_from_seed_003():
     from pathlib import Path
 
-    from placetune.backends.buildlog import parse_build_log
+    from placetune.backends.tensorrt.buildlog import parse_build_log
 
     text = (Path(__file__).parent / "data" / "trtexec_seed003_legacy_dla0.log").read_text().splitlines()
     log = parse_build_log(text)

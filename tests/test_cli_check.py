@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from placetune.cli import main
+from placetune.cli.main import main
 
 from .conftest import DATA
 

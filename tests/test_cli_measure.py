@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from placetune.cli import main
+from placetune.cli.main import main
 
 
 def _measure(capsys, *argv):

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from placetune import Model, ModelError, Placement
-from placetune.cut import cut, load_source, randomize_weights, run_segments, swap_inputs
+from placetune.placement.cut import cut, load_source, randomize_weights, run_segments, swap_inputs
 
 DATA = Path(__file__).parent / "data"
 DEVICES = ("GPU", "DLA0", "DLA1")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placetune.dla import (
+from placetune.hardware.dla import (
     SUPPORTED_PRECISIONS,
     Support,
     cbuf_banks,
@@ -18,7 +18,7 @@ from placetune.dla import (
     trt_layer_type,
 )
 from placetune.errors import ConfigError, UnknownNameError
-from placetune.layer import Layer, TensorInfo
+from placetune.model.layer import Layer, TensorInfo
 
 BOTH = ["xavier-agx", "orin-agx"]
 DATA = Path(__file__).parent / "data"

@@ -6,8 +6,8 @@ import importlib.util
 
 import pytest
 
-from placetune import doctor
-from placetune.backends import trt_env
+from placetune.backends import doctor
+from placetune.backends.tensorrt import env as trt_env
 from tests.fakes import fake_env
 
 

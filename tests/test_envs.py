@@ -20,7 +20,7 @@ from placetune.envs import (
     register_envs,
 )
 from placetune.errors import ConfigError, PlacementError
-from placetune.evaluator import Evaluator
+from placetune.tuning.evaluator import Evaluator
 
 register_envs()
 
@@ -301,7 +301,7 @@ def test_sync_vector_env() -> None:
 
 
 def test_sqlite_store_url_persists(tmp_path) -> None:
-    from placetune.store import Store
+    from placetune.store.store import Store
 
     url = f"sqlite:///{tmp_path / 'env.db'}"
     env = PlacementOneShotEnv(model="seed-block", store=url)

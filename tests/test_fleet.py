@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from placetune import ConfigError, Placement, StoreError
-from placetune.cli import main
-from placetune.evaluator import Evaluator
-from placetune.fleet import (
+from placetune.cli.main import main
+from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.fleet import (
     CLAIMS_TABLE,
     Claims,
     FleetOptions,
@@ -35,8 +35,8 @@ from placetune.fleet import (
     is_shared_database,
     tune_config,
 )
-from placetune.store import Store
-from placetune.studyfile import TuneConfig
+from placetune.store.store import Store
+from placetune.tuning.studyfile import TuneConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "tests" / "reliability" / "_driver.py"
@@ -109,8 +109,8 @@ def _measured_in_run(out: str) -> int:
 
 def _run_results_command(argv: list[str], capsys) -> tuple[int, str, str]:
     """`placetune studies|export ...` through the main CLI, or cli_results' parsers when not wired yet."""
-    results = pytest.importorskip("placetune.cli_results")
-    from placetune.cli import build_parser
+    results = pytest.importorskip("placetune.cli.results")
+    from placetune.cli.main import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     capsys.readouterr()
@@ -453,7 +453,7 @@ def test_fleet_mode_selection():
 
 
 def test_resume_hint_is_masked():
-    from placetune.tune import Tuner
+    from placetune.tuning.tune import Tuner
 
     t = Tuner(TuneConfig(), resume_hint="placetune tune --storage postgresql+psycopg://u:hunter2@db/pt")
     assert "hunter2" not in t.resume_hint and "u:***@db" in t.resume_hint

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from placetune import Model, ModelError, ShapeError, UnknownNameError, parse_shape_spec
-from placetune.onnx_io import read_model_proto, strip_weights
+from placetune.model.onnx_io import read_model_proto, strip_weights
 
 from .conftest import DATA
 

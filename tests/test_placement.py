@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from placetune import Model
 from placetune.errors import PlacementError
-from placetune.placement import Placement
+from placetune.placement.placement import Placement
 
 from .conftest import DATA
 

@@ -12,7 +12,7 @@ import pytest
 import placetune
 from placetune import Placement
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError, UnknownNameError
-from placetune.plan import (
+from placetune.plan.plan import (
     PLAN_FORMAT,
     PLAN_VERSION,
     Plan,
@@ -24,7 +24,7 @@ from placetune.plan import (
     trtexec_commands,
     trtexec_script,
 )
-from placetune.store import Store
+from placetune.store.store import Store
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -396,7 +396,7 @@ def test_simulate_plan(engine_plan):
 
 # --------------------------------------------------------------------------- CLI
 def _cli(*argv: str) -> int:
-    from placetune.cli_results import add_parsers
+    from placetune.cli.results import add_parsers
 
     parser = argparse.ArgumentParser(prog="placetune")
     add_parsers(parser.add_subparsers())

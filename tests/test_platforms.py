@@ -9,7 +9,7 @@ import pytest
 
 import placetune
 from placetune.errors import PlacetuneError, UnknownNameError
-from placetune.platforms import ALIASES, PLATFORMS, Platform, get_platform, platform_names
+from placetune.hardware.platforms import ALIASES, PLATFORMS, Platform, get_platform, platform_names
 
 EXPECTED_DLA = {
     "orin-agx": 2,

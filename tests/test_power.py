@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from placetune.power import (
+from placetune.hardware.power import (
     PowerSampler,
     default_total_rails,
     discover_rails,

@@ -12,10 +12,10 @@ import placetune
 from placetune import Placement
 from placetune.errors import ConfigError, StoreError
 from placetune.measurement import Measurement
-from placetune.plan import export_plan, load
-from placetune.report import pareto_front, plot_timeline, write_report
-from placetune.store import Store
-from placetune.trace import chrome_trace, timeline_events
+from placetune.plan.plan import export_plan, load
+from placetune.report.plots import pareto_front, plot_timeline, write_report
+from placetune.store.store import Store
+from placetune.report.trace import chrome_trace, timeline_events
 
 pytest.importorskip("matplotlib")
 
@@ -135,7 +135,7 @@ def test_report_needs_evaluations(tmp_path):
 
 # --------------------------------------------------------------------------- CLI
 def _cli(*argv: str) -> int:
-    from placetune.cli_results import add_parsers
+    from placetune.cli.results import add_parsers
 
     parser = argparse.ArgumentParser(prog="placetune")
     add_parsers(parser.add_subparsers())

@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from placetune import ConfigError, Model, UnknownNameError
-from placetune.evaluator import Evaluator
-from placetune.placement import Placement
+from placetune.tuning.evaluator import Evaluator
+from placetune.placement.placement import Placement
 from search import Budget, SearchRun, agent_names, baseline_assignments, get_agent
 from search.exact import engine_bound
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from placetune import Model
-from placetune.backends import Backend, get_backend
-from placetune.backends.sim_costs import SIM_VERSION, cost_table
-from placetune.backends.simulate import SimulatedJetson, simulate_concurrent
-from placetune.placement import Placement
-from placetune.platforms import get_platform
-from placetune.realise import Realisation, realise
+from placetune.backends.base import Backend, get_backend
+from placetune.backends.simulate.costs import SIM_VERSION, cost_table
+from placetune.backends.simulate.simulator import SimulatedJetson, simulate_concurrent
+from placetune.placement.placement import Placement
+from placetune.hardware.platforms import get_platform
+from placetune.placement.realise import Realisation, realise
 from placetune.settings import Settings
 
 ORIN = get_platform("orin-agx")
@@ -243,7 +243,7 @@ def test_evaluations_are_deterministic_and_cached(resnet18):
 
 
 def test_scheduler_contention_is_piecewise_exact():
-    from placetune.backends.sim_schedule import Task, run
+    from placetune.backends.simulate.schedule import Task, run
 
     s = run([Task("GPU", 1.0, 0.5), Task("DLA0", 1.0, 0.5)], {"GPU": 1.0, "DLA0": 0.2})
     # both busy: GPU at 1/1.5, DLA at 1/1.1; the DLA ends at 1.1, then the GPU runs alone

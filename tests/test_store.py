@@ -18,8 +18,15 @@ import pytest
 from placetune import Model
 from placetune.errors import ConfigError, StoreError, UnknownNameError
 from placetune.measurement import Measurement
-from placetune.placement import Placement
-from placetune.store import SCHEMA_VERSION, Store, StudyRecord, fingerprint_hash, mask_url, settings_hash
+from placetune.placement.placement import Placement
+from placetune.store.store import (
+    SCHEMA_VERSION,
+    Store,
+    StudyRecord,
+    fingerprint_hash,
+    mask_url,
+    settings_hash,
+)
 
 from .conftest import DATA
 
@@ -109,7 +116,7 @@ def run_python(code: str, *, timeout: float = 60) -> subprocess.CompletedProcess
 def _drop_pg_tables(url: str) -> None:
     from sqlalchemy import create_engine
 
-    from placetune.store_schema import Base
+    from placetune.store.schema import Base
 
     engine = create_engine(url)
     Base.metadata.drop_all(engine)

@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune import BackendError, ConfigError, Evaluator, Model, Placement, Store
-from placetune.backends import get_backend
-from placetune.backends.tensorrt import TensorRTBackend, convert_to_fp16, has_qdq
+from placetune.backends.base import get_backend
+from placetune.backends.tensorrt.backend import TensorRTBackend, convert_to_fp16, has_qdq
 from tests.fakes import FAKES_DIR, VERSIONS, fake_env
 
 DATA = Path(__file__).parent / "data"
@@ -195,7 +195,7 @@ def test_zoo_model_is_exported_for_the_build(backends, tmp_path):
 
 
 def test_fingerprint_is_robust_here_and_warns(backends, caplog):
-    from placetune.platforms import get_platform
+    from placetune.hardware.platforms import get_platform
     from placetune.settings import Settings
 
     be = _backend(Path(backends["8.5.2"].cache_dir).parent, "8.5.2")

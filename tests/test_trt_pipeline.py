@@ -16,10 +16,10 @@ import onnx
 import pytest
 
 from placetune import ConfigError, Evaluator, Model, Placement
-from placetune.backends.tensorrt import GATE_TOLERANCE, TensorRTBackend
-from placetune.backends.trt_cache import EngineCache, engine_key, file_digest
-from placetune.cut import load_source, randomize_weights
-from placetune.trace import chrome_trace
+from placetune.backends.tensorrt.backend import GATE_TOLERANCE, TensorRTBackend
+from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
+from placetune.placement.cut import load_source, randomize_weights
+from placetune.report.trace import chrome_trace
 from tests.fakes import FAKES_DIR, VERSIONS, fake_env
 
 DATA = Path(__file__).parent / "data"
@@ -195,7 +195,7 @@ def test_engine_cache_keys_and_versions(tmp_path):
 
 
 def test_worker_reads_only_complete_entries_of_its_own_version(tmp_path):
-    from placetune.backends import worker
+    from placetune.backends.tensorrt import worker
 
     path = str(tmp_path / "engines" / "k.plan")
     assert worker._read_cached_plan(path, "10.3.0") == (None, {})
@@ -210,7 +210,7 @@ def test_worker_reads_only_complete_entries_of_its_own_version(tmp_path):
 
 
 def test_worker_gate_numbers():
-    from placetune.backends import worker
+    from placetune.backends.tensorrt import worker
 
     want = {"y": np.array([[3.0, 4.0]])}
     ok = worker.compare_outputs(np, {"y": np.array([[3.0, 4.01]])}, want, 0.01)

@@ -16,9 +16,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune import BackendError, Evaluator, Model, Placement, Store
-from placetune.backends import get_backend, trt_env
-from placetune.backends.buildlog import parse_build_log
-from placetune.backends.trtexec import (
+from placetune.backends.base import get_backend
+from placetune.backends.tensorrt import env as trt_env
+from placetune.backends.tensorrt.buildlog import parse_build_log
+from placetune.backends.trtexec.backend import (
     ENV_VAR,
     _summary_stats,
     PIPELINE_REASON,
@@ -26,7 +27,7 @@ from placetune.backends.trtexec import (
     find_trtexec,
     which_trtexec,
 )
-from placetune.backends.trtexec_parse import (
+from placetune.backends.trtexec.parse import (
     error_lines,
     parse_export_profile,
     parse_export_times,
@@ -237,7 +238,7 @@ def test_lookup_order_and_a_clear_error(tmp_path, monkeypatch):
 
 
 def test_doctor_reports_the_trtexec_the_backend_uses(monkeypatch):
-    from placetune import doctor
+    from placetune.backends import doctor
 
     monkeypatch.setenv(ENV_VAR, str(FAKE))
     checks = {c.name: c for c in doctor.run(timeout_s=60)}

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from placetune import ConfigError, Store
-from placetune.cli import main
-from placetune.studyfile import load_study_file, parse_duration
+from placetune.cli.main import main
+from placetune.tuning.studyfile import load_study_file, parse_duration
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
 
@@ -137,8 +137,8 @@ def test_parse_duration():
 def test_terminal_progress_bar(tmp_path, capsys):
     import io
 
-    from placetune.studyfile import TuneConfig
-    from placetune.tune import Tuner
+    from placetune.tuning.studyfile import TuneConfig
+    from placetune.tuning.tune import Tuner
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

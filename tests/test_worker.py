@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from placetune.backends.trt_pool import WORKER_FILE, WorkerClient, WorkerPool, signal_name
+from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, signal_name
 from tests.fakes import fake_env
 
 DATA = Path(__file__).parent / "data"
@@ -64,7 +64,8 @@ def test_worker_imports_nothing_but_tensorrt_pycuda_numpy_stdlib():
 
 
 def test_parent_never_imports_tensorrt():
-    code = ("import sys, placetune, placetune.backends.tensorrt, placetune.backends.worker, placetune.doctor;"
+    code = ("import sys, placetune, placetune.backends.tensorrt.backend, placetune.backends.tensorrt.worker, "
+            "placetune.backends.doctor;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorrt', 'pycuda')))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, **fake_env()})
@@ -81,7 +82,7 @@ def test_worker_as_a_file_under_the_system_python():
         client.close()
     assert reply.kind == "result", reply
     assert reply.result["trt_version"] == "8.5.2" and reply.result["num_dla_cores"] == 2
-    # placetune/backends/tensorrt.py sits next to worker.py: it must not shadow the package
+    # worker.py lives in placetune/backends/tensorrt/: neither that folder nor a sibling may shadow the package
     assert reply.result["trt_path"].endswith(os.path.join("fakes", "tensorrt", "__init__.py"))
 
 

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import numpy_helper, shape_inference
 
-from placetune import zoo
+from placetune.model import zoo
 from placetune.errors import ConfigError, UnknownNameError
 
 DATA = pathlib.Path(__file__).parent / "data"

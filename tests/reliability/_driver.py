@@ -32,9 +32,9 @@ def main() -> int:
     argv = ns.argv[1:] if ns.argv[:1] == ["--"] else ns.argv
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-    from placetune.backends.simulate import SimulatedJetson
-    from placetune.cli import main as cli_main
-    from placetune.evaluator import Evaluator
+    from placetune.backends.simulate.simulator import SimulatedJetson
+    from placetune.cli.main import main as cli_main
+    from placetune.tuning.evaluator import Evaluator
 
     if ns.measure_delay > 0:
         measure = SimulatedJetson.measure

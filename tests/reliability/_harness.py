@@ -2,7 +2,7 @@
 
 A tuner to be killed runs in a child *forked* from the test process (the imports are
 already done, so a start costs milliseconds, not the 1-2 s of a new interpreter); the child
-runs ``placetune.cli.main`` exactly as the command line would and leaves with ``os._exit``.
+runs ``placetune.cli.main.main`` exactly as the command line would and leaves with ``os._exit``.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ def fork_cli(argv: list[str], log: Path, *, ack: Path | None = None, fsize_limit
         sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from placetune.backends.simulate import SimulatedJetson
-        from placetune.cli import main
-        from placetune.evaluator import Evaluator
+        from placetune.backends.simulate.simulator import SimulatedJetson
+        from placetune.cli.main import main
+        from placetune.tuning.evaluator import Evaluator
 
         if measure_delay:
             measure = SimulatedJetson.measure

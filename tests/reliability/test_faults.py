@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from placetune import Placement, StoreError
-from placetune.cli import main
-from placetune.evaluator import Evaluator
-from placetune.store import Store
+from placetune.cli.main import main
+from placetune.tuning.evaluator import Evaluator
+from placetune.store.store import Store
 
 from ._harness import COUNTS, acked, check_sqlite, fork_cli, wait
 

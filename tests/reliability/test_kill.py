@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from placetune.store import Store
+from placetune.store.store import Store
 
 from ._harness import COUNTS, NOTES, acked, check_sqlite, fork_cli, wait
 

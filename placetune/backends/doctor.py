@@ -1,0 +1,157 @@
+"""``placetune doctor``: which backends work on this machine, and what to do about those that don't.
+
+The TensorRT checks run in the same isolated worker the ``tensorrt`` backend uses (so they
+see exactly what a study would see, and a broken install cannot crash the doctor).
+
+Example:
+    >>> from placetune import doctor
+    >>> checks = doctor.run()                                   # doctest: +SKIP
+    >>> print(doctor.format(checks))                            # doctest: +SKIP
+    [ok]   python: 3.11.7 (/usr/bin/python3)
+    [FAIL] tensorrt: cannot import tensorrt (ModuleNotFoundError: No module named 'tensorrt')
+           fix: on JetPack: sudo apt install nvidia-jetpack (python3-libnvinfer); ...
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+__all__ = ["Check", "run", "format"]
+
+_FIX_TRT = (
+    "TensorRT's Python bindings come with JetPack (apt package python3-libnvinfer, part of nvidia-jetpack) "
+    "and live in the system Python: create the venv with --system-site-packages so JetPack's TensorRT "
+    "bindings are visible (python3 -m venv --system-site-packages .venv), or run the worker with "
+    "--worker-python /usr/bin/python3"
+)
+_FIX_PYCUDA = "pip install pycuda (needs the CUDA toolkit on PATH: export PATH=/usr/local/cuda/bin:$PATH)"
+_FIX_CLOCKS = "sudo nvpmodel -m 0; sudo jetson_clocks"
+
+
+@dataclass
+class Check:
+    """One line of the doctor's report.
+
+    Attributes:
+        name: what was checked (``tensorrt``, ``dla``, ``backend tensorrt``...).
+        ok: True when it is fine.
+        detail: what was found.
+        fix: what to do when it is not fine ("" when ok).
+    """
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _trt_support(version: str) -> tuple[bool, str]:
+    """Whether a TensorRT version places layers on DLA (reference tensorrt-dla.md §0.3)."""
+    try:
+        major, minor = (int(x) for x in (version.split(".") + ["0"])[:2])
+    except ValueError:
+        return False, f"unrecognised version {version!r}"
+    if major < 8 or (major == 8 and minor < 5):
+        return False, "older than 8.5 (no execute_async_v3); placetune targets 8.5, 8.6, 10.3 and 11.4.1+"
+    if major == 8 or (major == 10 and minor <= 7):
+        return True, "DLA supported"
+    if major == 10:
+        return False, "TensorRT 10.7 was the last 10.x release with DLA; use JetPack 6.1/6.2 (TensorRT 10.3)"
+    if major == 11 and minor < 4:
+        return False, "TensorRT 11.0-11.3 have no DLA support; 11.4.1 restores it on AGX Orin (JetPack 7.2.2+)"
+    return True, "DLA supported (strongly typed: fp16 models are converted, int8 needs Q/DQ nodes)"
+
+
+def run(worker_python: str | None = None, env: dict[str, str] | None = None, timeout_s: float = 120.0) -> list[Check]:
+    """Check this machine for every backend.
+
+    Args:
+        worker_python: interpreter the TensorRT worker would use (default: this one).
+        env: extra environment variables for the probe worker.
+        timeout_s: limit for the TensorRT probe.
+
+    Returns:
+        The checks, environment first, one ``backend <name>`` summary per backend last.
+    """
+    from placetune.backends.tensorrt import env as trt_env
+    from placetune.backends.tensorrt.pool import WorkerPool
+
+    python = worker_python or sys.executable
+    checks: list[Check] = []
+    pool = WorkerPool(python, env, start_timeout_s=timeout_s)
+    try:
+        reply = pool.run({"op": "probe"}, timeout_s=timeout_s)
+    finally:
+        pool.close()
+    probe = reply.result if reply.kind == "result" else {}
+    if reply.kind != "result":
+        why = reply.signal or reply.kind
+        checks.append(Check("python", False, f"cannot run the worker with {python} ({why}): {reply.stderr_tail[-300:]}",
+                            "pass an existing Python 3.8+ interpreter, e.g. --worker-python /usr/bin/python3"))
+    else:
+        pv = tuple(int(x) for x in str(probe.get("python", "0.0")).split(".")[:2])
+        checks.append(Check("python", pv >= (3, 8), f"{probe.get('python')} ({python})",
+                            "" if pv >= (3, 8) else "the worker needs Python 3.8 or newer"))
+    version = probe.get("trt_version")
+    if version:
+        checks.append(Check("tensorrt", True, f"{version} ({probe.get('trt_path')})"))
+        supported, why = _trt_support(version)
+        checks.append(Check("tensorrt version", supported, f"{version}: {why}",
+                            "" if supported else "use a JetPack whose TensorRT supports DLA (5.1.x, 6.0, 6.1, 6.2 or 7.2.2+)"))
+    else:
+        checks.append(Check("tensorrt", False, f"cannot import tensorrt ({probe.get('trt_error') or 'no answer'})", _FIX_TRT))
+    cores = probe.get("num_dla_cores")
+    if cores is not None:
+        checks.append(Check("dla", cores > 0, f"builder.num_DLA_cores = {cores}",
+                            "" if cores else "this module has no DLA (Orin Nano, Thor): only GPU placements can be built"))
+    elif version:
+        checks.append(Check("dla", False, f"cannot create a TensorRT builder: {probe.get('builder_error')}",
+                            "check that the GPU is visible (run on the Jetson itself, not in a container without --runtime nvidia)"))
+    if probe.get("pycuda_version"):
+        checks.append(Check("pycuda", True, str(probe["pycuda_version"])))
+    else:
+        checks.append(Check("pycuda", False, f"cannot import pycuda ({probe.get('pycuda_error') or 'no answer'})",
+                            _FIX_PYCUDA))
+    from placetune.backends.trtexec.backend import which_trtexec  # the trtexec backend's own lookup order
+
+    trtexec = which_trtexec()
+    checks.append(Check("trtexec", trtexec is not None, trtexec or "not in $PLACETUNE_TRTEXEC, on PATH nor in "
+                        "/usr/src/tensorrt/bin",
+                        "" if trtexec else "install TensorRT's samples (JetPack) and export PATH=$PATH:/usr/src/tensorrt/bin"))
+    l4t = trt_env.read_l4t()
+    jetpack = trt_env.read_jetpack()
+    module = trt_env.read_module()
+    checks.append(Check("jetpack", l4t is not None,
+                        f"L4T {l4t}, JetPack {jetpack or 'unknown'}, {module or 'unknown module'}" if l4t
+                        else "not a Jetson (/etc/nv_tegra_release missing)",
+                        "" if l4t else "measure on a Jetson with JetPack; elsewhere only the simulate backend works"))
+    mode = trt_env.read_power_mode()
+    checks.append(Check("power mode", mode is not None, mode or "unknown (nvpmodel not available)",
+                        "" if mode else "on a Jetson: sudo nvpmodel -q (and sudo nvpmodel -m 0 for MAXN)"))
+    clocks = trt_env.read_clocks()
+    checks.append(Check("clocks", clocks is True,
+                        {True: "locked", False: "not locked", None: "unknown (jetson_clocks --show unavailable)"}[clocks],
+                        "" if clocks else _FIX_CLOCKS))
+    # backend summaries
+    checks.append(Check("backend simulate", True, "always available (every figure is labelled simulated)"))
+    trt_ok = bool(version) and bool(probe.get("pycuda_version")) and cores is not None
+    missing = [c for c in checks if c.name in ("tensorrt", "pycuda", "dla") and not c.ok]
+    checks.append(Check("backend tensorrt", trt_ok and (cores or 0) > 0,
+                        "usable" if trt_ok and cores else
+                        ("usable for GPU-only placements" if trt_ok else
+                         "unusable: " + ", ".join(c.name for c in missing)),
+                        "" if trt_ok and cores else "; ".join(dict.fromkeys(c.fix for c in missing if c.fix))))
+    checks.append(Check("backend trtexec", trtexec is not None, "usable" if trtexec else "unusable: no trtexec",
+                        "" if trtexec else "export PATH=$PATH:/usr/src/tensorrt/bin"))
+    return checks
+
+
+def format(checks: list[Check]) -> str:  # noqa: A001 - the name the CLI expects
+    """The report as text: one ``[ok]``/``[FAIL]`` line per check, with its fix indented below."""
+    lines = []
+    for c in checks:
+        lines.append(f"{'[ok]  ' if c.ok else '[FAIL]'} {c.name}: {c.detail}")
+        if not c.ok and c.fix:
+            lines.append(f"       fix: {c.fix}")
+    return "\n".join(lines)

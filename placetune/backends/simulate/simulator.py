@@ -1,0 +1,419 @@
+"""The simulated Jetson: a calibrated cost model + discrete-event schedule, no hardware.
+
+Every figure it produces is **simulated** (``Measurement.simulated`` is True, the backend is
+``simulate-<version>``). It plans placements where no Jetson is at hand; the constants and
+what they were fitted to are in :mod:`placetune.backends.simulate.costs` and ``docs/simulator.md``.
+
+Example:
+    >>> from placetune import Model
+    >>> from placetune.placement import Placement
+    >>> from placetune.platforms import get_platform
+    >>> from placetune.realise import realise
+    >>> from placetune.settings import Settings
+    >>> from placetune.backends.simulate import SimulatedJetson
+    >>> m = Model.load("resnet18", batch=1)
+    >>> orin = get_platform("orin-agx")
+    >>> r = realise(Placement.all_gpu(m), orin, precision="int8")
+    >>> meas = SimulatedJetson().measure(r, orin, Settings(precision="int8"))
+    >>> meas.ok, meas.simulated
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from placetune.measurement import Measurement
+from placetune.backends.simulate.costs import (
+    CODE_DEVICE,
+    DEVICE_CODE,
+    SIM_VERSION,
+    CostTable,
+    cost_table,
+    graph_info,
+    power_factor,
+)
+from placetune.backends.simulate.schedule import Task, run, run_closed_loops
+
+from placetune.settings import resolve_replicas
+
+if TYPE_CHECKING:
+    from placetune.hardware.platforms import Platform
+    from placetune.placement.realise import Realisation
+    from placetune.settings import Settings
+
+__all__ = ["SimulatedJetson", "simulate_concurrent", "SIM_VERSION", "DLA_MAX_BATCH"]
+
+#: TensorRT DLA restriction G1 (reference tensorrt-dla.md §3.1).
+DLA_MAX_BATCH = 4096
+#: Pipeline mode: frames simulated after the K in flight to measure the steady state.
+_PIPELINE_STEADY_FRAMES = 8
+#: Replicas mode: iterations of the slowest instance that are simulated.
+_REPLICA_ITERATIONS = 3
+#: Cap on simulated tasks per measurement (keeps pathological cases fast).
+_MAX_TASKS = 20000
+#: Floor of any simulated time (an engine of shape-only layers still costs an enqueue).
+_MIN_MS = 1e-3
+#: Timeline events kept per measurement.
+_MAX_EVENTS = 2000
+
+
+class SimulatedJetson:
+    """The ``simulate`` backend: turns a realised placement into a simulated Measurement.
+
+    Modes (``settings.mode``): ``engine`` (one engine, segments run one after the other),
+    ``pipeline`` (one engine per segment, a DAG of engines; ``frames_in_flight`` frames at once
+    for the throughput figure) and ``replicas`` (a whole-network instance per device of
+    ``settings.replicas``, all at once). Shared-DRAM contention slows devices that run at
+    the same time. Everything reported is simulated.
+
+    Args:
+        timeline: record timeline events (``Measurement.timeline``).
+    """
+
+    name = "simulate"
+    simulated = True
+
+    def __init__(self, timeline: bool = True) -> None:
+        self.timeline = bool(timeline)
+
+    # ---------------------------------------------------------------- protocol
+    def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
+        """``{"backend": "simulate", "version": SIM_VERSION, "platform": ..., "power_mode": ...}``."""
+        return {"backend": "simulate", "version": SIM_VERSION, "platform": platform.name,
+                "power_mode": settings.power_mode}
+
+    def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
+        """Simulate the realised placement in ``settings.mode``; failures are returned."""
+        realized = realisation.realized
+        model = realized.model
+        g = graph_info(model)
+        base = dict(simulated=True, backend=f"simulate-{SIM_VERSION}", mode=settings.mode,
+                    precision=settings.precision, batch=int(model.batch),
+                    requested=realisation.requested.as_dict(), realized=realized.as_dict(),
+                    fallback=dict(realisation.fallback))
+        codes = _codes(base["realized"], g)
+        power = power_factor(platform, settings.power_mode)
+        if power is None:
+            return Measurement.failure(
+                "infeasible", f"{platform.name} has no power mode {settings.power_mode!r}; "
+                f"modes: {', '.join(platform.power_modes)}", **base)
+        uses_dla = bool((codes > 0).any())
+        if uses_dla and settings.precision not in ("fp16", "int8"):
+            return Measurement.failure(
+                "infeasible", f"DLA runs fp16 or int8 only, not {settings.precision}; "
+                "realise() with this precision moves every layer to the GPU", **base)
+        if settings.mode == "replicas":
+            return self._replicas(realisation, platform, settings, power, codes, base)
+        if uses_dla and model.batch > DLA_MAX_BATCH:
+            return Measurement.failure(
+                "infeasible", f"batch {model.batch} exceeds the DLA limit of {DLA_MAX_BATCH}; "
+                "use a smaller batch or keep the layers on the GPU", **base)
+        table = cost_table(model, platform, settings.precision, model.batch, power)
+        if settings.mode == "pipeline":
+            return self._pipeline(realisation, platform, settings, table, codes, base)
+        return self._engine(realisation, platform, settings, table, codes, base)
+
+    # ---------------------------------------------------------------- engine
+    def _engine(self, r, platform, settings, table: CostTable, codes, base) -> Measurement:
+        t, by, fused = table.layer_costs(codes)
+        bms, bby, nb = table.boundary_costs(codes)
+        segs = r.realized.segments(pipeline=False)
+        seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
+        latency = float(seg_time.sum())
+        busy = {d: float(seg_time[seg_dev == c].sum()) for c, d in enumerate(CODE_DEVICE) if (seg_dev == c).any()}
+        seg_list, events = [], []
+        now = 0.0
+        for s, st in zip(segs, seg_time.tolist()):
+            seg_list.append({"index": s.index, "device": s.device, "layers": len(s.layers), "time_ms": st,
+                             "start_ms": now, "end_ms": now + st})
+            if self.timeline:
+                events.append({"device": s.device, "name": f"seg{s.index}", "start_ms": now, "end_ms": now + st, "frame": 0})
+            now += st
+        extra = {"boundaries": nb, "boundary_ms": float(bms.sum()), "islands": int((seg_dev > 0).sum()),
+                 "fused_layers": int(fused.sum()), "busy_ms": busy}
+        return self._finish(settings, platform, base, r, latency, None, busy, latency,
+                            seg_list, t, table, events, extra)
+
+    # ---------------------------------------------------------------- pipeline
+    def _pipeline(self, r, platform, settings, table: CostTable, codes, base) -> Measurement:
+        t, by, fused = table.layer_costs(codes)
+        bms, bby, nb = table.boundary_costs(codes)
+        segs = r.realized.segments(pipeline=True)
+        seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
+        sens = _sensitivity(table)
+        one = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=1, in_flight=1), sens)
+        latency = one.makespan
+        k = settings.frames_in_flight
+        extra = {"boundaries": nb, "boundary_ms": float(bms.sum()), "islands": int((seg_dev > 0).sum()),
+                 "fused_layers": int(fused.sum()), "serial_sum_ms": float(seg_time.sum())}
+        sched = one
+        if k == 1:
+            period = latency
+        else:
+            # warm-up (the first k frames) and drain (the last k) are left out of the estimate
+            frames = 2 * k + max(_PIPELINE_STEADY_FRAMES, 2 * k)
+            frames = max(2 * k + 2, min(frames, _MAX_TASKS // max(1, len(segs))))
+            sched = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=frames, in_flight=k), sens)
+            ends = np.zeros(frames)
+            starts = np.full(frames, np.inf)
+            for task in sched.tasks:
+                ends[task.frame] = max(ends[task.frame], task.end)
+                starts[task.frame] = min(starts[task.frame], task.start)
+            ends_sorted = np.sort(ends)
+            # least-squares slope of completion time over the frames in between
+            mid = ends_sorted[k - 1:frames - k]
+            x = np.arange(mid.size) - (mid.size - 1) / 2.0
+            period = float((x * (mid - mid.mean())).sum() / (x * x).sum())
+            extra["latency_in_flight_ms"] = float(np.mean(ends[k:] - starts[k:]))
+        busy_total = {d: sched.busy_ms(d) for d in sched.busy}
+        frames_run = 1 + max(task.frame for task in sched.tasks)
+        busy = {d: v / frames_run for d, v in busy_total.items() if v > 0}
+        extra["busy_ms"] = busy
+        seg_list = []
+        for s, st in zip(segs, seg_time.tolist()):
+            task = one.tasks[s.index]
+            seg_list.append({"index": s.index, "device": s.device, "layers": len(s.layers), "time_ms": st,
+                             "start_ms": task.start, "end_ms": task.end, "predecessors": list(s.predecessors)})
+        events = _events(sched.tasks) if self.timeline else []
+        return self._finish(settings, platform, base, r, latency, None, busy, period,
+                            seg_list, t, table, events, extra)
+
+    # ---------------------------------------------------------------- replicas
+    def _replicas(self, r, platform, settings, power, codes, base) -> Measurement:
+        model = r.realized.model
+        reps, why = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+        if why:
+            return Measurement.failure("infeasible", why, **base)
+        uses_dla = bool((codes > 0).any())
+        for d, b in reps.items():
+            if d != "GPU" and uses_dla and b > DLA_MAX_BATCH:
+                return Measurement.failure(
+                    "infeasible", f"replica {d} batch {b} exceeds the DLA limit of {DLA_MAX_BATCH}", **base)
+        segs = r.realized.segments(pipeline=False)
+        extra: dict[str, Any] = {}
+        if not uses_dla and any(d != "GPU" for d in reps):
+            extra["notes"] = ["the realised placement has no DLA layer: the DLA replicas run on the GPU"]
+        instances = [_instance(model, platform, settings.precision, power, codes, segs, dev, b)
+                     for dev, b in reps.items()]
+        sens = _sensitivity(instances[0]["table"])
+        loops = [[(d, ms, _demand(nb, ms, inst["table"])) for d, ms, nb in inst["parts"]] for inst in instances]
+        periods, sched, t1 = run_closed_loops(loops, sens, iterations=_REPLICA_ITERATIONS, max_tasks=_MAX_TASKS)
+        per_instance, total_fps = [], 0.0
+        for inst, period in zip(instances, periods):
+            fps = 1000.0 * inst["batch"] / period
+            total_fps += fps
+            per_instance.append({"device": inst["device"], "batch": inst["batch"], "latency_ms": period,
+                                 "throughput_fps": fps, "alone_ms": sum(p[1] for p in inst["parts"]),
+                                 "segments": len(inst["parts"])})
+        latency = max(periods)
+        busy_frac = {d: sched.busy_ms(d, 0.0, t1) / t1 for d in sched.busy}
+        busy = {d: f * latency for d, f in busy_frac.items() if f > 0}
+        # segments / layer times are reported for the first DLA instance (else the GPU one), alone
+        shown = next((x for x in instances if x["device"] != "GPU"), instances[0])
+        seg_list, now = [], 0.0
+        for k, (d, ms, _) in enumerate(shown["parts"]):
+            s = segs[k] if shown["device"] != "GPU" else None
+            seg_list.append({"index": k, "device": d, "layers": len(s.layers) if s else len(model.layers),
+                             "time_ms": ms, "start_ms": now, "end_ms": now + ms})
+            now += ms
+        for task in sched.tasks:  # name timeline events after the replica they belong to
+            task.label = f"{instances[task.group]['device']}-replica part{task.key[2]}"
+        extra.update(replicas=per_instance, busy_ms=busy, window_ms=t1)
+        events = _events(sched.tasks) if self.timeline else []
+        m = self._finish(settings, platform, base, r, latency, total_fps, busy, latency, seg_list,
+                         shown["t"], shown["table"], events, extra)
+        # energy per model-batch inference = mean power / samples per ms * model batch
+        p_w = _power(platform, busy_frac, power)
+        m.power_w = p_w
+        m.energy_mj = p_w / (total_fps / 1000.0) * model.batch
+        m.extra["energy_per_sample_mj"] = p_w / (total_fps / 1000.0)
+        return m
+
+    # ---------------------------------------------------------------- common
+    def _finish(self, settings, platform, base, r, latency, fps, busy, period, seg_list, t, table, events, extra):
+        """Samples, throughput, energy and the Measurement (latency / period in ms)."""
+        latency, period = max(latency, _MIN_MS), max(period, _MIN_MS)
+        if fps is None:  # one inference of table.batch samples per period
+            fps = 1000.0 * table.batch / period
+        power = table.power
+        samples, stats = _samples(latency, settings, r.realized)
+        scale = stats["median"] / latency if latency > 0 else 1.0
+        fps = fps / scale if scale > 0 else fps
+        # energy per inference: idle over the period + each device's active power while busy
+        frac = {d: (ms / period if period > 0 else 0.0) for d, ms in busy.items()}
+        p_w = _power(platform, frac, power)
+        energy = p_w * period  # W x ms = mJ
+        extra["power_w_by_device"] = {d: _active_w(platform, d, power) * f for d, f in frac.items()}
+        extra["period_ms"] = period
+        extra["sim_version"] = SIM_VERSION
+        g = table.g
+        return Measurement(
+            status="ok", latency_samples_ms=samples, latency_ms=stats, throughput_fps=float(fps),
+            dla_loadables=dict(r.loadables), segment_times_ms=seg_list,
+            layer_times_ms=dict(zip(g.names, t.tolist())), energy_mj=float(energy), power_w=float(p_w),
+            build_seconds=0.0, timeline=events[:_MAX_EVENTS], extra=extra, **base)
+
+
+def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", power_mode: str = "MAXN",
+                        iterations: int = _REPLICA_ITERATIONS) -> list[dict[str, Any]]:
+    """Several engines (possibly of different models) running at once, each in a closed loop.
+
+    This is the multi-model form of ``replicas`` mode (e.g. the "3 models on GPU, DLA0 and
+    DLA1" contention case of the reference). All figures are simulated.
+
+    Args:
+        jobs: ``(realisation, device)`` pairs: the realised placement of a model runs as one
+            engine at the model's batch; on ``"GPU"`` it runs all-GPU, on ``"DLA0"``/``"DLA1"``
+            its DLA layers run on that core and its fallback layers on the shared GPU.
+        platform: the Jetson profile.
+        precision: ``fp16`` or ``int8`` (``fp32`` for GPU-only jobs).
+        power_mode: a power mode of the platform.
+        iterations: inferences of the slowest engine that are simulated.
+
+    Returns:
+        Per job: ``device``, ``model``, ``alone_ms`` (latency alone), ``latency_ms`` (with the
+        others running), ``throughput_fps`` and ``slowdown`` (latency_ms / alone_ms).
+
+    Example:
+        >>> jobs = [(realise(Placement.all_gpu(m), orin), "GPU"),            # doctest: +SKIP
+        ...         (realise(Placement.all_dla(m), orin, precision="int8"), "DLA0")]
+        >>> [round(j["slowdown"], 2) for j in simulate_concurrent(jobs, orin)]  # doctest: +SKIP
+        [1.4, 1.06]
+    """
+    from placetune.errors import ConfigError
+
+    power = power_factor(platform, power_mode)
+    if power is None:
+        raise ConfigError(f"{platform.name} has no power mode {power_mode!r}; modes: {', '.join(platform.power_modes)}")
+    instances = []
+    for realisation, device in jobs:
+        if device not in platform.devices:
+            raise ConfigError(f"{platform.name} has no device {device!r}; devices: {', '.join(platform.devices)}")
+        model = realisation.realized.model
+        codes = _codes(realisation.realized.as_dict(), graph_info(model))
+        segs = realisation.realized.segments(pipeline=False)
+        inst = _instance(model, platform, precision, power, codes, segs, device, int(model.batch))
+        inst["model"] = model.name
+        instances.append(inst)
+    sens = _sensitivity(instances[0]["table"])
+    loops = [[(d, ms, _demand(nb, ms, inst["table"])) for d, ms, nb in inst["parts"]] for inst in instances]
+    periods, _, _ = run_closed_loops(loops, sens, iterations=iterations, max_tasks=_MAX_TASKS)
+    out = []
+    for inst, period, loop in zip(instances, periods, loops):
+        alone = run_closed_loops([loop], sens, iterations=2)[0][0]
+        out.append({"device": inst["device"], "model": inst["model"], "alone_ms": alone, "latency_ms": period,
+                    "throughput_fps": 1000.0 * inst["batch"] / period, "slowdown": period / alone})
+    return out
+
+
+# =========================================================================================
+# helpers
+# =========================================================================================
+def _codes(realized: dict[str, str], g) -> np.ndarray:
+    if len(realized) != g.n or list(realized) != g.names:
+        realized = {n: realized[n] for n in g.names}
+    return np.fromiter(map(DEVICE_CODE.__getitem__, realized.values()), dtype=np.intp, count=g.n)
+
+
+def _segment_sums(segs, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
+    """Per segment: time (layers + incoming boundaries + DLA island overhead), bytes, device code."""
+    g = table.g
+    names = [n for s in segs for n in s.layers]
+    ids = [s.index for s in segs for _ in s.layers]
+    seg_of = np.empty(g.n, dtype=np.intp)
+    seg_of[list(itemgetter(*names)(g.index)) if len(names) > 1 else [g.index[names[0]]]] = ids
+    k = len(segs)
+    seg_time = np.bincount(seg_of, weights=ms, minlength=k)
+    seg_bytes = np.bincount(seg_of, weights=nbytes, minlength=k)
+    seg_dev = np.fromiter((DEVICE_CODE[s.device] for s in segs), dtype=np.intp, count=k)
+    seg_time = seg_time + np.where(seg_dev > 0, table.island_ms, 0.0)
+    return seg_time, seg_bytes, seg_dev
+
+
+def _instance(model, platform, precision, power, codes, segs, device, batch) -> dict[str, Any]:
+    """One replica: the whole network on ``device`` at ``batch`` as a list of parts (device, ms, bytes).
+
+    The GPU replica is one all-GPU engine; a DLA replica runs the realised placement with its
+    DLA layers on ``device`` (its fallback layers are GPU parts that share the GPU).
+    """
+    table = cost_table(model, platform, precision, batch, power)
+    if device == "GPU":
+        t, by, _ = table.layer_costs(np.zeros_like(codes))
+        parts = [("GPU", float(t.sum()), float(by.sum()))]
+    else:
+        icodes = np.where(codes > 0, DEVICE_CODE[device], 0)
+        t, by, _ = table.layer_costs(icodes)
+        bms, bby, _ = table.boundary_costs(icodes)
+        st, sb, sd = _segment_sums(segs, table, t + bms, by + bby)
+        parts = [(device if c else "GPU", x, y) for c, x, y in zip(sd.tolist(), st.tolist(), sb.tolist())]
+    return {"device": device, "batch": int(batch), "parts": parts, "table": table, "t": t}
+
+
+def _demand(nbytes: float, ms: float, table: CostTable) -> float:
+    if ms <= 0:
+        return 0.0
+    return min(1.0, nbytes / (ms * table.dram_bytes_per_ms))
+
+
+def _sensitivity(table: CostTable) -> dict[str, float]:
+    c = table.c
+    return {"GPU": c.gpu_sensitivity, "DLA0": c.dla_sensitivity, "DLA1": c.dla_sensitivity}
+
+
+def _frame_tasks(segs, seg_time, seg_bytes, table, frames: int, in_flight: int) -> list[Task]:
+    """Tasks of ``frames`` frames of a segment DAG, at most ``in_flight`` frames at once."""
+    k = len(segs)
+    has_succ = [False] * k
+    for s in segs:
+        for p in s.predecessors:
+            has_succ[p] = True
+    sinks = [i for i in range(k) if not has_succ[i]]
+    tasks = []
+    st, sb = seg_time.tolist(), seg_bytes.tolist()
+    for f in range(frames):
+        base = f * k
+        gate = tuple((f - in_flight) * k + i for i in sinks) if f >= in_flight else ()
+        for s in segs:
+            preds = tuple(base + p for p in s.predecessors) or gate
+            tasks.append(Task(s.device, st[s.index], _demand(sb[s.index], st[s.index], table), preds,
+                              key=(f, s.index), stream=0, label=f"seg{s.index}", frame=f))
+    return tasks
+
+
+def _events(tasks) -> list[dict[str, Any]]:
+    out = [{"device": t.device, "name": t.label, "start_ms": t.start, "end_ms": t.end, "frame": t.frame}
+           for t in tasks if t.end > t.start]
+    out.sort(key=lambda e: (e["start_ms"], e["device"]))
+    return out[:_MAX_EVENTS]
+
+
+def _active_w(platform, device: str, power: float) -> float:
+    # ESTIMATE: active power scales with the clock factor of the power mode
+    return (platform.gpu_active_w if device == "GPU" else platform.dla_active_w) * power
+
+
+def _power(platform, busy_fraction: dict[str, float], power: float) -> float:
+    """Mean module power (W): idle + active power of each device times its busy fraction."""
+    return platform.idle_w + sum(_active_w(platform, d, power) * min(1.0, f) for d, f in busy_fraction.items())
+
+
+def _samples(latency: float, settings, realized) -> tuple[list[float], dict[str, float]]:
+    """``iterations`` latency samples: all equal without noise, else seeded lognormal noise
+    (mean 1, relative sd ``settings.noise``), reproducible per (seed, placement, mode)."""
+    n = settings.iterations
+    if settings.noise <= 0:
+        v = float(latency)
+        return [v] * n, {"median": v, "mean": v, "min": v, "max": v, "p90": v, "p99": v}
+    seed = zlib.crc32(f"{settings.seed}:{realized.key}:{settings.mode}".encode())
+    rng = np.random.default_rng(seed)
+    sigma = math.sqrt(math.log1p(settings.noise ** 2))
+    a = latency * rng.lognormal(-sigma * sigma / 2.0, sigma, size=n)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return a.tolist(), {"median": float(p50), "mean": float(a.mean()), "min": float(a.min()),
+                        "max": float(a.max()), "p90": float(p90), "p99": float(p99)}

@@ -1,0 +1,1 @@
+"""The TensorRT backend: an isolated worker process builds and times engines (TensorRT imported only there)."""

@@ -1,0 +1,598 @@
+"""The ``tensorrt`` backend: build and time each placement with TensorRT on the Jetson itself.
+
+Every build+time job runs in an isolated worker process (:mod:`placetune.backends.tensorrt.worker`,
+driven by :class:`WorkerPool`): a segfault, a hang or a CUDA error becomes a measurement
+with status ``crashed``, ``timeout``, ``build_failed`` or ``runtime_failed`` and the study
+goes on with a fresh worker. TensorRT and PyCUDA are imported only inside the worker, so
+this module imports anywhere.
+
+Three modes (DESIGN.md): ``engine`` builds one engine; ``pipeline`` cuts the ONNX model into
+one sub-model per segment (:mod:`placetune.placement.cut`), builds one engine per segment (GPU, or
+DLA core k with GPU fallback; engines are cached on disk and shared between placements,
+:mod:`placetune.backends.tensorrt.cache`) and runs them chained by CUDA streams and events after
+checking their outputs against one all-GPU engine; ``replicas`` runs one whole-network
+engine per device at once (:mod:`placetune.backends.tensorrt.pipeline`).
+
+What runs where is read back from TensorRT's build log (:mod:`placetune.backends.tensorrt.buildlog`):
+``Measurement.realized`` is what TensorRT placed, ``Measurement.fallback`` says why layers
+asked on a DLA ran on the GPU, and ``extra["realized_vs_predicted"]`` lists where TensorRT
+disagreed with placetune's own DLA rules.
+
+The engine that is built is the placement placetune *predicts* TensorRT will realise (the
+evaluator's cache key), on the realisation's DLA core; TensorRT may move further layers.
+
+Example:
+    >>> from placetune import Evaluator, Placement
+    >>> from placetune.backends.tensorrt import TensorRTBackend
+    >>> be = TensorRTBackend(worker_python="/usr/bin/python3")        # doctest: +SKIP
+    >>> ev = Evaluator("resnet18", "orin-agx", backend=be, precision="int8")  # doctest: +SKIP
+    >>> m = ev.evaluate(Placement.all_dla(ev.model))                   # doctest: +SKIP
+    >>> m.status, m.realized["/avgpool/GlobalAveragePool"], m.dla_loadables  # doctest: +SKIP
+    ('ok', 'GPU', {'DLA0': 1})
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placetune.errors import BackendError, ConfigError
+from placetune.measurement import Measurement
+from placetune.backends.tensorrt import env as trt_env
+from placetune.backends.tensorrt.buildlog import attribute_profile, locate, parse_build_log
+from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
+
+from placetune.backends.base import default_cache_dir
+if TYPE_CHECKING:
+    import onnx
+
+    from placetune.model.model import Model
+    from placetune.hardware.platforms import Platform
+    from placetune.placement.realise import Realisation
+    from placetune.settings import Settings
+
+__all__ = [
+    "TensorRTBackend", "WorkerPool", "WorkerClient", "WorkerReply", "WORKER_FILE",
+    "convert_to_fp16", "has_qdq", "MODES_NOT_IMPLEMENTED", "DLA_POOLS", "GATE_TOLERANCE",
+]
+
+log = logging.getLogger(__name__)
+
+#: Kept for callers of earlier versions: every mode is implemented now.
+MODES_NOT_IMPLEMENTED = "pipeline/replicas modes on TensorRT are not implemented yet (issue 8)"
+#: Pipeline correctness gate: the largest relative L2 error ||pipeline - all-GPU|| / ||all-GPU||
+#: of any network output, per precision. Both sides run at the same precision, so the error
+#: is what re-rounding at the cuts and other fusions/tactics add. INT8 without a calibration
+#: cache (trtexec-style dynamic ranges) is reported but not enforced.
+GATE_TOLERANCE = {"fp32": 1e-3, "fp16": 2e-2, "int8": 0.15}
+#: Accepted names of ``dla_memory_pools`` keys -> ``trt.MemoryPoolType`` members.
+DLA_POOLS = {
+    "dla_sram": "DLA_MANAGED_SRAM", "dla_managed_sram": "DLA_MANAGED_SRAM", "dlasram": "DLA_MANAGED_SRAM",
+    "dla_local_dram": "DLA_LOCAL_DRAM", "dlalocaldram": "DLA_LOCAL_DRAM",
+    "dla_global_dram": "DLA_GLOBAL_DRAM", "dlaglobaldram": "DLA_GLOBAL_DRAM",
+    "workspace": "WORKSPACE",
+}
+_INSPECTOR_MAX_CHARS = 500_000  # DETAILED inspector JSON of big models is large; the store keeps it
+_LOG_KEEP = 400
+# ONNX inputs that must stay float32 when a model is converted to fp16 (op, input index).
+_FLOAT32_INPUTS = {("Resize", 2), ("Upsample", 1)}
+
+
+def _version_tuple(text: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)(?:\.(\d+))?", text or "")
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else (0, 0)
+
+
+def _rules_version(text: str, parts: int | None = None) -> str:
+    """The version placetune's DLA rules need: ``major.minor`` before 11, ``major.minor.patch``
+    from 11 on (11.4.0 has no DLA on Jetson, 11.4.1 has)."""
+    nums = [int(x) for x in re.findall(r"\d+", text or "")[:3]] + [0, 0, 0]
+    n = parts or (3 if nums[0] >= 11 else 2)
+    return ".".join(str(x) for x in nums[:n])
+
+
+def _default_cache_dir() -> Path:
+    return default_cache_dir("tensorrt")
+
+
+def _normalise_pools(pools: dict[str, int] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, size in (pools or {}).items():
+        name = DLA_POOLS.get(str(key).lower(), str(key).upper())
+        if name not in DLA_POOLS.values():
+            raise ConfigError(f"unknown memory pool {key!r}; pools are {', '.join(sorted(set(DLA_POOLS.values())))}")
+        size = int(size)
+        if size <= 0:
+            raise ConfigError(f"memory pool {key!r} must be > 0 bytes (got {size})")
+        if name.startswith("DLA") and (size < 4096 or size & (size - 1)):
+            raise ConfigError(f"DLA memory pool {key!r} must be a power of 2 of at least 4 KiB (got {size})")
+        out[name] = size
+    return out
+
+
+# =========================================================================================
+# ONNX preparation (parent side)
+# =========================================================================================
+def has_qdq(proto: "onnx.ModelProto") -> bool:
+    """True when the graph has QuantizeLinear/DequantizeLinear nodes (explicit quantisation)."""
+    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node)
+
+
+def convert_to_fp16(proto: "onnx.ModelProto") -> "onnx.ModelProto":
+    """A copy of the model whose float32 tensors are float16, for strongly typed TensorRT (11.x).
+
+    Converts initializers, ``Constant``/``ConstantOfShape`` values, graph inputs and outputs
+    and ``Cast(to=FLOAT)``; Resize/Upsample scales stay float32 (ONNX requires it). Intermediate
+    ``value_info`` is dropped (shapes and types are re-inferred).
+
+    Example:
+        >>> from placetune import zoo
+        >>> m16 = convert_to_fp16(zoo.build("seed-block", weights=True))
+        >>> m16.graph.input[0].type.tensor_type.elem_type == 10   # FLOAT16
+        True
+    """
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    g = m.graph
+    keep = {n.input[i] for n in g.node for op, i in _FLOAT32_INPUTS if n.op_type == op and len(n.input) > i}
+
+    def half(t: onnx.TensorProto) -> None:
+        if t.data_type == TensorProto.FLOAT and t.name not in keep:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+
+    for t in g.initializer:
+        half(t)
+    for vi in list(g.input) + list(g.output):
+        tt = vi.type.tensor_type
+        if tt.elem_type == TensorProto.FLOAT:
+            tt.elem_type = TensorProto.FLOAT16
+    del g.value_info[:]
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR and not (node.op_type == "Constant" and node.output[0] in keep):
+                if a.t.data_type == TensorProto.FLOAT:
+                    name = a.t.name
+                    a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float16), name))
+            elif node.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+    return m
+
+
+def _load_full(path: Path) -> "onnx.ModelProto":
+    import onnx
+
+    if path.suffix == ".gz":
+        with gzip.open(path, "rb") as fh:
+            return onnx.load_from_string(fh.read())
+    return onnx.load(str(path))
+
+
+def _zero_weights(proto: "onnx.ModelProto") -> "onnx.ModelProto":
+    """Fill initializers that have dims but no data (placetune strips weights) with zeros."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    for t in m.graph.initializer:
+        if not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data) and any(t.dims):
+            dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
+            t.CopyFrom(numpy_helper.from_array(np.zeros(tuple(t.dims), dtype=dtype), t.name))
+    return m
+
+
+# =========================================================================================
+# the backend
+# =========================================================================================
+class TensorRTBackend:
+    """Build and time placements with TensorRT (Python API) in an isolated worker process.
+
+    Modes: ``engine`` (one engine, one DLA core), ``pipeline`` (one engine per segment,
+    chained; see :mod:`placetune.backends.tensorrt.pipeline`) and ``replicas`` (one whole-network
+    engine per device, all at once).
+
+    Args:
+        worker_python: interpreter that runs the worker; JetPack's TensorRT bindings live in
+            the system Python (``/usr/bin/python3``). Default: this interpreter.
+        timeout_s: limit for building and timing one placement; the worker is killed past it.
+        start_timeout_s: limit for a new worker to start.
+        warmup_ms: warm-up before timing (trtexec's default is 200 ms).
+        iterations: timed inferences (default: ``settings.iterations``).
+        profile_iterations: inferences of the separate per-layer profiling run (0: none).
+        cache_dir: where prepared ONNX files and timing caches go
+            (default ``$PLACETUNE_CACHE_DIR/tensorrt`` or ``~/.cache/placetune/tensorrt``).
+        timing_cache: reuse a timing cache file per platform and TensorRT version.
+        calibration_cache: an INT8 calibration cache file (TensorRT 8.x/10.x); without one,
+            INT8 builds use trtexec-style per-tensor dynamic ranges (fine for timing only).
+        dla_memory_pools: pool limits in bytes, e.g. ``{"dla_sram": 1 << 20,
+            "dla_local_dram": 1 << 30, "dla_global_dram": 1 << 29, "workspace": 1 << 30}``.
+        worker_env: extra environment variables for the worker.
+        inspector: store the engine inspector's JSON (DETAILED verbosity; its DLA fields are
+            unverified) in ``extra["engine_inspector"]``, cut at 500,000 characters.
+        verbose_log: keep TensorRT's VERBOSE messages too.
+        engine_cache: pipeline / replicas: keep built engines on disk (``cache_dir/engines``)
+            and reuse them for later placements that share a segment.
+        gate: pipeline: check the pipeline's outputs against one all-GPU engine on random
+            input before timing; a mismatch is ``runtime_failed`` with the numbers.
+        gate_tolerance: per precision overrides of :data:`GATE_TOLERANCE`.
+        timeline_frames: pipeline: frames stamped per engine for ``Measurement.timeline``
+            (at least ``2 * frames_in_flight + 2``).
+        replicas_duration_s: replicas: how long all instances run at once (trtexec's
+            ``--duration`` default is 3 s).
+        test_wrong_cut: testing only: swap two same-typed inputs of the first segment that
+            has them (a deliberately wrong cut) so that the gate can be seen to catch it.
+
+    Raises:
+        ConfigError: bad pool sizes, a missing calibration cache or a worker Python that
+            does not exist.
+    """
+
+    name = "tensorrt"
+    simulated = False
+
+    def __init__(
+        self,
+        worker_python: str | None = None,
+        *,
+        timeout_s: float = 900.0,
+        start_timeout_s: float = 120.0,
+        warmup_ms: float = 200.0,
+        iterations: int | None = None,
+        profile_iterations: int = 10,
+        cache_dir: str | os.PathLike[str] | None = None,
+        timing_cache: bool = True,
+        calibration_cache: str | os.PathLike[str] | None = None,
+        dla_memory_pools: dict[str, int] | None = None,
+        worker_env: dict[str, str] | None = None,
+        inspector: bool = True,
+        verbose_log: bool = False,
+        engine_cache: bool = True,
+        gate: bool = True,
+        gate_tolerance: dict[str, float] | None = None,
+        timeline_frames: int = 4,
+        replicas_duration_s: float = 3.0,
+        test_wrong_cut: bool = False,
+    ) -> None:
+        import sys
+
+        self.worker_python = str(worker_python or sys.executable)
+        if os.sep in self.worker_python and not os.path.exists(self.worker_python):
+            raise ConfigError(f"worker Python {self.worker_python} does not exist; pass an existing interpreter, "
+                              "e.g. --worker-python /usr/bin/python3")
+        if os.sep not in self.worker_python and shutil.which(self.worker_python) is None:
+            raise ConfigError(f"worker Python {self.worker_python!r} is not on PATH")
+        if timeout_s <= 0 or warmup_ms < 0 or profile_iterations < 0 or (iterations is not None and iterations < 1):
+            raise ConfigError("timeout_s must be > 0, warmup_ms and profile_iterations >= 0, iterations >= 1")
+        self.timeout_s = float(timeout_s)
+        self.warmup_ms = float(warmup_ms)
+        self.iterations = iterations
+        self.profile_iterations = int(profile_iterations)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+        self.timing_cache = bool(timing_cache)
+        self.calibration_cache = str(calibration_cache) if calibration_cache else None
+        if self.calibration_cache and not Path(self.calibration_cache).is_file():
+            raise ConfigError(f"calibration cache {self.calibration_cache} does not exist")
+        self.memory_pools = _normalise_pools(dla_memory_pools)
+        self.inspector = bool(inspector)
+        self.verbose_log = bool(verbose_log)
+        unknown = set(gate_tolerance or {}) - set(GATE_TOLERANCE)
+        if unknown:
+            raise ConfigError(f"gate_tolerance names unknown precisions {sorted(unknown)}; "
+                              f"precisions are {', '.join(GATE_TOLERANCE)}")
+        if any(float(v) <= 0 for v in (gate_tolerance or {}).values()):
+            raise ConfigError("gate_tolerance values must be > 0")
+        if timeline_frames < 1 or replicas_duration_s <= 0:
+            raise ConfigError("timeline_frames must be >= 1 and replicas_duration_s > 0")
+        self.engine_cache = bool(engine_cache)
+        self.gate = bool(gate)
+        self.gate_tolerance = {**GATE_TOLERANCE, **{k: float(v) for k, v in (gate_tolerance or {}).items()}}
+        self.timeline_frames = int(timeline_frames)
+        self.replicas_duration_s = float(replicas_duration_s)
+        self.test_wrong_cut = bool(test_wrong_cut)
+        self._sources: dict[str, Any] = {}
+        self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s)
+        self._probe: dict[str, Any] | None = None
+        self._warned: set[str] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Stop the worker process."""
+        self.pool.close()
+
+    def __enter__(self) -> "TensorRTBackend":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"TensorRTBackend(worker_python={self.worker_python!r}, timeout_s={self.timeout_s})"
+
+    # ------------------------------------------------------------------ probing
+    def probe(self, refresh: bool = False) -> dict[str, Any]:
+        """The worker's view of TensorRT: ``trt_version``, ``num_dla_cores``, ``pycuda_version``,
+        errors (``trt_error``...). Cached; a failed probe is retried next time."""
+        if self._probe is not None and not refresh:
+            return self._probe
+        reply = self.pool.run({"op": "probe"}, timeout_s=max(60.0, self.pool.start_timeout_s))
+        if reply.kind != "result":
+            why = reply.signal or (f"exit status {reply.returncode}" if reply.returncode is not None else reply.kind)
+            return {"trt_version": None, "trt_error": f"the worker {reply.kind} ({why}) while probing: "
+                    f"{reply.stderr_tail[-500:]}"}
+        self._probe = reply.result
+        return self._probe
+
+    def _warn_once(self, key: str, msg: str, *args: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(msg, *args)
+
+    def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
+        """TensorRT version, L4T/JetPack, module, power mode and whether clocks are locked.
+
+        Raises:
+            BackendError: the worker cannot import TensorRT (``placetune doctor`` says why).
+        """
+        p = self.probe()
+        version = p.get("trt_version")
+        if not version:
+            raise BackendError(
+                f"TensorRT cannot be used by {self.worker_python}: {p.get('trt_error')}. Run `placetune doctor`; "
+                "on JetPack create the venv with --system-site-packages, or pass --worker-python /usr/bin/python3"
+            )
+        fp: dict[str, Any] = {
+            "backend": "tensorrt",
+            "trt_version": version,
+            "platform": platform.name,
+            "dla_cores": p.get("num_dla_cores"),
+            "l4t": trt_env.read_l4t(),
+            "jetpack": trt_env.read_jetpack(),
+            "module": trt_env.read_module(),
+            "power_mode": trt_env.read_power_mode(),
+            "clocks_locked": trt_env.read_clocks(),
+        }
+        if fp["clocks_locked"] is not True:
+            state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
+            self._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
+                            "(and check with `sudo jetson_clocks --show`)", state)
+        if fp["power_mode"] is not None and fp["power_mode"] != settings.power_mode:
+            self._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
+                            "set it with `sudo nvpmodel -m <id>`", fp["power_mode"], settings.power_mode)
+        rules = _rules_version(version)
+        if _rules_version(settings.trt_version, len(rules.split("."))) != rules:
+            self._warn_once("trtver", "DLA rules are for TensorRT %s but the worker has TensorRT %s; "
+                            "pass trt_version=%r for matching predictions", settings.trt_version, version, rules)
+        return fp
+
+    # ------------------------------------------------------------------ measuring
+    def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
+        """Build and time the realised placement in a worker; failures are returned, never raised."""
+        model = realisation.realized.model
+        base: dict[str, Any] = dict(
+            simulated=False, backend="tensorrt", mode=settings.mode, precision=settings.precision,
+            batch=int(model.batch), requested=realisation.requested.as_dict(),
+        )
+        try:
+            return self._measure(realisation, platform, settings, base)
+        except Exception as exc:  # noqa: BLE001 - the study must go on
+            log.exception("TensorRT backend internal error")
+            return Measurement.failure("crashed", f"placetune's TensorRT backend failed: {type(exc).__name__}: {exc}",
+                                       **base)
+
+    def _measure(self, r: "Realisation", platform: "Platform", settings: "Settings", base: dict[str, Any]) -> Measurement:
+        p = self.probe()
+        version = p.get("trt_version")
+        if not version:
+            return Measurement.failure("runtime_failed", f"TensorRT is not usable by the worker: {p.get('trt_error')}; "
+                                       "run `placetune doctor`", **base)
+        base["backend"] = f"tensorrt-{version}"
+        model = r.realized.model
+        predicted = r.realized.as_dict()
+        dla_layers = [n for n, d in predicted.items() if d != "GPU"]
+        core = r.dla_core if (r.dla_core is not None and dla_layers) else -1
+        cores = p.get("num_dla_cores")
+        if core >= 0 and cores is not None and core >= int(cores):
+            return Measurement.failure(
+                "infeasible", f"the placement uses DLA{core} but TensorRT {version} reports {cores} DLA core(s) here",
+                realized=predicted, **base)
+        major = _version_tuple(version)[0]
+        strongly_typed = major >= 11
+        if strongly_typed and settings.precision == "int8" and not self._source_has_qdq(model):
+            return Measurement.failure(
+                "infeasible",
+                f"TensorRT {version} builds strongly typed networks only: int8 needs an ONNX model with Q/DQ "
+                "(QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
+                "TensorRT Model Optimizer) or use precision fp16.", **base)
+        if settings.mode in ("pipeline", "replicas"):
+            from placetune.backends.tensorrt import pipeline as trt_pipeline
+
+            run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
+            return run(self, r, platform, settings, base, version, cores)
+        try:
+            onnx_path = self._prepare_onnx(model, fp16=strongly_typed and settings.precision == "fp16")
+        except Exception as exc:  # noqa: BLE001
+            return Measurement.failure("build_failed", f"cannot prepare the ONNX file for TensorRT: "
+                                       f"{type(exc).__name__}: {exc}", **base)
+        job = {
+            "op": "measure",
+            "onnx": str(onnx_path),
+            "input_shapes": {k: list(v) for k, v in model.input_shapes.items()},
+            "precision": settings.precision,
+            "strongly_typed": strongly_typed,
+            "dla_core": core,
+            "gpu_fallback": settings.gpu_fallback,
+            "dla_layers": dla_layers,
+            "timing_cache": str(self._timing_cache_path(platform, version)) if self.timing_cache else None,
+            "calibration_cache": self.calibration_cache if settings.precision == "int8" and not strongly_typed else None,
+            "memory_pools": self.memory_pools,
+            "iterations": self.iterations or settings.iterations,
+            "warmup_ms": self.warmup_ms,
+            "profile_iterations": self.profile_iterations,
+            "inspector": self.inspector,
+            "verbose_log": self.verbose_log,
+        }
+        reply = self.pool.run(job, timeout_s=self.timeout_s)
+        return self._to_measurement(reply, r, core, version, base)
+
+    # ------------------------------------------------------------------ helpers
+    def _timing_cache_path(self, platform: "Platform", version: str) -> Path:
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}")
+        return self.cache_dir / "timing" / f"{safe}.cache"
+
+    @staticmethod
+    def _source_has_qdq(model: "Model") -> bool:
+        if model.path is not None:
+            from placetune.model.onnx_io import read_model_proto
+
+            return has_qdq(read_model_proto(model.path)[0])
+        return model.proto is not None and has_qdq(model.proto)
+
+    def _prepare_onnx(self, model: "Model", fp16: bool) -> Path:
+        """An ONNX file TensorRT can parse: the model's own file when possible, else a
+        decompressed / exported / fp16-converted copy in the cache directory."""
+        import onnx
+
+        src = Path(model.path) if model.path is not None else None
+        if src is not None and src.suffix != ".gz" and not fp16:
+            return src.resolve()
+        if src is not None:
+            st = src.stat()
+            key = hashlib.sha1(f"{src.resolve()}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:16]
+        else:
+            key = model.hash[:16]
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]
+        out_dir = self.cache_dir / "onnx"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target = out_dir / f"{safe}-{key}{'-fp16' if fp16 else ''}.onnx"
+        if target.is_file():
+            return target
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        if src is not None:
+            if fp16:
+                onnx.save(convert_to_fp16(_load_full(src)), str(tmp))
+            else:
+                with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+                    shutil.copyfileobj(fin, fout)
+        elif model.zoo:
+            from placetune.model import zoo
+            from placetune.model.model import _zoo_options
+
+            base, _, opts = model.zoo.partition(":")
+            zoo.export(base, tmp, batch=model.batch, **_zoo_options(opts))
+            if fp16:
+                onnx.save(convert_to_fp16(onnx.load(str(tmp))), str(tmp))
+        elif model.proto is not None:
+            proto = _zero_weights(model.proto)
+            onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
+            log.warning("model %s has no file: building it with zero weights (timing only)", model.name)
+        else:
+            raise ValueError(f"model {model.name!r} has neither a file, a zoo name nor a graph")
+        os.replace(tmp, target)
+        return target
+
+    def _to_measurement(self, reply: WorkerReply, r: "Realisation", core: int, version: str,
+                        base: dict[str, Any]) -> Measurement:
+        """Classify the worker's answer and read the realised placement from the build log."""
+        model = r.realized.model
+        predicted = r.realized.as_dict()
+        extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "worker_seconds": round(reply.seconds, 3)}
+        failed = self._reply_failure(reply, base, extra)
+        if failed is not None:
+            return failed
+        res = reply.result
+        status = res.get("status")
+        lines = [(s, m) for s, m in res.get("log", [])]
+        blog = parse_build_log(lines)
+        network = [(row[0], row[1]) for row in res.get("network_layers", [])]
+        extra.update(
+            build_errors=blog.errors[:50],
+            build_warnings=blog.warnings[:100],
+            build_log=[f"[{s[0]}] {m}" for s, m in lines if s != "VERBOSE"][:_LOG_KEEP],
+            engine_bytes=res.get("engine_bytes"),
+        )
+        if res.get("traceback"):
+            extra["traceback"] = res["traceback"]
+        if res.get("parser_errors"):
+            extra["parser_errors"] = res["parser_errors"]
+        build_s = float(res.get("build_seconds") or 0.0)
+        if status == "build_failed":
+            detail = res.get("error") or "; ".join(blog.errors[:3]) or "build_serialized_network returned None"
+            return Measurement.failure("build_failed", f"TensorRT build failed: {detail}", realized=None,
+                                       build_seconds=build_s, extra=extra, **base)
+        # the realised placement, from the log
+        loc = locate(blog, model.names, network or None)
+        target = f"DLA{core}" if core >= 0 else "GPU"
+        if core < 0:
+            realized = {n: "GPU" for n in predicted}
+        elif not blog.has_sections:
+            realized = dict(predicted)
+            extra["notes"] = ["the build log has no DLA/GPU placement sections: realised placement is placetune's prediction"]
+        else:
+            realized = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else predicted[n]
+                        for n in predicted}
+        fallback = dict(r.fallback)
+        for n, d in predicted.items():
+            if d != "GPU" and realized[n] == "GPU":
+                fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
+        diff = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
+        extra.update(
+            realized_vs_predicted=diff,
+            subgraph_limit=loc.subgraph_limit,
+            dla_subgraphs=loc.subgraphs,
+            unmapped_log_names=loc.unmapped[:50],
+        )
+        loadables = {target: loc.loadables} if core >= 0 else {}
+        if status != "ok":
+            detail = res.get("error") or "; ".join(blog.errors[:3]) or "execution failed"
+            return Measurement.failure("runtime_failed", f"TensorRT execution failed: {detail}", realized=realized,
+                                       fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
+                                       extra=extra, **base)
+        samples = [float(x) for x in res.get("latency_samples_ms", [])]
+        per_inf = res.get("throughput_ms_per_inference")
+        fps = 1000.0 * base["batch"] / per_inf if per_inf else None
+        prof = attribute_profile(res.get("layer_profile") or [], blog, model.names, network or None,
+                                 dla_device=target if core >= 0 else "DLA0")
+        if res.get("layer_profile"):
+            extra.update(engine_layer_times_ms=dict((k, v) for k, v in res["layer_profile"]),
+                         dla_ms=prof.dla_ms, gpu_ms=prof.gpu_ms)
+        if res.get("inspector"):
+            extra["engine_inspector"] = str(res["inspector"])[:_INSPECTOR_MAX_CHARS]
+        extra["warmup_iterations"] = res.get("warmup_iterations")
+        return Measurement(
+            status="ok", latency_samples_ms=samples, throughput_fps=fps, realized=realized, fallback=fallback,
+            dla_loadables=loadables, segment_times_ms=prof.segments, layer_times_ms=prof.layer_times_ms,
+            build_seconds=build_s, extra=extra, **base,
+        )
+
+    def _reply_failure(self, reply: WorkerReply, base: dict[str, Any], extra: dict[str, Any],
+                       timeout_s: float | None = None) -> Measurement | None:
+        """The measurement of a worker that timed out, died or could not run the job (else None)."""
+        if reply.kind == "timeout":
+            extra["stderr_tail"] = reply.stderr_tail[-2000:]
+            return Measurement.failure(
+                "timeout", f"building and timing took longer than {timeout_s or self.timeout_s:g} s; the worker was "
+                "killed (a new one starts for the next placement)", extra=extra, **base)
+        if reply.kind == "crashed":
+            how = reply.signal or (f"exit status {reply.returncode}" if reply.returncode is not None else "no answer")
+            last = reply.stderr_tail.strip().splitlines()[-1:] if reply.stderr_tail.strip() else []
+            extra.update(returncode=reply.returncode, signal=reply.signal, stderr_tail=reply.stderr_tail[-2000:])
+            return Measurement.failure(
+                "crashed", f"the TensorRT worker died ({how}) while building/timing this placement"
+                + (f": {last[0]}" if last else ""), extra=extra, **base)
+        res = reply.result
+        if res.get("status") in ("unavailable", "error"):
+            extra["traceback"] = res.get("traceback")
+            kind = "runtime_failed" if res.get("status") == "unavailable" else "crashed"
+            return Measurement.failure(kind, f"TensorRT worker: {res.get('error')}", extra=extra, **base)
+        return None

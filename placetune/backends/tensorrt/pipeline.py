@@ -1,0 +1,507 @@
+"""``pipeline`` and ``replicas`` modes of the tensorrt backend (parent side).
+
+**pipeline**: the realised placement's segments (``Placement.segments(pipeline=True)``) are
+cut out of the ONNX model (:func:`placetune.placement.cut.cut`), one engine is built per segment in
+the worker (GPU, or DLA core *k* with GPU fallback) or taken from the engine cache
+(:mod:`placetune.backends.tensorrt.cache`), and the worker runs them as a DAG: one CUDA stream
+per engine, an event per cross-engine dependency, ``max(2, K)`` device buffers per cut
+tensor for ``K = frames_in_flight`` frames at once. Before timing, the pipeline's outputs
+on random input are compared with one all-GPU engine of the whole model (the **gate**,
+tolerance per precision: :data:`~placetune.backends.tensorrt.backend.GATE_TOLERANCE`); a mismatch
+is ``runtime_failed`` with the numbers. Reported like the simulator's pipeline mode:
+single-frame latency samples, throughput from the period with K frames in flight
+(``extra["period_ms"]``), ``segment_times_ms`` (each engine's interval in one frame),
+``timeline`` (every engine run of a few frames, from CUDA events), plus
+``extra["engine_cache"]`` (hits / misses), ``extra["gate"]`` and ``extra["engines"]``.
+
+**replicas**: one whole-network engine per device of ``settings.replicas`` (its own batch,
+its own stream; DLA instances run the placement's DLA layers on their core), each timed
+alone, then all run at once in closed loops for ``replicas_duration_s``; per instance and
+total throughput in ``extra["replicas"]`` like the simulator.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placetune.placement.cut import SegmentModel, cut, load_source, swap_inputs
+from placetune.measurement import Measurement
+from placetune.placement.placement import dla_core
+from placetune.backends.tensorrt.buildlog import attribute_profile, locate, parse_build_log
+from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
+
+from placetune.settings import resolve_replicas
+
+if TYPE_CHECKING:
+    import onnx
+
+    from placetune.model.model import Model
+    from placetune.hardware.platforms import Platform
+    from placetune.placement.realise import Realisation
+    from placetune.settings import Settings
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+
+__all__ = ["measure_pipeline", "measure_replicas"]
+
+log = logging.getLogger(__name__)
+
+_LOG_KEEP = 400
+_MAX_EVENTS = 2000
+
+
+# =========================================================================================
+# shared helpers
+# =========================================================================================
+def _strongly_typed(version: str) -> bool:
+    m = re.match(r"(\d+)", version or "")
+    return bool(m) and int(m.group(1)) >= 11
+
+
+def _common(be: "TensorRTBackend", platform: "Platform", settings: "Settings", version: str) -> dict[str, Any]:
+    """Build fields every engine of one job shares (as in an ``engine`` mode job)."""
+    st = _strongly_typed(version)
+    return {
+        "precision": settings.precision,
+        "strongly_typed": st,
+        "gpu_fallback": settings.gpu_fallback,
+        "timing_cache": str(be._timing_cache_path(platform, version)) if be.timing_cache else None,
+        "calibration_cache": be.calibration_cache if settings.precision == "int8" and not st else None,
+        "memory_pools": be.memory_pools,
+        "verbose_log": be.verbose_log,
+    }
+
+
+def _options(be: "TensorRTBackend", settings: "Settings", common: dict[str, Any], dla_layers: list[str]) -> dict:
+    """What besides content, device, precision, version and platform changes an engine."""
+    calib = common.get("calibration_cache")
+    return {"gpu_fallback": settings.gpu_fallback, "strongly_typed": common["strongly_typed"],
+            "dla_layers": sorted(dla_layers), "pools": sorted(be.memory_pools.items()),
+            "calibration": file_digest(calib) if calib else None}
+
+
+def _source(be: "TensorRTBackend", model: "Model") -> "onnx.ModelProto":
+    """The model's ONNX with weights (one kept in memory per backend)."""
+    found = be._sources.get(model.hash)
+    if found is None:
+        found = load_source(model)
+        be._sources.clear()
+        be._sources[model.hash] = found
+    return found
+
+
+def _spec(be: "TensorRTBackend", cache: EngineCache, name: str, device: str, onnx_path: Path, content: str,
+          settings: "Settings", platform: "Platform", version: str, common: dict[str, Any], dla_layers: list[str],
+          input_shapes: dict[str, list[int]]) -> tuple[dict[str, Any], bool]:
+    """A worker engine spec and whether its engine is in the cache already."""
+    core = dla_core(device) if dla_layers else None
+    dev = device if core is not None else "GPU"
+    key = engine_key(content, dev, settings.precision, version, platform.name,
+                     **_options(be, settings, common, dla_layers))
+    spec = {"name": name, "device": device, "onnx": str(onnx_path), "dla_core": -1 if core is None else core,
+            "dla_layers": list(dla_layers), "input_shapes": input_shapes,
+            "plan_cache": str(cache.plan_path(key)) if be.engine_cache else None, "cache_key": key}
+    return spec, bool(be.engine_cache and cache.has(key, version))
+
+
+def _engine_log(info: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, list[tuple[str, str | None]]]:
+    lines = [(s, m) for s, m in info.get("log") or []]
+    return lines, parse_build_log(lines), [(row[0], row[1]) for row in info.get("network_layers") or []]
+
+
+def _realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[str, str], info: dict[str, Any],
+              realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
+              report_as: str | None = None) -> tuple[int, list]:
+    """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs)."""
+    _, blog, network = _engine_log(info)
+    target = report_as or device
+    dla = [n for n in layers if predicted[n] != "GPU"]
+    if not dla or device == "GPU":
+        return 0, []
+    loc = locate(blog, list(layers), network or None)
+    if not blog.has_sections:
+        notes.append(f"{label}: the build log has no DLA/GPU placement sections; its realised placement is "
+                     "placetune's prediction")
+        for n in dla:
+            realized[n] = target
+        return 1, []
+    for n in dla:
+        on_dla = loc.devices.get(n) == "DLA" if n in loc.devices else True
+        realized[n] = target if on_dla else "GPU"
+        if not on_dla:
+            fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
+    return loc.loadables, loc.subgraphs
+
+
+def _logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:
+    lines, blog, _ = _engine_log(info)
+    extra.setdefault("build_errors", []).extend(f"{label}: {e}" for e in blog.errors[:20])
+    extra.setdefault("build_warnings", []).extend(f"{label}: {w}" for w in blog.warnings[:40])
+    kept = extra.setdefault("build_log", [])
+    for s, m in lines:
+        if s != "VERBOSE" and len(kept) < _LOG_KEEP:
+            kept.append(f"{label} [{s[0]}] {m}")
+
+
+def _cache_counts(infos: list[dict[str, Any]]) -> dict[str, int]:
+    hits = sum(1 for i in infos if i.get("cached"))
+    return {"hits": hits, "misses": len(infos) - hits}
+
+
+# =========================================================================================
+# pipeline
+# =========================================================================================
+def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platform", settings: "Settings",
+                     base: dict[str, Any], version: str, cores: int | None) -> Measurement:
+    """Cut, build (or reuse), check and time a pipeline placement; failures are returned."""
+    model = r.realized.model
+    predicted = r.realized.as_dict()
+    segments = r.realized.segments(pipeline=True)
+    for s in segments:
+        c = dla_core(s.device)
+        if c is not None and cores is not None and c >= int(cores):
+            return Measurement.failure(
+                "infeasible", f"segment {s.index} runs on {s.device} but TensorRT {version} reports {cores} DLA "
+                "core(s) here", realized=predicted, **base)
+    common = _common(be, platform, settings, version)
+    fp16 = common["strongly_typed"] and settings.precision == "fp16"
+    cache = EngineCache(be.cache_dir)
+    try:
+        source = _source(be, model)
+        cuts = cut(model, segments, source)
+        if be.test_wrong_cut:
+            cuts = _wrong_cut(cuts)
+        ref_path = be._prepare_onnx(model, fp16=fp16)
+    except Exception as exc:  # noqa: BLE001 - a model placetune cannot cut is a build failure
+        return Measurement.failure("build_failed", f"cannot cut the model into pipeline segments: "
+                                   f"{type(exc).__name__}: {exc}", **base)
+    from placetune.backends.tensorrt.backend import convert_to_fp16
+
+    specs, cached_before = [], []
+    for c in cuts:
+        content = c.hash + ("-fp16" if fp16 else "")
+        path = cache.segment_file(content, (lambda c=c: convert_to_fp16(c.proto)) if fp16 else c.proto)
+        spec, hit = _spec(be, cache, f"seg{c.index}", c.device, path, content, settings, platform, version, common,
+                          list(c.layers) if c.device != "GPU" else [], {})
+        specs.append(spec)
+        cached_before.append(hit)
+    ref_spec = None
+    gate_skipped = None
+    if not be.gate:
+        gate_skipped = "the gate is off (TensorRTBackend(gate=False))"
+    elif len(cuts) == 1 and cuts[0].device == "GPU":
+        gate_skipped = "one all-GPU engine of the whole model: nothing to check it against"
+    else:
+        ref_spec, hit = _spec(be, cache, "reference", "GPU", ref_path, file_digest(ref_path), settings, platform,
+                              version, common, [], {k: list(v) for k, v in model.input_shapes.items()})
+        cached_before.append(hit)
+    k = settings.frames_in_flight
+    enforce = settings.precision != "int8" or bool(common["calibration_cache"]) or common["strongly_typed"]
+    job = {
+        "op": "pipeline", "engines": specs, "reference": ref_spec, "common": common,
+        "network_inputs": {n: list(v) for n, v in model.input_shapes.items()},
+        "network_outputs": [o.name for o in source.graph.output],
+        "frames_in_flight": k, "iterations": be.iterations or settings.iterations, "warmup_ms": be.warmup_ms,
+        "profile_iterations": be.profile_iterations, "timeline_frames": max(be.timeline_frames, 2 * k + 2),
+        "gate": {"tolerance": be.gate_tolerance[settings.precision], "enforce": enforce}, "seed": settings.seed,
+    }
+    builds = sum(1 for h in cached_before if not h)
+    timeout = be.timeout_s * max(1, builds)
+    reply = be.pool.run(job, timeout_s=timeout)
+    return _pipeline_measurement(be, reply, r, cuts, specs, settings, base, version, timeout, gate_skipped)
+
+
+def _wrong_cut(cuts: list[SegmentModel]) -> list[SegmentModel]:
+    """Test hook: the first segment with two same-typed inputs reads them swapped."""
+    for i, c in enumerate(cuts):
+        try:
+            bad = swap_inputs(c)
+        except ValueError:
+            continue
+        log.warning("test_wrong_cut: segment %d reads its inputs %s swapped", c.index, bad.inputs[:2])
+        return cuts[:i] + [bad] + cuts[i + 1:]
+    raise ValueError("test_wrong_cut: no segment has two inputs of the same type to swap")
+
+
+def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: list[SegmentModel],
+                          specs: list[dict[str, Any]], settings: "Settings", base: dict[str, Any], version: str,
+                          timeout_s: float, gate_skipped: str | None = None) -> Measurement:
+    model = r.realized.model
+    predicted = r.realized.as_dict()
+    extra: dict[str, Any] = {"trt_version": version, "worker_seconds": round(reply.seconds, 3),
+                             "frames_in_flight": settings.frames_in_flight, "segments": len(cuts),
+                             "islands": sum(1 for c in cuts if c.device != "GPU"),
+                             "boundaries": sum(1 for c in cuts for x in c.inputs if x not in model.input_shapes)}
+    failed = be._reply_failure(reply, base, extra, timeout_s)
+    if failed is not None:
+        return failed
+    res = reply.result
+    infos = list(res.get("engines") or [])
+    ref = res.get("reference")
+    extra["engine_cache"] = {**_cache_counts(infos), "reference": None if ref is None else bool(ref.get("cached"))}
+    realized = dict(predicted)
+    fallback = dict(r.fallback)
+    notes: list[str] = []
+    loadables: dict[str, int] = {}
+    rows = []
+    build_s = 0.0
+    for c, spec, info in zip(cuts, specs, infos):
+        label = f"seg{c.index}"
+        _logs_into(extra, label, info)
+        n_load, subgraphs = _realised(c.layers, c.device, predicted, info, realized, fallback, notes, label)
+        if c.device != "GPU":
+            loadables[c.device] = loadables.get(c.device, 0) + n_load
+        if not info.get("cached"):
+            build_s += float(info.get("build_seconds") or 0.0)
+        rows.append({"index": c.index, "device": c.device, "layers": len(c.layers), "first": c.layers[0],
+                     "last": c.layers[-1], "inputs": list(c.inputs), "outputs": list(c.outputs),
+                     "predecessors": list(c.predecessors), "cached": bool(info.get("cached")),
+                     "build_seconds": info.get("build_seconds"), "engine_bytes": info.get("engine_bytes"),
+                     "dla_loadables": n_load, "dla_subgraphs": subgraphs, "content_hash": c.hash,
+                     "cache_key": spec.get("cache_key")})
+    if ref is not None:
+        _logs_into(extra, "reference", ref)
+        if not ref.get("cached"):
+            build_s += float(ref.get("build_seconds") or 0.0)
+    extra["engines"] = rows
+    extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
+    if notes:
+        extra["notes"] = notes
+    if res.get("traceback"):
+        extra["traceback"] = res["traceback"]
+    if res.get("gate"):
+        extra["gate"] = res["gate"]
+    elif gate_skipped:
+        extra["gate"] = {"checked": False, "reason": gate_skipped}
+    status = res.get("status")
+    common = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s, extra=extra,
+                  **base)
+    if status == "build_failed":
+        k = int(res.get("failed_engine", len(infos) - 1))
+        if k < len(cuts):
+            c = cuts[k]
+            span = c.layers[0] + (f" .. {c.layers[-1]}" if len(c.layers) > 1 else "")
+            what = f"segment {c.index} ({c.device}: {span})"
+        else:
+            what = "the all-GPU reference engine"
+        info = infos[k] if k < len(infos) else (ref or {})
+        detail = info.get("error") or "; ".join(parse_build_log(info.get("log") or []).errors[:3])
+        if info.get("parser_errors"):
+            extra["parser_errors"] = info["parser_errors"]
+        common["realized"] = None
+        return Measurement.failure("build_failed", f"TensorRT build of {what} failed: {detail}", **common)
+    if status != "ok":
+        runtime = [m for s, m in res.get("runtime_log") or [] if s in ("ERROR", "INTERNAL_ERROR")]
+        if runtime:
+            extra["runtime_errors"] = runtime[:20]
+        error = str(res.get("error"))
+        why = error if error.startswith("pipeline outputs differ") else f"pipeline execution failed: {error}"
+        return Measurement.failure("runtime_failed", why, **common)
+    # ---- timings
+    samples = [float(x) for x in res.get("latency_samples_ms") or []]
+    period = float(res.get("period_ms") or 0.0)
+    fps = 1000.0 * base["batch"] / period if period > 0 else None
+    extra["period_ms"] = period
+    extra["slots"] = res.get("slots")
+    alone = res.get("alone_ms") or []
+    schedule = res.get("schedule") or []
+    seg_times = []
+    for i, c in enumerate(cuts):
+        start, end = (schedule[i] if i < len(schedule) else (None, None))
+        seg_times.append({"index": c.index, "device": c.device, "layers": len(c.layers),
+                          "time_ms": (end - start) if start is not None else None, "start_ms": start, "end_ms": end,
+                          "predecessors": list(c.predecessors),
+                          "alone_ms": alone[i] if i < len(alone) else None})
+    events = []
+    frames: dict[int, list[float]] = {}
+    busy: dict[str, float] = {}
+    for i, f, start, end in res.get("timeline") or []:
+        c = cuts[int(i)]
+        events.append({"device": c.device, "name": f"seg{c.index}", "start_ms": float(start), "end_ms": float(end),
+                       "frame": int(f)})
+        span = frames.setdefault(int(f), [float(start), float(end)])
+        span[0], span[1] = min(span[0], float(start)), max(span[1], float(end))
+        busy[c.device] = busy.get(c.device, 0.0) + float(end) - float(start)
+    events.sort(key=lambda e: (e["start_ms"], e["device"]))
+    if frames:
+        extra["busy_ms"] = {d: v / len(frames) for d, v in busy.items()}
+        k = settings.frames_in_flight
+        steady = [e - s for f, (s, e) in sorted(frames.items()) if f >= k] if k > 1 else []
+        if steady:
+            extra["latency_in_flight_ms"] = sum(steady) / len(steady)
+    # ---- per layer times from each engine's profile
+    layer_times: dict[str, float] = {}
+    dla_ms = gpu_ms = 0.0
+    for c, info, prof in zip(cuts, infos, res.get("layer_profiles") or []):
+        _, blog, network = _engine_log(info)
+        summary = attribute_profile(prof, blog, list(c.layers), network or None,
+                                    dla_device=c.device if c.device != "GPU" else "DLA0")
+        layer_times.update(summary.layer_times_ms)
+        dla_ms += summary.dla_ms
+        gpu_ms += summary.gpu_ms
+    if res.get("layer_profiles"):
+        extra.update(dla_ms=dla_ms, gpu_ms=gpu_ms)
+    extra["warmup_frames"] = res.get("warmup_frames")
+    return Measurement(status="ok", latency_samples_ms=samples, throughput_fps=fps, segment_times_ms=seg_times,
+                       layer_times_ms=layer_times, timeline=events[:_MAX_EVENTS], **common)
+
+
+# =========================================================================================
+# replicas
+# =========================================================================================
+def _prepare_batch(be: "TensorRTBackend", model: "Model", batch: int, fp16: bool) -> Path:
+    """The whole model as an ONNX file at ``batch`` (the model's own file when the batch is its own)."""
+    if batch == model.batch:
+        return be._prepare_onnx(model, fp16=fp16)
+    import onnx
+
+    from placetune.backends.tensorrt.backend import convert_to_fp16
+
+    src = _source(be, model)
+    key = f"{model.hash[:16]}-b{batch}{'-fp16' if fp16 else ''}"
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]
+    target = be.cache_dir / "onnx" / f"{safe}-{key}.onnx"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if model.zoo:
+        from placetune.model import zoo
+        from placetune.model.model import _zoo_options
+
+        name, _, opts = model.zoo.partition(":")
+        proto = zoo.build(name, batch=batch, weights=True, **_zoo_options(opts))
+    else:
+        proto = onnx.ModelProto()
+        proto.CopyFrom(src)
+        init = {t.name for t in proto.graph.initializer}
+        for vi in proto.graph.input:
+            if vi.name not in init and vi.type.tensor_type.shape.dim:
+                d = vi.type.tensor_type.shape.dim[0]
+                d.Clear()
+                d.dim_value = int(batch)
+        del proto.graph.value_info[:]
+        for vi in proto.graph.output:
+            if vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
+    os.replace(tmp, target)
+    return target
+
+
+def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platform", settings: "Settings",
+                     base: dict[str, Any], version: str, cores: int | None) -> Measurement:
+    """Build (or reuse) one whole-network engine per device and run them all at once."""
+    model = r.realized.model
+    predicted = r.realized.as_dict()
+    reps, why = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+    if why:
+        return Measurement.failure("infeasible", why, **base)
+    short = [d for d in reps if dla_core(d) is not None and cores is not None and dla_core(d) >= int(cores)]
+    if short:
+        return Measurement.failure(
+            "infeasible", f"replicas ask for {', '.join(short)} but TensorRT {version} reports {cores} DLA core(s) "
+            "here", **base)
+    dla_layers = [n for n, d in predicted.items() if d != "GPU"]
+    notes: list[str] = []
+    if not dla_layers and any(d != "GPU" for d in reps):
+        notes.append("the realised placement has no DLA layer: the DLA replicas run on the GPU")
+    common = _common(be, platform, settings, version)
+    fp16 = common["strongly_typed"] and settings.precision == "fp16"
+    cache = EngineCache(be.cache_dir)
+    specs, cached_before = [], []
+    try:
+        for dev, batch in reps.items():
+            path = _prepare_batch(be, model, int(batch), fp16)
+            shapes = {n: [int(batch), *list(v)[1:]] for n, v in model.input_shapes.items()}
+            spec, hit = _spec(be, cache, f"{dev}-replica", dev, path, file_digest(path), settings, platform, version,
+                              common, dla_layers if dev != "GPU" else [], shapes)
+            spec["batch"] = int(batch)
+            specs.append(spec)
+            cached_before.append(hit)
+    except Exception as exc:  # noqa: BLE001
+        return Measurement.failure("build_failed", f"cannot prepare the ONNX files of the replicas: "
+                                   f"{type(exc).__name__}: {exc}", **base)
+    job = {"op": "replicas", "instances": specs, "common": common,
+           "iterations": be.iterations or settings.iterations, "warmup_ms": be.warmup_ms,
+           "duration_s": be.replicas_duration_s, "timeline_iterations": max(2, be.timeline_frames),
+           "seed": settings.seed}
+    builds = sum(1 for h in cached_before if not h)
+    timeout = be.timeout_s * max(1, builds) + be.replicas_duration_s
+    reply = be.pool.run(job, timeout_s=timeout)
+    extra: dict[str, Any] = {"trt_version": version, "worker_seconds": round(reply.seconds, 3)}
+    if notes:
+        extra["notes"] = notes
+    failed = be._reply_failure(reply, base, extra, timeout)
+    if failed is not None:
+        return failed
+    res = reply.result
+    infos = list(res.get("engines") or [])
+    extra["engine_cache"] = _cache_counts(infos)
+    realized = dict(predicted)
+    fallback = dict(r.fallback)
+    loadables: dict[str, int] = {}
+    reported = False
+    build_s = 0.0
+    for spec, info in zip(specs, infos):
+        _logs_into(extra, spec["name"], info)
+        if not info.get("cached"):
+            build_s += float(info.get("build_seconds") or 0.0)
+        if spec["dla_core"] >= 0:
+            # every DLA instance runs the same layers on its own core; the first one is reported
+            # (with realise()'s DLA device name, as the simulator does)
+            into_r, into_f = (realized, fallback) if not reported else (dict(predicted), {})
+            n_load, _ = _realised(model.names, spec["device"], predicted, info, into_r, into_f, notes, spec["name"],
+                                  report_as=next((d for d in predicted.values() if d != "GPU"), spec["device"]))
+            loadables[spec["device"]] = n_load
+            reported = True
+    if not reported and dla_layers:
+        # no DLA replica ran: the placement's DLA layers ran nowhere but on the GPU replica
+        realized = {n: "GPU" for n in predicted}
+        fallback = {}
+        notes.append("no DLA replica: every layer ran on the GPU replica")
+        extra["notes"] = notes
+    extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
+    common_kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
+                     extra=extra, **base)
+    status = res.get("status")
+    if status == "build_failed":
+        k = int(res.get("failed_engine", len(infos) - 1))
+        info = infos[k] if k < len(infos) else {}
+        common_kw["realized"] = None
+        return Measurement.failure("build_failed", f"TensorRT build of the {specs[k]['name']} (batch "
+                                   f"{specs[k]['batch']}) failed: {info.get('error')}", **common_kw)
+    if status != "ok":
+        if res.get("traceback"):
+            extra["traceback"] = res["traceback"]
+        return Measurement.failure("runtime_failed", f"replicas execution failed: {res.get('error')}", **common_kw)
+    parts = len(r.realized.segments(pipeline=False))
+    per_instance, total = [], 0.0
+    alone = res.get("alone_samples_ms") or []
+    slowest, slowest_period = None, -1.0
+    for k, (spec, row) in enumerate(zip(specs, res.get("instances") or [])):
+        n, span = int(row.get("inferences") or 0), float(row.get("span_ms") or 0.0)
+        period = span / n if n and span > 0 else float("nan")
+        fps = 1000.0 * spec["batch"] * n / span if n and span > 0 else 0.0
+        total += fps
+        a = sorted(alone[k]) if k < len(alone) else []
+        per_instance.append({"device": spec["device"], "batch": spec["batch"], "latency_ms": period,
+                             "throughput_fps": fps, "alone_ms": a[len(a) // 2] if a else None,
+                             "segments": parts if spec["dla_core"] >= 0 else 1, "inferences": n, "span_ms": span,
+                             "dla_core": None if spec["dla_core"] < 0 else spec["dla_core"],
+                             "cached": bool(infos[k].get("cached")) if k < len(infos) else False})
+        if period == period and period > slowest_period:
+            slowest, slowest_period = row, period
+    extra.update(replicas=per_instance, window_ms=res.get("window_ms"), period_ms=slowest_period)
+    events = []
+    for i, it, start, end in res.get("timeline") or []:
+        dev = specs[int(i)]["device"]
+        events.append({"device": dev, "name": f"{dev}-replica", "start_ms": float(start), "end_ms": float(end),
+                       "frame": int(it)})
+    events.sort(key=lambda e: (e["start_ms"], e["device"]))
+    samples = [float(x) for x in (slowest or {}).get("samples_ms") or []]
+    return Measurement(status="ok", latency_samples_ms=samples, throughput_fps=total, timeline=events[:_MAX_EVENTS],
+                       **common_kw)

@@ -1,0 +1,371 @@
+"""Parsers for what ``trtexec`` prints and writes (pure Python, no TensorRT).
+
+Formats (reference ``tensorrt-dla.md`` §2.3-2.6; identical from TensorRT 8.4 to 11.1):
+
+* the console **performance summary** (``=== Performance summary ===``, ``Throughput: <f> qps``,
+  ``Latency: min = <f> ms, max = ..., mean = ..., median = ..., percentile(99%) = ...``, ...),
+  every line prefixed by the sample logger (``[03/31/2022-15:12:38] [I] ``);
+* the final ``&&&& PASSED`` / ``&&&& FAILED TensorRT.trtexec [TensorRT v8502] # <cmd>`` line
+  and the version in it (``v8502`` = 8.5.2, ``v100300`` = 10.3.0);
+* ``--exportTimes`` JSON: one object per timed iteration (``startEnqMs`` ... ``latencyMs``);
+* ``--exportProfile`` JSON: ``[{"count": N}, {"name", "timeMs", "averageMs", "medianMs",
+  "percentage"}, ...]`` whose layer names are written **without JSON escaping** (a name
+  with ``"`` or ``\\`` makes the file invalid JSON, or valid JSON with the wrong name), so
+  names are read from the raw text;
+* ``--exportLayerInfo`` JSON: the engine inspector's ``{"Layers": [...], "Bindings": [...]}``;
+* the pre-8.0 per-window lines ``Average over 10 runs is 6.45 ms (host walltime is 6.63 ms,
+  99% percentile time is 6.62).`` (seen in ``shared/seeds/003``), read as a fallback.
+
+The ``[DlaLayer]``/``[GpuLayer]`` placement sections are read by
+:func:`placetune.backends.tensorrt.buildlog.parse_build_log`.
+
+Example:
+    >>> s = parse_summary([
+    ...     "[03/31/2022-15:12:38] [I] === Performance summary ===",
+    ...     "[03/31/2022-15:12:38] [I] Throughput: 305.926 qps",
+    ...     "[03/31/2022-15:12:38] [I] Latency: min = 0.54895 ms, max = 13.481 ms, mean = 5.28364 ms, "
+    ...     "median = 5.1907 ms, percentile(99%) = 8.7981 ms",
+    ... ])
+    >>> s.throughput_qps, s.latency_ms["median"], s.latency_ms["p99"]
+    (305.926, 5.1907, 8.7981)
+    >>> version_from_text("&&&& RUNNING TensorRT.trtexec [TensorRT v8502] # trtexec --help")
+    '8.5.2'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "PerfSummary", "ProfileEntry", "LayerInfo", "strip_prefix", "version_from_text", "version_from_code",
+    "parse_summary", "parse_export_times", "parse_export_profile", "parse_layer_info", "error_lines",
+    "TIME_FIELDS",
+]
+
+#: ``[03/31/2022-14:34:54] [I] `` (sample logger) and ``[TRT] `` (TensorRT's own messages).
+_PREFIX = re.compile(r"^\s*(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)?(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*)?")
+_STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<name>\S+)"
+                     r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*#\s*(?P<cmd>.*))?")
+_VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
+_METRIC = re.compile(
+    r"^(?P<key>Throughput|Latency|Enqueue Time|H2D Latency|GPU Compute Time|D2H Latency|"
+    r"Total Host Walltime|Total GPU Compute Time|Host Latency)\s*:\s*(?P<rest>.*)$")
+_STAT = re.compile(r"(?P<name>min|max|mean|median|percentile\((?P<pct>[0-9.]+)%\))\s*=\s*(?P<v>[-+0-9.eEnaif]+)\s*ms")
+_LEGACY = re.compile(r"Average over (?P<n>\d+) runs is (?P<ms>[0-9.eE+-]+) ms \(host walltime is "
+                     r"(?P<host>[0-9.eE+-]+) ms, (?P<pct>[0-9.]+)% percentile time is (?P<p>[0-9.eE+-]+)")
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity)"
+#: The fields of one ``--exportTimes`` record (all ms).
+TIME_FIELDS = ("startEnqMs", "endEnqMs", "startH2dMs", "endH2dMs", "startComputeMs", "endComputeMs",
+               "startD2hMs", "endD2hMs", "h2dMs", "computeMs", "d2hMs", "latencyMs")
+_PROFILE_RECORD = re.compile(
+    r"\{\s*\"name\"\s*:\s*\"(?P<name>.*?)\"\s*,\s*\"timeMs\"\s*:\s*(?P<t>" + _NUMBER + r")"
+    r"\s*,\s*\"averageMs\"\s*:\s*(?P<a>" + _NUMBER + r")"
+    r"(?:\s*,\s*\"medianMs\"\s*:\s*(?P<m>" + _NUMBER + r"))?"
+    r"\s*,\s*\"percentage\"\s*:\s*(?P<p>" + _NUMBER + r")\s*\}",
+    re.S | re.I,
+)
+_PROFILE_COUNT = re.compile(r"\{\s*\"count\"\s*:\s*(?P<n>\d+)\s*\}")
+
+
+def strip_prefix(line: str) -> tuple[str | None, str]:
+    """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")`` (severity None when absent)."""
+    m = _PREFIX.match(line)
+    if not m:
+        return None, line.strip()
+    return m.group("sev"), line[m.end():].strip()
+
+
+def version_from_code(code: str | int) -> str:
+    """TensorRT's integer version -> dotted: ``8502`` -> ``8.5.2``, ``8601`` -> ``8.6.1``,
+    ``100300`` -> ``10.3.0`` (from 10.0 the code is ``major*10000 + minor*100 + patch``)."""
+    n = int(code)
+    if n >= 100000:
+        return f"{n // 10000}.{(n // 100) % 100}.{n % 100}"
+    return f"{n // 1000}.{(n // 100) % 10}.{n % 100}"
+
+
+def version_from_text(text: str) -> str | None:
+    """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line, or a
+    ``TensorRT version: 8.6.1`` line. None when neither is there."""
+    for line in text.splitlines():
+        m = _STATUS.search(line)
+        if m and m.group("code"):
+            return version_from_code(m.group("code"))
+    m = _VERSION_DOTTED.search(text)
+    return m.group("v") if m else None
+
+
+def _stats(rest: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for m in _STAT.finditer(rest):
+        name = m.group("name")
+        if m.group("pct"):
+            pct = m.group("pct")
+            name = "p" + (pct[:-2] if pct.endswith(".0") else pct)
+        try:
+            out[name] = float(m.group("v"))
+        except ValueError:
+            continue
+    return out
+
+
+@dataclass
+class PerfSummary:
+    """trtexec's console results.
+
+    Attributes:
+        throughput_qps: inferences (queries) per second; one query is one batch.
+        latency_ms: ``min``, ``max``, ``mean``, ``median``, ``p90``, ``p95``, ``p99`` ... of
+            the end-to-end latency (H2D + GPU compute + D2H).
+        enqueue_ms, h2d_ms, gpu_compute_ms, d2h_ms: the same statistics of each part.
+        host_walltime_s: ``Total Host Walltime``.
+        gpu_compute_s: ``Total GPU Compute Time``.
+        legacy_ms: the ``Average over N runs is X ms`` values of pre-8.0 trtexec, in order.
+        status: ``PASSED``, ``FAILED`` (the ``&&&&`` line) or None when trtexec ended without one.
+        version: TensorRT version from the ``&&&&`` lines.
+        command: the command line trtexec echoed after ``#``.
+        has_summary: True when a ``Throughput`` or ``Latency`` line was found.
+    """
+
+    throughput_qps: float | None = None
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    enqueue_ms: dict[str, float] = field(default_factory=dict)
+    h2d_ms: dict[str, float] = field(default_factory=dict)
+    gpu_compute_ms: dict[str, float] = field(default_factory=dict)
+    d2h_ms: dict[str, float] = field(default_factory=dict)
+    host_walltime_s: float | None = None
+    gpu_compute_s: float | None = None
+    legacy_ms: list[float] = field(default_factory=list)
+    status: str | None = None
+    version: str | None = None
+    command: str | None = None
+    has_summary: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as a JSON-ready dict (empty parts left out)."""
+        d = {
+            "throughput_qps": self.throughput_qps, "latency_ms": self.latency_ms, "enqueue_ms": self.enqueue_ms,
+            "h2d_ms": self.h2d_ms, "gpu_compute_ms": self.gpu_compute_ms, "d2h_ms": self.d2h_ms,
+            "host_walltime_s": self.host_walltime_s, "gpu_compute_s": self.gpu_compute_s,
+        }
+        return {k: v for k, v in d.items() if v not in (None, {}, [])}
+
+
+def parse_summary(lines: Iterable[str]) -> PerfSummary:
+    """Read the performance summary, the ``&&&&`` status and (pre-8.0) ``Average over`` lines.
+
+    ``Latency``-style lines are taken from the ``=== Performance summary ===`` block when
+    there is one (older versions print per-window "Trace averages" lines before it)."""
+    out = PerfSummary()
+    in_summary = False
+    for raw in lines:
+        for line in str(raw).splitlines() or [""]:
+            sm = _STATUS.search(line)
+            if sm:
+                if sm.group("code") and out.version is None:
+                    out.version = version_from_code(sm.group("code"))
+                if sm.group("status") in ("PASSED", "FAILED", "WAIVED"):
+                    out.status = sm.group("status")
+                    out.command = (sm.group("cmd") or "").strip() or out.command
+                continue
+            _, msg = strip_prefix(line)
+            if msg.startswith("=== Performance summary"):
+                in_summary = True
+                continue
+            if msg.startswith("===") and in_summary:
+                in_summary = False
+                continue
+            lm = _LEGACY.search(msg)
+            if lm:
+                out.legacy_ms.append(float(lm.group("ms")))
+                continue
+            mm = _METRIC.match(msg)
+            if not mm:
+                continue
+            key, rest = mm.group("key"), mm.group("rest")
+            if key == "Throughput":
+                num = re.match(r"\s*(" + _NUMBER + r")", rest, re.I)
+                if num:
+                    out.throughput_qps = float(num.group(1))
+                    out.has_summary = True
+                continue
+            if key in ("Total Host Walltime", "Total GPU Compute Time"):
+                num = re.match(r"\s*(" + _NUMBER + r")\s*(ms|s)?", rest, re.I)
+                if num:
+                    v = float(num.group(1)) / (1000.0 if num.group(2) == "ms" else 1.0)
+                    if key == "Total Host Walltime":
+                        out.host_walltime_s = v
+                    else:
+                        out.gpu_compute_s = v
+                continue
+            stats = _stats(rest)
+            if not stats:
+                continue
+            target = {"Latency": out.latency_ms, "Host Latency": out.latency_ms, "Enqueue Time": out.enqueue_ms,
+                      "H2D Latency": out.h2d_ms, "GPU Compute Time": out.gpu_compute_ms,
+                      "D2H Latency": out.d2h_ms}[key]
+            if in_summary or not target:
+                target.clear()
+                target.update(stats)
+                if key in ("Latency", "Host Latency"):
+                    out.has_summary = True
+    return out
+
+
+def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
+    """The lines that explain a failure: ``[E]`` lines, ``Error``/``FAILED`` lines
+    (prefix stripped, in order, no repeats)."""
+    out: list[str] = []
+    for raw in lines:
+        for line in str(raw).splitlines():
+            sev, msg = strip_prefix(line)
+            if not msg:
+                continue
+            if sev in ("E", "F") or msg.startswith("&&&& FAILED") or re.search(r"\bError\b|\bERROR\b", msg) \
+                    or msg.startswith(("Cannot ", "Unknown option", "Invalid ")):
+                if msg not in out:
+                    out.append(msg)
+                    if len(out) >= limit:
+                        return out
+    return out
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def parse_export_times(text: str) -> list[dict[str, float]]:
+    """``--exportTimes`` records: one dict of ms values per timed iteration.
+
+    Valid JSON is read as JSON; otherwise each ``{...}`` object is read field by field (a
+    truncated file, e.g. from a killed trtexec, gives the complete records before the cut).
+    """
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, list):
+        return [{k: float(v) for k, v in rec.items() if isinstance(v, (int, float))}
+                for rec in doc if isinstance(rec, dict)]
+    out = []
+    for body in re.findall(r"\{([^{}]*)\}", text):
+        rec = {k: _float(v) for k, v in re.findall(r"\"(\w+)\"\s*:\s*(" + _NUMBER + r")", body, re.I)}
+        if rec:
+            out.append(rec)
+    return out
+
+
+@dataclass
+class ProfileEntry:
+    """One engine layer of ``--exportProfile``.
+
+    Attributes:
+        name: the engine layer name, exactly as trtexec wrote it (never unescaped).
+        time_ms: total over all profiled iterations.
+        average_ms: per iteration.
+        median_ms: per-iteration median (None where the version does not write it).
+        percentage: share of the total time.
+    """
+
+    name: str
+    time_ms: float
+    average_ms: float
+    median_ms: float | None
+    percentage: float
+
+
+def parse_export_profile(text: str) -> tuple[int | None, list[ProfileEntry]]:
+    """``--exportProfile``: ``(iteration count, entries in execution order)``.
+
+    trtexec writes names between quotes without escaping them, so a name is everything
+    between ``"name" : "`` and the ``", "timeMs" :`` that follows; a name with ``"``,
+    ``\\`` or ``,`` in it is read intact. Files that are valid JSON and have no such
+    records (another writer) are read as JSON.
+    """
+    count_m = _PROFILE_COUNT.search(text)
+    count = int(count_m.group("n")) if count_m else None
+    entries = [
+        ProfileEntry(m.group("name"), _float(m.group("t")), _float(m.group("a")),
+                     _float(m.group("m")) if m.group("m") is not None else None, _float(m.group("p")))
+        for m in _PROFILE_RECORD.finditer(text)
+    ]
+    if entries:
+        return count, entries
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return count, []
+    if not isinstance(doc, list):
+        return count, []
+    for rec in doc:
+        if not isinstance(rec, dict):
+            continue
+        if "count" in rec and "name" not in rec:
+            count = int(rec["count"])
+        elif "name" in rec:
+            entries.append(ProfileEntry(str(rec["name"]), float(rec.get("timeMs", math.nan)),
+                                        float(rec.get("averageMs", math.nan)),
+                                        float(rec["medianMs"]) if "medianMs" in rec else None,
+                                        float(rec.get("percentage", math.nan))))
+    return count, entries
+
+
+@dataclass
+class LayerInfo:
+    """``--exportLayerInfo`` (the engine inspector's JSON).
+
+    Attributes:
+        layers: per engine layer: a dict (``--profilingVerbosity=detailed``: ``Name``,
+            ``LayerType``, ``Inputs``...) or ``{"Name": name}`` (names only).
+        bindings: the engine's I/O tensor names.
+        valid_json: False when the file was not valid JSON and was read line by line.
+        text: the file as written.
+    """
+
+    layers: list[dict[str, Any]] = field(default_factory=list)
+    bindings: list[str] = field(default_factory=list)
+    valid_json: bool = True
+    text: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        """Engine layer names in order."""
+        return [str(x.get("Name", "")) for x in self.layers]
+
+
+def parse_layer_info(text: str) -> LayerInfo:
+    """Read ``--exportLayerInfo``; an invalid file (unescaped names) still gives the names
+    of the layers it can delimit (``"Name" : "..."`` up to the next ``", "`` key)."""
+    out = LayerInfo(text=text)
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        for item in doc.get("Layers", []) or []:
+            out.layers.append(item if isinstance(item, dict) else {"Name": str(item)})
+        out.bindings = [str(b) for b in doc.get("Bindings", []) or []]
+        return out
+    out.valid_json = False
+    # detailed: {"Name" : "<raw>", "LayerType" : ...}; names-only: "Layers": ["<raw>", ...]
+    detailed = re.findall(r"\"Name\"\s*:\s*\"(.*?)\"\s*,\s*\"(?:LayerType|Inputs|Outputs|ParameterType)\"", text, re.S)
+    if detailed:
+        out.layers = [{"Name": n} for n in detailed]
+    else:
+        m = re.search(r"\"Layers\"\s*:\s*\[(?P<body>.*?)\]\s*,\s*\"Bindings\"", text, re.S)
+        if m:
+            body = m.group("body").strip()
+            if body.startswith("\"") and body.endswith("\""):
+                out.layers = [{"Name": n} for n in re.split(r"\"\s*,\s*\n?\s*\"", body[1:-1])]
+    bm = re.search(r"\"Bindings\"\s*:\s*\[(?P<body>.*?)\]\s*\}\s*$", text, re.S)
+    if bm:
+        out.bindings = re.findall(r"\"(.*?)\"(?=\s*(?:,|$))", bm.group("body").strip(), re.S)
+    return out

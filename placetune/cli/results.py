@@ -1,0 +1,247 @@
+"""The result subcommands of ``placetune``: ``studies``, ``export``, ``report`` and ``trace``.
+
+:func:`add_parsers` adds them to the main parser's subparsers; each sets ``func`` to a
+``cmd_*`` function that returns the exit code and raises
+:class:`~placetune.errors.PlacetuneError` subclasses on bad input (the main entry point
+turns those into one-line messages). Only these ``cmd_*`` functions print.
+
+Example:
+    ``placetune studies --storage sqlite:///runs.db``;
+    ``placetune export --study s -o plan.json``;
+    ``placetune export --study s --format trtexec --onnx model.onnx -o build.sh``;
+    ``placetune report --study s -o report/``;
+    ``placetune trace plan.json -o trace.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placetune.errors import ConfigError, StoreError
+
+if TYPE_CHECKING:
+    from placetune.store.store import Store
+
+__all__ = ["add_parsers", "cmd_studies", "cmd_export", "cmd_report", "cmd_trace", "DEFAULT_STORAGE", "open_store"]
+
+#: Where the result commands look for the database by default.
+DEFAULT_STORAGE = "sqlite:///placetune.db"
+_UNITS = {"latency": "ms", "throughput": "samples/s", "energy": "mJ"}
+
+
+# --------------------------------------------------------------------------- helpers
+def open_store(url: str | None) -> "Store":
+    """Open an *existing* database: a missing SQLite file is an error, not a new empty database.
+
+    Raises:
+        StoreError: the SQLite file does not exist, or the database cannot be opened.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from placetune.store.store import Store, mask_url
+
+    text = (url or DEFAULT_STORAGE).strip()
+    if "://" not in text and text != ":memory:":
+        path: str | None = text
+    else:
+        try:
+            u = make_url(text)
+        except (ArgumentError, ValueError):
+            u = None
+        path = u.database if u is not None and u.get_backend_name() == "sqlite" else None
+        if path and path.startswith("file:"):
+            path = path[5:].split("?", 1)[0]
+    if path and path != ":memory:" and not Path(path).expanduser().exists():
+        raise StoreError(
+            f"no database at {mask_url(text)} ({Path(path).expanduser()} does not exist): pass --storage URL of the "
+            "database the search wrote (placetune tune --storage ...)"
+        )
+    return Store(text)
+
+
+def _fmt(value: float | None, objective: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g} {_UNITS.get(objective, '')}".strip()
+
+
+def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
+    objective = st.objective.split("+")[0].strip()
+    rec = store.best(st.name, objective)
+    if rec is None:
+        return None, None
+    return rec.measurement.objective(objective), rec.id
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    cols = [header] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- studies
+def cmd_studies(args: argparse.Namespace) -> int:
+    """``placetune studies``: list the studies of a database."""
+    with open_store(args.storage) as store:
+        studies = store.studies()
+        docs = []
+        for st in studies:
+            value, mid = _best_value(store, st)
+            objective = st.objective.split("+")[0].strip()
+            docs.append({
+                "study": st.name, "model": st.model_name, "platform": st.platform, "mode": st.mode,
+                "precision": st.precision, "objective": st.objective, "backend": st.backend,
+                "simulated": st.simulated, "trials": st.n_requests, "measured": st.n_measured, "ok": st.n_ok,
+                "cache_hits": st.n_cache_hits, "best": value, "best_unit": _UNITS.get(objective),
+                "best_measurement_id": mid,
+            })
+    if args.json:
+        print(json.dumps({"storage": store.url, "studies": docs}, indent=2, default=str))
+        return 0
+    if not docs:
+        print(f"no study in {store.url}")
+        return 0
+    rows = [[d["study"], d["model"], d["platform"], d["mode"], d["objective"], d["trials"], d["measured"],
+             _fmt(d["best"], d["objective"].split("+")[0]), "yes" if d["simulated"] else "no"] for d in docs]
+    print(_table(rows, ["study", "model", "platform", "mode", "objective", "trials", "measured", "best",
+                        "simulated"]))
+    return 0
+
+
+# --------------------------------------------------------------------------- export
+def cmd_export(args: argparse.Namespace) -> int:
+    """``placetune export``: write the best plan of a study as JSON or as trtexec commands."""
+    from placetune.plan.plan import export_plan, trtexec_script
+
+    with open_store(args.storage) as store:
+        plan = export_plan(store, args.study, measurement_id=args.measurement)
+    if args.format == "trtexec":
+        onnx = args.onnx
+        if onnx is None:
+            path = plan.model.get("path") or ""
+            onnx = path if path.endswith(".onnx") else "model.onnx"
+        text = trtexec_script(plan, onnx, args.trt_version)
+    else:
+        text = plan.to_json() + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.output)
+    if args.format == "trtexec":
+        try:
+            out.write_text(text, encoding="utf-8")
+            os.chmod(out, 0o755)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
+    else:
+        plan.save(out)
+    print(plan.summary())
+    what = "trtexec build script" if args.format == "trtexec" else "plan"
+    print(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')})")
+    for note in plan.notes:
+        print(f"note: {note}")
+    return 0
+
+
+# --------------------------------------------------------------------------- report
+def cmd_report(args: argparse.Namespace) -> int:
+    """``placetune report``: write a study's plots and Chrome trace into a directory."""
+    from placetune.report.plots import write_report
+
+    with open_store(args.storage) as store:
+        st = store.study(args.study)
+        files = write_report(store, args.study, args.output, dpi=args.dpi)
+    label = "SIMULATED study" if st.simulated else "study"
+    print(f"{label} {st.name}: wrote {len(files)} file(s) to {args.output}")
+    for f in files:
+        print(f"  {f}")
+    if any(f.name == "trace.json" for f in files):
+        print("open trace.json in https://ui.perfetto.dev or chrome://tracing")
+    return 0
+
+
+# --------------------------------------------------------------------------- trace
+def cmd_trace(args: argparse.Namespace) -> int:
+    """``placetune trace``: write the timeline of a plan as a Chrome trace."""
+    from placetune.plan.plan import load, simulate_plan
+    from placetune.report.trace import timeline_events, write_chrome_trace
+
+    model = None
+    if args.model:
+        from placetune.model.model import Model
+
+        model = Model.load(args.model, args.shape or None)
+    plan = load(args.plan, model)
+    source: Any = plan.measured
+    simulated = plan.simulated
+    remeasured = False
+    if not timeline_events(plan.measured):
+        source = simulate_plan(plan, model)
+        simulated = True
+        remeasured = True
+    meta = {"study": plan.source.get("study"), "model": plan.model.get("name"), "platform": plan.platform,
+            "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"), "remeasured": remeasured}
+    path = write_chrome_trace(source, args.output, simulated=simulated, metadata=meta,
+                              title=f"placetune plan: {plan.model.get('name')} on {plan.platform}")
+    if remeasured:
+        print("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
+    n = len(timeline_events(source))
+    print(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({n} event(s)); open it in https://ui.perfetto.dev "
+          "or chrome://tracing")
+    return 0
+
+
+# --------------------------------------------------------------------------- parsers
+def _storage(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage", "--db", dest="storage", default=DEFAULT_STORAGE, metavar="URL",
+                   help=f"database URL or SQLite file (default {DEFAULT_STORAGE})")
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Add ``studies``, ``export``, ``report`` and ``trace`` to the ``placetune`` subparsers.
+
+    Args:
+        subparsers: what ``ArgumentParser.add_subparsers()`` returned.
+    """
+    p = subparsers.add_parser("studies", help="list the studies of a database")
+    _storage(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_studies)
+
+    p = subparsers.add_parser("export", help="export the best plan of a study (JSON plan or trtexec commands)")
+    p.add_argument("--study", required=True, help="study name (see `placetune studies`)")
+    _storage(p)
+    p.add_argument("-o", "--output", default=None, help="output file (default: standard output)")
+    p.add_argument("--format", choices=("json", "trtexec"), default="json",
+                   help="json: the plan file; trtexec: a shell script of trtexec commands (default json)")
+    p.add_argument("--onnx", default=None, metavar="PATH",
+                   help="trtexec format: the ONNX file to build from (default: the study's file, else model.onnx)")
+    p.add_argument("--trt-version", default=None,
+                   help="trtexec format: target TensorRT version (default: the plan's)")
+    p.add_argument("--measurement", type=int, default=None, metavar="ID",
+                   help="export this measurement id instead of the best one")
+    p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser("report", help="plots of a study and its best plan (PNG) plus a Chrome trace")
+    p.add_argument("--study", required=True, help="study name (see `placetune studies`)")
+    _storage(p)
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
+    p.set_defaults(func=cmd_report)
+
+    p = subparsers.add_parser("trace", help="Chrome-trace timeline of a plan (Perfetto, chrome://tracing)")
+    p.add_argument("plan", help="plan file written by `placetune export`")
+    p.add_argument("-o", "--output", required=True, help="output trace JSON file")
+    p.add_argument("--model", default=None,
+                   help="the plan's ONNX file or zoo name (checked against the plan; needed to re-measure a plan "
+                        "without timeline whose model file moved)")
+    p.add_argument("--shape", action="append", metavar="NAME=1x3x224x224", help="input shape for --model")
+    p.set_defaults(func=cmd_trace)

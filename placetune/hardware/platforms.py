@@ -1,0 +1,335 @@
+"""Jetson platform profiles: devices, peak rates, memory bandwidth and a simple power model.
+
+Every figure names its source in a comment. "ref §N" means
+``placetune/data/jetson-measurements.md`` section N (a copy of the project's reference
+sheet of published numbers). Figures marked ESTIMATE are placetune's own derivations or
+guesses; they only set the *simulated* backend and must be replaced by measurements
+when a real device is used.
+
+Conventions: peak rates are *dense* (no 2:4 structured sparsity): NVIDIA quotes sparse
+INT8 TOPS for Orin, so dense = sparse / 2 (ref §1). DLA rates are per core. Power in
+watts; bandwidth in GB/s.
+
+Example:
+    >>> from placetune.platforms import get_platform
+    >>> p = get_platform("agx-orin")
+    >>> p.name, p.devices
+    ('orin-agx', ('GPU', 'DLA0', 'DLA1'))
+    >>> get_platform("orin-nano").devices
+    ('GPU',)
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from placetune.errors import UnknownNameError
+
+__all__ = ["Platform", "get_platform", "platform_names", "PLATFORMS", "ALIASES"]
+
+_SRC_REF = "placetune/data/jetson-measurements.md §1 (DLA-SW README/FAQ, NVIDIA Jetson module tables)"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """One Jetson module as seen by placetune.
+
+    Attributes:
+        name: canonical profile name, e.g. ``"orin-agx"``.
+        title: human name, e.g. ``"Jetson AGX Orin 64GB"``.
+        dla_count: number of DLA cores (0 on Orin Nano).
+        dla_version: 1 (Xavier, DLA v1), 2 (Orin, DLA v2) or None (no DLA).
+        gpu_fp16_tflops: dense FP16 tensor-core peak of the GPU.
+        gpu_int8_tops: dense INT8 tensor-core peak of the GPU.
+        dla_fp16_tflops: dense FP16 peak of *one* DLA core (0 without DLA).
+        dla_int8_tops: dense INT8 peak of *one* DLA core (0 without DLA).
+        dram_gbps: DRAM bandwidth shared by GPU and DLAs, GB/s.
+        gpu_sm_count: streaming multiprocessors of the GPU.
+        dla_sram_mib: on-chip SRAM a DLA core can use, MiB (Orin: 1 MiB dedicated per
+            core; Xavier: 4 MiB shared by both DLAs and both PVAs).
+        power_modes: nvpmodel mode names, fastest first.
+        gpu_active_w: typical extra module power while the GPU runs a CNN (ESTIMATE).
+        dla_active_w: typical extra module power per busy DLA core (ESTIMATE).
+        idle_w: module power with nothing running (ESTIMATE).
+        jetpack_trt: TensorRT versions (major.minor) shipped by JetPacks for this module
+            that placetune targets.
+        source: where the figures come from.
+    """
+
+    name: str
+    title: str
+    dla_count: int
+    dla_version: int | None
+    gpu_fp16_tflops: float
+    gpu_int8_tops: float
+    dla_fp16_tflops: float
+    dla_int8_tops: float
+    dram_gbps: float
+    gpu_sm_count: int
+    dla_sram_mib: float
+    power_modes: tuple[str, ...]
+    gpu_active_w: float
+    dla_active_w: float
+    idle_w: float
+    jetpack_trt: tuple[str, ...]
+    source: str
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """Device names, GPU first: ``("GPU", "DLA0", "DLA1")`` on a 2-DLA module."""
+        return ("GPU",) + tuple(f"DLA{i}" for i in range(self.dla_count))
+
+    @property
+    def has_dla(self) -> bool:
+        """True when the module has at least one DLA core."""
+        return self.dla_count > 0
+
+    def has_device(self, device: str) -> bool:
+        """Whether ``device`` (``"GPU"``, ``"DLA0"``, ...; case-insensitive) exists here."""
+        return str(device).strip().upper() in self.devices
+
+    def peak_tops(self, device: str, precision: str) -> float:
+        """Dense peak of one device in TOPS (TFLOPS for fp16).
+
+        Args:
+            device: ``"GPU"`` or ``"DLA<k>"``.
+            precision: ``"fp16"`` or ``"int8"``.
+
+        Raises:
+            UnknownNameError: the device does not exist on this platform or the
+                precision is not fp16/int8.
+        """
+        dev = str(device).strip().upper()
+        if not self.has_device(dev):
+            raise UnknownNameError(
+                f"device {device!r} does not exist on {self.name}; valid: {', '.join(self.devices)}"
+            )
+        prec = str(precision).strip().lower()
+        table = {
+            ("GPU", "fp16"): self.gpu_fp16_tflops,
+            ("GPU", "int8"): self.gpu_int8_tops,
+            ("DLA", "fp16"): self.dla_fp16_tflops,
+            ("DLA", "int8"): self.dla_int8_tops,
+        }
+        key = ("GPU" if dev == "GPU" else "DLA", prec)
+        if key not in table:
+            raise UnknownNameError(f"precision {precision!r} has no peak figure; use 'fp16' or 'int8'")
+        return table[key]
+
+    def ships_trt(self, version: str) -> bool:
+        """Whether a JetPack for this module ships TensorRT ``version`` (major.minor compare)."""
+        parts = str(version).strip().split(".")
+        return ".".join(parts[:2]) in self.jetpack_trt
+
+
+# Orin DLA FP16: the DLA-SW FAQ says Orin's DLA trades "lower FP16 convolution compute" for
+# ~9x INT8 over Xavier, and NVIDIA's DLA guide (seed 002, "Orin restrictions") warns that FP16
+# convolutions on Orin may take up to 2x the latency of Xavier's. No FP16 peak is published.
+# ESTIMATE: FP16 = dense INT8 / 16. 1/4..1/8 of INT8 would put Orin's per-core FP16 above
+# Xavier's 2.5 TFLOPS (26.25/8 = 3.3), contradicting the FAQ; 1/16 gives 1.64 TFLOPS on AGX
+# Orin, i.e. Xavier/Orin = 1.5x, within the "up to 2x" warning.
+_ORIN_DLA_FP16_PER_INT8 = 1.0 / 16.0
+
+# Orin GPU FP16: Ampere tensor cores run dense FP16 at half their dense INT8 rate.
+# ESTIMATE derived from the INT8 figure (the reference lists only INT8 TOPS for Orin).
+_AMPERE_FP16_PER_INT8 = 0.5
+
+# Orin JetPacks: 5.1.x -> TRT 8.5.2, 6.0 -> 8.6.2, 6.1/6.2 -> 10.3 (reference tensorrt-dla.md
+# §3.4). TRT 11.4.1 (JetPack 7.2.2+, AGX Orin, strongly typed only) is a separate code path
+# and not listed.
+_ORIN_TRT = ("8.5", "8.6", "10.3")
+# Xavier: JetPack 5.x is the last (TRT 8.5.2); UNVERIFIED in the reference (§3.4).
+_XAVIER_TRT = ("8.5",)
+
+_AGX_ORIN_DLA_INT8 = 105.0 / 2 / 2  # ref §1: 105 sparse TOPS for both DLAs -> /2 dense, /2 per core = 26.25
+_NX16_DLA_INT8 = 20.0 / 2  # ref §1: "20 + 20 sparse TOPS" -> 10 dense per core
+
+PLATFORMS: dict[str, Platform] = {
+    p.name: p
+    for p in (
+        Platform(
+            name="orin-agx",
+            title="Jetson AGX Orin 64GB",
+            dla_count=2,  # ref §1: 2x DLA v2
+            dla_version=2,  # ref §1
+            gpu_int8_tops=171.0 / 2,  # ref §1: 171 sparse INT8 TOPS -> 85.5 dense
+            gpu_fp16_tflops=171.0 / 2 * _AMPERE_FP16_PER_INT8,  # ESTIMATE: 42.75 (see above)
+            dla_int8_tops=_AGX_ORIN_DLA_INT8,  # ref §1: 26.25 dense per core
+            dla_fp16_tflops=_AGX_ORIN_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # ESTIMATE: 1.64 (see above)
+            dram_gbps=204.8,  # ref §1
+            gpu_sm_count=16,  # derived: ref §1 2048 CUDA cores / 128 per Ampere SM (64 TC / 4 per SM)
+            dla_sram_mib=1.0,  # ref §1: 1 MiB SRAM per Orin DLA core
+            power_modes=("MAXN", "50W", "30W", "15W"),  # ref §1 (power-mode scaling line)
+            gpu_active_w=30.0,  # ESTIMATE: MAXN CNN load, module budget 60 W
+            # ESTIMATE: GPU 85.5 TOPS / 30 W = 2.9 TOPS/W; ref §1 "DLA is 3x-5x more power
+            # efficient than the GPU" -> 26.25 TOPS at 9-14 TOPS/W = 1.9-2.9 W per core on peak
+            # figures; on simulated ResNet-50 INT8 bs 8 (real utilisation) 2.5 W gave 5.7x images/J,
+            # above the published range, so 3.5 W is used (4x, the middle of 3-5x).
+            dla_active_w=3.5,
+            idle_w=7.0,  # ESTIMATE
+            jetpack_trt=_ORIN_TRT,
+            source=_SRC_REF,
+        ),
+        Platform(
+            name="orin-nx-16gb",
+            title="Jetson Orin NX 16GB",
+            dla_count=2,  # ref §1: 2x DLA v2, 614 MHz
+            dla_version=2,
+            gpu_int8_tops=60.0 / 2,  # ref §1: 60 sparse INT8 TOPS -> 30 dense
+            gpu_fp16_tflops=60.0 / 2 * _AMPERE_FP16_PER_INT8,  # ESTIMATE: 15
+            dla_int8_tops=_NX16_DLA_INT8,  # ref §1: 10 dense per core
+            dla_fp16_tflops=_NX16_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # ESTIMATE: 0.625
+            dram_gbps=102.4,  # ref §1
+            gpu_sm_count=8,  # derived: ref §1 1024 cores, 32 TC -> 8 Ampere SMs
+            dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
+            power_modes=("MAXN", "25W", "15W", "10W"),  # NVIDIA Orin NX nvpmodel table; not in ref (UNVERIFIED here)
+            gpu_active_w=14.0,  # ESTIMATE
+            dla_active_w=1.0,  # ESTIMATE (scaled from orin-agx by DLA clock 614 MHz vs 1.6 GHz)
+            idle_w=4.0,  # ESTIMATE
+            jetpack_trt=_ORIN_TRT,
+            source=_SRC_REF,
+        ),
+        Platform(
+            name="orin-nx-8gb",
+            title="Jetson Orin NX 8GB",
+            dla_count=1,  # ref §1: 1x DLA v2 (reference tensorrt-dla.md §3.4: UNVERIFIED, query builder.num_DLA_cores)
+            dla_version=2,
+            # ESTIMATE: ref §1 gives only "70 TOPS module total" (sparse); minus one DLA of the
+            # NX 16GB kind (20 sparse) leaves 50 sparse -> 25 dense for the GPU.
+            gpu_int8_tops=(70.0 - 20.0) / 2,
+            gpu_fp16_tflops=(70.0 - 20.0) / 2 * _AMPERE_FP16_PER_INT8,  # ESTIMATE: 12.5
+            dla_int8_tops=_NX16_DLA_INT8,  # ESTIMATE: same DLA as Orin NX 16GB (10 dense)
+            dla_fp16_tflops=_NX16_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # ESTIMATE: 0.625
+            dram_gbps=102.4,  # ref §1
+            gpu_sm_count=8,  # derived: ref §1 1024-core Ampere -> 8 SMs
+            dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
+            power_modes=("MAXN", "20W", "15W", "10W"),  # NVIDIA Orin NX nvpmodel table; not in ref (UNVERIFIED here)
+            gpu_active_w=12.0,  # ESTIMATE
+            dla_active_w=1.0,  # ESTIMATE (as orin-nx-16gb)
+            idle_w=4.0,  # ESTIMATE
+            jetpack_trt=_ORIN_TRT,
+            source=_SRC_REF,
+        ),
+        Platform(
+            name="orin-nano",
+            title="Jetson Orin Nano 8GB",
+            dla_count=0,  # ref §1: none (reference tensorrt-dla.md §3.4: not in the DLA-SW FAQ list)
+            dla_version=None,
+            gpu_int8_tops=40.0 / 2,  # ref §1: 40 sparse TOPS -> 20 dense (67 sparse "Super" not modelled)
+            gpu_fp16_tflops=40.0 / 2 * _AMPERE_FP16_PER_INT8,  # ESTIMATE: 10
+            dla_int8_tops=0.0,
+            dla_fp16_tflops=0.0,
+            dram_gbps=68.0,  # ref §1 (102 GB/s for the "Super" mode)
+            gpu_sm_count=8,  # derived: ref §1 1024-core Ampere -> 8 SMs
+            dla_sram_mib=0.0,
+            power_modes=("15W", "7W"),  # NVIDIA Orin Nano nvpmodel table; not in ref (UNVERIFIED here)
+            gpu_active_w=8.0,  # ESTIMATE
+            dla_active_w=0.0,
+            idle_w=3.0,  # ESTIMATE
+            jetpack_trt=_ORIN_TRT,
+            source=_SRC_REF,
+        ),
+        Platform(
+            name="xavier-agx",
+            title="Jetson AGX Xavier 32GB",
+            dla_count=2,  # ref §1: 2x DLA v1, 1.4 GHz
+            dla_version=1,
+            gpu_int8_tops=22.0,  # ref §1: ~22 INT8 TOPS (low confidence; Volta has no sparsity, so dense)
+            gpu_fp16_tflops=11.0,  # ref §1: ~11 FP16 TFLOPS (low confidence)
+            dla_int8_tops=5.0,  # ref §1: 5 INT8 TOPS per DLA
+            dla_fp16_tflops=2.5,  # ref §1: 2.5 FP16 TFLOPS per DLA
+            dram_gbps=136.5,  # ref §1
+            gpu_sm_count=8,  # derived: ref §1 512 CUDA cores / 64 per Volta SM (64 TC / 8 per SM)
+            dla_sram_mib=4.0,  # ref §1: 4 MiB shared by 2 DLAs + 2 PVAs
+            power_modes=("MAXN", "30W", "15W", "10W"),  # NVIDIA AGX Xavier nvpmodel table; not in ref (UNVERIFIED here)
+            gpu_active_w=20.0,  # ESTIMATE
+            dla_active_w=1.5,  # ESTIMATE
+            idle_w=6.0,  # ESTIMATE
+            jetpack_trt=_XAVIER_TRT,
+            source=_SRC_REF,
+        ),
+        Platform(
+            name="xavier-nx",
+            title="Jetson Xavier NX",
+            dla_count=2,  # ref §1: 2x DLA v1, 1.1 GHz
+            dla_version=1,
+            # ESTIMATE: AGX Xavier GPU scaled by SMs (6/8) and clock (1100/1377 MHz): 13.2 INT8, 6.6 FP16.
+            gpu_int8_tops=22.0 * 6 / 8 * 1100 / 1377,
+            gpu_fp16_tflops=11.0 * 6 / 8 * 1100 / 1377,
+            # ESTIMATE: AGX Xavier DLA scaled by clock (1.1 / 1.4 GHz): 3.9 INT8, 1.96 FP16 per core.
+            # Cross-check: 13.2 + 2 x 3.9 = 21 TOPS = ref §1 "21 TOPS module total".
+            dla_int8_tops=5.0 * 1.1 / 1.4,
+            dla_fp16_tflops=2.5 * 1.1 / 1.4,
+            dram_gbps=59.7,  # ref §1
+            gpu_sm_count=6,  # derived: ref §1 384 cores / 64 per Volta SM (48 TC / 8 per SM)
+            dla_sram_mib=4.0,  # ESTIMATE: assumed same 4 MiB shared SRAM as AGX Xavier (ref §1 gives AGX only)
+            power_modes=("20W", "15W", "10W"),  # NVIDIA Xavier NX nvpmodel modes; not in ref (UNVERIFIED here)
+            gpu_active_w=8.0,  # ESTIMATE
+            dla_active_w=1.0,  # ESTIMATE
+            idle_w=3.0,  # ESTIMATE
+            jetpack_trt=_XAVIER_TRT,
+            source=_SRC_REF,
+        ),
+    )
+}
+
+#: Alternative spellings accepted by :func:`get_platform` (after lower-casing, turning
+#: ``_`` and spaces into ``-`` and dropping a leading ``jetson-``).
+ALIASES: dict[str, str] = {
+    "agx-orin": "orin-agx",
+    "orin": "orin-agx",
+    "orin-agx-64gb": "orin-agx",
+    "agx-orin-64gb": "orin-agx",
+    "orin-nx": "orin-nx-16gb",
+    "orin-nx16": "orin-nx-16gb",
+    "orin-nx-16": "orin-nx-16gb",
+    "orin-nx8": "orin-nx-8gb",
+    "orin-nx-8": "orin-nx-8gb",
+    "orin-nano-8gb": "orin-nano",
+    "nano": "orin-nano",
+    "xavier": "xavier-agx",
+    "agx-xavier": "xavier-agx",
+    "xavier-agx-32gb": "xavier-agx",
+    "nx-xavier": "xavier-nx",
+    "xaviernx": "xavier-nx",
+}
+
+
+def platform_names() -> list[str]:
+    """Canonical profile names, in a stable order."""
+    return list(PLATFORMS)
+
+
+def _normalise(name: str) -> str:
+    key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
+    if key.startswith("jetson-"):
+        key = key[len("jetson-"):]
+    return key
+
+
+def get_platform(name: str | Platform) -> Platform:
+    """The profile called ``name`` (canonical name or alias, case-insensitive).
+
+    Args:
+        name: e.g. ``"orin-agx"``, ``"AGX Orin"``, ``"jetson_xavier_nx"``; a
+            :class:`Platform` is returned unchanged.
+
+    Raises:
+        UnknownNameError: no such profile; the message lists the valid names.
+
+    Example:
+        >>> get_platform("xavier").name
+        'xavier-agx'
+    """
+    if isinstance(name, Platform):
+        return name
+    key = _normalise(name)
+    key = ALIASES.get(key, key)
+    if key in PLATFORMS:
+        return PLATFORMS[key]
+    close = difflib.get_close_matches(key, list(PLATFORMS) + list(ALIASES), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise UnknownNameError(
+        f"unknown platform {name!r}{hint}; valid platforms: {', '.join(PLATFORMS)}"
+    )

@@ -1,0 +1,635 @@
+"""ONNX -> :class:`Model`: the compute layers of a network with static shapes and costs.
+
+Weights are never loaded (see :mod:`placetune.model.onnx_io`); shape-only computation is
+folded (see :mod:`placetune.model.folding`) so that what remains are the layers TensorRT
+would place on a device.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from placetune.model.costs import layer_costs
+from placetune.errors import ModelError, PlacetuneError, ShapeError, UnknownNameError
+from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
+from placetune.model.layer import Layer, TensorInfo
+from placetune.model.onnx_io import read_model_proto
+
+__all__ = ["Model", "parse_shape_spec", "ShapeSpec"]
+
+log = logging.getLogger(__name__)
+
+ShapeSpec = Mapping[str, Sequence[int]]
+
+#: Constants with at most this many elements keep their value on TensorInfo.value.
+SMALL_CONST_ELEMENTS = 4096
+
+
+def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
+    """Parse ``name=1x3x224x224`` (or ``1x3x224x224`` for a single-input model).
+
+    Example:
+        >>> parse_shape_spec("input=32x3x32x32")
+        ('input', (32, 3, 32, 32))
+
+    Raises:
+        ShapeError: the text is not ``name=AxBxC`` with positive integers.
+    """
+    name, sep, dims = spec.rpartition("=")
+    text = dims.strip().lower().replace(",", "x")
+    try:
+        shape = tuple(int(d) for d in text.split("x"))
+    except ValueError:
+        raise ShapeError(f"bad --shape {spec!r}: expected name=1x3x224x224") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise ShapeError(f"bad --shape {spec!r}: every dimension must be a positive integer")
+    return (name.strip() or None) if sep else None, shape
+
+
+def _np_dtype(elem_type: int) -> str:
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:  # noqa: BLE001 - unknown / undefined element types
+        return "float32"
+
+
+def _attr_value(attr: onnx.AttributeProto) -> Any:
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, onnx.TensorProto):
+        arr = numpy_helper.to_array(value) if value.raw_data or value.float_data or value.int64_data or value.int32_data or value.double_data else None
+        return arr.tolist() if arr is not None and arr.size <= SMALL_CONST_ELEMENTS else None
+    if isinstance(value, (onnx.GraphProto, onnx.TypeProto, onnx.SparseTensorProto)):
+        return "<" + type(value).__name__ + ">"
+    if isinstance(value, list):
+        out = []
+        for v in value:
+            if isinstance(v, bytes):
+                out.append(v.decode("utf-8", "replace"))
+            elif isinstance(v, (onnx.GraphProto, onnx.TensorProto, onnx.TypeProto)):
+                out.append("<" + type(v).__name__ + ">")
+            else:
+                out.append(v)
+        return out
+    return value
+
+
+def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
+    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims: list[int | str | None] = []
+    for d in type_proto.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return dims
+
+
+def _scope(node: onnx.NodeProto, name: str) -> str:
+    if name.startswith("/"):
+        parts = [p for p in name.split("/") if p]
+        return "/".join(parts[:-1])
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            try:
+                scopes = json.loads(prop.value.replace("'", '"'))
+            except ValueError:
+                return ""
+            return "/".join(s for s in scopes[:-1] if s)
+    return ""
+
+
+def topological_order(
+    nodes: Sequence[onnx.NodeProto],
+    available: set[str] | None = None,
+    inputs_of: Callable[[onnx.NodeProto], Iterable[str]] | None = None,
+) -> list[int]:
+    """Kahn's algorithm over ONNX nodes, stable on the file order: node indexes in order.
+
+    Args:
+        nodes: the graph's nodes.
+        available: tensors that exist before any node runs (graph inputs, initializers,
+            ``""``); when given, an input that nothing provides is an error.
+        inputs_of: the tensors a node reads (default: ``node.input``).
+
+    Raises:
+        ModelError: a cycle, or (with ``available``) a dangling input.
+    """
+    import heapq
+
+    read = inputs_of or (lambda n: n.input)
+    producer: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for o in n.output:
+            if o:
+                producer[o] = i
+    waiting = [0] * len(nodes)
+    users: list[list[int]] = [[] for _ in nodes]
+    for i, n in enumerate(nodes):
+        for inp in set(x for x in read(n) if x):
+            if inp in producer and producer[inp] != i:
+                waiting[i] += 1
+                users[producer[inp]].append(i)
+            elif available is not None and inp not in producer and inp not in available:
+                raise ModelError(
+                    f"node {n.name or n.op_type!r} reads tensor {inp!r} that no node, input or "
+                    "initializer provides (is the file complete?)"
+                )
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in users[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) != len(nodes):
+        raise ModelError("the ONNX graph has a cycle; it cannot be a feed-forward network")
+    return order
+
+
+def _toposort(nodes: Sequence[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+    return [nodes[i] for i in topological_order(nodes, available)]
+
+
+class Model:
+    """A network's compute layers with fixed shapes, costs and edges.
+
+    Build one with :meth:`Model.load`. Every placement, space and measurement refers to
+    layers by :attr:`Layer.name`, which is exactly the name TensorRT's ONNX parser gives.
+
+    Example:
+        >>> m = Model.load("seed-block")
+        >>> [layer.op_type for layer in m.layers]
+        ['Conv', 'Conv', 'Conv', 'Conv', 'Concat']
+        >>> m.layer("/conv2/Conv").producers
+        ('/conv1/Conv',)
+
+    Attributes:
+        name: a short name (zoo name or file stem).
+        path: the file it came from (None for zoo / in-memory models).
+        layers: compute layers in topological order.
+        inputs: graph inputs with their fixed shapes.
+        outputs: graph outputs.
+        hash: content hash of graph + shapes (not weights); identifies the model everywhere.
+        proto: the shape-fixed, weight-stripped ModelProto (weights left out).
+    """
+
+    def __init__(
+        self,
+        layers: list[Layer],
+        inputs: tuple[TensorInfo, ...],
+        outputs: tuple[TensorInfo, ...],
+        *,
+        name: str,
+        path: Path | None = None,
+        proto: onnx.ModelProto | None = None,
+        zoo: str | None = None,
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.zoo = zoo
+        self.layers = layers
+        self.inputs = inputs
+        self.outputs = outputs
+        self.proto = proto
+        self._by_name = {layer.name: layer for layer in layers}
+        self.hash = self._content_hash()
+
+    # ---------------------------------------------------------------- loading
+    @classmethod
+    def load(
+        cls,
+        source: str | Path | onnx.ModelProto,
+        shapes: ShapeSpec | Sequence[str] | None = None,
+        *,
+        name: str | None = None,
+        batch: int | None = None,
+    ) -> "Model":
+        """Load a model from an ONNX file (``.onnx`` / ``.onnx.gz``), a zoo name or a proto.
+
+        Args:
+            source: path, zoo name (see :func:`placetune.model.zoo.names`; options after a colon,
+                e.g. ``vit-tiny:depth=32``) or an ``onnx.ModelProto``.
+            shapes: input shape overrides, as ``{"input": (1, 3, 224, 224)}`` or a list of
+                ``"input=1x3x224x224"`` strings.
+            name: display name (defaults to the zoo name or the file stem).
+            batch: batch size for zoo models (ignored for files; use ``shapes``).
+
+        Raises:
+            ModelError: unreadable / invalid file, op without shape inference.
+            ShapeError: dynamic input dimension without an override, bad override.
+            UnknownNameError: neither an existing file nor a zoo name.
+        """
+        overrides = _normalise_shapes(shapes)
+        zoo_name = None
+        path: Path | None = None
+        if isinstance(source, onnx.ModelProto):
+            proto = onnx.ModelProto()
+            proto.CopyFrom(source)
+            stripped = _dataless_initializers(proto)
+            display = name or proto.graph.name or "model"
+        else:
+            text = str(source)
+            p = Path(text)
+            if p.is_file():
+                proto, stripped = read_model_proto(p)
+                path = p
+                display = name or p.name.split(".onnx")[0]
+            else:
+                from placetune.model import zoo
+
+                base, _, opts = text.partition(":")
+                if base in zoo.names():
+                    kw = _zoo_options(opts)
+                    proto = zoo.build(base, batch=batch or zoo.default_batch(base), **kw)
+                    stripped = _dataless_initializers(proto)
+                    zoo_name = text
+                    display = name or text
+                elif p.suffix in (".onnx", ".gz") or "/" in text or "\\" in text:
+                    raise ModelError(f"{text}: no such file")
+                else:
+                    close = difflib.get_close_matches(text, zoo.names(), n=3)
+                    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                    raise UnknownNameError(
+                        f"{text!r} is neither an ONNX file nor a zoo model{hint}; "
+                        f"zoo models: {', '.join(zoo.names())}"
+                    )
+        try:
+            return _build(proto, stripped, overrides, name=display, path=path, zoo=zoo_name)
+        except (PlacetuneError, RecursionError, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - onnx internals on malformed graphs
+            where = path or display
+            raise ModelError(f"{where}: malformed ONNX graph ({type(exc).__name__}: {exc})") from None
+
+    # ---------------------------------------------------------------- queries
+    def layer(self, name: str) -> Layer:
+        """The layer called ``name``; raises UnknownNameError with close matches."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self._by_name), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UnknownNameError(f"model {self.name!r} has no layer {name!r}{hint}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def __repr__(self) -> str:
+        return f"Model({self.name!r}, layers={len(self.layers)}, hash={self.hash[:12]})"
+
+    @property
+    def names(self) -> list[str]:
+        """Layer names in topological order."""
+        return [layer.name for layer in self.layers]
+
+    @property
+    def batch(self) -> int:
+        """Leading dimension of the first input."""
+        return self.inputs[0].shape[0] if self.inputs and self.inputs[0].shape else 1
+
+    @property
+    def total_macs(self) -> int:
+        """Sum of multiply-accumulates over all layers."""
+        return sum(layer.macs for layer in self.layers)
+
+    @property
+    def total_flops(self) -> int:
+        """Sum of FLOPs over all layers."""
+        return sum(layer.flops for layer in self.layers)
+
+    @property
+    def input_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Input name -> fixed shape."""
+        return {t.name: t.shape for t in self.inputs}
+
+    def _content_hash(self) -> str:
+        doc = {
+            "inputs": [[t.name, list(t.shape), t.dtype] for t in self.inputs],
+            "outputs": [[t.name, list(t.shape), t.dtype] for t in self.outputs],
+            "layers": [
+                [
+                    layer.name,
+                    layer.domain,
+                    layer.op_type,
+                    sorted((k, repr(v)) for k, v in layer.attrs.items()),
+                    [[t.name, list(t.shape), t.dtype, t.const] for t in layer.inputs],
+                    [[t.name, list(t.shape), t.dtype] for t in layer.outputs],
+                ]
+                for layer in self.layers
+            ],
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _zoo_options(text: str) -> dict[str, Any]:
+    """``depth=24,softmax=false`` -> ``{"depth": 24, "softmax": False}``."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ModelError(f"bad zoo option {part!r}: expected key=value, e.g. vit-tiny:depth=24")
+        v: Any = value.strip()
+        if v.lower() in ("true", "false"):
+            v = v.lower() == "true"
+        else:
+            try:
+                v = int(v)
+            except ValueError:
+                pass
+        out[key.strip()] = v
+    return out
+
+
+def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | None, tuple[int, ...]]:
+    if not shapes:
+        return {}
+    if isinstance(shapes, Mapping):
+        out: dict[str | None, tuple[int, ...]] = {}
+        for k, v in shapes.items():
+            dims = tuple(int(d) for d in v)
+            if not dims or any(d <= 0 for d in dims):
+                raise ShapeError(f"bad shape for {k!r}: {v!r} (positive integers needed)")
+            out[k] = dims
+        return out
+    out = {}
+    for spec in shapes:
+        name, dims = parse_shape_spec(spec)
+        out[name] = dims
+    return out
+
+
+def _dataless_initializers(proto: onnx.ModelProto) -> set[str]:
+    return {
+        t.name
+        for t in proto.graph.initializer
+        if not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data)
+        and any(d != 0 for d in t.dims)
+    }
+
+
+def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -> list[TensorInfo]:
+    real_inputs = [i for i in graph.input if i.name not in init_names]
+    names = [i.name for i in real_inputs]
+    if None in overrides:
+        if len(real_inputs) != 1:
+            raise ShapeError(
+                f"the model has {len(real_inputs)} inputs ({', '.join(names)}); "
+                "name the input in --shape, e.g. --shape input=1x3x224x224"
+            )
+        overrides = {names[0]: overrides[None]}
+    for key in overrides:
+        if key not in names:
+            raise ShapeError(f"--shape names {key!r}, but the model's inputs are: {', '.join(names)}")
+    fixed = []
+    for inp in real_inputs:
+        dims = _dims(inp.type)
+        if inp.name in overrides:
+            new = overrides[inp.name]
+            if dims is not None and len(dims) != len(new):
+                raise ShapeError(
+                    f"--shape for input {inp.name!r} has rank {len(new)}, the model's input has rank {len(dims)}"
+                )
+            for old, nd in zip(dims or [], new):
+                if isinstance(old, int) and old != nd:
+                    log.info("input %s: overriding static dim %d with %d", inp.name, old, nd)
+            dims = list(new)
+        if dims is None:
+            raise ShapeError(
+                f"input {inp.name!r} has no shape in the file; pass --shape {inp.name}=1x3x224x224"
+            )
+        if any(not isinstance(d, int) for d in dims):
+            shown = "x".join(str(d) if d is not None else "?" for d in dims)
+            raise ShapeError(
+                f"input {inp.name!r} has a dynamic shape [{shown}]; DLA needs static shapes: "
+                f"pass --shape {inp.name}=" + "x".join(str(d) if isinstance(d, int) else "N" for d in dims)
+            )
+        shape_proto = inp.type.tensor_type.shape
+        del shape_proto.dim[:]
+        for d in dims:
+            shape_proto.dim.add().dim_value = int(d)
+        fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), _np_dtype(inp.type.tensor_type.elem_type)))
+    return fixed
+
+
+def _infer(proto: onnx.ModelProto) -> dict[str, tuple[list | None, int]]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as exc:  # onnx.shape_inference.InferenceError and C++ failures
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"ONNX shape inference failed: {msg}") from None
+    info: dict[str, tuple[list | None, int]] = {}
+    g = inferred.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        info[vi.name] = (_dims(vi.type), vi.type.tensor_type.elem_type)
+    for t in g.initializer:
+        info[t.name] = (list(t.dims), t.data_type)
+    return info
+
+
+def _build(
+    proto: onnx.ModelProto,
+    stripped: set[str],
+    overrides: dict,
+    *,
+    name: str,
+    path: Path | None,
+    zoo: str | None,
+) -> Model:
+    graph = proto.graph
+    init = {t.name: t for t in graph.initializer}
+    inputs = _fix_inputs(graph, set(init), overrides)
+    del graph.value_info[:]
+    for out in graph.output:
+        if out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
+    nodes = _toposort(list(graph.node), set(init) | {t.name for t in inputs} | {""})
+    info = _infer(proto)
+
+    # ---- fold shape-only computation and constant subgraphs
+    values: dict[str, np.ndarray] = {}
+    for t in graph.initializer:
+        if t.name not in stripped and t.data_location != onnx.TensorProto.EXTERNAL:
+            n = int(np.prod(t.dims)) if len(t.dims) else 1
+            if n <= SMALL_CONST_ELEMENTS:
+                try:
+                    values[t.name] = numpy_helper.to_array(t)
+                except Exception as exc:  # noqa: BLE001 - onnx raises ValueError/TypeError/... on corrupt tensors
+                    raise ModelError(f"initializer {t.name!r} is corrupt ({type(exc).__name__}: {exc})") from None
+    const: set[str] = set(init)
+    alias: dict[str, str] = {}
+    keep: list[onnx.NodeProto] = []
+
+    def shape_of(tensor: str) -> tuple[int, ...] | None:
+        if tensor in values:
+            return tuple(values[tensor].shape)
+        dims = info.get(tensor, (None, 0))[0]
+        if dims is None or any(not isinstance(d, int) for d in dims):
+            return None
+        return tuple(dims)
+
+    for node in nodes:
+        ins = [alias.get(x, x) for x in node.input]
+        attrs = {a.name: _attr_value(a) for a in node.attribute}
+        if node.op_type == "Constant":
+            v = constant_value(node)
+            if v is not None:
+                values[node.output[0]] = v
+                const.add(node.output[0])
+                continue
+        if node.op_type == "Identity" and ins and ins[0]:
+            alias[node.output[0]] = ins[0]
+            continue
+        if node.domain in ("", "ai.onnx") and node.op_type in FOLDABLE_OPS:
+            v = fold_value(
+                node.op_type,
+                attrs,
+                [values.get(x) if x else None for x in ins],
+                shape_of(ins[0]) if ins else None,
+            )
+            if v is not None:
+                values[node.output[0]] = v
+                const.add(node.output[0])
+                continue
+        real = [x for x in ins if x]
+        if real and all(x in const for x in real) and node.op_type not in ("Loop", "If", "Scan"):
+            # A computation on constants only (e.g. a transposed weight): TensorRT folds it.
+            const.update(o for o in node.output if o)
+            continue
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        del new.input[:]
+        new.input.extend(ins)
+        keep.append(new)
+
+    # ---- rebuild a graph of the kept layers with folded values as initializers
+    used = {x for n in keep for x in n.input if x}
+    out_names = [alias.get(o.name, o.name) for o in graph.output]
+    new_init = []
+    for t in graph.initializer:
+        if t.name in used:
+            new_init.append(t)
+    have = {t.name for t in new_init}
+    for tname in sorted(used & const - have):
+        if tname in values:
+            new_init.append(numpy_helper.from_array(np.asarray(values[tname]), tname))
+        else:
+            dims, et = info.get(tname, (None, 1))
+            if dims is None or any(not isinstance(d, int) for d in dims):
+                raise ModelError(f"constant tensor {tname!r} has no static shape after folding")
+            t = onnx.TensorProto(name=tname, data_type=et or 1)
+            t.dims.extend(int(d) for d in dims)
+            new_init.append(t)
+            stripped.add(tname)
+    new_graph = helper.make_graph(
+        keep,
+        graph.name or name,
+        [i for i in graph.input if i.name not in init],
+        [helper.make_tensor_value_info(o, 0, None) for o in out_names],
+        new_init,
+    )
+    new_proto = helper.make_model(new_graph, opset_imports=list(proto.opset_import))
+    new_proto.ir_version = proto.ir_version
+    for fn in proto.functions:
+        new_proto.functions.add().CopyFrom(fn)
+    info = _infer(new_proto)
+    # Graph outputs get their types from inference; write them back for later cutting.
+    for o in new_proto.graph.output:
+        dims, et = info.get(o.name, (None, 0))
+        if dims is not None:
+            o.CopyFrom(helper.make_tensor_value_info(o.name, et, dims))
+
+    # ---- layers
+    layer_names: set[str] = set()
+    counter = [0]
+
+    def unique(base: str) -> str:
+        cand = base
+        while cand in layer_names:
+            cand = f"{base}_{counter[0]}"
+            counter[0] += 1
+        layer_names.add(cand)
+        return cand
+
+    def tensor(tname: str) -> TensorInfo:
+        dims, et = info.get(tname, (None, 0))
+        is_const = tname in const
+        value = values.get(tname) if is_const else None
+        if value is not None and value.size > SMALL_CONST_ELEMENTS:
+            value = None
+        if dims is None or any(not isinstance(d, int) for d in dims):
+            return TensorInfo(tname, (), _np_dtype(et), is_const, value)
+        return TensorInfo(tname, tuple(int(d) for d in dims), _np_dtype(et), is_const, value)
+
+    producer: dict[str, str] = {}
+    layers: list[Layer] = []
+    for node in keep:
+        lname = unique(node.name if node.name else f"node_of_{node.output[0]}")
+        ins = tuple(tensor(x) for x in node.input if x)
+        outs = tuple(tensor(x) for x in node.output if x)
+        for t in outs:
+            if not t.shape and info.get(t.name, (None, 0))[0] is None:
+                raise ModelError(
+                    f"layer {lname!r} ({node.domain + '.' if node.domain else ''}{node.op_type}) has no shape "
+                    f"inference for output {t.name!r}; placetune needs static shapes for every layer "
+                    "(custom ops must be replaced or given value_info)"
+                )
+            if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0] is None):
+                raise ShapeError(f"layer {lname!r} output {t.name!r} has a dynamic shape")
+        for x in node.input:
+            if x and x not in const and x not in producer and x not in {i.name for i in inputs}:
+                raise ModelError(f"layer {lname!r} reads {x!r}, which nothing produces")
+        attrs = {a.name: _attr_value(a) for a in node.attribute}
+        layer = Layer(
+            name=lname,
+            op_type=node.op_type,
+            index=len(layers),
+            attrs=attrs,
+            inputs=ins,
+            outputs=outs,
+            scope=_scope(node, lname),
+            domain=node.domain,
+            producers=tuple(dict.fromkeys(producer[x] for x in node.input if x in producer)),
+        )
+        macs, flops = layer_costs(layer)
+        layer.macs, layer.flops = macs, flops
+        layer.weight_bytes = sum(t.nbytes for t in ins if t.const)
+        layer.bytes_in = sum(t.nbytes for t in ins if not t.const)
+        layer.bytes_out = sum(t.nbytes for t in outs)
+        layers.append(layer)
+        for t in outs:
+            producer[t.name] = lname
+    consumers: dict[str, list[str]] = {layer.name: [] for layer in layers}
+    for layer in layers:
+        for p in layer.producers:
+            consumers[p].append(layer.name)
+    for layer in layers:
+        layer.consumers = tuple(consumers[layer.name])
+    if not layers:
+        raise ModelError("the model has no compute layers after folding constants")
+    outputs = tuple(tensor(o) for o in out_names)
+    return Model(layers, tuple(inputs), outputs, name=name, path=path, proto=new_proto, zoo=zoo)
+

@@ -1,0 +1,205 @@
+"""Read ONNX files without pulling weight data into memory.
+
+ONNX files keep weights inline as ``TensorProto.raw_data`` (or as external data).
+Parsing the whole protobuf would read every weight byte. Instead the file is
+memory-mapped and its protobuf wire format is copied field by field, leaving out
+the data of large floating-point initializers: only their ``dims``, ``data_type``
+and ``name`` survive. Untouched pages of the mapping are never read.
+
+Integer initializers (reshape targets, axes, pads) and small tensors keep their
+data because shape folding needs their values.
+"""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+from pathlib import Path
+
+import onnx
+
+from placetune.errors import ModelError
+
+__all__ = ["read_model_proto", "STRIP_MIN_BYTES"]
+
+#: Initializers whose data is at least this many bytes are stripped (float-like only).
+STRIP_MIN_BYTES = 4096
+
+# TensorProto.DataType values whose data is never needed for shape logic.
+_STRIPPABLE_TYPES = {1, 2, 3, 10, 11, 16, 17, 18, 19, 20}  # float, u8, i8, f16, f64, bf16, fp8s
+
+# Field numbers (onnx.proto3).
+_MODEL_GRAPH = 7
+_GRAPH_INITIALIZER = 5
+_TENSOR_DATA_FIELDS = {4, 5, 6, 7, 9, 10, 11}  # float/int32/string/int64/raw/double/uint64 data
+_TENSOR_DATA_TYPE = 2
+
+
+def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ModelError("truncated protobuf varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ModelError("malformed protobuf varint")
+
+
+def _enc_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _fields(buf: memoryview):
+    """Yield (field number, wire type, start of field, start of payload, end)."""
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        start = pos
+        tag, pos = _varint(buf, pos)
+        field, wire = tag >> 3, tag & 7
+        if field == 0:
+            raise ModelError("malformed protobuf: field number 0")
+        if wire == 0:
+            _, end = _varint(buf, pos)
+            yield field, wire, start, pos, end
+            pos = end
+        elif wire == 1:
+            end = pos + 8
+            yield field, wire, start, pos, end
+            pos = end
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            end = pos + length
+            if end > n:
+                raise ModelError("truncated protobuf message (the file is incomplete)")
+            yield field, wire, start, pos, end
+            pos = end
+        elif wire == 5:
+            end = pos + 4
+            yield field, wire, start, pos, end
+            pos = end
+        else:
+            raise ModelError(f"malformed protobuf: wire type {wire}")
+        if pos > n:
+            raise ModelError("truncated protobuf message (the file is incomplete)")
+
+
+def _strip_tensor(buf: memoryview) -> bytes | None:
+    """Return the tensor without its data fields, or None to keep it whole."""
+    data_type = None
+    data_len = 0
+    for field, wire, _s, p, e in _fields(buf):
+        if field == _TENSOR_DATA_TYPE and wire == 0:
+            data_type, _ = _varint(buf, p)
+        elif field in _TENSOR_DATA_FIELDS:
+            data_len += e - p
+    if data_type not in _STRIPPABLE_TYPES or data_len < STRIP_MIN_BYTES:
+        return None
+    out = bytearray()
+    for field, _w, s, _p, e in _fields(buf):
+        if field not in _TENSOR_DATA_FIELDS:
+            out += buf[s:e]
+    return bytes(out)
+
+
+def _rewrite(buf: memoryview, field_no: int, transform) -> tuple[bytes, list]:
+    """Copy a message, passing every length-delimited `field_no` through transform."""
+    out = bytearray()
+    notes: list = []
+    for field, wire, s, p, e in _fields(buf):
+        if field == field_no and wire == 2:
+            new, note = transform(buf[p:e])
+            notes.extend(note)
+            out += _enc_varint((field << 3) | 2) + _enc_varint(len(new)) + new
+        else:
+            out += buf[s:e]
+    return bytes(out), notes
+
+
+def _strip_graph(graph: memoryview) -> tuple[bytes, list]:
+    def tensor(t: memoryview):
+        stripped = _strip_tensor(t)
+        if stripped is None:
+            return bytes(t), []
+        return stripped, [True]
+
+    return _rewrite(graph, _GRAPH_INITIALIZER, tensor)
+
+
+def strip_weights(data: memoryview | bytes) -> tuple[bytes, int]:
+    """Strip large float initializer data from a serialized ModelProto.
+
+    Returns:
+        (serialized model without weight data, number of stripped initializers)
+    """
+    buf = memoryview(data)
+    out, notes = _rewrite(buf, _MODEL_GRAPH, _strip_graph)
+    return out, len(notes)
+
+
+def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
+    """Read an ONNX file (``.onnx`` or ``.onnx.gz``) without loading weight data.
+
+    Returns:
+        (model proto, names of initializers whose data was left out)
+
+    Raises:
+        ModelError: the file is missing, empty, not ONNX or truncated.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ModelError(f"{p}: no such file (give an ONNX file or a zoo model name)")
+    try:
+        if p.suffix == ".gz":
+            with gzip.open(p, "rb") as fh:
+                raw: bytes | mmap.mmap = fh.read()
+        else:
+            if p.stat().st_size == 0:
+                raise ModelError(f"{p}: empty file, not an ONNX model")
+            with open(p, "rb") as fh:
+                raw = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise ModelError(f"{p}: cannot read file: {exc}") from None
+    try:
+        stripped, _ = strip_weights(raw)
+        model = onnx.ModelProto()
+        model.ParseFromString(stripped)
+    except ModelError as exc:
+        raise ModelError(f"{p}: not a valid ONNX file ({exc})") from None
+    except Exception as exc:  # protobuf DecodeError and friends
+        raise ModelError(f"{p}: not a valid ONNX file ({type(exc).__name__}: {exc})") from None
+    finally:
+        if isinstance(raw, mmap.mmap):
+            try:
+                raw.close()
+            except BufferError:  # views still held by an exception's traceback; GC closes it
+                pass
+    if not model.HasField("graph") or len(model.graph.node) == 0:
+        raise ModelError(f"{p}: not an ONNX model (no graph nodes found)")
+    names = {
+        t.name
+        for t in model.graph.initializer
+        if not t.raw_data
+        and not t.float_data
+        and not t.int32_data
+        and not t.int64_data
+        and not t.double_data
+        and t.data_location != onnx.TensorProto.EXTERNAL
+        and any(d != 0 for d in t.dims)
+    }
+    names |= {t.name for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    return model, names

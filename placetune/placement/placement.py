@@ -1,0 +1,381 @@
+"""Placement: which device each layer is asked to run on, and the segments it forms."""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from placetune.errors import PlacementError
+
+if TYPE_CHECKING:
+    from placetune.model.model import Model
+
+__all__ = ["Placement", "Segment", "DEVICES", "normalise_device", "dla_core"]
+
+#: Every device name placetune knows; a platform offers a prefix of it.
+DEVICES = ("GPU", "DLA0", "DLA1")
+
+
+def normalise_device(device: str) -> str:
+    """``gpu`` -> ``GPU``, ``dla``/``DLA`` -> ``DLA0``, ``dla1`` -> ``DLA1``.
+
+    Raises:
+        PlacementError: not a device name.
+    """
+    d = str(device).strip().upper().replace(":", "")
+    if d == "DLA":
+        d = "DLA0"
+    if d not in DEVICES:
+        raise PlacementError(f"unknown device {device!r}; devices are {', '.join(DEVICES)}")
+    return d
+
+
+def dla_core(device: str) -> int | None:
+    """DLA core number of a device name (None for the GPU)."""
+    return int(device[3:]) if device.startswith("DLA") else None
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A maximal convex connected region of layers on one device.
+
+    Attributes:
+        index: position among the placement's segments (topological).
+        device: ``GPU``, ``DLA0`` or ``DLA1``.
+        layers: layer names in topological order.
+        predecessors: indexes of segments this one reads from.
+    """
+
+    index: int
+    device: str
+    layers: tuple[str, ...]
+    predecessors: tuple[int, ...]
+
+
+class Placement(Mapping[str, str]):
+    """A complete layer -> device assignment for one model.
+
+    Layers not named get ``default``. Two placements with the same assignment have the
+    same :attr:`key`, however they were built.
+
+    Example:
+        >>> from placetune import Model, Placement
+        >>> m = Model.load("seed-block")
+        >>> p = Placement(m, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"})
+        >>> [(s.device, len(s.layers)) for s in p.segments(pipeline=True)]
+        [('GPU', 2), ('DLA0', 1), ('DLA1', 1), ('GPU', 1)]
+
+    Raises:
+        PlacementError: unknown layer or device names.
+    """
+
+    __slots__ = ("model", "_dev", "_key", "_segments")
+
+    def __init__(self, model: "Model", assignment: Mapping[str, str] | None = None, default: str = "GPU") -> None:
+        self.model = model
+        default = normalise_device(default)
+        dev = dict.fromkeys(model.names, default)
+        if assignment:
+            unknown = [n for n in assignment if n not in dev]
+            if unknown:
+                shown = ", ".join(repr(n) for n in unknown[:5])
+                more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+                raise PlacementError(f"placement names layers that model {model.name!r} does not have: {shown}{more}")
+            cache: dict[str, str] = {}
+            for name, d in assignment.items():
+                nd = cache.get(d)
+                if nd is None:
+                    nd = cache[d] = normalise_device(d)
+                dev[name] = nd
+        self._dev = dev
+        self._key: str | None = None
+        self._segments: dict[bool, list[Segment]] | None = None
+
+    @classmethod
+    def _trusted(cls, model: "Model", dev: dict[str, str]) -> "Placement":
+        p = cls.__new__(cls)
+        p.model, p._dev, p._key, p._segments = model, dev, None, None
+        return p
+
+    # ----------------------------------------------------------- constructors
+    @classmethod
+    def all_gpu(cls, model: "Model") -> "Placement":
+        """Every layer on the GPU."""
+        return cls._trusted(model, dict.fromkeys(model.names, "GPU"))
+
+    @classmethod
+    def all_dla(cls, model: "Model", core: int = 0) -> "Placement":
+        """Every layer asked on DLA core ``core`` (unsupported ones fall back when realised)."""
+        return cls._trusted(model, dict.fromkeys(model.names, normalise_device(f"DLA{core}")))
+
+    @classmethod
+    def from_scopes(cls, model: "Model", scopes: Mapping[str, str], default: str = "GPU") -> "Placement":
+        """Assign by module scope; the most specific (longest) matching scope wins.
+
+        Same semantics as torch2trt's ``device_types``: ``{"layer1": "DLA0",
+        "layer1/layer1.0": "GPU"}`` puts all of layer1 on DLA0 except block layer1.0.
+        A scope matches a layer whose scope equals it or starts with it plus ``/``;
+        ``""`` matches everything. A scope that matches no layer is an error.
+        """
+        norm = {s.strip("/"): normalise_device(d) for s, d in scopes.items()}
+        ordered = sorted(norm, key=lambda s: len(s.split("/")) if s else 0, reverse=True)
+        dev = {}
+        hits = dict.fromkeys(norm, 0)
+        default = normalise_device(default)
+        for layer in model.layers:
+            chosen = default
+            for s in ordered:
+                if s == "" or layer.scope == s or layer.scope.startswith(s + "/") or layer.name == s:
+                    chosen = norm[s]
+                    hits[s] += 1
+                    break
+            dev[layer.name] = chosen
+        missing = [s for s, n in hits.items() if n == 0]
+        if missing:
+            raise PlacementError(f"scopes match no layer of {model.name!r}: {', '.join(missing)}")
+        return cls._trusted(model, dev)
+
+    @classmethod
+    def from_json(cls, model: "Model", text: str | Mapping) -> "Placement":
+        """Read ``{"default": "GPU", "layers": {name: device}}`` or a plain ``{name: device}``.
+
+        Also accepts ``{"scopes": {...}}`` (see :meth:`from_scopes`).
+        """
+        if isinstance(text, str):
+            try:
+                doc = json.loads(text)
+            except ValueError as exc:
+                raise PlacementError(f"placement is not valid JSON: {exc}") from None
+        else:
+            doc = dict(text)
+        if not isinstance(doc, dict):
+            raise PlacementError("placement JSON must be an object")
+        if "placement" in doc and isinstance(doc["placement"], dict):
+            doc = doc["placement"]
+        default = doc.get("default", "GPU") if ("layers" in doc or "scopes" in doc) else "GPU"
+        if "scopes" in doc:
+            return cls.from_scopes(model, doc["scopes"], default=default)
+        layers = doc.get("layers", doc if "layers" not in doc else {})
+        if not isinstance(layers, dict):
+            raise PlacementError("placement 'layers' must map layer names to devices")
+        return cls(model, layers, default=default)
+
+    # ------------------------------------------------------------- mapping API
+    def __getitem__(self, name: str) -> str:
+        try:
+            return self._dev[name]
+        except KeyError:
+            raise PlacementError(f"model {self.model.name!r} has no layer {name!r}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dev)
+
+    def __len__(self) -> int:
+        return len(self._dev)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Placement):
+            return self.model.hash == other.model.hash and self._dev == other._dev
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{d}={n}" for d, n in self.counts().items() if n)
+        return f"Placement({self.model.name!r}, {counts}, key={self.key[:10]})"
+
+    # ---------------------------------------------------------------- helpers
+    @property
+    def key(self) -> str:
+        """Canonical key: same assignment -> same key (40 hex chars)."""
+        if self._key is None:
+            code = {"GPU": "g", "DLA0": "0", "DLA1": "1"}
+            text = self.model.hash + ":" + "".join(code[self._dev[n]] for n in self.model.names)
+            self._key = hashlib.sha1(text.encode()).hexdigest()
+        return self._key
+
+    def as_dict(self) -> dict[str, str]:
+        """Layer -> device, in topological order."""
+        return dict(self._dev)
+
+    def to_json(self, compact: bool = True) -> str:
+        """``{"default": D, "layers": {name: device != D}}`` with D the most common device."""
+        return json.dumps(self.to_doc(), separators=(",", ":") if compact else None, indent=None if compact else 2)
+
+    def to_doc(self) -> dict:
+        """The JSON document of :meth:`to_json` as a dict."""
+        counts = self.counts()
+        default = max(counts, key=lambda d: counts[d])
+        return {"default": default, "layers": {n: d for n, d in self._dev.items() if d != default}}
+
+    def counts(self) -> dict[str, int]:
+        """Number of layers per device (every device in DEVICES is a key)."""
+        out = dict.fromkeys(DEVICES, 0)
+        for d in self._dev.values():
+            out[d] += 1
+        return out
+
+    @property
+    def devices_used(self) -> tuple[str, ...]:
+        """Devices with at least one layer, in DEVICES order."""
+        c = self.counts()
+        return tuple(d for d in DEVICES if c[d])
+
+    def with_devices(self, changes: Mapping[str, str]) -> "Placement":
+        """A copy with some layers moved."""
+        dev = dict(self._dev)
+        for n, d in changes.items():
+            if n not in dev:
+                raise PlacementError(f"model {self.model.name!r} has no layer {n!r}")
+            dev[n] = normalise_device(d)
+        return Placement._trusted(self.model, dev)
+
+    def segments(self, pipeline: bool = False) -> list[Segment]:
+        """Maximal convex connected same-device regions, in topological order.
+
+        Convex means no path leaves a segment and comes back into it, so the segments
+        form a DAG. With ``pipeline=False`` they are what TensorRT makes of one engine
+        (the DLA segments are its DLA loadables). With ``pipeline=True`` a layer does not
+        join a segment when that would make the segment wait for another segment it did
+        not already wait for: every segment can then be its own engine that starts as
+        soon as its inputs exist, so independent branches overlap.
+        """
+        if self._segments is None:
+            self._segments = {}
+        if pipeline not in self._segments:
+            self._segments[pipeline] = _segments(self.model, self._dev, pipeline)
+        return self._segments[pipeline]
+
+    def dla_islands(self) -> dict[str, int]:
+        """DLA segments (loadables) per DLA device, e.g. ``{"DLA0": 2, "DLA1": 0}``."""
+        out = {d: 0 for d in DEVICES[1:]}
+        for s in self.segments():
+            if s.device != "GPU":
+                out[s.device] += 1
+        return out
+
+
+def _segments(model: "Model", dev: Mapping[str, str], pipeline: bool = False) -> list[Segment]:
+    """Greedy convex clustering in topological order.
+
+    A layer joins the segment(s) of its same-device producers unless that would close a
+    cycle through another segment; several joinable producer segments are merged.
+    """
+    parent: list[int] = []  # union-find over segment ids
+    preds: list[set[int]] = []
+    device: list[str] = []
+    members: list[list[str]] = []
+    seg_of: dict[str, int] = {}
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    bit: list[int] = []  # mask of the original segment ids merged into a root
+    anc: list[int] = []  # root -> mask of every ancestor segment id, kept up to date eagerly
+    succ: list[set[int]] = []  # segment -> successor segment ids (map through find)
+
+    def propagate(root: int) -> None:
+        extra = bit[root] | anc[root]
+        stack = [find(x) for x in succ[root]]
+        while stack:
+            x = stack.pop()
+            if anc[x] & extra != extra:
+                anc[x] |= extra
+                stack.extend(find(y) for y in succ[x])
+
+    for layer in model.layers:
+        d = dev[layer.name]
+        prod_segs = {find(seg_of[p]) for p in layer.producers}
+        same = [q for q in prod_segs if device[q] == d]
+        joinable: list[int] = []
+        if len(prod_segs) == 1 and same:
+            joinable = same  # the common case: one producer on the same device
+        elif same:
+            anc_other = 0
+            for o in prod_segs.difference(same):
+                anc_other |= bit[o] | anc[o]
+            same_mask = 0
+            for q in same:
+                same_mask |= bit[q]
+            for q in same:
+                anc_rest = 0
+                for r in same:
+                    if r != q:
+                        anc_rest |= anc[r]
+                # q may not be an ancestor of another producer segment
+                if (anc_other | anc_rest) & bit[q]:
+                    continue
+                if pipeline and (anc_other | anc_rest | same_mask) & ~anc[q] & ~bit[q]:
+                    continue  # joining would make q wait for a branch it did not wait for
+                joinable.append(q)
+                if pipeline:
+                    break
+        if joinable:
+            target = joinable[0]
+            if len(prod_segs) > 1:
+                for q in joinable[1:]:
+                    parent[q] = target
+                    preds[target] |= preds[q]
+                    members[target].extend(members[q])
+                    members[q] = []
+                    bit[target] |= bit[q]
+                    anc[target] |= anc[q]
+                    succ[target] |= succ[q]
+                for e in prod_segs.difference(joinable):
+                    preds[target].add(e)
+                    anc[target] |= bit[e] | anc[e]
+                    succ[e].add(target)
+                preds[target] = {find(q) for q in preds[target]} - {target}
+                propagate(target)
+            members[target].append(layer.name)
+            seg_of[layer.name] = target
+        else:
+            sid = len(parent)
+            parent.append(sid)
+            preds.append(set(prod_segs))
+            device.append(d)
+            members.append([layer.name])
+            bit.append(1 << sid)
+            m = 0
+            for q in prod_segs:
+                m |= bit[q] | anc[q]
+                succ[q].add(sid)
+            anc.append(m)
+            succ.append(set())
+            seg_of[layer.name] = sid
+    roots = [i for i in range(len(parent)) if find(i) == i and members[i]]
+    pos = {n: i for i, n in enumerate(model.names)}
+    first = {r: min(pos[n] for n in members[r]) for r in roots}
+    # Topological order of the segment DAG, ties broken by the first layer's position.
+    rpreds = {r: {find(p) for p in preds[r]} - {r} for r in roots}
+    users: dict[int, list[int]] = {r: [] for r in roots}
+    for r in roots:
+        for q in rpreds[r]:
+            users[q].append(r)
+    waiting = {r: len(rpreds[r]) for r in roots}
+    ready = [(first[r], r) for r in roots if waiting[r] == 0]
+    heapq.heapify(ready)
+    ordered: list[int] = []
+    while ready:
+        _, r = heapq.heappop(ready)
+        ordered.append(r)
+        for u in users[r]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, (first[u], u))
+    roots = ordered
+    new_id = {r: k for k, r in enumerate(roots)}
+    out = []
+    for r in roots:
+        layers = tuple(sorted(members[r], key=pos.__getitem__))
+        pr = tuple(sorted({new_id[find(p)] for p in preds[r] if find(p) != r}))
+        out.append(Segment(new_id[r], device[r], layers, pr))
+    return out

@@ -1,0 +1,1 @@
+"""Reports: PNG plots of a study and Chrome traces of a plan."""

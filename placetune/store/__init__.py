@@ -1,0 +1,5 @@
+"""The store: every measurement and study in one SQLAlchemy database (SQLite by default)."""
+
+from placetune.store.store import Store, mask_url
+
+__all__ = ["Store", "mask_url"]

@@ -1,0 +1,379 @@
+"""Evaluator: validate -> realise -> cache -> measure -> store, for one study.
+
+This is the object search agents talk to. It needs nothing but a model, a platform and
+a backend; everything it measures goes to the store, and everything in the store with
+the same model, environment fingerprint and settings is a cache hit.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from placetune.errors import PlacementError, StopRequested
+from placetune.measurement import Measurement
+from placetune.model.model import Model
+from placetune.tuning.objectives import Objective, get_objective
+from placetune.placement.placement import Placement
+from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
+from placetune.settings import Settings
+
+if TYPE_CHECKING:
+    from placetune.backends.base import Backend
+    from placetune.hardware.platforms import Platform
+    from placetune.placement.space import Space
+    from placetune.store.store import Store
+
+__all__ = ["Evaluator", "EvaluatorStats"]
+
+log = logging.getLogger(__name__)
+
+_MEMO_SIZE = 4096
+
+
+@dataclass
+class EvaluatorStats:
+    """Counters of one evaluator.
+
+    Attributes:
+        requested: evaluate() calls.
+        cache_hits: answered from the store or memory without measuring.
+        measured: backend measurements run.
+        failures: measurements (new or cached) that were not ok.
+        measure_seconds: wall time spent in the backend.
+    """
+
+    requested: int = 0
+    cache_hits: int = 0
+    measured: int = 0
+    failures: int = 0
+    measure_seconds: float = 0.0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict."""
+        return {
+            "requested": self.requested,
+            "cache_hits": self.cache_hits,
+            "measured": self.measured,
+            "failures": self.failures,
+            "measure_seconds": round(self.measure_seconds, 3),
+            "by_status": dict(self.by_status),
+        }
+
+
+def _load_model(model: Model | str | Path, batch: int | None, shapes) -> Model:
+    if isinstance(model, Model):
+        return model
+    return Model.load(model, shapes, batch=batch)
+
+
+class Evaluator:
+    """Measure placements of one model on one platform, with caching and storage.
+
+    Args:
+        model: a :class:`Model`, a zoo name or an ONNX path.
+        platform: a platform name (``orin-agx``...) or :class:`~placetune.hardware.platforms.Platform`.
+        backend: ``simulate`` (default), ``tensorrt``, ``trtexec`` or a backend object.
+        mode: ``engine``, ``pipeline`` or ``replicas``.
+        precision: ``fp16`` or ``int8``.
+        batch: batch size of zoo models (files: use ``shapes``).
+        objective: ``latency``, ``throughput``, ``energy`` or a pair like ``latency+energy``.
+        store: a :class:`~placetune.store.store.Store`, a SQLAlchemy URL / SQLite path, or None for
+            an in-memory store (nothing persists).
+        study: study name in the store (default: derived from model, platform and settings).
+        settings: full :class:`Settings` (overrides ``mode``/``precision`` and ``options``).
+        shapes: input shape overrides for ONNX files (``["input=1x3x224x224"]``).
+        agent: default agent name recorded with each measurement.
+        **options: other :class:`Settings` fields (``gpu_fallback``, ``dla_core``,
+            ``frames_in_flight``, ``replicas``, ``noise``, ``seed``, ``trt_version``...).
+
+    Example:
+        >>> ev = Evaluator("seed-block", "orin-agx", mode="pipeline")
+        >>> base = ev.baseline()
+        >>> m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}))
+        >>> m.simulated, m.realized["/conv3/Conv"], m.latency_ms["median"] > 0
+        (True, 'DLA0', True)
+    """
+
+    def __init__(
+        self,
+        model: Model | str | Path,
+        platform: "Platform | str" = "orin-agx",
+        backend: "Backend | str" = "simulate",
+        *,
+        mode: str = "engine",
+        precision: str = "fp16",
+        batch: int | None = None,
+        objective: str | Objective = "latency",
+        store: "Store | str | None" = None,
+        study: str | None = None,
+        settings: Settings | None = None,
+        shapes: Any = None,
+        agent: str | None = None,
+        **options: Any,
+    ) -> None:
+        from placetune.backends.base import get_backend
+        from placetune.hardware.platforms import get_platform
+        from placetune.store.store import Store
+
+        self.model = _load_model(model, batch, shapes)
+        self.platform = get_platform(platform) if isinstance(platform, str) else platform
+        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        self.settings = settings or Settings(mode=mode, precision=precision, **options)
+        self.objective = get_objective(objective)
+        if isinstance(store, Store):
+            self.store = store
+        elif store is None:
+            self.store = Store.memory()
+        else:
+            self.store = Store(str(store))
+        self.agent = agent
+        self.fingerprint = self.backend.fingerprint(self.platform, self.settings)
+        self.stats = EvaluatorStats()
+        self.study_name = study or self.default_study_name()
+        self.study = self.store.create_or_open_study(
+            self.study_name,
+            self.model,
+            platform=self.platform.name,
+            backend=self.backend.name,
+            mode=self.settings.mode,
+            objective=self.objective.name,
+            precision=self.settings.precision,
+            batch=self.model.batch,
+            settings=self.settings.to_dict(),
+            fingerprint=self.fingerprint,
+            simulated=self.backend.simulated,
+        )
+        self._memo: OrderedDict[str, Measurement] = OrderedDict()
+        self._realised_key: OrderedDict[str, str] = OrderedDict()  # requested key -> realised key
+        self._callbacks: list[Callable[[Placement, Measurement], None]] = []
+        self._stop = False
+        self._baseline: Measurement | None = None
+        #: fleet mode (:class:`placetune.tuning.fleet.Claims`): claim a realised placement before
+        #: measuring it, so that two workers never measure the same one
+        self.claims: Any = None
+
+    @property
+    def fingerprint_hash(self) -> str:
+        """Hash of the environment fingerprint, as the store keys cache entries."""
+        return self.study.fingerprint_hash
+
+    # ------------------------------------------------------------------ naming
+    def default_study_name(self) -> str:
+        """``<model>-<platform>-<mode>-<precision>-<objective>-<backend>-<settings hash[:6]>``."""
+        s = self.settings
+        return (
+            f"{self.model.name}-{self.platform.name}-{s.mode}-{s.precision}-"
+            f"{self.objective.name}-{self.backend.name}-{s.hash[:6]}"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Evaluator({self.model.name!r}, {self.platform.name!r}, backend={self.backend.name!r}, "
+            f"mode={self.settings.mode!r}, objective={self.objective.name!r}, study={self.study_name!r})"
+        )
+
+    # ------------------------------------------------------------- main entry
+    def space(self, granularity: str = "fusion", **kw: Any) -> "Space":
+        """The decision space of this evaluator's model, platform and mode."""
+        from placetune.placement.space import Space
+
+        return Space(self.model, self.platform, mode=self.settings.mode, precision=self.settings.precision,
+                     granularity=granularity, trt_version=self.settings.trt_version, **kw)
+
+    def realise(self, placement: Placement) -> Realisation:
+        """Realise a placement under this evaluator's settings (may raise InfeasiblePlacement)."""
+        s = self.settings
+        return realise(placement, self.platform, mode=s.mode, precision=s.precision, gpu_fallback=s.gpu_fallback,
+                       dla_core=s.dla_core, trt_version=s.trt_version)
+
+    def evaluate(
+        self,
+        placement: Placement | dict[str, str],
+        *,
+        agent: str | None = None,
+        trial_number: int | None = None,
+    ) -> Measurement:
+        """Measure a placement (or return the stored measurement of its realisation).
+
+        Failures are returned as measurements with a non-``ok`` status; only a placement
+        that is not a placement of this model, or names a device the platform lacks,
+        raises (PlacementError).
+
+        The returned measurement has ``extra["cache_hit"]`` set.
+        """
+        if not isinstance(placement, Placement):
+            placement = Placement(self.model, placement)
+        elif placement.model.hash != self.model.hash:
+            raise PlacementError(
+                f"placement is for model {placement.model.name!r}, this evaluator measures {self.model.name!r}"
+            )
+        if self._stop:
+            raise StopRequested("stop requested: the evaluation in flight finished and is stored")
+        self.stats.requested += 1
+        agent = agent or self.agent
+        key = self._realised_key.get(placement.key)
+        cached = self._lookup(key) if key is not None else None
+        if cached is None:
+            try:
+                r = self.realise(placement)
+                key = r.realized.key
+            except InfeasiblePlacement as exc:
+                r = None
+                key = "infeasible:" + placement.key
+                infeasible_reason = str(exc)
+            self._realised_key[placement.key] = key
+            if len(self._realised_key) > _MEMO_SIZE:
+                self._realised_key.popitem(last=False)
+            cached = self._lookup(key)
+        if cached is None and r is not None and self.claims is not None:
+            cached = self.claims.acquire(self, key)  # another worker's result, or None: ours to measure
+        if cached is not None:
+            self.stats.cache_hits += 1
+            self._count(cached)
+            self.store.record_request(self.study, placement.key, key, cached.extra.get("_id"), agent, trial_number, True)
+            return self._notify(placement, self._answer(cached, placement, cache_hit=True))
+        t0 = time.perf_counter()
+        if r is None:
+            m = Measurement.failure(
+                "infeasible", infeasible_reason, requested=placement.as_dict(), simulated=self.backend.simulated,
+                backend=self.fingerprint.get("backend", self.backend.name), mode=self.settings.mode,
+                precision=self.settings.precision, batch=self.model.batch,
+            )
+        else:
+            try:
+                m = self.backend.measure(r, self.platform, self.settings)
+            except InfeasiblePlacement as exc:
+                m = Measurement.failure("infeasible", str(exc), requested=placement.as_dict(),
+                                        realized=r.realized.as_dict(), simulated=self.backend.simulated)
+            except BaseException:
+                if self.claims is not None:  # fleet: another worker may measure it
+                    self.claims.release(self, key)
+                raise
+            if m.requested is None:
+                m.requested = placement.as_dict()
+            if r.notes:
+                m.extra.setdefault("notes", list(r.notes))
+        self.stats.measure_seconds += time.perf_counter() - t0
+        self.stats.measured += 1
+        self._count(m)
+        try:
+            mid = self.store.record(self.study, placement.key, key, m, agent=agent, trial_number=trial_number)
+        finally:
+            if r is not None and self.claims is not None:
+                self.claims.release(self, key)
+        m.extra["_id"] = mid
+        self._remember(key, m)
+        return self._notify(placement, self._answer(m, placement, cache_hit=False))
+
+    # ------------------------------------------------------- hooks and stop
+    def add_callback(self, fn: Callable[[Placement, Measurement], None]) -> None:
+        """Call ``fn(placement, measurement)`` after every evaluation (progress displays, logs)."""
+        self._callbacks.append(fn)
+
+    def request_stop(self) -> None:
+        """Make the next :meth:`evaluate` raise :class:`~placetune.errors.StopRequested`.
+
+        Safe to call from a signal handler: the evaluation in flight finishes and is stored.
+        """
+        self._stop = True
+
+    @property
+    def stop_requested(self) -> bool:
+        """True after :meth:`request_stop`."""
+        return self._stop
+
+    def peek(self, placement: Placement) -> Measurement | None:
+        """The stored measurement of a placement's realisation, without measuring or
+        recording a request (None when it was never measured or is infeasible)."""
+        try:
+            key = self.realise(placement).realized.key
+        except PlacementError:
+            return None
+        m = self._lookup(key)
+        return self._answer(m, placement, cache_hit=True) if m is not None else None
+
+    def _notify(self, placement: Placement, m: Measurement) -> Measurement:
+        for fn in self._callbacks:
+            fn(placement, m)
+        return m
+
+    # ------------------------------------------------------------- baselines
+    def baseline(self) -> Measurement:
+        """The all-GPU measurement (measured once, then cached)."""
+        if self._baseline is None:
+            self._baseline = self.evaluate(Placement.all_gpu(self.model), agent="baseline")
+        return self._baseline
+
+    def baselines(self) -> dict[str, tuple[Placement, Measurement]]:
+        """All-GPU, all-DLA on each core (with fallback) and, in pipeline mode, a split over the cores."""
+        out = {"all-gpu": (Placement.all_gpu(self.model), self.baseline())}
+        cores = range(self.platform.dla_count)
+        if self.settings.mode != "pipeline":  # one engine runs on one core: the other is the same plan
+            cores = range(min(self.platform.dla_count, 1)) if self.settings.dla_core is None else [self.settings.dla_core]
+        for core in cores:
+            p = Placement.all_dla(self.model, core)
+            out[f"all-dla{core}"] = (p, self.evaluate(p, agent="baseline"))
+        if self.settings.mode == "pipeline" and self.platform.dla_count > 1:
+            names = self.model.names
+            half = len(names) // 2
+            p = Placement(self.model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(names)})
+            out["split-dla0-dla1"] = (p, self.evaluate(p, agent="baseline"))
+        return out
+
+    def best(self) -> tuple[Placement, Measurement] | None:
+        """Best ok measurement stored for this study's scope (by the primary objective)."""
+        rec = self.store.best(self.study_name, self.objective.names[0], self.objective.direction)
+        if rec is None:
+            return None
+        placement = Placement(self.model, rec.requested or {})
+        return placement, rec.measurement
+
+    def value(self, m: Measurement) -> float | None:
+        """Primary objective value of a measurement."""
+        return self.objective.value(m)
+
+    def close(self) -> None:
+        """Close the store if this evaluator opened it."""
+        self.store.close()
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------- internals
+    def _count(self, m: Measurement) -> None:
+        self.stats.by_status[m.status] = self.stats.by_status.get(m.status, 0) + 1
+        if not m.ok:
+            self.stats.failures += 1
+
+    def _lookup(self, key: str) -> Measurement | None:
+        m = self._memo.get(key)
+        if m is not None:
+            self._memo.move_to_end(key)
+            return m
+        m = self.store.lookup(*self.study.scope, key)
+        if m is not None:
+            self._remember(key, m)
+        return m
+
+    def _remember(self, key: str, m: Measurement) -> None:
+        self._memo[key] = m
+        if len(self._memo) > _MEMO_SIZE:
+            self._memo.popitem(last=False)
+
+    def _answer(self, m: Measurement, placement: Placement, cache_hit: bool) -> Measurement:
+        out = copy.copy(m)
+        out.extra = {**m.extra, "cache_hit": cache_hit, "requested_key": placement.key}
+        if cache_hit:
+            out.requested = placement.as_dict()
+        return out

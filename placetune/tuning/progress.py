@@ -1,0 +1,109 @@
+"""Progress of a tuning run: a live bar on a terminal, one structured line per evaluation otherwise."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import IO
+
+from placetune.measurement import Measurement
+from placetune.tuning.objectives import Objective
+from placetune.placement.placement import Placement
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Evaluation callback that reports progress.
+
+    On a terminal it redraws one line: trials done/total, best value and its gain over
+    all-GPU, cache hits and failures. Elsewhere (nohup, systemd, CI) it prints one
+    ``key=value`` line per evaluation, easy to grep and parse.
+
+    Args:
+        out: the stream.
+        tty: True for the live bar.
+        total: the study's trial budget.
+        done: trials already done before this run.
+        objective: the study's objective.
+        baseline: the all-GPU measurement (for the gain), if known.
+    """
+
+    def __init__(self, out: IO[str], *, tty: bool, total: int, done: int, objective: Objective,
+                 baseline: Measurement | None) -> None:
+        self.out = out
+        self.tty = tty
+        self.total = total
+        self.done = done
+        self.objective = objective
+        self.base = objective.value(baseline) if baseline is not None else None
+        self.best: float | None = None
+        self.cache_hits = 0
+        self.failures = 0
+        self.t0 = time.monotonic()
+        self._last_draw = 0.0
+
+    def set_baseline(self, baseline: Measurement) -> None:
+        """Set the all-GPU measurement once it is known."""
+        self.base = self.objective.value(baseline)
+
+    def update(self, placement: Placement, m: Measurement) -> None:
+        """Evaluator callback: one evaluation finished."""
+        self.done += 1
+        hit = bool(m.extra.get("cache_hit"))
+        self.cache_hits += hit
+        value = self.objective.value(m)
+        if not m.ok:
+            self.failures += 1
+        elif value is not None and (self.best is None or self.objective.better(value, self.best)):
+            self.best = value
+        if self.tty:
+            now = time.monotonic()
+            if now - self._last_draw > 0.1 or self.done >= self.total:
+                self._last_draw = now
+                self._draw()
+        else:
+            self._line(m, value, hit)
+
+    def _gain(self) -> float:
+        if self.best is None or not self.base:
+            return math.nan
+        return self.objective.gain(self.best, self.base)
+
+    def _fmt(self, v: float | None) -> str:
+        if v is None:
+            return "-"
+        return f"{v:.4g}{self.objective.units[0]}"
+
+    def _draw(self) -> None:
+        width = 24
+        frac = min(self.done / self.total, 1.0) if self.total else 1.0
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        elapsed = time.monotonic() - self.t0
+        text = (f"\r[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} "
+                f"({self._gain():.2f}x vs all-GPU)  cache hits {self.cache_hits}  failures {self.failures}  "
+                f"{elapsed:5.0f}s")
+        self.out.write(text)
+        self.out.flush()
+
+    def _line(self, m: Measurement, value: float | None, hit: bool) -> None:
+        fields = [
+            f"trial={self.done}/{self.total}",
+            f"status={m.status}",
+            f"{self.objective.names[0]}={self._fmt(value)}",
+            f"best={self._fmt(self.best)}",
+            f"gain={self._gain():.3f}",
+            f"cache_hit={'true' if hit else 'false'}",
+            f"failures={self.failures}",
+            f"elapsed_s={time.monotonic() - self.t0:.1f}",
+        ]
+        if m.simulated:
+            fields.append("simulated=true")
+        print(" ".join(fields), file=self.out, flush=True)
+
+    def close(self) -> None:
+        """End the live line."""
+        if self.tty:
+            self._draw()
+            self.out.write("\n")
+            self.out.flush()

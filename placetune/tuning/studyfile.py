@@ -1,0 +1,168 @@
+"""Study files (TOML) and the tuning configuration they resolve to.
+
+Precedence: command-line options override the study file, which overrides the defaults.
+
+A study file::
+
+    [study]
+    name = "seed-block-pipeline"   # the study's name in the store
+    model = "seed-block"           # zoo name or ONNX path (relative to the file)
+    platform = "orin-agx"
+    backend = "simulate"
+    mode = "pipeline"
+    objective = "latency"
+    precision = "int8"
+    agent = "local"
+    trials = 200
+    timeout = "8h"
+
+    [settings]                     # placetune.Settings fields
+    frames_in_flight = 1
+
+    [agent_options]                # passed to the agent
+    seed = 0
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from placetune.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["TuneConfig", "load_study_file", "parse_duration", "DEFAULT_MODEL"]
+
+#: The embedded default of ``placetune tune`` with no argument.
+DEFAULT_MODEL = "resnet50"
+
+
+def parse_duration(text: str | int | float | None) -> float | None:
+    """``"8h"``, ``"30m"``, ``"90s"``, ``"1h30m"`` or a number of seconds -> seconds.
+
+    Raises:
+        ConfigError: not a duration.
+    """
+    if text is None or text == "":
+        return None
+    if isinstance(text, (int, float)):
+        if text <= 0:
+            raise ConfigError(f"timeout must be positive, got {text}")
+        return float(text)
+    s = str(text).strip().lower()
+    try:
+        value = float(s)
+    except ValueError:
+        parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", s)
+        if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
+            raise ConfigError(f"bad duration {text!r}: use e.g. 8h, 30m, 90s or 1h30m") from None
+        value = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
+    if value <= 0:
+        raise ConfigError(f"timeout must be positive, got {text!r}")
+    return value
+
+
+@dataclass
+class TuneConfig:
+    """Everything ``placetune tune`` needs (see the module docstring for the file format).
+
+    Attributes mirror the command-line options; ``settings`` are
+    :class:`~placetune.settings.Settings` fields and ``agent_options`` go to the agent.
+    """
+
+    model: str = DEFAULT_MODEL
+    platform: str = "orin-agx"
+    backend: str = "simulate"
+    mode: str = "engine"
+    objective: str = "latency"
+    precision: str = "fp16"
+    batch: int | None = None
+    shapes: list[str] = field(default_factory=list)
+    agent: str = "local"
+    trials: int = 150
+    timeout: float | None = None
+    storage: str = "sqlite:///placetune.db"
+    study: str | None = None
+    granularity: str = "fusion"
+    export: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    agent_options: dict[str, Any] = field(default_factory=dict)
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    source: str = "embedded default"
+
+    @classmethod
+    def embedded_default(cls) -> "TuneConfig":
+        """What ``placetune tune`` runs with no study file and no model.
+
+        How much throughput do GPU + DLA0 + DLA1 give ResNet-50 INT8 (batch 2) as a pipeline
+        with 4 frames in flight, on the simulated AGX Orin? Takes seconds on a laptop.
+        """
+        return cls(model=DEFAULT_MODEL, mode="pipeline", objective="throughput", precision="int8", batch=2,
+                   granularity="scope:2", trials=300, settings={"frames_in_flight": 4})
+
+    def with_overrides(self, **overrides: Any) -> "TuneConfig":
+        """A copy with the non-None overrides applied."""
+        names = {f.name for f in fields(self)}
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if key not in names:
+                raise ConfigError(f"unknown tune option {key!r}")
+            data[key] = value
+        return TuneConfig(**data)
+
+
+_STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source"}
+
+
+def load_study_file(path: str | Path) -> TuneConfig:
+    """Read a study TOML file into a :class:`TuneConfig`.
+
+    Relative ONNX paths are resolved against the file's folder.
+
+    Raises:
+        ConfigError: unreadable file, TOML syntax error, unknown keys or bad values.
+    """
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read study file {p}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"study file {p} is not valid TOML: {exc}") from None
+    unknown_tables = set(doc) - {"study", "settings", "agent_options", "backend_options"}
+    if unknown_tables:
+        raise ConfigError(f"study file {p}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
+                          "use [study], [settings], [agent_options], [backend_options]")
+    study = dict(doc.get("study", {}))
+    if "name" in study:
+        study["study"] = study.pop("name")
+    unknown = set(study) - _STUDY_KEYS
+    if unknown:
+        raise ConfigError(f"study file {p}: unknown key(s) in [study]: {', '.join(sorted(unknown))}")
+    if "timeout" in study:
+        study["timeout"] = parse_duration(study["timeout"])
+    if "shapes" in study and isinstance(study["shapes"], str):
+        study["shapes"] = [study["shapes"]]
+    model = study.get("model")
+    if isinstance(model, str) and (model.endswith(".onnx") or model.endswith(".onnx.gz")):
+        mp = Path(model).expanduser()
+        if not mp.is_absolute():
+            study["model"] = str((p.parent / mp).resolve())
+    for key in ("trials", "batch"):
+        if key in study and (not isinstance(study[key], int) or study[key] < 1):
+            raise ConfigError(f"study file {p}: {key} must be a positive integer")
+    cfg = TuneConfig(**study)
+    cfg.settings = dict(doc.get("settings", {}))
+    cfg.agent_options = dict(doc.get("agent_options", {}))
+    cfg.backend_options = dict(doc.get("backend_options", {}))
+    cfg.source = str(p)
+    return cfg

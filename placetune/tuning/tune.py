@@ -1,0 +1,281 @@
+"""``placetune tune``: run a search agent on a study until its budget is spent, resumably.
+
+The study lives in the store; re-running the same command resumes it (measurements are
+cache hits, the budget counts what was already done). The first Ctrl-C lets the
+evaluation in flight finish and be stored, then prints the best so far and how to resume;
+a second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import IO, Any
+
+from placetune.errors import ConfigError, StopRequested
+from placetune.tuning.evaluator import Evaluator
+from placetune.measurement import Measurement
+from placetune.placement.placement import DEVICES, Placement
+from placetune.tuning.progress import Progress
+from placetune.store.store import mask_url
+from placetune.tuning.studyfile import TuneConfig
+
+__all__ = ["Tuner", "TuneOutcome"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TuneOutcome:
+    """What a tuning run ended with.
+
+    Attributes:
+        study: the study name.
+        trials_done: evaluation requests recorded for the study (all runs).
+        trials: the study's budget.
+        best: (placement, measurement) of the best stored result, or None.
+        baseline: the all-GPU measurement, if measured.
+        interrupted: True when stopped by Ctrl-C (or a stop request).
+        plan_path: path of the exported plan, if one was written.
+    """
+
+    study: str
+    trials_done: int
+    trials: int
+    best: tuple[Placement, Measurement] | None
+    baseline: Measurement | None
+    interrupted: bool = False
+    plan_path: str | None = None
+
+
+class Tuner:
+    """Runs one ``placetune tune`` invocation.
+
+    Args:
+        cfg: the resolved configuration.
+        out: where to print (default stdout).
+        tty: force the terminal progress bar on/off (default: ``out.isatty()``).
+        resume_hint: the command that resumes this run (printed on Ctrl-C).
+    """
+
+    def __init__(self, cfg: TuneConfig, out: IO[str] | None = None, tty: bool | None = None,
+                 resume_hint: str = "the same command") -> None:
+        self.cfg = cfg
+        self.out = out or sys.stdout
+        self.tty = self.out.isatty() if tty is None else tty
+        self.resume_hint = mask_url(resume_hint)  # the command line may hold a database password
+        self.evaluator: Evaluator | None = None
+        self.fleet: Any = None  # placetune.fleet.Fleet on a shared database
+        self._writer_lock: Any = None  # placetune.fleet.SingleWriterLock on a SQLite file
+        self._interrupts = 0
+
+    # ------------------------------------------------------------------ setup
+    def _make_evaluator(self) -> Evaluator:
+        from placetune.backends.base import get_backend
+        from placetune.settings import Settings
+        from placetune.store.store import Store
+
+        cfg = self.cfg
+        backend = get_backend(cfg.backend, **cfg.backend_options)
+        options = dict(cfg.settings)
+        probe = getattr(backend, "probe", None)
+        if not backend.simulated and "trt_version" not in options and probe is not None:
+            # apply the DLA rules of the TensorRT the worker really has (11.x needs the full version)
+            version = probe().get("trt_version")
+            if version:
+                options["trt_version"] = version if version.startswith("11") else ".".join(version.split(".")[:2])
+        try:
+            settings = Settings(mode=cfg.mode, precision=cfg.precision, **options)
+        except TypeError as exc:
+            raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
+        store = Store(cfg.storage)
+        from placetune.tuning.fleet import prepare
+
+        # SQLite: refuse a second writer; shared database: join the fleet (same environment)
+        self.fleet, self._writer_lock = prepare(store, cfg, backend, settings)
+        ev = Evaluator(
+            cfg.model, cfg.platform, backend, batch=cfg.batch, objective=cfg.objective, store=store,
+            study=cfg.study, settings=settings, shapes=cfg.shapes or None, agent=cfg.agent,
+        )
+        if self.fleet is not None:
+            self.fleet.attach(ev)
+        return ev
+
+    def _say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    # -------------------------------------------------------------------- run
+    def run(self) -> TuneOutcome:
+        """Run (or resume) the study; returns the outcome. Raises PlacetuneError on bad input."""
+        try:
+            return self._run()
+        finally:
+            if self.fleet is not None:
+                self.fleet.close()
+            if self._writer_lock is not None:
+                self._writer_lock.release()
+
+    def _trials_done(self, agent: Any) -> int:
+        """Requests of the study; in a fleet, trials every worker finished."""
+        ev = self.evaluator
+        assert ev is not None
+        if self.fleet is None:
+            return ev.store.study(ev.study_name).n_requests
+        from search.optuna_search import study_name_for
+
+        return self.fleet.trials_done(agent.study_name or study_name_for(ev, agent.granularity))
+
+    def _run(self) -> TuneOutcome:
+        from search import Budget, get_agent
+
+        from placetune.tuning.fleet import storage_error, tune_config
+
+        cfg, note = tune_config(self.cfg)
+        self.cfg = cfg
+        if note:
+            self._say(f"note: {note}")
+        agent_options = dict(cfg.agent_options)
+        seed = int(agent_options.pop("seed", 0))
+        agent_probe = get_agent(cfg.agent, seed=seed, granularity=cfg.granularity, **agent_options)
+        ev = self.evaluator = self._make_evaluator()
+        store = ev.store
+        name = ev.study_name
+        done = self._trials_done(agent_probe)
+        sim = "SIMULATED Jetson" if ev.backend.simulated else f"{ev.backend.name} backend"
+        self._say(
+            f"placetune tune: {ev.model.name} on {ev.platform.name} ({sim}), {ev.settings.mode} mode, "
+            f"{ev.settings.precision}, objective {ev.objective.name}, agent {cfg.agent}"
+        )
+        self._say(f"study {name!r} in {store.url} ({cfg.source}); budget {cfg.trials} trials"
+                  + (f", timeout {cfg.timeout:g} s" if cfg.timeout else ""))
+        if self.fleet is not None:
+            self._say(self.fleet.describe(cfg.trials))
+        if done:
+            self._say(f"resuming: {done} of {cfg.trials} trials already done; stored measurements are not repeated")
+        baseline = ev.peek(Placement.all_gpu(ev.model))
+        progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
+                            objective=ev.objective, baseline=baseline)
+        ev.add_callback(progress.update)
+        if baseline is None and done < cfg.trials:
+            baseline = ev.baseline()
+            progress.set_baseline(baseline)
+        remaining = cfg.trials - self._trials_done(agent_probe)
+        interrupted = False
+        previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            if remaining > 0:
+                # a resumed run explores anew (seed + trials done); the cache prevents re-measuring
+                agent = get_agent(cfg.agent, seed=seed + done, granularity=cfg.granularity, **agent_options) \
+                    if done else agent_probe
+                if self.fleet is not None:
+                    from search.optuna_search import study_name_for
+
+                    self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
+                                         deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
+                                         study_name=agent.study_name or study_name_for(ev, agent.granularity))
+                try:
+                    agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
+                except StopRequested:
+                    interrupted = True
+                except Exception as exc:  # a database failure in the agent's Optuna study: one clear line
+                    err = storage_error(store, exc, f"running the {cfg.agent} agent's study")
+                    if err is None:
+                        raise
+                    raise err from None
+            else:
+                self._say("the study's budget is already spent; showing its result")
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            progress.close()
+        interrupted = interrupted or ev.stop_requested
+        outcome = TuneOutcome(name, self._trials_done(agent_probe), cfg.trials, ev.best(), baseline, interrupted)
+        self._summary(outcome)
+        if self.fleet is not None:
+            self._say(self.fleet.summary())
+        outcome.plan_path = self._export(outcome)
+        if interrupted:
+            self._say(f"interrupted after {outcome.trials_done} of {cfg.trials} trials; everything measured is "
+                      f"stored. Resume with: {self.resume_hint}")
+        return outcome
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self._interrupts += 1
+        if self._interrupts == 1 and self.evaluator is not None:
+            self.evaluator.request_stop()
+            print("\nstopping after the evaluation in flight (Ctrl-C again to stop at once)",
+                  file=sys.stderr, flush=True)
+            return
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise KeyboardInterrupt
+
+    # ---------------------------------------------------------------- summary
+    def _summary(self, outcome: TuneOutcome) -> None:
+        ev = self.evaluator
+        assert ev is not None
+        obj = ev.objective
+        rows: list[tuple[str, Measurement | None]] = [("all-GPU", outcome.baseline)]
+        for dev in ev.space(self.cfg.granularity).devices[1:]:
+            core = int(dev[3:])
+            rows.append((f"all-DLA{core} (+fallback)", ev.peek(Placement.all_dla(ev.model, core))))
+        if outcome.best is not None:
+            rows.append(("best found", outcome.best[1]))
+        base_v = obj.value(outcome.baseline) if outcome.baseline is not None else None
+        self._say("")
+        label = " (SIMULATED)" if ev.backend.simulated else ""
+        self._say(f"summary{label}: {outcome.trials_done} trials, {ev.stats.measured} measured in this run, "
+                  f"{ev.stats.cache_hits} cache hits, {ev.stats.failures} failures")
+        header = f"{'placement':26s} {'latency ms':>11s} {'throughput/s':>13s} {'energy mJ':>10s} {'vs all-GPU':>10s}"
+        self._say(header)
+        self._say("-" * len(header))
+        for label_, m in rows:
+            if m is None:
+                self._say(f"{label_:26s} {'not measured':>11s}")
+                continue
+            if not m.ok:
+                self._say(f"{label_:26s} {m.status}: {m.reason or ''}"[:120])
+                continue
+            v = obj.value(m)
+            gain = obj.gain(v, base_v) if (v is not None and base_v) else float("nan")
+            self._say(
+                f"{label_:26s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:13,.1f} "
+                f"{m.energy_mj if m.energy_mj is not None else float('nan'):10.3f} {gain:9.2f}x"
+            )
+        if outcome.best is not None:
+            m = outcome.best[1]
+            realized = m.realized or {}
+            share = {d: 0 for d in DEVICES}
+            for d in realized.values():
+                share[d] = share.get(d, 0) + 1
+            n = max(len(realized), 1)
+            self._say("best placement (realised): " + ", ".join(
+                f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k))
+            if m.dla_loadables:
+                self._say("DLA loadables per core: " + ", ".join(f"{d} {k}" for d, k in m.dla_loadables.items()))
+
+    def _export(self, outcome: TuneOutcome) -> str | None:
+        ev = self.evaluator
+        assert ev is not None
+        if outcome.best is None:
+            self._say("no successful measurement yet: no plan exported")
+            return None
+        try:
+            from placetune.plan.plan import export_plan
+        except ImportError:  # pragma: no cover - plan module not installed
+            return None
+        path = self.cfg.export or f"{outcome.study}.plan.json"
+        plan = export_plan(ev.store, outcome.study)
+        plan.save(path)
+        self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
+        return path
+
+
+def run_tune(cfg: TuneConfig, out: IO[str] | None = None, resume_hint: str = "the same command") -> TuneOutcome:
+    """Convenience wrapper: ``Tuner(cfg).run()`` with timing logged."""
+    t0 = time.monotonic()
+    outcome = Tuner(cfg, out=out, resume_hint=resume_hint).run()
+    log.info("tune finished in %.1f s", time.monotonic() - t0)
+    return outcome
