@@ -34,7 +34,8 @@ from placetune.tuning.objectives import Objective, get_objective
 from placetune.placement.placement import DEVICES, Placement, Segment
 from placetune.plan.plan import Plan, export_plan
 from placetune.plan.plan import load as load_plan
-from placetune.backends.base import Backend, get_backend
+from placetune.backends.base import Backend
+from placetune.backends.registry import get_backend
 from placetune.hardware.platforms import Platform, get_platform, platform_names
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
@@ -44,7 +45,7 @@ from placetune.envs import PlacementEnv, PlacementOneShotEnv, make_env, register
 
 register_envs()
 
-__version__ = "0.1.0"
+from placetune.version import __version__  # noqa: E402
 
 __all__ = [
     "__version__",

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from placetune import Model
-from placetune.backends.base import Backend, get_backend
+from placetune.backends.base import Backend
+from placetune.backends.registry import get_backend
 from placetune.backends.simulate.costs import SIM_VERSION, cost_table
 from placetune.backends.simulate.simulator import SimulatedJetson, simulate_concurrent
 from placetune.placement.placement import Placement

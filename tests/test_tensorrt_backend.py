@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune import BackendError, ConfigError, Evaluator, Model, Placement, Store
-from placetune.backends.base import get_backend
+from placetune.backends.registry import get_backend
 from placetune.backends.tensorrt.backend import TensorRTBackend, convert_to_fp16, has_qdq
 from tests.fakes import FAKES_DIR, VERSIONS, fake_env
 

@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune import BackendError, Evaluator, Model, Placement, Store
-from placetune.backends.base import get_backend
+from placetune.backends.registry import get_backend
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import parse_build_log
 from placetune.backends.trtexec.backend import (

@@ -1,8 +1,7 @@
-"""Backend protocol and lookup: what every backend provides, :func:`get_backend`, the engine cache directory.
+"""The Backend protocol (what every backend provides) and the engine cache directory.
 
 A backend turns a realised placement into a :class:`~placetune.measurement.Measurement`.
-Backends are looked up by name with :func:`get_backend`; ``tensorrt`` and ``trtexec``
-import TensorRT / run trtexec lazily, so this package imports anywhere.
+Backends are looked up by name with :func:`placetune.backends.registry.get_backend`.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from placetune.errors import UnknownNameError
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -19,7 +17,7 @@ if TYPE_CHECKING:
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
 
-__all__ = ["Backend", "get_backend", "backend_names", "default_cache_dir"]
+__all__ = ["Backend", "default_cache_dir"]
 
 
 @runtime_checkable
@@ -42,32 +40,6 @@ class Backend(Protocol):
     def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> "Measurement":
         """Build and time the realised placement. Failures are returned, not raised."""
         ...
-
-
-def backend_names() -> list[str]:
-    """Names accepted by :func:`get_backend`."""
-    return ["simulate", "tensorrt", "trtexec"]
-
-
-def get_backend(name: str, **options: Any) -> Backend:
-    """Create a backend by name (options go to its constructor).
-
-    Raises:
-        UnknownNameError: not a backend name.
-    """
-    if name in ("simulate", "sim", "simulated"):
-        from placetune.backends.simulate.simulator import SimulatedJetson
-
-        return SimulatedJetson(**options)
-    if name == "tensorrt":
-        from placetune.backends.tensorrt.backend import TensorRTBackend
-
-        return TensorRTBackend(**options)
-    if name == "trtexec":
-        from placetune.backends.trtexec.backend import TrtexecBackend
-
-        return TrtexecBackend(**options)
-    raise UnknownNameError(f"unknown backend {name!r}; backends are {', '.join(backend_names())}")
 
 
 def default_cache_dir(kind: str) -> Path:

@@ -290,7 +290,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``placetune`` command."""
-    from placetune import __version__
+    from placetune.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="placetune",

@@ -861,7 +861,7 @@ def _engines(mode: str, realized: Placement | None, realized_map: dict[str, str]
 
 def _versions(st: "StudyRecord") -> dict[str, Any]:
     fp = st.fingerprint or {}
-    from placetune import __version__
+    from placetune.version import __version__
 
     def pick(*keys: str) -> Any:
         for k in keys:

@@ -119,7 +119,7 @@ class Evaluator:
         agent: str | None = None,
         **options: Any,
     ) -> None:
-        from placetune.backends.base import get_backend
+        from placetune.backends.registry import get_backend
         from placetune.hardware.platforms import get_platform
         from placetune.store.store import Store
 

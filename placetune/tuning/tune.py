@@ -74,7 +74,7 @@ class Tuner:
 
     # ------------------------------------------------------------------ setup
     def _make_evaluator(self) -> Evaluator:
-        from placetune.backends.base import get_backend
+        from placetune.backends.registry import get_backend
         from placetune.settings import Settings
         from placetune.store.store import Store
 
