@@ -1,0 +1,69 @@
+"""Gymnasium environments: search placements with any RL library or a hand-written agent.
+
+Two environments are registered (``import placetune`` registers them; so does
+:func:`register_envs`, which is idempotent):
+
+``placetune/Placement-v0`` (:class:`PlacementEnv`)
+    Sequential: one step per decision unit, in topological order. The action is a
+    device index (``Discrete(n_devices)``); the episode has exactly ``n_units`` steps.
+``placetune/PlacementOneShot-v0`` (:class:`PlacementOneShotEnv`)
+    One step per episode: the action is the whole assignment
+    (``MultiDiscrete([n_devices] * n_units)``).
+
+Reward
+    0 on every step but the last. The last step measures the placement and returns
+    ``log(gain)`` over the all-GPU baseline of the objective's primary component:
+    ``log(baseline_latency / latency)`` for ``latency`` (and ``energy``),
+    ``log(throughput / baseline_throughput)`` for ``throughput``. The all-GPU placement
+    scores exactly 0. A placement that is infeasible or fails to build/run, or that
+    has no value for the objective, scores ``penalty`` (default -1.0) and
+    ``info["reason"]`` says why.
+
+Action masks
+    Units the DLA cannot run have only the GPU allowed (unless ``allow_unsupported``).
+    Every ``reset``/``step`` puts ``info["action_mask"]`` (int8) in the info, in the form
+    ``env.action_space.sample(mask=...)`` takes (Gymnasium convention), and both envs have
+    an ``action_masks()`` method returning a flat bool array (sb3-contrib MaskablePPO
+    convention). A masked action is **not** an error: the unit is put on the GPU and
+    ``info["invalid_action"]`` is True (``info["invalid_units"]`` lists the units in the
+    one-shot env). Actions outside the action space raise :class:`~placetune.errors.PlacementError`.
+
+Cost
+    Constructing an env loads the model and builds the :class:`~placetune.placement.space.Space`
+    (milliseconds, needed for the spaces' shapes); the :class:`~placetune.tuning.evaluator.Evaluator`
+    (store, backend) is created on first use and the all-GPU baseline is measured on the
+    first ``reset``/``step``. Measurements go through the evaluator, so repeated
+    placements are cache hits (``info["cache_hit"]``).
+
+Determinism
+    Timings, and whether a step was a cache hit, are not reproducible, so both envs are
+    registered with ``nondeterministic=True``; an env constructed directly (without
+    ``gymnasium.make``) carries an equivalent spec, so ``check_env`` treats it the same way.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import placetune.envs
+    >>> placetune.envs.register_envs()
+    >>> env = gym.make("placetune/Placement-v0", model="seed-block")
+    >>> obs, info = env.reset(seed=0)
+    >>> done = False
+    >>> while not done:
+    ...     obs, reward, done, truncated, info = env.step(env.action_space.sample(mask=info["action_mask"]))
+    >>> info["feasible"], info["latency_ms"] > 0
+    (True, True)
+"""
+
+from placetune.envs.actions import masked_random_action
+from placetune.envs.oneshot import ONESHOT_ENV_ID, PlacementOneShotEnv
+from placetune.envs.registry import make_env, register_envs
+from placetune.envs.sequential import PLACEMENT_ENV_ID, PlacementEnv
+
+__all__ = [
+    "PlacementEnv",
+    "PlacementOneShotEnv",
+    "PLACEMENT_ENV_ID",
+    "ONESHOT_ENV_ID",
+    "register_envs",
+    "make_env",
+    "masked_random_action",
+]

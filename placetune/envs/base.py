@@ -1,0 +1,347 @@
+"""Shared machinery of the placement environments: construction, lazy evaluator, baseline, reward, rendering."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
+
+from placetune.errors import BackendError, ConfigError, PlacementError
+from placetune.model.model import Model
+from placetune.placement.placement import Placement
+from placetune.settings import Settings
+
+if TYPE_CHECKING:
+    from placetune.backends.base import Backend
+    from placetune.tuning.evaluator import Evaluator
+    from placetune.measurement import Measurement
+    from placetune.tuning.objectives import Objective
+    from placetune.hardware.platforms import Platform
+    from placetune.placement.space import Space
+    from placetune.store.store import Store
+
+_SETTINGS_FIELDS = frozenset(f.name for f in dataclasses.fields(Settings)) - {"mode", "precision"}
+# Constructor defaults that must stay untouched when an existing evaluator is passed.
+_EVALUATOR_DEFAULTS: dict[str, Any] = {
+    "model": "resnet18",
+    "platform": "orin-agx",
+    "mode": "engine",
+    "objective": "latency",
+    "precision": "fp16",
+    "batch": None,
+    "backend": "simulate",
+    "store": None,
+    "study": None,
+    "shapes": None,
+}
+
+
+class _SharedKwargs(dict):
+    """Spec kwargs whose deep copy shares objects (evaluator, store, backend, model).
+
+    ``gymnasium.make(spec)`` and ``check_env`` deep-copy ``spec.kwargs``; an evaluator
+    holds database connections and locks, and sharing it is the point of passing it.
+    """
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "_SharedKwargs":
+        plain = (str, bytes, int, float, bool, type(None), Path, list, tuple, dict)
+        return _SharedKwargs({k: (copy.deepcopy(v, memo) if isinstance(v, plain) else v) for k, v in self.items()})
+
+
+
+class PlacementEnvBase(gym.Env):
+    """Shared machinery: lazy evaluator, baseline, reward, end-of-episode info."""
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+    _env_id: str = ""
+    _entry_point: str = ""
+    _spec: EnvSpec | None = None
+
+    @property  # type: ignore[override]
+    def spec(self) -> EnvSpec | None:
+        """The env's spec (``gymnasium.make`` sets it; direct construction makes one)."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and not isinstance(value.kwargs, _SharedKwargs):
+            value.kwargs = _SharedKwargs(value.kwargs)
+        self._spec = value
+
+    def __init__(
+        self,
+        model: "Model | str | Path" = "resnet18",
+        platform: "Platform | str" = "orin-agx",
+        *,
+        mode: str = "engine",
+        objective: "str | Objective" = "latency",
+        precision: str = "fp16",
+        batch: int | None = None,
+        granularity: str = "fusion",
+        backend: "Backend | str" = "simulate",
+        store: "Store | str | None" = None,
+        study: str | None = None,
+        shapes: Any = None,
+        penalty: float = -1.0,
+        evaluator: "Evaluator | None" = None,
+        allow_unsupported: bool = False,
+        agent: str = "env",
+        render_mode: str | None = None,
+        **options: Any,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(f"render_mode {render_mode!r} is not supported; use None or 'ansi'")
+        unknown = sorted(set(options) - _SETTINGS_FIELDS)
+        if unknown:
+            raise ConfigError(
+                f"unknown environment option(s) {', '.join(unknown)}; measurement options are "
+                f"{', '.join(sorted(_SETTINGS_FIELDS))}"
+            )
+        if not math.isfinite(penalty):
+            raise ConfigError(f"penalty must be a finite number (got {penalty!r})")
+        self.render_mode = render_mode
+        self.penalty = float(penalty)
+        self.granularity = granularity
+        self.agent = agent
+        self._owns_evaluator = evaluator is None
+        self._evaluator: Evaluator | None = evaluator
+        self._baseline_value: float | None = None
+        self._baseline_m: Measurement | None = None
+        self._closed = False
+        if evaluator is not None:
+            given = dict(model=model, platform=platform, mode=mode, objective=objective, precision=precision,
+                         batch=batch, backend=backend, store=store, study=study, shapes=shapes)
+            clash = [
+                k for k, v in given.items() if not _same(v, _EVALUATOR_DEFAULTS[k]) and not _matches(evaluator, k, v)
+            ]
+            if clash or options:
+                raise ConfigError(
+                    "an evaluator was passed, so the model, platform and measurement settings are the evaluator's; "
+                    f"leave out {', '.join(clash + sorted(options))}"
+                )
+            self.model: Model = evaluator.model
+            self.settings: Settings = evaluator.settings
+            self.objective: Objective = evaluator.objective
+            dla_core = self.settings.dla_core or 0
+            self.space: Space = evaluator.space(granularity, allow_unsupported=allow_unsupported, dla_core=dla_core)
+            self._evaluator_kwargs: dict[str, Any] = {}
+        else:
+            from placetune.tuning.objectives import get_objective
+            from placetune.hardware.platforms import get_platform
+            from placetune.placement.space import Space
+
+            self.model = model if isinstance(model, Model) else Model.load(model, shapes, batch=batch)
+            self.settings = Settings(mode=mode, precision=precision, **options)
+            self.objective = get_objective(objective)
+            plat = get_platform(platform) if isinstance(platform, str) else platform
+            self.space = Space(
+                self.model, plat, mode=self.settings.mode, precision=self.settings.precision,
+                granularity=granularity, trt_version=self.settings.trt_version,
+                allow_unsupported=allow_unsupported, dla_core=self.settings.dla_core or 0,
+            )
+            self._evaluator_kwargs = dict(
+                platform=plat, backend=backend, objective=self.objective, store=store, study=study,
+                settings=self.settings, agent=agent,
+            )
+        self.n_units: int = self.space.n_units
+        self.n_devices: int = self.space.n_devices
+        self.devices: tuple[str, ...] = self.space.devices
+        self._features = np.ascontiguousarray(self.space.features(), dtype=np.float32)
+        self._mask = self.space.mask.astype(np.int8, copy=True)
+        self._last: dict[str, Any] | None = None
+        if self.spec is None:
+            # Same nondeterminism declaration as gymnasium.make gives (gym.make overwrites it).
+            kwargs = dict(model=model, platform=platform, mode=mode, objective=objective, precision=precision,
+                          batch=batch, granularity=granularity, backend=backend, store=store, study=study,
+                          shapes=shapes, penalty=penalty, evaluator=evaluator,
+                          allow_unsupported=allow_unsupported, agent=agent, **options)
+            self.spec = EnvSpec(id=self._env_id, entry_point=self._entry_point, nondeterministic=True,
+                                kwargs=kwargs)
+
+    # ------------------------------------------------------------- properties
+    @property
+    def evaluator(self) -> "Evaluator":
+        """The evaluator (created on first access; nothing is measured by creating it)."""
+        if self._evaluator is None:
+            from placetune.tuning.evaluator import Evaluator
+
+            self._evaluator = Evaluator(self.model, **self._evaluator_kwargs)
+            self._closed = False
+        return self._evaluator
+
+    @property
+    def baseline(self) -> "Measurement":
+        """The all-GPU measurement the reward is relative to (measured on first access).
+
+        Raises:
+            BackendError: the all-GPU placement has no value for the objective.
+        """
+        self._ensure_baseline()
+        assert self._baseline_m is not None
+        return self._baseline_m
+
+    @property
+    def baseline_value(self) -> float:
+        """Primary objective value of the all-GPU baseline."""
+        self._ensure_baseline()
+        assert self._baseline_value is not None
+        return self._baseline_value
+
+    def _ensure_baseline(self) -> None:
+        if self._baseline_value is not None and self._evaluator is not None:
+            return
+        m = self.evaluator.baseline()
+        value = self.objective.value(m)
+        if value is None or not value > 0:
+            raise BackendError(
+                f"the all-GPU baseline of {self.model.name!r} gave no {self.objective.names[0]} value "
+                f"({m.status}: {m.reason or 'no value'}); the reward is relative to it, so the environment "
+                "cannot run: check the backend and settings with `placetune measure`"
+            )
+        self._baseline_m, self._baseline_value = m, float(value)
+
+    # ---------------------------------------------------------------- helpers
+    def _allowed(self, unit: int, action: int) -> bool:
+        return bool(self._mask[unit, action])
+
+    def _measure(self, assignment: Sequence[int]) -> tuple[float, dict[str, Any]]:
+        """Evaluate a full assignment: (reward, end-of-episode info)."""
+        placement = self.space.to_placement(assignment)
+        m = self.evaluator.evaluate(placement, agent=self.agent)
+        value = self.objective.value(m)
+        base = self.baseline_value
+        info: dict[str, Any] = {
+            "latency_ms": _num(m.latency_ms.get("median") if m.ok else None),
+            "throughput_fps": _num(m.throughput_fps if m.ok else None),
+            "energy_mj": _num(m.energy_mj if m.ok else None),
+            "feasible": bool(m.ok),
+            "status": m.status,
+            "cache_hit": bool(m.extra.get("cache_hit", False)),
+            "placement": placement.to_doc(),
+            "realized": Placement(self.model, m.realized).to_doc() if m.realized else None,
+            "fallback": dict(m.fallback),
+            "measurement": m,
+            "objective_value": _num(value),
+            "baseline_value": base,
+            "reason": m.reason,
+        }
+        if m.ok and value is not None and value > 0:
+            gain = self.objective.gain(float(value), base)
+            reward = float(math.log(gain))
+        else:
+            gain = float("nan")
+            reward = self.penalty
+            if m.ok:
+                info["reason"] = f"the measurement has no {self.objective.names[0]} value"
+        info["gain"] = float(gain)
+        self._last = {"assignment": list(assignment), "reward": reward, **info}
+        return reward, info
+
+    def _check_action_int(self, action: Any, n: int) -> int:
+        try:
+            a = int(np.asarray(action).reshape(()))
+        except (TypeError, ValueError):
+            raise PlacementError(f"action {action!r} is not a device index (an int in 0..{n - 1})") from None
+        if not 0 <= a < n:
+            raise PlacementError(f"action {a} is out of range: devices are 0..{n - 1} ({', '.join(self.devices)})")
+        return a
+
+    def _render_table(self, assignment: Sequence[int], cursor: int | None) -> str:
+        lines = [
+            f"{type(self).__name__}: {self.model.name} on {self.space.platform.name}, mode={self.settings.mode}, "
+            f"objective={self.objective.name}, {self.n_units} units, devices={'/'.join(self.devices)}"
+        ]
+        for i, u in enumerate(self.space.units):
+            a = assignment[i]
+            dev = self.devices[a] if a >= 0 else "-"
+            allowed = "/".join(d for k, d in enumerate(self.devices) if self._mask[i, k])
+            mark = ">" if cursor == i else " "
+            lines.append(f"{mark}{i:4d} {dev:5s} [{allowed}] {u.name} ({len(u.layers)} layers)")
+        if self._last is not None:
+            r = self._last
+            if r["feasible"]:
+                lines.append(
+                    f"last: {r['status']} latency {r['latency_ms']:.3f} ms, reward {r['reward']:+.4f}, "
+                    f"gain x{r['gain']:.3f}{' (cache hit)' if r['cache_hit'] else ''}"
+                )
+            else:
+                lines.append(f"last: {r['status']}: {r['reason']}, reward {r['reward']:+.4f}")
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        """Close the evaluator's store if the env created it (safe to call twice).
+
+        A shared evaluator passed as ``evaluator=`` is left open. A later ``reset``
+        creates a new evaluator (with a new in-memory store when ``store`` is None).
+        """
+        if self._evaluator is not None and self._owns_evaluator and not self._closed:
+            self._evaluator.close()
+            self._evaluator = None
+            self._baseline_m = self._baseline_value = None
+        self._closed = True
+        super().close()
+
+
+
+def _num(x: Any) -> float:
+    """float, NaN for None (info values keep one type so vector envs can batch them)."""
+    if x is None:
+        return float("nan")
+    return float(x)
+
+
+def feature_box(features: np.ndarray) -> spaces.Box:
+    low = min(0.0, float(features.min(initial=0.0)))
+    high = max(10.0, float(np.ceil(features.max(initial=0.0))))
+    return spaces.Box(low=np.float32(low), high=np.float32(high), shape=features.shape, dtype=np.float32)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) if not isinstance(a, np.ndarray) else False
+    except Exception:  # noqa: BLE001 - objects with odd __eq__
+        return a is b
+
+
+def _matches(ev: "Evaluator", key: str, value: Any) -> bool:
+    """True when an explicitly given argument agrees with the shared evaluator."""
+    if key == "model":
+        if isinstance(value, Model):
+            return value.hash == ev.model.hash
+        return isinstance(value, str) and value == ev.model.name
+    if key == "platform":
+        from placetune.hardware.platforms import get_platform
+
+        try:
+            return get_platform(value).name == ev.platform.name
+        except Exception:  # noqa: BLE001 - an unknown name simply does not match
+            return False
+    if key == "mode":
+        return value == ev.settings.mode
+    if key == "precision":
+        return value == ev.settings.precision
+    if key == "objective":
+        from placetune.tuning.objectives import get_objective
+
+        try:
+            return get_objective(value).name == ev.objective.name
+        except Exception:  # noqa: BLE001
+            return False
+    if key == "batch":
+        return value == ev.model.batch
+    if key == "backend":
+        return value is ev.backend or value == ev.backend.name
+    if key == "store":
+        return value is ev.store
+    if key == "study":
+        return value == ev.study_name
+    return False
+
