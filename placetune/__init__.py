@@ -29,7 +29,8 @@ from placetune.errors import (
 from placetune.tuning.evaluator import Evaluator, EvaluatorStats
 from placetune.model.layer import Layer, TensorInfo
 from placetune.measurement import Measurement
-from placetune.model.model import Model, parse_shape_spec
+from placetune.model.model import Model
+from placetune.model.shapes import parse_shape_spec
 from placetune.tuning.objectives import Objective, get_objective
 from placetune.placement.placement import DEVICES, Placement, Segment
 from placetune.plan.plan import Plan, export_plan

@@ -10,8 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,43 +23,12 @@ from placetune.errors import ModelError, PlacetuneError, ShapeError, UnknownName
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
+from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype
 
-__all__ = ["Model", "parse_shape_spec", "ShapeSpec"]
-
-log = logging.getLogger(__name__)
-
-ShapeSpec = Mapping[str, Sequence[int]]
+__all__ = ["Model"]
 
 #: Constants with at most this many elements keep their value on TensorInfo.value.
 SMALL_CONST_ELEMENTS = 4096
-
-
-def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
-    """Parse ``name=1x3x224x224`` (or ``1x3x224x224`` for a single-input model).
-
-    Example:
-        >>> parse_shape_spec("input=32x3x32x32")
-        ('input', (32, 3, 32, 32))
-
-    Raises:
-        ShapeError: the text is not ``name=AxBxC`` with positive integers.
-    """
-    name, sep, dims = spec.rpartition("=")
-    text = dims.strip().lower().replace(",", "x")
-    try:
-        shape = tuple(int(d) for d in text.split("x"))
-    except ValueError:
-        raise ShapeError(f"bad --shape {spec!r}: expected name=1x3x224x224") from None
-    if not shape or any(d <= 0 for d in shape):
-        raise ShapeError(f"bad --shape {spec!r}: every dimension must be a positive integer")
-    return (name.strip() or None) if sep else None, shape
-
-
-def _np_dtype(elem_type: int) -> str:
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except Exception:  # noqa: BLE001 - unknown / undefined element types
-        return "float32"
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -83,20 +51,6 @@ def _attr_value(attr: onnx.AttributeProto) -> Any:
                 out.append(v)
         return out
     return value
-
-
-def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
-    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
-        return None
-    dims: list[int | str | None] = []
-    for d in type_proto.tensor_type.shape.dim:
-        if d.HasField("dim_value") and d.dim_value > 0:
-            dims.append(int(d.dim_value))
-        elif d.HasField("dim_param"):
-            dims.append(d.dim_param)
-        else:
-            dims.append(None)
-    return dims
 
 
 def _scope(node: onnx.NodeProto, name: str) -> str:
@@ -364,24 +318,6 @@ def _zoo_options(text: str) -> dict[str, Any]:
     return out
 
 
-def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | None, tuple[int, ...]]:
-    if not shapes:
-        return {}
-    if isinstance(shapes, Mapping):
-        out: dict[str | None, tuple[int, ...]] = {}
-        for k, v in shapes.items():
-            dims = tuple(int(d) for d in v)
-            if not dims or any(d <= 0 for d in dims):
-                raise ShapeError(f"bad shape for {k!r}: {v!r} (positive integers needed)")
-            out[k] = dims
-        return out
-    out = {}
-    for spec in shapes:
-        name, dims = parse_shape_spec(spec)
-        out[name] = dims
-    return out
-
-
 def _dataless_initializers(proto: onnx.ModelProto) -> set[str]:
     return {
         t.name
@@ -389,50 +325,6 @@ def _dataless_initializers(proto: onnx.ModelProto) -> set[str]:
         if not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data)
         and any(d != 0 for d in t.dims)
     }
-
-
-def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -> list[TensorInfo]:
-    real_inputs = [i for i in graph.input if i.name not in init_names]
-    names = [i.name for i in real_inputs]
-    if None in overrides:
-        if len(real_inputs) != 1:
-            raise ShapeError(
-                f"the model has {len(real_inputs)} inputs ({', '.join(names)}); "
-                "name the input in --shape, e.g. --shape input=1x3x224x224"
-            )
-        overrides = {names[0]: overrides[None]}
-    for key in overrides:
-        if key not in names:
-            raise ShapeError(f"--shape names {key!r}, but the model's inputs are: {', '.join(names)}")
-    fixed = []
-    for inp in real_inputs:
-        dims = _dims(inp.type)
-        if inp.name in overrides:
-            new = overrides[inp.name]
-            if dims is not None and len(dims) != len(new):
-                raise ShapeError(
-                    f"--shape for input {inp.name!r} has rank {len(new)}, the model's input has rank {len(dims)}"
-                )
-            for old, nd in zip(dims or [], new):
-                if isinstance(old, int) and old != nd:
-                    log.info("input %s: overriding static dim %d with %d", inp.name, old, nd)
-            dims = list(new)
-        if dims is None:
-            raise ShapeError(
-                f"input {inp.name!r} has no shape in the file; pass --shape {inp.name}=1x3x224x224"
-            )
-        if any(not isinstance(d, int) for d in dims):
-            shown = "x".join(str(d) if d is not None else "?" for d in dims)
-            raise ShapeError(
-                f"input {inp.name!r} has a dynamic shape [{shown}]; DLA needs static shapes: "
-                f"pass --shape {inp.name}=" + "x".join(str(d) if isinstance(d, int) else "N" for d in dims)
-            )
-        shape_proto = inp.type.tensor_type.shape
-        del shape_proto.dim[:]
-        for d in dims:
-            shape_proto.dim.add().dim_value = int(d)
-        fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), _np_dtype(inp.type.tensor_type.elem_type)))
-    return fixed
 
 
 def _infer(proto: onnx.ModelProto) -> dict[str, tuple[list | None, int]]:
@@ -632,4 +524,3 @@ def _build(
         raise ModelError("the model has no compute layers after folding constants")
     outputs = tuple(tensor(o) for o in out_names)
     return Model(layers, tuple(inputs), outputs, name=name, path=path, proto=new_proto, zoo=zoo)
-

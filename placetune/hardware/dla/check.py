@@ -1,0 +1,219 @@
+"""The DLA checker: the per-op rule table, the general rules G1-G3 and G7, check_layer / check_model."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from placetune.errors import ConfigError
+from placetune.hardware.dla.context import MAX_BATCH, MAX_DIM, Support, _Ctx, _ModelLike, _safe_layer, parse_trt_version
+from placetune.hardware.dla.conv import _rule_conv, _rule_deconv, _rule_fc, _rule_pool, _rule_reduce
+from placetune.hardware.dla.pointwise import (
+    _rule_activation,
+    _rule_comparison,
+    _rule_elementwise,
+    _rule_lrn,
+    _rule_prelu,
+    _rule_scale,
+    _rule_softmax,
+    _rule_unary,
+)
+from placetune.hardware.dla.shuffle import _rule_concat, _rule_resize, _rule_shuffle, _rule_slice
+from placetune.hardware.dla.trt_types import _ACTIVATIONS, _COMPARISONS, _ELEMENTWISE, _REDUCES, _SHUFFLES, _UNARY
+from placetune.hardware.platforms import Platform, get_platform
+from placetune.model.layer import Layer
+
+#: Precisions the DLA runs (G7). Anything else makes every layer GPU-only.
+SUPPORTED_PRECISIONS = ("fp16", "int8")
+
+_PRECISION_ALIASES = {
+    "fp16": "fp16", "float16": "fp16", "half": "fp16",
+    "int8": "int8",
+    "fp32": "fp32", "float32": "fp32", "float": "fp32",
+    "tf32": "tf32", "bf16": "bf16", "bfloat16": "bf16", "fp8": "fp8", "int4": "int4",
+}
+
+
+_OK = Support(True, None)
+
+
+_NO_DLA = {
+    "InstanceNormalization": "InstanceNormalization has no DLA implementation (TensorRT runs it as a GPU "
+                             "plugin / normalization layer)",
+    "LayerNormalization": "LayerNormalization has no DLA implementation through TensorRT",
+    "GroupNormalization": "GroupNormalization has no DLA implementation through TensorRT",
+    "Gather": "Gather has no DLA support (TensorRT header; DLA-SW gives a reconstruction)",
+    "GatherElements": "GatherElements has no DLA support",
+    "GatherND": "GatherND has no DLA support",
+    "TopK": "TopK has no DLA support",
+    "NonMaxSuppression": "NonMaxSuppression has no DLA support",
+    "Where": "Where (Select) has no DLA support (DLA-SW gives a reconstruction)",
+    "Loop": "Loop has no DLA support", "If": "If has no DLA support", "Scan": "Scan has no DLA support",
+    "LSTM": "LSTM has no DLA support", "GRU": "GRU has no DLA support", "RNN": "RNN has no DLA support",
+    "Einsum": "Einsum has no DLA support",
+    "Pad": "Pad (Padding/Slice fill) has no DLA rule through TensorRT; fold it into the next Conv's pads",
+    "Cast": "Cast has no DLA support",
+    "QuantizeLinear": "Q/DQ nodes have no DLA support; collapse them into INT8 scales (DLA-SW qdq-translator)",
+    "DequantizeLinear": "Q/DQ nodes have no DLA support; collapse them into INT8 scales (DLA-SW qdq-translator)",
+}
+
+
+# Each rule returns None (supported) or the reason it is not.
+_RULES: dict[str, Callable[[Layer, _Ctx], str | None]] = {
+    "Conv": _rule_conv, "ConvTranspose": _rule_deconv, "Gemm": _rule_fc, "MatMul": _rule_fc,
+    "MaxPool": _rule_pool, "AveragePool": _rule_pool, "BatchNormalization": _rule_scale,
+    "LRN": _rule_lrn, "PRelu": _rule_prelu, "Concat": _rule_concat, "Slice": _rule_slice,
+    "Split": _rule_slice, "Softmax": _rule_softmax, "Resize": _rule_resize, "Upsample": _rule_resize,
+    **{op: _rule_activation for op in _ACTIVATIONS},
+    **{op: _rule_elementwise for op in _ELEMENTWISE},
+    **{op: _rule_comparison for op in _COMPARISONS},
+    **{op: _rule_unary for op in _UNARY},
+    **{op: _rule_shuffle for op in _SHUFFLES},
+    **{op: _rule_reduce for op in _REDUCES},
+}
+
+
+# ----------------------------------------------------------------------------- general rules
+
+
+def _dynamic(layer: Layer) -> str | None:
+    """G3: no dynamic dimensions (a dim <= 0 on any activation tensor)."""
+    for t in list(layer.activation_inputs) + list(layer.outputs):
+        if any(int(d) <= 0 for d in t.shape):
+            return f"dynamic shape ({t.name} {tuple(int(d) for d in t.shape)})"
+    return None
+
+
+def _limits(layer: Layer) -> str | None:
+    """G1 batch <= 4096 and G2 non-batch dims <= 8192 on every activation tensor. Batch = product
+    of the dims before CHW for rank >= 4 (guide: NPQRS -> N*P); the leading dim for rank 2-3
+    (placetune's convention)."""
+    for t in list(layer.activation_inputs) + list(layer.outputs):
+        shape = [int(d) for d in t.shape]
+        if not shape:
+            continue
+        batch_dims, rest = (shape[:-3], shape[-3:]) if len(shape) >= 4 else (shape[:1], shape[1:])
+        batch = math.prod(batch_dims) if batch_dims else 1
+        if batch > MAX_BATCH:
+            return f"batch {batch} > {MAX_BATCH}"
+        for d in rest:
+            if d > MAX_DIM:
+                return f"dimension {d} > {MAX_DIM}"
+    return None
+
+
+def _normalise_precision(precision: str) -> str:
+    key = str(precision).strip().lower()
+    if key not in _PRECISION_ALIASES:
+        raise ConfigError(
+            f"unknown precision {precision!r}; use one of {', '.join(SUPPORTED_PRECISIONS)} "
+            "(the DLA runs only these)"
+        )
+    return _PRECISION_ALIASES[key]
+
+
+def _trt_has_dla(trt: tuple[int, int, int]) -> str | None:
+    # 0.3: "TensorRT 10.7 was the last 10.x release that supported DLA"; none in 11.0-11.3;
+    # 11.4.0 Windows-on-ARM only; 11.4.1 restores it on Jetson AGX Orin (JetPack 7.2.2+).
+    text = ".".join(str(x) for x in trt)
+    if (10, 8, 0) <= trt < (11, 0, 0):
+        return f"TensorRT {text} has no DLA support (10.7 was the last 10.x with DLA)"
+    if (11, 0, 0) <= trt < (11, 4, 1):
+        return f"TensorRT {text} has no DLA support on Jetson (restored in 11.4.1)"
+    return None
+
+
+def _make_ctx(platform: Platform | str, precision: str, trt_version: str,
+              model: _ModelLike | None) -> tuple[_Ctx, str | None]:
+    plat = get_platform(platform)
+    prec = _normalise_precision(precision)
+    trt = parse_trt_version(trt_version)
+    ctx = _Ctx(plat, prec, trt, model)
+    if plat.dla_count == 0:
+        return ctx, f"{plat.name} has no DLA"
+    reason = _trt_has_dla(trt)
+    if reason:
+        return ctx, reason
+    if prec not in SUPPORTED_PRECISIONS:
+        return ctx, f"DLA runs FP16 or INT8 only (got {prec})"
+    return ctx, None
+
+
+def _check(layer: Layer, ctx: _Ctx) -> Support:
+    # Order: G3 first (nothing else means much on dynamic shapes), then the layer's own rule
+    # (its message is the most specific), then G1/G2.
+    reason = _dynamic(layer)
+    if reason:
+        return Support(False, reason)
+    op = layer.op_type
+    if layer.domain not in ("", "ai.onnx"):
+        return Support(False, f"{layer.domain}.{op} is a custom op (TensorRT plugin, GPU only)")
+    if op == "InstanceNormalization" and ctx.model is not None:
+        producers = [_safe_layer(ctx, p) for p in layer.producers]
+        if any(p is not None and p.op_type == "Reshape" for p in producers):
+            return Support(False, "GroupNorm piece InstanceNormalization has no DLA implementation")
+    if op in _NO_DLA:
+        return Support(False, _NO_DLA[op])
+    rule = _RULES.get(op)
+    if rule is None:
+        return Support(False, f"{op} has no DLA rule in placetune (treated as GPU-only)")
+    reason = rule(layer, ctx) or _limits(layer)
+    return _OK if reason is None else Support(False, reason)
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def check_layer(
+    layer: Layer,
+    platform: Platform | str,
+    precision: str = "fp16",
+    trt_version: str = "8.6",
+    model: _ModelLike | None = None,
+) -> Support:
+    """Whether ``layer`` can run on a DLA core of ``platform``.
+
+    Args:
+        layer: an imported layer (static shapes; constants folded).
+        platform: a :class:`~placetune.hardware.platforms.Platform` or its name/alias.
+        precision: builder precision: ``"fp16"`` or ``"int8"`` (an INT8-only build, as
+            ``trtexec --int8``); ``"fp32"``, ``"tf32"``, ``"bf16"``... are valid names that make
+            every layer GPU-only.
+        trt_version: TensorRT version, e.g. ``"8.5"``, ``"8.6.2"``, ``"10.3"``.
+        model: optional; anything with ``layer(name)``. Enables rules that look at neighbours
+            (TRT 10 reshape next to Slice/Concat, comparison -> Cast, GroupNorm reshapes,
+            flatten before a FullyConnected).
+
+    Returns:
+        :class:`Support`; ``reason`` says which rule failed.
+
+    Raises:
+        UnknownNameError: unknown platform.
+        ConfigError: unknown precision name or unparsable TensorRT version.
+
+    Example:
+        >>> check_layer(model.layer("/cnn/cnn.0/Conv"), "orin-agx", "int8")   # doctest: +SKIP
+        Support(supported=True, reason=None)
+    """
+    ctx, reason = _make_ctx(platform, precision, trt_version, model)
+    if reason:
+        return Support(False, reason)
+    return _check(layer, ctx)
+
+
+def check_model(
+    model: _ModelLike,
+    platform: Platform | str,
+    precision: str = "fp16",
+    trt_version: str = "8.6",
+) -> dict[str, Support]:
+    """:func:`check_layer` for every layer of ``model`` (with neighbour rules on).
+
+    Returns:
+        layer name -> :class:`Support`, in the model's layer order.
+    """
+    ctx, reason = _make_ctx(platform, precision, trt_version, model)
+    if reason:
+        no = Support(False, reason)
+        return {layer.name: no for layer in model.layers}
+    return {layer.name: _check(layer, ctx) for layer in model.layers}

@@ -1,0 +1,132 @@
+"""What every DLA rule works with: the Support verdict, the rule context, the G1/G2 limits, tensor helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from placetune.errors import ConfigError
+from placetune.hardware.platforms import Platform
+from placetune.model.layer import Layer, TensorInfo
+
+MAX_BATCH = 4096  # G1
+MAX_DIM = 8192  # G2
+# Versions with the DRIVE-OS-only DLA ops (Div, Pow, Greater, Less, GlobalMaxPool, Sin, Cos, Atanh):
+# DLA-SW lists them "as of TensorRT 8.6.12", a DRIVE OS build number. JetPack ships 8.5.2, 8.6.2
+# and 10.3; TRT 10.x headers still list only kSUM/kPROD/kMAX/kMIN/kSUB for DLA ElementWise, so 10.x
+# (and 11.x) are treated as not having them. Conservative; confirm with can_run_on_DLA on a device.
+_DRIVE_OPS_FROM = (8, 6, 12)
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a layer can run on a DLA core.
+
+    Attributes:
+        supported: True when every known rule passes.
+        reason: None when supported; otherwise a short human reason
+            (``"Conv kernel 63x63 > 32"``, ``"dynamic shape"``, ...).
+    """
+
+    supported: bool
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.supported
+
+
+class _ModelLike(Protocol):
+    layers: list[Layer]
+
+    def layer(self, name: str) -> Layer: ...
+
+
+def parse_trt_version(version: str) -> tuple[int, int, int]:
+    """``"8.6"`` -> ``(8, 6, 0)``, ``"8.6.12"`` -> ``(8, 6, 12)``, ``"10.3.0.26"`` -> ``(10, 3, 0)``.
+
+    Raises:
+        ConfigError: not a dotted version number.
+    """
+    parts = str(version).strip().split(".")
+    try:
+        nums = [int(p) for p in parts[:3] if p != ""]
+    except ValueError:
+        nums = []
+    if not nums:
+        raise ConfigError(f"TensorRT version {version!r} is not a version number; use e.g. '8.6' or '10.3.0'")
+    while len(nums) < 3:
+        nums.append(0)
+    return nums[0], nums[1], nums[2]
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    platform: Platform
+    precision: str
+    trt: tuple[int, int, int]
+    model: _ModelLike | None
+
+    @property
+    def int8(self) -> bool:
+        return self.precision == "int8"
+
+    @property
+    def drive_ops(self) -> bool:
+        return _DRIVE_OPS_FROM <= self.trt < (9, 0, 0)
+
+    @property
+    def trt_text(self) -> str:
+        return ".".join(str(x) for x in self.trt)
+
+
+def _ints(value: Any, n: int, default: int) -> list[int]:
+    if value is None:
+        return [default] * n
+    if isinstance(value, (int, np.integer)):
+        return [int(value)] * n
+    return [int(v) for v in value]
+
+
+def _values(t: TensorInfo | None) -> list[float] | None:
+    if t is None or t.value is None:
+        return None
+    return [float(v) for v in np.asarray(t.value).reshape(-1)]
+
+
+def _x(layer: Layer) -> TensorInfo | None:
+    acts = layer.activation_inputs
+    return acts[0] if acts else None
+
+
+def _fmt(vals: list[int]) -> str:
+    return "x".join(str(v) for v in vals)
+
+
+def _need_4d(layer: Layer, what: str) -> str | None:
+    """Activation/Scale/ElementWise/... are "2D only" (two spatial dims): N,C,H,W tensors.
+    Higher ranks pass: the guide counts every dim before CHW as batch (NPQRS -> N*P, G1)."""
+    for t in list(layer.activation_inputs) + list(layer.outputs):
+        if len(t.shape) < 4:
+            return f"DLA {what} needs 4D (N,C,H,W) tensors (got {len(t.shape)}D)"
+    return None
+
+
+def _neighbours(layer: Layer, ctx: _Ctx) -> list[Layer]:
+    if ctx.model is None:
+        return []
+    out = []
+    for name in tuple(layer.producers) + tuple(layer.consumers):
+        try:
+            out.append(ctx.model.layer(name))
+        except Exception:  # noqa: BLE001 - a model that cannot resolve a name has no neighbour rule
+            continue
+    return out
+
+
+def _safe_layer(ctx: _Ctx, name: str) -> Layer | None:
+    try:
+        return ctx.model.layer(name) if ctx.model is not None else None
+    except Exception:  # noqa: BLE001
+        return None

@@ -1,0 +1,143 @@
+"""DLA rules of the per-element and per-channel layers: activations, ElementWise, Unary, Scale, PRelu, LRN, Softmax."""
+
+from __future__ import annotations
+
+import math
+
+from placetune.hardware.dla.context import MAX_DIM, _Ctx, _need_4d, _safe_layer, _values, _x
+from placetune.hardware.dla.trt_types import _DLA_ACTIVATIONS, _DLA_ELEMENTWISE, _DRIVE_UNARY
+from placetune.model.layer import Layer
+
+
+def _rule_activation(layer: Layer, ctx: _Ctx) -> str | None:
+    # (S) ReLU, Sigmoid, TanH, Clipped ReLU, Leaky ReLU; 2D only. (O) Clipped ReLU only for
+    # values in [1, 127]. TanH/Sigmoid INT8 are promoted to FP16 by TensorRT (still on DLA).
+    op = layer.op_type
+    if op not in _DLA_ACTIVATIONS:
+        extra = " (becomes HardSigmoid activation x input)" if op == "HardSwish" else ""
+        return f"{op} activation not supported on DLA{extra} (ReLU, Sigmoid, TanH, Clipped ReLU, LeakyReLU only)"
+    if op == "Clip":
+        reason = _clip_bounds(layer)
+        if reason:
+            return reason
+    return _need_4d(layer, "Activation")
+
+
+def _clip_bounds(layer: Layer) -> str | None:
+    # DLA runs Clip as "Clipped ReLU": lower bound 0 (inferred from the name), upper in [1, 127] (O).
+    lo: float | None
+    hi: float | None
+    consts = layer.inputs[1:]
+    if consts:
+        if len(consts) != 2:
+            # The importer drops empty optional inputs, so one bound is ambiguous; either way
+            # the other bound is +-inf, which is not a clipped ReLU.
+            return "Clip with one bound is not a clipped ReLU (needs min 0 and max in [1, 127])"
+        if not all(t.const for t in consts):
+            return "Clip bounds must be build-time constants"
+        lv, hv = _values(consts[0]), _values(consts[1])
+        if not lv or not hv:
+            return "Clip bounds are not known at import (need min 0 and max in [1, 127])"
+        lo, hi = lv[0], hv[0]
+    else:
+        lo = float(layer.attrs.get("min", -math.inf))
+        hi = float(layer.attrs.get("max", math.inf))
+    if lo != 0.0:
+        return f"Clip min {lo:g} != 0 (DLA runs Clip as clipped ReLU)"
+    if not 1.0 <= hi <= 127.0:
+        return f"Clip max {hi:g} outside [1, 127]"
+    return None
+
+
+def _rule_elementwise(layer: Layer, ctx: _Ctx) -> str | None:
+    # (S) Sum, Sub, Product, Max, Min, Div, Pow; header: only kSUM, kPROD, kMAX, kMIN, kSUB, so
+    # Div/Pow are the DRIVE-only additions "as of TensorRT 8.6.12". Sub on Xavier runs as
+    # Scale + Sum (O): still DLA. Min: DLA-SW's matrix lists it as RFE, the TRT header allows
+    # it; the header wins here. INT8 needs equal input dynamic ranges (not checkable);
+    # broadcasting between two runtime inputs is not checked (no published rule).
+    op = layer.op_type
+    if op in ("Div", "Pow"):
+        if not ctx.drive_ops:
+            return f"{op} on DLA needs TensorRT >= 8.6.12 (DRIVE OS); not in TensorRT {ctx.trt_text}"
+    elif op not in _DLA_ELEMENTWISE:
+        return f"ElementWise {op} not supported on DLA (Sum, Sub, Prod, Max, Min only)"
+    return _need_4d(layer, "ElementWise")
+
+
+def _rule_comparison(layer: Layer, ctx: _Ctx) -> str | None:
+    # (S) Equal/Greater/Less: INT8 only, output must be cast to FP16/INT8 immediately;
+    # Greater/Less only "as of TensorRT 8.6.12" (DLA-SW).
+    op = layer.op_type
+    if op in ("GreaterOrEqual", "LessOrEqual"):
+        return f"{op} needs an Or ElementWise, which has no DLA support"
+    if op in ("Greater", "Less") and not ctx.drive_ops:
+        return f"{op} on DLA needs TensorRT >= 8.6.12 (DRIVE OS); not in TensorRT {ctx.trt_text}"
+    if not ctx.int8:
+        return f"comparison {op} runs INT8 only on DLA (got {ctx.precision})"
+    if ctx.model is not None:
+        for name in layer.consumers:
+            nxt = _safe_layer(ctx, name)
+            if nxt is not None and nxt.op_type != "Cast":
+                return f"{op} output must be cast to FP16/INT8 immediately (next layer {name} is {nxt.op_type})"
+    return _need_4d(layer, "comparison")
+
+
+def _rule_unary(layer: Layer, ctx: _Ctx) -> str | None:
+    # (H) only kABS; DLA-SW: Sin, Cos, Atanh "as of TensorRT 8.6.12" (DRIVE OS).
+    op = layer.op_type
+    if op in _DRIVE_UNARY and ctx.drive_ops:
+        return _need_4d(layer, "Unary")
+    if op != "Abs":
+        return f"Unary {op} not supported on DLA (Abs only)"
+    return _need_4d(layer, "Unary")
+
+
+def _rule_scale(layer: Layer, ctx: _Ctx) -> str | None:
+    # BatchNormalization -> Scale (per-channel scale and shift): 2D only (O).
+    if not all(t.const for t in layer.inputs[1:]):
+        return "BatchNormalization parameters must be build-time constants"
+    return _need_4d(layer, "Scale")
+
+
+def _rule_lrn(layer: Layer, ctx: _Ctx) -> str | None:
+    # (S, H) window in {3,5,7,9}, ACROSS_CHANNELS (ONNX LRN always is); INT8 promoted to FP16.
+    size = int(layer.attrs.get("size", 0))
+    if size not in (3, 5, 7, 9):
+        return f"LRN window {size} not in {{3, 5, 7, 9}}"
+    return _need_4d(layer, "LRN")
+
+
+def _rule_prelu(layer: Layer, ctx: _Ctx) -> str | None:
+    # (H, S) slopes must be a build-time constant.
+    if len(layer.inputs) < 2 or not layer.inputs[1].const:
+        return "PRelu slopes must be a build-time constant"
+    return _need_4d(layer, "ParametricReLU")
+
+
+def _rule_softmax(layer: Layer, ctx: _Ctx) -> str | None:
+    # Orin only ("On Xavier, this layer is not supported on DLA", 8.5 header); axis C or
+    # spatial; all non-axis non-batch dims 1 and axis <= 8192, or axis <= 1024 (H); FP16 only
+    # (TensorRT 8.x DLA guide, seed 002 §3.2.13). Default axis -1 (opset >= 13; torch writes it).
+    if ctx.platform.dla_version == 1:
+        return "Softmax not supported on Xavier DLA"
+    if ctx.int8:
+        return "Softmax runs FP16 only on DLA (got int8)"
+    x = _x(layer)
+    if x is None or not x.shape:
+        return "Softmax input shape unknown"
+    rank = len(x.shape)
+    if rank > 4:
+        return f"DLA Softmax needs at most 4D tensors (got {rank}D)"
+    axis = int(layer.attrs.get("axis", -1))
+    if axis < 0:
+        axis += rank
+    if axis == 0:
+        return "Softmax over the batch axis has no DLA support"
+    n = int(x.shape[axis])
+    others = [int(d) for i, d in enumerate(x.shape) if i not in (0, axis)]
+    if all(d == 1 for d in others):
+        if n > MAX_DIM:
+            return f"Softmax axis size {n} > {MAX_DIM}"
+    elif n > 1024:
+        return f"Softmax axis size {n} > 1024 (other non-batch dims > 1)"
+    return None

@@ -1,0 +1,123 @@
+"""Input shapes: ``name=1x3x224x224`` specs, and the static dims and dtypes of a graph's tensors."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from placetune.errors import ShapeError
+from placetune.model.layer import TensorInfo
+
+__all__ = ["parse_shape_spec", "ShapeSpec"]
+
+log = logging.getLogger(__name__)
+
+ShapeSpec = Mapping[str, Sequence[int]]
+
+
+def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
+    """Parse ``name=1x3x224x224`` (or ``1x3x224x224`` for a single-input model).
+
+    Example:
+        >>> parse_shape_spec("input=32x3x32x32")
+        ('input', (32, 3, 32, 32))
+
+    Raises:
+        ShapeError: the text is not ``name=AxBxC`` with positive integers.
+    """
+    name, sep, dims = spec.rpartition("=")
+    text = dims.strip().lower().replace(",", "x")
+    try:
+        shape = tuple(int(d) for d in text.split("x"))
+    except ValueError:
+        raise ShapeError(f"bad --shape {spec!r}: expected name=1x3x224x224") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise ShapeError(f"bad --shape {spec!r}: every dimension must be a positive integer")
+    return (name.strip() or None) if sep else None, shape
+
+
+def _np_dtype(elem_type: int) -> str:
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:  # noqa: BLE001 - unknown / undefined element types
+        return "float32"
+
+
+def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
+    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims: list[int | str | None] = []
+    for d in type_proto.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return dims
+
+
+def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | None, tuple[int, ...]]:
+    if not shapes:
+        return {}
+    if isinstance(shapes, Mapping):
+        out: dict[str | None, tuple[int, ...]] = {}
+        for k, v in shapes.items():
+            dims = tuple(int(d) for d in v)
+            if not dims or any(d <= 0 for d in dims):
+                raise ShapeError(f"bad shape for {k!r}: {v!r} (positive integers needed)")
+            out[k] = dims
+        return out
+    out = {}
+    for spec in shapes:
+        name, dims = parse_shape_spec(spec)
+        out[name] = dims
+    return out
+
+
+def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -> list[TensorInfo]:
+    real_inputs = [i for i in graph.input if i.name not in init_names]
+    names = [i.name for i in real_inputs]
+    if None in overrides:
+        if len(real_inputs) != 1:
+            raise ShapeError(
+                f"the model has {len(real_inputs)} inputs ({', '.join(names)}); "
+                "name the input in --shape, e.g. --shape input=1x3x224x224"
+            )
+        overrides = {names[0]: overrides[None]}
+    for key in overrides:
+        if key not in names:
+            raise ShapeError(f"--shape names {key!r}, but the model's inputs are: {', '.join(names)}")
+    fixed = []
+    for inp in real_inputs:
+        dims = _dims(inp.type)
+        if inp.name in overrides:
+            new = overrides[inp.name]
+            if dims is not None and len(dims) != len(new):
+                raise ShapeError(
+                    f"--shape for input {inp.name!r} has rank {len(new)}, the model's input has rank {len(dims)}"
+                )
+            for old, nd in zip(dims or [], new):
+                if isinstance(old, int) and old != nd:
+                    log.info("input %s: overriding static dim %d with %d", inp.name, old, nd)
+            dims = list(new)
+        if dims is None:
+            raise ShapeError(
+                f"input {inp.name!r} has no shape in the file; pass --shape {inp.name}=1x3x224x224"
+            )
+        if any(not isinstance(d, int) for d in dims):
+            shown = "x".join(str(d) if d is not None else "?" for d in dims)
+            raise ShapeError(
+                f"input {inp.name!r} has a dynamic shape [{shown}]; DLA needs static shapes: "
+                f"pass --shape {inp.name}=" + "x".join(str(d) if isinstance(d, int) else "N" for d in dims)
+            )
+        shape_proto = inp.type.tensor_type.shape
+        del shape_proto.dim[:]
+        for d in dims:
+            shape_proto.dim.add().dim_value = int(d)
+        fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), _np_dtype(inp.type.tensor_type.elem_type)))
+    return fixed

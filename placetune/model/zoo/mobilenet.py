@@ -1,0 +1,65 @@
+"""torchvision MobileNetV2, BatchNormalization kept, ReLU6 as Clip."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placetune.model.zoo.graph import _Graph, _Net
+from placetune.model.zoo.layers import _bn, _conv, _flatten, _gemm, _softmax
+
+
+def _conv_bn_relu6(
+    g: _Graph,
+    x: str,
+    parts: list[str],
+    cin: int,
+    cout: int,
+    k: int,
+    stride: int = 1,
+    groups: int = 1,
+) -> str:
+    """torchvision Conv2dNormActivation(ReLU6): Conv, BatchNormalization, Clip(0, 6)."""
+    last = parts[-1]
+    x = _conv(g, x, parts + [f"{last}.0"], cin, cout, k, stride, (k - 1) // 2, groups, bias=False)
+    x = _bn(g, x, parts + [f"{last}.1"], cout)
+    act = parts + [f"{last}.2"]
+    lo = g.const(act, 0.0, np.float32)
+    hi = g.const(act, 6.0, np.float32)
+    return g.op("Clip", [x, lo, hi], act)
+
+
+_MOBILENETV2_SETTINGS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                         (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def _mobilenetv2(g: _Graph, batch: int, softmax: bool) -> _Net:
+    """torchvision MobileNetV2 (width 1.0), BatchNormalization kept, ReLU6 as Clip."""
+    x = _conv_bn_relu6(g, "input", ["features", "features.0"], 3, 32, 3, stride=2)
+    cin = 32
+    idx = 1
+    for t, c, n, s in _MOBILENETV2_SETTINGS:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            p = ["features", f"features.{idx}"]
+            conv = p + ["conv"]
+            y = x
+            j = 0
+            if t != 1:
+                y = _conv_bn_relu6(g, y, conv + [f"conv.{j}"], cin, hidden, 1)
+                j += 1
+            y = _conv_bn_relu6(g, y, conv + [f"conv.{j}"], hidden, hidden, 3, stride, hidden)
+            y = _conv(g, y, conv + [f"conv.{j + 1}"], hidden, c, 1, bias=False)
+            y = _bn(g, y, conv + [f"conv.{j + 2}"], c)
+            if stride == 1 and cin == c:
+                y = g.op("Add", [x, y], p)
+            x = y
+            cin = c
+            idx += 1
+    x = _conv_bn_relu6(g, x, ["features", f"features.{idx}"], cin, 1280, 1)
+    x = g.op("GlobalAveragePool", [x], ())
+    x = _flatten(g, x)
+    x = _gemm(g, x, ["classifier", "classifier.1"], 1280, 1000)
+    if softmax:
+        x = _softmax(g, x, ["softmax"])
+    return x, [batch, 3, 224, 224], [batch, 1000]

@@ -1,0 +1,72 @@
+"""The plain (unbranched) CNN classifiers: BVLC Caffe AlexNet and torchvision VGG-16."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placetune.model.zoo.graph import _Graph, _Net
+from placetune.model.zoo.layers import _conv, _flatten, _gemm, _lrn, _maxpool, _relu, _softmax
+
+
+def _alexnet(g: _Graph, batch: int, softmax: bool) -> _Net:
+    """BVLC Caffe AlexNet (bvlc_alexnet deploy.prototxt, grouped conv2/4/5)."""
+    x = _conv(g, "input", ["conv1"], 3, 96, 11, stride=4)
+    x = _relu(g, x, ["relu1"])
+    x = _lrn(g, x, ["norm1"])
+    x = _maxpool(g, x, ["pool1"], 3, 2)
+    x = _conv(g, x, ["conv2"], 96, 256, 5, pad=2, groups=2)
+    x = _relu(g, x, ["relu2"])
+    x = _lrn(g, x, ["norm2"])
+    x = _maxpool(g, x, ["pool2"], 3, 2)
+    x = _conv(g, x, ["conv3"], 256, 384, 3, pad=1)
+    x = _relu(g, x, ["relu3"])
+    x = _conv(g, x, ["conv4"], 384, 384, 3, pad=1, groups=2)
+    x = _relu(g, x, ["relu4"])
+    x = _conv(g, x, ["conv5"], 384, 256, 3, pad=1, groups=2)
+    x = _relu(g, x, ["relu5"])
+    x = _maxpool(g, x, ["pool5"], 3, 2)
+    x = _flatten(g, x)
+    x = _relu(g, _gemm(g, x, ["fc6"], 9216, 4096), ["relu6"])
+    x = _relu(g, _gemm(g, x, ["fc7"], 4096, 4096), ["relu7"])
+    x = _gemm(g, x, ["fc8"], 4096, 1000)
+    if softmax:
+        x = _softmax(g, x, ["prob"])
+    return x, [batch, 3, 227, 227], [batch, 1000]
+
+
+def _vgg16(g: _Graph, batch: int, softmax: bool) -> _Net:
+    """torchvision VGG-16 (no batch norm)."""
+    cfg: list[Any] = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
+                      512, 512, 512, "M", 512, 512, 512, "M"]
+    x = "input"
+    cin = 3
+    idx = 0
+    for v in cfg:
+        p = ["features", f"features.{idx}"]
+        if v == "M":
+            x = _maxpool(g, x, p, 2, 2)
+            idx += 1
+        else:
+            x = _conv(g, x, p, cin, v, 3, pad=1)
+            x = _relu(g, x, ["features", f"features.{idx + 1}"])
+            cin = v
+            idx += 2
+    # AdaptiveAvgPool2d((7, 7)) on a 7x7 map exports as a 1x1 AveragePool
+    x = g.op(
+        "AveragePool",
+        [x],
+        ["avgpool"],
+        ceil_mode=0,
+        kernel_shape=[1, 1],
+        pads=[0, 0, 0, 0],
+        strides=[1, 1],
+    )
+    x = _flatten(g, x)
+    x = _relu(g, _gemm(g, x, ["classifier", "classifier.0"], 512 * 7 * 7, 4096),
+              ["classifier", "classifier.1"])
+    x = _relu(g, _gemm(g, x, ["classifier", "classifier.3"], 4096, 4096),
+              ["classifier", "classifier.4"])
+    x = _gemm(g, x, ["classifier", "classifier.6"], 4096, 1000)
+    if softmax:
+        x = _softmax(g, x, ["softmax"])
+    return x, [batch, 3, 224, 224], [batch, 1000]

@@ -1,0 +1,269 @@
+"""The zoo's names, descriptions and options, and building / exporting a network by name."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from placetune.errors import ConfigError, UnknownNameError
+from placetune.model.zoo.googlenet import _googlenet
+from placetune.model.zoo.graph import _Graph, _Net
+from placetune.model.zoo.mobilenet import _mobilenetv2
+from placetune.model.zoo.plain import _alexnet, _vgg16
+from placetune.model.zoo.resnet import _resnet18, _resnet50
+from placetune.model.zoo.seeds import _model_bn, _model_gn, _seed_block
+from placetune.model.zoo.unet import _unet_small
+from placetune.model.zoo.vit import _vit_tiny
+
+#: ONNX default-domain opset of every zoo model.
+OPSET = 17
+#: IR version written into zoo models (the one torch.onnx.export writes at opset 17; readable by
+#: the ONNX parsers of TensorRT 8.5 and later).
+IR_VERSION = 8
+
+_MAX_VIT_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class _Entry:
+    fn: Callable[..., _Net]
+    description: str
+    options: dict[str, Any]
+
+
+_ZOO: dict[str, _Entry] = {
+    "seed-block": _Entry(
+        _seed_block,
+        "seed 000: four 1x1 convs 384->384 on 384x56x56, conv1->conv2 | conv3 | conv4, "
+        "Concat to 1152 channels",
+        {},
+    ),
+    "model-gn": _Entry(
+        _model_gn,
+        "seed 002 ModelGN (jetson_dla_tutorial): 4x [3x3/2 conv + GroupNorm(8) + ReLU] on "
+        "3x32x32, GlobalAveragePool, Linear 512->10; GroupNorm as torch exports it "
+        "(Reshape, InstanceNormalization, Reshape, Mul, Add)",
+        {},
+    ),
+    "model-bn": _Entry(
+        _model_bn,
+        "seed 002 ModelGN with BatchNorm in place of GroupNorm (the DLA-friendly variant)",
+        {},
+    ),
+    "alexnet": _Entry(
+        _alexnet,
+        "BVLC Caffe AlexNet on 3x227x227 (LRN, grouped conv2/4/5), ~0.72 GMACs; "
+        "softmax=False gives seed 003's alexnet_noprob",
+        {"softmax": True},
+    ),
+    "googlenet": _Entry(
+        _googlenet,
+        "BVLC Caffe GoogLeNet / Inception v1 on 3x224x224 (LRN, 9 inception modules), "
+        "~1.6 GMACs",
+        {"softmax": True},
+    ),
+    "resnet18": _Entry(
+        _resnet18,
+        "torchvision ResNet-18 on 3x224x224, BatchNormalization kept, ~1.81 GMACs",
+        {"softmax": False},
+    ),
+    "resnet50": _Entry(
+        _resnet50,
+        "torchvision ResNet-50 (v1.5) on 3x224x224, BatchNormalization kept, ends in Softmax "
+        "like seed 003's Caffe model, ~4.09 GMACs",
+        {"softmax": True},
+    ),
+    "mobilenetv2": _Entry(
+        _mobilenetv2,
+        "torchvision MobileNetV2 on 3x224x224, BatchNormalization kept, ReLU6 as Clip, "
+        "~0.30 GMACs",
+        {"softmax": False},
+    ),
+    "vgg16": _Entry(
+        _vgg16,
+        "torchvision VGG-16 on 3x224x224, ~15.5 GMACs",
+        {"softmax": False},
+    ),
+    "unet-small": _Entry(
+        _unet_small,
+        "small 3-level U-Net (widths 16-128) on 3x256x256 -> 2 classes, ConvTranspose and "
+        "nearest Resize upsampling, Concat skips, ~2.4 GMACs",
+        {},
+    ),
+    "vit-tiny": _Entry(
+        _vit_tiny,
+        "timm ViT-Tiny/16 on 3x224x224 (dim 192, 3 heads), LayerNormalization, exact GELU; "
+        "depth=N blocks (default 12, 42 nodes each), a many-layer stress model, ~1.25 GMACs",
+        {"depth": 12, "attention": "sdpa"},
+    ),
+}
+
+
+def _entry(name: str) -> _Entry:
+    try:
+        return _ZOO[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError(
+            f"unknown zoo model {name!r}; choose one of: {', '.join(names())}"
+        ) from None
+
+
+def names() -> list[str]:
+    """The names of the built-in networks, sorted.
+
+    Returns:
+        The zoo names, e.g. ``["alexnet", "googlenet", ...]``.
+
+    Example:
+        >>> "resnet50" in names()
+        True
+    """
+    return sorted(_ZOO)
+
+
+#: Batch sizes of the seed scenarios; everything else defaults to 1.
+_DEFAULT_BATCH = {"model-gn": 32, "model-bn": 32}
+
+
+def default_batch(name: str) -> int:
+    """The batch a zoo model is loaded with when none is given (seed 002's ModelGN ran at 32)."""
+    _entry(name)
+    return _DEFAULT_BATCH.get(name, 1)
+
+
+def describe(name: str) -> str:
+    """A one-line description of a zoo network.
+
+    Args:
+        name: a name from :func:`names`.
+
+    Returns:
+        The description (structure, input size, approximate MACs where known).
+
+    Raises:
+        UnknownNameError: ``name`` is not in the zoo.
+
+    Example:
+        >>> describe("seed-block").startswith("seed 000")
+        True
+    """
+    return _entry(name).description
+
+
+def _options(name: str, entry: _Entry, kw: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(kw) - set(entry.options))
+    if unknown:
+        allowed = ", ".join(sorted(entry.options)) or "none"
+        raise ConfigError(
+            f"zoo model {name!r} has no option {', '.join(map(repr, unknown))}; "
+            f"its options are: {allowed}"
+        )
+    opts = {**entry.options, **kw}
+    if "softmax" in opts and not isinstance(opts["softmax"], bool):
+        raise ConfigError(f"softmax must be True or False, not {opts['softmax']!r}")
+    if "depth" in opts:
+        depth = opts["depth"]
+        valid = isinstance(depth, int) and not isinstance(depth, bool)
+        if not valid or not 1 <= depth <= _MAX_VIT_DEPTH:
+            raise ConfigError(
+                f"depth must be an integer from 1 to {_MAX_VIT_DEPTH}, not {depth!r}"
+            )
+    if "attention" in opts and opts["attention"] not in ("sdpa", "eager"):
+        raise ConfigError(
+            f"attention must be 'sdpa' (torch scaled_dot_product_attention export) or "
+            f"'eager' ((q @ k^T) * scale), not {opts['attention']!r}"
+        )
+    return opts
+
+
+def build(name: str, batch: int = 1, *, weights: bool = False, **kw: Any) -> onnx.ModelProto:
+    """Build a zoo network as an ONNX model (opset 17, static shapes).
+
+    Args:
+        name: a name from :func:`names`.
+        batch: the batch dimension of the input ``input`` and the output ``output`` (>= 1).
+        weights: ``False`` (default) gives initializers with dims and data type but no data:
+            enough for placetune's importer and for strict shape inference, but rejected by
+            :func:`onnx.checker.check_model`. ``True`` fills them with deterministic float32
+            values; the model then passes ``check_model(model, full_check=True)``.
+        **kw: network options: ``softmax`` (bool) for the classifiers (default True for
+            alexnet, googlenet and resnet50, False otherwise); ``depth`` (int, 1-64, default
+            12) and ``attention`` (``"sdpa"`` default, or ``"eager"``) for vit-tiny.
+
+    Returns:
+        The model; two calls with the same arguments serialize to the same bytes.
+
+    Raises:
+        UnknownNameError: ``name`` is not in the zoo.
+        ConfigError: ``batch`` is not a positive integer, or an option is unknown or invalid.
+
+    Example:
+        >>> m = build("vit-tiny", depth=2)
+        >>> [o.name for o in m.graph.output]
+        ['output']
+    """
+    entry = _entry(name)
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ConfigError(f"batch must be an integer >= 1, not {batch!r}")
+    batch = int(batch)
+    opts = _options(name, entry, kw)
+    model = onnx.ModelProto()
+    g = _Graph(bool(weights), model.graph)
+    g._new_tensor("input")
+    out, in_shape, out_shape = entry.fn(g, batch, **opts)
+    g.rename_output(out, "output")
+    graph = model.graph
+    graph.node.extend(g.nodes)
+    graph.name = name.replace("-", "_")
+    graph.input.append(helper.make_tensor_value_info("input", TensorProto.FLOAT, in_shape))
+    graph.output.append(helper.make_tensor_value_info("output", TensorProto.FLOAT, out_shape))
+    model.opset_import.append(helper.make_opsetid("", OPSET))
+    model.producer_name = "placetune.zoo"
+    model.producer_version = "1"
+    model.doc_string = entry.description
+    model.ir_version = IR_VERSION
+    helper.set_model_props(
+        model,
+        {
+            "placetune.zoo.name": name,
+            "placetune.zoo.batch": str(batch),
+            "placetune.zoo.options": json.dumps(opts, sort_keys=True),
+            "placetune.zoo.weights": "random" if weights else "none",
+        },
+    )
+    return model
+
+
+def export(name: str, path: str | pathlib.Path, batch: int = 1, **kw: Any) -> pathlib.Path:
+    """Write a zoo network with deterministic weights to an ONNX file for a real build.
+
+    Args:
+        name: a name from :func:`names`.
+        path: the file to write (parent folders are created).
+        batch: the static batch dimension.
+        **kw: network options, as for :func:`build`.
+
+    Returns:
+        The path written.
+
+    Raises:
+        UnknownNameError: ``name`` is not in the zoo.
+        ConfigError: invalid ``batch`` or options, or the file cannot be written.
+
+    Example:
+        >>> p = export("seed-block", "/tmp/seed_block.onnx")  # doctest: +SKIP
+    """
+    model = build(name, batch, weights=True, **kw)
+    out = pathlib.Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(model, str(out))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc}; choose a writable path") from exc
+    return out
