@@ -71,7 +71,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
 from placetune.errors import ConfigError, PlacetuneError, StoreError
-from placetune.store.store import mask_url
+from placetune.store.url import mask_url
 
 if TYPE_CHECKING:
     import optuna
@@ -290,7 +290,7 @@ def check_environment(
         ConfigError: platform, backend, simulated flag or fingerprint differ; the message
             names every difference and what to do.
     """
-    from placetune.store.store import _as_dict
+    from placetune.store.studies import _as_dict
 
     st = store._find_study(study)
     if st is None:
