@@ -41,7 +41,7 @@ from placetune.hardware.platforms import Platform, get_platform, platform_names
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
 from placetune.placement.space import Space, Unit
-from placetune.store.store import Store, mask_url
+from placetune.store import Store, mask_url
 from placetune.envs import PlacementEnv, PlacementOneShotEnv, make_env, register_envs
 
 register_envs()

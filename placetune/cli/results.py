@@ -44,7 +44,7 @@ def open_store(url: str | None) -> "Store":
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from placetune.store.store import Store, mask_url
+    from placetune.store import Store, mask_url
 
     text = (url or DEFAULT_STORAGE).strip()
     if "://" not in text and text != ":memory:":

@@ -49,7 +49,8 @@ from placetune.placement.placement import DEVICES, Placement, dla_core
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.model.model import Model
-    from placetune.store.store import MeasurementRecord, Store, StudyRecord
+    from placetune.store.records import MeasurementRecord, StudyRecord
+    from placetune.store.store import Store
 
 __all__ = [
     "PLAN_FORMAT",

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.model.model import Model
     from placetune.plan.plan import Plan
-    from placetune.store.store import Store, StudyRecord
+    from placetune.store.records import StudyRecord
+    from placetune.store.store import Store
 
 __all__ = [
     "write_report",

@@ -20,7 +20,7 @@ from placetune.tuning.evaluator import Evaluator
 from placetune.measurement import Measurement
 from placetune.placement.placement import DEVICES, Placement
 from placetune.tuning.progress import Progress
-from placetune.store.store import mask_url
+from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
 
 __all__ = ["Tuner", "TuneOutcome"]
