@@ -33,6 +33,7 @@ from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import attribute_profile, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
+from placetune.backends.tensorrt.onnx_prep import convert_to_fp16
 
 from placetune.settings import resolve_replicas
 
@@ -178,8 +179,6 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     except Exception as exc:  # noqa: BLE001 - a model placetune cannot cut is a build failure
         return Measurement.failure("build_failed", f"cannot cut the model into pipeline segments: "
                                    f"{type(exc).__name__}: {exc}", **base)
-    from placetune.backends.tensorrt.backend import convert_to_fp16
-
     specs, cached_before = [], []
     for c in cuts:
         content = c.hash + ("-fp16" if fp16 else "")
@@ -357,8 +356,6 @@ def _prepare_batch(be: "TensorRTBackend", model: "Model", batch: int, fp16: bool
     if batch == model.batch:
         return be._prepare_onnx(model, fp16=fp16)
     import onnx
-
-    from placetune.backends.tensorrt.backend import convert_to_fp16
 
     src = _source(be, model)
     key = f"{model.hash[:16]}-b{batch}{'-fp16' if fp16 else ''}"
