@@ -76,6 +76,7 @@ from placetune.backends.trtexec.parse import (
 from placetune.settings import resolve_replicas
 
 from placetune.backends.base import default_cache_dir
+from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.hardware.platforms import Platform
@@ -719,18 +720,15 @@ class TrtexecBackend:
 
     def _onnx(self, model: "Model", settings: "Settings", version: str, base: dict[str, Any]) -> Path | Measurement:
         """The ONNX file trtexec builds from (the TensorRT backend's preparation), or a failure."""
-        from placetune.backends.tensorrt.backend import TensorRTBackend
-
         strongly_typed = _vt(version)[0] >= 11
-        if strongly_typed and settings.precision == "int8" and not TensorRTBackend._source_has_qdq(model):
+        if strongly_typed and settings.precision == "int8" and not source_has_qdq(model):
             return Measurement.failure(
                 "infeasible",
                 f"TensorRT {version} builds strongly typed networks only (no --int8): int8 needs an ONNX model with "
                 "Q/DQ (QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
                 "TensorRT Model Optimizer) or use precision fp16.", **base)
         try:
-            return TensorRTBackend._prepare_onnx(self, model,  # type: ignore[arg-type]
-                                                 fp16=strongly_typed and settings.precision == "fp16")
+            return prepare_onnx(model, self.cache_dir, fp16=strongly_typed and settings.precision == "fp16")
         except Exception as exc:  # noqa: BLE001
             return Measurement.failure("build_failed", f"cannot prepare the ONNX file for trtexec: "
                                        f"{type(exc).__name__}: {exc}", **base)
