@@ -17,7 +17,7 @@ reproduced by hand:
 
 Placement on the trtexec command line (reference tensorrt-dla.md §2.1-2.2): ``--useDLACore``
 makes the DLA the default device of *every* layer, so a placement with GPU layers lists them
-with ``--layerDeviceTypes`` (every layer is listed, as :func:`placetune.plan.plan.trtexec_commands`
+with ``--layerDeviceTypes`` (every layer is listed, as :func:`placetune.plan.trtexec.trtexec_commands`
 does). That flag exists from TensorRT 8.6: on 8.5 only all-GPU and all-DLA placements (layers
 the DLA cannot run fall back by themselves) can be built; a mixed placement is ``infeasible``
 with a reason that points to the ``tensorrt`` backend.
@@ -63,6 +63,12 @@ from placetune.errors import BackendError, ConfigError, PlacementError
 from placetune.measurement import Measurement, latency_stats
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import BuildLog, attribute_profile, locate, parse_build_log
+from placetune.backends.trtexec.command import (
+    LAYER_DEVICE_TYPES_SINCE,
+    MAX_ARG_CHARS,
+    layer_device_types,
+    shapes_arg,
+)
 from placetune.backends.trtexec.parse import (
     PerfSummary,
     error_lines,
@@ -97,8 +103,6 @@ PIPELINE_REASON = (
     "trtexec runs whole networks only. Measure pipeline placements with the tensorrt backend "
     "(--backend tensorrt); the trtexec backend does engine and replicas modes"
 )
-#: First TensorRT version whose trtexec has ``--layerDeviceTypes``.
-LAYER_DEVICE_TYPES_SINCE = (8, 6)
 _LOG_KEEP = 400
 _INSPECTOR_MAX_CHARS = 500_000
 _MAX_SAMPLES = 5000
@@ -737,8 +741,6 @@ class TrtexecBackend:
                         core: int) -> tuple[list[str], list[str]] | str:
         """``--useDLACore``/``--allowGPUFallback``/``--layerDeviceTypes`` for the realised placement,
         with notes; or why trtexec of this version cannot express it."""
-        from placetune.plan.plan import _MAX_ARG_CHARS, layer_device_types
-
         if core < 0:
             return [], []
         model = r.realized.model
@@ -766,13 +768,13 @@ class TrtexecBackend:
         try:
             spec = layer_device_types({n: predicted[n] for n in model.names})
             notes: list[str] = []
-            if len(spec) > _MAX_ARG_CHARS:
+            if len(spec) > MAX_ARG_CHARS:
                 spec = layer_device_types({n: "GPU" for n in model.names if predicted[n] == "GPU"})
                 notes.append("--layerDeviceTypes lists only the GPU layers (--useDLACore makes DLA the default)")
         except PlacementError as exc:
             return (f"trtexec cannot express this placement: {exc}. Measure it with the tensorrt backend "
                     "(--backend tensorrt), which places layers with the Python API")
-        if len(spec) > _MAX_ARG_CHARS:
+        if len(spec) > MAX_ARG_CHARS:
             return (f"the --layerDeviceTypes list is {len(spec)} characters, over the argument limit; use the "
                     "tensorrt backend")
         notes.append("layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not listed and "
@@ -781,8 +783,6 @@ class TrtexecBackend:
 
     def _engine_spec(self, onnx: Path, model: "Model", settings: "Settings", version: str, platform: "Platform",
                      device: str, core: int, batch: int, place_args: list[str], workdir: Path, tag: str) -> _Engine:
-        from placetune.plan.plan import _shapes_arg
-
         vt = _vt(version)
         engine_path = workdir / f"{tag}.engine"
         argv = [self.trtexec, f"--onnx={onnx}"]
@@ -795,7 +795,7 @@ class TrtexecBackend:
                 else:
                     notes.append("--int8 without --calib: placeholder dynamic ranges (right for timing, not accuracy)")
         argv.extend(place_args)
-        shapes = _shapes_arg(model.input_shapes, batch if batch != model.batch else None)
+        shapes = shapes_arg(model.input_shapes, batch if batch != model.batch else None)
         if shapes:
             argv.append(f"--shapes={shapes}")
         argv.append(f"--saveEngine={engine_path}")
@@ -815,14 +815,12 @@ class TrtexecBackend:
 
     def _run_argv(self, eng: _Engine, version: str, settings: "Settings", workdir: Path, tag: str, *,
                   duration_s: float, profile: bool) -> tuple[list[str], dict[str, Path | None]]:
-        from placetune.plan.plan import _shapes_arg
-
         vt = _vt(version)
         files: dict[str, Path | None] = {"times": workdir / f"{tag}.times.json", "profile": None}
         argv = [self.trtexec, f"--loadEngine={eng.engine_path}"]
         if eng.core >= 0:
             argv.append(f"--useDLACore={eng.core}")  # the runtime's DLA core is chosen at load time
-        shapes = _shapes_arg(_engine_input_shapes(eng), None)
+        shapes = shapes_arg(_engine_input_shapes(eng), None)
         if shapes:
             argv.append(f"--shapes={shapes}")
         iterations = self.iterations or settings.iterations
