@@ -33,8 +33,9 @@ from placetune.model.model import Model
 from placetune.model.shapes import parse_shape_spec
 from placetune.tuning.objectives import Objective, get_objective
 from placetune.placement.placement import DEVICES, Placement, Segment
-from placetune.plan.plan import Plan, export_plan
-from placetune.plan.plan import load as load_plan
+from placetune.plan.export import export_plan
+from placetune.plan.file import Plan
+from placetune.plan.file import load as load_plan
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
 from placetune.hardware.platforms import Platform, get_platform, platform_names

@@ -263,7 +263,7 @@ class Tuner:
             self._say("no successful measurement yet: no plan exported")
             return None
         try:
-            from placetune.plan.plan import export_plan
+            from placetune.plan.export import export_plan
         except ImportError:  # pragma: no cover - plan module not installed
             return None
         path = self.cfg.export or f"{outcome.study}.plan.json"

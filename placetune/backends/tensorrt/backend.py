@@ -33,8 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import logging
 import os
 import re
@@ -46,12 +44,12 @@ from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Measurement
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import attribute_profile, locate, parse_build_log
-from placetune.backends.tensorrt.onnx_prep import convert_to_fp16, has_qdq, load_full, zero_weights
 from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
 
 from placetune.backends.base import default_cache_dir
+from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
+
 if TYPE_CHECKING:
-    from placetune.model.model import Model
     from placetune.hardware.platforms import Platform
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
@@ -329,7 +327,7 @@ class TensorRTBackend:
                 realized=predicted, **base)
         major = _version_tuple(version)[0]
         strongly_typed = major >= 11
-        if strongly_typed and settings.precision == "int8" and not self._source_has_qdq(model):
+        if strongly_typed and settings.precision == "int8" and not source_has_qdq(model):
             return Measurement.failure(
                 "infeasible",
                 f"TensorRT {version} builds strongly typed networks only: int8 needs an ONNX model with Q/DQ "
@@ -341,7 +339,7 @@ class TensorRTBackend:
             run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
             return run(self, r, platform, settings, base, version, cores)
         try:
-            onnx_path = self._prepare_onnx(model, fp16=strongly_typed and settings.precision == "fp16")
+            onnx_path = prepare_onnx(model, self.cache_dir, fp16=strongly_typed and settings.precision == "fp16")
         except Exception as exc:  # noqa: BLE001
             return Measurement.failure("build_failed", f"cannot prepare the ONNX file for TensorRT: "
                                        f"{type(exc).__name__}: {exc}", **base)
@@ -370,57 +368,6 @@ class TensorRTBackend:
     def _timing_cache_path(self, platform: "Platform", version: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}")
         return self.cache_dir / "timing" / f"{safe}.cache"
-
-    @staticmethod
-    def _source_has_qdq(model: "Model") -> bool:
-        if model.path is not None:
-            from placetune.model.onnx_io import read_model_proto
-
-            return has_qdq(read_model_proto(model.path)[0])
-        return model.proto is not None and has_qdq(model.proto)
-
-    def _prepare_onnx(self, model: "Model", fp16: bool) -> Path:
-        """An ONNX file TensorRT can parse: the model's own file when possible, else a
-        decompressed / exported / fp16-converted copy in the cache directory."""
-        import onnx
-
-        src = Path(model.path) if model.path is not None else None
-        if src is not None and src.suffix != ".gz" and not fp16:
-            return src.resolve()
-        if src is not None:
-            st = src.stat()
-            key = hashlib.sha1(f"{src.resolve()}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:16]
-        else:
-            key = model.hash[:16]
-        safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]
-        out_dir = self.cache_dir / "onnx"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        target = out_dir / f"{safe}-{key}{'-fp16' if fp16 else ''}.onnx"
-        if target.is_file():
-            return target
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        if src is not None:
-            if fp16:
-                onnx.save(convert_to_fp16(load_full(src)), str(tmp))
-            else:
-                with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
-                    shutil.copyfileobj(fin, fout)
-        elif model.zoo:
-            from placetune.model import zoo
-            from placetune.model.model import _zoo_options
-
-            base, _, opts = model.zoo.partition(":")
-            zoo.export(base, tmp, batch=model.batch, **_zoo_options(opts))
-            if fp16:
-                onnx.save(convert_to_fp16(onnx.load(str(tmp))), str(tmp))
-        elif model.proto is not None:
-            proto = zero_weights(model.proto)
-            onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
-            log.warning("model %s has no file: building it with zero weights (timing only)", model.name)
-        else:
-            raise ValueError(f"model {model.name!r} has neither a file, a zoo name nor a graph")
-        os.replace(tmp, target)
-        return target
 
     def _to_measurement(self, reply: WorkerReply, r: "Realisation", core: int, version: str,
                         base: dict[str, Any]) -> Measurement:

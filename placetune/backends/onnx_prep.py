@@ -1,19 +1,24 @@
-"""ONNX preparation for TensorRT (parent side): fp16 conversion, Q/DQ detection, weight loading.
-
-Shared by the ``engine`` mode (:mod:`placetune.backends.tensorrt.backend`) and the
-``pipeline`` / ``replicas`` modes (:mod:`placetune.backends.tensorrt.pipeline`).
-"""
+"""The ONNX file a TensorRT build parses, shared by the tensorrt and trtexec backends: Q/DQ check, fp16 conversion, prepared copies."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
+import logging
+import os
+import re
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["has_qdq", "convert_to_fp16", "load_full", "zero_weights"]
+    from placetune.model.model import Model
+
+__all__ = ["has_qdq", "convert_to_fp16", "load_full", "zero_weights", "source_has_qdq", "prepare_onnx"]
+
+log = logging.getLogger(__name__)
 
 # ONNX inputs that must stay float32 when a model is converted to fp16 (op, input index).
 _FLOAT32_INPUTS = {("Resize", 2), ("Upsample", 1)}
@@ -32,7 +37,7 @@ def convert_to_fp16(proto: "onnx.ModelProto") -> "onnx.ModelProto":
     ``value_info`` is dropped (shapes and types are re-inferred).
 
     Example:
-        >>> from placetune import zoo
+        >>> from placetune.model import zoo
         >>> m16 = convert_to_fp16(zoo.build("seed-block", weights=True))
         >>> m16.graph.input[0].type.tensor_type.elem_type == 10   # FLOAT16
         True
@@ -91,3 +96,56 @@ def zero_weights(proto: "onnx.ModelProto") -> "onnx.ModelProto":
             dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
             t.CopyFrom(numpy_helper.from_array(np.zeros(tuple(t.dims), dtype=dtype), t.name))
     return m
+
+
+def source_has_qdq(model: "Model") -> bool:
+    """True when the model's ONNX graph has Q/DQ nodes (what int8 needs on a strongly typed TensorRT)."""
+    if model.path is not None:
+        from placetune.model.onnx_io import read_model_proto
+
+        return has_qdq(read_model_proto(model.path)[0])
+    return model.proto is not None and has_qdq(model.proto)
+
+
+def prepare_onnx(model: "Model", cache_dir: Path, fp16: bool) -> Path:
+    """An ONNX file TensorRT can parse: the model's own file when possible, else a
+    decompressed / exported / fp16-converted copy in ``cache_dir/onnx``."""
+    import onnx
+
+    src = Path(model.path) if model.path is not None else None
+    if src is not None and src.suffix != ".gz" and not fp16:
+        return src.resolve()
+    if src is not None:
+        st = src.stat()
+        key = hashlib.sha1(f"{src.resolve()}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:16]
+    else:
+        key = model.hash[:16]
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]
+    out_dir = cache_dir / "onnx"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{safe}-{key}{'-fp16' if fp16 else ''}.onnx"
+    if target.is_file():
+        return target
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    if src is not None:
+        if fp16:
+            onnx.save(convert_to_fp16(load_full(src)), str(tmp))
+        else:
+            with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+                shutil.copyfileobj(fin, fout)
+    elif model.zoo:
+        from placetune.model import zoo
+        from placetune.model.model import _zoo_options
+
+        base, _, opts = model.zoo.partition(":")
+        zoo.export(base, tmp, batch=model.batch, **_zoo_options(opts))
+        if fp16:
+            onnx.save(convert_to_fp16(onnx.load(str(tmp))), str(tmp))
+    elif model.proto is not None:
+        proto = zero_weights(model.proto)
+        onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
+        log.warning("model %s has no file: building it with zero weights (timing only)", model.name)
+    else:
+        raise ValueError(f"model {model.name!r} has neither a file, a zoo name nor a graph")
+    os.replace(tmp, target)
+    return target
