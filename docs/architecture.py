@@ -1,0 +1,31 @@
+"""Write docs/architecture.md from the modules' own one-line docstrings."""
+import ast, sys
+from pathlib import Path
+root = Path(sys.argv[1] if len(sys.argv) > 1 else '.')
+out = ["# Architecture", "",
+       "placetune's folders follow the data flow: an ONNX file becomes a `model`; a `placement` maps its",
+       "layers to GPU/DLA0/DLA1 and `realise` applies the `hardware`'s DLA rules (what TensorRT would",
+       "really run); the `tuning.evaluator` sends the realised placement to a `backend` (the simulated",
+       "Jetson, TensorRT or trtexec), which returns a `Measurement`; the `store` keeps every measurement;",
+       "`plan` exports the best one; `report` draws it; `cli` and `envs` are the two front doors, and",
+       "`search/` holds the agents that drive the evaluator.", "",
+       "Rules, checked by `tests/test_architecture.py` (a plain AST walk): no module over 600 lines;",
+       "no import cycle, imports inside functions included; `model` < `hardware` < `placement` never",
+       "import upwards; every module opens with a docstring that says what it is for; `import placetune`",
+       "loads no tensorrt, pycuda, matplotlib or optuna. The TensorRT worker (`backends/tensorrt/worker*.py`)",
+       "imports nothing of placetune: it runs as a file under a Jetson's system Python 3.8.", "",
+       "Regenerate this page with `python docs/architecture.py` after adding a module.", ""]
+for pkg in ("placetune", "search"):
+    out.append(f"## `{pkg}/`")
+    out.append("")
+    out.append("| module | lines | what it is for |")
+    out.append("|---|---:|---|")
+    for path in sorted((root / pkg).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        first = doc.strip().splitlines()[0] if doc.strip() else ""
+        out.append(f"| `{rel}` | {len(text.splitlines())} | {first.replace('|', '/')} |")
+    out.append("")
+(root / "docs" / "architecture.md").write_text("\n".join(out))
+print(f"wrote {root / 'docs' / 'architecture.md'}")
