@@ -38,6 +38,7 @@ from placetune.plan.file import Plan
 from placetune.plan.file import load as load_plan
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
+from placetune.calibration import DeviceProfile, FitResult, calibrate, fit_profile, load_device_profile
 from placetune.hardware.platforms import Platform, get_platform, platform_names
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
@@ -78,6 +79,12 @@ __all__ = [
     "mask_url",
     "Backend",
     "get_backend",
+    # device profiles and calibration
+    "DeviceProfile",
+    "load_device_profile",
+    "fit_profile",
+    "FitResult",
+    "calibrate",
     # plans
     "Plan",
     "export_plan",

@@ -79,7 +79,10 @@ class Tuner:
         from placetune.store.store import Store
 
         cfg = self.cfg
-        backend = get_backend(cfg.backend, **cfg.backend_options)
+        options = dict(cfg.backend_options)
+        if cfg.device_profile:
+            options["device_profile"] = cfg.device_profile
+        backend = get_backend(cfg.backend, **options)
         options = dict(cfg.settings)
         probe = getattr(backend, "probe", None)
         if not backend.simulated and "trt_version" not in options and probe is not None:
