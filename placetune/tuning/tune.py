@@ -124,9 +124,7 @@ class Tuner:
         assert ev is not None
         if self.fleet is None:
             return ev.store.study(ev.study_name).n_requests
-        from search.optuna_search import study_name_for
-
-        return self.fleet.trials_done(agent.study_name or study_name_for(ev, agent.granularity))
+        return self.fleet.trials_done(agent.study_name or ev.study_name)
 
     def _run(self) -> TuneOutcome:
         from search import Budget, get_agent
@@ -153,6 +151,7 @@ class Tuner:
                   + (f", timeout {cfg.timeout:g} s" if cfg.timeout else ""))
         if self.fleet is not None:
             self._say(self.fleet.describe(cfg.trials))
+        self._open_optuna_study(agent_probe)
         if done:
             self._say(f"resuming: {done} of {cfg.trials} trials already done; stored measurements are not repeated")
         baseline = ev.peek(Placement.all_gpu(ev.model))
@@ -172,11 +171,9 @@ class Tuner:
                 agent = get_agent(cfg.agent, seed=seed + done, granularity=cfg.granularity, **agent_options) \
                     if done else agent_probe
                 if self.fleet is not None:
-                    from search.optuna_search import study_name_for
-
                     self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
                                          deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
-                                         study_name=agent.study_name or study_name_for(ev, agent.granularity))
+                                         study_name=agent.study_name or ev.study_name)
                 try:
                     agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
                 except StopRequested:
@@ -201,6 +198,30 @@ class Tuner:
             self._say(f"interrupted after {outcome.trials_done} of {cfg.trials} trials; everything measured is "
                       f"stored. Resume with: {self.resume_hint}")
         return outcome
+
+    def _open_optuna_study(self, agent: Any) -> None:
+        """Keep the study's Optuna study (same name, same database; see
+        :mod:`placetune.tuning.optuna_study`). The ``optuna`` agent writes its own trials;
+        for any other agent each evaluation becomes a trial as it is measured."""
+        ev = self.evaluator
+        assert ev is not None
+        try:
+            from placetune.tuning.optuna_study import OptunaStudy, set_optuna_verbosity
+        except ImportError:  # optuna not installed: placetune works without the dashboard
+            log.info("optuna is not installed: no Optuna study for %r", ev.study_name)
+            return
+        set_optuna_verbosity(1 if logging.getLogger("placetune").isEnabledFor(logging.INFO) else 0)
+        if getattr(agent, "name", None) == "optuna" or self.fleet is not None:
+            return
+        from placetune.tuning.fleet import storage_error
+
+        try:
+            OptunaStudy(ev, self.cfg.granularity).attach()
+        except Exception as exc:  # a database failure: one clear line
+            err = storage_error(ev.store, exc, "opening the study's Optuna study")
+            if err is None:
+                raise
+            raise err from None
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self._interrupts += 1
