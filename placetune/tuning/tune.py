@@ -249,7 +249,7 @@ class Tuner:
         label = " (SIMULATED)" if ev.backend.simulated else ""
         self._say(f"summary{label}: {outcome.trials_done} trials, {ev.stats.measured} measured in this run, "
                   f"{ev.stats.cache_hits} cache hits, {ev.stats.failures} failures")
-        header = f"{'placement':26s} {'latency ms':>11s} {'throughput/s':>13s} {'energy mJ':>10s} {'vs all-GPU':>10s}"
+        header = f"{'placement':26s} {'latency ms':>11s} {'throughput fps':>14s} {'energy mJ':>10s} {'vs all-GPU':>10s}"
         self._say(header)
         self._say("-" * len(header))
         for label_, m in rows:
@@ -261,9 +261,10 @@ class Tuner:
                 continue
             v = obj.value(m)
             gain = obj.gain(v, base_v) if (v is not None and base_v) else float("nan")
+            energy = f"{m.energy_mj:10.3f}" if m.energy_mj is not None else f"{'-':>10s}"
             self._say(
-                f"{label_:26s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:13,.1f} "
-                f"{m.energy_mj if m.energy_mj is not None else float('nan'):10.3f} {gain:9.2f}x"
+                f"{label_:26s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "
+                f"{energy} " + (f"{gain:9.2f}x" if gain == gain else f"{'-':>10s}")
             )
         if outcome.best is not None:
             m = outcome.best[1]
