@@ -1,5 +1,9 @@
-"""``optuna``: an Optuna study over the placement space, stored next to the measurements.
+"""``optuna``: an Optuna study over the placement space: the placetune study's own Optuna study.
 
+* The study is :class:`placetune.tuning.optuna_study.OptunaStudy`'s: same name as the
+  placetune study, in the measurement database (``RDBStorage`` on the store's URL, or
+  ``InMemoryStorage`` for an in-memory store), with named metrics and user attributes, so
+  the dashboard shows the same study whichever agent measured it.
 * One categorical parameter per decision unit, named after the unit, restricted to its
   allowed devices (units with a single allowed device are not parameters).
 * TPE (``multivariate=True, group=True``) by default, single- and multi-objective
@@ -7,20 +11,18 @@
   sampler; NSGA-II needs more generations than a 100-300 evaluation budget gives);
   ``sampler="nsga2"``, ``"random"`` and ``"gp"`` on request.
 * A placement that cannot be built or run (any measurement status but ``ok``) is a
-  **COMPLETE** trial that violates a constraint (``constraint > 0``), never ``FAIL``: TPE
-  ignores FAIL trials and would propose the same dead end again. Its value is a finite
-  penalty (:data:`PENALTY` for minimised objectives, 0 for maximised ones); the
-  constraint also goes to ``trial.user_attrs["constraint"]``. Optuna >= 5 records it
-  with ``Trial.set_constraint``; older versions read it back through ``constraints_func``.
+  **PRUNED** trial with ``status`` and ``reason`` user attributes, never ``FAIL``: TPE
+  ignores FAIL trials and would propose the same dead end again, while it ranks pruned
+  trials below every complete one; the dashboard lists them without a penalty value
+  stretching its axis.
 * Warm start: the baselines are enqueued (``enqueue_trial(skip_if_exists=True)``) and
   every measurement already in the store for this cache scope (any study with the same
-  model, machine and settings) is imported with ``add_trial``, so a new study starts from
-  what earlier runs learned without measuring it again.
-* Storage: the study lives in the measurement database (``optuna.storages.RDBStorage`` on
-  the store's URL: SQLite file or PostgreSQL), or in Optuna's ``InMemoryStorage`` for an
-  in-memory store. ``load_if_exists=True``: the same command resumes an interrupted run.
+  model, machine and settings) is imported with ``add_trial`` (user attribute
+  ``imported``), so a new study starts from what earlier runs learned without measuring
+  it again. ``load_if_exists=True``: the same command resumes an interrupted run.
 * The loop is ``study.optimize`` with a callback that stops at the budget, so Optuna's
-  heartbeat (``heartbeat_interval``, RDB storage only) works when it is asked for.
+  heartbeat (``heartbeat_interval``, RDB storage only) works when it is asked for. A stop
+  request (Ctrl-C) ends the loop without a FAIL trial: the trial in flight is stored.
 * An assignment the study already has is answered from the study (the FAQ's duplicate
   rule): it is a trial but not an ``evaluate()`` call.
 """
@@ -28,9 +30,7 @@
 from __future__ import annotations
 
 import logging
-import math
 import warnings
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,57 +45,26 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.placement.space import Space
 
-__all__ = ["OptunaAgent", "PENALTY", "SAMPLERS", "storage_for", "study_name_for"]
+__all__ = ["OptunaAgent", "SAMPLERS", "storage_for", "study_name_for"]
 
 log = logging.getLogger(__name__)
 
-#: Objective value given to infeasible trials of a minimised objective (finite, so every
-#: sampler and the dashboard accept it; the constraint is what marks the trial).
-PENALTY = 1e9
 #: Sampler names accepted by :class:`OptunaAgent`.
 SAMPLERS = ("tpe", "nsga2", "random", "gp")
-_ATTR_CONSTRAINT = "constraint"
 _ATTR_STATUS = "status"
-#: In-memory stores -> their Optuna storage (lives as long as the store).
-_MEMORY: "weakref.WeakKeyDictionary[Any, optuna.storages.InMemoryStorage]" = weakref.WeakKeyDictionary()
 
 
-def study_name_for(evaluator: "Evaluator", granularity: str) -> str:
-    """The Optuna study name of an evaluator's study: ``<study>:optuna:<granularity>``."""
-    return f"{evaluator.study_name}:optuna:{granularity}"
+def study_name_for(evaluator: "Evaluator", granularity: str = "fusion") -> str:
+    """The Optuna study name of an evaluator's study: the placetune study's own name."""
+    return evaluator.study_name
 
 
 def storage_for(evaluator: "Evaluator", **rdb_kwargs: Any) -> "optuna.storages.BaseStorage":
-    """Optuna storage in the evaluator's measurement database.
+    """Optuna storage in the evaluator's measurement database
+    (:func:`placetune.tuning.optuna_study.storage_for` of its store)."""
+    from placetune.tuning.optuna_study import storage_for as _storage_for
 
-    ``RDBStorage`` on the store's URL (password included), or, when the store is in
-    memory, one ``InMemoryStorage`` per store (it lives as long as the store, so a second
-    run on the same store resumes too). ``rdb_kwargs`` go to ``RDBStorage``
-    (``heartbeat_interval``...).
-    """
-    import optuna
-
-    store = evaluator.store
-    url = store.engine.url
-    database = url.database
-    if url.get_backend_name() == "sqlite" and database in (None, "", ":memory:"):
-        storage = _MEMORY.get(store)
-        if storage is None:
-            storage = _MEMORY[store] = optuna.storages.InMemoryStorage()
-        return storage
-    if url.get_backend_name() != "sqlite":  # a server: replace connections it dropped (long builds, restarts)
-        rdb_kwargs.setdefault("engine_kwargs", {"pool_pre_ping": True})
-    return optuna.storages.RDBStorage(url.render_as_string(hide_password=False), **rdb_kwargs)
-
-
-def _has_set_constraint() -> bool:
-    import optuna
-
-    return hasattr(optuna.trial.Trial, "set_constraint")
-
-
-def _constraints_func(trial: "optuna.trial.FrozenTrial") -> Sequence[float]:
-    return (float(trial.user_attrs.get(_ATTR_CONSTRAINT, 0.0)),)
+    return _storage_for(evaluator.store, **rdb_kwargs)
 
 
 class OptunaAgent(Agent):
@@ -165,23 +134,22 @@ class OptunaAgent(Agent):
 
     # ------------------------------------------------------------------ pieces
     def make_sampler(self) -> "optuna.samplers.BaseSampler":
-        """The configured sampler (constraints wired in through ``constraints_func`` for Optuna < 5)."""
+        """The configured sampler."""
         import optuna
 
-        cf = None if _has_set_constraint() else _constraints_func
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             if self.sampler == "tpe":
                 return optuna.samplers.TPESampler(
                     seed=self.seed, multivariate=True, group=True, n_startup_trials=self.n_startup_trials,
-                    constraints_func=cf, constant_liar=self.constant_liar,
+                    constant_liar=self.constant_liar,
                 )
             if self.sampler == "nsga2":
                 return optuna.samplers.NSGAIISampler(
-                    seed=self.seed, population_size=self.population_size, constraints_func=cf
+                    seed=self.seed, population_size=self.population_size
                 )
             if self.sampler == "gp":
-                return optuna.samplers.GPSampler(seed=self.seed, constraints_func=cf)
+                return optuna.samplers.GPSampler(seed=self.seed)
             return optuna.samplers.RandomSampler(seed=self.seed)
 
     def study(self, evaluator: "Evaluator") -> "optuna.Study":
@@ -205,44 +173,42 @@ class OptunaAgent(Agent):
             storage = storage_for(evaluator, **rdb)
         if rdb and isinstance(storage, optuna.storages.InMemoryStorage):
             log.warning("heartbeats need an RDB storage; the in-memory store has none")
-        return optuna.create_study(
-            storage=storage,
-            sampler=self.make_sampler(),
-            study_name=self.study_name or study_name_for(evaluator, self.granularity),
-            directions=list(evaluator.objective.directions),
-            load_if_exists=True,
-        )
+        from placetune.tuning.optuna_study import OptunaStudy
+
+        name = self.study_name or study_name_for(evaluator, self.granularity)
+        if name != evaluator.study_name:  # a study of the caller's own naming
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.create_study(storage=storage, sampler=self.make_sampler(), study_name=name,
+                                           directions=list(evaluator.objective.directions), load_if_exists=True)
+        return OptunaStudy(evaluator, self.granularity, storage=storage, sampler=self.make_sampler(),
+                           backfill=self.coordinator is None).study
 
     @staticmethod
     def distributions(space: "Space") -> dict[str, "optuna.distributions.CategoricalDistribution"]:
         """Parameter name -> allowed devices, for units with more than one allowed device."""
-        from optuna.distributions import CategoricalDistribution
+        from placetune.tuning.optuna_study import distributions
 
-        return {u.name: CategoricalDistribution(list(u.choices)) for u in space.units if len(u.choices) > 1}
+        return distributions(space)
 
     @staticmethod
     def params_of(space: "Space", assignment: Sequence[int]) -> dict[str, str]:
         """Trial parameters of an assignment."""
-        return {u.name: space.devices[int(a)] for u, a in zip(space.units, assignment) if len(u.choices) > 1}
+        from placetune.tuning.optuna_study import params_of
+
+        return params_of(space, assignment)
 
     @staticmethod
     def assignment_of(space: "Space", params: dict[str, Any]) -> list[int]:
         """Assignment of trial parameters (single-choice units take their only device)."""
-        return [space.device_index(str(params.get(u.name, u.choices[0]))) for u in space.units]
+        from placetune.tuning.optuna_study import assignment_of
 
-    def _values(self, evaluator: "Evaluator", m: "Measurement") -> tuple[list[float], float]:
-        """(objective values, constraint) of a measurement."""
-        obj = evaluator.objective
-        vals = obj.values(m)
-        if vals is not None and all(math.isfinite(v) for v in vals):
-            return [float(v) for v in vals], 0.0
-        worst = [PENALTY if d == "minimize" else 0.0 for d in obj.directions]
-        return worst, 1.0
+        return assignment_of(space, params)
 
     # ------------------------------------------------------------------ warm start
     def _import(self, study: "optuna.Study", evaluator: "Evaluator", space: "Space") -> int:
         """add_trial every stored measurement of this cache scope that the study lacks."""
-        import optuna
+        from placetune.tuning.optuna_study import trial_attrs
 
         dists = self.distributions(space)
         have = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
@@ -255,8 +221,7 @@ class OptunaAgent(Agent):
                 if rec.id not in seen_ids:
                     seen_ids.add(rec.id)
                     records.append(rec)
-        added = 0
-        use_constraints = _has_set_constraint()
+        trials = []
         for rec in records:
             for doc in (rec.requested, rec.realized):
                 if not doc:
@@ -273,27 +238,30 @@ class OptunaAgent(Agent):
                 if key in have:
                     continue
                 have.add(key)
-                values, c = self._values(evaluator, rec.measurement)
-                kw: dict[str, Any] = {}
-                if use_constraints:
-                    kw["constraints"] = {_ATTR_CONSTRAINT: c}
-                else:
-                    kw["system_attrs"] = {"constraints": (c,)}
-                trial = optuna.trial.create_trial(
-                    params=params,
-                    distributions={k: dists[k] for k in params},
-                    values=values,
-                    user_attrs={_ATTR_CONSTRAINT: c, _ATTR_STATUS: rec.measurement.status, "imported": True},
-                    **kw,
-                )
-                study.add_trial(trial)
-                added += 1
-        return added
+                m = rec.measurement
+                m.extra = {**m.extra, "_id": rec.id, "cache_hit": True}
+                trials.append(self._frozen(evaluator, params, {k: dists[k] for k in params},
+                                           {**trial_attrs(m, p), "imported": True}, m))
+        study.add_trials(trials)
+        return len(trials)
+
+    @staticmethod
+    def _frozen(evaluator: "Evaluator", params: dict[str, str], dists: dict[str, Any], attrs: dict[str, Any],
+                m: "Measurement") -> "optuna.trial.FrozenTrial":
+        import optuna
+
+        values = _values(evaluator, m)
+        state = optuna.trial.TrialState.COMPLETE if values is not None else optuna.trial.TrialState.PRUNED
+        return optuna.trial.create_trial(state=state, params=params, distributions=dists, values=values,
+                                         user_attrs=attrs)
 
     # ------------------------------------------------------------------ run
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Run (or resume) the study until the budget is spent."""
         import optuna
+
+        from placetune.errors import StopRequested
+        from placetune.tuning.optuna_study import trial_attrs
 
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         space = run.space
@@ -303,15 +271,16 @@ class OptunaAgent(Agent):
         if self.enqueue_baselines:
             for a in baseline_assignments(space).values():
                 study.enqueue_trial(self.params_of(space, a), skip_if_exists=True)
-        # answers the study already has (previous runs, imports): no evaluate() for them
-        known: dict[tuple, tuple[list[float], float]] = {}
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            known[tuple(sorted(t.params.items()))] = (list(t.values), float(t.user_attrs.get(_ATTR_CONSTRAINT, 0.0)))
-        use_constraints = _has_set_constraint()
+        # answers the study already has (previous runs, imports): no evaluate() for them;
+        # None: a placement that failed (its trial is pruned again)
+        known: dict[tuple, list[float] | None] = {}
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                          optuna.trial.TrialState.PRUNED)):
+            known[tuple(sorted(t.params.items()))] = list(t.values) if t.values is not None else None
         size = 1
         for u in space.units:
             size *= len(u.choices)
-        state = {"trials": 0, "repeats": 0}
+        state = {"trials": 0, "repeats": 0, "stopped": False}
 
         def objective(trial: "optuna.Trial") -> Sequence[float]:
             params = {name: trial.suggest_categorical(name, d.choices) for name, d in dists.items()}
@@ -320,25 +289,28 @@ class OptunaAgent(Agent):
             key = tuple(sorted(params.items()))
             state["trials"] += 1
             if key in known:
-                values, c = known[key]
+                values = known[key]
                 state["repeats"] += 1
             else:
                 state["repeats"] = 0
                 a = self.assignment_of(space, params)
-                m = run.evaluate(a, finish=True)
-                values, c = self._values(evaluator, m)
-                known[key] = (values, c)
-                trial.set_user_attr(_ATTR_STATUS, m.status)
-                if m.reason:
-                    trial.set_user_attr("reason", str(m.reason)[:500])
-                trial.set_user_attr("cache_hit", bool(m.extra.get("cache_hit", False)))
-            trial.set_user_attr(_ATTR_CONSTRAINT, c)
-            if use_constraints:
-                trial.set_constraint(_ATTR_CONSTRAINT, c)
+                try:
+                    m = run.evaluate(a, finish=True)
+                except StopRequested:  # Ctrl-C while the sampler proposed it: nothing measured
+                    state["stopped"] = True
+                    trial.set_user_attr("status", "stopped")
+                    raise optuna.TrialPruned("stopped before measuring") from None
+                values = _values(evaluator, m)
+                known[key] = values
+                for k, v in trial_attrs(m, space.to_placement(a)).items():
+                    trial.set_user_attr(k, v)
+                trial.set_user_attr("agent", self.name)
+            if values is None:
+                raise optuna.TrialPruned("the placement cannot be built or run")
             return values
 
         def stop(study: "optuna.Study", trial: "optuna.trial.FrozenTrial") -> None:
-            if run.exhausted or len(known) >= size or state["repeats"] > 200:
+            if state["stopped"] or run.exhausted or len(known) >= size or state["repeats"] > 200 or evaluator.stop_requested:
                 study.stop()
             elif self.coordinator is not None and not self.coordinator.after_trial(study, trial):
                 study.stop()
@@ -351,5 +323,17 @@ class OptunaAgent(Agent):
                 study.optimize(objective, timeout=budget.seconds, callbacks=[stop])
         if state["repeats"] > 200:
             run.notes.append("stopped early: the sampler proposed 200 known assignments in a row")
+        if state["stopped"]:
+            raise StopRequested("stop requested: the evaluation in flight finished and is stored")
         return run.result(study_name=study.study_name, trials=len(study.trials), imported=imported,
                           sampler=self.sampler)
+
+
+def _values(evaluator: "Evaluator", m: "Measurement") -> list[float] | None:
+    """Objective values of a measurement; None when it failed or a value is not finite."""
+    import math
+
+    vals = evaluator.objective.values(m)
+    if vals is None or not all(math.isfinite(v) for v in vals):
+        return None
+    return [float(v) for v in vals]

@@ -94,7 +94,7 @@ def _optuna_study(url: str, name: str):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = optuna.storages.RDBStorage(url, skip_compatibility_check=True)
-    return optuna.load_study(study_name=f"{name}:optuna:fusion", storage=storage), storage
+    return optuna.load_study(study_name=name, storage=storage), storage
 
 
 def _measured_in_run(out: str) -> int:

@@ -110,3 +110,16 @@ def test_segments_partition_and_are_convex(devices, pipeline):
         assert {p[n] for n in s.layers} == {s.device}
         assert _is_convex(m, p, s)
         assert all(q < s.index for q in s.predecessors)
+
+
+def test_default_alone_is_a_placement_and_a_bad_device_names_the_valid_ones(seed_block):
+    """Issue 17: {"default": "DLA0"} was refused as naming an unknown layer 'default'."""
+    p = Placement.from_json(seed_block, {"default": "DLA0"})
+    assert set(p.as_dict().values()) == {"DLA0"}
+    first = seed_block.names[0]
+    q = Placement.from_json(seed_block, {"default": "DLA1", first: "GPU"})
+    assert q[first] == "GPU" and q[seed_block.names[-1]] == "DLA1"
+    with pytest.raises(PlacementError) as exc:
+        Placement.from_json(seed_block, {"default": "DLA2"})
+    msg = str(exc.value)
+    assert "'DLA2'" in msg and "GPU, DLA0, DLA1" in msg and "does not have" not in msg

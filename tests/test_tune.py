@@ -151,3 +151,31 @@ def test_terminal_progress_bar(tmp_path, capsys):
     text = out.getvalue()
     assert "\r[" in text and "10/10" in text and "vs all-GPU" in text and "trial=" not in text
     assert outcome.trials_done == 10 and outcome.best is not None
+
+
+def test_progress_never_shows_nan_and_names_the_metric_with_its_unit(tmp_path):
+    """Issue 17: the first trial printed gain=nan (the all-GPU baseline was not known yet)."""
+    proc = _cli("tune", "--trials", "4", "--agent", "random", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("trial=")]
+    assert lines and "nan" not in proc.stdout
+    assert "gain=1.000" in lines[0]  # the first evaluation is the all-GPU baseline itself
+    assert all(" throughput_fps=" in x and " best_throughput_fps=" in x for x in lines)
+    assert "samples/s" not in proc.stdout and "throughput/s" not in proc.stdout
+
+
+def test_terminal_bar_never_shows_nan(tmp_path):
+    import io
+
+    from placetune.tuning.studyfile import TuneConfig
+    from placetune.tuning.tune import Tuner
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Tty()
+    cfg = TuneConfig(model="seed-block", trials=3, storage=f"sqlite:///{tmp_path / 'pt.db'}",
+                     export=str(tmp_path / "p.json"))
+    Tuner(cfg, out=out).run()
+    assert "nan" not in out.getvalue()

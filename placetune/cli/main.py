@@ -192,7 +192,7 @@ def _measure_human(m, model, platform) -> str:
             f"latency: median {lat['median']:.3f} ms  p90 {lat['p90']:.3f} ms  p99 {lat['p99']:.3f} ms"
         )
         if m.throughput_fps is not None:
-            lines.append(f"throughput: {m.throughput_fps:,.1f} samples/s")
+            lines.append(f"throughput: {m.throughput_fps:,.1f} fps")
         if m.energy_mj is not None:
             lines.append(f"energy: {m.energy_mj:.3f} mJ per inference" + (f" ({m.power_w:.1f} W)" if m.power_w else ""))
     if m.realized:

@@ -31,7 +31,7 @@ __all__ = ["add_parsers", "cmd_studies", "cmd_export", "cmd_report", "cmd_trace"
 
 #: Where the result commands look for the database by default.
 DEFAULT_STORAGE = "sqlite:///placetune.db"
-_UNITS = {"latency": "ms", "throughput": "samples/s", "energy": "mJ"}
+_UNITS = {"latency": "ms", "throughput": "fps", "energy": "mJ"}
 
 
 # --------------------------------------------------------------------------- helpers

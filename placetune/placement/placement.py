@@ -157,6 +157,13 @@ class Placement(Mapping[str, str]):
         if "placement" in doc and isinstance(doc["placement"], dict):
             doc = doc["placement"]
         default = doc.get("default", "GPU") if ("layers" in doc or "scopes" in doc) else "GPU"
+        if "default" in doc and "layers" not in doc and "scopes" not in doc and "default" not in model.names:
+            # {"default": "DLA0"} alone, or with a plain {name: device} map beside it
+            default = doc["default"]
+            doc = {"layers": {k: v for k, v in doc.items() if k != "default"}}
+        if not isinstance(default, str):
+            raise PlacementError(f"placement 'default' must be a device name ({', '.join(DEVICES)}), "
+                                 f"not {default!r}")
         if "scopes" in doc:
             return cls.from_scopes(model, doc["scopes"], default=default)
         layers = doc.get("layers", doc if "layers" not in doc else {})

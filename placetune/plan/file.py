@@ -175,7 +175,7 @@ class Plan:
             if lat.get("p99") is not None:
                 text += f", p99 {lat['p99']:.4g} ms"
             if self.measured.get("throughput_fps") is not None:
-                text += f", {self.measured['throughput_fps']:,.1f} samples/s"
+                text += f", {self.measured['throughput_fps']:,.1f} fps"
             if self.measured.get("energy_mj") is not None:
                 text += f", {self.measured['energy_mj']:.4g} mJ/inference"
             lines.append(text)

@@ -58,7 +58,7 @@ DEVICE_COLORS: dict[str, str] = {"GPU": "#76b900", "DLA0": "#1f77b4", "DLA1": "#
 #: Axis label (with unit) of each objective.
 OBJECTIVE_LABELS: dict[str, str] = {
     "latency": "median latency (ms)",
-    "throughput": "throughput (samples/s)",
+    "throughput": "throughput (fps)",
     "energy": "energy per inference (mJ)",
 }
 _DIRECTIONS = {"latency": "minimize", "throughput": "maximize", "energy": "minimize"}
@@ -177,7 +177,7 @@ def plot_progress(store: "Store", study_name: str, path: str | os.PathLike[str],
 
 
 def _unit(objective: str) -> str:
-    return {"latency": "ms", "throughput": "samples/s", "energy": "mJ"}.get(objective, "")
+    return {"latency": "ms", "throughput": "fps", "energy": "mJ"}.get(objective, "")
 
 
 def _cycle() -> Any:

@@ -114,7 +114,7 @@ def check_environment(
         ConfigError: platform, backend, simulated flag or fingerprint differ; the message
             names every difference and what to do.
     """
-    from placetune.store.store import _as_dict
+    from placetune.store.studies import _as_dict
 
     st = store._find_study(study)
     if st is None:

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 def fleet_trial_counts(study: "optuna.Study") -> dict[str, int]:
-    """Trials of a fleet study by state; ``complete`` excludes imported warm-start trials.
+    """Trials of a fleet study by state; ``complete`` counts finished trials (COMPLETE, and
+    PRUNED: a placement that failed) except imported warm-start ones.
 
     Returns:
         ``{"complete", "running", "waiting", "failed", "imported"}`` counts.
@@ -33,7 +34,7 @@ def fleet_trial_counts(study: "optuna.Study") -> dict[str, int]:
 
     out = {"complete": 0, "running": 0, "waiting": 0, "failed": 0, "imported": 0}
     for t in study.get_trials(deepcopy=False):
-        if t.state == TrialState.COMPLETE:
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             if t.user_attrs.get("imported"):
                 out["imported"] += 1
             else:

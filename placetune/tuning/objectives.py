@@ -48,6 +48,12 @@ class Objective:
         return tuple(_SINGLE[n][1] for n in self.names)
 
     @property
+    def metric_names(self) -> tuple[str, ...]:
+        """Name and unit of each component, as stored and shown everywhere:
+        ``latency_ms``, ``throughput_fps``, ``energy_mj``."""
+        return tuple(f"{n}_{_SINGLE[n][1].lower()}" for n in self.names)
+
+    @property
     def multi(self) -> bool:
         """True for a pair."""
         return len(self.names) > 1

@@ -53,6 +53,8 @@ class Progress:
         hit = bool(m.extra.get("cache_hit"))
         self.cache_hits += hit
         value = self.objective.value(m)
+        if self.base is None and value is not None and all(d == "GPU" for d in placement.as_dict().values()):
+            self.base = value  # the all-GPU baseline is usually the run's first evaluation
         if not m.ok:
             self.failures += 1
         elif value is not None and (self.best is None or self.objective.better(value, self.best)):
@@ -65,15 +67,17 @@ class Progress:
         else:
             self._line(m, value, hit)
 
-    def _gain(self) -> float:
+    def _gain(self) -> str:
+        """The best value's gain over all-GPU, ``-`` while either is unknown (never ``nan``)."""
         if self.best is None or not self.base:
-            return math.nan
-        return self.objective.gain(self.best, self.base)
+            return "-"
+        g = self.objective.gain(self.best, self.base)
+        return "-" if math.isnan(g) else f"{g:.3f}"
 
-    def _fmt(self, v: float | None) -> str:
+    def _fmt(self, v: float | None, unit: bool = True) -> str:
         if v is None:
             return "-"
-        return f"{v:.4g}{self.objective.units[0]}"
+        return f"{v:.4g} {self.objective.units[0]}" if unit else f"{v:.4g}"
 
     def _draw(self) -> None:
         width = 24
@@ -81,7 +85,7 @@ class Progress:
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
         elapsed = time.monotonic() - self.t0
         text = (f"\r[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} "
-                f"({self._gain():.2f}x vs all-GPU)  cache hits {self.cache_hits}  failures {self.failures}  "
+                f"({self._gain()}x vs all-GPU)  cache hits {self.cache_hits}  failures {self.failures}  "
                 f"{elapsed:5.0f}s")
         self.out.write(text)
         self.out.flush()
@@ -90,9 +94,9 @@ class Progress:
         fields = [
             f"trial={self.done}/{self.total}",
             f"status={m.status}",
-            f"{self.objective.names[0]}={self._fmt(value)}",
-            f"best={self._fmt(self.best)}",
-            f"gain={self._gain():.3f}",
+            f"{self.objective.metric_names[0]}={self._fmt(value, unit=False)}",
+            f"best_{self.objective.metric_names[0]}={self._fmt(self.best, unit=False)}",
+            f"gain={self._gain()}",
             f"cache_hit={'true' if hit else 'false'}",
             f"failures={self.failures}",
             f"elapsed_s={time.monotonic() - self.t0:.1f}",

@@ -127,9 +127,7 @@ class Tuner:
         assert ev is not None
         if self.fleet is None:
             return ev.store.study(ev.study_name).n_requests
-        from search.optuna_search import study_name_for
-
-        return self.fleet.trials_done(agent.study_name or study_name_for(ev, agent.granularity))
+        return self.fleet.trials_done(agent.study_name or ev.study_name)
 
     def _run(self) -> TuneOutcome:
         from search import Budget, get_agent
@@ -156,6 +154,7 @@ class Tuner:
                   + (f", timeout {cfg.timeout:g} s" if cfg.timeout else ""))
         if self.fleet is not None:
             self._say(self.fleet.describe(cfg.trials))
+        self._open_optuna_study(agent_probe)
         if done:
             self._say(f"resuming: {done} of {cfg.trials} trials already done; stored measurements are not repeated")
         baseline = ev.peek(Placement.all_gpu(ev.model))
@@ -175,11 +174,9 @@ class Tuner:
                 agent = get_agent(cfg.agent, seed=seed + done, granularity=cfg.granularity, **agent_options) \
                     if done else agent_probe
                 if self.fleet is not None:
-                    from search.optuna_search import study_name_for
-
                     self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
                                          deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
-                                         study_name=agent.study_name or study_name_for(ev, agent.granularity))
+                                         study_name=agent.study_name or ev.study_name)
                 try:
                     agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
                 except StopRequested:
@@ -204,6 +201,30 @@ class Tuner:
             self._say(f"interrupted after {outcome.trials_done} of {cfg.trials} trials; everything measured is "
                       f"stored. Resume with: {self.resume_hint}")
         return outcome
+
+    def _open_optuna_study(self, agent: Any) -> None:
+        """Keep the study's Optuna study (same name, same database; see
+        :mod:`placetune.tuning.optuna_study`). The ``optuna`` agent writes its own trials;
+        for any other agent each evaluation becomes a trial as it is measured."""
+        ev = self.evaluator
+        assert ev is not None
+        try:
+            from placetune.tuning.optuna_study import OptunaStudy, set_optuna_verbosity
+        except ImportError:  # optuna not installed: placetune works without the dashboard
+            log.info("optuna is not installed: no Optuna study for %r", ev.study_name)
+            return
+        set_optuna_verbosity(1 if logging.getLogger("placetune").isEnabledFor(logging.INFO) else 0)
+        if getattr(agent, "name", None) == "optuna" or self.fleet is not None:
+            return
+        from placetune.tuning.fleet import storage_error
+
+        try:
+            OptunaStudy(ev, self.cfg.granularity).attach()
+        except Exception as exc:  # a database failure: one clear line
+            err = storage_error(ev.store, exc, "opening the study's Optuna study")
+            if err is None:
+                raise
+            raise err from None
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self._interrupts += 1
@@ -231,7 +252,7 @@ class Tuner:
         label = " (SIMULATED)" if ev.backend.simulated else ""
         self._say(f"summary{label}: {outcome.trials_done} trials, {ev.stats.measured} measured in this run, "
                   f"{ev.stats.cache_hits} cache hits, {ev.stats.failures} failures")
-        header = f"{'placement':26s} {'latency ms':>11s} {'throughput/s':>13s} {'energy mJ':>10s} {'vs all-GPU':>10s}"
+        header = f"{'placement':26s} {'latency ms':>11s} {'throughput fps':>14s} {'energy mJ':>10s} {'vs all-GPU':>10s}"
         self._say(header)
         self._say("-" * len(header))
         for label_, m in rows:
@@ -243,9 +264,10 @@ class Tuner:
                 continue
             v = obj.value(m)
             gain = obj.gain(v, base_v) if (v is not None and base_v) else float("nan")
+            energy = f"{m.energy_mj:10.3f}" if m.energy_mj is not None else f"{'-':>10s}"
             self._say(
-                f"{label_:26s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:13,.1f} "
-                f"{m.energy_mj if m.energy_mj is not None else float('nan'):10.3f} {gain:9.2f}x"
+                f"{label_:26s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "
+                f"{energy} " + (f"{gain:9.2f}x" if gain == gain else f"{'-':>10s}")
             )
         if outcome.best is not None:
             m = outcome.best[1]

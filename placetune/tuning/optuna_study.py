@@ -1,0 +1,251 @@
+"""Every placetune study is an Optuna study: same name, same database, one trial per evaluation.
+
+Whatever the agent, :class:`OptunaStudy` keeps an Optuna study named like the placetune
+study in the store's database (``optuna.storages.RDBStorage`` on the same SQLAlchemy URL;
+Optuna's ``InMemoryStorage`` for an in-memory store), so ``optuna studies``,
+``optuna trials`` and ``optuna-dashboard sqlite:///placetune.db`` show every run live.
+
+* **Parameters**: one categorical parameter per decision unit with more than one allowed
+  device, its choices the unit's mask (:func:`distributions`).
+* **Values**: the study's objective(s), named by :attr:`Objective.metric_names`
+  (``throughput_fps``, ``latency_ms``, ``energy_mj``) through ``study.set_metric_names``.
+* **Failures**: a placement that cannot be built or run is a ``PRUNED`` trial with its
+  ``status`` and ``reason`` user attributes: the dashboard lists it without wrecking the
+  value axis, and TPE ranks it below every complete trial (it ignores FAIL trials).
+* **Trial user attributes**: ``status``, ``simulated``, ``cache_hit``, ``measurement_id``,
+  ``realised_differs``, ``agent`` (and ``reason`` when it failed).
+* **Study user attributes**: model, model hash, platform, mode, precision, batch,
+  backend, TensorRT version (the DLA rules applied), simulated, objective, granularity.
+* **Existing databases**: a placetune study without its Optuna study gets one on its next
+  open, backfilled from the study's stored requests (:meth:`OptunaStudy.open`).
+
+Optuna is imported here lazily (never by ``import placetune``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from placetune.placement.placement import Placement
+
+if TYPE_CHECKING:
+    import optuna
+
+    from placetune.measurement import Measurement
+    from placetune.placement.space import Space
+    from placetune.store.store import Store
+    from placetune.tuning.evaluator import Evaluator
+
+__all__ = ["OptunaStudy", "distributions", "params_of", "assignment_of", "storage_for", "set_optuna_verbosity",
+           "trial_attrs"]
+
+log = logging.getLogger(__name__)
+
+#: In-memory stores -> their Optuna storage (lives as long as the store).
+_MEMORY: "weakref.WeakKeyDictionary[Any, optuna.storages.InMemoryStorage]" = weakref.WeakKeyDictionary()
+
+
+def set_optuna_verbosity(verbose: int) -> None:
+    """Route Optuna's own logging through placetune's verbosity: silent (warnings only)
+    by default, its per-trial INFO lines with ``-v``."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.INFO if verbose >= 1 else optuna.logging.WARNING)
+
+
+def storage_for(store: "Store", **rdb_kwargs: Any) -> "optuna.storages.BaseStorage":
+    """Optuna storage in a store's database.
+
+    ``RDBStorage`` on the store's URL (password included), or, when the store is in
+    memory, one ``InMemoryStorage`` per store (it lives as long as the store).
+    ``rdb_kwargs`` go to ``RDBStorage`` (``heartbeat_interval``...).
+    """
+    import optuna
+
+    url = store.engine.url
+    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+        storage = _MEMORY.get(store)
+        if storage is None:
+            storage = _MEMORY[store] = optuna.storages.InMemoryStorage()
+        return storage
+    if url.get_backend_name() != "sqlite":  # a server: replace connections it dropped (long builds, restarts)
+        rdb_kwargs.setdefault("engine_kwargs", {"pool_pre_ping": True})
+    return optuna.storages.RDBStorage(url.render_as_string(hide_password=False), **rdb_kwargs)
+
+
+def distributions(space: "Space") -> dict[str, "optuna.distributions.CategoricalDistribution"]:
+    """Parameter name -> allowed devices, for units with more than one allowed device."""
+    from optuna.distributions import CategoricalDistribution
+
+    return {u.name: CategoricalDistribution(list(u.choices)) for u in space.units if len(u.choices) > 1}
+
+
+def params_of(space: "Space", assignment: Sequence[int]) -> dict[str, str]:
+    """Trial parameters of an assignment."""
+    return {u.name: space.devices[int(a)] for u, a in zip(space.units, assignment) if len(u.choices) > 1}
+
+
+def assignment_of(space: "Space", params: dict[str, Any]) -> list[int]:
+    """Assignment of trial parameters (single-choice units take their only device)."""
+    return [space.device_index(str(params.get(u.name, u.choices[0]))) for u in space.units]
+
+
+def _params_of_placement(space: "Space", placement: Placement) -> dict[str, str]:
+    """Parameters of a placement: a unit takes its first layer's device; a device the unit's
+    mask forbids becomes the GPU, as GPU fallback would realise it."""
+    out = []
+    for i, a in enumerate(space.from_placement(placement)):
+        if not space.mask[i, a]:
+            a = 0 if space.mask[i, 0] else int(next(k for k in range(len(space.devices)) if space.mask[i, k]))
+        out.append(a)
+    return params_of(space, out)
+
+
+class OptunaStudy:
+    """The Optuna study of one placetune study (see the module docstring).
+
+    Args:
+        evaluator: the evaluator whose study this is.
+        granularity: decision units of the parameters.
+        storage: an Optuna storage (default: :func:`storage_for` the evaluator's store).
+        sampler: the sampler the study is loaded with (agents that ask it for trials).
+        backfill: give a new Optuna study the placetune study's stored evaluations as trials
+            (off for fleet workers, whose trials are counted and labelled by worker).
+
+    Example:
+        >>> from placetune.tuning.evaluator import Evaluator
+        >>> ev = Evaluator("seed-block", "orin-agx", mode="pipeline", objective="throughput")
+        >>> st = OptunaStudy(ev).attach()
+        >>> _ = ev.baseline()
+        >>> st.study.study_name == ev.study_name, st.study.metric_names, len(st.study.trials)
+        (True, ['throughput_fps'], 1)
+    """
+
+    def __init__(self, evaluator: "Evaluator", granularity: str = "fusion", *,
+                 storage: Any = None, sampler: Any = None, backfill: bool = True) -> None:
+        self.evaluator = evaluator
+        self.granularity = granularity
+        self.space = evaluator.space(granularity)
+        self._dists = distributions(self.space)
+        self.backfill = backfill
+        self.study = self.open(storage=storage, sampler=sampler)
+
+    # ------------------------------------------------------------------ opening
+    def open(self, *, storage: Any = None, sampler: Any = None) -> "optuna.Study":
+        """Create or load the Optuna study; a new one is labelled and backfilled from the store."""
+        import optuna
+
+        ev = self.evaluator
+        storage = storage if storage is not None else storage_for(ev.store)
+        names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+        new = ev.study_name not in names
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study = optuna.create_study(storage=storage, sampler=sampler, study_name=ev.study_name,
+                                        directions=list(ev.objective.directions), load_if_exists=True)
+        if list(study.metric_names or []) != list(ev.objective.metric_names):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names(list(ev.objective.metric_names))
+        attrs = self.study_attrs()
+        if any(study.user_attrs.get(k) != v for k, v in attrs.items()):
+            for k, v in attrs.items():
+                study.set_user_attr(k, v)
+        if new and self.backfill:
+            self._backfill(study)
+        return study
+
+    def study_attrs(self) -> dict[str, Any]:
+        """The study's user attributes: what it measures, and whether it is simulated."""
+        ev = self.evaluator
+        s = ev.settings
+        return {
+            "model": ev.model.name, "model_hash": ev.model.hash, "platform": ev.platform.name,
+            "mode": s.mode, "precision": s.precision, "batch": ev.model.batch, "backend": ev.backend.name,
+            "tensorrt_version": s.trt_version, "simulated": bool(ev.backend.simulated),
+            "objective": ev.objective.name, "granularity": self.granularity,
+        }
+
+    def _backfill(self, study: "optuna.Study") -> int:
+        """One trial per stored request of the study, in order (a study measured before
+        placetune kept an Optuna study, or by an older placetune)."""
+        ev = self.evaluator
+        try:
+            requests = ev.store.requests(ev.study_name)
+        except Exception:  # noqa: BLE001 - a new study has no requests
+            return 0
+        if not requests:
+            return 0
+        by_id = {rec.id: rec for rec in ev.store.measurements(ev.study_name)}
+        trials = []
+        for req in requests:
+            rec = by_id.get(req.measurement_id)
+            if rec is None:
+                continue
+            doc = rec.requested if rec.requested and Placement(ev.model, rec.requested).key == req.requested_key \
+                else (rec.realized or rec.requested)
+            try:
+                placement = Placement(ev.model, doc or {})
+            except Exception:  # noqa: BLE001 - a record of another model version
+                continue
+            m = rec.measurement
+            m.extra = {**m.extra, "_id": rec.id, "cache_hit": req.cache_hit}
+            trials.append(self.trial(placement, m, agent=req.agent))
+        study.add_trials(trials)
+        log.info("backfilled Optuna study %r with %d stored evaluations", ev.study_name, len(trials))
+        return len(trials)
+
+    # ------------------------------------------------------------------ trials
+    def attach(self) -> "OptunaStudy":
+        """Add a trial to the study after every evaluation of the evaluator (agents other than
+        ``optuna``, which writes its trials itself)."""
+        self.evaluator.add_callback(self.record)
+        return self
+
+    def record(self, placement: Placement, m: "Measurement") -> None:
+        """Add the trial of one evaluation."""
+        try:
+            self.study.add_trial(self.trial(placement, m))
+        except ValueError as exc:  # a parameter stored with other choices (another granularity)
+            log.warning("not added to the Optuna study %r: %s", self.study.study_name, exc)
+
+    def trial(self, placement: Placement, m: "Measurement", agent: str | None = None) -> "optuna.trial.FrozenTrial":
+        """The frozen trial of one evaluation: COMPLETE with the objective values, or PRUNED."""
+        import optuna
+
+        params = _params_of_placement(self.space, placement)
+        attrs = trial_attrs(m, placement)
+        if agent or self.evaluator.agent:
+            attrs["agent"] = agent or self.evaluator.agent
+        values = self.values(m)
+        state = optuna.trial.TrialState.COMPLETE if values is not None else optuna.trial.TrialState.PRUNED
+        return optuna.trial.create_trial(state=state, params=params, values=values, user_attrs=attrs,
+                                         distributions={k: self._dists[k] for k in params})
+
+    def values(self, m: "Measurement") -> list[float] | None:
+        """The objective values of a measurement, None when it failed (or a value is not finite)."""
+        vals = self.evaluator.objective.values(m)
+        if vals is None or not all(math.isfinite(v) for v in vals):
+            return None
+        return [float(v) for v in vals]
+
+
+def trial_attrs(m: "Measurement", placement: Placement | None = None) -> dict[str, Any]:
+    """The user attributes of an evaluation's trial."""
+    realized = m.realized or {}
+    requested = placement.as_dict() if placement is not None else (m.requested or {})
+    attrs: dict[str, Any] = {
+        "status": m.status,
+        "simulated": bool(m.simulated),
+        "cache_hit": bool(m.extra.get("cache_hit", False)),
+        "measurement_id": m.extra.get("_id"),
+        "realised_differs": bool(realized) and any(realized.get(k, d) != d for k, d in requested.items()),
+    }
+    if m.reason:
+        attrs["reason"] = str(m.reason)[:500]
+    return attrs
