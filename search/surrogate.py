@@ -1,0 +1,240 @@
+"""The guided agent's model of the device: corrections fitted to the run's measurements, and a
+cheap search of the corrected simulator.
+
+:func:`fit_ensemble` fits a :class:`~placetune.calibration.DeviceProfile` (multiplicative
+corrections of the simulator, starting from the built-in platform) to the measurements of the
+run, plus bootstrap refits for the uncertainty. :class:`Surrogate` predicts the objective of a
+unit assignment under one profile by calling the simulator directly (``realise()`` +
+``measure()``, no store, no budget), with a memo. :func:`inner_search` is multi-start
+first-improvement descent over stage moves (:mod:`placetune.placement.stages`) of a surrogate.
+
+Nothing here measures anything: every figure is a prediction of the simulator.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from placetune import InfeasiblePlacement, Measurement, PlacementError
+from placetune.placement.stages import Stage, assignment_of, random_stage_move, stage_moves, stages_of
+
+if TYPE_CHECKING:
+    from placetune.tuning.evaluator import Evaluator
+    from placetune.tuning.objectives import Objective
+    from placetune.placement.space import Space
+
+__all__ = ["Fit", "fit_ensemble", "Surrogate", "inner_search", "simulator"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Fit:
+    """Corrections fitted to the run's measurements.
+
+    Attributes:
+        profile: the fitted device profile (None: the uncorrected simulator).
+        cv_error: cross-validated median relative error of the fit (None: not estimated).
+        ensemble: bootstrap refits (for the spread of a prediction).
+        n: measurements it was fitted to.
+        table: the fit's printable table, when the fitter gives one.
+    """
+
+    profile: Any = None
+    cv_error: float | None = None
+    ensemble: list[Any] = field(default_factory=list)
+    n: int = 0
+    table: str = ""
+
+
+def simulator(profile: Any = None) -> Any:
+    """A simulated Jetson measuring with ``profile`` (None: the nominal simulator), no timeline."""
+    from placetune.backends.simulate.simulator import SimulatedJetson
+
+    if profile is None:
+        return SimulatedJetson(timeline=False)
+    return SimulatedJetson(timeline=False, profile=profile)
+
+
+def _cv_error(result: Any) -> float | None:
+    """Median relative error of a FitResult's cross-validation (the fitter's own summary)."""
+    cv = getattr(result, "cross_validated", None)
+    if cv is None:
+        return None
+    if isinstance(cv, dict):
+        for key in ("median", "median_rel", "median_error"):
+            if key in cv:
+                return float(cv[key])
+        return None
+    for key in ("median", "median_rel", "median_error"):
+        if hasattr(cv, key):
+            return float(getattr(cv, key))
+    try:
+        return float(cv)
+    except (TypeError, ValueError):
+        return None
+
+
+def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *, ensemble: int = 4,
+                 seed: int | None = None, min_points: int = 2) -> Fit:
+    """Fit corrections of the built-in platform's simulator to ``measurements``.
+
+    The backend's own device profile is never read: the fit starts from the platform the
+    evaluator plans for (``evaluator.platform``) and sees only measured figures.
+
+    Args:
+        evaluator: gives the model, platform and settings.
+        measurements: ok measurements of this run (segment profiles are used when present).
+        ensemble: bootstrap refits for the uncertainty (0: none).
+        seed: seed of the bootstrap resamples.
+        min_points: below this many measurements the uncorrected simulator is used.
+    """
+    ok = [m for m in measurements if m.ok]
+    if len(ok) < min_points:
+        return Fit(n=len(ok))
+    try:
+        from placetune.calibration import fit_profile
+    except ImportError:  # the calibration module is not installed: the nominal simulator
+        return Fit(n=len(ok))
+    model, platform, settings = evaluator.model, evaluator.platform, evaluator.settings
+    try:
+        main = fit_profile(model, platform, settings, ok)
+    except Exception as exc:  # a fit that fails must not stop the search
+        log.info("guided: fit failed (%s); using the uncorrected simulator", exc)
+        return Fit(n=len(ok))
+    out = Fit(profile=main.profile, cv_error=_cv_error(main), n=len(ok))
+    try:
+        out.table = main.table()
+    except Exception:  # pragma: no cover - cosmetic
+        out.table = ""
+    base = 0 if seed is None else int(seed) * 1000
+    for b in range(ensemble if len(ok) >= 3 else 0):
+        try:
+            out.ensemble.append(fit_profile(model, platform, settings, ok, bootstrap_seed=base + b).profile)
+        except Exception as exc:
+            log.info("guided: bootstrap fit %d failed (%s)", b, exc)
+    return out
+
+
+class Surrogate:
+    """Predicted loss (smaller is better, ``inf`` when infeasible) of unit assignments under one profile.
+
+    Args:
+        evaluator: realises placements (``evaluator.realise``) under its settings.
+        space: the unit space of the assignments.
+        objective: the objective (its primary component is predicted).
+        profile: the device profile (None: the nominal simulator).
+    """
+
+    def __init__(self, evaluator: "Evaluator", space: "Space", objective: "Objective", profile: Any = None) -> None:
+        self.evaluator = evaluator
+        self.space = space
+        self.objective = objective
+        self.sim = simulator(profile)
+        self.settings = evaluator.settings.replace(noise=0.0) if evaluator.settings.noise else evaluator.settings
+        self.memo: dict[tuple[int, ...], float] = {}
+        self.calls = 0
+
+    def loss(self, assignment: Sequence[int]) -> float:
+        """Predicted loss of an assignment (memoised)."""
+        key = tuple(int(a) for a in assignment)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        self.calls += 1
+        try:
+            r = self.evaluator.realise(self.space.to_placement(list(key)))
+            m = self.sim.measure(r, self.evaluator.platform, self.settings)
+            v = self.objective.value(m) if m.ok else None
+        except (InfeasiblePlacement, PlacementError):
+            v = None
+        if v is None or not math.isfinite(v):
+            loss = math.inf
+        else:
+            loss = float(v) if self.objective.direction == "minimize" else -float(v)
+        self.memo[key] = loss
+        return loss
+
+    def value(self, loss: float) -> float | None:
+        """Objective value of a loss (None for ``inf``)."""
+        if not math.isfinite(loss):
+            return None
+        return loss if self.objective.direction == "minimize" else -loss
+
+
+def _descend(sur: Surrogate, stages: list[Stage], rng: np.random.Generator, budget: int,
+             max_stages: int) -> tuple[list[Stage], float, int]:
+    """First-improvement descent over stage moves; returns (stages, loss, surrogate calls used)."""
+    space = sur.space
+    start_calls = sur.calls
+    cur = stages
+    cur_loss = sur.loss(assignment_of(space, cur))
+    while sur.calls - start_calls < budget:
+        moves = stage_moves(space, cur, max_stages=max_stages)
+        improved = False
+        for j in rng.permutation(len(moves)):
+            if sur.calls - start_calls >= budget:
+                break
+            loss = sur.loss(assignment_of(space, moves[j]))
+            if loss < cur_loss - 1e-12 * abs(cur_loss):
+                cur, cur_loss, improved = moves[j], loss, True
+                break
+        if not improved:
+            break
+    return cur, cur_loss, sur.calls - start_calls
+
+
+def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random.Generator, *,
+                 evaluations: int = 1500, max_stages: int = 6, restarts: int = 2) -> list[tuple[float, list[int]]]:
+    """Search the surrogate: descent from each start, then from random kicks of the best.
+
+    Args:
+        sur: the surrogate (its memo is shared by every descent).
+        starts: start assignments (best measured, previous elites, baselines...).
+        rng: randomness of move orders and kicks.
+        evaluations: surrogate calls allowed (memo hits are free).
+        max_stages: the most stages a placement may have.
+        restarts: random restarts (a sampled stage list) after the starts.
+
+    Returns:
+        Every assignment the search predicted, best first, as (loss, assignment).
+    """
+    space = sur.space
+    t_calls = sur.calls
+    seeds = [stages_of(space, a) for a in starts]
+    seeds = [s if len(s) <= max_stages else s[:0] for s in seeds]
+    seeds = [s for s in seeds if s]
+    from placetune.placement.stages import sample_stages
+
+    seeds += [sample_stages(space, rng, max_stages) for _ in range(restarts)]
+    per = max(20, evaluations // max(1, len(seeds) + 2))
+    best: tuple[float, list[Stage]] | None = None
+    for s in seeds:
+        if sur.calls - t_calls >= evaluations:
+            break
+        st, loss, _ = _descend(sur, list(s), rng, min(per, evaluations - (sur.calls - t_calls)), max_stages)
+        if best is None or loss < best[0]:
+            best = (loss, st)
+    # kicks of the best until the budget is spent (iterated local search)
+    stale = 0
+    while best is not None and sur.calls - t_calls < evaluations and stale < 50:
+        kicked = best[1]
+        for _ in range(int(rng.integers(1, 3))):
+            kicked = random_stage_move(space, kicked, rng, max_stages)
+        before = sur.calls
+        st, loss, _ = _descend(sur, kicked, rng, min(per, evaluations - (sur.calls - t_calls)), max_stages)
+        if loss < best[0]:
+            best = (loss, st)
+        if sur.calls == before:  # everything near the best is known
+            stale += 1
+            sur.loss(assignment_of(space, sample_stages(space, rng, max_stages)))
+        else:
+            stale = 0
+    ranked = sorted(((v, list(k)) for k, v in sur.memo.items() if math.isfinite(v)), key=lambda t: t[0])
+    return ranked
