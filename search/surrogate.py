@@ -169,14 +169,14 @@ class Surrogate:
 
 
 def _descend(sur: Surrogate, stages: list[Stage], rng: np.random.Generator, budget: int,
-             max_stages: int) -> tuple[list[Stage], float, int]:
+             max_stages: int, cuts_only: bool = False) -> tuple[list[Stage], float, int]:
     """First-improvement descent over stage moves; returns (stages, loss, surrogate calls used)."""
     space = sur.space
     start_calls = sur.calls
     cur = stages
     cur_loss = sur.loss(assignment_of(space, cur))
     while sur.calls - start_calls < budget:
-        moves = stage_moves(space, cur, max_stages=max_stages)
+        moves = stage_moves(space, cur, max_stages=max_stages, cuts_only=cuts_only)
         improved = False
         for j in rng.permutation(len(moves)):
             if sur.calls - start_calls >= budget:
@@ -190,8 +190,31 @@ def _descend(sur: Surrogate, stages: list[Stage], rng: np.random.Generator, budg
     return cur, cur_loss, sur.calls - start_calls
 
 
+def patterns(n_devices: int, max_len: int = 4) -> list[tuple[int, ...]]:
+    """Every sequence of 1..max_len stage devices with neighbours differing."""
+    out: list[tuple[int, ...]] = [(d,) for d in range(n_devices)]
+    frontier = list(out)
+    for _ in range(max_len - 1):
+        frontier = [p + (d,) for p in frontier for d in range(n_devices) if d != p[-1]]
+        out += frontier
+    return out
+
+
+def pattern_start(space: "Space", pattern: Sequence[int], rng: np.random.Generator) -> list[Stage]:
+    """Stages of ``pattern`` with roughly equal numbers of units (jittered cuts)."""
+    n = space.n_units
+    k = len(pattern)
+    if k > n:
+        return [Stage(0, n, int(pattern[0]))]
+    cuts = [int(round(n * j / k + rng.uniform(-0.5, 0.5) * n / (2 * k))) for j in range(1, k)]
+    cuts = sorted(min(n - 1, max(1, c)) for c in cuts)
+    bounds = [0, *cuts, n]
+    return [Stage(s, e, int(d)) for s, e, d in zip(bounds[:-1], bounds[1:], pattern) if e > s]
+
+
 def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random.Generator, *,
-                 evaluations: int = 1500, max_stages: int = 6, restarts: int = 2) -> list[tuple[float, list[int]]]:
+                 evaluations: int = 1500, max_stages: int = 6, restarts: int = 2,
+                 sweep: int = 0) -> list[tuple[float, list[int]]]:
     """Search the surrogate: descent from each start, then from random kicks of the best.
 
     Args:
@@ -201,6 +224,8 @@ def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random
         evaluations: surrogate calls allowed (memo hits are free).
         max_stages: the most stages a placement may have.
         restarts: random restarts (a sampled stage list) after the starts.
+        sweep: device patterns (of up to 4 stages, evenly cut) to start from as well, drawn
+            at random among all of them; 0: none, -1: all.
 
     Returns:
         Every assignment the search predicted, best first, as (loss, assignment).
@@ -213,12 +238,27 @@ def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random
     from placetune.placement.stages import sample_stages
 
     seeds += [sample_stages(space, rng, max_stages) for _ in range(restarts)]
-    per = max(20, evaluations // max(1, len(seeds) + 2))
-    best: tuple[float, list[Stage]] | None = None
+    if sweep:
+        pats = patterns(space.n_devices, min(4, max_stages))
+        chosen = range(len(pats)) if sweep < 0 or sweep >= len(pats) else rng.choice(len(pats), sweep, replace=False)
+        seeds += [pattern_start(space, pats[int(j)], rng) for j in chosen]
+    # phase 1: a short descent from every start; phase 2: the best few descend to the end
+    per = max(20, evaluations // (2 * max(1, len(seeds))))
+    results: list[tuple[float, list[Stage]]] = []
     for s in seeds:
         if sur.calls - t_calls >= evaluations:
             break
-        st, loss, _ = _descend(sur, list(s), rng, min(per, evaluations - (sur.calls - t_calls)), max_stages)
+        st, loss, _ = _descend(sur, list(s), rng, min(per, evaluations - (sur.calls - t_calls)), max_stages,
+                               cuts_only=True)
+        results.append((loss, st))
+    results.sort(key=lambda t: t[0])
+    best: tuple[float, list[Stage]] | None = results[0] if results else None
+    top = results[:3]
+    per = max(20, (evaluations - (sur.calls - t_calls)) // (2 * max(1, len(top))))
+    for _, st in top:
+        if sur.calls - t_calls >= evaluations:
+            break
+        st, loss, _ = _descend(sur, st, rng, min(per, evaluations - (sur.calls - t_calls)), max_stages)
         if best is None or loss < best[0]:
             best = (loss, st)
     # kicks of the best until the budget is spent (iterated local search)

@@ -125,12 +125,13 @@ def sample_stages(space: "Space", rng: np.random.Generator, max_stages: int = DE
 
 
 def stage_moves(space: "Space", stages: Sequence[Stage], *, max_stages: int = DEFAULT_MAX_STAGES,
-                shifts: Sequence[int] = (1, 2, 4, 8)) -> list[list[Stage]]:
+                shifts: Sequence[int] = (1, 2, 4, 8, 16), cuts_only: bool = False) -> list[list[Stage]]:
     """Every neighbour of a stage list (deduplicated, never the list itself).
 
     Moves: shift a cut by each of ``shifts`` units either way; remove a cut (the merged stage
     takes either side's device); change a stage's device; split a stage in the middle or at a
-    quarter (a new stage on another device, while fewer than ``max_stages``).
+    quarter (a new stage on another device, while fewer than ``max_stages``). ``cuts_only``:
+    the shifts only (the devices and the number of stages stay).
     """
     stages = list(stages)
     n = space.n_units
@@ -150,9 +151,11 @@ def stage_moves(space: "Space", stages: Sequence[Stage], *, max_stages: int = DE
             for cut in (b.start - d, b.start + d):
                 if a.start < cut < b.end:
                     add(stages[:j - 1] + [Stage(a.start, cut, a.device), Stage(cut, b.end, b.device)] + stages[j + 1:])
+        if cuts_only:
+            continue
         for dev in (a.device, b.device):
             add(stages[:j - 1] + [Stage(a.start, b.end, dev)] + stages[j + 1:])
-    for j, s in enumerate(stages):
+    for j, s in enumerate(stages if not cuts_only else []):
         for dev in _devices_for(space, s.start, s.end):
             if dev != s.device:
                 add(stages[:j] + [Stage(s.start, s.end, dev)] + stages[j + 1:])
