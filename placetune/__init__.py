@@ -33,16 +33,17 @@ from placetune.model.model import Model
 from placetune.model.shapes import parse_shape_spec
 from placetune.tuning.objectives import Objective, get_objective
 from placetune.placement.placement import DEVICES, Placement, Segment
-from placetune.plan.plan import Plan, export_plan
-from placetune.plan.plan import load as load_plan
+from placetune.plan.export import export_plan
+from placetune.plan.file import Plan
+from placetune.plan.file import load as load_plan
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
-from placetune.calibration import DeviceProfile, load_device_profile
+from placetune.calibration import DeviceProfile, FitResult, calibrate, fit_profile, load_device_profile
 from placetune.hardware.platforms import Platform, get_platform, platform_names
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
 from placetune.placement.space import Space, Unit
-from placetune.store.store import Store, mask_url
+from placetune.store import Store, mask_url
 from placetune.envs import PlacementEnv, PlacementOneShotEnv, make_env, register_envs
 
 register_envs()
@@ -81,6 +82,9 @@ __all__ = [
     # device profiles and calibration
     "DeviceProfile",
     "load_device_profile",
+    "fit_profile",
+    "FitResult",
+    "calibrate",
     # plans
     "Plan",
     "export_plan",

@@ -117,7 +117,7 @@ class OptunaAgent(Agent):
         max_retry: with heartbeats, how often the stale trial of a crashed run is re-queued
             with its parameters (``RetryHeartbeatStaleTrialCallback``).
         constant_liar: TPE's constant liar (for several workers on one study).
-        coordinator: fleet hooks (:class:`placetune.tuning.fleet.TrialGate`): ``before_optimize(study)``
+        coordinator: fleet hooks (:class:`placetune.tuning.fleet_gate.TrialGate`): ``before_optimize(study)``
             and ``after_trial(study, trial)`` return False to stop; ``trial_started(study, trial)``
             is called once a trial's parameters are stored.
 

@@ -27,14 +27,10 @@ import pytest
 from placetune import ConfigError, Placement, StoreError
 from placetune.cli.main import main
 from placetune.tuning.evaluator import Evaluator
-from placetune.tuning.fleet import (
-    CLAIMS_TABLE,
-    Claims,
-    FleetOptions,
-    SingleWriterLock,
-    is_shared_database,
-    tune_config,
-)
+from placetune.tuning.fleet import is_shared_database, tune_config
+from placetune.tuning.fleet_claims import CLAIMS_TABLE, Claims
+from placetune.tuning.fleet_locks import SingleWriterLock
+from placetune.tuning.fleet_worker import FleetOptions
 from placetune.store.store import Store
 from placetune.tuning.studyfile import TuneConfig
 

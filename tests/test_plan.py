@@ -12,18 +12,12 @@ import pytest
 import placetune
 from placetune import Placement
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError, UnknownNameError
-from placetune.plan.plan import (
-    PLAN_FORMAT,
-    PLAN_VERSION,
-    Plan,
-    export_plan,
-    layer_device_types,
-    load,
-    onnx_node_of,
-    simulate_plan,
-    trtexec_commands,
-    trtexec_script,
-)
+from placetune.backends.trtexec.command import layer_device_types
+from placetune.plan.apply import onnx_node_of
+from placetune.plan.export import export_plan
+from placetune.plan.file import PLAN_FORMAT, PLAN_VERSION, Plan, load
+from placetune.plan.simulate import simulate_plan
+from placetune.plan.trtexec import trtexec_commands, trtexec_script
 from placetune.store.store import Store
 
 

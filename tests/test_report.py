@@ -12,7 +12,8 @@ import placetune
 from placetune import Placement
 from placetune.errors import ConfigError, StoreError
 from placetune.measurement import Measurement
-from placetune.plan.plan import export_plan, load
+from placetune.plan.export import export_plan
+from placetune.plan.file import load
 from placetune.report.plots import pareto_front, plot_timeline, write_report
 from placetune.store.store import Store
 from placetune.report.trace import chrome_trace, timeline_events

@@ -19,14 +19,11 @@ from placetune import Model
 from placetune.errors import ConfigError, StoreError, UnknownNameError
 from placetune.measurement import Measurement
 from placetune.placement.placement import Placement
-from placetune.store.store import (
-    SCHEMA_VERSION,
-    Store,
-    StudyRecord,
-    fingerprint_hash,
-    mask_url,
-    settings_hash,
-)
+from placetune.store.records import StudyRecord
+from placetune.store.schema import SCHEMA_VERSION
+from placetune.store.store import Store
+from placetune.store.studies import fingerprint_hash, settings_hash
+from placetune.store.url import mask_url
 
 from .conftest import DATA
 

@@ -17,7 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from placetune import BackendError, ConfigError, Evaluator, Model, Placement, Store
 from placetune.backends.registry import get_backend
-from placetune.backends.tensorrt.backend import TensorRTBackend, convert_to_fp16, has_qdq
+from placetune.backends.onnx_prep import convert_to_fp16, has_qdq
+from placetune.backends.tensorrt.backend import TensorRTBackend
 from tests.fakes import FAKES_DIR, VERSIONS, fake_env
 
 DATA = Path(__file__).parent / "data"

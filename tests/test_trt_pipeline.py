@@ -6,6 +6,7 @@ timeline. Everything here runs against doubles: timings are the doubles' determi
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from placetune import ConfigError, Evaluator, Model, Placement
 from placetune.backends.tensorrt.backend import GATE_TOLERANCE, TensorRTBackend
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
+from placetune.backends.tensorrt.pool import WORKER_FILE
 from placetune.placement.cut import load_source, randomize_weights
 from placetune.report.trace import chrome_trace
 from tests.fakes import FAKES_DIR, VERSIONS, fake_env
@@ -194,23 +196,29 @@ def test_engine_cache_keys_and_versions(tmp_path):
     assert cache.clear() == 2 and cache.stats()["engines"] == 0
 
 
-def test_worker_reads_only_complete_entries_of_its_own_version(tmp_path):
-    from placetune.backends.tensorrt import worker
+def _worker_module(monkeypatch, name: str):
+    """A worker module imported as the worker does: top-level, from the worker's directory."""
+    monkeypatch.syspath_prepend(str(WORKER_FILE.parent))
+    return importlib.import_module(name)
+
+
+def test_worker_reads_only_complete_entries_of_its_own_version(tmp_path, monkeypatch):
+    worker_cache = _worker_module(monkeypatch, "worker_cache")
 
     path = str(tmp_path / "engines" / "k.plan")
-    assert worker._read_cached_plan(path, "10.3.0") == (None, {})
+    assert worker_cache.read_cached_plan(path, "10.3.0") == (None, {})
     record = {"trt_version": "10.3.0", "engine_bytes": 4, "log": [["INFO", "built"]]}
-    worker._write_cached_plan(path, b"PLAN", record)
-    data, meta = worker._read_cached_plan(path, "10.3.0")
+    worker_cache.write_cached_plan(path, b"PLAN", record)
+    data, meta = worker_cache.read_cached_plan(path, "10.3.0")
     assert data == b"PLAN" and meta["log"] == [["INFO", "built"]]
-    assert worker._read_cached_plan(path, "10.3.1") == (None, {})  # TensorRT upgraded in place: rebuild
+    assert worker_cache.read_cached_plan(path, "10.3.1") == (None, {})  # TensorRT upgraded in place: rebuild
     Path(path).write_bytes(b"PLA")  # truncated plan: rebuild
-    assert worker._read_cached_plan(path, "10.3.0") == (None, {})
+    assert worker_cache.read_cached_plan(path, "10.3.0") == (None, {})
     assert not list((tmp_path / "engines").glob("*.tmp"))
 
 
-def test_worker_gate_numbers():
-    from placetune.backends.tensorrt import worker
+def test_worker_gate_numbers(monkeypatch):
+    worker = _worker_module(monkeypatch, "worker_pipeline")
 
     want = {"y": np.array([[3.0, 4.0]])}
     ok = worker.compare_outputs(np, {"y": np.array([[3.0, 4.01]])}, want, 0.01)

@@ -19,14 +19,8 @@ from placetune import BackendError, Evaluator, Model, Placement, Store
 from placetune.backends.registry import get_backend
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import parse_build_log
-from placetune.backends.trtexec.backend import (
-    ENV_VAR,
-    _summary_stats,
-    PIPELINE_REASON,
-    TrtexecBackend,
-    find_trtexec,
-    which_trtexec,
-)
+from placetune.backends.trtexec.backend import PIPELINE_REASON, TrtexecBackend
+from placetune.backends.trtexec.find import ENV_VAR, find_trtexec, which_trtexec
 from placetune.backends.trtexec.parse import (
     error_lines,
     parse_export_profile,
@@ -36,6 +30,7 @@ from placetune.backends.trtexec.parse import (
     version_from_code,
     version_from_text,
 )
+from placetune.backends.trtexec.timing import summary_stats
 
 HERE = Path(__file__).parent
 DATA = HERE / "data"
@@ -149,7 +144,7 @@ def test_seed_003_pre_8_trtexec_average_lines():
     lines = (DATA / "trtexec_seed003_legacy_dla0.log").read_text().splitlines()
     s = parse_summary(lines)
     assert not s.has_summary and len(s.legacy_ms) == 10 and s.legacy_ms[0] == pytest.approx(49.0278)
-    assert _summary_stats(s)["median"] == pytest.approx(48.98, abs=0.02)
+    assert summary_stats(s)["median"] == pytest.approx(48.98, abs=0.02)
 
 
 def test_export_profile_names_are_read_raw_not_unescaped():

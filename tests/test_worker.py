@@ -19,6 +19,9 @@ from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPo
 from tests.fakes import fake_env
 
 DATA = Path(__file__).parent / "data"
+#: worker.py and its sibling modules, which it imports as top-level modules from its own directory
+WORKER_FILES = sorted(WORKER_FILE.parent.glob("worker*.py"))
+WORKER_MODULES = {p.stem for p in WORKER_FILES}
 ALLOWED_IMPORTS = {"fcntl", "json", "os", "re", "sys", "time", "traceback", "typing", "tensorrt", "pycuda",
                    "pycuda.driver", "numpy"}
 
@@ -39,34 +42,69 @@ def _job(onnx: str, **kw) -> dict:
     return job
 
 
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"relative import in {path.name}"
+            names.add(node.module)
+    return names
+
+
 def test_worker_runs_under_python_38_by_vermin():
     pytest.importorskip("vermin")
+    assert WORKER_FILE in WORKER_FILES and len(WORKER_FILES) > 1
+    files = [str(p) for p in WORKER_FILES]
     cmd = [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())"]
-    p = subprocess.run(cmd + ["-t=3.8-", "--violations", "--no-tips", "--eval-annotations", str(WORKER_FILE)],
+    p = subprocess.run(cmd + ["-t=3.8-", "--violations", "--no-tips", "--eval-annotations"] + files,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
-    p = subprocess.run(cmd + ["--no-tips", "--eval-annotations", str(WORKER_FILE)], capture_output=True, text=True,
+    p = subprocess.run(cmd + ["--no-tips", "--eval-annotations"] + files, capture_output=True, text=True,
                        timeout=60)
     m = re.search(r"Minimum required versions:\s*(\d+)\.(\d+)", p.stdout)
     assert m and (int(m.group(1)), int(m.group(2))) <= (3, 8), p.stdout
 
 
-def test_worker_imports_nothing_but_tensorrt_pycuda_numpy_stdlib():
-    tree = ast.parse(WORKER_FILE.read_text())
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import in the worker"
-            names.add(node.module)
-    assert names <= ALLOWED_IMPORTS, names - ALLOWED_IMPORTS
+@pytest.mark.parametrize("path", WORKER_FILES, ids=lambda p: p.name)
+def test_worker_imports_nothing_but_tensorrt_pycuda_numpy_stdlib(path):
+    names = _imports(path)
+    assert names <= ALLOWED_IMPORTS | WORKER_MODULES, names - ALLOWED_IMPORTS - WORKER_MODULES
+
+
+def test_worker_modules_form_no_cycle_and_never_import_the_entry_file():
+    from tests.test_architecture import find_cycle
+
+    graph = {p.stem: _imports(p) & WORKER_MODULES for p in WORKER_FILES}
+    assert not [m for m, deps in graph.items() if "worker" in deps]
+    assert find_cycle(graph) is None
+
+
+def test_nothing_next_to_the_worker_shadows_a_module_it_imports():
+    """The worker's directory is on its sys.path: no file or folder there may be named like a
+    standard library module or a package the worker (or TensorRT, PyCUDA, NumPy) imports."""
+    real = {n.split(".")[0] for n in ALLOWED_IMPORTS} | set(sys.stdlib_module_names) | {"pytools", "platformdirs"}
+    names = {p.name.split(".")[0] for p in WORKER_FILE.parent.iterdir() if p.name != "__pycache__"}
+    assert not names & real, names & real
+    assert {p.stem for p in WORKER_FILES} == WORKER_MODULES and all(m.startswith("worker") for m in WORKER_MODULES)
 
 
 def test_parent_never_imports_tensorrt():
-    code = ("import sys, placetune, placetune.backends.tensorrt.backend, placetune.backends.tensorrt.worker, "
+    code = ("import sys, placetune, placetune.backends.tensorrt.backend, placetune.backends.tensorrt.pipeline, "
             "placetune.backends.doctor;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorrt', 'pycuda')))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, **fake_env()})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
+
+
+def test_worker_modules_import_tensorrt_only_when_a_job_needs_it():
+    """Imported as the worker imports them, no module loads tensorrt, pycuda or numpy: a probe
+    must answer where they are missing."""
+    code = (f"import sys; sys.path.insert(0, {str(WORKER_FILE.parent)!r}); import {', '.join(sorted(WORKER_MODULES))};"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorrt', 'pycuda', 'numpy')))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, **fake_env()})
     assert p.returncode == 0, p.stderr

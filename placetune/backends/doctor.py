@@ -113,7 +113,7 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
     else:
         checks.append(Check("pycuda", False, f"cannot import pycuda ({probe.get('pycuda_error') or 'no answer'})",
                             _FIX_PYCUDA))
-    from placetune.backends.trtexec.backend import which_trtexec  # the trtexec backend's own lookup order
+    from placetune.backends.trtexec.find import which_trtexec  # the trtexec backend's own lookup order
 
     trtexec = which_trtexec()
     checks.append(Check("trtexec", trtexec is not None, trtexec or "not in $PLACETUNE_TRTEXEC, on PATH nor in "

@@ -4,6 +4,9 @@
 of the simulator; :func:`fit_profile` / :func:`calibrate` fit one to stored measurements.
 """
 
+from placetune.calibration.calibrate import calibrate
+from placetune.calibration.fit import FitResult, Observation, fit_profile, observations
 from placetune.calibration.profile import DeviceProfile, load_device_profile
 
-__all__ = ["DeviceProfile", "load_device_profile"]
+__all__ = ["DeviceProfile", "load_device_profile", "Observation", "observations", "FitResult", "fit_profile",
+           "calibrate"]

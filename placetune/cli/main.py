@@ -168,7 +168,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     model = _load_model(args)
     settings = _settings_from_args(args)
-    ev = Evaluator(model, args.platform, args.backend, settings=settings, store=None)
+    from placetune.backends.registry import get_backend
+
+    options = {"device_profile": args.device_profile} if args.device_profile else {}
+    ev = Evaluator(model, args.platform, get_backend(args.backend, **options), settings=settings, store=None)
     placement = _parse_placement(args.placement, model, ev.platform)
     m = ev.evaluate(placement)
     doc = m.to_dict(timeline=args.timeline)
@@ -246,6 +249,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg.backend_options["worker_python"] = args.worker_python
     if args.trtexec:
         cfg.backend_options["trtexec"] = args.trtexec
+    if args.device_profile:
+        cfg = cfg.with_overrides(device_profile=args.device_profile)
     if cfg.trials < 1:
         from placetune.errors import ConfigError
 
@@ -331,6 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="simulate", help="simulate | tensorrt | trtexec")
     p.add_argument("--timeline", action="store_true", help="include the timeline events in --json")
     p.add_argument("--samples", action="store_true", help="include every latency sample in --json")
+    p.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
+                   "(TOML, see placetune calibrate) describes")
     p.set_defaults(func=cmd_measure)
     p = sub.add_parser("doctor", help="which backends work on this machine, and how to fix what is missing")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
@@ -340,6 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
     from placetune.cli.results import add_parsers
 
     add_parsers(sub)
+
+    from placetune.cli.calibrate import add_parser as add_calibrate
+
+    add_calibrate(sub)
 
     p = sub.add_parser("tune", help="search placements for a study (resumable; Ctrl-C stops cleanly)")
     p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
@@ -362,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worker-python", help="tensorrt backend: Python that runs the build worker")
     p.add_argument("--trtexec", help="trtexec backend: the trtexec binary (default: $PLACETUNE_TRTEXEC, PATH, "
                    "/usr/src/tensorrt/bin)")
+    p.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
+                   "(TOML, see placetune calibrate) describes")
     p.set_defaults(func=cmd_tune)
     return parser
 

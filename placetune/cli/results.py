@@ -44,7 +44,7 @@ def open_store(url: str | None) -> "Store":
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from placetune.store.store import Store, mask_url
+    from placetune.store import Store, mask_url
 
     text = (url or DEFAULT_STORAGE).strip()
     if "://" not in text and text != ":memory:":
@@ -119,7 +119,8 @@ def cmd_studies(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- export
 def cmd_export(args: argparse.Namespace) -> int:
     """``placetune export``: write the best plan of a study as JSON or as trtexec commands."""
-    from placetune.plan.plan import export_plan, trtexec_script
+    from placetune.plan.export import export_plan
+    from placetune.plan.trtexec import trtexec_script
 
     with open_store(args.storage) as store:
         plan = export_plan(store, args.study, measurement_id=args.measurement)
@@ -171,7 +172,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- trace
 def cmd_trace(args: argparse.Namespace) -> int:
     """``placetune trace``: write the timeline of a plan as a Chrome trace."""
-    from placetune.plan.plan import load, simulate_plan
+    from placetune.plan.file import load
+    from placetune.plan.simulate import simulate_plan
     from placetune.report.trace import timeline_events, write_chrome_trace
 
     model = None

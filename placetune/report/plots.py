@@ -36,8 +36,9 @@ from placetune.report.trace import device_order, timeline_events, write_chrome_t
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.model.model import Model
-    from placetune.plan.plan import Plan
-    from placetune.store.store import Store, StudyRecord
+    from placetune.plan.file import Plan
+    from placetune.store.records import StudyRecord
+    from placetune.store.store import Store
 
 __all__ = [
     "write_report",
@@ -350,7 +351,7 @@ def plot_timeline(
     """A Gantt chart of a schedule: one row per device, engine/segment runs as bars, x in ms.
 
     Args:
-        source: a :class:`~placetune.plan.plan.Plan` (its measured timeline), a Measurement, or a
+        source: a :class:`~placetune.plan.file.Plan` (its measured timeline), a Measurement, or a
             mapping with ``timeline`` / ``segment_times_ms``.
         path: the PNG to write.
         devices: rows to show (default: the plan platform's devices, else those in the schedule).
@@ -366,7 +367,7 @@ def plot_timeline(
     """
     from matplotlib.patches import Patch
 
-    from placetune.plan.plan import Plan
+    from placetune.plan.file import Plan
 
     if isinstance(source, Plan):
         if frame_label is None:
@@ -457,7 +458,7 @@ def write_report(
         UnknownNameError: no such study.
         ConfigError: the study has no evaluation yet, matplotlib is missing, or a file cannot be written.
     """
-    from placetune.plan.plan import export_plan
+    from placetune.plan.export import export_plan
 
     st = store.study(study_name)
     out = Path(out_dir)

@@ -1,8 +1,8 @@
 """The placetune tables (SQLAlchemy 2.x ORM), shared by SQLite and PostgreSQL.
 
 Every table name starts with ``pt_`` so that Optuna's own tables (``studies``,
-``trials``, ...) can live in the same database. :mod:`placetune.store.store` holds the
-queries; this module holds only the schema.
+``trials``, ...) can live in the same database. The other modules of :mod:`placetune.store`
+hold the queries; this module holds only the schema.
 
 Tables:
     ``pt_schema``: one row, the schema version of the database.
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: Version of the ``pt_*`` tables written by this placetune. Bump it (and add a
-#: migration to :data:`placetune.store.store.MIGRATIONS`) whenever a table changes.
+#: migration to :data:`placetune.store.migration.MIGRATIONS`) whenever a table changes.
 SCHEMA_VERSION = 1
 
 

@@ -156,7 +156,7 @@ class Evaluator:
         self._callbacks: list[Callable[[Placement, Measurement], None]] = []
         self._stop = False
         self._baseline: Measurement | None = None
-        #: fleet mode (:class:`placetune.tuning.fleet.Claims`): claim a realised placement before
+        #: fleet mode (:class:`placetune.tuning.fleet_claims.Claims`): claim a realised placement before
         #: measuring it, so that two workers never measure the same one
         self.claims: Any = None
 

@@ -14,6 +14,7 @@ A study file::
     precision = "int8"
     agent = "guided"
     trials = 200
+    device_profile = "my-device.toml"  # simulated backend: measure this device (placetune calibrate)
     timeout = "8h"
 
     [settings]                     # placetune.Settings fields
@@ -92,6 +93,7 @@ class TuneConfig:
     study: str | None = None
     granularity: str | None = None  # None: the agent's own default (guided: stages; others: fusion)
     export: str | None = None
+    device_profile: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     agent_options: dict[str, Any] = field(default_factory=dict)
     backend_options: dict[str, Any] = field(default_factory=dict)
@@ -157,6 +159,12 @@ def load_study_file(path: str | Path) -> TuneConfig:
         mp = Path(model).expanduser()
         if not mp.is_absolute():
             study["model"] = str((p.parent / mp).resolve())
+    dp = study.get("device_profile")
+    if dp is not None:
+        if not isinstance(dp, str) or not dp:
+            raise ConfigError(f"study file {p}: device_profile must be the path of a device profile TOML file")
+        dpp = Path(dp).expanduser()
+        study["device_profile"] = str(dpp if dpp.is_absolute() else (p.parent / dpp).resolve())
     for key in ("trials", "batch"):
         if key in study and (not isinstance(study[key], int) or study[key] < 1):
             raise ConfigError(f"study file {p}: {key} must be a positive integer")

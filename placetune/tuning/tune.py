@@ -20,7 +20,7 @@ from placetune.tuning.evaluator import Evaluator
 from placetune.measurement import Measurement
 from placetune.placement.placement import DEVICES, Placement
 from placetune.tuning.progress import Progress
-from placetune.store.store import mask_url
+from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
 
 __all__ = ["Tuner", "TuneOutcome"]
@@ -79,7 +79,10 @@ class Tuner:
         from placetune.store.store import Store
 
         cfg = self.cfg
-        backend = get_backend(cfg.backend, **cfg.backend_options)
+        options = dict(cfg.backend_options)
+        if cfg.device_profile:
+            options["device_profile"] = cfg.device_profile
+        backend = get_backend(cfg.backend, **options)
         options = dict(cfg.settings)
         probe = getattr(backend, "probe", None)
         if not backend.simulated and "trt_version" not in options and probe is not None:
@@ -265,7 +268,7 @@ class Tuner:
             self._say("no successful measurement yet: no plan exported")
             return None
         try:
-            from placetune.plan.plan import export_plan
+            from placetune.plan.export import export_plan
         except ImportError:  # pragma: no cover - plan module not installed
             return None
         path = self.cfg.export or f"{outcome.study}.plan.json"

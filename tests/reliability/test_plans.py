@@ -1,6 +1,6 @@
 """Bad plan files: corrupted, for another model, with unknown layers or devices, randomly mutated.
 
-Every one is refused by ``placetune.plan.plan.load(path, model)`` with a PlacetuneError whose
+Every one is refused by ``placetune.plan.load(path, model)`` with a PlacetuneError whose
 message names the file or the model; none raises anything else.
 """
 

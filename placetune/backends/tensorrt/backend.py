@@ -33,8 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import logging
 import os
 import re
@@ -49,17 +47,16 @@ from placetune.backends.tensorrt.buildlog import attribute_profile, locate, pars
 from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
 
 from placetune.backends.base import default_cache_dir
-if TYPE_CHECKING:
-    import onnx
+from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 
-    from placetune.model.model import Model
+if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
 
 __all__ = [
     "TensorRTBackend", "WorkerPool", "WorkerClient", "WorkerReply", "WORKER_FILE",
-    "convert_to_fp16", "has_qdq", "MODES_NOT_IMPLEMENTED", "DLA_POOLS", "GATE_TOLERANCE",
+    "MODES_NOT_IMPLEMENTED", "DLA_POOLS", "GATE_TOLERANCE",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,8 +77,6 @@ DLA_POOLS = {
 }
 _INSPECTOR_MAX_CHARS = 500_000  # DETAILED inspector JSON of big models is large; the store keeps it
 _LOG_KEEP = 400
-# ONNX inputs that must stay float32 when a model is converted to fp16 (op, input index).
-_FLOAT32_INPUTS = {("Resize", 2), ("Upsample", 1)}
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -114,82 +109,6 @@ def _normalise_pools(pools: dict[str, int] | None) -> dict[str, int]:
             raise ConfigError(f"DLA memory pool {key!r} must be a power of 2 of at least 4 KiB (got {size})")
         out[name] = size
     return out
-
-
-# =========================================================================================
-# ONNX preparation (parent side)
-# =========================================================================================
-def has_qdq(proto: "onnx.ModelProto") -> bool:
-    """True when the graph has QuantizeLinear/DequantizeLinear nodes (explicit quantisation)."""
-    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node)
-
-
-def convert_to_fp16(proto: "onnx.ModelProto") -> "onnx.ModelProto":
-    """A copy of the model whose float32 tensors are float16, for strongly typed TensorRT (11.x).
-
-    Converts initializers, ``Constant``/``ConstantOfShape`` values, graph inputs and outputs
-    and ``Cast(to=FLOAT)``; Resize/Upsample scales stay float32 (ONNX requires it). Intermediate
-    ``value_info`` is dropped (shapes and types are re-inferred).
-
-    Example:
-        >>> from placetune import zoo
-        >>> m16 = convert_to_fp16(zoo.build("seed-block", weights=True))
-        >>> m16.graph.input[0].type.tensor_type.elem_type == 10   # FLOAT16
-        True
-    """
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, numpy_helper
-
-    m = onnx.ModelProto()
-    m.CopyFrom(proto)
-    g = m.graph
-    keep = {n.input[i] for n in g.node for op, i in _FLOAT32_INPUTS if n.op_type == op and len(n.input) > i}
-
-    def half(t: onnx.TensorProto) -> None:
-        if t.data_type == TensorProto.FLOAT and t.name not in keep:
-            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
-
-    for t in g.initializer:
-        half(t)
-    for vi in list(g.input) + list(g.output):
-        tt = vi.type.tensor_type
-        if tt.elem_type == TensorProto.FLOAT:
-            tt.elem_type = TensorProto.FLOAT16
-    del g.value_info[:]
-    for node in g.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.TENSOR and not (node.op_type == "Constant" and node.output[0] in keep):
-                if a.t.data_type == TensorProto.FLOAT:
-                    name = a.t.name
-                    a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float16), name))
-            elif node.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
-                a.i = TensorProto.FLOAT16
-    return m
-
-
-def _load_full(path: Path) -> "onnx.ModelProto":
-    import onnx
-
-    if path.suffix == ".gz":
-        with gzip.open(path, "rb") as fh:
-            return onnx.load_from_string(fh.read())
-    return onnx.load(str(path))
-
-
-def _zero_weights(proto: "onnx.ModelProto") -> "onnx.ModelProto":
-    """Fill initializers that have dims but no data (placetune strips weights) with zeros."""
-    import numpy as np
-    import onnx
-    from onnx import helper, numpy_helper
-
-    m = onnx.ModelProto()
-    m.CopyFrom(proto)
-    for t in m.graph.initializer:
-        if not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data) and any(t.dims):
-            dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
-            t.CopyFrom(numpy_helper.from_array(np.zeros(tuple(t.dims), dtype=dtype), t.name))
-    return m
 
 
 # =========================================================================================
@@ -408,7 +327,7 @@ class TensorRTBackend:
                 realized=predicted, **base)
         major = _version_tuple(version)[0]
         strongly_typed = major >= 11
-        if strongly_typed and settings.precision == "int8" and not self._source_has_qdq(model):
+        if strongly_typed and settings.precision == "int8" and not source_has_qdq(model):
             return Measurement.failure(
                 "infeasible",
                 f"TensorRT {version} builds strongly typed networks only: int8 needs an ONNX model with Q/DQ "
@@ -420,7 +339,7 @@ class TensorRTBackend:
             run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
             return run(self, r, platform, settings, base, version, cores)
         try:
-            onnx_path = self._prepare_onnx(model, fp16=strongly_typed and settings.precision == "fp16")
+            onnx_path = prepare_onnx(model, self.cache_dir, fp16=strongly_typed and settings.precision == "fp16")
         except Exception as exc:  # noqa: BLE001
             return Measurement.failure("build_failed", f"cannot prepare the ONNX file for TensorRT: "
                                        f"{type(exc).__name__}: {exc}", **base)
@@ -449,57 +368,6 @@ class TensorRTBackend:
     def _timing_cache_path(self, platform: "Platform", version: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}")
         return self.cache_dir / "timing" / f"{safe}.cache"
-
-    @staticmethod
-    def _source_has_qdq(model: "Model") -> bool:
-        if model.path is not None:
-            from placetune.model.onnx_io import read_model_proto
-
-            return has_qdq(read_model_proto(model.path)[0])
-        return model.proto is not None and has_qdq(model.proto)
-
-    def _prepare_onnx(self, model: "Model", fp16: bool) -> Path:
-        """An ONNX file TensorRT can parse: the model's own file when possible, else a
-        decompressed / exported / fp16-converted copy in the cache directory."""
-        import onnx
-
-        src = Path(model.path) if model.path is not None else None
-        if src is not None and src.suffix != ".gz" and not fp16:
-            return src.resolve()
-        if src is not None:
-            st = src.stat()
-            key = hashlib.sha1(f"{src.resolve()}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:16]
-        else:
-            key = model.hash[:16]
-        safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]
-        out_dir = self.cache_dir / "onnx"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        target = out_dir / f"{safe}-{key}{'-fp16' if fp16 else ''}.onnx"
-        if target.is_file():
-            return target
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        if src is not None:
-            if fp16:
-                onnx.save(convert_to_fp16(_load_full(src)), str(tmp))
-            else:
-                with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
-                    shutil.copyfileobj(fin, fout)
-        elif model.zoo:
-            from placetune.model import zoo
-            from placetune.model.model import _zoo_options
-
-            base, _, opts = model.zoo.partition(":")
-            zoo.export(base, tmp, batch=model.batch, **_zoo_options(opts))
-            if fp16:
-                onnx.save(convert_to_fp16(onnx.load(str(tmp))), str(tmp))
-        elif model.proto is not None:
-            proto = _zero_weights(model.proto)
-            onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
-            log.warning("model %s has no file: building it with zero weights (timing only)", model.name)
-        else:
-            raise ValueError(f"model {model.name!r} has neither a file, a zoo name nor a graph")
-        os.replace(tmp, target)
-        return target
 
     def _to_measurement(self, reply: WorkerReply, r: "Realisation", core: int, version: str,
                         base: dict[str, Any]) -> Measurement:

@@ -33,6 +33,7 @@ from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import attribute_profile, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
+from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
 
 from placetune.settings import resolve_replicas
 
@@ -174,12 +175,10 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
         cuts = cut(model, segments, source)
         if be.test_wrong_cut:
             cuts = _wrong_cut(cuts)
-        ref_path = be._prepare_onnx(model, fp16=fp16)
+        ref_path = prepare_onnx(model, be.cache_dir, fp16=fp16)
     except Exception as exc:  # noqa: BLE001 - a model placetune cannot cut is a build failure
         return Measurement.failure("build_failed", f"cannot cut the model into pipeline segments: "
                                    f"{type(exc).__name__}: {exc}", **base)
-    from placetune.backends.tensorrt.backend import convert_to_fp16
-
     specs, cached_before = [], []
     for c in cuts:
         content = c.hash + ("-fp16" if fp16 else "")
@@ -355,10 +354,8 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
 def _prepare_batch(be: "TensorRTBackend", model: "Model", batch: int, fp16: bool) -> Path:
     """The whole model as an ONNX file at ``batch`` (the model's own file when the batch is its own)."""
     if batch == model.batch:
-        return be._prepare_onnx(model, fp16=fp16)
+        return prepare_onnx(model, be.cache_dir, fp16=fp16)
     import onnx
-
-    from placetune.backends.tensorrt.backend import convert_to_fp16
 
     src = _source(be, model)
     key = f"{model.hash[:16]}-b{batch}{'-fp16' if fp16 else ''}"

@@ -1,0 +1,254 @@
+"""The worker's engine builds: TensorRT logger, ONNX parsing, builder config (precision, DLA, pools), build.
+
+:func:`build` parses one ONNX file and builds it with the requested precision, DLA core,
+per-layer device placement and memory pools (reusing a timing cache); :func:`obtain_plan`
+takes a serialized engine from the engine cache or builds and stores it. TensorRT is passed
+in as ``trt``. A sibling module of ``worker.py``: Python 3.8, no placetune imports.
+"""
+
+import re
+import time
+import traceback
+
+try:  # Python 3.8 needs typing's generics
+    from typing import Any, Dict, List, Optional, Tuple
+except ImportError:  # pragma: no cover
+    pass
+
+from worker_cache import load_timing_cache, read_cached_plan, save_timing_cache, write_cached_plan
+
+_SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
+_METADATA = re.compile(r"\[ONNX Layer: (.*?)\](?:\s*\||$)")
+#: what an engine cache entry keeps of its build (obtain_plan)
+_BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors")
+
+
+def _severity_name(severity):
+    # type: (Any) -> str
+    name = getattr(severity, "name", None)
+    if name:
+        return str(name)
+    try:
+        return _SEVERITIES[int(severity)]
+    except (ValueError, IndexError, TypeError):
+        return str(severity)
+
+
+def make_logger(trt, verbose):
+    # type: (Any, bool) -> Any
+    """A ``trt.ILogger`` that keeps every message (VERBOSE only when asked)."""
+
+    class CapturingLogger(trt.ILogger):
+        def __init__(self):
+            trt.ILogger.__init__(self)
+            self.lines = []  # type: List[List[str]]
+
+        def log(self, severity, msg):
+            name = _severity_name(severity)
+            if name == "VERBOSE" and not verbose:
+                return
+            self.lines.append([name, str(msg)])
+
+    return CapturingLogger()
+
+
+def _version_tuple(text):
+    # type: (str) -> Tuple[int, int]
+    parts = (text.split(".") + ["0", "0"])[:2]
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        return 0, 0
+
+
+def _onnx_name(layer):
+    # type: (Any) -> Optional[str]
+    meta = getattr(layer, "metadata", None)  # ILayer.metadata exists from TensorRT 8.6
+    if not meta:
+        return None
+    m = _METADATA.search(str(meta))
+    return m.group(1) if m else None
+
+
+def _set_dynamic_ranges(network, trt):
+    # type: (Any, Any) -> None
+    """Per-tensor dynamic ranges for INT8 timing without calibration, as trtexec does
+    (samples/common/sampleEngines.cpp setTensorDynamicRange: inputs +-2, outputs +-4,
+    concatenation inputs +-4, pooling outputs +-2)."""
+
+    def set_range(tensor, r):
+        if tensor is None:
+            return
+        if hasattr(tensor, "dynamic_range") and tensor.dynamic_range:
+            return
+        if hasattr(tensor, "set_dynamic_range"):
+            tensor.set_dynamic_range(-r, r)
+        else:
+            tensor.dynamic_range = (-r, r)
+
+    for i in range(network.num_inputs):
+        set_range(network.get_input(i), 2.0)
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        concat = layer.type == trt.LayerType.CONCATENATION
+        for j in range(layer.num_inputs):
+            set_range(layer.get_input(j), 4.0 if concat else 2.0)
+        pooling = layer.type == trt.LayerType.POOLING
+        for j in range(layer.num_outputs):
+            set_range(layer.get_output(j), 2.0 if pooling else 4.0)
+
+
+def _calibrator(trt, path):
+    # type: (Any, str) -> Any
+    """An entropy calibrator that only replays a calibration cache file."""
+
+    class CacheCalibrator(trt.IInt8EntropyCalibrator2):
+        def __init__(self):
+            trt.IInt8EntropyCalibrator2.__init__(self)
+
+        def get_batch_size(self):
+            return 1
+
+        def get_batch(self, names):
+            return None
+
+        def read_calibration_cache(self):
+            with open(path, "rb") as fh:
+                return fh.read()
+
+        def write_calibration_cache(self, cache):
+            return None
+
+    return CacheCalibrator()
+
+
+def build(trt, job, logger):
+    # type: (Any, Dict[str, Any], Any) -> Tuple[Any, Dict[str, Any]]
+    """Parse, configure and build; returns (serialized plan or None, result fields)."""
+    major, _minor = _version_tuple(trt.__version__)
+    out = {"network_layers": []}  # type: Dict[str, Any]
+    builder = trt.Builder(logger)
+    flags = 0
+    if major < 10:
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    if job.get("strongly_typed") and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    path = job["onnx"]
+    if hasattr(parser, "parse_from_file"):
+        parsed = parser.parse_from_file(path)
+    else:
+        with open(path, "rb") as fh:
+            parsed = parser.parse(fh.read(), path)
+    if not parsed:
+        out["parser_errors"] = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+        return None, out
+    config = builder.create_builder_config()
+    precision = job.get("precision", "fp16")
+    if not job.get("strongly_typed"):
+        if precision in ("fp16", "int8"):
+            config.set_flag(trt.BuilderFlag.FP16)
+        if precision == "int8":
+            config.set_flag(trt.BuilderFlag.INT8)
+            if job.get("calibration_cache"):
+                config.int8_calibrator = _calibrator(trt, job["calibration_cache"])
+            else:
+                _set_dynamic_ranges(network, trt)
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    config.default_device_type = trt.DeviceType.GPU
+    core = int(job.get("dla_core", -1))
+    if core >= 0:
+        config.DLA_core = core
+    if job.get("gpu_fallback", True):
+        config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
+    for pool, size in (job.get("memory_pools") or {}).items():
+        config.set_memory_pool_limit(getattr(trt.MemoryPoolType, pool), int(size))
+    # optimisation profile min = opt = max for inputs with dynamic dimensions
+    shapes = job.get("input_shapes") or {}
+    profile = None
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        dims = tuple(t.shape)
+        if any(d < 0 for d in dims):
+            want = shapes.get(t.name)
+            if want is None:
+                raise ValueError("input %r has dynamic dimensions %r and the job gives no shape" % (t.name, dims))
+            if profile is None:
+                profile = builder.create_optimization_profile()
+            profile.set_shape(t.name, want, want, want)
+    if profile is not None:
+        config.add_optimization_profile(profile)
+    # placement
+    wanted = set(job.get("dla_layers") or [])
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        onnx_name = _onnx_name(layer)
+        on_dla = core >= 0 and (layer.name in wanted or (onnx_name is not None and onnx_name in wanted))
+        if on_dla:
+            config.set_device_type(layer, trt.DeviceType.DLA)
+        can = bool(config.can_run_on_DLA(layer)) if on_dla else None
+        out["network_layers"].append([layer.name, onnx_name, getattr(layer.type, "name", str(layer.type)), on_dla, can])
+    load_timing_cache(config, job.get("timing_cache"))
+    t0 = time.perf_counter()
+    plan = builder.build_serialized_network(network, config)
+    out["build_seconds"] = time.perf_counter() - t0
+    if plan is not None:
+        save_timing_cache(config, job.get("timing_cache"))
+    return plan, out
+
+
+def obtain_plan(trt, spec):
+    # type: (Any, Dict[str, Any]) -> Tuple[Optional[bytes], Dict[str, Any]]
+    """The serialized engine of one spec (a ``measure`` job's build fields plus ``name`` and
+    ``plan_cache``): read from the engine cache, else built and written to it."""
+    version = str(trt.__version__)
+    info = {"name": spec.get("name"), "cached": False}  # type: Dict[str, Any]
+    data, meta = read_cached_plan(spec.get("plan_cache"), version)
+    if data is not None:
+        for k in _BUILD_RECORD:
+            info[k] = meta.get(k)
+        info["cached"] = True
+        return data, info
+    logger = make_logger(trt, bool(spec.get("verbose_log")))
+    info["log"] = logger.lines
+    try:
+        plan, built = build(trt, spec, logger)
+    except Exception as exc:
+        info.update(error="%s: %s" % (type(exc).__name__, exc), traceback=traceback.format_exc(limit=6))
+        return None, info
+    info.update(built)
+    if plan is None:
+        errs = built.get("parser_errors") or [m for s, m in logger.lines if s in ("ERROR", "INTERNAL_ERROR")]
+        info["error"] = "; ".join(errs[:5]) or "build_serialized_network returned None"
+        return None, info
+    data = bytes(memoryview(plan))
+    info["engine_bytes"] = len(data)
+    if spec.get("plan_cache"):
+        record = dict((k, info.get(k)) for k in _BUILD_RECORD)
+        record["trt_version"] = version
+        try:
+            write_cached_plan(spec["plan_cache"], data, record)
+        except OSError as exc:  # a full disk must not fail the measurement
+            info["cache_error"] = "%s: %s" % (type(exc).__name__, exc)
+    return data, info
+
+
+def obtain_all(trt, specs, common, result):
+    # type: (Any, List[Dict[str, Any]], Dict[str, Any], Dict[str, Any]) -> Optional[List[bytes]]
+    """Plans of every spec, their records in ``result["engines"]``; None (and a
+    ``build_failed`` result) at the first engine that does not build."""
+    plans = []
+    for spec in specs:
+        full = dict(common)
+        full.update(spec)
+        data, info = obtain_plan(trt, full)
+        result["engines"].append(info)
+        if data is None:
+            result["status"] = "build_failed"
+            result["failed_engine"] = len(result["engines"]) - 1
+            result["error"] = "engine %s (%s) did not build: %s" % (spec.get("name"), spec.get("device", "GPU"),
+                                                                      info.get("error"))
+            return None
+        plans.append(data)
+    return plans

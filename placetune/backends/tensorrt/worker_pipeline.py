@@ -1,0 +1,333 @@
+"""The worker's ``pipeline`` op: engines chained by CUDA streams and events, checked by the correctness gate, timed.
+
+A sibling module of ``worker.py``: Python 3.8, no placetune imports.
+"""
+
+import time
+import traceback
+
+try:  # Python 3.8 needs typing's generics
+    from typing import Any, Dict, List, Optional, Tuple
+except ImportError:  # pragma: no cover
+    pass
+
+from worker_build import make_logger, obtain_all
+from worker_cuda import alloc, download, driver, random_fill
+from worker_time import Engine, median, profile_layers
+
+
+def compare_outputs(np, got, want, tolerance):
+    # type: (Any, Dict[str, Any], Dict[str, Any], float) -> Dict[str, Any]
+    """The correctness gate: relative L2 error ||got - want|| / ||want|| of every output
+    against ``tolerance``; non-finite values fail; an all-zero reference cannot tell."""
+    report = {"metric": "relative_l2", "tolerance": tolerance, "outputs": {}, "passed": True,
+              "vacuous": True}  # type: Dict[str, Any]
+    for name in want:
+        a = np.asarray(got[name], dtype=np.float64)
+        b = np.asarray(want[name], dtype=np.float64)
+        row = {"shape": list(b.shape)}  # type: Dict[str, Any]
+        if a.shape != b.shape:
+            row.update(error="shape %s, reference %s" % (list(a.shape), list(b.shape)), passed=False)
+        elif not (np.isfinite(a).all() and np.isfinite(b).all()):
+            row.update(error="non-finite values (pipeline %d, reference %d)"
+                       % (int((~np.isfinite(a)).sum()), int((~np.isfinite(b)).sum())), passed=False)
+        else:
+            diff = np.abs(a - b)
+            norm = float(np.sqrt((b * b).sum()))
+            worst = tuple(int(i) for i in np.unravel_index(int(diff.argmax()), diff.shape)) if diff.size else ()
+            row.update(max_abs_diff=float(diff.max()) if diff.size else 0.0, at=list(worst),
+                       ref_max_abs=float(np.abs(b).max()) if b.size else 0.0,
+                       got_max_abs=float(np.abs(a).max()) if a.size else 0.0)
+            if norm > 0:
+                rel = float(np.sqrt((diff * diff).sum())) / norm
+                row.update(rel_l2=rel, passed=rel <= tolerance)
+                report["vacuous"] = False
+            elif diff.any():
+                row.update(rel_l2=None, passed=False, error="the reference output is all zeros but the pipeline's "
+                           "is not (max |x| %.4g)" % row["got_max_abs"])
+            else:
+                row.update(rel_l2=0.0, passed=True)
+        report["outputs"][name] = row
+        report["passed"] = report["passed"] and row["passed"]
+    return report
+
+
+def _gate_error(report):
+    # type: (Dict[str, Any]) -> str
+    parts = []
+    for name, row in report["outputs"].items():
+        if row.get("passed"):
+            continue
+        if "error" in row:
+            parts.append("output %r: %s" % (name, row["error"]))
+        else:
+            parts.append("output %r: relative L2 error %.4g > tolerance %.4g (max |diff| %.4g at %s; reference "
+                         "max |x| %.4g, pipeline max |x| %.4g)" % (name, row["rel_l2"], report["tolerance"],
+                                                                   row["max_abs_diff"], tuple(row["at"]),
+                                                                   row["ref_max_abs"], row["got_max_abs"]))
+    return "pipeline outputs differ from the all-GPU engine on random input: " + "; ".join(parts)
+
+
+class _Pipeline(object):
+    """Engines chained by their tensors: one stream each, an event per (engine, buffer slot),
+    ``slots`` device buffers per cut tensor, ``in_flight`` frames at once.
+
+    Frame ``f`` uses slot ``f % slots``. Before an engine runs frame ``f`` its stream waits
+    for: the engines that produce its inputs (frame ``f``); the engines that read its outputs
+    in the same slot (frame ``f - slots``: write after read); for a source engine, the sinks
+    of frame ``f - in_flight``. Independent branches therefore run at once.
+    """
+
+    def __init__(self, cuda, np, engines, net_inputs, net_outputs, in_flight, allocs, rng):
+        # type: (Any, Any, List[Engine], Dict[str, Any], List[str], int, List[Any], Any) -> None
+        self.cuda = cuda
+        self.engines = engines
+        self.k = max(1, int(in_flight))
+        self.slots = max(2, self.k)
+        n = len(engines)
+        producer = {}  # type: Dict[str, int]
+        for i, e in enumerate(engines):
+            for t in e.outputs:
+                if t in producer:
+                    raise RuntimeError("tensor %r is an output of engines %s and %s"
+                                       % (t, engines[producer[t]].name, e.name))
+                producer[t] = i
+        self.preds = [set() for _ in engines]  # type: List[set]
+        self.succs = [set() for _ in engines]  # type: List[set]
+        for i, e in enumerate(engines):
+            for t in e.inputs:
+                if t in producer:
+                    j = producer[t]
+                    if j >= i:
+                        raise RuntimeError("engine %s reads %r from engine %s, which comes later: engines must be "
+                                           "in topological order" % (e.name, t, engines[j].name))
+                    if engines[j].tensors[t] != e.tensors[t]:
+                        (ps, pd), (cs, cd) = engines[j].tensors[t], e.tensors[t]
+                        raise RuntimeError("cut tensor %r: engine %s writes %s %s but engine %s reads %s %s"
+                                           % (t, engines[j].name, pd.name, list(ps), e.name, cd.name, list(cs)))
+                    self.preds[i].add(j)
+                    self.succs[j].add(i)
+                elif t not in net_inputs:
+                    raise RuntimeError("engine %s reads %r, which no engine and no network input provides"
+                                       % (e.name, t))
+        missing = [o for o in net_outputs if o not in producer]
+        if missing:
+            raise RuntimeError("no engine outputs the network output(s) %s" % ", ".join(repr(o) for o in missing))
+        self.sinks = [i for i in range(n) if not self.succs[i]]
+        self.producer = producer
+        self.net_outputs = list(net_outputs)
+        # network inputs: one read-only buffer each; every engine output: one buffer per slot
+        self.inputs = {}  # type: Dict[str, Tuple[Any, Tuple[int, ...], Any]]
+        for t in net_inputs:
+            readers = [e for e in engines if t in e.inputs]
+            if not readers:
+                continue
+            shape, dtype = readers[0].tensors[t]
+            mem = alloc(cuda, allocs, readers[0].nbytes(t))
+            random_fill(cuda, np, rng, mem, shape, dtype)
+            self.inputs[t] = (mem, shape, dtype)
+        self.buffers = {}  # type: Dict[str, List[Any]]
+        for t, i in producer.items():
+            self.buffers[t] = [alloc(cuda, allocs, engines[i].nbytes(t)) for _ in range(self.slots)]
+        self.addresses = []  # type: List[List[List[Tuple[str, Any]]]]
+        for e in engines:
+            per_slot = []
+            for s in range(self.slots):
+                addr = [(t, self.buffers[t][s] if t in self.buffers else self.inputs[t][0]) for t in e.inputs]
+                addr += [(t, self.buffers[t][s]) for t in e.outputs]
+                per_slot.append(addr)
+            self.addresses.append(per_slot)
+        self.done = [[cuda.Event() for _ in range(self.slots)] for _ in engines]
+        self.timer = cuda.Stream()
+        self.frame_no = 0
+
+    def frame(self, after=None, marks=None):
+        # type: (Any, Optional[List[Tuple[Any, Any]]]) -> int
+        """Enqueue the next frame (returns its number); ``after``: an event its source engines
+        wait for; ``marks``: (start, end) events per engine to record around each run."""
+        f = self.frame_no
+        self.frame_no += 1
+        s = f % self.slots
+        for i, e in enumerate(self.engines):
+            st = e.stream
+            if not self.preds[i]:
+                if after is not None:
+                    st.wait_for_event(after)
+                if f >= self.k:
+                    for j in self.sinks:
+                        st.wait_for_event(self.done[j][(f - self.k) % self.slots])
+            for j in self.preds[i]:
+                st.wait_for_event(self.done[j][s])
+            if f >= self.slots:
+                for j in self.succs[i]:
+                    st.wait_for_event(self.done[j][s])
+            if marks is not None:
+                marks[i][0].record(st)
+            e.run(self.addresses[i][s])
+            if marks is not None:
+                marks[i][1].record(st)
+            self.done[i][s].record(st)
+        return f
+
+    def finish(self, f, end):
+        # type: (int, Any) -> None
+        """Record ``end`` on the timing stream once frame ``f`` (and so every earlier one) is done; wait."""
+        for j in self.sinks:
+            self.timer.wait_for_event(self.done[j][f % self.slots])
+        end.record(self.timer)
+        end.synchronize()
+
+    def outputs(self, np, f):
+        # type: (Any, int) -> Dict[str, Any]
+        s = f % self.slots
+        out = {}
+        for t in self.net_outputs:
+            shape, dtype = self.engines[self.producer[t]].tensors[t]
+            out[t] = download(self.cuda, np, self.buffers[t][s], shape, dtype)
+        return out
+
+
+def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
+    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Optional[bytes], Any, List[Any], Dict[str, Any]) -> None
+    specs = job["engines"]
+    engines = [Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
+               for s, p in zip(specs, plans)]
+    rng = np.random.default_rng(int(job.get("seed", 0)))
+    pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
+                     int(job.get("frames_in_flight", 1)), allocs, rng)
+    out["slots"] = pipe.slots
+    end = cuda.Event()
+    t0 = cuda.Event()
+    # ---- correctness gate: the pipeline against one all-GPU engine on the same random input
+    gate = job.get("gate") or {}
+    want = None  # type: Optional[Dict[str, Any]]
+    if ref_plan is not None:
+        f = pipe.frame()
+        pipe.finish(f, end)
+        got = pipe.outputs(np, f)
+        ref = Engine(trt, cuda, "reference", ref_plan, -1, logger, job.get("network_inputs"))
+        addr = []
+        for t in ref.inputs:
+            if t not in pipe.inputs:  # a network input no segment reads
+                mem = alloc(cuda, allocs, ref.nbytes(t))
+                random_fill(cuda, np, rng, mem, ref.tensors[t][0], ref.tensors[t][1])
+                pipe.inputs[t] = (mem, ref.tensors[t][0], ref.tensors[t][1])
+            addr.append((t, pipe.inputs[t][0]))
+        ref_out = {}
+        for t in ref.outputs:
+            ref_out[t] = alloc(cuda, allocs, ref.nbytes(t))
+            addr.append((t, ref_out[t]))
+        ref.run(addr)
+        ref.stream.synchronize()
+        want = dict((t, download(cuda, np, ref_out[t], ref.tensors[t][0], ref.tensors[t][1]))
+                    for t in pipe.net_outputs if t in ref_out)
+        missing = [t for t in pipe.net_outputs if t not in ref_out]
+        if missing:
+            raise RuntimeError("the reference engine has no output %s" % ", ".join(repr(t) for t in missing))
+        report = compare_outputs(np, got, want, float(gate.get("tolerance", 1e-2)))
+        report["enforced"] = bool(gate.get("enforce", True))
+        report["checked"] = True
+        out["gate"] = report
+        if report["enforced"] and not report["passed"]:
+            out["status"] = "runtime_failed"
+            out["error"] = _gate_error(report)
+            return
+    # ---- warm-up
+    warm_s = float(job.get("warmup_ms", 200.0)) / 1000.0
+    t_start = time.perf_counter()
+    warm = 0
+    while warm < pipe.slots + pipe.k or time.perf_counter() - t_start < warm_s:
+        f = pipe.frame()
+        warm += 1
+        if warm % max(1, 4 * pipe.k) == 0:
+            pipe.finish(f, end)
+    pipe.finish(f, end)
+    out["warmup_frames"] = warm
+    # ---- single-frame latency; the last one also gives each engine's interval
+    n_eng = len(engines)
+    marks = [(cuda.Event(), cuda.Event()) for _ in range(n_eng)]
+    samples = []  # type: List[float]
+    iterations = max(1, int(job.get("iterations", 50)))
+    for it in range(iterations):
+        t0.record(pipe.timer)
+        f = pipe.frame(after=t0, marks=marks if it == iterations - 1 else None)
+        pipe.finish(f, end)
+        samples.append(float(end.time_since(t0)))
+    out["latency_samples_ms"] = samples
+    out["schedule"] = [[float(a.time_since(t0)), float(b.time_since(t0))] for a, b in marks]
+    # ---- throughput with K frames in flight
+    frames = max(iterations, 4 * pipe.slots)
+    t0.record(pipe.timer)
+    for k in range(frames):
+        f = pipe.frame(after=t0 if k < pipe.k else None)
+    pipe.finish(f, end)
+    out["throughput_frames"] = frames
+    out["period_ms"] = float(end.time_since(t0)) / frames
+    if want is not None:  # the last frame of K in flight must still be right (buffer reuse)
+        report = compare_outputs(np, pipe.outputs(np, f), want, float(gate.get("tolerance", 1e-2)))
+        out["gate"]["after_timing"] = {"frame": f, "passed": report["passed"], "outputs": report["outputs"]}
+        if out["gate"]["enforced"] and not report["passed"]:
+            out["status"] = "runtime_failed"
+            out["error"] = _gate_error(report) + " (frame %d, %d frames in flight)" % (f, pipe.k)
+            return
+    # ---- timeline: a few frames with K in flight, every engine run stamped
+    n_frames = max(1, min(int(job.get("timeline_frames", 4)), 2000 // max(1, n_eng)))
+    stamps = [[(cuda.Event(), cuda.Event()) for _ in range(n_eng)] for _ in range(n_frames)]
+    t0.record(pipe.timer)
+    for k in range(n_frames):
+        f = pipe.frame(after=t0 if k < pipe.k else None, marks=stamps[k])
+    pipe.finish(f, end)
+    out["timeline"] = [[i, k, float(a.time_since(t0)), float(b.time_since(t0))]
+                       for k in range(n_frames) for i, (a, b) in enumerate(stamps[k])]
+    # ---- each engine alone, then its layer profile
+    reps = max(1, min(iterations, 20))
+    alone = []
+    for i, e in enumerate(engines):
+        times = []
+        for _ in range(reps):
+            marks[i][0].record(e.stream)
+            e.run(pipe.addresses[i][0])
+            marks[i][1].record(e.stream)
+            marks[i][1].synchronize()
+            times.append(float(marks[i][1].time_since(marks[i][0])))
+        alone.append(median(times))
+    out["alone_ms"] = alone
+    prof_reps = int(job.get("profile_iterations", 0))
+    if prof_reps > 0:
+        profiles = []
+        for i, e in enumerate(engines):
+            addr = pipe.addresses[i][0]
+            profiles.append(profile_layers(trt, e.context, lambda e=e, addr=addr: e.run(addr), e.stream, prof_reps))
+        out["layer_profiles"] = profiles
+    out["status"] = "ok"
+
+
+def pipeline(job):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    """Build (or load from the engine cache) one engine per segment and an all-GPU reference,
+    check the pipeline against it, then time it: latency, throughput with K frames in flight,
+    a timeline of a few frames, each engine alone and its layer profile."""
+    import numpy as np
+    import tensorrt as trt
+
+    result = {"trt_version": str(trt.__version__), "engines": []}  # type: Dict[str, Any]
+    specs = list(job.get("engines") or [])
+    ref_spec = job.get("reference")
+    plans = obtain_all(trt, specs + ([ref_spec] if ref_spec else []), job.get("common") or {}, result)
+    if plans is None:
+        return result
+    ref_plan = plans.pop() if ref_spec else None
+    if ref_spec:
+        result["reference"] = result["engines"].pop()
+    logger = make_logger(trt, False)
+    result["runtime_log"] = logger.lines
+    allocs = []  # type: List[Any]
+    try:
+        _run_pipeline(trt, driver(), np, job, plans, ref_plan, logger, allocs, result)
+    except Exception as exc:
+        result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
+                      traceback=traceback.format_exc(limit=6))
+    finally:
+        for mem in allocs:
+            mem.free()
+    return result

@@ -1,0 +1,248 @@
+"""The worker's timing of engines: latency, throughput and layer profile of one engine (the ``measure`` op).
+
+Also :class:`Engine`, a deserialized engine with its own context and stream, which the
+``pipeline`` and ``replicas`` ops run. A sibling module of ``worker.py``: Python 3.8, no
+placetune imports.
+"""
+
+import time
+import traceback
+
+try:  # Python 3.8 needs typing's generics
+    from typing import Any, Dict, List, Optional, Tuple
+except ImportError:  # pragma: no cover
+    pass
+
+from worker_build import build, make_logger
+from worker_cuda import driver
+
+
+def _percentile(sorted_values, q):
+    # type: (List[float], float) -> float
+    if not sorted_values:
+        return float("nan")
+    k = (len(sorted_values) - 1) * q / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def median(values):
+    # type: (List[float]) -> float
+    return _percentile(sorted(values), 50) if values else float("nan")
+
+
+def _profiler(trt):
+    # type: (Any) -> Any
+    class LayerTimes(trt.IProfiler):
+        def __init__(self):
+            trt.IProfiler.__init__(self)
+            self.total = {}  # type: Dict[str, float]
+            self.order = []  # type: List[str]
+
+        def report_layer_time(self, layer_name, ms):
+            if layer_name not in self.total:
+                self.total[layer_name] = 0.0
+                self.order.append(layer_name)
+            self.total[layer_name] += float(ms)
+
+    return LayerTimes()
+
+
+def profile_layers(trt, context, run, stream, reps):
+    # type: (Any, Any, Any, Any, int) -> List[List[Any]]
+    """Per engine layer mean time (ms) over ``reps`` profiled inferences (IProfiler). The
+    profiler stays attached: profile after the timed runs."""
+    prof = _profiler(trt)
+    context.profiler = prof
+    deferred = hasattr(context, "report_to_profiler")
+    if deferred:
+        context.enqueue_emits_profile = False
+    for _ in range(reps):
+        run()
+        stream.synchronize()
+        if deferred:
+            context.report_to_profiler()
+    return [[k, prof.total[k] / reps] for k in prof.order]
+
+
+def time_engine(trt, plan, job, logger):
+    # type: (Any, Any, Dict[str, Any], Any) -> Dict[str, Any]
+    """Deserialize (DLA core set first), allocate, warm up, time, profile."""
+    import numpy as np
+
+    cuda = driver()
+    out = {}  # type: Dict[str, Any]
+    runtime = trt.Runtime(logger)
+    core = int(job.get("dla_core", -1))
+    if core >= 0:
+        runtime.DLA_core = core  # must precede deserialize_cuda_engine (reference §0.2)
+    engine = runtime.deserialize_cuda_engine(plan)
+    if engine is None:
+        out["status"] = "runtime_failed"
+        out["error"] = "deserialize_cuda_engine returned None"
+        return out
+    context = engine.create_execution_context()
+    shapes = job.get("input_shapes") or {}
+    buffers = []
+    allocs = []  # type: List[Any]
+    rng = np.random.default_rng(0)
+    try:
+        for i in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(i)
+            is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+            shape = tuple(engine.get_tensor_shape(name))
+            if is_input and any(d < 0 for d in shape):
+                shape = tuple(shapes[name])
+                context.set_input_shape(name, shape)
+            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            buffers.append((name, is_input, dtype))
+        for name, is_input, dtype in buffers:
+            shape = tuple(context.get_tensor_shape(name))
+            count = 1
+            for d in shape:
+                count *= max(int(d), 1)
+            mem = cuda.mem_alloc(max(count * dtype.itemsize, 1))
+            allocs.append(mem)
+            if is_input:
+                data = rng.uniform(-1.0, 1.0, size=count).astype(dtype) if dtype.kind == "f" else np.zeros(count, dtype)
+                cuda.memcpy_htod(mem, data)
+            context.set_tensor_address(name, int(mem))
+        stream = cuda.Stream()  # non-default stream (execute_async_v3 docstring)
+
+        def run():
+            if not context.execute_async_v3(stream.handle):
+                raise RuntimeError("execute_async_v3 returned False")
+
+        warm_s = float(job.get("warmup_ms", 200.0)) / 1000.0
+        t0 = time.perf_counter()
+        warm = 0
+        while warm < 1 or time.perf_counter() - t0 < warm_s:
+            run()
+            stream.synchronize()
+            warm += 1
+        out["warmup_iterations"] = warm
+        start, end = cuda.Event(), cuda.Event()
+        samples = []  # type: List[float]
+        for _ in range(int(job.get("iterations", 50))):
+            start.record(stream)
+            run()
+            end.record(stream)
+            end.synchronize()
+            samples.append(float(end.time_since(start)))
+        out["latency_samples_ms"] = samples
+        # throughput: back-to-back enqueues between two events
+        n = max(1, len(samples))
+        start.record(stream)
+        for _ in range(n):
+            run()
+        end.record(stream)
+        end.synchronize()
+        total = float(end.time_since(start))
+        out["throughput_ms_per_inference"] = total / n
+        s = sorted(samples)
+        out["latency_ms"] = {"median": _percentile(s, 50), "p90": _percentile(s, 90), "p99": _percentile(s, 99),
+                             "min": s[0], "max": s[-1], "mean": sum(s) / len(s)}
+        reps = int(job.get("profile_iterations", 10))
+        if reps > 0:  # separate profiling run: the profiler perturbs timing
+            out["layer_profile"] = profile_layers(trt, context, run, stream, reps)
+        if job.get("inspector", True) and hasattr(engine, "create_engine_inspector"):
+            try:
+                inspector = engine.create_engine_inspector()
+                inspector.execution_context = context
+                out["inspector"] = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
+            except Exception as exc:  # the inspector is informative only
+                out["inspector_error"] = "%s: %s" % (type(exc).__name__, exc)
+        out["status"] = "ok"
+    except Exception as exc:
+        out["status"] = "runtime_failed"
+        out["error"] = "%s: %s" % (type(exc).__name__, exc)
+        out["traceback"] = traceback.format_exc(limit=6)
+    finally:
+        for mem in allocs:
+            mem.free()
+    return out
+
+
+def measure(job):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    """Build the engine of one placement and time it."""
+    import tensorrt as trt
+
+    logger = make_logger(trt, bool(job.get("verbose_log")))
+    result = {"trt_version": str(trt.__version__), "log": logger.lines}  # type: Dict[str, Any]
+    try:
+        plan, info = build(trt, job, logger)
+    except Exception as exc:
+        result.update(status="build_failed", error="%s: %s" % (type(exc).__name__, exc),
+                      traceback=traceback.format_exc(limit=6))
+        return result
+    result.update(info)
+    if plan is None:
+        result["status"] = "build_failed"
+        errs = info.get("parser_errors") or [m for s, m in logger.lines if s in ("ERROR", "INTERNAL_ERROR")]
+        result["error"] = "; ".join(errs[:5]) or "build_serialized_network returned None"
+        return result
+    result["engine_bytes"] = int(getattr(plan, "nbytes", 0) or len(bytes(plan)))
+    try:
+        result.update(time_engine(trt, plan, job, logger))
+    except Exception as exc:
+        result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
+                      traceback=traceback.format_exc(limit=6))
+    return result
+
+
+class Engine(object):
+    """A deserialized engine with its own execution context and CUDA stream."""
+
+    def __init__(self, trt, cuda, name, plan, core, logger, shapes=None):
+        # type: (Any, Any, str, bytes, int, Any, Optional[Dict[str, Any]]) -> None
+        import numpy as np
+
+        self.name = name
+        self.logger = logger
+        self.runtime = trt.Runtime(logger)  # kept: it must outlive the engine
+        if core >= 0:
+            self.runtime.DLA_core = core  # before deserializing (reference §0.2)
+        self.engine = self.runtime.deserialize_cuda_engine(plan)
+        if self.engine is None:
+            raise RuntimeError("engine %s: deserialize_cuda_engine returned None%s" % (name, self._errors()))
+        self.context = self.engine.create_execution_context()
+        self.stream = cuda.Stream()
+        self.inputs = []  # type: List[str]
+        self.outputs = []  # type: List[str]
+        self.tensors = {}  # type: Dict[str, Tuple[Tuple[int, ...], Any]]
+        for i in range(self.engine.num_io_tensors):
+            tname = self.engine.get_tensor_name(i)
+            is_input = self.engine.get_tensor_mode(tname) == trt.TensorIOMode.INPUT
+            shape = tuple(int(d) for d in self.engine.get_tensor_shape(tname))
+            if is_input and any(d < 0 for d in shape):
+                if not shapes or tname not in shapes:
+                    raise RuntimeError("engine %s: input %r has dynamic dimensions and no shape is given"
+                                       % (name, tname))
+                shape = tuple(int(d) for d in shapes[tname])
+                self.context.set_input_shape(tname, shape)
+            (self.inputs if is_input else self.outputs).append(tname)
+            self.tensors[tname] = (shape, np.dtype(trt.nptype(self.engine.get_tensor_dtype(tname))))
+        for tname in self.outputs:
+            self.tensors[tname] = (tuple(int(d) for d in self.context.get_tensor_shape(tname)), self.tensors[tname][1])
+
+    def _errors(self):
+        # type: () -> str
+        errs = [m for s, m in self.logger.lines if s in ("ERROR", "INTERNAL_ERROR")]
+        return (": " + "; ".join(errs[-3:])) if errs else ""
+
+    def nbytes(self, tname):
+        # type: (str) -> int
+        shape, dtype = self.tensors[tname]
+        count = 1
+        for d in shape:
+            count *= max(int(d), 1)
+        return max(count * dtype.itemsize, 1)
+
+    def run(self, addresses):
+        # type: (List[Tuple[str, Any]]) -> None
+        for tname, mem in addresses:
+            self.context.set_tensor_address(tname, int(mem))
+        if not self.context.execute_async_v3(self.stream.handle):
+            raise RuntimeError("engine %s: execute_async_v3 returned False%s" % (self.name, self._errors()))

@@ -1,0 +1,183 @@
+"""The trtexec command-line grammar: flags per TensorRT version, ``--layerDeviceTypes``, ``--shapes`` and quoting.
+
+One place for what the trtexec backend runs and what a plan exports as ``trtexec``
+commands (:mod:`placetune.plan.trtexec`), so both write the same command lines.
+
+Example:
+    >>> layer_device_types({"/conv1/Conv": "DLA0", "a:b": "GPU"})
+    '/conv1/Conv:DLA,a:b:GPU'
+    >>> shapes_arg({"input": [1, 3, 224, 224]}, batch=4)
+    'input:4x3x224x224'
+    >>> precision_flags("fp16", version_tuple("10.3.0")), precision_flags("fp16", version_tuple("11.4.1"))
+    (['--fp16'], [])
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from placetune.errors import PlacementError
+
+__all__ = [
+    "MAX_ARG_CHARS",
+    "LAYER_DEVICE_TYPES_SINCE",
+    "version_tuple",
+    "has_layer_device_types",
+    "strongly_typed",
+    "precision_flags",
+    "dla_flags",
+    "build_only_flag",
+    "profile_flags",
+    "spin_wait_flags",
+    "layer_device_types",
+    "device_types_arg",
+    "shapes_arg",
+    "shapes_from_argv",
+    "shell_line",
+]
+
+#: trtexec refuses a single argument longer than this on Linux (MAX_ARG_STRLEN is 128 KiB).
+MAX_ARG_CHARS = 120_000
+#: First TensorRT version whose trtexec has ``--layerDeviceTypes``.
+LAYER_DEVICE_TYPES_SINCE = (8, 6)
+#: First TensorRT version whose trtexec has ``--skipInference`` (``--buildOnly`` before).
+_SKIP_INFERENCE_SINCE = (8, 6)
+#: First TensorRT major version that is strongly typed (no ``--fp16``/``--int8``), spins by
+#: default (no ``--useSpinWait``) and times end to end without ``--separateProfileRun``.
+_TRT11 = 11
+
+
+# --------------------------------------------------------------------------- versions
+def version_tuple(version: str) -> tuple[int, ...]:
+    """The first three numbers of a TensorRT version (``(0,)`` when there are none).
+
+    Example:
+        >>> version_tuple("8.6.1.6"), version_tuple("")
+        ((8, 6, 1), (0,))
+    """
+    return tuple(int(x) for x in re.findall(r"\d+", version or "")[:3]) or (0,)
+
+
+def has_layer_device_types(vt: tuple[int, ...]) -> bool:
+    """True when trtexec of TensorRT ``vt`` has ``--layerDeviceTypes`` (8.6 on)."""
+    return vt[:2] >= LAYER_DEVICE_TYPES_SINCE
+
+
+def strongly_typed(vt: tuple[int, ...]) -> bool:
+    """True when TensorRT ``vt`` builds strongly typed networks only (11 on): no ``--fp16``/``--int8``."""
+    return bool(vt) and vt[0] >= _TRT11
+
+
+# --------------------------------------------------------------------------- flags
+def precision_flags(precision: str, vt: tuple[int, ...]) -> list[str]:
+    """``--fp16`` / ``--int8`` for ``precision``, none for fp32 or a strongly typed TensorRT."""
+    if precision in ("fp16", "int8") and not strongly_typed(vt):
+        return [f"--{precision}"]
+    return []
+
+
+def dla_flags(core: int, gpu_fallback: bool) -> list[str]:
+    """``--useDLACore=k`` (which makes the DLA the default device of every layer) and ``--allowGPUFallback``."""
+    return [f"--useDLACore={core}"] + (["--allowGPUFallback"] if gpu_fallback else [])
+
+
+def build_only_flag(vt: tuple[int, ...]) -> str:
+    """The flag that builds an engine without timing it."""
+    return "--skipInference" if vt[:2] >= _SKIP_INFERENCE_SINCE else "--buildOnly"
+
+
+def profile_flags(path: Any, vt: tuple[int, ...]) -> list[str]:
+    """``--exportProfile`` to ``path``; before TensorRT 11 with ``--separateProfileRun``
+    (else trtexec prints no end-to-end timing at all)."""
+    return [f"--exportProfile={path}"] + (["--separateProfileRun"] if vt[0] < _TRT11 else [])
+
+
+def spin_wait_flags(vt: tuple[int, ...]) -> list[str]:
+    """``--useSpinWait`` before TensorRT 11 (11 spins by default)."""
+    return ["--useSpinWait"] if vt[0] < _TRT11 else []
+
+
+# --------------------------------------------------------------------------- values
+def layer_device_types(assignment: Mapping[str, str]) -> str:
+    """The value of trtexec's ``--layerDeviceTypes`` for ``{layer: "GPU"|"DLA0"|"DLA1"}``.
+
+    trtexec's grammar (``sampleOptions.cpp``): pairs separated by ``,``; each pair split on
+    its **last** ``:`` into layer name and ``GPU`` / ``DLA``. So names may contain ``:``
+    (and ``/``, ``.``, spaces), but a name containing ``,`` cannot be written, nor one
+    containing ``'`` (trtexec treats single quotes as name quoting and drops them).
+
+    Raises:
+        PlacementError: a layer name trtexec cannot express.
+
+    Example:
+        >>> layer_device_types({"/conv1/Conv": "DLA0", "a:b": "GPU"})
+        '/conv1/Conv:DLA,a:b:GPU'
+    """
+    pairs = []
+    for name, dev in assignment.items():
+        if "," in name:
+            raise PlacementError(
+                f"layer name {name!r} contains ',', which trtexec's --layerDeviceTypes cannot express (it splits the "
+                "list at every ','): apply the plan with the Python API (placetune.plan.load(...).apply(network, "
+                "config)) or rename the ONNX node"
+            )
+        if "'" in name:
+            raise PlacementError(
+                f"layer name {name!r} contains a single quote, which trtexec strips from layer names in "
+                "--layerDeviceTypes: apply the plan with the Python API (Plan.apply) or rename the ONNX node"
+            )
+        if not name:
+            raise PlacementError("a layer has an empty name: trtexec cannot address it; use the Python API "
+                                 "(Plan.apply)")
+        pairs.append(f"{name}:{'GPU' if dev == 'GPU' else 'DLA'}")
+    return ",".join(pairs)
+
+
+def device_types_arg(assignment: Mapping[str, str]) -> tuple[str, bool]:
+    """:func:`layer_device_types` of every layer, or of the GPU layers only when that is over
+    :data:`MAX_ARG_CHARS` (``--useDLACore`` makes DLA the default for the rest).
+
+    Returns:
+        ``(value, only_gpu_listed)``; the value may still be over :data:`MAX_ARG_CHARS`.
+
+    Raises:
+        PlacementError: a layer name trtexec cannot express.
+    """
+    spec = layer_device_types(assignment)
+    if len(spec) <= MAX_ARG_CHARS:
+        return spec, False
+    return layer_device_types({n: d for n, d in assignment.items() if d == "GPU"}), True
+
+
+def shapes_arg(shapes: Mapping[str, Any], batch: int | None = None) -> str | None:
+    """The value of ``--shapes`` (``name:1x3x224x224,...``), the first dimension set to ``batch``
+    when given; None when there are no inputs or a name trtexec cannot express (``,`` or ``'``)."""
+    parts = []
+    for name, dims in shapes.items():
+        d = [int(x) for x in dims]
+        if batch is not None and d:
+            d[0] = int(batch)
+        if "," in name or "'" in name:
+            return None
+        parts.append(f"{name}:{'x'.join(map(str, d))}")
+    return ",".join(parts) or None
+
+
+def shapes_from_argv(argv: Sequence[str]) -> dict[str, list[int]]:
+    """The input shapes of a command line's ``--shapes``, parsed back (empty without one)."""
+    for a in argv:
+        if a.startswith("--shapes="):
+            out = {}
+            for part in a.split("=", 1)[1].split(","):
+                name, _, dims = part.rpartition(":")
+                out[name] = [int(x) for x in dims.split("x")]
+            return out
+    return {}
+
+
+def shell_line(argv: Sequence[str]) -> str:
+    """The command line with every argument quoted for a POSIX shell."""
+    return " ".join(shlex.quote(a) for a in argv)

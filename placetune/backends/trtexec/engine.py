@@ -1,0 +1,348 @@
+"""One engine through trtexec: its build and timing command lines, the build, the realised placement, engine mode."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placetune.errors import PlacementError
+from placetune.measurement import Measurement, latency_stats
+from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
+from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
+from placetune.backends.trtexec.command import (
+    MAX_ARG_CHARS,
+    build_only_flag,
+    device_types_arg,
+    dla_flags,
+    has_layer_device_types,
+    precision_flags,
+    profile_flags,
+    shapes_arg,
+    shapes_from_argv,
+    spin_wait_flags,
+    strongly_typed,
+    version_tuple,
+)
+from placetune.backends.trtexec.parse import parse_layer_info, parse_summary
+from placetune.backends.trtexec.process import Proc, Run, classify
+from placetune.backends.trtexec.timing import (
+    END_MARKERS,
+    energy,
+    profile_into,
+    read_times,
+    summary_stats,
+    thin,
+    window,
+)
+
+if TYPE_CHECKING:
+    from placetune.model.model import Model
+    from placetune.hardware.platforms import Platform
+    from placetune.placement.realise import Realisation
+    from placetune.settings import Settings
+    from placetune.backends.trtexec.backend import TrtexecBackend
+
+__all__ = ["Engine", "measure_engine", "engine_spec", "time_argv", "placement_args", "build", "build_extra",
+           "realised", "onnx_file", "sampler"]
+
+_LOG_KEEP = 400
+_INSPECTOR_MAX_CHARS = 500_000
+
+
+@dataclass
+class Engine:
+    """What one engine build asks for and what came of it."""
+
+    device: str  # GPU, DLA0, DLA1
+    core: int  # -1: GPU engine
+    batch: int
+    build_argv: list[str]
+    engine_path: Path
+    notes: list[str] = field(default_factory=list)
+    run: Run | None = None
+    blog: BuildLog | None = None
+    layer_info_path: Path | None = None
+
+
+def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform", settings: "Settings", version: str,
+                   base: dict[str, Any], workdir: Path) -> Measurement:
+    """Engine mode: build one engine of the realised placement, time it, sample power while it runs."""
+    model = r.realized.model
+    predicted = r.realized.as_dict()
+    dla_layers = [n for n, d in predicted.items() if d != "GPU"]
+    core = r.dla_core if (r.dla_core is not None and dla_layers) else -1
+    onnx_or_failure = onnx_file(be.cache_dir, model, settings, version, base)
+    if isinstance(onnx_or_failure, Measurement):
+        return onnx_or_failure
+    placement = placement_args(r, platform, settings, version, core)
+    if isinstance(placement, str):
+        return Measurement.failure("infeasible", placement, realized=predicted, **base)
+    place_args, notes = placement
+    device = f"DLA{core}" if core >= 0 else "GPU"
+    eng = engine_spec(be, onnx_or_failure, model, settings, version, platform, device, core, int(model.batch),
+                      place_args, workdir, "engine")
+    eng.notes.extend(notes)
+    failure = build(be, eng, version, base)
+    if failure is not None:
+        return failure
+    realized, fallback, loc_extra = realised(eng, r)
+    extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.build_argv},
+                             **build_extra(eng), **loc_extra}
+    if eng.notes:
+        extra["notes"] = list(eng.notes)
+    loadables = {device: len(eng.blog.dla_subgraphs)} if core >= 0 and eng.blog is not None else {}
+    # ---- time it
+    run_argv, files = time_argv(be, eng, version, settings, workdir, "engine", duration_s=be.duration_s,
+                                profile=be.profile)
+    extra["commands"]["time"] = run_argv
+    power = sampler(be)
+    proc = Proc(run_argv, workdir / "engine.time.log", be.environ(), workdir, END_MARKERS)
+    if power is not None:
+        power.start()
+    try:
+        run = proc.wait(time.monotonic() + be.timeout_s + be.duration_s + be.warmup_ms / 1000.0)
+    finally:
+        if power is not None:
+            power.stop()
+    kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=eng.run.seconds,
+              extra=extra, **base)
+    lines = run.lines()
+    summary = parse_summary(lines)
+    failure = classify(run, lines, summary, "time", kw, be.timeout_s)
+    if failure is not None:
+        return failure
+    records = read_times(files.get("times"))
+    samples = [r_["latencyMs"] for r_ in records if "latencyMs" in r_]
+    stats = latency_stats(samples) if samples else summary_stats(summary)
+    if not stats:
+        extra["time_log"] = lines[-40:]
+        return Measurement.failure("runtime_failed", "trtexec printed no performance summary and wrote no "
+                                   "--exportTimes records", **kw)
+    qps = summary.throughput_qps or (1000.0 / stats["median"] if stats.get("median") else None)
+    fps = qps * base["batch"] if qps else None
+    extra["summary"] = summary.to_dict()
+    extra["timed_iterations"] = len(records) or None
+    timed = window(run, records, summary)
+    # ---- per-layer profile and inspector
+    if files.get("profile") is not None:
+        profile_into(files["profile"], eng, model, core, extra, kw)
+    if eng.layer_info_path is not None and eng.layer_info_path.is_file():
+        info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
+        extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
+        extra["engine_layers"] = len(info.layers)
+        if not info.valid_json:
+            extra.setdefault("notes", []).append("--exportLayerInfo was not valid JSON (unescaped names): "
+                                                 "layer names read from the raw text")
+    # ---- power
+    power_w, energy_mj = None, None
+    if power is not None:
+        reading = power.reading(*timed) if timed else power.reading()
+        extra["power"] = reading.to_dict()
+        power_w = reading.mean_w
+        energy_mj = energy(reading, qps)
+        if energy_mj is not None:
+            extra["energy_per_sample_mj"] = energy_mj / base["batch"]
+    else:
+        extra["power"] = {"mean_w": None, "reason": "power sampling is off (power=False)"}
+    kw.update(latency_samples_ms=thin(samples), latency_ms=stats, throughput_fps=fps, power_w=power_w,
+              energy_mj=energy_mj)
+    return Measurement(status="ok", **kw)
+
+
+def sampler(be: "TrtexecBackend") -> Any:
+    """A power sampler of the backend's rails, None when power sampling is off."""
+    if not be.power:
+        return None
+    from placetune.hardware.power import PowerSampler
+
+    return PowerSampler(be.power_root, be.power_interval_s, total_rails=be.power_rails)
+
+
+def onnx_file(cache_dir: Path, model: "Model", settings: "Settings", version: str,
+              base: dict[str, Any]) -> Path | Measurement:
+    """The ONNX file trtexec builds from (prepared as for the TensorRT backend), or a failure."""
+    typed = strongly_typed(version_tuple(version))
+    if typed and settings.precision == "int8" and not source_has_qdq(model):
+        return Measurement.failure(
+            "infeasible",
+            f"TensorRT {version} builds strongly typed networks only (no --int8): int8 needs an ONNX model with "
+            "Q/DQ (QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
+            "TensorRT Model Optimizer) or use precision fp16.", **base)
+    try:
+        return prepare_onnx(model, cache_dir, fp16=typed and settings.precision == "fp16")
+    except Exception as exc:  # noqa: BLE001
+        return Measurement.failure("build_failed", f"cannot prepare the ONNX file for trtexec: "
+                                   f"{type(exc).__name__}: {exc}", **base)
+
+
+def placement_args(r: "Realisation", platform: "Platform", settings: "Settings", version: str,
+                   core: int) -> tuple[list[str], list[str]] | str:
+    """``--useDLACore``/``--allowGPUFallback``/``--layerDeviceTypes`` for the realised placement,
+    with notes; or why trtexec of this version cannot express it."""
+    if core < 0:
+        return [], []
+    model = r.realized.model
+    predicted = r.realized.as_dict()
+    args = dla_flags(core, settings.gpu_fallback)
+    # layers on the GPU that were not asked on a DLA (those in r.fallback were, and trtexec
+    # falls them back by itself): only these need --layerDeviceTypes
+    asked_gpu = [n for n, d in predicted.items() if d == "GPU" and n not in r.fallback]
+    if not asked_gpu:
+        return args, []
+    if not has_layer_device_types(version_tuple(version)):
+        from placetune.placement.realise import dla_support
+
+        support = dla_support(model, platform, settings.precision, settings.trt_version)
+        if settings.gpu_fallback and all(not support[n].supported for n in asked_gpu):
+            return args, [f"{len(asked_gpu)} layer(s) asked on the GPU are not supported on the DLA, so "
+                          f"TensorRT {version} keeps them there without --layerDeviceTypes"]
+        shown = ", ".join(asked_gpu[:3]) + (f" (+{len(asked_gpu) - 3} more)" if len(asked_gpu) > 3 else "")
+        return (f"trtexec of TensorRT {version} has no --layerDeviceTypes (added in 8.6), so it can only build "
+                f"all-GPU or all-DLA engines; this placement keeps {shown} on the GPU next to DLA layers. "
+                "Per-layer placement on TensorRT 8.5 needs the tensorrt backend (--backend tensorrt), "
+                "which sets each layer's device with the Python API")
+    try:
+        spec, only_gpu = device_types_arg({n: predicted[n] for n in model.names})
+    except PlacementError as exc:
+        return (f"trtexec cannot express this placement: {exc}. Measure it with the tensorrt backend "
+                "(--backend tensorrt), which places layers with the Python API")
+    notes: list[str] = []
+    if only_gpu:
+        notes.append("--layerDeviceTypes lists only the GPU layers (--useDLACore makes DLA the default)")
+    if len(spec) > MAX_ARG_CHARS:
+        return (f"the --layerDeviceTypes list is {len(spec)} characters, over the argument limit; use the "
+                "tensorrt backend")
+    notes.append("layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not listed and "
+                 "default to the DLA under --useDLACore")
+    return args + [f"--layerDeviceTypes={spec}"], notes
+
+
+def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Settings", version: str,
+                platform: "Platform", device: str, core: int, batch: int, place_args: list[str], workdir: Path,
+                tag: str) -> Engine:
+    """The build command of one engine (``--saveEngine`` in ``workdir``)."""
+    vt = version_tuple(version)
+    engine_path = workdir / f"{tag}.engine"
+    argv = [be.trtexec, f"--onnx={onnx}"]
+    notes: list[str] = []
+    flags = precision_flags(settings.precision, vt)
+    argv.extend(flags)
+    if flags and settings.precision == "int8":
+        if be.calibration_cache:
+            argv.append(f"--calib={be.calibration_cache}")
+        else:
+            notes.append("--int8 without --calib: placeholder dynamic ranges (right for timing, not accuracy)")
+    argv.extend(place_args)
+    shapes = shapes_arg(model.input_shapes, batch if batch != model.batch else None)
+    if shapes:
+        argv.append(f"--shapes={shapes}")
+    argv.append(f"--saveEngine={engine_path}")
+    if be.timing_cache:
+        argv.append(f"--timingCacheFile={timing_cache_path(be.cache_dir, platform, version)}")
+    layer_info_path = None
+    if be.layer_info:
+        argv.append("--profilingVerbosity=detailed")
+        layer_info_path = workdir / f"{tag}.layers.json"
+        argv.append(f"--exportLayerInfo={layer_info_path}")
+    if be.verbose:
+        argv.append("--verbose")
+    argv.append(build_only_flag(vt))
+    argv.extend(be.build_args)
+    eng = Engine(device, core, batch, argv, engine_path, notes, layer_info_path=layer_info_path)
+    return eng
+
+
+def time_argv(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settings", workdir: Path, tag: str, *,
+              duration_s: float, profile: bool) -> tuple[list[str], dict[str, Path | None]]:
+    """The timing command of a built engine and the files it exports (``times``, ``profile``)."""
+    vt = version_tuple(version)
+    files: dict[str, Path | None] = {"times": workdir / f"{tag}.times.json", "profile": None}
+    argv = [be.trtexec, f"--loadEngine={eng.engine_path}"]
+    if eng.core >= 0:
+        argv.append(f"--useDLACore={eng.core}")  # the runtime's DLA core is chosen at load time
+    shapes = shapes_arg(shapes_from_argv(eng.build_argv), None)
+    if shapes:
+        argv.append(f"--shapes={shapes}")
+    iterations = be.iterations or settings.iterations
+    argv += [f"--iterations={iterations}", f"--warmUp={be.warmup_ms:g}", f"--duration={duration_s:g}",
+             f"--exportTimes={files['times']}"]
+    if profile:
+        files["profile"] = workdir / f"{tag}.profile.json"
+        argv.extend(profile_flags(files["profile"], vt))
+    if be.spin_wait:
+        argv.extend(spin_wait_flags(vt))
+    argv.extend(be.run_args)
+    return argv, files
+
+
+def timing_cache_path(cache_dir: Path, platform: "Platform", version: str) -> Path:
+    """The ``--timingCacheFile`` of a platform and TensorRT version (its directory made)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}")
+    path = cache_dir / "timing" / f"{safe}.cache"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def build(be: "TrtexecBackend", eng: Engine, version: str, base: dict[str, Any]) -> Measurement | None:
+    """Run the build; None when it produced an engine, else the failure."""
+    log_path = eng.engine_path.with_suffix(".build.log")
+    proc = Proc(eng.build_argv, log_path, be.environ(), eng.engine_path.parent)
+    run = eng.run = proc.wait(time.monotonic() + be.timeout_s)
+    lines = run.lines()
+    eng.blog = parse_build_log(lines)
+    extra = dict(base.pop("extra", {}) or {})
+    extra.setdefault("commands", {"build": eng.build_argv})
+    kw = dict(build_seconds=run.seconds, extra=extra, **base)
+    failure = classify(run, lines, parse_summary(lines), "build", kw, be.timeout_s)
+    if failure is not None:
+        failure.extra.update(build_extra(eng))
+        return failure
+    if not eng.engine_path.is_file():
+        return Measurement.failure("build_failed", f"trtexec passed but wrote no engine file {eng.engine_path}",
+                                   **kw)
+    return None
+
+
+def build_extra(eng: Engine) -> dict[str, Any]:
+    """The build's errors, warnings and first log lines for ``Measurement.extra``."""
+    blog = eng.blog
+    if blog is None:
+        return {}
+    lines = eng.run.lines() if eng.run is not None else []
+    kept = [x for x in lines if "] [V] " not in x][:_LOG_KEEP]
+    return {"build_errors": blog.errors[:50], "build_warnings": blog.warnings[:100], "build_log": kept}
+
+
+def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+    """Realised placement and fallback reasons from an engine's build log."""
+    model = r.realized.model
+    predicted = r.realized.as_dict()
+    blog = eng.blog or BuildLog()
+    loc = locate(blog, model.names)
+    extra: dict[str, Any] = {}
+    target = f"DLA{eng.core}" if eng.core >= 0 else "GPU"
+    if eng.core < 0:
+        realized = {n: "GPU" for n in predicted}
+    elif not blog.has_sections:
+        realized = dict(predicted)
+        eng.notes.append("the build log has no DLA/GPU placement sections: realised placement is placetune's "
+                         "prediction")
+    else:
+        realized = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else predicted[n]
+                    for n in predicted}
+    fallback = {n: loc.fallback.get(n, why) for n, why in r.fallback.items()}
+    for n, d in predicted.items():
+        if d != "GPU" and realized[n] == "GPU":
+            fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
+    for n in list(fallback):
+        if realized.get(n) != "GPU":
+            del fallback[n]  # TensorRT ran it on the DLA after all
+    extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted
+                                      if predicted[n] != realized[n]}
+    extra["subgraph_limit"] = loc.subgraph_limit
+    extra["dla_subgraphs"] = loc.subgraphs
+    extra["unmapped_log_names"] = loc.unmapped[:50]
+    return realized, fallback, extra

@@ -1,0 +1,148 @@
+"""Running one trtexec process: output to a log file with marker times, timeouts and kills, and how it ended."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from placetune.measurement import Measurement
+from placetune.backends.trtexec.parse import PerfSummary, error_lines
+
+__all__ = ["Run", "Proc", "classify"]
+
+_NO_CORE = re.compile(r"Cannot create DLA engine, (\d+) not available")
+
+
+@dataclass
+class Run:
+    """One finished trtexec process."""
+
+    argv: list[str]
+    log_path: Path
+    returncode: int | None = None
+    timed_out: bool = False
+    signal: str | None = None
+    started: float = 0.0
+    ended: float = 0.0
+    marks: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.ended - self.started)
+
+    def lines(self) -> list[str]:
+        """The output without ``[V]`` (verbose) lines, which can run to many MB for big models."""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+                return [x.rstrip("\n") for x in fh if "] [V] " not in x]
+        except OSError:
+            return []
+
+
+class Proc:
+    """A trtexec process whose output goes to a log file, line by line, with the arrival
+    time (``time.monotonic()``) of the first line that starts each ``markers`` text."""
+
+    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str], cwd: Path,
+                 markers: tuple[str, ...] = ()) -> None:
+        self.run = Run(argv, log_path)
+        self._markers = markers
+        self._fh = open(log_path, "w", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self.run.started = time.monotonic()
+        try:
+            self.p = subprocess.Popen(  # noqa: S603 - an argument list, no shell
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                cwd=str(cwd), start_new_session=True, text=True, errors="replace", bufsize=1,
+            )
+        except OSError:
+            self._fh.close()
+            raise
+        self._reader = threading.Thread(target=self._read, name="trtexec-output", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.p.stdout is not None
+        for line in self.p.stdout:
+            now = time.monotonic()
+            self._fh.write(line)
+            if self._markers and len(self.run.marks) < len(self._markers):
+                text = line.split("] ", 2)[-1] if line.startswith("[") else line
+                for m in self._markers:
+                    if m not in self.run.marks and m in text:
+                        self.run.marks[m] = now
+        self._fh.flush()
+
+    def wait(self, deadline: float) -> Run:
+        try:
+            self.p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.run.timed_out = True
+            self.kill()
+            self.p.wait()
+        except BaseException:  # Ctrl-C: trtexec runs in its own session and would not see it
+            self.kill()
+            self.p.wait()
+            raise
+        self.run.ended = time.monotonic()
+        self._reader.join(timeout=10)
+        self._fh.close()
+        rc = self.p.returncode
+        self.run.returncode = rc
+        if rc is not None and rc < 0 and not self.run.timed_out:
+            try:
+                self.run.signal = signal.Signals(-rc).name
+            except ValueError:
+                self.run.signal = f"signal {-rc}"
+        return self.run
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                self.p.kill()
+            except ProcessLookupError:
+                pass
+
+
+def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: dict[str, Any],
+             timeout_s: float) -> Measurement | None:
+    """Classify a finished process (``phase``: ``build`` or ``time``): None when it passed, else the failure."""
+    what = "building the engine" if phase == "build" else "timing the engine"
+    if run.timed_out:
+        return Measurement.failure("timeout", f"trtexec did not finish {what} within its limit (timeout_s="
+                                   f"{timeout_s:g} beyond the timed duration; ran {run.seconds:.1f} s); "
+                                   f"it was killed ({' '.join(run.argv[:2])} ...)", **_with_tail(kw, lines))
+    if run.signal:
+        last = [x for x in lines if x.strip()][-1:]
+        return Measurement.failure("crashed", f"trtexec was killed by {run.signal} while {what}"
+                                   + (f" (last output: {last[0].strip()})" if last else ""),
+                                   **_with_tail(kw, lines))
+    if run.returncode == 0 and summary.status != "FAILED":
+        return None
+    errs = [e for e in error_lines(lines) if not e.startswith("&&&&")]
+    kw = _with_tail(kw, lines)
+    kw["extra"]["trtexec_errors"] = errs
+    m = next((_NO_CORE.search(e) for e in errs if _NO_CORE.search(e)), None)
+    if m:
+        return Measurement.failure("infeasible", f"this Jetson has no DLA core {m.group(1)} (trtexec: "
+                                   f"{m.group(0)})", **kw)
+    status = "build_failed" if phase == "build" else "runtime_failed"
+    detail = "; ".join(errs[:4]) or f"exit status {run.returncode}"
+    return Measurement.failure(status, f"trtexec failed {what}: {detail}", **kw)
+
+
+def _with_tail(kw: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+    """``kw`` with the last 40 non-verbose output lines in ``extra["trtexec_output_tail"]``."""
+    kw = dict(kw)
+    extra = dict(kw.get("extra") or {})
+    extra["trtexec_output_tail"] = [x for x in lines if "] [V] " not in x][-40:]
+    kw["extra"] = extra
+    return kw

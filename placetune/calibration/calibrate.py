@@ -1,0 +1,89 @@
+"""``placetune calibrate``: fit a device profile to the stored measurements of one or more studies.
+
+The studies must share one device fingerprint (one machine, one TensorRT, one power mode):
+mixing devices would fit an average of them. Nothing stored is changed; the result is a
+device profile (TOML) that ``--device-profile`` makes the simulated backend measure with.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from placetune.calibration.fit import MIN_MEASUREMENTS, FitResult, fit_profile, observations
+from placetune.errors import ConfigError
+
+__all__ = ["calibrate", "write_profile"]
+
+
+def write_profile(result: FitResult, path: str | Path, studies: Sequence[str] = ()) -> None:
+    """Write ``result.profile`` as TOML with a header that says where it comes from (atomically)."""
+    p = Path(path)
+    head = [f"# device profile fitted by placetune calibrate from {', '.join(studies) or 'measurements'}",
+            f"# {result.measurements} measurements; cross-validated median error "
+            + (f"{100 * result.cross_validated['median']:.2f} %" if result.cross_validated else "not run"),
+            f"# unidentified (left at their prior): {', '.join(result.unidentified) or 'none'}", ""]
+    text = "\n".join(head) + result.profile.to_toml()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent or Path(".")))
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the device profile to {p}: {exc.strerror or exc}") from None
+
+
+def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: Sequence[str] = (),
+              output: str | Path | None = None, **fit_options) -> FitResult:
+    """Fit a device profile to the measurements of ``study`` (and ``studies``) in ``storage``.
+
+    Args:
+        study: a study name.
+        storage: the store (SQLAlchemy URL or SQLite path).
+        studies: more studies of the same device (same fingerprint), e.g. other models.
+        output: write the profile (TOML) here.
+        **fit_options: passed to :func:`~placetune.calibration.fit.fit_profile`.
+
+    Raises:
+        UnknownNameError: no such study. StoreError: the database cannot be read.
+        ConfigError: studies of different fingerprints or platforms, or fewer than
+            :data:`~placetune.calibration.fit.MIN_MEASUREMENTS` usable measurements.
+    """
+    from placetune.hardware.platforms import get_platform
+    from placetune.plan.export import load_study_model
+    from placetune.settings import Settings
+    from placetune.store.store import Store
+
+    names = list(dict.fromkeys([study, *studies]))
+    with Store(storage) as store:
+        records = [store.study(n) for n in names]
+        first = records[0]
+        for rec in records[1:]:
+            if rec.fingerprint_hash != first.fingerprint_hash or rec.platform != first.platform:
+                raise ConfigError(
+                    f"studies {first.name!r} ({first.platform}, {first.backend}, fingerprint "
+                    f"{first.fingerprint_hash[:12]}) and {rec.name!r} ({rec.platform}, {rec.backend}, fingerprint "
+                    f"{rec.fingerprint_hash[:12]}) measured different devices; calibrate one device at a time")
+        platform = get_platform(first.platform)
+        obs, seen, model0, settings0 = [], set(), None, None
+        for rec in records:
+            if rec.mode not in ("engine", "pipeline"):
+                continue
+            model = load_study_model(store, rec)
+            settings = Settings(**{k: v for k, v in rec.settings.items() if k in Settings.__dataclass_fields__})
+            ms = [r for r in store.measurements(rec.name, status="ok") if r.id not in seen]
+            seen.update(r.id for r in ms)
+            obs += observations(model, platform, settings, ms)
+            model0, settings0 = model0 or model, settings0 or settings
+        groups = len({o.group for o in obs})
+        if groups < MIN_MEASUREMENTS or model0 is None:
+            raise ConfigError(
+                f"calibration needs at least {MIN_MEASUREMENTS} successful engine- or pipeline-mode measurements; "
+                f"{', '.join(repr(n) for n in names)} {'have' if len(names) > 1 else 'has'} {groups}: "
+                f"measure more placements (placetune tune --study {names[0]})")
+    result = fit_profile(model0, platform, settings0, [], observations_=obs, **fit_options)
+    if output is not None:
+        write_profile(result, output, names)
+    return result

@@ -1,0 +1,38 @@
+"""The ``placetune calibrate`` command: fit a device profile to a study's stored measurements."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+__all__ = ["add_parser", "cmd_calibrate"]
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Fit, print the fit, write the profile (``-o``)."""
+    from placetune.calibration.calibrate import calibrate
+
+    names = list(args.study)
+    result = calibrate(names[0], args.storage, studies=names[1:], output=args.output,
+                       cross_validate=args.folds)
+    if args.json:
+        print(json.dumps({"profile": result.profile.as_dict(), "in_sample": result.in_sample,
+                          "cross_validated": result.cross_validated, "unidentified": result.unidentified,
+                          "measurements": result.measurements, "output": args.output}, indent=2))
+    else:
+        print(result.table())
+        if args.output:
+            print(f"\ndevice profile written to {args.output} (use: placetune tune --device-profile {args.output})")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Register ``calibrate`` on the subcommand parsers."""
+    p = sub.add_parser("calibrate", help="fit a device profile (TOML) to a study's stored measurements")
+    p.add_argument("--study", action="append", required=True,
+                   help="study name (repeat for more studies of the same device)")
+    p.add_argument("--storage", default="sqlite:///placetune.db", help="SQLAlchemy URL or SQLite path")
+    p.add_argument("-o", "--output", help="write the fitted device profile here (TOML)")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: none)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.set_defaults(func=cmd_calibrate)

@@ -1,0 +1,334 @@
+"""Exporting a plan from a study: its best (or a chosen) measurement, engines, versions and baselines."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from placetune.errors import ConfigError, ModelError, PlacetuneError, StoreError
+from placetune.placement.placement import DEVICES, Placement, dla_core
+from placetune.plan.file import SIMULATED_LABEL, Plan
+
+if TYPE_CHECKING:
+    from placetune.measurement import Measurement
+    from placetune.model.model import Model
+    from placetune.store.records import MeasurementRecord, StudyRecord
+    from placetune.store.store import Store
+
+__all__ = ["export_plan", "load_study_model"]
+
+log = logging.getLogger(__name__)
+
+
+def _finite(x: Any) -> float | None:
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _figures(m: "Measurement") -> dict[str, Any]:
+    """The measured figures of a measurement (JSON-ready, no samples)."""
+    lat = {k: _finite(v) for k, v in (m.latency_ms or {}).items() if _finite(v) is not None}
+    return {
+        "status": m.status,
+        "latency_ms": lat,
+        "throughput_fps": _finite(m.throughput_fps),
+        "energy_mj": _finite(m.energy_mj),
+        "power_w": _finite(m.power_w),
+        "dla_loadables": dict(m.dla_loadables or {}),
+    }
+
+
+def _all_on(assignment: Mapping[str, str] | None, device: str) -> bool:
+    return bool(assignment) and all(d == device for d in assignment.values())  # type: ignore[union-attr]
+
+
+def _model_row(store: "Store", model_hash: str) -> Any:
+    from sqlalchemy import select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from placetune.store.schema import ModelRow
+
+    table = ModelRow.__table__
+    try:
+        with store.engine.connect() as conn:
+            return conn.execute(select(table).where(table.c.hash == model_hash)).first()
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot read the models table of {store.url}: {str(exc).splitlines()[0]}") from None
+
+
+def load_study_model(store: "Store", study: "StudyRecord | str") -> "Model":
+    """The :class:`~placetune.model.model.Model` a study searched, loaded again from its file or the zoo.
+
+    Uses the ``pt_models`` row of the study's model (name, path, input shapes) and checks
+    that the loaded model has the stored hash.
+
+    Raises:
+        ModelError: the file is gone or changed, or the model is neither a file nor a zoo model.
+        UnknownNameError: no such study.
+    """
+    from placetune.model import zoo
+    from placetune.model.model import Model
+
+    st = store.study(study) if isinstance(study, str) else study
+    row = _model_row(store, st.model_hash)
+    if row is None:
+        raise ModelError(f"the database has no model row for study {st.name!r} (hash {st.model_hash[:12]})")
+    shapes = {k: tuple(v) for k, v in (row.shapes or {}).items()}
+    tried: list[str] = []
+    candidates: list[tuple[str, Any]] = []
+    if row.path:
+        candidates.append((f"file {row.path}", lambda: Model.load(row.path, shapes or None)))
+    base = str(row.name).partition(":")[0]
+    if base in zoo.names():
+        candidates.append((f"zoo model {row.name}", lambda: Model.load(str(row.name), batch=int(st.batch))))
+    for what, make in candidates:
+        try:
+            model = make()
+        except PlacetuneError as exc:
+            tried.append(f"{what}: {exc}")
+            continue
+        if model.hash == st.model_hash:
+            return model
+        tried.append(f"{what} has hash {model.hash[:12]}, the study's model has {st.model_hash[:12]}")
+    why = "; ".join(tried) or "it was loaded from neither a file nor the zoo"
+    raise ModelError(f"cannot load the model of study {st.name!r} ({row.name}) again: {why}")
+
+
+def _engines(mode: str, realized: Placement | None, realized_map: dict[str, str], m: "Measurement",
+             settings: Mapping[str, Any], platform_devices: tuple[str, ...], batch: int,
+             notes: list[str]) -> list[dict[str, Any]]:
+    names = list(realized_map)
+    dla_names = [n for n, d in realized_map.items() if d != "GPU"]
+    dla_devices = sorted({d for d in realized_map.values() if d != "GPU"})
+    if mode == "engine":
+        device = dla_devices[0] if dla_devices else "GPU"
+        return [{"index": 0, "kind": "engine", "device": device, "dla_core": dla_core(device),
+                 "batch": batch, "layers": names, "dla_layers": dla_names}]
+    if mode == "pipeline":
+        times = {int(s.get("index", i)): s for i, s in enumerate(m.segment_times_ms or [])}
+        out = []
+        if realized is not None:
+            for s in realized.segments(pipeline=True):
+                t = times.get(s.index, {})
+                out.append({"index": s.index, "kind": "segment", "device": s.device, "dla_core": dla_core(s.device),
+                            "layers": list(s.layers), "dla_layers": list(s.layers) if s.device != "GPU" else [],
+                            "predecessors": list(s.predecessors), "time_ms": _finite(t.get("time_ms")),
+                            "start_ms": _finite(t.get("start_ms")), "end_ms": _finite(t.get("end_ms"))})
+            return out
+        notes.append("the model could not be loaded: the pipeline segments list no layer names; "
+                     "export again where the model file is readable")
+        for i, t in sorted(times.items()):
+            dev = str(t.get("device", "GPU"))
+            out.append({"index": i, "kind": "segment", "device": dev, "dla_core": dla_core(dev), "layers": [],
+                        "dla_layers": [], "n_layers": t.get("layers"),
+                        "predecessors": list(t.get("predecessors") or []), "time_ms": _finite(t.get("time_ms")),
+                        "start_ms": _finite(t.get("start_ms")), "end_ms": _finite(t.get("end_ms"))})
+        return out or [{"index": 0, "kind": "segment", "device": "GPU", "dla_core": None, "layers": [],
+                        "dla_layers": []}]
+    # replicas
+    per = {str(r.get("device")): r for r in (m.extra or {}).get("replicas") or [] if isinstance(r, dict)}
+    reps = settings.get("replicas") or {d: batch for d in platform_devices}
+    order = [d for d in DEVICES if d in reps] + [d for d in reps if d not in DEVICES]
+    out = []
+    for i, dev in enumerate(order):
+        info = per.get(dev, {})
+        on_dla = dev != "GPU" and bool(dla_names)
+        out.append({"index": i, "kind": "replica", "device": dev, "dla_core": dla_core(dev) if on_dla else None,
+                    "batch": int(info.get("batch") or reps[dev]), "layers": names,
+                    "dla_layers": dla_names if on_dla else [], "latency_ms": _finite(info.get("latency_ms")),
+                    "throughput_fps": _finite(info.get("throughput_fps"))})
+    return out
+
+
+def _versions(st: "StudyRecord") -> dict[str, Any]:
+    fp = st.fingerprint or {}
+    from placetune.version import __version__
+
+    def pick(*keys: str) -> Any:
+        for k in keys:
+            if fp.get(k) not in (None, ""):
+                return fp[k]
+        return None
+
+    out = {
+        "tensorrt": None if st.simulated else pick("tensorrt", "tensorrt_version", "trt_version", "trt"),
+        "jetpack": None if st.simulated else pick("jetpack", "jetpack_version"),
+        "l4t": None if st.simulated else pick("l4t", "l4t_version"),
+        "cuda": None if st.simulated else pick("cuda", "cuda_version"),
+        "module": None if st.simulated else pick("module"),
+        "power_mode": pick("power_mode"),
+        "clocks_locked": None if st.simulated else pick("clocks_locked"),
+        "dla_rules_tensorrt": (st.settings or {}).get("trt_version"),
+        "placetune": __version__,
+    }
+    if st.simulated:
+        out["simulator"] = fp.get("version")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_layers: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    ok = [r for r in records if r.measurement.ok]
+    best_lat = (best.measurement.latency_ms or {}).get("median")
+    for key, device in (("all-gpu", "GPU"), ("all-dla0", "DLA0"), ("all-dla1", "DLA1")):
+        rec = next((r for r in ok if _all_on(r.requested, device) and len(r.requested or {}) == n_layers), None)
+        if rec is None and device == "GPU":  # the same cache entry, whoever asked for it first
+            rec = next((r for r in ok if _all_on(r.realized, "GPU")), None)
+        if rec is None:
+            continue
+        fig = _figures(rec.measurement)
+        fig["measurement_id"] = rec.id
+        lat = fig["latency_ms"].get("median")
+        fig["speedup"] = (lat / best_lat) if lat and best_lat else None
+        out[key] = fig
+    return out
+
+
+def export_plan(
+    store: "Store",
+    study_name: str,
+    *,
+    model: "Model | None" = None,
+    measurement_id: int | None = None,
+) -> Plan:
+    """The plan of a study's best measurement (or of one chosen measurement).
+
+    Args:
+        store: the :class:`~placetune.store.store.Store`.
+        study_name: the study.
+        model: the study's :class:`~placetune.model.model.Model`; None: loaded again with
+            :func:`load_study_model` (without it, pipeline segments carry no layer names).
+        measurement_id: export this stored measurement instead of the best one.
+
+    Returns:
+        The :class:`Plan`; :meth:`Plan.save` writes it.
+
+    Raises:
+        UnknownNameError: no such study.
+        ConfigError: nothing ok is stored for the study, or ``measurement_id`` is not one of its measurements.
+        ModelError: ``model`` is not the study's model.
+    """
+    from placetune.hardware.platforms import get_platform
+
+    st = store.study(study_name)
+    records = store.measurements(study_name)
+    if measurement_id is not None:
+        rec = next((r for r in records if r.id == int(measurement_id)), None)
+        if rec is None:
+            raise ConfigError(f"measurement {measurement_id} is not a measurement of study {study_name!r}")
+        if not rec.measurement.ok:
+            raise ConfigError(f"measurement {measurement_id} of study {study_name!r} has status "
+                              f"{rec.measurement.status!r}: only an ok measurement makes a plan")
+    else:
+        objective = st.objective.split("+")[0].strip()
+        rec = store.best(study_name, objective)
+        if rec is None:
+            raise ConfigError(
+                f"study {study_name!r} has no successful measurement with a {objective} value yet: "
+                "run the search (placetune tune) before exporting a plan"
+            )
+    m = rec.measurement
+    notes: list[str] = []
+    if model is None:
+        try:
+            model = load_study_model(store, st)
+        except ModelError as exc:
+            log.warning("%s", exc)
+            notes.append(f"model not loaded ({exc})")
+    elif model.hash != st.model_hash:
+        raise ModelError(f"model {model.name!r} (hash {model.hash[:12]}) is not the model of study {study_name!r} "
+                         f"({st.model_name}, hash {st.model_hash[:12]})")
+    realized_map = dict(rec.realized or m.realized or {})
+    requested_map = dict(rec.requested or m.requested or realized_map)
+    if model is not None:
+        realized_map = Placement(model, realized_map).as_dict()
+        requested_map = Placement(model, requested_map).as_dict()
+        ops = {layer.name: layer.op_type for layer in model.layers}
+    else:
+        ops = {}
+    if not realized_map:
+        raise ConfigError(f"measurement {rec.id} of study {study_name!r} has no realised placement to export")
+    layers = []
+    for name, dev in realized_map.items():
+        entry: dict[str, Any] = {"name": name}
+        if name in ops:
+            entry["op_type"] = ops[name]
+        entry["requested"] = requested_map.get(name, dev)
+        entry["realized"] = dev
+        if name in (m.fallback or {}):
+            entry["fallback"] = m.fallback[name]
+        layers.append(entry)
+    try:
+        devices = get_platform(st.platform).devices
+    except PlacetuneError:
+        devices = tuple(DEVICES)
+    settings = dict(st.settings or {})
+    realized_p = Placement(model, realized_map) if model is not None else None
+    engines = _engines(st.mode, realized_p, realized_map, m, settings, devices, int(st.batch), notes)
+    measured = _figures(m)
+    measured["segment_times_ms"] = list(m.segment_times_ms or [])
+    measured["timeline"] = list(m.timeline or [])
+    measured["backend"] = m.backend
+    if m.fallback:
+        measured["fallback"] = dict(m.fallback)
+    if st.mode == "replicas" and (m.extra or {}).get("replicas"):
+        measured["replicas"] = list(m.extra["replicas"])
+    if st.mode == "pipeline":
+        measured["frames_in_flight"] = settings.get("frames_in_flight", 1)
+        if (m.extra or {}).get("period_ms") is not None:
+            measured["period_ms"] = _finite(m.extra["period_ms"])
+    for note in (m.extra or {}).get("notes") or []:
+        notes.append(str(note))
+    baselines = _baselines(records, rec, len(realized_map))
+    if "all-gpu" not in baselines:
+        notes.append("no all-GPU measurement is stored for this study: the plan has no baseline "
+                     "(Evaluator.baseline() measures it)")
+    keep = ("gpu_fallback", "dla_core", "frames_in_flight", "replicas", "power_mode", "trt_version", "iterations")
+    return Plan(
+        model={
+            "hash": st.model_hash,
+            "name": st.model_name,
+            "input_shapes": {k: list(v) for k, v in (model.input_shapes.items() if model is not None else
+                                                     (_stored_shapes(store, st) or {}).items())},
+            "path": None if model is None or model.path is None else str(model.path),
+            "zoo": None if model is None else model.zoo,
+            "layers": len(realized_map),
+        },
+        platform=st.platform,
+        mode=st.mode,
+        precision=st.precision,
+        batch=int(st.batch),
+        layers=layers,
+        engines=engines,
+        simulated=bool(st.simulated),
+        objective=st.objective,
+        backend=st.backend,
+        versions=_versions(st),
+        settings={k: settings.get(k) for k in keep if k in settings},
+        measured=measured,
+        baselines=baselines,
+        source={
+            "study": st.name,
+            "measurement_id": rec.id,
+            "trial_number": rec.trial_number,
+            "agent": rec.agent,
+            "placement_key": rec.placement_key,
+            "measured_at": rec.created_at.isoformat() if rec.created_at else None,
+            "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        },
+        notes=notes,
+        label=SIMULATED_LABEL if st.simulated else "",
+    )
+
+
+def _stored_shapes(store: "Store", st: "StudyRecord") -> dict[str, list[int]] | None:
+    row = _model_row(store, st.model_hash)
+    return None if row is None else dict(row.shapes or {})

@@ -1,0 +1,159 @@
+"""A plan as trtexec command lines: one ``trtexec`` build per engine, with explaining comments, or a shell script."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from placetune.errors import PlacementError
+from placetune.backends.trtexec.command import (
+    MAX_ARG_CHARS,
+    device_types_arg,
+    dla_flags,
+    has_layer_device_types,
+    precision_flags,
+    shapes_arg,
+    shell_line,
+    strongly_typed,
+)
+from placetune.placement.placement import dla_core
+
+if TYPE_CHECKING:
+    from placetune.plan.file import Plan
+
+__all__ = ["trtexec_commands", "trtexec_script"]
+
+
+def _version_tuple(text: Any) -> tuple[int, ...]:
+    """``"8.6.1.6"`` -> ``(8, 6, 1, 6)``; non-numeric parts end the tuple."""
+    out: list[int] = []
+    for part in str(text).strip().lstrip("vV").split("."):
+        m = re.match(r"\d+", part)
+        if not m:
+            break
+        out.append(int(m.group()))
+    return tuple(out)
+
+
+def _stem(onnx_path: str) -> str:
+    """``dir/model.onnx`` -> ``dir/model`` (also for ``.onnx.gz``)."""
+    for suffix in (".onnx.gz", ".onnx"):
+        if onnx_path.endswith(suffix):
+            return onnx_path[: -len(suffix)]
+    return onnx_path
+
+
+def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None) -> list[str]:
+    """The trtexec command lines that build the plan's engine(s), with explaining ``#`` comment lines.
+
+    One command per engine: one in engine mode; one per segment in pipeline mode (each
+    from its own part of the ONNX, ``<stem>.seg<i>.onnx``: placetune cuts these files in a
+    later version); one per replica in replicas mode. A DLA engine gets ``--useDLACore=k``
+    and ``--allowGPUFallback`` (when the plan used it); an engine with layers on both
+    devices also ``--layerDeviceTypes`` listing every layer (``--useDLACore`` makes DLA the
+    default, so GPU layers must be named). Every argument is quoted for a POSIX shell.
+
+    Args:
+        plan: the plan.
+        onnx_path: the ONNX file the engines are built from.
+        trt_version: the TensorRT version of the target (default: the plan's measured
+            TensorRT, else the version whose DLA rules it used). Below 8.6 a ``# WARNING``
+            line says that trtexec has no ``--layerDeviceTypes``; from 11 the ``--fp16`` /
+            ``--int8`` flags are left out (strongly typed).
+
+    Returns:
+        Lines: comments start with ``#``; the others are commands.
+
+    Raises:
+        PlacementError: a layer name that ``--layerDeviceTypes`` cannot express (contains ``,`` or ``'``).
+    """
+    version = trt_version or plan.versions.get("tensorrt") or plan.settings.get("trt_version") or "8.6"
+    vt = _version_tuple(version)
+    stem = _stem(onnx_path)
+    sim = " (figures SIMULATED: measure on the device)" if plan.simulated else ""
+    lines = [f"# placetune plan: {plan.model.get('name')} on {plan.platform}, {plan.mode} mode, {plan.precision}, "
+             f"batch {plan.batch}{sim}"]
+    src = plan.source
+    if src:
+        lines.append(f"# study {src.get('study')}, measurement {src.get('measurement_id')}"
+                     + (f", agent {src['agent']}" if src.get("agent") else "")
+                     + (f", trial {src['trial_number']}" if src.get("trial_number") is not None else ""))
+    lines.append(f"# target TensorRT {version}")
+    flags = precision_flags(plan.precision, vt)
+    if plan.precision in ("fp16", "int8"):
+        if strongly_typed(vt):
+            lines.append(f"# TensorRT {version} is strongly typed (no --fp16/--int8): export the ONNX with "
+                         f"{plan.precision} tensor types")
+        else:
+            if plan.precision == "int8":
+                lines.append("# --int8 without --calib=<cache> uses placeholder dynamic ranges: right for timing, "
+                             "not for accuracy")
+    warned = False
+    input_shapes = dict(plan.model.get("input_shapes") or {})
+
+    def command(onnx: str, engine_file: str, eng: dict[str, Any], shapes: str | None) -> list[str]:
+        nonlocal warned
+        out: list[str] = []
+        args = ["trtexec", f"--onnx={onnx}", *flags]
+        dla = list(eng.get("dla_layers") or [])
+        whole_segment_on_dla = eng.get("kind") == "segment" and eng.get("device", "GPU") != "GPU"
+        if dla or whole_segment_on_dla:
+            core = eng.get("dla_core")
+            core = int(core) if core is not None else (dla_core(str(eng.get("device"))) or 0)
+            args.extend(dla_flags(core, plan.gpu_fallback))
+            layers = list(eng.get("layers") or [])
+            if layers and set(layers) != set(dla):
+                assignment = {n: ("DLA" if n in set(dla) else "GPU") for n in layers}
+                spec, only_gpu = device_types_arg(assignment)
+                if only_gpu:
+                    out.append("# (only the GPU layers are listed: --useDLACore makes DLA the default for the rest)")
+                    if len(spec) > MAX_ARG_CHARS:
+                        raise PlacementError(
+                            f"the --layerDeviceTypes list is {len(spec)} characters, over the shell's argument limit: "
+                            "apply the plan with the Python API (Plan.apply)"
+                        )
+                if vt and not has_layer_device_types(vt) and not warned:
+                    out.append(f"# WARNING: trtexec of TensorRT {version} has no --layerDeviceTypes (added in 8.6): "
+                               "this command fails there; build with the Python API instead: "
+                               "placetune.plan.load('plan.json').apply(network, config)")
+                    warned = True
+                out.append("# layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not "
+                           "listed and default to the DLA under --useDLACore; Plan.apply() places them with their node")
+                args.append(f"--layerDeviceTypes={spec}")
+        if shapes:
+            args.append(f"--shapes={shapes}")
+        args.append(f"--saveEngine={engine_file}")
+        out.append(shell_line(args))
+        return out
+
+    if plan.mode == "engine":
+        eng = plan.engines[0]
+        lines.extend(command(onnx_path, f"{stem}.engine", eng, shapes_arg(input_shapes)))
+    elif plan.mode == "pipeline":
+        n = len(plan.engines)
+        lines.append(f"# pipeline mode: {n} engines, one per segment, chained by the application (CUDA streams + "
+                     "events; a segment starts when its predecessors are done)")
+        lines.append(f"# the ONNX must be cut per segment into {stem}.seg<i>.onnx (inputs and outputs at the segment "
+                     "boundaries, static shapes); placetune cuts them in a later version")
+        for eng in plan.engines:
+            i = eng.get("index")
+            preds = ", ".join(map(str, eng.get("predecessors") or [])) or "-"
+            count = len(eng.get("layers") or []) or eng.get("n_layers") or "?"
+            lines.append(f"# segment {i}: {eng.get('device')}, {count} layer(s), waits for segment(s): {preds}")
+            lines.extend(command(f"{stem}.seg{i}.onnx", f"{stem}.seg{i}.engine", eng, None))
+    else:
+        lines.append(f"# replicas mode: {len(plan.engines)} engines of the whole network, one per device, run at "
+                     "the same time; each replica's batch is set with --shapes (the ONNX needs a dynamic batch "
+                     "dimension, or export it once per batch)")
+        for eng in plan.engines:
+            dev = str(eng.get("device"))
+            lines.append(f"# replica on {dev}, batch {eng.get('batch')}")
+            lines.extend(command(onnx_path, f"{stem}.{dev.lower()}.engine", eng,
+                                 shapes_arg(input_shapes, eng.get("batch"))))
+    return lines
+
+
+def trtexec_script(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None) -> str:
+    """:func:`trtexec_commands` as a POSIX shell script (``#!/bin/sh`` and ``set -e``)."""
+    body = trtexec_commands(plan, onnx_path, trt_version)
+    return "\n".join(["#!/bin/sh", "set -e", *body]) + "\n"

@@ -1,0 +1,167 @@
+"""The store's connection: engine, one transaction at a time, and database errors as clear StoreErrors."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ContextManager
+
+from sqlalchemy import Connection, create_engine
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import (
+    ArgumentError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.pool import StaticPool
+
+from placetune.errors import PlacetuneError, StoreError
+from placetune.store.sqlite import install_sqlite_hooks, lock_holder_text, readonly_why
+from placetune.store.url import mask_url
+
+__all__ = ["ConnectionMixin"]
+
+
+class ConnectionMixin:
+    """The engine and transactions of a :class:`~placetune.store.store.Store` (set up by its ``__init__``)."""
+
+    _url: URL
+    url: str
+    dialect: str
+    busy_timeout: float
+    _password: str | None
+    _memory: bool
+    _lock: ContextManager[Any]
+    _engine: Engine
+    _closed: bool
+    _pid: int
+
+    def _make_engine(self, echo: bool, connect_timeout: float) -> Engine:
+        kw: dict[str, Any] = {"echo": echo}
+        connect_args: dict[str, Any] = {}
+        if self.dialect == "sqlite":
+            connect_args["check_same_thread"] = False
+            if self._memory:
+                kw["poolclass"] = StaticPool
+            else:
+                connect_args["timeout"] = self.busy_timeout
+        elif self.dialect == "postgresql":
+            kw["pool_pre_ping"] = True
+            if self._url.get_driver_name() in ("psycopg", "psycopg2", "psycopg2cffi"):
+                connect_args["connect_timeout"] = max(1, int(round(connect_timeout)))
+        else:
+            kw["pool_pre_ping"] = True
+        try:
+            engine = create_engine(self._url, connect_args=connect_args, **kw)
+        except NoSuchModuleError:
+            raise StoreError(
+                f"unknown database kind or driver in URL {self.url!r}: use sqlite:///file.db or "
+                "postgresql+psycopg://user:password@host/dbname"
+            ) from None
+        except ImportError as exc:
+            raise StoreError(
+                f"the database driver for {self.url!r} is not installed ({exc.name or exc}): "
+                "pip install 'placetune[postgres]' (psycopg) or use a sqlite:/// URL"
+            ) from None
+        except (ArgumentError, TypeError, ValueError) as exc:
+            raise StoreError(f"bad database URL {self.url!r}: {self._scrub(str(exc))}") from None
+        if self.dialect == "sqlite":
+            install_sqlite_hooks(engine, self._url, busy_timeout=self.busy_timeout, memory=self._memory)
+        return engine
+
+    def close(self) -> None:
+        """Close every connection. The store cannot be used afterwards (an in-memory one is gone)."""
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (its ``repr`` masks the password)."""
+        return self._engine
+
+    @property
+    def sqlite_path(self) -> str | None:
+        """The SQLite database file, or None (server database or in-memory)."""
+        if self.dialect != "sqlite" or self._memory:
+            return None
+        db = self._url.database or ""
+        if db.startswith("file:"):
+            db = db[5:].split("?", 1)[0]
+        return db
+
+    def _scrub(self, text: str) -> str:
+        text = mask_url(text)
+        if self._password:
+            text = text.replace(self._password, "***")
+        return text
+
+    @contextmanager
+    def _txn(self, action: str, *, write: bool = False) -> Iterator[Connection]:
+        """One transaction; every database exception becomes a StoreError saying what to do."""
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed: open a new Store")
+        if not self._memory and os.getpid() != self._pid:  # forked: never share pooled sockets
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+        with self._lock:
+            try:
+                conn = self._engine.connect()
+            except PlacetuneError:
+                raise
+            except (SQLAlchemyError, sqlite3.Error) as exc:
+                raise self._translate(exc, action, connecting=True) from None
+            try:
+                if write and self.dialect == "sqlite":
+                    conn.execution_options(placetune_write=True)
+                with conn.begin():
+                    yield conn
+            except PlacetuneError:
+                raise
+            except (SQLAlchemyError, sqlite3.Error) as exc:
+                if isinstance(exc, IntegrityError):
+                    raise
+                raise self._translate(exc, action) from None
+            finally:
+                conn.close()
+
+    def _translate(self, exc: BaseException, action: str, *, connecting: bool = False) -> StoreError:
+        orig = getattr(exc, "orig", None) or exc
+        lines = [ln.strip() for ln in str(orig).strip().splitlines() if ln.strip()]
+        text = self._scrub(lines[0] if lines else type(orig).__name__)
+        low = text.lower()
+        if self.dialect == "sqlite":
+            path = self.sqlite_path or "(in memory)"
+            if "locked" in low or "busy" in low:
+                return StoreError(
+                    f"database {path} is locked: {lock_holder_text(path)} holds its write lock "
+                    f"for longer than the busy timeout ({self.busy_timeout:g} s) while {action}: wait for "
+                    "it to finish, stop it, raise the busy timeout, or use another --db file"
+                )
+            if "readonly" in low or "read-only" in low or "read only" in low:
+                return StoreError(f"database file {path} is read-only ({readonly_why(self._url, path)}) while "
+                                  f"{action}: use a writable --db path, or fix the permissions of the file and its "
+                                  "directory")
+            if "unable to open" in low:
+                return StoreError(
+                    f"cannot open database file {path} while {action} ({text}): check that its directory "
+                    "exists and is writable (SQLite also creates -wal and -shm files beside it)"
+                )
+            if "not a database" in low or "malformed" in low or "encrypted" in low:
+                return StoreError(
+                    f"{path} is not a usable SQLite database ({text}): point --db at a placetune "
+                    "database or a new file name"
+                )
+            if "disk is full" in low or "disk i/o" in low:
+                return StoreError(f"cannot write database {path} while {action} ({text}): free disk space or "
+                                  "check the file system")
+        elif connecting or (isinstance(exc, OperationalError) and getattr(exc, "connection_invalidated", False)):
+            return StoreError(
+                f"cannot connect to database {self.url} while {action}: {text}: check that the server "
+                "is running and reachable, and the host, port, user, password and database name"
+            )
+        return StoreError(f"database error on {self.url} while {action}: {text}")

@@ -1,0 +1,327 @@
+"""The measurement cache: lookups (through an in-process LRU), and writes of measurements and requests."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, Text, bindparam, insert, select, type_coerce
+from sqlalchemy.exc import IntegrityError
+
+from placetune.errors import ConfigError, StoreError
+from placetune.measurement import Measurement
+from placetune.store.records import MeasurementRecord, StudyRecord
+from placetune.store.rows import RECORD_COLUMNS, Entry, from_entry, measurement_record, split_measurement
+from placetune.store.schema import MeasurementRow, RawJSON, RequestRow, StudyRow, dumps, utcnow
+from placetune.store.studies import StudiesMixin
+
+__all__ = ["MeasurementsMixin"]
+
+log = logging.getLogger(__name__)
+
+_M = MeasurementRow.__table__
+_R = RequestRow.__table__
+_S = StudyRow.__table__
+
+# Statements built once (SQLAlchemy then reuses their compiled form).
+_KEY_MATCH = (
+    _M.c.model_hash == bindparam("k_model"),
+    _M.c.fingerprint_hash == bindparam("k_fingerprint"),
+    _M.c.settings_hash == bindparam("k_settings"),
+    _M.c.placement_key == bindparam("k_placement"),
+)
+_SELECT_ID = select(_M.c.id).where(*_KEY_MATCH)
+# the cache path reads the JSON columns as text: decoded here, kept as text in the LRU
+_SELECT_ENTRY = select(
+    _M.c.id,
+    _M.c.status,
+    _M.c.reason,
+    _M.c.throughput_fps,
+    _M.c.energy_mj,
+    _M.c.build_seconds,
+    _M.c.simulated,
+    type_coerce(_M.c.latency_samples, Text).label("latency_samples"),
+    type_coerce(_M.c.requested, Text).label("requested"),
+    type_coerce(_M.c.realized, Text).label("realized"),
+    type_coerce(_M.c.payload, Text).label("payload"),
+).where(*_KEY_MATCH)
+_INSERT_MEASUREMENT = insert(_M)
+_INSERT_REQUEST = insert(_R)
+
+
+def _key_params(key: tuple[str, str, str, str]) -> dict[str, str]:
+    return {"k_model": key[0], "k_fingerprint": key[1], "k_settings": key[2], "k_placement": key[3]}
+
+
+@dataclass
+class _Lru:
+    """Thread-safe LRU of ``scope + key -> row entry``; stored measurements never change."""
+
+    size: int
+    data: OrderedDict[tuple[str, str, str, str], Entry] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, key: tuple[str, str, str, str]) -> Entry | None:
+        if self.size <= 0:
+            return None
+        with self.lock:
+            hit = self.data.get(key)
+            if hit is not None:
+                self.data.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple[str, str, str, str], value: Entry) -> None:
+        if self.size <= 0:
+            return
+        with self.lock:
+            self.data[key] = value
+            self.data.move_to_end(key)
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
+
+
+class MeasurementsMixin(StudiesMixin):
+    """The measurement cache of a :class:`~placetune.store.store.Store`: lookups and writes."""
+
+    _lru: _Lru
+
+    def lookup(
+        self, model_hash: str, fingerprint_hash: str, settings_hash: str, placement_key: str
+    ) -> Measurement | None:
+        """The stored measurement of a realised placement in a cache scope, or None.
+
+        Answers from an in-process LRU when it can (stored measurements never change),
+        else from the unique index. Each call returns a fresh object.
+
+        Example:
+            ``store.lookup(*study.scope, placement.key)``
+        """
+        hit = self._lookup_entry((model_hash, fingerprint_hash, settings_hash, placement_key))
+        return None if hit is None else hit[1]
+
+    def _lookup_entry(self, key: tuple[str, str, str, str]) -> tuple[int, Measurement] | None:
+        entry = self._lru.get(key)
+        if entry is None:
+            with self._txn("looking up a measurement") as conn:
+                row = conn.execute(_SELECT_ENTRY, _key_params(key)).first()
+            if row is None:
+                return None
+            entry = tuple(row)
+            self._lru.put(key, entry)
+        return int(entry[0]), from_entry(entry)
+
+    def lookup_requested(
+        self, model_hash: str, fingerprint_hash: str, settings_hash: str, requested_key: str
+    ) -> MeasurementRecord | None:
+        """A measurement already made for this *requested* placement in the scope, or None.
+
+        Lets a hardware evaluator skip an engine build whose realised placement is
+        already known; ``record.placement_key`` is the realised key to log with
+        :meth:`record_request`.
+        """
+        with self._txn("looking up a requested placement") as conn:
+            row = conn.execute(
+                select(*RECORD_COLUMNS)
+                .join(_S, _S.c.id == _M.c.study_id)
+                .join(_R, _R.c.measurement_id == _M.c.id)
+                .where(
+                    _R.c.requested_key == requested_key,
+                    _M.c.model_hash == model_hash,
+                    _M.c.fingerprint_hash == fingerprint_hash,
+                    _M.c.settings_hash == settings_hash,
+                )
+                .limit(1)
+            ).first()
+        return None if row is None else measurement_record(row)
+
+    def cached(
+        self,
+        study: StudyRecord | str,
+        requested_key: str,
+        placement_key: str,
+        *,
+        agent: str | None = None,
+        trial_number: int | None = None,
+    ) -> Measurement | None:
+        """Look up a realised placement in the study's scope; on a hit, log the request as a cache hit.
+
+        Returns:
+            The stored measurement, or None (then measure and :meth:`record` it).
+        """
+        st = self._resolve(study)
+        hit = self._lookup_entry((*st.scope, placement_key))
+        if hit is None:
+            return None
+        self.record_request(st, requested_key, placement_key, hit[0], agent, trial_number, cache_hit=True)
+        return hit[1]
+
+    # ------------------------------------------------------------ writes
+    def record(
+        self,
+        study: StudyRecord | str,
+        requested_key: str,
+        placement_key: str,
+        measurement: Measurement,
+        agent: str | None = None,
+        trial_number: int | None = None,
+    ) -> int:
+        """Store a measurement and log the request, in one transaction.
+
+        The measurement is keyed by the study's cache scope and the *realised*
+        ``placement_key``. If that key is already stored (another agent or process
+        measured it first), the stored measurement is kept and its id returned.
+
+        Args:
+            study: the study (record or name) that asked.
+            requested_key: key of the placement asked for.
+            placement_key: key of the realised placement (the cache key).
+            measurement: what the backend reported; its ``simulated`` flag must match the study's.
+            agent: the agent's name, if any.
+            trial_number: the agent's trial number, if any.
+
+        Returns:
+            The ``pt_measurements`` id.
+
+        Raises:
+            ConfigError: simulated flag differs from the study's.
+            StoreError: database problem (read-only, locked, unreachable...).
+        """
+        st = self._resolve(study)
+        if bool(measurement.simulated) != st.simulated:
+            what = "a simulated measurement" if measurement.simulated else "a hardware measurement"
+            raise ConfigError(
+                f"refusing to store {what} in study {st.name!r} (simulated={st.simulated}): "
+                "label the measurement with the study's backend or use another study"
+            )
+        try:  # encode the JSON columns once: for the database and the LRU
+            cols, payload = split_measurement(measurement)
+            texts = {
+                name: None if cols[name] is None else RawJSON(dumps(cols[name]))
+                for name in ("latency_samples", "requested", "realized", "payload")
+            }
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"measurement cannot be stored as JSON: {exc}") from None
+        cols.update(texts)
+        key = (*st.scope, placement_key)
+        row = {
+            "study_id": st.id,
+            "model_hash": key[0],
+            "fingerprint_hash": key[1],
+            "settings_hash": key[2],
+            "placement_key": placement_key,
+            "requested_key": requested_key,
+            "agent": agent,
+            "trial_number": trial_number,
+            **cols,
+        }
+        mid: int | None = None
+        inserted = False
+        for attempt in range(3):
+            try:
+                with self._txn(f"recording a measurement of study {st.name!r}", write=True) as conn:
+                    mid = self._existing_id(conn, key)
+                    if mid is None:
+                        row["created_at"] = utcnow()
+                        mid = int(conn.execute(_INSERT_MEASUREMENT, row).inserted_primary_key[0])
+                        inserted = True
+                    else:
+                        log.debug("placement %s already stored (id %d); the first measurement is kept",
+                                  placement_key, mid)
+                    self._insert_request(conn, st, requested_key, placement_key, mid, agent, trial_number, False)
+                break
+            except IntegrityError as exc:  # lost a race on the unique key: re-read
+                if attempt == 2:
+                    raise self._translate(exc, "recording a measurement") from None
+                log.debug("unique-key race on %s; re-reading", placement_key)
+        assert mid is not None
+        if inserted:
+            self._lru.put(
+                key,
+                (
+                    mid, cols["status"], cols["reason"], cols["throughput_fps"], cols["energy_mj"],
+                    cols["build_seconds"], cols["simulated"], *(
+                        None if texts[n] is None else str(texts[n])
+                        for n in ("latency_samples", "requested", "realized", "payload")
+                    ),
+                ),
+            )
+        return mid
+
+    def _existing_id(self, conn: Connection, key: tuple[str, str, str, str]) -> int | None:
+        mid = conn.scalar(_SELECT_ID, _key_params(key))
+        return None if mid is None else int(mid)
+
+    @staticmethod
+    def _insert_request(
+        conn: Connection,
+        st: StudyRecord,
+        requested_key: str,
+        placement_key: str,
+        measurement_id: int,
+        agent: str | None,
+        trial_number: int | None,
+        cache_hit: bool,
+    ) -> int:
+        return int(
+            conn.execute(
+                _INSERT_REQUEST,
+                {
+                    "study_id": st.id,
+                    "requested_key": requested_key,
+                    "placement_key": placement_key,
+                    "measurement_id": measurement_id,
+                    "agent": agent,
+                    "trial_number": trial_number,
+                    "cache_hit": bool(cache_hit),
+                    "created_at": utcnow(),
+                },
+            ).inserted_primary_key[0]
+        )
+
+    def record_request(
+        self,
+        study: StudyRecord | str,
+        requested_key: str,
+        placement_key: str,
+        measurement_id: int | None,
+        agent: str | None = None,
+        trial_number: int | None = None,
+        cache_hit: bool = True,
+    ) -> int:
+        """Log one evaluation request (one small insert, one transaction).
+
+        Args:
+            study: the study (record or name).
+            requested_key: key of the placement asked for.
+            placement_key: key of the realised placement that answered.
+            measurement_id: the answering measurement; None: find it by ``placement_key``
+                in the study's scope.
+            agent: the agent's name, if any.
+            trial_number: the agent's trial number, if any.
+            cache_hit: True when answered from the store without measuring.
+
+        Returns:
+            The ``pt_requests`` id.
+
+        Raises:
+            StoreError: no such measurement, or a database problem.
+        """
+        st = self._resolve(study)
+        with self._txn(f"logging a request of study {st.name!r}", write=True) as conn:
+            if measurement_id is None:
+                measurement_id = self._existing_id(conn, (*st.scope, placement_key))
+                if measurement_id is None:
+                    raise StoreError(
+                        f"no stored measurement of placement {placement_key} in the scope of study "
+                        f"{st.name!r}: record() the measurement before logging requests for it"
+                    )
+            try:
+                return self._insert_request(conn, st, requested_key, placement_key, measurement_id, agent,
+                                            trial_number, cache_hit)
+            except IntegrityError:
+                raise StoreError(
+                    f"cannot log a request of study {st.name!r}: measurement id {measurement_id} or the "
+                    "study does not exist in this database"
+                ) from None

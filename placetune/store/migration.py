@@ -1,0 +1,89 @@
+"""Creating the placetune tables in a database, and upgrading those of an older schema version."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import Connection, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from placetune.errors import StoreError
+from placetune.store.connection import ConnectionMixin
+from placetune.store.schema import SCHEMA_VERSION, Base, SchemaRow, utcnow
+
+__all__ = ["MIGRATIONS", "SchemaMixin"]
+
+log = logging.getLogger(__name__)
+
+#: ``MIGRATIONS[v](conn)`` upgrades the ``pt_*`` tables from schema ``v`` to ``v + 1``
+#: inside the caller's transaction. Empty: version 1 is the first schema.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+class SchemaMixin(ConnectionMixin):
+    """The schema of a :class:`~placetune.store.store.Store`: created or migrated when it opens."""
+
+    def _ensure_schema(self) -> None:
+        with self._txn("opening the database") as conn:
+            version = self._schema_version(conn)
+        if version == SCHEMA_VERSION:
+            return
+        self._check_version(version)
+        for attempt in range(3):
+            try:
+                with self._txn("creating the placetune tables", write=True) as conn:
+                    self._create_or_migrate(conn)
+                return
+            except (IntegrityError, StoreError) as exc:
+                # another process may have created the tables at the same time
+                with self._txn("opening the database") as conn:
+                    version = self._schema_version(conn)
+                if version == SCHEMA_VERSION:
+                    return
+                if isinstance(exc, StoreError) or attempt == 2:
+                    raise exc if isinstance(exc, StoreError) else self._translate(exc, "creating tables") from None
+
+    def _create_or_migrate(self, conn: Connection) -> None:
+        version = self._schema_version(conn)
+        self._check_version(version)
+        if version is None:
+            Base.metadata.create_all(conn)
+            if conn.scalar(select(SchemaRow.version).where(SchemaRow.id == 1)) is None:
+                conn.execute(insert(SchemaRow).values(id=1, version=SCHEMA_VERSION, created_at=utcnow()))
+            log.info("created placetune schema v%d in %s", SCHEMA_VERSION, self.url)
+        elif version < SCHEMA_VERSION:
+            for v in range(version, SCHEMA_VERSION):
+                MIGRATIONS[v](conn)
+                log.info("migrated placetune schema v%d -> v%d in %s", v, v + 1, self.url)
+            Base.metadata.create_all(conn)
+            conn.execute(SchemaRow.__table__.update().where(SchemaRow.id == 1).values(version=SCHEMA_VERSION))
+
+    @staticmethod
+    def _schema_version(conn: Connection) -> int | None:
+        if not conn.dialect.has_table(conn, SchemaRow.__tablename__):
+            return None
+        return conn.scalar(select(SchemaRow.version).where(SchemaRow.id == 1))
+
+    def _check_version(self, version: int | None) -> None:
+        if version is None or version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"database {self.url} has placetune schema v{version}, newer than this placetune "
+                f"(v{SCHEMA_VERSION}); upgrade placetune"
+            )
+        missing = [v for v in range(version, SCHEMA_VERSION) if v not in MIGRATIONS]
+        if missing:
+            raise StoreError(
+                f"database {self.url} has placetune schema v{version}, older than this placetune "
+                f"(v{SCHEMA_VERSION}), and no migration from v{missing[0]} exists: use a placetune "
+                "version that matches the database, or a new database file"
+            )
+
+    @property
+    def schema_version(self) -> int:
+        """The placetune schema version of the database."""
+        with self._txn("reading the schema version") as conn:
+            return int(self._schema_version(conn) or 0)
+

@@ -1,0 +1,118 @@
+"""Queries of the store: measurements and requests of a study, and its best measurement."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from placetune.errors import ConfigError, UnknownNameError
+from placetune.store.records import MeasurementRecord, RequestRecord
+from placetune.store.rows import RECORD_COLUMNS, measurement_record
+from placetune.store.schema import MeasurementRow, RequestRow, StudyRow
+from placetune.store.studies import StudiesMixin
+
+__all__ = ["OBJECTIVES", "QueriesMixin"]
+
+_M = MeasurementRow.__table__
+_R = RequestRow.__table__
+_S = StudyRow.__table__
+
+#: Objective name -> (measurement column, natural direction).
+OBJECTIVES: dict[str, tuple[str, str]] = {
+    "latency": ("median_ms", "minimize"),
+    "throughput": ("throughput_fps", "maximize"),
+    "energy": ("energy_mj", "minimize"),
+}
+
+
+class QueriesMixin(StudiesMixin):
+    """The read-only queries of a :class:`~placetune.store.store.Store`."""
+
+    def measurements(self, study_name: str | None = None, status: str | None = None) -> list[MeasurementRecord]:
+        """Stored measurements, oldest first.
+
+        Args:
+            study_name: only those this study asked for (measured or cache hits);
+                None: every measurement in the database.
+            status: only this status (``ok``, ``build_failed``...).
+
+        Raises:
+            UnknownNameError: no such study.
+        """
+        q = select(*RECORD_COLUMNS).join(_S, _S.c.id == _M.c.study_id)
+        if study_name is not None:
+            st = self._resolve(study_name)
+            q = q.where(_M.c.id.in_(select(_R.c.measurement_id).where(_R.c.study_id == st.id)))
+        if status is not None:
+            q = q.where(_M.c.status == status)
+        with self._txn("listing measurements") as conn:
+            rows = conn.execute(q.order_by(_M.c.id)).all()
+        return [measurement_record(r) for r in rows]
+
+    def requests(self, study_name: str) -> list[RequestRecord]:
+        """The study's evaluation requests in order, cache hits included.
+
+        Raises:
+            UnknownNameError: no such study.
+        """
+        st = self._resolve(study_name)
+        with self._txn("listing requests") as conn:
+            rows = conn.execute(select(_R).where(_R.c.study_id == st.id).order_by(_R.c.id)).all()
+        return [
+            RequestRecord(
+                id=r.id,
+                study=st.name,
+                requested_key=r.requested_key,
+                placement_key=r.placement_key,
+                measurement_id=r.measurement_id,
+                agent=r.agent,
+                trial_number=r.trial_number,
+                cache_hit=bool(r.cache_hit),
+                created_at=r.created_at,
+            )
+            for r in rows
+        ]
+
+    def best(
+        self, study_name: str, objective: str | None = None, direction: str | None = None
+    ) -> MeasurementRecord | None:
+        """The best ``ok`` measurement in the study's cache scope (any study with the same scope).
+
+        Args:
+            study_name: the study.
+            objective: ``latency`` (median ms), ``throughput`` (fps) or ``energy`` (mJ);
+                None: the study's objective. Of a pair (``latency+energy``) the first is used.
+            direction: ``minimize`` or ``maximize``; None: the objective's natural one.
+
+        Returns:
+            The best record (ties: the earliest), or None when nothing ok with that
+            objective is stored.
+
+        Raises:
+            UnknownNameError: no such study or objective.
+            ConfigError: bad direction.
+        """
+        st = self._resolve(study_name)
+        objective = (objective or st.objective).split("+")[0].strip().lower()  # a pair: its primary part
+        if objective not in OBJECTIVES:
+            raise UnknownNameError(f"unknown objective {objective!r}; objectives are {', '.join(OBJECTIVES)}")
+        column_name, natural = OBJECTIVES[objective]
+        direction = direction or natural
+        if direction not in ("minimize", "maximize"):
+            raise ConfigError(f"direction must be 'minimize' or 'maximize', not {direction!r}")
+        col = _M.c[column_name]
+        q = (
+            select(*RECORD_COLUMNS)
+            .join(_S, _S.c.id == _M.c.study_id)
+            .where(
+                _M.c.model_hash == st.model_hash,
+                _M.c.fingerprint_hash == st.fingerprint_hash,
+                _M.c.settings_hash == st.settings_hash,
+                _M.c.status == "ok",
+                col.is_not(None),
+            )
+            .order_by(col.asc() if direction == "minimize" else col.desc(), _M.c.id)
+            .limit(1)
+        )
+        with self._txn(f"finding the best measurement of study {st.name!r}") as conn:
+            row = conn.execute(q).first()
+        return None if row is None else measurement_record(row)

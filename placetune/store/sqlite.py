@@ -1,0 +1,107 @@
+"""SQLite specifics of the store: connection pragmas and transactions, and why a file is locked or read-only."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from typing import Any
+from urllib.parse import parse_qsl
+
+from sqlalchemy import Connection, event
+from sqlalchemy.engine import URL, Engine
+
+from placetune.store.url import mask_url
+
+__all__ = ["install_sqlite_hooks", "readonly_why", "lock_holder_text"]
+
+log = logging.getLogger(__name__)
+
+
+def install_sqlite_hooks(engine: Engine, url: URL, *, busy_timeout: float, memory: bool) -> None:
+    """Set up every new connection (busy timeout, foreign keys, WAL) and make writes ``BEGIN IMMEDIATE``."""
+    busy_ms = int(busy_timeout * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # placetune emits BEGIN itself (below): pysqlite's legacy implicit
+        # transactions would not make a read-then-write atomic.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            cur.execute("PRAGMA foreign_keys = ON")
+            if not memory:
+                mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    try:
+                        cur.execute("PRAGMA journal_mode = WAL")
+                    except sqlite3.OperationalError as exc:  # read-only file: keep its mode
+                        log.debug("cannot switch %s to WAL: %s", mask_url(url), exc)
+                cur.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get("placetune_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def readonly_why(url: URL, path: str) -> str:
+    """Why the SQLite file at ``path`` (opened through ``url``) refuses writes, best effort."""
+    query = dict(parse_qsl((url.database or "").partition("?")[2]))
+    query.update({k: v for k, v in url.query.items() if isinstance(v, str)})
+    if query.get("mode") == "ro" or query.get("immutable") == "1":
+        return "it was opened read-only with mode=ro"
+    why = []
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        why.append("no write permission on the file")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.access(directory, os.W_OK):
+        why.append(f"no write permission on its directory {directory}, where SQLite keeps the -wal and -shm "
+                   "files; to only read it, copy it to a writable place")
+    return "; ".join(why) or "the file system or SQLite refused writes"
+
+
+def lock_holder_text(path: str) -> str:
+    """Who holds a write lock on the SQLite file, from ``/proc/locks`` (Linux), best effort."""
+    try:
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return "another connection"
+    targets = set()
+    for p in (path, path + "-shm", path + "-wal"):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        targets.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+    pids: list[int] = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 6 or "->" in parts or parts[3] != "WRITE":
+            continue
+        try:
+            maj, mnr, ino = parts[5].split(":")
+            ident = (int(maj, 16), int(mnr, 16), int(ino))
+            pid = int(parts[4])
+        except ValueError:
+            continue
+        if ident in targets and pid not in pids:
+            pids.append(pid)
+    if not pids:
+        return "another connection"
+    out = []
+    for pid in pids[:3]:
+        if pid == os.getpid():
+            out.append(f"another connection of this process (pid {pid})")
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = " ".join(f.read().replace(b"\0", b" ").decode(errors="replace").split())
+        except OSError:
+            cmd = ""
+        out.append(f"pid {pid}" + (f" ({cmd[:80]})" if cmd else ""))
+    return " and ".join(out)
