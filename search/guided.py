@@ -37,6 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from collections.abc import Sequence
+
+from placetune import PlacetuneError
 from placetune.measurement import Measurement
 
 from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments
@@ -57,7 +60,9 @@ class GuidedAgent(Agent):
         seed: seed of every random choice (inner search, bootstrap resamples).
         granularity: decision units of the run (default ``stages``).
         batch: new candidates evaluated per round (fewer when the budget is smaller).
-        inner_evals: simulator evaluations of each round's inner search (about 1 ms each).
+        inner_evals: simulator evaluations of each round's inner search (1-3 ms each on a
+            laptop core for ResNet-50 in pipeline mode; the first round, on the uncorrected
+            simulator, gets three times as many and starts from every device pattern).
         ensemble: bootstrap refits for the spread of predictions (0: none).
         kappa: weight of the spread in the optimistic score.
         max_stages: the most stages of an inner-search placement (default 6 in pipeline mode,
@@ -74,7 +79,7 @@ class GuidedAgent(Agent):
     name = "guided"
 
     def __init__(self, *, seed: int | None = None, granularity: str = "stages", batch: int = 3,
-                 inner_evals: int = 1200, ensemble: int = 4, kappa: float = 1.0,
+                 inner_evals: int = 600, ensemble: int = 4, kappa: float = 1.0,
                  max_stages: int | None = None) -> None:
         super().__init__(seed=seed, granularity=granularity)
         if int(batch) < 1:
@@ -116,6 +121,9 @@ class _State:
         self.rng = np.random.default_rng(agent.seed)
         self.max_stages = agent.max_stages or (6 if self.ev.settings.mode == "pipeline" else 10)
         self.measured: dict[tuple[int, ...], float] = {}
+        self.canonical: set[tuple[int, ...]] = set()
+        self.built: set[str] = set()
+        self._realised: dict[tuple[int, ...], str] = {}
         self.measurements: list[Measurement] = []
         self.predicted: dict[tuple[int, ...], float] = {}
         self.elites: list[list[int]] = []
@@ -131,6 +139,35 @@ class _State:
         return self.inner_calls / self.inner_seconds if self.inner_seconds > 0 else None
 
     # ---------------------------------------------------------------- steps
+    def canon(self, a: list[int]) -> tuple[int, ...]:
+        """Key of an assignment up to relabelling the DLA cores (identical hardware: DLA0 <-> DLA1)."""
+        dlas = [k for k, d in enumerate(self.space.devices) if d != "GPU"]
+        if len(dlas) < 2:
+            return tuple(a)
+        order: dict[int, int] = {}
+        for x in a:
+            if x in dlas and x not in order:
+                order[x] = dlas[len(order)]
+        swapped = tuple(order.get(x, x) for x in a)
+        return swapped if self.space.is_allowed(swapped) else tuple(a)
+
+    def realised(self, a: Sequence[int]) -> str:
+        """Key of the placement the backend would build (two assignments may realise alike)."""
+        key = tuple(int(x) for x in a)
+        out = self._realised.get(key)
+        if out is None:
+            try:
+                out = self.ev.realise(self.space.to_placement(list(key))).realized.key
+            except PlacetuneError:
+                out = "infeasible:" + ",".join(map(str, key))
+            self._realised[key] = out
+        return out
+
+    def seen(self, a: list[int]) -> bool:
+        """True when the assignment, its DLA-relabelled twin or its realisation was measured."""
+        return (tuple(a) in self.measured or self.canon(a) in self.canonical
+                or self.realised(a) in self.built or self.realised(list(self.canon(a))) in self.built)
+
     def evaluate(self, a: list[int], predicted: float | None) -> Measurement:
         """Evaluate on the backend, with the prediction and the fit's error on the progress line."""
         note: dict[str, Any] = {}
@@ -141,6 +178,8 @@ class _State:
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
         self.measured[key] = self.run.loss(m)
+        self.canonical.add(self.canon(a))
+        self.built.add(self.realised(a))
         if predicted is not None:
             self.predicted[key] = predicted
         if m.ok:
@@ -148,11 +187,12 @@ class _State:
         log.info("guided: measured %s predicted %s", self.run.objective.value(m), note.get("predicted"))
         return m
 
-    def search_surrogate(self, sur: Surrogate, starts: list[list[int]]) -> list[tuple[float, list[int]]]:
+    def search_surrogate(self, sur: Surrogate, starts: list[list[int]], *, evaluations: int,
+                         sweep: int) -> list[tuple[float, list[int]]]:
         t0 = time.perf_counter()
         before = sur.calls
-        ranked = inner_search(sur, starts, self.rng, evaluations=self.agent.inner_evals,
-                              max_stages=self.max_stages)
+        ranked = inner_search(sur, starts, self.rng, evaluations=evaluations, max_stages=self.max_stages,
+                              sweep=sweep)
         self.inner_calls += sur.calls - before
         self.inner_seconds += time.perf_counter() - t0
         return ranked
@@ -161,14 +201,14 @@ class _State:
         run, space = self.run, self.space
         base = [list(a) for a in baseline_assignments(space).values()]
         nominal = Surrogate(self.ev, space, run.objective, None)
-        ranked = self.search_surrogate(nominal, base)
+        ranked = self.search_surrogate(nominal, base, evaluations=3 * self.agent.inner_evals, sweep=-1)
         self.elites = [a for _, a in ranked[:8]]
         # round 0: the baselines and the uncorrected simulator's best predictions
         first = [a for a in base]
         remaining = run.remaining
         tops = self.select(nominal, Fit(), ranked, 2 if remaining is None or remaining > 6 else 1)
         for a in first[:1] + [a for a, _ in tops] + first[1:]:
-            if tuple(a) not in self.measured:
+            if not self.seen(a):
                 self.evaluate(a, nominal.loss(a))
         self.rounds = 1
         while not run.exhausted:
@@ -182,14 +222,23 @@ class _State:
         self.cv_history.append((len(self.measurements), self.fit.cv_error))
         sur = Surrogate(self.ev, space, run.objective, self.fit.profile)
         best_measured = [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:3]]
-        ranked = self.search_surrogate(sur, best_measured + self.elites[:3])
+        ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=self.agent.inner_evals,
+                                       sweep=4)
         self.elites = [a for _, a in ranked[:8]]
         k = self.agent.batch if run.remaining is None else max(1, min(self.agent.batch, run.remaining))
-        picks = self.select(sur, self.fit, ranked, k)
+        # steps of real local search (the model's favourite unmeasured neighbours of the best
+        # measured): one per round, more while the model predicts poorly
+        poor = self.fit.cv_error is None or self.fit.cv_error > 0.05
+        n_local = 0 if k == 1 else (max(1, k - 1) if poor and k > 2 else 1)
+        picks = self.select(sur, self.fit, ranked, k - n_local)
+        for _ in range(n_local if picks else k):
+            step = self.local_step(sur, [a for a, _ in picks])
+            if step is not None:
+                picks.append(step)
         if not picks:  # everything the model likes was measured: explore
             for _ in range(200):
                 a = space.sample(self.rng)
-                if tuple(a) not in self.measured:
+                if not self.seen(a):
                     picks = [(a, sur.loss(a))]
                     break
             else:
@@ -203,7 +252,14 @@ class _State:
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:
         """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
-        top = [(v, a) for v, a in ranked if tuple(a) not in self.measured][:24]
+        top, keys = [], set()
+        for v, a in ranked:
+            c = self.canon(a)
+            if c not in keys and not self.seen(a):
+                keys.add(c)
+                top.append((v, a))
+            if len(top) >= 24:
+                break
         if not top:
             return []
         mean = np.array([v for v, _ in top])
@@ -239,6 +295,23 @@ class _State:
             if not any(a == b for b, _ in picks) and math.isfinite(mean[j]):
                 picks.append((a, float(mean[j])))
         return picks[:k]
+
+    def local_step(self, sur: Surrogate, taken: list[list[int]]) -> tuple[list[int], float] | None:
+        """The unmeasured stage neighbour of the best measured placement that the model likes most.
+
+        Where the model misses effects it cannot represent, this keeps the search climbing on
+        measured values (local search ranked by the model).
+        """
+        if self.run.best_assignment is None:
+            return None
+        best: tuple[float, list[int]] | None = None
+        for b in self.space.stage_neighbours(self.run.best_assignment):
+            if self.seen(b) or any(self.canon(b) == self.canon(t) for t in taken):
+                continue
+            v = sur.loss(b)
+            if math.isfinite(v) and (best is None or v < best[0]):
+                best = (v, b)
+        return None if best is None else (best[1], best[0])
 
     def pattern(self, a: list[int]) -> tuple[int, ...]:
         """The sequence of stage devices (diversity: one candidate per pattern first)."""

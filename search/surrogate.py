@@ -99,14 +99,15 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
     if len(ok) < min_points:
         return Fit(n=len(ok))
     try:
-        from placetune.calibration import fit_profile
+        from placetune.calibration import fit_profile, observations
     except ImportError:  # the calibration module is not installed: the nominal simulator
         return Fit(n=len(ok))
     model, platform, settings = evaluator.model, evaluator.platform, evaluator.settings
     try:
-        main = fit_profile(model, platform, settings, ok)
-    except Exception as exc:  # a fit that fails must not stop the search
-        log.info("guided: fit failed (%s); using the uncorrected simulator", exc)
+        obs = observations(model, platform, settings, ok)
+        main = fit_profile(model, platform, settings, ok, observations_=obs, cross_validate=5)
+    except Exception as exc:  # too few measurements, a degenerate fit: the search goes on uncorrected
+        log.info("guided: no fit (%s); using the uncorrected simulator", exc)
         return Fit(n=len(ok))
     out = Fit(profile=main.profile, cv_error=_cv_error(main), n=len(ok))
     try:
@@ -114,9 +115,10 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
     except Exception:  # pragma: no cover - cosmetic
         out.table = ""
     base = 0 if seed is None else int(seed) * 1000
-    for b in range(ensemble if len(ok) >= 3 else 0):
+    for b in range(ensemble):
         try:
-            out.ensemble.append(fit_profile(model, platform, settings, ok, bootstrap_seed=base + b).profile)
+            out.ensemble.append(fit_profile(model, platform, settings, ok, observations_=obs, fast=True,
+                                            bootstrap_seed=base + b).profile)
         except Exception as exc:
             log.info("guided: bootstrap fit %d failed (%s)", b, exc)
     return out
