@@ -78,18 +78,21 @@ class EngineBound:
     Attributes:
         space: the decision space (two devices: GPU and one DLA core).
         island_ms: overhead per DLA loadable (ms).
+        constant_ms: cost every placement pays (the one engine's launch + sync, ms).
         factors: the additive terms over unit device kinds.
         links: ``(u, v, condition)``: units ``u < v`` joined by a layer edge; on the DLA
             they are in one loadable only if every unit of ``condition`` is on the DLA too.
     """
 
     def __init__(
-        self, space: "Space", factors: list[_Factor], links: list[tuple[int, int, tuple[int, ...]]], island_ms: float
+        self, space: "Space", factors: list[_Factor], links: list[tuple[int, int, tuple[int, ...]]], island_ms: float,
+        constant_ms: float = 0.0,
     ) -> None:
         self.space = space
         self.factors = factors
         self.links = links
         self.island_ms = float(island_ms)
+        self.constant_ms = float(constant_ms)  # the engine's launch + sync, paid by every placement
 
     # ------------------------------------------------------------ one assignment
     def value(self, assignment: list[int]) -> float:
@@ -111,7 +114,7 @@ class EngineBound:
                 if ru != rv:
                     parent[ru] = rv
                     comps -= 1
-        return total + self.island_ms * comps
+        return total + self.island_ms * comps + self.constant_ms
 
     # ------------------------------------------------------------ the DP
     def minimise(self, max_states: int = 200_000) -> tuple[float, list[int]]:
@@ -194,7 +197,7 @@ class EngineBound:
             kinds[k] = v
             key = prev
         assignment = [dla_index if v else 0 for v in kinds]
-        return float(best), assignment
+        return float(best) + self.constant_ms, assignment
 
 
 def dp_unavailable(evaluator: "Evaluator") -> str | None:
@@ -286,7 +289,8 @@ def engine_bound(evaluator: "Evaluator", space: "Space", *, max_condition: int =
 
         add({up, *consumers}, boundary_ms)
     factors = [_Factor(scope, np.sum(vals, axis=0)) for scope, vals in groups.items()]
-    return EngineBound(space, factors, _links(g, unit, max_condition), table.island_ms)
+    return EngineBound(space, factors, _links(g, unit, max_condition), table.island_ms,
+                       getattr(table, "engine_ms", 0.0))
 
 
 def _links(g: Any, unit: np.ndarray, max_condition: int) -> list[tuple[int, int, tuple[int, ...]]]:

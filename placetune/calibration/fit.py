@@ -120,7 +120,7 @@ def observations(model: "Model", platform: "Platform", settings: "Settings", mea
             e = measured.get(s.index)
             if e is None or e.get("device") != s.device or e.get("layers", len(s.layers)) != len(s.layers):
                 continue
-            ms = float(e.get("time_ms") or 0.0)
+            ms = float(e.get("alone_ms") or e.get("time_ms") or 0.0)  # a pipeline engine timed alone
             if not ms > 0 or not math.isfinite(ms):
                 continue
             idx = np.fromiter((g.index[n] for n in s.layers), dtype=np.intp, count=len(s.layers))
@@ -202,6 +202,18 @@ class _Params:
         return x
 
 
+def _design(params: _Params, lin: Sequence[Observation]) -> np.ndarray:
+    """The rows of ``lin`` as one dense matrix (one scatter-add for all layer terms)."""
+    X = np.zeros((len(lin), params.P))
+    rows = np.repeat(np.arange(len(lin)), [o.layer_idx.size for o in lin])
+    cols = np.concatenate([params.phi(o) for o in lin])
+    np.add.at(X, (rows, cols), np.concatenate([o.layer_ms for o in lin]))
+    X[:, params.b] = [o.boundary_ms for o in lin]
+    X[:, params.l] = [o.loadable_ms for o in lin]
+    X[:, params.e] = [o.engines for o in lin]
+    return X
+
+
 def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float], *, ridge: float,
            layer_shrinkage: float, layer_weight: float, engine0: float) -> tuple[np.ndarray, np.ndarray]:
     """(theta, information per parameter) of the weighted ridge problem."""
@@ -210,12 +222,13 @@ def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float
     H = np.zeros((P, P))
     r = np.zeros(P)
     if lin:
-        X = np.vstack([params.row(o) for o in lin])
+        X = _design(params, lin)
         y = np.array([o.measured_ms for o in lin])
-        w = np.array([weights.get(o.group, 1.0) for o in lin]) / np.maximum(y, _FLOOR_MS)
-        Xw = X * w[:, None]
-        H += Xw.T @ Xw
-        r += Xw.T @ (y * w)
+        w = np.sqrt([weights.get(o.group, 1.0) for o in lin]) / np.maximum(y, _FLOOR_MS)
+        nz = np.flatnonzero(X.any(axis=0))  # only the columns the rows touch (a few hundred)
+        Xw = X[:, nz] * w[:, None]
+        H[np.ix_(nz, nz)] += Xw.T @ Xw
+        r[nz] += Xw.T @ (y * w)
     for o in obs:
         if o.kind != "layers" or layer_weight <= 0:
             continue
