@@ -23,7 +23,7 @@ simulated device hours those evaluations would take at ~1.5 minutes per build (H
 Everything here is simulated; nothing is measured on a Jetson.
 
 Usage:
-    python benchmarks/bench_sim2real.py [--seeds 1] [--budget 40] [--blind-budget 150]
+    python benchmarks/bench_sim2real.py [--seeds 1] [--budget 40] [--blind-budget 150] [--reference-budget 600]
     python benchmarks/bench_sim2real.py --seeds 5 --budget 60 --blind-budget 400 --reference-budget 3000  # full
 """
 
@@ -127,7 +127,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--budget", type=int, default=40, help="evaluations of each guided run")
     ap.add_argument("--blind-budget", type=int, default=150, help="evaluations of each local / optuna run")
-    ap.add_argument("--reference-budget", type=int, default=1000, help="evaluations of the long reference runs")
+    ap.add_argument("--reference-budget", type=int, default=600, help="evaluations of the long reference runs")
     ap.add_argument("--families", nargs="*", default=list(families()))
     ap.add_argument("--cases", nargs="*", default=list(CASES), help="case labels (default: all)")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -153,8 +153,7 @@ def main() -> None:
                     secs[agent] += time.perf_counter() - t0
             long = [get_agent("local", seed=100, granularity=g).run(evaluator(case, make()), Budget(args.reference_budget))
                     for g in ("fusion", "stages")]
-            long.append(get_agent("guided", seed=100, inner_evals=3000).run(evaluator(case, make()),
-                                                                             Budget(max(60, args.budget))))
+            long.append(get_agent("guided", seed=100).run(evaluator(case, make()), Budget(max(60, args.budget))))
             pool = [r for rs in runs.values() for r in rs] + long
             direction = pool[0].direction
             vals = [r.best_value for r in pool if r.best_value is not None]

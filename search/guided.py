@@ -62,7 +62,7 @@ class GuidedAgent(Agent):
         batch: new candidates evaluated per round (fewer when the budget is smaller).
         inner_evals: simulator evaluations of each round's inner search (1-3 ms each on a
             laptop core for ResNet-50 in pipeline mode; the first round, on the uncorrected
-            simulator, gets three times as many and starts from every device pattern).
+            simulator, gets eight times as many and refines the cuts of every device pattern).
         ensemble: bootstrap refits for the spread of predictions (0: none).
         kappa: weight of the spread in the optimistic score.
         max_stages: the most stages of an inner-search placement (default 6 in pipeline mode,
@@ -127,6 +127,7 @@ class _State:
         self.measurements: list[Measurement] = []
         self.predicted: dict[tuple[int, ...], float] = {}
         self.elites: list[list[int]] = []
+        self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
         self.fit = Fit()
         self.rounds = 0
         self.cv_history: list[tuple[int, float | None]] = []
@@ -192,7 +193,7 @@ class _State:
         t0 = time.perf_counter()
         before = sur.calls
         ranked = inner_search(sur, starts, self.rng, evaluations=evaluations, max_stages=self.max_stages,
-                              sweep=sweep)
+                              sweep=sweep, portfolio=self.portfolio)
         self.inner_calls += sur.calls - before
         self.inner_seconds += time.perf_counter() - t0
         return ranked
@@ -201,7 +202,7 @@ class _State:
         run, space = self.run, self.space
         base = [list(a) for a in baseline_assignments(space).values()]
         nominal = Surrogate(self.ev, space, run.objective, None)
-        ranked = self.search_surrogate(nominal, base, evaluations=3 * self.agent.inner_evals, sweep=-1)
+        ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         # round 0: the baselines and the uncorrected simulator's best predictions
         first = [a for a in base]
@@ -223,7 +224,7 @@ class _State:
         sur = Surrogate(self.ev, space, run.objective, self.fit.profile)
         best_measured = [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:3]]
         ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=self.agent.inner_evals,
-                                       sweep=4)
+                                       sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         k = self.agent.batch if run.remaining is None else max(1, min(self.agent.batch, run.remaining))
         # steps of real local search (the model's favourite unmeasured neighbours of the best

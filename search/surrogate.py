@@ -209,14 +209,50 @@ def pattern_start(space: "Space", pattern: Sequence[int], rng: np.random.Generat
     if k > n:
         return [Stage(0, n, int(pattern[0]))]
     cuts = [int(round(n * j / k + rng.uniform(-0.5, 0.5) * n / (2 * k))) for j in range(1, k)]
-    cuts = sorted(min(n - 1, max(1, c)) for c in cuts)
+    from placetune.placement.stages import cut_points
+
+    points = cut_points(space)
+    if points:  # snap to the nearest block boundary
+        cuts = [min(points, key=lambda p: abs(p - c)) for c in cuts]
+    cuts = sorted(set(min(n - 1, max(1, c)) for c in cuts))
     bounds = [0, *cuts, n]
     return [Stage(s, e, int(d)) for s, e, d in zip(bounds[:-1], bounds[1:], pattern) if e > s]
 
 
+def _refine_portfolio(sur: Surrogate, portfolio: dict, rng: np.random.Generator, budget: int,
+                      max_stages: int) -> list[list[Stage]]:
+    space = sur.space
+    t0 = sur.calls
+    first = not portfolio
+    if first:
+        dlas = [k for k, d in enumerate(space.devices) if d != "GPU"]
+        for pat in patterns(space.n_devices, min(4, max_stages)):
+            used = [d for d in dict.fromkeys(pat) if d in dlas]
+            if used != dlas[:len(used)]:  # DLA0 <-> DLA1 twin of a pattern already listed
+                continue
+            portfolio[pat] = pattern_start(space, pat, rng)
+    scored = sorted(((sur.loss(assignment_of(space, st)), pat) for pat, st in portfolio.items()),
+                    key=lambda t: t[0])
+    if first:  # every pattern's cuts get refined once
+        chosen = [pat for _, pat in scored]
+    else:
+        chosen = [pat for _, pat in scored[:4]]
+        rest = [pat for _, pat in scored[4:]]
+        if rest:
+            chosen += [rest[int(j)] for j in rng.choice(len(rest), min(2, len(rest)), replace=False)]
+    per = max(10, budget // max(1, len(chosen)))
+    for pat in chosen:
+        if sur.calls - t0 >= budget:
+            break
+        st, _, _ = _descend(sur, list(portfolio[pat]), rng, per, max_stages, cuts_only=True)
+        portfolio[pat] = st
+    best = sorted(portfolio.values(), key=lambda st: sur.loss(assignment_of(space, st)))
+    return [list(st) for st in best[:2]]
+
+
 def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random.Generator, *,
                  evaluations: int = 1500, max_stages: int = 6, restarts: int = 2,
-                 sweep: int = 0) -> list[tuple[float, list[int]]]:
+                 sweep: int = 0, portfolio: dict | None = None) -> list[tuple[float, list[int]]]:
     """Search the surrogate: descent from each start, then from random kicks of the best.
 
     Args:
@@ -228,6 +264,9 @@ def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random
         restarts: random restarts (a sampled stage list) after the starts.
         sweep: device patterns (of up to 4 stages, evenly cut) to start from as well, drawn
             at random among all of them; 0: none, -1: all.
+        portfolio: pattern -> best stages found so far for it, kept by the caller between
+            calls. Every pattern's entry is re-scored, the best few and a few random ones get
+            their cuts refined (a third of ``evaluations``), and the best two join the starts.
 
     Returns:
         Every assignment the search predicted, best first, as (loss, assignment).
@@ -239,6 +278,9 @@ def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random
     seeds = [s for s in seeds if s]
     from placetune.placement.stages import sample_stages
 
+    if portfolio is not None:
+        share = evaluations * 2 // 3 if not portfolio else evaluations // 3
+        seeds += _refine_portfolio(sur, portfolio, rng, share, max_stages)
     seeds += [sample_stages(space, rng, max_stages) for _ in range(restarts)]
     if sweep:
         pats = patterns(space.n_devices, min(4, max_stages))

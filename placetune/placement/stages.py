@@ -29,7 +29,7 @@ import numpy as np
 if TYPE_CHECKING:
     from placetune.placement.space import Space
 
-__all__ = ["Stage", "stages_of", "assignment_of", "sample_stages", "stage_moves", "random_stage_move",
+__all__ = ["Stage", "cut_points", "stages_of", "assignment_of", "sample_stages", "stage_moves", "random_stage_move",
            "DEFAULT_MAX_STAGES"]
 
 #: Stages a sample or a move may produce (the best pipeline plans have 3-4).
@@ -102,6 +102,30 @@ def _fallback_run(space: "Space", assignment: Sequence[int], start: int, end: in
     return k != 0 and all(int(assignment[j]) == 0 and not space.mask[j, k] for j in range(start, end))
 
 
+def cut_points(space: "Space") -> list[int]:
+    """Positions ``c`` (a cut between units ``c-1`` and ``c``) that only one tensor crosses.
+
+    These are the block boundaries of the network (between residual blocks, inception
+    modules...), where a pipeline cut costs a single boundary; cached on the space.
+    """
+    cached = getattr(space, "_cut_points", None)
+    if cached is not None:
+        return cached
+    model = space.model
+    unit = {n: u.index for u in space.units for n in u.layers}
+    n = space.n_units
+    crossing = np.zeros(n + 1, dtype=np.int64)  # tensors (producer layers) crossing each position
+    for u in space.units:
+        for name in u.layers:
+            cons = [unit[c] for c in model.layer(name).consumers if c in unit]
+            last = max(cons, default=u.index)
+            if last > u.index:
+                crossing[u.index + 1:last + 1] += 1
+    out = [c for c in range(1, n) if crossing[c] <= 1]
+    space._cut_points = out  # type: ignore[attr-defined]
+    return out
+
+
 def _devices_for(space: "Space", s: int, e: int) -> list[int]:
     """Devices that at least one unit of ``[s, e)`` can use (the GPU always)."""
     m = space.mask[s:e]
@@ -128,7 +152,8 @@ def stage_moves(space: "Space", stages: Sequence[Stage], *, max_stages: int = DE
                 shifts: Sequence[int] = (1, 2, 4, 8, 16), cuts_only: bool = False) -> list[list[Stage]]:
     """Every neighbour of a stage list (deduplicated, never the list itself).
 
-    Moves: shift a cut by each of ``shifts`` units either way; remove a cut (the merged stage
+    Moves: shift a cut by each of ``shifts`` units either way, or to a block boundary
+    (:func:`cut_points`); shift two cuts together by 1-2 units each; remove a cut (the merged stage
     takes either side's device); change a stage's device; split a stage in the middle or at a
     quarter (a new stage on another device, while fewer than ``max_stages``). ``cuts_only``:
     the shifts only (the devices and the number of stages stay).
@@ -145,12 +170,26 @@ def stage_moves(space: "Space", stages: Sequence[Stage], *, max_stages: int = DE
             seen.add(key)
             out.append(cand)
 
+    cuts = [s.start for s in stages[1:]]
+    for j1 in range(len(cuts)):  # two cuts shifted together (ridges: a stage moves as a whole, or grows)
+        for j2 in range(j1 + 1, len(cuts)):
+            for d1 in (-2, -1, 1, 2):
+                for d2 in (-2, -1, 1, 2):
+                    new = list(cuts)
+                    new[j1] += d1
+                    new[j2] += d2
+                    bounds = [0, *new, n]
+                    if all(x < y for x, y in zip(bounds, bounds[1:])):
+                        add([Stage(x, y, st.device) for x, y, st in zip(bounds, bounds[1:], stages)])
     for j in range(1, len(stages)):  # cut between stages j-1 and j
         a, b = stages[j - 1], stages[j]
         for d in shifts:
             for cut in (b.start - d, b.start + d):
                 if a.start < cut < b.end:
                     add(stages[:j - 1] + [Stage(a.start, cut, a.device), Stage(cut, b.end, b.device)] + stages[j + 1:])
+        for cut in cut_points(space):  # the cut to each block boundary between its neighbours
+            if a.start < cut < b.end and cut != b.start:
+                add(stages[:j - 1] + [Stage(a.start, cut, a.device), Stage(cut, b.end, b.device)] + stages[j + 1:])
         if cuts_only:
             continue
         for dev in (a.device, b.device):
@@ -161,7 +200,9 @@ def stage_moves(space: "Space", stages: Sequence[Stage], *, max_stages: int = DE
                 add(stages[:j] + [Stage(s.start, s.end, dev)] + stages[j + 1:])
         if len(stages) < max_stages and s.end - s.start >= 2:
             length = s.end - s.start
-            for cut in sorted({s.start + length // 2, s.start + max(1, length // 4), s.end - max(1, length // 4)}):
+            inner = [c for c in cut_points(space) if s.start < c < s.end]
+            for cut in sorted({s.start + length // 2, s.start + max(1, length // 4), s.end - max(1, length // 4),
+                               *inner}):
                 if not s.start < cut < s.end:
                     continue
                 for dev in _devices_for(space, cut, s.end):
