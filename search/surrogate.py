@@ -139,6 +139,8 @@ class Surrogate:
         self.space = space
         self.objective = objective
         self.sim = simulator(profile)
+        self.profile = profile
+        self._unit_costs: np.ndarray | None = None
         self.settings = evaluator.settings.replace(noise=0.0) if evaluator.settings.noise else evaluator.settings
         self.memo: dict[tuple[int, ...], float] = {}
         self.calls = 0
@@ -162,6 +164,28 @@ class Surrogate:
             loss = float(v) if self.objective.direction == "minimize" else -float(v)
         self.memo[key] = loss
         return loss
+
+    def unit_costs(self) -> np.ndarray:
+        """``(n_devices, n_units)`` ms of each unit on each device of the space, under this profile
+        (a unit a device cannot run costs its GPU time there: GPU fallback)."""
+        if self._unit_costs is None:
+            from placetune.backends.simulate.costs import cost_table, power_factor
+            from placetune.backends.simulate.profiled import apply_profile
+
+            ev, space = self.evaluator, self.space
+            power = power_factor(ev.platform, self.settings.power_mode) or 1.0
+            table = apply_profile(cost_table(ev.model, ev.platform, self.settings.precision, ev.model.batch, power),
+                                  self.profile)
+            index = {n: j for j, n in enumerate(ev.model.names)}
+            out = np.zeros((space.n_devices, space.n_units))
+            for u in space.units:
+                idx = [index[n] for n in u.layers]
+                gpu = float(table.t_alone[0, idx].sum())
+                for k, d in enumerate(space.devices):
+                    out[k, u.index] = gpu if d == "GPU" or not space.mask[u.index, k] else float(
+                        table.t_alone[1, idx].sum())
+            self._unit_costs = out
+        return self._unit_costs
 
     def value(self, loss: float) -> float | None:
         """Objective value of a loss (None for ``inf``)."""
@@ -224,6 +248,7 @@ def _refine_portfolio(sur: Surrogate, portfolio: dict, rng: np.random.Generator,
     space = sur.space
     t0 = sur.calls
     first = not portfolio
+    costs = sur.unit_costs()
     if first:
         dlas = [k for k, d in enumerate(space.devices) if d != "GPU"]
         for pat in patterns(space.n_devices, min(4, max_stages)):
@@ -231,6 +256,14 @@ def _refine_portfolio(sur: Surrogate, portfolio: dict, rng: np.random.Generator,
             if used != dlas[:len(used)]:  # DLA0 <-> DLA1 twin of a pattern already listed
                 continue
             portfolio[pat] = pattern_start(space, pat, rng)
+            portfolio[pat + (-1,)] = balanced_start(space, pat, costs)  # a second entry: balanced cuts
+    else:  # the balanced cuts under this round's corrections, where they beat the refined ones
+        for pat, st in list(portfolio.items()):
+            if pat[-1] != -1:
+                continue
+            b = balanced_start(space, pat[:-1], costs)
+            if sur.loss(assignment_of(space, b)) < sur.loss(assignment_of(space, st)):
+                portfolio[pat] = b
     scored = sorted(((sur.loss(assignment_of(space, st)), pat) for pat, st in portfolio.items()),
                     key=lambda t: t[0])
     if first:  # every pattern's cuts get refined once
@@ -248,6 +281,31 @@ def _refine_portfolio(sur: Surrogate, portfolio: dict, rng: np.random.Generator,
         portfolio[pat] = st
     best = sorted(portfolio.values(), key=lambda st: sur.loss(assignment_of(space, st)))
     return [list(st) for st in best[:2]]
+
+
+def balanced_start(space: "Space", pattern: Sequence[int], costs: np.ndarray) -> list[Stage]:
+    """Stages of ``pattern`` whose cuts minimise the slowest stage's summed unit time (linear partition)."""
+    n, k = space.n_units, len(pattern)
+    if k > n:
+        return [Stage(0, n, int(pattern[0]))]
+    pre = np.concatenate([np.zeros((costs.shape[0], 1)), np.cumsum(costs, axis=1)], axis=1)
+    inf = math.inf
+    best = np.full((k + 1, n + 1), inf)
+    arg = np.zeros((k + 1, n + 1), dtype=np.intp)
+    best[0, 0] = 0.0
+    for j in range(1, k + 1):
+        d = int(pattern[j - 1])
+        for i in range(j, n - (k - j) + 1):
+            c = np.arange(j - 1, i)
+            vals = np.maximum(best[j - 1, c], pre[d, i] - pre[d, c])
+            m = int(np.argmin(vals))
+            best[j, i], arg[j, i] = vals[m], c[m]
+    cuts, i = [], n
+    for j in range(k, 0, -1):
+        cuts.append(i)
+        i = int(arg[j, i])
+    bounds = [0, *reversed(cuts)]
+    return [Stage(a, b, int(dv)) for a, b, dv in zip(bounds[:-1], bounds[1:], pattern) if b > a]
 
 
 def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random.Generator, *,
