@@ -176,10 +176,15 @@ def main() -> None:
             blind = min(min(med["local"][0], med["optuna"][0]), math.inf)
             ratio = blind / g5 if g5 > 0 else math.inf
             ok = g5 <= 15 and g2 <= 50 and ratio >= 10
+            if math.isinf(g5):
+                rtext = "-"
+            elif math.isinf(blind):
+                rtext = f">{args.blind_budget / g5:.0f}x"
+            else:
+                rtext = f"{ratio:.1f}x"
             verdicts.append(f"  {label:30s} {fam:10s} guided 5%: {g5:g}, 2%: {g2:g}; best blind 5%: "
                             f"{'>' + str(args.blind_budget) if math.isinf(blind) else f'{blind:g}'} -> ratio "
-                            f"{'>' + format(args.blind_budget / g5, '.0f') if math.isinf(blind) else format(ratio, '.1f')}x"
-                            f"  {'ok' if ok else 'MISSED'}")
+                            f"{rtext}  {'ok' if ok else 'MISSED'}")
     header = f"{'case':30s} {'family':10s} {'agent':7s} {'evals5%':>7s} {'evals2%':>7s} {'dev h@5%':>9s} {'s/run':>7s}"
     print(header)
     print("-" * len(header))
