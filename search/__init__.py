@@ -1,4 +1,4 @@
-"""Search agents for placetune: random, local, optuna, reinforce and exact.
+"""Search agents for placetune: guided (the default), random, local, optuna, reinforce and exact.
 
 Every agent is built with its options and run against an
 :class:`~placetune.tuning.evaluator.Evaluator`::
@@ -55,10 +55,11 @@ __all__ = [
 ]
 
 #: The agent ``placetune tune`` uses when none is named (see benchmarks/bench_search.py).
-DEFAULT_AGENT = "local"
+DEFAULT_AGENT = "guided"
 
 #: name -> "module:Class" (imported lazily) or an Agent subclass.
 _REGISTRY: dict[str, Any] = {
+    "guided": "search.guided:GuidedAgent",
     "random": "search.random_search:RandomAgent",
     "local": "search.local:LocalAgent",
     "optuna": "search.optuna_search:OptunaAgent",
@@ -72,7 +73,7 @@ def agent_names() -> list[str]:
 
     Example:
         >>> agent_names()
-        ['exact', 'local', 'optuna', 'random', 'reinforce']
+        ['exact', 'guided', 'local', 'optuna', 'random', 'reinforce']
     """
     return sorted(_REGISTRY)
 

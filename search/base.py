@@ -333,7 +333,8 @@ class SearchRun:
         """The measurement of an assignment already evaluated in this run, else None."""
         return self._seen.get(tuple(int(a) for a in assignment))
 
-    def evaluate(self, assignment: Sequence[int], *, reuse: bool = True, finish: bool = False) -> Measurement:
+    def evaluate(self, assignment: Sequence[int], *, reuse: bool = True, finish: bool = False,
+                 annotation: dict[str, Any] | None = None) -> Measurement:
         """Evaluate a unit assignment (device indexes of :attr:`space`).
 
         Args:
@@ -342,6 +343,8 @@ class SearchRun:
                 without calling the evaluator (and without spending budget).
             finish: ignore the time limit (a step the agent already started, e.g. an
                 Optuna trial); the number of evaluations is still enforced.
+            annotation: shown with the evaluation by progress displays (e.g. the agent's
+                ``predicted`` value, its model's ``cv_error``); never stored.
 
         Raises:
             BudgetExhausted: no call left.
@@ -356,7 +359,8 @@ class SearchRun:
         if self.remaining == 0 or (not finish and self.exhausted):
             raise BudgetExhausted()
         placement = self.space.to_placement(list(key))
-        m = self.evaluator.evaluate(placement, agent=self.agent, trial_number=self.evaluations)
+        kw: dict[str, Any] = {"annotation": annotation} if annotation else {}
+        m = self.evaluator.evaluate(placement, agent=self.agent, trial_number=self.evaluations, **kw)
         self.observe(list(key), placement, m)
         return m
 

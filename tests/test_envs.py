@@ -349,3 +349,11 @@ def test_render_ansi() -> None:
     text = env.render()
     assert "PlacementEnv" in text and "reward +0.0000" in text
     assert PlacementEnv(model="seed-block").render() is None
+
+
+@pytest.mark.parametrize("env_id", [PLACEMENT_ENV_ID, ONESHOT_ENV_ID])
+def test_envs_accept_the_stage_granularity(env_id: str) -> None:
+    env = gym.make(env_id, model="seed-block", mode="pipeline", granularity="stages")
+    assert env.unwrapped.space.granularity == "stages"
+    _check_env_no_warnings(env.unwrapped)
+    env.close()

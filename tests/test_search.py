@@ -21,7 +21,7 @@ from search.exact import engine_bound
 optuna = pytest.importorskip("optuna")
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-AGENTS = ["random", "local", "optuna", "reinforce", "exact"]
+AGENTS = ["random", "local", "optuna", "reinforce", "exact", "guided"]
 SEARCH_DIR = Path(__file__).resolve().parents[1] / "search"
 
 
@@ -95,6 +95,14 @@ def random_graph(seed: int, n_layers: int, *, chain: bool = False, channels: int
 
 
 # ----------------------------------------------------------------------------- registry
+def test_guided_is_the_default_agent():
+    from search import DEFAULT_AGENT
+    from placetune.tuning.studyfile import TuneConfig
+
+    assert DEFAULT_AGENT == "guided" == TuneConfig().agent == TuneConfig.embedded_default().agent
+    assert get_agent().name == "guided" and get_agent().granularity == "stages"
+
+
 def test_registry_names_and_errors():
     assert set(AGENTS) <= set(agent_names())
     with pytest.raises(UnknownNameError):
@@ -372,3 +380,59 @@ def test_exact_enumerates_seed_block_pipeline(seed_block_model):
 def test_onnx_random_graph_is_valid():
     m = random_graph(3, 8)
     assert isinstance(m.proto, onnx.ModelProto) and len(m.layers) == 8
+
+
+# ----------------------------------------------------------------------------- guided
+def _truth(model, mode="pipeline", objective="throughput"):
+    """'The real Jetson': the simulator with a device profile the agents do not know."""
+    from placetune.backends.registry import get_backend
+    from placetune.calibration import DeviceProfile
+
+    prof = DeviceProfile(base="orin-agx", dla=1.3, boundary=2.0, engine_us=100.0, layer_sigma=0.1, seed=1)
+    opts = {"frames_in_flight": 4} if mode == "pipeline" else {}
+    return SpyEvaluator(model, "orin-agx", get_backend("simulate", device_profile=prof), mode=mode,
+                        precision="int8", objective=objective, **opts)
+
+
+@pytest.fixture(scope="module")
+def resnet50_b2() -> Model:
+    return Model.load("resnet50", batch=2)
+
+
+def test_guided_beats_random_and_local_on_a_profiled_device(resnet50_b2):
+    budget = 20
+    best = {}
+    for agent in ("guided", "local", "random"):
+        r = get_agent(agent, seed=0).run(_truth(resnet50_b2), Budget(budget))
+        assert r.evaluations == budget
+        best[agent] = r.best_value
+    # throughput: guided's best after 20 builds is clearly better than either blind agent's
+    assert best["guided"] > 1.10 * best["local"], best
+    assert best["guided"] > 1.10 * best["random"], best
+
+
+def test_guided_fits_the_run_and_shows_predictions(resnet50_b2):
+    ev = _truth(resnet50_b2)
+    notes = []
+    ev.add_callback(lambda p, m: notes.append(m.extra.get("annotation") or {}))
+    r = get_agent("guided", seed=0).run(ev, Budget(16))
+    assert r.evaluations == len(ev.asked) == 16
+    fits = r.extra["fits"]
+    assert fits and fits[-1][0] >= 8 and fits[-1][1] is not None and fits[-1][1] < 0.05
+    assert all("predicted" in n for n in notes)
+    assert any("cv_error" in n for n in notes)
+    assert r.extra["inner_rate"] > 0
+    # never the same realised placement twice (nor a DLA0 <-> DLA1 twin)
+    keys = [ev.realise(p).realized.key for p in ev.asked]
+    assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize("mode,objective", [("engine", "energy"), ("engine", "latency+energy"),
+                                            ("replicas", "throughput")])
+def test_guided_every_mode_and_objective_with_a_budget_of_10(mode, objective):
+    ev = SpyEvaluator("model-gn", "orin-agx", mode=mode, precision="int8", objective=objective,
+                      **({"replicas": {"GPU": 1, "DLA0": 1}} if mode == "replicas" else {}))
+    r = get_agent("guided", seed=0, inner_evals=100).run(ev, Budget(10))
+    assert r.evaluations == len(ev.asked) == 10 and r.best_value is not None
+    if "+" in objective:
+        assert r.pareto

@@ -505,3 +505,19 @@ def test_replicas_with_their_own_batch_need_a_dynamic_onnx(tmp_path, gn):
     assert m.status == "infeasible" and "static batch" in m.reason and "dynamic batch" in m.reason
     assert not _processes(tmp_path, "time")
 
+
+
+def test_guided_agent_fits_trtexec_measurements(tmp_path):
+    """The guided agent runs against the trtexec fake and its fit uses what trtexec measured."""
+    from placetune.tuning.evaluator import Evaluator
+    from search import Budget, get_agent
+
+    ev = Evaluator(GN, "orin-agx", _backend(tmp_path), mode="engine", precision="fp16")
+    notes: list[dict] = []
+    ev.add_callback(lambda p, m: notes.append(m.extra.get("annotation") or {}))
+    r = get_agent("guided", seed=0, inner_evals=100).run(ev, Budget(14))
+    assert r.evaluations == 14 and r.best_value is not None
+    assert all("predicted" in n for n in notes)
+    fits = [f for f in r.extra["fits"] if f[1] is not None]
+    assert fits and fits[-1][0] >= 8  # fitted to >= 8 trtexec measurements
+    assert any("cv_error" in n for n in notes)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["Space", "Unit", "GRANULARITIES", "OP_CLASSES", "op_class"]
 
 #: Accepted granularities (``scope:N`` with any N >= 1).
-GRANULARITIES = ("layer", "fusion", "scope:N")
+GRANULARITIES = ("layer", "fusion", "stages", "scope:N")
 
 #: Op classes used in features (one-hot) and by the simulator's efficiency tables.
 OP_CLASSES = ("conv", "gemm", "pool", "eltwise", "activation", "norm", "shuffle", "concat", "softmax", "other")
@@ -78,7 +78,10 @@ class Space:
             ``pipeline``: GPU, DLA0, DLA1 (as many as the platform has).
         precision: DLA eligibility depends on it.
         granularity: ``layer``, ``fusion`` (default: groups TensorRT fuses anyway,
-            e.g. conv+bn+relu) or ``scope:N`` (module prefix depth N).
+            e.g. conv+bn+relu), ``stages`` (the fusion groups, but :meth:`sample` and
+            :meth:`neighbours` keep a placement a few contiguous stages in topological order,
+            one device each: see :mod:`placetune.placement.stages`) or ``scope:N`` (module
+            prefix depth N).
         trt_version: TensorRT version of the DLA rules.
         allow_unsupported: keep DLA choices for units the DLA cannot run (to study
             fallback itself); by default they are masked.
@@ -147,7 +150,7 @@ class Space:
         layers = self.model.layers
         if granularity == "layer":
             return [(layer.name, [layer.name]) for layer in layers]
-        if granularity == "fusion":
+        if granularity in ("fusion", "stages"):
             return self._fusion_groups()
         if granularity.startswith("scope:"):
             try:
@@ -162,7 +165,7 @@ class Space:
                 key = "/".join(parts[:depth]) if parts else layer.name
                 order.setdefault(key, []).append(layer.name)
             return list(order.items())
-        raise ConfigError(f"unknown granularity {granularity!r}; use layer, fusion or scope:N")
+        raise ConfigError(f"unknown granularity {granularity!r}; use layer, fusion, stages or scope:N")
 
     def _fusion_groups(self) -> list[tuple[str, list[str]]]:
         """Conv/Gemm + following single-consumer pointwise layers (bias, BN, activation, residual add)."""
@@ -260,8 +263,12 @@ class Space:
         return all(self.mask[i, int(a)] for i, a in enumerate(assignment))
 
     def sample(self, rng: np.random.Generator | None = None) -> list[int]:
-        """A uniformly random masked assignment."""
+        """A random masked assignment: uniform per unit, or (``stages``) a random stage list."""
         rng = rng or np.random.default_rng()
+        if self.granularity == "stages":
+            from placetune.placement.stages import assignment_of, sample_stages
+
+            return assignment_of(self, sample_stages(self, rng))
         out = []
         for i in range(len(self.units)):
             allowed = np.flatnonzero(self.mask[i])
@@ -269,13 +276,55 @@ class Space:
         return out
 
     def neighbours(self, assignment: Sequence[int]) -> list[tuple[int, int]]:
-        """Every (unit, device) single-unit move that stays unmasked and changes something."""
-        return [
+        """Every (unit, device) single-unit move that stays unmasked and changes something.
+
+        ``stages``: only the moves that keep the stage structure (a unit next to a cut takes
+        its neighbour's device; the first and last units may open a stage of their own); see
+        :meth:`stage_neighbours` for the multi-unit stage moves.
+        """
+        moves = [
             (i, k)
             for i in range(len(self.units))
             for k in np.flatnonzero(self.mask[i]).tolist()
             if k != assignment[i]
         ]
+        if self.granularity != "stages":
+            return moves
+        from placetune.placement.stages import DEFAULT_MAX_STAGES, stages_of
+
+        out = []
+        for i, k in moves:
+            b = list(assignment)
+            b[i] = k
+            if len(stages_of(self, b)) <= DEFAULT_MAX_STAGES and len(stages_of(self, b)) <= len(
+                    stages_of(self, assignment)) + 1 and (i in (0, len(b) - 1) or k in (b[i - 1], b[i + 1])):
+                out.append((i, k))
+        return out
+
+    def stages(self, assignment: Sequence[int]) -> list:
+        """The :class:`~placetune.placement.stages.Stage` list of an assignment (any granularity)."""
+        from placetune.placement.stages import stages_of
+
+        return stages_of(self, assignment)
+
+    def from_stages(self, stages: Sequence) -> list[int]:
+        """Assignment of a stage list (units masked on their stage's device take the GPU)."""
+        from placetune.placement.stages import assignment_of
+
+        return assignment_of(self, stages)
+
+    def stage_neighbours(self, assignment: Sequence[int]) -> list[list[int]]:
+        """Assignments one stage move away: a cut added, removed or shifted, a stage's device changed."""
+        from placetune.placement.stages import assignment_of, stage_moves, stages_of
+
+        seen = {tuple(int(a) for a in assignment)}
+        out = []
+        for st in stage_moves(self, stages_of(self, assignment)):
+            b = assignment_of(self, st)
+            if tuple(b) not in seen:
+                seen.add(tuple(b))
+                out.append(b)
+        return out
 
     # --------------------------------------------------------------- features
     @property

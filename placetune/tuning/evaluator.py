@@ -203,8 +203,12 @@ class Evaluator:
         *,
         agent: str | None = None,
         trial_number: int | None = None,
+        annotation: dict[str, Any] | None = None,
     ) -> Measurement:
         """Measure a placement (or return the stored measurement of its realisation).
+
+        ``annotation`` (e.g. an agent's ``predicted`` value and ``cv_error``) is passed to the
+        callbacks in the returned measurement's ``extra["annotation"]``; it is never stored.
 
         Failures are returned as measurements with a non-``ok`` status; only a placement
         that is not a placement of this model, or names a device the platform lacks,
@@ -242,7 +246,7 @@ class Evaluator:
             self.stats.cache_hits += 1
             self._count(cached)
             self.store.record_request(self.study, placement.key, key, cached.extra.get("_id"), agent, trial_number, True)
-            return self._notify(placement, self._answer(cached, placement, cache_hit=True))
+            return self._notify(placement, self._answer(cached, placement, cache_hit=True, annotation=annotation))
         t0 = time.perf_counter()
         if r is None:
             m = Measurement.failure(
@@ -274,7 +278,7 @@ class Evaluator:
                 self.claims.release(self, key)
         m.extra["_id"] = mid
         self._remember(key, m)
-        return self._notify(placement, self._answer(m, placement, cache_hit=False))
+        return self._notify(placement, self._answer(m, placement, cache_hit=False, annotation=annotation))
 
     # ------------------------------------------------------- hooks and stop
     def add_callback(self, fn: Callable[[Placement, Measurement], None]) -> None:
@@ -374,9 +378,12 @@ class Evaluator:
         if len(self._memo) > _MEMO_SIZE:
             self._memo.popitem(last=False)
 
-    def _answer(self, m: Measurement, placement: Placement, cache_hit: bool) -> Measurement:
+    def _answer(self, m: Measurement, placement: Placement, cache_hit: bool,
+                annotation: dict[str, Any] | None = None) -> Measurement:
         out = copy.copy(m)
         out.extra = {**m.extra, "cache_hit": cache_hit, "requested_key": placement.key}
+        if annotation:
+            out.extra["annotation"] = dict(annotation)
         if cache_hit:
             out.requested = placement.as_dict()
         return out

@@ -262,14 +262,17 @@ def tune_config(cfg: Any) -> tuple[Any, str | None]:
     """The tune configuration for its storage: on a shared database the agent is ``optuna``.
 
     Returns:
-        ``(config, note)``: the default ``local`` agent is replaced (``note`` says so).
+        ``(config, note)``: the default agent is replaced (``note`` says so).
 
     Raises:
         ConfigError: another agent was asked for on a shared database.
     """
     if not is_shared_database(cfg.storage) or cfg.agent == FLEET_AGENT:
         return cfg, None
-    if cfg.agent != "local":
+    from placetune.tuning.studyfile import TuneConfig
+
+    default = TuneConfig.agent
+    if cfg.agent != default:
         raise ConfigError(
             f"--storage {mask_url(cfg.storage)} is a shared database (fleet mode), where the {FLEET_AGENT} agent's "
             f"study coordinates the workers; agent {cfg.agent!r} cannot share a study: use --agent {FLEET_AGENT}, "
@@ -277,7 +280,7 @@ def tune_config(cfg: Any) -> tuple[Any, str | None]:
         )
     from dataclasses import replace
 
-    note = (f"fleet mode (shared database): agent {FLEET_AGENT} instead of local; its study in the database "
+    note = (f"fleet mode (shared database): agent {FLEET_AGENT} instead of {default}; its study in the database "
             "coordinates every worker that joins")
     return replace(cfg, agent=FLEET_AGENT), note
 

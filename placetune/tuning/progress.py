@@ -42,14 +42,22 @@ class Progress:
         self.failures = 0
         self.t0 = time.monotonic()
         self._last_draw = 0.0
+        self.cv_error: float | None = None
 
     def set_baseline(self, baseline: Measurement) -> None:
         """Set the all-GPU measurement once it is known."""
         self.base = self.objective.value(baseline)
 
     def update(self, placement: Placement, m: Measurement) -> None:
-        """Evaluator callback: one evaluation finished."""
+        """Evaluator callback: one evaluation finished.
+
+        An agent's annotation (``predicted`` value, model ``cv_error``) is shown next to the
+        measurement.
+        """
         self.done += 1
+        note = m.extra.get("annotation") or {}
+        if note.get("cv_error") is not None:
+            self.cv_error = float(note["cv_error"])
         hit = bool(m.extra.get("cache_hit"))
         self.cache_hits += hit
         value = self.objective.value(m)
@@ -86,7 +94,8 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         text = (f"\r[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} "
                 f"({self._gain()}x vs all-GPU)  cache hits {self.cache_hits}  failures {self.failures}  "
-                f"{elapsed:5.0f}s")
+                f"{elapsed:5.0f}s" + (f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None
+                                      else ""))
         self.out.write(text)
         self.out.flush()
 
@@ -101,6 +110,11 @@ class Progress:
             f"failures={self.failures}",
             f"elapsed_s={time.monotonic() - self.t0:.1f}",
         ]
+        note = m.extra.get("annotation") or {}
+        if note.get("predicted") is not None:
+            fields.append(f"predicted={self._fmt(note['predicted'])}")
+        if note.get("cv_error") is not None:
+            fields.append(f"cv_error={100 * note['cv_error']:.1f}%")
         if m.simulated:
             fields.append("simulated=true")
         print(" ".join(fields), file=self.out, flush=True)

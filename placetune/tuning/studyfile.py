@@ -12,7 +12,7 @@ A study file::
     mode = "pipeline"
     objective = "latency"
     precision = "int8"
-    agent = "local"
+    agent = "guided"
     trials = 200
     device_profile = "my-device.toml"  # simulated backend: measure this device (placetune calibrate)
     timeout = "8h"
@@ -86,12 +86,12 @@ class TuneConfig:
     precision: str = "fp16"
     batch: int | None = None
     shapes: list[str] = field(default_factory=list)
-    agent: str = "local"
+    agent: str = "guided"
     trials: int = 150
     timeout: float | None = None
     storage: str = "sqlite:///placetune.db"
     study: str | None = None
-    granularity: str = "fusion"
+    granularity: str | None = None  # None: the agent's own default (guided: stages; others: fusion)
     export: str | None = None
     device_profile: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
@@ -107,7 +107,7 @@ class TuneConfig:
         with 4 frames in flight, on the simulated AGX Orin? Takes seconds on a laptop.
         """
         return cls(model=DEFAULT_MODEL, mode="pipeline", objective="throughput", precision="int8", batch=2,
-                   granularity="scope:2", trials=300, settings={"frames_in_flight": 4})
+                   trials=300, settings={"frames_in_flight": 4})
 
     def with_overrides(self, **overrides: Any) -> "TuneConfig":
         """A copy with the non-None overrides applied."""

@@ -140,7 +140,9 @@ class Tuner:
             self._say(f"note: {note}")
         agent_options = dict(cfg.agent_options)
         seed = int(agent_options.pop("seed", 0))
-        agent_probe = get_agent(cfg.agent, seed=seed, granularity=cfg.granularity, **agent_options)
+        if cfg.granularity is not None:  # else the agent's default (guided: stages)
+            agent_options["granularity"] = cfg.granularity
+        agent_probe = get_agent(cfg.agent, seed=seed, **agent_options)
         ev = self.evaluator = self._make_evaluator()
         store = ev.store
         name = ev.study_name
@@ -171,7 +173,7 @@ class Tuner:
         try:
             if remaining > 0:
                 # a resumed run explores anew (seed + trials done); the cache prevents re-measuring
-                agent = get_agent(cfg.agent, seed=seed + done, granularity=cfg.granularity, **agent_options) \
+                agent = get_agent(cfg.agent, seed=seed + done, **agent_options) \
                     if done else agent_probe
                 if self.fleet is not None:
                     self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
@@ -242,7 +244,7 @@ class Tuner:
         assert ev is not None
         obj = ev.objective
         rows: list[tuple[str, Measurement | None]] = [("all-GPU", outcome.baseline)]
-        for dev in ev.space(self.cfg.granularity).devices[1:]:
+        for dev in ev.space().devices[1:]:
             core = int(dev[3:])
             rows.append((f"all-DLA{core} (+fallback)", ev.peek(Placement.all_dla(ev.model, core))))
         if outcome.best is not None:

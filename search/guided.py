@@ -1,0 +1,332 @@
+"""``guided``: learn the device from the builds the run pays for, and build only what the model
+predicts will pay off.
+
+Every real evaluation (an engine build and timing on a Jetson: 1-2 minutes) is precious; a
+simulator evaluation costs about a millisecond. The agent works in rounds:
+
+1. **fit** multiplicative corrections of the simulator (GPU, DLA, boundary, loadable,
+   contention, per op class and per layer, engine overhead; :mod:`placetune.calibration`) to
+   the measurements of this run, starting from the built-in platform: the agent never reads
+   the backend's own device profile. Bootstrap refits give the spread of a prediction;
+2. **search the corrected simulator** with thousands of cheap evaluations
+   (:func:`search.surrogate.inner_search`: first-improvement descent over stage moves of
+   :mod:`placetune.placement.stages`, from the best measured placements, the previous
+   round's best predictions and random restarts);
+3. **pick a few new, diverse candidates**: the best predicted one, then the most optimistic
+   (mean - ``kappa`` x spread over the bootstrap fits) of other stage-device patterns;
+4. **evaluate them** on the backend (:meth:`search.base.SearchRun.evaluate`), and repeat.
+
+The first round measures the baselines (all-GPU, all-DLA with fallback, the per-core split)
+and the uncorrected simulator's best predictions. Progress lines show the prediction next to
+each measurement and the fit's current cross-validated error. The search space is the run's
+space (``granularity``, default ``stages``): with ``fusion`` or ``layer`` the same stage moves
+apply, ``scope:N`` coarsens them. Multi-objective runs (``latency+energy``) are guided by the
+primary objective; the Pareto front is kept from what was measured.
+
+The store keeps one measurement per realised placement, so a placement is never re-measured:
+the final best is the best measured value, and when a measurement looks far better than its
+prediction (possibly a lucky one) the agent says so in the result's notes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collections.abc import Sequence
+
+from placetune import PlacetuneError
+from placetune.measurement import Measurement
+
+from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments
+from .surrogate import Fit, Surrogate, fit_ensemble, inner_search
+
+if TYPE_CHECKING:
+    from placetune.tuning.evaluator import Evaluator
+
+__all__ = ["GuidedAgent"]
+
+log = logging.getLogger(__name__)
+
+
+class GuidedAgent(Agent):
+    """Model-guided search: fit simulator corrections, search the corrected simulator, build the best few.
+
+    Args:
+        seed: seed of every random choice (inner search, bootstrap resamples).
+        granularity: decision units of the run (default ``stages``).
+        batch: new candidates evaluated per round (fewer when the budget is smaller).
+        inner_evals: simulator evaluations of each round's inner search (1-3 ms each on a
+            laptop core for ResNet-50 in pipeline mode; the first round, on the uncorrected
+            simulator, gets eight times as many and refines the cuts of every device pattern).
+        ensemble: bootstrap refits for the spread of predictions (0: none).
+        kappa: weight of the spread in the optimistic score.
+        max_stages: the most stages of an inner-search placement (default 6 in pipeline mode,
+            10 otherwise).
+
+    Example:
+        >>> from placetune.evaluator import Evaluator
+        >>> from search import Budget
+        >>> ev = Evaluator("seed-block", mode="pipeline", precision="int8", objective="throughput")
+        >>> GuidedAgent(seed=0, inner_evals=200).run(ev, Budget(10)).evaluations
+        10
+    """
+
+    name = "guided"
+
+    def __init__(self, *, seed: int | None = None, granularity: str = "stages", batch: int = 3,
+                 inner_evals: int = 600, ensemble: int = 4, kappa: float = 1.0,
+                 max_stages: int | None = None) -> None:
+        super().__init__(seed=seed, granularity=granularity)
+        if int(batch) < 1:
+            raise ValueError(f"batch must be >= 1, not {batch}")
+        if int(inner_evals) < 10:
+            raise ValueError(f"inner_evals must be >= 10, not {inner_evals}")
+        if int(ensemble) < 0 or float(kappa) < 0:
+            raise ValueError("ensemble and kappa must be >= 0")
+        if max_stages is not None and int(max_stages) < 1:
+            raise ValueError(f"max_stages must be >= 1, not {max_stages}")
+        self.batch = int(batch)
+        self.inner_evals = int(inner_evals)
+        self.ensemble = int(ensemble)
+        self.kappa = float(kappa)
+        self.max_stages = None if max_stages is None else int(max_stages)
+
+    # ------------------------------------------------------------------ run
+    def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+        """Search until the budget is spent."""
+        run = SearchRun(evaluator, budget, self.name, self.granularity)
+        state = _State(run, self)
+        try:
+            state.search()
+        except BudgetExhausted:
+            pass
+        state.finish()
+        return run.result(rounds=state.rounds, cv_error=state.fit.cv_error, fits=state.cv_history,
+                          inner_evaluations=state.inner_calls, inner_rate=state.inner_rate)
+
+
+class _State:
+    """One guided run's bookkeeping."""
+
+    def __init__(self, run: SearchRun, agent: GuidedAgent) -> None:
+        self.run = run
+        self.agent = agent
+        self.ev = run.evaluator
+        self.space = run.space
+        self.rng = np.random.default_rng(agent.seed)
+        self.max_stages = agent.max_stages or (6 if self.ev.settings.mode == "pipeline" else 10)
+        self.measured: dict[tuple[int, ...], float] = {}
+        self.canonical: set[tuple[int, ...]] = set()
+        self.built: set[str] = set()
+        self._realised: dict[tuple[int, ...], str] = {}
+        self.measurements: list[Measurement] = []
+        self.predicted: dict[tuple[int, ...], float] = {}
+        self.elites: list[list[int]] = []
+        self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
+        self.fit = Fit()
+        self.rounds = 0
+        self.cv_history: list[tuple[int, float | None]] = []
+        self.inner_calls = 0
+        self.inner_seconds = 0.0
+
+    @property
+    def inner_rate(self) -> float | None:
+        """Simulator evaluations per second of the inner searches."""
+        return self.inner_calls / self.inner_seconds if self.inner_seconds > 0 else None
+
+    # ---------------------------------------------------------------- steps
+    def canon(self, a: list[int]) -> tuple[int, ...]:
+        """Key of an assignment up to relabelling the DLA cores (identical hardware: DLA0 <-> DLA1)."""
+        dlas = [k for k, d in enumerate(self.space.devices) if d != "GPU"]
+        if len(dlas) < 2:
+            return tuple(a)
+        order: dict[int, int] = {}
+        for x in a:
+            if x in dlas and x not in order:
+                order[x] = dlas[len(order)]
+        swapped = tuple(order.get(x, x) for x in a)
+        return swapped if self.space.is_allowed(swapped) else tuple(a)
+
+    def realised(self, a: Sequence[int]) -> str:
+        """Key of the placement the backend would build (two assignments may realise alike)."""
+        key = tuple(int(x) for x in a)
+        out = self._realised.get(key)
+        if out is None:
+            try:
+                out = self.ev.realise(self.space.to_placement(list(key))).realized.key
+            except PlacetuneError:
+                out = "infeasible:" + ",".join(map(str, key))
+            self._realised[key] = out
+        return out
+
+    def seen(self, a: list[int]) -> bool:
+        """True when the assignment, its DLA-relabelled twin or its realisation was measured."""
+        return (tuple(a) in self.measured or self.canon(a) in self.canonical
+                or self.realised(a) in self.built or self.realised(list(self.canon(a))) in self.built)
+
+    def evaluate(self, a: list[int], predicted: float | None) -> Measurement:
+        """Evaluate on the backend, with the prediction and the fit's error on the progress line."""
+        note: dict[str, Any] = {}
+        if predicted is not None and math.isfinite(predicted):
+            note["predicted"] = predicted if self.run.objective.direction == "minimize" else -predicted
+        if self.fit.cv_error is not None:
+            note["cv_error"] = self.fit.cv_error
+        m = self.run.evaluate(a, annotation=note or None)
+        key = tuple(a)
+        self.measured[key] = self.run.loss(m)
+        self.canonical.add(self.canon(a))
+        self.built.add(self.realised(a))
+        if predicted is not None:
+            self.predicted[key] = predicted
+        if m.ok:
+            self.measurements.append(m)
+        log.info("guided: measured %s predicted %s", self.run.objective.value(m), note.get("predicted"))
+        return m
+
+    def search_surrogate(self, sur: Surrogate, starts: list[list[int]], *, evaluations: int,
+                         sweep: int) -> list[tuple[float, list[int]]]:
+        t0 = time.perf_counter()
+        before = sur.calls
+        ranked = inner_search(sur, starts, self.rng, evaluations=evaluations, max_stages=self.max_stages,
+                              sweep=sweep, portfolio=self.portfolio)
+        self.inner_calls += sur.calls - before
+        self.inner_seconds += time.perf_counter() - t0
+        return ranked
+
+    def search(self) -> None:
+        run, space = self.run, self.space
+        base = [list(a) for a in baseline_assignments(space).values()]
+        nominal = Surrogate(self.ev, space, run.objective, None)
+        ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
+        self.elites = [a for _, a in ranked[:8]]
+        # round 0: the baselines and the uncorrected simulator's best predictions
+        first = [a for a in base]
+        remaining = run.remaining
+        tops = self.select(nominal, Fit(), ranked, 2 if remaining is None or remaining > 6 else 1)
+        for a in first[:1] + [a for a, _ in tops] + first[1:]:
+            if not self.seen(a):
+                self.evaluate(a, nominal.loss(a))
+        self.rounds = 1
+        while not run.exhausted:
+            self.round()
+
+    def round(self) -> None:
+        run, space = self.run, self.space
+        self.rounds += 1
+        self.fit = fit_ensemble(self.ev, self.measurements, ensemble=self.agent.ensemble,
+                                seed=None if self.agent.seed is None else self.agent.seed + self.rounds)
+        self.cv_history.append((len(self.measurements), self.fit.cv_error))
+        sur = Surrogate(self.ev, space, run.objective, self.fit.profile)
+        best_measured = [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:3]]
+        ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=self.agent.inner_evals,
+                                       sweep=0)
+        self.elites = [a for _, a in ranked[:8]]
+        k = self.agent.batch if run.remaining is None else max(1, min(self.agent.batch, run.remaining))
+        # steps of real local search (the model's favourite unmeasured neighbours of the best
+        # measured): one per round, more while the model predicts poorly
+        poor = self.fit.cv_error is None or self.fit.cv_error > 0.05
+        n_local = 0 if k == 1 else (max(1, k - 1) if poor and k > 2 else 1)
+        picks = self.select(sur, self.fit, ranked, k - n_local)
+        for _ in range(n_local if picks else k):
+            step = self.local_step(sur, [a for a, _ in picks])
+            if step is not None:
+                picks.append(step)
+        if not picks:  # everything the model likes was measured: explore
+            for _ in range(200):
+                a = space.sample(self.rng)
+                if not self.seen(a):
+                    picks = [(a, sur.loss(a))]
+                    break
+            else:
+                run.notes.append("stopped early: no unmeasured placement found")
+                raise BudgetExhausted()
+        log.info("guided round %d: fit on %d measurements, cv error %s; %d candidates", self.rounds,
+                 self.fit.n, self.fit.cv_error, len(picks))
+        for a, pred in picks:
+            self.evaluate(a, pred)
+
+    def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
+               k: int) -> list[tuple[list[int], float]]:
+        """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
+        top, keys = [], set()
+        for v, a in ranked:
+            c = self.canon(a)
+            if c not in keys and not self.seen(a):
+                keys.add(c)
+                top.append((v, a))
+            if len(top) >= 24:
+                break
+        if not top:
+            return []
+        mean = np.array([v for v, _ in top])
+        spread = np.zeros(len(top))
+        if fit.ensemble:
+            preds = []
+            for prof in fit.ensemble:
+                s = Surrogate(self.ev, self.space, self.run.objective, prof)
+                preds.append([s.loss(a) for _, a in top])
+            p = np.array(preds)
+            p[~np.isfinite(p)] = np.nan
+            with np.errstate(all="ignore"):
+                spread = np.nan_to_num(np.nanstd(p, axis=0), nan=0.0)
+        score = mean - self.agent.kappa * spread
+        picks: list[tuple[list[int], float]] = [(top[0][1], float(top[0][0]))]
+        patterns = {self.pattern(top[0][1])}
+        order = np.argsort(score, kind="stable")
+        for j in order:
+            if len(picks) >= k:
+                break
+            a = top[int(j)][1]
+            if any(a == b for b, _ in picks) or not math.isfinite(mean[j]):
+                continue
+            pat = self.pattern(a)
+            if pat in patterns:
+                continue
+            patterns.add(pat)
+            picks.append((a, float(mean[j])))
+        for j in order:  # not enough distinct patterns: fill by score
+            if len(picks) >= k:
+                break
+            a = top[int(j)][1]
+            if not any(a == b for b, _ in picks) and math.isfinite(mean[j]):
+                picks.append((a, float(mean[j])))
+        return picks[:k]
+
+    def local_step(self, sur: Surrogate, taken: list[list[int]]) -> tuple[list[int], float] | None:
+        """The unmeasured stage neighbour of the best measured placement that the model likes most.
+
+        Where the model misses effects it cannot represent, this keeps the search climbing on
+        measured values (local search ranked by the model).
+        """
+        if self.run.best_assignment is None:
+            return None
+        best: tuple[float, list[int]] | None = None
+        for b in self.space.stage_neighbours(self.run.best_assignment):
+            if self.seen(b) or any(self.canon(b) == self.canon(t) for t in taken):
+                continue
+            v = sur.loss(b)
+            if math.isfinite(v) and (best is None or v < best[0]):
+                best = (v, b)
+        return None if best is None else (best[1], best[0])
+
+    def pattern(self, a: list[int]) -> tuple[int, ...]:
+        """The sequence of stage devices (diversity: one candidate per pattern first)."""
+        return tuple(s.device for s in self.space.stages(a))
+
+    def finish(self) -> None:
+        """Note a best measurement much better than its prediction (a possibly lucky one)."""
+        best = self.run.best_assignment
+        if best is None:
+            return
+        key = tuple(best)
+        pred, got = self.predicted.get(key), self.measured.get(key)
+        if pred is not None and got is not None and math.isfinite(pred) and math.isfinite(got) and pred != 0:
+            err = abs(got - pred) / abs(pred)
+            if err > 0.1 and got < pred:
+                self.run.notes.append(f"the best measurement is {100 * err:.0f}% better than the model predicted; "
+                                      "measure it again before relying on it")
