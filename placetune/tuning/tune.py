@@ -221,7 +221,8 @@ class Tuner:
         from placetune.tuning.fleet import storage_error
 
         try:
-            OptunaStudy(ev, self.cfg.granularity).attach()
+            granularity = self.cfg.granularity or getattr(agent, "granularity", None) or "fusion"
+            OptunaStudy(ev, granularity).attach()
         except Exception as exc:  # a database failure: one clear line
             err = storage_error(ev.store, exc, "opening the study's Optuna study")
             if err is None:
