@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,8 @@ def test_guided_against_the_tensorrt_fakes_stores_and_fits_segment_profiles(tmp_
     assert proc.returncode == 0, proc.stderr + proc.stdout
     lines = [x for x in proc.stdout.splitlines() if x.startswith("trial=")]
     # trial 1 is tune's all-GPU baseline; the agent's evaluations show the model's prediction
-    assert len(lines) == 14 and all("predicted=" in x for x in lines[1:])
-    assert any("cv_error=" in x for x in lines)  # the fit ran on the measured segment profiles
+    assert len(lines) == 14 and all(re.search(r" predicted_\w+=[0-9.e+-]+( |$)", x) for x in lines[1:])
+    assert any(re.search(r" cv_error_pct=[0-9.]+( |$)", x) for x in lines)  # the fit ran on the measured segment profiles
     with Store(f"sqlite:///{db}") as store:
         ok = [r.measurement for r in store.measurements("g") if r.measurement.ok]
         settings = Settings(**{k: v for k, v in store.study("g").settings.items() if k in Settings.__dataclass_fields__})

@@ -112,9 +112,9 @@ class Progress:
         ]
         note = m.extra.get("annotation") or {}
         if note.get("predicted") is not None:
-            fields.append(f"predicted={self._fmt(note['predicted'])}")
+            fields.append(f"predicted_{self.objective.metric_names[0]}={self._fmt(note['predicted'], unit=False)}")
         if note.get("cv_error") is not None:
-            fields.append(f"cv_error={100 * note['cv_error']:.1f}%")
+            fields.append(f"cv_error_pct={100 * note['cv_error']:.1f}")
         if m.simulated:
             fields.append("simulated=true")
         print(" ".join(fields), file=self.out, flush=True)
