@@ -49,7 +49,8 @@ class Measurement:
         layer_times_ms: per layer time (ms) where known.
         energy_mj: energy per inference (a batch) in millijoules, where known.
         power_w: mean power during the measurement (W), where known.
-        build_seconds: time spent building engines (0 for the simulator).
+        build_seconds: time spent building engines (the simulator reports a simulated figure:
+            :mod:`placetune.backends.simulate.build_time`).
         timeline: events ``{"device", "name", "start_ms", "end_ms", "frame"}`` for drawing.
         simulated: True when the figures come from the simulated Jetson, not hardware.
         backend: backend name and version (``simulate-1``, ``tensorrt-10.3``...).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placetune import Model
+from placetune import Evaluator, Model
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
 from placetune.backends.simulate.costs import SIM_VERSION, cost_table
@@ -54,7 +54,7 @@ def test_backend_protocol_and_fingerprint():
 def test_engine_measurement_fields(resnet18):
     m = measure(Placement.all_dla(resnet18), iterations=7)
     assert m.ok and m.simulated and m.backend == f"simulate-{SIM_VERSION}"
-    assert m.mode == "engine" and m.precision == "int8" and m.batch == 1 and m.build_seconds == 0.0
+    assert m.mode == "engine" and m.precision == "int8" and m.batch == 1 and m.build_seconds > 0  # simulated engine build time
     assert len(m.latency_samples_ms) == 7
     assert {"median", "p90", "p99"} <= set(m.latency_ms)
     assert m.throughput_fps == pytest.approx(1000.0 / m.latency_ms["median"])
@@ -253,3 +253,38 @@ def test_scheduler_contention_is_piecewise_exact():
     assert s.busy_ms("GPU") == pytest.approx(s.tasks[0].end)
     fifo = run([Task("DLA0", 1.0, key=(1,)), Task("DLA0", 1.0, key=(0,))], {})
     assert (fifo.tasks[1].start, fifo.tasks[0].start) == (0.0, 1.0)
+
+
+def test_simulated_build_time_charges_engines_and_reuses_cached_segments():
+    from placetune.backends.simulate import build_time as bt
+
+    ev = Evaluator("resnet50", "orin-agx", mode="pipeline", precision="int8", batch=2, frames_in_flight=4)
+    gpu = ev.evaluate(Placement.all_gpu(ev.model))
+    n = len(ev.model.layers)
+    assert gpu.build_seconds == pytest.approx(bt.GPU_ENGINE_S + bt.GPU_LAYER_S * n)
+    assert gpu.extra["device_time_s"]["total_s"] > gpu.build_seconds  # timing runs cost time too
+    space = ev.space("stages")
+    a = space.from_placement(Placement.all_gpu(ev.model))
+    half = len(a) // 2
+    first = ev.evaluate(space.to_placement([0] * half + [1] * (len(a) - half)))  # GPU | DLA0
+    second = ev.evaluate(space.to_placement([0] * half + [2] * (len(a) - half)))  # GPU | DLA1
+    # the GPU stage is the same engine as in `first`: loaded from the cache, not rebuilt
+    assert second.extra["device_time_s"]["cached_engines"] >= 1
+    assert first.extra["device_time_s"]["cached_engines"] == 0
+    assert second.build_seconds < first.build_seconds
+
+
+def test_progress_lines_show_simulated_device_time_and_its_estimate():
+    import io
+
+    from placetune.tuning.progress import Progress
+
+    ev = Evaluator("seed-block", "orin-agx", mode="pipeline", precision="int8")
+    out = io.StringIO()
+    p = Progress(out, tty=False, total=4, done=0, objective=ev.objective, baseline=None)
+    ev.add_callback(p.update)
+    ev.evaluate(Placement.all_gpu(ev.model))
+    line = out.getvalue().strip()
+    spent = float(line.split("device_s=")[1].split()[0])
+    eta = float(line.split("device_eta_s=")[1].split()[0])
+    assert spent > 0 and eta == pytest.approx(3 * spent, rel=0.01)

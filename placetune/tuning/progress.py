@@ -43,6 +43,8 @@ class Progress:
         self.t0 = time.monotonic()
         self._last_draw = 0.0
         self.cv_error: float | None = None
+        self.device_s = 0.0  # simulated device time (builds + timing) of this run's measurements
+        self.device_n = 0
 
     def set_baseline(self, baseline: Measurement) -> None:
         """Set the all-GPU measurement once it is known."""
@@ -60,6 +62,10 @@ class Progress:
             self.cv_error = float(note["cv_error"])
         hit = bool(m.extra.get("cache_hit"))
         self.cache_hits += hit
+        dev = m.extra.get("device_time_s")
+        if not hit and isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)):
+            self.device_s += float(dev["total_s"])
+            self.device_n += 1
         value = self.objective.value(m)
         if self.base is None and value is not None and all(d == "GPU" for d in placement.as_dict().values()):
             self.base = value  # the all-GPU baseline is usually the run's first evaluation
@@ -74,6 +80,10 @@ class Progress:
                 self._draw()
         else:
             self._line(m, value, hit)
+
+    def _eta(self) -> float:
+        """Estimated device time for the rest of the budget: the mean per measured evaluation so far."""
+        return max(0, self.total - self.done) * self.device_s / max(1, self.device_n)
 
     def _gain(self) -> str:
         """The best value's gain over all-GPU, ``-`` while either is unknown (never ``nan``)."""
@@ -94,7 +104,8 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         text = (f"\r[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} "
                 f"({self._gain()}x vs all-GPU)  cache hits {self.cache_hits}  failures {self.failures}  "
-                f"{elapsed:5.0f}s" + (f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None
+                f"{elapsed:5.0f}s" + (f"  device {self.device_s / 3600:.1f} h, ~{self._eta() / 3600:.1f} h left"
+                                      if self.device_n else "") + (f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None
                                       else ""))
         self.out.write(text)
         self.out.flush()
@@ -115,6 +126,9 @@ class Progress:
             fields.append(f"predicted_{self.objective.metric_names[0]}={self._fmt(note['predicted'], unit=False)}")
         if note.get("cv_error") is not None:
             fields.append(f"cv_error_pct={100 * note['cv_error']:.1f}")
+        if self.device_n:
+            fields.append(f"device_s={self.device_s:.0f}")
+            fields.append(f"device_eta_s={self._eta():.0f}")
         if m.simulated:
             fields.append("simulated=true")
         print(" ".join(fields), file=self.out, flush=True)

@@ -39,6 +39,7 @@ from placetune.backends.simulate.costs import (
     power_factor,
 )
 from placetune.backends.simulate.profiled import apply_profile
+from placetune.backends.simulate.build_time import BuildClock, engine_specs
 from placetune.backends.simulate.schedule import Task, run, run_closed_loops
 
 from placetune.settings import resolve_replicas
@@ -103,6 +104,7 @@ class SimulatedJetson:
 
             raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
         self.noise = None if noise is None else float(noise)
+        self.clock = BuildClock()  # simulated engine cache: device time per measurement
 
     # ---------------------------------------------------------------- protocol
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
@@ -307,12 +309,19 @@ class SimulatedJetson:
         extra["power_w_by_device"] = {d: _active_w(platform, d, power) * f for d, f in frac.items()}
         extra["period_ms"] = period
         extra["sim_version"] = SIM_VERSION
+        mode = settings.mode
+        instances = [x["device"] for x in extra.get("replicas", ())]
+        segs = r.realized.segments(pipeline=mode == "pipeline")
+        key = (r.realized.model.hash, settings.precision, int(table.batch))
+        device = self.clock.charge(engine_specs(key, mode, segs, instances), latency_ms=stats["median"],
+                                   iterations=settings.iterations)
+        extra["device_time_s"] = device  # simulated: what this evaluation would cost on a Jetson
         g = table.g
         return Measurement(
             status="ok", latency_samples_ms=samples, latency_ms=stats, throughput_fps=float(fps),
             dla_loadables=dict(r.loadables), segment_times_ms=seg_list,
             layer_times_ms=dict(zip(g.names, t.tolist())), energy_mj=float(energy), power_w=float(p_w),
-            build_seconds=0.0, timeline=events[:_MAX_EVENTS], extra=extra, **base)
+            build_seconds=float(device["build_s"]), timeline=events[:_MAX_EVENTS], extra=extra, **base)
 
 
 def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", power_mode: str = "MAXN",
