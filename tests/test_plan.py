@@ -290,7 +290,8 @@ def _engine_doc(names_devices: dict[str, str], **kw) -> dict:
     dla = [n for n, d in names_devices.items() if d != "GPU"]
     doc = {
         "format": PLAN_FORMAT, "version": 1, "simulated": True, "model": {"hash": "x", "name": "net",
-                                                                         "input_shapes": {"in:0": [1, 3, 8, 8]}},
+                                                                         "input_shapes": {"in:0": [1, 3, 8, 8]},
+                                                                         "dynamic_inputs": ["in:0"]},
         "platform": "orin-agx", "mode": "engine", "precision": "fp16", "batch": 1, "layers": layers,
         "engines": [{"index": 0, "kind": "engine", "device": "DLA0", "dla_core": 0, "layers": list(names_devices),
                      "dla_layers": dla}],
@@ -375,7 +376,9 @@ def test_trtexec_replicas_one_command_per_device():
     assert len(commands) == 3
     assert not any(a.startswith("--useDLACore") for a in commands[0])
     assert "--useDLACore=1" in commands[2] and "--saveEngine=model.dla1.engine" in commands[2]
-    assert "--shapes=input:2x384x56x56" in commands[1]
+    # seed-block's inputs are static: no --shapes (trtexec refuses it); the script says to export per batch
+    assert not any(a.startswith("--shapes") for c in commands for a in c)
+    assert any("export the ONNX at batch 2" in c for c in trtexec_commands(plan))
     config = FakeConfig()
     report = plan.apply(FakeNetwork([FakeLayer(n) for n in plan.layer_names]), config, replica="DLA1", trt=FAKE_TRT)
     assert config.DLA_core == 1 and report.engine == "replica DLA1"

@@ -264,7 +264,8 @@ def test_all_gpu_engine_with_power_and_energy(tmp_path, gn):
     build, run = m.extra["commands"]["build"], m.extra["commands"]["time"]
     assert build[0] == str(FAKE) and "--fp16" in build and "--skipInference" in build and "--verbose" in build
     assert not any(a.startswith(("--useDLACore", "--layerDeviceTypes", "--allowGPUFallback")) for a in build + run)
-    assert "--shapes=input:32x3x32x32" in build and any(a.startswith("--timingCacheFile=") for a in build)
+    # a static model: no --shapes (real trtexec fails the build with it)
+    assert not any(a.startswith("--shapes") for a in build) and any(a.startswith("--timingCacheFile=") for a in build)
     assert "--iterations=5" in run and "--separateProfileRun" in run and "--useSpinWait" in run
     assert len(m.latency_samples_ms) >= 5 and m.latency_ms["median"] > 0
     qps = m.extra["summary"]["throughput_qps"]
@@ -521,3 +522,53 @@ def test_guided_agent_fits_trtexec_measurements(tmp_path):
     fits = [f for f in r.extra["fits"] if f[1] is not None]
     assert fits and fits[-1][0] >= 8  # fitted to >= 8 trtexec measurements
     assert any("cv_error" in n for n in notes)
+
+
+def _dynamic_batch_copy(src: Path, dst: Path) -> Path:
+    """``src`` with its input's batch dimension left open (``dim_param``), as a dynamic export has it."""
+    import gzip
+
+    import onnx
+
+    with gzip.open(src, "rb") as fh:
+        proto = onnx.load_from_string(fh.read())
+    dim = proto.graph.input[0].type.tensor_type.shape.dim[0]
+    dim.ClearField("dim_value")
+    dim.dim_param = "batch"
+    onnx.save(proto, str(dst))
+    return dst
+
+
+def test_shapes_only_for_inputs_the_onnx_leaves_dynamic(tmp_path, gn):
+    """Real trtexec (sampleEngines.cpp) fails the build when --shapes names a static model."""
+    be = _backend(tmp_path, "8.6.1")
+    m = _ev(gn, be, tmp_path, trt_version="8.6").evaluate(Placement.all_dla(gn))
+    assert m.ok, m.reason
+    assert all(not a.startswith("--shapes") for p in _processes(tmp_path, "build") + _processes(tmp_path, "time")
+               for a in p["argv"])
+    dyn_dir = tmp_path / "dyn"
+    dyn_dir.mkdir()
+    dyn = Model.load(_dynamic_batch_copy(GN, dyn_dir / "gn_dyn.onnx"), shapes=["input=32x3x32x32"])
+    assert dyn.dynamic_input_shapes == {"input": (32, 3, 32, 32)}
+    be2 = _backend(dyn_dir, "8.6.1")
+    m2 = _ev(dyn, be2, dyn_dir, trt_version="8.6").evaluate(Placement.all_dla(dyn))
+    assert m2.ok, m2.reason
+    builds = _processes(dyn_dir, "build")
+    assert builds and all("--shapes=input:32x3x32x32" in p["argv"] for p in builds)
+
+
+def test_exported_trtexec_script_passes_shapes_only_for_dynamic_inputs(tmp_path, gn):
+    from placetune.plan.export import export_plan
+    from placetune.plan.trtexec import trtexec_script
+
+    ev = Evaluator(gn, "orin-agx", precision="fp16", store=f"sqlite:///{tmp_path / 'p.db'}")
+    ev.evaluate(Placement.all_gpu(gn))
+    plan = export_plan(ev.store, ev.study_name)
+    assert plan.model["dynamic_inputs"] == []
+    assert "--shapes" not in trtexec_script(plan, "gn.onnx")
+    plan.model["dynamic_inputs"] = ["input"]
+    assert "--shapes=input:32x3x32x32" in trtexec_script(plan, "gn.onnx")
+    del plan.model["dynamic_inputs"]  # a plan from an older placetune: never --shapes, and it says why
+    script = trtexec_script(plan, "gn.onnx")
+    commands = [x for x in script.splitlines() if not x.startswith("#")]
+    assert not any("--shapes" in x for x in commands) and "does not say which model inputs" in script

@@ -21,6 +21,8 @@ class TensorInfo:
         const: True for initializers / folded constants (weights, shape operands).
         value: the value of a *small* constant (shape operands, scales), else None.
             Weight data is never loaded.
+        dynamic: for a model input, True when the file leaves a dimension open (its shape
+            here comes from ``--shape``): only such inputs take trtexec's ``--shapes``.
     """
 
     name: str
@@ -28,6 +30,7 @@ class TensorInfo:
     dtype: str = "float32"
     const: bool = False
     value: np.ndarray | None = field(default=None, compare=False, repr=False)
+    dynamic: bool = False
 
     @property
     def size(self) -> int:

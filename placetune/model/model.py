@@ -280,6 +280,12 @@ class Model:
         """Input name -> fixed shape."""
         return {t.name: t.shape for t in self.inputs}
 
+    @property
+    def dynamic_input_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Input name -> fixed shape, for the inputs whose file shape has an open dimension only:
+        trtexec refuses ``--shapes`` for a model whose inputs are all static."""
+        return {t.name: t.shape for t in self.inputs if t.dynamic}
+
     def _content_hash(self) -> str:
         doc = {
             "inputs": [[t.name, list(t.shape), t.dtype] for t in self.inputs],

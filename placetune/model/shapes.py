@@ -95,6 +95,7 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -
     fixed = []
     for inp in real_inputs:
         dims = _dims(inp.type)
+        dynamic = dims is None or any(not isinstance(d, int) for d in dims)
         if inp.name in overrides:
             new = overrides[inp.name]
             if dims is not None and len(dims) != len(new):
@@ -119,5 +120,6 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -
         del shape_proto.dim[:]
         for d in dims:
             shape_proto.dim.add().dim_value = int(d)
-        fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), _np_dtype(inp.type.tensor_type.elem_type)))
+        fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), _np_dtype(inp.type.tensor_type.elem_type),
+                                dynamic=dynamic))
     return fixed

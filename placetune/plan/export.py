@@ -298,6 +298,7 @@ def export_plan(
             "name": st.model_name,
             "input_shapes": {k: list(v) for k, v in (model.input_shapes.items() if model is not None else
                                                      (_stored_shapes(store, st) or {}).items())},
+            **({} if model is None else {"dynamic_inputs": sorted(model.dynamic_input_shapes)}),
             "path": None if model is None or model.path is None else str(model.path),
             "zoo": None if model is None else model.zoo,
             "layers": len(realized_map),

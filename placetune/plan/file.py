@@ -78,7 +78,9 @@ class Plan:
 
     Attributes:
         model: identity of the model: ``hash``, ``name``, ``input_shapes`` (name -> dims),
-            ``path`` (ONNX file or None), ``zoo`` (zoo name or None), ``layers`` (count).
+            ``dynamic_inputs`` (the inputs whose file shape has an open dimension: the only ones
+            trtexec's ``--shapes`` may name), ``path`` (ONNX file or None), ``zoo`` (zoo name or
+            None), ``layers`` (count).
         platform: Jetson platform name (``orin-agx``...).
         mode: ``engine``, ``pipeline`` or ``replicas``.
         precision: ``fp16``, ``int8`` or ``fp32``.
@@ -249,6 +251,9 @@ class Plan:
         model = doc["model"]
         if not isinstance(model, dict) or not isinstance(model.get("hash"), str):
             raise ConfigError(f"{where}: \"model\" must be an object with the model's \"hash\"")
+        dyn = model.get("dynamic_inputs")
+        if dyn is not None and not (isinstance(dyn, list) and all(isinstance(x, str) for x in dyn)):
+            raise ConfigError(f"{where}: model.dynamic_inputs must be a list of input names")
         if doc["mode"] not in _MODES:
             raise ConfigError(f"{where}: unknown mode {doc['mode']!r}; modes are {', '.join(_MODES)}")
         layers = doc["layers"]

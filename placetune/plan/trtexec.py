@@ -90,6 +90,13 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
                              "not for accuracy")
     warned = False
     input_shapes = dict(plan.model.get("input_shapes") or {})
+    dynamic = plan.model.get("dynamic_inputs")
+    # trtexec fails the build when --shapes names a model whose inputs are all static: shapes
+    # only for the inputs the ONNX file leaves open (a plan without the list: none)
+    input_shapes = {k: v for k, v in input_shapes.items() if isinstance(dynamic, list) and k in dynamic}
+    if not isinstance(dynamic, list):
+        lines.append("# this plan does not say which model inputs are dynamic: no --shapes is passed (trtexec refuses "
+                     "it for static inputs); for a dynamic model add --shapes=<input>:<dims>")
 
     def command(onnx: str, engine_file: str, eng: dict[str, Any], shapes: str | None) -> list[str]:
         nonlocal warned
@@ -143,11 +150,14 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
             lines.extend(command(f"{stem}.seg{i}.onnx", f"{stem}.seg{i}.engine", eng, None))
     else:
         lines.append(f"# replicas mode: {len(plan.engines)} engines of the whole network, one per device, run at "
-                     "the same time; each replica's batch is set with --shapes (the ONNX needs a dynamic batch "
-                     "dimension, or export it once per batch)")
+                     "the same time; each replica's batch is set with --shapes when the ONNX has a dynamic batch "
+                     "dimension (else export it once per batch)")
         for eng in plan.engines:
             dev = str(eng.get("device"))
             lines.append(f"# replica on {dev}, batch {eng.get('batch')}")
+            if not input_shapes and eng.get("batch") not in (None, plan.batch):
+                lines.append(f"# the model's inputs are static (batch {plan.batch}): export the ONNX at batch "
+                             f"{eng.get('batch')} for this replica (trtexec takes --shapes only for dynamic inputs)")
             lines.extend(command(onnx_path, f"{stem}.{dev.lower()}.engine", eng,
                                  shapes_arg(input_shapes, eng.get("batch"))))
     return lines

@@ -236,7 +236,9 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
         else:
             notes.append("--int8 without --calib: placeholder dynamic ranges (right for timing, not accuracy)")
     argv.extend(place_args)
-    shapes = shapes_arg(model.input_shapes, batch if batch != model.batch else None)
+    # trtexec (sampleEngines.cpp, every version) fails the build when --shapes is given for a
+    # model whose inputs are all static: shapes only for inputs the file leaves open
+    shapes = shapes_arg(model.dynamic_input_shapes, batch if batch != model.batch else None)
     if shapes:
         argv.append(f"--shapes={shapes}")
     argv.append(f"--saveEngine={engine_path}")

@@ -66,6 +66,11 @@ def measure_replicas(be: "TrtexecBackend", r: "Realisation", platform: "Platform
     commands: dict[str, Any] = {"build": {}, "time": {}}
     build_s = 0.0
     for eng in engines:
+        if eng.batch != model.batch and not model.dynamic_input_shapes:
+            return Measurement.failure(
+                "infeasible", f"replica {eng.device} asks batch {eng.batch} but the ONNX file has a static batch "
+                f"of {model.batch} (trtexec takes --shapes only for dynamic inputs): export the model with a dynamic "
+                "batch dimension to give replicas their own batch", extra={"commands": commands}, **base)
         commands["build"][eng.device] = eng.build_argv
         failure = build(be, eng, version, {**base, "extra": {"replica": eng.device, "commands": commands}})
         if failure is not None:
