@@ -279,6 +279,7 @@ class Bindings:
         self.enums: dict[str, dict] = {}
         self.functions: dict[str, list] = {}
         self.attributes: set[str] = set()
+        self.aliases: dict[str, str] = {}  # module attribute -> the enum member / name it is
         self.cxx: dict[str, str] = {}  # C++ type -> Python name (qualified for nested)
         self.pending_bases: dict[str, list[str]] = {}
 
@@ -420,6 +421,14 @@ def parse_bindings(files: dict[str, str], b: Bindings) -> None:
                         b.functions.setdefault(name, []).append(signature(args[1:], arity))
                     elif what in ("attr", "add_object") and (what == "add_object" or toks[end + 1].text == "="):
                         b.attributes.add(name)
+                        semi = next(k for k in range(end + 1, len(toks)) if toks[k].text == ";")
+                        rhs = text_of(toks[end + 2:semi])
+                        m1 = re.fullmatch(r"(?:\w+::)*(\w+)::k(\w+)", rhs)
+                        m2 = re.fullmatch(r'm\.attr\("(\w+)"\)', rhs)
+                        if m1 and m1.group(1) in {v.rpartition(".")[2] for v in b.cxx.values()} | set(b.cxx):
+                            b.aliases[name] = f"{b.cxx.get(m1.group(1), m1.group(1))}.{m1.group(2)}"
+                        elif m2:
+                            b.aliases[name] = m2.group(1)
                 i = end + 1
                 continue
             else:
@@ -586,7 +595,8 @@ def bindings_table(git: Git, ref: str) -> tuple[dict, list[str]]:
         classes[name] = out
     enums = {k: v["members"] if not v["export_values"] else {"members": v["members"], "export_values": True}
              for k, v in sorted(b.enums.items())}
-    module = {"functions": dict(sorted(b.functions.items())), "attributes": sorted(b.attributes)}
+    module = {"functions": dict(sorted(b.functions.items())), "attributes": sorted(b.attributes),
+              "aliases": dict(sorted(b.aliases.items()))}
     return {"module": module, "classes": classes, "enums": enums}, sorted(paths)
 
 
