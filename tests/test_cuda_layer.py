@@ -156,9 +156,10 @@ def _run(cuda, kernel, k, spins, frames=24, breakage=None):
             pipe.mark(f, stamps[i])
         pipe.finish(f, end)
         cuda.synchronize()
-        want = [_expected(pipe.input_data["x"][s]) for s in range(pipe.slots)]
-        bad = [i for i in range(frames) if not np.array_equal(hosts[i].astype(np.float64), want[i % pipe.slots])
-               or float(hosts[i].sum(dtype=np.float64)) != float(want[i % pipe.slots].sum())]
+        want = [_expected(x) for x in pipe.input_data["x"]]  # frame i read input i % n_inputs
+        n = pipe.n_inputs
+        bad = [i for i in range(frames) if not np.array_equal(hosts[i].astype(np.float64), want[i % n])
+               or float(hosts[i].sum(dtype=np.float64)) != float(want[i % n].sum())]
         fill = pipe.slots + len(engines)
         period = stamps[frames - 1].time_since(stamps[fill - 1]) / (frames - fill)
         # one frame alone: the latency
@@ -213,9 +214,8 @@ def test_pipeline_frames_in_flight_give_exact_outputs(cuda, kernel, k, spins):
     assert latency >= critical_ms * 0.95
     if k == 1:  # no overlap between frames: the period is the latency
         assert period >= critical_ms * 0.95
-    if k == 3:  # frames overlap: the period falls towards the slowest engine
-        assert period < critical_ms * 0.85
-        assert period >= max(spins) / 1000.0 * 0.95
+    if k == 3:  # frames overlap: the period is the slowest engine's time (+ launch gaps)
+        assert max(spins) / 1000.0 * 0.95 <= period <= max(spins) / 1000.0 * 1.15 + 0.02
 
 
 def test_pipelining_shortens_the_period(cuda, kernel):

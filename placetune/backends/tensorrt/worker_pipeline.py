@@ -91,9 +91,12 @@ class _Pipeline(object):
     """Engines chained by their tensors: one stream each, an event per (engine, buffer slot),
     ``slots`` device buffers per cut tensor, ``in_flight`` frames at once.
 
-    Frame ``f`` uses slot ``f % slots``, including its network inputs: every slot holds a
-    different random input (``input_data[t][s]``, host copies), so a frame that reads another
-    frame's buffer gives a wrong output. Before an engine runs frame ``f`` its stream waits
+    Frame ``f`` uses slot ``f % slots`` and network input ``f % n_inputs`` (``slots + 1``
+    different random inputs, host copies in ``input_data[t]``): no two frames that share a slot
+    less than ``slots * n_inputs`` frames apart share an input, so a frame that reads a buffer
+    too early or too late (another frame's data) gives a wrong output. (With one input per slot,
+    a read of the same slot's previous frame saw identical numbers: the GPU test showed it.)
+    Before an engine runs frame ``f`` its stream waits
     for: the engines that produce its inputs (frame ``f``); the engines that read its outputs
     in the same slot (frame ``f - slots``: write after read); for a source engine, the sinks
     of frame ``f - in_flight``. Independent branches therefore run at once.
@@ -105,6 +108,7 @@ class _Pipeline(object):
         self.engines = engines
         self.k = max(1, int(in_flight))
         self.slots = max(2, self.k)
+        self.n_inputs = self.slots + 1
         n = len(engines)
         producer = {}  # type: Dict[str, int]
         for i, e in enumerate(engines):
@@ -154,7 +158,7 @@ class _Pipeline(object):
         for e in engines:
             per_slot = []
             for s in range(self.slots):
-                addr = [(t, self.buffers[t][s] if t in self.buffers else self.inputs[t][0][s]) for t in e.inputs]
+                addr = [(t, self.buffers[t][s] if t in self.buffers else None) for t in e.inputs]
                 addr += [(t, self.buffers[t][s]) for t in e.outputs]
                 per_slot.append(addr)
             self.addresses.append(per_slot)
@@ -167,10 +171,10 @@ class _Pipeline(object):
 
     def add_input(self, np, rng, t, shape, dtype, nbytes, allocs, stream):
         # type: (Any, Any, str, Tuple[int, ...], Any, int, List[Any], Any) -> None
-        """One buffer per slot of network input ``t``, each a new random input, uploaded from
+        """``n_inputs`` buffers of network input ``t``, each a new random input, uploaded from
         pinned memory on ``stream``."""
         mems, data = [], []
-        for _ in range(self.slots):
+        for _ in range(self.n_inputs):
             host = self.cuda.pagelocked_empty(tuple(int(d) for d in shape), dtype)
             host.reshape(-1)[:] = random_data(np, rng, shape, dtype)
             mem = alloc(self.cuda, allocs, nbytes)
@@ -179,6 +183,12 @@ class _Pipeline(object):
             data.append(host)
         self.inputs[t] = (mems, shape, dtype)
         self.input_data[t] = data
+
+    def addresses_of(self, i, f):
+        # type: (int, int) -> List[Tuple[str, Any]]
+        """Engine ``i``'s tensor addresses in frame ``f`` (its slot, its input)."""
+        x = f % self.n_inputs
+        return [(t, self.inputs[t][0][x] if m is None else m) for t, m in self.addresses[i][f % self.slots]]
 
     def mark(self, f, event):
         # type: (int, Any) -> None
@@ -209,7 +219,7 @@ class _Pipeline(object):
                     st.wait_for_event(self.done[j][s])
             if marks is not None:
                 marks[i][0].record(st)
-            addr = self.addresses[i][s]
+            addr = self.addresses_of(i, f)
             if self.read_other_slot and f >= self.slots:  # test hook: a slot race
                 addr = [(t, self.buffers[t][(s + 1) % self.slots] if t in self.buffers and t in e.inputs else m)
                         for t, m in addr]
@@ -253,7 +263,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
     want = None  # type: Optional[List[Dict[str, Any]]]
     if ref_plan is not None:
         got = []
-        for _ in range(pipe.slots):
+        for _ in range(pipe.n_inputs):
             f = pipe.frame()
             pipe.finish(f, end)
             got.append(pipe.outputs(np, f))
@@ -266,15 +276,15 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
         if missing:
             raise RuntimeError("the reference engine has no output %s" % ", ".join(repr(t) for t in missing))
         want = []
-        for slot in range(pipe.slots):
-            ref.run([(t, pipe.inputs[t][0][slot]) for t in ref.inputs] + [(t, ref_out[t]) for t in ref.outputs])
+        for x in range(pipe.n_inputs):
+            ref.run([(t, pipe.inputs[t][0][x]) for t in ref.inputs] + [(t, ref_out[t]) for t in ref.outputs])
             ref.stream.synchronize()
             want.append(dict((t, download(cuda, np, ref_out[t], ref.tensors[t][0], ref.tensors[t][1]))
                              for t in pipe.net_outputs))
         report = compare_frames(np, got, want, float(gate.get("tolerance", 1e-2)))
         report["enforced"] = bool(gate.get("enforce", True))
         report["checked"] = True
-        report["inputs"] = pipe.slots
+        report["inputs"] = pipe.n_inputs
         out["gate"] = report
         if report["enforced"] and not report["passed"]:
             out["status"] = "runtime_failed"
@@ -319,7 +329,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
     out["period_ms"] = float(done_at[fill + steady - 1].time_since(done_at[fill - 1])) / steady
     if want is not None:  # the last frames of K in flight must still be right (buffer reuse)
         last = list(range(f - pipe.slots + 1, f + 1))
-        report = compare_frames(np, [pipe.outputs(np, g) for g in last], [want[g % pipe.slots] for g in last],
+        report = compare_frames(np, [pipe.outputs(np, g) for g in last], [want[g % pipe.n_inputs] for g in last],
                                 float(gate.get("tolerance", 1e-2)))
         bad = last[report["frame"]]
         out["gate"]["after_timing"] = {"frame": bad, "frames": last, "passed": report["passed"],
@@ -344,7 +354,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
         times = []
         for _ in range(reps):
             marks[i][0].record(e.stream)
-            e.run(pipe.addresses[i][0])
+            e.run(pipe.addresses_of(i, 0))
             marks[i][1].record(e.stream)
             marks[i][1].synchronize()
             times.append(float(marks[i][1].time_since(marks[i][0])))
@@ -354,7 +364,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
     if prof_reps > 0:
         profiles = []
         for i, e in enumerate(engines):
-            addr = pipe.addresses[i][0]
+            addr = pipe.addresses_of(i, 0)
             profiles.append(profile_layers(trt, e.context, lambda e=e, addr=addr: e.run(addr), e.stream, prof_reps))
         out["layer_profiles"] = profiles
     out["status"] = "ok"
