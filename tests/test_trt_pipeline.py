@@ -438,3 +438,64 @@ def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block
     gate = m.extra["gate"]
     assert gate["inputs"] == 3 and gate["frames"] == [True, True, True] and gate["after_timing"]["passed"]
     assert m2.extra["gate"]["frames"] == [True, True, False]  # frame 2 is the first to reuse a slot
+
+
+def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_block, tmp_path, monkeypatch):
+    """A cut tensor is an intermediate (+-4) in the reference engine; as a segment input trtexec's
+    rule gave it +-2. The parent computes the ranges once on the full network and passes each
+    segment those of its inputs; the worker sets them before its own rule."""
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path, precision="int8")
+    jobs = []
+    orig = be.pool.run
+    monkeypatch.setattr(be.pool, "run", lambda job, **kw: (jobs.append(job), orig(job, **kw))[1])
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    specs = {s["name"]: s for s in next(j for j in jobs if j.get("op") == "pipeline")["engines"]}
+    assert specs["seg3"]["int8_ranges"] == {"/conv2/Conv_output_0": 4.0, "/conv3/Conv_output_0": 4.0,
+                                            "/conv4/Conv_output_0": 4.0}
+    assert specs["seg0"]["int8_ranges"] == {"input": 2.0}
+    # the worker side: given ranges win over trtexec's per-network rule
+    sys.path.insert(0, str(WORKER_FILE.parent))
+    try:
+        wb = importlib.import_module("worker_build")
+    finally:
+        sys.path.remove(str(WORKER_FILE.parent))
+
+    class T:
+        def __init__(self, name):
+            self.name, self.dynamic_range = name, None
+
+        def set_dynamic_range(self, lo, hi):
+            self.dynamic_range = (lo, hi)
+
+    cut_in, out = T("/conv2/Conv_output_0"), T("y")
+
+    class L:
+        type, num_inputs, num_outputs = "CONV", 1, 1
+
+        def get_input(self, i):
+            return cut_in
+
+        def get_output(self, i):
+            return out
+
+    class Net:
+        num_inputs, num_layers = 1, 1
+
+        def get_input(self, i):
+            return cut_in
+
+        def get_layer(self, i):
+            return L()
+
+    class Trt:
+        class LayerType:
+            CONCATENATION, POOLING = "CONCAT", "POOL"
+
+    wb._set_dynamic_ranges(Net(), Trt, {"/conv2/Conv_output_0": 4.0})
+    assert cut_in.dynamic_range == (-4.0, 4.0) and out.dynamic_range == (-4.0, 4.0)
