@@ -23,7 +23,8 @@ def test_here_tensorrt_is_missing_and_the_fix_is_given():
     assert c["python"].ok
     assert not c["tensorrt"].ok and "No module named 'tensorrt'" in c["tensorrt"].detail
     assert "--system-site-packages" in c["tensorrt"].fix and "/usr/bin/python3" in c["tensorrt"].fix
-    assert not c["pycuda"].ok and "pip install pycuda" in c["pycuda"].fix
+    assert not c["cuda"].ok and "pip install --no-build-isolation pycuda" in c["cuda"].fix
+    assert "pip install cuda-python" in c["cuda"].fix
     assert c["backend simulate"].ok
     assert not c["backend tensorrt"].ok and "tensorrt" in c["backend tensorrt"].detail
     assert "--system-site-packages" in c["backend tensorrt"].fix
@@ -38,7 +39,8 @@ def test_with_tensorrt_and_pycuda_present():
     c = _by_name(doctor.run(env=fake_env("10.3.0")))
     assert c["tensorrt"].ok and "10.3.0" in c["tensorrt"].detail
     assert c["tensorrt version"].ok and c["dla"].ok and "= 2" in c["dla"].detail
-    assert c["pycuda"].ok and c["backend tensorrt"].ok and c["backend tensorrt"].fix == ""
+    assert c["cuda"].ok and c["cuda"].detail.startswith("pycuda 2022.2.2-fake on Orin (fake)")
+    assert c["backend tensorrt"].ok and c["backend tensorrt"].fix == ""
 
 
 def test_tensorrt_without_dla():
@@ -93,3 +95,13 @@ def test_parsers():
 def test_format_lists_fixes_only_for_failures():
     text = doctor.format([doctor.Check("a", True, "fine", ""), doctor.Check("b", False, "broken", "do x")])
     assert text.splitlines() == ["[ok]   a: fine", "[FAIL] b: broken", "       fix: do x"]
+
+
+def test_a_pycuda_whose_driver_does_not_load_is_not_ok():
+    """`import pycuda` loads only the version module; JetPack 5.1's pip-built pycuda fails in
+    pycuda.driver (numpy ABI). The probe initialises the driver and says what to install."""
+    c = _by_name(doctor.run(env=fake_env("8.5.2", **{"PYCUDA_DRIVER_ERROR": "numpy.core.multiarray failed to import"})))
+    assert not c["cuda"].ok and "numpy.core.multiarray failed to import" in c["cuda"].detail
+    assert "pip install --no-build-isolation pycuda" in c["cuda"].fix and "pycuda>=2025.1.2" in c["cuda"].fix
+    assert "numpy==1.17" in c["cuda"].fix
+    assert not c["backend tensorrt"].ok and "cuda" in c["backend tensorrt"].detail

@@ -390,3 +390,112 @@ print(json.dumps([e0._t, e1._t, e2._t, end._t, out.tolist(), lazy.tolist()]))
     t0, t1, t2, t_end, out, lazy = json.loads(p.stdout)
     assert (t0, t1, t2, t_end) == (1.0, 1.0, 2.0, 1.0)
     assert out == [0, 1, 2, 3] and lazy == [7, 7, 7, 7]
+
+
+def test_throughput_is_the_steady_state_period_not_fill_and_drain(seed_block, tmp_path):
+    """With K frames in flight the period is the time between frame completions once the
+    pipeline is full; the fill (the first frame's whole latency) must not be averaged in (it
+    was: end-to-end time over max(iterations, 4*slots) frames)."""
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path, frames_in_flight=4)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    sink_end = sorted((e["frame"], e["end_ms"]) for e in m.timeline if e["name"] == "seg3")
+    steady = [b[1] - a[1] for a, b in zip(sink_end, sink_end[1:]) if a[0] >= 4]  # frames past the fill
+    assert len(steady) >= 4 and max(steady) - min(steady) < 1e-9  # the fake's clocks are exact
+    assert m.latency_ms["median"] > 1.4 * steady[0]  # so a fill averaged in would show
+    assert m.extra["period_ms"] == pytest.approx(steady[0], rel=1e-6)
+
+
+def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block, tmp_path, monkeypatch):
+    """slots + 1 different random inputs, each with its own reference output, checked before
+    timing (one frame each) and for the last frames after it: a frame that reads its cut
+    tensors from the other slot once the slots are reused (a buffer race) fails the gate. With
+    one input for every frame the race read identical numbers and passed."""
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path, frames_in_flight=2)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+        orig = be.pool.run
+
+        def racy(job, **kw):
+            return orig(dict(job, test_read_other_slot=True) if job.get("op") == "pipeline" else job, **kw)
+
+        monkeypatch.setattr(be.pool, "run", racy)
+        (tmp_path / "racy").mkdir()
+        ev2 = _ev(seed_block, be, tmp_path / "racy", frames_in_flight=2)
+        m2 = ev2.evaluate(Placement(ev2.model, THREE))
+        ev2.close()
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m2.status == "runtime_failed" and "differ from the all-GPU engine" in m2.reason
+    gate = m.extra["gate"]
+    assert gate["inputs"] == 3 and gate["frames"] == [True, True, True] and gate["after_timing"]["passed"]
+    assert m2.extra["gate"]["frames"] == [True, True, False]  # frame 2 is the first to reuse a slot
+
+
+def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_block, tmp_path, monkeypatch):
+    """A cut tensor is an intermediate (+-4) in the reference engine; as a segment input trtexec's
+    rule gave it +-2. The parent computes the ranges once on the full network and passes each
+    segment those of its inputs; the worker sets them before its own rule."""
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path, precision="int8")
+    jobs = []
+    orig = be.pool.run
+    monkeypatch.setattr(be.pool, "run", lambda job, **kw: (jobs.append(job), orig(job, **kw))[1])
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    specs = {s["name"]: s for s in next(j for j in jobs if j.get("op") == "pipeline")["engines"]}
+    assert specs["seg3"]["int8_ranges"] == {"/conv2/Conv_output_0": 4.0, "/conv3/Conv_output_0": 4.0,
+                                            "/conv4/Conv_output_0": 4.0}
+    assert specs["seg0"]["int8_ranges"] == {"input": 2.0}
+    # the worker side: given ranges win over trtexec's per-network rule
+    sys.path.insert(0, str(WORKER_FILE.parent))
+    try:
+        wb = importlib.import_module("worker_build")
+    finally:
+        sys.path.remove(str(WORKER_FILE.parent))
+
+    class T:
+        def __init__(self, name):
+            self.name, self.dynamic_range = name, None
+
+        def set_dynamic_range(self, lo, hi):
+            self.dynamic_range = (lo, hi)
+
+    cut_in, out = T("/conv2/Conv_output_0"), T("y")
+
+    class L:
+        type, num_inputs, num_outputs = "CONV", 1, 1
+
+        def get_input(self, i):
+            return cut_in
+
+        def get_output(self, i):
+            return out
+
+    class Net:
+        num_inputs, num_layers = 1, 1
+
+        def get_input(self, i):
+            return cut_in
+
+        def get_layer(self, i):
+            return L()
+
+    class Trt:
+        class LayerType:
+            CONCATENATION, POOLING = "CONCAT", "POOL"
+
+    wb._set_dynamic_ranges(Net(), Trt, {"/conv2/Conv_output_0": 4.0})
+    assert cut_in.dynamic_range == (-4.0, 4.0) and out.dynamic_range == (-4.0, 4.0)

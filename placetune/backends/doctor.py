@@ -25,7 +25,9 @@ _FIX_TRT = (
     "bindings are visible (python3 -m venv --system-site-packages .venv), or run the worker with "
     "--worker-python /usr/bin/python3"
 )
-_FIX_PYCUDA = "pip install pycuda (needs the CUDA toolkit on PATH: export PATH=/usr/local/cuda/bin:$PATH)"
+_FIX_CUDA = (  # the worker's own text (worker_cuda.FIX) wins when the probe answered
+    "pip install cuda-python (no build step), or pycuda: export PATH=/usr/local/cuda/bin:$PATH; "
+    "pip install --no-build-isolation pycuda (JetPack 7 / CUDA 13: pycuda>=2025.1.2)")
 _FIX_CLOCKS = "sudo nvpmodel -m 0; sudo jetson_clocks"
 
 
@@ -108,11 +110,14 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
     elif version:
         checks.append(Check("dla", False, f"cannot create a TensorRT builder: {probe.get('builder_error')}",
                             "check that the GPU is visible (run on the Jetson itself, not in a container without --runtime nvidia)"))
-    if probe.get("pycuda_version"):
-        checks.append(Check("pycuda", True, str(probe["pycuda_version"])))
+    cuda_ok = bool(probe.get("cuda_binding"))
+    if cuda_ok:  # the worker initialised the driver and opened device 0 through this binding
+        checks.append(Check("cuda", True, f"{probe['cuda_binding']} {probe.get('cuda_version')} on "
+                            f"{probe.get('cuda_device')}"))
     else:
-        checks.append(Check("pycuda", False, f"cannot import pycuda ({probe.get('pycuda_error') or 'no answer'})",
-                            _FIX_PYCUDA))
+        checks.append(Check("cuda", False, "no CUDA binding initialises device 0 in the worker Python "
+                            f"({probe.get('cuda_error') or probe.get('pycuda_error') or 'no answer'})",
+                            probe.get("cuda_fix") or _FIX_CUDA))
     from placetune.backends.trtexec.find import which_trtexec  # the trtexec backend's own lookup order
 
     trtexec = which_trtexec()
@@ -135,8 +140,8 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
                         "" if clocks else _FIX_CLOCKS))
     # backend summaries
     checks.append(Check("backend simulate", True, "always available (every figure is labelled simulated)"))
-    trt_ok = bool(version) and bool(probe.get("pycuda_version")) and cores is not None
-    missing = [c for c in checks if c.name in ("tensorrt", "pycuda", "dla") and not c.ok]
+    trt_ok = bool(version) and cuda_ok and cores is not None
+    missing = [c for c in checks if c.name in ("tensorrt", "cuda", "dla") and not c.ok]
     checks.append(Check("backend tensorrt", trt_ok and (cores or 0) > 0,
                         "usable" if trt_ok and cores else
                         ("usable for GPU-only placements" if trt_ok else

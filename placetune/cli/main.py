@@ -182,6 +182,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 0 if m.ok else 1
 
 
+def cmd_selftest(args: argparse.Namespace) -> int:
+    from placetune.cli.selftest import format_report, run_selftest
+
+    code, doc = run_selftest(args.output, worker_python=args.worker_python)
+    print(format_report(doc), end="")
+    print(f"report: {args.output}/selftest.txt, {args.output}/selftest.json")
+    return code
+
+
 def _measure_human(m, model, platform) -> str:
     label = "SIMULATED " if m.simulated else ""
     lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, batch {m.batch}"]
@@ -343,6 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("selftest", help="first run on a new Jetson: check the real TensorRT/CUDA/DLA stack "
+                       "(about 10 minutes), write a shareable report; exit 0 all ok, 8 otherwise")
+    p.add_argument("-o", "--output", default="placetune-selftest", help="report folder (default placetune-selftest)")
+    p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
+    p.set_defaults(func=cmd_selftest)
 
     from placetune.cli.results import add_parsers
 

@@ -22,6 +22,8 @@ total throughput in ``extra["replicas"]`` like the simulator.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
@@ -82,6 +84,22 @@ def _options(be: "TensorRTBackend", settings: "Settings", common: dict[str, Any]
     return {"gpu_fallback": settings.gpu_fallback, "strongly_typed": common["strongly_typed"],
             "dla_layers": sorted(dla_layers), "pools": sorted(be.memory_pools.items()),
             "calibration": file_digest(calib) if calib else None}
+
+
+_POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
+
+
+def int8_ranges(source: "onnx.ModelProto") -> dict[str, float]:
+    """trtexec's INT8 ranges without calibration, once on the full network: network inputs
+    +-2, every node output +-4, pooling outputs +-2 (sampleEngines.cpp setTensorDynamicRange).
+    Passed to every segment, so a cut tensor has the same range as a segment input as it has
+    inside the reference engine (trtexec's rule applied per segment gave it +-2 there)."""
+    out = {i.name: 2.0 for i in source.graph.input}
+    for node in source.graph.node:
+        for o in node.output:
+            if o:
+                out.setdefault(o, 2.0 if node.op_type in _POOLING else 4.0)
+    return out
 
 
 def _source(be: "TensorRTBackend", model: "Model") -> "onnx.ModelProto":
@@ -180,11 +198,18 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
         return Measurement.failure("build_failed", f"cannot cut the model into pipeline segments: "
                                    f"{type(exc).__name__}: {exc}", **base)
     specs, cached_before = [], []
+    ranges = int8_ranges(source) if settings.precision == "int8" and not common["calibration_cache"] \
+        and not common["strongly_typed"] else None
     for c in cuts:
         content = c.hash + ("-fp16" if fp16 else "")
+        seg_ranges = {t: ranges[t] for t in c.inputs if t in ranges} if ranges else None
         path = cache.segment_file(content, (lambda c=c: convert_to_fp16(c.proto)) if fp16 else c.proto)
+        if seg_ranges:  # the ranges change the engine: part of its cache key
+            content += "-r" + hashlib.sha1(json.dumps(sorted(seg_ranges.items())).encode()).hexdigest()[:16]
         spec, hit = _spec(be, cache, f"seg{c.index}", c.device, path, content, settings, platform, version, common,
                           list(c.layers) if c.device != "GPU" else [], {})
+        if seg_ranges:
+            spec["int8_ranges"] = seg_ranges
         specs.append(spec)
         cached_before.append(hit)
     ref_spec = None

@@ -17,7 +17,8 @@ files under locks), ``worker_cuda`` (the CUDA layer), ``worker_time`` (one engin
 Protocol: the worker first writes ``{"hello": 1, "python": "3.8.10", "pid": N}``. Then for
 each job line it writes exactly one result line. Jobs:
 
-* ``{"op": "probe"}`` -> TensorRT version, DLA cores, pycuda availability (never raises).
+* ``{"op": "probe"}`` -> TensorRT version, DLA cores, which CUDA binding works (``cuda_binding``,
+  ``cuda_error``, ``cuda_fix``; see ``worker_cuda.probe``) (never raises).
 * ``{"op": "measure", "onnx": path, "input_shapes": {name: dims}, "precision": "fp16"|"int8"|"fp32",
   "strongly_typed": bool, "dla_core": k or -1, "gpu_fallback": bool, "dla_layers": [names],
   "timing_cache": path or null, "calibration_cache": path or null, "memory_pools": {POOL: bytes},
@@ -69,6 +70,7 @@ def _on_path():
 _on_path()
 
 from worker_build import make_logger  # noqa: E402
+from worker_cuda import probe as cuda_probe  # noqa: E402
 from worker_pipeline import pipeline  # noqa: E402
 from worker_replicas import replicas  # noqa: E402
 from worker_time import measure  # noqa: E402
@@ -78,7 +80,7 @@ PROTOCOL = 1
 
 def probe(job):
     # type: (Dict[str, Any]) -> Dict[str, Any]
-    """What this Python can use: TensorRT version and DLA cores, pycuda."""
+    """What this Python can use: TensorRT version and DLA cores, the CUDA binding (worker_cuda.probe)."""
     out = {"status": "ok", "python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable,
            "trt_version": None, "trt_error": None, "num_dla_cores": None, "pycuda_version": None,
            "pycuda_error": None}  # type: Dict[str, Any]
@@ -95,12 +97,7 @@ def probe(job):
             out["builder_error"] = "%s: %s" % (type(exc).__name__, exc)
     except Exception as exc:
         out["trt_error"] = "%s: %s" % (type(exc).__name__, exc)
-    try:
-        import pycuda
-
-        out["pycuda_version"] = str(getattr(pycuda, "VERSION_TEXT", "unknown"))
-    except Exception as exc:
-        out["pycuda_error"] = "%s: %s" % (type(exc).__name__, exc)
+    out.update(cuda_probe())  # initialises the driver: `import pycuda` alone proves nothing
     return out
 
 

@@ -70,15 +70,19 @@ def _onnx_name(layer):
     return m.group(1) if m else None
 
 
-def _set_dynamic_ranges(network, trt):
-    # type: (Any, Any) -> None
+def _set_dynamic_ranges(network, trt, given=None):
+    # type: (Any, Any, Optional[Dict[str, float]]) -> None
     """Per-tensor dynamic ranges for INT8 timing without calibration, as trtexec does
     (samples/common/sampleEngines.cpp setTensorDynamicRange: inputs +-2, outputs +-4,
-    concatenation inputs +-4, pooling outputs +-2)."""
+    concatenation inputs +-4, pooling outputs +-2). ``given`` (tensor name -> range, the job's
+    ``int8_ranges``) wins: a pipeline segment's cut inputs get the range the full network gives
+    them as intermediates, not the +-2 of a network input."""
 
     def set_range(tensor, r):
         if tensor is None:
             return
+        if given and tensor.name in given:
+            r = float(given[tensor.name])
         if hasattr(tensor, "dynamic_range") and tensor.dynamic_range:
             return
         if hasattr(tensor, "set_dynamic_range"):
@@ -154,7 +158,7 @@ def build(trt, job, logger):
             if job.get("calibration_cache"):
                 config.int8_calibrator = _calibrator(trt, job["calibration_cache"])
             else:
-                _set_dynamic_ranges(network, trt)
+                _set_dynamic_ranges(network, trt, job.get("int8_ranges"))
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     config.default_device_type = trt.DeviceType.GPU
     core = int(job.get("dla_core", -1))

@@ -1,33 +1,395 @@
-"""The worker's CUDA layer: the device context, device buffers and host<->device copies (pycuda).
+"""The worker's CUDA layer: one small interface, two bindings (cuda-python's ``cuda.bindings`` and pycuda).
 
-The only worker module that imports pycuda. The rest of the worker uses the object
-:func:`driver` returns through this subset of ``pycuda.driver``, which another binding
-(e.g. cuda-python's ``cuda.bindings``) could provide: ``Stream()`` (``.handle``,
-``.synchronize()``, ``.wait_for_event(event)``), ``Event()`` (``.record(stream)``,
-``.synchronize()``, ``.query()``, ``.time_since(event)`` in ms), ``mem_alloc(nbytes)``
-(``int(mem)`` is the device address, ``.free()``), ``memcpy_htod(mem, array)`` and
-``memcpy_dtoh(array, mem)``. A sibling module of ``worker.py``: Python 3.8, no placetune imports.
+The only worker module that imports a CUDA binding. The rest of the worker uses the object
+:func:`driver` returns, a :class:`Cuda`: ``Stream()`` (``.handle`` as an int for
+``execute_async_v3``, ``.synchronize()``, ``.wait_for_event(event)``), ``Event()``
+(``.record(stream)``, ``.synchronize()``, ``.query()``, ``.time_since(start)`` in ms),
+``mem_alloc(nbytes)`` (``int(mem)`` is the device address, ``.free()``),
+``pagelocked_empty(shape, dtype)`` (a numpy array in pinned host memory), blocking and
+``*_async`` copies, ``synchronize()`` and ``close()`` (pops the context; also run at exit, so
+that pycuda never aborts with "context stack was not empty").
+
+Which binding: ``PLACETUNE_CUDA=cuda-python|pycuda`` picks one; otherwise cuda-python when it
+imports and initialises (a wheel, no build step; as Polygraphy does), else pycuda.
+:func:`probe` says which one works and, when none does, exactly what to install.
+A sibling module of ``worker.py``: Python 3.8, stdlib + numpy + the binding, no placetune imports.
 """
 
+import atexit
+import ctypes
+import os
+
 try:  # Python 3.8 needs typing's generics
-    from typing import Any, Dict, List, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 except ImportError:  # pragma: no cover
     pass
 
-_CUDA = {}  # type: Dict[str, Any]
+#: What to do when no binding works (doctor and selftest print it).
+FIX = ("pip install cuda-python (wheels, no build; CUDA 12: 'cuda-python>=12,<13', CUDA 13 / JetPack 7: "
+       "'cuda-python>=13'), or pycuda built against this CUDA: export PATH=/usr/local/cuda/bin:$PATH; "
+       "pip install --no-build-isolation pycuda (JetPack 7 / CUDA 13 needs pycuda>=2025.1.2; on JetPack 5.1's "
+       "system Python 3.8 build it against the system numpy 1.17, e.g. pip install --no-build-isolation "
+       "'pycuda<2024' numpy==1.17.4, or a 'numpy.core.multiarray failed to import' ABI error follows)")
+BINDINGS = ("cuda-python", "pycuda")
+_STATE = {}  # type: Dict[str, Any]
+
+
+class CudaError(RuntimeError):
+    """A CUDA call failed (the message names the call and the CUDA error)."""
+
+
+class Cuda(object):
+    """The interface. ``name`` is ``cuda-python`` or ``pycuda``; ``version`` its version."""
+
+    name = ""
+    version = ""
+
+    def Stream(self):  # noqa: N802 - pycuda's spelling, which the worker uses
+        # type: () -> Any
+        raise NotImplementedError
+
+    def Event(self):  # noqa: N802
+        # type: () -> Any
+        raise NotImplementedError
+
+    def mem_alloc(self, nbytes):
+        # type: (int) -> Any
+        raise NotImplementedError
+
+    def pagelocked_empty(self, shape, dtype):
+        # type: (Tuple[int, ...], Any) -> Any
+        raise NotImplementedError
+
+    def memcpy_htod(self, mem, host):
+        # type: (Any, Any) -> None
+        raise NotImplementedError
+
+    def memcpy_dtoh(self, host, mem):
+        # type: (Any, Any) -> None
+        raise NotImplementedError
+
+    def memcpy_htod_async(self, mem, host, stream):
+        # type: (Any, Any, Any) -> None
+        raise NotImplementedError
+
+    def memcpy_dtoh_async(self, host, mem, stream):
+        # type: (Any, Any, Any) -> None
+        raise NotImplementedError
+
+    def memcpy_dtod_async(self, dst, src, nbytes, stream):
+        # type: (Any, Any, int, Any) -> None
+        raise NotImplementedError
+
+    def synchronize(self):
+        # type: () -> None
+        raise NotImplementedError
+
+    def device_name(self):
+        # type: () -> str
+        raise NotImplementedError
+
+    def close(self):
+        # type: () -> None
+        raise NotImplementedError
+
+
+class _Pycuda(Cuda):
+    name = "pycuda"
+
+    def __init__(self):
+        # type: () -> None
+        import pycuda
+        import pycuda.driver as cuda  # the compiled driver: `import pycuda` alone loads only the version
+
+        self.version = str(getattr(pycuda, "VERSION_TEXT", "unknown"))
+        cuda.init()
+        self.dev = cuda.Device(0)
+        self.ctx = self.dev.retain_primary_context()
+        self.ctx.push()
+        self.cuda = cuda
+
+    def Stream(self):  # noqa: N802
+        return self.cuda.Stream()
+
+    def Event(self):  # noqa: N802
+        return self.cuda.Event()
+
+    def mem_alloc(self, nbytes):
+        return self.cuda.mem_alloc(max(int(nbytes), 1))
+
+    def pagelocked_empty(self, shape, dtype):
+        return self.cuda.pagelocked_empty(tuple(shape), dtype)
+
+    def memcpy_htod(self, mem, host):
+        self.cuda.memcpy_htod(mem, host)
+
+    def memcpy_dtoh(self, host, mem):
+        self.cuda.memcpy_dtoh(host, mem)
+
+    def memcpy_htod_async(self, mem, host, stream):
+        self.cuda.memcpy_htod_async(mem, host, stream)
+
+    def memcpy_dtoh_async(self, host, mem, stream):
+        self.cuda.memcpy_dtoh_async(host, mem, stream)
+
+    def memcpy_dtod_async(self, dst, src, nbytes, stream):
+        self.cuda.memcpy_dtod_async(dst, src, int(nbytes), stream)
+
+    def synchronize(self):
+        self.ctx.synchronize()
+
+    def device_name(self):
+        return str(self.dev.name())
+
+    def close(self):
+        if self.ctx is not None:
+            self.ctx.pop()
+            self.ctx = None
+
+
+def _cuda_bindings():
+    # type: () -> Tuple[Any, str]
+    try:
+        from cuda.bindings import driver as drv  # cuda-python >= 12.6
+    except ImportError:
+        from cuda import cuda as drv  # type: ignore  # older cuda-python (JetPack 5.1's CUDA 11.4 wheels)
+    try:
+        from cuda import bindings
+
+        version = str(getattr(bindings, "__version__", "unknown"))
+    except ImportError:
+        import cuda
+
+        version = str(getattr(cuda, "__version__", "unknown"))
+    return drv, version
+
+
+class _CpMem(object):
+    def __init__(self, layer, ptr, nbytes):
+        # type: (_CudaPython, Any, int) -> None
+        self.layer, self.ptr, self.size = layer, ptr, nbytes
+
+    def __int__(self):
+        # type: () -> int
+        return int(self.ptr)
+
+    __index__ = __int__
+
+    def free(self):
+        # type: () -> None
+        if self.ptr is not None:
+            self.layer.check("cuMemFree", self.layer.drv.cuMemFree(self.ptr))
+            self.ptr = None
+
+
+class _CpStream(object):
+    def __init__(self, layer):
+        # type: (_CudaPython) -> None
+        self.layer = layer
+        self.obj = layer.check("cuStreamCreate", layer.drv.cuStreamCreate(1))  # CU_STREAM_NON_BLOCKING
+        self.handle = _as_int(self.obj)
+
+    def synchronize(self):
+        # type: () -> None
+        self.layer.check("cuStreamSynchronize", self.layer.drv.cuStreamSynchronize(self.obj))
+
+    def wait_for_event(self, event):
+        # type: (_CpEvent) -> None
+        self.layer.check("cuStreamWaitEvent", self.layer.drv.cuStreamWaitEvent(self.obj, event.obj, 0))
+
+
+class _CpEvent(object):
+    def __init__(self, layer):
+        # type: (_CudaPython) -> None
+        self.layer = layer
+        self.obj = layer.check("cuEventCreate", layer.drv.cuEventCreate(0))  # CU_EVENT_DEFAULT: timed
+
+    def record(self, stream=None):
+        # type: (Optional[_CpStream]) -> _CpEvent
+        self.layer.check("cuEventRecord", self.layer.drv.cuEventRecord(self.obj, stream.obj if stream else 0))
+        return self
+
+    def synchronize(self):
+        # type: () -> _CpEvent
+        self.layer.check("cuEventSynchronize", self.layer.drv.cuEventSynchronize(self.obj))
+        return self
+
+    def query(self):
+        # type: () -> bool
+        err = self.layer.drv.cuEventQuery(self.obj)[0]
+        if _code(err) == _code(self.layer.drv.CUresult.CUDA_ERROR_NOT_READY):
+            return False
+        self.layer.check("cuEventQuery", (err,))
+        return True
+
+    def time_since(self, start):
+        # type: (_CpEvent) -> float
+        drv = self.layer.drv
+        fn = getattr(drv, "cuEventElapsedTime_v2", None) or drv.cuEventElapsedTime
+        return float(self.layer.check("cuEventElapsedTime", fn(start.obj, self.obj)))
+
+
+def _code(err):
+    # type: (Any) -> int
+    return int(getattr(err, "value", err))
+
+
+def _as_int(handle):
+    # type: (Any) -> int
+    try:
+        return int(handle)
+    except TypeError:
+        return int(handle.getPtr())
+
+
+def _host_ptr(array):
+    # type: (Any) -> int
+    if not array.flags["C_CONTIGUOUS"]:
+        raise CudaError("host buffer must be C-contiguous")
+    return int(array.ctypes.data)
+
+
+class _CudaPython(Cuda):
+    """cuda-python's driver API: every call returns a tuple ``(CUresult, *values)``."""
+
+    name = "cuda-python"
+
+    def __init__(self):
+        # type: () -> None
+        self.drv, self.version = _cuda_bindings()
+        self.ctx = None
+        self.pinned = []  # type: List[int]
+        self.check("cuInit", self.drv.cuInit(0))
+        self.dev = self.check("cuDeviceGet", self.drv.cuDeviceGet(0))
+        self.ctx = self.check("cuDevicePrimaryCtxRetain", self.drv.cuDevicePrimaryCtxRetain(self.dev))
+        self.check("cuCtxPushCurrent", self.drv.cuCtxPushCurrent(self.ctx))
+
+    def check(self, call, result):
+        # type: (str, Any) -> Any
+        err = result[0]
+        if _code(err) != 0:
+            try:
+                name = self.drv.cuGetErrorName(err)[1]
+                name = name.decode() if isinstance(name, bytes) else str(name)
+            except Exception:  # pragma: no cover - the name is informative only
+                name = str(err)
+            raise CudaError("%s failed: %s (%d)" % (call, name, _code(err)))
+        rest = result[1:]
+        return rest[0] if len(rest) == 1 else (rest or None)
+
+    def Stream(self):  # noqa: N802
+        return _CpStream(self)
+
+    def Event(self):  # noqa: N802
+        return _CpEvent(self)
+
+    def mem_alloc(self, nbytes):
+        n = max(int(nbytes), 1)
+        return _CpMem(self, self.check("cuMemAlloc", self.drv.cuMemAlloc(n)), n)
+
+    def pagelocked_empty(self, shape, dtype):
+        import numpy as np
+
+        dt = np.dtype(dtype)
+        count = 1
+        for d in shape:
+            count *= int(d)
+        nbytes = max(count * dt.itemsize, 1)
+        ptr = _as_int(self.check("cuMemHostAlloc", self.drv.cuMemHostAlloc(nbytes, 0)))
+        self.pinned.append(ptr)
+        raw = (ctypes.c_byte * nbytes).from_address(ptr)
+        return np.frombuffer(raw, dtype=np.uint8, count=count * dt.itemsize).view(dt).reshape(tuple(shape))
+
+    def memcpy_htod(self, mem, host):
+        self.check("cuMemcpyHtoD", self.drv.cuMemcpyHtoD(mem.ptr, _host_ptr(host), host.nbytes))
+
+    def memcpy_dtoh(self, host, mem):
+        self.check("cuMemcpyDtoH", self.drv.cuMemcpyDtoH(_host_ptr(host), mem.ptr, host.nbytes))
+
+    def memcpy_htod_async(self, mem, host, stream):
+        self.check("cuMemcpyHtoDAsync", self.drv.cuMemcpyHtoDAsync(mem.ptr, _host_ptr(host), host.nbytes, stream.obj))
+
+    def memcpy_dtoh_async(self, host, mem, stream):
+        self.check("cuMemcpyDtoHAsync", self.drv.cuMemcpyDtoHAsync(_host_ptr(host), mem.ptr, host.nbytes, stream.obj))
+
+    def memcpy_dtod_async(self, dst, src, nbytes, stream):
+        self.check("cuMemcpyDtoDAsync", self.drv.cuMemcpyDtoDAsync(dst.ptr, src.ptr, int(nbytes), stream.obj))
+
+    def synchronize(self):
+        self.check("cuCtxSynchronize", self.drv.cuCtxSynchronize())
+
+    def device_name(self):
+        name = self.check("cuDeviceGetName", self.drv.cuDeviceGetName(256, self.dev))
+        return (name.decode(errors="replace") if isinstance(name, bytes) else str(name)).split("\x00")[0]
+
+    def close(self):
+        if self.ctx is None:
+            return
+        self.check("cuCtxSynchronize", self.drv.cuCtxSynchronize())
+        for ptr in self.pinned:
+            self.drv.cuMemFreeHost(ptr)
+        self.pinned = []
+        self.check("cuCtxPopCurrent", self.drv.cuCtxPopCurrent())
+        self.check("cuDevicePrimaryCtxRelease", self.drv.cuDevicePrimaryCtxRelease(self.dev))
+        self.ctx = None
+
+
+_IMPLS = {"cuda-python": _CudaPython, "pycuda": _Pycuda}
+
+
+def _order():
+    # type: () -> List[str]
+    want = os.environ.get("PLACETUNE_CUDA", "").strip()
+    if want:
+        if want not in _IMPLS:
+            raise CudaError("PLACETUNE_CUDA=%r: allowed values are %s" % (want, ", ".join(BINDINGS)))
+        return [want]
+    return list(BINDINGS)
 
 
 def driver():
-    # type: () -> Any
-    """pycuda.driver with the primary context of device 0 current (once per process)."""
-    if "driver" not in _CUDA:
-        import pycuda.driver as cuda
+    # type: () -> Cuda
+    """The CUDA layer with the primary context of device 0 current (once per process)."""
+    if "layer" not in _STATE:
+        errors = []
+        for name in _order():
+            try:
+                layer = _IMPLS[name]()
+            except Exception as exc:
+                errors.append("%s: %s: %s" % (name, type(exc).__name__, exc))
+                continue
+            _STATE["layer"] = layer
+            atexit.register(close)
+            break
+        else:
+            raise CudaError("no CUDA binding works in this Python (%s); fix: %s" % ("; ".join(errors), FIX))
+    return _STATE["layer"]
 
-        cuda.init()
-        ctx = cuda.Device(0).retain_primary_context()
-        ctx.push()
-        _CUDA["driver"], _CUDA["context"] = cuda, ctx
-    return _CUDA["driver"]
+
+def close():
+    # type: () -> None
+    """Pop the context (idempotent); registered at exit by :func:`driver`."""
+    layer = _STATE.pop("layer", None)
+    if layer is not None:
+        layer.close()
+
+
+def probe():
+    # type: () -> Dict[str, Any]
+    """Which binding works: ``{"cuda_binding", "cuda_version", "cuda_device", "cuda_error",
+    "cuda_fix", "pycuda_version", "pycuda_error"}``; initialises the driver, never raises."""
+    out = {"cuda_binding": None, "cuda_version": None, "cuda_device": None, "cuda_error": None, "cuda_fix": None,
+           "pycuda_version": None, "pycuda_error": None}  # type: Dict[str, Any]
+    try:
+        layer = driver()
+        out.update(cuda_binding=layer.name, cuda_version=layer.version, cuda_device=layer.device_name())
+        if layer.name == "pycuda":
+            out["pycuda_version"] = layer.version
+    except Exception as exc:
+        out["cuda_error"] = "%s: %s" % (type(exc).__name__, exc)
+        out["cuda_fix"] = FIX
+        out["pycuda_error"] = out["cuda_error"]
+    return out
 
 
 def alloc(cuda, allocs, nbytes):
@@ -37,18 +399,25 @@ def alloc(cuda, allocs, nbytes):
     return mem
 
 
-def random_fill(cuda, np, rng, mem, shape, dtype):
-    # type: (Any, Any, Any, Any, Tuple[int, ...], Any) -> None
+def random_data(np, rng, shape, dtype):
+    # type: (Any, Any, Tuple[int, ...], Any) -> Any
+    """Random host data of a tensor: uniform(-1, 1) floats, 0/1 integers."""
     count = 1
     for d in shape:
         count *= max(int(d), 1)
     if dtype.kind == "f":
-        data = rng.uniform(-1.0, 1.0, size=count).astype(dtype)
-    elif dtype.kind in "iu":
-        data = rng.integers(0, 2, size=count).astype(dtype)
-    else:
-        data = np.zeros(count, dtype)
+        return rng.uniform(-1.0, 1.0, size=count).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, 2, size=count).astype(dtype)
+    return np.zeros(count, dtype)
+
+
+def random_fill(cuda, np, rng, mem, shape, dtype):
+    # type: (Any, Any, Any, Any, Tuple[int, ...], Any) -> Any
+    """Fill a device buffer with :func:`random_data`; returns the host copy."""
+    data = random_data(np, rng, shape, dtype)
     cuda.memcpy_htod(mem, data)
+    return data
 
 
 def download(cuda, np, mem, shape, dtype):

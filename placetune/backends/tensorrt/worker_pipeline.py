@@ -12,7 +12,7 @@ except ImportError:  # pragma: no cover
     pass
 
 from worker_build import make_logger, obtain_all
-from worker_cuda import alloc, download, driver, random_fill
+from worker_cuda import alloc, download, driver, random_data
 from worker_time import Engine, median, profile_layers
 
 
@@ -68,11 +68,35 @@ def _gate_error(report):
     return "pipeline outputs differ from the all-GPU engine on random input: " + "; ".join(parts)
 
 
+def compare_frames(np, got, want, tolerance):
+    # type: (Any, List[Dict[str, Any]], List[Dict[str, Any]], float) -> Dict[str, Any]
+    """:func:`compare_outputs` of several frames (each against its own input's reference):
+    the report of the worst frame, with ``frames`` (each frame's verdict) and ``frame``."""
+    reports = [compare_outputs(np, g, w, tolerance) for g, w in zip(got, want)]
+
+    def badness(r):
+        rels = [row.get("rel_l2") for row in r["outputs"].values()]
+        return (not r["passed"], max([x for x in rels if x is not None] or [0.0]))
+
+    worst = max(range(len(reports)), key=lambda i: badness(reports[i]))
+    report = reports[worst]
+    report["frame"] = worst
+    report["frames"] = [r["passed"] for r in reports]
+    report["vacuous"] = all(r["vacuous"] for r in reports)
+    report["passed"] = all(r["passed"] for r in reports)
+    return report
+
+
 class _Pipeline(object):
     """Engines chained by their tensors: one stream each, an event per (engine, buffer slot),
     ``slots`` device buffers per cut tensor, ``in_flight`` frames at once.
 
-    Frame ``f`` uses slot ``f % slots``. Before an engine runs frame ``f`` its stream waits
+    Frame ``f`` uses slot ``f % slots`` and network input ``f % n_inputs`` (``slots + 1``
+    different random inputs, host copies in ``input_data[t]``): no two frames that share a slot
+    less than ``slots * n_inputs`` frames apart share an input, so a frame that reads a buffer
+    too early or too late (another frame's data) gives a wrong output. (With one input per slot,
+    a read of the same slot's previous frame saw identical numbers: the GPU test showed it.)
+    Before an engine runs frame ``f`` its stream waits
     for: the engines that produce its inputs (frame ``f``); the engines that read its outputs
     in the same slot (frame ``f - slots``: write after read); for a source engine, the sinks
     of frame ``f - in_flight``. Independent branches therefore run at once.
@@ -84,6 +108,7 @@ class _Pipeline(object):
         self.engines = engines
         self.k = max(1, int(in_flight))
         self.slots = max(2, self.k)
+        self.n_inputs = self.slots + 1
         n = len(engines)
         producer = {}  # type: Dict[str, int]
         for i, e in enumerate(engines):
@@ -116,16 +141,16 @@ class _Pipeline(object):
         self.sinks = [i for i in range(n) if not self.succs[i]]
         self.producer = producer
         self.net_outputs = list(net_outputs)
-        # network inputs: one read-only buffer each; every engine output: one buffer per slot
-        self.inputs = {}  # type: Dict[str, Tuple[Any, Tuple[int, ...], Any]]
+        # network inputs: one read-only buffer per slot, each a different random input (pinned
+        # host copy, async upload); every engine output: one buffer per slot
+        self.inputs = {}  # type: Dict[str, Tuple[List[Any], Tuple[int, ...], Any]]
+        self.input_data = {}  # type: Dict[str, List[Any]]
         for t in net_inputs:
             readers = [e for e in engines if t in e.inputs]
             if not readers:
                 continue
             shape, dtype = readers[0].tensors[t]
-            mem = alloc(cuda, allocs, readers[0].nbytes(t))
-            random_fill(cuda, np, rng, mem, shape, dtype)
-            self.inputs[t] = (mem, shape, dtype)
+            self.add_input(np, rng, t, shape, dtype, readers[0].nbytes(t), allocs, readers[0].stream)
         self.buffers = {}  # type: Dict[str, List[Any]]
         for t, i in producer.items():
             self.buffers[t] = [alloc(cuda, allocs, engines[i].nbytes(t)) for _ in range(self.slots)]
@@ -133,13 +158,44 @@ class _Pipeline(object):
         for e in engines:
             per_slot = []
             for s in range(self.slots):
-                addr = [(t, self.buffers[t][s] if t in self.buffers else self.inputs[t][0]) for t in e.inputs]
+                addr = [(t, self.buffers[t][s] if t in self.buffers else None) for t in e.inputs]
                 addr += [(t, self.buffers[t][s]) for t in e.outputs]
                 per_slot.append(addr)
             self.addresses.append(per_slot)
         self.done = [[cuda.Event() for _ in range(self.slots)] for _ in engines]
         self.timer = cuda.Stream()
         self.frame_no = 0
+        self.read_other_slot = False
+        for e in engines:
+            e.stream.synchronize()  # the inputs are uploaded
+
+    def add_input(self, np, rng, t, shape, dtype, nbytes, allocs, stream):
+        # type: (Any, Any, str, Tuple[int, ...], Any, int, List[Any], Any) -> None
+        """``n_inputs`` buffers of network input ``t``, each a new random input, uploaded from
+        pinned memory on ``stream``."""
+        mems, data = [], []
+        for _ in range(self.n_inputs):
+            host = self.cuda.pagelocked_empty(tuple(int(d) for d in shape), dtype)
+            host.reshape(-1)[:] = random_data(np, rng, shape, dtype)
+            mem = alloc(self.cuda, allocs, nbytes)
+            self.cuda.memcpy_htod_async(mem, host, stream)
+            mems.append(mem)
+            data.append(host)
+        self.inputs[t] = (mems, shape, dtype)
+        self.input_data[t] = data
+
+    def addresses_of(self, i, f):
+        # type: (int, int) -> List[Tuple[str, Any]]
+        """Engine ``i``'s tensor addresses in frame ``f`` (its slot, its input)."""
+        x = f % self.n_inputs
+        return [(t, self.inputs[t][0][x] if m is None else m) for t, m in self.addresses[i][f % self.slots]]
+
+    def mark(self, f, event):
+        # type: (int, Any) -> None
+        """Record ``event`` on the timing stream once frame ``f``'s sinks are done (no host wait)."""
+        for j in self.sinks:
+            self.timer.wait_for_event(self.done[j][f % self.slots])
+        event.record(self.timer)
 
     def frame(self, after=None, marks=None):
         # type: (Any, Optional[List[Tuple[Any, Any]]]) -> int
@@ -163,7 +219,11 @@ class _Pipeline(object):
                     st.wait_for_event(self.done[j][s])
             if marks is not None:
                 marks[i][0].record(st)
-            e.run(self.addresses[i][s])
+            addr = self.addresses_of(i, f)
+            if self.read_other_slot and f >= self.slots:  # test hook: a slot race
+                addr = [(t, self.buffers[t][(s + 1) % self.slots] if t in self.buffers and t in e.inputs else m)
+                        for t, m in addr]
+            e.run(addr)
             if marks is not None:
                 marks[i][1].record(st)
             self.done[i][s].record(st)
@@ -172,9 +232,7 @@ class _Pipeline(object):
     def finish(self, f, end):
         # type: (int, Any) -> None
         """Record ``end`` on the timing stream once frame ``f`` (and so every earlier one) is done; wait."""
-        for j in self.sinks:
-            self.timer.wait_for_event(self.done[j][f % self.slots])
-        end.record(self.timer)
+        self.mark(f, end)
         end.synchronize()
 
     def outputs(self, np, f):
@@ -196,37 +254,37 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
     pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
                      int(job.get("frames_in_flight", 1)), allocs, rng)
     out["slots"] = pipe.slots
+    pipe.read_other_slot = bool(job.get("test_read_other_slot"))
     end = cuda.Event()
     t0 = cuda.Event()
-    # ---- correctness gate: the pipeline against one all-GPU engine on the same random input
+    # ---- correctness gate: the pipeline against one all-GPU engine, one frame per slot, each
+    # slot a different random input with its own reference output
     gate = job.get("gate") or {}
-    want = None  # type: Optional[Dict[str, Any]]
+    want = None  # type: Optional[List[Dict[str, Any]]]
     if ref_plan is not None:
-        f = pipe.frame()
-        pipe.finish(f, end)
-        got = pipe.outputs(np, f)
+        got = []
+        for _ in range(pipe.n_inputs):
+            f = pipe.frame()
+            pipe.finish(f, end)
+            got.append(pipe.outputs(np, f))
         ref = Engine(trt, cuda, "reference", ref_plan, -1, logger, job.get("network_inputs"))
-        addr = []
         for t in ref.inputs:
             if t not in pipe.inputs:  # a network input no segment reads
-                mem = alloc(cuda, allocs, ref.nbytes(t))
-                random_fill(cuda, np, rng, mem, ref.tensors[t][0], ref.tensors[t][1])
-                pipe.inputs[t] = (mem, ref.tensors[t][0], ref.tensors[t][1])
-            addr.append((t, pipe.inputs[t][0]))
-        ref_out = {}
-        for t in ref.outputs:
-            ref_out[t] = alloc(cuda, allocs, ref.nbytes(t))
-            addr.append((t, ref_out[t]))
-        ref.run(addr)
-        ref.stream.synchronize()
-        want = dict((t, download(cuda, np, ref_out[t], ref.tensors[t][0], ref.tensors[t][1]))
-                    for t in pipe.net_outputs if t in ref_out)
+                pipe.add_input(np, rng, t, ref.tensors[t][0], ref.tensors[t][1], ref.nbytes(t), allocs, ref.stream)
+        ref_out = dict((t, alloc(cuda, allocs, ref.nbytes(t))) for t in ref.outputs)
         missing = [t for t in pipe.net_outputs if t not in ref_out]
         if missing:
             raise RuntimeError("the reference engine has no output %s" % ", ".join(repr(t) for t in missing))
-        report = compare_outputs(np, got, want, float(gate.get("tolerance", 1e-2)))
+        want = []
+        for x in range(pipe.n_inputs):
+            ref.run([(t, pipe.inputs[t][0][x]) for t in ref.inputs] + [(t, ref_out[t]) for t in ref.outputs])
+            ref.stream.synchronize()
+            want.append(dict((t, download(cuda, np, ref_out[t], ref.tensors[t][0], ref.tensors[t][1]))
+                             for t in pipe.net_outputs))
+        report = compare_frames(np, got, want, float(gate.get("tolerance", 1e-2)))
         report["enforced"] = bool(gate.get("enforce", True))
         report["checked"] = True
+        report["inputs"] = pipe.n_inputs
         out["gate"] = report
         if report["enforced"] and not report["passed"]:
             out["status"] = "runtime_failed"
@@ -243,8 +301,8 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
             pipe.finish(f, end)
     pipe.finish(f, end)
     out["warmup_frames"] = warm
-    # ---- single-frame latency; the last one also gives each engine's interval
     n_eng = len(engines)
+    # ---- single-frame latency; the last one also gives each engine's interval
     marks = [(cuda.Event(), cuda.Event()) for _ in range(n_eng)]
     samples = []  # type: List[float]
     iterations = max(1, int(job.get("iterations", 50)))
@@ -255,20 +313,30 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
         samples.append(float(end.time_since(t0)))
     out["latency_samples_ms"] = samples
     out["schedule"] = [[float(a.time_since(t0)), float(b.time_since(t0))] for a, b in marks]
-    # ---- throughput with K frames in flight
-    frames = max(iterations, 4 * pipe.slots)
+    # ---- throughput with K frames in flight: the time between frame completions in steady
+    # state, after `fill` frames (the pipeline filling) and before the last `drain`
+    steady = max(iterations, 4 * pipe.slots)
+    fill = drain = pipe.slots + n_eng
+    frames = fill + steady + drain
+    done_at = [cuda.Event() for _ in range(frames)]
     t0.record(pipe.timer)
     for k in range(frames):
         f = pipe.frame(after=t0 if k < pipe.k else None)
+        pipe.mark(f, done_at[k])
     pipe.finish(f, end)
-    out["throughput_frames"] = frames
-    out["period_ms"] = float(end.time_since(t0)) / frames
-    if want is not None:  # the last frame of K in flight must still be right (buffer reuse)
-        report = compare_outputs(np, pipe.outputs(np, f), want, float(gate.get("tolerance", 1e-2)))
-        out["gate"]["after_timing"] = {"frame": f, "passed": report["passed"], "outputs": report["outputs"]}
+    out["throughput_frames"] = steady
+    out["throughput_window"] = [fill, fill + steady]
+    out["period_ms"] = float(done_at[fill + steady - 1].time_since(done_at[fill - 1])) / steady
+    if want is not None:  # the last frames of K in flight must still be right (buffer reuse)
+        last = list(range(f - pipe.slots + 1, f + 1))
+        report = compare_frames(np, [pipe.outputs(np, g) for g in last], [want[g % pipe.n_inputs] for g in last],
+                                float(gate.get("tolerance", 1e-2)))
+        bad = last[report["frame"]]
+        out["gate"]["after_timing"] = {"frame": bad, "frames": last, "passed": report["passed"],
+                                       "outputs": report["outputs"]}
         if out["gate"]["enforced"] and not report["passed"]:
             out["status"] = "runtime_failed"
-            out["error"] = _gate_error(report) + " (frame %d, %d frames in flight)" % (f, pipe.k)
+            out["error"] = _gate_error(report) + " (frame %d, %d frames in flight)" % (bad, pipe.k)
             return
     # ---- timeline: a few frames with K in flight, every engine run stamped
     n_frames = max(1, min(int(job.get("timeline_frames", 4)), 2000 // max(1, n_eng)))
@@ -286,7 +354,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
         times = []
         for _ in range(reps):
             marks[i][0].record(e.stream)
-            e.run(pipe.addresses[i][0])
+            e.run(pipe.addresses_of(i, 0))
             marks[i][1].record(e.stream)
             marks[i][1].synchronize()
             times.append(float(marks[i][1].time_since(marks[i][0])))
@@ -296,7 +364,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
     if prof_reps > 0:
         profiles = []
         for i, e in enumerate(engines):
-            addr = pipe.addresses[i][0]
+            addr = pipe.addresses_of(i, 0)
             profiles.append(profile_layers(trt, e.context, lambda e=e, addr=addr: e.run(addr), e.stream, prof_reps))
         out["layer_profiles"] = profiles
     out["status"] = "ok"

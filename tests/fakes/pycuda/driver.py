@@ -6,11 +6,18 @@ per-stream clocks, a host clock advanced by synchronize/query, one piece of work
 per device). Device memory holds real bytes: ``memcpy_htod`` / ``memcpy_dtoh`` copy them,
 the fake TensorRT computes on them. Copies are instantaneous; an event that was never recorded is complete
 (as in CUDA), and ``Stream.wait_for_event`` on it does not wait.
+``PLACETUNE_FAKE_TRT_PYCUDA_DRIVER_ERROR`` makes this module fail to import with that message
+(``import pycuda`` still works, as with a pycuda built against another numpy).
 """
 
 from __future__ import annotations
 
+import os
+
 import _fakegpu as _gpu
+
+if os.environ.get("PLACETUNE_FAKE_TRT_PYCUDA_DRIVER_ERROR"):  # e.g. JetPack 5.1's numpy ABI mismatch
+    raise ImportError(os.environ["PLACETUNE_FAKE_TRT_PYCUDA_DRIVER_ERROR"])
 
 _initialised = False
 

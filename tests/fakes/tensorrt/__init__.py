@@ -54,9 +54,10 @@ import json
 import os
 import signal
 import time
-from enum import IntEnum
 
 import _fakegpu as _gpu
+
+from . import _api
 
 __version__ = os.environ.get("PLACETUNE_FAKE_TRT_VERSION", "8.5.2")
 if os.environ.get("PLACETUNE_FAKE_TRT_STDOUT_NOISE"):  # native libraries print to fd 1 at will
@@ -67,63 +68,67 @@ _MAJOR = _V[0]
 _PLAN_MAGIC = b"FAKETRT1"
 
 
-def _enum(name: str, members: list[str]) -> type:
-    return IntEnum(name, [(m, i) for i, m in enumerate(members)])
+_TABLE = _api.load_table(__version__)
+
+
+def _enum(name: str) -> type:
+    """The enum ``name`` with exactly the members the version's API table lists."""
+    return _api.make_enum(_TABLE, name)
+
+
+def _has(enum: type, member: str) -> bool:
+    return member in enum.__members__
 
 
 # ------------------------------------------------------------------------------ enums
-DeviceType = _enum("DeviceType", ["GPU", "DLA"])
-DataType = _enum("DataType", ["FLOAT", "HALF", "INT8", "INT32", "BOOL", "UINT8", "INT64"])
-TensorIOMode = _enum("TensorIOMode", ["NONE", "INPUT", "OUTPUT"])
-LayerInformationFormat = _enum("LayerInformationFormat", ["ONELINE", "JSON"])
-ProfilingVerbosity = _enum(
-    "ProfilingVerbosity",
-    ["LAYER_NAMES_ONLY", "NONE", "DETAILED"] + (["DEFAULT", "VERBOSE"] if _MAJOR < 10 else []),
-)
-MemoryPoolType = _enum(
-    "MemoryPoolType",
-    ["WORKSPACE", "DLA_MANAGED_SRAM", "DLA_LOCAL_DRAM", "DLA_GLOBAL_DRAM", "TACTIC_DRAM"]
-    + (["TACTIC_SHARED_MEMORY"] if _MAJOR >= 10 else []),
-)
-_FLAGS = ["GPU_FALLBACK", "DEBUG", "REFIT", "DISABLE_TIMING_CACHE", "DIRECT_IO"]
-if _MAJOR < 11:
-    _FLAGS += ["FP16", "INT8", "PREFER_PRECISION_CONSTRAINTS", "OBEY_PRECISION_CONSTRAINTS"]
-BuilderFlag = _enum("BuilderFlag", _FLAGS)
-NetworkDefinitionCreationFlag = _enum(
-    "NetworkDefinitionCreationFlag",
-    (["EXPLICIT_BATCH"] if _MAJOR < 11 else []) + (["STRONGLY_TYPED"] if _MAJOR >= 10 else []),
-)
-EngineCapability = _enum(
-    "EngineCapability",
-    (["DEFAULT", "SAFE_GPU", "SAFE_DLA"] if _MAJOR < 10 else []) + ["STANDARD", "SAFETY", "DLA_STANDALONE"],
-)
-LayerType = _enum(
-    "LayerType",
-    ["CONVOLUTION", "DECONVOLUTION", "ACTIVATION", "POOLING", "ELEMENTWISE", "SCALE", "CONCATENATION",
-     "SOFTMAX", "RESIZE", "SHUFFLE", "MATRIX_MULTIPLY", "REDUCE", "CONSTANT", "SHAPE", "IDENTITY",
-     "GATHER", "SLICE", "UNARY", "PLUGIN_V2", "NORMALIZATION", "CAST", "QUANTIZE", "DEQUANTIZE"],
-)
+# every enum of the version's table (members in the order the bindings declare them)
+for _name in _TABLE["enums"]:
+    if "." not in _name:
+        globals()[_name] = _enum(_name)
+del _name
 
 
-def nptype(dtype: "DataType"):
+def nptype(trt_type):
     """numpy type of a DataType (imports numpy lazily, like the real helper)."""
     import numpy as np
 
-    return {DataType.FLOAT: np.float32, DataType.HALF: np.float16, DataType.INT8: np.int8,
-            DataType.INT32: np.int32, DataType.BOOL: np.bool_, DataType.UINT8: np.uint8,
-            DataType.INT64: np.int64}[dtype]
+    names = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "INT32": np.int32, "INT64": np.int64,
+             "BOOL": np.bool_, "UINT8": np.uint8}
+    mapping = {getattr(DataType, k): v for k, v in names.items() if _has(DataType, k)}
+    if trt_type in mapping:
+        return mapping[trt_type]
+    raise TypeError("Could not resolve TensorRT datatype to an equivalent numpy datatype.")
+
+
+def volume(iterable):
+    vol = 1
+    for elem in iterable:
+        vol *= elem
+    return vol
+
+
+def __getattr__(name: str):
+    """Module attributes the bindings alias (``trt.float16`` is ``DataType.HALF``, ``trt.bool``
+    ...): served on access only, so that the fake's own ``bool`` stays the builtin."""
+    target = _TABLE["module"]["aliases"].get(name)
+    if target is None:
+        raise AttributeError(f"module 'tensorrt' has no attribute '{name}'")
+    obj = globals()[target.split(".")[0]]
+    for part in target.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
 
 
 # ------------------------------------------------------------------------------ logging
 class ILogger:
     """Subclass it, call ``ILogger.__init__(self)``, implement ``log(severity, msg)``."""
 
-    class Severity(IntEnum):
-        INTERNAL_ERROR = 0
-        ERROR = 1
-        WARNING = 2
-        INFO = 3
-        VERBOSE = 4
+    Severity = _enum("ILogger.Severity")  # exported into the class scope, as the bindings do
+    INTERNAL_ERROR = Severity.INTERNAL_ERROR
+    ERROR = Severity.ERROR
+    WARNING = Severity.WARNING
+    INFO = Severity.INFO
+    VERBOSE = Severity.VERBOSE
 
     def __init__(self) -> None:
         self._fake_init = True
@@ -133,12 +138,6 @@ class ILogger:
 
 
 class Logger(ILogger):
-    INTERNAL_ERROR = ILogger.Severity.INTERNAL_ERROR
-    ERROR = ILogger.Severity.ERROR
-    WARNING = ILogger.Severity.WARNING
-    INFO = ILogger.Severity.INFO
-    VERBOSE = ILogger.Severity.VERBOSE
-
     def __init__(self, min_severity=ILogger.Severity.WARNING) -> None:
         ILogger.__init__(self)
         self.min_severity = min_severity
@@ -172,12 +171,34 @@ class _Log:
         self(ILogger.Severity.ERROR, msg)
 
 
-class HostMemory(bytes):
-    """IHostMemory: a buffer (here: bytes)."""
+class IHostMemory(bytes):
+    """IHostMemory: a buffer (here: bytes). Like the real one it has the buffer protocol
+    (``bytes(mem)``, ``memoryview(mem)``, ``file.write(mem)``) and ``nbytes``, but no ``len()``,
+    indexing or bytes methods."""
 
     @property
     def nbytes(self) -> int:
-        return len(self)
+        return bytes.__len__(self)
+
+    def __len__(self) -> int:
+        if _api._external():
+            raise TypeError("object of type 'tensorrt.IHostMemory' has no len()")
+        return bytes.__len__(self)
+
+    def __getitem__(self, key):
+        if _api._external():
+            raise TypeError("'tensorrt.IHostMemory' object is not subscriptable")
+        return bytes.__getitem__(self, key)
+
+    def __iter__(self):
+        if _api._external():
+            raise TypeError("'tensorrt.IHostMemory' object is not iterable")
+        return bytes.__iter__(self)
+
+    def __getattribute__(self, name: str):
+        if not name.startswith("_") and name not in ("nbytes", "dtype") and _api._external():
+            raise AttributeError(f"'tensorrt.IHostMemory' object has no attribute '{name}'")
+        return bytes.__getattribute__(self, name)
 
 
 # ------------------------------------------------------------------------------ network
@@ -302,11 +323,14 @@ _OP_TYPES = {
     "Gemm": LayerType.MATRIX_MULTIPLY, "MatMul": LayerType.MATRIX_MULTIPLY,
     "ReduceMean": LayerType.REDUCE, "ReduceSum": LayerType.REDUCE, "ReduceMax": LayerType.REDUCE,
     "Constant": LayerType.CONSTANT, "Shape": LayerType.SHAPE, "Identity": LayerType.IDENTITY,
-    "Gather": LayerType.GATHER, "Slice": LayerType.SLICE, "Split": LayerType.SLICE, "Cast": LayerType.CAST,
+    "Gather": LayerType.GATHER, "Slice": LayerType.SLICE, "Split": LayerType.SLICE,
+    # 8.5 has no ICastLayer: the parser casts with an identity layer and an output type
+    "Cast": LayerType.CAST if _has(LayerType, "CAST") else LayerType.IDENTITY,
     "InstanceNormalization": LayerType.PLUGIN_V2 if _MAJOR < 10 else LayerType.NORMALIZATION,
-    "LayerNormalization": LayerType.NORMALIZATION,
     "QuantizeLinear": LayerType.QUANTIZE, "DequantizeLinear": LayerType.DEQUANTIZE,
 }
+if _has(LayerType, "NORMALIZATION"):  # INormalizationLayer (and the parser's LayerNormalization) from 8.6
+    _OP_TYPES["LayerNormalization"] = LayerType.NORMALIZATION
 _TYPE_TITLE = {LayerType.CONSTANT: "Constant", LayerType.ELEMENTWISE: "ElementWise", LayerType.SHUFFLE: "Shuffle"}
 
 
@@ -502,8 +526,8 @@ class ITimingCache:
     def __init__(self, entries: dict | None = None) -> None:
         self._entries = dict(entries or {})
 
-    def serialize(self) -> HostMemory:
-        return HostMemory(json.dumps({"fake_timing_cache": __version__, "entries": self._entries}).encode())
+    def serialize(self) -> IHostMemory:
+        return IHostMemory(json.dumps({"fake_timing_cache": __version__, "entries": self._entries}).encode())
 
     def combine(self, input_cache: "ITimingCache", ignore_mismatch: bool) -> bool:
         self._entries.update(input_cache._entries)
@@ -823,7 +847,7 @@ class Builder:
                 "io": io, "dla_requested": sorted(dla_named),
                 "verbosity": ProfilingVerbosity(config.profiling_verbosity).name}
         log.info(f"Engine generation completed in {0.01 * len(layers):.4f} seconds.")
-        return HostMemory(_PLAN_MAGIC + json.dumps(plan).encode())
+        return IHostMemory(_PLAN_MAGIC + json.dumps(plan).encode())
 
 
 # ------------------------------------------------------------------------------ runtime
@@ -892,7 +916,7 @@ class IExecutionContext:
         return self._shapes[name]
 
     @property
-    def all_input_dimensions_specified(self) -> bool:
+    def all_binding_shapes_specified(self) -> bool:
         return all(self._shape_set.values())
 
     def _run(self, stream_handle: int) -> bool:
@@ -1117,3 +1141,7 @@ class Runtime:
         if plan["dla_core"] >= 0:
             core = self.DLA_core if 0 <= self.DLA_core < self.num_DLA_cores else 0
         return ICudaEngine(plan, core, self._log)
+
+
+# ------------------------------------------------------------------------------ the real API, no more
+_api.enforce(__name__, _TABLE)

@@ -1,0 +1,259 @@
+"""The worker's CUDA layer for real: runs where a GPU and cuda-python (``cuda.bindings``) are present, skipped elsewhere.
+
+TensorRT's engine execution is replaced by stand-in engines that do real device work on the
+worker's streams: an NVRTC-compiled kernel per "engine" that spins for a known time on the
+GPU's global timer, then computes ``out = a*x + b (+ y)`` on integer-valued floats, so every
+frame's output is exact and predictable. Everything else is the worker's own code: the CUDA
+layer (context, pinned buffers, async copies, streams, events, timing) and the pipeline
+scheduler (one stream per engine, an event per dependency, K frames in flight over reused
+buffer slots, a different input per slot). Two deliberately broken schedules (a missing
+event wait; a slot reused before its readers are done) must give wrong checksums.
+
+On the device machine: ``python -m pytest -q tests/test_cuda_layer.py`` (see the issue 12 note).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# the worker's directory, found without importing placetune (the GPU machine runs this file alone)
+WORKER_DIR = str(Path(__file__).resolve().parents[1] / "placetune" / "backends" / "tensorrt")
+N = 1 << 16  # floats per tensor
+
+KERNEL = r"""
+extern "C" __global__ void affine(const float* x, const float* y, float* out, int n, float a, float b,
+                                  unsigned long long spin_ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < spin_ns);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;   // read the inputs after the spin: a race shows
+    if (i < n) out[i] = a * x[i] + b + (y ? y[i] : 0.0f);
+}
+"""
+
+
+def _worker_modules():
+    if WORKER_DIR not in sys.path:
+        sys.path.insert(0, WORKER_DIR)
+    import worker_cuda
+    import worker_pipeline
+
+    return worker_cuda, worker_pipeline
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    try:
+        import cuda.bindings.driver  # noqa: F401
+        from cuda.bindings import nvrtc  # noqa: F401
+    except ImportError:
+        pytest.skip("cuda-python (cuda.bindings) is not installed here")
+    os.environ.setdefault("PLACETUNE_CUDA", "cuda-python")
+    worker_cuda, _ = _worker_modules()
+    try:
+        layer = worker_cuda.driver()
+    except Exception as exc:  # noqa: BLE001 - no GPU here
+        pytest.skip(f"no usable GPU: {exc}")
+    yield layer
+    worker_cuda.close()
+
+
+@pytest.fixture(scope="module")
+def kernel(cuda):
+    from cuda.bindings import nvrtc
+
+    drv = cuda.drv
+    attr = drv.CUdevice_attribute
+    major = cuda.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cuda.dev))
+    minor = cuda.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cuda.dev))
+    err, prog = nvrtc.nvrtcCreateProgram(KERNEL.encode(), b"standin.cu", 0, [], [])
+    opts = [f"--gpu-architecture=compute_{major}{minor}".encode()]
+    err, = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if int(getattr(err, "value", err)):
+        size = nvrtc.nvrtcGetProgramLogSize(prog)[1]
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise AssertionError(log.decode())
+    size = nvrtc.nvrtcGetPTXSize(prog)[1]
+    ptx = b" " * size
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    module = cuda.check("cuModuleLoadData", drv.cuModuleLoadData(ptx))
+    return cuda.check("cuModuleGetFunction", drv.cuModuleGetFunction(module, b"affine"))
+
+
+class StandIn:
+    """An engine with the worker's Engine interface whose run() launches the stand-in kernel."""
+
+    def __init__(self, cuda, kernel, name, inputs, output, a, b, spin_us):
+        self.cuda, self.kernel, self.name = cuda, kernel, name
+        self.inputs, self.outputs = list(inputs), [output]
+        self.tensors = {t: ((N,), np.dtype(np.float32)) for t in self.inputs + self.outputs}
+        self.a, self.b, self.spin_ns = float(a), float(b), int(spin_us * 1000)
+        self.stream = cuda.Stream()
+
+    def nbytes(self, t):
+        return N * 4
+
+    def run(self, addresses):
+        addr = dict(addresses)
+        x = int(addr[self.inputs[0]])
+        y = int(addr[self.inputs[1]]) if len(self.inputs) > 1 else 0
+        args = ((x, y, int(addr[self.outputs[0]]), N, self.a, self.b, self.spin_ns),
+                (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_float,
+                 ctypes.c_ulonglong))
+        drv = self.cuda.drv
+        self.cuda.check("cuLaunchKernel", drv.cuLaunchKernel(self.kernel, N // 256, 1, 1, 256, 1, 1, 0,
+                                                             self.stream.obj, args, 0))
+
+
+def _engines(cuda, kernel, spins):
+    """A diamond: e0: t1 = 2x + 1; e1: t2 = 3*t1 - 2; e2: out = t2 + 5 + t1 (reads both)."""
+    return [StandIn(cuda, kernel, "e0", ["x"], "t1", 2, 1, spins[0]),
+            StandIn(cuda, kernel, "e1", ["t1"], "t2", 3, -2, spins[1]),
+            StandIn(cuda, kernel, "e2", ["t2", "t1"], "out", 1, 5, spins[2])]
+
+
+def _expected(x):
+    t1 = 2 * x.astype(np.float64) + 1
+    return (3 * t1 - 2) + 5 + t1
+
+
+def _run(cuda, kernel, k, spins, frames=24, breakage=None):
+    """Run ``frames`` frames back to back with K in flight; per frame, the output copied to its
+    own pinned host buffer (async, on the sink's stream). Returns (bad frames, period ms, latency ms)."""
+    _, wp = _worker_modules()
+    allocs = []
+    engines = _engines(cuda, kernel, spins)
+    rng = np.random.default_rng(k)
+    pipe = wp._Pipeline(cuda, np, engines, {"x": [N]}, ["out"], k, allocs, rng)
+    for t, data in pipe.input_data.items():  # integer-valued inputs: exact outputs
+        for s, host in enumerate(data):
+            host[:] = rng.integers(-8, 8, size=N).astype(np.float32)
+            cuda.memcpy_htod_async(pipe.inputs[t][0][s], host, engines[0].stream)
+    engines[0].stream.synchronize()
+    if breakage == "missing wait":  # e1 no longer waits for e0's event: it reads t1 before it is written
+        pipe.preds[1] = set()
+    elif breakage == "slot reused early":  # e0 rewrites a slot of t1 before e1/e2 of the older frame read it
+        pipe.succs[0] = set()
+        pipe.k = 10 ** 9
+    try:
+        hosts = [cuda.pagelocked_empty((N,), np.float32) for _ in range(frames)]
+        stamps = [cuda.Event() for _ in range(frames)]
+        t0, end = cuda.Event(), cuda.Event()
+        t0.record(pipe.timer)
+        for i in range(frames):
+            f = pipe.frame(after=t0 if i < k else None)
+            cuda.memcpy_dtoh_async(hosts[i], pipe.buffers["out"][f % pipe.slots], engines[-1].stream)
+            pipe.mark(f, stamps[i])
+        pipe.finish(f, end)
+        cuda.synchronize()
+        want = [_expected(x) for x in pipe.input_data["x"]]  # frame i read input i % n_inputs
+        n = pipe.n_inputs
+        bad = [i for i in range(frames) if not np.array_equal(hosts[i].astype(np.float64), want[i % n])
+               or float(hosts[i].sum(dtype=np.float64)) != float(want[i % n].sum())]
+        fill = pipe.slots + len(engines)
+        period = stamps[frames - 1].time_since(stamps[fill - 1]) / (frames - fill)
+        # one frame alone: the latency
+        t0.record(pipe.timer)
+        f = pipe.frame(after=t0)
+        pipe.finish(f, end)
+        latency = end.time_since(t0)
+        return bad, period, latency
+    finally:
+        cuda.synchronize()
+        for m in allocs:
+            m.free()
+
+
+def test_layer_basics_pinned_async_copies_and_event_timing(cuda, kernel):
+    assert cuda.name == "cuda-python" and cuda.device_name()
+    host = cuda.pagelocked_empty((N,), np.float32)
+    host[:] = np.arange(N, dtype=np.float32)
+    back = cuda.pagelocked_empty((N,), np.float32)
+    a, b = cuda.mem_alloc(N * 4), cuda.mem_alloc(N * 4)
+    s = cuda.Stream()
+    assert isinstance(s.handle, int) and s.handle != 0  # what execute_async_v3 takes
+    cuda.memcpy_htod_async(a, host, s)
+    cuda.memcpy_dtod_async(b, a, N * 4, s)
+    cuda.memcpy_dtoh_async(back, b, s)
+    s.synchronize()
+    assert np.array_equal(back, host)
+    # event timing of one stand-in engine of known duration (2 ms of spinning)
+    e = StandIn(cuda, kernel, "one", ["x"], "y", 1, 0, 2000)
+    start, stop = cuda.Event(), cuda.Event()
+    start.record(e.stream)
+    e.run([("x", a), ("y", b)])
+    stop.record(e.stream)
+    assert stop.query() in (False, True)
+    stop.synchronize()
+    assert stop.query()
+    ms = stop.time_since(start)
+    print(f"stand-in engine of 2 ms spin: {ms:.3f} ms by events")
+    assert 1.95 <= ms <= 2.6
+    a.free()
+    b.free()
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("spins", [(300, 20, 20), (20, 20, 300), (150, 100, 150)], ids=["slow-e0", "slow-e2", "even"])
+def test_pipeline_frames_in_flight_give_exact_outputs(cuda, kernel, k, spins):
+    bad, period, latency = _run(cuda, kernel, k, spins)
+    print(f"K={k} spins(us)={spins}: period {period:.3f} ms, latency {latency:.3f} ms, bad frames {bad}")
+    assert bad == []
+    # e1 and e2 run one after the other; e0 overlaps only other frames
+    critical_ms = sum(spins) / 1000.0
+    assert latency >= critical_ms * 0.95
+    if k == 1:  # no overlap between frames: the period is the latency
+        assert period >= critical_ms * 0.95
+    if k == 3:  # frames overlap: the period is the slowest engine's time (+ launch gaps)
+        assert max(spins) / 1000.0 * 0.95 <= period <= max(spins) / 1000.0 * 1.15 + 0.02
+
+
+def test_pipelining_shortens_the_period(cuda, kernel):
+    spins = (150, 100, 150)
+    p1 = _run(cuda, kernel, 1, spins, frames=40)[1]
+    p3 = _run(cuda, kernel, 3, spins, frames=40)[1]
+    print(f"steady-state period: K=1 {p1:.3f} ms, K=3 {p3:.3f} ms (spins {spins} us)")
+    assert p3 < 0.7 * p1
+
+
+@pytest.mark.parametrize("breakage, spins", [("missing wait", (300, 20, 20)), ("slot reused early", (20, 20, 300))])
+def test_a_broken_dependency_gives_wrong_checksums(cuda, kernel, breakage, spins):
+    ok, _, _ = _run(cuda, kernel, 2, spins)
+    bad, _, _ = _run(cuda, kernel, 2, spins, breakage=breakage)
+    print(f"{breakage}: correct schedule bad frames {ok}; broken schedule bad frames {len(bad)}/24: {bad}")
+    assert ok == []
+    assert len(bad) >= 12  # most frames read the wrong data
+
+
+EXIT_SCRIPT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, worker_cuda
+c = worker_cuda.driver()
+s = c.Stream(); e = c.Event(); m = c.mem_alloc(1 << 20)
+h = c.pagelocked_empty((1 << 18,), np.float32); h[:] = 1
+c.memcpy_htod_async(m, h, s); e.record(s); e.synchronize()
+print("binding", c.name, c.version)
+"""
+
+
+@pytest.mark.parametrize("binding", ["cuda-python", "pycuda"])
+def test_worker_process_exits_cleanly(binding, cuda):
+    """No 'context stack was not empty' abort at exit: the layer pops its context atexit."""
+    if binding == "pycuda":
+        pytest.importorskip("pycuda.driver")
+    p = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, WORKER_DIR], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PLACETUNE_CUDA": binding})
+    print(p.stdout, p.stderr[-500:])
+    assert p.returncode == 0, p.stderr
+    assert "context stack" not in p.stderr and f"binding {binding}" in p.stdout
