@@ -179,3 +179,29 @@ def test_terminal_bar_never_shows_nan(tmp_path):
                      export=str(tmp_path / "p.json"))
     Tuner(cfg, out=out).run()
     assert "nan" not in out.getvalue()
+
+
+@pytest.mark.parametrize("agent", ["local", "random", "reinforce"])
+def test_sigint_with_any_agent_leaves_no_traceback_and_no_fail_trial(tmp_path, agent):
+    """Issue 17 item 2: the first Ctrl-C ends every agent cleanly; its Optuna study keeps no FAIL/RUNNING trial."""
+    optuna = pytest.importorskip("optuna")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--model", "resnet50", "--mode", "engine",
+           "--granularity", "layer", "--agent", agent, "--trials", "400", "--study", "sig"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = 0
+    for line in proc.stdout:
+        if line.startswith("trial="):
+            seen += 1
+            if seen == 8:
+                proc.send_signal(signal.SIGINT)
+                break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "StopRequested" not in err and "KeyboardInterrupt" not in err, err
+    assert "Resume with: placetune tune" in out
+    st = optuna.load_study(study_name="sig", storage=f"sqlite:///{tmp_path / 'placetune.db'}")
+    states = [t.state for t in st.get_trials(deepcopy=False)]
+    assert states and optuna.trial.TrialState.FAIL not in states and optuna.trial.TrialState.RUNNING not in states
+    with Store(f"sqlite:///{tmp_path / 'placetune.db'}") as store:
+        assert len(states) == store.study("sig").n_requests  # every stored evaluation is a trial, nothing more

@@ -172,7 +172,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     ev = Evaluator(model, args.platform, get_backend(args.backend, **options), settings=settings, store=None)
-    placement = _parse_placement(args.placement, model, ev.platform)
+    placement = _parse_placement(args.placement or _default_placement(settings, model, ev.platform), model,
+                                 ev.platform)
     m = ev.evaluate(placement)
     doc = m.to_dict(timeline=args.timeline)
     doc.pop("latency_samples_ms", None) if not args.samples else None
@@ -182,9 +183,24 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 0 if m.ok else 1
 
 
+def _default_placement(settings, model, platform) -> str:
+    """``measure`` without ``--placement``: all-GPU, except in replicas mode with a DLA replica,
+    where each DLA instance runs the network on its DLA with GPU fallback (``all-dla``)."""
+    from placetune.settings import resolve_replicas
+
+    if settings.mode == "replicas":
+        reps, _ = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+        if any(d != "GPU" and d in platform.devices for d in reps):
+            return "all-dla"
+    return "all-gpu"
+
+
 def _measure_human(m, model, platform) -> str:
     label = "SIMULATED " if m.simulated else ""
-    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, batch {m.batch}"]
+    reps = m.extra.get("replicas") if m.mode == "replicas" else None
+    batch = ("replicas " + ", ".join(f"{r['device']} batch {r['batch']}" for r in reps)) if reps \
+        else f"batch {m.batch}"
+    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}"]
     lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
     if m.ok:
         lat = m.latency_ms
@@ -199,7 +215,11 @@ def _measure_human(m, model, platform) -> str:
         counts: dict[str, int] = {}
         for d in m.realized.values():
             counts[d] = counts.get(d, 0) + 1
-        lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
+        if reps:  # realise() reports the layers of every DLA replica on DLA0
+            lines.append("realised in each DLA replica: " + ", ".join(
+                f"{'DLA' if d != 'GPU' else d} {n} layers" for d, n in sorted(counts.items())))
+        else:
+            lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
     if m.dla_loadables:
         lines.append("DLA loadables: " + ", ".join(f"{d} {n}" for d, n in m.dla_loadables.items()))
     if m.fallback:
@@ -325,8 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     _add_target_args(p)
     p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"))
-    p.add_argument("--placement", default="all-gpu",
-                   help="all-gpu | all-dla | dla0 | dla1 | FILE.json | JSON text (default all-gpu)")
+    p.add_argument("--placement", default=None,
+                   help="all-gpu | all-dla | dla0 | dla1 | FILE.json | JSON text (default all-gpu; in replicas "
+                        "mode all-dla: each DLA replica runs the network on its DLA with GPU fallback)")
     p.add_argument("--dla-core", type=int, default=None, help="engine mode: the engine's DLA core")
     p.add_argument("--no-gpu-fallback", action="store_true", help="build without GPU_FALLBACK")
     p.add_argument("--replicas", default=None, metavar="GPU:8,DLA0:2,DLA1:2", help="replicas mode: device:batch list")
