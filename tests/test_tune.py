@@ -205,3 +205,44 @@ def test_sigint_with_any_agent_leaves_no_traceback_and_no_fail_trial(tmp_path, a
     assert states and optuna.trial.TrialState.FAIL not in states and optuna.trial.TrialState.RUNNING not in states
     with Store(f"sqlite:///{tmp_path / 'placetune.db'}") as store:
         assert len(states) == store.study("sig").n_requests  # every stored evaluation is a trial, nothing more
+
+
+def test_every_run_says_what_will_run_and_model_runs_share_the_embedded_defaults(tmp_path, capsys, monkeypatch):
+    """Issue 17 item 5: --model runs had other defaults (engine/fp16/latency) than the embedded default
+    (pipeline/int8/throughput), visible only in a later mismatch error; custom runs said '(embedded default)'."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--trials", "3", "--agent", "random"]) == 0
+    embedded = capsys.readouterr().out
+    assert main(["tune", "--model", "resnet50", "--trials", "3", "--agent", "random"]) == 0
+    custom = capsys.readouterr().out
+    assert "(embedded default)" in embedded and "embedded default" not in custom
+    for out in (embedded, custom):
+        line = next(x for x in out.splitlines() if x.startswith("what will run:"))
+        for part in ("model resnet50", "platform orin-agx (SIMULATED Jetson)", "TensorRT 8.6 DLA rules",
+                     "pipeline (4 frames in flight) mode", "int8", "objective throughput", "agent random",
+                     "budget 3 trials", "backend simulate"):
+            assert part in line, (part, line)
+    assert "batch 2" in embedded and "batch 1" in custom
+    assert main(["tune", "--model", "resnet50", "--platform", "xavier-agx", "--trials", "2"]) == 0
+    assert "TensorRT 8.5 DLA rules" in capsys.readouterr().out
+
+
+def test_a_study_made_with_the_old_defaults_keeps_resuming(tmp_path, capsys, monkeypatch):
+    """Issue 17 item 5: Xavier's default TensorRT rules became 8.5; a study created with 8.6 (the old default)
+    resumes with its own settings instead of silently starting a new study."""
+    from placetune.tuning.evaluator import Evaluator
+
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "placetune.db"
+    for study in ("named", None):
+        ev = Evaluator("resnet50", "xavier-agx", mode="pipeline", precision="int8", objective="throughput",
+                       store=f"sqlite:///{db}", study=study, trt_version="8.6", frames_in_flight=1)
+        ev.baseline()
+        ev.store.close()
+    old_names = {s.name for s in Store(f"sqlite:///{db}").studies()}
+    assert main(["tune", "--model", "resnet50", "--platform", "xavier-agx", "--trials", "3", "--study", "named"]) == 0
+    assert "TensorRT 8.6 DLA rules" in capsys.readouterr().out
+    assert main(["tune", "--model", "resnet50", "--platform", "xavier-agx", "--trials", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "resuming: 1 of 3 trials already done" in out and "TensorRT 8.6 DLA rules" in out
+    assert {s.name for s in Store(f"sqlite:///{db}").studies()} == old_names  # no new study

@@ -50,6 +50,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     model = _load_model(args)
     platform = get_platform(args.platform)
+    args.trt_version = args.trt_version or platform.default_trt_version
     support = dla_support(model, platform, args.precision, args.trt_version)
     eligible = sum(1 for s in support.values() if s.supported)
     islands = _islands_before_limit(model, support) if platform.dla_count else 0
@@ -148,6 +149,7 @@ def _parse_placement(text: str, model, platform):
 
 
 def _settings_from_args(args: argparse.Namespace):
+    from placetune.hardware.platforms import get_platform
     from placetune.settings import Settings, parse_replicas
 
     return Settings(
@@ -155,7 +157,7 @@ def _settings_from_args(args: argparse.Namespace):
         precision=args.precision,
         gpu_fallback=not args.no_gpu_fallback,
         dla_core=args.dla_core,
-        trt_version=args.trt_version,
+        trt_version=args.trt_version or get_platform(args.platform).default_trt_version,
         frames_in_flight=args.frames_in_flight,
         replicas=parse_replicas(args.replicas) if args.replicas else None,
         noise=args.noise,
@@ -276,9 +278,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         raise ConfigError("--trials must be >= 1")
     if embedded:
-        print(f"no study file or model given: running the embedded default: {cfg.model} (batch {cfg.batch}) on "
-              f"the simulated {cfg.platform}, {cfg.mode} mode with {cfg.settings.get('frames_in_flight', 1)} frames "
-              f"in flight, {cfg.precision}, objective {cfg.objective}, {cfg.trials} trials")
+        print("no study file or model given: running the embedded default (placetune tune --help lists the options)")
     hint = "placetune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
     outcome = Tuner(cfg, resume_hint=hint).run()
     return 130 if outcome.interrupted else 0
@@ -309,7 +309,8 @@ def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
 def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--platform", default="orin-agx", help="Jetson profile (default orin-agx)")
     p.add_argument("--precision", default="fp16", choices=("fp16", "int8", "fp32"))
-    p.add_argument("--trt-version", default="8.6", help="TensorRT version whose DLA rules apply (default 8.6)")
+    p.add_argument("--trt-version", default=None, help="TensorRT version whose DLA rules apply (default: the "
+                   "platform's, 8.6 on Orin, 8.5 on Xavier)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
