@@ -344,6 +344,43 @@ class Tuner:
                 f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k))
             if m.dla_loadables:
                 self._say("DLA loadables per core: " + ", ".join(f"{d} {k}" for d, k in m.dla_loadables.items()))
+            if realized and set(realized.values()) == {"GPU"} and outcome.baseline is not None:
+                why = self._why_all_gpu(outcome.baseline)
+                if why:
+                    self._say(why)
+
+    def _why_all_gpu(self, base: Measurement) -> str | None:
+        """One line on why all-GPU won: the decisive cost terms of the best measured split
+        (GPU<->DLA boundary time and DLA busy time, from the measurement's extras)."""
+        ev = self.evaluator
+        assert ev is not None
+        obj = ev.objective
+        best: tuple[float, Measurement] | None = None
+        for rec in ev.store.measurements(ev.study_name, status="ok"):
+            m = rec.measurement
+            v = obj.value(m)
+            if v is None or not m.realized or set(m.realized.values()) == {"GPU"}:
+                continue
+            if best is None or obj.better(v, best[0]):
+                best = (v, m)
+        base_v = obj.value(base)
+        if best is None or base_v is None:
+            return None
+        v, m = best
+        name = obj.names[0]
+        unit = {"latency": "ms", "throughput": "fps", "energy": "mJ"}.get(name, "")
+        dla = {d: t for d, t in (m.extra.get("busy_ms") or {}).items() if d != "GPU" and t}
+        terms = []
+        if m.extra.get("boundary_ms"):
+            n = m.extra.get("boundaries")
+            terms.append(f"{m.extra['boundary_ms']:.3g} ms for {n or 'its'} GPU<->DLA boundar{'y' if n == 1 else 'ies'}")
+        if dla:
+            terms.append(" and ".join(f"{t:.3g} ms of {d} work" for d, t in dla.items()))
+        def fmt(x: float) -> str:
+            return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+        return (f"all-GPU wins: the best split measured ({name} {fmt(v)} {unit} against {fmt(base_v)} {unit} all-GPU)"
+                + (f" pays {' and '.join(terms)}" if terms else ""))
 
     def _export(self, outcome: TuneOutcome) -> str | None:
         ev = self.evaluator
