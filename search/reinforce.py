@@ -162,7 +162,7 @@ class ReinforceAgent(Agent):
 
         import placetune  # noqa: F401 - registers placetune/Placement-v0
 
-        env = gym.make("placetune/Placement-v0", evaluator=evaluator, granularity=self.granularity,
+        env = gym.make("placetune/Placement-v0", evaluator=evaluator, granularity=self.granularity, info_measurement=True,
                        agent=self.name, disable_env_checker=True)
         base = env.unwrapped
         run = SearchRun(evaluator, budget, self.name, space=base.space)  # type: ignore[attr-defined]

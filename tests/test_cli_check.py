@@ -116,3 +116,13 @@ def test_bad_input_is_one_line(tmp_path):
 def test_console_entry_points(argv):
     proc = run_cli(*argv)
     assert proc.returncode == 0 and proc.stdout
+
+
+def test_check_applies_the_platforms_tensorrt_rules_by_default(capsys):
+    """Issue 17 item 5: `check --platform xavier-agx` applied TensorRT 8.6 rules; Xavier's last JetPack ships 8.5."""
+    assert main(["check", "resnet50", "--platform", "xavier-agx", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trt_version"] == "8.5"
+    assert main(["check", "resnet50", "--platform", "orin-agx", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trt_version"] == "8.6"
+    assert main(["check", "resnet50", "--platform", "xavier-agx", "--trt-version", "8.6", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trt_version"] == "8.6"

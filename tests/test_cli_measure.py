@@ -69,3 +69,21 @@ def test_infeasible_is_reported_not_raised(capsys):
     code = main(["measure", "resnet50", "--platform", "xavier-agx", "--placement", "all-dla", "--no-gpu-fallback"])
     out = capsys.readouterr().out
     assert code == 1 and "infeasible" in out and "Softmax" in out
+
+
+def test_replicas_run_the_network_on_their_dla_by_default(capsys):
+    """Issue 17 item 3: DLA0:n / DLA1:n instances run on their DLA (GPU fallback) unless --placement says otherwise;
+    the header shows each instance's batch."""
+    assert main(["measure", "resnet50", "--mode", "replicas", "--replicas", "GPU:8,DLA0:2,DLA1:2"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert "GPU batch 8, DLA0 batch 2, DLA1 batch 2" in header and "batch 1" not in header
+    assert "the DLA replicas run on the GPU" not in out
+    assert "DLA loadables: DLA0 2, DLA1 2" in out
+    code, doc = _measure(capsys, "resnet50", "--mode", "replicas", "--replicas", "GPU:8,DLA1:2")
+    assert code == 0 and doc["dla_loadables"]["DLA1"] >= 1 and doc["dla_loadables"]["DLA0"] == 0
+    assert sum(d != "GPU" for d in doc["realized"].values()) > 100
+    code, doc = _measure(capsys, "resnet50", "--mode", "replicas", "--replicas", "GPU:8,DLA0:2",
+                         "--placement", "all-gpu")
+    assert code == 0 and set(doc["realized"].values()) == {"GPU"}  # --placement overrides
+    assert "the DLA replicas run on the GPU" in " ".join(doc["extra"]["notes"])

@@ -106,7 +106,7 @@ def test_bad_arguments() -> None:
 # ----------------------------------------------------------------- episodes
 @pytest.mark.parametrize("model", ["seed-block", "resnet18"])
 def test_episode_length_and_reward_matches_independent_baseline(model: str) -> None:
-    env = gym.make(PLACEMENT_ENV_ID, model=model)
+    env = gym.make(PLACEMENT_ENV_ID, model=model, info_measurement=True)
     n = env.unwrapped.n_units
     env.action_space.seed(1)
     obs, info = env.reset(seed=1)
@@ -173,7 +173,8 @@ def test_repeat_placement_is_a_cache_hit() -> None:
     [("model-gn", "orin-agx", "int8"), ("resnet50", "xavier-agx", "fp16")],
 )
 def test_masked_random_agent_respects_masks(model: str, platform: str, precision: str) -> None:
-    env = gym.make(PLACEMENT_ENV_ID, model=model, platform=platform, precision=precision)
+    env = gym.make(PLACEMENT_ENV_ID, model=model, platform=platform, precision=precision,
+                   info_measurement=True)
     base = env.unwrapped
     space = base.space
     masked_units = [i for i in range(base.n_units) if not space.mask[i].all()]
@@ -203,7 +204,7 @@ def test_masked_random_agent_respects_masks(model: str, platform: str, precision
 
 
 def test_masked_action_is_mapped_to_gpu_with_a_flag() -> None:
-    env = PlacementEnv(model="resnet50", platform="xavier-agx")
+    env = PlacementEnv(model="resnet50", platform="xavier-agx", info_measurement=True)
     masked = [i for i in range(env.n_units) if not env.space.mask[i, 1]]
     env.reset(seed=0)
     for i in range(env.n_units):
@@ -357,3 +358,17 @@ def test_envs_accept_the_stage_granularity(env_id: str) -> None:
     assert env.unwrapped.space.granularity == "stages"
     _check_env_no_warnings(env.unwrapped)
     env.close()
+
+
+def test_final_info_is_lean_unless_the_measurement_is_asked_for() -> None:
+    """Issue 17 item 7: the final info held a whole Measurement (~38 KB with 50 identical samples)."""
+    import pickle
+
+    for kw, has in (({}, False), ({"info_measurement": True}, True)):
+        env = PlacementOneShotEnv(model="resnet50", **kw)
+        env.reset(seed=0)
+        _, _, terminated, _, info = env.step(np.zeros(env.n_units, dtype=np.int64))
+        assert terminated and ("measurement" in info) == has
+        assert info["latency_ms"] > 0 and info["gain"] == pytest.approx(1.0) and info["measurement_id"] is not None
+        if not has:
+            assert len(pickle.dumps(info)) < 16_000, len(pickle.dumps(info))

@@ -150,8 +150,11 @@ def _dynamic_model(path):
 
 def test_dynamic_batch_needs_shape_override(tmp_path):
     path = _dynamic_model(tmp_path / "dyn.onnx")
-    with pytest.raises(ShapeError, match="images.*dynamic.*--shape images=Nx3x16x16"):
+    with pytest.raises(ShapeError, match="images.*dynamic.*--shape images=1x3x16x16") as err:
         Model.load(path)
+    # issue 17: the hint is concrete (it said images=Nx3x16x16): pasting it works
+    hint = str(err.value).split("--shape ")[1].split()[0]
+    assert "N" not in hint and Model.load(path, [hint]).batch == 1
     m = Model.load(path, ["images=4x3x16x16"])
     assert m.layer("/c/Conv").output_shape == (4, 8, 16, 16)
     m = Model.load(path, ["2x3x16x16"])  # single input: name optional

@@ -191,3 +191,42 @@ def test_cli_errors(study, tmp_path):
         bad = tmp_path / "bad.json"
         bad.write_text("{")
         _cli("trace", str(bad), "-o", str(tmp_path / "t.json"))
+
+
+def test_timeline_colours_do_not_repeat_within_16_frames(tmp_path, monkeypatch):
+    """Issue 17 item 7: the frame palette had 10 colours, so frames 0 and 10 looked the same."""
+    from matplotlib.colors import to_hex
+
+    from placetune.report import plots
+
+    figs = []
+    real_save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path, dpi: (figs.append(fig), real_save(fig, path, dpi))[1])
+    with placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", frames_in_flight=16, study="f16") as ev:
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}))
+    frames = sorted({e["frame"] for e in m.timeline})
+    assert len(frames) >= 16
+    plot_timeline(m, tmp_path / "t.png", devices=("GPU", "DLA0", "DLA1"))
+    colours = {to_hex(c) for coll in figs[0].axes[0].collections for c in coll.get_facecolor()}
+    assert len(colours) >= 16
+
+
+def test_report_titles_use_the_studys_objective(tmp_path, monkeypatch):
+    """Issue 17 item 7: placement.png and the timeline showed latency even for a throughput study."""
+    from placetune.report import plots
+
+    titles = {}
+    real_title = plots._title
+    monkeypatch.setattr(plots, "_title", lambda fig, text, sim, sub="": (titles.setdefault(text.split(":")[0], text),
+                                                                        real_title(fig, text, sim, sub))[1])
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", objective="throughput", store=url,
+                             study="tp", frames_in_flight=2) as ev:
+        ev.baselines()
+        ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}))
+    with Store(url) as store:
+        write_report(store, "tp", tmp_path / "r")
+    placement = titles["best plan"]
+    timeline = next(t for k, t in titles.items() if k.startswith("schedule of the best plan"))
+    for text in (placement, timeline):
+        assert "throughput" in text and "fps" in text and "latency" not in text, text

@@ -179,3 +179,90 @@ def test_terminal_bar_never_shows_nan(tmp_path):
                      export=str(tmp_path / "p.json"))
     Tuner(cfg, out=out).run()
     assert "nan" not in out.getvalue()
+
+
+@pytest.mark.parametrize("agent", ["local", "random", "reinforce"])
+def test_sigint_with_any_agent_leaves_no_traceback_and_no_fail_trial(tmp_path, agent):
+    """Issue 17 item 2: the first Ctrl-C ends every agent cleanly; its Optuna study keeps no FAIL/RUNNING trial."""
+    optuna = pytest.importorskip("optuna")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--model", "resnet50", "--mode", "engine",
+           "--granularity", "layer", "--agent", agent, "--trials", "400", "--study", "sig"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = 0
+    for line in proc.stdout:
+        if line.startswith("trial="):
+            seen += 1
+            if seen == 8:
+                proc.send_signal(signal.SIGINT)
+                break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "StopRequested" not in err and "KeyboardInterrupt" not in err, err
+    assert "Resume with: placetune tune" in out
+    st = optuna.load_study(study_name="sig", storage=f"sqlite:///{tmp_path / 'placetune.db'}")
+    states = [t.state for t in st.get_trials(deepcopy=False)]
+    assert states and optuna.trial.TrialState.FAIL not in states and optuna.trial.TrialState.RUNNING not in states
+    with Store(f"sqlite:///{tmp_path / 'placetune.db'}") as store:
+        assert len(states) == store.study("sig").n_requests  # every stored evaluation is a trial, nothing more
+
+
+def test_every_run_says_what_will_run_and_model_runs_share_the_embedded_defaults(tmp_path, capsys, monkeypatch):
+    """Issue 17 item 5: --model runs had other defaults (engine/fp16/latency) than the embedded default
+    (pipeline/int8/throughput), visible only in a later mismatch error; custom runs said '(embedded default)'."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--trials", "3", "--agent", "random"]) == 0
+    embedded = capsys.readouterr().out
+    assert main(["tune", "--model", "resnet50", "--trials", "3", "--agent", "random"]) == 0
+    custom = capsys.readouterr().out
+    assert "(embedded default)" in embedded and "embedded default" not in custom
+    for out in (embedded, custom):
+        line = next(x for x in out.splitlines() if x.startswith("what will run:"))
+        for part in ("model resnet50", "platform orin-agx (SIMULATED Jetson)", "TensorRT 8.6 DLA rules",
+                     "pipeline (4 frames in flight) mode", "int8", "objective throughput", "agent random",
+                     "budget 3 trials", "backend simulate"):
+            assert part in line, (part, line)
+    assert "batch 2" in embedded and "batch 1" in custom
+    assert main(["tune", "--model", "resnet50", "--platform", "xavier-agx", "--trials", "2"]) == 0
+    assert "TensorRT 8.5 DLA rules" in capsys.readouterr().out
+
+
+def test_a_study_made_with_the_old_defaults_keeps_resuming(tmp_path, capsys, monkeypatch):
+    """Issue 17 item 5: Xavier's default TensorRT rules became 8.5; a study created with 8.6 (the old default)
+    resumes with its own settings instead of silently starting a new study."""
+    from placetune.tuning.evaluator import Evaluator
+
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "placetune.db"
+    for study in ("named", None):
+        ev = Evaluator("resnet50", "xavier-agx", mode="pipeline", precision="int8", objective="throughput",
+                       store=f"sqlite:///{db}", study=study, trt_version="8.6", frames_in_flight=1)
+        ev.baseline()
+        ev.store.close()
+    old_names = {s.name for s in Store(f"sqlite:///{db}").studies()}
+    assert main(["tune", "--model", "resnet50", "--platform", "xavier-agx", "--trials", "3", "--study", "named"]) == 0
+    assert "TensorRT 8.6 DLA rules" in capsys.readouterr().out
+    assert main(["tune", "--model", "resnet50", "--platform", "xavier-agx", "--trials", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "resuming: 1 of 3 trials already done" in out and "TensorRT 8.6 DLA rules" in out
+    assert {s.name for s in Store(f"sqlite:///{db}").studies()} == old_names  # no new study
+
+
+def test_when_all_gpu_wins_the_summary_says_why(tmp_path, capsys):
+    """Issue 17 item 6: studies that ended with all-GPU best (1.00x) did not say why."""
+    code = main(["tune", str(STUDIES / "seed-block-pipeline.toml"), "--storage", f"sqlite:///{tmp_path / 'pt.db'}",
+                 "--export", str(tmp_path / "plan.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "best placement (realised): GPU 5 layers (100%)" in out
+    why = next(x for x in out.splitlines() if x.startswith("all-GPU wins:"))
+    assert "latency" in why and "ms for 2 GPU<->DLA boundaries" in why and "DLA" in why and "work" in why
+    code = main(["tune", str(STUDIES / "resnet50-throughput-orin.toml"), "--trials", "12", "--storage",
+                 f"sqlite:///{tmp_path / 'pt.db'}", "--export", str(tmp_path / "plan2.json")])
+    assert code == 0 and "all-GPU wins" not in capsys.readouterr().out  # the DLAs pay here: nothing to explain
+
+
+@pytest.mark.parametrize("path", sorted(STUDIES.glob("*.toml")), ids=lambda p: p.name)
+def test_every_study_file_states_what_it_demonstrates(path):
+    """Issue 17 item 6: each study file says what it demonstrates."""
+    header = path.read_text().split("[study]")[0]
+    assert "# Demonstrates:" in header

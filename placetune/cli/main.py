@@ -50,6 +50,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     model = _load_model(args)
     platform = get_platform(args.platform)
+    args.trt_version = args.trt_version or platform.default_trt_version
     support = dla_support(model, platform, args.precision, args.trt_version)
     eligible = sum(1 for s in support.values() if s.supported)
     islands = _islands_before_limit(model, support) if platform.dla_count else 0
@@ -148,6 +149,7 @@ def _parse_placement(text: str, model, platform):
 
 
 def _settings_from_args(args: argparse.Namespace):
+    from placetune.hardware.platforms import get_platform
     from placetune.settings import Settings, parse_replicas
 
     return Settings(
@@ -155,7 +157,7 @@ def _settings_from_args(args: argparse.Namespace):
         precision=args.precision,
         gpu_fallback=not args.no_gpu_fallback,
         dla_core=args.dla_core,
-        trt_version=args.trt_version,
+        trt_version=args.trt_version or get_platform(args.platform).default_trt_version,
         frames_in_flight=args.frames_in_flight,
         replicas=parse_replicas(args.replicas) if args.replicas else None,
         noise=args.noise,
@@ -172,7 +174,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     ev = Evaluator(model, args.platform, get_backend(args.backend, **options), settings=settings, store=None)
-    placement = _parse_placement(args.placement, model, ev.platform)
+    placement = _parse_placement(args.placement or _default_placement(settings, model, ev.platform), model,
+                                 ev.platform)
     m = ev.evaluate(placement)
     doc = m.to_dict(timeline=args.timeline)
     doc.pop("latency_samples_ms", None) if not args.samples else None
@@ -191,9 +194,24 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     return code
 
 
+def _default_placement(settings, model, platform) -> str:
+    """``measure`` without ``--placement``: all-GPU, except in replicas mode with a DLA replica,
+    where each DLA instance runs the network on its DLA with GPU fallback (``all-dla``)."""
+    from placetune.settings import resolve_replicas
+
+    if settings.mode == "replicas":
+        reps, _ = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+        if any(d != "GPU" and d in platform.devices for d in reps):
+            return "all-dla"
+    return "all-gpu"
+
+
 def _measure_human(m, model, platform) -> str:
     label = "SIMULATED " if m.simulated else ""
-    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, batch {m.batch}"]
+    reps = m.extra.get("replicas") if m.mode == "replicas" else None
+    batch = ("replicas " + ", ".join(f"{r['device']} batch {r['batch']}" for r in reps)) if reps \
+        else f"batch {m.batch}"
+    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}"]
     lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
     if m.ok:
         lat = m.latency_ms
@@ -208,7 +226,11 @@ def _measure_human(m, model, platform) -> str:
         counts: dict[str, int] = {}
         for d in m.realized.values():
             counts[d] = counts.get(d, 0) + 1
-        lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
+        if reps:  # realise() reports the layers of every DLA replica on DLA0
+            lines.append("realised in each DLA replica: " + ", ".join(
+                f"{'DLA' if d != 'GPU' else d} {n} layers" for d, n in sorted(counts.items())))
+        else:
+            lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
     if m.dla_loadables:
         lines.append("DLA loadables: " + ", ".join(f"{d} {n}" for d, n in m.dla_loadables.items()))
     if m.fallback:
@@ -265,9 +287,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         raise ConfigError("--trials must be >= 1")
     if embedded:
-        print(f"no study file or model given: running the embedded default: {cfg.model} (batch {cfg.batch}) on "
-              f"the simulated {cfg.platform}, {cfg.mode} mode with {cfg.settings.get('frames_in_flight', 1)} frames "
-              f"in flight, {cfg.precision}, objective {cfg.objective}, {cfg.trials} trials")
+        print("no study file or model given: running the embedded default (placetune tune --help lists the options)")
     hint = "placetune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
     outcome = Tuner(cfg, resume_hint=hint).run()
     return 130 if outcome.interrupted else 0
@@ -298,7 +318,8 @@ def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
 def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--platform", default="orin-agx", help="Jetson profile (default orin-agx)")
     p.add_argument("--precision", default="fp16", choices=("fp16", "int8", "fp32"))
-    p.add_argument("--trt-version", default="8.6", help="TensorRT version whose DLA rules apply (default 8.6)")
+    p.add_argument("--trt-version", default=None, help="TensorRT version whose DLA rules apply (default: the "
+                   "platform's, 8.6 on Orin, 8.5 on Xavier)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -334,8 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     _add_target_args(p)
     p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"))
-    p.add_argument("--placement", default="all-gpu",
-                   help="all-gpu | all-dla | dla0 | dla1 | FILE.json | JSON text (default all-gpu)")
+    p.add_argument("--placement", default=None,
+                   help="all-gpu | all-dla | dla0 | dla1 | FILE.json | JSON text (default all-gpu; in replicas "
+                        "mode all-dla: each DLA replica runs the network on its DLA with GPU fallback)")
     p.add_argument("--dla-core", type=int, default=None, help="engine mode: the engine's DLA core")
     p.add_argument("--no-gpu-fallback", action="store_true", help="build without GPU_FALLBACK")
     p.add_argument("--replicas", default=None, metavar="GPU:8,DLA0:2,DLA1:2", help="replicas mode: device:batch list")

@@ -19,6 +19,13 @@ Reward
     has no value for the objective, scores ``penalty`` (default -1.0) and
     ``info["reason"]`` says why.
 
+Final info
+    Summary numbers (``latency_ms``, ``throughput_fps``, ``energy_mj``, ``objective_value``,
+    ``baseline_value``, ``gain``, ``feasible``, ``status``, ``reason``, ``cache_hit``,
+    ``measurement_id``) and the requested / realised placements; the whole
+    :class:`~placetune.measurement.Measurement` (``info["measurement"]``, with its latency
+    samples) only with ``info_measurement=True``.
+
 Action masks
     Units the DLA cannot run have only the GPU allowed (unless ``allow_unsupported``).
     Every ``reset``/``step`` puts ``info["action_mask"]`` (int8) in the info, in the form

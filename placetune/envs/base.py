@@ -95,8 +95,11 @@ class PlacementEnvBase(gym.Env):
         allow_unsupported: bool = False,
         agent: str = "env",
         render_mode: str | None = None,
+        info_measurement: bool = False,
         **options: Any,
     ) -> None:
+        #: put the whole :class:`~placetune.measurement.Measurement` in the final info (``"measurement"``)
+        self.info_measurement = bool(info_measurement)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode {render_mode!r} is not supported; use None or 'ansi'")
         unknown = sorted(set(options) - _SETTINGS_FIELDS)
@@ -139,9 +142,10 @@ class PlacementEnvBase(gym.Env):
             from placetune.placement.space import Space
 
             self.model = model if isinstance(model, Model) else Model.load(model, shapes, batch=batch)
+            plat = get_platform(platform) if isinstance(platform, str) else platform
+            options.setdefault("trt_version", plat.default_trt_version)
             self.settings = Settings(mode=mode, precision=precision, **options)
             self.objective = get_objective(objective)
-            plat = get_platform(platform) if isinstance(platform, str) else platform
             self.space = Space(
                 self.model, plat, mode=self.settings.mode, precision=self.settings.precision,
                 granularity=granularity, trt_version=self.settings.trt_version,
@@ -228,7 +232,7 @@ class PlacementEnvBase(gym.Env):
             "placement": placement.to_doc(),
             "realized": Placement(self.model, m.realized).to_doc() if m.realized else None,
             "fallback": dict(m.fallback),
-            "measurement": m,
+            "measurement_id": m.extra.get("_id"),
             "objective_value": _num(value),
             "baseline_value": base,
             "reason": m.reason,
@@ -242,6 +246,8 @@ class PlacementEnvBase(gym.Env):
             if m.ok:
                 info["reason"] = f"the measurement has no {self.objective.names[0]} value"
         info["gain"] = float(gain)
+        if self.info_measurement:
+            info["measurement"] = m
         self._last = {"assignment": list(assignment), "reward": reward, **info}
         return reward, info
 

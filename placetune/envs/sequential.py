@@ -63,6 +63,8 @@ class PlacementEnv(PlacementEnvBase):
             or infeasibility with ``gpu_fallback=False``).
         agent: agent name recorded with each measurement.
         render_mode: None or ``ansi`` (``render()`` returns a text table).
+        info_measurement: put the whole Measurement in the final info (``info["measurement"]``);
+            by default the info holds summary numbers only.
         **options: other :class:`~placetune.settings.Settings` fields: ``gpu_fallback``,
             ``dla_core``, ``trt_version``, ``noise``, ``seed``, ``iterations``...
 

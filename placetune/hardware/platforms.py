@@ -117,6 +117,13 @@ class Platform:
             raise UnknownNameError(f"precision {precision!r} has no peak figure; use 'fp16' or 'int8'")
         return table[key]
 
+    @property
+    def default_trt_version(self) -> str:
+        """The TensorRT version whose DLA rules apply when none is given: 8.6 (JetPack 6.0)
+        where a JetPack ships it (Orin), else the newest this module gets (Xavier: 8.5,
+        JetPack 5.1 being Xavier's last)."""
+        return "8.6" if "8.6" in self.jetpack_trt else self.jetpack_trt[-1]
+
     def ships_trt(self, version: str) -> bool:
         """Whether a JetPack for this module ships TensorRT ``version`` (major.minor compare)."""
         parts = str(version).strip().split(".")

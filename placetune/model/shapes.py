@@ -114,7 +114,8 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -
             shown = "x".join(str(d) if d is not None else "?" for d in dims)
             raise ShapeError(
                 f"input {inp.name!r} has a dynamic shape [{shown}]; DLA needs static shapes: "
-                f"pass --shape {inp.name}=" + "x".join(str(d) if isinstance(d, int) else "N" for d in dims)
+                f"pass e.g. --shape {inp.name}=" + "x".join(str(d) if isinstance(d, int) else "1" for d in dims)
+                + " (dynamic dims set to 1: use your batch and sizes)"
             )
         shape_proto = inp.type.tensor_type.shape
         del shape_proto.dim[:]

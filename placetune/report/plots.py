@@ -322,14 +322,37 @@ def plot_placement(plan: "Plan", path: str | os.PathLike[str], *, title: str = "
                               label=f"ran elsewhere than asked ({len(moved)})"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, title="device",
               title_fontsize=8)
-    lat = (plan.measured.get("latency_ms") or {}).get("median")
-    extra = f", median {lat:.4g} ms" if lat is not None else ""
+    shown = _plan_value_text(plan)
+    extra = f", {shown}" if shown else ""
     src = plan.source or {}
     _title(fig, f"{title}: device per layer ({plan.model.get('name')}, measurement {src.get('measurement_id')}"
                 f"{extra})", plan.simulated,
            f"study {src.get('study')}: {plan.platform}, {plan.mode} mode, {plan.precision}, batch {plan.batch}"
            + ("; each DLA replica runs the DLA layers on its own core" if plan.mode == "replicas" else ""))
     return _save(fig, Path(path), dpi)
+
+
+def _plan_value_text(plan: "Plan") -> str:
+    """The plan's figure on its study's objective(s), e.g. ``throughput 1,585 fps``."""
+    parts = []
+    for name in str(plan.objective or "latency").split("+"):
+        name = name.strip()
+        if name == "latency":
+            v = (plan.measured.get("latency_ms") or {}).get("median")
+            label = "median latency"
+        else:
+            v = plan.measured.get({"throughput": "throughput_fps", "energy": "energy_mj"}.get(name, name))
+            label = name
+        if isinstance(v, (int, float)):
+            parts.append(f"{label} {v:,.4g} {_unit(name)}".rstrip())
+    return ", ".join(parts)
+
+
+#: Timeline colours of successive frames: 20 distinct colours (tab20 order, pairs split), so
+#: no colour repeats within 16 frames in flight.
+FRAME_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+                "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"]
 
 
 def _short(name: str, limit: int = 40) -> str:
@@ -397,8 +420,7 @@ def plot_timeline(
     span = max(t1 - t0, 1e-9)
     fig = _figure(10.0, 1.6 + 0.65 * len(rows))
     ax = fig.add_subplot()
-    frame_colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                    "#bcbd22", "#17becf"]
+    frame_colors = FRAME_COLORS
     ypos = {d: i for i, d in enumerate(rows)}
     for e in events:
         y = ypos[e["device"]]
@@ -479,8 +501,8 @@ def write_report(
     if plan is None:
         return written
     written.append(plot_placement(plan, out / "placement.png", title="best plan", dpi=dpi))
-    lat = (plan.measured.get("latency_ms") or {}).get("median")
-    what = f"measurement {plan.source.get('measurement_id')}" + (f", latency {lat:.4g} ms" if lat is not None else "")
+    shown = _plan_value_text(plan)
+    what = f"measurement {plan.source.get('measurement_id')}" + (f", {shown}" if shown else "")
     frames = plan.measured.get("frames_in_flight")
     if plan.mode == "pipeline" and frames and frames > 1:
         what += f", {frames} frames in flight"

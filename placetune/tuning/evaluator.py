@@ -74,6 +74,14 @@ def _load_model(model: Model | str | Path, batch: int | None, shapes) -> Model:
     return Model.load(model, shapes, batch=batch)
 
 
+def study_name_for(model: str, platform: str, settings: Settings, objective: str, backend: str,
+                   profile: Any = None) -> str:
+    """The default study name of these settings (see :meth:`Evaluator.default_study_name`)."""
+    s = settings
+    return (f"{model}-{platform}-{s.mode}-{s.precision}-{objective}-{backend}-{s.hash[:6]}"
+            + (f"-profile-{str(profile)[:6]}" if profile else ""))
+
+
 class Evaluator:
     """Measure placements of one model on one platform, with caching and storage.
 
@@ -126,6 +134,8 @@ class Evaluator:
         self.model = _load_model(model, batch, shapes)
         self.platform = get_platform(platform) if isinstance(platform, str) else platform
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        if settings is None and "trt_version" not in options:
+            options["trt_version"] = self.platform.default_trt_version
         self.settings = settings or Settings(mode=mode, precision=precision, **options)
         self.objective = get_objective(objective)
         if isinstance(store, Store):
@@ -169,13 +179,9 @@ class Evaluator:
     def default_study_name(self) -> str:
         """``<model>-<platform>-<mode>-<precision>-<objective>-<backend>-<settings hash[:6]>``, plus
         ``-profile-<digest[:6]>`` when a simulated backend measures with a device profile."""
-        s = self.settings
         profile = self.fingerprint.get("profile") if isinstance(self.fingerprint, dict) else None
-        return (
-            f"{self.model.name}-{self.platform.name}-{s.mode}-{s.precision}-"
-            f"{self.objective.name}-{self.backend.name}-{s.hash[:6]}"
-            + (f"-profile-{str(profile)[:6]}" if profile else "")
-        )
+        return study_name_for(self.model.name, self.platform.name, self.settings, self.objective.name,
+                              self.backend.name, profile)
 
     def __repr__(self) -> str:
         return (

@@ -23,7 +23,10 @@ from placetune.tuning.progress import Progress
 from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
 
-__all__ = ["Tuner", "TuneOutcome"]
+__all__ = ["Tuner", "TuneOutcome", "PIPELINE_FRAMES_IN_FLIGHT"]
+
+#: Frames in flight of a pipeline-mode throughput study that does not set ``frames_in_flight``.
+PIPELINE_FRAMES_IN_FLIGHT = 4
 
 log = logging.getLogger(__name__)
 
@@ -90,22 +93,74 @@ class Tuner:
             version = probe().get("trt_version")
             if version:
                 options["trt_version"] = version if version.startswith("11") else ".".join(version.split(".")[:2])
+        from placetune.hardware.platforms import get_platform
+
+        # defaults of settings the run did not set, and the values older placetune used for them
+        legacy: dict[str, Any] = {}
+        if "trt_version" not in options:
+            options["trt_version"] = get_platform(cfg.platform).default_trt_version
+            legacy["trt_version"] = "8.6"
+        if cfg.mode == "pipeline" and "throughput" in cfg.objective and "frames_in_flight" not in options:
+            options["frames_in_flight"] = PIPELINE_FRAMES_IN_FLIGHT
+            legacy["frames_in_flight"] = 1
         try:
             settings = Settings(mode=cfg.mode, precision=cfg.precision, **options)
         except TypeError as exc:
             raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
         store = Store(cfg.storage)
+        from placetune.model.model import Model
+
+        model = Model.load(cfg.model, cfg.shapes or None, batch=cfg.batch)
+        settings = self._resume_settings(store, model, backend, settings, settings.replace(**legacy))
+        study = cfg.study or self._default_study(store, model, backend, settings)
         from placetune.tuning.fleet import prepare
 
         # SQLite: refuse a second writer; shared database: join the fleet (same environment)
         self.fleet, self._writer_lock = prepare(store, cfg, backend, settings)
         ev = Evaluator(
-            cfg.model, cfg.platform, backend, batch=cfg.batch, objective=cfg.objective, store=store,
-            study=cfg.study, settings=settings, shapes=cfg.shapes or None, agent=cfg.agent,
+            model, cfg.platform, backend, batch=cfg.batch, objective=cfg.objective, store=store,
+            study=study, settings=settings, shapes=cfg.shapes or None, agent=cfg.agent,
         )
         if self.fleet is not None:
             self.fleet.attach(ev)
         return ev
+
+    def _resume_settings(self, store: Any, model: Any, backend: Any, settings: Any, legacy: Any) -> Any:
+        """``settings``, or ``legacy`` (the defaults of an older placetune) when the study this
+        run resumes was created with those: new defaults apply to new studies only."""
+        if legacy == settings:
+            return settings
+        cfg = self.cfg
+        names = {st.name: st for st in store.studies()}
+        if cfg.study:
+            st = names.get(cfg.study)
+            return legacy if st is not None and st.settings == legacy.to_dict() else settings
+
+        def name(s: Any) -> str:
+            return self._default_study(store, model, backend, s, names)
+
+        if name(settings) not in names and name(legacy) in names:
+            self._say(f"note: resuming study {name(legacy)!r} with the settings it was created with ("
+                      + ", ".join(f"{k}={getattr(legacy, k)}" for k in legacy.to_dict()
+                                  if getattr(legacy, k) != getattr(settings, k)) + ")")
+            return legacy
+        return settings
+
+    def _default_study(self, store: Any, model: Any, backend: Any, settings: Any, names: Any = None) -> str:
+        """The study name of a run without ``--study``: the evaluator's default, with the model
+        hash appended when that name is taken by another version of the model (another batch,
+        another file of the same name)."""
+        from placetune.hardware.platforms import get_platform
+        from placetune.tuning.evaluator import study_name_for
+        from placetune.tuning.objectives import get_objective
+
+        plat = get_platform(self.cfg.platform)
+        fp = backend.fingerprint(plat, settings)
+        base = study_name_for(model.name, plat.name, settings, get_objective(self.cfg.objective).name, backend.name,
+                              fp.get("profile") if isinstance(fp, dict) else None)
+        names = names if names is not None else {st.name: st for st in store.studies()}
+        st = names.get(base)
+        return base if st is None or st.model_hash == model.hash else f"{base}-{model.hash[:6]}"
 
     def _say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -147,13 +202,8 @@ class Tuner:
         store = ev.store
         name = ev.study_name
         done = self._trials_done(agent_probe)
-        sim = "SIMULATED Jetson" if ev.backend.simulated else f"{ev.backend.name} backend"
-        self._say(
-            f"placetune tune: {ev.model.name} on {ev.platform.name} ({sim}), {ev.settings.mode} mode, "
-            f"{ev.settings.precision}, objective {ev.objective.name}, agent {cfg.agent}"
-        )
-        self._say(f"study {name!r} in {store.url} ({cfg.source}); budget {cfg.trials} trials"
-                  + (f", timeout {cfg.timeout:g} s" if cfg.timeout else ""))
+        self._say(self.what_will_run())
+        self._say(f"study {name!r} in {store.url} ({cfg.source})")
         if self.fleet is not None:
             self._say(self.fleet.describe(cfg.trials))
         self._open_optuna_study(agent_probe)
@@ -203,6 +253,20 @@ class Tuner:
             self._say(f"interrupted after {outcome.trials_done} of {cfg.trials} trials; everything measured is "
                       f"stored. Resume with: {self.resume_hint}")
         return outcome
+
+    def what_will_run(self) -> str:
+        """One line that says what this run measures and how (printed first by every run)."""
+        ev, cfg = self.evaluator, self.cfg
+        assert ev is not None
+        s = ev.settings
+        sim = "SIMULATED Jetson" if ev.backend.simulated else "real Jetson"
+        mode = s.mode + (f" ({s.frames_in_flight} frames in flight)" if s.mode == "pipeline" else "")
+        if s.mode == "replicas" and s.replicas:
+            mode += " (" + ", ".join(f"{d}:{b}" for d, b in s.replicas.items()) + ")"
+        return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), TensorRT {s.trt_version} "
+                f"DLA rules, {mode} mode, {s.precision}, batch {ev.model.batch}, objective {ev.objective.name}, "
+                f"agent {cfg.agent} ({cfg.granularity}), budget {cfg.trials} trials"
+                + (f" / {cfg.timeout:g} s" if cfg.timeout else "") + f", backend {ev.backend.name}")
 
     def _open_optuna_study(self, agent: Any) -> None:
         """Keep the study's Optuna study (same name, same database; see
@@ -283,6 +347,43 @@ class Tuner:
                 f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k))
             if m.dla_loadables:
                 self._say("DLA loadables per core: " + ", ".join(f"{d} {k}" for d, k in m.dla_loadables.items()))
+            if realized and set(realized.values()) == {"GPU"} and outcome.baseline is not None:
+                why = self._why_all_gpu(outcome.baseline)
+                if why:
+                    self._say(why)
+
+    def _why_all_gpu(self, base: Measurement) -> str | None:
+        """One line on why all-GPU won: the decisive cost terms of the best measured split
+        (GPU<->DLA boundary time and DLA busy time, from the measurement's extras)."""
+        ev = self.evaluator
+        assert ev is not None
+        obj = ev.objective
+        best: tuple[float, Measurement] | None = None
+        for rec in ev.store.measurements(ev.study_name, status="ok"):
+            m = rec.measurement
+            v = obj.value(m)
+            if v is None or not m.realized or set(m.realized.values()) == {"GPU"}:
+                continue
+            if best is None or obj.better(v, best[0]):
+                best = (v, m)
+        base_v = obj.value(base)
+        if best is None or base_v is None:
+            return None
+        v, m = best
+        name = obj.names[0]
+        unit = {"latency": "ms", "throughput": "fps", "energy": "mJ"}.get(name, "")
+        dla = {d: t for d, t in (m.extra.get("busy_ms") or {}).items() if d != "GPU" and t}
+        terms = []
+        if m.extra.get("boundary_ms"):
+            n = m.extra.get("boundaries")
+            terms.append(f"{m.extra['boundary_ms']:.3g} ms for {n or 'its'} GPU<->DLA boundar{'y' if n == 1 else 'ies'}")
+        if dla:
+            terms.append(" and ".join(f"{t:.3g} ms of {d} work" for d, t in dla.items()))
+        def fmt(x: float) -> str:
+            return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+        return (f"all-GPU wins: the best split measured ({name} {fmt(v)} {unit} against {fmt(base_v)} {unit} all-GPU)"
+                + (f" pays {' and '.join(terms)}" if terms else ""))
 
     def _export(self, outcome: TuneOutcome) -> str | None:
         ev = self.evaluator

@@ -285,6 +285,9 @@ class SimulatedJetson:
         events = _events(sched.tasks) if self.timeline else []
         m = self._finish(settings, platform, base, r, latency, total_fps, busy, latency, seg_list,
                          shown["t"], shown["table"], events, extra)
+        # realise() counts the DLA loadables on DLA0; each DLA replica builds that many on its own core
+        n_load = max(r.loadables.values(), default=0)
+        m.dla_loadables = {d: (n_load if d in reps else 0) for d in r.loadables}
         # energy per model-batch inference = mean power / samples per ms * model batch
         p_w = _power(platform, busy_frac, power)
         m.power_w = p_w
