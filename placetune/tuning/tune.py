@@ -265,7 +265,7 @@ class Tuner:
             mode += " (" + ", ".join(f"{d}:{b}" for d, b in s.replicas.items()) + ")"
         return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), TensorRT {s.trt_version} "
                 f"DLA rules, {mode} mode, {s.precision}, batch {ev.model.batch}, objective {ev.objective.name}, "
-                f"agent {cfg.agent} ({cfg.granularity}), budget {cfg.trials} trials"
+                f"agent {cfg.agent} ({cfg.granularity or 'its default granularity'}), budget {cfg.trials} trials"
                 + (f" / {cfg.timeout:g} s" if cfg.timeout else "") + f", backend {ev.backend.name}")
 
     def _open_optuna_study(self, agent: Any) -> None:
