@@ -155,27 +155,28 @@ def test_three_workers_share_one_study(pg_url, tmp_path, capsys):
     with engine.connect() as conn:
         n, distinct = conn.execute(sa.text("SELECT count(*), count(DISTINCT placement_key) FROM pt_measurements")).one()
         claims = conn.execute(sa.select(sa.func.count()).select_from(CLAIMS_TABLE)).scalar()
-        best_ms = conn.execute(sa.text("SELECT min(median_ms) FROM pt_measurements WHERE status = 'ok'")).scalar()
+        best_fps = conn.execute(sa.text("SELECT max(throughput_fps) FROM pt_measurements WHERE status = 'ok'")).scalar()
     engine.dispose()
     # no realised placement measured twice: the workers' backend measurements add up to the rows
     assert n == distinct == sum(_measured_in_run(out) for out, _ in outs)
     assert claims == 0
-    # Optuna's best agrees with the table
-    assert st.best_value == pytest.approx(best_ms)
+    # Optuna's best agrees with the table (pipeline mode: the objective is throughput_fps, maximised)
+    assert st.metric_names == ["throughput_fps"]
+    assert st.best_value == pytest.approx(best_fps)
     storage.engine.dispose()
     # placetune studies / export against the shared database
     rc, out, err = _run_results_command(["studies", "--storage", pg_url, "--json"], capsys)
     assert rc == 0, err
     doc = json.loads(out)
     row = next(s for s in doc["studies"] if s["study"] == "fleet3")
-    assert row["measured"] == n and row["best"] == pytest.approx(best_ms)
+    assert row["measured"] == n and row["best"] == pytest.approx(best_fps)
     plan_path = tmp_path / "best.plan.json"
     rc, out, err = _run_results_command(["export", "--study", "fleet3", "--storage", pg_url, "-o", str(plan_path)],
                                         capsys)
     assert rc == 0, err
     with Store(pg_url) as store:
         best = store.best("fleet3")
-        assert best is not None and best.measurement.latency_ms["median"] == pytest.approx(best_ms)
+        assert best is not None and best.measurement.throughput_fps == pytest.approx(best_fps)
     plan = json.loads(plan_path.read_text())
     assert plan["source"]["measurement_id"] == best.id
     # every worker exported the same best plan
