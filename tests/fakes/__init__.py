@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 FAKES_DIR = Path(__file__).resolve().parent
-#: The TensorRT versions the doubles emulate (JetPack 5.1, JetPack 6.1/6.2, JetPack 7.2.2+).
-VERSIONS = ("8.5.2", "10.3.0", "11.4.1")
+#: The TensorRT versions the doubles emulate (JetPack 5.1, 6.0, 6.1/6.2, 7.2.2+); each is held to
+#: the API table of its release (tests/trt_api: 8.5, 8.6, 10.3, newest 11.x).
+VERSIONS = ("8.5.2", "8.6.2", "10.3.0", "11.4.1")
 
 
 def fake_env(version: str = "8.5.2", **extra: str) -> dict[str, str]:

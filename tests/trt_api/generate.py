@@ -695,7 +695,15 @@ def trtexec_table(git: Git, ref: str) -> dict:
             m = re.match(r"\s{2,}(--?[A-Za-z][A-Za-z0-9]*)\b", lit)
             if m:
                 documented.add(m.group(1))
+    repeatable = set()
+    for body in bodies + [opts_cpp]:
+        repeatable.update(re.findall(r'while\s*\(\s*getAndDelOption\(arguments,\s*"(--?\w+)"', body))
+        repeatable.update(re.findall(r'getAndDelRepeatedOption\(arguments,\s*"(--?\w+)"', body))
+        repeatable.update(re.findall(r'getAndDelOptionBehind\(arguments,\s*"(--?\w+)"', body))
+    if re.search(r'getOptimizationProfiles\(arguments,\s*\w+,\s*"--profile"\)', opts_cpp):
+        repeatable.add("--profile")
     table = {"options": options,
+             "repeatable": sorted(repeatable & set(options)),
              "options_not_in_help": sorted(set(options) - documented),
              "help_only": sorted(documented - set(options)),
              "refusals": {}}
@@ -712,13 +720,17 @@ def trtexec_table(git: Git, ref: str) -> dict:
         ref_["unknown_shape_tensor"] = {
             "message": stream_message(engines_cpp, k),
             "level": "E", "file": "samples/common/sampleEngines.cpp"}
+    k = engines_cpp.find('"Dynamic dimensions required for input: "')
+    if k >= 0:
+        table["warnings"] = {"dynamic_shapes_missing": {"message": stream_message(engines_cpp, k), "level": "W",
+                                                        "file": "samples/common/sampleEngines.cpp"}}
     chain = []
     for pat in (r"setupNetworkAndConfig\([^;]*?\),\s*", r"serializedEngine != nullptr,\s*",
                 r"networkToSerializedEngine\([^;]*?\),\s*", r"SMP_RETVAL_IF_FALSE\(createEngineSuccess,\s*"):
         m = re.search(pat + r'"', engines_cpp, re.S)
         if m:
             chain.append(cxx_string_after(engines_cpp, m.end() - 1))
-    m = re.search(r"getEngineBuildEnv\([^;]*;\s*(?:if[^{]*\{)?\s*sample::gLogError\s*<<\s*\"", main_cpp, re.S)
+    m = re.search(r"=\s*getEngineBuildEnv\(.*?if\s*\(\s*!\s*\w+\s*\)\s*\{\s*sample::gLogError\s*<<\s*\"", main_cpp, re.S)
     if m:
         chain.append(cxx_string_after(main_cpp, m.end() - 1))
     if chain:

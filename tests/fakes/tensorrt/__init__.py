@@ -209,6 +209,8 @@ class ITensor:
         self.dtype = dtype
         self._producer = producer
         self._range = None
+        self._const = False  # computed from weights only: the builder folds it away
+        self._shape = False  # a shape computation (from a Shape layer): folded for static shapes
         self.is_network_input = False
         self.is_network_output = False
 
@@ -235,7 +237,7 @@ class ILayer:
         self._attrs = attrs
         self._inputs = inputs
         self._outputs = []
-        self._metadata = f"[ONNX Layer: {onnx_name}]"
+        self._metadata = ""  # set by the parser for the layers it registers for an ONNX node (8.6+)
         self._out_spec = (out_shape, out_dtype)
 
     @property
@@ -311,8 +313,9 @@ _OP_TYPES = {
     "Relu": LayerType.ACTIVATION, "Sigmoid": LayerType.ACTIVATION, "Tanh": LayerType.ACTIVATION,
     "Clip": LayerType.ACTIVATION, "LeakyRelu": LayerType.ACTIVATION, "HardSigmoid": LayerType.ACTIVATION,
     "Gelu": LayerType.ACTIVATION, "Erf": LayerType.UNARY, "Sqrt": LayerType.UNARY, "Abs": LayerType.UNARY,
-    "MaxPool": LayerType.POOLING, "AveragePool": LayerType.POOLING, "GlobalAveragePool": LayerType.POOLING,
-    "GlobalMaxPool": LayerType.POOLING,
+    "MaxPool": LayerType.POOLING, "AveragePool": LayerType.POOLING,
+    # onnx-tensorrt: "GlobalAveragePool operators are implemented via Reduce layers rather than Pooling layers"
+    "GlobalAveragePool": LayerType.REDUCE, "GlobalMaxPool": LayerType.REDUCE,
     "Add": LayerType.ELEMENTWISE, "Sub": LayerType.ELEMENTWISE, "Mul": LayerType.ELEMENTWISE,
     "Div": LayerType.ELEMENTWISE, "Max": LayerType.ELEMENTWISE, "Min": LayerType.ELEMENTWISE,
     "Pow": LayerType.ELEMENTWISE,
@@ -331,7 +334,6 @@ _OP_TYPES = {
 }
 if _has(LayerType, "NORMALIZATION"):  # INormalizationLayer (and the parser's LayerNormalization) from 8.6
     _OP_TYPES["LayerNormalization"] = LayerType.NORMALIZATION
-_TYPE_TITLE = {LayerType.CONSTANT: "Constant", LayerType.ELEMENTWISE: "ElementWise", LayerType.SHUFFLE: "Shuffle"}
 
 
 class ParserError:
@@ -349,6 +351,162 @@ class ParserError:
 
     def __str__(self) -> str:
         return f"In node {self._node} (parseGraph): INVALID_NODE: {self._desc}"
+
+
+_PARSER = _TABLE.get("onnx_parser", {})
+#: the names onnx-tensorrt gives the layers it adds (tests/trt_api: its sources). 8.x registers
+#: neither: such layers keep TensorRT's default name ``(Unnamed Layer* N) [Type]``.
+_SHAPE_SHUFFLE = _PARSER.get("add_shuffle_layer")
+_BROADCAST = _PARSER.get("broadcast_layer")
+_UNSQUEEZE = "ONNXTRT_unsqueezeTensor" if "ONNXTRT_unsqueezeTensor" in _PARSER.get("helper_layer_names", []) else None
+_METADATA = _PARSER.get("layer_metadata", _V >= (8, 6))
+_TITLES = {LayerType.CONSTANT: "Constant", LayerType.ELEMENTWISE: "ElementWise", LayerType.SHUFFLE: "Shuffle",
+           LayerType.MATRIX_MULTIPLY: "Matrix Multiply", LayerType.SHAPE: "Shape", LayerType.IDENTITY: "Identity"}
+#: ONNX ops whose importer turns every (weights) input into a tensor (convertToTensor) and
+#: broadcasts lower-rank operands with a reshape (elementwiseHelper / broadcastTensors)
+_ELEMENTWISE_OPS = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Sum"}
+
+
+class _Importer:
+    """What onnx-tensorrt's ImporterContext does with names: ``registerLayer`` makes a name
+    unique with one global suffix counter (``<base>_<k>``) and, for a layer registered for an
+    ONNX node, sets ``metadata`` (8.6+); a layer it never registers keeps TensorRT's default
+    ``(Unnamed Layer* <index>) [<Type>]``. Weights (initializers, Constant nodes) become a
+    Constant layer named after them when a layer needs them as a tensor (convertToTensor)."""
+
+    def __init__(self, net: INetworkDefinition, tensors: dict, inits: dict) -> None:
+        self.net = net
+        self.tensors = tensors
+        self.weights = dict(inits)
+        self.names: set[str] = set()
+        self.counter = 0
+        self.constants: dict[str, ITensor] = {}
+
+    def unique(self, base: str) -> str:  # ImporterContext::generateUniqueName
+        cand = base
+        while cand in self.names:
+            cand = f"{base}_{self.counter}"
+            self.counter += 1
+        self.names.add(cand)
+        return cand
+
+    def register(self, layer: ILayer, base: str, node_name: str | None = None) -> None:
+        layer.name = self.unique(base)
+        if node_name is not None and _METADATA:
+            layer._metadata = f"[ONNX Layer: {node_name}]"
+
+    def layer(self, ltype, op: str, node_name: str, attrs: dict, ins: list, outs: list[tuple]) -> ILayer:
+        """network.add*(): a layer with TensorRT's default name; ``outs``: (name, dims, dtype)."""
+        title = _TITLES.get(ltype, ltype.name.title())
+        layer = ILayer(f"(Unnamed Layer* {len(self.net._layers)}) [{title}]", ltype, op, node_name, attrs, ins,
+                       None, None)
+        for name, dims, dt in outs:
+            t = ITensor(name or f"{layer.name}_output", dims, dt, layer)
+            t._const = all(getattr(x, "_const", False) for x in ins) if ins else ltype == LayerType.CONSTANT
+            t._shape = ltype == LayerType.SHAPE or (bool(ins) and all(
+                getattr(x, "_shape", False) or getattr(x, "_const", False) for x in ins) and not t._const)
+            layer._outputs.append(t)
+            if name:
+                self.tensors[name] = t
+        self.net._layers.append(layer)
+        return layer
+
+    def to_tensor(self, x: str, node_name: str) -> ITensor:  # convertToTensor
+        if x in self.tensors:
+            return self.tensors[x]
+        if x in self.constants:  # ImporterContext::getConstantLayer
+            return self.constants[x]
+        dims, dt = self.weights[x]
+        c = self.layer(LayerType.CONSTANT, "Constant", node_name, {}, [], [(None, dims, dt)])
+        self.register(c, x)
+        self.constants[x] = c.get_output(0)
+        return self.constants[x]
+
+    def weight_or_tensor(self, x: str) -> ITensor:
+        """An input the importer reads as weights when it can (kernels, Clip bounds, shapes)."""
+        if x in self.tensors:
+            return self.tensors[x]
+        dims, dt = self.weights[x]
+        t = ITensor(x, dims, dt)
+        t._const = True
+        return t
+
+    def add_shuffle(self, t: ITensor, dims, node_name: str) -> ILayer:  # ShapeTensor.cpp addShuffle
+        layer = self.layer(LayerType.SHUFFLE, "Reshape", node_name, {}, [t], [(None, tuple(dims), t.dtype)])
+        if _SHAPE_SHUFFLE:
+            self.register(layer, _SHAPE_SHUFFLE)
+        return layer
+
+    def broadcast(self, t: ITensor, rank: int, node_name: str) -> ITensor:  # broadcastTensor
+        if len(t.shape) >= rank:
+            return t
+        layer = self.add_shuffle(t, (1,) * (rank - len(t.shape)) + tuple(t.shape), node_name)
+        if _BROADCAST:
+            self.register(layer, _BROADCAST)
+        return layer.get_output(0)
+
+    def import_node(self, node, node_name: str, ltype, attrs: dict, info: dict) -> None:
+        op = node.op_type
+        ins_names = [x for x in node.input if x]
+
+        def out_specs(first: ITensor | None) -> list[tuple]:
+            return [(o,) + info.get(o, ((), first.dtype if first is not None else DataType.FLOAT)) for o in node.output]
+
+        if op == "Gemm":
+            a = self.to_tensor(ins_names[0], node_name)
+            b = self.to_tensor(ins_names[1], node_name)
+            mm_out = [(None if len(ins_names) > 2 else node.output[0],)
+                      + info.get(node.output[0], ((), a.dtype))]
+            mm = self.layer(LayerType.MATRIX_MULTIPLY, "MatMul", node_name, attrs, [a, b], mm_out)
+            self.register(mm, node_name, node_name)
+            if len(ins_names) > 2:  # the bias: a Constant, a broadcast reshape, an unregistered ElementWise
+                c = self.to_tensor(ins_names[2], node_name)
+                c = self.broadcast(c, len(mm.get_output(0).shape), node_name)
+                self.layer(LayerType.ELEMENTWISE, "Add", node_name, {}, [mm.get_output(0), c],
+                           out_specs(mm.get_output(0)))
+            return
+        if op in _ELEMENTWISE_OPS or op in ("MatMul", "Concat"):
+            ts = [self.to_tensor(x, node_name) for x in ins_names]
+            if op != "Concat":
+                rank = max(len(t.shape) for t in ts)
+                ts = [self.broadcast(t, rank, node_name) for t in ts]
+            layer = self.layer(ltype, op, node_name, attrs, ts, out_specs(ts[0]))
+            self.register(layer, node_name, node_name)
+            return
+        if op == "InstanceNormalization" and ltype != LayerType.PLUGIN_V2:  # 10.x: normalizationHelper
+            x = self.to_tensor(ins_names[0], node_name)
+            params = []
+            for w in ins_names[1:3]:
+                t = self.to_tensor(w, node_name)
+                dims = [1] * len(x.shape)
+                if len(x.shape) > 1 and t.shape:
+                    dims[1] = t.shape[0]
+                sh = self.add_shuffle(t, dims, node_name)
+                if _UNSQUEEZE:
+                    self.register(sh, _UNSQUEEZE)
+                params.append(sh.get_output(0))
+            layer = self.layer(ltype, op, node_name, attrs, [x] + params, out_specs(x))
+            self.register(layer, node_name, node_name)
+            return
+        first = self.to_tensor(ins_names[0], node_name) if ins_names else None
+        rest = [self.weight_or_tensor(x) for x in ins_names[1:]]
+        if op in ("Reshape", "Flatten"):
+            layer = self.add_shuffle(first, info.get(node.output[0], ((),))[0], node_name)
+            layer._op, layer._attrs, layer._inputs = op, attrs, [first] + rest
+            layer._outputs[0].name = node.output[0]
+            self.tensors[node.output[0]] = layer._outputs[0]
+            layer._outputs[0].shape, layer._outputs[0].dtype = info.get(node.output[0], ((), first.dtype))
+            self.register(layer, node_name, node_name)
+            return
+        if op == "Shape" and _MAJOR >= 10:  # the shape, then an unregistered cast to INT64
+            sh = self.layer(LayerType.SHAPE, op, node_name, attrs, [first],
+                            [(None, (len(first.shape),), DataType.INT32)])
+            self.register(sh, node_name, node_name)
+            self.layer(LayerType.CAST, "Cast", node_name, {}, [sh.get_output(0)], out_specs(sh.get_output(0)))
+            return
+        layer = self.layer(ltype, op, node_name, attrs, ([first] if first is not None else []) + rest,
+                           out_specs(first))
+        self.register(layer, node_name, node_name)
 
 
 class OnnxParser:
@@ -419,59 +577,25 @@ class OnnxParser:
             t.is_network_input = True
             tensors[vi.name] = t
             net._inputs.append(t)
-        names: set[str] = set()
-        counter = [0]
-
-        def unique(base: str) -> str:
-            cand = base
-            while cand in names:
-                cand = f"{base}_{counter[0]}"
-                counter[0] += 1
-            names.add(cand)
-            return cand
-
-        def add_layer(base: str, ltype, op: str, onnx_name: str, attrs: dict, ins: list, outs: list[str]) -> ILayer:
-            if _MAJOR < 10 and base is None:
-                name = unique(f"(Unnamed Layer* {len(net._layers)}) [{_TYPE_TITLE.get(ltype, ltype.name.title())}]")
-            else:
-                name = unique(base if base is not None else onnx_name)
-            first = next((t for t in ins if t is not None), None)
-            layer = ILayer(name, ltype, op, onnx_name, attrs, ins, None, None)
-            for o in outs:
-                dims, dt = info.get(o, ((), first.dtype if first is not None else DataType.FLOAT))
-                t = ITensor(o, dims, dt, layer)
-                layer._outputs.append(t)
-                tensors[o] = t
-            net._layers.append(layer)
-            return layer
-
+        ctx = _Importer(net, tensors, inits)
         for k, node in enumerate(g.node):
             node_name = node.name or f"node_of_{node.output[0]}"
+            if node.op_type == "Constant":  # no layer: the value is weights until a layer needs a tensor
+                value = next((a.t for a in node.attribute if a.name == "value"), None)
+                dims = tuple(value.dims) if value is not None else ()
+                dt = _ONNX_TYPES.get(value.data_type, DataType.FLOAT) if value is not None else DataType.FLOAT
+                ctx.weights[node.output[0]] = (dims, dt)
+                continue
             ltype = _OP_TYPES.get(node.op_type)
             if ltype is None:
                 self._errors.append(ParserError(8, f"No importer registered for op: {node.op_type}", k))
                 return False
+            missing = [x for x in node.input if x and x not in tensors and x not in ctx.weights]
+            if missing:
+                self._errors.append(ParserError(3, f"Input {missing[0]} of node {node_name} is not a known tensor", k))
+                return False
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-            ins = []
-            for x in node.input:
-                if not x:
-                    continue
-                if x in tensors:
-                    ins.append(tensors[x])
-                elif x in inits:
-                    dims, dt = inits[x]
-                    ins.append(ITensor(x, dims, dt))
-                else:
-                    self._errors.append(ParserError(3, f"Input {x} of node {node_name} is not a known tensor", k))
-                    return False
-            if node.op_type == "Gemm" and len(node.input) > 2:
-                # the bias becomes an element-wise helper layer that follows the ONNX node
-                mm = add_layer(node_name, LayerType.MATRIX_MULTIPLY, "MatMul", node_name, attrs, ins[:2],
-                               [f"{node_name}__mm"])
-                add_layer(None if _MAJOR < 10 else node_name, LayerType.ELEMENTWISE, "Add", node_name, {},
-                          [mm.get_output(0), ins[2]], list(node.output))
-                continue
-            add_layer(node_name, ltype, node.op_type, node_name, attrs, ins, list(node.output))
+            ctx.import_node(node, node_name, ltype, attrs, info)
         for vi in g.output:
             t = tensors.get(vi.name)
             if t is None:
@@ -735,7 +859,8 @@ class Builder:
         static = all(s for _, s in shapes.values())
         # ---- devices
         skip = (LayerType.CONSTANT, LayerType.SHAPE, LayerType.IDENTITY)
-        layers = [l for l in network._layers if l.type not in skip]
+        layers = [l for l in network._layers if l.type not in skip
+                  and not all(t._const or t._shape for t in l._outputs)]
         fallback = config.get_flag(BuilderFlag.GPU_FALLBACK)
         ncores = self.num_DLA_cores
         dla_on = 0 <= config.DLA_core < ncores
