@@ -37,6 +37,7 @@ from placetune.plan.plan import Plan, export_plan
 from placetune.plan.plan import load as load_plan
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
+from placetune.calibration import DeviceProfile, load_device_profile
 from placetune.hardware.platforms import Platform, get_platform, platform_names
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
@@ -77,6 +78,9 @@ __all__ = [
     "mask_url",
     "Backend",
     "get_backend",
+    # device profiles and calibration
+    "DeviceProfile",
+    "load_device_profile",
     # plans
     "Plan",
     "export_plan",

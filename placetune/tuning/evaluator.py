@@ -167,11 +167,14 @@ class Evaluator:
 
     # ------------------------------------------------------------------ naming
     def default_study_name(self) -> str:
-        """``<model>-<platform>-<mode>-<precision>-<objective>-<backend>-<settings hash[:6]>``."""
+        """``<model>-<platform>-<mode>-<precision>-<objective>-<backend>-<settings hash[:6]>``, plus
+        ``-profile-<digest[:6]>`` when a simulated backend measures with a device profile."""
         s = self.settings
+        profile = self.fingerprint.get("profile") if isinstance(self.fingerprint, dict) else None
         return (
             f"{self.model.name}-{self.platform.name}-{s.mode}-{s.precision}-"
             f"{self.objective.name}-{self.backend.name}-{s.hash[:6]}"
+            + (f"-profile-{str(profile)[:6]}" if profile else "")
         )
 
     def __repr__(self) -> str:

@@ -28,7 +28,7 @@ __all__ = ["SIM_VERSION", "ArchConstants", "ARCH", "arch_of", "power_factor", "o
            "GraphInfo", "CostTable", "cost_table", "DEVICE_CODE", "CODE_DEVICE"]
 
 #: Version of the simulated Jetson; part of every fingerprint. Bump when a constant changes.
-SIM_VERSION = 1
+SIM_VERSION = 2
 
 DEVICE_CODE = {"GPU": 0, "DLA0": 1, "DLA1": 2}
 CODE_DEVICE = ("GPU", "DLA0", "DLA1")
@@ -56,6 +56,7 @@ class ArchConstants:
     dla_bw_eff: float  # fraction of DRAM bandwidth one DLA core's DMA reaches
     dla_weight_cache: float  # fraction of dla_sram_mib that keeps a layer's weights across items
     dla_island_us: float  # per DLA loadable execution: submit + completion sync with the GPU
+    engine_us: float  # per engine per inference: enqueue + launch + event record/wait + stream sync
     # -- GPU <-> DLA boundaries
     boundary_us: float  # per boundary tensor: reformat kernel launch + event
     reformat_bw_frac: float  # reformat (format conversion) bandwidth as a fraction of DRAM
@@ -99,6 +100,7 @@ ARCH: dict[str, ArchConstants] = {
         dla_bw_eff=0.31,  # fit: AlexNet DLA (ref §2, §3); fc6 on DLA 1.91 ms = 40 GB/s (ref §3)
         dla_weight_cache=0.0,  # fit: AlexNet DLA bs 8 / bs 1 = 9.9 (ref §2 vs §3): weights re-read per item
         dla_island_us=30.0,  # ref §3: exposing a boundary from a DLA engine costs 45-74 us (island + reformat)
+        engine_us=20.0,  # public: ~20 us launch round trip per enqueue (NVIDIA Nsight Systems guide), docs/simulator.md
         boundary_us=8.0,  # ref §3: 10-43 us from a GPU engine
         reformat_bw_frac=0.15,  # ref §3/§4: 0.041 ms to reformat a 3x224x224 input
         gpu_sensitivity=1.4,  # ESTIMATE: the Orin fit (no Xavier contention figures in ref)
@@ -117,6 +119,7 @@ ARCH: dict[str, ArchConstants] = {
         dla_bw_eff=0.50,  # fit (upper bound of the search): ResNet-50 bs 2 (ref §4)
         dla_weight_cache=0.0,  # fit: ref §4 YOLOv5s DLA time linear in batch -> weights re-read per item
         dla_island_us=95.0,  # fit: seed 002 ModelGN (5-6 loadables) 305.9 vs ModelBN (2) 649.7 qps (ref §4/§5)
+        engine_us=20.0,  # public: ~20 us launch round trip per enqueue (NVIDIA Nsight Systems guide), docs/simulator.md
         boundary_us=12.0,  # ref §4: HaX-CoNN GoogLeNet 0.017 ms to reformat a 1000-element output
         reformat_bw_frac=0.15,  # ref §4: 0.041 ms input reformat (3x224x224)
         gpu_sensitivity=1.4,  # fit: ref §5 conv model, GPU -43 % while both DLAs run
@@ -362,6 +365,8 @@ class CostTable:
         edge_bytes: bytes of each edge's tensor at the precision.
         in_ms, out_ms: model input/output reformat cost when the layer is on a DLA.
         island_ms: per DLA loadable execution.
+        engine_ms: per engine per inference (enqueue, launch and synchronisation).
+        contention: factor on the DRAM-contention sensitivities (1 nominal; device profiles change it).
     """
 
     def __init__(self, model: "Model", platform: "Platform", precision: str, batch: int, power: float) -> None:
@@ -443,10 +448,12 @@ class CostTable:
         self.in_ms = c.boundary_us * _US + g.in_layer_elems * scale * 4.0 / reformat_bw
         self.out_ms = c.boundary_us * _US + g.out_layer_elems * scale * 4.0 / reformat_bw
         self.island_ms = c.dla_island_us * _US
+        self.engine_ms = c.engine_us * _US
+        self.contention = 1.0
         # a slower power mode lowers the GPU, DLA and memory clocks: every time stretches by
         # 1 / power (ref §1 gives the resulting throughput ratios for AGX Orin)
         if power != 1.0:
-            for name in ("t_alone", "t_fused", "edge_ms", "in_ms", "out_ms", "island_ms"):
+            for name in ("t_alone", "t_fused", "edge_ms", "in_ms", "out_ms", "island_ms", "engine_ms"):
                 setattr(self, name, getattr(self, name) / power)
         self._arange = np.arange(g.n)
 

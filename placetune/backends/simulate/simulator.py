@@ -38,6 +38,7 @@ from placetune.backends.simulate.costs import (
     graph_info,
     power_factor,
 )
+from placetune.backends.simulate.profiled import apply_profile
 from placetune.backends.simulate.schedule import Task, run, run_closed_loops
 
 from placetune.settings import resolve_replicas
@@ -72,24 +73,74 @@ class SimulatedJetson:
     ``settings.replicas``, all at once). Shared-DRAM contention slows devices that run at
     the same time. Everything reported is simulated.
 
+    Every engine pays ``engine_ms`` (enqueue, launch and synchronisation) once per inference:
+    in ``engine`` mode the one engine (counted in the first segment's time), in ``pipeline``
+    mode every segment (each is an engine), in ``replicas`` mode every replica's engine.
+
     Args:
         timeline: record timeline events (``Measurement.timeline``).
+        profile: a :class:`~placetune.calibration.profile.DeviceProfile` (or the path of its TOML
+            file): measure a device that differs from the nominal simulator by its corrections.
+            Its ``base`` must be the platform measured. Part of the fingerprint.
+        noise: relative timing noise that overrides ``settings.noise`` (None: use the settings').
+            Part of the fingerprint when set.
     """
 
     name = "simulate"
     simulated = True
 
-    def __init__(self, timeline: bool = True) -> None:
+    def __init__(self, timeline: bool = True, profile: Any = None, noise: float | None = None) -> None:
         self.timeline = bool(timeline)
+        if profile is not None and not hasattr(profile, "layer_factors"):
+            from placetune.calibration.profile import load_device_profile
+
+            profile = load_device_profile(profile)
+        self.profile = None if profile is None or profile.is_nominal else profile
+        self.base_profile = profile
+        if noise is not None and (isinstance(noise, bool) or not isinstance(noise, (int, float))
+                                  or not math.isfinite(noise) or noise < 0):
+            from placetune.errors import ConfigError
+
+            raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
+        self.noise = None if noise is None else float(noise)
 
     # ---------------------------------------------------------------- protocol
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
-        """``{"backend": "simulate", "version": SIM_VERSION, "platform": ..., "power_mode": ...}``."""
-        return {"backend": "simulate", "version": SIM_VERSION, "platform": platform.name,
-                "power_mode": settings.power_mode}
+        """``{"backend": "simulate", "version": SIM_VERSION, "platform": ..., "power_mode": ...}``,
+        plus ``"profile"`` (its digest) with a non-nominal device profile and ``"noise"`` when
+        the backend overrides the settings' noise.
+
+        Raises:
+            ConfigError: the device profile's base is not ``platform``.
+        """
+        self._check_base(platform)
+        fp = {"backend": "simulate", "version": SIM_VERSION, "platform": platform.name,
+              "power_mode": settings.power_mode}
+        if self.profile is not None:
+            fp["profile"] = self.profile.digest()
+        if self.noise is not None:
+            fp["noise"] = self.noise
+        return fp
+
+    def _check_base(self, platform: "Platform") -> None:
+        prof = self.base_profile
+        if prof is not None and prof.base != platform.name:
+            from placetune.errors import ConfigError
+
+            raise ConfigError(f"the device profile's base is {prof.base!r} but the platform measured is "
+                              f"{platform.name!r}; use --platform {prof.base} or a profile of {platform.name}")
 
     def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
-        """Simulate the realised placement in ``settings.mode``; failures are returned."""
+        """Simulate the realised placement in ``settings.mode``; failures are returned.
+
+        Raises:
+            ConfigError: the device profile's base is not ``platform``.
+        """
+        self._check_base(platform)
+        if self.noise is not None and settings.noise != self.noise:
+            import dataclasses
+
+            settings = dataclasses.replace(settings, noise=self.noise)
         realized = realisation.realized
         model = realized.model
         g = graph_info(model)
@@ -114,7 +165,7 @@ class SimulatedJetson:
             return Measurement.failure(
                 "infeasible", f"batch {model.batch} exceeds the DLA limit of {DLA_MAX_BATCH}; "
                 "use a smaller batch or keep the layers on the GPU", **base)
-        table = cost_table(model, platform, settings.precision, model.batch, power)
+        table = apply_profile(cost_table(model, platform, settings.precision, model.batch, power), self.profile)
         if settings.mode == "pipeline":
             return self._pipeline(realisation, platform, settings, table, codes, base)
         return self._engine(realisation, platform, settings, table, codes, base)
@@ -125,13 +176,14 @@ class SimulatedJetson:
         bms, bby, nb = table.boundary_costs(codes)
         segs = r.realized.segments(pipeline=False)
         seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
+        seg_time[0] += table.engine_ms  # one engine: one enqueue + synchronisation per inference
         latency = float(seg_time.sum())
         busy = {d: float(seg_time[seg_dev == c].sum()) for c, d in enumerate(CODE_DEVICE) if (seg_dev == c).any()}
         seg_list, events = [], []
         now = 0.0
         for s, st in zip(segs, seg_time.tolist()):
             seg_list.append({"index": s.index, "device": s.device, "layers": len(s.layers), "time_ms": st,
-                             "start_ms": now, "end_ms": now + st})
+                             "start_ms": now, "end_ms": now + st, "ranges": _ranges(s.layers, table.g)})
             if self.timeline:
                 events.append({"device": s.device, "name": f"seg{s.index}", "start_ms": now, "end_ms": now + st, "frame": 0})
             now += st
@@ -146,6 +198,7 @@ class SimulatedJetson:
         bms, bby, nb = table.boundary_costs(codes)
         segs = r.realized.segments(pipeline=True)
         seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
+        seg_time = seg_time + table.engine_ms  # every segment is an engine
         sens = _sensitivity(table)
         one = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=1, in_flight=1), sens)
         latency = one.makespan
@@ -179,7 +232,8 @@ class SimulatedJetson:
         for s, st in zip(segs, seg_time.tolist()):
             task = one.tasks[s.index]
             seg_list.append({"index": s.index, "device": s.device, "layers": len(s.layers), "time_ms": st,
-                             "start_ms": task.start, "end_ms": task.end, "predecessors": list(s.predecessors)})
+                             "start_ms": task.start, "end_ms": task.end, "predecessors": list(s.predecessors),
+                             "ranges": _ranges(s.layers, table.g)})
         events = _events(sched.tasks) if self.timeline else []
         return self._finish(settings, platform, base, r, latency, None, busy, period,
                             seg_list, t, table, events, extra)
@@ -199,7 +253,7 @@ class SimulatedJetson:
         extra: dict[str, Any] = {}
         if not uses_dla and any(d != "GPU" for d in reps):
             extra["notes"] = ["the realised placement has no DLA layer: the DLA replicas run on the GPU"]
-        instances = [_instance(model, platform, settings.precision, power, codes, segs, dev, b)
+        instances = [_instance(model, platform, settings.precision, power, codes, segs, dev, b, self.profile)
                      for dev, b in reps.items()]
         sens = _sensitivity(instances[0]["table"])
         loops = [[(d, ms, _demand(nb, ms, inst["table"])) for d, ms, nb in inst["parts"]] for inst in instances]
@@ -220,7 +274,8 @@ class SimulatedJetson:
         for k, (d, ms, _) in enumerate(shown["parts"]):
             s = segs[k] if shown["device"] != "GPU" else None
             seg_list.append({"index": k, "device": d, "layers": len(s.layers) if s else len(model.layers),
-                             "time_ms": ms, "start_ms": now, "end_ms": now + ms})
+                             "time_ms": ms, "start_ms": now, "end_ms": now + ms,
+                             "ranges": _ranges(s.layers, shown["table"].g) if s else [[0, len(model.layers) - 1]]})
             now += ms
         for task in sched.tasks:  # name timeline events after the replica they belong to
             task.label = f"{instances[task.group]['device']}-replica part{task.key[2]}"
@@ -336,21 +391,22 @@ def _segment_sums(segs, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
     return seg_time, seg_bytes, seg_dev
 
 
-def _instance(model, platform, precision, power, codes, segs, device, batch) -> dict[str, Any]:
+def _instance(model, platform, precision, power, codes, segs, device, batch, profile=None) -> dict[str, Any]:
     """One replica: the whole network on ``device`` at ``batch`` as a list of parts (device, ms, bytes).
 
     The GPU replica is one all-GPU engine; a DLA replica runs the realised placement with its
     DLA layers on ``device`` (its fallback layers are GPU parts that share the GPU).
     """
-    table = cost_table(model, platform, precision, batch, power)
+    table = apply_profile(cost_table(model, platform, precision, batch, power), profile)
     if device == "GPU":
         t, by, _ = table.layer_costs(np.zeros_like(codes))
-        parts = [("GPU", float(t.sum()), float(by.sum()))]
+        parts = [("GPU", float(t.sum()) + table.engine_ms, float(by.sum()))]
     else:
         icodes = np.where(codes > 0, DEVICE_CODE[device], 0)
         t, by, _ = table.layer_costs(icodes)
         bms, bby, _ = table.boundary_costs(icodes)
         st, sb, sd = _segment_sums(segs, table, t + bms, by + bby)
+        st[0] += table.engine_ms  # the replica is one engine
         parts = [(device if c else "GPU", x, y) for c, x, y in zip(sd.tolist(), st.tolist(), sb.tolist())]
     return {"device": device, "batch": int(batch), "parts": parts, "table": table, "t": t}
 
@@ -362,8 +418,20 @@ def _demand(nbytes: float, ms: float, table: CostTable) -> float:
 
 
 def _sensitivity(table: CostTable) -> dict[str, float]:
-    c = table.c
-    return {"GPU": c.gpu_sensitivity, "DLA0": c.dla_sensitivity, "DLA1": c.dla_sensitivity}
+    c, k = table.c, table.contention
+    return {"GPU": c.gpu_sensitivity * k, "DLA0": c.dla_sensitivity * k, "DLA1": c.dla_sensitivity * k}
+
+
+def _ranges(names, g) -> list[list[int]]:
+    """Model-layer indices of a segment's layers as ``[first, last]`` runs (compact for the store)."""
+    idx = sorted(g.index[n] for n in names)
+    out: list[list[int]] = []
+    for i in idx:
+        if out and i == out[-1][1] + 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
 
 
 def _frame_tasks(segs, seg_time, seg_bytes, table, frames: int, in_flight: int) -> list[Task]:
