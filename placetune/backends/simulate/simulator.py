@@ -40,6 +40,7 @@ from placetune.backends.simulate.costs import (
 )
 from placetune.backends.simulate.profiled import apply_profile
 from placetune.backends.simulate.schedule import Task, run, run_closed_loops
+from placetune.backends.simulate.steady import steady_state
 
 from placetune.settings import resolve_replicas
 
@@ -52,8 +53,6 @@ __all__ = ["SimulatedJetson", "simulate_concurrent", "SIM_VERSION", "DLA_MAX_BAT
 
 #: TensorRT DLA restriction G1 (reference tensorrt-dla.md §3.1).
 DLA_MAX_BATCH = 4096
-#: Pipeline mode: frames simulated after the K in flight to measure the steady state.
-_PIPELINE_STEADY_FRAMES = 8
 #: Replicas mode: iterations of the slowest instance that are simulated.
 _REPLICA_ITERATIONS = 3
 #: Cap on simulated tasks per measurement (keeps pathological cases fast).
@@ -205,28 +204,18 @@ class SimulatedJetson:
         k = settings.frames_in_flight
         extra = {"boundaries": nb, "boundary_ms": float(bms.sum()), "islands": int((seg_dev > 0).sum()),
                  "fused_layers": int(fused.sum()), "serial_sum_ms": float(seg_time.sum())}
-        sched = one
         if k == 1:
             period = latency
-        else:
-            # warm-up (the first k frames) and drain (the last k) are left out of the estimate
-            frames = 2 * k + max(_PIPELINE_STEADY_FRAMES, 2 * k)
-            frames = max(2 * k + 2, min(frames, _MAX_TASKS // max(1, len(segs))))
-            sched = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=frames, in_flight=k), sens)
-            ends = np.zeros(frames)
-            starts = np.full(frames, np.inf)
-            for task in sched.tasks:
-                ends[task.frame] = max(ends[task.frame], task.end)
-                starts[task.frame] = min(starts[task.frame], task.start)
-            ends_sorted = np.sort(ends)
-            # least-squares slope of completion time over the frames in between
-            mid = ends_sorted[k - 1:frames - k]
-            x = np.arange(mid.size) - (mid.size - 1) / 2.0
-            period = float((x * (mid - mid.mean())).sum() / (x * x).sum())
-            extra["latency_in_flight_ms"] = float(np.mean(ends[k:] - starts[k:]))
-        busy_total = {d: sched.busy_ms(d) for d in sched.busy}
-        frames_run = 1 + max(task.frame for task in sched.tasks)
-        busy = {d: v / frames_run for d, v in busy_total.items() if v > 0}
+            busy = {d: v for d, v in ((d, one.busy_ms(d)) for d in one.busy) if v > 0}
+            events = _events(one.tasks) if self.timeline else []
+        else:  # the periodic steady state of k frames in flight (placetune.backends.simulate.steady)
+            ss = steady_state(seg_dev, seg_time, _demands(seg_time, seg_bytes, table), latency, k,
+                              tuple(sens[d] for d in CODE_DEVICE))
+            period = ss.period_ms
+            extra["latency_in_flight_ms"] = ss.latency_ms
+            busy = {d: v for d, v in zip(CODE_DEVICE, ss.busy_ms) if v > 0}
+            # a sketch of the steady state: frame f of the one-frame schedule, f periods later
+            events = _events(one.tasks, frames=k, period=period) if self.timeline else []
         extra["busy_ms"] = busy
         seg_list = []
         for s, st in zip(segs, seg_time.tolist()):
@@ -234,7 +223,6 @@ class SimulatedJetson:
             seg_list.append({"index": s.index, "device": s.device, "layers": len(s.layers), "time_ms": st,
                              "start_ms": task.start, "end_ms": task.end, "predecessors": list(s.predecessors),
                              "ranges": _ranges(s.layers, table.g)})
-        events = _events(sched.tasks) if self.timeline else []
         return self._finish(settings, platform, base, r, latency, None, busy, period,
                             seg_list, t, table, events, extra)
 
@@ -454,9 +442,15 @@ def _frame_tasks(segs, seg_time, seg_bytes, table, frames: int, in_flight: int) 
     return tasks
 
 
-def _events(tasks) -> list[dict[str, Any]]:
-    out = [{"device": t.device, "name": t.label, "start_ms": t.start, "end_ms": t.end, "frame": t.frame}
-           for t in tasks if t.end > t.start]
+def _demands(seg_time: np.ndarray, seg_bytes: np.ndarray, table: CostTable) -> np.ndarray:
+    """DRAM demand per segment (see :func:`_demand`), vectorised."""
+    rate = np.maximum(seg_time, 1e-300) * table.dram_bytes_per_ms
+    return np.where(seg_time > 0, np.minimum(1.0, seg_bytes / rate), 0.0)
+
+
+def _events(tasks, frames: int = 1, period: float = 0.0) -> list[dict[str, Any]]:
+    out = [{"device": t.device, "name": t.label, "start_ms": t.start + f * period, "end_ms": t.end + f * period,
+            "frame": t.frame + f} for f in range(frames) for t in tasks if t.end > t.start]
     out.sort(key=lambda e: (e["start_ms"], e["device"]))
     return out[:_MAX_EVENTS]
 
