@@ -58,30 +58,32 @@ def steady_state(seg_dev: np.ndarray, seg_time: np.ndarray, seg_demand: np.ndarr
         k: frames in flight (>= 1).
         sensitivity: contention sensitivity per device code.
     """
-    w = np.bincount(seg_dev, weights=seg_time, minlength=3)[:3]
-    wq = np.bincount(seg_dev, weights=seg_time * seg_demand, minlength=3)[:3]
-    q = np.divide(wq, w, out=np.zeros(3), where=w > 0)
-    sens = np.asarray(sensitivity, dtype=float)
-    total_w = float(w.sum())
+    w3 = np.bincount(seg_dev, weights=seg_time, minlength=3)[:3]
+    wq3 = np.bincount(seg_dev, weights=seg_time * seg_demand, minlength=3)[:3]
+    w = w3.tolist()
+    q = [b / a if a > 0 else 0.0 for a, b in zip(w, wq3.tolist())]
+    sens = [float(x) for x in sensitivity]
+    total_w = sum(w)
     k = max(1, int(k))
 
-    def stretch(p: float) -> np.ndarray:
-        uq = np.minimum(1.0, w / p) * q if p > 0 else q
-        return 1.0 + sens * (float(uq.sum()) - uq)
+    def stretch(p: float) -> list[float]:
+        uq = [min(1.0, a / p) * b for a, b in zip(w, q)] if p > 0 else q
+        tot = uq[0] + uq[1] + uq[2]
+        return [1.0 + sens[d] * (tot - uq[d]) for d in range(3)]
 
-    def f(p: float) -> tuple[float, np.ndarray]:
-        s = stretch(p)
-        mean = float((w * s).sum()) / total_w if total_w > 0 else 1.0
-        return max(float((w * s).max()), latency_ms * mean / k), s
+    def f(p: float) -> float:
+        ws = [a * b for a, b in zip(w, stretch(p))]
+        mean = (ws[0] + ws[1] + ws[2]) / total_w if total_w > 0 else 1.0
+        return max(max(ws), latency_ms * mean / k)
 
-    lo = max(float(w.max()), latency_ms / k)
+    lo = max(max(w), latency_ms / k)
     if lo <= 0:
         return SteadyState(0.0, 0.0, (0.0, 0.0, 0.0))
-    hi, s = f(lo)
+    hi = f(lo)
     if hi > lo:  # f(lo) >= lo and f does not grow: the fixed point lies in [lo, f(lo)]
         for _ in range(_ITERATIONS):
             mid = 0.5 * (lo + hi)
-            if f(mid)[0] > mid:
+            if f(mid) > mid:
                 lo = mid
             else:
                 hi = mid
@@ -89,5 +91,4 @@ def steady_state(seg_dev: np.ndarray, seg_time: np.ndarray, seg_demand: np.ndarr
                 break
     period = hi
     s = stretch(period)
-    busy = w * s
-    return SteadyState(period, k * period, (float(busy[0]), float(busy[1]), float(busy[2])))
+    return SteadyState(period, k * period, (w[0] * s[0], w[1] * s[1], w[2] * s[2]))
