@@ -38,6 +38,7 @@ from placetune.plan.plan import load as load_plan
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
 from placetune.calibration import DeviceProfile, load_device_profile
+from placetune.backends.simulate.incremental import Evaluation, IncrementalSimulator
 from placetune.hardware.platforms import Platform, get_platform, platform_names
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
@@ -80,6 +81,8 @@ __all__ = [
     "get_backend",
     # device profiles and calibration
     "DeviceProfile",
+    "IncrementalSimulator",
+    "Evaluation",
     "load_device_profile",
     # plans
     "Plan",

@@ -281,18 +281,9 @@ class SimulatedJetson:
     # ---------------------------------------------------------------- common
     def _finish(self, settings, platform, base, r, latency, fps, busy, period, seg_list, t, table, events, extra):
         """Samples, throughput, energy and the Measurement (latency / period in ms)."""
-        latency, period = max(latency, _MIN_MS), max(period, _MIN_MS)
-        if fps is None:  # one inference of table.batch samples per period
-            fps = 1000.0 * table.batch / period
-        power = table.power
-        samples, stats = _samples(latency, settings, r.realized)
-        scale = stats["median"] / latency if latency > 0 else 1.0
-        fps = fps / scale if scale > 0 else fps
-        # energy per inference: idle over the period + each device's active power while busy
-        frac = {d: (ms / period if period > 0 else 0.0) for d, ms in busy.items()}
-        p_w = _power(platform, frac, power)
-        energy = p_w * period  # W x ms = mJ
-        extra["power_w_by_device"] = {d: _active_w(platform, d, power) * f for d, f in frac.items()}
+        samples, stats, fps, p_w, energy, by_dev, period = figures(settings, platform, table, r.realized.key,
+                                                                   latency, fps, busy, period)
+        extra["power_w_by_device"] = by_dev
         extra["period_ms"] = period
         extra["sim_version"] = SIM_VERSION
         g = table.g
@@ -301,6 +292,25 @@ class SimulatedJetson:
             dla_loadables=dict(r.loadables), segment_times_ms=seg_list,
             layer_times_ms=dict(zip(g.names, t.tolist())), energy_mj=float(energy), power_w=float(p_w),
             build_seconds=0.0, timeline=events[:_MAX_EVENTS], extra=extra, **base)
+
+
+def figures(settings, platform, table: CostTable, key: str, latency: float, fps, busy: dict[str, float],
+            period: float):
+    """``(samples, stats, fps, power_w, energy_mj, power_w_by_device, period)`` of a simulated run
+    (shared by :class:`SimulatedJetson` and the incremental evaluation, so both report alike)."""
+    latency, period = max(latency, _MIN_MS), max(period, _MIN_MS)
+    if fps is None:  # one inference of table.batch samples per period
+        fps = 1000.0 * table.batch / period
+    power = table.power
+    samples, stats = _samples(latency, settings, key)
+    scale = stats["median"] / latency if latency > 0 else 1.0
+    fps = fps / scale if scale > 0 else fps
+    # energy per inference: idle over the period + each device's active power while busy
+    frac = {d: (ms / period if period > 0 else 0.0) for d, ms in busy.items()}
+    p_w = _power(platform, frac, power)
+    energy = p_w * period  # W x ms = mJ
+    by_dev = {d: _active_w(platform, d, power) * f for d, f in frac.items()}
+    return samples, stats, fps, p_w, energy, by_dev, period
 
 
 def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", power_mode: str = "MAXN",
@@ -371,10 +381,15 @@ def _segment_sums(segs, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
     ids = [s.index for s in segs for _ in s.layers]
     seg_of = np.empty(g.n, dtype=np.intp)
     seg_of[list(itemgetter(*names)(g.index)) if len(names) > 1 else [g.index[names[0]]]] = ids
-    k = len(segs)
+    seg_dev = np.fromiter((DEVICE_CODE[s.device] for s in segs), dtype=np.intp, count=len(segs))
+    return segment_sums_of(seg_of, seg_dev, table, ms, nbytes)
+
+
+def segment_sums_of(seg_of: np.ndarray, seg_dev: np.ndarray, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
+    """:func:`_segment_sums` given the segment of every layer and the device code of every segment."""
+    k = len(seg_dev)
     seg_time = np.bincount(seg_of, weights=ms, minlength=k)
     seg_bytes = np.bincount(seg_of, weights=nbytes, minlength=k)
-    seg_dev = np.fromiter((DEVICE_CODE[s.device] for s in segs), dtype=np.intp, count=k)
     seg_time = seg_time + np.where(seg_dev > 0, table.island_ms, 0.0)
     return seg_time, seg_bytes, seg_dev
 
@@ -465,14 +480,14 @@ def _power(platform, busy_fraction: dict[str, float], power: float) -> float:
     return platform.idle_w + sum(_active_w(platform, d, power) * min(1.0, f) for d, f in busy_fraction.items())
 
 
-def _samples(latency: float, settings, realized) -> tuple[list[float], dict[str, float]]:
+def _samples(latency: float, settings, key: str) -> tuple[list[float], dict[str, float]]:
     """``iterations`` latency samples: all equal without noise, else seeded lognormal noise
     (mean 1, relative sd ``settings.noise``), reproducible per (seed, placement, mode)."""
     n = settings.iterations
     if settings.noise <= 0:
         v = float(latency)
         return [v] * n, {"median": v, "mean": v, "min": v, "max": v, "p90": v, "p99": v}
-    seed = zlib.crc32(f"{settings.seed}:{realized.key}:{settings.mode}".encode())
+    seed = zlib.crc32(f"{settings.seed}:{key}:{settings.mode}".encode())
     rng = np.random.default_rng(seed)
     sigma = math.sqrt(math.log1p(settings.noise ** 2))
     a = latency * rng.lognormal(-sigma * sigma / 2.0, sigma, size=n)
