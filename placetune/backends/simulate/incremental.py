@@ -7,8 +7,9 @@ and evaluates a placement as arrays: realisation (core remapping, GPU fallback, 
 limit) on the code vector, segmentation on integers (memoised by the realised codes), per-layer
 and boundary costs as numpy expressions, the one-frame schedule and the pipeline steady state.
 :meth:`IncrementalSimulator.evaluate_move` starts from the previous :class:`Evaluation`: the
-requested codes are copied and only the moved layers change; a move that changes no realised
-code returns the figures of the previous evaluation.
+requested codes are copied and only the moved layers change. Realisations and figures are memoised (LRU, 4096
+entries) by the codes after GPU fallback, so a move onto layers the DLA cannot run, or back to a
+placement seen before, costs a lookup.
 
 The figures equal ``SimulatedJetson.measure(realise(...))`` for the same placement and settings
 (tests/test_incremental.py checks it over random moves); :meth:`Evaluation.measurement` gives
@@ -181,19 +182,20 @@ class IncrementalSimulator:
             placement = Placement._trusted(self.model, {n: DEVICES[c] for n, c in zip(self.names, codes.tolist())})
             full = self.measure_full(placement)  # raises PlacementError as realise() does
             return Evaluation(self, codes, self.codes_of(full.realized) if full.realized else None, None, full)
-        realized = self._realise(codes, used)
-        key = realized.tobytes()
+        dev = self._requested_on_devices(codes, used)
+        key = dev.tobytes()  # the realisation and figures depend on these codes only
         hit = self._memo.get(key)
         if hit is None:
-            hit = self._memo[key] = self._figures(realized, key)
+            realized, sa = self._loadable_limit(dev)
+            hit = self._memo[key] = (realized, self._figures(realized, sa))
             if len(self._memo) > _MEMO:
                 self._memo.popitem(last=False)
         else:
             self._memo.move_to_end(key)
-        return Evaluation(self, codes, realized, hit)
+        return Evaluation(self, codes, hit[0], hit[1])
 
-    def _realise(self, codes: np.ndarray, used: np.ndarray) -> np.ndarray:
-        """The realised codes (realise() on the code vector)."""
+    def _requested_on_devices(self, codes: np.ndarray, used: np.ndarray) -> np.ndarray:
+        """realise() before the loadable limit: the engine's one DLA core, then GPU fallback."""
         dev = codes
         if self.settings.mode == "engine" and (used[1] or used[2]):
             core = self.dla_core
@@ -202,7 +204,10 @@ class IncrementalSimulator:
             else:
                 core += 1
             dev = np.where(codes > 0, core, 0).astype(np.int8)
-        dev = np.where(self.supported, dev, 0).astype(np.int8)
+        return np.where(self.supported, dev, 0).astype(np.int8)
+
+    def _loadable_limit(self, dev: np.ndarray):
+        """realise()'s 16-loadables-per-core limit: (realised codes, their segments)."""
         pipeline = self.settings.mode == "pipeline"
         sa = self._segments(dev, pipeline)
         counts = [0, 0, 0]
@@ -216,19 +221,19 @@ class IncrementalSimulator:
                     seen[d] += 1
                     if seen[d] > MAX_LOADABLES_PER_CORE:
                         dev[layers] = 0
-        return dev
+            sa = self._segments(dev, pipeline)
+        return dev, sa
 
     def _segments(self, dev: np.ndarray, pipeline: bool):
         return segment_arrays(self.producers, dev.tolist(), pipeline)
 
-    def _figures(self, dev: np.ndarray, key_bytes: bytes) -> tuple:
+    def _figures(self, dev: np.ndarray, sa) -> tuple:
         """(stats, fps, power_w, energy_mj, period_ms, busy_ms) of a realised code vector."""
         table, s = self.table, self.settings
         codes = dev.astype(np.intp)
         t, by, _ = table.layer_costs(codes)
         bms, bby, _ = table.boundary_costs(codes)
         pipeline = s.mode == "pipeline"
-        sa = self._segments(dev, pipeline)
         seg_dev = np.array(sa.device, dtype=np.intp)
         seg_time, seg_bytes, seg_dev = segment_sums_of(np.array(sa.seg_of, dtype=np.intp), seg_dev, table,
                                                        t + bms, by + bby)
@@ -251,6 +256,6 @@ class IncrementalSimulator:
             latency = float(seg_time.sum())
             busy = {d: float(seg_time[seg_dev == c].sum()) for c, d in enumerate(CODE_DEVICE) if (seg_dev == c).any()}
             period = latency
-        key = hashlib.sha1(self._hash_prefix + key_bytes.translate(_KEY_CHARS)).hexdigest() if s.noise > 0 else ""
+        key = hashlib.sha1(self._hash_prefix + dev.tobytes().translate(_KEY_CHARS)).hexdigest() if s.noise > 0 else ""
         _, stats, fps, p_w, energy, _, period = figures(s, self.platform, table, key, latency, None, busy, period)
         return stats, fps, p_w, energy, period, busy
