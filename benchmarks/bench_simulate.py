@@ -6,15 +6,26 @@ Random placements put every layer on GPU, DLA0 or DLA1 independently, the most f
 (worst) case; "blocks" placements cut the network into 6 contiguous device blocks, closer to
 what search agents produce. Cost tables are built once per model (first call, not timed).
 
+Incremental rows: ``IncrementalSimulator.evaluate_move`` on single-move neighbours (one layer to
+another device) of a hill-climbing walk from a "blocks" placement, with the memo cleared before
+every evaluation (each neighbour costed afresh) and with it (a local optimum's neighbours repeat), and ``evaluate`` on random placements. ``--before REV``
+also runs this script's full-path rows with the code of git revision REV (extracted to a temp dir,
+run in a subprocess) and prints the ratios side by side. ``--memory`` prints the peak traced
+memory after 10,000 and 100,000 neighbour evaluations.
+
 Usage::
 
-    python benchmarks/bench_simulate.py [--seconds 1.5] [--platform orin-agx]
+    python benchmarks/bench_simulate.py [--seconds 1.5] [--platform orin-agx] [--before HEAD~3] [--memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
+import subprocess
+import tempfile
+import tracemalloc
 import sys
 import time
 from pathlib import Path
@@ -72,25 +83,147 @@ def bench(model: Model, platform, mode: str, kind: str, seconds: float, frames: 
     return n / (t_real + t_meas), n / t_meas, n
 
 
+def bench_incremental(model: Model, platform, kind: str, seconds: float, frames: int = 4) -> float:
+    """Evaluations/s through IncrementalSimulator: single-move neighbours or random placements."""
+    from placetune.backends.simulate.incremental import IncrementalSimulator
+
+    s = Settings(mode="pipeline", precision="int8", iterations=10, frames_in_flight=frames)
+    sim = IncrementalSimulator(model, platform, s)
+    rng = random.Random(0)
+    n_layers = len(model.names)
+    cur = sim.evaluate(placements(model, "blocks", 1, rng)[0])
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(20):
+            if kind == "cold":  # every neighbour distinct: nothing from the memo
+                sim._memo.clear()
+                nxt = sim.evaluate_move(cur, {rng.randrange(n_layers): rng.randrange(3)})
+                if nxt.latency_ms <= cur.latency_ms:
+                    cur = nxt
+            elif kind == "neighbours":
+                nxt = sim.evaluate_move(cur, {rng.randrange(n_layers): rng.randrange(3)})
+                if nxt.latency_ms <= cur.latency_ms:  # a local search's walk (hill climbing)
+                    cur = nxt
+            else:
+                sim.evaluate(placements(model, "random", 1, rng)[0])
+        n += 20
+    return n / (time.perf_counter() - t0)
+
+
+def peak_memory(model: Model, platform, counts=(10_000, 100_000)) -> list[tuple[int, float, int]]:
+    """Peak traced memory (MiB) after each count of neighbour evaluations (one random walk)."""
+    from placetune.backends.simulate.incremental import IncrementalSimulator
+
+    sim = IncrementalSimulator(model, platform, Settings(mode="pipeline", precision="int8", frames_in_flight=4))
+    rng = random.Random(1)
+    cur = sim.evaluate(placements(model, "blocks", 1, rng)[0])
+    tracemalloc.start()
+    out, done = [], 0
+    for c in counts:
+        for _ in range(c - done):
+            cur = sim.evaluate_move(cur, {rng.randrange(len(model.names)): rng.randrange(3)})  # a random walk
+        done = c
+        out.append((c, tracemalloc.get_traced_memory()[1] / 2**20, len(sim._memo)))
+    tracemalloc.stop()
+    return out
+
+
+ROWS = [("resnet50", "engine", 1), ("resnet50", "pipeline", 4), ("vit-tiny depth 32", "pipeline", 4)]
+
+
+def load_models() -> dict[str, Model]:
+    return {"resnet50": Model.load("resnet50", batch=1),
+            "vit-tiny depth 32": Model.load(zoo.build("vit-tiny", batch=1, depth=32), name="vit-tiny-32")}
+
+
+def full_rows(platform, seconds: float) -> dict[str, list[float]]:
+    models = load_models()
+    out = {}
+    for label, mode, frames in ROWS:
+        for kind in ("random", "blocks"):
+            full, meas, _ = bench(models[label], platform, mode, kind, seconds, frames)
+            out[f"{label}|{mode}|{frames}|{kind}"] = [full, meas]
+    return out
+
+
+def run_before(rev: str, platform: str, seconds: float) -> dict[str, list[float]]:
+    """full_rows() with the code of git revision ``rev`` (this script's functions, that revision's package)."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "placetune"], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        script = Path(tmp) / "benchmarks" / "bench_simulate.py"  # so that it puts `tmp` first on sys.path
+        script.parent.mkdir()
+        script.write_text(Path(__file__).read_text())
+        code = (f"import sys, json; sys.path.insert(0, {tmp!r}); sys.argv = ['x'];"
+                f"import importlib.util as u; s = u.spec_from_file_location('b', {str(script)!r});"
+                f"b = u.module_from_spec(s); s.loader.exec_module(b);"
+                f"from placetune.hardware.platforms import get_platform;"
+                f"print(json.dumps(b.full_rows(get_platform({platform!r}), {seconds!r})))")
+        res = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=1.5, help="time per configuration")
     ap.add_argument("--platform", default="orin-agx")
+    ap.add_argument("--before", metavar="REV", help="git revision to compare the full path with (e.g. HEAD~4)")
+    ap.add_argument("--memory", action="store_true", help="peak memory over 10,000 and 100,000 evaluations")
+    ap.add_argument("--all", action="store_true", help="every model and mode (the original table)")
     args = ap.parse_args(argv)
     platform = get_platform(args.platform)
+    if args.all:
+        return main_all(platform, args.seconds)
+    print(f"simulated Jetson speed on {platform.name}, INT8, one Python process ({args.seconds:g} s per row)\n")
+    before = run_before(args.before, args.platform, args.seconds) if args.before else {}
+    after = full_rows(platform, args.seconds)
+    head = "| model | mode | placements | eval/s incl. realise() | measure() only |"
+    if before:
+        head = (f"| model | mode | placements | before ({args.before}) incl. realise() | after incl. realise() | ratio "
+                f"| before measure() only | after measure() only | ratio |")
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for key, (full, meas) in after.items():
+        label, mode, frames, kind = key.split("|")
+        shown = mode if frames == "1" else f"{mode} K={frames}"
+        if before:
+            bf, bm = before[key]
+            print(f"| {label} | {shown} | {kind} | {bf:,.0f} | {full:,.0f} | {full / bf:.1f}x | {bm:,.0f} | {meas:,.0f} "
+                  f"| {meas / bm:.1f}x |")
+        else:
+            print(f"| {label} | {shown} | {kind} | {full:,.0f} | {meas:,.0f} |")
+    models = load_models()
+    print("\nIncrementalSimulator, pipeline K=4 (evaluations/s, figures equal the full measurement):\n")
+    print("| model | single-move neighbours, memo off | hill-climbing walk, memo on | random placements |")
+    print("|---|---:|---:|---:|")
+    for label in ("resnet50", "vit-tiny depth 32"):
+        cold = bench_incremental(models[label], platform, "cold", args.seconds)
+        nb = bench_incremental(models[label], platform, "neighbours", args.seconds)
+        rnd = bench_incremental(models[label], platform, "random", args.seconds)
+        print(f"| {label} | {cold:,.0f} | {nb:,.0f} | {rnd:,.0f} |")
+    if args.memory:
+        mem = peak_memory(models["resnet50"], platform)
+        (c1, m1, k1), (c2, m2, k2) = mem
+        print(f"\npeak traced memory, resnet50 pipeline K=4 random walk of single moves: {c1:,} evals {m1:.1f} MiB "
+              f"({k1} memo entries), {c2:,} evals {m2:.1f} MiB ({k2} memo entries): {(m2 / m1 - 1) * 100:+.1f}%")
+    return 0
+
+
+def main_all(platform, seconds: float) -> int:
     models = [
         ("resnet50", Model.load("resnet50", batch=1)),
         ("vit-tiny depth 12", Model.load("vit-tiny", batch=1)),
         ("vit-tiny depth 32", Model.load(zoo.build("vit-tiny", batch=1, depth=32), name="vit-tiny-32")),
     ]
     print(f"simulated Jetson speed on {platform.name}, INT8, one Python process "
-          f"({args.seconds:g} s per row)\n")
+          f"({seconds:g} s per row)\n")
     print("| model | layers | mode | placements | eval/s incl. realise() | eval/s measure() only |")
     print("|---|---:|---|---|---:|---:|")
     for label, model in models:
         for mode, frames in (("engine", 1), ("pipeline", 1), ("pipeline", 4), ("replicas", 1)):
             for kind in ("random", "blocks"):
-                full, meas, _ = bench(model, platform, mode, kind, args.seconds, frames)
+                full, meas, _ = bench(model, platform, mode, kind, seconds, frames)
                 shown = mode if frames == 1 else f"{mode} K={frames}"
                 print(f"| {label} | {len(model.layers)} | {shown} | {kind} | {full:,.0f} | {meas:,.0f} |")
     return 0

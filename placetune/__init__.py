@@ -39,6 +39,7 @@ from placetune.plan.file import load as load_plan
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
 from placetune.calibration import DeviceProfile, FitResult, calibrate, fit_profile, load_device_profile
+from placetune.backends.simulate.incremental import Evaluation, IncrementalSimulator
 from placetune.hardware.platforms import Platform, get_platform, platform_names
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
@@ -81,6 +82,8 @@ __all__ = [
     "get_backend",
     # device profiles and calibration
     "DeviceProfile",
+    "IncrementalSimulator",
+    "Evaluation",
     "load_device_profile",
     "fit_profile",
     "FitResult",

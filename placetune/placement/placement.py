@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from placetune.errors import PlacementError
+from placetune.placement.segmenting import segment_arrays
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -267,122 +267,28 @@ class Placement(Mapping[str, str]):
         return out
 
 
+def producer_indexes(model: "Model") -> list[tuple[int, ...]]:
+    """Per layer (topological order), the numbers of the layers it reads from (cached per model)."""
+    cached = _PRODUCERS.get(model.hash)
+    if cached is None:
+        pos = {n: i for i, n in enumerate(model.names)}
+        cached = _PRODUCERS[model.hash] = [tuple(pos[p] for p in layer.producers) for layer in model.layers]
+        if len(_PRODUCERS) > 64:
+            _PRODUCERS.pop(next(iter(_PRODUCERS)))
+    return cached
+
+
+_PRODUCERS: dict[str, list[tuple[int, ...]]] = {}
+_CODE = {d: i for i, d in enumerate(DEVICES)}
+
+
 def _segments(model: "Model", dev: Mapping[str, str], pipeline: bool = False) -> list[Segment]:
-    """Greedy convex clustering in topological order.
+    """Greedy convex clustering in topological order (:func:`placetune.placement.segmenting.segment_arrays`).
 
     A layer joins the segment(s) of its same-device producers unless that would close a
     cycle through another segment; several joinable producer segments are merged.
     """
-    parent: list[int] = []  # union-find over segment ids
-    preds: list[set[int]] = []
-    device: list[str] = []
-    members: list[list[str]] = []
-    seg_of: dict[str, int] = {}
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    bit: list[int] = []  # mask of the original segment ids merged into a root
-    anc: list[int] = []  # root -> mask of every ancestor segment id, kept up to date eagerly
-    succ: list[set[int]] = []  # segment -> successor segment ids (map through find)
-
-    def propagate(root: int) -> None:
-        extra = bit[root] | anc[root]
-        stack = [find(x) for x in succ[root]]
-        while stack:
-            x = stack.pop()
-            if anc[x] & extra != extra:
-                anc[x] |= extra
-                stack.extend(find(y) for y in succ[x])
-
-    for layer in model.layers:
-        d = dev[layer.name]
-        prod_segs = {find(seg_of[p]) for p in layer.producers}
-        same = [q for q in prod_segs if device[q] == d]
-        joinable: list[int] = []
-        if len(prod_segs) == 1 and same:
-            joinable = same  # the common case: one producer on the same device
-        elif same:
-            anc_other = 0
-            for o in prod_segs.difference(same):
-                anc_other |= bit[o] | anc[o]
-            same_mask = 0
-            for q in same:
-                same_mask |= bit[q]
-            for q in same:
-                anc_rest = 0
-                for r in same:
-                    if r != q:
-                        anc_rest |= anc[r]
-                # q may not be an ancestor of another producer segment
-                if (anc_other | anc_rest) & bit[q]:
-                    continue
-                if pipeline and (anc_other | anc_rest | same_mask) & ~anc[q] & ~bit[q]:
-                    continue  # joining would make q wait for a branch it did not wait for
-                joinable.append(q)
-                if pipeline:
-                    break
-        if joinable:
-            target = joinable[0]
-            if len(prod_segs) > 1:
-                for q in joinable[1:]:
-                    parent[q] = target
-                    preds[target] |= preds[q]
-                    members[target].extend(members[q])
-                    members[q] = []
-                    bit[target] |= bit[q]
-                    anc[target] |= anc[q]
-                    succ[target] |= succ[q]
-                for e in prod_segs.difference(joinable):
-                    preds[target].add(e)
-                    anc[target] |= bit[e] | anc[e]
-                    succ[e].add(target)
-                preds[target] = {find(q) for q in preds[target]} - {target}
-                propagate(target)
-            members[target].append(layer.name)
-            seg_of[layer.name] = target
-        else:
-            sid = len(parent)
-            parent.append(sid)
-            preds.append(set(prod_segs))
-            device.append(d)
-            members.append([layer.name])
-            bit.append(1 << sid)
-            m = 0
-            for q in prod_segs:
-                m |= bit[q] | anc[q]
-                succ[q].add(sid)
-            anc.append(m)
-            succ.append(set())
-            seg_of[layer.name] = sid
-    roots = [i for i in range(len(parent)) if find(i) == i and members[i]]
-    pos = {n: i for i, n in enumerate(model.names)}
-    first = {r: min(pos[n] for n in members[r]) for r in roots}
-    # Topological order of the segment DAG, ties broken by the first layer's position.
-    rpreds = {r: {find(p) for p in preds[r]} - {r} for r in roots}
-    users: dict[int, list[int]] = {r: [] for r in roots}
-    for r in roots:
-        for q in rpreds[r]:
-            users[q].append(r)
-    waiting = {r: len(rpreds[r]) for r in roots}
-    ready = [(first[r], r) for r in roots if waiting[r] == 0]
-    heapq.heapify(ready)
-    ordered: list[int] = []
-    while ready:
-        _, r = heapq.heappop(ready)
-        ordered.append(r)
-        for u in users[r]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, (first[u], u))
-    roots = ordered
-    new_id = {r: k for k, r in enumerate(roots)}
-    out = []
-    for r in roots:
-        layers = tuple(sorted(members[r], key=pos.__getitem__))
-        pr = tuple(sorted({new_id[find(p)] for p in preds[r] if find(p) != r}))
-        out.append(Segment(new_id[r], device[r], layers, pr))
-    return out
+    names = model.names
+    sa = segment_arrays(producer_indexes(model), [_CODE[dev[n]] for n in names], pipeline)
+    return [Segment(k, DEVICES[d], tuple(names[i] for i in layers), pr)
+            for k, (d, pr, layers) in enumerate(zip(sa.device, sa.preds, sa.layers))]

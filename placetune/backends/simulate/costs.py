@@ -28,7 +28,8 @@ __all__ = ["SIM_VERSION", "ArchConstants", "ARCH", "arch_of", "power_factor", "o
            "GraphInfo", "CostTable", "cost_table", "DEVICE_CODE", "CODE_DEVICE"]
 
 #: Version of the simulated Jetson; part of every fingerprint. Bump when a constant changes.
-SIM_VERSION = 2
+#: 3: pipeline mode with K > 1 frames in flight uses the direct steady state (steady.py).
+SIM_VERSION = 3
 
 DEVICE_CODE = {"GPU": 0, "DLA0": 1, "DLA1": 2}
 CODE_DEVICE = ("GPU", "DLA0", "DLA1")

@@ -41,6 +41,7 @@ from placetune.backends.simulate.costs import (
 from placetune.backends.simulate.profiled import apply_profile
 from placetune.backends.simulate.build_time import BuildClock, engine_specs
 from placetune.backends.simulate.schedule import Task, run, run_closed_loops
+from placetune.backends.simulate.steady import steady_state
 
 from placetune.settings import resolve_replicas
 
@@ -53,8 +54,6 @@ __all__ = ["SimulatedJetson", "simulate_concurrent", "SIM_VERSION", "DLA_MAX_BAT
 
 #: TensorRT DLA restriction G1 (reference tensorrt-dla.md §3.1).
 DLA_MAX_BATCH = 4096
-#: Pipeline mode: frames simulated after the K in flight to measure the steady state.
-_PIPELINE_STEADY_FRAMES = 8
 #: Replicas mode: iterations of the slowest instance that are simulated.
 _REPLICA_ITERATIONS = 3
 #: Cap on simulated tasks per measurement (keeps pathological cases fast).
@@ -207,28 +206,18 @@ class SimulatedJetson:
         k = settings.frames_in_flight
         extra = {"boundaries": nb, "boundary_ms": float(bms.sum()), "islands": int((seg_dev > 0).sum()),
                  "fused_layers": int(fused.sum()), "serial_sum_ms": float(seg_time.sum())}
-        sched = one
         if k == 1:
             period = latency
-        else:
-            # warm-up (the first k frames) and drain (the last k) are left out of the estimate
-            frames = 2 * k + max(_PIPELINE_STEADY_FRAMES, 2 * k)
-            frames = max(2 * k + 2, min(frames, _MAX_TASKS // max(1, len(segs))))
-            sched = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=frames, in_flight=k), sens)
-            ends = np.zeros(frames)
-            starts = np.full(frames, np.inf)
-            for task in sched.tasks:
-                ends[task.frame] = max(ends[task.frame], task.end)
-                starts[task.frame] = min(starts[task.frame], task.start)
-            ends_sorted = np.sort(ends)
-            # least-squares slope of completion time over the frames in between
-            mid = ends_sorted[k - 1:frames - k]
-            x = np.arange(mid.size) - (mid.size - 1) / 2.0
-            period = float((x * (mid - mid.mean())).sum() / (x * x).sum())
-            extra["latency_in_flight_ms"] = float(np.mean(ends[k:] - starts[k:]))
-        busy_total = {d: sched.busy_ms(d) for d in sched.busy}
-        frames_run = 1 + max(task.frame for task in sched.tasks)
-        busy = {d: v / frames_run for d, v in busy_total.items() if v > 0}
+            busy = {d: v for d, v in ((d, one.busy_ms(d)) for d in one.busy) if v > 0}
+            events = _events(one.tasks) if self.timeline else []
+        else:  # the periodic steady state of k frames in flight (placetune.backends.simulate.steady)
+            ss = steady_state(seg_dev, seg_time, _demands(seg_time, seg_bytes, table), latency, k,
+                              tuple(sens[d] for d in CODE_DEVICE))
+            period = ss.period_ms
+            extra["latency_in_flight_ms"] = ss.latency_ms
+            busy = {d: v for d, v in zip(CODE_DEVICE, ss.busy_ms) if v > 0}
+            # a sketch of the steady state: frame f of the one-frame schedule, f periods later
+            events = _events(one.tasks, frames=k, period=period) if self.timeline else []
         extra["busy_ms"] = busy
         seg_list = []
         for s, st in zip(segs, seg_time.tolist()):
@@ -236,7 +225,6 @@ class SimulatedJetson:
             seg_list.append({"index": s.index, "device": s.device, "layers": len(s.layers), "time_ms": st,
                              "start_ms": task.start, "end_ms": task.end, "predecessors": list(s.predecessors),
                              "ranges": _ranges(s.layers, table.g)})
-        events = _events(sched.tasks) if self.timeline else []
         return self._finish(settings, platform, base, r, latency, None, busy, period,
                             seg_list, t, table, events, extra)
 
@@ -298,18 +286,9 @@ class SimulatedJetson:
     # ---------------------------------------------------------------- common
     def _finish(self, settings, platform, base, r, latency, fps, busy, period, seg_list, t, table, events, extra):
         """Samples, throughput, energy and the Measurement (latency / period in ms)."""
-        latency, period = max(latency, _MIN_MS), max(period, _MIN_MS)
-        if fps is None:  # one inference of table.batch samples per period
-            fps = 1000.0 * table.batch / period
-        power = table.power
-        samples, stats = _samples(latency, settings, r.realized)
-        scale = stats["median"] / latency if latency > 0 else 1.0
-        fps = fps / scale if scale > 0 else fps
-        # energy per inference: idle over the period + each device's active power while busy
-        frac = {d: (ms / period if period > 0 else 0.0) for d, ms in busy.items()}
-        p_w = _power(platform, frac, power)
-        energy = p_w * period  # W x ms = mJ
-        extra["power_w_by_device"] = {d: _active_w(platform, d, power) * f for d, f in frac.items()}
+        samples, stats, fps, p_w, energy, by_dev, period = figures(settings, platform, table, r.realized.key,
+                                                                   latency, fps, busy, period)
+        extra["power_w_by_device"] = by_dev
         extra["period_ms"] = period
         extra["sim_version"] = SIM_VERSION
         mode = settings.mode
@@ -325,6 +304,25 @@ class SimulatedJetson:
             dla_loadables=dict(r.loadables), segment_times_ms=seg_list,
             layer_times_ms=dict(zip(g.names, t.tolist())), energy_mj=float(energy), power_w=float(p_w),
             build_seconds=float(device["build_s"]), timeline=events[:_MAX_EVENTS], extra=extra, **base)
+
+
+def figures(settings, platform, table: CostTable, key: str, latency: float, fps, busy: dict[str, float],
+            period: float):
+    """``(samples, stats, fps, power_w, energy_mj, power_w_by_device, period)`` of a simulated run
+    (shared by :class:`SimulatedJetson` and the incremental evaluation, so both report alike)."""
+    latency, period = max(latency, _MIN_MS), max(period, _MIN_MS)
+    if fps is None:  # one inference of table.batch samples per period
+        fps = 1000.0 * table.batch / period
+    power = table.power
+    samples, stats = _samples(latency, settings, key)
+    scale = stats["median"] / latency if latency > 0 else 1.0
+    fps = fps / scale if scale > 0 else fps
+    # energy per inference: idle over the period + each device's active power while busy
+    frac = {d: (ms / period if period > 0 else 0.0) for d, ms in busy.items()}
+    p_w = _power(platform, frac, power)
+    energy = p_w * period  # W x ms = mJ
+    by_dev = {d: _active_w(platform, d, power) * f for d, f in frac.items()}
+    return samples, stats, fps, p_w, energy, by_dev, period
 
 
 def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", power_mode: str = "MAXN",
@@ -395,10 +393,15 @@ def _segment_sums(segs, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
     ids = [s.index for s in segs for _ in s.layers]
     seg_of = np.empty(g.n, dtype=np.intp)
     seg_of[list(itemgetter(*names)(g.index)) if len(names) > 1 else [g.index[names[0]]]] = ids
-    k = len(segs)
+    seg_dev = np.fromiter((DEVICE_CODE[s.device] for s in segs), dtype=np.intp, count=len(segs))
+    return segment_sums_of(seg_of, seg_dev, table, ms, nbytes)
+
+
+def segment_sums_of(seg_of: np.ndarray, seg_dev: np.ndarray, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
+    """:func:`_segment_sums` given the segment of every layer and the device code of every segment."""
+    k = len(seg_dev)
     seg_time = np.bincount(seg_of, weights=ms, minlength=k)
     seg_bytes = np.bincount(seg_of, weights=nbytes, minlength=k)
-    seg_dev = np.fromiter((DEVICE_CODE[s.device] for s in segs), dtype=np.intp, count=k)
     seg_time = seg_time + np.where(seg_dev > 0, table.island_ms, 0.0)
     return seg_time, seg_bytes, seg_dev
 
@@ -466,9 +469,15 @@ def _frame_tasks(segs, seg_time, seg_bytes, table, frames: int, in_flight: int) 
     return tasks
 
 
-def _events(tasks) -> list[dict[str, Any]]:
-    out = [{"device": t.device, "name": t.label, "start_ms": t.start, "end_ms": t.end, "frame": t.frame}
-           for t in tasks if t.end > t.start]
+def _demands(seg_time: np.ndarray, seg_bytes: np.ndarray, table: CostTable) -> np.ndarray:
+    """DRAM demand per segment (see :func:`_demand`), vectorised."""
+    rate = np.maximum(seg_time, 1e-300) * table.dram_bytes_per_ms
+    return np.where(seg_time > 0, np.minimum(1.0, seg_bytes / rate), 0.0)
+
+
+def _events(tasks, frames: int = 1, period: float = 0.0) -> list[dict[str, Any]]:
+    out = [{"device": t.device, "name": t.label, "start_ms": t.start + f * period, "end_ms": t.end + f * period,
+            "frame": t.frame + f} for f in range(frames) for t in tasks if t.end > t.start]
     out.sort(key=lambda e: (e["start_ms"], e["device"]))
     return out[:_MAX_EVENTS]
 
@@ -483,14 +492,14 @@ def _power(platform, busy_fraction: dict[str, float], power: float) -> float:
     return platform.idle_w + sum(_active_w(platform, d, power) * min(1.0, f) for d, f in busy_fraction.items())
 
 
-def _samples(latency: float, settings, realized) -> tuple[list[float], dict[str, float]]:
+def _samples(latency: float, settings, key: str) -> tuple[list[float], dict[str, float]]:
     """``iterations`` latency samples: all equal without noise, else seeded lognormal noise
     (mean 1, relative sd ``settings.noise``), reproducible per (seed, placement, mode)."""
     n = settings.iterations
     if settings.noise <= 0:
         v = float(latency)
         return [v] * n, {"median": v, "mean": v, "min": v, "max": v, "p90": v, "p99": v}
-    seed = zlib.crc32(f"{settings.seed}:{realized.key}:{settings.mode}".encode())
+    seed = zlib.crc32(f"{settings.seed}:{key}:{settings.mode}".encode())
     rng = np.random.default_rng(seed)
     sigma = math.sqrt(math.log1p(settings.noise ** 2))
     a = latency * rng.lognormal(-sigma * sigma / 2.0, sigma, size=n)

@@ -1,0 +1,96 @@
+"""Incremental evaluation (backends/simulate/incremental.py) equals the full simulated measurement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from placetune import DeviceProfile, Model
+from placetune.backends.simulate.incremental import IncrementalSimulator
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune.errors import PlacementError
+from placetune.hardware.platforms import get_platform
+from placetune.model import zoo
+from placetune.placement.placement import DEVICES, Placement
+from placetune.settings import Settings
+
+ORIN = get_platform("orin-agx")
+MODELS = {"resnet50": Model.load("resnet50", batch=1),
+          "vit-tiny-2": Model.load(zoo.build("vit-tiny", batch=1, depth=2), name="vit-tiny-2")}
+PROFILE = DeviceProfile.from_dict({"base": "orin-agx", "scale": {"gpu": 0.8, "dla": 1.3, "boundary": 2,
+                                                                 "contention": 1.5},
+                                   "add": {"engine_us": 80}, "noise": {"layer_sigma": 0.1, "seed": 3}})
+CONFIGS = [("engine", 1, None, 0.0), ("pipeline", 1, None, 0.0), ("pipeline", 4, None, 0.0),
+           ("pipeline", 4, PROFILE, 0.0), ("engine", 1, PROFILE, 0.05), ("pipeline", 3, None, 0.05)]
+_SIMS: dict = {}
+
+
+def simulator(model_name, cfg):
+    key = (model_name, cfg[:2], cfg[2] is not None, cfg[3])
+    if key not in _SIMS:
+        mode, k, profile, noise = cfg
+        s = Settings(mode=mode, precision="int8", iterations=7, frames_in_flight=k, noise=noise)
+        _SIMS[key] = IncrementalSimulator(MODELS[model_name], ORIN, s,
+                                          SimulatedJetson(timeline=False, profile=profile))
+    return _SIMS[key]
+
+
+def assert_equal_to_full(ev):
+    full = ev.sim.measure_full(ev.placement())
+    assert full.ok and ev.ok
+    assert ev.stats == full.latency_ms
+    assert ev.throughput_fps == full.throughput_fps
+    assert ev.energy_mj == full.energy_mj and ev.power_w == full.power_w
+    assert ev.period_ms == full.extra["period_ms"]
+    assert ev.busy_ms == full.extra["busy_ms"]
+    assert [DEVICES[c] for c in ev.realized.tolist()] == list(full.realized.values())
+
+
+@st.composite
+def start_and_moves(draw):
+    name = draw(st.sampled_from(sorted(MODELS)))
+    n = len(MODELS[name].names)
+    if draw(st.booleans()):
+        codes = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    else:
+        cuts = sorted(draw(st.lists(st.integers(1, n - 1), max_size=5)))
+        codes, start = [], 0
+        for end in cuts + [n]:
+            codes += [draw(st.integers(0, 2))] * (end - start)
+            start = end
+    moves = draw(st.lists(st.dictionaries(st.integers(0, n - 1), st.integers(0, 2), min_size=1, max_size=3),
+                          min_size=1, max_size=4))
+    return name, np.array(codes, dtype=np.int8), moves
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(start_and_moves(), st.sampled_from(CONFIGS))
+def test_incremental_moves_equal_the_full_evaluation(case, cfg):
+    name, codes, moves = case
+    sim = simulator(name, cfg)
+    ev = sim.evaluate(codes)
+    assert_equal_to_full(ev)
+    for move in moves:
+        ev = sim.evaluate_move(ev, move)
+        assert_equal_to_full(ev)
+
+
+def test_move_by_layer_name_and_device_name():
+    m = MODELS["resnet50"]
+    sim = simulator("resnet50", CONFIGS[2])
+    base = sim.evaluate(Placement.all_gpu(m))
+    moved = sim.evaluate_move(base, {m.names[5]: "dla1", m.names[6]: "DLA1"})
+    assert moved.placement() == Placement(m, {m.names[5]: "DLA1", m.names[6]: "DLA1"})
+    assert moved.latency_ms != base.latency_ms
+    assert moved.measurement().latency_ms == moved.stats
+    with pytest.raises(PlacementError):
+        sim.evaluate_move(base, {"no-such-layer": "GPU"})
+
+
+def test_replicas_mode_goes_through_the_full_path():
+    m = MODELS["resnet50"]
+    sim = IncrementalSimulator(m, ORIN, Settings(mode="replicas", precision="int8", iterations=5))
+    ev = sim.evaluate(Placement.all_dla(m))
+    full = sim.measure_full(Placement.all_dla(m))
+    assert ev.stats == full.latency_ms and ev.throughput_fps == full.throughput_fps
