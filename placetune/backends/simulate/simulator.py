@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import math
-import zlib
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from placetune.backends.simulate.costs import (
     graph_info,
     power_factor,
 )
+from placetune.backends.simulate.noise import samples as noise_samples
 from placetune.backends.simulate.profiled import apply_profile
 from placetune.backends.simulate.schedule import Task, run, run_closed_loops
 
@@ -103,6 +103,7 @@ class SimulatedJetson:
 
             raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
         self.noise = None if noise is None else float(noise)
+        self._builds: dict[tuple[str, str], int] = {}  # build counter per (placement, mode): noise.py
 
     # ---------------------------------------------------------------- protocol
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
@@ -297,7 +298,11 @@ class SimulatedJetson:
         if fps is None:  # one inference of table.batch samples per period
             fps = 1000.0 * table.batch / period
         power = table.power
-        samples, stats = _samples(latency, settings, r.realized)
+        key = r.realized.key
+        build = self._builds[(key, settings.mode)] = self._builds.get((key, settings.mode), -1) + 1
+        samples, stats = noise_samples(latency, settings.noise, settings.iterations, settings.seed, key,
+                                       settings.mode, build)
+        extra["build"] = build
         scale = stats["median"] / latency if latency > 0 else 1.0
         fps = fps / scale if scale > 0 else fps
         # energy per inference: idle over the period + each device's active power while busy
@@ -469,19 +474,3 @@ def _active_w(platform, device: str, power: float) -> float:
 def _power(platform, busy_fraction: dict[str, float], power: float) -> float:
     """Mean module power (W): idle + active power of each device times its busy fraction."""
     return platform.idle_w + sum(_active_w(platform, d, power) * min(1.0, f) for d, f in busy_fraction.items())
-
-
-def _samples(latency: float, settings, realized) -> tuple[list[float], dict[str, float]]:
-    """``iterations`` latency samples: all equal without noise, else seeded lognormal noise
-    (mean 1, relative sd ``settings.noise``), reproducible per (seed, placement, mode)."""
-    n = settings.iterations
-    if settings.noise <= 0:
-        v = float(latency)
-        return [v] * n, {"median": v, "mean": v, "min": v, "max": v, "p90": v, "p99": v}
-    seed = zlib.crc32(f"{settings.seed}:{realized.key}:{settings.mode}".encode())
-    rng = np.random.default_rng(seed)
-    sigma = math.sqrt(math.log1p(settings.noise ** 2))
-    a = latency * rng.lognormal(-sigma * sigma / 2.0, sigma, size=n)
-    p50, p90, p99 = np.percentile(a, [50, 90, 99])
-    return a.tolist(), {"median": float(p50), "mean": float(a.mean()), "min": float(a.min()),
-                        "max": float(a.max()), "p90": float(p90), "p99": float(p99)}
