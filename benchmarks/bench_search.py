@@ -229,6 +229,7 @@ def seed_000(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global NOISE
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--noise", type=float, default=NOISE, help="simulated timing noise (0 = off)")
@@ -241,7 +242,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--verbose", action="store_true", help="print rows as they finish")
     ap.add_argument("--skip-table", action="store_true", help="only the seed-000 answers")
     args = ap.parse_args(argv)
-    global NOISE
     NOISE = args.noise
     if args.quick:
         args.seeds = min(args.seeds, 3)
