@@ -47,6 +47,9 @@ from search import DEFAULT_AGENT, Budget, SearchResult, get_agent  # noqa: E402
 
 AGENTS = ("random", "local", "optuna", "reinforce")
 PLATFORM = "orin-agx"
+#: Simulated timing noise the searches run with (``--noise``; issue 15: per-build tactic variance
+#: and per-sample jitter, docs/simulator.md). 0 makes every measurement the model's central value.
+NOISE = 0.02
 
 
 @dataclass
@@ -82,7 +85,7 @@ def evaluator(case: Case) -> Evaluator:
     if case.model not in _MODELS:
         _MODELS[case.model] = Model.load(case.model)
     return Evaluator(_MODELS[case.model], PLATFORM, mode=case.mode, precision=case.precision,
-                     objective=case.objective, **case.options)
+                     objective=case.objective, **{"noise": NOISE, **case.options})
 
 
 def gap(value: float | None, ref: float, direction: str) -> float:
@@ -226,8 +229,10 @@ def seed_000(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global NOISE
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--noise", type=float, default=NOISE, help="simulated timing noise (0 = off)")
     ap.add_argument("--budget", type=int, default=200, help="evaluations per agent run")
     ap.add_argument("--reference-budget", type=int, default=2000,
                     help="evaluations of the long runs that set an uncertified reference")
@@ -237,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--verbose", action="store_true", help="print rows as they finish")
     ap.add_argument("--skip-table", action="store_true", help="only the seed-000 answers")
     args = ap.parse_args(argv)
+    NOISE = args.noise
     if args.quick:
         args.seeds = min(args.seeds, 3)
     optuna.logging.set_verbosity(optuna.logging.WARNING)

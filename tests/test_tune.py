@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -255,7 +257,8 @@ def test_when_all_gpu_wins_the_summary_says_why(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0 and "best placement (realised): GPU 5 layers (100%)" in out
     why = next(x for x in out.splitlines() if x.startswith("all-GPU wins:"))
-    assert "latency" in why and "ms for 2 GPU<->DLA boundaries" in why and "DLA" in why and "work" in why
+    assert re.search(r"latency [\d.]+ ms against [\d.]+ ms all-GPU\) pays [\d.]+ ms for \d+ GPU<->DLA boundar(y|ies) "
+                     r"and [\d.]+ ms of DLA\d work", why), why
     code = main(["tune", str(STUDIES / "resnet50-throughput-orin.toml"), "--trials", "12", "--storage",
                  f"sqlite:///{tmp_path / 'pt.db'}", "--export", str(tmp_path / "plan2.json")])
     assert code == 0 and "all-GPU wins" not in capsys.readouterr().out  # the DLAs pay here: nothing to explain

@@ -12,10 +12,12 @@ the realised device codes (0 = GPU, 1 = DLA0, 2 = DLA1).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,11 +26,13 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.hardware.platforms import Platform
 
-__all__ = ["SIM_VERSION", "ArchConstants", "ARCH", "arch_of", "power_factor", "op_class",
+__all__ = ["SIM_VERSION", "ArchConstants", "ARCH", "PRIOR_ARCH", "FIT_FILE", "with_values", "arch_of", "power_factor", "op_class",
            "GraphInfo", "CostTable", "cost_table", "DEVICE_CODE", "CODE_DEVICE"]
 
 #: Version of the simulated Jetson; part of every fingerprint. Bump when a constant changes.
-#: 3: pipeline mode with K > 1 frames in flight uses the direct steady state (steady.py).
+#: 3: fitted to the published fit rows (calibration/builtin.py), native DLA I/O formats, symmetric
+#:    contention, the noise model (noise.py); pipeline mode with K > 1 frames in flight uses the
+#:    direct steady state (steady.py).
 SIM_VERSION = 3
 
 DEVICE_CODE = {"GPU": 0, "DLA0": 1, "DLA1": 2}
@@ -51,6 +55,7 @@ class ArchConstants:
     gpu_launch_us: float  # per kernel (enqueue + ramp), TensorRT on Jetson
     gpu_bw_eff: float  # fraction of DRAM bandwidth a streaming kernel reaches
     gpu_fp32_per_fp16: float  # fp32 (TF32 on Ampere / CUDA cores on Volta) vs fp16 peak
+    gpu_int8_fc: bool  # TensorRT has INT8 fully-connected (Gemm) tactics; False: they run in fp16
     # -- DLA
     dla_conv_eff: dict  # precision -> fraction of the per-core dense peak for convolutions
     dla_op_us: float  # per DLA operation and per batch item (the DLA loops over the batch)
@@ -96,6 +101,8 @@ ARCH: dict[str, ArchConstants] = {
         gpu_launch_us=9.5,  # fit: same cases (TensorRT 5-7 on Xavier)
         gpu_bw_eff=0.80,  # ref §3: AlexNet fc6 (75 MB fp16 weights) in 0.70 ms = 108 GB/s of 136.5
         gpu_fp32_per_fp16=0.25,  # ESTIMATE: Volta runs fp32 on CUDA cores (brief: fp16 peak / 2..4)
+        gpu_int8_fc=False,  # seed 003 (TensorRT 5, Caffe): AlexNet INT8 4.87 ms vs FP16 5.10 ms, its FC
+        # layers (58 of 61 M weights) gain nothing from INT8
         dla_conv_eff={"fp16": 0.60, "int8": 0.50},  # fit fp16: ResNet-50 DLA bs 8 48.97 ms (ref §2); int8 ESTIMATE
         dla_op_us=5.0,  # fit: GoogLeNet DLA bs 1 3.656 ms (ref §3), many small layers
         dla_bw_eff=0.31,  # fit: AlexNet DLA (ref §2, §3); fc6 on DLA 1.91 ms = 40 GB/s (ref §3)
@@ -104,7 +111,7 @@ ARCH: dict[str, ArchConstants] = {
         engine_us=20.0,  # public: ~20 us launch round trip per enqueue (NVIDIA Nsight Systems guide), docs/simulator.md
         boundary_us=8.0,  # ref §3: 10-43 us from a GPU engine
         reformat_bw_frac=0.15,  # ref §3/§4: 0.041 ms to reformat a 3x224x224 input
-        gpu_sensitivity=1.4,  # ESTIMATE: the Orin fit (no Xavier contention figures in ref)
+        gpu_sensitivity=0.2,  # ESTIMATE: as the DLA's (see ampere)
         dla_sensitivity=0.2,
     ),
     # Jetson AGX Orin / Orin NX / Orin Nano (Ampere GPU, DLA v2). Fitted to ref §4 and §5.
@@ -115,6 +122,7 @@ ARCH: dict[str, ArchConstants] = {
         gpu_launch_us=3.0,  # fit: same
         gpu_bw_eff=0.80,  # ESTIMATE (as Volta)
         gpu_fp32_per_fp16=0.5,  # Ampere runs fp32 convolutions as TF32 at half the fp16 rate
+        gpu_int8_fc=True,  # ESTIMATE: TensorRT 8.x has INT8 FC / 1x1-conv tactics
         dla_conv_eff={"fp16": 0.60, "int8": 0.70},  # fit int8: ResNet-50 bs 2 2037 img/s on 2 DLAs (ref §4)
         dla_op_us=6.0,  # fit: GoogLeNet INT8 1.032 ms (ref §4) and seed 002 ModelBN 649.7 qps at bs 32
         dla_bw_eff=0.50,  # fit (upper bound of the search): ResNet-50 bs 2 (ref §4)
@@ -123,10 +131,45 @@ ARCH: dict[str, ArchConstants] = {
         engine_us=20.0,  # public: ~20 us launch round trip per enqueue (NVIDIA Nsight Systems guide), docs/simulator.md
         boundary_us=12.0,  # ref §4: HaX-CoNN GoogLeNet 0.017 ms to reformat a 1000-element output
         reformat_bw_frac=0.15,  # ref §4: 0.041 ms input reformat (3x224x224)
-        gpu_sensitivity=1.4,  # fit: ref §5 conv model, GPU -43 % while both DLAs run
+        # ref §5 conv model: GPU -43 % while both DLAs run; the poster says GPU permutation kernels
+        # run around every DLA task there: GPU work the simulator models as the DLA engines' GPU
+        # parts, not DRAM contention. DRAM contention itself is taken as symmetric: the DLA's figure.
+        gpu_sensitivity=0.2,
         dla_sensitivity=0.2,  # fit: ref §5 conv model, DLA -15 % while the GPU and the other DLA run
     ),
 }
+
+
+#: Fitted values of the constants above (``benchmarks/calibration.py --fit --write`` writes the
+#: file from the ``fit`` rows of ``placetune/data/published.csv``; docs/simulator.md). The
+#: literals above are the priors the fit starts from.
+FIT_FILE = Path(__file__).resolve().parents[2] / "data" / "simulator_fit.json"
+
+
+def with_values(c: ArchConstants, values: dict) -> ArchConstants:
+    """``c`` with ``values`` set: ``{"field": x}`` or ``{"field.precision": x}`` for the dict fields."""
+    kw: dict = {}
+    for key, v in values.items():
+        name, _, sub = key.partition(".")
+        if sub:
+            d = dict(kw.get(name, getattr(c, name)))
+            d[sub] = float(v)
+            kw[name] = d
+        else:
+            kw[name] = float(v)
+    return replace(c, **kw)
+
+
+def _load_fit(arch: dict[str, ArchConstants]) -> dict[str, ArchConstants]:
+    try:
+        doc = json.loads(FIT_FILE.read_text())
+    except FileNotFoundError:
+        return arch
+    return {a: with_values(c, doc.get("values", {}).get(a, {})) for a, c in arch.items()}
+
+
+PRIOR_ARCH = dict(ARCH)
+ARCH = _load_fit(ARCH)
 
 
 def arch_of(platform: "Platform") -> str:
@@ -391,8 +434,12 @@ class CostTable:
         flops = g.flops * scale
         # normalisations read their input several times and run at fp16 at least (no INT8 kernels)
         g_elem = np.where(g.int8_capable, elem, max(elem, 2.0))
+        # fully-connected layers of an INT8 engine run in fp16 where TensorRT has no INT8 FC tactic
+        fc16 = np.array([op == "Gemm" for op in g.ops]) if precision == "int8" and not c.gpu_int8_fc else np.zeros(g.n, bool)
+        g_elem = np.where(fc16, 2.0, g_elem)
         act_bytes = (g.in_elems * g.passes + g.out_elems) * scale * g_elem
         w_bytes = g.w_elems * elem
+        g_w_bytes = np.where(fc16, g.w_elems * 2.0, w_bytes)
         conv_eff = c.gpu_conv_eff[precision]
         eff = np.array([conv_eff * GPU_CLASS_EFF[k] for k in g.cls])
         # tensor cores pad the input channels of a convolution (3 -> 8 for the stem)
@@ -402,9 +449,10 @@ class CostTable:
         free = np.array([k == "free" for k in g.cls])
         # occupancy: a kernel whose ideal duration is d reaches d / (d + t_half) of its
         # efficiency (small layers and batch 1 fill the GPU poorly): time = d + t_half
-        ideal = flops / (gpu_peak * eff)
+        ideal = flops / (np.where(fc16, platform.gpu_fp16_tflops * 1e9 / max(c.gpu_conv_eff["fp16"], 1e-9)
+                                  * c.gpu_conv_eff[precision], gpu_peak) * eff)
         g_compute = ideal + np.where(heavy, c.gpu_t_half_us * _US, 0.0)
-        g_mem = (act_bytes + w_bytes) / gpu_bw
+        g_mem = (act_bytes + g_w_bytes) / gpu_bw
         g_alone = np.maximum(g_compute, g_mem) + c.gpu_launch_us * _US
         g_extra_bytes = g.extra_in * scale * elem
         g_fused = g_extra_bytes / gpu_bw  # epilogue math is free; only its extra inputs are read
@@ -438,16 +486,23 @@ class CostTable:
         d_fused[free] = 0.0
         self.t_alone = np.vstack([g_alone, d_alone])
         self.t_fused = np.vstack([g_fused, d_fused])
-        g_bytes = np.where(free, 0.0, act_bytes + w_bytes)
+        g_bytes = np.where(free, 0.0, act_bytes + g_w_bytes)
         self.b_alone = np.vstack([g_bytes, np.where(free, 0.0, d_bytes)])
         self.b_fused = np.vstack([g_extra_bytes, g_extra_bytes])
         # ---------------- boundaries, I/O reformat, islands
         reformat_bw = dram * c.reformat_bw_frac
-        self.edge_bytes = g.edge_elems * scale * elem
+        # GPU<->DLA tensors cross in the DLA's native format at the engine precision (int8
+        # chw32 / fp16 chw16), except that an INT8 DLA output feeding a layer without INT8
+        # kernels (softmax, layer/group norm) is written as fp16: the DLA output-format effect
+        # (cuDLA-samples: YOLOv5s DLA 3.82 ms with fp16 output, ~2.4 ms with int8 chw32).
+        edge_elem = np.where(g.int8_capable[g.edge_c], elem, max(elem, 2.0)) if g.edge_c.size else np.zeros(0)
+        self.edge_bytes = g.edge_elems * scale * edge_elem
         self.edge_ms = c.boundary_us * _US + self.edge_bytes / reformat_bw
-        # model inputs/outputs are fp32 linear; a DLA needs its own format (ref tensorrt-dla §3.3)
-        self.in_ms = c.boundary_us * _US + g.in_layer_elems * scale * 4.0 / reformat_bw
-        self.out_ms = c.boundary_us * _US + g.out_layer_elems * scale * 4.0 / reformat_bw
+        # model input / output of a DLA layer: one conversion into the DLA's native input format
+        # at the engine precision (kDLA_HWC4 int8 / chw16 fp16) and out of it as fp16 (a
+        # float output), not an fp32 reformat at each end
+        self.in_ms = c.boundary_us * _US + g.in_layer_elems * scale * elem / reformat_bw
+        self.out_ms = c.boundary_us * _US + g.out_layer_elems * scale * max(elem, 2.0) / reformat_bw
         self.island_ms = c.dla_island_us * _US
         self.engine_ms = c.engine_us * _US
         self.contention = 1.0

@@ -169,10 +169,12 @@ class IncrementalSimulator:
         return self._evaluate(codes)
 
     def measure_full(self, placement: Placement) -> "Measurement":
-        """The full path: ``realise()`` + ``SimulatedJetson.measure()``."""
+        """The full path: ``realise()`` + ``SimulatedJetson.measure()`` of the placement's first build
+        (what the incremental evaluation models: with noise, each rebuild draws its own factor)."""
         s = self.settings
         r = realise(placement, self.platform, mode=s.mode, precision=s.precision, gpu_fallback=self.gpu_fallback,
                     dla_core=self.dla_core, trt_version=self.trt_version)
+        self.backend.forget_builds(r.realized.key)
         return self.backend.measure(r, self.platform, s)
 
     # ---------------------------------------------------------------- internals

@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import math
-import zlib
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from placetune.backends.simulate.costs import (
     graph_info,
     power_factor,
 )
+from placetune.backends.simulate.noise import samples as noise_samples
 from placetune.backends.simulate.profiled import apply_profile
 from placetune.backends.simulate.build_time import BuildClock, engine_specs
 from placetune.backends.simulate.schedule import Task, run, run_closed_loops
@@ -104,6 +104,16 @@ class SimulatedJetson:
             raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
         self.noise = None if noise is None else float(noise)
         self.clock = BuildClock()  # simulated engine cache: device time per measurement
+        self._builds: dict[tuple[str, str], int] = {}  # build counter per (placement, mode): noise.py
+
+    def forget_builds(self, key: str | None = None) -> None:
+        """Forget how often a realised placement (``key``; every one when None) was built, so its
+        next measurement is a first build again (noise.py draws a tactic factor per build)."""
+        if key is None:
+            self._builds.clear()
+        else:
+            for k in [k for k in self._builds if k[0] == key]:
+                del self._builds[k]
 
     # ---------------------------------------------------------------- protocol
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
@@ -286,8 +296,11 @@ class SimulatedJetson:
     # ---------------------------------------------------------------- common
     def _finish(self, settings, platform, base, r, latency, fps, busy, period, seg_list, t, table, events, extra):
         """Samples, throughput, energy and the Measurement (latency / period in ms)."""
+        bkey = (r.realized.key, settings.mode)
+        build = self._builds[bkey] = self._builds.get(bkey, -1) + 1
         samples, stats, fps, p_w, energy, by_dev, period = figures(settings, platform, table, r.realized.key,
-                                                                   latency, fps, busy, period)
+                                                                   latency, fps, busy, period, build=build)
+        extra["build"] = build
         extra["power_w_by_device"] = by_dev
         extra["period_ms"] = period
         extra["sim_version"] = SIM_VERSION
@@ -307,14 +320,16 @@ class SimulatedJetson:
 
 
 def figures(settings, platform, table: CostTable, key: str, latency: float, fps, busy: dict[str, float],
-            period: float):
+            period: float, build: int = 0):
     """``(samples, stats, fps, power_w, energy_mj, power_w_by_device, period)`` of a simulated run
-    (shared by :class:`SimulatedJetson` and the incremental evaluation, so both report alike)."""
+    (shared by :class:`SimulatedJetson` and the incremental evaluation, so both report alike);
+    ``build``: the build number of the placement (noise.py: each build draws its own tactic factor)."""
     latency, period = max(latency, _MIN_MS), max(period, _MIN_MS)
     if fps is None:  # one inference of table.batch samples per period
         fps = 1000.0 * table.batch / period
     power = table.power
-    samples, stats = _samples(latency, settings, key)
+    samples, stats = noise_samples(latency, settings.noise, settings.iterations, settings.seed, key,
+                                   settings.mode, build)
     scale = stats["median"] / latency if latency > 0 else 1.0
     fps = fps / scale if scale > 0 else fps
     # energy per inference: idle over the period + each device's active power while busy
@@ -490,19 +505,3 @@ def _active_w(platform, device: str, power: float) -> float:
 def _power(platform, busy_fraction: dict[str, float], power: float) -> float:
     """Mean module power (W): idle + active power of each device times its busy fraction."""
     return platform.idle_w + sum(_active_w(platform, d, power) * min(1.0, f) for d, f in busy_fraction.items())
-
-
-def _samples(latency: float, settings, key: str) -> tuple[list[float], dict[str, float]]:
-    """``iterations`` latency samples: all equal without noise, else seeded lognormal noise
-    (mean 1, relative sd ``settings.noise``), reproducible per (seed, placement, mode)."""
-    n = settings.iterations
-    if settings.noise <= 0:
-        v = float(latency)
-        return [v] * n, {"median": v, "mean": v, "min": v, "max": v, "p90": v, "p99": v}
-    seed = zlib.crc32(f"{settings.seed}:{key}:{settings.mode}".encode())
-    rng = np.random.default_rng(seed)
-    sigma = math.sqrt(math.log1p(settings.noise ** 2))
-    a = latency * rng.lognormal(-sigma * sigma / 2.0, sigma, size=n)
-    p50, p90, p99 = np.percentile(a, [50, 90, 99])
-    return a.tolist(), {"median": float(p50), "mean": float(a.mean()), "min": float(a.min()),
-                        "max": float(a.max()), "p90": float(p90), "p99": float(p99)}

@@ -1,0 +1,237 @@
+"""Published Jetson measurements (``placetune/data/published.csv``) as simulated cases.
+
+Each row of the dataset (62 measurements other people published, each with its source and a
+``fit`` / ``validate`` split declared before any simulated value was seen, see
+``placetune/data/published.md``) is turned into the case it describes: a platform, a zoo
+network, a precision, the batch of each engine, what ran where (``gpu``, a DLA with or
+without GPU fallback, both DLAs as replicas, GPU + both DLAs as replicas), a power mode and
+a metric. :func:`simulate_case` runs it on the simulated Jetson; :func:`evaluate` gives the
+relative error of every case. Rows the simulator cannot express (no zoo network, a DRIVE
+platform, a concurrent multi-model run, a power ratio) are kept as :class:`PublishedCase`
+with ``skip`` saying why. Every simulated figure is simulated, never measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from placetune.model.model import Model
+
+__all__ = ["PUBLISHED_CSV", "PublishedRow", "PublishedCase", "CaseResult", "load_published", "published_cases",
+           "simulate_case", "evaluate", "error_summary"]
+
+#: The dataset shipped with the package.
+PUBLISHED_CSV = Path(__file__).resolve().parents[1] / "data" / "published.csv"
+_PLACEMENTS = {"gpu": "gpu", "dla0": "dla-only", "dla1": "dla-only", "dla0+fallback": "dla",
+               "dla1+fallback": "dla", "2dla-replicas": "2dla-replicas", "gpu+2dla-replicas": "gpu+2dla-replicas"}
+_METRICS = ("latency_ms", "throughput_fps", "throughput_qps")
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One published measurement (the CSV columns that matter for simulation; ``raw`` has all)."""
+
+    id: str
+    platform: str
+    network: str
+    input_shape: str
+    precision: str
+    batch: str
+    placement: str
+    power_mode: str
+    metric: str
+    value: float
+    unit: str
+    source: str
+    split: str
+    notes: str
+    raw: dict = field(default_factory=dict, hash=False, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class PublishedCase:
+    """A published row as a simulated case.
+
+    Attributes:
+        row: the published row.
+        kind: ``gpu`` (all-GPU engine), ``dla`` (all-DLA realised with GPU fallback),
+            ``dla-only`` (every layer on one DLA core, as published without fallback),
+            ``2dla-replicas`` (one DLA-only engine per core at once) or ``gpu+2dla-replicas``
+            (an all-GPU engine and one DLA (+fallback) engine per core at once); empty when skipped.
+        batches: batch per device (``GPU``, ``DLA``).
+        power_mode: the nvpmodel mode simulated (``unstated`` -> ``MAXN``).
+        softmax: whether the zoo network keeps its softmax head (DLA-only runs leave it out,
+            as the published engines did).
+        skip: why the simulator cannot express the row (None: it can).
+    """
+
+    row: PublishedRow
+    kind: str = ""
+    batches: tuple = ()
+    power_mode: str = "MAXN"
+    softmax: bool | None = None
+    skip: str | None = None
+
+    @property
+    def batch(self) -> dict[str, int]:
+        """Batch per device kind."""
+        return dict(self.batches)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """A simulated case next to its published value (``error`` = simulated / published - 1)."""
+
+    case: PublishedCase
+    simulated: float
+
+    @property
+    def error(self) -> float:
+        return self.simulated / self.case.row.value - 1.0
+
+
+def load_published(path: str | Path | None = None) -> list[PublishedRow]:
+    """The rows of the published dataset (``path`` defaults to the packaged CSV)."""
+    rows = []
+    with open(path or PUBLISHED_CSV, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.append(PublishedRow(
+                id=r["id"], platform=r["platform"], network=r["network"], input_shape=r["input_shape"],
+                precision=r["precision"], batch=r["batch"], placement=r["placement"], power_mode=r["power_mode"],
+                metric=r["metric"], value=float(r["value"]), unit=r["unit"], source=r["source"], split=r["split"],
+                notes=r["notes"], raw=dict(r)))
+    return rows
+
+
+def _batches(text: str) -> dict[str, int] | None:
+    text = text.strip()
+    if not text:
+        return None
+    if ":" not in text:
+        return {"GPU": int(text), "DLA": int(text)}
+    out = {}
+    for part in text.split(";"):
+        k, _, v = part.partition(":")
+        out[k.strip().upper()] = int(v)
+    return out
+
+
+def _case(row: PublishedRow) -> PublishedCase:
+    from placetune.hardware.platforms import platform_names
+    from placetune.model import zoo
+
+    def skip(why: str) -> PublishedCase:
+        return PublishedCase(row, skip=why)
+
+    if row.platform not in platform_names():
+        return skip(f"platform {row.platform} has no simulated profile (not a Jetson)")
+    if row.network not in zoo.names():
+        return skip(f"network {row.network} is not in the zoo")
+    if row.metric not in _METRICS:
+        return skip(f"metric {row.metric} ({row.placement}): a power ratio, the power model is not calibrated here")
+    if row.placement not in _PLACEMENTS:
+        return skip(f"placement {row.placement}: a concurrent multi-model run the loader does not express")
+    if row.input_shape:
+        shape = "x".join(str(d) for d in _model(row.network, 1, None).inputs[0].shape[1:])
+        if shape != row.input_shape:
+            return skip(f"input {row.input_shape} differs from the zoo network's {shape}")
+    batches = _batches(row.batch)
+    if batches is None:
+        return skip("batch not stated")
+    kind = _PLACEMENTS[row.placement]
+    mode = row.power_mode if row.power_mode in ("MAXN", "50W", "30W", "15W") else "MAXN"
+    if row.power_mode.startswith("clocks:"):
+        return skip("clocks given instead of an nvpmodel mode")
+    # published DLA-only engines have no softmax / TopK head (DLA-SW cut the network, seed 003 used *_noprob)
+    softmax = False if kind in ("dla-only", "2dla-replicas") else None
+    return PublishedCase(row, kind=kind, batches=tuple(sorted(batches.items())), power_mode=mode, softmax=softmax)
+
+
+def published_cases(rows: Sequence[PublishedRow] | None = None) -> list[PublishedCase]:
+    """Every published row as a :class:`PublishedCase` (skipped ones carry ``skip``)."""
+    return [_case(r) for r in (load_published() if rows is None else rows)]
+
+
+@lru_cache(maxsize=64)
+def _model(name: str, batch: int, softmax: bool | None) -> "Model":
+    from placetune.model.model import Model
+    from placetune.model import zoo
+
+    if softmax is None:
+        return Model.load(name, batch=batch)
+    return Model.load(zoo.build(name, batch=batch, softmax=softmax), name=f"{name}{'' if softmax else '_noprob'}")
+
+
+def _realised(m: "Model", platform, precision: str, where: str, mode: str = "engine"):
+    from placetune.placement.placement import Placement
+    from placetune.placement.realise import Realisation, realise
+
+    if where == "gpu":
+        return realise(Placement.all_gpu(m), platform, precision=precision, mode=mode)
+    if where == "dla":
+        return realise(Placement.all_dla(m), platform, precision=precision, mode=mode)
+    p = Placement.all_dla(m)  # every layer on DLA0 as the published (no-fallback) engine had it
+    return Realisation(p, p, {}, 0, {"DLA0": 1, "DLA1": 0}, ["published: every layer on the DLA"])
+
+
+def simulate_case(case: PublishedCase, backend: Any = None) -> float:
+    """The simulated figure of ``case`` in the row's metric (ms, samples/s or batches/s).
+
+    Args:
+        case: an expressible case (``case.skip`` is None).
+        backend: a :class:`~placetune.backends.simulate.simulator.SimulatedJetson` (default: a
+            nominal one without timeline). Noise is off: the figure is the model's central value.
+
+    Raises:
+        ValueError: the case is skipped. RuntimeError: the simulator rejected it.
+    """
+    from placetune.backends.simulate.simulator import SimulatedJetson
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    if case.skip:
+        raise ValueError(f"{case.row.id}: {case.skip}")
+    sim = backend or SimulatedJetson(timeline=False)
+    platform = get_platform(case.row.platform)
+    prec, b = case.row.precision, case.batch
+    base = dict(precision=prec, iterations=1, noise=0.0, power_mode=case.power_mode)
+    if case.kind in ("gpu", "dla", "dla-only"):
+        m = _model(case.row.network, b["GPU"], case.softmax)
+        meas = sim.measure(_realised(m, platform, prec, case.kind), platform, Settings(**base))
+    else:
+        m = _model(case.row.network, b["DLA"], case.softmax)
+        reps = {"DLA0": b["DLA"], "DLA1": b["DLA"]}
+        if case.kind == "gpu+2dla-replicas":
+            reps = {"GPU": b["GPU"], **reps}
+        where = "dla-only" if case.kind == "2dla-replicas" else "dla"
+        meas = sim.measure(_realised(m, platform, prec, where, "replicas"), platform,
+                           Settings(mode="replicas", replicas=reps, **base))
+    if not meas.ok:
+        raise RuntimeError(f"{case.row.id}: {meas.reason}")
+    if case.row.metric == "latency_ms":
+        return float(meas.latency_ms["median"])
+    if case.row.metric == "throughput_qps":
+        return 1000.0 / float(meas.latency_ms["median"])
+    return float(meas.throughput_fps)
+
+
+def evaluate(cases: Sequence[PublishedCase] | None = None, backend: Any = None,
+             split: str | None = None) -> list[CaseResult]:
+    """Simulate every expressible case (of ``split`` when given): ``[CaseResult]``."""
+    cases = published_cases() if cases is None else cases
+    return [CaseResult(c, simulate_case(c, backend)) for c in cases
+            if not c.skip and (split is None or c.row.split == split)]
+
+
+def error_summary(results: Sequence[CaseResult]) -> dict[str, float]:
+    """``{"n", "median", "max", "mean"}`` of |error| (fractions; zeros when empty)."""
+    errs = [abs(r.error) for r in results]
+    if not errs:
+        return {"n": 0, "median": 0.0, "max": 0.0, "mean": 0.0}
+    return {"n": len(errs), "median": statistics.median(errs), "max": max(errs), "mean": sum(errs) / len(errs)}
