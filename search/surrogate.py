@@ -4,8 +4,10 @@ cheap search of the corrected simulator.
 :func:`fit_ensemble` fits a :class:`~placetune.calibration.DeviceProfile` (multiplicative
 corrections of the simulator, starting from the built-in platform) to the measurements of the
 run, plus bootstrap refits for the uncertainty. :class:`Surrogate` predicts the objective of a
-unit assignment under one profile by calling the simulator directly (``realise()`` +
-``measure()``, no store, no budget), with a memo. :func:`inner_search` is multi-start
+unit assignment under one profile with the incremental simulator
+(:class:`~placetune.backends.simulate.incremental.IncrementalSimulator`: the same figures as
+``realise()`` + ``measure()``, without building a Placement or a Measurement; no store, no
+budget), with a memo. :func:`inner_search` is multi-start
 first-improvement descent over stage moves (:mod:`placetune.placement.stages`) of a surrogate.
 
 Nothing here measures anything: every figure is a prediction of the simulator.
@@ -51,6 +53,14 @@ class Fit:
     ensemble: list[Any] = field(default_factory=list)
     n: int = 0
     table: str = ""
+
+
+def _value(e: Any, name: str) -> float | None:
+    """Objective ``name`` of an incremental evaluation, as :meth:`Measurement.objective` gives it."""
+    if name not in ("latency", "throughput", "energy"):
+        return e.measurement().objective(name)  # any other objective: from the full measurement
+    v = {"latency": e.latency_ms, "throughput": e.throughput_fps, "energy": e.energy_mj}[name]
+    return None if v is None or not math.isfinite(v) else float(v)
 
 
 def simulator(profile: Any = None) -> Any:
@@ -144,6 +154,26 @@ class Surrogate:
         self.settings = evaluator.settings.replace(noise=0.0) if evaluator.settings.noise else evaluator.settings
         self.memo: dict[tuple[int, ...], float] = {}
         self.calls = 0
+        self._inc: Any = None  # the incremental simulator and the unit -> layer code map, built on first use
+
+    def _incremental(self) -> tuple[Any, np.ndarray, np.ndarray]:
+        """``(IncrementalSimulator, device code per space device, unit index per model layer)``; a
+        layer in no unit gets index ``n_units`` (GPU)."""
+        if self._inc is None:
+            from placetune.backends.simulate.costs import DEVICE_CODE
+            from placetune.backends.simulate.incremental import IncrementalSimulator
+
+            ev, space, s = self.evaluator, self.space, self.settings
+            inc = IncrementalSimulator(ev.model, ev.platform, s, self.sim, gpu_fallback=s.gpu_fallback,
+                                       dla_core=s.dla_core, trt_version=s.trt_version)
+            index = {n: i for i, n in enumerate(ev.model.names)}
+            unit_of = np.full(len(ev.model.names), space.n_units, dtype=np.intp)
+            for u in space.units:
+                for n in u.layers:
+                    unit_of[index[n]] = u.index
+            codes = np.array([DEVICE_CODE[d] for d in space.devices], dtype=np.int8)
+            self._inc = (inc, codes, unit_of)
+        return self._inc
 
     def loss(self, assignment: Sequence[int]) -> float:
         """Predicted loss of an assignment (memoised)."""
@@ -152,10 +182,13 @@ class Surrogate:
         if hit is not None:
             return hit
         self.calls += 1
+        if len(key) != self.space.n_units or not all(0 <= a < self.space.n_devices for a in key):
+            raise PlacementError(f"assignment {key!r} does not fit the space ({self.space.n_units} units, "
+                                 f"{self.space.n_devices} devices)")
+        inc, dev_codes, unit_of = self._incremental()
         try:
-            r = self.evaluator.realise(self.space.to_placement(list(key)))
-            m = self.sim.measure(r, self.evaluator.platform, self.settings)
-            v = self.objective.value(m) if m.ok else None
+            e = inc.evaluate(np.append(dev_codes[np.asarray(key, dtype=np.intp)], np.int8(0))[unit_of])
+            v = _value(e, self.objective.names[0]) if e.ok else None
         except (InfeasiblePlacement, PlacementError):
             v = None
         if v is None or not math.isfinite(v):

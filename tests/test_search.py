@@ -436,3 +436,29 @@ def test_guided_every_mode_and_objective_with_a_budget_of_10(mode, objective):
     assert r.evaluations == len(ev.asked) == 10 and r.best_value is not None
     if "+" in objective:
         assert r.pareto
+
+
+@pytest.mark.parametrize("mode,k,objective", [("engine", 1, "latency"), ("pipeline", 4, "throughput"),
+                                              ("pipeline", 2, "energy")])
+def test_guided_surrogate_predicts_what_the_full_simulator_measures(mode, k, objective):
+    """The guided agent's inner loop uses the incremental simulator (issue 19); its predictions
+    must equal realise() + SimulatedJetson.measure() under the same (fitted) device profile."""
+    from placetune import DeviceProfile
+    from placetune.tuning.objectives import get_objective
+    from search.surrogate import Surrogate
+
+    ev = Evaluator("resnet50", "orin-agx", mode=mode, precision="int8", frames_in_flight=k)
+    space = ev.space(granularity="fusion")
+    obj = get_objective(objective)
+    profile = DeviceProfile.from_dict({"base": "orin-agx", "scale": {"gpu": 0.9, "dla": 1.2, "boundary": 1.5}})
+    sur = Surrogate(ev, space, obj, profile)
+    rng = np.random.default_rng(0)
+    for _ in range(15):
+        a = [int(x) for x in space.sample(rng)]
+        r = ev.realise(space.to_placement(a))
+        m = sur.sim.measure(r, ev.platform, sur.settings)
+        want = obj.value(m)
+        got = sur.value(sur.loss(a))
+        assert got == pytest.approx(want, rel=1e-12), (a, got, want)
+    with pytest.raises(Exception, match="does not fit the space"):
+        sur.loss([0] * (space.n_units + 1))
