@@ -1,5 +1,9 @@
 """The worker's CUDA layer for real: runs where a GPU and cuda-python (``cuda.bindings``) are present, skipped elsewhere.
 
+Every test runs once per binding of the layer: cuda-python, and pycuda where ``pycuda.driver``
+imports (both use the device's primary context, so the stand-in kernel, loaded through
+cuda-python's driver API, runs on either binding's streams).
+
 TensorRT's engine execution is replaced by stand-in engines that do real device work on the
 worker's streams: an NVRTC-compiled kernel per "engine" that spins for a known time on the
 GPU's global timer, then computes ``out = a*x + b (+ y)`` on integer-valued floats, so every
@@ -10,6 +14,14 @@ buffer slots, a different input per slot). Two deliberately broken schedules (a 
 event wait; a slot reused before its readers are done) must give wrong checksums.
 
 On the device machine: ``python -m pytest -q tests/test_cuda_layer.py`` (see the issue 12 note).
+pycuda there is built from its sdist with the machine's own numpy and CUDA 13 toolkit
+(pycuda >= 2025.1.2 is needed for CUDA 13; with no registry, the sdist and its pure-Python
+dependencies are carried in an ignored ``.device/wheels`` folder)::
+
+    export CUDA_ROOT=/usr/local/cuda LIBRARY_PATH=/usr/local/cuda/lib64/stubs:/usr/local/cuda/lib64
+    python -m pip install --no-index --target /tmp/pk --find-links .device/wheels pytools platformdirs mako siphash24
+    python -m pip install --no-index --no-deps --no-build-isolation --target /tmp/pk .device/wheels/pycuda-2026.1.tar.gz
+    PYTHONPATH=/tmp/pk python -m pytest -q tests/test_cuda_layer.py
 """
 
 from __future__ import annotations
@@ -48,33 +60,53 @@ def _worker_modules():
     return worker_cuda, worker_pipeline
 
 
-@pytest.fixture(scope="module")
-def cuda():
+@pytest.fixture(scope="module", params=["cuda-python", "pycuda"])
+def cuda(request):
+    """The worker's CUDA layer with ``PLACETUNE_CUDA`` set to the parameter's binding."""
     try:
         import cuda.bindings.driver  # noqa: F401
         from cuda.bindings import nvrtc  # noqa: F401
     except ImportError:
         pytest.skip("cuda-python (cuda.bindings) is not installed here")
-    os.environ.setdefault("PLACETUNE_CUDA", "cuda-python")
+    if request.param == "pycuda":
+        pytest.importorskip("pycuda.driver")
     worker_cuda, _ = _worker_modules()
+    worker_cuda.close()  # the layer is one per process: drop the other binding's
+    old = os.environ.get("PLACETUNE_CUDA")
+    os.environ["PLACETUNE_CUDA"] = request.param
     try:
         layer = worker_cuda.driver()
     except Exception as exc:  # noqa: BLE001 - no GPU here
         pytest.skip(f"no usable GPU: {exc}")
+    assert layer.name == request.param
     yield layer
     worker_cuda.close()
+    if old is None:
+        os.environ.pop("PLACETUNE_CUDA", None)
+    else:
+        os.environ["PLACETUNE_CUDA"] = old
+
+
+def _check(call, result):
+    """cuda-python's ``(err, value...)`` results: raise on an error, else the value(s)."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(getattr(err, "value", err)):
+        raise AssertionError(f"{call} failed: {err}")
+    return rest[0] if len(rest) == 1 else tuple(rest)
 
 
 @pytest.fixture(scope="module")
 def kernel(cuda):
+    """The stand-in kernel, compiled by NVRTC and loaded into the current (primary) context."""
+    from cuda.bindings import driver as drv
     from cuda.bindings import nvrtc
 
-    drv = cuda.drv
+    dev = _check("cuDeviceGet", drv.cuDeviceGet(0))
     attr = drv.CUdevice_attribute
-    major = cuda.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(
-        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cuda.dev))
-    minor = cuda.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(
-        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cuda.dev))
+    major = _check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    minor = _check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
     err, prog = nvrtc.nvrtcCreateProgram(KERNEL.encode(), b"standin.cu", 0, [], [])
     opts = [f"--gpu-architecture=compute_{major}{minor}".encode()]
     err, = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
@@ -86,8 +118,8 @@ def kernel(cuda):
     size = nvrtc.nvrtcGetPTXSize(prog)[1]
     ptx = b" " * size
     nvrtc.nvrtcGetPTX(prog, ptx)
-    module = cuda.check("cuModuleLoadData", drv.cuModuleLoadData(ptx))
-    return cuda.check("cuModuleGetFunction", drv.cuModuleGetFunction(module, b"affine"))
+    module = _check("cuModuleLoadData", drv.cuModuleLoadData(ptx))
+    return _check("cuModuleGetFunction", drv.cuModuleGetFunction(module, b"affine"))
 
 
 class StandIn:
@@ -110,9 +142,11 @@ class StandIn:
         args = ((x, y, int(addr[self.outputs[0]]), N, self.a, self.b, self.spin_ns),
                 (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_float,
                  ctypes.c_ulonglong))
-        drv = self.cuda.drv
-        self.cuda.check("cuLaunchKernel", drv.cuLaunchKernel(self.kernel, N // 256, 1, 1, 256, 1, 1, 0,
-                                                             self.stream.obj, args, 0))
+        from cuda.bindings import driver as drv
+
+        # the stream's raw handle: what TensorRT's execute_async_v3 gets from either binding
+        _check("cuLaunchKernel", drv.cuLaunchKernel(self.kernel, N // 256, 1, 1, 256, 1, 1, 0,
+                                                    drv.CUstream(int(self.stream.handle)), args, 0))
 
 
 def _engines(cuda, kernel, spins):
@@ -175,7 +209,7 @@ def _run(cuda, kernel, k, spins, frames=24, breakage=None):
 
 
 def test_layer_basics_pinned_async_copies_and_event_timing(cuda, kernel):
-    assert cuda.name == "cuda-python" and cuda.device_name()
+    assert cuda.name in ("cuda-python", "pycuda") and cuda.device_name()
     host = cuda.pagelocked_empty((N,), np.float32)
     host[:] = np.arange(N, dtype=np.float32)
     back = cuda.pagelocked_empty((N,), np.float32)
