@@ -411,5 +411,36 @@ def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random
             sur.loss(assignment_of(space, sample_stages(space, rng, max_stages)))
         else:
             stale = 0
+    if best is not None:  # the branches and single units next to each cut: moves stages cannot express
+        _polish(sur, assignment_of(space, best[1]), max(60, evaluations // 10))
     ranked = sorted(((v, list(k)) for k, v in sur.memo.items() if math.isfinite(v)), key=lambda t: t[0])
     return ranked
+
+
+def _polish(sur: Surrogate, assignment: list[int], budget: int, reach: int = 3) -> tuple[list[int], float]:
+    """First-improvement descent over single-unit device changes within ``reach`` units of a
+    device change (e.g. one branch of a residual block on the other DLA core, which no
+    contiguous-stage move produces); returns (assignment, loss)."""
+    space = sur.space
+    t0 = sur.calls
+    cur, cur_loss = list(assignment), sur.loss(assignment)
+    improved = True
+    while improved and sur.calls - t0 < budget:
+        improved = False
+        edges = [i for i in range(1, len(cur)) if cur[i] != cur[i - 1]]
+        near = sorted({j for e in edges for j in range(e - reach, e + reach) if 0 <= j < len(cur)})
+        for j in near:
+            for d in range(space.n_devices):
+                if d == cur[j] or not space.mask[j, d]:
+                    continue
+                if sur.calls - t0 >= budget:
+                    return cur, cur_loss
+                cand = list(cur)
+                cand[j] = d
+                loss = sur.loss(cand)
+                if loss < cur_loss - 1e-12 * abs(cur_loss):
+                    cur, cur_loss, improved = cand, loss, True
+                    break
+            if improved:
+                break
+    return cur, cur_loss

@@ -462,3 +462,31 @@ def test_guided_surrogate_predicts_what_the_full_simulator_measures(mode, k, obj
         assert got == pytest.approx(want, rel=1e-12), (a, got, want)
     with pytest.raises(Exception, match="does not fit the space"):
         sur.loss([0] * (space.n_units + 1))
+
+
+def test_guided_polish_flips_single_units_next_to_a_cut():
+    """Issue 14: the best sim2real plans put one branch of a block on the other DLA core next to
+    a cut (e.g. DLA0 x14 | DLA1 | DLA0 | DLA1 x11 | GPU); no contiguous-stage move makes that.
+    The polish step finds it, and only looks near device changes."""
+    from types import SimpleNamespace
+
+    from search.surrogate import _polish
+
+    target = [1] * 14 + [2, 1] + [2] * 11 + [0] * 31
+
+    class Sur:
+        space = SimpleNamespace(n_devices=3, mask=np.ones((58, 3), dtype=bool))
+        calls = 0
+
+        def loss(self, a):
+            self.calls += 1
+            return float(sum(x != y for x, y in zip(a, target)))
+
+    start = [1] * 16 + [2] * 11 + [0] * 31  # the contiguous 3-stage plan: 2 units off the target
+    sur = Sur()
+    best, loss = _polish(sur, start, budget=500)
+    assert best == target and loss == 0.0
+    # a local optimum: every unit within reach of a device change was tried once per pass, no more
+    sur2 = Sur()
+    # device changes at 14, 15, 16 and 27: units 11-18 and 24-29 (14), 2 other devices each, + the start
+    assert _polish(sur2, target, budget=500) == (target, 0.0) and sur2.calls == 1 + 14 * 2
