@@ -51,10 +51,21 @@ def engine_plan():
 
 # --------------------------------------------------------------------------- fakes of TensorRT
 class FakeLayer:
-    def __init__(self, name: str, metadata: str | None = None) -> None:
+    """A network layer: name, optional metadata, and (optionally) the tensor names it reads and writes."""
+
+    def __init__(self, name: str, metadata: str | None = None, ins: tuple[str, ...] = (),
+                 outs: tuple[str, ...] = ()) -> None:
         self.name = name
         if metadata is not None:
             self.metadata = metadata
+        self._ins, self._outs = [SimpleNamespace(name=t) for t in ins], [SimpleNamespace(name=t) for t in outs]
+        self.num_inputs, self.num_outputs = len(ins), len(outs)
+
+    def get_input(self, i: int):
+        return self._ins[i]
+
+    def get_output(self, i: int):
+        return self._outs[i]
 
 
 class FakeNetwork:
@@ -207,17 +218,24 @@ def test_apply_engine_mode(engine_plan):
         FakeLayer("/conv1/Conv", "[ONNX Layer: /conv1/Conv]"),
         FakeLayer("/conv2/Conv"),
         FakeLayer("/conv3/Conv"),
-        FakeLayer("/conv3/Conv_7", "[ONNX Layer: /conv3/Conv]"),  # helper layer of a DLA node
-        FakeLayer("/conv4/Conv"),
+        FakeLayer("/conv3/Conv_7", "[ONNX Layer: /conv3/Conv]", outs=("c3",)),  # helper layer of a DLA node
+        # onnx-tensorrt 10.x leaves a bias add unregistered: TensorRT's default name, no metadata
+        FakeLayer("(Unnamed Layer* 5) [ElementWise]", ins=("c3",), outs=("c3b",)),
+        FakeLayer("/conv4/Conv", ins=("c3b",)),
         FakeLayer("ONNXTRT_ShapeShuffle_0"),  # no metadata: unmatched, stays on the GPU
-        FakeLayer("/Concat"),
+        FakeLayer("(Unnamed Layer* 8) [Shuffle]", ins=("g",), outs=("g2",)),  # serves a GPU layer
+        FakeLayer("/Concat", ins=("g2",)),
     ])
     config = FakeConfig()
     report = plan.apply(net, config, trt=FAKE_TRT)
-    assert config.default_device_type == "kGPU"
+    # trtexec --useDLACore's semantics: DLA by default, every layer set explicitly (issue 12 defect 3)
+    assert config.default_device_type == "kDLA"
     assert config.DLA_core == 0
     assert config.flags == ["kGPU_FALLBACK"]
-    assert config.devices == {"/conv3/Conv": "kDLA", "/conv3/Conv_7": "kDLA", "/conv4/Conv": "kDLA"}
+    on_dla = {n for n, d in config.devices.items() if d == "kDLA"}
+    assert on_dla == {"/conv3/Conv", "/conv3/Conv_7", "(Unnamed Layer* 5) [ElementWise]", "/conv4/Conv"}
+    assert set(config.devices) == {layer.name for layer in net._layers}
+    assert report.helpers == ["(Unnamed Layer* 5) [ElementWise]"]
     assert report.dla_core == 0 and report.ok
     assert report.by_metadata == ["/conv3/Conv_7"]
     assert report.unmatched == ["ONNXTRT_ShapeShuffle_0"]

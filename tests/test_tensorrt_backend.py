@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,14 +83,22 @@ def test_all_dla_realised_from_the_build_log_and_stored(version, backends, gn, t
     assert rec.realized != rec.requested
 
 
-def test_helper_layers_follow_their_onnx_node_on_10x(backends, gn, tmp_path):
+def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_path):
+    """Issue 12 defect 3. onnx-tensorrt 10.x registers only a Gemm's MatMul: the bias add, and the
+    bias's broadcast Shuffle and Constant, keep TensorRT's default names with no metadata
+    (onnxOpImporters.cpp DEFINE_BUILTIN_OP_IMPORTER(Gemm); ImporterContext::registerLayer). They
+    must follow the Gemm: to the DLA when it is placed there (the MatMul itself falls back to the
+    GPU), to the GPU when it is not; before the fix every unnamed helper stayed on the GPU."""
     ev = _ev(gn, backends["10.3.0"], tmp_path, precision="fp16", trt_version="10.3")
     m = ev.evaluate(Placement(ev.model, {"/linear/Gemm": "DLA0", "/cnn/cnn.0/Conv": "DLA0"}))
-    # 10.x names the Gemm's bias helper "/linear/Gemm_<k>" with metadata "[ONNX Layer: /linear/Gemm]";
-    # the worker put it on the DLA too; the primary MatMul fell back so the model layer is GPU
     assert m.status == "ok", m.reason
-    assert any("{ForeignNode[/linear/Gemm_" in s for s in m.extra["build_log"])
+    log = m.extra["build_log"]
+    assert any(re.search(r"\[DlaLayer\] \{ForeignNode\[\(Unnamed Layer\* \d+\) \[ElementWise\]\]\}", s) for s in log), log
     assert m.realized["/linear/Gemm"] == "GPU" and m.realized["/cnn/cnn.0/Conv"] == "DLA0"
+    m2 = ev.evaluate(Placement(ev.model, {"/cnn/cnn.0/Conv": "DLA0"}))
+    log2 = m2.extra["build_log"]
+    assert not any("(Unnamed Layer*" in s for s in log2 if "[DlaLayer]" in s)
+    assert any("(Unnamed Layer*" in s for s in log2 if "[GpuLayer]" in s)
 
 
 def test_gpu_only_and_dla_core_1(backends, gn, tmp_path):

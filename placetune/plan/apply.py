@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, ConfigError, PlacementError
+from placetune.backends.tensorrt.worker_devices import constant_type, follow_helpers, is_helper
 from placetune.placement.placement import dla_core
 
 if TYPE_CHECKING:
@@ -52,7 +53,9 @@ class ApplyReport:
         dla_layers: network layers set to ``DeviceType.DLA``.
         matched: network layer name -> plan layer name, for every matched layer.
         by_metadata: network layers matched through ``layer.metadata`` (helper layers of an ONNX node).
-        unmatched: network layers that match no plan layer; they keep the default device (GPU).
+        helpers: unnamed parser helper layers (``(Unnamed Layer* N) [Type]``, weight Constants)
+            set to the DLA because the node they serve is there.
+        unmatched: network layers that match no plan layer and are no parser helper (GPU).
         other_engine: network layers that belong to another engine of the plan (left on GPU).
         missing: layers of this engine in the plan that the network does not have.
         flags: builder flags set (``GPU_FALLBACK``, ``FP16``...).
@@ -64,6 +67,7 @@ class ApplyReport:
     dla_layers: list[str] = field(default_factory=list)
     matched: dict[str, str] = field(default_factory=dict)
     by_metadata: list[str] = field(default_factory=list)
+    helpers: list[str] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)
     other_engine: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -82,6 +86,9 @@ class ApplyReport:
             f"{self.engine}: {len(self.matched)} layer(s) matched ({len(self.by_metadata)} through metadata), "
             f"{len(self.dla_layers)} set to DLA{core}; flags: {', '.join(self.flags) or 'none'}"
         ]
+        if self.helpers:
+            lines.append(f"{len(self.helpers)} parser helper layer(s) go to the DLA with the node they serve: "
+                         + ", ".join(self.helpers[:5]) + (" ..." if len(self.helpers) > 5 else ""))
         if self.unmatched:
             lines.append(f"{len(self.unmatched)} network layer(s) not in the plan stay on the GPU: "
                          + ", ".join(self.unmatched[:5]) + (" ..." if len(self.unmatched) > 5 else ""))
@@ -106,17 +113,21 @@ def apply_plan(
 ) -> ApplyReport:
     """Apply ``plan`` to a TensorRT network through its builder config (what :meth:`Plan.apply` does).
 
-    Sets ``config.default_device_type = GPU``; when the engine has DLA layers also
-    ``config.DLA_core`` and (when the plan was measured with it) the ``GPU_FALLBACK``
-    flag, and ``config.set_device_type(layer, DLA)`` for each network layer that ran on
-    the DLA in the plan (the *realised* placement: what was measured). With
+    With no DLA layer the config keeps ``default_device_type = GPU``. When the engine has DLA
+    layers (trtexec ``--useDLACore``'s semantics): ``default_device_type = DLA``,
+    ``config.DLA_core``, the ``GPU_FALLBACK`` flag when the plan was measured with it, and
+    ``config.set_device_type`` on every network layer: DLA for each layer that ran on the DLA
+    in the plan (the *realised* placement: what was measured), GPU for the others. With
     ``set_precision`` the ``FP16`` / ``INT8`` builder flag of the plan's precision is set
     where this TensorRT has it (11.x is strongly typed and has none).
 
     Network layers are matched to plan layers by ``layer.name`` and, failing that, by
     ``layer.metadata`` (``"[ONNX Layer: <node>]"``, TensorRT 8.6+): helper layers the
-    ONNX parser adds for a node (``<node>_<k>``, ``ONNXTRT_*``) follow their node.
-    Layers that match nothing keep the default device (GPU) and are reported.
+    ONNX parser adds for a node (``<node>_<k>``, ``ONNXTRT_*``) follow their node. Unnamed
+    helpers (``(Unnamed Layer* N) [Type]``, no metadata, e.g. a Gemm's bias add) and weight
+    Constants go with the node they serve: the device of their producer, else their consumer
+    (:mod:`placetune.backends.tensorrt.worker_devices`, shared with the worker). Other layers
+    that match nothing go to the GPU and are reported.
 
     Engine mode applies to the whole network. A pipeline plan needs one engine per
     segment, each built from that segment's part of the ONNX: call
@@ -174,8 +185,9 @@ def apply_plan(
     # match every layer first: the config is changed only once the network is known to fit the plan
     found: set[str] = set()
     to_dla: list[Any] = []
-    for i in range(n):
-        layer = network.get_layer(i)
+    layers = [network.get_layer(i) for i in range(n)]
+    device: list[Any] = [False] * n  # per layer: True on the DLA, None a parser helper (decided below)
+    for i, layer in enumerate(layers):
         name = str(getattr(layer, "name", ""))
         target = name if name in plan_names else None
         if target is None:
@@ -185,7 +197,10 @@ def apply_plan(
                     report.by_metadata.append(name)
                     break
         if target is None:
-            report.unmatched.append(name)
+            if not onnx_node_of(getattr(layer, "metadata", None)) and is_helper(layer, trt, None):
+                device[i] = None  # a parser helper: it goes with the node it serves
+            else:
+                report.unmatched.append(name)
             continue
         if target not in scope:
             report.other_engine.append(name)
@@ -193,8 +208,16 @@ def apply_plan(
         report.matched[name] = target
         found.add(target)
         if target in dla_set:
+            device[i] = True
+    if None in device:
+        device = follow_helpers(layers, device, constant_type(trt), False)
+    for i, layer in enumerate(layers):
+        name = str(getattr(layer, "name", ""))
+        if device[i]:
             to_dla.append(layer)
             report.dla_layers.append(name)
+            if name not in report.matched:
+                report.helpers.append(name)
     if n and not report.matched and not report.other_engine:
         shown = ", ".join(repr(x) for x in report.unmatched[:3])
         raise PlacementError(
@@ -209,10 +232,13 @@ def apply_plan(
         )
     config.default_device_type = trt.DeviceType.GPU
     if to_dla:
+        # trtexec --useDLACore's semantics: DLA by default, every other layer set to the GPU
+        config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = int(core)
         report.dla_core = int(core)
-        for layer in to_dla:
-            config.set_device_type(layer, trt.DeviceType.DLA)
+        on_dla = {id(x) for x in to_dla}
+        for layer in layers:
+            config.set_device_type(layer, trt.DeviceType.DLA if id(layer) in on_dla else trt.DeviceType.GPU)
         if plan.gpu_fallback:
             config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
             report.flags.append("GPU_FALLBACK")

@@ -11,11 +11,12 @@ import time
 import traceback
 
 try:  # Python 3.8 needs typing's generics
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Set, Tuple
 except ImportError:  # pragma: no cover
     pass
 
 from worker_cache import load_timing_cache, read_cached_plan, save_timing_cache, write_cached_plan
+from worker_devices import constant_type, follow_helpers, is_helper
 
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 _METADATA = re.compile(r"\[ONNX Layer: (.*?)\](?:\s*\||$)")
@@ -126,6 +127,18 @@ def _calibrator(trt, path):
     return CacheCalibrator()
 
 
+def place_layers(network, trt, wanted):
+    # type: (Any, Any, Set[str]) -> List[Tuple[Optional[str], bool]]
+    """``(onnx node, on DLA)`` per network layer. A layer of a node in ``wanted`` goes to the DLA;
+    a parser helper goes with the node it serves (worker_devices.follow_helpers: issue 12 defect 3)."""
+    layers = [network.get_layer(i) for i in range(network.num_layers)]
+    names = [_onnx_name(layer) for layer in layers]
+    known = [None if is_helper(layer, trt, names[i]) else
+             (layer.name in wanted or (names[i] is not None and names[i] in wanted))
+             for i, layer in enumerate(layers)]
+    return list(zip(names, follow_helpers(layers, known, constant_type(trt), False)))
+
+
 def build(trt, job, logger):
     # type: (Any, Dict[str, Any], Any) -> Tuple[Any, Dict[str, Any]]
     """Parse, configure and build; returns (serialized plan or None, result fields)."""
@@ -185,12 +198,15 @@ def build(trt, job, logger):
         config.add_optimization_profile(profile)
     # placement
     wanted = set(job.get("dla_layers") or [])
+    devices = place_layers(network, trt, wanted if core >= 0 else set())
+    if core >= 0 and wanted:
+        # trtexec --useDLACore: DLA is the default device (sampleEngines.cpp setLayerDeviceTypes),
+        # so layers TensorRT adds itself go with the DLA, and every layer is set explicitly
+        config.default_device_type = trt.DeviceType.DLA
     for i in range(network.num_layers):
         layer = network.get_layer(i)
-        onnx_name = _onnx_name(layer)
-        on_dla = core >= 0 and (layer.name in wanted or (onnx_name is not None and onnx_name in wanted))
-        if on_dla:
-            config.set_device_type(layer, trt.DeviceType.DLA)
+        onnx_name, on_dla = devices[i]
+        config.set_device_type(layer, trt.DeviceType.DLA if on_dla else trt.DeviceType.GPU)
         can = bool(config.can_run_on_DLA(layer)) if on_dla else None
         out["network_layers"].append([layer.name, onnx_name, getattr(layer.type, "name", str(layer.type)), on_dla, can])
     load_timing_cache(config, job.get("timing_cache"))
