@@ -43,11 +43,12 @@ def test_against_the_doubles_every_check_runs(tmp_path):
     independent = ["cuda", "tensorrt", "engine all-GPU fp16", "pipeline GPU->DLA0->GPU K=1..3, wrong cut",
                    "DLA0 || DLA1", "second run hits the engine cache", "worker exit"]
     assert {n: by[n]["status"] for n in independent} == {n: "ok" for n in independent}, by
-    # the DLA0 engines are compared with trtexec's: until parser helper layers go to the DLA
-    # (issue 12 defect 3, another branch) the worker's engine has more loadables than trtexec's
+    # the DLA0 engines are compared with trtexec's: parser helpers follow their node (issue 12
+    # defect 3), so the worker's engine has no more loadables than trtexec's; the latency may
+    # still differ (defect 7: what each one times), which the check reports "vs trtexec"
     for n in ("engine all-DLA0 fp16 (vs trtexec)", "engine all-DLA0 int8, no calibration cache"):
-        assert by[n]["status"] == "ok" or "vs trtexec" in by[n]["detail"], by[n]
-        assert by[n]["trtexec_loadables"]["DLA0"] >= 1
+        assert by[n]["status"] == "ok" or "x vs trtexec" in by[n]["detail"], by[n]
+        assert by[n]["dla_loadables"]["DLA0"] <= by[n]["trtexec_loadables"]["DLA0"]
     assert by["cuda"]["detail"].startswith("pycuda 2022.2.2-fake")
     assert by["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]["K3"]["period_ms"] > 0
     assert code == (0 if by["power rails"]["status"] == "ok" else EXIT_NOT_ALL_OK)

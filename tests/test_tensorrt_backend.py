@@ -86,19 +86,47 @@ def test_all_dla_realised_from_the_build_log_and_stored(version, backends, gn, t
 def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_path):
     """Issue 12 defect 3. onnx-tensorrt 10.x registers only a Gemm's MatMul: the bias add, and the
     bias's broadcast Shuffle and Constant, keep TensorRT's default names with no metadata
-    (onnxOpImporters.cpp DEFINE_BUILTIN_OP_IMPORTER(Gemm); ImporterContext::registerLayer). They
-    must follow the Gemm: to the DLA when it is placed there (the MatMul itself falls back to the
-    GPU), to the GPU when it is not; before the fix every unnamed helper stayed on the GPU."""
+    (onnxOpImporters.cpp DEFINE_BUILTIN_OP_IMPORTER(Gemm); ImporterContext::registerLayer). The
+    worker lists each helper's device; a helper follows its node, and the node's layer that
+    cannot run on the DLA (the MatMul falls back) takes its helpers to the GPU with it, so no
+    DLA loadable is made of helpers alone (the committed first version of the fix made one)."""
     ev = _ev(gn, backends["10.3.0"], tmp_path, precision="fp16", trt_version="10.3")
     m = ev.evaluate(Placement(ev.model, {"/linear/Gemm": "DLA0", "/cnn/cnn.0/Conv": "DLA0"}))
     assert m.status == "ok", m.reason
-    log = m.extra["build_log"]
-    assert any(re.search(r"\[DlaLayer\] \{ForeignNode\[\(Unnamed Layer\* \d+\) \[ElementWise\]\]\}", s) for s in log), log
+    helpers = m.extra["helper_layers"]
+    bias = [n for n in helpers if n.endswith("[ElementWise]")]
+    assert len(bias) == 1 and helpers[bias[0]] == "GPU"
+    assert not any(re.search(r"\[DlaLayer\] \{ForeignNode\[\(Unnamed Layer\* \d+\) \[\w+\]\]\}", s)
+                   for s in m.extra["build_log"])
     assert m.realized["/linear/Gemm"] == "GPU" and m.realized["/cnn/cnn.0/Conv"] == "DLA0"
-    m2 = ev.evaluate(Placement(ev.model, {"/cnn/cnn.0/Conv": "DLA0"}))
-    log2 = m2.extra["build_log"]
-    assert not any("(Unnamed Layer*" in s for s in log2 if "[DlaLayer]" in s)
-    assert any("(Unnamed Layer*" in s for s in log2 if "[GpuLayer]" in s)
+    assert m.dla_loadables == {"DLA0": 1}
+    # all on DLA0: one loadable per run of DLA layers between the GPU's InstanceNormalizations
+    m2 = ev.evaluate(Placement.all_dla(ev.model))
+    assert m2.dla_loadables == {"DLA0": 5}, m2.extra["build_log"]
+
+
+def test_helper_devices_follow_producer_else_consumer():
+    """worker_devices.follow_helpers, shared by the worker and Plan.apply: a helper takes the
+    device of the layer producing its first computed input (Constants do not count), else of
+    its first consumer; a chain of helpers resolves through itself."""
+    from types import SimpleNamespace as NS
+
+    from placetune.backends.tensorrt.worker_devices import follow_helpers
+
+    def layer(name, ins=(), outs=(), type_="op"):
+        return NS(name=name, type=type_, num_inputs=len(ins), num_outputs=len(outs),
+                  get_input=lambda i, ins=ins: NS(name=ins[i]), get_output=lambda i, outs=outs: NS(name=outs[i]))
+
+    layers = [layer("conv", ["x"], ["c"]),                        # DLA
+              layer("(Unnamed Layer* 1) [Constant]", [], ["w"], "const"),
+              layer("(Unnamed Layer* 2) [Shuffle]", ["w"], ["wb"]),  # only a Constant in: its consumer
+              layer("(Unnamed Layer* 3) [ElementWise]", ["c", "wb"], ["a"]),  # after the DLA conv
+              layer("(Unnamed Layer* 4) [Shuffle]", ["a"], ["s"]),  # a chain of helpers
+              layer("pool", ["s"], ["p"]),                          # GPU
+              layer("(Unnamed Layer* 6) [Cast]", ["p"], ["y"])]     # after a GPU layer
+    known = ["DLA", None, None, None, None, "GPU", None]
+    got = follow_helpers(layers, known, "const", "GPU")
+    assert got == ["DLA", "DLA", "DLA", "DLA", "DLA", "GPU", "GPU"]
 
 
 def test_gpu_only_and_dla_core_1(backends, gn, tmp_path):

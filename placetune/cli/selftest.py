@@ -130,10 +130,13 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                     return "failed", f"trtexec: {t.status}: {t.reason}", figs
                 figs.update(trtexec_latency_ms=t.latency_ms["median"], trtexec_loadables=t.dla_loadables)
                 ratio = m.latency_ms["median"] / t.latency_ms["median"]
-                if t.dla_loadables != m.dla_loadables:
-                    return "failed", f"DLA loadables {m.dla_loadables} vs trtexec {t.dla_loadables}", figs
+                ours, theirs = m.dla_loadables or {}, t.dla_loadables or {}
+                if any(n > theirs.get(core, 0) for core, n in ours.items()):
+                    # more loadables than trtexec: parser helpers split a DLA island (issue 12 defect 3);
+                    # fewer is fine (a helper of a node that fell back stays on the GPU with it)
+                    return "failed", f"DLA loadables {ours} vs trtexec {theirs}", figs
                 if abs(ratio - 1) > 0.10:
-                    return "failed", f"latency {ratio:.2f}x trtexec's (allowed within 10%)", figs
+                    return "failed", f"latency {ratio:.2f}x vs trtexec (allowed within 10%)", figs
             return "ok", f"{m.status}, median {m.latency_ms['median']:.3f} ms, loadables {m.dla_loadables}", figs
         return check
 

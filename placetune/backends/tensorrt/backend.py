@@ -383,6 +383,11 @@ class TensorRTBackend:
         lines = [(s, m) for s, m in res.get("log", [])]
         blog = parse_build_log(lines)
         network = [(row[0], row[1]) for row in res.get("network_layers", [])]
+        # parser helpers (no node): the device each was given (worker_devices: they follow their node)
+        helpers = {str(row[0]): (f"DLA{core}" if row[3] and row[4] is not False else "GPU")
+                   for row in res.get("network_layers", []) if row[1] is None and str(row[0]).startswith("(Unnamed")}
+        if helpers:
+            extra["helper_layers"] = helpers
         extra.update(
             build_errors=blog.errors[:50],
             build_warnings=blog.warnings[:100],

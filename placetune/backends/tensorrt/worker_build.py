@@ -127,16 +127,21 @@ def _calibrator(trt, path):
     return CacheCalibrator()
 
 
-def place_layers(network, trt, wanted):
-    # type: (Any, Any, Set[str]) -> List[Tuple[Optional[str], bool]]
+def place_layers(network, trt, wanted, can_run=None):
+    # type: (Any, Any, Set[str], Any) -> List[Tuple[Optional[str], bool]]
     """``(onnx node, on DLA)`` per network layer. A layer of a node in ``wanted`` goes to the DLA;
-    a parser helper goes with the node it serves (worker_devices.follow_helpers: issue 12 defect 3)."""
+    a parser helper goes with the node it serves (worker_devices.follow_helpers: issue 12 defect
+    3), to the GPU when that node's layer cannot run on the DLA (``can_run(layer)`` False: it
+    falls back, and a helper alone on the DLA would be a loadable of its own)."""
     layers = [network.get_layer(i) for i in range(network.num_layers)]
     names = [_onnx_name(layer) for layer in layers]
-    known = [None if is_helper(layer, trt, names[i]) else
-             (layer.name in wanted or (names[i] is not None and names[i] in wanted))
+    helper = [is_helper(layer, trt, names[i]) for i, layer in enumerate(layers)]
+    asked = [not helper[i] and (layer.name in wanted or (names[i] is not None and names[i] in wanted))
              for i, layer in enumerate(layers)]
-    return list(zip(names, follow_helpers(layers, known, constant_type(trt), False)))
+    runs = [None if helper[i] else bool(asked[i] and (can_run is None or can_run(layer)))
+            for i, layer in enumerate(layers)]
+    followed = follow_helpers(layers, runs, constant_type(trt), False)
+    return [(names[i], bool(followed[i]) if helper[i] else asked[i]) for i in range(len(layers))]
 
 
 def build(trt, job, logger):
@@ -198,7 +203,7 @@ def build(trt, job, logger):
         config.add_optimization_profile(profile)
     # placement
     wanted = set(job.get("dla_layers") or [])
-    devices = place_layers(network, trt, wanted if core >= 0 else set())
+    devices = place_layers(network, trt, wanted if core >= 0 else set(), config.can_run_on_DLA)
     if core >= 0 and wanted:
         # trtexec --useDLACore: DLA is the default device (sampleEngines.cpp setLayerDeviceTypes),
         # so layers TensorRT adds itself go with the DLA, and every layer is set explicitly
