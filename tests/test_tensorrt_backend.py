@@ -100,6 +100,7 @@ def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_pat
                    for s in m.extra["build_log"])
     assert m.realized["/linear/Gemm"] == "GPU" and m.realized["/cnn/cnn.0/Conv"] == "DLA0"
     assert m.dla_loadables == {"DLA0": 1}
+    assert m.extra["timed"].startswith("compute")  # defect 7: what was timed is stated
     # all on DLA0: one loadable per run of DLA layers between the GPU's InstanceNormalizations
     m2 = ev.evaluate(Placement.all_dla(ev.model))
     assert m2.dla_loadables == {"DLA0": 5}, m2.extra["build_log"]

@@ -267,6 +267,8 @@ def test_all_gpu_engine_with_power_and_energy(tmp_path, gn):
     # a static model: no --shapes (real trtexec fails the build with it)
     assert not any(a.startswith("--shapes") for a in build) and any(a.startswith("--timingCacheFile=") for a in build)
     assert "--iterations=5" in run and "--separateProfileRun" in run and "--useSpinWait" in run
+    # issue 12 defect 7: compute only, as the tensorrt worker times, and said so
+    assert "--noDataTransfers" in run and m.extra["timed"].startswith("compute")
     assert len(m.latency_samples_ms) >= 5 and m.latency_ms["median"] > 0
     qps = m.extra["summary"]["throughput_qps"]
     assert m.throughput_fps == pytest.approx(qps * 32)
@@ -377,6 +379,7 @@ def test_strongly_typed_11x(tmp_path, gn):
     assert m.status == "ok", m.reason
     build = m.extra["commands"]["build"]
     assert "--fp16" not in build and "--separateProfileRun" not in m.extra["commands"]["time"]
+    assert "--noDataTransfers" not in m.extra["commands"]["time"]  # 11.x: deprecated no-op, copies off by default
     assert any(a.startswith("--onnx=") and a.endswith("-fp16.onnx") for a in build)  # converted to float16
     assert m.realized["/cnn/cnn.0/Conv"] == "DLA0" and m.realized["/linear/Gemm"] == "GPU"
     ev8 = _ev(gn, be, tmp_path, trt_version="11.4.1", precision="int8")
@@ -572,3 +575,18 @@ def test_exported_trtexec_script_passes_shapes_only_for_dynamic_inputs(tmp_path,
     script = trtexec_script(plan, "gn.onnx")
     commands = [x for x in script.splitlines() if not x.startswith("#")]
     assert not any("--shapes" in x for x in commands) and "does not say which model inputs" in script
+
+
+def test_int8_builds_with_fp16_too_and_both_backends_say_what_they_timed(tmp_path, gn):
+    """Issue 12 defect 7: trtexec's --int8 alone is INT8 + FP32 (sampleOptions.cpp); the worker
+    builds INT8 + FP16, so trtexec gets --fp16 --int8; both time compute only and say so."""
+    be = _backend(tmp_path, "10.3.0")
+    ev = _ev(gn, be, tmp_path, trt_version="10.3", precision="int8")
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    assert m.status == "ok", m.reason
+    build = m.extra["commands"]["build"]
+    assert "--fp16" in build and "--int8" in build
+    assert "--noDataTransfers" in m.extra["commands"]["time"] and m.extra["timed"].startswith("compute")
+    from placetune.backends.tensorrt.buildlog import TIMED
+
+    assert TIMED.startswith("compute") and "no host<->device copies" in TIMED

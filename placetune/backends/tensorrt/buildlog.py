@@ -35,9 +35,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "TIMED",
     "BuildLog", "LogPlacement", "NameResolver", "ProfileSummary", "parse_build_log", "locate",
     "attribute_profile", "split_engine_name", "onnx_name_of",
 ]
+
+#: What the worker times (``Measurement.extra["timed"]``, issue 12 defect 7): the inputs are
+#: uploaded once before timing; trtexec is run with ``--noDataTransfers`` to time the same.
+TIMED = "compute: engine execution between CUDA events on the engines' streams, no host<->device copies"
 
 # "[03/31/2022-14:34:54] [I] [TRT] " (trtexec) or "[TRT] " prefixes; the Python ILogger gets bare text.
 _PREFIX = re.compile(r"^\s*(?:\[\d{2}/\d{2}/\d{4}-[\d:]+\]\s*)?(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*)?")

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.placement.cut import SegmentModel, cut, load_source, swap_inputs
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
-from placetune.backends.tensorrt.buildlog import attribute_profile, locate, parse_build_log
+from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
 
@@ -369,6 +369,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
     if res.get("layer_profiles"):
         extra.update(dla_ms=dla_ms, gpu_ms=gpu_ms)
     extra["warmup_frames"] = res.get("warmup_frames")
+    extra["timed"] = TIMED
     return Measurement(status="ok", latency_samples_ms=samples, throughput_fps=fps, segment_times_ms=seg_times,
                        layer_times_ms=layer_times, timeline=events[:_MAX_EVENTS], **common)
 
@@ -487,6 +488,7 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
         notes.append("no DLA replica: every layer ran on the GPU replica")
         extra["notes"] = notes
     extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
+    extra["timed"] = TIMED
     common_kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                      extra=extra, **base)
     status = res.get("status")

@@ -10,6 +10,8 @@ Example:
     'input:4x3x224x224'
     >>> precision_flags("fp16", version_tuple("10.3.0")), precision_flags("fp16", version_tuple("11.4.1"))
     (['--fp16'], [])
+    >>> precision_flags("int8", version_tuple("8.6.1"))
+    ['--fp16', '--int8']
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "has_layer_device_types",
     "strongly_typed",
     "precision_flags",
+    "transfer_flags",
     "dla_flags",
     "build_only_flag",
     "profile_flags",
@@ -73,10 +76,19 @@ def strongly_typed(vt: tuple[int, ...]) -> bool:
 
 # --------------------------------------------------------------------------- flags
 def precision_flags(precision: str, vt: tuple[int, ...]) -> list[str]:
-    """``--fp16`` / ``--int8`` for ``precision``, none for fp32 or a strongly typed TensorRT."""
-    if precision in ("fp16", "int8") and not strongly_typed(vt):
-        return [f"--{precision}"]
-    return []
+    """``--fp16`` for fp16; ``--fp16 --int8`` for int8 (trtexec's ``--int8`` alone is INT8 + FP32,
+    sampleOptions.cpp; the tensorrt worker builds INT8 + FP16, and so must what is compared with
+    it); none for fp32 or a strongly typed TensorRT (11 on)."""
+    if strongly_typed(vt):
+        return []
+    return {"fp16": ["--fp16"], "int8": ["--fp16", "--int8"]}.get(precision, [])
+
+
+def transfer_flags(vt: tuple[int, ...]) -> list[str]:
+    """Time compute only, as the tensorrt worker does: ``--noDataTransfers`` before TensorRT 11;
+    11 leaves the host<->device copies out by default (``--includeDataTransfers`` adds them,
+    ``--noDataTransfers`` is a deprecated no-op: sampleOptions.cpp, release/11.1)."""
+    return ["--noDataTransfers"] if vt[0] < _TRT11 else []
 
 
 def dla_flags(core: int, gpu_fallback: bool) -> list[str]:

@@ -24,6 +24,7 @@ from placetune.backends.trtexec.command import (
     shapes_from_argv,
     spin_wait_flags,
     strongly_typed,
+    transfer_flags,
     version_tuple,
 )
 from placetune.backends.trtexec.parse import parse_layer_info, parse_summary
@@ -125,6 +126,8 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
     fps = qps * base["batch"] if qps else None
     extra["summary"] = summary.to_dict()
     extra["timed_iterations"] = len(records) or None
+    extra["timed"] = ("compute: trtexec's per-query latency without host<->device copies (--noDataTransfers; "
+                      "TensorRT 11's default)")
     timed = window(run, records, summary)
     # ---- per-layer profile and inspector
     if files.get("profile") is not None:
@@ -276,6 +279,7 @@ def time_argv(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settin
         argv.extend(profile_flags(files["profile"], vt))
     if be.spin_wait:
         argv.extend(spin_wait_flags(vt))
+    argv.extend(transfer_flags(vt))  # compute only, as the tensorrt worker times (issue 12 defect 7)
     argv.extend(be.run_args)
     return argv, files
 
