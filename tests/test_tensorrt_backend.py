@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -354,3 +355,33 @@ def _abs_chain(tmp: Path, n: int) -> Path:
     path = tmp / f"abs_chain_{n}.onnx.gz"
     path.write_bytes(gzip.compress(model.SerializeToString()))
     return path
+
+
+LOGGER_SCRIPT = r"""
+import gzip, json, sys
+sys.path.insert(0, sys.argv[1])
+import tensorrt as trt
+import worker_build
+keep = trt.Runtime(worker_build.make_logger(trt, False))  # e.g. a runtime a reused worker still holds
+onnx_path = sys.argv[2] + "/m.onnx"
+open(onnx_path, "wb").write(gzip.open(sys.argv[3]).read())
+plan, info = worker_build.obtain_plan(trt, {"onnx": onnx_path, "precision": "fp16", "name": "e", "dla_core": 0,
+                                            "dla_layers": ["/cnn/cnn.0/Conv"]})
+print(json.dumps({"built": plan is not None, "log": info["log"]}))
+"""
+
+
+def test_one_logger_per_process_so_later_builds_are_logged(tmp_path):
+    """Issue 12 defect 9: TensorRT keeps one logger pointer while any builder/runtime is alive and
+    ignores a new logger (it warns and keeps the first: NVIDIA/TensorRT #1475). A worker that made
+    a logger per job lost the build log, and with it the realised placement, of later builds."""
+    from placetune.backends.tensorrt.pool import WORKER_FILE
+
+    p = subprocess.run([sys.executable, "-c", LOGGER_SCRIPT, str(WORKER_FILE.parent), str(tmp_path), str(GN)],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, **fake_env("10.3.0")})
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["built"]
+    text = "\n".join(m for _, m in out["log"])
+    assert "[DlaLayer] {ForeignNode[/cnn/cnn.0/Conv]}" in text
+    assert "differs from one already provided" not in text

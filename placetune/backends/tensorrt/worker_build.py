@@ -35,22 +35,34 @@ def _severity_name(severity):
         return str(severity)
 
 
+_LOGGER = {}  # type: Dict[str, Any]
+
+
 def make_logger(trt, verbose):
     # type: (Any, bool) -> Any
-    """A ``trt.ILogger`` that keeps every message (VERBOSE only when asked)."""
+    """The process's one ``trt.ILogger``, its messages now collected in a new ``lines`` list
+    (VERBOSE only when asked). TensorRT keeps a single logger pointer while any builder, runtime
+    or refitter lives and ignores a different one (issue 12 defect 9), so a logger per job would
+    lose the log of every build made while an earlier runtime is alive."""
+    logger = _LOGGER.get("logger")
+    if logger is None:
 
-    class CapturingLogger(trt.ILogger):
-        def __init__(self):
-            trt.ILogger.__init__(self)
-            self.lines = []  # type: List[List[str]]
+        class CapturingLogger(trt.ILogger):
+            def __init__(self):
+                trt.ILogger.__init__(self)
+                self.lines = []  # type: List[List[str]]
+                self.verbose = False
 
-        def log(self, severity, msg):
-            name = _severity_name(severity)
-            if name == "VERBOSE" and not verbose:
-                return
-            self.lines.append([name, str(msg)])
+            def log(self, severity, msg):
+                name = _severity_name(severity)
+                if name == "VERBOSE" and not self.verbose:
+                    return
+                self.lines.append([name, str(msg)])
 
-    return CapturingLogger()
+        logger = _LOGGER["logger"] = CapturingLogger()
+    logger.lines = []
+    logger.verbose = bool(verbose)
+    return logger
 
 
 def _version_tuple(text):

@@ -54,6 +54,7 @@ import json
 import os
 import signal
 import time
+import weakref
 
 import _fakegpu as _gpu
 
@@ -152,6 +153,29 @@ class Logger(ILogger):
 def _check_logger(logger) -> None:
     if not getattr(logger, "_fake_init", False):
         raise TypeError("tensorrt.ILogger.__init__() must be called from the subclass __init__")
+
+
+#: TensorRT keeps one logger pointer per process: while any builder, runtime or refitter is
+#: alive, a different logger passed to a new one is ignored and the first is used, with this
+#: warning (the text TensorRT 8.x-10.x prints: NVIDIA/TensorRT issue #1475).
+_GLOBAL: dict = {"logger": None}
+_LIVE: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _global_logger(owner, logger, create: str):
+    """The logger ``owner`` (a Builder, Runtime or Refitter) really logs to."""
+    _check_logger(logger)
+    if len(_LIVE) and _GLOBAL["logger"] is not None and logger is not _GLOBAL["logger"]:
+        _GLOBAL["logger"].log(ILogger.Severity.WARNING, f"The logger passed into {create} differs from one already "
+                              "provided for an existing builder, runtime, or refitter. TensorRT maintains only a "
+                              "single logger pointer at any given time, so the existing value, which can be "
+                              "retrieved with getLogger(), will be used instead. In order to use a new logger, "
+                              "first destroy all existing builder, runner or refitter objects.")
+        logger = _GLOBAL["logger"]
+    else:
+        _GLOBAL["logger"] = logger
+    _LIVE.add(owner)
+    return logger
 
 
 class _Log:
@@ -794,7 +818,7 @@ def _group_name(kind: str, members: list[ILayer]) -> str:
 
 class Builder:
     def __init__(self, logger) -> None:
-        _check_logger(logger)
+        logger = _global_logger(self, logger, "createInferBuilder")
         self.logger = logger
         self._log = _Log(logger)
 
@@ -1240,7 +1264,7 @@ def _float32(model):
 
 class Runtime:
     def __init__(self, logger) -> None:
-        _check_logger(logger)
+        logger = _global_logger(self, logger, "createInferRuntime")
         self._log = _Log(logger)
         self.DLA_core = -1
 
