@@ -56,7 +56,8 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     return found
 
 
-def engine_key(content: str, device: str, precision: str, trt_version: str, platform: str, **options: Any) -> str:
+def engine_key(content: str, device: str, precision: str, trt_version: str, platform: str, l4t: str | None = None,
+               **options: Any) -> str:
     """The cache key of an engine (40 hex characters).
 
     Args:
@@ -65,10 +66,13 @@ def engine_key(content: str, device: str, precision: str, trt_version: str, plat
         precision: ``fp16``, ``int8`` or ``fp32``.
         trt_version: the worker's TensorRT version.
         platform: the Jetson platform (engines are specific to the GPU they were built on).
+        l4t: the L4T release (``R36.4.3``; :func:`placetune.backends.tensorrt.env.read_l4t`): the
+            DLA compiler ships with L4T, not with TensorRT, so one TensorRT version on two L4T
+            releases may compile different DLA loadables (issue 12 defect 9).
         **options: anything else that changes the engine (JSON-serialisable).
     """
     doc = {"format": CACHE_FORMAT, "content": content, "device": device, "precision": precision,
-           "trt": trt_version, "platform": platform, "options": options}
+           "trt": trt_version, "platform": platform, "l4t": l4t, "options": options}
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 

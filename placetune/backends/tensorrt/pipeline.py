@@ -35,6 +35,7 @@ from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
+from placetune.backends.tensorrt.env import read_l4t
 from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
 
 from placetune.settings import resolve_replicas
@@ -118,7 +119,7 @@ def _spec(be: "TensorRTBackend", cache: EngineCache, name: str, device: str, onn
     """A worker engine spec and whether its engine is in the cache already."""
     core = dla_core(device) if dla_layers else None
     dev = device if core is not None else "GPU"
-    key = engine_key(content, dev, settings.precision, version, platform.name,
+    key = engine_key(content, dev, settings.precision, version, platform.name, l4t=read_l4t(),
                      **_options(be, settings, common, dla_layers))
     spec = {"name": name, "device": device, "onnx": str(onnx_path), "dla_core": -1 if core is None else core,
             "dla_layers": list(dla_layers), "input_shapes": input_shapes,
