@@ -385,3 +385,52 @@ def test_one_logger_per_process_so_later_builds_are_logged(tmp_path):
     text = "\n".join(m for _, m in out["log"])
     assert "[DlaLayer] {ForeignNode[/cnn/cnn.0/Conv]}" in text
     assert "differs from one already provided" not in text
+
+
+ORPHAN_PARENT = r"""
+import json, sys, time
+from placetune.backends.tensorrt.pool import WorkerClient
+c = WorkerClient(env=json.loads(sys.argv[1]))
+assert c.start() is None
+job = {"op": "measure", "id": 1, "onnx": sys.argv[2], "precision": "fp16", "dla_core": 0, "dla_layers": ["*"]}
+c.proc.stdin.write((json.dumps(job) + "\n").encode())
+c.proc.stdin.flush()
+print(c.proc.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return any(line.startswith("State:") and "Z" in line.split()[1] for line in fh)  # a zombie
+    except FileNotFoundError:
+        return True
+
+
+def test_worker_is_not_orphaned_when_placetune_gets_sigterm(tmp_path):
+    """Issue 12 defect 9: `kill <placetune>` in the middle of a build left the worker (its own
+    session, busy, not reading stdin) building for as long as the build took. It now watches its
+    parent and exits within about a second of losing it."""
+    import signal
+    import time
+
+    onnx_path = tmp_path / "m.onnx"
+    onnx_path.write_bytes(gzip.open(GN).read())
+    env = {**fake_env("10.3.0"), "PLACETUNE_FAKE_TRT_HANG_ON": "*"}
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN_PARENT, json.dumps(env), str(onnx_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        time.sleep(1.0)  # the job reaches the (hanging) build
+        assert not _gone(pid)
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 8
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(pid), "the worker outlived placetune"
+    finally:
+        parent.kill()
+        if not _gone(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -22,7 +22,7 @@ DATA = Path(__file__).parent / "data"
 #: worker.py and its sibling modules, which it imports as top-level modules from its own directory
 WORKER_FILES = sorted(WORKER_FILE.parent.glob("worker*.py"))
 WORKER_MODULES = {p.stem for p in WORKER_FILES}
-ALLOWED_IMPORTS = {"atexit", "ctypes", "fcntl", "json", "os", "re", "sys", "time", "traceback", "typing", "tensorrt",
+ALLOWED_IMPORTS = {"atexit", "ctypes", "fcntl", "json", "os", "re", "sys", "threading", "time", "traceback", "typing", "tensorrt",
                    "pycuda", "pycuda.driver", "numpy", "cuda", "cuda.bindings", "cuda.bindings.driver"}
 
 

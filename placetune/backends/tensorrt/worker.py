@@ -48,6 +48,8 @@ private copy of stdout and points fd 1 at stderr, so stray prints cannot corrupt
 import json
 import os
 import sys
+import threading
+import time
 import traceback
 
 try:  # Python 3.8 needs typing's generics
@@ -115,8 +117,26 @@ def handle(job):
     return {"status": "error", "error": "unknown op %r" % (op,)}
 
 
+def watch_parent(interval_s=0.5):
+    # type: (float) -> None
+    """Exit when placetune is gone (issue 12 defect 9). The worker runs in a session of its own
+    and, while it builds or times, does not read stdin, so it would not see placetune die from
+    SIGTERM or SIGKILL; a daemon thread notices the re-parenting (TensorRT releases the GIL
+    while it builds) and ends the process."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="placetune-parent-watch", daemon=True).start()
+
+
 def main():
     # type: () -> int
+    watch_parent()
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else written to stdout goes to stderr
     sys.stdout = sys.stderr
