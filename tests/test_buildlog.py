@@ -161,6 +161,17 @@ def test_names_with_dots_in_ranges():
     assert loc.unmapped == []
 
 
+def test_foreign_node_of_a_fused_list():
+    """Issue 12 defect 9: a DLA subgraph may be printed as the fused list of its layers,
+    ``{ForeignNode[A + B + C]}``, not only as the range ``A...C``: every named layer is on the DLA."""
+    names = ["/conv1/Conv", "/relu1/Relu", "/pool/MaxPool", "/conv2/Conv", "/fc/Gemm"]
+    log = parse_build_log(["[DlaLayer] {ForeignNode[/conv1/Conv + /relu1/Relu + /conv2/Conv]}",
+                           "[GpuLayer] POOLING: /pool/MaxPool", "[GpuLayer] CONVOLUTION: /fc/Gemm"])
+    loc = locate(log, names)
+    assert loc.subgraphs[0] == ["/conv1/Conv", "/relu1/Relu", "/conv2/Conv"] and loc.unmapped == []
+    assert [loc.devices[n] for n in names] == ["DLA", "DLA", "GPU", "DLA", "GPU"]
+
+
 def test_unknown_names_are_reported_not_guessed():
     log = parse_build_log(["[DlaLayer] {ForeignNode[Foo...Bar]}", "[GpuLayer] SHUFFLE: Baz"])
     loc = locate(log, ["a", "b"])

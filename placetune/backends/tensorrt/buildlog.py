@@ -301,8 +301,8 @@ class NameResolver:
         fm = _FOREIGN.search(engine_name)
         if fm:
             rng = _foreign_range(fm.group("body"), self.index)
-            if rng is None:
-                return []
+            if rng is None:  # a fused list, {ForeignNode[A + B + C]} (issue 12 defect 9), or nothing known
+                return split_engine_name(fm.group("body"), self.known, self.longest)
             i, j = self.index[rng[0]], self.index[rng[1]]
             return self.order[min(i, j): max(i, j) + 1]
         return split_engine_name(engine_name, self.known, self.longest)
