@@ -519,3 +519,20 @@ def test_engine_cache_key_includes_the_l4t_release(tmp_path, monkeypatch):
         keys.append(spec["cache_key"])
     assert keys[0] != keys[1] == keys[2]
     be.close()
+
+
+def test_pipeline_refuses_more_than_16_loadables_per_core_across_engines(monkeypatch):
+    """Issue 12 defect 5: 16 DLA loadables may be *loaded at once* per core, over all engines of
+    the pipeline; the worker counts each engine's [DlaLayer] lines after building and refuses to
+    deserialise engines that exceed it (realise() keeps predictions within it; a build can still
+    make more loadables than predicted)."""
+    wp = _worker_module(monkeypatch, "worker_pipeline")
+
+    def info(n):
+        return {"log": [["INFO", "---------- Layers Running on DLA ----------"]]
+                + [["INFO", f"[DlaLayer] {{ForeignNode[a{i}...b{i}]}}"] for i in range(n)]}
+
+    specs = [{"dla_core": 0}, {"dla_core": 0}, {"dla_core": 1}, {"dla_core": -1}]
+    assert wp.too_many_loadables(specs, [info(8), info(8), info(16), info(0)]) is None
+    why = wp.too_many_loadables(specs, [info(9), info(8), info(3), info(40)])
+    assert why == ("the pipeline's engines hold 17 DLA loadables on DLA0, more than the 16 a core can load at once")

@@ -318,6 +318,8 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
             extra["parser_errors"] = info["parser_errors"]
         common["realized"] = None
         return Measurement.failure("build_failed", f"TensorRT build of {what} failed: {detail}", **common)
+    if status == "infeasible":  # the built engines exceed a DLA core's 16 loadables (never loaded)
+        return Measurement.failure("infeasible", str(res.get("error")), **common)
     if status != "ok":
         runtime = [m for s, m in res.get("runtime_log") or [] if s in ("ERROR", "INTERNAL_ERROR")]
         if runtime:

@@ -370,6 +370,27 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
     out["status"] = "ok"
 
 
+MAX_LOADABLES_PER_CORE = 16  # "only 16 DLA loadables can be loaded concurrently per core" (DLA guide)
+
+
+def too_many_loadables(specs, infos):
+    # type: (List[Dict[str, Any]], List[Dict[str, Any]]) -> Optional[str]
+    """Why the built engines cannot run together (None when they can): their ``[DlaLayer]``
+    lines, one per DLA loadable, summed per DLA core over every engine that is loaded at once."""
+    per_core = {}  # type: Dict[int, int]
+    for spec, info in zip(specs, infos):
+        core = int(spec.get("dla_core", -1))
+        if core < 0:
+            continue
+        n = sum(1 for _, msg in info.get("log") or [] if "[DlaLayer]" in msg)
+        per_core[core] = per_core.get(core, 0) + n
+    over = {c: n for c, n in per_core.items() if n > MAX_LOADABLES_PER_CORE}
+    if not over:
+        return None
+    return "; ".join("the pipeline's engines hold %d DLA loadables on DLA%d, more than the %d a core can load at "
+                     "once" % (n, c, MAX_LOADABLES_PER_CORE) for c, n in sorted(over.items()))
+
+
 def pipeline(job):
     # type: (Dict[str, Any]) -> Dict[str, Any]
     """Build (or load from the engine cache) one engine per segment and an all-GPU reference,
@@ -387,6 +408,10 @@ def pipeline(job):
     ref_plan = plans.pop() if ref_spec else None
     if ref_spec:
         result["reference"] = result["engines"].pop()
+    over = too_many_loadables(specs, result["engines"])
+    if over:  # the engines would be loaded at once: refuse before deserialising any (issue 12 defect 5)
+        result.update(status="infeasible", error=over)
+        return result
     logger = make_logger(trt, False)
     result["runtime_log"] = logger.lines
     allocs = []  # type: List[Any]
