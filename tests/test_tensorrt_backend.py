@@ -105,6 +105,19 @@ def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_pat
     # all on DLA0: one loadable per run of DLA layers between the GPU's InstanceNormalizations
     m2 = ev.evaluate(Placement.all_dla(ev.model))
     assert m2.dla_loadables == {"DLA0": 5}, m2.extra["build_log"]
+    assert "dla_path" not in m2.extra  # ADJUST_FOR_DLA is a TensorRT 11 parser flag
+
+
+def test_tensorrt_11_sets_the_parsers_adjust_for_dla_flag(backends, gn, tmp_path):
+    """Issue 12 defect 9: on TensorRT 11 the worker uses NVIDIA's documented path to a DLA-ready
+    network, the ONNX parser flag ADJUST_FOR_DLA (trtexec --adjustForDLA), and says so."""
+    v = next(x for x in backends if x.startswith("11"))
+    ev = _ev(gn, backends[v], tmp_path, precision="fp16", trt_version=v)
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    assert m.status == "ok", m.reason
+    assert m.extra["dla_path"] == "ONNX parser flag ADJUST_FOR_DLA (TensorRT 11)"
+    m_gpu = ev.evaluate(Placement.all_gpu(ev.model))
+    assert "dla_path" not in m_gpu.extra
 
 
 def test_helper_devices_follow_producer_else_consumer():

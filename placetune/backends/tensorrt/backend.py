@@ -388,6 +388,8 @@ class TensorRTBackend:
                    for row in res.get("network_layers", []) if row[1] is None and str(row[0]).startswith("(Unnamed")}
         if helpers:
             extra["helper_layers"] = helpers
+        if res.get("adjust_for_dla"):  # say which path made the network DLA-ready (issue 12 defect 9)
+            extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 11)"
         extra.update(
             build_errors=blog.errors[:50],
             build_warnings=blog.warnings[:100],

@@ -21,7 +21,7 @@ from worker_devices import constant_type, follow_helpers, is_helper
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 _METADATA = re.compile(r"\[ONNX Layer: (.*?)\](?:\s*\||$)")
 #: what an engine cache entry keeps of its build (obtain_plan)
-_BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors")
+_BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla")
 
 
 def _severity_name(severity):
@@ -169,6 +169,11 @@ def build(trt, job, logger):
         flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
     network = builder.create_network(flags)
     parser = trt.OnnxParser(network, logger)
+    adjust = getattr(getattr(trt, "OnnxParserFlag", None), "ADJUST_FOR_DLA", None)
+    if adjust is not None and int(job.get("dla_core", -1)) >= 0 and job.get("dla_layers"):
+        # TensorRT 11: let the parser rewrite layers to suit the DLA (trtexec --adjustForDLA)
+        parser.set_flag(adjust)
+        out["adjust_for_dla"] = True
     path = job["onnx"]
     if hasattr(parser, "parse_from_file"):
         parsed = parser.parse_from_file(path)

@@ -239,6 +239,9 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
         else:
             notes.append("--int8 without --calib: placeholder dynamic ranges (right for timing, not accuracy)")
     argv.extend(place_args)
+    if core >= 0 and strongly_typed(vt):  # 11.x: the parser may rewrite layers to suit the DLA
+        argv.append("--adjustForDLA")
+        notes.append("--adjustForDLA: the ONNX parser's ADJUST_FOR_DLA rewrites (TensorRT 11)")
     # trtexec (sampleEngines.cpp, every version) fails the build when --shapes is given for a
     # model whose inputs are all static: shapes only for inputs the file leaves open
     shapes = shapes_arg(model.dynamic_input_shapes, batch if batch != model.batch else None)

@@ -542,6 +542,18 @@ class OnnxParser:
         self._net = network
         self._log = _Log(logger)
         self._errors: list[ParserError] = []
+        self._flags: set = set()
+
+    # python/src/parsers/pyOnnx.cpp: set_flag / clear_flag / get_flag (OnnxParserFlag; the
+    # version's table decides which exist, e.g. ADJUST_FOR_DLA only in 11.x)
+    def set_flag(self, flag) -> None:
+        self._flags.add(flag)
+
+    def clear_flag(self, flag) -> None:
+        self._flags.discard(flag)
+
+    def get_flag(self, flag) -> bool:
+        return flag in self._flags
 
     @property
     def num_errors(self) -> int:
