@@ -683,3 +683,33 @@ def test_postgres_repr_masks_password():
         assert not pw or pw not in repr(store)
         assert store.schema_version == SCHEMA_VERSION
     _drop_pg_tables(PG_URL)
+
+
+AWKWARD_PASSWORDS = ["s3cr/etPW", "p@ss w#rd", "a:b:c", "x?y=z&q", "100%sure", "tab\tand space", "ends-with-@",
+                     "#hash/slash@at:colon?q"]
+
+
+@pytest.mark.parametrize("pw", AWKWARD_PASSWORDS)
+def test_mask_url_hides_awkward_passwords_raw_and_percent_encoded(pw):
+    """Issue 18 item 1: passwords with '/', ' ', '@', '#', ':' or '?' were printed whole."""
+    from urllib.parse import quote
+
+    for given in (pw, quote(pw, safe="")):
+        for url in (f"postgresql+psycopg://tuner:{given}@127.0.0.1:1/db",
+                    f"placetune tune --storage postgresql://tuner:{given}@db.local/pt --trials 3"):
+            shown = mask_url(url)
+            assert given not in shown and pw not in shown, shown
+            assert "tuner:***@" in shown
+
+
+@pytest.mark.parametrize("pw", ["s3cr/etPW", "p@ss w#rd"])
+def test_cli_errors_never_print_the_database_password(pw, tmp_path, capsys, monkeypatch):
+    """The example of issue 18: an unreachable PostgreSQL with a '/' in its password."""
+    from placetune.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--trials", "1", "--storage", f"postgresql+psycopg://tuner:{pw}@127.0.0.1:1/db"])
+    out, err = capsys.readouterr()
+    assert code != 0
+    assert pw not in out + err and pw.split("/")[0] + "/" not in out + err
+    assert "***" in out + err

@@ -13,7 +13,10 @@ from placetune.errors import StoreError
 
 __all__ = ["mask_url", "normalise_url"]
 
-_PASSWORD_IN_URL = re.compile(r"(?P<head>://[^/@:?#\s]*:)(?P<pw>[^@/\s]*)(?P<at>@)")
+#: ``scheme://user:`` then everything up to the *last* ``@``: SQLAlchemy accepts passwords with
+#: ``/``, ``@``, ``#``, ``?``, ``:`` and spaces, raw or percent-encoded, so the password's end is
+#: the last ``@`` (masking a little too much is safe; a leaked password is not: issue 18 item 1).
+_PASSWORD_IN_URL = re.compile(r"(?P<head>://[^/@:?#\s]*:)(?P<pw>.*)(?P<at>@)", re.DOTALL)
 _PASSWORD_IN_QUERY = re.compile(r"(?P<head>[?&](?:password|passwd|pwd|pass)=)(?P<pw>[^&#\s]*)", re.IGNORECASE)
 
 
