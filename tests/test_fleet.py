@@ -435,6 +435,24 @@ def test_sqlite_refuses_a_second_writer(tmp_path, capsys):
     assert not Path(str(db) + ".tune-lock").exists()
 
 
+def test_sqlite_writer_lock_belongs_to_the_file_not_its_name(tmp_path, capsys):
+    """Issue 18 item 3: through a symlink two `tune` runs wrote one SQLite study at once (598
+    trials for a budget of 300); the lock is now taken on the resolved file."""
+    real = tmp_path / "real" / "pt.db"
+    real.parent.mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    argv = ["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--storage", f"sqlite:///{link}",
+            "--export", str(tmp_path / "p.json")]
+    with SingleWriterLock(real):  # a tuner writing the file under its own name
+        capsys.readouterr()
+        assert main(argv) == StoreError.exit_code
+        assert "already being written by another placetune tune" in capsys.readouterr().err
+    with SingleWriterLock(link):  # and the other way round
+        with pytest.raises(StoreError, match="already being written"):
+            SingleWriterLock(real).acquire()
+
+
 def test_fleet_mode_selection():
     assert is_shared_database("postgresql+psycopg://u:pw@h/db") and is_shared_database("mysql://h/db")
     assert not is_shared_database("sqlite:///x.db") and not is_shared_database("x.db")

@@ -84,13 +84,21 @@ class SingleWriterLock:
     ``<database>.tune-lock`` (released by the kernel if the process dies; the file is
     removed on release).
 
+    The lock belongs to the file, not to the name it was opened by: the path is resolved
+    (symlinks followed) first, so two runs through a symlink and its target share one lock
+    (issue 18 item 3).
+
     Args:
         db_path: the SQLite database file.
     """
 
     def __init__(self, db_path: str | os.PathLike[str]) -> None:
         self.db_path = Path(db_path)
-        self.path = Path(str(self.db_path) + ".tune-lock")
+        try:
+            real = Path(os.path.realpath(self.db_path))
+        except (OSError, ValueError):
+            real = self.db_path
+        self.path = Path(str(real) + ".tune-lock")
         self._fd: int | None = None
 
     def acquire(self) -> "SingleWriterLock":
