@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -37,6 +39,19 @@ def parse_replicas(text: str) -> dict[str, int]:
     if not out:
         raise ConfigError("--replicas is empty; e.g. GPU:256,DLA0:2,DLA1:2")
     return out
+
+
+#: Most frames in flight of a pipeline (issue 18 item 5: 10,000 ran for minutes; more frames than
+#: a pipeline has engines add nothing).
+MAX_FRAMES_IN_FLIGHT = 64
+#: Most timed iterations per measurement.
+MAX_ITERATIONS = 100_000
+
+
+def _check_int(field: str, value: Any, lo: int, hi: int) -> None:
+    """Refuse anything but an integer in ``[lo, hi]`` (a bool is not one), naming the field."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        raise ConfigError(f"{field} must be an integer from {lo} to {hi:,}, got {str(value)[:40]!r}")
 
 
 @dataclass(frozen=True)
@@ -77,12 +92,12 @@ class Settings:
             raise ConfigError(f"unknown mode {self.mode!r}; modes are {', '.join(MODES)}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {self.precision!r}; precisions are {', '.join(PRECISIONS)}")
-        if self.frames_in_flight < 1:
-            raise ConfigError("frames_in_flight must be >= 1")
-        if self.iterations < 1:
-            raise ConfigError("iterations must be >= 1")
-        if self.noise < 0:
-            raise ConfigError("noise must be >= 0")
+        _check_int("frames_in_flight", self.frames_in_flight, 1, MAX_FRAMES_IN_FLIGHT)
+        _check_int("iterations", self.iterations, 1, MAX_ITERATIONS)
+        if (isinstance(self.noise, bool) or not isinstance(self.noise, numbers.Real) or not math.isfinite(self.noise)
+                or not 0 <= self.noise <= 1):
+            raise ConfigError(f"noise must be a number from 0 to 1 (a relative standard deviation), got "
+                              f"{str(self.noise)[:40]!r}")
         if self.replicas is not None:
             reps = {normalise_device(k): int(v) for k, v in self.replicas.items()}
             if any(v < 1 for v in reps.values()):

@@ -268,3 +268,32 @@ def test_every_study_file_states_what_it_demonstrates(path):
     """Issue 17 item 6: each study file says what it demonstrates."""
     header = path.read_text().split("[study]")[0]
     assert "# Demonstrates:" in header
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["measure", "seed-block", "--mode", "pipeline", "--frames-in-flight", "10000"], "frames_in_flight"),
+    (["measure", "seed-block", "--noise", "inf"], "noise"),
+    (["measure", "seed-block", "--noise", "nan"], "noise"),
+    (["tune", "STUDY:frames_in_flight = 100000000"], "frames_in_flight"),
+    (["tune", "STUDY:iterations = 100000000"], "iterations"),
+])
+def test_unbounded_settings_are_refused_in_one_line(argv, field, tmp_path, capsys, monkeypatch):
+    """Issue 18 items 4-5: --frames-in-flight 10000 ran for minutes (1e8 never ended), --noise inf
+    gave status ok with a NaN median, iterations = 1e8 was accepted; each is refused up front,
+    naming the field and what is allowed, before anything is stored."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "pt.db"
+    if argv[0] == "tune":
+        study = tmp_path / "s.toml"
+        study.write_text('[study]\nname = "bounded"\nmodel = "seed-block"\nmode = "pipeline"\ntrials = 3\n\n'
+                         f"[settings]\n{argv[1].partition(':')[2]}\n")
+        argv = ["tune", str(study), "--storage", f"sqlite:///{db}"]
+    t0 = time.monotonic()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == ConfigError.exit_code and time.monotonic() - t0 < 20
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and field in lines[0] and "must be" in lines[0] and "Traceback" not in err, err
+    if db.exists():
+        with Store(f"sqlite:///{db}") as store:
+            assert not store.studies()
