@@ -463,3 +463,31 @@ def test_export_hardware_study_takes_versions_from_the_fingerprint(tmp_path):
     lines = trtexec_commands(plan)  # target = the measured TensorRT 8.5: no --layerDeviceTypes there
     assert any(c.startswith("# WARNING") and "8.5.2.2" in c for c in lines)
     assert not any("SIMULATED" in c for c in lines)
+
+
+def test_exported_script_cannot_be_injected_through_names(engine_plan, tmp_path):
+    """Issue 18 item 2: a study named "x\\ntouch PWNED" put `touch PWNED` on a line of its own in
+    the script's '# study' comment, and running the script ran it. Every comment stays one
+    line; a NUL byte, which no shell script can carry, is refused."""
+    import copy
+    import subprocess
+
+    from placetune.plan.trtexec import trtexec_script
+
+    plan = copy.deepcopy(engine_plan)
+    plan.source["study"] = "x\ntouch PWNED\r\n$(touch PWNED2)"
+    plan.source["agent"] = "a\u2028touch PWNED3"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "trtexec").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "trtexec").chmod(0o755)
+    script = tmp_path / "build.sh"
+    script.write_text(trtexec_script(plan, onnx_path="net work.onnx", trt_version="10.3"))
+    r = subprocess.run(["sh", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                       env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert not list(tmp_path.glob("PWNED*"))
+    assert "# study x\\ntouch PWNED\\r\\n$(touch PWNED2)" in script.read_text()
+    plan.source["study"] = "nul\x00byte"
+    with pytest.raises(ConfigError, match="NUL byte"):
+        trtexec_script(plan)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from placetune.errors import PlacementError
+from placetune.errors import ConfigError, PlacementError
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
     device_types_arg,
@@ -160,7 +160,20 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
                              f"{eng.get('batch')} for this replica (trtexec takes --shapes only for dynamic inputs)")
             lines.extend(command(onnx_path, f"{stem}.{dev.lower()}.engine", eng,
                                  shapes_arg(input_shapes, eng.get("batch"))))
-    return lines
+    if any("\x00" in line for line in lines):
+        raise ConfigError("the plan holds a NUL byte in a name (model, study, layer or file): a shell script cannot "
+                          "carry it; rename it in the ONNX model or the study")
+    # nothing user-controlled may start a new line: a study named "x\ntouch PWNED" stays inside its
+    # comment (issue 18 item 2); the commands themselves are quoted by shell_line
+    return [_one_line(line) if line.startswith("#") else line for line in lines]
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _one_line(comment: str) -> str:
+    """A comment with every control character (newline, carriage return...) written as an escape."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], comment)
 
 
 def trtexec_script(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None) -> str:
