@@ -155,13 +155,9 @@ class Surrogate:
         try:
             r = self.evaluator.realise(self.space.to_placement(list(key)))
             m = self.sim.measure(r, self.evaluator.platform, self.settings)
-            v = self.objective.value(m) if m.ok else None
+            loss = self.objective.loss(m) if m.ok else math.inf  # constraints: feasible before infeasible
         except (InfeasiblePlacement, PlacementError):
-            v = None
-        if v is None or not math.isfinite(v):
             loss = math.inf
-        else:
-            loss = float(v) if self.objective.direction == "minimize" else -float(v)
         self.memo[key] = loss
         return loss
 
@@ -188,8 +184,8 @@ class Surrogate:
         return self._unit_costs
 
     def value(self, loss: float) -> float | None:
-        """Objective value of a loss (None for ``inf``)."""
-        if not math.isfinite(loss):
+        """Objective value of a loss (None for ``inf`` and for a penalised, infeasible one)."""
+        if not math.isfinite(loss) or abs(loss) >= 1e12:
             return None
         return loss if self.objective.direction == "minimize" else -loss
 

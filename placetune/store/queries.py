@@ -48,6 +48,24 @@ class QueriesMixin(StudiesMixin):
             rows = conn.execute(q.order_by(_M.c.id)).all()
         return [measurement_record(r) for r in rows]
 
+    def measurements_in_scope(self, study_name: str, status: str | None = "ok") -> list[MeasurementRecord]:
+        """The measurements of the study's cache scope (any study with the same model, fingerprint
+        and settings), oldest first: what :meth:`best` ranks, for rankings SQL cannot do
+        (constraints, ``gpu_time``).
+
+        Raises:
+            UnknownNameError: no such study.
+        """
+        st = self._resolve(study_name)
+        q = select(*RECORD_COLUMNS).join(_S, _S.c.id == _M.c.study_id).where(
+            _M.c.model_hash == st.model_hash, _M.c.fingerprint_hash == st.fingerprint_hash,
+            _M.c.settings_hash == st.settings_hash)
+        if status is not None:
+            q = q.where(_M.c.status == status)
+        with self._txn(f"listing the measurements of study {st.name!r}") as conn:
+            rows = conn.execute(q.order_by(_M.c.id)).all()
+        return [measurement_record(r) for r in rows]
+
     def requests(self, study_name: str) -> list[RequestRecord]:
         """The study's evaluation requests in order, cache hits included.
 
