@@ -174,3 +174,17 @@ def test_constrained_tune_exports_a_plan_that_meets_the_bound(tmp_path, capsys):
     assert any("constraint latency<=0.8 ms: holds" in n for n in bound["notes"])
     assert bound["measured"]["objective"]["units"] == ["mJ"]
     assert bound["source"]["study"] != free["source"]["study"]  # a constrained study is a study of its own
+
+
+def test_gpu_time_study_exports_and_ranks_in_the_store(tmp_path):
+    from placetune import Store
+    from placetune.plan.export import export_plan
+
+    store = Store(f"sqlite:///{tmp_path / 'pt.db'}")
+    ev = Evaluator("googlenet", "orin-agx", mode="engine", precision="int8", objective="gpu_time", store=store)
+    ev.baseline()
+    dla = ev.evaluate(Placement.all_dla(ev.model, 0))
+    assert store.best(ev.study_name).measurement.objective("gpu_time") == pytest.approx(dla.objective("gpu_time"))
+    plan = export_plan(store, ev.study_name)
+    assert plan.measured["gpu_time_ms"] == pytest.approx(dla.objective("gpu_time"))
+    assert plan.objective == "gpu_time"

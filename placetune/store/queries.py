@@ -97,7 +97,8 @@ class QueriesMixin(StudiesMixin):
 
         Args:
             study_name: the study.
-            objective: ``latency`` (median ms), ``throughput`` (fps) or ``energy`` (mJ);
+            objective: ``latency`` (median ms), ``throughput`` (fps), ``energy`` (mJ) or ``gpu_time``
+                (GPU busy ms per frame);
                 None: the study's objective. Of a pair (``latency+energy``) the first is used.
             direction: ``minimize`` or ``maximize``; None: the objective's natural one.
 
@@ -111,6 +112,14 @@ class QueriesMixin(StudiesMixin):
         """
         st = self._resolve(study_name)
         objective = (objective or st.objective).split("+")[0].strip().lower()  # a pair: its primary part
+        if objective == "gpu_time":  # GPU busy ms per frame: in the payload, not a column
+            sign = -1.0 if direction == "maximize" else 1.0
+            best, key = None, None
+            for rec in self.measurements_in_scope(study_name):
+                v = rec.measurement.objective("gpu_time")
+                if v is not None and (key is None or sign * v < key):
+                    best, key = rec, sign * v
+            return best
         if objective not in OBJECTIVES:
             raise UnknownNameError(f"unknown objective {objective!r}; objectives are {', '.join(OBJECTIVES)}")
         column_name, natural = OBJECTIVES[objective]
