@@ -31,6 +31,7 @@ from placetune.model.layer import Layer, TensorInfo
 from placetune.measurement import Measurement
 from placetune.model.model import Model
 from placetune.model.shapes import parse_shape_spec
+from placetune.tuning.constraints import Constraint, parse_constraint
 from placetune.tuning.objectives import Objective, get_objective
 from placetune.placement.placement import DEVICES, Placement, Segment
 from placetune.plan.export import export_plan
@@ -75,6 +76,8 @@ __all__ = [
     "Measurement",
     "Settings",
     "Objective",
+    "Constraint",
+    "parse_constraint",
     "get_objective",
     "Store",
     "mask_url",

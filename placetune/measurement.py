@@ -99,9 +99,13 @@ class Measurement:
         return self.latency_ms.get("median") if self.ok else None
 
     def objective(self, name: str) -> float | None:
-        """Value of objective ``latency`` (ms), ``throughput`` (fps) or ``energy`` (mJ); None when failed."""
+        """Value of objective ``latency`` (ms), ``throughput`` (fps), ``energy`` (mJ) or ``gpu_time``
+        (GPU busy ms per frame, from ``extra["busy_ms"]``; 0 when the GPU does nothing); None when failed."""
         if not self.ok:
             return None
+        if name == "gpu_time":
+            busy = (self.extra or {}).get("busy_ms")
+            return None if not isinstance(busy, dict) else float(busy.get("GPU") or 0.0)
         value = {
             "latency": self.latency_ms.get("median"),
             "throughput": self.throughput_fps,

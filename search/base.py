@@ -377,7 +377,8 @@ class SearchRun:
         value = self.objective.value(m)
         if assignment is not None:
             self._seen[tuple(int(a) for a in assignment)] = m
-        if value is not None and (self.best_value is None or self.objective.better(value, self.best_value)):
+        if value is not None and (self.best_measurement is None
+                                  or self.objective.loss(m) < self.objective.loss(self.best_measurement)):
             self.best_value = value
             self.best_placement = placement
             self.best_measurement = m
@@ -390,13 +391,9 @@ class SearchRun:
         return value
 
     def loss(self, m: Measurement | None) -> float:
-        """Primary objective as a loss: smaller is better, ``inf`` for failures."""
-        if m is None:
-            return math.inf
-        v = self.objective.value(m)
-        if v is None:
-            return math.inf
-        return v if self.objective.direction == "minimize" else -v
+        """Primary objective as a loss: smaller is better, ``inf`` for failures; a violated
+        constraint ranks after every feasible measurement (:meth:`Objective.loss`)."""
+        return self.objective.loss(m)
 
     def evaluate_all(self, assignments: Iterable[Sequence[int]]) -> list[tuple[list[int], Measurement]]:
         """Evaluate assignments in order while the budget lasts."""

@@ -208,6 +208,8 @@ def dp_unavailable(evaluator: "Evaluator") -> str | None:
     if getattr(evaluator.backend, "name", "") != "simulate":
         return "the DP needs the simulated Jetson's public cost tables; hardware backends have none"
     obj = evaluator.objective
+    if obj.constraints:
+        return "the DP minimises engine latency without constraints; " + ", ".join(c.text for c in obj.constraints)
     if obj.multi or obj.names[0] not in ("latency", "throughput"):
         return f"the DP minimises engine latency (or maximises throughput), not {obj.name}"
     if s.precision not in ("fp16", "int8"):

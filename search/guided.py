@@ -172,7 +172,7 @@ class _State:
     def evaluate(self, a: list[int], predicted: float | None) -> Measurement:
         """Evaluate on the backend, with the prediction and the fit's error on the progress line."""
         note: dict[str, Any] = {}
-        if predicted is not None and math.isfinite(predicted):
+        if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12:  # not a penalised one
             note["predicted"] = predicted if self.run.objective.direction == "minimize" else -predicted
         if self.fit.cv_error is not None:
             note["cv_error"] = self.fit.cv_error

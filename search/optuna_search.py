@@ -137,16 +137,22 @@ class OptunaAgent(Agent):
         """The configured sampler."""
         import optuna
 
+        # a study under constraints: Optuna 5 samplers read the values the objective sets with
+        # Trial.set_constraint (constraints_func is deprecated there); older ones are given
+        # constraints_func, which reads them from the trial's ``constraints`` user attribute
+        old_api = not hasattr(optuna.trial.Trial, "set_constraint")
+        cons: dict[str, Any] = {"constraints_func": constraint_values} \
+            if getattr(self, "_constrained", False) and old_api else {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             if self.sampler == "tpe":
                 return optuna.samplers.TPESampler(
                     seed=self.seed, multivariate=True, group=True, n_startup_trials=self.n_startup_trials,
-                    constant_liar=self.constant_liar,
+                    constant_liar=self.constant_liar, **cons,
                 )
             if self.sampler == "nsga2":
                 return optuna.samplers.NSGAIISampler(
-                    seed=self.seed, population_size=self.population_size
+                    seed=self.seed, population_size=self.population_size, **cons
                 )
             if self.sampler == "gp":
                 return optuna.samplers.GPSampler(seed=self.seed)
@@ -250,10 +256,13 @@ class OptunaAgent(Agent):
                 m: "Measurement") -> "optuna.trial.FrozenTrial":
         import optuna
 
+        from placetune.tuning.optuna_study import constraint_attrs
+
         values = _values(evaluator, m)
         state = optuna.trial.TrialState.COMPLETE if values is not None else optuna.trial.TrialState.PRUNED
+        user, system = constraint_attrs(evaluator.objective, m) if values is not None else ({}, {})
         return optuna.trial.create_trial(state=state, params=params, distributions=dists, values=values,
-                                         user_attrs=attrs)
+                                         user_attrs={**attrs, **user}, system_attrs=system)
 
     # ------------------------------------------------------------------ run
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
@@ -265,6 +274,7 @@ class OptunaAgent(Agent):
 
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         space = run.space
+        self._constrained = bool(evaluator.objective.constraints)
         study = self.study(evaluator)
         dists = self.distributions(space)
         imported = self._import(study, evaluator, space) if self.warm_start else 0
@@ -274,9 +284,12 @@ class OptunaAgent(Agent):
         # answers the study already has (previous runs, imports): no evaluate() for them;
         # None: a placement that failed (its trial is pruned again)
         known: dict[tuple, list[float] | None] = {}
+        violations: dict[tuple, list[float]] = {}  # constraint values of the known answers
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
                                                           optuna.trial.TrialState.PRUNED)):
             known[tuple(sorted(t.params.items()))] = list(t.values) if t.values is not None else None
+            if isinstance(t.user_attrs.get("constraints"), list):
+                violations[tuple(sorted(t.params.items()))] = list(t.user_attrs["constraints"])
         size = 1
         for u in space.units:
             size *= len(u.choices)
@@ -302,11 +315,18 @@ class OptunaAgent(Agent):
                     raise optuna.TrialPruned("stopped before measuring") from None
                 values = _values(evaluator, m)
                 known[key] = values
+                if self._constrained and values is not None:
+                    violations[key] = finite_violations(evaluator.objective, m)
                 for k, v in trial_attrs(m, space.to_placement(a)).items():
                     trial.set_user_attr(k, v)
                 trial.set_user_attr("agent", self.name)
             if values is None:
                 raise optuna.TrialPruned("the placement cannot be built or run")
+            if key in violations:
+                trial.set_user_attr("constraints", violations[key])
+                if hasattr(trial, "set_constraint"):  # Optuna >= 5
+                    for c, v in zip(evaluator.objective.constraints, violations[key]):
+                        trial.set_constraint(c.text, v)
             return values
 
         def stop(study: "optuna.Study", trial: "optuna.trial.FrozenTrial") -> None:
@@ -327,6 +347,18 @@ class OptunaAgent(Agent):
             raise StopRequested("stop requested: the evaluation in flight finished and is stored")
         return run.result(study_name=study.study_name, trials=len(study.trials), imported=imported,
                           sampler=self.sampler)
+
+
+def constraint_values(trial: "optuna.trial.FrozenTrial") -> list[float]:
+    """``constraints_func`` of the samplers: the trial's constraint values (``<= 0``: holds), as the
+    objective stored them; a trial without them (pruned) counts as violating by 1."""
+    vals = trial.user_attrs.get("constraints")
+    return [float(v) for v in vals] if isinstance(vals, list) and vals else [1.0]
+
+
+def finite_violations(objective: Any, m: "Measurement") -> list[float]:
+    """The objective's constraint values of a measurement, a missing value as a large finite one."""
+    return [min(v, 1e30) for v in objective.violations(m)]
 
 
 def _values(evaluator: "Evaluator", m: "Measurement") -> list[float] | None:

@@ -258,4 +258,8 @@ class ReinforceAgent(Agent):
         m = info["measurement"]
         placement = run.space.to_placement([int(x) for x in actions])
         run.observe([int(x) for x in actions], placement, m)
+        if m.ok and not run.objective.feasible(m):  # a violated constraint: below every feasible episode
+            from placetune.tuning.constraints import total_violation
+
+            reward = min(float(reward), 0.0) - 1.0 - min(total_violation(run.objective.constraints, m), 10.0)
         return float(reward)

@@ -55,10 +55,13 @@ class Fit:
     table: str = ""
 
 
+#: objectives an incremental evaluation gives directly (others come from its full measurement)
+_FAST = ("latency", "throughput", "energy")
+
+
 def _value(e: Any, name: str) -> float | None:
-    """Objective ``name`` of an incremental evaluation, as :meth:`Measurement.objective` gives it."""
-    if name not in ("latency", "throughput", "energy"):
-        return e.measurement().objective(name)  # any other objective: from the full measurement
+    """Objective ``name`` (one of :data:`_FAST`) of an incremental evaluation, as
+    :meth:`Measurement.objective` gives it."""
     v = {"latency": e.latency_ms, "throughput": e.throughput_fps, "energy": e.energy_mj}[name]
     return None if v is None or not math.isfinite(v) else float(v)
 
@@ -188,13 +191,16 @@ class Surrogate:
         inc, dev_codes, unit_of = self._incremental()
         try:
             e = inc.evaluate(np.append(dev_codes[np.asarray(key, dtype=np.intp)], np.int8(0))[unit_of])
-            v = _value(e, self.objective.names[0]) if e.ok else None
+            if not e.ok:
+                loss = math.inf
+            elif self.objective.constraints or self.objective.names[0] not in _FAST:
+                # constraints (feasible before infeasible) and other objectives: from the full measurement
+                loss = self.objective.loss(e.measurement())
+            else:
+                v = _value(e, self.objective.names[0])
+                loss = math.inf if v is None else (v if self.objective.direction == "minimize" else -v)
         except (InfeasiblePlacement, PlacementError):
-            v = None
-        if v is None or not math.isfinite(v):
             loss = math.inf
-        else:
-            loss = float(v) if self.objective.direction == "minimize" else -float(v)
         self.memo[key] = loss
         return loss
 
@@ -221,8 +227,8 @@ class Surrogate:
         return self._unit_costs
 
     def value(self, loss: float) -> float | None:
-        """Objective value of a loss (None for ``inf``)."""
-        if not math.isfinite(loss):
+        """Objective value of a loss (None for ``inf`` and for a penalised, infeasible one)."""
+        if not math.isfinite(loss) or abs(loss) >= 1e12:
             return None
         return loss if self.objective.direction == "minimize" else -loss
 

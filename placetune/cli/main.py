@@ -282,6 +282,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg.backend_options["trtexec"] = args.trtexec
     if args.device_profile:
         cfg = cfg.with_overrides(device_profile=args.device_profile)
+    if args.constraint:  # command-line constraints replace the study file's
+        from placetune.tuning.constraints import parse_constraints
+
+        cfg.constraints = [c.text for c in parse_constraints(args.constraint)]
     if cfg.trials < 1:
         from placetune.errors import ConfigError
 
@@ -397,7 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--platform")
     p.add_argument("--backend", help="simulate | tensorrt | trtexec")
     p.add_argument("--mode", choices=("engine", "pipeline", "replicas"))
-    p.add_argument("--objective", help="latency | throughput | energy | latency+energy")
+    p.add_argument("--objective", help="latency | throughput | energy | gpu_time | latency+energy")
+    p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
+                   help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms)")
     p.add_argument("--precision", choices=("fp16", "int8", "fp32"))
     p.add_argument("--agent", help="search agent (default guided)")
     p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")

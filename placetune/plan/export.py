@@ -198,6 +198,7 @@ def export_plan(
     *,
     model: "Model | None" = None,
     measurement_id: int | None = None,
+    objective: Any = None,
 ) -> Plan:
     """The plan of a study's best measurement (or of one chosen measurement).
 
@@ -207,6 +208,9 @@ def export_plan(
         model: the study's :class:`~placetune.model.model.Model`; None: loaded again with
             :func:`load_study_model` (without it, pipeline segments carry no layer names).
         measurement_id: export this stored measurement instead of the best one.
+        objective: the study's :class:`~placetune.tuning.objectives.Objective` when it has
+            constraints (or a metric the store cannot rank by, ``gpu_time``): the best feasible
+            measurement is exported and the plan says whether each bound holds.
 
     Returns:
         The :class:`Plan`; :meth:`Plan.save` writes it.
@@ -227,12 +231,20 @@ def export_plan(
         if not rec.measurement.ok:
             raise ConfigError(f"measurement {measurement_id} of study {study_name!r} has status "
                               f"{rec.measurement.status!r}: only an ok measurement makes a plan")
+    elif objective is not None and (objective.constraints or objective.names[0] == "gpu_time"):
+        from placetune.tuning.constraints import best_record
+
+        rec = best_record(store.measurements_in_scope(study_name), objective.loss)  # as store.best ranks
+        if rec is None:
+            raise ConfigError(f"study {study_name!r} has no successful measurement with a {objective.names[0]} "
+                              "value yet: run the search (placetune tune) before exporting a plan")
     else:
-        objective = st.objective.split("+")[0].strip()
-        rec = store.best(study_name, objective)
+        objective = None
+        name = st.objective.split("+")[0].strip()
+        rec = store.best(study_name, name)
         if rec is None:
             raise ConfigError(
-                f"study {study_name!r} has no successful measurement with a {objective} value yet: "
+                f"study {study_name!r} has no successful measurement with a {name} value yet: "
                 "run the search (placetune tune) before exporting a plan"
             )
     m = rec.measurement
@@ -285,6 +297,20 @@ def export_plan(
         measured["frames_in_flight"] = settings.get("frames_in_flight", 1)
         if (m.extra or {}).get("period_ms") is not None:
             measured["period_ms"] = _finite(m.extra["period_ms"])
+    if objective is not None and objective.constraints:
+        measured["constraints"] = [c.as_dict(m) for c in objective.constraints]
+        for c in objective.constraints:
+            v = c.value(m)
+            notes.append(f"constraint {c.text} {c.unit}: " + (
+                f"holds (measured {v:.4g})" if c.holds(m) else
+                f"VIOLATED (measured {'-' if v is None else f'{v:.4g}'})"
+                + ("" if measurement_id is not None else ": no stored measurement satisfies every constraint")))
+    if objective is not None:
+        measured["objective"] = {"names": list(objective.names), "directions": list(objective.directions),
+                                 "units": list(objective.units)}
+    gpu = m.objective("gpu_time")
+    if gpu is not None:
+        measured["gpu_time_ms"] = gpu
     for note in (m.extra or {}).get("notes") or []:
         notes.append(str(note))
     baselines = _baselines(records, rec, len(realized_map))

@@ -48,6 +48,24 @@ class QueriesMixin(StudiesMixin):
             rows = conn.execute(q.order_by(_M.c.id)).all()
         return [measurement_record(r) for r in rows]
 
+    def measurements_in_scope(self, study_name: str, status: str | None = "ok") -> list[MeasurementRecord]:
+        """The measurements of the study's cache scope (any study with the same model, fingerprint
+        and settings), oldest first: what :meth:`best` ranks, for rankings SQL cannot do
+        (constraints, ``gpu_time``).
+
+        Raises:
+            UnknownNameError: no such study.
+        """
+        st = self._resolve(study_name)
+        q = select(*RECORD_COLUMNS).join(_S, _S.c.id == _M.c.study_id).where(
+            _M.c.model_hash == st.model_hash, _M.c.fingerprint_hash == st.fingerprint_hash,
+            _M.c.settings_hash == st.settings_hash)
+        if status is not None:
+            q = q.where(_M.c.status == status)
+        with self._txn(f"listing the measurements of study {st.name!r}") as conn:
+            rows = conn.execute(q.order_by(_M.c.id)).all()
+        return [measurement_record(r) for r in rows]
+
     def requests(self, study_name: str) -> list[RequestRecord]:
         """The study's evaluation requests in order, cache hits included.
 
@@ -79,7 +97,8 @@ class QueriesMixin(StudiesMixin):
 
         Args:
             study_name: the study.
-            objective: ``latency`` (median ms), ``throughput`` (fps) or ``energy`` (mJ);
+            objective: ``latency`` (median ms), ``throughput`` (fps), ``energy`` (mJ) or ``gpu_time``
+                (GPU busy ms per frame);
                 None: the study's objective. Of a pair (``latency+energy``) the first is used.
             direction: ``minimize`` or ``maximize``; None: the objective's natural one.
 
@@ -93,6 +112,14 @@ class QueriesMixin(StudiesMixin):
         """
         st = self._resolve(study_name)
         objective = (objective or st.objective).split("+")[0].strip().lower()  # a pair: its primary part
+        if objective == "gpu_time":  # GPU busy ms per frame: in the payload, not a column
+            sign = -1.0 if direction == "maximize" else 1.0
+            best, key = None, None
+            for rec in self.measurements_in_scope(study_name):
+                v = rec.measurement.objective("gpu_time")
+                if v is not None and (key is None or sign * v < key):
+                    best, key = rec, sign * v
+            return best
         if objective not in OBJECTIVES:
             raise UnknownNameError(f"unknown objective {objective!r}; objectives are {', '.join(OBJECTIVES)}")
         column_name, natural = OBJECTIVES[objective]

@@ -99,6 +99,8 @@ class Evaluator:
         settings: full :class:`Settings` (overrides ``mode``/``precision`` and ``options``).
         shapes: input shape overrides for ONNX files (``["input=1x3x224x224"]``).
         agent: default agent name recorded with each measurement.
+        constraints: bounds like ``latency<=2.0`` (see :mod:`placetune.tuning.constraints`);
+            violating measurements rank after every feasible one.
         **options: other :class:`Settings` fields (``gpu_fallback``, ``dla_core``,
             ``frames_in_flight``, ``replicas``, ``noise``, ``seed``, ``trt_version``...).
 
@@ -125,6 +127,7 @@ class Evaluator:
         settings: Settings | None = None,
         shapes: Any = None,
         agent: str | None = None,
+        constraints: Any = None,
         **options: Any,
     ) -> None:
         from placetune.backends.registry import get_backend
@@ -137,7 +140,7 @@ class Evaluator:
         if settings is None and "trt_version" not in options:
             options["trt_version"] = self.platform.default_trt_version
         self.settings = settings or Settings(mode=mode, precision=precision, **options)
-        self.objective = get_objective(objective)
+        self.objective = get_objective(objective, constraints)
         if isinstance(store, Store):
             self.store = store
         elif store is None:
@@ -342,8 +345,15 @@ class Evaluator:
         return out
 
     def best(self) -> tuple[Placement, Measurement] | None:
-        """Best ok measurement stored for this study's scope (by the primary objective)."""
-        rec = self.store.best(self.study_name, self.objective.names[0], self.objective.direction)
+        """Best ok measurement stored for this study's scope (by the primary objective; under
+        constraints the best feasible one, else the one closest to feasible)."""
+        obj = self.objective
+        if obj.constraints or obj.names[0] not in ("latency", "throughput", "energy"):
+            from placetune.tuning.constraints import best_record
+
+            rec = best_record(self.store.measurements_in_scope(self.study_name), obj.loss)
+        else:
+            rec = self.store.best(self.study_name, obj.names[0], obj.direction)
         if rec is None:
             return None
         placement = Placement(self.model, rec.requested or {})

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from placetune.errors import UnknownNameError
 from placetune.measurement import Measurement
+from placetune.tuning.constraints import Constraint, parse_constraints, total_violation
 
 __all__ = ["Objective", "get_objective", "OBJECTIVE_NAMES"]
 
@@ -14,9 +16,13 @@ _SINGLE = {
     "latency": ("minimize", "ms"),
     "throughput": ("maximize", "fps"),
     "energy": ("minimize", "mJ"),
+    "gpu_time": ("minimize", "ms"),  # GPU busy time per frame: what the placement takes of the GPU
 }
 #: Accepted objective names (``a+b`` pairs are multi-objective).
 OBJECTIVE_NAMES = (*_SINGLE, "latency+energy", "throughput+energy")
+
+#: Loss of an infeasible measurement (a violated constraint): above every feasible loss.
+_INFEASIBLE = 1e12
 
 
 @dataclass(frozen=True)
@@ -31,10 +37,11 @@ class Objective:
     """
 
     names: tuple[str, ...]
+    constraints: tuple[Constraint, ...] = ()
 
     @property
     def name(self) -> str:
-        """``latency``, ``throughput``, ``energy`` or ``a+b``."""
+        """``latency``, ``throughput``, ``energy``, ``gpu_time`` or ``a+b`` (without constraints)."""
         return "+".join(self.names)
 
     @property
@@ -52,6 +59,38 @@ class Objective:
         """Name and unit of each component, as stored and shown everywhere:
         ``latency_ms``, ``throughput_fps``, ``energy_mj``."""
         return tuple(f"{n}_{_SINGLE[n][1].lower()}" for n in self.names)
+
+    @property
+    def slug(self) -> str:
+        """The name with its constraints, safe in study and file names: ``energy-latency-le-2``."""
+        ops = {"<=": "le", ">=": "ge"}
+        return "-".join([self.name, *(f"{c.metric}-{ops[c.op]}-{c.bound:g}" for c in self.constraints)])
+
+    def with_constraints(self, constraints: object) -> "Objective":
+        """The same objective under constraints (texts like ``latency<=2`` or :class:`Constraint`)."""
+        return Objective(self.names, parse_constraints(constraints))  # type: ignore[arg-type]
+
+    def feasible(self, m: Measurement) -> bool:
+        """True when every constraint holds (always, without constraints)."""
+        return all(c.holds(m) for c in self.constraints)
+
+    def violations(self, m: Measurement) -> list[float]:
+        """Optuna constraint values, one per constraint (``<= 0``: holds)."""
+        return [c.violation(m) for c in self.constraints]
+
+    def loss(self, m: Measurement | None) -> float:
+        """Primary objective as a loss (smaller is better; ``inf`` for a failure). A measurement
+        that violates a constraint is feasible but penalised: its loss is above every feasible
+        loss, ordered by how far it misses (relative to each bound)."""
+        v = None if m is None else self.value(m)
+        if v is None or not math.isfinite(v):
+            return math.inf
+        loss = v if self.direction == "minimize" else -v
+        if self.constraints and m is not None:
+            miss = total_violation(self.constraints, m)
+            if miss > 0:
+                return _INFEASIBLE * (1.0 + miss) + loss
+        return loss
 
     @property
     def multi(self) -> bool:
@@ -83,15 +122,15 @@ class Objective:
         return baseline / value if self.direction == "minimize" else value / baseline
 
 
-def get_objective(name: str | Objective) -> Objective:
-    """Parse an objective name.
+def get_objective(name: str | Objective, constraints: object = None) -> Objective:
+    """Parse an objective name (optionally under constraints, see :meth:`Objective.with_constraints`).
 
     Raises:
         UnknownNameError: not one of :data:`OBJECTIVE_NAMES`.
     """
     if isinstance(name, Objective):
-        return name
+        return name if constraints is None else name.with_constraints(constraints)
     parts = tuple(p.strip().lower() for p in str(name).split("+"))
     if not parts or any(p not in _SINGLE for p in parts) or len(set(parts)) != len(parts) or len(parts) > 2:
         raise UnknownNameError(f"unknown objective {name!r}; objectives are {', '.join(OBJECTIVE_NAMES)}")
-    return Objective(parts)
+    return Objective(parts, parse_constraints(constraints))  # type: ignore[arg-type]

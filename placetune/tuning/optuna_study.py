@@ -13,7 +13,9 @@ Optuna's ``InMemoryStorage`` for an in-memory store), so ``optuna studies``,
   ``status`` and ``reason`` user attributes: the dashboard lists it without wrecking the
   value axis, and TPE ranks it below every complete trial (it ignores FAIL trials).
 * **Trial user attributes**: ``status``, ``simulated``, ``cache_hit``, ``measurement_id``,
-  ``realised_differs``, ``agent`` (and ``reason`` when it failed).
+  ``realised_differs``, ``agent`` (and ``reason`` when it failed); under constraints
+  ``constraints`` (values, ``<= 0`` holds) and ``feasible``, the values also stored under
+  Optuna's constraints system attribute (:func:`constraint_attrs`).
 * **Study user attributes**: model, model hash, platform, mode, precision, batch,
   backend, TensorRT version (the DLA rules applied), simulated, objective, granularity.
 * **Existing databases**: a placetune study without its Optuna study gets one on its next
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
 
 __all__ = ["OptunaStudy", "distributions", "params_of", "assignment_of", "storage_for", "set_optuna_verbosity",
-           "trial_attrs"]
+           "trial_attrs", "constraint_attrs"]
 
 log = logging.getLogger(__name__)
 
@@ -224,8 +226,9 @@ class OptunaStudy:
             attrs["agent"] = agent or self.evaluator.agent
         values = self.values(m)
         state = optuna.trial.TrialState.COMPLETE if values is not None else optuna.trial.TrialState.PRUNED
-        return optuna.trial.create_trial(state=state, params=params, values=values, user_attrs=attrs,
-                                         distributions={k: self._dists[k] for k in params})
+        user, system = constraint_attrs(self.evaluator.objective, m) if values is not None else ({}, {})
+        return optuna.trial.create_trial(state=state, params=params, values=values, user_attrs={**attrs, **user},
+                                         system_attrs=system, distributions={k: self._dists[k] for k in params})
 
     def values(self, m: "Measurement") -> list[float] | None:
         """The objective values of a measurement, None when it failed (or a value is not finite)."""
@@ -233,6 +236,19 @@ class OptunaStudy:
         if vals is None or not all(math.isfinite(v) for v in vals):
             return None
         return [float(v) for v in vals]
+
+
+def constraint_attrs(objective: Any, m: "Measurement") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(user attrs, system attrs) of a complete trial under constraints: the constraint values
+    (``<= 0``: holds) as the ``constraints`` user attribute, and under Optuna's
+    ``optuna.samplers._base._CONSTRAINTS_KEY`` system attribute, where ``constraints_func``
+    results are stored and Optuna's samplers and ``best_trials`` read them. Empty without constraints."""
+    if not objective.constraints:
+        return {}, {}
+    from optuna.samplers._base import _CONSTRAINTS_KEY
+
+    vals = [min(float(v), 1e30) for v in objective.violations(m)]
+    return {"constraints": vals, "feasible": all(v <= 0 for v in vals)}, {_CONSTRAINTS_KEY: vals}
 
 
 def trial_attrs(m: "Measurement", placement: Placement | None = None) -> dict[str, Any]:

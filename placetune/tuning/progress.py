@@ -38,6 +38,7 @@ class Progress:
         self.objective = objective
         self.base = objective.value(baseline) if baseline is not None else None
         self.best: float | None = None
+        self._best_loss = float("inf")
         self.cache_hits = 0
         self.failures = 0
         self.t0 = time.monotonic()
@@ -71,8 +72,8 @@ class Progress:
             self.base = value  # the all-GPU baseline is usually the run's first evaluation
         if not m.ok:
             self.failures += 1
-        elif value is not None and (self.best is None or self.objective.better(value, self.best)):
-            self.best = value
+        elif value is not None and (self.best is None or self.objective.loss(m) < self._best_loss):
+            self.best, self._best_loss = value, self.objective.loss(m)  # constraints: the best feasible
         if self.tty:
             now = time.monotonic()
             if now - self._last_draw > 0.1 or self.done >= self.total:

@@ -16,6 +16,7 @@ A study file::
     trials = 200
     device_profile = "my-device.toml"  # simulated backend: measure this device (placetune calibrate)
     timeout = "8h"
+    constraints = ["latency<=33"]  # bounds the best plan must meet (metric<=bound / metric>=bound)
 
     [settings]                     # placetune.Settings fields
     frames_in_flight = 1
@@ -94,6 +95,7 @@ class TuneConfig:
     granularity: str | None = None  # None: the agent's own default (guided: stages; others: fusion)
     export: str | None = None
     device_profile: str | None = None
+    constraints: list[str] = field(default_factory=list)  # "latency<=2.0", see placetune.tuning.constraints
     settings: dict[str, Any] = field(default_factory=dict)
     agent_options: dict[str, Any] = field(default_factory=dict)
     backend_options: dict[str, Any] = field(default_factory=dict)
@@ -169,6 +171,17 @@ def load_study_file(path: str | Path) -> TuneConfig:
     for key in ("trials", "batch"):
         if key in study and (not isinstance(study[key], int) or study[key] < 1):
             raise ConfigError(f"study file {p}: {key} must be a positive integer")
+    if "constraints" in study:
+        from placetune.tuning.constraints import parse_constraints
+
+        cons = study["constraints"]
+        cons = [cons] if isinstance(cons, str) else cons
+        if not isinstance(cons, list) or not all(isinstance(c, str) for c in cons):
+            raise ConfigError(f"study file {p}: constraints must be a list of strings like \"latency<=2.0\"")
+        try:
+            study["constraints"] = [c.text for c in parse_constraints(cons)]
+        except ConfigError as exc:
+            raise ConfigError(f"study file {p}: {exc}") from None
     cfg = TuneConfig(**study)
     cfg.settings = dict(doc.get("settings", {}))
     cfg.agent_options = dict(doc.get("agent_options", {}))

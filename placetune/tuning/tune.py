@@ -120,6 +120,7 @@ class Tuner:
         ev = Evaluator(
             model, cfg.platform, backend, batch=cfg.batch, objective=cfg.objective, store=store,
             study=study, settings=settings, shapes=cfg.shapes or None, agent=cfg.agent,
+            constraints=cfg.constraints or None,
         )
         if self.fleet is not None:
             self.fleet.attach(ev)
@@ -156,7 +157,8 @@ class Tuner:
 
         plat = get_platform(self.cfg.platform)
         fp = backend.fingerprint(plat, settings)
-        base = study_name_for(model.name, plat.name, settings, get_objective(self.cfg.objective).name, backend.name,
+        objective = get_objective(self.cfg.objective, self.cfg.constraints or None)  # constrained: its own study
+        base = study_name_for(model.name, plat.name, settings, objective.slug, backend.name,
                               fp.get("profile") if isinstance(fp, dict) else None)
         names = names if names is not None else {st.name: st for st in store.studies()}
         st = names.get(base)
@@ -265,7 +267,8 @@ class Tuner:
             mode += " (" + ", ".join(f"{d}:{b}" for d, b in s.replicas.items()) + ")"
         return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), TensorRT {s.trt_version} "
                 f"DLA rules, {mode} mode, {s.precision}, batch {ev.model.batch}, objective {ev.objective.name}, "
-                f"agent {cfg.agent} ({cfg.granularity or 'its default granularity'}), budget {cfg.trials} trials"
+                + "".join(f"constraint {c.text} {c.unit}, " for c in ev.objective.constraints)
+                + f"agent {cfg.agent} ({cfg.granularity or 'its default granularity'}), budget {cfg.trials} trials"
                 + (f" / {cfg.timeout:g} s" if cfg.timeout else "") + f", backend {ev.backend.name}")
 
     def _open_optuna_study(self, agent: Any) -> None:
@@ -343,6 +346,12 @@ class Tuner:
             for d in realized.values():
                 share[d] = share.get(d, 0) + 1
             n = max(len(realized), 1)
+            for c in ev.objective.constraints:
+                v = c.value(m)
+                self._say(f"constraint {c.text} {c.unit}: best={'-' if v is None else f'{v:.4g}'} "
+                          f"holds={'yes' if c.holds(m) else 'no'}")
+            if ev.objective.name == "gpu_time" and m.objective("gpu_time") is not None:
+                self._say(f"gpu_time: best={m.objective('gpu_time'):.4g} ms of GPU busy time per frame")
             self._say("best placement (realised): " + ", ".join(
                 f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k))
             if m.dla_loadables:
@@ -396,7 +405,7 @@ class Tuner:
         except ImportError:  # pragma: no cover - plan module not installed
             return None
         path = self.cfg.export or f"{outcome.study}.plan.json"
-        plan = export_plan(ev.store, outcome.study)
+        plan = export_plan(ev.store, outcome.study, objective=ev.objective)
         plan.save(path)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         return path
