@@ -35,7 +35,10 @@ def parse_replicas(text: str) -> dict[str, int]:
             raise ConfigError(f"bad batch in --replicas entry {part!r}") from None
         if batch < 1:
             raise ConfigError(f"--replicas batch must be >= 1 (got {part!r})")
-        out[normalise_device(dev)] = batch
+        device = normalise_device(dev)
+        if device in out:
+            raise ConfigError(f"--replicas names {device} twice ({text[:80]!r}): one batch per device")
+        out[device] = batch
     if not out:
         raise ConfigError("--replicas is empty; e.g. GPU:256,DLA0:2,DLA1:2")
     return out
@@ -46,6 +49,22 @@ def parse_replicas(text: str) -> dict[str, int]:
 MAX_FRAMES_IN_FLIGHT = 64
 #: Most timed iterations per measurement.
 MAX_ITERATIONS = 100_000
+
+
+#: TensorRT versions whose DLA rules placetune knows (major, minor): 8.5 and 8.6, 10.x, 11.x.
+TRT_VERSION_RANGE = ((8, 5), (11, 99))
+
+
+def _check_trt_version(value: Any) -> None:
+    """Refuse a TensorRT version whose DLA rules placetune does not know (``--trt-version 99``)."""
+    import re
+
+    m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)*", str(value).strip())
+    ok = m is not None and TRT_VERSION_RANGE[0] <= (int(m.group(1)), int(m.group(2))) <= TRT_VERSION_RANGE[1] \
+        and int(m.group(1)) != 9
+    if not ok:
+        raise ConfigError(f"trt_version must be a TensorRT version with DLA rules: 8.5, 8.6, 10.x or 11.x "
+                          f"(e.g. 10.3), got {str(value)[:40]!r}")
 
 
 def _check_int(field: str, value: Any, lo: int, hi: int) -> None:
@@ -98,6 +117,10 @@ class Settings:
                 or not 0 <= self.noise <= 1):
             raise ConfigError(f"noise must be a number from 0 to 1 (a relative standard deviation), got "
                               f"{str(self.noise)[:40]!r}")
+        _check_trt_version(self.trt_version)
+        if self.replicas is not None and self.mode != "replicas":
+            raise ConfigError(f"replicas are for mode 'replicas', not {self.mode!r}: drop --replicas or use "
+                              "--mode replicas")
         if self.replicas is not None:
             reps = {normalise_device(k): int(v) for k, v in self.replicas.items()}
             if any(v < 1 for v in reps.values()):

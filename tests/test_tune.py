@@ -297,3 +297,30 @@ def test_unbounded_settings_are_refused_in_one_line(argv, field, tmp_path, capsy
     if db.exists():
         with Store(f"sqlite:///{db}") as store:
             assert not store.studies()
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["measure", "seed-block", "--trt-version", "99"], "trt_version"),
+    (["measure", "seed-block", "--mode", "replicas", "--replicas", "GPU:1,GPU:2"], "GPU twice"),
+    (["measure", "seed-block", "--mode", "engine", "--replicas", "GPU:1"], "replicas are for mode"),
+    (["tune", "--model", "seed-block", "--study", "", "--trials", "2"], "study must be"),
+    (["tune", "STUDY:trials = true"], "trials must be"),
+    (["tune", "STUDY:timeout = true"], "timeout must be"),
+])
+def test_values_that_were_accepted_are_refused(argv, field, tmp_path, capsys, monkeypatch):
+    """Issue 18 item 7: accepted but should be refused; one line naming the field, nothing stored."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "pt.db"
+    if argv[-1].startswith("STUDY:"):
+        study = tmp_path / "s.toml"
+        study.write_text(f'[study]\nname = "s"\nmodel = "seed-block"\n{argv[-1].partition(":")[2]}\n')
+        argv = ["tune", str(study)]
+    if argv[0] == "tune":
+        argv = argv + ["--storage", f"sqlite:///{db}"]
+    code = main(argv)
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == ConfigError.exit_code and len(lines) == 1 and field in lines[0], err
+    if db.exists():
+        with Store(f"sqlite:///{db}") as store:
+            assert not store.studies()

@@ -54,8 +54,10 @@ def parse_duration(text: str | int | float | None) -> float | None:
     """
     if text is None or text == "":
         return None
+    if isinstance(text, bool):
+        raise ConfigError(f"timeout must be a duration (e.g. 8h, 30m, 90s) or seconds, got {text!r}")
     if isinstance(text, (int, float)):
-        if text <= 0:
+        if not 0 < text < float("inf"):
             raise ConfigError(f"timeout must be positive, got {text}")
         return float(text)
     s = str(text).strip().lower()
@@ -100,6 +102,19 @@ class TuneConfig:
     agent_options: dict[str, Any] = field(default_factory=dict)
     backend_options: dict[str, Any] = field(default_factory=dict)
     source: str = "command line"
+
+    def __post_init__(self) -> None:
+        """Refuse values of the wrong type or range up front (issue 18 item 7: ``trials = true``,
+        ``timeout = true`` and ``--study ""`` were accepted), naming the field and what is allowed."""
+        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or not 1 <= self.trials <= 1_000_000:
+            raise ConfigError(f"trials must be an integer from 1 to 1,000,000, got {str(self.trials)[:40]!r}")
+        if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
+                                         or not 0 < self.timeout < float("inf")):
+            raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")
+        if self.study is not None and (not isinstance(self.study, str) or not self.study.strip()
+                                       or "\x00" in self.study or len(self.study) > 200):
+            raise ConfigError(f"study must be a non-empty name of at most 200 characters without NUL bytes, got "
+                              f"{str(self.study)[:40]!r}")
 
     @classmethod
     def embedded_default(cls) -> "TuneConfig":
