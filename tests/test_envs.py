@@ -372,3 +372,19 @@ def test_final_info_is_lean_unless_the_measurement_is_asked_for() -> None:
         assert info["latency_ms"] > 0 and info["gain"] == pytest.approx(1.0) and info["measurement_id"] is not None
         if not has:
             assert len(pickle.dumps(info)) < 16_000, len(pickle.dumps(info))
+
+
+@pytest.mark.parametrize("action", [float("inf"), 1.7, "1", True, float("nan")])
+def test_step_refuses_actions_that_are_not_device_indexes(action):
+    """Issue 18 item 6/7: env.step(float('inf')) raised OverflowError; 1.7 and "1" were taken."""
+    env = PlacementEnv(model="seed-block")
+    env.reset(seed=0)
+    with pytest.raises(PlacementError, match="is not a device index"):
+        env.step(action)
+    env.step(np.int64(0))  # the env is still usable
+
+
+@pytest.mark.parametrize("penalty", ["x", True, float("inf")])
+def test_bad_penalty_is_a_config_error(penalty):
+    with pytest.raises(ConfigError, match="penalty must be a finite number"):
+        PlacementEnv(model="seed-block", penalty=penalty)

@@ -108,8 +108,8 @@ class PlacementEnvBase(gym.Env):
                 f"unknown environment option(s) {', '.join(unknown)}; measurement options are "
                 f"{', '.join(sorted(_SETTINGS_FIELDS))}"
             )
-        if not math.isfinite(penalty):
-            raise ConfigError(f"penalty must be a finite number (got {penalty!r})")
+        if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not math.isfinite(penalty):
+            raise ConfigError(f"penalty must be a finite number (got {str(penalty)[:40]!r})")
         self.render_mode = render_mode
         self.penalty = float(penalty)
         self.granularity = granularity
@@ -253,9 +253,12 @@ class PlacementEnvBase(gym.Env):
 
     def _check_action_int(self, action: Any, n: int) -> int:
         try:
-            a = int(np.asarray(action).reshape(()))
-        except (TypeError, ValueError):
-            raise PlacementError(f"action {action!r} is not a device index (an int in 0..{n - 1})") from None
+            arr = np.asarray(action).reshape(())
+            if arr.dtype.kind not in "iu":  # 1.7, "1", inf, True: not a device index
+                raise TypeError
+            a = int(arr)
+        except (TypeError, ValueError, OverflowError):
+            raise PlacementError(f"action {str(action)[:40]!r} is not a device index (an int in 0..{n - 1})") from None
         if not 0 <= a < n:
             raise PlacementError(f"action {a} is out of range: devices are 0..{n - 1} ({', '.join(self.devices)})")
         return a

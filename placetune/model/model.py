@@ -212,6 +212,12 @@ class Model:
                 base, _, opts = text.partition(":")
                 if base in zoo.names():
                     kw = _zoo_options(opts)
+                    for key in ("batch", "weights"):
+                        if key in kw:
+                            raise ModelError(f"zoo option {key!r} in {text[:80]!r} is not a network option of {base}: "
+                                             + ("give the batch with --batch N (Model.load(..., batch=N))"
+                                                if key == "batch" else "`placetune zoo export` writes a file "
+                                                "with weights"))
                     proto = zoo.build(base, batch=batch or zoo.default_batch(base), **kw)
                     stripped = _dataless_initializers(proto)
                     zoo_name = text
