@@ -7,6 +7,7 @@ import json
 import shlex
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import placetune
@@ -30,8 +31,9 @@ def study(tmp_path_factory):
     ev = placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", store=url, study="s")
     ev.baselines()
     space = ev.space()
+    rng = np.random.default_rng(3)  # seeded: an unseeded sample could realise the DLA placement below first
     for i in range(4):
-        ev.evaluate(space.to_placement(space.sample()), agent="random", trial_number=i)
+        ev.evaluate(space.to_placement(space.sample(rng)), agent="random", trial_number=i)
     m = ev.evaluate(Placement(ev.model, {"/conv4/Conv": "DLA1", "/conv3/Conv": "DLA0"}), agent="local",
                     trial_number=0)
     yield SimpleNamespace(url=url, tmp=tmp, ev=ev, model=ev.model, dla_id=m.extra["_id"])
