@@ -407,7 +407,7 @@ def test_throughput_is_the_steady_state_period_not_fill_and_drain(seed_block, tm
     sink_end = sorted((e["frame"], e["end_ms"]) for e in m.timeline if e["name"] == "seg3")
     steady = [b[1] - a[1] for a, b in zip(sink_end, sink_end[1:]) if a[0] >= 4]  # frames past the fill
     assert len(steady) >= 4 and max(steady) - min(steady) < 1e-9  # the fake's clocks are exact
-    assert m.latency_ms["median"] > 1.4 * steady[0]  # so a fill averaged in would show
+    assert m.latency_ms["median"] > 1.2 * steady[0]  # so a fill averaged in would show
     assert m.extra["period_ms"] == pytest.approx(steady[0], rel=1e-6)
 
 
@@ -443,7 +443,7 @@ def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block
 def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_block, tmp_path, monkeypatch):
     """A cut tensor is an intermediate (+-4) in the reference engine; as a segment input trtexec's
     rule gave it +-2. The parent computes the ranges once on the full network and passes each
-    segment those of its inputs; the worker sets them before its own rule."""
+    segment those of its inputs and cut outputs; the worker sets them before its own rule."""
     be = _backend(tmp_path / "cache")
     ev = _ev(seed_block, be, tmp_path, precision="int8")
     jobs = []
@@ -458,7 +458,8 @@ def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_bl
     specs = {s["name"]: s for s in next(j for j in jobs if j.get("op") == "pipeline")["engines"]}
     assert specs["seg3"]["int8_ranges"] == {"/conv2/Conv_output_0": 4.0, "/conv3/Conv_output_0": 4.0,
                                             "/conv4/Conv_output_0": 4.0}
-    assert specs["seg0"]["int8_ranges"] == {"input": 2.0}
+    # the producer of a cut tensor gives it the same range as its readers (its INT8 bytes are theirs)
+    assert specs["seg0"]["int8_ranges"] == {"input": 2.0, "/conv2/Conv_output_0": 4.0}
     # the worker side: given ranges win over trtexec's per-network rule
     sys.path.insert(0, str(WORKER_FILE.parent))
     try:

@@ -149,6 +149,11 @@ class TensorRTBackend:
             (at least ``2 * frames_in_flight + 2``).
         replicas_duration_s: replicas: how long all instances run at once (trtexec's
             ``--duration`` default is 3 s).
+        cut_formats: pipeline: build each cut tensor a DLA engine reads or writes in the DLA's
+            native type and format on both sides (INT8 ``kCHW32`` / FP16 ``kCHW16``:
+            :func:`placetune.placement.cut_formats.cut_formats`), so no GPU reformat runs at the
+            cut; if that does not build, the pipeline is rebuilt with TensorRT's default FP32
+            linear I/O and ``extra["cut_formats_failed"]`` says why. False: always the default.
         test_wrong_cut: testing only: swap two same-typed inputs of the first segment that
             has them (a deliberately wrong cut) so that the gate can be seen to catch it.
 
@@ -181,6 +186,7 @@ class TensorRTBackend:
         gate_tolerance: dict[str, float] | None = None,
         timeline_frames: int = 4,
         replicas_duration_s: float = 3.0,
+        cut_formats: bool = True,
         test_wrong_cut: bool = False,
     ) -> None:
         import sys
@@ -218,6 +224,7 @@ class TensorRTBackend:
         self.gate_tolerance = {**GATE_TOLERANCE, **{k: float(v) for k, v in (gate_tolerance or {}).items()}}
         self.timeline_frames = int(timeline_frames)
         self.replicas_duration_s = float(replicas_duration_s)
+        self.cut_formats = bool(cut_formats)
         self.test_wrong_cut = bool(test_wrong_cut)
         self._sources: dict[str, Any] = {}
         self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.placement.cut import SegmentModel, cut, load_source, swap_inputs
+from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
@@ -198,19 +199,54 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     except Exception as exc:  # noqa: BLE001 - a model placetune cannot cut is a build failure
         return Measurement.failure("build_failed", f"cannot cut the model into pipeline segments: "
                                    f"{type(exc).__name__}: {exc}", **base)
+    formats = cut_formats(cuts, settings.precision, strongly_typed=common["strongly_typed"],
+                          network_outputs=[o.name for o in source.graph.output]) if be.cut_formats else {}
+    job, timeout, gate_skipped = _pipeline_job(be, r, cuts, source, ref_path, settings, platform, version, common,
+                                               cache, formats, fp16)
+    reply = be.pool.run(job, timeout_s=timeout)
+    why = None
+    if formats and (reply.result or {}).get("status") == "build_failed":
+        # the native cut formats did not build (a TensorRT that refuses one of them): the
+        # pipeline with TensorRT's default I/O formats instead, and the reason kept
+        why = str(reply.result.get("error") or "build failed")
+        formats = {}
+        job, timeout, gate_skipped = _pipeline_job(be, r, cuts, source, ref_path, settings, platform, version,
+                                                   common, cache, formats, fp16)
+        reply = be.pool.run(job, timeout_s=timeout)
+    return _pipeline_measurement(be, reply, r, cuts, job["engines"], settings, base, version, timeout, gate_skipped,
+                                 formats, why)
+
+
+def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentModel], source: "onnx.ModelProto",
+                  ref_path: Path, settings: "Settings", platform: "Platform", version: str, common: dict[str, Any],
+                  cache: EngineCache, formats: dict[str, CutFormat], fp16: bool
+                  ) -> tuple[dict[str, Any], float, str | None]:
+    """The worker's ``pipeline`` job (one engine spec per segment, cut tensors in ``formats``
+    with their native type and format on both sides, the all-GPU reference, the timing fields),
+    its timeout and why the gate is skipped (None when it runs)."""
+    model = r.realized.model
+    net_outputs = {o.name for o in source.graph.output}
     specs, cached_before = [], []
     ranges = int8_ranges(source) if settings.precision == "int8" and not common["calibration_cache"] \
         and not common["strongly_typed"] else None
     for c in cuts:
         content = c.hash + ("-fp16" if fp16 else "")
-        seg_ranges = {t: ranges[t] for t in c.inputs if t in ranges} if ranges else None
-        path = cache.segment_file(content, (lambda c=c: convert_to_fp16(c.proto)) if fp16 else c.proto)
+        # the producer and the readers of a cut tensor give it the same INT8 range
+        seg_ranges = {t: ranges[t] for t in (*c.inputs, *c.outputs) if t in ranges and t not in net_outputs} \
+            if ranges else None
+        io = {t: formats[t].as_job() for t in (*c.inputs, *c.outputs) if t in formats}
+        path = cache.segment_file(c.hash + ("-fp16" if fp16 else ""),
+                                  (lambda c=c: convert_to_fp16(c.proto)) if fp16 else c.proto)
         if seg_ranges:  # the ranges change the engine: part of its cache key
             content += "-r" + hashlib.sha1(json.dumps(sorted(seg_ranges.items())).encode()).hexdigest()[:16]
+        if io:  # so do the I/O formats
+            content += "-io" + hashlib.sha1(json.dumps(sorted(io.items())).encode()).hexdigest()[:16]
         spec, hit = _spec(be, cache, f"seg{c.index}", c.device, path, content, settings, platform, version, common,
                           list(c.layers) if c.device != "GPU" else [], {})
         if seg_ranges:
             spec["int8_ranges"] = seg_ranges
+        if io:
+            spec["io_formats"] = io
         specs.append(spec)
         cached_before.append(hit)
     ref_spec = None
@@ -234,9 +270,7 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
         "gate": {"tolerance": be.gate_tolerance[settings.precision], "enforce": enforce}, "seed": settings.seed,
     }
     builds = sum(1 for h in cached_before if not h)
-    timeout = be.timeout_s * max(1, builds)
-    reply = be.pool.run(job, timeout_s=timeout)
-    return _pipeline_measurement(be, reply, r, cuts, specs, settings, base, version, timeout, gate_skipped)
+    return job, be.timeout_s * max(1, builds), gate_skipped
 
 
 def _wrong_cut(cuts: list[SegmentModel]) -> list[SegmentModel]:
@@ -253,7 +287,8 @@ def _wrong_cut(cuts: list[SegmentModel]) -> list[SegmentModel]:
 
 def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: list[SegmentModel],
                           specs: list[dict[str, Any]], settings: "Settings", base: dict[str, Any], version: str,
-                          timeout_s: float, gate_skipped: str | None = None) -> Measurement:
+                          timeout_s: float, gate_skipped: str | None = None,
+                          formats: dict[str, CutFormat] | None = None, formats_failed: str | None = None) -> Measurement:
     model = r.realized.model
     predicted = r.realized.as_dict()
     extra: dict[str, Any] = {"trt_version": version, "worker_seconds": round(reply.seconds, 3),
@@ -292,6 +327,15 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
         if not ref.get("cached"):
             build_s += float(ref.get("build_seconds") or 0.0)
     extra["engines"] = rows
+    # the cut tensors' I/O type and format (issue 12 defect 4); the engines say what they got
+    extra["cut_formats"] = {t: {"dtype": f.dtype, "format": f.format, "shape": list(f.shape), "producer": f.producer,
+                                "consumers": list(f.consumers)} for t, f in (formats or {}).items()}
+    if formats_failed:
+        extra["cut_formats_failed"] = formats_failed
+        notes.append("the cut tensors in the DLA's native formats did not build, so the pipeline was built with "
+                     f"TensorRT's default FP32 linear I/O (GPU reformats at every cut): {formats_failed}")
+    for row, info in zip(rows, infos):
+        row["io_formats"] = info.get("io_formats") or {}
     extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
     if notes:
         extra["notes"] = notes
@@ -362,7 +406,9 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
     # ---- per layer times from each engine's profile
     layer_times: dict[str, float] = {}
     dla_ms = gpu_ms = 0.0
-    for c, info, prof in zip(cuts, infos, res.get("layer_profiles") or []):
+    for c, row, info, prof in zip(cuts, rows, infos, res.get("layer_profiles") or []):
+        # GPU reformats in an engine (a DLA engine's I/O outside a DLA format): what cut formats avoid
+        row["reformats_ms"] = {str(n): float(ms) for n, ms in prof if str(n).startswith("Reformatting")}
         _, blog, network = _engine_log(info)
         summary = attribute_profile(prof, blog, list(c.layers), network or None,
                                     dla_device=c.device if c.device != "GPU" else "DLA0")

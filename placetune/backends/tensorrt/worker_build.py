@@ -21,7 +21,8 @@ from worker_devices import constant_type, follow_helpers, is_helper
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 _METADATA = re.compile(r"\[ONNX Layer: (.*?)\](?:\s*\||$)")
 #: what an engine cache entry keeps of its build (obtain_plan)
-_BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla")
+_BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla",
+                 "io_formats")
 
 
 def _severity_name(severity):
@@ -156,6 +157,30 @@ def place_layers(network, trt, wanted, can_run=None):
     return [(names[i], bool(followed[i]) if helper[i] else asked[i]) for i in range(len(layers))]
 
 
+def set_io_formats(network, trt, wanted, strongly_typed):
+    # type: (Any, Any, Dict[str, Any], bool) -> Dict[str, List[str]]
+    """Give the network I/O tensors named in ``wanted`` (name -> ``[DataType, TensorFormat]``
+    member names) that type and that one allowed format (issue 12 defect 4: a pipeline's cut
+    tensors in the DLA's native format on both sides, so no GPU reformat runs at the cut).
+    Strongly typed networks (TensorRT 11) take the type from the model: only the format is set.
+    Returns what was set, by tensor."""
+    done = {}  # type: Dict[str, List[str]]
+    if not wanted:
+        return done
+    tensors = [network.get_input(i) for i in range(network.num_inputs)]
+    tensors += [network.get_output(i) for i in range(network.num_outputs)]
+    for t in tensors:
+        spec = wanted.get(t.name)
+        if not spec:
+            continue
+        dtype, fmt = str(spec[0]), str(spec[1])
+        if not strongly_typed:
+            t.dtype = getattr(trt.DataType, dtype)
+        t.allowed_formats = 1 << int(getattr(trt.TensorFormat, fmt))
+        done[t.name] = [dtype if not strongly_typed else getattr(t.dtype, "name", str(t.dtype)), fmt]
+    return done
+
+
 def build(trt, job, logger):
     # type: (Any, Dict[str, Any], Any) -> Tuple[Any, Dict[str, Any]]
     """Parse, configure and build; returns (serialized plan or None, result fields)."""
@@ -183,6 +208,7 @@ def build(trt, job, logger):
     if not parsed:
         out["parser_errors"] = [str(parser.get_error(i)) for i in range(parser.num_errors)]
         return None, out
+    out["io_formats"] = set_io_formats(network, trt, job.get("io_formats") or {}, bool(job.get("strongly_typed")))
     config = builder.create_builder_config()
     precision = job.get("precision", "fp16")
     if not job.get("strongly_typed"):

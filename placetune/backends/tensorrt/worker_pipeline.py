@@ -126,10 +126,11 @@ class _Pipeline(object):
                     if j >= i:
                         raise RuntimeError("engine %s reads %r from engine %s, which comes later: engines must be "
                                            "in topological order" % (e.name, t, engines[j].name))
-                    if engines[j].tensors[t] != e.tensors[t]:
+                    if engines[j].tensors[t] != e.tensors[t] or engines[j].formats[t][0] != e.formats[t][0]:
                         (ps, pd), (cs, cd) = engines[j].tensors[t], e.tensors[t]
-                        raise RuntimeError("cut tensor %r: engine %s writes %s %s but engine %s reads %s %s"
-                                           % (t, engines[j].name, pd.name, list(ps), e.name, cd.name, list(cs)))
+                        raise RuntimeError("cut tensor %r: engine %s writes %s %s %s but engine %s reads %s %s %s"
+                                           % (t, engines[j].name, pd.name, engines[j].formats[t][0], list(ps),
+                                              e.name, cd.name, e.formats[t][0], list(cs)))
                     self.preds[i].add(j)
                     self.succs[j].add(i)
                 elif t not in net_inputs:

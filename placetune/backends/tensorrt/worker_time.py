@@ -192,6 +192,37 @@ def measure(job):
     return result
 
 
+def tensor_format(engine, tname):
+    # type: (Any, str) -> Tuple[str, int, int]
+    """``(TensorFormat name, vectorised dimension or -1, components per element)`` of an I/O tensor."""
+    fmt = engine.get_tensor_format(tname)
+    return (str(getattr(fmt, "name", fmt)), int(engine.get_tensor_vectorized_dim(tname)),
+            int(engine.get_tensor_components_per_element(tname)))
+
+
+def buffer_bytes(shape, itemsize, fmt, vec_dim, components):
+    # type: (Tuple[int, ...], int, str, int, int) -> int
+    """Bytes of a tensor of ``shape`` in TensorRT format ``fmt`` (NvInferRuntimeBase.h): a
+    vectorised format rounds dimension ``vec_dim`` up to a multiple of ``components``;
+    ``DLA_LINEAR`` rounds the W stride up to 64 bytes; ``DLA_HWC4`` stores C as 1 or 4 and
+    rounds W up to 64 bytes of pixels (Orin)."""
+    dims = [max(int(d), 1) for d in shape]
+    if 0 <= vec_dim < len(dims) and components > 1:
+        dims[vec_dim] = -(-dims[vec_dim] // components) * components
+    elif fmt == "DLA_LINEAR" and dims:
+        per = max(1, 64 // itemsize)
+        dims[-1] = -(-dims[-1] // per) * per
+    elif fmt == "DLA_HWC4" and len(dims) >= 3:
+        c = 1 if dims[-3] == 1 else 4
+        per = max(1, 64 // (c * itemsize))
+        dims[-3] = c
+        dims[-1] = -(-dims[-1] // per) * per
+    count = 1
+    for d in dims:
+        count *= d
+    return max(count * itemsize, 1)
+
+
 class Engine(object):
     """A deserialized engine with its own execution context and CUDA stream."""
 
@@ -212,6 +243,7 @@ class Engine(object):
         self.inputs = []  # type: List[str]
         self.outputs = []  # type: List[str]
         self.tensors = {}  # type: Dict[str, Tuple[Tuple[int, ...], Any]]
+        self.formats = {}  # type: Dict[str, Tuple[str, int, int]]
         for i in range(self.engine.num_io_tensors):
             tname = self.engine.get_tensor_name(i)
             is_input = self.engine.get_tensor_mode(tname) == trt.TensorIOMode.INPUT
@@ -224,6 +256,7 @@ class Engine(object):
                 self.context.set_input_shape(tname, shape)
             (self.inputs if is_input else self.outputs).append(tname)
             self.tensors[tname] = (shape, np.dtype(trt.nptype(self.engine.get_tensor_dtype(tname))))
+            self.formats[tname] = tensor_format(self.engine, tname)
         for tname in self.outputs:
             self.tensors[tname] = (tuple(int(d) for d in self.context.get_tensor_shape(tname)), self.tensors[tname][1])
 
@@ -234,11 +267,10 @@ class Engine(object):
 
     def nbytes(self, tname):
         # type: (str) -> int
+        """Bytes of a buffer of the tensor in the engine's own format (a vectorised format pads
+        its vector dimension to a whole number of vectors)."""
         shape, dtype = self.tensors[tname]
-        count = 1
-        for d in shape:
-            count *= max(int(d), 1)
-        return max(count * dtype.itemsize, 1)
+        return buffer_bytes(shape, dtype.itemsize, *self.formats[tname])
 
     def run(self, addresses):
         # type: (List[Tuple[str, Any]]) -> None

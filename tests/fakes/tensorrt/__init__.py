@@ -58,7 +58,7 @@ import weakref
 
 import _fakegpu as _gpu
 
-from . import _api
+from . import _api, _formats
 
 __version__ = os.environ.get("PLACETUNE_FAKE_TRT_VERSION", "8.5.2")
 if os.environ.get("PLACETUNE_FAKE_TRT_STDOUT_NOISE"):  # native libraries print to fd 1 at will
@@ -237,6 +237,15 @@ class ITensor:
         self._shape = False  # a shape computation (from a Shape layer): folded for static shapes
         self.is_network_input = False
         self.is_network_output = False
+        self._allowed = None  # allowed_formats: None = every format (TensorRT's default)
+
+    @property
+    def allowed_formats(self) -> int:
+        return (1 << len(TensorFormat)) - 1 if self._allowed is None else self._allowed
+
+    @allowed_formats.setter
+    def allowed_formats(self, value) -> None:
+        self._allowed = int(value)
 
     if _MAJOR < 11:
         def set_dynamic_range(self, min, max) -> bool:  # noqa: A002 - real argument names
@@ -995,6 +1004,8 @@ class Builder:
         for t in network._outputs:
             io.append({"name": t.name, "mode": "OUTPUT", "shape": [d if d > 0 else batch for d in t.shape],
                        "dtype": t.dtype.name, "dynamic": False})
+        if not _io_formats(io, network, log, calibrated, entries, dla_on and bool(runs), dev):
+            return None
         if _MAJOR >= 11:
             precision = "fp16" if any(t.dtype == DataType.HALF for t in network._outputs) else "fp32"
         else:
@@ -1009,6 +1020,46 @@ class Builder:
                 "verbosity": ProfilingVerbosity(config.profiling_verbosity).name}
         log.info(f"Engine generation completed in {0.01 * len(layers):.4f} seconds.")
         return IHostMemory(_PLAN_MAGIC + json.dumps(plan).encode())
+
+
+def _io_formats(io: list, network, log, calibrated: bool, entries: list, dla_engine: bool, dev: dict) -> bool:
+    """Each I/O tensor's format from its ``allowed_formats`` (tests/fakes/tensorrt/_formats.py:
+    the rules of TensorRT's headers), its INT8 scale, and on a DLA engine the GPU reformat that a
+    tensor not in a DLA-native format costs at its DLA layer. False (errors logged) when a
+    tensor has no acceptable format or is INT8 without a range."""
+    tensors = {t.name: t for t in list(network._inputs) + list(network._outputs)}
+    members = list(TensorFormat.__members__)
+    for row in io:
+        t = tensors[row["name"]]
+        fmt, why = _formats.choose(_MAJOR, t.allowed_formats, row["dtype"], len(row["shape"]), members)
+        if fmt is None:
+            log.error(f"4: [fake tensorrt] Error Code 4: Internal Error (I/O tensor {t.name} of type {row['dtype']}: "
+                      f"none of its allowed formats can be used: {why})")
+            log.error("2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error "
+                      "(Assertion engine != nullptr failed. )")
+            return False
+        row["format"] = fmt
+        if row["dtype"] == "INT8":
+            if t._range is None and not calibrated:
+                log.error(f"4: [fake tensorrt] Error Code 4: Internal Error (INT8 I/O tensor {t.name} has no "
+                          "dynamic range and no calibrator gives it one)")
+                return False
+            row["scale"] = (t._range[1] if t._range else 4.0) / 127.0
+        if not dla_engine or (row["dtype"], fmt) in _formats.DLA_NATIVE:
+            continue
+        if row["mode"] == "INPUT":
+            on_dla = [l for l in network._layers if t in l._inputs and dev.get(id(l)) == DeviceType.DLA]
+        else:
+            on_dla = [t._producer] if t._producer is not None and dev.get(id(t._producer)) == DeviceType.DLA else []
+        if on_dla:  # the GPU converts between the I/O format and the DLA's own (reference §3.3)
+            n = 1
+            for d in row["shape"]:
+                n *= max(int(d), 1)
+            where = "Input" if row["mode"] == "INPUT" else "Output"
+            entry = {"name": f"Reformatting CopyNode for {where} Tensor 0 to {on_dla[0].name}", "device": "GPU",
+                     "type": "Reformat", "ms": round(0.005 + 2e-8 * n, 6), "layers": []}
+            entries.insert(0 if where == "Input" else len(entries), entry)
+    return True
 
 
 # ------------------------------------------------------------------------------ runtime
@@ -1130,19 +1181,19 @@ class IExecutionContext:
         for t in e._plan["io"]:
             if t["mode"] == "INPUT":
                 dtype = np.dtype(nptype(DataType[t["dtype"]]))
-                ins.append((t["name"], self._addr[t["name"]], dtype, self._shapes[t["name"]]))
-        outs = [(t["name"], self._addr[t["name"]], nptype(DataType[t["dtype"]]))
+                ins.append((t, self._addr[t["name"]], dtype, self._shapes[t["name"]]))
+        outs = [(t, self._addr[t["name"]], nptype(DataType[t["dtype"]]))
                 for t in e._plan["io"] if t["mode"] == "OUTPUT"]
 
         def compute() -> None:
             import hashlib
 
             feeds, key = {}, []
-            for name, ptr, dtype, shape in ins:
-                n = int(np.prod(shape)) * dtype.itemsize
-                data = _gpu.read(ptr, n)
-                feeds[name] = np.frombuffer(data, dtype=dtype).reshape(shape)
-                key.append((name, hashlib.blake2b(data, digest_size=16).digest()))
+            for t, ptr, dtype, shape in ins:
+                fmt = t.get("format", "LINEAR")
+                data = _gpu.read(ptr, _formats.nbytes(_MAJOR, fmt, tuple(shape), dtype.itemsize))
+                feeds[t["name"]] = _formats.unpack(_MAJOR, data, tuple(shape), t["dtype"], fmt, t.get("scale"))
+                key.append((t["name"], hashlib.blake2b(data, digest_size=16).digest()))
             values = e._memo.get(tuple(key))
             if values is None:
                 ev = e._evaluator()
@@ -1151,9 +1202,10 @@ class IExecutionContext:
                 if len(e._memo) > 8:
                     e._memo.pop(next(iter(e._memo)))
                 e._memo[tuple(key)] = values
-            for name, ptr, dtype in outs:
+            for t, ptr, dtype in outs:
                 if _gpu.pending.get(ptr) is compute:
-                    _gpu.write(ptr, np.ascontiguousarray(values[name].astype(dtype, copy=False)).tobytes())
+                    _gpu.write(ptr, _formats.pack(_MAJOR, values[t["name"]], t["dtype"], t.get("format", "LINEAR"),
+                                                  t.get("scale")))
 
         for _, ptr, _ in outs:
             if ptr in _gpu.memory:
@@ -1228,6 +1280,25 @@ class ICudaEngine:
 
     def get_tensor_dtype(self, name: str):
         return DataType[self._io[name]["dtype"]]
+
+    def get_tensor_format(self, name: str, profile_index: int = 0):
+        return TensorFormat[self._io[name].get("format", "LINEAR")]
+
+    def get_tensor_vectorized_dim(self, name: str, profile_index: int = 0) -> int:
+        t = self._io[name]
+        return _formats.layout(_MAJOR, t.get("format", "LINEAR"), tuple(t["shape"]))[0]
+
+    def get_tensor_components_per_element(self, name: str, profile_index: int = 0) -> int:
+        t = self._io[name]
+        return _formats.layout(_MAJOR, t.get("format", "LINEAR"), tuple(t["shape"]))[1]
+
+    def get_tensor_bytes_per_component(self, name: str, profile_index: int = 0) -> int:
+        t = self._io[name]
+        if _formats.layout(_MAJOR, t.get("format", "LINEAR"), tuple(t["shape"]))[0] < 0:
+            return -1  # "-1 if the tensor is not vectorized"
+        import numpy as np
+
+        return int(np.dtype(nptype(DataType[t["dtype"]])).itemsize)
 
     @property
     def num_layers(self) -> int:

@@ -1,0 +1,147 @@
+"""The type and memory format of each tensor a pipeline passes between a GPU and a DLA engine.
+
+A pipeline segment's cut tensors are engine I/O. Left at TensorRT's default (FP32, linear) a
+DLA engine's I/O needs GPU reformat layers at every cut: the DLA reads and writes FP16 or INT8
+in its own formats ("kCHW16 (FP16), and kCHW32 (INT8) formats are common on DLA & GPU; however,
+the default formats are not the same", DLA-SW FAQ). So a cut tensor that a DLA engine writes
+or reads gets the DLA's native feature format on **both** sides (the producer's output and every
+consumer's input must agree byte for byte):
+
+* INT8 builds (TensorRT 8.x / 10.x): ``INT8`` + ``kCHW32`` (the DLA's native INT8 feature format);
+* FP16 builds, and FP16 models on strongly typed TensorRT 11: ``HALF`` + ``kCHW16``.
+
+Only 4-D (NCHW) tensors qualify: the vectorised formats put the vector on the third-to-last
+dimension, which is C only in NCHW. A tensor that is also a network output stays FP32 linear
+(the application reads it), and so does every cut of an FP32 build (the DLA runs no FP32).
+References: ``NvInferRuntimeBase.h`` ``TensorFormat`` comments (release/10.3); DESIGN notes in
+``../shared/reference/tensorrt-dla.md`` §3.3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from placetune.placement.cut import SegmentModel
+
+__all__ = ["CutFormat", "cut_formats", "trtexec_io_formats"]
+
+#: trtexec ``--inputIOFormats`` spellings (sampleOptions.cpp ``stringToValue<TensorFormat>`` / types)
+_TRTEXEC_TYPE = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8"}
+_TRTEXEC_FORMAT = {"LINEAR": "chw", "CHW16": "chw16", "CHW32": "chw32", "DLA_LINEAR": "dla_linear"}
+
+
+@dataclass(frozen=True)
+class CutFormat:
+    """The agreed I/O type and format of one cut tensor.
+
+    Attributes:
+        tensor: the tensor's name (an output of ``producer``, an input of each of ``consumers``).
+        dtype: a ``tensorrt.DataType`` member name: ``HALF``, ``INT8`` or ``FLOAT``.
+        format: a ``tensorrt.TensorFormat`` member name: ``CHW16``, ``CHW32`` or ``LINEAR``.
+        shape: the tensor's static shape.
+        producer: the index of the segment that writes it.
+        consumers: the indexes of the segments that read it.
+    """
+
+    tensor: str
+    dtype: str
+    format: str
+    shape: tuple[int, ...]
+    producer: int
+    consumers: tuple[int, ...]
+
+    @property
+    def trtexec(self) -> str:
+        """trtexec's spelling, e.g. ``int8:chw32`` (for ``--inputIOFormats`` / ``--outputIOFormats``)."""
+        return f"{_TRTEXEC_TYPE[self.dtype]}:{_TRTEXEC_FORMAT[self.format]}"
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one buffer of it: the vector dimension (C) padded to 16 or 32 components."""
+        vec = {"CHW16": 16, "CHW32": 32}.get(self.format, 1)
+        size = {"HALF": 2, "INT8": 1}.get(self.dtype, 4)
+        dims = list(self.shape)
+        if vec > 1:
+            dims[-3] = -(-dims[-3] // vec) * vec
+        count = 1
+        for d in dims:
+            count *= max(int(d), 1)
+        return count * size
+
+    def as_job(self) -> list[str]:
+        """``[dtype, format]``: what a worker engine spec's ``io_formats`` holds per tensor."""
+        return [self.dtype, self.format]
+
+
+def _shape(seg: "SegmentModel", name: str) -> tuple[int, ...] | None:
+    """The static shape of tensor ``name`` among the segment's outputs (None: unknown or dynamic)."""
+    for vi in seg.proto.graph.output:
+        if vi.name == name:
+            dims = tuple(int(d.dim_value) if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim)
+            return dims if all(d > 0 for d in dims) else None
+    return None
+
+
+def cut_formats(cuts: Iterable["SegmentModel"], precision: str, *, strongly_typed: bool = False,
+                network_outputs: Iterable[str] = ()) -> dict[str, CutFormat]:
+    """The cut tensors of a pipeline that get a DLA-native type and format, by name.
+
+    Args:
+        cuts: the pipeline's segments (:func:`placetune.placement.cut.cut`), in order.
+        precision: the build precision: ``int8``, ``fp16`` or ``fp32``.
+        strongly_typed: TensorRT 11, where types come from the model: an ``fp16`` build's
+            segment models are made FP16 (``kCHW16`` then), other precisions keep the default.
+        network_outputs: the model's outputs (they stay FP32 linear).
+
+    Returns:
+        tensor name -> :class:`CutFormat`; cuts that keep TensorRT's default are absent.
+
+    Example:
+        >>> from placetune import Model, Placement
+        >>> from placetune.placement.cut import cut
+        >>> m = Model.load("seed-block")
+        >>> p = Placement(m, {n: "GPU" if n == "/conv1/Conv" else "DLA0" for n in m.names})
+        >>> f = cut_formats(cut(m, p), "int8")["/conv1/Conv_output_0"]
+        >>> f.dtype, f.format, f.trtexec, f.producer, f.consumers
+        ('INT8', 'CHW32', 'int8:chw32', 0, (1,))
+    """
+    segs = list(cuts)
+    outs = set(network_outputs)
+    producer = {t: s for s in segs for t in s.outputs}
+    readers: dict[str, list["SegmentModel"]] = {}
+    for s in segs:
+        for t in s.inputs:
+            if t in producer:
+                readers.setdefault(t, []).append(s)
+    found: dict[str, CutFormat] = {}
+    for t, consumers in readers.items():
+        p = producer[t]
+        if t in outs or all(x.device == "GPU" for x in [p, *consumers]):
+            continue
+        shape = _shape(p, t)
+        if shape is None or len(shape) != 4:
+            continue
+        if strongly_typed:  # the segment models are made FP16 for an fp16 build; INT8 needs Q/DQ
+            if precision != "fp16":
+                continue
+            dtype, fmt = "HALF", "CHW16"
+        elif precision == "int8":
+            dtype, fmt = "INT8", "CHW32"
+        elif precision == "fp16":
+            dtype, fmt = "HALF", "CHW16"
+        else:
+            continue
+        found[t] = CutFormat(t, dtype, fmt, shape, p.index, tuple(c.index for c in consumers))
+    return found
+
+
+def trtexec_io_formats(names: Iterable[str], formats: Mapping[str, CutFormat], default: str = "fp32:chw") -> str | None:
+    """The ``--inputIOFormats`` / ``--outputIOFormats`` value for an engine whose I/O tensors are
+    ``names`` in the engine's order (trtexec applies the list in order, one entry per tensor);
+    None when none of them has a cut format (trtexec's default then)."""
+    names = list(names)
+    if not any(n in formats for n in names):
+        return None
+    return ",".join(formats[n].trtexec if n in formats else default for n in names)

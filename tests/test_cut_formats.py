@@ -1,0 +1,170 @@
+"""Issue 12 defect 4: the tensors a pipeline passes between a GPU and a DLA engine travel in the
+DLA's own type and format (INT8 kCHW32 / FP16 kCHW16) on both sides, with buffers sized for the
+vectorised layout. Run against the TensorRT doubles, whose formats follow the ``TensorFormat``
+comments of TensorRT's headers (tests/fakes/tensorrt/_formats.py): they pack and unpack each
+layout for real, quantise INT8 I/O with the tensor's range, refuse a write past a buffer's end
+and charge a GPU reformat wherever a DLA engine's I/O is not in a DLA format."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from placetune import Evaluator, Model, Placement
+from placetune.backends.tensorrt import pipeline as trt_pipeline
+from placetune.backends.tensorrt.backend import TensorRTBackend
+from placetune.backends.tensorrt.pool import WORKER_FILE
+from placetune.placement.cut import cut
+from placetune.placement.cut_formats import CutFormat, cut_formats, trtexec_io_formats
+from tests.fakes import fake_env
+
+# conv_a (3 -> 20 channels) and relu_a on the GPU; conv_b and relu_b on DLA0: one cut tensor of 20
+# channels, which kCHW16 and kCHW32 pad to 32
+DLA_TAIL = {"/conv_b/Conv": "DLA0", "/relu_b/Relu": "DLA0"}
+
+
+@pytest.fixture(scope="module")
+def two_conv(tmp_path_factory) -> Path:
+    rng = np.random.default_rng(3)
+    w1 = numpy_helper.from_array(rng.normal(0, 0.3, (20, 3, 3, 3)).astype(np.float32), "conv_a.weight")
+    w2 = numpy_helper.from_array(rng.normal(0, 0.3, (12, 20, 1, 1)).astype(np.float32), "conv_b.weight")
+    nodes = [
+        helper.make_node("Conv", ["input", "conv_a.weight"], ["/conv_a/Conv_output_0"], name="/conv_a/Conv",
+                         pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["/conv_a/Conv_output_0"], ["/relu_a/Relu_output_0"], name="/relu_a/Relu"),
+        helper.make_node("Conv", ["/relu_a/Relu_output_0", "conv_b.weight"], ["/conv_b/Conv_output_0"],
+                         name="/conv_b/Conv", kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["/conv_b/Conv_output_0"], ["output"], name="/relu_b/Relu"),
+    ]
+    g = helper.make_graph(nodes, "two_conv", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 12, 16, 16])], [w1, w2])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp_path_factory.mktemp("models") / "two_conv.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def _run(model_path: Path, tmp: Path, version: str, precision: str, *, cut_formats_on: bool = True, jobs=None,
+         tamper=None, monkeypatch=None):
+    be = TensorRTBackend(worker_env=fake_env(version), cache_dir=tmp / "cache", warmup_ms=1, profile_iterations=2,
+                         cut_formats=cut_formats_on)
+    rules = version if version.startswith("11") else version[:4].rstrip(".")
+    ev = Evaluator(str(model_path), "orin-agx", backend=be, store=tmp / "pt.db", trt_version=rules, iterations=5,
+                   mode="pipeline", precision=precision)
+    if jobs is not None:
+        orig = be.pool.run
+
+        def run(job, **kw):
+            if tamper is not None and job.get("op") == "pipeline":
+                tamper(job)
+            jobs.append(job)
+            return orig(job, **kw)
+
+        monkeypatch.setattr(be.pool, "run", run)
+    try:
+        return ev.evaluate(Placement(ev.model, DLA_TAIL))
+    finally:
+        ev.close()
+        be.close()
+
+
+def test_cut_formats_choose_the_dla_native_format_per_precision(two_conv):
+    m = Model.load(str(two_conv))
+    segs = cut(m, Placement(m, DLA_TAIL))
+    cut_name = "/relu_a/Relu_output_0"
+    int8 = cut_formats(segs, "int8")[cut_name]
+    assert (int8.dtype, int8.format, int8.producer, int8.consumers) == ("INT8", "CHW32", 0, (1,))
+    assert int8.nbytes == 1 * 32 * 16 * 16  # 20 channels padded to one vector of 32, one byte each
+    fp16 = cut_formats(segs, "fp16")[cut_name]
+    assert (fp16.dtype, fp16.format, fp16.nbytes) == ("HALF", "CHW16", 2 * 32 * 16 * 16)
+    assert cut_formats(segs, "fp32") == {}  # the DLA runs no FP32: nothing to agree on
+    assert cut_formats(segs, "int8", network_outputs=[cut_name]) == {}  # the application reads it: FP32 stays
+    # TensorRT 11 takes types from the model: FP16 segment models for fp16; INT8 would need Q/DQ
+    assert cut_formats(segs, "fp16", strongly_typed=True)[cut_name].format == "CHW16"
+    assert cut_formats(segs, "int8", strongly_typed=True) == {}
+    all_gpu = cut(m, Placement(m, {}))
+    assert cut_formats(all_gpu, "int8") == {}
+    assert trtexec_io_formats(["input", cut_name], {cut_name: int8}) == "fp32:chw,int8:chw32"
+    assert trtexec_io_formats(["input"], {cut_name: int8}) is None
+
+
+@pytest.mark.parametrize("version,precision", [("8.5.2", "int8"), ("8.6.2", "fp16"), ("10.3.0", "int8"),
+                                               ("10.3.0", "fp16"), ("11.4.1", "fp16")])
+def test_cut_tensor_travels_in_the_dla_format_on_both_sides(version, precision, two_conv, tmp_path, monkeypatch):
+    """Both engines get the same type and one allowed format for the cut tensor, the buffers
+    hold the padded layout (the double refuses a write past a buffer's end), the outputs
+    still match the all-GPU engine, and the DLA engine has no reformat at the cut."""
+    jobs: list = []
+    m = _run(two_conv, tmp_path, version, precision, jobs=jobs, monkeypatch=monkeypatch)
+    assert m.status == "ok", m.reason
+    cut_name = "/relu_a/Relu_output_0"
+    want = ["INT8", "CHW32"] if precision == "int8" else ["HALF", "CHW16"]
+    specs = next(j for j in jobs if j.get("op") == "pipeline")["engines"]
+    assert [s["io_formats"] for s in specs] == [{cut_name: want}, {cut_name: want}]
+    assert [row["io_formats"] for row in m.extra["engines"]] == [{cut_name: want}, {cut_name: want}]
+    assert m.extra["cut_formats"][cut_name]["format"] == want[1]
+    assert "cut_formats_failed" not in m.extra
+    assert m.extra["gate"]["passed"] and not m.extra["gate"]["vacuous"]
+    # the DLA engine reformats only the FP32 network output it writes, not the cut it reads
+    gpu, dla = m.extra["engines"]
+    assert gpu["reformats_ms"] == {}
+    assert list(dla["reformats_ms"]) == ["Reformatting CopyNode for Output Tensor 0 to /relu_b/Relu"]
+
+
+def test_without_cut_formats_the_dla_engine_pays_a_reformat_at_the_cut(two_conv, tmp_path):
+    m = _run(two_conv, tmp_path, "10.3.0", "int8", cut_formats_on=False)
+    assert m.status == "ok", m.reason
+    assert m.extra["cut_formats"] == {}
+    assert sorted(m.extra["engines"][1]["reformats_ms"]) == ["Reformatting CopyNode for Input Tensor 0 to /conv_b/Conv",
+                                                             "Reformatting CopyNode for Output Tensor 0 to /relu_b/Relu"]
+
+
+def test_a_producer_and_consumer_that_disagree_are_refused_before_running(two_conv, tmp_path, monkeypatch):
+    """The runtime compares the format each engine really got (engine.get_tensor_format), not
+    what was asked: a consumer reading HALF kCHW16 bytes as INT8 kCHW32 would compute garbage."""
+
+    def tamper(job):
+        job["engines"][1]["io_formats"] = {"/relu_a/Relu_output_0": ["HALF", "CHW16"]}
+
+    m = _run(two_conv, tmp_path, "10.3.0", "int8", jobs=[], tamper=tamper, monkeypatch=monkeypatch)
+    assert m.status == "runtime_failed"
+    assert "cut tensor '/relu_a/Relu_output_0'" in m.reason and "CHW32" in m.reason and "CHW16" in m.reason
+
+
+def test_a_format_the_tensorrt_refuses_falls_back_to_default_io(two_conv, tmp_path, monkeypatch):
+    """TensorRT 8.x binds kCHW16 to FP16 (NvInferRuntimeCommon.h); asked for INT8 kCHW16 the
+    build fails, and the pipeline is built again with the default FP32 linear I/O, saying why."""
+    real = trt_pipeline.cut_formats
+
+    def int8_chw16(*a, **kw):
+        return {t: CutFormat(f.tensor, "INT8", "CHW16", f.shape, f.producer, f.consumers)
+                for t, f in real(*a, **kw).items()}
+
+    monkeypatch.setattr(trt_pipeline, "cut_formats", int8_chw16)
+    jobs: list = []
+    m = _run(two_conv, tmp_path, "8.5.2", "int8", jobs=jobs, monkeypatch=monkeypatch)
+    assert m.status == "ok", m.reason
+    pipeline_jobs = [j for j in jobs if j.get("op") == "pipeline"]
+    assert len(pipeline_jobs) == 2 and "io_formats" not in pipeline_jobs[1]["engines"][0]
+    assert "CHW16 needs HALF, not INT8" in m.extra["cut_formats_failed"]
+    assert m.extra["cut_formats"] == {} and any("default FP32 linear" in n for n in m.extra["notes"])
+
+
+def test_buffer_bytes_follow_the_headers_layouts():
+    sys.path.insert(0, str(WORKER_FILE.parent))
+    try:
+        wt = importlib.import_module("worker_time")
+    finally:
+        sys.path.remove(str(WORKER_FILE.parent))
+    assert wt.buffer_bytes((1, 20, 16, 16), 1, "CHW32", 1, 32) == 32 * 16 * 16
+    assert wt.buffer_bytes((2, 20, 16, 16), 2, "CHW16", 1, 16) == 2 * 32 * 16 * 16 * 2
+    assert wt.buffer_bytes((1, 20, 16, 16), 4, "LINEAR", -1, 1) == 20 * 16 * 16 * 4
+    assert wt.buffer_bytes((1, 4, 5, 7), 2, "DLA_LINEAR", -1, 1) == 4 * 5 * 32 * 2  # W stride rounded to 64 B
