@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.placement.placement import Placement, Segment
 
-__all__ = ["SegmentModel", "cut", "load_source", "run_segments", "randomize_weights", "swap_inputs"]
+__all__ = ["SegmentModel", "cut", "load_source", "run_segments", "randomize_weights", "swap_inputs", "tensor_infos"]
 
 
 @dataclass(frozen=True)
@@ -74,12 +74,38 @@ class SegmentModel:
     predecessors: tuple[int, ...]
     hash: str
 
+    def boundary(self) -> dict[str, list[dict[str, Any]]]:
+        """The tensors at the segment's cuts: ``{"inputs": [...], "outputs": [...]}``, each a
+        ``{"name", "shape", "dtype"}`` (see :func:`tensor_infos`), in the sub-model's order."""
+        g = self.proto.graph
+        return {"inputs": tensor_infos(list(g.input)), "outputs": tensor_infos(list(g.output))}
+
     def save(self, path: str | Path) -> Path:
         """Write the sub-model to ``path`` (folders are created)."""
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(self.proto.SerializeToString(deterministic=True))
         return out
+
+
+def tensor_infos(values: Sequence[onnx.ValueInfoProto]) -> list[dict[str, Any]]:
+    """``{"name", "shape", "dtype"}`` per tensor: the shape as a list (an open dimension is its
+    symbol, or None), the dtype as numpy names it (``float32``; None when not a tensor type)."""
+    out: list[dict[str, Any]] = []
+    for vi in values:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        shape: list[Any] | None = None
+        dtype = None
+        if tt is not None:
+            if tt.HasField("shape"):
+                shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+            if tt.elem_type:
+                try:
+                    dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+                except (KeyError, TypeError, ValueError):  # a type numpy has no name for
+                    dtype = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+        out.append({"name": vi.name, "shape": shape, "dtype": dtype})
+    return out
 
 
 # =========================================================================================
