@@ -283,3 +283,23 @@ def test_a_qdq_model_keeps_its_ranges_and_its_file_is_the_folders_model(tmp_path
     assert onnx.load(str(out / "model.onnx")).graph == onnx.load(str(src)).graph
     proc = _run_build(out / "build.sh", tmp_path, tmp_path / "r.jsonl")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+
+
+def test_replicas_with_their_own_batch_get_their_own_onnx(tmp_path, capsys):
+    """A static model's replica at another batch is built from the model at that batch (trtexec
+    refuses --shapes for static inputs): the engines the fake builds have the replicas' batches."""
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator("seed-block", "orin-agx", mode="replicas", objective="throughput", store=url,
+                             study="r", replicas={"GPU": 4, "DLA0": 2, "DLA1": 2}) as ev:
+        ev.baseline()
+        rid = ev.evaluate(Placement.all_dla(ev.model, 0)).extra["_id"]
+    out = tmp_path / "d"
+    _export(capsys, "--study", "r", "--storage", url, "--format", "trtexec", "-o", str(out), "--measurement", str(rid))
+    plan = load(out / "plan.json")
+    assert [(e["onnx_file"], e["inputs"][0]["shape"][0]) for e in plan.engines] == [
+        ("model.b4.onnx", 4), ("model.b2.onnx", 2), ("model.b2.onnx", 2)]
+    proc = _run_build(out / "build.sh", tmp_path, tmp_path / "r.jsonl")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    for e in plan.engines:
+        onnx.checker.check_model(str(out / e["onnx_file"]), full_check=True)
+        assert json.loads((out / e["engine_file"]).read_text())["batch"] == e["batch"]  # the fake's engine file

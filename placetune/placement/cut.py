@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.placement.placement import Placement, Segment
 
-__all__ = ["SegmentModel", "cut", "load_source", "run_segments", "randomize_weights", "swap_inputs", "tensor_infos"]
+__all__ = ["SegmentModel", "cut", "load_source", "run_segments", "randomize_weights", "swap_inputs", "tensor_infos", "with_batch"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,37 @@ def load_source(model: "Model") -> onnx.ModelProto:
         if not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data) and any(t.dims):
             dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
             t.CopyFrom(numpy_helper.from_array(np.zeros(tuple(t.dims), dtype=dtype), t.name))
+    return proto
+
+
+def with_batch(model: "Model", batch: int, source: onnx.ModelProto | None = None) -> onnx.ModelProto:
+    """The whole model with its weights at another batch size (a replica with its own batch):
+    a zoo network is built again at ``batch``; a file's inputs get ``batch`` as their first
+    dimension (inferred shapes dropped, as TensorRT re-infers them).
+
+    Args:
+        model: the model.
+        batch: the batch size.
+        source: the model's ONNX with weights (default :func:`load_source`).
+    """
+    if model.zoo:
+        from placetune.model import zoo
+        from placetune.model.model import _zoo_options
+
+        name, _, opts = model.zoo.partition(":")
+        return zoo.build(name, batch=int(batch), weights=True, **_zoo_options(opts))
+    proto = onnx.ModelProto()
+    proto.CopyFrom(source if source is not None else load_source(model))
+    init = {t.name for t in proto.graph.initializer}
+    for vi in proto.graph.input:
+        if vi.name not in init and vi.type.tensor_type.shape.dim:
+            d = vi.type.tensor_type.shape.dim[0]
+            d.Clear()
+            d.dim_value = int(batch)
+    del proto.graph.value_info[:]
+    for vi in proto.graph.output:
+        if vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
     return proto
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping
@@ -223,8 +224,9 @@ def _add_files_and_io(mode: str, engines: list[dict[str, Any]], model: "Model | 
     from placetune.placement.cut import cut, tensor_infos
     from placetune.plan.trtexec import engine_files
 
+    static = None if model is None or model.dynamic_input_shapes else model.batch
     for eng in engines:
-        eng["onnx_file"], eng["engine_file"] = engine_files(mode, eng)
+        eng["onnx_file"], eng["engine_file"] = engine_files(mode, eng, static_batch=static)
     if model is None or model.proto is None:
         return
     if mode != "pipeline":
@@ -233,7 +235,12 @@ def _add_files_and_io(mode: str, engines: list[dict[str, Any]], model: "Model | 
         io = {"inputs": tensor_infos([vi for vi in g.input if vi.name not in inits]),
               "outputs": tensor_infos(list(g.output))}
         for eng in engines:
-            eng.update(io)
+            eng.update(json.loads(json.dumps(io)))
+            batch = eng.get("batch")
+            if mode == "replicas" and batch is not None and int(batch) != model.batch:  # its own batch
+                for t in eng["inputs"] + eng["outputs"]:
+                    if t["shape"]:
+                        t["shape"][0] = int(batch)
         return
     if realized is None:
         return

@@ -17,6 +17,7 @@ plan's engines on the Jetson with ``trtexec``:
 
 Example:
     >>> import placetune as pt
+    >>> from placetune.plan.export import export_plan
     >>> ev = pt.Evaluator("seed-block", "orin-agx", mode="engine")
     >>> _ = ev.baseline()
     >>> out = write_plan_folder(export_plan(ev.store, ev.study_name, model=ev.model), ev.model, "/tmp/d")  # doctest: +SKIP
@@ -37,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from placetune.errors import ConfigError, ModelError
-from placetune.plan.trtexec import _one_line, engine_files, trtexec_commands
+from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
+from placetune.plan.trtexec import engine_files as _engine_files
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -85,6 +87,11 @@ class PlanFolder:
     engines: list[str] = field(default_factory=list)
 
 
+def engine_files(plan: "Plan", engine: dict[str, Any]) -> tuple[str, str]:
+    """``(onnx file, engine file)`` of one of the plan's engines inside the folder."""
+    return _engine_files(plan.mode, engine, _STEM, static_batch(plan))
+
+
 def _load_source(model: "Model", source: "onnx.ModelProto | str | os.PathLike[str] | None") -> onnx.ModelProto:
     from placetune.placement.cut import load_source
 
@@ -110,9 +117,9 @@ def _save_proto(proto: onnx.ModelProto, path: Path) -> None:
 
 
 def _script(plan: "Plan", trt_version: str | None, calib: str | None) -> str:
-    lines = trtexec_commands(plan, f"{_STEM}.onnx", trt_version, build_only=True, calib=calib, segments_cut=True)
+    lines = trtexec_commands(plan, f"{_STEM}.onnx", trt_version, build_only=True, calib=calib, folder=True)
     body = [('"$TRTEXEC"' + line[len("trtexec"):]) if line.startswith("trtexec ") else line for line in lines]
-    built = " ".join(engine_files(plan.mode, e, _STEM)[1] for e in plan.engines)
+    built = " ".join(engine_files(plan, e)[1] for e in plan.engines)
     return _PREAMBLE + "\n".join(body) + f"\necho 'built: {built}'\n"
 
 
@@ -133,7 +140,7 @@ def _readme(plan: "Plan", calib: str | None) -> str:
     lines += ["", "Files", "  plan.json          the plan: each layer's device, the engines with their ONNX and engine "
               "files and boundary tensors, the figures", "  build.sh           builds every engine with trtexec"]
     for e in plan.engines:
-        onnx_file, engine_file = engine_files(plan.mode, e, _STEM)
+        onnx_file, engine_file = engine_files(plan, e)
         what = {"segment": f"segment {e.get('index')} on {e.get('device')}", "replica": f"replica on {e.get('device')}",
                 }.get(str(e.get("kind")), f"the engine ({e.get('device')})")
         lines.append(f"  {onnx_file:18s} -> {engine_file}: {what}; inputs {_tensors(e.get('inputs'))}; "
@@ -150,7 +157,7 @@ def _readme(plan: "Plan", calib: str | None) -> str:
     for e in plan.engines:
         core = e.get("dla_core")
         dla = f" --useDLACore={core}" if core is not None else ""
-        lines.append(f"     trtexec --loadEngine={engine_files(plan.mode, e, _STEM)[1]}{dla}")
+        lines.append(f"     trtexec --loadEngine={engine_files(plan, e)[1]}{dla}")
     lines.append("   (an engine with DLA layers runs on the DLA core given by --useDLACore)")
     lines += ["", "3. Run the whole plan:"]
     if plan.mode == "engine":
@@ -171,7 +178,7 @@ def _readme(plan: "Plan", calib: str | None) -> str:
         lines += ["   load one engine per device (its own runtime, DLA core and stream) and send each batch to the",
                   "   next free replica; each replica runs the whole network:"]
         for e in plan.engines:
-            lines.append(f"     {engine_files(plan.mode, e, _STEM)[1]}: {e.get('device')}, batch {e.get('batch')}")
+            lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
     return "\n".join(lines) + "\n"
 
 
@@ -237,15 +244,21 @@ def write_plan_folder(
             for s in segments:
                 eng = by_index[s.index]
                 eng.update(s.boundary())
-                path = out / engine_files(p.mode, eng, _STEM)[0]
+                path = out / engine_files(p, eng)[0]
                 s.save(path)
                 written.append((eng, path))
         else:
-            path = out / f"{_STEM}.onnx"
-            _save_proto(proto, path)
-            written.append((p.engines[0], path))
+            from placetune.placement.cut import with_batch
+
+            for eng in p.engines:
+                path = out / engine_files(p, eng)[0]
+                if path not in {w for _, w in written}:
+                    # the model, or a replica's own batch of a static model
+                    own = path.name != f"{_STEM}.onnx"
+                    _save_proto(with_batch(model, int(eng["batch"]), proto) if own else proto, path)
+                written.append((eng, path))
         for eng in p.engines:
-            eng["onnx_file"], eng["engine_file"] = engine_files(p.mode, eng, _STEM)
+            eng["onnx_file"], eng["engine_file"] = engine_files(p, eng)
         files.extend(dict.fromkeys(path for _, path in written))
         if calib is not None:
             shutil.copyfile(calibration_cache, out / calib)  # type: ignore[arg-type]
@@ -257,4 +270,4 @@ def write_plan_folder(
         files.append(out / "README.txt")
     except OSError as exc:
         raise ConfigError(f"cannot write the plan folder {out}: {exc.strerror or exc}") from None
-    return PlanFolder(out, p, files, [engine_files(p.mode, e, _STEM)[1] for e in p.engines])
+    return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines])

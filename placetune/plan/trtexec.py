@@ -22,7 +22,7 @@ from placetune.placement.placement import dla_core
 if TYPE_CHECKING:
     from placetune.plan.file import Plan
 
-__all__ = ["engine_files", "trtexec_commands", "trtexec_script"]
+__all__ = ["engine_files", "static_batch", "trtexec_commands", "trtexec_script"]
 
 
 def _version_tuple(text: Any) -> tuple[int, ...]:
@@ -44,11 +44,20 @@ def _stem(onnx_path: str) -> str:
     return onnx_path
 
 
-def engine_files(mode: str, engine: dict[str, Any], stem: str = "model") -> tuple[str, str]:
+def static_batch(plan: "Plan") -> int | None:
+    """The plan's batch when every model input is static (a replica with another batch then
+    needs its own ONNX file, ``<stem>.b<batch>.onnx``); None for a model with dynamic inputs."""
+    dynamic = plan.model.get("dynamic_inputs")
+    return int(plan.batch) if isinstance(dynamic, list) and not dynamic else None
+
+
+def engine_files(mode: str, engine: dict[str, Any], stem: str = "model",
+                 static_batch: int | None = None) -> tuple[str, str]:
     """``(onnx file, engine file)`` of one of a plan's engines, as the trtexec commands name them:
     ``<stem>.onnx`` / ``<stem>.engine`` in engine mode, ``<stem>.seg<i>.onnx`` /
     ``<stem>.seg<i>.engine`` per pipeline segment, ``<stem>.onnx`` / ``<stem>.<device>.engine``
-    per replica (``model.dla0.engine``).
+    per replica (``model.dla0.engine``); a replica whose batch is not ``static_batch`` (the
+    static batch of the model's inputs) is built from ``<stem>.b<batch>.onnx``.
 
     Example:
         >>> engine_files("pipeline", {"index": 2})
@@ -58,17 +67,19 @@ def engine_files(mode: str, engine: dict[str, Any], stem: str = "model") -> tupl
         i = engine.get("index")
         return f"{stem}.seg{i}.onnx", f"{stem}.seg{i}.engine"
     if mode == "replicas":
-        return f"{stem}.onnx", f"{stem}.{str(engine.get('device')).lower()}.engine"
+        batch = engine.get("batch")
+        own = static_batch is not None and batch is not None and int(batch) != int(static_batch)
+        return f"{stem}.b{batch}.onnx" if own else f"{stem}.onnx", f"{stem}.{str(engine.get('device')).lower()}.engine"
     return f"{stem}.onnx", f"{stem}.engine"
 
 
 def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None, *,
-                     build_only: bool = False, calib: str | None = None, segments_cut: bool = False) -> list[str]:
+                     build_only: bool = False, calib: str | None = None, folder: bool = False) -> list[str]:
     """The trtexec command lines that build the plan's engine(s), with explaining ``#`` comment lines.
 
     One command per engine: one in engine mode; one per segment in pipeline mode (each
-    from its own part of the ONNX, ``<stem>.seg<i>.onnx``: placetune cuts these files in a
-    later version); one per replica in replicas mode. A DLA engine gets ``--useDLACore=k``
+    from its own part of the ONNX, ``<stem>.seg<i>.onnx``, which the folder export
+    :func:`~placetune.plan.folder.write_plan_folder` cuts); one per replica in replicas mode. A DLA engine gets ``--useDLACore=k``
     and ``--allowGPUFallback`` (when the plan used it); an engine with layers on both
     devices also ``--layerDeviceTypes`` listing every layer (``--useDLACore`` makes DLA the
     default, so GPU layers must be named). Every argument is quoted for a POSIX shell.
@@ -83,7 +94,8 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
         build_only: build without timing (``--skipInference``; ``--buildOnly`` before 8.6).
         calib: an INT8 plan's calibration cache file, passed as ``--calib=<file>`` (TensorRT
             below 11; 11 has no ``--calib``: quantize the ONNX with Q/DQ nodes instead).
-        segments_cut: the ``<stem>.seg<i>.onnx`` files exist (a folder export wrote them).
+        folder: the ``<stem>.seg<i>.onnx`` files (and ``<stem>.b<batch>.onnx`` for replicas with
+            their own batch of a static model) exist: a folder export wrote them.
 
     Returns:
         Lines: comments start with ``#``; the others are commands.
@@ -180,7 +192,7 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
         n = len(plan.engines)
         lines.append(f"# pipeline mode: {n} engines, one per segment, chained by the application (CUDA streams + "
                      "events; a segment starts when its predecessors are done)")
-        if segments_cut:
+        if folder:
             lines.append(f"# each segment is built from its own ONNX file, {stem}.seg<i>.onnx, cut from the model "
                          "with its weights (inputs and outputs at the segment boundaries, static shapes)")
         else:
@@ -201,11 +213,16 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
         for eng in plan.engines:
             dev = str(eng.get("device"))
             lines.append(f"# replica on {dev}, batch {eng.get('batch')}")
-            if not input_shapes and eng.get("batch") not in (None, plan.batch):
+            onnx_file, engine_file = engine_files("replicas", eng, stem, static_batch(plan) if folder else None)
+            if folder and onnx_file != f"{stem}.onnx":
+                lines.append(f"# built from {onnx_file}: the model at this replica's batch (its inputs are static)")
+            elif not input_shapes and eng.get("batch") not in (None, plan.batch):
                 lines.append(f"# the model's inputs are static (batch {plan.batch}): export the ONNX at batch "
                              f"{eng.get('batch')} for this replica (trtexec takes --shapes only for dynamic inputs)")
-            lines.extend(command(onnx_path, engine_files("replicas", eng, stem)[1], eng,
-                                 shapes_arg(input_shapes, eng.get("batch"))))
+                onnx_file = onnx_path
+            else:
+                onnx_file = onnx_path
+            lines.extend(command(onnx_file, engine_file, eng, shapes_arg(input_shapes, eng.get("batch"))))
     if any("\x00" in line for line in lines):
         raise ConfigError("the plan holds a NUL byte in a name (model, study, layer or file): a shell script cannot "
                           "carry it; rename it in the ONNX model or the study")
