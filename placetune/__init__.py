@@ -37,6 +37,7 @@ from placetune.placement.placement import DEVICES, Placement, Segment
 from placetune.plan.export import export_plan
 from placetune.plan.file import Plan
 from placetune.plan.file import load as load_plan
+from placetune.plan.folder import PlanFolder, write_plan_folder
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
 from placetune.calibration import DeviceProfile, FitResult, calibrate, fit_profile, load_device_profile
@@ -95,6 +96,8 @@ __all__ = [
     "Plan",
     "export_plan",
     "load_plan",
+    "write_plan_folder",
+    "PlanFolder",
     "make_env",
     "register_envs",
     "PlacementEnv",

@@ -9,6 +9,7 @@ Example:
     ``placetune studies --storage sqlite:///runs.db``;
     ``placetune export --study s -o plan.json``;
     ``placetune export --study s --format trtexec --onnx model.onnx -o build.sh``;
+    ``placetune export --study s --format trtexec -o deploy/`` (build.sh, ONNX files, plan.json, README.txt);
     ``placetune report --study s -o report/``;
     ``placetune trace plan.json -o trace.json``
 """
@@ -18,11 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placetune.errors import ConfigError, StoreError
+from placetune.errors import ConfigError, ModelError, StoreError
 
 if TYPE_CHECKING:
     from placetune.store.store import Store
@@ -117,19 +119,58 @@ def cmd_studies(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- export
+def _folder_output(args: argparse.Namespace) -> bool:
+    """``--format trtexec -o DIR``: a folder when -o is a directory or a path without a ``.sh``
+    / ``.json`` suffix (``-o build.sh`` keeps writing a single script)."""
+    if args.format != "trtexec" or args.output in (None, "-"):
+        return False
+    out = Path(args.output)
+    return out.is_dir() or str(args.output).endswith(("/", os.sep)) or out.suffix.lower() not in (".sh", ".json")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    """``placetune export``: write the best plan of a study as JSON or as trtexec commands."""
-    from placetune.plan.export import export_plan
+    """``placetune export``: write the best plan of a study as JSON, as trtexec commands, or as a
+    deployment folder (``--format trtexec -o DIR``)."""
+    from placetune.plan.export import export_plan, load_study_model
     from placetune.plan.trtexec import trtexec_script
 
+    folder = _folder_output(args)
+    calib = args.calibration_cache
+    if calib is not None and not Path(calib).is_file():
+        raise ConfigError(f"--calibration-cache {calib}: no such file")
     with open_store(args.storage) as store:
-        plan = export_plan(store, args.study, measurement_id=args.measurement)
+        model = None
+        if folder:
+            model = load_study_model(store, args.study, args.onnx)
+            if args.onnx and model.path is not None and Path(model.path) != Path(args.onnx):
+                raise ModelError(f"--onnx {args.onnx} is not the model of study {args.study!r} (its graph or input "
+                                 "shapes differ)")
+        plan = export_plan(store, args.study, measurement_id=args.measurement, model=model)
+    if calib is not None and plan.precision != "int8":
+        raise ConfigError(f"--calibration-cache is for INT8 plans; the plan of study {args.study!r} is "
+                          f"{plan.precision}")
+    if folder:
+        from placetune.plan.folder import write_plan_folder
+
+        assert model is not None
+        done = write_plan_folder(plan, model, args.output, source=args.onnx, calibration_cache=calib,
+                                 trt_version=args.trt_version)
+        print(done.plan.summary())
+        print(f"wrote plan folder {done.directory} (study {args.study}, measurement "
+              f"{plan.source.get('measurement_id')}): {', '.join(f.name for f in done.files)}")
+        print(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
+        for note in done.plan.notes:
+            print(f"note: {note}")
+        return 0
+    if calib is not None:
+        plan.int8_ranges, plan.calibration_cache = "calibration-cache", str(calib)
+        plan.notes = [n for n in plan.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
     if args.format == "trtexec":
         onnx = args.onnx
         if onnx is None:
             path = plan.model.get("path") or ""
             onnx = path if path.endswith(".onnx") else "model.onnx"
-        text = trtexec_script(plan, onnx, args.trt_version)
+        text = trtexec_script(plan, onnx, args.trt_version, calib=calib)
     else:
         text = plan.to_json() + "\n"
     if args.output in (None, "-"):
@@ -221,11 +262,19 @@ def add_parsers(subparsers: Any) -> None:
     p = subparsers.add_parser("export", help="export the best plan of a study (JSON plan or trtexec commands)")
     p.add_argument("--study", required=True, help="study name (see `placetune studies`)")
     _storage(p)
-    p.add_argument("-o", "--output", default=None, help="output file (default: standard output)")
+    p.add_argument("-o", "--output", default=None,
+                   help="output file (default: standard output); with --format trtexec, a directory (or a path "
+                        "without .sh/.json) gets a deployment folder: build.sh, the ONNX file(s), plan.json, "
+                        "README.txt")
     p.add_argument("--format", choices=("json", "trtexec"), default="json",
-                   help="json: the plan file; trtexec: a shell script of trtexec commands (default json)")
+                   help="json: the plan file; trtexec: a shell script of trtexec commands, or with -o DIR the "
+                        "deployment folder (default json)")
     p.add_argument("--onnx", default=None, metavar="PATH",
-                   help="trtexec format: the ONNX file to build from (default: the study's file, else model.onnx)")
+                   help="trtexec format: the ONNX file to build from (default: the study's file, else model.onnx); "
+                        "folder: the model file with its weights to cut (default: the study's file or zoo network)")
+    p.add_argument("--calibration-cache", default=None, metavar="FILE",
+                   help="INT8 plans: TensorRT calibration cache passed to trtexec as --calib (copied into the "
+                        "folder); without it and without Q/DQ nodes the INT8 ranges are placeholders")
     p.add_argument("--trt-version", default=None,
                    help="trtexec format: target TensorRT version (default: the plan's)")
     p.add_argument("--measurement", type=int, default=None, metavar="ID",

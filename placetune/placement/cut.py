@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.placement.placement import Placement, Segment
 
-__all__ = ["SegmentModel", "cut", "load_source", "run_segments", "randomize_weights", "swap_inputs"]
+__all__ = ["SegmentModel", "cut", "load_source", "run_segments", "randomize_weights", "swap_inputs", "tensor_infos", "with_batch"]
 
 
 @dataclass(frozen=True)
@@ -74,12 +74,38 @@ class SegmentModel:
     predecessors: tuple[int, ...]
     hash: str
 
+    def boundary(self) -> dict[str, list[dict[str, Any]]]:
+        """The tensors at the segment's cuts: ``{"inputs": [...], "outputs": [...]}``, each a
+        ``{"name", "shape", "dtype"}`` (see :func:`tensor_infos`), in the sub-model's order."""
+        g = self.proto.graph
+        return {"inputs": tensor_infos(list(g.input)), "outputs": tensor_infos(list(g.output))}
+
     def save(self, path: str | Path) -> Path:
         """Write the sub-model to ``path`` (folders are created)."""
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(self.proto.SerializeToString(deterministic=True))
         return out
+
+
+def tensor_infos(values: Sequence[onnx.ValueInfoProto]) -> list[dict[str, Any]]:
+    """``{"name", "shape", "dtype"}`` per tensor: the shape as a list (an open dimension is its
+    symbol, or None), the dtype as numpy names it (``float32``; None when not a tensor type)."""
+    out: list[dict[str, Any]] = []
+    for vi in values:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        shape: list[Any] | None = None
+        dtype = None
+        if tt is not None:
+            if tt.HasField("shape"):
+                shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+            if tt.elem_type:
+                try:
+                    dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+                except (KeyError, TypeError, ValueError):  # a type numpy has no name for
+                    dtype = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+        out.append({"name": vi.name, "shape": shape, "dtype": dtype})
+    return out
 
 
 # =========================================================================================
@@ -118,6 +144,37 @@ def load_source(model: "Model") -> onnx.ModelProto:
         if not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data) and any(t.dims):
             dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
             t.CopyFrom(numpy_helper.from_array(np.zeros(tuple(t.dims), dtype=dtype), t.name))
+    return proto
+
+
+def with_batch(model: "Model", batch: int, source: onnx.ModelProto | None = None) -> onnx.ModelProto:
+    """The whole model with its weights at another batch size (a replica with its own batch):
+    a zoo network is built again at ``batch``; a file's inputs get ``batch`` as their first
+    dimension (inferred shapes dropped, as TensorRT re-infers them).
+
+    Args:
+        model: the model.
+        batch: the batch size.
+        source: the model's ONNX with weights (default :func:`load_source`).
+    """
+    if model.zoo:
+        from placetune.model import zoo
+        from placetune.model.model import _zoo_options
+
+        name, _, opts = model.zoo.partition(":")
+        return zoo.build(name, batch=int(batch), weights=True, **_zoo_options(opts))
+    proto = onnx.ModelProto()
+    proto.CopyFrom(source if source is not None else load_source(model))
+    init = {t.name for t in proto.graph.initializer}
+    for vi in proto.graph.input:
+        if vi.name not in init and vi.type.tensor_type.shape.dim:
+            d = vi.type.tensor_type.shape.dim[0]
+            d.Clear()
+            d.dim_value = int(batch)
+    del proto.graph.value_info[:]
+    for vi in proto.graph.output:
+        if vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
     return proto
 
 

@@ -2,5 +2,6 @@
 
 from placetune.plan.export import export_plan
 from placetune.plan.file import Plan, load
+from placetune.plan.folder import PlanFolder, write_plan_folder
 
-__all__ = ["Plan", "export_plan", "load"]
+__all__ = ["Plan", "PlanFolder", "export_plan", "load", "write_plan_folder"]

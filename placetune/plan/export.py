@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.store.records import MeasurementRecord, StudyRecord
     from placetune.store.store import Store
+    from placetune.tuning.objectives import Objective
 
 __all__ = ["export_plan", "load_study_model"]
 
@@ -64,11 +66,12 @@ def _model_row(store: "Store", model_hash: str) -> Any:
         raise StoreError(f"cannot read the models table of {store.url}: {str(exc).splitlines()[0]}") from None
 
 
-def load_study_model(store: "Store", study: "StudyRecord | str") -> "Model":
+def load_study_model(store: "Store", study: "StudyRecord | str", path: str | None = None) -> "Model":
     """The :class:`~placetune.model.model.Model` a study searched, loaded again from its file or the zoo.
 
     Uses the ``pt_models`` row of the study's model (name, path, input shapes) and checks
-    that the loaded model has the stored hash.
+    that the loaded model has the stored hash. ``path``: an ONNX file to try first (the
+    model's file moved, or a copy with its weights: the hash covers graph and shapes only).
 
     Raises:
         ModelError: the file is gone or changed, or the model is neither a file nor a zoo model.
@@ -84,6 +87,8 @@ def load_study_model(store: "Store", study: "StudyRecord | str") -> "Model":
     shapes = {k: tuple(v) for k, v in (row.shapes or {}).items()}
     tried: list[str] = []
     candidates: list[tuple[str, Any]] = []
+    if path:
+        candidates.append((f"file {path}", lambda: Model.load(path, shapes or None)))
     if row.path:
         candidates.append((f"file {row.path}", lambda: Model.load(row.path, shapes or None)))
     base = str(row.name).partition(":")[0]
@@ -174,10 +179,16 @@ def _versions(st: "StudyRecord") -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_layers: int) -> dict[str, Any]:
+def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_layers: int,
+               objective: "Objective") -> dict[str, Any]:
+    """The all-GPU (and all-DLA) measurements and the plan's gain over each: ``gain`` on the
+    study's objective (the figure ``placetune tune`` prints, :meth:`Objective.gain_over`),
+    ``gains`` on latency, throughput and energy, and ``speedup`` (the latency gain)."""
+    from placetune.tuning.objectives import get_objective
+
     out: dict[str, Any] = {}
     ok = [r for r in records if r.measurement.ok]
-    best_lat = (best.measurement.latency_ms or {}).get("median")
+    others = {name: get_objective(name) for name in ("latency", "throughput", "energy")}
     for key, device in (("all-gpu", "GPU"), ("all-dla0", "DLA0"), ("all-dla1", "DLA1")):
         rec = next((r for r in ok if _all_on(r.requested, device) and len(r.requested or {}) == n_layers), None)
         if rec is None and device == "GPU":  # the same cache entry, whoever asked for it first
@@ -186,10 +197,63 @@ def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_
             continue
         fig = _figures(rec.measurement)
         fig["measurement_id"] = rec.id
-        lat = fig["latency_ms"].get("median")
-        fig["speedup"] = (lat / best_lat) if lat and best_lat else None
+        fig["objective"] = objective.names[0]
+        fig["gain"] = objective.gain_over(best.measurement, rec.measurement)
+        fig["gains"] = {name: o.gain_over(best.measurement, rec.measurement) for name, o in others.items()}
+        fig["speedup"] = fig["gains"]["latency"]
         out[key] = fig
     return out
+
+
+def _int8_ranges(precision: str, model: "Model | None") -> str | None:
+    """Where an INT8 plan's dynamic ranges come from: ``qdq`` (the model's Q/DQ nodes) or
+    ``placeholder`` (neither a calibration cache nor Q/DQ nodes: accuracy is not preserved);
+    None for other precisions. ``placetune export --calibration-cache`` makes it ``calibration-cache``."""
+    if precision != "int8":
+        return None
+    if model is not None and model.proto is not None and any(
+            n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.proto.graph.node):
+        return "qdq"
+    return "placeholder"
+
+
+def _add_files_and_io(mode: str, engines: list[dict[str, Any]], model: "Model | None",
+                      realized: Placement | None, notes: list[str]) -> None:
+    """Each engine's ONNX and engine file names (as ``placetune export --format trtexec -o DIR``
+    writes them) and its boundary tensors (``inputs`` / ``outputs``: name, shape, dtype)."""
+    from placetune.placement.cut import cut, tensor_infos
+    from placetune.plan.trtexec import engine_files
+
+    static = None if model is None or model.dynamic_input_shapes else model.batch
+    for eng in engines:
+        eng["onnx_file"], eng["engine_file"] = engine_files(mode, eng, static_batch=static)
+    if model is None or model.proto is None:
+        return
+    if mode != "pipeline":
+        g = model.proto.graph
+        inits = {t.name for t in g.initializer}
+        io = {"inputs": tensor_infos([vi for vi in g.input if vi.name not in inits]),
+              "outputs": tensor_infos(list(g.output))}
+        for eng in engines:
+            eng.update(json.loads(json.dumps(io)))
+            batch = eng.get("batch")
+            if mode == "replicas" and batch is not None and int(batch) != model.batch:  # its own batch
+                for t in eng["inputs"] + eng["outputs"]:
+                    if t["shape"]:
+                        t["shape"][0] = int(batch)
+        return
+    if realized is None:
+        return
+    try:  # the weight-stripped graph: the same cut tensors as the file's, without reading weights
+        segments = cut(model, realized, source=model.proto)
+    except ModelError as exc:
+        notes.append(f"the segments' boundary tensors are not listed: {exc}")
+        return
+    by_index = {s.index: s for s in segments}
+    for eng in engines:
+        seg = by_index.get(eng.get("index"))  # type: ignore[arg-type]
+        if seg is not None:
+            eng.update(seg.boundary())
 
 
 def export_plan(
@@ -289,6 +353,13 @@ def export_plan(
     measured["segment_times_ms"] = list(m.segment_times_ms or [])
     measured["timeline"] = list(m.timeline or [])
     measured["backend"] = m.backend
+    batch = int(st.batch)
+    measured["units"] = {"latency_ms": f"ms per inference (one batch of {batch})",
+                         "throughput_fps": "samples per second (batches per second x batch)",
+                         "energy_mj": f"mJ per inference (one batch of {batch})",
+                         "energy_mj_per_sample": "mJ per sample (energy_mj / batch)"}
+    if measured["energy_mj"] is not None:
+        measured["energy_mj_per_sample"] = measured["energy_mj"] / max(batch, 1)
     if m.fallback:
         measured["fallback"] = dict(m.fallback)
     if st.mode == "replicas" and (m.extra or {}).get("replicas"):
@@ -313,7 +384,15 @@ def export_plan(
         measured["gpu_time_ms"] = gpu
     for note in (m.extra or {}).get("notes") or []:
         notes.append(str(note))
-    baselines = _baselines(records, rec, len(realized_map))
+    from placetune.tuning.objectives import get_objective
+
+    baselines = _baselines(records, rec, len(realized_map), objective or get_objective(st.objective))
+    _add_files_and_io(st.mode, engines, model, realized_p, notes)
+    int8_ranges = _int8_ranges(st.precision, model)
+    if int8_ranges == "placeholder":
+        notes.append("INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes in the model): the engines "
+                     "time right but accuracy is NOT preserved; export with --calibration-cache FILE or tune a "
+                     "Q/DQ model")
     if "all-gpu" not in baselines:
         notes.append("no all-GPU measurement is stored for this study: the plan has no baseline "
                      "(Evaluator.baseline() measures it)")
@@ -353,6 +432,7 @@ def export_plan(
         },
         notes=notes,
         label=SIMULATED_LABEL if st.simulated else "",
+        int8_ranges=int8_ranges,
     )
 
 

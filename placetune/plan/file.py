@@ -48,7 +48,7 @@ from placetune.plan.trtexec import trtexec_commands
 if TYPE_CHECKING:
     from placetune.model.model import Model
 
-__all__ = ["PLAN_FORMAT", "PLAN_VERSION", "SIMULATED_LABEL", "Plan", "load"]
+__all__ = ["INT8_RANGES", "PLAN_FORMAT", "PLAN_VERSION", "SIMULATED_LABEL", "Plan", "load"]
 
 #: The ``format`` field of every plan file.
 PLAN_FORMAT = "placetune-plan"
@@ -60,6 +60,8 @@ SIMULATED_LABEL = (
     "measure the plan on the device before relying on them"
 )
 _MODES = ("engine", "pipeline", "replicas")
+#: Where an INT8 plan's dynamic ranges come from (:attr:`Plan.int8_ranges`).
+INT8_RANGES = ("placeholder", "qdq", "calibration-cache")
 _REQUIRED = ("format", "version", "model", "platform", "mode", "precision", "batch", "layers", "engines", "simulated")
 
 
@@ -107,6 +109,10 @@ class Plan:
             ``measured_at``, ``exported_at``.
         notes: human notes (what is missing, what to check).
         label: ``SIMULATED...`` for simulated plans, else empty.
+        int8_ranges: INT8 plans: where the dynamic ranges come from: ``placeholder`` (neither a
+            calibration cache nor Q/DQ nodes: accuracy is NOT preserved), ``qdq`` (the model's
+            Q/DQ nodes) or ``calibration-cache``; None for other precisions.
+        calibration_cache: the calibration cache file (``int8_ranges == "calibration-cache"``).
     """
 
     model: dict[str, Any]
@@ -126,6 +132,8 @@ class Plan:
     source: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     label: str = ""
+    int8_ranges: str | None = None
+    calibration_cache: str | None = None
 
     # ------------------------------------------------------------ views
     @property
@@ -162,28 +170,62 @@ class Plan:
         self.check_model(model)
         return Placement(model, self.realized if which == "realized" else self.requested)
 
+    def headline(self) -> str | None:
+        """``vs all-GPU: 1.68x throughput (the study's objective); latency 0.95x, energy 1.20x``: the
+        plan's gain over the all-GPU baseline on the study's objective, the figure ``placetune tune``
+        prints in its summary, then the other metrics; None without an all-GPU baseline."""
+        base = self.baselines.get("all-gpu")
+        if not base:
+            return None
+        name = str(base.get("objective") or self.objective.split("+")[0].strip() or "latency")
+        gains = dict(base.get("gains") or {})
+        if "gain" not in base and base.get("speedup") is not None:  # a plan of an older placetune
+            gains.setdefault("latency", base["speedup"])
+        gain = base.get("gain", gains.get(name))
+
+        def fmt(g: Any) -> str:
+            return "-" if g is None else f"{float(g):.2f}x"
+
+        others = ", ".join(f"{k} {fmt(v)}" for k, v in gains.items() if k != name and v is not None)
+        return f"vs all-GPU: {fmt(gain)} {name} (the study's objective)" + (f"; {others}" if others else "")
+
     def summary(self) -> str:
-        """A few human lines: what, where, how fast, compared with all-GPU."""
+        """A few human lines: what, where, how fast (per batch and per sample), compared with
+        all-GPU on the study's objective, and whether INT8 ranges are placeholders."""
         sim = "SIMULATED " if self.simulated else ""
         lines = [f"{sim}plan: {self.model.get('name')} on {self.platform}, {self.mode} mode, {self.precision}, "
-                 f"batch {self.batch}, {len(self.engines)} engine(s)"]
+                 f"batch {self.batch}, {len(self.engines)} engine(s), objective {self.objective}"]
         counts: dict[str, int] = {}
         for d in self.realized.values():
             counts[d] = counts.get(d, 0) + 1
         lines.append("realised: " + ", ".join(f"{d} {counts[d]}" for d in DEVICES if d in counts))
+        b = max(int(self.batch), 1)
         lat = self.measured.get("latency_ms") or {}
+        parts = []
         if lat.get("median") is not None:
             text = f"latency median {lat['median']:.4g} ms"
             if lat.get("p99") is not None:
-                text += f", p99 {lat['p99']:.4g} ms"
-            if self.measured.get("throughput_fps") is not None:
-                text += f", {self.measured['throughput_fps']:,.1f} fps"
-            if self.measured.get("energy_mj") is not None:
-                text += f", {self.measured['energy_mj']:.4g} mJ/inference"
-            lines.append(text)
-        base = self.baselines.get("all-gpu")
-        if base and base.get("speedup") is not None:
-            lines.append(f"vs all-GPU: {base['speedup']:.3g}x latency")
+                text += f" (p99 {lat['p99']:.4g} ms)"
+            parts.append(text + f" per batch of {b}")
+        fps = self.measured.get("throughput_fps")
+        if fps is not None:
+            parts.append(f"throughput {fps:,.1f} samples/s ({fps / b:,.1f} batches/s)")
+        energy = self.measured.get("energy_mj")
+        if energy is not None:
+            parts.append(f"energy {energy:.4g} mJ per batch of {b} ({energy / b:.4g} mJ per sample)")
+        if parts:
+            lines.append("; ".join(parts))
+        head = self.headline()
+        if head:
+            lines.append(head)
+        if self.precision == "int8":
+            if self.int8_ranges in (None, "placeholder"):
+                lines.append("INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT "
+                             "preserved; export with --calibration-cache FILE")
+            elif self.int8_ranges == "calibration-cache":
+                lines.append(f"INT8 ranges from the calibration cache {self.calibration_cache}")
+            else:
+                lines.append("INT8 ranges from the model's Q/DQ nodes")
         if self.simulated:
             lines.append(self.label or SIMULATED_LABEL)
         return "\n".join(lines)
@@ -211,6 +253,8 @@ class Plan:
             "baselines": self.baselines,
             "source": self.source,
             "notes": self.notes,
+            "int8_ranges": self.int8_ranges,
+            "calibration_cache": self.calibration_cache,
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -284,6 +328,10 @@ class Plan:
                     )
             if e.get("device") is not None and e["device"] not in DEVICES:
                 raise PlacementError(f"{where}: engine {e.get('index')} has unknown device {e['device']!r}")
+        ranges = doc.get("int8_ranges")
+        if ranges not in (None, *INT8_RANGES):
+            raise ConfigError(f"{where}: \"int8_ranges\" must be one of {', '.join(INT8_RANGES)} (or null), "
+                              f"found {ranges!r}")
         try:
             batch = int(doc["batch"])
         except (TypeError, ValueError):
@@ -306,6 +354,8 @@ class Plan:
             source=dict(doc.get("source") or {}),
             notes=list(doc.get("notes") or []),
             label=str(doc.get("label") or ""),
+            int8_ranges=ranges,
+            calibration_cache=None if doc.get("calibration_cache") is None else str(doc["calibration_cache"]),
         )
 
     def save(self, path: str | os.PathLike[str]) -> Path:

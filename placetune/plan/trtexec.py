@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import ConfigError, PlacementError
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
+    build_only_flag,
     device_types_arg,
     dla_flags,
     has_layer_device_types,
@@ -21,7 +22,7 @@ from placetune.placement.placement import dla_core
 if TYPE_CHECKING:
     from placetune.plan.file import Plan
 
-__all__ = ["trtexec_commands", "trtexec_script"]
+__all__ = ["engine_files", "static_batch", "trtexec_commands", "trtexec_script"]
 
 
 def _version_tuple(text: Any) -> tuple[int, ...]:
@@ -43,12 +44,42 @@ def _stem(onnx_path: str) -> str:
     return onnx_path
 
 
-def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None) -> list[str]:
+def static_batch(plan: "Plan") -> int | None:
+    """The plan's batch when every model input is static (a replica with another batch then
+    needs its own ONNX file, ``<stem>.b<batch>.onnx``); None for a model with dynamic inputs."""
+    dynamic = plan.model.get("dynamic_inputs")
+    return int(plan.batch) if isinstance(dynamic, list) and not dynamic else None
+
+
+def engine_files(mode: str, engine: dict[str, Any], stem: str = "model",
+                 static_batch: int | None = None) -> tuple[str, str]:
+    """``(onnx file, engine file)`` of one of a plan's engines, as the trtexec commands name them:
+    ``<stem>.onnx`` / ``<stem>.engine`` in engine mode, ``<stem>.seg<i>.onnx`` /
+    ``<stem>.seg<i>.engine`` per pipeline segment, ``<stem>.onnx`` / ``<stem>.<device>.engine``
+    per replica (``model.dla0.engine``); a replica whose batch is not ``static_batch`` (the
+    static batch of the model's inputs) is built from ``<stem>.b<batch>.onnx``.
+
+    Example:
+        >>> engine_files("pipeline", {"index": 2})
+        ('model.seg2.onnx', 'model.seg2.engine')
+    """
+    if mode == "pipeline":
+        i = engine.get("index")
+        return f"{stem}.seg{i}.onnx", f"{stem}.seg{i}.engine"
+    if mode == "replicas":
+        batch = engine.get("batch")
+        own = static_batch is not None and batch is not None and int(batch) != int(static_batch)
+        return f"{stem}.b{batch}.onnx" if own else f"{stem}.onnx", f"{stem}.{str(engine.get('device')).lower()}.engine"
+    return f"{stem}.onnx", f"{stem}.engine"
+
+
+def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None, *,
+                     build_only: bool = False, calib: str | None = None, folder: bool = False) -> list[str]:
     """The trtexec command lines that build the plan's engine(s), with explaining ``#`` comment lines.
 
     One command per engine: one in engine mode; one per segment in pipeline mode (each
-    from its own part of the ONNX, ``<stem>.seg<i>.onnx``: placetune cuts these files in a
-    later version); one per replica in replicas mode. A DLA engine gets ``--useDLACore=k``
+    from its own part of the ONNX, ``<stem>.seg<i>.onnx``, which the folder export
+    :func:`~placetune.plan.folder.write_plan_folder` cuts); one per replica in replicas mode. A DLA engine gets ``--useDLACore=k``
     and ``--allowGPUFallback`` (when the plan used it); an engine with layers on both
     devices also ``--layerDeviceTypes`` listing every layer (``--useDLACore`` makes DLA the
     default, so GPU layers must be named). Every argument is quoted for a POSIX shell.
@@ -60,12 +91,18 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
             TensorRT, else the version whose DLA rules it used). Below 8.6 a ``# WARNING``
             line says that trtexec has no ``--layerDeviceTypes``; from 11 the ``--fp16`` /
             ``--int8`` flags are left out (strongly typed).
+        build_only: build without timing (``--skipInference``; ``--buildOnly`` before 8.6).
+        calib: an INT8 plan's calibration cache file, passed as ``--calib=<file>`` (TensorRT
+            below 11; 11 has no ``--calib``: quantize the ONNX with Q/DQ nodes instead).
+        folder: the ``<stem>.seg<i>.onnx`` files (and ``<stem>.b<batch>.onnx`` for replicas with
+            their own batch of a static model) exist: a folder export wrote them.
 
     Returns:
         Lines: comments start with ``#``; the others are commands.
 
     Raises:
         PlacementError: a layer name that ``--layerDeviceTypes`` cannot express (contains ``,`` or ``'``).
+        ConfigError: ``calib`` for a plan that is not INT8, or for TensorRT 11 and later.
     """
     version = trt_version or plan.versions.get("tensorrt") or plan.settings.get("trt_version") or "8.6"
     vt = _version_tuple(version)
@@ -80,14 +117,29 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
                      + (f", trial {src['trial_number']}" if src.get("trial_number") is not None else ""))
     lines.append(f"# target TensorRT {version}")
     flags = precision_flags(plan.precision, vt)
+    if calib is not None:
+        if plan.precision != "int8":
+            raise ConfigError(f"--calibration-cache is for INT8 plans; this plan is {plan.precision}")
+        if strongly_typed(vt):
+            raise ConfigError(f"--calibration-cache: trtexec of TensorRT {version} has no --calib (strongly typed): "
+                              "quantize the ONNX with Q/DQ nodes instead, or target TensorRT 8.5-10.x with "
+                              "--trt-version")
+        flags = [*flags, f"--calib={calib}"]
     if plan.precision in ("fp16", "int8"):
         if strongly_typed(vt):
             lines.append(f"# TensorRT {version} is strongly typed (no --fp16/--int8): export the ONNX with "
                          f"{plan.precision} tensor types")
+    if plan.precision == "int8":
+        ranges = "calibration-cache" if calib is not None else (plan.int8_ranges or "placeholder")
+        if ranges == "calibration-cache":
+            lines.append(f"# INT8 dynamic ranges from the calibration cache {calib} (--calib)")
+        elif ranges == "qdq":
+            lines.append("# INT8 dynamic ranges from the model's Q/DQ nodes (explicit quantization)")
         else:
-            if plan.precision == "int8":
-                lines.append("# --int8 without --calib=<cache> uses placeholder dynamic ranges: right for timing, "
-                             "not for accuracy")
+            lines.append("# WARNING: INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): the engines "
+                         "time right but accuracy is NOT preserved; export with --calibration-cache FILE")
+    if build_only:
+        flags = [*flags, build_only_flag(vt)]
     warned = False
     input_shapes = dict(plan.model.get("input_shapes") or {})
     dynamic = plan.model.get("dynamic_inputs")
@@ -135,19 +187,25 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
 
     if plan.mode == "engine":
         eng = plan.engines[0]
-        lines.extend(command(onnx_path, f"{stem}.engine", eng, shapes_arg(input_shapes)))
+        lines.extend(command(onnx_path, engine_files("engine", eng, stem)[1], eng, shapes_arg(input_shapes)))
     elif plan.mode == "pipeline":
         n = len(plan.engines)
         lines.append(f"# pipeline mode: {n} engines, one per segment, chained by the application (CUDA streams + "
                      "events; a segment starts when its predecessors are done)")
-        lines.append(f"# the ONNX must be cut per segment into {stem}.seg<i>.onnx (inputs and outputs at the segment "
-                     "boundaries, static shapes); placetune cuts them in a later version")
+        if folder:
+            lines.append(f"# each segment is built from its own ONNX file, {stem}.seg<i>.onnx, cut from the model "
+                         "with its weights (inputs and outputs at the segment boundaries, static shapes)")
+        else:
+            lines.append(f"# the ONNX must be cut per segment into {stem}.seg<i>.onnx (inputs and outputs at the "
+                         "segment boundaries, static shapes): `placetune export --format trtexec -o DIR` writes "
+                         "them into DIR with this script")
         for eng in plan.engines:
             i = eng.get("index")
             preds = ", ".join(map(str, eng.get("predecessors") or [])) or "-"
             count = len(eng.get("layers") or []) or eng.get("n_layers") or "?"
             lines.append(f"# segment {i}: {eng.get('device')}, {count} layer(s), waits for segment(s): {preds}")
-            lines.extend(command(f"{stem}.seg{i}.onnx", f"{stem}.seg{i}.engine", eng, None))
+            onnx_file, engine_file = engine_files("pipeline", eng, stem)
+            lines.extend(command(onnx_file, engine_file, eng, None))
     else:
         lines.append(f"# replicas mode: {len(plan.engines)} engines of the whole network, one per device, run at "
                      "the same time; each replica's batch is set with --shapes when the ONNX has a dynamic batch "
@@ -155,11 +213,16 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
         for eng in plan.engines:
             dev = str(eng.get("device"))
             lines.append(f"# replica on {dev}, batch {eng.get('batch')}")
-            if not input_shapes and eng.get("batch") not in (None, plan.batch):
+            onnx_file, engine_file = engine_files("replicas", eng, stem, static_batch(plan) if folder else None)
+            if folder and onnx_file != f"{stem}.onnx":
+                lines.append(f"# built from {onnx_file}: the model at this replica's batch (its inputs are static)")
+            elif not input_shapes and eng.get("batch") not in (None, plan.batch):
                 lines.append(f"# the model's inputs are static (batch {plan.batch}): export the ONNX at batch "
                              f"{eng.get('batch')} for this replica (trtexec takes --shapes only for dynamic inputs)")
-            lines.extend(command(onnx_path, f"{stem}.{dev.lower()}.engine", eng,
-                                 shapes_arg(input_shapes, eng.get("batch"))))
+                onnx_file = onnx_path
+            else:
+                onnx_file = onnx_path
+            lines.extend(command(onnx_file, engine_file, eng, shapes_arg(input_shapes, eng.get("batch"))))
     if any("\x00" in line for line in lines):
         raise ConfigError("the plan holds a NUL byte in a name (model, study, layer or file): a shell script cannot "
                           "carry it; rename it in the ONNX model or the study")
@@ -176,7 +239,8 @@ def _one_line(comment: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], comment)
 
 
-def trtexec_script(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None) -> str:
+def trtexec_script(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None, *,
+                   calib: str | None = None) -> str:
     """:func:`trtexec_commands` as a POSIX shell script (``#!/bin/sh`` and ``set -e``)."""
-    body = trtexec_commands(plan, onnx_path, trt_version)
+    body = trtexec_commands(plan, onnx_path, trt_version, calib=calib)
     return "\n".join(["#!/bin/sh", "set -e", *body]) + "\n"

@@ -121,6 +121,18 @@ class Objective:
             return float("nan")
         return baseline / value if self.direction == "minimize" else value / baseline
 
+    def gain_over(self, m: Measurement | None, baseline: Measurement | None) -> float | None:
+        """The primary objective's :meth:`gain` of measurement ``m`` over ``baseline`` (> 1 is
+        better): the "vs all-GPU" figure of ``placetune tune``'s summary and of an exported plan's
+        headline. None when either has no value (failed) or the ratio is undefined (a zero value)."""
+        if m is None or baseline is None:
+            return None
+        v, b = self.value(m), self.value(baseline)
+        if v is None or b is None:
+            return None
+        g = self.gain(v, b)
+        return g if math.isfinite(g) else None
+
 
 def get_objective(name: str | Objective, constraints: object = None) -> Objective:
     """Parse an objective name (optionally under constraints, see :meth:`Objective.with_constraints`).

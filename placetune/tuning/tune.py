@@ -317,7 +317,6 @@ class Tuner:
             rows.append((f"all-DLA{core} (+fallback)", ev.peek(Placement.all_dla(ev.model, core))))
         if outcome.best is not None:
             rows.append(("best found", outcome.best[1]))
-        base_v = obj.value(outcome.baseline) if outcome.baseline is not None else None
         self._say("")
         label = " (SIMULATED)" if ev.backend.simulated else ""
         self._say(f"summary{label}: {outcome.trials_done} trials, {ev.stats.measured} measured in this run, "
@@ -332,8 +331,8 @@ class Tuner:
             if not m.ok:
                 self._say(f"{label_:26s} {m.status}: {m.reason or ''}"[:120])
                 continue
-            v = obj.value(m)
-            gain = obj.gain(v, base_v) if (v is not None and base_v) else float("nan")
+            g = obj.gain_over(m, outcome.baseline)
+            gain = float("nan") if g is None else g
             energy = f"{m.energy_mj:10.3f}" if m.energy_mj is not None else f"{'-':>10s}"
             self._say(
                 f"{label_:26s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "

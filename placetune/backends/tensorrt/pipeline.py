@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placetune.placement.cut import SegmentModel, cut, load_source, swap_inputs
+from placetune.placement.cut import SegmentModel, cut, load_source, swap_inputs, with_batch
 from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
@@ -432,32 +432,13 @@ def _prepare_batch(be: "TensorRTBackend", model: "Model", batch: int, fp16: bool
         return prepare_onnx(model, be.cache_dir, fp16=fp16)
     import onnx
 
-    src = _source(be, model)
     key = f"{model.hash[:16]}-b{batch}{'-fp16' if fp16 else ''}"
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]
     target = be.cache_dir / "onnx" / f"{safe}-{key}.onnx"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    if model.zoo:
-        from placetune.model import zoo
-        from placetune.model.model import _zoo_options
-
-        name, _, opts = model.zoo.partition(":")
-        proto = zoo.build(name, batch=batch, weights=True, **_zoo_options(opts))
-    else:
-        proto = onnx.ModelProto()
-        proto.CopyFrom(src)
-        init = {t.name for t in proto.graph.initializer}
-        for vi in proto.graph.input:
-            if vi.name not in init and vi.type.tensor_type.shape.dim:
-                d = vi.type.tensor_type.shape.dim[0]
-                d.Clear()
-                d.dim_value = int(batch)
-        del proto.graph.value_info[:]
-        for vi in proto.graph.output:
-            if vi.type.HasField("tensor_type"):
-                vi.type.tensor_type.ClearField("shape")
+    proto = with_batch(model, batch, None if model.zoo else _source(be, model))
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
     os.replace(tmp, target)

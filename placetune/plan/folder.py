@@ -1,0 +1,273 @@
+"""A plan as a self-contained deployment folder: ``build.sh``, the ONNX files, ``plan.json`` and ``README.txt``.
+
+``placetune export --study NAME --format trtexec -o DIR`` writes it (and
+:func:`write_plan_folder` from Python). The folder holds everything needed to build the
+plan's engines on the Jetson with ``trtexec``:
+
+* ``model.onnx`` (engine and replicas plans: the model with its weights; a zoo model is
+  written as ``placetune zoo export`` writes it) or one ``model.seg<i>.onnx`` per pipeline
+  segment, cut from the model with its weights by :func:`~placetune.placement.cut.cut`;
+* ``build.sh``: one ``trtexec`` build per engine, run from the folder itself, with the
+  precision / DLA / format flags the plan was measured with (see
+  :func:`~placetune.plan.trtexec.trtexec_commands`);
+* ``plan.json``: the plan, each engine naming its ONNX and engine files and its boundary
+  tensors (name, shape, dtype);
+* ``calibration.cache`` when an INT8 plan was exported with a calibration cache;
+* ``README.txt``: how to build, time each engine and run the whole plan.
+
+Example:
+    >>> import placetune as pt
+    >>> from placetune.plan.export import export_plan
+    >>> ev = pt.Evaluator("seed-block", "orin-agx", mode="engine")
+    >>> _ = ev.baseline()
+    >>> out = write_plan_folder(export_plan(ev.store, ev.study_name, model=ev.model), ev.model, "/tmp/d")  # doctest: +SKIP
+    >>> sorted(p.name for p in out.files)  # doctest: +SKIP
+    ['README.txt', 'build.sh', 'model.onnx', 'plan.json']
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import onnx
+
+from placetune.errors import ConfigError, ModelError
+from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
+from placetune.plan.trtexec import engine_files as _engine_files
+
+if TYPE_CHECKING:
+    from placetune.model.model import Model
+    from placetune.plan.file import Plan
+
+__all__ = ["CALIBRATION_FILE", "PlanFolder", "write_plan_folder"]
+
+#: The name a calibration cache is copied to inside the folder.
+CALIBRATION_FILE = "calibration.cache"
+_STEM = "model"
+
+_PREAMBLE = """\
+#!/bin/sh
+# Builds every engine of this placetune plan with trtexec: `sh build.sh`.
+# Set TRTEXEC=/path/to/trtexec when trtexec is not on PATH (JetPack installs it in /usr/src/tensorrt/bin).
+set -e
+cd "$(dirname "$0")"
+if [ -z "${TRTEXEC:-}" ]; then
+  if command -v trtexec >/dev/null 2>&1; then
+    TRTEXEC=trtexec
+  elif [ -x /usr/src/tensorrt/bin/trtexec ]; then
+    TRTEXEC=/usr/src/tensorrt/bin/trtexec
+  else
+    echo "build.sh: trtexec not found: put it on PATH or set TRTEXEC=/path/to/trtexec" >&2
+    exit 127
+  fi
+fi
+"""
+
+
+@dataclass
+class PlanFolder:
+    """What :func:`write_plan_folder` wrote.
+
+    Attributes:
+        directory: the folder.
+        plan: the plan as written to ``plan.json`` (engines with files and boundary tensors).
+        files: every file written, ``build.sh`` first.
+        engines: the engine files ``build.sh`` writes (relative to the folder).
+    """
+
+    directory: Path
+    plan: "Plan"
+    files: list[Path] = field(default_factory=list)
+    engines: list[str] = field(default_factory=list)
+
+
+def engine_files(plan: "Plan", engine: dict[str, Any]) -> tuple[str, str]:
+    """``(onnx file, engine file)`` of one of the plan's engines inside the folder."""
+    return _engine_files(plan.mode, engine, _STEM, static_batch(plan))
+
+
+def _load_source(model: "Model", source: "onnx.ModelProto | str | os.PathLike[str] | None") -> onnx.ModelProto:
+    from placetune.placement.cut import load_source
+
+    if source is None:
+        return load_source(model)
+    if isinstance(source, onnx.ModelProto):
+        return source
+    p = Path(source)
+    try:
+        if p.suffix == ".gz":
+            with gzip.open(p, "rb") as fh:
+                return onnx.load_from_string(fh.read())
+        return onnx.load(str(p))
+    except Exception as exc:  # noqa: BLE001 - protobuf / IO errors of all kinds
+        raise ModelError(f"--onnx {p}: cannot read it with its weights ({exc})") from None
+
+
+def _save_proto(proto: onnx.ModelProto, path: Path) -> None:
+    try:
+        onnx.save(proto, str(path))
+    except ValueError:  # over protobuf's 2 GiB: the weights go to a data file beside it
+        onnx.save(proto, str(path), save_as_external_data=True, location=path.name + ".data")
+
+
+def _script(plan: "Plan", trt_version: str | None, calib: str | None) -> str:
+    lines = trtexec_commands(plan, f"{_STEM}.onnx", trt_version, build_only=True, calib=calib, folder=True)
+    body = [('"$TRTEXEC"' + line[len("trtexec"):]) if line.startswith("trtexec ") else line for line in lines]
+    built = " ".join(engine_files(plan, e)[1] for e in plan.engines)
+    return _PREAMBLE + "\n".join(body) + f"\necho 'built: {built}'\n"
+
+
+def _tensors(items: Any) -> str:
+    parts = []
+    for t in items or []:
+        shape = "x".join("?" if d is None else str(d) for d in (t.get("shape") or []))
+        parts.append(f"{t.get('name')} [{shape} {t.get('dtype') or '?'}]")
+    return _one_line(", ".join(parts) or "-")
+
+
+def _readme(plan: "Plan", calib: str | None) -> str:
+    name = _one_line(str(plan.model.get("name")))
+    src = plan.source or {}
+    lines = [f"placetune plan: {name} on {plan.platform}, {plan.mode} mode, {plan.precision}, batch {plan.batch}",
+             _one_line(f"study {src.get('study')}, measurement {src.get('measurement_id')}, objective {plan.objective}")]
+    lines += [_one_line(x) for x in plan.summary().splitlines()[1:]]
+    lines += ["", "Files", "  plan.json          the plan: each layer's device, the engines with their ONNX and engine "
+              "files and boundary tensors, the figures", "  build.sh           builds every engine with trtexec"]
+    for e in plan.engines:
+        onnx_file, engine_file = engine_files(plan, e)
+        what = {"segment": f"segment {e.get('index')} on {e.get('device')}", "replica": f"replica on {e.get('device')}",
+                }.get(str(e.get("kind")), f"the engine ({e.get('device')})")
+        lines.append(f"  {onnx_file:18s} -> {engine_file}: {what}; inputs {_tensors(e.get('inputs'))}; "
+                     f"outputs {_tensors(e.get('outputs'))}")
+    if calib:
+        lines.append(f"  {calib:18s} the INT8 calibration cache build.sh passes as --calib")
+    lines += ["", "1. Build, on the Jetson, with the TensorRT the plan targets:",
+              "     sh build.sh",
+              "   (TRTEXEC=/usr/src/tensorrt/bin/trtexec sh build.sh when trtexec is not on PATH)"]
+    if plan.precision == "int8" and not calib and plan.int8_ranges != "qdq":
+        lines.append("   INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT preserved;"
+                     " export with --calibration-cache FILE")
+    lines += ["", "2. Time each engine:"]
+    for e in plan.engines:
+        core = e.get("dla_core")
+        dla = f" --useDLACore={core}" if core is not None else ""
+        lines.append(f"     trtexec --loadEngine={engine_files(plan, e)[1]}{dla}")
+    lines.append("   (an engine with DLA layers runs on the DLA core given by --useDLACore)")
+    lines += ["", "3. Run the whole plan:"]
+    if plan.mode == "engine":
+        lines.append(f"   load {_STEM}.engine in the application like any TensorRT engine (one execution context).")
+    elif plan.mode == "pipeline":
+        fif = (plan.measured or {}).get("frames_in_flight") or plan.settings.get("frames_in_flight") or 1
+        lines += ["   the segment engines form a DAG: segment i starts when the segments it waits for are done and",
+                  "   reads the tensors they output (plan.json: engines[i].inputs / outputs, by tensor name).",
+                  "   Give each engine its own CUDA stream and execution context, record an event when a segment",
+                  "   ends and make its successors' streams wait on it; DLA engines need their core set on the",
+                  "   runtime (IRuntime.DLA_core) before deserializing.",
+                  f"   The plan was measured with {fif} frame(s) in flight: start frame n+1 on a segment while",
+                  "   later segments still work on frame n, one set of boundary buffers per frame in flight."]
+        for e in plan.engines:
+            preds = ", ".join(map(str, e.get("predecessors") or [])) or "-"
+            lines.append(f"     segment {e.get('index')} ({e.get('device')}): waits for {preds}")
+    else:
+        lines += ["   load one engine per device (its own runtime, DLA core and stream) and send each batch to the",
+                  "   next free replica; each replica runs the whole network:"]
+        for e in plan.engines:
+            lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
+    return "\n".join(lines) + "\n"
+
+
+def write_plan_folder(
+    plan: "Plan",
+    model: "Model",
+    directory: str | os.PathLike[str],
+    *,
+    source: "onnx.ModelProto | str | os.PathLike[str] | None" = None,
+    calibration_cache: str | os.PathLike[str] | None = None,
+    trt_version: str | None = None,
+) -> PlanFolder:
+    """Write the plan's deployment folder: ``build.sh``, the ONNX file(s), ``plan.json``, ``README.txt``.
+
+    Args:
+        plan: the plan (:func:`~placetune.plan.export.export_plan`).
+        model: the plan's model (checked against the plan's hash).
+        directory: the folder (created; files of an earlier export are replaced).
+        source: the ONNX model with its weights (a proto or a file, ``.onnx.gz`` too); default:
+            the model's file, or its zoo network with deterministic weights.
+        calibration_cache: an INT8 plan's TensorRT calibration cache: copied into the folder as
+            ``calibration.cache`` and passed to trtexec as ``--calib``.
+        trt_version: the target TensorRT (default: the plan's).
+
+    Returns:
+        The :class:`PlanFolder`.
+
+    Raises:
+        ConfigError: the folder is a file or cannot be written; a calibration cache that is
+            unreadable, for a plan that is not INT8, or for TensorRT 11 (no ``--calib``).
+        ModelError: the model is not the plan's, or the source does not match it.
+    """
+    from placetune.plan.file import Plan
+
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"-o {out}: the folder export needs a directory, and {out} is a file "
+                          "(-o build.sh writes a single script)")
+    p = Plan.from_dict(json.loads(plan.to_json()))  # a copy the folder's facts are written into
+    p.check_model(model)
+    calib = None
+    if calibration_cache is not None:
+        cache = Path(calibration_cache)
+        if not cache.is_file():
+            raise ConfigError(f"--calibration-cache {cache}: no such file")
+        calib = CALIBRATION_FILE
+        p.int8_ranges, p.calibration_cache = "calibration-cache", calib
+        p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
+    script = _script(p, trt_version, calib)  # refuses what trtexec cannot build before anything is written
+    proto = _load_source(model, source)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        files = [out / "build.sh"]
+        written: list[tuple[dict[str, Any], Path]] = []
+        if p.mode == "pipeline":
+            from placetune.placement.cut import cut
+
+            segments = cut(model, p.placement(model), source=proto)
+            by_index = {int(e.get("index", i)): e for i, e in enumerate(p.engines)}
+            if sorted(by_index) != [s.index for s in segments]:
+                raise ModelError(f"the plan lists segments {sorted(by_index)}, its placement cuts into "
+                                 f"{[s.index for s in segments]}: export the plan again")
+            for s in segments:
+                eng = by_index[s.index]
+                eng.update(s.boundary())
+                path = out / engine_files(p, eng)[0]
+                s.save(path)
+                written.append((eng, path))
+        else:
+            from placetune.placement.cut import with_batch
+
+            for eng in p.engines:
+                path = out / engine_files(p, eng)[0]
+                if path not in {w for _, w in written}:
+                    # the model, or a replica's own batch of a static model
+                    own = path.name != f"{_STEM}.onnx"
+                    _save_proto(with_batch(model, int(eng["batch"]), proto) if own else proto, path)
+                written.append((eng, path))
+        for eng in p.engines:
+            eng["onnx_file"], eng["engine_file"] = engine_files(p, eng)
+        files.extend(dict.fromkeys(path for _, path in written))
+        if calib is not None:
+            shutil.copyfile(calibration_cache, out / calib)  # type: ignore[arg-type]
+            files.append(out / calib)
+        (out / "build.sh").write_text(script, encoding="utf-8")
+        os.chmod(out / "build.sh", 0o755)
+        files.append(p.save(out / "plan.json"))
+        (out / "README.txt").write_text(_readme(p, calib), encoding="utf-8")
+        files.append(out / "README.txt")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the plan folder {out}: {exc.strerror or exc}") from None
+    return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines])
