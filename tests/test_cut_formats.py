@@ -168,3 +168,58 @@ def test_buffer_bytes_follow_the_headers_layouts():
     assert wt.buffer_bytes((2, 20, 16, 16), 2, "CHW16", 1, 16) == 2 * 32 * 16 * 16 * 2
     assert wt.buffer_bytes((1, 20, 16, 16), 4, "LINEAR", -1, 1) == 20 * 16 * 16 * 4
     assert wt.buffer_bytes((1, 4, 5, 7), 2, "DLA_LINEAR", -1, 1) == 4 * 5 * 32 * 2  # W stride rounded to 64 B
+
+
+# --------------------------------------------------------------------------- exported trtexec scripts
+def _fake_trtexec(args: list[str], version: str, cwd: Path):
+    import os
+    import subprocess
+
+    env = {**os.environ, "PLACETUNE_FAKE_TRTEXEC_VERSION": version}
+    return subprocess.run([sys.executable, str(Path(__file__).parent / "fakes" / "trtexec"), *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("precision,fmt", [("int8", "int8:chw32"), ("fp16", "fp16:chw16")])
+def test_exported_pipeline_commands_give_both_sides_of_a_cut_its_dla_format(precision, fmt, two_conv, tmp_path,
+                                                                              capsys):
+    """The folder's build.sh passes --outputIOFormats to the producer and --inputIOFormats to the
+    consumer of each DLA cut (trtexec applies the list in input order); the network input and
+    output stay fp32:chw; the strict fake trtexec builds both."""
+    from placetune.cli.main import main
+
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with Evaluator(str(two_conv), "orin-agx", mode="pipeline", precision=precision, store=url, study="s") as ev:
+        ev.baselines()
+        m = ev.evaluate(Placement(ev.model, DLA_TAIL), agent="t", trial_number=0)
+    out = tmp_path / "deploy"
+    assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(out),
+                 "--measurement", str(m.extra["_id"])]) == 0, capsys.readouterr().out
+    lines = [line for line in (out / "build.sh").read_text().splitlines() if "--saveEngine" in line]
+    assert len(lines) == 2
+    assert f"--outputIOFormats={fmt}" in lines[0] and "--inputIOFormats" not in lines[0]
+    assert f"--inputIOFormats={fmt}" in lines[1] and "--outputIOFormats" not in lines[1]
+    for line in lines:
+        args = [a.strip("'") for a in line.split()[1:]]
+        args = [a for a in args if a not in ("--skipInference", "--buildOnly")] + ["--skipInference"]
+        proc = _fake_trtexec(args, "10.3.0", out)
+        assert proc.returncode == 0, proc.stdout[-1500:]
+
+
+def test_the_fake_trtexec_reads_io_formats_as_trtexec_does(two_conv, tmp_path):
+    """sampleOptions.cpp: ``type:fmt`` entries, one per input or one to broadcast; unknown types
+    and formats refused; 8.x binds kCHW16 to FP16 (NvInferRuntimeCommon.h), 10.x also INT8."""
+    onnx_arg = f"--onnx={two_conv}"
+    ok = _fake_trtexec([onnx_arg, "--fp16", "--inputIOFormats=fp16:chw16", "--skipInference"], "10.3.0", tmp_path)
+    assert ok.returncode == 0, ok.stdout[-1500:]
+    for args, version, message in [
+        (["--inputIOFormats=fp16"], "10.3.0", "Invalid IOFormat fp16"),
+        (["--inputIOFormats=fp17:chw"], "10.3.0", "Invalid DataType fp17"),
+        (["--inputIOFormats=fp16:chw64"], "10.3.0", "Invalid TensorFormat chw64"),
+        (["--inputIOFormats=fp16:chw,fp16:chw"], "10.3.0", "The number of inputIOFormats must match"),
+        (["--inputIOFormats=int8:chw16"], "8.6.1", "CHW16 needs HALF, not INT8"),
+    ]:
+        proc = _fake_trtexec([onnx_arg, "--int8", *args, "--skipInference"], version, tmp_path)
+        assert proc.returncode != 0 and message in proc.stdout, (args, proc.stdout[-800:])
+    assert _fake_trtexec([onnx_arg, "--int8", "--inputIOFormats=int8:chw16", "--skipInference"], "10.3.0",
+                         tmp_path).returncode == 0

@@ -20,12 +20,12 @@ References: ``NvInferRuntimeBase.h`` ``TensorFormat`` comments (release/10.3); D
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 if TYPE_CHECKING:
     from placetune.placement.cut import SegmentModel
 
-__all__ = ["CutFormat", "cut_formats", "trtexec_io_formats"]
+__all__ = ["CutFormat", "cut_formats", "plan_cut_formats", "trtexec_io_formats"]
 
 #: trtexec ``--inputIOFormats`` spellings (sampleOptions.cpp ``stringToValue<TensorFormat>`` / types)
 _TRTEXEC_TYPE = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8"}
@@ -75,13 +75,51 @@ class CutFormat:
         return [self.dtype, self.format]
 
 
-def _shape(seg: "SegmentModel", name: str) -> tuple[int, ...] | None:
-    """The static shape of tensor ``name`` among the segment's outputs (None: unknown or dynamic)."""
+@dataclass(frozen=True)
+class _Seg:
+    """What the choice reads of a segment: its device, its input names, its output shapes."""
+
+    index: int
+    device: str
+    inputs: tuple[str, ...]
+    outputs: dict[str, tuple[int, ...] | None]
+
+
+def _from_model(seg: "SegmentModel") -> _Seg:
+    shapes: dict[str, tuple[int, ...] | None] = {}
     for vi in seg.proto.graph.output:
-        if vi.name == name:
-            dims = tuple(int(d.dim_value) if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim)
-            return dims if all(d > 0 for d in dims) else None
-    return None
+        dims = tuple(int(d.dim_value) if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim)
+        shapes[vi.name] = dims if all(d > 0 for d in dims) else None
+    return _Seg(seg.index, seg.device, tuple(seg.inputs), {t: shapes.get(t) for t in seg.outputs})
+
+
+def _choose(segs: list[_Seg], precision: str, strongly_typed: bool, outs: set[str]) -> dict[str, CutFormat]:
+    producer = {t: s for s in segs for t in s.outputs}
+    readers: dict[str, list[_Seg]] = {}
+    for s in segs:
+        for t in s.inputs:
+            if t in producer:
+                readers.setdefault(t, []).append(s)
+    found: dict[str, CutFormat] = {}
+    for t, consumers in readers.items():
+        p = producer[t]
+        if t in outs or all(x.device == "GPU" for x in [p, *consumers]):
+            continue
+        shape = p.outputs.get(t)
+        if shape is None or len(shape) != 4:
+            continue
+        if strongly_typed:  # the segment models are made FP16 for an fp16 build; INT8 needs Q/DQ
+            if precision != "fp16":
+                continue
+            dtype, fmt = "HALF", "CHW16"
+        elif precision == "int8":
+            dtype, fmt = "INT8", "CHW32"
+        elif precision == "fp16":
+            dtype, fmt = "HALF", "CHW16"
+        else:
+            continue
+        found[t] = CutFormat(t, dtype, fmt, tuple(shape), p.index, tuple(c.index for c in consumers))
+    return found
 
 
 def cut_formats(cuts: Iterable["SegmentModel"], precision: str, *, strongly_typed: bool = False,
@@ -107,34 +145,24 @@ def cut_formats(cuts: Iterable["SegmentModel"], precision: str, *, strongly_type
         >>> f.dtype, f.format, f.trtexec, f.producer, f.consumers
         ('INT8', 'CHW32', 'int8:chw32', 0, (1,))
     """
-    segs = list(cuts)
-    outs = set(network_outputs)
-    producer = {t: s for s in segs for t in s.outputs}
-    readers: dict[str, list["SegmentModel"]] = {}
-    for s in segs:
-        for t in s.inputs:
-            if t in producer:
-                readers.setdefault(t, []).append(s)
-    found: dict[str, CutFormat] = {}
-    for t, consumers in readers.items():
-        p = producer[t]
-        if t in outs or all(x.device == "GPU" for x in [p, *consumers]):
-            continue
-        shape = _shape(p, t)
-        if shape is None or len(shape) != 4:
-            continue
-        if strongly_typed:  # the segment models are made FP16 for an fp16 build; INT8 needs Q/DQ
-            if precision != "fp16":
-                continue
-            dtype, fmt = "HALF", "CHW16"
-        elif precision == "int8":
-            dtype, fmt = "INT8", "CHW32"
-        elif precision == "fp16":
-            dtype, fmt = "HALF", "CHW16"
-        else:
-            continue
-        found[t] = CutFormat(t, dtype, fmt, shape, p.index, tuple(c.index for c in consumers))
-    return found
+    return _choose([_from_model(c) for c in cuts], precision, strongly_typed, set(network_outputs))
+
+
+def plan_cut_formats(engines: Iterable[Mapping[str, Any]], precision: str, *, strongly_typed: bool = False,
+                     network_outputs: Iterable[str] = ()) -> dict[str, CutFormat]:
+    """:func:`cut_formats` of an exported pipeline plan's engines (each with ``index``, ``device``
+    and its boundary ``inputs`` / ``outputs`` as ``{"name", "shape"}``); {} when the plan does
+    not list its boundary tensors."""
+    segs = []
+    for i, e in enumerate(engines):
+        outs: dict[str, tuple[int, ...] | None] = {}
+        for t in e.get("outputs") or []:
+            shape = t.get("shape") if isinstance(t, Mapping) else None
+            ok = isinstance(shape, list) and all(isinstance(d, int) and d > 0 for d in shape)
+            outs[str(t.get("name") if isinstance(t, Mapping) else t)] = tuple(shape) if ok else None
+        ins = tuple(str(t.get("name") if isinstance(t, Mapping) else t) for t in e.get("inputs") or [])
+        segs.append(_Seg(int(e.get("index", i)), str(e.get("device", "GPU")), ins, outs))
+    return _choose(segs, precision, strongly_typed, set(network_outputs))
 
 
 def trtexec_io_formats(names: Iterable[str], formats: Mapping[str, CutFormat], default: str = "fp32:chw") -> str | None:

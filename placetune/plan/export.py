@@ -404,6 +404,7 @@ def export_plan(
             "input_shapes": {k: list(v) for k, v in (model.input_shapes.items() if model is not None else
                                                      (_stored_shapes(store, st) or {}).items())},
             **({} if model is None else {"dynamic_inputs": sorted(model.dynamic_input_shapes)}),
+            **({} if model is None or model.proto is None else {"outputs": [o.name for o in model.proto.graph.output]}),
             "path": None if model is None or model.path is None else str(model.path),
             "zoo": None if model is None else model.zoo,
             "layers": len(realized_map),

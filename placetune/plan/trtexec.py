@@ -17,6 +17,7 @@ from placetune.backends.trtexec.command import (
     shell_line,
     strongly_typed,
 )
+from placetune.placement.cut_formats import plan_cut_formats, trtexec_io_formats
 from placetune.placement.placement import dla_core
 
 if TYPE_CHECKING:
@@ -150,10 +151,24 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
         lines.append("# this plan does not say which model inputs are dynamic: no --shapes is passed (trtexec refuses "
                      "it for static inputs); for a dynamic model add --shapes=<input>:<dims>")
 
+    # a pipeline's cut tensors at a DLA engine in the DLA's own type and format on both sides (as
+    # the tensorrt backend measured them): no GPU reformat at the cut (issue 12 defect 4)
+    cuts = plan_cut_formats(plan.engines, plan.precision, strongly_typed=strongly_typed(vt),
+                            network_outputs=plan.model.get("outputs") or []) if plan.mode == "pipeline" else {}
+
+    def io_format_args(eng: dict[str, Any]) -> list[str]:
+        names = lambda key: [str(t.get("name")) if isinstance(t, dict) else str(t) for t in eng.get(key) or []]
+        args = []
+        for flag, key in (("--inputIOFormats", "inputs"), ("--outputIOFormats", "outputs")):
+            value = trtexec_io_formats(names(key), cuts)
+            if value:
+                args.append(f"{flag}={value}")
+        return args
+
     def command(onnx: str, engine_file: str, eng: dict[str, Any], shapes: str | None) -> list[str]:
         nonlocal warned
         out: list[str] = []
-        args = ["trtexec", f"--onnx={onnx}", *flags]
+        args = ["trtexec", f"--onnx={onnx}", *flags, *io_format_args(eng)]
         dla = list(eng.get("dla_layers") or [])
         whole_segment_on_dla = eng.get("kind") == "segment" and eng.get("device", "GPU") != "GPU"
         if dla or whole_segment_on_dla:
@@ -199,6 +214,12 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
             lines.append(f"# the ONNX must be cut per segment into {stem}.seg<i>.onnx (inputs and outputs at the "
                          "segment boundaries, static shapes): `placetune export --format trtexec -o DIR` writes "
                          "them into DIR with this script")
+        if cuts:
+            lines.append("# cut tensors at a DLA engine travel in the DLA's own format on both sides "
+                         "(--inputIOFormats/--outputIOFormats): " + ", ".join(f"{t} {f.trtexec}" for t, f in cuts.items()))
+            if plan.precision == "int8" and calib is None and not strongly_typed(vt):
+                lines.append("# WARNING: without --calib each trtexec build gives an INT8 cut tensor its own placeholder "
+                             "range (+-4 as an output, +-2 as an input): the values crossing a cut are rescaled")
         for eng in plan.engines:
             i = eng.get("index")
             preds = ", ".join(map(str, eng.get("predecessors") or [])) or "-"
