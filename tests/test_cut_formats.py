@@ -223,3 +223,21 @@ def test_the_fake_trtexec_reads_io_formats_as_trtexec_does(two_conv, tmp_path):
         assert proc.returncode != 0 and message in proc.stdout, (args, proc.stdout[-800:])
     assert _fake_trtexec([onnx_arg, "--int8", "--inputIOFormats=int8:chw16", "--skipInference"], "10.3.0",
                          tmp_path).returncode == 0
+
+
+def test_the_plan_lists_each_boundary_tensors_trt_type_and_format(two_conv, tmp_path):
+    from placetune.plan.export import export_plan
+    from placetune.store import Store
+
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with Evaluator(str(two_conv), "orin-agx", mode="pipeline", precision="int8", store=url, study="s") as ev:
+        ev.baselines()
+        m = ev.evaluate(Placement(ev.model, DLA_TAIL), agent="t", trial_number=0)
+    with Store(url) as store:
+        plan = export_plan(store, "s", measurement_id=m.extra["_id"])
+    gpu, dla = plan.engines
+    cut_name = "/relu_a/Relu_output_0"
+    assert [(t["name"], t["trt_dtype"], t["format"]) for t in gpu["inputs"] + gpu["outputs"]] == [
+        ("input", "FLOAT", "LINEAR"), (cut_name, "INT8", "CHW32")]
+    assert [(t["name"], t["trt_dtype"], t["format"]) for t in dla["inputs"] + dla["outputs"]] == [
+        (cut_name, "INT8", "CHW32"), ("output", "FLOAT", "LINEAR")]

@@ -256,6 +256,23 @@ def _add_files_and_io(mode: str, engines: list[dict[str, Any]], model: "Model | 
             eng.update(seg.boundary())
 
 
+def _add_cut_formats(engines: list[dict[str, Any]], st: "StudyRecord", model: "Model | None") -> None:
+    """The TensorRT I/O type and format of each boundary tensor (``trt_dtype``, ``format``): a cut
+    at a DLA engine in the DLA's own format on both sides, as the tensorrt backend builds it and
+    the exported trtexec commands ask for (placement.cut_formats); the others FP32 linear."""
+    from placetune.placement.cut_formats import plan_cut_formats
+
+    version = str((st.settings or {}).get("trt_version") or "")
+    strongly = version.split(".")[0].isdigit() and int(version.split(".")[0]) >= 11
+    outputs = [] if model is None or model.proto is None else [o.name for o in model.proto.graph.output]
+    formats = plan_cut_formats(engines, st.precision, strongly_typed=strongly, network_outputs=outputs)
+    for eng in engines:
+        for t in list(eng.get("inputs") or []) + list(eng.get("outputs") or []):
+            if isinstance(t, dict):
+                f = formats.get(str(t.get("name")))
+                t["trt_dtype"], t["format"] = (f.dtype, f.format) if f else ("FLOAT", "LINEAR")
+
+
 def export_plan(
     store: "Store",
     study_name: str,
@@ -388,6 +405,8 @@ def export_plan(
 
     baselines = _baselines(records, rec, len(realized_map), objective or get_objective(st.objective))
     _add_files_and_io(st.mode, engines, model, realized_p, notes)
+    if st.mode == "pipeline":
+        _add_cut_formats(engines, st, model)
     int8_ranges = _int8_ranges(st.precision, model)
     if int8_ranges == "placeholder":
         notes.append("INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes in the model): the engines "

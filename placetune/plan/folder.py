@@ -243,7 +243,12 @@ def write_plan_folder(
                                  f"{[s.index for s in segments]}: export the plan again")
             for s in segments:
                 eng = by_index[s.index]
-                eng.update(s.boundary())
+                # the cut's own tensor list, keeping the TensorRT type and format the plan gave each
+                known = {t.get("name"): t for key in ("inputs", "outputs") for t in eng.get(key) or []
+                         if isinstance(t, dict)}
+                for key, tensors in s.boundary().items():
+                    eng[key] = [{**t, **{k: known[t["name"]][k] for k in ("trt_dtype", "format")
+                                         if k in known.get(t["name"], {})}} for t in tensors]
                 path = out / engine_files(p, eng)[0]
                 s.save(path)
                 written.append((eng, path))
