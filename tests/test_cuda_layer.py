@@ -129,6 +129,7 @@ class StandIn:
         self.cuda, self.kernel, self.name = cuda, kernel, name
         self.inputs, self.outputs = list(inputs), [output]
         self.tensors = {t: ((N,), np.dtype(np.float32)) for t in self.inputs + self.outputs}
+        self.formats = {t: ("LINEAR", -1, 1) for t in self.inputs + self.outputs}  # Engine.formats: linear FP32
         self.a, self.b, self.spin_ns = float(a), float(b), int(spin_us * 1000)
         self.stream = cuda.Stream()
 
