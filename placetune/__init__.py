@@ -38,6 +38,10 @@ from placetune.plan.export import export_plan
 from placetune.plan.file import Plan
 from placetune.plan.file import load as load_plan
 from placetune.plan.folder import PlanFolder, write_plan_folder
+from placetune.plan.build import BuildReport, build_plan
+from placetune import runtime
+from placetune.runtime import PlanRuntime
+from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.backends.base import Backend
 from placetune.backends.registry import get_backend
 from placetune.calibration import DeviceProfile, FitResult, calibrate, fit_profile, load_device_profile
@@ -97,6 +101,12 @@ __all__ = [
     "export_plan",
     "load_plan",
     "write_plan_folder",
+    "BuildReport",
+    "build_plan",
+    "runtime",
+    "PlanRuntime",
+    "CutFormat",
+    "cut_formats",
     "PlanFolder",
     "make_env",
     "register_envs",

@@ -7,7 +7,7 @@ import json
 import math
 import numbers
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Mapping
 
 from placetune.errors import ConfigError
 from placetune.placement.placement import DEVICES, normalise_device
@@ -121,7 +121,12 @@ class Settings:
         if self.replicas is not None and self.mode != "replicas":
             raise ConfigError(f"replicas are for mode 'replicas', not {self.mode!r}: drop --replicas or use "
                               "--mode replicas")
+        if isinstance(self.replicas, str):  # "GPU:8,DLA0:2", as --replicas takes it
+            object.__setattr__(self, "replicas", parse_replicas(self.replicas))
         if self.replicas is not None:
+            if not isinstance(self.replicas, Mapping):
+                raise ConfigError(f"replicas must be a device -> batch mapping or 'GPU:8,DLA0:2', got "
+                                  f"{type(self.replicas).__name__}")
             reps = {normalise_device(k): int(v) for k, v in self.replicas.items()}
             if any(v < 1 for v in reps.values()):
                 raise ConfigError("replica batches must be >= 1")

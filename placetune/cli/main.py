@@ -393,6 +393,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_calibrate(sub)
 
+    from placetune.cli.deploy import add_parser as add_build
+
+    add_build(sub)
+
     p = sub.add_parser("tune", help="search placements for a study (resumable; Ctrl-C stops cleanly)")
     p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
     p.add_argument("--model", help="ONNX file or zoo name (default: the embedded default)")

@@ -40,6 +40,8 @@ each job line it writes exactly one result line. Jobs:
   "warmup_ms": ms, "duration_s": s, "timeline_iterations": N}`` -> ``{"status", "engines",
   "alone_samples_ms": [[...] per instance], "instances": [{"inferences", "span_ms",
   "samples_ms", ...}], "timeline": [[instance, iteration, start, end], ...], "window_ms"}``.
+* ``{"op": "build", "engines": [spec, ...], "common": {...}}`` -> ``{"status", "engines"}``: each
+  engine built and written to its spec's ``plan_cache`` path (``placetune build``), no timing.
 
 Native libraries write to file descriptor 1 as they like; the worker moves its protocol to a
 private copy of stdout and points fd 1 at stderr, so stray prints cannot corrupt a result.
@@ -71,7 +73,7 @@ def _on_path():
 
 _on_path()
 
-from worker_build import make_logger  # noqa: E402
+from worker_build import build_engines, make_logger  # noqa: E402
 from worker_cuda import probe as cuda_probe  # noqa: E402
 from worker_pipeline import pipeline  # noqa: E402
 from worker_replicas import replicas  # noqa: E402
@@ -108,12 +110,12 @@ def handle(job):
     op = job.get("op")
     if op == "probe":
         return probe(job)
-    if op in ("measure", "pipeline", "replicas"):
+    if op in ("measure", "pipeline", "replicas", "build"):
         try:
             import tensorrt  # noqa: F401
         except Exception as exc:
             return {"status": "unavailable", "error": "cannot import tensorrt: %s: %s" % (type(exc).__name__, exc)}
-        return {"measure": measure, "pipeline": pipeline, "replicas": replicas}[op](job)
+        return {"measure": measure, "pipeline": pipeline, "replicas": replicas, "build": build_engines}[op](job)
     return {"status": "error", "error": "unknown op %r" % (op,)}
 
 

@@ -320,3 +320,16 @@ def obtain_all(trt, specs, common, result):
             return None
         plans.append(data)
     return plans
+
+
+def build_engines(job):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    """The ``build`` op (``placetune build``): build every engine of a plan and write each to its
+    spec's ``plan_cache`` path (the plan folder's engine file, its build record beside it as
+    ``<file>.json``); no timing. The records keep the build logs the realised placement is read from."""
+    import tensorrt as trt
+
+    result = {"trt_version": str(trt.__version__), "engines": []}  # type: Dict[str, Any]
+    if obtain_all(trt, list(job.get("engines") or []), job.get("common") or {}, result) is not None:
+        result["status"] = "ok"
+    return result

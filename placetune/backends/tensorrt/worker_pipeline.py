@@ -198,15 +198,55 @@ class _Pipeline(object):
             self.timer.wait_for_event(self.done[j][f % self.slots])
         event.record(self.timer)
 
-    def frame(self, after=None, marks=None):
-        # type: (Any, Optional[List[Tuple[Any, Any]]]) -> int
+    def feed(self, np, arrays):
+        # type: (Any, Dict[str, Any]) -> Any
+        """Upload an application's network inputs for the next frame (placetune.runtime): into the
+        input buffers that frame reads, from their pinned host copies, on a stream of their own;
+        returns the event :meth:`frame` makes the inputs' readers wait for (``fed``). The frame
+        that last used these buffers (``n_inputs`` frames earlier) must be done: keep at most
+        ``slots`` frames in flight."""
+        if not hasattr(self, "feeder"):
+            self.feeder = self.cuda.Stream()
+            self.fed = [self.cuda.Event() for _ in range(self.n_inputs)]
+        x = self.frame_no % self.n_inputs
+        for t, (mems, shape, dtype) in self.inputs.items():
+            host = self.input_data[t][x]
+            host.reshape(-1)[:] = np.asarray(arrays[t], dtype=dtype).reshape(-1)
+            self.cuda.memcpy_htod_async(mems[x], host, self.feeder)
+        self.fed[x].record(self.feeder)
+        return self.fed[x]
+
+    def fetch(self, np, f):
+        # type: (Any, int) -> Dict[str, Any]
+        """The network outputs of frame ``f`` (placetune.runtime): copied on a stream of their own
+        once the engines that write them are done, waiting for that stream only (a synchronous copy would
+        wait for every frame in flight). Fetch ``f`` before frame ``f + slots`` is enqueued."""
+        if not hasattr(self, "fetcher"):
+            self.fetcher = self.cuda.Stream()
+            self.host_out = {}
+            for t in self.net_outputs:
+                shape, dtype = self.engines[self.producer[t]].tensors[t]
+                self.host_out[t] = self.cuda.pagelocked_empty(tuple(int(d) for d in shape), dtype)
+        s = f % self.slots
+        for j in sorted(set(self.producer[t] for t in self.net_outputs)):
+            self.fetcher.wait_for_event(self.done[j][s])
+        for t in self.net_outputs:
+            self.cuda.memcpy_dtoh_async(self.host_out[t], self.buffers[t][s], self.fetcher)
+        self.fetcher.synchronize()
+        return dict((t, np.array(self.host_out[t], copy=True)) for t in self.net_outputs)
+
+    def frame(self, after=None, marks=None, fed=None):
+        # type: (Any, Optional[List[Tuple[Any, Any]]], Any) -> int
         """Enqueue the next frame (returns its number); ``after``: an event its source engines
-        wait for; ``marks``: (start, end) events per engine to record around each run."""
+        wait for; ``marks``: (start, end) events per engine to record around each run; ``fed``:
+        the event of :meth:`feed` that the readers of network inputs wait for."""
         f = self.frame_no
         self.frame_no += 1
         s = f % self.slots
         for i, e in enumerate(self.engines):
             st = e.stream
+            if fed is not None and any(t in self.inputs for t in e.inputs):
+                st.wait_for_event(fed)
             if not self.preds[i]:
                 if after is not None:
                     st.wait_for_event(after)

@@ -1,0 +1,38 @@
+"""From a tuned study to a pipeline running in an application (the deployment user's path).
+
+    python examples/deploy_pipeline.py STUDY [--storage sqlite:///placetune.db] [-o plan_dir]
+
+1. export the study's best plan as a folder (segment ONNX files with weights, build.sh, plan.json);
+2. build its engines here through the TensorRT worker (on a Jetson), reporting any layer that
+   TensorRT put elsewhere than the plan says;
+3. run the built pipeline: one inference, then a stream with the plan's frames in flight.
+Needs TensorRT and CUDA (a Jetson); step 1 works anywhere.
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+import placetune as pt
+
+ap = argparse.ArgumentParser()
+ap.add_argument("study")
+ap.add_argument("--storage", default="sqlite:///placetune.db")
+ap.add_argument("-o", "--output", default="plan_dir")
+args = ap.parse_args()
+
+with pt.Store(args.storage) as store:
+    plan = pt.export_plan(store, args.study)
+    model = pt.Model.load(plan.model.get("path") or plan.model["zoo"], batch=plan.batch)
+folder = pt.write_plan_folder(plan, model, args.output)                  # 1. the folder
+print("wrote", ", ".join(p.name for p in folder.files))
+print(pt.build_plan(folder.directory).summary())                         # 2. the engines, on the Jetson
+with pt.runtime.load(folder.directory) as rt:                            # 3. the application's side
+    shape, dtype = rt.inputs["input"]
+    frames = [{"input": np.random.default_rng(i).standard_normal(shape).astype(dtype)} for i in range(64)]
+    first = rt(frames[0])
+    t0 = time.perf_counter()
+    n = sum(1 for _ in rt.stream(frames))
+    print(f"{n} frames, {rt.frames_in_flight} in flight: {n / (time.perf_counter() - t0):.1f} frames/s "
+          f"(outputs {', '.join(f'{k} {v.shape}' for k, v in first.items())})")

@@ -1,0 +1,249 @@
+"""``placetune build``: build a plan's engines on the Jetson and say where TensorRT put each layer.
+
+The plan folder (:func:`~placetune.plan.folder.write_plan_folder`: the ONNX file of each engine
+and ``plan.json``) is built through the isolated TensorRT worker with the settings the plan was
+measured with (precision, DLA core per engine, GPU fallback, per-layer devices, a pipeline's cut
+tensors in the DLA's own format on both sides). Each engine is written into the folder under the
+name ``plan.json`` gives it (``model.seg0.engine``...), its build record beside it
+(``<engine>.json``: the TensorRT log the realised placement is read from). A different TensorRT
+or JetPack can realise a plan differently: every layer whose realised device differs from the
+plan's is reported, with TensorRT's reason, and ``build.json`` keeps the whole report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placetune.errors import BackendError, ConfigError, ModelError
+
+if TYPE_CHECKING:
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+    from placetune.model.model import Model
+    from placetune.plan.file import Plan
+
+__all__ = ["BuildReport", "build_plan"]
+
+_POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
+
+
+@dataclass
+class BuildReport:
+    """What :func:`build_plan` built and how TensorRT realised it.
+
+    Attributes:
+        directory: the plan folder the engines were written into.
+        trt_version: the TensorRT that built them.
+        engines: per engine: ``name``, ``device``, ``engine_file``, ``build_seconds``, ``engine_bytes``,
+            ``dla_loadables``, ``io_formats``.
+        realized: layer -> the device TensorRT ran it on.
+        differences: ``{"layer", "plan", "built", "reason"}`` for every layer realised elsewhere
+            than the plan says.
+        notes: what else the build said.
+    """
+
+    directory: Path
+    trt_version: str
+    engines: list[dict[str, Any]] = field(default_factory=list)
+    realized: dict[str, str] = field(default_factory=dict)
+    differences: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """A few lines for a terminal."""
+        lines = [f"built {len(self.engines)} engine(s) with TensorRT {self.trt_version} into {self.directory}: "
+                 + ", ".join(f"{e['engine_file']} ({e['device']})" for e in self.engines)]
+        if self.differences:
+            lines.append(f"{len(self.differences)} layer(s) run elsewhere than the plan says:")
+            lines += [f"  {d['layer']}: plan {d['plan']}, built {d['built']}" + (f" ({d['reason']})" if d["reason"]
+                                                                                   else "")
+                      for d in self.differences[:20]]
+            if len(self.differences) > 20:
+                lines.append(f"  ... and {len(self.differences) - 20} more (build.json lists all)")
+        else:
+            lines.append("every layer runs where the plan says")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"directory": str(self.directory), "trt_version": self.trt_version, "engines": self.engines,
+                "realized": self.realized, "differences": self.differences, "notes": self.notes}
+
+
+def _segment_ranges(paths: list[Path]) -> dict[str, float]:
+    """trtexec's placeholder INT8 ranges over the whole pipeline (pooling outputs +-2, other node
+    outputs +-4, network inputs +-2), so a cut tensor has one range in its producer and readers."""
+    import onnx
+
+    ranges: dict[str, float] = {}
+    inputs: set[str] = set()
+    for path in paths:
+        g = onnx.load(str(path), load_external_data=False).graph
+        inputs.update(i.name for i in g.input)
+        for node in g.node:
+            for o in node.output:
+                if o:
+                    ranges.setdefault(o, 2.0 if node.op_type in _POOLING else 4.0)
+    return {**{i: 2.0 for i in inputs if i not in ranges}, **ranges}
+
+
+def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str | os.PathLike[str] | None,
+          calibration_cache: str | None) -> tuple["Plan", Path]:
+    """The plan and its folder (written first when ``plan`` is a plan, or a plan file, or ``out`` is given)."""
+    from placetune.plan.file import Plan, load
+    from placetune.plan.folder import write_plan_folder
+
+    if isinstance(plan, (str, os.PathLike)):
+        path = Path(plan)
+        if path.is_dir():
+            if not (path / "plan.json").is_file():
+                raise ConfigError(f"{path}: not a plan folder (no plan.json); write one with "
+                                  "`placetune export --study NAME --format trtexec -o DIR`")
+            if out is None or Path(out).resolve() == path.resolve():
+                p = load(path / "plan.json", check_hash=False)
+                if not all((path / str(e.get("onnx_file"))).is_file() for e in p.engines):
+                    raise ConfigError(f"{path}: the plan's ONNX files are missing; export the folder again")
+                return p, path
+            plan = load(path / "plan.json", model, check_hash=model is not None)
+        elif not path.is_file():
+            raise ConfigError(f"plan {path}: no such file or folder")
+        else:
+            plan = load(path, model, check_hash=model is not None)
+    assert isinstance(plan, Plan)
+    if model is None:
+        from placetune.model.model import Model
+
+        src = plan.model.get("path") or plan.model.get("zoo")
+        if not src:
+            raise ModelError("the plan does not say which model it is for: pass the ONNX model (--model)")
+        try:
+            model = Model.load(str(src), batch=plan.batch) if plan.model.get("zoo") else Model.load(str(src))
+        except (OSError, ModelError) as exc:
+            raise ModelError(f"the plan's model {src} cannot be loaded ({exc}): pass it with --model") from None
+    folder = Path(out) if out is not None else Path(f"{plan.model.get('name') or 'plan'}.build")
+    written = write_plan_folder(plan, model, folder, calibration_cache=calibration_cache)
+    return written.plan, folder
+
+
+def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str] | None = None, *,
+               model: "Model | None" = None, backend: "TensorRTBackend | None" = None,
+               calibration_cache: str | os.PathLike[str] | None = None) -> BuildReport:
+    """Build every engine of a plan into its folder and compare the realised placement with the plan's.
+
+    Args:
+        plan: a plan folder (from ``placetune export --format trtexec -o DIR``), a ``plan.json``
+            file or a :class:`~placetune.plan.file.Plan`.
+        out: the folder to build in (default: the plan folder itself; for a plan file,
+            ``<model>.build``, written first with :func:`~placetune.plan.folder.write_plan_folder`).
+        model: the plan's model when the plan's own reference (zoo name or file) cannot be loaded.
+        backend: the TensorRT backend whose worker builds (default: a new one, closed after).
+        calibration_cache: an INT8 plan's TensorRT calibration cache (else the plan's own, if any).
+
+    Returns:
+        The :class:`BuildReport` (also written to ``<folder>/build.json``).
+
+    Raises:
+        BackendError: TensorRT cannot be used here, or an engine does not build (its errors said).
+        ConfigError, ModelError: no plan folder, plan file or model where one is needed.
+    """
+    from placetune.backends.onnx_prep import convert_to_fp16
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+    from placetune.backends.tensorrt.pipeline import _realised
+    from placetune.plan.folder import engine_files
+
+    calib = str(calibration_cache) if calibration_cache is not None else None
+    p, folder = _open(plan, model, out, calib)
+    if calib is None and p.calibration_cache and (folder / str(p.calibration_cache)).is_file():
+        calib = str(folder / str(p.calibration_cache))
+    own = backend is None
+    be = backend or TensorRTBackend()
+    tmp = None
+    specs: list[dict[str, Any]] = []
+    try:
+        probe = be.probe()
+        version = probe.get("trt_version")
+        if not version:
+            raise BackendError(f"TensorRT cannot be used here: {probe.get('trt_error')}; run `placetune doctor`")
+        strongly = int(str(version).split(".")[0]) >= 11
+        onnx_paths = [folder / engine_files(p, e)[0] for e in p.engines]
+        tmp = tempfile.TemporaryDirectory(prefix="placetune-build-")
+        if strongly and p.precision == "fp16":  # strongly typed: the FP16 model, as the backend builds it
+            import onnx
+
+            converted = []
+            for path in onnx_paths:
+                target = Path(tmp.name) / path.name
+                onnx.save(convert_to_fp16(onnx.load(str(path))), str(target))
+                converted.append(target)
+            onnx_paths = converted
+        ranges = _segment_ranges(onnx_paths) if p.precision == "int8" and not calib and not strongly \
+            and p.int8_ranges != "qdq" else None
+        common = {"precision": p.precision, "strongly_typed": strongly, "gpu_fallback": p.gpu_fallback,
+                  "timing_cache": None, "calibration_cache": calib if p.precision == "int8" and not strongly else None,
+                  "memory_pools": be.memory_pools, "verbose_log": be.verbose_log}
+        specs = []
+        shapes = {k: list(v) for k, v in (p.model.get("input_shapes") or {}).items()}
+        for eng, path in zip(p.engines, onnx_paths):
+            target = folder / engine_files(p, eng)[1]
+            for stale in (target, target.with_name(target.name + ".json")):
+                stale.unlink(missing_ok=True)  # a fresh build, never an older engine of the same name
+            dla = list(eng.get("dla_layers") or [])
+            core = eng.get("dla_core")
+            if core is None and p.mode == "pipeline" and str(eng.get("device", "GPU")) != "GPU":
+                core = int(str(eng["device"])[-1])
+            io = {str(t["name"]): [t["trt_dtype"], t["format"]] for key in ("inputs", "outputs")
+                  for t in eng.get(key) or [] if isinstance(t, dict) and t.get("format") not in (None, "LINEAR")}
+            own_shapes = {k: ([int(eng["batch"]), *v[1:]] if p.mode == "replicas" and eng.get("batch") else v)
+                          for k, v in shapes.items()}
+            spec = {"name": Path(engine_files(p, eng)[1]).stem, "device": str(eng.get("device", "GPU")),
+                    "onnx": str(path), "dla_core": -1 if core is None or not dla else int(core), "dla_layers": dla,
+                    "input_shapes": own_shapes, "plan_cache": str(target)}
+            if io:
+                spec["io_formats"] = io
+            if ranges:
+                names = [str(t["name"]) for key in ("inputs", "outputs") for t in eng.get(key) or []
+                         if isinstance(t, dict)]
+                spec["int8_ranges"] = {n: ranges[n] for n in names if n in ranges}
+            specs.append(spec)
+        reply = be.pool.run({"op": "build", "engines": specs, "common": common},
+                            timeout_s=be.timeout_s * max(1, len(specs)))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+        for spec in specs:  # the engine cache's lock files: not part of the folder
+            Path(spec["plan_cache"] + ".lock").unlink(missing_ok=True)
+        if own:
+            be.close()
+    res = reply.result or {}
+    if reply.kind != "result" or res.get("status") != "ok":
+        why = res.get("error") or reply.stderr_tail[-500:] or reply.kind
+        raise BackendError(f"placetune build: {why}")
+    report = BuildReport(folder, str(version))
+    planned = p.realized
+    realized = dict(planned)
+    fallback: dict[str, str] = {}
+    for eng, spec, info in zip(p.engines, specs, res.get("engines") or []):
+        layers = list(eng.get("layers") or planned)
+        device = spec["device"] if spec["dla_core"] >= 0 else "GPU"
+        predicted = {n: (device if n in set(spec["dla_layers"]) else "GPU") for n in layers}
+        mine: dict[str, str] = dict(predicted)
+        n_load, _ = _realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"])
+        if p.mode != "replicas":  # a replica runs the whole network: the plan's layers are per replica
+            realized.update(mine)
+        report.engines.append({"name": spec["name"], "device": spec["device"],
+                               "engine_file": engine_files(p, eng)[1], "cached": bool(info.get("cached")),
+                               "build_seconds": info.get("build_seconds"), "engine_bytes": info.get("engine_bytes"),
+                               "dla_loadables": n_load, "io_formats": info.get("io_formats") or {},
+                               "realized_on_dla": sum(1 for n in layers if mine.get(n) != "GPU")})
+    report.realized = realized
+    report.differences = [{"layer": n, "plan": planned[n], "built": realized[n], "reason": fallback.get(n, "")}
+                          for n in planned if realized.get(n) != planned[n]]
+    if p.simulated:
+        report.notes.append("the plan's placement was found on the SIMULATED Jetson: time the engines here "
+                            "(README.txt says how) before relying on its figures")
+    (folder / "build.json").write_text(json.dumps(report.to_dict(), indent=1) + "\n")
+    return report

@@ -1,0 +1,145 @@
+"""Issue 16 items 2 and 3: ``placetune build`` builds an exported plan folder through the TensorRT
+worker and reports where TensorRT put each layer; ``placetune.runtime`` runs the built plan in an
+application (the worker's own pipeline runtime). Both run against the TensorRT/CUDA doubles
+(tests/fakes), in a subprocess so the test process never imports a fake ``tensorrt``; the doubles
+compute real outputs with onnx's reference evaluator, so outputs are compared with numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import placetune
+from placetune import Model, Placement
+from placetune.cli.main import main
+from placetune.placement.cut import load_source, randomize_weights
+from tests.fakes import fake_env
+
+DATA = Path(__file__).parent / "data"
+THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}
+
+
+def _run(args: list[str], cwd: Path, version: str = "10.3.0", timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, **fake_env(version)}
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _study(tmp: Path, model: Path, mode: str, placement: dict | str, **kw) -> str:
+    """A simulated study with one measured placement, exported as a plan folder; returns the folder."""
+    url = f"sqlite:///{tmp}/pt.db"
+    with placetune.Evaluator(str(model), "orin-agx", mode=mode, precision="fp16", store=url, study=mode, **kw) as ev:
+        ev.baselines()
+        p = Placement.all_dla(ev.model) if placement == "all-dla" else Placement(ev.model, placement)
+        m = ev.evaluate(p, agent="t", trial_number=0)
+    out = tmp / f"{mode}-plan"
+    assert main(["export", "--study", mode, "--storage", url, "--format", "trtexec", "-o", str(out),
+                 "--measurement", str(m.extra["_id"])]) == 0
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def seed_block(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "sb.onnx"
+    onnx.save(randomize_weights(load_source(Model.load(DATA / "seed_block.onnx.gz")), seed=1), str(path))
+    return path
+
+
+RUN = r'''
+import json, sys
+import numpy as np, onnx
+from onnx.reference import ReferenceEvaluator
+import placetune.runtime
+folder, model, n, k = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rt = placetune.runtime.load(folder)
+shape = rt.inputs["input"][0]
+xs = [np.random.default_rng(i).uniform(-1, 1, shape).astype(np.float32) for i in range(n)]
+ref = ReferenceEvaluator(onnx.load(model))
+want = [ref.run(None, {"input": x})[0] for x in xs]
+one = rt({"input": xs[0]})["output"]
+outs = [o["output"] for o in rt.stream(({"input": x} for x in xs), frames_in_flight=k)]
+err = lambda a, b: float(np.abs(a - b).max() / np.abs(b).max())
+print(json.dumps({"mode": rt.mode, "k": rt.frames_in_flight, "one": err(one, want[0]),
+                  "stream": [err(o, w) for o, w in zip(outs, want)], "n": len(outs),
+                  "shuffled": err(outs[1], want[0]), "repr": repr(rt)}))
+rt.close()
+'''
+
+
+def test_build_then_run_a_pipeline_plan(seed_block, tmp_path):
+    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "built 4 engine(s) with TensorRT 10.3.0" in proc.stdout and "every layer runs where the plan says" in proc.stdout
+    report = json.loads((Path(folder) / "build.json").read_text())
+    assert [e["device"] for e in report["engines"]] == ["GPU", "DLA0", "DLA1", "GPU"]
+    assert report["differences"] == []
+    for e in report["engines"]:
+        assert (Path(folder) / e["engine_file"]).stat().st_size > 0
+    # the DLA segments' cut tensors were built in the DLA's format on both sides
+    assert report["engines"][1]["io_formats"] == {"/conv2/Conv_output_0": ["HALF", "CHW16"],
+                                                  "/conv3/Conv_output_0": ["HALF", "CHW16"]} or \
+        all(v == ["HALF", "CHW16"] for v in report["engines"][1]["io_formats"].values())
+    # the application runs it: one input, then a stream with 2 frames in flight, in order
+    run = _run([sys.executable, "-c", RUN, folder, str(seed_block), "5", "2"], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout)
+    assert got["mode"] == "pipeline" and got["k"] == 2 and got["n"] == 5
+    assert got["one"] < 2e-3 and max(got["stream"]) < 2e-3  # fp16 engines against the float32 model
+    assert got["shuffled"] > 0.1  # a different input's output is far off: the comparison can fail
+
+
+def test_build_reports_layers_tensorrt_put_elsewhere(tmp_path):
+    """An all-DLA engine plan of the GroupNorm model: placetune's rules predicted /linear/Gemm on
+    the DLA; the double's TensorRT runs it on the GPU, and build says so with TensorRT's reason."""
+    folder = _study(tmp_path, DATA / "seed_model_gn.onnx.gz", "engine", "all-dla")
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", folder, "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    report = json.loads(proc.stdout)
+    diff = {d["layer"]: d for d in report["differences"]}
+    assert diff["/linear/Gemm"]["plan"] == "DLA0" and diff["/linear/Gemm"]["built"] == "GPU"
+    assert diff["/linear/Gemm"]["reason"]
+    assert report["realized"]["/cnn/cnn.0/Conv"] == "DLA0"
+
+
+def test_engine_and_replicas_plans_run_and_match_the_model(seed_block, tmp_path):
+    for mode, placement, kw in (("engine", THREE, {}), ("replicas", "all-dla", {"replicas": "GPU:1,DLA0:1"})):
+        folder = _study(tmp_path, seed_block, mode, placement, **kw)
+        proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        run = _run([sys.executable, "-c", RUN, folder, str(seed_block), "4", "1"], tmp_path)
+        assert run.returncode == 0, run.stderr[-3000:]
+        got = json.loads(run.stdout)
+        assert got["mode"] == mode and got["n"] == 4
+        assert got["one"] < 2e-3 and max(got["stream"]) < 2e-3, got
+
+
+def test_build_and_load_refuse_what_is_not_a_built_plan(tmp_path, capsys):
+    assert main(["build", str(tmp_path)]) == 6
+    assert "not a plan folder" in capsys.readouterr().err
+    (tmp_path / "plan.json").write_text("{}")
+    from placetune.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        placetune.runtime.load(tmp_path / "nowhere")
+
+
+def test_the_deploy_example_runs_end_to_end_against_the_doubles(seed_block, tmp_path):
+    """examples/deploy_pipeline.py: export, build and run a tuned pipeline study (doubles here)."""
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(seed_block), "orin-agx", mode="pipeline", precision="fp16", store=url,
+                             study="s", frames_in_flight=2) as ev:
+        ev.baselines()
+        ev.evaluate(Placement(ev.model, THREE), agent="t", trial_number=0)
+    example = Path(__file__).resolve().parents[1] / "examples" / "deploy_pipeline.py"
+    proc = _run([sys.executable, str(example), "s", "--storage", url, "-o", str(tmp_path / "d")], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "build.sh" in proc.stdout and "with TensorRT 10.3.0" in proc.stdout
+    assert "64 frames, 2 in flight" in proc.stdout and "output (1, 1152, 56, 56)" in proc.stdout
+    assert not list((tmp_path / "d").glob("*.lock"))
