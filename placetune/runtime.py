@@ -108,6 +108,7 @@ class PlanRuntime:
             read = {t for e in engines for t in e.inputs}
             outputs = [t for e in engines for t in e.outputs if t not in read]
         pipe_cls = w["worker_pipeline"]._Pipeline
+        self._stream_frames = w["worker_pipeline"].stream_frames
         groups = [engines] if plan.mode != "replicas" else [[e] for e in engines]
         self._pipes = []
         for group in groups:
@@ -166,7 +167,11 @@ class PlanRuntime:
         if not 1 <= k <= self.frames_in_flight and len(self._pipes) == 1:
             raise ConfigError(f"frames_in_flight = {frames_in_flight}: allowed 1 to {self.frames_in_flight} "
                               "(load the plan with more)")
-        limit = k if len(self._pipes) == 1 else len(self._pipes)
+        if len(self._pipes) == 1:  # engine and pipeline plans: the worker's own loop
+            pipe = self._pipes[0]
+            yield from self._stream_frames(self._np, pipe, (self._check(a, pipe) for a in batches), k)
+            return
+        limit = len(self._pipes)
         pending: collections.deque[tuple[int, int]] = collections.deque()
         for arrays in batches:
             busy = {i for i, _ in pending}

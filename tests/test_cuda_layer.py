@@ -282,6 +282,34 @@ print("binding", c.name, c.version)
 """
 
 
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_application_stream_feeds_and_fetches_each_frame_exactly(cuda, kernel, k):
+    """placetune.runtime's loop (worker_pipeline.stream_frames): each frame's input uploaded on
+    a feed stream the readers wait for, its output copied on a fetch stream once its writer is
+    done, K frames in flight over reused slots; every output must be its own input's."""
+    import time
+
+    _, wp = _worker_modules()
+    allocs = []
+    engines = _engines(cuda, kernel, (150, 100, 150))
+    pipe = wp._Pipeline(cuda, np, engines, {"x": [N]}, ["out"], k, allocs, np.random.default_rng(0))
+    rng = np.random.default_rng(10 + k)
+    xs = [rng.integers(-8, 8, size=N).astype(np.float32) for _ in range(24)]
+    try:
+        t0 = time.perf_counter()
+        outs = [o["out"] for o in wp.stream_frames(np, pipe, ({"x": x} for x in xs), k)]
+        wall = time.perf_counter() - t0
+        bad = [i for i, (o, x) in enumerate(zip(outs, xs)) if not np.array_equal(o.astype(np.float64), _expected(x))]
+        print(f"stream K={k}: 24 frames in {wall * 1000:.1f} ms, bad frames {bad}")
+        assert len(outs) == 24 and bad == []
+        if k > 1:
+            assert wall < 24 * 0.400 * 0.9  # frames overlap: less than 24 back-to-back latencies
+    finally:
+        cuda.synchronize()
+        for m in allocs:
+            m.free()
+
+
 @pytest.mark.parametrize("binding", ["cuda-python", "pycuda"])
 def test_worker_process_exits_cleanly(binding, cuda):
     """No 'context stack was not empty' abort at exit: the layer pops its context atexit."""

@@ -286,6 +286,23 @@ class _Pipeline(object):
         return out
 
 
+def stream_frames(np, pipe, batches, k):
+    # type: (Any, _Pipeline, Any, int) -> Any
+    """An application's frames through ``pipe`` (placetune.runtime): each batch of network inputs
+    fed, run and fetched, the outputs yielded in order with at most ``k`` frames in flight
+    (``k`` <= ``pipe.slots``; the pipeline was made with at least ``k`` in flight)."""
+    if not 1 <= k <= min(pipe.slots, pipe.k):
+        raise ValueError("frames in flight must be 1 to %d, not %r" % (min(pipe.slots, pipe.k), k))
+    pending = []  # type: List[int]
+    for arrays in batches:
+        if len(pending) >= k:
+            yield pipe.fetch(np, pending.pop(0))
+        fed = pipe.feed(np, arrays)
+        pending.append(pipe.frame(fed=fed))
+    while pending:
+        yield pipe.fetch(np, pending.pop(0))
+
+
 def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
     # type: (Any, Any, Any, Dict[str, Any], List[bytes], Optional[bytes], Any, List[Any], Dict[str, Any]) -> None
     specs = job["engines"]
