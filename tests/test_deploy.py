@@ -143,3 +143,31 @@ def test_the_deploy_example_runs_end_to_end_against_the_doubles(seed_block, tmp_
     assert "build.sh" in proc.stdout and "with TensorRT 10.3.0" in proc.stdout
     assert "64 frames, 2 in flight" in proc.stdout and "output (1, 1152, 56, 56)" in proc.stdout
     assert not list((tmp_path / "d").glob("*.lock"))
+
+
+def test_calibration_cache_reaches_tune_and_measure_builds(seed_block, tmp_path):
+    """Issue 16 item 5: --calibration-cache on tune and measure goes to the tensorrt backend's INT8
+    builds (the double's calibrator reads it), and the measurement says where its ranges came from;
+    the simulated backend refuses it in one line."""
+    cache = tmp_path / "calib.cache"
+    cache.write_bytes(b"TRT-8601-EntropyCalibration2\ninput: 3c010a14\n")
+    base = [sys.executable, "-m", "placetune.cli", "measure", str(seed_block), "--precision", "int8",
+            "--placement", "all-dla", "--json"]
+    with_cache = _run([*base, "--backend", "tensorrt", "--calibration-cache", str(cache)], tmp_path)
+    assert with_cache.returncode == 0, with_cache.stderr[-2000:]
+    assert json.loads(with_cache.stdout)["extra"]["int8_ranges"] == "calibration-cache"
+    without = _run([*base, "--backend", "tensorrt"], tmp_path)
+    assert json.loads(without.stdout)["extra"]["int8_ranges"] == "placeholder"
+    sim = _run([*base, "--calibration-cache", str(cache)], tmp_path)
+    assert sim.returncode == 6 and "--calibration-cache is for the tensorrt and trtexec backends" in sim.stderr
+    missing = _run([*base, "--backend", "tensorrt", "--calibration-cache", str(tmp_path / "no")], tmp_path)
+    assert missing.returncode == 6 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
+    tune = _run([sys.executable, "-m", "placetune.cli", "tune", "--backend", "tensorrt", "--model", str(seed_block),
+                 "--mode", "engine", "--precision", "int8", "--agent", "random", "--trials", "3", "--storage",
+                 f"sqlite:///{tmp_path}/t.db", "--study", "c", "--calibration-cache", str(cache)], tmp_path)
+    assert tune.returncode == 0, tune.stderr[-2000:]
+    from placetune.store import Store
+
+    with Store(f"sqlite:///{tmp_path}/t.db") as store:
+        rows = [r for r in store.measurements("c") if r.measurement.ok]
+    assert rows and all(r.measurement.extra.get("int8_ranges") == "calibration-cache" for r in rows)

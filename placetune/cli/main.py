@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import logging
 import sys
@@ -165,6 +166,18 @@ def _settings_from_args(args: argparse.Namespace):
     )
 
 
+def _calibration_cache(path: str, backend: str | None) -> str:
+    """``--calibration-cache``: an existing file, for a backend that builds engines."""
+    from placetune.errors import ConfigError
+
+    if backend not in ("tensorrt", "trtexec"):
+        raise ConfigError(f"--calibration-cache is for the tensorrt and trtexec backends (INT8 builds), not "
+                          f"{backend or 'simulate'!r}: the simulated Jetson has no INT8 ranges to calibrate")
+    if not os.path.isfile(path):
+        raise ConfigError(f"--calibration-cache {path}: no such file")
+    return path
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
     from placetune.tuning.evaluator import Evaluator
 
@@ -173,6 +186,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from placetune.backends.registry import get_backend
 
     options = {"device_profile": args.device_profile} if args.device_profile else {}
+    if args.calibration_cache:
+        options["calibration_cache"] = _calibration_cache(args.calibration_cache, args.backend)
     ev = Evaluator(model, args.platform, get_backend(args.backend, **options), settings=settings, store=None)
     placement = _parse_placement(args.placement or _default_placement(settings, model, ev.platform), model,
                                  ev.platform)
@@ -280,6 +295,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg.backend_options["worker_python"] = args.worker_python
     if args.trtexec:
         cfg.backend_options["trtexec"] = args.trtexec
+    if args.calibration_cache:
+        cfg.backend_options["calibration_cache"] = _calibration_cache(args.calibration_cache, cfg.backend)
     if args.device_profile:
         cfg = cfg.with_overrides(device_profile=args.device_profile)
     if args.constraint:  # command-line constraints replace the study file's
@@ -373,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", action="store_true", help="include every latency sample in --json")
     p.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
                    "(TOML, see placetune calibrate) describes")
+    p.add_argument("--calibration-cache", metavar="FILE", help="tensorrt/trtexec INT8 builds: a TensorRT "
+                   "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
     p.set_defaults(func=cmd_measure)
     p = sub.add_parser("doctor", help="which backends work on this machine, and how to fix what is missing")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
@@ -422,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "/usr/src/tensorrt/bin)")
     p.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
                    "(TOML, see placetune calibrate) describes")
+    p.add_argument("--calibration-cache", metavar="FILE", help="tensorrt/trtexec INT8 builds: a TensorRT "
+                   "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
     p.set_defaults(func=cmd_tune)
     return parser
 

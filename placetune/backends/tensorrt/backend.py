@@ -310,7 +310,10 @@ class TensorRTBackend:
             batch=int(model.batch), requested=realisation.requested.as_dict(),
         )
         try:
-            return self._measure(realisation, platform, settings, base)
+            m = self._measure(realisation, platform, settings, base)
+            if settings.precision == "int8" and m.extra is not None:  # where the INT8 ranges came from
+                m.extra.setdefault("int8_ranges", "calibration-cache" if self.calibration_cache else "placeholder")
+            return m
         except Exception as exc:  # noqa: BLE001 - the study must go on
             log.exception("TensorRT backend internal error")
             return Measurement.failure("crashed", f"placetune's TensorRT backend failed: {type(exc).__name__}: {exc}",
