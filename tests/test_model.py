@@ -214,3 +214,33 @@ def test_import_does_not_pull_tensorrt():
     code = "import sys, placetune; assert 'tensorrt' not in sys.modules and 'pycuda' not in sys.modules; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def _clip_model(hi: float, name: str = "g"):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    lo_t = helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0])
+    hi_t = helper.make_tensor("hi", TensorProto.FLOAT, [], [hi])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Clip", ["r", "lo", "hi"], ["y"], name="clip")]
+    return helper.make_model(helper.make_graph(nodes, name, [x], [y], [lo_t, hi_t]))
+
+
+def test_hash_covers_the_constants_dla_rules_read(tmp_path):
+    """Issue 18 item 4: two files that differ only in a Clip bound (which decides DLA eligibility)
+    hashed the same, so a plan or a study of one was accepted for the other."""
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    onnx.save(_clip_model(6.0), str(a))
+    onnx.save(_clip_model(200.0), str(b))
+    ma, mb = Model.load(a), Model.load(b)
+    assert ma.hash != mb.hash
+    assert Model.load(a).hash == ma.hash  # still deterministic
+    # a Constant node's value counts too
+    def const_model(hi):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        nodes = [helper.make_node("Constant", [], ["lo"], value=helper.make_tensor("v", TensorProto.FLOAT, [], [0.0])),
+                 helper.make_node("Constant", [], ["hi"], value=helper.make_tensor("w", TensorProto.FLOAT, [], [hi])),
+                 helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")]
+        return helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
+    assert Model.load(const_model(6.0)).hash != Model.load(const_model(6.5)).hash

@@ -30,6 +30,26 @@ __all__ = ["Model"]
 #: Constants with at most this many elements keep their value on TensorInfo.value.
 SMALL_CONST_ELEMENTS = 4096
 
+#: Op -> input positions that hold trained weights: their values decide no DLA rule, shape or
+#: cost, so the model hash leaves them out (a retrained network keeps its hash). Every other
+#: constant value a layer reads (Clip bounds, Slice steps, Resize scales...) is hashed.
+_WEIGHT_INPUTS: dict[str, frozenset[int]] = {
+    "Conv": frozenset({1, 2}), "ConvTranspose": frozenset({1, 2}), "Gemm": frozenset({1, 2}),
+    "MatMul": frozenset({0, 1}), "BatchNormalization": frozenset({1, 2, 3, 4}),
+    "InstanceNormalization": frozenset({1, 2}), "LayerNormalization": frozenset({1, 2}),
+    "GroupNormalization": frozenset({1, 2}), "PRelu": frozenset({1}),
+}
+
+
+def _const_digest(t: TensorInfo) -> str | None:
+    """Digest of a small constant's value (dtype, shape, bytes); None when the value is unknown."""
+    if not t.const or t.value is None:
+        return None
+    arr = np.ascontiguousarray(np.asarray(t.value))
+    h = hashlib.sha256(f"{arr.dtype.str}:{arr.shape}:".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()[:24]
+
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
     value = helper.get_attribute_value(attr)
@@ -302,7 +322,10 @@ class Model:
                     layer.domain,
                     layer.op_type,
                     sorted((k, repr(v)) for k, v in layer.attrs.items()),
-                    [[t.name, list(t.shape), t.dtype, t.const] for t in layer.inputs],
+                    [[t.name, list(t.shape), t.dtype, t.const]
+                     + ([] if i in _WEIGHT_INPUTS.get(layer.op_type, ()) or _const_digest(t) is None
+                        else [_const_digest(t)])
+                     for i, t in enumerate(layer.inputs)],
                     [[t.name, list(t.shape), t.dtype] for t in layer.outputs],
                 ]
                 for layer in self.layers
