@@ -244,3 +244,18 @@ def test_hash_covers_the_constants_dla_rules_read(tmp_path):
                  helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")]
         return helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
     assert Model.load(const_model(6.0)).hash != Model.load(const_model(6.5)).hash
+
+
+def test_duplicate_node_names_never_take_an_existing_name():
+    """Issue 18 item 4: nodes [dup, dup, dup_0] were named dup, dup_0, dup_0_1, so
+    {"dup_0": ...} placed the second ``dup`` and not the node called dup_0."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="dup"),
+             helper.make_node("Sigmoid", ["a"], ["b"], name="dup"),
+             helper.make_node("Tanh", ["b"], ["c"], name="dup_0"),
+             helper.make_node("Relu", ["c"], ["y"], name="dup")]
+    m = Model.load(helper.make_model(helper.make_graph(nodes, "g", [x], [y])))
+    assert len(set(m.names)) == 4
+    assert m.layer("dup").op_type == "Relu" and m.layer("dup_0").op_type == "Tanh"
+    assert [m.layer(n).op_type for n in m.names] == ["Relu", "Sigmoid", "Tanh", "Relu"]

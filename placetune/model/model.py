@@ -490,12 +490,16 @@ def _build(
             o.CopyFrom(helper.make_tensor_value_info(o.name, et, dims))
 
     # ---- layers
+    # TensorRT's parser rule (base, then base_<global counter>), except that a generated name
+    # never takes a name some other node has in the file (issue 18): [dup, dup, dup_0] ->
+    # dup, dup_1, dup_0, so a placement naming dup_0 places the node called dup_0.
     layer_names: set[str] = set()
+    reserved = {n.name if n.name else f"node_of_{n.output[0]}" for n in keep}
     counter = [0]
 
     def unique(base: str) -> str:
         cand = base
-        while cand in layer_names:
+        while cand in layer_names or (cand != base and cand in reserved):
             cand = f"{base}_{counter[0]}"
             counter[0] += 1
         layer_names.add(cand)
