@@ -259,3 +259,37 @@ def test_duplicate_node_names_never_take_an_existing_name():
     assert len(set(m.names)) == 4
     assert m.layer("dup").op_type == "Relu" and m.layer("dup_0").op_type == "Tanh"
     assert [m.layer(n).op_type for n in m.names] == ["Relu", "Sigmoid", "Tanh", "Relu"]
+
+
+def test_shape_may_not_change_a_static_non_batch_dimension(tmp_path):
+    """Issue 18 item 4: ``--shape input=1x5x224x224`` on a 3-channel conv was accepted (a model
+    TensorRT would never build); only the batch dimension of a static input may change."""
+    path = _dynamic_model(tmp_path / "dyn.onnx")
+    with pytest.raises(ShapeError, match=r"images.*dimension 1 to 5.*fixes it at 3"):
+        Model.load(path, ["images=1x5x16x16"])
+    with pytest.raises(ShapeError, match="dimension 3"):
+        Model.load(path, ["images=1x3x16x32"])
+    assert Model.load(path, ["images=4x3x16x16"]).batch == 4  # the dynamic batch dim
+    m = Model.load(DATA / "seed_block.onnx.gz", ["input=2x384x56x56"])  # a static batch dim may change
+    assert m.batch == 2
+
+
+@pytest.mark.parametrize("batch", [0, -1, True, 2.5])
+def test_batch_must_be_a_positive_integer(batch):
+    """Issue 18 item 4: ``--batch 0`` silently became the zoo default."""
+    from placetune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="batch must be a positive integer"):
+        Model.load("seed-block", batch=batch)
+
+
+def test_cli_batch_zero_is_refused(capsys, tmp_path):
+    from placetune.cli.main import main
+
+    for argv in (["check", "seed-block", "--batch", "0"], ["zoo", "export", "seed-block", "-o",
+                                                          str(tmp_path / "x.onnx"), "--batch", "0"],
+                 ["tune", "--model", "seed-block", "--batch", "0", "--storage", str(tmp_path / "t.db")]):
+        assert main(argv) == 6, argv
+        err = capsys.readouterr().err
+        assert "batch must be a positive integer" in err and "Traceback" not in err
+    assert not (tmp_path / "x.onnx").exists() and not (tmp_path / "t.db").exists()

@@ -120,6 +120,10 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
     from placetune.model.model import _zoo_options
 
     base, _, opts = args.name.partition(":")
+    if args.batch is not None and args.batch < 1:
+        from placetune.errors import ConfigError
+
+        raise ConfigError(f"batch must be a positive integer, got {args.batch}")
     path = zoo.export(base, args.output, batch=args.batch or zoo.default_batch(base), **_zoo_options(opts))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, with deterministic weights)")
     return 0

@@ -19,7 +19,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from placetune.model.costs import layer_costs
-from placetune.errors import ModelError, PlacetuneError, ShapeError, UnknownNameError
+from placetune.errors import ConfigError, ModelError, PlacetuneError, ShapeError, UnknownNameError
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
@@ -208,9 +208,13 @@ class Model:
 
         Raises:
             ModelError: unreadable / invalid file, op without shape inference.
-            ShapeError: dynamic input dimension without an override, bad override.
+            ShapeError: dynamic input dimension without an override, bad override (a static
+                dimension other than the batch may not change).
+            ConfigError: ``batch`` is not a positive integer.
             UnknownNameError: neither an existing file nor a zoo name.
         """
+        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+            raise ConfigError(f"batch must be a positive integer, got {str(batch)[:40]!r}")
         overrides = _normalise_shapes(shapes)
         zoo_name = None
         path: Path | None = None

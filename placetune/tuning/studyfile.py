@@ -111,6 +111,9 @@ class TuneConfig:
         if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
                                          or not 0 < self.timeout < float("inf")):
             raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")
+        if self.batch is not None and (isinstance(self.batch, bool) or not isinstance(self.batch, int)
+                                       or self.batch < 1):
+            raise ConfigError(f"batch must be a positive integer, got {str(self.batch)[:40]!r}")
         if self.study is not None and (not isinstance(self.study, str) or not self.study.strip()
                                        or "\x00" in self.study or len(self.study) > 200):
             raise ConfigError(f"study must be a non-empty name of at most 200 characters without NUL bytes, got "
