@@ -75,6 +75,7 @@ class PlacementOneShotEnv(PlacementEnvBase):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Start an episode (measures the baseline on the first call)."""
+        self._check_reset_options(options)
         super().reset(seed=seed)
         self._ensure_baseline()
         self._assignment[:] = -1

@@ -226,7 +226,13 @@ class Model:
         else:
             text = str(source)
             p = Path(text)
-            if p.is_file():
+            try:
+                is_file = p.is_file()
+            except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+                is_file = False
+            if len(text) > 4096 or "\x00" in text:
+                raise ModelError(f"{text[:80]!r}... ({len(text):,} characters) is neither an ONNX file nor a zoo model")
+            if is_file:
                 proto, stripped = read_model_proto(p)
                 path = p
                 display = name or p.name.split(".onnx")[0]
