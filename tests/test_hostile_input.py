@@ -25,6 +25,11 @@ def base_db(tmp_path_factory):
     return db
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a tune's default export lands here, not in the repository
+
+
 def copy_db(src, dst):
     """A copy of a SQLite database, its write-ahead log included."""
     with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
