@@ -9,7 +9,7 @@ import numbers
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
-from placetune.errors import ConfigError
+from placetune.errors import ConfigError, PlacementError
 from placetune.placement.placement import DEVICES, normalise_device
 
 __all__ = ["Settings", "PRECISIONS", "parse_replicas", "resolve_replicas"]
@@ -111,6 +111,9 @@ class Settings:
             raise ConfigError(f"unknown mode {self.mode!r}; modes are {', '.join(MODES)}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {self.precision!r}; precisions are {', '.join(PRECISIONS)}")
+        _check_int("seed", self.seed, 0, 2**32 - 1)
+        if not isinstance(self.power_mode, str) or not self.power_mode or len(self.power_mode) > 64:
+            raise ConfigError(f"power_mode must be a power mode name, got {str(self.power_mode)[:40]!r}")
         _check_int("frames_in_flight", self.frames_in_flight, 1, MAX_FRAMES_IN_FLIGHT)
         _check_int("iterations", self.iterations, 1, MAX_ITERATIONS)
         if (isinstance(self.noise, bool) or not isinstance(self.noise, numbers.Real) or not math.isfinite(self.noise)
@@ -124,10 +127,15 @@ class Settings:
         if isinstance(self.replicas, str):  # "GPU:8,DLA0:2", as --replicas takes it
             object.__setattr__(self, "replicas", parse_replicas(self.replicas))
         if self.replicas is not None:
-            if not isinstance(self.replicas, Mapping):
-                raise ConfigError(f"replicas must be a device -> batch mapping or 'GPU:8,DLA0:2', got "
-                                  f"{type(self.replicas).__name__}")
-            reps = {normalise_device(k): int(v) for k, v in self.replicas.items()}
+            if not isinstance(self.replicas, Mapping) or not all(
+                    isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                    for k, v in self.replicas.items()):
+                raise ConfigError(f"replicas must map devices to batches, e.g. {{GPU = 8, DLA0 = 2}}, got "
+                                  f"{str(self.replicas)[:60]!r}")
+            try:
+                reps = {normalise_device(k): int(v) for k, v in self.replicas.items()}
+            except PlacementError as exc:
+                raise ConfigError(f"replicas: {exc}") from None
             if any(v < 1 for v in reps.values()):
                 raise ConfigError("replica batches must be >= 1")
             object.__setattr__(self, "replicas", {d: reps[d] for d in DEVICES if d in reps})

@@ -214,3 +214,82 @@ def test_import_does_not_pull_tensorrt():
     code = "import sys, placetune; assert 'tensorrt' not in sys.modules and 'pycuda' not in sys.modules; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def _clip_model(hi: float, name: str = "g"):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    lo_t = helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0])
+    hi_t = helper.make_tensor("hi", TensorProto.FLOAT, [], [hi])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Clip", ["r", "lo", "hi"], ["y"], name="clip")]
+    return helper.make_model(helper.make_graph(nodes, name, [x], [y], [lo_t, hi_t]))
+
+
+def test_hash_covers_the_constants_dla_rules_read(tmp_path):
+    """Issue 18 item 4: two files that differ only in a Clip bound (which decides DLA eligibility)
+    hashed the same, so a plan or a study of one was accepted for the other."""
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    onnx.save(_clip_model(6.0), str(a))
+    onnx.save(_clip_model(200.0), str(b))
+    ma, mb = Model.load(a), Model.load(b)
+    assert ma.hash != mb.hash
+    assert Model.load(a).hash == ma.hash  # still deterministic
+    # a Constant node's value counts too
+    def const_model(hi):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        nodes = [helper.make_node("Constant", [], ["lo"], value=helper.make_tensor("v", TensorProto.FLOAT, [], [0.0])),
+                 helper.make_node("Constant", [], ["hi"], value=helper.make_tensor("w", TensorProto.FLOAT, [], [hi])),
+                 helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")]
+        return helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
+    assert Model.load(const_model(6.0)).hash != Model.load(const_model(6.5)).hash
+
+
+def test_duplicate_node_names_never_take_an_existing_name():
+    """Issue 18 item 4: nodes [dup, dup, dup_0] were named dup, dup_0, dup_0_1, so
+    {"dup_0": ...} placed the second ``dup`` and not the node called dup_0."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="dup"),
+             helper.make_node("Sigmoid", ["a"], ["b"], name="dup"),
+             helper.make_node("Tanh", ["b"], ["c"], name="dup_0"),
+             helper.make_node("Relu", ["c"], ["y"], name="dup")]
+    m = Model.load(helper.make_model(helper.make_graph(nodes, "g", [x], [y])))
+    assert len(set(m.names)) == 4
+    assert m.layer("dup").op_type == "Relu" and m.layer("dup_0").op_type == "Tanh"
+    assert [m.layer(n).op_type for n in m.names] == ["Relu", "Sigmoid", "Tanh", "Relu"]
+
+
+def test_shape_may_not_change_a_static_non_batch_dimension(tmp_path):
+    """Issue 18 item 4: ``--shape input=1x5x224x224`` on a 3-channel conv was accepted (a model
+    TensorRT would never build); only the batch dimension of a static input may change."""
+    path = _dynamic_model(tmp_path / "dyn.onnx")
+    with pytest.raises(ShapeError, match=r"images.*dimension 1 to 5.*fixes it at 3"):
+        Model.load(path, ["images=1x5x16x16"])
+    with pytest.raises(ShapeError, match="dimension 3"):
+        Model.load(path, ["images=1x3x16x32"])
+    assert Model.load(path, ["images=4x3x16x16"]).batch == 4  # the dynamic batch dim
+    m = Model.load(DATA / "seed_block.onnx.gz", ["input=2x384x56x56"])  # a static batch dim may change
+    assert m.batch == 2
+
+
+@pytest.mark.parametrize("batch", [0, -1, True, 2.5])
+def test_batch_must_be_a_positive_integer(batch):
+    """Issue 18 item 4: ``--batch 0`` silently became the zoo default."""
+    from placetune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="batch must be a positive integer"):
+        Model.load("seed-block", batch=batch)
+
+
+def test_cli_batch_zero_is_refused(capsys, tmp_path):
+    from placetune.cli.main import main
+
+    for argv in (["check", "seed-block", "--batch", "0"], ["zoo", "export", "seed-block", "-o",
+                                                          str(tmp_path / "x.onnx"), "--batch", "0"],
+                 ["tune", "--model", "seed-block", "--batch", "0", "--storage", str(tmp_path / "t.db")]):
+        assert main(argv) == 6, argv
+        err = capsys.readouterr().err
+        assert "batch must be a positive integer" in err and "Traceback" not in err
+    assert not (tmp_path / "x.onnx").exists() and not (tmp_path / "t.db").exists()

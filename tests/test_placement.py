@@ -123,3 +123,14 @@ def test_default_alone_is_a_placement_and_a_bad_device_names_the_valid_ones(seed
         Placement.from_json(seed_block, {"default": "DLA2"})
     msg = str(exc.value)
     assert "'DLA2'" in msg and "GPU, DLA0, DLA1" in msg and "does not have" not in msg
+
+
+def test_layers_and_scopes_together_apply_both(seed_block):
+    """Issue 18 item 4: with both ``scopes`` and ``layers`` the layers were ignored.
+    Scopes apply first, then the named layers override them (a layer is the most specific scope)."""
+    doc = {"default": "GPU", "scopes": {"": "DLA0"}, "layers": {"/conv2/Conv": "GPU", "/Concat": "DLA1"}}
+    p = Placement.from_json(seed_block, json.dumps(doc))
+    assert p["/conv2/Conv"] == "GPU" and p["/Concat"] == "DLA1"
+    assert p["/conv1/Conv"] == "DLA0" and p["/conv3/Conv"] == "DLA0"
+    with pytest.raises(PlacementError, match="does not have: '/nope'"):
+        Placement.from_json(seed_block, {"scopes": {"": "DLA0"}, "layers": {"/nope": "GPU"}})

@@ -713,3 +713,29 @@ def test_cli_errors_never_print_the_database_password(pw, tmp_path, capsys, monk
     assert code != 0
     assert pw not in out + err and pw.split("/")[0] + "/" not in out + err
     assert "***" in out + err
+
+
+def test_a_study_ranks_only_the_measurements_it_requested(db_url, model):
+    """Issue 18 item 4: ``export --study tiny`` picked a measurement that study never requested
+    (another study of the same cache scope measured it) and then found no all-GPU baseline."""
+    from placetune.plan.export import export_plan
+    from placetune.tuning.objectives import get_objective
+
+    gpu_key = Placement.all_gpu(model).key
+    fast_key = keys(model, 3)[2]
+    gpu_m = ok_measurement(model, 2)
+    gpu_m.requested = gpu_m.realized = {n: "GPU" for n in model.names}
+    with Store(db_url) as store:
+        big = open_study(store, model, "big")
+        tiny = open_study(store, model, "tiny")
+        gpu_id = store.record(big, gpu_key, gpu_key, gpu_m, agent="baseline")
+        fast_id = store.record(big, fast_key, fast_key, ok_measurement(model, 0))
+        assert store.cached(tiny, gpu_key, gpu_key, agent="baseline") is not None
+        assert store.best("big").id == fast_id
+        assert store.best("tiny").id == gpu_id  # not big's faster measurement
+        assert store.best("tiny", "gpu_time") is None or store.best("tiny", "gpu_time").id == gpu_id
+        plan = export_plan(store, "tiny", model=model)
+        assert plan.source["measurement_id"] == gpu_id
+        assert "all-gpu" in plan.baselines and not any("no all-GPU" in n for n in plan.notes)
+        obj = get_objective("latency", ["latency<=100"])
+        assert export_plan(store, "tiny", model=model, objective=obj).source["measurement_id"] == gpu_id

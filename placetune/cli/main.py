@@ -121,6 +121,10 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
     from placetune.model.model import _zoo_options
 
     base, _, opts = args.name.partition(":")
+    if args.batch is not None and args.batch < 1:
+        from placetune.errors import ConfigError
+
+        raise ConfigError(f"batch must be a positive integer, got {args.batch}")
     path = zoo.export(base, args.output, batch=args.batch or zoo.default_batch(base), **_zoo_options(opts))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, with deterministic weights)")
     return 0
@@ -141,12 +145,16 @@ def _parse_placement(text: str, model, platform):
     if text.lstrip().startswith("{"):
         return Placement.from_json(model, text)
     path = Path(text)
-    if path.is_file():
+    try:
+        is_file = path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        is_file = False
+    if is_file:
         try:
             return Placement.from_json(model, path.read_text())
         except OSError as exc:
             raise PlacementError(f"cannot read placement file {path}: {exc}") from None
-    raise PlacementError(f"--placement {text!r}: expected all-gpu, all-dla, dla0, dla1, a JSON file or JSON text")
+    raise PlacementError(f"--placement {text[:80]!r}: expected all-gpu, all-dla, dla0, dla1, a JSON file or JSON text")
 
 
 def _settings_from_args(args: argparse.Namespace):
@@ -291,6 +299,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     )
     if args.seed is not None:
         cfg.agent_options["seed"] = args.seed
+        cfg.check_options()
     if args.worker_python:
         cfg.backend_options["worker_python"] = args.worker_python
     if args.trtexec:
@@ -447,6 +456,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The longest error message printed: a hostile value (a 50 MB device name) is cut, not echoed whole.
+MAX_ERROR_CHARS = 2000
+
+
+def _one_line(text: str) -> str:
+    """An error message as printed: at most :data:`MAX_ERROR_CHARS` characters."""
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]}... (message cut: {len(text):,} characters)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``placetune`` console script."""
     parser = build_parser()
@@ -460,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PlacetuneError as exc:
-        print(f"placetune: error: {exc}", file=sys.stderr)
+        print(f"placetune: error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("placetune: interrupted", file=sys.stderr)

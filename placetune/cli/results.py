@@ -59,7 +59,11 @@ def open_store(url: str | None) -> "Store":
         path = u.database if u is not None and u.get_backend_name() == "sqlite" else None
         if path and path.startswith("file:"):
             path = path[5:].split("?", 1)[0]
-    if path and path != ":memory:" and not Path(path).expanduser().exists():
+    try:
+        exists = bool(path) and Path(path).expanduser().exists()  # type: ignore[arg-type]
+    except (OSError, ValueError):  # a name too long for the file system
+        exists = False
+    if path and path != ":memory:" and not exists:
         raise StoreError(
             f"no database at {mask_url(text)} ({Path(path).expanduser()} does not exist): pass --storage URL of the "
             "database the search wrote (placetune tune --storage ...)"
@@ -177,6 +181,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     out = Path(args.output)
+    if not out.name or out.is_dir():
+        raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
     if args.format == "trtexec":
         try:
             out.write_text(text, encoding="utf-8")
@@ -198,6 +204,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``placetune report``: write a study's plots and Chrome trace into a directory."""
     from placetune.report.plots import write_report
 
+    if not 10 <= args.dpi <= 1200:
+        raise ConfigError(f"--dpi must be from 10 to 1200, got {args.dpi}")
     with open_store(args.storage) as store:
         st = store.study(args.study)
         files = write_report(store, args.study, args.output, dpi=args.dpi)

@@ -251,6 +251,17 @@ class PlacementEnvBase(gym.Env):
         self._last = {"assignment": list(assignment), "reward": reward, **info}
         return reward, info
 
+    @staticmethod
+    def _check_reset_options(options: Any) -> None:
+        """``reset(options=...)``: these environments take no reset options; refuse them rather than
+        silently ignore them (issue 18)."""
+        if options is None or (isinstance(options, dict) and not options):
+            return
+        shown = ", ".join(repr(k)[:40] for k in list(options)[:5]) if isinstance(options, dict) else \
+            type(options).__name__
+        raise ConfigError(f"reset() takes no options (got {shown}): set the model, platform, objective and "
+                          "granularity when creating the environment")
+
     def _check_action_int(self, action: Any, n: int) -> int:
         try:
             arr = np.asarray(action).reshape(())

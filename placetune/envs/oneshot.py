@@ -75,6 +75,7 @@ class PlacementOneShotEnv(PlacementEnvBase):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Start an episode (measures the baseline on the first call)."""
+        self._check_reset_options(options)
         super().reset(seed=seed)
         self._ensure_baseline()
         self._assignment[:] = -1
@@ -83,7 +84,11 @@ class PlacementOneShotEnv(PlacementEnvBase):
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Measure the assignment ``action`` (one device index per unit)."""
         self._ensure_baseline()
-        a = np.asarray(action)
+        try:
+            a = np.asarray(action)
+        except (ValueError, TypeError):  # ragged or odd nested sequences
+            raise PlacementError(f"action must be {self.n_units} integer device indexes (one per unit), got "
+                                 f"{repr(action)[:60]}") from None
         if a.shape != (self.n_units,) or not np.issubdtype(a.dtype, np.integer):
             raise PlacementError(
                 f"action must be {self.n_units} integer device indexes (one per unit), got shape {a.shape} "

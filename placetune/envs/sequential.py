@@ -122,6 +122,7 @@ class PlacementEnv(PlacementEnvBase):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Start a placement from scratch (measures the baseline on the first call)."""
+        self._check_reset_options(options)
         super().reset(seed=seed)
         self._ensure_baseline()
         self._assignment[:] = -1

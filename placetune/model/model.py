@@ -19,7 +19,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from placetune.model.costs import layer_costs
-from placetune.errors import ModelError, PlacetuneError, ShapeError, UnknownNameError
+from placetune.errors import ConfigError, ModelError, PlacetuneError, ShapeError, UnknownNameError
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
@@ -29,6 +29,26 @@ __all__ = ["Model"]
 
 #: Constants with at most this many elements keep their value on TensorInfo.value.
 SMALL_CONST_ELEMENTS = 4096
+
+#: Op -> input positions that hold trained weights: their values decide no DLA rule, shape or
+#: cost, so the model hash leaves them out (a retrained network keeps its hash). Every other
+#: constant value a layer reads (Clip bounds, Slice steps, Resize scales...) is hashed.
+_WEIGHT_INPUTS: dict[str, frozenset[int]] = {
+    "Conv": frozenset({1, 2}), "ConvTranspose": frozenset({1, 2}), "Gemm": frozenset({1, 2}),
+    "MatMul": frozenset({0, 1}), "BatchNormalization": frozenset({1, 2, 3, 4}),
+    "InstanceNormalization": frozenset({1, 2}), "LayerNormalization": frozenset({1, 2}),
+    "GroupNormalization": frozenset({1, 2}), "PRelu": frozenset({1}),
+}
+
+
+def _const_digest(t: TensorInfo) -> str | None:
+    """Digest of a small constant's value (dtype, shape, bytes); None when the value is unknown."""
+    if not t.const or t.value is None:
+        return None
+    arr = np.ascontiguousarray(np.asarray(t.value))
+    h = hashlib.sha256(f"{arr.dtype.str}:{arr.shape}:".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()[:24]
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -188,9 +208,13 @@ class Model:
 
         Raises:
             ModelError: unreadable / invalid file, op without shape inference.
-            ShapeError: dynamic input dimension without an override, bad override.
+            ShapeError: dynamic input dimension without an override, bad override (a static
+                dimension other than the batch may not change).
+            ConfigError: ``batch`` is not a positive integer.
             UnknownNameError: neither an existing file nor a zoo name.
         """
+        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+            raise ConfigError(f"batch must be a positive integer, got {str(batch)[:40]!r}")
         overrides = _normalise_shapes(shapes)
         zoo_name = None
         path: Path | None = None
@@ -202,7 +226,13 @@ class Model:
         else:
             text = str(source)
             p = Path(text)
-            if p.is_file():
+            try:
+                is_file = p.is_file()
+            except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+                is_file = False
+            if len(text) > 4096 or "\x00" in text:
+                raise ModelError(f"{text[:80]!r}... ({len(text):,} characters) is neither an ONNX file nor a zoo model")
+            if is_file:
                 proto, stripped = read_model_proto(p)
                 path = p
                 display = name or p.name.split(".onnx")[0]
@@ -302,7 +332,10 @@ class Model:
                     layer.domain,
                     layer.op_type,
                     sorted((k, repr(v)) for k, v in layer.attrs.items()),
-                    [[t.name, list(t.shape), t.dtype, t.const] for t in layer.inputs],
+                    [[t.name, list(t.shape), t.dtype, t.const]
+                     + ([] if i in _WEIGHT_INPUTS.get(layer.op_type, ()) or _const_digest(t) is None
+                        else [_const_digest(t)])
+                     for i, t in enumerate(layer.inputs)],
                     [[t.name, list(t.shape), t.dtype] for t in layer.outputs],
                 ]
                 for layer in self.layers
@@ -467,12 +500,16 @@ def _build(
             o.CopyFrom(helper.make_tensor_value_info(o.name, et, dims))
 
     # ---- layers
+    # TensorRT's parser rule (base, then base_<global counter>), except that a generated name
+    # never takes a name some other node has in the file (issue 18): [dup, dup, dup_0] ->
+    # dup, dup_1, dup_0, so a placement naming dup_0 places the node called dup_0.
     layer_names: set[str] = set()
+    reserved = {n.name if n.name else f"node_of_{n.output[0]}" for n in keep}
     counter = [0]
 
     def unique(base: str) -> str:
         cand = base
-        while cand in layer_names:
+        while cand in layer_names or (cand != base and cand in reserved):
             cand = f"{base}_{counter[0]}"
             counter[0] += 1
         layer_names.add(cand)

@@ -102,9 +102,13 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -
                 raise ShapeError(
                     f"--shape for input {inp.name!r} has rank {len(new)}, the model's input has rank {len(dims)}"
                 )
-            for old, nd in zip(dims or [], new):
+            for axis, (old, nd) in enumerate(zip(dims or [], new)):
                 if isinstance(old, int) and old != nd:
-                    log.info("input %s: overriding static dim %d with %d", inp.name, old, nd)
+                    if axis != 0:  # the file fixes it: the weights and every layer after depend on it
+                        raise ShapeError(
+                            f"--shape for input {inp.name!r} sets dimension {axis} to {nd}, but the model fixes it "
+                            f"at {old}; only the batch (dimension 0) and dynamic dimensions may be set")
+                    log.info("input %s: overriding static batch %d with %d", inp.name, old, nd)
             dims = list(new)
         if dims is None:
             raise ShapeError(

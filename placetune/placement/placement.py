@@ -20,6 +20,12 @@ __all__ = ["Placement", "Segment", "DEVICES", "normalise_device", "dla_core"]
 DEVICES = ("GPU", "DLA0", "DLA1")
 
 
+def _short(value: object, limit: int = 60) -> str:
+    """``repr`` of a value, cut to ``limit`` characters (bad input may be huge)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f'... ({len(text):,} characters)'
+
+
 def normalise_device(device: str) -> str:
     """``gpu`` -> ``GPU``, ``dla``/``DLA`` -> ``DLA0``, ``dla1`` -> ``DLA1``.
 
@@ -30,13 +36,33 @@ def normalise_device(device: str) -> str:
     if d == "DLA":
         d = "DLA0"
     if d not in DEVICES:
-        raise PlacementError(f"unknown device {device!r}; devices are {', '.join(DEVICES)}")
+        raise PlacementError(f"unknown device {_short(device)}; devices are {', '.join(DEVICES)}")
     return d
 
 
 def dla_core(device: str) -> int | None:
     """DLA core number of a device name (None for the GPU)."""
     return int(device[3:]) if device.startswith("DLA") else None
+
+
+def _check_map(value: object, field: str) -> None:
+    """A placement's ``layers``/``scopes`` must map names to device names."""
+    if not isinstance(value, Mapping):
+        raise PlacementError(f"placement {field!r} must be an object mapping names to devices "
+                             f"({', '.join(DEVICES)}), not {type(value).__name__}")
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise PlacementError(f"placement {field!r}: {_short(k)} -> {_short(v)}: names and devices must be "
+                                 f"strings (devices: {', '.join(DEVICES)})")
+
+
+def _checked_layers(model: "Model", layers: Mapping[str, str]) -> dict[str, str]:
+    unknown = [n for n in layers if n not in model]
+    if unknown:
+        shown = ", ".join(_short(n) for n in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise PlacementError(f"placement names layers that model {model.name!r} does not have: {shown}{more}")
+    return {n: normalise_device(d) for n, d in layers.items()}
 
 
 @dataclass(frozen=True)
@@ -82,7 +108,7 @@ class Placement(Mapping[str, str]):
         if assignment:
             unknown = [n for n in assignment if n not in dev]
             if unknown:
-                shown = ", ".join(repr(n) for n in unknown[:5])
+                shown = ", ".join(_short(n) for n in unknown[:5])
                 more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
                 raise PlacementError(f"placement names layers that model {model.name!r} does not have: {shown}{more}")
             cache: dict[str, str] = {}
@@ -113,14 +139,17 @@ class Placement(Mapping[str, str]):
         return cls._trusted(model, dict.fromkeys(model.names, normalise_device(f"DLA{core}")))
 
     @classmethod
-    def from_scopes(cls, model: "Model", scopes: Mapping[str, str], default: str = "GPU") -> "Placement":
+    def from_scopes(cls, model: "Model", scopes: Mapping[str, str], default: str = "GPU",
+                    layers: Mapping[str, str] | None = None) -> "Placement":
         """Assign by module scope; the most specific (longest) matching scope wins.
 
         Same semantics as torch2trt's ``device_types``: ``{"layer1": "DLA0",
         "layer1/layer1.0": "GPU"}`` puts all of layer1 on DLA0 except block layer1.0.
         A scope matches a layer whose scope equals it or starts with it plus ``/``;
         ``""`` matches everything. A scope that matches no layer is an error.
+        ``layers`` (layer name -> device) override the scopes: a layer is the most specific scope.
         """
+        _check_map(scopes, "scopes")
         norm = {s.strip("/"): normalise_device(d) for s, d in scopes.items()}
         ordered = sorted(norm, key=lambda s: len(s.split("/")) if s else 0, reverse=True)
         dev = {}
@@ -136,39 +165,55 @@ class Placement(Mapping[str, str]):
             dev[layer.name] = chosen
         missing = [s for s, n in hits.items() if n == 0]
         if missing:
-            raise PlacementError(f"scopes match no layer of {model.name!r}: {', '.join(missing)}")
+            raise PlacementError(f"scopes match no layer of {model.name!r}: {', '.join(_short(m) for m in missing[:5])}")
+        if layers:
+            dev.update(_checked_layers(model, layers))
         return cls._trusted(model, dev)
 
     @classmethod
     def from_json(cls, model: "Model", text: str | Mapping) -> "Placement":
         """Read ``{"default": "GPU", "layers": {name: device}}`` or a plain ``{name: device}``.
 
-        Also accepts ``{"scopes": {...}}`` (see :meth:`from_scopes`).
+        Also accepts ``{"scopes": {...}}`` (see :meth:`from_scopes`); with both ``scopes`` and
+        ``layers``, the layers override the scopes.
+
+        Raises:
+            PlacementError: not JSON, nested too deeply, wrong types, unknown keys, layers or devices.
         """
         if isinstance(text, str):
             try:
                 doc = json.loads(text)
             except ValueError as exc:
                 raise PlacementError(f"placement is not valid JSON: {exc}") from None
+            except RecursionError:
+                raise PlacementError("placement JSON is nested too deeply: expected "
+                                     '{"default": "GPU", "layers": {"layer name": "DLA0"}}') from None
         else:
             doc = dict(text)
         if not isinstance(doc, dict):
-            raise PlacementError("placement JSON must be an object")
+            raise PlacementError('placement JSON must be an object, e.g. {"layers": {"layer name": "DLA0"}}')
         if "placement" in doc and isinstance(doc["placement"], dict):
             doc = doc["placement"]
-        default = doc.get("default", "GPU") if ("layers" in doc or "scopes" in doc) else "GPU"
-        if "default" in doc and "layers" not in doc and "scopes" not in doc and "default" not in model.names:
+        structured = "layers" in doc or "scopes" in doc
+        default = doc.get("default", "GPU") if structured else "GPU"
+        if "default" in doc and not structured and "default" not in model.names:
             # {"default": "DLA0"} alone, or with a plain {name: device} map beside it
             default = doc["default"]
             doc = {"layers": {k: v for k, v in doc.items() if k != "default"}}
+        elif structured:
+            unknown = sorted(set(doc) - {"default", "layers", "scopes"})
+            if unknown:
+                raise PlacementError(f"placement has unknown key(s) {', '.join(_short(k) for k in unknown[:5])}; "
+                                     "allowed: default, layers, scopes")
         if not isinstance(default, str):
             raise PlacementError(f"placement 'default' must be a device name ({', '.join(DEVICES)}), "
-                                 f"not {default!r}")
+                                 f"not {_short(default)}")
         if "scopes" in doc:
-            return cls.from_scopes(model, doc["scopes"], default=default)
-        layers = doc.get("layers", doc if "layers" not in doc else {})
-        if not isinstance(layers, dict):
-            raise PlacementError("placement 'layers' must map layer names to devices")
+            layers = doc.get("layers", {})
+            _check_map(layers, "layers")
+            return cls.from_scopes(model, doc["scopes"], default=default, layers=layers)
+        layers = doc.get("layers", doc)
+        _check_map(layers, "layers")
         return cls(model, layers, default=default)
 
     # ------------------------------------------------------------- mapping API

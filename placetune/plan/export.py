@@ -315,7 +315,7 @@ def export_plan(
     elif objective is not None and (objective.constraints or objective.names[0] == "gpu_time"):
         from placetune.tuning.constraints import best_record
 
-        rec = best_record(store.measurements_in_scope(study_name), objective.loss)  # as store.best ranks
+        rec = best_record([r for r in records if r.measurement.ok], objective.loss)  # as store.best ranks
         if rec is None:
             raise ConfigError(f"study {study_name!r} has no successful measurement with a {objective.names[0]} "
                               "value yet: run the search (placetune tune) before exporting a plan")

@@ -365,6 +365,9 @@ class Plan:
             ConfigError: the file cannot be written.
         """
         p = Path(path)
+        if not p.name or p.is_dir():
+            raise ConfigError(f"cannot write plan file {str(p)[:200]}: it is a directory; give a file name, "
+                              "e.g. -o plan.json")
         tmp = p.with_name(p.name + ".tmp")
         try:
             tmp.write_text(self.to_json() + "\n", encoding="utf-8")
@@ -512,6 +515,9 @@ def load(path: str | os.PathLike[str], model: "Model | str | None" = None, *, ch
         raise ConfigError(f"cannot read plan file {p}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"plan file {p} is nested too deeply to be a plan: export it again with "
+                          "`placetune export`") from None
     except ValueError as exc:
         pos = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
         raise ConfigError(

@@ -68,6 +68,9 @@ class SchemaMixin(ConnectionMixin):
     def _check_version(self, version: int | None) -> None:
         if version is None or version == SCHEMA_VERSION:
             return
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise StoreError(f"database {self.url} has a corrupt placetune schema version {str(version)[:40]!r} "
+                             "(pt_schema.version must be an integer): the database was edited or damaged")
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"database {self.url} has placetune schema v{version}, newer than this placetune "
@@ -85,5 +88,8 @@ class SchemaMixin(ConnectionMixin):
     def schema_version(self) -> int:
         """The placetune schema version of the database."""
         with self._txn("reading the schema version") as conn:
-            return int(self._schema_version(conn) or 0)
+            version = self._schema_version(conn)
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            self._check_version(version)  # a corrupt version: a one-line StoreError
+        return int(version or 0)
 

@@ -50,8 +50,8 @@ class QueriesMixin(StudiesMixin):
 
     def measurements_in_scope(self, study_name: str, status: str | None = "ok") -> list[MeasurementRecord]:
         """The measurements of the study's cache scope (any study with the same model, fingerprint
-        and settings), oldest first: what :meth:`best` ranks, for rankings SQL cannot do
-        (constraints, ``gpu_time``).
+        and settings), oldest first: what the cache may serve. A study's own results are
+        :meth:`measurements` of that study (what :meth:`best` ranks).
 
         Raises:
             UnknownNameError: no such study.
@@ -93,7 +93,10 @@ class QueriesMixin(StudiesMixin):
     def best(
         self, study_name: str, objective: str | None = None, direction: str | None = None
     ) -> MeasurementRecord | None:
-        """The best ``ok`` measurement in the study's cache scope (any study with the same scope).
+        """The best ``ok`` measurement the study requested (measured by it or reused from the cache).
+
+        A study's results are the measurements it asked for: one another study of the same
+        cache scope measured, and this one never requested, is not its result (issue 18).
 
         Args:
             study_name: the study.
@@ -115,7 +118,7 @@ class QueriesMixin(StudiesMixin):
         if objective == "gpu_time":  # GPU busy ms per frame: in the payload, not a column
             sign = -1.0 if direction == "maximize" else 1.0
             best, key = None, None
-            for rec in self.measurements_in_scope(study_name):
+            for rec in self.measurements(study_name, status="ok"):
                 v = rec.measurement.objective("gpu_time")
                 if v is not None and (key is None or sign * v < key):
                     best, key = rec, sign * v
@@ -134,6 +137,7 @@ class QueriesMixin(StudiesMixin):
                 _M.c.model_hash == st.model_hash,
                 _M.c.fingerprint_hash == st.fingerprint_hash,
                 _M.c.settings_hash == st.settings_hash,
+                _M.c.id.in_(select(_R.c.measurement_id).where(_R.c.study_id == st.id)),
                 _M.c.status == "ok",
                 col.is_not(None),
             )

@@ -6,11 +6,12 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from placetune.measurement import Measurement
+from placetune.errors import StoreError
+from placetune.measurement import STATUSES, Measurement
 from placetune.store.records import MeasurementRecord
 from placetune.store.schema import MeasurementRow, StudyRow, finite_or_none
 
-__all__ = ["split_measurement", "from_entry", "measurement_record", "RECORD_COLUMNS", "Entry"]
+__all__ = ["split_measurement", "from_entry", "measurement_record", "checked_measurement", "RECORD_COLUMNS", "Entry"]
 
 #: Measurement fields that have columns of their own (the rest goes to ``payload``).
 _COLUMN_FIELDS = (
@@ -92,6 +93,65 @@ def split_measurement(m: Measurement) -> tuple[dict[str, Any], dict[str, Any]]:
     return cols, payload
 
 
+def _num(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _str_map(v: Any) -> bool:
+    return v is None or (isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()))
+
+
+#: The schema of a measurement read back from ``pt_measurements``: field -> (check, what is allowed).
+_ROW_SCHEMA: dict[str, tuple[Any, str]] = {
+    "status": (lambda v: v in STATUSES, "one of " + ", ".join(STATUSES)),
+    "reason": (lambda v: v is None or isinstance(v, str), "text or null"),
+    "latency_samples_ms": (lambda v: v is None or (isinstance(v, list) and all(_num(x) and x is not None for x in v)),
+                           "a list of numbers"),
+    "latency_ms": (lambda v: isinstance(v, dict) and all(_num(x) for x in v.values()), "an object of numbers"),
+    "throughput_fps": (_num, "a number or null"),
+    "energy_mj": (_num, "a number or null"),
+    "power_w": (_num, "a number or null"),
+    "build_seconds": (lambda v: _num(v) and v is not None, "a number"),
+    "requested": (_str_map, "an object of layer name -> device"),
+    "realized": (_str_map, "an object of layer name -> device"),
+    "dla_loadables": (lambda v: isinstance(v, dict) and all(_num(x) for x in v.values()), "an object of counts"),
+    "fallback": (lambda v: isinstance(v, dict), "an object of layer name -> reason"),
+    "segment_times_ms": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of objects"),
+    "layer_times_ms": (lambda v: isinstance(v, dict) and all(_num(x) for x in v.values()), "an object of numbers"),
+    "timeline": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of objects"),
+    "simulated": (lambda v: isinstance(v, bool), "true or false"),
+    "backend": (lambda v: isinstance(v, str), "text"),
+    "mode": (lambda v: isinstance(v, str), "text"),
+    "precision": (lambda v: isinstance(v, str), "text"),
+    "batch": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "extra": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def _corrupt(row_id: Any, what: str) -> StoreError:
+    return StoreError(f"stored measurement {row_id} is corrupt: {what}; the database was edited or damaged "
+                      "(restore it from a backup, or delete that row)")
+
+
+def checked_measurement(d: Any, row_id: Any = "?") -> Measurement:
+    """A Measurement from the fields read back from a ``pt_measurements`` row, checked against the row schema.
+
+    Raises:
+        StoreError: a field has a value of the wrong type (the row was edited or damaged).
+    """
+    if not isinstance(d, dict):
+        raise _corrupt(row_id, f"its payload is a {type(d).__name__}, not an object")
+    for key, (ok, allowed) in _ROW_SCHEMA.items():
+        if key in d and not ok(d[key]):
+            shown = repr(d[key])
+            shown = shown if len(shown) <= 60 else shown[:60] + "..."
+            raise _corrupt(row_id, f"field {key!r} is {shown}, expected {allowed}")
+    try:
+        return Measurement.from_dict(d)
+    except (TypeError, ValueError) as exc:
+        raise _corrupt(row_id, f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
 def _measurement_dict(row: Any) -> dict[str, Any]:
     """Measurement fields from a row whose JSON columns are decoded."""
     d = {
@@ -105,8 +165,13 @@ def _measurement_dict(row: Any) -> dict[str, Any]:
         "build_seconds": row.build_seconds,
         "simulated": bool(row.simulated),
     }
-    d.update(row.payload or {})
+    payload = row.payload or {}
+    if not isinstance(payload, dict):
+        raise _corrupt(row.id, f"its payload is a {type(payload).__name__}, not an object")
+    d.update(payload)
     if d.pop(_SAME, False):
+        if not _str_map(d["realized"]):
+            raise _corrupt(row.id, "field 'realized' is not an object of layer name -> device")
         d["requested"] = dict(d["realized"] or {})
     return d
 
@@ -123,7 +188,10 @@ def from_entry(e: Entry) -> Measurement:
     """A fresh Measurement from a cache entry (every call decodes anew: no shared lists)."""
 
     def load(text: str | None) -> Any:
-        return None if text is None else json.loads(text)
+        try:
+            return None if text is None else json.loads(text)
+        except (ValueError, TypeError, RecursionError):
+            raise _corrupt(e[0], "a JSON column holds invalid JSON") from None
 
     d = {
         "status": e[1],
@@ -136,15 +204,22 @@ def from_entry(e: Entry) -> Measurement:
         "requested": load(e[8]),
         "realized": load(e[9]),
     }
-    d.update(load(e[10]) or {})
+    payload = load(e[10]) or {}
+    if not isinstance(payload, dict):
+        raise _corrupt(e[0], f"its payload is a {type(payload).__name__}, not an object")
+    d.update(payload)
     if d.pop(_SAME, False):
+        if not _str_map(d["realized"]):
+            raise _corrupt(e[0], "field 'realized' is not an object of layer name -> device")
         d["requested"] = dict(d["realized"] or {})
-    return Measurement.from_dict(d)
+    return checked_measurement(d, e[0])
 
 
 def measurement_record(row: Any) -> MeasurementRecord:
     """A :class:`MeasurementRecord` from a row of :data:`RECORD_COLUMNS`."""
-    m = Measurement.from_dict(_measurement_dict(row))
+    m = checked_measurement(_measurement_dict(row), row.id)
+    if not isinstance(row.trial_number, (int, type(None))) or isinstance(row.trial_number, bool):
+        raise _corrupt(row.id, f"trial_number is {str(row.trial_number)[:40]!r}, expected an integer")
     return MeasurementRecord(
         id=row.id,
         study=row.study_name,

@@ -116,7 +116,16 @@ class JSONText(TypeDecorator[Any]):
         return str(value) if isinstance(value, RawJSON) else dumps(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
-        return None if value is None else json.loads(value)
+        if value is None:
+            return None
+        try:
+            return json.loads(value)
+        except (ValueError, TypeError, RecursionError):
+            from placetune.errors import StoreError
+
+            shown = str(value)[:40]
+            raise StoreError(f"a stored JSON value is corrupt ({shown!r}...): the database was edited or damaged; "
+                             "restore it from a backup or use a new database") from None
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -128,6 +137,22 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     impl = DateTime(timezone=True)
     cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        inner = super().result_processor(dialect, coltype)
+        if inner is None:
+            return None
+
+        def process(value: Any) -> Any:
+            try:
+                return inner(value)
+            except (ValueError, TypeError):
+                from placetune.errors import StoreError
+
+                raise StoreError(f"a stored timestamp is corrupt ({str(value)[:40]!r}): the database was edited or "
+                                 "damaged; restore it from a backup or use a new database") from None
+
+        return process
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, func, insert, select
 from sqlalchemy import case as sa_case
 from sqlalchemy.exc import IntegrityError
 
-from placetune.errors import ConfigError, UnknownNameError
+from placetune.errors import ConfigError, StoreError, UnknownNameError
 from placetune.store.connection import ConnectionMixin
 from placetune.store.records import StudyRecord
 from placetune.store.schema import MeasurementRow, ModelRow, RequestRow, StudyRow, dumps, utcnow
@@ -246,6 +246,7 @@ class StudiesMixin(ConnectionMixin):
 
     @staticmethod
     def _study_record(row: Any, counts: Mapping[str, int]) -> StudyRecord:
+        _check_study_row(row)
         return StudyRecord(
             id=row.id,
             name=row.name,
@@ -313,3 +314,25 @@ class StudiesMixin(ConnectionMixin):
             return study
         st = self._studies.get(study)
         return st if st is not None else self.study(study)
+
+
+#: The schema of a ``pt_studies`` row read back: column -> (check, what is allowed).
+_STUDY_ROW_SCHEMA: dict[str, tuple[Any, str]] = {
+    **{c: (lambda v: isinstance(v, str), "text") for c in ("name", "platform", "backend", "mode", "objective",
+                                                           "precision", "model_hash", "settings_hash",
+                                                           "fingerprint_hash")},
+    "batch": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer"),
+    "settings": (lambda v: isinstance(v, dict), "a JSON object"),
+    "fingerprint": (lambda v: v is None or isinstance(v, dict), "a JSON object"),
+}
+
+
+def _check_study_row(row: Any) -> None:
+    """Refuse a ``pt_studies`` row whose columns have the wrong types (an edited or damaged database)."""
+    for column, (ok, allowed) in _STUDY_ROW_SCHEMA.items():
+        value = getattr(row, column, None)
+        if not ok(value):
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else shown[:60] + "..."
+            raise StoreError(f"stored study {getattr(row, 'id', '?')} is corrupt: {column} is {shown}, expected "
+                             f"{allowed}; the database was edited or damaged (restore it from a backup)")

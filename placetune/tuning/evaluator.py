@@ -345,13 +345,13 @@ class Evaluator:
         return out
 
     def best(self) -> tuple[Placement, Measurement] | None:
-        """Best ok measurement stored for this study's scope (by the primary objective; under
+        """Best ok measurement this study requested (by the primary objective; under
         constraints the best feasible one, else the one closest to feasible)."""
         obj = self.objective
         if obj.constraints or obj.names[0] not in ("latency", "throughput", "energy"):
             from placetune.tuning.constraints import best_record
 
-            rec = best_record(self.store.measurements_in_scope(self.study_name), obj.loss)
+            rec = best_record(self.store.measurements(self.study_name, status="ok"), obj.loss)
         else:
             rec = self.store.best(self.study_name, obj.names[0], obj.direction)
         if rec is None:

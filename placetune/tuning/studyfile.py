@@ -111,10 +111,41 @@ class TuneConfig:
         if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
                                          or not 0 < self.timeout < float("inf")):
             raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")
+        if self.batch is not None and (isinstance(self.batch, bool) or not isinstance(self.batch, int)
+                                       or self.batch < 1):
+            raise ConfigError(f"batch must be a positive integer, got {str(self.batch)[:40]!r}")
+        for name in ("model", "platform", "backend", "mode", "objective", "precision", "agent", "storage"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip() or "\x00" in value:
+                raise ConfigError(f"{name} must be a non-empty text value, got {_short(value)}")
+        for name in ("granularity", "export", "device_profile"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
+                raise ConfigError(f"{name} must be a non-empty text value, got {_short(value)}")
+        for name in ("shapes", "constraints"):
+            value = getattr(self, name)
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{name} must be a list of text values, got {_short(value)}")
+        self.check_options()
         if self.study is not None and (not isinstance(self.study, str) or not self.study.strip()
                                        or "\x00" in self.study or len(self.study) > 200):
             raise ConfigError(f"study must be a non-empty name of at most 200 characters without NUL bytes, got "
                               f"{str(self.study)[:40]!r}")
+
+    def check_options(self) -> None:
+        """Refuse ``settings``/``agent_options``/``backend_options`` that are not tables, and an agent
+        seed outside 0..2**32-1 (Optuna's range, issue 18: ``--seed -1`` was a traceback).
+
+        Raises:
+            ConfigError: naming the field and what is allowed.
+        """
+        for name in ("settings", "agent_options", "backend_options"):
+            value = getattr(self, name)
+            if not isinstance(value, dict):
+                raise ConfigError(f"[{name}] must be a table of key = value, got {_short(value)}")
+        seed = self.agent_options.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
+            raise ConfigError(f"agent seed must be an integer from 0 to 4294967295, got {_short(seed)}")
 
     @classmethod
     def embedded_default(cls) -> "TuneConfig":
@@ -140,6 +171,11 @@ class TuneConfig:
         return TuneConfig(**data)
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 _STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source"}
 
 
@@ -153,15 +189,20 @@ def load_study_file(path: str | Path) -> TuneConfig:
     """
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text())
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read study file {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"study file {p} is not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"study file {p} is not valid TOML: {exc}") from None
     unknown_tables = set(doc) - {"study", "settings", "agent_options", "backend_options"}
     if unknown_tables:
         raise ConfigError(f"study file {p}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
                           "use [study], [settings], [agent_options], [backend_options]")
+    for table in ("study", "settings", "agent_options", "backend_options"):
+        if not isinstance(doc.get(table, {}), dict):
+            raise ConfigError(f"study file {p}: {table} must be a table ([{table}]), got {_short(doc[table])}")
     study = dict(doc.get("study", {}))
     if "name" in study:
         study["study"] = study.pop("name")
@@ -197,9 +238,13 @@ def load_study_file(path: str | Path) -> TuneConfig:
             study["constraints"] = [c.text for c in parse_constraints(cons)]
         except ConfigError as exc:
             raise ConfigError(f"study file {p}: {exc}") from None
-    cfg = TuneConfig(**study)
-    cfg.settings = dict(doc.get("settings", {}))
-    cfg.agent_options = dict(doc.get("agent_options", {}))
-    cfg.backend_options = dict(doc.get("backend_options", {}))
+    try:
+        cfg = TuneConfig(**study)
+        cfg.settings = dict(doc.get("settings", {}))
+        cfg.agent_options = dict(doc.get("agent_options", {}))
+        cfg.backend_options = dict(doc.get("backend_options", {}))
+        cfg.check_options()
+    except ConfigError as exc:
+        raise ConfigError(f"study file {p}: {exc}") from None
     cfg.source = str(p)
     return cfg
