@@ -291,8 +291,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         base = TuneConfig.embedded_default()
     else:
         base = TuneConfig()
+    models = list(args.model or [])
+    if len(models) > 1 and args.mode is None:  # several networks run at once
+        args.mode = "concurrent"
     cfg = base.with_overrides(
-        model=args.model, platform=args.platform, backend=args.backend, mode=args.mode,
+        model=models[0] if len(models) == 1 else None, models=models if len(models) > 1 else None,
+        platform=args.platform, backend=args.backend, mode=args.mode,
         objective=args.objective, precision=args.precision, batch=args.batch, shapes=args.shape,
         agent=args.agent, trials=args.trials, timeout=parse_duration(args.timeout), storage=args.storage,
         study=args.study, granularity=args.granularity, export=args.export,
@@ -427,15 +431,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tune", help="search placements for a study (resumable; Ctrl-C stops cleanly)")
     p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
-    p.add_argument("--model", help="ONNX file or zoo name (default: the embedded default)")
+    p.add_argument("--model", action="append", help="ONNX file or zoo name (default: the embedded default); "
+                   "repeat it with --mode concurrent to place several networks that run at once")
     p.add_argument("--shape", action="append", metavar="NAME=1x3x224x224")
     p.add_argument("--batch", type=int)
     p.add_argument("--platform")
     p.add_argument("--backend", help="simulate | tensorrt | trtexec")
-    p.add_argument("--mode", choices=("engine", "pipeline", "replicas"))
+    p.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"))
     p.add_argument("--objective", help="latency | throughput | energy | gpu_time | latency+energy")
     p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
-                   help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms)")
+                   help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
+                   "concurrent mode also latency[NETWORK]<=5")
     p.add_argument("--precision", choices=("fp16", "int8", "fp32"))
     p.add_argument("--agent", help="search agent (default guided)")
     p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")

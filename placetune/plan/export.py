@@ -180,7 +180,7 @@ def _versions(st: "StudyRecord") -> dict[str, Any]:
 
 
 def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_layers: int,
-               objective: "Objective") -> dict[str, Any]:
+               objective: "Objective", networks: list[str] | None = None) -> dict[str, Any]:
     """The all-GPU (and all-DLA) measurements and the plan's gain over each: ``gain`` on the
     study's objective (the figure ``placetune tune`` prints, :meth:`Objective.gain_over`),
     ``gains`` on latency, throughput and energy, and ``speedup`` (the latency gain)."""
@@ -202,6 +202,19 @@ def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_
         fig["gains"] = {name: o.gain_over(best.measurement, rec.measurement) for name, o in others.items()}
         fig["speedup"] = fig["gains"]["latency"]
         out[key] = fig
+    if networks:  # concurrent: each network wholly on one device (googlenet:DLA0,resnet50:GPU)
+        from placetune.tuning.concurrent import naive_label
+
+        for rec in ok:
+            label = naive_label(rec.requested, networks)
+            if label is None or label in out or set((rec.requested or {}).values()) == {"GPU"}:
+                continue
+            fig = _figures(rec.measurement)
+            fig.update(measurement_id=rec.id, objective=objective.names[0],
+                       gain=objective.gain_over(best.measurement, rec.measurement))
+            fig["gains"] = {name: o.gain_over(best.measurement, rec.measurement) for name, o in others.items()}
+            fig["speedup"] = fig["gains"]["latency"]
+            out[label] = fig
     return out
 
 
@@ -403,7 +416,11 @@ def export_plan(
         notes.append(str(note))
     from placetune.tuning.objectives import get_objective
 
-    baselines = _baselines(records, rec, len(realized_map), objective or get_objective(st.objective))
+    from placetune.model.merge import networks_in
+    from placetune.tuning.concurrent import network_summary
+
+    networks = networks_in(model) if model is not None and model.proto is not None else []
+    baselines = _baselines(records, rec, len(realized_map), objective or get_objective(st.objective), networks)
     _add_files_and_io(st.mode, engines, model, realized_p, notes)
     if st.mode == "pipeline":
         _add_cut_formats(engines, st, model)
@@ -427,6 +444,7 @@ def export_plan(
             "path": None if model is None or model.path is None else str(model.path),
             "zoo": None if model is None else model.zoo,
             "layers": len(realized_map),
+            **({"networks": network_summary(realized_map, m, networks)} if networks else {}),
         },
         platform=st.platform,
         mode=st.mode,

@@ -25,7 +25,7 @@ __all__ = ["Constraint", "parse_constraint", "parse_constraints", "CONSTRAINT_ME
 #: metric -> unit of its bound.
 CONSTRAINT_METRICS = {"latency": "ms", "throughput": "fps", "energy": "mJ", "gpu_time": "ms"}
 
-_RE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
+_RE = re.compile(r"^\s*([a-z_]+)(?:\[([A-Za-z0-9_.+-]+)\])?\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,13 @@ class Constraint:
     metric: str
     op: str  # "<=" or ">="
     bound: float
+    network: str | None = None  # concurrent studies: ``latency[resnet50]<=5`` bounds one network's latency
 
     @property
     def text(self) -> str:
-        """``latency<=2``: how it is written (and parsed back)."""
-        return f"{self.metric}{self.op}{self.bound:g}"
+        """``latency<=2`` or ``latency[resnet50]<=5``: how it is written (and parsed back)."""
+        where = f"[{self.network}]" if self.network else ""
+        return f"{self.metric}{where}{self.op}{self.bound:g}"
 
     @property
     def unit(self) -> str:
@@ -54,6 +56,9 @@ class Constraint:
 
     def value(self, m: Measurement) -> float | None:
         """The measured value of the metric (None when the measurement failed or lacks it)."""
+        if self.network:
+            v = (m.extra or {}).get("network_latency_ms", {}).get(self.network) if m.ok else None
+            return float(v) if v is not None else None
         return m.objective(self.metric)
 
     def violation(self, m: Measurement) -> float:
@@ -87,20 +92,23 @@ def parse_constraint(text: str | Constraint) -> Constraint:
     if isinstance(text, Constraint):
         return text
     allowed = ", ".join(CONSTRAINT_METRICS)
-    mt = _RE.match(str(text).lower()) if isinstance(text, str) else None
+    mt = _RE.match(str(text)) if isinstance(text, str) else None
     if mt is None:
-        raise ConfigError(f"constraint {text!r}: write it as METRIC<=BOUND or METRIC>=BOUND "
-                          f"(e.g. latency<=2.0); metrics are {allowed}")
-    metric, op, bound_s = mt.groups()
+        raise ConfigError(f"constraint {str(text)[:80]!r}: write it as METRIC<=BOUND or METRIC>=BOUND "
+                          f"(e.g. latency<=2.0, or latency[NETWORK]<=5 in a concurrent study); metrics are {allowed}")
+    metric, network, op, bound_s = mt.groups()
+    metric = metric.lower()
     if metric not in CONSTRAINT_METRICS:
         raise ConfigError(f"constraint {text!r}: unknown metric {metric!r}; metrics are {allowed}")
+    if network and metric != "latency":
+        raise ConfigError(f"constraint {text!r}: only latency is bounded per network (latency[{network}]<=...)")
     try:
         bound = float(bound_s)
     except ValueError:
         bound = math.nan
     if not math.isfinite(bound):
         raise ConfigError(f"constraint {text!r}: the bound must be a finite number")
-    return Constraint(metric, op, bound)
+    return Constraint(metric, op, bound, network or None)
 
 
 def parse_constraints(texts: Iterable[str | Constraint] | str | None) -> tuple[Constraint, ...]:

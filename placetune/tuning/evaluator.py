@@ -135,6 +135,10 @@ class Evaluator:
         from placetune.store.store import Store
 
         self.model = _load_model(model, batch, shapes)
+        from placetune.model.merge import networks_in
+
+        #: the networks of a concurrent study's merged model ([] for one network)
+        self.networks = networks_in(self.model)
         self.platform = get_platform(platform) if isinstance(platform, str) else platform
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         if settings is None and "trt_version" not in options:
@@ -277,6 +281,10 @@ class Evaluator:
                 m.requested = placement.as_dict()
             if r.notes:
                 m.extra.setdefault("notes", list(r.notes))
+            if self.networks and m.ok:  # a concurrent study: each network's own latency
+                from placetune.tuning.concurrent import network_latencies
+
+                m.extra["network_latency_ms"] = network_latencies(self.model, m, self.networks)
         self.stats.measure_seconds += time.perf_counter() - t0
         self.stats.measured += 1
         self._count(m)

@@ -82,6 +82,7 @@ class TuneConfig:
     """
 
     model: str = DEFAULT_MODEL
+    models: list[str] = field(default_factory=list)  # concurrent mode: the networks that run at once
     platform: str = "orin-agx"
     backend: str = "simulate"
     mode: str = "pipeline"
@@ -122,11 +123,19 @@ class TuneConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
                 raise ConfigError(f"{name} must be a non-empty text value, got {_short(value)}")
-        for name in ("shapes", "constraints"):
+        for name in ("shapes", "constraints", "models"):
             value = getattr(self, name)
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{name} must be a list of text values, got {_short(value)}")
         self.check_options()
+        if self.mode == "concurrent" and len(self.models) < 2:
+            raise ConfigError("concurrent mode places several networks at once: give two or more, --model A "
+                              "--model B (or models = [\"A\", \"B\"] in the study file)")
+        if self.models and self.mode != "concurrent":
+            raise ConfigError(f"several models run together only in concurrent mode (--mode concurrent), not "
+                              f"{self.mode!r}")
+        if len(set(self.models)) != len(self.models):
+            raise ConfigError(f"models: a network is named twice: {self.models}")
         if self.study is not None and (not isinstance(self.study, str) or not self.study.strip()
                                        or "\x00" in self.study or len(self.study) > 200):
             raise ConfigError(f"study must be a non-empty name of at most 200 characters without NUL bytes, got "
@@ -213,11 +222,17 @@ def load_study_file(path: str | Path) -> TuneConfig:
         study["timeout"] = parse_duration(study["timeout"])
     if "shapes" in study and isinstance(study["shapes"], str):
         study["shapes"] = [study["shapes"]]
-    model = study.get("model")
-    if isinstance(model, str) and (model.endswith(".onnx") or model.endswith(".onnx.gz")):
-        mp = Path(model).expanduser()
-        if not mp.is_absolute():
-            study["model"] = str((p.parent / mp).resolve())
+    def resolve(model: Any) -> Any:
+        if isinstance(model, str) and (model.endswith(".onnx") or model.endswith(".onnx.gz")):
+            mp = Path(model).expanduser()
+            if not mp.is_absolute():
+                return str((p.parent / mp).resolve())
+        return model
+
+    if "model" in study:
+        study["model"] = resolve(study["model"])
+    if isinstance(study.get("models"), list):
+        study["models"] = [resolve(m) for m in study["models"]]
     dp = study.get("device_profile")
     if dp is not None:
         if not isinstance(dp, str) or not dp:

@@ -100,17 +100,24 @@ class Tuner:
         if "trt_version" not in options:
             options["trt_version"] = get_platform(cfg.platform).default_trt_version
             legacy["trt_version"] = "8.6"
-        if cfg.mode == "pipeline" and "throughput" in cfg.objective and "frames_in_flight" not in options:
+        if cfg.mode in ("pipeline", "concurrent") and "throughput" in cfg.objective and "frames_in_flight" not in options:
             options["frames_in_flight"] = PIPELINE_FRAMES_IN_FLIGHT
             legacy["frames_in_flight"] = 1
         try:
-            settings = Settings(mode=cfg.mode, precision=cfg.precision, **options)
+            # concurrent networks are one merged model measured as a pipeline (placetune.model.merge)
+            settings = Settings(mode="pipeline" if cfg.mode == "concurrent" else cfg.mode, precision=cfg.precision,
+                                **options)
         except TypeError as exc:
             raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
         store = Store(cfg.storage)
         from placetune.model.model import Model
 
-        model = Model.load(cfg.model, cfg.shapes or None, batch=cfg.batch)
+        if cfg.mode == "concurrent":
+            from placetune.model.merge import load_networks
+
+            model = load_networks(cfg.models, batch=cfg.batch, shapes=cfg.shapes or None)
+        else:
+            model = Model.load(cfg.model, cfg.shapes or None, batch=cfg.batch)
         settings = self._resume_settings(store, model, backend, settings, settings.replace(**legacy))
         study = cfg.study or self._default_study(store, model, backend, settings)
         from placetune.tuning.fleet import prepare
@@ -218,6 +225,11 @@ class Tuner:
         if baseline is None and done < cfg.trials:
             baseline = ev.baseline()
             progress.set_baseline(baseline)
+        self.naive = {}
+        if ev.networks:  # concurrent: every network wholly on one device, measured (or read back) first
+            from placetune.tuning.concurrent import measure_naive_baselines
+
+            self.naive = measure_naive_baselines(ev, ev.networks)
         remaining = cfg.trials - self._trials_done(agent_probe)
         interrupted = False
         previous = signal.getsignal(signal.SIGINT)
@@ -263,6 +275,8 @@ class Tuner:
         s = ev.settings
         sim = "SIMULATED Jetson" if ev.backend.simulated else "real Jetson"
         mode = s.mode + (f" ({s.frames_in_flight} frames in flight)" if s.mode == "pipeline" else "")
+        if ev.networks:
+            mode = f"concurrent ({len(ev.networks)} networks at once: {', '.join(ev.networks)}; as a {mode})"
         if s.mode == "replicas" and s.replicas:
             mode += " (" + ", ".join(f"{d}:{b}" for d, b in s.replicas.items()) + ")"
         return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), TensorRT {s.trt_version} "
@@ -312,30 +326,34 @@ class Tuner:
         assert ev is not None
         obj = ev.objective
         rows: list[tuple[str, Measurement | None]] = [("all-GPU", outcome.baseline)]
-        for dev in ev.space().devices[1:]:
-            core = int(dev[3:])
-            rows.append((f"all-DLA{core} (+fallback)", ev.peek(Placement.all_dla(ev.model, core))))
+        if ev.networks:  # concurrent: the naive baselines, each network wholly on one device
+            rows += [(label, m) for label, m in getattr(self, "naive", {}).items() if label != "all-gpu"]
+        else:
+            for dev in ev.space().devices[1:]:
+                core = int(dev[3:])
+                rows.append((f"all-DLA{core} (+fallback)", ev.peek(Placement.all_dla(ev.model, core))))
         if outcome.best is not None:
             rows.append(("best found", outcome.best[1]))
         self._say("")
         label = " (SIMULATED)" if ev.backend.simulated else ""
         self._say(f"summary{label}: {outcome.trials_done} trials, {ev.stats.measured} measured in this run, "
                   f"{ev.stats.cache_hits} cache hits, {ev.stats.failures} failures")
-        header = f"{'placement':26s} {'latency ms':>11s} {'throughput fps':>14s} {'energy mJ':>10s} {'vs all-GPU':>10s}"
+        width = max([26] + [len(label_) + 1 for label_, _ in rows])
+        header = f"{'placement':{width}s} {'latency ms':>11s} {'throughput fps':>14s} {'energy mJ':>10s} {'vs all-GPU':>10s}"
         self._say(header)
         self._say("-" * len(header))
         for label_, m in rows:
             if m is None:
-                self._say(f"{label_:26s} {'not measured':>11s}")
+                self._say(f"{label_:{width}s} {'not measured':>11s}")
                 continue
             if not m.ok:
-                self._say(f"{label_:26s} {m.status}: {m.reason or ''}"[:120])
+                self._say(f"{label_:{width}s} {m.status}: {m.reason or ''}"[:120])
                 continue
             g = obj.gain_over(m, outcome.baseline)
             gain = float("nan") if g is None else g
             energy = f"{m.energy_mj:10.3f}" if m.energy_mj is not None else f"{'-':>10s}"
             self._say(
-                f"{label_:26s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "
+                f"{label_:{width}s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "
                 f"{energy} " + (f"{gain:9.2f}x" if gain == gain else f"{'-':>10s}")
             )
         if outcome.best is not None:
@@ -353,6 +371,14 @@ class Tuner:
                 self._say(f"gpu_time: best={m.objective('gpu_time'):.4g} ms of GPU busy time per frame")
             self._say("best placement (realised): " + ", ".join(
                 f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k))
+            if ev.networks:
+                from placetune.model.merge import network_of
+
+                lat = m.extra.get("network_latency_ms") or {}
+                for net in ev.networks:
+                    on = [d for layer, d in realized.items() if network_of(layer, [net])]
+                    where = ", ".join(f"{d} {on.count(d)}" for d in DEVICES if on.count(d))
+                    self._say(f"  {net}: latency {lat.get(net, float('nan')):.3f} ms in the frame; layers {where}")
             if m.dla_loadables:
                 self._say("DLA loadables per core: " + ", ".join(f"{d} {k}" for d, k in m.dla_loadables.items()))
             if realized and set(realized.values()) == {"GPU"} and outcome.baseline is not None:

@@ -1,0 +1,168 @@
+"""Several networks as one model: the graph a concurrent study places (``--mode concurrent``).
+
+Networks that run at once on a Jetson (detection + segmentation + depth...) are placed jointly:
+their graphs are joined side by side into one ONNX model whose every name carries its network's
+prefix (``googlenet/conv1/Conv``, ``resnet50/input``). Nothing connects the networks, so a
+pipeline of that model is exactly "all networks at once": each network's segments are engines on
+their devices, two engines on one device serialise, independent engines overlap, and one frame
+is one inference of every network (latency = the makespan of one frame of each; throughput =
+frames per second with every network in each frame). Everything pipeline mode has (simulator,
+TensorRT backend, export, build, runtime) therefore works for concurrent networks unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from placetune.errors import ModelError
+
+if TYPE_CHECKING:
+    import onnx
+
+    from placetune.model.model import Model
+
+__all__ = ["load_networks", "merge_models", "network_of", "network_names", "networks_in"]
+
+SEP = "/"
+
+
+def network_names(sources: Sequence[str]) -> list[str]:
+    """Short unique names of networks given as zoo names or files: ``resnet50``, ``model``,
+    ``model-2`` for a second file of the same stem."""
+    out: list[str] = []
+    for src in sources:
+        base = re.sub(r"\.onnx(\.gz)?$", "", str(src).replace("\\", "/").rsplit("/", 1)[-1]).split(":")[0]
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", base) or "net"
+        name, k = base, 2
+        while name in out:
+            name, k = f"{base}-{k}", k + 1
+        out.append(name)
+    return out
+
+
+def _prefixed(prefix: str, name: str) -> str:
+    if not name:
+        return name
+    return f"{prefix}{name}" if name.startswith(SEP) else f"{prefix}{SEP}{name}"
+
+
+def networks_in(model: "Model") -> list[str]:
+    """The networks of a merged model (its graph is named ``concurrent:a+b``); [] for one network."""
+    name = model.proto.graph.name if model.proto is not None else ""
+    return name.split(":", 1)[1].split("+") if name.startswith("concurrent:") else []
+
+
+def network_of(name: str, networks: Sequence[str]) -> str | None:
+    """The network a merged layer or tensor name belongs to (None: none of ``networks``)."""
+    for net in networks:
+        if name.startswith(net + SEP):
+            return net
+    return None
+
+
+def merge_models(models: Sequence["Model"], names: Sequence[str] | None = None, *,
+                 protos: Sequence["onnx.ModelProto"] | None = None) -> "onnx.ModelProto":
+    """One ONNX model holding every network side by side, each name prefixed with its network's.
+
+    Args:
+        models: the networks (each loaded with its own shapes and batch).
+        names: their names (default: :func:`network_names` of the models' names).
+        protos: the graphs to merge, one per model (default: each model's own, weight-stripped
+            graph); :func:`load_networks` passes them with their weights.
+
+    Returns:
+        The merged model (weights as the sources have them: data where the sources have it).
+
+    Raises:
+        ModelError: fewer than two networks, repeated names, or opsets that differ.
+
+    Example:
+        >>> from placetune import Model
+        >>> proto = merge_models([Model.load("seed-block"), Model.load("alexnet")], ["a", "b"])
+        >>> [i.name for i in proto.graph.input]
+        ['a/input', 'b/input']
+    """
+    import onnx
+    from onnx import helper
+
+    if len(models) < 2:
+        raise ModelError("concurrent mode needs at least two networks (--model A --model B)")
+    names = list(names) if names is not None else network_names([m.name for m in models])
+    if len(set(names)) != len(names):
+        raise ModelError(f"network names must differ: {names}")
+    opsets = {}
+    graph = onnx.GraphProto(name="concurrent:" + "+".join(names))
+    sources = list(protos) if protos is not None else [m.proto for m in models]
+    for net, m, proto in zip(names, models, sources):
+        if proto is None:
+            raise ModelError(f"network {net}: its ONNX graph is not available")
+        for op in proto.opset_import:
+            if op.domain in opsets and opsets[op.domain] != op.version:
+                raise ModelError(f"network {net} uses opset {op.domain or 'ai.onnx'} {op.version}, another network "
+                                 f"{opsets[op.domain]}: export the networks with one opset")
+            opsets[op.domain] = op.version
+        g = proto.graph
+        prefix = net
+        rename = lambda s, p=prefix: _prefixed(p, s)  # noqa: E731
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            v = onnx.ValueInfoProto()
+            v.CopyFrom(vi)
+            v.name = rename(vi.name)
+            (graph.input if vi in g.input else graph.output if vi in g.output else graph.value_info).append(v)
+        for t in g.initializer:
+            c = onnx.TensorProto()
+            c.CopyFrom(t)
+            c.name = rename(t.name)
+            graph.initializer.append(c)
+        for i, node in enumerate(g.node):
+            n = onnx.NodeProto()
+            n.CopyFrom(node)
+            n.name = rename(node.name or f"{node.op_type}_{i}")  # (subgraph bodies are not renamed)
+            n.input[:] = [rename(x) for x in node.input]
+            n.output[:] = [rename(x) for x in node.output]
+            graph.node.append(n)
+    merged = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
+                               producer_name="placetune-concurrent")
+    merged.ir_version = max(p.ir_version for p in sources)
+    return merged
+
+
+def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: Sequence[str] | None = None,
+                  directory: str | Path | None = None) -> "Model":
+    """The networks ``sources`` (zoo names or ONNX files) as one model for a concurrent study.
+
+    The merged model is written, with every network's weights (a file's own, a zoo network's
+    deterministic ones), to ``directory`` (default: placetune's cache,
+    ``~/.cache/placetune/concurrent``) under its content hash, once, and loaded from there: it is
+    an ordinary model file, so measuring, exporting, building and running it work as for any.
+
+    Args:
+        sources: two or more zoo names or ONNX files.
+        batch: every network's batch (default: each network's own).
+        shapes: input shapes ``name=1x3x224x224`` with merged names (``resnet50/input=...``).
+        directory: where the merged file goes.
+
+    Raises:
+        ModelError: fewer than two networks, a network that cannot be loaded, or opsets that differ.
+    """
+    import hashlib
+
+    from placetune.backends.base import default_cache_dir
+    from placetune.model.model import Model
+    from placetune.placement.cut import load_source
+
+    names = network_names(sources)
+    models = [Model.load(src, batch=batch) for src in sources]
+    merged = merge_models(models, names, protos=[load_source(m) for m in models])
+    data = merged.SerializeToString(deterministic=True)
+    folder = Path(directory) if directory is not None else default_cache_dir("concurrent")
+    path = folder / f"{'+'.join(names)[:80]}-{hashlib.sha256(data).hexdigest()[:16]}.onnx"
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return Model.load(str(path), shapes or None, name="+".join(names))
