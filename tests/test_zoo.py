@@ -24,6 +24,7 @@ ALL = [
     "model-gn",
     "resnet18",
     "resnet50",
+    "resnet101",
     "seed-block",
     "unet-small",
     "vgg16",
@@ -38,6 +39,7 @@ INPUT_SHAPE = {
     "model-gn": [3, 32, 32],
     "resnet18": [3, 224, 224],
     "resnet50": [3, 224, 224],
+    "resnet101": [3, 224, 224],
     "seed-block": [384, 56, 56],
     "unet-small": [3, 256, 256],
     "vgg16": [3, 224, 224],
@@ -52,6 +54,7 @@ OUTPUT_SHAPE = {
     "model-gn": [10],
     "resnet18": [1000],
     "resnet50": [1000],
+    "resnet101": [1000],
     "seed-block": [1152, 56, 56],
     "unet-small": [2, 256, 256],
     "vgg16": [1000],
@@ -62,6 +65,7 @@ OUTPUT_SHAPE = {
 PUBLISHED_GMACS = {
     "resnet18": (1.81, 0.03),
     "resnet50": (4.09, 0.03),
+    "resnet101": (7.80, 0.03),  # torchvision resnet101: 7.80 GMACs
     "mobilenetv2": (0.30, 0.03),
     "vgg16": (15.47, 0.03),
     "alexnet": (0.72, 0.03),  # BVLC Caffe AlexNet at 227, grouped convs
@@ -70,7 +74,7 @@ PUBLISHED_GMACS = {
 }
 
 # where the weights are too big to materialise in a unit test (> ~100 MB)
-BIG = {"alexnet", "vgg16"}
+BIG = {"alexnet", "vgg16", "resnet101"}
 
 # for these ops, the inputs at these positions are shape logic and must be Constant nodes
 SHAPE_INPUTS = {

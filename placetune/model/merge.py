@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from placetune.model.model import Model
 
-__all__ = ["load_networks", "merge_models", "network_of", "network_names", "networks_in"]
+__all__ = ["load_networks", "merge_models", "network_of", "network_names", "networks_in", "source_networks"]
 
 SEP = "/"
 
@@ -130,14 +130,33 @@ def merge_models(models: Sequence["Model"], names: Sequence[str] | None = None, 
     return merged
 
 
+META_KEY = "placetune.networks"
+
+
+def source_networks(proto: "onnx.ModelProto") -> list[dict] | None:
+    """The networks a merged file was made from (``[{"name", "source", "batch"}]``, its metadata), or None."""
+    import json
+
+    for prop in proto.metadata_props:
+        if prop.key == META_KEY:
+            try:
+                nets = json.loads(prop.value)
+            except ValueError:
+                return None
+            return nets if isinstance(nets, list) else None
+    return None
+
+
 def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: Sequence[str] | None = None,
                   directory: str | Path | None = None) -> "Model":
     """The networks ``sources`` (zoo names or ONNX files) as one model for a concurrent study.
 
-    The merged model is written, with every network's weights (a file's own, a zoo network's
-    deterministic ones), to ``directory`` (default: placetune's cache,
-    ``~/.cache/placetune/concurrent``) under its content hash, once, and loaded from there: it is
-    an ordinary model file, so measuring, exporting, building and running it work as for any.
+    The merged graph (no weights: it is small) is written to ``directory`` (default: placetune's
+    cache, ``~/.cache/placetune/concurrent``) under its content hash, with the networks it was
+    made from in its metadata, and loaded from there: an ordinary model file. Where weights are
+    needed (cutting segments for a build or an export),
+    :func:`placetune.placement.cut.load_source` merges the networks again from their sources
+    with their weights (a file's own, a zoo network's deterministic ones).
 
     Args:
         sources: two or more zoo names or ONNX files.
@@ -149,14 +168,19 @@ def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: S
         ModelError: fewer than two networks, a network that cannot be loaded, or opsets that differ.
     """
     import hashlib
+    import json
+
+    from onnx import helper
 
     from placetune.backends.base import default_cache_dir
     from placetune.model.model import Model
-    from placetune.placement.cut import load_source
 
     names = network_names(sources)
     models = [Model.load(src, batch=batch) for src in sources]
-    merged = merge_models(models, names, protos=[load_source(m) for m in models])
+    merged = merge_models(models, names)
+    origin = [{"name": n, "source": str(Path(src).resolve()) if Path(src).is_file() else str(src), "batch": m.batch}
+              for n, src, m in zip(names, sources, models)]
+    helper.set_model_props(merged, {META_KEY: json.dumps(origin)})
     data = merged.SerializeToString(deterministic=True)
     folder = Path(directory) if directory is not None else default_cache_dir("concurrent")
     path = folder / f"{'+'.join(names)[:80]}-{hashlib.sha256(data).hexdigest()[:16]}.onnx"

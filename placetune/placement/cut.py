@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from placetune.errors import ModelError
+from placetune.model.merge import META_KEY, merge_models, source_networks
 from placetune.model.model import topological_order
 
 if TYPE_CHECKING:
@@ -126,10 +128,13 @@ def load_source(model: "Model") -> onnx.ModelProto:
         try:
             if path.suffix == ".gz":
                 with gzip.open(path, "rb") as fh:
-                    return onnx.load_from_string(fh.read())
-            return onnx.load(str(path))
+                    proto = onnx.load_from_string(fh.read())
+            else:
+                proto = onnx.load(str(path))
         except Exception as exc:  # noqa: BLE001 - protobuf / IO errors of all kinds
             raise ModelError(f"cannot read {path} with its weights: {exc}") from None
+        nets = source_networks(proto)
+        return proto if nets is None else _merged_source(nets)
     if model.zoo:
         from placetune.model import zoo
         from placetune.model.model import _zoo_options
@@ -175,6 +180,21 @@ def with_batch(model: "Model", batch: int, source: onnx.ModelProto | None = None
     for vi in proto.graph.output:
         if vi.type.HasField("tensor_type"):
             vi.type.tensor_type.ClearField("shape")
+    return proto
+
+
+def _merged_source(nets: list[dict]) -> onnx.ModelProto:
+    """A concurrent study's merged model with weights: each network loaded from its source again."""
+    from placetune.model.model import Model
+
+    try:
+        models = [Model.load(str(n["source"]), batch=int(n["batch"])) for n in nets]
+        names = [str(n["name"]) for n in nets]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"the merged model's list of networks is damaged ({exc}): run the study's tune again") \
+            from None
+    proto = merge_models(models, names, protos=[load_source(m) for m in models])
+    helper.set_model_props(proto, {META_KEY: json.dumps(nets)})
     return proto
 
 

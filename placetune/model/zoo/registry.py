@@ -16,7 +16,7 @@ from placetune.model.zoo.googlenet import _googlenet
 from placetune.model.zoo.graph import _Graph, _Net
 from placetune.model.zoo.mobilenet import _mobilenetv2
 from placetune.model.zoo.plain import _alexnet, _vgg16
-from placetune.model.zoo.resnet import _resnet18, _resnet50
+from placetune.model.zoo.resnet import _resnet18, _resnet50, _resnet101
 from placetune.model.zoo.seeds import _model_bn, _model_gn, _seed_block
 from placetune.model.zoo.unet import _unet_small
 from placetune.model.zoo.vit import _vit_tiny
@@ -78,6 +78,12 @@ _ZOO: dict[str, _Entry] = {
         "torchvision ResNet-50 (v1.5) on 3x224x224, BatchNormalization kept, ends in Softmax "
         "like seed 003's Caffe model, ~4.09 GMACs",
         {"softmax": True},
+    ),
+    "resnet101": _Entry(
+        _resnet101,
+        "torchvision ResNet-101 (v1.5) on 3x224x224, BatchNormalization kept, ~7.8 GMACs "
+        "(HaX-CoNN's AlexNet + ResNet-101 pair)",
+        {"softmax": False},
     ),
     "mobilenetv2": _Entry(
         _mobilenetv2,

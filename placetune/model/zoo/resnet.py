@@ -53,3 +53,7 @@ def _resnet18(g: _Graph, batch: int, softmax: bool) -> _Net:
 
 def _resnet50(g: _Graph, batch: int, softmax: bool) -> _Net:
     return _resnet(g, batch, [3, 4, 6, 3], True, softmax)
+
+
+def _resnet101(g: _Graph, batch: int, softmax: bool) -> _Net:
+    return _resnet(g, batch, [3, 4, 23, 3], True, softmax)
