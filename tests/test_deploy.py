@@ -72,6 +72,19 @@ rt.close()
 '''
 
 
+SAME = r'''
+import json, sys
+import numpy as np
+import placetune.runtime
+pipe, single, n = placetune.runtime.load(sys.argv[1]), placetune.runtime.load(sys.argv[2]), int(sys.argv[3])
+shape = pipe.inputs["input"][0]
+xs = [{"input": np.random.default_rng(7 + i).uniform(-1, 1, shape).astype(np.float32)} for i in range(n)]
+a = [o["output"] for o in pipe.stream(xs, frames_in_flight=2)]
+b = [single(x)["output"] for x in xs]
+print(json.dumps({"max_rel_diff": max(float(np.abs(p - q).max() / np.abs(q).max()) for p, q in zip(a, b))}))
+'''
+
+
 def test_build_then_run_a_pipeline_plan(seed_block, tmp_path):
     folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
     proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
@@ -93,6 +106,13 @@ def test_build_then_run_a_pipeline_plan(seed_block, tmp_path):
     assert got["mode"] == "pipeline" and got["k"] == 2 and got["n"] == 5
     assert got["one"] < 2e-3 and max(got["stream"]) < 2e-3  # fp16 engines against the float32 model
     assert got["shuffled"] > 0.1  # a different input's output is far off: the comparison can fail
+    # and the pipeline's outputs equal those of one all-GPU engine of the whole model, run the same way
+    (tmp_path / "single").mkdir()
+    single = _study(tmp_path / "single", seed_block, "engine", {})
+    assert _run([sys.executable, "-m", "placetune.cli", "build", single], tmp_path).returncode == 0
+    both = _run([sys.executable, "-c", SAME, folder, single, "3"], tmp_path)
+    assert both.returncode == 0, both.stderr[-3000:]
+    assert json.loads(both.stdout)["max_rel_diff"] < 2e-3
 
 
 def test_build_reports_layers_tensorrt_put_elsewhere(tmp_path):
