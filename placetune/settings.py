@@ -6,7 +6,9 @@ import hashlib
 import json
 import math
 import numbers
+import os
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Mapping
 
 from placetune.errors import ConfigError, PlacementError
@@ -173,3 +175,13 @@ def resolve_replicas(settings: Settings, model_batch: int, devices: tuple[str, .
         return reps, (f"replicas ask for {', '.join(missing)} but {platform_name} has only "
                       f"{', '.join(devices)}; use e.g. --replicas GPU:8")
     return reps, None
+
+
+def default_cache_dir(kind: str) -> Path:
+    """Where placetune keeps caches (built engines, timing caches, merged concurrent models): ``$PLACETUNE_CACHE_DIR/<kind>``,
+    else ``$XDG_CACHE_HOME/placetune/<kind>`` (``~/.cache/placetune/<kind>``)."""
+    env = os.environ.get("PLACETUNE_CACHE_DIR")
+    if env:
+        return Path(env) / kind
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "placetune" / kind

@@ -133,12 +133,20 @@ def test_study_file_not_utf8(tmp_path, capsys):
     refused(["tune", f, "--storage", tmp_path / "t.db"], capsys, 6, "not UTF-8")
 
 
-@pytest.mark.parametrize("fmt", ["json", "trtexec"])
-def test_export_to_a_directory(fmt, base_db, tmp_path, capsys):
-    refused(["export", "--study", "s", "--storage", base_db, "--format", fmt, "-o", "/"], capsys, 6,
+def test_export_to_a_directory(base_db, tmp_path, capsys):
+    refused(["export", "--study", "s", "--storage", base_db, "--format", "json", "-o", "/"], capsys, 6, "directory")
+    refused(["export", "--study", "s", "--storage", base_db, "--format", "json", "-o", tmp_path], capsys, 6,
             "directory")
-    refused(["export", "--study", "s", "--storage", base_db, "--format", fmt, "-o", tmp_path], capsys, 6,
-            "directory")
+    # --format trtexec -o DIR writes a plan folder (issue 16), but never into a directory holding other files
+    refused(["export", "--study", "s", "--storage", base_db, "--format", "trtexec", "-o", "/"], capsys, 6,
+            "directory is not empty")
+    (tmp_path / "notes.txt").write_text("mine")
+    refused(["export", "--study", "s", "--storage", base_db, "--format", "trtexec", "-o", tmp_path], capsys, 6,
+            "directory is not empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert run(["export", "--study", "s", "--storage", base_db, "--format", "trtexec", "-o", tmp_path / "new"],
+               capsys)[0] == 0
+    assert (tmp_path / "new" / "build.sh").is_file()
 
 
 def test_plan_nested_too_deeply(tmp_path, capsys):

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from placetune.settings import default_cache_dir  # noqa: F401 - re-exported (placetune.backends)
+
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -40,13 +42,3 @@ class Backend(Protocol):
     def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> "Measurement":
         """Build and time the realised placement. Failures are returned, not raised."""
         ...
-
-
-def default_cache_dir(kind: str) -> Path:
-    """Where a backend keeps built engines and timing caches: ``$PLACETUNE_CACHE_DIR/<kind>``,
-    else ``$XDG_CACHE_HOME/placetune/<kind>`` (``~/.cache/placetune/<kind>``)."""
-    env = os.environ.get("PLACETUNE_CACHE_DIR")
-    if env:
-        return Path(env) / kind
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "placetune" / kind

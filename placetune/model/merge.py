@@ -172,7 +172,7 @@ def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: S
 
     from onnx import helper
 
-    from placetune.backends.base import default_cache_dir
+    from placetune.settings import default_cache_dir
     from placetune.model.model import Model
 
     names = network_names(sources)

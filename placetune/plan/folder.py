@@ -217,6 +217,10 @@ def write_plan_folder(
     if out.exists() and not out.is_dir():
         raise ConfigError(f"-o {out}: the folder export needs a directory, and {out} is a file "
                           "(-o build.sh writes a single script)")
+    if out.is_dir() and any(out.iterdir()) and not (out / "plan.json").is_file():
+        # never scatter build.sh and ONNX files into /, a home or a source tree (issue 18)
+        raise ConfigError(f"-o {out}: that directory is not empty and holds no plan.json (not an earlier plan "
+                          "folder); give a new or empty directory")
     p = Plan.from_dict(json.loads(plan.to_json()))  # a copy the folder's facts are written into
     p.check_model(model)
     calib = None
