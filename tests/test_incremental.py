@@ -94,3 +94,35 @@ def test_replicas_mode_goes_through_the_full_path():
     ev = sim.evaluate(Placement.all_dla(m))
     full = sim.measure_full(Placement.all_dla(m))
     assert ev.stats == full.latency_ms and ev.throughput_fps == full.throughput_fps
+
+
+def test_steady_state_is_the_fixed_point_bisection_finds():
+    """steady.steady_state finds P = f(P) with the Illinois method (a few evaluations): it must
+    agree with a plain bisection of the same fixed point to 1e-11 on random segment DAGs."""
+    import numpy as np
+
+    from placetune.backends.simulate.steady import steady_state
+
+    def bisect(dev, t, dem, lat, k, sens):
+        w = np.bincount(dev, weights=t, minlength=3)[:3]
+        q = [b / a if a > 0 else 0.0 for a, b in zip(w, np.bincount(dev, weights=t * dem, minlength=3)[:3])]
+
+        def f(p):
+            uq = [min(1.0, a / p) * b for a, b in zip(w, q)]
+            ws = [w[d] * (1.0 + sens[d] * (sum(uq) - uq[d])) for d in range(3)]
+            return max(max(ws), lat * sum(ws) / w.sum() / k)
+
+        lo = max(max(w), lat / k)
+        hi = f(lo)
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if f(mid) > mid else (lo, mid)
+        return max(hi, lo)
+
+    rng = np.random.default_rng(1)
+    for _ in range(3000):
+        n = int(rng.integers(1, 12))
+        dev, t, dem = rng.integers(0, 3, n), rng.uniform(0.01, 2, n), rng.uniform(0, 1, n)
+        lat, k, sens = float(t.sum() * rng.uniform(0.3, 1.5)), int(rng.integers(1, 9)), tuple(rng.uniform(0, 3, 3))
+        got = steady_state(dev, t, dem, lat, k, sens).period_ms
+        assert got == pytest.approx(bisect(dev, t, dem, lat, k, sens), rel=1e-11)

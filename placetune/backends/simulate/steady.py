@@ -14,7 +14,7 @@ time, so a task on ``d`` runs at ``1 / s_d`` with ``s_d = 1 + sens_d * sum_{e !=
 (``q_e`` the time-weighted DRAM demand of ``e``'s engines; the same law as the event scheduler
 of :mod:`placetune.backends.simulate.schedule`, with the overlap replaced by its steady-state
 probability). ``P`` is the fixed point ``P = max(max_d W_d s_d(P), L s(P) / K)`` (the right
-side does not grow with ``P``, so the fixed point is unique; found by bisection to 1e-12
+side does not grow with ``P``, so the fixed point is unique; found by the Illinois method (bracketed regula falsi) to 1e-12
 relative). The frame latency with K in flight follows from Little's law: ``K * P``.
 
 This is a model (ESTIMATE), cheap enough to be searched: O(segments) numpy work for any K.
@@ -66,28 +66,63 @@ def steady_state(seg_dev: np.ndarray, seg_time: np.ndarray, seg_demand: np.ndarr
     total_w = sum(w)
     k = max(1, int(k))
 
+    w0, w1, w2 = w
+    q0, q1, q2 = q
+    s0, s1, s2 = sens
+    scale = latency_ms / k / total_w if total_w > 0 else 0.0
+    floor = latency_ms / k if total_w <= 0 else 0.0
+
     def stretch(p: float) -> list[float]:
         uq = [min(1.0, a / p) * b for a, b in zip(w, q)] if p > 0 else q
         tot = uq[0] + uq[1] + uq[2]
         return [1.0 + sens[d] * (tot - uq[d]) for d in range(3)]
 
-    def f(p: float) -> float:
-        ws = [a * b for a, b in zip(w, stretch(p))]
-        mean = (ws[0] + ws[1] + ws[2]) / total_w if total_w > 0 else 1.0
-        return max(max(ws), latency_ms * mean / k)
+    def g(p: float) -> float:
+        """f(p) - p, with f the period the devices' stretched work allows at period p (scalar
+        arithmetic: this runs a few times per evaluation of every searched placement)."""
+        u0 = q0 if w0 >= p else w0 / p * q0
+        u1 = q1 if w1 >= p else w1 / p * q1
+        u2 = q2 if w2 >= p else w2 / p * q2
+        tot = u0 + u1 + u2
+        a = w0 * (1.0 + s0 * (tot - u0))
+        b = w1 * (1.0 + s1 * (tot - u1))
+        c = w2 * (1.0 + s2 * (tot - u2))
+        m = a if a > b else b
+        m = m if m > c else c
+        t = (a + b + c) * scale + floor
+        return (m if m > t else t) - p
 
     lo = max(max(w), latency_ms / k)
     if lo <= 0:
         return SteadyState(0.0, 0.0, (0.0, 0.0, 0.0))
-    hi = f(lo)
-    if hi > lo:  # f(lo) >= lo and f does not grow: the fixed point lies in [lo, f(lo)]
+    g_lo = g(lo)
+    hi = lo + g_lo
+    if hi > lo:  # f(lo) >= lo and f does not grow: the fixed point of f lies in [lo, f(lo)]
+        # Illinois (regula falsi with the stale end's value halved) on g = f - p, which falls
+        # from g(lo) >= 0 to g(hi) <= 0: the same fixed point as bisection in a few evaluations
+        g_hi = g(hi)
+        side = 0
         for _ in range(_ITERATIONS):
-            mid = 0.5 * (lo + hi)
-            if f(mid) > mid:
-                lo = mid
+            if g_hi >= 0:
+                lo = hi
+                break
+            mid = hi - g_hi * (hi - lo) / (g_hi - g_lo)
+            if not lo < mid < hi:
+                mid = 0.5 * (lo + hi)
+            g_mid = g(mid)
+            if g_mid > 0:
+                lo, g_lo = mid, g_mid
+                if side == -1:
+                    g_hi *= 0.5
+                side = -1
             else:
-                hi = mid
-            if hi - lo <= 1e-12 * hi:
+                hi, g_hi = mid, g_mid
+                if side == 1:
+                    g_lo *= 0.5
+                side = 1
+            if hi - lo <= 1e-12 * hi or g_mid == 0:
+                if g_mid == 0:
+                    hi = mid
                 break
     period = hi
     s = stretch(period)
