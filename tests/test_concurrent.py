@@ -88,6 +88,7 @@ def test_tune_concurrent_reports_naive_baselines_and_exports_every_network(tmp_p
     assert "  model-gn: latency" in out
     plan = json.loads(Path("c.plan.json").read_text())
     assert [n["name"] for n in plan["model"]["networks"]] == ["seed-block", "model-gn"]
+    assert [(n["source"], n["batch"]) for n in plan["model"]["networks"]] == [("seed-block", 1), ("model-gn", 32)]
     assert sum(n["layers"] for n in plan["model"]["networks"]) == plan["model"]["layers"]
     assert "seed-block:DLA0,model-gn:GPU" in plan["baselines"] and "all-gpu" in plan["baselines"]
     best = plan["measured"]["latency_ms"]["median"]

@@ -286,6 +286,22 @@ def _add_cut_formats(engines: list[dict[str, Any]], st: "StudyRecord", model: "M
                 t["trt_dtype"], t["format"] = (f.dtype, f.format) if f else ("FLOAT", "LINEAR")
 
 
+def _network_sources(model: "Model | None") -> dict[str, dict[str, Any]]:
+    """A concurrent study's networks as its merged file records them: name -> {"source", "batch"}."""
+    if model is None or model.path is None:
+        return {}
+    import onnx
+
+    from placetune.model.merge import source_networks
+
+    try:
+        nets = source_networks(onnx.load(str(model.path), load_external_data=False)) or []
+    except Exception:  # noqa: BLE001 - an unreadable file only loses the identities in the plan
+        return {}
+    return {str(n.get("name")): {"source": n.get("source"), "batch": n.get("batch")} for n in nets
+            if isinstance(n, dict)}
+
+
 def export_plan(
     store: "Store",
     study_name: str,
@@ -444,7 +460,7 @@ def export_plan(
             "path": None if model is None or model.path is None else str(model.path),
             "zoo": None if model is None else model.zoo,
             "layers": len(realized_map),
-            **({"networks": network_summary(realized_map, m, networks)} if networks else {}),
+            **({"networks": network_summary(realized_map, m, networks, _network_sources(model))} if networks else {}),
         },
         platform=st.platform,
         mode=st.mode,

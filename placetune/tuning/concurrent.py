@@ -90,8 +90,10 @@ def naive_label(assignment: dict[str, str] | None, networks: list[str]) -> str |
     return ",".join(f"{n}:{next(iter(d))}" for n, d in where.items())
 
 
-def network_summary(realized: dict[str, str], m: "Measurement", networks: list[str]) -> list[dict[str, object]]:
-    """Per network: its name, layer count, layers per device and latency in the frame (a plan's ``networks``)."""
+def network_summary(realized: dict[str, str], m: "Measurement", networks: list[str],
+                    sources: dict[str, dict[str, object]] | None = None) -> list[dict[str, object]]:
+    """Per network: its name, its source (zoo name or file) and batch when known, layer count,
+    layers per device and latency in the frame (a plan's ``networks``)."""
     lat = (m.extra or {}).get("network_latency_ms") or {}
     out: list[dict[str, object]] = []
     for net in networks:
@@ -99,6 +101,6 @@ def network_summary(realized: dict[str, str], m: "Measurement", networks: list[s
         for layer, device in realized.items():
             if network_of(layer, [net]):
                 devices[device] = devices.get(device, 0) + 1
-        out.append({"name": net, "layers": sum(devices.values()), "devices": devices,
+        out.append({"name": net, **(sources or {}).get(net, {}), "layers": sum(devices.values()), "devices": devices,
                     "latency_ms": lat.get(net)})
     return out
