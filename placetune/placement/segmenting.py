@@ -84,14 +84,16 @@ def segment_arrays(producers: Sequence[Sequence[int]], codes: Sequence[int], pip
     for i, d in enumerate(codes):
         prods = producers[i]
         if len(prods) == 1:  # the common case: one producer
-            q = find(seg_of[prods[0]])
+            q = seg_of[prods[0]]
+            if parent[q] != q:  # (find() only when a merge made it stale: most are roots)
+                q = find(q)
             if device[q] == d:
                 members[q].append(i)
                 seg_of[i] = q
             else:
                 new(i, d, (q,))
             continue
-        prod_segs = {find(seg_of[p]) for p in prods}
+        prod_segs = {q if parent[q] == q else find(q) for q in (seg_of[p] for p in prods)}
         same = [q for q in prod_segs if device[q] == d]
         joinable: list[int] = []
         if len(prod_segs) == 1 and same:
@@ -158,7 +160,7 @@ def segment_arrays(producers: Sequence[Sequence[int]], codes: Sequence[int], pip
             if waiting[u] == 0:
                 heapq.heappush(ready, (members[u][0], u))
     new_id = {r: k for k, r in enumerate(ordered)}
-    out_seg = [new_id[find(s)] for s in seg_of]
+    out_seg = [new_id[s if parent[s] == s else find(s)] for s in seg_of]
     return SegmentArrays([device[r] for r in ordered],
                          [tuple(sorted(new_id[q] for q in rpreds[r])) for r in ordered],
                          [members[r] for r in ordered], out_seg)
