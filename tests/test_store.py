@@ -739,3 +739,27 @@ def test_a_study_ranks_only_the_measurements_it_requested(db_url, model):
         assert "all-gpu" in plan.baselines and not any("no all-GPU" in n for n in plan.notes)
         obj = get_objective("latency", ["latency<=100"])
         assert export_plan(store, "tiny", model=model, objective=obj).source["measurement_id"] == gpu_id
+
+
+def test_a_study_stored_under_the_legacy_model_hash_resumes_with_its_measurements(tmp_path):
+    """Issue 18 made the model hash cover small constants (Clip bounds...). A study an older
+    placetune stored under the old hash must resume, not start over: opening it migrates the
+    model row and the measurements keyed by it to the new hash, and the cache answers."""
+    from sqlalchemy import update
+
+    from placetune import Evaluator, Model, Placement
+    from placetune.store.schema import MeasurementRow, ModelRow
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    model = Model.load("mobilenetv2")  # ReLU6 as Clip: small constants the new hash covers
+    assert model.legacy_hash != model.hash
+    with Evaluator(model, "orin-agx", store=url, study="old", precision="int8") as ev:
+        first = ev.evaluate(Placement.all_gpu(model))
+    with Store(url) as store, store.engine.begin() as conn:  # what an older placetune wrote
+        conn.execute(update(ModelRow.__table__).values(hash=model.legacy_hash))
+        conn.execute(update(MeasurementRow.__table__).values(model_hash=model.legacy_hash))
+    with Evaluator(model, "orin-agx", store=url, study="old", precision="int8") as ev:
+        again = ev.evaluate(Placement.all_gpu(model))
+        assert again.extra["cache_hit"] and again.latency_ms == first.latency_ms
+        assert ev.store.study("old").model_hash == model.hash
+        assert len(ev.store.measurements("old")) == 1  # measured once, by the older placetune

@@ -322,7 +322,16 @@ class Model:
         trtexec refuses ``--shapes`` for a model whose inputs are all static."""
         return {t.name: t.shape for t in self.inputs if t.dynamic}
 
-    def _content_hash(self) -> str:
+    @property
+    def legacy_hash(self) -> str:
+        """The hash placetune gave this model before it hashed small constants' values (issue 18):
+        the studies and measurements stored under it are migrated when the model is opened again."""
+        cached = self.__dict__.get("_legacy_hash")
+        if cached is None:
+            cached = self.__dict__["_legacy_hash"] = self._content_hash(legacy=True)
+        return cached
+
+    def _content_hash(self, legacy: bool = False) -> str:
         doc = {
             "inputs": [[t.name, list(t.shape), t.dtype] for t in self.inputs],
             "outputs": [[t.name, list(t.shape), t.dtype] for t in self.outputs],
@@ -333,7 +342,7 @@ class Model:
                     layer.op_type,
                     sorted((k, repr(v)) for k, v in layer.attrs.items()),
                     [[t.name, list(t.shape), t.dtype, t.const]
-                     + ([] if i in _WEIGHT_INPUTS.get(layer.op_type, ()) or _const_digest(t) is None
+                     + ([] if legacy or i in _WEIGHT_INPUTS.get(layer.op_type, ()) or _const_digest(t) is None
                         else [_const_digest(t)])
                      for i, t in enumerate(layer.inputs)],
                     [[t.name, list(t.shape), t.dtype] for t in layer.outputs],

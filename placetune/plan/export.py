@@ -100,7 +100,7 @@ def load_study_model(store: "Store", study: "StudyRecord | str", path: str | Non
         except PlacetuneError as exc:
             tried.append(f"{what}: {exc}")
             continue
-        if model.hash == st.model_hash:
+        if st.model_hash in (model.hash, model.legacy_hash):  # legacy: stored by an older placetune
             return model
         tried.append(f"{what} has hash {model.hash[:12]}, the study's model has {st.model_hash[:12]}")
     why = "; ".join(tried) or "it was loaded from neither a file nor the zoo"
@@ -365,7 +365,7 @@ def export_plan(
         except ModelError as exc:
             log.warning("%s", exc)
             notes.append(f"model not loaded ({exc})")
-    elif model.hash != st.model_hash:
+    elif st.model_hash not in (model.hash, model.legacy_hash):
         raise ModelError(f"model {model.name!r} (hash {model.hash[:12]}) is not the model of study {study_name!r} "
                          f"({st.model_name}, hash {st.model_hash[:12]})")
     realized_map = dict(rec.realized or m.realized or {})

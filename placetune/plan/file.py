@@ -396,7 +396,7 @@ class Plan:
             PlacementError: the plan names layers the model does not have.
         """
         want = self.model.get("hash")
-        if check_hash and want != model.hash:
+        if check_hash and want not in (model.hash, model.legacy_hash):  # legacy: a plan of an older placetune
             raise ModelError(
                 f"the plan is for model {self.model.get('name')!r} (hash {str(want)[:12]}), but the model given is "
                 f"{model.name!r} (hash {model.hash[:12]}): export a plan from a study of this model, or load the "

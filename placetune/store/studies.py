@@ -182,6 +182,9 @@ class StudiesMixin(ConnectionMixin):
             "simulated": bool(simulated),
         }
         existing = self._find_study(name)
+        if existing is not None and existing.model_hash != model.hash \
+                and existing.model_hash == getattr(model, "legacy_hash", None):
+            existing = self._migrate_model_hash(name, existing.model_hash, model.hash)
         if existing is None:
             for attempt in range(2):
                 try:
@@ -198,6 +201,28 @@ class StudiesMixin(ConnectionMixin):
         self._check_same(existing, model, want)
         self._studies[name] = existing
         return existing
+
+    def _migrate_model_hash(self, name: str, old: str, new: str) -> StudyRecord | None:
+        """A model stored under the hash of an older placetune (before small constants were
+        hashed): its model row, and the measurements keyed by it, take the new hash, so that its
+        studies resume and its cache answers (one transaction)."""
+        from sqlalchemy import update
+
+        with self._txn(f"migrating the model hash of study {name!r}", write=True) as conn:
+            new_id = conn.scalar(select(_MODELS.c.id).where(_MODELS.c.hash == new))
+            old_id = conn.scalar(select(_MODELS.c.id).where(_MODELS.c.hash == old))
+            if new_id is None:
+                conn.execute(update(_MODELS).where(_MODELS.c.hash == old).values(hash=new))
+            elif old_id is not None:  # both exist: the studies of the old row move to the new one
+                conn.execute(update(_S).where(_S.c.model_id == old_id).values(model_id=new_id))
+            # (a measurement whose key the new hash already holds keeps the old one: never overwritten)
+            newer = _M.alias("newer")
+            clash = select(newer.c.id).where(
+                newer.c.model_hash == new, newer.c.fingerprint_hash == _M.c.fingerprint_hash,
+                newer.c.settings_hash == _M.c.settings_hash, newer.c.placement_key == _M.c.placement_key)
+            conn.execute(update(_M).where(_M.c.model_hash == old, ~clash.exists()).values(model_hash=new))
+        self._studies.clear()
+        return self._find_study(name)
 
     @staticmethod
     def _check_same(st: StudyRecord, model: Any, want: dict[str, Any]) -> None:

@@ -169,7 +169,8 @@ class Tuner:
                               fp.get("profile") if isinstance(fp, dict) else None)
         names = names if names is not None else {st.name: st for st in store.studies()}
         st = names.get(base)
-        return base if st is None or st.model_hash == model.hash else f"{base}-{model.hash[:6]}"
+        same = st is not None and st.model_hash in (model.hash, model.legacy_hash)  # legacy: migrated on open
+        return base if st is None or same else f"{base}-{model.hash[:6]}"
 
     def _say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
