@@ -211,3 +211,21 @@ def test_documented_exit_codes_are_in_the_readme():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "3 model, 4 unknown name" in readme and "7 database, 8 backend" in readme
+
+
+def test_unknown_power_mode_and_granularity_are_refused_before_anything_is_stored(tmp_path, capsys):
+    """Issue 18 item 7: an unknown power_mode made every trial infeasible with exit 0, and a bad
+    granularity was found only after the baseline was measured; both now stop the run first."""
+    study = tmp_path / "pm.toml"
+    study.write_text('[study]\nmodel = "resnet18"\ntrials = 3\n[settings]\npower_mode = "TURBO"\n')
+    db = tmp_path / "pt.db"
+    refused(["tune", study, "--storage", f"sqlite:///{db}"], capsys, 6, "power modes MAXN")
+    refused(["tune", "--model", "resnet18", "--granularity", "bogus", "--trials", "3", "--storage",
+             f"sqlite:///{db}"], capsys, 6, "unknown granularity")
+    refused(["tune", "--model", "resnet18", "--granularity", "scope:0", "--trials", "3", "--storage",
+             f"sqlite:///{db}"], capsys, 6, "scope:N with N >= 1")
+    assert not db.exists()
+    from placetune import ConfigError, Evaluator
+
+    with pytest.raises(ConfigError, match="power modes"):
+        Evaluator("resnet18", "orin-agx", store=None, power_mode="TURBO")

@@ -167,6 +167,18 @@ class Space:
             return list(order.items())
         raise ConfigError(f"unknown granularity {granularity!r}; use layer, fusion, stages or scope:N")
 
+    @staticmethod
+    def check_granularity(granularity: str) -> None:
+        """Refuse a granularity no space has (before anything is measured: issue 18 item 7)."""
+        if granularity in ("layer", "fusion", "stages"):
+            return
+        if isinstance(granularity, str) and granularity.startswith("scope:"):
+            tail = granularity.split(":", 1)[1]
+            if tail.isdigit() and int(tail) >= 1:
+                return
+            raise ConfigError(f"bad granularity {granularity!r}: use scope:N with N >= 1")
+        raise ConfigError(f"unknown granularity {str(granularity)[:80]!r}; use layer, fusion, stages or scope:N")
+
     def _fusion_groups(self) -> list[tuple[str, list[str]]]:
         """Conv/Gemm + following single-consumer pointwise layers (bias, BN, activation, residual add)."""
         group_of: dict[str, int] = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from placetune.errors import PlacementError, StopRequested
+from placetune.errors import ConfigError, PlacementError, StopRequested
 from placetune.measurement import Measurement
 from placetune.model.model import Model
 from placetune.tuning.objectives import Objective, get_objective
@@ -144,6 +144,9 @@ class Evaluator:
         if settings is None and "trt_version" not in options:
             options["trt_version"] = self.platform.default_trt_version
         self.settings = settings or Settings(mode=mode, precision=precision, **options)
+        if self.settings.power_mode not in self.platform.power_modes:  # else every trial is infeasible
+            raise ConfigError(f"power_mode {str(self.settings.power_mode)[:40]!r}: {self.platform.name} has the "
+                              f"power modes {', '.join(self.platform.power_modes)}")
         self.objective = get_objective(objective, constraints)
         if isinstance(store, Store):
             self.store = store

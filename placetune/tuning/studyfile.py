@@ -128,6 +128,10 @@ class TuneConfig:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{name} must be a list of text values, got {_short(value)}")
         self.check_options()
+        if self.granularity is not None:
+            from placetune.placement.space import Space
+
+            Space.check_granularity(self.granularity)
         if self.mode == "concurrent" and len(self.models) < 2:
             raise ConfigError("concurrent mode places several networks at once: give two or more, --model A "
                               "--model B (or models = [\"A\", \"B\"] in the study file)")

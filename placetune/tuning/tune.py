@@ -109,6 +109,10 @@ class Tuner:
                                 **options)
         except TypeError as exc:
             raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
+        plat = get_platform(cfg.platform)
+        if settings.power_mode not in plat.power_modes:  # before the database is touched
+            raise ConfigError(f"power_mode {str(settings.power_mode)[:40]!r}: {plat.name} has the power modes "
+                              f"{', '.join(plat.power_modes)}")
         store = Store(cfg.storage)
         from placetune.model.model import Model
 
