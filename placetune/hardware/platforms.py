@@ -85,6 +85,12 @@ class Platform:
         """True when the module has at least one DLA core."""
         return self.dla_count > 0
 
+    def has_power_mode(self, mode: str) -> bool:
+        """Whether ``mode`` names one of the module's power modes (any case); ``MAXN``, Settings'
+        default, means the fastest mode of every module."""
+        key = str(mode).strip().upper()
+        return key in {m.upper() for m in self.power_modes} or (key == "MAXN" and bool(self.power_modes))
+
     def has_device(self, device: str) -> bool:
         """Whether ``device`` (``"GPU"``, ``"DLA0"``, ...; case-insensitive) exists here."""
         return str(device).strip().upper() in self.devices

@@ -144,7 +144,7 @@ class Evaluator:
         if settings is None and "trt_version" not in options:
             options["trt_version"] = self.platform.default_trt_version
         self.settings = settings or Settings(mode=mode, precision=precision, **options)
-        if self.settings.power_mode not in self.platform.power_modes:  # else every trial is infeasible
+        if not self.platform.has_power_mode(self.settings.power_mode):  # else every trial is infeasible
             raise ConfigError(f"power_mode {str(self.settings.power_mode)[:40]!r}: {self.platform.name} has the "
                               f"power modes {', '.join(self.platform.power_modes)}")
         self.objective = get_objective(objective, constraints)

@@ -110,7 +110,7 @@ class Tuner:
         except TypeError as exc:
             raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
         plat = get_platform(cfg.platform)
-        if settings.power_mode not in plat.power_modes:  # before the database is touched
+        if not plat.has_power_mode(settings.power_mode):  # before the database is touched
             raise ConfigError(f"power_mode {str(settings.power_mode)[:40]!r}: {plat.name} has the power modes "
                               f"{', '.join(plat.power_modes)}")
         store = Store(cfg.storage)
