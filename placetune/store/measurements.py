@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Text, bindparam, insert, select, type_coerce
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from placetune.errors import ConfigError, StoreError
@@ -48,7 +50,17 @@ _SELECT_ENTRY = select(
     type_coerce(_M.c.payload, Text).label("payload"),
 ).where(*_KEY_MATCH)
 _INSERT_MEASUREMENT = insert(_M)
+# SQLite (3.24+): insert unless the cache key is stored, in one statement instead of a look-up and an insert
+_UPSERT_MEASUREMENT = (
+    sqlite_insert(_M).on_conflict_do_nothing(
+        index_elements=[_M.c.model_hash, _M.c.fingerprint_hash, _M.c.settings_hash, _M.c.placement_key])
+    if sqlite3.sqlite_version_info >= (3, 24) else None
+)
 _INSERT_REQUEST = insert(_R)
+
+
+class _Conflict(Exception):
+    """A measurement row conflicts with a stored one that this transaction cannot see."""
 
 
 def _key_params(key: tuple[str, str, str, str]) -> dict[str, str]:
@@ -221,18 +233,22 @@ class MeasurementsMixin(StudiesMixin):
         for attempt in range(3):
             try:
                 with self._txn(f"recording a measurement of study {st.name!r}", write=True) as conn:
-                    mid = self._existing_id(conn, key)
-                    if mid is None:
-                        row["created_at"] = utcnow()
-                        mid = int(conn.execute(_INSERT_MEASUREMENT, row).inserted_primary_key[0])
+                    mid = self._insert_measurement(conn, key, row)
+                    if mid is not None:
                         inserted = True
                     else:
+                        mid = self._existing_id(conn, key)
+                        if mid is None:  # the conflicting row is not visible yet: read again
+                            raise _Conflict
                         log.debug("placement %s already stored (id %d); the first measurement is kept",
                                   placement_key, mid)
                     self._insert_request(conn, st, requested_key, placement_key, mid, agent, trial_number, False)
                 break
-            except IntegrityError as exc:  # lost a race on the unique key: re-read
+            except (IntegrityError, _Conflict) as exc:  # lost a race on the unique key: re-read
                 if attempt == 2:
+                    if isinstance(exc, _Conflict):
+                        raise StoreError(f"recording a measurement of study {st.name!r}: placement "
+                                         f"{placement_key} is stored by another writer but cannot be read") from None
                     raise self._translate(exc, "recording a measurement") from None
                 log.debug("unique-key race on %s; re-reading", placement_key)
         assert mid is not None
@@ -248,6 +264,16 @@ class MeasurementsMixin(StudiesMixin):
                 ),
             )
         return mid
+
+    def _insert_measurement(self, conn: Connection, key: tuple[str, str, str, str], row: dict) -> int | None:
+        """Insert a measurement row: its id, or None when its cache key is already stored."""
+        row["created_at"] = utcnow()
+        if self.dialect == "sqlite" and _UPSERT_MEASUREMENT is not None:
+            res = conn.execute(_UPSERT_MEASUREMENT, row)
+            return int(res.lastrowid) if res.rowcount == 1 else None
+        if self._existing_id(conn, key) is not None:
+            return None
+        return int(conn.execute(_INSERT_MEASUREMENT, row).inserted_primary_key[0])
 
     def _existing_id(self, conn: Connection, key: tuple[str, str, str, str]) -> int | None:
         mid = conn.scalar(_SELECT_ID, _key_params(key))
