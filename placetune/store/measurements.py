@@ -7,9 +7,9 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection, Text, bindparam, insert, select, type_coerce
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from placetune.errors import ConfigError, StoreError
@@ -51,12 +51,38 @@ _SELECT_ENTRY = select(
 ).where(*_KEY_MATCH)
 _INSERT_MEASUREMENT = insert(_M)
 # SQLite (3.24+): insert unless the cache key is stored, in one statement instead of a look-up and an insert
-_UPSERT_MEASUREMENT = (
-    sqlite_insert(_M).on_conflict_do_nothing(
-        index_elements=[_M.c.model_hash, _M.c.fingerprint_hash, _M.c.settings_hash, _M.c.placement_key])
-    if sqlite3.sqlite_version_info >= (3, 24) else None
-)
 _INSERT_REQUEST = insert(_R)
+
+# SQLite: the three statements of every evaluation as driver SQL (still through SQLAlchemy's
+# connection, events and errors, without its per-statement compile-cache and bind-processing work,
+# which cost more than SQLite itself), their columns taken from the table definitions.
+_M_COLUMNS = tuple(c.name for c in _M.columns if c.name != "id")
+_R_COLUMNS = tuple(c.name for c in _R.columns if c.name != "id")
+_ENTRY_COLUMNS = tuple(c.name for c in _SELECT_ENTRY.selected_columns)
+_KEY_COLUMNS = ("model_hash", "fingerprint_hash", "settings_hash", "placement_key")
+
+
+def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+#: insert unless the cache key is stored (SQLite 3.24+): one statement instead of a look-up and an insert
+_SQLITE_UPSERT = (_insert_sql(_M.name, _M_COLUMNS) + f" ON CONFLICT ({', '.join(_KEY_COLUMNS)}) DO NOTHING"
+                  if sqlite3.sqlite_version_info >= (3, 24) else None)
+_SQLITE_INSERT_REQUEST = _insert_sql(_R.name, _R_COLUMNS)
+_SQLITE_SELECT_ENTRY = (f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM {_M.name} WHERE "
+                        + " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS))
+_SQLITE_TIME = None  # UTCDateTime's bind processor for SQLite, made on first use
+
+
+def _sqlite_time(value: Any) -> Any:
+    global _SQLITE_TIME
+    if _SQLITE_TIME is None:
+        from sqlalchemy.dialects import sqlite
+
+        dialect = sqlite.dialect()
+        _SQLITE_TIME = _M.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
+    return _SQLITE_TIME(value)
 
 
 class _Conflict(Exception):
@@ -117,7 +143,10 @@ class MeasurementsMixin(StudiesMixin):
         entry = self._lru.get(key)
         if entry is None:
             with self._txn("looking up a measurement") as conn:
-                row = conn.execute(_SELECT_ENTRY, _key_params(key)).first()
+                if self.dialect == "sqlite":
+                    row = conn.exec_driver_sql(_SQLITE_SELECT_ENTRY, key).first()
+                else:
+                    row = conn.execute(_SELECT_ENTRY, _key_params(key)).first()
             if row is None:
                 return None
             entry = tuple(row)
@@ -268,8 +297,9 @@ class MeasurementsMixin(StudiesMixin):
     def _insert_measurement(self, conn: Connection, key: tuple[str, str, str, str], row: dict) -> int | None:
         """Insert a measurement row: its id, or None when its cache key is already stored."""
         row["created_at"] = utcnow()
-        if self.dialect == "sqlite" and _UPSERT_MEASUREMENT is not None:
-            res = conn.execute(_UPSERT_MEASUREMENT, row)
+        if self.dialect == "sqlite" and _SQLITE_UPSERT is not None:
+            values = tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in _M_COLUMNS)
+            res = conn.exec_driver_sql(_SQLITE_UPSERT, values)
             return int(res.lastrowid) if res.rowcount == 1 else None
         if self._existing_id(conn, key) is not None:
             return None
@@ -290,6 +320,11 @@ class MeasurementsMixin(StudiesMixin):
         trial_number: int | None,
         cache_hit: bool,
     ) -> int:
+        if conn.dialect.name == "sqlite":
+            row = {"study_id": st.id, "requested_key": requested_key, "placement_key": placement_key,
+                   "measurement_id": measurement_id, "agent": agent, "trial_number": trial_number,
+                   "cache_hit": bool(cache_hit), "created_at": _sqlite_time(utcnow())}
+            return int(conn.exec_driver_sql(_SQLITE_INSERT_REQUEST, tuple(row[c] for c in _R_COLUMNS)).lastrowid)
         return int(
             conn.execute(
                 _INSERT_REQUEST,
