@@ -17,6 +17,9 @@ __all__ = ["install_sqlite_hooks", "readonly_why", "lock_holder_text"]
 
 log = logging.getLogger(__name__)
 
+#: WAL pages (4 KiB by default) between automatic checkpoints; SQLite's default is 1,000
+WAL_AUTOCHECKPOINT_PAGES = 10_000
+
 
 def install_sqlite_hooks(engine: Engine, url: URL, *, busy_timeout: float, memory: bool) -> None:
     """Set up every new connection (busy timeout, foreign keys, WAL) and make writes ``BEGIN IMMEDIATE``."""
@@ -39,6 +42,9 @@ def install_sqlite_hooks(engine: Engine, url: URL, *, busy_timeout: float, memor
                     except sqlite3.OperationalError as exc:  # read-only file: keep its mode
                         log.debug("cannot switch %s to WAL: %s", mask_url(url), exc)
                 cur.execute("PRAGMA synchronous = NORMAL")
+                # checkpoint (and fsync) every ~40 MB of WAL instead of every 4 MB: a search writing a
+                # row per evaluation spent a fifth of its store time in checkpoints; durability is the same
+                cur.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
         finally:
             cur.close()
 
