@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection, Text, bindparam, insert, select, type_coerce
 from sqlalchemy.exc import IntegrityError
@@ -48,7 +50,43 @@ _SELECT_ENTRY = select(
     type_coerce(_M.c.payload, Text).label("payload"),
 ).where(*_KEY_MATCH)
 _INSERT_MEASUREMENT = insert(_M)
+# SQLite (3.24+): insert unless the cache key is stored, in one statement instead of a look-up and an insert
 _INSERT_REQUEST = insert(_R)
+
+# SQLite: the three statements of every evaluation as driver SQL (still through SQLAlchemy's
+# connection, events and errors, without its per-statement compile-cache and bind-processing work,
+# which cost more than SQLite itself), their columns taken from the table definitions.
+_M_COLUMNS = tuple(c.name for c in _M.columns if c.name != "id")
+_R_COLUMNS = tuple(c.name for c in _R.columns if c.name != "id")
+_ENTRY_COLUMNS = tuple(c.name for c in _SELECT_ENTRY.selected_columns)
+_KEY_COLUMNS = ("model_hash", "fingerprint_hash", "settings_hash", "placement_key")
+
+
+def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+#: insert unless the cache key is stored (SQLite 3.24+): one statement instead of a look-up and an insert
+_SQLITE_UPSERT = (_insert_sql(_M.name, _M_COLUMNS) + f" ON CONFLICT ({', '.join(_KEY_COLUMNS)}) DO NOTHING"
+                  if sqlite3.sqlite_version_info >= (3, 24) else None)
+_SQLITE_INSERT_REQUEST = _insert_sql(_R.name, _R_COLUMNS)
+_SQLITE_SELECT_ENTRY = (f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM {_M.name} WHERE "
+                        + " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS))
+_SQLITE_TIME = None  # UTCDateTime's bind processor for SQLite, made on first use
+
+
+def _sqlite_time(value: Any) -> Any:
+    global _SQLITE_TIME
+    if _SQLITE_TIME is None:
+        from sqlalchemy.dialects import sqlite
+
+        dialect = sqlite.dialect()
+        _SQLITE_TIME = _M.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
+    return _SQLITE_TIME(value)
+
+
+class _Conflict(Exception):
+    """A measurement row conflicts with a stored one that this transaction cannot see."""
 
 
 def _key_params(key: tuple[str, str, str, str]) -> dict[str, str]:
@@ -105,7 +143,10 @@ class MeasurementsMixin(StudiesMixin):
         entry = self._lru.get(key)
         if entry is None:
             with self._txn("looking up a measurement") as conn:
-                row = conn.execute(_SELECT_ENTRY, _key_params(key)).first()
+                if self.dialect == "sqlite":
+                    row = conn.exec_driver_sql(_SQLITE_SELECT_ENTRY, key).first()
+                else:
+                    row = conn.execute(_SELECT_ENTRY, _key_params(key)).first()
             if row is None:
                 return None
             entry = tuple(row)
@@ -221,18 +262,22 @@ class MeasurementsMixin(StudiesMixin):
         for attempt in range(3):
             try:
                 with self._txn(f"recording a measurement of study {st.name!r}", write=True) as conn:
-                    mid = self._existing_id(conn, key)
-                    if mid is None:
-                        row["created_at"] = utcnow()
-                        mid = int(conn.execute(_INSERT_MEASUREMENT, row).inserted_primary_key[0])
+                    mid = self._insert_measurement(conn, key, row)
+                    if mid is not None:
                         inserted = True
                     else:
+                        mid = self._existing_id(conn, key)
+                        if mid is None:  # the conflicting row is not visible yet: read again
+                            raise _Conflict
                         log.debug("placement %s already stored (id %d); the first measurement is kept",
                                   placement_key, mid)
                     self._insert_request(conn, st, requested_key, placement_key, mid, agent, trial_number, False)
                 break
-            except IntegrityError as exc:  # lost a race on the unique key: re-read
+            except (IntegrityError, _Conflict) as exc:  # lost a race on the unique key: re-read
                 if attempt == 2:
+                    if isinstance(exc, _Conflict):
+                        raise StoreError(f"recording a measurement of study {st.name!r}: placement "
+                                         f"{placement_key} is stored by another writer but cannot be read") from None
                     raise self._translate(exc, "recording a measurement") from None
                 log.debug("unique-key race on %s; re-reading", placement_key)
         assert mid is not None
@@ -249,6 +294,17 @@ class MeasurementsMixin(StudiesMixin):
             )
         return mid
 
+    def _insert_measurement(self, conn: Connection, key: tuple[str, str, str, str], row: dict) -> int | None:
+        """Insert a measurement row: its id, or None when its cache key is already stored."""
+        row["created_at"] = utcnow()
+        if self.dialect == "sqlite" and _SQLITE_UPSERT is not None:
+            values = tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in _M_COLUMNS)
+            res = conn.exec_driver_sql(_SQLITE_UPSERT, values)
+            return int(res.lastrowid) if res.rowcount == 1 else None
+        if self._existing_id(conn, key) is not None:
+            return None
+        return int(conn.execute(_INSERT_MEASUREMENT, row).inserted_primary_key[0])
+
     def _existing_id(self, conn: Connection, key: tuple[str, str, str, str]) -> int | None:
         mid = conn.scalar(_SELECT_ID, _key_params(key))
         return None if mid is None else int(mid)
@@ -264,6 +320,11 @@ class MeasurementsMixin(StudiesMixin):
         trial_number: int | None,
         cache_hit: bool,
     ) -> int:
+        if conn.dialect.name == "sqlite":
+            row = {"study_id": st.id, "requested_key": requested_key, "placement_key": placement_key,
+                   "measurement_id": measurement_id, "agent": agent, "trial_number": trial_number,
+                   "cache_hit": bool(cache_hit), "created_at": _sqlite_time(utcnow())}
+            return int(conn.exec_driver_sql(_SQLITE_INSERT_REQUEST, tuple(row[c] for c in _R_COLUMNS)).lastrowid)
         return int(
             conn.execute(
                 _INSERT_REQUEST,

@@ -8,6 +8,7 @@ from typing import Any
 
 from placetune.errors import StoreError
 from placetune.measurement import STATUSES, Measurement
+from placetune.store.packing import pack_fields, unpack_fields
 from placetune.store.records import MeasurementRecord
 from placetune.store.schema import MeasurementRow, StudyRow, finite_or_none
 
@@ -73,6 +74,7 @@ def split_measurement(m: Measurement) -> tuple[dict[str, Any], dict[str, Any]]:
     if d["requested"] is not None and d["requested"] == d["realized"]:
         # the common case: what ran is what was asked; store the per-layer map once
         payload[_SAME] = True
+    pack_fields(payload, d["realized"])
     lat = m.latency_ms or {}
     cols = {
         "status": m.status,
@@ -169,11 +171,18 @@ def _measurement_dict(row: Any) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise _corrupt(row.id, f"its payload is a {type(payload).__name__}, not an object")
     d.update(payload)
+    _unpack(d, row.id)
     if d.pop(_SAME, False):
         if not _str_map(d["realized"]):
             raise _corrupt(row.id, "field 'realized' is not an object of layer name -> device")
         d["requested"] = dict(d["realized"] or {})
     return d
+
+
+def _unpack(d: dict[str, Any], row_id: Any) -> None:
+    wrong = unpack_fields(d)
+    if wrong is not None:
+        raise _corrupt(row_id, wrong)
 
 
 #: payload flag: the requested placement equals the realised one (its column is NULL)
@@ -208,6 +217,7 @@ def from_entry(e: Entry) -> Measurement:
     if not isinstance(payload, dict):
         raise _corrupt(e[0], f"its payload is a {type(payload).__name__}, not an object")
     d.update(payload)
+    _unpack(d, e[0])
     if d.pop(_SAME, False):
         if not _str_map(d["realized"]):
             raise _corrupt(e[0], "field 'realized' is not an object of layer name -> device")

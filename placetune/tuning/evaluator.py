@@ -47,6 +47,8 @@ class EvaluatorStats:
         measured: backend measurements run.
         failures: measurements (new or cached) that were not ok.
         measure_seconds: wall time spent in the backend.
+        realise_seconds: wall time spent realising placements (:meth:`Evaluator.realise`).
+        store_seconds: wall time spent in the store: look-ups, and recording measurements and requests.
     """
 
     requested: int = 0
@@ -54,6 +56,8 @@ class EvaluatorStats:
     measured: int = 0
     failures: int = 0
     measure_seconds: float = 0.0
+    realise_seconds: float = 0.0
+    store_seconds: float = 0.0
     by_status: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -64,6 +68,8 @@ class EvaluatorStats:
             "measured": self.measured,
             "failures": self.failures,
             "measure_seconds": round(self.measure_seconds, 3),
+            "realise_seconds": round(self.realise_seconds, 3),
+            "store_seconds": round(self.store_seconds, 3),
             "by_status": dict(self.by_status),
         }
 
@@ -245,6 +251,7 @@ class Evaluator:
         key = self._realised_key.get(placement.key)
         cached = self._lookup(key) if key is not None else None
         if cached is None:
+            t0 = time.perf_counter()
             try:
                 r = self.realise(placement)
                 key = r.realized.key
@@ -252,6 +259,7 @@ class Evaluator:
                 r = None
                 key = "infeasible:" + placement.key
                 infeasible_reason = str(exc)
+            self.stats.realise_seconds += time.perf_counter() - t0
             self._realised_key[placement.key] = key
             if len(self._realised_key) > _MEMO_SIZE:
                 self._realised_key.popitem(last=False)
@@ -261,7 +269,9 @@ class Evaluator:
         if cached is not None:
             self.stats.cache_hits += 1
             self._count(cached)
+            t0 = time.perf_counter()
             self.store.record_request(self.study, placement.key, key, cached.extra.get("_id"), agent, trial_number, True)
+            self.stats.store_seconds += time.perf_counter() - t0
             return self._notify(placement, self._answer(cached, placement, cache_hit=True, annotation=annotation))
         t0 = time.perf_counter()
         if r is None:
@@ -291,9 +301,11 @@ class Evaluator:
         self.stats.measure_seconds += time.perf_counter() - t0
         self.stats.measured += 1
         self._count(m)
+        t0 = time.perf_counter()
         try:
             mid = self.store.record(self.study, placement.key, key, m, agent=agent, trial_number=trial_number)
         finally:
+            self.stats.store_seconds += time.perf_counter() - t0
             if r is not None and self.claims is not None:
                 self.claims.release(self, key)
         m.extra["_id"] = mid
@@ -395,7 +407,9 @@ class Evaluator:
         if m is not None:
             self._memo.move_to_end(key)
             return m
+        t0 = time.perf_counter()
         m = self.store.lookup(*self.study.scope, key)
+        self.stats.store_seconds += time.perf_counter() - t0
         if m is not None:
             self._remember(key, m)
         return m
