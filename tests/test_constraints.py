@@ -188,3 +188,29 @@ def test_gpu_time_study_exports_and_ranks_in_the_store(tmp_path):
     plan = export_plan(store, ev.study_name)
     assert plan.measured["gpu_time_ms"] == pytest.approx(dla.objective("gpu_time"))
     assert plan.objective == "gpu_time"
+
+
+def test_export_and_studies_of_a_constrained_study_rank_feasible_first(tmp_path, capsys):
+    """`placetune export --study` of a constrained study exported its unconstrained best (all-DLA0,
+    0.94 ms against a 0.8 ms bound) and `studies` showed it as the best: the study now records its
+    constraints, and every reader ranks feasible measurements first."""
+    db = f"sqlite:///{tmp_path / 'pt.db'}"
+    assert main(["tune", "--model", "googlenet", "--mode", "engine", "--precision", "int8", "--objective", "energy",
+                 "--trials", "12", "--agent", "guided", "--storage", db, "--study", "bound",
+                 "--constraint", f"latency<={BOUND}", "--export", str(tmp_path / "tuned.json")]) == 0
+    capsys.readouterr()
+    assert main(["export", "--study", "bound", "--storage", db, "-o", str(tmp_path / "exported.json")]) == 0
+    assert "constraint latency<=0.8 ms: holds" in capsys.readouterr().out
+    tuned = json.loads((tmp_path / "tuned.json").read_text())
+    exported = json.loads((tmp_path / "exported.json").read_text())
+    assert exported["measured"]["latency_ms"]["median"] <= BOUND
+    assert exported["source"]["measurement_id"] == tuned["source"]["measurement_id"]
+    assert exported["measured"]["constraints"][0]["holds"] is True
+    assert main(["studies", "--storage", db, "--json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["studies"]
+    assert doc["constraints"] == [f"latency<={BOUND:g}"]
+    assert doc["best_measurement_id"] == tuned["source"]["measurement_id"]
+    # the constraints are fixed like the study's settings: another bound is another study
+    assert main(["tune", "--model", "googlenet", "--mode", "engine", "--precision", "int8", "--objective", "energy",
+                 "--trials", "12", "--storage", db, "--study", "bound", "--constraint", "latency<=0.7"]) == ConfigError.exit_code
+    assert "exists with constraints=[\"latency<=0.8\"]; this run has constraints=[\"latency<=0.7\"]" in capsys.readouterr().err

@@ -272,7 +272,8 @@ def test_device_profiles(body, table, work):
 _COLUMNS = {
     "pt_measurements": ["payload", "requested", "realized", "latency_samples", "status", "median_ms",
                         "throughput_fps", "trial_number", "created_at", "simulated", "reason", "energy_mj"],
-    "pt_studies": ["settings", "fingerprint", "batch", "mode", "platform", "objective", "precision", "created_at"],
+    "pt_studies": ["settings", "fingerprint", "batch", "mode", "platform", "objective", "precision", "created_at",
+                   "constraints"],
     "pt_models": ["shapes", "name", "path"],
     "pt_requests": ["measurement_id", "cache_hit", "trial_number", "agent"],
     "pt_schema": ["version"],

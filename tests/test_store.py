@@ -142,13 +142,13 @@ def db_path(tmp_path) -> Path:
 def test_schema_created_on_a_real_file(db_path, model):
     with Store(db_path) as store:
         assert store.url == f"sqlite:///{db_path}"
-        assert store.schema_version == SCHEMA_VERSION == 1
+        assert store.schema_version == SCHEMA_VERSION == 2
         open_study(store, model)
     con = sqlite3.connect(db_path)
     tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
     assert {"pt_schema", "pt_models", "pt_studies", "pt_measurements", "pt_requests"} <= tables
     assert all(t.startswith("pt_") for t in tables)
-    assert con.execute("select version from pt_schema").fetchall() == [(1,)]
+    assert con.execute("select version from pt_schema").fetchall() == [(2,)]
     assert con.execute("pragma journal_mode").fetchone()[0] == "wal"
     assert con.execute("select hash, name, n_layers from pt_models").fetchone() == (model.hash, model.name, len(model))
     shapes = json.loads(con.execute("select shapes from pt_models").fetchone()[0])
@@ -170,7 +170,7 @@ def test_newer_schema_is_refused(db_path):
     con.execute("update pt_schema set version = ?", (SCHEMA_VERSION + 1,))
     con.commit()
     con.close()
-    with pytest.raises(StoreError, match=r"schema v2, newer than this placetune \(v1\); upgrade placetune") as err:
+    with pytest.raises(StoreError, match=r"schema v3, newer than this placetune \(v2\); upgrade placetune") as err:
         Store(db_path)
     assert str(db_path) in str(err.value)
 
@@ -181,8 +181,35 @@ def test_older_schema_without_migration_is_refused(db_path):
     con.execute("update pt_schema set version = 0")
     con.commit()
     con.close()
-    with pytest.raises(StoreError, match=r"schema v0, older than this placetune \(v1\), and no migration"):
+    with pytest.raises(StoreError, match=r"schema v0, older than this placetune \(v2\), and no migration"):
         Store(db_path)
+
+
+def _downgrade_to_v1(db_path) -> None:
+    """The database as placetune wrote it with schema v1: no pt_studies.constraints column."""
+    con = sqlite3.connect(db_path)
+    con.execute("alter table pt_studies drop column constraints")
+    con.execute("update pt_schema set version = 1")
+    con.commit()
+    con.close()
+
+
+def test_v1_database_migrates_and_the_next_run_records_the_constraints(db_path, model):
+    """Schema v2 records a study's constraints; a v1 study reads back None ("not recorded"), keeps
+    its measurements, and takes the constraints of the next run that opens it."""
+    with Store(db_path) as store:
+        st = open_study(store, model, "c")
+        store.record(st, "r", "k", ok_measurement(model))
+    _downgrade_to_v1(db_path)
+    with Store(db_path) as store:
+        assert store.schema_version == 2
+        old = store.study("c")
+        assert old.constraints is None and len(store.measurements("c")) == 1
+        assert open_study(store, model, "c", constraints=["latency<=2"]).constraints == ["latency<=2"]
+    with Store(db_path) as store:
+        assert store.study("c").constraints == ["latency<=2"]
+        with pytest.raises(ConfigError, match=r'constraints=\["latency<=2"\]; this run has constraints=\[\]'):
+            open_study(store, model, "c")
 
 
 def test_shares_a_database_with_optuna(db_path, model):

@@ -79,7 +79,14 @@ def _fmt(value: float | None, objective: str) -> str:
 
 def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
     objective = st.objective.split("+")[0].strip()
-    rec = store.best(st.name, objective)
+    if st.constraints:  # feasible first, as tune and export rank them
+        from placetune.tuning.constraints import best_record
+        from placetune.tuning.objectives import get_objective
+
+        loss = get_objective(st.objective, st.constraints).loss
+        rec = best_record((r for r in store.measurements(st.name) if r.measurement.ok), loss)
+    else:
+        rec = store.best(st.name, objective)
     if rec is None:
         return None, None
     return rec.measurement.objective(objective), rec.id
@@ -104,7 +111,8 @@ def cmd_studies(args: argparse.Namespace) -> int:
             objective = st.objective.split("+")[0].strip()
             docs.append({
                 "study": st.name, "model": st.model_name, "platform": st.platform, "mode": st.mode,
-                "precision": st.precision, "objective": st.objective, "backend": st.backend,
+                "precision": st.precision, "objective": st.objective, "constraints": st.constraints or [],
+                "backend": st.backend,
                 "simulated": st.simulated, "trials": st.n_requests, "measured": st.n_measured, "ok": st.n_ok,
                 "cache_hits": st.n_cache_hits, "best": value, "best_unit": _UNITS.get(objective),
                 "best_measurement_id": mid,
@@ -115,7 +123,8 @@ def cmd_studies(args: argparse.Namespace) -> int:
     if not docs:
         print(f"no study in {store.url}")
         return 0
-    rows = [[d["study"], d["model"], d["platform"], d["mode"], d["objective"], d["trials"], d["measured"],
+    rows = [[d["study"], d["model"], d["platform"], d["mode"],
+             " ".join([d["objective"], *(f"({c})" for c in d["constraints"])]), d["trials"], d["measured"],
              _fmt(d["best"], d["objective"].split("+")[0]), "yes" if d["simulated"] else "no"] for d in docs]
     print(_table(rows, ["study", "model", "platform", "mode", "objective", "trials", "measured", "best",
                         "simulated"]))

@@ -320,7 +320,8 @@ def export_plan(
         measurement_id: export this stored measurement instead of the best one.
         objective: the study's :class:`~placetune.tuning.objectives.Objective` when it has
             constraints (or a metric the store cannot rank by, ``gpu_time``): the best feasible
-            measurement is exported and the plan says whether each bound holds.
+            measurement is exported and the plan says whether each bound holds. None: the
+            study's own objective and the constraints it was created with.
 
     Returns:
         The :class:`Plan`; :meth:`Plan.save` writes it.
@@ -334,6 +335,10 @@ def export_plan(
 
     st = store.study(study_name)
     records = store.measurements(study_name)
+    if objective is None and st.constraints:  # a constrained study ranks feasible first, as tune did
+        from placetune.tuning.objectives import get_objective
+
+        objective = get_objective(st.objective, st.constraints)
     if measurement_id is not None:
         rec = next((r for r in records if r.id == int(measurement_id)), None)
         if rec is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
 from placetune.errors import StoreError
@@ -16,9 +16,16 @@ __all__ = ["MIGRATIONS", "SchemaMixin"]
 
 log = logging.getLogger(__name__)
 
+
+def _v1_to_v2(conn: Connection) -> None:
+    """v2 records a study's constraints (``pt_studies.constraints``, JSON text). A v1 study gets
+    NULL, "not recorded": the next run that opens it with its constraints fills them in."""
+    conn.execute(text("ALTER TABLE pt_studies ADD COLUMN constraints TEXT"))
+
+
 #: ``MIGRATIONS[v](conn)`` upgrades the ``pt_*`` tables from schema ``v`` to ``v + 1``
-#: inside the caller's transaction. Empty: version 1 is the first schema.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+#: inside the caller's transaction.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
 
 
 class SchemaMixin(ConnectionMixin):

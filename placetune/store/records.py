@@ -38,6 +38,8 @@ class StudyRecord:
         n_cache_hits: requests answered from the store without measuring.
         n_measured: measurements this study made (first in its cache scope).
         n_ok: those of them with status ``ok``.
+        constraints: the study's bounds as written (``["latency<=0.8"]``; ``[]``: none); None for a
+            study an older placetune created without recording them.
     """
 
     id: int
@@ -61,6 +63,7 @@ class StudyRecord:
     n_cache_hits: int = 0
     n_measured: int = 0
     n_ok: int = 0
+    constraints: list[str] | None = None
 
     @property
     def scope(self) -> tuple[str, str, str]:

@@ -7,7 +7,7 @@ hold the queries; this module holds only the schema.
 Tables:
     ``pt_schema``: one row, the schema version of the database.
     ``pt_models``: every model a study was run on (content hash, shapes).
-    ``pt_studies``: a named search with its fixed settings and machine fingerprint.
+    ``pt_studies``: a named search with its fixed settings, constraints and machine fingerprint.
     ``pt_measurements``: one row per measured *realised* placement and cache scope;
         unique on ``(model_hash, fingerprint_hash, settings_hash, placement_key)``.
     ``pt_requests``: one row per evaluation request (cache hits included).
@@ -58,7 +58,7 @@ __all__ = [
 
 #: Version of the ``pt_*`` tables written by this placetune. Bump it (and add a
 #: migration to :data:`placetune.store.migration.MIGRATIONS`) whenever a table changes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def utcnow() -> datetime:
@@ -226,6 +226,9 @@ class StudyRow(Base):
     fingerprint_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     simulated: Mapped[bool] = mapped_column(Boolean, nullable=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow)
+    #: the bounds of a constrained study (``["latency<=0.8"]``; ``[]``: none). NULL: a study of
+    #: schema v1, which did not record them (filled in by the next run that opens the study).
+    constraints: Mapped[Any] = mapped_column(JSONText, nullable=True)
 
 
 class MeasurementRow(Base):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select
@@ -131,6 +131,7 @@ class StudiesMixin(ConnectionMixin):
         settings: Mapping[str, Any] | Any,
         fingerprint: Mapping[str, Any] | None,
         simulated: bool,
+        constraints: Sequence[str] | None = None,
     ) -> StudyRecord:
         """Create a study, or reopen it to resume when every setting is the same.
 
@@ -146,6 +147,9 @@ class StudiesMixin(ConnectionMixin):
             settings: a :class:`~placetune.settings.Settings` or its ``to_dict()``.
             fingerprint: what identifies the measuring machine (versions, clocks...).
             simulated: True when measuring the simulated Jetson.
+            constraints: the study's bounds as written (``["latency<=0.8"]``): fixed like its
+                settings, and read back by ``export``, ``studies`` and ``report`` to rank its
+                measurements feasible first.
 
         Returns:
             The study, with counts.
@@ -180,6 +184,7 @@ class StudiesMixin(ConnectionMixin):
                 fingerprint_d, platform=str(platform), backend=str(backend), simulated=bool(simulated)
             ),
             "simulated": bool(simulated),
+            "constraints": [str(c) for c in constraints or ()],
         }
         existing = self._find_study(name)
         if existing is not None and existing.model_hash != model.hash \
@@ -198,6 +203,8 @@ class StudiesMixin(ConnectionMixin):
                         raise self._translate(exc, f"creating study {name!r}") from None
             existing = self._find_study(name)
             assert existing is not None
+        if existing.constraints is None:  # schema v1 did not record them: this run's are the study's
+            existing = self._record_constraints(name, want["constraints"])
         self._check_same(existing, model, want)
         self._studies[name] = existing
         return existing
@@ -224,6 +231,18 @@ class StudiesMixin(ConnectionMixin):
         self._studies.clear()
         return self._find_study(name)
 
+    def _record_constraints(self, name: str, constraints: list[str]) -> StudyRecord:
+        """Fill in the constraints of a study created before they were recorded (still NULL)."""
+        from sqlalchemy import update
+
+        with self._txn(f"recording the constraints of study {name!r}", write=True) as conn:
+            conn.execute(update(_S).where(_S.c.name == name, _S.c.constraints.is_(None))
+                         .values(constraints=constraints))
+        self._studies.pop(name, None)
+        found = self._find_study(name)
+        assert found is not None
+        return found
+
     @staticmethod
     def _check_same(st: StudyRecord, model: Any, want: dict[str, Any]) -> None:
         old: list[str] = []
@@ -231,7 +250,7 @@ class StudiesMixin(ConnectionMixin):
         if st.model_hash != model.hash:
             old.append(f"model={st.model_name} (hash {st.model_hash[:12]})")
             new.append(f"model={model.name} (hash {model.hash[:12]})")
-        top = ("platform", "backend", "mode", "objective", "precision", "batch", "simulated")
+        top = ("platform", "backend", "mode", "objective", "constraints", "precision", "batch", "simulated")
         named = set()
         for key in top:
             if getattr(st, key) != want[key]:
@@ -290,6 +309,7 @@ class StudiesMixin(ConnectionMixin):
             fingerprint_hash=row.fingerprint_hash,
             simulated=bool(row.simulated),
             created_at=row.created_at,
+            constraints=None if row.constraints is None else list(row.constraints),
             **counts,
         )
 
@@ -349,6 +369,8 @@ _STUDY_ROW_SCHEMA: dict[str, tuple[Any, str]] = {
     "batch": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer"),
     "settings": (lambda v: isinstance(v, dict), "a JSON object"),
     "fingerprint": (lambda v: v is None or isinstance(v, dict), "a JSON object"),
+    "constraints": (lambda v: v is None or (isinstance(v, list) and all(isinstance(c, str) for c in v)),
+                    "a JSON list of texts"),
 }
 
 

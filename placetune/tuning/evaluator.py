@@ -176,6 +176,7 @@ class Evaluator:
             settings=self.settings.to_dict(),
             fingerprint=self.fingerprint,
             simulated=self.backend.simulated,
+            constraints=[c.text for c in self.objective.constraints],
         )
         self._memo: OrderedDict[str, Measurement] = OrderedDict()
         self._realised_key: OrderedDict[str, str] = OrderedDict()  # requested key -> realised key
