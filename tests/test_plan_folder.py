@@ -130,6 +130,7 @@ def test_pipeline_folder_builds_and_its_segments_reproduce_the_model(pipeline_st
     assert [{k: e[k] for k in keys} for e in plain.engines] == [{k: e[k] for k in keys} for e in plan.engines]
     readme = (out / "README.txt").read_text()
     assert "sh build.sh" in readme and "trtexec --loadEngine=model.seg1.engine --useDLACore=0" in readme
+    assert "placetune build ." in readme and "placetune.runtime.load(" in readme and "rt.stream(" in readme
 
 
 def test_engine_and_replicas_plans_get_the_same_folder(tmp_path, capsys):

@@ -179,6 +179,14 @@ def _readme(plan: "Plan", calib: str | None) -> str:
                   "   next free replica; each replica runs the whole network:"]
         for e in plan.engines:
             lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
+    lines += ["", "Or with placetune on the Jetson (pip install placetune, TensorRT's Python bindings visible):",
+              "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere",
+              "   then, in the application (the runtime placetune timed the plan with):",
+              "     import placetune.runtime",
+              "     rt = placetune.runtime.load(\"this folder\")",
+              "     outputs = rt({\"input name\": array})                     # one inference",
+              "     for outputs in rt.stream(batches, frames_in_flight=K):  # steady-state throughput, in order",
+              "         ..."]
     return "\n".join(lines) + "\n"
 
 
