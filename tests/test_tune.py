@@ -89,6 +89,18 @@ def test_sigint_stops_cleanly_and_resume_finishes_budget(tmp_path):
     assert len(keys) == len(set(keys))  # no realised placement measured twice
 
 
+def test_an_unmeasured_core_swapped_baseline_says_why(tmp_path, capsys):
+    """The embedded default printed 'all-DLA1 (+fallback) not measured' with no reason: the guided
+    agent measures one plan of each DLA0/DLA1-swapped pair, and the summary now says so."""
+    code = main(["tune", "--model", "seed-block", "--mode", "pipeline", "--trials", "8",
+                 "--storage", f"sqlite:///{tmp_path / 'pt.db'}", "--export", str(tmp_path / "plan.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    row = next(x for x in out.splitlines() if x.startswith("all-DLA1 (+fallback)"))
+    assert "not measured; the guided agent measures one plan of each pair that swaps DLA0 and DLA1" in row
+    assert re.search(r"^all-DLA0 \(\+fallback\) +[\d.]+ ", out, re.M)
+
+
 @pytest.mark.parametrize("path", sorted(STUDIES.glob("*.toml")), ids=lambda p: p.name)
 def test_every_study_file_loads(path):
     cfg = load_study_file(path)

@@ -349,7 +349,9 @@ class Tuner:
         self._say("-" * len(header))
         for label_, m in rows:
             if m is None:
-                self._say(f"{label_:{width}s} {'not measured':>11s}")
+                twin = ("; the guided agent measures one plan of each pair that swaps DLA0 and DLA1 "
+                        "(identical cores): see all-DLA0") if label_.startswith("all-DLA1") and self.cfg.agent == "guided" else ""
+                self._say(f"{label_:{width}s} {'not measured':>11s}{twin}")
                 continue
             if not m.ok:
                 self._say(f"{label_:{width}s} {m.status}: {m.reason or ''}"[:120])
