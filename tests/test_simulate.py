@@ -94,10 +94,31 @@ def test_two_engines_on_one_dla_core_serialise(seed_block):
 def test_dla_time_linear_in_batch_gpu_sublinear(resnet18, resnet18_bs8):
     dla = [measure(Placement.all_dla(m)) for m in (resnet18, resnet18_bs8)]
     gpu = [measure(Placement.all_gpu(m)).latency_ms["median"] for m in (resnet18, resnet18_bs8)]
-    on_dla = [sum(t for n, t in d.layer_times_ms.items() if d.realized[n] != "GPU") for d in dla]
+    on_dla = []  # the cost model's own DLA layer times (layer_times_ms splits each loadable evenly)
+    for d, m in zip(dla, (resnet18, resnet18_bs8)):
+        codes = np.array([0 if d.realized[n] == "GPU" else 1 for n in m.names])
+        t, _, _ = cost_table(m, ORIN, "int8", m.batch).layer_costs(codes)
+        on_dla.append(float(t[codes > 0].sum()))
     assert 7.5 < on_dla[1] / on_dla[0] <= 8.0 + 1e-9  # the DLA loops over the batch items
     engine = dla[1].latency_ms["median"] / dla[0].latency_ms["median"]  # + fixed island/boundary costs
     assert gpu[1] / gpu[0] < 6.0 and engine > gpu[1] / gpu[0]
+
+
+def test_layer_times_are_reported_as_tensorrt_reports_them(resnet18):
+    """A DLA loadable is one profiler entry ({ForeignNode[...]}) that the TensorRT backends split
+    evenly over its layers: the simulated backend reports the same (it reported each DLA layer's
+    own modelled time, which no Jetson shows), while GPU layers keep their own times."""
+    names = resnet18.names
+    half = len(names) // 2
+    m = measure(Placement(resnet18, {n: "DLA0" for n in names[half:]}))  # a GPU segment comes first
+    dla_segs = [s for s in m.segment_times_ms if s["device"] != "GPU"]
+    assert dla_segs and all(s["index"] > 0 for s in dla_segs)
+    for seg in dla_segs:  # each loadable's layers share its time (island overhead and boundaries included)
+        layers = [names[j] for a, b in seg["ranges"] for j in range(a, b + 1)]
+        assert len({round(m.layer_times_ms[n], 12) for n in layers}) == 1
+        assert sum(m.layer_times_ms[n] for n in layers) == pytest.approx(seg["time_ms"], rel=1e-9)
+    gpu_times = [m.layer_times_ms[n] for n in names if m.realized[n] == "GPU"]
+    assert len(set(round(v, 12) for v in gpu_times)) > 5  # GPU layers are timed one by one
 
 
 def test_more_islands_is_slower(model_bn):

@@ -132,8 +132,10 @@ def observations(model: "Model", platform: "Platform", settings: "Settings", mea
             rows += 1
         lt = m.layer_times_ms or {}
         if lt:
+            # GPU layers only: a DLA loadable is one profiler entry, which the backends split evenly
+            # over its layers; its time is the segment observation above, not a time per layer
             pairs = [(g.index[n], float(v)) for n, v in lt.items() if n in g.index and v and v > 0]
-            pairs = [(j, v) for j, v in pairs if t[j] > 0 and math.isfinite(v)]
+            pairs = [(j, v) for j, v in pairs if t[j] > 0 and math.isfinite(v) and kind[j] == 0]
             if pairs:
                 idx = np.array([j for j, _ in pairs], dtype=np.intp)
                 out.append(Observation(group, "layers", 0.0, model, idx, kind[idx], t[idx],

@@ -187,6 +187,7 @@ class SimulatedJetson:
         bms, bby, nb = table.boundary_costs(codes)
         segs = r.realized.segments(pipeline=False)
         seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
+        profiled = profiled_layer_times(t, segs, seg_time, seg_dev, table.g)
         seg_time[0] += table.engine_ms  # one engine: one enqueue + synchronisation per inference
         latency = float(seg_time.sum())
         busy = {d: float(seg_time[seg_dev == c].sum()) for c, d in enumerate(CODE_DEVICE) if (seg_dev == c).any()}
@@ -201,7 +202,7 @@ class SimulatedJetson:
         extra = {"boundaries": nb, "boundary_ms": float(bms.sum()), "islands": int((seg_dev > 0).sum()),
                  "fused_layers": int(fused.sum()), "busy_ms": busy}
         return self._finish(settings, platform, base, r, latency, None, busy, latency,
-                            seg_list, t, table, events, extra)
+                            seg_list, profiled, table, events, extra)
 
     # ---------------------------------------------------------------- pipeline
     def _pipeline(self, r, platform, settings, table: CostTable, codes, base) -> Measurement:
@@ -209,6 +210,7 @@ class SimulatedJetson:
         bms, bby, nb = table.boundary_costs(codes)
         segs = r.realized.segments(pipeline=True)
         seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
+        profiled = profiled_layer_times(t, segs, seg_time, seg_dev, table.g)
         seg_time = seg_time + table.engine_ms  # every segment is an engine
         sens = _sensitivity(table)
         one = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=1, in_flight=1), sens)
@@ -236,7 +238,7 @@ class SimulatedJetson:
                              "start_ms": task.start, "end_ms": task.end, "predecessors": list(s.predecessors),
                              "ranges": _ranges(s.layers, table.g)})
         return self._finish(settings, platform, base, r, latency, None, busy, period,
-                            seg_list, t, table, events, extra)
+                            seg_list, profiled, table, events, extra)
 
     # ---------------------------------------------------------------- replicas
     def _replicas(self, r, platform, settings, power, codes, base) -> Measurement:
@@ -399,6 +401,23 @@ def _codes(realized: dict[str, str], g) -> np.ndarray:
     if len(realized) != g.n or list(realized) != g.names:
         realized = {n: realized[n] for n in g.names}
     return np.fromiter(map(DEVICE_CODE.__getitem__, realized.values()), dtype=np.intp, count=g.n)
+
+
+def profiled_layer_times(t: np.ndarray, segs, seg_time: np.ndarray, seg_dev: np.ndarray, g) -> np.ndarray:
+    """Per-layer times as the TensorRT backends report them (``Measurement.layer_times_ms``).
+
+    TensorRT's profiler times a DLA loadable as one ``{ForeignNode[...]}`` entry, and the
+    backends (:func:`placetune.backends.tensorrt.buildlog.attribute_profile`) split that entry's
+    time, copies included, evenly over its layers; GPU layers are timed one by one. The simulated
+    backend reports the same, so a calibration fit sees on the simulator no more than it would
+    see on a Jetson: a DLA segment's time (its island overhead and incoming boundaries
+    included), not how it divides among the segment's layers.
+    """
+    out = t.copy()
+    for s, ms, dev in zip(segs, seg_time.tolist(), seg_dev.tolist()):
+        if dev > 0 and s.layers:
+            out[[g.index[n] for n in s.layers]] = ms / len(s.layers)
+    return out
 
 
 def _segment_sums(segs, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
