@@ -36,7 +36,7 @@ from placetune.backends.simulate.simulator import (
 from placetune.backends.simulate.steady import steady_state
 from placetune.placement.placement import DEVICES, Placement, Segment, normalise_device, producer_indexes
 from placetune.placement.realise import MAX_LOADABLES_PER_CORE, dla_support, realise
-from placetune.placement.segmenting import segment_arrays
+from placetune.placement.segmenting import ProducerArrays, segment_arrays
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -123,7 +123,7 @@ class IncrementalSimulator:
         self.gpu_fallback, self.dla_core, self.trt_version = gpu_fallback, dla_core, trt_version
         self.names = model.names
         self.index = {n: i for i, n in enumerate(self.names)}
-        self.producers = producer_indexes(model)
+        self.producers = ProducerArrays(producer_indexes(model))
         self.power = power_factor(platform, settings.power_mode)
         self.allowed = np.array([d in platform.devices for d in DEVICES])
         self.fast = (settings.mode in ("engine", "pipeline") and self.power is not None and gpu_fallback
@@ -216,18 +216,19 @@ class IncrementalSimulator:
         for d in sa.device:
             counts[d] += 1
         if counts[1] > MAX_LOADABLES_PER_CORE or counts[2] > MAX_LOADABLES_PER_CORE:
-            dev = dev.copy()
+            drop = np.zeros(len(sa.device), dtype=bool)  # segments past a core's 16th: to the GPU
             seen = [0, 0, 0]
-            for d, layers in zip(sa.device, sa.layers):
+            for k, d in enumerate(sa.device):
                 if d and counts[d] > MAX_LOADABLES_PER_CORE:
                     seen[d] += 1
                     if seen[d] > MAX_LOADABLES_PER_CORE:
-                        dev[layers] = 0
+                        drop[k] = True
+            dev = np.where(drop[sa.seg_of], 0, dev).astype(np.int8)
             sa = self._segments(dev, pipeline)
         return dev, sa
 
     def _segments(self, dev: np.ndarray, pipeline: bool):
-        return segment_arrays(self.producers, dev.tolist(), pipeline)
+        return segment_arrays(self.producers, dev, pipeline)
 
     def _figures(self, dev: np.ndarray, sa) -> tuple:
         """(stats, fps, power_w, energy_mj, period_ms, busy_ms) of a realised code vector."""
@@ -237,7 +238,7 @@ class IncrementalSimulator:
         bms, bby, _ = table.boundary_costs(codes)
         pipeline = s.mode == "pipeline"
         seg_dev = np.array(sa.device, dtype=np.intp)
-        seg_time, seg_bytes, seg_dev = segment_sums_of(np.array(sa.seg_of, dtype=np.intp), seg_dev, table,
+        seg_time, seg_bytes, seg_dev = segment_sums_of(sa.seg_of, seg_dev, table,
                                                        t + bms, by + bby)
         if pipeline:
             seg_time = seg_time + table.engine_ms
