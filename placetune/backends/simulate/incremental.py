@@ -29,12 +29,12 @@ import numpy as np
 
 from placetune.backends.simulate.costs import CODE_DEVICE, DEVICE_CODE, cost_table, power_factor
 from placetune.backends.simulate.profiled import apply_profile
-from placetune.backends.simulate.schedule import run
+from placetune.backends.simulate.schedule import run_one_frame
 from placetune.backends.simulate.simulator import (
-    DLA_MAX_BATCH, SimulatedJetson, _demands, _frame_tasks, _sensitivity, figures, segment_sums_of,
+    DLA_MAX_BATCH, SimulatedJetson, _demands, _sensitivity, figures, segment_sums_of,
 )
 from placetune.backends.simulate.steady import steady_state
-from placetune.placement.placement import DEVICES, Placement, Segment, normalise_device, producer_indexes
+from placetune.placement.placement import DEVICES, Placement, normalise_device, producer_indexes
 from placetune.placement.realise import MAX_LOADABLES_PER_CORE, dla_support, realise
 from placetune.placement.segmenting import ProducerArrays, segment_arrays
 
@@ -133,6 +133,7 @@ class IncrementalSimulator:
             self.table = apply_profile(cost_table(model, platform, settings.precision, model.batch, self.power),
                                        self.backend.profile)
             self.sens = _sensitivity(self.table)
+            self.sens3 = tuple(self.sens[d] for d in CODE_DEVICE)
             if platform.dla_count > 0 and settings.precision != "fp32":
                 sup = dla_support(model, platform, settings.precision, trt_version)
                 self.supported = np.array([sup[n].supported for n in self.names])
@@ -242,16 +243,14 @@ class IncrementalSimulator:
                                                        t + bms, by + bby)
         if pipeline:
             seg_time = seg_time + table.engine_ms
-            segs = [Segment(i, CODE_DEVICE[d], (), p) for i, (d, p) in enumerate(zip(sa.device, sa.preds))]
-            one = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=1, in_flight=1), self.sens)
-            latency = one.makespan
+            demand = _demands(seg_time, seg_bytes, table)
+            latency, one_busy = run_one_frame(sa.device, seg_time.tolist(), demand.tolist(), sa.preds, self.sens3)
             k = s.frames_in_flight
             if k == 1:
                 period = latency
-                busy = {d: v for d, v in ((d, one.busy_ms(d)) for d in one.busy) if v > 0}
+                busy = {CODE_DEVICE[d]: v for d, v in one_busy}
             else:
-                ss = steady_state(seg_dev, seg_time, _demands(seg_time, seg_bytes, table), latency, k,
-                                  tuple(self.sens[d] for d in CODE_DEVICE))
+                ss = steady_state(seg_dev, seg_time, demand, latency, k, self.sens3)
                 period = ss.period_ms
                 busy = {d: v for d, v in zip(CODE_DEVICE, ss.busy_ms) if v > 0}
         else:
