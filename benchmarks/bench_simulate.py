@@ -8,9 +8,11 @@ what search agents produce. Cost tables are built once per model (first call, no
 
 Incremental rows: ``IncrementalSimulator.evaluate_move`` on single-move neighbours (one layer to
 another device) of a hill-climbing walk from a "blocks" placement, with the memo cleared before
-every evaluation (each neighbour costed afresh) and with it (a local optimum's neighbours repeat), and ``evaluate`` on random placements. ``--before REV``
-also runs this script's full-path rows with the code of git revision REV (extracted to a temp dir,
-run in a subprocess) and prints the ratios side by side. ``--memory`` prints the peak traced
+every evaluation (each neighbour costed afresh: a placement never evaluated before, the simulator
+keeps no other memo) and with it (a local optimum's neighbours repeat), and ``evaluate`` on random
+placements. ``--before REV`` also runs this script's rows (full path and incremental) with the
+code of git revision REV (extracted to a temp dir, run in a subprocess) and prints the ratios side
+by side. ``--memory`` prints the peak traced
 memory after 10,000 and 100,000 neighbour evaluations.
 
 Usage::
@@ -146,8 +148,23 @@ def full_rows(platform, seconds: float) -> dict[str, list[float]]:
     return out
 
 
-def run_before(rev: str, platform: str, seconds: float) -> dict[str, list[float]]:
-    """full_rows() with the code of git revision ``rev`` (this script's functions, that revision's package)."""
+INCREMENTAL_KINDS = ("cold", "neighbours", "random")
+
+
+def incremental_rows(platform, seconds: float) -> dict[str, list[float]]:
+    """Per model: IncrementalSimulator evaluations/s for each of INCREMENTAL_KINDS."""
+    models = load_models()
+    return {label: [bench_incremental(models[label], platform, kind, seconds) for kind in INCREMENTAL_KINDS]
+            for label in ("resnet50", "vit-tiny depth 32")}
+
+
+def both_rows(platform, seconds: float) -> dict[str, dict[str, list[float]]]:
+    """full_rows() and incremental_rows()."""
+    return {"full": full_rows(platform, seconds), "incremental": incremental_rows(platform, seconds)}
+
+
+def run_before(rev: str, platform: str, seconds: float) -> dict[str, dict[str, list[float]]]:
+    """both_rows() with the code of git revision ``rev`` (this script's functions, that revision's package)."""
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "-C", str(root), "archive", rev, "placetune"], check=True, capture_output=True)
@@ -159,7 +176,7 @@ def run_before(rev: str, platform: str, seconds: float) -> dict[str, list[float]
                 f"import importlib.util as u; s = u.spec_from_file_location('b', {str(script)!r});"
                 f"b = u.module_from_spec(s); s.loader.exec_module(b);"
                 f"from placetune.hardware.platforms import get_platform;"
-                f"print(json.dumps(b.full_rows(get_platform({platform!r}), {seconds!r})))")
+                f"print(json.dumps(b.both_rows(get_platform({platform!r}), {seconds!r})))")
         res = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -176,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.all:
         return main_all(platform, args.seconds)
     print(f"simulated Jetson speed on {platform.name}, INT8, one Python process ({args.seconds:g} s per row)\n")
-    before = run_before(args.before, args.platform, args.seconds) if args.before else {}
+    both = run_before(args.before, args.platform, args.seconds) if args.before else {}
+    before = both.get("full", {})
     after = full_rows(platform, args.seconds)
     head = "| model | mode | placements | eval/s incl. realise() | measure() only |"
     if before:
@@ -194,14 +212,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"| {label} | {shown} | {kind} | {full:,.0f} | {meas:,.0f} |")
     models = load_models()
-    print("\nIncrementalSimulator, pipeline K=4 (evaluations/s, figures equal the full measurement):\n")
-    print("| model | single-move neighbours, memo off | hill-climbing walk, memo on | random placements |")
-    print("|---|---:|---:|---:|")
-    for label in ("resnet50", "vit-tiny depth 32"):
-        cold = bench_incremental(models[label], platform, "cold", args.seconds)
-        nb = bench_incremental(models[label], platform, "neighbours", args.seconds)
-        rnd = bench_incremental(models[label], platform, "random", args.seconds)
-        print(f"| {label} | {cold:,.0f} | {nb:,.0f} | {rnd:,.0f} |")
+    print("\nIncrementalSimulator, pipeline K=4 (evaluations/s, figures equal the full measurement). \"memo off\": the "
+          "memo of realisations and figures is cleared before every neighbour, so each is a placement never evaluated "
+          "before (no other memo exists):\n")
+    inc = incremental_rows(platform, args.seconds)
+    cols = ("single-move neighbours, memo off", "hill-climbing walk, memo on", "random placements")
+    if both:
+        head = "| model | " + " | ".join(f"{c}: before ({args.before}) | after | ratio" for c in cols) + " |"
+        print(head)
+        print("|---|" + "---:|" * (head.count("|") - 2))
+        for label, vals in inc.items():
+            old = both["incremental"][label]
+            print(f"| {label} | " + " | ".join(f"{b:,.0f} | {a:,.0f} | {a / b:.2f}x" for b, a in zip(old, vals)) + " |")
+    else:
+        print("| model | " + " | ".join(cols) + " |")
+        print("|---|---:|---:|---:|")
+        for label, (cold, nb, rnd) in inc.items():
+            print(f"| {label} | {cold:,.0f} | {nb:,.0f} | {rnd:,.0f} |")
     if args.memory:
         mem = peak_memory(models["resnet50"], platform)
         (c1, m1, k1), (c2, m2, k2) = mem

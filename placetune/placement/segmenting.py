@@ -153,7 +153,23 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
             succ.append(set())
             seg_of[i] = sid
             continue
-        prod_segs = {q if parent[q] == q else find(q) for q in (seg_of[head_of[p]] for p in prods)}
+        if len(prods) == 2:  # the commonest join (a residual add, a matmul of two tensors)
+            q = seg_of[head_of[prods[0]]]
+            if parent[q] != q:
+                q = find(q)
+            r = seg_of[head_of[prods[1]]]
+            if parent[r] != r:
+                r = find(r)
+            if q == r:
+                if device[q] == d:  # both from one segment on its device: join it
+                    members[q].append(i)
+                    seg_of[i] = q
+                    continue
+                prod_segs = {q}
+            else:
+                prod_segs = {q, r}
+        else:
+            prod_segs = {q if parent[q] == q else find(q) for q in (seg_of[head_of[p]] for p in prods)}
         same = [q for q in prod_segs if device[q] == d]
         joinable: list[int] = []
         if len(prod_segs) == 1 and same:
