@@ -99,7 +99,7 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
     parent: list[int] = []  # union-find over segment ids
     preds: list[set[int]] = []
     device: list[int] = []
-    members: list[list[int]] = []  # head layers of each segment
+    first: list[int] = []  # first layer of each segment (heads come in layer order; -1: merged away)
     seg_of: dict[int, int] = {}  # head layer -> segment id
     bit: list[int] = []  # mask of the original segment ids merged into a root
     anc: list[int] = []  # root -> mask of every ancestor segment id, kept up to date eagerly
@@ -125,7 +125,7 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
         parent.append(sid)
         preds.append(set(prod_segs))
         device.append(d)
-        members.append([i])
+        first.append(i)
         bit.append(1 << sid)
         m = 0
         for q in prod_segs:
@@ -146,7 +146,7 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
             parent.append(sid)
             preds.append({q})
             device.append(d)
-            members.append([i])
+            first.append(i)
             bit.append(1 << sid)
             anc.append(bit[q] | anc[q])
             succ[q].add(sid)
@@ -162,7 +162,6 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
                 r = find(r)
             if q == r:
                 if device[q] == d:  # both from one segment on its device: join it
-                    members[q].append(i)
                     seg_of[i] = q
                     continue
                 prod_segs = {q}
@@ -201,8 +200,9 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
                     reorder = True  # a merge: ids no longer follow the segments' first layers
                     parent[q] = target
                     preds[target] |= preds[q]
-                    members[target].extend(members[q])
-                    members[q] = []
+                    if first[q] < first[target]:
+                        first[target] = first[q]
+                    first[q] = -1
                     bit[target] |= bit[q]
                     anc[target] |= anc[q]
                     succ[target] |= succ[q]
@@ -214,7 +214,6 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
                     succ[e].add(target)
                 preds[target] = {find(q) for q in preds[target]} - {target}
                 propagate(target)
-            members[target].append(i)
             seg_of[i] = target
         else:
             new(i, d, prod_segs)
@@ -224,9 +223,7 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
         head_seg = np.zeros(n, dtype=np.intp)
         head_seg[heads_arr] = [seg_of[h] for h in heads]
         return SegmentArrays(device, [tuple(p) if len(p) == 1 else tuple(sorted(p)) for p in preds], head_seg[ptr])
-    roots = [r for r in range(len(parent)) if parent[r] == r and members[r]]
-    for r in roots:
-        members[r].sort()
+    roots = [r for r in range(len(parent)) if parent[r] == r and first[r] >= 0]
     # Topological order of the segment DAG, ties broken by the first layer's position (a
     # segment's first layer is a head: a chain's layers come after its head).
     rpreds = {r: {find(p) for p in preds[r]} - {r} for r in roots}
@@ -235,7 +232,7 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
         for q in rpreds[r]:
             users[q].append(r)
     waiting = {r: len(rpreds[r]) for r in roots}
-    ready = [(members[r][0], r) for r in roots if waiting[r] == 0]
+    ready = [(first[r], r) for r in roots if waiting[r] == 0]
     heapq.heapify(ready)
     ordered: list[int] = []
     while ready:
@@ -244,7 +241,7 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
         for u in users[r]:
             waiting[u] -= 1
             if waiting[u] == 0:
-                heapq.heappush(ready, (members[u][0], u))
+                heapq.heappush(ready, (first[u], u))
     new_id = {r: k for k, r in enumerate(ordered)}
     head_seg = np.zeros(n, dtype=np.intp)
     head_seg[heads_arr] = [new_id[find(seg_of[h])] for h in heads]
