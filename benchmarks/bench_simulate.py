@@ -12,12 +12,13 @@ every evaluation (each neighbour costed afresh: a placement never evaluated befo
 keeps no other memo) and with it (a local optimum's neighbours repeat), and ``evaluate`` on random
 placements. ``--before REV`` also runs this script's rows (full path and incremental) with the
 code of git revision REV (extracted to a temp dir, run in a subprocess) and prints the ratios side
-by side. ``--memory`` prints the peak traced
+by side; ``--repeat N`` alternates the two N times and keeps each row's best figure (this
+machine's other load slows runs unevenly). ``--memory`` prints the peak traced
 memory after 10,000 and 100,000 neighbour evaluations.
 
 Usage::
 
-    python benchmarks/bench_simulate.py [--seconds 1.5] [--platform orin-agx] [--before HEAD~3] [--memory]
+    python benchmarks/bench_simulate.py [--seconds 1.5] [--platform orin-agx] [--before HEAD~3 [--repeat 3]] [--memory]
 """
 
 from __future__ import annotations
@@ -163,6 +164,13 @@ def both_rows(platform, seconds: float) -> dict[str, dict[str, list[float]]]:
     return {"full": full_rows(platform, seconds), "incremental": incremental_rows(platform, seconds)}
 
 
+def best_of(a: dict, b: dict) -> dict:
+    """Element-wise maximum of two results of both_rows() (``a`` may be empty)."""
+    if not a:
+        return b
+    return {part: {k: [max(x, y) for x, y in zip(a[part][k], b[part][k])] for k in b[part]} for part in b}
+
+
 def run_before(rev: str, platform: str, seconds: float) -> dict[str, dict[str, list[float]]]:
     """both_rows() with the code of git revision ``rev`` (this script's functions, that revision's package)."""
     root = Path(__file__).resolve().parents[1]
@@ -187,15 +195,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--platform", default="orin-agx")
     ap.add_argument("--before", metavar="REV", help="git revision to compare the full path with (e.g. HEAD~4)")
     ap.add_argument("--memory", action="store_true", help="peak memory over 10,000 and 100,000 evaluations")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --before: run before and after alternately this many times, best figure of each")
     ap.add_argument("--all", action="store_true", help="every model and mode (the original table)")
     args = ap.parse_args(argv)
     platform = get_platform(args.platform)
     if args.all:
         return main_all(platform, args.seconds)
     print(f"simulated Jetson speed on {platform.name}, INT8, one Python process ({args.seconds:g} s per row)\n")
-    both = run_before(args.before, args.platform, args.seconds) if args.before else {}
+    both, now = {}, {}
+    for _ in range(max(1, args.repeat) if args.before else 1):  # alternate: a noisy machine slows both alike
+        if args.before:
+            both = best_of(both, run_before(args.before, args.platform, args.seconds))
+        now = best_of(now, both_rows(platform, args.seconds))
     before = both.get("full", {})
-    after = full_rows(platform, args.seconds)
+    after = now["full"]
     head = "| model | mode | placements | eval/s incl. realise() | measure() only |"
     if before:
         head = (f"| model | mode | placements | before ({args.before}) incl. realise() | after incl. realise() | ratio "
@@ -211,11 +225,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {meas / bm:.1f}x |")
         else:
             print(f"| {label} | {shown} | {kind} | {full:,.0f} | {meas:,.0f} |")
-    models = load_models()
     print("\nIncrementalSimulator, pipeline K=4 (evaluations/s, figures equal the full measurement). \"memo off\": the "
           "memo of realisations and figures is cleared before every neighbour, so each is a placement never evaluated "
           "before (no other memo exists):\n")
-    inc = incremental_rows(platform, args.seconds)
+    inc = now["incremental"]
     cols = ("single-move neighbours, memo off", "hill-climbing walk, memo on", "random placements")
     if both:
         head = "| model | " + " | ".join(f"{c}: before ({args.before}) | after | ratio" for c in cols) + " |"
@@ -230,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, (cold, nb, rnd) in inc.items():
             print(f"| {label} | {cold:,.0f} | {nb:,.0f} | {rnd:,.0f} |")
     if args.memory:
-        mem = peak_memory(models["resnet50"], platform)
+        mem = peak_memory(load_models()["resnet50"], platform)
         (c1, m1, k1), (c2, m2, k2) = mem
         print(f"\npeak traced memory, resnet50 pipeline K=4 random walk of single moves: {c1:,} evals {m1:.1f} MiB "
               f"({k1} memo entries), {c2:,} evals {m2:.1f} MiB ({k2} memo entries): {(m2 / m1 - 1) * 100:+.1f}%")
