@@ -28,6 +28,7 @@ class ProducerArrays:
         producers: per layer, the layer numbers it reads from.
         single: per layer, its producer when it has exactly one, else itself.
         has_single: per layer, whether it has exactly one producer.
+        arange: the layer numbers (``np.arange(n)``).
     """
 
     __slots__ = ("producers", "single", "has_single", "arange")
