@@ -8,14 +8,17 @@ what search agents produce. Cost tables are built once per model (first call, no
 
 Incremental rows: ``IncrementalSimulator.evaluate_move`` on single-move neighbours (one layer to
 another device) of a hill-climbing walk from a "blocks" placement, with the memo cleared before
-every evaluation (each neighbour costed afresh) and with it (a local optimum's neighbours repeat), and ``evaluate`` on random placements. ``--before REV``
-also runs this script's full-path rows with the code of git revision REV (extracted to a temp dir,
-run in a subprocess) and prints the ratios side by side. ``--memory`` prints the peak traced
+every evaluation (each neighbour costed afresh: a placement never evaluated before, the simulator
+keeps no other memo) and with it (a local optimum's neighbours repeat), and ``evaluate`` on random
+placements. ``--before REV`` also runs this script's rows (full path and incremental) with the
+code of git revision REV (extracted to a temp dir, run in a subprocess) and prints the ratios side
+by side; ``--repeat N`` alternates the two N times and keeps each row's best figure (this
+machine's other load slows runs unevenly). ``--memory`` prints the peak traced
 memory after 10,000 and 100,000 neighbour evaluations.
 
 Usage::
 
-    python benchmarks/bench_simulate.py [--seconds 1.5] [--platform orin-agx] [--before HEAD~3] [--memory]
+    python benchmarks/bench_simulate.py [--seconds 1.5] [--platform orin-agx] [--before HEAD~3 [--repeat 3]] [--memory]
 """
 
 from __future__ import annotations
@@ -146,8 +149,30 @@ def full_rows(platform, seconds: float) -> dict[str, list[float]]:
     return out
 
 
-def run_before(rev: str, platform: str, seconds: float) -> dict[str, list[float]]:
-    """full_rows() with the code of git revision ``rev`` (this script's functions, that revision's package)."""
+INCREMENTAL_KINDS = ("cold", "neighbours", "random")
+
+
+def incremental_rows(platform, seconds: float) -> dict[str, list[float]]:
+    """Per model: IncrementalSimulator evaluations/s for each of INCREMENTAL_KINDS."""
+    models = load_models()
+    return {label: [bench_incremental(models[label], platform, kind, seconds) for kind in INCREMENTAL_KINDS]
+            for label in ("resnet50", "vit-tiny depth 32")}
+
+
+def both_rows(platform, seconds: float) -> dict[str, dict[str, list[float]]]:
+    """full_rows() and incremental_rows()."""
+    return {"full": full_rows(platform, seconds), "incremental": incremental_rows(platform, seconds)}
+
+
+def best_of(a: dict, b: dict) -> dict:
+    """Element-wise maximum of two results of both_rows() (``a`` may be empty)."""
+    if not a:
+        return b
+    return {part: {k: [max(x, y) for x, y in zip(a[part][k], b[part][k])] for k in b[part]} for part in b}
+
+
+def run_before(rev: str, platform: str, seconds: float) -> dict[str, dict[str, list[float]]]:
+    """both_rows() with the code of git revision ``rev`` (this script's functions, that revision's package)."""
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "-C", str(root), "archive", rev, "placetune"], check=True, capture_output=True)
@@ -159,7 +184,7 @@ def run_before(rev: str, platform: str, seconds: float) -> dict[str, list[float]
                 f"import importlib.util as u; s = u.spec_from_file_location('b', {str(script)!r});"
                 f"b = u.module_from_spec(s); s.loader.exec_module(b);"
                 f"from placetune.hardware.platforms import get_platform;"
-                f"print(json.dumps(b.full_rows(get_platform({platform!r}), {seconds!r})))")
+                f"print(json.dumps(b.both_rows(get_platform({platform!r}), {seconds!r})))")
         res = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -170,14 +195,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--platform", default="orin-agx")
     ap.add_argument("--before", metavar="REV", help="git revision to compare the full path with (e.g. HEAD~4)")
     ap.add_argument("--memory", action="store_true", help="peak memory over 10,000 and 100,000 evaluations")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --before: run before and after alternately this many times, best figure of each")
     ap.add_argument("--all", action="store_true", help="every model and mode (the original table)")
     args = ap.parse_args(argv)
     platform = get_platform(args.platform)
     if args.all:
         return main_all(platform, args.seconds)
     print(f"simulated Jetson speed on {platform.name}, INT8, one Python process ({args.seconds:g} s per row)\n")
-    before = run_before(args.before, args.platform, args.seconds) if args.before else {}
-    after = full_rows(platform, args.seconds)
+    both, now = {}, {}
+    for _ in range(max(1, args.repeat) if args.before else 1):  # alternate: a noisy machine slows both alike
+        if args.before:
+            both = best_of(both, run_before(args.before, args.platform, args.seconds))
+        now = best_of(now, both_rows(platform, args.seconds))
+    before = both.get("full", {})
+    after = now["full"]
     head = "| model | mode | placements | eval/s incl. realise() | measure() only |"
     if before:
         head = (f"| model | mode | placements | before ({args.before}) incl. realise() | after incl. realise() | ratio "
@@ -193,17 +225,25 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {meas / bm:.1f}x |")
         else:
             print(f"| {label} | {shown} | {kind} | {full:,.0f} | {meas:,.0f} |")
-    models = load_models()
-    print("\nIncrementalSimulator, pipeline K=4 (evaluations/s, figures equal the full measurement):\n")
-    print("| model | single-move neighbours, memo off | hill-climbing walk, memo on | random placements |")
-    print("|---|---:|---:|---:|")
-    for label in ("resnet50", "vit-tiny depth 32"):
-        cold = bench_incremental(models[label], platform, "cold", args.seconds)
-        nb = bench_incremental(models[label], platform, "neighbours", args.seconds)
-        rnd = bench_incremental(models[label], platform, "random", args.seconds)
-        print(f"| {label} | {cold:,.0f} | {nb:,.0f} | {rnd:,.0f} |")
+    print("\nIncrementalSimulator, pipeline K=4 (evaluations/s, figures equal the full measurement). \"memo off\": the "
+          "memo of realisations and figures is cleared before every neighbour, so each is a placement never evaluated "
+          "before (no other memo exists):\n")
+    inc = now["incremental"]
+    cols = ("single-move neighbours, memo off", "hill-climbing walk, memo on", "random placements")
+    if both:
+        head = "| model | " + " | ".join(f"{c}: before ({args.before}) | after | ratio" for c in cols) + " |"
+        print(head)
+        print("|---|" + "---:|" * (head.count("|") - 2))
+        for label, vals in inc.items():
+            old = both["incremental"][label]
+            print(f"| {label} | " + " | ".join(f"{b:,.0f} | {a:,.0f} | {a / b:.2f}x" for b, a in zip(old, vals)) + " |")
+    else:
+        print("| model | " + " | ".join(cols) + " |")
+        print("|---|---:|---:|---:|")
+        for label, (cold, nb, rnd) in inc.items():
+            print(f"| {label} | {cold:,.0f} | {nb:,.0f} | {rnd:,.0f} |")
     if args.memory:
-        mem = peak_memory(models["resnet50"], platform)
+        mem = peak_memory(load_models()["resnet50"], platform)
         (c1, m1, k1), (c2, m2, k2) = mem
         print(f"\npeak traced memory, resnet50 pipeline K=4 random walk of single moves: {c1:,} evals {m1:.1f} MiB "
               f"({k1} memo entries), {c2:,} evals {m2:.1f} MiB ({k2} memo entries): {(m2 / m1 - 1) * 100:+.1f}%")

@@ -126,3 +126,28 @@ def test_steady_state_is_the_fixed_point_bisection_finds():
         lat, k, sens = float(t.sum() * rng.uniform(0.3, 1.5)), int(rng.integers(1, 9)), tuple(rng.uniform(0, 3, 3))
         got = steady_state(dev, t, dem, lat, k, sens).period_ms
         assert got == pytest.approx(bisect(dev, t, dem, lat, k, sens), rel=1e-11)
+
+
+@st.composite
+def segment_dags(draw):
+    k = draw(st.integers(1, 40))
+    device = draw(st.lists(st.integers(0, 2), min_size=k, max_size=k))
+    preds = [tuple(sorted(draw(st.sets(st.integers(0, i - 1), max_size=3)))) if i else () for i in range(k)]
+    work = draw(st.lists(st.floats(0.0, 5.0), min_size=k, max_size=k))
+    demand = draw(st.lists(st.floats(0.0, 1.0), min_size=k, max_size=k))
+    return device, work, demand, preds
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(segment_dags(), st.tuples(*[st.floats(0.0, 2.0)] * 3))
+def test_one_frame_schedule_equals_the_event_scheduler(dag, sens):
+    from placetune.backends.simulate.costs import CODE_DEVICE
+    from placetune.backends.simulate.schedule import Task, run, run_one_frame
+
+    device, work, demand, preds = dag
+    tasks = [Task(CODE_DEVICE[d], w, q, p, key=(0, i)) for i, (d, w, q, p) in enumerate(zip(device, work, demand, preds))]
+    ref = run(tasks, dict(zip(CODE_DEVICE, sens)))
+    makespan, busy = run_one_frame(device, work, demand, preds, sens)
+    assert makespan == ref.makespan
+    assert {CODE_DEVICE[d]: v for d, v in busy} == {d: v for d in ref.busy if (v := ref.busy_ms(d)) > 0}
+    assert [CODE_DEVICE[d] for d, _ in busy] == [d for d in ref.busy if ref.busy_ms(d) > 0]

@@ -5,6 +5,10 @@ A model's layers are numbered in topological order; ``producers[i]`` lists the l
 layer ``i`` reads from and ``codes[i]`` is its device code (0 GPU, 1 DLA0, 2 DLA1). The result
 is, per segment in topological order, its device code, its predecessors and its layers, plus the
 segment of every layer. Semantics: see :meth:`placetune.placement.placement.Placement.segments`.
+
+Speed: a layer whose only producer is on its device always joins that producer's segment, so
+only the other layers ("heads": inputs, device changes and joins of several producers) go
+through the Python loop; the rest follow their head by pointer doubling on numpy arrays.
 """
 
 from __future__ import annotations
@@ -12,41 +16,92 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-__all__ = ["SegmentArrays", "segment_arrays"]
+import numpy as np
+
+__all__ = ["ProducerArrays", "SegmentArrays", "segment_arrays"]
+
+
+class ProducerArrays:
+    """A model's producer lists with the arrays the segmentation needs (build once per model).
+
+    Attributes:
+        producers: per layer, the layer numbers it reads from.
+        single: per layer, its producer when it has exactly one, else itself.
+        has_single: per layer, whether it has exactly one producer.
+        arange: the layer numbers (``np.arange(n)``).
+    """
+
+    __slots__ = ("producers", "single", "has_single", "arange")
+
+    def __init__(self, producers: Sequence[Sequence[int]]) -> None:
+        n = len(producers)
+        self.producers = [tuple(p) for p in producers]
+        self.arange = np.arange(n, dtype=np.intp)
+        self.has_single = np.fromiter((len(p) == 1 for p in self.producers), dtype=bool, count=n)
+        self.single = np.fromiter((p[0] if len(p) == 1 else i for i, p in enumerate(self.producers)),
+                                  dtype=np.intp, count=n)
 
 
 class SegmentArrays:
-    """Segments of one assignment as plain lists.
+    """Segments of one assignment.
 
     Attributes:
         device: device code per segment.
         preds: sorted predecessor segment numbers per segment.
-        layers: sorted layer numbers per segment.
-        seg_of: segment number per layer.
+        seg_of: segment number per layer (numpy array).
+        layers: sorted layer numbers per segment (computed on first use).
     """
 
-    __slots__ = ("device", "preds", "layers", "seg_of")
+    __slots__ = ("device", "preds", "seg_of", "_layers")
 
-    def __init__(self, device: list[int], preds: list[tuple[int, ...]], layers: list[list[int]],
-                 seg_of: list[int]) -> None:
-        self.device, self.preds, self.layers, self.seg_of = device, preds, layers, seg_of
+    def __init__(self, device: list[int], preds: list[tuple[int, ...]], seg_of: np.ndarray) -> None:
+        self.device, self.preds, self.seg_of, self._layers = device, preds, seg_of, None
+
+    @property
+    def layers(self) -> list[list[int]]:
+        """Sorted layer numbers per segment."""
+        if self._layers is None:
+            out: list[list[int]] = [[] for _ in self.device]
+            for i, s in enumerate(self.seg_of.tolist()):
+                out[s].append(i)
+            self._layers = out
+        return self._layers
 
     def __len__(self) -> int:
         return len(self.device)
 
 
-def segment_arrays(producers: Sequence[Sequence[int]], codes: Sequence[int], pipeline: bool = False) -> SegmentArrays:
+def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes: "Sequence[int] | np.ndarray",
+                   pipeline: bool = False) -> SegmentArrays:
     """Greedy convex clustering in topological order (see the module doc).
 
     A layer joins the segment(s) of its same-device producers unless that would close a cycle
     through another segment; several joinable producer segments are merged. With ``pipeline``
     a layer does not join a segment that would then wait for a branch it did not wait for.
+    ``producers``: per layer its producers, or their :class:`ProducerArrays` (faster, reusable).
     """
+    pa = producers if isinstance(producers, ProducerArrays) else ProducerArrays(producers)
+    prods_of = pa.producers
+    c = np.asarray(codes)
+    n = c.shape[0]
+    # a layer whose one producer is on its device joins that producer's segment: follow such
+    # links to the head of the chain (pointer doubling), only heads go through the loop below
+    joins = pa.has_single & (c[pa.single] == c)
+    ptr = np.where(joins, pa.single, pa.arange)
+    while True:
+        nxt = ptr[ptr]
+        if np.array_equal(nxt, ptr):
+            break
+        ptr = nxt
+    heads_arr = np.flatnonzero(~joins)
+    heads = heads_arr.tolist()
+    head_codes = c[heads_arr].tolist()
+    head_of = ptr.tolist()
     parent: list[int] = []  # union-find over segment ids
     preds: list[set[int]] = []
     device: list[int] = []
-    members: list[list[int]] = []
-    seg_of: list[int] = [0] * len(codes)
+    first: list[int] = []  # first layer of each segment (heads come in layer order; -1: merged away)
+    seg_of: dict[int, int] = {}  # head layer -> segment id
     bit: list[int] = []  # mask of the original segment ids merged into a root
     anc: list[int] = []  # root -> mask of every ancestor segment id, kept up to date eagerly
     succ: list[set[int]] = []  # segment -> successor segment ids (map through find)
@@ -71,7 +126,7 @@ def segment_arrays(producers: Sequence[Sequence[int]], codes: Sequence[int], pip
         parent.append(sid)
         preds.append(set(prod_segs))
         device.append(d)
-        members.append([i])
+        first.append(i)
         bit.append(1 << sid)
         m = 0
         for q in prod_segs:
@@ -81,19 +136,40 @@ def segment_arrays(producers: Sequence[Sequence[int]], codes: Sequence[int], pip
         succ.append(set())
         seg_of[i] = sid
 
-    for i, d in enumerate(codes):
-        prods = producers[i]
-        if len(prods) == 1:  # the common case: one producer
-            q = seg_of[prods[0]]
+    reorder = False
+    for i, d in zip(heads, head_codes):
+        prods = prods_of[i]
+        if len(prods) == 1:  # a head with one producer: on another device, a new segment
+            q = seg_of[head_of[prods[0]]]
             if parent[q] != q:  # (find() only when a merge made it stale: most are roots)
                 q = find(q)
-            if device[q] == d:
-                members[q].append(i)
-                seg_of[i] = q
-            else:
-                new(i, d, (q,))
+            sid = len(parent)  # new(i, d, (q,)) inline: the commonest head
+            parent.append(sid)
+            preds.append({q})
+            device.append(d)
+            first.append(i)
+            bit.append(1 << sid)
+            anc.append(bit[q] | anc[q])
+            succ[q].add(sid)
+            succ.append(set())
+            seg_of[i] = sid
             continue
-        prod_segs = {q if parent[q] == q else find(q) for q in (seg_of[p] for p in prods)}
+        if len(prods) == 2:  # the commonest join (a residual add, a matmul of two tensors)
+            q = seg_of[head_of[prods[0]]]
+            if parent[q] != q:
+                q = find(q)
+            r = seg_of[head_of[prods[1]]]
+            if parent[r] != r:
+                r = find(r)
+            if q == r:
+                if device[q] == d:  # both from one segment on its device: join it
+                    seg_of[i] = q
+                    continue
+                prod_segs = {q}
+            else:
+                prod_segs = {q, r}
+        else:
+            prod_segs = {q if parent[q] == q else find(q) for q in (seg_of[head_of[p]] for p in prods)}
         same = [q for q in prod_segs if device[q] == d]
         joinable: list[int] = []
         if len(prod_segs) == 1 and same:
@@ -122,34 +198,42 @@ def segment_arrays(producers: Sequence[Sequence[int]], codes: Sequence[int], pip
             target = joinable[0]
             if len(prod_segs) > 1:
                 for q in joinable[1:]:
+                    reorder = True  # a merge: ids no longer follow the segments' first layers
                     parent[q] = target
                     preds[target] |= preds[q]
-                    members[target].extend(members[q])
-                    members[q] = []
+                    if first[q] < first[target]:
+                        first[target] = first[q]
+                    first[q] = -1
                     bit[target] |= bit[q]
                     anc[target] |= anc[q]
                     succ[target] |= succ[q]
                 for e in prod_segs.difference(joinable):
+                    if e > target:  # a predecessor created after it: ids are not a topological order
+                        reorder = True
                     preds[target].add(e)
                     anc[target] |= bit[e] | anc[e]
                     succ[e].add(target)
                 preds[target] = {find(q) for q in preds[target]} - {target}
                 propagate(target)
-            members[target].append(i)
             seg_of[i] = target
         else:
             new(i, d, prod_segs)
-    roots = [r for r in range(len(parent)) if parent[r] == r and members[r]]
-    for r in roots:
-        members[r].sort()
-    # Topological order of the segment DAG, ties broken by the first layer's position.
+    if not reorder:
+        # no merge and every predecessor created before its successor: the segment ids are the
+        # topological order with ties broken by the first layer (what the general case computes)
+        head_seg = np.zeros(n, dtype=np.intp)
+        head_seg[heads_arr] = [seg_of[h] for h in heads]
+        return SegmentArrays(device, [tuple(p) if len(p) == 1 else tuple(sorted(p)) for p in preds], head_seg[ptr])
+    roots = [r for r in range(len(parent)) if parent[r] == r and first[r] >= 0]
+    # Topological order of the segment DAG, ties broken by the first layer's position (a
+    # segment's first layer is a head: a chain's layers come after its head).
     rpreds = {r: {find(p) for p in preds[r]} - {r} for r in roots}
     users: dict[int, list[int]] = {r: [] for r in roots}
     for r in roots:
         for q in rpreds[r]:
             users[q].append(r)
     waiting = {r: len(rpreds[r]) for r in roots}
-    ready = [(members[r][0], r) for r in roots if waiting[r] == 0]
+    ready = [(first[r], r) for r in roots if waiting[r] == 0]
     heapq.heapify(ready)
     ordered: list[int] = []
     while ready:
@@ -158,9 +242,9 @@ def segment_arrays(producers: Sequence[Sequence[int]], codes: Sequence[int], pip
         for u in users[r]:
             waiting[u] -= 1
             if waiting[u] == 0:
-                heapq.heappush(ready, (members[u][0], u))
+                heapq.heappush(ready, (first[u], u))
     new_id = {r: k for k, r in enumerate(ordered)}
-    out_seg = [new_id[s if parent[s] == s else find(s)] for s in seg_of]
+    head_seg = np.zeros(n, dtype=np.intp)
+    head_seg[heads_arr] = [new_id[find(seg_of[h])] for h in heads]
     return SegmentArrays([device[r] for r in ordered],
-                         [tuple(sorted(new_id[q] for q in rpreds[r])) for r in ordered],
-                         [members[r] for r in ordered], out_seg)
+                         [tuple(sorted(new_id[q] for q in rpreds[r])) for r in ordered], head_seg[ptr])

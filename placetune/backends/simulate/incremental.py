@@ -29,14 +29,14 @@ import numpy as np
 
 from placetune.backends.simulate.costs import CODE_DEVICE, DEVICE_CODE, cost_table, power_factor
 from placetune.backends.simulate.profiled import apply_profile
-from placetune.backends.simulate.schedule import run
+from placetune.backends.simulate.schedule import run_one_frame
 from placetune.backends.simulate.simulator import (
-    DLA_MAX_BATCH, SimulatedJetson, _demands, _frame_tasks, _sensitivity, figures, segment_sums_of,
+    DLA_MAX_BATCH, SimulatedJetson, _demands, _sensitivity, figures, segment_sums_of,
 )
 from placetune.backends.simulate.steady import steady_state
-from placetune.placement.placement import DEVICES, Placement, Segment, normalise_device, producer_indexes
+from placetune.placement.placement import DEVICES, Placement, normalise_device, producer_indexes
 from placetune.placement.realise import MAX_LOADABLES_PER_CORE, dla_support, realise
-from placetune.placement.segmenting import segment_arrays
+from placetune.placement.segmenting import ProducerArrays, segment_arrays
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -123,7 +123,7 @@ class IncrementalSimulator:
         self.gpu_fallback, self.dla_core, self.trt_version = gpu_fallback, dla_core, trt_version
         self.names = model.names
         self.index = {n: i for i, n in enumerate(self.names)}
-        self.producers = producer_indexes(model)
+        self.producers = ProducerArrays(producer_indexes(model))
         self.power = power_factor(platform, settings.power_mode)
         self.allowed = np.array([d in platform.devices for d in DEVICES])
         self.fast = (settings.mode in ("engine", "pipeline") and self.power is not None and gpu_fallback
@@ -133,6 +133,7 @@ class IncrementalSimulator:
             self.table = apply_profile(cost_table(model, platform, settings.precision, model.batch, self.power),
                                        self.backend.profile)
             self.sens = _sensitivity(self.table)
+            self.sens3 = tuple(self.sens[d] for d in CODE_DEVICE)
             if platform.dla_count > 0 and settings.precision != "fp32":
                 sup = dla_support(model, platform, settings.precision, trt_version)
                 self.supported = np.array([sup[n].supported for n in self.names])
@@ -216,18 +217,19 @@ class IncrementalSimulator:
         for d in sa.device:
             counts[d] += 1
         if counts[1] > MAX_LOADABLES_PER_CORE or counts[2] > MAX_LOADABLES_PER_CORE:
-            dev = dev.copy()
+            drop = np.zeros(len(sa.device), dtype=bool)  # segments past a core's 16th: to the GPU
             seen = [0, 0, 0]
-            for d, layers in zip(sa.device, sa.layers):
+            for k, d in enumerate(sa.device):
                 if d and counts[d] > MAX_LOADABLES_PER_CORE:
                     seen[d] += 1
                     if seen[d] > MAX_LOADABLES_PER_CORE:
-                        dev[layers] = 0
+                        drop[k] = True
+            dev = np.where(drop[sa.seg_of], 0, dev).astype(np.int8)
             sa = self._segments(dev, pipeline)
         return dev, sa
 
     def _segments(self, dev: np.ndarray, pipeline: bool):
-        return segment_arrays(self.producers, dev.tolist(), pipeline)
+        return segment_arrays(self.producers, dev, pipeline)
 
     def _figures(self, dev: np.ndarray, sa) -> tuple:
         """(stats, fps, power_w, energy_mj, period_ms, busy_ms) of a realised code vector."""
@@ -237,20 +239,18 @@ class IncrementalSimulator:
         bms, bby, _ = table.boundary_costs(codes)
         pipeline = s.mode == "pipeline"
         seg_dev = np.array(sa.device, dtype=np.intp)
-        seg_time, seg_bytes, seg_dev = segment_sums_of(np.array(sa.seg_of, dtype=np.intp), seg_dev, table,
+        seg_time, seg_bytes, seg_dev = segment_sums_of(sa.seg_of, seg_dev, table,
                                                        t + bms, by + bby)
         if pipeline:
             seg_time = seg_time + table.engine_ms
-            segs = [Segment(i, CODE_DEVICE[d], (), p) for i, (d, p) in enumerate(zip(sa.device, sa.preds))]
-            one = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=1, in_flight=1), self.sens)
-            latency = one.makespan
+            demand = _demands(seg_time, seg_bytes, table)
+            latency, one_busy = run_one_frame(sa.device, seg_time.tolist(), demand.tolist(), sa.preds, self.sens3)
             k = s.frames_in_flight
             if k == 1:
                 period = latency
-                busy = {d: v for d, v in ((d, one.busy_ms(d)) for d in one.busy) if v > 0}
+                busy = {CODE_DEVICE[d]: v for d, v in one_busy}
             else:
-                ss = steady_state(seg_dev, seg_time, _demands(seg_time, seg_bytes, table), latency, k,
-                                  tuple(self.sens[d] for d in CODE_DEVICE))
+                ss = steady_state(seg_dev, seg_time, demand, latency, k, self.sens3)
                 period = ss.period_ms
                 busy = {d: v for d, v in zip(CODE_DEVICE, ss.busy_ms) if v > 0}
         else:

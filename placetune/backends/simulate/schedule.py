@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["Task", "Schedule", "run", "run_closed_loops"]
+__all__ = ["Task", "Schedule", "run", "run_one_frame", "run_closed_loops"]
 
 
 @dataclass(slots=True)
@@ -181,6 +181,96 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
         if stop is not None and stop():
             break
     return Schedule(tasks, now, busy)
+
+
+def run_one_frame(device: list[int], work: list[float], demand: list[float], preds: list[tuple[int, ...]],
+                  sensitivity: tuple[float, float, float]) -> tuple[float, list[tuple[int, float]]]:
+    """:func:`run` of one frame of a segment DAG (one GPU stream), on plain lists, no :class:`Task`.
+
+    The same events and the same floating-point operations in the same order as :func:`run` of
+    the tasks ``Task(CODE_DEVICE[device[i]], work[i], demand[i], preds[i], key=(0, i))`` (what the
+    simulator's pipeline mode builds for one frame), so the figures are identical; the
+    incremental evaluation calls it once per searched placement.
+
+    Args:
+        device: device code per segment (0 GPU, 1 DLA0, 2 DLA1), segments in topological order.
+        work: alone time per segment (ms).
+        demand: DRAM demand per segment (0..1).
+        preds: predecessor segment numbers per segment (no duplicates).
+        sensitivity: contention sensitivity per device code.
+
+    Returns:
+        ``(makespan, busy)``: busy = ``[(device code, busy ms), ...]`` for the devices with busy
+        time > 0, in order of first use (``Schedule.busy_ms`` of each device of ``run``'s result).
+
+    Raises:
+        ValueError: the dependencies contain a cycle.
+    """
+    k = len(device)
+    order: list[int] = []  # device codes in order of first appearance (run()'s dict order)
+    for d in device:
+        if d not in order:
+            order.append(d)
+            if len(order) == 3:
+                break
+    waiting = [len(p) for p in preds]
+    succ: list[list[int]] = [[] for _ in range(k)]
+    ready: list[list[int]] = [[], [], []]
+    for i, p in enumerate(preds):
+        for q in p:
+            succ[q].append(i)
+        if not p:
+            ready[device[i]].append(i)  # ascending: already a heap
+    cur = [-1, -1, -1]  # running segment per device code
+    rem = [0.0, 0.0, 0.0]
+    rates = [0.0, 0.0, 0.0]
+    busy: list[list[list[float]]] = [[], [], []]
+    now, done = 0.0, 0
+    heappush, heappop = heapq.heappush, heapq.heappop
+    while done < k:
+        for d in order:
+            if cur[d] < 0 and ready[d]:
+                i = heappop(ready[d])
+                cur[d] = i
+                rem[d] = work[i]
+        active = [d for d in order if cur[d] >= 0]
+        if not active:
+            raise ValueError("task graph has a cycle or a task waits on a missing predecessor")
+        total_demand = sum([demand[cur[d]] for d in active])
+        dt = math.inf
+        for d in active:
+            rate = 1.0 / 1 / (1.0 + sensitivity[d] * (total_demand - demand[cur[d]]))
+            rates[d] = rate
+            dt = min(dt, rem[d] / rate)
+        dt = max(dt, 0.0)
+        end = now + dt
+        for d in active:
+            iv = busy[d]
+            if iv and iv[-1][1] >= now - 1e-12:
+                iv[-1][1] = end
+            else:
+                iv.append([now, end])
+        now = end
+        for d in active:
+            i = cur[d]
+            rem[d] -= rates[d] * dt
+            if rem[d] <= 1e-9 * max(1.0, work[i]):
+                cur[d] = -1
+                done += 1
+                for j in succ[i]:
+                    waiting[j] -= 1
+                    if waiting[j] == 0:
+                        heappush(ready[device[j]], j)
+    out = []
+    for d in order:
+        total = 0.0
+        for a, b in busy[d]:
+            lo, hi = max(a, 0.0), min(b, math.inf)
+            if hi > lo:
+                total += hi - lo
+        if total > 0:
+            out.append((d, total))
+    return now, out
 
 
 def run_closed_loops(loops: list[list[tuple[str, float, float]]], sensitivity: dict[str, float],
