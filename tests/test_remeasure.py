@@ -1,0 +1,144 @@
+"""Re-measuring the top candidates (issue 14, item 4): Evaluator.remeasure, Store.update_measurement
+and the guided agent's re-measured final ranking."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from placetune import ConfigError, Evaluator, Placement, Store
+from placetune.backends.registry import get_backend
+from placetune.measurement import Measurement
+from placetune.tuning.remeasure import combine_builds
+
+NOISE = 0.1  # builds of one placement differ by ~10 %: re-measuring matters
+
+
+def _ev(store=None, **kw):
+    return Evaluator("seed-block", "orin-agx", store=store, noise=kw.pop("noise", NOISE), **kw)
+
+
+def test_remeasure_combines_builds_by_their_median():
+    ev = _ev()
+    p = Placement.all_gpu(ev.model)
+    first = ev.evaluate(p)
+    m = ev.remeasure(p, builds=2)
+    builds = m.extra["builds"]
+    assert len(builds) == 3 and [b["build"] for b in builds] == [0, 1, 2]
+    assert builds[0]["median_ms"] == first.latency_ms["median"]
+    medians = [b["median_ms"] for b in builds]
+    assert len(set(medians)) == 3  # noise > 0: every build has its own figure
+    assert m.latency_ms["median"] == statistics.median(medians) != first.latency_ms["median"]
+    assert m.throughput_fps == statistics.median(b["throughput_fps"] for b in builds)
+    assert m.energy_mj == statistics.median(b["energy_mj"] for b in builds)
+    assert len(m.latency_samples_ms) == 3 * len(first.latency_samples_ms)
+    assert m.latency_samples_ms[: len(first.latency_samples_ms)] == first.latency_samples_ms
+    assert m.extra["remeasured"] == 2 and m.extra["cache_hit"] is False
+    assert ev.stats.requested == 3 and ev.stats.measured == 3  # each build is an evaluation
+    # the evaluator's memory answers the combined measurement
+    again = ev.evaluate(p)
+    assert again.extra["cache_hit"] and again.latency_ms["median"] == m.latency_ms["median"]
+    assert len(again.extra["builds"]) == 3
+
+
+def test_combined_median_of_two_builds_is_their_mean():
+    ev = _ev()
+    p = Placement.all_gpu(ev.model)
+    a = ev.evaluate(p)
+    m = ev.remeasure(p)
+    b = m.extra["builds"][1]["median_ms"]
+    assert m.latency_ms["median"] == pytest.approx((a.latency_ms["median"] + b) / 2)
+    assert combine_builds(a, []).latency_ms["median"] == a.latency_ms["median"]
+
+
+def test_remeasure_updates_the_row_in_a_sqlite_file(tmp_path):
+    db = str(tmp_path / "s.db")
+    ev = _ev(db)
+    gpu, dla = Placement.all_gpu(ev.model), Placement.all_dla(ev.model, 0)
+    ev.evaluate(gpu)
+    ev.evaluate(dla)
+    n_rows = len(ev.store.measurements(ev.study_name))
+    m = ev.remeasure(gpu, agent="tester", trial_number=7)
+    assert ev.store.lookup(*ev.study.scope, ev.realise(gpu).realized.key).latency_ms["median"] == m.latency_ms["median"]
+    ev.close()
+    with Store(db) as s:  # a new store reads the rewritten row back
+        recs = s.measurements(ev.study_name)
+        assert len(recs) == n_rows  # updated in place, no second row
+        rec = next(r for r in recs if r.placement_key == ev.realise(gpu).realized.key)
+        assert rec.id == m.extra["_id"]
+        assert rec.measurement.latency_ms == m.latency_ms
+        assert rec.measurement.throughput_fps == m.throughput_fps
+        assert rec.measurement.extra["builds"] == m.extra["builds"]
+        assert rec.measurement.latency_samples_ms == m.latency_samples_ms
+        assert rec.measurement.layer_times_ms == m.layer_times_ms  # packed fields survive the update
+        last = s.requests(ev.study_name)[-1]  # the re-measurement is a logged request
+        assert (last.measurement_id, last.cache_hit, last.agent, last.trial_number) == (rec.id, False, "tester", 7)
+        assert len(s.requests(ev.study_name)) == 3
+        # rankings use the combined figures
+        best = s.best(ev.study_name, "latency")
+        ranked = sorted((r.measurement.latency_ms["median"], r.id) for r in recs)
+        assert best.id == ranked[0][1] and best.measurement.latency_ms["median"] == ranked[0][0]
+
+
+def test_best_follows_the_combined_figure():
+    """A store's ranking and the evaluator's best() read the rewritten figure columns."""
+    ev = _ev()
+    p = Placement.all_gpu(ev.model)
+    first = ev.evaluate(p).latency_ms["median"]
+    m = ev.remeasure(p, builds=4)
+    assert m.latency_ms["median"] != first
+    assert ev.best()[1].latency_ms["median"] == m.latency_ms["median"]
+    assert ev.store.best(ev.study_name).measurement.latency_ms["median"] == m.latency_ms["median"]
+
+
+def test_remeasure_in_another_process_continues_the_builds(tmp_path):
+    """A new evaluator (a new process's simulator starts its build counter anew) draws new builds,
+    not the stored first build's figures again."""
+    db = str(tmp_path / "s.db")
+    with _ev(db) as ev:
+        p = Placement.all_gpu(ev.model)
+        first = ev.evaluate(p)
+    with _ev(db) as ev2:
+        m = ev2.remeasure(p)
+        assert [b["build"] for b in m.extra["builds"]] == [0, 1]
+        assert m.extra["builds"][1]["median_ms"] != first.latency_ms["median"]
+
+
+@pytest.mark.parametrize("what", ["never measured", "failed"])
+def test_remeasure_of_an_unmeasured_or_failed_placement_is_a_one_line_error(tmp_path, what):
+    db = str(tmp_path / "s.db")
+    ev = _ev(db)
+    ev.evaluate(Placement.all_gpu(ev.model))
+    p = Placement.all_dla(ev.model, 0)
+    if what == "failed":  # a build that fails on the device
+        sim = get_backend("simulate")
+
+        class Failing:
+            name, simulated, fingerprint = sim.name, True, sim.fingerprint
+
+            def measure(self, r, platform, settings):
+                return Measurement.failure("build_failed", "builder crashed", simulated=True)
+
+        ev = Evaluator("seed-block", "orin-agx", Failing(), store=db, noise=NOISE, study="failing")
+        assert ev.evaluate(p).status == "build_failed"
+    before = ([(r.id, r.measurement.to_dict()) for r in ev.store.measurements()],
+              len(ev.store.requests(ev.study_name)), ev.stats.as_dict())
+    with pytest.raises(ConfigError) as err:
+        ev.remeasure(p)
+    assert "\n" not in str(err.value) and "cannot re-measure" in str(err.value)
+    assert what in str(err.value)
+    after = ([(r.id, r.measurement.to_dict()) for r in ev.store.measurements()],
+             len(ev.store.requests(ev.study_name)), ev.stats.as_dict())
+    assert after == before
+    with pytest.raises(ConfigError, match="builds must be"):
+        ev.remeasure(Placement.all_gpu(ev.model), builds=0)
+
+
+def test_update_measurement_of_a_missing_row_is_a_store_error():
+    from placetune import StoreError
+
+    ev = _ev()
+    m = ev.evaluate(Placement.all_gpu(ev.model))
+    with pytest.raises(StoreError, match="no stored measurement with id 999"):
+        ev.store.update_measurement(999, m)
