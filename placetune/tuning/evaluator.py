@@ -1,9 +1,10 @@
-"""Evaluator: validate -> realise -> cache -> measure -> store, for one study; and re-measure
-the top candidates (:meth:`Evaluator.remeasure`: more builds, combined by median).
+"""Evaluator: validate -> realise -> cache -> measure -> store, for one study.
 
 This is the object search agents talk to. It needs nothing but a model, a platform and
 a backend; everything it measures goes to the store, and everything in the store with
-the same model, environment fingerprint and settings is a cache hit.
+the same model, environment fingerprint and settings is a cache hit. A measured placement
+can be built again (:meth:`Evaluator.remeasure`): its stored measurement then becomes the median
+over its builds.
 """
 
 from __future__ import annotations
@@ -192,6 +193,16 @@ class Evaluator:
     def fingerprint_hash(self) -> str:
         """Hash of the environment fingerprint, as the store keys cache entries."""
         return self.study.fingerprint_hash
+
+    @property
+    def rebuilds_vary(self) -> bool:
+        """False when building a placement again cannot change its figures (a simulated backend
+        with noise 0, the settings' or the backend's own): :meth:`remeasure` would learn nothing."""
+        if not self.backend.simulated:
+            return True
+        fp = self.fingerprint if isinstance(self.fingerprint, dict) else {}
+        noise = fp.get("noise", self.settings.noise)
+        return isinstance(noise, (int, float)) and noise > 0
 
     # ------------------------------------------------------------------ naming
     def default_study_name(self) -> str:
