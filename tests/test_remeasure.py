@@ -220,3 +220,28 @@ def test_guided_re_measures_nothing_below_the_threshold_when_off_or_without_nois
     assert all("builds" not in rec.measurement.extra for rec in ev.store.measurements(ev.study_name))
     assert not any("re-measured" in n for n in r.notes)
 
+
+
+# --------------------------------------------------------------------------- placetune tune
+def test_tune_says_it_re_measured_and_its_summary_uses_the_combined_figures(tmp_path, capsys):
+    from placetune.cli.main import main
+
+    study = tmp_path / "s.toml"
+    study.write_text('[study]\nmodel = "googlenet"\nmode = "engine"\nobjective = "latency"\ntrials = 24\n\n'
+                     '[settings]\nnoise = 0.1\n\n[agent_options]\nseed = 0\ninner_evals = 100\n')
+    db = tmp_path / "pt.db"
+    assert main(["tune", str(study), "--storage", f"sqlite:///{db}", "--export", str(tmp_path / "plan.json")]) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if x.startswith("trial=")]
+    assert len(lines) == 24 and all("remeasured_builds=2" in x for x in lines[-3:])
+    assert not any("remeasured" in x for x in lines[:-3])
+    note = next(x for x in out.splitlines() if x.startswith("re-measured the top 3"))
+    assert "the first build of #1 was a lucky one" in note
+    with Store(str(db)) as s:
+        name = s.studies()[0].name
+        best = s.best(name).measurement
+    # the last progress line and the summary show the re-ranked best, the median over its builds
+    assert f"best_latency_ms={best.latency_ms['median']:.4g} " in lines[-1]
+    row = next(x for x in out.splitlines() if x.startswith("best found"))
+    assert f"{best.latency_ms['median']:.3f}" in row
+    assert best.latency_ms["median"] == statistics.median(b["median_ms"] for b in best.extra["builds"])
