@@ -381,12 +381,16 @@ class _State:
             shown.append(f"{_fmt(before)} -> {_fmt(obj.value(m))} ({len(m.extra.get('builds') or ())} builds)")
         if not shown:
             return
-        unit = obj.units[0] if obj.units else ""
+        unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
         now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
-        moved = ("" if run.best_assignment == crowned or now is None
-                 else f"; #{now + 1} is the best now (the first build of #1 was a lucky one)")
-        run.notes.append(f"re-measured the top {len(shown)} ({obj.names[0]}{', ' + unit if unit else ''}, first build -> median "
-                         f"over builds): " + ", ".join(shown) + moved)
+        if run.best_assignment == crowned:
+            moved = ""
+        elif now is not None:
+            moved = f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
+        else:
+            moved = f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it"
+        run.notes.append(f"re-measured the top {len(shown)} ({obj.names[0]}{unit}, as measured -> median over "
+                         "builds): " + ", ".join(shown) + moved)
         log.info("guided: %s", run.notes[-1])
 
     def finish(self) -> None:
