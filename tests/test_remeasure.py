@@ -22,7 +22,7 @@ def _ev(store=None, **kw):
 def test_remeasure_combines_builds_by_their_median():
     ev = _ev()
     p = Placement.all_gpu(ev.model)
-    first = ev.evaluate(p)
+    first = ev.baseline()
     m = ev.remeasure(p, builds=2)
     builds = m.extra["builds"]
     assert len(builds) == 3 and [b["build"] for b in builds] == [0, 1, 2]
@@ -35,6 +35,7 @@ def test_remeasure_combines_builds_by_their_median():
     assert len(m.latency_samples_ms) == 3 * len(first.latency_samples_ms)
     assert m.latency_samples_ms[: len(first.latency_samples_ms)] == first.latency_samples_ms
     assert m.extra["remeasured"] == 2 and m.extra["cache_hit"] is False
+    assert ev.baseline().latency_ms == m.latency_ms  # the all-GPU baseline is the combined one, for free
     assert ev.stats.requested == 3 and ev.stats.measured == 3  # each build is an evaluation
     # the evaluator's memory answers the combined measurement
     again = ev.evaluate(p)

@@ -401,8 +401,10 @@ class Evaluator:
             self.stats.store_seconds += time.perf_counter() - t0
         combined.extra["_id"] = mid
         self._remember(key, combined)
-        if self._baseline is not None and self._baseline.realized == combined.realized:
-            self._baseline = None  # baseline() answers the combined one from memory
+        if self._baseline is not None and self._baseline.realized == combined.realized:  # baseline() answers it
+            base = Placement.all_gpu(self.model)
+            self._baseline = self._answer(combined, base, cache_hit=bool(self._baseline.extra.get("cache_hit")))
+            self._baseline.requested = base.as_dict()
         out = self._answer(combined, placement, cache_hit=False)
         out.requested = placement.as_dict()
         out.extra["remeasured"] = builds
