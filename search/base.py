@@ -298,6 +298,9 @@ class SearchRun:
         self._seen: dict[tuple[int, ...], Measurement] = {}
         self._points: list[tuple[Placement, Measurement, tuple[float, ...]]] = []
         self.notes: list[str] = []
+        #: evaluations held back for the end of the run (e.g. :meth:`remeasure`): :attr:`remaining`
+        #: and :attr:`exhausted` leave them out until the agent sets this back to 0
+        self.reserve = 0
 
     # ------------------------------------------------------------------ budget
     @property
@@ -307,10 +310,10 @@ class SearchRun:
 
     @property
     def remaining(self) -> int | None:
-        """Calls left (None: unlimited)."""
+        """Calls left (None: unlimited), less the :attr:`reserve`."""
         if self.budget.evaluations is None:
             return None
-        return max(0, int(self.budget.evaluations) - self.evaluations)
+        return max(0, int(self.budget.evaluations) - self.evaluations - self.reserve)
 
     @property
     def elapsed(self) -> float:
@@ -389,6 +392,62 @@ class SearchRun:
                 self._points.append((placement, m, vals))
         self.history.append(HistoryEntry(len(self.history) + 1, value, self.best_value))
         return value
+
+    def remeasure(self, assignment: Sequence[int], *, builds: int = 1) -> Measurement:
+        """Build an assignment evaluated in this run again, ``builds`` more times
+        (:meth:`Evaluator.remeasure <placetune.tuning.evaluator.Evaluator.remeasure>`: its stored
+        measurement becomes the median over its builds), and re-rank the run's best.
+
+        Each build counts as an evaluation (a history entry each). Every assignment of the run
+        that realises alike answers the combined measurement from then on, and the best is the
+        best of the run's latest measurements: a candidate that was lucky on its first build may
+        lose its place.
+
+        Raises:
+            BudgetExhausted: fewer than ``builds`` calls left (the :attr:`reserve` included in
+                what is left only once it is set back to 0), or the time limit passed.
+            PlacementError: the assignment was not evaluated in this run.
+            ConfigError: its measurement failed.
+        """
+        key = tuple(int(a) for a in assignment)
+        if key not in self._seen:
+            raise PlacementError("re-measure: the assignment was not evaluated in this run")
+        left = self.remaining
+        if (left is not None and left < builds) or self.exhausted:
+            raise BudgetExhausted()
+        placement = self.space.to_placement(list(key))
+        m = self.evaluator.remeasure(placement, builds=builds, trial_number=self.evaluations)
+        self.measured += builds
+        for k, old in self._seen.items():
+            if old.realized == m.realized:
+                self._seen[k] = m
+        if self.objective.multi:
+            self._points = [(p, m, self.objective.values(m) or vals) if old.realized == m.realized else (p, old, vals)
+                            for p, old, vals in self._points]
+        self._rerank(m)
+        value = self.objective.value(m)
+        for _ in range(builds):
+            self.history.append(HistoryEntry(len(self.history) + 1, value, self.best_value))
+        return m
+
+    def _rerank(self, new: Measurement) -> None:
+        """The best of the run's latest measurements, after ``new`` replaced those of its realisation."""
+        cands: list[tuple[list[int] | None, Placement | None, Measurement]] = [
+            (list(k), None, m) for k, m in self._seen.items()]
+        if self.best_assignment is None and self.best_measurement is not None:  # observed without one
+            same = self.best_measurement.realized == new.realized
+            cands.append((None, self.best_placement, new if same else self.best_measurement))
+        best = None
+        loss = self.objective.loss
+        for a, p, m in cands:
+            if self.objective.value(m) is not None and (best is None or loss(m) < loss(best[2])):
+                best = (a, p, m)
+        if best is not None:
+            a, p, m = best
+            self.best_assignment = a
+            self.best_placement = p if a is None else self.space.to_placement(a)
+            self.best_measurement = m
+            self.best_value = self.objective.value(m)
 
     def loss(self, m: Measurement | None) -> float:
         """Primary objective as a loss: smaller is better, ``inf`` for failures; a violated

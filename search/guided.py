@@ -23,9 +23,17 @@ space (``granularity``, default ``stages``): with ``fusion`` or ``layer`` the sa
 apply, ``scope:N`` coarsens them. Multi-objective runs (``latency+energy``) are guided by the
 primary objective; the Pareto front is kept from what was measured.
 
-The store keeps one measurement per realised placement, so a placement is never re-measured:
-the final best is the best measured value, and when a measurement looks far better than its
-prediction (possibly a lucky one) the agent says so in the result's notes.
+Each build of a network picks TensorRT tactics anew (~1-3 % apart on a Jetson; the simulated
+Jetson draws a factor per build with ``noise`` > 0), so the best of many single builds tends to
+be a lucky one. With a budget of at least :data:`REMEASURE_MIN_BUDGET` evaluations the agent
+keeps the last ``remeasure`` (default 3) of them back: when the search is done it builds its
+top ``remeasure`` measured candidates (distinct realisations) once more each
+(:meth:`search.base.SearchRun.remeasure`; the store then holds each one's median over its
+builds, :meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and re-ranks them by these
+combined figures; the result's best and notes say so ("re-measured the top 3: ..."). It
+re-measures nothing with a smaller or no evaluation budget, with ``remeasure=0``, or on a
+simulated backend without noise (a rebuild gives the same figures). When the best was not
+re-measured and looks far better than its prediction (possibly a lucky one) the notes say so.
 """
 
 from __future__ import annotations
@@ -48,7 +56,10 @@ from .surrogate import Fit, Surrogate, fit_ensemble, inner_search
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
 
-__all__ = ["GuidedAgent"]
+__all__ = ["GuidedAgent", "REMEASURE_MIN_BUDGET"]
+
+#: the smallest evaluation budget of which the guided agent keeps evaluations back to re-measure
+REMEASURE_MIN_BUDGET = 20
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +78,10 @@ class GuidedAgent(Agent):
         kappa: weight of the spread in the optimistic score.
         max_stages: the most stages of an inner-search placement (default 6 in pipeline mode,
             10 otherwise).
+        remeasure: with an evaluation budget of at least :data:`REMEASURE_MIN_BUDGET`, build
+            the top this many measured candidates once more each at the end of the run, out of
+            the budget, and rank them by the median over their builds (0: never; see the module
+            docstring).
 
     Example:
         >>> from placetune.evaluator import Evaluator
@@ -80,7 +95,7 @@ class GuidedAgent(Agent):
 
     def __init__(self, *, seed: int | None = None, granularity: str = "stages", batch: int = 3,
                  inner_evals: int = 600, ensemble: int = 4, kappa: float = 1.0,
-                 max_stages: int | None = None) -> None:
+                 max_stages: int | None = None, remeasure: int = 3) -> None:
         super().__init__(seed=seed, granularity=granularity)
         if int(batch) < 1:
             raise ValueError(f"batch must be >= 1, not {batch}")
@@ -90,24 +105,41 @@ class GuidedAgent(Agent):
             raise ValueError("ensemble and kappa must be >= 0")
         if max_stages is not None and int(max_stages) < 1:
             raise ValueError(f"max_stages must be >= 1, not {max_stages}")
+        if isinstance(remeasure, bool) or int(remeasure) < 0:
+            raise ValueError(f"remeasure must be an integer >= 0, not {remeasure}")
         self.batch = int(batch)
         self.inner_evals = int(inner_evals)
         self.ensemble = int(ensemble)
         self.kappa = float(kappa)
         self.max_stages = None if max_stages is None else int(max_stages)
+        self.remeasure = int(remeasure)
 
     # ------------------------------------------------------------------ run
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Search until the budget is spent."""
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         state = _State(run, self)
+        top = self.remeasure_count(evaluator, budget)
+        run.reserve = top  # held back from the search for the re-measurements
         try:
             state.search()
         except BudgetExhausted:
             pass
+        run.reserve = 0
+        if top:
+            state.remeasure_top(top)
         state.finish()
         return run.result(rounds=state.rounds, cv_error=state.fit.cv_error, fits=state.cv_history,
-                          inner_evaluations=state.inner_calls, inner_rate=state.inner_rate)
+                          inner_evaluations=state.inner_calls, inner_rate=state.inner_rate,
+                          remeasured=state.remeasured)
+
+    def remeasure_count(self, evaluator: "Evaluator", budget: Budget) -> int:
+        """Top candidates the run re-measures at its end: ``remeasure`` with an evaluation budget of
+        at least :data:`REMEASURE_MIN_BUDGET` where a rebuild can give other figures, else 0."""
+        n = budget.evaluations
+        if not self.remeasure or n is None or int(n) < REMEASURE_MIN_BUDGET or not evaluator.rebuilds_vary:
+            return 0
+        return self.remeasure
 
 
 class _State:
@@ -133,6 +165,7 @@ class _State:
         self.cv_history: list[tuple[int, float | None]] = []
         self.inner_calls = 0
         self.inner_seconds = 0.0
+        self.remeasured = 0  # top candidates built again at the end of the run
 
     @property
     def inner_rate(self) -> float | None:
@@ -318,10 +351,53 @@ class _State:
         """The sequence of stage devices (diversity: one candidate per pattern first)."""
         return tuple(s.device for s in self.space.stages(a))
 
+    def remeasure_top(self, n: int) -> None:
+        """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
+        them by the median over their builds, and say so in the notes."""
+        run, obj = self.run, self.run.objective
+        top: list[tuple[int, ...]] = []
+        realisations: set[str] = set()
+        for key, loss in sorted(self.measured.items(), key=lambda t: t[1]):
+            if not math.isfinite(loss) or len(top) >= n:
+                break
+            if self.realised(key) not in realisations:
+                realisations.add(self.realised(key))
+                top.append(key)
+        if not top:
+            return
+        crowned = run.best_assignment
+        shown = []
+        for key in top:
+            before = obj.value(run.known(key))
+            try:
+                m = run.remeasure(key)
+            except BudgetExhausted:
+                run.notes.append(f"re-measured {self.remeasured} of the top {len(top)}: the time budget ran out")
+                break
+            self.remeasured += 1
+            for k in self.measured:  # every assignment of that realisation
+                if self.realised(k) == self.realised(key):
+                    self.measured[k] = run.loss(m)
+            shown.append(f"{_fmt(before)} -> {_fmt(obj.value(m))} ({len(m.extra.get('builds') or ())} builds)")
+        if not shown:
+            return
+        unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
+        now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
+        if run.best_assignment == crowned:
+            moved = ""
+        elif now is not None:
+            moved = f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
+        else:
+            moved = f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it"
+        run.notes.append(f"re-measured the top {len(shown)} ({obj.names[0]}{unit}, as measured -> median over "
+                         "builds): " + ", ".join(shown) + moved)
+        log.info("guided: %s", run.notes[-1])
+
     def finish(self) -> None:
-        """Note a best measurement much better than its prediction (a possibly lucky one)."""
+        """Note a best measurement much better than its prediction (a possibly lucky one), unless
+        it was re-measured."""
         best = self.run.best_assignment
-        if best is None:
+        if best is None or len((self.run.best_measurement.extra or {}).get("builds") or ()) >= 2:
             return
         key = tuple(best)
         pred, got = self.predicted.get(key), self.measured.get(key)
@@ -330,3 +406,7 @@ class _State:
             if err > 0.1 and got < pred:
                 self.run.notes.append(f"the best measurement is {100 * err:.0f}% better than the model predicted; "
                                       "measure it again before relying on it")
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"

@@ -250,6 +250,35 @@ def test_measurement_round_trips_exactly(db_url, model):
         assert [x.id for x in store.measurements("s1", status="build_failed")] == [id_bad]
 
 
+def test_update_measurement_rewrites_the_row_in_place(db_url, model):
+    """A re-measurement rewrites the row's payload and figure columns (SQLite and PostgreSQL): the
+    same id, key, agent and trial number; lookups, records and rankings read the new figures."""
+    k = keys(model, 3)
+    a, b = ok_measurement(model, 1), ok_measurement(model, 2)
+    with Store(db_url) as store:
+        st = open_study(store, model)
+        id_a = store.record(st, k[0], k[1], a, agent="random", trial_number=3)
+        id_b = store.record(st, k[2], k[2], b)
+        assert store.best("s1", "latency").id == id_a
+        new = ok_measurement(model, 5)  # slower than b now
+        new.extra["builds"] = [{"build": 0, "median_ms": 2.0}, {"build": 1, "median_ms": 7.0}]
+        store.update_measurement(id_a, new)
+        assert store.lookup(*st.scope, k[1]) == new  # the LRU answers the new one
+        with pytest.raises(ConfigError, match="simulated"):
+            store.update_measurement(id_a, ok_measurement(model, simulated=False))
+        with pytest.raises(StoreError, match="no stored measurement"):
+            store.update_measurement(id_a + id_b + 10, new)
+    with Store(db_url, cache_size=0) as store:  # from the database
+        assert store.lookup(*st.scope, k[1]) == new
+        recs = store.measurements("s1")
+        assert [r.id for r in recs] == [id_a, id_b]
+        r = recs[0]
+        assert (r.placement_key, r.requested_key, r.agent, r.trial_number) == (k[1], k[0], "random", 3)
+        assert r.measurement == new
+        assert store.best("s1", "latency").id == id_b
+        assert store.best("s1", "throughput").id == id_b
+
+
 def test_lookup_returns_fresh_objects(db_path, model):
     with Store(db_path) as store:
         st = open_study(store, model)

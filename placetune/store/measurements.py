@@ -1,4 +1,7 @@
-"""The measurement cache: lookups (through an in-process LRU), and writes of measurements and requests."""
+"""The measurement cache: lookups (through an in-process LRU), and writes of measurements and requests.
+
+A realised placement has one row per cache scope; re-measuring it (more builds of the same
+network) rewrites that row in place (:meth:`MeasurementsMixin.update_measurement`)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Text, bindparam, insert, select, type_coerce
+from sqlalchemy import Connection, Text, bindparam, insert, select, type_coerce, update
 from sqlalchemy.exc import IntegrityError
 
 from placetune.errors import ConfigError, StoreError
@@ -50,6 +53,8 @@ _SELECT_ENTRY = select(
     type_coerce(_M.c.payload, Text).label("payload"),
 ).where(*_KEY_MATCH)
 _INSERT_MEASUREMENT = insert(_M)
+_SELECT_KEY = select(_M.c.simulated, _M.c.model_hash, _M.c.fingerprint_hash, _M.c.settings_hash,
+                     _M.c.placement_key).where(_M.c.id == bindparam("m_id"))
 # SQLite (3.24+): insert unless the cache key is stored, in one statement instead of a look-up and an insert
 _INSERT_REQUEST = insert(_R)
 
@@ -93,9 +98,31 @@ def _key_params(key: tuple[str, str, str, str]) -> dict[str, str]:
     return {"k_model": key[0], "k_fingerprint": key[1], "k_settings": key[2], "k_placement": key[3]}
 
 
+_JSON_COLUMNS = ("latency_samples", "requested", "realized", "payload")
+
+
+def _encode(measurement: Measurement) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(column values, JSON texts)`` of a measurement's row: the JSON columns encoded once,
+    for the database and the LRU."""
+    try:
+        cols, _ = split_measurement(measurement)
+        texts = {name: None if cols[name] is None else RawJSON(dumps(cols[name])) for name in _JSON_COLUMNS}
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"measurement cannot be stored as JSON: {exc}") from None
+    cols.update(texts)
+    return cols, texts
+
+
+def _entry(mid: int, cols: dict[str, Any], texts: dict[str, Any]) -> Entry:
+    """The LRU entry of a row written from :func:`_encode`'s values."""
+    return (mid, cols["status"], cols["reason"], cols["throughput_fps"], cols["energy_mj"], cols["build_seconds"],
+            cols["simulated"], *(None if texts[n] is None else str(texts[n]) for n in _JSON_COLUMNS))
+
+
 @dataclass
 class _Lru:
-    """Thread-safe LRU of ``scope + key -> row entry``; stored measurements never change."""
+    """Thread-safe LRU of ``scope + key -> row entry``; a row rewritten by this store
+    (:meth:`MeasurementsMixin.update_measurement`) replaces its entry."""
 
     size: int
     data: OrderedDict[tuple[str, str, str, str], Entry] = field(default_factory=OrderedDict)
@@ -130,14 +157,22 @@ class MeasurementsMixin(StudiesMixin):
     ) -> Measurement | None:
         """The stored measurement of a realised placement in a cache scope, or None.
 
-        Answers from an in-process LRU when it can (stored measurements never change),
-        else from the unique index. Each call returns a fresh object.
+        Answers from an in-process LRU when it can (this store's re-measurements replace their
+        entries), else from the unique index. Each call returns a fresh object.
 
         Example:
             ``store.lookup(*study.scope, placement.key)``
         """
         hit = self._lookup_entry((model_hash, fingerprint_hash, settings_hash, placement_key))
         return None if hit is None else hit[1]
+
+    def measurement_id(
+        self, model_hash: str, fingerprint_hash: str, settings_hash: str, placement_key: str
+    ) -> int | None:
+        """The ``pt_measurements`` id of a realised placement in a cache scope (None when not stored);
+        answered from the LRU when it can, like :meth:`lookup`."""
+        hit = self._lookup_entry((model_hash, fingerprint_hash, settings_hash, placement_key))
+        return None if hit is None else hit[0]
 
     def _lookup_entry(self, key: tuple[str, str, str, str]) -> tuple[int, Measurement] | None:
         entry = self._lru.get(key)
@@ -236,15 +271,7 @@ class MeasurementsMixin(StudiesMixin):
                 f"refusing to store {what} in study {st.name!r} (simulated={st.simulated}): "
                 "label the measurement with the study's backend or use another study"
             )
-        try:  # encode the JSON columns once: for the database and the LRU
-            cols, payload = split_measurement(measurement)
-            texts = {
-                name: None if cols[name] is None else RawJSON(dumps(cols[name]))
-                for name in ("latency_samples", "requested", "realized", "payload")
-            }
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"measurement cannot be stored as JSON: {exc}") from None
-        cols.update(texts)
+        cols, texts = _encode(measurement)
         key = (*st.scope, placement_key)
         row = {
             "study_id": st.id,
@@ -282,17 +309,38 @@ class MeasurementsMixin(StudiesMixin):
                 log.debug("unique-key race on %s; re-reading", placement_key)
         assert mid is not None
         if inserted:
-            self._lru.put(
-                key,
-                (
-                    mid, cols["status"], cols["reason"], cols["throughput_fps"], cols["energy_mj"],
-                    cols["build_seconds"], cols["simulated"], *(
-                        None if texts[n] is None else str(texts[n])
-                        for n in ("latency_samples", "requested", "realized", "payload")
-                    ),
-                ),
-            )
+            self._lru.put(key, _entry(mid, cols, texts))
         return mid
+
+    def update_measurement(self, measurement_id: int, measurement: Measurement) -> None:
+        """Rewrite a stored measurement in place (a re-measurement: more builds of the same placement).
+
+        One write transaction rewrites the row's payload and its figure columns (status,
+        median / p90 / p99 ms, throughput, energy, build seconds, samples, requested and
+        realised maps), encoded by the code :meth:`record` uses; the row keeps its id, cache
+        key, study, requested key, agent, trial number and creation time. This store's LRU
+        answers the new measurement afterwards (other processes' LRUs keep the old one until
+        it leaves them). Requests are not logged here: see :meth:`record_request`.
+
+        Args:
+            measurement_id: the ``pt_measurements`` id (:meth:`record`'s answer).
+            measurement: the new measurement; its ``simulated`` flag must match the row's.
+
+        Raises:
+            StoreError: no such measurement, or a database problem.
+            ConfigError: the simulated flag differs from the row's, or the measurement is not JSON.
+        """
+        mid = int(measurement_id)
+        cols, texts = _encode(measurement)
+        with self._txn(f"updating measurement {mid}", write=True) as conn:
+            row = conn.execute(_SELECT_KEY, {"m_id": mid}).first()
+            if row is None:
+                raise StoreError(f"no stored measurement with id {mid} in {self.url}: nothing to update")
+            if bool(row.simulated) != bool(measurement.simulated):
+                raise ConfigError(f"refusing to replace measurement {mid} (simulated={bool(row.simulated)}) by "
+                                  f"one with simulated={bool(measurement.simulated)}")
+            conn.execute(update(_M).where(_M.c.id == mid).values(cols))  # the columns split_measurement gives
+        self._lru.put(tuple(row[1:]), _entry(mid, cols, texts))
 
     def _insert_measurement(self, conn: Connection, key: tuple[str, str, str, str], row: dict) -> int | None:
         """Insert a measurement row: its id, or None when its cache key is already stored."""

@@ -236,7 +236,7 @@ class MeasurementRow(Base):
 
     The cache scope is ``(model_hash, fingerprint_hash, settings_hash)``; with the
     realised ``placement_key`` it is unique, so a placement is measured once across
-    studies, agents and processes. ``payload`` holds the rest of
+    studies, agents and processes; re-measuring it (more builds) rewrites the row in place. ``payload`` holds the rest of
     ``Measurement.to_dict(timeline=True)`` so the measurement round-trips exactly;
     the numeric columns are for queries (non-finite values are NULL there and exact
     in ``payload``).

@@ -2,7 +2,9 @@
 
 This is the object search agents talk to. It needs nothing but a model, a platform and
 a backend; everything it measures goes to the store, and everything in the store with
-the same model, environment fingerprint and settings is a cache hit.
+the same model, environment fingerprint and settings is a cache hit. A measured placement
+can be built again (:meth:`Evaluator.remeasure`): its stored measurement then becomes the median
+over its builds.
 """
 
 from __future__ import annotations
@@ -192,6 +194,16 @@ class Evaluator:
         """Hash of the environment fingerprint, as the store keys cache entries."""
         return self.study.fingerprint_hash
 
+    @property
+    def rebuilds_vary(self) -> bool:
+        """False when building a placement again cannot change its figures (a simulated backend
+        with noise 0, the settings' or the backend's own): :meth:`remeasure` would learn nothing."""
+        if not self.backend.simulated:
+            return True
+        fp = self.fingerprint if isinstance(self.fingerprint, dict) else {}
+        noise = fp.get("noise", self.settings.noise)
+        return isinstance(noise, (int, float)) and noise > 0
+
     # ------------------------------------------------------------------ naming
     def default_study_name(self) -> str:
         """``<model>-<platform>-<mode>-<precision>-<objective>-<backend>-<settings hash[:6]>``, plus
@@ -239,12 +251,7 @@ class Evaluator:
 
         The returned measurement has ``extra["cache_hit"]`` set.
         """
-        if not isinstance(placement, Placement):
-            placement = Placement(self.model, placement)
-        elif placement.model.hash != self.model.hash:
-            raise PlacementError(
-                f"placement is for model {placement.model.name!r}, this evaluator measures {self.model.name!r}"
-            )
+        placement = self._own(placement)
         if self._stop:
             raise StopRequested("stop requested: the evaluation in flight finished and is stored")
         self.stats.requested += 1
@@ -312,6 +319,102 @@ class Evaluator:
         m.extra["_id"] = mid
         self._remember(key, m)
         return self._notify(placement, self._answer(m, placement, cache_hit=False, annotation=annotation))
+
+    def remeasure(
+        self,
+        placement: Placement | dict[str, str],
+        *,
+        builds: int = 1,
+        agent: str | None = None,
+        trial_number: int | None = None,
+    ) -> Measurement:
+        """Build and measure a measured placement ``builds`` more times and store the combination.
+
+        Each build of a network picks TensorRT tactics anew (~1-3 % apart on a Jetson; the
+        simulated Jetson draws a factor per build), so one build may be a lucky one. The stored
+        ``ok`` measurement of the placement's realisation is combined with the new builds
+        (:mod:`placetune.tuning.remeasure`): ``extra["builds"]`` lists every build's median
+        latency, throughput and energy; the measurement's median latency, throughput, energy and
+        power become the **median over all ok builds** (two builds: their mean); its latency
+        samples are all builds' samples concatenated (``mean``, ``p90``, ``p99``... are theirs);
+        its per-layer times, timeline and other details stay the first build's.
+
+        The stored row is rewritten in place (:meth:`Store.update_measurement
+        <placetune.store.measurements.MeasurementsMixin.update_measurement>`), one request is
+        logged (``cache_hit`` false, agent ``agent`` or ``"remeasure"``), and this evaluator and
+        its store answer the combined measurement afterwards. Each build counts as an evaluation
+        (``stats.requested`` and ``stats.measured`` grow by ``builds``), so budgets include it.
+        Callbacks get the answer, with ``extra["remeasured"] = builds``.
+
+        Raises:
+            ConfigError: the placement's realisation was never measured in this study's scope, or
+                its measurement failed (nothing is measured or stored then); ``builds`` < 1.
+            PlacementError: not a placement of this model.
+            StopRequested: after :meth:`request_stop`.
+        """
+        from placetune.tuning.remeasure import combine_builds, next_build_number
+
+        placement = self._own(placement)
+        if isinstance(builds, bool) or not isinstance(builds, int) or builds < 1:
+            raise ConfigError(f"remeasure: builds must be an integer >= 1, not {builds!r}")
+        if self._stop:
+            raise StopRequested("stop requested: the evaluation in flight finished and is stored")
+        try:
+            r: Realisation | None = self.realise(placement)
+        except InfeasiblePlacement:
+            r = None
+        stored = None if r is None else self._lookup(r.realized.key)
+        if r is None or stored is None or not stored.ok:
+            why = ("its measurement failed (infeasible)" if r is None else "it was never measured" if stored is None
+                   else f"its measurement failed ({stored.status})")
+            raise ConfigError(f"cannot re-measure placement {placement.key[:12]} in study {self.study_name!r}: "
+                              f"{why}; only a placement with an ok measurement is re-measured")
+        key = r.realized.key
+        nxt = next_build_number(stored)
+        advance = getattr(self.backend, "advance_builds", None)  # the simulator's build counter
+        if nxt is not None and advance is not None:
+            advance(key, self.settings.mode, nxt)
+        new: list[Measurement] = []
+        for _ in range(builds):
+            self.stats.requested += 1
+            t0 = time.perf_counter()
+            try:
+                m = self.backend.measure(r, self.platform, self.settings)
+            except InfeasiblePlacement as exc:
+                m = Measurement.failure("infeasible", str(exc), realized=r.realized.as_dict(),
+                                        simulated=self.backend.simulated)
+            self.stats.measure_seconds += time.perf_counter() - t0
+            self.stats.measured += 1
+            self._count(m)
+            new.append(m)
+        combined = combine_builds(stored, new)
+        t0 = time.perf_counter()
+        try:
+            mid = self.store.measurement_id(*self.study.scope, key)
+            if mid is None:
+                raise ConfigError(f"cannot re-measure placement {placement.key[:12]}: its measurement is no "
+                                  f"longer in {self.store.url}")
+            self.store.update_measurement(mid, combined)
+            self.store.record_request(self.study, placement.key, key, mid, agent or "remeasure", trial_number,
+                                      False)
+        finally:
+            self.stats.store_seconds += time.perf_counter() - t0
+        combined.extra["_id"] = mid
+        self._remember(key, combined)
+        if self._baseline is not None and self._baseline.realized == combined.realized:  # baseline() answers it
+            base = Placement.all_gpu(self.model)
+            self._baseline = self._answer(combined, base, cache_hit=bool(self._baseline.extra.get("cache_hit")))
+            self._baseline.requested = base.as_dict()
+        out = self._answer(combined, placement, cache_hit=False)
+        out.requested = placement.as_dict()
+        out.extra["remeasured"] = builds
+        spent = [m.extra.get("device_time_s") for m in new]
+        if all(isinstance(d, dict) for d in spent):  # progress displays: this call's device time
+            out.extra["device_time_s"] = {k: sum(float(d.get(k) or 0.0) for d in spent) for k in spent[0]
+                                          if isinstance(spent[0][k], (int, float))}
+        else:
+            out.extra.pop("device_time_s", None)
+        return self._notify(placement, out)
 
     # ------------------------------------------------------- hooks and stop
     def add_callback(self, fn: Callable[[Placement, Measurement], None]) -> None:
@@ -402,6 +505,16 @@ class Evaluator:
         self.stats.by_status[m.status] = self.stats.by_status.get(m.status, 0) + 1
         if not m.ok:
             self.stats.failures += 1
+
+    def _own(self, placement: Placement | dict[str, str]) -> Placement:
+        """A placement of this evaluator's model (PlacementError for another model's)."""
+        if not isinstance(placement, Placement):
+            return Placement(self.model, placement)
+        if placement.model.hash != self.model.hash:
+            raise PlacementError(
+                f"placement is for model {placement.model.name!r}, this evaluator measures {self.model.name!r}"
+            )
+        return placement
 
     def _lookup(self, key: str) -> Measurement | None:
         m = self._memo.get(key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import IO
+from typing import IO, Any
 
 from placetune.measurement import Measurement
 from placetune.tuning.objectives import Objective
@@ -39,6 +39,7 @@ class Progress:
         self.base = objective.value(baseline) if baseline is not None else None
         self.best: float | None = None
         self._best_loss = float("inf")
+        self._ok: list[list[Any]] = []  # [loss, value, realised map] of each ok evaluation: re-ranked on a re-measure
         self.cache_hits = 0
         self.failures = 0
         self.t0 = time.monotonic()
@@ -57,7 +58,7 @@ class Progress:
         An agent's annotation (``predicted`` value, model ``cv_error``) is shown next to the
         measurement.
         """
-        self.done += 1
+        self.done += int(m.extra.get("remeasured") or 1)  # a re-measurement of n builds is n evaluations
         note = m.extra.get("annotation") or {}
         if note.get("cv_error") is not None:
             self.cv_error = float(note["cv_error"])
@@ -72,8 +73,18 @@ class Progress:
             self.base = value  # the all-GPU baseline is usually the run's first evaluation
         if not m.ok:
             self.failures += 1
-        elif value is not None and (self.best is None or self.objective.loss(m) < self._best_loss):
-            self.best, self._best_loss = value, self.objective.loss(m)  # constraints: the best feasible
+        elif value is not None and m.extra.get("remeasured"):  # the median over builds replaces a first build
+            for entry in self._ok:
+                if entry[2] == m.realized:
+                    entry[0], entry[1] = self.objective.loss(m), value
+            if m.realized and all(d == "GPU" for d in m.realized.values()):
+                self.base = value
+            self._ok.append([self.objective.loss(m), value, m.realized])
+            self._best_loss, self.best = min((e[0], e[1]) for e in self._ok)
+        elif value is not None:
+            self._ok.append([self.objective.loss(m), value, m.realized])
+            if self.best is None or self.objective.loss(m) < self._best_loss:
+                self.best, self._best_loss = value, self.objective.loss(m)  # constraints: the best feasible
         if self.tty:
             now = time.monotonic()
             if now - self._last_draw > 0.1 or self.done >= self.total:
@@ -127,6 +138,8 @@ class Progress:
             fields.append(f"predicted_{self.objective.metric_names[0]}={self._fmt(note['predicted'], unit=False)}")
         if note.get("cv_error") is not None:
             fields.append(f"cv_error_pct={100 * note['cv_error']:.1f}")
+        if m.extra.get("remeasured"):  # a top candidate built again: the value is the median over its builds
+            fields.append(f"remeasured_builds={len(m.extra.get('builds') or ())}")
         if self.device_n:
             fields.append(f"device_s={self.device_s:.0f}")
             fields.append(f"device_eta_s={self._eta():.0f}")

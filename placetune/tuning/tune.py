@@ -237,6 +237,7 @@ class Tuner:
             self.naive = measure_naive_baselines(ev, ev.networks)
         remaining = cfg.trials - self._trials_done(agent_probe)
         interrupted = False
+        said: list[str] = []
         previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, self._on_sigint)
         try:
@@ -249,7 +250,9 @@ class Tuner:
                                          deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
                                          study_name=agent.study_name or ev.study_name)
                 try:
-                    agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
+                    result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
+                    # the guided agent's re-ranked top candidates: said once the progress display is closed
+                    said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith("re-measured")]
                 except StopRequested:
                     interrupted = True
                 except Exception as exc:  # a database failure in the agent's Optuna study: one clear line
@@ -262,7 +265,11 @@ class Tuner:
         finally:
             signal.signal(signal.SIGINT, previous)
             progress.close()
+        for line in said:
+            self._say(line)
         interrupted = interrupted or ev.stop_requested
+        if baseline is not None:  # re-measured by the agent: the median over its builds
+            baseline = ev.peek(Placement.all_gpu(ev.model)) or baseline
         outcome = TuneOutcome(name, self._trials_done(agent_probe), cfg.trials, ev.best(), baseline, interrupted)
         self._summary(outcome)
         if self.fleet is not None:

@@ -115,6 +115,13 @@ class SimulatedJetson:
             for k in [k for k in self._builds if k[0] == key]:
                 del self._builds[k]
 
+    def advance_builds(self, key: str, mode: str, next_build: int) -> None:
+        """Make the next build of realised placement ``key`` in ``mode`` number ``next_build`` or later:
+        a re-measurement in a new process continues the stored builds instead of drawing the first
+        build's figures again (noise.py)."""
+        bkey = (key, mode)
+        self._builds[bkey] = max(self._builds.get(bkey, -1), int(next_build) - 1)
+
     # ---------------------------------------------------------------- protocol
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
         """``{"backend": "simulate", "version": SIM_VERSION, "platform": ..., "power_mode": ...}``,

@@ -1,0 +1,104 @@
+"""Re-measuring a placement: more builds of the same network, combined into one measurement.
+
+On a Jetson each engine build picks TensorRT tactics anew, so two builds of the same
+placement differ by ~1-3 %; the simulated Jetson draws a factor per build
+(:mod:`placetune.backends.simulate.noise`). A search that keeps the best of many single
+builds favours a lucky one; re-measuring the top candidates
+(:meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and ranking them by the median over
+their builds takes that luck out.
+
+How :func:`combine_builds` combines the stored measurement (one build, or builds combined
+before) with new builds of the same realised placement:
+
+* ``extra["builds"]``: one entry per build, oldest first: ``build`` (the backend's build
+  number where it reports one, else None), ``status``, ``median_ms``, ``throughput_fps``,
+  ``energy_mj``, ``power_w`` (a failed rebuild: ``status`` and ``reason``);
+* ``latency_ms["median"]``, ``throughput_fps``, ``energy_mj`` and ``power_w``: the median over
+  the ok builds of each build's own figure (with two builds, the mean of the two);
+* ``latency_samples_ms``: the samples of every ok build, concatenated; the other latency
+  statistics (``mean``, ``min``, ``max``, ``p90``, ``p99``) are those of all these samples;
+* ``build_seconds``: the sum over the builds;
+* everything else (per-layer and per-segment times, timeline, loadables, fallback and the
+  rest of ``extra``): the first build's.
+
+A failed rebuild is listed in ``extra["builds"]`` and left out of the medians: the stored
+measurement stays ``ok``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+from typing import Any
+
+from placetune.measurement import Measurement, latency_stats
+
+__all__ = ["combine_builds", "build_entries", "next_build_number", "TRANSIENT_KEYS"]
+
+#: ``extra`` keys an evaluator adds to the measurements it answers; never stored
+TRANSIENT_KEYS = ("_id", "cache_hit", "requested_key", "annotation", "remeasured")
+
+
+def _entry(m: Measurement) -> dict[str, Any]:
+    build = m.extra.get("build")
+    if not m.ok:
+        return {"build": build if isinstance(build, int) else None, "status": m.status, "reason": m.reason}
+    return {"build": build if isinstance(build, int) else None, "status": "ok",
+            "median_ms": m.latency_ms.get("median"), "throughput_fps": m.throughput_fps,
+            "energy_mj": m.energy_mj, "power_w": m.power_w}
+
+
+def build_entries(m: Measurement) -> list[dict[str, Any]]:
+    """The per-build figures of a stored measurement: its ``extra["builds"]``, or its own
+    figures as a single build when it was never re-measured."""
+    builds = m.extra.get("builds")
+    if isinstance(builds, list) and builds and all(isinstance(b, dict) for b in builds):
+        return [dict(b) for b in builds]
+    return [_entry(m)]
+
+
+def next_build_number(m: Measurement) -> int | None:
+    """The first backend build number after every build of a stored measurement (None when the
+    backend reports none), so that a rebuild in another process is a new build too."""
+    nums = [b.get("build") for b in build_entries(m)]
+    nums = [n for n in nums if isinstance(n, int) and not isinstance(n, bool)]
+    return max(nums) + 1 if nums else None
+
+
+def _median(values: list[Any]) -> float | None:
+    vals = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(float(v))]
+    return float(statistics.median(vals)) if vals else None
+
+
+def combine_builds(stored: Measurement, new: list[Measurement]) -> Measurement:
+    """The stored ``ok`` measurement combined with ``new`` builds of the same realised placement
+    (the rules are in this module's docstring). Neither argument is changed.
+
+    Raises:
+        ValueError: ``stored`` is not ok.
+    """
+    if not stored.ok:
+        raise ValueError(f"only an ok measurement is combined with more builds, not a {stored.status!r} one")
+    out = copy.deepcopy(stored)
+    for k in TRANSIENT_KEYS:
+        out.extra.pop(k, None)
+    builds = build_entries(stored) + [_entry(m) for m in new]
+    ok_new = [m for m in new if m.ok]
+    samples = list(stored.latency_samples_ms or [])
+    for m in ok_new:
+        samples.extend(m.latency_samples_ms or [])
+    ok = [b for b in builds if b.get("status") == "ok"]
+    median_ms = _median([b.get("median_ms") for b in ok])
+    stats = latency_stats(samples) if samples else dict(stored.latency_ms)
+    if median_ms is not None:
+        stats["median"] = median_ms
+    out.latency_samples_ms = samples
+    out.latency_ms = stats
+    out.throughput_fps = _median([b.get("throughput_fps") for b in ok])
+    out.energy_mj = _median([b.get("energy_mj") for b in ok])
+    out.power_w = _median([b.get("power_w") for b in ok])
+    out.build_seconds = float(stored.build_seconds or 0.0) + sum(float(m.build_seconds or 0.0) for m in new)
+    out.extra["builds"] = builds
+    return out
