@@ -116,8 +116,14 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
     except ImportError:  # the calibration module is not installed: the nominal simulator
         return Fit(n=len(ok))
     model, platform, settings = evaluator.model, evaluator.platform, evaluator.settings
+    from placetune.calibration.fit import MIN_MEASUREMENTS
+
     try:
         obs = observations(model, platform, settings, ok)
+        if len(ok) < MIN_MEASUREMENTS:  # the first rounds: a linear fit leaning on the priors, no CV
+            early = fit_profile(model, platform, settings, ok, observations_=obs, fast=True,
+                                min_measurements=min_points)
+            return Fit(profile=early.profile, cv_error=None, n=len(ok))
         main = fit_profile(model, platform, settings, ok, observations_=obs, cross_validate=5)
     except Exception as exc:  # too few measurements, a degenerate fit: the search goes on uncorrected
         log.info("guided: no fit (%s); using the uncorrected simulator", exc)

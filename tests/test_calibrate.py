@@ -169,3 +169,18 @@ def test_measure_and_tune_take_a_device_profile(tmp_path, capsys):
     with Store(str(db)) as s:
         (rec,) = s.studies()
         assert rec.fingerprint["profile"] == load_device_profile(prof).digest() and "profile" in rec.name
+
+
+def test_a_search_fits_its_first_few_measurements_too():
+    """The guided agent's refits needed 8 measurements (calibrate's minimum): its first rounds
+    searched the uncorrected simulator, e.g. 6 more builds near all-DLA0 after all-DLA0 had
+    measured three times slower than predicted. Below 8 it now fits linearly on the priors."""
+    from search.surrogate import fit_ensemble
+
+    slow = DeviceProfile("orin-agx", dla=2.5)
+    ev, ms = _study(None, None, slow, 4, mode="engine", seed=4)
+    fit = fit_ensemble(ev, ms, ensemble=0)
+    assert fit.profile is not None and fit.cv_error is None and fit.n == 4
+    assert 1.5 < fit.profile.dla < 3.0  # most of the way from the nominal 1.0, held back by the prior
+    with pytest.raises(ConfigError, match="needs at least 8"):  # calibrate keeps its minimum
+        fit_profile(ev.model, ev.platform, ev.settings, ms)

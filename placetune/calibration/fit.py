@@ -442,7 +442,8 @@ def _unidentified(params: _Params, info: np.ndarray, obs: Sequence[Observation],
 def fit_profile(model: "Model", platform: "Platform", settings: "Settings", measurements: Sequence[Any], *,
                 base_profile: DeviceProfile | None = None, ridge: float = 0.05, layer_shrinkage: float = 0.5,
                 bootstrap_seed: int | None = None, layer_weight: float = 0.25, cross_validate: int = 5,
-                fast: bool = False, observations_: Sequence[Observation] | None = None) -> FitResult:
+                fast: bool = False, observations_: Sequence[Observation] | None = None,
+                min_measurements: int = MIN_MEASUREMENTS) -> FitResult:
     """Fit a device profile to measurements of one model on one platform.
 
     Args:
@@ -462,9 +463,11 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
             the base profile's, no cross-validation, the in-sample error is that of the
             segment and engine-latency rows (no simulation).
         observations_: precomputed :func:`observations` (the measurements are then not read).
+        min_measurements: the fewest usable measurements to fit (``placetune calibrate``:
+            :data:`MIN_MEASUREMENTS`; a search's early refits may go lower and lean on the priors).
 
     Raises:
-        ConfigError: fewer than :data:`MIN_MEASUREMENTS` usable measurements, or a base profile
+        ConfigError: fewer than ``min_measurements`` usable measurements, or a base profile
             of another platform.
     """
     import time
@@ -476,8 +479,8 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
     obs = list(observations_) if observations_ is not None else observations(
         model, platform, settings, measurements, base_profile=base_profile)
     groups = sorted({o.group for o in obs}, key=lambda s: (len(s), s))
-    if len(groups) < MIN_MEASUREMENTS:
-        raise ConfigError(f"calibration needs at least {MIN_MEASUREMENTS} successful engine- or pipeline-mode "
+    if len(groups) < max(1, min_measurements):
+        raise ConfigError(f"calibration needs at least {max(1, min_measurements)} successful engine- or pipeline-mode "
                           f"measurements; got {len(groups)}")
     weights: dict[str, float] = {}
     if bootstrap_seed is not None:
