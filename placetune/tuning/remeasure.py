@@ -23,6 +23,13 @@ before) with new builds of the same realised placement:
 
 A failed rebuild is listed in ``extra["builds"]`` and left out of the medians: the stored
 measurement stays ``ok``.
+
+What a rebuild samples depends on the backend's caches. The TensorRT backend keeps a timing
+cache (TensorRT then picks the same tactics again) and, in pipeline and replicas mode, an
+engine cache (the same engines are loaded again): with both on, the defaults, a re-measurement
+re-times the same tactics and averages run-to-run noise (clocks, temperature) only; the backend
+options ``timing_cache=False`` and ``engine_cache=False`` make it a fresh build that samples
+TensorRT's tactic choice as well. The simulated Jetson draws a new per-build factor either way.
 """
 
 from __future__ import annotations
