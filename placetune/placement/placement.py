@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from placetune.errors import PlacementError
-from placetune.placement.segmenting import segment_arrays
+from placetune.placement.segmenting import ProducerArrays, segment_arrays
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -268,8 +271,7 @@ class Placement(Mapping[str, str]):
     def counts(self) -> dict[str, int]:
         """Number of layers per device (every device in DEVICES is a key)."""
         out = dict.fromkeys(DEVICES, 0)
-        for d in self._dev.values():
-            out[d] += 1
+        out.update(Counter(self._dev.values()))
         return out
 
     @property
@@ -324,7 +326,25 @@ def producer_indexes(model: "Model") -> list[tuple[int, ...]]:
 
 
 _PRODUCERS: dict[str, list[tuple[int, ...]]] = {}
+_PRODUCER_ARRAYS: dict[str, tuple[ProducerArrays, np.ndarray, list[str]]] = {}
 _CODE = {d: i for i, d in enumerate(DEVICES)}
+
+
+def producer_arrays(model: "Model") -> ProducerArrays:
+    """The model's :class:`~placetune.placement.segmenting.ProducerArrays` (cached per model)."""
+    return _model_arrays(model)[0]
+
+
+def _model_arrays(model: "Model") -> tuple[ProducerArrays, np.ndarray, list[str]]:
+    cached = _PRODUCER_ARRAYS.get(model.hash)
+    if cached is None:
+        names = model.names
+        name_array = np.empty(len(names), dtype=object)
+        name_array[:] = names
+        cached = _PRODUCER_ARRAYS[model.hash] = (ProducerArrays(producer_indexes(model)), name_array, names)
+        if len(_PRODUCER_ARRAYS) > 64:
+            _PRODUCER_ARRAYS.pop(next(iter(_PRODUCER_ARRAYS)))
+    return cached
 
 
 def _segments(model: "Model", dev: Mapping[str, str], pipeline: bool = False) -> list[Segment]:
@@ -333,7 +353,14 @@ def _segments(model: "Model", dev: Mapping[str, str], pipeline: bool = False) ->
     A layer joins the segment(s) of its same-device producers unless that would close a
     cycle through another segment; several joinable producer segments are merged.
     """
-    names = model.names
-    sa = segment_arrays(producer_indexes(model), [_CODE[dev[n]] for n in names], pipeline)
-    return [Segment(k, DEVICES[d], tuple(names[i] for i in layers), pr)
-            for k, (d, pr, layers) in enumerate(zip(sa.device, sa.preds, sa.layers))]
+    pa, name_array, names = _model_arrays(model)
+    sa = segment_arrays(pa, [_CODE[dev[n]] for n in names], pipeline)
+    # the layer names of each segment, in topological order: one stable sort, then slices
+    order = np.argsort(sa.seg_of, kind="stable")
+    ends = np.cumsum(np.bincount(sa.seg_of, minlength=len(sa.device))).tolist()
+    ordered = name_array[order].tolist()
+    out, start = [], 0
+    for k, (d, pr, end) in enumerate(zip(sa.device, sa.preds, ends)):
+        out.append(Segment(k, DEVICES[d], tuple(ordered[start:end]), pr))
+        start = end
+    return out

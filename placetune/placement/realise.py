@@ -77,6 +77,22 @@ def dla_support(model: "Model", platform: "Platform", precision: str, trt_versio
     return cached
 
 
+_UNSUPPORTED_CACHE: dict[tuple, dict[str, str]] = {}
+
+
+def _unsupported(model: "Model", platform: "Platform", precision: str, trt_version: str) -> dict[str, str]:
+    """Layer -> why the DLA cannot run it, for the layers it cannot run (topological order; cached)."""
+    key = (model.hash, platform.name, precision, trt_version)
+    cached = _UNSUPPORTED_CACHE.get(key)
+    if cached is None:
+        support = dla_support(model, platform, precision, trt_version)
+        cached = _UNSUPPORTED_CACHE[key] = {n: support[n].reason or "not supported" for n in model.names
+                                            if not support[n].supported}
+        if len(_UNSUPPORTED_CACHE) > 64:
+            _UNSUPPORTED_CACHE.pop(next(iter(_UNSUPPORTED_CACHE)))
+    return cached
+
+
 def realise(
     placement: Placement,
     platform: "Platform",
@@ -140,8 +156,8 @@ def realise(
                         dev[n] = target
     fallback: dict[str, str] = {}
     if any(d != "GPU" for d in dev.values()):
-        support = dla_support(model, platform, precision, trt_version)
-        unsupported = [(n, support[n].reason or "not supported") for n, d in dev.items() if d != "GPU" and not support[n].supported]
+        unsupported = [(n, reason) for n, reason in _unsupported(model, platform, precision, trt_version).items()
+                       if dev[n] != "GPU"]
         if unsupported and not gpu_fallback:
             shown = "; ".join(f"{n}: {r}" for n, r in unsupported[:5])
             more = f" (+{len(unsupported) - 5} more)" if len(unsupported) > 5 else ""
