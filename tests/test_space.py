@@ -169,3 +169,15 @@ def test_stages_is_an_accepted_granularity_everywhere():
     assert ev.space("stages").granularity == "stages"
     with pytest.raises(ConfigError, match="stages"):
         Space(Model.load("seed-block"), "orin-agx", granularity="stage")
+
+
+@pytest.mark.parametrize("name", ["resnet50", "googlenet"])
+def test_a_placement_from_a_unit_assignment_lists_its_layers_in_topological_order(name):
+    # Placement.as_dict promises topological order; the store's encodings and the packed
+    # per-layer times rely on one order per model (fusion units do not follow it)
+    model = Model.load(name)
+    space = Space(model, "orin-agx", mode="pipeline", precision="int8")
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        p = space.to_placement(space.sample(rng))
+        assert list(p.as_dict()) == model.names

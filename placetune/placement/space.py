@@ -243,7 +243,7 @@ class Space:
         """
         if len(assignment) != len(self.units):
             raise PlacementError(f"assignment has {len(assignment)} entries; the space has {len(self.units)} units")
-        dev: dict[str, str] = {}
+        dev: dict[str, str] = dict.fromkeys(self.model.names, "GPU")  # topological order, as Placement keeps it
         for u, a in zip(self.units, assignment):
             if isinstance(a, str):
                 d = a
