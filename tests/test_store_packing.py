@@ -137,3 +137,39 @@ def test_recording_a_measurement_issues_one_insert_per_table_on_sqlite(db_path, 
         seen.clear()
         assert store.record(st, "r2", "k", bulky(model)) == 1  # already stored: the first is kept
         assert seen == ["INSERT", "SELECT", "INSERT"]
+
+
+@pytest.mark.parametrize("m", [
+    {"a": "GPU", 'b"q': "DLA0", "é\\/x": "DLA1", "\u2028": "GPU"},
+    {},
+    {"a": "CPU"},
+    {"a": None},
+    {1: "GPU"},
+])
+def test_device_maps_are_written_as_json_writes_them(m):
+    from placetune.store.schema import dumps
+
+    text = packing.device_map_text(m)
+    assert text is None or text == dumps(m)
+    assert (text is None) == (m not in ({}, {"a": "GPU", 'b"q': "DLA0", "é\\/x": "DLA1", "\u2028": "GPU"}))
+
+
+def test_measurements_read_back_share_the_layer_names(db_path, model):
+    # every row of a model names the same layers: read back, they are one set of strings, not one per row
+    names = list(model.names)
+    with Store(db_path, cache_size=0) as store:
+        st = open_study(store, model)
+        for k in range(3):
+            m = ok_measurement(model)
+            m.realized = {n: ("GPU", "DLA0")[(i + k) % 2] for i, n in enumerate(names)}
+            m.requested = {n: "DLA1" for n in names}
+            store.record(st, f"r{k}", f"k{k}", m)
+        got = [store.lookup(*st.scope, f"k{k}") for k in range(3)] + [r.measurement for r in store.measurements("s1")]
+    raw = sqlite3.connect(db_path).execute("select realized from pt_measurements order by id").fetchall()
+    assert [json.loads(r[0]) for r in raw] == [g.realized for g in got[:3]]
+    first = [list(g.realized) for g in got]
+    for g in got:
+        assert list(g.realized) == names
+        assert all(a is b for a, b in zip(g.realized, first[0]))  # the same string objects
+        assert all(a is b for a, b in zip(g.requested, first[0]))
+    assert len({id(v) for g in got for v in g.realized.values()}) == 2  # one "GPU", one "DLA0"

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from placetune.errors import ConfigError, StoreError
 from placetune.measurement import Measurement
+from placetune.store.packing import device_map_text
 from placetune.store.records import MeasurementRecord, StudyRecord
 from placetune.store.rows import RECORD_COLUMNS, Entry, from_entry, measurement_record, split_measurement
 from placetune.store.schema import MeasurementRow, RawJSON, RequestRow, StudyRow, dumps, utcnow
@@ -101,12 +102,21 @@ def _key_params(key: tuple[str, str, str, str]) -> dict[str, str]:
 _JSON_COLUMNS = ("latency_samples", "requested", "realized", "payload")
 
 
+def _json_text(value: Any) -> str:
+    """JSON text of a column value; a per-layer device map takes the fast path (same text)."""
+    if type(value) is dict:
+        text = device_map_text(value)
+        if text is not None:
+            return text
+    return dumps(value)
+
+
 def _encode(measurement: Measurement) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(column values, JSON texts)`` of a measurement's row: the JSON columns encoded once,
     for the database and the LRU."""
     try:
         cols, _ = split_measurement(measurement)
-        texts = {name: None if cols[name] is None else RawJSON(dumps(cols[name])) for name in _JSON_COLUMNS}
+        texts = {name: None if cols[name] is None else RawJSON(_json_text(cols[name])) for name in _JSON_COLUMNS}
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"measurement cannot be stored as JSON: {exc}") from None
     cols.update(texts)

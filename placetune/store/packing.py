@@ -23,10 +23,11 @@ from __future__ import annotations
 import base64
 import binascii
 import sys
+import json
 from array import array
 from typing import Any
 
-__all__ = ["PACKED", "PACKABLE", "pack_fields", "unpack_fields"]
+__all__ = ["PACKED", "PACKABLE", "pack_fields", "unpack_fields", "device_map_text", "shared_keys"]
 
 #: payload key of the packed fields
 PACKED = "_packed"
@@ -56,11 +57,26 @@ def _floats(text: Any) -> list[float]:
     return a.tolist()
 
 
-def _all_floats(values: list[Any]) -> bool:
-    for v in values:
-        if type(v) is not float:
-            return False
-    return True
+_FLOAT_ONLY = frozenset({float})
+
+
+def _all_floats(values: Any) -> bool:
+    return _FLOAT_ONLY.issuperset(map(type, values))
+
+
+def _positions(names: list[str]) -> dict[str, int] | None:
+    """Name -> position in ``names`` (cached per name tuple; None when a name repeats)."""
+    keys = tuple(names)
+    hit = _POSITIONS.get(keys)
+    if hit is None:
+        pos = {n: i for i, n in enumerate(keys)}
+        hit = _POSITIONS[keys] = (pos if len(pos) == len(keys) else None,)
+        if len(_POSITIONS) > _KEYSETS_MAX:
+            _POSITIONS.pop(next(iter(_POSITIONS)))
+    return hit[0]
+
+
+_POSITIONS: dict[tuple[str, ...], tuple[dict[str, int] | None]] = {}
 
 
 def _pack_map(d: dict[str, Any], names: list[str] | None) -> dict[str, Any] | None:
@@ -71,9 +87,12 @@ def _pack_map(d: dict[str, Any], names: list[str] | None) -> dict[str, Any] | No
     if names is not None and len(keys) == len(names):
         if keys == names:
             return {"i": None, "f": _floats_text(values)}
-        pos = {n: i for i, n in enumerate(names)}
-        if len(pos) == len(names) and all(k in pos for k in keys):
-            return {"i": [pos[k] for k in keys], "f": _floats_text(values)}
+        pos = _positions(names)
+        if pos is not None:
+            try:
+                return {"i": list(map(pos.__getitem__, keys)), "f": _floats_text(values)}
+            except (KeyError, TypeError):  # a key that is not a name (or not hashable)
+                pass
     return {"k": keys, "f": _floats_text(values)}
 
 
@@ -85,9 +104,8 @@ def _pack_rows(rows: list[Any]) -> dict[str, Any] | None:
         if type(r) is not dict or tuple(r) != keys:
             return None
     cols = []
-    for k in keys:
-        col = [r[k] for r in rows]
-        cols.append([k, "f", _floats_text(col)] if _all_floats(col) else [k, "j", col])
+    for k, col in zip(keys, zip(*[r.values() for r in rows])):  # the rows' columns, transposed in C
+        cols.append([k, "f", _floats_text(col)] if _all_floats(col) else [k, "j", list(col)])
     return {"n": len(rows), "c": cols}
 
 
@@ -132,13 +150,21 @@ def _unpack_map(p: dict[str, Any], names: list[str] | None) -> dict[str, float]:
     return dict(zip(keys, values))
 
 
+def _interned(values: Any) -> Any:
+    """A column of values read back, its text values interned (a device or event name recurs in
+    every row: kept once in memory, not once per row)."""
+    if type(values) is list and values and type(values[0]) is str:
+        return [sys.intern(v) if type(v) is str else v for v in values]
+    return values
+
+
 def _unpack_rows(p: dict[str, Any]) -> list[dict[str, Any]]:
     n = p["n"]
     if type(n) is not int or n < 0:
         raise ValueError("packed row count is not a count")
     keys, cols = [], []
     for key, kind, data in p["c"]:
-        col = _floats(data) if kind == "f" else data if kind == "j" else None
+        col = _floats(data) if kind == "f" else _interned(data) if kind == "j" else None
         if not isinstance(key, str) or not isinstance(col, list) or len(col) != n:
             raise ValueError("packed column does not match the row count")
         keys.append(key)
@@ -167,3 +193,55 @@ def unpack_fields(d: dict[str, Any]) -> str | None:
         except (KeyError, TypeError, ValueError, binascii.Error, UnicodeError) as exc:
             return f"packed field {name!r} is invalid ({type(exc).__name__})"
     return None
+
+
+# ---------------------------------------------------------------- per-layer device maps
+# A realised placement's ``{layer name: device}`` map is the largest JSON value of a row (7 kB for
+# resnet50) and the same layer names recur in every row of a model. Its text is assembled from
+# the names' JSON fragments, encoded once per name tuple, and maps read back share one set of
+# key strings per name tuple (the in-process caches then hold one copy of the names, not one
+# per measurement).
+
+_KEYSETS: dict[tuple[str, ...], tuple[tuple[str, ...], list[str]]] = {}  # names -> (names, '"name":' texts)
+_KEYSETS_MAX = 64
+_DEVICE_TEXT = {"GPU": '"GPU"', "DLA0": '"DLA0"', "DLA1": '"DLA1"'}
+_DEVICE_NAMES = {d: d for d in _DEVICE_TEXT}
+
+
+def _keyset(keys: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    hit = _KEYSETS.get(keys)
+    if hit is None:
+        if not all(type(k) is str for k in keys):
+            raise TypeError("not a map of text keys")
+        hit = _KEYSETS[keys] = (keys, [json.dumps(k) + ":" for k in keys])
+        if len(_KEYSETS) > _KEYSETS_MAX:
+            _KEYSETS.pop(next(iter(_KEYSETS)))
+    return hit
+
+
+def device_map_text(d: dict[str, Any]) -> str | None:
+    """The compact JSON text of a ``{layer name: device}`` map, as ``json.dumps(d, separators=(",", ":"))``
+    writes it; None when a key is not text or a value is not ``GPU``/``DLA0``/``DLA1``."""
+    if not d:
+        return "{}"
+    try:
+        values = list(map(_DEVICE_TEXT.__getitem__, d.values()))
+        texts = _keyset(tuple(d))[1]
+    except (KeyError, TypeError):  # another value, or an unhashable one
+        return None
+    return "{" + ",".join(map(str.__add__, texts, values)) + "}"
+
+
+def shared_keys(d: Any) -> Any:
+    """``d`` with its keys replaced by the shared copies of the same name tuple (a dict of str
+    keys), so that maps decoded from many rows hold one copy of a model's layer names; anything
+    else is returned as it is."""
+    if type(d) is not dict or not d:
+        return d
+    keys = tuple(d)
+    try:
+        shared = _keyset(keys)[0]
+    except TypeError:
+        return d
+    values = list(map(_DEVICE_NAMES.get, d.values()))  # one copy of each device name too
+    return dict(zip(shared, d.values() if None in values else values))

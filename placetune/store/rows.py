@@ -8,7 +8,7 @@ from typing import Any
 
 from placetune.errors import StoreError
 from placetune.measurement import STATUSES, Measurement
-from placetune.store.packing import pack_fields, unpack_fields
+from placetune.store.packing import pack_fields, shared_keys, unpack_fields
 from placetune.store.records import MeasurementRecord
 from placetune.store.schema import MeasurementRow, StudyRow, finite_or_none
 
@@ -161,8 +161,8 @@ def _measurement_dict(row: Any) -> dict[str, Any]:
         "reason": row.reason,
         "latency_samples_ms": row.latency_samples,
         "throughput_fps": row.throughput_fps,
-        "requested": row.requested,
-        "realized": row.realized,
+        "requested": shared_keys(row.requested),
+        "realized": shared_keys(row.realized),
         "energy_mj": row.energy_mj,
         "build_seconds": row.build_seconds,
         "simulated": bool(row.simulated),
@@ -210,8 +210,8 @@ def from_entry(e: Entry) -> Measurement:
         "build_seconds": e[5],
         "simulated": bool(e[6]),
         "latency_samples_ms": load(e[7]),
-        "requested": load(e[8]),
-        "realized": load(e[9]),
+        "requested": shared_keys(load(e[8])),
+        "realized": shared_keys(load(e[9])),
     }
     payload = load(e[10]) or {}
     if not isinstance(payload, dict):
