@@ -78,15 +78,10 @@ def _fmt(value: float | None, objective: str) -> str:
 
 
 def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
-    objective = st.objective.split("+")[0].strip()
-    if st.constraints:  # feasible first, as tune and export rank them
-        from placetune.tuning.constraints import best_record
-        from placetune.tuning.objectives import get_objective
+    from placetune.tuning.constraints import best_stored
 
-        loss = get_objective(st.objective, st.constraints).loss
-        rec = best_record((r for r in store.measurements(st.name) if r.measurement.ok), loss)
-    else:
-        rec = store.best(st.name, objective)
+    objective = st.objective.split("+")[0].strip()
+    rec = best_stored(store, st.name)  # feasible first in a constrained study, as tune and export rank
     if rec is None:
         return None, None
     return rec.measurement.objective(objective), rec.id

@@ -347,9 +347,9 @@ def export_plan(
             raise ConfigError(f"measurement {measurement_id} of study {study_name!r} has status "
                               f"{rec.measurement.status!r}: only an ok measurement makes a plan")
     elif objective is not None and (objective.constraints or objective.names[0] == "gpu_time"):
-        from placetune.tuning.constraints import best_record
+        from placetune.tuning.constraints import best_stored
 
-        rec = best_record([r for r in records if r.measurement.ok], objective.loss)  # as store.best ranks
+        rec = best_stored(store, study_name, objective)  # as tune ranks: feasible first
         if rec is None:
             raise ConfigError(f"study {study_name!r} has no successful measurement with a {objective.names[0]} "
                               "value yet: run the search (placetune tune) before exporting a plan")

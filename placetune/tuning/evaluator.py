@@ -474,13 +474,9 @@ class Evaluator:
     def best(self) -> tuple[Placement, Measurement] | None:
         """Best ok measurement this study requested (by the primary objective; under
         constraints the best feasible one, else the one closest to feasible)."""
-        obj = self.objective
-        if obj.constraints or obj.names[0] not in ("latency", "throughput", "energy"):
-            from placetune.tuning.constraints import best_record
+        from placetune.tuning.constraints import best_stored
 
-            rec = best_record(self.store.measurements(self.study_name, status="ok"), obj.loss)
-        else:
-            rec = self.store.best(self.study_name, obj.names[0], obj.direction)
+        rec = best_stored(self.store, self.study_name, self.objective)
         if rec is None:
             return None
         placement = Placement(self.model, rec.requested or {})
