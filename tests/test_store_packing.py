@@ -173,3 +173,25 @@ def test_measurements_read_back_share_the_layer_names(db_path, model):
         assert all(a is b for a, b in zip(g.realized, first[0]))  # the same string objects
         assert all(a is b for a, b in zip(g.requested, first[0]))
     assert len({id(v) for g in got for v in g.realized.values()}) == 2  # one "GPU", one "DLA0"
+
+
+@pytest.mark.parametrize("samples", [[2.5] * 4, [-0.0] * 3, [0.0, -0.0], [math.nan] * 3, [1.0, 2.0, 1.0]])
+def test_latency_samples_read_back_exactly_and_equal_ones_shared(db_path, model, samples):
+    m = ok_measurement(model)
+    m.latency_samples_ms = list(samples)
+    with Store(db_path, cache_size=0) as store:
+        st = open_study(store, model)
+        store.record(st, "r", "k", m)
+        got = store.lookup(*st.scope, "k").latency_samples_ms
+    assert json.dumps(got) == json.dumps(samples)  # bit for bit: -0.0 stays -0.0
+    assert [math.copysign(1, x) for x in got] == [math.copysign(1, x) for x in samples]
+    if samples == [2.5] * 4:  # a noiseless run's samples: one float, as the simulator wrote them
+        assert len({id(x) for x in got}) == 1
+
+
+def test_values_read_back_intern_short_text_and_keys():
+    a = packing.shared_values(json.loads('{"extra": {"mode_name": "pipeline"}, "long": "' + "x" * 50 + '"}'))
+    b = packing.shared_values(json.loads('{"extra": {"mode_name": "pipeline"}, "long": "' + "x" * 50 + '"}'))
+    ka, kb = next(iter(a["extra"])), next(iter(b["extra"]))
+    assert ka is kb and a["extra"]["mode_name"] is b["extra"]["mode_name"]
+    assert a["long"] == b["long"] and a == b

@@ -27,7 +27,7 @@ import json
 from array import array
 from typing import Any
 
-__all__ = ["PACKED", "PACKABLE", "pack_fields", "unpack_fields", "device_map_text", "shared_keys"]
+__all__ = ["PACKED", "PACKABLE", "pack_fields", "unpack_fields", "device_map_text", "shared_keys", "shared_values"]
 
 #: payload key of the packed fields
 PACKED = "_packed"
@@ -245,3 +245,31 @@ def shared_keys(d: Any) -> Any:
         return d
     values = list(map(_DEVICE_NAMES.get, d.values()))  # one copy of each device name too
     return dict(zip(shared, d.values() if None in values else values))
+
+
+_SHORT = 40  # text values up to this length are interned when read back (names, devices, modes)
+
+
+def shared_values(value: Any, depth: int = 3) -> Any:
+    """A JSON value read back, made to hold no more memory than the value that was written.
+
+    ``json.loads`` makes new strings for every key and text value of every row, and a new float
+    for each of a noiseless measurement's equal latency samples, where the measurement that was
+    written shared them: here object keys and short text values (to ``depth`` levels) are
+    interned, and a list of equal non-zero floats (bit for bit: ``-0.0`` and NaN are left alone)
+    becomes one float repeated. Lists and dicts stay fresh objects.
+    """
+    t = type(value)
+    if t is dict:
+        if depth <= 0:
+            return value
+        return {sys.intern(k) if type(k) is str else k: shared_values(v, depth - 1) for k, v in value.items()}
+    if t is list:
+        if value and type(value[0]) is float:
+            first = value[0]
+            if first != 0.0 and all(type(x) is float and x == first for x in value):
+                return [first] * len(value)
+        return value
+    if t is str and len(value) <= _SHORT:
+        return sys.intern(value)
+    return value

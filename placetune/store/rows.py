@@ -8,7 +8,7 @@ from typing import Any
 
 from placetune.errors import StoreError
 from placetune.measurement import STATUSES, Measurement
-from placetune.store.packing import pack_fields, shared_keys, unpack_fields
+from placetune.store.packing import pack_fields, shared_keys, shared_values, unpack_fields
 from placetune.store.records import MeasurementRecord
 from placetune.store.schema import MeasurementRow, StudyRow, finite_or_none
 
@@ -159,7 +159,7 @@ def _measurement_dict(row: Any) -> dict[str, Any]:
     d = {
         "status": row.status,
         "reason": row.reason,
-        "latency_samples_ms": row.latency_samples,
+        "latency_samples_ms": shared_values(row.latency_samples),
         "throughput_fps": row.throughput_fps,
         "requested": shared_keys(row.requested),
         "realized": shared_keys(row.realized),
@@ -167,7 +167,7 @@ def _measurement_dict(row: Any) -> dict[str, Any]:
         "build_seconds": row.build_seconds,
         "simulated": bool(row.simulated),
     }
-    payload = row.payload or {}
+    payload = shared_values(row.payload) or {}
     if not isinstance(payload, dict):
         raise _corrupt(row.id, f"its payload is a {type(payload).__name__}, not an object")
     d.update(payload)
@@ -209,11 +209,11 @@ def from_entry(e: Entry) -> Measurement:
         "energy_mj": e[4],
         "build_seconds": e[5],
         "simulated": bool(e[6]),
-        "latency_samples_ms": load(e[7]),
+        "latency_samples_ms": shared_values(load(e[7])),
         "requested": shared_keys(load(e[8])),
         "realized": shared_keys(load(e[9])),
     }
-    payload = load(e[10]) or {}
+    payload = shared_values(load(e[10])) or {}
     if not isinstance(payload, dict):
         raise _corrupt(e[0], f"its payload is a {type(payload).__name__}, not an object")
     d.update(payload)
