@@ -125,18 +125,51 @@ def test_sqlite_checkpoints_the_wal_every_ten_thousand_pages(db_path, model):
             assert conn.exec_driver_sql("pragma wal_autocheckpoint").scalar() == 10_000
 
 
-def test_recording_a_measurement_issues_one_insert_per_table_on_sqlite(db_path, model):
+def test_an_evaluation_costs_sqlite_only_its_own_statements(db_path, model):
+    # every statement SQLite runs, traced on the driver connection: no look-up before the insert,
+    # one transaction per record, none around a single-statement look-up or request log
     from sqlalchemy import event
 
     with Store(db_path) as store:
         st = open_study(store, model)
+        store.engine.dispose()
         seen: list[str] = []
-        event.listen(store.engine, "before_cursor_execute", lambda *a: seen.append(a[2].split()[0].upper()))
-        store.record(st, "r", "k", bulky(model))
-        assert seen == ["INSERT", "INSERT"]  # no look-up before the insert
+
+        def trace(dbapi_conn, _record):
+            dbapi_conn.set_trace_callback(lambda sql: seen.append(" ".join(sql.split()[:2]).upper()))
+
+        event.listen(store.engine, "connect", trace)
+        assert store.lookup(*st.scope, "k") is None
+        assert [s for s in seen if not s.startswith("PRAGMA")] == ["SELECT ID,"]
         seen.clear()
-        assert store.record(st, "r2", "k", bulky(model)) == 1  # already stored: the first is kept
-        assert seen == ["INSERT", "SELECT", "INSERT"]
+        mid = store.record(st, "r", "k", bulky(model))
+        assert seen == ["BEGIN IMMEDIATE", "INSERT INTO", "INSERT INTO", "COMMIT"]
+        seen.clear()
+        assert store.record(st, "r2", "k", bulky(model)) == mid  # already stored: the first is kept
+        assert seen == ["BEGIN IMMEDIATE", "INSERT INTO", "SELECT ID", "INSERT INTO", "COMMIT"]
+        seen.clear()
+        store.record_request(st, "r3", "k", mid)
+        assert seen == ["INSERT INTO"]
+        assert [r.requested_key for r in store.requests(st.name)] == ["r", "r2", "r3"]
+
+
+def test_a_failed_sqlite_write_is_rolled_back_and_the_connection_reused(db_path, model):
+    with Store(db_path) as store:
+        st = open_study(store, model)
+        store.record(st, "r", "k", bulky(model))
+        real = store._sqlite_record
+
+        def broken(db, *a, **kw):
+            real(db, *a, **kw)  # both rows inserted, then the write fails
+            raise sqlite3.OperationalError("disk I/O error")
+
+        store._sqlite_record = broken
+        with pytest.raises(StoreError, match=r"cannot write database .* \(disk I/O error\)"):
+            store.record(st, "r2", "k2", bulky(model))
+        del store._sqlite_record
+        assert store.lookup(*st.scope, "k2") is None and len(store.requests(st.name)) == 1  # nothing kept
+        store.record(st, "r3", "k3", bulky(model))
+        assert [m.placement_key for m in store.measurements()] == ["k", "k3"]
 
 
 @pytest.mark.parametrize("m", [

@@ -100,14 +100,18 @@ class ConnectionMixin:
             text = text.replace(self._password, "***")
         return text
 
+    def _check_usable(self) -> None:
+        """StoreError when closed; after a fork, a fresh pool (never share pooled sockets or files)."""
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed: open a new Store")
+        if not self._memory and os.getpid() != self._pid:
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+
     @contextmanager
     def _txn(self, action: str, *, write: bool = False) -> Iterator[Connection]:
         """One transaction; every database exception becomes a StoreError saying what to do."""
-        if self._closed:
-            raise StoreError(f"the store {self.url} is closed: open a new Store")
-        if not self._memory and os.getpid() != self._pid:  # forked: never share pooled sockets
-            self._engine.dispose(close=False)
-            self._pid = os.getpid()
+        self._check_usable()
         with self._lock:
             try:
                 conn = self._engine.connect()
@@ -128,6 +132,44 @@ class ConnectionMixin:
                 raise self._translate(exc, action) from None
             finally:
                 conn.close()
+
+    @contextmanager
+    def _sqlite_txn(self, action: str, begin: str | None = "BEGIN") -> Iterator[sqlite3.Connection]:
+        """SQLite only: the pooled driver connection itself, for the statements of every evaluation.
+
+        Through SQLAlchemy a one-row look-up cost ten times what SQLite spends on it (connection
+        wrapper, transaction object, result proxy). Here the pool's connection (set up by the same
+        ``connect`` hook: busy timeout, WAL) runs ``begin`` (``BEGIN``, ``BEGIN IMMEDIATE`` for a
+        write, or None: one statement in autocommit) and ``COMMIT``, or ``ROLLBACK`` on any error;
+        database errors become StoreErrors as in :meth:`_txn`, except ``sqlite3.IntegrityError``,
+        which the caller handles.
+        """
+        self._check_usable()
+        with self._lock:
+            try:
+                fairy = self._engine.raw_connection()
+            except PlacetuneError:
+                raise
+            except (SQLAlchemyError, sqlite3.Error) as exc:
+                raise self._translate(exc, action, connecting=True) from None
+            db: sqlite3.Connection = fairy.driver_connection  # type: ignore[assignment]
+            try:
+                if begin is not None:
+                    db.execute(begin)
+                yield db
+                if db.in_transaction:
+                    db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:
+                    try:
+                        db.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        fairy.invalidate()  # unusable: the pool opens a fresh one
+                if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
+                    raise self._translate(exc, action) from None
+                raise
+            finally:
+                fairy.close()
 
     def _translate(self, exc: BaseException, action: str, *, connecting: bool = False) -> StoreError:
         orig = getattr(exc, "orig", None) or exc

@@ -78,6 +78,7 @@ _SQLITE_UPSERT = (_insert_sql(_M.name, _M_COLUMNS) + f" ON CONFLICT ({', '.join(
 _SQLITE_INSERT_REQUEST = _insert_sql(_R.name, _R_COLUMNS)
 _SQLITE_SELECT_ENTRY = (f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM {_M.name} WHERE "
                         + " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS))
+_SQLITE_SELECT_ID = f"SELECT id FROM {_M.name} WHERE " + " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS)
 _SQLITE_TIME = None  # UTCDateTime's bind processor for SQLite, made on first use
 
 
@@ -93,6 +94,17 @@ def _sqlite_time(value: Any) -> Any:
 
 class _Conflict(Exception):
     """A measurement row conflicts with a stored one that this transaction cannot see."""
+
+
+def _request_values(st: StudyRecord, requested_key: str, placement_key: str, measurement_id: int,
+                    agent: str | None, trial_number: int | None, cache_hit: bool) -> tuple:
+    """A ``pt_requests`` row's values for :data:`_SQLITE_INSERT_REQUEST`."""
+    row = {"study_id": st.id, "requested_key": requested_key, "placement_key": placement_key,
+           "measurement_id": measurement_id, "agent": agent, "trial_number": trial_number,
+           "cache_hit": bool(cache_hit), "created_at": _sqlite_time(utcnow())}
+    return tuple(row[c] for c in _R_COLUMNS)
+
+
 
 
 def _key_params(key: tuple[str, str, str, str]) -> dict[str, str]:
@@ -187,10 +199,11 @@ class MeasurementsMixin(StudiesMixin):
     def _lookup_entry(self, key: tuple[str, str, str, str]) -> tuple[int, Measurement] | None:
         entry = self._lru.get(key)
         if entry is None:
-            with self._txn("looking up a measurement") as conn:
-                if self.dialect == "sqlite":
-                    row = conn.exec_driver_sql(_SQLITE_SELECT_ENTRY, key).first()
-                else:
+            if self.dialect == "sqlite":
+                with self._sqlite_txn("looking up a measurement", begin=None) as db:  # one statement
+                    row = db.execute(_SQLITE_SELECT_ENTRY, key).fetchone()
+            else:
+                with self._txn("looking up a measurement") as conn:
                     row = conn.execute(_SELECT_ENTRY, _key_params(key)).first()
             if row is None:
                 return None
@@ -296,9 +309,14 @@ class MeasurementsMixin(StudiesMixin):
         }
         mid: int | None = None
         inserted = False
+        action = f"recording a measurement of study {st.name!r}"
         for attempt in range(3):
             try:
-                with self._txn(f"recording a measurement of study {st.name!r}", write=True) as conn:
+                if self.dialect == "sqlite" and _SQLITE_UPSERT is not None:
+                    with self._sqlite_txn(action, "BEGIN IMMEDIATE") as db:
+                        mid, inserted = self._sqlite_record(db, key, row, st, requested_key, agent, trial_number)
+                    break
+                with self._txn(action, write=True) as conn:
                     mid = self._insert_measurement(conn, key, row)
                     if mid is not None:
                         inserted = True
@@ -310,7 +328,7 @@ class MeasurementsMixin(StudiesMixin):
                                   placement_key, mid)
                     self._insert_request(conn, st, requested_key, placement_key, mid, agent, trial_number, False)
                 break
-            except (IntegrityError, _Conflict) as exc:  # lost a race on the unique key: re-read
+            except (IntegrityError, sqlite3.IntegrityError, _Conflict) as exc:  # lost a race on the unique key
                 if attempt == 2:
                     if isinstance(exc, _Conflict):
                         raise StoreError(f"recording a measurement of study {st.name!r}: placement "
@@ -354,18 +372,38 @@ class MeasurementsMixin(StudiesMixin):
 
     def _insert_measurement(self, conn: Connection, key: tuple[str, str, str, str], row: dict) -> int | None:
         """Insert a measurement row: its id, or None when its cache key is already stored."""
-        row["created_at"] = utcnow()
-        if self.dialect == "sqlite" and _SQLITE_UPSERT is not None:
-            values = tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in _M_COLUMNS)
-            res = conn.exec_driver_sql(_SQLITE_UPSERT, values)
-            return int(res.lastrowid) if res.rowcount == 1 else None
+        row["created_at"] = utcnow()  # (SQLite 3.24+ takes _sqlite_record's path instead)
         if self._existing_id(conn, key) is not None:
             return None
         return int(conn.execute(_INSERT_MEASUREMENT, row).inserted_primary_key[0])
 
-    def _existing_id(self, conn: Connection, key: tuple[str, str, str, str]) -> int | None:
+    def _existing_id(self, conn: Connection | sqlite3.Connection, key: tuple[str, str, str, str]) -> int | None:
+        if isinstance(conn, sqlite3.Connection):
+            found = conn.execute(_SQLITE_SELECT_ID, key).fetchone()
+            return None if found is None else int(found[0])
         mid = conn.scalar(_SELECT_ID, _key_params(key))
         return None if mid is None else int(mid)
+
+    def _sqlite_record(self, db: sqlite3.Connection, key: tuple[str, str, str, str], row: dict[str, Any],
+                       st: StudyRecord, requested_key: str, agent: str | None,
+                       trial_number: int | None) -> tuple[int, bool]:
+        """:meth:`record` on SQLite's driver connection, in the caller's write transaction:
+        ``(measurement id, whether this call inserted it)``."""
+        row["created_at"] = utcnow()
+        values = tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in _M_COLUMNS)
+        cur = db.execute(_SQLITE_UPSERT, values)  # type: ignore[arg-type]
+        inserted = cur.rowcount == 1
+        if inserted:
+            mid = int(cur.lastrowid)  # type: ignore[arg-type]
+        else:
+            found = self._existing_id(db, key)
+            if found is None:  # the conflicting row is not visible yet: read again
+                raise _Conflict
+            mid = found
+            log.debug("placement %s already stored (id %d); the first measurement is kept", key[3], mid)
+        values = _request_values(st, requested_key, key[3], mid, agent, trial_number, False)
+        db.execute(_SQLITE_INSERT_REQUEST, values)
+        return mid, inserted
 
     @staticmethod
     def _insert_request(
@@ -379,10 +417,8 @@ class MeasurementsMixin(StudiesMixin):
         cache_hit: bool,
     ) -> int:
         if conn.dialect.name == "sqlite":
-            row = {"study_id": st.id, "requested_key": requested_key, "placement_key": placement_key,
-                   "measurement_id": measurement_id, "agent": agent, "trial_number": trial_number,
-                   "cache_hit": bool(cache_hit), "created_at": _sqlite_time(utcnow())}
-            return int(conn.exec_driver_sql(_SQLITE_INSERT_REQUEST, tuple(row[c] for c in _R_COLUMNS)).lastrowid)
+            values = _request_values(st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit)
+            return int(conn.exec_driver_sql(_SQLITE_INSERT_REQUEST, values).lastrowid)
         return int(
             conn.execute(
                 _INSERT_REQUEST,
@@ -428,6 +464,17 @@ class MeasurementsMixin(StudiesMixin):
             StoreError: no such measurement, or a database problem.
         """
         st = self._resolve(study)
+        if self.dialect == "sqlite" and measurement_id is not None:
+            try:
+                with self._sqlite_txn(f"logging a request of study {st.name!r}", begin=None) as db:  # one insert
+                    cur = db.execute(_SQLITE_INSERT_REQUEST, _request_values(
+                        st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit))
+                    return int(cur.lastrowid)  # type: ignore[arg-type]
+            except sqlite3.IntegrityError:
+                raise StoreError(
+                    f"cannot log a request of study {st.name!r}: measurement id {measurement_id} or the "
+                    "study does not exist in this database"
+                ) from None
         with self._txn(f"logging a request of study {st.name!r}", write=True) as conn:
             if measurement_id is None:
                 measurement_id = self._existing_id(conn, (*st.scope, placement_key))
