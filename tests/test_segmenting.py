@@ -139,3 +139,18 @@ def assignments(draw):
 def test_integer_segmentation_equals_the_name_based_greedy(case, pipeline):
     model, dev = case
     assert Placement(model, dev).segments(pipeline=pipeline) == reference_segments(model, dev, pipeline)
+
+
+@given(st.integers(1, 70), st.integers(0, 69), st.booleans())
+def test_a_chain_follows_its_head_however_long(length, cut, pipeline):
+    # a fixed number of pointer doublings per model (no convergence test) must still reach the
+    # head of its longest single-producer chain
+    from placetune.placement.segmenting import ProducerArrays, segment_arrays
+
+    producers = [()] + [(i,) for i in range(length - 1)]
+    pa = ProducerArrays(producers)
+    assert 2 ** pa.doublings >= length - 1 and (length <= 2 or 2 ** (pa.doublings - 1) < length - 1)
+    cut = min(cut, length)  # layers from `cut` on run on DLA0
+    sa = segment_arrays(pa, [0] * cut + [1] * (length - cut), pipeline)
+    assert sa.device == [d for d in (0, 1) if (cut if d == 0 else length - cut)]
+    assert sa.seg_of.tolist() == [0] * cut + [1 if cut else 0] * (length - cut)

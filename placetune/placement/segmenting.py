@@ -29,9 +29,10 @@ class ProducerArrays:
         single: per layer, its producer when it has exactly one, else itself.
         has_single: per layer, whether it has exactly one producer.
         arange: the layer numbers (``np.arange(n)``).
+        doublings: pointer-doubling steps that reach the head of the longest single-producer chain.
     """
 
-    __slots__ = ("producers", "single", "has_single", "arange")
+    __slots__ = ("producers", "single", "has_single", "arange", "doublings")
 
     def __init__(self, producers: Sequence[Sequence[int]]) -> None:
         n = len(producers)
@@ -40,6 +41,13 @@ class ProducerArrays:
         self.has_single = np.fromiter((len(p) == 1 for p in self.producers), dtype=bool, count=n)
         self.single = np.fromiter((p[0] if len(p) == 1 else i for i, p in enumerate(self.producers)),
                                   dtype=np.intp, count=n)
+        depth = [0] * n  # single-producer links from each layer back to its chain's start
+        for i, p in enumerate(self.producers):
+            if len(p) == 1:
+                depth[i] = depth[p[0]] + 1
+        longest = max(depth, default=0)
+        # after k doublings a pointer has followed min(2**k, remaining) links: 2**k >= longest
+        self.doublings = (longest - 1).bit_length() if longest > 0 else 0
 
 
 class SegmentArrays:
@@ -88,11 +96,8 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
     # links to the head of the chain (pointer doubling), only heads go through the loop below
     joins = pa.has_single & (c[pa.single] == c)
     ptr = np.where(joins, pa.single, pa.arange)
-    while True:
-        nxt = ptr[ptr]
-        if np.array_equal(nxt, ptr):
-            break
-        ptr = nxt
+    for _ in range(pa.doublings):  # enough for the model's longest chain: no convergence test
+        ptr = ptr[ptr]
     heads_arr = np.flatnonzero(~joins)
     heads = heads_arr.tolist()
     head_codes = c[heads_arr].tolist()
@@ -101,7 +106,7 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
     preds: list[set[int]] = []
     device: list[int] = []
     first: list[int] = []  # first layer of each segment (heads come in layer order; -1: merged away)
-    seg_of: dict[int, int] = {}  # head layer -> segment id
+    seg_of: list[int] = [0] * n  # head layer -> segment id (set for heads only)
     bit: list[int] = []  # mask of the original segment ids merged into a root
     anc: list[int] = []  # root -> mask of every ancestor segment id, kept up to date eagerly
     succ: list[set[int]] = []  # segment -> successor segment ids (map through find)
@@ -221,13 +226,13 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
     if not reorder:
         # no merge and every predecessor created before its successor: the segment ids are the
         # topological order with ties broken by the first layer (what the general case computes)
-        head_seg = np.zeros(n, dtype=np.intp)
-        head_seg[heads_arr] = [seg_of[h] for h in heads]
-        return SegmentArrays(device, [tuple(p) if len(p) == 1 else tuple(sorted(p)) for p in preds], head_seg[ptr])
-    roots = [r for r in range(len(parent)) if parent[r] == r and first[r] >= 0]
+        return SegmentArrays(device, [tuple(p) if len(p) == 1 else tuple(sorted(p)) for p in preds],
+                             np.asarray(seg_of, dtype=np.intp)[ptr])
+    root_of = [find(q) for q in range(len(parent))]
+    roots = [r for r in range(len(parent)) if root_of[r] == r and first[r] >= 0]
     # Topological order of the segment DAG, ties broken by the first layer's position (a
     # segment's first layer is a head: a chain's layers come after its head).
-    rpreds = {r: {find(p) for p in preds[r]} - {r} for r in roots}
+    rpreds = {r: {root_of[p] for p in preds[r]} - {r} for r in roots}
     users: dict[int, list[int]] = {r: [] for r in roots}
     for r in roots:
         for q in rpreds[r]:
@@ -243,8 +248,10 @@ def segment_arrays(producers: "Sequence[Sequence[int]] | ProducerArrays", codes:
             waiting[u] -= 1
             if waiting[u] == 0:
                 heapq.heappush(ready, (first[u], u))
-    new_id = {r: k for k, r in enumerate(ordered)}
-    head_seg = np.zeros(n, dtype=np.intp)
-    head_seg[heads_arr] = [new_id[find(seg_of[h])] for h in heads]
+    new_id = [0] * len(parent)  # root segment id -> its position in the order
+    for k, r in enumerate(ordered):
+        new_id[r] = k
+    renumber = np.asarray(new_id, dtype=np.intp)[np.asarray(root_of, dtype=np.intp)]
     return SegmentArrays([device[r] for r in ordered],
-                         [tuple(sorted(new_id[q] for q in rpreds[r])) for r in ordered], head_seg[ptr])
+                         [tuple(sorted([new_id[q] for q in rpreds[r]])) for r in ordered],
+                         renumber[np.asarray(seg_of, dtype=np.intp)[ptr]])
