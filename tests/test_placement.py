@@ -74,6 +74,36 @@ def test_segments_engine_vs_pipeline(seed_block):
     assert len(p.segments()) == 3
     assert p.dla_islands() == {"DLA0": 1, "DLA1": 1}
     assert Placement.all_dla(seed_block).dla_islands() == {"DLA0": 1, "DLA1": 0}
+    # a pipeline's loadables are its segments, one engine each
+    assert p.dla_islands(pipeline=True) == {"DLA0": 1, "DLA1": 1}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["GPU", "DLA0", "DLA1"]), min_size=1, max_size=200), st.booleans())
+def test_dla_islands_count_the_segments_without_naming_them(devices, pipeline):
+    model = _RESNET50
+    dev = {n: devices[i % len(devices)] for i, n in enumerate(model.names)}
+    p = Placement(model, dev)
+    islands = p.dla_islands(pipeline=pipeline)
+    assert p._segments is None  # counted on the integer segmentation: no name tuples built
+    named = Placement(model, dev).segments(pipeline=pipeline)
+    assert islands == {d: sum(s.device == d for s in named) for d in ("DLA0", "DLA1")}
+
+
+def test_realise_checks_the_loadable_limit_without_naming_segments():
+    from placetune.hardware.platforms import get_platform
+    from placetune.placement.realise import realise
+
+    model = _RESNET50
+    dev = {n: "DLA0" if i < 40 else "GPU" for i, n in enumerate(model.names)}  # a few loadables
+    for mode in ("engine", "pipeline"):
+        r = realise(Placement(model, dev), get_platform("orin-agx"), mode=mode, precision="int8")
+        assert 0 < r.loadables["DLA0"] <= 16 and not r.notes
+        assert r.realized._segments is None  # nothing asked for the segments' layer names
+        assert r.loadables["DLA0"] == sum(s.device == "DLA0" for s in r.realized.segments(pipeline=mode == "pipeline"))
+
+
+_RESNET50 = Model.load("resnet50", batch=1)
 
 
 def test_group_norm_fragments_dla(seed_model_gn):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from placetune.errors import PlacementError
-from placetune.placement.segmenting import ProducerArrays, segment_arrays
+from placetune.placement.segmenting import ProducerArrays, SegmentArrays, segment_arrays
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -102,7 +102,7 @@ class Placement(Mapping[str, str]):
         PlacementError: unknown layer or device names.
     """
 
-    __slots__ = ("model", "_dev", "_key", "_segments")
+    __slots__ = ("model", "_dev", "_key", "_segments", "_arrays")
 
     def __init__(self, model: "Model", assignment: Mapping[str, str] | None = None, default: str = "GPU") -> None:
         self.model = model
@@ -123,11 +123,12 @@ class Placement(Mapping[str, str]):
         self._dev = dev
         self._key: str | None = None
         self._segments: dict[bool, list[Segment]] | None = None
+        self._arrays: dict[bool, SegmentArrays] | None = None
 
     @classmethod
     def _trusted(cls, model: "Model", dev: dict[str, str]) -> "Placement":
         p = cls.__new__(cls)
-        p.model, p._dev, p._key, p._segments = model, dev, None, None
+        p.model, p._dev, p._key, p._segments, p._arrays = model, dev, None, None, None
         return p
 
     # ----------------------------------------------------------- constructors
@@ -302,16 +303,26 @@ class Placement(Mapping[str, str]):
         if self._segments is None:
             self._segments = {}
         if pipeline not in self._segments:
-            self._segments[pipeline] = _segments(self.model, self._dev, pipeline)
+            self._segments[pipeline] = _named_segments(self.model, self._segment_arrays(pipeline))
         return self._segments[pipeline]
 
-    def dla_islands(self) -> dict[str, int]:
-        """DLA segments (loadables) per DLA device, e.g. ``{"DLA0": 2, "DLA1": 0}``."""
-        out = {d: 0 for d in DEVICES[1:]}
-        for s in self.segments():
-            if s.device != "GPU":
-                out[s.device] += 1
-        return out
+    def _segment_arrays(self, pipeline: bool) -> SegmentArrays:
+        """The segmentation as integer arrays (cached): what :meth:`segments` names."""
+        if self._arrays is None:
+            self._arrays = {}
+        sa = self._arrays.get(pipeline)
+        if sa is None:
+            pa, _, names = _model_arrays(self.model)
+            dev = self._dev
+            sa = self._arrays[pipeline] = segment_arrays(pa, [_CODE[dev[n]] for n in names], pipeline)
+        return sa
+
+    def dla_islands(self, pipeline: bool = False) -> dict[str, int]:
+        """DLA segments (loadables) per DLA device, e.g. ``{"DLA0": 2, "DLA1": 0}``: of the one
+        engine TensorRT builds (default), or with ``pipeline`` of :meth:`segments` ``(pipeline=True)``,
+        one engine each. Counted without naming the segments' layers."""
+        counts = Counter(self._segment_arrays(pipeline).device)
+        return {d: counts[c] for c, d in enumerate(DEVICES) if c}
 
 
 def producer_indexes(model: "Model") -> list[tuple[int, ...]]:
@@ -347,14 +358,10 @@ def _model_arrays(model: "Model") -> tuple[ProducerArrays, np.ndarray, list[str]
     return cached
 
 
-def _segments(model: "Model", dev: Mapping[str, str], pipeline: bool = False) -> list[Segment]:
-    """Greedy convex clustering in topological order (:func:`placetune.placement.segmenting.segment_arrays`).
-
-    A layer joins the segment(s) of its same-device producers unless that would close a
-    cycle through another segment; several joinable producer segments are merged.
-    """
-    pa, name_array, names = _model_arrays(model)
-    sa = segment_arrays(pa, [_CODE[dev[n]] for n in names], pipeline)
+def _named_segments(model: "Model", sa: SegmentArrays) -> list[Segment]:
+    """The :class:`Segment` list of a segmentation (:func:`placetune.placement.segmenting.segment_arrays`:
+    greedy convex clustering in topological order)."""
+    name_array = _model_arrays(model)[1]
     # the layer names of each segment, in topological order: one stable sort, then slices
     order = np.argsort(sa.seg_of, kind="stable")
     ends = np.cumsum(np.bincount(sa.seg_of, minlength=len(sa.device))).tolist()

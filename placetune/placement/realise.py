@@ -169,7 +169,7 @@ def realise(
             dev[n] = "GPU"
             fallback[n] = reason
     realized = Placement._trusted(model, dev)
-    loadables = realized.dla_islands() if mode != "pipeline" else _pipeline_islands(realized)
+    loadables = realized.dla_islands(pipeline=mode == "pipeline")
     over = {d: k for d, k in loadables.items() if k > MAX_LOADABLES_PER_CORE}
     if over:
         if not gpu_fallback:
@@ -191,14 +191,6 @@ def realise(
         for d, k in over.items():
             notes.append(f"{d}: {k} loadables > {MAX_LOADABLES_PER_CORE}; the rest run on the GPU")
         realized = Placement._trusted(model, dev)
-        loadables = realized.dla_islands() if mode != "pipeline" else _pipeline_islands(realized)
+        loadables = realized.dla_islands(pipeline=mode == "pipeline")
     loadables = {d: k for d, k in loadables.items() if d in allowed}
     return Realisation(placement, realized, fallback, core if any(v != "GPU" for v in dev.values()) else None, loadables, notes)
-
-
-def _pipeline_islands(p: Placement) -> dict[str, int]:
-    out = {d: 0 for d in DEVICES[1:]}
-    for s in p.segments(pipeline=True):
-        if s.device != "GPU":
-            out[s.device] += 1
-    return out
