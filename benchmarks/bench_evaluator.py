@@ -25,6 +25,7 @@ of each in-process cache).
 from __future__ import annotations
 
 import argparse
+import gc
 import resource
 import tempfile
 import time
@@ -42,6 +43,7 @@ def _misses(args: argparse.Namespace, tmp: Path, run: int) -> dict[str, float]:
     space = ev.space()
     rng = np.random.default_rng(0)
     placements = [space.to_placement(space.sample(rng)) for _ in range(args.n)]
+    gc.collect()  # every run from a clean heap: the previous runs' garbage is not collected in this one's time
     t0 = time.perf_counter()
     for p in placements:
         ev.evaluate(p)
@@ -55,8 +57,8 @@ def _misses(args: argparse.Namespace, tmp: Path, run: int) -> dict[str, float]:
         "store_ms": getattr(s, "store_seconds", float("nan")) / n * 1e3,
     }
     # the share of realise() that is the segmentation (for the DLA loadable count) the simulator
-    # reuses: realise() on fresh copies of the placements, then segments() on fresh copies of
-    # what they realised; the fastest of 3 passes of each
+    # reuses: realise() on fresh copies of the placements, then dla_islands() (the integer
+    # segmentation) on fresh copies of what they realised; the fastest of 3 passes of each
     realise_s, segments_s = [], []
     for _ in range(3):
         fresh = [Placement(ev.model, p.as_dict()) for p in placements]
@@ -66,7 +68,7 @@ def _misses(args: argparse.Namespace, tmp: Path, run: int) -> dict[str, float]:
         copies = [Placement(ev.model, d) for d in done]
         t0 = time.perf_counter()
         for c in copies:
-            c.segments(pipeline=args.mode == "pipeline")
+            c.dla_islands(pipeline=args.mode == "pipeline")
         segments_s.append(time.perf_counter() - t0)
     out["segments_ms"] = out["realise_ms"] * min(segments_s) / min(realise_s)
     t0 = time.perf_counter()
