@@ -78,7 +78,7 @@ def _fmt(value: float | None, objective: str) -> str:
 
 
 def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
-    from placetune.tuning.constraints import best_stored
+    from placetune.tuning.objectives import best_stored
 
     objective = st.objective.split("+")[0].strip()
     rec = best_stored(store, st.name)  # feasible first in a constrained study, as tune and export rank

@@ -347,7 +347,7 @@ def export_plan(
             raise ConfigError(f"measurement {measurement_id} of study {study_name!r} has status "
                               f"{rec.measurement.status!r}: only an ok measurement makes a plan")
     elif objective is not None and (objective.constraints or objective.names[0] == "gpu_time"):
-        from placetune.tuning.constraints import best_stored
+        from placetune.tuning.objectives import best_stored
 
         rec = best_stored(store, study_name, objective)  # as tune ranks: feasible first
         if rec is None:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from placetune.errors import ConfigError
 from placetune.measurement import Measurement
 
-__all__ = ["Constraint", "parse_constraint", "parse_constraints", "CONSTRAINT_METRICS", "best_record", "best_stored"]
+__all__ = ["Constraint", "parse_constraint", "parse_constraints", "CONSTRAINT_METRICS", "best_record"]
 
 #: metric -> unit of its bound.
 CONSTRAINT_METRICS = {"latency": "ms", "throughput": "fps", "energy": "mJ", "gpu_time": "ms"}
@@ -143,35 +143,3 @@ def best_record(records: Iterable[Any], loss: Callable[[Measurement], float]) ->
         if v < best_loss:
             best, best_loss = rec, v
     return best
-
-
-def best_stored(store: Any, study_name: str, objective: Any = None) -> Any:
-    """The best ``ok`` measurement record of a stored study, ranked as ``placetune tune`` ranks it.
-
-    One ranking for the evaluator, ``placetune export`` and ``placetune studies``: with constraints
-    (``objective``'s, or when ``objective`` is None the ones the study was created with), the
-    best feasible measurement by the objective's loss, else the one closest to feasible
-    (:func:`best_record`); without, the store's ranking by the primary objective
-    (:meth:`Store.best <placetune.store.queries.QueriesMixin.best>`, which also ranks ``gpu_time``).
-
-    Args:
-        store: the :class:`~placetune.store.store.Store`.
-        study_name: the study.
-        objective: an :class:`~placetune.tuning.objectives.Objective`; None: the study's own.
-
-    Returns:
-        The :class:`~placetune.store.records.MeasurementRecord`, or None when nothing ok is stored.
-
-    Raises:
-        UnknownNameError: no such study.
-    """
-    if objective is None:
-        st = store.study(study_name)
-        if not st.constraints:
-            return store.best(study_name)
-        from placetune.tuning.objectives import get_objective
-
-        objective = get_objective(st.objective, st.constraints)
-    if objective.constraints:
-        return best_record(store.measurements(study_name, status="ok"), objective.loss)
-    return store.best(study_name, objective.names[0], objective.direction)

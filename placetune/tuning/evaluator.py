@@ -474,7 +474,7 @@ class Evaluator:
     def best(self) -> tuple[Placement, Measurement] | None:
         """Best ok measurement this study requested (by the primary objective; under
         constraints the best feasible one, else the one closest to feasible)."""
-        from placetune.tuning.constraints import best_stored
+        from placetune.tuning.objectives import best_stored
 
         rec = best_stored(self.store, self.study_name, self.objective)
         if rec is None:

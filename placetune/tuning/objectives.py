@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from placetune.errors import UnknownNameError
 from placetune.measurement import Measurement
-from placetune.tuning.constraints import Constraint, parse_constraints, total_violation
+from placetune.tuning.constraints import Constraint, best_record, parse_constraints, total_violation
 
-__all__ = ["Objective", "get_objective", "OBJECTIVE_NAMES"]
+__all__ = ["Objective", "get_objective", "OBJECTIVE_NAMES", "best_stored"]
 
 _SINGLE = {
     # name: (direction, unit)
@@ -146,3 +147,33 @@ def get_objective(name: str | Objective, constraints: object = None) -> Objectiv
     if not parts or any(p not in _SINGLE for p in parts) or len(set(parts)) != len(parts) or len(parts) > 2:
         raise UnknownNameError(f"unknown objective {name!r}; objectives are {', '.join(OBJECTIVE_NAMES)}")
     return Objective(parts, parse_constraints(constraints))  # type: ignore[arg-type]
+
+
+def best_stored(store: Any, study_name: str, objective: "Objective | None" = None) -> Any:
+    """The best ``ok`` measurement record of a stored study, ranked as ``placetune tune`` ranks it.
+
+    One ranking for the evaluator, ``placetune export`` and ``placetune studies``: with constraints
+    (``objective``'s, or when ``objective`` is None the ones the study was created with), the
+    best feasible measurement by the objective's loss, else the one closest to feasible
+    (:func:`best_record`); without, the store's ranking by the primary objective
+    (:meth:`Store.best <placetune.store.queries.QueriesMixin.best>`, which also ranks ``gpu_time``).
+
+    Args:
+        store: the :class:`~placetune.store.store.Store`.
+        study_name: the study.
+        objective: an :class:`~placetune.tuning.objectives.Objective`; None: the study's own.
+
+    Returns:
+        The :class:`~placetune.store.records.MeasurementRecord`, or None when nothing ok is stored.
+
+    Raises:
+        UnknownNameError: no such study.
+    """
+    if objective is None:
+        st = store.study(study_name)
+        if not st.constraints:
+            return store.best(study_name)
+        objective = get_objective(st.objective, st.constraints)
+    if objective.constraints:
+        return best_record(store.measurements(study_name, status="ok"), objective.loss)
+    return store.best(study_name, objective.names[0], objective.direction)
