@@ -8,7 +8,10 @@ segmentation the simulator then reuses (timed again on copies of the realised pl
 ``--repeat`` runs on fresh database files: this 2-core machine is shared and noisy,
 so compare ratios taken in one run, not absolute times across runs.
 
-    python benchmarks/bench_evaluator.py [--model resnet50] [--mode engine] [--n 300] [--repeat 3]
+    python benchmarks/bench_evaluator.py [--model resnet50] [--mode engine] [--n 300] [--repeat 3] [--before REV]
+
+``--before REV`` first prints the miss figures of git revision REV's package (this script's
+code, run in a subprocess) beside this tree's, alternating runs of the two.
 
 ``--memory``: peak resident memory (``ru_maxrss``) and the Python heap (tracemalloc's
 current size, when ``--tracemalloc`` is given: it slows the run about 2x) after
@@ -26,7 +29,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -35,6 +41,14 @@ from pathlib import Path
 import numpy as np
 
 from placetune import Evaluator, Placement
+
+
+def _islands(placement: Placement, pipeline: bool) -> object:
+    """The DLA loadables realise() counts (a revision before ``dla_islands(pipeline=)``: its segments)."""
+    try:
+        return placement.dla_islands(pipeline=pipeline)
+    except TypeError:
+        return placement.segments(pipeline=pipeline)
 
 
 def _misses(args: argparse.Namespace, tmp: Path, run: int) -> dict[str, float]:
@@ -68,7 +82,7 @@ def _misses(args: argparse.Namespace, tmp: Path, run: int) -> dict[str, float]:
         copies = [Placement(ev.model, d) for d in done]
         t0 = time.perf_counter()
         for c in copies:
-            c.dla_islands(pipeline=args.mode == "pipeline")
+            _islands(c, args.mode == "pipeline")
         segments_s.append(time.perf_counter() - t0)
     out["segments_ms"] = out["realise_ms"] * min(segments_s) / min(realise_s)
     t0 = time.perf_counter()
@@ -85,14 +99,48 @@ def _misses(args: argparse.Namespace, tmp: Path, run: int) -> dict[str, float]:
     return out
 
 
-def speed(args: argparse.Namespace) -> None:
-    """Cache misses and hits, best of ``--repeat`` runs."""
+def _runs(args: argparse.Namespace) -> list[dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [_misses(args, Path(tmp), i) for i in range(args.repeat)]
+        return [_misses(args, Path(tmp), i) for i in range(args.repeat)]
+
+
+def run_before(rev: str, args: argparse.Namespace) -> list[dict[str, float]]:
+    """:func:`_runs` with the package of git revision ``rev`` (this script's code), in a subprocess."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "placetune"], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        code = (f"import sys, json, argparse; sys.path.insert(0, {tmp!r});"
+                f"import importlib.util as u; s = u.spec_from_file_location('b', {str(Path(__file__).resolve())!r});"
+                f"b = u.module_from_spec(s); s.loader.exec_module(b);"
+                f"print(json.dumps(b._runs(argparse.Namespace(**{vars(args)!r}))))")
+        res = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def speed(args: argparse.Namespace) -> None:
+    """Cache misses and hits, best of ``--repeat`` runs (``--before``: beside a git revision's)."""
+    if args.before:
+        old, runs = [], []
+        for _ in range(2):  # alternate: this machine's other load slows both alike
+            old += run_before(args.before, args)
+            runs += _runs(args)
+        b, a = (max(r, key=lambda x: x["per_s"]) for r in (old, runs))
+        print(f"{args.model} on {args.platform}, {args.mode} mode, {args.precision}, SQLite file store, "
+              f"{args.n} random placements, best of {len(runs)} runs each, alternating\n")
+        print(f"| per cache miss | before ({args.before}) | after | after/before |\n|---|---:|---:|---:|")
+        for label, key in (("evaluations/s", "per_s"), ("simulator ms", "sim_ms"), ("realise ms", "realise_ms"),
+                           ("store ms", "store_ms"), ("total ms", "total_ms")):
+            print(f"| {label} | {b[key]:.3f} | {a[key]:.3f} | {a[key] / b[key]:.2f} |")
+        for label, r in (("before", b), ("after", a)):
+            print(f"(store+realise)/simulator {label}: {(r['store_ms'] + r['realise_ms']) / r['sim_ms']:.2f}")
+        print()
+    else:
+        runs = _runs(args)
     best = max(runs, key=lambda r: r["per_s"])
     sr = best["store_ms"] + best["realise_ms"]
     print(f"{args.model} on {args.platform}, {args.mode} mode, {args.precision}, SQLite file store, "
-          f"{best['units']} units, {args.n} random placements, best of {args.repeat} runs")
+          f"{best['units']} units, {args.n} random placements, best of {len(runs)} runs")
     print(f"cache misses: {best['per_s']:8.0f} evaluations/s, {best['total_ms']:.3f} ms per evaluation:")
     print(f"  simulator      {best['sim_ms']:.3f} ms ({best['sim_ms'] / best['total_ms'] * 100:.0f}%)")
     print(f"  store+realise  {sr:.3f} ms ({sr / best['total_ms'] * 100:.0f}%): store {best['store_ms']:.3f} ms, "
@@ -146,6 +194,7 @@ def main() -> None:
     ap.add_argument("--precision", default="int8")
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=3, help="runs of the miss benchmark; the best is shown")
+    ap.add_argument("--before", metavar="REV", help="also run the misses with git revision REV's package, side by side")
     ap.add_argument("--memory", action="store_true", help="peak memory after 10,000 and 100,000 evaluations")
     ap.add_argument("--memory-model", default="alexnet")
     ap.add_argument("--memory-mode", default="pipeline")
