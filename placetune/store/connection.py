@@ -6,7 +6,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ContextManager
+from typing import Any, Callable, ContextManager, TypeVar
 
 from sqlalchemy import Connection, create_engine
 from sqlalchemy.engine import URL, Engine
@@ -24,6 +24,8 @@ from placetune.store.sqlite import install_sqlite_hooks, lock_holder_text, reado
 from placetune.store.url import mask_url
 
 __all__ = ["ConnectionMixin"]
+
+_C = TypeVar("_C")
 
 
 class ConnectionMixin:
@@ -108,17 +110,21 @@ class ConnectionMixin:
             self._engine.dispose(close=False)
             self._pid = os.getpid()
 
+    def _connect(self, connect: Callable[[], _C], action: str) -> _C:
+        """``connect()``, its database errors as StoreErrors (cannot connect / open)."""
+        try:
+            return connect()
+        except PlacetuneError:
+            raise
+        except (SQLAlchemyError, sqlite3.Error) as exc:
+            raise self._translate(exc, action, connecting=True) from None
+
     @contextmanager
     def _txn(self, action: str, *, write: bool = False) -> Iterator[Connection]:
         """One transaction; every database exception becomes a StoreError saying what to do."""
         self._check_usable()
         with self._lock:
-            try:
-                conn = self._engine.connect()
-            except PlacetuneError:
-                raise
-            except (SQLAlchemyError, sqlite3.Error) as exc:
-                raise self._translate(exc, action, connecting=True) from None
+            conn = self._connect(self._engine.connect, action)
             try:
                 if write and self.dialect == "sqlite":
                     conn.execution_options(placetune_write=True)
@@ -146,12 +152,7 @@ class ConnectionMixin:
         """
         self._check_usable()
         with self._lock:
-            try:
-                fairy = self._engine.raw_connection()
-            except PlacetuneError:
-                raise
-            except (SQLAlchemyError, sqlite3.Error) as exc:
-                raise self._translate(exc, action, connecting=True) from None
+            fairy = self._connect(self._engine.raw_connection, action)
             db: sqlite3.Connection = fairy.driver_connection  # type: ignore[assignment]
             try:
                 if begin is not None:
