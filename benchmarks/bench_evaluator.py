@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -106,16 +103,9 @@ def _runs(args: argparse.Namespace) -> list[dict[str, float]]:
 
 def run_before(rev: str, args: argparse.Namespace) -> list[dict[str, float]]:
     """:func:`_runs` with the package of git revision ``rev`` (this script's code), in a subprocess."""
-    root = Path(__file__).resolve().parents[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "placetune"], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        code = (f"import sys, json, argparse; sys.path.insert(0, {tmp!r});"
-                f"import importlib.util as u; s = u.spec_from_file_location('b', {str(Path(__file__).resolve())!r});"
-                f"b = u.module_from_spec(s); s.loader.exec_module(b);"
-                f"print(json.dumps(b._runs(argparse.Namespace(**{vars(args)!r}))))")
-        res = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    from revision import run_at_revision
+
+    return run_at_revision(rev, __file__, f"b._runs(__import__('argparse').Namespace(**{vars(args)!r}))")
 
 
 def speed(args: argparse.Namespace) -> None:

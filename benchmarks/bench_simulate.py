@@ -24,10 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import subprocess
-import tempfile
 import tracemalloc
 import sys
 import time
@@ -173,20 +170,9 @@ def best_of(a: dict, b: dict) -> dict:
 
 def run_before(rev: str, platform: str, seconds: float) -> dict[str, dict[str, list[float]]]:
     """both_rows() with the code of git revision ``rev`` (this script's functions, that revision's package)."""
-    root = Path(__file__).resolve().parents[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "placetune"], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        script = Path(tmp) / "benchmarks" / "bench_simulate.py"  # so that it puts `tmp` first on sys.path
-        script.parent.mkdir()
-        script.write_text(Path(__file__).read_text())
-        code = (f"import sys, json; sys.path.insert(0, {tmp!r}); sys.argv = ['x'];"
-                f"import importlib.util as u; s = u.spec_from_file_location('b', {str(script)!r});"
-                f"b = u.module_from_spec(s); s.loader.exec_module(b);"
-                f"from placetune.hardware.platforms import get_platform;"
-                f"print(json.dumps(b.both_rows(get_platform({platform!r}), {seconds!r})))")
-        res = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    from revision import run_at_revision
+
+    return run_at_revision(rev, __file__, f"b.both_rows(b.get_platform({platform!r}), {seconds!r})")
 
 
 def main(argv: list[str] | None = None) -> int:
