@@ -157,16 +157,16 @@ def test_a_failed_sqlite_write_is_rolled_back_and_the_connection_reused(db_path,
     with Store(db_path) as store:
         st = open_study(store, model)
         store.record(st, "r", "k", bulky(model))
-        real = store._sqlite_record
+        real = store._record_rows
 
         def broken(db, *a, **kw):
             real(db, *a, **kw)  # both rows inserted, then the write fails
             raise sqlite3.OperationalError("disk I/O error")
 
-        store._sqlite_record = broken
+        store._record_rows = broken
         with pytest.raises(StoreError, match=r"cannot write database .* \(disk I/O error\)"):
             store.record(st, "r2", "k2", bulky(model))
-        del store._sqlite_record
+        del store._record_rows
         assert store.lookup(*st.scope, "k2") is None and len(store.requests(st.name)) == 1  # nothing kept
         store.record(st, "r3", "k3", bulky(model))
         assert [m.placement_key for m in store.measurements()] == ["k", "k3"]

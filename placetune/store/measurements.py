@@ -10,7 +10,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ContextManager
 
 from sqlalchemy import Connection, Text, bindparam, insert, select, type_coerce, update
 from sqlalchemy.exc import IntegrityError
@@ -76,9 +76,9 @@ def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
 _SQLITE_UPSERT = (_insert_sql(_M.name, _M_COLUMNS) + f" ON CONFLICT ({', '.join(_KEY_COLUMNS)}) DO NOTHING"
                   if sqlite3.sqlite_version_info >= (3, 24) else None)
 _SQLITE_INSERT_REQUEST = _insert_sql(_R.name, _R_COLUMNS)
-_SQLITE_SELECT_ENTRY = (f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM {_M.name} WHERE "
-                        + " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS))
-_SQLITE_SELECT_ID = f"SELECT id FROM {_M.name} WHERE " + " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS)
+_SQLITE_KEY_MATCH = " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS)
+_SQLITE_SELECT_ENTRY = f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM {_M.name} WHERE {_SQLITE_KEY_MATCH}"
+_SQLITE_SELECT_ID = f"SELECT id FROM {_M.name} WHERE {_SQLITE_KEY_MATCH}"
 _SQLITE_TIME = None  # UTCDateTime's bind processor for SQLite, made on first use
 
 
@@ -103,8 +103,6 @@ def _request_values(st: StudyRecord, requested_key: str, placement_key: str, mea
            "measurement_id": measurement_id, "agent": agent, "trial_number": trial_number,
            "cache_hit": bool(cache_hit), "created_at": _sqlite_time(utcnow())}
     return tuple(row[c] for c in _R_COLUMNS)
-
-
 
 
 def _key_params(key: tuple[str, str, str, str]) -> dict[str, str]:
@@ -312,21 +310,8 @@ class MeasurementsMixin(StudiesMixin):
         action = f"recording a measurement of study {st.name!r}"
         for attempt in range(3):
             try:
-                if self.dialect == "sqlite" and _SQLITE_UPSERT is not None:
-                    with self._sqlite_txn(action, "BEGIN IMMEDIATE") as db:
-                        mid, inserted = self._sqlite_record(db, key, row, st, requested_key, agent, trial_number)
-                    break
-                with self._txn(action, write=True) as conn:
-                    mid = self._insert_measurement(conn, key, row)
-                    if mid is not None:
-                        inserted = True
-                    else:
-                        mid = self._existing_id(conn, key)
-                        if mid is None:  # the conflicting row is not visible yet: read again
-                            raise _Conflict
-                        log.debug("placement %s already stored (id %d); the first measurement is kept",
-                                  placement_key, mid)
-                    self._insert_request(conn, st, requested_key, placement_key, mid, agent, trial_number, False)
+                with self._write_txn(action) as conn:
+                    mid, inserted = self._record_rows(conn, key, row, st, requested_key, agent, trial_number)
                 break
             except (IntegrityError, sqlite3.IntegrityError, _Conflict) as exc:  # lost a race on the unique key
                 if attempt == 2:
@@ -370,9 +355,37 @@ class MeasurementsMixin(StudiesMixin):
             conn.execute(update(_M).where(_M.c.id == mid).values(cols))  # the columns split_measurement gives
         self._lru.put(tuple(row[1:]), _entry(mid, cols, texts))
 
-    def _insert_measurement(self, conn: Connection, key: tuple[str, str, str, str], row: dict) -> int | None:
+    def _write_txn(self, action: str, *,
+                   one_statement: bool = False) -> ContextManager[Connection | sqlite3.Connection]:
+        """A write transaction: on SQLite (3.24+) the driver connection's ``BEGIN IMMEDIATE``, or
+        autocommit for ``one_statement``; else SQLAlchemy's (:meth:`_txn`)."""
+        if self.dialect == "sqlite" and _SQLITE_UPSERT is not None:
+            return self._sqlite_txn(action, None if one_statement else "BEGIN IMMEDIATE")
+        return self._txn(action, write=True)
+
+    def _record_rows(self, conn: Connection | sqlite3.Connection, key: tuple[str, str, str, str],
+                     row: dict[str, Any], st: StudyRecord, requested_key: str, agent: str | None,
+                     trial_number: int | None) -> tuple[int, bool]:
+        """:meth:`record`'s rows, in the caller's write transaction: ``(measurement id, whether
+        this call inserted it)``."""
+        mid = self._insert_measurement(conn, key, row)
+        inserted = mid is not None
+        if mid is None:
+            mid = self._existing_id(conn, key)
+            if mid is None:  # the conflicting row is not visible yet: read again
+                raise _Conflict
+            log.debug("placement %s already stored (id %d); the first measurement is kept", key[3], mid)
+        self._insert_request(conn, st, requested_key, key[3], mid, agent, trial_number, False)
+        return mid, inserted
+
+    def _insert_measurement(self, conn: Connection | sqlite3.Connection, key: tuple[str, str, str, str],
+                            row: dict) -> int | None:
         """Insert a measurement row: its id, or None when its cache key is already stored."""
-        row["created_at"] = utcnow()  # (SQLite 3.24+ takes _sqlite_record's path instead)
+        row["created_at"] = utcnow()
+        if isinstance(conn, sqlite3.Connection):  # insert unless stored, in one statement
+            values = tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in _M_COLUMNS)
+            cur = conn.execute(_SQLITE_UPSERT, values)  # type: ignore[arg-type]
+            return int(cur.lastrowid) if cur.rowcount == 1 else None  # type: ignore[arg-type]
         if self._existing_id(conn, key) is not None:
             return None
         return int(conn.execute(_INSERT_MEASUREMENT, row).inserted_primary_key[0])
@@ -384,30 +397,9 @@ class MeasurementsMixin(StudiesMixin):
         mid = conn.scalar(_SELECT_ID, _key_params(key))
         return None if mid is None else int(mid)
 
-    def _sqlite_record(self, db: sqlite3.Connection, key: tuple[str, str, str, str], row: dict[str, Any],
-                       st: StudyRecord, requested_key: str, agent: str | None,
-                       trial_number: int | None) -> tuple[int, bool]:
-        """:meth:`record` on SQLite's driver connection, in the caller's write transaction:
-        ``(measurement id, whether this call inserted it)``."""
-        row["created_at"] = utcnow()
-        values = tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in _M_COLUMNS)
-        cur = db.execute(_SQLITE_UPSERT, values)  # type: ignore[arg-type]
-        inserted = cur.rowcount == 1
-        if inserted:
-            mid = int(cur.lastrowid)  # type: ignore[arg-type]
-        else:
-            found = self._existing_id(db, key)
-            if found is None:  # the conflicting row is not visible yet: read again
-                raise _Conflict
-            mid = found
-            log.debug("placement %s already stored (id %d); the first measurement is kept", key[3], mid)
-        values = _request_values(st, requested_key, key[3], mid, agent, trial_number, False)
-        db.execute(_SQLITE_INSERT_REQUEST, values)
-        return mid, inserted
-
     @staticmethod
     def _insert_request(
-        conn: Connection,
+        conn: Connection | sqlite3.Connection,
         st: StudyRecord,
         requested_key: str,
         placement_key: str,
@@ -416,7 +408,10 @@ class MeasurementsMixin(StudiesMixin):
         trial_number: int | None,
         cache_hit: bool,
     ) -> int:
-        if conn.dialect.name == "sqlite":
+        if isinstance(conn, sqlite3.Connection):
+            values = _request_values(st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit)
+            return int(conn.execute(_SQLITE_INSERT_REQUEST, values).lastrowid)  # type: ignore[arg-type]
+        if conn.dialect.name == "sqlite":  # (SQLite before 3.24)
             values = _request_values(st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit)
             return int(conn.exec_driver_sql(_SQLITE_INSERT_REQUEST, values).lastrowid)
         return int(
@@ -464,18 +459,9 @@ class MeasurementsMixin(StudiesMixin):
             StoreError: no such measurement, or a database problem.
         """
         st = self._resolve(study)
-        if self.dialect == "sqlite" and measurement_id is not None:
-            try:
-                with self._sqlite_txn(f"logging a request of study {st.name!r}", begin=None) as db:  # one insert
-                    cur = db.execute(_SQLITE_INSERT_REQUEST, _request_values(
-                        st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit))
-                    return int(cur.lastrowid)  # type: ignore[arg-type]
-            except sqlite3.IntegrityError:
-                raise StoreError(
-                    f"cannot log a request of study {st.name!r}: measurement id {measurement_id} or the "
-                    "study does not exist in this database"
-                ) from None
-        with self._txn(f"logging a request of study {st.name!r}", write=True) as conn:
+        # a known measurement id: one insert, no transaction around it
+        with self._write_txn(f"logging a request of study {st.name!r}",
+                             one_statement=measurement_id is not None) as conn:
             if measurement_id is None:
                 measurement_id = self._existing_id(conn, (*st.scope, placement_key))
                 if measurement_id is None:
@@ -486,7 +472,7 @@ class MeasurementsMixin(StudiesMixin):
             try:
                 return self._insert_request(conn, st, requested_key, placement_key, measurement_id, agent,
                                             trial_number, cache_hit)
-            except IntegrityError:
+            except (IntegrityError, sqlite3.IntegrityError):
                 raise StoreError(
                     f"cannot log a request of study {st.name!r}: measurement id {measurement_id} or the "
                     "study does not exist in this database"
