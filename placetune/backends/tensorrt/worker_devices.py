@@ -5,11 +5,11 @@ registers for a node (``ImporterContext::registerLayer(layer, node)``). The othe
 metadata and are named:
 
 * 8.5-GA, 8.6-GA: TensorRT's default ``(Unnamed Layer* N) [Type]`` (a Gemm's bias add and the
-  bias's broadcast Shuffle, the unsqueeze/squeeze around a 1-D Conv or BatchNorm), weights
-  turned into Constant layers by ``convertToTensor`` after the weights;
+  bias's broadcast Shuffle, the unsqueeze/squeeze around a 1-D Conv or pooling), weights
+  made Constant layers by ``convertToTensor``, named after the weights;
 * 10.0-GA on (``registerLayer(layer, "ONNXTRT_<helper>", nullptr)``, names made unique with a
   ``_<k>`` suffix): ``ONNXTRT_Broadcast``, ``ONNXTRT_unsqueezeTensor``/``ONNXTRT_squeezeTensor``
-  (1-D Conv, Pool, BatchNorm), ``ONNXTRT_castHelper``, ``ONNXTRT_Shape*`` ... (every
+  (around a 1-D Conv, ConvTranspose or pooling), ``ONNXTRT_castHelper``, ``ONNXTRT_Shape*`` ... (every
   ``ONNXTRT_`` name of 10.0-GA, 10.1-GA and main is in ``tests/trt_api/tensorrt-10.3.json``).
 
 Left on the default GPU they split DLA islands; trtexec ``--useDLACore`` makes DLA the default,

@@ -30,7 +30,7 @@ Behaviour (documented TensorRT behaviour, simplified):
 * ``builder.num_DLA_cores``: 2, none in 11.0-11.3 (:func:`default_dla_cores`).
 * The ONNX parser adds the helper layers of its version: unnamed ``(Unnamed Layer* N) [Type]``
   in 8.x, ``ONNXTRT_*`` without metadata in 10.x (the names of ``tests/trt_api``), e.g. the
-  unsqueeze/squeeze around a 1-D Conv, Pool or BatchNormalization; 8.6 appends a node's
+  unsqueeze/squeeze around a 1-D Conv, ConvTranspose or pooling; 8.6 appends a node's
   doc-string lines to its metadata after ``" | "``.
 
 docs/doubles.md lists each behaviour with the artefact or source line behind it.
@@ -426,9 +426,11 @@ _UNSQUEEZE = "ONNXTRT_unsqueezeTensor" if "ONNXTRT_unsqueezeTensor" in _PARSER.g
 _SQUEEZE = "ONNXTRT_squeezeTensor" if "ONNXTRT_squeezeTensor" in _PARSER.get("helper_layer_names", []) else None
 #: 8.6-GA's processMetadata appends the node's doc-string lines (filterDocString), 10.x does not
 _DOC_LINES = _V == (8, 6)
-#: ops whose importer runs a rank-3 input as 2-D between an unsqueeze and a squeeze it does not
-#: register for the node (onnx-tensorrt convMultiInput, poolingHelper, batchnorm: unsqueezeTensor)
-_ONE_D_OPS = {"Conv", "MaxPool", "AveragePool", "BatchNormalization"}
+#: ops whose importer runs a rank-3 input as 2-D between an unsqueeze and a squeeze of axis 3 it
+#: does not register for the node (onnx-tensorrt 10.1-GA onnxOpImporters.cpp:759/853 Conv,
+#: importerUtils.cpp:1392/1444 poolingHelper, :1763/1868 ConvTranspose; 8.6-GA
+#: builtin_op_importers.cpp:653/740 Conv)
+_ONE_D_OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool"}
 _METADATA = _PARSER.get("layer_metadata", _V >= (8, 6))
 _TITLES = {LayerType.CONSTANT: "Constant", LayerType.ELEMENTWISE: "ElementWise", LayerType.SHUFFLE: "Shuffle",
            LayerType.MATRIX_MULTIPLY: "Matrix Multiply", LayerType.SHAPE: "Shape", LayerType.IDENTITY: "Identity"}
@@ -588,14 +590,13 @@ class _Importer:
 
 
     def one_d(self, node, node_name: str, ltype, attrs: dict, x: ITensor, rest: list, info: dict) -> None:
-        """A 1-D op: unsqueeze to (N, C, 1, W), the 2-D layer, squeeze back; the two shuffles are
+        """A 1-D op: unsqueeze to (N, C, W, 1), the 2-D layer, squeeze back; the two shuffles are
         helpers (``ONNXTRT_unsqueezeTensor``/``ONNXTRT_squeezeTensor`` in 10.x, unnamed in 8.x)."""
-        n, c, w = x.shape
-        up = self.add_shuffle(x, (n, c, 1, w), node_name)
+        up = self.add_shuffle(x, tuple(x.shape) + (1,), node_name)
         if _UNSQUEEZE:
             self.register(up, _UNSQUEEZE)
         dims, dt = info.get(node.output[0], ((), x.dtype))
-        dims4 = tuple(dims[:2]) + (1,) + tuple(dims[2:]) if len(dims) == 3 else dims
+        dims4 = tuple(dims) + (1,) if len(dims) == 3 else dims
         core = self.layer(ltype, node.op_type, node_name, attrs, [up.get_output(0)] + rest, [(None, dims4, dt)])
         self.register(core, node_name, node_name)
         down = self.add_shuffle(core.get_output(0), dims, node_name)
