@@ -77,6 +77,16 @@ def _measure(version: str, onnx: str, dla: list[str], shape: list[int], strongly
     return reply.result
 
 
+def _worker_module(name: str):
+    """A worker module imported as the worker imports it: top-level, from the worker's directory."""
+    here = str(WORKER_FILE.parent)
+    sys.path.insert(0, here)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(here)
+
+
 def _dla_lines(result: dict) -> list[tuple[str, str]]:
     return [(s, m) for s, m in result["log"] if m.startswith("[DlaLayer]")]
 
@@ -94,6 +104,10 @@ def test_the_worker_reads_the_placement_report_whatever_level_it_is_logged_at(ve
     gpu = [m for s, m in result["log"] if m.startswith("[GpuLayer]")]
     assert len(gpu) == 1 and gpu[0].endswith("abs_b")  # the fallback is seen, not assumed
     assert all(s != "VERBOSE" or m.startswith(("[DlaLayer]", "[GpuLayer]", "---")) for s, m in result["log"])
+    # the pipeline's check of the loadables all its engines hold on a core counts these lines
+    worker_pipeline = _worker_module("worker_pipeline")
+    assert "17 DLA loadables on DLA0" in worker_pipeline.too_many_loadables([{"dla_core": 0}] * 17,
+                                                                            [{"log": result["log"]}] * 17)
 
 
 def test_trtexec_placement_at_verbose_is_read_and_dla_builds_are_verbose(tmp_path):
@@ -162,13 +176,9 @@ def test_the_worker_reads_the_node_of_86_metadata_with_doc_string_lines(tmp_path
 
 
 def test_worker_metadata_reader_matches_the_parents():
-    here = str(WORKER_FILE.parent)
-    sys.path.insert(0, here)
-    try:
-        worker_build = importlib.import_module("worker_build")
-    finally:
-        sys.path.remove(here)
     from types import SimpleNamespace as NS
+
+    worker_build = _worker_module("worker_build")
 
     for meta, node in [("[ONNX Layer: /c/Conv | Local Function: B]", "/c/Conv"),
                        ("[ONNX Layer: /c/Conv | x = self.conv(x)]", "/c/Conv"),
