@@ -21,7 +21,7 @@ with ``]`` in it is kept whole.
 them at VERBOSE. :func:`is_placement_line` says which messages those are, so that the worker can
 keep them whatever the logger's level.
 
-Used by the worker (Python 3.8, no imports: a sibling module of ``worker.py``), by
+Used by the worker (Python 3.8, no placetune imports: a sibling module of ``worker.py``), by
 :mod:`placetune.backends.tensorrt.buildlog` and by :mod:`placetune.plan.apply`.
 
 Example:
