@@ -353,8 +353,11 @@ def parse_layer_info(text: str) -> LayerInfo:
         out.bindings = [str(b) for b in doc.get("Bindings", []) or []]
         return out
     out.valid_json = False
-    # detailed: {"Name" : "<raw>", "LayerType" : ...}; names-only: "Layers": ["<raw>", ...]
-    detailed = re.findall(r"\"Name\"\s*:\s*\"(.*?)\"\s*,\s*\"(?:LayerType|Inputs|Outputs|ParameterType)\"", text, re.S)
+    # detailed: {"Name" : "<raw>", "LayerType" : ...}; names-only: "Layers": ["<raw>", ...]. A name
+    # never runs past the next `", "` (else a tensor's "Name" in Inputs/Outputs of a file cut short
+    # swallows the keys up to the next layer's name)
+    detailed = re.findall(r"\"Name\"\s*:\s*\"((?:(?!\"\s*,\s*\").)*?)\"\s*,\s*"
+                          r"\"(?:LayerType|Inputs|Outputs|ParameterType)\"", text, re.S)
     if detailed:
         out.layers = [{"Name": n} for n in detailed]
     else:
