@@ -183,10 +183,31 @@ def test_no_sections_without_dla():
     assert not log.has_sections and log.loadables == 0
 
 
-def test_metadata():
+def test_metadata_read_per_onnx_parser_format():
+    """The node is what precedes the first " | " inside the brackets, whatever follows it."""
     assert onnx_name_of("[ONNX Layer: /conv1/Conv]") == "/conv1/Conv"
-    assert onnx_name_of("[ONNX Layer: /a/b] | Local Function: f") == "/a/b"
-    assert onnx_name_of("") is None and onnx_name_of(None) is None
+    # onnx-tensorrt 8.6-GA onnx2trt_utils.cpp processMetadata + filterDocString: doc-string lines
+    assert onnx_name_of("[ONNX Layer: /conv1/Conv | x = self.conv1(x) | # a 'quoted' note]") == "/conv1/Conv"
+    # 10.0-GA / 10.1-GA importerUtils.cpp processMetadata: the local function
+    assert onnx_name_of("[ONNX Layer: /c/Conv | Local Function: B]") == "/c/Conv"
+    # later main importerUtils.cpp (0137504e): the local-function stack, innermost first
+    assert onnx_name_of("[ONNX Layer: /c/Conv | b_node (B) | a_node (A)]") == "/c/Conv"
+    # a node name with brackets stays whole; truncateString keeps both ends around " ... "
+    assert onnx_name_of("[ONNX Layer: (Unnamed Layer* 7) [Shuffle]]") == "(Unnamed Layer* 7) [Shuffle]"
+    assert onnx_name_of("[ONNX Layer: /c/Conv | a (A) ... z (Z)]") == "/c/Conv"
+    assert onnx_name_of("") is None and onnx_name_of(None) is None and onnx_name_of("fused") is None
+
+
+def test_fused_metadata_names_every_node():
+    """An engine layer fused from several network layers joins their metadata with \\x1f."""
+    from placetune.backends.tensorrt.worker_names import onnx_nodes
+    from placetune.plan.apply import onnx_node_of
+
+    fused = "[ONNX Layer: /a/Conv]\x1f[ONNX Layer: /a/Relu | Local Function: B]\x1e[ONNX Layer: /a/Conv]"
+    assert onnx_nodes(fused) == ["/a/Conv", "/a/Relu"]
+    assert onnx_name_of(fused) == "/a/Conv"
+    assert onnx_node_of(fused) == ["/a/Conv", "/a/Relu"]
+    assert onnx_node_of("[ONNX Layer: /c/Conv | Local Function: B]") == ["/c/Conv"]
 
 
 def test_profile_attribution_dla_group():

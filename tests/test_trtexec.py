@@ -282,7 +282,7 @@ def test_all_gpu_engine_with_power_and_energy(tmp_path, gn):
     assert list((tmp_path / "cache" / "timing").glob("*.cache")) and not list((tmp_path / "cache" / "runs").iterdir())
 
 
-@pytest.mark.parametrize("version, wording", [("8.5.2", "Default DLA is enabled but layer"),
+@pytest.mark.parametrize("version, wording", [("8.5.2", "Unsupported on DLA. Switching"),
                                               ("10.3.0", "Unsupported on DLA. Switching")])
 def test_all_dla_fallback_is_read_back_from_the_log(version, wording, tmp_path, gn):
     be = _backend(tmp_path, version)

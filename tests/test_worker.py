@@ -137,7 +137,9 @@ def test_one_worker_serves_several_jobs(seed_block_onnx):
     r = second.result
     assert r["status"] == "ok", r.get("error")
     assert len(r["latency_samples_ms"]) == 5 and r["throughput_ms_per_inference"] > 0
-    assert ["INFO", "[DlaLayer] {ForeignNode[/conv1/Conv.../conv2/Conv]}"] in r["log"]
+    # 10.x logs the placement report at VERBOSE; the worker keeps it without keeping all VERBOSE lines
+    assert ["VERBOSE", "[DlaLayer] {ForeignNode[/conv1/Conv.../conv2/Conv]}"] in r["log"]
+    assert all(s != "VERBOSE" or m.startswith(("[DlaLayer]", "[GpuLayer]", "---")) for s, m in r["log"])
     on_dla = [row[0] for row in r["network_layers"] if row[3]]
     assert on_dla == ["/conv1/Conv", "/conv2/Conv"]
     assert any(name.startswith("{ForeignNode[") for name, _ in r["layer_profile"])

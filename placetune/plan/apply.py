@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, ConfigError, PlacementError
 from placetune.backends.tensorrt.worker_devices import constant_type, follow_helpers, is_helper
+from placetune.backends.tensorrt.worker_names import onnx_nodes
 from placetune.placement.placement import dla_core
 
 if TYPE_CHECKING:
@@ -17,30 +18,21 @@ __all__ = ["ApplyReport", "apply_plan", "onnx_node_of"]
 
 log = logging.getLogger(__name__)
 
-_ONNX_META = "[ONNX Layer: "
-
-
 def onnx_node_of(metadata: str | None) -> list[str]:
-    """Candidate ONNX node names in a TensorRT layer's ``metadata``.
+    """The ONNX nodes named in a TensorRT layer's ``metadata``.
 
     TensorRT's ONNX parser (8.6+) sets ``layer.metadata`` to ``"[ONNX Layer: <node>]"``,
-    possibly followed by ``" | Local Function: ..."``. Node names may themselves contain
-    ``]``, so every prefix that ends at a ``]`` is a candidate; the one followed by the end
-    of the text or by ``" |"`` comes first.
+    properties following the node after ``" | "`` (doc-string lines in 8.6, ``Local Function:
+    <f>`` in 10.x); a fused engine layer joins its layers' metadata with ``\\x1f``
+    (:mod:`placetune.backends.tensorrt.worker_names`, shared with the worker).
 
     Example:
-        >>> onnx_node_of("[ONNX Layer: /conv1/Conv]")
+        >>> onnx_node_of("[ONNX Layer: /conv1/Conv | Local Function: Block]")
         ['/conv1/Conv']
         >>> onnx_node_of("no metadata")
         []
     """
-    if not metadata or not str(metadata).startswith(_ONNX_META):
-        return []
-    rest = str(metadata)[len(_ONNX_META):]
-    ends = [i for i, ch in enumerate(rest) if ch == "]"]
-    first = [rest[:i] for i in ends if rest[i + 1:] == "" or rest[i + 1:].startswith(" |")]
-    others = [rest[:i] for i in ends if rest[:i] not in first]
-    return first + others
+    return onnx_nodes(metadata)
 
 
 @dataclass
@@ -122,9 +114,10 @@ def apply_plan(
     where this TensorRT has it (11.x is strongly typed and has none).
 
     Network layers are matched to plan layers by ``layer.name`` and, failing that, by
-    ``layer.metadata`` (``"[ONNX Layer: <node>]"``, TensorRT 8.6+): helper layers the
-    ONNX parser adds for a node (``<node>_<k>``, ``ONNXTRT_*``) follow their node. Unnamed
-    helpers (``(Unnamed Layer* N) [Type]``, no metadata, e.g. a Gemm's bias add) and weight
+    ``layer.metadata`` (``"[ONNX Layer: <node>]"``, TensorRT 8.6+): further layers the ONNX
+    parser registers for a node (``<node>_<k>``) follow their node. Helpers registered for no
+    node (``(Unnamed Layer* N) [Type]`` from 8.x parsers, ``ONNXTRT_*`` from 10.x, no
+    metadata, e.g. a Gemm's bias add, the unsqueeze around a 1-D Conv) and weight
     Constants go with the node they serve: the device of their producer, else their consumer
     (:mod:`placetune.backends.tensorrt.worker_devices`, shared with the worker). Other layers
     that match nothing go to the GPU and are reported.

@@ -45,6 +45,8 @@ from placetune.measurement import Measurement
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
 from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
+from placetune.backends.tensorrt.worker_devices import is_helper_name
+from placetune.backends.tensorrt.worker_names import is_placement_line
 
 from placetune.backends.base import default_cache_dir
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
@@ -395,7 +397,7 @@ class TensorRTBackend:
         network = [(row[0], row[1]) for row in res.get("network_layers", [])]
         # parser helpers (no node): the device each was given (worker_devices: they follow their node)
         helpers = {str(row[0]): (f"DLA{core}" if row[3] and row[4] is not False else "GPU")
-                   for row in res.get("network_layers", []) if row[1] is None and str(row[0]).startswith("(Unnamed")}
+                   for row in res.get("network_layers", []) if row[1] is None and is_helper_name(row[0])}
         if helpers:
             extra["helper_layers"] = helpers
         if res.get("adjust_for_dla"):  # say which path made the network DLA-ready (issue 12 defect 9)
@@ -403,7 +405,7 @@ class TensorRTBackend:
         extra.update(
             build_errors=blog.errors[:50],
             build_warnings=blog.warnings[:100],
-            build_log=[f"[{s[0]}] {m}" for s, m in lines if s != "VERBOSE"][:_LOG_KEEP],
+            build_log=[f"[{s[0]}] {m}" for s, m in lines if s != "VERBOSE" or is_placement_line(m)][:_LOG_KEEP],
             engine_bytes=res.get("engine_bytes"),
         )
         if res.get("traceback"):

@@ -34,23 +34,30 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from placetune.backends.tensorrt.worker_names import onnx_node
+
 __all__ = [
     "TIMED",
     "BuildLog", "LogPlacement", "NameResolver", "ProfileSummary", "parse_build_log", "locate",
-    "attribute_profile", "split_engine_name", "onnx_name_of",
+    "attribute_profile", "split_engine_name", "onnx_name_of", "split_prefix",
 ]
 
 #: What the worker times (``Measurement.extra["timed"]``, issue 12 defect 7): the inputs are
 #: uploaded once before timing; trtexec is run with ``--noDataTransfers`` to time the same.
 TIMED = "compute: engine execution between CUDA events on the engines' streams, no host<->device copies"
 
-# "[03/31/2022-14:34:54] [I] [TRT] " (trtexec) or "[TRT] " prefixes; the Python ILogger gets bare text.
-_PREFIX = re.compile(r"^\s*(?:\[\d{2}/\d{2}/\d{4}-[\d:]+\]\s*)?(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*)?")
+#: Line prefixes, all optional: trtexec's "[03/31/2022-14:34:54] [I] [TRT] ", the Python
+#: ``trt.Logger``'s "[12/04/2024-11:57:45] [TRT] [W] " (severity after the tag), TensorRT 7's
+#: "[TensorRT] WARNING: " and DeepStream's "WARNING: [TRT]: ". A custom ILogger gets bare text.
+_PREFIX = re.compile(
+    r"^\s*(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)?"
+    r"(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
+    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
+_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
 _SECTION = re.compile(r"^-+\s*Layers\s+Running\s+on\s+(?P<dev>DLA|GPU)\s*[-:]*\s*$", re.I)
 _DLA_LINE = re.compile(r"^\[DlaLayer\]\s*(?P<name>.*?)\s*,?\s*$")
 _GPU_LINE = re.compile(r"^\[GpuLayer\]\s*(?:(?P<type>[A-Z][A-Z0-9_]*):\s+)?(?P<name>.*?)\s*,?\s*$")
 _FOREIGN = re.compile(r"\{ForeignNode\[(?P<body>.*)\]\}")
-_METADATA = re.compile(r"\[ONNX Layer: (?P<name>.*?)\](?:\s*\||$)")
 
 #: Fallback warnings, newest wording first (reference §5 and §3.1 G5/G7).
 _FALLBACKS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -116,6 +123,14 @@ class LogPlacement:
     unmapped: list[str] = field(default_factory=list)
 
 
+def split_prefix(line: str) -> tuple[str | None, str]:
+    """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")``: the severity letter of a
+    log line's prefix (None when it has none) and the message (every prefix form of :data:`_PREFIX`)."""
+    m = _PREFIX.match(line)
+    sev = m.group("sev") or m.group("sev2") or _WORDS.get(m.group("word") or "")
+    return sev, line[m.end():].strip()
+
+
 def _severity(sev: object, prefix: str | None) -> str:
     """Normalise a severity to ``E``, ``W``, ``I`` or ``V``."""
     if prefix:
@@ -148,10 +163,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
         else:
             sev_in, text = item[0], str(item[1])
         for raw in text.splitlines() or [""]:
-            m = _PREFIX.match(raw)
-            prefix = m.group("sev") if m else None
-            msg = raw[m.end():] if m else raw
-            msg = msg.strip()
+            prefix, msg = split_prefix(raw)
             if not msg:
                 continue
             sev = _severity(sev_in, prefix)
@@ -184,11 +196,10 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
 
 
 def onnx_name_of(metadata: str | None) -> str | None:
-    """The ONNX node name in a layer's metadata (``"[ONNX Layer: /conv1/Conv]"``), or None."""
-    if not metadata:
-        return None
-    m = _METADATA.search(metadata)
-    return m.group("name") if m else None
+    """The ONNX node name in a layer's metadata (``"[ONNX Layer: /conv1/Conv | Local Function: B]"``
+    -> ``"/conv1/Conv"``; the first node of a fused layer's), or None
+    (:func:`placetune.backends.tensorrt.worker_names.onnx_nodes` reads every form)."""
+    return onnx_node(metadata)
 
 
 def _find_known(text: str, known: Mapping[str, object], longest_first: Sequence[str]) -> list[str]:

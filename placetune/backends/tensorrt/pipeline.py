@@ -38,6 +38,7 @@ from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locat
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
 from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
+from placetune.backends.tensorrt.worker_names import is_placement_line
 
 from placetune.settings import resolve_replicas
 
@@ -163,7 +164,7 @@ def _logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:
     extra.setdefault("build_warnings", []).extend(f"{label}: {w}" for w in blog.warnings[:40])
     kept = extra.setdefault("build_log", [])
     for s, m in lines:
-        if s != "VERBOSE" and len(kept) < _LOG_KEEP:
+        if (s != "VERBOSE" or is_placement_line(m)) and len(kept) < _LOG_KEEP:
             kept.append(f"{label} [{s[0]}] {m}")
 
 

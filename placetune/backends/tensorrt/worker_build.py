@@ -6,7 +6,6 @@ takes a serialized engine from the engine cache or builds and stores it. TensorR
 in as ``trt``. A sibling module of ``worker.py``: Python 3.8, no placetune imports.
 """
 
-import re
 import time
 import traceback
 
@@ -17,9 +16,9 @@ except ImportError:  # pragma: no cover
 
 from worker_cache import load_timing_cache, read_cached_plan, save_timing_cache, write_cached_plan
 from worker_devices import constant_type, follow_helpers, is_helper
+from worker_names import is_placement_line, onnx_node
 
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
-_METADATA = re.compile(r"\[ONNX Layer: (.*?)\](?:\s*\||$)")
 #: what an engine cache entry keeps of its build (obtain_plan)
 _BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla",
                  "io_formats")
@@ -41,9 +40,12 @@ _LOGGER = {}  # type: Dict[str, Any]
 
 def make_logger(trt, verbose):
     # type: (Any, bool) -> Any
-    """The process's one ``trt.ILogger``, its messages now collected in a new ``lines`` list
-    (VERBOSE only when asked). TensorRT keeps a single logger pointer while any builder, runtime
-    or refitter lives and ignores a different one (issue 12 defect 9), so a logger per job would
+    """The process's one ``trt.ILogger``, its messages now collected in a new ``lines`` list.
+
+    VERBOSE messages are kept when asked, and the ``Layers Running on DLA/GPU`` report always:
+    some TensorRT versions log the realised placement at VERBOSE, and without it GPU fallback
+    would go unseen. TensorRT keeps a single logger pointer while any builder, runtime or
+    refitter lives and ignores a different one (issue 12 defect 9), so a logger per job would
     lose the log of every build made while an earlier runtime is alive."""
     logger = _LOGGER.get("logger")
     if logger is None:
@@ -56,7 +58,7 @@ def make_logger(trt, verbose):
 
             def log(self, severity, msg):
                 name = _severity_name(severity)
-                if name == "VERBOSE" and not self.verbose:
+                if name == "VERBOSE" and not self.verbose and not is_placement_line(str(msg)):
                     return
                 self.lines.append([name, str(msg)])
 
@@ -77,11 +79,7 @@ def _version_tuple(text):
 
 def _onnx_name(layer):
     # type: (Any) -> Optional[str]
-    meta = getattr(layer, "metadata", None)  # ILayer.metadata exists from TensorRT 8.6
-    if not meta:
-        return None
-    m = _METADATA.search(str(meta))
-    return m.group(1) if m else None
+    return onnx_node(getattr(layer, "metadata", None))  # ILayer.metadata exists from TensorRT 8.6
 
 
 def _set_dynamic_ranges(network, trt, given=None):

@@ -1,12 +1,20 @@
 """Which device a network layer the ONNX parser added without a node goes to (issue 12 defect 3).
 
 onnx-tensorrt names and tags with ``[ONNX Layer: <node>]`` metadata only the layers it
-registers for a node (``ImporterContext::registerLayer``). The others (a Gemm's bias add and the
-bias's broadcast Shuffle, weights turned into Constant layers by ``convertToTensor``) keep
-TensorRT's default name ``(Unnamed Layer* N) [Type]``. Left on the default GPU they split DLA
-islands; trtexec ``--useDLACore`` makes DLA the default, so they join the DLA subgraph. Here a
-helper takes the device of the node it serves: that of the layer producing its first computed
-input, else of its first consumer.
+registers for a node (``ImporterContext::registerLayer(layer, node)``). The others carry no
+metadata and are named:
+
+* 8.5-GA, 8.6-GA: TensorRT's default ``(Unnamed Layer* N) [Type]`` (a Gemm's bias add and the
+  bias's broadcast Shuffle, the unsqueeze/squeeze around a 1-D Conv or pooling), weights
+  made Constant layers by ``convertToTensor``, named after the weights;
+* 10.0-GA on (``registerLayer(layer, "ONNXTRT_<helper>", nullptr)``, names made unique with a
+  ``_<k>`` suffix): ``ONNXTRT_Broadcast``, ``ONNXTRT_unsqueezeTensor``/``ONNXTRT_squeezeTensor``
+  (around a 1-D Conv, ConvTranspose or pooling), ``ONNXTRT_castHelper``, ``ONNXTRT_Shape*`` ... (every
+  ``ONNXTRT_`` name of 10.0-GA, 10.1-GA and main is in ``tests/trt_api/tensorrt-10.3.json``).
+
+Left on the default GPU they split DLA islands; trtexec ``--useDLACore`` makes DLA the default,
+so they join the DLA subgraph. Here a helper takes the device of the node it serves: that of
+the layer producing its first computed input, else of its first consumer.
 
 Used by the worker (Python 3.8, no imports: a sibling module of ``worker.py``) and by
 :mod:`placetune.plan.apply`, so a plan applied in an application places helpers as measured.
@@ -18,15 +26,23 @@ except ImportError:  # pragma: no cover
     pass
 
 UNNAMED = "(Unnamed Layer*"
+#: the names a parser helper layer starts with: TensorRT's default (8.x parsers), onnx-tensorrt's own (10.x)
+HELPER_PREFIXES = (UNNAMED, "ONNXTRT_")
+
+
+def is_helper_name(name):
+    # type: (str) -> bool
+    """Whether a layer name is one the ONNX parser gives a layer it adds without a node."""
+    return str(name).startswith(HELPER_PREFIXES)
 
 
 def is_helper(layer, trt, onnx_name):
     # type: (Any, Any, Optional[str]) -> bool
-    """A layer the parser added without registering it for a node: no metadata and TensorRT's
-    default name, or a Constant (weights made into a tensor)."""
+    """A layer the parser added without registering it for a node: no metadata and a helper's
+    name (:data:`HELPER_PREFIXES`), or a Constant (weights made into a tensor)."""
     if onnx_name is not None:
         return False
-    if str(getattr(layer, "name", "")).startswith(UNNAMED):
+    if is_helper_name(getattr(layer, "name", "")):
         return True
     constant = constant_type(trt)
     return constant is not None and getattr(layer, "type", None) == constant

@@ -107,7 +107,9 @@ class TrtexecBackend:
         timing_cache: ``--timingCacheFile`` per platform and TensorRT version.
         calibration_cache: INT8 ``--calib`` cache (without one, trtexec uses placeholder
             ranges: right for timing, not accuracy).
-        verbose: ``--verbose`` builds (the log also has ``Timing Runner: ... (DLA)`` lines).
+        verbose: ``--verbose`` builds (the log also has ``Timing Runner: ... (DLA)`` lines). A build
+            with a DLA core is always verbose: some TensorRT versions print the realised placement
+            (``Layers Running on DLA/GPU``) at ``[V]`` only; of the verbose lines only those are read.
         profile: ``--exportProfile`` (+ ``--separateProfileRun``) for per-layer times.
         layer_info: ``--exportLayerInfo`` with ``--profilingVerbosity=detailed``.
         spin_wait: ``--useSpinWait`` (TensorRT < 11; 11 spins by default).

@@ -255,7 +255,7 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
         argv.append("--profilingVerbosity=detailed")
         layer_info_path = workdir / f"{tag}.layers.json"
         argv.append(f"--exportLayerInfo={layer_info_path}")
-    if be.verbose:
+    if be.verbose or core >= 0:  # some versions log the Layers Running on DLA/GPU report at [V] only
         argv.append("--verbose")
     argv.append(build_only_flag(vt))
     argv.extend(be.build_args)
@@ -320,8 +320,7 @@ def build_extra(eng: Engine) -> dict[str, Any]:
     blog = eng.blog
     if blog is None:
         return {}
-    lines = eng.run.lines() if eng.run is not None else []
-    kept = [x for x in lines if "] [V] " not in x][:_LOG_KEEP]
+    kept = (eng.run.lines() if eng.run is not None else [])[:_LOG_KEEP]  # no [V] lines but the placement
     return {"build_errors": blog.errors[:50], "build_warnings": blog.warnings[:100], "build_log": kept}
 
 

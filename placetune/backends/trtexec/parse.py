@@ -41,14 +41,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from placetune.backends.tensorrt.buildlog import split_prefix
+
 __all__ = [
     "PerfSummary", "ProfileEntry", "LayerInfo", "strip_prefix", "version_from_text", "version_from_code",
     "parse_summary", "parse_export_times", "parse_export_profile", "parse_layer_info", "error_lines",
     "TIME_FIELDS",
 ]
 
-#: ``[03/31/2022-14:34:54] [I] `` (sample logger) and ``[TRT] `` (TensorRT's own messages).
-_PREFIX = re.compile(r"^\s*(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)?(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*)?")
 _STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<name>\S+)"
                      r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*#\s*(?P<cmd>.*))?")
 _VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
@@ -70,14 +70,13 @@ _PROFILE_RECORD = re.compile(
     re.S | re.I,
 )
 _PROFILE_COUNT = re.compile(r"\{\s*\"count\"\s*:\s*(?P<n>\d+)\s*\}")
+_TIME_KEYS = frozenset(TIME_FIELDS)
 
 
 def strip_prefix(line: str) -> tuple[str | None, str]:
-    """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")`` (severity None when absent)."""
-    m = _PREFIX.match(line)
-    if not m:
-        return None, line.strip()
-    return m.group("sev"), line[m.end():].strip()
+    """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")`` (severity None when absent;
+    the prefix forms of :func:`placetune.backends.tensorrt.buildlog.split_prefix`)."""
+    return split_prefix(line)
 
 
 def version_from_code(code: str | int) -> str:
@@ -253,14 +252,13 @@ def parse_export_times(text: str) -> list[dict[str, float]]:
     except ValueError:
         doc = None
     if isinstance(doc, list):
-        return [{k: float(v) for k, v in rec.items() if isinstance(v, (int, float))}
+        recs = [{k: float(v) for k, v in rec.items() if isinstance(v, (int, float))}
                 for rec in doc if isinstance(rec, dict)]
-    out = []
-    for body in re.findall(r"\{([^{}]*)\}", text):
-        rec = {k: _float(v) for k, v in re.findall(r"\"(\w+)\"\s*:\s*(" + _NUMBER + r")", body, re.I)}
-        if rec:
-            out.append(rec)
-    return out
+    else:
+        recs = [{k: _float(v) for k, v in re.findall(r"\"(\w+)\"\s*:\s*(" + _NUMBER + r")", body, re.I)}
+                for body in re.findall(r"\{([^{}]*)\}", text)]
+    # a record times an iteration: another file's objects (a profile's, the inspector's) are not records
+    return [rec for rec in recs if _TIME_KEYS & rec.keys()]
 
 
 @dataclass
@@ -355,8 +353,11 @@ def parse_layer_info(text: str) -> LayerInfo:
         out.bindings = [str(b) for b in doc.get("Bindings", []) or []]
         return out
     out.valid_json = False
-    # detailed: {"Name" : "<raw>", "LayerType" : ...}; names-only: "Layers": ["<raw>", ...]
-    detailed = re.findall(r"\"Name\"\s*:\s*\"(.*?)\"\s*,\s*\"(?:LayerType|Inputs|Outputs|ParameterType)\"", text, re.S)
+    # detailed: {"Name" : "<raw>", "LayerType" : ...}; names-only: "Layers": ["<raw>", ...]. A name
+    # never runs past the next `", "` (else a tensor's "Name" in Inputs/Outputs of a file cut short
+    # swallows the keys up to the next layer's name)
+    detailed = re.findall(r"\"Name\"\s*:\s*\"((?:(?!\"\s*,\s*\").)*?)\"\s*,\s*"
+                          r"\"(?:LayerType|Inputs|Outputs|ParameterType)\"", text, re.S)
     if detailed:
         out.layers = [{"Name": n} for n in detailed]
     else:
@@ -365,6 +366,12 @@ def parse_layer_info(text: str) -> LayerInfo:
             body = m.group("body").strip()
             if body.startswith("\"") and body.endswith("\""):
                 out.layers = [{"Name": n} for n in re.split(r"\"\s*,\s*\n?\s*\"", body[1:-1])]
+        else:  # a names-only file cut short (trtexec killed): the names on complete lines
+            m = re.search(r"\"Layers\"\s*:\s*\[\s*\"", text)
+            if m:
+                lines = text[m.end() - 1:].split("\n")
+                out.layers = [{"Name": x.strip().lstrip(",")[1:-1]} for x in lines
+                              if x.strip().lstrip(",").startswith("\"") and x.strip().endswith("\"")]
     bm = re.search(r"\"Bindings\"\s*:\s*\[(?P<body>.*?)\]\s*\}\s*$", text, re.S)
     if bm:
         out.bindings = re.findall(r"\"(.*?)\"(?=\s*(?:,|$))", bm.group("body").strip(), re.S)

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from placetune.measurement import Measurement
-from placetune.backends.trtexec.parse import PerfSummary, error_lines
+from placetune.backends.tensorrt.worker_names import is_placement_line
+from placetune.backends.trtexec.parse import PerfSummary, error_lines, strip_prefix
 
 __all__ = ["Run", "Proc", "classify"]
 
@@ -38,10 +39,11 @@ class Run:
         return max(0.0, self.ended - self.started)
 
     def lines(self) -> list[str]:
-        """The output without ``[V]`` (verbose) lines, which can run to many MB for big models."""
+        """The output without ``[V]`` (verbose) lines, which can run to many MB for big models,
+        except the ``Layers Running on DLA/GPU`` report: some versions print it at ``[V]`` only."""
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as fh:
-                return [x.rstrip("\n") for x in fh if "] [V] " not in x]
+                return [x.rstrip("\n") for x in fh if "] [V] " not in x or is_placement_line(strip_prefix(x)[1])]
         except OSError:
             return []
 

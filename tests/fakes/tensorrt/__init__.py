@@ -20,11 +20,20 @@ Behaviour (documented TensorRT behaviour, simplified):
   from placetune's rules.
 * With ``GPU_FALLBACK`` unsupported DLA layers silently run on the GPU (with a warning);
   without it ``build_serialized_network`` logs errors and returns ``None``.
-* DLA subgraphs are maximal runs of consecutive (in network order) DLA layers; beyond 16 per
-  core the rest switch to the GPU with TensorRT's warning.
-* The INFO log has the real ``Layers Running on DLA/GPU`` sections, ``[DlaLayer]
+* DLA subgraphs are the connected groups of DLA layers (joined by the tensors between them, not
+  by network order), numbered by their first layer; beyond 16 per core the rest switch to the
+  GPU with TensorRT's warning.
+* The log has the real ``Layers Running on DLA/GPU`` sections, ``[DlaLayer]
   {ForeignNode[A...B]}`` and ``[GpuLayer] TYPE: name`` lines (fused names like ``A + B`` and
-  ``PWN(PWN(a), b)``).
+  ``PWN(PWN(a), b)``), at INFO up to 8.6.9 and at VERBOSE from 8.6.10 and in 10.x/11.x
+  (:func:`placement_severity`).
+* ``builder.num_DLA_cores``: 2, none in 11.0-11.3 (:func:`default_dla_cores`).
+* The ONNX parser adds the helper layers of its version: unnamed ``(Unnamed Layer* N) [Type]``
+  in 8.x, ``ONNXTRT_*`` without metadata in 10.x (the names of ``tests/trt_api``), e.g. the
+  unsqueeze/squeeze around a 1-D Conv, ConvTranspose or pooling; 8.6 appends a node's
+  doc-string lines to its metadata after ``" | "``.
+
+docs/doubles.md lists each behaviour with the artefact or source line behind it.
 * Timings are deterministic (from layer counts), on the fake GPU clocks of ``_fakegpu``:
   each engine layer runs on its device (the GPU, or the DLA core the runtime chose; a
   0.01 ms enqueue on the GPU first), one piece of work at a time per device; streams overlap
@@ -44,7 +53,7 @@ Fault injection (environment variables, value = a layer name that is set to DLA,
 ``PLACETUNE_FAKE_TRT_HANG_ON`` (building sleeps for an hour),
 ``PLACETUNE_FAKE_TRT_BUILD_NONE_ON`` (``build_serialized_network`` logs errors, returns None),
 ``PLACETUNE_FAKE_TRT_EXEC_FAIL_ON`` (``execute_async_v3`` returns False).
-``PLACETUNE_FAKE_TRT_DLA_CORES`` sets ``builder.num_DLA_cores`` (default 2);
+``PLACETUNE_FAKE_TRT_DLA_CORES`` sets ``builder.num_DLA_cores`` (default: :func:`default_dla_cores`);
 ``PLACETUNE_FAKE_TRT_STDOUT_NOISE`` makes the import write to stdout (as native libraries may).
 """
 
@@ -66,6 +75,21 @@ if os.environ.get("PLACETUNE_FAKE_TRT_STDOUT_NOISE"):  # native libraries print 
     os.write(1, b"fake TensorRT: noise on fd 1 without a newline")
 _V = tuple(int(x) for x in __version__.split(".")[:2])
 _MAJOR = _V[0]
+_V3 = tuple(int(x) for x in (__version__.split(".") + ["0", "0"])[:3])
+
+
+def default_dla_cores(version: tuple = _V3) -> int:
+    """DLA cores an AGX Orin reports: none in 11.0-11.3 (the 11.1.0 docs: "DLA is not supported in
+    TensorRT 11.0 or 11.1"; 11.3.0: "... 11.0, 11.1, or 11.2"; 11.4.0 only Windows-on-ARM), two
+    otherwise (11.4.1 restores DLA on AGX Orin)."""
+    return 0 if (11, 0, 0) <= tuple(version) < (11, 4, 1) else 2
+
+
+def placement_severity(version: tuple = _V3) -> str:
+    """The severity the ``Layers Running on DLA/GPU`` report is logged at: INFO up to 8.6.9
+    (jetson_dla_tutorial's 8.4 log; the 8.5 logs of tests/data/trt_corpus), VERBOSE from 8.6.10
+    and in 10.x/11.x (an assumption from public 10.x reports: docs/doubles.md)."""
+    return "VERBOSE" if tuple(version) >= (8, 6, 10) else "INFO"
 _PLAN_MAGIC = b"FAKETRT1"
 
 
@@ -187,6 +211,13 @@ class _Log:
 
     def info(self, msg: str) -> None:
         self(ILogger.Severity.INFO, msg)
+
+    def verbose(self, msg: str) -> None:
+        self(ILogger.Severity.VERBOSE, msg)
+
+    def placement(self, msg: str) -> None:
+        """A line of the ``Layers Running on DLA/GPU`` report, at its version's severity."""
+        self(getattr(ILogger.Severity, placement_severity()), msg)
 
     def warn(self, msg: str) -> None:
         self(ILogger.Severity.WARNING, msg)
@@ -392,6 +423,14 @@ _PARSER = _TABLE.get("onnx_parser", {})
 _SHAPE_SHUFFLE = _PARSER.get("add_shuffle_layer")
 _BROADCAST = _PARSER.get("broadcast_layer")
 _UNSQUEEZE = "ONNXTRT_unsqueezeTensor" if "ONNXTRT_unsqueezeTensor" in _PARSER.get("helper_layer_names", []) else None
+_SQUEEZE = "ONNXTRT_squeezeTensor" if "ONNXTRT_squeezeTensor" in _PARSER.get("helper_layer_names", []) else None
+#: 8.6-GA's processMetadata appends the node's doc-string lines (filterDocString), 10.x does not
+_DOC_LINES = _V == (8, 6)
+#: ops whose importer runs a rank-3 input as 2-D between an unsqueeze and a squeeze of axis 3 it
+#: does not register for the node (onnx-tensorrt 10.1-GA onnxOpImporters.cpp:759/853 Conv,
+#: importerUtils.cpp:1392/1444 poolingHelper, :1763/1868 ConvTranspose; 8.6-GA
+#: builtin_op_importers.cpp:653/740 Conv)
+_ONE_D_OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool"}
 _METADATA = _PARSER.get("layer_metadata", _V >= (8, 6))
 _TITLES = {LayerType.CONSTANT: "Constant", LayerType.ELEMENTWISE: "ElementWise", LayerType.SHUFFLE: "Shuffle",
            LayerType.MATRIX_MULTIPLY: "Matrix Multiply", LayerType.SHAPE: "Shape", LayerType.IDENTITY: "Identity"}
@@ -414,6 +453,7 @@ class _Importer:
         self.names: set[str] = set()
         self.counter = 0
         self.constants: dict[str, ITensor] = {}
+        self.docs: dict[str, str] = {}  # node name -> doc_string (8.6 metadata)
 
     def unique(self, base: str) -> str:  # ImporterContext::generateUniqueName
         cand = base
@@ -426,7 +466,11 @@ class _Importer:
     def register(self, layer: ILayer, base: str, node_name: str | None = None) -> None:
         layer.name = self.unique(base)
         if node_name is not None and _METADATA:
-            layer._metadata = f"[ONNX Layer: {node_name}]"
+            props = ""
+            if _DOC_LINES:  # filterDocString: no site-/dist-packages lines, '"' -> "'"
+                props = "".join(" | " + line.replace('"', "'") for line in self.docs.get(node_name, "").split("\n")
+                                if line and "site-packages" not in line and "dist-packages" not in line)
+            layer._metadata = f"[ONNX Layer: {node_name}{props}]"
 
     def layer(self, ltype, op: str, node_name: str, attrs: dict, ins: list, outs: list[tuple]) -> ILayer:
         """network.add*(): a layer with TensorRT's default name; ``outs``: (name, dims, dtype)."""
@@ -523,6 +567,9 @@ class _Importer:
             return
         first = self.to_tensor(ins_names[0], node_name) if ins_names else None
         rest = [self.weight_or_tensor(x) for x in ins_names[1:]]
+        if op in _ONE_D_OPS and first is not None and len(first.shape) == 3:
+            self.one_d(node, node_name, ltype, attrs, first, rest, info)
+            return
         if op in ("Reshape", "Flatten"):
             layer = self.add_shuffle(first, info.get(node.output[0], ((),))[0], node_name)
             layer._op, layer._attrs, layer._inputs = op, attrs, [first] + rest
@@ -540,6 +587,24 @@ class _Importer:
         layer = self.layer(ltype, op, node_name, attrs, ([first] if first is not None else []) + rest,
                            out_specs(first))
         self.register(layer, node_name, node_name)
+
+
+    def one_d(self, node, node_name: str, ltype, attrs: dict, x: ITensor, rest: list, info: dict) -> None:
+        """A 1-D op: unsqueeze to (N, C, W, 1), the 2-D layer, squeeze back; the two shuffles are
+        helpers (``ONNXTRT_unsqueezeTensor``/``ONNXTRT_squeezeTensor`` in 10.x, unnamed in 8.x)."""
+        up = self.add_shuffle(x, tuple(x.shape) + (1,), node_name)
+        if _UNSQUEEZE:
+            self.register(up, _UNSQUEEZE)
+        dims, dt = info.get(node.output[0], ((), x.dtype))
+        dims4 = tuple(dims) + (1,) if len(dims) == 3 else dims
+        core = self.layer(ltype, node.op_type, node_name, attrs, [up.get_output(0)] + rest, [(None, dims4, dt)])
+        self.register(core, node_name, node_name)
+        down = self.add_shuffle(core.get_output(0), dims, node_name)
+        if _SQUEEZE:
+            self.register(down, _SQUEEZE)
+        out = down._outputs[0]
+        out.name = node.output[0]
+        self.tensors[node.output[0]] = out
 
 
 class OnnxParser:
@@ -640,6 +705,7 @@ class OnnxParser:
                 self._errors.append(ParserError(3, f"Input {missing[0]} of node {node_name} is not a known tensor", k))
                 return False
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            ctx.docs[node_name] = node.doc_string
             ctx.import_node(node, node_name, ltype, attrs, info)
         for vi in g.output:
             t = tensors.get(vi.name)
@@ -663,8 +729,18 @@ DLA_TABLE = {
     LayerType.CONCATENATION: lambda l: l._attrs.get("axis", 1) == 1,
     LayerType.SOFTMAX: lambda l: True,
     LayerType.RESIZE: lambda l: True,
-    LayerType.SHUFFLE: lambda l: len(l._inputs[0].shape) == 4 and len(l._outputs[0].shape) == 4,
+    LayerType.SHUFFLE: lambda l: (len(l._inputs[0].shape) == 4 and len(l._outputs[0].shape) == 4)
+    or _unit_reshape(l._inputs[0].shape, l._outputs[0].shape),
 }
+
+
+def _unit_reshape(a: tuple, b: tuple) -> bool:
+    """A reshape between rank 3 and 4 that only inserts or drops a dimension of 1 (the
+    unsqueeze/squeeze around a 1-D op): the double lets the DLA run it (an assumption:
+    docs/doubles.md)."""
+    if sorted((len(a), len(b))) != [3, 4]:
+        return False
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
 
 
 def _dla_check(layer: ILayer, config: "IBuilderConfig") -> tuple[bool, str]:
@@ -828,6 +904,30 @@ def _fuse_gpu(layers: list[ILayer]) -> list[tuple[str, list[ILayer]]]:
     return groups
 
 
+def _dla_islands(layers: list[ILayer], dev: dict) -> list[list[ILayer]]:
+    """The DLA subgraphs: DLA layers joined by a tensor one produces and the other reads, each
+    group in network order, the groups ordered by their first layer."""
+    on = [l for l in layers if dev[id(l)] == DeviceType.DLA]
+    group = {id(l): i for i, l in enumerate(on)}
+
+    def find(i: int) -> int:
+        while group[id(on[i])] != i:
+            i = group[id(on[i])]
+        return i
+
+    for l in on:
+        for t in l._inputs:
+            p = t._producer
+            if p is not None and id(p) in group:
+                a, b = find(group[id(p)]), find(group[id(l)])
+                if a != b:
+                    group[id(on[max(a, b)])] = min(a, b)
+    islands: dict[int, list[ILayer]] = {}
+    for i, l in enumerate(on):
+        islands.setdefault(find(i), []).append(l)
+    return [islands[k] for k in sorted(islands)]
+
+
 def _group_name(kind: str, members: list[ILayer]) -> str:
     if kind == "POINTWISE" and len(members) > 1:
         text = f"PWN({members[0].name})"
@@ -845,7 +945,7 @@ class Builder:
 
     @property
     def num_DLA_cores(self) -> int:  # noqa: N802 - real name
-        return int(os.environ.get("PLACETUNE_FAKE_TRT_DLA_CORES", "2"))
+        return int(os.environ.get("PLACETUNE_FAKE_TRT_DLA_CORES", str(default_dla_cores())))
 
     @property
     def max_DLA_batch_size(self) -> int:  # noqa: N802
@@ -928,22 +1028,13 @@ class Builder:
                         return None
                     if why == "precision":
                         log.warn(f"DLA only supports FP16 and Int8 precision type. Switching {l.name} device type to GPU.")
-                    elif _MAJOR < 10:
+                    elif _V < (8, 5):  # 8.4 wording (tests/data/trt_corpus/trt-2318-samplenmt-dla)
                         log.warn(f"Default DLA is enabled but layer {l.name} is not supported on DLA, falling back to GPU.")
                     else:
                         log.warn(f"Layer '{l.name}' ({l.type.name}): Unsupported on DLA. Switching this layer's device type to GPU.")
                     want = DeviceType.GPU
             dev[id(l)] = want
-        runs: list[list[ILayer]] = []
-        prev_dla = False
-        for l in layers:
-            if dev[id(l)] == DeviceType.DLA:
-                if not prev_dla:
-                    runs.append([])
-                runs[-1].append(l)
-                prev_dla = True
-            else:
-                prev_dla = False
+        runs = _dla_islands(layers, dev)
         if len(runs) > 16:
             for run in runs[16:]:
                 for l in run:
@@ -986,14 +1077,14 @@ class Builder:
                 entries.append({"name": _group_name(kind, members), "device": "GPU", "type": kind,
                                 "ms": round(0.02 * len(members) * scale, 6), "layers": [m.name for m in members]})
         if dla_on:
-            log.info("---------- Layers Running on DLA ----------")
+            log.placement("---------- Layers Running on DLA ----------")
             for e in entries:
                 if e.get("dla"):
-                    log.info(f"[DlaLayer] {e['name']}")
-            log.info("---------- Layers Running on GPU ----------")
+                    log.placement(f"[DlaLayer] {e['name']}")
+            log.placement("---------- Layers Running on GPU ----------")
             for e in entries:
                 if e["device"] == "GPU":
-                    log.info(f"[GpuLayer] {e['type']}: {e['name']}")
+                    log.placement(f"[GpuLayer] {e['type']}: {e['name']}")
         # ---- timing cache
         if config._cache is not None and not config.get_flag(BuilderFlag.DISABLE_TIMING_CACHE):
             for e in entries:
@@ -1353,7 +1444,7 @@ class Runtime:
 
     @property
     def num_DLA_cores(self) -> int:  # noqa: N802
-        return int(os.environ.get("PLACETUNE_FAKE_TRT_DLA_CORES", "2"))
+        return int(os.environ.get("PLACETUNE_FAKE_TRT_DLA_CORES", str(default_dla_cores())))
 
     def deserialize_cuda_engine(self, serialized_engine) -> ICudaEngine | None:
         data = bytes(serialized_engine)

@@ -1,0 +1,147 @@
+"""Every reader of TensorRT output, on every artefact of the corpus of real TensorRT output.
+
+``tests/data/trt_corpus/<id>/`` holds one published artefact (trtexec console output, a Python
+API build log, ``--exportLayerInfo`` / ``--exportProfile`` / ``--exportTimes`` files, parser
+errors), kept as published and only trimmed, and ``provenance.json``: where it comes from
+(URL, TensorRT version and the basis for it, platform, command) and the facts read from it by
+hand, per reader. Every reader runs on every artefact: where the provenance lists no facts for a
+reader, the reader must find nothing (a layer-info reader finds no layers in a console log).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from placetune.backends.tensorrt.buildlog import parse_build_log
+from placetune.backends.tensorrt.worker_names import is_placement_line
+from placetune.backends.trtexec.parse import (
+    error_lines,
+    parse_export_profile,
+    parse_export_times,
+    parse_layer_info,
+    parse_summary,
+    version_from_text,
+)
+from placetune.backends.trtexec.process import Run
+from placetune.backends.trtexec.timing import read_times
+
+CORPUS = Path(__file__).parent / "data" / "trt_corpus"
+IDS = sorted(p.name for p in CORPUS.iterdir() if (p / "provenance.json").is_file())
+READERS = ("build_log", "summary", "version_text", "error_lines", "export_profile", "export_times", "layer_info")
+_EMPTY_BUILD_LOG = {"has_sections": False, "dla_subgraphs": [], "gpu_layers": [], "fallback_layers": [],
+                    "subgraph_limit": [], "errors": 0, "warnings": 0}
+_EMPTY_SUMMARY = {"version": None, "status": None, "command": None, "has_summary": False, "throughput_qps": None,
+                  "latency_ms": {}, "gpu_compute_ms": {}, "enqueue_ms": {}, "h2d_ms": {}, "d2h_ms": {},
+                  "host_walltime_s": None, "gpu_compute_s": None}
+
+
+def _load(artefact: str) -> tuple[dict, Path, str]:
+    prov = json.loads((CORPUS / artefact / "provenance.json").read_text())
+    path = CORPUS / artefact / prov["file"]
+    return prov, path, path.read_text(encoding="utf-8")
+
+
+def _build_log(path: Path, text: str) -> dict:
+    # read as the trtexec backend reads its output file (Run.lines: no [V] lines but the placement)
+    lines = Run(["trtexec"], path).lines()
+    blog = parse_build_log(lines)
+    got = {"has_sections": blog.has_sections, "dla_subgraphs": blog.dla_subgraphs,
+           "gpu_layers": [list(x) for x in blog.gpu_layers], "fallback_layers": list(blog.fallbacks),
+           "subgraph_limit": blog.subgraph_limit, "errors": len(blog.errors), "warnings": len(blog.warnings)}
+    # the worker keeps these lines whatever its log level: exactly the report's lines
+    headers = sum(1 for x in lines if re.search(r"layers running on (dla|gpu)", x, re.I))
+    assert sum(1 for x in lines if is_placement_line(re.sub(r"^.*?\[TRT\]\s*(\[[IWEV]\]\s*)?", "", x))) == \
+        headers + len(blog.dla_subgraphs) + len(blog.gpu_layers)
+    assert blog.loadables == len(blog.dla_subgraphs)
+    return got
+
+
+def _summary(path: Path, text: str) -> dict:
+    s = parse_summary(text.splitlines())
+    return {"version": s.version, "status": s.status, "command": s.command, "has_summary": s.has_summary,
+            "throughput_qps": s.throughput_qps, "latency_ms": s.latency_ms, "gpu_compute_ms": s.gpu_compute_ms,
+            "enqueue_ms": s.enqueue_ms, "h2d_ms": s.h2d_ms, "d2h_ms": s.d2h_ms,
+            "host_walltime_s": s.host_walltime_s, "gpu_compute_s": s.gpu_compute_s}
+
+
+def _export_profile(path: Path, text: str) -> dict | None:
+    count, entries = parse_export_profile(text)
+    if count is None and not entries:
+        return None
+    return {"count": count, "entries": len(entries), "first": [entries[0].name, entries[0].average_ms],
+            "last": [entries[-1].name, entries[-1].average_ms], "median_ms": entries[0].median_ms is not None}
+
+
+def _export_times(path: Path, text: str) -> dict | None:
+    recs = parse_export_times(text)
+    assert read_times(path) == recs  # the trtexec backend's reader of the file
+    if not recs:
+        return None
+    return {"records": len(recs), "first_latency_ms": recs[0]["latencyMs"], "last_latency_ms": recs[-1]["latencyMs"],
+            "h2d_ms": recs[0]["h2dMs"]}
+
+
+def _layer_info(path: Path, text: str) -> dict | None:
+    info = parse_layer_info(text)
+    if not info.layers and not info.bindings:
+        return None
+    return {"valid_json": info.valid_json, "layers": len(info.layers), "first": info.names[0], "last": info.names[-1],
+            "bindings": info.bindings,
+            "layer_types": sorted({str(x["LayerType"]) for x in info.layers if "LayerType" in x})}
+
+
+_READ = {
+    "build_log": (_build_log, _EMPTY_BUILD_LOG),
+    "summary": (_summary, _EMPTY_SUMMARY),
+    "version_text": (lambda path, text: version_from_text(text), None),
+    "error_lines": (lambda path, text: error_lines(text.splitlines()), []),
+    "export_profile": (_export_profile, None),
+    "export_times": (_export_times, None),
+    "layer_info": (_layer_info, None),
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("artefact", IDS)
+def test_every_reader_extracts_the_hand_checked_facts(artefact, reader):
+    prov, path, text = _load(artefact)
+    read, nothing = _READ[reader]
+    got = read(path, text)
+    want = prov["facts"].get(reader, nothing)
+    if isinstance(want, dict) and isinstance(got, dict):
+        for key in set(want) | set(got):
+            w, g = want.get(key), got.get(key)
+            if isinstance(w, float) or isinstance(g, float):
+                assert g == pytest.approx(w), key
+            elif isinstance(w, dict):
+                assert g == pytest.approx(w), key
+            else:
+                assert g == w, key
+    else:
+        assert got == want
+
+
+def test_every_artefact_has_its_provenance():
+    assert len(IDS) >= 30
+    for artefact in IDS:
+        prov, path, text = _load(artefact)
+        assert prov["id"] == artefact and text.strip()
+        assert prov["source"]["url"].startswith("https://github.com/"), artefact
+        for key in ("kind", "excerpt", "trt_version", "trt_version_basis", "platform", "command", "facts"):
+            assert prov.get(key), (artefact, key)
+        assert set(prov["facts"]) <= set(READERS), artefact
+        assert sorted(p.name for p in (CORPUS / artefact).iterdir()) == sorted(["provenance.json", prov["file"]])
+
+
+def test_the_corpus_spans_the_tensorrt_versions_and_stays_small():
+    versions = [_load(a)[0]["trt_version"] for a in IDS]
+    lines = {"8.4/8.5": ("8.4", "8.5"), "8.6": ("8.6",), "10.x": ("10.",), "11.x": ("11.",)}
+    for line, prefixes in lines.items():
+        assert any(v.startswith(prefixes) for v in versions), line
+    dla = [a for a in IDS if _load(a)[0]["facts"].get("build_log", {}).get("dla_subgraphs")]
+    assert len(dla) >= 4  # published DLA placement reports
+    assert sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file()) < 1_000_000
