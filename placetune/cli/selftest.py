@@ -114,7 +114,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     Args:
         out_dir: the report folder (also the engine cache of the checks).
         worker_python: the Python that runs the TensorRT worker (JetPack 5: ``/usr/bin/python3``).
-        worker_env: extra environment variables of the worker.
+        worker_env: extra environment variables of the worker and of trtexec (e.g. ``LD_LIBRARY_PATH``).
         trtexec: the trtexec binary (default: found as the trtexec backend finds it).
         device_tree: where the device tree is (``model`` and ``compatible`` files).
         power_root: the sysfs root of the power rails.
@@ -190,7 +190,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     if trtexec:
         from placetune.backends.registry import get_backend
 
-        tx = get_backend("trtexec", trtexec=trtexec, cache_dir=cache / "trtexec",
+        tx = get_backend("trtexec", trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
                          **(dict(warmup_ms=5.0, iterations=10, duration_s=0.0) if quick else {}))
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
@@ -267,13 +267,12 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 return "failed", f"K={k}: more than 16 loadables on a core: {m.dla_loadables}", figs
             figs[f"K{k}"] = {"period_ms": m.extra.get("period_ms"), "latency_ms": m.latency_ms["median"],
                              "loadables": m.dla_loadables}
-        wrong = TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
-                                test_wrong_cut=True, **timing)
+        be.test_wrong_cut = True  # the same worker, its test hook on for one measurement
         try:  # seed-block: its concat reads two same-typed cut tensors, which the wrong cut swaps
             block = Model.load("seed-block")
-            w = _measure(block, plat, wrong, {"/conv3/Conv": "DLA0"}, mode="pipeline")
+            w = _measure(block, plat, be, {"/conv3/Conv": "DLA0"}, mode="pipeline")
         finally:
-            wrong.close()
+            be.test_wrong_cut = False
         if w.status != "runtime_failed":
             figs["wrong_cut"] = w.status
             return "failed", f"a deliberately wrong cut was not caught by the gate ({w.status}: {w.reason})", figs
