@@ -34,8 +34,9 @@ copies them), is the runtime of a deployment that has no placetune: JetPack 5.1'
     rt = placetune_runtime.load("plan_dir")
 
 So it imports nothing of placetune at module level and keeps to Python 3.8 (tests check both:
-tests/test_runtime_standalone.py); inside the package its errors are placetune's, standalone its
-own of the same names.
+tests/test_runtime_standalone.py); inside the package (``__package__ == "placetune"``) its errors are
+placetune's, standalone (a module of its own, or inside the application's package) its own of the
+same names.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import sys
 from pathlib import Path
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
-if __package__:  # placetune.runtime: placetune's error types, which callers catch
+if __package__ == "placetune":  # placetune.runtime: placetune's error types, which callers catch
     from placetune.errors import BackendError, ConfigError
 else:  # the standalone copy (write_standalone): no placetune to import
 
@@ -74,7 +75,7 @@ def _worker_dir() -> Path:
     """Where the worker's modules are: the package's TensorRT backend, or (standalone) beside this file."""
     here = Path(__file__).resolve().parent
     inside = here / "backends" / "tensorrt"
-    return inside if __package__ and inside.is_dir() else here
+    return inside if __package__ == "placetune" and inside.is_dir() else here
 
 
 def _worker_modules() -> Dict[str, Any]:
@@ -287,7 +288,7 @@ def _read_plan(d: Path) -> Any:
         doc = json.loads((d / "plan.json").read_text())
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    if __package__:
+    if __package__ == "placetune":
         from placetune.plan.file import Plan
 
         return Plan.from_dict(doc, where=where)

@@ -53,12 +53,12 @@ out["after_sync"] = host.tolist()
 # 2. Event.query() tells the truth: False while the work before the record runs, True after
 g.launch(a.handle, [("GPU", 1.0)], [], [int(dev)], seven)
 e = cuda.Event().record(a)
-out["query_now"] = e.query()
+out["query_now"], out["stream_done_now"] = e.query(), a.is_done()
 polls = 0
 while not e.query():
     polls += 1
 out["polls"] = polls
-out["query_after"] = e.query()
+out["query_after"], out["stream_done_after"] = e.query(), a.is_done()
 
 # 3. elapsed time of an event not completed yet: CUDA_ERROR_NOT_READY
 s0 = cuda.Event().record(a); g.launch(a.handle, [("GPU", 1.0)], [], [], lambda ins: {}); s1 = cuda.Event().record(a)
@@ -105,6 +105,7 @@ def test_the_pycuda_double_is_asynchronous():
     out = json.loads(p.stdout)
     assert out["before_sync"] == [0, 0, 0, 0] and out["after_sync"] == [7, 7, 7, 7]
     assert out["query_now"] is False and out["query_after"] is True and 500 <= out["polls"] <= 1100
+    assert out["stream_done_now"] is False and out["stream_done_after"] is True
     assert "not ready" in out["elapsed_early"] and abs(out["elapsed"] - 1.0) < 1e-9
     assert out["wrong_stream"] == [0, 0, 0, 0] and out["waited_stream"] == [9, 9, 9, 9]
     assert out["torn"] == ["nan"] * 4

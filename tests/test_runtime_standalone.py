@@ -115,8 +115,8 @@ def test_the_runtime_and_the_worker_modules_keep_to_python_38_and_import_no_plac
     names = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert names <= {"__future__", "collections", "importlib", "json", "os", "shutil", "sys", "pathlib", "typing"}
-    # placetune's errors only under `if __package__:` (inside the package)
-    guarded = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "__package__"]
+    # placetune's errors only under `if __package__ == "placetune":` (inside the package)
+    guarded = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "__package__ == 'placetune'"]
     assert guarded and "placetune.errors" in ast.unparse(guarded[0].body[0])
 
 
