@@ -414,7 +414,10 @@ d = cuda.Stream(); d.wait_for_event(e0); d.wait_for_event(e1); end = cuda.Event(
 mem = cuda.mem_alloc(16); cuda.memcpy_htod(mem, np.arange(4, dtype=np.float32))
 out = np.empty(4, np.float32); cuda.memcpy_dtoh(out, mem)
 calls = []
-g.launch(c.handle, [("GPU", 0.5)], [], [int(mem)], lambda ins: (calls.append(1), {int(mem): np.full(4, 7, np.float32).tobytes()})[1])
+def seven(ins):
+    calls.append(1)
+    return {int(mem): np.full(4, 7, np.float32).tobytes()}
+g.launch(c.handle, [("GPU", 0.5)], [], [int(mem)], seven)
 lazy = np.empty(4, np.float32); cuda.memcpy_dtoh(lazy, mem)
 print(json.dumps([e0._t, e1._t, e2._t, end._t, out.tolist(), lazy.tolist(), len(calls)]))
 '''

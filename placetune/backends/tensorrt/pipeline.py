@@ -388,8 +388,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
         if runtime:
             extra["runtime_errors"] = runtime[:20]
         error = str(res.get("error"))
-        why = error if error.startswith(("pipeline outputs differ", "pipeline output")) else \
-            f"pipeline execution failed: {error}"
+        why = error if error.startswith("pipeline outputs differ") else f"pipeline execution failed: {error}"
         return Measurement.failure("runtime_failed", why, **common)
     # ---- timings
     samples = [float(x) for x in res.get("latency_samples_ms") or []]

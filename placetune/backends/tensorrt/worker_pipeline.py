@@ -503,7 +503,8 @@ def pipeline(job):
         return result
     ref_core = -1
     if ref_spec:
-        ref_core = reference_core(specs, result["engines"], ref_spec, result["reference"], int(job.get("dla_cores") or 0))
+        ref_core = reference_core(specs, result["engines"], ref_spec, result["reference"],
+                                  int(job.get("dla_cores") or 0))
         if ref_core is None:  # the unsplit engine cannot be loaded beside the pipeline: no gate
             ref_plan = None
             result["gate"] = {"checked": False, "reason": "the reference engine's DLA loadables do not fit beside "

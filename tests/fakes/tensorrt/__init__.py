@@ -34,10 +34,10 @@ Behaviour (documented TensorRT behaviour, simplified):
   the bytes at the input addresses while it runs (a write to them meanwhile, by work the stream
   did not wait for, tears them: the outputs are 0xFF) and writes its outputs at its end, as
   ``onnx.reference`` evaluates the model on them (in float32; when an output is first read, and
-  once per process for the same engine and inputs), then rounds every output to the engine's precision (FP16; INT8 fake-quantised
-  per tensor: with the dynamic range set on the tensor, else with its own maximum, as
-  calibration would). Rounding happens at engine outputs only, so a pipeline of engines
-  differs from one engine by the rounding at its cuts.
+  once per process for the same engine and inputs), then rounds every output to the engine's
+  precision (FP16; INT8 fake-quantised per tensor: with the dynamic range set on the tensor,
+  else with its own maximum, as calibration would). Rounding happens at engine outputs only, so
+  a pipeline of engines differs from one engine by the rounding at its cuts.
 * ``runtime.DLA_core`` not set before ``deserialize_cuda_engine``: the engine runs on
   core 0 (the documented pitfall); the inspector JSON shows the core in ``FakeRuntimeDLACore``.
 
