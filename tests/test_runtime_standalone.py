@@ -125,11 +125,13 @@ def test_the_runtime_and_the_worker_modules_keep_to_python_38_and_import_no_plac
 def test_on_a_real_python_38(built):
     """JetPack 5.1's Python: e.g. pyenv's 3.8 with numpy 1.17.4 (Ubuntu 20.04's) and onnx 1.14.1."""
     tmp, folder, _ = built
-    env = {**os.environ, **fake_env("8.5.2")}
-    # one frame: onnx's reference convolution (the double's arithmetic) is slow with numpy 1.17
+    # the double's arithmetic off (onnx 1.14's reference convolution takes minutes on Python 3.8):
+    # everything else runs as on the Jetson, the outputs are the double's zeros
+    env = {**os.environ, **fake_env("8.5.2", NO_COMPUTE="1")}
     p = subprocess.run([os.environ["PLACETUNE_TEST_PYTHON38"], "-c", RUN, str(tmp / "rt"), str(folder),
-                        ",".join(ABSENT), str(FAKES_DIR), "1"], capture_output=True, text=True, timeout=1200, env=env,
+                        ",".join(ABSENT), str(FAKES_DIR), "4"], capture_output=True, text=True, timeout=300, env=env,
                        cwd=str(tmp))
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout)
-    assert got["python"] == [3, 8] and got["refused"] == [] and got["placetune"] == [] and len(got["outs"]) == 1
+    assert got["python"] == [3, 8] and got["refused"] == [] and got["placetune"] == [] and len(got["outs"]) == 4
+    assert "not a plan folder" in got["error"]
