@@ -260,6 +260,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             gate = m.extra.get("gate") or {}
             if not m.ok or not gate.get("passed"):
                 return "failed", f"K={k}: {m.status}: {m.reason}", figs
+            if gate.get("vacuous"):
+                return "failed", f"K={k}: the gate compared all-zero outputs, so it checked nothing", figs
             why = _ran_on_dla(m, ["DLA0"])
             if why:
                 return "failed", f"K={k}: {why}", figs
