@@ -56,20 +56,9 @@ try:
 except placetune_runtime.ConfigError as exc:
     error = str(exc)
 rt.close()
-print(json.dumps({"outs": outs, "error": error, "python": sys.version_info[:2], "refused": refused,
-                  "placetune": sorted(m for m in sys.modules if m.split(".")[0] == "placetune")}))
+print(json.dumps({"outs": outs, "shape": list(shape), "error": error, "python": sys.version_info[:2],
+                  "refused": refused, "placetune": sorted(m for m in sys.modules if m.split(".")[0] == "placetune")}))
 '''
-
-SAME = r'''
-import json, sys
-import numpy as np
-import placetune.runtime
-rt = placetune.runtime.load(sys.argv[1])
-shape = rt.inputs["input"][0]
-xs = [np.random.default_rng(3 + i).uniform(-1, 1, shape).astype(np.float32) for i in range(4)]
-print(json.dumps([o["output"].tolist() for o in rt.stream(({"input": x} for x in xs), frames_in_flight=2)]))
-'''
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -82,25 +71,28 @@ def built(tmp_path_factory):
     proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp, version="8.5.2")  # JetPack 5.1
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = placetune.runtime.write_standalone(tmp / "rt")
-    return tmp, Path(folder), files
+    return tmp, Path(folder), files, model
 
 
 def test_the_standalone_runtime_runs_a_plan_without_onnx_optuna_sqlalchemy_or_placetune(built):
-    tmp, folder, files = built
+    tmp, folder, files, model = built
     assert files[0].name == "placetune_runtime.py" and {f.name for f in files[1:]} >= {
         "worker_build.py", "worker_cuda.py", "worker_time.py", "worker_pipeline.py"}
     env = {**os.environ, **fake_env("8.5.2")}
-    p = subprocess.run([sys.executable, "-c", RUN, str(tmp / "rt"), str(folder), ",".join(ABSENT), str(FAKES_DIR), "4"],
+    p = subprocess.run([sys.executable, "-c", RUN, str(tmp / "rt"), str(folder), ",".join(ABSENT), str(FAKES_DIR), "2"],
                        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp))
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout)
     assert got["refused"] == [] and got["placetune"] == []  # it asked for none of them, and no placetune loaded
     assert "not a plan folder" in got["error"]  # its own ConfigError, standalone
-    # the same outputs as placetune.runtime inside the package
-    q = subprocess.run([sys.executable, "-c", SAME, str(folder)], capture_output=True, text=True, timeout=300, env=env,
-                       cwd=str(tmp))
-    assert q.returncode == 0, q.stderr[-3000:]
-    assert np.array_equal(np.array(got["outs"]), np.array(json.loads(q.stdout)))
+    # the model's outputs (the doubles compute the engines' real arithmetic; FP16 rounding at the cuts)
+    from onnx.reference import ReferenceEvaluator
+
+    ref = ReferenceEvaluator(onnx.load(str(model)))
+    for i, out in enumerate(got["outs"]):
+        x = np.random.default_rng(3 + i).uniform(-1, 1, got["shape"]).astype(np.float32)  # frame i's input
+        want = ref.run(None, {"input": x})[0]
+        assert np.abs(np.array(out) - want).max() / np.abs(want).max() < 2e-2
 
 
 def test_the_runtime_and_the_worker_modules_keep_to_python_38_and_import_no_placetune_at_module_level():
@@ -124,7 +116,7 @@ def test_the_runtime_and_the_worker_modules_keep_to_python_38_and_import_no_plac
                     "3.8 with numpy (and onnx, for the TensorRT double) to run the runtime on it")
 def test_on_a_real_python_38(built):
     """JetPack 5.1's Python: e.g. pyenv's 3.8 with numpy 1.17.4 (Ubuntu 20.04's) and onnx 1.14.1."""
-    tmp, folder, _ = built
+    tmp, folder, _, _ = built
     # the double's arithmetic off (onnx 1.14's reference convolution takes minutes on Python 3.8):
     # everything else runs as on the Jetson, the outputs are the double's zeros
     env = {**os.environ, **fake_env("8.5.2", NO_COMPUTE="1")}
