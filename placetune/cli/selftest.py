@@ -152,7 +152,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     # 2. the module, and the profile the checks use
     match = identify_module(*read_device_tree(device_tree)).resolve(cores)
     module = match.module
-    plat = match.platform or STAND_IN_PLATFORMS.get(int(cores or 0), "orin-agx")
+    plat = match.platform or (STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
     if not match.model and not match.compatible:
         rep.add("module", "skipped", f"not a Jetson: no device tree at {device_tree}; the checks use the {plat} "
                 "profile", platform=plat)
