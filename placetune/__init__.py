@@ -47,6 +47,7 @@ from placetune.backends.registry import get_backend
 from placetune.calibration import DeviceProfile, FitResult, calibrate, fit_profile, load_device_profile
 from placetune.backends.simulate.incremental import Evaluation, IncrementalSimulator
 from placetune.hardware.platforms import Platform, get_platform, platform_names
+from placetune.hardware.modules import JetsonModule, identify_module
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
 from placetune.placement.space import Space, Unit
@@ -70,6 +71,8 @@ __all__ = [
     "Platform",
     "get_platform",
     "platform_names",
+    "JetsonModule",
+    "identify_module",
     "realise",
     "Realisation",
     "InfeasiblePlacement",

@@ -22,6 +22,21 @@ Example (on a Jetson, after ``placetune build plan_dir``)::
 
 TensorRT and the CUDA binding (cuda-python or pycuda, whichever works: the worker's CUDA layer)
 are imported when a plan is loaded, not before.
+
+Standalone: this one file, with the worker modules it runs beside it (:func:`write_standalone`
+copies them), is the runtime of a deployment that has no placetune: JetPack 5.1's Python 3.8
+(which placetune itself does not install on) with only numpy, TensorRT and one CUDA binding::
+
+    python3.11 -c "import placetune.runtime as r; r.write_standalone('app/placetune_rt')"   # once
+    # the application, on JetPack 5's /usr/bin/python3:
+    import sys; sys.path.insert(0, "app/placetune_rt")
+    import placetune_runtime
+    rt = placetune_runtime.load("plan_dir")
+
+So it imports nothing of placetune at module level and keeps to Python 3.8 (tests check both:
+tests/test_runtime_standalone.py); inside the package (``__package__ == "placetune"``) its errors are
+placetune's, standalone (a module of its own, or inside the application's package) its own of the
+same names.
 """
 
 from __future__ import annotations
@@ -30,20 +45,42 @@ import collections
 import importlib
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
-from placetune.errors import BackendError, ConfigError
+if __package__ == "placetune":  # placetune.runtime: placetune's error types, which callers catch
+    from placetune.errors import BackendError, ConfigError
+else:  # the standalone copy (write_standalone): no placetune to import
 
-__all__ = ["PlanRuntime", "load"]
+    class ConfigError(ValueError):
+        """A plan folder or an argument that cannot be used (placetune's ConfigError, standalone)."""
+
+        exit_code = 2
+
+    class BackendError(RuntimeError):
+        """TensorRT or CUDA cannot run the plan here (placetune's BackendError, standalone)."""
+
+        exit_code = 8
 
 
-def _worker_modules() -> dict[str, Any]:
+__all__ = ["PlanRuntime", "load", "write_standalone", "STANDALONE_NAME"]
+
+#: the module name of the standalone copy (:func:`write_standalone`)
+STANDALONE_NAME = "placetune_runtime"
+
+
+def _worker_dir() -> Path:
+    """Where the worker's modules are: the package's TensorRT backend, or (standalone) beside this file."""
+    here = Path(__file__).resolve().parent
+    inside = here / "backends" / "tensorrt"
+    return inside if __package__ == "placetune" and inside.is_dir() else here
+
+
+def _worker_modules() -> Dict[str, Any]:
     """The worker's runtime modules, imported as the worker imports them (siblings on sys.path)."""
-    from placetune.backends.tensorrt.pool import WORKER_FILE
-
-    here = str(WORKER_FILE.parent)
+    here = str(_worker_dir())
     added = here not in sys.path
     if added:
         sys.path.insert(0, here)
@@ -66,7 +103,7 @@ class PlanRuntime:
         frames_in_flight: the most frames :meth:`stream` keeps in flight.
     """
 
-    def __init__(self, directory: Path, plan: Any, frames_in_flight: int | None = None) -> None:
+    def __init__(self, directory: Path, plan: Any, frames_in_flight: Optional[int] = None) -> None:
         import numpy as np
 
         try:
@@ -85,7 +122,7 @@ class PlanRuntime:
         self.frames_in_flight = k if plan.mode == "pipeline" else 1
         self._cuda = w["worker_cuda"].driver()
         self._logger = w["worker_build"].make_logger(trt, False)
-        self._allocs: list[Any] = []
+        self._allocs = []  # type: List[Any]
         shapes = {n: tuple(int(d) for d in v) for n, v in (plan.model.get("input_shapes") or {}).items()}
         engines = []
         for i, eng in enumerate(plan.engines):
@@ -123,7 +160,7 @@ class PlanRuntime:
         self._closed = False
 
     # ------------------------------------------------------------------ running
-    def _check(self, arrays: Mapping[str, Any], pipe: Any) -> dict[str, Any]:
+    def _check(self, arrays: Mapping[str, Any], pipe: Any) -> Dict[str, Any]:
         if not isinstance(arrays, Mapping):
             raise ConfigError(f"inputs: a mapping of input name -> array is needed, got {type(arrays).__name__}")
         missing = [t for t in pipe.inputs if t not in arrays]
@@ -139,7 +176,7 @@ class PlanRuntime:
             out[t] = a
         return out
 
-    def _pipe_for(self, arrays: Mapping[str, Any], busy: set[int]) -> int:
+    def _pipe_for(self, arrays: Mapping[str, Any], busy: Set[int]) -> int:
         """The instance for a batch: in replicas mode the first free one of the batch's size."""
         if len(self._pipes) == 1:
             return 0
@@ -152,12 +189,12 @@ class PlanRuntime:
         free = [i for i in fits if i not in busy]
         return (free or fits)[0]
 
-    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def __call__(self, inputs: Mapping[str, Any]) -> Dict[str, Any]:
         """The outputs (name -> numpy array) of one inference on ``inputs`` (name -> array)."""
         return next(self.stream([inputs], frames_in_flight=1))
 
-    def stream(self, batches: Iterable[Mapping[str, Any]], frames_in_flight: int | None = None
-               ) -> Iterator[dict[str, Any]]:
+    def stream(self, batches: Iterable[Mapping[str, Any]], frames_in_flight: Optional[int] = None
+               ) -> Iterator[Dict[str, Any]]:
         """The outputs of each input in ``batches``, in order, with up to ``frames_in_flight``
         frames on the device at once (default: the plan's; at most the number it was loaded
         with). Replicas plans keep every instance busy."""
@@ -172,7 +209,7 @@ class PlanRuntime:
             yield from self._stream_frames(self._np, pipe, (self._check(a, pipe) for a in batches), k)
             return
         limit = len(self._pipes)
-        pending: collections.deque[tuple[int, int]] = collections.deque()
+        pending = collections.deque()  # type: Deque[Tuple[int, int]]
         for arrays in batches:
             busy = {i for i, _ in pending}
             i = self._pipe_for(arrays, busy)
@@ -207,7 +244,7 @@ class PlanRuntime:
                 f"frames_in_flight={self.frames_in_flight})")
 
 
-def load(directory: str | os.PathLike[str], *, frames_in_flight: int | None = None) -> PlanRuntime:
+def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optional[int] = None) -> PlanRuntime:
     """Load a built plan folder (``plan.json`` and the engines ``placetune build`` wrote).
 
     Args:
@@ -219,14 +256,59 @@ def load(directory: str | os.PathLike[str], *, frames_in_flight: int | None = No
         ConfigError: no plan folder, or an engine not built yet.
         BackendError: TensorRT or CUDA cannot be used here, or an engine does not load.
     """
-    from placetune.plan.file import Plan
-
     d = Path(directory)
     if not (d / "plan.json").is_file():
         raise ConfigError(f"{d}: not a plan folder (no plan.json); write one with "
                           "`placetune export --study NAME --format trtexec -o DIR`, then `placetune build DIR`")
+    return PlanRuntime(d, _read_plan(d), frames_in_flight)
+
+
+class _PlanDoc(object):
+    """What the runtime reads of ``plan.json`` where placetune's Plan is not importable (standalone)."""
+
+    def __init__(self, doc: Any, where: str) -> None:
+        if not isinstance(doc, dict) or doc.get("format") != "placetune-plan":
+            raise ConfigError(f"{where} is not a placetune plan")
+        self.mode = doc.get("mode")
+        if self.mode not in ("engine", "pipeline", "replicas"):
+            raise ConfigError(f"{where}: \"mode\" must be engine, pipeline or replicas, found {self.mode!r}")
+        self.engines = doc.get("engines")
+        if not isinstance(self.engines, list) or not self.engines or not all(
+                isinstance(e, dict) and isinstance(e.get("engine_file"), str) for e in self.engines):
+            raise ConfigError(f"{where}: \"engines\" must be a non-empty list of objects with an \"engine_file\"")
+        self.model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+        self.settings = doc.get("settings") if isinstance(doc.get("settings"), dict) else {}
+
+
+def _read_plan(d: Path) -> Any:
+    """The plan of folder ``d``: placetune's Plan inside the package (every field checked), the
+    fields the runtime uses when standalone."""
+    where = str(d / "plan.json")
     try:
-        plan = Plan.from_dict(json.loads((d / "plan.json").read_text()), where=str(d / "plan.json"))
+        doc = json.loads((d / "plan.json").read_text())
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{d / 'plan.json'}: {exc}") from None
-    return PlanRuntime(d, plan, frames_in_flight)
+        raise ConfigError(f"{where}: {exc}") from None
+    if __package__ == "placetune":
+        from placetune.plan.file import Plan
+
+        return Plan.from_dict(doc, where=where)
+    return _PlanDoc(doc, where)
+
+
+def write_standalone(dest: Union[str, "os.PathLike[str]"]) -> List[Path]:
+    """Write the standalone runtime into folder ``dest``: this module as ``placetune_runtime.py``
+    and the worker modules it runs (``worker_*.py``), for an application whose Python has no
+    placetune (JetPack 5.1's Python 3.8: numpy, TensorRT and pycuda or cuda-python are all it
+    needs). Put ``dest`` on that Python's ``sys.path`` and ``import placetune_runtime``.
+
+    Returns:
+        The files written.
+    """
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / f"{STANDALONE_NAME}.py"]
+    shutil.copyfile(__file__, written[0])
+    for src in sorted(_worker_dir().glob("worker_*.py")):
+        shutil.copyfile(src, out / src.name)
+        written.append(out / src.name)
+    return written

@@ -1,18 +1,57 @@
 """placetune selftest: off a Jetson it says what it cannot check and exits 8; against the
-TensorRT/pycuda/trtexec doubles every check runs and the report is written."""
+TensorRT/pycuda/trtexec doubles every check runs, green for every Jetson module and every supported
+TensorRT version, red with a clear line when a DLA build printed no placement lines or ran on the GPU."""
 
 from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from placetune.cli.main import main
 from placetune.cli.selftest import EXIT_NOT_ALL_OK, run_selftest
 from tests.fakes import FAKES_DIR, fake_env
 
-NAMES = ["cuda", "tensorrt", "engine all-GPU fp16", "engine all-DLA0 fp16 (vs trtexec)",
+NAMES = ["cuda", "module", "tensorrt", "engine all-GPU fp16 (vs trtexec)", "engine all-DLA0 fp16 (vs trtexec)",
          "engine all-DLA0 int8, no calibration cache", "pipeline GPU->DLA0->GPU K=1..3, wrong cut", "DLA0 || DLA1",
          "second run hits the engine cache", "worker exit", "power rails"]
+DLA_CHECKS = NAMES[4:9]
+SYSFS = FAKES_DIR / "sysfs"
+
+
+def _device_tree(path, model, compatible=None):
+    path.mkdir()
+    (path / "model").write_bytes(model.encode() + b"\x00")
+    if compatible:
+        (path / "compatible").write_bytes("\x00".join(compatible).encode() + b"\x00")
+    return path
+
+
+def _run(tmp_path, version, model, compatible=None, rails="orin-agx", **fake):
+    """The selftest against the doubles of TensorRT ``version`` (and trtexec of the same version)
+    on a board whose device tree says ``model`` / ``compatible``."""
+    env = fake_env(version, **fake)
+    env["PLACETUNE_FAKE_TRTEXEC_VERSION"] = version  # the worker's environment is trtexec's too
+    if "DLA_CORES" in fake:
+        env["PLACETUNE_FAKE_TRTEXEC_DLA_CORES"] = fake["DLA_CORES"]
+    return run_selftest(tmp_path / "st", worker_env=env, trtexec=str(FAKES_DIR / "trtexec"), quick=True,
+                        device_tree=_device_tree(tmp_path / "dt", model, compatible), power_root=SYSFS / rails)
+
+
+def _all(tmp_path, cases):
+    """Each case's selftest, run at once (they wait on their workers and trtexec, not the CPU)."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = []
+        for i, case in enumerate(cases):
+            (tmp_path / str(i)).mkdir()
+            futures.append(pool.submit(_run, tmp_path / str(i), *case[:3], **case[3]))
+        return [f.result() for f in futures]
+
+
+def _lines(doc):
+    return "\n".join(f"{c['status']} {c['name']}: {c['detail']}" for c in doc["checks"])
 
 
 def test_here_it_reports_what_it_cannot_check_and_exits_8(tmp_path, capsys):
@@ -24,7 +63,8 @@ def test_here_it_reports_what_it_cannot_check_and_exits_8(tmp_path, capsys):
     by = {c["name"]: c for c in doc["checks"]}
     assert by["cuda"]["status"] == "failed" and "pip install --no-build-isolation pycuda" in by["cuda"]["detail"]
     assert by["tensorrt"]["status"] == "failed"
-    assert by["engine all-GPU fp16"]["status"] == "skipped" and "needs TensorRT" in by["engine all-GPU fp16"]["detail"]
+    assert by["engine all-GPU fp16 (vs trtexec)"]["status"] == "skipped"
+    assert "needs TensorRT" in by["engine all-GPU fp16 (vs trtexec)"]["detail"]
     assert by["worker exit"]["status"] == "ok"
     assert "[skipped] engine all-GPU fp16" in out and "send selftest.txt and selftest.json" in out
     text = (tmp_path / "st" / "selftest.txt").read_text()
@@ -34,23 +74,69 @@ def test_here_it_reports_what_it_cannot_check_and_exits_8(tmp_path, capsys):
     assert os.environ["PATH"] not in raw and (home == "/" or home not in raw)  # no environment dump
 
 
-def test_against_the_doubles_every_check_runs(tmp_path):
-    code, doc = run_selftest(tmp_path / "st", worker_env=fake_env("10.3.0"), trtexec=str(FAKES_DIR / "trtexec"))
+# every supported TensorRT version (tests/fakes VERSIONS) on a module that JetPack ships it for,
+# with the module's DLA cores; the model strings as real Jetsons print them (tests/test_jetson_modules.py)
+GREEN = [
+    ("8.5.2", "Jetson-AGX", ["nvidia,p2972-0000", "nvidia,tegra194"], {}, "xavier-agx"),
+    ("8.6.2", "NVIDIA Orin NX Developer Kit", ["nvidia,p3768-0000+p3767-0001", "nvidia,p3767-0001"],
+     {"DLA_CORES": "1"}, "orin-nx-8gb"),
+    ("10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004", "nvidia,p3701-0004"], {}, "orin-agx"),
+    ("11.4.1", "NVIDIA Jetson AGX Orin Developer Kit", None, {}, "orin-agx"),
+    ("10.3.0", "NVIDIA Orin Nano Developer Kit", ["nvidia,p3768-0000+p3767-0005-super"], {"DLA_CORES": "0"},
+     "orin-nano"),
+    ("11.4.1", "NVIDIA Jetson AGX Thor Developer Kit", ["nvidia,p4071-0000+p3834-0008", "nvidia,p3834-0008"],
+     {"DLA_CORES": "0"}, "orin-nano"),
+]
+
+
+def test_green_against_the_doubles_on_every_module_and_version(tmp_path):
+    for i, (case, (code, doc)) in enumerate(zip(GREEN, _all(tmp_path, GREEN))):
+        version, model, compatible, fake, platform = case
+        by = {c["name"]: c for c in doc["checks"]}
+        assert list(by) == NAMES
+        assert code == 0 and doc["all_ok"], (case, _lines(doc))
+        assert doc["platform"] == platform and by["module"]["status"] == "ok", case
+        ran = {n for n, c in by.items() if c["status"] == "ok"}
+        assert {"cuda", "tensorrt", "engine all-GPU fp16 (vs trtexec)", "worker exit", "power rails"} <= ran
+        assert by["engine all-GPU fp16 (vs trtexec)"]["latency_ratio"] == pytest.approx(1.0, abs=0.1)
+        dla = int(fake.get("DLA_CORES", "2"))
+        if dla == 0:
+            assert all(by[n]["status"] == "n/a" and "no DLA" in by[n]["detail"] for n in DLA_CHECKS), case
+            continue
+        dla0 = by["engine all-DLA0 fp16 (vs trtexec)"]
+        assert dla0["status"] == "ok" and dla0["dla_loadables"]["DLA0"] >= 1
+        assert dla0["dla_loadables"]["DLA0"] <= dla0["trtexec_loadables"]["DLA0"]
+        assert by["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]["K3"]["period_ms"] > 0
+        if version.startswith("11."):
+            assert by["engine all-DLA0 int8, no calibration cache"]["status"] == "n/a"
+        if dla == 2:  # both DLA engines ran on their own cores
+            assert set(by["DLA0 || DLA1"]["dla_loadables"]) == {"DLA0", "DLA1"}
+            assert all(n >= 1 for n in by["DLA0 || DLA1"]["dla_loadables"].values())
+        else:
+            assert by["DLA0 || DLA1"]["status"] == "n/a"
+        text = (tmp_path / str(i) / "st" / "selftest.txt").read_text()
+        assert text.rstrip().endswith("all checks ok") and model in text
+
+
+RED = [
+    ("10.3.0", "Jetson AGX Orin", ["nvidia,p3701-0005"], {"NO_PLACEMENT_LOG": "1"}),
+    ("8.6.2", "Acme Robot Controller rev B", ["acme,robo-b"], {"DLA_UNSUPPORTED_ON": "*"}),
+]
+
+
+def test_red_with_a_clear_line_when_placement_lines_are_missing_or_a_dla_check_ran_on_the_gpu(tmp_path):
+    (code, doc), (code2, doc2) = _all(tmp_path, RED)
     by = {c["name"]: c for c in doc["checks"]}
-    assert list(by) == NAMES
-    ran = [n for n in NAMES if n != "power rails"]  # rails need a Jetson's /sys
-    assert all(by[n]["status"] in ("ok", "failed") for n in ran), [by[n] for n in ran]  # none skipped
-    independent = ["cuda", "tensorrt", "engine all-GPU fp16", "pipeline GPU->DLA0->GPU K=1..3, wrong cut",
-                   "DLA0 || DLA1", "second run hits the engine cache", "worker exit"]
-    assert {n: by[n]["status"] for n in independent} == {n: "ok" for n in independent}, by
-    # the DLA0 engines are compared with trtexec's: parser helpers follow their node (issue 12
-    # defect 3), so the worker's engine has no more loadables than trtexec's; the latency may
-    # still differ (defect 7: what each one times), which the check reports "vs trtexec"
-    for n in ("engine all-DLA0 fp16 (vs trtexec)", "engine all-DLA0 int8, no calibration cache"):
-        assert by[n]["status"] == "ok" or "x vs trtexec" in by[n]["detail"], by[n]
-        assert by[n]["dla_loadables"]["DLA0"] <= by[n]["trtexec_loadables"]["DLA0"]
-    assert by["cuda"]["detail"].startswith("pycuda 2022.2.2-fake")
-    assert by["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]["K3"]["period_ms"] > 0
-    assert code == (0 if by["power rails"]["status"] == "ok" else EXIT_NOT_ALL_OK)
-    text = (tmp_path / "st" / "selftest.txt").read_text()
-    assert all(f"{n}: " in text for n in NAMES) and text.count("[ok]") >= len(independent)
+    assert code == EXIT_NOT_ALL_OK and by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"
+    for n in ("engine all-DLA0 fp16 (vs trtexec)", "pipeline GPU->DLA0->GPU K=1..3, wrong cut", "DLA0 || DLA1"):
+        assert by[n]["status"] == "failed" and "printed no placement lines" in by[n]["detail"], by[n]
+    text = (tmp_path / "0" / "st" / "selftest.txt").read_text()
+    assert "[FAILED]  engine all-DLA0 fp16 (vs trtexec): the DLA build printed no placement lines" in text
+    by = {c["name"]: c for c in doc2["checks"]}
+    assert code2 == EXIT_NOT_ALL_OK
+    for n in ("engine all-DLA0 fp16 (vs trtexec)", "DLA0 || DLA1"):
+        assert by[n]["status"] == "failed" and by[n]["detail"].startswith("the DLA check ran on the GPU"), by[n]
+    # an unknown module is said so, and the checks go on with a stand-in of as many DLA cores
+    assert by["module"]["status"] == "skipped" and "unknown module ('Acme Robot Controller rev B'" in \
+        by["module"]["detail"] and "stand-in profile orin-agx" in by["module"]["detail"]
+    assert by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"

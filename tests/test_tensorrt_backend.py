@@ -106,7 +106,7 @@ def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_pat
     # all on DLA0: one loadable per run of DLA layers between the GPU's InstanceNormalizations
     m2 = ev.evaluate(Placement.all_dla(ev.model))
     assert m2.dla_loadables == {"DLA0": 5}, m2.extra["build_log"]
-    assert "dla_path" not in m2.extra  # ADJUST_FOR_DLA is a TensorRT 11 parser flag
+    assert "dla_path" not in m2.extra  # ADJUST_FOR_DLA is a parser flag of TensorRT 10.16 on
 
 
 def test_tensorrt_11_sets_the_parsers_adjust_for_dla_flag(backends, gn, tmp_path):
@@ -116,7 +116,7 @@ def test_tensorrt_11_sets_the_parsers_adjust_for_dla_flag(backends, gn, tmp_path
     ev = _ev(gn, backends[v], tmp_path, precision="fp16", trt_version=v)
     m = ev.evaluate(Placement.all_dla(ev.model))
     assert m.status == "ok", m.reason
-    assert m.extra["dla_path"] == "ONNX parser flag ADJUST_FOR_DLA (TensorRT 11)"
+    assert m.extra["dla_path"] == "ONNX parser flag ADJUST_FOR_DLA (TensorRT 10.16 on)"
     m_gpu = ev.evaluate(Placement.all_gpu(ev.model))
     assert "dla_path" not in m_gpu.extra
 

@@ -261,17 +261,50 @@ def test_deeper_network_fp16_gate_error_is_small_but_not_zero(tmp_path):
     assert set(m.dla_loadables) <= {"DLA0", "DLA1"}
 
 
-def test_int8_without_calibration_reports_the_gate_without_enforcing_it(seed_block, tmp_path):
+def test_int8_without_calibration_is_checked_against_the_unsplit_engine(seed_block, tmp_path, monkeypatch):
+    """The default INT8 study has no calibration cache: its pipelines are checked against the
+    unsplit engine (the same placement in one engine, the same placeholder ranges) and the gate
+    is enforced, so a pipeline that reads the wrong slot fails (it passed unchecked before)."""
     be = _backend(tmp_path / "cache", "8.5.2")
-    ev = _ev(seed_block, be, tmp_path, "8.5.2", precision="int8")
+    ev = _ev(seed_block, be, tmp_path, "8.5.2", precision="int8", frames_in_flight=2)
+    jobs = []
+    orig = be.pool.run
+    monkeypatch.setattr(be.pool, "run", lambda job, **kw: (jobs.append(job), orig(job, **kw))[1])
     try:
         m = ev.evaluate(Placement(ev.model, THREE))
+        racy = lambda job, **kw: orig(dict(job, test_read_other_slot=True) if job.get("op") == "pipeline" else job,
+                                      **kw)
+        monkeypatch.setattr(be.pool, "run", racy)
+        (tmp_path / "racy").mkdir()
+        ev2 = _ev(seed_block, be, tmp_path / "racy", "8.5.2", precision="int8", frames_in_flight=2)
+        m2 = ev2.evaluate(Placement(ev2.model, THREE))
+        ev2.close()
     finally:
         ev.close()
         be.close()
     assert m.ok, m.reason
     gate = m.extra["gate"]
-    assert gate["checked"] and not gate["enforced"] and gate["tolerance"] == GATE_TOLERANCE["int8"]
+    assert gate["checked"] and gate["enforced"] and gate["passed"] and gate["tolerance"] == GATE_TOLERANCE["int8"]
+    assert gate["reference"].startswith("the unsplit engine") and "DLA0" in gate["reference"]
+    job = next(j for j in jobs if j.get("op") == "pipeline")
+    ref = job["reference"]  # one engine: every DLA layer of the pipeline on DLA0, the full network's ranges
+    assert ref["dla_core"] == 0 and set(ref["dla_layers"]) == set(THREE)
+    assert ref["int8_ranges"]["/conv3/Conv_output_0"] == 4.0
+    assert m2.status == "runtime_failed" and "differ from the unsplit engine" in m2.reason
+
+
+def test_a_dla_reference_is_loaded_where_its_loadables_fit(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "placetune" / "backends" / "tensorrt"))
+    from worker_pipeline import reference_core
+
+    def info(n):
+        return {"log": [["INFO", "[DlaLayer] {ForeignNode[x]}"]] * n}
+
+    specs = [{"dla_core": 0}, {"dla_core": -1}, {"dla_core": 1}]
+    assert reference_core(specs, [info(4), info(0), info(3)], {"dla_core": 0}, info(5), 2) == 0
+    assert reference_core(specs, [info(14), info(0), info(3)], {"dla_core": 0}, info(5), 2) == 1
+    assert reference_core(specs, [info(14), info(0), info(13)], {"dla_core": 0}, info(5), 2) is None
+    assert reference_core(specs, [info(14), info(0), info(13)], {"dla_core": -1}, info(0), 2) == -1
 
 
 def test_segment_build_failure_names_the_segment(seed_block, tmp_path):
@@ -369,7 +402,7 @@ def test_backend_options_are_checked(tmp_path):
 
 def test_fake_gpu_streams_events_and_memory():
     """The doubles model what the pipeline relies on: devices overlap across streams, a stream
-    waits for an event, memory holds bytes, a lazily computed output is computed when read."""
+    waits for an event, memory holds bytes, an engine's output is computed when first read."""
     code = r'''
 import json, numpy as np
 import pycuda.driver as cuda, _fakegpu as g
@@ -382,16 +415,20 @@ g.run(c.handle, [("DLA0", 1.0)]); e2.record(c)            # DLA0 busy until 1: s
 d = cuda.Stream(); d.wait_for_event(e0); d.wait_for_event(e1); end = cuda.Event(); end.record(d)
 mem = cuda.mem_alloc(16); cuda.memcpy_htod(mem, np.arange(4, dtype=np.float32))
 out = np.empty(4, np.float32); cuda.memcpy_dtoh(out, mem)
-g.defer(int(mem), lambda: g.write(int(mem), np.full(4, 7, np.float32).tobytes()))
+calls = []
+def seven(ins):
+    calls.append(1)
+    return {int(mem): np.full(4, 7, np.float32).tobytes()}
+g.launch(c.handle, [("GPU", 0.5)], [], [int(mem)], seven)
 lazy = np.empty(4, np.float32); cuda.memcpy_dtoh(lazy, mem)
-print(json.dumps([e0._t, e1._t, e2._t, end._t, out.tolist(), lazy.tolist()]))
+print(json.dumps([e0._t, e1._t, e2._t, end._t, out.tolist(), lazy.tolist(), len(calls)]))
 '''
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**fake_env("10.3.0"), "PATH": "/usr/bin:/bin"}, cwd=str(FAKES_DIR))
     assert p.returncode == 0, p.stderr
-    t0, t1, t2, t_end, out, lazy = json.loads(p.stdout)
+    t0, t1, t2, t_end, out, lazy, calls = json.loads(p.stdout)
     assert (t0, t1, t2, t_end) == (1.0, 1.0, 2.0, 1.0)
-    assert out == [0, 1, 2, 3] and lazy == [7, 7, 7, 7]
+    assert out == [0, 1, 2, 3] and lazy == [7, 7, 7, 7] and calls == 1
 
 
 def test_throughput_is_the_steady_state_period_not_fill_and_drain(seed_block, tmp_path):

@@ -380,7 +380,8 @@ def test_strongly_typed_11x(tmp_path, gn):
     build = m.extra["commands"]["build"]
     assert "--fp16" not in build and "--separateProfileRun" not in m.extra["commands"]["time"]
     assert "--noDataTransfers" not in m.extra["commands"]["time"]  # 11.x: deprecated no-op, copies off by default
-    assert "--adjustForDLA" in build  # 11.x: the parser's DLA rewrites, as the tensorrt worker sets them
+    assert "--adjustForDLA" in build  # 10.16 on: the parser's DLA rewrites, as the tensorrt worker sets them
+    assert "--noCudaGraph" in m.extra["commands"]["time"]  # 11.x captures a CUDA graph by default; the worker not
     assert any(a.startswith("--onnx=") and a.endswith("-fp16.onnx") for a in build)  # converted to float16
     assert m.realized["/cnn/cnn.0/Conv"] == "DLA0" and m.realized["/linear/Gemm"] == "GPU"
     ev8 = _ev(gn, be, tmp_path, trt_version="11.4.1", precision="int8")

@@ -1,17 +1,26 @@
 """``placetune selftest``: the first command on a new Jetson; checks the real stack in order, writes a shareable report.
 
-Checks, in order (issue 12's "On a real Jetson"): the CUDA binding in the worker Python;
-TensorRT's version and DLA cores; a tiny CNN all-GPU and all-DLA0 in FP16 (helper layers'
-devices, DLA loadables against ``trtexec --useDLACore=0 --allowGPUFallback``, latency
-against trtexec within 10%); INT8 on DLA without a calibration cache; pipelines
+Checks, in order: the CUDA binding in the worker Python; which Jetson module this is (the
+device tree's ``compatible`` and ``model`` strings, :mod:`placetune.hardware.modules`: an unknown
+module is said so and the checks go on with a stand-in profile of as many DLA cores as TensorRT
+reports); TensorRT's version and DLA cores (against the module's); a tiny CNN all-GPU and
+all-DLA0 in FP16, each engine timed again by ``trtexec --loadEngine`` (the same engine: the two
+must agree within 10%) and the DLA0 engine's loadables compared with ``trtexec --useDLACore=0
+--allowGPUFallback``'s own build; INT8 on DLA without a calibration cache; pipelines
 GPU->DLA0->GPU at K=1..3 (the gate passes, a deliberately wrong cut fails, loadables per core
-<= 16) and DLA0||DLA1 replicas; a second run hits the engine cache; the worker exits with
-status 0; power rails found. Each check is ``ok``, ``failed`` or ``skipped`` with why.
+<= 16); DLA0 || DLA1 replicas of the all-DLA engine; a second run hits the engine cache; the
+worker exits with status 0; power rails found.
+
+Every DLA check runs DLA engines and fails loudly when the build printed no placement lines
+(``Layers Running on DLA/GPU``: where TensorRT put each layer is then unknown) or when no layer
+ran on the DLA (the check ran on the GPU). Each check is ``ok``, ``failed``, ``skipped`` (with
+why) or ``n/a`` (not applicable here: DLA checks on a module without DLA, INT8 without Q/DQ on
+a strongly typed TensorRT).
 
 The report (``selftest.txt`` and ``selftest.json``) holds versions, statuses and figures,
 never environment variables; paths under the home directory are written as ``~``.
-Exit status: 0 when every check is ok; 8 (backend) when any check failed or could not run
-(off a Jetson, most are skipped, so the exit status is 8 there).
+Exit status: 0 when every check is ok or n/a; 8 (backend) when any check failed or could not
+run (off a Jetson, most are skipped, so the exit status is 8 there).
 """
 
 from __future__ import annotations
@@ -25,11 +34,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["run_selftest", "EXIT_NOT_ALL_OK"]
+__all__ = ["run_selftest", "format_report", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS"]
 
 #: exit status when a check failed or was skipped (the README's backend code)
 EXIT_NOT_ALL_OK = 8
 MODEL = "model-gn"  # a tiny CNN with non-trivial weights (zoo)
+#: the profile the checks use on a module placetune has no profile for, by TensorRT's DLA core count
+STAND_IN_PLATFORMS = {0: "orin-nano", 1: "orin-nx-8gb", 2: "orin-agx"}
+#: how far the worker's latency of an engine may be from trtexec's of the same engine
+LATENCY_TOLERANCE = 0.10
+_NA = "n/a"
 
 
 def _scrub(text: str) -> str:
@@ -44,9 +58,10 @@ class _Report:
     def add(self, name: str, status: str, detail: str, **figures: Any) -> None:
         self.checks.append({"name": name, "status": status, "detail": _scrub(detail), **figures})
 
-    def guarded(self, name: str, fn: Callable[[], tuple[str, str, dict]], needs: str | None) -> None:
+    def guarded(self, name: str, fn: Callable[[], tuple[str, str, dict]], needs: str | None,
+                status_if_not: str = "skipped") -> None:
         if needs:
-            self.add(name, "skipped", needs)
+            self.add(name, status_if_not, needs)
             return
         try:
             status, detail, figures = fn()
@@ -64,9 +79,46 @@ def _measure(model, plat: str, backend, placement, **settings):
     return ev.evaluate(Placement(ev.model, placement))
 
 
+def _no_placement_lines(m) -> str | None:
+    """Why the realised placement of a DLA build is unknown (None when the log had it): the
+    backend notes a build log without the ``Layers Running on DLA/GPU`` sections."""
+    for note in (m.extra or {}).get("notes") or []:
+        if "placement sections" in str(note):
+            return ("the DLA build printed no placement lines ('Layers Running on DLA' / [DlaLayer]), so where "
+                    f"TensorRT put each layer is unknown ({note}); TensorRT 10 prints them at VERBOSE")
+    return None
+
+
+def _ran_on_dla(m, devices: list[str]) -> str | None:
+    """Why a DLA check did not exercise the DLA (None when it did): no placement lines, no layer
+    realised on a DLA, or no loadable on one of ``devices``."""
+    missing = _no_placement_lines(m)
+    if missing:
+        return missing
+    on_dla = [n for n, d in (m.realized or {}).items() if d != "GPU"]
+    idle = [dev for dev in devices if not (m.dla_loadables or {}).get(dev)]
+    if on_dla and not idle:
+        return None
+    why = "; ".join(f"{n}: {r}" for n, r in list((m.fallback or {}).items())[:3])
+    where = f"no layer ran on {', '.join(idle) or 'a DLA'}"
+    return (f"the DLA check ran on the GPU: {where} (loadables {m.dla_loadables or {}})"
+            + (f"; TensorRT's reasons: {why}" if why else ""))
+
+
 def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = None,
-                 worker_env: dict[str, str] | None = None, trtexec: str | None = None) -> tuple[int, dict[str, Any]]:
+                 worker_env: dict[str, str] | None = None, trtexec: str | None = None, *,
+                 device_tree: str | os.PathLike[str] = "/proc/device-tree", power_root: str | os.PathLike[str] = "/",
+                 quick: bool = False) -> tuple[int, dict[str, Any]]:
     """Run every check, write ``selftest.txt`` / ``selftest.json`` into ``out_dir``.
+
+    Args:
+        out_dir: the report folder (also the engine cache of the checks).
+        worker_python: the Python that runs the TensorRT worker (JetPack 5: ``/usr/bin/python3``).
+        worker_env: extra environment variables of the worker and of trtexec (e.g. ``LD_LIBRARY_PATH``).
+        trtexec: the trtexec binary (default: found as the trtexec backend finds it).
+        device_tree: where the device tree is (``model`` and ``compatible`` files).
+        power_root: the sysfs root of the power rails.
+        quick: short warm-ups and timing runs (a smoke test; latencies are less precise).
 
     Returns:
         (exit status: 0 all ok, :data:`EXIT_NOT_ALL_OK` otherwise; the report as a dict).
@@ -75,6 +127,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     from placetune.backends.tensorrt.backend import TensorRTBackend
     from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerPool
     from placetune.backends.trtexec.find import which_trtexec
+    from placetune.hardware.modules import identify_module, read_device_tree
     from placetune.hardware.power import discover_rails
     from placetune.model.model import Model
 
@@ -95,55 +148,108 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     else:
         why = probe.get("cuda_error") or f"the worker did not answer ({reply.kind})"
         rep.add("cuda", "failed", why if "fix:" in why else f"{why}; fix: {probe.get('cuda_fix') or ''}")
-    # 2. TensorRT and DLA cores
     version, cores = probe.get("trt_version"), probe.get("num_dla_cores")
-    if version:
-        rep.add("tensorrt", "ok" if cores else "failed", f"TensorRT {version}, {cores} DLA core(s)",
-                trt_version=version, dla_cores=cores)
+    # 2. the module, and the profile the checks use
+    match = identify_module(*read_device_tree(device_tree)).resolve(cores)
+    module = match.module
+    plat = match.platform or (STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
+    if not match.model and not match.compatible:
+        rep.add("module", "skipped", f"not a Jetson: no device tree at {device_tree}; the checks use the {plat} "
+                "profile", platform=plat)
+    elif not match.known:
+        rep.add("module", "skipped", f"{match.describe()}; the checks go on with the stand-in profile {plat} "
+                f"({int(cores or 0)} DLA core(s), as TensorRT reports): send this report", platform=plat)
+    elif not match.platform:
+        rep.add("module", "ok", f"{match.describe()}; the checks use the stand-in profile {plat} (as many DLA "
+                "cores)", platform=plat, part=module.part if module else None)
     else:
+        rep.add("module", "ok", match.describe(), platform=plat, part=module.part if module else None)
+    # 3. TensorRT and its DLA cores, against the module's
+    expected = module.dla_cores if module is not None else None
+    if not version:
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}")
+    elif expected is not None and int(cores or 0) != expected:
+        hint = (" (TensorRT 11.0-11.3 support no DLA; 11.4.1 brings it back on AGX Orin with JetPack 7.2.2)"
+                if version.startswith("11.") and int(version.split(".")[1] or 0) < 4 else "")
+        rep.add("tensorrt", "failed", f"TensorRT {version} reports {cores} DLA core(s), but a {module.title} has "
+                f"{expected}{hint}", trt_version=version, dla_cores=cores)
+    else:
+        rep.add("tensorrt", "ok", f"TensorRT {version}, {cores} DLA core(s)", trt_version=version, dla_cores=cores)
     no_trt = None if version and probe.get("cuda_binding") else "needs TensorRT and a CUDA binding in the worker"
-    no_dla = no_trt or (None if cores else "needs a DLA core")
+    has_dla = bool(cores)
+    dla_status = _NA if not has_dla and expected == 0 else "skipped"
+    no_dla = no_trt or (None if has_dla else ("this module has no DLA" if expected == 0 else "needs a DLA core"))
+    strongly_typed = bool(version) and int(str(version).split(".")[0]) >= 11
     trtexec = trtexec or which_trtexec()
-    plat = trt_env.read_module() or "orin-agx"
     model = Model.load(MODEL, batch=4)
     cache = out / "cache"
-    be = TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache) if not no_trt else None
+    timing = dict(warmup_ms=5.0, iterations=5, replicas_duration_s=0.2, profile_iterations=0) if quick else {}
+    be = TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
+                         save_plans=out / "plans", **timing) if not no_trt else None
+    tx = None
+    if trtexec:
+        from placetune.backends.registry import get_backend
+
+        tx = get_backend("trtexec", trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
+                         **(dict(warmup_ms=5.0, iterations=10, duration_s=0.0) if quick else {}))
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
-    dla1 = {l.name: "DLA1" for l in model.layers}
+
+    def same_engine(m, core: int, precision: str) -> tuple[str | None, dict[str, Any]]:
+        """The worker's engine timed again by trtexec --loadEngine: None when within tolerance."""
+        from placetune.settings import Settings
+
+        plan = (m.extra or {}).get("plan_file")
+        if tx is None or not plan:
+            return (None if tx is None else "the worker kept no engine file for trtexec to time"), {}
+        t = tx.time_plan(plan, Settings(precision=precision), dla_core=core, batch=model.batch)
+        if not t.ok:
+            return f"trtexec --loadEngine of the worker's engine: {t.status}: {t.reason}", {}
+        ratio = m.latency_ms["median"] / t.latency_ms["median"]
+        figs = {"trtexec_latency_ms": t.latency_ms["median"], "latency_ratio": round(ratio, 4)}
+        if abs(ratio - 1) > LATENCY_TOLERANCE:
+            return (f"the same engine: median {m.latency_ms['median']:.3f} ms by placetune, "
+                    f"{t.latency_ms['median']:.3f} ms by trtexec ({ratio:.2f}x; allowed within "
+                    f"{LATENCY_TOLERANCE:.0%}): the two time differently"), figs
+        return None, figs
 
     def engine(devs, precision):
         def check():
             m = _measure(model, plat, be, devs, precision=precision)
             if not m.ok:
                 return "failed", f"{m.status}: {m.reason}", {}
-            helpers = {k: v for k, v in (m.extra.get("helper_layers") or {}).items()}
-            figs = {"latency_ms": m.latency_ms["median"], "dla_loadables": m.dla_loadables,
-                    "realized": m.realized, "helper_layers": helpers}
-            if trtexec and devs is not gpu:
-                from placetune.backends.registry import get_backend
-
-                tx = get_backend("trtexec", trtexec=trtexec, cache_dir=cache / "trtexec")
+            core = 0 if devs is dla0 else -1
+            figs = {"latency_ms": m.latency_ms["median"], "dla_loadables": m.dla_loadables, "realized": m.realized,
+                    "helper_layers": dict(m.extra.get("helper_layers") or {})}
+            if core >= 0:
+                why = _ran_on_dla(m, ["DLA0"])
+                if why:
+                    return "failed", why, figs
+            why, more = same_engine(m, core, precision)
+            figs.update(more)
+            if why:
+                return "failed", why, figs
+            if core >= 0 and tx is not None:
                 t = _measure(model, plat, tx, devs, precision=precision)
                 if not t.ok:
                     return "failed", f"trtexec: {t.status}: {t.reason}", figs
-                figs.update(trtexec_latency_ms=t.latency_ms["median"], trtexec_loadables=t.dla_loadables)
-                ratio = m.latency_ms["median"] / t.latency_ms["median"]
+                figs["trtexec_loadables"] = t.dla_loadables
                 ours, theirs = m.dla_loadables or {}, t.dla_loadables or {}
-                if any(n > theirs.get(core, 0) for core, n in ours.items()):
-                    # more loadables than trtexec: parser helpers split a DLA island (issue 12 defect 3);
+                if any(n > theirs.get(c, 0) for c, n in ours.items()):
+                    # more loadables than trtexec's own build: parser helpers split a DLA island;
                     # fewer is fine (a helper of a node that fell back stays on the GPU with it)
-                    return "failed", f"DLA loadables {ours} vs trtexec {theirs}", figs
-                if abs(ratio - 1) > 0.10:
-                    return "failed", f"latency {ratio:.2f}x vs trtexec (allowed within 10%)", figs
-            return "ok", f"{m.status}, median {m.latency_ms['median']:.3f} ms, loadables {m.dla_loadables}", figs
+                    return "failed", f"DLA loadables {ours} vs trtexec's {theirs}", figs
+            compared = " (trtexec agrees)" if "trtexec_latency_ms" in figs else ""
+            return "ok", f"{m.status}, median {m.latency_ms['median']:.3f} ms{compared}, loadables {m.dla_loadables}", \
+                figs
         return check
 
-    rep.guarded("engine all-GPU fp16", engine(gpu, "fp16"), no_trt)
+    rep.guarded("engine all-GPU fp16 (vs trtexec)", engine(gpu, "fp16"), no_trt)
     rep.guarded("engine all-DLA0 fp16 (vs trtexec)", engine(dla0, "fp16"),
-                no_dla or (None if trtexec else "needs trtexec"))
-    rep.guarded("engine all-DLA0 int8, no calibration cache", engine(dla0, "int8"), no_dla)
+                no_dla or (None if trtexec else "needs trtexec"), dla_status)
+    int8_na = "TensorRT 11 is strongly typed: INT8 needs a model with Q/DQ nodes" if strongly_typed else None
+    rep.guarded("engine all-DLA0 int8, no calibration cache", engine(dla0, "int8"), no_dla or int8_na,
+                _NA if int8_na and not no_dla else dla_status)
     half = {l.name: ("DLA0" if len(model.layers) // 3 <= i < 2 * len(model.layers) // 3 else "GPU")
             for i, l in enumerate(model.layers)}
 
@@ -154,36 +260,49 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             gate = m.extra.get("gate") or {}
             if not m.ok or not gate.get("passed"):
                 return "failed", f"K={k}: {m.status}: {m.reason}", figs
+            if gate.get("vacuous"):
+                return "failed", f"K={k}: the gate compared all-zero outputs, so it checked nothing", figs
+            why = _ran_on_dla(m, ["DLA0"])
+            if why:
+                return "failed", f"K={k}: {why}", figs
             if any(n > 16 for n in (m.dla_loadables or {}).values()):
                 return "failed", f"K={k}: more than 16 loadables on a core: {m.dla_loadables}", figs
             figs[f"K{k}"] = {"period_ms": m.extra.get("period_ms"), "latency_ms": m.latency_ms["median"],
                              "loadables": m.dla_loadables}
-        wrong = TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
-                                test_wrong_cut=True)
+        be.test_wrong_cut = True  # the same worker, its test hook on for one measurement
         try:  # seed-block: its concat reads two same-typed cut tensors, which the wrong cut swaps
             block = Model.load("seed-block")
-            w = _measure(block, plat, wrong, {"/conv3/Conv": "DLA0"}, mode="pipeline")
+            w = _measure(block, plat, be, {"/conv3/Conv": "DLA0"}, mode="pipeline")
         finally:
-            wrong.close()
+            be.test_wrong_cut = False
         if w.status != "runtime_failed":
             figs["wrong_cut"] = w.status
             return "failed", f"a deliberately wrong cut was not caught by the gate ({w.status}: {w.reason})", figs
         return "ok", "gate passes at K=1..3; a wrong cut fails it", figs
 
-    rep.guarded("pipeline GPU->DLA0->GPU K=1..3, wrong cut", pipelines, no_dla)
+    rep.guarded("pipeline GPU->DLA0->GPU K=1..3, wrong cut", pipelines, no_dla, dla_status)
 
     def replicas():
-        m = _measure(model, plat, be, gpu, mode="replicas", replicas={"DLA0": 1, "DLA1": 1})
-        return ("ok" if m.ok else "failed"), f"{m.status} {m.reason or ''}".strip(), {}
+        # the all-DLA placement: each DLA instance runs the network's DLA layers on its own core
+        m = _measure(model, plat, be, dla0, mode="replicas", replicas={"DLA0": 1, "DLA1": 1})
+        if not m.ok:
+            return "failed", f"{m.status} {m.reason or ''}".strip(), {}
+        why = _ran_on_dla(m, ["DLA0", "DLA1"])
+        if why:
+            return "failed", why, {"dla_loadables": m.dla_loadables}
+        per = {r["device"]: round(r["throughput_fps"], 1) for r in m.extra.get("replicas") or []}
+        return "ok", f"both DLA engines ran at once: {per} samples/s, loadables {m.dla_loadables}", \
+            {"dla_loadables": m.dla_loadables, "throughput_fps": per}
 
-    rep.guarded("DLA0 || DLA1", replicas, no_dla if not no_dla and (cores or 0) >= 2 else (no_dla or "needs 2 DLA cores"))
+    two = None if (cores or 0) >= 2 else ("this module has one DLA core" if expected == 1 else "needs 2 DLA cores")
+    rep.guarded("DLA0 || DLA1", replicas, no_dla or two, _NA if (not no_dla and expected == 1) else dla_status)
 
     def second_run():
         m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=2)
         hits = (m.extra.get("engine_cache") or {}).get("hits", 0)
         return ("ok" if m.ok and hits > 0 else "failed"), f"engine cache {m.extra.get('engine_cache')}", {}
 
-    rep.guarded("second run hits the engine cache", second_run, no_dla)
+    rep.guarded("second run hits the engine cache", second_run, no_dla, dla_status)
     if be is not None:
         be.close()
     p = subprocess.run([python, str(WORKER_FILE)], input='{"op": "probe"}\n', capture_output=True, text=True,
@@ -191,12 +310,13 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     aborted = "context stack" in p.stderr
     rep.add("worker exit", "ok" if p.returncode == 0 and not aborted else "failed",
             f"exit status {p.returncode}" + ("; pycuda aborted: context stack was not empty" if aborted else ""))
-    rails = discover_rails()
+    rails = discover_rails(power_root)
     rep.add("power rails", "ok" if rails else "skipped", ", ".join(r.name for r in rails) or "no INA3221 rails found "
             "(not a Jetson, or /sys not readable)")
-    ok = all(c["status"] == "ok" for c in rep.checks)
+    ok = all(c["status"] in ("ok", _NA) for c in rep.checks)
     doc = {"placetune_selftest": 1, "python": _platform.python_version(), "machine": _platform.machine(),
-           "l4t": trt_env.read_l4t(), "jetpack": trt_env.read_jetpack(), "module": trt_env.read_module(),
+           "l4t": trt_env.read_l4t(), "jetpack": trt_env.read_jetpack(), "module": match.model,
+           "compatible": list(match.compatible), "platform": plat,
            "seconds": round(time.time() - t_start, 1), "all_ok": ok, "checks": rep.checks}
     (out / "selftest.json").write_text(json.dumps(doc, indent=1, default=str))
     (out / "selftest.txt").write_text(format_report(doc))
@@ -204,11 +324,11 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
 
 
 def format_report(doc: dict[str, Any]) -> str:
-    """The text report: one line per check (``[ok]``, ``[FAILED]``, ``[skipped]``) and why."""
+    """The text report: one line per check (``[ok]``, ``[FAILED]``, ``[skipped]``, ``[n/a]``) and why."""
     lines = [f"placetune selftest: python {doc['python']} ({doc['machine']}), L4T {doc['l4t']}, "
              f"JetPack {doc['jetpack']}, {doc['module'] or 'unknown module'}"]
     for c in doc["checks"]:
-        tag = {"ok": "[ok]     ", "failed": "[FAILED] ", "skipped": "[skipped]"}[c["status"]]
+        tag = {"ok": "[ok]     ", "failed": "[FAILED] ", "skipped": "[skipped]", _NA: "[n/a]    "}[c["status"]]
         lines.append(f"{tag} {c['name']}: {c['detail']}")
     lines.append("all checks ok" if doc["all_ok"] else
                  "not every check passed: send selftest.txt and selftest.json (nothing secret in them)")

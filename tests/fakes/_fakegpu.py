@@ -1,54 +1,102 @@
-"""Shared state of the fake GPU used by the ``tensorrt`` and ``pycuda`` test doubles.
+"""Shared state of the fake GPU used by the ``tensorrt``, ``pycuda`` and ``cuda`` (cuda-python) test doubles.
+
+Asynchronous, as CUDA is: work enqueued on a stream happens in simulated time, and its effect on
+memory is seen only by what comes after it in that time.
 
 Time model (milliseconds, deterministic):
 
-* Every stream has a clock: the time its last operation finished.
-* The host has a clock, ``host_now``: the latest completion it has *observed* (a
-  synchronize or a successful query). Work the host enqueues cannot start before it.
-* Every device (``GPU``, ``DLA0``, ``DLA1``) runs one piece of work at a time (``busy``): a
-  piece starts at the first time after it is ready (its stream's clock, the host's clock)
-  when the device is free for its whole duration, so work of another stream may fill an
-  idle gap. Engines on different streams overlap only when they run on different devices.
-* ``cuStreamWaitEvent`` moves a stream's clock to the event's time; recording an event
-  stamps the stream's clock.
+* Every stream has a clock: the time its last operation finishes. Stream 0 is the legacy
+  default stream: its work starts after all work of the *blocking* streams (pycuda's default
+  ``Stream()``), and theirs after its (CUDA Driver API, "Stream synchronization behavior":
+  the legacy default stream; cuda-python's layer makes ``CU_STREAM_NON_BLOCKING`` streams, which
+  the legacy stream does not order).
+* The host has a clock, ``host_now``: the latest completion it has *observed*. It moves on a
+  synchronize, a blocking copy, and by :data:`POLL_MS` per query (``cuEventQuery`` /
+  ``cuStreamQuery`` take time; a polling loop ends). Work the host enqueues cannot start before it.
+* Every device lane (``GPU``, ``DLA0``, ``DLA1``, the copy engines ``H2D``/``D2H``/``D2D``)
+  runs one piece of work at a time (``busy``): a piece starts at the first time after it is ready
+  (its stream's clock, the host's clock) when the lane is free for its whole duration. Kernels
+  launched directly (``launch(..., device=None)``) share no lane: they run at once, as small
+  kernels on a big GPU do.
+* ``cuStreamWaitEvent`` moves a stream's clock to the event's time; recording an event stamps
+  the stream's clock. An event never recorded is complete (``cuEventQuery`` returns
+  ``CUDA_SUCCESS`` for it: CUDA Driver API, Event Management).
 
-So a fake engine on stream S that runs 0.3 ms on DLA0 starts at the first 0.3 ms gap of
-DLA0 after ``max(clock[S], host_now)``.
+Memory (``memory``: device pointer -> immutable contents, ``bytes`` or a lazily computed
+:class:`Lazy`) changes only when the host observes the time of a write: every operation reads
+its inputs and writes its outputs at simulated times (:func:`_schedule`), and :func:`observe`
+applies them in time order (a write before a read at the same time). So
 
-Device memory holds real bytes (``memory``; ``versions`` counts changes per allocation) so
-that the fake TensorRT computes real outputs. Engine outputs are computed lazily
-(``defer``): when the bytes are first read (a copy to the host, or the input of another
-engine's computation), so timing loops that never read them cost nothing.
+* a host read before the synchronisation sees stale bytes (a ``*_async`` copy to the host
+  fills the array only once the host has observed the copy's end);
+* an operation on a stream that did not wait for a writer reads what was there before;
+* an engine that reads a buffer while another operation writes it reads torn data: its
+  outputs are filled with 0xFF (NaN in float16/float32), so a race cannot pass a check.
+
+Engine outputs are :class:`Lazy`: computed from the inputs read when first needed (a copy to
+the host, another computation), so timing loops that never read them cost nothing.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 
 _next_handle = itertools.count(0x7000)
 _next_ptr = itertools.count(0x10000000, 0x100000)
+_seq = itertools.count()
 
-#: stream handle -> simulated time (ms); handle 0 is the default (legacy) stream.
+#: how long one query of an event or stream takes the host (ms): a polling loop ends
+POLL_MS = 0.001
+#: copy engine bandwidth (bytes per ms, ~10 GB/s) and the fixed cost of one copy (ms)
+COPY_BYTES_PER_MS = 1.0e7
+COPY_MS = 0.001
+
+#: stream handle -> simulated time (ms); handle 0 is the legacy default stream.
 clocks: dict[int, float] = {0: 0.0}
+#: streams that synchronise with the legacy default stream (pycuda's ``Stream()`` default).
+blocking: set[int] = set()
 #: the latest completion time the host has observed.
 host_now = 0.0
-#: device name -> sorted (start, end) intervals of its work (those before ``host_now`` are pruned).
+#: device lane -> sorted (start, end) intervals of its work (those before ``host_now`` are pruned).
 busy: dict[str, list[tuple[float, float]]] = {}
 #: device pointer -> bytes.
 allocations: dict[int, int] = {}
-#: device pointer -> contents.
-memory: dict[int, bytearray] = {}
-#: device pointer -> change counter.
+#: device pointer -> contents (bytes, or Lazy) as of the writes applied so far.
+memory: dict[int, object] = {}
+#: device pointer -> number of writes applied.
 versions: dict[int, int] = {}
-#: device pointer -> a function that computes its contents (lazy fake-engine outputs).
-pending: dict[int, object] = {}
-#: True once a CUDA context is current (pycuda make_context / retain_primary_context + push).
+#: the current contexts (pycuda make_context / retain_primary_context + push, cuCtxPushCurrent).
 context_stack: list[object] = []
+#: (time, phase, seq, effect): memory effects not applied yet (phase 0 writes before 1 reads).
+_events: list = []
 
 
-def new_stream() -> int:
+class Lazy:
+    """Contents computed when first needed (``compute()`` -> bytes), then kept."""
+
+    __slots__ = ("_compute", "_data")
+
+    def __init__(self, compute) -> None:
+        self._compute = compute
+        self._data: bytes | None = None
+
+    def get(self) -> bytes:
+        if self._data is None:
+            self._data = bytes(self._compute())
+            self._compute = None
+        return self._data
+
+
+def contents(value) -> bytes:
+    return value.get() if isinstance(value, Lazy) else value
+
+
+def new_stream(blocking_stream: bool = True) -> int:
     handle = next(_next_handle)
     clocks[handle] = host_now
+    if blocking_stream:
+        blocking.add(handle)
     return handle
 
 
@@ -57,23 +105,34 @@ def _check(handle: int) -> None:
         raise RuntimeError(f"fake CUDA: invalid stream handle {handle:#x}")
 
 
-def advance(handle: int, ms: float) -> None:
-    """Run ``ms`` of GPU work on a stream (kept for callers that do not name a device)."""
-    run(handle, [("GPU", ms)])
-
-
-def run(handle: int, parts: list[tuple[str, float]]) -> tuple[float, float]:
-    """Run pieces of work ``(device, ms)`` in order on a stream; returns (start, end)."""
-    _check(handle)
+def _ready(handle: int) -> float:
+    """When the next operation on ``handle`` may start (legacy default stream rules included)."""
     t = max(clocks[handle], host_now)
+    if handle == 0:
+        t = max([t] + [clocks[h] for h in blocking])
+    elif handle in blocking:
+        t = max(t, clocks[0])
+    return t
+
+
+def run(handle: int, parts: list[tuple[str | None, float]]) -> tuple[float, float]:
+    """Run pieces of work ``(device lane or None, ms)`` in order on a stream; returns (start, end)."""
+    _check(handle)
+    t = _ready(handle)
     start = None
     for device, ms in parts:
-        t = _place(device, t, float(ms))
+        if device is not None:
+            t = _place(device, t, float(ms))
         if start is None:
             start = t
         t += float(ms)
     clocks[handle] = t
     return (t if start is None else start), t
+
+
+def advance(handle: int, ms: float) -> None:
+    """Run ``ms`` of GPU work on a stream (kept for callers that do not name a device)."""
+    run(handle, [("GPU", ms)])
 
 
 def _place(device: str, ready: float, ms: float) -> float:
@@ -94,10 +153,14 @@ def _place(device: str, ready: float, ms: float) -> float:
     return t
 
 
+def _schedule(t: float, phase: int, effect) -> None:
+    heapq.heappush(_events, (float(t), phase, next(_seq), effect))
+
+
 def record(handle: int) -> float:
-    """An event recorded on a stream now: the stream's time (never before the host's)."""
+    """An event recorded on a stream now: when the work enqueued before it is done."""
     _check(handle)
-    clocks[handle] = max(clocks[handle], host_now)
+    clocks[handle] = _ready(handle)
     return clocks[handle]
 
 
@@ -108,9 +171,24 @@ def wait(handle: int, t: float) -> None:
 
 
 def observe(t: float) -> None:
-    """The host saw work finishing at ``t`` (synchronize / query)."""
+    """The host saw work finishing at ``t`` (synchronize, blocking copy): apply the memory
+    effects of everything up to then."""
     global host_now
     host_now = max(host_now, float(t))
+    while _events and _events[0][0] <= host_now + 1e-12:
+        _, _, _, effect = heapq.heappop(_events)
+        effect()
+
+
+def poll(t: float) -> bool:
+    """A query: the host spends :data:`POLL_MS`; whether work finishing at ``t`` is done."""
+    observe(host_now + POLL_MS)
+    return t <= host_now + 1e-12
+
+
+def synchronize_all() -> None:
+    """Wait for every stream (a context synchronize)."""
+    observe(max(clocks.values()))
 
 
 def now(handle: int) -> float:
@@ -122,7 +200,7 @@ def malloc(nbytes: int) -> int:
         raise RuntimeError("fake CUDA: no current context (call pycuda.driver.init() and make a context)")
     ptr = next(_next_ptr)
     allocations[ptr] = int(nbytes)
-    memory[ptr] = bytearray(int(nbytes))
+    memory[ptr] = bytes(int(nbytes))
     versions[ptr] = 0
     return ptr
 
@@ -131,34 +209,126 @@ def free(ptr: int) -> None:
     allocations.pop(ptr, None)
     memory.pop(ptr, None)
     versions.pop(ptr, None)
-    pending.pop(ptr, None)
 
 
-def defer(ptr: int, compute) -> None:
-    """The contents of ``ptr`` are what ``compute()`` writes, computed when first read."""
-    pending[ptr] = compute
+def _store(ptr: int, value, offset: int = 0) -> None:
+    """Apply a write (the contents, or ``bytes`` at ``offset``)."""
+    if ptr not in memory:  # freed meanwhile: the write goes nowhere
+        return
+    if offset or not isinstance(value, Lazy) and len(value) != allocations[ptr]:
+        old = contents(memory[ptr])
+        data = bytes(value if not isinstance(value, Lazy) else value.get())
+        if offset + len(data) > len(old):
+            raise RuntimeError(f"fake CUDA: write of {len(data)} bytes past the end of allocation {ptr:#x} "
+                               f"({len(old)} bytes)")
+        value = old[:offset] + data + old[offset + len(data):]
+    memory[ptr] = value
     versions[ptr] += 1
 
 
-def write(ptr: int, data: bytes | memoryview, offset: int = 0) -> None:
-    """Store bytes at a device pointer (bumps its version when the contents change)."""
-    pending.pop(ptr, None)
-    buf = memory[ptr]
-    view = memoryview(data).cast("B")
-    n = len(view)
-    if offset + n > len(buf):
-        raise RuntimeError(f"fake CUDA: write of {n} bytes past the end of allocation {ptr:#x} ({len(buf)} bytes)")
-    if buf[offset:offset + n] != view:
-        buf[offset:offset + n] = view
-        versions[ptr] += 1
+def read_now(ptr: int, nbytes: int) -> bytes:
+    """The contents of ``ptr`` as of the writes applied so far (the first ``nbytes``)."""
+    data = contents(memory[ptr])
+    if nbytes > len(data):
+        raise RuntimeError(f"fake CUDA: read of {nbytes} bytes from allocation {ptr:#x} of {len(data)} bytes")
+    return data[:nbytes]
 
 
-def read(ptr: int, nbytes: int) -> bytes:
-    compute = pending.get(ptr)
-    if compute is not None:
-        compute()
-        pending.pop(ptr, None)
-    buf = memory[ptr]
-    if nbytes > len(buf):
-        raise RuntimeError(f"fake CUDA: read of {nbytes} bytes from allocation {ptr:#x} of {len(buf)} bytes")
-    return bytes(buf[:nbytes])
+def _lane_ms(nbytes: int) -> float:
+    return COPY_MS + float(nbytes) / COPY_BYTES_PER_MS
+
+
+def copy(handle: int, lane: str, nbytes: int, read, write) -> tuple[float, float]:
+    """A copy of ``nbytes`` on a stream's copy engine ``lane``: ``read()`` -> bytes at its start
+    (the source then), ``write(data)`` at its end."""
+    start, end = run(handle, [(lane, _lane_ms(nbytes))])
+    box: list = []
+    _schedule(start, 1, lambda: box.append(read()))
+    _schedule(end, 0, lambda: write(box[0]))
+    return start, end
+
+
+def htod(handle: int, ptr: int, host_bytes, offset: int = 0) -> tuple[float, float]:
+    """Host -> device on a stream: ``host_bytes()`` is called at the copy's start (the host buffer
+    as it is then: an async copy from pinned memory reads it while it runs)."""
+    if ptr not in allocations:
+        raise RuntimeError(f"fake CUDA: invalid device pointer {ptr:#x}")
+    n = len(host_bytes())
+    if offset + n > allocations[ptr]:
+        raise RuntimeError(f"fake CUDA: write of {n} bytes past the end of allocation {ptr:#x} "
+                           f"({allocations[ptr]} bytes)")
+    return copy(handle, "H2D", n, host_bytes, lambda data: _store(ptr, data, offset))
+
+
+def dtoh(handle: int, ptr: int, nbytes: int, into) -> tuple[float, float]:
+    """Device -> host on a stream: ``into(data)`` fills the host buffer at the copy's end."""
+    if ptr not in allocations:
+        raise RuntimeError(f"fake CUDA: invalid device pointer {ptr:#x}")
+    return copy(handle, "D2H", nbytes, lambda: read_now(ptr, nbytes), into)
+
+
+def dtod(handle: int, dst: int, src: int, nbytes: int) -> tuple[float, float]:
+    for p in (dst, src):
+        if p not in allocations:
+            raise RuntimeError(f"fake CUDA: invalid device pointer {p:#x}")
+    return copy(handle, "D2D", nbytes, lambda: read_now(src, nbytes), lambda data: _store(dst, data))
+
+
+def launch(handle: int, parts: list[tuple[str | None, float]], reads: list[int], writes: list[int], compute,
+           read_at: str = "start") -> tuple[float, float]:
+    """Work on a stream that reads device buffers ``reads`` and writes ``writes``.
+
+    ``compute(inputs)`` (``inputs``: pointer -> contents, as read) returns pointer -> bytes for
+    the outputs; it runs when an output is first needed. ``read_at="start"``: the inputs are
+    taken at the start and must not change before the end (an engine reads them while it runs:
+    a write in between makes the outputs torn, 0xFF); ``"end"``: taken at the end (a kernel that
+    reads after a delay, as tests/test_cuda_layer.py's stand-in does)."""
+    start, end = run(handle, parts)
+    state: dict = {}
+
+    def take() -> None:
+        state["in"] = {p: memory.get(p, b"") for p in reads}
+        state["versions"] = {p: versions.get(p, -1) for p in reads}
+
+    def finish() -> None:
+        if read_at == "end":
+            take()
+        torn = any(versions.get(p, -1) != v for p, v in state["versions"].items())
+        inputs = state["in"]
+        result: dict = {}
+
+        def outputs() -> dict:
+            if not result:
+                if torn:
+                    result.update({p: b"\xff" * allocations.get(p, 0) for p in writes})
+                else:
+                    result.update(compute({p: contents(v) for p, v in inputs.items()}))
+            return result
+
+        for p in writes:  # bytes past what the computation writes stay as they were
+            if p in memory:
+                _store(p, Lazy(lambda p=p, old=memory[p]: _pad(outputs()[p], old)))
+
+    if read_at == "start":
+        _schedule(start, 1, take)
+    _schedule(end, 0, finish)
+    return start, end
+
+
+def _pad(data: bytes, old) -> bytes:
+    before = contents(old)
+    return bytes(data) + before[len(data):]
+
+
+def reset() -> None:
+    """Forget every stream, allocation and pending effect (a fresh process)."""
+    global host_now
+    clocks.clear()
+    clocks[0] = 0.0
+    blocking.clear()
+    host_now = 0.0
+    busy.clear()
+    allocations.clear()
+    memory.clear()
+    versions.clear()
+    _events.clear()

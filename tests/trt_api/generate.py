@@ -17,7 +17,7 @@ Usage (the mirrors are bare git directories, e.g. from the ``fetch`` tool)::
     python tests/trt_api/generate.py --trt /work/.mirror/NVIDIA+TensorRT/repo \
         --onnx-trt /work/.mirror/onnx+onnx-tensorrt/repo
 
-Versions: 8.5, 8.6, 10.3 (branches ``release/<ver>``) and the newest ``release/11.*`` branch
+Versions: 8.5, 8.6, 10.3, 10.16 (branches ``release/<ver>``) and the newest ``release/11.*`` branch
 (or the newest release branch when the mirror has no 11.x; the table says which it used).
 """
 
@@ -810,7 +810,7 @@ def compact_json(doc) -> str:
 # ------------------------------------------------------------------------------ main
 def pick_versions(git: Git) -> list[tuple[str, str, str]]:
     branches = [b for b in git.branches() if re.fullmatch(r"release/\d+\.\d+", b)]
-    out = [(v, f"release/{v}", "") for v in ("8.5", "8.6", "10.3") if f"release/{v}" in branches]
+    out = [(v, f"release/{v}", "") for v in ("8.5", "8.6", "10.3", "10.16") if f"release/{v}" in branches]
     elevens = sorted((b for b in branches if b.startswith("release/11.")), key=_vkey)
     if elevens:
         out.append((elevens[-1].split("/")[1], elevens[-1], "newest release/11.x branch in the mirror"))

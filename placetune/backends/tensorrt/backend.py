@@ -33,6 +33,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
@@ -65,10 +67,11 @@ log = logging.getLogger(__name__)
 
 #: Kept for callers of earlier versions: every mode is implemented now.
 MODES_NOT_IMPLEMENTED = "pipeline/replicas modes on TensorRT are not implemented yet (issue 8)"
-#: Pipeline correctness gate: the largest relative L2 error ||pipeline - all-GPU|| / ||all-GPU||
+#: Pipeline correctness gate: the largest relative L2 error ||pipeline - reference|| / ||reference||
 #: of any network output, per precision. Both sides run at the same precision, so the error
-#: is what re-rounding at the cuts and other fusions/tactics add. INT8 without a calibration
-#: cache (trtexec-style dynamic ranges) is reported but not enforced.
+#: is what re-rounding at the cuts and other fusions/tactics add. The reference is one all-GPU
+#: engine; for INT8 without a calibration cache (trtexec-style placeholder ranges) it is the
+#: unsplit engine of the same placement (its DLA layers in INT8 on the DLA, as in the pipeline).
 GATE_TOLERANCE = {"fp32": 1e-3, "fp16": 2e-2, "int8": 0.15}
 #: Accepted names of ``dla_memory_pools`` keys -> ``trt.MemoryPoolType`` members.
 DLA_POOLS = {
@@ -158,6 +161,9 @@ class TensorRTBackend:
             linear I/O and ``extra["cut_formats_failed"]`` says why. False: always the default.
         test_wrong_cut: testing only: swap two same-typed inputs of the first segment that
             has them (a deliberately wrong cut) so that the gate can be seen to catch it.
+        save_plans: engine mode: also write each engine built to this folder
+            (``extra["plan_file"]``), e.g. for ``trtexec --loadEngine`` to time the very engine
+            the worker timed (``placetune selftest`` does).
 
     Raises:
         ConfigError: bad pool sizes, a missing calibration cache or a worker Python that
@@ -190,6 +196,7 @@ class TensorRTBackend:
         replicas_duration_s: float = 3.0,
         cut_formats: bool = True,
         test_wrong_cut: bool = False,
+        save_plans: str | os.PathLike[str] | None = None,
     ) -> None:
         import sys
 
@@ -228,6 +235,7 @@ class TensorRTBackend:
         self.replicas_duration_s = float(replicas_duration_s)
         self.cut_formats = bool(cut_formats)
         self.test_wrong_cut = bool(test_wrong_cut)
+        self.save_plans = Path(save_plans) if save_plans is not None else None
         self._sources: dict[str, Any] = {}
         self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s)
         self._probe: dict[str, Any] | None = None
@@ -373,6 +381,10 @@ class TensorRTBackend:
             "inspector": self.inspector,
             "verbose_log": self.verbose_log,
         }
+        if self.save_plans is not None:
+            self.save_plans.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.sha1(json.dumps([job, version], sort_keys=True).encode()).hexdigest()[:16]
+            job["save_plan"] = str(self.save_plans / f"{digest}.plan")
         reply = self.pool.run(job, timeout_s=self.timeout_s)
         return self._to_measurement(reply, r, core, version, base)
 
@@ -401,13 +413,15 @@ class TensorRTBackend:
         if helpers:
             extra["helper_layers"] = helpers
         if res.get("adjust_for_dla"):  # say which path made the network DLA-ready (issue 12 defect 9)
-            extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 11)"
+            extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 10.16 on)"
         extra.update(
             build_errors=blog.errors[:50],
             build_warnings=blog.warnings[:100],
             build_log=[f"[{s[0]}] {m}" for s, m in lines if s != "VERBOSE" or is_placement_line(m)][:_LOG_KEEP],
             engine_bytes=res.get("engine_bytes"),
         )
+        if res.get("plan_file"):
+            extra["plan_file"] = res["plan_file"]
         if res.get("traceback"):
             extra["traceback"] = res["traceback"]
         if res.get("parser_errors"):

@@ -8,7 +8,9 @@ per engine, an event per cross-engine dependency, ``max(2, K)`` device buffers p
 tensor for ``K = frames_in_flight`` frames at once. Before timing, the pipeline's outputs
 on random input are compared with one all-GPU engine of the whole model (the **gate**,
 tolerance per precision: :data:`~placetune.backends.tensorrt.backend.GATE_TOLERANCE`); a mismatch
-is ``runtime_failed`` with the numbers. Reported like the simulator's pipeline mode:
+is ``runtime_failed`` with the numbers. INT8 without a calibration cache is compared with the
+unsplit engine instead (the same placement in one engine, the same placeholder ranges), so the
+default INT8 study is checked too. Reported like the simulator's pipeline mode:
 single-frame latency samples, throughput from the period with K frames in flight
 (``extra["period_ms"]``), ``segment_times_ms`` (each engine's interval in one frame),
 ``timeline`` (every engine run of a few frames, from CUDA events), plus
@@ -204,6 +206,7 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
                           network_outputs=[o.name for o in source.graph.output]) if be.cut_formats else {}
     job, timeout, gate_skipped = _pipeline_job(be, r, cuts, source, ref_path, settings, platform, version, common,
                                                cache, formats, fp16)
+    job["dla_cores"] = cores
     reply = be.pool.run(job, timeout_s=timeout)
     why = None
     if formats and (reply.result or {}).get("status") == "build_failed":
@@ -213,9 +216,10 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
         formats = {}
         job, timeout, gate_skipped = _pipeline_job(be, r, cuts, source, ref_path, settings, platform, version,
                                                    common, cache, formats, fp16)
+        job["dla_cores"] = cores
         reply = be.pool.run(job, timeout_s=timeout)
     return _pipeline_measurement(be, reply, r, cuts, job["engines"], settings, base, version, timeout, gate_skipped,
-                                 formats, why)
+                                 formats, why, job["gate"]["reference"])
 
 
 def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentModel], source: "onnx.ModelProto",
@@ -252,23 +256,37 @@ def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentMod
         cached_before.append(hit)
     ref_spec = None
     gate_skipped = None
+    reference = "the all-GPU engine"
     if not be.gate:
         gate_skipped = "the gate is off (TensorRTBackend(gate=False))"
     elif len(cuts) == 1 and cuts[0].device == "GPU":
         gate_skipped = "one all-GPU engine of the whole model: nothing to check it against"
     else:
-        ref_spec, hit = _spec(be, cache, "reference", "GPU", ref_path, file_digest(ref_path), settings, platform,
-                              version, common, [], {k: list(v) for k, v in model.input_shapes.items()})
+        shapes = {k: list(v) for k, v in model.input_shapes.items()}
+        dla = [n for c in cuts if c.device != "GPU" for n in c.layers]
+        if ranges and dla:
+            # INT8 with placeholder ranges: the DLA runs its layers in INT8 while a GPU engine may pick
+            # FP16 kernels for the same layers (INT8 is a permission there), so an all-GPU engine is
+            # not the same arithmetic. The reference is the unsplit engine: the same placement (its
+            # DLA layers on one core), the same precision and ranges; only the cuts differ.
+            core = min(dla_core(c.device) for c in cuts if c.device != "GPU")
+            ref_spec, hit = _spec(be, cache, "reference", f"DLA{core}", ref_path, file_digest(ref_path), settings,
+                                  platform, version, common, dla, shapes)
+            ref_spec["int8_ranges"] = ranges
+            reference = f"the unsplit engine (the same placement in one engine, its DLA layers on DLA{core})"
+        else:
+            ref_spec, hit = _spec(be, cache, "reference", "GPU", ref_path, file_digest(ref_path), settings, platform,
+                                  version, common, [], shapes)
         cached_before.append(hit)
     k = settings.frames_in_flight
-    enforce = settings.precision != "int8" or bool(common["calibration_cache"]) or common["strongly_typed"]
     job = {
         "op": "pipeline", "engines": specs, "reference": ref_spec, "common": common,
         "network_inputs": {n: list(v) for n, v in model.input_shapes.items()},
         "network_outputs": [o.name for o in source.graph.output],
         "frames_in_flight": k, "iterations": be.iterations or settings.iterations, "warmup_ms": be.warmup_ms,
         "profile_iterations": be.profile_iterations, "timeline_frames": max(be.timeline_frames, 2 * k + 2),
-        "gate": {"tolerance": be.gate_tolerance[settings.precision], "enforce": enforce}, "seed": settings.seed,
+        "gate": {"tolerance": be.gate_tolerance[settings.precision], "enforce": True, "reference": reference},
+        "seed": settings.seed,
     }
     builds = sum(1 for h in cached_before if not h)
     return job, be.timeout_s * max(1, builds), gate_skipped
@@ -289,7 +307,8 @@ def _wrong_cut(cuts: list[SegmentModel]) -> list[SegmentModel]:
 def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: list[SegmentModel],
                           specs: list[dict[str, Any]], settings: "Settings", base: dict[str, Any], version: str,
                           timeout_s: float, gate_skipped: str | None = None,
-                          formats: dict[str, CutFormat] | None = None, formats_failed: str | None = None) -> Measurement:
+                          formats: dict[str, CutFormat] | None = None, formats_failed: str | None = None,
+                          reference: str = "the all-GPU engine") -> Measurement:
     model = r.realized.model
     predicted = r.realized.as_dict()
     extra: dict[str, Any] = {"trt_version": version, "worker_seconds": round(reply.seconds, 3),
@@ -356,7 +375,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
             span = c.layers[0] + (f" .. {c.layers[-1]}" if len(c.layers) > 1 else "")
             what = f"segment {c.index} ({c.device}: {span})"
         else:
-            what = "the all-GPU reference engine"
+            what = f"the reference engine ({reference})"
         info = infos[k] if k < len(infos) else (ref or {})
         detail = info.get("error") or "; ".join(parse_build_log(info.get("log") or []).errors[:3])
         if info.get("parser_errors"):
@@ -517,6 +536,7 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
         realized = {n: "GPU" for n in predicted}
         fallback = {}
         notes.append("no DLA replica: every layer ran on the GPU replica")
+    if notes:  # with what _realised said of each DLA replica's build log
         extra["notes"] = notes
     extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
     extra["timed"] = TIMED

@@ -22,16 +22,19 @@ each job line it writes exactly one result line. Jobs:
 * ``{"op": "measure", "onnx": path, "input_shapes": {name: dims}, "precision": "fp16"|"int8"|"fp32",
   "strongly_typed": bool, "dla_core": k or -1, "gpu_fallback": bool, "dla_layers": [names],
   "timing_cache": path or null, "calibration_cache": path or null, "memory_pools": {POOL: bytes},
-  "iterations": N, "warmup_ms": ms, "profile_iterations": N, "inspector": bool}``
+  "iterations": N, "warmup_ms": ms, "profile_iterations": N, "inspector": bool, "save_plan": path or null}``
   -> ``{"status": "ok"|"build_failed"|"runtime_failed", "log": [[severity, text], ...],
   "network_layers": [[name, onnx name or null, type, dla requested, can run on DLA], ...],
   "latency_samples_ms": [...], "throughput_fps": x, "layer_profile": [[engine layer, ms], ...],
-  "inspector": json text or null, "build_seconds": s, "engine_bytes": n, "error": text or null}``
+  "inspector": json text or null, "build_seconds": s, "engine_bytes": n, "plan_file": the saved engine
+  (``save_plan``) or null, "error": text or null}``
 * ``{"op": "pipeline", "engines": [spec, ...], "reference": spec or null, "common": {build fields},
   "network_inputs": {name: dims}, "network_outputs": [names], "frames_in_flight": K,
   "iterations": N, "warmup_ms": ms, "profile_iterations": N, "timeline_frames": N,
-  "gate": {"tolerance": x, "enforce": bool}, "seed": n}`` where a spec is a measure job's build
-  fields plus ``name``, ``device`` and ``plan_cache`` (path of the engine cache entry or null)
+  "gate": {"tolerance": x, "enforce": bool, "reference": what the reference is}, "seed": n,
+  "dla_cores": n}`` where a spec is a measure job's build fields plus ``name``, ``device`` and
+  ``plan_cache`` (path of the engine cache entry or null); a DLA reference (the unsplit engine)
+  is loaded on a DLA core where its loadables fit beside the pipeline's
   -> ``{"status", "engines": [build record + "cached"], "reference": record, "gate": report,
   "latency_samples_ms", "period_ms", "schedule": [[start, end] per engine], "timeline":
   [[engine, frame, start, end], ...], "alone_ms": [...], "layer_profiles": [...], "error"}``.

@@ -194,7 +194,8 @@ def build(trt, job, logger):
     parser = trt.OnnxParser(network, logger)
     adjust = getattr(getattr(trt, "OnnxParserFlag", None), "ADJUST_FOR_DLA", None)
     if adjust is not None and int(job.get("dla_core", -1)) >= 0 and job.get("dla_layers"):
-        # TensorRT 11: let the parser rewrite layers to suit the DLA (trtexec --adjustForDLA)
+        # TensorRT 10.16 on (the flag is new in release/10.16 python/src/parsers/pyOnnx.cpp:237): let
+        # the parser rewrite layers to suit the DLA, as the trtexec backend passes --adjustForDLA
         parser.set_flag(adjust)
         out["adjust_for_dla"] = True
     path = job["onnx"]

@@ -54,6 +54,7 @@ def compare_outputs(np, got, want, tolerance):
 
 def _gate_error(report):
     # type: (Dict[str, Any]) -> str
+    """What the gate found, in one line (``report["reference"]`` names what was compared with)."""
     parts = []
     for name, row in report["outputs"].items():
         if row.get("passed"):
@@ -65,7 +66,8 @@ def _gate_error(report):
                          "max |x| %.4g, pipeline max |x| %.4g)" % (name, row["rel_l2"], report["tolerance"],
                                                                    row["max_abs_diff"], tuple(row["at"]),
                                                                    row["ref_max_abs"], row["got_max_abs"]))
-    return "pipeline outputs differ from the all-GPU engine on random input: " + "; ".join(parts)
+    return "pipeline outputs differ from %s on random input: %s" % (report.get("reference", "the all-GPU engine"),
+                                                                   "; ".join(parts))
 
 
 def compare_frames(np, got, want, tolerance):
@@ -303,8 +305,8 @@ def stream_frames(np, pipe, batches, k):
         yield pipe.fetch(np, pending.pop(0))
 
 
-def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
-    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Optional[bytes], Any, List[Any], Dict[str, Any]) -> None
+def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out, ref_core=-1):
+    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Optional[bytes], Any, List[Any], Dict[str, Any], int) -> None
     specs = job["engines"]
     engines = [Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
                for s, p in zip(specs, plans)]
@@ -315,8 +317,9 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
     pipe.read_other_slot = bool(job.get("test_read_other_slot"))
     end = cuda.Event()
     t0 = cuda.Event()
-    # ---- correctness gate: the pipeline against one all-GPU engine, one frame per slot, each
-    # slot a different random input with its own reference output
+    # ---- correctness gate: the pipeline against the reference engine (all-GPU, or for INT8 without
+    # a calibration cache the unsplit engine: ``gate["reference"]``), one frame per slot, each slot
+    # a different random input with its own reference output
     gate = job.get("gate") or {}
     want = None  # type: Optional[List[Dict[str, Any]]]
     if ref_plan is not None:
@@ -325,7 +328,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
             f = pipe.frame()
             pipe.finish(f, end)
             got.append(pipe.outputs(np, f))
-        ref = Engine(trt, cuda, "reference", ref_plan, -1, logger, job.get("network_inputs"))
+        ref = Engine(trt, cuda, "reference", ref_plan, ref_core, logger, job.get("network_inputs"))
         for t in ref.inputs:
             if t not in pipe.inputs:  # a network input no segment reads
                 pipe.add_input(np, rng, t, ref.tensors[t][0], ref.tensors[t][1], ref.nbytes(t), allocs, ref.stream)
@@ -343,6 +346,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
         report["enforced"] = bool(gate.get("enforce", True))
         report["checked"] = True
         report["inputs"] = pipe.n_inputs
+        report["reference"] = str(gate.get("reference") or "the all-GPU engine")
         out["gate"] = report
         if report["enforced"] and not report["passed"]:
             out["status"] = "runtime_failed"
@@ -389,6 +393,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
         last = list(range(f - pipe.slots + 1, f + 1))
         report = compare_frames(np, [pipe.outputs(np, g) for g in last], [want[g % pipe.n_inputs] for g in last],
                                 float(gate.get("tolerance", 1e-2)))
+        report["reference"] = out["gate"]["reference"]
         bad = last[report["frame"]]
         out["gate"]["after_timing"] = {"frame": bad, "frames": last, "passed": report["passed"],
                                        "outputs": report["outputs"]}
@@ -431,17 +436,43 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out):
 MAX_LOADABLES_PER_CORE = 16  # "only 16 DLA loadables can be loaded concurrently per core" (DLA guide)
 
 
+def _loadables(info):
+    # type: (Dict[str, Any]) -> int
+    """An engine's DLA loadables: its ``[DlaLayer]`` build-log lines, one per loadable."""
+    return sum(1 for _, msg in info.get("log") or [] if "[DlaLayer]" in msg)
+
+
+def _per_core(specs, infos):
+    # type: (List[Dict[str, Any]], List[Dict[str, Any]]) -> Dict[int, int]
+    per_core = {}  # type: Dict[int, int]
+    for spec, info in zip(specs, infos):
+        core = int(spec.get("dla_core", -1))
+        if core >= 0:
+            per_core[core] = per_core.get(core, 0) + _loadables(info)
+    return per_core
+
+
+def reference_core(specs, infos, ref_spec, ref_info, cores):
+    # type: (List[Dict[str, Any]], List[Dict[str, Any]], Dict[str, Any], Dict[str, Any], int) -> Optional[int]
+    """The DLA core to load a DLA reference engine on beside the pipeline's engines (the runtime's
+    ``DLA_core`` decides the core, whatever core it was built for): its own if its loadables fit
+    there, else the least loaded core where they fit; None when none has room. -1: a GPU reference."""
+    own = int(ref_spec.get("dla_core", -1))
+    if own < 0:
+        return -1
+    need = _loadables(ref_info)
+    load = _per_core(specs, infos)
+    for core in [own] + sorted(range(max(cores, own + 1)), key=lambda c: load.get(c, 0)):
+        if load.get(core, 0) + need <= MAX_LOADABLES_PER_CORE:
+            return core
+    return None
+
+
 def too_many_loadables(specs, infos):
     # type: (List[Dict[str, Any]], List[Dict[str, Any]]) -> Optional[str]
     """Why the built engines cannot run together (None when they can): their ``[DlaLayer]``
     lines, one per DLA loadable, summed per DLA core over every engine that is loaded at once."""
-    per_core = {}  # type: Dict[int, int]
-    for spec, info in zip(specs, infos):
-        core = int(spec.get("dla_core", -1))
-        if core < 0:
-            continue
-        n = sum(1 for _, msg in info.get("log") or [] if "[DlaLayer]" in msg)
-        per_core[core] = per_core.get(core, 0) + n
+    per_core = _per_core(specs, infos)
     over = {c: n for c, n in per_core.items() if n > MAX_LOADABLES_PER_CORE}
     if not over:
         return None
@@ -470,11 +501,20 @@ def pipeline(job):
     if over:  # the engines would be loaded at once: refuse before deserialising any (issue 12 defect 5)
         result.update(status="infeasible", error=over)
         return result
+    ref_core = -1
+    if ref_spec:
+        ref_core = reference_core(specs, result["engines"], ref_spec, result["reference"],
+                                  int(job.get("dla_cores") or 0))
+        if ref_core is None:  # the unsplit engine cannot be loaded beside the pipeline: no gate
+            ref_plan = None
+            result["gate"] = {"checked": False, "reason": "the reference engine's DLA loadables do not fit beside "
+                              "the pipeline's on any DLA core (16 per core): the pipeline is not checked"}
     logger = make_logger(trt, False)
     result["runtime_log"] = logger.lines
     allocs = []  # type: List[Any]
     try:
-        _run_pipeline(trt, driver(), np, job, plans, ref_plan, logger, allocs, result)
+        _run_pipeline(trt, driver(), np, job, plans, ref_plan, logger, allocs, result,
+                      ref_core if ref_core is not None else -1)
     except Exception as exc:
         result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
                       traceback=traceback.format_exc(limit=6))

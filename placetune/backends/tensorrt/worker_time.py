@@ -5,6 +5,7 @@ Also :class:`Engine`, a deserialized engine with its own context and stream, whi
 placetune imports.
 """
 
+import os
 import time
 import traceback
 
@@ -184,6 +185,15 @@ def measure(job):
         result["error"] = "; ".join(errs[:5]) or "build_serialized_network returned None"
         return result
     result["engine_bytes"] = int(getattr(plan, "nbytes", 0) or len(bytes(plan)))
+    if job.get("save_plan"):  # the engine, kept (e.g. for `trtexec --loadEngine` to time the same engine)
+        try:
+            tmp = "%s.%d.tmp" % (job["save_plan"], os.getpid())
+            with open(tmp, "wb") as fh:
+                fh.write(bytes(memoryview(plan)))
+            os.replace(tmp, job["save_plan"])
+            result["plan_file"] = job["save_plan"]
+        except OSError as exc:  # a full disk must not fail the measurement
+            result["plan_file_error"] = "%s: %s" % (type(exc).__name__, exc)
     try:
         result.update(time_engine(trt, plan, job, logger))
     except Exception as exc:

@@ -63,7 +63,7 @@ from placetune.measurement import Measurement
 from placetune.backends.base import default_cache_dir
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.trtexec.command import version_tuple
-from placetune.backends.trtexec.engine import measure_engine
+from placetune.backends.trtexec.engine import Engine, measure_engine, time_built
 from placetune.backends.trtexec.find import find_trtexec
 from placetune.backends.trtexec.parse import version_from_text
 from placetune.backends.trtexec.replicas import measure_replicas
@@ -296,6 +296,41 @@ class TrtexecBackend:
             log.exception("trtexec backend internal error")
             return Measurement.failure("crashed", f"placetune's trtexec backend failed: {type(exc).__name__}: {exc}",
                                        **base)
+        finally:
+            if workdir is not None and not self.keep_files:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def time_plan(self, plan_file: str | os.PathLike[str], settings: "Settings", *, dla_core: int = -1,
+                  batch: int = 1) -> Measurement:
+        """Time an engine file built elsewhere with ``trtexec --loadEngine`` (e.g. the engine the
+        tensorrt backend's worker built and timed, ``TensorRTBackend(save_plans=...)``): the same
+        engine timed by both tools, so any difference is how each one times.
+
+        Args:
+            plan_file: a serialized engine of this trtexec's TensorRT version.
+            settings: iterations, precision and mode recorded in the measurement.
+            dla_core: the DLA core its DLA layers run on (``--useDLACore``), -1 for a GPU engine.
+            batch: the engine's batch (throughput in samples per second).
+
+        Returns:
+            The measurement (``extra["commands"]["time"]`` is the command), or the failure.
+        """
+        base: dict[str, Any] = dict(simulated=False, backend="trtexec", mode="engine", precision=settings.precision,
+                                    batch=int(batch))
+        workdir = None
+        try:
+            version = self.version()
+            base["backend"] = f"trtexec-{version}"
+            workdir = self.cache_dir / "runs" / f"{os.getpid()}-{next(_RUN_IDS)}-{int(time.time() * 1000)}"
+            workdir.mkdir(parents=True, exist_ok=True)
+            device = f"DLA{dla_core}" if dla_core >= 0 else "GPU"
+            eng = Engine(device, int(dla_core), int(batch), [], Path(plan_file))
+            return time_built(self, eng, version, settings, workdir, dict(extra={"trt_version": version}, **base),
+                              tag="plan")
+        except BackendError as exc:
+            return Measurement.failure("runtime_failed", str(exc), **base)
+        except OSError as exc:
+            return Measurement.failure("runtime_failed", f"trtexec could not be run ({self.trtexec}): {exc}", **base)
         finally:
             if workdir is not None and not self.keep_files:
                 shutil.rmtree(workdir, ignore_errors=True)

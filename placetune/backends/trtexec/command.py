@@ -35,6 +35,9 @@ __all__ = [
     "build_only_flag",
     "profile_flags",
     "spin_wait_flags",
+    "cuda_graph_flags",
+    "adjust_for_dla_flags",
+    "ADJUST_FOR_DLA_SINCE",
     "layer_device_types",
     "device_types_arg",
     "shapes_arg",
@@ -51,6 +54,11 @@ _SKIP_INFERENCE_SINCE = (8, 6)
 #: First TensorRT major version that is strongly typed (no ``--fp16``/``--int8``), spins by
 #: default (no ``--useSpinWait``) and times end to end without ``--separateProfileRun``.
 _TRT11 = 11
+#: First TensorRT version with the ONNX parser flag ``ADJUST_FOR_DLA`` and trtexec's
+#: ``--adjustForDLA``: both new in release/10.16 (python/src/parsers/pyOnnx.cpp:237
+#: ``.value("ADJUST_FOR_DLA", ...)``; samples/common/sampleOptions.cpp:1271
+#: ``getAndDelOption(arguments, "--adjustForDLA", adjustForDLA)``), absent in release/10.15.
+ADJUST_FOR_DLA_SINCE = (10, 16)
 
 
 # --------------------------------------------------------------------------- versions
@@ -110,6 +118,24 @@ def profile_flags(path: Any, vt: tuple[int, ...]) -> list[str]:
 def spin_wait_flags(vt: tuple[int, ...]) -> list[str]:
     """``--useSpinWait`` before TensorRT 11 (11 spins by default)."""
     return ["--useSpinWait"] if vt[0] < _TRT11 else []
+
+
+def cuda_graph_flags(vt: tuple[int, ...]) -> list[str]:
+    """No CUDA graph, as the tensorrt worker times (``execute_async_v3`` on a stream, no graph
+    capture): ``--noCudaGraph`` from TensorRT 11, whose trtexec captures one by default
+    (release/11.0 and 11.1 samples/common/sampleOptions.h ``bool graph{true};``,
+    sampleOptions.cpp "CUDA graph is now enabled by default"); nothing before, where graphs are
+    off unless ``--useCudaGraph`` (release/8.5-10.16 sampleOptions.h ``bool graph{false};``) and
+    ``--noCudaGraph`` does not exist (trtexec would refuse it as an unknown option). With
+    ``--useDLACore`` trtexec turns graphs off itself ("CUDA graphs and DLA offloading are not
+    simultaneously supported", sampleOptions.cpp)."""
+    return ["--noCudaGraph"] if vt[0] >= _TRT11 else []
+
+
+def adjust_for_dla_flags(core: int, vt: tuple[int, ...]) -> list[str]:
+    """``--adjustForDLA`` for a DLA engine from TensorRT 10.16 (:data:`ADJUST_FOR_DLA_SINCE`),
+    as the tensorrt worker sets the parser's ``ADJUST_FOR_DLA`` wherever the bindings have it."""
+    return ["--adjustForDLA"] if core >= 0 and tuple(vt[:2]) >= ADJUST_FOR_DLA_SINCE else []
 
 
 # --------------------------------------------------------------------------- values

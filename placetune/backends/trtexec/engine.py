@@ -14,7 +14,9 @@ from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
+    adjust_for_dla_flags,
     build_only_flag,
+    cuda_graph_flags,
     device_types_arg,
     dla_flags,
     has_layer_device_types,
@@ -46,8 +48,8 @@ if TYPE_CHECKING:
     from placetune.settings import Settings
     from placetune.backends.trtexec.backend import TrtexecBackend
 
-__all__ = ["Engine", "measure_engine", "engine_spec", "time_argv", "placement_args", "build", "build_extra",
-           "realised", "onnx_file", "sampler"]
+__all__ = ["Engine", "measure_engine", "time_built", "engine_spec", "time_argv", "placement_args", "build",
+           "build_extra", "realised", "onnx_file", "sampler"]
 
 _LOG_KEEP = 400
 _INSPECTOR_MAX_CHARS = 500_000
@@ -95,12 +97,24 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
     if eng.notes:
         extra["notes"] = list(eng.notes)
     loadables = {device: len(eng.blog.dla_subgraphs)} if core >= 0 and eng.blog is not None else {}
-    # ---- time it
-    run_argv, files = time_argv(be, eng, version, settings, workdir, "engine", duration_s=be.duration_s,
-                                profile=be.profile)
-    extra["commands"]["time"] = run_argv
+    kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=eng.run.seconds,
+              extra=extra, **base)
+    return time_built(be, eng, version, settings, workdir, kw, model, profile=be.profile)
+
+
+def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settings", workdir: Path,
+               kw: dict[str, Any], model: "Model | None" = None, *, profile: bool = False,
+               tag: str = "engine") -> Measurement:
+    """Time a built engine (``eng.engine_path``) with trtexec and sample power while it runs: the
+    measurement of ``kw`` (its ``extra``, realised placement...) with the timings added, or the
+    failure. ``model``: attribute the per-layer profile to its layers (``profile``)."""
+    extra = kw["extra"]
+    base_batch = int(kw["batch"])
+    run_argv, files = time_argv(be, eng, version, settings, workdir, tag, duration_s=be.duration_s,
+                                profile=profile)
+    extra.setdefault("commands", {})["time"] = run_argv
     power = sampler(be)
-    proc = Proc(run_argv, workdir / "engine.time.log", be.environ(), workdir, END_MARKERS)
+    proc = Proc(run_argv, workdir / f"{tag}.time.log", be.environ(), workdir, END_MARKERS)
     if power is not None:
         power.start()
     try:
@@ -108,8 +122,6 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
     finally:
         if power is not None:
             power.stop()
-    kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=eng.run.seconds,
-              extra=extra, **base)
     lines = run.lines()
     summary = parse_summary(lines)
     failure = classify(run, lines, summary, "time", kw, be.timeout_s)
@@ -123,15 +135,15 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
         return Measurement.failure("runtime_failed", "trtexec printed no performance summary and wrote no "
                                    "--exportTimes records", **kw)
     qps = summary.throughput_qps or (1000.0 / stats["median"] if stats.get("median") else None)
-    fps = qps * base["batch"] if qps else None
+    fps = qps * base_batch if qps else None
     extra["summary"] = summary.to_dict()
     extra["timed_iterations"] = len(records) or None
     extra["timed"] = ("compute: trtexec's per-query latency without host<->device copies (--noDataTransfers; "
                       "TensorRT 11's default)")
     timed = window(run, records, summary)
     # ---- per-layer profile and inspector
-    if files.get("profile") is not None:
-        profile_into(files["profile"], eng, model, core, extra, kw)
+    if files.get("profile") is not None and model is not None:
+        profile_into(files["profile"], eng, model, eng.core, extra, kw)
     if eng.layer_info_path is not None and eng.layer_info_path.is_file():
         info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
         extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
@@ -147,7 +159,7 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
         power_w = reading.mean_w
         energy_mj = energy(reading, qps)
         if energy_mj is not None:
-            extra["energy_per_sample_mj"] = energy_mj / base["batch"]
+            extra["energy_per_sample_mj"] = energy_mj / base_batch
     else:
         extra["power"] = {"mean_w": None, "reason": "power sampling is off (power=False)"}
     kw.update(latency_samples_ms=thin(samples), latency_ms=stats, throughput_fps=fps, power_w=power_w,
@@ -239,9 +251,10 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
         else:
             notes.append("--int8 without --calib: placeholder dynamic ranges (right for timing, not accuracy)")
     argv.extend(place_args)
-    if core >= 0 and strongly_typed(vt):  # 11.x: the parser may rewrite layers to suit the DLA
-        argv.append("--adjustForDLA")
-        notes.append("--adjustForDLA: the ONNX parser's ADJUST_FOR_DLA rewrites (TensorRT 11)")
+    adjust = adjust_for_dla_flags(core, vt)  # 10.16 on: the parser may rewrite layers to suit the DLA
+    if adjust:
+        argv.extend(adjust)
+        notes.append("--adjustForDLA: the ONNX parser's ADJUST_FOR_DLA rewrites (TensorRT 10.16 on)")
     # trtexec (sampleEngines.cpp, every version) fails the build when --shapes is given for a
     # model whose inputs are all static: shapes only for inputs the file leaves open
     shapes = shapes_arg(model.dynamic_input_shapes, batch if batch != model.batch else None)
@@ -283,6 +296,7 @@ def time_argv(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settin
     if be.spin_wait:
         argv.extend(spin_wait_flags(vt))
     argv.extend(transfer_flags(vt))  # compute only, as the tensorrt worker times (issue 12 defect 7)
+    argv.extend(cuda_graph_flags(vt))  # no CUDA graph, as the worker times (trtexec 11 captures one by default)
     argv.extend(be.run_args)
     return argv, files
 

@@ -1,11 +1,15 @@
 """Test double of ``pycuda.driver``: init, Device, contexts, mem_alloc, memcpy, Stream, Event.
 
 Only what placetune's worker calls exists; anything else raises AttributeError, as it
-should in a test. Times come from the fake GPU clocks in ``_fakegpu`` (see its docstring:
-per-stream clocks, a host clock advanced by synchronize/query, one piece of work at a time
-per device). Device memory holds real bytes: ``memcpy_htod`` / ``memcpy_dtoh`` copy them,
-the fake TensorRT computes on them. Copies are instantaneous; an event that was never recorded is complete
-(as in CUDA), and ``Stream.wait_for_event`` on it does not wait.
+should in a test. Asynchronous like CUDA (``_fakegpu``: per-stream clocks, a host clock
+advanced by synchronize and query, device memory changed only as the host observes the time of
+each write): ``*_async`` copies happen on their stream's copy engine, a host buffer filled by
+``memcpy_dtoh_async`` holds its old bytes until the stream (or an event after the copy) is
+synchronised, ``Event.query()`` is False until the work before the record is done, and
+``time_since`` of an event not yet completed raises (CUDA_ERROR_NOT_READY). The blocking copies
+run on the legacy default stream (after the work of blocking streams) and return when done. An
+event that was never recorded is complete (as in CUDA), and ``Stream.wait_for_event`` on it does
+not wait.
 ``PLACETUNE_FAKE_TRT_PYCUDA_DRIVER_ERROR`` makes this module fail to import with that message
 (``import pycuda`` still works, as with a pycuda built against another numpy).
 """
@@ -58,8 +62,7 @@ class Context:
         return self._device
 
     def synchronize(self) -> None:
-        for t in list(_gpu.clocks.values()):
-            _gpu.observe(t)
+        _gpu.synchronize_all()
 
 
 class Device:
@@ -125,33 +128,61 @@ def _ptr(x) -> int:
     return ptr
 
 
+def _handle(stream: "Stream | None") -> int:
+    return stream.handle if stream is not None else 0
+
+
+def _host_bytes(src) -> bytes:
+    return memoryview(src).cast("B").tobytes()
+
+
 def memcpy_htod(dest: DeviceAllocation, src) -> None:
+    """Blocking: on the legacy default stream, returns once the copy is done."""
     view = memoryview(src)
     _check_copy(dest.size, view.nbytes)
-    _gpu.write(_ptr(dest), view)
+    data = _host_bytes(src)  # taken now: the host may reuse its buffer once this returns
+    _gpu.observe(_gpu.htod(0, _ptr(dest), lambda: data)[1])
 
 
 def memcpy_htod_async(dest: DeviceAllocation, src, stream: "Stream | None" = None) -> None:
-    memcpy_htod(dest, src)
+    """On ``stream``: reads the host buffer when the copy runs, writes the device at its end."""
+    view = memoryview(src)
+    _check_copy(dest.size, view.nbytes)
+    _gpu.htod(_handle(stream), _ptr(dest), lambda: _host_bytes(src))
+
+
+def _into(dest):
+    view = memoryview(dest).cast("B")
+
+    def fill(data: bytes) -> None:
+        view[:] = data
+
+    return fill
 
 
 def memcpy_dtoh(dest, src: DeviceAllocation) -> None:
+    """Blocking: on the legacy default stream (after the blocking streams' work), returns once done."""
     view = memoryview(dest).cast("B")
     _check_copy(src.size, view.nbytes)
-    view[:] = _gpu.read(_ptr(src), view.nbytes)
+    _gpu.observe(_gpu.dtoh(0, _ptr(src), view.nbytes, _into(dest))[1])
 
 
 def memcpy_dtoh_async(dest, src: DeviceAllocation, stream: "Stream | None" = None) -> None:
-    memcpy_dtoh(dest, src)
+    """On ``stream``: the host buffer is filled at the copy's end, once the host has observed it
+    (a read before that sees what was there before)."""
+    view = memoryview(dest).cast("B")
+    _check_copy(src.size, view.nbytes)
+    _gpu.dtoh(_handle(stream), _ptr(src), view.nbytes, _into(dest))
 
 
 def memcpy_dtod(dest: DeviceAllocation, src: DeviceAllocation, size: int) -> None:
     _check_copy(dest.size, size)
-    _gpu.write(_ptr(dest), _gpu.read(_ptr(src), size))
+    _gpu.observe(_gpu.dtod(0, _ptr(dest), _ptr(src), size)[1])
 
 
 def memcpy_dtod_async(dest: DeviceAllocation, src: DeviceAllocation, size: int, stream: "Stream | None" = None) -> None:
-    memcpy_dtod(dest, src, size)
+    _check_copy(dest.size, size)
+    _gpu.dtod(_handle(stream), _ptr(dest), _ptr(src), size)
 
 
 def pagelocked_empty(shape, dtype, order: str = "C", mem_flags: int = 0):
@@ -161,16 +192,18 @@ def pagelocked_empty(shape, dtype, order: str = "C", mem_flags: int = 0):
 
 
 class Stream:
+    """``Stream(flags=0)``: a blocking stream (ordered with the legacy default stream), as
+    ``cuStreamCreate(CU_STREAM_DEFAULT)``."""
+
     def __init__(self, flags: int = 0) -> None:
         _need_init()
-        self.handle = _gpu.new_stream()
+        self.handle = _gpu.new_stream(blocking_stream=not (int(flags) & 1))
 
     def synchronize(self) -> None:
-        _gpu.observe(_gpu.now(self.handle))
+        _gpu.observe(_gpu.record(self.handle))
 
     def is_done(self) -> bool:
-        _gpu.observe(_gpu.now(self.handle))
-        return True
+        return _gpu.poll(_gpu.record(self.handle))
 
     def wait_for_event(self, event: "Event") -> None:
         if event._t is not None:
@@ -191,13 +224,15 @@ class Event:
         return self
 
     def query(self) -> bool:
-        if self._t is not None:
-            _gpu.observe(self._t)
-        return True
+        """True once the work before the record is done (an event never recorded: True)."""
+        return True if self._t is None else _gpu.poll(self._t)
 
     def time_since(self, start: "Event") -> float:
         if self._t is None or start._t is None:
-            raise LogicError("cuEventElapsedTime failed: event not recorded")
+            raise LogicError("cuEventElapsedTime failed: invalid resource handle (event not recorded)")
+        if max(self._t, start._t) > _gpu.host_now + 1e-12:
+            # CUDA: cuEventElapsedTime returns CUDA_ERROR_NOT_READY until both events completed
+            raise LogicError("cuEventElapsedTime failed: device not ready")
         return self._t - start._t
 
     def time_till(self, end: "Event") -> float:

@@ -38,13 +38,15 @@ docs/doubles.md lists each behaviour with the artefact or source line behind it.
   each engine layer runs on its device (the GPU, or the DLA core the runtime chose; a
   0.01 ms enqueue on the GPU first), one piece of work at a time per device; streams overlap
   only on different devices.
-* Engines compute real outputs: the plan carries the ONNX model the parser read, and
-  ``execute_async_v3`` evaluates it with ``onnx.reference`` (in float32) on the bytes at the
-  tensor addresses (lazily: when an output is first read, and not again for unchanged
-  inputs), then rounds every output to the engine's precision (FP16; INT8 fake-quantised
-  per tensor: with the dynamic range set on the tensor, else with its own maximum, as
-  calibration would). Rounding happens at engine outputs only, so a pipeline of engines
-  differs from one engine by the rounding at its cuts.
+* Engines compute real outputs, asynchronously (``_fakegpu.launch``): the plan carries the ONNX
+  model the parser read, and ``execute_async_v3`` enqueues the engine on the stream; it reads
+  the bytes at the input addresses while it runs (a write to them meanwhile, by work the stream
+  did not wait for, tears them: the outputs are 0xFF) and writes its outputs at its end, as
+  ``onnx.reference`` evaluates the model on them (in float32; when an output is first read, and
+  once per process for the same engine and inputs), then rounds every output to the engine's
+  precision (FP16; INT8 fake-quantised per tensor: with the dynamic range set on the tensor,
+  else with its own maximum, as calibration would). Rounding happens at engine outputs only, so
+  a pipeline of engines differs from one engine by the rounding at its cuts.
 * ``runtime.DLA_core`` not set before ``deserialize_cuda_engine``: the engine runs on
   core 0 (the documented pitfall); the inspector JSON shows the core in ``FakeRuntimeDLACore``.
 
@@ -52,13 +54,19 @@ Fault injection (environment variables, value = a layer name that is set to DLA,
 ``PLACETUNE_FAKE_TRT_SEGFAULT_ON`` (the process kills itself with SIGSEGV while building),
 ``PLACETUNE_FAKE_TRT_HANG_ON`` (building sleeps for an hour),
 ``PLACETUNE_FAKE_TRT_BUILD_NONE_ON`` (``build_serialized_network`` logs errors, returns None),
-``PLACETUNE_FAKE_TRT_EXEC_FAIL_ON`` (``execute_async_v3`` returns False).
+``PLACETUNE_FAKE_TRT_EXEC_FAIL_ON`` (``execute_async_v3`` returns False),
+``PLACETUNE_FAKE_TRT_DLA_UNSUPPORTED_ON`` (``can_run_on_DLA`` is False: the layer falls back);
+``PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG`` (set: the build log has no ``Layers Running on DLA/GPU``
+sections, as a log that keeps only what TensorRT prints at INFO when it prints them at VERBOSE);
+``PLACETUNE_FAKE_TRT_NO_COMPUTE`` (set: outputs are zero bytes, no onnx evaluation: for an
+interpreter whose onnx reference evaluator is too slow, e.g. onnx 1.14 on Python 3.8).
 ``PLACETUNE_FAKE_TRT_DLA_CORES`` sets ``builder.num_DLA_cores`` (default: :func:`default_dla_cores`);
 ``PLACETUNE_FAKE_TRT_STDOUT_NOISE`` makes the import write to stdout (as native libraries may).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -91,6 +99,10 @@ def placement_severity(version: tuple = _V3) -> str:
     and in 10.x/11.x (an assumption from public 10.x reports: docs/doubles.md)."""
     return "VERBOSE" if tuple(version) >= (8, 6, 10) else "INFO"
 _PLAN_MAGIC = b"FAKETRT1"
+#: engine outputs already computed, by (engine, input digests): a process evaluates each once
+_MEMO: dict = {}
+#: onnx.reference evaluators of the engines' models (deserialising an engine again reuses its own)
+_EVALUATORS: dict = {}
 
 
 _TABLE = _api.load_table(__version__)
@@ -745,7 +757,7 @@ def _unit_reshape(a: tuple, b: tuple) -> bool:
 
 def _dla_check(layer: ILayer, config: "IBuilderConfig") -> tuple[bool, str]:
     rule = DLA_TABLE.get(layer.type)
-    if rule is None or not rule(layer):
+    if rule is None or not rule(layer) or _fault("DLA_UNSUPPORTED", {layer.name}):
         return False, "unsupported"
     if _MAJOR >= 11:
         if any(t.dtype not in (DataType.HALF, DataType.INT8) for t in layer._outputs):
@@ -1076,7 +1088,7 @@ class Builder:
                 kind, members = first_of_group[id(l)]
                 entries.append({"name": _group_name(kind, members), "device": "GPU", "type": kind,
                                 "ms": round(0.02 * len(members) * scale, 6), "layers": [m.name for m in members]})
-        if dla_on:
+        if dla_on and not os.environ.get("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG"):
             log.placement("---------- Layers Running on DLA ----------")
             for e in entries:
                 if e.get("dla"):
@@ -1243,13 +1255,10 @@ class IExecutionContext:
             self._log.warn("Using default stream in enqueueV3() may lead to performance issues due to additional "
                            "calls to cudaStreamSynchronize() by TensorRT to ensure correct synchronization. "
                            "Please use non-default stream instead.")
-        _gpu.run(stream_handle, e._parts)
         if e._plan.get("onnx"):
-            try:
-                self._compute()
-            except Exception as exc:  # noqa: BLE001 - reported like a CUDA error
-                self._log.error(f"1: [fake compute] Error Code 1: Cuda Runtime ({type(exc).__name__}: {exc})")
-                return False
+            self._launch(stream_handle)
+        else:
+            _gpu.run(stream_handle, e._parts)
         if self.profiler is not None:
             rep = [(x["name"], x["ms"]) for x in e._plan["entries"]]
             if self.enqueue_emits_profile:
@@ -1262,9 +1271,9 @@ class IExecutionContext:
     def execute_async_v3(self, stream_handle: int) -> bool:
         return self._run(int(stream_handle))
 
-    def _compute(self) -> None:
-        """Defer the evaluation of the engine's ONNX model on the bytes at the input
-        addresses to when an output is read; the outputs are written then."""
+    def _launch(self, stream_handle: int) -> None:
+        """The engine's work on the stream (``_fakegpu.launch``): the inputs read while it runs,
+        the outputs its ONNX model evaluated on them (when first needed), written at its end."""
         import numpy as np
 
         e = self._engine
@@ -1275,32 +1284,36 @@ class IExecutionContext:
                 ins.append((t, self._addr[t["name"]], dtype, self._shapes[t["name"]]))
         outs = [(t, self._addr[t["name"]], nptype(DataType[t["dtype"]]))
                 for t in e._plan["io"] if t["mode"] == "OUTPUT"]
+        log = self._log
 
-        def compute() -> None:
+        def compute(inputs: dict) -> dict:
             import hashlib
 
-            feeds, key = {}, []
+            feeds, key = {}, [e._key]
             for t, ptr, dtype, shape in ins:
                 fmt = t.get("format", "LINEAR")
-                data = _gpu.read(ptr, _formats.nbytes(_MAJOR, fmt, tuple(shape), dtype.itemsize))
+                data = inputs[ptr][:_formats.nbytes(_MAJOR, fmt, tuple(shape), dtype.itemsize)]
                 feeds[t["name"]] = _formats.unpack(_MAJOR, data, tuple(shape), t["dtype"], fmt, t.get("scale"))
                 key.append((t["name"], hashlib.blake2b(data, digest_size=16).digest()))
-            values = e._memo.get(tuple(key))
+            values = _MEMO.get(tuple(key))
+            if values is None and os.environ.get("PLACETUNE_FAKE_TRT_NO_COMPUTE"):
+                return {ptr: bytes(_gpu.allocations.get(ptr, 0)) for _, ptr, _ in outs}
             if values is None:
-                ev = e._evaluator()
-                got = ev.run(None, {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()})
+                try:
+                    ev = e._evaluator()
+                    got = ev.run(None, {k: v.astype(np.float32) if v.dtype == np.float16 else v
+                                        for k, v in feeds.items()})
+                except Exception as exc:  # noqa: BLE001 - reported like a CUDA error, the outputs garbage
+                    log.error(f"1: [fake compute] Error Code 1: Cuda Runtime ({type(exc).__name__}: {exc})")
+                    return {ptr: b"\xff" * _gpu.allocations.get(ptr, 0) for _, ptr, _ in outs}
                 values = {n: e._round(n, np.asarray(v)) for n, v in zip(ev.output_names, got)}
-                if len(e._memo) > 8:
-                    e._memo.pop(next(iter(e._memo)))
-                e._memo[tuple(key)] = values
-            for t, ptr, dtype in outs:
-                if _gpu.pending.get(ptr) is compute:
-                    _gpu.write(ptr, _formats.pack(_MAJOR, values[t["name"]], t["dtype"], t.get("format", "LINEAR"),
-                                                  t.get("scale")))
+                if len(_MEMO) > 64:
+                    _MEMO.pop(next(iter(_MEMO)))
+                _MEMO[tuple(key)] = values
+            return {ptr: _formats.pack(_MAJOR, values[t["name"]], t["dtype"], t.get("format", "LINEAR"),
+                                       t.get("scale")) for t, ptr, _ in outs}
 
-        for _, ptr, _ in outs:
-            if ptr in _gpu.memory:
-                _gpu.defer(ptr, compute)
+        _gpu.launch(stream_handle, e._parts, [ptr for _, ptr, _, _ in ins], [ptr for _, ptr, _ in outs], compute)
 
     def report_to_profiler(self) -> bool:
         if self.profiler is None:
@@ -1326,10 +1339,12 @@ class ICudaEngine:
         self._latency_ms = sum(x["ms"] for x in plan["entries"]) + 0.01
         dla = f"DLA{runtime_core}" if runtime_core >= 0 else "GPU"
         self._parts = [("GPU", 0.01)] + [(dla if x["device"] == "DLA" else "GPU", x["ms"]) for x in plan["entries"]]
-        self._memo: dict = {}
+        self._key = hashlib.blake2b(json.dumps(plan, sort_keys=True).encode(), digest_size=16).hexdigest()
         self._ev = None
 
     def _evaluator(self):
+        if self._ev is None and self._key in _EVALUATORS:
+            self._ev = _EVALUATORS[self._key]
         if self._ev is None:
             import base64
 
@@ -1337,6 +1352,7 @@ class ICudaEngine:
             from onnx.reference import ReferenceEvaluator
 
             self._ev = ReferenceEvaluator(_float32(onnx.load_from_string(base64.b64decode(self._plan["onnx"]))))
+            _EVALUATORS[self._key] = self._ev
         return self._ev
 
     def _round(self, name: str, v):

@@ -34,14 +34,15 @@ _INTERNAL = {"tensorrt", __name__, "enum", "functools", "copy", "copyreg", "pick
 
 
 def table_version(version: str) -> str:
-    """The table a TensorRT version is held to: 8.5.x -> 8.5, 8.6.x -> 8.6, 10.x -> 10.3,
-    11.x -> the newest 11.* table."""
+    """The table a TensorRT version is held to: 8.5.x -> 8.5, 8.6.x -> 8.6, 10.0-10.15 -> 10.3,
+    10.16 on -> 10.16 (the ONNX parser's ADJUST_FOR_DLA and trtexec's ``--adjustForDLA`` are new in
+    10.16), 11.x -> the newest 11.* table."""
     parts = [int(x) for x in version.split(".")[:2]]
     major, minor = parts[0], (parts[1] if len(parts) > 1 else 0)
     if major == 8 and minor in (5, 6):
         return f"8.{minor}"
     if major == 10:
-        return "10.3"
+        return "10.16" if minor >= 16 else "10.3"
     if major == 11:
         elevens = sorted((p.stem.split("-", 1)[1] for p in TABLE_DIR.glob("tensorrt-11.*.json")),
                          key=lambda v: tuple(int(x) for x in v.split(".")))

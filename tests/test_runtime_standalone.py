@@ -1,0 +1,129 @@
+"""placetune.runtime for JetPack 5.1: one file (plus the worker modules) that runs a built plan on
+Python 3.8 with only numpy, TensorRT and one CUDA binding, placetune itself not installed."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import placetune.runtime
+from placetune import Model
+from placetune.placement.cut import load_source, randomize_weights
+from tests.fakes import FAKES_DIR, fake_env
+from tests.test_deploy import THREE, _run, _study
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ROOT / "placetune" / "runtime.py"
+#: what a JetPack 5 deployment does not have (placetune's own dependencies, and placetune)
+ABSENT = ("onnx", "optuna", "sqlalchemy", "gymnasium", "placetune", "matplotlib", "scipy")
+
+# a meta-path finder that refuses the absent packages to everything but the test doubles (the
+# TensorRT double computes its outputs with onnx's reference evaluator: real TensorRT needs no onnx)
+RUN = r'''
+import importlib.abc, json, sys
+ABSENT, FAKES, refused = set(sys.argv[3].split(",")), sys.argv[4], []
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] not in ABSENT:
+            return None
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_filename.startswith(FAKES):
+                return None
+            f = f.f_back
+        refused.append(name)
+        raise ImportError("%s is not installed (JetPack 5 deployment)" % name)
+
+sys.meta_path.insert(0, Absent())
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import placetune_runtime
+rt = placetune_runtime.load(sys.argv[2])
+shape = rt.inputs["input"][0]
+xs = [np.random.default_rng(3 + i).uniform(-1, 1, shape).astype(np.float32) for i in range(int(sys.argv[5]))]
+outs = [o["output"].tolist() for o in rt.stream(({"input": x} for x in xs), frames_in_flight=2)]
+try:
+    placetune_runtime.load(sys.argv[1])
+except placetune_runtime.ConfigError as exc:
+    error = str(exc)
+rt.close()
+print(json.dumps({"outs": outs, "shape": list(shape), "error": error, "python": sys.version_info[:2],
+                  "refused": refused, "placetune": sorted(m for m in sys.modules if m.split(".")[0] == "placetune")}))
+'''
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A pipeline plan folder built against the doubles, and the standalone runtime written out."""
+    tmp = tmp_path_factory.mktemp("standalone")
+    model = tmp / "sb.onnx"
+    onnx.save(randomize_weights(load_source(Model.load(ROOT / "tests" / "data" / "seed_block.onnx.gz")), seed=1),
+              str(model))
+    folder = _study(tmp, model, "pipeline", THREE, frames_in_flight=2)
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp, version="8.5.2")  # JetPack 5.1
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = placetune.runtime.write_standalone(tmp / "rt")
+    return tmp, Path(folder), files, model
+
+
+def test_the_standalone_runtime_runs_a_plan_without_onnx_optuna_sqlalchemy_or_placetune(built):
+    tmp, folder, files, model = built
+    assert files[0].name == "placetune_runtime.py" and {f.name for f in files[1:]} >= {
+        "worker_build.py", "worker_cuda.py", "worker_time.py", "worker_pipeline.py"}
+    env = {**os.environ, **fake_env("8.5.2")}
+    p = subprocess.run([sys.executable, "-c", RUN, str(tmp / "rt"), str(folder), ",".join(ABSENT), str(FAKES_DIR), "2"],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp))
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout)
+    assert got["refused"] == [] and got["placetune"] == []  # it asked for none of them, and no placetune loaded
+    assert "not a plan folder" in got["error"]  # its own ConfigError, standalone
+    # the model's outputs (the doubles compute the engines' real arithmetic; FP16 rounding at the cuts)
+    from onnx.reference import ReferenceEvaluator
+
+    ref = ReferenceEvaluator(onnx.load(str(model)))
+    for i, out in enumerate(got["outs"]):
+        x = np.random.default_rng(3 + i).uniform(-1, 1, got["shape"]).astype(np.float32)  # frame i's input
+        want = ref.run(None, {"input": x})[0]
+        assert np.abs(np.array(out) - want).max() / np.abs(want).max() < 2e-2
+
+
+def test_the_runtime_and_the_worker_modules_keep_to_python_38_and_import_no_placetune_at_module_level():
+    pytest.importorskip("vermin")
+    files = [RUNTIME] + sorted((ROOT / "placetune" / "backends" / "tensorrt").glob("worker*.py"))
+    cmd = [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", "-t=3.8-", "--violations",
+           "--no-tips", "--eval-annotations"]
+    p = subprocess.run(cmd + [str(f) for f in files], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    tree = ast.parse(RUNTIME.read_text())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom) and n.module}
+    assert names <= {"__future__", "collections", "importlib", "json", "os", "shutil", "sys", "pathlib", "typing"}
+    # placetune's errors only under `if __package__ == "placetune":` (inside the package)
+    guarded = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "__package__ == 'placetune'"]
+    assert guarded and "placetune.errors" in ast.unparse(guarded[0].body[0])
+
+
+@pytest.mark.skipif(not os.environ.get("PLACETUNE_TEST_PYTHON38"), reason="set PLACETUNE_TEST_PYTHON38 to a Python "
+                    "3.8 with numpy (and onnx, for the TensorRT double) to run the runtime on it")
+def test_on_a_real_python_38(built):
+    """JetPack 5.1's Python: e.g. pyenv's 3.8 with numpy 1.17.4 (Ubuntu 20.04's) and onnx 1.14.1."""
+    tmp, folder, _, _ = built
+    # the double's arithmetic off (onnx 1.14's reference convolution takes minutes on Python 3.8):
+    # everything else runs as on the Jetson, the outputs are the double's zeros
+    env = {**os.environ, **fake_env("8.5.2", NO_COMPUTE="1")}
+    p = subprocess.run([os.environ["PLACETUNE_TEST_PYTHON38"], "-c", RUN, str(tmp / "rt"), str(folder),
+                        ",".join(ABSENT), str(FAKES_DIR), "4"], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=str(tmp))
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout)
+    assert got["python"] == [3, 8] and got["refused"] == [] and got["placetune"] == [] and len(got["outs"]) == 4
+    assert "not a plan folder" in got["error"]
