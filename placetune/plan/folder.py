@@ -40,6 +40,7 @@ import onnx
 from placetune.errors import ConfigError, ModelError
 from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
+from placetune.wording import plural
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -169,7 +170,7 @@ def _readme(plan: "Plan", calib: str | None) -> str:
                   "   Give each engine its own CUDA stream and execution context, record an event when a segment",
                   "   ends and make its successors' streams wait on it; DLA engines need their core set on the",
                   "   runtime (IRuntime.DLA_core) before deserializing.",
-                  f"   The plan was measured with {fif} frame(s) in flight: start frame n+1 on a segment while",
+                  f"   The plan was measured with {plural(int(fif), 'frame')} in flight: start frame n+1 on a segment while",
                   "   later segments still work on frame n, one set of boundary buffers per frame in flight."]
         for e in plan.engines:
             preds = ", ".join(map(str, e.get("predecessors") or [])) or "-"
