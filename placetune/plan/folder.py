@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CALIBRATION_FILE", "PlanFolder", "write_plan_folder"]
 
+#: How the application gets ``placetune.runtime`` (one sentence of the folder's README.txt).
+RUNTIME_INSTALL = "The application imports placetune.runtime from that same install (Python 3.10 or newer)."
+
 #: The name a calibration cache is copied to inside the folder.
 CALIBRATION_FILE = "calibration.cache"
 _STEM = "model"
@@ -180,8 +183,12 @@ def _readme(plan: "Plan", calib: str | None) -> str:
                   "   next free replica; each replica runs the whole network:"]
         for e in plan.engines:
             lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
-    lines += ["", "Or with placetune on the Jetson (pip install placetune, TensorRT's Python bindings visible):",
+    lines += ["", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its",
+              "repository, in a venv that sees JetPack's TensorRT bindings:",
+              "     python3 -m venv --system-site-packages ~/placetune-venv && . ~/placetune-venv/bin/activate",
+              "     pip install -e \"/path/to/placetune[jetson]\"   # the clone; jetson: the cuda-python binding",
               "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere",
+              f"   {RUNTIME_INSTALL}",
               "   then, in the application (the runtime placetune timed the plan with):",
               "     import placetune.runtime",
               "     rt = placetune.runtime.load(\"this folder\")",
