@@ -211,3 +211,21 @@ def test_the_deploy_example_ends_in_one_line_without_tensorrt(session):
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert proc.stderr.startswith("deploy_pipeline: error: TensorRT cannot be used here")
     assert (tmp / "ex" / "plan.json").is_file()  # step 1 works anywhere
+
+
+def test_the_live_bar_leaves_no_characters_of_a_longer_line_behind():
+    """The bar redraws with a carriage return: a shorter line left the end of the longer one
+    on screen ("model cv error 0.0%%")."""
+    from placetune.tuning.objectives import get_objective
+    from placetune.tuning.progress import Progress
+
+    out = io.StringIO()
+    p = Progress(out, tty=True, total=300, done=0, objective=get_objective("latency"), baseline=None)
+    p.device_s, p.device_n, p.cv_error = 36000.0, 10, 0.5  # a long line: device time and model error
+    p._draw()
+    p.device_n, p.cv_error = 0, None  # a shorter one
+    p._draw()
+    screen = ""
+    for chunk in out.getvalue().split("\r")[1:]:  # what a terminal shows: each chunk overwrites from column 0
+        screen = chunk + screen[len(chunk):]
+    assert screen.rstrip() == out.getvalue().split("\r")[-1].rstrip() and "error" not in screen

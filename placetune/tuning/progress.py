@@ -45,6 +45,7 @@ class Progress:
         self.failures = 0
         self.t0 = time.monotonic()
         self._last_draw = 0.0
+        self._drawn = 0  # length of the live line last drawn: a shorter one blanks the rest
         self.cv_error: float | None = None
         self.device_s = 0.0  # simulated device time (builds + timing) of this run's measurements
         self.device_n = 0
@@ -134,7 +135,9 @@ class Progress:
                 f"{elapsed:5.0f}s" + (f"  device {self.device_s / 3600:.1f} h, ~{self._eta() / 3600:.1f} h left"
                                       if self.device_n else "") + (f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None
                                       else ""))
-        self.out.write(text)
+        width_now = len(text)
+        self.out.write(text + " " * max(0, self._drawn - width_now))  # no leftover of a longer line ("0.0%%")
+        self._drawn = width_now
         self.out.flush()
 
     def _line(self, m: Measurement, value: float | None, hit: bool) -> None:
