@@ -27,7 +27,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NETWORKS = ("resnet50", "googlenet", "vgg16", "mobilenetv2", "resnet18")
-GAIN = re.compile(r"^best found\s.*?([\d.]+)x\s*$", re.M)
+#: the summary's "best found" row ends in the gain: "1.52x faster" / "1.70x slower" / "same" (older: "1.52x")
+GAIN = re.compile(r"^best found\s.*?(?:([\d.]+)x( faster| slower| less energy| more energy)?|(same))\s*$", re.M)
+
+
+def gain_of(match: re.Match) -> float:
+    """The gain over all-GPU (> 1 is better) of a :data:`GAIN` match."""
+    if match.group(3):
+        return 1.0
+    value = float(match.group(1))
+    return 1.0 / value if match.group(2) in (" slower", " more energy") else value
 
 
 def tune(code: Path, network: str, mode: str, trials: int, tmp: Path) -> float | None:
@@ -43,7 +52,7 @@ def tune(code: Path, network: str, mode: str, trials: int, tmp: Path) -> float |
     if out.returncode != 0 or not m:
         print(f"  {network} {mode} at {code}: exit {out.returncode}: {out.stderr.strip()[-300:]}", file=sys.stderr)
         return None
-    return float(m.group(1))
+    return gain_of(m)
 
 
 def extract(rev: str, dest: Path) -> Path:

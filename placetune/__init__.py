@@ -7,7 +7,7 @@ The public API (everything a custom search agent needs)::
     ev = pt.Evaluator("resnet50", "orin-agx", mode="engine", precision="int8")
     space = ev.space()                       # decision units and masks
     m = ev.evaluate(space.to_placement(space.sample()))
-    print(m.latency_ms["median"], m.simulated)
+    print(m.median_ms, m.simulated)          # median latency in ms; m.latency_ms holds p90, p99...
 
 Importing placetune registers the Gymnasium environments ``placetune/Placement-v0``
 and ``placetune/PlacementOneShot-v0``. TensorRT and PyCUDA are imported only by the

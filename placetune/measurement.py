@@ -39,7 +39,8 @@ class Measurement:
         status: one of :data:`STATUSES`.
         reason: why it is not ``ok`` (None when ok).
         latency_samples_ms: per-inference latencies (ms); a batch counts as one inference.
-        latency_ms: statistics of the samples (``median``, ``p90``, ``p99``, ...).
+        latency_ms: a dict of statistics of the samples in ms (``median``, ``mean``, ``min``, ``max``,
+            ``p90``, ``p99``); :attr:`median_ms` is the median as a float.
         throughput_fps: samples per second (batch x inferences per second).
         requested: layer -> device that was asked for.
         realized: layer -> device that ran (after fallback and the 16-loadable limit).

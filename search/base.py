@@ -41,6 +41,7 @@ import numpy as np
 from placetune import PlacementError
 from placetune.measurement import Measurement
 from placetune.placement.placement import Placement
+from placetune.wording import plural
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -174,8 +175,8 @@ class SearchResult:
         v = "none" if self.best_value is None else f"{self.best_value:.6g}"
         cert = ", certified optimal" if self.certified else ""
         return (
-            f"{self.agent}: best {self.objective} {v} after {self.evaluations} evaluations "
-            f"({self.measured} measured, {self.cache_hits} cache hits, {self.seconds:.1f} s{cert})"
+            f"{self.agent}: best {self.objective} {v} after {plural(self.evaluations, 'evaluation')} "
+            f"({self.measured} measured, {plural(self.cache_hits, 'cache hit')}, {self.seconds:.1f} s{cert})"
         )
 
 

@@ -33,3 +33,60 @@ def resnet18_export():
     from placetune import Model
 
     return Model.load(DATA / "resnet18.onnx.gz")
+
+
+#: The 45 slowest tests of a whole run (``pytest --durations=45``; together 71 % of its time):
+#: ``-m "not slow"`` leaves them out, like the tests marked ``@pytest.mark.slow`` in their files.
+SLOW = {
+    "tests/test_tune.py::test_sigint_stops_cleanly_and_resume_finishes_budget",
+    "tests/test_constraints.py::test_every_agent_returns_the_best_feasible[guided-kw2-20]",
+    "tests/reliability/test_kill.py::test_sigkill_at_random_points_loses_nothing",
+    "tests/test_constraints.py::test_agents_that_start_from_baselines_find_a_feasible_plan",
+    "tests/test_concurrent.py::test_tune_concurrent_reports_naive_baselines_and_exports_every_network",
+    "tests/test_constraints.py::test_constrained_tune_exports_a_plan_that_meets_the_bound",
+    "tests/test_tune.py::test_embedded_default_runs_and_resumes",
+    "tests/test_deploy.py::test_the_deploy_example_runs_end_to_end_against_the_doubles",
+    "tests/reliability/test_onnx_fuzz.py::test_onnx_backend_test_models",
+    "tests/reliability/test_faults.py::test_disk_full_tmpfs_clear_error_rows_intact",
+    "tests/test_tune.py::test_every_study_file_runs_on_the_simulator[googlenet-energy-bound.toml]",
+    "tests/test_constraints.py::test_export_and_studies_of_a_constrained_study_rank_feasible_first",
+    "tests/reliability/test_faults.py::test_disk_full_rlimit_clear_error_rows_intact",
+    "tests/test_tune.py::test_every_study_file_runs_on_the_simulator[resnet50-offload.toml]",
+    "tests/test_tune.py::test_every_study_file_runs_on_the_simulator[concurrent-googlenet-resnet50-orin.toml]",
+    "tests/test_deploy.py::test_build_then_run_a_pipeline_plan",
+    "tests/test_optuna_study.py::test_sigint_with_the_optuna_agent_leaves_no_traceback_and_no_fail_trial",
+    "tests/test_search.py::test_agent_reproducible_with_seed[guided]",
+    "tests/test_selftest.py::test_against_the_doubles_every_check_runs",
+    "tests/test_deploy.py::test_engine_and_replicas_plans_run_and_match_the_model",
+    "tests/test_trt_pipeline.py::test_second_placement_reuses_cached_segment_engines",
+    "tests/test_cli_check.py::test_bad_input_is_one_line",
+    "tests/test_tune_tensorrt.py::test_guided_against_the_tensorrt_fakes_stores_and_fits_segment_profiles",
+    "tests/test_remeasure.py::test_tune_says_it_re_measured_and_its_summary_uses_the_combined_figures",
+    "tests/test_deploy.py::test_calibration_cache_reaches_tune_and_measure_builds",
+    "tests/test_search.py::test_guided_beats_random_and_local_on_a_profiled_device",
+    "tests/test_placement.py::test_segments_partition_and_are_convex",
+    "tests/test_tune.py::test_when_all_gpu_wins_the_summary_says_why",
+    "tests/test_trtexec.py::test_guided_agent_fits_trtexec_measurements",
+    "tests/test_tune.py::test_every_study_file_runs_on_the_simulator[concurrent-alexnet-resnet101-xavier.toml]",
+    "tests/test_search.py::test_agent_respects_masks_and_budget[guided]",
+    "tests/test_search.py::test_guided_fits_the_run_and_shows_predictions",
+    "tests/test_tune.py::test_a_study_made_with_the_old_defaults_keeps_resuming",
+    "tests/test_plan_folder.py::test_export_headline_is_tunes_summary_figure[energy]",
+    "tests/test_incremental.py::test_steady_state_is_the_fixed_point_bisection_finds",
+    "tests/test_trt_pipeline.py::test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race",
+    "tests/test_tune.py::test_jetson_template_runs_with_the_simulator_and_an_onnx_file",
+    "tests/test_trt_pipeline.py::test_throughput_is_the_steady_state_period_not_fill_and_drain",
+    "tests/test_tune.py::test_mismatched_settings_on_resume_name_the_setting",
+    "tests/test_plan_folder.py::test_export_headline_is_tunes_summary_figure[latency]",
+    "tests/test_trt_pipeline.py::test_three_branch_plan_runs_as_concurrent_engines[8.5.2]",
+    "tests/test_optuna_study.py::test_tune_writes_an_optuna_study_of_the_same_name[optuna]",
+    "tests/test_trt_pipeline.py::test_three_branch_plan_runs_as_concurrent_engines[10.3.0]",
+    "tests/reliability/test_onnx_fuzz.py::test_mutated_models_import_or_are_refused",
+    "tests/test_tune.py::test_sigint_with_any_agent_leaves_no_traceback_and_no_fail_trial[local]",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid in SLOW:
+            item.add_marker(pytest.mark.slow)

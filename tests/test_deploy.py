@@ -89,7 +89,7 @@ def test_build_then_run_a_pipeline_plan(seed_block, tmp_path):
     folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
     proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    assert "built 4 engine(s) with TensorRT 10.3.0" in proc.stdout and "every layer runs where the plan says" in proc.stdout
+    assert "built 4 engines with TensorRT 10.3.0" in proc.stdout and "every layer runs where the plan says" in proc.stdout
     report = json.loads((Path(folder) / "build.json").read_text())
     assert [e["device"] for e in report["engines"]] == ["GPU", "DLA0", "DLA1", "GPU"]
     assert report["differences"] == []

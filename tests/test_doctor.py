@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 
 from placetune.backends import doctor
+from placetune.cli.main import main
 from placetune.backends.tensorrt import env as trt_env
 from tests.fakes import fake_env
 
@@ -27,12 +28,44 @@ def test_here_tensorrt_is_missing_and_the_fix_is_given():
     assert "pip install cuda-python" in c["cuda"].fix
     assert c["backend simulate"].ok
     assert not c["backend tensorrt"].ok and "tensorrt" in c["backend tensorrt"].detail
-    assert "--system-site-packages" in c["backend tensorrt"].fix
+    assert c["backend tensorrt"].fix == "see tensorrt and cuda above"
     text = doctor.format(checks)
     assert "[FAIL] tensorrt:" in text and "fix: " in text and "[ok]   backend simulate" in text
-    if trt_env.read_l4t() is None:  # not a Jetson
-        assert not c["jetpack"].ok and not c["power mode"].ok
-        assert "sudo nvpmodel -m 0; sudo jetson_clocks" == c["clocks"].fix
+    if trt_env.read_l4t() is None:  # not a Jetson: no power mode or clocks to check
+        assert not c["jetpack"].ok and "power mode" not in c and "clocks" not in c
+        assert doctor.verdict(checks)[0] == 8
+
+
+def test_on_a_non_jetson_no_fix_is_printed_twice_and_one_line_concludes(capsys):
+    """`placetune doctor` here printed the CUDA fix three times and the TensorRT fix twice, exited 0
+    and ended on a FAIL line: each fix is printed once, the last line says what works, exit 8."""
+    code = main(["doctor"])
+    out = capsys.readouterr().out
+    lines = out.rstrip("\n").splitlines()
+    fixes = [x.strip() for x in lines if x.strip().startswith("fix: ")]
+    assert len(fixes) == len(set(fixes)), fixes
+    assert not any(x.count("pip install cuda-python") > 1 for x in lines)
+    assert code == 8 and lines[-2] == ""
+    assert lines[-1].startswith("works here: the simulated Jetson only") and "next: " in lines[-1]
+    if trt_env.read_l4t() is None:
+        assert "install placetune on a Jetson with JetPack and run placetune doctor there" in lines[-1]
+        assert sum(x.startswith("[FAIL]") for x in lines) == 6  # tensorrt, cuda, trtexec, jetpack, 2 backends
+
+
+def test_verdict_names_what_works_and_the_next_step():
+    ok_trt = [doctor.Check("backend simulate", True, "always"), doctor.Check("backend tensorrt", True, "usable"),
+              doctor.Check("backend trtexec", False, "unusable: no trtexec", "see trtexec above")]
+    code, line = doctor.verdict(ok_trt)
+    assert code == 0 and line.startswith("works here: the tensorrt backend and the simulated Jetson")
+    assert "next: placetune selftest -o selftest, then placetune tune --backend tensorrt" in line
+    gpu_only = [doctor.Check("backend tensorrt", False, "usable for GPU-only placements", "see dla above")]
+    code, line = doctor.verdict(gpu_only)
+    assert code == 0 and "the tensorrt backend (GPU-only placements: no DLA here)" in line
+    on_jetson = [doctor.Check("jetpack", True, "L4T R36.4.0"), doctor.Check("tensorrt", False, "cannot import", "x"),
+                 doctor.Check("backend tensorrt", False, "unusable: tensorrt", "see tensorrt above"),
+                 doctor.Check("backend trtexec", False, "unusable: no trtexec", "see trtexec above")]
+    code, line = doctor.verdict(on_jetson)
+    assert code == 8 and "apply the fix of tensorrt above and run placetune doctor again" in line
 
 
 def test_with_tensorrt_and_pycuda_present():
@@ -94,7 +127,8 @@ def test_parsers():
 
 def test_format_lists_fixes_only_for_failures():
     text = doctor.format([doctor.Check("a", True, "fine", ""), doctor.Check("b", False, "broken", "do x")])
-    assert text.splitlines() == ["[ok]   a: fine", "[FAIL] b: broken", "       fix: do x"]
+    assert text.splitlines()[:3] == ["[ok]   a: fine", "[FAIL] b: broken", "       fix: do x"]
+    assert text.splitlines()[3:4] == [""] and text.splitlines()[4].startswith("works here: ")
 
 
 def test_a_pycuda_whose_driver_does_not_load_is_not_ok():

@@ -349,6 +349,7 @@ def test_render_ansi() -> None:
         env.step(0)
     text = env.render()
     assert "PlacementEnv" in text and "reward +0.0000" in text
+    assert "same vs all-GPU" in text and "gain x" not in text and "(1 layers)" not in text  # words, not "x1.000"
     assert PlacementEnv(model="seed-block").render() is None
 
 

@@ -77,7 +77,7 @@ def test_failures_are_stored_and_not_remeasured(tmp_path):
 def test_baselines_and_best():
     ev = Evaluator("seed-block", "orin-agx", mode="pipeline", precision="int8")
     base = ev.baselines()
-    assert set(base) >= {"all-gpu", "all-dla0", "all-dla1", "split-dla0-dla1"}
+    assert set(base) == {"all-GPU", "all-DLA0", "all-DLA1", "split-DLA0-DLA1"}  # named as the tables print them
     best_p, best_m = ev.best()
     values = [m.latency_ms["median"] for _, m in base.values() if m.ok]
     assert best_m.latency_ms["median"] == pytest.approx(min(values))
@@ -172,6 +172,21 @@ def test_sigkill_mid_stream_leaves_a_sound_database(tmp_path):
 
 def test_engine_mode_baselines_use_the_engine_core_only():
     ev = Evaluator("seed-block", "orin-agx", mode="engine", precision="int8")
-    assert set(ev.baselines()) == {"all-gpu", "all-dla0"}
+    assert set(ev.baselines()) == {"all-GPU", "all-DLA0"}
     ev1 = Evaluator("seed-block", "orin-agx", mode="engine", precision="int8", dla_core=1)
-    assert set(ev1.baselines()) == {"all-gpu", "all-dla1"}
+    assert set(ev1.baselines()) == {"all-GPU", "all-DLA1"}
+
+
+def test_baseline_names_are_the_printed_ones_and_the_old_ones_still_work(capsys):
+    """baselines() keyed all-gpu while every table printed all-GPU: the keys are now the printed
+    names, and code written against the old names keeps working."""
+    from placetune.cli.main import main
+
+    ev = Evaluator("seed-block", "orin-agx", mode="engine", precision="int8")
+    base = ev.baselines()
+    assert main(["tune", "--model", "seed-block", "--mode", "engine", "--precision", "int8", "--trials", "3",
+                 "--storage", ":memory:", "--export", os.devnull]) == 0
+    printed = [x.split()[0] for x in capsys.readouterr().out.splitlines() if x.startswith("all-")]
+    assert set(base) <= set(printed), (set(base), printed)
+    assert base["all-gpu"] is base["all-GPU"] and "all-dla0" in base and base.get("ALL-DLA0") == base["all-DLA0"]
+    assert "all-dla1" not in base and base.get("all-dla1") is None

@@ -25,6 +25,7 @@ from placetune.model import zoo
 from placetune.plan.export import export_plan
 from placetune.plan.file import load
 from placetune.store.store import Store
+from placetune.wording import versus
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 TRT_API = Path(__file__).resolve().parent / "trt_api"
@@ -198,12 +199,12 @@ def test_export_headline_is_tunes_summary_figure(objective, tmp_path, capsys):
                  "--study", "h", "--storage", url, "--export", str(tmp_path / "t.json")]) == 0
     tuned = capsys.readouterr().out
     row = next(x for x in tuned.splitlines() if x.startswith("best found"))
-    tune_gain = re.search(r"([\d.]+)x$", row.strip()).group(1)
+    tune_gain = re.search(r"  ([\d.]+x (?:faster|slower|less energy|more energy)|same)$", row).group(1)
     text = _export(capsys, "--study", "h", "--storage", url, "-o", str(tmp_path / "plan.json"))
     head = next(x for x in text.splitlines() if x.startswith("vs all-GPU:"))
-    assert head.startswith(f"vs all-GPU: {tune_gain}x {objective} (the study's objective)"), (row, head)
+    assert head.startswith(f"vs all-GPU: {tune_gain} ({objective}, the study's objective)"), (row, head)
     plan = load(tmp_path / "plan.json")
-    assert f"{plan.baselines['all-gpu']['gain']:.2f}" == tune_gain
+    assert versus(plan.baselines["all-gpu"]["gain"], objective) == tune_gain
     if objective != "latency":  # the DLAs win these: the old latency ratio would differ
         assert plan.baselines["all-gpu"]["gains"]["latency"] != pytest.approx(plan.baselines["all-gpu"]["gain"])
     # units per batch and per sample, spelled out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-__all__ = ["Check", "run", "format"]
+__all__ = ["Check", "run", "format", "verdict", "EXIT_OK", "EXIT_SIMULATED_ONLY"]
 
 _FIX_TRT = (
     "TensorRT's Python bindings come with JetPack (apt package python3-libnvinfer, part of nvidia-jetpack) "
@@ -115,9 +115,9 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
         checks.append(Check("cuda", True, f"{probe['cuda_binding']} {probe.get('cuda_version')} on "
                             f"{probe.get('cuda_device')}"))
     else:
-        checks.append(Check("cuda", False, "no CUDA binding initialises device 0 in the worker Python "
-                            f"({probe.get('cuda_error') or probe.get('pycuda_error') or 'no answer'})",
-                            probe.get("cuda_fix") or _FIX_CUDA))
+        error = str(probe.get("cuda_error") or probe.get("pycuda_error") or "no answer").split("; fix: ")[0]
+        checks.append(Check("cuda", False, f"no CUDA binding initialises device 0 in the worker Python ({error})",
+                            probe.get("cuda_fix") or _FIX_CUDA))  # the fix once, on its own line
     from placetune.backends.trtexec.find import which_trtexec  # the trtexec backend's own lookup order
 
     trtexec = which_trtexec()
@@ -129,8 +129,18 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
     module = trt_env.read_module()
     checks.append(Check("jetpack", l4t is not None,
                         f"L4T {l4t}, JetPack {jetpack or 'unknown'}, {module or 'unknown module'}" if l4t
-                        else "not a Jetson (/etc/nv_tegra_release missing)",
+                        else "not a Jetson (/etc/nv_tegra_release missing): power mode and clocks not checked",
                         "" if l4t else "measure on a Jetson with JetPack; elsewhere only the simulate backend works"))
+    if l4t is not None:  # a power mode and clocks exist on a Jetson only
+        _jetson_checks(checks)
+    _backend_checks(checks, version=version, cuda_ok=cuda_ok, cores=cores, trtexec=trtexec)
+    return checks
+
+
+def _jetson_checks(checks: list[Check]) -> None:
+    """The power mode and clock checks of a Jetson."""
+    from placetune.backends.tensorrt import env as trt_env
+
     mode = trt_env.read_power_mode()
     checks.append(Check("power mode", mode is not None, mode or "unknown (nvpmodel not available)",
                         "" if mode else "on a Jetson: sudo nvpmodel -q (and sudo nvpmodel -m 0 for MAXN)"))
@@ -138,25 +148,62 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
     checks.append(Check("clocks", clocks is True,
                         {True: "locked", False: "not locked", None: "unknown (jetson_clocks --show unavailable)"}[clocks],
                         "" if clocks else _FIX_CLOCKS))
-    # backend summaries
+
+
+def _backend_checks(checks: list[Check], *, version: str | None, cuda_ok: bool, cores: int | None,
+                    trtexec: str | None) -> None:
+    """One ``backend <name>`` summary per backend; a failing one names the checks above whose
+    fixes it needs (not their text again)."""
     checks.append(Check("backend simulate", True, "always available (every figure is labelled simulated)"))
     trt_ok = bool(version) and cuda_ok and cores is not None
-    missing = [c for c in checks if c.name in ("tensorrt", "cuda", "dla") and not c.ok]
+    missing = [c.name for c in checks if c.name in ("python", "tensorrt", "cuda", "dla") and not c.ok]
     checks.append(Check("backend tensorrt", trt_ok and (cores or 0) > 0,
                         "usable" if trt_ok and cores else
-                        ("usable for GPU-only placements" if trt_ok else
-                         "unusable: " + ", ".join(c.name for c in missing)),
-                        "" if trt_ok and cores else "; ".join(dict.fromkeys(c.fix for c in missing if c.fix))))
+                        ("usable for GPU-only placements" if trt_ok else "unusable: " + ", ".join(missing)),
+                        "" if trt_ok and cores else f"see {' and '.join(missing)} above"))
     checks.append(Check("backend trtexec", trtexec is not None, "usable" if trtexec else "unusable: no trtexec",
-                        "" if trtexec else "export PATH=$PATH:/usr/src/tensorrt/bin"))
-    return checks
+                        "" if trtexec else "see trtexec above"))
+
+
+#: Exit status of ``placetune doctor``: a backend that measures real hardware works here.
+EXIT_OK = 0
+#: Exit status of ``placetune doctor``: only the simulated Jetson works here (the backend error code).
+EXIT_SIMULATED_ONLY = 8
+
+
+def verdict(checks: list[Check]) -> tuple[int, str]:
+    """The doctor's conclusion: an exit status and one line saying what works here and what to do next.
+
+    Returns:
+        ``(0, line)`` when the tensorrt backend (GPU-only included) or the trtexec backend can
+        measure on this machine, ``(8, line)`` when only the simulated Jetson works.
+    """
+    by = {c.name: c for c in checks}
+    trt = by.get("backend tensorrt")
+    usable = [name for name, c in (("tensorrt", trt), ("trtexec", by.get("backend trtexec")))
+              if c is not None and (c.ok or c.detail.startswith("usable"))]
+    if usable:
+        first = usable[0]
+        gpu_only = " (GPU-only placements: no DLA here)" if first == "tensorrt" and trt is not None and not trt.ok else ""
+        check = "placetune selftest -o selftest, then " if first == "tensorrt" else ""
+        return EXIT_OK, (f"works here: the {' and '.join(usable)} backend{'s' if len(usable) > 1 else ''}{gpu_only} "
+                         f"and the simulated Jetson; next: {check}placetune tune --backend {first} "
+                         "(see studies/jetson-overnight.toml)")
+    if by.get("jetpack") is not None and not by["jetpack"].ok:
+        return EXIT_SIMULATED_ONLY, ("works here: the simulated Jetson only (placetune tune, every figure labelled "
+                                     "simulated); next: to measure for real, install placetune on a Jetson with "
+                                     "JetPack and run placetune doctor there")
+    failing = [c.name for c in checks if not c.ok and not c.name.startswith("backend ")]
+    return EXIT_SIMULATED_ONLY, (f"works here: the simulated Jetson only; next: apply the fix of "
+                                 f"{', '.join(failing) or 'the FAIL lines'} above and run placetune doctor again")
 
 
 def format(checks: list[Check]) -> str:  # noqa: A001 - the name the CLI expects
-    """The report as text: one ``[ok]``/``[FAIL]`` line per check, with its fix indented below."""
+    """The report as text: one ``[ok]``/``[FAIL]`` line per check, with its fix indented below,
+    then a blank line and the :func:`verdict` line."""
     lines = []
     for c in checks:
         lines.append(f"{'[ok]  ' if c.ok else '[FAIL]'} {c.name}: {c.detail}")
         if not c.ok and c.fix:
             lines.append(f"       fix: {c.fix}")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", verdict(checks)[1]])

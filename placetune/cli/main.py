@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from placetune.errors import PlacetuneError
+from placetune.wording import plural
 
 __all__ = ["main", "build_parser"]
 
@@ -93,7 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     if platform.dla_count:
         limit = " (exceeds the 16-per-core limit: the rest fall back to GPU)" if s["exceeds_loadable_limit"] else ""
-        human += f"\nall-DLA with GPU fallback forms {islands} DLA island(s) (loadables){limit}"
+        human += f"\nall-DLA with GPU fallback forms {plural(islands, 'DLA island')} (loadables){limit}"
     _out(args, doc, human)
     return 0
 
@@ -257,7 +258,7 @@ def _measure_human(m, model, platform) -> str:
     if m.dla_loadables:
         lines.append("DLA loadables: " + ", ".join(f"{d} {n}" for d, n in m.dla_loadables.items()))
     if m.fallback:
-        lines.append(f"GPU fallback: {len(m.fallback)} layer(s)")
+        lines.append(f"GPU fallback: {plural(len(m.fallback), 'layer')}")
         for name, reason in list(m.fallback.items())[:8]:
             lines.append(f"  {name}: {reason}")
         if len(m.fallback) > 8:
@@ -337,10 +338,34 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                          default=str))
     else:
         print(doctor.format(checks))
-    return 0
+    return doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
 
 
 # ----------------------------------------------------------------- parser
+#: The end of ``placetune tune --help``: the agents and granularities (tests check it names
+#: every agent of ``search.agent_names()``).
+TUNE_EPILOG = """\
+agents (--agent):
+  guided     the default: fits corrections of the simulator to the run's own measurements,
+             searches the corrected simulator and builds only its best few predictions
+  local      hill climbing (or simulated annealing) from the best baseline, one unit at a time
+  optuna     Optuna's TPE sampler over the placetune study's own Optuna study
+  random     uniform random placements (the yardstick)
+  reinforce  a policy-gradient agent on the placetune/Placement-v0 Gymnasium environment
+  exact      the true optimum: enumerates small spaces, dynamic programming for engine mode
+
+granularities (--granularity), what one decision unit is:
+  stages     a few contiguous stages, one device each (guided's default)
+  fusion     the groups of layers TensorRT fuses anyway (the other agents' default)
+  layer      every layer on its own
+  scope:N    the model's modules at depth N (torch scopes such as layer1/layer1.0)
+
+examples:
+  placetune tune                                   the embedded default (simulated AGX Orin, ResNet-50)
+  placetune tune studies/seed-block-pipeline.toml  a study file; options override it
+  placetune tune --model my.onnx --agent local --granularity fusion --trials 300 --timeout 8h
+"""
+
 def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
     p.add_argument("model", help="ONNX file (.onnx or .onnx.gz) or zoo name (see `placetune zoo list`)")
     p.add_argument("--shape", action="append", metavar="NAME=1x3x224x224",
@@ -406,7 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration-cache", metavar="FILE", help="tensorrt/trtexec INT8 builds: a TensorRT "
                    "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
     p.set_defaults(func=cmd_measure)
-    p = sub.add_parser("doctor", help="which backends work on this machine, and how to fix what is missing")
+    p = sub.add_parser("doctor", help="which backends work on this machine, and how to fix what is missing; exit 0 "
+                       "when the tensorrt or trtexec backend works, 8 when only the simulated Jetson does")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_doctor)
@@ -429,7 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_build(sub)
 
-    p = sub.add_parser("tune", help="search placements for a study (resumable; Ctrl-C stops cleanly)")
+    p = sub.add_parser("tune", help="search placements for a study (resumable; Ctrl-C stops cleanly)",
+                       description="Search placements for a study: resumable (the same command continues it), "
+                       "Ctrl-C stops cleanly after the evaluation in flight.", epilog=TUNE_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
     p.add_argument("--model", action="append", help="ONNX file or zoo name (default: the embedded default); "
                    "repeat it with --mode concurrent to place several networks that run at once")
@@ -443,12 +472,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
                    "concurrent mode also latency[NETWORK]<=5")
     p.add_argument("--precision", choices=("fp16", "int8", "fp32"))
-    p.add_argument("--agent", help="search agent (default guided)")
+    p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "
+                   "(see below)")
     p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")
     p.add_argument("--timeout", help="wall-clock limit of this run, e.g. 8h, 30m")
     p.add_argument("--storage", help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)")
     p.add_argument("--study", help="study name (default: derived from the settings)")
-    p.add_argument("--granularity", help="layer | fusion | stages | scope:N (default: the agent's; guided: stages)")
+    p.add_argument("--granularity", help="decision units: stages, fusion, layer or scope:N (see below; default: "
+                   "the agent's, guided: stages)")
     p.add_argument("--seed", type=int, help="agent seed")
     p.add_argument("--export", help="plan path (default <study>.plan.json)")
     p.add_argument("--worker-python", help="tensorrt backend: Python that runs the build worker")

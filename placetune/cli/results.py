@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, StoreError
+from placetune.wording import plural
 
 if TYPE_CHECKING:
     from placetune.store.store import Store
@@ -95,6 +96,25 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _the_study(store: "Store", name: str | None) -> str:
+    """``--study``, or the database's only study when it is left out.
+
+    Raises:
+        ConfigError: no ``--study`` and the database holds no study or several.
+    """
+    if name is not None:
+        return name
+    names = [st.name for st in store.studies()]
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise ConfigError(f"no study in {store.url}: run placetune tune first, or pass --storage URL of the database "
+                          "it wrote")
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    raise ConfigError(f"--study NAME is needed: {store.url} holds {len(names)} studies ({shown}); "
+                      "placetune studies lists them")
+
+
 # --------------------------------------------------------------------------- studies
 def cmd_studies(args: argparse.Namespace) -> int:
     """``placetune studies``: list the studies of a database."""
@@ -147,6 +167,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if calib is not None and not Path(calib).is_file():
         raise ConfigError(f"--calibration-cache {calib}: no such file")
     with open_store(args.storage) as store:
+        args.study = _the_study(store, args.study)
         model = None
         if folder:
             model = load_study_model(store, args.study, args.onnx)
@@ -211,10 +232,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not 10 <= args.dpi <= 1200:
         raise ConfigError(f"--dpi must be from 10 to 1200, got {args.dpi}")
     with open_store(args.storage) as store:
+        args.study = _the_study(store, args.study)
         st = store.study(args.study)
         files = write_report(store, args.study, args.output, dpi=args.dpi)
     label = "SIMULATED study" if st.simulated else "study"
-    print(f"{label} {st.name}: wrote {len(files)} file(s) to {args.output}")
+    print(f"{label} {st.name}: wrote {plural(len(files), 'file')} to {args.output}")
     for f in files:
         print(f"  {f}")
     if any(f.name == "trace.json" for f in files):
@@ -249,7 +271,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if remeasured:
         print("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
     n = len(timeline_events(source))
-    print(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({n} event(s)); open it in https://ui.perfetto.dev "
+    print(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
           "or chrome://tracing")
     return 0
 
@@ -272,7 +294,8 @@ def add_parsers(subparsers: Any) -> None:
     p.set_defaults(func=cmd_studies)
 
     p = subparsers.add_parser("export", help="export the best plan of a study (JSON plan or trtexec commands)")
-    p.add_argument("--study", required=True, help="study name (see `placetune studies`)")
+    p.add_argument("--study", default=None, help="study name (see `placetune studies`; default: the database's "
+                   "only study)")
     _storage(p)
     p.add_argument("-o", "--output", default=None,
                    help="output file (default: standard output); with --format trtexec, a directory (or a path "
@@ -294,7 +317,8 @@ def add_parsers(subparsers: Any) -> None:
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("report", help="plots of a study and its best plan (PNG) plus a Chrome trace")
-    p.add_argument("--study", required=True, help="study name (see `placetune studies`)")
+    p.add_argument("--study", default=None, help="study name (see `placetune studies`; default: the database's "
+                   "only study)")
     _storage(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
     p.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")

@@ -18,6 +18,7 @@ from placetune.errors import BackendError, ConfigError, PlacementError
 from placetune.model.model import Model
 from placetune.placement.placement import Placement
 from placetune.settings import Settings
+from placetune.wording import plural, versus
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -284,13 +285,13 @@ class PlacementEnvBase(gym.Env):
             dev = self.devices[a] if a >= 0 else "-"
             allowed = "/".join(d for k, d in enumerate(self.devices) if self._mask[i, k])
             mark = ">" if cursor == i else " "
-            lines.append(f"{mark}{i:4d} {dev:5s} [{allowed}] {u.name} ({len(u.layers)} layers)")
+            lines.append(f"{mark}{i:4d} {dev:5s} [{allowed}] {u.name} ({plural(len(u.layers), 'layer')})")
         if self._last is not None:
             r = self._last
             if r["feasible"]:
                 lines.append(
                     f"last: {r['status']} latency {r['latency_ms']:.3f} ms, reward {r['reward']:+.4f}, "
-                    f"gain x{r['gain']:.3f}{' (cache hit)' if r['cache_hit'] else ''}"
+                    f"{versus(r['gain'], self.objective.names[0])} vs all-GPU{' (cache hit)' if r['cache_hit'] else ''}"
                 )
             else:
                 lines.append(f"last: {r['status']}: {r['reason']}, reward {r['reward']:+.4f}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, ConfigError, ModelError
+from placetune.wording import plural
 
 if TYPE_CHECKING:
     from placetune.backends.tensorrt.backend import TensorRTBackend
@@ -55,10 +56,10 @@ class BuildReport:
 
     def summary(self) -> str:
         """A few lines for a terminal."""
-        lines = [f"built {len(self.engines)} engine(s) with TensorRT {self.trt_version} into {self.directory}: "
+        lines = [f"built {plural(len(self.engines), 'engine')} with TensorRT {self.trt_version} into {self.directory}: "
                  + ", ".join(f"{e['engine_file']} ({e['device']})" for e in self.engines)]
         if self.differences:
-            lines.append(f"{len(self.differences)} layer(s) run elsewhere than the plan says:")
+            lines.append(f"{plural(len(self.differences), 'layer')} run elsewhere than the plan says:")
             lines += [f"  {d['layer']}: plan {d['plan']}, built {d['built']}" + (f" ({d['reason']})" if d["reason"]
                                                                                    else "")
                       for d in self.differences[:20]]

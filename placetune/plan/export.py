@@ -483,7 +483,7 @@ def export_plan(
         source={
             "study": st.name,
             "measurement_id": rec.id,
-            "trial_number": rec.trial_number,
+            "trial_number": optuna_trial_number(store, st.name, rec.id),
             "agent": rec.agent,
             "placement_key": rec.placement_key,
             "measured_at": rec.created_at.isoformat() if rec.created_at else None,
@@ -493,6 +493,30 @@ def export_plan(
         label=SIMULATED_LABEL if st.simulated else "",
         int8_ranges=int8_ranges,
     )
+
+
+def optuna_trial_number(store: "Store", study_name: str, measurement_id: int) -> int | None:
+    """The number of the first trial of the study's Optuna study that measured ``measurement_id``:
+    the trial ``optuna-dashboard`` and ``optuna trials`` show for it (every placetune study is an
+    Optuna study, :mod:`placetune.tuning.optuna_study`). None without optuna, without the Optuna
+    study, or when no trial holds that measurement."""
+    try:
+        from sqlalchemy import inspect
+
+        from placetune.tuning.optuna_study import storage_for
+
+        url = store.engine.url
+        in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+        if not in_memory and not inspect(store.engine).has_table("trials"):
+            return None  # no Optuna tables: opening Optuna's storage would create them
+        storage = storage_for(store)
+        study_id = storage.get_study_id_from_name(study_name)
+        trials = storage.get_all_trials(study_id, deepcopy=False)
+    except Exception:  # noqa: BLE001 - optuna missing, no Optuna study, another Optuna schema: no number
+        log.debug("no Optuna trial number for measurement %s of %r", measurement_id, study_name, exc_info=True)
+        return None
+    numbers = [t.number for t in trials if t.user_attrs.get("measurement_id") == measurement_id]
+    return min(numbers) if numbers else None
 
 
 def _stored_shapes(store: "Store", st: "StudyRecord") -> dict[str, list[int]] | None:

@@ -44,6 +44,7 @@ from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneE
 from placetune.placement.placement import DEVICES, Placement
 from placetune.plan.apply import ApplyReport, apply_plan
 from placetune.plan.trtexec import trtexec_commands
+from placetune.wording import plural, versus
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -105,8 +106,8 @@ class Plan:
             ``timeline`` and, in replicas mode, ``replicas``.
         baselines: ``all-gpu`` (and ``all-dla0``/``all-dla1`` when stored): their figures,
             measurement id, and the plan's ``speedup`` over them.
-        source: ``study``, ``measurement_id``, ``trial_number``, ``agent``, ``placement_key``,
-            ``measured_at``, ``exported_at``.
+        source: ``study``, ``measurement_id``, ``trial_number`` (the Optuna trial that measured it,
+            as ``optuna-dashboard`` numbers it), ``agent``, ``placement_key``, ``measured_at``, ``exported_at``.
         notes: human notes (what is missing, what to check).
         label: ``SIMULATED...`` for simulated plans, else empty.
         int8_ranges: INT8 plans: where the dynamic ranges come from: ``placeholder`` (neither a
@@ -171,9 +172,9 @@ class Plan:
         return Placement(model, self.realized if which == "realized" else self.requested)
 
     def headline(self) -> str | None:
-        """``vs all-GPU: 1.68x throughput (the study's objective); latency 0.95x, energy 1.20x``: the
-        plan's gain over the all-GPU baseline on the study's objective, the figure ``placetune tune``
-        prints in its summary, then the other metrics; None without an all-GPU baseline."""
+        """``vs all-GPU: 1.68x faster (throughput, the study's objective); latency 1.05x slower, 1.20x
+        less energy``: the plan against the all-GPU baseline on the study's objective, the figure
+        ``placetune tune`` prints in its summary, then the other metrics; None without an all-GPU baseline."""
         base = self.baselines.get("all-gpu")
         if not base:
             return None
@@ -183,18 +184,19 @@ class Plan:
             gains.setdefault("latency", base["speedup"])
         gain = base.get("gain", gains.get(name))
 
-        def fmt(g: Any) -> str:
-            return "-" if g is None else f"{float(g):.2f}x"
+        def fmt(g: Any, metric: str) -> str:  # "1.68x faster", "1.20x less energy"
+            return versus(None if g is None else float(g), metric)
 
-        others = ", ".join(f"{k} {fmt(v)}" for k, v in gains.items() if k != name and v is not None)
-        return f"vs all-GPU: {fmt(gain)} {name} (the study's objective)" + (f"; {others}" if others else "")
+        others = ", ".join(fmt(v, k) if k in ("energy", "gpu_time") else f"{k} {fmt(v, k)}"
+                           for k, v in gains.items() if k != name and v is not None)
+        return f"vs all-GPU: {fmt(gain, name)} ({name}, the study's objective)" + (f"; {others}" if others else "")
 
     def summary(self) -> str:
         """A few human lines: what, where, how fast (per batch and per sample), compared with
         all-GPU on the study's objective, and whether INT8 ranges are placeholders."""
         sim = "SIMULATED " if self.simulated else ""
         lines = [f"{sim}plan: {self.model.get('name')} on {self.platform}, {self.mode} mode, {self.precision}, "
-                 f"batch {self.batch}, {len(self.engines)} engine(s), objective {self.objective}"]
+                 f"batch {self.batch}, {plural(len(self.engines), 'engine')}, objective {self.objective}"]
         counts: dict[str, int] = {}
         for d in self.realized.values():
             counts[d] = counts.get(d, 0) + 1

@@ -40,12 +40,16 @@ import onnx
 from placetune.errors import ConfigError, ModelError
 from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
+from placetune.wording import plural
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.plan.file import Plan
 
 __all__ = ["CALIBRATION_FILE", "PlanFolder", "write_plan_folder"]
+
+#: How the application gets ``placetune.runtime`` (one sentence of the folder's README.txt).
+RUNTIME_INSTALL = "The application imports placetune.runtime from that same install (Python 3.10 or newer)."
 
 #: The name a calibration cache is copied to inside the folder.
 CALIBRATION_FILE = "calibration.cache"
@@ -169,7 +173,7 @@ def _readme(plan: "Plan", calib: str | None) -> str:
                   "   Give each engine its own CUDA stream and execution context, record an event when a segment",
                   "   ends and make its successors' streams wait on it; DLA engines need their core set on the",
                   "   runtime (IRuntime.DLA_core) before deserializing.",
-                  f"   The plan was measured with {fif} frame(s) in flight: start frame n+1 on a segment while",
+                  f"   The plan was measured with {plural(int(fif), 'frame')} in flight: start frame n+1 on a segment while",
                   "   later segments still work on frame n, one set of boundary buffers per frame in flight."]
         for e in plan.engines:
             preds = ", ".join(map(str, e.get("predecessors") or [])) or "-"
@@ -179,8 +183,12 @@ def _readme(plan: "Plan", calib: str | None) -> str:
                   "   next free replica; each replica runs the whole network:"]
         for e in plan.engines:
             lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
-    lines += ["", "Or with placetune on the Jetson (pip install placetune, TensorRT's Python bindings visible):",
+    lines += ["", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its",
+              "repository, in a venv that sees JetPack's TensorRT bindings:",
+              "     python3 -m venv --system-site-packages ~/placetune-venv && . ~/placetune-venv/bin/activate",
+              "     pip install -e \"/path/to/placetune[jetson]\"   # the clone; jetson: the cuda-python binding",
               "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere",
+              f"   {RUNTIME_INSTALL}",
               "   then, in the application (the runtime placetune timed the plan with):",
               "     import placetune.runtime",
               "     rt = placetune.runtime.load(\"this folder\")",

@@ -19,6 +19,7 @@ from placetune.backends.trtexec.command import (
 )
 from placetune.placement.cut_formats import plan_cut_formats, trtexec_io_formats
 from placetune.placement.placement import dla_core
+from placetune.wording import plural
 
 if TYPE_CHECKING:
     from placetune.plan.file import Plan
@@ -115,7 +116,7 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
     if src:
         lines.append(f"# study {src.get('study')}, measurement {src.get('measurement_id')}"
                      + (f", agent {src['agent']}" if src.get("agent") else "")
-                     + (f", trial {src['trial_number']}" if src.get("trial_number") is not None else ""))
+                     + (f", Optuna trial {src['trial_number']}" if src.get("trial_number") is not None else ""))
     lines.append(f"# target TensorRT {version}")
     flags = precision_flags(plan.precision, vt)
     if calib is not None:
@@ -222,9 +223,12 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
                              "range (+-4 as an output, +-2 as an input): the values crossing a cut are rescaled")
         for eng in plan.engines:
             i = eng.get("index")
-            preds = ", ".join(map(str, eng.get("predecessors") or [])) or "-"
-            count = len(eng.get("layers") or []) or eng.get("n_layers") or "?"
-            lines.append(f"# segment {i}: {eng.get('device')}, {count} layer(s), waits for segment(s): {preds}")
+            waits = list(eng.get("predecessors") or [])
+            preds = ", ".join(map(str, waits)) or "-"
+            count = len(eng.get("layers") or []) or eng.get("n_layers")
+            layers = plural(count, "layer") if isinstance(count, int) else "? layers"
+            lines.append(f"# segment {i}: {eng.get('device')}, {layers}, waits for "
+                         f"{'segment' if len(waits) == 1 else 'segments'}: {preds}")
             onnx_file, engine_file = engine_files("pipeline", eng, stem)
             lines.extend(command(onnx_file, engine_file, eng, None))
     else:

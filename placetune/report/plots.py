@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.placement.placement import DEVICES
 from placetune.report.trace import device_order, timeline_events, write_chrome_trace
+from placetune.wording import plural
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -154,7 +155,7 @@ def plot_progress(store: "Store", study_name: str, path: str | os.PathLike[str],
                 best.append(current)
         failed = sum(1 for v in values if v is None)
         color = next(colors)
-        label = f"{agent} ({len(values)} evaluations" + (f", {failed} failed)" if failed else ")")
+        label = f"{agent} ({plural(len(values), 'evaluation')}" + (f", {failed} failed)" if failed else ")")
         if xs:
             ax.step(xs, best, where="post", color=color, linewidth=2, label=label)
             ok = [(i, v) for i, v in enumerate(values, start=1) if v is not None]
@@ -505,7 +506,7 @@ def write_report(
     what = f"measurement {plan.source.get('measurement_id')}" + (f", {shown}" if shown else "")
     frames = plan.measured.get("frames_in_flight")
     if plan.mode == "pipeline" and frames and frames > 1:
-        what += f", {frames} frames in flight"
+        what += f", {plural(int(frames), 'frame')} in flight"
     try:
         written.append(plot_timeline(plan, out / "timeline.png", title=f"schedule of the best plan ({what})",
                                      subtitle=_subtitle(st)))

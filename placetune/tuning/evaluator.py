@@ -90,6 +90,25 @@ def study_name_for(model: str, platform: str, settings: Settings, objective: str
             + (f"-profile-{str(profile)[:6]}" if profile else ""))
 
 
+class _Baselines(dict):
+    """:meth:`Evaluator.baselines`' dict: keys as printed (``all-GPU``), also found by the
+    lower-case names older placetune used (``all-gpu``, ``all-dla0``, ``split-dla0-dla1``)."""
+
+    def _key(self, key: Any) -> Any:
+        if isinstance(key, str) and not dict.__contains__(self, key):
+            return next((k for k in self if k.lower() == key.lower()), key)
+        return key
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, self._key(key))
+
+    def __contains__(self, key: Any) -> bool:
+        return dict.__contains__(self, self._key(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, self._key(key), default)
+
+
 class Evaluator:
     """Measure placements of one model on one platform, with caching and storage.
 
@@ -456,19 +475,25 @@ class Evaluator:
         return self._baseline
 
     def baselines(self) -> dict[str, tuple[Placement, Measurement]]:
-        """All-GPU, all-DLA on each core (with fallback) and, in pipeline mode, a split over the cores."""
-        out = {"all-gpu": (Placement.all_gpu(self.model), self.baseline())}
+        """All-GPU, all-DLA on each core (with fallback) and, in pipeline mode, a split over the cores.
+
+        Returns:
+            ``{"all-GPU": (placement, measurement), "all-DLA0": ..., "split-DLA0-DLA1": ...}``,
+            named as every table prints them; the lower-case names of older placetune
+            (``"all-gpu"``) are looked up too.
+        """
+        out = _Baselines({"all-GPU": (Placement.all_gpu(self.model), self.baseline())})
         cores = range(self.platform.dla_count)
         if self.settings.mode != "pipeline":  # one engine runs on one core: the other is the same plan
             cores = range(min(self.platform.dla_count, 1)) if self.settings.dla_core is None else [self.settings.dla_core]
         for core in cores:
             p = Placement.all_dla(self.model, core)
-            out[f"all-dla{core}"] = (p, self.evaluate(p, agent="baseline"))
+            out[f"all-DLA{core}"] = (p, self.evaluate(p, agent="baseline"))
         if self.settings.mode == "pipeline" and self.platform.dla_count > 1:
             names = self.model.names
             half = len(names) // 2
             p = Placement(self.model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(names)})
-            out["split-dla0-dla1"] = (p, self.evaluate(p, agent="baseline"))
+            out["split-DLA0-DLA1"] = (p, self.evaluate(p, agent="baseline"))
         return out
 
     def best(self) -> tuple[Placement, Measurement] | None:

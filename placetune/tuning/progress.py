@@ -9,6 +9,7 @@ from typing import IO, Any
 from placetune.measurement import Measurement
 from placetune.tuning.objectives import Objective
 from placetune.placement.placement import Placement
+from placetune.wording import versus
 
 __all__ = ["Progress"]
 
@@ -44,9 +45,18 @@ class Progress:
         self.failures = 0
         self.t0 = time.monotonic()
         self._last_draw = 0.0
+        self._drawn = 0  # length of the live line last drawn: a shorter one blanks the rest
         self.cv_error: float | None = None
         self.device_s = 0.0  # simulated device time (builds + timing) of this run's measurements
         self.device_n = 0
+
+    def resume_from(self, best: Measurement | None) -> None:
+        """Start "best" from a resumed study's stored best measurement, not from scratch."""
+        value = None if best is None else self.objective.value(best)
+        if best is None or value is None:
+            return
+        self._ok.append([self.objective.loss(best), value, best.realized])
+        self._best_loss, self.best = min((e[0], e[1]) for e in self._ok)
 
     def set_baseline(self, baseline: Measurement) -> None:
         """Set the all-GPU measurement once it is known."""
@@ -104,6 +114,12 @@ class Progress:
         g = self.objective.gain(self.best, self.base)
         return "-" if math.isnan(g) else f"{g:.3f}"
 
+    def _versus(self) -> str:
+        """The best value against all-GPU in words: ``1.52x faster than all-GPU``."""
+        words = "-" if self.best is None or not self.base else \
+            versus(self.objective.gain(self.best, self.base), self.objective.names[0])
+        return {"-": "all-GPU not measured yet", "same": "same as all-GPU"}.get(words, f"{words} than all-GPU")
+
     def _fmt(self, v: float | None, unit: bool = True) -> str:
         if v is None:
             return "-"
@@ -115,11 +131,13 @@ class Progress:
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
         elapsed = time.monotonic() - self.t0
         text = (f"\r[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} "
-                f"({self._gain()}x vs all-GPU)  cache hits {self.cache_hits}  failures {self.failures}  "
+                f"({self._versus()})  cache hits {self.cache_hits}  failures {self.failures}  "
                 f"{elapsed:5.0f}s" + (f"  device {self.device_s / 3600:.1f} h, ~{self._eta() / 3600:.1f} h left"
                                       if self.device_n else "") + (f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None
                                       else ""))
-        self.out.write(text)
+        width_now = len(text)
+        self.out.write(text + " " * max(0, self._drawn - width_now))  # no leftover of a longer line ("0.0%%")
+        self._drawn = width_now
         self.out.flush()
 
     def _line(self, m: Measurement, value: float | None, hit: bool) -> None:

@@ -22,6 +22,7 @@ from placetune.placement.placement import DEVICES, Placement
 from placetune.tuning.progress import Progress
 from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
+from placetune.wording import plural, versus
 
 __all__ = ["Tuner", "TuneOutcome", "PIPELINE_FRAMES_IN_FLIGHT"]
 
@@ -74,6 +75,8 @@ class Tuner:
         self.fleet: Any = None  # placetune.fleet.Fleet on a shared database
         self._writer_lock: Any = None  # placetune.fleet.SingleWriterLock on a SQLite file
         self._interrupts = 0
+        self.progress: Progress | None = None  # this run's progress display (device time, best so far)
+        self.resumed = False  # True when the study had trials before this run
 
     # ------------------------------------------------------------------ setup
     def _make_evaluator(self) -> Evaluator:
@@ -222,11 +225,15 @@ class Tuner:
             self._say(self.fleet.describe(cfg.trials))
         self._open_optuna_study(agent_probe)
         if done:
-            self._say(f"resuming: {done} of {cfg.trials} trials already done; stored measurements are not repeated")
+            self._say(f"resuming: {done} of {plural(cfg.trials, 'trial')} already done; stored measurements are not repeated")
         baseline = ev.peek(Placement.all_gpu(ev.model))
         progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
                             objective=ev.objective, baseline=baseline)
         ev.add_callback(progress.update)
+        self.progress, self.resumed = progress, bool(done)
+        if done:  # resumed: "best" starts from the study's stored best
+            stored = ev.best()
+            progress.resume_from(stored[1] if stored else None)
         if baseline is None and done < cfg.trials:
             baseline = ev.baseline()
             progress.set_baseline(baseline)
@@ -276,7 +283,7 @@ class Tuner:
             self._say(self.fleet.summary())
         outcome.plan_path = self._export(outcome)
         if interrupted:
-            self._say(f"interrupted after {outcome.trials_done} of {cfg.trials} trials; everything measured is "
+            self._say(f"interrupted after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; everything measured is "
                       f"stored. Resume with: {self.resume_hint}")
         return outcome
 
@@ -286,7 +293,7 @@ class Tuner:
         assert ev is not None
         s = ev.settings
         sim = "SIMULATED Jetson" if ev.backend.simulated else "real Jetson"
-        mode = s.mode + (f" ({s.frames_in_flight} frames in flight)" if s.mode == "pipeline" else "")
+        mode = s.mode + (f" ({plural(s.frames_in_flight, 'frame')} in flight)" if s.mode == "pipeline" else "")
         if ev.networks:
             mode = f"concurrent ({len(ev.networks)} networks at once: {', '.join(ev.networks)}; as a {mode})"
         if s.mode == "replicas" and s.replicas:
@@ -294,7 +301,7 @@ class Tuner:
         return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), TensorRT {s.trt_version} "
                 f"DLA rules, {mode} mode, {s.precision}, batch {ev.model.batch}, objective {ev.objective.name}, "
                 + "".join(f"constraint {c.text} {c.unit}, " for c in ev.objective.constraints)
-                + f"agent {cfg.agent} ({cfg.granularity or 'its default granularity'}), budget {cfg.trials} trials"
+                + f"agent {cfg.agent} ({cfg.granularity or 'its default granularity'}), budget {plural(cfg.trials, 'trial')}"
                 + (f" / {cfg.timeout:g} s" if cfg.timeout else "") + f", backend {ev.backend.name}")
 
     def _open_optuna_study(self, agent: Any) -> None:
@@ -348,10 +355,13 @@ class Tuner:
             rows.append(("best found", outcome.best[1]))
         self._say("")
         label = " (SIMULATED)" if ev.backend.simulated else ""
-        self._say(f"summary{label}: {outcome.trials_done} trials, {ev.stats.measured} measured in this run, "
-                  f"{ev.stats.cache_hits} cache hits, {ev.stats.failures} failures")
+        self._say(f"summary{label}: {plural(outcome.trials_done, 'trial')}, {ev.stats.measured} measured in this run, "
+                  f"{plural(ev.stats.cache_hits, 'cache hit')}, {plural(ev.stats.failures, 'failure')}")
+        device = self._device_time()
+        if device:
+            self._say(device)
         width = max([26] + [len(label_) + 1 for label_, _ in rows])
-        header = f"{'placement':{width}s} {'latency ms':>11s} {'throughput fps':>14s} {'energy mJ':>10s} {'vs all-GPU':>10s}"
+        header = f"{'placement':{width}s} {'latency ms':>11s} {'throughput fps':>14s} {'energy mJ':>10s}  vs all-GPU"
         self._say(header)
         self._say("-" * len(header))
         for label_, m in rows:
@@ -363,12 +373,12 @@ class Tuner:
             if not m.ok:
                 self._say(f"{label_:{width}s} {m.status}: {m.reason or ''}"[:120])
                 continue
-            g = obj.gain_over(m, outcome.baseline)
-            gain = float("nan") if g is None else g
+            versus_base = "baseline" if m is outcome.baseline else \
+                versus(obj.gain_over(m, outcome.baseline), obj.names[0])  # "1.52x faster"
             energy = f"{m.energy_mj:10.3f}" if m.energy_mj is not None else f"{'-':>10s}"
             self._say(
                 f"{label_:{width}s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "
-                f"{energy} " + (f"{gain:9.2f}x" if gain == gain else f"{'-':>10s}")
+                f"{energy}  {versus_base}"
             )
         if outcome.best is not None:
             m = outcome.best[1]
@@ -399,6 +409,25 @@ class Tuner:
                 why = self._why_all_gpu(outcome.baseline)
                 if why:
                     self._say(why)
+
+    def _device_time(self) -> str | None:
+        """The simulated device time a Jetson would spend on this run's builds and timings (and on
+        the whole study's, after a resume); None on a real backend, whose time is the run's own."""
+        ev = self.evaluator
+        progress = self.progress
+        if ev is None or not ev.backend.simulated or progress is None:
+            return None
+        this_run = (f"{_hours(progress.device_s)} for this run's {plural(progress.device_n, 'measurement')}"
+                    if progress.device_n else "none in this run")
+        if not self.resumed:  # everything the study holds was measured in this run
+            return f"simulated device time (builds and timing on a Jetson): {this_run}"
+        total, n = 0.0, 0
+        for rec in ev.store.measurements(ev.study_name):
+            dev = rec.measurement.extra.get("device_time_s")
+            if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)):
+                total, n = total + float(dev["total_s"]), n + 1
+        return (f"simulated device time (builds and timing on a Jetson): {this_run}, "
+                f"{_hours(total)} for the study's {plural(n, 'measurement')}")
 
     def _why_all_gpu(self, base: Measurement) -> str | None:
         """One line on why all-GPU won: the decisive cost terms of the best measured split
@@ -448,6 +477,13 @@ class Tuner:
         plan.save(path)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         return path
+
+
+def _hours(seconds: float) -> str:
+    """A device time as read by a person: ``5.3 h``, ``42 min``, ``12 s``."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def run_tune(cfg: TuneConfig, out: IO[str] | None = None, resume_hint: str = "the same command") -> TuneOutcome:

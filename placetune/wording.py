@@ -1,0 +1,65 @@
+"""How placetune words counts and ratios in what it prints.
+
+One place for two things every output needs: a count with its noun in the right number
+(``1 frame``, ``2 frames``) and a ratio against a baseline that reads the way it is meant
+(``1.7x slower``, ``1.52x faster``), never a bare factor such as ``latency 0.59x`` that reads
+as "59 % of the latency".
+
+Example:
+    >>> plural(1, "frame"), plural(4, "frame"), plural(2, "boundary", "boundaries")
+    ('1 frame', '4 frames', '2 boundaries')
+    >>> versus(1.518, "throughput"), versus(0.59, "latency"), versus(1.33, "energy")
+    ('1.52x faster', '1.69x slower', '1.33x less energy')
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["plural", "versus"]
+
+#: objective -> (word when better, word when worse); a gain > 1 is better.
+_WORDS = {
+    "latency": ("faster", "slower"),
+    "throughput": ("faster", "slower"),
+    "energy": ("less energy", "more energy"),
+    "gpu_time": ("less GPU time", "more GPU time"),
+}
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``count`` and ``noun`` in the right number: ``1 frame``, ``0 frames``, ``3 frames``.
+
+    Args:
+        count: how many.
+        noun: the singular noun.
+        plural_form: the plural when it is not ``noun + "s"`` (``boundaries``).
+
+    Returns:
+        The count, a space and the noun.
+    """
+    word = noun if count == 1 else (plural_form or f"{noun}s")
+    return f"{count:,} {word}" if isinstance(count, int) else f"{count} {word}"
+
+
+def versus(gain: float | None, metric: str = "latency") -> str:
+    """A gain over a baseline (> 1 is better) as words: ``1.52x faster``, ``1.69x slower``.
+
+    A loss is worded as its inverse (a gain of 0.59 in latency is ``1.69x slower``), so the
+    factor always reads as "how many times". Equal figures (within 0.5 %) read ``same``.
+
+    Args:
+        gain: the improvement factor (baseline/value for a figure to minimise, value/baseline
+            for one to maximise), as :meth:`placetune.tuning.objectives.Objective.gain` returns.
+        metric: ``latency``, ``throughput``, ``energy`` or ``gpu_time`` (the words to use).
+
+    Returns:
+        The ratio in words, or ``-`` when ``gain`` is None, not finite or not positive.
+    """
+    if gain is None or not math.isfinite(gain) or gain <= 0:
+        return "-"
+    better, worse = _WORDS.get(metric, ("better", "worse"))
+    if abs(gain - 1.0) < 0.005:
+        return "same"
+    factor, word = (gain, better) if gain > 1 else (1.0 / gain, worse)
+    return f"{factor:.2f}x {word}" if factor < 10 else f"{factor:.1f}x {word}"
