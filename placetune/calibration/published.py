@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import re
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
 
 __all__ = ["PUBLISHED_CSV", "PublishedRow", "PublishedCase", "CaseResult", "load_published", "published_cases",
-           "simulate_case", "evaluate", "error_summary", "batch_bucket", "BATCH_BUCKETS"]
+           "simulate_case", "evaluate", "error_summary", "batch_bucket", "BATCH_BUCKETS", "conflicts",
+           "CONFLICT_FACTOR", "HARNESS_CALL_US", "HARNESS_PRIOR_US"]
 
 #: The dataset shipped with the package.
 PUBLISHED_CSV = Path(__file__).resolve().parents[1] / "data" / "published.csv"
@@ -36,6 +37,26 @@ _PLACEMENTS = {"gpu": "gpu", "dla0": "dla-only", "dla1": "dla-only", "dla0+fallb
 _METRICS = ("latency_ms", "throughput_fps", "throughput_qps")
 _ENGINE = {"gpu": "GPU", "dla0": "DLA0", "dla1": "DLA1"}
 _MIXED = re.compile(r"gpu\+dla([01])\(([^()]+)\)")
+#: Prior host time per inference call of a harness, microseconds: a ``python`` harness cannot call
+#: an engine faster than this, whatever the engine's time (torch2trt: resnet18 and mobilenet_v2
+#: run at the same 722-723 img/s on AGX Xavier, 1.38 ms per call).
+HARNESS_PRIOR_US = {"python": 1300.0, "native": 0.0}
+
+
+def _stored_harness() -> dict[str, float]:
+    import json
+
+    from placetune.backends.simulate.costs import FIT_FILE
+
+    try:
+        return dict(json.loads(FIT_FILE.read_text()).get("values", {}).get("harness", {}))
+    except FileNotFoundError:
+        return {}
+
+
+#: Host time per call of each harness, microseconds: the prior with the stored fit's values
+#: (calibration/builtin.py fits it with the simulator's constants).
+HARNESS_CALL_US = {**HARNESS_PRIOR_US, **_stored_harness()}
 #: Batch buckets of the reports: (label, smallest batch, largest batch).
 BATCH_BUCKETS = (("1", 1, 1), ("2-7", 2, 7), ("8-31", 8, 31), (">=32", 32, 1 << 30))
 
@@ -60,6 +81,7 @@ class PublishedRow:
     notes: str
     release: int = 1
     why: str = ""
+    harness: str = "native"
     raw: dict = field(default_factory=dict, hash=False, compare=False, repr=False)
 
 
@@ -79,6 +101,8 @@ class PublishedCase:
         batches: batch per device (``GPU``, ``DLA``).
         scopes: ``mixed``: the module scopes placed on the DLA core.
         engines: ``concurrent``: the devices that run a copy of the network, measured one first.
+        conflict: why the row contradicts other rows of the same conditions (:func:`conflicts`);
+            the fit leaves it out.
         power_mode: the nvpmodel mode simulated (``unstated`` -> ``MAXN``).
         softmax: whether the zoo network keeps its softmax head (DLA-only runs leave it out,
             as the published engines did).
@@ -93,6 +117,7 @@ class PublishedCase:
     skip: str | None = None
     scopes: tuple = ()
     engines: tuple = ()
+    conflict: str | None = None
 
     @property
     def batch(self) -> dict[str, int]:
@@ -153,7 +178,8 @@ def load_published(path: str | Path | None = None) -> list[PublishedRow]:
                 id=r["id"], platform=r["platform"], network=r["network"], input_shape=r["input_shape"],
                 precision=r["precision"], batch=r["batch"], placement=r["placement"], power_mode=r["power_mode"],
                 metric=r["metric"], value=float(r["value"]), unit=r["unit"], source=r["source"], split=r["split"],
-                notes=r["notes"], release=int(r.get("release") or 1), why=r.get("why", ""), raw=dict(r)))
+                notes=r["notes"], release=int(r.get("release") or 1), why=r.get("why", ""),
+                harness=r.get("harness") or "native", raw=dict(r)))
     return rows
 
 
@@ -214,9 +240,38 @@ def _case(row: PublishedRow) -> PublishedCase:
                          scopes=scopes, engines=engines)
 
 
+#: A row is in conflict when its value is more than this factor off the median of at least two
+#: other rows measured under the same conditions (a property of the data, not of the simulator).
+CONFLICT_FACTOR = 1.3
+_CONDITIONS = ("platform", "network", "precision", "batch", "placement", "metric", "harness", "power_mode")
+
+
+def conflicts(rows: Sequence[PublishedRow]) -> dict[str, str]:
+    """Row id -> why, for rows that disagree with the other rows of the same conditions by more
+    than :data:`CONFLICT_FACTOR` (their median; three or more rows). No model fits both, so the
+    fit leaves such rows out and the reports list them apart."""
+    groups: dict[tuple, list[PublishedRow]] = {}
+    for r in rows:
+        groups.setdefault(tuple(getattr(r, k) for k in _CONDITIONS), []).append(r)
+    out = {}
+    for group in groups.values():
+        if len(group) < 3:
+            continue
+        mid = statistics.median(r.value for r in group)
+        for r in group:
+            ratio = r.value / mid
+            if max(ratio, 1 / ratio) > CONFLICT_FACTOR:
+                others = ", ".join(o.id for o in group if o is not r)
+                out[r.id] = f"{ratio:.2f}x the median of the rows with its conditions ({others})"
+    return out
+
+
 def published_cases(rows: Sequence[PublishedRow] | None = None) -> list[PublishedCase]:
-    """Every published row as a :class:`PublishedCase` (skipped ones carry ``skip``)."""
-    return [_case(r) for r in (load_published() if rows is None else rows)]
+    """Every published row as a :class:`PublishedCase` (skipped ones carry ``skip``, rows that
+    contradict the other rows of their conditions ``conflict``)."""
+    rows = load_published() if rows is None else rows
+    bad = conflicts(rows)
+    return [replace(c, conflict=bad.get(c.row.id)) for c in (_case(r) for r in rows)]
 
 
 @lru_cache(maxsize=64)
@@ -229,7 +284,9 @@ def _model(name: str, batch: int, softmax: bool | None) -> "Model":
     return Model.load(zoo.build(name, batch=batch, softmax=softmax), name=f"{name}{'' if softmax else '_noprob'}")
 
 
+@lru_cache(maxsize=256)
 def _realised(m: "Model", platform, precision: str, where: str, mode: str = "engine", scopes: tuple = ()):
+    """The realised placement of a case (cached: it does not depend on the simulator's constants)."""
     from placetune.placement.placement import Placement
     from placetune.placement.realise import Realisation, realise
 
@@ -276,9 +333,7 @@ def simulate_case(case: PublishedCase, backend: Any = None) -> float:
         if not meas.ok:
             raise RuntimeError(f"{case.row.id}: {meas.reason}")
         mine = next(x for x in meas.extra["replicas"] if x["device"] == case.engines[0])
-        if case.row.metric == "latency_ms":
-            return float(mine["latency_ms"])
-        return float(mine["throughput_fps"]) / (b["GPU"] if case.row.metric == "throughput_qps" else 1)
+        return _figure(case, float(mine["latency_ms"]), b["GPU"])
     else:
         m = _model(case.row.network, b["DLA"], case.softmax)
         reps = {"DLA0": b["DLA"], "DLA1": b["DLA"]}
@@ -289,11 +344,22 @@ def simulate_case(case: PublishedCase, backend: Any = None) -> float:
                            Settings(mode="replicas", replicas=reps, **base))
     if not meas.ok:
         raise RuntimeError(f"{case.row.id}: {meas.reason}")
+    if case.kind in ("gpu", "dla", "dla-only", "mixed"):
+        return _figure(case, float(meas.latency_ms["median"]), b["GPU"])
     if case.row.metric == "latency_ms":
         return float(meas.latency_ms["median"])
     if case.row.metric == "throughput_qps":
         return 1000.0 / float(meas.latency_ms["median"])
     return float(meas.throughput_fps)
+
+
+def _figure(case: PublishedCase, ms: float, batch: int) -> float:
+    """The row's metric for one engine taking ``ms`` per call of ``batch`` samples, its harness's
+    host time per call being the floor."""
+    ms = max(ms, HARNESS_CALL_US.get(case.row.harness, 0.0) * 1e-3)
+    if case.row.metric == "latency_ms":
+        return ms
+    return 1000.0 / ms * (1 if case.row.metric == "throughput_qps" else batch)
 
 
 def evaluate(cases: Sequence[PublishedCase] | None = None, backend: Any = None,
