@@ -127,12 +127,19 @@ class PublishedCase:
     @property
     def device_kind(self) -> str:
         """What the published figure measures: ``gpu``, ``dla``, ``gpu+dla`` (one engine on both, or
-        engines on both at once) or ``dla+dla`` (both DLA cores)."""
-        if self.kind == "gpu":
+        engines on both at once) or ``dla+dla`` (both DLA cores); from the placement when skipped."""
+        if self.kind:
+            kind, engines = self.kind, self.engines
+        else:
+            place = self.row.placement
+            first, _, others = place.partition("|concurrent:")
+            engines = tuple(e.upper() for e in [first, *others.split(",")] if e) if others else ()
+            kind = ("concurrent" if others else _PLACEMENTS.get(place, "mixed" if _MIXED.fullmatch(place) else "ratio"))
+        if kind == "gpu":
             return "gpu"
-        if self.kind in ("dla", "dla-only"):
+        if kind in ("dla", "dla-only"):
             return "dla"
-        if self.kind == "2dla-replicas" or (self.kind == "concurrent" and "GPU" not in self.engines):
+        if kind == "2dla-replicas" or (kind == "concurrent" and not any(e.startswith("GPU") for e in engines)):
             return "dla+dla"
         return "gpu+dla"
 
@@ -144,9 +151,9 @@ class PublishedCase:
     @property
     def bucket(self) -> str:
         """The batch bucket of the engine whose figure dominates (the GPU engine when one runs)."""
-        b = self.batch
-        return batch_bucket(b.get("GPU") if self.kind not in ("dla", "dla-only", "2dla-replicas") or "GPU" not in b
-                            else b.get("DLA", b.get("GPU")))
+        b = self.batch or _batches(self.row.batch) or {}
+        dla_only = self.device_kind in ("dla", "dla+dla")
+        return batch_bucket(b.get("DLA", b.get("GPU")) if dla_only else b.get("GPU"))
 
 
 @dataclass(frozen=True)
