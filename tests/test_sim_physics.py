@@ -55,9 +55,25 @@ def test_sibling_convolutions_run_as_one_gpu_kernel():
     on_gpu, _, fused = t.layer_costs(codes)
     assert fused[sib].all() and (on_gpu[sib] < t.t_alone[0, sib]).all()
     apart = codes.copy()
-    apart[g.sibling[sib[0]]] = 1  # the anchor on a DLA: the sibling is a kernel of its own again
+    apart[g.sibling[sib[0]]] = 1  # the first of the group on a DLA: the next one is a kernel of its own
     t2, _, fused2 = t.layer_costs(apart)
     assert not fused2[sib[0]] and t2[sib[0]] == t.t_alone[0, sib[0]]
+
+
+def test_which_sibling_leaves_the_gpu_does_not_matter():
+    """seed 000's conv1, conv3 and conv4 read the same tensor: moving conv1 or conv3 to a DLA
+    leaves two of them on the GPU as one kernel either way."""
+    m = Model.load("seed-block", batch=1)
+    g = graph_info(m)
+    t = cost_table(m, ORIN, "int8", 1)
+    idx = {n.split("/")[1]: i for i, n in enumerate(g.names) if n.endswith("/Conv")}
+    cost = {}
+    for away in ("conv1", "conv3", "conv4"):
+        codes = np.zeros(g.n, dtype=np.intp)
+        codes[idx[away]] = 1
+        on, _, _ = t.layer_costs(codes)
+        cost[away] = float(sum(on[idx[c]] for c in ("conv1", "conv3", "conv4") if c != away))
+    assert cost["conv1"] == cost["conv3"] == cost["conv4"]
 
 
 def test_an_int8_engine_reformats_around_layers_without_int8_kernels():

@@ -373,6 +373,10 @@ class CostTable:
         anchor = np.where(kind == 1, g.anchor_dla, g.anchor_gpu)
         has = anchor >= 0
         fused = has & (codes[np.where(has, anchor, 0)] == codes)
+        if g.sib_i.size:  # horizontal fusion: a GPU convolution joins an earlier sibling's GPU kernel
+            joined = (codes[g.sib_i] == 0) & (codes[g.sib_j] == 0)
+            if joined.any():
+                fused[g.sib_i[joined]] = True
         ar = self._arange
         t = np.where(fused, self.t_fused[kind, ar], self.t_alone[kind, ar])
         b = np.where(fused, self.b_fused[kind, ar], self.b_alone[kind, ar])

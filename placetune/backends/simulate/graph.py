@@ -147,14 +147,19 @@ class GraphInfo:
         self.out_layer_elems = np.array([sum(t.size for t in layers[i].outputs if t.name in outs) for i in self.out_layers], dtype=float)
         self.anchor_gpu, self.anchor_dla, self.extra_in = self._anchors(model, out_of, outs)
         self.sibling = self._siblings(model)
-        self.anchor_gpu = np.where(self.sibling >= 0, self.sibling, self.anchor_gpu)
+        # (i, j): j is an earlier convolution of i's sibling group; i joins j's GPU kernel when both run there
+        pairs = [(i, j) for i in np.flatnonzero(self.sibling >= 0) for j in range(self.sibling[i], i)
+                 if j == self.sibling[i] or self.sibling[j] == self.sibling[i]]
+        self.sib_i = np.array([i for i, _ in pairs], dtype=np.intp)
+        self.sib_j = np.array([j for _, j in pairs], dtype=np.intp)
 
     def _siblings(self, model) -> np.ndarray:
-        """The convolution each convolution runs in one GPU kernel with (-1: none).
+        """The first convolution of each convolution's sibling group (-1: none; the first itself: -1).
 
         TensorRT merges convolutions that read the same tensor with the same kernel, stride,
         padding and dilation into one wider convolution (horizontal fusion: the 1x1 branches of
-        an Inception module); the first of them in graph order is the anchor.
+        an Inception module) when they run on the GPU; a convolution joins the kernel of the
+        first of its group that runs there.
         """
         sib = np.full(self.n, -1, dtype=np.intp)
         first: dict[tuple, int] = {}
