@@ -7,11 +7,13 @@ Two methods (``method="auto"`` tries the DP first: it usually needs one evaluati
 * **dynamic programming** for ``engine`` mode on the simulated Jetson, minimising latency
   (or maximising throughput, its inverse). The simulator's engine latency is the sum of
   per-layer times (which depend on the layer's device and whether its fusion anchor is on
-  the same device), per-boundary reformat costs (once per producer and destination
+  the same device, or for a convolution whether an earlier sibling reading the same tensor is
+  on the GPU with it), per-boundary reformat costs (once per producer and destination
   device), model input/output reformats on a DLA, and a fixed overhead per DLA loadable.
   The per-layer and per-boundary figures are public
   (:func:`placetune.backends.simulate.costs.cost_table`: ``t_alone``, ``t_fused``,
-  ``edge_ms``, ``in_ms``, ``out_ms``, ``island_ms`` and the fusion anchors). From them the
+  ``edge_ms``, ``in_ms``, ``out_ms``, ``island_ms``, the fusion anchors and the sibling pairs
+  ``sib_i`` / ``sib_j`` of :class:`~placetune.backends.simulate.graph.GraphInfo`). From them the
   DP builds a *lower bound* of the latency of every assignment: exact per-layer and I/O
   terms, the cheapest edge of each producer for its boundary, and one loadable per
   connected component of DLA layers (a loadable is a connected region, so there are at
@@ -259,19 +261,25 @@ def engine_bound(evaluator: "Evaluator", space: "Space", *, max_condition: int =
         groups.setdefault(scope, []).append(vals)
 
     t_alone, t_fused = table.t_alone, table.t_fused
+    # horizontal fusion: a GPU convolution joins an earlier sibling's kernel when that one is on the GPU
+    siblings: dict[int, list[int]] = {}
+    for a, b in zip(g.sib_i.tolist(), g.sib_j.tolist()):
+        siblings.setdefault(a, []).append(b)
     for i in range(g.n):
         u = int(unit[i])
         ag, ad = int(g.anchor_gpu[i]), int(g.anchor_dla[i])
-        scope = {u}
+        sib = tuple(int(unit[j]) for j in siblings.get(i, ()))
+        scope = {u, *sib}
         if ag >= 0:
             scope.add(int(unit[ag]))
         if ad >= 0:
             scope.add(int(unit[ad]))
 
-        def layer_ms(x: dict[int, int], i: int = i, u: int = u, ag: int = ag, ad: int = ad) -> float:
+        def layer_ms(x: dict[int, int], i: int = i, u: int = u, ag: int = ag, ad: int = ad,
+                     sib: tuple[int, ...] = sib) -> float:
             k = x[u]
             a = ad if k else ag
-            fused = a >= 0 and x[int(unit[a])] == k
+            fused = a >= 0 and x[int(unit[a])] == k or (k == 0 and any(x[s] == 0 for s in sib))
             t = t_fused[k, i] if fused else t_alone[k, i]
             return float(t) + (float(io[i]) if k else 0.0)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import zlib
 from importlib.resources import files
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 REQUIRED = (
     "id", "platform", "network", "input_shape", "precision", "batch", "placement", "power_mode",
     "metric", "value", "unit", "latency_stat", "trt_version", "jetpack", "source", "url",
-    "quote_or_location", "split", "notes",
+    "quote_or_location", "release", "seen", "split", "why", "notes",
 )
 PLATFORMS = {"orin-agx", "orin-nx-16gb", "orin-nx-8gb", "orin-nano", "xavier-agx", "xavier-nx", "drive-orin-x"}
 METRIC_UNITS = {
@@ -24,7 +25,6 @@ METRIC_UNITS = {
     "throughput_qps": "batches/s",
     "perf_per_watt_ratio": "x",
 }
-NX_PLATFORMS = {"orin-nx-16gb", "orin-nx-8gb", "xavier-nx"}
 
 
 def _read(name: str) -> str:
@@ -46,7 +46,7 @@ def test_required_columns(header_and_rows):
 
 def test_row_count_and_unique_ids(header_and_rows):
     _, rows = header_and_rows
-    assert 30 <= len(rows) <= 80
+    assert 100 <= len(rows) <= 400
     ids = [r["id"] for r in rows]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     assert not dupes, f"duplicate ids: {dupes}"
@@ -59,6 +59,7 @@ def test_every_row_is_sourced(header_and_rows):
         assert r["source"].strip(), r["id"]
         assert r["url"].startswith("https://"), r["id"]
         assert r["quote_or_location"].strip(), r["id"]
+        assert r["why"].strip(), r["id"]
         assert r["split"] in {"fit", "validate"}, r["id"]
 
 
@@ -79,10 +80,13 @@ def test_vocabularies(header_and_rows):
 
 
 def test_split_follows_the_declared_rule(header_and_rows):
-    """validate = every MLPerf row + every Orin NX / Xavier NX row; fit = the rest (published.md)."""
+    """fit = every row seen before the split was fixed; else validate = crc32(id) % 3 == 0 (published.md)."""
     _, rows = header_and_rows
     for r in rows:
-        expected = "validate" if (r["source"].startswith("mlperf-") or r["platform"] in NX_PLATFORMS) else "fit"
+        assert r["seen"] in {"0", "1"} and r["release"] in {"1", "2"}, r["id"]
+        if r["release"] == "1":
+            assert r["seen"] == "1", r["id"]
+        expected = "fit" if r["seen"] == "1" else ("validate" if zlib.crc32(r["id"].encode()) % 3 == 0 else "fit")
         assert r["split"] == expected, r["id"]
     assert "## Split rule" in _read("published.md")
 
@@ -90,9 +94,15 @@ def test_split_follows_the_declared_rule(header_and_rows):
 def test_enough_diverse_validate_rows(header_and_rows):
     _, rows = header_and_rows
     validate = [r for r in rows if r["split"] == "validate"]
-    assert len(validate) >= 8
-    platforms = {r["platform"] for r in validate}
-    assert {"orin-agx", "orin-nx-16gb", "xavier-agx"} <= platforms
-    orin_gpu_batches = {r["batch"] for r in validate
-                        if r["platform"] == "orin-agx" and r["placement"] == "gpu" and r["metric"] == "latency_ms"}
-    assert "1" in orin_gpu_batches and "8" in orin_gpu_batches
+    assert len(validate) >= 10
+    assert {"orin-agx", "xavier-agx", "xavier-nx"} <= {r["platform"] for r in validate}
+    assert {"fp16", "int8"} <= {r["precision"] for r in validate}
+
+
+def test_fit_rows_cover_both_generations_and_precisions(header_and_rows):
+    """The Orin GPU and the Xavier GPU and DLA each have fit rows (the fit identifies their constants)."""
+    _, rows = header_and_rows
+    fit = [r for r in rows if r["split"] == "fit"]
+    kinds = {(r["platform"].split("-")[0], r["placement"].split("|")[0].split("+")[0][:3], r["precision"]) for r in fit}
+    assert {("orin", "gpu", "int8"), ("xavier", "gpu", "fp16"), ("xavier", "gpu", "int8"), ("xavier", "dla", "fp16"),
+            ("orin", "dla", "int8")} <= kinds

@@ -3,6 +3,8 @@ and the guided agent's re-measured final ranking."""
 
 from __future__ import annotations
 
+import re
+
 import statistics
 
 import pytest
@@ -202,12 +204,20 @@ def test_guided_spends_its_last_evaluations_re_measuring_its_top_candidates():
                for n in r.notes), r.notes
 
 
+def _crown_moved(note: str) -> bool:
+    """The re-measuring note says #1's first build was lucky: another of the top 3 is the best
+    now, or all of them fell behind a placement measured once (which one depends on the noise
+    draws and the simulator's figures)."""
+    return ("is the best now (the first build of #1 was a lucky one)" in note
+            or bool(re.search(r"the best is now one measured once \([0-9.]+\): the top \d+ fell behind it", note)))
+
+
 def test_guided_re_measuring_takes_the_crown_from_a_lucky_build():
     """googlenet, latency, noise 0.1: the best first build was a lucky one; after re-measuring the
     top 3 another one is the best, and the result says so."""
     ev, r = _guided(20, "googlenet", mode="engine", objective="latency")
     note = next(n for n in r.notes if n.startswith("re-measured the top 3"))
-    assert "is the best now (the first build of #1 was a lucky one)" in note
+    assert _crown_moved(note), note
     firsts = {rec.id: (rec.measurement.extra.get("builds") or [{"median_ms": rec.measurement.latency_ms["median"]}])[0]
               for rec in ev.store.measurements(ev.study_name, status="ok")}
     lucky = min(firsts, key=lambda i: firsts[i]["median_ms"])
@@ -240,7 +250,7 @@ def test_tune_says_it_re_measured_and_its_summary_uses_the_combined_figures(tmp_
     assert len(lines) == 24 and all("remeasured_builds=2" in x for x in lines[-3:])
     assert not any("remeasured" in x for x in lines[:-3])
     note = next(x for x in out.splitlines() if x.startswith("re-measured the top 3"))
-    assert "the first build of #1 was a lucky one" in note
+    assert _crown_moved(note), note
     with Store(str(db)) as s:
         name = s.studies()[0].name
         best = s.best(name).measurement
@@ -248,7 +258,10 @@ def test_tune_says_it_re_measured_and_its_summary_uses_the_combined_figures(tmp_
     assert f"best_latency_ms={best.latency_ms['median']:.4g} " in lines[-1]
     row = next(x for x in out.splitlines() if x.startswith("best found"))
     assert f"{best.latency_ms['median']:.3f}" in row
-    assert best.latency_ms["median"] == statistics.median(b["median_ms"] for b in best.extra["builds"])
+    if "builds" in best.extra:  # another of the re-measured top 3 is the best: its figure is the median
+        assert best.latency_ms["median"] == statistics.median(b["median_ms"] for b in best.extra["builds"])
+    else:  # a placement measured once beat the re-measured top 3: the note names its figure
+        assert f"one measured once ({best.latency_ms['median']:.4g})" in note
 
 
 def test_search_run_holds_its_reserve_back_and_remeasure_re_ranks():

@@ -200,10 +200,13 @@ def test_noise_tail_separates_p99_from_the_median(resnet18):
     assert lat["p99"] / lat["median"] > 1.02 > lat["p90"] / lat["median"] > 1.0
 
 
-def test_all_dla_uses_less_energy_than_all_gpu(resnet18_bs8):
+def test_all_dla_uses_less_accelerator_energy_than_all_gpu(resnet18_bs8):
+    """The DLA is the more efficient accelerator (DLA-SW: 3-5x images per joule of accelerator
+    power); with the module's idle power added a slower DLA run may cost more in total."""
     gpu = measure(Placement.all_gpu(resnet18_bs8))
     dla = measure(Placement.all_dla(resnet18_bs8))
-    assert dla.energy_mj < gpu.energy_mj
+    active = lambda m: m.energy_mj - ORIN.idle_w * m.latency_ms["median"]  # noqa: E731
+    assert active(dla) < active(gpu)
     assert dla.power_w < gpu.power_w
 
 

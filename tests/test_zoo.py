@@ -19,45 +19,63 @@ DATA = pathlib.Path(__file__).parent / "data"
 ALL = [
     "alexnet",
     "googlenet",
+    "mobilenetv1",
     "mobilenetv2",
     "model-bn",
     "model-gn",
     "resnet18",
+    "resnet34",
     "resnet50",
     "resnet101",
+    "resnet152",
     "seed-block",
     "unet-small",
+    "vgg11",
+    "vgg13",
     "vgg16",
+    "vgg19",
     "vit-tiny",
 ]
 
 INPUT_SHAPE = {
     "alexnet": [3, 227, 227],
     "googlenet": [3, 224, 224],
+    "mobilenetv1": [3, 224, 224],
     "mobilenetv2": [3, 224, 224],
     "model-bn": [3, 32, 32],
     "model-gn": [3, 32, 32],
     "resnet18": [3, 224, 224],
+    "resnet34": [3, 224, 224],
     "resnet50": [3, 224, 224],
     "resnet101": [3, 224, 224],
+    "resnet152": [3, 224, 224],
     "seed-block": [384, 56, 56],
     "unet-small": [3, 256, 256],
+    "vgg11": [3, 224, 224],
+    "vgg13": [3, 224, 224],
     "vgg16": [3, 224, 224],
+    "vgg19": [3, 224, 224],
     "vit-tiny": [3, 224, 224],
 }
 
 OUTPUT_SHAPE = {
     "alexnet": [1000],
     "googlenet": [1000],
+    "mobilenetv1": [1001],
     "mobilenetv2": [1000],
     "model-bn": [10],
     "model-gn": [10],
     "resnet18": [1000],
+    "resnet34": [1000],
     "resnet50": [1000],
     "resnet101": [1000],
+    "resnet152": [1000],
     "seed-block": [1152, 56, 56],
     "unet-small": [2, 256, 256],
+    "vgg11": [1000],
+    "vgg13": [1000],
     "vgg16": [1000],
+    "vgg19": [1000],
     "vit-tiny": [1000],
 }
 
@@ -65,16 +83,22 @@ OUTPUT_SHAPE = {
 PUBLISHED_GMACS = {
     "resnet18": (1.81, 0.03),
     "resnet50": (4.09, 0.03),
+    "resnet34": (3.66, 0.03),  # torchvision resnet34: 3.66 GMACs (conv + fc)
     "resnet101": (7.80, 0.03),  # torchvision resnet101: 7.80 GMACs
+    "resnet152": (11.51, 0.03),  # torchvision resnet152: 11.51 GMACs (conv + fc)
+    "mobilenetv1": (0.569, 0.03),  # MobileNetV1 1.0/224: 569 M mult-adds (Howard et al. 2017, Table 8)
     "mobilenetv2": (0.30, 0.03),
+    "vgg11": (7.61, 0.03),  # torchvision vgg11: 7.61 GMACs
+    "vgg13": (11.31, 0.03),  # torchvision vgg13: 11.31 GMACs
     "vgg16": (15.47, 0.03),
+    "vgg19": (19.63, 0.03),  # torchvision vgg19: 19.63 GMACs
     "alexnet": (0.72, 0.03),  # BVLC Caffe AlexNet at 227, grouped convs
     "googlenet": (1.5, 0.10),
     "vit-tiny": (1.26, 0.03),  # timm vit_tiny_patch16_224
 }
 
 # where the weights are too big to materialise in a unit test (> ~100 MB)
-BIG = {"alexnet", "vgg16", "resnet101"}
+BIG = {"alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "resnet101", "resnet152"}
 
 # for these ops, the inputs at these positions are shape logic and must be Constant nodes
 SHAPE_INPUTS = {

@@ -1,19 +1,19 @@
 """Fit the simulated Jetson's built-in per-architecture constants to the published ``fit`` rows.
 
 The built-in device of each architecture (``volta``: Xavier modules, ``ampere``: Orin modules)
-is the simulator with the constants of :mod:`placetune.backends.simulate.costs` set by this fit:
-the parameters below are chosen to minimise
+is the simulator with the constants of :mod:`placetune.backends.simulate.costs` set by this fit.
+The free constants (:data:`PARAMS`, each with bounds) are chosen by
+:func:`scipy.optimize.least_squares` to minimise
 
-    sum over fit rows of log(simulated / published)^2  +  ridge * sum of log(value / prior)^2
+    sum over fit rows of rho(log(simulated / published))  +  ridge * sum of log(value / prior)^2
 
-(relative errors, as :func:`~placetune.calibration.fit.fit_profile`; the ridge keeps what the
-rows do not identify at its prior), each row's term made robust (soft-L1 with scale ``robust``:
-a row far from every setting of the model, e.g. seed 003's uncalibrated AlexNet INT8 run that is
-barely faster than FP16, pulls like an absolute rather than a squared error) with a damped Gauss-Newton (Levenberg-Marquardt) solver in
-log space and finite differences. Only rows with ``split == "fit"`` are used; ``validate`` rows
-are never seen. The Orin GPU has no expressible ``fit`` row (the only ones are DRIVE Orin-X),
-so its conv efficiency is *tied* to the Volta fit (same TensorRT tensor-core kernels, as a
-fraction of each module's dense peak); its per-kernel overheads stay at their priors.
+where ``rho`` is a robust loss (soft-L1 with scale ``f_scale``: a row far from every setting of
+the model pulls like an absolute, not a squared, error) and the ridge keeps what the rows do not
+identify near its prior. The search runs in log space within the bounds, with a finite-difference
+Jacobian whose sparsity follows the architectures (a Volta constant cannot move an Orin row).
+Only rows with ``split == "fit"`` are used (less those in conflict with other rows of their
+conditions); ``validate`` rows are never seen.
+:func:`leave_one_source_out` refits without each source in turn and predicts that source's rows.
 
 ``benchmarks/calibration.py --fit [--write]`` runs it; ``--write`` stores the values in
 :data:`~placetune.backends.simulate.costs.FIT_FILE`, which the simulator loads.
@@ -29,24 +29,75 @@ from typing import Sequence
 import numpy as np
 
 from placetune.backends.simulate import costs
+from placetune.calibration import published
 from placetune.calibration.published import CaseResult, PublishedCase, published_cases, simulate_case
 
-__all__ = ["FIT_PARAMS", "TIED", "BuiltinFit", "fit_builtin", "use_values", "write_fit"]
+__all__ = ["Param", "PARAMS", "BuiltinFit", "fit_builtin", "leave_one_source_out", "use_values", "write_fit",
+           "stored_fit", "arch_of_case"]
 
-#: Fitted constants per architecture (``field`` or ``field.precision``).
-FIT_PARAMS: dict[str, tuple[str, ...]] = {
-    "volta": ("gpu_conv_eff.fp16", "gpu_conv_eff.int8", "gpu_t_half_us", "gpu_launch_us",
-              "dla_conv_eff.fp16", "dla_op_us", "dla_bw_eff"),
-    "ampere": ("dla_conv_eff.int8", "dla_op_us", "dla_bw_eff", "dla_island_us"),
-}
-#: (arch, constant) <- (arch, constant): copied after the fit (not identified by a fit row).
-TIED: dict[tuple[str, str], tuple[str, str]] = {
-    ("ampere", "gpu_conv_eff.int8"): ("volta", "gpu_conv_eff.int8"),
-    ("ampere", "gpu_conv_eff.fp16"): ("volta", "gpu_conv_eff.fp16"),
-    ("ampere", "gpu_conv_eff.fp32"): ("volta", "gpu_conv_eff.fp16"),
-    ("volta", "gpu_conv_eff.fp32"): ("volta", "gpu_conv_eff.fp16"),
-}
-_UPPER = {"gpu_conv_eff": 0.95, "dla_conv_eff": 0.95, "gpu_bw_eff": 0.95, "dla_bw_eff": 0.95}
+
+@dataclass(frozen=True)
+class Param:
+    """One free constant of the fit.
+
+    Attributes:
+        name: ``arch.field`` or ``arch.field.precision`` (``*`` for a constant shared by both
+            architectures; ``harness.<name>`` for a harness's host time per call,
+            :data:`~placetune.calibration.published.HARNESS_CALL_US`).
+        lower, upper: bounds of the search.
+        identified_by: the published rows that set it (for the docs).
+    """
+
+    name: str
+    lower: float
+    upper: float
+    identified_by: str
+
+    @property
+    def targets(self) -> tuple[tuple[str, str], ...]:
+        """The ``(arch, key)`` constants the value is written to."""
+        arch, _, key = self.name.partition(".")
+        return tuple((a, key) for a in (costs.PRIOR_ARCH if arch == "*" else (arch,)))
+
+    def prior(self) -> float:
+        """The value the fit starts from and the ridge pulls towards."""
+        arch, key = self.targets[0]
+        return _PRIOR_HARNESS[key] if arch == "harness" else _get(costs.PRIOR_ARCH[arch], key)
+
+    @property
+    def arch(self) -> str:
+        return self.name.partition(".")[0]
+
+
+#: The fitted constants.
+PARAMS: tuple[Param, ...] = (
+    Param("*.gpu_conv_eff.fp16", 0.05, 0.95, "Xavier FP16 GPU rows (seed 003 bs 8, torch2trt bs 1, HaX-CoNN); "
+          "no Orin FP16 GPU row is published, so Orin shares it"),
+    Param("volta.gpu_conv_eff.int8", 0.05, 0.95, "Xavier INT8 GPU rows (MLPerf SingleStream, MultiStream, Offline)"),
+    Param("*.gpu_sm_half_mops", 0.5, 500.0, "batch 1 against batch 8+ on both GPUs"),
+    Param("*.gpu_split_k", 16.0, 16384.0, "shallow (MobileNet) against deep (ResNet) convolutions at batch 1"),
+    Param("volta.gpu_launch_us", 0.5, 50.0, "many-kernel networks at batch 1 (GoogLeNet, ResNet-152)"),
+    Param("volta.dla_conv_eff.fp16", 0.05, 0.95, "Xavier DLA FP16 rows (seed 003, HaX-CoNN, torch2trt)"),
+    Param("volta.dla_conv_eff.int8", 0.05, 0.95, "Xavier DLA INT8 rows (MLPerf Offline, torch2trt resnet18)"),
+    Param("volta.dla_op_us", 0.5, 50.0, "GoogLeNet on the Xavier DLA (many small layers)"),
+    Param("volta.dla_bw_eff", 0.05, 0.95, "AlexNet's FC layers on the Xavier DLA"),
+    Param("ampere.gpu_conv_eff.int8", 0.05, 0.95, "Orin INT8 GPU rows (MLPerf SingleStream, MultiStream, Offline)"),
+    Param("ampere.gpu_launch_us", 0.5, 50.0, "batch-1 ResNet-50 on the Orin GPU"),
+    Param("ampere.dla_conv_eff.int8", 0.05, 0.95, "DLA-SW ResNet-50 on both Orin DLAs"),
+    Param("ampere.dla_op_us", 0.5, 50.0, "GoogLeNet and ModelBN on the Orin DLA"),
+    Param("ampere.dla_bw_eff", 0.05, 0.95, "DLA-SW ResNet-50 power modes"),
+    Param("ampere.dla_island_us", 5.0, 400.0, "ModelGN (5 loadables) against ModelBN (2)"),
+    Param("*.gpu_sensitivity", 0.01, 5.0, "the GPU engine with DLA engines at once (MLPerf Offline, torch2trt)"),
+    Param("harness.python", 50.0, 5000.0, "torch2trt's small networks (resnet18, mobilenet_v2 at the same rate)"),
+)
+
+
+_PRIOR_HARNESS = published.HARNESS_PRIOR_US
+
+
+def arch_of_case(case: PublishedCase) -> str:
+    """``volta`` or ``ampere``: the architecture whose constants a case depends on."""
+    return "volta" if case.row.platform.startswith("xavier") else "ampere"
 
 
 def _get(c: costs.ArchConstants, key: str) -> float:
@@ -56,18 +107,20 @@ def _get(c: costs.ArchConstants, key: str) -> float:
 
 
 def use_values(values: dict[str, dict[str, float]], base: dict[str, costs.ArchConstants] | None = None) -> None:
-    """Make the simulator use ``base`` (default: the priors) with ``values`` set, per architecture."""
+    """Make the simulator use ``base`` (default: the priors) with ``values`` set, per architecture
+    (and the published cases the ``harness`` host times of ``values["harness"]``)."""
     base = costs.PRIOR_ARCH if base is None else base
     for arch, c in base.items():
         costs.ARCH[arch] = costs.with_values(c, values.get(arch, {}))
+    published.HARNESS_CALL_US.update({**_PRIOR_HARNESS, **values.get("harness", {})})
     costs._TABLE_CACHE.clear()
 
 
-def _tie(values: dict[str, dict[str, float]], base) -> dict[str, dict[str, float]]:
-    out = {a: dict(v) for a, v in values.items()}
-    for (a, k), (sa, sk) in TIED.items():
-        src = out.get(sa, {}).get(sk, _get(base[sa], sk))
-        out.setdefault(a, {})[k] = src
+def _values_of(params: Sequence[Param], x: np.ndarray) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for p, v in zip(params, np.exp(x)):
+        for arch, key in p.targets:
+            out.setdefault(arch, {})[key] = float(v)
     return out
 
 
@@ -80,67 +133,132 @@ class BuiltinFit:
     rows: list[str]
     results: list[CaseResult]
     iterations: int
+    params: tuple[Param, ...] = PARAMS
+    status: str = ""
 
-    def as_json(self) -> str:
-        return json.dumps({"values": self.values, "priors": self.priors, "fitted_on": self.rows,
-                           "tied": {f"{a}.{k}": f"{sa}.{sk}" for (a, k), (sa, sk) in TIED.items()},
-                           "objective": "sum log(sim/pub)^2 + ridge * sum log(value/prior)^2 over split=fit rows"},
+    @property
+    def ratio(self) -> float:
+        """Fit rows per free constant."""
+        return len(self.rows) / max(1, len(self.params))
+
+    def as_json(self, loso: Sequence[CaseResult] = ()) -> str:
+        """The stored form: values, priors, bounds, the rows fitted and, per row id, the simulated
+        figure of every expressible row with these values (``predictions``) and of every fit row
+        by the fit without its source (``loso``)."""
+        from placetune.calibration.published import evaluate
+
+        preds = {r.case.row.id: r.simulated for r in evaluate()}
+        return json.dumps({"sim_version": costs.SIM_VERSION, "values": self.values, "priors": self.priors,
+                           "fitted_on": self.rows, "bounds": {p.name: [p.lower, p.upper] for p in self.params},
+                           "objective": "scipy.optimize.least_squares, soft_l1 (f_scale 0.1) of log(sim/pub) over "
+                                        "split=fit rows + ridge * log(value/prior)^2, log space, bounds",
+                           "evaluations": self.iterations,
+                           "predictions": {k: round(v, 6) for k, v in sorted(preds.items())},
+                           "loso": {r.case.row.id: round(r.simulated, 6) for r in loso}},
                           indent=1, sort_keys=True) + "\n"
 
 
-def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, ridge: float = 0.02, robust: float = 0.1,
-                iterations: int = 12, step: float = 0.02) -> BuiltinFit:
-    """Fit :data:`FIT_PARAMS` to the expressible ``fit`` rows (``validate`` rows are dropped here).
+def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, params: Sequence[Param] = PARAMS,
+                ridge: float = 0.01, f_scale: float = 0.1, max_nfev: int | None = None,
+                exclude_sources: Sequence[str] = (), start: dict[str, dict[str, float]] | None = None) -> BuiltinFit:
+    """Fit ``params`` to the expressible ``fit`` rows (``validate`` rows are dropped here).
+
+    Args:
+        cases: the cases (default: every published row).
+        params: the free constants.
+        ridge: weight of the pull of each constant towards its prior (log space).
+        f_scale: soft-L1 scale: residuals (log errors) beyond it count linearly.
+        max_nfev: cap on residual evaluations (None: scipy's default).
+        exclude_sources: sources left out (leave-one-source-out).
+        start: values to start the search from (default: the priors); the ridge still pulls
+            towards the priors.
 
     Leaves the simulator using the fitted values (call :func:`use_values` to change that).
     """
-    base = costs.PRIOR_ARCH
-    cases = [c for c in (published_cases() if cases is None else cases) if not c.skip and c.row.split == "fit"]
-    keys = [(a, k) for a, ks in FIT_PARAMS.items() for k in ks]
-    prior = np.log([_get(base[a], k) for a, k in keys])
-    upper = np.array([math.log(_UPPER.get(k.partition(".")[0], 1e9)) for _, k in keys])
+    from scipy.optimize import least_squares
+    from scipy.sparse import lil_matrix
 
-    def values_of(x):
-        out: dict[str, dict[str, float]] = {}
-        for (a, k), v in zip(keys, np.exp(x)):
-            out.setdefault(a, {})[k] = float(v)
-        return _tie(out, base)
+    base = costs.PRIOR_ARCH
+    params = tuple(params)
+    cases = [c for c in (published_cases() if cases is None else cases)
+             if not c.skip and not c.conflict and c.row.split == "fit" and c.row.source not in exclude_sources]
+    prior = np.log([p.prior() for p in params])
+    lo = np.log([p.lower for p in params])
+    hi = np.log([p.upper for p in params])
+    x0 = prior if start is None else np.log([start.get(p.targets[0][0], {}).get(p.targets[0][1], math.exp(v))
+                                              for p, v in zip(params, prior)])
+    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
+    weight = math.sqrt(ridge)
+    arch = [arch_of_case(c) for c in cases]
+    memo: dict[tuple, float] = {}  # a case depends on its architecture's constants only
 
     def residuals(x):
-        use_values(values_of(x), base)
-        r = np.array([math.log(simulate_case(c) / c.row.value) for c in cases])
-        # soft-L1: rho(r) = 2 s^2 (sqrt(1 + (r/s)^2) - 1), written as a residual whose square is rho
-        rr = np.sign(r) * np.sqrt(2 * robust ** 2 * (np.sqrt(1 + (r / robust) ** 2) - 1))
-        return np.concatenate([rr, math.sqrt(ridge) * (x - prior)])
+        values = _values_of(params, x)
+        use_values(values, base)
+        keys = {a: tuple(sorted(v.items())) for a, v in values.items()}
+        r = []
+        for c, a in zip(cases, arch):
+            key = (c.row.id, keys.get(a), keys.get("harness"))
+            if key not in memo:
+                memo[key] = math.log(simulate_case(c) / c.row.value)
+            r.append(memo[key])
+        return np.concatenate([r, weight * (x - prior)])
 
-    x = prior.copy()
-    r = residuals(x)
-    lam, it = 1e-2, 0
-    for it in range(1, iterations + 1):
-        jac = np.empty((r.size, x.size))
-        for j in range(x.size):
-            xj = x.copy()
-            xj[j] += step
-            jac[:, j] = (residuals(xj) - r) / step
-        improved = False
-        for _ in range(6):
-            a = jac.T @ jac
-            dx = np.linalg.solve(a + lam * np.diag(np.diag(a) + 1e-9), -jac.T @ r)
-            xn = np.minimum(x + dx, upper)
-            rn = residuals(xn)
-            if rn @ rn < r @ r:
-                x, r, lam, improved = xn, rn, lam / 3, True
-                break
-            lam *= 4
-        if not improved or np.abs(dx).max() < 1e-3:
-            break
-    values = values_of(x)
+    # a constant of one architecture moves only that architecture's rows (and its own ridge term)
+    sparsity = lil_matrix((len(cases) + len(params), len(params)), dtype=int)
+    for j, p in enumerate(params):
+        for i, c in enumerate(cases):
+            if p.arch in ("*", arch_of_case(c)) or (p.arch == "harness" and c.row.harness == p.targets[0][1]):
+                sparsity[i, j] = 1
+        sparsity[len(cases) + j, j] = 1
+    # the ridge rows go through the same loss: a constant far from its prior is pulled back linearly
+    sol = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=f_scale, x_scale=1.0,
+                        diff_step=1e-3, jac_sparsity=sparsity, max_nfev=max_nfev, method="trf",
+                        ftol=1e-4, xtol=1e-4, gtol=1e-6)
+    values = _values_of(params, sol.x)
     use_values(values, base)
     results = [CaseResult(c, simulate_case(c)) for c in cases]
-    priors = {a: {k: _get(base[a], k) for k in values[a]} for a in values}
-    return BuiltinFit(values, priors, [c.row.id for c in cases], results, it)
+    priors = {a: {k: (_PRIOR_HARNESS[k] if a == "harness" else _get(base[a], k)) for k in v}
+              for a, v in values.items()}
+    return BuiltinFit(values, priors, [c.row.id for c in cases], results, int(sol.nfev), params, sol.message)
 
 
-def write_fit(fit: BuiltinFit, path=None) -> None:
-    """Store the fitted values where the simulator loads them (:data:`costs.FIT_FILE`)."""
-    (path or costs.FIT_FILE).write_text(fit.as_json())
+def leave_one_source_out(cases: Sequence[PublishedCase] | None = None, *, params: Sequence[Param] = PARAMS,
+                         **kw) -> list[CaseResult]:
+    """Every ``fit`` row predicted by a fit without its source (one refit per source).
+
+    Restores the simulator to the full fit's values afterwards.
+    """
+    cases = [c for c in (published_cases() if cases is None else cases) if not c.skip]
+    fit_cases = [c for c in cases if c.row.split == "fit"]
+    saved = dict(costs.ARCH)
+    # each refit starts from the constants in use (normally the full fit): a few iterations each
+    start = kw.pop("start", None) or {
+        a: {k: (published.HARNESS_CALL_US[k] if a == "harness" else _get(saved[a], k))
+            for p in params for aa, k in p.targets if aa == a} for a in (*saved, "harness")}
+    saved_harness = dict(published.HARNESS_CALL_US)
+    out: list[CaseResult] = []
+    try:
+        for source in sorted({c.row.source for c in fit_cases}):
+            fit_builtin(cases, params=params, exclude_sources=(source,), start=start, **kw)
+            out += [CaseResult(c, simulate_case(c)) for c in fit_cases if c.row.source == source]
+    finally:
+        costs.ARCH.update(saved)
+        published.HARNESS_CALL_US.update(saved_harness)
+        costs._TABLE_CACHE.clear()
+    return out
+
+
+def write_fit(fit: BuiltinFit, path=None, loso: Sequence[CaseResult] = ()) -> None:
+    """Store the fitted values where the simulator loads them (:data:`costs.FIT_FILE`), with the
+    predictions they give and the leave-one-source-out predictions ``loso``."""
+    use_values(fit.values)
+    (path or costs.FIT_FILE).write_text(fit.as_json(loso))
+
+
+def stored_fit(path=None) -> dict:
+    """The stored fit (:data:`costs.FIT_FILE`) as written by :func:`write_fit` (empty when absent)."""
+    try:
+        return json.loads((path or costs.FIT_FILE).read_text())
+    except FileNotFoundError:
+        return {}

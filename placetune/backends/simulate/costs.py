@@ -1,8 +1,9 @@
 """Cost model of the simulated Jetson: per-layer, per-device times, fusion and boundaries.
 
-Everything here is a *model*: the constants were fitted to the published numbers in
-``placetune/data/jetson-measurements.md`` ("ref §N" below) or estimated (ESTIMATE), see
-``docs/simulator.md``. Nothing is measured.
+Everything here is a *model*: the constants are fitted to the published rows of
+``placetune/data/published.csv`` (``placetune/calibration/builtin.py``) or taken from the
+published numbers of ``placetune/data/jetson-measurements.md`` ("ref §N") or estimated
+(ESTIMATE), see :data:`CONSTANT_SOURCES` and ``docs/simulator.md``. Nothing is measured.
 
 The expensive part (per layer and device kind: standalone time, time when fused into the
 previous layer, DRAM bytes) is computed once per (model, platform, precision, batch, power
@@ -22,18 +23,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from placetune.backends.simulate.graph import NORM_PASSES, GraphInfo, graph_info, op_class, padding_eff
+
 if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.hardware.platforms import Platform
 
-__all__ = ["SIM_VERSION", "ArchConstants", "ARCH", "PRIOR_ARCH", "FIT_FILE", "with_values", "arch_of", "power_factor", "op_class",
-           "GraphInfo", "CostTable", "cost_table", "DEVICE_CODE", "CODE_DEVICE"]
+__all__ = ["SIM_VERSION", "ArchConstants", "ARCH", "PRIOR_ARCH", "FIT_FILE", "CONSTANT_SOURCES", "with_values", "arch_of", "power_factor", "op_class",
+           "GraphInfo", "graph_info", "CostTable", "cost_table", "DEVICE_CODE", "CODE_DEVICE"]
 
 #: Version of the simulated Jetson; part of every fingerprint. Bump when a constant changes.
 #: 3: fitted to the published fit rows (calibration/builtin.py), native DLA I/O formats, symmetric
 #:    contention, the noise model (noise.py); pipeline mode with K > 1 frames in flight uses the
 #:    direct steady state (steady.py).
-SIM_VERSION = 3
+#: 4: refitted with scipy on 115 published rows; GPU occupancy from the work per SM and the
+#:    reduction depth (replaces a fixed ramp time), horizontal fusion of sibling convolutions,
+#:    INT8 reformats around layers without INT8 kernels, the Orin GPU fitted on Orin rows.
+SIM_VERSION = 4
 
 DEVICE_CODE = {"GPU": 0, "DLA0": 1, "DLA1": 2}
 CODE_DEVICE = ("GPU", "DLA0", "DLA1")
@@ -43,7 +49,7 @@ _US = 1e-3  # microseconds -> milliseconds
 
 # =========================================================================================
 # Constants (the only tunables). One set per GPU architecture; peaks, bandwidth and power
-# come from placetune.platforms. "fit" = chosen so benchmarks/calibration.py matches ref.
+# come from placetune.platforms.
 # =========================================================================================
 @dataclass(frozen=True)
 class ArchConstants:
@@ -51,7 +57,8 @@ class ArchConstants:
 
     # -- GPU
     gpu_conv_eff: dict  # precision -> fraction of dense peak a large conv/GEMM reaches
-    gpu_t_half_us: float  # occupancy: a kernel whose ideal time is this long runs at half efficiency
+    gpu_sm_half_mops: float  # occupancy: a kernel of this many mega-ops per SM runs at half efficiency
+    gpu_split_k: float  # reduction depth up to which a kernel's fill time grows (split-K beyond)
     gpu_launch_us: float  # per kernel (enqueue + ramp), TensorRT on Jetson
     gpu_bw_eff: float  # fraction of DRAM bandwidth a streaming kernel reaches
     gpu_fp32_per_fp16: float  # fp32 (TF32 on Ampere / CUDA cores on Volta) vs fp16 peak
@@ -83,62 +90,76 @@ DLA_CLASS_EFF = {"conv": 1.0, "matmul": 0.5, "depthwise": 0.10, "eltwise": 0.02,
 #: ESTIMATE (cuDNN/TensorRT NHWC8 for fp16, NC/32HW32 int8 kernels use 4..32; 16 taken).
 GPU_CHANNEL_ALIGN = {"fp16": 8, "fp32": 4, "int8": 16}
 
-#: Reads of the input per normalisation on the GPU (statistics pass(es) + normalise pass); these
-#: ops also run at fp16 or wider in an INT8 engine. ESTIMATE (two-/three-pass kernels).
-NORM_PASSES = {"InstanceNormalization": 3, "GroupNormalization": 3, "LayerNormalization": 3,
-               "Softmax": 3, "LogSoftmax": 3, "LRN": 1, "BatchNormalization": 1}
-
 #: DLA MAC-array atoms (input channels, output channels) per precision. ESTIMATE from the
 #: open-source NVDLA nv_full configuration (atomic-C 64 / atomic-K 32 at 8 bit, half at fp16).
 DLA_CHANNEL_ATOM = {"int8": (64, 32), "fp16": (32, 16)}
 
+#: The priors: the literal values below. ``placetune/calibration/builtin.py`` (``PARAMS``) fits
+#: the constants marked "fit" to the published ``fit`` rows, within bounds and pulled towards these
+#: priors; the fitted values are stored in FIT_FILE and loaded over them. The others come from
+#: :data:`CONSTANT_SOURCES`. docs/simulator.md tabulates both (docs/simulator_tables.py).
 ARCH: dict[str, ArchConstants] = {
-    # Jetson AGX Xavier / Xavier NX (Volta GPU, DLA v1). Fitted to seed 003 (ref §2) and the
-    # HaX-CoNN whole-network and per-group profiles (ref §3); see benchmarks/calibration.py.
+    # Jetson AGX Xavier / Xavier NX (Volta GPU, DLA v1)
     "volta": ArchConstants(
-        gpu_conv_eff={"fp16": 0.60, "int8": 0.58, "fp32": 0.60},  # fit: ResNet-50 bs 8 GPU 12.30 / 7.35 ms (ref §2)
-        gpu_t_half_us=8.0,  # fit: GoogLeNet / AlexNet bs 1 (ref §3) against the bs 8 runs (ref §2)
-        gpu_launch_us=9.5,  # fit: same cases (TensorRT 5-7 on Xavier)
-        gpu_bw_eff=0.80,  # ref §3: AlexNet fc6 (75 MB fp16 weights) in 0.70 ms = 108 GB/s of 136.5
-        gpu_fp32_per_fp16=0.25,  # ESTIMATE: Volta runs fp32 on CUDA cores (brief: fp16 peak / 2..4)
-        gpu_int8_fc=False,  # seed 003 (TensorRT 5, Caffe): AlexNet INT8 4.87 ms vs FP16 5.10 ms, its FC
-        # layers (58 of 61 M weights) gain nothing from INT8
-        dla_conv_eff={"fp16": 0.60, "int8": 0.50},  # fit fp16: ResNet-50 DLA bs 8 48.97 ms (ref §2); int8 ESTIMATE
-        dla_op_us=5.0,  # fit: GoogLeNet DLA bs 1 3.656 ms (ref §3), many small layers
-        dla_bw_eff=0.31,  # fit: AlexNet DLA (ref §2, §3); fc6 on DLA 1.91 ms = 40 GB/s (ref §3)
-        dla_weight_cache=0.0,  # fit: AlexNet DLA bs 8 / bs 1 = 9.9 (ref §2 vs §3): weights re-read per item
-        dla_island_us=30.0,  # ref §3: exposing a boundary from a DLA engine costs 45-74 us (island + reformat)
-        engine_us=20.0,  # public: ~20 us launch round trip per enqueue (NVIDIA Nsight Systems guide), docs/simulator.md
-        boundary_us=8.0,  # ref §3: 10-43 us from a GPU engine
-        reformat_bw_frac=0.15,  # ref §3/§4: 0.041 ms to reformat a 3x224x224 input
-        gpu_sensitivity=0.2,  # ESTIMATE: as the DLA's (see ampere)
+        gpu_conv_eff={"fp16": 0.60, "int8": 0.60, "fp32": 0.60},  # fit fp16, int8
+        gpu_sm_half_mops=15.0,  # fit (shared by both architectures)
+        gpu_split_k=1024.0,  # fit (shared)
+        gpu_launch_us=9.5,  # fit
+        gpu_bw_eff=0.80,
+        gpu_fp32_per_fp16=0.25,
+        gpu_int8_fc=False,
+        dla_conv_eff={"fp16": 0.60, "int8": 0.50},  # fit fp16, int8
+        dla_op_us=5.0,  # fit
+        dla_bw_eff=0.31,  # fit
+        dla_weight_cache=0.0,
+        dla_island_us=30.0,
+        engine_us=20.0,
+        boundary_us=8.0,
+        reformat_bw_frac=0.15,
+        gpu_sensitivity=0.2,  # fit (shared)
         dla_sensitivity=0.2,
     ),
-    # Jetson AGX Orin / Orin NX / Orin Nano (Ampere GPU, DLA v2). Fitted to ref §4 and §5.
+    # Jetson AGX Orin / Orin NX / Orin Nano (Ampere GPU, DLA v2)
     "ampere": ArchConstants(
-        gpu_conv_eff={"fp16": 0.28, "int8": 0.25, "fp32": 0.28},  # fit int8: ResNet-50 bs 1 ~0.9 ms and YOLOv5s
-        # scaling (ref §4); fp16 ESTIMATE: INT8 1.7x faster than FP16 as on Xavier (ref §2, 12.30 / 7.35)
-        gpu_t_half_us=4.0,  # fit: ref §4 YOLOv5s GPU bs 8 / bs 1 = 9.19 / 1.82 = 5.0
-        gpu_launch_us=3.0,  # fit: same
-        gpu_bw_eff=0.80,  # ESTIMATE (as Volta)
-        gpu_fp32_per_fp16=0.5,  # Ampere runs fp32 convolutions as TF32 at half the fp16 rate
-        gpu_int8_fc=True,  # ESTIMATE: TensorRT 8.x has INT8 FC / 1x1-conv tactics
-        dla_conv_eff={"fp16": 0.60, "int8": 0.70},  # fit int8: ResNet-50 bs 2 2037 img/s on 2 DLAs (ref §4)
-        dla_op_us=6.0,  # fit: GoogLeNet INT8 1.032 ms (ref §4) and seed 002 ModelBN 649.7 qps at bs 32
-        dla_bw_eff=0.50,  # fit (upper bound of the search): ResNet-50 bs 2 (ref §4)
-        dla_weight_cache=0.0,  # fit: ref §4 YOLOv5s DLA time linear in batch -> weights re-read per item
-        dla_island_us=95.0,  # fit: seed 002 ModelGN (5-6 loadables) 305.9 vs ModelBN (2) 649.7 qps (ref §4/§5)
-        engine_us=20.0,  # public: ~20 us launch round trip per enqueue (NVIDIA Nsight Systems guide), docs/simulator.md
-        boundary_us=12.0,  # ref §4: HaX-CoNN GoogLeNet 0.017 ms to reformat a 1000-element output
-        reformat_bw_frac=0.15,  # ref §4: 0.041 ms input reformat (3x224x224)
-        # ref §5 conv model: GPU -43 % while both DLAs run; the poster says GPU permutation kernels
-        # run around every DLA task there: GPU work the simulator models as the DLA engines' GPU
-        # parts, not DRAM contention. DRAM contention itself is taken as symmetric: the DLA's figure.
-        gpu_sensitivity=0.2,
-        dla_sensitivity=0.2,  # fit: ref §5 conv model, DLA -15 % while the GPU and the other DLA run
+        gpu_conv_eff={"fp16": 0.60, "int8": 0.60, "fp32": 0.60},  # fit int8; fp16 shared with Volta
+        gpu_sm_half_mops=15.0,  # fit (shared)
+        gpu_split_k=1024.0,  # fit (shared)
+        gpu_launch_us=3.0,  # fit
+        gpu_bw_eff=0.80,
+        gpu_fp32_per_fp16=0.5,
+        gpu_int8_fc=True,
+        dla_conv_eff={"fp16": 0.60, "int8": 0.70},  # fit int8
+        dla_op_us=6.0,  # fit
+        dla_bw_eff=0.50,  # fit
+        dla_weight_cache=0.0,
+        dla_island_us=95.0,  # fit
+        engine_us=20.0,
+        boundary_us=12.0,
+        reformat_bw_frac=0.15,
+        gpu_sensitivity=0.2,  # fit (shared)
+        dla_sensitivity=0.2,
     ),
 }
 
+#: Where each constant the fit does not set comes from ("ref §N": placetune/data/jetson-measurements.md).
+CONSTANT_SOURCES: dict[str, str] = {
+    "gpu_conv_eff.fp32": "ESTIMATE: as fp16 (no published fp32 row); the fp32 peak is gpu_fp32_per_fp16 of fp16's",
+    "gpu_bw_eff": "ref §3: HaX-CoNN AlexNet group 5 (fc6, 75 MB of fp16 weights) takes 0.70 ms on the Xavier GPU = "
+                  "108 GB/s of 136.5; Orin ESTIMATE (as Volta)",
+    "gpu_fp32_per_fp16": "Volta runs fp32 on CUDA cores (ESTIMATE 1/4 of the fp16 tensor-core peak); Ampere runs "
+                         "fp32 convolutions as TF32 at half the fp16 rate",
+    "gpu_int8_fc": "Volta: seed 003 (TensorRT 5) AlexNet INT8 4.87 ms vs FP16 5.10 ms, its FC layers (58 of 61 M "
+                   "weights) gain nothing from INT8; Ampere ESTIMATE: TensorRT 8.x has INT8 FC tactics",
+    "dla_conv_eff.fp16": "Orin: ESTIMATE (no published Orin DLA FP16 row)",
+    "dla_weight_cache": "cuDLA-samples YOLOv5s DLA time linear in batch (ref §4: 3.82 -> 30.92 ms for bs 1 -> 8): "
+                        "weights re-read for every batch item",
+    "dla_island_us": "Xavier: ref §3, exposing a boundary from a DLA engine costs 45-74 us (loadable + reformat)",
+    "engine_us": "public: ~20 us launch round trip per enqueue (NVIDIA Nsight Systems guide), docs/simulator.md",
+    "boundary_us": "Xavier: ref §3, 10-43 us per boundary from a GPU engine; Orin: ref §4, HaX-CoNN GoogLeNet "
+                   "0.017 ms to reformat a 1000-element output to the GPU",
+    "reformat_bw_frac": "ref §4: HaX-CoNN 0.041 ms to reformat a 3x224x224 input for the Orin DLA",
+    "dla_sensitivity": "ref §5 conv model: each DLA -15 % while the GPU and the other DLA run (forum 219770)",
+}
 
 #: Fitted values of the constants above (``benchmarks/calibration.py --fit --write`` writes the
 #: file from the ``fit`` rows of ``placetune/data/published.csv``; docs/simulator.md). The
@@ -165,7 +186,9 @@ def _load_fit(arch: dict[str, ArchConstants]) -> dict[str, ArchConstants]:
         doc = json.loads(FIT_FILE.read_text())
     except FileNotFoundError:
         return arch
-    return {a: with_values(c, doc.get("values", {}).get(a, {})) for a, c in arch.items()}
+    known = set(ArchConstants.__dataclass_fields__)
+    return {a: with_values(c, {k: v for k, v in doc.get("values", {}).get(a, {}).items() if k.partition(".")[0] in known})
+            for a, c in arch.items()}
 
 
 PRIOR_ARCH = dict(ARCH)
@@ -203,197 +226,8 @@ def power_factor(platform: "Platform", mode: str) -> float | None:
     return min(1.0, math.sqrt(float(modes[key][:-1]) / top))
 
 
-# =========================================================================================
-# Op classes and fusion rules
-# =========================================================================================
-_FREE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Concat"}
-_SHUFFLE = {"Transpose", "Split", "Slice", "Gather", "Pad", "Tile", "Expand", "DepthToSpace",
-            "SpaceToDepth", "Cast"}
-_POOL = {"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean",
-         "ReduceMax", "ReduceMin", "ReduceSum", "ReduceL2", "ReduceProd", "Resize", "Upsample"}
-_NORM = {"BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization",
-         "LRN", "Softmax", "LogSoftmax"}
-#: Ops TensorRT folds into the kernel of a preceding convolution / GEMM (and that the DLA's
-#: SDP unit applies in its convolution pipeline): bias/scale, batch norm, activations, residual add.
-_EPILOGUE = {"BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "PRelu", "Add",
-             "Sub", "Mul", "HardSwish", "HardSigmoid", "Elu", "Selu"}
-#: Point-wise ops: chains of them fuse into one GPU kernel (TensorRT PointWise fusion).
-_POINTWISE = _EPILOGUE | {"Div", "Pow", "Sqrt", "Erf", "Exp", "Log", "Abs", "Neg", "Reciprocal",
-                          "Max", "Min", "Gelu", "Softplus", "Mish", "Floor", "Ceil", "Round", "Sign",
-                          "Where", "Equal", "Greater", "Less", "Not", "And", "Or"}
-
-
-def op_class(layer) -> str:
-    """``conv``, ``matmul``, ``depthwise``, ``eltwise``, ``pool``, ``norm``, ``shuffle`` or ``free``."""
-    op = layer.op_type
-    if op in ("Conv", "ConvTranspose"):
-        group = int(layer.attrs.get("group", 1) or 1)
-        cin = layer.inputs[0].shape[1] if len(layer.inputs[0].shape) > 1 else 1
-        return "depthwise" if group > 1 and group == cin else "conv"
-    if op == "Gemm":
-        return "conv"
-    if op == "MatMul":
-        return "conv" if any(t.const for t in layer.inputs) else "matmul"
-    if op in _FREE:
-        return "free"
-    if op in _SHUFFLE:
-        return "shuffle"
-    if op in _POOL:
-        return "pool"
-    if op in _NORM:
-        return "norm"
-    return "eltwise"
-
-
-def _cin_per_group(layer) -> int:
-    """Input channels per group of a (non-depthwise) convolution; 0 for other layers."""
-    if layer.op_type not in ("Conv", "ConvTranspose") or not layer.inputs or len(layer.inputs[0].shape) < 2:
-        return 0
-    if op_class(layer) == "depthwise":  # depthwise kernels do not pad channels into MAC atoms
-        return 0
-    return max(1, int(layer.inputs[0].shape[1]) // max(1, int(layer.attrs.get("group", 1) or 1)))
-
-
-def _cout_per_group(layer) -> int:
-    if layer.op_type not in ("Conv", "ConvTranspose") or not layer.outputs or len(layer.outputs[0].shape) < 2:
-        return 0
-    if op_class(layer) == "depthwise":
-        return 0
-    return max(1, int(layer.outputs[0].shape[1]) // max(1, int(layer.attrs.get("group", 1) or 1)))
-
-
-def _padding_eff(n: np.ndarray, atom: float) -> np.ndarray:
-    """Useful fraction of a MAC array that processes channels in groups of ``atom`` (1 where n == 0)."""
-    return np.where(n > 0, n / (np.ceil(n / atom) * atom + 1e-30), 1.0)
-
-
-class GraphInfo:
-    """Per-model arrays the cost model needs (built once per model hash)."""
-
-    def __init__(self, model: "Model") -> None:
-        layers = model.layers
-        n = len(layers)
-        self.n = n
-        self.names = [layer.name for layer in layers]
-        self.index = {name: i for i, name in enumerate(self.names)}
-        self.model_batch = max(1, int(model.batch))
-        self.cls = [op_class(layer) for layer in layers]
-        self.ops = [layer.op_type for layer in layers]
-        self.macs = np.array([float(layer.macs) for layer in layers])
-        self.flops = np.array([float(max(layer.flops, 2 * layer.macs)) for layer in layers])
-        act_in = np.zeros(n)
-        out = np.zeros(n)
-        w = np.zeros(n)
-        for i, layer in enumerate(layers):
-            act_in[i] = sum(t.size for t in layer.inputs if not t.const)
-            out[i] = sum(t.size for t in layer.outputs)
-            w[i] = sum(t.size for t in layer.inputs if t.const and t.dtype.startswith("float"))
-        self.in_elems, self.out_elems, self.w_elems = act_in, out, w
-        self.passes = np.array([float(NORM_PASSES.get(layer.op_type, 1)) for layer in layers])
-        self.int8_capable = np.array([layer.op_type not in NORM_PASSES or layer.op_type == "BatchNormalization"
-                                      for layer in layers])
-        # input channels per group of convolutions (tensor-core channel padding), 0 elsewhere
-        self.cin_g = np.array([_cin_per_group(layer) for layer in layers], dtype=float)
-        self.cout_g = np.array([_cout_per_group(layer) for layer in layers], dtype=float)
-        inputs = {t.name for t in model.inputs}
-        self.reads_input = np.array([any(t.name in inputs for t in layer.inputs) for layer in layers])
-        # producer -> consumer edges with the size of the tensor that flows
-        out_of = {}
-        for i, layer in enumerate(layers):
-            for t in layer.outputs:
-                out_of[t.name] = (i, t.size)
-        ep, ec, ee = [], [], []
-        for c, layer in enumerate(layers):
-            seen = set()
-            for t in layer.inputs:
-                if t.const or t.name not in out_of or t.name in seen:
-                    continue
-                seen.add(t.name)
-                p, size = out_of[t.name]
-                ep.append(p)
-                ec.append(c)
-                ee.append(size)
-        self.edge_p = np.array(ep, dtype=np.intp)
-        self.edge_c = np.array(ec, dtype=np.intp)
-        self.edge_elems = np.array(ee, dtype=float)
-        model_inputs = {t.name: t.size for t in model.inputs}
-        self.in_layers = np.array(sorted({i for i, l in enumerate(layers) for t in l.inputs if t.name in model_inputs}), dtype=np.intp)
-        self.in_layer_elems = np.array([sum(t.size for t in layers[i].inputs if t.name in model_inputs) for i in self.in_layers], dtype=float)
-        outs = {t.name for t in model.outputs}
-        self.out_layers = np.array(sorted({out_of[o][0] for o in outs if o in out_of}), dtype=np.intp)
-        self.out_layer_elems = np.array([sum(t.size for t in layers[i].outputs if t.name in outs) for i in self.out_layers], dtype=float)
-        self.anchor_gpu, self.anchor_dla, self.extra_in = self._anchors(model, out_of, outs)
-
-    def _anchors(self, model, out_of, graph_outputs):
-        """Fusion anchor of each layer on the GPU and on a DLA (-1 = runs as its own kernel).
-
-        A layer fuses into the producer ``p`` of one of its inputs when that tensor is read by
-        this layer only (and is not a graph output), and either ``p`` heads or continues a
-        conv/GEMM chain and the layer is an epilogue op (GPU and DLA), or both are point-wise
-        (GPU only: TensorRT's PointWise fusion).
-        """
-        layers = model.layers
-        n = len(layers)
-        a_gpu = np.full(n, -1, dtype=np.intp)
-        a_dla = np.full(n, -1, dtype=np.intp)
-        extra = np.zeros(n)
-        # conv_led: the chain a layer ends is headed by a conv/GEMM (its epilogue runs in the
-        # same kernel on the GPU / in the DLA's SDP stage right after the convolution core);
-        # on a DLA a chain of epilogue ops without a conv is one SDP operation as well.
-        conv_led_gpu = [False] * n
-        conv_led_dla = [False] * n
-        pw_gpu = [False] * n
-        for i, layer in enumerate(layers):
-            cls = self.cls[i]
-            if cls in ("conv", "matmul", "depthwise"):
-                conv_led_gpu[i] = conv_led_dla[i] = True
-                continue
-            op = layer.op_type
-            if op not in _POINTWISE:
-                continue
-            pw_gpu[i] = True
-            cands = []
-            for t in layer.inputs:
-                if t.const or t.name not in out_of or t.name in graph_outputs:
-                    continue
-                p, size = out_of[t.name]
-                if layers[p].consumers != (layer.name,):
-                    continue
-                cands.append((p, size))
-            best_g = best_d = None
-            for p, size in cands:  # prefer the latest producer (the chain just computed)
-                if op in _EPILOGUE and conv_led_gpu[p] or pw_gpu[p] and self.cls[p] != "free":
-                    if best_g is None or p > best_g[0]:
-                        best_g = (p, size)
-                if op in _EPILOGUE and (conv_led_dla[p] or self.ops[p] in _EPILOGUE):
-                    if best_d is None or p > best_d[0]:
-                        best_d = (p, size)
-            if best_g is not None:
-                a_gpu[i] = best_g[0]
-                conv_led_gpu[i] = conv_led_gpu[best_g[0]]
-                extra[i] = self.in_elems[i] - best_g[1]
-            if best_d is not None:
-                a_dla[i] = best_d[0]
-                conv_led_dla[i] = True
-                if best_g is None or best_g[0] != best_d[0]:
-                    extra[i] = self.in_elems[i] - best_d[1]
-        return a_gpu, a_dla, extra
-
-
-_GRAPH_CACHE: "OrderedDict[str, GraphInfo]" = OrderedDict()
 _TABLE_CACHE: "OrderedDict[tuple, CostTable]" = OrderedDict()
 _CACHE_SIZE = 32
-
-
-def graph_info(model: "Model") -> GraphInfo:
-    """Cached :class:`GraphInfo` of a model (keyed by its content hash)."""
-    g = _GRAPH_CACHE.get(model.hash)
-    if g is None:
-        g = _GRAPH_CACHE[model.hash] = GraphInfo(model)
-        while len(_GRAPH_CACHE) > _CACHE_SIZE:
-            _GRAPH_CACHE.popitem(last=False)
-    return g
-
 
 _ELEM_BYTES = {"fp16": 2.0, "int8": 1.0, "fp32": 4.0}
 
@@ -411,6 +245,8 @@ class CostTable:
         island_ms: per DLA loadable execution.
         engine_ms: per engine per inference (enqueue, launch and synchronisation).
         contention: factor on the DRAM-contention sensitivities (1 nominal; device profiles change it).
+        gpu_ramp_ms: (n,) the occupancy term of each layer on the GPU (0 for layers that are not
+            convolutions, GEMMs or MatMuls), ms.
     """
 
     def __init__(self, model: "Model", platform: "Platform", precision: str, batch: int, power: float) -> None:
@@ -441,21 +277,37 @@ class CostTable:
         w_bytes = g.w_elems * elem
         g_w_bytes = np.where(fc16, g.w_elems * 2.0, w_bytes)
         conv_eff = c.gpu_conv_eff[precision]
-        eff = np.array([conv_eff * GPU_CLASS_EFF[k] for k in g.cls])
+        # ops per ms a large convolution reaches (fp16 ones in an INT8 engine: the fp16 figure)
+        rate = np.where(fc16, platform.gpu_fp16_tflops * 1e9 * c.gpu_conv_eff["fp16"], gpu_peak * conv_eff)
+        cls_eff = np.array([GPU_CLASS_EFF[k] for k in g.cls])
         # tensor cores pad the input channels of a convolution (3 -> 8 for the stem)
-        align = GPU_CHANNEL_ALIGN[precision]
-        eff = eff * _padding_eff(g.cin_g, align)
+        cls_eff = cls_eff * padding_eff(g.cin_g, GPU_CHANNEL_ALIGN[precision])
         heavy = np.array([k in ("conv", "matmul", "depthwise") for k in g.cls])
         free = np.array([k == "free" for k in g.cls])
-        # occupancy: a kernel whose ideal duration is d reaches d / (d + t_half) of its
-        # efficiency (small layers and batch 1 fill the GPU poorly): time = d + t_half
-        ideal = flops / (np.where(fc16, platform.gpu_fp16_tflops * 1e9 / max(c.gpu_conv_eff["fp16"], 1e-9)
-                                  * c.gpu_conv_eff[precision], gpu_peak) * eff)
-        g_compute = ideal + np.where(heavy, c.gpu_t_half_us * _US, 0.0)
+        # occupancy: a kernel of W ops reaches W / (W + W_half) of its rate, W_half =
+        # gpu_sm_half_mops per SM (about a tile per SM; small layers and batch 1 fill the GPU
+        # poorly): time = d + t_half with t_half the time of W_half at the layer's rate, so a
+        # wider GPU or a slower precision takes longer to fill
+        ideal = flops / (rate * cls_eff)
+        depth = np.minimum(g.depth, c.gpu_split_k) / c.gpu_split_k
+        t_half = platform.gpu_sm_count * c.gpu_sm_half_mops * 1e6 * depth / rate
+        self.gpu_ramp_ms = np.where(heavy, t_half, 0.0) / power  # the occupancy term of each layer
+        g_compute = ideal + np.where(heavy, t_half, 0.0)
         g_mem = (act_bytes + g_w_bytes) / gpu_bw
         g_alone = np.maximum(g_compute, g_mem) + c.gpu_launch_us * _US
+        if precision == "int8":
+            # a layer without INT8 kernels (LRN, softmax, layer / group norms) runs at fp16 between two
+            # reformat kernels: int8 -> fp16 on its input, fp16 -> int8 on its output
+            io = (g.in_elems + g.out_elems) * scale * 3.0  # read one format, write the other
+            g_alone = g_alone + np.where(g.int8_capable, 0.0,
+                                         2 * c.boundary_us * _US + io / (dram * c.reformat_bw_frac))
         g_extra_bytes = g.extra_in * scale * elem
         g_fused = g_extra_bytes / gpu_bw  # epilogue math is free; only its extra inputs are read
+        # a convolution merged with its sibling (horizontal fusion) adds its work to the sibling's
+        # kernel: no launch and no second occupancy ramp
+        sib = g.sibling >= 0
+        g_fused = np.where(sib, np.maximum(ideal, g_mem), g_fused)
+        g_fused_bytes = np.where(sib, act_bytes + g_w_bytes, g_extra_bytes)
         g_alone[free] = 0.0
         # ---------------- DLA (one core); the DLA loops over the batch items
         if precision in ("fp16", "int8") and platform.dla_count > 0:
@@ -468,7 +320,7 @@ class CostTable:
             # the MAC array works on atoms of input and output channels; the first layer reads
             # the image in a packed format (kDLA_HWC4), so its input channels are not padded
             atom_c, atom_k = DLA_CHANNEL_ATOM[precision]
-            d_eff = d_eff * np.where(g.reads_input, 1.0, _padding_eff(g.cin_g, atom_c)) * _padding_eff(g.cout_g, atom_k)
+            d_eff = d_eff * np.where(g.reads_input, 1.0, padding_eff(g.cin_g, atom_c)) * padding_eff(g.cout_g, atom_k)
             cache = platform.dla_sram_mib * 2**20 * c.dla_weight_cache
             cached = w_bytes <= cache
             w_per_item = np.where(cached, 0.0, w_bytes)
@@ -488,7 +340,7 @@ class CostTable:
         self.t_fused = np.vstack([g_fused, d_fused])
         g_bytes = np.where(free, 0.0, act_bytes + g_w_bytes)
         self.b_alone = np.vstack([g_bytes, np.where(free, 0.0, d_bytes)])
-        self.b_fused = np.vstack([g_extra_bytes, g_extra_bytes])
+        self.b_fused = np.vstack([g_fused_bytes, g_extra_bytes])
         # ---------------- boundaries, I/O reformat, islands
         reformat_bw = dram * c.reformat_bw_frac
         # GPU<->DLA tensors cross in the DLA's native format at the engine precision (int8
@@ -521,6 +373,10 @@ class CostTable:
         anchor = np.where(kind == 1, g.anchor_dla, g.anchor_gpu)
         has = anchor >= 0
         fused = has & (codes[np.where(has, anchor, 0)] == codes)
+        if g.sib_i.size:  # horizontal fusion: a GPU convolution joins an earlier sibling's GPU kernel
+            joined = (codes[g.sib_i] == 0) & (codes[g.sib_j] == 0)
+            if joined.any():
+                fused[g.sib_i[joined]] = True
         ar = self._arange
         t = np.where(fused, self.t_fused[kind, ar], self.t_alone[kind, ar])
         b = np.where(fused, self.b_fused[kind, ar], self.b_alone[kind, ar])

@@ -2,8 +2,8 @@
 
 The zoo gives placetune real network structures to analyse, search and export without a
 model file: the seed scenarios (``seed-block``, ``model-gn``, ``model-bn``), the classic
-Jetson benchmark networks (``alexnet``, ``googlenet``, ``resnet18``, ``resnet50``,
-``mobilenetv2``, ``vgg16``), a small segmentation network (``unet-small``) and a
+Jetson benchmark networks (``alexnet``, ``googlenet``, ``resnet18/34/50/101/152``,
+``mobilenetv1``, ``mobilenetv2``, ``vgg11/13/16/19``), a small segmentation network (``unet-small``) and a
 transformer stress model (``vit-tiny``).
 
 Every graph has one NCHW float32 input named ``input`` and one output named ``output``,

@@ -1,4 +1,4 @@
-"""torchvision MobileNetV2, BatchNormalization kept, ReLU6 as Clip."""
+"""MobileNetV1 (MLPerf's TensorFlow model) and torchvision MobileNetV2, BatchNormalization kept, ReLU6 as Clip."""
 
 from __future__ import annotations
 
@@ -63,3 +63,27 @@ def _mobilenetv2(g: _Graph, batch: int, softmax: bool) -> _Net:
     if softmax:
         x = _softmax(g, x, ["softmax"])
     return x, [batch, 3, 224, 224], [batch, 1000]
+
+
+#: MobileNetV1 (width 1.0): output channels and stride of each depthwise-separable block.
+_MOBILENETV1_BLOCKS = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1),
+                       (512, 1), (512, 1), (512, 1), (1024, 2), (1024, 1)]
+
+
+def _mobilenetv1(g: _Graph, batch: int, softmax: bool) -> _Net:
+    """MobileNetV1 1.0/224 as MLPerf's TensorFlow model: 3x3 stem, 13 depthwise-separable blocks
+    (3x3 depthwise + 1x1 pointwise, each with BatchNormalization and ReLU6), average pool, 1x1
+    conv classifier (1001 classes, background first)."""
+    x = _conv_bn_relu6(g, "input", ["features", "features.0"], 3, 32, 3, stride=2)
+    cin = 32
+    for i, (c, s) in enumerate(_MOBILENETV1_BLOCKS, start=1):
+        p = ["features", f"features.{i}"]
+        x = _conv_bn_relu6(g, x, p + ["dw"], cin, cin, 3, s, cin)
+        x = _conv_bn_relu6(g, x, p + ["pw"], cin, c, 1)
+        cin = c
+    x = g.op("GlobalAveragePool", [x], ["avgpool"])
+    x = _conv(g, x, ["classifier"], cin, 1001, 1)
+    x = _flatten(g, x)
+    if softmax:
+        x = _softmax(g, x, ["softmax"])
+    return x, [batch, 3, 224, 224], [batch, 1001]

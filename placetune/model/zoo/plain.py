@@ -1,4 +1,4 @@
-"""The plain (unbranched) CNN classifiers: BVLC Caffe AlexNet and torchvision VGG-16."""
+"""The plain (unbranched) CNN classifiers: BVLC Caffe AlexNet and torchvision VGG-11/13/16/19."""
 
 from __future__ import annotations
 
@@ -34,14 +34,22 @@ def _alexnet(g: _Graph, batch: int, softmax: bool) -> _Net:
     return x, [batch, 3, 227, 227], [batch, 1000]
 
 
-def _vgg16(g: _Graph, batch: int, softmax: bool) -> _Net:
-    """torchvision VGG-16 (no batch norm)."""
-    cfg: list[Any] = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
-                      512, 512, 512, "M", 512, 512, 512, "M"]
+#: torchvision VGG configurations ("A", "B", "D", "E"): conv widths, "M" = 2x2 max pool.
+_VGG_CFG: dict[int, list[Any]] = {
+    11: [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+    13: [64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+    16: [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
+    19: [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
+         512, 512, 512, 512, "M"],
+}
+
+
+def _vgg(g: _Graph, batch: int, softmax: bool, depth: int) -> _Net:
+    """torchvision VGG-``depth`` (no batch norm)."""
     x = "input"
     cin = 3
     idx = 0
-    for v in cfg:
+    for v in _VGG_CFG[depth]:
         p = ["features", f"features.{idx}"]
         if v == "M":
             x = _maxpool(g, x, p, 2, 2)
@@ -70,3 +78,19 @@ def _vgg16(g: _Graph, batch: int, softmax: bool) -> _Net:
     if softmax:
         x = _softmax(g, x, ["softmax"])
     return x, [batch, 3, 224, 224], [batch, 1000]
+
+
+def _vgg11(g: _Graph, batch: int, softmax: bool) -> _Net:
+    return _vgg(g, batch, softmax, 11)
+
+
+def _vgg13(g: _Graph, batch: int, softmax: bool) -> _Net:
+    return _vgg(g, batch, softmax, 13)
+
+
+def _vgg16(g: _Graph, batch: int, softmax: bool) -> _Net:
+    return _vgg(g, batch, softmax, 16)
+
+
+def _vgg19(g: _Graph, batch: int, softmax: bool) -> _Net:
+    return _vgg(g, batch, softmax, 19)

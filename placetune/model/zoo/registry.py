@@ -14,9 +14,9 @@ from onnx import TensorProto, helper
 from placetune.errors import ConfigError, UnknownNameError
 from placetune.model.zoo.googlenet import _googlenet
 from placetune.model.zoo.graph import _Graph, _Net
-from placetune.model.zoo.mobilenet import _mobilenetv2
-from placetune.model.zoo.plain import _alexnet, _vgg16
-from placetune.model.zoo.resnet import _resnet18, _resnet50, _resnet101
+from placetune.model.zoo.mobilenet import _mobilenetv1, _mobilenetv2
+from placetune.model.zoo.plain import _alexnet, _vgg11, _vgg13, _vgg16, _vgg19
+from placetune.model.zoo.resnet import _resnet18, _resnet34, _resnet50, _resnet101, _resnet152
 from placetune.model.zoo.seeds import _model_bn, _model_gn, _seed_block
 from placetune.model.zoo.unet import _unet_small
 from placetune.model.zoo.vit import _vit_tiny
@@ -73,6 +73,11 @@ _ZOO: dict[str, _Entry] = {
         "torchvision ResNet-18 on 3x224x224, BatchNormalization kept, ~1.81 GMACs",
         {"softmax": False},
     ),
+    "resnet34": _Entry(
+        _resnet34,
+        "torchvision ResNet-34 on 3x224x224, BatchNormalization kept, ~3.67 GMACs",
+        {"softmax": False},
+    ),
     "resnet50": _Entry(
         _resnet50,
         "torchvision ResNet-50 (v1.5) on 3x224x224, BatchNormalization kept, ends in Softmax "
@@ -85,6 +90,17 @@ _ZOO: dict[str, _Entry] = {
         "(HaX-CoNN's AlexNet + ResNet-101 pair)",
         {"softmax": False},
     ),
+    "resnet152": _Entry(
+        _resnet152,
+        "torchvision ResNet-152 (v1.5) on 3x224x224, BatchNormalization kept, ~11.6 GMACs",
+        {"softmax": False},
+    ),
+    "mobilenetv1": _Entry(
+        _mobilenetv1,
+        "MobileNetV1 1.0/224 (MLPerf's TensorFlow model, 1001 classes), BatchNormalization kept, "
+        "ReLU6 as Clip, ~0.57 GMACs",
+        {"softmax": False},
+    ),
     "mobilenetv2": _Entry(
         _mobilenetv2,
         "torchvision MobileNetV2 on 3x224x224, BatchNormalization kept, ReLU6 as Clip, "
@@ -94,6 +110,21 @@ _ZOO: dict[str, _Entry] = {
     "vgg16": _Entry(
         _vgg16,
         "torchvision VGG-16 on 3x224x224, ~15.5 GMACs",
+        {"softmax": False},
+    ),
+    "vgg11": _Entry(
+        _vgg11,
+        "torchvision VGG-11 on 3x224x224, ~7.6 GMACs",
+        {"softmax": False},
+    ),
+    "vgg13": _Entry(
+        _vgg13,
+        "torchvision VGG-13 on 3x224x224, ~11.3 GMACs",
+        {"softmax": False},
+    ),
+    "vgg19": _Entry(
+        _vgg19,
+        "torchvision VGG-19 on 3x224x224, ~19.6 GMACs",
         {"softmax": False},
     ),
     "unet-small": _Entry(

@@ -1,4 +1,4 @@
-"""torchvision ResNet-18 and ResNet-50 (v1.5), BatchNormalization kept."""
+"""torchvision ResNet-18/34 and ResNet-50/101/152 (v1.5), BatchNormalization kept."""
 
 from __future__ import annotations
 
@@ -51,9 +51,17 @@ def _resnet18(g: _Graph, batch: int, softmax: bool) -> _Net:
     return _resnet(g, batch, [2, 2, 2, 2], False, softmax)
 
 
+def _resnet34(g: _Graph, batch: int, softmax: bool) -> _Net:
+    return _resnet(g, batch, [3, 4, 6, 3], False, softmax)
+
+
 def _resnet50(g: _Graph, batch: int, softmax: bool) -> _Net:
     return _resnet(g, batch, [3, 4, 6, 3], True, softmax)
 
 
 def _resnet101(g: _Graph, batch: int, softmax: bool) -> _Net:
     return _resnet(g, batch, [3, 4, 23, 3], True, softmax)
+
+
+def _resnet152(g: _Graph, batch: int, softmax: bool) -> _Net:
+    return _resnet(g, batch, [3, 8, 36, 3], True, softmax)
