@@ -9,8 +9,8 @@ The public API (everything a custom search agent needs)::
     m = ev.evaluate(space.to_placement(space.sample()))
     print(m.median_ms, m.simulated)          # median latency in ms; m.latency_ms holds p90, p99...
 
-Importing placetune registers the Gymnasium environments ``placetune/Placement-v0``
-and ``placetune/PlacementOneShot-v0``. TensorRT and PyCUDA are imported only by the
+Importing placetune registers the Gymnasium environments ``placetune/Placement-v0``,
+``placetune/PlacementOneShot-v0`` and ``placetune/PlacementStages-v0``. TensorRT and PyCUDA are imported only by the
 backends that need them.
 """
 
@@ -52,7 +52,7 @@ from placetune.placement.realise import InfeasiblePlacement, Realisation, realis
 from placetune.settings import Settings
 from placetune.placement.space import Space, Unit
 from placetune.store import Store, mask_url
-from placetune.envs import PlacementEnv, PlacementOneShotEnv, make_env, register_envs
+from placetune.envs import PlacementEnv, PlacementOneShotEnv, PlacementStagesEnv, make_env, register_envs
 
 register_envs()
 
@@ -115,6 +115,7 @@ __all__ = [
     "register_envs",
     "PlacementEnv",
     "PlacementOneShotEnv",
+    "PlacementStagesEnv",
     # errors
     "PlacetuneError",
     "ModelError",

@@ -1,6 +1,6 @@
 """Gymnasium environments: search placements with any RL library or a hand-written agent.
 
-Two environments are registered (``import placetune`` registers them; so does
+Three environments are registered (``import placetune`` registers them; so does
 :func:`register_envs`, which is idempotent):
 
 ``placetune/Placement-v0`` (:class:`PlacementEnv`)
@@ -9,6 +9,11 @@ Two environments are registered (``import placetune`` registers them; so does
 ``placetune/PlacementOneShot-v0`` (:class:`PlacementOneShotEnv`)
     One step per episode: the action is the whole assignment
     (``MultiDiscrete([n_devices] * n_units)``).
+``placetune/PlacementStages-v0`` (:class:`PlacementStagesEnv`)
+    Sequential over blocks: one step per block of the network (the units between two block
+    boundaries), ``Discrete(n_devices)``; consecutive blocks on one device form a stage and
+    the action mask keeps at most ``max_stages`` stages. The space where pipeline placements
+    live: ResNet-18 has 13 blocks.
 
 Reward
     0 on every step but the last. The last step measures the placement and returns
@@ -64,12 +69,15 @@ from placetune.envs.actions import masked_random_action
 from placetune.envs.oneshot import ONESHOT_ENV_ID, PlacementOneShotEnv
 from placetune.envs.registry import make_env, register_envs
 from placetune.envs.sequential import PLACEMENT_ENV_ID, PlacementEnv
+from placetune.envs.stages import STAGES_ENV_ID, PlacementStagesEnv
 
 __all__ = [
     "PlacementEnv",
     "PlacementOneShotEnv",
+    "PlacementStagesEnv",
     "PLACEMENT_ENV_ID",
     "ONESHOT_ENV_ID",
+    "STAGES_ENV_ID",
     "register_envs",
     "make_env",
     "masked_random_action",
