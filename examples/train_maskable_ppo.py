@@ -32,6 +32,7 @@ import numpy as np
 
 import placetune as pt
 from placetune.envs import masked_random_action
+from placetune.wording import versus
 from search import Budget, get_agent
 
 TASK: dict[str, Any] = dict(model="resnet18", platform="orin-agx", mode="pipeline", precision="int8",
@@ -122,8 +123,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     random_gains = untrained(probe, 200, args.seed)
     probe.close()
     beat = sum(g > 1.0 for g in random_gains) / len(random_gains)
-    print(f"untrained policy (masked uniform), 200 episodes: median {statistics.median(random_gains):.2f}x "
-          f"all-GPU, {beat:.0%} of them beat it")
+    print(f"untrained policy (masked uniform), 200 episodes: median {statistics.median(random_gains):.3f}x "
+          f"all-GPU's throughput ({versus(statistics.median(random_gains), 'throughput')}), {beat:.0%} of them beat it")
 
     t0 = time.perf_counter()
     model, log = train(env, args.timesteps, args.seed)
@@ -135,7 +136,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   if g >= gain * (1 - 1e-9)), None)
     print(f"MaskablePPO: {model.num_timesteps:,} environment steps = {len(log):,} episodes, each one evaluation; "
           f"{builds:,} distinct placements measured (builds), {seconds:.0f} s")
-    print(f"  learned placement: {_stages(env, info)}: {info['objective_value']:,.0f} fps = {gain:.3f}x all-GPU")
+    print(f"  learned placement: {_stages(env, info)}: {info['objective_value']:,.0f} fps = {gain:.3f}x all-GPU's "
+          f"throughput ({versus(gain, 'throughput')})")
     if first is not None:
         print(f"  training first played a placement this good at episode {first[0]:,} (step {first[1]:,}, "
               f"{first[2]:,} builds)")
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = get_agent("guided", seed=args.seed).run(ev, Budget(args.guided_budget))
     best = float(result.best_value) / gpu
     reach = result.evaluations_to_reach(gain * gpu, rel_tol=0.0)
-    print(f"guided agent: {best:.3f}x all-GPU after {result.evaluations} evaluations ({result.measured} builds); "
+    print(f"guided agent: {best:.3f}x all-GPU's throughput ({versus(best, 'throughput')}) after {result.evaluations} evaluations ({result.measured} builds); "
           + (f"reached the learned {gain:.3f}x at evaluation {reach}" if reach is not None
              else f"did not reach the learned {gain:.3f}x"))
     ev.close()

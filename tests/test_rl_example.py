@@ -39,12 +39,12 @@ def test_maskable_ppo_beats_all_gpu_and_prints_the_comparison_with_guided(capsys
     out = capsys.readouterr().out
     assert "SIMULATED" in out
     # What it printed is what it learned: the learned placement against all-GPU...
-    learned = float(re.search(r"learned placement: .+ = ([\d.]+)x all-GPU", out).group(1))
+    learned = float(re.search(r"learned placement: .+ = ([\d.]+)x all-GPU's throughput \(\d[\d.]*x faster\)", out).group(1))
     assert learned == pytest.approx(figures["gain"], abs=5e-4)
     # ...beats all-GPU by a margin every seed we tried clears (4,096 steps: 1.11x to 1.22x over seeds 0-9)...
     assert figures["gain"] >= 1.08
     # ...and the untrained policy does not: learning is what got it there.
-    median = float(re.search(r"untrained policy .+: median ([\d.]+)x all-GPU", out).group(1))
+    median = float(re.search(r"untrained policy .+: median ([\d.]+)x all-GPU's throughput", out).group(1))
     assert median < 1.0 < figures["gain"]
     # The cost is stated: environment steps, episodes (one evaluation each) and distinct builds.
     steps, episodes, builds = (int(x.replace(",", "")) for x in re.search(
@@ -52,7 +52,7 @@ def test_maskable_ppo_beats_all_gpu_and_prints_the_comparison_with_guided(capsys
         out).groups())
     assert steps == 4096 and episodes == 4096 // 13 and 1 < builds <= episodes + 1
     # And the guided agent's evaluations for the same throughput, next to it.
-    guided = re.search(r"guided agent: ([\d.]+)x all-GPU after (\d+) evaluations .*reached the learned [\d.]+x at "
+    guided = re.search(r"guided agent: ([\d.]+)x all-GPU's throughput \(.+?\) after (\d+) evaluations .*reached the learned [\d.]+x at "
                        r"evaluation (\d+)", out)
     assert guided is not None, out
     assert float(guided.group(1)) >= figures["gain"] and int(guided.group(3)) <= 4 < episodes

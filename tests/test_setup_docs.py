@@ -49,7 +49,8 @@ def test_constraints_pin_every_dependency_of_the_tested_install():
             pins[_name(line)] = line
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    wanted = {_name(r) for r in project["dependencies"] + extras["test"] + extras["report"] if "python_version <" not in r}
+    wanted = {_name(r) for r in project["dependencies"] + extras["test"] + extras["report"] + extras["rl"]
+              if "python_version <" not in r}
     assert wanted <= set(pins), wanted - set(pins)
 
 
@@ -57,3 +58,9 @@ def test_the_jetson_extras_name_both_cuda_bindings():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert [_name(r) for r in extras["jetson"]] == ["cuda-python"]  # module cuda.bindings (cuda.cuda before 12.6)
     assert [_name(r) for r in extras["jetson-pycuda"]] == ["pycuda"]
+
+
+def test_ci_installs_the_rl_extra_so_the_rl_example_is_tested():
+    """Without the rl extra the RL example's test skips, and nothing checks that it beats all-GPU."""
+    ci = [x for x in (ROOT / ".ci" / "run").read_text().splitlines() if not x.startswith("#")]
+    assert any(re.search(r'pip install -q -c constraints\.txt -e "\.\[rl\]"', x) for x in ci)
