@@ -334,13 +334,12 @@ def export_plan(
     from placetune.hardware.platforms import get_platform
 
     st = store.study(study_name)
-    records = store.measurements(study_name)
     if objective is None and st.constraints:  # a constrained study ranks feasible first, as tune did
         from placetune.tuning.objectives import get_objective
 
         objective = get_objective(st.objective, st.constraints)
     if measurement_id is not None:
-        rec = next((r for r in records if r.id == int(measurement_id)), None)
+        rec = next(iter(store.measurements(study_name, ids=[int(measurement_id)])), None)
         if rec is None:
             raise ConfigError(f"measurement {measurement_id} is not a measurement of study {study_name!r}")
         if not rec.measurement.ok:
@@ -441,6 +440,11 @@ def export_plan(
     from placetune.tuning.concurrent import network_summary
 
     networks = networks_in(model) if model is not None and model.proto is not None else []
+    if model is not None and not networks:  # the baselines' rows by their placement keys, not every row decoded
+        keys = [Placement.all_gpu(model).key] + [Placement.all_dla(model, core).key for core in (0, 1)]
+        records = store.measurements(study_name, keys=keys)
+    else:
+        records = store.measurements(study_name)
     baselines = _baselines(records, rec, len(realized_map), objective or get_objective(st.objective), networks)
     _add_files_and_io(st.mode, engines, model, realized_p, notes)
     if st.mode == "pipeline":
