@@ -477,7 +477,7 @@ class Tuner:
         except ImportError:  # pragma: no cover - plan module not installed
             return None
         path = self.cfg.export or f"{outcome.study}.plan.json"
-        plan = export_plan(ev.store, outcome.study, objective=ev.objective)
+        plan = export_plan(ev.store, outcome.study, objective=ev.objective, model=ev.model)  # not loaded again
         plan.save(path)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         return path
