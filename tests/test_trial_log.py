@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sqlite3
@@ -293,3 +294,33 @@ def test_sigterm_stops_a_simulated_run_with_everything_it_showed_stored(tmp_path
     assert stored == shown  # every trial shown is stored, and every stored one was shown
     trials = optuna.load_study(study_name="term", storage=f"sqlite:///{db}").get_trials(deepcopy=False)
     assert len(trials) == stored and all(t.state == TrialState.COMPLETE for t in trials)
+
+
+def test_the_agent_runs_with_one_blas_thread_and_the_limit_is_restored(tmp_path, monkeypatch):
+    """The guided agent's small solves ran with a BLAS thread per core that only spun (20x the CPU
+    of one thread on 2 cores): a tune runs its agent with one, and gives the caller's limit back."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import numpy  # noqa: F401 - its BLAS is the one limited
+
+    from placetune.tuning.studyfile import TuneConfig
+    from placetune.tuning.tune import Tuner
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    evaluate = Evaluator.evaluate
+
+    def spy(self, *a, **kw):
+        seen.append(blas_threads())
+        return evaluate(self, *a, **kw)
+
+    monkeypatch.setattr(Evaluator, "evaluate", spy)
+    cfg = TuneConfig(model="seed-block", agent="random", trials=6, storage=f"sqlite:///{tmp_path / 'pt.db'}",
+                     export=str(tmp_path / "p.json"))
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        if blas_threads() != {2}:
+            pytest.skip("no BLAS whose threads can be set")
+        Tuner(cfg, out=io.StringIO()).run()
+        assert blas_threads() == {2}
+    assert seen[-1] == {1} and len(seen) >= 5

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from placetune.errors import ConfigError, StopRequested
+from placetune.tuning.blas import single_blas_thread
 from placetune.tuning.evaluator import Evaluator
 from placetune.measurement import Measurement
 from placetune.placement.placement import DEVICES, Placement
@@ -263,7 +264,8 @@ class Tuner:
                                          deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
                                          study_name=agent.study_name or ev.study_name)
                 try:
-                    result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
+                    with single_blas_thread():  # the agent's many small solves: threads only spin
+                        result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
                     # the guided agent's re-ranked top candidates: said once the progress display is closed
                     said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith("re-measured")]
                 except StopRequested:
