@@ -23,6 +23,7 @@ optuna = pytest.importorskip("optuna")
 from optuna.trial import TrialState  # noqa: E402
 
 from placetune.tuning.optuna_study import OptunaStudy  # noqa: E402
+from tests.test_fleet import pg_url  # noqa: E402,F401 - a fresh PostgreSQL database per test
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,34 +154,51 @@ def _frozen_trials():
     return out
 
 
-@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin"])
-def test_rows_written_straight_into_optunas_tables_are_those_add_trials_writes(tmp_path, monkeypatch, tz):
+def _compare_with_add_trials(url: str) -> None:
     from placetune.tuning.optuna_rows import TrialRows, supported
 
     assert supported()
-    monkeypatch.setenv("TZ", tz)
-    time.tzset()
-    try:
-        url = f"sqlite:///{tmp_path / 'o.db'}"
-        directions = ["minimize", "maximize"]
-        ref = optuna.create_study(study_name="ref", storage=url, directions=directions)
-        ref.add_trials(_frozen_trials())
-        ours = optuna.create_study(study_name="ours", storage=url, directions=directions)
-        ours.add_trials(_frozen_trials()[:1])  # numbering continues after trials already there
-        with Store(url) as store, store._sqlite_txn("test", "BEGIN IMMEDIATE") as conn:
+    directions = ["minimize", "maximize"]
+    ref = optuna.create_study(study_name="ref", storage=url, directions=directions)
+    ref.add_trials(_frozen_trials())
+    ours = optuna.create_study(study_name="ours", storage=url, directions=directions)
+    ours.add_trials(_frozen_trials()[:1])  # numbering continues after trials already there
+    with Store(url) as store:
+        txn = store._sqlite_txn("test", "BEGIN IMMEDIATE") if store.dialect == "sqlite" else \
+            store._txn("test", write=True)  # the driver connection on SQLite, SQLAlchemy's on a server
+        with txn as conn:
             ids = TrialRows(ours._study_id).write(conn, _frozen_trials())
-        assert None not in ids
-        got = optuna.load_study(study_name="ours", storage=url).get_trials()[1:]
-        want = optuna.load_study(study_name="ref", storage=url).get_trials()
-    finally:
-        monkeypatch.delenv("TZ")
-        time.tzset()
+    assert None not in ids and len(set(ids)) == 4
+    got = optuna.load_study(study_name="ours", storage=url).get_trials()[1:]
+    want = optuna.load_study(study_name="ref", storage=url).get_trials()
     assert len(got) == len(want) == 4
     for g, w in zip(got, want):
         assert g.number == w.number + 1
         for field in ("state", "values", "params", "distributions", "user_attrs", "system_attrs",
                       "intermediate_values", "datetime_start", "datetime_complete"):
             assert getattr(g, field) == getattr(w, field), field
+
+
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin"])
+def test_rows_written_straight_into_optunas_tables_are_those_add_trials_writes(tmp_path, monkeypatch, tz):
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        _compare_with_add_trials(f"sqlite:///{tmp_path / 'o.db'}")
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+@pytest.mark.postgres
+def test_rows_written_into_optunas_tables_on_postgresql_are_those_add_trials_writes(pg_url, monkeypatch):
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        _compare_with_add_trials(pg_url)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
 
 
 def test_a_parameter_stored_with_other_choices_skips_the_trial_with_a_warning(tmp_path, caplog):

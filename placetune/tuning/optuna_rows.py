@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 __all__ = ["FinishedTrial", "TrialRows", "supported"]
+
+_encode_string = json.encoder.encode_basestring_ascii  # json.dumps of a str (ensure_ascii, its default)
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,12 @@ class TrialRows:
         self._known: dict[str, Any] = {}  # parameter name -> the distribution the study stores for it
         self._json: dict[int, tuple[Any, str, dict[Any, Any]]] = {}  # id(dist) -> (it, its JSON, internal values)
         self._sql: dict[str, tuple[str, tuple[tuple[int, Any], ...]]] = {}
+        from sqlalchemy.dialects import sqlite
+
+        dialect = sqlite.dialect()  # SQLite: values bound as SQLAlchemy binds them (enum names, times, floats)
+        self._procs = {(name, c): self._tables[name].c[c].type.dialect_impl(dialect).bind_processor(dialect)
+                       for name, cols in _LAYOUT.items() for c in cols}
+        self._param_proc = self._procs["trial_params", "param_value"]
 
     # ------------------------------------------------------------------ writing
     def write(self, conn: "Connection | sqlite3.Connection",
@@ -126,36 +135,27 @@ class TrialRows:
             return []
         raw = isinstance(conn, sqlite3.Connection)
         keep = [t for t in trials if self._compatible(conn, raw, t)]
-        ids: list[int | None] = []
-        rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in _LAYOUT if name != "trials"}
         number = self._count(conn, raw)
-        kept = {id(t) for t in keep}
-        for t in trials:
-            if id(t) not in kept:
-                ids.append(None)
-                continue
-            start, complete = self._times(t)
-            trial_id = self._insert_trial(conn, raw, (number, self.study_id, t.state, start, complete))
-            number += 1
-            ids.append(trial_id)
-            values = t.values
-            if values is not None:  # add_trial: every objective's value (Optuna: one objective -> objective 0)
-                for objective, v in enumerate(values):
-                    stored, kind = self._models.TrialValueModel.value_to_stored_repr(v)
-                    rows["trial_values"].append((trial_id, objective, stored, kind))
-            for name, value in t.params.items():
-                internal, text = self._param(t.distributions[name], value)
-                rows["trial_params"].append((trial_id, name, internal, text))
-            for key, value in t.user_attrs.items():
-                rows["trial_user_attributes"].append((trial_id, key, json.dumps(value)))
-            for key, value in t.system_attrs.items():
-                rows["trial_system_attributes"].append((trial_id, key, json.dumps(value)))
+        trial_ids = self._insert_trials(conn, raw, [(number + i, self.study_id, t.state, *self._times(t))
+                                                    for i, t in enumerate(keep)])
+        rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in _LAYOUT if name != "trials"}
+        params, values, user, system = (rows["trial_params"], rows["trial_values"], rows["trial_user_attributes"],
+                                        rows["trial_system_attributes"])
+        to_stored = self._models.TrialValueModel.value_to_stored_repr
+        for trial_id, t in zip(trial_ids, keep):
+            if t.values is not None:  # add_trial: every objective's value (Optuna: one objective -> objective 0)
+                values += [(trial_id, objective, *to_stored(v)) for objective, v in enumerate(t.values)]
+            dists = t.distributions
+            params += [(trial_id, name, *self._param(dists[name], value, raw)) for name, value in t.params.items()]
+            user += [(trial_id, key, _json(value)) for key, value in t.user_attrs.items()]
+            system += [(trial_id, key, _json(value)) for key, value in t.system_attrs.items()]
             if t.intermediate_values:
                 raise ValueError("TrialRows writes finished trials without intermediate values")
         for name, batch in rows.items():
             if batch:
                 self._insert_many(conn, raw, name, batch)
-        return ids
+        written = dict(zip(map(id, keep), trial_ids))
+        return [written.get(id(t)) for t in trials]
 
     def _compatible(self, conn: Any, raw: bool, trial: "FinishedTrial | optuna.trial.FrozenTrial") -> bool:
         from optuna.distributions import check_distribution_compatibility, json_to_distribution
@@ -182,9 +182,10 @@ class TrialRows:
         m.datetime_complete = trial.datetime_complete
         return getattr(m, self._time_attrs[0]), getattr(m, self._time_attrs[1])
 
-    def _param(self, dist: Any, value: Any) -> tuple[float, str]:
-        """A parameter's internal value and its distribution's JSON, as Optuna stores them (both
-        memoised per distribution object: a study's trials share them)."""
+    def _param(self, dist: Any, value: Any, raw: bool) -> tuple[Any, str]:
+        """A parameter's stored value (its internal representation; on SQLite bound as SQLAlchemy
+        binds it) and its distribution's JSON, as Optuna stores them (memoised per distribution
+        object: a study's trials share them)."""
         hit = self._json.get(id(dist))
         if hit is None or hit[0] is not dist:
             from optuna.distributions import distribution_to_json
@@ -192,12 +193,16 @@ class TrialRows:
             hit = self._json[id(dist)] = (dist, distribution_to_json(dist), {})
         memo = hit[2]
         try:
-            internal = memo.get(value)
+            stored = memo.get((value, raw))
         except TypeError:  # an unhashable choice
-            return dist.to_internal_repr(value), hit[1]
-        if internal is None:
-            internal = memo[value] = dist.to_internal_repr(value)
-        return internal, hit[1]
+            return self._bind_param(dist.to_internal_repr(value), raw), hit[1]
+        if stored is None:
+            stored = memo[(value, raw)] = self._bind_param(dist.to_internal_repr(value), raw)
+        return stored, hit[1]
+
+    def _bind_param(self, internal: Any, raw: bool) -> Any:
+        proc = self._param_proc if raw else None
+        return internal if proc is None or internal is None else proc(internal)
 
     def _count(self, conn: Any, raw: bool) -> int:
         """The study's trials so far (the next trial's number), its row locked on a server as Optuna locks it."""
@@ -222,15 +227,23 @@ class TrialRows:
         return conn.scalar(select(params.c.distribution_json).join(trials, trials.c.trial_id == params.c.trial_id)
                            .where(trials.c.study_id == self.study_id, params.c.param_name == name).limit(1))
 
-    def _insert_trial(self, conn: Any, raw: bool, values: tuple[Any, ...]) -> int:
+    def _insert_trials(self, conn: Any, raw: bool, rows: list[tuple[Any, ...]]) -> list[int]:
+        """Insert ``trials`` rows; their ids (SQLite: the ones after the largest, as it would
+        give them, in the caller's write transaction; a server: each as the database gives it)."""
+        if not rows:
+            return []
         if raw:
-            sql, procs = self._raw_insert("trials")
-            return int(conn.execute(sql, _bind(procs, values)).lastrowid)
+            first = int(conn.execute("SELECT COALESCE(MAX(trial_id), 0) FROM trials").fetchone()[0]) + 1
+            ids = list(range(first, first + len(rows)))
+            sql, procs = self._raw_insert("trials", with_id=True)
+            conn.executemany(sql, [_bind(procs, (i, *r)) for i, r in zip(ids, rows)])
+            return ids
         from sqlalchemy import insert
 
         table = self._tables["trials"]
         cols = _LAYOUT["trials"][1:]
-        return int(conn.execute(insert(table).returning(table.c.trial_id), dict(zip(cols, values))).scalar_one())
+        stmt = insert(table).returning(table.c.trial_id)
+        return [int(conn.execute(stmt, dict(zip(cols, r))).scalar_one()) for r in rows]
 
     def _insert_many(self, conn: Any, raw: bool, name: str, rows: list[tuple[Any, ...]]) -> None:
         if raw:
@@ -242,21 +255,34 @@ class TrialRows:
         cols = _LAYOUT[name][1:]
         conn.execute(insert(self._tables[name]), [dict(zip(cols, r)) for r in rows])
 
-    def _raw_insert(self, name: str) -> tuple[str, tuple[tuple[int, Any], ...]]:
-        """SQLite: the INSERT statement of a table (its primary key left to SQLite) and the
-        bind processors of its columns that have one, by position (SQLAlchemy's: enums, times, floats)."""
-        hit = self._sql.get(name)
+    def _raw_insert(self, name: str, with_id: bool = False) -> tuple[str, tuple[tuple[int, Any], ...]]:
+        """SQLite: the INSERT statement of a table (its primary key given, or left to SQLite) and the
+        bind processors of its columns that have one, by position (SQLAlchemy's: enums, times, floats;
+        a parameter's value is bound by :meth:`_param`)."""
+        hit = self._sql.get(f"{name}:{with_id}")
         if hit is None:
-            from sqlalchemy.dialects import sqlite
-
-            dialect = sqlite.dialect()
-            table = self._tables[name]
-            cols = _LAYOUT[name][1:]
-            procs = tuple((i, p) for i, p in enumerate(table.c[c].type.dialect_impl(dialect).bind_processor(dialect)
-                                                       for c in cols) if p is not None)
+            cols = _LAYOUT[name] if with_id else _LAYOUT[name][1:]
+            procs = tuple((i, self._procs[name, c]) for i, c in enumerate(cols)
+                          if self._procs[name, c] is not None and (name, c) != ("trial_params", "param_value"))
             sql = f"INSERT INTO {name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-            hit = self._sql[name] = (sql, procs)
+            hit = self._sql[f"{name}:{with_id}"] = (sql, procs)
         return hit
+
+def _json(value: Any) -> str:
+    """``json.dumps(value)`` (what Optuna stores for an attribute), without its cost for the scalars
+    every trial has."""
+    kind = type(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if kind is str:
+        return _encode_string(value)
+    return json.dumps(value)
 
 
 def _bind(procs: tuple[tuple[int, Any], ...], values: tuple[Any, ...]) -> tuple[Any, ...]:
