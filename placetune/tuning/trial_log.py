@@ -98,8 +98,8 @@ class TrialLog:
         self.evaluator = evaluator
         self.sinks: list[TrialSink] = []
         self.pending: list[LoggedTrial] = []
-        self.trials = 1  # 1: every evaluation written at once
-        self.seconds = 0.0
+        self.batch_trials = 1  # 1: every evaluation written at once
+        self.batch_seconds = 0.0
         self._waiting: dict[str, PendingMeasurement] = {}  # realised key -> its measurement, not written yet
         self._oldest = 0.0
         self._atexit = False
@@ -108,7 +108,7 @@ class TrialLog:
     @property
     def batched(self) -> bool:
         """True when evaluations wait to be written together."""
-        return self.trials > 1
+        return self.batch_trials > 1
 
     def batch(self, trials: int = DEFAULT_BATCH_TRIALS, seconds: float = DEFAULT_BATCH_SECONDS) -> None:
         """Write evaluations in batches of ``trials``, none waiting more than ``seconds``
@@ -120,7 +120,7 @@ class TrialLog:
         if isinstance(trials, bool) or int(trials) < 1 or not float(seconds) >= 0:
             raise ValueError(f"a batch is at least 1 trial and 0 seconds, not {trials!r} trials, {seconds!r} s")
         self.flush()
-        self.trials, self.seconds = int(trials), float(seconds)
+        self.batch_trials, self.batch_seconds = int(trials), float(seconds)
         if self.batched and not self._atexit:  # an evaluator nobody closed: written at interpreter exit
             ref = weakref.ref(self)
             atexit.register(_flush_at_exit, ref)
@@ -131,18 +131,20 @@ class TrialLog:
                  agent: str | None, trial_number: int | None, started: datetime) -> None:
         """A new measurement: its rows, then its trial (written now, or with its batch)."""
         ev = self.evaluator
+        finished = datetime.now()  # the measurement is ready; encoding its rows is the store's time
         row = ev.store.pending_measurement(ev.study, placement.key, key, stored, agent, trial_number)
         self._waiting[key] = row
-        self._add(LoggedTrial(placement, answer, stored, row, started, datetime.now(), agent))
+        self._add(LoggedTrial(placement, answer, stored, row, started, finished, agent))
 
     def hit(self, placement: "Placement", answer: "Measurement", key: str, cached: "Measurement",
             agent: str | None, trial_number: int | None, started: datetime) -> None:
         """A request answered by a known measurement (stored, or waiting in this log)."""
         ev = self.evaluator
+        finished = datetime.now()
         mid = cached.extra.get("_id")
         by: int | PendingMeasurement | None = self._waiting.get(key) if mid is None else int(mid)
         row = ev.store.pending_request(ev.study, placement.key, key, by, agent, trial_number, True)
-        self._add(LoggedTrial(placement, answer, None, row, started, datetime.now(), agent))
+        self._add(LoggedTrial(placement, answer, None, row, started, finished, agent))
 
     def stored(self, placement: "Placement", answer: "Measurement", started: datetime, agent: str | None) -> None:
         """An evaluation whose rows are already written (a re-measurement): its trial and callbacks only."""
@@ -153,7 +155,7 @@ class TrialLog:
         if not self.pending:
             self._oldest = time.monotonic()
         self.pending.append(trial)
-        if len(self.pending) >= self.trials or time.monotonic() - self._oldest >= self.seconds:
+        if len(self.pending) >= self.batch_trials or time.monotonic() - self._oldest >= self.batch_seconds:
             self.flush()
 
     # ------------------------------------------------------------------ writing
