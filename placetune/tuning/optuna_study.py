@@ -210,7 +210,11 @@ class OptunaStudy:
             m = rec.measurement
             m.extra = {**m.extra, "_id": rec.id, "cache_hit": req.cache_hit}
             trials.append(self.trial(placement, m, agent=req.agent))
-        study.add_trials(trials)
+        rows = _trial_rows(study)
+        if rows is None:
+            study.add_trials(trials)
+        else:  # one transaction, not one per trial and parameter
+            ev.store.write_batch([], also=lambda conn: rows.write(conn, trials))
         log.info("backfilled Optuna study %r with %d stored evaluations", ev.study_name, len(trials))
         return len(trials)
 
@@ -218,12 +222,7 @@ class OptunaStudy:
     def attach(self) -> "OptunaStudy":
         """Add a trial to the study for every evaluation of the evaluator, written with the
         evaluation's rows (agents other than ``optuna``, which writes its trials itself)."""
-        storage = getattr(self.study, "_storage", None)
-        backend = getattr(storage, "_backend", storage)  # an RDB storage behind Optuna's cache
-        from placetune.tuning.optuna_rows import TrialRows, supported
-
-        if type(backend).__name__ == "RDBStorage" and supported():
-            self._rows = TrialRows(self.study._study_id)
+        self._rows = _trial_rows(self.study)
         self.evaluator.trial_log.sinks.append(self)
         return self
 
@@ -289,6 +288,16 @@ class OptunaStudy:
         if vals is None or not all(math.isfinite(v) for v in vals):
             return None
         return [float(v) for v in vals]
+
+
+def _trial_rows(study: "optuna.Study") -> Any:
+    """A :class:`~placetune.tuning.optuna_rows.TrialRows` writer of ``study`` when its storage is an RDB
+    storage of the layout that module knows, else None (``add_trials``: in memory, or another Optuna)."""
+    from placetune.tuning.optuna_rows import TrialRows, supported
+
+    storage = getattr(study, "_storage", None)
+    backend = getattr(storage, "_backend", storage)  # an RDB storage behind Optuna's cache
+    return TrialRows(study._study_id) if type(backend).__name__ == "RDBStorage" and supported() else None
 
 
 def constraint_attrs(objective: Any, m: "Measurement") -> tuple[dict[str, Any], dict[str, Any]]:
