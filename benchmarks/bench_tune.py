@@ -46,7 +46,7 @@ def _children_cpu() -> float:
 
 def _run(code_dir: Path, argv: list[str], cwd: Path) -> tuple[float, float, str]:
     """(wall s, CPU s, stdout) of ``python argv`` with ``code_dir`` first on the path."""
-    env = dict(os.environ, PYTHONPATH=str(code_dir), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONPATH=str(code_dir))
     cpu0, t0 = _children_cpu(), time.perf_counter()
     proc = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
@@ -68,16 +68,17 @@ def _tune(code_dir: Path, extra: list[str], trials: int) -> dict[str, float]:
 
 
 def _import(code_dir: Path, runs: int) -> dict[str, float]:
-    code = ("import time; t = time.perf_counter(); import placetune, sys; t = time.perf_counter() - t; "
-            "print(t, placetune.__file__, *[m for m in ('sqlalchemy', 'onnx', 'optuna') if m in sys.modules])")
+    code = ("import time; t, c = time.perf_counter(), time.process_time(); import placetune, sys; "
+            "print(time.perf_counter() - t, time.process_time() - c, placetune.__file__, "
+            "*[m for m in ('sqlalchemy', 'onnx', 'optuna') if m in sys.modules])")
     times, cpus, heavy = [], [], ""
     for _ in range(runs):
-        wall, cpu, out = _run(code_dir, ["-c", code], Path(code_dir))
+        _, _, out = _run(code_dir, ["-c", code], Path(code_dir))
         fields = out.split()
         times.append(float(fields[0]))
-        cpus.append(cpu)
-        assert fields[1].startswith(str(code_dir)), (fields[1], code_dir)  # the package under test
-        heavy = " ".join(fields[2:])
+        cpus.append(float(fields[1]))  # the import's own CPU time (not the interpreter's start)
+        assert fields[2].startswith(str(code_dir)), (fields[2], code_dir)  # the package under test
+        heavy = " ".join(fields[3:])
     return {"wall": statistics.median(times), "cpu": statistics.median(cpus), "heavy": heavy}  # type: ignore[dict-item]
 
 
@@ -101,6 +102,9 @@ def main() -> None:
         if args.before:
             extract(args.before, old, ("placetune", "search"))
             trees = [(f"before ({args.before})", Path(old)), ("after", ROOT)]
+        for _, code in trees:  # both trees' bytecode compiled before anything is timed
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(code / "placetune"), str(code / "search")],
+                           check=True, capture_output=True)
         rows = []
         for case in cases:
             results: dict[str, list[dict[str, float]]] = {label: [] for label, _ in trees}
