@@ -302,6 +302,14 @@ def _network_sources(model: "Model | None") -> dict[str, dict[str, Any]]:
             if isinstance(n, dict)}
 
 
+def _nothing_to_export(store: "Store", study_name: str, metric: str) -> ConfigError:
+    """The error of a study with no ok measurement to export; a row edited or damaged (a status no
+    placetune writes, so that no row is ``ok``) is a StoreError naming it instead."""
+    store.measurements(study_name)  # decodes and checks every row of the study
+    return ConfigError(f"study {study_name!r} has no successful measurement with a {metric} value yet: "
+                       "run the search (placetune tune) before exporting a plan")
+
+
 def export_plan(
     store: "Store",
     study_name: str,
@@ -350,17 +358,13 @@ def export_plan(
 
         rec = best_stored(store, study_name, objective)  # as tune ranks: feasible first
         if rec is None:
-            raise ConfigError(f"study {study_name!r} has no successful measurement with a {objective.names[0]} "
-                              "value yet: run the search (placetune tune) before exporting a plan")
+            raise _nothing_to_export(store, study_name, objective.names[0])
     else:
         objective = None
         name = st.objective.split("+")[0].strip()
         rec = store.best(study_name, name)
         if rec is None:
-            raise ConfigError(
-                f"study {study_name!r} has no successful measurement with a {name} value yet: "
-                "run the search (placetune tune) before exporting a plan"
-            )
+            raise _nothing_to_export(store, study_name, name)
     m = rec.measurement
     notes: list[str] = []
     if model is None:
