@@ -12,6 +12,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def extract(rev: str, dest: str | Path, paths: tuple[str, ...] = ("placetune",)) -> Path:
+    """Git revision ``rev``'s ``paths`` (packages of this repository) extracted under ``dest``;
+    put ``dest`` first on ``sys.path`` (or ``PYTHONPATH``) to run that revision's code."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *paths], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return Path(dest)
+
+
 def run_at_revision(rev: str, script: str | Path, call: str) -> Any:
     """The JSON value of ``call``, evaluated in a subprocess whose ``placetune`` is git revision ``rev``'s.
 
@@ -21,8 +29,7 @@ def run_at_revision(rev: str, script: str | Path, call: str) -> Any:
     to its ``benchmarks/`` so that a script putting its parent's parent on ``sys.path`` finds it too.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "placetune"], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        extract(rev, tmp)
         copy = Path(tmp) / "benchmarks" / Path(script).name
         copy.parent.mkdir()
         copy.write_text(Path(script).read_text())

@@ -12,7 +12,8 @@ out = ["# Architecture", "",
        "Rules, checked by `tests/test_architecture.py` (a plain AST walk): no module over 600 lines;",
        "no import cycle, imports inside functions included; `model` < `hardware` < `placement` never",
        "import upwards; every module opens with a docstring that says what it is for; `import placetune`",
-       "loads no tensorrt, pycuda, matplotlib or optuna. The TensorRT worker (`backends/tensorrt/worker*.py`)",
+       "loads no tensorrt, pycuda, matplotlib, optuna, sqlalchemy or onnx (its public names are imported on",
+       "first use). The TensorRT worker (`backends/tensorrt/worker*.py`)",
        "imports nothing of placetune: it runs as a file under a Jetson's system Python 3.8.", "",
        "Regenerate this page with `python docs/architecture.py` after adding a module.", ""]
 for pkg in ("placetune", "search"):

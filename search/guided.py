@@ -282,6 +282,7 @@ class _State:
                  self.fit.n, self.fit.cv_error, len(picks))
         for a, pred in picks:
             self.evaluate(a, pred)
+        self.ev.flush()  # the round's evaluations are stored (and shown) before the next fit
 
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:

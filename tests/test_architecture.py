@@ -1,6 +1,7 @@
 """The package's shape, checked by a plain AST walk: no module over 600 lines, no import
 cycle (imports inside functions count too), lower layers never import higher ones, and
-``import placetune`` loads none of the heavy optional packages."""
+``import placetune`` loads none of the heavy optional packages (nor SQLAlchemy, ONNX or the modules
+that use them: its names are imported on first use)."""
 
 from __future__ import annotations
 
@@ -140,9 +141,27 @@ def test_the_checks_catch_a_cycle_and_a_long_module(tmp_path):
     assert len(mods["placetune.b"].read_text().splitlines()) > MAX_LINES
 
 
-@pytest.mark.parametrize("heavy", ["tensorrt", "pycuda", "matplotlib", "optuna"])
+@pytest.mark.parametrize("heavy", ["tensorrt", "pycuda", "matplotlib", "optuna", "sqlalchemy", "onnx",
+                                   "placetune.model.model", "placetune.tuning.evaluator"])
 def test_import_placetune_stays_light(heavy):
     code = f"import sys, placetune; print({heavy!r} in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_every_public_name_is_there_on_first_use():
+    """``import placetune`` imports its names on first use: each one is its module's object."""
+    code = ("import importlib, placetune as pt\n"
+            "for name in pt.__all__:\n"
+            "    value = getattr(pt, name)\n"
+            "    where = pt._LAZY.get(name)\n"
+            "    if where:\n"
+            "        module, colon, attr = where.partition(':')\n"
+            "        m = importlib.import_module(module)\n"
+            "        assert value is (m if colon and not attr else getattr(m, attr or name)), name\n"
+            "assert set(pt.__all__) <= set(dir(pt)) and 'Evaluator' in vars(pt)\n"
+            "from placetune import Store, runtime, load_plan\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

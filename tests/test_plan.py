@@ -494,3 +494,23 @@ def test_exported_script_cannot_be_injected_through_names(engine_plan, tmp_path)
     plan.source["study"] = "nul\x00byte"
     with pytest.raises(ConfigError, match="NUL byte"):
         trtexec_script(plan)
+
+
+def test_export_decodes_only_the_rows_it_reports(study, monkeypatch):
+    """Exporting read and decoded every stored measurement of the study to find its baselines: a
+    second per 2,000 rows at the end of every tune. It reads the best and the baseline rows."""
+    from placetune.store import queries
+
+    with Store(study.url) as store:
+        every = {r.id: r for r in store.measurements("s")}
+        full = export_plan(store, "s", model=study.model).to_dict()
+        decoded: list[int] = []
+        real = queries.measurement_record
+        monkeypatch.setattr(queries, "measurement_record", lambda row: decoded.append(row.id) or real(row))
+        doc = export_plan(store, "s", model=study.model).to_dict()
+    assert set(doc["baselines"]) == {"all-gpu", "all-dla0", "all-dla1"}
+    assert {k: v["measurement_id"] for k, v in doc["baselines"].items()} == \
+        {k: v["measurement_id"] for k, v in full["baselines"].items()}
+    assert all(every[v["measurement_id"]].requested and set(every[v["measurement_id"]].requested.values()) ==
+               {k.split("-")[1].upper()} for k, v in doc["baselines"].items())
+    assert len(decoded) <= 4 < len(every)  # the best and the three baselines, not all nine rows

@@ -325,7 +325,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("no study file or model given: running the embedded default (placetune tune --help lists the options)")
     hint = "placetune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
     outcome = Tuner(cfg, resume_hint=hint).run()
-    return 130 if outcome.interrupted else 0
+    return 128 + (outcome.signal or 2) if outcome.interrupted else 0  # 130 Ctrl-C, 143 SIGTERM
 
 
 # ----------------------------------------------------------------- doctor

@@ -65,11 +65,9 @@ Example:
     (True, True)
 """
 
-from placetune.envs.actions import masked_random_action
-from placetune.envs.oneshot import ONESHOT_ENV_ID, PlacementOneShotEnv
-from placetune.envs.registry import make_env, register_envs
-from placetune.envs.sequential import PLACEMENT_ENV_ID, PlacementEnv
-from placetune.envs.stages import STAGES_ENV_ID, PlacementStagesEnv
+from typing import TYPE_CHECKING, Any
+
+from placetune.envs.ids import ONESHOT_ENV_ID, PLACEMENT_ENV_ID, STAGES_ENV_ID, register_envs
 
 __all__ = [
     "PlacementEnv",
@@ -82,3 +80,31 @@ __all__ = [
     "make_env",
     "masked_random_action",
 ]
+
+#: Name -> its module, imported on first use (registering the environments imports none of them).
+_LAZY = {
+    "PlacementEnv": "placetune.envs.sequential",
+    "PlacementOneShotEnv": "placetune.envs.oneshot",
+    "PlacementStagesEnv": "placetune.envs.stages",
+    "make_env": "placetune.envs.registry",
+    "masked_random_action": "placetune.envs.actions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The environments and helpers, each imported from its module the first time it is used."""
+    import importlib
+
+    if name not in _LAZY:
+        raise AttributeError(f"module 'placetune.envs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from placetune.envs.actions import masked_random_action
+    from placetune.envs.oneshot import PlacementOneShotEnv
+    from placetune.envs.registry import make_env
+    from placetune.envs.sequential import PlacementEnv
+    from placetune.envs.stages import PlacementStagesEnv

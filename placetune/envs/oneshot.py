@@ -8,6 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placetune.envs.base import PlacementEnvBase, feature_box
+from placetune.envs.ids import ENTRY_POINTS, ONESHOT_ENV_ID
 from placetune.errors import PlacementError
 
 if TYPE_CHECKING:
@@ -15,9 +16,6 @@ if TYPE_CHECKING:
 
     from placetune.hardware.platforms import Platform
     from placetune.model.model import Model
-
-#: Id of the one-shot environment.
-ONESHOT_ENV_ID = "placetune/PlacementOneShot-v0"
 
 
 class PlacementOneShotEnv(PlacementEnvBase):
@@ -47,7 +45,7 @@ class PlacementOneShotEnv(PlacementEnvBase):
     """
 
     _env_id = ONESHOT_ENV_ID
-    _entry_point = "placetune.envs:PlacementOneShotEnv"
+    _entry_point = ENTRY_POINTS[ONESHOT_ENV_ID]
 
     def __init__(self, model: "Model | str | Path" = "resnet18", platform: "Platform | str" = "orin-agx",
                  **kwargs: Any) -> None:

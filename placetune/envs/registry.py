@@ -1,4 +1,4 @@
-"""Gymnasium registration of the placement environments, and making one by id or kind."""
+"""Making a placement environment by id or kind (registering them: :mod:`placetune.envs.ids`)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any
 
 import gymnasium as gym
 
-from placetune.envs.oneshot import ONESHOT_ENV_ID, PlacementOneShotEnv
-from placetune.envs.sequential import PLACEMENT_ENV_ID, PlacementEnv
-from placetune.envs.stages import STAGES_ENV_ID, PlacementStagesEnv
+from placetune.envs.ids import ONESHOT_ENV_ID, PLACEMENT_ENV_ID, STAGES_ENV_ID, register_envs
 from placetune.errors import ConfigError
+
+__all__ = ["register_envs", "make_env"]
 
 _KINDS = {
     "sequential": PLACEMENT_ENV_ID,
@@ -19,25 +19,6 @@ _KINDS = {
     "one_shot": ONESHOT_ENV_ID,
     "stages": STAGES_ENV_ID,
 }
-
-
-def register_envs() -> None:
-    """Register ``placetune/Placement-v0``, ``placetune/PlacementOneShot-v0`` and ``placetune/PlacementStages-v0``
-    (idempotent).
-
-    ``import placetune`` calls it; calling it again does nothing.
-
-    Example:
-        >>> register_envs(); register_envs()
-        >>> import gymnasium as gym
-        >>> "placetune/Placement-v0" in gym.registry
-        True
-    """
-    for env_id, entry in ((PLACEMENT_ENV_ID, PlacementEnv._entry_point),
-                          (ONESHOT_ENV_ID, PlacementOneShotEnv._entry_point),
-                          (STAGES_ENV_ID, PlacementStagesEnv._entry_point)):
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry, nondeterministic=True)
 
 
 def make_env(id_or_kind: str = PLACEMENT_ENV_ID, **kwargs: Any) -> gym.Env:

@@ -9,6 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placetune.envs.base import PlacementEnvBase, feature_box
+from placetune.envs.ids import ENTRY_POINTS, PLACEMENT_ENV_ID
 from placetune.errors import PlacementError
 
 if TYPE_CHECKING:
@@ -18,9 +19,6 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
 
 log = logging.getLogger(__name__)
-
-#: Id of the sequential environment.
-PLACEMENT_ENV_ID = "placetune/Placement-v0"
 
 
 class PlacementEnv(PlacementEnvBase):
@@ -78,7 +76,7 @@ class PlacementEnv(PlacementEnvBase):
     """
 
     _env_id = PLACEMENT_ENV_ID
-    _entry_point = "placetune.envs:PlacementEnv"
+    _entry_point = ENTRY_POINTS[PLACEMENT_ENV_ID]
 
     def __init__(self, model: "Model | str | Path" = "resnet18", platform: "Platform | str" = "orin-agx",
                  **kwargs: Any) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from placetune.envs.base import PlacementEnvBase, feature_box
+from placetune.envs.ids import ENTRY_POINTS, STAGES_ENV_ID
 from placetune.errors import ConfigError, PlacementError
 from placetune.placement.stages import DEFAULT_MAX_STAGES, Stage, assignment_of, cut_points
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Id of the stage-by-stage environment.
-STAGES_ENV_ID = "placetune/PlacementStages-v0"
 
 
 class PlacementStagesEnv(PlacementEnvBase):
@@ -94,7 +94,7 @@ class PlacementStagesEnv(PlacementEnvBase):
     """
 
     _env_id = STAGES_ENV_ID
-    _entry_point = "placetune.envs:PlacementStagesEnv"
+    _entry_point = ENTRY_POINTS[STAGES_ENV_ID]
 
     def __init__(self, model: "Model | str | Path" = "resnet18", platform: "Platform | str" = "orin-agx", *,
                  max_stages: int | None = DEFAULT_MAX_STAGES, stages_per_dla: int | None = 1,

@@ -302,6 +302,14 @@ def _network_sources(model: "Model | None") -> dict[str, dict[str, Any]]:
             if isinstance(n, dict)}
 
 
+def _nothing_to_export(store: "Store", study_name: str, metric: str) -> ConfigError:
+    """The error of a study with no ok measurement to export; a row edited or damaged (a status no
+    placetune writes, so that no row is ``ok``) is a StoreError naming it instead."""
+    store.measurements(study_name)  # decodes and checks every row of the study
+    return ConfigError(f"study {study_name!r} has no successful measurement with a {metric} value yet: "
+                       "run the search (placetune tune) before exporting a plan")
+
+
 def export_plan(
     store: "Store",
     study_name: str,
@@ -334,13 +342,12 @@ def export_plan(
     from placetune.hardware.platforms import get_platform
 
     st = store.study(study_name)
-    records = store.measurements(study_name)
     if objective is None and st.constraints:  # a constrained study ranks feasible first, as tune did
         from placetune.tuning.objectives import get_objective
 
         objective = get_objective(st.objective, st.constraints)
     if measurement_id is not None:
-        rec = next((r for r in records if r.id == int(measurement_id)), None)
+        rec = next(iter(store.measurements(study_name, ids=[int(measurement_id)])), None)
         if rec is None:
             raise ConfigError(f"measurement {measurement_id} is not a measurement of study {study_name!r}")
         if not rec.measurement.ok:
@@ -351,17 +358,13 @@ def export_plan(
 
         rec = best_stored(store, study_name, objective)  # as tune ranks: feasible first
         if rec is None:
-            raise ConfigError(f"study {study_name!r} has no successful measurement with a {objective.names[0]} "
-                              "value yet: run the search (placetune tune) before exporting a plan")
+            raise _nothing_to_export(store, study_name, objective.names[0])
     else:
         objective = None
         name = st.objective.split("+")[0].strip()
         rec = store.best(study_name, name)
         if rec is None:
-            raise ConfigError(
-                f"study {study_name!r} has no successful measurement with a {name} value yet: "
-                "run the search (placetune tune) before exporting a plan"
-            )
+            raise _nothing_to_export(store, study_name, name)
     m = rec.measurement
     notes: list[str] = []
     if model is None:
@@ -441,6 +444,11 @@ def export_plan(
     from placetune.tuning.concurrent import network_summary
 
     networks = networks_in(model) if model is not None and model.proto is not None else []
+    if model is not None and not networks:  # the baselines' rows by their placement keys, not every row decoded
+        keys = [Placement.all_gpu(model).key] + [Placement.all_dla(model, core).key for core in (0, 1)]
+        records = store.measurements(study_name, keys=keys)
+    else:
+        records = store.measurements(study_name)
     baselines = _baselines(records, rec, len(realized_map), objective or get_objective(st.objective), networks)
     _add_files_and_io(st.mode, engines, model, realized_p, notes)
     if st.mode == "pipeline":

@@ -9,6 +9,7 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any, ContextManager
 
@@ -97,11 +98,12 @@ class _Conflict(Exception):
 
 
 def _request_values(st: StudyRecord, requested_key: str, placement_key: str, measurement_id: int,
-                    agent: str | None, trial_number: int | None, cache_hit: bool) -> tuple:
+                    agent: str | None, trial_number: int | None, cache_hit: bool,
+                    created_at: datetime | None = None) -> tuple:
     """A ``pt_requests`` row's values for :data:`_SQLITE_INSERT_REQUEST`."""
     row = {"study_id": st.id, "requested_key": requested_key, "placement_key": placement_key,
            "measurement_id": measurement_id, "agent": agent, "trial_number": trial_number,
-           "cache_hit": bool(cache_hit), "created_at": _sqlite_time(utcnow())}
+           "cache_hit": bool(cache_hit), "created_at": _sqlite_time(created_at or utcnow())}
     return tuple(row[c] for c in _R_COLUMNS)
 
 
@@ -286,25 +288,8 @@ class MeasurementsMixin(StudiesMixin):
             StoreError: database problem (read-only, locked, unreachable...).
         """
         st = self._resolve(study)
-        if bool(measurement.simulated) != st.simulated:
-            what = "a simulated measurement" if measurement.simulated else "a hardware measurement"
-            raise ConfigError(
-                f"refusing to store {what} in study {st.name!r} (simulated={st.simulated}): "
-                "label the measurement with the study's backend or use another study"
-            )
-        cols, texts = _encode(measurement)
-        key = (*st.scope, placement_key)
-        row = {
-            "study_id": st.id,
-            "model_hash": key[0],
-            "fingerprint_hash": key[1],
-            "settings_hash": key[2],
-            "placement_key": placement_key,
-            "requested_key": requested_key,
-            "agent": agent,
-            "trial_number": trial_number,
-            **cols,
-        }
+        key, row, cols, texts = self._measurement_row(st, requested_key, placement_key, measurement, agent,
+                                                      trial_number)
         mid: int | None = None
         inserted = False
         action = f"recording a measurement of study {st.name!r}"
@@ -324,6 +309,36 @@ class MeasurementsMixin(StudiesMixin):
         if inserted:
             self._lru.put(key, _entry(mid, cols, texts))
         return mid
+
+    @staticmethod
+    def _measurement_row(st: StudyRecord, requested_key: str, placement_key: str, measurement: Measurement,
+                         agent: str | None, trial_number: int | None,
+                         ) -> tuple[tuple[str, str, str, str], dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """``(cache key, pt_measurements row, column values, JSON texts)`` of a measurement to record.
+
+        Raises:
+            ConfigError: its simulated flag differs from the study's, or it is not JSON.
+        """
+        if bool(measurement.simulated) != st.simulated:
+            what = "a simulated measurement" if measurement.simulated else "a hardware measurement"
+            raise ConfigError(
+                f"refusing to store {what} in study {st.name!r} (simulated={st.simulated}): "
+                "label the measurement with the study's backend or use another study"
+            )
+        cols, texts = _encode(measurement)
+        key = (*st.scope, placement_key)
+        row = {
+            "study_id": st.id,
+            "model_hash": key[0],
+            "fingerprint_hash": key[1],
+            "settings_hash": key[2],
+            "placement_key": placement_key,
+            "requested_key": requested_key,
+            "agent": agent,
+            "trial_number": trial_number,
+            **cols,
+        }
+        return key, row, cols, texts
 
     def update_measurement(self, measurement_id: int, measurement: Measurement) -> None:
         """Rewrite a stored measurement in place (a re-measurement: more builds of the same placement).
@@ -375,13 +390,13 @@ class MeasurementsMixin(StudiesMixin):
             if mid is None:  # the conflicting row is not visible yet: read again
                 raise _Conflict
             log.debug("placement %s already stored (id %d); the first measurement is kept", key[3], mid)
-        self._insert_request(conn, st, requested_key, key[3], mid, agent, trial_number, False)
+        self._insert_request(conn, st, requested_key, key[3], mid, agent, trial_number, False, row["created_at"])
         return mid, inserted
 
     def _insert_measurement(self, conn: Connection | sqlite3.Connection, key: tuple[str, str, str, str],
                             row: dict) -> int | None:
         """Insert a measurement row: its id, or None when its cache key is already stored."""
-        row["created_at"] = utcnow()
+        row.setdefault("created_at", utcnow())  # a batched write keeps the time it was measured
         if isinstance(conn, sqlite3.Connection):  # insert unless stored, in one statement
             values = tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in _M_COLUMNS)
             cur = conn.execute(_SQLITE_UPSERT, values)  # type: ignore[arg-type]
@@ -407,12 +422,15 @@ class MeasurementsMixin(StudiesMixin):
         agent: str | None,
         trial_number: int | None,
         cache_hit: bool,
+        created_at: datetime | None = None,
     ) -> int:
         if isinstance(conn, sqlite3.Connection):
-            values = _request_values(st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit)
+            values = _request_values(st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit,
+                                     created_at)
             return int(conn.execute(_SQLITE_INSERT_REQUEST, values).lastrowid)  # type: ignore[arg-type]
         if conn.dialect.name == "sqlite":  # (SQLite before 3.24)
-            values = _request_values(st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit)
+            values = _request_values(st, requested_key, placement_key, measurement_id, agent, trial_number, cache_hit,
+                                     created_at)
             return int(conn.exec_driver_sql(_SQLITE_INSERT_REQUEST, values).lastrowid)
         return int(
             conn.execute(
@@ -425,7 +443,7 @@ class MeasurementsMixin(StudiesMixin):
                     "agent": agent,
                     "trial_number": trial_number,
                     "cache_hit": bool(cache_hit),
-                    "created_at": utcnow(),
+                    "created_at": created_at or utcnow(),
                 },
             ).inserted_primary_key[0]
         )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Iterable
+
+from sqlalchemy import or_, select
 
 from placetune.errors import ConfigError, UnknownNameError
 from placetune.store.records import MeasurementRecord, RequestRecord
@@ -27,13 +29,18 @@ OBJECTIVES: dict[str, tuple[str, str]] = {
 class QueriesMixin(StudiesMixin):
     """The read-only queries of a :class:`~placetune.store.store.Store`."""
 
-    def measurements(self, study_name: str | None = None, status: str | None = None) -> list[MeasurementRecord]:
+    def measurements(self, study_name: str | None = None, status: str | None = None, *,
+                     ids: Iterable[int] | None = None, keys: Iterable[str] | None = None) -> list[MeasurementRecord]:
         """Stored measurements, oldest first.
 
         Args:
             study_name: only those this study asked for (measured or cache hits);
                 None: every measurement in the database.
             status: only this status (``ok``, ``build_failed``...).
+            ids: only these ``pt_measurements`` ids.
+            keys: only those whose requested or realised placement has one of these keys
+                (``Placement.key``; the requested one is the first request's): a few rows of a
+                long study read without decoding all of them.
 
         Raises:
             UnknownNameError: no such study.
@@ -44,6 +51,11 @@ class QueriesMixin(StudiesMixin):
             q = q.where(_M.c.id.in_(select(_R.c.measurement_id).where(_R.c.study_id == st.id)))
         if status is not None:
             q = q.where(_M.c.status == status)
+        if ids is not None:
+            q = q.where(_M.c.id.in_([int(i) for i in ids]))
+        if keys is not None:
+            keys = list(keys)
+            q = q.where(or_(_M.c.requested_key.in_(keys), _M.c.placement_key.in_(keys)))
         with self._txn("listing measurements") as conn:
             rows = conn.execute(q.order_by(_M.c.id)).all()
         return [measurement_record(r) for r in rows]

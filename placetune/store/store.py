@@ -5,7 +5,8 @@ fleet of Jetsons) holding the ``pt_*`` tables of :mod:`placetune.store.schema`. 
 composed of one mixin per concern, each in a module of its own:
 :mod:`~placetune.store.connection` (engine, transactions, errors),
 :mod:`~placetune.store.migration` (schema), :mod:`~placetune.store.studies`,
-:mod:`~placetune.store.measurements` (the cache) and :mod:`~placetune.store.queries`.
+:mod:`~placetune.store.measurements` (the cache), :mod:`~placetune.store.batch` (many
+evaluations in one transaction) and :mod:`~placetune.store.queries`.
 
 A measurement is a cache entry keyed by its *cache scope* (model hash, machine
 fingerprint hash, settings hash) and the key of the *realised* placement, so any
@@ -13,7 +14,8 @@ study, agent or process with the same scope reuses it. Every evaluation request 
 logged too (``pt_requests``), so a study's history includes its cache hits.
 
 Each write is one short transaction: a process killed mid-search loses at most the
-measurement in flight. SQLite runs in WAL mode with ``synchronous=NORMAL`` (a killed
+measurement in flight (or, with :meth:`~placetune.store.batch.BatchMixin.write_batch`, the
+evaluations not yet written). SQLite runs in WAL mode with ``synchronous=NORMAL`` (a killed
 process never loses a committed measurement; a power cut may lose the last few,
 never corrupt the file), a busy timeout and foreign keys on.
 
@@ -42,7 +44,8 @@ from typing import Any, ContextManager
 
 from sqlalchemy.engine import URL
 
-from placetune.store.measurements import MeasurementsMixin, _Lru
+from placetune.store.batch import BatchMixin
+from placetune.store.measurements import _Lru
 from placetune.store.migration import SchemaMixin
 from placetune.store.queries import QueriesMixin
 from placetune.store.records import StudyRecord
@@ -51,7 +54,7 @@ from placetune.store.url import mask_url, normalise_url
 __all__ = ["Store"]
 
 
-class Store(MeasurementsMixin, QueriesMixin, SchemaMixin):
+class Store(BatchMixin, QueriesMixin, SchemaMixin):
     """The measurement database.
 
     Args:

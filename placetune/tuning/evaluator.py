@@ -14,6 +14,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from placetune.tuning.objectives import Objective, get_objective
 from placetune.placement.placement import Placement
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
+from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -207,6 +209,8 @@ class Evaluator:
         #: fleet mode (:class:`placetune.tuning.fleet_claims.Claims`): claim a realised placement before
         #: measuring it, so that two workers never measure the same one
         self.claims: Any = None
+        #: the evaluations on their way to the store and the study's Optuna trials
+        self.trial_log = TrialLog(self)
 
     @property
     def fingerprint_hash(self) -> str:
@@ -268,11 +272,13 @@ class Evaluator:
         that is not a placement of this model, or names a device the platform lacks,
         raises (PlacementError).
 
-        The returned measurement has ``extra["cache_hit"]`` set.
+        The returned measurement has ``extra["cache_hit"]`` set, and its measurement id
+        ``extra["_id"]`` once it is stored: at once, or with its batch after :meth:`write_in_batches`.
         """
         placement = self._own(placement)
         if self._stop:
             raise StopRequested("stop requested: the evaluation in flight finished and is stored")
+        started = datetime.now()
         self.stats.requested += 1
         agent = agent or self.agent
         key = self._realised_key.get(placement.key)
@@ -296,10 +302,13 @@ class Evaluator:
         if cached is not None:
             self.stats.cache_hits += 1
             self._count(cached)
+            out = self._answer(cached, placement, cache_hit=True, annotation=annotation)
             t0 = time.perf_counter()
-            self.store.record_request(self.study, placement.key, key, cached.extra.get("_id"), agent, trial_number, True)
-            self.stats.store_seconds += time.perf_counter() - t0
-            return self._notify(placement, self._answer(cached, placement, cache_hit=True, annotation=annotation))
+            try:
+                self.trial_log.hit(placement, out, key, cached, agent, trial_number, started)
+            finally:
+                self.stats.store_seconds += time.perf_counter() - t0
+            return out
         t0 = time.perf_counter()
         if r is None:
             m = Measurement.failure(
@@ -328,16 +337,16 @@ class Evaluator:
         self.stats.measure_seconds += time.perf_counter() - t0
         self.stats.measured += 1
         self._count(m)
+        out = self._answer(m, placement, cache_hit=False, annotation=annotation)
         t0 = time.perf_counter()
         try:
-            mid = self.store.record(self.study, placement.key, key, m, agent=agent, trial_number=trial_number)
+            self.trial_log.measured(placement, m, out, key, agent, trial_number, started)  # written now, or batched
+            self._remember(key, m)
         finally:
             self.stats.store_seconds += time.perf_counter() - t0
             if r is not None and self.claims is not None:
                 self.claims.release(self, key)
-        m.extra["_id"] = mid
-        self._remember(key, m)
-        return self._notify(placement, self._answer(m, placement, cache_hit=False, annotation=annotation))
+        return out
 
     def remeasure(
         self,
@@ -378,6 +387,8 @@ class Evaluator:
             raise ConfigError(f"remeasure: builds must be an integer >= 1, not {builds!r}")
         if self._stop:
             raise StopRequested("stop requested: the evaluation in flight finished and is stored")
+        started = datetime.now()
+        self.flush()  # its stored row is rewritten below
         try:
             r: Realisation | None = self.realise(placement)
         except InfeasiblePlacement:
@@ -433,12 +444,38 @@ class Evaluator:
                                           if isinstance(spent[0][k], (int, float))}
         else:
             out.extra.pop("device_time_s", None)
-        return self._notify(placement, out)
+        self.trial_log.stored(placement, out, started, agent or "remeasure")  # its trial, then the callbacks
+        return out
 
     # ------------------------------------------------------- hooks and stop
     def add_callback(self, fn: Callable[[Placement, Measurement], None]) -> None:
-        """Call ``fn(placement, measurement)`` after every evaluation (progress displays, logs)."""
+        """Call ``fn(placement, measurement)`` after every evaluation (progress displays, logs), in
+        order, once the evaluation is stored (with its batch after :meth:`write_in_batches`)."""
         self._callbacks.append(fn)
+
+    def write_in_batches(self, trials: int = DEFAULT_BATCH_TRIALS, seconds: float = DEFAULT_BATCH_SECONDS) -> None:
+        """Store evaluations (and their Optuna trials) in batches instead of one transaction each.
+
+        For simulated backends, whose evaluations cost about as much as a transaction: a batch is
+        written when ``trials`` evaluations wait or the oldest has waited ``seconds`` (checked at
+        each evaluation), and by :meth:`flush`, :meth:`best`, :meth:`remeasure` and :meth:`close`
+        (see :mod:`placetune.tuning.trial_log`). Until then the evaluations live in this process
+        only: a killed process loses them (never a part of one). ``trials=1`` writes each at once
+        again (the default). A fleet worker (:attr:`claims` set) always writes at once: the
+        other workers wait for its measurements.
+
+        Raises:
+            ValueError: ``trials`` < 1 or ``seconds`` < 0.
+        """
+        self.trial_log.batch(1 if self.claims is not None else trials, seconds)
+
+    def flush(self) -> None:
+        """Write the evaluations waiting in a batch now (nothing to do when none waits).
+
+        Raises:
+            StoreError: a database problem (they keep waiting; the next flush tries again).
+        """
+        self.trial_log.flush()
 
     def request_stop(self) -> None:
         """Make the next :meth:`evaluate` raise :class:`~placetune.errors.StopRequested`.
@@ -501,6 +538,7 @@ class Evaluator:
         constraints the best feasible one, else the one closest to feasible)."""
         from placetune.tuning.objectives import best_stored
 
+        self.flush()
         rec = best_stored(self.store, self.study_name, self.objective)
         if rec is None:
             return None
@@ -512,8 +550,11 @@ class Evaluator:
         return self.objective.value(m)
 
     def close(self) -> None:
-        """Close the store if this evaluator opened it."""
-        self.store.close()
+        """Write the evaluations waiting in a batch, then close the store."""
+        try:
+            self.flush()
+        finally:
+            self.store.close()
 
     def __enter__(self) -> "Evaluator":
         return self
@@ -544,9 +585,10 @@ class Evaluator:
             return m
         t0 = time.perf_counter()
         m = self.store.lookup(*self.study.scope, key)
-        self.stats.store_seconds += time.perf_counter() - t0
         if m is not None:
+            m.extra["_id"] = self.store.measurement_id(*self.study.scope, key)  # (from the store's LRU)
             self._remember(key, m)
+        self.stats.store_seconds += time.perf_counter() - t0
         return m
 
     def _remember(self, key: str, m: Measurement) -> None:

@@ -13,9 +13,18 @@ Optuna's ``InMemoryStorage`` for an in-memory store), so ``optuna studies``,
   ``status`` and ``reason`` user attributes: the dashboard lists it without wrecking the
   value axis, and TPE ranks it below every complete trial (it ignores FAIL trials).
 * **Trial user attributes**: ``status``, ``simulated``, ``cache_hit``, ``measurement_id``,
-  ``realised_differs``, ``agent`` (and ``reason`` when it failed); under constraints
-  ``constraints`` (values, ``<= 0`` holds) and ``feasible``, the values also stored under
-  Optuna's constraints system attribute (:func:`constraint_attrs`).
+  ``realised_differs``, ``agent`` (and ``reason`` when it failed); every measured figure, not
+  only the objective: ``latency_ms`` (median), ``latency_p99_ms``, ``throughput_fps``,
+  ``energy_mj``, ``power_w``, ``build_s`` and ``dla0_loadables`` / ``dla1_loadables``
+  (:func:`trial_attrs`); under constraints ``constraints`` (values, ``<= 0`` holds) and
+  ``feasible``, the values also stored under Optuna's constraints system attribute
+  (:func:`constraint_attrs`).
+* **Times**: a trial starts when its evaluation was asked for and completes when its
+  measurement (or cache hit) was ready, so the dashboard's timeline shows how long each took.
+* **Writing**: the trials are written with the evaluator's other rows, in the same transaction
+  (:mod:`placetune.tuning.trial_log`: at once, or in batches for a simulated backend), straight
+  into Optuna's tables (:mod:`placetune.tuning.optuna_rows`; ``add_trials`` for an in-memory
+  store, or an Optuna whose tables that module does not know).
 * **Study user attributes**: model, model hash, platform, mode, precision, batch,
   backend, TensorRT version (the DLA rules applied), simulated, objective, granularity.
 * **Existing databases**: a placetune study without its Optuna study gets one on its next
@@ -31,6 +40,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from placetune.placement.placement import Placement
@@ -42,9 +52,10 @@ if TYPE_CHECKING:
     from placetune.placement.space import Space
     from placetune.store.store import Store
     from placetune.tuning.evaluator import Evaluator
+    from placetune.tuning.trial_log import LoggedTrial
 
 __all__ = ["OptunaStudy", "distributions", "params_of", "assignment_of", "storage_for", "set_optuna_verbosity",
-           "trial_attrs", "constraint_attrs"]
+           "trial_attrs", "metric_attrs", "constraint_attrs"]
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +146,7 @@ class OptunaStudy:
         self.space = evaluator.space(granularity)
         self._dists = distributions(self.space)
         self.backfill = backfill
+        self._rows: Any = None  # optuna_rows.TrialRows once attached to an RDB storage
         self.study = self.open(storage=storage, sampler=sampler)
 
     # ------------------------------------------------------------------ opening
@@ -198,37 +210,77 @@ class OptunaStudy:
             m = rec.measurement
             m.extra = {**m.extra, "_id": rec.id, "cache_hit": req.cache_hit}
             trials.append(self.trial(placement, m, agent=req.agent))
-        study.add_trials(trials)
+        rows = _trial_rows(study)
+        if rows is None:
+            study.add_trials(trials)
+        else:  # one transaction, not one per trial and parameter
+            ev.store.write_batch([], also=lambda conn: rows.write(conn, trials))
         log.info("backfilled Optuna study %r with %d stored evaluations", ev.study_name, len(trials))
         return len(trials)
 
     # ------------------------------------------------------------------ trials
     def attach(self) -> "OptunaStudy":
-        """Add a trial to the study after every evaluation of the evaluator (agents other than
-        ``optuna``, which writes its trials itself)."""
-        self.evaluator.add_callback(self.record)
+        """Add a trial to the study for every evaluation of the evaluator, written with the
+        evaluation's rows (agents other than ``optuna``, which writes its trials itself)."""
+        self._rows = _trial_rows(self.study)
+        self.evaluator.trial_log.sinks.append(self)
         return self
 
-    def record(self, placement: Placement, m: "Measurement") -> None:
-        """Add the trial of one evaluation."""
+    def write(self, conn: Any, trials: "list[LoggedTrial]") -> None:
+        """Trial sink: the batch's trials, in the store's transaction (RDB storage)."""
+        if self._rows is None:
+            return
+        from placetune.tuning.optuna_rows import FinishedTrial
+
+        out = []
+        for t in trials:
+            state, values, params, user, system = self._trial_parts(t.placement, t.answer, t.agent)
+            out.append(FinishedTrial(state, values, params, {k: self._dists[k] for k in params}, user, system,
+                                     t.started, t.finished))
+        self._rows.write(conn, out)
+
+    def written(self, trials: "list[LoggedTrial]") -> None:
+        """Trial sink: after the commit, the trials of a storage written through Optuna (in memory)."""
+        if self._rows is not None:
+            return
+        for t in trials:
+            self.record(t.placement, t.answer, t.agent, started=t.started, finished=t.finished)
+
+    def record(self, placement: Placement, m: "Measurement", agent: str | None = None, *,
+               started: datetime | None = None, finished: datetime | None = None) -> None:
+        """Add the trial of one evaluation with ``Study.add_trial``."""
         try:
-            self.study.add_trial(self.trial(placement, m))
+            self.study.add_trial(self.trial(placement, m, agent, started=started, finished=finished))
         except ValueError as exc:  # a parameter stored with other choices (another granularity)
             log.warning("not added to the Optuna study %r: %s", self.study.study_name, exc)
 
-    def trial(self, placement: Placement, m: "Measurement", agent: str | None = None) -> "optuna.trial.FrozenTrial":
-        """The frozen trial of one evaluation: COMPLETE with the objective values, or PRUNED."""
+    def trial(self, placement: Placement, m: "Measurement", agent: str | None = None, *,
+              started: datetime | None = None, finished: datetime | None = None) -> "optuna.trial.FrozenTrial":
+        """The frozen trial of one evaluation: COMPLETE with the objective values, or PRUNED;
+        it started at ``started`` and completed at ``finished`` (default: now)."""
         import optuna
+
+        state, values, params, user, system = self._trial_parts(placement, m, agent)
+        trial = optuna.trial.create_trial(state=state, params=params, values=values, user_attrs=user,
+                                          system_attrs=system, distributions={k: self._dists[k] for k in params})
+        if finished is not None:
+            trial.datetime_complete = finished
+            trial.datetime_start = started or finished
+        return trial
+
+    def _trial_parts(self, placement: Placement, m: "Measurement", agent: str | None,
+                     ) -> tuple[Any, list[float] | None, dict[str, str], dict[str, Any], dict[str, Any]]:
+        """(state, values, params, user attributes, system attributes) of an evaluation's trial."""
+        from optuna.trial import TrialState
 
         params = _params_of_placement(self.space, placement)
         attrs = trial_attrs(m, placement)
         if agent or self.evaluator.agent:
             attrs["agent"] = agent or self.evaluator.agent
         values = self.values(m)
-        state = optuna.trial.TrialState.COMPLETE if values is not None else optuna.trial.TrialState.PRUNED
+        state = TrialState.COMPLETE if values is not None else TrialState.PRUNED
         user, system = constraint_attrs(self.evaluator.objective, m) if values is not None else ({}, {})
-        return optuna.trial.create_trial(state=state, params=params, values=values, user_attrs={**attrs, **user},
-                                         system_attrs=system, distributions={k: self._dists[k] for k in params})
+        return state, values, params, {**attrs, **user}, system
 
     def values(self, m: "Measurement") -> list[float] | None:
         """The objective values of a measurement, None when it failed (or a value is not finite)."""
@@ -236,6 +288,16 @@ class OptunaStudy:
         if vals is None or not all(math.isfinite(v) for v in vals):
             return None
         return [float(v) for v in vals]
+
+
+def _trial_rows(study: "optuna.Study") -> Any:
+    """A :class:`~placetune.tuning.optuna_rows.TrialRows` writer of ``study`` when its storage is an RDB
+    storage of the layout that module knows, else None (``add_trials``: in memory, or another Optuna)."""
+    from placetune.tuning.optuna_rows import TrialRows, supported
+
+    storage = getattr(study, "_storage", None)
+    backend = getattr(storage, "_backend", storage)  # an RDB storage behind Optuna's cache
+    return TrialRows(study._study_id) if type(backend).__name__ == "RDBStorage" and supported() else None
 
 
 def constraint_attrs(objective: Any, m: "Measurement") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -264,4 +326,21 @@ def trial_attrs(m: "Measurement", placement: Placement | None = None) -> dict[st
     }
     if m.reason:
         attrs["reason"] = str(m.reason)[:500]
+    attrs.update(metric_attrs(m))
     return attrs
+
+
+def metric_attrs(m: "Measurement") -> dict[str, Any]:
+    """Every figure a measurement has, as trial user attributes (missing or not finite: left out):
+    ``latency_ms`` (median), ``latency_p99_ms``, ``throughput_fps``, ``energy_mj``, ``power_w``,
+    ``build_s`` (engine build time, simulated on the simulated Jetson) and the DLA loadables per
+    core (``dla0_loadables``...)."""
+    lat = m.latency_ms or {}
+    figures = {"latency_ms": lat.get("median"), "latency_p99_ms": lat.get("p99"), "throughput_fps": m.throughput_fps,
+               "energy_mj": m.energy_mj, "power_w": m.power_w, "build_s": m.build_seconds if m.ok else None}
+    out: dict[str, Any] = {k: float(v) for k, v in figures.items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    for core, n in sorted((m.dla_loadables or {}).items()):
+        if isinstance(n, int) and not isinstance(n, bool):
+            out[f"{str(core).lower()}_loadables"] = n
+    return out

@@ -1,9 +1,14 @@
 """``placetune tune``: run a search agent on a study until its budget is spent, resumably.
 
 The study lives in the store; re-running the same command resumes it (measurements are
-cache hits, the budget counts what was already done). The first Ctrl-C lets the
+cache hits, the budget counts what was already done). The first Ctrl-C (or SIGTERM) lets the
 evaluation in flight finish and be stored, then prints the best so far and how to resume;
-a second Ctrl-C stops at once.
+a second one stops at once.
+
+On a simulated backend the evaluations are written in batches (:mod:`placetune.tuning.trial_log`),
+always before the run reports, on Ctrl-C and SIGTERM, and when the agent stops for any other
+reason; a real Jetson's are written one by one as they are measured, and so are a fleet
+worker's (the other workers wait for its measurements).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from placetune.errors import ConfigError, StopRequested
+from placetune.tuning.blas import single_blas_thread
 from placetune.tuning.evaluator import Evaluator
 from placetune.measurement import Measurement
 from placetune.placement.placement import DEVICES, Placement
@@ -42,8 +48,9 @@ class TuneOutcome:
         trials: the study's budget.
         best: (placement, measurement) of the best stored result, or None.
         baseline: the all-GPU measurement, if measured.
-        interrupted: True when stopped by Ctrl-C (or a stop request).
+        interrupted: True when stopped by Ctrl-C, SIGTERM (or a stop request).
         plan_path: path of the exported plan, if one was written.
+        signal: the signal that stopped the run (``signal.SIGINT``, ``signal.SIGTERM``), if one did.
     """
 
     study: str
@@ -53,6 +60,7 @@ class TuneOutcome:
     baseline: Measurement | None
     interrupted: bool = False
     plan_path: str | None = None
+    signal: int | None = None
 
 
 class Tuner:
@@ -77,6 +85,7 @@ class Tuner:
         self._interrupts = 0
         self.progress: Progress | None = None  # this run's progress display (device time, best so far)
         self.resumed = False  # True when the study had trials before this run
+        self._signal: int | None = None
 
     # ------------------------------------------------------------------ setup
     def _make_evaluator(self) -> Evaluator:
@@ -197,6 +206,7 @@ class Tuner:
         """Requests of the study; in a fleet, trials every worker finished."""
         ev = self.evaluator
         assert ev is not None
+        ev.flush()  # the evaluations waiting in a batch count
         if self.fleet is None:
             return ev.store.study(ev.study_name).n_requests
         return self.fleet.trials_done(agent.study_name or ev.study_name)
@@ -224,6 +234,8 @@ class Tuner:
         if self.fleet is not None:
             self._say(self.fleet.describe(cfg.trials))
         self._open_optuna_study(agent_probe)
+        if ev.backend.simulated and self.fleet is None:  # milliseconds per evaluation: written in batches
+            ev.write_in_batches()
         if done:
             self._say(f"resuming: {done} of {plural(cfg.trials, 'trial')} already done; stored measurements are not repeated")
         baseline = ev.peek(Placement.all_gpu(ev.model))
@@ -245,8 +257,10 @@ class Tuner:
         remaining = cfg.trials - self._trials_done(agent_probe)
         interrupted = False
         said: list[str] = []
-        previous = signal.getsignal(signal.SIGINT)
-        signal.signal(signal.SIGINT, self._on_sigint)
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        for s in previous:
+            signal.signal(s, self._on_sigint)
+        stopped_cleanly = False
         try:
             if remaining > 0:
                 # a resumed run explores anew (seed + trials done); the cache prevents re-measuring
@@ -257,7 +271,8 @@ class Tuner:
                                          deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
                                          study_name=agent.study_name or ev.study_name)
                 try:
-                    result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
+                    with single_blas_thread():  # the agent's many small solves: threads only spin
+                        result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
                     # the guided agent's re-ranked top candidates: said once the progress display is closed
                     said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith("re-measured")]
                 except StopRequested:
@@ -269,15 +284,19 @@ class Tuner:
                     raise err from None
             else:
                 self._say("the study's budget is already spent; showing its result")
+            stopped_cleanly = True
         finally:
-            signal.signal(signal.SIGINT, previous)
+            self._write_waiting(raise_errors=stopped_cleanly)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
             progress.close()
         for line in said:
             self._say(line)
         interrupted = interrupted or ev.stop_requested
         if baseline is not None:  # re-measured by the agent: the median over its builds
             baseline = ev.peek(Placement.all_gpu(ev.model)) or baseline
-        outcome = TuneOutcome(name, self._trials_done(agent_probe), cfg.trials, ev.best(), baseline, interrupted)
+        outcome = TuneOutcome(name, self._trials_done(agent_probe), cfg.trials, ev.best(), baseline, interrupted,
+                              signal=self._signal if interrupted else None)
         self._summary(outcome)
         if self.fleet is not None:
             self._say(self.fleet.summary())
@@ -329,14 +348,30 @@ class Tuner:
                 raise
             raise err from None
 
+    def _write_waiting(self, raise_errors: bool) -> None:
+        """Write the evaluations waiting in a batch, however the agent stopped. When it stopped on
+        an error (``raise_errors`` False), a failure here is logged and the agent's error is the one raised."""
+        ev = self.evaluator
+        assert ev is not None
+        if raise_errors:
+            ev.flush()
+            return
+        try:
+            ev.flush()
+        except Exception as exc:  # noqa: BLE001 - the error in flight is the one to report
+            log.error("%d evaluations were not written: %s", len(ev.trial_log.pending), exc)
+
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self._interrupts += 1
+        self._signal = self._signal or signum
         if self._interrupts == 1 and self.evaluator is not None:
             self.evaluator.request_stop()
-            print("\nstopping after the evaluation in flight (Ctrl-C again to stop at once)",
+            what = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+            print(f"\nstopping after the evaluation in flight ({what} again to stop at once)",
                   file=sys.stderr, flush=True)
             return
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         raise KeyboardInterrupt
 
     # ---------------------------------------------------------------- summary
@@ -473,7 +508,7 @@ class Tuner:
         except ImportError:  # pragma: no cover - plan module not installed
             return None
         path = self.cfg.export or f"{outcome.study}.plan.json"
-        plan = export_plan(ev.store, outcome.study, objective=ev.objective)
+        plan = export_plan(ev.store, outcome.study, objective=ev.objective, model=ev.model)  # not loaded again
         plan.save(path)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         return path
