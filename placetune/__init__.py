@@ -36,7 +36,7 @@ from placetune.version import __version__
 #: no SQLAlchemy, ONNX, numpy-heavy module, Optuna, TensorRT, PyCUDA or matplotlib until needed).
 _LAZY = {
     "Evaluator": "placetune.tuning.evaluator",
-    "EvaluatorStats": "placetune.tuning.evaluator",
+    "EvaluatorStats": "placetune.tuning.stats",
     "Layer": "placetune.model.layer",
     "TensorInfo": "placetune.model.layer",
     "Measurement": "placetune.measurement",
@@ -138,7 +138,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from placetune.store.store import Store
     from placetune.store.url import mask_url
     from placetune.tuning.constraints import Constraint, parse_constraint
-    from placetune.tuning.evaluator import Evaluator, EvaluatorStats
+    from placetune.tuning.evaluator import Evaluator
+    from placetune.tuning.stats import EvaluatorStats
     from placetune.tuning.objectives import Objective, get_objective
 
 __all__ = [

@@ -13,7 +13,6 @@ import copy
 import logging
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from placetune.errors import ConfigError, PlacementError, StopRequested
 from placetune.measurement import Measurement
 from placetune.model.model import Model
 from placetune.tuning.objectives import Objective, get_objective
+from placetune.tuning.stats import EvaluatorStats
 from placetune.placement.placement import Placement
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
@@ -39,43 +39,6 @@ __all__ = ["Evaluator", "EvaluatorStats"]
 log = logging.getLogger(__name__)
 
 _MEMO_SIZE = 4096
-
-
-@dataclass
-class EvaluatorStats:
-    """Counters of one evaluator.
-
-    Attributes:
-        requested: evaluate() calls.
-        cache_hits: answered from the store or memory without measuring.
-        measured: backend measurements run.
-        failures: measurements (new or cached) that were not ok.
-        measure_seconds: wall time spent in the backend.
-        realise_seconds: wall time spent realising placements (:meth:`Evaluator.realise`).
-        store_seconds: wall time spent in the store: look-ups, and recording measurements and requests.
-    """
-
-    requested: int = 0
-    cache_hits: int = 0
-    measured: int = 0
-    failures: int = 0
-    measure_seconds: float = 0.0
-    realise_seconds: float = 0.0
-    store_seconds: float = 0.0
-    by_status: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain dict."""
-        return {
-            "requested": self.requested,
-            "cache_hits": self.cache_hits,
-            "measured": self.measured,
-            "failures": self.failures,
-            "measure_seconds": round(self.measure_seconds, 3),
-            "realise_seconds": round(self.realise_seconds, 3),
-            "store_seconds": round(self.store_seconds, 3),
-            "by_status": dict(self.by_status),
-        }
 
 
 def _load_model(model: Model | str | Path, batch: int | None, shapes) -> Model:
