@@ -74,17 +74,19 @@ def cuda(request):
     worker_cuda.close()  # the layer is one per process: drop the other binding's
     old = os.environ.get("PLACETUNE_CUDA")
     os.environ["PLACETUNE_CUDA"] = request.param
-    try:
-        layer = worker_cuda.driver()
-    except Exception as exc:  # noqa: BLE001 - no GPU here
-        pytest.skip(f"no usable GPU: {exc}")
-    assert layer.name == request.param
-    yield layer
-    worker_cuda.close()
-    if old is None:
-        os.environ.pop("PLACETUNE_CUDA", None)
-    else:
-        os.environ["PLACETUNE_CUDA"] = old
+    try:  # the variable goes back whatever happens: a skip left here would pin every later worker's binding
+        try:
+            layer = worker_cuda.driver()
+        except Exception as exc:  # noqa: BLE001 - no GPU here
+            pytest.skip(f"no usable GPU: {exc}")
+        assert layer.name == request.param
+        yield layer
+        worker_cuda.close()
+    finally:
+        if old is None:
+            os.environ.pop("PLACETUNE_CUDA", None)
+        else:
+            os.environ["PLACETUNE_CUDA"] = old
 
 
 def _check(call, result):
