@@ -17,14 +17,13 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, StoreError
+from placetune.validate import dumps_json
 
 if TYPE_CHECKING:
     from placetune.store.store import Store
@@ -113,7 +112,7 @@ def cmd_studies(args: argparse.Namespace) -> int:
                 "best_measurement_id": mid,
             })
     if args.json:
-        print(json.dumps({"storage": store.url, "studies": docs}, indent=2, default=str))
+        print(dumps_json({"storage": store.url, "studies": docs}, indent=2))
         return 0
     if not docs:
         print(f"no study in {store.url}")
@@ -142,10 +141,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     from placetune.plan.export import export_plan, load_study_model
     from placetune.plan.trtexec import trtexec_script
 
+    from placetune.files.read import check_regular
+
     folder = _folder_output(args)
     calib = args.calibration_cache
-    if calib is not None and not Path(calib).is_file():
-        raise ConfigError(f"--calibration-cache {calib}: no such file")
+    if calib is not None:
+        check_regular(calib, "calibration cache")
     with open_store(args.storage) as store:
         model = None
         if folder:
@@ -182,17 +183,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         text = plan.to_json() + "\n"
     if args.output in (None, "-"):
-        sys.stdout.write(text)
+        from placetune.cli.terminal import write_data
+
+        write_data(text)
         return 0
     out = Path(args.output)
     if not out.name or out.is_dir():
         raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
     if args.format == "trtexec":
-        try:
-            out.write_text(text, encoding="utf-8")
-            os.chmod(out, 0o755)
-        except OSError as exc:
-            raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
+        from placetune.files.write import write_file
+
+        write_file(out, text, "trtexec build script", executable=True)
     else:
         plan.save(out)
     print(plan.summary())
