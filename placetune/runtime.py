@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import collections
 import importlib
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from placetune.errors import BackendError, ConfigError
+from placetune.files.names import confined
+from placetune.files.read import read_bytes
 
 __all__ = ["PlanRuntime", "load"]
 
@@ -89,7 +90,8 @@ class PlanRuntime:
         shapes = {n: tuple(int(d) for d in v) for n, v in (plan.model.get("input_shapes") or {}).items()}
         engines = []
         for i, eng in enumerate(plan.engines):
-            path = directory / str(eng.get("engine_file") or "")
+            # a file of the plan folder: an absolute or ../ engine_file in plan.json is refused, never followed
+            path = confined(directory, eng.get("engine_file"), f"plan.json: engine {i}'s engine_file")
             if not path.is_file():
                 raise ConfigError(f"{path}: engine {i} of the plan is not built; run `placetune build {directory}` "
                                   f"(or sh {directory / 'build.sh'}) on the Jetson")
@@ -98,7 +100,7 @@ class PlanRuntime:
             own = {n: ((int(eng["batch"]),) + s[1:] if plan.mode == "replicas" and eng.get("batch") else s)
                    for n, s in shapes.items()}
             try:
-                engines.append(w["worker_time"].Engine(trt, self._cuda, path.stem, path.read_bytes(), core,
+                engines.append(w["worker_time"].Engine(trt, self._cuda, path.stem, read_bytes(path, "engine"), core,
                                                         self._logger, own))
             except RuntimeError as exc:
                 raise BackendError(f"{path}: {exc}") from None
@@ -225,8 +227,9 @@ def load(directory: str | os.PathLike[str], *, frames_in_flight: int | None = No
     if not (d / "plan.json").is_file():
         raise ConfigError(f"{d}: not a plan folder (no plan.json); write one with "
                           "`placetune export --study NAME --format trtexec -o DIR`, then `placetune build DIR`")
-    try:
-        plan = Plan.from_dict(json.loads((d / "plan.json").read_text()), where=str(d / "plan.json"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{d / 'plan.json'}: {exc}") from None
+    from placetune.files.read import read_text
+    from placetune.validate import loads_json
+
+    where = str(d / "plan.json")  # the one read path and strict JSON, as every plan file is read
+    plan = Plan.from_dict(loads_json(read_text(d / "plan.json", "plan file"), where), where=where)
     return PlanRuntime(d, plan, frames_in_flight)

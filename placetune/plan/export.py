@@ -290,12 +290,11 @@ def _network_sources(model: "Model | None") -> dict[str, dict[str, Any]]:
     """A concurrent study's networks as its merged file records them: name -> {"source", "batch"}."""
     if model is None or model.path is None:
         return {}
-    import onnx
-
     from placetune.model.merge import source_networks
+    from placetune.model.onnx_io import load_with_weights
 
     try:
-        nets = source_networks(onnx.load(str(model.path), load_external_data=False)) or []
+        nets = source_networks(load_with_weights(model.path, external=False)) or []
     except Exception:  # noqa: BLE001 - an unreadable file only loses the identities in the plan
         return {}
     return {str(n.get("name")): {"source": n.get("source"), "batch": n.get("batch")} for n in nets
@@ -465,6 +464,9 @@ def export_plan(
             "path": None if model is None or model.path is None else str(model.path),
             "zoo": None if model is None else model.zoo,
             "layers": len(realized_map),
+            # layers TensorRT names by a counter of its own (a node sharing its name): never addressed by name
+            **({"renamed_layers": dict(model.renamed)} if model is not None and getattr(model, "renamed", None)
+               else {}),
             **({"networks": network_summary(realized_map, m, networks, _network_sources(model))} if networks else {}),
         },
         platform=st.platform,
