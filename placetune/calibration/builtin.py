@@ -143,4 +143,6 @@ def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, ridge: float = 
 
 def write_fit(fit: BuiltinFit, path=None) -> None:
     """Store the fitted values where the simulator loads them (:data:`costs.FIT_FILE`)."""
-    (path or costs.FIT_FILE).write_text(fit.as_json())
+    from placetune.files.write import write_file
+
+    write_file(path or costs.FIT_FILE, fit.as_json(), "fit file")  # atomic: the simulator never reads half a fit
