@@ -58,23 +58,14 @@ def _limit(what: str, limit: int | None) -> int:
     return int(limit if limit is not None else LIMITS.get(what, DEFAULT_LIMIT))
 
 
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISLNK, "a symbolic link"))
+
+
 def file_kind(mode: int) -> str:
     """What a file of ``st_mode`` is, in words (``a named pipe (FIFO)``, ``a directory``...)."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
 
 
 def _reason(exc: BaseException) -> str:
@@ -90,6 +81,24 @@ def _not_regular(error: type[PlacetuneError], what: str, path: Any, mode: int, s
     return _refuse(error, what, path, f"it is {file_kind(mode)}, not a regular file; give a regular file{alt}")
 
 
+def _regular(p: str, what: str, error: type[PlacetuneError], stdin: bool, limit: int | None,
+             st: os.stat_result | None = None) -> os.stat_result:
+    """``stat`` of ``p`` (or the given one), refused unless a regular file within the cap of ``what``."""
+    if st is None:
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            raise _refuse(error, what, p, "it does not exist (no such file)") from None
+        except (OSError, ValueError) as exc:
+            raise _refuse(error, what, p, _reason(exc)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(error, what, p, st.st_mode, stdin)
+    cap = _limit(what, limit)
+    if st.st_size > cap:
+        raise _refuse(error, what, p, f"it is {st.st_size:,} bytes, more than a {what} may be ({cap:,})")
+    return st
+
+
 def check_regular(path: str | os.PathLike[str], what: str, *, error: type[PlacetuneError] = ConfigError,
                   limit: int | None = None) -> Path:
     """Check that ``path`` names a regular file within the cap of ``what`` (symlinks followed), without opening it.
@@ -100,17 +109,7 @@ def check_regular(path: str | os.PathLike[str], what: str, *, error: type[Placet
         error: missing, not a regular file, or over the cap.
     """
     p = os.fspath(path)
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise error(f"cannot read {what} {shown(p)}: it does not exist (no such file)") from None
-    except (OSError, ValueError) as exc:
-        raise _refuse(error, what, p, _reason(exc)) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _not_regular(error, what, p, st.st_mode, False)
-    cap = _limit(what, limit)
-    if st.st_size > cap:
-        raise _refuse(error, what, p, f"it is {st.st_size:,} bytes, more than a {what} may be ({cap:,})")
+    _regular(p, what, error, False, limit)
     return Path(p)
 
 
@@ -125,25 +124,13 @@ def open_regular(path: str | os.PathLike[str], what: str, *, error: type[Placetu
         error: missing, unreadable, not a regular file, or larger than the cap of ``what``.
     """
     p = os.fspath(path)
-    try:
-        before = os.stat(p)
-    except FileNotFoundError:
-        raise error(f"cannot read {what} {shown(p)}: it does not exist (no such file)") from None
-    except (OSError, ValueError) as exc:
-        raise _refuse(error, what, p, _reason(exc)) from None
-    if not stat.S_ISREG(before.st_mode):
-        raise _not_regular(error, what, p, before.st_mode, stdin)
+    _regular(p, what, error, stdin, limit)  # before open: a device may act on open, a FIFO would block it
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as exc:
         raise _refuse(error, what, p, _reason(exc)) from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(error, what, p, st.st_mode, stdin)
-        cap = _limit(what, limit)
-        if st.st_size > cap:
-            raise _refuse(error, what, p, f"it is {st.st_size:,} bytes, more than a {what} may be ({cap:,})")
+        _regular(p, what, error, stdin, limit, os.fstat(fd))  # and after: the name may have changed meanwhile
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -151,7 +138,9 @@ def open_regular(path: str | os.PathLike[str], what: str, *, error: type[Placetu
         raise
 
 
-def _read_capped(fh: IO[bytes], what: str, path: Any, cap: int, error: type[PlacetuneError]) -> bytes:
+def _read_capped(fh: IO[bytes], what: str, path: Any, cap: int, error: type[PlacetuneError],
+                 over: str = "it is") -> bytes:
+    """At most ``cap`` bytes of ``fh``, read in chunks; refused as soon as there are more."""
     chunks, total = [], 0
     while True:
         chunk = fh.read(min(_CHUNK, cap + 1 - total))
@@ -160,7 +149,7 @@ def _read_capped(fh: IO[bytes], what: str, path: Any, cap: int, error: type[Plac
         chunks.append(chunk)
         total += len(chunk)
         if total > cap:
-            raise _refuse(error, what, path, f"it is more than a {what} may be ({cap:,} bytes)")
+            raise _refuse(error, what, path, f"{over} more than a {what} may be ({cap:,} bytes)")
 
 
 def read_bytes(path: str | os.PathLike[str], what: str, *, error: type[PlacetuneError] = ConfigError,
@@ -208,16 +197,7 @@ def read_gzip(path: str | os.PathLike[str], what: str = "model", *, error: type[
     with open_regular(path, what, error=error, limit=cap) as raw:
         try:
             with gzip.GzipFile(fileobj=raw, mode="rb") as fh:
-                chunks, total = [], 0
-                while True:
-                    chunk = fh.read(min(_CHUNK, cap + 1 - total))
-                    if not chunk:
-                        return b"".join(chunks)
-                    chunks.append(chunk)
-                    total += len(chunk)
-                    if total > cap:
-                        raise _refuse(error, what, path, f"it decompresses to more than a {what} may be "
-                                                         f"({cap:,} bytes): a corrupt file or a gzip bomb")
+                return _read_capped(fh, what, path, cap, error, over="it decompresses to")
         except PlacetuneError:
             raise
         except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
