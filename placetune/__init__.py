@@ -51,6 +51,7 @@ from placetune.placement.realise import InfeasiblePlacement, Realisation, realis
 from placetune.settings import Settings
 from placetune.placement.space import Space, Unit
 from placetune.store import Store, mask_url
+from placetune.safetext import mask_secrets, terminal_safe
 from placetune.envs import PlacementEnv, PlacementOneShotEnv, make_env, register_envs
 
 register_envs()
@@ -86,6 +87,8 @@ __all__ = [
     "get_objective",
     "Store",
     "mask_url",
+    "mask_secrets",
+    "terminal_safe",
     "Backend",
     "get_backend",
     # device profiles and calibration

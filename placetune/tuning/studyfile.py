@@ -252,6 +252,9 @@ def load_study_file(path: str | Path) -> TuneConfig:
     for key in ("trials", "batch"):
         if key in study and (not isinstance(study[key], int) or study[key] < 1):
             raise ConfigError(f"study file {p}: {key} must be a positive integer")
+    if "model" not in study and "models" not in study:  # an empty file is not the embedded default
+        raise ConfigError(f"study file {shown(p)} names no model: add model = \"resnet50\" (a zoo name or an "
+                          "ONNX file) or models = [...] under [study]")
     if "constraints" in study:
         from placetune.tuning.constraints import parse_constraints
 
