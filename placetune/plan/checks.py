@@ -14,7 +14,7 @@ from placetune.errors import ConfigError
 from placetune.files.names import file_name
 from placetune.validate import MAX_BATCH, integer
 
-__all__ = ["check_engines", "check_numbers"]
+__all__ = ["check_engines", "check_numbers", "check_measured"]
 
 
 def check_engines(engines: list[dict[str, Any]], where: str) -> None:
@@ -67,3 +67,33 @@ def check_numbers(doc: dict[str, Any], model: dict[str, Any], where: str) -> Non
     cache = doc.get("calibration_cache")
     if cache is not None and not isinstance(cache, str):
         raise ConfigError(f"{where}: \"calibration_cache\" must be a file name or null")
+
+
+def _events(items: Any, field: str, where: str) -> None:
+    if items is None:
+        return
+    if not isinstance(items, list) or not all(isinstance(e, dict) for e in items):
+        raise ConfigError(f"{where}: measured.{field} must be a list of objects")
+    for e in items:
+        for key in ("start_ms", "end_ms", "time_ms"):
+            v = e.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ConfigError(f"{where}: measured.{field}[].{key} must be a number, found {str(v)[:40]!r}")
+        for key in ("frame", "index"):
+            if e.get(key) is not None:
+                integer(e[key], f"{where}: measured.{field}[].{key}", 0, 2**31 - 1)
+
+
+def check_measured(measured: Any, where: str) -> None:
+    """The figures a trace or a report draws: a timeline and segments of objects with numeric times and
+    integer frames (a hand-edited ``"timeline": "x"`` was a traceback in ``placetune trace``)."""
+    if measured is None:
+        return
+    if not isinstance(measured, dict):
+        raise ConfigError(f"{where}: \"measured\" must be an object")
+    _events(measured.get("timeline"), "timeline", where)
+    _events(measured.get("segment_times_ms"), "segment_times_ms", where)
+    lat = measured.get("latency_ms")
+    if lat is not None and not (isinstance(lat, dict) and all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in lat.values())):
+        raise ConfigError(f"{where}: measured.latency_ms must be an object of numbers")

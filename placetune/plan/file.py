@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError
-from placetune.plan.checks import check_engines, check_numbers
+from placetune.plan.checks import check_engines, check_measured, check_numbers
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch
 from placetune.validate import dumps_json
@@ -333,6 +333,7 @@ class Plan:
                 raise PlacementError(f"{where}: engine {e.get('index')} has unknown device {e['device']!r}")
         check_engines(engines, where)
         check_numbers(doc, model, where)
+        check_measured(doc.get("measured"), where)
         ranges = doc.get("int8_ranges")
         if ranges not in (None, *INT8_RANGES):
             raise ConfigError(f"{where}: \"int8_ranges\" must be one of {', '.join(INT8_RANGES)} (or null), "
