@@ -234,6 +234,8 @@ def test_unknown_power_mode_and_granularity_are_refused_before_anything_is_store
 # =============================================================================================
 # One write path: a symlink, a device, a FIFO is written through (or refused), never replaced
 # =============================================================================================
+import contextlib  # noqa: E402
+import io  # noqa: E402
 import os  # noqa: E402
 import stat  # noqa: E402
 import threading  # noqa: E402
@@ -365,17 +367,26 @@ def test_a_database_with_two_hard_links_is_refused(base_db, tmp_path, capsys):
 # =============================================================================================
 # Paths from data are confined; names are escaped before a terminal sees them
 # =============================================================================================
-def _pipeline_folder(tmp_path, capsys) -> Path:
-    db = tmp_path / "p.db"
-    assert main(["tune", "--model", "seed-block", "--mode", "pipeline", "--trials", "6", "--agent", "random",
-                 "--storage", str(db), "--study", "p", "--export", str(tmp_path / "p.plan.json")]) == 0
-    out = tmp_path / "deploy"
-    assert main(["export", "--study", "p", "--storage", str(db), "--format", "trtexec", "-o", str(out)]) == 0
-    capsys.readouterr()
-    return out
+@pytest.fixture(scope="module")
+def pipeline_folder(tmp_path_factory):
+    """A pipeline plan folder exported once; each test works on a copy (:func:`_pipeline_folder`)."""
+    d = tmp_path_factory.mktemp("pipeline")
+    db = d / "p.db"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["tune", "--model", "seed-block", "--mode", "pipeline", "--trials", "6", "--agent", "random",
+                     "--storage", str(db), "--study", "p", "--export", str(d / "p.plan.json")]) == 0
+        assert main(["export", "--study", "p", "--storage", str(db), "--format", "trtexec", "-o",
+                     str(d / "deploy")]) == 0
+    return d / "deploy"
 
 
-def test_build_never_leaves_the_plan_folder(tmp_path, capsys):
+def _pipeline_folder(tmp_path: Path, pipeline_folder: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(pipeline_folder, tmp_path / "deploy"))
+
+
+def test_build_never_leaves_the_plan_folder(tmp_path, pipeline_folder):
     """``placetune build DIR`` trusted the engine index of plan.json: ``"0/../../../x"`` made it delete and
     write files outside the folder (here through a planted directory ``model.seg0``)."""
     import subprocess
@@ -384,7 +395,7 @@ def test_build_never_leaves_the_plan_folder(tmp_path, capsys):
     import placetune
     from tests.fakes import fake_env
 
-    out = _pipeline_folder(tmp_path, capsys)
+    out = _pipeline_folder(tmp_path, pipeline_folder)
     (out / "model.seg0").mkdir()
     victim = tmp_path / "victim.engine"
     victim.write_text("precious")
@@ -403,12 +414,12 @@ def test_build_never_leaves_the_plan_folder(tmp_path, capsys):
 
 @pytest.mark.parametrize("field, value", [("engine_file", "/etc/passwd"), ("engine_file", "../x.engine"),
                                           ("onnx_file", "a/../../b.onnx"), ("index", -1)])
-def test_runtime_never_follows_a_plan_out_of_its_folder(field, value, tmp_path, capsys):
+def test_runtime_never_follows_a_plan_out_of_its_folder(field, value, tmp_path, pipeline_folder):
     """``placetune.runtime.load`` followed an absolute ``engine_file``."""
     import placetune.runtime
     from placetune.errors import ConfigError
 
-    out = _pipeline_folder(tmp_path, capsys)
+    out = _pipeline_folder(tmp_path, pipeline_folder)
     doc = json.loads((out / "plan.json").read_text())
     doc["engines"][0][field] = value
     (out / "plan.json").write_text(json.dumps(doc))

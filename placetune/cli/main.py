@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from placetune.errors import PlacetuneError
+from placetune.safetext import terminal_safe
 from placetune.validate import dumps_json
 
 __all__ = ["main", "build_parser"]
@@ -26,7 +27,7 @@ def _load_model(args: argparse.Namespace):
 
 
 def _table(rows: list[Sequence[Any]], header: Sequence[str]) -> str:
-    cols = [list(map(str, header))] + [[("" if c is None else str(c)) for c in r] for r in rows]
+    cols = [list(map(str, header))] + [[("" if c is None else terminal_safe(str(c))) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
     lines.insert(1, "  ".join("-" * w for w in widths))

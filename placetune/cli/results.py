@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, StoreError
+from placetune.safetext import terminal_safe
 from placetune.validate import dumps_json
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:
-    cols = [header] + [["" if c is None else str(c) for c in r] for r in rows]
+    cols = [header] + [["" if c is None else terminal_safe(str(c)) for c in r] for r in rows]  # widths as shown
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
     lines.insert(1, "  ".join("-" * w for w in widths))
