@@ -563,9 +563,12 @@ def test_a_gzip_bomb_is_refused_before_it_fills_the_memory(tmp_path, capsys, mon
     the test stays cheap; the real cap is protobuf's 2 GiB)."""
     import tracemalloc
 
-    import placetune.files.read as read
-
-    monkeypatch.setitem(getattr(read, "LIMITS", {}), "model", 8 << 20)
+    try:
+        import placetune.files.read as read
+    except ImportError:  # a placetune without the one read path has no cap at all: the test shows it
+        pass
+    else:
+        monkeypatch.setitem(read.LIMITS, "model", 8 << 20)
     bomb = tmp_path / "bomb.onnx.gz"
     bomb.write_bytes(gzip.compress(b"\0" * (64 << 20), compresslevel=1))
     tracemalloc.start()
