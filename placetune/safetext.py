@@ -38,13 +38,18 @@ __all__ = ["mask_secrets", "terminal_safe", "shown"]
 _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*:/{0,2}[^/:?#\s'\"]*:)(?P<pw>[^\n]*)(?P<at>@)")
 #: A query key that names a secret (``password``, ``sslpassword``, ``passphrase``, ``pwd``,
 #: ``secret``, ``token``, ``api_key``, ``credentials``...) and its value.
+#: Separators, raw or percent-encoded (SQLAlchemy encodes ``&``, ``=``, ``;`` of a database name it echoes).
+_SEP = r"(?:[?&;]|%26|%3[bBfF])"
+_EQ = r"(?:=|%3[dD])"
+_END = r"(?:(?!%26|%3[bB])[^&#\s])*"
 _SECRET_KEY = re.compile(
-    r"(?P<head>[?&;](?:[^=&#\s;]*?(?:pass|pwd|secret|token|key|credential|auth)[^=&#\s;]*)=)(?P<pw>[^&#\s]*)",
+    rf"(?P<head>{_SEP}(?:[^=&#\s;%]*?(?:pass|pwd|secret|token|key|credential|auth)[^=&#\s;%]*){_EQ})(?P<pw>{_END})",
     re.IGNORECASE)
 #: ``odbc_connect=<a whole ODBC connection string>``: masked whole (it holds ``PWD=``).
-_ODBC = re.compile(r"(?P<head>\bodbc_connect=)(?P<pw>[^&#\s]*)", re.IGNORECASE)
-#: ``PWD=secret;`` / ``Password={se;cret}`` / ``PWD%3Dsecret%3B`` anywhere (an ODBC string echoed alone).
-_ODBC_PWD = re.compile(r"(?P<head>\b(?:pwd|password)\s*(?:=|%3D))(?P<pw>\{[^}]*\}?|(?:(?!%3B)[^;&#\s])*)",
+_ODBC = re.compile(rf"(?P<head>odbc_connect{_EQ})(?P<pw>(?:(?!%26)[^&#\s])*)", re.IGNORECASE)
+#: ``PWD=secret;`` / ``Password={se;cret}`` / ``PWD%3Dsecret%3B`` anywhere (an ODBC string echoed alone, or
+#: encoded inside a database name: ``...%3BPWD%3Dsecret``, where no word boundary precedes ``PWD``).
+_ODBC_PWD = re.compile(rf"(?P<head>(?:pwd|password)\s*{_EQ})(?P<pw>\{{[^}}]*\}}?|(?:(?!%3[bB])[^;&#\s])*)",
                        re.IGNORECASE)
 
 #: Characters a terminal may act on: every character outside printable ASCII is a candidate,

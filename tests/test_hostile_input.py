@@ -496,6 +496,8 @@ SECRET_URLS = [
     f"mssql+pyodbc:///?odbc_connect=DRIVER={{x}};PWD={SECRET};",
     f"postgresql+psycopg://tuner:{SECRET}@127.0.0.1:1/db",
     f"postgresql+psycopg://tuner@127.0.0.1:1/db?api_token={SECRET}",
+    # no "?": SQLAlchemy takes the rest as the database name and echoes it percent-encoded (%3BPWD%3D...)
+    f"postgresql+psycopg://tuner:{SECRET}@127.0.0.1:1/db&odbc_connect=DRIVER%3Dx%3BPWD%3D{SECRET}%3B",
 ]
 
 
@@ -751,3 +753,48 @@ def test_renamed_duplicate_nodes_are_never_addressed_by_a_guessed_name(tmp_path)
         plan = export_plan(ev.store, "d", model=ev.model, measurement_id=m.extra["_id"])
     with pytest.raises(PlacementError, match="give every ONNX node a unique name"):
         trtexec_commands(plan)
+
+
+def test_a_resumed_study_with_an_edited_row_stops_before_measuring(base_db, tmp_path, capsys):
+    """A resumed run found an edited row only at its end, after storing new measurements: rows are read back
+    and checked first (found by the long fuzz run)."""
+    db = copy_db(base_db, tmp_path / "t.db")
+    with sqlite3.connect(db) as con:
+        con.execute("update pt_measurements set median_ms = 0 where id = 1")
+    before = sqlite3.connect(db).execute("select count(*) from pt_measurements").fetchone()[0]
+    refused(["tune", "--model", "seed-block", "--study", "s", "--agent", "random", "--trials", "8", "--storage", db],
+            capsys, 7, "column median_ms")
+    assert sqlite3.connect(db).execute("select count(*) from pt_measurements").fetchone()[0] == before
+
+
+def test_a_plan_timeline_of_the_wrong_type(base_db, tmp_path, capsys):
+    """``"timeline": "x"`` in a plan was an AttributeError traceback in ``placetune trace`` (long fuzz run)."""
+    doc = json.loads((base_db.parent / "s.plan.json").read_text())
+    doc["measured"]["timeline"] = "0/../../../x"
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(doc))
+    refused(["trace", f, "-o", tmp_path / "t.json"], capsys, 6, "measured.timeline must be a list of objects")
+
+
+@pytest.mark.parametrize("location, length", [("w.bin", "-1"), ("../../w.bin", "16"), ("/etc/passwd", "16"),
+                                              ("fifo", "16")])
+def test_external_data_stays_beside_the_model(location, length, tmp_path, capsys):
+    """External data outside the model's folder, from a FIFO, or with a negative length: a ModelError, never a
+    read outside the folder, a hang or a traceback (a negative length was a ValueError, long fuzz run)."""
+    import onnx
+    from onnx import TensorProto
+
+    proto = onnx.load_from_string(gzip.decompress((Path(__file__).parent / "data" / "seed_block.onnx.gz").read_bytes()))
+    t = proto.graph.initializer[0]
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    t.external_data.add(key="location", value=location)
+    t.external_data.add(key="length", value=length)
+    (tmp_path / "w.bin").write_bytes(b"\0" * 16)
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "m.onnx").write_bytes(proto.SerializeToString())
+    from placetune.errors import ModelError
+    from placetune.model.onnx_io import load_with_weights
+
+    with alarm(20), pytest.raises(ModelError, match="external data|outside the model's folder|named pipe"):
+        load_with_weights(tmp_path / "m.onnx")

@@ -247,10 +247,12 @@ def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelEr
     if external:
         from onnx.external_data_helper import load_external_data_for_model
 
-        _external_files(proto, p.parent, error)
         try:
+            _external_files(proto, p.parent, error)
             load_external_data_for_model(proto, str(p.parent))
-        except Exception as exc:  # noqa: BLE001 - onnx's own checks (bounds, links) and IO errors
+        except PlacetuneError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - onnx's own checks (bounds, links, lengths) and IO errors
             raise error(f"{shown(p)}: cannot read its external data ({type(exc).__name__}: {str(exc)[:200]})") \
                 from None
     return proto
