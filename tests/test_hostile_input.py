@@ -163,6 +163,8 @@ TAMPER = {
     "samples invalid JSON": ("update pt_measurements set latency_samples='x'", "corrupt"),
     "status unknown": ("update pt_measurements set status='5'", "'status'"),
     "schema version text": ("update pt_schema set version='abc'", "schema version"),
+    # a migration loop over range(-2e14, 2) never ended (long fuzz run)
+    "schema version negative": ("update pt_schema set version=-191493508075244.0", "schema version"),
     "settings invalid JSON": ("update pt_studies set settings='{bad'", "corrupt"),
     "settings a list": ("update pt_studies set settings='[1]'", "settings is [1]"),
     "batch text": ("update pt_studies set batch='x'", "batch is 'x'"),
@@ -798,3 +800,12 @@ def test_external_data_stays_beside_the_model(location, length, tmp_path, capsys
 
     with alarm(20), pytest.raises(ModelError, match="external data|outside the model's folder|named pipe"):
         load_with_weights(tmp_path / "m.onnx")
+
+
+def test_a_stored_model_of_the_wrong_type(base_db, tmp_path, capsys):
+    """``pt_models.shapes`` edited to a number was an AttributeError traceback in export (long fuzz run)."""
+    db = copy_db(base_db, tmp_path / "t.db")
+    with sqlite3.connect(db) as con:
+        con.execute("update pt_models set shapes = 5.1e284")
+    refused(["export", "--study", "s", "-o", tmp_path / "p.json", "--storage", db], capsys, 7,
+            "stored model")

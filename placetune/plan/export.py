@@ -61,9 +61,19 @@ def _model_row(store: "Store", model_hash: str) -> Any:
     table = ModelRow.__table__
     try:
         with store.engine.connect() as conn:
-            return conn.execute(select(table).where(table.c.hash == model_hash)).first()
+            row = conn.execute(select(table).where(table.c.hash == model_hash)).first()
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot read the models table of {store.url}: {str(exc).splitlines()[0]}") from None
+    if row is not None:  # a row read back is checked like every other: shapes, name and path of the right types
+        shapes = row.shapes
+        ok = (shapes is None or isinstance(shapes, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool)
+                                                               and 0 <= d < 2**31 for d in v)
+            for k, v in shapes.items())) and isinstance(row.name, str) and isinstance(row.path, (str, type(None)))
+        if not ok:
+            raise StoreError(f"the stored model {model_hash[:12]} of {store.url} is corrupt (its shapes, name or path "
+                             "have the wrong type): the database was edited or damaged")
+    return row
 
 
 def load_study_model(store: "Store", study: "StudyRecord | str", path: str | None = None) -> "Model":
