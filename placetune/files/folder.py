@@ -68,6 +68,7 @@ class OutputFolder:
         self.what = what
         self.error = error
         self._records: dict[str, str] = {}
+        self._digests: dict[tuple[str, int, int, int], str] = {}
         d = self.directory
         try:
             st = os.stat(d)
@@ -130,7 +131,13 @@ class OutputFolder:
         except OSError:
             return False
         try:
-            return stat.S_ISREG(os.fstat(fd).st_mode) and _digest_fd(fd) == want
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return False
+            key = (name, st.st_ino, st.st_size, st.st_mtime_ns)  # hashed once per version of the file
+            if key not in self._digests:
+                self._digests[key] = _digest_fd(fd)
+            return self._digests[key] == want
         except OSError:
             return False
         finally:
