@@ -809,3 +809,7 @@ def test_a_stored_model_of_the_wrong_type(base_db, tmp_path, capsys):
         con.execute("update pt_models set shapes = 5.1e284")
     refused(["export", "--study", "s", "-o", tmp_path / "p.json", "--storage", db], capsys, 7,
             "stored model")
+    before = sqlite3.connect(db).execute("select count(*) from pt_measurements").fetchone()[0]
+    refused(["tune", "--model", "seed-block", "--study", "s", "--agent", "random", "--trials", "8", "--storage", db],
+            capsys, 7, "stored model")  # before it measures anything, not at its end
+    assert sqlite3.connect(db).execute("select count(*) from pt_measurements").fetchone()[0] == before

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from placetune.store.store import Store
     from placetune.tuning.objectives import Objective
 
-__all__ = ["export_plan", "load_study_model"]
+__all__ = ["export_plan", "load_study_model", "stored_model_row"]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,12 @@ def _all_on(assignment: Mapping[str, str] | None, device: str) -> bool:
     return bool(assignment) and all(d == device for d in assignment.values())  # type: ignore[union-attr]
 
 
-def _model_row(store: "Store", model_hash: str) -> Any:
+def stored_model_row(store: "Store", model_hash: str) -> Any:
+    """The ``pt_models`` row of a model (None when not stored), checked like every row read back.
+
+    Raises:
+        StoreError: the table cannot be read, or the row's shapes, name or path have the wrong type.
+    """
     from sqlalchemy import select
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -91,7 +96,7 @@ def load_study_model(store: "Store", study: "StudyRecord | str", path: str | Non
     from placetune.model.model import Model
 
     st = store.study(study) if isinstance(study, str) else study
-    row = _model_row(store, st.model_hash)
+    row = stored_model_row(store, st.model_hash)
     if row is None:
         raise ModelError(f"the database has no model row for study {st.name!r} (hash {st.model_hash[:12]})")
     shapes = {k: tuple(v) for k, v in (row.shapes or {}).items()}
@@ -508,5 +513,5 @@ def export_plan(
 
 
 def _stored_shapes(store: "Store", st: "StudyRecord") -> dict[str, list[int]] | None:
-    row = _model_row(store, st.model_hash)
+    row = stored_model_row(store, st.model_hash)
     return None if row is None else dict(row.shapes or {})

@@ -239,8 +239,13 @@ class Tuner:
         store = ev.store
         name = ev.study_name
         done = self._trials_done(agent_probe)
-        if done:  # a resumed study's rows are read back (and checked) before anything new is measured:
-            store.measurements(name)  # a damaged or edited row stops the run now, not after new measurements
+        # the rows this run reads back at its end are read (and checked) before anything new is measured:
+        # a damaged or edited row stops the run now, not after new measurements are stored
+        from placetune.plan.export import stored_model_row
+
+        stored_model_row(store, ev.study.model_hash)
+        if done:
+            store.measurements(name)
         self._say(self.what_will_run())
         self._say(f"study {name!r} in {store.url} ({cfg.source})")
         if self.fleet is not None:
