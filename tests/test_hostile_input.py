@@ -163,6 +163,9 @@ TAMPER = {
     "samples invalid JSON": ("update pt_measurements set latency_samples='x'", "corrupt"),
     "status unknown": ("update pt_measurements set status='5'", "'status'"),
     "schema version text": ("update pt_schema set version='abc'", "schema version"),
+    # an edited requested column of a row whose payload says "requested is realized" reached .items() (long fuzz)
+    "requested column a number": ("update pt_measurements set requested='1' where id = 1", "column requested"),
+    "requested column a string": ("update pt_measurements set requested='\"0\"' where id = 1", "column requested"),
     # a migration loop over range(-2e14, 2) never ended (long fuzz run)
     "schema version negative": ("update pt_schema set version=-191493508075244.0", "schema version"),
     "settings invalid JSON": ("update pt_studies set settings='{bad'", "corrupt"),

@@ -247,6 +247,10 @@ def measurement_record(row: Any) -> MeasurementRecord:
             if stored is not None and (not _fin(stored) or value is None
                                        or not math.isclose(float(stored), float(value), rel_tol=1e-9, abs_tol=1e-12)):
                 raise _corrupt(row.id, f"column {column} is {str(stored)[:40]}, its figures say {value!r}")
+    for column in ("requested", "realized"):  # the columns the record carries as they are: checked too
+        if not _str_map(getattr(row, column)):
+            raise _corrupt(row.id, f"column {column} is {str(getattr(row, column))[:40]!r}, expected an object of "
+                                   "layer name -> device")
     if not isinstance(row.trial_number, (int, type(None))) or isinstance(row.trial_number, bool):
         raise _corrupt(row.id, f"trial_number is {str(row.trial_number)[:40]!r}, expected an integer")
     return MeasurementRecord(
