@@ -261,7 +261,7 @@ def _cli_argv(draw):
 
 
 # ----------------------------------------------------------------------------- properties
-@fuzz(12)
+@fuzz(30)
 @given(argv=_cli_argv())
 def test_cli_argument_grammar(argv, work):
     if argv[0] == "tune" and "--storage" not in argv:
@@ -293,7 +293,7 @@ def _plan_written(kind: str, path: Path, code: int) -> None:
             wrong(kind, f"the plan it wrote does not load: {exc}")
 
 
-@fuzz(10)
+@fuzz(20)
 @given(study=st.dictionaries(st.sampled_from(_study_keys), _toml_value, max_size=4),
        table=st.sampled_from(["settings", "agent_options", "backend_options"]),
        extra=st.dictionaries(st.sampled_from(_setting_keys), _toml_value, max_size=3),
@@ -317,7 +317,7 @@ _json = st.recursive(_json_leaf, lambda kids: st.lists(kids, max_size=4) | st.di
     max_size=4), max_leaves=12)
 
 
-@fuzz(10)
+@fuzz(30)
 @given(doc=_json, depth=st.sampled_from([0, 0, 0, 5_000, 100_000]), dup=st.booleans())
 def test_placements(doc, depth, dup, work):
     text = json.dumps(doc)
@@ -340,7 +340,7 @@ _plan_value = st.one_of(_json, st.sampled_from(["0/../../../x", "/etc/passwd", "
                                                 "model.engine", 0, 1]))
 
 
-@fuzz(10)
+@fuzz(30)
 @given(edits=st.lists(st.tuples(st.sampled_from(_PLAN_PATHS), _plan_value), max_size=3), drop=st.booleans(),
        token=st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e999", "dup"]))
 def test_plans(edits, drop, token, study_db, work):
@@ -375,7 +375,7 @@ _profile_value = st.one_of(_toml_value, st.floats(min_value=1e-6, max_value=1e6)
                            st.sampled_from(["1e300", "1e-300", "inf", "nan", "-1", "3", "3.0001", "1000", "0.001"]))
 
 
-@fuzz(10)
+@fuzz(30)
 @given(top=st.dictionaries(st.sampled_from(["base", "bogus"]), st.sampled_from(['"orin-agx"', '"xavier-nx"',
                                                                               '"nope"', "1"]), max_size=2),
        tables=st.dictionaries(st.sampled_from(["scale", "add", "noise", "scale.op_class", "scale.layer", "values"]),
@@ -415,7 +415,7 @@ def _ok_rows_finite(db: Path) -> bool:
                    for r in rows for v in r)
 
 
-@fuzz(10)
+@fuzz(20)
 @given(table=st.sampled_from(sorted(_COLUMNS)), data=st.data(), every=st.booleans(),
        cmd=st.sampled_from([["studies"], ["studies", "--json"], ["export", "--study", "s"],
                             ["tune", "--model", "seed-block", "--study", "s", "--agent", "random", "--trials", "6"],
@@ -447,7 +447,7 @@ def test_database_rows_read_back(table, data, every, cmd, study_db, work):
     _plan_written("database rows", plan, code)
 
 
-@fuzz(10)
+@fuzz(30)
 @given(options=st.one_of(st.none(), _json), action=_json)
 def test_envs(options, action):
     import placetune.envs as envs
@@ -478,7 +478,7 @@ _url = st.builds(
 )
 
 
-@fuzz(10)
+@fuzz(30)
 @given(url=_url, where=st.sampled_from(["studies", "export", "calibrate", "report", "tune", "tune file",
                                         "check", "trace", "profile"]))
 def test_storage_urls(url, where, work):
@@ -530,7 +530,7 @@ def _make_target(folder: Path, kind: str, name: str) -> tuple[Path, Path | None]
     return p, other
 
 
-@fuzz(12)
+@fuzz(30)
 @given(kind=st.sampled_from(_TARGETS), cmd=st.sampled_from(["export", "script", "trace", "zoo", "tune"]),
        name=st.sampled_from(["out.json", "out.sh", "o u\tt", "-o", ".hidden", "é.json"]))
 def test_output_targets(kind, cmd, name, study_db, work):
@@ -561,7 +561,7 @@ _INPUTS = ["FIFO", "device", "directory", "empty", "huge", "binary", "symlink lo
            "gzip bomb", "corrupt gzip"]
 
 
-@fuzz(12)
+@fuzz(30)
 @given(kind=st.sampled_from(_INPUTS), reader=st.sampled_from(["study file", "device profile", "plan", "placement",
                                                               "model", "model.gz", "calibration cache"]),
        blob=st.binary(min_size=0, max_size=64))
@@ -622,7 +622,7 @@ _name = st.text(alphabet=st.sampled_from(list(string.ascii_letters[:6]) + ["\x1b
                 min_size=1, max_size=12)
 
 
-@fuzz(6)
+@fuzz(12)
 @given(name=_name)
 def test_names(name, work):
     """Study names with escape sequences, bidi characters and path parts: never raw on the terminal, never a
@@ -693,7 +693,7 @@ def _mutation(draw):
     return op, raw
 
 
-@fuzz(12)
+@fuzz(20)
 @given(mutation=_mutation(), cmd=st.sampled_from(["check", "measure", "folder"]))
 def test_onnx_mutations(mutation, cmd, work):
     """Mutations of a real export: imported (valid JSON out) or refused with one line; external data never
