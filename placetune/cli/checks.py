@@ -20,15 +20,13 @@ from placetune.validate import batch as check_batch
 
 __all__ = ["check_arguments", "INT_RANGES", "FLOAT_RANGES", "DEFAULT_INT_RANGE"]
 
-#: dest -> (lowest, highest) of every integer option.
+#: dest -> (lowest, highest) of the integer options that reach numpy, protobuf or SQL before a library
+#: check of their own (the others, ``--trials``, ``--frames-in-flight``, ``--dla-core``, ``--dpi``,
+#: are checked by the settings and study validators with the field's name, within :data:`DEFAULT_INT_RANGE`).
 INT_RANGES: dict[str, tuple[int, int]] = {
     "batch": (1, MAX_BATCH),
-    "trials": (1, 1_000_000),
     "seed": (0, 2**32 - 1),
-    "dla_core": (0, 1),
-    "frames_in_flight": (1, 64),
     "measurement": (1, 2**63 - 1),
-    "dpi": (-(2**31), 2**31 - 1),  # its own message: cmd_report says "--dpi must be from 10 to 1200"
     "folds": (0, 1000),
     "verbose": (0, 100),
 }
@@ -37,7 +35,7 @@ FLOAT_RANGES: dict[str, tuple[float, float]] = {
     "noise": (0.0, 1.0),
 }
 #: The range of an integer option :data:`INT_RANGES` does not list.
-DEFAULT_INT_RANGE = (-(2**31), 2**31 - 1)
+DEFAULT_INT_RANGE = (-(2**63), 2**63 - 1)
 
 
 def _chosen_actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[argparse.Action]:
@@ -74,7 +72,8 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str):
                 if not v.strip():
-                    raise ConfigError(f"{name} is empty: give a value, or leave the option out for its default")
+                    raise ConfigError(f"{action.dest} must be a non-empty value: {name} is empty; give a value, or "
+                                      "leave the option out for its default")
                 if "\x00" in v:
                     raise ConfigError(f"{name} holds a NUL byte")
             elif isinstance(v, bool):
