@@ -752,12 +752,13 @@ def test_renamed_duplicate_nodes_are_never_addressed_by_a_guessed_name(tmp_path)
                                 opset_imports=[helper.make_opsetid("", 17)]), str(path))
     with Evaluator(str(path), "orin-agx", mode="engine", store=f"sqlite:///{tmp_path}/t.db", study="d") as ev:
         names = list(ev.model.names)
-        assert len(set(names)) == 3 and ev.model.renamed == {names[1]: "dup"}
+        assert len(set(names)) == 3
         ev.baseline()
         m = ev.evaluate(Placement(ev.model, {names[1]: "DLA0", "last": "DLA0"}))
         plan = export_plan(ev.store, "d", model=ev.model, measurement_id=m.extra["_id"])
     with pytest.raises(PlacementError, match="give every ONNX node a unique name"):
-        trtexec_commands(plan)
+        print("\n".join(trtexec_commands(plan)))  # shown when it does not raise: the guessed name
+    assert getattr(ev.model, "renamed", None) == {names[1]: "dup"}
 
 
 def test_a_resumed_study_with_an_edited_row_stops_before_measuring(base_db, tmp_path, capsys):
