@@ -82,6 +82,8 @@ _LAZY = {
     "Unit": "placetune.placement.space",
     "Store": "placetune.store.store",
     "mask_url": "placetune.store.url",
+    "mask_secrets": "placetune.safetext",
+    "terminal_safe": "placetune.safetext",
     "PlacementEnv": "placetune.envs.sequential",
     "PlacementOneShotEnv": "placetune.envs.oneshot",
     "PlacementStagesEnv": "placetune.envs.stages",
@@ -134,6 +136,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from placetune.plan.file import load as load_plan
     from placetune.plan.folder import PlanFolder, write_plan_folder
     from placetune.runtime import PlanRuntime
+    from placetune.safetext import mask_secrets, terminal_safe
     from placetune.settings import Settings
     from placetune.store.store import Store
     from placetune.store.url import mask_url
@@ -173,6 +176,8 @@ __all__ = [
     "get_objective",
     "Store",
     "mask_url",
+    "mask_secrets",
+    "terminal_safe",
     "Backend",
     "get_backend",
     # device profiles and calibration

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Measurement", "STATUSES", "FAILURE_STATUSES", "latency_stats"]
+__all__ = ["Measurement", "STATUSES", "FAILURE_STATUSES", "latency_stats", "non_finite"]
 
 #: Every status a measurement can have.
 STATUSES = ("ok", "infeasible", "build_failed", "runtime_failed", "timeout", "crashed")
@@ -88,6 +88,13 @@ class Measurement:
             raise ValueError(f"unknown measurement status {self.status!r}; one of {STATUSES}")
         if self.latency_samples_ms and not self.latency_ms:
             self.latency_ms = latency_stats(self.latency_samples_ms)
+        if self.status == "ok":
+            bad = non_finite(self)
+            if bad:  # NaN or infinite figures are not a measurement: never stored or ranked as ok
+                self.status = "runtime_failed"
+                self.reason = f"the backend reported a non-finite {bad}: not a measurement"
+                self.latency_samples_ms, self.latency_ms = [], {}
+                self.throughput_fps = self.energy_mj = self.power_w = None
 
     @property
     def ok(self) -> bool:
@@ -149,3 +156,21 @@ class Measurement:
 
 
 _FIELDS = tuple(f.name for f in fields(Measurement))
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def non_finite(m: Measurement) -> str | None:
+    """The first figure of an ``ok`` measurement that is not a finite number >= 0 (None when all are)."""
+    for key, v in (m.latency_ms or {}).items():
+        if not _finite(v):
+            return f"latency {key} ({v!r} ms)"
+    if not all(_finite(v) for v in m.latency_samples_ms or ()):
+        return "latency sample"
+    for name in ("throughput_fps", "energy_mj", "power_w"):
+        v = getattr(m, name)
+        if v is not None and not _finite(v):
+            return f"{name} ({v!r})"
+    return None

@@ -50,8 +50,10 @@ import sys
 from pathlib import Path
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
-if __package__ == "placetune":  # placetune.runtime: placetune's error types, which callers catch
+if __package__ == "placetune":  # placetune.runtime: placetune's error types and its one read path
     from placetune.errors import BackendError, ConfigError
+    from placetune.files.names import confined
+    from placetune.files.read import read_bytes
 else:  # the standalone copy (write_standalone): no placetune to import
 
     class ConfigError(ValueError):
@@ -126,7 +128,8 @@ class PlanRuntime:
         shapes = {n: tuple(int(d) for d in v) for n, v in (plan.model.get("input_shapes") or {}).items()}
         engines = []
         for i, eng in enumerate(plan.engines):
-            path = directory / str(eng.get("engine_file") or "")
+            # a file of the plan folder: an absolute or ../ engine_file in plan.json is refused, never followed
+            path = confined(directory, eng.get("engine_file"), f"plan.json: engine {i}'s engine_file")
             if not path.is_file():
                 raise ConfigError(f"{path}: engine {i} of the plan is not built; run `placetune build {directory}` "
                                   f"(or sh {directory / 'build.sh'}) on the Jetson")
@@ -135,7 +138,7 @@ class PlanRuntime:
             own = {n: ((int(eng["batch"]),) + s[1:] if plan.mode == "replicas" and eng.get("batch") else s)
                    for n, s in shapes.items()}
             try:
-                engines.append(w["worker_time"].Engine(trt, self._cuda, path.stem, path.read_bytes(), core,
+                engines.append(w["worker_time"].Engine(trt, self._cuda, path.stem, read_bytes(path, "engine"), core,
                                                         self._logger, own))
             except RuntimeError as exc:
                 raise BackendError(f"{path}: {exc}") from None
@@ -263,6 +266,45 @@ def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optiona
     return PlanRuntime(d, _read_plan(d), frames_in_flight)
 
 
+#: the largest plan.json the standalone runtime reads (placetune's own cap for plan files)
+_PLAN_CAP = 64 << 20
+
+
+def _standalone_confined(directory: Path, name: Any, what: str) -> Path:
+    """``directory / name`` for a plain file name (standalone; placetune's files.names.confined inside
+    the package): text, no path separator, not ``.``/``..``, no NUL or control character."""
+    if (not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", "..")
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)):
+        raise ConfigError("%s %r is not a plain file name; file names from data must stay inside their folder"
+                          % (what, name if not isinstance(name, str) else name[:80]))
+    return directory / name
+
+
+def _standalone_read(path: Path, what: str, cap: Optional[int] = None) -> bytes:
+    """The bytes of a regular file (standalone; placetune's files.read.read_bytes inside the package):
+    a FIFO or device is refused at once, without blocking, as is a file over ``cap`` bytes."""
+    import stat
+
+    try:
+        fd = os.open(str(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ConfigError("cannot read %s %s: %s" % (what, path, exc.strerror or exc)) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError("%s %s is not a regular file" % (what, path))
+        if cap is not None and st.st_size > cap:
+            raise ConfigError("%s %s is larger than %d bytes" % (what, path, cap))
+        return fh.read()
+
+
+if __package__ != "placetune":
+    confined = _standalone_confined
+
+    def read_bytes(path: Any, what: str) -> bytes:  # noqa: F811 - the standalone stand-in of files.read
+        return _standalone_read(Path(path), what)
+
+
 class _PlanDoc(object):
     """What the runtime reads of ``plan.json`` where placetune's Plan is not importable (standalone)."""
 
@@ -280,18 +322,35 @@ class _PlanDoc(object):
         self.settings = doc.get("settings") if isinstance(doc.get("settings"), dict) else {}
 
 
+def _unique_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    out = {}  # type: Dict[str, Any]
+    for k, v in pairs:
+        if k in out:
+            raise ValueError("duplicate key %r" % k)
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError("%s is not a number JSON allows" % name)
+
+
 def _read_plan(d: Path) -> Any:
-    """The plan of folder ``d``: placetune's Plan inside the package (every field checked), the
+    """The plan of folder ``d``, read as every plan file is (a regular file, capped, strict JSON:
+    no duplicate key, no NaN): placetune's Plan inside the package (every field checked), the
     fields the runtime uses when standalone."""
     where = str(d / "plan.json")
-    try:
-        doc = json.loads((d / "plan.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
     if __package__ == "placetune":
+        from placetune.files.read import read_text
         from placetune.plan.file import Plan
+        from placetune.validate import loads_json
 
-        return Plan.from_dict(doc, where=where)
+        return Plan.from_dict(loads_json(read_text(d / "plan.json", "plan file"), where), where=where)
+    raw = _standalone_read(d / "plan.json", "plan file", _PLAN_CAP)
+    try:
+        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return _PlanDoc(doc, where)
 
 

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from placetune.errors import ConfigError, PlacementError
 from placetune.placement.placement import DEVICES, normalise_device
+from placetune.validate import batch as check_batch
 
 __all__ = ["Settings", "PRECISIONS", "parse_replicas", "resolve_replicas"]
 
@@ -35,8 +36,7 @@ def parse_replicas(text: str) -> dict[str, int]:
             batch = int(b)
         except ValueError:
             raise ConfigError(f"bad batch in --replicas entry {part!r}") from None
-        if batch < 1:
-            raise ConfigError(f"--replicas batch must be >= 1 (got {part!r})")
+        check_batch(batch, f"--replicas batch (in {part[:40]!r})")
         device = normalise_device(dev)
         if device in out:
             raise ConfigError(f"--replicas names {device} twice ({text[:80]!r}): one batch per device")
@@ -123,6 +123,8 @@ class Settings:
             raise ConfigError(f"noise must be a number from 0 to 1 (a relative standard deviation), got "
                               f"{str(self.noise)[:40]!r}")
         _check_trt_version(self.trt_version)
+        if self.dla_core is not None:
+            _check_int("dla_core", self.dla_core, 0, 1)
         if self.replicas is not None and self.mode != "replicas":
             raise ConfigError(f"replicas are for mode 'replicas', not {self.mode!r}: drop --replicas or use "
                               "--mode replicas")
@@ -138,8 +140,8 @@ class Settings:
                 reps = {normalise_device(k): int(v) for k, v in self.replicas.items()}
             except PlacementError as exc:
                 raise ConfigError(f"replicas: {exc}") from None
-            if any(v < 1 for v in reps.values()):
-                raise ConfigError("replica batches must be >= 1")
+            for d, v in reps.items():
+                check_batch(v, f"replica batch of {d}")
             object.__setattr__(self, "replicas", {d: reps[d] for d in DEVICES if d in reps})
 
     def replace(self, **changes: Any) -> "Settings":

@@ -1,13 +1,34 @@
-"""Issue 18: property-based fuzzing of every input kind, with a bounded number of examples.
+"""Property-based fuzzing of every input kind, a standing suite (derandomized and small in CI).
 
 Each property calls ``placetune.cli.main.main([...])`` in-process (or the library edge for
-device profiles and stored rows) and asserts: the exit code is one README documents, no
-traceback (only SystemExit and placetune's error classes escape), no hang (a per-call alarm),
-the stored rows are unchanged, and a planted PostgreSQL password appears in no output.
+device profiles, environments and stored rows) and asserts, per call:
 
-Counts per input kind (tried, clean errors, accepted, tracebacks, hangs, rows lost, secrets
-leaked) are written to ``$PLACETUNE_FUZZ_SUMMARY`` (default ``fuzz-summary.json`` in the
-pytest temporary base directory) and printed at the end of the session (visible with ``-s``).
+* no traceback: the exit code is one README documents (only SystemExit and placetune's error
+  classes escape);
+* no hang: a per-call alarm;
+* no leak: a planted password (in every SQLAlchemy URL form) appears in no output, and no raw
+  control or bidi character reaches the output (names are escaped);
+* no data loss: the stored rows are unchanged by a refused command, and a sentinel folder
+  (a file and a symlink the commands are never told to write) is unchanged after every call;
+  an output symlink, device node or FIFO is still one after the call;
+* no silent wrong result: every JSON a command prints or writes on success is strict JSON (no
+  NaN/Infinity), every plan it writes loads, no ``ok`` row holds a non-finite figure.
+
+Input kinds: CLI argument vectors, study files (TOML), placements, plan files (JSON), device
+profiles, database rows, Gymnasium reset/step options, storage URLs, output targets (links,
+devices, FIFOs, folders), input files (FIFOs, devices, directories, huge and binary files),
+names (study names with control and bidi characters) and ONNX mutations.
+
+CI runs it derandomized with few examples per kind (about a minute in all). The long run uses
+random seeds and more examples::
+
+    PLACETUNE_FUZZ_EXAMPLES=300 PLACETUNE_FUZZ_RANDOM=1 nice python -m pytest -q -p no:cacheprovider \\
+        tests/test_fuzz.py -s
+
+Counts per input kind (tried, clean errors, accepted, tracebacks, hangs, secrets leaked,
+escapes leaked, data loss, wrong results) and their totals are written to
+``$PLACETUNE_FUZZ_SUMMARY`` (default ``fuzz-summary.json`` in the pytest temporary base
+directory) and printed at the end of the session (visible with ``-s``).
 """
 
 from __future__ import annotations
@@ -16,9 +37,10 @@ import contextlib
 import io
 import json
 import os
-import signal
 import sqlite3
+import stat
 import string
+import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -28,14 +50,28 @@ from hypothesis import strategies as st
 
 from placetune.cli.main import main
 from placetune.errors import PlacetuneError
+from tests.hostile import alarm, device, memory_cap
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 8, 130}
 SECRET = "s3cr/etPW@#x"
 SECRET_URL = "postgresql+psycopg://tuner:s3cr%2FetPW%40%23x@127.0.0.1:1/db"
-PER_CALL_S = 20
-FUZZ = settings(max_examples=30, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.data_too_large])
+#: text that must never appear in any output: the password above (raw and encoded) and the one of URLS
+LEAKS = (SECRET, "s3cr%2FetPW", "Pl4nt3dSecret")
+#: characters that must never reach the output raw (escape sequences, bells, bidi, carriage return)
+RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u200f", "\r", "\x08")
+PER_CALL_S = 60  # generous: a loaded CI machine is slow, a hang never ends
+RANDOM = os.environ.get("PLACETUNE_FUZZ_RANDOM", "") not in ("", "0")
+EXAMPLES = int(os.environ.get("PLACETUNE_FUZZ_EXAMPLES", "0") or 0)
+
+
+def fuzz(ci_examples: int):
+    """Hypothesis settings of one property: ``ci_examples`` derandomized examples in CI, or
+    ``$PLACETUNE_FUZZ_EXAMPLES`` (random seeds with ``$PLACETUNE_FUZZ_RANDOM=1``) in a long run."""
+    return settings(max_examples=EXAMPLES or ci_examples, deadline=None, derandomize=not RANDOM,
+                    database=None, print_blob=RANDOM,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                           HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
 
 COUNTS: dict[str, Counter] = defaultdict(Counter)
 
@@ -44,18 +80,48 @@ class Hang(Exception):
     """A call ran past PER_CALL_S."""
 
 
-@contextlib.contextmanager
-def _alarm(seconds: int):
-    def boom(signum, frame):
-        raise Hang()
+#: what every kind counts, in the summary's order
+OUTCOMES = ("tried", "clean errors", "accepted", "tracebacks", "hangs", "secrets leaked", "escapes leaked",
+            "data loss", "wrong results")
+#: the folder no command is ever told to write (a file and a symlink to it): unchanged after every call
+SENTINEL = Path(tempfile.mkdtemp(prefix="placetune-fuzz-sentinel-"))
+(SENTINEL / "precious.txt").write_text("precious")
+(SENTINEL / "link").symlink_to(SENTINEL / "precious.txt")
 
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
+
+def _snapshot(folder: Path) -> dict[str, tuple]:
+    out = {}
+    for p in sorted(folder.iterdir()):
+        st_ = os.lstat(p)
+        out[p.name] = (stat.S_IFMT(st_.st_mode), os.readlink(p) if p.is_symlink() else p.read_bytes())
+    return out
+
+
+_SENTINEL_STATE = _snapshot(SENTINEL)
+
+
+def _strict_json(text: str) -> bool:
+    from placetune.validate import loads_json
+
     try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        loads_json(text, "output")
+    except PlacetuneError:
+        return False
+    return True
+
+
+def _check_output(kind: str, argv: list[str], code: object, out: str, text: str) -> list[str]:
+    """The properties every call must keep; returns the outcome keys it broke."""
+    broken = []
+    if any(leak in text for leak in LEAKS):
+        broken.append("secrets leaked")
+    if any(c in text for c in RAW_CONTROLS):
+        broken.append("escapes leaked")
+    if _snapshot(SENTINEL) != _SENTINEL_STATE:
+        broken.append("data loss")
+    if code == 0 and "--json" in argv and not _strict_json(out):
+        broken.append("wrong results")
+    return broken
 
 
 def call(kind: str, argv: list[str]) -> tuple[int, str]:
@@ -64,7 +130,7 @@ def call(kind: str, argv: list[str]) -> tuple[int, str]:
     code: object = None
     tb = hang = False
     try:
-        with _alarm(PER_CALL_S), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with alarm(PER_CALL_S, Hang), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(argv)
             except SystemExit as exc:  # argparse: usage errors exit 2
@@ -85,14 +151,27 @@ def call(kind: str, argv: list[str]) -> tuple[int, str]:
         c["accepted"] += 1
     else:
         c["clean errors"] += 1
-    if SECRET in text or "s3cr%2FetPW" in text:
-        c["secrets leaked"] += 1
+    broken = _check_output(kind, argv, code, out.getvalue(), text)
+    for key in broken:
+        c[key] += 1
     assert not hang, f"{kind}: {argv[:6]} ran past {PER_CALL_S} s"
     assert not tb and code in DOCUMENTED, f"{kind}: {argv[:6]} -> {code}: {text[-600:]}"
-    assert SECRET not in text and "s3cr%2FetPW" not in text, f"{kind}: the password leaked: {text[-400:]}"
+    assert not broken, f"{kind}: {argv[:8]}: {', '.join(broken)}: {text[-600:]!r}"
     if code not in (0, None) and err.getvalue():
         assert "Traceback" not in err.getvalue()
     return int(code or 0), text
+
+
+def wrong(kind: str, what: str) -> None:
+    """Count and fail a silent wrong result found after a call."""
+    COUNTS[kind]["wrong results"] += 1
+    raise AssertionError(f"{kind}: {what}")
+
+
+def lost(kind: str, what: str) -> None:
+    """Count and fail a data loss found after a call."""
+    COUNTS[kind]["data loss"] += 1
+    raise AssertionError(f"{kind}: {what}")
 
 
 def _library(kind: str, fn) -> None:
@@ -100,7 +179,7 @@ def _library(kind: str, fn) -> None:
     c = COUNTS[kind]
     c["tried"] += 1
     try:
-        with _alarm(PER_CALL_S):
+        with alarm(PER_CALL_S, Hang):
             fn()
     except Hang:
         c["hangs"] += 1
@@ -182,7 +261,7 @@ def _cli_argv(draw):
 
 
 # ----------------------------------------------------------------------------- properties
-@FUZZ
+@fuzz(30)
 @given(argv=_cli_argv())
 def test_cli_argument_grammar(argv, work):
     if argv[0] == "tune" and "--storage" not in argv:
@@ -193,26 +272,42 @@ def test_cli_argument_grammar(argv, work):
 _toml_value = st.one_of(
     st.integers(-(2**63), 2**63 - 1).map(str), st.floats().map(repr),
     st.booleans().map(lambda b: "true" if b else "false"), _text.map(json.dumps),
-    st.sampled_from(['"seed-block"', '"8h"', '"0s"', '[1, "a"]', '{a = 1}', '"GPU:2"', '[]', f'"{SECRET_URL}"']),
+    st.sampled_from(['"seed-block"', '"8h"', '"0s"', '[1, "a"]', '{a = 1}', '"GPU:2"', '[]', f'"{SECRET_URL}"',
+                     "inf", "nan", "-inf", "1e300", "1e-300", "0", '"../x"', '""', '["seed-block"]', "[[]]"]),
 )
-_study_keys = ["model", "platform", "backend", "mode", "objective", "precision", "batch", "shapes", "agent",
-               "trials", "timeout", "study", "name", "granularity", "constraints", "device_profile", "bogus"]
+_study_keys = ["model", "models", "platform", "backend", "mode", "objective", "precision", "batch", "shapes",
+               "agent", "trials", "timeout", "study", "name", "granularity", "constraints", "device_profile",
+               "export", "bogus"]
 _setting_keys = ["frames_in_flight", "iterations", "noise", "replicas", "trt_version", "power_mode", "seed",
                  "gpu_fallback", "dla_core", "bogus"]
 
 
-@FUZZ
+def _plan_written(kind: str, path: Path, code: int) -> None:
+    """A plan a successful call wrote loads back (strict JSON, every field checked)."""
+    from placetune.plan.file import load
+
+    if code == 0 and path.is_file():
+        try:
+            load(path)
+        except PlacetuneError as exc:
+            wrong(kind, f"the plan it wrote does not load: {exc}")
+
+
+@fuzz(20)
 @given(study=st.dictionaries(st.sampled_from(_study_keys), _toml_value, max_size=4),
        table=st.sampled_from(["settings", "agent_options", "backend_options"]),
        extra=st.dictionaries(st.sampled_from(_setting_keys), _toml_value, max_size=3),
        raw=st.binary(max_size=20))
 def test_study_files(study, table, extra, raw, work):
     body = '[study]\nmodel = "seed-block"\ntrials = 2\nagent = "random"\n'
-    body += "".join(f"{k} = {v}\n" for k, v in study.items() if k not in ("model", "trials", "agent"))
+    body += "".join(f"{k} = {v}\n" for k, v in study.items() if k not in ("model", "trials", "agent", "export"))
     body += f"[{table}]\n" + "".join(f"{k} = {v}\n" for k, v in extra.items())
     f = work / "fuzz.toml"
     f.write_bytes(body.encode() + (raw if raw and raw[0] % 3 == 0 else b""))
-    call("study files", ["tune", str(f), "--storage", str(work / "study.db"), "--export", str(work / "x.plan.json")])
+    folder = Path(tempfile.mkdtemp(dir=work))
+    out = folder / "x.plan.json"
+    code, _ = call("study files", ["tune", str(f), "--storage", str(folder / "study.db"), "--export", str(out)])
+    _plan_written("study files", out, code)
 
 
 _json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), _text,
@@ -222,24 +317,33 @@ _json = st.recursive(_json_leaf, lambda kids: st.lists(kids, max_size=4) | st.di
     max_size=4), max_leaves=12)
 
 
-@FUZZ
-@given(doc=_json, depth=st.sampled_from([0, 0, 0, 5_000, 100_000]))
-def test_placements(doc, depth, work):
-    text = "[" * depth + json.dumps(doc) + "]" * depth
+@fuzz(30)
+@given(doc=_json, depth=st.sampled_from([0, 0, 0, 5_000, 100_000]), dup=st.booleans())
+def test_placements(doc, depth, dup, work):
+    text = json.dumps(doc)
+    if dup and text.startswith("{") and len(text) > 2:  # a key given twice: refused, never "last one wins"
+        text = '{"layers": {}, ' + text[1:]
+    text = "[" * depth + text + "]" * depth
     f = work / "placement.json"
     f.write_text(text)
-    call("placements", ["measure", "seed-block", "--placement", str(f)])
+    call("placements", ["measure", "seed-block", "--placement", str(f), "--json"])
 
 
 _PLAN_PATHS = [["batch"], ["layers"], ["engines"], ["model"], ["model", "hash"], ["model", "input_shapes"],
                ["measured"], ["measured", "timeline"], ["measured", "segment_times_ms"], ["layers", 0, "name"],
                ["layers", 0, "realized"], ["engines", 0, "device"], ["engines", 0, "layers"], ["version"],
-               ["simulated"], ["settings"], ["notes"], ["baselines"], ["mode"], ["platform"], ["format"]]
+               ["simulated"], ["settings"], ["notes"], ["baselines"], ["mode"], ["platform"], ["format"],
+               ["engines", 0, "index"], ["engines", 0, "engine_file"], ["engines", 0, "onnx_file"],
+               ["engines", 0, "dla_core"], ["settings", "frames_in_flight"], ["calibration_cache"],
+               ["model", "renamed_layers"]]
+_plan_value = st.one_of(_json, st.sampled_from(["0/../../../x", "/etc/passwd", "../x.engine", 2**63, -1, 1e300,
+                                                "model.engine", 0, 1]))
 
 
-@FUZZ
-@given(edits=st.lists(st.tuples(st.sampled_from(_PLAN_PATHS), _json), max_size=3), drop=st.booleans())
-def test_plans(edits, drop, study_db, work):
+@fuzz(30)
+@given(edits=st.lists(st.tuples(st.sampled_from(_PLAN_PATHS), _plan_value), max_size=3), drop=st.booleans(),
+       token=st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e999", "dup"]))
+def test_plans(edits, drop, token, study_db, work):
     _, plan = study_db
     doc = json.loads(json.dumps(plan))
     for path, value in edits:
@@ -253,20 +357,40 @@ def test_plans(edits, drop, study_db, work):
                 cur[path[-1]] = value
         except (KeyError, IndexError, TypeError):
             continue
+    text = json.dumps(doc)
+    if token == "dup":
+        text = '{"batch": 1, ' + text[1:]
+    elif token:
+        text = text.replace('"batch": ', f'"batch": {token}, "x": ', 1)
     f = work / "plan.json"
-    f.write_text(json.dumps(doc))
-    call("plans", ["trace", str(f), "-o", str(work / "trace.json")])
+    f.write_text(text)
+    trace = work / "trace.json"
+    trace.unlink(missing_ok=True)
+    code, _ = call("plans", ["trace", str(f), "-o", str(trace)])
+    if code == 0 and not _strict_json(trace.read_text()):
+        wrong("plans", "the trace it wrote is not strict JSON")
 
 
-@FUZZ
-@given(body=st.dictionaries(st.sampled_from(["name", "values", "gpu", "dla", "arch", "platform", "version",
-                                              "bogus"]), _toml_value, max_size=4),
-       table=st.sampled_from(["", "values", "values.orin", "gpu"]))
-def test_device_profiles(body, table, work):
+_profile_value = st.one_of(_toml_value, st.floats(min_value=1e-6, max_value=1e6).map(repr),
+                           st.sampled_from(["1e300", "1e-300", "inf", "nan", "-1", "3", "3.0001", "1000", "0.001"]))
+
+
+@fuzz(30)
+@given(top=st.dictionaries(st.sampled_from(["base", "bogus"]), st.sampled_from(['"orin-agx"', '"xavier-nx"',
+                                                                              '"nope"', "1"]), max_size=2),
+       tables=st.dictionaries(st.sampled_from(["scale", "add", "noise", "scale.op_class", "scale.layer", "values"]),
+                              st.dictionaries(st.sampled_from(["gpu", "dla", "boundary", "loadable", "contention",
+                                                               "engine_us", "layer_sigma", "seed", '"gpu.conv"',
+                                                               '"dla./conv1/Conv"', "bogus"]),
+                                              _profile_value, max_size=3), max_size=3),
+       mode=st.sampled_from(["engine", "pipeline"]))
+def test_device_profiles(top, tables, mode, work):
     f = work / "profile.toml"
-    head = f"[{table}]\n" if table else ""
-    f.write_text(head + "".join(f"{k} = {v}\n" for k, v in body.items()))
-    call("device profiles", ["measure", "seed-block", "--device-profile", str(f)])
+    body = "".join(f"{k} = {v}\n" for k, v in top.items())
+    for table, values in tables.items():
+        body += f"[{table}]\n" + "".join(f"{k} = {v}\n" for k, v in values.items())
+    f.write_text(body)
+    call("device profiles", ["measure", "seed-block", "--mode", mode, "--device-profile", str(f), "--json"])
 
 
 _COLUMNS = {
@@ -279,41 +403,51 @@ _COLUMNS = {
     "pt_schema": ["version"],
 }
 _cell = st.one_of(st.none(), st.integers(-5, 10**6), st.floats(), _text,
-                  _json.map(json.dumps), st.sampled_from(["{bad", "[1,2]", '{"timeline": 5}', "NaN", "abc"]))
+                  _json.map(json.dumps), st.sampled_from(["{bad", "[1,2]", '{"timeline": 5}', "NaN", "abc",
+                                                          '{"latency_ms": {"median": 1e999}}', "[NaN, 1.0]"]))
 
 
-@FUZZ
-@given(table=st.sampled_from(sorted(_COLUMNS)), data=st.data(),
+def _ok_rows_finite(db: Path) -> bool:
+    """No ``ok`` row holds a NaN or infinite figure in its ranking columns."""
+    with sqlite3.connect(db) as con:
+        rows = con.execute("select median_ms, throughput_fps, energy_mj from pt_measurements where status = 'ok'")
+        return all(v is None or (isinstance(v, (int, float)) and abs(v) != float("inf") and v == v)
+                   for r in rows for v in r)
+
+
+@fuzz(20)
+@given(table=st.sampled_from(sorted(_COLUMNS)), data=st.data(), every=st.booleans(),
        cmd=st.sampled_from([["studies"], ["studies", "--json"], ["export", "--study", "s"],
                             ["tune", "--model", "seed-block", "--study", "s", "--agent", "random", "--trials", "6"],
                             ["calibrate", "--study", "s"]]))
-def test_database_rows_read_back(table, data, cmd, study_db, work):
+def test_database_rows_read_back(table, data, every, cmd, study_db, work):
     base, _ = study_db
     column = data.draw(st.sampled_from(_COLUMNS[table]))
     value = data.draw(_cell)
-    db = _copy_db(base, work / "rows.db")
+    db = _copy_db(base, Path(tempfile.mkdtemp(dir=work)) / "rows.db")  # its own file: no lock shared between examples
     with sqlite3.connect(db) as con:
-        try:
-            con.execute(f"update {table} set {column} = ?", (value,))
+        try:  # every row, or one (an edited row among good ones)
+            con.execute(f"update {table} set {column} = ?" + ("" if every else " where rowid = 1"), (value,))
         except sqlite3.Error:  # a NOT NULL column: that value cannot be stored at all
             return
     before = _rows(db)
     argv = list(cmd) + ["--storage", str(db)]
+    plan = db.parent / "rows.plan.json"
     if cmd[0] == "export":
-        argv += ["-o", str(work / "rows.plan.json")]
+        argv += ["-o", str(plan)]
     code, _ = call("database rows", argv)
     after = _rows(db)
     if cmd[0] != "tune" or code != 0:  # a successful tune adds rows; nothing else may change any
-        lost = sum(len(set(before[t]) - set(after[t])) for t in before)
-        COUNTS["database rows"]["rows lost"] += lost
-        assert after == before, f"{cmd[0]} changed the stored rows after {table}.{column} = {value!r}"
-    else:
-        lost = sum(len(set(before[t]) - set(after[t])) for t in before if t != "pt_studies")
-        COUNTS["database rows"]["rows lost"] += lost
-        assert lost == 0
+        if after != before:
+            lost("database rows", f"{cmd[0]} changed the stored rows after {table}.{column} = {value!r}")
+    elif any(set(before[t]) - set(after[t]) for t in before if t != "pt_studies"):
+        lost("database rows", f"tune lost rows after {table}.{column} = {value!r}")
+    if code == 0 and cmd[0] == "tune" and not _ok_rows_finite(db):
+        wrong("database rows", "an ok row holds a non-finite figure")
+    _plan_written("database rows", plan, code)
 
 
-@FUZZ
+@fuzz(30)
 @given(options=st.one_of(st.none(), _json), action=_json)
 def test_envs(options, action):
     import placetune.envs as envs
@@ -327,6 +461,262 @@ def test_envs(options, action):
     _library("env reset/step", go)
 
 
+# ----------------------------------------------------------------------------- storage URLs
+_PW = "Pl4nt3dSecret"
+_url = st.builds(
+    lambda scheme, slashes, user, pw, key, odbc, extra: (
+        f"{scheme}:{slashes}{user}{(':' + pw) if pw else ''}@127.0.0.1:1/db"
+        + (f"?{key}={_PW}" if key else "") + (f"&odbc_connect=DRIVER%3Dx%3BPWD%3D{_PW}%3B" if odbc else "")
+        + extra),
+    st.sampled_from(["postgresql+psycopg", "postgresql", "mysql+pymysql", "mssql+pyodbc", "sqlite", "bogus+x"]),
+    st.sampled_from(["//", "/", ""]),
+    st.sampled_from(["tuner", "", "a@b", "u%40x"]),
+    st.sampled_from([_PW, _PW.replace("S", "%53"), f"x{_PW}/@#?", ""]),
+    st.sampled_from(["", "password", "sslpassword", "passphrase", "api_token", "secret_key", "PWD", "auth"]),
+    st.booleans(),
+    st.sampled_from(["", "&sslmode=require", "#frag", " trailing", "\n"]),
+)
+
+
+@fuzz(30)
+@given(url=_url, where=st.sampled_from(["studies", "export", "calibrate", "report", "tune", "tune file",
+                                        "check", "trace", "profile"]))
+def test_storage_urls(url, where, work):
+    """Every SQLAlchemy URL form with a planted secret, as --storage and where a file name is expected."""
+    argv = {"studies": ["studies", "--storage", url], "export": ["export", "--study", "s", "--storage", url],
+            "calibrate": ["calibrate", "--study", "s", "--storage", url],
+            "report": ["report", "--study", "s", "--storage", url, "-o", str(work / "r")],
+            "tune": ["tune", "--model", "seed-block", "--trials", "1", "--study", "u", "--storage", url],
+            "tune file": ["tune", url], "check": ["check", url], "trace": ["trace", url, "-o", str(work / "t.json")],
+            "profile": ["measure", "seed-block", "--device-profile", url]}[where]
+    call("storage URLs", argv)
+
+
+# ----------------------------------------------------------------------------- output targets
+_TARGETS = ["new", "regular", "symlink to a file", "symlink to a FIFO", "FIFO", "dangling symlink", "directory",
+            "device", "missing folder", "symlink loop"]
+
+
+def _plan_file(folder: Path, study_db) -> Path:
+    p = folder / "s.plan.json"
+    p.write_text(json.dumps(study_db[1]))
+    return p
+
+
+def _make_target(folder: Path, kind: str, name: str) -> tuple[Path, Path | None]:
+    """An output path of ``kind`` in ``folder`` (and the file a link points to)."""
+    p = folder / name
+    other = folder / ("target-" + name)
+    if kind == "regular":
+        p.write_text("old")
+    elif kind == "symlink to a file":
+        other.write_text("old")
+        p.symlink_to(other)
+    elif kind == "symlink to a FIFO":
+        os.mkfifo(other)
+        p.symlink_to(other)
+    elif kind == "FIFO":
+        os.mkfifo(p)
+    elif kind == "dangling symlink":
+        p.symlink_to(folder / "nothing")
+    elif kind == "directory":
+        p.mkdir()
+    elif kind == "device":  # like /dev/null, in a temporary folder (the machine's own is never touched)
+        device(p, "null")
+    elif kind == "missing folder":
+        p = folder / "missing" / name
+    elif kind == "symlink loop":
+        p.symlink_to(p)
+    return p, other
+
+
+@fuzz(30)
+@given(kind=st.sampled_from(_TARGETS), cmd=st.sampled_from(["export", "script", "trace", "zoo", "tune"]),
+       name=st.sampled_from(["out.json", "out.sh", "o u\tt", "-o", ".hidden", "é.json"]))
+def test_output_targets(kind, cmd, name, study_db, work):
+    """Every way an -o / --export can name a file: written, written through or refused; never replaced when
+    it is a link, a device or a FIFO; nothing else touched."""
+    base, _ = study_db
+    folder = Path(tempfile.mkdtemp(dir=work))
+    path, other = _make_target(folder, kind, name)
+    before = os.lstat(path) if os.path.lexists(path) else None
+    argv = {"export": ["export", "--study", "s", "--storage", str(base), "-o", str(path)],
+            "script": ["export", "--study", "s", "--storage", str(base), "--format", "trtexec", "-o", str(path)],
+            "trace": ["trace", str(_plan_file(folder, study_db)), "-o", str(path)],
+            "zoo": ["zoo", "export", "seed-block", "-o", str(path)],
+            "tune": ["tune", "--model", "seed-block", "--study", "s", "--agent", "random", "--trials", "4",
+                     "--storage", str(_copy_db(base, folder / "t.db")), "--export", str(path)]}[cmd]
+    code, _ = call("output targets", argv)
+    if before is not None:
+        now = os.lstat(path)
+        if stat.S_IFMT(now.st_mode) != stat.S_IFMT(before.st_mode) or now.st_ino != before.st_ino \
+                and not stat.S_ISREG(before.st_mode):
+            lost("output targets", f"{kind} {path} was replaced by {cmd}")
+    if code == 0 and kind in ("new", "regular") and cmd in ("export", "tune"):
+        _plan_written("output targets", path, code)
+
+
+# ----------------------------------------------------------------------------- input files
+_INPUTS = ["FIFO", "device", "directory", "empty", "huge", "binary", "symlink loop", "dangling symlink",
+           "gzip bomb", "corrupt gzip"]
+
+
+@fuzz(30)
+@given(kind=st.sampled_from(_INPUTS), reader=st.sampled_from(["study file", "device profile", "plan", "placement",
+                                                              "model", "model.gz", "calibration cache"]),
+       blob=st.binary(min_size=0, max_size=64))
+def test_input_files(kind, reader, blob, work):
+    """Every reader against files that are not what it reads: refused at once, never blocking, never reading
+    a device or a bomb into memory."""
+    import gzip
+
+    folder = Path(tempfile.mkdtemp(dir=work))
+    p = folder / ("in.onnx.gz" if reader == "model.gz" or kind in ("gzip bomb", "corrupt gzip") else "in")
+    if kind == "FIFO":
+        os.mkfifo(p)
+    elif kind == "device":  # like /dev/zero, in a temporary folder
+        device(p, "zero")
+    elif kind == "directory":
+        p.mkdir()
+    elif kind == "empty":
+        p.write_bytes(b"")
+    elif kind == "huge":
+        with open(p, "wb") as fh:
+            fh.truncate(3 << 30)  # sparse: 3 GiB over every cap but the engine's
+    elif kind == "binary":
+        p.write_bytes(blob)
+    elif kind == "symlink loop":
+        p.symlink_to(p)
+    elif kind == "dangling symlink":
+        p.symlink_to(folder / "nothing")
+    elif kind == "gzip bomb":  # gzip members that expand past the model cap (lowered to 32 MiB here)
+        member = gzip.compress(b"\0" * (16 << 20), compresslevel=9)
+        p.write_bytes(member * 4)
+    elif kind == "corrupt gzip":
+        good = gzip.compress(blob * 50 + b"x" * 500)
+        p.write_bytes(good[:20] + bytes(b ^ 0x55 for b in good[20:60]) + good[60:])
+    argv = {"study file": ["tune", str(p), "--storage", str(folder / "t.db")],
+            "device profile": ["measure", "seed-block", "--device-profile", str(p)],
+            "plan": ["trace", str(p), "-o", str(folder / "t.json")],
+            "placement": ["measure", "seed-block", "--placement", str(p)],
+            "model": ["check", str(p)], "model.gz": ["check", str(p)],
+            "calibration cache": ["measure", "seed-block", "--backend", "tensorrt", "--calibration-cache", str(p)],
+            }[reader]
+    if kind == "gzip bomb" and reader not in ("model", "model.gz"):
+        return
+    import placetune.files.read as read
+
+    cap = read.LIMITS["model"]
+    read.LIMITS["model"] = 32 << 20  # the real cap (protobuf's 2 GiB) costs seconds to reach
+    try:
+        with memory_cap(3 << 30):
+            call("input files", argv)
+    finally:
+        read.LIMITS["model"] = cap
+
+
+# ----------------------------------------------------------------------------- names
+_name = st.text(alphabet=st.sampled_from(list(string.ascii_letters[:6]) + ["\x1b", "[", "]", "0", ";", "\x07",
+                                                                            "\u202e", "\u2066", "\r", "\x08", "\n",
+                                                                            "\x9b", "/", ".", " ", "é", "\u200f"]),
+                min_size=1, max_size=12)
+
+
+@fuzz(12)
+@given(name=_name)
+def test_names(name, work):
+    """Study names with escape sequences, bidi characters and path parts: never raw on the terminal, never a
+    file outside the working folder."""
+    db = Path(tempfile.mkdtemp(dir=work)) / "n.db"
+    code, _ = call("names", ["tune", "--model", "seed-block", "--trials", "2", "--agent", "random", "--study", name,
+                             "--storage", str(db)])
+    if code == 0:
+        call("names", ["studies", "--storage", str(db)])
+        call("names", ["export", "--study", name, "--storage", str(db)])
+    stray = [p for p in work.parent.iterdir() if p.name.endswith(".plan.json")]
+    if stray:
+        lost("names", f"a plan file landed outside the working folder: {stray}")
+
+
+# ----------------------------------------------------------------------------- ONNX mutations
+_SEED_BLOCK: list[bytes] = []
+
+
+@st.composite
+def _mutation(draw):
+    import gzip
+
+    import onnx
+
+    if not _SEED_BLOCK:
+        _SEED_BLOCK.append(gzip.decompress((Path(__file__).parent / "data" / "seed_block.onnx.gz").read_bytes()))
+    proto = onnx.load_from_string(_SEED_BLOCK[0])
+    g = proto.graph
+    op = draw(st.sampled_from(["duplicate names", "empty names", "dims", "op type", "drop node", "initializer",
+                               "external data", "truncate", "flip", "opset"]))
+    i = draw(st.integers(0, len(g.node) - 1))
+    if op == "duplicate names":
+        for n in g.node[: draw(st.integers(2, len(g.node)))]:
+            n.name = draw(st.sampled_from(["dup", "dup_0", "dup_1", ""]))
+    elif op == "empty names":
+        g.node[i].name = ""
+    elif op == "dims":
+        dims = g.input[0].type.tensor_type.shape.dim
+        dims[draw(st.integers(0, len(dims) - 1))].dim_value = draw(st.sampled_from([0, -1, 2**40, 2**62, 1]))
+    elif op == "op type":
+        g.node[i].op_type = draw(st.sampled_from(["", "Fuzz", "Conv2D", "If"]))
+    elif op == "drop node":
+        del g.node[i]
+    elif op == "initializer" and len(g.initializer):
+        t = g.initializer[draw(st.integers(0, len(g.initializer) - 1))]
+        t.dims[:] = [draw(st.integers(-3, 2**33)) for _ in t.dims] or [7]
+    elif op == "external data" and len(g.initializer):
+        from onnx import TensorProto
+
+        t = g.initializer[0]
+        t.ClearField("raw_data")
+        t.data_location = TensorProto.EXTERNAL
+        del t.external_data[:]
+        t.external_data.add(key="location", value=draw(st.sampled_from(["../../etc/passwd", "/etc/passwd",
+                                                                         "fifo", "missing.bin", "w.bin"])))
+        t.external_data.add(key="length", value=draw(st.sampled_from(["16", str(2**40), "-1"])))
+    elif op == "opset":
+        proto.opset_import[0].version = draw(st.sampled_from([1, 999]))
+    raw = proto.SerializeToString()
+    if op == "truncate":
+        raw = raw[: draw(st.integers(0, len(raw) - 1))]
+    elif op == "flip":
+        b = bytearray(raw)
+        for _ in range(draw(st.integers(1, 20))):
+            b[draw(st.integers(0, len(b) - 1))] ^= draw(st.integers(1, 255))
+        raw = bytes(b)
+    return op, raw
+
+
+@fuzz(20)
+@given(mutation=_mutation(), cmd=st.sampled_from(["check", "measure", "folder"]))
+def test_onnx_mutations(mutation, cmd, work):
+    """Mutations of a real export: imported (valid JSON out) or refused with one line; external data never
+    read from outside the model's folder or from a FIFO; duplicate names never addressed by a guessed name."""
+    op, raw = mutation
+    folder = Path(tempfile.mkdtemp(dir=work))
+    path = folder / "m.onnx"
+    path.write_bytes(raw)
+    os.mkfifo(folder / "fifo")
+    (folder / "w.bin").write_bytes(b"\0" * 16)
+    if cmd == "folder":
+        db = folder / "t.db"
+        code, _ = call("ONNX mutations", ["tune", "--model", str(path), "--mode", "pipeline", "--trials", "3",
+                                          "--agent", "random", "--storage", str(db), "--study", "m",
+                                          "--export", str(folder / "m.plan.json")])
+        if code == 0:
+            call("ONNX mutations", ["export", "--study", "m", "--storage", str(db), "--format", "trtexec",
+                                    "-o", str(folder / "deploy")])
+        return
+    argv = ["check", str(path), "--json"] if cmd == "check" else ["measure", str(path), "--json"]
+    call("ONNX mutations", argv)
+
+
 def test_secret_storage_url_never_printed(work):
     """The planted password in a storage URL, through every command that takes --storage."""
     for argv in (["studies", "--storage", SECRET_URL], ["export", "--study", "s", "--storage", SECRET_URL],
@@ -338,9 +728,8 @@ def test_secret_storage_url_never_printed(work):
 @pytest.fixture(scope="module", autouse=True)
 def _summary(tmp_path_factory):
     yield
-    doc = {kind: {key: c.get(key, 0) for key in ("tried", "clean errors", "accepted", "tracebacks", "hangs",
-                                                 "rows lost", "secrets leaked")}
-           for kind, c in sorted(COUNTS.items())}
+    doc = {kind: {key: c.get(key, 0) for key in OUTCOMES} for kind, c in sorted(COUNTS.items())}
+    doc["TOTAL"] = {key: sum(c[key] for c in doc.values()) for key in OUTCOMES}
     path = Path(os.environ.get("PLACETUNE_FUZZ_SUMMARY") or tmp_path_factory.getbasetemp() / "fuzz-summary.json")
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print("\nfuzz summary (" + str(path) + "):")

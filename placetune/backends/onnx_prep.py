@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import logging
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from placetune.errors import ModelError
+from placetune.files.read import read_gzip
+from placetune.files.write import write_file
 
 if TYPE_CHECKING:
     import onnx
@@ -74,13 +75,11 @@ def convert_to_fp16(proto: "onnx.ModelProto") -> "onnx.ModelProto":
 
 
 def load_full(path: Path) -> "onnx.ModelProto":
-    """The model of an ``.onnx`` or ``.onnx.gz`` file, weights included."""
-    import onnx
+    """The model of an ``.onnx`` or ``.onnx.gz`` file, weights included (the one read path:
+    :func:`placetune.model.onnx_io.load_with_weights`)."""
+    from placetune.model.onnx_io import load_with_weights
 
-    if path.suffix == ".gz":
-        with gzip.open(path, "rb") as fh:
-            return onnx.load_from_string(fh.read())
-    return onnx.load(str(path))
+    return load_with_weights(path)
 
 
 def zero_weights(proto: "onnx.ModelProto") -> "onnx.ModelProto":
@@ -110,8 +109,6 @@ def source_has_qdq(model: "Model") -> bool:
 def prepare_onnx(model: "Model", cache_dir: Path, fp16: bool) -> Path:
     """An ONNX file TensorRT can parse: the model's own file when possible, else a
     decompressed / exported / fp16-converted copy in ``cache_dir/onnx``."""
-    import onnx
-
     src = Path(model.path) if model.path is not None else None
     if src is not None and src.suffix != ".gz" and not fp16:
         return src.resolve()
@@ -126,26 +123,22 @@ def prepare_onnx(model: "Model", cache_dir: Path, fp16: bool) -> Path:
     target = out_dir / f"{safe}-{key}{'-fp16' if fp16 else ''}.onnx"
     if target.is_file():
         return target
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     if src is not None:
         if fp16:
-            onnx.save(convert_to_fp16(load_full(src)), str(tmp))
-        else:
-            with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
-                shutil.copyfileobj(fin, fout)
+            data = convert_to_fp16(load_full(src)).SerializeToString()
+        else:  # decompressed through the one read path (bounded)
+            data = read_gzip(src, "model", error=ModelError)
     elif model.zoo:
         from placetune.model import zoo
-        from placetune.model.model import _zoo_options
+        from placetune.model.zoo.registry import parse_options
 
         base, _, opts = model.zoo.partition(":")
-        zoo.export(base, tmp, batch=model.batch, **_zoo_options(opts))
-        if fp16:
-            onnx.save(convert_to_fp16(onnx.load(str(tmp))), str(tmp))
+        proto = zoo.build(base, batch=model.batch, weights=True, **parse_options(opts))
+        data = (convert_to_fp16(proto) if fp16 else proto).SerializeToString()
     elif model.proto is not None:
         proto = zero_weights(model.proto)
-        onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
+        data = (convert_to_fp16(proto) if fp16 else proto).SerializeToString()
         log.warning("model %s has no file: building it with zero weights (timing only)", model.name)
     else:
         raise ValueError(f"model {model.name!r} has neither a file, a zoo name nor a graph")
-    os.replace(tmp, target)
-    return target
+    return write_file(target, data, "prepared ONNX model")

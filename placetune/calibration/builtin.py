@@ -253,7 +253,9 @@ def write_fit(fit: BuiltinFit, path=None, loso: Sequence[CaseResult] = ()) -> No
     """Store the fitted values where the simulator loads them (:data:`costs.FIT_FILE`), with the
     predictions they give and the leave-one-source-out predictions ``loso``."""
     use_values(fit.values)
-    (path or costs.FIT_FILE).write_text(fit.as_json(loso))
+    from placetune.files.write import write_file
+
+    write_file(path or costs.FIT_FILE, fit.as_json(loso), "fit file")  # atomic: the simulator never reads half a fit
 
 
 def stored_fit(path=None) -> dict:

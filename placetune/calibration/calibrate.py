@@ -7,13 +7,13 @@ device profile (TOML) that ``--device-profile`` makes the simulated backend meas
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from placetune.calibration.fit import MIN_MEASUREMENTS, FitResult, fit_profile, observations
 from placetune.errors import ConfigError
+from placetune.files.write import check_output, write_file
+from placetune.validate import integer
 
 __all__ = ["calibrate", "write_profile"]
 
@@ -26,13 +26,7 @@ def write_profile(result: FitResult, path: str | Path, studies: Sequence[str] = 
             + (f"{100 * result.cross_validated['median']:.2f} %" if result.cross_validated else "not run"),
             f"# unidentified (left at their prior): {', '.join(result.unidentified) or 'none'}", ""]
     text = "\n".join(head) + result.profile.to_toml()
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent or Path(".")))
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except OSError as exc:
-        raise ConfigError(f"cannot write the device profile to {p}: {exc.strerror or exc}") from None
+    write_file(p, text, "device profile")  # atomic for a regular file; a link or /dev/stdout written through
 
 
 def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: Sequence[str] = (),
@@ -56,6 +50,11 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
     from placetune.settings import Settings
     from placetune.store.store import Store
 
+    folds = fit_options.get("cross_validate", 5)
+    if integer(folds, "folds", 0, 1000) == 1:  # -1 or 1 silently meant "no cross-validation"
+        raise ConfigError("folds must be 0 (no cross-validation) or an integer from 2 to 1000, got 1")
+    if output is not None:  # refused before the fit, not after
+        check_output(output, "device profile")
     names = list(dict.fromkeys([study, *studies]))
     with Store(storage) as store:
         records = [store.study(n) for n in names]

@@ -56,7 +56,16 @@ _SCALES = ("gpu", "dla", "boundary", "loadable", "contention")
 _TABLES = {"base", "scale", "add", "noise"}
 
 
-def _number(value: Any, key: str, *, positive: bool = False, minimum: float | None = None) -> float:
+#: The range of every multiplicative factor, of ``add.engine_us`` and of ``noise.layer_sigma``:
+#: wide enough for any real device, narrow enough that no product of them overflows to an
+#: infinite or NaN time (``layer_sigma = 1e300`` made NaN times and a schedule that never ended).
+FACTOR_RANGE = (1e-3, 1e3)
+ENGINE_US_RANGE = (-1e6, 1e6)
+LAYER_SIGMA_RANGE = (0.0, 3.0)
+
+
+def _number(value: Any, key: str, *, positive: bool = False, minimum: float | None = None,
+            bounds: tuple[float, float] | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"device profile: {key} must be a number, not {type(value).__name__} {value!r}")
     v = float(value)
@@ -66,6 +75,8 @@ def _number(value: Any, key: str, *, positive: bool = False, minimum: float | No
         raise ConfigError(f"device profile: {key} must be > 0 (a multiplicative factor), got {value!r}")
     if minimum is not None and v < minimum:
         raise ConfigError(f"device profile: {key} must be >= {minimum:g}, got {value!r}")
+    if bounds is not None and not bounds[0] <= v <= bounds[1]:
+        raise ConfigError(f"device profile: {key} must be from {bounds[0]:g} to {bounds[1]:g}, got {value!r}")
     return v
 
 
@@ -80,7 +91,7 @@ def _factor_map(d: Any, key: str, check_class: bool) -> dict[str, float]:
         if check_class and name not in OP_CLASSES:
             raise ConfigError(f"device profile: {key} key {k!r}: unknown op class {name!r}; "
                               f"op classes are {', '.join(OP_CLASSES)}")
-        out[str(k)] = _number(v, f"{key}.{k}", positive=True)
+        out[str(k)] = _number(v, f"{key}.{k}", positive=True, bounds=FACTOR_RANGE)
     return dict(sorted(out.items()))
 
 
@@ -136,13 +147,16 @@ class DeviceProfile:
             raise ConfigError(f"device profile: base {self.base!r} is not a built-in platform; "
                               f"platforms are {', '.join(platform_names())}")
         for name in _SCALES:
-            object.__setattr__(self, name, _number(getattr(self, name), f"scale.{name}", positive=True))
+            object.__setattr__(self, name, _number(getattr(self, name), f"scale.{name}", positive=True,
+                                                   bounds=FACTOR_RANGE))
         object.__setattr__(self, "op_class", MappingProxyType(_factor_map(self.op_class, "scale.op_class", True)))
         object.__setattr__(self, "layer", MappingProxyType(_factor_map(self.layer, "scale.layer", False)))
-        object.__setattr__(self, "engine_us", _number(self.engine_us, "add.engine_us"))
-        object.__setattr__(self, "layer_sigma", _number(self.layer_sigma, "noise.layer_sigma", minimum=0.0))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"device profile: noise.seed must be an integer, not {self.seed!r}")
+        object.__setattr__(self, "engine_us", _number(self.engine_us, "add.engine_us", bounds=ENGINE_US_RANGE))
+        object.__setattr__(self, "layer_sigma", _number(self.layer_sigma, "noise.layer_sigma", minimum=0.0,
+                                                        bounds=LAYER_SIGMA_RANGE))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise ConfigError(f"device profile: noise.seed must be an integer from 0 to 4294967295, not "
+                              f"{str(self.seed)[:40]!r}")
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -252,14 +266,15 @@ def load_device_profile(path: str | Path) -> DeviceProfile:
         ConfigError: unreadable file, TOML syntax error or a bad key (the message names the
             file and the key).
     """
-    p = Path(path)
+    from placetune.files.read import read_text
+    from placetune.safetext import shown
+
+    text = read_text(path, "device profile")  # regular files only (never a FIFO or a device), at most 16 MiB
     try:
-        doc = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read device profile {p}: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"device profile {p} is not valid TOML: {exc}") from None
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"device profile {shown(path)} is not valid TOML: {exc}") from None
     try:
         return DeviceProfile.from_dict(doc)
     except ConfigError as exc:
-        raise ConfigError(f"{p}: {exc}") from None
+        raise ConfigError(f"{shown(path)}: {exc}") from None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+from placetune.validate import dumps_json
 
 __all__ = ["add_parser", "cmd_calibrate"]
 
@@ -16,7 +17,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     result = calibrate(names[0], args.storage, studies=names[1:], output=args.output,
                        cross_validate=args.folds)
     if args.json:
-        print(json.dumps({"profile": result.profile.as_dict(), "in_sample": result.in_sample,
+        print(dumps_json({"profile": result.profile.as_dict(), "in_sample": result.in_sample,
                           "cross_validated": result.cross_validated, "unidentified": result.unidentified,
                           "measurements": result.measurements, "output": args.output}, indent=2))
     else:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+from placetune.validate import dumps_json
 
 __all__ = ["add_parser", "cmd_build"]
 
@@ -20,7 +21,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     with TensorRTBackend(args.worker_python) as be:
         report = build_plan(args.plan, args.output, model=model, backend=be,
                             calibration_cache=args.calibration_cache)
-    print(json.dumps(report.to_dict(), indent=1) if args.json else report.summary())
+    print(dumps_json(report.to_dict(), indent=1) if args.json else report.summary())
     return 0
 
 

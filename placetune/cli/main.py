@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -12,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from placetune.errors import PlacetuneError
+from placetune.safetext import terminal_safe
+from placetune.validate import dumps_json
 from placetune.wording import plural
 
 __all__ = ["main", "build_parser"]
@@ -27,7 +28,7 @@ def _load_model(args: argparse.Namespace):
 
 
 def _table(rows: list[Sequence[Any]], header: Sequence[str]) -> str:
-    cols = [list(map(str, header))] + [[("" if c is None else str(c)) for c in r] for r in rows]
+    cols = [list(map(str, header))] + [[("" if c is None else terminal_safe(str(c))) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -40,7 +41,7 @@ def _shape(shape: Sequence[int]) -> str:
 
 def _out(args: argparse.Namespace, doc: dict, human: str) -> None:
     if getattr(args, "json", False):
-        print(json.dumps(doc, indent=2, default=str))
+        print(dumps_json(doc, indent=2))
     else:
         print(human)
 
@@ -147,14 +148,13 @@ def _parse_placement(text: str, model, platform):
         return Placement.from_json(model, text)
     path = Path(text)
     try:
-        is_file = path.is_file()
+        exists = text == "-" or os.path.lexists(path)
     except (OSError, ValueError):  # a name too long for the file system
-        is_file = False
-    if is_file:
-        try:
-            return Placement.from_json(model, path.read_text())
-        except OSError as exc:
-            raise PlacementError(f"cannot read placement file {path}: {exc}") from None
+        exists = False
+    if exists:  # a regular file (or - for standard input); a FIFO or a device is refused, never read
+        from placetune.files.read import read_text
+
+        return Placement.from_json(model, read_text(text, "placement file", error=PlacementError, stdin=True))
     raise PlacementError(f"--placement {text[:80]!r}: expected all-gpu, all-dla, dla0, dla1, a JSON file or JSON text")
 
 
@@ -182,8 +182,9 @@ def _calibration_cache(path: str, backend: str | None) -> str:
     if backend not in ("tensorrt", "trtexec"):
         raise ConfigError(f"--calibration-cache is for the tensorrt and trtexec backends (INT8 builds), not "
                           f"{backend or 'simulate'!r}: the simulated Jetson has no INT8 ranges to calibrate")
-    if not os.path.isfile(path):
-        raise ConfigError(f"--calibration-cache {path}: no such file")
+    from placetune.files.read import check_regular
+
+    check_regular(path, "calibration cache")
     return path
 
 
@@ -334,8 +335,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     checks = doctor.run(worker_python=args.worker_python)
     if args.json:
-        print(json.dumps([c.__dict__ if hasattr(c, "__dict__") else c._asdict() for c in checks], indent=2,
-                         default=str))
+        print(dumps_json([c.__dict__ if hasattr(c, "__dict__") else c._asdict() for c in checks], indent=2))
     else:
         print(doctor.format(checks))
     return doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
@@ -505,7 +505,20 @@ def _one_line(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``placetune`` console script."""
+    """Entry point of the ``placetune`` console script.
+
+    Everything it prints passes :mod:`placetune.cli.terminal` (secrets masked, control and
+    bidi characters escaped); every option passes :func:`placetune.cli.checks.check_arguments`.
+    """
+    from placetune.cli.terminal import safe_output
+
+    with safe_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from placetune.cli.checks import check_arguments
+
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
@@ -515,9 +528,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_arguments(parser, args)
         return int(args.func(args) or 0)
     except PlacetuneError as exc:
-        print(f"placetune: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"placetune: error: {_one_line(' '.join(str(exc).split()))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("placetune: interrupted", file=sys.stderr)

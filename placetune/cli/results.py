@@ -17,14 +17,14 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, StoreError
+from placetune.safetext import terminal_safe
+from placetune.validate import dumps_json
 from placetune.wording import plural
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:
-    cols = [header] + [["" if c is None else str(c) for c in r] for r in rows]
+    cols = [header] + [["" if c is None else terminal_safe(str(c)) for c in r] for r in rows]  # widths as shown
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -133,7 +133,7 @@ def cmd_studies(args: argparse.Namespace) -> int:
                 "best_measurement_id": mid,
             })
     if args.json:
-        print(json.dumps({"storage": store.url, "studies": docs}, indent=2, default=str))
+        print(dumps_json({"storage": store.url, "studies": docs}, indent=2))
         return 0
     if not docs:
         print(f"no study in {store.url}")
@@ -162,10 +162,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     from placetune.plan.export import export_plan, load_study_model
     from placetune.plan.trtexec import trtexec_script
 
+    from placetune.files.read import check_regular
+
     folder = _folder_output(args)
     calib = args.calibration_cache
-    if calib is not None and not Path(calib).is_file():
-        raise ConfigError(f"--calibration-cache {calib}: no such file")
+    if calib is not None:
+        check_regular(calib, "calibration cache")
     with open_store(args.storage) as store:
         args.study = _the_study(store, args.study)
         model = None
@@ -203,17 +205,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         text = plan.to_json() + "\n"
     if args.output in (None, "-"):
-        sys.stdout.write(text)
+        from placetune.cli.terminal import write_data
+
+        write_data(text)
         return 0
     out = Path(args.output)
     if not out.name or out.is_dir():
         raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
     if args.format == "trtexec":
-        try:
-            out.write_text(text, encoding="utf-8")
-            os.chmod(out, 0o755)
-        except OSError as exc:
-            raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
+        from placetune.files.write import write_file
+
+        write_file(out, text, "trtexec build script", executable=True)
     else:
         plan.save(out)
     print(plan.summary())

@@ -25,14 +25,14 @@ run (off a Jetson, most are skipped, so the exit status is 8 there).
 
 from __future__ import annotations
 
-import json
 import os
 import platform as _platform
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable
+
+from placetune.validate import dumps_json
 
 __all__ = ["run_selftest", "format_report", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS"]
 
@@ -131,8 +131,12 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     from placetune.hardware.power import discover_rails
     from placetune.model.model import Model
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from placetune.files.folder import OutputFolder
+
+    report = OutputFolder(out_dir, "selftest report folder")  # overwrites only an earlier report of its own
+    report.check(["selftest.json", "selftest.txt"])
+    report.mkdir()
+    out = report.directory
     python = worker_python or sys.executable
     rep = _Report()
     t_start = time.time()
@@ -318,8 +322,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
            "l4t": trt_env.read_l4t(), "jetpack": trt_env.read_jetpack(), "module": match.model,
            "compatible": list(match.compatible), "platform": plat,
            "seconds": round(time.time() - t_start, 1), "all_ok": ok, "checks": rep.checks}
-    (out / "selftest.json").write_text(json.dumps(doc, indent=1, default=str))
-    (out / "selftest.txt").write_text(format_report(doc))
+    report.write("selftest.json", dumps_json(doc, indent=1))
+    report.write("selftest.txt", format_report(doc))
     return (0 if ok else EXIT_NOT_ALL_OK), doc
 
 

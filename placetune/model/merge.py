@@ -12,12 +12,13 @@ TensorRT backend, export, build, runtime) therefore works for concurrent network
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from placetune.errors import ModelError
+from placetune.files.names import confined
+from placetune.files.write import write_file
 
 if TYPE_CHECKING:
     import onnx
@@ -183,10 +184,9 @@ def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: S
     helper.set_model_props(merged, {META_KEY: json.dumps(origin)})
     data = merged.SerializeToString(deterministic=True)
     folder = Path(directory) if directory is not None else default_cache_dir("concurrent")
-    path = folder / f"{'+'.join(names)[:80]}-{hashlib.sha256(data).hexdigest()[:16]}.onnx"
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    stem = re.sub(r"[^A-Za-z0-9._+-]", "_", "+".join(names))[:80]  # network names never leave the cache folder
+    path = confined(folder, f"{stem}-{digest}.onnx", "merged model file")
     if not path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_file(path, data, "merged model", parents=True)
     return Model.load(str(path), shapes or None, name="+".join(names))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,14 @@ import onnx
 from onnx import helper, numpy_helper
 
 from placetune.model.costs import layer_costs
-from placetune.errors import ConfigError, ModelError, PlacetuneError, ShapeError, UnknownNameError
+from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeError, UnknownNameError
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
 from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype
+from placetune.model.zoo.registry import names as zoo_names
+from placetune.model.zoo.registry import parse_options as _zoo_options
+from placetune.validate import batch as check_batch
 
 __all__ = ["Model"]
 
@@ -185,6 +189,9 @@ class Model:
         self.proto = proto
         self._by_name = {layer.name: layer for layer in layers}
         self.hash = self._content_hash()
+        #: layer name -> its ONNX node's own name, for the layers whose node shares its name with
+        #: another node (see :func:`refuse_renamed`); empty for a model whose node names are unique
+        self.renamed: dict[str, str] = {}
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -213,8 +220,8 @@ class Model:
             ConfigError: ``batch`` is not a positive integer.
             UnknownNameError: neither an existing file nor a zoo name.
         """
-        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-            raise ConfigError(f"batch must be a positive integer, got {str(batch)[:40]!r}")
+        if batch is not None:
+            check_batch(batch)
         overrides = _normalise_shapes(shapes)
         zoo_name = None
         path: Path | None = None
@@ -232,6 +239,11 @@ class Model:
                 is_file = False
             if len(text) > 4096 or "\x00" in text:
                 raise ModelError(f"{text[:80]!r}... ({len(text):,} characters) is neither an ONNX file nor a zoo model")
+            if not is_file and text.partition(":")[0] not in zoo_names():
+                try:  # a FIFO, a device, a directory, a dangling link: the read path says what it is
+                    is_file = os.path.lexists(p)
+                except (OSError, ValueError):
+                    is_file = False
             if is_file:
                 proto, stripped = read_model_proto(p)
                 path = p
@@ -242,12 +254,6 @@ class Model:
                 base, _, opts = text.partition(":")
                 if base in zoo.names():
                     kw = _zoo_options(opts)
-                    for key in ("batch", "weights"):
-                        if key in kw:
-                            raise ModelError(f"zoo option {key!r} in {text[:80]!r} is not a network option of {base}: "
-                                             + ("give the batch with --batch N (Model.load(..., batch=N))"
-                                                if key == "batch" else "`placetune zoo export` writes a file "
-                                                "with weights"))
                     proto = zoo.build(base, batch=batch or zoo.default_batch(base), **kw)
                     stripped = _dataless_initializers(proto)
                     zoo_name = text
@@ -351,25 +357,6 @@ class Model:
             ],
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-
-
-def _zoo_options(text: str) -> dict[str, Any]:
-    """``depth=24,softmax=false`` -> ``{"depth": 24, "softmax": False}``."""
-    out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ModelError(f"bad zoo option {part!r}: expected key=value, e.g. vit-tiny:depth=24")
-        v: Any = value.strip()
-        if v.lower() in ("true", "false"):
-            v = v.lower() == "true"
-        else:
-            try:
-                v = int(v)
-            except ValueError:
-                pass
-        out[key.strip()] = v
-    return out
 
 
 def _dataless_initializers(proto: onnx.ModelProto) -> set[str]:
@@ -516,12 +503,16 @@ def _build(
     reserved = {n.name if n.name else f"node_of_{n.output[0]}" for n in keep}
     counter = [0]
 
+    renamed: dict[str, str] = {}  # generated name -> the node's own name (TensorRT names these its own way)
+
     def unique(base: str) -> str:
         cand = base
         while cand in layer_names or (cand != base and cand in reserved):
             cand = f"{base}_{counter[0]}"
             counter[0] += 1
         layer_names.add(cand)
+        if cand != base:
+            renamed[cand] = base
         return cand
 
     def tensor(tname: str) -> TensorInfo:
@@ -581,4 +572,27 @@ def _build(
     if not layers:
         raise ModelError("the model has no compute layers after folding constants")
     outputs = tuple(tensor(o) for o in out_names)
-    return Model(layers, tuple(inputs), outputs, name=name, path=path, proto=new_proto, zoo=zoo)
+    model = Model(layers, tuple(inputs), outputs, name=name, path=path, proto=new_proto, zoo=zoo)
+    model.renamed = renamed
+    return model
+
+
+def refuse_renamed(renamed: dict[str, str], names: Iterable[str]) -> None:
+    """Refuse to address by name a layer whose ONNX node shares its name with another node.
+
+    TensorRT's ONNX parser names the first layer of node ``N`` exactly ``N``; a second node named
+    ``N`` gets ``N_<k>``, ``k`` a counter global to the whole parse (its helper layers advance it
+    too), so no name placetune gives the copy is known to match TensorRT's: ``--layerDeviceTypes``
+    would place another layer, or none, silently.
+
+    Raises:
+        PlacementError: naming the layers and what to do.
+    """
+    bad = [n for n in names if n in renamed]
+    if bad:
+        shown = ", ".join(f"{n!r} (a second node named {renamed[n]!r})" for n in bad[:3])
+        raise PlacementError(
+            f"{len(bad)} layer(s) cannot be addressed by name in TensorRT: {shown}{' ...' if len(bad) > 3 else ''}: "
+            "TensorRT names a node that shares its name with another one by a counter of its own, so "
+            "--layerDeviceTypes would place another layer or none; give every ONNX node a unique name "
+            "(e.g. for i, n in enumerate(model.graph.node): n.name = f'{n.name}__{i}') and study the model again")

@@ -12,15 +12,17 @@ data because shape folding needs their values.
 
 from __future__ import annotations
 
-import gzip
 import mmap
+import os
 from pathlib import Path
 
 import onnx
 
-from placetune.errors import ModelError
+from placetune.errors import ModelError, PlacetuneError
+from placetune.files.read import check_regular, open_regular, read_bytes, read_gzip
+from placetune.safetext import shown
 
-__all__ = ["read_model_proto", "STRIP_MIN_BYTES"]
+__all__ = ["read_model_proto", "load_with_weights", "STRIP_MIN_BYTES"]
 
 #: Initializers whose data is at least this many bytes are stripped (float-like only).
 STRIP_MIN_BYTES = 4096
@@ -161,19 +163,19 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
         ModelError: the file is missing, empty, not ONNX or truncated.
     """
     p = Path(path)
-    if not p.is_file():
-        raise ModelError(f"{p}: no such file (give an ONNX file or a zoo model name)")
-    try:
-        if p.suffix == ".gz":
-            with gzip.open(p, "rb") as fh:
-                raw: bytes | mmap.mmap = fh.read()
-        else:
-            if p.stat().st_size == 0:
-                raise ModelError(f"{p}: empty file, not an ONNX model")
-            with open(p, "rb") as fh:
+    if not os.path.lexists(p):
+        raise ModelError(f"{shown(p)}: no such file (give an ONNX file or a zoo model name)")
+    raw: bytes | mmap.mmap
+    if p.suffix == ".gz":  # decompressed in chunks, refused past protobuf's 2 GiB
+        raw = read_gzip(p, "model", error=ModelError)
+    else:  # a regular file only: a FIFO or a device is refused without blocking
+        with open_regular(p, "model", error=ModelError) as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                raise ModelError(f"{shown(p)}: empty file, not an ONNX model")
+            try:
                 raw = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise ModelError(f"{p}: cannot read file: {exc}") from None
+            except (OSError, ValueError) as exc:
+                raise ModelError(f"{shown(p)}: cannot read file: {exc}") from None
     try:
         stripped, _ = strip_weights(raw)
         model = onnx.ModelProto()
@@ -203,3 +205,54 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
     }
     names |= {t.name for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
     return model, names
+
+
+def _external_files(proto: onnx.ModelProto, base: Path, error: type[PlacetuneError]) -> None:
+    """Refuse external data that leaves the model's folder or is not a regular file (a FIFO would block)."""
+    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
+
+    root = os.path.realpath(base)
+    for tensor in _get_all_tensors(proto):
+        if not uses_external_data(tensor):
+            continue
+        location = ExternalDataInfo(tensor).location or ""
+        parts = Path(location).parts
+        target = os.path.realpath(base / location) if location else ""
+        if not location or Path(location).is_absolute() or ".." in parts or "\x00" in location \
+                or os.path.commonpath([root, target]) != root:
+            raise error(f"tensor {tensor.name[:80]!r} keeps its data in {shown(location, 120)!r}, outside the "
+                        f"model's folder {shown(base)}: external data must be a file beside the model")
+        check_regular(base / location, "external data", error=error, limit=1 << 42)
+
+
+def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelError,
+                      external: bool = True) -> onnx.ModelProto:
+    """An ONNX file (``.onnx`` or ``.onnx.gz``) with its weights, read through the one read path.
+
+    Args:
+        path: the file.
+        error: the error class raised.
+        external: also load external data (files beside the model, never outside its folder).
+
+    Raises:
+        error: not a regular file, over 2 GiB (decompressed), corrupt gzip, not ONNX, or
+            external data outside the model's folder or not a regular file.
+    """
+    p = Path(path)
+    data = read_gzip(p, "model", error=error) if p.suffix == ".gz" else read_bytes(p, "model", error=error)
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
+        raise error(f"{shown(p)}: not a valid ONNX file ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if external:
+        from onnx.external_data_helper import load_external_data_for_model
+
+        try:
+            _external_files(proto, p.parent, error)
+            load_external_data_for_model(proto, str(p.parent))
+        except PlacetuneError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - onnx's own checks (bounds, links, lengths) and IO errors
+            raise error(f"{shown(p)}: cannot read its external data ({type(exc).__name__}: {str(exc)[:200]})") \
+                from None
+    return proto

@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -83,11 +82,11 @@ class SegmentModel:
         return {"inputs": tensor_infos(list(g.input)), "outputs": tensor_infos(list(g.output))}
 
     def save(self, path: str | Path) -> Path:
-        """Write the sub-model to ``path`` (folders are created)."""
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(self.proto.SerializeToString(deterministic=True))
-        return out
+        """Write the sub-model to ``path`` (folders are created; a regular file is replaced atomically,
+        see :func:`placetune.files.write.write_file`)."""
+        from placetune.files.write import write_file
+
+        return write_file(path, self.proto.SerializeToString(deterministic=True), "ONNX segment", parents=True)
 
 
 def tensor_infos(values: Sequence[onnx.ValueInfoProto]) -> list[dict[str, Any]]:
@@ -124,15 +123,9 @@ def load_source(model: "Model") -> onnx.ModelProto:
         ModelError: the file cannot be read.
     """
     if model.path is not None:
-        path = Path(model.path)
-        try:
-            if path.suffix == ".gz":
-                with gzip.open(path, "rb") as fh:
-                    proto = onnx.load_from_string(fh.read())
-            else:
-                proto = onnx.load(str(path))
-        except Exception as exc:  # noqa: BLE001 - protobuf / IO errors of all kinds
-            raise ModelError(f"cannot read {path} with its weights: {exc}") from None
+        from placetune.model.onnx_io import load_with_weights
+
+        proto = load_with_weights(model.path)
         nets = source_networks(proto)
         return proto if nets is None else _merged_source(nets)
     if model.zoo:
@@ -335,8 +328,9 @@ def cut(
     elif isinstance(source, onnx.ModelProto):
         proto = source
     else:
-        p = Path(source)
-        proto = onnx.load_from_string(gzip.open(p, "rb").read()) if p.suffix == ".gz" else onnx.load(str(p))
+        from placetune.model.onnx_io import load_with_weights
+
+        proto = load_with_weights(source)
     segments = placement.segments(pipeline=True) if hasattr(placement, "segments") else list(placement)
     g = proto.graph
     init_names = {t.name for t in g.initializer}

@@ -185,13 +185,10 @@ class Placement(Mapping[str, str]):
             PlacementError: not JSON, nested too deeply, wrong types, unknown keys, layers or devices.
         """
         if isinstance(text, str):
-            try:
-                doc = json.loads(text)
-            except ValueError as exc:
-                raise PlacementError(f"placement is not valid JSON: {exc}") from None
-            except RecursionError:
-                raise PlacementError("placement JSON is nested too deeply: expected "
-                                     '{"default": "GPU", "layers": {"layer name": "DLA0"}}') from None
+            from placetune.validate import loads_json
+
+            # strict: a layer named twice is refused (not "the last one wins"), so are NaN and Infinity
+            doc = loads_json(text, "placement JSON", error=PlacementError)
         else:
             doc = dict(text)
         if not isinstance(doc, dict):

@@ -163,6 +163,9 @@ def apply_plan(
     report = ApplyReport(engine=what)
     plan_names = set(plan.layer_names)
     scope = set(eng.get("layers") or plan.layer_names)
+    from placetune.model.model import refuse_renamed
+
+    refuse_renamed(dict(plan.model.get("renamed_layers") or {}), sorted(scope))  # names TensorRT gives its own way
     dla_set = set(eng.get("dla_layers") or [])
     core = eng.get("dla_core")
     if dla_set and core is None:

@@ -12,7 +12,6 @@ plan's is reported, with TensorRT's reason, and ``build.json`` keeps the whole r
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -20,6 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, ConfigError, ModelError
+from placetune.files.folder import OutputFolder
+from placetune.files.names import confined, file_name
+from placetune.files.read import check_regular
+from placetune.model.onnx_io import load_with_weights
+from placetune.validate import dumps_json
 from placetune.wording import plural
 
 if TYPE_CHECKING:
@@ -78,12 +82,10 @@ class BuildReport:
 def _segment_ranges(paths: list[Path]) -> dict[str, float]:
     """trtexec's placeholder INT8 ranges over the whole pipeline (pooling outputs +-2, other node
     outputs +-4, network inputs +-2), so a cut tensor has one range in its producer and readers."""
-    import onnx
-
     ranges: dict[str, float] = {}
     inputs: set[str] = set()
     for path in paths:
-        g = onnx.load(str(path), load_external_data=False).graph
+        g = load_with_weights(path, external=False).graph
         inputs.update(i.name for i in g.input)
         for node in g.node:
             for o in node.output:
@@ -105,8 +107,8 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
                 raise ConfigError(f"{path}: not a plan folder (no plan.json); write one with "
                                   "`placetune export --study NAME --format trtexec -o DIR`")
             if out is None or Path(out).resolve() == path.resolve():
-                p = load(path / "plan.json", check_hash=False)
-                if not all((path / str(e.get("onnx_file"))).is_file() for e in p.engines):
+                p = load(path / "plan.json", check_hash=False)  # file names and indices checked: inside the folder
+                if not all(confined(path, e.get("onnx_file"), "onnx_file of plan.json").is_file() for e in p.engines):
                     raise ConfigError(f"{path}: the plan's ONNX files are missing; export the folder again")
                 return p, path
             plan = load(path / "plan.json", model, check_hash=model is not None)
@@ -125,7 +127,9 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
             model = Model.load(str(src), batch=plan.batch) if plan.model.get("zoo") else Model.load(str(src))
         except (OSError, ModelError) as exc:
             raise ModelError(f"the plan's model {src} cannot be loaded ({exc}): pass it with --model") from None
-    folder = Path(out) if out is not None else Path(f"{plan.model.get('name') or 'plan'}.build")
+    folder = Path(out) if out is not None else Path(file_name(
+        f"{plan.model.get('name') or 'plan'}.build", "the build folder named after the plan's model",
+        hint="give the folder with -o DIR"))
     written = write_plan_folder(plan, model, folder, calibration_cache=calibration_cache)
     return written.plan, folder
 
@@ -156,10 +160,17 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
     from placetune.backends.tensorrt.pipeline import _realised
     from placetune.plan.folder import engine_files
 
-    calib = str(calibration_cache) if calibration_cache is not None else None
+    calib = str(check_regular(calibration_cache, "calibration cache")) if calibration_cache is not None else None
     p, folder = _open(plan, model, out, calib)
-    if calib is None and p.calibration_cache and (folder / str(p.calibration_cache)).is_file():
-        calib = str(folder / str(p.calibration_cache))
+    guard = OutputFolder(folder, "plan folder")
+    if calib is None and p.calibration_cache:  # the folder's own cache: a file of the folder, never elsewhere
+        cache = guard.path(p.calibration_cache)
+        if cache.is_file():
+            calib = str(check_regular(cache, "calibration cache"))
+    names = [n for e in p.engines for n in (engine_files(p, e)[1], engine_files(p, e)[1] + ".json")]
+    guard.check([*names, "build.json"])  # an engine of the user's own is never overwritten
+    for name in names:  # a fresh build, never an older engine of the same name
+        guard.remove(name)
     own = backend is None
     be = backend or TensorRTBackend()
     tmp = None
@@ -170,15 +181,17 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         if not version:
             raise BackendError(f"TensorRT cannot be used here: {probe.get('trt_error')}; run `placetune doctor`")
         strongly = int(str(version).split(".")[0]) >= 11
-        onnx_paths = [folder / engine_files(p, e)[0] for e in p.engines]
+        onnx_paths = [guard.path(engine_files(p, e)[0]) for e in p.engines]
         tmp = tempfile.TemporaryDirectory(prefix="placetune-build-")
+        built = Path(tmp.name) / "engines"  # the worker writes here; the folder guard copies them in
+        built.mkdir()
         if strongly and p.precision == "fp16":  # strongly typed: the FP16 model, as the backend builds it
             import onnx
 
             converted = []
             for path in onnx_paths:
                 target = Path(tmp.name) / path.name
-                onnx.save(convert_to_fp16(onnx.load(str(path))), str(target))
+                onnx.save(convert_to_fp16(load_with_weights(path)), str(target))
                 converted.append(target)
             onnx_paths = converted
         ranges = _segment_ranges(onnx_paths) if p.precision == "int8" and not calib and not strongly \
@@ -189,9 +202,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         specs = []
         shapes = {k: list(v) for k, v in (p.model.get("input_shapes") or {}).items()}
         for eng, path in zip(p.engines, onnx_paths):
-            target = folder / engine_files(p, eng)[1]
-            for stale in (target, target.with_name(target.name + ".json")):
-                stale.unlink(missing_ok=True)  # a fresh build, never an older engine of the same name
+            target = built / engine_files(p, eng)[1]
             dla = list(eng.get("dla_layers") or [])
             core = eng.get("dla_core")
             if core is None and p.mode == "pipeline" and str(eng.get("device", "GPU")) != "GPU":
@@ -212,17 +223,18 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             specs.append(spec)
         reply = be.pool.run({"op": "build", "engines": specs, "common": common},
                             timeout_s=be.timeout_s * max(1, len(specs)))
+        res = reply.result or {}
+        if reply.kind != "result" or res.get("status") != "ok":
+            why = res.get("error") or reply.stderr_tail[-500:] or reply.kind
+            raise BackendError(f"placetune build: {why}")
+        for name in names:  # into the plan folder through its guard (atomic, recorded)
+            if (built / name).is_file():
+                guard.copy_in(name, built / name)
     finally:
         if tmp is not None:
             tmp.cleanup()
-        for spec in specs:  # the engine cache's lock files: not part of the folder
-            Path(spec["plan_cache"] + ".lock").unlink(missing_ok=True)
         if own:
             be.close()
-    res = reply.result or {}
-    if reply.kind != "result" or res.get("status") != "ok":
-        why = res.get("error") or reply.stderr_tail[-500:] or reply.kind
-        raise BackendError(f"placetune build: {why}")
     report = BuildReport(folder, str(version))
     planned = p.realized
     realized = dict(planned)
@@ -246,5 +258,5 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
     if p.simulated:
         report.notes.append("the plan's placement was found on the SIMULATED Jetson: time the engines here "
                             "(README.txt says how) before relying on its figures")
-    (folder / "build.json").write_text(json.dumps(report.to_dict(), indent=1) + "\n")
+    guard.write("build.json", dumps_json(report.to_dict(), indent=1) + "\n")
     return report

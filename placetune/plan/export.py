@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from placetune.store.store import Store
     from placetune.tuning.objectives import Objective
 
-__all__ = ["export_plan", "load_study_model"]
+__all__ = ["export_plan", "load_study_model", "stored_model_row"]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,12 @@ def _all_on(assignment: Mapping[str, str] | None, device: str) -> bool:
     return bool(assignment) and all(d == device for d in assignment.values())  # type: ignore[union-attr]
 
 
-def _model_row(store: "Store", model_hash: str) -> Any:
+def stored_model_row(store: "Store", model_hash: str) -> Any:
+    """The ``pt_models`` row of a model (None when not stored), checked like every row read back.
+
+    Raises:
+        StoreError: the table cannot be read, or the row's shapes, name or path have the wrong type.
+    """
     from sqlalchemy import select
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -61,9 +66,19 @@ def _model_row(store: "Store", model_hash: str) -> Any:
     table = ModelRow.__table__
     try:
         with store.engine.connect() as conn:
-            return conn.execute(select(table).where(table.c.hash == model_hash)).first()
+            row = conn.execute(select(table).where(table.c.hash == model_hash)).first()
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot read the models table of {store.url}: {str(exc).splitlines()[0]}") from None
+    if row is not None:  # a row read back is checked like every other: shapes, name and path of the right types
+        shapes = row.shapes
+        ok = (shapes is None or isinstance(shapes, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool)
+                                                               and 0 <= d < 2**31 for d in v)
+            for k, v in shapes.items())) and isinstance(row.name, str) and isinstance(row.path, (str, type(None)))
+        if not ok:
+            raise StoreError(f"the stored model {model_hash[:12]} of {store.url} is corrupt (its shapes, name or path "
+                             "have the wrong type): the database was edited or damaged")
+    return row
 
 
 def load_study_model(store: "Store", study: "StudyRecord | str", path: str | None = None) -> "Model":
@@ -81,7 +96,7 @@ def load_study_model(store: "Store", study: "StudyRecord | str", path: str | Non
     from placetune.model.model import Model
 
     st = store.study(study) if isinstance(study, str) else study
-    row = _model_row(store, st.model_hash)
+    row = stored_model_row(store, st.model_hash)
     if row is None:
         raise ModelError(f"the database has no model row for study {st.name!r} (hash {st.model_hash[:12]})")
     shapes = {k: tuple(v) for k, v in (row.shapes or {}).items()}
@@ -290,12 +305,11 @@ def _network_sources(model: "Model | None") -> dict[str, dict[str, Any]]:
     """A concurrent study's networks as its merged file records them: name -> {"source", "batch"}."""
     if model is None or model.path is None:
         return {}
-    import onnx
-
     from placetune.model.merge import source_networks
+    from placetune.model.onnx_io import load_with_weights
 
     try:
-        nets = source_networks(onnx.load(str(model.path), load_external_data=False)) or []
+        nets = source_networks(load_with_weights(model.path, external=False)) or []
     except Exception:  # noqa: BLE001 - an unreadable file only loses the identities in the plan
         return {}
     return {str(n.get("name")): {"source": n.get("source"), "batch": n.get("batch")} for n in nets
@@ -473,6 +487,9 @@ def export_plan(
             "path": None if model is None or model.path is None else str(model.path),
             "zoo": None if model is None else model.zoo,
             "layers": len(realized_map),
+            # layers TensorRT names by a counter of its own (a node sharing its name): never addressed by name
+            **({"renamed_layers": dict(model.renamed)} if model is not None and getattr(model, "renamed", None)
+               else {}),
             **({"networks": network_summary(realized_map, m, networks, _network_sources(model))} if networks else {}),
         },
         platform=st.platform,
@@ -528,5 +545,5 @@ def optuna_trial_number(store: "Store", study_name: str, measurement_id: int) ->
 
 
 def _stored_shapes(store: "Store", st: "StudyRecord") -> dict[str, list[int]] | None:
-    row = _model_row(store, st.model_hash)
+    row = stored_model_row(store, st.model_hash)
     return None if row is None else dict(row.shapes or {})

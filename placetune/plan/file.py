@@ -33,7 +33,6 @@ Example:
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -41,6 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError
+from placetune.plan.checks import check_engines, check_measured, check_numbers
+from placetune.safetext import shown
+from placetune.validate import batch as check_batch
+from placetune.validate import dumps_json
 from placetune.placement.placement import DEVICES, Placement
 from placetune.plan.apply import ApplyReport, apply_plan
 from placetune.plan.trtexec import trtexec_commands
@@ -261,7 +264,7 @@ class Plan:
 
     def to_json(self, indent: int | None = 1) -> str:
         """The JSON text of :meth:`to_dict`."""
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, default=str)
+        return dumps_json(self.to_dict(), indent=indent)  # never NaN or Infinity: those are not JSON
 
     @classmethod
     def from_dict(cls, doc: Any, *, where: str = "plan") -> "Plan":
@@ -330,14 +333,14 @@ class Plan:
                     )
             if e.get("device") is not None and e["device"] not in DEVICES:
                 raise PlacementError(f"{where}: engine {e.get('index')} has unknown device {e['device']!r}")
+        check_engines(engines, where)
+        check_numbers(doc, model, where)
+        check_measured(doc.get("measured"), where)
         ranges = doc.get("int8_ranges")
         if ranges not in (None, *INT8_RANGES):
             raise ConfigError(f"{where}: \"int8_ranges\" must be one of {', '.join(INT8_RANGES)} (or null), "
                               f"found {ranges!r}")
-        try:
-            batch = int(doc["batch"])
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: \"batch\" must be an integer, found {doc['batch']!r}") from None
+        batch = check_batch(doc["batch"], f"{where}: \"batch\"")
         return cls(
             model=dict(model),
             platform=str(doc["platform"]),
@@ -360,23 +363,23 @@ class Plan:
             calibration_cache=None if doc.get("calibration_cache") is None else str(doc["calibration_cache"]),
         )
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the plan as JSON (atomically: a temporary file renamed over ``path``).
+    def save(self, path: str | os.PathLike[str], *, owned: Any = None) -> Path:
+        """Write the plan as JSON through :func:`placetune.files.write.write_file`: a regular file is
+        replaced atomically, a symlink, FIFO or ``/dev/stdout`` written through, never replaced.
+
+        Args:
+            path: the file.
+            owned: for a name placetune chose (``<study>.plan.json``): a test whether an existing
+                file is placetune's (see :func:`is_plan_file`); None when the user named the file.
 
         Raises:
-            ConfigError: the file cannot be written.
+            ConfigError: the file cannot be written (a directory, a FIFO nobody reads, a file
+                that is not placetune's with ``owned``...).
         """
-        p = Path(path)
-        if not p.name or p.is_dir():
-            raise ConfigError(f"cannot write plan file {str(p)[:200]}: it is a directory; give a file name, "
-                              "e.g. -o plan.json")
-        tmp = p.with_name(p.name + ".tmp")
-        try:
-            tmp.write_text(self.to_json() + "\n", encoding="utf-8")
-            os.replace(tmp, p)
-        except OSError as exc:
-            raise ConfigError(f"cannot write plan file {p}: {exc.strerror or exc}") from None
-        return p
+        from placetune.files.write import write_file
+
+        return write_file(path, self.to_json() + "\n", "plan file", owned=owned,
+                          hint="give the plan file name with --export PATH")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], model: "Model | str | None" = None, *,
@@ -487,6 +490,15 @@ class Plan:
         return trtexec_commands(self, onnx_path, trt_version)
 
 
+def is_plan_file(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a regular file holding a placetune plan (a file placetune may replace)."""
+    try:
+        load(path)
+    except PlacetuneError:
+        return False
+    return True
+
+
 # --------------------------------------------------------------------------- loading
 def load(path: str | os.PathLike[str], model: "Model | str | None" = None, *, check_hash: bool = True) -> Plan:
     """Read and check a plan file.
@@ -508,24 +520,17 @@ def load(path: str | os.PathLike[str], model: "Model | str | None" = None, *, ch
     Example:
         ``plan = placetune.plan.load("plan.json", Model.load("model.onnx"))``
     """
+    from placetune.files.read import read_text
+    from placetune.validate import loads_json
+
     p = Path(path)
+    # regular files (or -) only, at most 256 MiB; strict JSON: no duplicate keys, NaN or Infinity
+    text = read_text(path, "plan file", stdin=True)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"plan file {p} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read plan file {p}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        doc = json.loads(text)
-    except RecursionError:
-        raise ConfigError(f"plan file {p} is nested too deeply to be a plan: export it again with "
+        doc = loads_json(text, f"plan file {shown(p)}")
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}: the file is corrupt, truncated or edited; export it again with "
                           "`placetune export`") from None
-    except ValueError as exc:
-        pos = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
-        raise ConfigError(
-            f"plan file {p} is not valid JSON{pos} ({getattr(exc, 'msg', exc)}): the file is corrupt or truncated; "
-            "export it again with `placetune export`"
-        ) from None
     try:
         plan = Plan.from_dict(doc, where=f"plan file {p}")
         plan.summary()  # every field the plan reports has the right type

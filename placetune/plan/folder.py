@@ -27,17 +27,19 @@ Example:
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import onnx
+from google.protobuf.message import EncodeError
 
-from placetune.errors import ConfigError, ModelError
+from placetune.errors import ModelError
+from placetune.files.folder import OutputFolder
+from placetune.files.read import check_regular
 from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
 from placetune.wording import plural
@@ -103,21 +105,26 @@ def _load_source(model: "Model", source: "onnx.ModelProto | str | os.PathLike[st
         return load_source(model)
     if isinstance(source, onnx.ModelProto):
         return source
-    p = Path(source)
+    from placetune.model.onnx_io import load_with_weights
+
     try:
-        if p.suffix == ".gz":
-            with gzip.open(p, "rb") as fh:
-                return onnx.load_from_string(fh.read())
-        return onnx.load(str(p))
-    except Exception as exc:  # noqa: BLE001 - protobuf / IO errors of all kinds
-        raise ModelError(f"--onnx {p}: cannot read it with its weights ({exc})") from None
+        return load_with_weights(source)
+    except ModelError as exc:
+        raise ModelError(f"--onnx: cannot read it with its weights ({exc})") from None
 
 
-def _save_proto(proto: onnx.ModelProto, path: Path) -> None:
+def _save_proto(folder: "OutputFolder", proto: onnx.ModelProto, name: str) -> list[str]:
+    """Write a model into the folder; over protobuf's 2 GiB its weights go to ``<name>.data`` beside it."""
     try:
-        onnx.save(proto, str(path))
-    except ValueError:  # over protobuf's 2 GiB: the weights go to a data file beside it
-        onnx.save(proto, str(path), save_as_external_data=True, location=path.name + ".data")
+        data = proto.SerializeToString()
+    except (ValueError, EncodeError):  # over protobuf's 2 GiB: the weights go to a data file beside it
+        with tempfile.TemporaryDirectory(prefix="placetune-folder-") as tmp:
+            onnx.save(proto, str(Path(tmp) / name), save_as_external_data=True, location=name + ".data")
+            folder.copy_in(name, Path(tmp) / name)
+            folder.copy_in(name + ".data", Path(tmp) / (name + ".data"))
+        return [name, name + ".data"]
+    folder.write(name, data)
+    return [name]
 
 
 def _script(plan: "Plan", trt_version: str | None, calib: str | None) -> str:
@@ -212,7 +219,9 @@ def write_plan_folder(
     Args:
         plan: the plan (:func:`~placetune.plan.export.export_plan`).
         model: the plan's model (checked against the plan's hash).
-        directory: the folder (created; files of an earlier export are replaced).
+        directory: the folder (created; files placetune wrote there before, unchanged since, are
+            replaced, the engines and report of an earlier build removed; any other file in the
+            way is refused: see :class:`~placetune.files.folder.OutputFolder`).
         source: the ONNX model with its weights (a proto or a file, ``.onnx.gz`` too); default:
             the model's file, or its zoo network with deterministic weights.
         calibration_cache: an INT8 plan's TensorRT calibration cache: copied into the folder as
@@ -223,76 +232,73 @@ def write_plan_folder(
         The :class:`PlanFolder`.
 
     Raises:
-        ConfigError: the folder is a file or cannot be written; a calibration cache that is
+        ConfigError: the folder is a file, cannot be written, is not empty and not a plan folder,
+            or holds a file in the way that placetune did not write; a calibration cache that is
             unreadable, for a plan that is not INT8, or for TensorRT 11 (no ``--calib``).
         ModelError: the model is not the plan's, or the source does not match it.
     """
     from placetune.plan.file import Plan
 
-    out = Path(directory)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"-o {out}: the folder export needs a directory, and {out} is a file "
-                          "(-o build.sh writes a single script)")
-    if out.is_dir() and any(out.iterdir()) and not (out / "plan.json").is_file():
-        # never scatter build.sh and ONNX files into /, a home or a source tree (issue 18)
-        raise ConfigError(f"-o {out}: that directory is not empty and holds no plan.json (not an earlier plan "
-                          "folder); give a new or empty directory")
+    # the folder guard: a non-empty folder must be one placetune wrote, and every file it would
+    # write (checked below, before anything is written) must be absent or placetune's, unchanged
+    folder = OutputFolder(directory, "plan folder", must_be_ours=True)
+    out = folder.directory
     p = Plan.from_dict(json.loads(plan.to_json()))  # a copy the folder's facts are written into
     p.check_model(model)
     calib = None
     if calibration_cache is not None:
-        cache = Path(calibration_cache)
-        if not cache.is_file():
-            raise ConfigError(f"--calibration-cache {cache}: no such file")
+        check_regular(calibration_cache, "calibration cache")
         calib = CALIBRATION_FILE
         p.int8_ranges, p.calibration_cache = "calibration-cache", calib
         p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
     script = _script(p, trt_version, calib)  # refuses what trtexec cannot build before anything is written
+    names = ["build.sh", "plan.json", "README.txt", "build.json", *([calib] if calib else [])]
+    stale: list[str] = ["build.json"]  # an earlier build's report and engines belong to an earlier plan
+    for eng in p.engines:
+        onnx_file, engine_file = engine_files(p, eng)
+        names += [onnx_file, onnx_file + ".data", engine_file, engine_file + ".json"]
+        stale += [engine_file, engine_file + ".json"]
+    folder.check(names)
     proto = _load_source(model, source)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        files = [out / "build.sh"]
-        written: list[tuple[dict[str, Any], Path]] = []
-        if p.mode == "pipeline":
-            from placetune.placement.cut import cut
+    files = [out / "build.sh"]
+    written: list[tuple[dict[str, Any], str]] = []
+    for name in dict.fromkeys(stale):
+        folder.remove(name)
+    if p.mode == "pipeline":
+        from placetune.placement.cut import cut
 
-            segments = cut(model, p.placement(model), source=proto)
-            by_index = {int(e.get("index", i)): e for i, e in enumerate(p.engines)}
-            if sorted(by_index) != [s.index for s in segments]:
-                raise ModelError(f"the plan lists segments {sorted(by_index)}, its placement cuts into "
-                                 f"{[s.index for s in segments]}: export the plan again")
-            for s in segments:
-                eng = by_index[s.index]
-                # the cut's own tensor list, keeping the TensorRT type and format the plan gave each
-                known = {t.get("name"): t for key in ("inputs", "outputs") for t in eng.get(key) or []
-                         if isinstance(t, dict)}
-                for key, tensors in s.boundary().items():
-                    eng[key] = [{**t, **{k: known[t["name"]][k] for k in ("trt_dtype", "format")
-                                         if k in known.get(t["name"], {})}} for t in tensors]
-                path = out / engine_files(p, eng)[0]
-                s.save(path)
-                written.append((eng, path))
-        else:
-            from placetune.placement.cut import with_batch
+        segments = cut(model, p.placement(model), source=proto)
+        by_index = {int(e.get("index", i)): e for i, e in enumerate(p.engines)}
+        if sorted(by_index) != [s.index for s in segments]:
+            raise ModelError(f"the plan lists segments {sorted(by_index)}, its placement cuts into "
+                             f"{[s.index for s in segments]}: export the plan again")
+        for s in segments:
+            eng = by_index[s.index]
+            # the cut's own tensor list, keeping the TensorRT type and format the plan gave each
+            known = {t.get("name"): t for key in ("inputs", "outputs") for t in eng.get(key) or []
+                     if isinstance(t, dict)}
+            for key, tensors in s.boundary().items():
+                eng[key] = [{**t, **{k: known[t["name"]][k] for k in ("trt_dtype", "format")
+                                     if k in known.get(t["name"], {})}} for t in tensors]
+            name = engine_files(p, eng)[0]
+            folder.write(name, s.proto.SerializeToString(deterministic=True))
+            written.append((eng, name))
+    else:
+        from placetune.placement.cut import with_batch
 
-            for eng in p.engines:
-                path = out / engine_files(p, eng)[0]
-                if path not in {w for _, w in written}:
-                    # the model, or a replica's own batch of a static model
-                    own = path.name != f"{_STEM}.onnx"
-                    _save_proto(with_batch(model, int(eng["batch"]), proto) if own else proto, path)
-                written.append((eng, path))
         for eng in p.engines:
-            eng["onnx_file"], eng["engine_file"] = engine_files(p, eng)
-        files.extend(dict.fromkeys(path for _, path in written))
-        if calib is not None:
-            shutil.copyfile(calibration_cache, out / calib)  # type: ignore[arg-type]
-            files.append(out / calib)
-        (out / "build.sh").write_text(script, encoding="utf-8")
-        os.chmod(out / "build.sh", 0o755)
-        files.append(p.save(out / "plan.json"))
-        (out / "README.txt").write_text(_readme(p, calib), encoding="utf-8")
-        files.append(out / "README.txt")
-    except OSError as exc:
-        raise ConfigError(f"cannot write the plan folder {out}: {exc.strerror or exc}") from None
+            name = engine_files(p, eng)[0]
+            if name not in {w for _, w in written}:
+                # the model, or a replica's own batch of a static model
+                own = name != f"{_STEM}.onnx"
+                _save_proto(folder, with_batch(model, int(eng["batch"]), proto) if own else proto, name)
+            written.append((eng, name))
+    for eng in p.engines:
+        eng["onnx_file"], eng["engine_file"] = engine_files(p, eng)
+    files.extend(out / name for name in dict.fromkeys(name for _, name in written))
+    if calib is not None:
+        files.append(folder.copy_in(calib, calibration_cache))  # type: ignore[arg-type]
+    folder.write("build.sh", script, executable=True)
+    files.append(folder.write("plan.json", p.to_json() + "\n"))
+    files.append(folder.write("README.txt", _readme(p, calib)))
     return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines])

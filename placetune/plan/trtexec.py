@@ -17,6 +17,7 @@ from placetune.backends.trtexec.command import (
     shell_line,
     strongly_typed,
 )
+from placetune.model.model import refuse_renamed
 from placetune.placement.cut_formats import plan_cut_formats, trtexec_io_formats
 from placetune.placement.placement import dla_core
 from placetune.wording import plural
@@ -179,6 +180,7 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
             layers = list(eng.get("layers") or [])
             if layers and set(layers) != set(dla):
                 assignment = {n: ("DLA" if n in set(dla) else "GPU") for n in layers}
+                refuse_renamed(dict(plan.model.get("renamed_layers") or {}), assignment)
                 spec, only_gpu = device_types_arg(assignment)
                 if only_gpu:
                     out.append("# (only the GPU layers are listed: --useDLACore makes DLA the default for the rest)")

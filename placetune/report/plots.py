@@ -81,11 +81,14 @@ def _figure(width: float, height: float) -> Any:
 
 
 def _save(fig: Any, path: Path, dpi: int) -> Path:
-    try:
-        fig.savefig(path, dpi=dpi)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return path
+    """The figure as PNG through the one write path (atomic; a link or a device written through)."""
+    import io
+
+    from placetune.files.write import write_file
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
+    return write_file(path, buf.getvalue(), "PNG plot")
 
 
 def _title(fig: Any, text: str, simulated: bool, subtitle: str = "") -> None:
@@ -454,6 +457,10 @@ def plot_timeline(
 
 
 # --------------------------------------------------------------------------- all of it
+#: Every file :func:`write_report` may write (the folder guard checks them all before the first).
+_REPORT_FILES = ("progress.png", "pareto.png", "placement.png", "timeline.png", "trace.json")
+
+
 def write_report(
     store: "Store",
     study_name: str,
@@ -483,13 +490,15 @@ def write_report(
     """
     from placetune.plan.export import export_plan
 
+    from placetune.files.folder import OutputFolder
+
     st = store.study(study_name)
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create report directory {out}: {exc.strerror or exc}") from None
-    written = [plot_progress(store, study_name, out / "progress.png", dpi=dpi)]
+    # the folder guard: every file the report may write is absent or placetune's own, unchanged
+    guard = OutputFolder(out_dir, "report folder")
+    guard.check(_REPORT_FILES)
+    guard.mkdir()
+    out = guard.directory
+    written = [guard.record(plot_progress(store, study_name, out / "progress.png", dpi=dpi).name)]
     try:
         plan = export_plan(store, study_name, model=model)
     except ConfigError as exc:
@@ -498,23 +507,24 @@ def write_report(
     pareto = plot_pareto(store, study_name, out / "pareto.png", dpi=dpi,
                          best_id=None if plan is None else plan.source.get("measurement_id"))
     if pareto is not None:
-        written.append(pareto)
+        written.append(guard.record(pareto.name))
     if plan is None:
         return written
-    written.append(plot_placement(plan, out / "placement.png", title="best plan", dpi=dpi))
+    written.append(guard.record(plot_placement(plan, out / "placement.png", title="best plan", dpi=dpi).name))
     shown = _plan_value_text(plan)
     what = f"measurement {plan.source.get('measurement_id')}" + (f", {shown}" if shown else "")
     frames = plan.measured.get("frames_in_flight")
     if plan.mode == "pipeline" and frames and frames > 1:
         what += f", {plural(int(frames), 'frame')} in flight"
     try:
-        written.append(plot_timeline(plan, out / "timeline.png", title=f"schedule of the best plan ({what})",
-                                     subtitle=_subtitle(st)))
-        written.append(write_chrome_trace(
+        written.append(guard.record(plot_timeline(plan, out / "timeline.png",
+                                                  title=f"schedule of the best plan ({what})",
+                                                  subtitle=_subtitle(st)).name))
+        written.append(guard.record(write_chrome_trace(
             plan.measured, out / "trace.json", title=f"placetune {st.name}: {st.model_name} on {st.platform}",
             simulated=plan.simulated,
             metadata={"study": st.name, "model": st.model_name, "platform": st.platform, "mode": st.mode,
-                      "measurement_id": plan.source.get("measurement_id")}))
+                      "measurement_id": plan.source.get("measurement_id")}).name))
     except ConfigError as exc:
         log.warning("no timeline for study %s: %s", study_name, exc)
     return written

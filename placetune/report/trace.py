@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -151,10 +150,8 @@ def write_chrome_trace(
     Raises:
         ConfigError: nothing to draw, or the file cannot be written.
     """
+    from placetune.files.write import write_file
+    from placetune.validate import dumps_json
+
     doc = chrome_trace(source, **kw)
-    p = Path(path)
-    try:
-        p.write_text(json.dumps(doc, indent=None, separators=(",", ":"), default=str), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot write trace file {p}: {exc.strerror or exc}") from None
-    return p
+    return write_file(path, dumps_json(doc, indent=None, separators=(",", ":")), "trace file")

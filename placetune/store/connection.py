@@ -21,7 +21,7 @@ from sqlalchemy.pool import StaticPool
 
 from placetune.errors import PlacetuneError, StoreError
 from placetune.store.sqlite import install_sqlite_hooks, lock_holder_text, readonly_why
-from placetune.store.url import mask_url
+from placetune.store.url import mask_url, url_secrets
 
 __all__ = ["ConnectionMixin"]
 
@@ -98,8 +98,8 @@ class ConnectionMixin:
 
     def _scrub(self, text: str) -> str:
         text = mask_url(text)
-        if self._password:
-            text = text.replace(self._password, "***")
+        for secret in url_secrets(self._url):  # the password and secret query values a driver may echo
+            text = text.replace(secret, "***")
         return text
 
     def _check_usable(self) -> None:

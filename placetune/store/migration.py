@@ -75,9 +75,9 @@ class SchemaMixin(ConnectionMixin):
     def _check_version(self, version: int | None) -> None:
         if version is None or version == SCHEMA_VERSION:
             return
-        if isinstance(version, bool) or not isinstance(version, int):
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise StoreError(f"database {self.url} has a corrupt placetune schema version {str(version)[:40]!r} "
-                             "(pt_schema.version must be an integer): the database was edited or damaged")
+                             "(pt_schema.version must be an integer >= 0): the database was edited or damaged")
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"database {self.url} has placetune schema v{version}, newer than this placetune "

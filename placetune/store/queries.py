@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import or_, select
 
-from placetune.errors import ConfigError, UnknownNameError
+from placetune.errors import ConfigError, StoreError, UnknownNameError
 from placetune.store.records import MeasurementRecord, RequestRecord
 from placetune.store.rows import RECORD_COLUMNS, measurement_record
 from placetune.store.schema import MeasurementRow, RequestRow, StudyRow
@@ -87,6 +87,13 @@ class QueriesMixin(StudiesMixin):
         st = self._resolve(study_name)
         with self._txn("listing requests") as conn:
             rows = conn.execute(select(_R).where(_R.c.study_id == st.id).order_by(_R.c.id)).all()
+        for r in rows:  # rows read back are checked like every other: the types the records promise
+            ints = (r.measurement_id, r.trial_number)
+            if not isinstance(r.measurement_id, int) or isinstance(r.trial_number, bool) or not isinstance(
+                    r.trial_number, (int, type(None))) or not isinstance(r.agent, (str, type(None))) or any(
+                    isinstance(v, bool) for v in ints):
+                raise StoreError(f"stored request {r.id} of study {st.name!r} is corrupt (measurement_id, "
+                                 "trial_number or agent of the wrong type): the database was edited or damaged")
         return [
             RequestRecord(
                 id=r.id,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+import math
+from dataclasses import fields, replace
 from typing import Any
 
 from placetune.errors import StoreError
-from placetune.measurement import STATUSES, Measurement
+from placetune.measurement import STATUSES, Measurement, non_finite
 from placetune.store.packing import pack_fields, shared_keys, shared_values, unpack_fields
 from placetune.store.records import MeasurementRecord
 from placetune.store.schema import MeasurementRow, StudyRow, finite_or_none
@@ -49,6 +50,7 @@ _MEASUREMENT_COLUMNS = (
 #: The columns :func:`measurement_record` reads (``pt_measurements`` joined with ``pt_studies``).
 RECORD_COLUMNS = (
     *_MEASUREMENT_COLUMNS,
+    _M.c.median_ms,
     _S.c.name.label("study_name"),
     _M.c.placement_key,
     _M.c.requested_key,
@@ -64,7 +66,12 @@ def _fields(m: Measurement) -> dict[str, Any]:
 
 
 def split_measurement(m: Measurement) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Measurement -> (column values, payload). ``payload`` overrides columns on read."""
+    """Measurement -> (column values, payload). ``payload`` overrides columns on read.
+
+    An ``ok`` measurement with a NaN or infinite figure (changed after it was made) is stored as
+    the failure :class:`~placetune.measurement.Measurement` makes of it, never as ``ok``."""
+    if m.ok and non_finite(m) is not None:
+        m = replace(m)  # __post_init__ turns it into a runtime_failed measurement with the reason
     d = _fields(m)
     payload = {k: v for k, v in d.items() if k not in _COLUMN_FIELDS}
     for k in _FLOAT_FIELDS:  # keep what a float column would not give back exactly
@@ -99,6 +106,11 @@ def _num(v: Any) -> bool:
     return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
+def _fin(v: Any) -> bool:
+    """None or a finite number: a figure read back as NaN or infinity is a damaged or edited row."""
+    return _num(v) and (v is None or math.isfinite(v))
+
+
 def _str_map(v: Any) -> bool:
     return v is None or (isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()))
 
@@ -107,12 +119,12 @@ def _str_map(v: Any) -> bool:
 _ROW_SCHEMA: dict[str, tuple[Any, str]] = {
     "status": (lambda v: v in STATUSES, "one of " + ", ".join(STATUSES)),
     "reason": (lambda v: v is None or isinstance(v, str), "text or null"),
-    "latency_samples_ms": (lambda v: v is None or (isinstance(v, list) and all(_num(x) and x is not None for x in v)),
-                           "a list of numbers"),
-    "latency_ms": (lambda v: isinstance(v, dict) and all(_num(x) for x in v.values()), "an object of numbers"),
-    "throughput_fps": (_num, "a number or null"),
-    "energy_mj": (_num, "a number or null"),
-    "power_w": (_num, "a number or null"),
+    "latency_samples_ms": (lambda v: v is None or (isinstance(v, list) and all(_fin(x) and x is not None for x in v)),
+                           "a list of finite numbers"),
+    "latency_ms": (lambda v: isinstance(v, dict) and all(_fin(x) for x in v.values()), "an object of finite numbers"),
+    "throughput_fps": (_fin, "a finite number or null"),
+    "energy_mj": (_fin, "a finite number or null"),
+    "power_w": (_fin, "a finite number or null"),
     "build_seconds": (lambda v: _num(v) and v is not None, "a number"),
     "requested": (_str_map, "an object of layer name -> device"),
     "realized": (_str_map, "an object of layer name -> device"),
@@ -228,6 +240,17 @@ def from_entry(e: Entry) -> Measurement:
 def measurement_record(row: Any) -> MeasurementRecord:
     """A :class:`MeasurementRecord` from a row of :data:`RECORD_COLUMNS`."""
     m = checked_measurement(_measurement_dict(row), row.id)
+    if m.ok:  # the columns the store ranks by must say what the row says (an edited column is refused)
+        for column, value in (("median_ms", m.latency_ms.get("median")), ("throughput_fps", m.throughput_fps),
+                              ("energy_mj", m.energy_mj)):
+            stored = getattr(row, column, None)
+            if stored is not None and (not _fin(stored) or value is None
+                                       or not math.isclose(float(stored), float(value), rel_tol=1e-9, abs_tol=1e-12)):
+                raise _corrupt(row.id, f"column {column} is {str(stored)[:40]}, its figures say {value!r}")
+    for column in ("requested", "realized"):  # the columns the record carries as they are: checked too
+        if not _str_map(getattr(row, column)):
+            raise _corrupt(row.id, f"column {column} is {str(getattr(row, column))[:40]!r}, expected an object of "
+                                   "layer name -> device")
     if not isinstance(row.trial_number, (int, type(None))) or isinstance(row.trial_number, bool):
         raise _corrupt(row.id, f"trial_number is {str(row.trial_number)[:40]!r}, expected an integer")
     return MeasurementRecord(

@@ -1,27 +1,36 @@
-"""Database URLs of the store: a path or URL made a SQLAlchemy URL, and printed without its password."""
+"""Database URLs of the store: a path or URL made a SQLAlchemy URL, and printed without its password.
+
+:func:`mask_url` masks every form a secret takes in a SQLAlchemy URL: the password of the
+userinfo (raw, percent-encoded, with ``@``/``/``/``#`` in it), any query key that names a
+password, passphrase, secret, token or key (``?password=``, ``?sslpassword=``), and the
+contents of ``odbc_connect`` (whose ``PWD=`` holds one); see :func:`placetune.safetext.mask_secrets`,
+which the command line also applies to everything it prints (a URL given where a file name is
+expected is masked too).
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from placetune.errors import StoreError
+from placetune.safetext import mask_secrets, shown
 
-__all__ = ["mask_url", "normalise_url"]
+__all__ = ["mask_url", "normalise_url", "url_secrets"]
 
 #: ``scheme://user:`` then everything up to the *last* ``@``: SQLAlchemy accepts passwords with
 #: ``/``, ``@``, ``#``, ``?``, ``:`` and spaces, raw or percent-encoded, so the password's end is
 #: the last ``@`` (masking a little too much is safe; a leaked password is not: issue 18 item 1).
 _PASSWORD_IN_URL = re.compile(r"(?P<head>://[^/@:?#\s]*:)(?P<pw>.*)(?P<at>@)", re.DOTALL)
-_PASSWORD_IN_QUERY = re.compile(r"(?P<head>[?&](?:password|passwd|pwd|pass)=)(?P<pw>[^&#\s]*)", re.IGNORECASE)
 
 
 def mask_url(url: str | URL | os.PathLike[str] | None) -> str:
-    """A database URL safe to print: the password (in the netloc or the query) becomes ``***``.
+    """A database URL safe to print: every password and secret (netloc, query, ODBC string) becomes ``***``.
 
     Works on malformed URLs too (it never raises).
 
@@ -38,7 +47,26 @@ def mask_url(url: str | URL | os.PathLike[str] | None) -> str:
     else:
         text = os.fspath(url) if isinstance(url, os.PathLike) else str(url)
     text = _PASSWORD_IN_URL.sub(lambda m: m["head"] + "***" + m["at"], text)
-    return _PASSWORD_IN_QUERY.sub(lambda m: m["head"] + "***", text)
+    return mask_secrets(text)
+
+
+_SECRET_QUERY_KEY = re.compile(r"pass|pwd|secret|token|key|credential|auth|odbc_connect", re.IGNORECASE)
+_ODBC_PWD = re.compile(r"(?:pwd|password)\s*=\s*(\{[^}]*\}?|[^;]*)", re.IGNORECASE)
+
+
+def url_secrets(url: URL) -> list[str]:
+    """The secrets a URL carries (its password, every secret query value, an ODBC string's ``PWD``),
+    longest first: text a driver's error message may echo, to be replaced by ``***``."""
+    out: list[str] = []
+    if isinstance(url.password, str) and url.password:
+        out.append(url.password)
+    for key, value in url.query.items():
+        if _SECRET_QUERY_KEY.search(key):
+            values = value if isinstance(value, tuple) else (value,)
+            for v in values:
+                out.append(str(v))
+                out += [m.group(1).strip("{}") for m in _ODBC_PWD.finditer(str(v))]
+    return sorted({s for s in out if len(s) >= 3}, key=len, reverse=True)
 
 
 def normalise_url(url: str | URL | os.PathLike[str] | None) -> URL:
@@ -54,11 +82,34 @@ def normalise_url(url: str | URL | os.PathLike[str] | None) -> URL:
     if text == ":memory:":
         return make_url("sqlite://")
     if "://" not in text:
-        return make_url("sqlite:///" + str(Path(text).expanduser().absolute()))
+        return _regular_sqlite(make_url("sqlite:///" + str(Path(text).expanduser().absolute())))
     try:
-        return make_url(text)
+        return _regular_sqlite(make_url(text))
     except (ArgumentError, ValueError) as exc:
         raise StoreError(
             f"malformed database URL {mask_url(text)!r} ({exc.__class__.__name__}): expected e.g. "
             "sqlite:///path/to/placetune.db or postgresql+psycopg://user:password@host:5432/dbname"
         ) from None
+
+
+def _regular_sqlite(url: URL) -> URL:
+    """``url``, refused when it names a SQLite file that exists and is not a regular file: SQLite on
+    a FIFO, a device or a directory fails late with "disk I/O error" and creates its journal
+    beside it (``/dev/null-journal``)."""
+    if url.get_backend_name() != "sqlite":
+        return url
+    db = url.database or ""
+    if db.startswith("file:"):
+        db = db[5:].split("?", 1)[0]
+    if not db or db == ":memory:":
+        return url
+    try:
+        st = os.stat(db)
+    except (OSError, ValueError):
+        return url  # a new database (or a name the store reports itself)
+    if not stat.S_ISREG(st.st_mode):
+        from placetune.files.read import file_kind
+
+        raise StoreError(f"SQLite database {shown(db)} is {file_kind(st.st_mode)}, not a regular file: give a "
+                         "database file, or a new path for a new database")
+    return url

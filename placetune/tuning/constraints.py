@@ -17,10 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from placetune.errors import ConfigError
+from placetune.errors import ConfigError, UnknownNameError
 from placetune.measurement import Measurement
 
-__all__ = ["Constraint", "parse_constraint", "parse_constraints", "CONSTRAINT_METRICS", "best_record"]
+__all__ = ["Constraint", "parse_constraint", "parse_constraints", "check_networks", "CONSTRAINT_METRICS",
+           "best_record"]
 
 #: metric -> unit of its bound.
 CONSTRAINT_METRICS = {"latency": "ms", "throughput": "fps", "energy": "mJ", "gpu_time": "ms"}
@@ -123,6 +124,27 @@ def parse_constraints(texts: Iterable[str | Constraint] | str | None) -> tuple[C
         if c not in out:
             out.append(c)
     return tuple(out)
+
+
+def check_networks(constraints: Iterable[Constraint], networks: Sequence[str]) -> None:
+    """Refuse a per-network constraint on a network the study does not run (``latency[resnet81]<=1``
+    on a study of resnet18 and googlenet was accepted, never held, and the run ended without a plan).
+
+    Raises:
+        UnknownNameError: naming the network, the close match and the study's networks.
+    """
+    import difflib
+
+    for c in constraints:
+        if c.network is None or c.network in networks:
+            continue
+        if not networks:
+            raise UnknownNameError(f"constraint {c.text}: bounds network {c.network!r}, but the study runs one "
+                                   "network; per-network constraints are for concurrent studies (--mode concurrent)")
+        close = difflib.get_close_matches(c.network, list(networks), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownNameError(f"constraint {c.text}: the study has no network {c.network!r}{hint}; its networks "
+                               f"are {', '.join(networks)}")
 
 
 def total_violation(constraints: Sequence[Constraint], m: Measurement) -> float:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import ConfigError, PlacementError, StopRequested
 from placetune.measurement import Measurement
 from placetune.model.model import Model
+from placetune.tuning.constraints import check_networks
 from placetune.tuning.objectives import Objective, get_objective
 from placetune.tuning.stats import EvaluatorStats
 from placetune.placement.placement import Placement
@@ -140,6 +141,7 @@ class Evaluator:
             raise ConfigError(f"power_mode {str(self.settings.power_mode)[:40]!r}: {self.platform.name} has the "
                               f"power modes {', '.join(self.platform.power_modes)}")
         self.objective = get_objective(objective, constraints)
+        check_networks(self.objective.constraints, self.networks)  # every name checked against what exists
         if isinstance(store, Store):
             self.store = store
         elif store is None:

@@ -7,7 +7,9 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,13 +86,23 @@ class SingleWriterLock:
     ``<database>.tune-lock`` (released by the kernel if the process dies; the file is
     removed on release).
 
-    The lock belongs to the file, not to the name it was opened by: the path is resolved
-    (symlinks followed) first, so two runs through a symlink and its target share one lock
-    (issue 18 item 3).
+    The lock belongs to the file, not to the name it was opened by:
+
+    * the path is resolved (symlinks followed) first, so two runs through a symlink and its
+      target share one lock;
+    * a database with several hard links is refused: each name would get its own lock and its
+      own write-ahead log, and two runs would write at once, losing one run's measurements;
+    * the lock file is opened with ``O_NOFOLLOW`` and must be a regular file with one link that
+      is empty or holds a placetune lock line: a planted symlink or hard link to another file is
+      refused, never truncated, written or removed; release removes the lock file only while it
+      is still the file this process locked. The lock line records the database's
+      ``(device, inode)``.
 
     Args:
         db_path: the SQLite database file.
     """
+
+    _LINE = re.compile(rb"pid \d+ on .* since [-0-9: ]+( database \d+:\d+)?")
 
     def __init__(self, db_path: str | os.PathLike[str]) -> None:
         self.db_path = Path(db_path)
@@ -101,19 +113,55 @@ class SingleWriterLock:
         self.path = Path(str(real) + ".tune-lock")
         self._fd: int | None = None
 
+    def _identity(self) -> str:
+        """``device:inode`` of the database (refusing one with several hard links); empty before it exists."""
+        try:
+            st = os.stat(self.db_path)
+        except (OSError, ValueError):
+            return ""
+        if st.st_nlink > 1:
+            raise StoreError(
+                f"SQLite database {self.db_path} has {st.st_nlink} hard links: each name would take its own lock "
+                "and write-ahead log, and two runs could write at once and lose measurements. Use a single name "
+                "(remove the other links, or copy the file)")
+        return f"{st.st_dev}:{st.st_ino}"
+
+    def _refuse(self, what: str) -> StoreError:
+        return StoreError(f"{self.path} {what}: it is not a placetune lock file and is left alone; remove it "
+                          f"if nothing else needs it, then run again")
+
     def acquire(self) -> "SingleWriterLock":
         """Take the lock.
 
         Raises:
-            StoreError: another process holds it (the message names it and says what to do).
+            StoreError: another process holds it (the message names it and says what to do),
+                the database has several hard links, or the lock file's name holds something
+                else (a symlink, a file with other links or other content).
         """
+        identity = self._identity()
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         for _ in range(20):
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.path, flags, 0o644)
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise self._refuse("is a symbolic link") from None
+                if os.path.lexists(self.path) and not os.path.isfile(self.path):
+                    raise self._refuse("is not a regular file") from None
                 # a read-only directory: the store reports that itself; no lock possible
                 log.debug("cannot create %s (%s): no single-writer lock", self.path, exc)
                 return self
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise self._refuse("is not a regular file")
+                if st.st_nlink != 1:
+                    raise self._refuse(f"has {st.st_nlink} hard links")
+                if st.st_size > 4096:
+                    raise self._refuse("is larger than a lock line")
+            except BaseException:
+                os.close(fd)
+                raise
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -128,18 +176,28 @@ class SingleWriterLock:
                     return self
                 raise StoreError(
                     f"SQLite database {self.db_path} is already being written by another placetune tune"
-                    f"{' (' + holder + ')' if holder else ''}: SQLite is for one writer. Wait for it to finish, "
+                    f"{' (' + holder[:200] + ')' if holder else ''}: SQLite is for one writer. Wait for it to finish, "
                     "use another --storage file, or run several workers on one study with a PostgreSQL database: "
                     "--storage postgresql+psycopg://user@host/dbname (see docs/fleet.md)"
                 ) from None
             try:  # the file may have been removed and re-created by a releasing holder: re-check
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                now = os.lstat(self.path)
+                same = (now.st_dev, now.st_ino) == (os.fstat(fd).st_dev, os.fstat(fd).st_ino)
             except OSError:
                 same = False
             if not same:
                 os.close(fd)
                 continue
+            try:
+                old = os.pread(fd, 4096, 0).strip()
+            except OSError:
+                old = b""
+            if old and not self._LINE.fullmatch(old):
+                os.close(fd)
+                raise self._refuse("holds something else than a lock line")
             info = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+            if identity:
+                info += f" database {identity}"
             try:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, info.encode(), 0)
@@ -150,12 +208,15 @@ class SingleWriterLock:
         return self  # pragma: no cover - pathological churn: go on without the lock
 
     def release(self) -> None:
-        """Release (and remove) the lock; safe to call twice."""
+        """Release (and remove) the lock; safe to call twice. The name is removed only while it
+        is still the file this process locked."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
         try:
-            os.unlink(self.path)
+            mine, now = os.fstat(fd), os.lstat(self.path)
+            if (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
+                os.unlink(self.path)
         except OSError:
             pass
         os.close(fd)

@@ -27,6 +27,7 @@ A study file::
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field, fields
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from placetune.errors import ConfigError
+from placetune.safetext import shown
+from placetune.validate import batch as check_batch
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -112,9 +115,8 @@ class TuneConfig:
         if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
                                          or not 0 < self.timeout < float("inf")):
             raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")
-        if self.batch is not None and (isinstance(self.batch, bool) or not isinstance(self.batch, int)
-                                       or self.batch < 1):
-            raise ConfigError(f"batch must be a positive integer, got {str(self.batch)[:40]!r}")
+        if self.batch is not None:
+            check_batch(self.batch)
         for name in ("model", "platform", "backend", "mode", "objective", "precision", "agent", "storage"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip() or "\x00" in value:
@@ -200,15 +202,16 @@ def load_study_file(path: str | Path) -> TuneConfig:
     Raises:
         ConfigError: unreadable file, TOML syntax error, unknown keys or bad values.
     """
+    from placetune.files.read import read_text
+
     p = Path(path)
+    text = read_text(path, "study file", stdin=True)  # regular files (or -) only, at most 1 MiB
+    if os.fspath(path) == "-":
+        p = Path.cwd() / "-"  # relative paths in a study read from standard input: the working folder
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read study file {p}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"study file {p} is not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"study file {p} is not valid TOML: {exc}") from None
+        raise ConfigError(f"study file {shown(p)} is not valid TOML: {exc}") from None
     unknown_tables = set(doc) - {"study", "settings", "agent_options", "backend_options"}
     if unknown_tables:
         raise ConfigError(f"study file {p}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
@@ -236,6 +239,9 @@ def load_study_file(path: str | Path) -> TuneConfig:
     if "model" in study:
         study["model"] = resolve(study["model"])
     if isinstance(study.get("models"), list):
+        if not study["models"]:  # empty means empty: not the default network
+            raise ConfigError(f"study file {shown(p)}: models is empty; list the networks that run at once "
+                              "(two or more), or use model = \"...\" for one network")
         study["models"] = [resolve(m) for m in study["models"]]
     dp = study.get("device_profile")
     if dp is not None:
@@ -246,6 +252,9 @@ def load_study_file(path: str | Path) -> TuneConfig:
     for key in ("trials", "batch"):
         if key in study and (not isinstance(study[key], int) or study[key] < 1):
             raise ConfigError(f"study file {p}: {key} must be a positive integer")
+    if "model" not in study and "models" not in study:  # an empty file is not the embedded default
+        raise ConfigError(f"study file {shown(p)} names no model: add model = \"resnet50\" (a zoo name or an "
+                          "ONNX file) or models = [...] under [study]")
     if "constraints" in study:
         from placetune.tuning.constraints import parse_constraints
 

@@ -125,6 +125,14 @@ class Tuner:
         if not plat.has_power_mode(settings.power_mode):  # before the database is touched
             raise ConfigError(f"power_mode {str(settings.power_mode)[:40]!r}: {plat.name} has the power modes "
                               f"{', '.join(plat.power_modes)}")
+        if cfg.study:  # a bad export path is refused before the database is touched
+            self._check_export(cfg.study)
+        if cfg.constraints:  # so is a constraint on a network the study does not run
+            from placetune.model.merge import network_names
+            from placetune.tuning.constraints import check_networks, parse_constraints
+
+            check_networks(parse_constraints(cfg.constraints),
+                           network_names(cfg.models) if cfg.mode == "concurrent" else [])
         store = Store(cfg.storage)
         from placetune.model.model import Model
 
@@ -136,6 +144,7 @@ class Tuner:
             model = Model.load(cfg.model, cfg.shapes or None, batch=cfg.batch)
         settings = self._resume_settings(store, model, backend, settings, settings.replace(**legacy))
         study = cfg.study or self._default_study(store, model, backend, settings)
+        self._check_export(study)  # before anything is measured, not after
         from placetune.tuning.fleet import prepare
 
         # SQLite: refuse a second writer; shared database: join the fleet (same environment)
@@ -188,6 +197,20 @@ class Tuner:
         same = st is not None and st.model_hash in (model.hash, model.legacy_hash)  # legacy: migrated on open
         return base if st is None or same else f"{base}-{model.hash[:6]}"
 
+    def _check_export(self, study: str) -> str:
+        """The plan file of the run (``--export`` or ``<study>.plan.json``), refused now if it cannot be
+        written: a study name that is not a plain file name, a directory, a file that is not a plan."""
+        from placetune.files.names import file_name
+        from placetune.files.write import check_output
+        from placetune.plan.file import is_plan_file
+
+        if self.cfg.export:
+            return str(check_output(self.cfg.export, "plan file (--export)"))
+        name = file_name(f"{study}.plan.json", "the plan file name of study", hint="give the plan file with "
+                         "--export PATH (or export = \"...\" in the study file)")
+        check_output(name, "plan file", owned=is_plan_file, hint="give the plan file with --export PATH")
+        return name
+
     def _say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
@@ -229,6 +252,13 @@ class Tuner:
         store = ev.store
         name = ev.study_name
         done = self._trials_done(agent_probe)
+        # the rows this run reads back at its end are read (and checked) before anything new is measured:
+        # a damaged or edited row stops the run now, not after new measurements are stored
+        from placetune.plan.export import stored_model_row
+
+        stored_model_row(store, ev.study.model_hash)
+        if done:
+            store.measurements(name)
         self._say(self.what_will_run())
         self._say(f"study {name!r} in {store.url} ({cfg.source})")
         if self.fleet is not None:
@@ -507,9 +537,12 @@ class Tuner:
             from placetune.plan.export import export_plan
         except ImportError:  # pragma: no cover - plan module not installed
             return None
-        path = self.cfg.export or f"{outcome.study}.plan.json"
+        from placetune.plan.file import is_plan_file
+
+        path = self._check_export(outcome.study)
         plan = export_plan(ev.store, outcome.study, objective=ev.objective, model=ev.model)  # not loaded again
-        plan.save(path)
+        # a name placetune derived replaces only a plan file; --export PATH is the user's choice
+        plan.save(path, owned=None if self.cfg.export else is_plan_file)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         return path
 

@@ -13,6 +13,10 @@ import copy
 import weakref
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from placetune.errors import ConfigError
+
 if TYPE_CHECKING:
     from placetune.backends.simulate.costs import CostTable
 
@@ -41,6 +45,11 @@ def apply_profile(table: "CostTable", profile: Any) -> "CostTable":
         out.island_ms = table.island_ms * profile.loadable
         out.contention = table.contention * profile.contention
         out.engine_ms = max(0.0, table.engine_ms + profile.engine_us * _US)
+        arrays = (out.t_alone, out.t_fused, out.edge_ms, out.in_ms, out.out_ms, out.island_ms, out.contention)
+        if not all(np.isfinite(a).all() for a in arrays) or not np.isfinite(out.engine_ms):
+            # a schedule of NaN or infinite times never ends: refuse the profile, never measure with it
+            raise ConfigError("the device profile makes some simulated times infinite or NaN: its factors "
+                              "multiply to more than a float holds; use factors nearer 1")
         if len(per) > 16:
             per.clear()
         per[key] = out

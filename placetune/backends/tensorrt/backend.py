@@ -215,8 +215,10 @@ class TensorRTBackend:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
         self.timing_cache = bool(timing_cache)
         self.calibration_cache = str(calibration_cache) if calibration_cache else None
-        if self.calibration_cache and not Path(self.calibration_cache).is_file():
-            raise ConfigError(f"calibration cache {self.calibration_cache} does not exist")
+        if self.calibration_cache:  # a regular file (never a FIFO or a device), as every file a user names
+            from placetune.files.read import check_regular
+
+            check_regular(self.calibration_cache, "calibration cache")
         self.memory_pools = _normalise_pools(dla_memory_pools)
         self.inspector = bool(inspector)
         self.verbose_log = bool(verbose_log)

@@ -170,8 +170,10 @@ class TrtexecBackend:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
         self.timing_cache = bool(timing_cache)
         self.calibration_cache = str(calibration_cache) if calibration_cache else None
-        if self.calibration_cache and not Path(self.calibration_cache).is_file():
-            raise ConfigError(f"calibration cache {self.calibration_cache} does not exist")
+        if self.calibration_cache:  # trtexec would block on a FIFO or read a device: a regular file only
+            from placetune.files.read import check_regular
+
+            check_regular(self.calibration_cache, "calibration cache")
         self.verbose = bool(verbose)
         self.profile = bool(profile)
         self.layer_info = bool(layer_info)

@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from placetune.errors import ConfigError, UnknownNameError
+from placetune.errors import ConfigError, ModelError, UnknownNameError
+from placetune.validate import batch as check_batch
 from placetune.model.zoo.googlenet import _googlenet
 from placetune.model.zoo.graph import _Graph, _Net
 from placetune.model.zoo.mobilenet import _mobilenetv1, _mobilenetv2
@@ -246,9 +247,7 @@ def build(name: str, batch: int = 1, *, weights: bool = False, **kw: Any) -> onn
         ['output']
     """
     entry = _entry(name)
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise ConfigError(f"batch must be an integer >= 1, not {batch!r}")
-    batch = int(batch)
+    batch = check_batch(int(batch) if isinstance(batch, np.integer) else batch)
     opts = _options(name, entry, kw)
     model = onnx.ModelProto()
     g = _Graph(bool(weights), model.graph)
@@ -296,11 +295,39 @@ def export(name: str, path: str | pathlib.Path, batch: int = 1, **kw: Any) -> pa
     Example:
         >>> p = export("seed-block", "/tmp/seed_block.onnx")  # doctest: +SKIP
     """
+    from placetune.files.write import write_file
+
     model = build(name, batch, weights=True, **kw)
-    out = pathlib.Path(path)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(model, str(out))
-    except OSError as exc:
-        raise ConfigError(f"cannot write {out}: {exc}; choose a writable path") from exc
+    return write_file(path, model.SerializeToString(), "ONNX model", parents=True)
+
+
+#: Names a zoo option may not take: they are arguments of ``zoo.build`` / ``zoo.export`` /
+#: ``Model.load`` themselves (``seed-block:batch=3`` would collide with ``--batch``).
+_RESERVED_ZOO_OPTIONS = ("batch", "weights", "name", "path", "shapes", "overrides")
+
+
+def parse_options(text: str) -> dict[str, Any]:
+    """``depth=24,softmax=false`` -> ``{"depth": 24, "softmax": False}``.
+
+    Raises:
+        ModelError: not ``key=value`` pairs, or a key that is an argument of its own (``batch``...).
+    """
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ModelError(f"bad zoo option {part!r}: expected key=value, e.g. vit-tiny:depth=24")
+        if key.strip() in _RESERVED_ZOO_OPTIONS:
+            raise ModelError(f"zoo option {key.strip()!r} in {text[:80]!r} is not a network option: "
+                             + ("give the batch with --batch N (Model.load(..., batch=N))" if key.strip() == "batch"
+                                else "it is an argument of its own; network options are e.g. depth=, softmax="))
+        v: Any = value.strip()
+        if v.lower() in ("true", "false"):
+            v = v.lower() == "true"
+        else:
+            try:
+                v = int(v)
+            except ValueError:
+                pass
+        out[key.strip()] = v
     return out

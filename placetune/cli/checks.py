@@ -1,0 +1,90 @@
+"""The command line's one validator: every option checked once, after parsing, before any work.
+
+* **Empty means empty**: an option given an empty value (``--replicas ""``, ``--study " "``,
+  ``--shape ""``, ``placetune check ""``) is refused instead of silently meaning its default.
+* **Numbers in range**: every integer option has a range (:data:`INT_RANGES`; an option not
+  listed gets :data:`DEFAULT_INT_RANGE`), every float option must be finite and in range
+  (:data:`FLOAT_RANGES`): ``--batch 9223372036854775808`` is refused here, not by numpy.
+
+Each refusal is a :class:`~placetune.errors.ConfigError` (exit code 6) that names the option
+and what it allows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from placetune.errors import ConfigError
+from placetune.validate import MAX_BATCH, integer, number
+from placetune.validate import batch as check_batch
+
+__all__ = ["check_arguments", "INT_RANGES", "FLOAT_RANGES", "DEFAULT_INT_RANGE"]
+
+#: dest -> (lowest, highest) of the integer options that reach numpy, protobuf or SQL before a library
+#: check of their own (the others, ``--trials``, ``--frames-in-flight``, ``--dla-core``, ``--dpi``,
+#: are checked by the settings and study validators with the field's name, within :data:`DEFAULT_INT_RANGE`).
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "batch": (1, MAX_BATCH),
+    "seed": (0, 2**32 - 1),
+    "measurement": (1, 2**63 - 1),
+    "folds": (0, 1000),
+    "verbose": (0, 100),
+}
+#: dest -> (lowest, highest) of every float option.
+FLOAT_RANGES: dict[str, tuple[float, float]] = {
+    "noise": (0.0, 1.0),
+}
+#: The range of an integer option :data:`INT_RANGES` does not list.
+DEFAULT_INT_RANGE = (-(2**63), 2**63 - 1)
+
+
+def _chosen_actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[argparse.Action]:
+    """The actions of the parser and of the subcommand (and sub-subcommand) the arguments chose."""
+    out: list[argparse.Action] = []
+    for action in parser._actions:  # noqa: SLF001 - argparse has no public walk of its actions
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            chosen = getattr(args, action.dest, None)
+            sub = action.choices.get(chosen) if chosen is not None else None
+            if sub is not None:
+                out += _chosen_actions(sub, args)
+        else:
+            out.append(action)
+    return out
+
+
+def _name(action: argparse.Action) -> str:
+    return action.option_strings[-1] if action.option_strings else (action.metavar or action.dest).__str__()
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse empty values and out-of-range numbers of the options ``args`` holds.
+
+    Raises:
+        ConfigError: naming the option and what it allows.
+    """
+    for action in _chosen_actions(parser, args):
+        if action.dest in (argparse.SUPPRESS, "help", "version") or not hasattr(args, action.dest):
+            continue
+        value = getattr(args, action.dest)
+        if value is None or value is action.default and not isinstance(value, list):
+            continue
+        name = _name(action)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str):
+                if not v.strip():
+                    raise ConfigError(f"{action.dest} must be a non-empty value: {name} is empty; give a value, or "
+                                      "leave the option out for its default")
+                if "\x00" in v:
+                    raise ConfigError(f"{name} holds a NUL byte")
+            elif isinstance(v, bool):
+                continue
+            elif isinstance(v, int):
+                if action.dest == "folds" and not (v == 0 or 2 <= v <= 1000):
+                    raise ConfigError(f"--folds must be 0 (no cross-validation) or an integer from 2 to 1000, got {v}")
+                if action.dest == "batch":  # one message for a batch everywhere
+                    check_batch(v, name)
+                lo, hi = INT_RANGES.get(action.dest, DEFAULT_INT_RANGE)
+                integer(v, name, lo, hi)
+            elif isinstance(v, float):
+                lo_f, hi_f = FLOAT_RANGES.get(action.dest, (-math.inf, math.inf))
+                number(v, name, lo_f, hi_f)

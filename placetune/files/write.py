@@ -1,0 +1,280 @@
+"""The one write path for user-visible files: atomic replace of regular files, write-through of everything else.
+
+Every file placetune writes for a user (``-o``, ``--export``, plan folders, reports, device
+profiles, merged models) goes through :func:`write_file`. What it does depends on what the
+path names *now* (``lstat``, links not followed):
+
+* nothing: a new file, written to a temporary file in the same folder, flushed to disk and
+  then linked into place, so that a file that appeared meanwhile is never replaced;
+* a **regular file**: replaced **atomically** (temporary file, ``fsync``, ``rename``): a crash
+  leaves the old file or the new one, never a mix; its permissions (and, as root, its owner)
+  are kept;
+* a **symbolic link**, a **character device** or a **FIFO** (``/dev/null``, ``/dev/stdout``,
+  ``/dev/tty``, a link to a file): **written through**, never replaced: the link, the device
+  node or the pipe stays what it was. A path that is this process's standard output or error
+  (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/2``...) is written to that stream. A FIFO
+  that no process reads is refused at once instead of blocking;
+* a directory, a block device (a disk), a socket or a link that points nowhere: refused.
+
+A caller that chose the file name itself (not the user) passes ``owned``: an existing file
+is then overwritten only when ``owned(path)`` says placetune wrote it (a default
+``<study>.plan.json`` never replaces a user's file of that name). :func:`check_output` makes
+the same decisions without writing: call it before a long run so that a bad ``--export`` is
+refused before the measurements, not after.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable, Union
+
+from placetune.errors import ConfigError, PlacetuneError
+from placetune.files.read import file_kind
+from placetune.safetext import shown
+
+__all__ = ["check_output", "write_file", "Data"]
+
+#: What :func:`write_file` writes: bytes, text (UTF-8) or a function that writes into a binary file.
+Data = Union[bytes, bytearray, memoryview, str, Callable[[IO[bytes]], None]]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """How a path is written: ``new``, ``replace`` (a regular file), ``through`` (link, device, FIFO) or ``stream``."""
+
+    how: str
+    path: Path
+    st: os.stat_result | None = None
+    fd: int | None = None  # ``stream``: the standard stream's descriptor
+
+
+def _reason(exc: BaseException) -> str:
+    return str(getattr(exc, "strerror", None) or exc)[:200]
+
+
+def _std_fd(st: os.stat_result) -> int | None:
+    """1 or 2 when ``st`` is the file this process's stdout / stderr writes to."""
+    for fd in (1, 2):
+        try:
+            own = os.fstat(fd)
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            return fd
+    return None
+
+
+def _classify(path: Path, what: str, error: type[PlacetuneError], owned: Callable[[Path], bool] | None,
+              hint: str) -> _Target:
+    where = shown(path)
+    try:
+        lst = os.lstat(path)
+    except FileNotFoundError:
+        parent = path.parent
+        try:
+            pst = os.stat(parent)
+        except FileNotFoundError:
+            raise error(f"cannot write {what} {where}: the folder {shown(parent)} does not exist") from None
+        except (OSError, ValueError) as exc:
+            raise error(f"cannot write {what} {where}: {_reason(exc)}") from None
+        if not stat.S_ISDIR(pst.st_mode):
+            raise error(f"cannot write {what} {where}: {shown(parent)} is {file_kind(pst.st_mode)}, not a folder")
+        return _Target("new", path)
+    except (OSError, ValueError) as exc:
+        raise error(f"cannot write {what} {where}: {_reason(exc)}") from None
+    mode = lst.st_mode
+    if stat.S_ISDIR(mode):
+        raise error(f"cannot write {what} {where}: it is a directory; give a file name")
+    _check_owned(path, what, error, owned, hint)  # a name placetune chose: only over its own file
+    if stat.S_ISREG(mode):
+        fd = _std_fd(lst)
+        if fd is not None:
+            return _Target("stream", path, lst, fd)
+        return _Target("replace", path, lst)
+    st = lst
+    if stat.S_ISLNK(mode):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise error(f"cannot write {what} {where}: it is a symbolic link to nothing "
+                        f"({shown(os.readlink(path))}); refusing to create a file through a link") from None
+        except (OSError, ValueError) as exc:
+            raise error(f"cannot write {what} {where}: {_reason(exc)}") from None
+    kind = st.st_mode
+    fd = _std_fd(st)
+    if fd is not None:
+        return _Target("stream", path, st, fd)
+    if stat.S_ISDIR(kind):
+        raise error(f"cannot write {what} {where}: it leads to a directory; give a file name")
+    if stat.S_ISBLK(kind) or stat.S_ISSOCK(kind) or not (stat.S_ISREG(kind) or stat.S_ISCHR(kind)
+                                                         or stat.S_ISFIFO(kind)):
+        raise error(f"cannot write {what} {where}: it is {file_kind(kind)}; placetune writes regular files, "
+                    "character devices and named pipes only")
+    return _Target("through", path, st)
+
+
+def _check_owned(path: Path, what: str, error: type[PlacetuneError], owned: Callable[[Path], bool] | None,
+                 hint: str) -> None:
+    if owned is None:
+        return
+    try:
+        mine = bool(owned(path))
+    except Exception:  # noqa: BLE001 - an unreadable or odd file is not one placetune wrote
+        mine = False
+    if not mine:
+        raise error(f"{what} {shown(path)} exists and is not a file placetune wrote: refusing to overwrite it"
+                    + (f"; {hint}" if hint else "; move it away or choose another name"))
+
+
+def check_output(path: str | os.PathLike[str], what: str, *, error: type[PlacetuneError] = ConfigError,
+                 owned: Callable[[Path], bool] | None = None, hint: str = "") -> Path:
+    """Refuse now what :func:`write_file` would refuse later (nothing is written).
+
+    A FIFO is not probed here (whether it has a reader is known only when it is written).
+
+    Raises:
+        error: see :func:`write_file`.
+    """
+    p = Path(os.fspath(path))
+    _classify(p, what, error, owned, hint)
+    return p
+
+
+def _emit(fh: IO[bytes], data: Data) -> None:
+    if callable(data):
+        data(fh)
+    else:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else bytes(data))
+    fh.flush()
+
+
+def _atomic(target: _Target, data: Data, executable: bool) -> None:
+    path = target.path
+    folder = path.parent
+    tmp = folder / f".{path.name[:200]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                 0o777 if executable else 0o666)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            _emit(fh, data)
+            if target.st is not None:  # keep the replaced file's permissions (and, as root, its owner)
+                mode = stat.S_IMODE(target.st.st_mode)
+                os.fchmod(fh.fileno(), mode | ((mode & 0o444) >> 2 if executable else 0))
+                if os.geteuid() == 0:
+                    try:
+                        os.fchown(fh.fileno(), target.st.st_uid, target.st.st_gid)
+                    except OSError:
+                        pass
+            os.fsync(fh.fileno())
+        if target.how == "new":
+            try:
+                os.link(tmp, path)  # never over a file that appeared meanwhile
+            except OSError as exc:
+                if exc.errno == errno.EEXIST:
+                    raise
+                os.replace(tmp, path)  # a file system without hard links
+        else:
+            os.replace(tmp, path)
+        try:
+            dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _through(target: _Target, data: Data, what: str, error: type[PlacetuneError]) -> None:
+    kind = target.st.st_mode if target.st is not None else 0
+    flags = os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if stat.S_ISREG(kind):
+        flags |= os.O_TRUNC
+    try:
+        fd = os.open(target.path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO and stat.S_ISFIFO(kind):
+            raise error(f"cannot write {what} {shown(target.path)}: it is a named pipe (FIFO) that no process "
+                        "reads; start the reader first") from None
+        raise error(f"cannot write {what} {shown(target.path)}: {_reason(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if (st.st_mode & 0o170000) != (kind & 0o170000):
+            raise error(f"cannot write {what} {shown(target.path)}: it changed while being opened")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            _emit(fh, data)
+    finally:
+        os.close(fd)
+
+
+def _stream(target: _Target, data: Data) -> None:
+    py = sys.stdout if target.fd == 1 else sys.stderr
+    try:
+        py.flush()
+    except (OSError, ValueError):
+        pass
+    with os.fdopen(os.dup(target.fd or 1), "wb") as fh:
+        _emit(fh, data)
+
+
+def write_file(path: str | os.PathLike[str], data: Data, what: str, *, error: type[PlacetuneError] = ConfigError,
+               owned: Callable[[Path], bool] | None = None, hint: str = "", executable: bool = False,
+               parents: bool = False) -> Path:
+    """Write ``data`` to ``path`` as the module docstring says (atomic replace, or write-through).
+
+    Args:
+        path: the file.
+        data: bytes, text (written as UTF-8) or a function that writes into a binary file.
+        what: what the file is, for messages (``plan file``, ``trtexec build script``).
+        error: the error class raised.
+        owned: for a name placetune chose itself: whether an existing file is one placetune
+            wrote (only then is it overwritten). None: the user named the file; it is replaced.
+        hint: what to do, appended to a refusal of a file that is not placetune's.
+        executable: a new file gets execute permission (``build.sh``).
+        parents: create missing parent folders.
+
+    Returns:
+        The path.
+
+    Raises:
+        error: the path is a directory, a block device, a socket, a dangling link, a FIFO
+            nobody reads, a file placetune does not own (with ``owned``), or cannot be written.
+    """
+    p = Path(os.fspath(path))
+    if parents:
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            raise error(f"cannot write {what} {shown(p)}: {_reason(exc)}") from None
+    for attempt in range(3):
+        target = _classify(p, what, error, owned, hint)
+        try:
+            if target.how == "stream":
+                _stream(target, data)
+            elif target.how == "through":
+                _through(target, data, what, error)
+            else:
+                _atomic(target, data, executable)
+            return p
+        except PlacetuneError:
+            raise
+        except FileExistsError:
+            if attempt == 2:
+                raise error(f"cannot write {what} {shown(p)}: another process keeps creating it") from None
+        except BrokenPipeError:
+            raise error(f"cannot write {what} {shown(p)}: the reader of the pipe went away") from None
+        except (OSError, ValueError) as exc:
+            raise error(f"cannot write {what} {shown(p)}: {_reason(exc)}") from None
+    raise AssertionError("unreachable")  # pragma: no cover

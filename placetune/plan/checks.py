@@ -1,0 +1,99 @@
+"""Checks of a plan document's numbers and file names: what a build or a runtime would use as an index,
+a file name inside the plan folder, a batch or a shape is an integer in range or a plain file name.
+
+:meth:`Plan.from_dict <placetune.plan.file.Plan.from_dict>` runs them on every plan it reads, so a
+hand-edited ``plan.json`` with ``"index": "0/../../../x"``, ``"engine_file": "/etc/x"`` or
+``"batch": 1e300`` is refused with one line before anything is built, written or loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placetune.errors import ConfigError
+from placetune.files.names import file_name
+from placetune.validate import MAX_BATCH, integer
+
+__all__ = ["check_engines", "check_numbers", "check_measured"]
+
+
+def check_engines(engines: list[dict[str, Any]], where: str) -> None:
+    """The engine entries' numbers and file names: every value that becomes a file name or an
+    index stays in range and inside the plan folder (``"index": "0/../../../x"`` is refused)."""
+    n = len(engines)
+    seen: set[int] = set()
+    for i, e in enumerate(engines):
+        what = f"{where}: engines[{i}]"
+        index = integer(e.get("index", i), f"{what}.index", 0, n - 1)
+        if index in seen:
+            raise ConfigError(f"{what}.index {index} is listed twice")
+        seen.add(index)
+        if e.get("dla_core") is not None:
+            integer(e["dla_core"], f"{what}.dla_core", 0, 1)
+        if e.get("batch") is not None:
+            integer(e["batch"], f"{what}.batch", 1, MAX_BATCH)
+        for p in e.get("predecessors") or []:
+            integer(p, f"{what}.predecessors", 0, n - 1)
+        for key in ("onnx_file", "engine_file"):
+            if e.get(key) is not None:
+                file_name(e[key], f"{what}.{key}", hint="a plan's files are inside its folder")
+        for key in ("layers", "dla_layers"):
+            if e.get(key) is not None and not (isinstance(e[key], list) and all(isinstance(x, str) for x in e[key])):
+                raise ConfigError(f"{what}.{key} must be a list of layer names")
+
+
+def check_numbers(doc: dict[str, Any], model: dict[str, Any], where: str) -> None:
+    """The input shapes and the settings a build or a runtime uses: integers in range."""
+    renamed = model.get("renamed_layers")
+    if renamed is not None and not (isinstance(renamed, dict)
+                                    and all(isinstance(k, str) and isinstance(v, str) for k, v in renamed.items())):
+        raise ConfigError(f"{where}: model.renamed_layers must be an object of layer name -> ONNX node name")
+    shapes = model.get("input_shapes")
+    if shapes is not None:
+        if not isinstance(shapes, dict):
+            raise ConfigError(f"{where}: model.input_shapes must be an object of input name -> dims")
+        for name, dims in shapes.items():
+            if not isinstance(dims, list):
+                raise ConfigError(f"{where}: model.input_shapes[{name!r}] must be a list of dims")
+            for d in dims:
+                if d is not None:
+                    integer(d, f"{where}: model.input_shapes[{name!r}] dims", 0, 2**31 - 1)
+    settings = doc.get("settings")
+    if settings is not None and not isinstance(settings, dict):
+        raise ConfigError(f"{where}: \"settings\" must be an object")
+    for key, (lo, hi) in {"frames_in_flight": (1, 64), "dla_core": (0, 1)}.items():
+        if isinstance(settings, dict) and settings.get(key) is not None:
+            integer(settings[key], f"{where}: settings.{key}", lo, hi)
+    cache = doc.get("calibration_cache")
+    if cache is not None and not isinstance(cache, str):
+        raise ConfigError(f"{where}: \"calibration_cache\" must be a file name or null")
+
+
+def _events(items: Any, field: str, where: str) -> None:
+    if items is None:
+        return
+    if not isinstance(items, list) or not all(isinstance(e, dict) for e in items):
+        raise ConfigError(f"{where}: measured.{field} must be a list of objects")
+    for e in items:
+        for key in ("start_ms", "end_ms", "time_ms"):
+            v = e.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ConfigError(f"{where}: measured.{field}[].{key} must be a number, found {str(v)[:40]!r}")
+        for key in ("frame", "index"):
+            if e.get(key) is not None:
+                integer(e[key], f"{where}: measured.{field}[].{key}", 0, 2**31 - 1)
+
+
+def check_measured(measured: Any, where: str) -> None:
+    """The figures a trace or a report draws: a timeline and segments of objects with numeric times and
+    integer frames (a hand-edited ``"timeline": "x"`` was a traceback in ``placetune trace``)."""
+    if measured is None:
+        return
+    if not isinstance(measured, dict):
+        raise ConfigError(f"{where}: \"measured\" must be an object")
+    _events(measured.get("timeline"), "timeline", where)
+    _events(measured.get("segment_times_ms"), "segment_times_ms", where)
+    lat = measured.get("latency_ms")
+    if lat is not None and not (isinstance(lat, dict) and all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in lat.values())):
+        raise ConfigError(f"{where}: measured.latency_ms must be an object of numbers")

@@ -1,0 +1,149 @@
+"""Checks at placetune's boundaries: numbers finite and in range, names that exist, strict JSON in and out.
+
+Every boundary (the command line, study files, plan files, device profiles, rows read back from
+the database) uses these, so that a value is refused with one message that names the field
+and what is allowed, instead of overflowing in numpy, looping on a NaN or being stored:
+
+* :func:`integer` and :func:`number`: ``--batch 2**63``, ``batch: 1e300``, ``layer_sigma = 1e300``;
+* :func:`loads_json`: JSON as placetune reads it: duplicate keys, ``NaN``, ``Infinity`` and
+  numbers that overflow to infinity (``1e999``) are refused, so is nesting too deep to parse;
+* :func:`dumps_json`: JSON as placetune writes it: never ``NaN``/``Infinity`` (invalid JSON);
+  a non-finite number is written as ``null``.
+
+Example:
+    >>> integer(8, "batch", 1, MAX_BATCH)
+    8
+    >>> loads_json('{"a": 1, "a": 2}', "placement")
+    Traceback (most recent call last):
+    ...
+    placetune.errors.ConfigError: placement: key 'a' appears twice in one object
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from typing import Any
+
+from placetune.errors import ConfigError, PlacetuneError
+
+__all__ = ["MAX_BATCH", "batch", "integer", "number", "loads_json", "dumps_json", "finite_json"]
+
+#: The largest batch placetune accepts anywhere (command line, study, plan, replicas, zoo).
+MAX_BATCH = 65536
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def integer(value: Any, field: str, lo: int, hi: int, *, error: type[PlacetuneError] = ConfigError) -> int:
+    """``value`` as an int when it is an integer (not a bool, not a float) in ``[lo, hi]``.
+
+    Raises:
+        error: naming ``field`` and the allowed range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        raise error(f"{field} must be an integer from {lo} to {hi}, got {_shown(value)}")
+    return int(value)
+
+
+def batch(value: Any, field: str = "batch", *, error: type[PlacetuneError] = ConfigError) -> int:
+    """``value`` as a batch size: a positive integer of at most :data:`MAX_BATCH`.
+
+    Raises:
+        error: ``batch must be a positive integer of at most 65536, got ...``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= MAX_BATCH:
+        raise error(f"{field} must be a positive integer of at most {MAX_BATCH}, got {_shown(value)}")
+    return int(value)
+
+
+def number(value: Any, field: str, lo: float = -math.inf, hi: float = math.inf, *,
+           error: type[PlacetuneError] = ConfigError) -> float:
+    """``value`` as a float when it is a finite real number (not a bool) in ``[lo, hi]``.
+
+    Raises:
+        error: naming ``field`` and the allowed range.
+    """
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
+    v = float(value) if ok else math.nan
+    if not ok or not math.isfinite(v) or not lo <= v <= hi:
+        bounds = f" from {lo:g} to {hi:g}" if math.isfinite(lo) and math.isfinite(hi) else \
+            (f" >= {lo:g}" if math.isfinite(lo) else (f" <= {hi:g}" if math.isfinite(hi) else ""))
+        raise error(f"{field} must be a finite number{bounds}, got {_shown(value)}")
+    return v
+
+
+def _no_duplicates(where: str, error: type[PlacetuneError]):
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise error(f"{where}: key {_shown(key)} appears twice in one object")
+            out[key] = value
+        return out
+    return hook
+
+
+def _finite_float(where: str, error: type[PlacetuneError]):
+    def parse(text: str) -> float:
+        v = float(text)
+        if not math.isfinite(v):
+            raise error(f"{where}: the number {text[:40]} is too large (JSON numbers must be finite)")
+        return v
+    return parse
+
+
+def _no_constant(where: str, error: type[PlacetuneError]):
+    def parse(name: str) -> Any:
+        raise error(f"{where}: {name} is not valid JSON (numbers must be finite)")
+    return parse
+
+
+def loads_json(text: str | bytes, where: str, *, error: type[PlacetuneError] = ConfigError) -> Any:
+    """Decode JSON strictly: duplicate keys, ``NaN``, ``Infinity`` and overflowing numbers refused.
+
+    Args:
+        text: the JSON text.
+        where: what to call it in messages (``plan file x.json``).
+        error: the error class raised.
+
+    Raises:
+        error: invalid JSON (with line and column), a duplicate key, a non-finite number,
+            nesting too deep.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates(where, error),
+                          parse_float=_finite_float(where, error), parse_constant=_no_constant(where, error))
+    except PlacetuneError:
+        raise
+    except RecursionError:
+        raise error(f"{where} is nested too deeply to be read") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{where} is not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:  # json.JSONDecodeError, or an integer of more than 4300 digits
+        pos = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
+        raise error(f"{where} is not valid JSON{pos} ({getattr(exc, 'msg', str(exc)[:80])})") from None
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, +-Infinity) replaced by None, recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def dumps_json(obj: Any, **kw: Any) -> str:
+    """``json.dumps`` that always writes valid JSON: a non-finite number becomes ``null``."""
+    kw.setdefault("default", str)
+    try:
+        return json.dumps(obj, allow_nan=False, **kw)
+    except ValueError:  # a NaN or an infinity somewhere: the slow path, only then
+        return json.dumps(finite_json(obj), allow_nan=False, **kw)
