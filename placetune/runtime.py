@@ -67,7 +67,7 @@ else:  # the standalone copy (write_standalone): no placetune to import
         exit_code = 8
 
 
-__all__ = ["PlanRuntime", "load", "write_standalone", "STANDALONE_NAME"]
+__all__ = ["PlanRuntime", "load", "write_standalone", "standalone_sources", "STANDALONE_NAME"]
 
 #: the module name of the standalone copy (:func:`write_standalone`)
 STANDALONE_NAME = "placetune_runtime"
@@ -354,20 +354,34 @@ def _read_plan(d: Path) -> Any:
     return _PlanDoc(doc, where)
 
 
+def standalone_sources() -> List[Tuple[str, Path]]:
+    """The files of the standalone runtime: (name in the runtime folder, the file it copies)."""
+    return [(f"{STANDALONE_NAME}.py", Path(__file__))] + [
+        (src.name, src) for src in sorted(_worker_dir().glob("worker_*.py"))]
+
+
 def write_standalone(dest: Union[str, "os.PathLike[str]"]) -> List[Path]:
     """Write the standalone runtime into folder ``dest``: this module as ``placetune_runtime.py``
     and the worker modules it runs (``worker_*.py``), for an application whose Python has no
     placetune (JetPack 5.1's Python 3.8: numpy, TensorRT and pycuda or cuda-python are all it
     needs). Put ``dest`` on that Python's ``sys.path`` and ``import placetune_runtime``.
+    ``placetune export --format trtexec -o DIR`` writes it into ``DIR/runtime``.
+
+    Inside the package the folder is guarded as every folder placetune fills: it replaces only
+    files it wrote there, unchanged since (:class:`placetune.files.folder.OutputFolder`).
 
     Returns:
         The files written.
     """
+    sources = standalone_sources()
+    if __package__ == "placetune":
+        from placetune.files.folder import OutputFolder
+
+        folder = OutputFolder(dest, "standalone runtime folder")
+        folder.check([name for name, _ in sources])
+        return [folder.copy_in(name, src) for name, src in sources]
     out = Path(dest)
     out.mkdir(parents=True, exist_ok=True)
-    written = [out / f"{STANDALONE_NAME}.py"]
-    shutil.copyfile(__file__, written[0])
-    for src in sorted(_worker_dir().glob("worker_*.py")):
-        shutil.copyfile(src, out / src.name)
-        written.append(out / src.name)
-    return written
+    for name, src in sources:
+        shutil.copyfile(src, out / name)
+    return [out / name for name, _ in sources]

@@ -90,7 +90,7 @@ def test_pipeline_folder_builds_and_its_segments_reproduce_the_model(pipeline_st
     text = _export(capsys, "--study", "p", "--storage", pipeline_study.url, "--format", "trtexec", "-o", str(out),
                    "--measurement", str(pipeline_study.mid))
     assert "wrote plan folder" in text and "build.sh" in text
-    assert {p.name for p in out.iterdir()} == {"build.sh", "plan.json", "README.txt", ".placetune-files.json",
+    assert {p.name for p in out.iterdir()} == {"build.sh", "plan.json", "README.txt", ".placetune-files.json", "runtime",
                                                *(f"model.seg{i}.onnx" for i in range(4))}
     plan = load(out / "plan.json", pipeline_study.model)
     assert [e["device"] for e in plan.engines] == ["GPU", "DLA0", "DLA1", "GPU"]
@@ -149,7 +149,7 @@ def test_engine_and_replicas_plans_get_the_same_folder(tmp_path, capsys):
         _export(capsys, "--study", study, "--storage", url, "--format", "trtexec", "-o", str(out), "--measurement",
                 str(m))
         assert {p.name for p in out.iterdir()} == {"build.sh", "plan.json", "README.txt", "model.onnx",
-                                                   ".placetune-files.json"}
+                                                   ".placetune-files.json", "runtime"}
         onnx.checker.check_model(str(out / "model.onnx"), full_check=True)  # the zoo network with its weights
         assert onnx.load(str(out / "model.onnx")).graph.initializer[0].raw_data
         proc = _run_build(out / "build.sh", tmp_path, tmp_path / f"{study}.jsonl")

@@ -74,12 +74,23 @@ def built(tmp_path_factory):
     return tmp, Path(folder), files, model
 
 
+def test_the_export_folder_carries_the_standalone_runtime_and_says_how_to_use_it(built):
+    """A deployment needs no placetune install: the plan folder's runtime/ is the standalone runtime."""
+    tmp, folder, files, _ = built
+    assert sorted(p.name for p in (folder / "runtime").iterdir() if not p.name.startswith(".")) == sorted(
+        f.name for f in files)
+    assert all((folder / "runtime" / f.name).read_bytes() == f.read_bytes() for f in files)
+    readme = (folder / "README.txt").read_text()
+    assert "sys.path.insert(0, \"this folder/runtime\")" in readme and "import placetune_runtime" in readme
+    assert "pip install placetune" not in readme
+
+
 def test_the_standalone_runtime_runs_a_plan_without_onnx_optuna_sqlalchemy_or_placetune(built):
     tmp, folder, files, model = built
     assert files[0].name == "placetune_runtime.py" and {f.name for f in files[1:]} >= {
         "worker_build.py", "worker_cuda.py", "worker_time.py", "worker_pipeline.py"}
     env = {**os.environ, **fake_env("8.5.2")}
-    p = subprocess.run([sys.executable, "-c", RUN, str(tmp / "rt"), str(folder), ",".join(ABSENT), str(FAKES_DIR), "2"],
+    p = subprocess.run([sys.executable, "-c", RUN, str(folder / "runtime"), str(folder), ",".join(ABSENT), str(FAKES_DIR), "2"],
                        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp))
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout)

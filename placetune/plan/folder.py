@@ -40,6 +40,7 @@ from google.protobuf.message import EncodeError
 from placetune.errors import ModelError
 from placetune.files.folder import OutputFolder
 from placetune.files.read import check_regular
+from placetune.runtime import standalone_sources
 from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
 from placetune.wording import plural
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
 __all__ = ["CALIBRATION_FILE", "PlanFolder", "write_plan_folder"]
 
 #: How the application gets ``placetune.runtime`` (one sentence of the folder's README.txt).
-RUNTIME_INSTALL = "The application imports placetune.runtime from that same install (Python 3.10 or newer)."
+#: The sub-folder the standalone runtime is written to (:func:`placetune.runtime.write_standalone`).
+RUNTIME_DIR = "runtime"
 
 #: The name a calibration cache is copied to inside the folder.
 CALIBRATION_FILE = "calibration.cache"
@@ -190,18 +192,23 @@ def _readme(plan: "Plan", calib: str | None) -> str:
                   "   next free replica; each replica runs the whole network:"]
         for e in plan.engines:
             lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
-    lines += ["", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its",
+    lines += ["", f"4. Or run the plan with placetune's runtime, in {RUNTIME_DIR}/: no install, any Python >= 3.8 with",
+              "   numpy, TensorRT and one CUDA binding (cuda-python or pycuda), JetPack 5.1's system Python included.",
+              "   It is the runtime placetune timed the plan with (one CUDA stream per engine, events between them):",
+              "     import sys; sys.path.insert(0, \"this folder/runtime\")",
+              "     import placetune_runtime",
+              "     rt = placetune_runtime.load(\"this folder\")              # after the engines are built (step 1)",
+              "     outputs = rt({\"input name\": array})                     # one inference",
+              "     for outputs in rt.stream(batches, frames_in_flight=K):  # steady-state throughput, in order",
+              "         ...",
+              "", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its",
               "repository, in a venv that sees JetPack's TensorRT bindings:",
               "     python3 -m venv --system-site-packages ~/placetune-venv && . ~/placetune-venv/bin/activate",
               "     pip install -e \"/path/to/placetune[jetson]\"   # the clone; jetson: the cuda-python binding",
               "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere",
-              f"   {RUNTIME_INSTALL}",
-              "   then, in the application (the runtime placetune timed the plan with):",
+              "   and in an application of that install (Python 3.10 or newer), the same runtime as a module:",
               "     import placetune.runtime",
-              "     rt = placetune.runtime.load(\"this folder\")",
-              "     outputs = rt({\"input name\": array})                     # one inference",
-              "     for outputs in rt.stream(batches, frames_in_flight=K):  # steady-state throughput, in order",
-              "         ..."]
+              "     rt = placetune.runtime.load(\"this folder\")"]
     return "\n".join(lines) + "\n"
 
 
@@ -259,6 +266,8 @@ def write_plan_folder(
         names += [onnx_file, onnx_file + ".data", engine_file, engine_file + ".json"]
         stale += [engine_file, engine_file + ".json"]
     folder.check(names)
+    runtime = OutputFolder(out / RUNTIME_DIR, "plan folder's runtime")  # guarded as the plan folder is
+    runtime.check([name for name, _ in standalone_sources()])
     proto = _load_source(model, source)
     files = [out / "build.sh"]
     written: list[tuple[dict[str, Any], str]] = []
@@ -301,4 +310,5 @@ def write_plan_folder(
     folder.write("build.sh", script, executable=True)
     files.append(folder.write("plan.json", p.to_json() + "\n"))
     files.append(folder.write("README.txt", _readme(p, calib)))
+    files += [runtime.copy_in(name, src) for name, src in standalone_sources()]
     return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines])
