@@ -138,3 +138,24 @@ def test_on_a_real_python_38(built):
     got = json.loads(p.stdout)
     assert got["python"] == [3, 8] and got["refused"] == [] and got["placetune"] == [] and len(got["outs"]) == 4
     assert "not a plan folder" in got["error"]
+
+
+@pytest.mark.parametrize("engine_file", ["../outside.engine", "/etc/hostname", "sub/../../x.engine"])
+def test_the_standalone_runtime_refuses_an_engine_file_outside_its_folder(built, tmp_path, engine_file):
+    """Standalone, as inside the package: a plan.json whose engine_file leaves the folder is refused, never read."""
+    import shutil
+
+    _, folder, _, _ = built
+    copy = tmp_path / "plan"
+    shutil.copytree(folder, copy)
+    doc = json.loads((copy / "plan.json").read_text())
+    doc["engines"][0]["engine_file"] = engine_file
+    (copy / "plan.json").write_text(json.dumps(doc))
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import placetune_runtime\n"
+            "try:\n    placetune_runtime.load(sys.argv[2])\n"
+            "except placetune_runtime.ConfigError as exc:\n    print(exc)\n")
+    env = {**os.environ, **fake_env("8.5.2")}
+    p = subprocess.run([sys.executable, "-c", code, str(copy / "runtime"), str(copy)], capture_output=True, text=True,
+                       timeout=300, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "engine 0's engine_file" in p.stdout and "not a plain file name" in p.stdout
