@@ -50,7 +50,8 @@ from collections.abc import Sequence
 from placetune import PlacetuneError
 from placetune.measurement import Measurement
 
-from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments
+from .base import (Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments, canonical,
+                   project)
 from .surrogate import Fit, Surrogate, fit_ensemble, inner_search
 
 if TYPE_CHECKING:
@@ -60,6 +61,15 @@ __all__ = ["GuidedAgent", "REMEASURE_MIN_BUDGET"]
 
 #: the smallest evaluation budget of which the guided agent keeps evaluations back to re-measure
 REMEASURE_MIN_BUDGET = 20
+#: the model's recent picks missing their predictions by more than this (median |log ratio|) make
+#: it "poor": most of a round's builds then go to model-ranked neighbours of the best measured
+POOR_ERROR = 0.03
+#: picks the recent error is the median of
+_RECENT = 6
+#: a round improves the best measured when it gains more than this (relative)
+TRUST_GAIN = 0.003
+#: the narrowest trust region, in units that differ from a top measured assignment
+MIN_RADIUS = 4
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +171,11 @@ class _State:
         self.elites: list[list[int]] = []
         self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
         self.fit = Fit()
+        self.correction: Any = None  # search.residual.Correction of the current round
+        self.draws: list[Any] = []  # its posterior draws (spread of predictions)
+        self.errors: list[float] = []  # |log(measured / predicted)| of each pick (time-like), in order
+        self.radius = self.space.n_units  # trust region: units that may differ from a top measured plan
+        self.misses = 0  # rounds in a row that did not improve the best measured
         self.rounds = 0
         self.cv_history: list[tuple[int, float | None]] = []
         self.inner_calls = 0
@@ -175,15 +190,30 @@ class _State:
     # ---------------------------------------------------------------- steps
     def canon(self, a: list[int]) -> tuple[int, ...]:
         """Key of an assignment up to relabelling the DLA cores (identical hardware: DLA0 <-> DLA1)."""
-        dlas = [k for k, d in enumerate(self.space.devices) if d != "GPU"]
-        if len(dlas) < 2:
-            return tuple(a)
-        order: dict[int, int] = {}
-        for x in a:
-            if x in dlas and x not in order:
-                order[x] = dlas[len(order)]
-        swapped = tuple(order.get(x, x) for x in a)
-        return swapped if self.space.is_allowed(swapped) else tuple(a)
+        return canonical(self.space, a)
+
+    @property
+    def recent_error(self) -> float | None:
+        """Median error of the model's last picks (out of sample: predicted before they were measured)."""
+        last = self.errors[-_RECENT:]
+        return float(np.median(last)) if len(last) >= 2 else None
+
+    @property
+    def poor(self) -> bool:
+        """True while the model's recent picks missed their predictions by more than :data:`POOR_ERROR`."""
+        err = self.recent_error
+        return err is None or err > POOR_ERROR
+
+    def near(self, a: list[int]) -> bool:
+        """True when ``a`` lies in the trust region: at most :attr:`radius` units differ from one of
+        the three best measured assignments."""
+        if self.radius >= self.space.n_units:
+            return True
+        x = np.asarray(a)
+        return any(int((x != np.asarray(b)).sum()) <= self.radius for b in self.top_measured(3))
+
+    def top_measured(self, n: int) -> list[list[int]]:
+        return [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:n]]
 
     def realised(self, a: Sequence[int]) -> str:
         """Key of the placement the backend would build (two assignments may realise alike)."""
@@ -212,6 +242,10 @@ class _State:
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
         self.measured[key] = self.run.loss(m)
+        got = self.run.loss(m)
+        if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12 and math.isfinite(got) \
+                and predicted * got > 0:
+            self.errors.append(abs(math.log(abs(got) / abs(predicted))))
         self.canonical.add(self.canon(a))
         self.built.add(self.realised(a))
         if predicted is not None:
@@ -232,13 +266,17 @@ class _State:
         return ranked
 
     def search(self) -> None:
+        from placetune.tuning.baselines import study_baselines
+
         run, space = self.run, self.space
-        base = [list(a) for a in baseline_assignments(space).values()]
+        # the study's baselines (a concurrent study's: the naive plans the model cannot rule out)
+        first = [project(space, space.from_placement(b.placement)) for b in study_baselines(self.ev)
+                 if b.measured_by_study]
+        base = first + [list(a) for a in baseline_assignments(space).values()]
         nominal = Surrogate(self.ev, space, run.objective, None)
         ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         # round 0: the baselines and the uncorrected simulator's best predictions
-        first = [a for a in base]
         remaining = run.remaining
         tops = self.select(nominal, Fit(), ranked, 2 if remaining is None or remaining > 6 else 1)
         for a in first[:1] + [a for a, _ in tops] + first[1:]:
@@ -254,16 +292,16 @@ class _State:
         self.fit = fit_ensemble(self.ev, self.measurements, ensemble=self.agent.ensemble,
                                 seed=None if self.agent.seed is None else self.agent.seed + self.rounds)
         self.cv_history.append((len(self.measurements), self.fit.cv_error))
-        sur = Surrogate(self.ev, space, run.objective, self.fit.profile)
+        self.correct()
+        sur = Surrogate(self.ev, space, run.objective, self.fit.profile, self.correction)
         best_measured = [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:3]]
         ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=self.agent.inner_evals,
                                        sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         k = self.agent.batch if run.remaining is None else max(1, min(self.agent.batch, run.remaining))
         # steps of real local search (the model's favourite unmeasured neighbours of the best
-        # measured): one per round, more while the model predicts poorly
-        poor = self.fit.cv_error is None or self.fit.cv_error > 0.05
-        n_local = 0 if k == 1 else (max(1, k - 1) if poor and k > 2 else 1)
+        # measured): one per round, more while the model's picks miss their predictions
+        n_local = 0 if k == 1 else (max(1, k - 1) if self.poor and k > 2 else 1)
         picks = self.select(sur, self.fit, ranked, k - n_local)
         for _ in range(n_local if picks else k):
             step = self.local_step(sur, [a for a, _ in picks])
@@ -278,10 +316,43 @@ class _State:
             else:
                 run.notes.append("stopped early: no unmeasured placement found")
                 raise BudgetExhausted()
-        log.info("guided round %d: fit on %d measurements, cv error %s; %d candidates", self.rounds,
-                 self.fit.n, self.fit.cv_error, len(picks))
+        log.info("guided round %d: fit on %d measurements, cv error %s, recent error %s, radius %d; %d candidates",
+                 self.rounds, self.fit.n, self.fit.cv_error, self.recent_error, self.radius, len(picks))
+        before = min(self.measured.values(), default=math.inf)
         for a, pred in picks:
             self.evaluate(a, pred)
+        self.trust(before)
+
+    def trust(self, before: float) -> None:
+        """Resize the trust region after a round: wider when it improved the best measured, half as
+        wide after two rounds in a row that did not while the model's picks miss their predictions."""
+        after = min(self.measured.values(), default=math.inf)
+        if math.isfinite(after) and after < before - TRUST_GAIN * abs(before):
+            self.misses = 0
+            self.radius = min(self.space.n_units, 2 * self.radius)
+            return
+        self.misses += 1
+        if self.misses >= 2 and self.poor:
+            self.misses = 0
+            self.radius = max(MIN_RADIUS, self.radius // 2)
+
+    def correct(self) -> None:
+        """Fit the residuals of the physical model (the fitted profile) on the run's measurements."""
+        from .residual import CorrectedSimulator, fit_correction
+
+        self.correction, self.draws = None, []
+        if len(self.measurements) < 2:
+            return
+        phys = Surrogate(self.ev, self.space, self.run.objective, self.fit.profile)
+        s = phys.settings
+        sim = CorrectedSimulator(self.ev.model, self.ev.platform, s, phys.sim, gpu_fallback=s.gpu_fallback,
+                                 dla_core=s.dla_core, trt_version=s.trt_version)
+        if not sim.fast:
+            return
+        self.correction, self.draws, info = fit_correction(
+            sim, self.run.objective, self.measurements, ensemble=max(1, len(self.fit.ensemble)),
+            seed=None if self.agent.seed is None else self.agent.seed * 7919 + self.rounds)
+        log.info("guided round %d: residuals %s", self.rounds, info)
 
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:
@@ -289,7 +360,7 @@ class _State:
         top, keys = [], set()
         for v, a in ranked:
             c = self.canon(a)
-            if c not in keys and not self.seen(a):
+            if c not in keys and not self.seen(a) and self.near(a):
                 keys.add(c)
                 top.append((v, a))
             if len(top) >= 24:
@@ -300,8 +371,9 @@ class _State:
         spread = np.zeros(len(top))
         if fit.ensemble:
             preds = []
-            for prof in fit.ensemble:
-                s = Surrogate(self.ev, self.space, self.run.objective, prof)
+            draws = self.draws or [None] * len(fit.ensemble)
+            for prof, corr in zip(fit.ensemble, draws * len(fit.ensemble)):
+                s = Surrogate(self.ev, self.space, self.run.objective, prof, corr)
                 preds.append([s.loss(a) for _, a in top])
             p = np.array(preds)
             p[~np.isfinite(p)] = np.nan
