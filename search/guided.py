@@ -70,6 +70,11 @@ _RECENT = 6
 TRUST_GAIN = 0.003
 #: the narrowest trust region, in units that differ from a top measured assignment
 MIN_RADIUS = 4
+#: build-to-build noise assumed before any re-measurement (sd of log values: a Jetson's 1-3 %)
+NOISE_PRIOR = 0.02
+#: builds of one placement after which it is not built again during the run
+MAX_BUILDS = 4
+_BUILD_FIELD = {"throughput": "throughput_fps", "latency": "median_ms", "energy": "energy_mj"}
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +136,7 @@ class GuidedAgent(Agent):
         state = _State(run, self)
         top = self.remeasure_count(evaluator, budget)
         run.reserve = top  # held back from the search for the re-measurements
+        state.rebuilds = top > 0
         try:
             state.search()
         except BudgetExhausted:
@@ -139,7 +145,7 @@ class GuidedAgent(Agent):
         if top:
             state.remeasure_top(top)
         state.finish()
-        return run.result(rounds=state.rounds, cv_error=state.fit.cv_error, fits=state.cv_history,
+        return run.result(rounds=state.rounds, cv_error=state.cv_error, model=state.model.name, fits=state.cv_history,
                           inner_evaluations=state.inner_calls, inner_rate=state.inner_rate,
                           remeasured=state.remeasured)
 
@@ -171,10 +177,13 @@ class _State:
         self.elites: list[list[int]] = []
         self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
         self.fit = Fit()
-        self.correction: Any = None  # search.residual.Correction of the current round
-        self.draws: list[Any] = []  # its posterior draws (spread of predictions)
+        from .model_choice import Candidate
+
+        self.model = Candidate("nominal", None)  # this round's model of the device (search.model_choice)
         self.errors: list[float] = []  # |log(measured / predicted)| of each pick (time-like), in order
         self.radius = self.space.n_units  # trust region: units that may differ from a top measured plan
+        self.rebuilds = False  # build close contenders again during the run (set by the agent's run)
+        self.rebuilt = 1  # the last round that built a contender again
         self.misses = 0  # rounds in a row that did not improve the best measured
         self.rounds = 0
         self.cv_history: list[tuple[int, float | None]] = []
@@ -237,8 +246,8 @@ class _State:
         note: dict[str, Any] = {}
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12:  # not a penalised one
             note["predicted"] = predicted if self.run.objective.direction == "minimize" else -predicted
-        if self.fit.cv_error is not None:
-            note["cv_error"] = self.fit.cv_error
+        if self.cv_error is not None:
+            note["cv_error"] = self.cv_error
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
         self.measured[key] = self.run.loss(m)
@@ -291,9 +300,9 @@ class _State:
         self.rounds += 1
         self.fit = fit_ensemble(self.ev, self.measurements, ensemble=self.agent.ensemble,
                                 seed=None if self.agent.seed is None else self.agent.seed + self.rounds)
-        self.cv_history.append((len(self.measurements), self.fit.cv_error))
-        self.correct()
-        sur = Surrogate(self.ev, space, run.objective, self.fit.profile, self.correction)
+        self.choose()
+        self.cv_history.append((len(self.measurements), self.cv_error))
+        sur = Surrogate(self.ev, space, run.objective, self.model.profile, self.model.correction)
         best_measured = [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:3]]
         ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=self.agent.inner_evals,
                                        sweep=0)
@@ -302,6 +311,12 @@ class _State:
         # steps of real local search (the model's favourite unmeasured neighbours of the best
         # measured): one per round, more while the model's picks miss their predictions
         n_local = 0 if k == 1 else (max(1, k - 1) if self.poor and k > 2 else 1)
+        again = self.contest() if self.rebuilds and k >= 2 and self.rounds >= self.rebuilt + 2 else None
+        if again is not None:  # a build of a close contender instead of a new candidate (every other round)
+            self.rebuilt = self.rounds
+            self.rebuild(again)
+            k -= 1
+            n_local = min(n_local, max(0, k - 1))
         picks = self.select(sur, self.fit, ranked, k - n_local)
         for _ in range(n_local if picks else k):
             step = self.local_step(sur, [a for a, _ in picks])
@@ -317,7 +332,7 @@ class _State:
                 run.notes.append("stopped early: no unmeasured placement found")
                 raise BudgetExhausted()
         log.info("guided round %d: fit on %d measurements, cv error %s, recent error %s, radius %d; %d candidates",
-                 self.rounds, self.fit.n, self.fit.cv_error, self.recent_error, self.radius, len(picks))
+                 self.rounds, self.fit.n, self.cv_error, self.recent_error, self.radius, len(picks))
         before = min(self.measured.values(), default=math.inf)
         for a, pred in picks:
             self.evaluate(a, pred)
@@ -336,23 +351,31 @@ class _State:
             self.misses = 0
             self.radius = max(MIN_RADIUS, self.radius // 2)
 
-    def correct(self) -> None:
-        """Fit the residuals of the physical model (the fitted profile) on the run's measurements."""
-        from .residual import CorrectedSimulator, fit_correction
+    def choose(self) -> None:
+        """This round's model: the candidate physical model (per-layer profile, scales, nominal)
+        with its residual correction that best predicts left-out plans (:mod:`search.model_choice`)."""
+        from .model_choice import Candidate, choose
 
-        self.correction, self.draws = None, []
-        if len(self.measurements) < 2:
+        seed = None if self.agent.seed is None else self.agent.seed * 7919 + self.rounds
+        if len(self.measurements) < 3:
+            self.model = Candidate("profile", self.fit.profile)
             return
-        phys = Surrogate(self.ev, self.space, self.run.objective, self.fit.profile)
-        s = phys.settings
-        sim = CorrectedSimulator(self.ev.model, self.ev.platform, s, phys.sim, gpu_fallback=s.gpu_fallback,
-                                 dla_core=s.dla_core, trt_version=s.trt_version)
-        if not sim.fast:
-            return
-        self.correction, self.draws, info = fit_correction(
-            sim, self.run.objective, self.measurements, ensemble=max(1, len(self.fit.ensemble)),
-            seed=None if self.agent.seed is None else self.agent.seed * 7919 + self.rounds)
-        log.info("guided round %d: residuals %s", self.rounds, info)
+        self.model, cands = choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
+                                   ensemble=max(1, self.agent.ensemble), seed=seed)
+        log.info("guided round %d: model %s (cross-validated errors %s)", self.rounds, self.model.name,
+                 {c.name: c.cv_error for c in cands})
+
+    @property
+    def cv_error(self) -> float | None:
+        """Cross-validated error of this round's model (its physical profile's when not estimated)."""
+        return self.model.cv_error if self.model.cv_error is not None else self.fit.cv_error
+
+    def members(self) -> list[tuple[Any, Any]]:
+        """(profile, correction) of each ensemble member for the spread of predictions."""
+        draws = self.model.draws
+        if self.model.name == "profile" and self.fit.ensemble:
+            return [(p, draws[j % len(draws)] if draws else None) for j, p in enumerate(self.fit.ensemble)]
+        return [(self.model.profile, d) for d in draws]
 
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:
@@ -369,10 +392,10 @@ class _State:
             return []
         mean = np.array([v for v, _ in top])
         spread = np.zeros(len(top))
-        if fit.ensemble:
+        members = self.members() if fit is self.fit else [(p, None) for p in fit.ensemble]
+        if members:
             preds = []
-            draws = self.draws or [None] * len(fit.ensemble)
-            for prof, corr in zip(fit.ensemble, draws * len(fit.ensemble)):
+            for prof, corr in members:
                 s = Surrogate(self.ev, self.space, self.run.objective, prof, corr)
                 preds.append([s.loss(a) for _, a in top])
             p = np.array(preds)
@@ -423,6 +446,61 @@ class _State:
         """The sequence of stage devices (diversity: one candidate per pattern first)."""
         return tuple(s.device for s in self.space.stages(a))
 
+    def rebuild(self, key: Sequence[int]) -> Measurement:
+        """Build a measured assignment once more; every assignment of its realisation, and the fit,
+        see the median over its builds from then on."""
+        m = self.run.remeasure(key)
+        self.remeasured += 1
+        r = self.realised(key)
+        for k in self.measured:  # every assignment of that realisation
+            if self.realised(k) == r:
+                self.measured[k] = self.run.loss(m)
+        self.measurements = [x for x in self.measurements if x.realized != m.realized] + [m]
+        return m
+
+    def builds(self, key: Sequence[int]) -> list[float]:
+        """The objective's value of each ok build of a measured assignment."""
+        m = self.run.known(key)
+        field = _BUILD_FIELD.get(self.run.objective.names[0])
+        if m is None or not m.ok or field is None:
+            return []
+        entries = m.extra.get("builds") or [{field: self.run.objective.value(m)}]
+        return [float(b[field]) for b in entries if isinstance(b.get(field), (int, float)) and b[field] > 0]
+
+    def noise(self) -> float:
+        """Build-to-build noise (sd of log values) pooled over the re-measured plans, shrunk towards
+        :data:`NOISE_PRIOR` (two pseudo-observations)."""
+        ss, dof = 2 * NOISE_PRIOR ** 2, 2
+        for key in {self.realised(k): k for k in self.measured}.values():
+            vals = np.log(self.builds(key))
+            if len(vals) >= 2:
+                ss += float(((vals - vals.mean()) ** 2).sum())
+                dof += len(vals) - 1
+        return math.sqrt(ss / dof)
+
+    def contest(self) -> tuple[int, ...] | None:
+        """The assignment to build again while the best measured and a runner-up are closer than
+        the noise can tell apart: of the two, the one with fewer builds (None: no such contest)."""
+        top: list[tuple[int, ...]] = []
+        seen: set[str] = set()
+        for key, loss in sorted(self.measured.items(), key=lambda t: t[1]):
+            if not math.isfinite(loss) or abs(loss) >= 1e12 or len(top) >= 3:
+                break
+            if self.realised(key) not in seen:
+                seen.add(self.realised(key))
+                top.append(key)
+        if len(top) < 2:
+            return None
+        sigma = self.noise()
+        nb = max(1, len(self.builds(top[0])))
+        for c in top[1:]:
+            nc = max(1, len(self.builds(c)))
+            close = abs(math.log(self.measured[c] / self.measured[top[0]])) < 2 * sigma * math.sqrt(1 / nb + 1 / nc)
+            key = top[0] if nb <= nc else c
+            if close and len(self.builds(key)) < MAX_BUILDS:
+                return key
+        return None
+
     def remeasure_top(self, n: int) -> None:
         """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
         them by the median over their builds, and say so in the notes."""
@@ -442,14 +520,10 @@ class _State:
         for key in top:
             before = obj.value(run.known(key))
             try:
-                m = run.remeasure(key)
+                m = self.rebuild(key)
             except BudgetExhausted:
-                run.notes.append(f"re-measured {self.remeasured} of the top {len(top)}: the time budget ran out")
+                run.notes.append(f"re-measured {len(shown)} of the top {len(top)}: the time budget ran out")
                 break
-            self.remeasured += 1
-            for k in self.measured:  # every assignment of that realisation
-                if self.realised(k) == self.realised(key):
-                    self.measured[k] = run.loss(m)
             shown.append(f"{_fmt(before)} -> {_fmt(obj.value(m))} ({len(m.extra.get('builds') or ())} builds)")
         if not shown:
             return

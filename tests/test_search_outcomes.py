@@ -71,8 +71,8 @@ def test_a_single_network_run_spends_no_trial_on_a_cache_hit(tmp_path):
 
 
 def test_a_resumed_run_spends_its_budget_on_new_builds_only(tmp_path):
-    _tune(tmp_path, model="resnet18", agent="random", trials=6)
-    out, outcome = _tune(tmp_path, model="resnet18", agent="local", trials=14)
+    _tune(tmp_path, model="seed-block", agent="random", trials=6)
+    out, outcome = _tune(tmp_path, model="seed-block", agent="local", trials=14)
     with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
         st = store.study(outcome.study)
         assert st.n_requests == 14 and st.n_cache_hits == 0
@@ -116,12 +116,11 @@ def test_convergence_rule_finds_the_trial_and_what_came_after():
 
 
 def test_stop_when_converged_ends_the_run_and_says_so(tmp_path):
-    out, outcome = _tune(tmp_path, model="seed-block", trials=60, stop_when_converged=True,
-                         agent_options={"inner_evals": 60})
+    out, outcome = _tune(tmp_path, model="seed-block", agent="local", trials=60, stop_when_converged=True)
     conv = outcome.convergence
     assert conv.trial is not None and conv.stopped and outcome.trials_done < 60
     assert re.search(r"^converged at trial \d+ of \d+ .*the run stopped there", out, re.M)
     (tmp_path / "full").mkdir()
-    full, outcome = _tune(tmp_path / "full", model="seed-block", trials=40, agent_options={"inner_evals": 60})
+    full, outcome = _tune(tmp_path / "full", model="seed-block", agent="local", trials=40)
     assert outcome.trials_done == 40 and not outcome.convergence.stopped
     assert re.search(r"^converged at trial \d+ of 40 .* bought", full, re.M)
