@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import heapq
 import json
 import math
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ import numpy as np
 from placetune.backends.simulate.costs import CODE_DEVICE, DEVICE_CODE, cost_table, graph_info, power_factor
 from placetune.backends.simulate.noise import build_factor
 from placetune.backends.simulate.profiled import apply_profile
+from placetune.backends.simulate.schedule import run_one_frame
 from placetune.backends.simulate.simulator import SimulatedJetson, figures
 from placetune.backends.simulate.build_time import engine_specs
 from placetune.calibration import DeviceProfile
@@ -289,8 +289,9 @@ class TruthJetson(SimulatedJetson):
             seg_time = seg_time + table.engine_ms
             rate = np.maximum(seg_time, 1e-300) * table.dram_bytes_per_ms
             demand = np.where(seg_time > 0, np.minimum(1.0, seg_bytes / rate), 0.0)
-            latency, busy1 = _one_frame(seg_dev.tolist(), seg_time.tolist(), demand.tolist(),
-                                        [s.predecessors for s in segs], law)
+            latency, one = run_one_frame(seg_dev.tolist(), seg_time.tolist(), demand.tolist(),
+                                         [tuple(s.predecessors) for s in segs], (0.0, 0.0, 0.0), law=law)
+            busy1 = {CODE_DEVICE[d]: v for d, v in one}
             period, busy_ss = _steady(seg_dev, seg_time, demand, latency, settings.frames_in_flight, law)
             busy = busy_ss if settings.frames_in_flight > 1 else busy1
         else:
@@ -343,47 +344,6 @@ class TruthJetson(SimulatedJetson):
                            dla_loadables=dict(realisation.loadables), segment_times_ms=seg_list,
                            layer_times_ms=dict(zip(g.names, (r.layer_profile * f).tolist())), energy_mj=float(energy),
                            power_w=float(p_w), build_seconds=float(device["build_s"]), extra=extra, **base)
-
-
-def _one_frame(device: list[int], work: list[float], demand: list[float], preds: list[tuple[int, ...]],
-               law) -> tuple[float, dict[str, float]]:
-    """One frame through a segment DAG, one engine per device at a time, under a contention law."""
-    k = len(device)
-    waiting = [len(p) for p in preds]
-    succ: list[list[int]] = [[] for _ in range(k)]
-    ready: list[list[int]] = [[], [], []]
-    for i, p in enumerate(preds):
-        for q in p:
-            succ[q].append(i)
-        if not p:
-            heapq.heappush(ready[device[i]], i)
-    cur, rem = [-1, -1, -1], [0.0, 0.0, 0.0]
-    busy = [0.0, 0.0, 0.0]
-    now, done = 0.0, 0
-    while done < k:
-        for d in range(3):
-            if cur[d] < 0 and ready[d]:
-                cur[d] = heapq.heappop(ready[d])
-                rem[d] = work[cur[d]]
-        active = [d for d in range(3) if cur[d] >= 0]
-        if not active:
-            raise ValueError("segment graph has a cycle")
-        total = sum(demand[cur[d]] for d in active)
-        rates = {d: 1.0 / law(d, total - demand[cur[d]]) for d in active}
-        dt = max(0.0, min(rem[d] / rates[d] for d in active))
-        now += dt
-        for d in active:
-            busy[d] += dt
-            rem[d] -= rates[d] * dt
-            i = cur[d]
-            if rem[d] <= 1e-9 * max(1.0, work[i]):
-                cur[d] = -1
-                done += 1
-                for j in succ[i]:
-                    waiting[j] -= 1
-                    if waiting[j] == 0:
-                        heapq.heappush(ready[device[j]], j)
-    return now, {CODE_DEVICE[d]: busy[d] for d in range(3)}
 
 
 def _steady(seg_dev: np.ndarray, seg_time: np.ndarray, demand: np.ndarray, latency: float, k: int,

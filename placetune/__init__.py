@@ -32,6 +32,9 @@ from placetune.measurement import Measurement
 from placetune.model.model import Model
 from placetune.model.shapes import parse_shape_spec
 from placetune.tuning.constraints import Constraint, parse_constraint
+from placetune.tuning.baselines import Baseline, study_baselines
+from placetune.tuning.convergence import Convergence, ConvergenceWatch
+from placetune.tuning.verdict import verdict
 from placetune.tuning.objectives import Objective, get_objective
 from placetune.placement.placement import DEVICES, Placement, Segment
 from placetune.plan.export import export_plan
@@ -84,6 +87,11 @@ __all__ = [
     "Constraint",
     "parse_constraint",
     "get_objective",
+    "Baseline",
+    "study_baselines",
+    "Convergence",
+    "ConvergenceWatch",
+    "verdict",
     "Store",
     "mask_url",
     "Backend",
