@@ -70,6 +70,10 @@ _RECENT = 6
 TRUST_GAIN = 0.003
 #: the narrowest trust region, in units that differ from a top measured assignment
 MIN_RADIUS = 4
+#: with more measurements than this, the model is chosen by cross-validation every CHOOSE_EVERY rounds
+#: (in between, the chosen one is refitted): the choice settles, its cost grows with the measurements
+CHOOSE_EVERY_FROM = 30
+CHOOSE_EVERY = 4
 #: build-to-build noise assumed before any re-measurement (sd of log values: a Jetson's 1-3 %)
 NOISE_PRIOR = 0.02
 #: builds of one placement after which it is not built again during the run
@@ -180,6 +184,7 @@ class _State:
         from .model_choice import Candidate
 
         self.model = Candidate("nominal", None)  # this round's model of the device (search.model_choice)
+        self.chosen_at = 0  # the round the model was last chosen by cross-validation
         self.errors: list[float] = []  # |log(measured / predicted)| of each pick (time-like), in order
         self.radius = self.space.n_units  # trust region: units that may differ from a top measured plan
         self.rebuilds = False  # build close contenders again during the run (set by the agent's run)
@@ -354,12 +359,18 @@ class _State:
     def choose(self) -> None:
         """This round's model: the candidate physical model (per-layer profile, scales, nominal)
         with its residual correction that best predicts left-out plans (:mod:`search.model_choice`)."""
-        from .model_choice import Candidate, choose
+        from .model_choice import Candidate, choose, refit
 
         seed = None if self.agent.seed is None else self.agent.seed * 7919 + self.rounds
-        if len(self.measurements) < 3:
+        n = len(self.measurements)
+        if n < 3:
             self.model = Candidate("profile", self.fit.profile)
             return
+        if n > CHOOSE_EVERY_FROM and self.rounds - self.chosen_at < CHOOSE_EVERY:  # the last choice, refitted
+            self.model = refit(self.ev, self.run.objective, self.measurements, self.fit.profile, self.model.name,
+                               ensemble=max(1, self.agent.ensemble), seed=seed, cv_error=self.model.cv_error)
+            return
+        self.chosen_at = self.rounds
         self.model, cands = choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
                                    ensemble=max(1, self.agent.ensemble), seed=seed)
         log.info("guided round %d: model %s (cross-validated errors %s)", self.rounds, self.model.name,

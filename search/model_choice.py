@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.tuning.evaluator import Evaluator
 
-__all__ = ["Candidate", "MODELS", "TIE", "choose"]
+__all__ = ["Candidate", "MODELS", "TIE", "choose", "refit"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,25 @@ def _errors(ev: "Evaluator", sim: CorrectedSimulator, objective: Any, correction
         if pred is not None:
             out.append(abs(math.log(got / pred)))
     return out
+
+
+def refit(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"], full_profile: Any, name: str, *,
+          ensemble: int = 0, seed: int | None = None, cv_error: float | None = None) -> Candidate:
+    """Candidate ``name`` fitted on every measurement, without cross-validation (a model chosen
+    in an earlier round, refitted with the new measurements)."""
+    from placetune.calibration import observations
+
+    ms = [m for m in measurements if m.ok and m.realized]
+    c = Candidate(name, full_profile if name == "profile" else None, cv_error=cv_error)
+    try:
+        if name == "scales":
+            c.profile = _profile(ev, name, observations(ev.model, ev.platform, ev.settings, ms), ms, None)
+        sim = _simulator(ev, c.profile)
+        if sim is not None:
+            c.correction, c.draws, _ = fit_correction(sim, objective, ms, ensemble=ensemble, seed=seed)
+    except Exception as exc:  # noqa: BLE001 - a degenerate fit: the physical model alone
+        log.info("guided: model %s not refitted (%s)", name, exc)
+    return c
 
 
 def choose(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"], full_profile: Any, *,

@@ -124,3 +124,45 @@ def test_stop_when_converged_ends_the_run_and_says_so(tmp_path):
     full, outcome = _tune(tmp_path / "full", model="seed-block", agent="local", trials=40)
     assert outcome.trials_done == 40 and not outcome.convergence.stopped
     assert re.search(r"^converged at trial \d+ of 40 .* bought", full, re.M)
+
+
+def test_the_residual_model_learns_what_the_profile_cannot_express():
+    """A device whose DLA segments slow down past 8 layers (no scale of the simulator's terms says
+    so): fitted on 24 plans, the segment residuals predict 12 other plans' long DLA segments far better."""
+    import numpy as np
+
+    from placetune.backends.simulate.simulator import SimulatedJetson
+    from search.residual import Correction, CorrectedSimulator, fit_correction
+
+    ev = Evaluator("resnet18", "orin-agx", mode="pipeline", precision="int8", objective="throughput",
+                   frames_in_flight=4)
+    space, rng, sim = ev.space("stages"), np.random.default_rng(0), SimulatedJetson(timeline=False)
+
+    def measured(a):
+        m = sim.measure(ev.realise(space.to_placement(a)), ev.platform, ev.settings)
+        for s in m.segment_times_ms:  # the device: +4 % per DLA layer past 8
+            if s["device"] != "GPU":
+                s["time_ms"] *= 1 + 0.04 * max(0, s["layers"] - 8)
+        return m
+
+    plans = [measured(space.sample(rng)) for _ in range(36)]
+    inc = CorrectedSimulator(ev.model, ev.platform, ev.settings, sim)
+    corr, _, info = fit_correction(inc, ev.objective, plans[:24])
+    assert corr.segment.any() and info["segments"] > 24
+
+    def dla_errors(correction):
+        from placetune.placement.segmenting import segment_arrays
+        from search.residual import _codes
+
+        inc.correction = correction
+        out = []
+        for m in plans[24:]:
+            codes = _codes(ev.model, m.realized)
+            sa = segment_arrays(inc.producers, codes, True)
+            pred, _, dev = inc.segment_times(codes, sa)
+            out += [abs(np.log((s["time_ms"] - inc.table.engine_ms) / p))
+                    for s, p, d in zip(m.segment_times_ms, pred, dev) if d > 0 and s["layers"] > 8]
+        return float(np.median(out))
+
+    before, after = dla_errors(Correction.none()), dla_errors(corr)
+    assert before > 0.1 and after < before / 3, (before, after)
