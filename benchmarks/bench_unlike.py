@@ -7,15 +7,18 @@ and TensorRT-style per-layer profiles. Agents see it only through measurements.
 
 For every case, family and draw:
 
-* **best known**: the best noise-free value of a long blind search on the noise-free truth
-  (local search at stages and fusion granularity, iterated with random kicks, several seeds),
-  and of every plan any run below reported; cached in ``--cache`` under a key of the simulator's
-  sources and constants, the truth's parameters and the case, so it is recomputed when any of
-  them changes (``--refresh`` recomputes it anyway; a better plan found later replaces it);
+* **best known**: the best noise-free value of long blind searches on the noise-free truth
+  (iterated first-improvement descent over stage moves, then local search over unit moves from
+  its best; ``--reference-seeds`` of ``--reference-budget`` evaluations), and of every plan any
+  run below reported; cached in ``--cache`` under a key of the case, the truth's parameters and
+  the truth's values on fixed probe plans, so it is recomputed when the simulator changes any of
+  them (``--refresh`` recomputes it anyway; a better plan found later replaces it);
 * **default agent**: ``--seeds`` runs with a budget of 15 and of 50 evaluations each; a run's
   value is the **noise-free** value of the plan it reports (its best, after its own re-ranking);
   the table gives the median gap to the best known;
-* **blind agents** (``--blind``: local search at stages and fusion granularity, random): runs of
+* **blind agents** (``--blind``: ``stage-descent``, the guided agent's stage-move search run on
+  measurements instead of a model, with start patterns cut by unit counts; ``local`` search
+  over fusion groups; ``random`` stage plans; ``optuna`` on request): runs of
   ``--blind-budget`` evaluations; after every evaluation the plan it would report (its best
   measured so far) is valued noise-free; the table gives the evaluations the best blind agent
   needs (median over seeds) to reach the default agent's quality at 15 and at 50 evaluations
@@ -27,9 +30,8 @@ concurrent pair googlenet + resnet50 (latency, batch 1, int8).
 Everything is SIMULATED; nothing is measured on a Jetson.
 
 Usage (the full run takes hours on a shared machine: run it with nice, in the background):
-    nice -n 10 python benchmarks/bench_unlike.py                      # every family, draw and case
+    nice -n 10 python benchmarks/bench_unlike.py                      # every family, draw and case (hours)
     python benchmarks/bench_unlike.py --families seg-length --draws 0 --cases resnet50 --seeds 1
-    python benchmarks/bench_unlike.py --profile-families              # the device-profile families too
 """
 
 from __future__ import annotations
@@ -386,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                 key = cache_key(case, t)
                 entry = cache.get(key)
                 if entry is None or args.refresh:
-                    log(f"  best known of {case} {fam} {d}: long local searches ({t.describe()})")
+                    log(f"  best known of {case} {fam} {d}: long blind searches ({t.describe()})")
                     v, plan, src = long_blind_search(case, t, args.reference_budget, args.reference_seeds, log)
                     entry = cache[key] = {"value": v, "plan": plan, "source": src, "blind_value": v,
                                           "truth": t.describe()}

@@ -1,5 +1,5 @@
 """``guided``: learn the device from the builds the run pays for, and build only what the model
-predicts will pay off.
+predicts will pay off; notice when the model is wrong and still converge.
 
 Every real evaluation (an engine build and timing on a Jetson: 1-2 minutes) is precious; a
 simulator evaluation costs about a millisecond. The agent works in rounds:
@@ -7,18 +7,26 @@ simulator evaluation costs about a millisecond. The agent works in rounds:
 1. **fit** multiplicative corrections of the simulator (GPU, DLA, boundary, loadable,
    contention, per op class and per layer, engine overhead; :mod:`placetune.calibration`) to
    the measurements of this run, starting from the built-in platform: the agent never reads
-   the backend's own device profile. Bootstrap refits give the spread of a prediction;
-2. **search the corrected simulator** with thousands of cheap evaluations
-   (:func:`search.surrogate.inner_search`: first-improvement descent over stage moves of
-   :mod:`placetune.placement.stages`, from the best measured placements, the previous
-   round's best predictions and random restarts);
+   the backend's own device profile. On top of it, a **residual model** of what such scales
+   cannot express, on the realised placement's structure (segment lengths and devices, cuts,
+   misaligned reformats, convolutions fed across a cut, the devices' overlap:
+   :mod:`search.residual`). The model it trusts this round is the candidate (per-layer
+   profile, scales only, or the simulator as it is, each with its residuals) that predicts
+   left-out plans best (:mod:`search.model_choice`);
+2. **search the model** with thousands of cheap evaluations (:func:`search.surrogate.inner_search`:
+   first-improvement descent over stage moves of :mod:`placetune.placement.stages`, from the best
+   measured placements, the previous round's best predictions and random restarts);
 3. **pick a few new, diverse candidates**: the best predicted one, then the most optimistic
-   (mean - ``kappa`` x spread over the bootstrap fits) of other stage-device patterns;
+   (mean - ``kappa`` x spread over posterior draws of the model) of other stage-device patterns,
+   and model-ranked neighbours of the best measured plan (local search on the device); while
+   the model's recent picks miss their predictions (median error over :data:`POOR_ERROR`) most
+   picks are such neighbours, and after two rounds in a row without a gain the **trust region**
+   (units that may differ from a top measured plan) halves;
 4. **evaluate them** on the backend (:meth:`search.base.SearchRun.evaluate`), and repeat.
 
-The first round measures the baselines (all-GPU, all-DLA with fallback, the per-core split)
+The first round measures the study's baselines (:func:`placetune.tuning.baselines.study_baselines`)
 and the uncorrected simulator's best predictions. Progress lines show the prediction next to
-each measurement and the fit's current cross-validated error. The search space is the run's
+each measurement and the model's current cross-validated error. The search space is the run's
 space (``granularity``, default ``stages``): with ``fusion`` or ``layer`` the same stage moves
 apply, ``scope:N`` coarsens them. Multi-objective runs (``latency+energy``) are guided by the
 primary objective; the Pareto front is kept from what was measured.
@@ -26,14 +34,15 @@ primary objective; the Pareto front is kept from what was measured.
 Each build of a network picks TensorRT tactics anew (~1-3 % apart on a Jetson; the simulated
 Jetson draws a factor per build with ``noise`` > 0), so the best of many single builds tends to
 be a lucky one. With a budget of at least :data:`REMEASURE_MIN_BUDGET` evaluations the agent
-keeps the last ``remeasure`` (default 3) of them back: when the search is done it builds its
-top ``remeasure`` measured candidates (distinct realisations) once more each
-(:meth:`search.base.SearchRun.remeasure`; the store then holds each one's median over its
-builds, :meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and re-ranks them by these
-combined figures; the result's best and notes say so ("re-measured the top 3: ..."). It
-re-measures nothing with a smaller or no evaluation budget, with ``remeasure=0``, or on a
-simulated backend without noise (a rebuild gives the same figures). When the best was not
-re-measured and looks far better than its prediction (possibly a lucky one) the notes say so.
+builds a close contender of the best again every other round and keeps the last ``remeasure``
+(default 3) evaluations back: when the search is done it builds its top ``remeasure`` measured
+candidates (distinct realisations) once more each (:mod:`search.rebuilds`,
+:meth:`search.base.SearchRun.remeasure`; the store then holds each one's median over its builds,
+:meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and re-ranks them by these combined
+figures; the result's best and notes say so ("re-measured the top 3: ..."). It re-measures
+nothing with a smaller or no evaluation budget, with ``remeasure=0``, or on a simulated backend
+without noise (a rebuild gives the same figures). When the best was not re-measured and looks
+far better than its prediction (possibly a lucky one) the notes say so.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ from placetune.measurement import Measurement
 
 from .base import (Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments, canonical,
                    project)
+from .rebuilds import Rebuilds
 from .surrogate import Fit, Surrogate, fit_ensemble, inner_search
 
 if TYPE_CHECKING:
@@ -74,11 +84,6 @@ MIN_RADIUS = 4
 #: (in between, the chosen one is refitted): the choice settles, its cost grows with the measurements
 CHOOSE_EVERY_FROM = 30
 CHOOSE_EVERY = 4
-#: build-to-build noise assumed before any re-measurement (sd of log values: a Jetson's 1-3 %)
-NOISE_PRIOR = 0.02
-#: builds of one placement after which it is not built again during the run
-MAX_BUILDS = 4
-_BUILD_FIELD = {"throughput": "throughput_fps", "latency": "median_ms", "energy": "energy_mj"}
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +167,7 @@ class GuidedAgent(Agent):
         return self.remeasure
 
 
-class _State:
+class _State(Rebuilds):
     """One guided run's bookkeeping."""
 
     def __init__(self, run: SearchRun, agent: GuidedAgent) -> None:
@@ -457,99 +462,6 @@ class _State:
         """The sequence of stage devices (diversity: one candidate per pattern first)."""
         return tuple(s.device for s in self.space.stages(a))
 
-    def rebuild(self, key: Sequence[int]) -> Measurement:
-        """Build a measured assignment once more; every assignment of its realisation, and the fit,
-        see the median over its builds from then on."""
-        m = self.run.remeasure(key)
-        self.remeasured += 1
-        r = self.realised(key)
-        for k in self.measured:  # every assignment of that realisation
-            if self.realised(k) == r:
-                self.measured[k] = self.run.loss(m)
-        self.measurements = [x for x in self.measurements if x.realized != m.realized] + [m]
-        return m
-
-    def builds(self, key: Sequence[int]) -> list[float]:
-        """The objective's value of each ok build of a measured assignment."""
-        m = self.run.known(key)
-        field = _BUILD_FIELD.get(self.run.objective.names[0])
-        if m is None or not m.ok or field is None:
-            return []
-        entries = m.extra.get("builds") or [{field: self.run.objective.value(m)}]
-        return [float(b[field]) for b in entries if isinstance(b.get(field), (int, float)) and b[field] > 0]
-
-    def noise(self) -> float:
-        """Build-to-build noise (sd of log values) pooled over the re-measured plans, shrunk towards
-        :data:`NOISE_PRIOR` (two pseudo-observations)."""
-        ss, dof = 2 * NOISE_PRIOR ** 2, 2
-        for key in {self.realised(k): k for k in self.measured}.values():
-            vals = np.log(self.builds(key))
-            if len(vals) >= 2:
-                ss += float(((vals - vals.mean()) ** 2).sum())
-                dof += len(vals) - 1
-        return math.sqrt(ss / dof)
-
-    def contest(self) -> tuple[int, ...] | None:
-        """The assignment to build again while the best measured and a runner-up are closer than
-        the noise can tell apart: of the two, the one with fewer builds (None: no such contest)."""
-        top: list[tuple[int, ...]] = []
-        seen: set[str] = set()
-        for key, loss in sorted(self.measured.items(), key=lambda t: t[1]):
-            if not math.isfinite(loss) or abs(loss) >= 1e12 or len(top) >= 3:
-                break
-            if self.realised(key) not in seen:
-                seen.add(self.realised(key))
-                top.append(key)
-        if len(top) < 2:
-            return None
-        sigma = self.noise()
-        nb = max(1, len(self.builds(top[0])))
-        for c in top[1:]:
-            nc = max(1, len(self.builds(c)))
-            close = abs(math.log(self.measured[c] / self.measured[top[0]])) < 2 * sigma * math.sqrt(1 / nb + 1 / nc)
-            key = top[0] if nb <= nc else c
-            if close and len(self.builds(key)) < MAX_BUILDS:
-                return key
-        return None
-
-    def remeasure_top(self, n: int) -> None:
-        """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
-        them by the median over their builds, and say so in the notes."""
-        run, obj = self.run, self.run.objective
-        top: list[tuple[int, ...]] = []
-        realisations: set[str] = set()
-        for key, loss in sorted(self.measured.items(), key=lambda t: t[1]):
-            if not math.isfinite(loss) or len(top) >= n:
-                break
-            if self.realised(key) not in realisations:
-                realisations.add(self.realised(key))
-                top.append(key)
-        if not top:
-            return
-        crowned = run.best_assignment
-        shown = []
-        for key in top:
-            before = obj.value(run.known(key))
-            try:
-                m = self.rebuild(key)
-            except BudgetExhausted:
-                run.notes.append(f"re-measured {len(shown)} of the top {len(top)}: the time budget ran out")
-                break
-            shown.append(f"{_fmt(before)} -> {_fmt(obj.value(m))} ({len(m.extra.get('builds') or ())} builds)")
-        if not shown:
-            return
-        unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
-        now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
-        if run.best_assignment == crowned:
-            moved = ""
-        elif now is not None:
-            moved = f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
-        else:
-            moved = f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it"
-        run.notes.append(f"re-measured the top {len(shown)} ({obj.names[0]}{unit}, as measured -> median over "
-                         "builds): " + ", ".join(shown) + moved)
-        log.info("guided: %s", run.notes[-1])
-
     def finish(self) -> None:
         """Note a best measurement much better than its prediction (a possibly lucky one), unless
         it was re-measured."""
@@ -563,7 +475,3 @@ class _State:
             if err > 0.1 and got < pred:
                 self.run.notes.append(f"the best measurement is {100 * err:.0f}% better than the model predicted; "
                                       "measure it again before relying on it")
-
-
-def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}"
