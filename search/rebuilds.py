@@ -15,6 +15,7 @@ The store then holds each plan's median over its builds
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,6 +27,8 @@ from placetune.measurement import Measurement
 from .base import BudgetExhausted
 
 __all__ = ["Rebuilds", "NOISE_PRIOR", "MAX_BUILDS"]
+
+log = logging.getLogger(__name__)
 
 #: build-to-build noise assumed before any re-measurement (sd of log values: a Jetson's 1-3 %)
 NOISE_PRIOR = 0.02
