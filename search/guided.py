@@ -80,6 +80,8 @@ _RECENT = 6
 TRUST_GAIN = 0.003
 #: the narrowest trust region, in units that differ from a top measured assignment
 MIN_RADIUS = 4
+#: predicted candidates scanned for a round's picks (best first)
+_SCAN = 2000
 #: with more measurements than this, the model is chosen by cross-validation every CHOOSE_EVERY rounds
 #: (in between, the chosen one is refitted): the choice settles, its cost grows with the measurements
 CHOOSE_EVERY_FROM = 30
@@ -230,6 +232,10 @@ class _State(Rebuilds):
             return True
         x = np.asarray(a)
         return any(int((x != np.asarray(b)).sum()) <= self.radius for b in self.top_measured(3))
+
+    def distance(self, a: Sequence[int], b: Sequence[int]) -> int:
+        """Units on other devices, DLA cores relabelled alike (twins are 0 apart)."""
+        return int((np.asarray(self.canon(list(a))) != np.asarray(self.canon(list(b)))).sum())
 
     def top_measured(self, n: int) -> list[list[int]]:
         return [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:n]]
@@ -396,14 +402,27 @@ class _State(Rebuilds):
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:
         """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
+        from placetune.placement.stages import assignment_of
+
+        # the pool: the best predicted, at most 3 per stage-device pattern so that others get in,
+        # and the best of every pattern the inner search refined (its portfolio)
+        pool = list(ranked[:_SCAN])
+        pool += sorted(((sur.loss(a), a) for a in (assignment_of(self.space, st) for st in self.portfolio.values())),
+                       key=lambda t: t[0])
         top, keys = [], set()
-        for v, a in ranked:
-            c = self.canon(a)
-            if c not in keys and not self.seen(a) and self.near(a):
-                keys.add(c)
-                top.append((v, a))
-            if len(top) >= 24:
+        per: dict[tuple[int, ...], int] = {}
+        for v, a in sorted(pool, key=lambda t: t[0]):
+            if not math.isfinite(v) or len(top) >= 24:
                 break
+            c = self.canon(a)
+            if c in keys or self.seen(a) or not self.near(a):
+                continue
+            pat = self.pattern(a)
+            if per.get(pat, 0) >= 3:
+                continue
+            per[pat] = per.get(pat, 0) + 1
+            keys.add(c)
+            top.append((v, a))
         if not top:
             return []
         mean = np.array([v for v, _ in top])
@@ -421,6 +440,7 @@ class _State(Rebuilds):
         score = mean - self.agent.kappa * spread
         picks: list[tuple[list[int], float]] = [(top[0][1], float(top[0][0]))]
         patterns = {self.pattern(top[0][1])}
+        apart = max(4, self.space.n_units // 10)  # a diverse pick differs from every other in this many units
         order = np.argsort(score, kind="stable")
         for j in order:
             if len(picks) >= k:
@@ -429,7 +449,7 @@ class _State(Rebuilds):
             if any(a == b for b, _ in picks) or not math.isfinite(mean[j]):
                 continue
             pat = self.pattern(a)
-            if pat in patterns:
+            if pat in patterns or min(self.distance(a, b) for b, _ in picks) < apart:
                 continue
             patterns.add(pat)
             picks.append((a, float(mean[j])))
@@ -459,8 +479,9 @@ class _State(Rebuilds):
         return None if best is None else (best[1], best[0])
 
     def pattern(self, a: list[int]) -> tuple[int, ...]:
-        """The sequence of stage devices (diversity: one candidate per pattern first)."""
-        return tuple(s.device for s in self.space.stages(a))
+        """The sequence of stage devices, DLA cores named in order of first use (diversity: one
+        candidate per pattern first; two plans that swap DLA0 and DLA1 are one pattern)."""
+        return tuple(s.device for s in self.space.stages(list(self.canon(a))))
 
     def finish(self) -> None:
         """Note a best measurement much better than its prediction (a possibly lucky one), unless
