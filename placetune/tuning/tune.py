@@ -242,6 +242,8 @@ class Tuner:
             progress.set_baseline(base)
         self.watch = ConvergenceWatch.from_store(ev, cfg.trials)
         ev.add_callback(self.watch.update)
+        if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
+            ev.add_callback(self._announce_convergence)
         remaining = cfg.trials - self._trials_done(agent_probe)
         interrupted = False
         said: list[str] = []
@@ -402,6 +404,17 @@ class Tuner:
             if m.dla_loadables:
                 self._say("DLA loadables per core: " + ", ".join(f"{d} {k}" for d, k in m.dla_loadables.items()))
         self._verdict(outcome, rows)
+
+    def _announce_convergence(self, placement: Placement, m: Measurement) -> None:
+        """Evaluator callback: one line when the study has just converged."""
+        if getattr(self, "_announced", False) or not self.watch.converged:
+            return
+        self._announced = True
+        c = self.watch.result()
+        then = ("; the run stops here (stop_when_converged)" if self.cfg.stop_when_converged
+                else "; the run goes on (--stop-when-converged ends a run here)")
+        self._say(f"converged at trial {c.trial}: no gain over {100 * c.min_gain:g}% in the {c.patience} trials "
+                  f"after it{then}")
 
     def _verdict(self, outcome: TuneOutcome, rows: list[tuple[str, Measurement | None]]) -> None:
         """The verdict (what the run found and what that rests on) and where the study converged;
