@@ -24,7 +24,10 @@ Example:
 :class:`SearchRun` is the bookkeeping every agent needs: it checks the budget before each
 ``evaluate()`` call (the number of calls never exceeds ``budget.evaluations``), keeps
 masks honest, remembers what was already asked (so an agent never pays twice for the
-same assignment), and tracks the history and the best measurement.
+same assignment), answers a placement whose realisation the study already holds without an
+``evaluate()`` call (:meth:`SearchRun.answer`: no build, no budget), measures the study's
+baselines first (:meth:`SearchRun.measure_baselines`), and tracks the history and the best
+measurement.
 """
 
 from __future__ import annotations
@@ -72,8 +75,9 @@ class Budget:
     """How much an agent may spend.
 
     Args:
-        evaluations: the most ``Evaluator.evaluate()`` calls a run may make (cache hits
-            count: they are calls). None: no limit.
+        evaluations: the most ``Evaluator.evaluate()`` calls a run may make (a cache hit from
+            another study of the same scope counts: it is a call that makes the plan this
+            study's; a placement this study already holds is answered without a call). None: no limit.
         seconds: wall-clock limit, checked before each call (a measurement in flight is
             not interrupted). None: no limit.
         stop: a condition checked before each call, e.g. "the run has converged"
