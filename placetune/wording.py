@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["plural", "versus"]
+__all__ = ["figure", "plural", "versus"]
 
 #: objective -> (word when better, word when worse); a gain > 1 is better.
 _WORDS = {
@@ -25,6 +25,18 @@ _WORDS = {
     "energy": ("less energy", "more energy"),
     "gpu_time": ("less GPU time", "more GPU time"),
 }
+
+
+def figure(value: float | None) -> str:
+    """A measured figure as a person reads it: ``2,345`` from a thousand up, else four significant
+    digits (``37.12``, ``0.9127``); ``-`` for None.
+
+    >>> figure(2345.4), figure(37.123), figure(None)
+    ('2,345', '37.12', '-')
+    """
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:

@@ -24,7 +24,10 @@ Example:
 :class:`SearchRun` is the bookkeeping every agent needs: it checks the budget before each
 ``evaluate()`` call (the number of calls never exceeds ``budget.evaluations``), keeps
 masks honest, remembers what was already asked (so an agent never pays twice for the
-same assignment), and tracks the history and the best measurement.
+same assignment), answers a placement whose realisation the study already holds without an
+``evaluate()`` call (:meth:`SearchRun.answer`: no build, no budget), measures the study's
+baselines first (:meth:`SearchRun.measure_baselines`), and tracks the history and the best
+measurement.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -42,6 +45,8 @@ from placetune import PlacementError
 from placetune.measurement import Measurement
 from placetune.placement.placement import Placement
 from placetune.wording import plural
+
+from .baselines import baseline_assignments, canonical, project
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -55,10 +60,15 @@ __all__ = [
     "Agent",
     "SearchRun",
     "baseline_assignments",
+    "canonical",
     "project",
 ]
 
 log = logging.getLogger(__name__)
+
+#: answers in a row from the study's own measurements after which a run stops (the agent
+#: proposes nothing new, so it would never spend its budget)
+_MAX_FREE_RUN = 5000
 
 
 @dataclass(frozen=True)
@@ -66,10 +76,14 @@ class Budget:
     """How much an agent may spend.
 
     Args:
-        evaluations: the most ``Evaluator.evaluate()`` calls a run may make (cache hits
-            count: they are calls). None: no limit.
+        evaluations: the most ``Evaluator.evaluate()`` calls a run may make (a cache hit from
+            another study of the same scope counts: it is a call that makes the plan this
+            study's; a placement this study already holds is answered without a call). None: no limit.
         seconds: wall-clock limit, checked before each call (a measurement in flight is
             not interrupted). None: no limit.
+        stop: a condition checked before each call, e.g. "the run has converged"
+            (:mod:`placetune.tuning.convergence`): once it returns True the run is exhausted,
+            except for the re-measurements an agent held back for its end. None: none.
 
     Raises:
         ValueError: a negative number of evaluations or a non-positive time.
@@ -81,6 +95,7 @@ class Budget:
 
     evaluations: int | None = None
     seconds: float | None = None
+    stop: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.evaluations is not None and int(self.evaluations) < 0:
@@ -90,8 +105,8 @@ class Budget:
 
     @property
     def unlimited(self) -> bool:
-        """True when neither a number of evaluations nor a time is set."""
-        return self.evaluations is None and self.seconds is None
+        """True when neither a number of evaluations, a time nor a stop condition is set."""
+        return self.evaluations is None and self.seconds is None and self.stop is None
 
 
 class BudgetExhausted(Exception):
@@ -214,47 +229,6 @@ class Agent:
         return f"{type(self).__name__}({opts})"
 
 
-def project(space: "Space", assignment: Sequence[int]) -> list[int]:
-    """Replace masked devices by the unit's first allowed device (the GPU when allowed).
-
-    This is what realisation does with GPU fallback for layers the DLA cannot run.
-    """
-    out = []
-    for i, a in enumerate(assignment):
-        a = int(a)
-        if not space.mask[i, a]:
-            allowed = np.flatnonzero(space.mask[i])
-            a = 0 if space.mask[i, 0] else int(allowed[0])
-        out.append(a)
-    return out
-
-
-def baseline_assignments(space: "Space") -> dict[str, list[int]]:
-    """The baselines of :meth:`placetune.tuning.evaluator.Evaluator.baselines` as masked assignments.
-
-    All-GPU, all-DLA on each DLA device of the space (masked units stay on the GPU, as
-    GPU fallback would do) and, when the space has two DLA cores (pipeline mode), the
-    first half of the layers on DLA0 and the second half on DLA1.
-    """
-    out: dict[str, list[int]] = {"all-gpu": project(space, [0] * space.n_units)}
-    dlas = [k for k, d in enumerate(space.devices) if d != "GPU"]
-    for k in dlas:
-        out[f"all-{space.devices[k].lower()}"] = project(space, [k] * space.n_units)
-    if len(dlas) >= 2:
-        model = space.model
-        names = model.names
-        half = len(names) // 2
-        p = Placement(model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(names)})
-        out["split-dla0-dla1"] = project(space, space.from_placement(p))
-    seen: set[tuple[int, ...]] = set()
-    unique = {}
-    for k, a in out.items():
-        if tuple(a) not in seen:
-            seen.add(tuple(a))
-            unique[k] = a
-    return unique
-
-
 class SearchRun:
     """Budget-checked evaluation bookkeeping for one agent run.
 
@@ -299,6 +273,10 @@ class SearchRun:
         self._seen: dict[tuple[int, ...], Measurement] = {}
         self._points: list[tuple[Placement, Measurement, tuple[float, ...]]] = []
         self.notes: list[str] = []
+        #: answers given without an evaluate() call: realisations the study already holds
+        self.free = 0
+        self._free_run = 0  # of them, in a row (an agent that only proposes known plans stops)
+        self._study_keys: set[str] | None = None  # realised placement keys of the study's requests
         #: evaluations held back for the end of the run (e.g. :meth:`remeasure`): :attr:`remaining`
         #: and :attr:`exhausted` leave them out until the agent sets this back to 0
         self.reserve = 0
@@ -323,8 +301,11 @@ class SearchRun:
 
     @property
     def exhausted(self) -> bool:
-        """True when no further call is allowed."""
+        """True when no further call is allowed (the budget's stop condition included, unless
+        a :attr:`reserve` was set back to 0 for the end of the run)."""
         if self.remaining == 0:
+            return True
+        if self.budget.stop is not None and self.budget.stop():
             return True
         return self.budget.seconds is not None and self.elapsed >= float(self.budget.seconds)
 
@@ -360,23 +341,86 @@ class SearchRun:
         if not self.space.is_allowed(key):
             bad = [self.space.units[i].name for i, a in enumerate(key) if not self.space.mask[i, a]]
             raise PlacementError(f"assignment puts masked units on devices they cannot use: {', '.join(bad[:5])}")
+        if reuse:
+            m = self.answer(key)
+            if m is not None:  # the study holds this realisation: no build, no budget
+                return m
+        placement = self.space.to_placement(list(key))
         if self.remaining == 0 or (not finish and self.exhausted):
             raise BudgetExhausted()
-        placement = self.space.to_placement(list(key))
         kw: dict[str, Any] = {"annotation": annotation} if annotation else {}
         m = self.evaluator.evaluate(placement, agent=self.agent, trial_number=self.evaluations, **kw)
+        self._free_run = 0
+        if self._study_keys is not None:
+            self._study_keys.add(self.evaluator.realised_key(placement))
         self.observe(list(key), placement, m)
         return m
 
-    def observe(self, assignment: Sequence[int] | None, placement: Placement, m: Measurement) -> float | None:
+    def answer(self, assignment: Sequence[int]) -> Measurement | None:
+        """The study's measurement of an assignment's realisation when the study already asked for
+        it (in this run or an earlier one, e.g. a baseline ``placetune tune`` measured first),
+        recorded as an answer without an ``evaluate()`` call (:attr:`free`: no build, no budget);
+        None when it has to be evaluated.
+
+        Raises:
+            BudgetExhausted: the agent proposed only such placements for a long while (it would
+                never spend its budget).
+        """
+        key = tuple(int(a) for a in assignment)
+        if key in self._seen:
+            return self._seen[key]
+        if self._free_run >= _MAX_FREE_RUN:
+            self.notes.append(f"stopped early: the last {_MAX_FREE_RUN} proposals were placements already measured")
+            self._free_run = 0
+            raise BudgetExhausted()
+        ev = self.evaluator
+        if self._study_keys is None:
+            self._study_keys = {r.placement_key for r in ev.store.requests(ev.study_name)}
+        placement = self.space.to_placement(list(key))
+        m = ev.peek(placement) if self._study_keys and ev.realised_key(placement) in self._study_keys else None
+        if m is not None:
+            self.free += 1
+            self._free_run += 1
+            self.observe(list(key), placement, m, counted=False)
+        return m
+
+    def measure_baselines(self) -> dict[str, Measurement]:
+        """Evaluate the study's baselines (:func:`placetune.tuning.baselines.study_baselines`:
+        all-GPU, all-DLA with fallback, the per-core split; a concurrent study's naive plans the
+        model cannot rule out), one of each pair that swaps DLA0 and DLA1, while the budget lasts.
+
+        Every built-in agent starts with them, so a run never reports a plan worse than the best
+        baseline it measured; those the study already holds cost nothing.
+
+        Returns:
+            baseline name -> measurement, for those evaluated.
+        """
+        from placetune.tuning.baselines import study_baselines
+
+        out: dict[str, Measurement] = {}
+        for b in study_baselines(self.evaluator):
+            if not b.measured_by_study:
+                continue
+            a = project(self.space, self.space.from_placement(b.placement))
+            if self.known(a) is None and self.answer(a) is None and self.exhausted:
+                break
+            out[b.name] = self.evaluate(a)
+        return out
+
+    def observe(self, assignment: Sequence[int] | None, placement: Placement, m: Measurement, *,
+                counted: bool = True) -> float | None:
         """Record an evaluation made elsewhere (e.g. by an environment's ``step``).
+
+        Args:
+            counted: False for an answer that was no ``evaluate()`` call (the study already held
+                it): the best and the Pareto front take it, the history and the counts do not.
 
         Returns:
             The primary objective value (None when the measurement failed).
         """
-        if m.extra.get("cache_hit"):
+        if counted and m.extra.get("cache_hit"):
             self.cache_hits += 1
-        else:
+        elif counted:
             self.measured += 1
         value = self.objective.value(m)
         if assignment is not None:
@@ -391,7 +435,8 @@ class SearchRun:
             vals = self.objective.values(m)
             if vals is not None:
                 self._points.append((placement, m, vals))
-        self.history.append(HistoryEntry(len(self.history) + 1, value, self.best_value))
+        if counted:
+            self.history.append(HistoryEntry(len(self.history) + 1, value, self.best_value))
         return value
 
     def remeasure(self, assignment: Sequence[int], *, builds: int = 1) -> Measurement:
@@ -414,7 +459,8 @@ class SearchRun:
         if key not in self._seen:
             raise PlacementError("re-measure: the assignment was not evaluated in this run")
         left = self.remaining
-        if (left is not None and left < builds) or self.exhausted:
+        late = self.budget.seconds is not None and self.elapsed >= float(self.budget.seconds)
+        if (left is not None and left < builds) or late:  # the stop condition does not apply here
             raise BudgetExhausted()
         placement = self.space.to_placement(list(key))
         m = self.evaluator.remeasure(placement, builds=builds, trial_number=self.evaluations)

@@ -481,6 +481,7 @@ class ExactAgent(Agent):
         return run.result(certified=False, **extra)
 
     def _improve(self, run: SearchRun, start: list[int] | None) -> None:
+        """Local search from ``start`` (None: the best baseline), the baselines measured first."""
         from .local import LocalAgent
 
         LocalAgent(seed=self.seed, granularity=self.granularity).improve(run, start)

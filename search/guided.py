@@ -1,5 +1,5 @@
 """``guided``: learn the device from the builds the run pays for, and build only what the model
-predicts will pay off.
+predicts will pay off; notice when the model is wrong and still converge.
 
 Every real evaluation (an engine build and timing on a Jetson: 1-2 minutes) is precious; a
 simulator evaluation costs about a millisecond. The agent works in rounds:
@@ -7,18 +7,26 @@ simulator evaluation costs about a millisecond. The agent works in rounds:
 1. **fit** multiplicative corrections of the simulator (GPU, DLA, boundary, loadable,
    contention, per op class and per layer, engine overhead; :mod:`placetune.calibration`) to
    the measurements of this run, starting from the built-in platform: the agent never reads
-   the backend's own device profile. Bootstrap refits give the spread of a prediction;
-2. **search the corrected simulator** with thousands of cheap evaluations
-   (:func:`search.surrogate.inner_search`: first-improvement descent over stage moves of
-   :mod:`placetune.placement.stages`, from the best measured placements, the previous
-   round's best predictions and random restarts);
+   the backend's own device profile. On top of it, a **residual model** of what such scales
+   cannot express, on the realised placement's structure (segment lengths and devices, cuts,
+   misaligned reformats, convolutions fed across a cut, the devices' overlap:
+   :mod:`search.residual`). The model it trusts this round is the candidate (per-layer
+   profile, scales only, or the simulator as it is, each with its residuals) that predicts
+   left-out plans best (:mod:`search.model_choice`);
+2. **search the model** with thousands of cheap evaluations (:func:`search.surrogate.inner_search`:
+   first-improvement descent over stage moves of :mod:`placetune.placement.stages`, from the best
+   measured placements, the previous round's best predictions and random restarts);
 3. **pick a few new, diverse candidates**: the best predicted one, then the most optimistic
-   (mean - ``kappa`` x spread over the bootstrap fits) of other stage-device patterns;
+   (mean - ``kappa`` x spread over posterior draws of the model) of other stage-device patterns,
+   and model-ranked neighbours of the best measured plan (local search on the device); while
+   the model's recent picks miss their predictions (median error over :data:`POOR_ERROR`) most
+   picks are such neighbours, and after two rounds in a row without a gain the **trust region**
+   (units that may differ from a top measured plan) halves;
 4. **evaluate them** on the backend (:meth:`search.base.SearchRun.evaluate`), and repeat.
 
-The first round measures the baselines (all-GPU, all-DLA with fallback, the per-core split)
+The first round measures the study's baselines (:func:`placetune.tuning.baselines.study_baselines`)
 and the uncorrected simulator's best predictions. Progress lines show the prediction next to
-each measurement and the fit's current cross-validated error. The search space is the run's
+each measurement and the model's current cross-validated error. The search space is the run's
 space (``granularity``, default ``stages``): with ``fusion`` or ``layer`` the same stage moves
 apply, ``scope:N`` coarsens them. Multi-objective runs (``latency+energy``) are guided by the
 primary objective; the Pareto front is kept from what was measured.
@@ -26,14 +34,15 @@ primary objective; the Pareto front is kept from what was measured.
 Each build of a network picks TensorRT tactics anew (~1-3 % apart on a Jetson; the simulated
 Jetson draws a factor per build with ``noise`` > 0), so the best of many single builds tends to
 be a lucky one. With a budget of at least :data:`REMEASURE_MIN_BUDGET` evaluations the agent
-keeps the last ``remeasure`` (default 3) of them back: when the search is done it builds its
-top ``remeasure`` measured candidates (distinct realisations) once more each
-(:meth:`search.base.SearchRun.remeasure`; the store then holds each one's median over its
-builds, :meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and re-ranks them by these
-combined figures; the result's best and notes say so ("re-measured the top 3: ..."). It
-re-measures nothing with a smaller or no evaluation budget, with ``remeasure=0``, or on a
-simulated backend without noise (a rebuild gives the same figures). When the best was not
-re-measured and looks far better than its prediction (possibly a lucky one) the notes say so.
+builds a close contender of the best again every other round and keeps the last ``remeasure``
+(default 3) evaluations back: when the search is done it builds its top ``remeasure`` measured
+candidates (distinct realisations) once more each (:mod:`search.rebuilds`,
+:meth:`search.base.SearchRun.remeasure`; the store then holds each one's median over its builds,
+:meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and re-ranks them by these combined
+figures; the result's best and notes say so ("re-measured the top 3: ..."). It re-measures
+nothing with a smaller or no evaluation budget, with ``remeasure=0``, or on a simulated backend
+without noise (a rebuild gives the same figures). When the best was not re-measured and looks
+far better than its prediction (possibly a lucky one) the notes say so.
 """
 
 from __future__ import annotations
@@ -50,7 +59,9 @@ from collections.abc import Sequence
 from placetune import PlacetuneError
 from placetune.measurement import Measurement
 
-from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments
+from .base import (Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments, canonical,
+                   project)
+from .rebuilds import Rebuilds
 from .surrogate import Fit, Surrogate, fit_ensemble, inner_search
 
 if TYPE_CHECKING:
@@ -60,6 +71,21 @@ __all__ = ["GuidedAgent", "REMEASURE_MIN_BUDGET"]
 
 #: the smallest evaluation budget of which the guided agent keeps evaluations back to re-measure
 REMEASURE_MIN_BUDGET = 20
+#: the model's recent picks missing their predictions by more than this (median |log ratio|) make
+#: it "poor": most of a round's builds then go to model-ranked neighbours of the best measured
+POOR_ERROR = 0.03
+#: picks the recent error is the median of
+_RECENT = 6
+#: a round improves the best measured when it gains more than this (relative)
+TRUST_GAIN = 0.003
+#: the narrowest trust region, in units that differ from a top measured assignment
+MIN_RADIUS = 4
+#: predicted candidates scanned for a round's picks (best first)
+_SCAN = 2000
+#: with more measurements than this, the model is chosen by cross-validation every CHOOSE_EVERY rounds
+#: (in between, the chosen one is refitted): the choice settles, its cost grows with the measurements
+CHOOSE_EVERY_FROM = 30
+CHOOSE_EVERY = 4
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +147,7 @@ class GuidedAgent(Agent):
         state = _State(run, self)
         top = self.remeasure_count(evaluator, budget)
         run.reserve = top  # held back from the search for the re-measurements
+        state.rebuilds = top > 0
         try:
             state.search()
         except BudgetExhausted:
@@ -129,7 +156,7 @@ class GuidedAgent(Agent):
         if top:
             state.remeasure_top(top)
         state.finish()
-        return run.result(rounds=state.rounds, cv_error=state.fit.cv_error, fits=state.cv_history,
+        return run.result(rounds=state.rounds, cv_error=state.cv_error, model=state.model.name, fits=state.cv_history,
                           inner_evaluations=state.inner_calls, inner_rate=state.inner_rate,
                           remeasured=state.remeasured)
 
@@ -142,7 +169,7 @@ class GuidedAgent(Agent):
         return self.remeasure
 
 
-class _State:
+class _State(Rebuilds):
     """One guided run's bookkeeping."""
 
     def __init__(self, run: SearchRun, agent: GuidedAgent) -> None:
@@ -161,6 +188,15 @@ class _State:
         self.elites: list[list[int]] = []
         self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
         self.fit = Fit()
+        from .model_choice import Candidate
+
+        self.model = Candidate("nominal", None)  # this round's model of the device (search.model_choice)
+        self.chosen_at = 0  # the round the model was last chosen by cross-validation
+        self.errors: list[float] = []  # |log(measured / predicted)| of each pick (time-like), in order
+        self.radius = self.space.n_units  # trust region: units that may differ from a top measured plan
+        self.rebuilds = False  # build close contenders again during the run (set by the agent's run)
+        self.rebuilt = 1  # the last round that built a contender again
+        self.misses = 0  # rounds in a row that did not improve the best measured
         self.rounds = 0
         self.cv_history: list[tuple[int, float | None]] = []
         self.inner_calls = 0
@@ -175,15 +211,34 @@ class _State:
     # ---------------------------------------------------------------- steps
     def canon(self, a: list[int]) -> tuple[int, ...]:
         """Key of an assignment up to relabelling the DLA cores (identical hardware: DLA0 <-> DLA1)."""
-        dlas = [k for k, d in enumerate(self.space.devices) if d != "GPU"]
-        if len(dlas) < 2:
-            return tuple(a)
-        order: dict[int, int] = {}
-        for x in a:
-            if x in dlas and x not in order:
-                order[x] = dlas[len(order)]
-        swapped = tuple(order.get(x, x) for x in a)
-        return swapped if self.space.is_allowed(swapped) else tuple(a)
+        return canonical(self.space, a)
+
+    @property
+    def recent_error(self) -> float | None:
+        """Median error of the model's last picks (out of sample: predicted before they were measured)."""
+        last = self.errors[-_RECENT:]
+        return float(np.median(last)) if len(last) >= 2 else None
+
+    @property
+    def poor(self) -> bool:
+        """True while the model's recent picks missed their predictions by more than :data:`POOR_ERROR`."""
+        err = self.recent_error
+        return err is None or err > POOR_ERROR
+
+    def near(self, a: list[int]) -> bool:
+        """True when ``a`` lies in the trust region: at most :attr:`radius` units differ from one of
+        the three best measured assignments."""
+        if self.radius >= self.space.n_units:
+            return True
+        x = np.asarray(a)
+        return any(int((x != np.asarray(b)).sum()) <= self.radius for b in self.top_measured(3))
+
+    def distance(self, a: Sequence[int], b: Sequence[int]) -> int:
+        """Units on other devices, DLA cores relabelled alike (twins are 0 apart)."""
+        return int((np.asarray(self.canon(list(a))) != np.asarray(self.canon(list(b)))).sum())
+
+    def top_measured(self, n: int) -> list[list[int]]:
+        return [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:n]]
 
     def realised(self, a: Sequence[int]) -> str:
         """Key of the placement the backend would build (two assignments may realise alike)."""
@@ -207,11 +262,15 @@ class _State:
         note: dict[str, Any] = {}
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12:  # not a penalised one
             note["predicted"] = predicted if self.run.objective.direction == "minimize" else -predicted
-        if self.fit.cv_error is not None:
-            note["cv_error"] = self.fit.cv_error
+        if self.cv_error is not None:
+            note["cv_error"] = self.cv_error
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
         self.measured[key] = self.run.loss(m)
+        got = self.run.loss(m)
+        if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12 and math.isfinite(got) \
+                and predicted * got > 0:
+            self.errors.append(abs(math.log(abs(got) / abs(predicted))))
         self.canonical.add(self.canon(a))
         self.built.add(self.realised(a))
         if predicted is not None:
@@ -232,13 +291,17 @@ class _State:
         return ranked
 
     def search(self) -> None:
+        from placetune.tuning.baselines import study_baselines
+
         run, space = self.run, self.space
-        base = [list(a) for a in baseline_assignments(space).values()]
+        # the study's baselines (a concurrent study's: the naive plans the model cannot rule out)
+        first = [project(space, space.from_placement(b.placement)) for b in study_baselines(self.ev)
+                 if b.measured_by_study]
+        base = first + [list(a) for a in baseline_assignments(space).values()]
         nominal = Surrogate(self.ev, space, run.objective, None)
         ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         # round 0: the baselines and the uncorrected simulator's best predictions
-        first = [a for a in base]
         remaining = run.remaining
         tops = self.select(nominal, Fit(), ranked, 2 if remaining is None or remaining > 6 else 1)
         for a in first[:1] + [a for a, _ in tops] + first[1:]:
@@ -253,17 +316,23 @@ class _State:
         self.rounds += 1
         self.fit = fit_ensemble(self.ev, self.measurements, ensemble=self.agent.ensemble,
                                 seed=None if self.agent.seed is None else self.agent.seed + self.rounds)
-        self.cv_history.append((len(self.measurements), self.fit.cv_error))
-        sur = Surrogate(self.ev, space, run.objective, self.fit.profile)
+        self.choose()
+        self.cv_history.append((len(self.measurements), self.cv_error))
+        sur = Surrogate(self.ev, space, run.objective, self.model.profile, self.model.correction)
         best_measured = [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:3]]
         ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=self.agent.inner_evals,
                                        sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         k = self.agent.batch if run.remaining is None else max(1, min(self.agent.batch, run.remaining))
         # steps of real local search (the model's favourite unmeasured neighbours of the best
-        # measured): one per round, more while the model predicts poorly
-        poor = self.fit.cv_error is None or self.fit.cv_error > 0.05
-        n_local = 0 if k == 1 else (max(1, k - 1) if poor and k > 2 else 1)
+        # measured): one per round, more while the model's picks miss their predictions
+        n_local = 0 if k == 1 else (max(1, k - 1) if self.poor and k > 2 else 1)
+        again = self.contest() if self.rebuilds and k >= 2 and self.rounds >= self.rebuilt + 2 else None
+        if again is not None:  # a build of a close contender instead of a new candidate (every other round)
+            self.rebuilt = self.rounds
+            self.rebuild(again)
+            k -= 1
+            n_local = min(n_local, max(0, k - 1))
         picks = self.select(sur, self.fit, ranked, k - n_local)
         for _ in range(n_local if picks else k):
             step = self.local_step(sur, [a for a, _ in picks])
@@ -278,31 +347,92 @@ class _State:
             else:
                 run.notes.append("stopped early: no unmeasured placement found")
                 raise BudgetExhausted()
-        log.info("guided round %d: fit on %d measurements, cv error %s; %d candidates", self.rounds,
-                 self.fit.n, self.fit.cv_error, len(picks))
+        log.info("guided round %d: fit on %d measurements, cv error %s, recent error %s, radius %d; %d candidates",
+                 self.rounds, self.fit.n, self.cv_error, self.recent_error, self.radius, len(picks))
+        before = min(self.measured.values(), default=math.inf)
         for a, pred in picks:
             self.evaluate(a, pred)
         self.ev.flush()  # the round's evaluations are stored (and shown) before the next fit
+        self.trust(before)
+
+    def trust(self, before: float) -> None:
+        """Resize the trust region after a round: wider when it improved the best measured, half as
+        wide after two rounds in a row that did not while the model's picks miss their predictions."""
+        after = min(self.measured.values(), default=math.inf)
+        if math.isfinite(after) and after < before - TRUST_GAIN * abs(before):
+            self.misses = 0
+            self.radius = min(self.space.n_units, 2 * self.radius)
+            return
+        self.misses += 1
+        if self.misses >= 2 and self.poor:
+            self.misses = 0
+            self.radius = max(MIN_RADIUS, self.radius // 2)
+
+    def choose(self) -> None:
+        """This round's model: the candidate physical model (per-layer profile, scales, nominal)
+        with its residual correction that best predicts left-out plans (:mod:`search.model_choice`)."""
+        from .model_choice import Candidate, choose, refit
+
+        seed = None if self.agent.seed is None else self.agent.seed * 7919 + self.rounds
+        n = len(self.measurements)
+        if n < 3:
+            self.model = Candidate("profile", self.fit.profile)
+            return
+        if n > CHOOSE_EVERY_FROM and self.rounds - self.chosen_at < CHOOSE_EVERY:  # the last choice, refitted
+            self.model = refit(self.ev, self.run.objective, self.measurements, self.fit.profile, self.model.name,
+                               ensemble=max(1, self.agent.ensemble), seed=seed, cv_error=self.model.cv_error)
+            return
+        self.chosen_at = self.rounds
+        self.model, cands = choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
+                                   ensemble=max(1, self.agent.ensemble), seed=seed)
+        log.info("guided round %d: model %s (cross-validated errors %s)", self.rounds, self.model.name,
+                 {c.name: c.cv_error for c in cands})
+
+    @property
+    def cv_error(self) -> float | None:
+        """Cross-validated error of this round's model (its physical profile's when not estimated)."""
+        return self.model.cv_error if self.model.cv_error is not None else self.fit.cv_error
+
+    def members(self) -> list[tuple[Any, Any]]:
+        """(profile, correction) of each ensemble member for the spread of predictions."""
+        draws = self.model.draws
+        if self.model.name == "profile" and self.fit.ensemble:
+            return [(p, draws[j % len(draws)] if draws else None) for j, p in enumerate(self.fit.ensemble)]
+        return [(self.model.profile, d) for d in draws]
 
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:
         """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
+        from placetune.placement.stages import assignment_of
+
+        # the pool: the best predicted, at most 3 per stage-device pattern so that others get in,
+        # and the best of every pattern the inner search refined (its portfolio)
+        pool = list(ranked[:_SCAN])
+        pool += sorted(((sur.loss(a), a) for a in (assignment_of(self.space, st) for st in self.portfolio.values())),
+                       key=lambda t: t[0])
         top, keys = [], set()
-        for v, a in ranked:
-            c = self.canon(a)
-            if c not in keys and not self.seen(a):
-                keys.add(c)
-                top.append((v, a))
-            if len(top) >= 24:
+        per: dict[tuple[int, ...], int] = {}
+        for v, a in sorted(pool, key=lambda t: t[0]):
+            if not math.isfinite(v) or len(top) >= 24:
                 break
+            c = self.canon(a)
+            if c in keys or self.seen(a) or not self.near(a):
+                continue
+            pat = self.pattern(a)
+            if per.get(pat, 0) >= 3:
+                continue
+            per[pat] = per.get(pat, 0) + 1
+            keys.add(c)
+            top.append((v, a))
         if not top:
             return []
         mean = np.array([v for v, _ in top])
         spread = np.zeros(len(top))
-        if fit.ensemble:
+        members = self.members() if fit is self.fit else [(p, None) for p in fit.ensemble]
+        if members:
             preds = []
-            for prof in fit.ensemble:
-                s = Surrogate(self.ev, self.space, self.run.objective, prof)
+            for prof, corr in members:
+                s = Surrogate(self.ev, self.space, self.run.objective, prof, corr)
                 preds.append([s.loss(a) for _, a in top])
             p = np.array(preds)
             p[~np.isfinite(p)] = np.nan
@@ -311,6 +441,7 @@ class _State:
         score = mean - self.agent.kappa * spread
         picks: list[tuple[list[int], float]] = [(top[0][1], float(top[0][0]))]
         patterns = {self.pattern(top[0][1])}
+        apart = max(4, self.space.n_units // 10)  # a diverse pick differs from every other in this many units
         order = np.argsort(score, kind="stable")
         for j in order:
             if len(picks) >= k:
@@ -319,7 +450,7 @@ class _State:
             if any(a == b for b, _ in picks) or not math.isfinite(mean[j]):
                 continue
             pat = self.pattern(a)
-            if pat in patterns:
+            if pat in patterns or min(self.distance(a, b) for b, _ in picks) < apart:
                 continue
             patterns.add(pat)
             picks.append((a, float(mean[j])))
@@ -349,50 +480,9 @@ class _State:
         return None if best is None else (best[1], best[0])
 
     def pattern(self, a: list[int]) -> tuple[int, ...]:
-        """The sequence of stage devices (diversity: one candidate per pattern first)."""
-        return tuple(s.device for s in self.space.stages(a))
-
-    def remeasure_top(self, n: int) -> None:
-        """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
-        them by the median over their builds, and say so in the notes."""
-        run, obj = self.run, self.run.objective
-        top: list[tuple[int, ...]] = []
-        realisations: set[str] = set()
-        for key, loss in sorted(self.measured.items(), key=lambda t: t[1]):
-            if not math.isfinite(loss) or len(top) >= n:
-                break
-            if self.realised(key) not in realisations:
-                realisations.add(self.realised(key))
-                top.append(key)
-        if not top:
-            return
-        crowned = run.best_assignment
-        shown = []
-        for key in top:
-            before = obj.value(run.known(key))
-            try:
-                m = run.remeasure(key)
-            except BudgetExhausted:
-                run.notes.append(f"re-measured {self.remeasured} of the top {len(top)}: the time budget ran out")
-                break
-            self.remeasured += 1
-            for k in self.measured:  # every assignment of that realisation
-                if self.realised(k) == self.realised(key):
-                    self.measured[k] = run.loss(m)
-            shown.append(f"{_fmt(before)} -> {_fmt(obj.value(m))} ({len(m.extra.get('builds') or ())} builds)")
-        if not shown:
-            return
-        unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
-        now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
-        if run.best_assignment == crowned:
-            moved = ""
-        elif now is not None:
-            moved = f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
-        else:
-            moved = f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it"
-        run.notes.append(f"re-measured the top {len(shown)} ({obj.names[0]}{unit}, as measured -> median over "
-                         "builds): " + ", ".join(shown) + moved)
-        log.info("guided: %s", run.notes[-1])
+        """The sequence of stage devices, DLA cores named in order of first use (diversity: one
+        candidate per pattern first; two plans that swap DLA0 and DLA1 are one pattern)."""
+        return tuple(s.device for s in self.space.stages(list(self.canon(a))))
 
     def finish(self) -> None:
         """Note a best measurement much better than its prediction (a possibly lucky one), unless
@@ -407,7 +497,3 @@ class _State:
             if err > 0.1 and got < pred:
                 self.run.notes.append(f"the best measurement is {100 * err:.0f}% better than the model predicted; "
                                       "measure it again before relying on it")
-
-
-def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}"

@@ -210,7 +210,8 @@ class LocalAgent(Agent):
             BudgetExhausted: the budget ran out (the run keeps everything found).
         """
         rng = run.rng(self.seed)
-        current = self._start(run) if start is None else list(start)
+        best = self._start(run)  # the baselines first, whatever the start: the run never ends below them
+        current = best if start is None else list(start)
         if current is None:
             return
         if run.known(current) is None:
@@ -222,16 +223,12 @@ class LocalAgent(Agent):
 
     # ----------------------------------------------------------------- start
     def _start(self, run: SearchRun) -> list[int] | None:
-        starts = baseline_assignments(run.space)
+        """The best baseline (:meth:`SearchRun.measure_baselines`), or all-GPU with ``start="gpu"``."""
+        run.measure_baselines()
         if self.start == "gpu":
-            starts = {"all-gpu": starts["all-gpu"]}
-        best, best_loss = None, math.inf
-        for _, a in starts.items():
-            m = run.evaluate(a)
-            loss = run.loss(m)
-            if best is None or loss < best_loss:
-                best, best_loss = a, loss
-        return best
+            gpu = baseline_assignments(run.space)["all-gpu"]
+            return gpu if run.known(gpu) is not None else None
+        return None if run.best_assignment is None else list(run.best_assignment)
 
     # ----------------------------------------------------------------- hill
     def _hill(self, run: SearchRun, rng: np.random.Generator, current: list[int]) -> None:

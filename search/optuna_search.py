@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.placement.placement import Placement
 
-from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments
+from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical
 
 if TYPE_CHECKING:
     import optuna
@@ -278,9 +278,12 @@ class OptunaAgent(Agent):
         study = self.study(evaluator)
         dists = self.distributions(space)
         imported = self._import(study, evaluator, space) if self.warm_start else 0
-        if self.enqueue_baselines:
+        if self.enqueue_baselines:  # one of each pair that swaps DLA0 and DLA1 (identical cores)
+            twins: set[tuple[int, ...]] = set()
             for a in baseline_assignments(space).values():
-                study.enqueue_trial(self.params_of(space, a), skip_if_exists=True)
+                if canonical(space, a) not in twins:
+                    twins.add(canonical(space, a))
+                    study.enqueue_trial(self.params_of(space, a), skip_if_exists=True)
         # answers the study already has (previous runs, imports): no evaluate() for them;
         # None: a placement that failed (its trial is pruned again)
         known: dict[tuple, list[float] | None] = {}

@@ -1,4 +1,4 @@
-"""``random``: uniform sampling over the masked choices (the yardstick of the other agents)."""
+"""``random``: the baselines, then uniform sampling over the masked choices (the yardstick of the other agents)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ __all__ = ["RandomAgent"]
 
 
 class RandomAgent(Agent):
-    """Sample every unit's device uniformly among its allowed devices.
+    """Sample every unit's device uniformly among its allowed devices, after the baselines.
 
-    Assignments already tried in the run are redrawn (up to ``max_redraws`` times), so
+    The run starts with the baselines (:meth:`~search.base.SearchRun.measure_baselines`), so it
+    never reports a plan worse than the best of them. Assignments already tried in the run are redrawn (up to ``max_redraws`` times), so
     the budget goes to distinct placements; when the space is exhausted the run ends.
 
     Args:
@@ -42,6 +43,7 @@ class RandomAgent(Agent):
         rng = run.rng(self.seed)
         space = run.space
         try:
+            run.measure_baselines()
             while not run.exhausted:
                 for _ in range(self.max_redraws + 1):
                     a = space.sample(rng)

@@ -27,7 +27,7 @@ import numpy as np
 
 from placetune.placement.placement import Placement
 
-from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments
+from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -183,8 +183,12 @@ class ReinforceAgent(Agent):
                 run.observe(gpu, Placement.all_gpu(space.model), base.baseline)  # type: ignore[attr-defined]
                 rewards[tuple(gpu)] = 0.0
             queue: list[list[int]] = []
-            if self.warm_start:
-                queue = [a for a in baseline_assignments(space).values() if tuple(a) not in rewards]
+            if self.warm_start:  # one of each pair that swaps DLA0 and DLA1 (identical cores)
+                twins = {canonical(space, a) for a in rewards}
+                for a in baseline_assignments(space).values():
+                    if canonical(space, a) not in twins:
+                        twins.add(canonical(space, a))
+                        queue.append(a)
             temperature = 1.0
             while not run.exhausted:
                 if queue:
@@ -198,7 +202,8 @@ class ReinforceAgent(Agent):
                             break
                         continue
                     temperature = max(1.0, temperature / 2.0)
-                reward = self._episode(env, run, actions)
+                known = run.answer(actions)  # the study holds it (e.g. a baseline): no episode, no budget
+                reward = self._episode(env, run, actions) if known is None else self._reward(base, run, known)
                 rewards[tuple(int(a) for a in actions)] = reward
                 episodes += 1
                 if not centred and not queue:
@@ -241,6 +246,14 @@ class ReinforceAgent(Agent):
         theta[np.arange(len(run.best_assignment)), run.best_assignment] = self.prior
         policy.params["theta"] = theta
 
+    @staticmethod
+    def _reward(env: Any, run: SearchRun, m: Any) -> float:
+        """The reward the environment gives a measurement: log(gain over all-GPU), its penalty on a failure."""
+        value = run.objective.value(m)
+        if not m.ok or value is None or not value > 0:
+            return float(env.penalty)
+        return _constrained(run, m, math.log(run.objective.gain(float(value), env.baseline_value)))
+
     def _episode(self, env: Any, run: SearchRun, actions: np.ndarray) -> float:
         """Play one episode with fixed actions; record the measurement; return the reward."""
         obs, info = env.reset()
@@ -258,8 +271,13 @@ class ReinforceAgent(Agent):
         m = info["measurement"]
         placement = run.space.to_placement([int(x) for x in actions])
         run.observe([int(x) for x in actions], placement, m)
-        if m.ok and not run.objective.feasible(m):  # a violated constraint: below every feasible episode
-            from placetune.tuning.constraints import total_violation
+        return _constrained(run, m, float(reward))
 
-            reward = min(float(reward), 0.0) - 1.0 - min(total_violation(run.objective.constraints, m), 10.0)
-        return float(reward)
+
+def _constrained(run: SearchRun, m: Any, reward: float) -> float:
+    """A violated constraint's reward: below every feasible episode's."""
+    if m.ok and not run.objective.feasible(m):
+        from placetune.tuning.constraints import total_violation
+
+        return min(reward, 0.0) - 1.0 - min(total_violation(run.objective.constraints, m), 10.0)
+    return reward

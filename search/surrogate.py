@@ -153,12 +153,14 @@ class Surrogate:
         profile: the device profile (None: the nominal simulator).
     """
 
-    def __init__(self, evaluator: "Evaluator", space: "Space", objective: "Objective", profile: Any = None) -> None:
+    def __init__(self, evaluator: "Evaluator", space: "Space", objective: "Objective", profile: Any = None,
+                 correction: Any = None) -> None:
         self.evaluator = evaluator
         self.space = space
         self.objective = objective
         self.sim = simulator(profile)
         self.profile = profile
+        self.correction = correction  # search.residual.Correction: what the profile cannot express
         self._unit_costs: np.ndarray | None = None
         self.settings = evaluator.settings.replace(noise=0.0) if evaluator.settings.noise else evaluator.settings
         self.memo: dict[tuple[int, ...], float] = {}
@@ -173,8 +175,14 @@ class Surrogate:
             from placetune.backends.simulate.incremental import IncrementalSimulator
 
             ev, space, s = self.evaluator, self.space, self.settings
-            inc = IncrementalSimulator(ev.model, ev.platform, s, self.sim, gpu_fallback=s.gpu_fallback,
-                                       dla_core=s.dla_core, trt_version=s.trt_version)
+            kind: Any = IncrementalSimulator
+            kw: dict[str, Any] = {}
+            if self.correction is not None:
+                from .residual import CorrectedSimulator
+
+                kind, kw = CorrectedSimulator, {"correction": self.correction}
+            inc = kind(ev.model, ev.platform, s, self.sim, gpu_fallback=s.gpu_fallback, dla_core=s.dla_core,
+                       trt_version=s.trt_version, **kw)
             index = {n: i for i, n in enumerate(ev.model.names)}
             unit_of = np.full(len(ev.model.names), space.n_units, dtype=np.intp)
             for u in space.units:

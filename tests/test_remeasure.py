@@ -247,8 +247,9 @@ def test_tune_says_it_re_measured_and_its_summary_uses_the_combined_figures(tmp_
     assert main(["tune", str(study), "--storage", f"sqlite:///{db}", "--export", str(tmp_path / "plan.json")]) == 0
     out = capsys.readouterr().out
     lines = [x for x in out.splitlines() if x.startswith("trial=")]
-    assert len(lines) == 24 and all("remeasured_builds=2" in x for x in lines[-3:])
-    assert not any("remeasured" in x for x in lines[:-3])
+    # the run ends on its top 3 built once more each (a close contender may also be built again mid-run)
+    assert len(lines) == 24 and all("remeasured_builds=" in x for x in lines[-3:])
+    assert not any("remeasured_builds=" in x for x in lines[:3])  # the baselines, built once
     note = next(x for x in out.splitlines() if x.startswith("re-measured the top 3"))
     assert _crown_moved(note), note
     with Store(str(db)) as s:

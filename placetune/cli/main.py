@@ -302,6 +302,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         objective=args.objective, precision=args.precision, batch=args.batch, shapes=args.shape,
         agent=args.agent, trials=args.trials, timeout=parse_duration(args.timeout), storage=args.storage,
         study=args.study, granularity=args.granularity, export=args.export,
+        stop_when_converged=True if args.stop_when_converged else None,
     )
     if args.seed is not None:
         cfg.agent_options["seed"] = args.seed
@@ -481,6 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--granularity", help="decision units: stages, fusion, layer or scope:N (see below; default: "
                    "the agent's, guided: stages)")
     p.add_argument("--seed", type=int, help="agent seed")
+    p.add_argument("--stop-when-converged", action="store_true",
+                   help="end the run once the best stopped improving (default: use the whole budget and report "
+                        "where it converged)")
     p.add_argument("--export", help="plan path (default <study>.plan.json)")
     p.add_argument("--worker-python", help="tensorrt backend: Python that runs the build worker")
     p.add_argument("--trtexec", help="trtexec backend: the trtexec binary (default: $PLACETUNE_TRTEXEC, PATH, "

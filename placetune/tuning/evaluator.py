@@ -457,12 +457,26 @@ class Evaluator:
     def peek(self, placement: Placement) -> Measurement | None:
         """The stored measurement of a placement's realisation, without measuring or
         recording a request (None when it was never measured or is infeasible)."""
-        try:
-            key = self.realise(placement).realized.key
-        except PlacementError:
+        key = self.realised_key(placement)
+        if key.startswith("infeasible:"):
             return None
         m = self._lookup(key)
         return self._answer(m, placement, cache_hit=True) if m is not None else None
+
+    def realised_key(self, placement: Placement) -> str:
+        """Key of the placement TensorRT would run for ``placement`` (what the store caches by;
+        ``infeasible:<requested key>`` when it cannot run), remembered per requested placement."""
+        placement = self._own(placement)
+        key = self._realised_key.get(placement.key)
+        if key is None:
+            try:
+                key = self.realise(placement).realized.key
+            except PlacementError:
+                key = "infeasible:" + placement.key
+            self._realised_key[placement.key] = key
+            if len(self._realised_key) > _MEMO_SIZE:
+                self._realised_key.popitem(last=False)
+        return key
 
     def _notify(self, placement: Placement, m: Measurement) -> Measurement:
         for fn in self._callbacks:

@@ -17,6 +17,7 @@ A study file::
     device_profile = "my-device.toml"  # simulated backend: measure this device (placetune calibrate)
     timeout = "8h"
     constraints = ["latency<=33"]  # bounds the best plan must meet (metric<=bound / metric>=bound)
+    stop_when_converged = false    # true: end the run once the best stopped improving (convergence.py)
 
     [settings]                     # placetune.Settings fields
     frames_in_flight = 1
@@ -102,6 +103,7 @@ class TuneConfig:
     export: str | None = None
     device_profile: str | None = None
     constraints: list[str] = field(default_factory=list)  # "latency<=2.0", see placetune.tuning.constraints
+    stop_when_converged: bool = False  # end the run once it converged (placetune.tuning.convergence)
     settings: dict[str, Any] = field(default_factory=dict)
     agent_options: dict[str, Any] = field(default_factory=dict)
     backend_options: dict[str, Any] = field(default_factory=dict)
@@ -115,6 +117,8 @@ class TuneConfig:
         if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
                                          or not 0 < self.timeout < float("inf")):
             raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")
+        if not isinstance(self.stop_when_converged, bool):
+            raise ConfigError(f"stop_when_converged must be true or false, got {str(self.stop_when_converged)[:40]!r}")
         if self.batch is not None:
             check_batch(self.batch)
         for name in ("model", "platform", "backend", "mode", "objective", "precision", "agent", "storage"):

@@ -28,7 +28,7 @@ from placetune.placement.placement import DEVICES, Placement
 from placetune.tuning.progress import Progress
 from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
-from placetune.wording import plural, versus
+from placetune.wording import figure, plural, versus
 
 __all__ = ["Tuner", "TuneOutcome", "PIPELINE_FRAMES_IN_FLIGHT"]
 
@@ -51,6 +51,8 @@ class TuneOutcome:
         interrupted: True when stopped by Ctrl-C, SIGTERM (or a stop request).
         plan_path: path of the exported plan, if one was written.
         signal: the signal that stopped the run (``signal.SIGINT``, ``signal.SIGTERM``), if one did.
+        convergence: where the study converged and what the trials after it bought
+            (:class:`~placetune.tuning.convergence.Convergence`).
     """
 
     study: str
@@ -61,6 +63,7 @@ class TuneOutcome:
     interrupted: bool = False
     plan_path: str | None = None
     signal: int | None = None
+    convergence: Any = None  # placetune.tuning.convergence.Convergence
 
 
 class Tuner:
@@ -276,14 +279,20 @@ class Tuner:
         if done:  # resumed: "best" starts from the study's stored best
             stored = ev.best()
             progress.resume_from(stored[1] if stored else None)
-        if baseline is None and done < cfg.trials:
-            baseline = ev.baseline()
-            progress.set_baseline(baseline)
-        self.naive = {}
-        if ev.networks:  # concurrent: every network wholly on one device, measured (or read back) first
-            from placetune.tuning.concurrent import measure_naive_baselines
+        from placetune.tuning.baselines import measure_study_baselines
+        from placetune.tuning.convergence import ConvergenceWatch
 
-            self.naive = measure_naive_baselines(ev, ev.networks)
+        # the baselines are part of every study: measured first, within the budget (those the
+        # study holds cost nothing); a concurrent study's naive plans the model rules out are not
+        self.baselines = measure_study_baselines(ev, lambda: self._trials_done(agent_probe) < cfg.trials)
+        base = self.baselines[0][2] if self.baselines else None
+        if base is not None:
+            baseline = base
+            progress.set_baseline(base)
+        self.watch = ConvergenceWatch.from_store(ev, cfg.trials)
+        ev.add_callback(self.watch.update)
+        if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
+            ev.add_callback(self._announce_convergence)
         remaining = cfg.trials - self._trials_done(agent_probe)
         interrupted = False
         said: list[str] = []
@@ -302,7 +311,8 @@ class Tuner:
                                          study_name=agent.study_name or ev.study_name)
                 try:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
-                        result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout))
+                        stop = self.watch.should_stop if cfg.stop_when_converged else None
+                        result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout, stop=stop))
                     # the guided agent's re-ranked top candidates: said once the progress display is closed
                     said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith("re-measured")]
                 except StopRequested:
@@ -326,7 +336,7 @@ class Tuner:
         if baseline is not None:  # re-measured by the agent: the median over its builds
             baseline = ev.peek(Placement.all_gpu(ev.model)) or baseline
         outcome = TuneOutcome(name, self._trials_done(agent_probe), cfg.trials, ev.best(), baseline, interrupted,
-                              signal=self._signal if interrupted else None)
+                              signal=self._signal if interrupted else None, convergence=self.watch.result())
         self._summary(outcome)
         if self.fleet is not None:
             self._say(self.fleet.summary())
@@ -410,12 +420,11 @@ class Tuner:
         assert ev is not None
         obj = ev.objective
         rows: list[tuple[str, Measurement | None]] = [("all-GPU", outcome.baseline)]
-        if ev.networks:  # concurrent: the naive baselines, each network wholly on one device
-            rows += [(label, m) for label, m in getattr(self, "naive", {}).items() if label != "all-gpu"]
-        else:
-            for dev in ev.space().devices[1:]:
-                core = int(dev[3:])
-                rows.append((f"all-DLA{core} (+fallback)", ev.peek(Placement.all_dla(ev.model, core))))
+        why: dict[str, str] = {}
+        for b, why_not, m in getattr(self, "baselines", [])[1:]:  # all-GPU is the first row
+            rows.append((b.label, m))
+            if m is None and why_not:
+                why[b.label] = why_not
         if outcome.best is not None:
             rows.append(("best found", outcome.best[1]))
         self._say("")
@@ -431,9 +440,7 @@ class Tuner:
         self._say("-" * len(header))
         for label_, m in rows:
             if m is None:
-                twin = ("; the guided agent measures one plan of each pair that swaps DLA0 and DLA1 "
-                        "(identical cores): see all-DLA0") if label_.startswith("all-DLA1") and self.cfg.agent == "guided" else ""
-                self._say(f"{label_:{width}s} {'not measured':>11s}{twin}")
+                self._say(f"{label_:{width}s} {'not measured':>11s}" + (f": {why[label_]}" if label_ in why else ""))
                 continue
             if not m.ok:
                 self._say(f"{label_:{width}s} {m.status}: {m.reason or ''}"[:120])
@@ -470,10 +477,7 @@ class Tuner:
                     self._say(f"  {net}: latency {lat.get(net, float('nan')):.3f} ms in the frame; layers {where}")
             if m.dla_loadables:
                 self._say("DLA loadables per core: " + ", ".join(f"{d} {k}" for d, k in m.dla_loadables.items()))
-            if realized and set(realized.values()) == {"GPU"} and outcome.baseline is not None:
-                why = self._why_all_gpu(outcome.baseline)
-                if why:
-                    self._say(why)
+        self._verdict(outcome, rows)
 
     def _device_time(self) -> str | None:
         """The simulated device time a Jetson would spend on this run's builds and timings (and on
@@ -494,9 +498,45 @@ class Tuner:
         return (f"simulated device time (builds and timing on a Jetson): {this_run}, "
                 f"{_hours(total)} for the study's {plural(n, 'measurement')}")
 
-    def _why_all_gpu(self, base: Measurement) -> str | None:
-        """One line on why all-GPU won: the decisive cost terms of the best measured split
-        (GPU<->DLA boundary time and DLA busy time, from the measurement's extras)."""
+    def _announce_convergence(self, placement: Placement, m: Measurement) -> None:
+        """Evaluator callback: one line when the study has just converged."""
+        if getattr(self, "_announced", False) or not self.watch.converged:
+            return
+        self._announced = True
+        c = self.watch.result()
+        then = ("; the run stops here (stop_when_converged)" if self.cfg.stop_when_converged
+                else "; the run goes on (--stop-when-converged ends a run here)")
+        self._say(f"converged at trial {c.trial}: no gain over {100 * c.min_gain:g}% in the {c.patience} trials "
+                  f"after it{then}")
+
+    def _verdict(self, outcome: TuneOutcome, rows: list[tuple[str, Measurement | None]]) -> None:
+        """The verdict (what the run found and what that rests on) and where the study converged;
+        kept for the exported plan's notes and with the study."""
+        from placetune.tuning.convergence import store_convergence
+        from placetune.tuning.verdict import verdict
+
+        ev = self.evaluator
+        assert ev is not None
+        best = outcome.best[1] if outcome.best is not None else None
+        bases = {label: m for label, m in rows if label != "best found"}
+        text = verdict(ev.objective, best, bases, self.cfg.agent, outcome.trials_done,
+                       simulated=ev.backend.simulated)
+        if best is not None and best.realized and set(best.realized.values()) == {"GPU"} \
+                and outcome.baseline is not None:
+            terms = self._best_split(outcome.baseline)
+            text += f"; {terms}" if terms else ""
+        self.verdict_lines = [text]
+        conv = outcome.convergence
+        if conv is not None and conv.trials:
+            unit = ev.objective.units[0] if ev.objective.units else ""
+            self.verdict_lines.append(conv.sentence(unit))
+            store_convergence(ev, conv)
+        for line in self.verdict_lines:
+            self._say(line)
+
+    def _best_split(self, base: Measurement) -> str | None:
+        """The decisive cost terms of the best measured plan that uses a DLA (GPU<->DLA boundary
+        time and DLA busy time, from the measurement's extras), against all-GPU."""
         ev = self.evaluator
         assert ev is not None
         obj = ev.objective
@@ -521,10 +561,7 @@ class Tuner:
             terms.append(f"{m.extra['boundary_ms']:.3g} ms for {n or 'its'} GPU<->DLA boundar{'y' if n == 1 else 'ies'}")
         if dla:
             terms.append(" and ".join(f"{t:.3g} ms of {d} work" for d, t in dla.items()))
-        def fmt(x: float) -> str:
-            return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
-
-        return (f"all-GPU wins: the best split measured ({name} {fmt(v)} {unit} against {fmt(base_v)} {unit} all-GPU)"
+        return (f"the best plan measured with a DLA ({name} {figure(v)} {unit} against {figure(base_v)} {unit} all-GPU)"
                 + (f" pays {' and '.join(terms)}" if terms else ""))
 
     def _export(self, outcome: TuneOutcome) -> str | None:
@@ -541,7 +578,7 @@ class Tuner:
 
         path = self._check_export(outcome.study)
         plan = export_plan(ev.store, outcome.study, objective=ev.objective, model=ev.model)  # not loaded again
-        # a name placetune derived replaces only a plan file; --export PATH is the user's choice
+        plan.notes.extend(getattr(self, "verdict_lines", []))  # what the plan rests on, with the plan
         plan.save(path, owned=None if self.cfg.export else is_plan_file)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         return path

@@ -231,16 +231,21 @@ class IncrementalSimulator:
     def _segments(self, dev: np.ndarray, pipeline: bool):
         return segment_arrays(self.producers, dev, pipeline)
 
-    def _figures(self, dev: np.ndarray, sa) -> tuple:
-        """(stats, fps, power_w, energy_mj, period_ms, busy_ms) of a realised code vector."""
-        table, s = self.table, self.settings
+    def segment_times(self, dev: np.ndarray, sa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(time, bytes, device code)`` per segment of a realised code vector and its segments
+        (alone, before the per-engine cost): what the schedule runs. A model on top of the
+        simulator (e.g. a search agent's corrections) overrides this."""
+        table = self.table
         codes = dev.astype(np.intp)
         t, by, _ = table.layer_costs(codes)
         bms, bby, _ = table.boundary_costs(codes)
+        return segment_sums_of(sa.seg_of, np.array(sa.device, dtype=np.intp), table, t + bms, by + bby)
+
+    def _figures(self, dev: np.ndarray, sa) -> tuple:
+        """(stats, fps, power_w, energy_mj, period_ms, busy_ms) of a realised code vector."""
+        table, s = self.table, self.settings
         pipeline = s.mode == "pipeline"
-        seg_dev = np.array(sa.device, dtype=np.intp)
-        seg_time, seg_bytes, seg_dev = segment_sums_of(sa.seg_of, seg_dev, table,
-                                                       t + bms, by + bby)
+        seg_time, seg_bytes, seg_dev = self.segment_times(dev, sa)
         if pipeline:
             seg_time = seg_time + table.engine_ms
             demand = _demands(seg_time, seg_bytes, table)

@@ -184,7 +184,8 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
 
 
 def run_one_frame(device: list[int], work: list[float], demand: list[float], preds: list[tuple[int, ...]],
-                  sensitivity: tuple[float, float, float]) -> tuple[float, list[tuple[int, float]]]:
+                  sensitivity: tuple[float, float, float],
+                  law: Callable[[int, float], float] | None = None) -> tuple[float, list[tuple[int, float]]]:
     """:func:`run` of one frame of a segment DAG (one GPU stream), on plain lists, no :class:`Task`.
 
     The same events and the same floating-point operations in the same order as :func:`run` of
@@ -198,6 +199,9 @@ def run_one_frame(device: list[int], work: list[float], demand: list[float], pre
         demand: DRAM demand per segment (0..1).
         preds: predecessor segment numbers per segment (no duplicates).
         sensitivity: contention sensitivity per device code.
+        law: another contention law: the stretch of device code ``d`` when the others' DRAM demand
+            is ``x``, ``law(d, x)`` (default ``1 + sensitivity[d] * x``; e.g. a benchmark's device
+            whose contention saturates).
 
     Returns:
         ``(makespan, busy)``: busy = ``[(device code, busy ms), ...]`` for the devices with busy
@@ -239,7 +243,10 @@ def run_one_frame(device: list[int], work: list[float], demand: list[float], pre
         total_demand = sum([demand[cur[d]] for d in active])
         dt = math.inf
         for d in active:
-            rate = 1.0 / 1 / (1.0 + sensitivity[d] * (total_demand - demand[cur[d]]))
+            if law is None:
+                rate = 1.0 / 1 / (1.0 + sensitivity[d] * (total_demand - demand[cur[d]]))
+            else:
+                rate = 1.0 / law(d, total_demand - demand[cur[d]])
             rates[d] = rate
             dt = min(dt, rem[d] / rate)
         dt = max(dt, 0.0)

@@ -1,0 +1,145 @@
+"""Re-measurement under noise for the guided agent: which measured plan to build again, and when.
+
+Each build of a network picks TensorRT tactics anew (1-3 % apart on a Jetson), so the best of many
+single builds tends to be a lucky one. The guided agent builds plans again in two places:
+
+* during the run, every other round, when the best measured plan and a runner-up are closer than
+  the noise can tell apart (``2 sd x sqrt(1/n_a + 1/n_b)`` over their builds), the one of the two
+  with fewer builds gets one more (:meth:`Rebuilds.contest`), at most :data:`MAX_BUILDS` builds;
+* at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`).
+
+The noise is estimated from the builds of re-measured plans, shrunk towards :data:`NOISE_PRIOR`.
+The store then holds each plan's median over its builds
+(:meth:`placetune.tuning.evaluator.Evaluator.remeasure`), which is what the study ranks and exports.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from placetune.measurement import Measurement
+
+from .base import BudgetExhausted
+
+__all__ = ["Rebuilds", "NOISE_PRIOR", "MAX_BUILDS"]
+
+log = logging.getLogger(__name__)
+
+#: build-to-build noise assumed before any re-measurement (sd of log values: a Jetson's 1-3 %)
+NOISE_PRIOR = 0.02
+#: builds of one placement after which it is not built again during the run
+MAX_BUILDS = 4
+_BUILD_FIELD = {"throughput": "throughput_fps", "latency": "median_ms", "energy": "energy_mj"}
+
+
+class Rebuilds:
+    """The re-measuring part of the guided agent's run state (a mixin of its ``_State``: it uses
+    ``run``, ``measured``, ``measurements``, ``realised`` and ``remeasured``)."""
+
+    run: Any
+    measured: dict[tuple[int, ...], float]
+    measurements: list[Measurement]
+    remeasured: int
+    realised: Callable[[Sequence[int]], str]
+
+    def rebuild(self, key: Sequence[int]) -> Measurement:
+        """Build a measured assignment once more; every assignment of its realisation, and the fit,
+        see the median over its builds from then on."""
+        m = self.run.remeasure(key)
+        self.remeasured += 1
+        r = self.realised(key)
+        for k in self.measured:  # every assignment of that realisation
+            if self.realised(k) == r:
+                self.measured[k] = self.run.loss(m)
+        self.measurements = [x for x in self.measurements if x.realized != m.realized] + [m]
+        return m
+
+    def builds(self, key: Sequence[int]) -> list[float]:
+        """The objective's value of each ok build of a measured assignment."""
+        m = self.run.known(key)
+        field = _BUILD_FIELD.get(self.run.objective.names[0])
+        if m is None or not m.ok or field is None:
+            return []
+        entries = m.extra.get("builds") or [{field: self.run.objective.value(m)}]
+        return [float(b[field]) for b in entries if isinstance(b.get(field), (int, float)) and b[field] > 0]
+
+    def noise(self) -> float:
+        """Build-to-build noise (sd of log values) pooled over the re-measured plans, shrunk towards
+        :data:`NOISE_PRIOR` (two pseudo-observations)."""
+        ss, dof = 2 * NOISE_PRIOR ** 2, 2
+        for key in {self.realised(k): k for k in self.measured}.values():
+            vals = np.log(self.builds(key))
+            if len(vals) >= 2:
+                ss += float(((vals - vals.mean()) ** 2).sum())
+                dof += len(vals) - 1
+        return math.sqrt(ss / dof)
+
+    def contest(self) -> tuple[int, ...] | None:
+        """The assignment to build again while the best measured and a runner-up are closer than
+        the noise can tell apart: of the two, the one with fewer builds (None: no such contest)."""
+        top: list[tuple[int, ...]] = []
+        seen: set[str] = set()
+        for key, loss in sorted(self.measured.items(), key=lambda t: t[1]):
+            if not math.isfinite(loss) or abs(loss) >= 1e12 or len(top) >= 3:
+                break
+            if self.realised(key) not in seen:
+                seen.add(self.realised(key))
+                top.append(key)
+        if len(top) < 2:
+            return None
+        sigma = self.noise()
+        nb = max(1, len(self.builds(top[0])))
+        for c in top[1:]:
+            nc = max(1, len(self.builds(c)))
+            close = abs(math.log(self.measured[c] / self.measured[top[0]])) < 2 * sigma * math.sqrt(1 / nb + 1 / nc)
+            key = top[0] if nb <= nc else c
+            if close and len(self.builds(key)) < MAX_BUILDS:
+                return key
+        return None
+
+    def remeasure_top(self, n: int) -> None:
+        """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
+        them by the median over their builds, and say so in the notes."""
+        run, obj = self.run, self.run.objective
+        top: list[tuple[int, ...]] = []
+        realisations: set[str] = set()
+        for key, loss in sorted(self.measured.items(), key=lambda t: t[1]):
+            if not math.isfinite(loss) or len(top) >= n:
+                break
+            if self.realised(key) not in realisations:
+                realisations.add(self.realised(key))
+                top.append(key)
+        if not top:
+            return
+        crowned = run.best_assignment
+        shown = []
+        for key in top:
+            before = obj.value(run.known(key))
+            try:
+                m = self.rebuild(key)
+            except BudgetExhausted:
+                run.notes.append(f"re-measured {len(shown)} of the top {len(top)}: the time budget ran out")
+                break
+            shown.append(f"{_fmt(before)} -> {_fmt(obj.value(m))} ({len(m.extra.get('builds') or ())} builds)")
+        if not shown:
+            return
+        unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
+        now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
+        if run.best_assignment == crowned:
+            moved = ""
+        elif now is not None:
+            moved = f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
+        else:
+            moved = f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it"
+        run.notes.append(f"re-measured the top {len(shown)} ({obj.names[0]}{unit}, as measured -> median over "
+                         "builds): " + ", ".join(shown) + moved)
+        log.info("guided: %s", run.notes[-1])
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
