@@ -17,8 +17,8 @@
   stretching its axis.
 * Warm start: the baselines are enqueued (``enqueue_trial(skip_if_exists=True)``) and
   every measurement already in the store for this cache scope (any study with the same
-  model, machine and settings) is imported with ``add_trial`` (user attribute
-  ``imported``), so a new study starts from what earlier runs learned without measuring
+  model, machine and settings) is imported as a finished trial (user attribute
+  ``imported``; written straight into Optuna's tables in one transaction), so a new study starts from what earlier runs learned without measuring
   it again. ``load_if_exists=True``: the same command resumes an interrupted run.
 * The loop is ``study.optimize`` with a callback that stops at the budget, so Optuna's
   heartbeat (``heartbeat_interval``, RDB storage only) works when it is asked for. A stop
@@ -213,8 +213,8 @@ class OptunaAgent(Agent):
 
     # ------------------------------------------------------------------ warm start
     def _import(self, study: "optuna.Study", evaluator: "Evaluator", space: "Space") -> int:
-        """add_trial every stored measurement of this cache scope that the study lacks."""
-        from placetune.tuning.optuna_study import trial_attrs
+        """Add every stored measurement of this cache scope that the study lacks, as a finished trial."""
+        from placetune.tuning.optuna_study import add_trials, trial_attrs
 
         dists = self.distributions(space)
         have = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
@@ -248,7 +248,7 @@ class OptunaAgent(Agent):
                 m.extra = {**m.extra, "_id": rec.id, "cache_hit": True}
                 trials.append(self._frozen(evaluator, params, {k: dists[k] for k in params},
                                            {**trial_attrs(m, p), "imported": True}, m))
-        study.add_trials(trials)
+        add_trials(study, evaluator.store, trials)
         return len(trials)
 
     @staticmethod

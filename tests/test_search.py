@@ -268,6 +268,27 @@ def test_optuna_imports_stored_measurements(tmp_path, model_gn):
     ev2.close()
 
 
+def test_optuna_warm_start_writes_the_imported_trials_in_one_transaction(tmp_path, model_gn, monkeypatch):
+    import optuna
+
+    db = tmp_path / "warm.db"
+    ev1 = Evaluator(model_gn, "orin-agx", mode="engine", precision="fp16", store=str(db))
+    get_agent("random", seed=0).run(ev1, Budget(evaluations=8))
+    ev1.close()
+
+    def slow_path(self, trials):  # per trial and parameter: its cost grows with the study
+        raise AssertionError("Study.add_trials used for the warm start")
+
+    monkeypatch.setattr(optuna.Study, "add_trials", slow_path)
+    ev2 = Evaluator(model_gn, "orin-agx", mode="engine", precision="fp16", store=str(db), study="other")
+    r = get_agent("optuna", seed=0).run(ev2, Budget(evaluations=3))
+    ev2.close()
+    study = optuna.load_study(study_name="other", storage=f"sqlite:///{db}")
+    imported = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("imported")]
+    assert len(imported) == r.extra["imported"] >= 8
+    assert all(t.state == optuna.trial.TrialState.COMPLETE and t.values for t in imported)
+
+
 def test_optuna_infeasible_trials_are_pruned_with_their_reason():
     model = random_graph(0, 40, chain=True)
     ev = Evaluator(model, "orin-agx", mode="engine", precision="fp16", gpu_fallback=False)

@@ -210,11 +210,7 @@ class OptunaStudy:
             m = rec.measurement
             m.extra = {**m.extra, "_id": rec.id, "cache_hit": req.cache_hit}
             trials.append(self.trial(placement, m, agent=req.agent))
-        rows = _trial_rows(study)
-        if rows is None:
-            study.add_trials(trials)
-        else:  # one transaction, not one per trial and parameter
-            ev.store.write_batch([], also=lambda conn: rows.write(conn, trials))
+        add_trials(study, ev.store, trials)
         log.info("backfilled Optuna study %r with %d stored evaluations", ev.study_name, len(trials))
         return len(trials)
 
@@ -288,6 +284,18 @@ class OptunaStudy:
         if vals is None or not all(math.isfinite(v) for v in vals):
             return None
         return [float(v) for v in vals]
+
+
+def add_trials(study: "optuna.Study", store: "Store", trials: "list[optuna.trial.FrozenTrial]") -> None:
+    """Add finished trials to a study that lives in ``store``'s database: in one transaction of the
+    store, straight into Optuna's tables (:class:`~placetune.tuning.optuna_rows.TrialRows`), not
+    with ``Study.add_trials``, whose cost per trial grows with the study (queries per parameter);
+    ``add_trials`` where the storage is not an RDB storage of a known layout."""
+    rows = _trial_rows(study)
+    if rows is None:
+        study.add_trials(trials)
+    elif trials:
+        store.write_batch([], also=lambda conn: rows.write(conn, trials))
 
 
 def _trial_rows(study: "optuna.Study") -> Any:
