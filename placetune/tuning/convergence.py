@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from placetune.wording import figure
+from placetune.wording import figure, plural
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -83,20 +83,24 @@ class Convergence:
         """One line for a person: where the study converged and what came after."""
         u = f" {unit}" if unit else ""
         if self.trial is None:
+            if self.trials <= self.patience:
+                return (f"not converged: a run of {plural(self.trials, 'trial')} is shorter than the {self.patience} "
+                        f"trials without a gain over {100 * self.min_gain:g}% that convergence needs")
             return (f"not converged: the best still moved by more than {100 * self.min_gain:g}% within the last "
                     f"{self.patience} of {self.trials} trials")
         after = self.trials - self.trial
         head = (f"converged at trial {self.trial} of {self.trials} (no gain over {100 * self.min_gain:g}% in the "
-                f"{self.patience} trials after it)")
+                f"{plural(self.patience, 'trial')} after it)")
         if self.stopped:
-            return head + f"; the run stopped there (stop_when_converged) after {after} more trials"
+            return head + f"; the run stopped there (stop_when_converged) after {plural(after, 'more trial')}"
         b = self.bought or 0.0
         if b <= -0.0005:  # the best of that trial was one lucky build: re-measured, it did not hold
-            return head + (f"; the {after} trials after it bought nothing, and re-measurement moved the best from "
-                           f"{figure(self.best_then)} to {figure(self.best_now)}{u}")
+            return head + (f"; the {plural(after, 'trial')} after it bought nothing, and re-measurement moved the "
+                           f"best from {figure(self.best_then)} to {figure(self.best_now)}{u}")
         if abs(b) < 0.0005:
-            return head + f"; the {after} trials after it bought nothing (best {figure(self.best_now)}{u})"
-        return head + f"; the {after} trials after it bought {100 * b:+.1f}% ({figure(self.best_then)} -> {figure(self.best_now)}{u})"
+            return head + f"; the {plural(after, 'trial')} after it bought nothing (best {figure(self.best_now)}{u})"
+        return head + (f"; the {plural(after, 'trial')} after it bought {100 * b:+.1f}% "
+                       f"({figure(self.best_then)} -> {figure(self.best_now)}{u})")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (what the study stores)."""
