@@ -1,6 +1,6 @@
 """`tune`'s default agent on the nominal simulated Jetson: the gap to the best known after 100 evaluations.
 
-Issue 14's target: on resnet50 and googlenet, pipeline mode, throughput, INT8, batch 2, 4 frames
+The target: on resnet50 and googlenet, pipeline mode, throughput, INT8, batch 2, 4 frames
 in flight, the default agent and granularity are within 2 % of the best known after 100
 evaluations (median of 3 seeds). The best known is the best of long local searches at fusion
 and stages granularity, a long run of the default agent, and every run in the table.
@@ -28,7 +28,7 @@ _MODELS: dict[str, Model] = {}
 
 
 def evaluator(name: str) -> Evaluator:
-    """A fresh evaluator (in-memory store) for the issue-14 pipeline case of a network."""
+    """A fresh evaluator (in-memory store) for the target's pipeline case of a network."""
     if name not in _MODELS:
         _MODELS[name] = Model.load(name, batch=2)
     return Evaluator(_MODELS[name], "orin-agx", mode="pipeline", precision="int8", objective="throughput",

@@ -47,7 +47,7 @@ from search import DEFAULT_AGENT, Budget, SearchResult, get_agent  # noqa: E402
 
 AGENTS = ("random", "local", "optuna", "reinforce")
 PLATFORM = "orin-agx"
-#: Simulated timing noise the searches run with (``--noise``; issue 15: per-build tactic variance
+#: Simulated timing noise the searches run with (``--noise``: per-build tactic variance
 #: and per-sample jitter, docs/simulator.md). 0 makes every measurement the model's central value.
 NOISE = 0.02
 
@@ -60,7 +60,7 @@ class Case:
     mode: str
     precision: str
     objective: str = "latency"
-    goal: bool = False  # part of the issue's goal (<= 100 evals, >= 3x fewer than random)
+    goal: bool = False  # part of the search goal (<= 100 evals, >= 3x fewer than random)
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -161,7 +161,7 @@ def main_table(args: argparse.Namespace) -> dict[tuple[str, str], float]:
 
 
 def goal_check(results: dict[tuple[str, str], float], args: argparse.Namespace) -> None:
-    """Print whether the default agent meets the issue's goal on the goal cases."""
+    """Print whether the default agent meets the search goal on the goal cases."""
     print(f"\nGoal (default agent {DEFAULT_AGENT!r}): within 1 % in <= 100 evaluations (median) on every "
           "goal case, and >= 3x fewer evaluations than random")
     ok_all = True

@@ -1,6 +1,6 @@
 """Concurrent networks on the simulated Jetson: all-GPU, the best naive plan, HaX-CoNN's space, the joint search.
 
-Issue 20 asks for a table of HaX-CoNN's pairs (PPoPP'24: concurrent networks placed on GPU and
+A table of HaX-CoNN's pairs (PPoPP'24: concurrent networks placed on GPU and
 DLA, latency = the time until every network has finished one inference) as the zoo can express
 them. For each pair this prints, all SIMULATED:
 

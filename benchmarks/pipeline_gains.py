@@ -1,6 +1,6 @@
 """Best simulated pipeline and data-parallel gains over all-GPU, per network, now and at an earlier revision.
 
-Issue 15 asks where the simulated Jetson predicts more than anything published: layer pipelines
+This finds where the simulated Jetson predicts more than anything published: layer pipelines
 above ~1.6x over all-GPU, or pipelining beating data-parallel replicas on a network NVIDIA ships
 data-parallel (resnet50 in MLPerf Offline: GPU + 2 DLA instances, 1.25-1.57x). For each network
 this runs ``placetune tune`` twice on the simulated Jetson (orin-agx, INT8, throughput):

@@ -46,7 +46,7 @@ def parse_replicas(text: str) -> dict[str, int]:
     return out
 
 
-#: Most frames in flight of a pipeline (issue 18 item 5: 10,000 ran for minutes; more frames than
+#: Most frames in flight of a pipeline (10,000 ran for minutes; more frames than
 #: a pipeline has engines add nothing).
 MAX_FRAMES_IN_FLIGHT = 64
 #: Most timed iterations per measurement.

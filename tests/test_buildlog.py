@@ -162,7 +162,7 @@ def test_names_with_dots_in_ranges():
 
 
 def test_foreign_node_of_a_fused_list():
-    """Issue 12 defect 9: a DLA subgraph may be printed as the fused list of its layers,
+    """A DLA subgraph may be printed as the fused list of its layers,
     ``{ForeignNode[A + B + C]}``, not only as the range ``A...C``: every named layer is on the DLA."""
     names = ["/conv1/Conv", "/relu1/Relu", "/pool/MaxPool", "/conv2/Conv", "/fc/Gemm"]
     log = parse_build_log(["[DlaLayer] {ForeignNode[/conv1/Conv + /relu1/Relu + /conv2/Conv]}",

@@ -119,7 +119,7 @@ def test_console_entry_points(argv):
 
 
 def test_check_applies_the_platforms_tensorrt_rules_by_default(capsys):
-    """Issue 17 item 5: `check --platform xavier-agx` applied TensorRT 8.6 rules; Xavier's last JetPack ships 8.5."""
+    """`check --platform xavier-agx` once applied TensorRT 8.6 rules; Xavier's last JetPack ships 8.5."""
     assert main(["check", "resnet50", "--platform", "xavier-agx", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["trt_version"] == "8.5"
     assert main(["check", "resnet50", "--platform", "orin-agx", "--json"]) == 0

@@ -72,7 +72,7 @@ def test_infeasible_is_reported_not_raised(capsys):
 
 
 def test_replicas_run_the_network_on_their_dla_by_default(capsys):
-    """Issue 17 item 3: DLA0:n / DLA1:n instances run on their DLA (GPU fallback) unless --placement says otherwise;
+    """DLA0:n / DLA1:n instances run on their DLA (GPU fallback) unless --placement says otherwise;
     the header shows each instance's batch."""
     assert main(["measure", "resnet50", "--mode", "replicas", "--replicas", "GPU:8,DLA0:2,DLA1:2"]) == 0
     out = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""Issue 20 item 1: concurrent mode, several networks placed jointly and run at once (the merged
+"""Concurrent mode, several networks placed jointly and run at once (the merged
 model measured as a pipeline), with per-network latencies, latency[NETWORK] constraints, the naive
 whole-network-per-device baselines, and plans that carry every network."""
 

@@ -1,4 +1,4 @@
-"""Constraints (``latency<=2.0``...) and the ``gpu_time`` objective (issue 20, part 2)."""
+"""Constraints (``latency<=2.0``...) and the ``gpu_time`` objective."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ scheduler (one stream per engine, an event per dependency, K frames in flight ov
 buffer slots, a different input per slot). Two deliberately broken schedules (a missing
 event wait; a slot reused before its readers are done) must give wrong checksums.
 
-On the device machine: ``python -m pytest -q tests/test_cuda_layer.py`` (see the issue 12 note).
+On the device machine: ``python -m pytest -q tests/test_cuda_layer.py``.
 pycuda there is built from its sdist with the machine's own numpy and CUDA 13 toolkit
 (pycuda >= 2025.1.2 is needed for CUDA 13; with no registry, the sdist and its pure-Python
 dependencies are carried in an ignored ``.device/wheels`` folder)::

@@ -73,7 +73,7 @@ def _check_cut(model: Model, source: onnx.ModelProto, placement: Placement, rtol
 
 def _spatial_dims_open(name: str, folder: Path) -> Path:
     """A copy of a static export whose input H and W are symbolic: --shape may set only the batch
-    and dynamic dimensions (issue 18 item 4), and 64x64 keeps the reference evaluator fast."""
+    and dynamic dimensions, and 64x64 keeps the reference evaluator fast."""
     import gzip
 
     with gzip.open(DATA / f"{name}.onnx.gz", "rb") as fh:

@@ -1,4 +1,4 @@
-"""Issue 12 defect 4: the tensors a pipeline passes between a GPU and a DLA engine travel in the
+"""The tensors a pipeline passes between a GPU and a DLA engine travel in the
 DLA's own type and format (INT8 kCHW32 / FP16 kCHW16) on both sides, with buffers sized for the
 vectorised layout. Run against the TensorRT doubles, whose formats follow the ``TensorFormat``
 comments of TensorRT's headers (tests/fakes/tensorrt/_formats.py): they pack and unpack each

@@ -1,4 +1,4 @@
-"""Issue 16 items 2 and 3: ``placetune build`` builds an exported plan folder through the TensorRT
+"""``placetune build`` builds an exported plan folder through the TensorRT
 worker and reports where TensorRT put each layer; ``placetune.runtime`` runs the built plan in an
 application (the worker's own pipeline runtime). Both run against the TensorRT/CUDA doubles
 (tests/fakes), in a subprocess so the test process never imports a fake ``tensorrt``; the doubles
@@ -166,7 +166,7 @@ def test_the_deploy_example_runs_end_to_end_against_the_doubles(seed_block, tmp_
 
 
 def test_calibration_cache_reaches_tune_and_measure_builds(seed_block, tmp_path):
-    """Issue 16 item 5: --calibration-cache on tune and measure goes to the tensorrt backend's INT8
+    """--calibration-cache on tune and measure goes to the tensorrt backend's INT8
     builds (the double's calibrator reads it), and the measurement says where its ranges came from;
     the simulated backend refuses it in one line."""
     cache = tmp_path / "calib.cache"

@@ -362,7 +362,7 @@ def test_envs_accept_the_stage_granularity(env_id: str) -> None:
 
 
 def test_final_info_is_lean_unless_the_measurement_is_asked_for() -> None:
-    """Issue 17 item 7: the final info held a whole Measurement (~38 KB with 50 identical samples)."""
+    """The final info once held a whole Measurement (~38 KB with 50 identical samples)."""
     import pickle
 
     for kw, has in (({}, False), ({"info_measurement": True}, True)):
@@ -377,7 +377,7 @@ def test_final_info_is_lean_unless_the_measurement_is_asked_for() -> None:
 
 @pytest.mark.parametrize("action", [float("inf"), 1.7, "1", True, float("nan")])
 def test_step_refuses_actions_that_are_not_device_indexes(action):
-    """Issue 18 item 6/7: env.step(float('inf')) raised OverflowError; 1.7 and "1" were taken."""
+    """env.step(float('inf')) once raised OverflowError; 1.7 and "1" were taken."""
     env = PlacementEnv(model="seed-block")
     env.reset(seed=0)
     with pytest.raises(PlacementError, match="is not a device index"):

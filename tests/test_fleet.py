@@ -436,7 +436,7 @@ def test_sqlite_refuses_a_second_writer(tmp_path, capsys):
 
 
 def test_sqlite_writer_lock_belongs_to_the_file_not_its_name(tmp_path, capsys):
-    """Issue 18 item 3: through a symlink two `tune` runs wrote one SQLite study at once (598
+    """Through a symlink two `tune` runs once wrote one SQLite study at once (598
     trials for a budget of 300); the lock is now taken on the resolved file."""
     real = tmp_path / "real" / "pt.db"
     real.parent.mkdir()

@@ -1,4 +1,4 @@
-"""Issue 18 item 6: hostile input at every edge is a one-line error with a documented exit code, never a traceback."""
+"""Hostile input at every edge is a one-line error with a documented exit code, never a traceback."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def test_export_to_a_directory(base_db, tmp_path, capsys):
     refused(["export", "--study", "s", "--storage", base_db, "--format", "json", "-o", "/"], capsys, 6, "directory")
     refused(["export", "--study", "s", "--storage", base_db, "--format", "json", "-o", tmp_path], capsys, 6,
             "directory")
-    # --format trtexec -o DIR writes a plan folder (issue 16), but never into a directory holding other files
+    # --format trtexec -o DIR writes a plan folder, but never into a directory holding other files
     refused(["export", "--study", "s", "--storage", base_db, "--format", "trtexec", "-o", "/"], capsys, 6,
             "directory is not empty")
     (tmp_path / "notes.txt").write_text("mine")
@@ -219,7 +219,7 @@ def test_documented_exit_codes_are_in_the_readme():
 
 
 def test_unknown_power_mode_and_granularity_are_refused_before_anything_is_stored(tmp_path, capsys):
-    """Issue 18 item 7: an unknown power_mode made every trial infeasible with exit 0, and a bad
+    """An unknown power_mode once made every trial infeasible with exit 0, and a bad
     granularity was found only after the baseline was measured; both now stop the run first."""
     study = tmp_path / "pm.toml"
     study.write_text('[study]\nmodel = "resnet18"\ntrials = 3\n[settings]\npower_mode = "TURBO"\n')

@@ -152,7 +152,7 @@ def test_dynamic_batch_needs_shape_override(tmp_path):
     path = _dynamic_model(tmp_path / "dyn.onnx")
     with pytest.raises(ShapeError, match="images.*dynamic.*--shape images=1x3x16x16") as err:
         Model.load(path)
-    # issue 17: the hint is concrete (it said images=Nx3x16x16): pasting it works
+    # the hint is concrete (it once said images=Nx3x16x16): pasting it works
     hint = str(err.value).split("--shape ")[1].split()[0]
     assert "N" not in hint and Model.load(path, [hint]).batch == 1
     m = Model.load(path, ["images=4x3x16x16"])
@@ -227,7 +227,7 @@ def _clip_model(hi: float, name: str = "g"):
 
 
 def test_hash_covers_the_constants_dla_rules_read(tmp_path):
-    """Issue 18 item 4: two files that differ only in a Clip bound (which decides DLA eligibility)
+    """Two files that differ only in a Clip bound (which decides DLA eligibility) once
     hashed the same, so a plan or a study of one was accepted for the other."""
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     onnx.save(_clip_model(6.0), str(a))
@@ -247,7 +247,7 @@ def test_hash_covers_the_constants_dla_rules_read(tmp_path):
 
 
 def test_duplicate_node_names_never_take_an_existing_name():
-    """Issue 18 item 4: nodes [dup, dup, dup_0] were named dup, dup_0, dup_0_1, so
+    """Nodes [dup, dup, dup_0] were once named dup, dup_0, dup_0_1, so
     {"dup_0": ...} placed the second ``dup`` and not the node called dup_0."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
@@ -262,7 +262,7 @@ def test_duplicate_node_names_never_take_an_existing_name():
 
 
 def test_shape_may_not_change_a_static_non_batch_dimension(tmp_path):
-    """Issue 18 item 4: ``--shape input=1x5x224x224`` on a 3-channel conv was accepted (a model
+    """``--shape input=1x5x224x224`` on a 3-channel conv was once accepted (a model
     TensorRT would never build); only the batch dimension of a static input may change."""
     path = _dynamic_model(tmp_path / "dyn.onnx")
     with pytest.raises(ShapeError, match=r"images.*dimension 1 to 5.*fixes it at 3"):
@@ -276,7 +276,7 @@ def test_shape_may_not_change_a_static_non_batch_dimension(tmp_path):
 
 @pytest.mark.parametrize("batch", [0, -1, True, 2.5])
 def test_batch_must_be_a_positive_integer(batch):
-    """Issue 18 item 4: ``--batch 0`` silently became the zoo default."""
+    """``--batch 0`` once silently became the zoo default."""
     from placetune.errors import ConfigError
 
     with pytest.raises(ConfigError, match="batch must be a positive integer"):

@@ -1,4 +1,4 @@
-"""Every placetune study is an Optuna study of the same name in the same database (issue 17)."""
+"""Every placetune study is an Optuna study of the same name in the same database."""
 
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ def test_segments_partition_and_are_convex(devices, pipeline):
 
 
 def test_default_alone_is_a_placement_and_a_bad_device_names_the_valid_ones(seed_block):
-    """Issue 17: {"default": "DLA0"} was refused as naming an unknown layer 'default'."""
+    """{"default": "DLA0"} was once refused as naming an unknown layer 'default'."""
     p = Placement.from_json(seed_block, {"default": "DLA0"})
     assert set(p.as_dict().values()) == {"DLA0"}
     first = seed_block.names[0]
@@ -156,7 +156,7 @@ def test_default_alone_is_a_placement_and_a_bad_device_names_the_valid_ones(seed
 
 
 def test_layers_and_scopes_together_apply_both(seed_block):
-    """Issue 18 item 4: with both ``scopes`` and ``layers`` the layers were ignored.
+    """With both ``scopes`` and ``layers`` the layers were once ignored.
     Scopes apply first, then the named layers override them (a layer is the most specific scope)."""
     doc = {"default": "GPU", "scopes": {"": "DLA0"}, "layers": {"/conv2/Conv": "GPU", "/Concat": "DLA1"}}
     p = Placement.from_json(seed_block, json.dumps(doc))

@@ -231,7 +231,7 @@ def test_apply_engine_mode(engine_plan):
     ])
     config = FakeConfig()
     report = plan.apply(net, config, trt=FAKE_TRT)
-    # trtexec --useDLACore's semantics: DLA by default, every layer set explicitly (issue 12 defect 3)
+    # trtexec --useDLACore's semantics: DLA by default, every layer set explicitly
     assert config.default_device_type == "kDLA"
     assert config.DLA_core == 0
     assert config.flags == ["kGPU_FALLBACK"]
@@ -469,7 +469,7 @@ def test_export_hardware_study_takes_versions_from_the_fingerprint(tmp_path):
 
 
 def test_exported_script_cannot_be_injected_through_names(engine_plan, tmp_path):
-    """Issue 18 item 2: a study named "x\\ntouch PWNED" put `touch PWNED` on a line of its own in
+    """A study named "x\\ntouch PWNED" once put `touch PWNED` on a line of its own in
     the script's '# study' comment, and running the script ran it. Every comment stays one
     line; a NUL byte, which no shell script can carry, is refused."""
     import copy

@@ -1,4 +1,4 @@
-"""Issue 16 items 1, 4 and 5: `placetune export --format trtexec -o DIR` writes a deployment folder
+"""`placetune export --format trtexec -o DIR` writes a deployment folder
 whose build.sh runs end to end against the fake trtexec (which refuses what the real one refuses),
 whose segment ONNX files pass the full checker and reproduce the model's output; the exported
 headline is the figure `placetune tune` prints; INT8 ranges say where they come from."""
@@ -84,7 +84,7 @@ def test_the_fake_trtexec_refuses_what_trtexec_refuses(pipeline_study, tmp_path,
     assert "static_model_shapes" in table["refusals"]
 
 
-# --------------------------------------------------------------------------- item 1: the folder
+# --------------------------------------------------------------------------- the folder
 def test_pipeline_folder_builds_and_its_segments_reproduce_the_model(pipeline_study, tmp_path, capsys):
     out = tmp_path / "deploy"
     text = _export(capsys, "--study", "p", "--storage", pipeline_study.url, "--format", "trtexec", "-o", str(out),
@@ -191,10 +191,10 @@ def test_folder_and_script_outputs_are_told_apart(pipeline_study, tmp_path, caps
     assert code == 6 and "is a file" in err and "Traceback" not in err
 
 
-# --------------------------------------------------------------------------- item 4: the headline
+# --------------------------------------------------------------------------- the headline
 @pytest.mark.parametrize("objective", ["throughput", "latency", "energy"])
 def test_export_headline_is_tunes_summary_figure(objective, tmp_path, capsys):
-    """Issue 16 item 4: export said "0.7x latency" for a study tune reported as 1.68x throughput."""
+    """Export once said "0.7x latency" for a study tune reported as 1.68x throughput."""
     url = f"sqlite:///{tmp_path}/pt.db"
     assert main(["tune", "--model", "resnet18", "--mode", "pipeline", "--objective", objective, "--trials", "8",
                  "--study", "h", "--storage", url, "--export", str(tmp_path / "t.json")]) == 0
@@ -213,7 +213,7 @@ def test_export_headline_is_tunes_summary_figure(objective, tmp_path, capsys):
     assert plan.measured["units"]["energy_mj"] == f"mJ per inference (one batch of {plan.batch})"
 
 
-# --------------------------------------------------------------------------- item 5: INT8
+# --------------------------------------------------------------------------- INT8
 def test_int8_without_calibration_says_ranges_are_placeholders(pipeline_study, tmp_path, capsys):
     out = tmp_path / "d"
     text = _export(capsys, "--study", "p", "--storage", pipeline_study.url, "--format", "trtexec", "-o", str(out))

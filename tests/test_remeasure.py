@@ -1,4 +1,4 @@
-"""Re-measuring the top candidates (issue 14, item 4): Evaluator.remeasure, Store.update_measurement
+"""Re-measuring the top candidates: Evaluator.remeasure, Store.update_measurement
 and the guided agent's re-measured final ranking."""
 
 from __future__ import annotations

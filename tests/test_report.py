@@ -194,7 +194,7 @@ def test_cli_errors(study, tmp_path):
 
 
 def test_timeline_colours_do_not_repeat_within_16_frames(tmp_path, monkeypatch):
-    """Issue 17 item 7: the frame palette had 10 colours, so frames 0 and 10 looked the same."""
+    """The frame palette once had 10 colours, so frames 0 and 10 looked the same."""
     from matplotlib.colors import to_hex
 
     from placetune.report import plots
@@ -212,7 +212,7 @@ def test_timeline_colours_do_not_repeat_within_16_frames(tmp_path, monkeypatch):
 
 
 def test_report_titles_use_the_studys_objective(tmp_path, monkeypatch):
-    """Issue 17 item 7: placement.png and the timeline showed latency even for a throughput study."""
+    """placement.png and the timeline once showed latency even for a throughput study."""
     from placetune.report import plots
 
     titles = {}

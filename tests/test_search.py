@@ -462,7 +462,7 @@ def test_guided_every_mode_and_objective_with_a_budget_of_10(mode, objective):
 @pytest.mark.parametrize("mode,k,objective", [("engine", 1, "latency"), ("pipeline", 4, "throughput"),
                                               ("pipeline", 2, "energy")])
 def test_guided_surrogate_predicts_what_the_full_simulator_measures(mode, k, objective):
-    """The guided agent's inner loop uses the incremental simulator (issue 19); its predictions
+    """The guided agent's inner loop uses the incremental simulator; its predictions
     must equal realise() + SimulatedJetson.measure() under the same (fitted) device profile."""
     from placetune import DeviceProfile
     from placetune.tuning.objectives import get_objective
@@ -486,7 +486,7 @@ def test_guided_surrogate_predicts_what_the_full_simulator_measures(mode, k, obj
 
 
 def test_guided_polish_flips_single_units_next_to_a_cut():
-    """Issue 14: the best sim2real plans put one branch of a block on the other DLA core next to
+    """The best sim2real plans put one branch of a block on the other DLA core next to
     a cut (e.g. DLA0 x14 | DLA1 | DLA0 | DLA1 x11 | GPU); no contiguous-stage move makes that.
     The polish step finds it, and only looks near device changes."""
     from types import SimpleNamespace

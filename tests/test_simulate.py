@@ -175,7 +175,7 @@ def test_noise_off_identical_noise_on_seeded(resnet18):
 
 
 def test_two_builds_of_one_placement_differ_by_the_seeded_build_factor(resnet18):
-    """Issue 15: tactic variance between builds; the factor is noise.build_factor (sd = noise)."""
+    """Tactic variance between builds; the factor is noise.build_factor (sd = noise)."""
     from placetune.backends.simulate.noise import build_factor
 
     r = realise(Placement.all_gpu(resnet18), ORIN, precision="int8")

@@ -750,7 +750,7 @@ AWKWARD_PASSWORDS = ["s3cr/etPW", "p@ss w#rd", "a:b:c", "x?y=z&q", "100%sure", "
 
 @pytest.mark.parametrize("pw", AWKWARD_PASSWORDS)
 def test_mask_url_hides_awkward_passwords_raw_and_percent_encoded(pw):
-    """Issue 18 item 1: passwords with '/', ' ', '@', '#', ':' or '?' were printed whole."""
+    """Passwords with '/', ' ', '@', '#', ':' or '?' were once printed whole."""
     from urllib.parse import quote
 
     for given in (pw, quote(pw, safe="")):
@@ -763,7 +763,7 @@ def test_mask_url_hides_awkward_passwords_raw_and_percent_encoded(pw):
 
 @pytest.mark.parametrize("pw", ["s3cr/etPW", "p@ss w#rd"])
 def test_cli_errors_never_print_the_database_password(pw, tmp_path, capsys, monkeypatch):
-    """The example of issue 18: an unreachable PostgreSQL with a '/' in its password."""
+    """The case that once printed it whole: an unreachable PostgreSQL with a '/' in its password."""
     from placetune.cli.main import main
 
     monkeypatch.chdir(tmp_path)
@@ -775,7 +775,7 @@ def test_cli_errors_never_print_the_database_password(pw, tmp_path, capsys, monk
 
 
 def test_a_study_ranks_only_the_measurements_it_requested(db_url, model):
-    """Issue 18 item 4: ``export --study tiny`` picked a measurement that study never requested
+    """``export --study tiny`` once picked a measurement that study never requested
     (another study of the same cache scope measured it) and then found no all-GPU baseline."""
     from placetune.plan.export import export_plan
     from placetune.tuning.objectives import get_objective
@@ -801,7 +801,7 @@ def test_a_study_ranks_only_the_measurements_it_requested(db_url, model):
 
 
 def test_a_study_stored_under_the_legacy_model_hash_resumes_with_its_measurements(tmp_path):
-    """Issue 18 made the model hash cover small constants (Clip bounds...). A study an older
+    """The model hash now covers small constants (Clip bounds...). A study an older
     placetune stored under the old hash must resume, not start over: opening it migrates the
     model row and the measurements keyed by it to the new hash, and the cache answers."""
     from sqlalchemy import update

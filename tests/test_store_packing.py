@@ -1,4 +1,4 @@
-"""A store that costs less than the simulator (issue 19): packed bulky fields (exact round trips, old rows,
+"""A store that costs less than the simulator: packed bulky fields (exact round trips, old rows,
 corrupt rows), fewer statements and checkpoints per evaluation."""
 
 from __future__ import annotations

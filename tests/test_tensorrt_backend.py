@@ -86,7 +86,7 @@ def test_all_dla_realised_from_the_build_log_and_stored(version, backends, gn, t
 
 
 def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_path):
-    """Issue 12 defect 3. onnx-tensorrt 10.x registers only a Gemm's MatMul: the bias add, and the
+    """onnx-tensorrt 10.x registers only a Gemm's MatMul: the bias add, and the
     bias's broadcast Shuffle and Constant, keep TensorRT's default names with no metadata
     (onnxOpImporters.cpp DEFINE_BUILTIN_OP_IMPORTER(Gemm); ImporterContext::registerLayer). The
     worker lists each helper's device; a helper follows its node, and the node's layer that
@@ -102,7 +102,7 @@ def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_pat
                    for s in m.extra["build_log"])
     assert m.realized["/linear/Gemm"] == "GPU" and m.realized["/cnn/cnn.0/Conv"] == "DLA0"
     assert m.dla_loadables == {"DLA0": 1}
-    assert m.extra["timed"].startswith("compute")  # defect 7: what was timed is stated
+    assert m.extra["timed"].startswith("compute")  # what was timed is stated
     # all on DLA0: one loadable per run of DLA layers between the GPU's InstanceNormalizations
     m2 = ev.evaluate(Placement.all_dla(ev.model))
     assert m2.dla_loadables == {"DLA0": 5}, m2.extra["build_log"]
@@ -110,7 +110,7 @@ def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_pat
 
 
 def test_tensorrt_11_sets_the_parsers_adjust_for_dla_flag(backends, gn, tmp_path):
-    """Issue 12 defect 9: on TensorRT 11 the worker uses NVIDIA's documented path to a DLA-ready
+    """On TensorRT 11 the worker uses NVIDIA's documented path to a DLA-ready
     network, the ONNX parser flag ADJUST_FOR_DLA (trtexec --adjustForDLA), and says so."""
     v = next(x for x in backends if x.startswith("11"))
     ev = _ev(gn, backends[v], tmp_path, precision="fp16", trt_version=v)
@@ -386,7 +386,7 @@ print(json.dumps({"built": plan is not None, "log": info["log"]}))
 
 
 def test_one_logger_per_process_so_later_builds_are_logged(tmp_path):
-    """Issue 12 defect 9: TensorRT keeps one logger pointer while any builder/runtime is alive and
+    """TensorRT keeps one logger pointer while any builder/runtime is alive and
     ignores a new logger (it warns and keeps the first: NVIDIA/TensorRT #1475). A worker that made
     a logger per job lost the build log, and with it the realised placement, of later builds."""
     from placetune.backends.tensorrt.pool import WORKER_FILE
@@ -423,7 +423,7 @@ def _gone(pid: int) -> bool:
 
 
 def test_worker_is_not_orphaned_when_placetune_gets_sigterm(tmp_path):
-    """Issue 12 defect 9: `kill <placetune>` in the middle of a build left the worker (its own
+    """`kill <placetune>` in the middle of a build once left the worker (its own
     session, busy, not reading stdin) building for as long as the build took. It now watches its
     parent and exits within about a second of losing it."""
     import signal

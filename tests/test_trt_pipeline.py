@@ -542,7 +542,7 @@ def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_bl
 
 
 def test_engine_cache_key_includes_the_l4t_release(tmp_path, monkeypatch):
-    """Issue 12 defect 9: the DLA compiler ships with L4T, so a JetPack update that keeps the
+    """The DLA compiler ships with L4T, so a JetPack update that keeps the
     TensorRT version may compile other DLA loadables: the engine cache must not reuse them."""
     from placetune.backends.tensorrt import pipeline
     from placetune.hardware.platforms import get_platform
@@ -562,7 +562,7 @@ def test_engine_cache_key_includes_the_l4t_release(tmp_path, monkeypatch):
 
 
 def test_pipeline_refuses_more_than_16_loadables_per_core_across_engines(monkeypatch):
-    """Issue 12 defect 5: 16 DLA loadables may be *loaded at once* per core, over all engines of
+    """16 DLA loadables may be *loaded at once* per core, over all engines of
     the pipeline; the worker counts each engine's [DlaLayer] lines after building and refuses to
     deserialise engines that exceed it (realise() keeps predictions within it; a build can still
     make more loadables than predicted)."""

@@ -267,7 +267,7 @@ def test_all_gpu_engine_with_power_and_energy(tmp_path, gn):
     # a static model: no --shapes (real trtexec fails the build with it)
     assert not any(a.startswith("--shapes") for a in build) and any(a.startswith("--timingCacheFile=") for a in build)
     assert "--iterations=5" in run and "--separateProfileRun" in run and "--useSpinWait" in run
-    # issue 12 defect 7: compute only, as the tensorrt worker times, and said so
+    # compute only, as the tensorrt worker times, and said so
     assert "--noDataTransfers" in run and m.extra["timed"].startswith("compute")
     assert len(m.latency_samples_ms) >= 5 and m.latency_ms["median"] > 0
     qps = m.extra["summary"]["throughput_qps"]
@@ -580,7 +580,7 @@ def test_exported_trtexec_script_passes_shapes_only_for_dynamic_inputs(tmp_path,
 
 
 def test_int8_builds_with_fp16_too_and_both_backends_say_what_they_timed(tmp_path, gn):
-    """Issue 12 defect 7: trtexec's --int8 alone is INT8 + FP32 (sampleOptions.cpp); the worker
+    """trtexec's --int8 alone is INT8 + FP32 (sampleOptions.cpp); the worker
     builds INT8 + FP16, so trtexec gets --fp16 --int8; both time compute only and say so."""
     be = _backend(tmp_path, "10.3.0")
     ev = _ev(gn, be, tmp_path, trt_version="10.3", precision="int8")

@@ -167,7 +167,7 @@ def test_terminal_progress_bar(tmp_path, capsys):
 
 
 def test_progress_never_shows_nan_and_names_the_metric_with_its_unit(tmp_path):
-    """Issue 17: the first trial printed gain=nan (the all-GPU baseline was not known yet)."""
+    """The first trial once printed gain=nan (the all-GPU baseline was not known yet)."""
     proc = _cli("tune", "--trials", "4", "--agent", "random", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = [x for x in proc.stdout.splitlines() if x.startswith("trial=")]
@@ -196,7 +196,7 @@ def test_terminal_bar_never_shows_nan(tmp_path):
 
 @pytest.mark.parametrize("agent", ["local", "random", "reinforce"])
 def test_sigint_with_any_agent_leaves_no_traceback_and_no_fail_trial(tmp_path, agent):
-    """Issue 17 item 2: the first Ctrl-C ends every agent cleanly; its Optuna study keeps no FAIL/RUNNING trial."""
+    """The first Ctrl-C ends every agent cleanly; its Optuna study keeps no FAIL/RUNNING trial."""
     optuna = pytest.importorskip("optuna")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "placetune.cli", "tune", "--model", "resnet50", "--mode", "engine",
@@ -221,7 +221,7 @@ def test_sigint_with_any_agent_leaves_no_traceback_and_no_fail_trial(tmp_path, a
 
 
 def test_every_run_says_what_will_run_and_model_runs_share_the_embedded_defaults(tmp_path, capsys, monkeypatch):
-    """Issue 17 item 5: --model runs had other defaults (engine/fp16/latency) than the embedded default
+    """--model runs once had other defaults (engine/fp16/latency) than the embedded default
     (pipeline/int8/throughput), visible only in a later mismatch error; custom runs said '(embedded default)'."""
     monkeypatch.chdir(tmp_path)
     assert main(["tune", "--trials", "3", "--agent", "random"]) == 0
@@ -241,7 +241,7 @@ def test_every_run_says_what_will_run_and_model_runs_share_the_embedded_defaults
 
 
 def test_a_study_made_with_the_old_defaults_keeps_resuming(tmp_path, capsys, monkeypatch):
-    """Issue 17 item 5: Xavier's default TensorRT rules became 8.5; a study created with 8.6 (the old default)
+    """Xavier's default TensorRT rules became 8.5; a study created with 8.6 (the old default)
     resumes with its own settings instead of silently starting a new study."""
     from placetune.tuning.evaluator import Evaluator
 
@@ -281,7 +281,7 @@ def test_when_all_gpu_stays_best_the_verdict_says_what_it_rests_on_and_why(tmp_p
 
 @pytest.mark.parametrize("path", sorted(STUDIES.glob("*.toml")), ids=lambda p: p.name)
 def test_every_study_file_states_what_it_demonstrates(path):
-    """Issue 17 item 6: each study file says what it demonstrates."""
+    """Each study file says what it demonstrates."""
     header = path.read_text().split("[study]")[0]
     assert "# Demonstrates:" in header
 
@@ -294,7 +294,7 @@ def test_every_study_file_states_what_it_demonstrates(path):
     (["tune", "STUDY:iterations = 100000000"], "iterations"),
 ])
 def test_unbounded_settings_are_refused_in_one_line(argv, field, tmp_path, capsys, monkeypatch):
-    """Issue 18 items 4-5: --frames-in-flight 10000 ran for minutes (1e8 never ended), --noise inf
+    """--frames-in-flight 10000 once ran for minutes (1e8 never ended), --noise inf
     gave status ok with a NaN median, iterations = 1e8 was accepted; each is refused up front,
     naming the field and what is allowed, before anything is stored."""
     monkeypatch.chdir(tmp_path)
@@ -324,7 +324,7 @@ def test_unbounded_settings_are_refused_in_one_line(argv, field, tmp_path, capsy
     (["tune", "STUDY:timeout = true"], "timeout must be"),
 ])
 def test_values_that_were_accepted_are_refused(argv, field, tmp_path, capsys, monkeypatch):
-    """Issue 18 item 7: accepted but should be refused; one line naming the field, nothing stored."""
+    """Values once accepted are refused: one line naming the field, nothing stored."""
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "pt.db"
     if argv[-1].startswith("STUDY:"):

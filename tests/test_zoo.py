@@ -446,7 +446,7 @@ def test_bad_options(name: str, kw: dict[str, object]) -> None:
 
 @pytest.mark.parametrize("spec, key", [("resnet50:batch=3", "batch"), ("vit-tiny:weights=true", "weights")])
 def test_zoo_options_that_are_load_arguments_are_refused_clearly(spec, key):
-    """Issue 18 item 6: `placetune check resnet50:batch=3` died with a TypeError traceback."""
+    """`placetune check resnet50:batch=3` once died with a TypeError traceback."""
     from placetune import Model, ModelError
 
     with pytest.raises(ModelError, match=f"zoo option '{key}'"):

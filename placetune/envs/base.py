@@ -255,7 +255,7 @@ class PlacementEnvBase(gym.Env):
     @staticmethod
     def _check_reset_options(options: Any) -> None:
         """``reset(options=...)``: these environments take no reset options; refuse them rather than
-        silently ignore them (issue 18)."""
+        silently ignore them."""
         if options is None or (isinstance(options, dict) and not options):
             return
         shown = ", ".join(repr(k)[:40] for k in list(options)[:5]) if isinstance(options, dict) else \

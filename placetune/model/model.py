@@ -330,7 +330,7 @@ class Model:
 
     @property
     def legacy_hash(self) -> str:
-        """The hash placetune gave this model before it hashed small constants' values (issue 18):
+        """The hash placetune gave this model before it hashed small constants' values:
         the studies and measurements stored under it are migrated when the model is opened again."""
         cached = self.__dict__.get("_legacy_hash")
         if cached is None:
@@ -497,7 +497,7 @@ def _build(
 
     # ---- layers
     # TensorRT's parser rule (base, then base_<global counter>), except that a generated name
-    # never takes a name some other node has in the file (issue 18): [dup, dup, dup_0] ->
+    # never takes a name some other node has in the file: [dup, dup, dup_0] ->
     # dup, dup_1, dup_0, so a placement naming dup_0 places the node called dup_0.
     layer_names: set[str] = set()
     reserved = {n.name if n.name else f"node_of_{n.output[0]}" for n in keep}

@@ -169,7 +169,7 @@ class Space:
 
     @staticmethod
     def check_granularity(granularity: str) -> None:
-        """Refuse a granularity no space has (before anything is measured: issue 18 item 7)."""
+        """Refuse a granularity no space has (before anything is measured)."""
         if granularity in ("layer", "fusion", "stages"):
             return
         if isinstance(granularity, str) and granularity.startswith("scope:"):

@@ -154,7 +154,7 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
                      "it for static inputs); for a dynamic model add --shapes=<input>:<dims>")
 
     # a pipeline's cut tensors at a DLA engine in the DLA's own type and format on both sides (as
-    # the tensorrt backend measured them): no GPU reformat at the cut (issue 12 defect 4)
+    # the tensorrt backend measured them): no GPU reformat at the cut
     cuts = plan_cut_formats(plan.engines, plan.precision, strongly_typed=strongly_typed(vt),
                             network_outputs=plan.model.get("outputs") or []) if plan.mode == "pipeline" else {}
 
@@ -254,7 +254,7 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
         raise ConfigError("the plan holds a NUL byte in a name (model, study, layer or file): a shell script cannot "
                           "carry it; rename it in the ONNX model or the study")
     # nothing user-controlled may start a new line: a study named "x\ntouch PWNED" stays inside its
-    # comment (issue 18 item 2); the commands themselves are quoted by shell_line
+    # comment; the commands themselves are quoted by shell_line
     return [_one_line(line) if line.startswith("#") else line for line in lines]
 
 

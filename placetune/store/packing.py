@@ -2,7 +2,7 @@
 
 A simulated measurement of a 176-layer network in pipeline mode carries about 20 kB of
 per-layer times, per-segment times and timeline events, mostly floats; writing them as
-JSON numbers cost more than the simulation that produced them (issue 19). Here they are
+JSON numbers cost more than the simulation that produced them. Here they are
 stored column-wise, each all-float column as the base64 of its IEEE-754 doubles (exact,
 NaN and infinities included), under the payload key :data:`PACKED`:
 

@@ -115,7 +115,7 @@ class QueriesMixin(StudiesMixin):
         """The best ``ok`` measurement the study requested (measured by it or reused from the cache).
 
         A study's results are the measurements it asked for: one another study of the same
-        cache scope measured, and this one never requested, is not its result (issue 18).
+        cache scope measured, and this one never requested, is not its result.
 
         Args:
             study_name: the study.

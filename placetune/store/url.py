@@ -25,7 +25,7 @@ __all__ = ["mask_url", "normalise_url", "url_secrets"]
 
 #: ``scheme://user:`` then everything up to the *last* ``@``: SQLAlchemy accepts passwords with
 #: ``/``, ``@``, ``#``, ``?``, ``:`` and spaces, raw or percent-encoded, so the password's end is
-#: the last ``@`` (masking a little too much is safe; a leaked password is not: issue 18 item 1).
+#: the last ``@`` (masking a little too much is safe; a leaked password is not).
 _PASSWORD_IN_URL = re.compile(r"(?P<head>://[^/@:?#\s]*:)(?P<pw>.*)(?P<at>@)", re.DOTALL)
 
 

@@ -110,8 +110,8 @@ class TuneConfig:
     source: str = "command line"
 
     def __post_init__(self) -> None:
-        """Refuse values of the wrong type or range up front (issue 18 item 7: ``trials = true``,
-        ``timeout = true`` and ``--study ""`` were accepted), naming the field and what is allowed."""
+        """Refuse values of the wrong type or range up front (``trials = true``,
+        ``timeout = true`` and ``--study ""`` were once accepted), naming the field and what is allowed."""
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or not 1 <= self.trials <= 1_000_000:
             raise ConfigError(f"trials must be an integer from 1 to 1,000,000, got {str(self.trials)[:40]!r}")
         if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
@@ -153,7 +153,7 @@ class TuneConfig:
 
     def check_options(self) -> None:
         """Refuse ``settings``/``agent_options``/``backend_options`` that are not tables, and an agent
-        seed outside 0..2**32-1 (Optuna's range, issue 18: ``--seed -1`` was a traceback).
+        seed outside 0..2**32-1 (Optuna's range; ``--seed -1`` was once a traceback).
 
         Raises:
             ConfigError: naming the field and what is allowed.

@@ -66,7 +66,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Kept for callers of earlier versions: every mode is implemented now.
-MODES_NOT_IMPLEMENTED = "pipeline/replicas modes on TensorRT are not implemented yet (issue 8)"
+MODES_NOT_IMPLEMENTED = "pipeline/replicas modes on TensorRT are not implemented yet"
 #: Pipeline correctness gate: the largest relative L2 error ||pipeline - reference|| / ||reference||
 #: of any network output, per precision. Both sides run at the same precision, so the error
 #: is what re-rounding at the cuts and other fusions/tactics add. The reference is one all-GPU
@@ -414,7 +414,7 @@ class TensorRTBackend:
                    for row in res.get("network_layers", []) if row[1] is None and is_helper_name(row[0])}
         if helpers:
             extra["helper_layers"] = helpers
-        if res.get("adjust_for_dla"):  # say which path made the network DLA-ready (issue 12 defect 9)
+        if res.get("adjust_for_dla"):  # say which path made the network DLA-ready
             extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 10.16 on)"
         extra.update(
             build_errors=blog.errors[:50],

@@ -42,7 +42,7 @@ __all__ = [
     "attribute_profile", "split_engine_name", "onnx_name_of", "split_prefix",
 ]
 
-#: What the worker times (``Measurement.extra["timed"]``, issue 12 defect 7): the inputs are
+#: What the worker times (``Measurement.extra["timed"]``): the inputs are
 #: uploaded once before timing; trtexec is run with ``--noDataTransfers`` to time the same.
 TIMED = "compute: engine execution between CUDA events on the engines' streams, no host<->device copies"
 
@@ -312,7 +312,7 @@ class NameResolver:
         fm = _FOREIGN.search(engine_name)
         if fm:
             rng = _foreign_range(fm.group("body"), self.index)
-            if rng is None:  # a fused list, {ForeignNode[A + B + C]} (issue 12 defect 9), or nothing known
+            if rng is None:  # a fused list, {ForeignNode[A + B + C]}, or nothing known
                 return split_engine_name(fm.group("body"), self.known, self.longest)
             i, j = self.index[rng[0]], self.index[rng[1]]
             return self.order[min(i, j): max(i, j) + 1]

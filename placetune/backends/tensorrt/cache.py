@@ -68,7 +68,7 @@ def engine_key(content: str, device: str, precision: str, trt_version: str, plat
         platform: the Jetson platform (engines are specific to the GPU they were built on).
         l4t: the L4T release (``R36.4.3``; :func:`placetune.backends.tensorrt.env.read_l4t`): the
             DLA compiler ships with L4T, not with TensorRT, so one TensorRT version on two L4T
-            releases may compile different DLA loadables (issue 12 defect 9).
+            releases may compile different DLA loadables.
         **options: anything else that changes the engine (JSON-serialisable).
     """
     doc = {"format": CACHE_FORMAT, "content": content, "device": device, "precision": precision,

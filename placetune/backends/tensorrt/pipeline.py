@@ -347,7 +347,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
         if not ref.get("cached"):
             build_s += float(ref.get("build_seconds") or 0.0)
     extra["engines"] = rows
-    # the cut tensors' I/O type and format (issue 12 defect 4); the engines say what they got
+    # the cut tensors' I/O type and format; the engines say what they got
     extra["cut_formats"] = {t: {"dtype": f.dtype, "format": f.format, "shape": list(f.shape), "producer": f.producer,
                                 "consumers": list(f.consumers)} for t, f in (formats or {}).items()}
     if formats_failed:

@@ -124,7 +124,7 @@ def handle(job):
 
 def watch_parent(interval_s=0.5):
     # type: (float) -> None
-    """Exit when placetune is gone (issue 12 defect 9). The worker runs in a session of its own
+    """Exit when placetune is gone. The worker runs in a session of its own
     and, while it builds or times, does not read stdin, so it would not see placetune die from
     SIGTERM or SIGKILL; a daemon thread notices the re-parenting (TensorRT releases the GIL
     while it builds) and ends the process."""

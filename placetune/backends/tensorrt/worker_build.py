@@ -45,7 +45,7 @@ def make_logger(trt, verbose):
     VERBOSE messages are kept when asked, and the ``Layers Running on DLA/GPU`` report always:
     some TensorRT versions log the realised placement at VERBOSE, and without it GPU fallback
     would go unseen. TensorRT keeps a single logger pointer while any builder, runtime or
-    refitter lives and ignores a different one (issue 12 defect 9), so a logger per job would
+    refitter lives and ignores a different one, so a logger per job would
     lose the log of every build made while an earlier runtime is alive."""
     logger = _LOGGER.get("logger")
     if logger is None:
@@ -141,8 +141,8 @@ def _calibrator(trt, path):
 def place_layers(network, trt, wanted, can_run=None):
     # type: (Any, Any, Set[str], Any) -> List[Tuple[Optional[str], bool]]
     """``(onnx node, on DLA)`` per network layer. A layer of a node in ``wanted`` goes to the DLA;
-    a parser helper goes with the node it serves (worker_devices.follow_helpers: issue 12 defect
-    3), to the GPU when that node's layer cannot run on the DLA (``can_run(layer)`` False: it
+    a parser helper goes with the node it serves (worker_devices.follow_helpers),
+    to the GPU when that node's layer cannot run on the DLA (``can_run(layer)`` False: it
     falls back, and a helper alone on the DLA would be a loadable of its own)."""
     layers = [network.get_layer(i) for i in range(network.num_layers)]
     names = [_onnx_name(layer) for layer in layers]
@@ -158,7 +158,7 @@ def place_layers(network, trt, wanted, can_run=None):
 def set_io_formats(network, trt, wanted, strongly_typed):
     # type: (Any, Any, Dict[str, Any], bool) -> Dict[str, List[str]]
     """Give the network I/O tensors named in ``wanted`` (name -> ``[DataType, TensorFormat]``
-    member names) that type and that one allowed format (issue 12 defect 4: a pipeline's cut
+    member names) that type and that one allowed format (a pipeline's cut
     tensors in the DLA's native format on both sides, so no GPU reformat runs at the cut).
     Strongly typed networks (TensorRT 11) take the type from the model: only the format is set.
     Returns what was set, by tensor."""

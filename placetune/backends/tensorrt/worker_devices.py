@@ -1,4 +1,4 @@
-"""Which device a network layer the ONNX parser added without a node goes to (issue 12 defect 3).
+"""Which device a network layer the ONNX parser added without a node goes to.
 
 onnx-tensorrt names and tags with ``[ONNX Layer: <node>]`` metadata only the layers it
 registers for a node (``ImporterContext::registerLayer(layer, node)``). The others carry no

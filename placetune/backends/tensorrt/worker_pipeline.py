@@ -498,7 +498,7 @@ def pipeline(job):
     if ref_spec:
         result["reference"] = result["engines"].pop()
     over = too_many_loadables(specs, result["engines"])
-    if over:  # the engines would be loaded at once: refuse before deserialising any (issue 12 defect 5)
+    if over:  # the engines would be loaded at once: refuse before deserialising any
         result.update(status="infeasible", error=over)
         return result
     ref_core = -1

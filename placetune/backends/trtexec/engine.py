@@ -297,7 +297,7 @@ def time_argv(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settin
         argv.extend(profile_flags(files["profile"], vt))
     if be.spin_wait:
         argv.extend(spin_wait_flags(vt))
-    argv.extend(transfer_flags(vt))  # compute only, as the tensorrt worker times (issue 12 defect 7)
+    argv.extend(transfer_flags(vt))  # compute only, as the tensorrt worker times
     argv.extend(cuda_graph_flags(vt))  # no CUDA graph, as the worker times (trtexec 11 captures one by default)
     argv.extend(be.run_args)
     return argv, files
