@@ -16,8 +16,8 @@ from placetune.tuning.objectives import get_objective
 from placetune.tuning.studyfile import load_study_file
 from search import Budget, get_agent
 
-#: GoogLeNet, simulated AGX Orin, engine mode, INT8: all-DLA0 spends the least energy (10.3 mJ)
-#: but takes 0.94 ms; all-GPU takes 0.63 ms for 23.2 mJ. A 0.8 ms bound rules the first out.
+#: GoogLeNet, simulated AGX Orin, engine mode, INT8: all-DLA0 spends the least energy (9.7 mJ)
+#: but takes 0.96 ms; all-GPU takes 0.65 ms for 24.0 mJ. A 0.8 ms bound rules the first out.
 BOUND = 0.8
 
 
@@ -192,7 +192,7 @@ def test_gpu_time_study_exports_and_ranks_in_the_store(tmp_path):
 
 def test_export_and_studies_of_a_constrained_study_rank_feasible_first(tmp_path, capsys):
     """`placetune export --study` of a constrained study exported its unconstrained best (all-DLA0,
-    0.94 ms against a 0.8 ms bound) and `studies` showed it as the best: the study now records its
+    0.96 ms against a 0.8 ms bound) and `studies` showed it as the best: the study now records its
     constraints, and every reader ranks feasible measurements first."""
     db = f"sqlite:///{tmp_path / 'pt.db'}"
     assert main(["tune", "--model", "googlenet", "--mode", "engine", "--precision", "int8", "--objective", "energy",

@@ -210,6 +210,18 @@ def test_all_dla_uses_less_accelerator_energy_than_all_gpu(resnet18_bs8):
     assert dla.power_w < gpu.power_w
 
 
+def test_the_dla_is_3_to_5x_as_energy_efficient_as_the_gpu_on_resnet50_int8():
+    """The published ratio of images per joule of accelerator power (DLA-SW: "3x-5x more power
+    efficient than the GPU"), on ResNet-50 INT8 batch 8, engine mode, each accelerator alone."""
+    model = Model.load("resnet50", batch=8)
+    per_image = {}
+    for name, p in (("GPU", Placement.all_gpu(model)), ("DLA", Placement.all_dla(model))):
+        m = measure(p)
+        active = m.energy_mj - ORIN.idle_w * m.latency_ms["median"]  # the accelerators' energy, mJ
+        per_image[name] = active / model.batch
+    assert 3.0 <= per_image["GPU"] / per_image["DLA"] <= 5.0, per_image
+
+
 def test_replicas_beat_the_best_single_device(resnet18_bs8):
     p = Placement.all_dla(resnet18_bs8)
     best = max(measure(Placement.all_gpu(resnet18_bs8)).throughput_fps, measure(p).throughput_fps)
