@@ -13,7 +13,9 @@ module learns such effects where they show, at two levels:
   length and length hinges, a fixed cost, incoming boundaries, misaligned ones, the share of
   convolutions fed across a cut): :data:`SEGMENT_FEATURES`;
 * **plans**: the measured objective against the prediction with corrected segments, regressed on
-  the devices' overlap (contention) and the number of engines: :data:`PLAN_FEATURES`.
+  the devices' overlap (contention), that overlap weighted by the side that is the bottleneck
+  (contention that is not symmetric: a GPU slowed by the DLAs' traffic far more than they are by
+  its) and the number of engines: :data:`PLAN_FEATURES`.
 
 Both are Bayesian linear regressions (:class:`Ridge`) with a prior centred on "the physics is
 right" (zero residual), so a device the physics describes keeps its prediction, and draws from
@@ -64,6 +66,11 @@ PLAN_FEATURES = (
     ("gpu_dla_overlap", 0.4),  # u_GPU x (u_DLA0 + u_DLA1): contention the schedule misjudges
     ("dla_dla_overlap", 0.4),  # u_DLA0 x u_DLA1
     ("engines", 0.1),  # engines / 10
+    # the same overlap weighted by which side is the bottleneck: contention is not symmetric (a GPU
+    # can wait on the DLAs' DRAM traffic far more than they wait on its), and which device's stretch
+    # sets the period depends on the plan
+    ("gpu_bound_overlap", 0.4),  # u_GPU^2 x (u_DLA0 + u_DLA1): large when the GPU is the bottleneck
+    ("dla_bound_overlap", 0.4),  # u_GPU x (u_DLA0^2 + u_DLA1^2): large when a DLA is
 )
 _ALIGN = 32
 _MS_FIXED, _MS_BOUNDARY = 0.1, 0.02
@@ -193,7 +200,8 @@ def plan_row(period: float, busy: dict[str, float], engines: int) -> np.ndarray:
     """The feature row of a plan from its predicted period and busy time per device."""
     p = max(period, 1e-9)
     u = {d: min(1.0, float(busy.get(d, 0.0)) / p) for d in ("GPU", "DLA0", "DLA1")}
-    return np.array([1.0, u["GPU"] * (u["DLA0"] + u["DLA1"]), u["DLA0"] * u["DLA1"], engines / 10.0])
+    g, d0, d1 = u["GPU"], u["DLA0"], u["DLA1"]
+    return np.array([1.0, g * (d0 + d1), d0 * d1, engines / 10.0, g * g * (d0 + d1), g * (d0 * d0 + d1 * d1)])
 
 
 class CorrectedSimulator(IncrementalSimulator):
