@@ -10,9 +10,10 @@ For every case, family and draw:
 * **best known**: the best noise-free value of long blind searches on the noise-free truth
   (iterated first-improvement descent over stage moves, then local search over unit moves from
   its best; ``--reference-seeds`` of ``--reference-budget`` evaluations), and of every plan any
-  run below reported; cached in ``--cache`` under a key of the case, the truth's parameters and
-  the truth's values on fixed probe plans, so it is recomputed when the simulator changes any of
-  them (``--refresh`` recomputes it anyway; a better plan found later replaces it); the blind
+  run below reported; cached in ``--cache`` (default ``benchmarks/results/``, not in the
+  repository: the first run computes it, about 15 minutes for draw 0 of every case) under a key of
+  the case, the truth's parameters and the truth's values on fixed probe plans, so it is
+  recomputed when the simulator changes any of them (``--refresh`` recomputes it anyway; a better plan found later replaces it); the blind
   agents' curves are cached with it (they do not depend on the agent judged);
 * **default agent**: ``--seeds`` runs with a budget of 15 and of 50 evaluations each; a run's
   value is the **noise-free** value of the plan it reports (its best, after its own re-ranking);
