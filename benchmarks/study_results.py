@@ -4,7 +4,7 @@ A study file's comment says what the study demonstrates; the figures of its resu
 run, not from memory. For every study file that runs on the simulated Jetson this runs
 ``placetune tune FILE`` in a fresh database, prints the summary table of the run (the rows
 ``placetune tune`` prints: all-GPU, all-DLA, best found, their figures and ``vs all-GPU``, the
-constraint and "all-GPU wins" lines) and, with ``--write``, replaces the study file's
+constraint, verdict and convergence lines) and, with ``--write``, replaces the study file's
 ``# Result of a run`` block with it. ``--check`` exits 1 when a file's block differs from the run
 (after a simulator change, run ``--write`` and read the diff).
 
