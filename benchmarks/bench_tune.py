@@ -60,8 +60,8 @@ def _tune(code_dir: Path, extra: list[str], trials: int) -> dict[str, float]:
         argv = ["-m", "placetune.cli", "tune", *extra, "--storage", f"sqlite:///{tmp}/bench.db",
                 "--export", f"{tmp}/bench.plan.json"]
         wall, cpu, out = _run(code_dir, argv, Path(tmp))
-    done = re.search(r"^summary \(SIMULATED\): (\d+) trials", out, re.M)
-    if done is None or int(done.group(1)) != trials:
+    done = re.search(r"^summary \(SIMULATED\): ([\d,]+) trials", out, re.M)
+    if done is None or int(done.group(1).replace(",", "")) != trials:
         raise SystemExit(f"expected {trials} trials, the run said: {out[-1500:]}")
     best = re.search(r"^best found +\S+ +([\d,.]+)", out, re.M)
     return {"wall": wall, "cpu": cpu, "trials": trials, "best_fps": float(best.group(1).replace(",", "")) if best else 0}

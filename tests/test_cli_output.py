@@ -129,6 +129,14 @@ def test_the_summary_says_the_simulated_device_time(session):
                      r"\d+ measurements$", line), line
 
 
+def test_the_summary_writes_every_count_alike(tmp_path, capsys):
+    """A run of a thousand trials or more: "1,200 trials, 1,200 measured", never "1,200 trials, 1200 measured"."""
+    out = _run(capsys, "tune", "--model", "resnet18", "--mode", "engine", "--agent", "random", "--granularity", "layer",
+               "--trials", "1200", "--storage", f"sqlite:///{tmp_path / 'pt.db'}", "--export", str(tmp_path / "p.json"))
+    line = next(x for x in out.splitlines() if x.startswith("summary"))
+    assert re.match(r"summary \(SIMULATED\): 1,200 trials, 1,\d{3} measured in this run, ", line), line
+
+
 def test_a_resumed_run_starts_best_from_the_stored_best(tmp_path, capsys):
     """After a resume the progress lines restarted "best" from scratch (best = the first new trial)."""
     url = f"sqlite:///{tmp_path / 'pt.db'}"

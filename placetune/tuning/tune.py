@@ -429,7 +429,7 @@ class Tuner:
             rows.append(("best found", outcome.best[1]))
         self._say("")
         label = " (SIMULATED)" if ev.backend.simulated else ""
-        self._say(f"summary{label}: {plural(outcome.trials_done, 'trial')}, {ev.stats.measured} measured in this run, "
+        self._say(f"summary{label}: {plural(outcome.trials_done, 'trial')}, {ev.stats.measured:,} measured in this run, "
                   f"{plural(ev.stats.cache_hits, 'cache hit')}, {plural(ev.stats.failures, 'failure')}")
         device = self._device_time()
         if device:
