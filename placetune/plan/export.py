@@ -532,8 +532,18 @@ def optuna_trial_number(store: "Store", study_name: str, measurement_id: int) ->
 
         url = store.engine.url
         in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-        if not in_memory and not inspect(store.engine).has_table("trials"):
-            return None  # no Optuna tables: opening Optuna's storage would create them
+        if not in_memory:
+            if not inspect(store.engine).has_table("trials"):
+                return None  # no Optuna tables: opening Optuna's storage would create them
+            # one indexed query, not every trial of the study loaded with its parameters
+            from sqlalchemy import text
+
+            query = text("SELECT MIN(t.number) FROM trials t JOIN studies s ON s.study_id = t.study_id "
+                         "JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
+                         "WHERE s.study_name = :name AND a.key = 'measurement_id' AND a.value_json = :value")
+            with store.engine.connect() as conn:
+                number = conn.execute(query, {"name": study_name, "value": json.dumps(measurement_id)}).scalar()
+            return None if number is None else int(number)
         storage = storage_for(store)
         study_id = storage.get_study_id_from_name(study_name)
         trials = storage.get_all_trials(study_id, deepcopy=False)
