@@ -43,11 +43,7 @@ def baseline_assignments(space: "Space") -> dict[str, list[int]]:
     for k in dlas:
         out[f"all-{space.devices[k].lower()}"] = project(space, [k] * space.n_units)
     if len(dlas) >= 2:
-        model = space.model
-        names = model.names
-        half = len(names) // 2
-        p = Placement(model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(names)})
-        out["split-dla0-dla1"] = project(space, space.from_placement(p))
+        out["split-dla0-dla1"] = project(space, space.from_placement(Placement.split_dla(space.model)))
     seen: set[tuple[int, ...]] = set()
     unique = {}
     for k, a in out.items():

@@ -143,6 +143,13 @@ class Placement(Mapping[str, str]):
         return cls._trusted(model, dict.fromkeys(model.names, normalise_device(f"DLA{core}")))
 
     @classmethod
+    def split_dla(cls, model: "Model") -> "Placement":
+        """The first half of the layers (network order) asked on DLA0, the rest on DLA1: the
+        baseline split over both cores."""
+        half = len(model.names) // 2
+        return cls._trusted(model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(model.names)})
+
+    @classmethod
     def from_scopes(cls, model: "Model", scopes: Mapping[str, str], default: str = "GPU",
                     layers: Mapping[str, str] | None = None) -> "Placement":
         """Assign by module scope; the most specific (longest) matching scope wins.

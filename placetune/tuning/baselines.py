@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.tuning.evaluator import Evaluator
 
-__all__ = ["Baseline", "RULE_OUT", "study_baselines", "measure_study_baselines"]
+__all__ = ["Baseline", "RULE_OUT", "baseline_placements", "study_baselines", "measure_study_baselines"]
 
 #: a naive plan of a concurrent study predicted this many times worse than the best one (by the
 #: objective's loss ratio: 1.5 = 50 % slower) is not measured; a model error of 50 % would be
@@ -85,7 +85,9 @@ def _canonical(p: Placement) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _single(ev: "Evaluator") -> list[tuple[str, str, Placement]]:
+def baseline_placements(ev: "Evaluator") -> list[tuple[str, str, Placement]]:
+    """A one-network study's baselines as ``(name, label, placement)``, all-GPU first: all-DLA on the
+    engine's core (each core in pipeline mode) and, in pipeline mode with two cores, the split."""
     model, s = ev.model, ev.settings
     out = [("all-gpu", "all-GPU", Placement.all_gpu(model))]
     cores = list(range(ev.platform.dla_count))
@@ -93,10 +95,7 @@ def _single(ev: "Evaluator") -> list[tuple[str, str, Placement]]:
         cores = cores[:1] if s.dla_core is None else [s.dla_core]
     out += [(f"all-dla{c}", f"all-DLA{c} (+fallback)", Placement.all_dla(model, c)) for c in cores]
     if s.mode == "pipeline" and ev.platform.dla_count > 1:
-        names = model.names
-        half = len(names) // 2
-        out.append(("split-dla0-dla1", "split DLA0|DLA1",
-                    Placement(model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(names)})))
+        out.append(("split-dla0-dla1", "split DLA0|DLA1", Placement.split_dla(model)))
     return out
 
 
@@ -131,7 +130,7 @@ def study_baselines(ev: "Evaluator") -> list[Baseline]:
                 for label, p in naive_placements(ev.model, ev.networks, ev.platform.dla_count).items()]
         rows.sort(key=lambda r: r[0] != "all-gpu")
     else:
-        rows = _single(ev)
+        rows = baseline_placements(ev)
     seen: dict[tuple[str, ...], str] = {}
     twins: list[str | None] = []
     for name, label, p in rows:

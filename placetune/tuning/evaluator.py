@@ -498,18 +498,12 @@ class Evaluator:
             named as every table prints them; the lower-case names of older placetune
             (``"all-gpu"``) are looked up too.
         """
-        out = _Baselines({"all-GPU": (Placement.all_gpu(self.model), self.baseline())})
-        cores = range(self.platform.dla_count)
-        if self.settings.mode != "pipeline":  # one engine runs on one core: the other is the same plan
-            cores = range(min(self.platform.dla_count, 1)) if self.settings.dla_core is None else [self.settings.dla_core]
-        for core in cores:
-            p = Placement.all_dla(self.model, core)
-            out[f"all-DLA{core}"] = (p, self.evaluate(p, agent="baseline"))
-        if self.settings.mode == "pipeline" and self.platform.dla_count > 1:
-            names = self.model.names
-            half = len(names) // 2
-            p = Placement(self.model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(names)})
-            out["split-DLA0-DLA1"] = (p, self.evaluate(p, agent="baseline"))
+        from placetune.tuning.baselines import baseline_placements
+
+        out = _Baselines()
+        for name, _, p in baseline_placements(self):  # printed names: all-GPU, all-DLA0, split-DLA0-DLA1
+            m = self.baseline() if name == "all-gpu" else self.evaluate(p, agent="baseline")
+            out[name.replace("gpu", "GPU").replace("dla", "DLA")] = (p, m)
         return out
 
     def best(self) -> tuple[Placement, Measurement] | None:
