@@ -81,10 +81,11 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             elif isinstance(v, int):
                 if action.dest == "folds" and not (v == 0 or 2 <= v <= 1000):
                     raise ConfigError(f"--folds must be 0 (no cross-validation) or an integer from 2 to 1000, got {v}")
-                if action.dest == "batch":  # one message for a batch everywhere
+                if action.dest == "batch":  # one message for a batch everywhere (its range included)
                     check_batch(v, name)
-                lo, hi = INT_RANGES.get(action.dest, DEFAULT_INT_RANGE)
-                integer(v, name, lo, hi)
+                else:
+                    lo, hi = INT_RANGES.get(action.dest, DEFAULT_INT_RANGE)
+                    integer(v, name, lo, hi)
             elif isinstance(v, float):
                 lo_f, hi_f = FLOAT_RANGES.get(action.dest, (-math.inf, math.inf))
                 number(v, name, lo_f, hi_f)

@@ -218,14 +218,21 @@ class OutputFolder:
 
     def remove(self, name: str) -> None:
         """Remove a file placetune wrote (refused for any other file; nothing to do when absent)."""
-        p = self.path(name)
-        if not os.path.lexists(p):
+        self.remove_all([name])
+
+    def remove_all(self, names: Iterable[str]) -> None:
+        """Remove files placetune wrote: every one checked first (refused for any other file; an
+        absent one is nothing to do), then removed, then the record written once."""
+        names = list(dict.fromkeys(names))
+        present = [n for n in names if os.path.lexists(self.path(n))]
+        self.check(present)
+        for name in names:
+            if name in present:
+                p = self.path(name)
+                try:
+                    os.unlink(p)
+                except OSError as exc:
+                    raise self.error(f"cannot remove {shown(p)}: {exc.strerror or exc}") from None
             self._records.pop(name, None)
-            return
-        self.check([name])
-        try:
-            os.unlink(p)
-        except OSError as exc:
-            raise self.error(f"cannot remove {shown(p)}: {exc.strerror or exc}") from None
-        self._records.pop(name, None)
-        self._save_record()
+        if present:
+            self._save_record()

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Callable, Union
 
 from placetune.errors import ConfigError, PlacetuneError
-from placetune.files.read import file_kind
+from placetune.files.read import _reason, file_kind
 from placetune.safetext import shown
 
 __all__ = ["check_output", "write_file", "Data"]
@@ -52,10 +52,6 @@ class _Target:
     path: Path
     st: os.stat_result | None = None
     fd: int | None = None  # ``stream``: the standard stream's descriptor
-
-
-def _reason(exc: BaseException) -> str:
-    return str(getattr(exc, "strerror", None) or exc)[:200]
 
 
 def _std_fd(st: os.stat_result) -> int | None:

@@ -167,10 +167,9 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         cache = guard.path(p.calibration_cache)
         if cache.is_file():
             calib = str(check_regular(cache, "calibration cache"))
-    names = [n for e in p.engines for n in (engine_files(p, e)[1], engine_files(p, e)[1] + ".json")]
+    names = [n for e in p.engines for f in (engine_files(p, e)[1],) for n in (f, f + ".json")]
     guard.check([*names, "build.json"])  # an engine of the user's own is never overwritten
-    for name in names:  # a fresh build, never an older engine of the same name
-        guard.remove(name)
+    guard.remove_all(names)  # a fresh build, never an older engine of the same name
     own = backend is None
     be = backend or TensorRTBackend()
     tmp = None

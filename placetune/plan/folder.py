@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CALIBRATION_FILE", "PlanFolder", "write_plan_folder"]
 
-#: How the application gets ``placetune.runtime`` (one sentence of the folder's README.txt).
 #: The sub-folder the standalone runtime is written to (:func:`placetune.runtime.write_standalone`).
 RUNTIME_DIR = "runtime"
 
@@ -115,7 +114,7 @@ def _load_source(model: "Model", source: "onnx.ModelProto | str | os.PathLike[st
         raise ModelError(f"--onnx: cannot read it with its weights ({exc})") from None
 
 
-def _save_proto(folder: "OutputFolder", proto: onnx.ModelProto, name: str) -> list[str]:
+def _save_proto(folder: "OutputFolder", proto: onnx.ModelProto, name: str) -> None:
     """Write a model into the folder; over protobuf's 2 GiB its weights go to ``<name>.data`` beside it."""
     try:
         data = proto.SerializeToString()
@@ -124,9 +123,8 @@ def _save_proto(folder: "OutputFolder", proto: onnx.ModelProto, name: str) -> li
             onnx.save(proto, str(Path(tmp) / name), save_as_external_data=True, location=name + ".data")
             folder.copy_in(name, Path(tmp) / name)
             folder.copy_in(name + ".data", Path(tmp) / (name + ".data"))
-        return [name, name + ".data"]
+        return
     folder.write(name, data)
-    return [name]
 
 
 def _script(plan: "Plan", trt_version: str | None, calib: str | None) -> str:
@@ -271,8 +269,7 @@ def write_plan_folder(
     proto = _load_source(model, source)
     files = [out / "build.sh"]
     written: list[tuple[dict[str, Any], str]] = []
-    for name in dict.fromkeys(stale):
-        folder.remove(name)
+    folder.remove_all(stale)
     if p.mode == "pipeline":
         from placetune.placement.cut import cut
 
