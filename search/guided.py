@@ -225,13 +225,15 @@ class _State(Rebuilds):
         err = self.recent_error
         return err is None or err > POOR_ERROR
 
-    def near(self, a: list[int]) -> bool:
+    def near(self, a: list[int], anchors: Sequence[np.ndarray] | None = None) -> bool:
         """True when ``a`` lies in the trust region: at most :attr:`radius` units differ from one of
-        the three best measured assignments."""
+        the three best measured assignments (``anchors``, when the caller has them as arrays)."""
         if self.radius >= self.space.n_units:
             return True
+        if anchors is None:
+            anchors = [np.asarray(b) for b in self.top_measured(3)]
         x = np.asarray(a)
-        return any(int((x != np.asarray(b)).sum()) <= self.radius for b in self.top_measured(3))
+        return any(int((x != b).sum()) <= self.radius for b in anchors)
 
     def distance(self, a: Sequence[int], b: Sequence[int]) -> int:
         """Units on other devices, DLA cores relabelled alike (twins are 0 apart)."""
@@ -266,8 +268,7 @@ class _State(Rebuilds):
             note["cv_error"] = self.cv_error
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
-        self.measured[key] = self.run.loss(m)
-        got = self.run.loss(m)
+        got = self.measured[key] = self.run.loss(m)
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12 and math.isfinite(got) \
                 and predicted * got > 0:
             self.errors.append(abs(math.log(abs(got) / abs(predicted))))
@@ -319,7 +320,7 @@ class _State(Rebuilds):
         self.choose()
         self.cv_history.append((len(self.measurements), self.cv_error))
         sur = Surrogate(self.ev, space, run.objective, self.model.profile, self.model.correction)
-        best_measured = [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:3]]
+        best_measured = self.top_measured(3)
         ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=self.agent.inner_evals,
                                        sweep=0)
         self.elites = [a for _, a in ranked[:8]]
@@ -412,13 +413,14 @@ class _State(Rebuilds):
                        key=lambda t: t[0])
         top, keys = [], set()
         per: dict[tuple[int, ...], int] = {}
+        anchors = [np.asarray(b) for b in self.top_measured(3)]  # the trust region's centres, once
         for v, a in sorted(pool, key=lambda t: t[0]):
             if not math.isfinite(v) or len(top) >= 24:
                 break
             c = self.canon(a)
-            if c in keys or self.seen(a) or not self.near(a):
+            if c in keys or self.seen(a) or not self.near(a, anchors):
                 continue
-            pat = self.pattern(a)
+            pat = tuple(s.device for s in self.space.stages(list(c)))  # self.pattern(a), canonical once
             if per.get(pat, 0) >= 3:
                 continue
             per[pat] = per.get(pat, 0) + 1

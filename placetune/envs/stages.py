@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Id of the stage-by-stage environment.
-
 
 class PlacementStagesEnv(PlacementEnvBase):
     """Stage-by-stage placement: each step puts the next block of the network on a device.

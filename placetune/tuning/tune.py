@@ -147,7 +147,8 @@ class Tuner:
             model = Model.load(cfg.model, cfg.shapes or None, batch=cfg.batch)
         settings = self._resume_settings(store, model, backend, settings, settings.replace(**legacy))
         study = cfg.study or self._default_study(store, model, backend, settings)
-        self._check_export(study)  # before anything is measured, not after
+        if not cfg.study:  # (a study named in the config was checked above)
+            self._check_export(study)  # before anything is measured, not after
         from placetune.tuning.fleet import prepare
 
         # SQLite: refuse a second writer; shared database: join the fleet (same environment)
