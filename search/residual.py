@@ -38,7 +38,6 @@ import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, graph_info
 from placetune.backends.simulate.incremental import IncrementalSimulator
-from placetune.backends.simulate.simulator import segment_sums_of
 from placetune.placement.segmenting import segment_arrays
 
 if TYPE_CHECKING:
@@ -225,12 +224,8 @@ class CorrectedSimulator(IncrementalSimulator):
         self._memo.clear()
 
     def segment_times(self, dev: np.ndarray, sa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        table = self.table
         codes = dev.astype(np.intp)
-        t, by, _ = table.layer_costs(codes)
-        bms, bby, _ = table.boundary_costs(codes)
-        seg_dev = np.array(sa.device, dtype=np.intp)
-        seg_time, seg_bytes, seg_dev = segment_sums_of(sa.seg_of, seg_dev, table, t + bms, by + bby)
+        t, seg_time, seg_bytes, seg_dev = self.segment_parts(codes, sa)
         w = self.correction.segment
         if w.any():
             X = segment_rows(self.structure, codes, sa.seg_of, seg_dev, t, seg_time)
@@ -287,8 +282,7 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
             codes = _codes(model, m.realized)
             sa = segment_arrays(sim.producers, codes, pipeline)
             ci = codes.astype(np.intp)
-            t, _, _ = sim.table.layer_costs(ci)
-            seg_time, _, seg_dev = sim.segment_times(codes, sa)
+            t, seg_time, _, seg_dev = sim.segment_parts(ci, sa)  # uncorrected: the correction is off here
             measured = {int(s.get("index", j)): s for j, s in enumerate(m.segment_times_ms or [])}
             rows = segment_rows(st, ci, sa.seg_of, seg_dev, t, seg_time)
             counts = np.bincount(sa.seg_of, minlength=len(sa))

@@ -235,11 +235,16 @@ class IncrementalSimulator:
         """``(time, bytes, device code)`` per segment of a realised code vector and its segments
         (alone, before the per-engine cost): what the schedule runs. A model on top of the
         simulator (e.g. a search agent's corrections) overrides this."""
+        return self.segment_parts(dev.astype(np.intp), sa)[1:]
+
+    def segment_parts(self, codes: np.ndarray, sa) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(time per layer, then time, bytes and device code per segment)`` of realised codes
+        (``intp``) and their segments: the uncorrected figures :meth:`segment_times` returns, with
+        the layer times they were summed from."""
         table = self.table
-        codes = dev.astype(np.intp)
         t, by, _ = table.layer_costs(codes)
         bms, bby, _ = table.boundary_costs(codes)
-        return segment_sums_of(sa.seg_of, np.array(sa.device, dtype=np.intp), table, t + bms, by + bby)
+        return (t, *segment_sums_of(sa.seg_of, np.array(sa.device, dtype=np.intp), table, t + bms, by + bby))
 
     def _figures(self, dev: np.ndarray, sa) -> tuple:
         """(stats, fps, power_w, energy_mj, period_ms, busy_ms) of a realised code vector."""
