@@ -62,7 +62,7 @@ from placetune.measurement import Measurement
 from .base import (Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments, canonical,
                    project)
 from .rebuilds import Rebuilds
-from .surrogate import Fit, Surrogate, fit_ensemble, inner_search
+from .surrogate import Fit, RunObservations, Surrogate, fit_ensemble, inner_search
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -188,6 +188,7 @@ class _State(Rebuilds):
         self.elites: list[list[int]] = []
         self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
         self.fit = Fit()
+        self.observations = RunObservations(self.ev)  # each measurement read once for the refits
         from .model_choice import Candidate
 
         self.model = Candidate("nominal", None)  # this round's model of the device (search.model_choice)
@@ -316,7 +317,8 @@ class _State(Rebuilds):
         run, space = self.run, self.space
         self.rounds += 1
         self.fit = fit_ensemble(self.ev, self.measurements, ensemble=self.agent.ensemble,
-                                seed=None if self.agent.seed is None else self.agent.seed + self.rounds)
+                                seed=None if self.agent.seed is None else self.agent.seed + self.rounds,
+                                cross_validate=0, cache=self.observations)  # the model choice cross-validates
         self.choose()
         self.cv_history.append((len(self.measurements), self.cv_error))
         sur = Surrogate(self.ev, space, run.objective, self.model.profile, self.model.correction)
@@ -381,11 +383,12 @@ class _State(Rebuilds):
             return
         if n > CHOOSE_EVERY_FROM and self.rounds - self.chosen_at < CHOOSE_EVERY:  # the last choice, refitted
             self.model = refit(self.ev, self.run.objective, self.measurements, self.fit.profile, self.model.name,
-                               ensemble=max(1, self.agent.ensemble), seed=seed, cv_error=self.model.cv_error)
+                               ensemble=max(1, self.agent.ensemble), seed=seed, cv_error=self.model.cv_error,
+                               cache=self.observations)
             return
         self.chosen_at = self.rounds
         self.model, cands = choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
-                                   ensemble=max(1, self.agent.ensemble), seed=seed)
+                                   ensemble=max(1, self.agent.ensemble), seed=seed, cache=self.observations)
         log.info("guided round %d: model %s (cross-validated errors %s)", self.rounds, self.model.name,
                  {c.name: c.cv_error for c in cands})
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.tuning.evaluator import Evaluator
 
+    from .surrogate import RunObservations
+
 __all__ = ["Candidate", "MODELS", "TIE", "choose", "refit"]
 
 log = logging.getLogger(__name__)
@@ -83,12 +85,12 @@ def _profile(ev: "Evaluator", name: str, obs: Sequence[Any], ms: Sequence["Measu
 
     shrink = {} if name == "profile" else {"layer_shrinkage": _COARSE}
     return fit_profile(ev.model, ev.platform, ev.settings, ms, observations_=obs, fast=True,
-                       min_measurements=2, **shrink).profile
+                       min_measurements=2, diagnostics=False, **shrink).profile
 
 
 def _errors(ev: "Evaluator", sim: CorrectedSimulator, objective: Any, correction: Correction,
             ms: Sequence["Measurement"]) -> list[float]:
-    from .residual import _codes, _time_like, _Eval
+    from .residual import _time_like, _Eval
 
     sim.correction = correction
     out = []
@@ -96,23 +98,28 @@ def _errors(ev: "Evaluator", sim: CorrectedSimulator, objective: Any, correction
         got = _time_like(objective, m)
         if got is None or not m.realized:
             continue
-        pred = _time_like(objective, _Eval(sim._evaluate(_codes(ev.model, m.realized))))
+        pred = _time_like(objective, _Eval(sim._evaluate(sim.structure.codes(m.realized))))
         if pred is not None:
             out.append(abs(math.log(got / pred)))
     return out
 
 
-def refit(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"], full_profile: Any, name: str, *,
-          ensemble: int = 0, seed: int | None = None, cv_error: float | None = None) -> Candidate:
-    """Candidate ``name`` fitted on every measurement, without cross-validation (a model chosen
-    in an earlier round, refitted with the new measurements)."""
+def _observations(ev: "Evaluator", ms: Sequence["Measurement"], cache: "RunObservations | None") -> list[Any]:
     from placetune.calibration import observations
 
+    return cache.of(ms) if cache is not None else observations(ev.model, ev.platform, ev.settings, ms)
+
+
+def refit(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"], full_profile: Any, name: str, *,
+          ensemble: int = 0, seed: int | None = None, cv_error: float | None = None,
+          cache: "RunObservations | None" = None) -> Candidate:
+    """Candidate ``name`` fitted on every measurement, without cross-validation (a model chosen
+    in an earlier round, refitted with the new measurements; ``cache``: the run's observations)."""
     ms = [m for m in measurements if m.ok and m.realized]
     c = Candidate(name, full_profile if name == "profile" else None, cv_error=cv_error)
     try:
         if name == "scales":
-            c.profile = _profile(ev, name, observations(ev.model, ev.platform, ev.settings, ms), ms, None)
+            c.profile = _profile(ev, name, _observations(ev, ms, cache), ms, None)
         sim = _simulator(ev, c.profile)
         if sim is not None:
             c.correction, c.draws, _ = fit_correction(sim, objective, ms, ensemble=ensemble, seed=seed)
@@ -122,7 +129,8 @@ def refit(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"]
 
 
 def choose(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"], full_profile: Any, *,
-           ensemble: int = 0, seed: int | None = None) -> tuple[Candidate, list[Candidate]]:
+           ensemble: int = 0, seed: int | None = None,
+           cache: "RunObservations | None" = None) -> tuple[Candidate, list[Candidate]]:
     """Fit every candidate model and pick the one that predicts left-out plans best.
 
     Args:
@@ -132,22 +140,31 @@ def choose(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"
         full_profile: the ``profile`` candidate's fit on every measurement (the agent's own).
         ensemble: posterior draws of the chosen candidate's correction.
         seed: seed of the folds' shuffle and of the draws.
+        cache: the run's observations read so far (None: the measurements are read here).
 
     Returns:
         ``(chosen, every candidate)``; with fewer than 3 measurements the ``profile`` candidate
         without a cross-validated error.
     """
-    from placetune.calibration import observations
-
     ms = [m for m in measurements if m.ok and m.realized]
     cands = [Candidate(name, full_profile if name == "profile" else None) for name in MODELS]
     if len(ms) < 3:
         return cands[0], cands
-    obs = observations(ev.model, ev.platform, ev.settings, ms)
+    obs = _observations(ev, ms, cache)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(ms))
     folds = min(_FOLDS, len(ms))
     fold_of = {int(i): k % folds for k, i in enumerate(order)}
+    shared: dict[str, CorrectedSimulator | None] = {}
+
+    def simulator_of(prof: Any) -> CorrectedSimulator | None:
+        """A simulator of ``prof``; the nominal one is shared by the folds (it keeps what it read)."""
+        if prof is not None:
+            return _simulator(ev, prof)
+        if "nominal" not in shared:
+            shared["nominal"] = _simulator(ev, None)
+        return shared["nominal"]
+
     for c in cands:
         errs: list[float] = []
         try:
@@ -158,12 +175,12 @@ def choose(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"
                 test = [m for i, m in enumerate(ms) if fold_of[i] == f]
                 keep = {str(i) for i in range(len(ms)) if fold_of[i] != f}
                 prof = _profile(ev, c.name, [o for o in obs if o.group in keep], train, None)
-                sim = _simulator(ev, prof)
+                sim = simulator_of(prof)
                 if sim is None:
                     raise ValueError("no incremental simulator for these settings")
                 corr, _, _ = fit_correction(sim, objective, train)
                 errs += _errors(ev, sim, objective, corr, test)
-            sim = _simulator(ev, c.profile)
+            sim = simulator_of(c.profile)
             if sim is None:
                 raise ValueError("no incremental simulator for these settings")
             c.correction, c.draws, _ = fit_correction(sim, objective, ms, ensemble=ensemble, seed=seed)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,6 @@ import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, graph_info
 from placetune.backends.simulate.incremental import IncrementalSimulator
-from placetune.placement.segmenting import segment_arrays
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -72,6 +72,8 @@ PLAN_FEATURES = (
     ("dla_bound_overlap", 0.4),  # u_GPU x (u_DLA0^2 + u_DLA1^2): large when a DLA is
 )
 _ALIGN = 32
+_CODES_KEPT = 4096  # realised placements whose codes a structure keeps
+_PARTS_KEPT = 2048  # segmentations whose uncorrected parts a corrected simulator keeps
 _MS_FIXED, _MS_BOUNDARY = 0.1, 0.02
 
 
@@ -135,6 +137,7 @@ class _Structure:
     def __init__(self, model: "Model") -> None:
         g = graph_info(model)
         self.g = g
+        self.model = model
         out_shape: dict[str, tuple] = {}
         for layer in model.layers:
             for t in layer.outputs:
@@ -151,6 +154,17 @@ class _Structure:
         ok = len(chans) == g.edge_p.size
         self.misaligned = (np.array(chans) % _ALIGN != 0) if ok else np.zeros(g.edge_p.size, bool)
         self.heavy = np.array([c in ("conv", "matmul") for c in g.cls])
+        self._codes: OrderedDict[int, tuple[dict, np.ndarray]] = OrderedDict()
+
+    def codes(self, realized: dict[str, str]) -> np.ndarray:
+        """The device codes of a measurement's realised placement (read once per placement
+        dict: a search refits on the same measurements every round). Do not modify."""
+        hit = self._codes.get(id(realized))
+        if hit is None or hit[0] is not realized:
+            hit = self._codes[id(realized)] = (realized, _codes(self.model, realized))
+            if len(self._codes) > _CODES_KEPT:
+                self._codes.popitem(last=False)
+        return hit[1]
 
 
 _STRUCTURES: dict[str, _Structure] = {}
@@ -163,13 +177,16 @@ def _structure(model: "Model") -> _Structure:
     return s
 
 
-def segment_rows(st: _Structure, codes: np.ndarray, seg_of: np.ndarray, seg_dev: np.ndarray, t: np.ndarray,
-                 seg_time: np.ndarray) -> np.ndarray:
-    """The feature rows of a placement's segments: ``(segments, 2 x features)``, GPU block then DLA block."""
-    g = st.g
-    k = len(seg_dev)
+def _shape(st: _Structure, codes: np.ndarray, sa: Any) -> tuple:
+    """The features of a segmentation that do not depend on times: ``(columns of the fixed
+    features, incoming boundaries, misaligned ones, fed convolutions mask, DLA mask)``, kept
+    with the (shared, memoised) segmentation."""
+    hit = sa.derived.get("residual")
+    if hit is not None:
+        return hit
+    g, seg_of = st.g, sa.seg_of
+    k = len(sa)
     n = np.bincount(seg_of, minlength=k).astype(float)
-    tt = np.maximum(seg_time, 1e-4)
     if g.edge_p.size:
         cross = codes[g.edge_p] != codes[g.edge_c]
         dst = seg_of[g.edge_c[cross]]
@@ -178,20 +195,25 @@ def segment_rows(st: _Structure, codes: np.ndarray, seg_of: np.ndarray, seg_dev:
         fed = np.zeros(g.n, bool)
         fed[g.edge_c[cross]] = True
         fed &= st.heavy
-        fed_ms = np.bincount(seg_of, weights=np.where(fed, t, 0.0), minlength=k)
     else:
-        nb = nmis = fed_ms = np.zeros(k)
-    f = np.column_stack([
-        np.ones(k),
-        np.log(np.maximum(n, 1.0) / 10.0),
-        np.maximum(0.0, n - 16.0) / 16.0,
-        np.maximum(0.0, n - 32.0) / 32.0,
-        _MS_FIXED / tt,
-        _MS_BOUNDARY * nb / tt,
-        _MS_BOUNDARY * nmis / tt,
-        np.minimum(1.0, fed_ms / tt),
-    ])
-    dla = (seg_dev > 0)[:, None]
+        nb = nmis = np.zeros(k)
+        fed = None
+    fixed = np.column_stack([np.ones(k), np.log(np.maximum(n, 1.0) / 10.0), np.maximum(0.0, n - 16.0) / 16.0,
+                             np.maximum(0.0, n - 32.0) / 32.0])
+    dla = (np.asarray(sa.device) > 0)[:, None]
+    out = sa.derived["residual"] = (fixed, nb, nmis, fed, dla)
+    return out
+
+
+def segment_rows(st: _Structure, codes: np.ndarray, sa: Any, t: np.ndarray, seg_time: np.ndarray) -> np.ndarray:
+    """The feature rows of a placement's segments (``sa``, of device codes ``codes``, with layer
+    times ``t`` and segment times ``seg_time``): ``(segments, 2 x features)``, GPU block then DLA block."""
+    fixed, nb, nmis, fed, dla = _shape(st, codes, sa)
+    k = len(sa)
+    tt = np.maximum(seg_time, 1e-4)
+    fed_ms = np.bincount(sa.seg_of, weights=np.where(fed, t, 0.0), minlength=k) if fed is not None else np.zeros(k)
+    f = np.column_stack([fixed, _MS_FIXED / tt, _MS_BOUNDARY * nb / tt, _MS_BOUNDARY * nmis / tt,
+                         np.minimum(1.0, fed_ms / tt)])
     return np.hstack([np.where(dla, 0.0, f), np.where(dla, f, 0.0)])
 
 
@@ -212,6 +234,23 @@ class CorrectedSimulator(IncrementalSimulator):
         super().__init__(*args, **kw)
         self._correction = correction or Correction.none()
         self.structure = _structure(self.model)
+        self._parts: OrderedDict[int, tuple] = OrderedDict()
+
+    def parts(self, codes: np.ndarray, sa: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(time per layer, then time, bytes, device code and feature row per segment)`` of
+        realised codes (``intp``) and their segments, uncorrected; kept for the last
+        :data:`_PARTS_KEPT` segmentations (they do not depend on the correction: a fit evaluates
+        the plans it read again with each correction it tries)."""
+        hit = self._parts.get(id(sa))
+        if hit is not None and hit[0] is sa:
+            self._parts.move_to_end(id(sa))
+            return hit[1]
+        t, seg_time, seg_bytes, seg_dev = self.segment_parts(codes, sa)
+        out = (t, seg_time, seg_bytes, seg_dev, segment_rows(self.structure, codes, sa, t, seg_time))
+        self._parts[id(sa)] = (sa, out)
+        if len(self._parts) > _PARTS_KEPT:
+            self._parts.popitem(last=False)
+        return out
 
     @property
     def correction(self) -> Correction:
@@ -224,13 +263,11 @@ class CorrectedSimulator(IncrementalSimulator):
         self._memo.clear()
 
     def segment_times(self, dev: np.ndarray, sa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        codes = dev.astype(np.intp)
-        t, seg_time, seg_bytes, seg_dev = self.segment_parts(codes, sa)
         w = self.correction.segment
-        if w.any():
-            X = segment_rows(self.structure, codes, sa.seg_of, seg_dev, t, seg_time)
-            seg_time = seg_time * np.exp(np.clip(X @ w, -2.0, 2.0))
-        return seg_time, seg_bytes, seg_dev
+        if not w.any():
+            return self.segment_parts(dev.astype(np.intp), sa)[1:]
+        _, seg_time, seg_bytes, seg_dev, X = self.parts(dev.astype(np.intp), sa)
+        return seg_time * np.exp(np.clip(X @ w, -2.0, 2.0)), seg_bytes, seg_dev
 
     def _figures(self, dev: np.ndarray, sa) -> tuple:
         stats, fps, p_w, energy, period, busy = super()._figures(dev, sa)
@@ -279,12 +316,11 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
         for m in measurements:
             if not m.ok or not m.realized or set(m.realized) != set(model.names):
                 continue
-            codes = _codes(model, m.realized)
-            sa = segment_arrays(sim.producers, codes, pipeline)
+            codes = st.codes(m.realized)
+            sa = sim._segments(codes, pipeline)
             ci = codes.astype(np.intp)
-            t, seg_time, _, seg_dev = sim.segment_parts(ci, sa)  # uncorrected: the correction is off here
+            t, seg_time, _, seg_dev, rows = sim.parts(ci, sa)  # uncorrected
             measured = {int(s.get("index", j)): s for j, s in enumerate(m.segment_times_ms or [])}
-            rows = segment_rows(st, ci, sa.seg_of, seg_dev, t, seg_time)
             counts = np.bincount(sa.seg_of, minlength=len(sa))
             for j in range(len(sa)):
                 e = measured.get(j)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from placetune.tuning.objectives import Objective
     from placetune.placement.space import Space
 
-__all__ = ["Fit", "fit_ensemble", "Surrogate", "inner_search", "simulator"]
+__all__ = ["Fit", "RunObservations", "fit_ensemble", "Surrogate", "inner_search", "simulator"]
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,40 @@ def _cv_error(result: Any) -> float | None:
         return None
 
 
+class RunObservations:
+    """The calibration observations of a run's measurements, each measurement read once.
+
+    ``of(ms)`` equals :func:`placetune.calibration.observations` of ``ms`` (each observation's
+    group is the measurement's position in ``ms``), without reading again the measurements it
+    has seen: a search refits on all of its measurements every round, and reading them again
+    cost as much as the fits. The observations are shared between calls (a period row keeps
+    the placement it realised on first use).
+    """
+
+    def __init__(self, evaluator: "Evaluator") -> None:
+        self.evaluator = evaluator
+        self._of: dict[int, tuple[Measurement, list[Any]]] = {}
+
+    def of(self, measurements: Sequence[Measurement]) -> list[Any]:
+        """The observations of ``measurements``, in their order."""
+        from placetune.calibration import observations
+
+        ev = self.evaluator
+        out: list[Any] = []
+        for i, m in enumerate(measurements):
+            hit = self._of.get(id(m))
+            if hit is None or hit[0] is not m:
+                hit = self._of[id(m)] = (m, observations(ev.model, ev.platform, ev.settings, [m]))
+            group = str(getattr(m, "id", None) or i)
+            for o in hit[1]:
+                o.group = group
+            out += hit[1]
+        return out
+
+
 def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *, ensemble: int = 4,
-                 seed: int | None = None, min_points: int = 2) -> Fit:
+                 seed: int | None = None, min_points: int = 2, cross_validate: int = 5,
+                 cache: RunObservations | None = None) -> Fit:
     """Fit corrections of the built-in platform's simulator to ``measurements``.
 
     The backend's own device profile is never read: the fit starts from the platform the
@@ -107,6 +139,10 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
         ensemble: bootstrap refits for the uncertainty (0: none).
         seed: seed of the bootstrap resamples.
         min_points: below this many measurements the uncorrected simulator is used.
+        cross_validate: folds of the fit's cross-validated error (``Fit.cv_error``; 0: not
+            estimated, nor the fit's other diagnostics: faster, for a caller that chooses its
+            model by cross-validation itself).
+        cache: the run's observations read so far (None: the measurements are read here).
     """
     ok = [m for m in measurements if m.ok]
     if len(ok) < min_points:
@@ -119,12 +155,13 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
     from placetune.calibration.fit import MIN_MEASUREMENTS
 
     try:
-        obs = observations(model, platform, settings, ok)
+        obs = cache.of(ok) if cache is not None else observations(model, platform, settings, ok)
         if len(ok) < MIN_MEASUREMENTS:  # the first rounds: a linear fit leaning on the priors, no CV
             early = fit_profile(model, platform, settings, ok, observations_=obs, fast=True,
-                                min_measurements=min_points)
+                                min_measurements=min_points, diagnostics=False)
             return Fit(profile=early.profile, cv_error=None, n=len(ok))
-        main = fit_profile(model, platform, settings, ok, observations_=obs, cross_validate=5)
+        main = fit_profile(model, platform, settings, ok, observations_=obs, cross_validate=cross_validate,
+                           diagnostics=bool(cross_validate))
     except Exception as exc:  # too few measurements, a degenerate fit: the search goes on uncorrected
         log.info("guided: no fit (%s); using the uncorrected simulator", exc)
         return Fit(n=len(ok))
@@ -137,7 +174,7 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
     for b in range(ensemble):
         try:
             out.ensemble.append(fit_profile(model, platform, settings, ok, observations_=obs, fast=True,
-                                            bootstrap_seed=base + b).profile)
+                                            bootstrap_seed=base + b, diagnostics=False).profile)
         except Exception as exc:
             log.info("guided: bootstrap fit %d failed (%s)", b, exc)
     return out

@@ -320,6 +320,19 @@ def _predict(o: Observation, params: _Params, theta: np.ndarray, profile: Device
     return float(params.row(o) @ theta)
 
 
+def _relative(obs: Sequence[Observation], params: _Params, theta: np.ndarray, profile: DeviceProfile,
+              platform: "Platform") -> list[float]:
+    """``predicted / measured - 1`` of each observation: the linear rows in one product, periods simulated."""
+    pred = np.empty(len(obs))
+    lin = [k for k, o in enumerate(obs) if o.kind != "period"]
+    if lin:
+        pred[lin] = _design(params, [obs[k] for k in lin]) @ theta
+    for k, o in enumerate(obs):
+        if o.kind == "period":
+            pred[k] = _predict(o, params, theta, profile, platform)
+    return (pred / np.array([o.measured_ms for o in obs], dtype=float) - 1.0).tolist() if obs else []
+
+
 def _errors(rel: Sequence[float]) -> dict[str, float]:
     a = np.abs(np.asarray([x for x in rel if math.isfinite(x)], dtype=float))
     if a.size == 0:
@@ -443,7 +456,7 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
                 base_profile: DeviceProfile | None = None, ridge: float = 0.05, layer_shrinkage: float = 0.5,
                 bootstrap_seed: int | None = None, layer_weight: float = 0.25, cross_validate: int = 5,
                 fast: bool = False, observations_: Sequence[Observation] | None = None,
-                min_measurements: int = MIN_MEASUREMENTS) -> FitResult:
+                min_measurements: int = MIN_MEASUREMENTS, diagnostics: bool = True) -> FitResult:
     """Fit a device profile to measurements of one model on one platform.
 
     Args:
@@ -465,6 +478,9 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
         observations_: precomputed :func:`observations` (the measurements are then not read).
         min_measurements: the fewest usable measurements to fit (``placetune calibrate``:
             :data:`MIN_MEASUREMENTS`; a search's early refits may go lower and lean on the priors).
+        diagnostics: False: the profile alone, for a search that refits every round and judges
+            its models itself: no in-sample or cross-validated error (empty), no list of
+            unidentified parameters (empty), and no simulation but the contention fit's.
 
     Raises:
         ConfigError: fewer than ``min_measurements`` usable measurements, or a base profile
@@ -501,9 +517,10 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
         contention, c_ok = _fit_contention(params, theta, info, base, engine0, fit_obs, platform)
         e2e = _end_to_end(fit_obs)
     profile = _profile(params, theta, info, base, engine0, contention)
-    in_sample = _errors([_predict(o, params, theta, profile, platform) / o.measured_ms - 1.0 for o in e2e])
+    in_sample = _errors(_relative(e2e, params, theta, profile, platform)) if diagnostics else {}
     cv: dict = {}
-    folds = min(int(cross_validate), len(groups)) if cross_validate and cross_validate > 1 and not fast else 0
+    folds = min(int(cross_validate), len(groups)) \
+        if cross_validate and cross_validate > 1 and not fast and diagnostics else 0
     if folds:
         fold_of = {gname: k % folds for k, gname in enumerate(groups)}
         rel = []
@@ -514,9 +531,9 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
                 continue
             th, inf_ = _solve(params, train, weights, **kw)
             pf = _profile(params, th, inf_, base, engine0, contention)
-            rel += [_predict(o, params, th, pf, platform) / o.measured_ms - 1.0 for o in test]
+            rel += _relative(test, params, th, pf, platform)
         cv = _errors(rel)
-    unidentified, layers = _unidentified(params, info, fit_obs, c_ok)
+    unidentified, layers = _unidentified(params, info, fit_obs, c_ok) if diagnostics else ([], (0, 0))
     return FitResult(profile, in_sample, cv, unidentified, measurements=len({o.group for o in fit_obs}),
                      observations=len(fit_obs), seconds=time.perf_counter() - t0, folds=folds,
                      identified_layers=layers)

@@ -9,16 +9,22 @@ segment of every layer. Semantics: see :meth:`placetune.placement.placement.Plac
 Speed: a layer whose only producer is on its device always joins that producer's segment, so
 only the other layers ("heads": inputs, device changes and joins of several producers) go
 through the Python loop; the rest follow their head by pointer doubling on numpy arrays.
+:meth:`ProducerArrays.segments` memoises segmentations: a search evaluates the same assignments
+again under every new model of the device, and a segmentation depends on the codes alone.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ProducerArrays", "SegmentArrays", "segment_arrays"]
+__all__ = ["ProducerArrays", "SegmentArrays", "segment_arrays", "MEMO"]
+
+#: segmentations :meth:`ProducerArrays.segments` keeps (least recently used first out)
+MEMO = 8192
 
 
 class ProducerArrays:
@@ -32,7 +38,7 @@ class ProducerArrays:
         doublings: pointer-doubling steps that reach the head of the longest single-producer chain.
     """
 
-    __slots__ = ("producers", "single", "has_single", "arange", "doublings")
+    __slots__ = ("producers", "single", "has_single", "arange", "doublings", "_memo")
 
     def __init__(self, producers: Sequence[Sequence[int]]) -> None:
         n = len(producers)
@@ -48,6 +54,20 @@ class ProducerArrays:
         longest = max(depth, default=0)
         # after k doublings a pointer has followed min(2**k, remaining) links: 2**k >= longest
         self.doublings = (longest - 1).bit_length() if longest > 0 else 0
+        self._memo: OrderedDict[bytes, SegmentArrays] = OrderedDict()
+
+    def segments(self, codes: "np.ndarray", pipeline: bool = False) -> "SegmentArrays":
+        """:func:`segment_arrays` of a device-code vector, memoised (the last :data:`MEMO`): the
+        result is shared between callers and must not be modified."""
+        key = np.asarray(codes, dtype=np.int8).tobytes() + (b"p" if pipeline else b"e")
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = segment_arrays(self, codes, pipeline)
+            if len(self._memo) > MEMO:
+                self._memo.popitem(last=False)
+        else:
+            self._memo.move_to_end(key)
+        return hit
 
 
 class SegmentArrays:
@@ -58,12 +78,15 @@ class SegmentArrays:
         preds: sorted predecessor segment numbers per segment.
         seg_of: segment number per layer (numpy array).
         layers: sorted layer numbers per segment (computed on first use).
+        derived: what a user of the segmentation computed from it and the codes it was made of
+            (e.g. a model's per-segment features), kept with it by that user's own key.
     """
 
-    __slots__ = ("device", "preds", "seg_of", "_layers")
+    __slots__ = ("device", "preds", "seg_of", "_layers", "derived")
 
     def __init__(self, device: list[int], preds: list[tuple[int, ...]], seg_of: np.ndarray) -> None:
         self.device, self.preds, self.seg_of, self._layers = device, preds, seg_of, None
+        self.derived: dict[str, object] = {}
 
     @property
     def layers(self) -> list[list[int]]:

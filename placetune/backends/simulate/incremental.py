@@ -36,7 +36,7 @@ from placetune.backends.simulate.simulator import (
 from placetune.backends.simulate.steady import steady_state
 from placetune.placement.placement import DEVICES, Placement, normalise_device, producer_indexes
 from placetune.placement.realise import MAX_LOADABLES_PER_CORE, dla_support, realise
-from placetune.placement.segmenting import ProducerArrays, segment_arrays
+from placetune.placement.segmenting import ProducerArrays
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -47,6 +47,22 @@ if TYPE_CHECKING:
 __all__ = ["IncrementalSimulator", "Evaluation"]
 
 _MEMO = 4096
+#: models whose producer arrays (and memoised segmentations) the simulators share
+_SHARED_MODELS = 4
+_PRODUCERS: OrderedDict[str, ProducerArrays] = OrderedDict()
+
+
+def _producers(model: "Model") -> ProducerArrays:
+    """The model's producer arrays, shared by every simulator of it (a search builds a new
+    simulator for each model of the device: their segmentations are the same)."""
+    pa = _PRODUCERS.get(model.hash)
+    if pa is None:
+        pa = _PRODUCERS[model.hash] = ProducerArrays(producer_indexes(model))
+        if len(_PRODUCERS) > _SHARED_MODELS:
+            _PRODUCERS.popitem(last=False)
+    else:
+        _PRODUCERS.move_to_end(model.hash)
+    return pa
 _KEY_CHARS = bytes.maketrans(b"\x00\x01\x02", b"g01")
 
 
@@ -123,7 +139,7 @@ class IncrementalSimulator:
         self.gpu_fallback, self.dla_core, self.trt_version = gpu_fallback, dla_core, trt_version
         self.names = model.names
         self.index = {n: i for i, n in enumerate(self.names)}
-        self.producers = ProducerArrays(producer_indexes(model))
+        self.producers = _producers(model)
         self.power = power_factor(platform, settings.power_mode)
         self.allowed = np.array([d in platform.devices for d in DEVICES])
         self.fast = (settings.mode in ("engine", "pipeline") and self.power is not None and gpu_fallback
@@ -229,7 +245,7 @@ class IncrementalSimulator:
         return dev, sa
 
     def _segments(self, dev: np.ndarray, pipeline: bool):
-        return segment_arrays(self.producers, dev, pipeline)
+        return self.producers.segments(dev, pipeline)
 
     def segment_times(self, dev: np.ndarray, sa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(time, bytes, device code)`` per segment of a realised code vector and its segments
