@@ -231,12 +231,12 @@ class Surrogate:
 
     def loss(self, assignment: Sequence[int]) -> float:
         """Predicted loss of an assignment (memoised)."""
-        key = tuple(int(a) for a in assignment)
+        key = tuple(map(int, assignment))
         hit = self.memo.get(key)
         if hit is not None:
             return hit
         self.calls += 1
-        if len(key) != self.space.n_units or not all(0 <= a < self.space.n_devices for a in key):
+        if len(key) != self.space.n_units or (key and not (min(key) >= 0 and max(key) < self.space.n_devices)):
             raise PlacementError(f"assignment {key!r} does not fit the space ({self.space.n_units} units, "
                                  f"{self.space.n_devices} devices)")
         inc, dev_codes, unit_of = self._incremental()
@@ -385,11 +385,12 @@ def balanced_start(space: "Space", pattern: Sequence[int], costs: np.ndarray) ->
     best[0, 0] = 0.0
     for j in range(1, k + 1):
         d = int(pattern[j - 1])
-        for i in range(j, n - (k - j) + 1):
-            c = np.arange(j - 1, i)
-            vals = np.maximum(best[j - 1, c], pre[d, i] - pre[d, c])
-            m = int(np.argmin(vals))
-            best[j, i], arg[j, i] = vals[m], c[m]
+        i = np.arange(j, n - (k - j) + 1)  # every end of stage j at once; its start c in [j - 1, i)
+        c = np.arange(j - 1, n - (k - j))
+        vals = np.maximum(best[j - 1, c][None, :], pre[d, i][:, None] - pre[d, c][None, :])
+        vals[c[None, :] >= i[:, None]] = inf
+        m = np.argmin(vals, axis=1)  # the first minimum, as for one end at a time
+        best[j, i], arg[j, i] = vals[np.arange(i.size), m], c[m]
     cuts, i = [], n
     for j in range(k, 0, -1):
         cuts.append(i)

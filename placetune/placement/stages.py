@@ -46,6 +46,13 @@ class Stage(NamedTuple):
 
 def _normalise(stages: Sequence[Stage]) -> list[Stage]:
     """Drop empty stages and merge neighbours on the same device."""
+    prev = -1
+    for s in stages:  # most lists are already normal: returned as they are
+        if s.end <= s.start or s.device == prev:
+            break
+        prev = s.device
+    else:
+        return list(stages)
     out: list[Stage] = []
     for s in stages:
         if s.end <= s.start:
@@ -57,17 +64,28 @@ def _normalise(stages: Sequence[Stage]) -> list[Stage]:
     return out
 
 
+def _on_device(space: "Space") -> list[list[int]]:
+    """Per device of the space, the device each unit takes in a stage on it: the device, or for
+    a unit masked on it the GPU (or its first allowed device); cached on the space."""
+    cached = getattr(space, "_on_device", None)
+    if cached is not None:
+        return cached
+    mask = space.mask
+    out = []
+    for k in range(space.n_devices):
+        out.append([k if mask[i, k] else (0 if mask[i, 0] else int(np.flatnonzero(mask[i])[0]))
+                    for i in range(space.n_units)])
+    space._on_device = out  # type: ignore[attr-defined]
+    return out
+
+
 def assignment_of(space: "Space", stages: Sequence[Stage]) -> list[int]:
     """Unit assignment of a stage list; units masked on their stage's device take the GPU
     (or their first allowed device)."""
-    mask = space.mask
+    on = _on_device(space)
     out = [0] * space.n_units
     for s in stages:
-        for i in range(s.start, s.end):
-            k = s.device
-            if not mask[i, k]:
-                k = 0 if mask[i, 0] else int(np.flatnonzero(mask[i])[0])
-            out[i] = k
+        out[s.start:s.end] = on[s.device][s.start:s.end]
     return out
 
 
@@ -128,8 +146,14 @@ def cut_points(space: "Space") -> list[int]:
 
 def _devices_for(space: "Space", s: int, e: int) -> list[int]:
     """Devices that at least one unit of ``[s, e)`` can use (the GPU always)."""
-    m = space.mask[s:e]
-    return [k for k in range(space.n_devices) if k == 0 or bool(m[:, k].any())]
+    first = getattr(space, "_next_allowed", None)
+    if first is None:  # per device, the first unit at or after each position that can use it
+        nxt = np.full((space.n_units + 1, space.n_devices), space.n_units, dtype=np.intp)
+        for i in range(space.n_units - 1, -1, -1):
+            nxt[i] = np.where(space.mask[i] > 0, i, nxt[i + 1])
+        first = space._next_allowed = nxt.tolist()  # type: ignore[attr-defined]
+    row = first[s]
+    return [k for k in range(space.n_devices) if k == 0 or row[k] < e]
 
 
 def sample_stages(space: "Space", rng: np.random.Generator, max_stages: int = DEFAULT_MAX_STAGES) -> list[Stage]:

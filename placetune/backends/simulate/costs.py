@@ -19,7 +19,7 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
 
 __all__ = ["SIM_VERSION", "ArchConstants", "ARCH", "PRIOR_ARCH", "FIT_FILE", "CONSTANT_SOURCES", "with_values", "arch_of", "power_factor", "op_class",
-           "GraphInfo", "graph_info", "CostTable", "cost_table", "DEVICE_CODE", "CODE_DEVICE"]
+           "GraphInfo", "graph_info", "CostTable", "CostSelection", "cost_table", "DEVICE_CODE", "CODE_DEVICE"]
 
 #: Version of the simulated Jetson; part of every fingerprint. Bump when a constant changes.
 #: 3: fitted to the published fit rows (calibration/builtin.py), native DLA I/O formats, symmetric
@@ -366,8 +366,10 @@ class CostTable:
         self._arange = np.arange(g.n)
 
     # ---------------------------------------------------------------- evaluation
-    def layer_costs(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-layer (ms, bytes, fused mask) for device codes (0 GPU, 1 DLA0, 2 DLA1)."""
+    def selection(self, codes: np.ndarray) -> "CostSelection":
+        """What the costs of device codes (0 GPU, 1 DLA0, 2 DLA1) are made of: which layers fuse,
+        which tensors cross to another device. It depends on the codes and the graph alone, so
+        every table of the model (any profile, precision or power) can cost it: :meth:`costs_of`."""
         g = self.g
         kind = (codes > 0).astype(np.intp)
         anchor = np.where(kind == 1, g.anchor_dla, g.anchor_gpu)
@@ -377,43 +379,75 @@ class CostTable:
             joined = (codes[g.sib_i] == 0) & (codes[g.sib_j] == 0)
             if joined.any():
                 fused[g.sib_i[joined]] = True
-        ar = self._arange
-        t = np.where(fused, self.t_fused[kind, ar], self.t_alone[kind, ar])
-        b = np.where(fused, self.b_fused[kind, ar], self.b_alone[kind, ar])
-        return t, b, fused
+        sel = dst = None
+        if g.edge_p.size:
+            idx = np.flatnonzero(codes[g.edge_p] != codes[g.edge_c])
+            if idx.size:  # a tensor crossing to another device is reformatted once per destination device
+                key = g.edge_p[idx] * 4 + codes[g.edge_c[idx]]
+                _, first = np.unique(key, return_index=True)
+                sel = idx[first]
+                dst = g.edge_c[sel]
+        in_on = codes[g.in_layers] > 0 if g.in_layers.size else None
+        out_on = codes[g.out_layers] > 0 if g.out_layers.size else None
+        return CostSelection(kind * g.n + self._arange, fused, sel, dst,
+                             in_on if in_on is not None and in_on.any() else None,
+                             out_on if out_on is not None and out_on.any() else None)
+
+    def costs_of(self, pick: "CostSelection") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per-layer ``(ms, bytes, incoming boundary ms, incoming boundary bytes)`` of a :meth:`selection`."""
+        n = self.g.n
+        t = np.where(pick.fused, self.t_fused.ravel()[pick.flat], self.t_alone.ravel()[pick.flat])
+        b = np.where(pick.fused, self.b_fused.ravel()[pick.flat], self.b_alone.ravel()[pick.flat])
+        if pick.sel is not None:
+            ms = np.bincount(pick.dst, weights=self.edge_ms[pick.sel], minlength=n)
+            by = np.bincount(pick.dst, weights=self.edge_bytes[pick.sel], minlength=n)
+        else:
+            ms, by = np.zeros(n), np.zeros(n)
+        # model input / output reformat for a DLA first / last layer
+        if pick.in_on is not None:
+            np.add.at(ms, self.g.in_layers[pick.in_on], self.in_ms[pick.in_on])
+        if pick.out_on is not None:
+            np.add.at(ms, self.g.out_layers[pick.out_on], self.out_ms[pick.out_on])
+        return t, b, ms, by
+
+    def layer_costs(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-layer (ms, bytes, fused mask) for device codes (0 GPU, 1 DLA0, 2 DLA1)."""
+        pick = self.selection(codes)
+        t, b, _, _ = self.costs_of(pick)
+        return t, b, pick.fused
 
     def boundary_costs(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Per-layer incoming boundary cost (ms, bytes) and the number of boundary tensors.
 
         A tensor crossing to another device is reformatted once per destination device.
         """
-        g = self.g
-        n = g.n
-        count = 0
-        ms = by = None
-        if g.edge_p.size:
-            cross = codes[g.edge_p] != codes[g.edge_c]
-            idx = np.flatnonzero(cross)
-            if idx.size:
-                key = g.edge_p[idx] * 4 + codes[g.edge_c[idx]]
-                _, first = np.unique(key, return_index=True)
-                sel = idx[first]
-                dst = g.edge_c[sel]
-                ms = np.bincount(dst, weights=self.edge_ms[sel], minlength=n)
-                by = np.bincount(dst, weights=self.edge_bytes[sel], minlength=n)
-                count = int(sel.size)
-        if ms is None:
-            ms, by = np.zeros(n), np.zeros(n)
-        # model input / output reformat for a DLA first / last layer
-        if g.in_layers.size:
-            on = codes[g.in_layers] > 0
-            if on.any():
-                np.add.at(ms, g.in_layers[on], self.in_ms[on])
-        if g.out_layers.size:
-            on = codes[g.out_layers] > 0
-            if on.any():
-                np.add.at(ms, g.out_layers[on], self.out_ms[on])
-        return ms, by, count
+        pick = self.selection(codes)
+        _, _, ms, by = self.costs_of(pick)
+        return ms, by, pick.boundaries
+
+
+class CostSelection(NamedTuple):
+    """What :meth:`CostTable.selection` found for device codes.
+
+    Attributes:
+        flat: per layer, its index in a flattened ``(2, n)`` cost array (row: GPU 0, DLA 1).
+        fused: per layer, whether it fuses into its anchor.
+        sel, dst: the crossing edges costed (one per tensor and destination device) and the layer
+            each feeds (None: no crossing).
+        in_on, out_on: which model inputs / outputs are on a DLA (None: none).
+    """
+
+    flat: np.ndarray
+    fused: np.ndarray
+    sel: np.ndarray | None
+    dst: np.ndarray | None
+    in_on: np.ndarray | None
+    out_on: np.ndarray | None
+
+    @property
+    def boundaries(self) -> int:
+        """Boundary tensors (reformats) of the placement."""
+        return 0 if self.sel is None else int(self.sel.size)
 
 
 def cost_table(model: "Model", platform: "Platform", precision: str, batch: int, power: float = 1.0) -> CostTable:

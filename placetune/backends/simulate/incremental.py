@@ -258,8 +258,10 @@ class IncrementalSimulator:
         (``intp``) and their segments: the uncorrected figures :meth:`segment_times` returns, with
         the layer times they were summed from."""
         table = self.table
-        t, by, _ = table.layer_costs(codes)
-        bms, bby, _ = table.boundary_costs(codes)
+        pick = sa.derived.get("costs")  # what the codes select depends on them alone: kept with their segments
+        if pick is None:
+            pick = sa.derived["costs"] = table.selection(codes)
+        t, by, bms, bby = table.costs_of(pick)
         return (t, *segment_sums_of(sa.seg_of, np.array(sa.device, dtype=np.intp), table, t + bms, by + bby))
 
     def _figures(self, dev: np.ndarray, sa) -> tuple:
