@@ -83,9 +83,11 @@ MIN_RADIUS = 4
 #: predicted candidates scanned for a round's picks (best first)
 _SCAN = 2000
 #: with more measurements than this, the model is chosen by cross-validation every CHOOSE_EVERY rounds
-#: (in between, the chosen one is refitted): the choice settles, its cost grows with the measurements
+#: (in between, the chosen one is refitted): the choice settles, its cost grows with the measurements.
+#: Each choice that keeps the model doubles the interval, up to CHOOSE_EVERY_MAX; a change resets it
 CHOOSE_EVERY_FROM = 30
 CHOOSE_EVERY = 4
+CHOOSE_EVERY_MAX = 16
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +195,7 @@ class _State(Rebuilds):
 
         self.model = Candidate("nominal", None)  # this round's model of the device (search.model_choice)
         self.chosen_at = 0  # the round the model was last chosen by cross-validation
+        self.choose_every = CHOOSE_EVERY  # rounds between two choices (once past CHOOSE_EVERY_FROM measurements)
         self.errors: list[float] = []  # |log(measured / predicted)| of each pick (time-like), in order
         self.radius = self.space.n_units  # trust region: units that may differ from a top measured plan
         self.rebuilds = False  # build close contenders again during the run (set by the agent's run)
@@ -381,14 +384,18 @@ class _State(Rebuilds):
         if n < 3:
             self.model = Candidate("profile", self.fit.profile)
             return
-        if n > CHOOSE_EVERY_FROM and self.rounds - self.chosen_at < CHOOSE_EVERY:  # the last choice, refitted
+        if n > CHOOSE_EVERY_FROM and self.rounds - self.chosen_at < self.choose_every:  # the last choice, refitted
             self.model = refit(self.ev, self.run.objective, self.measurements, self.fit.profile, self.model.name,
                                ensemble=max(1, self.agent.ensemble), seed=seed, cv_error=self.model.cv_error,
                                cache=self.observations)
             return
         self.chosen_at = self.rounds
+        before = self.model.name
         self.model, cands = choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
                                    ensemble=max(1, self.agent.ensemble), seed=seed, cache=self.observations)
+        if n > CHOOSE_EVERY_FROM:  # a choice that holds is checked less often; a change, sooner again
+            self.choose_every = min(CHOOSE_EVERY_MAX, 2 * self.choose_every) if self.model.name == before \
+                else CHOOSE_EVERY
         log.info("guided round %d: model %s (cross-validated errors %s)", self.rounds, self.model.name,
                  {c.name: c.cv_error for c in cands})
 
