@@ -70,5 +70,8 @@ def canonical(space: "Space", assignment: Sequence[int]) -> tuple[int, ...]:
     for x in assignment:
         if x in dlas and x not in order:
             order[int(x)] = dlas[len(order)]
-    swapped = tuple(order.get(int(x), int(x)) for x in assignment)
-    return swapped if space.is_allowed(swapped) else tuple(int(x) for x in assignment)
+    plain = tuple(map(int, assignment))
+    if all(k == v for k, v in order.items()):  # DLA0 already comes first
+        return plain
+    swapped = tuple(order.get(x, x) for x in plain)
+    return swapped if space.is_allowed(swapped) else plain

@@ -272,7 +272,10 @@ class Space:
 
     def is_allowed(self, assignment: Sequence[int]) -> bool:
         """True when every unit's device is unmasked."""
-        return all(self.mask[i, int(a)] for i, a in enumerate(assignment))
+        a = np.asarray(assignment, dtype=np.intp)
+        if a.shape != (self.n_units,) or (a.size and (a.min() < 0 or a.max() >= len(self.devices))):
+            return all(self.mask[i, int(x)] for i, x in enumerate(assignment))  # raises as it always did
+        return bool(self.mask[np.arange(a.size), a].all())
 
     def sample(self, rng: np.random.Generator | None = None) -> list[int]:
         """A random masked assignment: uniform per unit, or (``stages``) a random stage list."""
