@@ -63,7 +63,7 @@ class ProducerArrays:
         hit = self._memo.get(key)
         if hit is None:
             hit = self._memo[key] = segment_arrays(self, codes, pipeline)
-            if len(self._memo) > MEMO:
+            while len(self._memo) > MEMO:
                 self._memo.popitem(last=False)
         else:
             self._memo.move_to_end(key)
