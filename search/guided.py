@@ -88,6 +88,12 @@ _SCAN = 2000
 CHOOSE_EVERY_FROM = 30
 CHOOSE_EVERY = 4
 CHOOSE_EVERY_MAX = 16
+#: a round's model "held" when it predicts the previous round's 8 best predictions within this
+#: (relative) of the previous model; its inner search then gets inner_evals / _HELD_SHARE
+#: evaluations (at least _HELD_MIN)
+HELD = 0.002
+_HELD_SHARE = 4
+_HELD_MIN = 60
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +208,7 @@ class _State(Rebuilds):
         self.rebuilt = 1  # the last round that built a contender again
         self.misses = 0  # rounds in a row that did not improve the best measured
         self.rounds = 0
+        self.watched: dict[tuple[int, ...], float] = {}  # the last round's best predictions (model_held)
         self.cv_history: list[tuple[int, float | None]] = []
         self.inner_calls = 0
         self.inner_seconds = 0.0
@@ -326,9 +333,11 @@ class _State(Rebuilds):
         self.cv_history.append((len(self.measurements), self.cv_error))
         sur = Surrogate(self.ev, space, run.objective, self.model.profile, self.model.correction)
         best_measured = self.top_measured(3)
-        ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=self.agent.inner_evals,
-                                       sweep=0)
+        held = self.model_held(sur)
+        effort = self.agent.inner_evals if not held else max(_HELD_MIN, self.agent.inner_evals // _HELD_SHARE)
+        ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=effort, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
+        self.watched = {tuple(a): v for v, a in ranked[:8]}
         k = self.agent.batch if run.remaining is None else max(1, min(self.agent.batch, run.remaining))
         # steps of real local search (the model's favourite unmeasured neighbours of the best
         # measured): one per round, more while the model's picks miss their predictions
@@ -360,6 +369,21 @@ class _State(Rebuilds):
             self.evaluate(a, pred)
         self.ev.flush()  # the round's evaluations are stored (and shown) before the next fit
         self.trust(before)
+
+    def model_held(self, sur: Surrogate) -> bool:
+        """True when this round's model predicts the previous round's best predictions within
+        :data:`HELD` of what the previous model predicted: its search would walk the same
+        ground again, so it gets a :data:`_HELD_SHARE`-th of the effort (the trust region, the
+        picks and the local steps are unchanged). Judged on a separate surrogate, so that the
+        search itself starts as it would."""
+        if not self.watched:
+            return False
+        probe = Surrogate(self.ev, self.space, self.run.objective, self.model.profile, self.model.correction)
+        for a, before in self.watched.items():
+            now = probe.loss(list(a))
+            if not (math.isfinite(now) and math.isfinite(before)) or abs(now - before) > HELD * abs(before):
+                return False
+        return True
 
     def trust(self, before: float) -> None:
         """Resize the trust region after a round: wider when it improved the best measured, half as
