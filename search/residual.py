@@ -109,7 +109,7 @@ class Ridge:
             cov = np.linalg.inv(A)
             mean = cov @ X.T @ y / noise ** 2
             r = y - X @ mean
-            dof = max(1.0, self.n - float(np.trace(X @ cov @ X.T)) / noise ** 2)
+            dof = max(1.0, self.n - float(np.einsum("ij,ij->", X @ cov, X)) / noise ** 2)  # trace(X cov X')
             noise = max(self.min_noise, math.sqrt(float(r @ r) / dof))
         self.mean, self.cov, self.noise = mean, cov, noise
         return self

@@ -204,11 +204,20 @@ class _Params:
         return x
 
 
+def _columns(params: _Params, obs: Sequence[Observation]) -> np.ndarray:
+    """``params.phi`` of every observation, concatenated (one gather when they are of one model)."""
+    first = obs[0].model.hash if obs else None
+    if obs and all(o.model.hash == first for o in obs):
+        kind = np.concatenate([o.layer_kind for o in obs])
+        return kind * params.L + params._gid[first][np.concatenate([o.layer_idx for o in obs])]
+    return np.concatenate([params.phi(o) for o in obs]) if obs else np.zeros(0, dtype=np.intp)
+
+
 def _design(params: _Params, lin: Sequence[Observation]) -> np.ndarray:
     """The rows of ``lin`` as one dense matrix (one scatter-add for all layer terms)."""
     X = np.zeros((len(lin), params.P))
     rows = np.repeat(np.arange(len(lin)), [o.layer_idx.size for o in lin])
-    cols = np.concatenate([params.phi(o) for o in lin])
+    cols = _columns(params, lin)
     np.add.at(X, (rows, cols), np.concatenate([o.layer_ms for o in lin]))
     X[:, params.b] = [o.boundary_ms for o in lin]
     X[:, params.l] = [o.loadable_ms for o in lin]
@@ -231,14 +240,13 @@ def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float
         Xw = X[:, nz] * w[:, None]
         H[np.ix_(nz, nz)] += Xw.T @ Xw
         r[nz] += Xw.T @ (y * w)
-    for o in obs:
-        if o.kind != "layers" or layer_weight <= 0:
-            continue
-        y = o.measured_layers_ms
-        w = layer_weight * math.sqrt(weights.get(o.group, 1.0)) / np.maximum(y, _FLOOR_MS)
-        p = params.phi(o)
-        np.add.at(H, (p, p), (w * o.layer_ms) ** 2)
-        np.add.at(r, p, w * w * o.layer_ms * y)
+    per = [o for o in obs if o.kind == "layers"] if layer_weight > 0 else []
+    if per:  # every per-layer row at once, added in the same order as one at a time
+        ws = [layer_weight * math.sqrt(weights.get(o.group, 1.0)) / np.maximum(o.measured_layers_ms, _FLOOR_MS)
+              for o in per]
+        p = _columns(params, per)
+        np.add.at(H, (p, p), np.concatenate([(w * o.layer_ms) ** 2 for w, o in zip(ws, per)]))
+        np.add.at(r, p, np.concatenate([w * w * o.layer_ms * o.measured_layers_ms for w, o in zip(ws, per)]))
     info = np.diag(H).copy()
     # ---- penalties: phi -> psi(class) -> delta(kind) -> 1; b, l -> 1; e -> nominal
     L, C = params.L, len(OP_CLASSES)
