@@ -212,9 +212,19 @@ def segment_rows(st: _Structure, codes: np.ndarray, sa: Any, t: np.ndarray, seg_
     k = len(sa)
     tt = np.maximum(seg_time, 1e-4)
     fed_ms = np.bincount(sa.seg_of, weights=np.where(fed, t, 0.0), minlength=k) if fed is not None else np.zeros(k)
-    f = np.column_stack([fixed, _MS_FIXED / tt, _MS_BOUNDARY * nb / tt, _MS_BOUNDARY * nmis / tt,
-                         np.minimum(1.0, fed_ms / tt)])
-    return np.hstack([np.where(dla, 0.0, f), np.where(dla, f, 0.0)])
+    m = fixed.shape[1]
+    X = np.zeros((k, 2 * (m + 4)))
+    f = X[:, :m + 4]  # the GPU block; the DLA segments' rows move to the DLA block below
+    f[:, :m] = fixed
+    f[:, m] = _MS_FIXED / tt
+    f[:, m + 1] = _MS_BOUNDARY * nb / tt
+    f[:, m + 2] = _MS_BOUNDARY * nmis / tt
+    f[:, m + 3] = np.minimum(1.0, fed_ms / tt)
+    on = dla[:, 0]
+    if on.any():
+        X[on, m + 4:] = f[on]
+        f[on] = 0.0
+    return X
 
 
 def plan_row(period: float, busy: dict[str, float], engines: int) -> np.ndarray:

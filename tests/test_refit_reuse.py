@@ -42,16 +42,30 @@ def study():
 def test_a_fit_without_diagnostics_gives_the_same_profile_and_simulates_only_contention(study, monkeypatch):
     ev, ms = study
     full = fit_profile(ev.model, ev.platform, ev.settings, ms)
-    calls = []
-    real = SimulatedJetson.measure
+    calls, fast = [], []
+    real, inc = SimulatedJetson.measure, IncrementalSimulator.evaluate
     monkeypatch.setattr(SimulatedJetson, "measure", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    monkeypatch.setattr(IncrementalSimulator, "evaluate", lambda self, *a, **k: fast.append(1) or inc(self, *a, **k))
     bare = fit_profile(ev.model, ev.platform, ev.settings, ms, diagnostics=False)
     assert bare.profile == full.profile
     assert full.in_sample and full.cross_validated  # what the bare fit leaves out
     assert bare.in_sample == {} and bare.cross_validated == {} and bare.unidentified == []
     from placetune.calibration.fit import _CONTENTION_SAMPLE
 
-    assert 0 < len(calls) <= 2 * _CONTENTION_SAMPLE  # the contention fit's periods only, not one per measurement
+    # the contention fit's periods only (two profiles), by the incremental simulator; none by the full one
+    assert 0 < len(fast) <= 2 * _CONTENTION_SAMPLE and calls == []
+
+
+def test_the_contention_fit_simulates_periods_as_the_full_simulator_does(study):
+    from placetune.calibration.fit import _Params, _periods, _predict
+
+    ev, ms = study
+    obs = [o for o in observations(ev.model, ev.platform, ev.settings, ms) if o.kind == "period"]
+    params = _Params(obs)
+    theta = np.zeros(params.P)
+    got = _periods(obs, params, theta, TRUTH, ev.platform)
+    want = [_predict(o, params, theta, TRUTH, ev.platform) for o in obs]
+    assert got.tolist() == want  # the same figures, to the bit
 
 
 def test_run_observations_read_each_measurement_once_and_equal_a_fresh_read(study, monkeypatch):

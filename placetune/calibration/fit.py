@@ -352,6 +352,30 @@ def _end_to_end(obs: Sequence[Observation]) -> list[Observation]:
     return [o for o in obs if o.kind in ("latency", "period")]
 
 
+def _periods(per: Sequence[Observation], params: _Params, theta: np.ndarray, profile: DeviceProfile,
+             platform: "Platform") -> np.ndarray:
+    """:func:`_predict` of ``period`` observations, by the incremental simulator where it applies
+    (the same figures as a full measurement, a fraction of its cost; one per model and settings)."""
+    from placetune.backends.simulate.incremental import IncrementalSimulator
+    from placetune.backends.simulate.simulator import SimulatedJetson
+    from placetune.placement.placement import Placement
+
+    sims: dict[tuple, IncrementalSimulator] = {}
+    out = np.empty(len(per))
+    for j, o in enumerate(per):
+        key = (o.model.hash, o.settings)
+        sim = sims.get(key)
+        if sim is None:
+            sim = sims[key] = IncrementalSimulator(o.model, platform, o.settings,
+                                                   SimulatedJetson(timeline=False, profile=profile))
+        if not sim.fast:
+            out[j] = _predict(o, params, theta, profile, platform)
+            continue
+        e = sim.evaluate(o.realisation if isinstance(o.realisation, Placement) else o.realisation.realized)
+        out[j] = float(e.period_ms or 0.0) if e.ok else float("nan")
+    return out
+
+
 def _fit_contention(params, theta, info, base, engine0, obs, platform) -> tuple[float, bool]:
     """Contention factor from pipeline periods (a secant step between 1 and 2); (value, identified)."""
     per = [o for o in obs if o.kind == "period"]
@@ -361,8 +385,8 @@ def _fit_contention(params, theta, info, base, engine0, obs, platform) -> tuple[
     per = per[::step][:_CONTENTION_SAMPLE]
     p1 = _profile(params, theta, info, base, engine0, 1.0)
     p2 = _profile(params, theta, info, base, engine0, 2.0)
-    a = np.array([_predict(o, params, theta, p1, platform) for o in per])
-    b = np.array([_predict(o, params, theta, p2, platform) for o in per])
+    a = _periods(per, params, theta, p1, platform)
+    b = _periods(per, params, theta, p2, platform)
     y = np.array([o.measured_ms for o in per])
     ok = (a > 0) & (b > 0)
     s = np.log(b[ok] / a[ok])
