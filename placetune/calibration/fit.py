@@ -26,6 +26,7 @@ import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, cost_table, graph_info, power_factor
 from placetune.backends.simulate.profiled import apply_profile
+from placetune.calibration.design import _columns, _design, _Params
 from placetune.calibration.profile import KINDS, OP_CLASSES, DeviceProfile
 from placetune.errors import ConfigError
 
@@ -161,70 +162,6 @@ def observations(model: "Model", platform: "Platform", settings: "Settings", mea
 # =========================================================================================
 # the linear least-squares problem
 # =========================================================================================
-class _Params:
-    """Parameter layout: phi per (kind, layer name), psi per (kind, class), delta per kind, b, l, e."""
-
-    def __init__(self, obs: Sequence[Observation]) -> None:
-        self.names: list[str] = []
-        self.cls: list[int] = []
-        self._gid: dict[str, np.ndarray] = {}
-        index: dict[str, int] = {}
-        for o in obs:
-            h = o.model.hash
-            if h in self._gid:
-                continue
-            g = graph_info(o.model)
-            ids = []
-            for n, c in zip(g.names, g.cls):
-                if n not in index:
-                    index[n] = len(self.names)
-                    self.names.append(n)
-                    self.cls.append(OP_CLASSES.index(c))
-                ids.append(index[n])
-            self._gid[h] = np.array(ids, dtype=np.intp)
-        self.L = len(self.names)
-        self.psi0 = 2 * self.L
-        self.delta0 = self.psi0 + 2 * len(OP_CLASSES)
-        self.b = self.delta0 + 2
-        self.l = self.b + 1
-        self.e = self.l + 1
-        self.P = self.e + 1
-
-    def phi(self, o: Observation, idx: np.ndarray | None = None, kind: np.ndarray | None = None) -> np.ndarray:
-        idx = o.layer_idx if idx is None else idx
-        kind = o.layer_kind if kind is None else kind
-        return kind * self.L + self._gid[o.model.hash][idx]
-
-    def row(self, o: Observation) -> np.ndarray:
-        x = np.zeros(self.P)
-        np.add.at(x, self.phi(o), o.layer_ms)
-        x[self.b] += o.boundary_ms
-        x[self.l] += o.loadable_ms
-        x[self.e] += o.engines
-        return x
-
-
-def _columns(params: _Params, obs: Sequence[Observation]) -> np.ndarray:
-    """``params.phi`` of every observation, concatenated (one gather when they are of one model)."""
-    first = obs[0].model.hash if obs else None
-    if obs and all(o.model.hash == first for o in obs):
-        kind = np.concatenate([o.layer_kind for o in obs])
-        return kind * params.L + params._gid[first][np.concatenate([o.layer_idx for o in obs])]
-    return np.concatenate([params.phi(o) for o in obs]) if obs else np.zeros(0, dtype=np.intp)
-
-
-def _design(params: _Params, lin: Sequence[Observation]) -> np.ndarray:
-    """The rows of ``lin`` as one dense matrix (one scatter-add for all layer terms)."""
-    X = np.zeros((len(lin), params.P))
-    rows = np.repeat(np.arange(len(lin)), [o.layer_idx.size for o in lin])
-    cols = _columns(params, lin)
-    np.add.at(X, (rows, cols), np.concatenate([o.layer_ms for o in lin]))
-    X[:, params.b] = [o.boundary_ms for o in lin]
-    X[:, params.l] = [o.loadable_ms for o in lin]
-    X[:, params.e] = [o.engines for o in lin]
-    return X
-
-
 def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float], *, ridge: float,
            layer_shrinkage: float, layer_weight: float, engine0: float) -> tuple[np.ndarray, np.ndarray]:
     """(theta, information per parameter) of the weighted ridge problem."""
