@@ -24,6 +24,11 @@ simulator evaluation costs about a millisecond. The agent works in rounds:
    (units that may differ from a top measured plan) halves;
 4. **evaluate them** on the backend (:meth:`search.base.SearchRun.evaluate`), and repeat.
 
+A settled search costs less: past :data:`CHOOSE_EVERY_FROM` measurements the model choice runs
+every :data:`CHOOSE_EVERY` rounds, twice as far apart each time it keeps the model (up to
+:data:`CHOOSE_EVERY_MAX`), and a round whose model predicts the previous round's best predictions
+as the previous model did (within :data:`HELD`) gets a quarter of the inner-search effort.
+
 The first round measures the study's baselines (:func:`placetune.tuning.baselines.study_baselines`)
 and the uncorrected simulator's best predictions. Progress lines show the prediction next to
 each measurement and the model's current cross-validated error. The search space is the run's
