@@ -214,3 +214,41 @@ def test_a_model_choice_that_holds_is_checked_less_often(monkeypatch):
     # at round 60 (the next choice 4 rounds later), then holds (8, 16)
     assert chosen_at == [4, 12, 28, 44, 60, 64, 72, 88]
     assert gaps == [8, 16, 16, 16, 4, 8, 16]
+
+
+def test_a_round_whose_model_held_searches_a_quarter_as_much(monkeypatch):
+    """On the device the model describes exactly (the nominal simulator), the model stops moving
+    after its first fits: later rounds search with a quarter of the effort. A model that moved
+    (its predictions of the last round's best are off by more than HELD) gets the full effort."""
+    from search import Budget, guided
+    from search.guided import GuidedAgent
+
+    efforts: list[int] = []
+    real = guided._State.search_surrogate
+
+    def spy(self, sur, starts, *, evaluations, sweep):
+        efforts.append(evaluations)
+        return real(self, sur, starts, evaluations=evaluations, sweep=sweep)
+
+    monkeypatch.setattr(guided._State, "search_surrogate", spy)
+    ev = Evaluator("resnet18", "orin-agx", SimulatedJetson(), mode="pipeline", precision="int8", batch=2,
+                   objective="throughput", frames_in_flight=4)
+    GuidedAgent(seed=0, inner_evals=400, ensemble=1).run(ev, Budget(30))
+    assert efforts[0] == 8 * 400 and efforts[1] == 400  # the first round, then a model that has not held yet
+    assert 100 in efforts[2:]  # a model that held: a quarter
+
+    from search.base import SearchRun
+    from search.model_choice import Candidate
+    from search.surrogate import Surrogate
+
+    run = SearchRun(ev, Budget(5), "guided", "stages")
+    state = guided._State.__new__(guided._State)
+    state.ev, state.run, state.space, state.model = ev, run, run.space, Candidate("nominal", None)
+    sur = Surrogate(ev, run.space, run.objective, None, None)
+    plans = [run.space.sample(np.random.default_rng(i)) for i in range(8)]
+    state.watched = {tuple(a): sur.loss(a) for a in plans}
+    assert state.model_held(sur)
+    state.watched = {a: v * (1 + 2 * guided.HELD) for a, v in state.watched.items()}
+    assert not state.model_held(sur)
+    state.watched = {}
+    assert not state.model_held(sur)  # nothing to compare with: the full effort
