@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,7 @@ import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, graph_info
 from placetune.backends.simulate.incremental import IncrementalSimulator
+from placetune.memo import IdentityMemo
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -154,17 +154,13 @@ class _Structure:
         ok = len(chans) == g.edge_p.size
         self.misaligned = (np.array(chans) % _ALIGN != 0) if ok else np.zeros(g.edge_p.size, bool)
         self.heavy = np.array([c in ("conv", "matmul") for c in g.cls])
-        self._codes: OrderedDict[int, tuple[dict, np.ndarray]] = OrderedDict()
+        self._codes: IdentityMemo[np.ndarray] = IdentityMemo(_CODES_KEPT)
 
     def codes(self, realized: dict[str, str]) -> np.ndarray:
         """The device codes of a measurement's realised placement (read once per placement
         dict: a search refits on the same measurements every round). Do not modify."""
-        hit = self._codes.get(id(realized))
-        if hit is None or hit[0] is not realized:
-            hit = self._codes[id(realized)] = (realized, _codes(self.model, realized))
-            if len(self._codes) > _CODES_KEPT:
-                self._codes.popitem(last=False)
-        return hit[1]
+        hit = self._codes.get(realized)
+        return hit if hit is not None else self._codes.put(realized, _codes(self.model, realized))
 
 
 _STRUCTURES: dict[str, _Structure] = {}
@@ -244,23 +240,19 @@ class CorrectedSimulator(IncrementalSimulator):
         super().__init__(*args, **kw)
         self._correction = correction or Correction.none()
         self.structure = _structure(self.model)
-        self._parts: OrderedDict[int, tuple] = OrderedDict()
+        self._parts: IdentityMemo[tuple] = IdentityMemo(_PARTS_KEPT)
 
     def parts(self, codes: np.ndarray, sa: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(time per layer, then time, bytes, device code and feature row per segment)`` of
         realised codes (``intp``) and their segments, uncorrected; kept for the last
         :data:`_PARTS_KEPT` segmentations (they do not depend on the correction: a fit evaluates
         the plans it read again with each correction it tries)."""
-        hit = self._parts.get(id(sa))
-        if hit is not None and hit[0] is sa:
-            self._parts.move_to_end(id(sa))
-            return hit[1]
+        hit = self._parts.get(sa)
+        if hit is not None:
+            return hit
         t, seg_time, seg_bytes, seg_dev = self.segment_parts(codes, sa)
-        out = (t, seg_time, seg_bytes, seg_dev, segment_rows(self.structure, codes, sa, t, seg_time))
-        self._parts[id(sa)] = (sa, out)
-        if len(self._parts) > _PARTS_KEPT:
-            self._parts.popitem(last=False)
-        return out
+        rows = segment_rows(self.structure, codes, sa, t, seg_time)
+        return self._parts.put(sa, (t, seg_time, seg_bytes, seg_dev, rows))
 
     @property
     def correction(self) -> Correction:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from placetune import InfeasiblePlacement, Measurement, PlacementError
+from placetune.memo import IdentityMemo
 from placetune.placement.stages import Stage, assignment_of, random_stage_move, stage_moves, stages_of
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class RunObservations:
 
     def __init__(self, evaluator: "Evaluator") -> None:
         self.evaluator = evaluator
-        self._of: dict[int, tuple[Measurement, list[Any]]] = {}
+        self._of: IdentityMemo[list[Any]] = IdentityMemo()
 
     def of(self, measurements: Sequence[Measurement]) -> list[Any]:
         """The observations of ``measurements``, in their order."""
@@ -115,13 +116,13 @@ class RunObservations:
         ev = self.evaluator
         out: list[Any] = []
         for i, m in enumerate(measurements):
-            hit = self._of.get(id(m))
-            if hit is None or hit[0] is not m:
-                hit = self._of[id(m)] = (m, observations(ev.model, ev.platform, ev.settings, [m]))
+            obs = self._of.get(m)
+            if obs is None:
+                obs = self._of.put(m, observations(ev.model, ev.platform, ev.settings, [m]))
             group = str(getattr(m, "id", None) or i)
-            for o in hit[1]:
+            for o in obs:
                 o.group = group
-            out += hit[1]
+            out += obs
         return out
 
 

@@ -252,3 +252,29 @@ def test_a_round_whose_model_held_searches_a_quarter_as_much(monkeypatch):
     assert not state.model_held(sur)
     state.watched = {}
     assert not state.model_held(sur)  # nothing to compare with: the full effort
+
+
+def test_memos_keep_the_most_recently_used_and_hold_what_they_key_by_identity():
+    from placetune.memo import IdentityMemo, Memo
+
+    m: Memo[int] = Memo(2)
+    m.put("a", 1), m.put("b", 2)
+    assert m.get("a") == 1  # "a" is now the most recent
+    m.put("c", 3)
+    assert m.get("b") is None and m.get("a") == 1 and m.get("c") == 3 and len(m) == 2
+    ids: IdentityMemo[str] = IdentityMemo(2)
+    x, y = [1], [1]  # equal, not the same object
+    ids.put(x, "x"), ids.put(x, "x at layout 2", tag=2)
+    assert ids.get(x) == "x" and ids.get(x, 2) == "x at layout 2" and ids.get(y) is None
+    import gc
+    import weakref
+
+    class Obj:
+        pass
+
+    o = Obj()
+    ref = weakref.ref(o)
+    ids.put(o, "o")
+    del o
+    gc.collect()
+    assert ref() is not None  # held while its value is kept: its id cannot pass to another object

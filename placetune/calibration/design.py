@@ -11,12 +11,12 @@ observations many times a round (bootstrap resamples, cross-validation folds) an
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from placetune.backends.simulate.costs import graph_info
+from placetune.memo import IdentityMemo
 from placetune.calibration.profile import OP_CLASSES
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ __all__: list[str] = []
 
 #: design rows :func:`_design` keeps (least recently used first out)
 ROWS_KEPT = 8192
-_ROWS: OrderedDict[tuple, tuple] = OrderedDict()
+_ROWS: IdentityMemo[np.ndarray] = IdentityMemo(ROWS_KEPT)
 
 
 class _Params:
@@ -101,16 +101,14 @@ def _design(params: _Params, lin: Sequence[Observation]) -> np.ndarray:
     X = np.empty((len(lin), params.P))
     missing = []
     for i, o in enumerate(lin):
-        hit = _ROWS.get((layout, id(o)))
-        if hit is not None and hit[0] is o:
-            X[i] = hit[1]
+        hit = _ROWS.get(o, layout)
+        if hit is not None:
+            X[i] = hit
         else:
             missing.append(i)
     if missing:
         new = _build(params, [lin[i] for i in missing])
         X[missing] = new
         for i, row in zip(missing, new):
-            _ROWS[(layout, id(lin[i]))] = (lin[i], row)
-        while len(_ROWS) > ROWS_KEPT:
-            _ROWS.popitem(last=False)
+            _ROWS.put(lin[i], row, layout)
     return X

@@ -274,7 +274,7 @@ class Space:
         """True when every unit's device is unmasked."""
         a = np.asarray(assignment, dtype=np.intp)
         if a.shape != (self.n_units,) or (a.size and (a.min() < 0 or a.max() >= len(self.devices))):
-            return all(self.mask[i, int(x)] for i, x in enumerate(assignment))  # raises as it always did
+            return all(self.mask[i, int(x)] for i, x in enumerate(assignment))  # other shapes: unit by unit
         return bool(self.mask[np.arange(a.size), a].all())
 
     def sample(self, rng: np.random.Generator | None = None) -> list[int]:

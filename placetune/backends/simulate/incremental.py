@@ -36,6 +36,7 @@ from placetune.backends.simulate.simulator import (
 from placetune.backends.simulate.steady import steady_state
 from placetune.placement.placement import DEVICES, Placement, normalise_device, producer_indexes
 from placetune.placement.realise import MAX_LOADABLES_PER_CORE, dla_support, realise
+from placetune.memo import Memo
 from placetune.placement.segmenting import ProducerArrays
 
 if TYPE_CHECKING:
@@ -47,23 +48,16 @@ if TYPE_CHECKING:
 __all__ = ["IncrementalSimulator", "Evaluation"]
 
 _MEMO = 4096
-#: models whose producer arrays (and memoised segmentations) the simulators share
-_SHARED_MODELS = 4
-_PRODUCERS: OrderedDict[str, ProducerArrays] = OrderedDict()
+_KEY_CHARS = bytes.maketrans(b"\x00\x01\x02", b"g01")
+#: producer arrays (and their memoised segmentations) shared by every simulator of a model, for
+#: the last 4 models: a search builds a new simulator for each model of the device
+_PRODUCERS: Memo[ProducerArrays] = Memo(4)
 
 
 def _producers(model: "Model") -> ProducerArrays:
-    """The model's producer arrays, shared by every simulator of it (a search builds a new
-    simulator for each model of the device: their segmentations are the same)."""
+    """The model's producer arrays, shared by every simulator of it."""
     pa = _PRODUCERS.get(model.hash)
-    if pa is None:
-        pa = _PRODUCERS[model.hash] = ProducerArrays(producer_indexes(model))
-        if len(_PRODUCERS) > _SHARED_MODELS:
-            _PRODUCERS.popitem(last=False)
-    else:
-        _PRODUCERS.move_to_end(model.hash)
-    return pa
-_KEY_CHARS = bytes.maketrans(b"\x00\x01\x02", b"g01")
+    return pa if pa is not None else _PRODUCERS.put(model.hash, ProducerArrays(producer_indexes(model)))
 
 
 class Evaluation:
