@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .residual import Correction, CorrectedSimulator, fit_correction
+from .surrogate import RunObservations, observations_of, simulator
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.tuning.evaluator import Evaluator
-
-    from .surrogate import RunObservations
 
 __all__ = ["Candidate", "MODELS", "TIE", "choose", "refit"]
 
@@ -68,8 +67,6 @@ class Candidate:
 
 
 def _simulator(ev: "Evaluator", profile: Any) -> CorrectedSimulator | None:
-    from .surrogate import simulator
-
     s = ev.settings.replace(noise=0.0) if ev.settings.noise else ev.settings
     sim = CorrectedSimulator(ev.model, ev.platform, s, simulator(profile), gpu_fallback=s.gpu_fallback,
                              dla_core=s.dla_core, trt_version=s.trt_version)
@@ -104,12 +101,6 @@ def _errors(ev: "Evaluator", sim: CorrectedSimulator, objective: Any, correction
     return out
 
 
-def _observations(ev: "Evaluator", ms: Sequence["Measurement"], cache: "RunObservations | None") -> list[Any]:
-    from placetune.calibration import observations
-
-    return cache.of(ms) if cache is not None else observations(ev.model, ev.platform, ev.settings, ms)
-
-
 def refit(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"], full_profile: Any, name: str, *,
           ensemble: int = 0, seed: int | None = None, cv_error: float | None = None,
           cache: "RunObservations | None" = None) -> Candidate:
@@ -119,7 +110,7 @@ def refit(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"]
     c = Candidate(name, full_profile if name == "profile" else None, cv_error=cv_error)
     try:
         if name == "scales":
-            c.profile = _profile(ev, name, _observations(ev, ms, cache), ms, None)
+            c.profile = _profile(ev, name, observations_of(ev, ms, cache), ms, None)
         sim = _simulator(ev, c.profile)
         if sim is not None:
             c.correction, c.draws, _ = fit_correction(sim, objective, ms, ensemble=ensemble, seed=seed)
@@ -150,20 +141,12 @@ def choose(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"
     cands = [Candidate(name, full_profile if name == "profile" else None) for name in MODELS]
     if len(ms) < 3:
         return cands[0], cands
-    obs = _observations(ev, ms, cache)
+    obs = observations_of(ev, ms, cache)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(ms))
     folds = min(_FOLDS, len(ms))
     fold_of = {int(i): k % folds for k, i in enumerate(order)}
-    shared: dict[str, CorrectedSimulator | None] = {}
-
-    def simulator_of(prof: Any) -> CorrectedSimulator | None:
-        """A simulator of ``prof``; the nominal one is shared by the folds (it keeps what it read)."""
-        if prof is not None:
-            return _simulator(ev, prof)
-        if "nominal" not in shared:
-            shared["nominal"] = _simulator(ev, None)
-        return shared["nominal"]
+    nominal: CorrectedSimulator | None = None  # one for every fold: it keeps the parts it computed
 
     for c in cands:
         errs: list[float] = []
@@ -175,12 +158,12 @@ def choose(ev: "Evaluator", objective: Any, measurements: Sequence["Measurement"
                 test = [m for i, m in enumerate(ms) if fold_of[i] == f]
                 keep = {str(i) for i in range(len(ms)) if fold_of[i] != f}
                 prof = _profile(ev, c.name, [o for o in obs if o.group in keep], train, None)
-                sim = simulator_of(prof)
+                sim = _simulator(ev, prof) if prof is not None else (nominal := nominal or _simulator(ev, None))
                 if sim is None:
                     raise ValueError("no incremental simulator for these settings")
                 corr, _, _ = fit_correction(sim, objective, train)
                 errs += _errors(ev, sim, objective, corr, test)
-            sim = simulator_of(c.profile)
+            sim = _simulator(ev, c.profile) if c.profile is not None else (nominal := nominal or _simulator(ev, None))
             if sim is None:
                 raise ValueError("no incremental simulator for these settings")
             c.correction, c.draws, _ = fit_correction(sim, objective, ms, ensemble=ensemble, seed=seed)

@@ -126,6 +126,16 @@ class RunObservations:
         return out
 
 
+def observations_of(evaluator: "Evaluator", measurements: Sequence[Measurement],
+                    cache: RunObservations | None = None) -> list[Any]:
+    """:func:`placetune.calibration.observations` of ``measurements`` (through ``cache`` when given)."""
+    if cache is not None:
+        return cache.of(measurements)
+    from placetune.calibration import observations
+
+    return observations(evaluator.model, evaluator.platform, evaluator.settings, measurements)
+
+
 def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *, ensemble: int = 4,
                  seed: int | None = None, min_points: int = 2, cross_validate: int = 5,
                  cache: RunObservations | None = None) -> Fit:
@@ -149,14 +159,14 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
     if len(ok) < min_points:
         return Fit(n=len(ok))
     try:
-        from placetune.calibration import fit_profile, observations
+        from placetune.calibration import fit_profile
     except ImportError:  # the calibration module is not installed: the nominal simulator
         return Fit(n=len(ok))
     model, platform, settings = evaluator.model, evaluator.platform, evaluator.settings
     from placetune.calibration.fit import MIN_MEASUREMENTS
 
     try:
-        obs = cache.of(ok) if cache is not None else observations(model, platform, settings, ok)
+        obs = observations_of(evaluator, ok, cache)
         if len(ok) < MIN_MEASUREMENTS:  # the first rounds: a linear fit leaning on the priors, no CV
             early = fit_profile(model, platform, settings, ok, observations_=obs, fast=True,
                                 min_measurements=min_points, diagnostics=False)
