@@ -395,9 +395,15 @@ class CostTable:
 
     def costs_of(self, pick: "CostSelection") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per-layer ``(ms, bytes, incoming boundary ms, incoming boundary bytes)`` of a :meth:`selection`."""
-        n = self.g.n
+        return (*self._layer_part(pick), *self._boundary_part(pick))
+
+    def _layer_part(self, pick: "CostSelection") -> tuple[np.ndarray, np.ndarray]:
         t = np.where(pick.fused, self.t_fused.ravel()[pick.flat], self.t_alone.ravel()[pick.flat])
         b = np.where(pick.fused, self.b_fused.ravel()[pick.flat], self.b_alone.ravel()[pick.flat])
+        return t, b
+
+    def _boundary_part(self, pick: "CostSelection") -> tuple[np.ndarray, np.ndarray]:
+        n = self.g.n
         if pick.sel is not None:
             ms = np.bincount(pick.dst, weights=self.edge_ms[pick.sel], minlength=n)
             by = np.bincount(pick.dst, weights=self.edge_bytes[pick.sel], minlength=n)
@@ -408,13 +414,12 @@ class CostTable:
             np.add.at(ms, self.g.in_layers[pick.in_on], self.in_ms[pick.in_on])
         if pick.out_on is not None:
             np.add.at(ms, self.g.out_layers[pick.out_on], self.out_ms[pick.out_on])
-        return t, b, ms, by
+        return ms, by
 
     def layer_costs(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-layer (ms, bytes, fused mask) for device codes (0 GPU, 1 DLA0, 2 DLA1)."""
         pick = self.selection(codes)
-        t, b, _, _ = self.costs_of(pick)
-        return t, b, pick.fused
+        return (*self._layer_part(pick), pick.fused)
 
     def boundary_costs(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Per-layer incoming boundary cost (ms, bytes) and the number of boundary tensors.
@@ -422,8 +427,7 @@ class CostTable:
         A tensor crossing to another device is reformatted once per destination device.
         """
         pick = self.selection(codes)
-        _, _, ms, by = self.costs_of(pick)
-        return ms, by, pick.boundaries
+        return (*self._boundary_part(pick), pick.boundaries)
 
 
 class CostSelection(NamedTuple):

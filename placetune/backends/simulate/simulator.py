@@ -190,8 +190,9 @@ class SimulatedJetson:
 
     # ---------------------------------------------------------------- engine
     def _engine(self, r, platform, settings, table: CostTable, codes, base) -> Measurement:
-        t, by, fused = table.layer_costs(codes)
-        bms, bby, nb = table.boundary_costs(codes)
+        pick = table.selection(codes)
+        t, by, bms, bby = table.costs_of(pick)
+        fused, nb = pick.fused, pick.boundaries
         segs = r.realized.segments(pipeline=False)
         seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
         profiled = profiled_layer_times(t, segs, seg_time, seg_dev, table.g)
@@ -213,8 +214,9 @@ class SimulatedJetson:
 
     # ---------------------------------------------------------------- pipeline
     def _pipeline(self, r, platform, settings, table: CostTable, codes, base) -> Measurement:
-        t, by, fused = table.layer_costs(codes)
-        bms, bby, nb = table.boundary_costs(codes)
+        pick = table.selection(codes)
+        t, by, bms, bby = table.costs_of(pick)
+        fused, nb = pick.fused, pick.boundaries
         segs = r.realized.segments(pipeline=True)
         seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
         profiled = profiled_layer_times(t, segs, seg_time, seg_dev, table.g)
@@ -459,8 +461,7 @@ def _instance(model, platform, precision, power, codes, segs, device, batch, pro
         parts = [("GPU", float(t.sum()) + table.engine_ms, float(by.sum()))]
     else:
         icodes = np.where(codes > 0, DEVICE_CODE[device], 0)
-        t, by, _ = table.layer_costs(icodes)
-        bms, bby, _ = table.boundary_costs(icodes)
+        t, by, bms, bby = table.costs_of(table.selection(icodes))
         st, sb, sd = _segment_sums(segs, table, t + bms, by + bby)
         st[0] += table.engine_ms  # the replica is one engine
         parts = [(device if c else "GPU", x, y) for c, x, y in zip(sd.tolist(), st.tolist(), sb.tolist())]
