@@ -46,7 +46,7 @@ from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Measurement
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
-from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
+from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
 from placetune.backends.tensorrt.worker_names import is_placement_line
 
@@ -164,6 +164,8 @@ class TensorRTBackend:
         save_plans: engine mode: also write each engine built to this folder
             (``extra["plan_file"]``), e.g. for ``trtexec --loadEngine`` to time the very engine
             the worker timed (``placetune selftest`` does).
+        worker_recycle: when a healthy worker is replaced between jobs, e.g. ``{"max_jobs": 100,
+            "max_rss_growth_mb": 1024, "max_held_mb": 64}`` (:class:`~placetune.backends.tensorrt.pool.RecycleLimits`).
 
     Raises:
         ConfigError: bad pool sizes, a missing calibration cache or a worker Python that
@@ -197,6 +199,7 @@ class TensorRTBackend:
         cut_formats: bool = True,
         test_wrong_cut: bool = False,
         save_plans: str | os.PathLike[str] | None = None,
+        worker_recycle: dict[str, Any] | None = None,
     ) -> None:
         import sys
 
@@ -239,7 +242,8 @@ class TensorRTBackend:
         self.test_wrong_cut = bool(test_wrong_cut)
         self.save_plans = Path(save_plans) if save_plans is not None else None
         self._sources: dict[str, Any] = {}
-        self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s)
+        self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s,
+                               RecycleLimits.from_options(worker_recycle))
         self._probe: dict[str, Any] | None = None
         self._warned: set[str] = set()
 

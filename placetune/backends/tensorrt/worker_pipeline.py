@@ -13,6 +13,7 @@ except ImportError:  # pragma: no cover
 
 from worker_build import make_logger, obtain_all
 from worker_cuda import alloc, download, driver, random_data
+from worker_resources import Resources, release
 from worker_time import Engine, median, profile_layers
 
 
@@ -511,14 +512,14 @@ def pipeline(job):
                               "the pipeline's on any DLA core (16 per core): the pipeline is not checked"}
     logger = make_logger(trt, False)
     result["runtime_log"] = logger.lines
-    allocs = []  # type: List[Any]
+    cuda = None  # the job's streams, events, buffers and engines: all freed when it ends
     try:
-        _run_pipeline(trt, driver(), np, job, plans, ref_plan, logger, allocs, result,
+        cuda = Resources(driver())
+        _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, [], result,
                       ref_core if ref_core is not None else -1)
     except Exception as exc:
         result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
                       traceback=traceback.format_exc(limit=6))
     finally:
-        for mem in allocs:
-            mem.free()
+        release(cuda, result)
     return result

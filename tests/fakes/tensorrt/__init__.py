@@ -1211,6 +1211,7 @@ class IExecutionContext:
         self.enqueue_emits_profile = True
         self._pending: list[tuple[str, float]] = []
         self._log = engine._log
+        _gpu.contexts.add(self)
 
     def set_tensor_address(self, name: str, memory: int) -> bool:
         if name not in self._shapes:
