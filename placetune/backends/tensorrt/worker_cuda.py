@@ -149,6 +149,8 @@ class _PcStream(object):
             self.obj = None  # the last reference: pycuda's destructor calls cuStreamDestroy
             self.layer.count("streams", -1)
 
+    __del__ = destroy  # dropped without destroy(): pycuda frees it all the same
+
 
 class _PcEvent(object):
     def __init__(self, layer):
@@ -181,6 +183,8 @@ class _PcEvent(object):
             self.obj = None  # pycuda's destructor calls cuEventDestroy
             self.layer.count("events", -1)
 
+    __del__ = destroy
+
 
 class _PcMem(object):
     def __init__(self, layer, nbytes):
@@ -204,6 +208,13 @@ class _PcMem(object):
             self.layer.count("device_buffers", -1)
             self.layer.count("device_bytes", -self.size)
 
+    def __del__(self):
+        # type: () -> None
+        if self.obj is not None:  # dropped without free(): pycuda frees it all the same
+            self.obj = None
+            self.layer.count("device_buffers", -1)
+            self.layer.count("device_bytes", -self.size)
+
 
 class _Pycuda(Cuda):
     name = "pycuda"
@@ -220,7 +231,7 @@ class _Pycuda(Cuda):
         self.ctx.push()
         self.cuda = cuda
         self.counts = _new_counts()
-        self.pinned = {}  # type: Dict[int, Tuple[Any, int]]
+        self.pinned = {}  # type: Dict[int, int]
 
     def Stream(self):  # noqa: N802
         return _PcStream(self)
@@ -233,18 +244,19 @@ class _Pycuda(Cuda):
 
     def pagelocked_empty(self, shape, dtype):
         array = self.cuda.pagelocked_empty(tuple(shape), dtype)
-        # pycuda's array.base is its HostAllocation (.free() releases the pinned memory now)
-        self.pinned[int(array.ctypes.data)] = (array.base, int(array.nbytes))
+        # counted until free_pagelocked (an array merely dropped is freed by pycuda, uncounted);
+        # no reference kept here: it would hold the memory
+        self.pinned[int(array.ctypes.data)] = int(array.nbytes)
         self.count("pinned_buffers", 1)
         self.count("pinned_bytes", int(array.nbytes))
         return array
 
     def free_pagelocked(self, array):
-        held = self.pinned.pop(int(array.ctypes.data), None)
-        if held is not None:
+        nbytes = self.pinned.pop(int(array.ctypes.data), None)
+        if nbytes is not None:
             self.count("pinned_buffers", -1)
-            self.count("pinned_bytes", -held[1])
-            held[0].free()
+            self.count("pinned_bytes", -nbytes)
+            array.base.free()  # pycuda's array.base is its HostAllocation: the pinned memory goes now
 
     def memcpy_htod(self, mem, host):
         self.cuda.memcpy_htod(mem.obj, host)
@@ -269,9 +281,7 @@ class _Pycuda(Cuda):
 
     def close(self):
         if self.ctx is not None:
-            for base, _ in self.pinned.values():
-                base.free()
-            self.pinned = {}
+            self.pinned = {}  # what was not freed goes with its arrays
             self.ctx.pop()
             self.ctx = None
 

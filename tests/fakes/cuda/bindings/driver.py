@@ -222,6 +222,11 @@ def cuEventElapsedTime(start, end):
     return (_S, float(t1 - t0))
 
 
+def cuMemGetInfo():
+    total = 32 << 30
+    return (_S, total - sum(_gpu.allocations.values()), total)
+
+
 def cuMemAlloc(nbytes: int):
     try:
         return (_S, CUdeviceptr(_gpu.malloc(int(nbytes))))
