@@ -456,7 +456,8 @@ def test_a_thousand_pipeline_jobs_leave_memory_flat(cuda, kernel, monkeypatch):
             assert out["status"] == "ok" and out["gate"]["passed"], out.get("error")
         assert cuda.live() == held, (i, cuda.live(), held)  # nothing of the job is left, even when it failed
         if i % max(1, jobs // 10) == 0 or i == jobs - 1:
-            samples.append({"job": i + 1, "device_free_mb": _device_free_bytes() / 2**20, "rss_mb": _rss_bytes() / 2**20})
+            samples.append({"job": i + 1, "device_free_mb": _device_free_bytes() / 2**20,
+                            "rss_mb": _rss_bytes() / 2**20})
     wall = time.perf_counter() - t0
     gc.collect()
     dev1, rss1 = _device_free_bytes(), _rss_bytes()

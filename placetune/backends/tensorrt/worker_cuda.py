@@ -114,9 +114,13 @@ class Cuda(object):
         (and the buffers' counts)."""
         return dict(self.counts)
 
-    def count(self, key, delta):
-        # type: (str, int) -> None
-        self.counts[key] = self.counts.get(key, 0) + delta
+    def count(self, kind, delta, nbytes=0):
+        # type: (str, int, int) -> None
+        """``delta`` more (or fewer) ``streams``/``events``, or ``pinned``/``device`` buffers of ``nbytes``."""
+        if kind in ("pinned", "device"):
+            self.counts[kind + "_bytes"] += delta * nbytes
+            kind += "_buffers"
+        self.counts[kind] += delta
 
 
 def _new_counts():
@@ -127,6 +131,8 @@ def _new_counts():
 
 class _PcStream(object):
     """A pycuda stream: pycuda frees it when its object goes, so the wrapper holds the only reference."""
+
+    obj = None  # type: Any
 
     def __init__(self, layer):
         # type: (_Pycuda) -> None
@@ -153,6 +159,8 @@ class _PcStream(object):
 
 
 class _PcEvent(object):
+    obj = None  # type: Any
+
     def __init__(self, layer):
         # type: (_Pycuda) -> None
         self.layer = layer
@@ -187,12 +195,13 @@ class _PcEvent(object):
 
 
 class _PcMem(object):
+    obj = None  # type: Any
+
     def __init__(self, layer, nbytes):
         # type: (_Pycuda, int) -> None
         self.layer, self.size = layer, nbytes
         self.obj = layer.cuda.mem_alloc(nbytes)
-        layer.count("device_buffers", 1)
-        layer.count("device_bytes", nbytes)
+        layer.count("device", 1, nbytes)
 
     def __int__(self):
         # type: () -> int
@@ -204,16 +213,14 @@ class _PcMem(object):
         # type: () -> None
         if self.obj is not None:
             obj, self.obj = self.obj, None
+            self.layer.count("device", -1, self.size)
             obj.free()
-            self.layer.count("device_buffers", -1)
-            self.layer.count("device_bytes", -self.size)
 
     def __del__(self):
         # type: () -> None
-        if self.obj is not None:  # dropped without free(): pycuda frees it all the same
+        if self.obj is not None:  # dropped without free(): pycuda's destructor frees it
             self.obj = None
-            self.layer.count("device_buffers", -1)
-            self.layer.count("device_bytes", -self.size)
+            self.layer.count("device", -1, self.size)
 
 
 class _Pycuda(Cuda):
@@ -247,15 +254,13 @@ class _Pycuda(Cuda):
         # counted until free_pagelocked (an array merely dropped is freed by pycuda, uncounted);
         # no reference kept here: it would hold the memory
         self.pinned[int(array.ctypes.data)] = int(array.nbytes)
-        self.count("pinned_buffers", 1)
-        self.count("pinned_bytes", int(array.nbytes))
+        self.count("pinned", 1, int(array.nbytes))
         return array
 
     def free_pagelocked(self, array):
         nbytes = self.pinned.pop(int(array.ctypes.data), None)
         if nbytes is not None:
-            self.count("pinned_buffers", -1)
-            self.count("pinned_bytes", -nbytes)
+            self.count("pinned", -1, nbytes)
             array.base.free()  # pycuda's array.base is its HostAllocation: the pinned memory goes now
 
     def memcpy_htod(self, mem, host):
@@ -307,8 +312,7 @@ class _CpMem(object):
     def __init__(self, layer, ptr, nbytes):
         # type: (_CudaPython, Any, int) -> None
         self.layer, self.ptr, self.size = layer, ptr, nbytes
-        layer.count("device_buffers", 1)
-        layer.count("device_bytes", nbytes)
+        layer.count("device", 1, nbytes)
 
     def __int__(self):
         # type: () -> int
@@ -320,8 +324,7 @@ class _CpMem(object):
         # type: () -> None
         if self.ptr is not None:
             ptr, self.ptr = self.ptr, None
-            self.layer.count("device_buffers", -1)
-            self.layer.count("device_bytes", -self.size)
+            self.layer.count("device", -1, self.size)
             self.layer.check("cuMemFree", self.layer.drv.cuMemFree(ptr))
 
 
@@ -458,8 +461,7 @@ class _CudaPython(Cuda):
         nbytes = max(count * dt.itemsize, 1)
         ptr = _as_int(self.check("cuMemHostAlloc", self.drv.cuMemHostAlloc(nbytes, 0)))
         self.pinned[ptr] = nbytes
-        self.count("pinned_buffers", 1)
-        self.count("pinned_bytes", nbytes)
+        self.count("pinned", 1, nbytes)
         raw = (ctypes.c_byte * nbytes).from_address(ptr)
         return np.frombuffer(raw, dtype=np.uint8, count=count * dt.itemsize).view(dt).reshape(tuple(shape))
 
@@ -467,8 +469,7 @@ class _CudaPython(Cuda):
         ptr = int(array.ctypes.data)
         nbytes = self.pinned.pop(ptr, None)
         if nbytes is not None:
-            self.count("pinned_buffers", -1)
-            self.count("pinned_bytes", -nbytes)
+            self.count("pinned", -1, nbytes)
             self.check("cuMemFreeHost", self.drv.cuMemFreeHost(ptr))
 
     def memcpy_htod(self, mem, host):
@@ -568,37 +569,3 @@ def probe():
         out["pycuda_error"] = out["cuda_error"]
     return out
 
-
-def alloc(cuda, allocs, nbytes):
-    # type: (Any, List[Any], int) -> Any
-    mem = cuda.mem_alloc(max(int(nbytes), 1))
-    allocs.append(mem)
-    return mem
-
-
-def random_data(np, rng, shape, dtype):
-    # type: (Any, Any, Tuple[int, ...], Any) -> Any
-    """Random host data of a tensor: uniform(-1, 1) floats, 0/1 integers."""
-    count = 1
-    for d in shape:
-        count *= max(int(d), 1)
-    if dtype.kind == "f":
-        return rng.uniform(-1.0, 1.0, size=count).astype(dtype)
-    if dtype.kind in "iu":
-        return rng.integers(0, 2, size=count).astype(dtype)
-    return np.zeros(count, dtype)
-
-
-def random_fill(cuda, np, rng, mem, shape, dtype):
-    # type: (Any, Any, Any, Any, Tuple[int, ...], Any) -> Any
-    """Fill a device buffer with :func:`random_data`; returns the host copy."""
-    data = random_data(np, rng, shape, dtype)
-    cuda.memcpy_htod(mem, data)
-    return data
-
-
-def download(cuda, np, mem, shape, dtype):
-    # type: (Any, Any, Any, Tuple[int, ...], Any) -> Any
-    host = np.empty(tuple(int(d) for d in shape), dtype=dtype)
-    cuda.memcpy_dtoh(host, mem)
-    return host

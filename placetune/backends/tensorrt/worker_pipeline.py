@@ -12,8 +12,8 @@ except ImportError:  # pragma: no cover
     pass
 
 from worker_build import make_logger, obtain_all
-from worker_cuda import alloc, download, driver, random_data
-from worker_resources import Resources, release
+from worker_cuda import driver
+from worker_resources import Resources, alloc, download, random_data, release
 from worker_time import Engine, median, profile_layers
 
 

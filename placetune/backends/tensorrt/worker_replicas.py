@@ -12,8 +12,8 @@ except ImportError:  # pragma: no cover
     pass
 
 from worker_build import make_logger, obtain_all
-from worker_cuda import alloc, driver, random_fill
-from worker_resources import Resources, release
+from worker_cuda import driver
+from worker_resources import Resources, alloc, random_fill, release
 from worker_time import Engine
 
 

@@ -1,16 +1,17 @@
-"""A job's CUDA resources, owned and freed when the job ends; the worker's memory as its replies report it.
+"""A job's CUDA resources, owned and freed when the job ends; its buffers' data; the worker's memory.
 
 A worker runs hundreds of jobs a night: streams, events, pinned host buffers (which cannot be
 swapped), device buffers and TensorRT engines with their execution contexts that a job leaves
 behind end the night on an 8-16 GB Jetson. Every job therefore makes its resources through a
-:class:`Resources` and ends it (:func:`release`) however it ends. A sibling module of
-``worker.py``: Python 3.8, no placetune imports.
+:class:`Resources` and ends it (:func:`release`) however it ends. Each reply reports the
+worker's memory (:func:`memory_usage`); :func:`alloc`, :func:`random_fill` and :func:`download`
+fill and read a job's buffers. A sibling module of ``worker.py``: Python 3.8, no placetune imports.
 """
 
 import os
 
 try:  # Python 3.8 needs typing's generics
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List, Optional, Tuple
 except ImportError:  # pragma: no cover
     pass
 
@@ -29,9 +30,9 @@ class Resources(Cuda):
         self.name, self.version = layer.name, layer.version
         self.owned = []  # type: List[Any]
 
-    def _keep(self, thing, release):
+    def _keep(self, thing, free):
         # type: (Any, Any) -> Any
-        self.owned.append(release)
+        self.owned.append(free)
         return thing
 
     def Stream(self):  # noqa: N802
@@ -92,9 +93,9 @@ class Resources(Cuda):
                 self.layer.synchronize()
             except Exception as exc:
                 errors.append("synchronize: %s: %s" % (type(exc).__name__, exc))
-        for release in reversed(owned):
+        for free in reversed(owned):
             try:
-                release()
+                free()
             except Exception as exc:
                 errors.append("%s: %s" % (type(exc).__name__, exc))
         return errors
@@ -132,3 +133,38 @@ def memory_usage():
     if layer is not None:
         out.update(layer.live())
     return out
+
+
+def alloc(cuda, allocs, nbytes):
+    # type: (Any, List[Any], int) -> Any
+    mem = cuda.mem_alloc(max(int(nbytes), 1))
+    allocs.append(mem)
+    return mem
+
+
+def random_data(np, rng, shape, dtype):
+    # type: (Any, Any, Tuple[int, ...], Any) -> Any
+    """Random host data of a tensor: uniform(-1, 1) floats, 0/1 integers."""
+    count = 1
+    for d in shape:
+        count *= max(int(d), 1)
+    if dtype.kind == "f":
+        return rng.uniform(-1.0, 1.0, size=count).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, 2, size=count).astype(dtype)
+    return np.zeros(count, dtype)
+
+
+def random_fill(cuda, np, rng, mem, shape, dtype):
+    # type: (Any, Any, Any, Any, Tuple[int, ...], Any) -> Any
+    """Fill a device buffer with :func:`random_data`; returns the host copy."""
+    data = random_data(np, rng, shape, dtype)
+    cuda.memcpy_htod(mem, data)
+    return data
+
+
+def download(cuda, np, mem, shape, dtype):
+    # type: (Any, Any, Any, Tuple[int, ...], Any) -> Any
+    host = np.empty(tuple(int(d) for d in shape), dtype=dtype)
+    cuda.memcpy_dtoh(host, mem)
+    return host
