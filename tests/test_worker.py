@@ -279,7 +279,10 @@ rss = [int(x) for x in os.environ["STUB_RSS_MB"].split(",")]
 for n, line in enumerate(sys.stdin):
     mem = {{"rss_bytes": rss[min(n, len(rss) - 1)] << 20, "pinned_bytes": int(os.environ["STUB_PINNED_MB"]) << 20,
            "device_bytes": 0}}
-    print(json.dumps({{"status": "ok", "pid": os.getpid(), "worker_memory": mem}}), flush=True)
+    reply = {{"status": "ok", "pid": os.getpid(), "worker_memory": mem}}
+    if os.environ.get("STUB_RELEASE_ERROR"):
+        reply["release_errors"] = [os.environ["STUB_RELEASE_ERROR"]]
+    print(json.dumps(reply), flush=True)
 """
 
 
@@ -317,6 +320,16 @@ def test_the_pool_recycles_a_worker_that_still_holds_pinned_memory_after_a_job(t
     assert reply.kind == "result" and "holds 100.0 MB of pinned and device memory" in reply.recycled
 
 
+def test_the_pool_recycles_a_worker_that_could_not_free_a_jobs_resources(tmp_path):
+    error = "synchronize: CudaError: cuCtxSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"
+    pool = WorkerPool(_stub(tmp_path), {"STUB_RSS_MB": "100", "STUB_PINNED_MB": "0", "STUB_RELEASE_ERROR": error})
+    try:
+        reply = pool.run({"op": "pipeline"}, timeout_s=30)
+    finally:
+        pool.close()
+    assert "could not free a job's CUDA resources" in reply.recycled and "ILLEGAL_ADDRESS" in reply.recycled
+
+
 def test_recycle_limits_are_checked(tmp_path):
     assert RecycleLimits.from_options(None) == RecycleLimits()
     assert RecycleLimits.from_options({"max_jobs": 50, "max_held_mb": 0}) == RecycleLimits(max_jobs=50, max_held_mb=0)
@@ -338,3 +351,51 @@ def test_recycle_limits_are_checked(tmp_path):
 def test_signal_names():
     assert signal_name(-11) == "SIGSEGV" and signal_name(-9) == "SIGKILL"
     assert signal_name(1) is None and signal_name(None) is None
+
+
+def test_a_jobs_resources_are_freed_newest_first_after_the_device_is_idle_even_when_one_fails(monkeypatch):
+    """worker_resources.Resources: everything a job made is freed when it ends, after a
+    synchronize, newest first; a free that fails (a sticky CUDA error) does not stop the others
+    and is reported, never raised."""
+    monkeypatch.syspath_prepend(str(WORKER_FILE.parent))
+    import worker_resources
+
+    done = []
+
+    class Thing:
+        def __init__(self, name, fails=False):
+            self.name, self.fails = name, fails
+
+        def destroy(self):
+            done.append(self.name)
+            if self.fails:
+                raise RuntimeError(f"cuStreamDestroy failed: {self.name}")
+
+        free = close = destroy
+
+    class Layer(worker_resources.Cuda):
+        name, version = "stub", "0"
+
+        def __init__(self):
+            self.n = 0
+
+        def Stream(self):  # noqa: N802
+            self.n += 1
+            return Thing(f"stream{self.n}", fails=self.n == 2)
+
+        def Event(self):  # noqa: N802
+            return Thing("event")
+
+        def mem_alloc(self, nbytes):
+            return Thing(f"mem{nbytes}")
+
+        def synchronize(self):
+            done.append("synchronize")
+
+    out = {}
+    scope = worker_resources.Resources(Layer())
+    scope.Stream(), scope.mem_alloc(8), scope.Stream(), scope.Event(), scope.own(Thing("engine"))
+    worker_resources.release(scope, out)
+    assert done == ["synchronize", "engine", "event", "stream2", "mem8", "stream1"]
+    assert out["release_errors"] == ["RuntimeError: cuStreamDestroy failed: stream2"]
+    assert scope.close() == [] and done[-1] == "stream1"  # closed once

@@ -9,8 +9,9 @@ Recycling (the backstop against a worker that grows over a night): the pool also
 healthy worker, between jobs, once it has run ``max_jobs`` jobs, once its RSS has grown by more
 than ``max_rss_growth_mb`` over what it was after its first job (TensorRT and CUDA loaded), or
 once it still holds more than ``max_held_mb`` of pinned host plus device memory after a job
-(each job frees its CUDA resources; what stays is a leak). The figures come from the
-``worker_memory`` of each reply. :class:`RecycleLimits` holds the bounds (defaults:
+(each job frees its CUDA resources; what stays is a leak), and after a job whose resources
+could not be freed (``release_errors``: a CUDA context in a sticky error state fails every later
+job). The figures come from the ``worker_memory`` of each reply. :class:`RecycleLimits` holds the bounds (defaults:
 200 jobs, 1024 MB, 64 MB; 0 turns one off); ``[backend_options] worker_recycle = {max_jobs = 100}``
 sets them. Pinned memory cannot be swapped: on an 8-16 GB Jetson a leak ends the night.
 
@@ -354,6 +355,9 @@ class WorkerPool:
         growth = rss - client.rss_baseline if rss is not None and client.rss_baseline is not None else None
         held = sum(int(mem.get(k) or 0) for k in ("pinned_bytes", "device_bytes"))
         why = self.limits.exceeded(client.jobs, growth, held)
+        failed = reply.result.get("release_errors") if isinstance(reply.result, dict) else None
+        if failed and why is None:  # e.g. a sticky CUDA error: every later job in this process would fail
+            why = f"it could not free a job's CUDA resources ({str(failed[0])[:200]})"
         if why is None:
             return
         log.info("TensorRT worker %s is replaced: %s", self.pid, why)
