@@ -24,7 +24,7 @@ from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeEr
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
-from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype
+from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, has_schema, keep_declared_plugin_shapes
 from placetune.model.zoo.registry import names as zoo_names
 from placetune.model.zoo.registry import parse_options as _zoo_options
 from placetune.validate import batch as check_batch
@@ -394,11 +394,10 @@ def _build(
 ) -> Model:
     graph = proto.graph
     init = {t.name: t for t in graph.initializer}
+    original = {i.name: _dims(i.type) for i in graph.input if i.name not in init}
     inputs = _fix_inputs(graph, set(init), overrides)
-    del graph.value_info[:]
-    for out in graph.output:
-        if out.type.HasField("tensor_type"):
-            out.type.tensor_type.ClearField("shape")
+    local = {(f.domain, f.name) for f in proto.functions}
+    declared = keep_declared_plugin_shapes(graph, original, inputs, local)
     nodes = _toposort(list(graph.node), set(init) | {t.name for t in inputs} | {""})
     info = _infer(proto)
 
@@ -481,14 +480,16 @@ def _build(
         keep,
         graph.name or name,
         [i for i in graph.input if i.name not in init],
-        [helper.make_tensor_value_info(o, 0, None) for o in out_names],
+        [declared.get(o) or helper.make_tensor_value_info(o, 0, None) for o in out_names],
         new_init,
+        value_info=[v for k, v in declared.items() if k not in out_names],
     )
     new_proto = helper.make_model(new_graph, opset_imports=list(proto.opset_import))
     new_proto.ir_version = proto.ir_version
     for fn in proto.functions:
         new_proto.functions.add().CopyFrom(fn)
     info = _infer(new_proto)
+    info.update({k: (_dims(v.type), v.type.tensor_type.elem_type) for k, v in declared.items() if info.get(k, (None,))[0] is None})
     # Graph outputs get their types from inference; write them back for later cutting.
     for o in new_proto.graph.output:
         dims, et = info.get(o.name, (None, 0))
@@ -535,9 +536,9 @@ def _build(
             if not t.shape and info.get(t.name, (None, 0))[0] is None:
                 raise ModelError(
                     f"layer {lname!r} ({node.domain + '.' if node.domain else ''}{node.op_type}) has no shape "
-                    f"inference for output {t.name!r}; placetune needs static shapes for every layer "
-                    "(custom ops must be replaced or given value_info)"
-                )
+                    f"inference for output {t.name!r}; placetune needs static shapes for every layer: declare "
+                    "the plugin's output shapes in the file (graph value_info or graph outputs, static or named "
+                    "like an input's dimension) as TensorRT plugin exports do")
             if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0] is None):
                 raise ShapeError(f"layer {lname!r} output {t.name!r} has a dynamic shape")
         for x in node.input:
@@ -554,6 +555,7 @@ def _build(
             scope=_scope(node, lname),
             domain=node.domain,
             producers=tuple(dict.fromkeys(producer[x] for x in node.input if x in producer)),
+            plugin=not has_schema(node.op_type, node.domain, local),
         )
         macs, flops = layer_costs(layer)
         layer.macs, layer.flops = macs, flops

@@ -128,3 +128,76 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -
         fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), _np_dtype(inp.type.tensor_type.elem_type),
                                 dynamic=dynamic))
     return fixed
+
+
+def has_schema(op_type: str, domain: str, local: set[tuple[str, str]] = frozenset()) -> bool:
+    """Whether ONNX knows ``domain.op_type`` (a standard op, or a function the file defines):
+    anything else is a TensorRT plugin (``EfficientNMS_TRT``) or another custom op."""
+    dom = "" if domain in ("", "ai.onnx") else domain
+    if (dom, op_type) in local:
+        return True
+    try:
+        return bool(onnx.defs.has(op_type, dom))
+    except Exception:  # noqa: BLE001 - onnx raises on odd domain strings
+        return False
+
+
+def declared_plugin_shapes(graph: onnx.GraphProto, original: Mapping[str, list | None],
+                           fixed: Sequence[TensorInfo], local: set[tuple[str, str]]) -> dict[str, onnx.ValueInfoProto]:
+    """The shapes the file declares (``value_info``, graph outputs) for the outputs of ops ONNX
+    cannot infer (plugins), made static with the inputs' fixed shapes.
+
+    A declared dimension named like an input's open dimension (``batch``) takes the value that
+    input was fixed at; a declared leading dimension equal to the inputs' file batch follows a
+    changed batch. A dimension that stays open is left out (the layer is then refused).
+
+    Args:
+        graph: the graph before placetune drops its value_info (inference redoes the others).
+        original: input name -> its dims as the file declares them (before ``--shape``).
+        fixed: the inputs with their fixed shapes.
+        local: ``(domain, name)`` of the functions the file defines.
+
+    Returns:
+        tensor name -> a value_info with static dims, for every plugin output the file declares.
+    """
+    symbols: dict[str, int] = {}
+    batches = set()
+    for t in fixed:
+        dims = original.get(t.name) or []
+        for d, n in zip(dims, t.shape):
+            if isinstance(d, str):
+                symbols.setdefault(d, int(n))
+        if dims and isinstance(dims[0], int) and t.shape and dims[0] != t.shape[0]:
+            batches.add((dims[0], int(t.shape[0])))
+    rebatch = dict(batches) if len({b for b, _ in batches}) == len(batches) else {}
+    plugin_outputs = {o for n in graph.node if not has_schema(n.op_type, n.domain, local) for o in n.output if o}
+    out: dict[str, onnx.ValueInfoProto] = {}
+    for vi in list(graph.value_info) + list(graph.output):
+        if vi.name not in plugin_outputs or vi.name in out:
+            continue
+        dims = _dims(vi.type)
+        if dims is None:
+            continue
+        static = [symbols.get(d) if isinstance(d, str) else d for d in dims]
+        if static and isinstance(dims[0], int) and dims[0] in rebatch:
+            static[0] = rebatch[dims[0]]
+        if any(not isinstance(d, int) or d <= 0 for d in static):
+            continue
+        out[vi.name] = helper.make_tensor_value_info(vi.name, vi.type.tensor_type.elem_type, static)
+    return out
+
+
+def keep_declared_plugin_shapes(graph: onnx.GraphProto, original: Mapping[str, list | None],
+                                fixed: Sequence[TensorInfo], local: set[tuple[str, str]]) -> dict[str, onnx.ValueInfoProto]:
+    """Drop the graph's value_info and output shapes, which may be stale (a changed batch) and which
+    inference redoes, except those of plugin outputs (:func:`declared_plugin_shapes`, returned)."""
+    declared = declared_plugin_shapes(graph, original, fixed, local)
+    outputs = {o.name for o in graph.output}
+    del graph.value_info[:]
+    graph.value_info.extend(v for k, v in declared.items() if k not in outputs)
+    for out in graph.output:
+        if out.name in declared:
+            out.CopyFrom(declared[out.name])
+        elif out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
+    return declared
