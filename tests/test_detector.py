@@ -52,3 +52,75 @@ def test_check_tune_export_a_detector_with_efficient_nms(yolov8n_nms, tmp_path, 
     script = (folder / "build.sh").read_text()
     assert "# plugin layers (GPU only, never on the DLA): EfficientNMS_TRT" in script
     assert "no plugin library is needed" in script and "--plugins" not in script
+
+
+# ---------------------------------------------------------------- the zoo's detectors vs real exports
+
+#: facts of real Ultralytics ONNX exports (see the file's "made_with"): layer count, MACs, op counts
+#: and the DLA checker's per-layer verdicts, so the zoo is checked against them without ultralytics
+FACTS = DATA / "ultralytics_detectors.json"
+VERDICTS = (("orin-agx", "fp16"), ("xavier-agx", "int8"))
+
+
+def detector_facts(model: Model) -> dict:
+    """What the zoo must reproduce of a real export: layers, MACs, ops and DLA verdicts by layer."""
+    from collections import Counter
+
+    from placetune.hardware.dla import check_model
+
+    facts = {"layers": len(model.layers), "macs": model.total_macs,
+             "inputs": {t.name: list(t.shape) for t in model.inputs},
+             "outputs": {t.name: list(t.shape) for t in model.outputs},
+             "ops": dict(sorted(Counter(x.op_type for x in model.layers).items()))}
+    for platform, precision in VERDICTS:
+        verdicts = check_model(model, platform, precision, "8.6")
+        facts[f"dla {platform} {precision}"] = {name: "DLA" if s.supported else s.reason for name, s in verdicts.items()}
+    return facts
+
+
+@pytest.mark.parametrize("name", ["yolov8n", "yolov8s"])
+def test_zoo_detector_matches_the_real_export_facts(name):
+    facts = json.loads(FACTS.read_text())["models"][name]
+    assert detector_facts(Model.load(name)) == facts
+
+
+def test_zoo_yolov8n_is_the_real_export_graph():
+    """Layer by layer against the real export (weights stripped): names, ops, edges, shapes, MACs."""
+    zoo, real = Model.load("yolov8n"), Model.load(YOLOV8N)
+    assert sorted(zoo.names) == sorted(real.names)  # the same layers (the order of independent branches differs)
+    for layer in real.layers:
+        mine = zoo.layer(layer.name)
+        assert (mine.op_type, mine.producers, [t.shape for t in mine.outputs], mine.macs) == \
+            (layer.op_type, layer.producers, [t.shape for t in layer.outputs], layer.macs), layer.name
+
+
+def _ultralytics_python() -> str | None:
+    """A Python with ultralytics: this one, or PLACETUNE_ULTRALYTICS_PYTHON (a separate venv)."""
+    import importlib.util
+    import os
+    import sys
+    if importlib.util.find_spec("ultralytics") is not None:
+        return sys.executable
+    return os.environ.get("PLACETUNE_ULTRALYTICS_PYTHON") or None
+
+
+_EXPORT = """
+import os, sys
+os.environ["YOLO_OFFLINE"] = "1"
+from ultralytics import YOLO
+print(YOLO(sys.argv[1] + ".yaml").export(format="onnx", imgsz=640))
+"""
+
+
+@pytest.mark.parametrize("name", ["yolov8n", "yolov8s"])
+def test_zoo_detector_matches_a_fresh_ultralytics_export(name, tmp_path):
+    """Export the network with ultralytics (no weights downloaded: built from its yaml) and compare."""
+    import subprocess
+    python = _ultralytics_python()
+    if python is None:
+        pytest.skip("ultralytics is not installed (or set PLACETUNE_ULTRALYTICS_PYTHON to a Python that has it)")
+    done = subprocess.run([python, "-c", _EXPORT, name], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={"YOLO_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    real = detector_facts(Model.load(tmp_path / f"{name}.onnx"))
+    assert detector_facts(Model.load(name)) == real
