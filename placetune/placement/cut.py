@@ -260,7 +260,7 @@ def _static_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[in
     # exported value_info and output shapes may be symbolic or stale after an override: dropped,
     # except the shapes the file declares for plugin outputs (which inference cannot redo)
     fixed = [TensorInfo(k, tuple(int(d) for d in v)) for k, v in input_shapes.items()]
-    keep_declared_plugin_shapes(g, original, fixed, {(f.domain, f.name) for f in m.functions})
+    keep_declared_plugin_shapes(m, original, fixed)
     try:
         inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
     except Exception as exc:  # noqa: BLE001
