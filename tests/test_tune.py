@@ -140,6 +140,16 @@ def test_study_file_errors(tmp_path):
         load_study_file(tmp_path / "missing.toml")
 
 
+def test_a_typo_in_settings_names_the_closest_key(tmp_path):
+    bad = tmp_path / "typo.toml"
+    bad.write_text("[study]\nmodel = 'seed-block'\n[settings]\ngpu_fallbak = true\n")
+    with pytest.raises(ConfigError, match=r"\[settings\] has no key 'gpu_fallbak'; did you mean 'gpu_fallback'\?"):
+        load_study_file(bad)
+    bad.write_text("[study]\nmodel = 'seed-block'\n[settings]\nprecision = 'fp16'\n")
+    with pytest.raises(ConfigError, match=r"precision: set it in \[study\]"):
+        load_study_file(bad)
+
+
 def test_parse_duration():
     assert parse_duration("8h") == 28800 and parse_duration("1h30m") == 5400 and parse_duration("90") == 90
     for bad in ("soon", "-5", "8x"):
