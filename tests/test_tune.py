@@ -101,6 +101,19 @@ def test_an_unmeasured_core_swapped_baseline_says_why(tmp_path, capsys):
     assert re.search(r"^all-DLA0 \(\+fallback\) +[\d.]+ ", out, re.M)
 
 
+def test_a_replicas_summary_speaks_of_replicas_not_of_one_engine(tmp_path, capsys):
+    """Replicas mode printed engine-mode labels: 'all-DLA0 (+fallback)' and 'DLA0 n layers' for a placement
+    that every DLA replica (DLA0 and DLA1) runs on its own core."""
+    code = main(["tune", "--model", "seed-block", "--mode", "replicas", "--trials", "4",
+                 "--storage", f"sqlite:///{tmp_path / 'pt.db'}", "--export", str(tmp_path / "plan.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "all-DLA0" not in out and re.search(r"^DLA replicas all-DLA \(\+fallback\) +[\d.]+ ", out, re.M)
+    line = next(x for x in out.splitlines() if x.startswith("best placement"))
+    assert line.startswith("best placement (realised) of the DLA replicas:") and "DLA0" not in line
+    assert line.endswith("the GPU replica runs every layer on the GPU")
+
+
 @pytest.mark.parametrize("path", sorted(STUDIES.glob("*.toml")), ids=lambda p: p.name)
 def test_every_study_file_loads(path):
     cfg = load_study_file(path)

@@ -466,8 +466,14 @@ class Tuner:
                           f"holds={'yes' if c.holds(m) else 'no'}")
             if ev.objective.name == "gpu_time" and m.objective("gpu_time") is not None:
                 self._say(f"gpu_time: best={m.objective('gpu_time'):.4g} ms of GPU busy time per frame")
-            self._say("best placement (realised): " + ", ".join(
-                f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k))
+            if ev.settings.mode == "replicas":  # one placement for every DLA replica, each on its own core
+                self._say("best placement (realised) of the DLA replicas: " + ", ".join(
+                    f"{'their DLA' if d != 'GPU' else d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items()
+                    if k) + ("; the GPU replica runs every layer on the GPU"
+                             if "GPU" in (ev.settings.replicas or {"GPU": 1}) else ""))
+            else:
+                self._say("best placement (realised): " + ", ".join(
+                    f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k))
             if ev.networks:
                 from placetune.model.merge import network_of
 
