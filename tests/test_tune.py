@@ -114,6 +114,21 @@ def test_a_replicas_summary_speaks_of_replicas_not_of_one_engine(tmp_path, capsy
     assert line.endswith("the GPU replica runs every layer on the GPU")
 
 
+def test_tune_ends_with_what_to_run_next_and_hints_at_guided(tmp_path, capsys, monkeypatch):
+    """A tune ended at 'plan exported': nothing said to export a deployment folder or a report; a weaker agent
+    that found nothing better than all-GPU did not point at the guided agent."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "4", "--storage", "r.db"])
+    out = capsys.readouterr().out
+    assert code == 0 and "verdict: no plan better than all-GPU found by random" in out
+    study = re.search(r"^study '([^']+)'", out, re.M).group(1)
+    assert out.rstrip().splitlines()[-1] == (
+        f"next: placetune export --storage r.db --study {study} --format trtexec -o deploy   (build.sh and the "
+        f"engines' ONNX, for the Jetson); placetune report --storage r.db --study {study} -o report   (plots)")
+    assert "hint: random found nothing better; the guided agent (the default)" in out and "--trials above 4" in out
+    assert main(["export", "--storage", "r.db", "--study", study, "--format", "trtexec", "-o", "deploy"]) == 0
+
+
 @pytest.mark.parametrize("path", sorted(STUDIES.glob("*.toml")), ids=lambda p: p.name)
 def test_every_study_file_loads(path):
     cfg = load_study_file(path)
