@@ -78,7 +78,7 @@ def detector_facts(model: Model) -> dict:
     return facts
 
 
-@pytest.mark.parametrize("name", ["yolov8n", "yolov8s"])
+@pytest.mark.parametrize("name", ["yolov8n", "yolov8s", "yolo11n"])
 def test_zoo_detector_matches_the_real_export_facts(name):
     facts = json.loads(FACTS.read_text())["models"][name]
     assert detector_facts(Model.load(name)) == facts
@@ -112,7 +112,7 @@ print(YOLO(sys.argv[1] + ".yaml").export(format="onnx", imgsz=640))
 """
 
 
-@pytest.mark.parametrize("name", ["yolov8n", "yolov8s"])
+@pytest.mark.parametrize("name", ["yolov8n", "yolov8s", "yolo11n"])
 def test_zoo_detector_matches_a_fresh_ultralytics_export(name, tmp_path):
     """Export the network with ultralytics (no weights downloaded: built from its yaml) and compare."""
     import subprocess

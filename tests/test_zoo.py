@@ -35,13 +35,14 @@ ALL = [
     "vgg16",
     "vgg19",
     "vit-tiny",
+    "yolo11n",
     "yolov8n",
     "yolov8s",
 ]
 
 #: the detectors keep their export's tensor names and opset (Ultralytics: images -> output0, opset 18)
-IO = {"yolov8n": ("images", "output0"), "yolov8s": ("images", "output0")}
-EXPORT_OPSET = {"yolov8n": 18, "yolov8s": 18}
+IO = {"yolo11n": ("images", "output0"), "yolov8n": ("images", "output0"), "yolov8s": ("images", "output0")}
+EXPORT_OPSET = {"yolo11n": 18, "yolov8n": 18, "yolov8s": 18}
 
 INPUT_SHAPE = {
     "alexnet": [3, 227, 227],
@@ -62,6 +63,7 @@ INPUT_SHAPE = {
     "vgg16": [3, 224, 224],
     "vgg19": [3, 224, 224],
     "vit-tiny": [3, 224, 224],
+    "yolo11n": [3, 640, 640],
     "yolov8n": [3, 640, 640],
     "yolov8s": [3, 640, 640],
 }
@@ -85,6 +87,7 @@ OUTPUT_SHAPE = {
     "vgg16": [1000],
     "vgg19": [1000],
     "vit-tiny": [1000],
+    "yolo11n": [84, 8400],
     "yolov8n": [84, 8400],
     "yolov8s": [84, 8400],
 }
@@ -105,6 +108,7 @@ PUBLISHED_GMACS = {
     "alexnet": (0.72, 0.03),  # BVLC Caffe AlexNet at 227, grouped convs
     "googlenet": (1.5, 0.10),
     "vit-tiny": (1.26, 0.03),  # timm vit_tiny_patch16_224
+    "yolo11n": (3.25, 0.03),  # Ultralytics YOLO11n at 640: 6.5 GFLOPs
     "yolov8n": (4.35, 0.03),  # Ultralytics YOLOv8n at 640: 8.7 GFLOPs
     "yolov8s": (14.3, 0.03),  # Ultralytics YOLOv8s at 640: 28.6 GFLOPs
 }
@@ -257,7 +261,7 @@ def test_macs_match_published(name: str, built: dict[str, onnx.ModelProto]) -> N
     assert abs(got - expected) <= tol * expected, f"{name}: {got:.3f} GMACs vs {expected}"
 
 
-@pytest.mark.parametrize("name", ["seed-block", "model-gn", "resnet18", "unet-small", "vit-tiny", "yolov8n"])
+@pytest.mark.parametrize("name", ["seed-block", "model-gn", "resnet18", "unet-small", "vit-tiny", "yolov8n", "yolo11n"])
 def test_batch_scales_input_output_and_macs(name: str, built: dict[str, onnx.ModelProto]) -> None:
     m = zoo.build(name, batch=3)
     assert _dims(m.graph.input[0]) == [3, *INPUT_SHAPE[name]]

@@ -5,7 +5,7 @@ model file: the seed scenarios (``seed-block``, ``model-gn``, ``model-bn``), the
 Jetson benchmark networks (``alexnet``, ``googlenet``, ``resnet18/34/50/101/152``,
 ``mobilenetv1``, ``mobilenetv2``, ``vgg11/13/16/19``), a small segmentation network (``unet-small``), a
 transformer stress model (``vit-tiny``) and the detectors Jetson users run behind cameras
-(``yolov8n``, ``yolov8s``: Ultralytics' ONNX export, checked against real exports).
+(``yolov8n``, ``yolov8s``, ``yolo11n``: Ultralytics' ONNX export, checked against real exports).
 
 Every graph has one NCHW float32 input named ``input`` and one output named ``output`` (the
 detectors keep their export's ``images`` and ``output0``, and its opset 18),

@@ -21,7 +21,7 @@ from placetune.model.zoo.resnet import _resnet18, _resnet34, _resnet50, _resnet1
 from placetune.model.zoo.seeds import _model_bn, _model_gn, _seed_block
 from placetune.model.zoo.unet import _unet_small
 from placetune.model.zoo.vit import _vit_tiny
-from placetune.model.zoo.yolo import _yolov8n, _yolov8s
+from placetune.model.zoo.yolo import _yolo11n, _yolov8n, _yolov8s
 
 #: ONNX default-domain opset of every zoo model.
 OPSET = 17
@@ -143,6 +143,12 @@ _ZOO: dict[str, _Entry] = {
         "timm ViT-Tiny/16 on 3x224x224 (dim 192, 3 heads), LayerNormalization, exact GELU; "
         "depth=N blocks (default 12, 42 nodes each), a many-layer stress model, ~1.25 GMACs",
         {"depth": 12, "attention": "sdpa"},
+    ),
+    "yolo11n": _Entry(
+        _yolo11n,
+        "Ultralytics YOLO11n detector on 3x640x640 as its ONNX export (opset 18, C3k2, SPPF, C2PSA attention "
+        "with MatMul/Softmax, Detect head with depthwise class branch and DFL) -> [1, 84, 8400], ~3.3 GMACs",
+        {}, ("images", "output0"), 18,
     ),
     "yolov8n": _Entry(
         _yolov8n,
