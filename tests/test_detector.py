@@ -56,9 +56,9 @@ def test_check_tune_export_a_detector_with_efficient_nms(yolov8n_nms, tmp_path, 
 
 # ---------------------------------------------------------------- the zoo's detectors vs real exports
 
-#: facts of real Ultralytics ONNX exports (see the file's "made_with"): layer count, MACs, op counts
+#: facts of real ONNX exports (Ultralytics, torchvision; see the file's "made_with"): layer count, MACs, op counts
 #: and the DLA checker's per-layer verdicts, so the zoo is checked against them without ultralytics
-FACTS = DATA / "ultralytics_detectors.json"
+FACTS = DATA / "detector_exports.json"
 VERDICTS = (("orin-agx", "fp16"), ("xavier-agx", "int8"))
 
 
@@ -78,7 +78,7 @@ def detector_facts(model: Model) -> dict:
     return facts
 
 
-@pytest.mark.parametrize("name", ["yolov8n", "yolov8s", "yolo11n"])
+@pytest.mark.parametrize("name", ["yolov8n", "yolov8s", "yolo11n", "ssdlite-mobilenetv3"])
 def test_zoo_detector_matches_the_real_export_facts(name):
     facts = json.loads(FACTS.read_text())["models"][name]
     assert detector_facts(Model.load(name)) == facts
@@ -112,14 +112,32 @@ print(YOLO(sys.argv[1] + ".yaml").export(format="onnx", imgsz=640))
 """
 
 
-@pytest.mark.parametrize("name", ["yolov8n", "yolov8s", "yolo11n"])
+_EXPORT_SSDLITE = """
+import torch
+from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+m = ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None).eval()
+class Core(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.backbone, self.head = m.backbone, m.head
+    def forward(self, x):
+        out = self.head(list(self.backbone(x).values()))
+        return out["bbox_regression"], out["cls_logits"]
+torch.onnx.export(Core(m), torch.zeros(1, 3, 320, 320), "ssdlite-mobilenetv3.onnx", opset_version=17, dynamo=False,
+                  input_names=["images"], output_names=["boxes", "scores"])
+"""
+
+
+@pytest.mark.parametrize("name", ["yolov8n", "yolov8s", "yolo11n", "ssdlite-mobilenetv3"])
 def test_zoo_detector_matches_a_fresh_ultralytics_export(name, tmp_path):
-    """Export the network with ultralytics (no weights downloaded: built from its yaml) and compare."""
+    """Export the network with ultralytics (no weights downloaded: built from its yaml) or torchvision
+    (weights=None) and compare."""
     import subprocess
     python = _ultralytics_python()
     if python is None:
         pytest.skip("ultralytics is not installed (or set PLACETUNE_ULTRALYTICS_PYTHON to a Python that has it)")
-    done = subprocess.run([python, "-c", _EXPORT, name], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    script = (_EXPORT_SSDLITE,) if name.startswith("ssdlite") else (_EXPORT, name)
+    done = subprocess.run([python, "-c", *script], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={"YOLO_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-2000:]
     real = detector_facts(Model.load(tmp_path / f"{name}.onnx"))

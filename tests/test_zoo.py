@@ -29,6 +29,7 @@ ALL = [
     "resnet101",
     "resnet152",
     "seed-block",
+    "ssdlite-mobilenetv3",
     "unet-small",
     "vgg11",
     "vgg13",
@@ -41,8 +42,11 @@ ALL = [
 ]
 
 #: the detectors keep their export's tensor names and opset (Ultralytics: images -> output0, opset 18)
-IO = {"yolo11n": ("images", "output0"), "yolov8n": ("images", "output0"), "yolov8s": ("images", "output0")}
+IO = {"yolo11n": ("images", "output0"), "yolov8n": ("images", "output0"), "yolov8s": ("images", "output0"),
+      "ssdlite-mobilenetv3": ("images", "boxes", "scores")}
 EXPORT_OPSET = {"yolo11n": 18, "yolov8n": 18, "yolov8s": 18}
+#: the second and later outputs of a network with several: name -> (output name, shape without batch)
+MORE_OUTPUTS = {"ssdlite-mobilenetv3": [("scores", [3234, 91])]}
 
 INPUT_SHAPE = {
     "alexnet": [3, 227, 227],
@@ -57,6 +61,7 @@ INPUT_SHAPE = {
     "resnet101": [3, 224, 224],
     "resnet152": [3, 224, 224],
     "seed-block": [384, 56, 56],
+    "ssdlite-mobilenetv3": [3, 320, 320],
     "unet-small": [3, 256, 256],
     "vgg11": [3, 224, 224],
     "vgg13": [3, 224, 224],
@@ -81,6 +86,7 @@ OUTPUT_SHAPE = {
     "resnet101": [1000],
     "resnet152": [1000],
     "seed-block": [1152, 56, 56],
+    "ssdlite-mobilenetv3": [3234, 4],
     "unet-small": [2, 256, 256],
     "vgg11": [1000],
     "vgg13": [1000],
@@ -109,6 +115,7 @@ PUBLISHED_GMACS = {
     "googlenet": (1.5, 0.10),
     "vit-tiny": (1.26, 0.03),  # timm vit_tiny_patch16_224
     "yolo11n": (3.25, 0.03),  # Ultralytics YOLO11n at 640: 6.5 GFLOPs
+    "ssdlite-mobilenetv3": (0.58, 0.03),  # torchvision ssdlite320_mobilenet_v3_large: 0.58 GFLOPS (their MACs)
     "yolov8n": (4.35, 0.03),  # Ultralytics YOLOv8n at 640: 8.7 GFLOPs
     "yolov8s": (14.3, 0.03),  # Ultralytics YOLOv8s at 640: 28.6 GFLOPs
 }
@@ -193,13 +200,15 @@ def test_describe_one_line(name: str) -> None:
 @pytest.mark.parametrize("name", ALL)
 def test_structure_and_shapes(name: str, built: dict[str, onnx.ModelProto]) -> None:
     m = built[name]
-    inp, out = IO.get(name, ("input", "output"))
+    inp, out = IO.get(name, ("input", "output"))[:2]
     assert [o.version for o in m.opset_import if o.domain == ""] == [EXPORT_OPSET.get(name, 17)]
     assert [i.name for i in m.graph.input] == [inp]
-    assert [o.name for o in m.graph.output] == [out]
+    assert [o.name for o in m.graph.output] == [out, *(o for o, _ in MORE_OUTPUTS.get(name, []))]
     assert _dims(m.graph.input[0]) == [1, *INPUT_SHAPE[name]]
     shapes = _infer(m)
     assert shapes[out] == [1, *OUTPUT_SHAPE[name]]
+    for other, shape in MORE_OUTPUTS.get(name, []):
+        assert shapes[other] == [1, *shape]
 
     node_names = [n.name for n in m.graph.node]
     assert all(node_names) and len(set(node_names)) == len(node_names)

@@ -127,5 +127,6 @@ class _Graph:
         return self._new_tensor(new)
 
 
-#: What a network builder returns: (output tensor, input shape, output shape).
-_Net = tuple[str, list[int], list[int]]
+#: What a network builder returns: (output tensor, input shape, output shape), or for a network with
+#: several outputs (a tuple of tensors, input shape, a tuple of shapes).
+_Net = tuple[Any, list[int], Any]

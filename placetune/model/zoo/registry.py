@@ -19,6 +19,7 @@ from placetune.model.zoo.mobilenet import _mobilenetv1, _mobilenetv2
 from placetune.model.zoo.plain import _alexnet, _vgg11, _vgg13, _vgg16, _vgg19
 from placetune.model.zoo.resnet import _resnet18, _resnet34, _resnet50, _resnet101, _resnet152
 from placetune.model.zoo.seeds import _model_bn, _model_gn, _seed_block
+from placetune.model.zoo.ssd import _ssdlite_mobilenetv3
 from placetune.model.zoo.unet import _unet_small
 from placetune.model.zoo.vit import _vit_tiny
 from placetune.model.zoo.yolo import _yolo11n, _yolov8n, _yolov8s
@@ -37,8 +38,8 @@ class _Entry:
     fn: Callable[..., _Net]
     description: str
     options: dict[str, Any]
-    #: the input and output tensor names (an export's own, e.g. Ultralytics' images / output0)
-    io: tuple[str, str] = ("input", "output")
+    #: the input tensor's name, then the outputs' (an export's own, e.g. Ultralytics' images / output0)
+    io: tuple[str, ...] = ("input", "output")
     opset: int = OPSET
 
 
@@ -143,6 +144,13 @@ _ZOO: dict[str, _Entry] = {
         "timm ViT-Tiny/16 on 3x224x224 (dim 192, 3 heads), LayerNormalization, exact GELU; "
         "depth=N blocks (default 12, 42 nodes each), a many-layer stress model, ~1.25 GMACs",
         {"depth": 12, "attention": "sdpa"},
+    ),
+    "ssdlite-mobilenetv3": _Entry(
+        _ssdlite_mobilenetv3,
+        "torchvision SSDLite320 MobileNetV3-Large detector on 3x320x320 (backbone and head as torch.onnx exports "
+        "them, BatchNorm folded; decoding and NMS left out) -> boxes [1, 3234, 4], scores [1, 3234, 91], "
+        "~0.58 GMACs",
+        {}, ("images", "boxes", "scores"), 17,
     ),
     "yolo11n": _Entry(
         _yolo11n,
@@ -273,15 +281,17 @@ def build(name: str, batch: int = 1, *, weights: bool = False, **kw: Any) -> onn
     opts = _options(name, entry, kw)
     model = onnx.ModelProto()
     g = _Graph(bool(weights), model.graph)
-    in_name, out_name = entry.io
+    in_name, out_names = entry.io[0], entry.io[1:]
     g._new_tensor(in_name)
     out, in_shape, out_shape = entry.fn(g, batch, **opts)
-    g.rename_output(out, out_name)
+    outs, shapes = ([out], [out_shape]) if isinstance(out, str) else (list(out), list(out_shape))
     graph = model.graph
+    for tensor, out_name, shape in zip(outs, out_names, shapes):
+        g.rename_output(tensor, out_name)
+        graph.output.append(helper.make_tensor_value_info(out_name, TensorProto.FLOAT, shape))
     graph.node.extend(g.nodes)
     graph.name = name.replace("-", "_")
     graph.input.append(helper.make_tensor_value_info(in_name, TensorProto.FLOAT, in_shape))
-    graph.output.append(helper.make_tensor_value_info(out_name, TensorProto.FLOAT, out_shape))
     model.opset_import.append(helper.make_opsetid("", entry.opset))
     model.producer_name = "placetune.zoo"
     model.producer_version = "1"
