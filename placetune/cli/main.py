@@ -266,6 +266,11 @@ def _measure_human(m, model, platform) -> str:
             lines.append(f"  ... {len(m.fallback) - 8} more (use --json)")
     for note in m.extra.get("notes", []):
         lines.append(f"note: {note}")
+    for r in reps or []:  # every replica at once; the segment table below is one replica's
+        lat, fps = r.get("latency_ms"), r.get("throughput_fps")
+        lines.append(f"replica {r['device']}: batch {r['batch']}"
+                     + (f", {lat:.3f} ms per batch" if isinstance(lat, (int, float)) else "")
+                     + (f", {fps:,.1f} fps" if isinstance(fps, (int, float)) else ""))
     if m.segment_times_ms:
         rows = [
             (s.get("index"), s.get("device"), s.get("layers"), f"{s.get('start_ms', 0):.3f}",
@@ -273,6 +278,10 @@ def _measure_human(m, model, platform) -> str:
             for s in m.segment_times_ms[:40]
         ]
         lines.append("")
+        if reps:
+            shown = next((r["device"] for r in reps if r["device"] != "GPU"), reps[0]["device"])
+            lines.append(f"segments of the {shown} replica, timed alone (every DLA replica runs the same on its "
+                         "own core):")
         lines.append(_table(rows, ("segment", "device", "layers", "start ms", "end ms", "time ms")))
         if len(m.segment_times_ms) > 40:
             lines.append(f"... {len(m.segment_times_ms) - 40} more segments (use --json)")
