@@ -4,6 +4,8 @@ ONNX ops), without the box decoding and NMS that run after it (anchors, score fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from placetune.model.zoo.graph import _Graph, _Net, _scope
@@ -58,7 +60,8 @@ def _squeeze_excite(g: _Graph, x: str, parts: list[str], c: int) -> str:
     return g.op("Mul", [y, x], parts)
 
 
-def _block(g: _Graph, x: str, cfg: tuple, sub, first: int = 0, y: str | None = None) -> str:
+def _block(g: _Graph, x: str, cfg: tuple, sub: Callable[[int], list[str]], first: int = 0,
+           y: str | None = None) -> str:
     """One MobileNetV3 inverted residual: expansion (unless ``first`` > 0: the SSDLite extractor cut the
     block after it and ``y`` is its output), depthwise, squeeze-excitation, projection, residual Add.
     ``sub(i)`` is the scope of its i-th part."""
