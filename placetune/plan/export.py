@@ -490,6 +490,9 @@ def export_plan(
             # layers TensorRT names by a counter of its own (a node sharing its name): never addressed by name
             **({"renamed_layers": dict(model.renamed)} if model is not None and getattr(model, "renamed", None)
                else {}),
+            # TensorRT plugins (ops ONNX has no schema for): GPU only; a build loads their library
+            **({"plugins": {x.name: x.op_type for x in model.layers if x.plugin}}
+               if model is not None and any(x.plugin for x in model.layers) else {}),
             **({"networks": network_summary(realized_map, m, networks, _network_sources(model))} if networks else {}),
         },
         platform=st.platform,
