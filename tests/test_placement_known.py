@@ -117,3 +117,18 @@ def test_the_tensorrt_backend_without_placement_lines(inspector, tmp_path, caplo
         assert "neither the build log nor" in m.extra["placement_unknown"]
         warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert any("realised placement is UNKNOWN" in w for w in warned), warned
+
+
+def test_the_16_loadable_check_counts_the_10_3_offload_lines():
+    from placetune.backends.tensorrt.buildlog import split_prefix
+    from placetune.backends.tensorrt.worker_names import count_loadables
+
+    text = (CORPUS / "orin-agx-trt10.3-dla-offloaded" / "console.log").read_text()
+    assert count_loadables([split_prefix(x)[1] for x in text.splitlines()]) == 2  # no [DlaLayer] line in it
+    assert count_loadables(["[DlaLayer] {ForeignNode[a...b]}", "{ForeignNode[a...b]} successfully offloaded to DLA."]) == 1
+
+
+def test_a_foreign_node_range_leaves_out_the_layers_the_gpu_names():
+    layers = INSPECTOR[:4] + [{"Name": "r1", "LayerType": "PointWise"}] + INSPECTOR[4:]
+    k = _decide([], layers)
+    assert k.known and k.realized["r1"] == "GPU" and k.realized["c1"] == k.realized["c2"] == "DLA0"

@@ -115,6 +115,11 @@ def decide(
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
         on_dla = {m for e in dla_engine for m in resolver.model_layers(e)}
+        # a ForeignNode[A...B] range holds every layer between A and B but those the GPU's engine layers name
+        dla_set = set(dla_engine)
+        gpu_engine = [_name(x) for x in inspector_layers or [] if _name(x) not in dla_set
+                      and not _name(x).endswith(DLA_COPY_SUFFIXES)]
+        on_dla -= {m for e in gpu_engine for m in resolver.model_layers(e)}
         from_ins = {n: target if n in on_dla else "GPU" for n in predicted}
     log_n = blog.loadables if from_log is not None else None
     ins_n = len(dla_engine) if dla_engine is not None else None

@@ -44,6 +44,7 @@ ONNX_LAYER = "[ONNX Layer: "
 #: what joins the metadata of the layers fused into one engine layer
 FUSED_SEPARATORS = ("\x1f", "\x1e")
 _PROPERTY = " | "
+_OFFLOADED = re.compile(r"^\{.*\}\s+successfully offloaded to DLA\b")
 _PLACEMENT = re.compile(
     r"^(?:-+\s*Layers\s+Running\s+on\s+(?:DLA|GPU)\b|\[(?:Dla|Gpu)Layer\]|No layer is running on (?:GPU|DLA)\b"
     r"|Number of DLA node candidates offloaded\b|\{.*\}\s+successfully offloaded to DLA\b)"
@@ -77,6 +78,15 @@ def onnx_node(metadata):
     """The (first) ONNX node of a layer's metadata, or None."""
     nodes = onnx_nodes(metadata)
     return nodes[0] if nodes else None
+
+
+def count_loadables(messages):
+    # type: (List[str]) -> int
+    """An engine's DLA loadables from its build-log messages: its ``[DlaLayer]`` lines, else (10.3's
+    verbose form, no ``[DlaLayer]`` line) its ``successfully offloaded to DLA`` lines."""
+    texts = [str(m).strip() for m in messages]
+    dla = sum(1 for t in texts if t.startswith("[DlaLayer]"))
+    return dla or sum(1 for t in texts if _OFFLOADED.match(t))
 
 
 def is_placement_line(message):
