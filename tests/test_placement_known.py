@@ -94,7 +94,7 @@ def test_dla_failures_are_a_class_of_their_own(tmp_path):
 
 @pytest.mark.parametrize("inspector", [False, True])
 def test_the_tensorrt_backend_without_placement_lines(inspector, tmp_path, caplog, monkeypatch):
-    from placetune import Evaluator, Model, Placement
+    from placetune import Evaluator, Model, Placement, Store
     from placetune.backends.tensorrt import placement_known
     from tests.test_tensorrt_backend import GN, _backend
 
@@ -102,12 +102,16 @@ def test_the_tensorrt_backend_without_placement_lines(inspector, tmp_path, caplo
 
     be = _backend(tmp_path, "10.3.0", faults={"NO_PLACEMENT_LOG": "1"}, inspector=inspector)
     try:
-        ev = Evaluator(Model.load(GN), "orin-agx", backend=be, store=None, iterations=5, precision="fp16",
-                       trt_version="10.3")
+        ev = Evaluator(Model.load(GN), "orin-agx", backend=be, store=tmp_path / "pt.db", iterations=5,
+                       precision="fp16", trt_version="10.3")
         with caplog.at_level(logging.WARNING):
             m = ev.evaluate(Placement.all_dla(ev.model))
+        ev.close()
     finally:
         be.close()
+    with Store(str(tmp_path / "pt.db")) as store:  # stored as measured: no realised placement when unknown
+        (rec,) = store.measurements()
+    assert rec.realized == m.realized and rec.measurement.placement_known == m.placement_known
     assert m.ok
     assert "placement sections" in " ".join(m.extra["notes"])
     if inspector:  # the doubles' inspector marks DLA layers (an unverified form): known from it alone
@@ -132,3 +136,16 @@ def test_a_foreign_node_range_leaves_out_the_layers_the_gpu_names():
     layers = INSPECTOR[:4] + [{"Name": "r1", "LayerType": "PointWise"}] + INSPECTOR[4:]
     k = _decide([], layers)
     assert k.known and k.realized["r1"] == "GPU" and k.realized["c1"] == k.realized["c2"] == "DLA0"
+
+
+def test_measure_says_an_unknown_placement_in_words():
+    from types import SimpleNamespace as NS
+
+    from placetune.cli.main import _measure_human
+
+    m = Measurement(status="ok", latency_samples_ms=[1.0, 2.0], realized=None,
+                    extra={"placement_known": False, "placement_unknown": "neither source says"})
+    text = _measure_human(m, NS(name="net"), NS(name="orin-agx"))
+    assert "realised: UNKNOWN (neither source says)" in text
+    m = Measurement(status="ok", latency_samples_ms=[1.0], realized={"a": "GPU"})
+    assert "UNKNOWN" not in _measure_human(m, NS(name="net"), NS(name="orin-agx"))
