@@ -149,3 +149,20 @@ def test_measure_says_an_unknown_placement_in_words():
     assert "realised: UNKNOWN (neither source says)" in text
     m = Measurement(status="ok", latency_samples_ms=[1.0], realized={"a": "GPU"})
     assert "UNKNOWN" not in _measure_human(m, NS(name="net"), NS(name="orin-agx"))
+
+
+@pytest.mark.parametrize("artefact, dla", [
+    ("trt-899-nvmedia-dla-submit", True),  # NvMedia DLA runtime errors (7.1, Xavier NX)
+    ("trt-2307-orin-dla-build-error", True),  # the DLA build's NvMedia tensor cache (Orin)
+    ("trt-4106-dla-standalone-load", True),  # a DLA standalone loadable given to TensorRT's runtime
+    ("trt-3728-parser-error", False), ("trt-4488-parser-error", False), ("trt-2514-unknown-option", False),
+    ("cudapointpillars-1-libprotobuf", False),
+])
+def test_dla_failures_of_the_corpus_are_told_from_the_others(artefact, dla):
+    import json
+
+    from placetune.backends.trtexec.parse import error_lines
+
+    prov = json.loads((CORPUS / artefact / "provenance.json").read_text())
+    lines = (CORPUS / artefact / prov["file"]).read_text().splitlines()
+    assert (dla_failure(parse_build_log(lines).errors + error_lines(lines)) is not None) is dla

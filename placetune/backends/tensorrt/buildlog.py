@@ -73,7 +73,8 @@ _ALL_GPU = re.compile(r"All dla layers are falling back to GPU|no layer in the n
 #: error lines written by other libraries than TensorRT's logger (no severity prefix)
 _FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
 #: a failure that is the DLA's (compiler, loadable, NvMedia/cuDLA runtime), not the GPU build's
-_DLA_FAILURE = re.compile(r"NVMEDIA_DLA|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
+_DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
+                          r"DLA_STANDALONE|cuDLA|"
                           r"Cannot create DLA engine|\bDLA\b.*\b(?:failed|error)\b", re.I)
 
 #: Fallback warnings, newest wording first (reference §5 and §3.1 G5/G7).
