@@ -166,3 +166,10 @@ def test_dla_failures_of_the_corpus_are_told_from_the_others(artefact, dla):
     prov = json.loads((CORPUS / artefact / "provenance.json").read_text())
     lines = (CORPUS / artefact / prov["file"]).read_text().splitlines()
     assert (dla_failure(parse_build_log(lines).errors + error_lines(lines)) is not None) is dla
+
+
+def test_a_log_whose_loadable_counts_disagree_is_not_trusted():
+    k = _decide(["Number of DLA node candidates offloaded : 2 out of 2"] + LOG[1:])  # 2 said, 1 offloaded line
+    assert not k.known and k.loadables is None and "loadable counts disagree" in k.reason
+    k = _decide(["Number of DLA node candidates offloaded : 1 out of 3"] + LOG[1:])  # 2 candidates fell back
+    assert k.known and k.loadables == 1

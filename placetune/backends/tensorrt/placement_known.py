@@ -107,6 +107,13 @@ def decide(
     if core < 0:
         return Known({n: "GPU" for n in predicted}, True, None, "GPU engine", 0)
     target = f"DLA{core}"
+    counts = {"[DlaLayer] lines": len(blog.dla_subgraphs), "'successfully offloaded' lines": len(blog.dla_offloaded)}
+    if blog.dla_candidates is not None:
+        counts["'Number of DLA node candidates offloaded'"] = blog.dla_candidates[0]
+    said = {k: v for k, v in counts.items() if v or (k.startswith("'Number") and blog.dla_offloaded)}
+    if len(set(said.values())) > 1:  # the log contradicts itself (or was cut): its count is not trusted
+        return Known(None, False, "the build log's loadable counts disagree (" + ", ".join(
+            f"{k}: {v}" for k, v in said.items()) + ")", "build log", None)
     from_log: dict[str, str | None] | None = None
     if blog.reports_placement:
         from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
