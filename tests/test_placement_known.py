@@ -173,3 +173,19 @@ def test_a_log_whose_loadable_counts_disagree_is_not_trusted():
     assert not k.known and k.loadables is None and "loadable counts disagree" in k.reason
     k = _decide(["Number of DLA node candidates offloaded : 1 out of 3"] + LOG[1:])  # 2 candidates fell back
     assert k.known and k.loadables == 1
+
+
+def test_a_pipeline_engine_without_placement_lines_leaves_the_placement_unknown(tmp_path):
+    from placetune import Evaluator, Model, Placement
+    from tests.test_tensorrt_backend import GN, _backend
+
+    be = _backend(tmp_path, "8.5.2", faults={"NO_PLACEMENT_LOG": "1"})
+    try:
+        ev = Evaluator(Model.load(GN), "orin-agx", backend=be, store=None, iterations=5, mode="pipeline",
+                       trt_version="8.5")
+        m = ev.evaluate(Placement(ev.model, {"/cnn/cnn.0/Conv": "DLA0", "/cnn/cnn.3/Conv": "DLA1"}))
+    finally:
+        be.close()
+    assert m.status == "ok", m.reason
+    assert not m.placement_known and m.realized is None and m.dla_loadables == {}
+    assert "16-per-core check" in m.extra["placement_unknown"]

@@ -138,7 +138,7 @@ def _engine_log(info: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, list[
 
 def _realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[str, str], info: dict[str, Any],
               realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
-              report_as: str | None = None, unknown: list[str] | None = None) -> tuple[int, list]:
+              unknown: list[str], report_as: str | None = None) -> tuple[int, list]:
     """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs).
     An engine whose log says nothing of its placement is added to ``unknown``."""
     _, blog, network = _engine_log(info)
@@ -150,8 +150,7 @@ def _realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[
     if not blog.reports_placement:
         notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "
                      "UNKNOWN (placement_known=False)")
-        if unknown is not None:
-            unknown.append(label)
+        unknown.append(label)
         for n in dla:
             realized[n] = target
         return 0, []
@@ -166,8 +165,9 @@ def _realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[
 def _mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
     """No realised placement when an engine's build log says nothing of it (``placement_known``)."""
     kw["extra"]["placement_known"] = not unknown
-    if unknown:
-        kw["extra"]["placement_unknown"] = f"no placement report in the build log of {', '.join(unknown)}"
+    if unknown:  # nor could the worker count their loadables against a core's 16
+        kw["extra"]["placement_unknown"] = (f"no placement report in the build log of {', '.join(unknown)}: their "
+                                            "DLA loadables, and the 16-per-core check, are unknown")
         kw["realized"] = None
         kw["dla_loadables"] = {}
 
