@@ -525,3 +525,15 @@ def test_plugin_comments_in_the_trtexec_script():
     custom = plugin_comments({"/nms": "EfficientNMS_TRT", "/mine": "MyDecode"}, (10, 3))
     assert "MyDecode is not one of TensorRT's built-in plugins" in custom[1] and "--staticPlugins=" in custom[1]
     assert "--plugins=" in plugin_comments({"/mine": "MyDecode"}, (8, 5))[1]
+
+
+def test_export_refuses_a_measurement_whose_realised_placement_is_unknown(study):
+    from placetune.measurement import Measurement
+
+    m = Measurement(status="ok", latency_samples_ms=[1.0, 1.1], requested={"/conv3/Conv": "DLA0"}, realized=None,
+                    simulated=True, backend="simulate-1", mode="pipeline",
+                    extra={"placement_known": False, "placement_unknown": "neither the build log nor ... says"})
+    with Store(study.url) as store:
+        mid = store.record("s", "unknown-request", "unknown-placement", m, agent="t", trial_number=99)
+        with pytest.raises(ConfigError, match="no known realised placement .neither the build log"):
+            export_plan(store, "s", measurement_id=mid, model=study.model)

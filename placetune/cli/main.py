@@ -256,6 +256,8 @@ def _measure_human(m, model, platform) -> str:
                 f"{'DLA' if d != 'GPU' else d} {n} layers" for d, n in sorted(counts.items())))
         else:
             lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
+    if not m.placement_known:
+        lines.append(f"realised: UNKNOWN ({(m.extra or {}).get('placement_unknown') or 'no source says'})")
     if m.dla_loadables:
         lines.append("DLA loadables: " + ", ".join(f"{d} {n}" for d, n in m.dla_loadables.items()))
     if m.fallback:

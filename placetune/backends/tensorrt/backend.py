@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Measurement
 from placetune.backends.tensorrt import env as trt_env
-from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
+from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, dla_failure, locate, parse_build_log
+from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
 from placetune.backends.tensorrt.worker_names import is_placement_line
@@ -435,33 +436,37 @@ class TensorRTBackend:
         build_s = float(res.get("build_seconds") or 0.0)
         if status == "build_failed":
             detail = res.get("error") or "; ".join(blog.errors[:3]) or "build_serialized_network returned None"
+            if dla_failure(blog.errors + [str(res.get("error") or "")]):
+                extra["failure_class"] = "dla"
+                detail = f"the DLA failed ({detail})"
             return Measurement.failure("build_failed", f"TensorRT build failed: {detail}", realized=None,
                                        build_seconds=build_s, extra=extra, **base)
-        # the realised placement, from the log
+        # the realised placement: the build log, cross-checked with the engine's own layer information
         loc = locate(blog, model.names, network or None)
         target = f"DLA{core}" if core >= 0 else "GPU"
-        if core < 0:
-            realized = {n: "GPU" for n in predicted}
-        elif not blog.has_sections:
-            realized = dict(predicted)
-            extra["notes"] = ["the build log has no DLA/GPU placement sections: realised placement is placetune's prediction"]
-        else:
-            realized = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else predicted[n]
-                        for n in predicted}
+        known = decide(predicted, core, blog, loc, model.names, network or None, inspector_layers(res.get("inspector")))
+        realized = known.realized
         fallback = dict(r.fallback)
         for n, d in predicted.items():
-            if d != "GPU" and realized[n] == "GPU":
+            if d != "GPU" and realized is not None and realized[n] == "GPU":
                 fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
-        diff = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
+        diff = {n: [predicted[n], realized[n]] for n in predicted if realized is not None and predicted[n] != realized[n]}
         extra.update(
             realized_vs_predicted=diff,
             subgraph_limit=loc.subgraph_limit,
             dla_subgraphs=loc.subgraphs,
             unmapped_log_names=loc.unmapped[:50],
         )
-        loadables = {target: loc.loadables} if core >= 0 else {}
+        mark_known(extra, known, blog)
+        if core >= 0 and not blog.reports_placement:
+            extra["notes"] = ["the build log has no DLA/GPU placement sections: realised placement " + (
+                f"from the {known.source} only" if known.known else "UNKNOWN")]
+        loadables = {target: known.loadables} if core >= 0 and known.loadables is not None else {}
         if status != "ok":
             detail = res.get("error") or "; ".join(blog.errors[:3]) or "execution failed"
+            if dla_failure(blog.errors + [str(res.get("error") or "")]):
+                extra["failure_class"] = "dla"
+                detail = f"the DLA failed ({detail})"
             return Measurement.failure("runtime_failed", f"TensorRT execution failed: {detail}", realized=realized,
                                        fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                                        extra=extra, **base)

@@ -15,6 +15,7 @@ from worker_build import make_logger, obtain_all
 from worker_cuda import driver
 from worker_resources import Resources, alloc, download, random_data, release
 from worker_time import Engine, median, profile_layers
+from worker_names import count_loadables
 
 
 def compare_outputs(np, got, want, tolerance):
@@ -439,8 +440,8 @@ MAX_LOADABLES_PER_CORE = 16  # "only 16 DLA loadables can be loaded concurrently
 
 def _loadables(info):
     # type: (Dict[str, Any]) -> int
-    """An engine's DLA loadables: its ``[DlaLayer]`` build-log lines, one per loadable."""
-    return sum(1 for _, msg in info.get("log") or [] if "[DlaLayer]" in msg)
+    """An engine's DLA loadables: its ``[DlaLayer]`` (or 10.3's ``successfully offloaded``) build-log lines."""
+    return count_loadables([msg for _, msg in info.get("log") or []])
 
 
 def _per_core(specs, infos):
