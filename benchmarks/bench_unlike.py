@@ -344,7 +344,10 @@ def run_agent(case: str, t: Truth, agent: str, options: dict, seed: int, budget:
     if c is not None:
         ev.add_callback(c.callback(ev, backend))
     t0 = time.perf_counter()
-    a = stage_descent_agent()(seed=seed) if agent == "stage-descent" else get_agent(agent, seed=seed, **options)
+    if not isinstance(agent, str):  # an agent class (e.g. the guided agent of another checkout: --before)
+        a = agent(seed=seed, **options)
+    else:
+        a = stage_descent_agent()(seed=seed) if agent == "stage-descent" else get_agent(agent, seed=seed, **options)
     r = a.run(ev, Budget(budget))
     secs = time.perf_counter() - t0
     if r.best_placement is None:
@@ -407,6 +410,15 @@ def run_row(job: dict[str, Any]) -> dict[str, Any]:
             agent_vals[budget].append(v)
             if v is not None:
                 found.append((v, plan, f"{job['agent']} seed {seed} budget {budget}"))
+    before_vals: dict[int, list[float | None]] = {short: [], long_: []}
+    if job.get("before"):
+        cls = before_agent(job["before"])
+        for budget in (short, long_):
+            for seed in job["seeds"]:
+                v, plan, _, _ = run_agent(case, t, cls, {}, seed, budget)
+                before_vals[budget].append(v)
+                if v is not None:
+                    found.append((v, plan, f"before seed {seed} budget {budget}"))
     blind_runs = entry.setdefault("equal", {})
     for label in job["blind"]:
         agent, opts = EQUAL[label]
@@ -423,7 +435,25 @@ def run_row(job: dict[str, Any]) -> dict[str, Any]:
             if c.plan is not None:
                 found.append((c.current, c.plan, f"{label} seed {seed}"))
     return {"job": {k: job[k] for k in ("case", "family", "draw", "key")}, "entry": entry, "agent": agent_vals,
-            "found": found, "secs": secs}
+            "before": before_vals, "found": found, "secs": secs}
+
+
+def before_agent(path: str) -> Any:
+    """The guided agent of another checkout's ``search`` package (``path``: that package's folder),
+    loaded as the package ``search_before`` beside this checkout's: the same truths, best known
+    and blind runs judge both."""
+    import importlib.util
+
+    name = "search_before"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, str(Path(path) / "__init__.py"),
+                                                      submodule_search_locations=[str(path)])
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    import importlib
+
+    return importlib.import_module(name + ".guided").GuidedAgent
 
 
 def _at(curve: Any, n: int) -> float | None:
@@ -454,7 +484,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--refresh", action="store_true", help="recompute the best known even when cached")
     ap.add_argument("--jobs", type=int, default=1, help="rows run in parallel processes")
-    ap.add_argument("--json", type=Path, default=None, help="write every row's raw noise-free values here")
+    ap.add_argument("--json", type=Path, default=None,
+                    help="write every row's raw noise-free values here as it completes (one JSON object a line)")
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="also run the guided agent of another checkout's search package (its folder), same rows")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
@@ -479,26 +512,32 @@ def main(argv: list[str] | None = None) -> int:
                 key = cache_key(case, t)
                 jobs.append(dict(case=case, family=fam, draw=d, key=key, budgets=(short, long_), seeds=seeds,
                                  agent=args.agent, blind=list(args.blind), reference_budget=args.reference_budget,
-                                 reference_seeds=args.reference_seeds,
+                                 reference_seeds=args.reference_seeds, before=args.before,
                                  entry=None if args.refresh else cache.get(key)))
     t_all = time.perf_counter()
-    if args.jobs > 1:
-        import multiprocessing as mp
+    if args.json is not None:
+        args.json.write_text("")
 
-        with mp.get_context("fork").Pool(args.jobs) as pool:
-            results = list(pool.imap(run_row, jobs))
-    else:
-        results = [run_row(j) for j in jobs]
+    def rows_done():
+        if args.jobs > 1:
+            import multiprocessing as mp
+
+            with mp.get_context("fork").Pool(args.jobs) as pool:
+                yield from pool.imap_unordered(run_row, jobs)
+        else:
+            yield from map(run_row, jobs)
     blind_labels = list(args.blind)
     header = (f"{'case':9s} {'family':11s} {'d':>1s} {'best known':>10s} | {'agent @' + str(short):>16s} "
               f"{'agent @' + str(long_):>16s} | " + " ".join(f"{b + ' @' + str(short) + '/' + str(long_):>17s}"
                                                               for b in blind_labels) + f" | {'s/run':>6s}")
+    if args.before:
+        header = header.replace(" | ", f" | {'before @' + str(short) + '/' + str(long_):>17s} | ", 1)
     print("(each cell: median / worst gap to the best known over the seeds)")
     print(header)
     print("-" * len(header))
     goals: list[tuple[str, bool]] = []
     raw = []
-    for res in results:
+    for res in rows_done():
         job, entry = res["job"], res["entry"]
         case = job["case"]
         best = float(entry["value"])
@@ -520,7 +559,11 @@ def main(argv: list[str] | None = None) -> int:
             bl[label] = {b: (stats([_at(c, b) for c in curves]) if all(isinstance(c, list) for c in curves)
                              else (math.nan, math.nan)) for b in (short, long_)}
         cell = lambda mw: f"{fmt_gap(mw[0])}/{fmt_gap(mw[1])}"  # noqa: E731
-        row = (f"{case:9s} {job['family']:11s} {job['draw']:1d} {best:10.5g} | {cell(ag[short]):>16s} "
+        bef = ""
+        if args.before:
+            bf = {b: stats(res["before"][b]) for b in (short, long_)}
+            bef = f"{fmt_gap(bf[short][0]) + '/' + fmt_gap(bf[long_][0]):>17s} | "
+        row = (f"{case:9s} {job['family']:11s} {job['draw']:1d} {best:10.5g} | {bef}{cell(ag[short]):>16s} "
                f"{cell(ag[long_]):>16s} | " + " ".join(f"{fmt_gap(bl[x][short][0]) + '/' + fmt_gap(bl[x][long_][0]):>17s}"
                                                       for x in blind_labels)
                + f" | {statistics.median(res['secs']) if res['secs'] else math.nan:6.1f}")
@@ -529,9 +572,13 @@ def main(argv: list[str] | None = None) -> int:
         goals.append((f"{case} {job['family']} {job['draw']}: @{short} {fmt_gap(ag[short][0])} (worst "
                       f"{fmt_gap(ag[short][1])}), @{long_} {fmt_gap(ag[long_][0])} (worst {fmt_gap(ag[long_][1])})",
                       ok))
-        raw.append({**job, "best": best, "source": entry["source"], "agent": res["agent"], "seeds": seeds,
+        raw.append({**job, "best": best, "source": entry["source"], "agent": res["agent"], "before": res["before"],
+                    "seeds": seeds,
                     "blind": {lab: [entry["equal"].get(f"{lab}:{s}:{long_}") for s in seeds] for lab in blind_labels},
                     "secs": res["secs"]})
+        if args.json is not None:
+            with args.json.open("a") as fh:
+                fh.write(json.dumps(raw[-1]) + "\n")
     print(f"\ncolumns: best known = noise-free {'/'.join(sorted({CASES[c]['objective'] for c in args.cases}))} "
           f"(fps for throughput, ms for latency); agent @N = median / worst over {len(seeds)} seeds of the noise-free "
           f"gap of the plan the agent reports after N evaluations; blind @{short}/{long_} = the median gap of the plan "
@@ -543,8 +590,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'ok    ' if ok else 'MISSED'} {text}")
     print(f"  => {sum(ok for _, ok in goals)} of {len(goals)} met; wall time {time.perf_counter() - t_all:.0f} s "
           f"(SIMULATED)")
-    if args.json is not None:
-        args.json.write_text(json.dumps(raw, indent=1))
     return 0
 
 
