@@ -9,7 +9,7 @@ candidates) give the drift: ``log value = plan + beta x t + noise``, with ``beta
 that fits every re-built plan's builds about its own mean (least squares). ``beta`` counts only
 when it is more than two standard errors from zero (the build-to-build noise over the spread of
 the build times); the measured values are then compared drift-corrected, as they would have
-been at build 0.
+been at build 0 in the final re-ranking (during the run the search ranks the values as measured).
 
 * **the reference**: with re-measuring on (a budget of :data:`search.guided.REMEASURE_MIN_BUDGET`
   or more), every :data:`DRIFT_EVERY` builds the best measured plan is built again (it is the
@@ -79,15 +79,12 @@ class Drift:
         return sign * statistics.median(math.exp(y - self.beta * t) for t, y in builds)
 
     def correct_measured(self) -> None:
-        """Re-estimate the drift and, where there is some, rank the measured plans drift-corrected."""
+        """Re-estimate the drift. The measured values the search ranks by during the run stay as
+        measured (the reference's rebuilds bring a cold best down): one slope for every plan
+        overcorrects the plans that run mostly on a device that does not drift, and on the
+        benchmark's tuning part ranking the run on corrected values chose worse plans; the
+        slope corrects the final re-ranking of the top candidates, which run alike."""
         self.estimate_drift()
-        if not self.beta:
-            return
-        for key, loss in list(self.measured.items()):
-            if math.isfinite(loss) and abs(loss) < 1e12:
-                c = self.corrected(key)
-                if c is not None:
-                    self.measured[key] = c
 
     def reference_due(self) -> bool:
         """True when the reference is due for another build."""
@@ -122,5 +119,5 @@ class Drift:
         per10 = 100 * (math.exp(10 * raw) - 1)  # the objective's own value: + is larger
         if self.beta:
             return (f"drift: measurements moved {per10:+.1f}% per 10 builds (from the plans built more than once); "
-                    "plans were ranked on drift-corrected values")
+                    "the final top candidates were ranked on drift-corrected values")
         return f"drift: none detected ({per10:+.1f}% per 10 builds, within the noise)"

@@ -545,7 +545,7 @@ class _State(Rebuilds, BlindSpots, Drift):
         Where the model misses effects it cannot represent, this keeps the search climbing on
         measured values (local search ranked by the model).
         """
-        centre = self.top_measured(1)  # the best measured (drift-corrected where the device drifts)
+        centre = self.top_measured(1)  # the best measured
         if not centre or not math.isfinite(self.measured[tuple(centre[0])]):
             return None
         best: tuple[float, list[int]] | None = None
