@@ -25,22 +25,17 @@ For every case, family and draw:
   local search over fusion groups and Optuna's TPE over stages, the same seeds, each valued
   noise-free at 15 and 50 evaluations (the plan it would report then); their runs are cached with
   the best known;
-* (no longer reported: the evaluations blind agents need to match the agent; ``--blind``: ``stage-descent``, the guided agent's stage-move search run on
-  measurements instead of a model, with start patterns cut by unit counts; ``local`` search
-  over fusion groups; ``random`` stage plans; ``optuna`` on request): runs of
-  ``--blind-budget`` evaluations; after every evaluation the plan it would report (its best
-  measured so far) is valued noise-free; the table gives the evaluations the best blind agent
-  needs (median over seeds) to reach the default agent's quality at 15 and at 50 evaluations
-  (its median gap, at least 0.5 %), and the ratio.
+* ``--before DIR``: the guided agent of another checkout's ``search`` package on the same rows
+  (same truths, best known and blind runs), for a before/after table.
 
 Cases: resnet50 and googlenet (pipeline, throughput, batch 2, 4 frames in flight, int8) and the
 concurrent pair googlenet + resnet50 (latency, batch 1, int8).
 
 Everything is SIMULATED; nothing is measured on a Jetson.
 
-Usage (the full run takes hours on a shared machine: run it with nice, in the background):
-    nice -n 10 python benchmarks/bench_unlike.py                      # every family, draw and case (hours)
-    python benchmarks/bench_unlike.py --families seg-length --draws 0 --cases resnet50 --seeds 1
+Usage (the full run takes hours on one core: use --jobs on a machine with many):
+    python benchmarks/bench_unlike.py --jobs 16                       # the held-out part, every family and case
+    python benchmarks/bench_unlike.py --split tuning --families seg-length --cases resnet50
 """
 
 from __future__ import annotations
