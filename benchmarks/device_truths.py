@@ -18,6 +18,19 @@ would (per-build tactic noise, TensorRT-style per-layer profiles) with effects o
   need a padded copy);
 * ``mixed``: all of them at once, milder.
 
+Three more families are effects *outside* every feature of the guided agent's residual model
+(:mod:`search.residual`), one for each way a model-guided search can be fooled:
+
+* ``dla-fail``: the DLA compiler rejects some loadables: a DLA segment longer than ``fail_len``
+  layers, or one holding a tensor larger than ``fail_bytes`` (the model's ``fail_q`` quantile of
+  tensor sizes), fails to build (``Measurement.status == "build_failed"``, with the compiler's
+  reason); the build still costs its time, the plan has no value;
+* ``handoff``: inside a DLA segment a tensor no larger than ``handoff_bytes`` (the ``handoff_q``
+  quantile) stays on chip, and its consumer runs ``handoff`` faster (no DRAM round trip);
+* ``drift``: the GPU slows as the night goes on, by ``drift`` x min(1, builds / ``drift_ramp``)
+  (thermal throttling); the noise-free value of a plan is the cold device's, so a search that
+  compares a cold early build with hot late ones ranks on the drift, not the plans.
+
 Every family also draws a device the fit *can* express (GPU / DLA / boundary scales, a fixed
 per-layer factor) and per-build noise of 1-3 % (each build picks other tactics). Per-layer
 times are reported as TensorRT's profiler gives them: a DLA loadable and a fused GPU kernel are
@@ -49,11 +62,13 @@ from placetune.backends.simulate.simulator import SimulatedJetson, figures
 from placetune.backends.simulate.build_time import engine_specs
 from placetune.calibration import DeviceProfile
 from placetune.measurement import Measurement
+from placetune.placement.realise import InfeasiblePlacement
 
 __all__ = ["FAMILIES", "Truth", "truth", "TruthJetson"]
 
 #: The structural families, in benchmark order.
-FAMILIES = ("seg-length", "cut-tactics", "contention", "reformat", "mixed")
+#: New families are appended: a family's draws are seeded by its position in this tuple.
+FAMILIES = ("seg-length", "cut-tactics", "contention", "reformat", "mixed", "dla-fail", "handoff", "drift")
 _US = 1e-3
 
 
@@ -81,6 +96,12 @@ class Truth:
     to_gpu: float = 1.0
     misaligned: float = 1.0
     align: int = 32
+    fail_len: int = 0  # 0: no length limit on DLA loadables
+    fail_q: float = 0.0  # 0: no tensor-size limit; else the quantile of the model's tensor sizes
+    handoff: float = 0.0  # 0: no on-chip hand-off
+    handoff_q: float = 0.0
+    drift: float = 0.0  # 0: no drift
+    drift_ramp: int = 40
 
     def profile(self) -> DeviceProfile:
         """The part of the truth a device profile can express (the fit could learn it)."""
@@ -123,6 +144,12 @@ def truth(family: str, draw: int) -> Truth:
     if family == "reformat":
         return Truth(**common, to_dla=round(u(0.6, 1.6), 3), to_gpu=round(u(1.5, 3.5), 3),
                      misaligned=round(u(2.0, 5.0), 3), align=int(rng.choice([16, 32, 64])))
+    if family == "dla-fail":
+        return Truth(**common, fail_len=int(rng.integers(12, 31)), fail_q=round(u(0.85, 0.97), 3))
+    if family == "handoff":
+        return Truth(**common, handoff=round(u(0.3, 0.55), 3), handoff_q=round(u(0.3, 0.6), 3))
+    if family == "drift":
+        return Truth(**common, drift=round(u(0.06, 0.12), 3), drift_ramp=int(rng.integers(25, 61)))
     return Truth(**common, spill_knee=int(rng.integers(15, 31)), spill_slope=round(u(0.01, 0.025), 4),
                  short_dla=int(rng.integers(3, 7)), short_dla_us=round(u(40, 120), 1),
                  cut_tactic=round(u(1.2, 1.8), 3), cut_unfuse=True, sat_gpu=round(u(0.4, 0.9), 3),
@@ -178,6 +205,7 @@ class _Run:
     layer_profile: np.ndarray
     table: Any
     boundaries: int
+    failed: str | None = None  # the DLA compiler's reason when a loadable fails to build
 
 
 class TruthJetson(SimulatedJetson):
@@ -191,6 +219,12 @@ class TruthJetson(SimulatedJetson):
     def __init__(self, t: Truth, timeline: bool = False) -> None:
         super().__init__(timeline=timeline, profile=t.profile(), noise=t.noise)
         self.truth = t
+        self.builds_done = 0  # the drift's clock: builds measured on this device so far
+
+    def gpu_slowdown(self) -> float:
+        """The drifting GPU's time factor now (1 when the truth does not drift)."""
+        t = self.truth
+        return 1.0 + t.drift * min(1.0, self.builds_done / max(1, t.drift_ramp)) if t.drift else 1.0
 
     def fingerprint(self, platform: Any, settings: Any) -> dict[str, Any]:
         fp = super().fingerprint(platform, settings)
@@ -208,8 +242,9 @@ class TruthJetson(SimulatedJetson):
         sens = (c.gpu_sensitivity * k, c.dla_sensitivity * k, c.dla_sensitivity * k)
         return lambda d, x: 1.0 + sens[d] * x
 
-    def run_truth(self, realisation: Any, platform: Any, settings: Any) -> _Run:
-        """The noise-free figures of a realised placement (engine or pipeline mode)."""
+    def run_truth(self, realisation: Any, platform: Any, settings: Any, gpu_slow: float = 1.0) -> _Run:
+        """The noise-free figures of a realised placement (engine or pipeline mode); ``gpu_slow``:
+        the drifting GPU's time factor (1: the cold device)."""
         t = self.truth
         realized = realisation.realized
         model = realized.model
@@ -221,6 +256,8 @@ class TruthJetson(SimulatedJetson):
         table = apply_profile(cost_table(model, platform, settings.precision, model.batch, power), self.profile)
         ms, nbytes, fused = table.layer_costs(codes)
         ms, fused = ms.copy(), fused.copy()
+        if gpu_slow != 1.0:
+            ms = np.where(codes == 0, ms * gpu_slow, ms)
         cross = codes[g.edge_p] != codes[g.edge_c] if g.edge_p.size else np.zeros(0, bool)
         # ---- tactics at cuts: a GPU conv fed by a DLA loses its tactic and its epilogue's fusion
         if t.cut_tactic != 1.0 or t.cut_unfuse:
@@ -262,6 +299,29 @@ class TruthJetson(SimulatedJetson):
             seg_of[[g.index[n] for n in s.layers]] = s.index
         seg_dev = np.array([DEVICE_CODE[s.device] for s in segs], dtype=np.intp)
         k = len(segs)
+        failed = None
+        if (t.fail_len or t.fail_q) and g.edge_p.size:
+            limit = float(np.quantile(table.edge_bytes, t.fail_q)) if t.fail_q else math.inf
+            held = np.zeros(k)  # the largest tensor each segment produces
+            np.maximum.at(held, seg_of[g.edge_p], table.edge_bytes)
+            for s in segs:
+                if DEVICE_CODE[s.device] == 0:
+                    continue
+                n = len(s.layers)
+                if t.fail_len and n > t.fail_len:
+                    failed = (f"DLA compiler rejected the loadable of {n} layers ({s.layers[0]} .. {s.layers[-1]}) "
+                              f"on {s.device}: too many layers for one loadable")
+                elif held[s.index] > limit:
+                    failed = (f"DLA compiler rejected the loadable {s.layers[0]} .. {s.layers[-1]} on {s.device}: "
+                              f"a tensor of {held[s.index] / 1e6:.2f} MB does not fit its buffers")
+                if failed:
+                    break
+        if t.handoff and g.edge_p.size:
+            small = table.edge_bytes <= float(np.quantile(table.edge_bytes, t.handoff_q))
+            inside = small & (codes[g.edge_p] > 0) & (seg_of[g.edge_p] == seg_of[g.edge_c])
+            gets = np.zeros(g.n, bool)
+            gets[g.edge_c[inside]] = True
+            ms = np.where(gets, ms * (1.0 - t.handoff), ms)
         seg_time = np.bincount(seg_of, weights=ms + bms, minlength=k)
         seg_bytes = np.bincount(seg_of, weights=nbytes + bby, minlength=k)
         seg_time = seg_time + np.where(seg_dev > 0, table.island_ms, 0.0)
@@ -299,11 +359,18 @@ class TruthJetson(SimulatedJetson):
             latency = period = float(seg_time.sum())
             busy = {CODE_DEVICE[c]: float(seg_time[seg_dev == c].sum()) for c in range(3) if (seg_dev == c).any()}
         return _Run(latency, period, {d: v for d, v in busy.items() if v > 0}, segs, seg_time, seg_dev, prof,
-                    table, nb)
+                    table, nb, failed)
 
     def true_value(self, realisation: Any, platform: Any, settings: Any, objective: str) -> float:
-        """The noise-free ``latency`` (ms), ``throughput`` (fps) or ``energy`` (mJ) of a realised placement."""
+        """The noise-free ``latency`` (ms), ``throughput`` (fps) or ``energy`` (mJ) of a realised placement
+        (on the cold device).
+
+        Raises:
+            InfeasiblePlacement: one of its DLA loadables fails to build on this device.
+        """
         r = self.run_truth(realisation, platform, settings)
+        if r.failed:
+            raise InfeasiblePlacement(r.failed)
         if objective == "latency":
             return r.latency
         if objective == "throughput":
@@ -325,7 +392,10 @@ class TruthJetson(SimulatedJetson):
         base = dict(simulated=True, backend="simulate-truth", mode=settings.mode, precision=settings.precision,
                     batch=int(model.batch), requested=realisation.requested.as_dict(), realized=realized.as_dict(),
                     fallback=dict(realisation.fallback))
-        r = self.run_truth(realisation, platform, settings)
+        r = self.run_truth(realisation, platform, settings, self.gpu_slowdown())
+        self.builds_done += 1
+        if r.failed:
+            return Measurement.failure("build_failed", r.failed, **base)
         key = realized.key
         bkey = (key, settings.mode)
         build = self._builds[bkey] = self._builds.get(bkey, -1) + 1

@@ -64,8 +64,11 @@ from collections.abc import Sequence
 from placetune import PlacetuneError
 from placetune.measurement import Measurement
 
+from .feasibility import Feasibility
 from .base import (Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments, canonical,
                    project)
+from .blindspots import BlindSpots
+from .drift import Drift
 from .rebuilds import Rebuilds
 from .surrogate import Fit, RunObservations, Surrogate, fit_ensemble, inner_search
 
@@ -182,8 +185,10 @@ class GuidedAgent(Agent):
         return self.remeasure
 
 
-class _State(Rebuilds):
+class _State(Rebuilds, BlindSpots, Drift):
     """One guided run's bookkeeping."""
+
+    band_floor = POOR_ERROR  # search.blindspots: no model is trusted to tell plans closer than this apart
 
     def __init__(self, run: SearchRun, agent: GuidedAgent) -> None:
         self.run = run
@@ -218,6 +223,12 @@ class _State(Rebuilds):
         self.inner_calls = 0
         self.inner_seconds = 0.0
         self.remeasured = 0  # top candidates built again at the end of the run
+        self.feasibility = Feasibility(self.ev.model, self.space)  # what failed to build, and rules against it
+        self.explored: list[tuple[int, ...]] = []  # exploration builds (search.blindspots)
+        self.grown = False  # an exploration build surprised the model: predictions get a local correction
+        self.build_log: dict[str, list[tuple[int, float]]] = {}  # realisation -> (time, log |loss|) per build
+        self.beta, self.beta_se = 0.0, None  # drift per build (search.drift)
+        self.drift_checked = 0  # builds done when the reference was last built
 
     @property
     def inner_rate(self) -> float | None:
@@ -282,9 +293,12 @@ class _State(Rebuilds):
             note["predicted"] = predicted if self.run.objective.direction == "minimize" else -predicted
         if self.cv_error is not None:
             note["cv_error"] = self.cv_error
+        t = self.run.evaluations
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
         got = self.measured[key] = self.run.loss(m)
+        if m.ok and not m.extra.get("cache_hit"):
+            self.log_build(key, got, t)
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12 and math.isfinite(got) \
                 and predicted * got > 0:
             self.errors.append(abs(math.log(abs(got) / abs(predicted))))
@@ -294,6 +308,7 @@ class _State(Rebuilds):
             self.predicted[key] = predicted
         if m.ok:
             self.measurements.append(m)
+        self.feasibility.observe(a, m)
         log.info("guided: measured %s predicted %s", self.run.objective.value(m), note.get("predicted"))
         return m
 
@@ -315,13 +330,17 @@ class _State(Rebuilds):
         first = [project(space, space.from_placement(b.placement)) for b in study_baselines(self.ev)
                  if b.measured_by_study]
         base = first + [list(a) for a in baseline_assignments(space).values()]
-        nominal = Surrogate(self.ev, space, run.objective, None)
+        nominal = Surrogate(self.ev, space, run.objective, None, fails=self.feasibility.fails)
         ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
-        # round 0: the baselines and the uncorrected simulator's best predictions
+        # round 0: the baselines, then the uncorrected simulator's best predictions (a baseline that
+        # failed to build has taught the feasibility rules something by then)
         remaining = run.remaining
-        tops = self.select(nominal, Fit(), ranked, 2 if remaining is None or remaining > 6 else 1)
-        for a in first[:1] + [a for a, _ in tops] + first[1:]:
+        n_tops = 2 if remaining is None or remaining > 6 else 1
+        for a in first:
+            if not self.seen(a):
+                self.evaluate(a, nominal.loss(a))
+        for a, _ in self.select(nominal, Fit(), ranked, n_tops):
             if not self.seen(a):
                 self.evaluate(a, nominal.loss(a))
         self.rounds = 1
@@ -336,7 +355,10 @@ class _State(Rebuilds):
                                 cross_validate=0, cache=self.observations)  # the model choice cross-validates
         self.choose()
         self.cv_history.append((len(self.measurements), self.cv_error))
-        sur = Surrogate(self.ev, space, run.objective, self.model.profile, self.model.correction)
+        sur = Surrogate(self.ev, space, run.objective, self.model.profile, self.model.correction,
+                        fails=self.feasibility.fails)
+        sur.local = self.local_residual(sur)  # what the model misses where an exploration build surprised it
+        sur.memo.clear()
         best_measured = self.top_measured(3)
         held = self.model_held(sur)
         effort = self.agent.inner_evals if not held else max(_HELD_MIN, self.agent.inner_evals // _HELD_SHARE)
@@ -344,12 +366,19 @@ class _State(Rebuilds):
         self.elites = [a for _, a in ranked[:8]]
         self.watched = {tuple(a): v for v, a in ranked[:8]}
         k = self.agent.batch if run.remaining is None else max(1, min(self.agent.batch, run.remaining))
+        explore = self.explore_round(self.rounds, k)  # a build where the model cannot tell plans apart
+        k -= explore
         # steps of real local search (the model's favourite unmeasured neighbours of the best
         # measured): one per round, more while the model's picks miss their predictions
         n_local = 0 if k == 1 else (max(1, k - 1) if self.poor and k > 2 else 1)
-        again = self.contest() if self.rebuilds and k >= 2 and self.rounds >= self.rebuilt + 2 else None
+        again = None
+        if self.rebuilds and k >= 2 and self.reference_due() and self.top_measured(1):  # the drift's reference
+            again = tuple(self.top_measured(1)[0])
+        elif self.rebuilds and k >= 2 and self.rounds >= self.rebuilt + 2:
+            again = self.contest()
         if again is not None:  # a build of a close contender instead of a new candidate (every other round)
             self.rebuilt = self.rounds
+            self.drift_checked = run.evaluations  # any plan built again tells the drift
             self.rebuild(again)
             k -= 1
             n_local = min(n_local, max(0, k - 1))
@@ -358,10 +387,14 @@ class _State(Rebuilds):
             step = self.local_step(sur, [a for a, _ in picks])
             if step is not None:
                 picks.append(step)
+        probe = self.blind_pick(sur, ranked, [a for a, _ in picks]) if explore else None
+        if probe is not None:
+            picks.append(probe)
+            self.explored.append(tuple(probe[0]))
         if not picks:  # everything the model likes was measured: explore
             for _ in range(200):
                 a = space.sample(self.rng)
-                if not self.seen(a):
+                if not self.seen(a) and not self.feasibility.fails(a):
                     picks = [(a, sur.loss(a))]
                     break
             else:
@@ -372,7 +405,10 @@ class _State(Rebuilds):
         before = min(self.measured.values(), default=math.inf)
         for a, pred in picks:
             self.evaluate(a, pred)
+        if probe is not None:
+            self.surprised(tuple(probe[0]))
         self.ev.flush()  # the round's evaluations are stored (and shown) before the next fit
+        self.correct_measured()
         self.trust(before)
 
     def model_held(self, sur: Surrogate) -> bool:
@@ -457,7 +493,7 @@ class _State(Rebuilds):
             if not math.isfinite(v) or len(top) >= 24:
                 break
             c = self.canon(a)
-            if c in keys or self.seen(a) or not self.near(a, anchors):
+            if c in keys or self.seen(a) or not self.near(a, anchors) or self.feasibility.fails(a):
                 continue
             pat = tuple(s.device for s in self.space.stages(list(c)))  # self.pattern(a), canonical once
             if per.get(pat, 0) >= 3:
@@ -509,10 +545,11 @@ class _State(Rebuilds):
         Where the model misses effects it cannot represent, this keeps the search climbing on
         measured values (local search ranked by the model).
         """
-        if self.run.best_assignment is None:
+        centre = self.top_measured(1)  # the best measured
+        if not centre or not math.isfinite(self.measured[tuple(centre[0])]):
             return None
         best: tuple[float, list[int]] | None = None
-        for b in self.space.stage_neighbours(self.run.best_assignment):
+        for b in self.space.stage_neighbours(centre[0]):
             if self.seen(b) or any(self.canon(b) == self.canon(t) for t in taken):
                 continue
             v = sur.loss(b)
@@ -526,8 +563,11 @@ class _State(Rebuilds):
         return tuple(s.device for s in self.space.stages(list(self.canon(a))))
 
     def finish(self) -> None:
-        """Note a best measurement much better than its prediction (a possibly lucky one), unless
-        it was re-measured."""
+        """Note the failed builds and what they taught, and a best measurement much better than its
+        prediction (a possibly lucky one), unless it was re-measured."""
+        for line in (self.feasibility.note(self.run.evaluations), self.drift_note()):
+            if line:
+                self.run.notes.append(line)
         best = self.run.best_assignment
         if best is None or len((self.run.best_measurement.extra or {}).get("builds") or ()) >= 2:
             return

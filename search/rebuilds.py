@@ -6,7 +6,8 @@ single builds tends to be a lucky one. The guided agent builds plans again in tw
 * during the run, every other round, when the best measured plan and a runner-up are closer than
   the noise can tell apart (``2 sd x sqrt(1/n_a + 1/n_b)`` over their builds), the one of the two
   with fewer builds gets one more (:meth:`Rebuilds.contest`), at most :data:`MAX_BUILDS` builds;
-* at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`).
+* at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`), ranked on the
+  same number of builds each, drift-corrected (:mod:`search.drift`).
 
 The noise is estimated from the builds of re-measured plans, shrunk towards :data:`NOISE_PRIOR`.
 The store then holds each plan's median over its builds
@@ -46,12 +47,20 @@ class Rebuilds:
     measurements: list[Measurement]
     remeasured: int
     realised: Callable[[Sequence[int]], str]
+    log_build: Callable[..., None]
+    correct_measured: Callable[[], None]
+    rank_equal: Callable[[list[tuple[int, ...]]], tuple[int, ...] | None]
+    crown: Callable[[Sequence[int]], None]
 
     def rebuild(self, key: Sequence[int]) -> Measurement:
         """Build a measured assignment once more; every assignment of its realisation, and the fit,
         see the median over its builds from then on."""
+        before, t = len(self.builds(key)), self.run.evaluations
         m = self.run.remeasure(key)
         self.remeasured += 1
+        after = self.builds(key)
+        if len(after) > before:  # the new build is ok: its time and value for the drift
+            self.log_build(key, after[-1], t)
         r = self.realised(key)
         for k in self.measured:  # every assignment of that realisation
             if self.realised(k) == r:
@@ -128,6 +137,11 @@ class Rebuilds:
             shown.append(f"{_fmt(before)} -> {_fmt(obj.value(m))} ({len(m.extra.get('builds') or ())} builds)")
         if not shown:
             return
+        # the final ranking: the re-measured candidates on equal numbers of builds, drift-corrected
+        self.correct_measured()
+        winner = self.rank_equal(top[:len(shown)])
+        if winner is not None and list(winner) != run.best_assignment:
+            self.crown(winner)
         unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
         now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
         if run.best_assignment == crowned:

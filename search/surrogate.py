@@ -199,16 +199,25 @@ class Surrogate:
         space: the unit space of the assignments.
         objective: the objective (its primary component is predicted).
         profile: the device profile (None: the nominal simulator).
+        correction: the residual model's correction (:mod:`search.residual`), or None.
+        fails: predicts a failed build of an assignment (:meth:`search.feasibility.Feasibility.fails`):
+            such an assignment's loss is ``inf``, as an infeasible one's; consulted on every call,
+            so rules learned after a loss was memoised apply to it.
+        local: a time-like log correction of an assignment's prediction
+            (:class:`search.blindspots.LocalResidual`), applied after the simulation; set it
+            before the first call (the memo holds corrected losses).
     """
 
     def __init__(self, evaluator: "Evaluator", space: "Space", objective: "Objective", profile: Any = None,
-                 correction: Any = None) -> None:
+                 correction: Any = None, fails: Any = None) -> None:
         self.evaluator = evaluator
         self.space = space
         self.objective = objective
         self.sim = simulator(profile)
         self.profile = profile
         self.correction = correction  # search.residual.Correction: what the profile cannot express
+        self.fails = fails
+        self.local: Any = None
         self._unit_costs: np.ndarray | None = None
         self.settings = evaluator.settings.replace(noise=0.0) if evaluator.settings.noise else evaluator.settings
         self.memo: dict[tuple[int, ...], float] = {}
@@ -243,6 +252,8 @@ class Surrogate:
     def loss(self, assignment: Sequence[int]) -> float:
         """Predicted loss of an assignment (memoised)."""
         key = tuple(map(int, assignment))
+        if self.fails is not None and self.fails(key):
+            return math.inf
         hit = self.memo.get(key)
         if hit is not None:
             return hit
@@ -263,6 +274,9 @@ class Surrogate:
                 loss = math.inf if v is None else (v if self.objective.direction == "minimize" else -v)
         except (InfeasiblePlacement, PlacementError):
             loss = math.inf
+        if self.local is not None and math.isfinite(loss) and abs(loss) < 1e12:
+            r = self.local(key)
+            loss *= math.exp(r if self.objective.direction == "minimize" else -r)
         self.memo[key] = loss
         return loss
 

@@ -183,20 +183,23 @@ def _guided(budget, model="seed-block", **kw):
 
 def test_guided_spends_its_last_evaluations_re_measuring_its_top_candidates():
     ev, r = _guided(20)
-    assert r.evaluations == 20 and r.extra["remeasured"] == 3 and len(r.history) == 20
+    # the last three builds re-measure the top three; one build before them was the drift's reference
+    # (the best measured after ten builds, built again: search.drift)
+    assert r.evaluations == 20 and r.extra["remeasured"] == 4 and len(r.history) == 20
     reqs = ev.store.requests(ev.study_name)
     assert [(q.agent, q.cache_hit) for q in reqs[-3:]] == [("remeasure", False)] * 3
-    assert all(q.agent == "guided" or q.agent == "baseline" for q in reqs[:-3])
+    assert [q.agent for q in reqs[:-3]].count("remeasure") == 1
+    assert all(q.agent in ("guided", "baseline", "remeasure") for q in reqs[:-3])
     recs = {rec.id: rec.measurement for rec in ev.store.measurements(ev.study_name, status="ok")}
     again = [recs[q.measurement_id] for q in reqs[-3:]]
-    assert len({id(m) for m in again}) == 3 and all(len(m.extra["builds"]) == 2 for m in again)
+    assert len({id(m) for m in again}) == 3 and sorted(len(m.extra["builds"]) for m in again) in ([2, 2, 2], [2, 2, 3])
     # the three were the best by their first builds
     first = sorted((m.extra["builds"][0]["throughput_fps"] if "builds" in m.extra else m.throughput_fps)
                    for m in recs.values())
     assert sorted(m.extra["builds"][0]["throughput_fps"] for m in again) == first[-3:]
     # the final best is the best by the combined figures, which are medians over the builds
     best = r.best_measurement
-    assert len(best.extra["builds"]) == 2
+    assert len(best.extra["builds"]) >= 2
     assert r.best_value == best.throughput_fps == statistics.median(b["throughput_fps"] for b in best.extra["builds"])
     assert r.best_value == max(m.throughput_fps for m in recs.values())
     assert ev.best()[1].throughput_fps == r.best_value

@@ -35,7 +35,7 @@ __all__ = ["Tuner", "TuneOutcome", "PIPELINE_FRAMES_IN_FLIGHT"]
 
 #: Frames in flight of a pipeline-mode throughput study that does not set ``frames_in_flight``.
 PIPELINE_FRAMES_IN_FLIGHT = 4
-
+_SAID = ("re-measured", "failed builds", "drift")  # an agent's notes shown under the summary
 log = logging.getLogger(__name__)
 
 
@@ -315,8 +315,8 @@ class Tuner:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
                         stop = self.watch.should_stop if cfg.stop_when_converged else None
                         result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout, stop=stop))
-                    # the guided agent's re-ranked top candidates: said once the progress display is closed
-                    said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith("re-measured")]
+                    # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
+                    said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith(_SAID)]
                 except StopRequested:
                     interrupted = True
                 except Exception as exc:  # a database failure in the agent's Optuna study: one clear line

@@ -1,0 +1,178 @@
+"""Which plans fail to build: a conservative rule set the guided agent learns from its failed builds.
+
+A DLA compiler rejects some loadables (too many layers in one, a tensor too large for its
+buffers, an op it cannot take in some context). Such a build costs its time and tells nothing
+about speed, but it does tell where the device's limits are. Every measured plan is described by
+features of its DLA runs (maximal runs of consecutive layers, in the model's order, on one DLA
+core: the loadables it asks for):
+
+* ``layers``: the longest DLA run, in layers;
+* ``tensor``: the largest output tensor of a layer in a DLA run (bytes);
+* ``op:<type>``: 1 when a layer of that ONNX op type runs in a DLA run.
+
+A plan that built gives every feature a value known to be safe (``ok``: the largest value among
+plans that built); a failed plan whose feature exceeds that is *explained* by it. The rules are
+the fewest features that explain every failure (greedy cover; the continuous features first: a
+length or size limit is the usual reason a DLA compiler rejects a loadable, while an op it cannot
+run at all falls back to the GPU before any build), each with the threshold half-way between the
+safe value and the smallest failing value it explains (geometric mean: the features are sizes,
+so no scale is assumed). A plan is predicted to fail when any rule holds for it. A failure that
+no feature explains is kept and counted; only its own realisation is avoided (the agent never
+builds a realisation twice unless it re-measures).
+
+The rules are conservative in the sense that they never block a plan like one that built: a
+threshold always lies above every value seen in a plan that built.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from placetune.measurement import Measurement
+
+__all__ = ["Feasibility", "Rule"]
+
+#: statuses that say the build was rejected (a timing failure says nothing about the loadables)
+_BUILD_FAILURES = ("build_failed",)
+#: the continuous features, tried first (see the module docstring)
+_CONTINUOUS = ("layers", "tensor")
+
+
+class Rule:
+    """``feature >= threshold`` predicts a failed build."""
+
+    def __init__(self, feature: str, threshold: float, explains: int) -> None:
+        self.feature, self.threshold, self.explains = feature, threshold, explains
+
+    def __repr__(self) -> str:
+        t = f"{self.threshold / 1e6:.2f} MB" if self.feature == "tensor" else f"{self.threshold:.3g}"
+        what = {"layers": "a DLA loadable of", "tensor": "a DLA tensor of"}.get(self.feature, self.feature + " on a DLA,")
+        return f"{what} >= {t}" if self.feature in _CONTINUOUS else what
+
+
+class Feasibility:
+    """The run's failed builds and the rules learned from them.
+
+    Args:
+        model: the network (its layers in topological order).
+        space: the run's unit space (an assignment's unit -> device index).
+    """
+
+    def __init__(self, model: Any, space: Any) -> None:
+        from placetune.backends.simulate.costs import DEVICE_CODE
+
+        layers = model.layers
+        index = {n: i for i, n in enumerate(model.names)}
+        self.unit_of = np.full(len(layers), space.n_units, dtype=np.intp)
+        for u in space.units:
+            for n in u.layers:
+                self.unit_of[index[n]] = u.index
+        self.codes = np.array([DEVICE_CODE[d] for d in space.devices] + [0], dtype=np.int8)  # + "no unit": GPU
+        self.bytes_out = np.array([float(layer.bytes_out or 0) for layer in layers])
+        ops = [str(layer.op_type) for layer in layers]
+        self.op_names = sorted(set(ops))
+        self.op_index = np.array([self.op_names.index(o) for o in ops], dtype=np.intp)
+        self.ok_max: dict[str, float] = {}
+        self.failed: list[dict[str, float]] = []
+        self.reasons: Counter[str] = Counter()
+        self.rules: list[Rule] = []
+        self.unexplained = 0
+        self._memo: dict[tuple[int, ...], bool] = {}
+
+    # ------------------------------------------------------------------ features
+    def features(self, assignment: Sequence[int]) -> dict[str, float]:
+        """The plan's DLA-run features (see the module docstring); empty when nothing runs on a DLA."""
+        codes = self.codes[np.append(np.asarray(assignment, dtype=np.intp), len(self.codes) - 1)[self.unit_of]]
+        on = codes > 0
+        if not on.any():
+            return {}
+        # run lengths of equal codes over the DLA layers
+        change = np.flatnonzero(np.diff(codes.astype(np.int16)) != 0) + 1
+        starts = np.concatenate(([0], change))
+        ends = np.concatenate((change, [codes.size]))
+        dla = codes[starts] > 0
+        out = {"layers": float((ends - starts)[dla].max()), "tensor": float(self.bytes_out[on].max())}
+        for k in np.unique(self.op_index[on]).tolist():
+            out["op:" + self.op_names[k]] = 1.0
+        return out
+
+    # ------------------------------------------------------------------ learning
+    def observe(self, assignment: Sequence[int], m: Measurement) -> None:
+        """Learn from one measurement: a build that succeeded widens what is known to be safe, a
+        rejected build is a failure to explain."""
+        if m.ok:
+            for f, v in self.features(assignment).items():
+                if v > self.ok_max.get(f, 0.0):
+                    self.ok_max[f] = v
+        elif m.status in _BUILD_FAILURES:
+            self.failed.append(self.features(assignment))
+            self.reasons[_reason(m.reason)] += 1
+        else:
+            return
+        self._learn()
+
+    def _learn(self) -> None:
+        """The fewest rules that explain every failure (greedy, continuous features first)."""
+        left = list(range(len(self.failed)))
+        rules: list[Rule] = []
+        while left:
+            best: tuple[int, int, str] | None = None
+            feats = {f for i in left for f in self.failed[i]}
+            for f in sorted(feats):
+                n = sum(1 for i in left if self.failed[i].get(f, 0.0) > self.ok_max.get(f, 0.0))
+                if n:
+                    key = (f in _CONTINUOUS, n, f)
+                    if best is None or key[:2] > best[:2]:
+                        best = key
+            if best is None:
+                break
+            f = best[2]
+            hit = [i for i in left if self.failed[i].get(f, 0.0) > self.ok_max.get(f, 0.0)]
+            low = min(self.failed[i][f] for i in hit)
+            safe = self.ok_max.get(f, 0.0)
+            threshold = math.sqrt(safe * low) if safe > 0 else (0.5 * low if f in _CONTINUOUS else 0.5)
+            rules.append(Rule(f, max(threshold, safe * (1 + 1e-9)), len(hit)))
+            left = [i for i in left if i not in hit]
+        self.unexplained = len(left)
+        self.rules = rules
+        self._memo.clear()
+
+    # ------------------------------------------------------------------ prediction
+    def fails(self, assignment: Sequence[int]) -> bool:
+        """True when a learned rule predicts the plan's build to fail."""
+        if not self.rules:
+            return False
+        key = tuple(int(a) for a in assignment)
+        hit = self._memo.get(key)
+        if hit is None:
+            x = self.features(key)
+            hit = any(x.get(r.feature, 0.0) >= r.threshold for r in self.rules)
+            if len(self._memo) > 200_000:
+                self._memo.clear()
+            self._memo[key] = hit
+        return hit
+
+    def note(self, builds: int) -> str | None:
+        """One line for the run's notes: how many builds failed, why, and what was learned."""
+        n = len(self.failed)
+        if not n:
+            return None
+        why = "; ".join(f"{k} x{c}" if c > 1 else k for k, c in self.reasons.most_common(3))
+        learned = ", ".join(repr(r) for r in self.rules) or "no rule"
+        more = f"; {self.unexplained} unexplained by any rule" if self.unexplained else ""
+        return (f"failed builds: {n} of {builds} ({why}); learned to avoid: {learned}{more}")
+
+
+def _reason(text: str | None) -> str:
+    """A failure's reason, short: its last clause (a compiler names the layers first, the cause
+    last), numbers as N, so that failures of one cause count together."""
+    import re
+
+    t = (text or "no reason given").strip().splitlines()[0]
+    tail = t.rsplit(": ", 1)[-1].strip()
+    return re.sub(r"\d+(\.\d+)?", "N", tail if len(tail) >= 12 else t)[:80]

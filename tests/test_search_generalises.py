@@ -1,0 +1,182 @@
+"""The guided agent on devices its model does not describe: failed builds teach it where the
+device's limits are, and the run says how many builds failed and why."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from placetune import Evaluator
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune.measurement import Measurement
+from search import Budget, get_agent
+from search.feasibility import Feasibility
+
+LIMIT = 12  # DLA loadables of more layers fail to build on the double below
+
+
+class RejectsLongLoadables(SimulatedJetson):
+    """The simulated Jetson whose DLA compiler rejects a loadable of more than LIMIT layers."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.rejected = 0
+
+    def measure(self, realisation, platform, settings):
+        for s in realisation.realized.segments(pipeline=settings.mode == "pipeline"):
+            if s.device != "GPU" and len(s.layers) > LIMIT:
+                self.rejected += 1
+                return Measurement.failure("build_failed", f"DLA compiler: {s.layers[0]}: loadable of {len(s.layers)} "
+                                           "layers: too many layers for one loadable",
+                                           requested=realisation.requested.as_dict(),
+                                           realized=realisation.realized.as_dict(), simulated=True)
+        return super().measure(realisation, platform, settings)
+
+
+def _evaluator(backend) -> Evaluator:
+    return Evaluator("resnet18", "orin-agx", backend, mode="pipeline", precision="int8", objective="throughput")
+
+
+def test_feasibility_rules_never_block_what_built_and_block_what_resembles_a_failure():
+    ev = _evaluator(SimulatedJetson())
+    space = ev.space("stages")
+    f = Feasibility(ev.model, space)
+    n = space.n_units
+    gpu, dla = space.devices.index("GPU"), space.devices.index("DLA0")
+    allowed = space.mask[:, dla]
+    def plan(k: int) -> list[int]:  # the first k DLA-capable units on DLA0, the rest on the GPU
+        a = [gpu] * n
+        for i in np.flatnonzero(allowed)[:k]:
+            a[int(i)] = dla
+        return a
+    short, long_ = plan(3), plan(int(allowed.sum()))
+    assert f.features(long_)["layers"] > f.features(short)["layers"]
+    assert not f.fails(long_)  # nothing learned yet
+    f.observe(short, Measurement(status="ok", throughput_fps=1.0))
+    f.observe(long_, Measurement.failure("build_failed", "DLA compiler: x: too many layers for one loadable"))
+    assert f.fails(long_) and not f.fails(short) and not f.fails([gpu] * n)
+    assert [r.feature for r in f.rules] == ["layers"]
+    assert "failed builds: 1 of 2" in f.note(2) and "too many layers" in f.note(2)
+    f.observe(short, Measurement.failure("timeout", "took too long"))  # not a build failure: nothing learned
+    assert len(f.failed) == 1
+
+
+def test_failed_builds_teach_the_guided_agent_and_the_run_says_so():
+    backend = RejectsLongLoadables()
+    ev = _evaluator(backend)
+    r = get_agent("guided", seed=0, inner_evals=200, ensemble=1).run(ev, Budget(15))
+    assert r.evaluations == 15  # a failed build counts against the budget
+    assert r.best_measurement is not None and r.best_measurement.ok
+    said = [n for n in r.notes if n.startswith("failed builds")]
+    assert said and f"failed builds: {backend.rejected} of 15" in said[0] and "too many layers" in said[0]
+    # after its first failures the agent stops proposing long loadables (without the rules: 6 of 15)
+    assert backend.rejected <= 4
+
+
+class _Objective:
+    def __init__(self, direction: str) -> None:
+        self.direction = direction
+
+
+class _Run:
+    def __init__(self, direction: str = "maximize") -> None:
+        self.objective = _Objective(direction)
+        self.evaluations = 0
+
+
+class _DriftState:
+    """The parts of the guided agent's run state that search.drift reads."""
+
+    def __init__(self, noise: float = 0.01) -> None:
+        from search.drift import Drift
+
+        self.__class__ = type("S", (_DriftState, Drift), {})
+        self.run = _Run()
+        self.measured: dict = {}
+        self.build_log: dict = {}
+        self.beta, self.beta_se = 0.0, None
+        self._noise = noise
+
+    def realised(self, key):
+        return str(tuple(key))
+
+    def noise(self) -> float:
+        return self._noise
+
+
+def test_a_drifting_device_is_detected_and_ranked_on_the_same_footing():
+    """A GPU that slows 0.3 % a build: plan A (truly 2 % better) measured once cold at build 3
+    looks 10 % better than plan B's hot builds, until both are brought to build 0."""
+    s = _DriftState()
+    rate = -0.003  # log fps per build
+    ref, a, b = (0,), (1,), (2,)
+    for t in (0, 10, 20, 30, 40):  # the reference, built again every 10 builds
+        s.log_build(ref, -1000 * math.exp(rate * t), t)
+    s.log_build(a, -1020 * math.exp(rate * 3), 3)
+    s.log_build(b, -1000 * math.exp(rate * 38), 38)
+    s.log_build(b, -1000 * math.exp(rate * 44), 44)
+    s.measured = {a: -1020 * math.exp(rate * 3), b: -1000 * math.exp(rate * 41)}
+    s.correct_measured()
+    assert s.beta == pytest.approx(rate, rel=1e-6)
+    assert s.corrected(a) == pytest.approx(-1020) and s.corrected(b) == pytest.approx(-1000)
+    assert "drift: measurements moved -3.0% per 10 builds" in s.drift_note()
+    # equal numbers of builds: the latest one of each (a has one), drift-corrected: a wins
+    assert s.rank_equal([b, a]) == a
+
+
+def test_no_drift_is_claimed_within_the_noise():
+    s = _DriftState(noise=0.02)
+    rng = np.random.default_rng(0)
+    for t in (0, 10, 20, 30):
+        s.log_build((0,), -1000 * math.exp(rng.normal(0, 0.02)), t)
+    s.estimate_drift()
+    assert s.beta == 0.0 and "none detected" in s.drift_note()
+
+
+def test_an_exploration_build_goes_where_the_model_cannot_tell_plans_apart_and_farthest_from_what_was_measured():
+    from search.blindspots import BlindSpots, LocalResidual
+
+    ev = _evaluator(SimulatedJetson())
+    space = ev.space("stages")
+    n, gpu = space.n_units, space.devices.index("GPU")
+    dla = space.devices.index("DLA0")
+
+    class S(BlindSpots):
+        band_floor = 0.03
+        cv_error = None
+
+        def __init__(self):
+            self.space, self.run = space, _Run()
+            self.measured = {tuple([gpu] * n): -100.0}
+            self.predicted = {}
+            self.feasibility = Feasibility(ev.model, space)
+            self.grown = False
+
+        def noise(self):
+            return 0.02
+
+        def seen(self, a):
+            return tuple(a) in self.measured
+
+        def distance(self, a, b):
+            return int((np.asarray(a) != np.asarray(b)).sum())
+
+    s = S()
+    near = [gpu] * n
+    near[0] = dla if space.mask[0, dla] else gpu
+    far = [dla if space.mask[i, dla] else gpu for i in range(n)]
+    worse = list(far)
+    worse[-1] = gpu
+    ranked = [(-110.0, near), (-108.0, far), (-90.0, worse)]  # "worse" is outside the model's error band
+    a, pred = s.blind_pick(None, ranked, [])
+    assert a == far and pred == -108.0
+    # a build that misses its prediction by more than twice the band grows the hypothesis space
+    s.predicted[tuple(far)], s.measured[tuple(far)] = -108.0, -130.0
+    s.surprised(tuple(far))
+    assert s.grown
+    # the local correction: a measured plan's residual, shrunk half-way at the plan itself, less far away
+    loc = LocalResidual(space, [far], [0.2], length=4)
+    assert loc(far) == pytest.approx(0.1) and 0 < loc(near) < loc(far)
