@@ -28,6 +28,7 @@ from typing import Any
 
 from placetune import ConfigError, UnknownNameError
 
+from .asktell import AskTell, LoopAskTell, Proposal, drive, measure
 from .base import (
     Agent,
     Budget,
@@ -41,6 +42,11 @@ from .base import (
 
 __all__ = [
     "Agent",
+    "AskTell",
+    "LoopAskTell",
+    "Proposal",
+    "drive",
+    "measure",
     "Budget",
     "BudgetExhausted",
     "HistoryEntry",

@@ -50,6 +50,8 @@ from .baselines import baseline_assignments, canonical, project
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
+
+    from .asktell import AskTell
     from placetune.placement.space import Space
 
 __all__ = [
@@ -204,8 +206,12 @@ def _within(value: float, target: float, rel_tol: float, direction: str) -> bool
 class Agent:
     """Base class of the search agents.
 
-    Subclasses set :attr:`name` and implement :meth:`run`. Every agent accepts ``seed``
-    and ``granularity``; other options are agent-specific keyword arguments.
+    Subclasses set :attr:`name` and implement their search either as a loop, :meth:`search`
+    (an agent written before ask/tell overrides :meth:`run` instead: that loop is its
+    :meth:`search`), or step by step, :meth:`ask_tell` (:mod:`search.asktell`). The study drives
+    every agent through :meth:`ask_tell`; :meth:`run` is that loop for a caller without a study.
+    Every agent accepts ``seed`` and ``granularity``; other options are agent-specific keyword
+    arguments.
 
     Args:
         seed: seed of every random choice the agent makes (None: fresh entropy).
@@ -220,9 +226,30 @@ class Agent:
         self.seed = seed
         self.granularity = granularity
 
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "run" in cls.__dict__ and "search" not in cls.__dict__:  # a loop written as run(): its search
+            cls.search = cls.__dict__["run"]  # type: ignore[method-assign]
+
+    def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+        """The agent's search written as a loop over ``evaluator`` (through :class:`SearchRun`).
+
+        Under :meth:`ask_tell` its measuring calls are proposals the study answers."""
+        raise NotImplementedError(f"agent {self.name!r} implements neither search() nor ask_tell()")
+
+    def ask_tell(self, evaluator: "Evaluator", budget: Budget) -> "AskTell":
+        """A run of the agent driven one step at a time (:mod:`search.asktell`): by default its
+        :meth:`search` loop as a coroutine (:class:`~search.asktell.LoopAskTell`)."""
+        from .asktell import LoopAskTell
+
+        return LoopAskTell(self.search, evaluator, budget, name=f"agent {self.name}")
+
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
-        """Search placements with ``evaluator`` within ``budget``."""
-        raise NotImplementedError
+        """Search placements with ``evaluator`` within ``budget``: :func:`search.asktell.drive` over
+        :meth:`ask_tell` (the loop :class:`~placetune.tuning.tune.Tuner` runs too)."""
+        from .asktell import drive
+
+        return drive(self.ask_tell(evaluator, budget), evaluator)
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))

@@ -239,7 +239,7 @@ class Tuner:
         return self.fleet.trials_done(agent.study_name or ev.study_name)
 
     def _run(self) -> TuneOutcome:
-        from search import Budget, get_agent
+        from search import Budget, drive, get_agent
 
         from placetune.tuning.fleet import storage_error, tune_config
 
@@ -313,7 +313,7 @@ class Tuner:
                 try:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
                         stop = self.watch.should_stop if cfg.stop_when_converged else None
-                        result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout, stop=stop))
+                        result = drive(agent.ask_tell(ev, Budget(remaining, cfg.timeout, stop)), ev)  # study measures
                     # the guided agent's re-ranked top candidates: said once the progress display is closed
                     said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith("re-measured")]
                 except StopRequested:
