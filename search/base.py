@@ -362,6 +362,23 @@ class SearchRun:
             BudgetExhausted: no call left.
             PlacementError: a masked device.
         """
+        asked = self.ask(assignment, reuse=reuse, finish=finish)
+        if isinstance(asked, Measurement):
+            return asked
+        kw: dict[str, Any] = {"annotation": annotation} if annotation else {}
+        m = self.evaluator.evaluate(asked, agent=self.agent, trial_number=self.evaluations, **kw)
+        self.tell(assignment, asked, m)
+        return m
+
+    def ask(self, assignment: Sequence[int], *, reuse: bool = True, finish: bool = False) -> Measurement | Placement:
+        """The first half of :meth:`evaluate`: the measurement when the run or the study already
+        holds the assignment's (with ``reuse``), else its placement, to be measured and then
+        recorded with :meth:`tell` (the budget allows that call).
+
+        Raises:
+            BudgetExhausted: no call left.
+            PlacementError: a masked device.
+        """
         key = tuple(int(a) for a in assignment)
         if reuse and key in self._seen:
             return self._seen[key]
@@ -372,16 +389,17 @@ class SearchRun:
             m = self.answer(key)
             if m is not None:  # the study holds this realisation: no build, no budget
                 return m
-        placement = self.space.to_placement(list(key))
         if self.remaining == 0 or (not finish and self.exhausted):
             raise BudgetExhausted()
-        kw: dict[str, Any] = {"annotation": annotation} if annotation else {}
-        m = self.evaluator.evaluate(placement, agent=self.agent, trial_number=self.evaluations, **kw)
+        return self.space.to_placement(list(key))
+
+    def tell(self, assignment: Sequence[int], placement: Placement, m: Measurement) -> None:
+        """The second half of :meth:`evaluate`: record the study's measurement of a placement
+        :meth:`ask` returned (one ``evaluate()`` call)."""
         self._free_run = 0
         if self._study_keys is not None:
             self._study_keys.add(self.evaluator.realised_key(placement))
-        self.observe(list(key), placement, m)
-        return m
+        self.observe([int(a) for a in assignment], placement, m)
 
     def answer(self, assignment: Sequence[int]) -> Measurement | None:
         """The study's measurement of an assignment's realisation when the study already asked for
