@@ -263,15 +263,18 @@ class LoopAskTell:
         return self._result
 
     def close(self) -> None:
-        """End the loop early (it unwinds as from an exception) and wait for it."""
+        """End the loop early (it unwinds as from an exception where it waits) and wait for it."""
         t = self._thread
-        if t is None or not t.is_alive():
-            return
-        if self._pending is not None or (self._next is not None and self._next[0] == "ask"):
-            self._pending, self._next = None, None
-            while True:  # a loop that catches the exception and asks again is closed again
-                self._to_agent.put(("throw", _Closed()))
-                if self._to_study.get()[0] != "ask":
-                    break
         self._over = True
+        if t is None:
+            return
+        msg = self._next or (("ask", self._pending) if self._pending is not None else None)
+        self._pending = self._next = None
+        while msg is not None or t.is_alive():
+            if msg is None:  # the loop runs (the study was interrupted): wait until it asks or ends
+                msg = self._to_study.get()
+            if msg[0] != "ask":
+                break
+            self._to_agent.put(("throw", _Closed()))  # a loop that catches it and asks again is closed again
+            msg = None
         t.join()
