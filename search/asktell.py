@@ -181,9 +181,10 @@ class LoopAskTell:
     """
 
     def __init__(self, loop: Callable[[Any, "Budget"], "SearchResult"], evaluator: "Evaluator",
-                 budget: "Budget", *, name: str = "agent") -> None:
+                 budget: "Budget", *, name: str = "agent", closing: type[BaseException] | None = None) -> None:
         self.view = StudyView(evaluator, self._propose)
         self._loop, self._budget, self._name = loop, budget, name
+        self._closing = closing or _Closed
         self._to_agent: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._to_study: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -257,24 +258,30 @@ class LoopAskTell:
         self._resume("throw", exc)
 
     def result(self) -> "SearchResult":
-        """The loop's result (once :meth:`ask` returned [])."""
+        """The loop's result (once :meth:`ask` returned [], or it returned one when closed)."""
         if self._result is None:
-            raise RuntimeError("result: the agent's loop has not finished (ask until it returns [])")
+            raise RuntimeError("result: the agent's loop has not returned (ask until it returns [])")
         return self._result
 
     def close(self) -> None:
-        """End the loop early (it unwinds as from an exception where it waits) and wait for it."""
+        """End the loop early and wait for it: where it waits for a measurement it gets the
+        ``closing`` exception (the agents' :class:`~search.base.BudgetExhausted`: a loop that
+        handles it returns its result so far), and after 100 more proposals one it cannot catch."""
         t = self._thread
         self._over = True
         if t is None:
             return
         msg = self._next or (("ask", self._pending) if self._pending is not None else None)
         self._pending = self._next = None
+        thrown = 0
         while msg is not None or t.is_alive():
             if msg is None:  # the loop runs (the study was interrupted): wait until it asks or ends
                 msg = self._to_study.get()
+            if msg[0] == "done":
+                self._result = msg[1]
             if msg[0] != "ask":
                 break
-            self._to_agent.put(("throw", _Closed()))  # a loop that catches it and asks again is closed again
+            self._to_agent.put(("throw", self._closing() if thrown < 100 else _Closed()))
+            thrown += 1
             msg = None
         t.join()

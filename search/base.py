@@ -221,6 +221,8 @@ class Agent:
 
     #: Registry name of the agent.
     name: str = "agent"
+    #: The Optuna study the agent keeps its own trials in (None: the evaluator's study's).
+    study_name: str | None = None
 
     def __init__(self, *, seed: int | None = None, granularity: str = "fusion") -> None:
         self.seed = seed
@@ -242,7 +244,7 @@ class Agent:
         :meth:`search` loop as a coroutine (:class:`~search.asktell.LoopAskTell`)."""
         from .asktell import LoopAskTell
 
-        return LoopAskTell(self.search, evaluator, budget, name=f"agent {self.name}")
+        return LoopAskTell(self.search, evaluator, budget, name=f"agent {self.name}", closing=BudgetExhausted)
 
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Search placements with ``evaluator`` within ``budget``: :func:`search.asktell.drive` over

@@ -130,11 +130,14 @@ class Steps:
         return batch, free
 
     def tell(self, measurements: Sequence[Measurement]) -> None:
-        """The measurements of the proposals :meth:`ask` returned, in order."""
-        if len(measurements) != len(self._asked):
+        """The measurements of the proposals :meth:`ask` returned, in order. Fewer: the first ones
+        (the study's budget ended before the others were measured); the run then ends."""
+        if len(measurements) > len(self._asked):
             raise ValueError(f"tell: one measurement per proposal ({len(self._asked)} asked, "
                              f"{len(measurements)} told)")
-        asked, self._asked = self._asked, []
+        if len(measurements) < len(self._asked):
+            self._over = True
+        asked, self._asked = self._asked[:len(measurements)], []
         for (a, p), m in zip(asked, measurements):
             self.run.tell(a, p, m)
         self.agent.told(self.run, [(a, m) for (a, _), m in zip(asked, measurements)])

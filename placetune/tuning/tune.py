@@ -241,13 +241,13 @@ class Tuner:
     def _run(self) -> TuneOutcome:
         from search import Budget, drive, get_agent
 
-        from placetune.tuning.fleet import storage_error, tune_config
+        from placetune.tuning.fleet import agent_options_of, storage_error, tune_config
 
         cfg, note = tune_config(self.cfg)
         self.cfg = cfg
         if note:
             self._say(f"note: {note}")
-        agent_options = dict(cfg.agent_options)
+        agent_options = agent_options_of(cfg)  # less a fleet's heartbeat settings
         seed = int(agent_options.pop("seed", 0))
         if cfg.granularity is not None:  # else the agent's default (guided: stages)
             agent_options["granularity"] = cfg.granularity
@@ -307,9 +307,9 @@ class Tuner:
                 agent = get_agent(cfg.agent, seed=seed + done, **agent_options) \
                     if done else agent_probe
                 if self.fleet is not None:
-                    self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
-                                         deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
-                                         study_name=agent.study_name or ev.study_name)
+                    agent = self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
+                                                 deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
+                                                 study_name=agent.study_name or ev.study_name)
                 try:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
                         stop = self.watch.should_stop if cfg.stop_when_converged else None
