@@ -7,6 +7,13 @@ Every agent is built with its options and run against an
     result = agent.run(evaluator, Budget(evaluations=100))
     result.best_placement, result.best_value, result.history
 
+or driven one step at a time by ask/tell (:mod:`search.asktell`; ``agent.run`` is this loop)::
+
+    steps = agent.ask_tell(evaluator, Budget(evaluations=100))
+    while proposals := steps.ask():
+        steps.tell([measure(evaluator, p) for p in proposals])
+    result = steps.result()
+
 Agents use the public placetune API only (``Evaluator``, ``Space``, ``Placement``,
 ``Measurement``), so they are also the reference for writing your own (see
 :class:`search.base.Agent` and :class:`search.base.SearchRun`). Agents are looked up by
@@ -14,7 +21,7 @@ name with :func:`get_agent`; modules are imported on first use, so ``import sear
 not import Optuna or Gymnasium.
 
 Example:
-    >>> from placetune.evaluator import Evaluator
+    >>> from placetune import Evaluator
     >>> from search import Budget, get_agent
     >>> result = get_agent("random", seed=0).run(Evaluator("seed-block", "orin-agx"), Budget(evaluations=8))
     >>> result.evaluations <= 8

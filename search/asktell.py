@@ -147,6 +147,9 @@ class StudyView:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["_evaluator"], name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._evaluator, name, value)
+
     def __repr__(self) -> str:
         return f"StudyView({self._evaluator!r})"
 

@@ -1,9 +1,11 @@
 """The agent protocol: :class:`Budget`, :class:`SearchResult`, :class:`Agent` and :class:`SearchRun`.
 
-An agent is built with its options and searched with ``agent.run(evaluator, budget)``.
-It talks to the evaluator through the public API only (``Evaluator.space()``,
-``Evaluator.evaluate()``, ``Evaluator.objective``), so a user-written agent looks exactly
-like the built-in ones:
+An agent is built with its options and searched with ``agent.run(evaluator, budget)``, which
+is the study's ask/tell loop over ``agent.ask_tell(evaluator, budget)`` (:mod:`search.asktell`:
+the agent proposes, the study measures). It talks to the evaluator through the public API only
+(``Evaluator.space()``, ``Evaluator.evaluate()``, ``Evaluator.objective``), so a user-written
+agent looks exactly like the built-in ones; one written as a loop (below: ``run``, or
+``search`` as the built-in agents do) is driven step by step as it is:
 
 Example:
     >>> from placetune.evaluator import Evaluator

@@ -9,7 +9,9 @@ N machines makes N *workers* of one study:
   worker has its own sampler seed. The study's budget (``--trials``) counts the trials
   the fleet ran (imported warm-start trials excluded); a
   :class:`~placetune.tuning.fleet_gate.TrialGate` (a database advisory lock around
-  "count, then ask") makes the fleet stop at exactly that number.
+  "count, then ask") makes the fleet stop at exactly that number. Any other agent runs
+  too: the study drives it by ask/tell and each proposal is a trial taken through the
+  same gate (:mod:`placetune.tuning.fleet_steps`).
 * **Measurements** go to the same ``pt_measurements`` table (unique per cache scope and
   realised placement). Before measuring, a worker inserts a *claim* row
   (``pt_claims``, unique on the scope and the realised placement key); a worker that
