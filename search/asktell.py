@@ -123,7 +123,7 @@ def drive(steps: AskTell, evaluator: "Evaluator") -> "SearchResult":
             try:
                 for p in asked:
                     told.append(measure(evaluator, p))
-            except Exception as exc:  # noqa: BLE001 - the agent decides (a loop agent: as before)
+            except Exception as exc:
                 steps.throw(exc)
                 continue
             steps.tell(told)
@@ -202,7 +202,7 @@ class LoopAskTell:
             self._to_study.put(("done", self._loop(self.view, self._budget)))
         except _Closed:
             self._to_study.put(("closed", None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the study, which raises it
+        except BaseException as exc:
             self._to_study.put(("error", exc))
 
     def _propose(self, proposal: Proposal) -> Measurement:

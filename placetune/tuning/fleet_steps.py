@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from collections.abc import Sequence
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from search import AskTell, Budget, Proposal, SearchResult
 
 __all__ = ["FleetAgent", "FleetSteps"]
+
+log = logging.getLogger(__name__)
 
 
 class FleetAgent:
@@ -72,8 +75,8 @@ class _Heartbeat(threading.Thread):
         while True:
             try:
                 self.storage.record_heartbeat(self.trial_id)
-            except Exception:  # noqa: BLE001 - a missed beat; the next one may pass
-                pass
+            except Exception as exc:  # a missed beat; the next one may pass
+                log.debug("heartbeat of trial %s: %s", self.trial_id, exc)
             if self.done.wait(self.interval):
                 return
 
@@ -98,7 +101,11 @@ class FleetSteps:
                  granularity: str = "fusion", agent: str | None = None) -> None:
         import optuna
 
-        from placetune.tuning.optuna_study import OptunaStudy, distributions, storage_for
+        from placetune.tuning.optuna_study import (
+            OptunaStudy,
+            distributions,
+            storage_for,
+        )
 
         self.steps, self.evaluator, self.gate, self.options, self.agent = steps, evaluator, gate, options, agent
         with warnings.catch_warnings():  # heartbeat_interval is "experimental" in Optuna
