@@ -546,3 +546,37 @@ def test_three_toy_agent_workers_share_one_study(pg_url, tmp_path, monkeypatch):
     engine.dispose()
     storage.engine.dispose()
     assert n == distinct == sum(_measured_in_run(out) for out, _ in outs) and claims == 0
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_dead_workers_trial_is_failed_and_the_agents_finish_the_budget(tmp_path):
+    """A trial whose worker stopped beating covers the budget: the live worker waits at the gate, the
+    stale trial is failed (not re-queued: the proposal was the dead worker's agent's) and the live
+    worker's agent runs the trial that finishes the budget."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from placetune.tuning.fleet import Fleet
+    from placetune.tuning.optuna_study import OptunaStudy, storage_for
+    from search import Budget, drive, get_agent
+
+    store = Store(f"sqlite:///{tmp_path / 'dead.db'}")
+    ev = Evaluator("seed-block", "orin-agx", store=store, study="dead")
+    options = FleetOptions(heartbeat_interval=1, grace_period=2, poll_seconds=0.1)
+    dead = OptunaStudy(ev, "fusion", storage=storage_for(store, heartbeat_interval=1, grace_period=2),
+                       backfill=False).study
+    trial = dead.ask()  # a worker that died while measuring: one heartbeat, then silence
+    dead._storage.record_heartbeat(trial._trial_id)
+    time.sleep(2.5)
+    fleet = Fleet(store, options)
+    fleet.attach(ev)
+    worker = fleet.configure(get_agent("random", seed=1), 3, study_name=ev.study_name)
+    result = drive(worker.ask_tell(ev, Budget(evaluations=50)), ev)
+    fleet.close()
+    st = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{tmp_path / 'dead.db'}")
+    states = {t.number: t.state for t in st.get_trials(deepcopy=False)}
+    assert states[trial.number] == TrialState.FAIL
+    assert sum(s in (TrialState.COMPLETE, TrialState.PRUNED) for s in states.values()) == 3 == result.evaluations
+    assert len(states) == 4 and fleet.trials_done(ev.study_name) == 3
+    store.close()
