@@ -15,7 +15,16 @@ out = ["# Architecture", "",
        "loads no tensorrt, pycuda, matplotlib, optuna, sqlalchemy or onnx (its public names are imported on",
        "first use). The TensorRT worker (`backends/tensorrt/worker*.py`)",
        "imports nothing of placetune: it runs as a file under a Jetson's system Python 3.8.", "",
-       "Regenerate this page with `python docs/architecture.py` after adding a module.", ""]
+       "Regenerate this page with `python docs/architecture.py` after adding a module.", "",
+       "## The search loop: ask/tell", "",
+       "The study drives the agents (`search/asktell.py`): an agent's run is asked for proposals",
+       "(`ask()`: placements to evaluate, build again, or the baseline) and told their measurements",
+       "(`tell()`); the study alone calls `Evaluator.evaluate()` (`search.drive`, used by",
+       "`tuning/tune.py` and by `Agent.run`). Agents written as loops (every built-in agent) keep",
+       "their algorithm: `LoopAskTell` runs the loop as a coroutine against a view of the evaluator",
+       "whose measuring calls are proposals; agents written step by step subclass `StepAgent`",
+       "(`search/steps.py`: batches, budget, answers from the study). Agents are registered with",
+       "`search.register_agent` or a package's `placetune.agents` entry point. See docs/search.md.", ""]
 for pkg in ("placetune", "search"):
     out.append(f"## `{pkg}/`")
     out.append("")

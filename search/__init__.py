@@ -7,6 +7,13 @@ Every agent is built with its options and run against an
     result = agent.run(evaluator, Budget(evaluations=100))
     result.best_placement, result.best_value, result.history
 
+or driven one step at a time by ask/tell (:mod:`search.asktell`; ``agent.run`` is this loop)::
+
+    steps = agent.ask_tell(evaluator, Budget(evaluations=100))
+    while proposals := steps.ask():
+        steps.tell([measure(evaluator, p) for p in proposals])
+    result = steps.result()
+
 Agents use the public placetune API only (``Evaluator``, ``Space``, ``Placement``,
 ``Measurement``), so they are also the reference for writing your own (see
 :class:`search.base.Agent` and :class:`search.base.SearchRun`). Agents are looked up by
@@ -14,7 +21,7 @@ name with :func:`get_agent`; modules are imported on first use, so ``import sear
 not import Optuna or Gymnasium.
 
 Example:
-    >>> from placetune.evaluator import Evaluator
+    >>> from placetune import Evaluator
     >>> from search import Budget, get_agent
     >>> result = get_agent("random", seed=0).run(Evaluator("seed-block", "orin-agx"), Budget(evaluations=8))
     >>> result.evaluations <= 8
@@ -24,10 +31,12 @@ Example:
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any
 
 from placetune import ConfigError, UnknownNameError
 
+from .asktell import AskTell, LoopAskTell, Proposal, drive, measure
 from .base import (
     Agent,
     Budget,
@@ -38,15 +47,24 @@ from .base import (
     baseline_assignments,
     project,
 )
+from .steps import StepAgent, Steps
 
 __all__ = [
     "Agent",
+    "AskTell",
+    "LoopAskTell",
+    "Proposal",
+    "drive",
+    "measure",
     "Budget",
     "BudgetExhausted",
     "HistoryEntry",
     "SearchResult",
     "SearchRun",
     "DEFAULT_AGENT",
+    "ENTRY_POINT_GROUP",
+    "StepAgent",
+    "Steps",
     "agent_names",
     "get_agent",
     "register_agent",
@@ -54,48 +72,102 @@ __all__ = [
     "project",
 ]
 
+log = logging.getLogger(__name__)
+
 #: The agent ``placetune tune`` uses when none is named (see benchmarks/bench_search.py).
 DEFAULT_AGENT = "guided"
 
-#: name -> "module:Class" (imported lazily) or an Agent subclass.
-_REGISTRY: dict[str, Any] = {
-    "guided": "search.guided:GuidedAgent",
-    "random": "search.random_search:RandomAgent",
-    "local": "search.local:LocalAgent",
-    "optuna": "search.optuna_search:OptunaAgent",
-    "reinforce": "search.reinforce:ReinforceAgent",
-    "exact": "search.exact:ExactAgent",
-}
+#: The entry-point group a package declares its agents in (``[project.entry-points."placetune.agents"]``,
+#: ``name = "module:Class"``): ``placetune tune --agent name`` finds them without an import.
+ENTRY_POINT_GROUP = "placetune.agents"
+
+#: name -> "module:Class" (imported lazily) or an Agent subclass; filled by :func:`register_agent`.
+_REGISTRY: dict[str, Any] = {}
+_entry_points_read = False
+
+
+def register_agent(name: str, factory: type[Agent] | str, *, replace: bool = False) -> None:
+    """Make an agent available to :func:`get_agent` (and so to ``placetune tune --agent`` and the fleet).
+
+    The built-in agents are registered here; a package registers its own in the
+    :data:`ENTRY_POINT_GROUP` entry-point group (read on the first look-up), a script by calling this.
+
+    Args:
+        name: the registry name (letters, digits, ``-`` and ``_``).
+        factory: an :class:`Agent` subclass, or a ``"module:Class"`` path imported on first use.
+        replace: replace an agent of that name (else that is an error).
+
+    Raises:
+        ValueError: a bad name or factory, or a name taken (without ``replace``).
+
+    Example:
+        >>> from search.random_search import RandomAgent
+        >>> class Mine(RandomAgent):
+        ...     name = "mine"
+        >>> register_agent("mine", Mine)
+        >>> get_agent("mine", seed=0).name
+        'mine'
+    """
+    name = str(name)
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise ValueError(f"agent name must be letters, digits, - and _, not {name!r}")
+    if isinstance(factory, str):
+        if not all(factory.partition(":")):
+            raise ValueError(f"agent {name!r}: factory must be 'module:Class', not {factory!r}")
+    elif not (isinstance(factory, type) and issubclass(factory, Agent)):
+        raise ValueError(f"agent {name!r}: factory must be an Agent subclass or 'module:Class', not {factory!r}")
+    if name in _REGISTRY and not replace and _REGISTRY[name] != factory:
+        raise ValueError(f"agent {name!r} is already registered ({_REGISTRY[name]!r}); pass replace=True")
+    _REGISTRY[name] = factory
+
+
+for _name, _path in (("guided", "search.guided:GuidedAgent"), ("random", "search.random_search:RandomAgent"),
+                     ("local", "search.local:LocalAgent"), ("optuna", "search.optuna_search:OptunaAgent"),
+                     ("reinforce", "search.reinforce:ReinforceAgent"), ("exact", "search.exact:ExactAgent")):
+    register_agent(_name, _path)
+
+
+def _read_entry_points() -> None:
+    """Register the agents packages declare (once; a built-in name is not replaced)."""
+    global _entry_points_read
+    if _entry_points_read:
+        return
+    _entry_points_read = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in _REGISTRY:
+            try:
+                register_agent(ep.name, ep.value)
+            except ValueError as exc:
+                log.warning("entry point %s of %s ignored: %s", ep.name, ENTRY_POINT_GROUP, exc)
 
 
 def agent_names() -> list[str]:
-    """Names accepted by :func:`get_agent`, sorted.
+    """Names accepted by :func:`get_agent`, sorted (the built-in agents and those registered).
 
     Example:
-        >>> agent_names()
+        >>> [n for n in agent_names() if n in ("exact", "guided", "local", "optuna", "random", "reinforce")]
         ['exact', 'guided', 'local', 'optuna', 'random', 'reinforce']
     """
+    _read_entry_points()
     return sorted(_REGISTRY)
 
 
-def register_agent(name: str, factory: type[Agent] | str) -> None:
-    """Make an agent class available to :func:`get_agent` (and so to the CLI).
-
-    Args:
-        name: the registry name.
-        factory: an :class:`Agent` subclass or a ``"module:Class"`` import path.
-    """
-    _REGISTRY[str(name)] = factory
-
-
 def _resolve(name: str) -> type[Agent]:
+    _read_entry_points()
     try:
         entry = _REGISTRY[name]
     except KeyError:
         raise UnknownNameError(f"unknown agent {name!r}; agents are {', '.join(agent_names())}") from None
     if isinstance(entry, str):
         module, _, cls = entry.partition(":")
-        entry = getattr(importlib.import_module(module), cls)
+        try:
+            entry = getattr(importlib.import_module(module), cls)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"agent {name!r}: cannot import {module}:{cls} ({exc})") from None
+        if not (isinstance(entry, type) and issubclass(entry, Agent)):
+            raise ConfigError(f"agent {name!r}: {module}:{cls} is not an Agent subclass")
     return entry
 
 

@@ -1,9 +1,11 @@
 """The agent protocol: :class:`Budget`, :class:`SearchResult`, :class:`Agent` and :class:`SearchRun`.
 
-An agent is built with its options and searched with ``agent.run(evaluator, budget)``.
-It talks to the evaluator through the public API only (``Evaluator.space()``,
-``Evaluator.evaluate()``, ``Evaluator.objective``), so a user-written agent looks exactly
-like the built-in ones:
+An agent is built with its options and searched with ``agent.run(evaluator, budget)``, which
+is the study's ask/tell loop over ``agent.ask_tell(evaluator, budget)`` (:mod:`search.asktell`:
+the agent proposes, the study measures). It talks to the evaluator through the public API only
+(``Evaluator.space()``, ``Evaluator.evaluate()``, ``Evaluator.objective``), so a user-written
+agent looks exactly like the built-in ones; one written as a loop (below: ``run``, or
+``search`` as the built-in agents do) is driven step by step as it is:
 
 Example:
     >>> from placetune.evaluator import Evaluator
@@ -50,6 +52,8 @@ from .baselines import baseline_assignments, canonical, project
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
+
+    from .asktell import AskTell
     from placetune.placement.space import Space
 
 __all__ = [
@@ -204,8 +208,12 @@ def _within(value: float, target: float, rel_tol: float, direction: str) -> bool
 class Agent:
     """Base class of the search agents.
 
-    Subclasses set :attr:`name` and implement :meth:`run`. Every agent accepts ``seed``
-    and ``granularity``; other options are agent-specific keyword arguments.
+    Subclasses set :attr:`name` and implement their search either as a loop, :meth:`search`
+    (an agent written before ask/tell overrides :meth:`run` instead: that loop is its
+    :meth:`search`), or step by step, :meth:`ask_tell` (:mod:`search.asktell`). The study drives
+    every agent through :meth:`ask_tell`; :meth:`run` is that loop for a caller without a study.
+    Every agent accepts ``seed`` and ``granularity``; other options are agent-specific keyword
+    arguments.
 
     Args:
         seed: seed of every random choice the agent makes (None: fresh entropy).
@@ -215,14 +223,37 @@ class Agent:
 
     #: Registry name of the agent.
     name: str = "agent"
+    #: The Optuna study the agent keeps its own trials in (None: the evaluator's study's).
+    study_name: str | None = None
 
     def __init__(self, *, seed: int | None = None, granularity: str = "fusion") -> None:
         self.seed = seed
         self.granularity = granularity
 
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "run" in cls.__dict__ and "search" not in cls.__dict__:  # a loop written as run(): its search
+            cls.search = cls.__dict__["run"]  # type: ignore[method-assign]
+
+    def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+        """The agent's search written as a loop over ``evaluator`` (through :class:`SearchRun`).
+
+        Under :meth:`ask_tell` its measuring calls are proposals the study answers."""
+        raise NotImplementedError(f"agent {self.name!r} implements neither search() nor ask_tell()")
+
+    def ask_tell(self, evaluator: "Evaluator", budget: Budget) -> "AskTell":
+        """A run of the agent driven one step at a time (:mod:`search.asktell`): by default its
+        :meth:`search` loop as a coroutine (:class:`~search.asktell.LoopAskTell`)."""
+        from .asktell import LoopAskTell
+
+        return LoopAskTell(self.search, evaluator, budget, name=f"agent {self.name}", closing=BudgetExhausted)
+
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
-        """Search placements with ``evaluator`` within ``budget``."""
-        raise NotImplementedError
+        """Search placements with ``evaluator`` within ``budget``: :func:`search.asktell.drive` over
+        :meth:`ask_tell` (the loop :class:`~placetune.tuning.tune.Tuner` runs too)."""
+        from .asktell import drive
+
+        return drive(self.ask_tell(evaluator, budget), evaluator)
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
@@ -335,6 +366,23 @@ class SearchRun:
             BudgetExhausted: no call left.
             PlacementError: a masked device.
         """
+        asked = self.ask(assignment, reuse=reuse, finish=finish)
+        if isinstance(asked, Measurement):
+            return asked
+        kw: dict[str, Any] = {"annotation": annotation} if annotation else {}
+        m = self.evaluator.evaluate(asked, agent=self.agent, trial_number=self.evaluations, **kw)
+        self.tell(assignment, asked, m)
+        return m
+
+    def ask(self, assignment: Sequence[int], *, reuse: bool = True, finish: bool = False) -> Measurement | Placement:
+        """The first half of :meth:`evaluate`: the measurement when the run or the study already
+        holds the assignment's (with ``reuse``), else its placement, to be measured and then
+        recorded with :meth:`tell` (the budget allows that call).
+
+        Raises:
+            BudgetExhausted: no call left.
+            PlacementError: a masked device.
+        """
         key = tuple(int(a) for a in assignment)
         if reuse and key in self._seen:
             return self._seen[key]
@@ -345,16 +393,17 @@ class SearchRun:
             m = self.answer(key)
             if m is not None:  # the study holds this realisation: no build, no budget
                 return m
-        placement = self.space.to_placement(list(key))
         if self.remaining == 0 or (not finish and self.exhausted):
             raise BudgetExhausted()
-        kw: dict[str, Any] = {"annotation": annotation} if annotation else {}
-        m = self.evaluator.evaluate(placement, agent=self.agent, trial_number=self.evaluations, **kw)
+        return self.space.to_placement(list(key))
+
+    def tell(self, assignment: Sequence[int], placement: Placement, m: Measurement) -> None:
+        """The second half of :meth:`evaluate`: record the study's measurement of a placement
+        :meth:`ask` returned (one ``evaluate()`` call)."""
         self._free_run = 0
         if self._study_keys is not None:
             self._study_keys.add(self.evaluator.realised_key(placement))
-        self.observe(list(key), placement, m)
-        return m
+        self.observe([int(a) for a in assignment], placement, m)
 
     def answer(self, assignment: Sequence[int]) -> Measurement | None:
         """The study's measurement of an assignment's realisation when the study already asked for

@@ -384,7 +384,7 @@ class ExactAgent(Agent):
         self.method = method
         self.max_enumerate = int(max_enumerate)
 
-    def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+    def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Find (and if possible certify) the optimum within the budget."""
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         space = run.space

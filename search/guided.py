@@ -157,7 +157,7 @@ class GuidedAgent(Agent):
         self.remeasure = int(remeasure)
 
     # ------------------------------------------------------------------ run
-    def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+    def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Search until the budget is spent."""
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         state = _State(run, self)

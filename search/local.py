@@ -190,7 +190,7 @@ class LocalAgent(Agent):
         self.t1 = float(t1)
         self.kick = float(kick)
 
-    def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+    def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Search until the budget is spent."""
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         try:

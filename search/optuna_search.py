@@ -265,7 +265,7 @@ class OptunaAgent(Agent):
                                          user_attrs={**attrs, **user}, system_attrs=system)
 
     # ------------------------------------------------------------------ run
-    def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+    def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Run (or resume) the study until the budget is spent."""
         import optuna
 

@@ -37,7 +37,7 @@ class RandomAgent(Agent):
         super().__init__(seed=seed, granularity=granularity)
         self.max_redraws = int(max_redraws)
 
-    def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+    def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Sample until the budget is spent (or every assignment was tried)."""
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         rng = run.rng(self.seed)

@@ -156,7 +156,7 @@ class ReinforceAgent(Agent):
         self.entropy = float(entropy)
         self.max_repeats = int(max_repeats)
 
-    def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
+    def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Train the policy until the budget is spent; the best sampled placement is the answer."""
         import gymnasium as gym
 

@@ -459,9 +459,9 @@ def test_fleet_mode_selection():
     assert not is_shared_database(":memory:") and not is_shared_database(None)
     cfg, note = tune_config(TuneConfig(storage="postgresql+psycopg://u:pw@h/db"))
     assert cfg.agent == "optuna" and "fleet mode" in note
-    with pytest.raises(ConfigError, match="cannot share a study") as info:
-        tune_config(TuneConfig(storage="postgresql+psycopg://u:pw@h/db", agent="random"))
-    assert "pw" not in str(info.value).replace("postgresql+psycopg://u:***@h/db", "")
+    # any other agent runs in a fleet as it is, driven by ask/tell (placetune.tuning.fleet_steps)
+    shared = TuneConfig(storage="postgresql+psycopg://u:pw@h/db", agent="random")
+    assert tune_config(shared) == (shared, None)
     assert tune_config(TuneConfig(agent="random")) == (TuneConfig(agent="random"), None)
     with pytest.raises(ConfigError):
         FleetOptions(heartbeat_interval=5, grace_period=5)
@@ -472,3 +472,111 @@ def test_resume_hint_is_masked():
 
     t = Tuner(TuneConfig(), resume_hint="placetune tune --storage postgresql+psycopg://u:hunter2@db/pt")
     assert "hunter2" not in t.resume_hint and "u:***@db" in t.resume_hint
+
+
+# --------------------------------------------------------------------------- any agent as a fleet worker
+def _toy_on_path(tmp_path: Path) -> str:
+    """PYTHONPATH with examples/toy_agent.py declared as a package's ``placetune.agents`` entry point."""
+    dist = tmp_path / "site" / "placetune_toy-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: placetune-toy\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[placetune.agents]\ntoy = toy_agent:ToyAgent\n")
+    return os.pathsep.join([str(ROOT), str(ROOT / "examples"), str(tmp_path / "site")])
+
+
+def test_any_agent_runs_as_a_fleet_worker_through_the_gate(tmp_path):
+    """The fleet drives a step agent and a loop agent by ask/tell: one trial of the fleet's Optuna
+    study per proposal, the gate stops the worker at the fleet's budget (SQLite: one worker)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from placetune.tuning.fleet import Fleet
+    from search import Budget, drive, get_agent
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    from toy_agent import ToyAgent
+
+    # toy: all-GPU, then a batch of 4 that the gate cuts to 2; random: a loop agent, one proposal at a time
+    for name, agent, budget in (("toy", ToyAgent(seed=0, batch=4), 3), ("random", get_agent("random", seed=0), 5)):
+        store = Store(f"sqlite:///{tmp_path / (name + '.db')}")
+        ev = Evaluator("seed-block", "orin-agx", store=store, study=name)
+        fleet = Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3))
+        fleet.attach(ev)
+        worker = fleet.configure(agent, budget, study_name=ev.study_name)
+        assert worker.name == name and agent.seed != 0  # a per-worker seed
+        result = drive(worker.ask_tell(ev, Budget(evaluations=50)), ev)  # the agent's own budget is larger
+        fleet.close()
+        assert fleet.trials_done(ev.study_name) == budget == ev.stats.requested == result.evaluations
+        st = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{tmp_path / (name + '.db')}")
+        trials = st.get_trials(deepcopy=False)
+        assert len(trials) == budget and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
+        assert all(t.params and t.user_attrs["worker"] == fleet.worker and t.user_attrs["agent"] == name
+                   for t in trials)
+        assert fleet.gate.started == budget
+        store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_three_toy_agent_workers_share_one_study(pg_url, tmp_path, monkeypatch):
+    """3 workers of the toy agent (a package's entry point) x 8 trials: 24 trials, nothing measured twice."""
+    import sqlalchemy as sa
+    from optuna.trial import TrialState
+
+    monkeypatch.setenv("PYTHONPATH", _toy_on_path(tmp_path))
+    study = _study_file(tmp_path, "fleettoy", trials=24)  # its heartbeat settings are the fleet's, not the agent's
+    dirs = [tmp_path / f"w{i}" for i in range(3)]
+    for d in dirs:
+        d.mkdir()
+    procs = [_worker(study, pg_url, d, "--agent", "toy", "--model", "resnet50", delay=0.01) for d in dirs]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+        assert "Traceback" not in err and "agent toy" in out
+    st, storage = _optuna_study(pg_url, "fleettoy")
+    trials = st.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    assert len(done) == 24 and not [t for t in trials if t.state == TrialState.RUNNING]
+    assert all(t.user_attrs.get("agent") == "toy" and t.params for t in done)
+    assert len({t.user_attrs.get("worker") for t in done}) >= 2
+    engine = sa.create_engine(pg_url)
+    with engine.connect() as conn:
+        n, distinct = conn.execute(sa.text("SELECT count(*), count(DISTINCT placement_key) FROM pt_measurements")).one()
+        claims = conn.execute(sa.select(sa.func.count()).select_from(CLAIMS_TABLE)).scalar()
+    engine.dispose()
+    storage.engine.dispose()
+    assert n == distinct == sum(_measured_in_run(out) for out, _ in outs) and claims == 0
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_dead_workers_trial_is_failed_and_the_agents_finish_the_budget(tmp_path):
+    """A trial whose worker stopped beating covers the budget: the live worker waits at the gate, the
+    stale trial is failed (not re-queued: the proposal was the dead worker's agent's) and the live
+    worker's agent runs the trial that finishes the budget."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from placetune.tuning.fleet import Fleet
+    from placetune.tuning.optuna_study import OptunaStudy, storage_for
+    from search import Budget, drive, get_agent
+
+    store = Store(f"sqlite:///{tmp_path / 'dead.db'}")
+    ev = Evaluator("seed-block", "orin-agx", store=store, study="dead")
+    options = FleetOptions(heartbeat_interval=1, grace_period=2, poll_seconds=0.1)
+    dead = OptunaStudy(ev, "fusion", storage=storage_for(store, heartbeat_interval=1, grace_period=2),
+                       backfill=False).study
+    trial = dead.ask()  # a worker that died while measuring: one heartbeat, then silence
+    dead._storage.record_heartbeat(trial._trial_id)
+    time.sleep(2.5)
+    fleet = Fleet(store, options)
+    fleet.attach(ev)
+    worker = fleet.configure(get_agent("random", seed=1), 3, study_name=ev.study_name)
+    result = drive(worker.ask_tell(ev, Budget(evaluations=50)), ev)
+    fleet.close()
+    st = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{tmp_path / 'dead.db'}")
+    states = {t.number: t.state for t in st.get_trials(deepcopy=False)}
+    assert states[trial.number] == TrialState.FAIL
+    assert sum(s in (TrialState.COMPLETE, TrialState.PRUNED) for s in states.values()) == 3 == result.evaluations
+    assert len(states) == 4 and fleet.trials_done(ev.study_name) == 3
+    store.close()

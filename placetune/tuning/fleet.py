@@ -9,7 +9,9 @@ N machines makes N *workers* of one study:
   worker has its own sampler seed. The study's budget (``--trials``) counts the trials
   the fleet ran (imported warm-start trials excluded); a
   :class:`~placetune.tuning.fleet_gate.TrialGate` (a database advisory lock around
-  "count, then ask") makes the fleet stop at exactly that number.
+  "count, then ask") makes the fleet stop at exactly that number. Any other agent runs
+  too: the study drives it by ask/tell and each proposal is a trial taken through the
+  same gate (:mod:`placetune.tuning.fleet_steps`).
 * **Measurements** go to the same ``pt_measurements`` table (unique per cache scope and
   realised placement). Before measuring, a worker inserts a *claim* row
   (``pt_claims``, unique on the scope and the realised placement key); a worker that
@@ -49,7 +51,6 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from placetune.errors import ConfigError, StoreError
-from placetune.store.url import mask_url
 from placetune.tuning.fleet_claims import Claims
 from placetune.tuning.fleet_gate import TrialGate, fleet_trial_counts
 from placetune.tuning.fleet_locks import SingleWriterLock, schema_lock
@@ -66,6 +67,7 @@ __all__ = [
     "check_environment",
     "storage_error",
     "tune_config",
+    "agent_options_of",
     "prepare",
 ]
 
@@ -181,21 +183,26 @@ class Fleet:
 
     def configure(self, agent: Any, budget: int, *, deadline: float | None = None,
                   stop: Callable[[], bool] | None = None, study_name: str | None = None) -> Any:
-        """Set up the ``optuna`` agent for the fleet: heartbeats with retry, constant liar,
-        a per-worker seed and the :class:`TrialGate`.
+        """Set up an agent for the fleet: a per-worker seed and the :class:`TrialGate`; the
+        ``optuna`` agent also gets heartbeats with retry and constant liar (its sampler takes the
+        gate's hooks). Any other agent is returned as a
+        :class:`~placetune.tuning.fleet_steps.FleetAgent`: the study drives it by ask/tell, each
+        proposal a trial of the fleet's Optuna study, through the gate.
 
         With ``study_name`` (the Optuna study's name) the gate is taken at once, so that
         the workers' study set-up (warm-start imports, enqueued baselines) does not race.
 
-        Raises:
-            ConfigError: not the optuna agent.
+        Returns:
+            The agent to run.
         """
-        if getattr(agent, "name", None) != FLEET_AGENT:
-            raise ConfigError(
-                f"a fleet study (shared database) runs the {FLEET_AGENT} agent, whose study in the database "
-                f"coordinates the workers; agent {getattr(agent, 'name', agent)!r} cannot share a study: "
-                f"use --agent {FLEET_AGENT}, or a SQLite --storage file for a single machine"
-            )
+        if agent.name != FLEET_AGENT:
+            from placetune.tuning.fleet_steps import FleetAgent
+
+            agent.seed = self.seed(agent.seed)
+            self.gate = TrialGate(self.store, budget, self.worker, self.options, deadline=deadline, stop=stop)
+            if study_name:
+                self.gate.hold(study_name)
+            return FleetAgent(agent, self.gate, self.options)
         agent.heartbeat_interval = self.options.heartbeat_interval
         agent.grace_period = self.options.grace_period
         if hasattr(agent, "max_retry"):
@@ -259,30 +266,38 @@ class Fleet:
 
 # --------------------------------------------------------------------------- placetune tune
 def tune_config(cfg: Any) -> tuple[Any, str | None]:
-    """The tune configuration for its storage: on a shared database the agent is ``optuna``.
+    """The tune configuration for its storage: on a shared database the default agent is ``optuna``.
+
+    Any other agent named runs too (:mod:`placetune.tuning.fleet_steps`); the default becomes
+    ``optuna``, whose sampler sees every worker's trials (constant liar).
 
     Returns:
         ``(config, note)``: the default agent is replaced (``note`` says so).
-
-    Raises:
-        ConfigError: another agent was asked for on a shared database.
     """
-    if not is_shared_database(cfg.storage) or cfg.agent == FLEET_AGENT:
-        return cfg, None
     from placetune.tuning.studyfile import TuneConfig
 
     default = TuneConfig.agent
-    if cfg.agent != default:
-        raise ConfigError(
-            f"--storage {mask_url(cfg.storage)} is a shared database (fleet mode), where the {FLEET_AGENT} agent's "
-            f"study coordinates the workers; agent {cfg.agent!r} cannot share a study: use --agent {FLEET_AGENT}, "
-            "or a SQLite --storage file for a single machine"
-        )
+    if not is_shared_database(cfg.storage) or cfg.agent != default:
+        return cfg, None
     from dataclasses import replace
 
     note = (f"fleet mode (shared database): agent {FLEET_AGENT} instead of {default}; its study in the database "
             "coordinates every worker that joins")
     return replace(cfg, agent=FLEET_AGENT), note
+
+
+#: ``[agent_options]`` of a fleet study that are the fleet's (heartbeats), not the agent's
+FLEET_OPTIONS = ("heartbeat_interval", "grace_period", "max_retry")
+
+
+def agent_options_of(cfg: Any) -> dict[str, Any]:
+    """The options ``placetune tune`` builds its agent with: ``[agent_options]``, less the fleet's
+    heartbeat settings on a shared database where the agent is not ``optuna`` (the fleet takes them)."""
+    options = dict(cfg.agent_options)
+    if is_shared_database(cfg.storage) and cfg.agent != FLEET_AGENT:
+        for key in FLEET_OPTIONS:
+            options.pop(key, None)
+    return options
 
 
 def prepare(store: "Store", cfg: Any, backend: Any, settings: Any) -> tuple["Fleet | None", SingleWriterLock | None]:

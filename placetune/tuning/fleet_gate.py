@@ -151,7 +151,13 @@ class TrialGate:
         finally:
             self.release()
 
-    def _may_ask(self, study: "optuna.Study") -> bool:
+    def may_start(self, study: "optuna.Study", *, wait: bool = True) -> bool:
+        """Before each trial of an agent the study drives step by step (:mod:`placetune.tuning.fleet_steps`):
+        True to start one (the lock is then held until :meth:`trial_started`). ``wait=False``: False
+        at once when running trials cover the budget (the worker's own, not measured yet, among them)."""
+        return self._may_ask(study, wait=wait)
+
+    def _may_ask(self, study: "optuna.Study", wait: bool = True) -> bool:
         import warnings
 
         import optuna
@@ -172,6 +178,8 @@ class TrialGate:
                 # the budget is covered by running trials: wait for them (or for a dead
                 # worker's trial to go stale, be failed and re-queued)
                 self.release()
+                if not wait:
+                    return False
                 time.sleep(self.options.poll_seconds)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

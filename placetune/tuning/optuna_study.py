@@ -264,6 +264,20 @@ class OptunaStudy:
             trial.datetime_start = started or finished
         return trial
 
+    def params(self, placement: Placement) -> dict[str, str]:
+        """The trial parameters of a placement (see :func:`_params_of_placement`)."""
+        return _params_of_placement(self.space, placement)
+
+    def tell(self, trial: "optuna.Trial", placement: Placement, m: "Measurement", agent: str | None = None) -> None:
+        """Finish a RUNNING trial asked of the study (a fleet worker's) with an evaluation's values
+        and attributes: COMPLETE, or PRUNED when it failed, as :meth:`trial` makes them."""
+        state, values, _, user, system = self._trial_parts(placement, m, agent)
+        for k, v in user.items():
+            trial.set_user_attr(k, v)
+        for k, v in system.items():  # the constraints, where Optuna's samplers read them
+            self.study._storage.set_trial_system_attr(trial._trial_id, k, v)
+        self.study.tell(trial, values, state=state)
+
     def _trial_parts(self, placement: Placement, m: "Measurement", agent: str | None,
                      ) -> tuple[Any, list[float] | None, dict[str, str], dict[str, Any], dict[str, Any]]:
         """(state, values, params, user attributes, system attributes) of an evaluation's trial."""

@@ -240,15 +240,15 @@ class Tuner:
         return self.fleet.trials_done(agent.study_name or ev.study_name)
 
     def _run(self) -> TuneOutcome:
-        from search import Budget, get_agent
+        from search import Budget, drive, get_agent
 
-        from placetune.tuning.fleet import storage_error, tune_config
+        from placetune.tuning.fleet import agent_options_of, storage_error, tune_config
 
         cfg, note = tune_config(self.cfg)
         self.cfg = cfg
         if note:
             self._say(f"note: {note}")
-        agent_options = dict(cfg.agent_options)
+        agent_options = agent_options_of(cfg)  # less a fleet's heartbeat settings
         seed = int(agent_options.pop("seed", 0))
         if cfg.granularity is not None:  # else the agent's default (guided: stages)
             agent_options["granularity"] = cfg.granularity
@@ -308,13 +308,13 @@ class Tuner:
                 agent = get_agent(cfg.agent, seed=seed + done, **agent_options) \
                     if done else agent_probe
                 if self.fleet is not None:
-                    self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
-                                         deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
-                                         study_name=agent.study_name or ev.study_name)
+                    agent = self.fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
+                                                 deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
+                                                 study_name=agent.study_name or ev.study_name)
                 try:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
                         stop = self.watch.should_stop if cfg.stop_when_converged else None
-                        result = agent.run(ev, Budget(evaluations=remaining, seconds=cfg.timeout, stop=stop))
+                        result = drive(agent.ask_tell(ev, Budget(remaining, cfg.timeout, stop)), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
                     said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith(_SAID)]
                 except StopRequested:

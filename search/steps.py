@@ -1,0 +1,156 @@
+"""Agents written step by step: :class:`StepAgent` proposes assignments, is told their
+measurements, and :class:`Steps` does the rest of the ask/tell contract (:mod:`search.asktell`)
+over a :class:`~search.base.SearchRun`: the budget (a batch never asks for more calls than are
+left), answers from the study's own measurements (no build, no budget), no two proposals of a
+batch that realise alike (no duplicate build), history and best.
+
+Example (a whole agent):
+    >>> from placetune import Evaluator
+    >>> from search import Budget
+    >>> class FirstUnitSweep(StepAgent):
+    ...     name = "first-unit"
+    ...     def propose(self, run):              # every device of the first unit, then stop
+    ...         return [] if run.evaluations else [[d] + [0] * (run.space.n_units - 1)
+    ...                                            for d in range(run.space.n_devices)]
+    >>> FirstUnitSweep().run(Evaluator("seed-block", "orin-agx"), Budget(evaluations=2)).evaluations
+    2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from placetune.measurement import Measurement
+from placetune.placement.placement import Placement
+
+from .asktell import Proposal
+from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun
+
+if TYPE_CHECKING:
+    from placetune.tuning.evaluator import Evaluator
+
+__all__ = ["StepAgent", "Steps"]
+
+
+class StepAgent(Agent):
+    """Base class of an agent written step by step.
+
+    Subclasses set :attr:`name` and implement :meth:`propose` (and usually :meth:`told`);
+    :meth:`start` and :meth:`finish` are optional. One :class:`Steps` per run calls them.
+    """
+
+    def start(self, run: SearchRun) -> None:
+        """Called once before the first proposal (e.g. to seed a generator from :attr:`seed`)."""
+
+    def propose(self, run: SearchRun) -> list[list[int]]:
+        """The next assignments to measure, a batch (device indexes of ``run.space``); [] ends the run.
+
+        Assignments the run already measured are left out; those the study already holds are
+        answered at once (:meth:`told`, no budget); only the rest are asked of the study."""
+        raise NotImplementedError
+
+    def told(self, run: SearchRun, told: list[tuple[list[int], Measurement]]) -> None:
+        """The measurements of proposed assignments (those of one batch, or answers from the study)."""
+
+    def finish(self, run: SearchRun) -> SearchResult:
+        """The run's result (default: :meth:`SearchRun.result`)."""
+        return run.result()
+
+    def ask_tell(self, evaluator: "Evaluator", budget: Budget) -> "Steps":
+        """One run of the agent, driven step by step."""
+        return Steps(self, evaluator, budget)
+
+
+class Steps:
+    """The ask/tell run of a :class:`StepAgent` (an :class:`~search.asktell.AskTell`).
+
+    Attributes:
+        run: the run's :class:`SearchRun` (its evaluator is only read: the study measures).
+    """
+
+    #: rounds in a row that propose nothing new (only assignments the run measured) before the run ends
+    MAX_IDLE_ROUNDS = 100
+
+    def __init__(self, agent: StepAgent, evaluator: "Evaluator", budget: Budget) -> None:
+        self.agent = agent
+        self.run = SearchRun(evaluator, budget, agent.name, agent.granularity)
+        self._asked: list[tuple[list[int], Placement]] = []
+        self._over = False
+        agent.start(self.run)
+
+    def ask(self) -> list[Proposal]:
+        """The agent's next batch of placements to measure ([] once it proposes nothing or the budget is spent)."""
+        if self._asked:
+            raise RuntimeError("ask: tell (or throw) the measurements of the previous proposals first")
+        run, idle = self.run, 0
+        while not self._over:
+            if run.exhausted:
+                break
+            batch, free = self._batch(self.agent.propose(run))
+            if free:
+                self.agent.told(run, free)
+            if batch:
+                self._asked = batch
+                return [Proposal(p, "evaluate", run.agent, run.evaluations + i) for i, (_, p) in enumerate(batch)]
+            idle = 0 if free else idle + 1
+            if idle >= self.MAX_IDLE_ROUNDS:
+                run.notes.append(f"stopped early: {idle} rounds proposed only placements already measured")
+                break
+        self._over = True
+        return []
+
+    def _batch(self, proposed: Sequence[Sequence[int]]) -> tuple[list[tuple[list[int], Placement]],
+                                                                  list[tuple[list[int], Measurement]]]:
+        """The proposals to measure (at most the calls left, one per realisation) and the study's answers."""
+        run, ev = self.run, self.run.evaluator
+        if not proposed:
+            self._over = True
+        batch: list[tuple[list[int], Placement]] = []
+        free: list[tuple[list[int], Measurement]] = []
+        realised: set[str] = set()
+        for a in proposed:
+            a = [int(x) for x in a]
+            if run.known(a) is not None:
+                continue
+            if run.remaining is not None and len(batch) >= run.remaining:
+                break
+            try:
+                got = run.ask(a)
+            except BudgetExhausted:
+                self._over = True
+                break
+            if isinstance(got, Measurement):
+                free.append((a, got))
+                continue
+            key = ev.realised_key(got)
+            if key not in realised:  # two proposals that realise alike: one build
+                realised.add(key)
+                batch.append((a, got))
+        return batch, free
+
+    def tell(self, measurements: Sequence[Measurement]) -> None:
+        """The measurements of the proposals :meth:`ask` returned, in order. Fewer: the first ones
+        (the study's budget ended before the others were measured); the run then ends."""
+        if len(measurements) > len(self._asked):
+            raise ValueError(f"tell: one measurement per proposal ({len(self._asked)} asked, "
+                             f"{len(measurements)} told)")
+        if len(measurements) < len(self._asked):
+            self._over = True
+        asked, self._asked = self._asked[:len(measurements)], []
+        for (a, p), m in zip(asked, measurements):
+            self.run.tell(a, p, m)
+        self.agent.told(self.run, [(a, m) for (a, _), m in zip(asked, measurements)])
+
+    def throw(self, exc: BaseException) -> None:
+        """A measurement raised: the run ends with it."""
+        self._asked, self._over = [], True
+        raise exc
+
+    def result(self) -> SearchResult:
+        """The run's result so far."""
+        return self.agent.finish(self.run)
+
+    def close(self) -> None:
+        """End the run (nothing to release)."""
+        self._over = True
