@@ -15,7 +15,27 @@ out = ["# Architecture", "",
        "loads no tensorrt, pycuda, matplotlib, optuna, sqlalchemy or onnx (its public names are imported on",
        "first use). The TensorRT worker (`backends/tensorrt/worker*.py`)",
        "imports nothing of placetune: it runs as a file under a Jetson's system Python 3.8.", "",
-       "Regenerate this page with `python docs/architecture.py` after adding a module.", ""]
+       "Regenerate this page with `python docs/architecture.py` after adding a module.", "",
+       "## Extension points", "",
+       "**A new backend** (what measures a realised placement) derives from",
+       "`placetune.BackendBase` (`placetune/backends/base.py`), sets `name` and declares what it can do in",
+       "`capabilities = placetune.Capabilities(...)`: simulated or real figures, the modes it measures, the",
+       "objectives its measurements carry (energy needs power sampling), whether `probe()` reports the",
+       "device's TensorRT, whether it keeps a build counter (`advance_builds`), and which options it takes",
+       "(`device_profile`, `calibration_cache`). It writes `fingerprint` and `measure` (failures returned,",
+       "never raised). Callers read only the declared capabilities, never probe attributes, and compare no",
+       "backend names: the name is the registry's alone (`placetune/backends/registry.py`).",
+       "It is made known in one of two ways: `placetune.register_backend(\"name\", Class, aliases=(...))` from",
+       "Python (the built-ins register as `\"module:Class\"` strings, imported on first use), or, for an",
+       "installed package, an entry point in the group `placetune.backends`",
+       "(`[project.entry-points.\"placetune.backends\"] toy = \"toy_backend:ToyBackend\"`), read on the first",
+       "look-up of a name not registered. Then `placetune tune --backend name` and",
+       "`Evaluator(model, platform, backend=\"name\")` use it. `examples/toy_backend.py` is such a backend",
+       "in one file; `tests/test_backend_contract.py` tunes it both ways. The two backends that measure on",
+       "the Jetson share their device fingerprint, ONNX preparation and realised-placement reading in",
+       "`placetune/backends/jetson.py`.", "",
+       "**A new search agent** goes in `search/` (see `examples/custom_agent.py`); **a new platform** in",
+       "`placetune/hardware/platforms.py`.", ""]
 for pkg in ("placetune", "search"):
     out.append(f"## `{pkg}/`")
     out.append("")

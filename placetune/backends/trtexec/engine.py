@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 from placetune.model.model import refuse_renamed
 from placetune.errors import PlacementError
 from placetune.measurement import Measurement, latency_stats
-from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
+from placetune.backends.jetson import (
+    ONNX_FALLBACK_REASON,
+    prepared_onnx,
+    realised_from_log,
+    realized_vs_predicted,
+    untyped_int8,
+)
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
@@ -181,17 +187,10 @@ def onnx_file(cache_dir: Path, model: "Model", settings: "Settings", version: st
               base: dict[str, Any]) -> Path | Measurement:
     """The ONNX file trtexec builds from (prepared as for the TensorRT backend), or a failure."""
     typed = strongly_typed(version_tuple(version))
-    if typed and settings.precision == "int8" and not source_has_qdq(model):
-        return Measurement.failure(
-            "infeasible",
-            f"TensorRT {version} builds strongly typed networks only (no --int8): int8 needs an ONNX model with "
-            "Q/DQ (QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
-            "TensorRT Model Optimizer) or use precision fp16.", **base)
-    try:
-        return prepare_onnx(model, cache_dir, fp16=typed and settings.precision == "fp16")
-    except Exception as exc:  # noqa: BLE001
-        return Measurement.failure("build_failed", f"cannot prepare the ONNX file for trtexec: "
-                                   f"{type(exc).__name__}: {exc}", **base)
+    refused = untyped_int8(model, settings.precision, version, typed, base, " (no --int8)")
+    if refused is not None:
+        return refused
+    return prepared_onnx(model, cache_dir, settings.precision, typed, "trtexec", base)
 
 
 def placement_args(r: "Realisation", platform: "Platform", settings: "Settings", version: str,
@@ -347,25 +346,15 @@ def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str], dict[str, s
     blog = eng.blog or BuildLog()
     loc = locate(blog, model.names)
     extra: dict[str, Any] = {}
-    target = f"DLA{eng.core}" if eng.core >= 0 else "GPU"
-    if eng.core < 0:
-        realized = {n: "GPU" for n in predicted}
-    elif not blog.has_sections:
-        realized = dict(predicted)
-        eng.notes.append("the build log has no DLA/GPU placement sections: realised placement is placetune's "
-                         "prediction")
-    else:
-        realized = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else predicted[n]
-                    for n in predicted}
+    realized = realised_from_log(predicted, eng.core, blog, loc, eng.notes)
     fallback = {n: loc.fallback.get(n, why) for n, why in r.fallback.items()}
     for n, d in predicted.items():
         if d != "GPU" and realized[n] == "GPU":
-            fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
+            fallback[n] = loc.fallback.get(n) or ONNX_FALLBACK_REASON
     for n in list(fallback):
         if realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
-    extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted
-                                      if predicted[n] != realized[n]}
+    extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     extra["subgraph_limit"] = loc.subgraph_limit
     extra["dla_subgraphs"] = loc.subgraphs
     extra["unmapped_log_names"] = loc.unmapped[:50]
