@@ -34,6 +34,11 @@ out = ["# Architecture", "",
        "in one file; `tests/test_backend_contract.py` tunes it both ways. The two backends that measure on",
        "the Jetson share their device fingerprint, ONNX preparation and realised-placement reading in",
        "`placetune/backends/jetson.py`.", "",
+       "**A measurement's details** (`Measurement.extra`) have declared keys: the TypedDict",
+       "`placetune.measurement.Extra` lists every key with its type. A new key is added there (a backend's",
+       "own keys may instead start with `x_`); the tests refuse an unknown key when a measurement is made",
+       "or stored (`PLACETUNE_STRICT_EXTRA`, on in tests/conftest.py), and tests/test_measurement_extra.py",
+       "checks every key the code names. Stored rows keep their JSON form.", "",
        "**A new search agent** goes in `search/` (see `examples/custom_agent.py`); **a new platform** in",
        "`placetune/hardware/platforms.py`.", ""]
 for pkg in ("placetune", "search"):

@@ -40,10 +40,10 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from placetune.errors import BackendError, ConfigError
-from placetune.measurement import Measurement
+from placetune.measurement import Extra, Measurement
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
 from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
@@ -451,7 +451,7 @@ class TensorRTBackend(JetsonBackend):
         return Measurement(
             status="ok", latency_samples_ms=samples, throughput_fps=fps, realized=realized, fallback=fallback,
             dla_loadables=loadables, segment_times_ms=prof.segments, layer_times_ms=prof.layer_times_ms,
-            build_seconds=build_s, extra=extra, **base,
+            build_seconds=build_s, extra=cast(Extra, extra), **base,  # keys checked where strict
         )
 
     def _reply_failure(self, reply: WorkerReply, base: dict[str, Any], extra: dict[str, Any],
