@@ -117,3 +117,42 @@ def test_a_subclass_inherits_the_optional_parts():
     b = Minimal()
     assert b.simulated and b.probe() == {} and b.advance_builds("k", "engine", 3) is None and b.close() is None
     assert isinstance(b, Backend)
+
+
+def test_what_the_two_jetson_backends_share(seed_block, caplog):
+    """The realised placement read from a build log, the INT8 refusal on strongly typed TensorRT and the
+    device fingerprint with its warnings given once: one implementation for tensorrt and trtexec."""
+    from placetune.backends.jetson import JetsonBackend, device_fingerprint, realised_from_log, \
+        realized_vs_predicted, untyped_int8
+    from placetune.backends.tensorrt.buildlog import BuildLog, LogPlacement
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    a, b, c = seed_block.names[:3]
+    predicted = {a: "DLA0", b: "DLA0", c: "GPU"}
+    notes: list[str] = []
+    assert realised_from_log(predicted, -1, BuildLog(), LogPlacement(), notes) == {a: "GPU", b: "GPU", c: "GPU"}
+    assert realised_from_log(predicted, 0, BuildLog(), LogPlacement(), notes) == predicted
+    assert notes == ["the build log has no DLA/GPU placement sections: realised placement is placetune's prediction"]
+    read = realised_from_log(predicted, 1, BuildLog(has_sections=True), LogPlacement(devices={a: "GPU", c: "DLA"}), [])
+    assert read == {a: "GPU", b: "DLA0", c: "DLA1"}  # a layer the log does not name keeps its prediction
+    assert realized_vs_predicted(predicted, read) == {a: ["DLA0", "GPU"], c: ["GPU", "DLA1"]}
+
+    refused = untyped_int8(seed_block, "int8", "11.4.1", True, {"backend": "trtexec"}, " (no --int8)")
+    assert refused.status == "infeasible" and "strongly typed networks only (no --int8): int8 needs" in refused.reason
+    assert untyped_int8(seed_block, "int8", "10.3", False, {}) is None
+    assert untyped_int8(seed_block, "fp16", "11.4.1", True, {}) is None
+
+    class Real(JetsonBackend):
+        name = "real"
+
+    be = Real()
+    assert not be.simulated and be.capabilities.calibration_cache
+    settings = Settings(power_mode="MAXN")
+    with caplog.at_level("WARNING"):
+        fp = device_fingerprint(be, "10.3", get_platform("orin-agx"), settings, dla_cores=2)
+        device_fingerprint(be, "10.3", get_platform("orin-agx"), settings, dla_cores=2)
+    assert list(fp)[:4] == ["backend", "trt_version", "platform", "dla_cores"] and fp["backend"] == "real"
+    assert {"l4t", "jetpack", "module", "power_mode", "clocks_locked"} <= set(fp)
+    if fp["clocks_locked"] is not True:  # not a Jetson with locked clocks: said once, not per fingerprint
+        assert sum("jetson_clocks" in r.getMessage() for r in caplog.records) == 1

@@ -20,13 +20,13 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JetsonBackend", "ONNX_FALLBACK_REASON", "device_fingerprint", "prepared_onnx", "untyped_int8", "realised_from_log",
-           "realized_vs_predicted"]
+__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "device_fingerprint", "prepared_onnx", "untyped_int8",
+           "realised_from_log", "realized_vs_predicted"]
 
 log = logging.getLogger(__name__)
 
 #: Why a layer asked on a DLA is on the GPU when the build log gives no reason.
-ONNX_FALLBACK_REASON = "TensorRT ran it on the GPU (no reason in the build log)"
+UNEXPLAINED_FALLBACK = "TensorRT ran it on the GPU (no reason in the build log)"
 
 
 class JetsonBackend(BackendBase):

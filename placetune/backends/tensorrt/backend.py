@@ -52,7 +52,7 @@ from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.base import ALL_MODES, Capabilities, default_cache_dir
 from placetune.backends.jetson import (
     JetsonBackend,
-    ONNX_FALLBACK_REASON,
+    UNEXPLAINED_FALLBACK,
     device_fingerprint,
     prepared_onnx,
     realised_from_log,
@@ -423,7 +423,7 @@ class TensorRTBackend(JetsonBackend):
         fallback = dict(r.fallback)
         for n, d in predicted.items():
             if d != "GPU" and realized[n] == "GPU":
-                fallback[n] = loc.fallback.get(n) or ONNX_FALLBACK_REASON
+                fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
         extra.update(
             realized_vs_predicted=realized_vs_predicted(predicted, realized),
             subgraph_limit=loc.subgraph_limit,

@@ -12,7 +12,7 @@ from placetune.model.model import refuse_renamed
 from placetune.errors import PlacementError
 from placetune.measurement import Measurement, latency_stats
 from placetune.backends.jetson import (
-    ONNX_FALLBACK_REASON,
+    UNEXPLAINED_FALLBACK,
     prepared_onnx,
     realised_from_log,
     realized_vs_predicted,
@@ -350,7 +350,7 @@ def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str], dict[str, s
     fallback = {n: loc.fallback.get(n, why) for n, why in r.fallback.items()}
     for n, d in predicted.items():
         if d != "GPU" and realized[n] == "GPU":
-            fallback[n] = loc.fallback.get(n) or ONNX_FALLBACK_REASON
+            fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
     for n in list(fallback):
         if realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
