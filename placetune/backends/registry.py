@@ -37,13 +37,15 @@ class _Entry:
         if isinstance(self.factory, str):
             module, _, attr = self.factory.partition(":")
             try:
-                obj = importlib.import_module(module)
+                obj: Any = importlib.import_module(module)
                 for part in attr.split("."):
                     obj = getattr(obj, part)
             except (ImportError, AttributeError) as exc:
                 raise ConfigError(f"backend {self.name!r}: cannot import {self.factory!r} ({exc})") from None
             self.factory = obj
-        return self.factory
+        factory = self.factory
+        assert not isinstance(factory, str)
+        return factory
 
 
 _ENTRIES: dict[str, _Entry] = {}
