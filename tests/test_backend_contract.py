@@ -79,6 +79,9 @@ def test_the_toy_backend_through_the_evaluator(toy):
     m = ev.evaluate(pt.Placement.all_dla(ev.model))
     assert m.ok and m.median_ms > gpu.median_ms  # a DLA layer costs more, and every hand-over
     assert pt.Evaluator("seed-block", "orin-agx", backend="toy", mode="pipeline").baseline().status == "infeasible"
+    with pytest.raises(ConfigError, match=r"objective 'latency\+energy': the toy backend does not measure energy; "
+                                          "it measures latency, throughput"):
+        pt.Evaluator("seed-block", "orin-agx", backend="toy", objective="latency+energy")
 
 
 def test_placetune_tune_runs_a_registered_backend(toy, tmp_path, capsys):
@@ -88,6 +91,8 @@ def test_placetune_tune_runs_a_registered_backend(toy, tmp_path, capsys):
                  "--storage", f"sqlite:///{db}", "--study", "t", "--export", str(tmp_path / "plan.json")]) == 0
     out = capsys.readouterr().out
     assert "backend toy" in out and "status=ok" in out and "infeasible" not in out
+    assert main(["tune", "--model", "seed-block", "--backend", "toy", "--objective", "energy", "--trials", "1"]) == 6
+    assert "the toy backend does not measure energy" in capsys.readouterr().err
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["simulated"] is True
 

@@ -142,6 +142,11 @@ class Evaluator:
             raise ConfigError(f"power_mode {str(self.settings.power_mode)[:40]!r}: {self.platform.name} has the "
                               f"power modes {', '.join(self.platform.power_modes)}")
         self.objective = get_objective(objective, constraints)
+        measured = self.backend.capabilities.objectives
+        cannot = [n for n in self.objective.names if n not in measured]
+        if cannot:  # else every measurement's objective would be None: declared, so refused here
+            raise ConfigError(f"objective {self.objective.name!r}: the {self.backend.name} backend does not measure "
+                              f"{' or '.join(cannot)}; it measures {', '.join(measured)}")
         check_networks(self.objective.constraints, self.networks)  # every name checked against what exists
         if isinstance(store, Store):
             self.store = store

@@ -178,8 +178,9 @@ class TensorRTBackend(JetsonBackend):
     """
 
     name = "tensorrt"
-    capabilities = Capabilities(simulated=False, modes=ALL_MODES, objectives=("latency", "throughput"), probe=True,
-                                calibration_cache=True)
+    # gpu_time: the pipeline's GPU busy time per frame; no energy (the worker samples no power rails)
+    capabilities = Capabilities(simulated=False, modes=ALL_MODES, objectives=("latency", "throughput", "gpu_time"),
+                                probe=True, calibration_cache=True)
 
     def __init__(
         self,
