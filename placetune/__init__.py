@@ -66,7 +66,10 @@ _LAZY = {
     "CutFormat": "placetune.placement.cut_formats",
     "cut_formats": "placetune.placement.cut_formats",
     "Backend": "placetune.backends.base",
+    "BackendBase": "placetune.backends.base",
+    "Capabilities": "placetune.backends.base",
     "get_backend": "placetune.backends.registry",
+    "register_backend": "placetune.backends.registry",
     "DeviceProfile": "placetune.calibration",
     "FitResult": "placetune.calibration",
     "calibrate": "placetune.calibration",
@@ -117,8 +120,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
     from placetune import runtime
-    from placetune.backends.base import Backend
-    from placetune.backends.registry import get_backend
+    from placetune.backends.base import Backend, BackendBase, Capabilities
+    from placetune.backends.registry import get_backend, register_backend
     from placetune.backends.simulate.incremental import Evaluation, IncrementalSimulator
     from placetune.calibration import DeviceProfile, FitResult, calibrate, fit_profile, load_device_profile
     from placetune.envs.oneshot import PlacementOneShotEnv
@@ -189,7 +192,10 @@ __all__ = [
     "mask_secrets",
     "terminal_safe",
     "Backend",
+    "BackendBase",
+    "Capabilities",
     "get_backend",
+    "register_backend",
     # device profiles and calibration
     "DeviceProfile",
     "IncrementalSimulator",

@@ -3,17 +3,120 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
-__all__ = ["Measurement", "STATUSES", "FAILURE_STATUSES", "latency_stats", "non_finite"]
+__all__ = ["Measurement", "Extra", "EXTRA_KEYS", "STATUSES", "FAILURE_STATUSES", "check_extra", "latency_stats",
+           "non_finite"]
 
 #: Every status a measurement can have.
 STATUSES = ("ok", "infeasible", "build_failed", "runtime_failed", "timeout", "crashed")
 #: Statuses that mean "no timing": the placement is stored as known-bad.
 FAILURE_STATUSES = STATUSES[1:]
+
+
+class Extra(TypedDict, total=False):
+    """The details a backend or the evaluator adds to a measurement (``Measurement.extra``): every key
+    placetune writes or reads, with its type. A key of a backend of its own starts with ``x_``;
+    a key that starts with ``_`` is private to one process. Any other key is unknown: an error
+    where :data:`STRICT_EXTRA` is on (the tests), and a type checker flags a misspelt key."""
+
+    # ---- every backend
+    notes: list[str]  # human notes (core remapping, loadable limit hits, what was assumed)
+    timed: str  # what the latency samples time
+    busy_ms: dict[str, float]  # device -> busy ms per frame (objective gpu_time)
+    period_ms: float  # pipeline/replicas: ms between frames in steady state
+    replicas: list[dict[str, Any]]  # replicas: one entry per instance (device, batch, fps...)
+    window_ms: float  # replicas: the window all instances ran together
+    latency_in_flight_ms: float  # pipeline: latency with frames_in_flight frames at once
+    energy_per_sample_mj: float  # energy per sample (a batch counts batch samples)
+    dla_ms: float  # per-layer profile: time on the DLA per inference
+    gpu_ms: float  # per-layer profile: time on the GPU per inference
+    engine_layer_times_ms: dict[str, float]  # TensorRT layer -> ms, as its profiler names it
+    profile_iterations: int  # inferences of the per-layer profiling run
+    realized_vs_predicted: dict[str, list[str]]  # layer -> [predicted, realised] where they differ
+    failure_class: str  # what kind of failure (stored in its own column)
+    # ---- the simulated Jetson
+    boundaries: int  # GPU<->DLA boundaries of the realised placement
+    boundary_ms: float  # their transfer time
+    islands: int  # DLA islands (loadables)
+    fused_layers: int  # layers fused into their producer
+    serial_sum_ms: float  # pipeline: the segments' times one after the other
+    build: Any  # simulated build: engines built and reused
+    power_w_by_device: dict[str, float]  # simulated power per device
+    sim_version: int  # version of the simulator's cost model
+    device_time_s: dict[str, float]  # simulated device time of the evaluation (build_s, time_s...)
+    # ---- the TensorRT and trtexec backends
+    trt_version: str
+    dla_core: int  # the DLA core of the engine (-1: none)
+    worker_seconds: float  # the worker's wall time for the job
+    helper_layers: dict[str, str]  # parser helper layers (no ONNX node) -> device
+    dla_path: str  # how the network was made DLA-ready
+    build_errors: list[str]
+    build_warnings: list[str]
+    build_log: list[str]
+    engine_bytes: int
+    plan_file: str  # the engine file written (save_plans)
+    traceback: str
+    parser_errors: list[str]
+    runtime_errors: list[str]
+    subgraph_limit: Any  # what the build log says of the DLA subgraph limit
+    dla_subgraphs: list[Any]
+    unmapped_log_names: list[str]  # build-log layer names matched to no ONNX node
+    engine_inspector: str  # the engine inspector's JSON (cut)
+    warmup_iterations: int
+    warmup_frames: int
+    int8_ranges: str  # calibration-cache or placeholder
+    stderr_tail: str
+    returncode: int
+    signal: str
+    engine_cache: dict[str, Any]  # pipeline/replicas: engine cache hits and misses
+    engines: list[dict[str, Any]]  # pipeline: one row per engine
+    cut_formats: dict[str, Any]  # pipeline: the cut tensors' types and formats
+    cut_formats_failed: str  # why the native cut formats did not build
+    gate: dict[str, Any]  # pipeline: the correctness gate's verdict
+    slots: Any  # pipeline: frames in flight the worker ran
+    frames_in_flight: int  # pipeline: frames in flight asked for
+    segments: int  # pipeline: engines chained
+    # ---- trtexec
+    commands: dict[str, list[str]]  # the build and time command lines
+    trtexec_errors: list[str]
+    trtexec_output_tail: list[str]
+    time_log: list[str]
+    summary: dict[str, Any]  # trtexec's performance summary
+    timed_iterations: int | None
+    engine_layers: int
+    power: dict[str, Any]  # the power rails' reading (or why none)
+    overlap_s: float  # replicas: how long all instances ran together
+    # ---- the evaluator
+    cache_hit: bool  # answered from the store
+    requested_key: str  # the key of the placement asked for
+    annotation: dict[str, Any]  # an agent's note for the callbacks (never stored)
+    network_latency_ms: dict[str, float]  # concurrent networks: latency per network
+    builds: list[dict[str, Any]]  # re-measurements: one entry per build
+    remeasured: int  # builds of this re-measurement
+    _id: int  # the measurement's id in the store (this process only)
+
+
+#: Every known key of ``Measurement.extra``.
+EXTRA_KEYS = frozenset(Extra.__annotations__)
+#: Unknown keys of ``Measurement.extra`` raise (the test suite turns it on: PLACETUNE_STRICT_EXTRA=1).
+STRICT_EXTRA = os.environ.get("PLACETUNE_STRICT_EXTRA", "") not in ("", "0")
+
+
+def check_extra(extra: Mapping[str, object] | None) -> None:
+    """Raise ValueError for a key of ``extra`` that :class:`Extra` does not know (where
+    :data:`STRICT_EXTRA` is on; ``x_`` and ``_`` keys are a backend's and a process's own)."""
+    if not STRICT_EXTRA or not extra:
+        return
+    unknown = [k for k in extra if k not in EXTRA_KEYS and not str(k).startswith(("x_", "_"))]
+    if unknown:
+        raise ValueError(f"unknown Measurement.extra key(s) {', '.join(map(repr, sorted(unknown)))}: "
+                         "add them to placetune.measurement.Extra, or start a backend's own key with x_")
 
 
 def latency_stats(samples_ms: list[float] | np.ndarray) -> dict[str, float]:
@@ -82,11 +185,12 @@ class Measurement:
     mode: str = "engine"
     precision: str = "fp16"
     batch: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Extra = field(default_factory=lambda: Extra())
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown measurement status {self.status!r}; one of {STATUSES}")
+        check_extra(self.extra)
         if self.latency_samples_ms and not self.latency_ms:
             self.latency_ms = latency_stats(self.latency_samples_ms)
         if self.status == "ok":

@@ -207,7 +207,7 @@ def dp_unavailable(evaluator: "Evaluator") -> str | None:
     s = evaluator.settings
     if s.mode != "engine":
         return f"the DP needs engine mode (additive costs); {s.mode} mode schedules segments concurrently"
-    if getattr(evaluator.backend, "name", "") != "simulate":
+    if not evaluator.backend.capabilities.cost_tables:
         return "the DP needs the simulated Jetson's public cost tables; hardware backends have none"
     obj = evaluator.objective
     if obj.constraints:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# An unknown Measurement.extra key is an error in the tests (and their subprocesses): a misspelt
+# key would otherwise read as a silent None.
+os.environ["PLACETUNE_STRICT_EXTRA"] = "1"
+import placetune.measurement  # noqa: E402
+
+placetune.measurement.STRICT_EXTRA = True
 
 DATA = Path(__file__).parent / "data"
 

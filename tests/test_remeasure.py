@@ -10,6 +10,7 @@ import statistics
 import pytest
 
 from placetune import ConfigError, Evaluator, Placement, Store
+from placetune.backends.base import BackendBase
 from placetune.backends.registry import get_backend
 from placetune.measurement import Measurement
 from placetune.tuning.remeasure import combine_builds
@@ -117,8 +118,8 @@ def test_remeasure_of_an_unmeasured_or_failed_placement_is_a_one_line_error(tmp_
     if what == "failed":  # a build that fails on the device
         sim = get_backend("simulate")
 
-        class Failing:
-            name, simulated, fingerprint = sim.name, True, sim.fingerprint
+        class Failing(BackendBase):
+            name, capabilities, fingerprint = sim.name, sim.capabilities, sim.fingerprint
 
             def measure(self, r, platform, settings):
                 return Measurement.failure("build_failed", "builder crashed", simulated=True)

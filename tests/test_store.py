@@ -72,7 +72,7 @@ def ok_measurement(model: Model, i: int = 0, *, simulated: bool = True) -> Measu
         mode="engine",
         precision="fp16",
         batch=1,
-        extra={"note": "hand made", "nested": {"a": [1, 2.5, None]}},
+        extra={"x_note": "hand made", "x_nested": {"a": [1, 2.5, None]}},
     )
 
 
@@ -284,7 +284,7 @@ def test_lookup_returns_fresh_objects(db_path, model):
         store.record(st, "r", "k", ok_measurement(model))
         a = store.lookup(*st.scope, "k")
         a.latency_samples_ms.append(99.0)
-        a.extra["nested"]["a"].clear()
+        a.extra["x_nested"]["a"].clear()
         assert store.lookup(*st.scope, "k") == ok_measurement(model)
 
 
@@ -310,14 +310,14 @@ def test_numpy_values_and_unstorable_values(db_path, model):
     np = pytest.importorskip("numpy")
     m = ok_measurement(model)
     m.latency_samples_ms = list(np.array([1.0, 2.0, 4.0]))
-    m.extra = {"hist": np.arange(3), "scale": np.float32(0.5)}
+    m.extra = {"x_hist": np.arange(3), "x_scale": np.float32(0.5)}
     with Store(db_path, cache_size=0) as store:
         st = open_study(store, model)
         store.record(st, "r", "k", m)
         got = store.lookup(*st.scope, "k")
-        assert got.latency_samples_ms == [1.0, 2.0, 4.0] and got.extra == {"hist": [0, 1, 2], "scale": 0.5}
+        assert got.latency_samples_ms == [1.0, 2.0, 4.0] and got.extra == {"x_hist": [0, 1, 2], "x_scale": 0.5}
         bad = ok_measurement(model)
-        bad.extra = {"handle": object()}
+        bad.extra = {"x_handle": object()}
         with pytest.raises(ConfigError, match="cannot be stored as JSON"):
             store.record(st, "r2", "k2", bad)
         with pytest.raises(StoreError, match="measurement id 12345"):
@@ -822,3 +822,20 @@ def test_a_study_stored_under_the_legacy_model_hash_resumes_with_its_measurement
         assert again.extra["cache_hit"] and again.latency_ms == first.latency_ms
         assert ev.store.study("old").model_hash == model.hash
         assert len(ev.store.measurements("old")) == 1  # measured once, by the older placetune
+
+
+def test_an_unknown_extra_key_is_an_error_in_the_tests_and_old_rows_still_read(db_path, model):
+    """A misspelt ``Measurement.extra`` key fails where the tests run (PLACETUNE_STRICT_EXTRA), made or
+    stored; a backend's own ``x_`` keys and the known keys are fine, and a stored row reads back."""
+    with pytest.raises(ValueError, match="unknown Measurement.extra key.*'boundry_ms'"):
+        Measurement("ok", latency_samples_ms=[1.0], extra={"boundry_ms": 0.2})
+    m = ok_measurement(model)
+    m.extra["perid_ms"] = 3.0  # changed after it was made: refused when stored
+    with Store(db_path, cache_size=0) as store:
+        st = open_study(store, model)
+        with pytest.raises(ConfigError, match="'perid_ms'"):
+            store.record(st, "r", "k", m)
+        del m.extra["perid_ms"]
+        m.extra.update(period_ms=3.0, x_mine=1)
+        store.record(st, "r", "k", m)
+        assert store.lookup(*st.scope, "k").extra["period_ms"] == 3.0

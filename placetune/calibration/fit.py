@@ -395,7 +395,7 @@ class FitResult:
 
 
 def _unidentified(params: _Params, info: np.ndarray, obs: Sequence[Observation], contention_ok: bool) -> tuple[list[str], tuple[int, int]]:
-    L, C = params.L, len(OP_CLASSES)
+    L = params.L
     cls = np.asarray(params.cls, dtype=np.intp)
     out = []
     present = set()

@@ -175,13 +175,25 @@ def _settings_from_args(args: argparse.Namespace):
     )
 
 
-def _calibration_cache(path: str, backend: str | None) -> str:
-    """``--calibration-cache``: an existing file, for a backend that builds engines."""
+def _takes_calibration_cache(name: str) -> bool:
+    from placetune.backends.registry import backend_capabilities
     from placetune.errors import ConfigError
 
-    if backend not in ("tensorrt", "trtexec"):
-        raise ConfigError(f"--calibration-cache is for the tensorrt and trtexec backends (INT8 builds), not "
-                          f"{backend or 'simulate'!r}: the simulated Jetson has no INT8 ranges to calibrate")
+    try:
+        return backend_capabilities(name).calibration_cache
+    except ConfigError:  # a backend that cannot be imported or declares nothing
+        return False
+
+
+def _calibration_cache(path: str, backend: str | None) -> str:
+    """``--calibration-cache``: an existing file, for a backend that builds engines."""
+    from placetune.backends.registry import backend_capabilities, backend_names
+    from placetune.errors import ConfigError
+
+    if not backend_capabilities(backend or "simulate").calibration_cache:
+        takers = [n for n in backend_names() if _takes_calibration_cache(n)]
+        raise ConfigError(f"--calibration-cache is for the {' and '.join(takers)} backends (INT8 builds), not "
+                          f"{backend or 'simulate'!r}: it builds no engine with INT8 ranges to calibrate")
     from placetune.files.read import check_regular
 
     check_regular(path, "calibration cache")
@@ -441,7 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames-in-flight", type=int, default=1, help="pipeline mode: frames in flight")
     p.add_argument("--noise", type=float, default=0.0, help="simulated timing noise (relative sd)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--backend", default="simulate", help="simulate | tensorrt | trtexec")
+    p.add_argument("--backend", default="simulate",
+                   help="simulate | tensorrt | trtexec, or a backend a package adds (entry point group "
+                        "placetune.backends)")
     p.add_argument("--timeline", action="store_true", help="include the timeline events in --json")
     p.add_argument("--samples", action="store_true", help="include every latency sample in --json")
     p.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
@@ -485,7 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, help="batch: of a zoo model, or the open leading dimension of a file's "
                    "inputs (a file with a static batch takes --shape)")
     p.add_argument("--platform")
-    p.add_argument("--backend", help="simulate | tensorrt | trtexec")
+    p.add_argument("--backend", help="simulate | tensorrt | trtexec, or a backend a package adds (entry point "
+                                     "group placetune.backends)")
     p.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"))
     p.add_argument("--objective", help="latency | throughput | energy | gpu_time | latency+energy")
     p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",

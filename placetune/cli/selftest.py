@@ -192,10 +192,10 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                          save_plans=out / "plans", **timing) if not no_trt else None
     tx = None
     if trtexec:
-        from placetune.backends.registry import get_backend
+        from placetune.backends.trtexec.backend import TrtexecBackend  # its time_plan, beyond the contract
 
-        tx = get_backend("trtexec", trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
-                         **(dict(warmup_ms=5.0, iterations=10, duration_s=0.0) if quick else {}))
+        tx = TrtexecBackend(trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
+                            **(dict(warmup_ms=5.0, iterations=10, duration_s=0.0) if quick else {}))
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
 

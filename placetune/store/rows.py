@@ -8,7 +8,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from placetune.errors import StoreError
-from placetune.measurement import STATUSES, Measurement, non_finite
+from placetune.measurement import STATUSES, Measurement, check_extra, non_finite
 from placetune.store.packing import pack_fields, shared_keys, shared_values, unpack_fields
 from placetune.store.records import MeasurementRecord
 from placetune.store.schema import MeasurementRow, StudyRow, finite_or_none
@@ -72,6 +72,7 @@ def split_measurement(m: Measurement) -> tuple[dict[str, Any], dict[str, Any]]:
     the failure :class:`~placetune.measurement.Measurement` makes of it, never as ``ok``."""
     if m.ok and non_finite(m) is not None:
         m = replace(m)  # __post_init__ turns it into a runtime_failed measurement with the reason
+    check_extra(m.extra)  # what a measurement gained after it was made (strict in the tests)
     d = _fields(m)
     payload = {k: v for k, v in d.items() if k not in _COLUMN_FIELDS}
     for k in _FLOAT_FIELDS:  # keep what a float column would not give back exactly

@@ -123,6 +123,7 @@ class Evaluator:
         constraints: Any = None,
         **options: Any,
     ) -> None:
+        from placetune.backends.base import check_backend
         from placetune.backends.registry import get_backend
         from placetune.hardware.platforms import get_platform
         from placetune.store.store import Store
@@ -133,7 +134,7 @@ class Evaluator:
         #: the networks of a concurrent study's merged model ([] for one network)
         self.networks = networks_in(self.model)
         self.platform = get_platform(platform) if isinstance(platform, str) else platform
-        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        self.backend = get_backend(backend) if isinstance(backend, str) else check_backend(backend)
         if settings is None and "trt_version" not in options:
             options["trt_version"] = self.platform.default_trt_version
         self.settings = settings or Settings(mode=mode, precision=precision, **options)
@@ -141,6 +142,11 @@ class Evaluator:
             raise ConfigError(f"power_mode {str(self.settings.power_mode)[:40]!r}: {self.platform.name} has the "
                               f"power modes {', '.join(self.platform.power_modes)}")
         self.objective = get_objective(objective, constraints)
+        measured = self.backend.capabilities.objectives
+        cannot = [n for n in self.objective.names if n not in measured]
+        if cannot:  # else every measurement's objective would be None: declared, so refused here
+            raise ConfigError(f"objective {self.objective.name!r}: the {self.backend.name} backend does not measure "
+                              f"{' or '.join(cannot)}; it measures {', '.join(measured)}")
         check_networks(self.objective.constraints, self.networks)  # every name checked against what exists
         if isinstance(store, Store):
             self.store = store
@@ -366,9 +372,8 @@ class Evaluator:
                               f"{why}; only a placement with an ok measurement is re-measured")
         key = r.realized.key
         nxt = next_build_number(stored)
-        advance = getattr(self.backend, "advance_builds", None)  # the simulator's build counter
-        if nxt is not None and advance is not None:
-            advance(key, self.settings.mode, nxt)
+        if nxt is not None and self.backend.capabilities.build_counter:  # the simulator's build counter
+            self.backend.advance_builds(key, self.settings.mode, nxt)
         new: list[Measurement] = []
         for _ in range(builds):
             self.stats.requested += 1

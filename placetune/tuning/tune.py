@@ -103,10 +103,9 @@ class Tuner:
             options["device_profile"] = cfg.device_profile
         backend = get_backend(cfg.backend, **options)
         options = dict(cfg.settings)
-        probe = getattr(backend, "probe", None)
-        if not backend.simulated and "trt_version" not in options and probe is not None:
+        if backend.capabilities.probe and "trt_version" not in options:
             # apply the DLA rules of the TensorRT the worker really has (11.x needs the full version)
-            version = probe().get("trt_version")
+            version = backend.probe().get("trt_version")
             if version:
                 options["trt_version"] = version if version.startswith("11") else ".".join(version.split(".")[:2])
         from placetune.hardware.platforms import get_platform

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from placetune.backends.simulate.graph import NORM_PASSES, GraphInfo, graph_info, op_class, padding_eff
+from placetune.backends.simulate.graph import GraphInfo, graph_info, op_class, padding_eff
 
 if TYPE_CHECKING:
     from placetune.model.model import Model

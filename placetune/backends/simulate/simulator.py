@@ -43,6 +43,7 @@ from placetune.backends.simulate.build_time import BuildClock, engine_specs
 from placetune.backends.simulate.schedule import Task, run, run_closed_loops
 from placetune.backends.simulate.steady import steady_state
 
+from placetune.backends.base import BackendBase, Capabilities
 from placetune.settings import resolve_replicas
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ _MIN_MS = 1e-3
 _MAX_EVENTS = 2000
 
 
-class SimulatedJetson:
+class SimulatedJetson(BackendBase):
     """The ``simulate`` backend: turns a realised placement into a simulated Measurement.
 
     Modes (``settings.mode``): ``engine`` (one engine, segments run one after the other),
@@ -84,12 +85,17 @@ class SimulatedJetson:
             Its ``base`` must be the platform measured. Part of the fingerprint.
         noise: relative timing noise that overrides ``settings.noise`` (None: use the settings').
             Part of the fingerprint when set.
+        device_profile: the same as ``profile`` (the option's name in ``get_backend`` and the CLI).
     """
 
     name = "simulate"
-    simulated = True
+    capabilities = Capabilities(simulated=True, objectives=("latency", "throughput", "energy", "gpu_time"),
+                                build_counter=True, device_profile=True, cost_tables=True)
 
-    def __init__(self, timeline: bool = True, profile: Any = None, noise: float | None = None) -> None:
+    def __init__(self, timeline: bool = True, profile: Any = None, noise: float | None = None,
+                 device_profile: Any = None) -> None:
+        if device_profile is not None:
+            profile = device_profile
         self.timeline = bool(timeline)
         if profile is not None and not hasattr(profile, "layer_factors"):
             from placetune.calibration.profile import load_device_profile

@@ -40,10 +40,10 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from placetune.errors import BackendError, ConfigError
-from placetune.measurement import Measurement
+from placetune.measurement import Extra, Measurement
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
@@ -51,8 +51,15 @@ from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerC
 from placetune.backends.tensorrt.worker_devices import is_helper_name
 from placetune.backends.tensorrt.worker_names import is_placement_line
 
-from placetune.backends.base import default_cache_dir
-from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
+from placetune.backends.base import ALL_MODES, Capabilities, default_cache_dir
+from placetune.backends.jetson import (
+    JetsonBackend,
+    UNEXPLAINED_FALLBACK,
+    device_fingerprint,
+    prepared_onnx,
+    realized_vs_predicted,
+    untyped_int8,
+)
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -120,7 +127,7 @@ def _normalise_pools(pools: dict[str, int] | None) -> dict[str, int]:
 # =========================================================================================
 # the backend
 # =========================================================================================
-class TensorRTBackend:
+class TensorRTBackend(JetsonBackend):
     """Build and time placements with TensorRT (Python API) in an isolated worker process.
 
     Modes: ``engine`` (one engine, one DLA core), ``pipeline`` (one engine per segment,
@@ -174,7 +181,9 @@ class TensorRTBackend:
     """
 
     name = "tensorrt"
-    simulated = False
+    # gpu_time: the pipeline's GPU busy time per frame; no energy (the worker samples no power rails)
+    capabilities = Capabilities(simulated=False, modes=ALL_MODES, objectives=("latency", "throughput", "gpu_time"),
+                                probe=True, calibration_cache=True)
 
     def __init__(
         self,
@@ -246,7 +255,6 @@ class TensorRTBackend:
         self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s,
                                RecycleLimits.from_options(worker_recycle))
         self._probe: dict[str, Any] | None = None
-        self._warned: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -276,11 +284,6 @@ class TensorRTBackend:
         self._probe = reply.result
         return self._probe
 
-    def _warn_once(self, key: str, msg: str, *args: Any) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(msg, *args)
-
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
         """TensorRT version, L4T/JetPack, module, power mode and whether clocks are locked.
 
@@ -294,24 +297,7 @@ class TensorRTBackend:
                 f"TensorRT cannot be used by {self.worker_python}: {p.get('trt_error')}. Run `placetune doctor`; "
                 "on JetPack create the venv with --system-site-packages, or pass --worker-python /usr/bin/python3"
             )
-        fp: dict[str, Any] = {
-            "backend": "tensorrt",
-            "trt_version": version,
-            "platform": platform.name,
-            "dla_cores": p.get("num_dla_cores"),
-            "l4t": trt_env.read_l4t(),
-            "jetpack": trt_env.read_jetpack(),
-            "module": trt_env.read_module(),
-            "power_mode": trt_env.read_power_mode(),
-            "clocks_locked": trt_env.read_clocks(),
-        }
-        if fp["clocks_locked"] is not True:
-            state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
-            self._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
-                            "(and check with `sudo jetson_clocks --show`)", state)
-        if fp["power_mode"] is not None and fp["power_mode"] != settings.power_mode:
-            self._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
-                            "set it with `sudo nvpmodel -m <id>`", fp["power_mode"], settings.power_mode)
+        fp = device_fingerprint(self, version, platform, settings, dla_cores=p.get("num_dla_cores"))
         rules = _rules_version(version)
         if _rules_version(settings.trt_version, len(rules.split("."))) != rules:
             self._warn_once("trtver", "DLA rules are for TensorRT %s but the worker has TensorRT %s; "
@@ -354,22 +340,17 @@ class TensorRTBackend:
                 realized=predicted, **base)
         major = _version_tuple(version)[0]
         strongly_typed = major >= 11
-        if strongly_typed and settings.precision == "int8" and not source_has_qdq(model):
-            return Measurement.failure(
-                "infeasible",
-                f"TensorRT {version} builds strongly typed networks only: int8 needs an ONNX model with Q/DQ "
-                "(QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
-                "TensorRT Model Optimizer) or use precision fp16.", **base)
+        refused = untyped_int8(model, settings.precision, version, strongly_typed, base)
+        if refused is not None:
+            return refused
         if settings.mode in ("pipeline", "replicas"):
             from placetune.backends.tensorrt import pipeline as trt_pipeline
 
             run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
             return run(self, r, platform, settings, base, version, cores)
-        try:
-            onnx_path = prepare_onnx(model, self.cache_dir, fp16=strongly_typed and settings.precision == "fp16")
-        except Exception as exc:  # noqa: BLE001
-            return Measurement.failure("build_failed", f"cannot prepare the ONNX file for TensorRT: "
-                                       f"{type(exc).__name__}: {exc}", **base)
+        onnx_path = prepared_onnx(model, self.cache_dir, settings.precision, strongly_typed, "TensorRT", base)
+        if isinstance(onnx_path, Measurement):
+            return onnx_path
         job = {
             "op": "measure",
             "onnx": str(onnx_path),
@@ -449,10 +430,9 @@ class TensorRTBackend:
         fallback = dict(r.fallback)
         for n, d in predicted.items():
             if d != "GPU" and realized is not None and realized[n] == "GPU":
-                fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
-        diff = {n: [predicted[n], realized[n]] for n in predicted if realized is not None and predicted[n] != realized[n]}
+                fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
         extra.update(
-            realized_vs_predicted=diff,
+            realized_vs_predicted=realized_vs_predicted(predicted, realized),
             subgraph_limit=loc.subgraph_limit,
             dla_subgraphs=loc.subgraphs,
             unmapped_log_names=loc.unmapped[:50],
@@ -485,7 +465,7 @@ class TensorRTBackend:
         return Measurement(
             status="ok", latency_samples_ms=samples, throughput_fps=fps, realized=realized, fallback=fallback,
             dla_loadables=loadables, segment_times_ms=prof.segments, layer_times_ms=prof.layer_times_ms,
-            build_seconds=build_s, extra=extra, **base,
+            build_seconds=build_s, extra=cast(Extra, extra), **base,  # keys checked where strict
         )
 
     def _reply_failure(self, reply: WorkerReply, base: dict[str, Any], extra: dict[str, Any],

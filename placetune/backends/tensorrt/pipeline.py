@@ -40,6 +40,7 @@ from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locat
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
 from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
+from placetune.backends.jetson import UNEXPLAINED_FALLBACK, realized_vs_predicted
 from placetune.backends.tensorrt.worker_names import is_placement_line
 
 from placetune.settings import resolve_replicas
@@ -158,7 +159,7 @@ def _realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[
         on_dla = loc.devices.get(n) == "DLA" if n in loc.devices else True
         realized[n] = target if on_dla else "GPU"
         if not on_dla:
-            fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
+            fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
     return loc.loadables, loc.subgraphs
 
 
@@ -370,7 +371,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
                      f"TensorRT's default FP32 linear I/O (GPU reformats at every cut): {formats_failed}")
     for row, info in zip(rows, infos):
         row["io_formats"] = info.get("io_formats") or {}
-    extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
+    extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     if notes:
         extra["notes"] = notes
     if res.get("traceback"):
@@ -555,7 +556,7 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
         notes.append("no DLA replica: every layer ran on the GPU replica")
     if notes:  # with what _realised said of each DLA replica's build log
         extra["notes"] = notes
-    extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
+    extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     extra["timed"] = TIMED
     common_kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                      extra=extra, **base)

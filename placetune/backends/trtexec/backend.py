@@ -60,8 +60,8 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Measurement
-from placetune.backends.base import default_cache_dir
-from placetune.backends.tensorrt import env as trt_env
+from placetune.backends.base import Capabilities, default_cache_dir
+from placetune.backends.jetson import JetsonBackend, device_fingerprint
 from placetune.backends.trtexec.command import version_tuple
 from placetune.backends.trtexec.engine import Engine, measure_engine, time_built
 from placetune.backends.trtexec.find import find_trtexec
@@ -89,7 +89,7 @@ _RUN_IDS = itertools.count()
 # =========================================================================================
 # the backend
 # =========================================================================================
-class TrtexecBackend:
+class TrtexecBackend(JetsonBackend):
     """Build and time placements with ``trtexec`` (engine and replicas modes).
 
     Args:
@@ -128,7 +128,8 @@ class TrtexecBackend:
     """
 
     name = "trtexec"
-    simulated = False
+    capabilities = Capabilities(simulated=False, modes=("engine", "replicas"),
+                                objectives=("latency", "throughput", "energy"), calibration_cache=True)
 
     def __init__(
         self,
@@ -189,19 +190,9 @@ class TrtexecBackend:
         self.run_args = [str(a) for a in run_args or []]
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self.keep_files = bool(keep_files)
-        self._warned: set[str] = set()
 
     def __repr__(self) -> str:
         return f"TrtexecBackend(trtexec={self.trtexec!r}, trt_version={self.trt_version!r})"
-
-    def close(self) -> None:
-        """Nothing to release (each measurement's processes have ended)."""
-
-    def __enter__(self) -> "TrtexecBackend":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ probing
     def environ(self) -> dict[str, str]:
@@ -235,11 +226,6 @@ class TrtexecBackend:
         self.trt_version = version
         return version
 
-    def _warn_once(self, key: str, msg: str, *args: Any) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(msg, *args)
-
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
         """``backend``, TensorRT version, L4T/JetPack, module, power mode, locked clocks.
 
@@ -247,22 +233,7 @@ class TrtexecBackend:
             BackendError: the version of trtexec cannot be read.
         """
         version = self.version()
-        fp: dict[str, Any] = {
-            "backend": "trtexec",
-            "trt_version": version,
-            "platform": platform.name,
-            "l4t": trt_env.read_l4t(),
-            "jetpack": trt_env.read_jetpack(),
-            "module": trt_env.read_module(),
-            "power_mode": trt_env.read_power_mode(),
-            "clocks_locked": trt_env.read_clocks(),
-        }
-        if fp["clocks_locked"] is not True:
-            state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
-            self._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks`", state)
-        if fp["power_mode"] is not None and fp["power_mode"] != settings.power_mode:
-            self._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
-                            "set it with `sudo nvpmodel -m <id>`", fp["power_mode"], settings.power_mode)
+        fp = device_fingerprint(self, version, platform, settings)
         have = version_tuple(version)[:2]
         want = version_tuple(settings.trt_version)[:2]
         if have != want:

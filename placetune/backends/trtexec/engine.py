@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 from placetune.model.model import refuse_renamed
 from placetune.errors import PlacementError
 from placetune.measurement import Measurement, latency_stats
-from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
+from placetune.backends.jetson import (
+    UNEXPLAINED_FALLBACK,
+    prepared_onnx,
+    realized_vs_predicted,
+    untyped_int8,
+)
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
 from placetune.backends.tensorrt.placement_known import decide, mark_known
 from placetune.backends.trtexec.command import (
@@ -187,17 +192,10 @@ def onnx_file(cache_dir: Path, model: "Model", settings: "Settings", version: st
               base: dict[str, Any]) -> Path | Measurement:
     """The ONNX file trtexec builds from (prepared as for the TensorRT backend), or a failure."""
     typed = strongly_typed(version_tuple(version))
-    if typed and settings.precision == "int8" and not source_has_qdq(model):
-        return Measurement.failure(
-            "infeasible",
-            f"TensorRT {version} builds strongly typed networks only (no --int8): int8 needs an ONNX model with "
-            "Q/DQ (QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
-            "TensorRT Model Optimizer) or use precision fp16.", **base)
-    try:
-        return prepare_onnx(model, cache_dir, fp16=typed and settings.precision == "fp16")
-    except Exception as exc:  # noqa: BLE001
-        return Measurement.failure("build_failed", f"cannot prepare the ONNX file for trtexec: "
-                                   f"{type(exc).__name__}: {exc}", **base)
+    refused = untyped_int8(model, settings.precision, version, typed, base, " (no --int8)")
+    if refused is not None:
+        return refused
+    return prepared_onnx(model, cache_dir, settings.precision, typed, "trtexec", base)
 
 
 def placement_args(r: "Realisation", platform: "Platform", settings: "Settings", version: str,
@@ -363,12 +361,11 @@ def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str] | None, dict
     fallback = {n: loc.fallback.get(n, why) for n, why in r.fallback.items()}
     for n, d in predicted.items():
         if d != "GPU" and realized.get(n) == "GPU":
-            fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
+            fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
     for n in list(fallback):
         if realized and realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
-    extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted
-                                      if n in realized and predicted[n] != realized[n]}
+    extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     extra["dla_loadables"] = known.loadables
     extra["subgraph_limit"] = loc.subgraph_limit
     extra["dla_subgraphs"] = loc.subgraphs

@@ -1,0 +1,97 @@
+"""What the two backends that measure on the Jetson itself (``tensorrt`` and ``trtexec``) share:
+the device part of their fingerprint with its warnings, the ONNX file TensorRT builds from
+(refusing INT8 without Q/DQ on strongly typed TensorRT), and the comparison of a realised placement
+(read by :mod:`placetune.backends.tensorrt.placement_known`) with placetune's prediction."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placetune.backends.base import BackendBase, Capabilities
+from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
+from placetune.backends.tensorrt import env as trt_env
+from placetune.measurement import Measurement
+
+if TYPE_CHECKING:
+    from placetune.hardware.platforms import Platform
+    from placetune.model.model import Model
+    from placetune.settings import Settings
+
+__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "device_fingerprint", "prepared_onnx", "untyped_int8",
+           "realized_vs_predicted"]
+
+log = logging.getLogger(__name__)
+
+#: Why a layer asked on a DLA is on the GPU when the build log gives no reason.
+UNEXPLAINED_FALLBACK = "TensorRT ran it on the GPU (no reason in the build log)"
+
+
+class JetsonBackend(BackendBase):
+    """Base of the backends that build and time engines on the Jetson: real figures, INT8
+    calibration caches, warnings given once per backend."""
+
+    capabilities = Capabilities(simulated=False, calibration_cache=True)
+
+    def _warn_once(self, key: str, msg: str, *args: Any) -> None:
+        warned: set[str] = self.__dict__.setdefault("_warned", set())
+        if key not in warned:
+            warned.add(key)
+            log.warning(msg, *args)
+
+
+def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform", settings: "Settings",
+                       **more: Any) -> dict[str, Any]:
+    """``backend``, ``trt_version``, ``platform`` (then ``more``), L4T/JetPack, module, power mode and
+    whether clocks are locked; warns (once) about unlocked clocks and a power mode the study did not ask for."""
+    fp: dict[str, Any] = {
+        "backend": backend.name,
+        "trt_version": version,
+        "platform": platform.name,
+        **more,
+        "l4t": trt_env.read_l4t(),
+        "jetpack": trt_env.read_jetpack(),
+        "module": trt_env.read_module(),
+        "power_mode": trt_env.read_power_mode(),
+        "clocks_locked": trt_env.read_clocks(),
+    }
+    if fp["clocks_locked"] is not True:
+        state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
+        backend._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
+                           "(and check with `sudo jetson_clocks --show`)", state)
+    if fp["power_mode"] is not None and fp["power_mode"] != settings.power_mode:
+        backend._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
+                           "set it with `sudo nvpmodel -m <id>`", fp["power_mode"], settings.power_mode)
+    return fp
+
+
+def untyped_int8(model: "Model", precision: str, version: str, strongly_typed: bool, base: dict[str, Any],
+                 int8_flag: str = "") -> Measurement | None:
+    """``infeasible`` for INT8 on a strongly typed TensorRT (11 on) when the model has no Q/DQ nodes, else None."""
+    if strongly_typed and precision == "int8" and not source_has_qdq(model):
+        return Measurement.failure(
+            "infeasible",
+            f"TensorRT {version} builds strongly typed networks only{int8_flag}: int8 needs an ONNX model with "
+            "Q/DQ (QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
+            "TensorRT Model Optimizer) or use precision fp16.", **base)
+    return None
+
+
+def prepared_onnx(model: "Model", cache_dir: Path, precision: str, strongly_typed: bool, tool: str,
+                  base: dict[str, Any]) -> Path | Measurement:
+    """The ONNX file TensorRT builds ``model`` from (FP16 weights for a strongly typed FP16 build),
+    or ``build_failed`` when it cannot be prepared."""
+    try:
+        return prepare_onnx(model, cache_dir, fp16=strongly_typed and precision == "fp16")
+    except Exception as exc:  # noqa: BLE001
+        return Measurement.failure("build_failed", f"cannot prepare the ONNX file for {tool}: "
+                                   f"{type(exc).__name__}: {exc}", **base)
+
+
+def realized_vs_predicted(predicted: dict[str, str], realized: dict[str, str] | None) -> dict[str, list[str]]:
+    """Layer -> ``[predicted, realised]`` where TensorRT disagreed with placetune's DLA rules (nothing where
+    the realised placement is unknown, ``None``, or does not name the layer)."""
+    if not realized:
+        return {}
+    return {n: [predicted[n], realized[n]] for n in predicted if n in realized and predicted[n] != realized[n]}
