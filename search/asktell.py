@@ -37,7 +37,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from placetune.measurement import Measurement
 from placetune.placement.placement import Placement
@@ -281,7 +281,7 @@ class LoopAskTell:
             if msg is None:  # the loop runs (the study was interrupted): wait until it asks or ends
                 msg = self._to_study.get()
             if msg[0] == "done":
-                self._result = msg[1]
+                self._result = cast("SearchResult | None", msg[1])
             if msg[0] != "ask":
                 break
             self._to_agent.put(("throw", self._closing() if thrown < 100 else _Closed()))

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from optuna.distributions import BaseDistribution
     import optuna
 
     from placetune.measurement import Measurement
@@ -139,7 +140,7 @@ class FleetSteps:
 
         try:
             params = self.optuna.params(proposal.placement)
-            dists = {k: d for k, d in self._dists.items() if k in params}
+            dists: dict[str, "BaseDistribution"] = {k: d for k, d in self._dists.items() if k in params}
             self.study.enqueue_trial(params, user_attrs={"proposal": proposal.kind})
             with warnings.catch_warnings():  # "heartbeat ... with Study.optimize": this worker records them
                 warnings.simplefilter("ignore", UserWarning)

@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Extra, Measurement
-from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply

@@ -46,6 +46,8 @@ class CudaError(RuntimeError):
 class Cuda(object):
     """The interface. ``name`` is ``cuda-python`` or ``pycuda``; ``version`` its version."""
 
+    counts = {}  # type: Dict[str, int]  # what the layer holds: each binding's __init__ sets its own
+
     name = ""
     version = ""
 

@@ -201,7 +201,7 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
                 block7 = msg
                 continue
             s7 = _STAT7.match(msg) if block7 else None
-            if s7:
+            if s7 and block7:
                 _read_stat7(out, block7, s7)
                 continue
             if msg and not s7:

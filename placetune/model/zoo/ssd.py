@@ -98,18 +98,23 @@ def _head(g: _Graph, batch: int, feats: list[tuple[str, int, int]], name: str, k
     return g.op("Concat", outs, scope, axis=1)
 
 
+def _in_block(*prefix: str) -> Callable[[int], list[str]]:
+    """The scopes of an inverted residual block's layers: ``prefix/block/block.i``."""
+    return lambda i: [*prefix, "block", f"block.{i}"]
+
+
 def _ssdlite_mobilenetv3(g: _Graph, batch: int) -> _Net:
     """torchvision ssdlite320_mobilenet_v3_large's backbone and head on 3x320x320: box regressions
     [N, 3234, 4] and class logits [N, 3234, 91] (6 anchors on 20, 10, 5, 3, 2 and 1 square maps)."""
     f0, f1 = ["backbone", "features.0"], ["backbone", "features.1"]
     x = _cna(g, "images", [*f0, "features.0.0"], 3, 16, 3, 2, act="hardswish")
     for n, cfg in enumerate(_BLOCKS[:12], start=1):
-        x = _block(g, x, cfg, lambda i, n=n: [*f0, f"features.0.{n}", "block", f"block.{i}"])
+        x = _block(g, x, cfg, _in_block(*f0, f"features.0.{n}"))
     c4 = _BLOCKS[12]  # the C4 block: its expansion ends features.0, the 20x20 map the head reads
     p20 = _cna(g, x, [*f0, "features.0.13"], c4[0], c4[2], 1, act="hardswish")
     x = _block(g, x, c4, lambda i: [*f1, "features.1.0", f"features.1.0.{i}"], first=1, y=p20)
     for n, cfg in enumerate(_BLOCKS[13:], start=1):
-        x = _block(g, x, cfg, lambda i, n=n: [*f1, f"features.1.{n}", "block", f"block.{i}"])
+        x = _block(g, x, cfg, _in_block(*f1, f"features.1.{n}"))
     x = _cna(g, x, [*f1, "features.1.3"], 80, 480, 1, act="hardswish")
     feats = [(p20, 672, 20), (x, 480, 10)]
     cin, side = 480, 10
