@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Extra, Measurement
+from placetune.memo import Memo
+from placetune.placement.cut import load_source
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
@@ -61,7 +63,10 @@ from placetune.backends.jetson import (
 )
 
 if TYPE_CHECKING:
+    import onnx
+
     from placetune.hardware.platforms import Platform
+    from placetune.model.model import Model
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
 
@@ -250,10 +255,15 @@ class TensorRTBackend(JetsonBackend):
         self.cut_formats = bool(cut_formats)
         self.test_wrong_cut = bool(test_wrong_cut)
         self.save_plans = Path(save_plans) if save_plans is not None else None
-        self._sources: dict[str, Any] = {}
+        self._sources: Memo["onnx.ModelProto"] = Memo(1)  # the last model's ONNX with weights
         self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s,
                                RecycleLimits.from_options(worker_recycle))
         self._probe: dict[str, Any] | None = None
+
+    def source_onnx(self, model: "Model") -> "onnx.ModelProto":
+        """The model's ONNX with its weights, which a pipeline cuts and a replica rebatches (the last
+        model's kept in memory)."""
+        return self._sources.get(model.hash) or self._sources.put(model.hash, load_source(model))
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placetune.placement.cut import SegmentModel, cut, load_source, swap_inputs, with_batch
+from placetune.placement.cut import SegmentModel, cut, swap_inputs, with_batch
 from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
@@ -106,16 +106,6 @@ def int8_ranges(source: "onnx.ModelProto") -> dict[str, float]:
             if o:
                 out.setdefault(o, 2.0 if node.op_type in _POOLING else 4.0)
     return out
-
-
-def _source(be: "TensorRTBackend", model: "Model") -> "onnx.ModelProto":
-    """The model's ONNX with weights (one kept in memory per backend)."""
-    found = be._sources.get(model.hash)
-    if found is None:
-        found = load_source(model)
-        be._sources.clear()
-        be._sources[model.hash] = found
-    return found
 
 
 def _spec(be: "TensorRTBackend", cache: EngineCache, name: str, device: str, onnx_path: Path, content: str,
@@ -207,7 +197,7 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     fp16 = common["strongly_typed"] and settings.precision == "fp16"
     cache = EngineCache(be.cache_dir)
     try:
-        source = _source(be, model)
+        source = be.source_onnx(model)
         cuts = cut(model, segments, source)
         if be.test_wrong_cut:
             cuts = _wrong_cut(cuts)
@@ -474,7 +464,7 @@ def _prepare_batch(be: "TensorRTBackend", model: "Model", batch: int, fp16: bool
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    proto = with_batch(model, batch, None if model.zoo else _source(be, model))
+    proto = with_batch(model, batch, None if model.zoo else be.source_onnx(model))
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
     os.replace(tmp, target)
