@@ -39,7 +39,14 @@ class Extra(TypedDict, total=False):
     engine_layer_times_ms: dict[str, float]  # TensorRT layer -> ms, as its profiler names it
     profile_iterations: int  # inferences of the per-layer profiling run
     realized_vs_predicted: dict[str, list[str]]  # layer -> [predicted, realised] where they differ
-    failure_class: str  # what kind of failure (stored in its own column)
+    failure_class: str  # what kind of failure (stored in its own column); "dla": the DLA compiler or runtime
+    # ---- the realised placement's provenance (the Jetson backends: placetune/backends/tensorrt/placement_known.py)
+    placement_known: bool  # False: the build log and the engine's layer information disagree, or neither was read
+    placement_source: str  # which of the two sources the realised placement rests on
+    placement_unknown: str  # why the placement is unknown
+    dla_loadables_known: bool  # whether the DLA loadable count (and the 16-per-core check) could be read
+    dla_candidates: list[int]  # TensorRT 10's "Number of DLA node candidates offloaded : N out of M"
+    all_gpu_fallback: bool  # the log said every DLA layer fell back to the GPU
     # ---- the simulated Jetson
     boundaries: int  # GPU<->DLA boundaries of the realised placement
     boundary_ms: float  # their transfer time

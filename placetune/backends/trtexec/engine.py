@@ -100,7 +100,7 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
     if failure is not None:
         return failure
     realized, fallback, loc_extra = realised(eng, r)
-    n_load = loc_extra.pop("dla_loadables", None)
+    n_load = loc_extra.pop("_dla_loadables", None)
     realized = realized or None
     extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.build_argv},
                              **build_extra(eng), **loc_extra}
@@ -366,7 +366,7 @@ def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str] | None, dict
         if realized and realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
-    extra["dla_loadables"] = known.loadables
+    extra["_dla_loadables"] = known.loadables  # taken out again by the caller, into Measurement.dla_loadables
     extra["subgraph_limit"] = loc.subgraph_limit
     extra["dla_subgraphs"] = loc.subgraphs
     extra["unmapped_log_names"] = loc.unmapped[:50]
