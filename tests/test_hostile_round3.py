@@ -1,0 +1,97 @@
+"""What a hostile user and a fresh fuzz seed found: commands that wrote nothing and said they had,
+outputs that vanish, study files that reach beyond their folder, parsers without bounds, locks that
+could be removed from under a run. Each case failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import placetune
+from placetune import Placement
+from placetune.cli.main import main
+from tests.fakes import fake_env
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).parent / "data"
+
+
+def _cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, preexec=None, timeout: int = 300,
+         **kw) -> subprocess.CompletedProcess:
+    """``python -m placetune.cli ARGS`` in a subprocess importing this checkout (and ``env``)."""
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    if env and "PYTHONPATH" in env:
+        full["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + str(ROOT)
+    return subprocess.run([sys.executable, "-m", "placetune.cli", *map(str, args)], cwd=cwd, env=full,
+                          preexec_fn=preexec, text=True, timeout=timeout, **({"capture_output": True} | kw))
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, code: int, *words: str) -> None:
+    err = proc.stderr
+    assert proc.returncode == code, (proc.returncode, err[-1500:], proc.stdout[-500:])
+    assert "Traceback" not in err, err[-1500:]
+    line = [x for x in err.splitlines() if x.startswith("placetune: error: ")]
+    assert line and all(w in line[0] for w in words), err[-1500:]
+
+
+def _exported(tmp: Path, precision: str) -> Path:
+    """A plan folder of one measured all-DLA engine placement of the GroupNorm model."""
+    url = f"sqlite:///{tmp}/{precision}.db"
+    with placetune.Evaluator(str(DATA / "seed_model_gn.onnx.gz"), "orin-agx", mode="engine", precision=precision,
+                             store=url, study="s") as ev:
+        ev.baselines()
+        m = ev.evaluate(Placement.all_dla(ev.model), agent="t", trial_number=0)
+    out = tmp / f"{precision}-plan"
+    assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(out),
+                 "--measurement", str(m.extra["_id"])]) == 0
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- writes
+
+
+def test_an_int8_plan_without_a_calibration_cache_builds_every_engine(tmp_path):
+    """INT8 without a cache (the default precision) said it built every engine and wrote none: the
+    placeholder ranges' tensor names replaced the list of files to copy into the folder."""
+    folder = _exported(tmp_path, "int8")
+    proc = _cli(["build", folder], tmp_path, env=fake_env("10.3.0"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("model.engine", "model.engine.json"):
+        assert (folder / name).stat().st_size > 0, name
+    report = json.loads((folder / "build.json").read_text())
+    assert (folder / report["engines"][0]["engine_file"]).stat().st_size == report["engines"][0]["engine_bytes"]
+
+
+def test_a_failed_engine_write_fails_the_build_naming_the_file(tmp_path):
+    """A file-size limit (a full disk) kept the worker from writing the engine: build said it built it, exit 0."""
+    folder = _exported(tmp_path, "fp16")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+
+    proc = _cli(["build", folder], tmp_path, env=fake_env("10.3.0"), preexec=limit)
+    _one_line_error(proc, 8, "model.engine", "not written")
+    assert not (folder / "model.engine").exists() and not (folder / "build.json").exists()
+
+
+def test_export_never_writes_a_plan_its_own_loader_refuses(tmp_path, capsys):
+    """A stored ``mode`` edited to 0 was exported as a plan ``placetune`` itself then refused to load."""
+    db = tmp_path / "t.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--storage", str(db),
+                 "--study", "s", "--export", str(tmp_path / "s.plan.json")]) == 0
+    con = sqlite3.connect(db)
+    con.execute("update pt_studies set mode=0")
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    assert main(["export", "--study", "s", "--storage", str(db), "-o", str(tmp_path / "p.json")]) == 7
+    err = capsys.readouterr().err
+    assert "unknown mode '0'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p.json").exists()
