@@ -95,3 +95,54 @@ def test_export_never_writes_a_plan_its_own_loader_refuses(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unknown mode '0'" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+
+def test_a_tune_whose_output_pipe_closes_stops_cleanly_with_an_error_exit(tmp_path):
+    """``placetune tune | head`` exited 0 with 18 of 150 trials stored and no plan: now the tune stops
+    after the evaluation in flight, stores it, exports the plan and says on stderr where it stopped."""
+    db = tmp_path / "p.db"
+    argv = [sys.executable, "-m", "placetune.cli", "tune", "--model", "seed-block", "--trials", "150", "--agent",
+            "random", "--storage", str(db), "--study", "s", "--export", str(tmp_path / "p.plan.json")]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for _ in range(4):  # what `head -4` reads, then it goes away
+        assert proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    rc = proc.wait(timeout=120)
+    assert rc == 6 and "Traceback" not in err, (rc, err[-2000:])
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("placetune: error: the standard output was closed"), err
+    stopped = [x for x in lines if "the tune stopped after" in x]
+    assert stopped and "of 150 trials; everything measured is stored. Resume with: placetune tune" in stopped[0]
+    done = int(stopped[0].split("stopped after ")[1].split()[0])
+    assert 1 <= done < 150
+    con = sqlite3.connect(db)
+    stored = con.execute("select count(*) from pt_requests").fetchone()[0]
+    con.close()
+    assert stored >= done
+    assert (tmp_path / "p.plan.json").stat().st_size > 100
+
+
+@pytest.mark.parametrize("how", ["full", "closed"])
+@pytest.mark.parametrize("command", ["studies", "export", "zoo list"])
+def test_a_full_or_closed_standard_output_is_an_error_line_not_a_traceback(how, command, tmp_path):
+    db = tmp_path / "b.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--storage", str(db),
+                 "--study", "s", "--export", str(tmp_path / "s.plan.json")]) == 0
+    argv = {"studies": ["studies", "--storage", db], "export": ["export", "--study", "s", "--storage", db],
+            "zoo list": ["zoo", "list"]}[command]
+    cmd = " ".join(f"'{a}'" for a in [sys.executable, "-m", "placetune.cli", *map(str, argv)])
+    if how == "full":
+        os.mknod(tmp_path / "full", 0o20666, os.makedev(1, 7))  # like /dev/full, in the test's own folder
+        cmd += f" > '{tmp_path / 'full'}'"
+    else:
+        cmd += " >&-"
+    proc = subprocess.run(["sh", "-c", cmd], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    why = "is full" if how == "full" else "is closed"
+    _one_line_error(proc, 6, f"the standard output {why}")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

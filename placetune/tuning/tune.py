@@ -285,7 +285,10 @@ class Tuner:
 
         # the baselines are part of every study: measured first, within the budget (those the
         # study holds cost nothing); a concurrent study's naive plans the model rules out are not
-        self.baselines = measure_study_baselines(ev, lambda: self._trials_done(agent_probe) < cfg.trials)
+        try:
+            self.baselines = measure_study_baselines(ev, lambda: self._trials_done(agent_probe) < cfg.trials)
+        except StopRequested:  # Ctrl-C or a lost output during the baselines: what they measured is stored
+            self.baselines = []
         base = self.baselines[0][2] if self.baselines else None
         if base is not None:
             baseline = base
