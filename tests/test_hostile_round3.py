@@ -146,3 +146,50 @@ def test_a_full_or_closed_standard_output_is_an_error_line_not_a_traceback(how, 
     why = "is full" if how == "full" else "is closed"
     _one_line_error(proc, 6, f"the standard output {why}")
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------- links
+
+
+def test_a_failed_write_through_a_symlink_leaves_its_file_whole(tmp_path):
+    """A write through an output symlink opened the linked file with O_TRUNC: a write that failed
+    half-way (a full disk, an error in the data) left it truncated. The linked file is now replaced
+    through a temporary file in its own folder: it stays as it was, the link stays a link."""
+    from placetune.errors import ConfigError
+    from placetune.files.write import write_file
+
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "plan.json"
+    target.write_text("the user's plan\n")
+    target.chmod(0o640)
+    link = tmp_path / "out.json"
+    link.symlink_to(target)
+
+    def half(fh):
+        fh.write(b"{\"half\": ")
+        fh.flush()
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(ConfigError, match="No space left on device"):
+        write_file(link, half, "plan file")
+    assert target.read_text() == "the user's plan\n" and link.is_symlink()
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["plan.json"]  # no temporary file left
+    write_file(link, "{}\n", "plan file")
+    assert target.read_text() == "{}\n" and link.is_symlink() and os.readlink(link) == str(target)
+    assert (target.stat().st_mode & 0o777) == 0o640
+
+
+def test_a_file_size_limit_on_an_output_symlink_keeps_the_linked_file(tmp_path):
+    db = tmp_path / "b.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--storage", str(db),
+                 "--study", "s", "--export", str(tmp_path / "s.plan.json")]) == 0
+    target = tmp_path / "kept.json"
+    target.write_text("x" * 100)
+    (tmp_path / "out.json").symlink_to(target)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+    proc = _cli(["trace", tmp_path / "s.plan.json", "-o", tmp_path / "out.json"], tmp_path, preexec=limit)
+    _one_line_error(proc, 6, "out.json", "File too large")
+    assert target.read_text() == "x" * 100
