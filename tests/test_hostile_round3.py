@@ -193,3 +193,81 @@ def test_a_file_size_limit_on_an_output_symlink_keeps_the_linked_file(tmp_path):
     proc = _cli(["trace", tmp_path / "s.plan.json", "-o", tmp_path / "out.json"], tmp_path, preexec=limit)
     _one_line_error(proc, 6, "out.json", "File too large")
     assert target.read_text() == "x" * 100
+
+
+# ---------------------------------------------------------------------------------------------- study files
+
+
+def _study_file(folder: Path, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    f = folder / "study.toml"
+    model = "" if body.startswith("model = ") else 'model = "seed-block"\n'
+    f.write_text('[study]\n' + model + 'trials = 2\nagent = "random"\n' + body)
+    return f
+
+
+@pytest.mark.parametrize("body, what", [
+    ('[backend_options]\ntrtexec = "/tmp/evil"\n', "trtexec"),
+    ('[backend_options]\nworker_python = "/tmp/evil"\n', "worker_python"),
+    ('[backend_options]\nworker_env = { LD_PRELOAD = "/tmp/evil.so" }\n', "worker_env"),
+    ('[backend_options]\nenv = { LD_PRELOAD = "/tmp/evil.so" }\n', "env"),
+    ('[backend_options]\nbuild_args = ["--saveEngine=/etc/x"]\n', "build_args"),
+])
+def test_a_study_file_names_no_program_nor_environment(body, what, tmp_path, capsys):
+    """[backend_options] let a study file choose the program placetune runs and its LD_PRELOAD."""
+    f = _study_file(tmp_path / "s", 'backend = "trtexec"\n' + body)
+    code = main(["tune", str(f), "--storage", str(tmp_path / "s" / "t.db")])
+    err = capsys.readouterr().err
+    assert code == 6 and what in err and "--trust-study-file" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "s" / "t.db").exists()
+
+
+@pytest.mark.parametrize("key, value", [
+    ("export", "{outside}/victim.txt"),
+    ("storage", "sqlite:///{outside}/x.db"),
+    ("device_profile", "{outside}/p.toml"),
+    ("model", "{outside}/m.onnx"),
+    ("export", "../victim.txt"),
+])
+def test_a_study_file_s_paths_stay_in_its_folder_and_the_working_folder(key, value, tmp_path, capsys,
+                                                                        monkeypatch):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "victim.txt").write_text("keep")
+    (outside / "victim.txt").write_text("keep")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    f = _study_file(work / "studies", f'{key} = "{value.format(outside=outside)}"\n')
+    code = main(["tune", str(f), "--storage", str(work / "t.db")] if key != "storage" else ["tune", str(f)])
+    err = capsys.readouterr().err
+    assert code == 6 and f"{key} = " in err and "outside the study file's folder" in err, err
+    assert (outside / "victim.txt").read_text() == "keep" and (tmp_path / "victim.txt").read_text() == "keep"
+    assert not (outside / "x.db").exists()
+
+
+def test_a_study_file_never_exports_over_itself_nor_over_a_file_placetune_did_not_write(tmp_path, capsys,
+                                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    f = _study_file(tmp_path, 'export = "study.toml"\n')
+    before = f.read_text()
+    assert main(["tune", str(f), "--storage", str(tmp_path / "t.db")]) == 6
+    assert "itself" in capsys.readouterr().err and f.read_text() == before
+    (tmp_path / "notes.txt").write_text("mine")
+    g = _study_file(tmp_path / "g", 'export = "notes.txt"\n')  # relative to the working folder
+    assert main(["tune", str(g), "--storage", str(tmp_path / "t.db")]) == 6
+    assert "not a file placetune wrote" in capsys.readouterr().err and (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_trusted_study_file_and_the_command_line_are_not_confined(tmp_path, capsys, monkeypatch):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    f = _study_file(work / "studies", f'export = "{outside}/p.plan.json"\n')
+    assert main(["tune", str(f), "--storage", str(work / "t.db"), "--trust-study-file"]) == 0
+    assert (outside / "p.plan.json").stat().st_size > 100
+    g = _study_file(work / "other", "")
+    assert main(["tune", str(g), "--storage", str(tmp_path / "t2.db"), "--export", str(outside / "r.plan.json")]) == 0
+    assert (outside / "r.plan.json").is_file() and (tmp_path / "t2.db").is_file()

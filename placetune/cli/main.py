@@ -289,7 +289,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     embedded = not args.study_file and args.model is None
     if args.study_file:
-        base = load_study_file(args.study_file)
+        base = load_study_file(args.study_file, trusted=args.trust_study_file)
     elif embedded:
         base = TuneConfig.embedded_default()
     else:
@@ -472,6 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "Ctrl-C stops cleanly after the evaluation in flight.", epilog=TUNE_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
+    p.add_argument("--trust-study-file", action="store_true", help="let the study file name paths outside its "
+                   "folder and the working folder, and programs, arguments and environment variables of the "
+                   "backend ([backend_options] trtexec, worker_python, env...): only for a file you trust")
     p.add_argument("--model", action="append", help="ONNX file or zoo name (default: the embedded default); "
                    "repeat it with --mode concurrent to place several networks that run at once")
     p.add_argument("--shape", action="append", metavar="NAME=1x3x224x224")

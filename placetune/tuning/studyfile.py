@@ -24,6 +24,20 @@ A study file::
 
     [agent_options]                # passed to the agent
     seed = 0
+
+Trust: a study file is data, not a program. Without ``--trust-study-file``
+(:func:`load_study_file` with ``trusted=True``):
+
+* every path it names (``model``/``models`` ONNX files, ``device_profile``, ``export``, a SQLite
+  ``storage`` file, the path options of ``[backend_options]``) must lie inside the study file's
+  own folder or the working folder (symbolic links followed); an ``export`` path never names the
+  study file itself, and replaces only a plan file placetune wrote;
+* it names no program placetune runs, no argument of it and no environment variable
+  (``[backend_options]`` ``trtexec``, ``worker_python``, ``env``, ``worker_env``, ``build_args``,
+  ``run_args``): those come from the command line (``--trtexec``, ``--worker-python``) or the
+  user's own environment (``PLACETUNE_TRTEXEC``).
+
+Paths and programs given on the command line are the user's own and are not confined.
 """
 
 from __future__ import annotations
@@ -108,6 +122,7 @@ class TuneConfig:
     agent_options: dict[str, Any] = field(default_factory=dict)
     backend_options: dict[str, Any] = field(default_factory=dict)
     source: str = "command line"
+    export_from_file: bool = False  # ``export`` named by an untrusted study file: replaces only a plan file
 
     def __post_init__(self) -> None:
         """Refuse values of the wrong type or range up front (``trials = true``,
@@ -187,6 +202,8 @@ class TuneConfig:
             if key not in names:
                 raise ConfigError(f"unknown tune option {key!r}")
             data[key] = value
+            if key == "export":  # the user's own file name
+                data["export_from_file"] = False
         return TuneConfig(**data)
 
 
@@ -195,16 +212,89 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-_STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source"}
+_STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source",
+                                                      "export_from_file"}
+
+#: ``[backend_options]`` that name a program placetune runs, its arguments or its environment:
+#: from the command line, the user's environment or a trusted study file only.
+PROGRAM_OPTIONS = ("trtexec", "worker_python", "env", "worker_env", "build_args", "run_args")
+#: ``[backend_options]`` that name a file or folder (confined like the study file's other paths).
+PATH_OPTIONS = ("cache_dir", "calibration_cache", "power_root", "save_plans")
 
 
-def load_study_file(path: str | Path) -> TuneConfig:
+def _inside(path: Path, folders: list[Path]) -> bool:
+    real = Path(os.path.realpath(path))
+    return any(real == f or f in real.parents for f in folders)
+
+
+def _confine(p: Path, key: str, value: str, base: Path) -> None:
+    """Refuse a path a study file names outside its own folder and the working folder."""
+    target = Path(value).expanduser()
+    target = target if target.is_absolute() else base / target
+    folders = [Path(os.path.realpath(p.parent)), Path(os.path.realpath(Path.cwd()))]
+    if not _inside(target, folders):
+        raise ConfigError(f"study file {shown(p)}: {key} = {shown(value, 120)} is outside the study file's folder "
+                          f"and the working folder: a study file's paths stay inside them; give the path on the "
+                          f"command line, or pass --trust-study-file if you trust this file")
+
+
+def _check_trust(p: Path, study: dict[str, Any], backend_options: dict[str, Any]) -> None:
+    """The checks of an untrusted study file (see the module docstring)."""
+    programs = [k for k in PROGRAM_OPTIONS if k in backend_options]
+    if programs:
+        raise ConfigError(f"study file {shown(p)}: [backend_options] {', '.join(programs)} name(s) a program "
+                          "placetune runs, its arguments or its environment, which a study file may not set: give "
+                          "--trtexec / --worker-python on the command line (or PLACETUNE_TRTEXEC), or pass "
+                          "--trust-study-file if you trust this file")
+    cwd = Path.cwd()
+    for key in ("model", "models"):
+        for m in (study.get(key) if isinstance(study.get(key), list) else [study.get(key)]):
+            if isinstance(m, str) and (m.endswith(".onnx") or m.endswith(".onnx.gz")):
+                _confine(p, key, m, p.parent)
+    if isinstance(study.get("device_profile"), str):
+        _confine(p, "device_profile", study["device_profile"], p.parent)
+    export = study.get("export")
+    if isinstance(export, str) and export:
+        _confine(p, "export", export, cwd)
+        try:
+            same = p.name != "-" and os.path.samefile(p, export)
+        except OSError:
+            same = False
+        if same:
+            raise ConfigError(f"study file {shown(p)}: export names the study file itself; give another file")
+    storage = study.get("storage")
+    if isinstance(storage, str) and storage.strip():
+        from placetune.errors import StoreError
+        from placetune.store.url import normalise_url
+
+        try:
+            url = normalise_url(storage)
+        except StoreError:
+            url = None  # refused with its own message where the store opens it
+        db = (url.database or "") if url is not None and url.get_backend_name() == "sqlite" else ""
+        if db.startswith("file:"):
+            db = db[5:].split("?", 1)[0]
+        if db and db != ":memory:":
+            _confine(p, "storage", db, cwd)
+    for key in PATH_OPTIONS:
+        value = backend_options.get(key)
+        if isinstance(value, str) and value:
+            _confine(p, f"[backend_options] {key}", value, cwd)
+
+
+def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
     """Read a study TOML file into a :class:`TuneConfig`.
 
     Relative ONNX paths are resolved against the file's folder.
 
+    Args:
+        path: the file (``-``: standard input).
+        trusted: the user trusts the file (``--trust-study-file``): its paths are not confined and
+            it may name programs and environment variables (see the module docstring).
+
     Raises:
-        ConfigError: unreadable file, TOML syntax error, unknown keys or bad values.
+        ConfigError: unreadable file, TOML syntax error, unknown keys or bad values; for an
+            untrusted file, a path outside its folder and the working folder, or a program option.
     """
     from placetune.files.read import read_text
 
@@ -270,8 +360,10 @@ def load_study_file(path: str | Path) -> TuneConfig:
             study["constraints"] = [c.text for c in parse_constraints(cons)]
         except ConfigError as exc:
             raise ConfigError(f"study file {p}: {exc}") from None
+    if not trusted:
+        _check_trust(p, study, dict(doc.get("backend_options", {})))
     try:
-        cfg = TuneConfig(**study)
+        cfg = TuneConfig(**study, export_from_file=not trusted and bool(study.get("export")))
         cfg.settings = dict(doc.get("settings", {}))
         cfg.agent_options = dict(doc.get("agent_options", {}))
         cfg.backend_options = dict(doc.get("backend_options", {}))

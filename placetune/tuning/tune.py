@@ -208,6 +208,9 @@ class Tuner:
         from placetune.files.write import check_output
         from placetune.plan.file import is_plan_file
 
+        if self.cfg.export and self.cfg.export_from_file:  # a study file's name: only over a plan file
+            return str(check_output(self.cfg.export, "plan file (export of the study file)", owned=is_plan_file,
+                                    hint="give the plan file with --export PATH"))
         if self.cfg.export:
             return str(check_output(self.cfg.export, "plan file (--export)"))
         name = file_name(f"{study}.plan.json", "the plan file name of study", hint="give the plan file with "
@@ -583,7 +586,7 @@ class Tuner:
         path = self._check_export(outcome.study)
         plan = export_plan(ev.store, outcome.study, objective=ev.objective, model=ev.model)  # not loaded again
         plan.notes.extend(getattr(self, "verdict_lines", []))  # what the plan rests on, with the plan
-        plan.save(path, owned=None if self.cfg.export else is_plan_file)
+        plan.save(path, owned=None if self.cfg.export and not self.cfg.export_from_file else is_plan_file)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         return path
 
