@@ -271,3 +271,88 @@ def test_a_trusted_study_file_and_the_command_line_are_not_confined(tmp_path, ca
     g = _study_file(work / "other", "")
     assert main(["tune", str(g), "--storage", str(tmp_path / "t2.db"), "--export", str(outside / "r.plan.json")]) == 0
     assert (outside / "r.plan.json").is_file() and (tmp_path / "t2.db").is_file()
+
+
+# ---------------------------------------------------------------------------------------------- bounded parsing
+
+
+@pytest.mark.parametrize("body, pattern", [
+    ("a" + ".a" * 100_000 + " = 1\n", "dotted key of more than 64 parts"),  # once grew to 23 GB in tomllib
+    ("[" + "a." * 5000 + "b]\n", "dotted key of more than 64 parts"),
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply: arrays and tables more than 64 deep"),  # once a RecursionError traceback
+    ("x = " + "{a=" * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply: arrays and tables more than 64 deep"),
+])
+@pytest.mark.parametrize("kind", ["study file", "device profile"])
+def test_toml_nesting_and_dotted_keys_are_bounded_before_the_parser(body, pattern, kind, tmp_path, capsys):
+    from tests.hostile import memory_cap
+
+    f = tmp_path / "f.toml"
+    f.write_text(('[study]\nmodel = "seed-block"\n' if kind == "study file" else "") + body)
+    argv = ["tune", str(f)] if kind == "study file" else ["tune", "--model", "seed-block", "--device-profile", str(f)]
+    with memory_cap(1 << 30):
+        code = main(argv + ["--storage", str(tmp_path / "t.db"), "--trials", "2"])
+    err = capsys.readouterr().err
+    assert code == 6 and pattern in err and kind in err and len(err.strip().splitlines()) == 1, err[-500:]
+
+
+def test_json_nesting_is_bounded_before_the_parser(tmp_path, capsys):
+    from placetune.errors import ConfigError
+    from placetune.validate import loads_json
+
+    with pytest.raises(ConfigError, match="nested too deeply: arrays and tables more than 64 deep"):
+        loads_json("[" * 100_000 + "]" * 100_000, "x.json")
+    assert loads_json('{"a": "\\"' + "[" * 80 + '"}', "x") == {"a": '"' + "[" * 80}  # in a string: text
+
+
+def test_strings_and_comments_are_not_counted_as_structure(tmp_path):
+    from placetune.tuning.studyfile import load_study_file
+
+    f = tmp_path / "s.toml"
+    f.write_text('[study]\nmodel = "seed-block"\nname = "' + "a." * 90 + '[[[{{"  # ' + "[" * 90 + "\n"
+                 "platform = '''\n" + "." * 200 + "'''\n")
+    assert load_study_file(f, trusted=True).study == "a." * 90 + "[[[{{"
+
+
+@pytest.mark.parametrize("body, pattern", [
+    ('[study]\nmodel = "seed-block"\ntimeout = ' + "9" * 400 + "\n", "timeout must be positive and at most"),
+])
+def test_integers_beyond_a_float_are_refused_by_the_validators(body, pattern, tmp_path, capsys):
+    f = tmp_path / "s.toml"
+    f.write_text(body)
+    code = main(["tune", str(f), "--storage", str(tmp_path / "t.db")])
+    err = capsys.readouterr().err
+    assert code == 6 and pattern in err and "Traceback" not in err, err[-800:]
+
+
+def test_a_device_profile_integer_beyond_a_float_is_refused(tmp_path, capsys):
+    f = tmp_path / "p.toml"
+    f.write_text("base = \"orin-agx\"\n[noise]\nlayer_sigma = " + "9" * 400 + "\n")
+    code = main(["tune", "--model", "seed-block", "--device-profile", str(f), "--storage", str(tmp_path / "t.db")])
+    err = capsys.readouterr().err
+    assert code == 6 and "layer_sigma must be finite" in err and len(err.strip().splitlines()) == 1, err[-800:]
+
+
+def test_a_report_of_names_that_look_like_math_text(tmp_path, capsys):
+    """``report`` died on ``$...$`` in a study name: matplotlib parsed it as math text."""
+    db = tmp_path / "r.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--storage", str(db),
+                 "--study", "a $\\frac{x}$ b", "--export", str(tmp_path / "p.json")]) == 0
+    capsys.readouterr()
+    assert main(["report", "--storage", str(db), "-o", str(tmp_path / "rep")]) == 0, capsys.readouterr().err
+    assert (tmp_path / "rep" / "progress.png").stat().st_size > 1000
+
+
+def test_a_bug_s_traceback_is_escaped_like_every_message(monkeypatch, capsys):
+    import importlib
+
+    cli = importlib.import_module("placetune.cli.main")
+
+    def boom(args):
+        raise RuntimeError("\x1b]0;pwned\x07 a bug")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["studies"].set_defaults(func=boom)
+    assert main(["studies", "--storage", "x.db"]) == 1
+    err = capsys.readouterr().err
+    assert "internal error" in err and "RuntimeError" in err and "\x1b" not in err and "\x07" not in err

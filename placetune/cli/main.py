@@ -531,7 +531,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from placetune.cli.terminal import output_lost, safe_output
 
     with safe_output():
-        code = _main(argv)
+        try:
+            code = _main(argv)
+        except Exception:  # noqa: BLE001 - a bug: its traceback, escaped like every other message
+            import traceback
+
+            print("placetune: internal error (a bug in placetune; please report it with this traceback):\n"
+                  + traceback.format_exc(), file=sys.stderr)
+            code = 1
         sys.stdout.flush()
         lost = output_lost()
         if lost is None:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -52,13 +51,12 @@ from typing import Any
 from placetune.errors import ConfigError
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from placetune.validate import loads_toml
 
 __all__ = ["TuneConfig", "load_study_file", "parse_duration", "DEFAULT_MODEL"]
+
+#: The longest timeout (seconds, about 31 years): a bigger integer overflowed a float.
+MAX_TIMEOUT_S = 1e9
 
 #: The embedded default of ``placetune tune`` with no argument.
 DEFAULT_MODEL = "resnet50"
@@ -75,8 +73,8 @@ def parse_duration(text: str | int | float | None) -> float | None:
     if isinstance(text, bool):
         raise ConfigError(f"timeout must be a duration (e.g. 8h, 30m, 90s) or seconds, got {text!r}")
     if isinstance(text, (int, float)):
-        if not 0 < text < float("inf"):
-            raise ConfigError(f"timeout must be positive, got {text}")
+        if not 0 < text <= MAX_TIMEOUT_S:
+            raise ConfigError(f"timeout must be positive and at most {MAX_TIMEOUT_S:g} s, got {str(text)[:40]}")
         return float(text)
     s = str(text).strip().lower()
     try:
@@ -86,8 +84,8 @@ def parse_duration(text: str | int | float | None) -> float | None:
         if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
             raise ConfigError(f"bad duration {text!r}: use e.g. 8h, 30m, 90s or 1h30m") from None
         value = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
-    if value <= 0:
-        raise ConfigError(f"timeout must be positive, got {text!r}")
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise ConfigError(f"timeout must be positive and at most {MAX_TIMEOUT_S:g} s, got {str(text)[:40]!r}")
     return value
 
 
@@ -165,6 +163,15 @@ class TuneConfig:
                                        or "\x00" in self.study or len(self.study) > 200):
             raise ConfigError(f"study must be a non-empty name of at most 200 characters without NUL bytes, got "
                               f"{str(self.study)[:40]!r}")
+
+    def export_owner(self) -> Any:
+        """How the plan file ``export`` names may be replaced: None when the user named it (whatever
+        it is), else the test that an existing file is a plan placetune wrote (an untrusted study file's)."""
+        if not self.export_from_file:
+            return None
+        from placetune.plan.file import is_plan_file
+
+        return is_plan_file
 
     def check_options(self) -> None:
         """Refuse ``settings``/``agent_options``/``backend_options`` that are not tables, and an agent
@@ -302,10 +309,7 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
     text = read_text(path, "study file", stdin=True)  # regular files (or -) only, at most 1 MiB
     if os.fspath(path) == "-":
         p = Path.cwd() / "-"  # relative paths in a study read from standard input: the working folder
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"study file {shown(p)} is not valid TOML: {exc}") from None
+    doc = loads_toml(text, f"study file {shown(p)}")  # nesting and dotted keys bounded before tomllib
     unknown_tables = set(doc) - {"study", "settings", "agent_options", "backend_options"}
     if unknown_tables:
         raise ConfigError(f"study file {p}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
