@@ -356,3 +356,86 @@ def test_a_bug_s_traceback_is_escaped_like_every_message(monkeypatch, capsys):
     assert main(["studies", "--storage", "x.db"]) == 1
     err = capsys.readouterr().err
     assert "internal error" in err and "RuntimeError" in err and "\x1b" not in err and "\x07" not in err
+
+
+# ---------------------------------------------------------------------------------------------- the database
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    d = tmp_path_factory.mktemp("db")
+    db = d / "base.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "6", "--agent", "optuna", "--storage", str(db),
+                 "--study", "s", "--export", str(d / "s.plan.json")]) == 0
+    return db
+
+
+def _copy(src: Path, dst: Path, sql: str = "") -> Path:
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+        if sql:
+            b.executescript(sql)
+            b.commit()
+    return dst
+
+
+def test_a_removed_lock_file_never_lets_a_second_tune_write_the_same_database(small_db, tmp_path, capsys):
+    """Deleting ``<db>.tune-lock`` let a second tune write the same study at once (111 trials for a
+    budget of 60): the database file itself is locked for the whole run."""
+    from placetune.tuning.fleet_locks import SingleWriterLock
+
+    db = _copy(small_db, tmp_path / "t.db")
+    lock = SingleWriterLock(db).acquire()  # the first run
+    try:
+        Path(str(db) + ".tune-lock").unlink()
+        capsys.readouterr()
+        code = main(["tune", "--model", "seed-block", "--trials", "12", "--agent", "random", "--storage", str(db),
+                     "--study", "s", "--export", str(tmp_path / "p.json")])
+        err = capsys.readouterr().err
+        assert code == 7 and "already being written by another placetune tune" in err, err
+    finally:
+        lock.release()
+    assert main(["tune", "--model", "seed-block", "--trials", "8", "--agent", "random", "--storage", str(db),
+                 "--study", "s", "--export", str(tmp_path / "p.json")]) == 0  # released: the next run goes
+
+
+def test_trials_a_killed_run_left_running_are_failed_on_resume(small_db, tmp_path):
+    import optuna
+
+    db = _copy(small_db, tmp_path / "t.db")
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{db}")
+    study.ask()  # what a killed run leaves: a trial RUNNING forever
+    assert len(study.get_trials(states=(optuna.trial.TrialState.RUNNING,))) == 1
+    assert main(["tune", "--model", "seed-block", "--trials", "8", "--agent", "optuna", "--storage", str(db),
+                 "--study", "s", "--export", str(tmp_path / "p.json")]) == 0
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{db}")
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert len(study.get_trials(states=(optuna.trial.TrialState.FAIL,))) == 1
+
+
+@pytest.mark.parametrize("sql, pattern", [
+    ("update pt_measurements set requested='{\"\":[]}'", "column requested is"),
+    ("update trials set state='BOGUS'", "Optuna tables of"),
+    ("update trial_params set distribution_json='{bad'", "Optuna tables of"),
+    ("update trial_params set param_value='x'", "Optuna tables of"),
+    ("update trials set datetime_start='garbage'", "Optuna tables of"),
+    ("update trial_user_attributes set value_json='{bad'", "Optuna tables of"),
+    ("delete from study_directions", "has the directions []"),
+])
+@pytest.mark.parametrize("agent", ["optuna", "random"])
+def test_edited_rows_stop_a_resume_with_one_line(sql, pattern, agent, small_db, tmp_path, capsys):
+    db = _copy(small_db, tmp_path / "t.db", sql)
+    capsys.readouterr()
+    code = main(["tune", "--model", "seed-block", "--trials", "10", "--agent", agent, "--storage", str(db),
+                 "--study", "s", "--export", str(tmp_path / "p.json")])
+    err = capsys.readouterr().err
+    assert code == 7 and pattern in err and "Traceback" not in err, err[-1500:]
+    assert len([x for x in err.splitlines() if x.startswith("placetune: error:")]) == 1, err[-1500:]
+
+
+def test_studies_lists_a_database_with_an_edited_requested_map_as_an_error_line(small_db, tmp_path, capsys):
+    db = _copy(small_db, tmp_path / "t.db", "update pt_measurements set requested='{\"\":[]}'")
+    capsys.readouterr()
+    code = main(["studies", "--storage", str(db)])
+    err = capsys.readouterr().err
+    assert code == 7 and "column requested is" in err and len(err.strip().splitlines()) == 1, err
