@@ -439,3 +439,74 @@ def test_studies_lists_a_database_with_an_edited_requested_map_as_an_error_line(
     code = main(["studies", "--storage", str(db)])
     err = capsys.readouterr().err
     assert code == 7 and "column requested is" in err and len(err.strip().splitlines()) == 1, err
+
+
+# ---------------------------------------------------------------------------------------------- runtime
+
+
+RUNTIME_CASES = r'''
+import json, shutil, sys
+from pathlib import Path
+import numpy as np
+import placetune.runtime
+from placetune.errors import PlacetuneError
+
+folder = Path(sys.argv[1])
+out = {}
+
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except PlacetuneError as exc:
+        out[name] = "placetune: " + type(exc).__name__ + ": " + str(exc)
+    except Exception as exc:
+        out[name] = "python: " + type(exc).__name__ + ": " + str(exc)
+
+def without(i):
+    d = folder.parent / f"without{i}"
+    shutil.copytree(folder, d)
+    doc = json.loads((d / "plan.json").read_text())
+    del doc["engines"][i]
+    for k, e in enumerate(doc["engines"]):  # renumbered, as a careful edit would
+        e["index"] = k
+        e["predecessors"] = [p for p in e.get("predecessors") or [] if p < len(doc["engines"])]
+    (d / "plan.json").write_text(json.dumps(doc))
+    return d
+
+attempt("middle segment missing", lambda: placetune.runtime.load(without(1)))
+attempt("last segment missing", lambda: placetune.runtime.load(without(-1)))
+attempt("folder not a path", lambda: placetune.runtime.load(123))
+rt = placetune.runtime.load(folder)
+shape = rt.inputs["input"][0]
+attempt("frames_in_flight text", lambda: list(rt.stream([{"input": np.zeros(shape, np.float32)}], frames_in_flight="x")))
+attempt("text input", lambda: rt({"input": np.full(shape, "a")}))
+attempt("ragged input", lambda: rt({"input": [[1.0], [1.0, 2.0]]}))
+attempt("good input", lambda: rt({"input": np.zeros(shape, np.float32)}))
+print(json.dumps(out))
+'''
+
+
+def test_the_runtime_speaks_placetune_errors_and_refuses_a_plan_with_a_segment_missing(tmp_path):
+    """``placetune.runtime`` ran a pipeline plan whose plan.json lost a segment (its cut tensor taken
+    for a network input) and raised Python's errors (ValueError, TypeError) for bad arguments."""
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(DATA / "seed_block.onnx.gz"), "orin-agx", mode="pipeline", precision="fp16",
+                             store=url, study="p") as ev:
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}), agent="t",
+                        trial_number=0)
+    folder = tmp_path / "plan"
+    assert main(["export", "--study", "p", "--storage", url, "--format", "trtexec", "-o", str(folder),
+                 "--measurement", str(m.extra["_id"])]) == 0
+    assert _cli(["build", folder], tmp_path, env=fake_env("10.3.0")).returncode == 0
+    env = {**os.environ, **fake_env("10.3.0")}
+    env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", RUNTIME_CASES, str(folder)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    assert got["good input"] == "ok"
+    for case in ("middle segment missing", "last segment missing"):
+        assert got[case].startswith("placetune: ConfigError") and "segment of the plan is missing" in got[case], got
+    for case in ("folder not a path", "frames_in_flight text", "text input", "ragged input"):
+        assert got[case].startswith("placetune: ConfigError"), (case, got[case])
