@@ -150,6 +150,8 @@ class PlanRuntime:
         pipe_cls = w["worker_pipeline"]._Pipeline
         self._stream_frames = w["worker_pipeline"].stream_frames
         groups = [engines] if plan.mode != "replicas" else [[e] for e in engines]
+        for group in groups:
+            _check_complete(directory, group, set(shapes), outputs)
         self._pipes = []
         for group in groups:
             net_in = {t: shapes.get(t) for e in group for t in e.inputs if t not in {o for g in group for o in g.outputs}}
@@ -173,9 +175,14 @@ class PlanRuntime:
                               + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
         out = {}
         for t, (_, shape, dtype) in pipe.inputs.items():
-            a = self._np.asarray(arrays[t])
+            try:
+                a = self._np.asarray(arrays[t])
+            except (TypeError, ValueError) as exc:  # a ragged list, an object numpy cannot make an array of
+                raise ConfigError(f"inputs[{t!r}]: not an array ({str(exc)[:120]})") from None
             if tuple(a.shape) != tuple(shape):
                 raise ConfigError(f"inputs[{t!r}]: shape {list(a.shape)}, the engine takes {list(shape)}")
+            if a.dtype.kind not in "biuf":
+                raise ConfigError(f"inputs[{t!r}]: dtype {a.dtype}, the engine takes numbers ({self._np.dtype(dtype)})")
             out[t] = a
         return out
 
@@ -203,6 +210,10 @@ class PlanRuntime:
         with). Replicas plans keep every instance busy."""
         if self._closed:
             raise ConfigError("this plan runtime is closed")
+        if frames_in_flight is not None and (isinstance(frames_in_flight, bool)
+                                             or not isinstance(frames_in_flight, int)):
+            raise ConfigError(f"frames_in_flight must be an integer from 1 to {self.frames_in_flight}, got "
+                              f"{frames_in_flight!r}"[:200])
         k = self.frames_in_flight if frames_in_flight is None else int(frames_in_flight)
         if not 1 <= k <= self.frames_in_flight and len(self._pipes) == 1:
             raise ConfigError(f"frames_in_flight = {frames_in_flight}: allowed 1 to {self.frames_in_flight} "
@@ -247,6 +258,24 @@ class PlanRuntime:
                 f"frames_in_flight={self.frames_in_flight})")
 
 
+def _check_complete(directory: Path, engines: List[Any], network_inputs: Set[str], outputs: List[str]) -> None:
+    """Every tensor an engine reads is a network input or written by an engine of the plan, and every
+    network output is written: a plan with a segment missing (an edited plan.json) is refused, never run
+    with a cut tensor taken for an input."""
+    written = {t for e in engines for t in e.outputs}
+    for e in engines:
+        for t in e.inputs:
+            if t not in written and network_inputs and t not in network_inputs:
+                raise ConfigError(f"{directory / 'plan.json'}: engine {e.name} reads {t!r}, which no engine of the "
+                                  "plan writes and which is not a network input: a segment of the plan is missing; "
+                                  "export the plan folder again")
+    lost = [t for t in outputs if t not in written]
+    if lost:
+        raise ConfigError(f"{directory / 'plan.json'}: no engine of the plan writes the network output(s) "
+                          f"{', '.join(map(repr, lost[:5]))}: a segment of the plan is missing; export the plan "
+                          "folder again")
+
+
 def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optional[int] = None) -> PlanRuntime:
     """Load a built plan folder (``plan.json`` and the engines ``placetune build`` wrote).
 
@@ -259,7 +288,14 @@ def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optiona
         ConfigError: no plan folder, or an engine not built yet.
         BackendError: TensorRT or CUDA cannot be used here, or an engine does not load.
     """
-    d = Path(directory)
+    try:
+        d = Path(directory)
+    except TypeError:
+        raise ConfigError(f"placetune.runtime.load: the plan folder must be a path, got {type(directory).__name__}"
+                          ) from None
+    if frames_in_flight is not None and (isinstance(frames_in_flight, bool)
+                                         or not isinstance(frames_in_flight, int)):
+        raise ConfigError(f"frames_in_flight must be an integer from 1 to 64, got {frames_in_flight!r}"[:200])
     if not (d / "plan.json").is_file():
         raise ConfigError(f"{d}: not a plan folder (no plan.json); write one with "
                           "`placetune export --study NAME --format trtexec -o DIR`, then `placetune build DIR`")

@@ -24,11 +24,14 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
+import sys
 from typing import Any
 
 from placetune.errors import ConfigError, PlacetuneError
 
-__all__ = ["MAX_BATCH", "batch", "integer", "number", "loads_json", "dumps_json", "finite_json"]
+__all__ = ["MAX_BATCH", "MAX_KEY_PARTS", "MAX_NESTING", "batch", "check_shape", "integer", "number", "loads_json",
+           "loads_toml", "dumps_json", "finite_json"]
 
 #: The largest batch placetune accepts anywhere (command line, study, plan, replicas, zoo).
 MAX_BATCH = 65536
@@ -103,6 +106,76 @@ def _no_constant(where: str, error: type[PlacetuneError]):
     return parse
 
 
+#: The deepest nesting of arrays and tables (inline or dotted) a TOML or JSON document may have:
+#: far beyond any placetune file, far below what makes the parsers recurse out of the stack.
+MAX_NESTING = 64
+#: The most parts a TOML dotted key may have (``a.b.c`` has 3): a 200 KB file with a
+#: 100,000-part key once grew to 23 GB in tomllib.
+MAX_KEY_PARTS = 64
+
+_TOML_TOKENS = re.compile(r'#[^\n]*|"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"'
+                          r"|'[^'\n]*'|[\[\]{}.=,\n]", re.S)
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def check_shape(text: str, where: str, kind: str, *, error: type[PlacetuneError] = ConfigError) -> None:
+    """A cheap scan before the parser: nesting at most :data:`MAX_NESTING` deep and (TOML) dotted
+    keys of at most :data:`MAX_KEY_PARTS` parts, so that no document makes ``tomllib`` or ``json``
+    recurse out of the stack or take gigabytes.
+
+    Args:
+        text: the document.
+        where: what to call it in messages.
+        kind: ``toml`` or ``json``.
+        error: the error class raised.
+
+    Raises:
+        error: nested too deeply or a key of too many parts (the line named).
+    """
+    depth = parts = 0
+    for m in (_TOML_TOKENS if kind == "toml" else _JSON_TOKENS).finditer(text):
+        tok = m.group()
+        c = tok[0]
+        if c in "[{":
+            depth += 1
+            parts = 0
+            if depth > MAX_NESTING:
+                line = text.count("\n", 0, m.start()) + 1
+                raise error(f"{where} is nested too deeply: arrays and tables more than {MAX_NESTING} deep "
+                            f"(line {line})")
+        elif c in "]}":
+            depth = max(0, depth - 1)
+            parts = 0
+        elif c == ".":
+            parts += 1
+            if parts >= MAX_KEY_PARTS:
+                line = text.count("\n", 0, m.start()) + 1
+                raise error(f"{where}: a dotted key of more than {MAX_KEY_PARTS} parts (line {line}); keys have "
+                            f"at most {MAX_KEY_PARTS}")
+        elif c in "=,\n":
+            parts = 0
+
+
+def loads_toml(text: str, where: str, *, error: type[PlacetuneError] = ConfigError) -> dict[str, Any]:
+    """Decode TOML after :func:`check_shape` (bounded nesting and keys).
+
+    Raises:
+        error: not valid TOML (with tomllib's line and column), nested too deeply, a key of too many parts.
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    check_shape(text, where, "toml", error=error)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{where} is not valid TOML: {exc}") from None
+    except (RecursionError, MemoryError):
+        raise error(f"{where} is nested too deeply to be read") from None
+
+
 def loads_json(text: str | bytes, where: str, *, error: type[PlacetuneError] = ConfigError) -> Any:
     """Decode JSON strictly: duplicate keys, ``NaN``, ``Infinity`` and overflowing numbers refused.
 
@@ -115,6 +188,12 @@ def loads_json(text: str | bytes, where: str, *, error: type[PlacetuneError] = C
         error: invalid JSON (with line and column), a duplicate key, a non-finite number,
             nesting too deep.
     """
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{where} is not UTF-8 text (byte {exc.start})") from None
+    check_shape(text, where, "json", error=error)
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates(where, error),
                           parse_float=_finite_float(where, error), parse_constant=_no_constant(where, error))

@@ -98,3 +98,22 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.nodeid in SLOW:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_report_header(config):
+    """The fuzz suite's seed, when it runs (tests/test_fuzz.py draws a fresh one every run)."""
+    if any("test_fuzz" in str(a) for a in config.args) or not config.args:
+        import os
+
+        os.environ.setdefault("PLACETUNE_FUZZ_SEED", str(int.from_bytes(os.urandom(4), "big")))
+        seed = os.environ["PLACETUNE_FUZZ_SEED"]
+        return f"placetune fuzz seed {seed} (replay with PLACETUNE_FUZZ_SEED={seed})"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter):
+    import sys
+
+    fuzz = sys.modules.get("tests.test_fuzz")
+    if fuzz is not None:
+        terminalreporter.write_line(f"placetune fuzz seed {fuzz.SEED} (replay with PLACETUNE_FUZZ_SEED={fuzz.SEED})")

@@ -19,11 +19,15 @@ profiles, database rows, Gymnasium reset/step options, storage URLs, output targ
 devices, FIFOs, folders), input files (FIFOs, devices, directories, huge and binary files),
 names (study names with control and bidi characters) and ONNX mutations.
 
-CI runs it derandomized with few examples per kind (about a minute in all). The long run uses
-random seeds and more examples::
+Every run draws a FRESH random seed (few examples per kind, about a minute in all), so each run
+tries inputs no run tried before; the seed is printed at the start and end of the session and in
+every failure message. Replay a failure with its seed, and run longer with more examples::
 
-    PLACETUNE_FUZZ_EXAMPLES=300 PLACETUNE_FUZZ_RANDOM=1 nice python -m pytest -q -p no:cacheprovider \\
-        tests/test_fuzz.py -s
+    PLACETUNE_FUZZ_SEED=1234567 python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+    PLACETUNE_FUZZ_EXAMPLES=300 nice python -m pytest -q -p no:cacheprovider tests/test_fuzz.py -s
+
+A failure found this way becomes a fixed case in tests/test_hostile_input.py or
+tests/test_hostile_round3.py.
 
 Counts per input kind (tried, clean errors, accepted, tracebacks, hangs, secrets leaked,
 escapes leaked, data loss, wrong results) and their totals are written to
@@ -46,6 +50,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from placetune.cli.main import main
@@ -60,17 +65,23 @@ LEAKS = (SECRET, "s3cr%2FetPW", "Pl4nt3dSecret")
 #: characters that must never reach the output raw (escape sequences, bells, bidi, carriage return)
 RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u200f", "\r", "\x08")
 PER_CALL_S = 60  # generous: a loaded CI machine is slow, a hang never ends
-RANDOM = os.environ.get("PLACETUNE_FUZZ_RANDOM", "") not in ("", "0")
 EXAMPLES = int(os.environ.get("PLACETUNE_FUZZ_EXAMPLES", "0") or 0)
+#: this run's seed: fresh every run unless ``$PLACETUNE_FUZZ_SEED`` replays one
+SEED = int(os.environ.get("PLACETUNE_FUZZ_SEED") or int.from_bytes(os.urandom(4), "big"))
+REPLAY = f"replay with PLACETUNE_FUZZ_SEED={SEED}"  # conftest prints it in the header and at the end
 
 
 def fuzz(ci_examples: int):
-    """Hypothesis settings of one property: ``ci_examples`` derandomized examples in CI, or
-    ``$PLACETUNE_FUZZ_EXAMPLES`` (random seeds with ``$PLACETUNE_FUZZ_RANDOM=1``) in a long run."""
-    return settings(max_examples=EXAMPLES or ci_examples, deadline=None, derandomize=not RANDOM,
-                    database=None, print_blob=RANDOM,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large, HealthCheck.filter_too_much])
+    """Hypothesis settings of one property: ``ci_examples`` examples drawn from this run's
+    :data:`SEED` (``$PLACETUNE_FUZZ_EXAMPLES`` in a long run)."""
+    config = settings(max_examples=EXAMPLES or ci_examples, deadline=None, derandomize=False,
+                      database=None, print_blob=True,
+                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                             HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
+    def apply(test):
+        return hypothesis_seed(SEED)(config(test))
+    return apply
 
 
 COUNTS: dict[str, Counter] = defaultdict(Counter)
@@ -154,9 +165,9 @@ def call(kind: str, argv: list[str]) -> tuple[int, str]:
     broken = _check_output(kind, argv, code, out.getvalue(), text)
     for key in broken:
         c[key] += 1
-    assert not hang, f"{kind}: {argv[:6]} ran past {PER_CALL_S} s"
-    assert not tb and code in DOCUMENTED, f"{kind}: {argv[:6]} -> {code}: {text[-600:]}"
-    assert not broken, f"{kind}: {argv[:8]}: {', '.join(broken)}: {text[-600:]!r}"
+    assert not hang, f"{kind}: {argv[:6]} ran past {PER_CALL_S} s ({REPLAY})"
+    assert not tb and code in DOCUMENTED, f"{kind}: {argv[:6]} -> {code}: {text[-600:]} ({REPLAY})"
+    assert not broken, f"{kind}: {argv[:8]}: {', '.join(broken)}: {text[-600:]!r} ({REPLAY})"
     if code not in (0, None) and err.getvalue():
         assert "Traceback" not in err.getvalue()
     return int(code or 0), text
@@ -165,13 +176,13 @@ def call(kind: str, argv: list[str]) -> tuple[int, str]:
 def wrong(kind: str, what: str) -> None:
     """Count and fail a silent wrong result found after a call."""
     COUNTS[kind]["wrong results"] += 1
-    raise AssertionError(f"{kind}: {what}")
+    raise AssertionError(f"{kind}: {what} ({REPLAY})")
 
 
 def lost(kind: str, what: str) -> None:
     """Count and fail a data loss found after a call."""
     COUNTS[kind]["data loss"] += 1
-    raise AssertionError(f"{kind}: {what}")
+    raise AssertionError(f"{kind}: {what} ({REPLAY})")
 
 
 def _library(kind: str, fn) -> None:
@@ -183,7 +194,7 @@ def _library(kind: str, fn) -> None:
             fn()
     except Hang:
         c["hangs"] += 1
-        raise AssertionError(f"{kind}: ran past {PER_CALL_S} s") from None
+        raise AssertionError(f"{kind}: ran past {PER_CALL_S} s ({REPLAY})") from None
     except PlacetuneError:
         c["clean errors"] += 1
         return
@@ -261,9 +272,17 @@ def _cli_argv(draw):
 
 
 # ----------------------------------------------------------------------------- properties
+_VALID_ARGV = [["check", "seed-block"], ["measure", "seed-block", "--json"], ["zoo", "list"],
+               ["measure", "seed-block", "--placement", "all-dla", "--mode", "engine"],
+               ["check", "resnet18", "--precision", "fp16"], ["measure", "seed-block", "--mode", "replicas"],
+               ["tune", "--model", "seed-block", "--trials", "2", "--agent", "random"]]
+
+
 @fuzz(30)
-@given(argv=_cli_argv())
-def test_cli_argument_grammar(argv, work):
+@given(argv=_cli_argv(), good=st.sampled_from(_VALID_ARGV), valid=st.booleans())
+def test_cli_argument_grammar(argv, good, valid, work):
+    if valid:  # about half: a command that runs (the paths past the checks)
+        argv = list(good)
     if argv[0] == "tune" and "--storage" not in argv:
         argv += ["--storage", str(work / "cli.db")]
     call("CLI arguments", argv)
@@ -279,7 +298,12 @@ _study_keys = ["model", "models", "platform", "backend", "mode", "objective", "p
                "agent", "trials", "timeout", "study", "name", "granularity", "constraints", "device_profile",
                "export", "bogus"]
 _setting_keys = ["frames_in_flight", "iterations", "noise", "replicas", "trt_version", "power_mode", "seed",
-                 "gpu_fallback", "dla_core", "bogus"]
+                 "gpu_fallback", "dla_core", "bogus",
+                 # what a study file may not set without --trust-study-file: programs, environment, paths
+                 "trtexec", "worker_python", "env", "worker_env", "build_args", "cache_dir", "save_plans"]
+#: shapes the parsers must refuse before parsing: deep nesting, a dotted key of many parts
+_TOML_SHAPES = {"": "", "deep": "x = " + "[" * 3000 + "]" * 3000 + "\n", "dotted": "a" + ".a" * 20_000 + " = 1\n",
+                "inline": "y = " + "{a=" * 500 + "1" + "}" * 500 + "\n", "big int": "z = " + "9" * 500 + "\n"}
 
 
 def _plan_written(kind: str, path: Path, code: int) -> None:
@@ -297,11 +321,13 @@ def _plan_written(kind: str, path: Path, code: int) -> None:
 @given(study=st.dictionaries(st.sampled_from(_study_keys), _toml_value, max_size=4),
        table=st.sampled_from(["settings", "agent_options", "backend_options"]),
        extra=st.dictionaries(st.sampled_from(_setting_keys), _toml_value, max_size=3),
-       raw=st.binary(max_size=20))
-def test_study_files(study, table, extra, raw, work):
+       raw=st.binary(max_size=20), shape=st.sampled_from(sorted(_TOML_SHAPES)), valid=st.booleans())
+def test_study_files(study, table, extra, raw, shape, valid, work):
     body = '[study]\nmodel = "seed-block"\ntrials = 2\nagent = "random"\n'
+    if valid:  # about half: a study file that runs (the paths after the checks)
+        study, extra, raw, shape = {}, {}, b"", ""
     body += "".join(f"{k} = {v}\n" for k, v in study.items() if k not in ("model", "trials", "agent", "export"))
-    body += f"[{table}]\n" + "".join(f"{k} = {v}\n" for k, v in extra.items())
+    body += f"[{table}]\n" + "".join(f"{k} = {v}\n" for k, v in extra.items()) + _TOML_SHAPES[shape]
     f = work / "fuzz.toml"
     f.write_bytes(body.encode() + (raw if raw and raw[0] % 3 == 0 else b""))
     folder = Path(tempfile.mkdtemp(dir=work))
@@ -317,9 +343,18 @@ _json = st.recursive(_json_leaf, lambda kids: st.lists(kids, max_size=4) | st.di
     max_size=4), max_leaves=12)
 
 
+_valid_placement = st.one_of(
+    st.fixed_dictionaries({"layers": st.dictionaries(st.sampled_from(["/conv1/Conv", "/conv2/Conv", "/conv3/Conv"]),
+                                                     st.sampled_from(["GPU", "DLA0", "DLA1"]), max_size=3)}),
+    st.fixed_dictionaries({"default": st.sampled_from(["GPU", "DLA0", "DLA1"])}))
+
+
 @fuzz(30)
-@given(doc=_json, depth=st.sampled_from([0, 0, 0, 5_000, 100_000]), dup=st.booleans())
-def test_placements(doc, depth, dup, work):
+@given(doc=_json, depth=st.sampled_from([0, 0, 0, 5_000, 100_000]), dup=st.booleans(),
+       good=_valid_placement, valid=st.booleans())
+def test_placements(doc, depth, dup, good, valid, work):
+    if valid:  # about half: a placement that measures
+        doc, depth, dup = good, 0, False
     text = json.dumps(doc)
     if dup and text.startswith("{") and len(text) > 2:  # a key given twice: refused, never "last one wins"
         text = '{"layers": {}, ' + text[1:]
@@ -342,9 +377,11 @@ _plan_value = st.one_of(_json, st.sampled_from(["0/../../../x", "/etc/passwd", "
 
 @fuzz(30)
 @given(edits=st.lists(st.tuples(st.sampled_from(_PLAN_PATHS), _plan_value), max_size=3), drop=st.booleans(),
-       token=st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e999", "dup"]))
-def test_plans(edits, drop, token, study_db, work):
+       token=st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e999", "dup"]), valid=st.booleans())
+def test_plans(edits, drop, token, valid, study_db, work):
     _, plan = study_db
+    if valid:  # about half: the exported plan, or harmless edits of it
+        edits, token = [e for e in edits if e[0] in (["notes"],) and isinstance(e[1], list)], ""
     doc = json.loads(json.dumps(plan))
     for path, value in edits:
         cur = doc
@@ -383,10 +420,13 @@ _profile_value = st.one_of(_toml_value, st.floats(min_value=1e-6, max_value=1e6)
                                                                "engine_us", "layer_sigma", "seed", '"gpu.conv"',
                                                                '"dla./conv1/Conv"', "bogus"]),
                                               _profile_value, max_size=3), max_size=3),
-       mode=st.sampled_from(["engine", "pipeline"]))
-def test_device_profiles(top, tables, mode, work):
+       mode=st.sampled_from(["engine", "pipeline"]), shape=st.sampled_from(sorted(_TOML_SHAPES)),
+       good=st.fixed_dictionaries({"gpu": st.floats(0.01, 100), "dla": st.floats(0.01, 100)}), valid=st.booleans())
+def test_device_profiles(top, tables, mode, shape, good, valid, work):
     f = work / "profile.toml"
-    body = "".join(f"{k} = {v}\n" for k, v in top.items())
+    if valid:  # about half: a profile that measures
+        top, tables, shape = {"base": '"orin-agx"'}, {"scale": {k: repr(v) for k, v in good.items()}}, ""
+    body = "".join(f"{k} = {v}\n" for k, v in top.items()) + _TOML_SHAPES[shape]
     for table, values in tables.items():
         body += f"[{table}]\n" + "".join(f"{k} = {v}\n" for k, v in values.items())
     f.write_text(body)
@@ -448,11 +488,14 @@ def test_database_rows_read_back(table, data, every, cmd, study_db, work):
 
 
 @fuzz(30)
-@given(options=st.one_of(st.none(), _json), action=_json)
-def test_envs(options, action):
+@given(options=st.one_of(st.none(), _json), action=_json, sample=st.integers(0, 2**31 - 1), valid=st.booleans())
+def test_envs(options, action, sample, valid):
     import placetune.envs as envs
 
     env = envs.PlacementOneShotEnv("seed-block")
+    if valid:  # about half: an action of the action space
+        env.action_space.seed(sample)
+        options, action = None, env.action_space.sample()
 
     def go():
         env.reset(seed=0, options=options)
@@ -480,9 +523,13 @@ _url = st.builds(
 
 @fuzz(30)
 @given(url=_url, where=st.sampled_from(["studies", "export", "calibrate", "report", "tune", "tune file",
-                                        "check", "trace", "profile"]))
-def test_storage_urls(url, where, work):
-    """Every SQLAlchemy URL form with a planted secret, as --storage and where a file name is expected."""
+                                        "check", "trace", "profile"]), valid=st.booleans())
+def test_storage_urls(url, where, valid, study_db, work):
+    """Every SQLAlchemy URL form with a planted secret, as --storage and where a file name is expected;
+    about half the examples the SQLite URL of a database that works."""
+    if valid:
+        where = where if where in ("studies", "export", "report") else "studies"
+        url = f"sqlite:///{_copy_db(study_db[0], Path(tempfile.mkdtemp(dir=work)) / 'urls.db')}"
     argv = {"studies": ["studies", "--storage", url], "export": ["export", "--study", "s", "--storage", url],
             "calibrate": ["calibrate", "--study", "s", "--storage", url],
             "report": ["report", "--study", "s", "--storage", url, "-o", str(work / "r")],
@@ -564,14 +611,24 @@ _INPUTS = ["FIFO", "device", "directory", "empty", "huge", "binary", "symlink lo
 @fuzz(30)
 @given(kind=st.sampled_from(_INPUTS), reader=st.sampled_from(["study file", "device profile", "plan", "placement",
                                                               "model", "model.gz", "calibration cache"]),
-       blob=st.binary(min_size=0, max_size=64))
-def test_input_files(kind, reader, blob, work):
+       blob=st.binary(min_size=0, max_size=64), valid=st.booleans())
+def test_input_files(kind, reader, blob, valid, study_db, work):
     """Every reader against files that are not what it reads: refused at once, never blocking, never reading
-    a device or a bomb into memory."""
+    a device or a bomb into memory (about half the examples: a good file of the reader's kind)."""
     import gzip
 
     folder = Path(tempfile.mkdtemp(dir=work))
     p = folder / ("in.onnx.gz" if reader == "model.gz" or kind in ("gzip bomb", "corrupt gzip") else "in")
+    if valid and reader != "calibration cache":  # (a calibration cache needs TensorRT: refused here)
+        kind = "good"
+        good = {"study file": '[study]\nmodel = "seed-block"\ntrials = 2\nagent = "random"\n',
+                "device profile": 'base = "orin-agx"\n[scale]\ngpu = 1.5\n',
+                "plan": json.dumps(study_db[1]), "placement": '{"default": "DLA0"}'}
+        if reader in good:
+            p.write_text(good[reader])
+        else:
+            p = folder / "in.onnx.gz"
+            p.write_bytes((Path(__file__).parent / "data" / "seed_block.onnx.gz").read_bytes())
     if kind == "FIFO":
         os.mkfifo(p)
     elif kind == "device":  # like /dev/zero, in a temporary folder
@@ -730,8 +787,10 @@ def _summary(tmp_path_factory):
     yield
     doc = {kind: {key: c.get(key, 0) for key in OUTCOMES} for kind, c in sorted(COUNTS.items())}
     doc["TOTAL"] = {key: sum(c[key] for c in doc.values()) for key in OUTCOMES}
+    doc["SEED"] = SEED
     path = Path(os.environ.get("PLACETUNE_FUZZ_SUMMARY") or tmp_path_factory.getbasetemp() / "fuzz-summary.json")
     path.write_text(json.dumps(doc, indent=1) + "\n")
-    print("\nfuzz summary (" + str(path) + "):")
+    print(f"\nfuzz summary, seed {SEED} ({REPLAY}; " + str(path) + "):")
     for kind, c in doc.items():
-        print(f"  {kind:16} " + ", ".join(f"{k} {v}" for k, v in c.items()))
+        if isinstance(c, dict):
+            print(f"  {kind:16} " + ", ".join(f"{k} {v}" for k, v in c.items()))

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +36,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from placetune.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from placetune.validate import loads_toml
 
 if TYPE_CHECKING:
     from placetune.backends.simulate.costs import CostTable
@@ -68,9 +63,12 @@ def _number(value: Any, key: str, *, positive: bool = False, minimum: float | No
             bounds: tuple[float, float] | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"device profile: {key} must be a number, not {type(value).__name__} {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond a float
+        v = math.inf
     if not math.isfinite(v):
-        raise ConfigError(f"device profile: {key} must be finite, got {value!r}")
+        raise ConfigError(f"device profile: {key} must be finite, got {str(value)[:40]}")
     if positive and v <= 0:
         raise ConfigError(f"device profile: {key} must be > 0 (a multiplicative factor), got {value!r}")
     if minimum is not None and v < minimum:
@@ -270,10 +268,7 @@ def load_device_profile(path: str | Path) -> DeviceProfile:
     from placetune.safetext import shown
 
     text = read_text(path, "device profile")  # regular files only (never a FIFO or a device), at most 16 MiB
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"device profile {shown(path)} is not valid TOML: {exc}") from None
+    doc = loads_toml(text, f"device profile {shown(path)}")  # nesting and dotted keys bounded before tomllib
     try:
         return DeviceProfile.from_dict(doc)
     except ConfigError as exc:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from placetune.errors import PlacetuneError
+from placetune.errors import ConfigError, PlacetuneError
 from placetune.safetext import terminal_safe
 from placetune.validate import dumps_json
 from placetune.wording import plural
@@ -306,12 +306,13 @@ def _measure_human(m, model, platform) -> str:
 def cmd_tune(args: argparse.Namespace) -> int:
     import shlex
 
+    from placetune.cli.terminal import output_lost, when_output_lost
     from placetune.tuning.studyfile import TuneConfig, load_study_file, parse_duration
     from placetune.tuning.tune import Tuner
 
     embedded = not args.study_file and args.model is None
     if args.study_file:
-        base = load_study_file(args.study_file)
+        base = load_study_file(args.study_file, trusted=args.trust_study_file)
     elif embedded:
         base = TuneConfig.embedded_default()
     else:
@@ -349,7 +350,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if embedded:
         print("no study file or model given: running the embedded default (placetune tune --help lists the options)")
     hint = "placetune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
-    outcome = Tuner(cfg, resume_hint=hint).run()
+    tuner = Tuner(cfg, resume_hint=hint)
+
+    def stop() -> None:  # the output is lost: stop after the evaluation in flight (stored), as on Ctrl-C
+        if tuner.evaluator is not None:
+            tuner.evaluator.request_stop()
+
+    with when_output_lost(stop):
+        outcome = tuner.run()
+    if output_lost() is not None:  # said where it stopped on standard error, the one output left
+        print(f"placetune: the tune stopped after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; everything "
+              f"measured is stored. Resume with: {hint}", file=sys.stderr)
     return 128 + (outcome.signal or 2) if outcome.interrupted else 0  # 130 Ctrl-C, 143 SIGTERM
 
 
@@ -492,6 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "Ctrl-C stops cleanly after the evaluation in flight.", epilog=TUNE_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
+    p.add_argument("--trust-study-file", action="store_true", help="let the study file name paths outside its "
+                   "folder and the working folder, and programs, arguments and environment variables of the "
+                   "backend ([backend_options] trtexec, worker_python, env...): only for a file you trust")
     p.add_argument("--model", action="append", help="ONNX file or zoo name (default: the embedded default); "
                    "repeat it with --mode concurrent to place several networks that run at once")
     p.add_argument("--shape", "--shapes", action="append", metavar="NAME=1x3x224x224",
@@ -563,10 +577,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     Everything it prints passes :mod:`placetune.cli.terminal` (secrets masked, control and
     bidi characters escaped); every option passes :func:`placetune.cli.checks.check_arguments`.
     """
-    from placetune.cli.terminal import safe_output
+    from placetune.cli.terminal import output_lost, safe_output
 
     with safe_output():
-        return _main(argv)
+        try:
+            code = _main(argv)
+        except Exception:  # noqa: BLE001 - a bug: its traceback, escaped like every other message
+            import traceback
+
+            print("placetune: internal error (a bug in placetune; please report it with this traceback):\n"
+                  + traceback.format_exc(), file=sys.stderr)
+            code = 1
+        sys.stdout.flush()
+        lost = output_lost()
+        if lost is None:
+            return code
+        # nothing said on standard output reached its reader: never a success, never a traceback
+        print(f"placetune: error: {lost}: the command's output is incomplete", file=sys.stderr)
+        return ConfigError.exit_code
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -589,8 +617,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("placetune: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError:  # a pipe other than standard output's (those are marked lost as they fail)
+        print("placetune: error: a pipe's reader went away", file=sys.stderr)
+        return ConfigError.exit_code
 
 
 if __name__ == "__main__":  # pragma: no cover

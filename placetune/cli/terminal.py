@@ -6,6 +6,12 @@ passes :func:`~placetune.safetext.mask_secrets` and :func:`~placetune.safetext.t
 a study named ``"\\x1b]0;pwned\\x07"`` or a layer name with a bidi override is shown as escapes,
 and a database password given in any URL form never reaches the screen or a log file.
 
+An output that cannot be written (``placetune tune | head`` once ``head`` has gone, ``>
+/dev/full``, a closed standard output) is never a traceback: the stream is marked lost, what is
+still printed to it is dropped, the hooks registered with :func:`when_output_lost` run (a tune
+stops after the evaluation in flight and stores it), and the command exits 6 with one line on
+standard error (:func:`output_lost` says why).
+
 Data a command writes on purpose (``placetune export`` without ``-o``: the plan JSON or the
 trtexec script) goes through :func:`write_data`, byte for byte: JSON escapes its own control
 characters, and a script must carry layer names exactly.
@@ -14,14 +20,29 @@ characters, and a script must carry layer names exactly.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from placetune.safetext import mask_secrets, terminal_safe
 
-__all__ = ["SafeStream", "safe_output", "write_data"]
+__all__ = ["SafeStream", "output_lost", "safe_output", "when_output_lost", "write_data"]
+
+#: Called (again at every later write) once an output is lost: e.g. a tune's stop request.
+_HOOKS: list[Callable[[], None]] = []
+
+
+def _why(exc: BaseException, name: str) -> str:
+    if isinstance(exc, BrokenPipeError) or getattr(exc, "errno", None) == errno.EPIPE:
+        return f"the {name} was closed (the program reading it, e.g. `head`, went away)"
+    if getattr(exc, "errno", None) == errno.ENOSPC:
+        return f"the {name} is full (no space left on device)"
+    if isinstance(exc, (ValueError, AttributeError)) or getattr(exc, "errno", None) == errno.EBADF:
+        return f"the {name} is closed"
+    return f"the {name} cannot be written ({getattr(exc, 'strerror', None) or exc})"
 
 
 class SafeStream(io.TextIOBase):
@@ -31,30 +52,66 @@ class SafeStream(io.TextIOBase):
     other control character is escaped.
     """
 
-    def __init__(self, raw: IO[str]) -> None:
+    def __init__(self, raw: IO[str] | None, name: str = "standard output") -> None:
         super().__init__()
         self.raw = raw
+        self.name = name
+        #: why this output cannot be written (None while it can)
+        self.lost: str | None = None if raw is not None else f"the {name} is closed"
+
+    def _lose(self, exc: BaseException) -> None:
+        """Mark the output lost: its descriptor now writes to /dev/null (nothing buffered fails again at exit).
+
+        Only the command's own streams are marked: a stream kept from an earlier command (a log
+        handler's) raises as any closed stream does.
+        """
+        if self is not sys.stdout and self is not sys.stderr:
+            raise exc
+        if self.lost is None:
+            self.lost = _why(exc, self.name)
+            try:
+                fd = self.raw.fileno()  # type: ignore[union-attr]
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)
+                os.close(null)
+            except (OSError, ValueError, AttributeError):
+                pass
+        for hook in list(_HOOKS):
+            hook()
 
     def write(self, s: str) -> int:  # type: ignore[override]
+        if self.lost is not None or self.raw is None:
+            self._lose(ValueError())
+            return len(s)
         text = str(s)
         lead = ""
         if text.startswith("\r"):
             lead, text = "\r", text[1:]
         out = lead + terminal_safe(mask_secrets(text))
         try:
-            self.raw.write(out)
-        except UnicodeEncodeError:  # a terminal that is not UTF-8
-            enc = getattr(self.raw, "encoding", None) or "ascii"
-            self.raw.write(out.encode(enc, "backslashreplace").decode(enc, "replace"))
+            try:
+                self.raw.write(out)
+            except UnicodeEncodeError:  # a terminal that is not UTF-8
+                enc = getattr(self.raw, "encoding", None) or "ascii"
+                self.raw.write(out.encode(enc, "backslashreplace").decode(enc, "replace"))
+        except (OSError, ValueError) as exc:
+            self._lose(exc)
         return len(s)
 
     def flush(self) -> None:
-        self.raw.flush()
+        if self.lost is not None or self.raw is None:
+            return
+        try:
+            self.raw.flush()
+        except (OSError, ValueError) as exc:
+            self._lose(exc)
 
     def isatty(self) -> bool:
-        return bool(getattr(self.raw, "isatty", lambda: False)())
+        return self.lost is None and bool(getattr(self.raw, "isatty", lambda: False)())
 
     def fileno(self) -> int:
+        if self.raw is None:
+            raise io.UnsupportedOperation("the stream is closed")
         return self.raw.fileno()
 
     def writable(self) -> bool:
@@ -73,7 +130,8 @@ def safe_output() -> Iterator[None]:
     """``sys.stdout`` and ``sys.stderr`` wrapped in :class:`SafeStream` (restored afterwards)."""
     old_out, old_err = sys.stdout, sys.stderr
     sys.stdout = SafeStream(old_out) if not isinstance(old_out, SafeStream) else old_out  # type: ignore[assignment]
-    sys.stderr = SafeStream(old_err) if not isinstance(old_err, SafeStream) else old_err  # type: ignore[assignment]
+    sys.stderr = SafeStream(old_err, "standard error") \
+        if not isinstance(old_err, SafeStream) else old_err  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -85,9 +143,38 @@ def safe_output() -> Iterator[None]:
         sys.stdout, sys.stderr = old_out, old_err
 
 
+def output_lost() -> str | None:
+    """Why this command's standard output or error could not be written (None: both could)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, SafeStream) and stream.lost is not None:
+            return stream.lost
+    return None
+
+
+@contextlib.contextmanager
+def when_output_lost(hook: Callable[[], None]) -> Iterator[None]:
+    """Call ``hook`` (at once, and at every later write) once an output is lost, while the body runs."""
+    _HOOKS.append(hook)
+    try:
+        if output_lost() is not None:
+            hook()
+        yield
+    finally:
+        _HOOKS.remove(hook)
+
+
 def write_data(text: str) -> None:
     """Write a command's data output (a plan, a script) to standard output unchanged."""
     out = sys.stdout
-    raw = out.raw if isinstance(out, SafeStream) else out
-    raw.write(text)
-    raw.flush()
+    if not isinstance(out, SafeStream):
+        out.write(text)
+        out.flush()
+        return
+    if out.lost is not None or out.raw is None:
+        out._lose(ValueError())
+        return
+    try:
+        out.raw.write(text)
+        out.raw.flush()
+    except (OSError, ValueError) as exc:
+        out._lose(exc)

@@ -9,9 +9,11 @@ path names *now* (``lstat``, links not followed):
 * a **regular file**: replaced **atomically** (temporary file, ``fsync``, ``rename``): a crash
   leaves the old file or the new one, never a mix; its permissions (and, as root, its owner)
   are kept;
-* a **symbolic link**, a **character device** or a **FIFO** (``/dev/null``, ``/dev/stdout``,
-  ``/dev/tty``, a link to a file): **written through**, never replaced: the link, the device
-  node or the pipe stays what it was. A path that is this process's standard output or error
+* a **symbolic link** to a regular file: the link stays a link and the file it leads to is
+  replaced atomically in its own folder (temporary file there, then ``rename``): a failed or
+  interrupted write (a full disk) leaves that file as it was, never truncated;
+* a **character device** or a **FIFO** (``/dev/null``, ``/dev/stdout``, ``/dev/tty``, or a link
+  to one): **written through**, never replaced: the device node or the pipe stays what it was. A path that is this process's standard output or error
   (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/2``...) is written to that stream. A FIFO
   that no process reads is refused at once instead of blocking;
 * a directory, a block device (a disk), a socket or a link that points nowhere: refused.
@@ -106,6 +108,14 @@ def _classify(path: Path, what: str, error: type[PlacetuneError], owned: Callabl
     fd = _std_fd(st)
     if fd is not None:
         return _Target("stream", path, st, fd)
+    if stat.S_ISLNK(mode) and stat.S_ISREG(kind):  # the link's regular file: replaced in its own folder
+        try:
+            real = Path(os.path.realpath(path, strict=True))
+            again = os.lstat(real)
+        except (OSError, ValueError) as exc:
+            raise error(f"cannot write {what} {where}: {_reason(exc)}") from None
+        if stat.S_ISREG(again.st_mode) and (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino):
+            return _Target("replace", real, again)
     if stat.S_ISDIR(kind):
         raise error(f"cannot write {what} {where}: it leads to a directory; give a file name")
     if stat.S_ISBLK(kind) or stat.S_ISSOCK(kind) or not (stat.S_ISREG(kind) or stat.S_ISCHR(kind)

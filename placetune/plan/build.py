@@ -23,6 +23,7 @@ from placetune.files.folder import OutputFolder
 from placetune.files.names import confined, file_name
 from placetune.files.read import check_regular
 from placetune.model.onnx_io import load_with_weights
+from placetune.safetext import shown
 from placetune.validate import dumps_json
 from placetune.wording import plural
 
@@ -92,6 +93,35 @@ def _segment_ranges(paths: list[Path]) -> dict[str, float]:
                 if o:
                     ranges.setdefault(o, 2.0 if node.op_type in _POOLING else 4.0)
     return {**{i: 2.0 for i in inputs if i not in ranges}, **ranges}
+
+
+def _check_built(where: Path, plan: "Plan", infos: list[dict[str, Any]], folder: Path) -> None:
+    """Every engine of ``plan`` is in ``where``, of the size the worker built, with its build record
+    (messages name the file of the plan ``folder``).
+
+    Raises:
+        BackendError: naming the first engine file missing or short (and the worker's reason when it said one).
+    """
+    from placetune.plan.folder import engine_files
+
+    if len(infos) != len(plan.engines):
+        raise BackendError(f"placetune build: the TensorRT worker reported {plural(len(infos), 'engine')} for a "
+                           f"plan of {len(plan.engines)}: nothing of this build can be trusted")
+    for eng, info in zip(plan.engines, infos):
+        name = engine_files(plan, eng)[1]
+        want = info.get("engine_bytes")
+        why = info.get("cache_error")
+        for base, size in ((name, want), (name + ".json", None)):
+            file, named = where / base, folder / base
+            try:
+                got = os.stat(file).st_size
+            except OSError as exc:
+                raise BackendError(f"placetune build: the engine file {shown(named)} was not written"
+                                   f" ({why or exc.strerror or exc}); the disk may be full") from None
+            if got == 0 or (isinstance(size, int) and got != size):
+                raise BackendError(f"placetune build: the engine file {shown(named)} is short ({got} bytes"
+                                   + (f" of {size}" if isinstance(size, int) else "") + ")"
+                                   + (f": {why}" if why else "") + "; the disk may be full")
 
 
 def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str | os.PathLike[str] | None,
@@ -216,9 +246,9 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             if io:
                 spec["io_formats"] = io
             if ranges:
-                names = [str(t["name"]) for key in ("inputs", "outputs") for t in eng.get(key) or []
-                         if isinstance(t, dict)]
-                spec["int8_ranges"] = {n: ranges[n] for n in names if n in ranges}
+                tensors = [str(t["name"]) for key in ("inputs", "outputs") for t in eng.get(key) or []
+                           if isinstance(t, dict)]
+                spec["int8_ranges"] = {n: ranges[n] for n in tensors if n in ranges}
             specs.append(spec)
         reply = be.pool.run({"op": "build", "engines": specs, "common": common},
                             timeout_s=be.timeout_s * max(1, len(specs)))
@@ -226,9 +256,10 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         if reply.kind != "result" or res.get("status") != "ok":
             why = res.get("error") or reply.stderr_tail[-500:] or reply.kind
             raise BackendError(f"placetune build: {why}")
+        _check_built(built, p, res.get("engines") or [], folder)  # every engine the worker says it built, whole
         for name in names:  # into the plan folder through its guard (atomic, recorded)
-            if (built / name).is_file():
-                guard.copy_in(name, built / name)
+            guard.copy_in(name, built / name)
+        _check_built(folder, p, res.get("engines") or [], folder)  # and so is every copy in the plan folder
     finally:
         if tmp is not None:
             tmp.cleanup()

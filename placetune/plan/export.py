@@ -479,7 +479,7 @@ def export_plan(
         notes.append("no all-GPU measurement is stored for this study: the plan has no baseline "
                      "(Evaluator.baseline() measures it)")
     keep = ("gpu_fallback", "dla_core", "frames_in_flight", "replicas", "power_mode", "trt_version", "iterations")
-    return Plan(
+    plan = Plan(
         model={
             "hash": st.model_hash,
             "name": st.model_name,
@@ -524,6 +524,22 @@ def export_plan(
         label=SIMULATED_LABEL if st.simulated else "",
         int8_ranges=int8_ranges,
     )
+    _readable(plan, store, st.name)
+    return plan
+
+
+def _readable(plan: Plan, store: "Store", study_name: str) -> None:
+    """The plan as it will be written passes the reader's own validator (:meth:`Plan.from_dict`):
+    a plan placetune's loader refuses is never written.
+
+    Raises:
+        StoreError: the stored study gives such a plan (its rows were edited or damaged).
+    """
+    try:
+        Plan.from_dict(json.loads(plan.to_json()), where="plan")
+    except PlacetuneError as exc:
+        raise StoreError(f"study {study_name!r} of {store.url} gives a plan placetune cannot read back "
+                         f"({exc}): its stored rows were edited or damaged") from None
 
 
 def optuna_trial_number(store: "Store", study_name: str, measurement_id: int) -> int | None:

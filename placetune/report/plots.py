@@ -87,8 +87,15 @@ def _save(fig: Any, path: Path, dpi: int) -> Path:
 
     from placetune.files.write import write_file
 
+    import matplotlib
+    from matplotlib.text import Text
+
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=dpi, format="png")
+    # names are text, never math: a study or layer named "$\\frac{x}$" made matplotlib's math parser raise
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        for text in fig.findobj(Text):
+            text.set_parse_math(False)
+        fig.savefig(buf, dpi=dpi, format="png")  # tick labels made while drawing take the context's default
     return write_file(path, buf.getvalue(), "PNG plot")
 
 

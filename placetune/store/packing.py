@@ -243,7 +243,10 @@ def shared_keys(d: Any) -> Any:
         shared = _keyset(keys)[0]
     except TypeError:
         return d
-    values = list(map(_DEVICE_NAMES.get, d.values()))  # one copy of each device name too
+    try:
+        values = list(map(_DEVICE_NAMES.get, d.values()))  # one copy of each device name too
+    except TypeError:  # an unhashable value (an edited row): returned as it is, for the row's checks to name
+        return d
     return dict(zip(shared, d.values() if None in values else values))
 
 

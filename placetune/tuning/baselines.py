@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from placetune.errors import StopRequested
 from placetune.placement.placement import Placement
 
 if TYPE_CHECKING:
@@ -165,7 +166,10 @@ def measure_study_baselines(ev: "Evaluator", may_measure: Callable[[], bool]
     for b in study_baselines(ev):
         m = ev.peek(b.placement) if ev.realised_key(b.placement) in held else None
         if m is None and b.measured_by_study and may_measure():
-            m = ev.baseline() if b.name == "all-gpu" else ev.evaluate(b.placement, agent="baseline")
+            try:
+                m = ev.baseline() if b.name == "all-gpu" else ev.evaluate(b.placement, agent="baseline")
+            except StopRequested:  # Ctrl-C or a lost output: what was measured is stored; the run ends
+                return out
         why = b.why_not
         if m is None and why is None:
             why = "the budget ran out first"

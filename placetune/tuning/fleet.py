@@ -341,4 +341,20 @@ def storage_error(store: "Store", exc: BaseException, action: str) -> StoreError
         if isinstance(cause, SQLAlchemyError):
             return store._translate(cause, action)
         return StoreError(f"database error on {store.url} while {action}: {store._scrub(str(exc))}")
+    if isinstance(exc, (LookupError, ValueError, TypeError)) and _raised_reading_optuna(exc):
+        # an edited Optuna table (a state, a distribution, an attribute that is not JSON)
+        return StoreError(f"the Optuna tables of {store.url} are corrupt ({type(exc).__name__}: "
+                          f"{store._scrub(str(exc).splitlines()[0] if str(exc) else '')[:200]}) while {action}: "
+                          "the database was edited or damaged (restore it from a backup)")
     return None
+
+
+def _raised_reading_optuna(exc: BaseException) -> bool:
+    """True when ``exc`` was raised inside Optuna's RDB storage (reading its rows), not in an agent."""
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/optuna/storages/" in name:
+            return True
+        tb = tb.tb_next
+    return False

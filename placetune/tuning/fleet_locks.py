@@ -96,7 +96,11 @@ class SingleWriterLock:
       is empty or holds a placetune lock line: a planted symlink or hard link to another file is
       refused, never truncated, written or removed; release removes the lock file only while it
       is still the file this process locked. The lock line records the database's
-      ``(device, inode)``.
+      ``(device, inode)``;
+    * the database file itself is ``flock``-ed too, through a descriptor held for the whole run
+      (SQLite's own locks are ``fcntl`` byte ranges, which ``flock`` does not touch on Linux):
+      deleting ``<database>.tune-lock`` from under a run does not let a second run write the
+      same database at once.
 
     Args:
         db_path: the SQLite database file.
@@ -112,6 +116,7 @@ class SingleWriterLock:
             real = self.db_path
         self.path = Path(str(real) + ".tune-lock")
         self._fd: int | None = None
+        self._db_fd: int | None = None  # the database file's own flock, held while the lock is
 
     def _identity(self) -> str:
         """``device:inode`` of the database (refusing one with several hard links); empty before it exists."""
@@ -195,6 +200,11 @@ class SingleWriterLock:
             if old and not self._LINE.fullmatch(old):
                 os.close(fd)
                 raise self._refuse("holds something else than a lock line")
+            try:
+                self._db_fd = self._lock_database(holder=old.decode(errors="replace"))
+            except BaseException:
+                os.close(fd)
+                raise
             info = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}"
             if identity:
                 info += f" database {identity}"
@@ -207,10 +217,36 @@ class SingleWriterLock:
             return self
         return self  # pragma: no cover - pathological churn: go on without the lock
 
+    def _lock_database(self, holder: str) -> int | None:
+        """``flock`` the database file itself (its descriptor returned, kept open); None when it
+        does not exist yet or cannot be opened (the store reports that itself).
+
+        Raises:
+            StoreError: another process holds it: a second run whose lock file was removed.
+        """
+        try:
+            fd = os.open(self.db_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return None
+            raise StoreError(
+                f"SQLite database {self.db_path} is already being written by another placetune tune (it holds a "
+                f"lock on the database file itself{'; ' + holder[:200] if holder else ''}; its {self.path.name} was "
+                "removed): SQLite is for one writer. Wait for it to finish or use another --storage file") from None
+        return fd
+
     def release(self) -> None:
         """Release (and remove) the lock; safe to call twice. The name is removed only while it
         is still the file this process locked."""
         fd, self._fd = self._fd, None
+        db_fd, self._db_fd = self._db_fd, None
+        if db_fd is not None:
+            os.close(db_fd)
         if fd is None:
             return
         try:

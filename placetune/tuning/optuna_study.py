@@ -162,6 +162,12 @@ class OptunaStudy:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study = optuna.create_study(storage=storage, sampler=sampler, study_name=ev.study_name,
                                         directions=list(ev.objective.directions), load_if_exists=True)
+        have = [d.name.lower() for d in study.directions]
+        if have != [str(d).lower() for d in ev.objective.directions]:  # an edited or damaged table
+            from placetune.errors import StoreError
+
+            raise StoreError(f"the Optuna study {ev.study_name!r} of {ev.store.url} has the directions {have}, not "
+                             f"those of objective {ev.objective.name!r}: the database was edited or damaged")
         if list(study.metric_names or []) != list(ev.objective.metric_names):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -172,6 +178,8 @@ class OptunaStudy:
                 study.set_user_attr(k, v)
         if new and self.backfill:
             self._backfill(study)
+        elif ev.store.dialect == "sqlite":  # one writer at a time: a RUNNING trial is a killed run's
+            fail_stale_trials(study)
         return study
 
     def study_attrs(self) -> dict[str, Any]:
@@ -298,6 +306,19 @@ class OptunaStudy:
         if vals is None or not all(math.isfinite(v) for v in vals):
             return None
         return [float(v) for v in vals]
+
+
+def fail_stale_trials(study: "optuna.Study") -> int:
+    """Mark FAIL the trials a killed run left RUNNING (only where no other process can be running
+    one: a SQLite study, written by one tune at a time); returns how many."""
+    from optuna.trial import TrialState
+
+    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for t in stale:
+        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+    if stale:
+        log.info("%d Optuna trials a stopped run left RUNNING are marked FAIL", len(stale))
+    return len(stale)
 
 
 def add_trials(study: "optuna.Study", store: "Store", trials: "list[optuna.trial.FrozenTrial]") -> None:

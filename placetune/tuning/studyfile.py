@@ -24,13 +24,26 @@ A study file::
 
     [agent_options]                # passed to the agent
     seed = 0
+
+Trust: a study file is data, not a program. Without ``--trust-study-file``
+(:func:`load_study_file` with ``trusted=True``):
+
+* every path it names (``model``/``models`` ONNX files, ``device_profile``, ``export``, a SQLite
+  ``storage`` file, the path options of ``[backend_options]``) must lie inside the study file's
+  own folder or the working folder (symbolic links followed); an ``export`` path never names the
+  study file itself, and replaces only a plan file placetune wrote;
+* it names no program placetune runs, no argument of it and no environment variable
+  (``[backend_options]`` ``trtexec``, ``worker_python``, ``env``, ``worker_env``, ``build_args``,
+  ``run_args``): those come from the command line (``--trtexec``, ``--worker-python``) or the
+  user's own environment (``PLACETUNE_TRTEXEC``).
+
+Paths and programs given on the command line are the user's own and are not confined.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -38,17 +51,16 @@ from typing import Any
 from placetune.errors import ConfigError
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch
+from placetune.validate import loads_toml
 
 #: The precision ``placetune tune`` (and ``placetune check``, so that both speak of the same
 #: build) uses when none is given: INT8, which the DLA runs at its full rate.
 DEFAULT_PRECISION = "int8"
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 __all__ = ["TuneConfig", "load_study_file", "parse_duration", "DEFAULT_MODEL"]
+
+#: The longest timeout (seconds, about 31 years): a bigger integer overflowed a float.
+MAX_TIMEOUT_S = 1e9
 
 #: The embedded default of ``placetune tune`` with no argument.
 DEFAULT_MODEL = "resnet50"
@@ -65,8 +77,8 @@ def parse_duration(text: str | int | float | None) -> float | None:
     if isinstance(text, bool):
         raise ConfigError(f"timeout must be a duration (e.g. 8h, 30m, 90s) or seconds, got {text!r}")
     if isinstance(text, (int, float)):
-        if not 0 < text < float("inf"):
-            raise ConfigError(f"timeout must be positive, got {text}")
+        if not 0 < text <= MAX_TIMEOUT_S:
+            raise ConfigError(f"timeout must be positive and at most {MAX_TIMEOUT_S:g} s, got {str(text)[:40]}")
         return float(text)
     s = str(text).strip().lower()
     try:
@@ -76,8 +88,8 @@ def parse_duration(text: str | int | float | None) -> float | None:
         if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
             raise ConfigError(f"bad duration {text!r}: use e.g. 8h, 30m, 90s or 1h30m") from None
         value = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
-    if value <= 0:
-        raise ConfigError(f"timeout must be positive, got {text!r}")
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise ConfigError(f"timeout must be positive and at most {MAX_TIMEOUT_S:g} s, got {str(text)[:40]!r}")
     return value
 
 
@@ -112,6 +124,7 @@ class TuneConfig:
     agent_options: dict[str, Any] = field(default_factory=dict)
     backend_options: dict[str, Any] = field(default_factory=dict)
     source: str = "command line"
+    export_from_file: bool = False  # ``export`` named by an untrusted study file: replaces only a plan file
 
     def __post_init__(self) -> None:
         """Refuse values of the wrong type or range up front (``trials = true``,
@@ -154,6 +167,15 @@ class TuneConfig:
                                        or "\x00" in self.study or len(self.study) > 200):
             raise ConfigError(f"study must be a non-empty name of at most 200 characters without NUL bytes, got "
                               f"{str(self.study)[:40]!r}")
+
+    def export_owner(self) -> Any:
+        """How the plan file ``export`` names may be replaced: None when the user named it (whatever
+        it is), else the test that an existing file is a plan placetune wrote (an untrusted study file's)."""
+        if not self.export_from_file:
+            return None
+        from placetune.plan.file import is_plan_file
+
+        return is_plan_file
 
     def check_options(self) -> None:
         """Refuse ``settings``/``agent_options``/``backend_options`` that are not tables, and an agent
@@ -208,6 +230,8 @@ class TuneConfig:
             if key not in names:
                 raise ConfigError(f"unknown tune option {key!r}")
             data[key] = value
+            if key == "export":  # the user's own file name
+                data["export_from_file"] = False
         return TuneConfig(**data)
 
 
@@ -216,16 +240,89 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-_STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source"}
+_STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source",
+                                                      "export_from_file"}
+
+#: ``[backend_options]`` that name a program placetune runs, its arguments or its environment:
+#: from the command line, the user's environment or a trusted study file only.
+PROGRAM_OPTIONS = ("trtexec", "worker_python", "env", "worker_env", "build_args", "run_args")
+#: ``[backend_options]`` that name a file or folder (confined like the study file's other paths).
+PATH_OPTIONS = ("cache_dir", "calibration_cache", "power_root", "save_plans")
 
 
-def load_study_file(path: str | Path) -> TuneConfig:
+def _inside(path: Path, folders: list[Path]) -> bool:
+    real = Path(os.path.realpath(path))
+    return any(real == f or f in real.parents for f in folders)
+
+
+def _confine(p: Path, key: str, value: str, base: Path) -> None:
+    """Refuse a path a study file names outside its own folder and the working folder."""
+    target = Path(value).expanduser()
+    target = target if target.is_absolute() else base / target
+    folders = [Path(os.path.realpath(p.parent)), Path(os.path.realpath(Path.cwd()))]
+    if not _inside(target, folders):
+        raise ConfigError(f"study file {shown(p)}: {key} = {shown(value, 120)} is outside the study file's folder "
+                          f"and the working folder: a study file's paths stay inside them; give the path on the "
+                          f"command line, or pass --trust-study-file if you trust this file")
+
+
+def _check_trust(p: Path, study: dict[str, Any], backend_options: dict[str, Any]) -> None:
+    """The checks of an untrusted study file (see the module docstring)."""
+    programs = [k for k in PROGRAM_OPTIONS if k in backend_options]
+    if programs:
+        raise ConfigError(f"study file {shown(p)}: [backend_options] {', '.join(programs)} name(s) a program "
+                          "placetune runs, its arguments or its environment, which a study file may not set: give "
+                          "--trtexec / --worker-python on the command line (or PLACETUNE_TRTEXEC), or pass "
+                          "--trust-study-file if you trust this file")
+    cwd = Path.cwd()
+    for key in ("model", "models"):
+        for m in (study.get(key) if isinstance(study.get(key), list) else [study.get(key)]):
+            if isinstance(m, str) and (m.endswith(".onnx") or m.endswith(".onnx.gz")):
+                _confine(p, key, m, p.parent)
+    if isinstance(study.get("device_profile"), str):
+        _confine(p, "device_profile", study["device_profile"], p.parent)
+    export = study.get("export")
+    if isinstance(export, str) and export:
+        _confine(p, "export", export, cwd)
+        try:
+            same = p.name != "-" and os.path.samefile(p, export)
+        except OSError:
+            same = False
+        if same:
+            raise ConfigError(f"study file {shown(p)}: export names the study file itself; give another file")
+    storage = study.get("storage")
+    if isinstance(storage, str) and storage.strip():
+        from placetune.errors import StoreError
+        from placetune.store.url import normalise_url
+
+        try:
+            url = normalise_url(storage)
+        except StoreError:
+            url = None  # refused with its own message where the store opens it
+        db = (url.database or "") if url is not None and url.get_backend_name() == "sqlite" else ""
+        if db.startswith("file:"):
+            db = db[5:].split("?", 1)[0]
+        if db and db != ":memory:":
+            _confine(p, "storage", db, cwd)
+    for key in PATH_OPTIONS:
+        value = backend_options.get(key)
+        if isinstance(value, str) and value:
+            _confine(p, f"[backend_options] {key}", value, cwd)
+
+
+def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
     """Read a study TOML file into a :class:`TuneConfig`.
 
     Relative ONNX paths are resolved against the file's folder.
 
+    Args:
+        path: the file (``-``: standard input).
+        trusted: the user trusts the file (``--trust-study-file``): its paths are not confined and
+            it may name programs and environment variables (see the module docstring).
+
     Raises:
-        ConfigError: unreadable file, TOML syntax error, unknown keys or bad values.
+        ConfigError: unreadable file, TOML syntax error, unknown keys or bad values; for an
+            untrusted file, a path outside its folder and the working folder, or a program option.
     """
     from placetune.files.read import read_text
 
@@ -233,10 +330,7 @@ def load_study_file(path: str | Path) -> TuneConfig:
     text = read_text(path, "study file", stdin=True)  # regular files (or -) only, at most 1 MiB
     if os.fspath(path) == "-":
         p = Path.cwd() / "-"  # relative paths in a study read from standard input: the working folder
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"study file {shown(p)} is not valid TOML: {exc}") from None
+    doc = loads_toml(text, f"study file {shown(p)}")  # nesting and dotted keys bounded before tomllib
     unknown_tables = set(doc) - {"study", "settings", "agent_options", "backend_options"}
     if unknown_tables:
         raise ConfigError(f"study file {p}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
@@ -291,8 +385,10 @@ def load_study_file(path: str | Path) -> TuneConfig:
             study["constraints"] = [c.text for c in parse_constraints(cons)]
         except ConfigError as exc:
             raise ConfigError(f"study file {p}: {exc}") from None
+    if not trusted:
+        _check_trust(p, study, dict(doc.get("backend_options", {})))
     try:
-        cfg = TuneConfig(**study)
+        cfg = TuneConfig(**study, export_from_file=not trusted and bool(study.get("export")))
         cfg.settings = dict(doc.get("settings", {}))
         cfg.agent_options = dict(doc.get("agent_options", {}))
         cfg.backend_options = dict(doc.get("backend_options", {}))

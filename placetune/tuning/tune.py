@@ -208,8 +208,8 @@ class Tuner:
         from placetune.files.write import check_output
         from placetune.plan.file import is_plan_file
 
-        if self.cfg.export:
-            return str(check_output(self.cfg.export, "plan file (--export)"))
+        if self.cfg.export:  # (named by an untrusted study file: only over a plan file placetune wrote)
+            return str(check_output(self.cfg.export, "plan file (--export)", owned=self.cfg.export_owner()))
         name = file_name(f"{study}.plan.json", "the plan file name of study", hint="give the plan file with "
                          "--export PATH (or export = \"...\" in the study file)")
         check_output(name, "plan file", owned=is_plan_file, hint="give the plan file with --export PATH")
@@ -577,7 +577,7 @@ class Tuner:
         path = self._check_export(outcome.study)
         plan = export_plan(ev.store, outcome.study, objective=ev.objective, model=ev.model)  # not loaded again
         plan.notes.extend(getattr(self, "verdict_lines", []))  # what the plan rests on, with the plan
-        plan.save(path, owned=None if self.cfg.export else is_plan_file)
+        plan.save(path, owned=self.cfg.export_owner() if self.cfg.export else is_plan_file)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         self._say(next_steps(self.cfg.storage, outcome.study))
         return path
