@@ -276,7 +276,8 @@ def _check_trust(p: Path, study: dict[str, Any], backend_options: dict[str, Any]
                           "--trust-study-file if you trust this file")
     cwd = Path.cwd()
     for key in ("model", "models"):
-        for m in (study.get(key) if isinstance(study.get(key), list) else [study.get(key)]):
+        value = study.get(key)
+        for m in (value if isinstance(value, list) else [value]):
             if isinstance(m, str) and (m.endswith(".onnx") or m.endswith(".onnx.gz")):
                 _confine(p, key, m, p.parent)
     if isinstance(study.get("device_profile"), str):
