@@ -4,8 +4,8 @@ Checks, in order: the CUDA binding in the worker Python; which Jetson module thi
 device tree's ``compatible`` and ``model`` strings, :mod:`placetune.hardware.modules`: an unknown
 module is said so and the checks go on with a stand-in profile of as many DLA cores as TensorRT
 reports); TensorRT's version and DLA cores (against the module's); a tiny CNN all-GPU and
-all-DLA0 in FP16, each engine timed again by ``trtexec --loadEngine`` (the same engine: the two
-must agree within 10%) and the DLA0 engine's loadables compared with ``trtexec --useDLACore=0
+all-DLA0 in FP16, each engine timed again by ``trtexec --loadEngine --exposeDMA`` (the same engine,
+timed the same way: the two must agree within 10% + 50 us, :data:`LATENCY_TOLERANCE`) and the DLA0 engine's loadables compared with ``trtexec --useDLACore=0
 --allowGPUFallback``'s own build; INT8 on DLA without a calibration cache; pipelines
 GPU->DLA0->GPU at K=1..3 (the gate passes, a deliberately wrong cut fails, loadables per core
 <= 16); DLA0 || DLA1 replicas of the all-DLA engine; a second run hits the engine cache; the
@@ -34,16 +34,41 @@ from typing import Any, Callable
 
 from placetune.validate import dumps_json
 
-__all__ = ["run_selftest", "format_report", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS"]
+__all__ = ["run_selftest", "format_report", "within_tolerance", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS",
+           "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS"]
 
 #: exit status when a check failed or was skipped (the README's backend code)
 EXIT_NOT_ALL_OK = 8
 MODEL = "model-gn"  # a tiny CNN with non-trivial weights (zoo)
 #: the profile the checks use on a module placetune has no profile for, by TensorRT's DLA core count
 STAND_IN_PLATFORMS = {0: "orin-nano", 1: "orin-nx-8gb", 2: "orin-agx"}
-#: how far the worker's latency of an engine may be from trtexec's of the same engine
+#: How far the worker's median latency of an engine may be from trtexec's of the same engine:
+#: ``|worker - trtexec| <= LATENCY_TOLERANCE * trtexec + LATENCY_ALLOWANCE_MS``. Both time one query
+#: in flight between CUDA events around the enqueue (trtexec with ``--exposeDMA``:
+#: :mod:`placetune.backends.timing_method`), so no systematic offset is left but the host's cost
+#: of starting the enqueue: the worker calls ``execute_async_v3`` through Python (a bound-method
+#: call and pybind11's dispatch between recording the start event and the first launch), trtexec
+#: through C++; that is microseconds per query on a Jetson's CPU and does not scale with the
+#: engine, hence a fixed allowance of 50 us. What does scale: the two runs are separate
+#: processes timed one after the other, so a DVFS step between them (clocks not locked:
+#: ``sudo jetson_clocks``) or the median of a different number of samples moves the ratio by a
+#: few per cent on a locked board; 10 % leaves room for that and still catches the offset the
+#: two-in-flight default gives (up to one enqueue, which is tens of per cent of a small engine).
 LATENCY_TOLERANCE = 0.10
+#: the fixed part of the allowance (ms): the Python-vs-C++ enqueue start (see LATENCY_TOLERANCE)
+LATENCY_ALLOWANCE_MS = 0.05
 _NA = "n/a"
+
+
+def within_tolerance(worker_ms: float, trtexec_ms: float) -> bool:
+    """True when the worker's median latency of an engine agrees with trtexec's of the same engine
+    (:data:`LATENCY_TOLERANCE` of trtexec's plus :data:`LATENCY_ALLOWANCE_MS`).
+
+    Example:
+        >>> within_tolerance(0.33, 0.30), within_tolerance(1.25, 1.0)
+        (True, False)
+    """
+    return abs(worker_ms - trtexec_ms) <= LATENCY_TOLERANCE * trtexec_ms + LATENCY_ALLOWANCE_MS
 
 
 def _scrub(text: str) -> str:
@@ -209,12 +234,15 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         t = tx.time_plan(plan, Settings(precision=precision), dla_core=core, batch=model.batch)
         if not t.ok:
             return f"trtexec --loadEngine of the worker's engine: {t.status}: {t.reason}", {}
-        ratio = m.latency_ms["median"] / t.latency_ms["median"]
-        figs = {"trtexec_latency_ms": t.latency_ms["median"], "latency_ratio": round(ratio, 4)}
-        if abs(ratio - 1) > LATENCY_TOLERANCE:
-            return (f"the same engine: median {m.latency_ms['median']:.3f} ms by placetune, "
-                    f"{t.latency_ms['median']:.3f} ms by trtexec ({ratio:.2f}x; allowed within "
-                    f"{LATENCY_TOLERANCE:.0%}): the two time differently"), figs
+        ours, theirs = m.latency_ms["median"], t.latency_ms["median"]
+        ratio = ours / theirs
+        figs = {"trtexec_latency_ms": theirs, "latency_ratio": round(ratio, 4),
+                "trtexec_command": " ".join((t.extra or {}).get("commands", {}).get("time", [])[1:])}
+        if not within_tolerance(ours, theirs):
+            return (f"the same engine: median {ours:.3f} ms by placetune, {theirs:.3f} ms by trtexec "
+                    f"({ratio:.2f}x; allowed {LATENCY_TOLERANCE:.0%} + {LATENCY_ALLOWANCE_MS * 1000:.0f} us): "
+                    "both time one query in flight (trtexec --exposeDMA), so check the clocks are locked "
+                    "(sudo jetson_clocks) and send this report"), figs
         return None, figs
 
     def engine(devs, precision):

@@ -45,13 +45,14 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Measurement
 from placetune.backends.tensorrt import env as trt_env
-from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
+from placetune.backends.tensorrt.buildlog import attribute_profile, locate, parse_build_log
 from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
 from placetune.backends.tensorrt.worker_names import is_placement_line
 
 from placetune.backends.base import default_cache_dir
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
+from placetune.backends.timing_method import ENGINE_TIMED
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -472,7 +473,7 @@ class TensorRTBackend:
         if res.get("inspector"):
             extra["engine_inspector"] = str(res["inspector"])[:_INSPECTOR_MAX_CHARS]
         extra["warmup_iterations"] = res.get("warmup_iterations")
-        extra["timed"] = TIMED
+        extra["timed"] = ENGINE_TIMED
         return Measurement(
             status="ok", latency_samples_ms=samples, throughput_fps=fps, realized=realized, fallback=fallback,
             dla_loadables=loadables, segment_times_ms=prof.segments, layer_times_ms=prof.layer_times_ms,

@@ -37,6 +37,7 @@ from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
+from placetune.backends.timing_method import REPLICAS_TIMED
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
 from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
@@ -539,7 +540,7 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     if notes:  # with what _realised said of each DLA replica's build log
         extra["notes"] = notes
     extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
-    extra["timed"] = TIMED
+    extra["timed"] = REPLICAS_TIMED
     common_kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                      extra=extra, **base)
     status = res.get("status")

@@ -224,9 +224,22 @@ class _CpEvent(object):
 
     def time_since(self, start):
         # type: (_CpEvent) -> float
+        """Milliseconds from ``start`` to this event: ``cuEventElapsedTime_v2`` (CUDA 12.8 on; the
+        cuda-python 13 bindings have it) where the driver has it, else ``cuEventElapsedTime``. A
+        binding newer than the driver (cuda-python 13 on a JetPack 6 / CUDA 12.x driver) raises
+        ``RuntimeError('Function "cuEventElapsedTime_v2" not found')`` or returns
+        ``CUDA_ERROR_NOT_FOUND``: then the old entry point is used from then on."""
         drv = self.layer.drv
-        fn = getattr(drv, "cuEventElapsedTime_v2", None) or drv.cuEventElapsedTime
-        return float(self.layer.check("cuEventElapsedTime", fn(start.obj, self.obj)))
+        fn = getattr(drv, "cuEventElapsedTime_v2", None)
+        if fn is not None and not self.layer.no_elapsed_v2:
+            try:
+                ret = fn(start.obj, self.obj)
+            except RuntimeError:  # the driver lacks the symbol
+                ret = None
+            if ret is not None and _code(ret[0]) != _code(drv.CUresult.CUDA_ERROR_NOT_FOUND):
+                return float(self.layer.check("cuEventElapsedTime_v2", ret))
+            self.layer.no_elapsed_v2 = True
+        return float(self.layer.check("cuEventElapsedTime", drv.cuEventElapsedTime(start.obj, self.obj)))
 
 
 def _code(err):
@@ -259,6 +272,7 @@ class _CudaPython(Cuda):
         self.drv, self.version = _cuda_bindings()
         self.ctx = None
         self.pinned = []  # type: List[int]
+        self.no_elapsed_v2 = False  # the driver lacks cuEventElapsedTime_v2 (Event.time_since)
         self.check("cuInit", self.drv.cuInit(0))
         self.dev = self.check("cuDeviceGet", self.drv.cuDeviceGet(0))
         self.ctx = self.check("cuDevicePrimaryCtxRetain", self.drv.cuDevicePrimaryCtxRetain(self.dev))
