@@ -14,10 +14,10 @@ from placetune.cli.main import main
 from placetune.cli.selftest import EXIT_NOT_ALL_OK, run_selftest
 from tests.fakes import FAKES_DIR, fake_env
 
-NAMES = ["cuda", "module", "tensorrt", "engine all-GPU fp16 (vs trtexec)", "engine all-DLA0 fp16 (vs trtexec)",
+NAMES = ["cuda", "module", "tensorrt", "clocks", "engine all-GPU fp16 (vs trtexec)", "engine all-DLA0 fp16 (vs trtexec)",
          "engine all-DLA0 int8, no calibration cache", "pipeline GPU->DLA0->GPU K=1..3, wrong cut", "DLA0 || DLA1",
          "second run hits the engine cache", "worker exit", "power rails"]
-DLA_CHECKS = NAMES[4:9]
+DLA_CHECKS = NAMES[5:10]
 SYSFS = FAKES_DIR / "sysfs"
 
 
@@ -89,7 +89,31 @@ GREEN = [
 ]
 
 
-def test_green_against_the_doubles_on_every_module_and_version(tmp_path):
+LOCKED = ("SOC family:tegra234  Machine:NVIDIA Jetson AGX Orin Developer Kit\nOnline CPUs: 0-11\n"
+          "cpu0: Online=1 Governor=schedutil MinFreq=2201600 MaxFreq=2201600 CurrentFreq=2201600 IdleStates: C1=0\n"
+          "GPU MinFreq=1300500000 MaxFreq=1300500000 CurrentFreq=1300500000\n")
+UNLOCKED = LOCKED.replace("MinFreq=1300500000", "MinFreq=306000000").replace("CurrentFreq=1300500000",
+                                                                             "CurrentFreq=306000000")
+
+
+@pytest.fixture
+def board(tmp_path, monkeypatch):
+    """nvpmodel and jetson_clocks on PATH, answering as a board in MAXN with its clocks fixed
+    (``board(clocks=UNLOCKED)`` for one whose jetson_clocks is off)."""
+    def make(clocks=LOCKED, mode="MAXN"):
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        (tmp_path / "clocks.txt").write_text(clocks)
+        for name, body in (("nvpmodel", f"printf 'NV Power Mode: {mode}\\n0\\n'"),
+                           ("jetson_clocks", f"cat '{tmp_path / 'clocks.txt'}'")):
+            (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+            (bin_dir / name).chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return make
+
+
+def test_green_against_the_doubles_on_every_module_and_version(tmp_path, board):
+    board()
     for i, (case, (code, doc)) in enumerate(zip(GREEN, _all(tmp_path, GREEN))):
         version, model, compatible, fake, platform = case
         by = {c["name"]: c for c in doc["checks"]}
@@ -97,7 +121,9 @@ def test_green_against_the_doubles_on_every_module_and_version(tmp_path):
         assert code == 0 and doc["all_ok"], (case, _lines(doc))
         assert doc["platform"] == platform and by["module"]["status"] == "ok", case
         ran = {n for n, c in by.items() if c["status"] == "ok"}
-        assert {"cuda", "tensorrt", "engine all-GPU fp16 (vs trtexec)", "worker exit", "power rails"} <= ran
+        assert {"cuda", "tensorrt", "clocks", "engine all-GPU fp16 (vs trtexec)", "worker exit", "power rails"} <= ran
+        assert by["clocks"]["detail"].startswith("nvpmodel mode MAXN; jetson_clocks on")
+        assert " mJ per inference of the all-GPU engine" in by["power rails"]["detail"]
         assert by["engine all-GPU fp16 (vs trtexec)"]["latency_ratio"] == pytest.approx(1.0, abs=0.1)
         assert "--exposeDMA" in by["engine all-GPU fp16 (vs trtexec)"]["trtexec_command"]  # timed as the worker
         dla = int(fake.get("DLA_CORES", "2"))
@@ -152,3 +178,29 @@ def test_the_same_engine_agrees_within_a_relative_and_a_fixed_allowance():
     assert LATENCY_TOLERANCE == 0.10 and LATENCY_ALLOWANCE_MS == 0.05
     assert within_tolerance(0.34, 0.30) and within_tolerance(10.9, 10.0)
     assert not within_tolerance(1.25, 1.0) and not within_tolerance(0.20, 0.30) and not within_tolerance(11.2, 10.0)
+
+
+def test_unlocked_clocks_fail_their_own_check_and_nothing_else(tmp_path, board):
+    """A board whose jetson_clocks is off: the report names the clocks (a tune would stop at its
+    first build), while the engines still build and time."""
+    board(clocks=UNLOCKED)
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    failed = {c["name"]: c["detail"] for c in doc["checks"] if c["status"] == "failed"}
+    assert code == EXIT_NOT_ALL_OK and list(failed) == ["clocks"], _lines(doc)
+    assert "jetson_clocks is off" in failed["clocks"] and "sudo jetson_clocks" in failed["clocks"]
+    text = (tmp_path / "st" / "selftest.txt").read_text()
+    assert "[FAILED]  clocks: nvpmodel mode MAXN; jetson_clocks is off" in text
+
+
+def test_each_failure_mode_has_its_own_line():
+    """The clocks and energy checks' answers, one per failure mode, none alike."""
+    from placetune.cli.selftest import _clocks_check, _energy_check
+
+    answers = [_clocks_check("MAXN", True), _clocks_check("15W", False), _clocks_check(None, None),
+               _energy_check([], {}, True), _energy_check(["VDD_IN"], {}, False),
+               _energy_check(["VDD_IN"], {"energy_mj": None, "power": {"reason": "no power sample could be read "
+                                                                          "during the timed run"}}, True),
+               _energy_check(["VDD_IN"], {"energy_mj": 1.5, "power": {}}, True)]
+    assert [a[1] for a in answers] == ["ok", "failed", "skipped", "skipped", "skipped", "failed", "ok"]
+    assert len({a[2] for a in answers}) == len(answers)
+    assert "nvpmodel mode 15W" in answers[1][2] and "no power sample" in answers[5][2]

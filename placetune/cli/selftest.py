@@ -9,7 +9,9 @@ timed the same way: the two must agree within 10% + 50 us, :data:`LATENCY_TOLERA
 --allowGPUFallback``'s own build; INT8 on DLA without a calibration cache; pipelines
 GPU->DLA0->GPU at K=1..3 (the gate passes, a deliberately wrong cut fails, loadables per core
 <= 16); DLA0 || DLA1 replicas of the all-DLA engine; a second run hits the engine cache; the
-worker exits with status 0; power rails found.
+worker exits with status 0; the clocks (nvpmodel mode, jetson_clocks on: a tune stops at its
+first build when they are off, :mod:`placetune.tuning.first_build`); power rails found and an
+energy figure read from them during trtexec's timing of the all-GPU engine.
 
 Every DLA check runs DLA engines and fails loudly when the build printed no placement lines
 (``Layers Running on DLA/GPU``: where TensorRT put each layer is then unknown) or when no layer
@@ -130,6 +132,36 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
             + (f"; TensorRT's reasons: {why}" if why else ""))
 
 
+def _clocks_check(power_mode: str | None, locked: bool | None) -> tuple[str, str, str]:
+    """``(name, status, detail)`` of the clocks a run assumes: the nvpmodel mode (recorded in every
+    study's fingerprint: a study refuses to resume under another) and whether jetson_clocks is on
+    (a real run stops at its first build when it is off: placetune.tuning.first_build)."""
+    mode = f"nvpmodel mode {power_mode}" if power_mode else "nvpmodel mode unknown (nvpmodel -q did not answer)"
+    if locked is True:
+        return "clocks", "ok", f"{mode}; jetson_clocks on (CPU and GPU clocks fixed)"
+    if locked is False:
+        return "clocks", "failed", (f"{mode}; jetson_clocks is off (`jetson_clocks --show`: clocks not fixed), so "
+                                    "timings drift with DVFS and a tune stops at its first build: run "
+                                    "`sudo jetson_clocks`")
+    return "clocks", "skipped", (f"{mode}; whether jetson_clocks is on could not be read (`jetson_clocks --show` "
+                                 "is missing or needs root: run the selftest with sudo to check it)")
+
+
+def _energy_check(rails: list[str], seen: dict[str, Any], have_trtexec: bool) -> tuple[str, str, str]:
+    """``(name, status, detail)`` of energy: the rails, and an energy figure from trtexec's timing of
+    the all-GPU engine (the only backend that samples power; an energy study needs it)."""
+    if not rails:
+        return "power rails", "skipped", ("no INA3221 rails found (not a Jetson, or /sys not readable): "
+                                          "--objective energy cannot be measured here")
+    names = ", ".join(rails)
+    if not have_trtexec or not seen:
+        return "power rails", "skipped", f"{names}; no trtexec timing ran, so no energy figure was read"
+    if seen.get("energy_mj") is None:
+        why = (seen.get("power") or {}).get("reason") or f"trtexec's timing {seen.get('status')}"
+        return "power rails", "failed", f"{names} found but no energy figure: {why}"
+    return "power rails", "ok", f"{names}; {seen['energy_mj']:.3f} mJ per inference of the all-GPU engine"
+
+
 def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = None,
                  worker_env: dict[str, str] | None = None, trtexec: str | None = None, *,
                  device_tree: str | os.PathLike[str] = "/proc/device-tree", power_root: str | os.PathLike[str] = "/",
@@ -220,9 +252,12 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         from placetune.backends.registry import get_backend
 
         tx = get_backend("trtexec", trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
-                         **(dict(warmup_ms=5.0, iterations=10, duration_s=0.0) if quick else {}))
+                         power_root=power_root,
+                         **(dict(warmup_ms=5.0, iterations=10, duration_s=0.3) if quick else {}))
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
+    energy_seen: dict[str, Any] = {}
+    rep.add(*_clocks_check(trt_env.read_power_mode(), trt_env.read_clocks()))
 
     def same_engine(m, core: int, precision: str) -> tuple[str | None, dict[str, Any]]:
         """The worker's engine timed again by trtexec --loadEngine: None when within tolerance."""
@@ -232,6 +267,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         if tx is None or not plan:
             return (None if tx is None else "the worker kept no engine file for trtexec to time"), {}
         t = tx.time_plan(plan, Settings(precision=precision), dla_core=core, batch=model.batch)
+        if core < 0:  # the energy check reads the all-GPU engine's power
+            energy_seen.update(energy_mj=t.energy_mj, power=(t.extra or {}).get("power") or {}, status=t.status)
         if not t.ok:
             return f"trtexec --loadEngine of the worker's engine: {t.status}: {t.reason}", {}
         ours, theirs = m.latency_ms["median"], t.latency_ms["median"]
@@ -343,8 +380,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     rep.add("worker exit", "ok" if p.returncode == 0 and not aborted else "failed",
             f"exit status {p.returncode}" + ("; pycuda aborted: context stack was not empty" if aborted else ""))
     rails = discover_rails(power_root)
-    rep.add("power rails", "ok" if rails else "skipped", ", ".join(r.name for r in rails) or "no INA3221 rails found "
-            "(not a Jetson, or /sys not readable)")
+    rep.add(*_energy_check([r.name for r in rails], energy_seen, tx is not None))
     ok = all(c["status"] in ("ok", _NA) for c in rep.checks)
     doc = {"placetune_selftest": 1, "python": _platform.python_version(), "machine": _platform.machine(),
            "l4t": trt_env.read_l4t(), "jetpack": trt_env.read_jetpack(), "module": match.model,
