@@ -28,8 +28,9 @@ except ImportError:  # pragma: no cover
 FIX = ("pip install cuda-python (wheels, no build; CUDA 12: 'cuda-python>=12,<13', CUDA 13 / JetPack 7: "
        "'cuda-python>=13'), or pycuda built against this CUDA: export PATH=/usr/local/cuda/bin:$PATH; "
        "pip install --no-build-isolation pycuda (JetPack 7 / CUDA 13 needs pycuda>=2025.1.2; on JetPack 5.1's "
-       "system Python 3.8 build it against the system numpy 1.17, e.g. pip install --no-build-isolation "
-       "'pycuda<2024' numpy==1.17.4, or a 'numpy.core.multiarray failed to import' ABI error follows)")
+       "system Python 3.8 build it against the system numpy 1.17.4: sudo apt-get install python3-dev "
+       "python3-numpy, then python3 -m pip install --user --no-build-isolation 'pycuda<2024' (PyPI has no "
+       "aarch64 numpy 1.17.4 wheel for Python 3.8), or a 'numpy.core.multiarray failed to import' ABI error follows)")
 BINDINGS = ("cuda-python", "pycuda")
 _STATE = {}  # type: Dict[str, Any]
 
