@@ -204,3 +204,14 @@ def test_each_failure_mode_has_its_own_line():
     assert [a[1] for a in answers] == ["ok", "failed", "skipped", "skipped", "skipped", "failed", "ok"]
     assert len({a[2] for a in answers}) == len(answers)
     assert "nvpmodel mode 15W" in answers[1][2] and "no power sample" in answers[5][2]
+
+
+def test_a_dla_core_count_below_the_modules_says_which_tensorrt_has_no_dla_where():
+    """TensorRT 10.8+ has no DLA (10.7 the last), 11.0-11.3 none, 11.4.1 on AGX Orin only
+    (TensorRT 11.4.1 release notes): the tensorrt check's line says which applies."""
+    from placetune.cli.selftest import dla_count_hint
+
+    assert "10.7 was the last" in dla_count_hint("10.16.2", "Jetson AGX Orin 64GB")
+    assert "11.0-11.3" in dla_count_hint("11.1.0", "Jetson AGX Orin 64GB")
+    assert "AGX Orin only" in dla_count_hint("11.4.1", "Jetson Orin NX 16GB")
+    assert dla_count_hint("11.4.1", "Jetson AGX Orin 64GB") == "" and dla_count_hint("10.3.0", "Jetson Orin NX 16GB") == ""

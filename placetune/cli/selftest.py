@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import platform as _platform
+import re
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ from typing import Any, Callable
 
 from placetune.validate import dumps_json
 
-__all__ = ["run_selftest", "format_report", "within_tolerance", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS",
+__all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS",
            "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS"]
 
 #: exit status when a check failed or was skipped (the README's backend code)
@@ -71,6 +72,27 @@ def within_tolerance(worker_ms: float, trtexec_ms: float) -> bool:
         (True, False)
     """
     return abs(worker_ms - trtexec_ms) <= LATENCY_TOLERANCE * trtexec_ms + LATENCY_ALLOWANCE_MS
+
+
+def dla_count_hint(version: str, module_title: str) -> str:
+    """Why TensorRT ``version`` may report fewer DLA cores than the module has ("" when no reason is
+    known): 10.8 and later 10.x have no DLA (10.7 was the last), 11.0-11.3 none, 11.4.1 on Jetson
+    AGX Orin only with JetPack 7.2.2+ (TensorRT 11.4.1 release notes).
+
+    Example:
+        >>> dla_count_hint("10.16.2", "Jetson AGX Orin 64GB")
+        ' (TensorRT 10.8 and later 10.x have no DLA: 10.7 was the last; JetPack 6.1/6.2 ship 10.3)'
+    """
+    nums = [int(x) for x in re.findall(r"\d+", version or "")[:2]] + [0, 0]
+    major, minor = nums[0], nums[1]
+    if major == 10 and minor > 7:
+        return " (TensorRT 10.8 and later 10.x have no DLA: 10.7 was the last; JetPack 6.1/6.2 ship 10.3)"
+    if major == 11 and minor < 4:
+        return " (TensorRT 11.0-11.3 support no DLA; 11.4.1 brings it back on AGX Orin with JetPack 7.2.2)"
+    if major >= 11 and "AGX Orin" not in module_title:
+        return (f" (TensorRT 11.4.1 supports DLA on Jetson AGX Orin only, with JetPack 7.2.2 or later; "
+                f"not on a {module_title})")
+    return ""
 
 
 def _scrub(text: str) -> str:
@@ -230,8 +252,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     if not version:
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}")
     elif expected is not None and int(cores or 0) != expected:
-        hint = (" (TensorRT 11.0-11.3 support no DLA; 11.4.1 brings it back on AGX Orin with JetPack 7.2.2)"
-                if version.startswith("11.") and int(version.split(".")[1] or 0) < 4 else "")
+        hint = dla_count_hint(version, module.title)
         rep.add("tensorrt", "failed", f"TensorRT {version} reports {cores} DLA core(s), but a {module.title} has "
                 f"{expected}{hint}", trt_version=version, dla_cores=cores)
     else:
