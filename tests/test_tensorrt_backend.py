@@ -501,3 +501,30 @@ def test_event_timing_falls_back_when_the_driver_lacks_cuEventElapsedTime_v2(tmp
     first, second, fell_back = p.stdout.split()
     assert float(first) == float(second) >= 0.0
     assert fell_back == ("False" if how == "present" else "True")
+
+
+def test_power_is_sampled_over_the_workers_timed_loop(tmp_path):
+    """power=True: the timed loop lasts power_duration_s, the worker reports its window in
+    time.monotonic() terms, the parent's samples are cut to it; energy = mean power / inferences per s."""
+    sysfs = Path(__file__).parent / "fakes" / "sysfs" / "orin-agx"
+    be = get_backend("tensorrt", worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "trt", warmup_ms=1.0,
+                     profile_iterations=0, power=True, power_duration_s=0.4, power_root=sysfs, power_interval_s=0.01)
+    try:
+        ev = Evaluator(Model.load(DATA / "seed_model_gn.onnx.gz"), "orin-agx", be, store=None, iterations=5)
+        m = ev.evaluate(Placement.all_gpu(ev.model))
+    finally:
+        be.close()
+    assert m.ok, m.reason
+    power = m.extra["power"]
+    assert power["window_s"] == pytest.approx(0.4, abs=0.2) and power["samples"] >= 5
+    assert m.power_w == power["mean_w"] and m.power_w > 0
+    assert m.energy_mj == pytest.approx(m.power_w * 1000.0 / (m.throughput_fps / m.batch))
+    assert len(m.latency_samples_ms) > 5  # the loop ran for its duration, not its 5 iterations
+    off = get_backend("tensorrt", worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "trt2", warmup_ms=1.0,
+                      profile_iterations=0, power_root=sysfs)
+    try:
+        m2 = Evaluator(Model.load(DATA / "seed_model_gn.onnx.gz"), "orin-agx", off, store=None,
+                       iterations=5).evaluate(Placement.all_gpu(ev.model))
+    finally:
+        off.close()
+    assert m2.ok and m2.energy_mj is None and "power" not in m2.extra and len(m2.latency_samples_ms) == 5

@@ -273,3 +273,27 @@ def test_the_placement_check_reads_the_backends_flag_first():
                                                                               "placement_known": True})) is True
     assert placement_known(Measurement("ok", latency_samples_ms=[1.0], extra={"placement_known": False})) is False
     assert placement_known(Measurement("ok", latency_samples_ms=[1.0], extra={})) is True
+
+
+def test_the_tensorrt_backend_measures_energy_in_engine_mode_with_power_on(tmp_path):
+    """With its backend option power = true the tensorrt backend samples the rails from the parent
+    while the worker times (cut to the worker's timed window): energy objectives are measured in
+    engine mode, and still refused in the other modes and with power off."""
+    from placetune.backends.registry import get_backend
+    from placetune.errors import ConfigError
+    from placetune.tuning.measurable import check_measurable
+
+    sysfs = Path(__file__).parent / "fakes" / "sysfs" / "orin-agx"
+    be = get_backend("tensorrt", worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "trt", warmup_ms=1.0,
+                     profile_iterations=0, power=True, power_duration_s=0.3, power_root=sysfs, power_interval_s=0.01)
+    try:
+        measured = _measure_all_objectives(be, "engine", tmp_path)
+    finally:
+        be.close()
+    assert {"energy", "latency+energy", "throughput+energy"} <= measured
+    for objective in ("energy", "latency+energy", "throughput+energy"):
+        check_measurable(objective, [], "tensorrt", "engine", {"power": True})
+        for mode, options in (("pipeline", {"power": True}), ("replicas", {"power": True}), ("engine", {})):
+            with pytest.raises(ConfigError, match=re.escape(f"objective {objective} cannot be measured by the "
+                                                            f"tensorrt backend in {mode} mode")):
+                check_measurable(objective, [], "tensorrt", mode, options)

@@ -12,7 +12,9 @@ What each backend reports (the sources of the figures):
 * ``trtexec``: engine and replicas modes; energy from the board's power rails sampled during
   trtexec's timed iterations (backend option ``power``, on by default); no pipeline mode (trtexec
   runs whole networks); no GPU busy time per frame.
-* ``tensorrt``: every mode; no power sampling (energy is the trtexec backend's), no GPU busy time.
+* ``tensorrt``: every mode; energy in engine mode with its backend option ``power = true`` (the
+  rails sampled from the parent during the worker's timed loop, which then lasts seconds); no GPU
+  busy time.
 
 Whether the rails of *this* board can be read is known only on the board: the first build of
 a real run checks that the objective's figures exist (:mod:`placetune.tuning.first_build`).
@@ -39,7 +41,7 @@ MODES = ("engine", "pipeline", "replicas", "concurrent")
 METRICS = ("latency", "throughput", "energy", "gpu_time")
 
 _ENERGY_HINT = ("use --backend trtexec (engine or replicas mode), which samples the board's power rails while "
-                "trtexec times, or another objective")
+                "trtexec times, or engine mode, or another objective")
 _GPU_TIME = ("GPU busy time per frame comes from the simulator's schedule only; no real backend reports it: "
              "use --backend simulate or another objective")
 _PIPELINE = ("trtexec runs whole networks only, not engines chained by CUDA streams: use --backend tensorrt for "
@@ -55,9 +57,12 @@ def why_unmeasurable(metric: str, backend: str, mode: str, options: Mapping[str,
         return _PIPELINE
     if metric == "gpu_time" and backend in ("tensorrt", "trtexec"):
         return _GPU_TIME
-    if metric == "energy" and backend == "tensorrt":
-        return f"the tensorrt backend does not sample the power rails, so no measurement has an energy figure; " \
-               f"{_ENERGY_HINT}"
+    if metric == "energy" and backend == "tensorrt" and mode != "engine":
+        return f"the tensorrt backend samples the power rails in engine mode only; {_ENERGY_HINT}"
+    if metric == "energy" and backend == "tensorrt" and not options.get("power", False):
+        return ("the tensorrt backend samples the power rails only with its backend option power = true (off by "
+                "default: the timed loop then runs power_duration_s, 3 s): set it under [backend_options], or "
+                "use --backend trtexec")
     if metric == "energy" and backend == "trtexec" and not options.get("power", True):
         return "the trtexec backend's power sampling is off (backend option power = false): turn it on"
     return None
@@ -81,7 +86,7 @@ def check_measurable(objective: str, constraints: Iterable[Any], backend: str, m
         >>> check_measurable("latency+energy", [], "tensorrt", "engine")
         Traceback (most recent call last):
         ...
-        placetune.errors.ConfigError: objective latency+energy cannot be measured by the tensorrt backend in engine mode: the tensorrt backend does not sample the power rails, so no measurement has an energy figure; use --backend trtexec (engine or replicas mode), which samples the board's power rails while trtexec times, or another objective
+        placetune.errors.ConfigError: objective latency+energy cannot be measured by the tensorrt backend in engine mode: the tensorrt backend samples the power rails only with its backend option power = true (off by default: the timed loop then runs power_duration_s, 3 s): set it under [backend_options], or use --backend trtexec
     """
     from placetune.tuning.constraints import parse_constraints
 

@@ -83,6 +83,7 @@ DLA_POOLS = {
 }
 _INSPECTOR_MAX_CHARS = 500_000  # DETAILED inspector JSON of big models is large; the store keeps it
 _LOG_KEEP = 400
+_MAX_SAMPLES = 5000
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -165,6 +166,14 @@ class TensorRTBackend:
         save_plans: engine mode: also write each engine built to this folder
             (``extra["plan_file"]``), e.g. for ``trtexec --loadEngine`` to time the very engine
             the worker timed (``placetune selftest`` does).
+        power: engine mode: sample the board's power rails (INA3221, :mod:`placetune.hardware.power`)
+            from this process while the worker times, cut to the timed loop's window (the worker
+            reports it in ``time.monotonic()`` terms), for ``power_w`` and ``energy_mj``; the timed
+            loop then runs at least ``power_duration_s``.
+        power_duration_s: the shortest timed loop when ``power`` is on (trtexec's ``--duration``).
+        power_root: sysfs root of the rails (default ``$PLACETUNE_SYSFS_ROOT`` or ``/``).
+        power_interval_s: time between power samples.
+        power_rails: rail names summed as module power (default: the input rail, else all).
 
     Raises:
         ConfigError: bad pool sizes, a missing calibration cache or a worker Python that
@@ -198,6 +207,11 @@ class TensorRTBackend:
         cut_formats: bool = True,
         test_wrong_cut: bool = False,
         save_plans: str | os.PathLike[str] | None = None,
+        power: bool = False,
+        power_duration_s: float = 3.0,
+        power_root: str | os.PathLike[str] | None = None,
+        power_interval_s: float = 0.05,
+        power_rails: list[str] | None = None,
     ) -> None:
         import sys
 
@@ -239,6 +253,13 @@ class TensorRTBackend:
         self.cut_formats = bool(cut_formats)
         self.test_wrong_cut = bool(test_wrong_cut)
         self.save_plans = Path(save_plans) if save_plans is not None else None
+        if power_duration_s <= 0 or power_interval_s <= 0:
+            raise ConfigError("power_duration_s and power_interval_s must be > 0")
+        self.power = bool(power)
+        self.power_duration_s = float(power_duration_s)
+        self.power_root = str(power_root) if power_root is not None else None
+        self.power_interval_s = float(power_interval_s)
+        self.power_rails = list(power_rails) if power_rails else None
         self._sources: dict[str, Any] = {}
         self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s)
         self._probe: dict[str, Any] | None = None
@@ -388,8 +409,34 @@ class TensorRTBackend:
             self.save_plans.mkdir(parents=True, exist_ok=True)
             digest = hashlib.sha1(json.dumps([job, version], sort_keys=True).encode()).hexdigest()[:16]
             job["save_plan"] = str(self.save_plans / f"{digest}.plan")
-        reply = self.pool.run(job, timeout_s=self.timeout_s)
-        return self._to_measurement(reply, r, core, version, base)
+        sampler = None
+        if self.power:  # the rails are read here, around the worker's timed loop (its window cuts them)
+            from placetune.hardware.power import PowerSampler
+
+            job["min_timed_s"] = self.power_duration_s
+            sampler = PowerSampler(self.power_root, self.power_interval_s, total_rails=self.power_rails).start()
+        try:
+            reply = self.pool.run(job, timeout_s=self.timeout_s + (self.power_duration_s if self.power else 0.0))
+        finally:
+            if sampler is not None:
+                sampler.stop()
+        m = self._to_measurement(reply, r, core, version, base)
+        if sampler is not None and m.ok:
+            self._add_energy(m, sampler, reply.result.get("timed_window"))
+        return m
+
+    @staticmethod
+    def _add_energy(m: Measurement, sampler: Any, window: Any) -> None:
+        """Mean power over the worker's timed loop and energy per inference (mJ) from its throughput."""
+        from placetune.hardware.power import energy_per_inference_mj
+
+        reading = sampler.reading(*window) if isinstance(window, list) and len(window) == 2 else sampler.reading()
+        m.extra["power"] = reading.to_dict()
+        m.power_w = reading.mean_w
+        qps = m.throughput_fps / m.batch if m.throughput_fps else None
+        m.energy_mj = energy_per_inference_mj(reading.mean_w, qps=qps)
+        if m.energy_mj is not None:
+            m.extra["energy_per_sample_mj"] = m.energy_mj / m.batch
 
     # ------------------------------------------------------------------ helpers
     def _timing_cache_path(self, platform: "Platform", version: str) -> Path:
@@ -463,6 +510,8 @@ class TensorRTBackend:
                                        fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                                        extra=extra, **base)
         samples = [float(x) for x in res.get("latency_samples_ms", [])]
+        if len(samples) > _MAX_SAMPLES:  # a power run times for seconds: at most 5000, evenly spread
+            samples = [samples[int(i * len(samples) / _MAX_SAMPLES)] for i in range(_MAX_SAMPLES)]
         per_inf = res.get("throughput_ms_per_inference")
         fps = 1000.0 * base["batch"] / per_inf if per_inf else None
         prof = attribute_profile(res.get("layer_profile") or [], blog, model.names, network or None,
