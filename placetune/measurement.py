@@ -43,7 +43,8 @@ class Measurement:
             ``p90``, ``p99``); :attr:`median_ms` is the median as a float.
         throughput_fps: samples per second (batch x inferences per second).
         requested: layer -> device that was asked for.
-        realized: layer -> device that ran (after fallback and the 16-loadable limit).
+        realized: layer -> device that ran (after fallback and the 16-loadable limit); None when
+            unknown (:attr:`placement_known`).
         dla_loadables: DLA loadables (islands) per DLA core that was used.
         fallback: layer -> reason for every layer that was asked on a DLA but ran on the GPU.
         segment_times_ms: per segment: index, device, layer count, time (ms).
@@ -100,6 +101,13 @@ class Measurement:
     def ok(self) -> bool:
         """True when the placement was built and timed."""
         return self.status == "ok"
+
+    @property
+    def placement_known(self) -> bool:
+        """False when the backend could not tell where TensorRT placed the layers (``extra["placement_known"]``:
+        the build log and the engine's layer information disagree, or neither says; ``realized`` is then
+        None and ``extra["placement_unknown"]`` says why). True where the backend did not say otherwise."""
+        return (self.extra or {}).get("placement_known", True) is not False
 
     @property
     def median_ms(self) -> float | None:

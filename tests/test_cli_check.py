@@ -126,3 +126,51 @@ def test_check_applies_the_platforms_tensorrt_rules_by_default(capsys):
     assert json.loads(capsys.readouterr().out)["trt_version"] == "8.6"
     assert main(["check", "resnet50", "--platform", "xavier-agx", "--trt-version", "8.6", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["trt_version"] == "8.6"
+
+
+# ---------------------------------------------------------------- input grammar of trtexec and Polygraphy
+
+
+def _two_input_file(tmp_path, batch="batch"):
+    """images [batch,3,8,8] and mask [batch,1,8,8] -> Concat (a dynamic batch unless ``batch`` is an int)."""
+    x = helper.make_tensor_value_info("images", TensorProto.FLOAT, [batch, 3, 8, 8])
+    m = helper.make_tensor_value_info("mask", TensorProto.FLOAT, [batch, 1, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph([helper.make_node("Concat", ["images", "mask"], ["y"], name="/cat/Concat", axis=1)], "g",
+                          [x, m], [y])
+    path = tmp_path / f"two_{batch}.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("argv", [
+    ["--shapes", "images:2x3x8x8,mask:2x1x8x8"],                 # trtexec
+    ["--shapes", "images:[2,3,8,8] mask:[2,1,8,8]"],             # Polygraphy
+    ["--shape", "images=2x3x8x8", "--shape", "mask=2x1x8x8"],   # placetune's own
+    ["--batch", "2"],                                            # the open leading dimension of every input
+])
+def test_input_shapes_in_trtexec_and_polygraphy_grammar(tmp_path, capsys, argv):
+    assert main(["check", str(_two_input_file(tmp_path)), *argv, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["layers"]
+    assert (row["input_shape"], row["output_shape"]) == ([2, 3, 8, 8], [2, 4, 8, 8])  # both inputs at batch 2
+
+
+def test_batch_on_a_static_file_is_refused_with_the_shape_to_give(tmp_path):
+    path = _two_input_file(tmp_path, batch=1)
+    _assert_one_line_error(run_cli("check", str(path), "--batch", "4"),
+                           "static batch of 1", "--shape images=4x3x8x8")
+    assert run_cli("check", str(path), "--batch", "1").returncode == 0  # the file's own batch: nothing to change
+
+
+def test_verbose_after_the_command_and_zoo_alone_shows_its_help():
+    from placetune.cli.main import build_parser
+    assert build_parser().parse_args(["check", "resnet18", "-vv"]).verbose == 2
+    assert build_parser().parse_args(["-v", "zoo", "list"]).verbose == 1
+    proc = run_cli("zoo")
+    assert proc.returncode == 2 and proc.stdout.startswith("usage: placetune zoo") and "list" in proc.stdout
+
+
+def test_check_and_tune_default_to_the_same_precision():
+    from placetune.cli.main import build_parser
+    from placetune.tuning.studyfile import TuneConfig
+    assert build_parser().parse_args(["check", "resnet18"]).precision == TuneConfig().precision == "int8"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -87,3 +88,12 @@ def test_replicas_run_the_network_on_their_dla_by_default(capsys):
                          "--placement", "all-gpu")
     assert code == 0 and set(doc["realized"].values()) == {"GPU"}  # --placement overrides
     assert "the DLA replicas run on the GPU" in " ".join(doc["extra"]["notes"])
+
+
+def test_replicas_output_shows_every_replica_and_whose_segments_the_table_holds(capsys):
+    """The replicas summary printed one engine's segment table (the DLA0 replica's) as if it were the run."""
+    assert main(["measure", "resnet18", "--mode", "replicas", "--replicas", "GPU:8,DLA0:2,DLA1:2"]) == 0
+    out = capsys.readouterr().out
+    for device, batch in (("GPU", 8), ("DLA0", 2), ("DLA1", 2)):
+        assert re.search(rf"^replica {device}: batch {batch}, [\d.]+ ms per batch, [\d,.]+ fps$", out, re.M), out
+    assert "segments of the DLA0 replica, timed alone (every DLA replica runs the same on its own core):" in out

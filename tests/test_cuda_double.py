@@ -20,17 +20,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_gpu_test_file_passes_against_the_doubles_and_its_broken_schedules_fail():
-    env = {**fake_env("10.3.0"), "PLACETUNE_FAKE_CUDA_PYTHON": "1", "PATH": "/usr/bin:/bin"}
+    env = {**fake_env("10.3.0"), "PLACETUNE_FAKE_CUDA_PYTHON": "1", "PATH": "/usr/bin:/bin",
+           "PLACETUNE_LEAK_JOBS": "30"}  # the GPU runs 1,000 jobs; the doubles' Python clocks fewer
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
                         str(ROOT / "tests" / "test_cuda_layer.py")], capture_output=True, text=True, timeout=300,
                        env=env, cwd=str(ROOT))
     tail = p.stdout[-3000:] + p.stderr[-2000:]
-    assert p.returncode == 0 and re.search(r"\b36 passed\b", p.stdout) and "skipped" not in p.stdout, tail
+    assert p.returncode == 0 and re.search(r"\b40 passed\b", p.stdout) and "skipped" not in p.stdout, tail
     # both bindings, both broken schedules: most frames wrong, the correct schedule exact
     broken = re.findall(r"(missing wait|slot reused early): correct schedule bad frames \[\]; broken schedule "
                         r"bad frames (\d+)/24", p.stdout)
     assert len(broken) == 4 and all(int(n) >= 12 for _, n in broken), broken
     assert p.stdout.count("bad frames []") >= 2 * 9 + 2 * 3  # every frames-in-flight case exact
+    # jobs that own their resources leave none: the layer's counts and the doubles' own come back
+    flat = [json.loads(m) for m in re.findall(r'^\.?(\{"binding".*\})$', p.stdout, re.M)]
+    assert sorted(f["binding"] for f in flat) == ["cuda-python", "pycuda"] and all(
+        f["live_after"] == f["live_before"] and f["jobs"] == 30 and f["failed_by_design"] == 3 for f in flat), flat
 
 
 SEMANTICS = r'''

@@ -322,3 +322,155 @@ def test_worker_process_exits_cleanly(binding, cuda):
     print(p.stdout, p.stderr[-500:])
     assert p.returncode == 0, p.stderr
     assert "context stack" not in p.stderr and f"binding {binding}" in p.stdout
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _device_free_bytes():
+    from cuda.bindings import driver as drv
+
+    free, _total = _check("cuMemGetInfo", drv.cuMemGetInfo())
+    return int(free)
+
+
+def _fake_counts():
+    """The doubles' live streams, events, pinned and device buffers (None on a real GPU)."""
+    try:
+        import _fakegpu
+    except ImportError:
+        return None
+    return _fakegpu.live()
+
+
+class _Failing(StandIn):
+    """A stand-in engine whose ``fail_at``-th run fails, as an ``execute_async_v3`` that returns False."""
+
+    def __init__(self, *args, fail_at):
+        super().__init__(*args)
+        self.fail_at, self.runs = fail_at, 0
+
+    def run(self, addresses):
+        self.runs += 1
+        if self.runs == self.fail_at:
+            raise RuntimeError(f"engine {self.name}: execute_async_v3 returned False (a failure by design)")
+        super().run(addresses)
+
+
+def _standin_engines(kernel, monkeypatch):
+    """worker_pipeline's Engine replaced by stand-ins (once per test); ``state["fail_at"]``: the
+    run at which engine e1 fails in the next job (None: never)."""
+    _, wp = _worker_modules()
+    state = {"fail_at": None}
+    spin = 5  # us per engine: jobs of a few ms
+
+    def engine(trt, cuda, name, plan, core, logger, shapes=None):
+        inputs, output, a, b = plan
+        if state["fail_at"] is not None and name == "e1":
+            return _Failing(cuda, kernel, name, inputs, output, a, b, spin, fail_at=state["fail_at"])
+        return StandIn(cuda, kernel, name, inputs, output, a, b, spin)
+
+    monkeypatch.setattr(wp, "Engine", engine)
+    return state
+
+
+def _pipeline_job(layer, state, k, fail_at=None, owned=True):
+    """One ``pipeline`` job as the worker runs it (worker_pipeline._run_pipeline: correctness gate
+    against a one-kernel reference, warm-up, latency, throughput with K frames in flight, timeline,
+    each engine alone) on stand-in engines, its resources in a Resources scope released as
+    ``pipeline()`` releases them (``owned=False``: made on the bare layer, as before jobs had an
+    owner). Returns the job's result."""
+    import worker_resources
+
+    _, wp = _worker_modules()
+    state["fail_at"] = fail_at
+    plans = [(["x"], "t1", 2, 1), (["t1"], "t2", 3, -2), (["t2", "t1"], "out", 1, 5)]
+    ref_plan = (["x"], "out", 8, 7)  # the diamond in one kernel: 3(2x+1) - 2 + 5 + (2x+1)
+    job = {"engines": [{"name": f"e{i}"} for i in range(3)], "network_inputs": {"x": [N]},
+           "network_outputs": ["out"], "frames_in_flight": k, "iterations": 5, "warmup_ms": 0,
+           "timeline_frames": 4, "profile_iterations": 0, "gate": {"tolerance": 1e-5}, "seed": k}
+    out, allocs = {}, []
+    scope = None
+    try:
+        scope = worker_resources.Resources(layer) if owned else None
+        wp._run_pipeline(None, scope or layer, np, job, plans, ref_plan, None, allocs, out)
+    except Exception as exc:  # noqa: BLE001 - as pipeline() does
+        out.update(status="runtime_failed", error=f"{type(exc).__name__}: {exc}")
+    finally:
+        worker_resources.release(scope, out)
+        if not owned:  # the device buffers were freed then, the rest was not
+            for mem in allocs:
+                mem.free()
+    return out
+
+
+def test_the_counts_see_what_a_job_without_an_owner_leaves(cuda, kernel, monkeypatch):
+    """The check below can see a leak: jobs made on the bare layer (as every job was before
+    jobs owned their resources) leave, on cuda-python, their streams, events and pinned buffers
+    behind; pycuda frees a stream or event when its object goes, and the counts say so."""
+    state = _standin_engines(kernel, monkeypatch)
+    before = cuda.live()
+    for i in range(10):
+        assert _pipeline_job(cuda, state, 1 + i % 3, owned=False)["status"] == "ok"
+    cuda.synchronize()
+    after = cuda.live()
+    grown = {key: after[key] - before[key] for key in after}
+    print(f"{cuda.name}: 10 jobs without an owner left {grown}")
+    if cuda.name == "pycuda":
+        assert grown["streams"] == 0 and grown["events"] == 0
+    else:
+        assert grown["streams"] >= 10 * 4 and grown["events"] >= 10 * 50 and grown["pinned_bytes"] >= 10 * 3 * N * 4
+
+
+def test_a_thousand_pipeline_jobs_leave_memory_flat(cuda, kernel, monkeypatch):
+    """The worker runs hundreds of jobs a night: after each, every stream, event, pinned host
+    buffer and device buffer it made is gone. A thousand pipeline jobs (K = 1..3 frames in
+    flight, every 10th failing half way, as an engine that fails to enqueue) through the real
+    CUDA layer: the layer's own counts come back to where they were after every job, and the
+    device's free memory (cuMemGetInfo) and the process's RSS stay flat.
+    ``PLACETUNE_LEAK_JOBS`` sets the number of jobs (the doubles run fewer);
+    ``PLACETUNE_LEAK_OUT`` a file for the figures."""
+    import json
+    import time
+
+    jobs = int(os.environ.get("PLACETUNE_LEAK_JOBS", "1000"))
+    state = _standin_engines(kernel, monkeypatch)
+    cuda.synchronize()
+    for i in range(20):  # the first jobs grow the driver's and the allocator's pools
+        assert _pipeline_job(cuda, state, 1 + i % 3)["status"] == "ok"
+    import gc
+
+    gc.collect()
+    held, dev0, rss0 = cuda.live(), _device_free_bytes(), _rss_bytes()
+    fake0 = _fake_counts()
+    samples, failed, t0 = [], 0, time.perf_counter()
+    for i in range(jobs):
+        out = _pipeline_job(cuda, state, 1 + i % 3, fail_at=7 if i % 10 == 9 else None)
+        assert "release_errors" not in out, out["release_errors"]
+        if i % 10 == 9:
+            assert out["status"] == "runtime_failed" and "by design" in out["error"], out
+            failed += 1
+        else:
+            assert out["status"] == "ok" and out["gate"]["passed"], out.get("error")
+        assert cuda.live() == held, (i, cuda.live(), held)  # nothing of the job is left, even when it failed
+        if i % max(1, jobs // 10) == 0 or i == jobs - 1:
+            samples.append({"job": i + 1, "device_free_mb": _device_free_bytes() / 2**20,
+                            "rss_mb": _rss_bytes() / 2**20})
+    wall = time.perf_counter() - t0
+    gc.collect()
+    dev1, rss1 = _device_free_bytes(), _rss_bytes()
+    if fake0 is not None:  # against the doubles, their own counts too (not the layer's word for it)
+        assert _fake_counts() == fake0, (_fake_counts(), fake0)
+    figures = {"binding": cuda.name, "device": cuda.device_name(), "jobs": jobs, "failed_by_design": failed,
+               "wall_s": round(wall, 2), "live_before": held, "live_after": cuda.live(),
+               "device_free_mb_before": dev0 / 2**20, "device_free_mb_after": dev1 / 2**20,
+               "rss_mb_before": rss0 / 2**20, "rss_mb_after": rss1 / 2**20, "samples": samples}
+    print(json.dumps(figures))
+    if os.environ.get("PLACETUNE_LEAK_OUT"):
+        with open(f"{os.environ['PLACETUNE_LEAK_OUT']}.{cuda.name}.json", "w") as fh:
+            json.dump(figures, fh, indent=1)
+    # a job pins about 1 MB and allocates about 3 MB on the device: a leak of either shows at once
+    assert abs(dev0 - dev1) <= 8 << 20
+    assert rss1 - rss0 <= 32 << 20

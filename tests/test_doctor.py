@@ -78,7 +78,7 @@ def test_with_tensorrt_and_pycuda_present():
 
 def test_tensorrt_without_dla():
     c = _by_name(doctor.run(env=fake_env("11.1.0", DLA_CORES="0")))
-    assert not c["tensorrt version"].ok and "11.0-11.3" in c["tensorrt version"].detail
+    assert not c["tensorrt version"].ok and "11.0-11.4.0" in c["tensorrt version"].detail
     assert not c["dla"].ok and "no DLA" in c["dla"].fix
     assert not c["backend tensorrt"].ok and "GPU-only" in c["backend tensorrt"].detail
 
@@ -90,7 +90,7 @@ def test_a_worker_python_that_does_not_exist():
 
 
 @pytest.mark.parametrize("version, ok", [("8.5.2.2", True), ("8.6.2", True), ("10.3.0", True), ("10.8.0", False),
-                                         ("11.2.0", False), ("11.4.1", True), ("8.4.1", False)])
+                                         ("11.2.0", False), ("11.4.0", False), ("11.4.1", True), ("8.4.1", False)])
 def test_version_support(version, ok):
     assert doctor._trt_support(version)[0] is ok
 

@@ -293,3 +293,53 @@ def test_cli_batch_zero_is_refused(capsys, tmp_path):
         err = capsys.readouterr().err
         assert "batch must be a positive integer" in err and "Traceback" not in err
     assert not (tmp_path / "x.onnx").exists() and not (tmp_path / "t.db").exists()
+
+
+def _yolo_like_head(batch="batch"):
+    """A YOLO-style head: images [B,3,32,32] -> output0 [B,84,1024] (a 1x1 conv and a reshape)."""
+    from onnx import numpy_helper
+    x = helper.make_tensor_value_info("images", TensorProto.FLOAT, [batch, 3, 32, 32])
+    w = numpy_helper.from_array(np.zeros((84, 3, 1, 1), np.float32), "w")
+    s = numpy_helper.from_array(np.array([0, 84, -1], np.int64), "s")
+    nodes = [helper.make_node("Conv", ["images", "w"], ["c"], name="/model.0/conv/Conv"),
+             helper.make_node("Reshape", ["c", "s"], ["output0"], name="/model.1/Reshape")]
+    g = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [batch, 84, 1024])],
+                          [w, s])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("domain", ["", "TRT"])
+def test_tensorrt_plugin_takes_the_shapes_the_file_declares(domain):
+    from placetune.hardware.dla import check_model
+
+    from .detector import NMS_OUTPUTS, append_efficient_nms
+    m = Model.load(append_efficient_nms(_yolo_like_head(), domain=domain, batch="batch"), ["images=2x3x32x32"])
+    nms = m.layer("/nms/EfficientNMS_TRT")
+    assert nms.plugin and not m.layer("/nms/Split").plugin
+    # the declared [batch, ...] follows the input's fixed batch
+    assert [(t.name, t.shape, t.dtype) for t in nms.outputs] == [
+        ("num_dets", (2, 1), "int32"), ("det_boxes", (2, 100, 4), "float32"),
+        ("det_scores", (2, 100), "float32"), ("det_classes", (2, 100), "int32")]
+    assert tuple(t.name for t in m.outputs) == NMS_OUTPUTS and m.outputs[1].shape == (2, 100, 4)
+    verdict = check_model(m, "orin-agx", "fp16")["/nms/EfficientNMS_TRT"]
+    assert not verdict.supported and verdict.reason.startswith("plugin: no DLA")
+    assert check_model(m, "orin-agx", "fp16")["/model.0/conv/Conv"].supported
+
+
+def test_plugin_with_a_static_declared_batch_follows_a_batch_override():
+    from .detector import append_efficient_nms
+    m = Model.load(append_efficient_nms(_yolo_like_head(batch=1), batch=1), ["images=4x3x32x32"])
+    assert m.layer("/nms/EfficientNMS_TRT").outputs[1].shape == (4, 100, 4)
+
+
+def test_plugin_feeding_more_layers_propagates_its_declared_shape():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("MysteryOp", ["r"], ["m"], name="mystery", domain="com.example"),
+             helper.make_node("Sigmoid", ["m"], ["y"], name="sig")]
+    g = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          value_info=[helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 4, 8, 8])])
+    m = Model.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                       helper.make_opsetid("com.example", 1)]))
+    assert m.layer("mystery").plugin and m.layer("sig").output_shape == (1, 4, 8, 8)
+    assert m.outputs[0].shape == (1, 4, 8, 8)

@@ -514,3 +514,26 @@ def test_export_decodes_only_the_rows_it_reports(study, monkeypatch):
     assert all(every[v["measurement_id"]].requested and set(every[v["measurement_id"]].requested.values()) ==
                {k.split("-")[1].upper()} for k, v in doc["baselines"].items())
     assert len(decoded) <= 4 < len(every)  # the best and the three baselines, not all nine rows
+
+
+def test_plugin_comments_in_the_trtexec_script():
+    from placetune.plan.trtexec import plugin_comments
+    assert plugin_comments(None, (8, 6)) == []
+    builtin = plugin_comments({"/nms": "EfficientNMS_TRT"}, (8, 6))
+    assert builtin[0] == "# plugin layers (GPU only, never on the DLA): EfficientNMS_TRT"
+    assert "no plugin library" in builtin[1]
+    custom = plugin_comments({"/nms": "EfficientNMS_TRT", "/mine": "MyDecode"}, (10, 3))
+    assert "MyDecode is not one of TensorRT's built-in plugins" in custom[1] and "--staticPlugins=" in custom[1]
+    assert "--plugins=" in plugin_comments({"/mine": "MyDecode"}, (8, 5))[1]
+
+
+def test_export_refuses_a_measurement_whose_realised_placement_is_unknown(study):
+    from placetune.measurement import Measurement
+
+    m = Measurement(status="ok", latency_samples_ms=[1.0, 1.1], requested={"/conv3/Conv": "DLA0"}, realized=None,
+                    simulated=True, backend="simulate-1", mode="pipeline",
+                    extra={"placement_known": False, "placement_unknown": "neither the build log nor ... says"})
+    with Store(study.url) as store:
+        mid = store.record("s", "unknown-request", "unknown-placement", m, agent="t", trial_number=99)
+        with pytest.raises(ConfigError, match="no known realised placement .neither the build log"):
+            export_plan(store, "s", measurement_id=mid, model=study.model)

@@ -306,3 +306,11 @@ def test_replicas_with_their_own_batch_get_their_own_onnx(tmp_path, capsys):
     for e in plan.engines:
         onnx.checker.check_model(str(out / e["onnx_file"]), full_check=True)
         assert json.loads((out / e["engine_file"]).read_text())["batch"] == e["batch"]  # the fake's engine file
+
+
+def test_readme_of_a_simulated_plan_does_not_claim_it_was_timed(pipeline_study, tmp_path, capsys):
+    out = tmp_path / "sim"
+    _export(capsys, "--storage", pipeline_study.url, "--study", "p", "--format", "trtexec", "-o", str(out))
+    readme = (out / "README.txt").read_text()
+    assert "timed the plan" not in readme and "was measured with" not in readme
+    assert "figures are SIMULATED" in readme and "nothing has timed it yet" in readme

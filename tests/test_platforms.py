@@ -49,7 +49,7 @@ def test_devices_examples():
 @pytest.mark.parametrize("alias,name", [
     ("agx-orin", "orin-agx"), ("orin", "orin-agx"), ("AGX Orin", "orin-agx"), ("jetson_agx_orin", "orin-agx"),
     ("ORIN-AGX", "orin-agx"), ("xavier", "xavier-agx"), ("agx-xavier", "xavier-agx"), ("orin-nx", "orin-nx-16gb"),
-    ("nano", "orin-nano"), ("jetson-xavier-nx", "xavier-nx"),
+    ("orin-nano-8gb", "orin-nano"), ("jetson-xavier-nx", "xavier-nx"),
 ])
 def test_aliases(alias, name):
     assert get_platform(alias).name == name
@@ -157,3 +157,11 @@ def test_packaged_reference_copy():
     shared = Path(__file__).resolve().parents[2] / "shared" / "reference" / "jetson-measurements.md"
     if shared.exists():
         assert text == shared.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["jetson-nano", "nano", "Jetson Nano"])
+def test_the_original_jetson_nano_is_refused_not_taken_for_the_orin_nano(name):
+    with pytest.raises(UnknownNameError) as err:
+        get_platform(name)
+    msg = str(err.value)
+    assert "original Jetson Nano" in msg and "no DLA" in msg and "TensorRT 8.5+" in msg and "orin-nano" in msg

@@ -230,3 +230,22 @@ def test_report_titles_use_the_studys_objective(tmp_path, monkeypatch):
     timeline = next(t for k, t in titles.items() if k.startswith("schedule of the best plan"))
     for text in (placement, timeline):
         assert "throughput" in text and "fps" in text and "latency" not in text, text
+
+
+def test_progress_axes_say_what_is_plotted_with_its_unit(tmp_path, monkeypatch):
+    """A gpu_time study's progress.png read 'best-so-far gpu_time' with no unit; the x axis spoke of
+    'requests'."""
+    from placetune.report import plots
+
+    url = f"sqlite:///{tmp_path}/g.db"
+    ev = placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", objective="gpu_time", store=url, study="g")
+    ev.baselines()
+    ev.close()
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path, dpi: figures.append(fig) or path)
+    with Store(url) as store:
+        plots.plot_progress(store, "g", tmp_path / "progress.png")
+    ax = figures[0].axes[0]
+    assert ax.get_ylabel() == "best so far: GPU busy time per frame (ms)"
+    assert ax.get_xlabel() == "evaluations of each agent, in order (cache hits included)"
+    assert "requests" not in ax.get_xlabel()

@@ -101,6 +101,34 @@ def test_an_unmeasured_core_swapped_baseline_says_why(tmp_path, capsys):
     assert re.search(r"^all-DLA0 \(\+fallback\) +[\d.]+ ", out, re.M)
 
 
+def test_a_replicas_summary_speaks_of_replicas_not_of_one_engine(tmp_path, capsys):
+    """Replicas mode printed engine-mode labels: 'all-DLA0 (+fallback)' and 'DLA0 n layers' for a placement
+    that every DLA replica (DLA0 and DLA1) runs on its own core."""
+    code = main(["tune", "--model", "seed-block", "--mode", "replicas", "--trials", "4",
+                 "--storage", f"sqlite:///{tmp_path / 'pt.db'}", "--export", str(tmp_path / "plan.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "all-DLA0" not in out and re.search(r"^DLA replicas all-DLA \(\+fallback\) +[\d.]+ ", out, re.M)
+    line = next(x for x in out.splitlines() if x.startswith("best placement"))
+    assert line.startswith("best placement (realised) of the DLA replicas:") and "DLA0" not in line
+    assert line.endswith("the GPU replica runs every layer on the GPU")
+
+
+def test_tune_ends_with_what_to_run_next_and_hints_at_guided(tmp_path, capsys, monkeypatch):
+    """A tune ended at 'plan exported': nothing said to export a deployment folder or a report; a weaker agent
+    that found nothing better than all-GPU did not point at the guided agent."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "4", "--storage", "r.db"])
+    out = capsys.readouterr().out
+    assert code == 0 and "verdict: no plan better than all-GPU found by random" in out
+    study = re.search(r"^study '([^']+)'", out, re.M).group(1)
+    assert out.rstrip().splitlines()[-1] == (
+        f"next: placetune export --storage r.db --study {study} --format trtexec -o deploy   (build.sh and the "
+        f"engines' ONNX, for the Jetson); placetune report --storage r.db --study {study} -o report   (plots)")
+    assert "hint: random found nothing better; the guided agent (the default)" in out and "--trials above 4" in out
+    assert main(["export", "--storage", "r.db", "--study", study, "--format", "trtexec", "-o", "deploy"]) == 0
+
+
 @pytest.mark.parametrize("path", sorted(STUDIES.glob("*.toml")), ids=lambda p: p.name)
 def test_every_study_file_loads(path):
     cfg = load_study_file(path)
@@ -138,6 +166,16 @@ def test_study_file_errors(tmp_path):
         load_study_file(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_study_file(tmp_path / "missing.toml")
+
+
+def test_a_typo_in_settings_names_the_closest_key(tmp_path):
+    bad = tmp_path / "typo.toml"
+    bad.write_text("[study]\nmodel = 'seed-block'\n[settings]\ngpu_fallbak = true\n")
+    with pytest.raises(ConfigError, match=r"\[settings\] has no key 'gpu_fallbak'; did you mean 'gpu_fallback'\?"):
+        load_study_file(bad)
+    bad.write_text("[study]\nmodel = 'seed-block'\n[settings]\nprecision = 'fp16'\n")
+    with pytest.raises(ConfigError, match=r"precision: set it in \[study\]"):
+        load_study_file(bad)
 
 
 def test_parse_duration():

@@ -219,8 +219,12 @@ def test_a_first_build_that_cannot_be_timed_stops_the_run(tmp_path):
 
 
 def test_a_first_dla_build_whose_placement_cannot_be_read_stops_the_run(tmp_path):
-    line = _stopped(_tune(tmp_path, fake={"NO_PLACEMENT_LOG": "1"}), "placement")
-    assert "is unknown" in line and "placement lines" in line
+    """No placement lines in the build log and no engine inspector: where TensorRT put the layers
+    is unknown (placement_known=False), so the run stops at its first DLA build."""
+    study = tmp_path / "no-inspector.toml"
+    study.write_text(f'[study]\nmodel = "{DATA / "seed_model_gn.onnx.gz"}"\n[backend_options]\ninspector = false\n')
+    line = _stopped(_tune(tmp_path, str(study), fake={"NO_PLACEMENT_LOG": "1"}), "placement")
+    assert "is unknown" in line and "neither the build log nor" in line
     with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
         assert len(store.measurements("night")) == 2  # all-GPU, then the first DLA placement
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, signal_name
+from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, signal_name
+from placetune.errors import ConfigError
 from tests.fakes import fake_env
 
 DATA = Path(__file__).parent / "data"
@@ -137,13 +138,21 @@ def test_one_worker_serves_several_jobs(seed_block_onnx):
     r = second.result
     assert r["status"] == "ok", r.get("error")
     assert len(r["latency_samples_ms"]) == 5 and r["throughput_ms_per_inference"] > 0
-    # 10.x logs the placement report at VERBOSE; the worker keeps it without keeping all VERBOSE lines
-    assert ["VERBOSE", "[DlaLayer] {ForeignNode[/conv1/Conv.../conv2/Conv]}"] in r["log"]
-    assert all(s != "VERBOSE" or m.startswith(("[DlaLayer]", "[GpuLayer]", "---")) for s, m in r["log"])
+    # 10.x logs the placement report at VERBOSE (10.3's form: the loadables as "successfully offloaded"
+    # lines); the worker keeps it without keeping all VERBOSE lines
+    assert ["VERBOSE", "Number of DLA node candidates offloaded : 1 out of 1"] in r["log"]
+    assert ["VERBOSE", "{ForeignNode[/conv1/Conv.../conv2/Conv]} successfully offloaded to DLA."] in r["log"]
+    assert all(s != "VERBOSE" or m.startswith(("[DlaLayer]", "[GpuLayer]", "---", "Number of DLA", "{ForeignNode["))
+               for s, m in r["log"])
     on_dla = [row[0] for row in r["network_layers"] if row[3]]
     assert on_dla == ["/conv1/Conv", "/conv2/Conv"]
     assert any(name.startswith("{ForeignNode[") for name, _ in r["layer_profile"])
     assert json.loads(r["inspector"])["FakeRuntimeDLACore"] == 0
+    # every reply says what the worker holds once the job is over: its RSS, and nothing of CUDA's
+    assert first.result["worker_memory"]["rss_bytes"] > 0
+    held = {k: r["worker_memory"][k] for k in ("streams", "events", "pinned_bytes", "device_bytes")}
+    assert r["worker_memory"]["rss_bytes"] > 0 and held == {"streams": 0, "events": 0, "pinned_bytes": 0,
+                                                            "device_bytes": 0}
 
 
 def test_stray_stdout_output_does_not_break_the_protocol():
@@ -249,6 +258,147 @@ def test_dynamic_batch_gets_a_static_profile(tmp_path):
     assert missing["status"] == "build_failed" and "no shape" in missing["error"]
 
 
+def test_the_pool_recycles_a_healthy_worker_after_max_jobs():
+    pool = WorkerPool(sys.executable, fake_env("10.3.0"), limits=RecycleLimits(max_jobs=2))
+    try:
+        first = pool.run({"op": "probe"}, timeout_s=60)
+        pid = pool.pid
+        second = pool.run({"op": "probe"}, timeout_s=60)
+        assert pool.pid is None  # replaced between jobs: the next job starts a fresh worker
+        third = pool.run({"op": "probe"}, timeout_s=60)
+        assert pool.pid not in (None, pid)
+    finally:
+        pool.close()
+    assert first.recycled is None and "max_jobs 2" in second.recycled and third.recycled is None
+    assert all(r.kind == "result" and r.result["status"] == "ok" for r in (first, second, third))
+    assert pool.recycles == 1 and pool.restarts == 0
+
+
+STUB_WORKER = """#!{python}
+# speaks the worker's protocol; its memory grows as STUB_RSS_MB says (one figure per job)
+import json, os, sys
+print(json.dumps({{"hello": 1, "python": "3.8.10", "pid": os.getpid()}}), flush=True)
+rss = [int(x) for x in os.environ["STUB_RSS_MB"].split(",")]
+for n, line in enumerate(sys.stdin):
+    mem = {{"rss_bytes": rss[min(n, len(rss) - 1)] << 20, "pinned_bytes": int(os.environ["STUB_PINNED_MB"]) << 20,
+           "device_bytes": 0}}
+    reply = {{"status": "ok", "pid": os.getpid(), "worker_memory": mem}}
+    if os.environ.get("STUB_RELEASE_ERROR"):
+        reply["release_errors"] = [os.environ["STUB_RELEASE_ERROR"]]
+    print(json.dumps(reply), flush=True)
+"""
+
+
+def _stub(tmp_path) -> str:
+    path = tmp_path / "stub_python"
+    path.write_text(STUB_WORKER.format(python=sys.executable))
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_pool_recycles_a_worker_whose_memory_grows(tmp_path):
+    """The RSS after the first job (libraries loaded) is the baseline; a growth past
+    max_rss_growth_mb replaces the worker after the job that showed it, and the new worker gets
+    its own baseline. A probe does not set the baseline."""
+    env = {"STUB_RSS_MB": "100,400,700,1000,1300", "STUB_PINNED_MB": "0"}
+    pool = WorkerPool(_stub(tmp_path), env, limits=RecycleLimits(max_jobs=0, max_rss_growth_mb=500))
+    try:
+        replies = [pool.run({"op": "probe"}, timeout_s=30)] + [pool.run({"op": "measure"}, timeout_s=30)
+                                                               for _ in range(4)]
+    finally:
+        pool.close()
+    # probe 100 MB; baseline 400 (first measure); 700 (+300); 1000 (+600: recycled); new worker: 100
+    assert [r.recycled is not None for r in replies] == [False, False, False, True, False]
+    assert "grew by 600 MB" in replies[3].recycled and "max_rss_growth_mb 500" in replies[3].recycled
+    assert replies[4].result["pid"] != replies[3].result["pid"] and pool.recycles == 1
+
+
+def test_the_pool_recycles_a_worker_that_still_holds_pinned_memory_after_a_job(tmp_path):
+    pool = WorkerPool(_stub(tmp_path), {"STUB_RSS_MB": "100", "STUB_PINNED_MB": "100"},
+                      limits=RecycleLimits(max_held_mb=64))
+    try:
+        reply = pool.run({"op": "pipeline"}, timeout_s=30)
+    finally:
+        pool.close()
+    assert reply.kind == "result" and "holds 100.0 MB of pinned and device memory" in reply.recycled
+
+
+def test_the_pool_recycles_a_worker_that_could_not_free_a_jobs_resources(tmp_path):
+    error = "synchronize: CudaError: cuCtxSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"
+    pool = WorkerPool(_stub(tmp_path), {"STUB_RSS_MB": "100", "STUB_PINNED_MB": "0", "STUB_RELEASE_ERROR": error})
+    try:
+        reply = pool.run({"op": "pipeline"}, timeout_s=30)
+    finally:
+        pool.close()
+    assert "could not free a job's CUDA resources" in reply.recycled and "ILLEGAL_ADDRESS" in reply.recycled
+
+
+def test_recycle_limits_are_checked(tmp_path):
+    assert RecycleLimits.from_options(None) == RecycleLimits()
+    assert RecycleLimits.from_options({"max_jobs": 50, "max_held_mb": 0}) == RecycleLimits(max_jobs=50, max_held_mb=0)
+    for bad, says in [({"max_job": 5}, "worker_recycle.max_job: unknown; allowed are max_jobs"),
+                      ({"max_jobs": -1}, "worker_recycle.max_jobs = -1: a number >= 0"),
+                      ({"max_jobs": 2.5}, "worker_recycle.max_jobs = 2.5: a whole number"),
+                      ({"max_rss_growth_mb": "1G"}, "worker_recycle.max_rss_growth_mb = '1G'"),
+                      ({"max_held_mb": True}, "worker_recycle.max_held_mb = True"),
+                      ([1, 2], "worker_recycle: a table of max_jobs, max_rss_growth_mb, max_held_mb")]:
+        with pytest.raises(ConfigError) as err:
+            RecycleLimits.from_options(bad)
+        assert says in str(err.value) and "\n" not in str(err.value)
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+
+    be = TensorRTBackend(worker_recycle={"max_jobs": 10}, cache_dir=tmp_path)
+    assert be.pool.limits == RecycleLimits(max_jobs=10)
+
+
 def test_signal_names():
     assert signal_name(-11) == "SIGSEGV" and signal_name(-9) == "SIGKILL"
     assert signal_name(1) is None and signal_name(None) is None
+
+
+def test_a_jobs_resources_are_freed_newest_first_after_the_device_is_idle_even_when_one_fails(monkeypatch):
+    """worker_resources.Resources: everything a job made is freed when it ends, after a
+    synchronize, newest first; a free that fails (a sticky CUDA error) does not stop the others
+    and is reported, never raised."""
+    monkeypatch.syspath_prepend(str(WORKER_FILE.parent))
+    import worker_resources
+
+    done = []
+
+    class Thing:
+        def __init__(self, name, fails=False):
+            self.name, self.fails = name, fails
+
+        def destroy(self):
+            done.append(self.name)
+            if self.fails:
+                raise RuntimeError(f"cuStreamDestroy failed: {self.name}")
+
+        free = close = destroy
+
+    class Layer(worker_resources.Cuda):
+        name, version = "stub", "0"
+
+        def __init__(self):
+            self.n = 0
+
+        def Stream(self):  # noqa: N802
+            self.n += 1
+            return Thing(f"stream{self.n}", fails=self.n == 2)
+
+        def Event(self):  # noqa: N802
+            return Thing("event")
+
+        def mem_alloc(self, nbytes):
+            return Thing(f"mem{nbytes}")
+
+        def synchronize(self):
+            done.append("synchronize")
+
+    out = {}
+    scope = worker_resources.Resources(Layer())
+    scope.Stream(), scope.mem_alloc(8), scope.Stream(), scope.Event(), scope.own(Thing("engine"))
+    worker_resources.release(scope, out)
+    assert done == ["synchronize", "engine", "event", "stream2", "mem8", "stream1"]
+    assert out["release_errors"] == ["RuntimeError: cuStreamDestroy failed: stream2"]
+    assert scope.close() == [] and done[-1] == "stream1"  # closed once

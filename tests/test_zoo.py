@@ -29,13 +29,24 @@ ALL = [
     "resnet101",
     "resnet152",
     "seed-block",
+    "ssdlite-mobilenetv3",
     "unet-small",
     "vgg11",
     "vgg13",
     "vgg16",
     "vgg19",
     "vit-tiny",
+    "yolo11n",
+    "yolov8n",
+    "yolov8s",
 ]
+
+#: the detectors keep their export's tensor names and opset (Ultralytics: images -> output0, opset 18)
+IO = {"yolo11n": ("images", "output0"), "yolov8n": ("images", "output0"), "yolov8s": ("images", "output0"),
+      "ssdlite-mobilenetv3": ("images", "boxes", "scores")}
+EXPORT_OPSET = {"yolo11n": 18, "yolov8n": 18, "yolov8s": 18}
+#: the second and later outputs of a network with several: name -> (output name, shape without batch)
+MORE_OUTPUTS = {"ssdlite-mobilenetv3": [("scores", [3234, 91])]}
 
 INPUT_SHAPE = {
     "alexnet": [3, 227, 227],
@@ -50,12 +61,16 @@ INPUT_SHAPE = {
     "resnet101": [3, 224, 224],
     "resnet152": [3, 224, 224],
     "seed-block": [384, 56, 56],
+    "ssdlite-mobilenetv3": [3, 320, 320],
     "unet-small": [3, 256, 256],
     "vgg11": [3, 224, 224],
     "vgg13": [3, 224, 224],
     "vgg16": [3, 224, 224],
     "vgg19": [3, 224, 224],
     "vit-tiny": [3, 224, 224],
+    "yolo11n": [3, 640, 640],
+    "yolov8n": [3, 640, 640],
+    "yolov8s": [3, 640, 640],
 }
 
 OUTPUT_SHAPE = {
@@ -71,12 +86,16 @@ OUTPUT_SHAPE = {
     "resnet101": [1000],
     "resnet152": [1000],
     "seed-block": [1152, 56, 56],
+    "ssdlite-mobilenetv3": [3234, 4],
     "unet-small": [2, 256, 256],
     "vgg11": [1000],
     "vgg13": [1000],
     "vgg16": [1000],
     "vgg19": [1000],
     "vit-tiny": [1000],
+    "yolo11n": [84, 8400],
+    "yolov8n": [84, 8400],
+    "yolov8s": [84, 8400],
 }
 
 # published GMACs (multiply-accumulates, batch 1) and the tolerance
@@ -95,10 +114,14 @@ PUBLISHED_GMACS = {
     "alexnet": (0.72, 0.03),  # BVLC Caffe AlexNet at 227, grouped convs
     "googlenet": (1.5, 0.10),
     "vit-tiny": (1.26, 0.03),  # timm vit_tiny_patch16_224
+    "yolo11n": (3.25, 0.03),  # Ultralytics YOLO11n at 640: 6.5 GFLOPs
+    "ssdlite-mobilenetv3": (0.58, 0.03),  # torchvision ssdlite320_mobilenet_v3_large: 0.58 GFLOPS (their MACs)
+    "yolov8n": (4.35, 0.03),  # Ultralytics YOLOv8n at 640: 8.7 GFLOPs
+    "yolov8s": (14.3, 0.03),  # Ultralytics YOLOv8s at 640: 28.6 GFLOPs
 }
 
 # where the weights are too big to materialise in a unit test (> ~100 MB)
-BIG = {"alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "resnet101", "resnet152"}
+BIG = {"alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "resnet101", "resnet152", "yolov8s"}
 
 # for these ops, the inputs at these positions are shape logic and must be Constant nodes
 SHAPE_INPUTS = {
@@ -177,17 +200,20 @@ def test_describe_one_line(name: str) -> None:
 @pytest.mark.parametrize("name", ALL)
 def test_structure_and_shapes(name: str, built: dict[str, onnx.ModelProto]) -> None:
     m = built[name]
-    assert [o.version for o in m.opset_import if o.domain == ""] == [17]
-    assert [i.name for i in m.graph.input] == ["input"]
-    assert [o.name for o in m.graph.output] == ["output"]
+    inp, out = IO.get(name, ("input", "output"))[:2]
+    assert [o.version for o in m.opset_import if o.domain == ""] == [EXPORT_OPSET.get(name, 17)]
+    assert [i.name for i in m.graph.input] == [inp]
+    assert [o.name for o in m.graph.output] == [out, *(o for o, _ in MORE_OUTPUTS.get(name, []))]
     assert _dims(m.graph.input[0]) == [1, *INPUT_SHAPE[name]]
     shapes = _infer(m)
-    assert shapes["output"] == [1, *OUTPUT_SHAPE[name]]
+    assert shapes[out] == [1, *OUTPUT_SHAPE[name]]
+    for other, shape in MORE_OUTPUTS.get(name, []):
+        assert shapes[other] == [1, *shape]
 
     node_names = [n.name for n in m.graph.node]
     assert all(node_names) and len(set(node_names)) == len(node_names)
     assert all(n.startswith("/") for n in node_names)
-    tensors = ["input", *(t.name for t in m.graph.initializer)]
+    tensors = [inp, *(t.name for t in m.graph.initializer)]
     tensors += [o for n in m.graph.node for o in n.output]
     assert len(set(tensors)) == len(tensors)
 
@@ -219,7 +245,7 @@ def test_weights_pass_full_checker(name: str) -> None:
         arr = numpy_helper.to_array(t)
         assert arr.dtype == np.float32 and list(arr.shape) == list(t.dims)
         assert np.isfinite(arr).all() and np.abs(arr).max() <= 1.0
-    assert _infer(m)["output"] == [1, *OUTPUT_SHAPE[name]]
+    assert _infer(m)[IO.get(name, ("input", "output"))[1]] == [1, *OUTPUT_SHAPE[name]]
 
 
 @pytest.mark.parametrize("name", sorted(BIG))
@@ -244,11 +270,11 @@ def test_macs_match_published(name: str, built: dict[str, onnx.ModelProto]) -> N
     assert abs(got - expected) <= tol * expected, f"{name}: {got:.3f} GMACs vs {expected}"
 
 
-@pytest.mark.parametrize("name", ["seed-block", "model-gn", "resnet18", "unet-small", "vit-tiny"])
+@pytest.mark.parametrize("name", ["seed-block", "model-gn", "resnet18", "unet-small", "vit-tiny", "yolov8n", "yolo11n"])
 def test_batch_scales_input_output_and_macs(name: str, built: dict[str, onnx.ModelProto]) -> None:
     m = zoo.build(name, batch=3)
     assert _dims(m.graph.input[0]) == [3, *INPUT_SHAPE[name]]
-    assert _infer(m)["output"] == [3, *OUTPUT_SHAPE[name]]
+    assert _infer(m)[IO.get(name, ("input", "output"))[1]] == [3, *OUTPUT_SHAPE[name]]
     assert _macs(m) == 3 * _macs(built[name])
 
 

@@ -52,7 +52,7 @@ class Check:
 def _trt_support(version: str) -> tuple[bool, str]:
     """Whether a TensorRT version places layers on DLA (reference tensorrt-dla.md §0.3)."""
     try:
-        major, minor = (int(x) for x in (version.split(".") + ["0"])[:2])
+        major, minor, patch = (int(x) for x in (version.split(".") + ["0", "0"])[:3])
     except ValueError:
         return False, f"unrecognised version {version!r}"
     if major < 8 or (major == 8 and minor < 5):
@@ -61,8 +61,11 @@ def _trt_support(version: str) -> tuple[bool, str]:
         return True, "DLA supported"
     if major == 10:
         return False, "TensorRT 10.7 was the last 10.x release with DLA; use JetPack 6.1/6.2 (TensorRT 10.3)"
-    if major == 11 and minor < 4:
-        return False, "TensorRT 11.0-11.3 have no DLA support; 11.4.1 restores it on AGX Orin (JetPack 7.2.2+)"
+    if major == 11 and (minor, patch) < (4, 1):
+        # TensorRT 11.4.1 "Working with DLA": "DLA was unavailable in TensorRT 11.0 through 11.3 ...
+        # TensorRT 11.4.0 supported DLA only on Windows on ARM"
+        return False, ("TensorRT 11.0-11.4.0 have no DLA on Jetson (11.4.0 only on Windows on ARM); 11.4.1 restores "
+                       "it on AGX Orin (JetPack 7.2.2+)")
     return True, "DLA supported (strongly typed: fp16 models are converted, int8 needs Q/DQ nodes)"
 
 

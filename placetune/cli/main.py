@@ -256,6 +256,8 @@ def _measure_human(m, model, platform) -> str:
                 f"{'DLA' if d != 'GPU' else d} {n} layers" for d, n in sorted(counts.items())))
         else:
             lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
+    if not m.placement_known:
+        lines.append(f"realised: UNKNOWN ({(m.extra or {}).get('placement_unknown') or 'no source says'})")
     if m.dla_loadables:
         lines.append("DLA loadables: " + ", ".join(f"{d} {n}" for d, n in m.dla_loadables.items()))
     if m.fallback:
@@ -266,6 +268,11 @@ def _measure_human(m, model, platform) -> str:
             lines.append(f"  ... {len(m.fallback) - 8} more (use --json)")
     for note in m.extra.get("notes", []):
         lines.append(f"note: {note}")
+    for r in reps or []:  # every replica at once; the segment table below is one replica's
+        lat, fps = r.get("latency_ms"), r.get("throughput_fps")
+        lines.append(f"replica {r['device']}: batch {r['batch']}"
+                     + (f", {lat:.3f} ms per batch" if isinstance(lat, (int, float)) else "")
+                     + (f", {fps:,.1f} fps" if isinstance(fps, (int, float)) else ""))
     if m.segment_times_ms:
         rows = [
             (s.get("index"), s.get("device"), s.get("layers"), f"{s.get('start_ms', 0):.3f}",
@@ -273,6 +280,10 @@ def _measure_human(m, model, platform) -> str:
             for s in m.segment_times_ms[:40]
         ]
         lines.append("")
+        if reps:
+            shown = next((r["device"] for r in reps if r["device"] != "GPU"), reps[0]["device"])
+            lines.append(f"segments of the {shown} replica, timed alone (every DLA replica runs the same on its "
+                         "own core):")
         lines.append(_table(rows, ("segment", "device", "layers", "start ms", "end ms", "time ms")))
         if len(m.segment_times_ms) > 40:
             lines.append(f"... {len(m.segment_times_ms) - 40} more segments (use --json)")
@@ -369,15 +380,18 @@ examples:
 
 def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
     p.add_argument("model", help="ONNX file (.onnx or .onnx.gz) or zoo name (see `placetune zoo list`)")
-    p.add_argument("--shape", action="append", metavar="NAME=1x3x224x224",
-                   help="fix an input shape (repeat for several inputs); needed for dynamic dims")
+    p.add_argument("--shape", "--shapes", action="append", metavar="NAME=1x3x224x224",
+                   help="fix an input shape (repeat for several inputs); needed for dynamic dims; trtexec's "
+                        "name:1x3x224x224[,name:dims] and Polygraphy's name:[1,3,224,224] work too")
     if batch:
-        p.add_argument("--batch", type=int, default=None, help="batch size of zoo models")
+        p.add_argument("--batch", type=int, default=None, help="batch: of a zoo model, or the open leading "
+                       "dimension of a file's inputs (a file with a static batch takes --shape)")
 
 
-def _add_target_args(p: argparse.ArgumentParser) -> None:
+def _add_target_args(p: argparse.ArgumentParser, precision: str = "fp16") -> None:
     p.add_argument("--platform", default="orin-agx", help="Jetson profile (default orin-agx)")
-    p.add_argument("--precision", default="fp16", choices=("fp16", "int8", "fp32"))
+    p.add_argument("--precision", default=precision, choices=("fp16", "int8", "fp32"),
+                   help=f"builder precision (default {precision}" + (", as tune's)" if precision != "fp16" else ")"))
     p.add_argument("--trt-version", default=None, help="TensorRT version whose DLA rules apply (default: the "
                    "platform's, 8.6 on Orin, 8.5 on Xavier)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -395,12 +409,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    from placetune.tuning.studyfile import DEFAULT_PRECISION
+
     p = sub.add_parser("check", help="which layers can run on a DLA, and why not")
     _add_model_args(p)
-    _add_target_args(p)
+    _add_target_args(p, DEFAULT_PRECISION)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("zoo", help="built-in networks")
+    p.set_defaults(func=lambda _args, zoo=p: _usage(zoo))  # `placetune zoo` alone: the zoo's help
     zsub = p.add_subparsers(dest="zoo_command", metavar="ACTION")
     z = zsub.add_parser("list", help="list the built-in networks")
     z.add_argument("--json", action="store_true")
@@ -463,8 +480,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
     p.add_argument("--model", action="append", help="ONNX file or zoo name (default: the embedded default); "
                    "repeat it with --mode concurrent to place several networks that run at once")
-    p.add_argument("--shape", action="append", metavar="NAME=1x3x224x224")
-    p.add_argument("--batch", type=int)
+    p.add_argument("--shape", "--shapes", action="append", metavar="NAME=1x3x224x224",
+                   help="fix an input shape (also trtexec's name:1x3x224x224[,name:dims])")
+    p.add_argument("--batch", type=int, help="batch: of a zoo model, or the open leading dimension of a file's "
+                   "inputs (a file with a static batch takes --shape)")
     p.add_argument("--platform")
     p.add_argument("--backend", help="simulate | tensorrt | trtexec")
     p.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"))
@@ -472,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
                    "concurrent mode also latency[NETWORK]<=5")
-    p.add_argument("--precision", choices=("fp16", "int8", "fp32"))
+    p.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {DEFAULT_PRECISION}")
     p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "
                    "(see below)")
     p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")
@@ -494,7 +513,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration-cache", metavar="FILE", help="tensorrt/trtexec INT8 builds: a TensorRT "
                    "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
     p.set_defaults(func=cmd_tune)
+    for commands in (sub, zsub):
+        _verbose_anywhere(commands)
     return parser
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    """A command given without its action: its own help, exit 2 (a usage error)."""
+    parser.print_help()
+    return 2
+
+
+def _verbose_anywhere(sub: Any) -> None:
+    """``-v`` after the command too (``placetune check x -v``): on every parser of ``sub``."""
+    for p in set(sub.choices.values()):
+        p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                       help="more log output (-vv for debug)")
 
 
 #: The longest error message printed: a hostile value (a 50 MB device name) is cut, not echoed whole.

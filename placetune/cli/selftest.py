@@ -419,6 +419,13 @@ def format_report(doc: dict[str, Any]) -> str:
     for c in doc["checks"]:
         tag = {"ok": "[ok]     ", "failed": "[FAILED] ", "skipped": "[skipped]", _NA: "[n/a]    "}[c["status"]]
         lines.append(f"{tag} {c['name']}: {c['detail']}")
-    lines.append("all checks ok" if doc["all_ok"] else
-                 "not every check passed: send selftest.txt and selftest.json (nothing secret in them)")
+    if doc["all_ok"]:
+        lines.append("all checks ok")
+    elif not doc.get("module") and not doc.get("compatible"):  # no device tree: not a Jetson
+        lines.append("not every check passed: this machine is not a Jetson, so the checks of the Jetson's "
+                     "TensorRT, CUDA and DLA cannot pass here; run `placetune selftest` on the Jetson "
+                     "(here: `placetune doctor` says what works, the simulated Jetson always does)")
+    else:
+        lines.append("not every check passed: the [FAILED] lines say what to fix; when asking for help, attach "
+                     "selftest.txt and selftest.json to the report (nothing secret in them)")
     return "\n".join(lines) + "\n"

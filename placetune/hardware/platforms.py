@@ -301,12 +301,23 @@ ALIASES: dict[str, str] = {
     "orin-nx8": "orin-nx-8gb",
     "orin-nx-8": "orin-nx-8gb",
     "orin-nano-8gb": "orin-nano",
-    "nano": "orin-nano",
     "xavier": "xavier-agx",
     "agx-xavier": "xavier-agx",
     "xavier-agx-32gb": "xavier-agx",
     "nx-xavier": "xavier-nx",
     "xaviernx": "xavier-nx",
+}
+
+
+#: Jetsons placetune does not model, and why: the name of one is refused, never taken for another
+#: (``jetson-nano`` is not the Orin Nano). JetPack 4.6 (TensorRT 8.2) is the last release for them.
+UNSUPPORTED: dict[str, str] = {
+    "nano": "the original Jetson Nano (Maxwell GPU, JetPack 4.6 with TensorRT 8.2 at most): it has no DLA and "
+            "TensorRT 8.5+ does not run on it, so there is nothing to place; for the Jetson Orin Nano use orin-nano",
+    "nano-2gb": "the Jetson Nano 2GB (Maxwell GPU, no DLA, TensorRT 8.2 at most); for the Orin Nano use orin-nano",
+    "tx2": "the Jetson TX2 (Pascal GPU, no DLA, TensorRT 8.2 at most)",
+    "tx2-nx": "the Jetson TX2 NX (Pascal GPU, no DLA, TensorRT 8.2 at most)",
+    "tx1": "the Jetson TX1 (Maxwell GPU, no DLA, TensorRT 8.2 at most)",
 }
 
 
@@ -342,6 +353,9 @@ def get_platform(name: str | Platform) -> Platform:
     key = ALIASES.get(key, key)
     if key in PLATFORMS:
         return PLATFORMS[key]
+    if key in UNSUPPORTED:
+        raise UnknownNameError(f"platform {name!r} is {UNSUPPORTED[key]}; placetune does not support it "
+                               f"(valid platforms: {', '.join(PLATFORMS)})")
     close = difflib.get_close_matches(key, list(PLATFORMS) + list(ALIASES), n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise UnknownNameError(

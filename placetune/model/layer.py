@@ -69,6 +69,8 @@ class Layer:
         producers: names of the layers that produce this layer's non-constant inputs.
         consumers: names of the layers that consume this layer's outputs.
         domain: ONNX operator domain ("" for the default domain).
+        plugin: an op ONNX has no schema for (``EfficientNMS_TRT``, a custom domain's op): TensorRT
+            runs it as a plugin on the GPU; its output shapes are the ones the file declares.
     """
 
     name: str
@@ -86,6 +88,7 @@ class Layer:
     producers: tuple[str, ...] = ()
     consumers: tuple[str, ...] = ()
     domain: str = ""
+    plugin: bool = False
 
     @property
     def activation_inputs(self) -> tuple[TensorInfo, ...]:

@@ -24,7 +24,7 @@ from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeEr
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
-from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype
+from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, has_schema, keep_declared_plugin_shapes, local_functions
 from placetune.model.zoo.registry import names as zoo_names
 from placetune.model.zoo.registry import parse_options as _zoo_options
 from placetune.validate import batch as check_batch
@@ -211,7 +211,7 @@ class Model:
             shapes: input shape overrides, as ``{"input": (1, 3, 224, 224)}`` or a list of
                 ``"input=1x3x224x224"`` strings.
             name: display name (defaults to the zoo name or the file stem).
-            batch: batch size for zoo models (ignored for files; use ``shapes``).
+            batch: batch size: of a zoo model, or of a file whose inputs leave the leading dimension open.
 
         Raises:
             ModelError: unreadable / invalid file, op without shape inference.
@@ -246,6 +246,8 @@ class Model:
                     is_file = False
             if is_file:
                 proto, stripped = read_model_proto(p)
+                if batch is not None:  # a static batch is refused with the --shape to give
+                    overrides = batch_overrides(proto.graph, {t.name for t in proto.graph.initializer}, overrides, batch)
                 path = p
                 display = name or p.name.split(".onnx")[0]
             else:
@@ -394,11 +396,9 @@ def _build(
 ) -> Model:
     graph = proto.graph
     init = {t.name: t for t in graph.initializer}
+    original = {i.name: _dims(i.type) for i in graph.input if i.name not in init}
     inputs = _fix_inputs(graph, set(init), overrides)
-    del graph.value_info[:]
-    for out in graph.output:
-        if out.type.HasField("tensor_type"):
-            out.type.tensor_type.ClearField("shape")
+    declared = keep_declared_plugin_shapes(proto, original, inputs)
     nodes = _toposort(list(graph.node), set(init) | {t.name for t in inputs} | {""})
     info = _infer(proto)
 
@@ -481,14 +481,16 @@ def _build(
         keep,
         graph.name or name,
         [i for i in graph.input if i.name not in init],
-        [helper.make_tensor_value_info(o, 0, None) for o in out_names],
+        [declared.get(o) or helper.make_tensor_value_info(o, 0, None) for o in out_names],
         new_init,
+        value_info=[v for k, v in declared.items() if k not in out_names],
     )
     new_proto = helper.make_model(new_graph, opset_imports=list(proto.opset_import))
     new_proto.ir_version = proto.ir_version
     for fn in proto.functions:
         new_proto.functions.add().CopyFrom(fn)
     info = _infer(new_proto)
+    info.update({k: (_dims(v.type), v.type.tensor_type.elem_type) for k, v in declared.items() if info.get(k, (None,))[0] is None})
     # Graph outputs get their types from inference; write them back for later cutting.
     for o in new_proto.graph.output:
         dims, et = info.get(o.name, (None, 0))
@@ -535,9 +537,8 @@ def _build(
             if not t.shape and info.get(t.name, (None, 0))[0] is None:
                 raise ModelError(
                     f"layer {lname!r} ({node.domain + '.' if node.domain else ''}{node.op_type}) has no shape "
-                    f"inference for output {t.name!r}; placetune needs static shapes for every layer "
-                    "(custom ops must be replaced or given value_info)"
-                )
+                    f"inference for output {t.name!r}; placetune needs static shapes for every layer: declare the plugin's "
+                    "output shapes in the file (value_info or graph outputs) as TensorRT plugin exports do")
             if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0] is None):
                 raise ShapeError(f"layer {lname!r} output {t.name!r} has a dynamic shape")
         for x in node.input:
@@ -554,6 +555,7 @@ def _build(
             scope=_scope(node, lname),
             domain=node.domain,
             producers=tuple(dict.fromkeys(producer[x] for x in node.input if x in producer)),
+            plugin=not has_schema(node.op_type, node.domain, local_functions(proto)),
         )
         macs, flops = layer_costs(layer)
         layer.macs, layer.flops = macs, flops

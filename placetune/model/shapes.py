@@ -19,22 +19,54 @@ log = logging.getLogger(__name__)
 ShapeSpec = Mapping[str, Sequence[int]]
 
 
+def split_shape_specs(spec: str) -> list[str]:
+    """One ``--shape`` text as its input specs: ``name=dims`` is one; trtexec's ``name:dims[,name:dims]``
+    and Polygraphy's ``name:[d,d,...] name:[...]`` may list several (split at commas and spaces outside
+    brackets).
+
+    Example:
+        >>> split_shape_specs("images:1x3x640x640,mask:1x1x640x640")
+        ['images:1x3x640x640', 'mask:1x1x640x640']
+        >>> split_shape_specs("input:[1,3,224,224] other:[1,10]")
+        ['input:[1,3,224,224]', 'other:[1,10]']
+    """
+    if "=" in spec or ":" not in spec:
+        return [spec]
+    items, depth, cur = [], 0, ""
+    for ch in spec:
+        depth += (ch == "[") - (ch == "]")
+        if depth == 0 and (ch == "," or ch.isspace()):
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [x for x in [*items, cur] if x.strip()]
+
+
 def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
-    """Parse ``name=1x3x224x224`` (or ``1x3x224x224`` for a single-input model).
+    """Parse ``name=1x3x224x224`` (or ``1x3x224x224`` for a single-input model), trtexec's
+    ``name:1x3x224x224`` or Polygraphy's ``name:[1,3,224,224]``.
 
     Example:
         >>> parse_shape_spec("input=32x3x32x32")
+        ('input', (32, 3, 32, 32))
+        >>> parse_shape_spec("input:[32,3,32,32]")
         ('input', (32, 3, 32, 32))
 
     Raises:
         ShapeError: the text is not ``name=AxBxC`` with positive integers.
     """
     name, sep, dims = spec.rpartition("=")
+    if not sep and ":" in spec:
+        name, sep, dims = spec.rpartition(":")
+        if dims.strip().startswith("[") and dims.strip().endswith("]"):
+            dims = dims.strip()[1:-1]
     text = dims.strip().lower().replace(",", "x")
     try:
         shape = tuple(int(d) for d in text.split("x"))
     except ValueError:
-        raise ShapeError(f"bad --shape {spec!r}: expected name=1x3x224x224") from None
+        raise ShapeError(f"bad --shape {spec!r}: expected name=1x3x224x224 (or trtexec's name:1x3x224x224, "
+                         "Polygraphy's name:[1,3,224,224])") from None
     if not shape or any(d <= 0 for d in shape):
         raise ShapeError(f"bad --shape {spec!r}: every dimension must be a positive integer")
     return (name.strip() or None) if sep else None, shape
@@ -73,7 +105,7 @@ def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | No
             out[k] = dims
         return out
     out = {}
-    for spec in shapes:
+    for spec in (item for text in shapes for item in split_shape_specs(text)):
         name, dims = parse_shape_spec(spec)
         out[name] = dims
     return out
@@ -128,3 +160,116 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -
         fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), _np_dtype(inp.type.tensor_type.elem_type),
                                 dynamic=dynamic))
     return fixed
+
+
+def has_schema(op_type: str, domain: str, local: set[tuple[str, str]] = frozenset()) -> bool:
+    """Whether ONNX knows ``domain.op_type`` (a standard op, or a function the file defines):
+    anything else is a TensorRT plugin (``EfficientNMS_TRT``) or another custom op."""
+    dom = "" if domain in ("", "ai.onnx") else domain
+    if (dom, op_type) in local:
+        return True
+    try:
+        return bool(onnx.defs.has(op_type, dom))
+    except Exception:  # noqa: BLE001 - onnx raises on odd domain strings
+        return False
+
+
+def declared_plugin_shapes(graph: onnx.GraphProto, original: Mapping[str, list | None],
+                           fixed: Sequence[TensorInfo], local: set[tuple[str, str]]) -> dict[str, onnx.ValueInfoProto]:
+    """The shapes the file declares (``value_info``, graph outputs) for the outputs of ops ONNX
+    cannot infer (plugins), made static with the inputs' fixed shapes.
+
+    A declared dimension named like an input's open dimension (``batch``) takes the value that
+    input was fixed at; a declared leading dimension equal to the inputs' file batch follows a
+    changed batch. A dimension that stays open is left out (the layer is then refused).
+
+    Args:
+        graph: the graph before placetune drops its value_info (inference redoes the others).
+        original: input name -> its dims as the file declares them (before ``--shape``).
+        fixed: the inputs with their fixed shapes.
+        local: ``(domain, name)`` of the functions the file defines.
+
+    Returns:
+        tensor name -> a value_info with static dims, for every plugin output the file declares.
+    """
+    symbols: dict[str, int] = {}
+    batches = set()
+    for t in fixed:
+        dims = original.get(t.name) or []
+        for d, n in zip(dims, t.shape):
+            if isinstance(d, str):
+                symbols.setdefault(d, int(n))
+        if dims and isinstance(dims[0], int) and t.shape and dims[0] != t.shape[0]:
+            batches.add((dims[0], int(t.shape[0])))
+    rebatch = dict(batches) if len({b for b, _ in batches}) == len(batches) else {}
+    plugin_outputs = {o for n in graph.node if not has_schema(n.op_type, n.domain, local) for o in n.output if o}
+    out: dict[str, onnx.ValueInfoProto] = {}
+    for vi in list(graph.value_info) + list(graph.output):
+        if vi.name not in plugin_outputs or vi.name in out:
+            continue
+        dims = _dims(vi.type)
+        if dims is None:
+            continue
+        static = [symbols.get(d) if isinstance(d, str) else d for d in dims]
+        if static and isinstance(dims[0], int) and dims[0] in rebatch:
+            static[0] = rebatch[dims[0]]
+        if any(not isinstance(d, int) or d <= 0 for d in static):
+            continue
+        out[vi.name] = helper.make_tensor_value_info(vi.name, vi.type.tensor_type.elem_type, static)
+    return out
+
+
+def keep_declared_plugin_shapes(proto: onnx.ModelProto, original: Mapping[str, list | None],
+                                fixed: Sequence[TensorInfo]) -> dict[str, onnx.ValueInfoProto]:
+    """Drop the graph's value_info and output shapes, which may be stale (a changed batch) and which
+    inference redoes, except those of plugin outputs (:func:`declared_plugin_shapes`, returned)."""
+    graph = proto.graph
+    declared = declared_plugin_shapes(graph, original, fixed, local_functions(proto))
+    outputs = {o.name for o in graph.output}
+    del graph.value_info[:]
+    graph.value_info.extend(v for k, v in declared.items() if k not in outputs)
+    for out in graph.output:
+        if out.name in declared:
+            out.CopyFrom(declared[out.name])
+        elif out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
+    return declared
+
+
+def local_functions(proto: onnx.ModelProto) -> set[tuple[str, str]]:
+    """``(domain, name)`` of the functions a model defines: ONNX infers those, they are no plugins."""
+    return {(f.domain, f.name) for f in proto.functions}
+
+
+def batch_overrides(graph: onnx.GraphProto, init_names: set[str], overrides: dict, batch: int) -> dict:
+    """``--batch`` on an ONNX file: the leading dimension of every input the file leaves open.
+
+    Raises:
+        ShapeError: an input's leading dimension is static and not ``batch`` (naming the exact
+            ``--shape`` to give instead), or ``--shape`` already sets that input.
+    """
+    out = dict(overrides)
+    for inp in graph.input:
+        if inp.name in init_names:
+            continue
+        dims = _dims(inp.type)
+        if not dims:
+            raise ShapeError(f"--batch {batch}: input {inp.name!r} has no shape in the file; "
+                             f"pass --shape {inp.name}=<dims> instead")
+        if inp.name in out or (None in out and len(out) == 1):
+            raise ShapeError(f"--batch {batch} and --shape both set input {inp.name!r}: give the batch in --shape")
+        if isinstance(dims[0], int):
+            if dims[0] == batch:
+                continue
+            shown = "x".join(str(d) if isinstance(d, int) else "1" for d in [batch, *dims[1:]])
+            raise ShapeError(
+                f"--batch {batch}: input {inp.name!r} has a static batch of {dims[0]} in the file, so --batch "
+                f"cannot set it; to override the file's batch, pass --shape {inp.name}={shown} (the graph may "
+                "still fix the batch in its reshapes: a re-export at that batch is the safe way)")
+        out[inp.name] = tuple([batch, *[d if isinstance(d, int) else None for d in dims[1:]]])
+        if None in out[inp.name]:
+            shown = "x".join(str(d) if isinstance(d, int) else "?" for d in [batch, *dims[1:]])
+            raise ShapeError(f"--batch {batch}: input {inp.name!r} [{shown}] has other dynamic dimensions: "
+                             f"pass --shape {inp.name}=" + "x".join(str(d) if isinstance(d, int) else "1"
+                                                                    for d in [batch, *dims[1:]]))
+    return out

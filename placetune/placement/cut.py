@@ -42,7 +42,9 @@ from onnx import helper, numpy_helper
 
 from placetune.errors import ModelError
 from placetune.model.merge import META_KEY, merge_models, source_networks
+from placetune.model.layer import TensorInfo
 from placetune.model.model import topological_order
+from placetune.model.shapes import _dims, keep_declared_plugin_shapes
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -248,16 +250,17 @@ def _static_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[in
     m = onnx.ModelProto()
     m.CopyFrom(proto)
     g = m.graph
+    original = {inp.name: _dims(inp.type) for inp in g.input}
     for inp in g.input:
         if inp.name in input_shapes:
             shp = inp.type.tensor_type.shape
             del shp.dim[:]
             for d in input_shapes[inp.name]:
                 shp.dim.add().dim_value = int(d)
-    del g.value_info[:]
-    for out in g.output:  # exported output shapes may be symbolic or stale after an override
-        if out.type.HasField("tensor_type"):
-            out.type.tensor_type.ClearField("shape")
+    # exported value_info and output shapes may be symbolic or stale after an override: dropped,
+    # except the shapes the file declares for plugin outputs (which inference cannot redo)
+    fixed = [TensorInfo(k, tuple(int(d) for d in v)) for k, v in input_shapes.items()]
+    keep_declared_plugin_shapes(m, original, fixed)
     try:
         inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
     except Exception as exc:  # noqa: BLE001

@@ -390,6 +390,9 @@ def export_plan(
     elif st.model_hash not in (model.hash, model.legacy_hash):
         raise ModelError(f"model {model.name!r} (hash {model.hash[:12]}) is not the model of study {study_name!r} "
                          f"({st.model_name}, hash {st.model_hash[:12]})")
+    if not m.placement_known:  # never export placetune's request as what TensorRT did
+        raise ConfigError(f"measurement {rec.id} of study {study_name!r} has no known realised placement "
+                          f"({(m.extra or {}).get('placement_unknown') or 'unknown'}): nothing true to export")
     realized_map = dict(rec.realized or m.realized or {})
     requested_map = dict(rec.requested or m.requested or realized_map)
     if model is not None:
@@ -490,6 +493,9 @@ def export_plan(
             # layers TensorRT names by a counter of its own (a node sharing its name): never addressed by name
             **({"renamed_layers": dict(model.renamed)} if model is not None and getattr(model, "renamed", None)
                else {}),
+            # TensorRT plugins (ops ONNX has no schema for): GPU only; a build loads their library
+            **({"plugins": {x.name: x.op_type for x in model.layers if x.plugin}}
+               if model is not None and any(x.plugin for x in model.layers) else {}),
             **({"networks": network_summary(realized_map, m, networks, _network_sources(model))} if networks else {}),
         },
         platform=st.platform,

@@ -142,6 +142,17 @@ def _tensors(items: Any) -> str:
     return _one_line(", ".join(parts) or "-")
 
 
+def _timed_by(plan: "Plan") -> str:
+    """What timed the plan's figures, said truthfully: only the tensorrt backend runs this runtime."""
+    how = "(one CUDA stream per engine, events between them)"
+    if plan.simulated:
+        return (f"It runs the plan {how}; this plan's figures are SIMULATED (placetune's model of the "
+                "Jetson): nothing has timed it yet, time it with the runtime's stream below:")
+    if plan.backend == "tensorrt":
+        return f"It is the runtime placetune's tensorrt backend timed the plan with {how}:"
+    return f"It runs the plan {how}; the plan's figures come from the {plan.backend or 'unknown'} backend:"
+
+
 def _readme(plan: "Plan", calib: str | None) -> str:
     name = _one_line(str(plan.model.get("name")))
     src = plan.source or {}
@@ -180,7 +191,8 @@ def _readme(plan: "Plan", calib: str | None) -> str:
                   "   Give each engine its own CUDA stream and execution context, record an event when a segment",
                   "   ends and make its successors' streams wait on it; DLA engines need their core set on the",
                   "   runtime (IRuntime.DLA_core) before deserializing.",
-                  f"   The plan was measured with {plural(int(fif), 'frame')} in flight: start frame n+1 on a segment while",
+                  f"   The plan was {'simulated' if plan.simulated else 'measured'} with {plural(int(fif), 'frame')} in "
+                  "flight: start frame n+1 on a segment while",
                   "   later segments still work on frame n, one set of boundary buffers per frame in flight."]
         for e in plan.engines:
             preds = ", ".join(map(str, e.get("predecessors") or [])) or "-"
@@ -192,7 +204,7 @@ def _readme(plan: "Plan", calib: str | None) -> str:
             lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
     lines += ["", f"4. Or run the plan with placetune's runtime, in {RUNTIME_DIR}/: no install, any Python >= 3.8 with",
               "   numpy, TensorRT and one CUDA binding (cuda-python or pycuda), JetPack 5.1's system Python included.",
-              "   It is the runtime placetune timed the plan with (one CUDA stream per engine, events between them):",
+              "   " + _timed_by(plan),
               "     import sys; sys.path.insert(0, \"this folder/runtime\")",
               "     import placetune_runtime",
               "     rt = placetune_runtime.load(\"this folder\")              # after the engines are built (step 1)",

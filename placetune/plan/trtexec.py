@@ -143,6 +143,7 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
                          "time right but accuracy is NOT preserved; export with --calibration-cache FILE")
     if build_only:
         flags = [*flags, build_only_flag(vt)]
+    lines.extend(plugin_comments(plan.model.get("plugins"), vt))
     warned = False
     input_shapes = dict(plan.model.get("input_shapes") or {})
     dynamic = plan.model.get("dynamic_inputs")
@@ -256,6 +257,42 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
     # nothing user-controlled may start a new line: a study named "x\ntouch PWNED" stays inside its
     # comment; the commands themselves are quoted by shell_line
     return [_one_line(line) if line.startswith("#") else line for line in lines]
+
+
+#: Plugins built into TensorRT's libnvinfer_plugin (TensorRT's plugin/ folder, 8.5-10.x), which trtexec
+#: and the ONNX parser register by default: a model using only these needs no plugin library.
+BUILTIN_PLUGINS = frozenset({
+    "BatchedNMS_TRT", "BatchedNMSDynamic_TRT", "BatchTilePlugin_TRT", "Clip_TRT", "CoordConvAC", "CropAndResize",
+    "CropAndResizeDynamic", "DecodeBbox3DPlugin", "DetectionLayer_TRT", "EfficientNMS_TRT",
+    "EfficientNMS_ONNX_TRT", "EfficientNMS_Explicit_TF_TRT", "EfficientNMS_Implicit_TF_TRT", "FlattenConcat_TRT",
+    "GenerateDetection_TRT", "GridAnchor_TRT", "GridAnchorRect_TRT", "GroupNormalizationPlugin",
+    "InstanceNormalization_TRT", "LReLU_TRT", "ModulatedDeformConv2d", "MultilevelCropAndResize_TRT",
+    "MultilevelProposeROI_TRT", "MultiscaleDeformableAttnPlugin_TRT", "NMS_TRT", "NMSDynamic_TRT", "Normalize_TRT",
+    "PillarScatterPlugin", "PriorBox_TRT", "ProposalDynamic", "ProposalLayer_TRT", "Proposal", "PyramidROIAlign_TRT",
+    "Region_TRT", "Reorg_TRT", "ResizeNearest_TRT", "ROIAlign_TRT", "RPROI_TRT", "ScatterND", "SpecialSlice_TRT",
+    "Split", "VoxelGeneratorPlugin", "DisentangledAttention_TRT", "CustomEmbLayerNormPluginDynamic",
+    "CustomFCPluginDynamic", "CustomGeluPluginDynamic", "CustomQKVToContextPluginDynamic",
+    "CustomSkipLayerNormPluginDynamic",
+})
+
+
+def plugin_comments(plugins: Any, vt: tuple[int, ...]) -> list[str]:
+    """Comment lines for a plan whose model has TensorRT plugin layers (layer name -> op).
+
+    Built-in plugins (:data:`BUILTIN_PLUGINS`) need nothing; any other needs its library loaded
+    by trtexec: ``--staticPlugins=lib.so`` from TensorRT 10, ``--plugins=lib.so`` before."""
+    if not isinstance(plugins, dict) or not plugins:
+        return []
+    ops = sorted({str(op) for op in plugins.values()})
+    lines = [f"# plugin layers (GPU only, never on the DLA): {', '.join(ops)}"]
+    custom = [op for op in ops if op not in BUILTIN_PLUGINS]
+    if custom:
+        flag = "--staticPlugins" if vt and vt[0] >= 10 else "--plugins"
+        lines.append(f"# WARNING: {', '.join(custom)} is not one of TensorRT's built-in plugins: add "
+                     f"{flag}=<your plugin library .so> to each trtexec line below")
+    else:
+        lines.append("# they are TensorRT built-in plugins: trtexec registers them, no plugin library is needed")
+    return lines
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")

@@ -58,11 +58,12 @@ log = logging.getLogger(__name__)
 DEVICE_COLORS: dict[str, str] = {"GPU": "#76b900", "DLA0": "#1f77b4", "DLA1": "#ff7f0e"}
 #: Axis label (with unit) of each objective.
 OBJECTIVE_LABELS: dict[str, str] = {
-    "latency": "median latency (ms)",
+    "latency": "median latency per batch (ms)",
     "throughput": "throughput (fps)",
-    "energy": "energy per inference (mJ)",
+    "energy": "energy per batch (mJ)",
+    "gpu_time": "GPU busy time per frame (ms)",
 }
-_DIRECTIONS = {"latency": "minimize", "throughput": "maximize", "energy": "minimize"}
+_DIRECTIONS = {"latency": "minimize", "throughput": "maximize", "energy": "minimize", "gpu_time": "minimize"}
 _SIM_COLOR = "#c0392b"
 
 
@@ -168,8 +169,8 @@ def plot_progress(store: "Store", study_name: str, path: str | os.PathLike[str],
     if baseline is not None:
         ax.axhline(baseline, color="#555555", linestyle="--", linewidth=1,
                    label=f"all-GPU baseline ({baseline:.4g} {_unit(objective)})")
-    ax.set_xlabel("evaluation index (per agent, requests in order)")
-    ax.set_ylabel(f"best-so-far {OBJECTIVE_LABELS.get(objective, objective)}")
+    ax.set_xlabel("evaluations of each agent, in order (cache hits included)")
+    ax.set_ylabel(f"best so far: {OBJECTIVE_LABELS.get(objective, objective)}")
     ax.grid(True, alpha=0.3)
     ax.margins(x=0.02)
     if max(len(series[a]) for a in agents) <= 20:
@@ -181,7 +182,7 @@ def plot_progress(store: "Store", study_name: str, path: str | os.PathLike[str],
 
 
 def _unit(objective: str) -> str:
-    return {"latency": "ms", "throughput": "fps", "energy": "mJ"}.get(objective, "")
+    return {"latency": "ms", "throughput": "fps", "energy": "mJ", "gpu_time": "ms"}.get(objective, "")
 
 
 def _cycle() -> Any:

@@ -93,7 +93,10 @@ def baseline_placements(ev: "Evaluator") -> list[tuple[str, str, Placement]]:
     cores = list(range(ev.platform.dla_count))
     if s.mode != "pipeline":  # one engine runs on one core
         cores = cores[:1] if s.dla_core is None else [s.dla_core]
-    out += [(f"all-dla{c}", f"all-DLA{c} (+fallback)", Placement.all_dla(model, c)) for c in cores]
+    if s.mode == "replicas":  # the placement is what every DLA replica runs on its own core
+        out += [(f"all-dla{c}", "DLA replicas all-DLA (+fallback)", Placement.all_dla(model, c)) for c in cores]
+    else:
+        out += [(f"all-dla{c}", f"all-DLA{c} (+fallback)", Placement.all_dla(model, c)) for c in cores]
     if s.mode == "pipeline" and ev.platform.dla_count > 1:
         out.append(("split-dla0-dla1", "split DLA0|DLA1", Placement.split_dla(model)))
     return out

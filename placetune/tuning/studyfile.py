@@ -39,6 +39,10 @@ from placetune.errors import ConfigError
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch
 
+#: The precision ``placetune tune`` (and ``placetune check``, so that both speak of the same
+#: build) uses when none is given: INT8, which the DLA runs at its full rate.
+DEFAULT_PRECISION = "int8"
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -91,7 +95,7 @@ class TuneConfig:
     backend: str = "simulate"
     mode: str = "pipeline"
     objective: str = "throughput"
-    precision: str = "int8"
+    precision: str = DEFAULT_PRECISION
     batch: int | None = None
     shapes: list[str] = field(default_factory=list)
     agent: str = "guided"
@@ -162,9 +166,26 @@ class TuneConfig:
             value = getattr(self, name)
             if not isinstance(value, dict):
                 raise ConfigError(f"[{name}] must be a table of key = value, got {_short(value)}")
+        self._check_settings_keys()
         seed = self.agent_options.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
             raise ConfigError(f"agent seed must be an integer from 0 to 4294967295, got {_short(seed)}")
+
+    def _check_settings_keys(self) -> None:
+        """A key of ``[settings]`` that is no Settings field is named with the closest one (a typo was
+        a raw ``TypeError``); mode and precision belong to ``[study]``."""
+        import difflib
+
+        from placetune.settings import Settings
+
+        allowed = sorted({f.name for f in fields(Settings)} - {"mode", "precision"})
+        for key in self.settings:
+            if key in ("mode", "precision"):
+                raise ConfigError(f"[settings] {key}: set it in [study] ({key} = ...) or with --{key}")
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ConfigError(f"[settings] has no key {_short(key)}; {hint}the keys are: {', '.join(allowed)}")
 
     @classmethod
     def embedded_default(cls) -> "TuneConfig":

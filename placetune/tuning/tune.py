@@ -27,6 +27,7 @@ from placetune.tuning.first_build import FirstBuildCheck
 from placetune.tuning.measurable import check_measurable
 from placetune.measurement import Measurement
 from placetune.placement.placement import DEVICES, Placement
+from placetune.tuning.verdict import agent_hint, next_steps, placement_line, verdict
 from placetune.tuning.progress import Progress
 from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
@@ -461,18 +462,13 @@ class Tuner:
         if outcome.best is not None:
             m = outcome.best[1]
             realized = m.realized or {}
-            share = {d: 0 for d in DEVICES}
-            for d in realized.values():
-                share[d] = share.get(d, 0) + 1
-            n = max(len(realized), 1)
             for c in ev.objective.constraints:
                 v = c.value(m)
                 self._say(f"constraint {c.text} {c.unit}: best={'-' if v is None else f'{v:.4g}'} "
                           f"holds={'yes' if c.holds(m) else 'no'}")
             if ev.objective.name == "gpu_time" and m.objective("gpu_time") is not None:
                 self._say(f"gpu_time: best={m.objective('gpu_time'):.4g} ms of GPU busy time per frame")
-            self._say("best placement (realised): " + ", ".join(
-                f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k))
+            self._say(placement_line(realized, ev.settings))
             if ev.networks:
                 from placetune.model.merge import network_of
 
@@ -519,7 +515,6 @@ class Tuner:
         """The verdict (what the run found and what that rests on) and where the study converged;
         kept for the exported plan's notes and with the study."""
         from placetune.tuning.convergence import store_convergence
-        from placetune.tuning.verdict import verdict
 
         ev = self.evaluator
         assert ev is not None
@@ -539,6 +534,9 @@ class Tuner:
             store_convergence(ev, conv)
         for line in self.verdict_lines:
             self._say(line)
+        hint = agent_hint(text, self.cfg.agent, outcome.trials_done)
+        if hint:
+            self._say(hint)
 
     def _best_split(self, base: Measurement) -> str | None:
         """The decisive cost terms of the best measured plan that uses a DLA (GPU<->DLA boundary
@@ -587,6 +585,7 @@ class Tuner:
         plan.notes.extend(getattr(self, "verdict_lines", []))  # what the plan rests on, with the plan
         plan.save(path, owned=None if self.cfg.export else is_plan_file)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
+        self._say(next_steps(self.cfg.storage, outcome.study))
         return path
 
 

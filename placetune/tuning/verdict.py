@@ -15,6 +15,7 @@ from placetune.wording import figure
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
+    from placetune.settings import Settings
     from placetune.tuning.objectives import Objective
 
 __all__ = ["verdict"]
@@ -54,3 +55,40 @@ def verdict(objective: "Objective", best: "Measurement | None", baselines: dict[
     gain = objective.gain_over(best, base)
     how = "" if gain is None else f" {gain:.2f}x better in {objective.names[0]} than"
     return f"verdict: a plan{how or ' better than'} {label} (the best baseline) found {rests}{sim}"
+
+
+def agent_hint(verdict_text: str, agent: str, trials: int) -> str | None:
+    """A hint to try the guided agent when another one found no plan better than the baselines."""
+    if not verdict_text.startswith("verdict: no plan better than") or agent in ("guided", "exact"):
+        return None
+    return (f"hint: {agent} found nothing better; the guided agent (the default) searches the stages TensorRT's "
+            "fusions form and often finds what it misses: run the same command with --agent guided and --trials "
+            f"above {trials} (the budget counts over resumes)")
+
+
+def next_steps(storage: str, study: str) -> str:
+    """The line after a tune: the commands that turn the study into a deployment folder and a report."""
+    import shlex
+
+    where = "" if storage in ("sqlite:///placetune.db", "placetune.db") else f" --storage {shlex.quote(storage)}"
+    which = f"{where} --study {shlex.quote(study)}"
+    return (f"next: placetune export{which} --format trtexec -o deploy   (build.sh and the engines' ONNX, for the "
+            f"Jetson); placetune report{which} -o report   (plots)")
+
+
+def placement_line(realized: dict[str, str], settings: "Settings") -> str:
+    """The best plan's layers per device. In replicas mode the placement is what every DLA replica
+    runs on its own core, so its DLA layers are the replicas' (not DLA0's)."""
+    from placetune.placement.placement import DEVICES
+
+    share = {d: 0 for d in DEVICES}
+    for d in realized.values():
+        share[d] = share.get(d, 0) + 1
+    n = max(len(realized), 1)
+    if settings.mode != "replicas":
+        return "best placement (realised): " + ", ".join(
+            f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in share.items() if k)
+    dla = sum(k for d, k in share.items() if d != "GPU")
+    parts = [f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in (("GPU", share.get("GPU", 0)), ("their DLA", dla)) if k]
+    gpu = "; the GPU replica runs every layer on the GPU" if "GPU" in (settings.replicas or {"GPU": 1}) else ""
+    return "best placement (realised) of the DLA replicas: " + ", ".join(parts) + gpu

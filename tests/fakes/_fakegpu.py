@@ -35,12 +35,19 @@ applies them in time order (a write before a read at the same time). So
 
 Engine outputs are :class:`Lazy`: computed from the inputs read when first needed (a copy to
 the host, another computation), so timing loops that never read them cost nothing.
+
+Resources are counted while alive (:func:`live`): streams (until destroyed: ``cuStreamDestroy``,
+or a pycuda ``Stream`` object going away), events, pinned host buffers and their bytes, device
+buffers and their bytes, TensorRT execution contexts. A stream used after it was destroyed is an
+error, as in CUDA.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
+import weakref
 
 _next_handle = itertools.count(0x7000)
 _next_ptr = itertools.count(0x10000000, 0x100000)
@@ -70,6 +77,10 @@ versions: dict[int, int] = {}
 context_stack: list[object] = []
 #: (time, phase, seq, effect): memory effects not applied yet (phase 0 writes before 1 reads).
 _events: list = []
+#: live counts of what has no table of its own here: events, pinned host buffers and bytes
+counts: dict[str, int] = {"events": 0, "pinned_buffers": 0, "pinned_bytes": 0}
+#: TensorRT execution contexts alive (the tensorrt double adds each; they go with their last reference)
+contexts: "weakref.WeakSet" = weakref.WeakSet()
 
 
 class Lazy:
@@ -98,6 +109,29 @@ def new_stream(blocking_stream: bool = True) -> int:
     if blocking_stream:
         blocking.add(handle)
     return handle
+
+
+def destroy_stream(handle: int) -> bool:
+    """Forget a stream (work already enqueued still completes: its effects are scheduled);
+    False when there was none (an invalid handle)."""
+    if not handle or handle not in clocks:
+        return False
+    del clocks[handle]
+    blocking.discard(handle)
+    return True
+
+
+def count(key: str, delta: int) -> None:
+    counts[key] += delta
+
+
+def live() -> dict[str, int]:
+    """What is alive now: streams (the legacy default stream not counted), events, pinned host
+    buffers and bytes, device buffers and bytes, TensorRT execution contexts."""
+    gc.collect()  # objects that go with their last reference: a cycle must not read as a leak
+    return {"streams": len(clocks) - 1, "events": counts["events"], "pinned_buffers": counts["pinned_buffers"],
+            "pinned_bytes": counts["pinned_bytes"], "device_buffers": len(allocations),
+            "device_bytes": sum(allocations.values()), "trt_contexts": len(contexts)}
 
 
 def _check(handle: int) -> None:
@@ -332,3 +366,5 @@ def reset() -> None:
     memory.clear()
     versions.clear()
     _events.clear()
+    for k in counts:
+        counts[k] = 0

@@ -45,14 +45,15 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Measurement
 from placetune.backends.tensorrt import env as trt_env
-from placetune.backends.tensorrt.buildlog import attribute_profile, locate, parse_build_log
-from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerClient, WorkerPool, WorkerReply
+from placetune.backends.tensorrt.buildlog import attribute_profile, dla_failure, locate, parse_build_log
+from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
+from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
 from placetune.backends.tensorrt.worker_names import is_placement_line
 
 from placetune.backends.base import default_cache_dir
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
-from placetune.backends.timing_method import ENGINE_TIMED
+from placetune.backends.timing_method import ENGINE_TIMED, REPLICAS_TIMED
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -174,6 +175,8 @@ class TensorRTBackend:
         power_root: sysfs root of the rails (default ``$PLACETUNE_SYSFS_ROOT`` or ``/``).
         power_interval_s: time between power samples.
         power_rails: rail names summed as module power (default: the input rail, else all).
+        worker_recycle: when a healthy worker is replaced between jobs, e.g. ``{"max_jobs": 100,
+            "max_rss_growth_mb": 1024, "max_held_mb": 64}`` (:class:`~placetune.backends.tensorrt.pool.RecycleLimits`).
 
     Raises:
         ConfigError: bad pool sizes, a missing calibration cache or a worker Python that
@@ -212,6 +215,7 @@ class TensorRTBackend:
         power_root: str | os.PathLike[str] | None = None,
         power_interval_s: float = 0.05,
         power_rails: list[str] | None = None,
+        worker_recycle: dict[str, Any] | None = None,
     ) -> None:
         import sys
 
@@ -261,7 +265,8 @@ class TensorRTBackend:
         self.power_interval_s = float(power_interval_s)
         self.power_rails = list(power_rails) if power_rails else None
         self._sources: dict[str, Any] = {}
-        self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s)
+        self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s,
+                               RecycleLimits.from_options(worker_recycle))
         self._probe: dict[str, Any] | None = None
         self._warned: set[str] = set()
 
@@ -381,7 +386,10 @@ class TensorRTBackend:
             from placetune.backends.tensorrt import pipeline as trt_pipeline
 
             run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
-            return run(self, r, platform, settings, base, version, cores)
+            m = run(self, r, platform, settings, base, version, cores)
+            if settings.mode == "replicas" and m.ok:  # two queries in flight per instance, as trtexec's replicas
+                m.extra["timed"] = REPLICAS_TIMED
+            return m
         try:
             onnx_path = prepare_onnx(model, self.cache_dir, fp16=strongly_typed and settings.precision == "fp16")
         except Exception as exc:  # noqa: BLE001
@@ -479,33 +487,37 @@ class TensorRTBackend:
         build_s = float(res.get("build_seconds") or 0.0)
         if status == "build_failed":
             detail = res.get("error") or "; ".join(blog.errors[:3]) or "build_serialized_network returned None"
+            if dla_failure(blog.errors + [str(res.get("error") or "")]):
+                extra["failure_class"] = "dla"
+                detail = f"the DLA failed ({detail})"
             return Measurement.failure("build_failed", f"TensorRT build failed: {detail}", realized=None,
                                        build_seconds=build_s, extra=extra, **base)
-        # the realised placement, from the log
+        # the realised placement: the build log, cross-checked with the engine's own layer information
         loc = locate(blog, model.names, network or None)
         target = f"DLA{core}" if core >= 0 else "GPU"
-        if core < 0:
-            realized = {n: "GPU" for n in predicted}
-        elif not blog.has_sections:
-            realized = dict(predicted)
-            extra["notes"] = ["the build log has no DLA/GPU placement sections: realised placement is placetune's prediction"]
-        else:
-            realized = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else predicted[n]
-                        for n in predicted}
+        known = decide(predicted, core, blog, loc, model.names, network or None, inspector_layers(res.get("inspector")))
+        realized = known.realized
         fallback = dict(r.fallback)
         for n, d in predicted.items():
-            if d != "GPU" and realized[n] == "GPU":
+            if d != "GPU" and realized is not None and realized[n] == "GPU":
                 fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
-        diff = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
+        diff = {n: [predicted[n], realized[n]] for n in predicted if realized is not None and predicted[n] != realized[n]}
         extra.update(
             realized_vs_predicted=diff,
             subgraph_limit=loc.subgraph_limit,
             dla_subgraphs=loc.subgraphs,
             unmapped_log_names=loc.unmapped[:50],
         )
-        loadables = {target: loc.loadables} if core >= 0 else {}
+        mark_known(extra, known, blog)
+        if core >= 0 and not blog.reports_placement:
+            extra["notes"] = ["the build log has no DLA/GPU placement sections: realised placement " + (
+                f"from the {known.source} only" if known.known else "UNKNOWN")]
+        loadables = {target: known.loadables} if core >= 0 and known.loadables is not None else {}
         if status != "ok":
             detail = res.get("error") or "; ".join(blog.errors[:3]) or "execution failed"
+            if dla_failure(blog.errors + [str(res.get("error") or "")]):
+                extra["failure_class"] = "dla"
+                detail = f"the DLA failed ({detail})"
             return Measurement.failure("runtime_failed", f"TensorRT execution failed: {detail}", realized=realized,
                                        fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                                        extra=extra, **base)

@@ -8,6 +8,13 @@ With an INFO-level logger the TensorRT builder prints, for an engine that uses a
     [I] [TRT] ---------- Layers Running on GPU ----------
     [I] [TRT] [GpuLayer] SHUFFLE: Reshape_2 + (Unnamed Layer* 7) [Shuffle]
 
+TensorRT 10.3 with ``--verbose`` (JetPack 6.2.1, AGX Orin; ``tests/data/trt_corpus``) prints no
+``[DlaLayer]`` lines but ``Number of DLA node candidates offloaded : N out of M`` and one
+``{ForeignNode[...]} successfully offloaded to DLA.`` per loadable before its ``[GpuLayer]`` lines;
+TensorRT 7 prints each section as one line (``{a,b}, {c,d},`` on the DLA, ``a + b, c,`` on the GPU);
+``All dla layers are falling back to GPU`` (and 8.4's ``no layer in the network can run on DLA``)
+names no layer: the whole network ran on the GPU.
+
 One ``[DlaLayer]`` line per DLA loadable; ``{ForeignNode[A...B]}`` names the first and last
 original layer of the subgraph (every layer between them in topological order runs in it,
 except those listed as GPU layers). ``[GpuLayer]`` lines name engine layers, which may be
@@ -39,7 +46,7 @@ from placetune.backends.tensorrt.worker_names import onnx_node
 __all__ = [
     "TIMED",
     "BuildLog", "LogPlacement", "NameResolver", "ProfileSummary", "parse_build_log", "locate",
-    "attribute_profile", "split_engine_name", "onnx_name_of", "split_prefix",
+    "attribute_profile", "split_engine_name", "onnx_name_of", "split_prefix", "dla_failure",
 ]
 
 #: What the worker times (``Measurement.extra["timed"]``): the inputs are
@@ -58,6 +65,17 @@ _SECTION = re.compile(r"^-+\s*Layers\s+Running\s+on\s+(?P<dev>DLA|GPU)\s*[-:]*\s
 _DLA_LINE = re.compile(r"^\[DlaLayer\]\s*(?P<name>.*?)\s*,?\s*$")
 _GPU_LINE = re.compile(r"^\[GpuLayer\]\s*(?:(?P<type>[A-Z][A-Z0-9_]*):\s+)?(?P<name>.*?)\s*,?\s*$")
 _FOREIGN = re.compile(r"\{ForeignNode\[(?P<body>.*)\]\}")
+_OFFLOADED = re.compile(r"^(?P<name>\{.*\})\s+successfully offloaded to DLA\.?\s*$")
+_CANDIDATES = re.compile(r"Number of DLA node candidates offloaded\s*:\s*(?P<n>\d+)\s+out of\s+(?P<m>\d+)")
+_NO_GPU_LAYER = re.compile(r"^No layer is running on (?P<dev>GPU|DLA)\b", re.I)
+#: whole-network fallback: no layer is named, every layer ran on the GPU
+_ALL_GPU = re.compile(r"All dla layers are falling back to GPU|no layer in the network can run on DLA", re.I)
+#: error lines written by other libraries than TensorRT's logger (no severity prefix)
+_FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
+#: a failure that is the DLA's (compiler, loadable, NvMedia/cuDLA runtime), not the GPU build's
+_DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
+                          r"DLA_STANDALONE|cuDLA|"
+                          r"Cannot create DLA engine|\bDLA\b.*\b(?:failed|error)\b", re.I)
 
 #: Fallback warnings, newest wording first (reference §5 and §3.1 G5/G7).
 _FALLBACKS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -86,6 +104,9 @@ class BuildLog:
         errors: ERROR lines (severity from the logger, or ``[E]``/``Error`` text).
         warnings: WARNING lines.
         has_sections: True when a ``Layers Running on DLA/GPU`` header or a layer line was seen.
+        dla_offloaded: the ``{ForeignNode[...]} successfully offloaded to DLA.`` entries (10.x verbose).
+        dla_candidates: ``(offloaded, candidates)`` of ``Number of DLA node candidates offloaded``.
+        all_gpu: the message saying the whole network fell back to the GPU (None when none).
     """
 
     dla_subgraphs: list[str] = field(default_factory=list)
@@ -95,11 +116,25 @@ class BuildLog:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     has_sections: bool = False
+    dla_offloaded: list[str] = field(default_factory=list)
+    dla_candidates: tuple[int, int] | None = None
+    all_gpu: str | None = None
+
+    @property
+    def dla_nodes(self) -> list[str]:
+        """The DLA loadables as named: the ``[DlaLayer]`` entries, else the ``successfully offloaded``
+        ones (TensorRT 10.3 verbose prints only the latter)."""
+        return self.dla_subgraphs or self.dla_offloaded
 
     @property
     def loadables(self) -> int:
-        """Number of DLA loadables (``[DlaLayer]`` lines)."""
-        return len(self.dla_subgraphs)
+        """Number of DLA loadables (``[DlaLayer]`` lines, else ``successfully offloaded`` lines)."""
+        return len(self.dla_nodes)
+
+    @property
+    def reports_placement(self) -> bool:
+        """Whether the log says where the layers ran (sections, offload lines or a whole-network fallback)."""
+        return self.has_sections or bool(self.dla_offloaded) or self.all_gpu is not None
 
 
 @dataclass
@@ -157,6 +192,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
         The parsed :class:`BuildLog`.
     """
     out = BuildLog()
+    pending: str | None = None  # the device of a TensorRT 7 section header whose list is the next line
     for item in lines:
         if isinstance(item, str):
             sev_in, text = None, item
@@ -165,11 +201,36 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
         for raw in text.splitlines() or [""]:
             prefix, msg = split_prefix(raw)
             if not msg:
+                pending = None  # TensorRT 7: a blank line after the header is an empty section
                 continue
             sev = _severity(sev_in, prefix)
-            if _SECTION.match(msg):
+            if prefix is None and sev == "I" and _FOREIGN_ERRORS.search(msg):
+                sev = "E"
+            sm = _SECTION.match(msg)
+            if sm:
+                out.has_sections = True
+                # "--------------- Layers running on DLA:" (up to 8.x): the list may follow on one line
+                pending = sm.group("dev").upper() if msg.rstrip().endswith(":") else None
+                continue
+            if pending is not None and not msg.startswith(("[DlaLayer]", "[GpuLayer]")) \
+                    and not _NO_GPU_LAYER.match(msg) and _SECTION_LIST.match(msg):
+                _read_list(out, pending, msg)
+                pending = None
+                continue
+            pending = None
+            om = _OFFLOADED.match(msg)
+            if om:
+                out.dla_offloaded.append(om.group("name"))
+                continue
+            cm = _CANDIDATES.search(msg)
+            if cm:
+                out.dla_candidates = (int(cm.group("n")), int(cm.group("m")))
+                continue
+            if _NO_GPU_LAYER.match(msg):
                 out.has_sections = True
                 continue
+            if out.all_gpu is None and _ALL_GPU.search(msg):
+                out.all_gpu = msg
             dm = _DLA_LINE.match(msg)
             if dm:
                 out.has_sections = True
@@ -193,6 +254,43 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
             elif sev == "W":
                 out.warnings.append(msg)
     return out
+
+
+#: a TensorRT 7 section list: DLA groups ``{a,b}, {c},`` or GPU layers ``a + b, c,``
+_SECTION_LIST = re.compile(r"^(?:\{.*\},?|[^\[].*,)\s*$")
+
+
+def _split_top(text: str) -> list[str]:
+    """``"a + b, PWN(c, d), e,"`` -> ``["a + b", "PWN(c, d)", "e"]`` (commas inside brackets kept)."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    out.append("".join(cur).strip())
+    return [x for x in out if x]
+
+
+def _read_list(out: BuildLog, device: str, msg: str) -> None:
+    """A TensorRT 7 section printed as one line: each ``{...}`` group is a DLA loadable; GPU layers
+    are comma-separated engine layer names."""
+    out.has_sections = True
+    for item in _split_top(msg):
+        if device == "DLA":
+            out.dla_subgraphs.append(item)
+        else:
+            out.gpu_layers.append(("", item))
+
+
+def dla_failure(errors: Sequence[str]) -> str | None:
+    """The first error that is the DLA's (NvMedia/cuDLA runtime, DLA compiler or loadable), or None."""
+    return next((e for e in errors if _DLA_FAILURE.search(e)), None)
 
 
 def onnx_name_of(metadata: str | None) -> str | None:
@@ -309,6 +407,13 @@ class NameResolver:
         layer (reformat, copy) that stands for no layer of its own; [] when nothing matched."""
         if engine_name.startswith(_SKIP_PREFIXES) or engine_name.endswith(_DLA_COPY_SUFFIXES):
             return None
+        if engine_name.startswith("{") and engine_name.endswith("}") and not engine_name.startswith("{ForeignNode["):
+            found = []  # a TensorRT 7 DLA group: its layers, comma-separated
+            for token in engine_name[1:-1].split(","):
+                for n in ([token.strip()] if token.strip() in self.known else split_engine_name(token, self.known, self.longest)):
+                    if n not in found:
+                        found.append(n)
+            return found
         fm = _FOREIGN.search(engine_name)
         if fm:
             rng = _foreign_range(fm.group("body"), self.index)
@@ -349,7 +454,11 @@ def locate(
     names = NameResolver(model_names, network)
     net_dev: dict[str, str] = {}
     res = LogPlacement(loadables=log.loadables)
-    for entry in log.dla_subgraphs:
+    if log.all_gpu is not None and not log.dla_nodes:  # the whole network fell back: every layer on the GPU
+        for m in names.model_names:
+            res.devices[m] = "GPU"
+            res.fallback[m] = log.all_gpu
+    for entry in log.dla_nodes:
         members = names.network_layers(entry) or []
         if not members:
             res.unmapped.append(entry)
@@ -428,7 +537,7 @@ def attribute_profile(
     copy entries around it (reference §2.5: the DLA work may land on the ``from nvm`` entry).
     """
     names = NameResolver(model_names, network)
-    dla_nodes = set(log.dla_subgraphs)
+    dla_nodes = set(log.dla_nodes)
     out = ProfileSummary()
     pending_ms = 0.0  # DLA copy time seen before the subgraph it belongs to
     last_dla: list[str] = []  # model layers of the latest DLA subgraph in the current DLA segment

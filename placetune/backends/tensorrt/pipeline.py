@@ -37,7 +37,6 @@ from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
-from placetune.backends.timing_method import REPLICAS_TIMED
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
 from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
@@ -139,26 +138,38 @@ def _engine_log(info: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, list[
 
 def _realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[str, str], info: dict[str, Any],
               realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
-              report_as: str | None = None) -> tuple[int, list]:
-    """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs)."""
+              unknown: list[str], report_as: str | None = None) -> tuple[int, list]:
+    """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs).
+    An engine whose log says nothing of its placement is added to ``unknown``."""
     _, blog, network = _engine_log(info)
     target = report_as or device
     dla = [n for n in layers if predicted[n] != "GPU"]
     if not dla or device == "GPU":
         return 0, []
     loc = locate(blog, list(layers), network or None)
-    if not blog.has_sections:
-        notes.append(f"{label}: the build log has no DLA/GPU placement sections; its realised placement is "
-                     "placetune's prediction")
+    if not blog.reports_placement:
+        notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "
+                     "UNKNOWN (placement_known=False)")
+        unknown.append(label)
         for n in dla:
             realized[n] = target
-        return 1, []
+        return 0, []
     for n in dla:
         on_dla = loc.devices.get(n) == "DLA" if n in loc.devices else True
         realized[n] = target if on_dla else "GPU"
         if not on_dla:
             fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
     return loc.loadables, loc.subgraphs
+
+
+def _mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
+    """No realised placement when an engine's build log says nothing of it (``placement_known``)."""
+    kw["extra"]["placement_known"] = not unknown
+    if unknown:  # nor could the worker count their loadables against a core's 16
+        kw["extra"]["placement_unknown"] = (f"no placement report in the build log of {', '.join(unknown)}: their "
+                                            "DLA loadables, and the 16-per-core check, are unknown")
+        kw["realized"] = None
+        kw["dla_loadables"] = {}
 
 
 def _logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:
@@ -326,13 +337,15 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
     realized = dict(predicted)
     fallback = dict(r.fallback)
     notes: list[str] = []
+    unknown: list[str] = []
     loadables: dict[str, int] = {}
     rows = []
     build_s = 0.0
     for c, spec, info in zip(cuts, specs, infos):
         label = f"seg{c.index}"
         _logs_into(extra, label, info)
-        n_load, subgraphs = _realised(c.layers, c.device, predicted, info, realized, fallback, notes, label)
+        n_load, subgraphs = _realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
+                                      unknown=unknown)
         if c.device != "GPU":
             loadables[c.device] = loadables.get(c.device, 0) + n_load
         if not info.get("cached"):
@@ -369,6 +382,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
     status = res.get("status")
     common = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s, extra=extra,
                   **base)
+    _mark_unknown(common, unknown)
     if status == "build_failed":
         k = int(res.get("failed_engine", len(infos) - 1))
         if k < len(cuts):
@@ -518,6 +532,7 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     realized = dict(predicted)
     fallback = dict(r.fallback)
     loadables: dict[str, int] = {}
+    unknown: list[str] = []
     reported = False
     build_s = 0.0
     for spec, info in zip(specs, infos):
@@ -529,7 +544,8 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
             # (with realise()'s DLA device name, as the simulator does)
             into_r, into_f = (realized, fallback) if not reported else (dict(predicted), {})
             n_load, _ = _realised(model.names, spec["device"], predicted, info, into_r, into_f, notes, spec["name"],
-                                  report_as=next((d for d in predicted.values() if d != "GPU"), spec["device"]))
+                                  report_as=next((d for d in predicted.values() if d != "GPU"), spec["device"]),
+                                  unknown=unknown)
             loadables[spec["device"]] = n_load
             reported = True
     if not reported and dla_layers:
@@ -540,9 +556,10 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     if notes:  # with what _realised said of each DLA replica's build log
         extra["notes"] = notes
     extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted if predicted[n] != realized[n]}
-    extra["timed"] = REPLICAS_TIMED
+    extra["timed"] = TIMED
     common_kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                      extra=extra, **base)
+    _mark_unknown(common_kw, unknown)
     status = res.get("status")
     if status == "build_failed":
         k = int(res.get("failed_engine", len(infos) - 1))

@@ -5,6 +5,16 @@ a :class:`WorkerPool` hands jobs to a healthy client and replaces it after a tim
 crash. Neither ever raises for a failed job: the outcome is a :class:`WorkerReply` whose
 ``kind`` says how the job ended (``result``, ``timeout``, ``crashed``).
 
+Recycling (the backstop against a worker that grows over a night): the pool also replaces a
+healthy worker, between jobs, once it has run ``max_jobs`` jobs, once its RSS has grown by more
+than ``max_rss_growth_mb`` over what it was after its first job (TensorRT and CUDA loaded), or
+once it still holds more than ``max_held_mb`` of pinned host plus device memory after a job
+(each job frees its CUDA resources; what stays is a leak), and after a job whose resources
+could not be freed (``release_errors``: a CUDA context in a sticky error state fails every later
+job). The figures come from the ``worker_memory`` of each reply. :class:`RecycleLimits` holds the bounds (defaults:
+200 jobs, 1024 MB, 64 MB; 0 turns one off); ``[backend_options] worker_recycle = {max_jobs = 100}``
+sets them. Pinned memory cannot be swapped: on an 8-16 GB Jetson a leak ends the night.
+
 Example:
     >>> pool = WorkerPool(python=sys.executable)                       # doctest: +SKIP
     >>> reply = pool.run({"op": "probe"}, timeout_s=60)                # doctest: +SKIP
@@ -24,11 +34,13 @@ import sys
 import tempfile
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["WorkerClient", "WorkerPool", "WorkerReply", "WORKER_FILE", "signal_name"]
+from placetune.errors import ConfigError
+
+__all__ = ["RecycleLimits", "WorkerClient", "WorkerPool", "WorkerReply", "WORKER_FILE", "signal_name"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +71,7 @@ class WorkerReply:
         signal: the signal name when killed by one (``SIGSEGV``...).
         stderr_tail: the last lines the worker wrote to stderr during the job.
         seconds: wall time of the job.
+        recycled: why the pool replaced the (healthy) worker after this job, else None.
     """
 
     kind: str
@@ -67,6 +80,60 @@ class WorkerReply:
     signal: str | None = None
     stderr_tail: str = ""
     seconds: float = 0.0
+    recycled: str | None = None
+
+
+_MB = 1 << 20
+
+
+@dataclass(frozen=True)
+class RecycleLimits:
+    """When the pool replaces a healthy worker (between jobs; 0 turns a bound off).
+
+    Attributes:
+        max_jobs: jobs one worker runs at most.
+        max_rss_growth_mb: growth of the worker's resident memory over its size after its first
+            job (TensorRT, CUDA and their libraries loaded by then).
+        max_held_mb: pinned host plus device memory the worker's CUDA layer still holds after a
+            job (every job frees its own: anything held is a leak).
+    """
+
+    max_jobs: int = 200
+    max_rss_growth_mb: float = 1024.0
+    max_held_mb: float = 64.0
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None) -> "RecycleLimits":
+        """From ``[backend_options] worker_recycle`` (a table); a bad key or value is a ConfigError."""
+        if options is None:
+            return cls()
+        if not isinstance(options, Mapping):
+            raise ConfigError(f"worker_recycle: a table of {', '.join(f.name for f in fields(cls))} is needed, "
+                              f"got {type(options).__name__}")
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            if key not in known:
+                raise ConfigError(f"worker_recycle.{key}: unknown; allowed are {', '.join(known)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value:
+                raise ConfigError(f"worker_recycle.{key} = {value!r}: a number >= 0 is needed (0 turns it off)")
+            if key == "max_jobs" and int(value) != value:
+                raise ConfigError(f"worker_recycle.max_jobs = {value!r}: a whole number of jobs is needed")
+            values[key] = int(value) if key == "max_jobs" else float(value)
+        return cls(**values)
+
+    def exceeded(self, jobs: int, rss_growth: int | None, held: int) -> str | None:
+        """Why a worker that has run ``jobs`` jobs, grown ``rss_growth`` bytes and holds ``held``
+        bytes must be replaced, or None."""
+        if self.max_jobs and jobs >= self.max_jobs:
+            return f"it ran {jobs} jobs (max_jobs {self.max_jobs})"
+        if self.max_rss_growth_mb and rss_growth is not None and rss_growth > self.max_rss_growth_mb * _MB:
+            return (f"its memory grew by {rss_growth / _MB:.0f} MB since its first job "
+                    f"(max_rss_growth_mb {self.max_rss_growth_mb:g})")
+        if self.max_held_mb and held > self.max_held_mb * _MB:
+            return (f"it still holds {held / _MB:.1f} MB of pinned and device memory after a job "
+                    f"(max_held_mb {self.max_held_mb:g})")
+        return None
 
 
 class WorkerClient:
@@ -89,6 +156,8 @@ class WorkerClient:
         self._stderr = None
         self._finalizer: weakref.finalize | None = None
         self.jobs = 0
+        #: the worker's RSS after its first job (bytes; None until then): what growth is measured from
+        self.rss_baseline: int | None = None
 
     # --------------------------------------------------------------- lifecycle
     @property
@@ -103,6 +172,8 @@ class WorkerClient:
         env.setdefault("PYTHONUNBUFFERED", "1")
         self._stderr = tempfile.TemporaryFile()
         self._buf = b""
+        self.jobs = 0
+        self.rss_baseline = None
         t0 = time.monotonic()
         try:
             self.proc = subprocess.Popen(
@@ -242,15 +313,19 @@ class WorkerPool:
         python: interpreter for the worker.
         env: extra environment variables for the worker.
         start_timeout_s: how long a new worker may take to start.
+        limits: when a healthy worker is replaced (:class:`RecycleLimits`; default its defaults).
     """
 
     def __init__(self, python: str | None = None, env: dict[str, str] | None = None,
-                 start_timeout_s: float = 60.0) -> None:
+                 start_timeout_s: float = 60.0, limits: RecycleLimits | None = None) -> None:
         self.python = python or sys.executable
         self.env = dict(env or {})
         self.start_timeout_s = start_timeout_s
+        self.limits = limits or RecycleLimits()
         self._client: WorkerClient | None = None
         self.restarts = 0
+        #: healthy workers replaced by :attr:`limits`
+        self.recycles = 0
 
     def run(self, job: dict[str, Any], timeout_s: float) -> WorkerReply:
         """Run a job; never raises for a failed job (see :class:`WorkerReply`)."""
@@ -263,7 +338,33 @@ class WorkerPool:
             log.warning("TensorRT worker %s (%s); a new worker starts for the next job",
                         "timed out and was killed" if reply.kind == "timeout" else "crashed",
                         reply.signal or f"exit status {reply.returncode}")
+        else:
+            self._maybe_recycle(job, reply)
         return reply
+
+    def _maybe_recycle(self, job: dict[str, Any], reply: WorkerReply) -> None:
+        """Replace the worker when it crossed a bound of :attr:`limits` (the reply stands)."""
+        client = self._client
+        assert client is not None
+        mem = reply.result.get("worker_memory") if isinstance(reply.result, dict) else None
+        mem = mem if isinstance(mem, dict) else {}
+        rss = mem.get("rss_bytes")
+        rss = int(rss) if isinstance(rss, (int, float)) and not isinstance(rss, bool) else None
+        if rss is not None and client.rss_baseline is None and job.get("op") != "probe":
+            client.rss_baseline = rss  # a probe loads neither TensorRT's builder nor an engine
+        growth = rss - client.rss_baseline if rss is not None and client.rss_baseline is not None else None
+        held = sum(int(mem.get(k) or 0) for k in ("pinned_bytes", "device_bytes"))
+        why = self.limits.exceeded(client.jobs, growth, held)
+        failed = reply.result.get("release_errors") if isinstance(reply.result, dict) else None
+        if failed and why is None:  # e.g. a sticky CUDA error: every later job in this process would fail
+            why = f"it could not free a job's CUDA resources ({str(failed[0])[:200]})"
+        if why is None:
+            return
+        log.info("TensorRT worker %s is replaced: %s", self.pid, why)
+        reply.recycled = why
+        client.close()
+        self._client = None  # the next job starts a fresh worker (not counted as a restart)
+        self.recycles += 1
 
     @property
     def pid(self) -> int | None:

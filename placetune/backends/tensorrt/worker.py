@@ -12,7 +12,8 @@ This file is the protocol (hello, job loop, dispatch, probe); the jobs live in s
 that the worker imports as top-level modules from this directory: ``worker_build`` (network,
 builder config, DLA placement, build, engine cache), ``worker_cache`` (timing and engine cache
 files under locks), ``worker_cuda`` (the CUDA layer), ``worker_time`` (one engine: ``measure``),
-``worker_pipeline`` (``pipeline`` and its correctness gate), ``worker_replicas`` (``replicas``).
+``worker_pipeline`` (``pipeline`` and its correctness gate), ``worker_replicas`` (``replicas``),
+``worker_resources`` (a job's CUDA resources, freed when it ends; the memory each reply reports).
 
 Protocol: the worker first writes ``{"hello": 1, "python": "3.8.10", "pid": N}``. Then for
 each job line it writes exactly one result line. Jobs:
@@ -48,6 +49,11 @@ each job line it writes exactly one result line. Jobs:
 * ``{"op": "build", "engines": [spec, ...], "common": {...}}`` -> ``{"status", "engines"}``: each
   engine built and written to its spec's ``plan_cache`` path (``placetune build``), no timing.
 
+Every result carries ``worker_memory``: the worker's RSS and what its CUDA layer still holds
+after the job (streams, events, pinned and device bytes; ``worker_cuda.memory_usage``), which
+the parent's :class:`~placetune.backends.tensorrt.pool.WorkerPool` watches to recycle a worker
+that grows.
+
 Native libraries write to file descriptor 1 as they like; the worker moves its protocol to a
 private copy of stdout and points fd 1 at stderr, so stray prints cannot corrupt a result.
 """
@@ -82,6 +88,7 @@ from worker_build import build_engines, make_logger  # noqa: E402
 from worker_cuda import probe as cuda_probe  # noqa: E402
 from worker_pipeline import pipeline  # noqa: E402
 from worker_replicas import replicas  # noqa: E402
+from worker_resources import memory_usage  # noqa: E402
 from worker_time import measure  # noqa: E402
 
 PROTOCOL = 1
@@ -166,6 +173,7 @@ def main():
                       "traceback": traceback.format_exc(limit=6)}
         if isinstance(job, dict) and "id" in job:
             result["id"] = job["id"]
+        result["worker_memory"] = memory_usage()  # after the job's resources were freed: the parent recycles on growth
         send(result)
     return 0
 

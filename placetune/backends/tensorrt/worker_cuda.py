@@ -9,6 +9,11 @@ The only worker module that imports a CUDA binding. The rest of the worker uses 
 ``*_async`` copies, ``synchronize()`` and ``close()`` (pops the context; also run at exit, so
 that pycuda never aborts with "context stack was not empty").
 
+Ownership: every stream, event, device and pinned host buffer the layer makes can be freed
+(``stream.destroy()``, ``event.destroy()``, ``mem.free()``, ``free_pagelocked(array)``) and is
+counted while alive (``live()``: streams, events, pinned and device bytes). A job makes its
+resources through ``worker_resources.Resources``, which frees them when the job ends.
+
 Which binding: ``PLACETUNE_CUDA=cuda-python|pycuda`` picks one; otherwise cuda-python when it
 imports and initialises (a wheel, no build step; as Polygraphy does), else pycuda.
 :func:`probe` says which one works and, when none does, exactly what to install.
@@ -93,6 +98,131 @@ class Cuda(object):
         # type: () -> None
         raise NotImplementedError
 
+    def free_pagelocked(self, array):
+        # type: (Any) -> None
+        """Free a buffer of :meth:`pagelocked_empty` now (the array must not be used after)."""
+        raise NotImplementedError
+
+    def own(self, thing):
+        # type: (Any) -> Any
+        """Take ``thing`` (anything with ``close()``) to free with the job's resources; the
+        process-wide layer frees nothing per job (``worker_resources.Resources`` does)."""
+        return thing
+
+    def live(self):
+        # type: () -> Dict[str, int]
+        """What the layer holds now: ``streams``, ``events``, ``pinned_bytes``, ``device_bytes``
+        (and the buffers' counts)."""
+        return dict(self.counts)
+
+    def count(self, kind, delta, nbytes=0):
+        # type: (str, int, int) -> None
+        """``delta`` more (or fewer) ``streams``/``events``, or ``pinned``/``device`` buffers of ``nbytes``."""
+        if kind in ("pinned", "device"):
+            self.counts[kind + "_bytes"] += delta * nbytes
+            kind += "_buffers"
+        self.counts[kind] += delta
+
+
+def _new_counts():
+    # type: () -> Dict[str, int]
+    return {"streams": 0, "events": 0, "pinned_buffers": 0, "pinned_bytes": 0, "device_buffers": 0,
+            "device_bytes": 0}
+
+
+class _PcStream(object):
+    """A pycuda stream: pycuda frees it when its object goes, so the wrapper holds the only reference."""
+
+    obj = None  # type: Any
+
+    def __init__(self, layer):
+        # type: (_Pycuda) -> None
+        self.layer = layer
+        self.obj = layer.cuda.Stream()
+        self.handle = int(self.obj.handle)
+        layer.count("streams", 1)
+
+    def synchronize(self):
+        # type: () -> None
+        self.obj.synchronize()
+
+    def wait_for_event(self, event):
+        # type: (_PcEvent) -> None
+        self.obj.wait_for_event(event.obj)
+
+    def destroy(self):
+        # type: () -> None
+        if self.obj is not None:
+            self.obj = None  # the last reference: pycuda's destructor calls cuStreamDestroy
+            self.layer.count("streams", -1)
+
+    __del__ = destroy  # dropped without destroy(): pycuda frees it all the same
+
+
+class _PcEvent(object):
+    obj = None  # type: Any
+
+    def __init__(self, layer):
+        # type: (_Pycuda) -> None
+        self.layer = layer
+        self.obj = layer.cuda.Event()
+        layer.count("events", 1)
+
+    def record(self, stream=None):
+        # type: (Optional[_PcStream]) -> _PcEvent
+        self.obj.record(stream.obj if stream is not None else None)
+        return self
+
+    def synchronize(self):
+        # type: () -> _PcEvent
+        self.obj.synchronize()
+        return self
+
+    def query(self):
+        # type: () -> bool
+        return bool(self.obj.query())
+
+    def time_since(self, start):
+        # type: (_PcEvent) -> float
+        return float(self.obj.time_since(start.obj))
+
+    def destroy(self):
+        # type: () -> None
+        if self.obj is not None:
+            self.obj = None  # pycuda's destructor calls cuEventDestroy
+            self.layer.count("events", -1)
+
+    __del__ = destroy
+
+
+class _PcMem(object):
+    obj = None  # type: Any
+
+    def __init__(self, layer, nbytes):
+        # type: (_Pycuda, int) -> None
+        self.layer, self.size = layer, nbytes
+        self.obj = layer.cuda.mem_alloc(nbytes)
+        layer.count("device", 1, nbytes)
+
+    def __int__(self):
+        # type: () -> int
+        return int(self.obj)
+
+    __index__ = __int__
+
+    def free(self):
+        # type: () -> None
+        if self.obj is not None:
+            obj, self.obj = self.obj, None
+            self.layer.count("device", -1, self.size)
+            obj.free()
+
+    def __del__(self):
+        # type: () -> None
+        if self.obj is not None:  # dropped without free(): pycuda's destructor frees it
+            self.obj = None
+            self.layer.count("device", -1, self.size)
+
 
 class _Pycuda(Cuda):
     name = "pycuda"
@@ -108,33 +238,46 @@ class _Pycuda(Cuda):
         self.ctx = self.dev.retain_primary_context()
         self.ctx.push()
         self.cuda = cuda
+        self.counts = _new_counts()
+        self.pinned = {}  # type: Dict[int, int]
 
     def Stream(self):  # noqa: N802
-        return self.cuda.Stream()
+        return _PcStream(self)
 
     def Event(self):  # noqa: N802
-        return self.cuda.Event()
+        return _PcEvent(self)
 
     def mem_alloc(self, nbytes):
-        return self.cuda.mem_alloc(max(int(nbytes), 1))
+        return _PcMem(self, max(int(nbytes), 1))
 
     def pagelocked_empty(self, shape, dtype):
-        return self.cuda.pagelocked_empty(tuple(shape), dtype)
+        array = self.cuda.pagelocked_empty(tuple(shape), dtype)
+        # counted until free_pagelocked (an array merely dropped is freed by pycuda, uncounted);
+        # no reference kept here: it would hold the memory
+        self.pinned[int(array.ctypes.data)] = int(array.nbytes)
+        self.count("pinned", 1, int(array.nbytes))
+        return array
+
+    def free_pagelocked(self, array):
+        nbytes = self.pinned.pop(int(array.ctypes.data), None)
+        if nbytes is not None:
+            self.count("pinned", -1, nbytes)
+            array.base.free()  # pycuda's array.base is its HostAllocation: the pinned memory goes now
 
     def memcpy_htod(self, mem, host):
-        self.cuda.memcpy_htod(mem, host)
+        self.cuda.memcpy_htod(mem.obj, host)
 
     def memcpy_dtoh(self, host, mem):
-        self.cuda.memcpy_dtoh(host, mem)
+        self.cuda.memcpy_dtoh(host, mem.obj)
 
     def memcpy_htod_async(self, mem, host, stream):
-        self.cuda.memcpy_htod_async(mem, host, stream)
+        self.cuda.memcpy_htod_async(mem.obj, host, stream.obj)
 
     def memcpy_dtoh_async(self, host, mem, stream):
-        self.cuda.memcpy_dtoh_async(host, mem, stream)
+        self.cuda.memcpy_dtoh_async(host, mem.obj, stream.obj)
 
     def memcpy_dtod_async(self, dst, src, nbytes, stream):
-        self.cuda.memcpy_dtod_async(dst, src, int(nbytes), stream)
+        self.cuda.memcpy_dtod_async(dst.obj, src.obj, int(nbytes), stream.obj)
 
     def synchronize(self):
         self.ctx.synchronize()
@@ -144,6 +287,7 @@ class _Pycuda(Cuda):
 
     def close(self):
         if self.ctx is not None:
+            self.pinned = {}  # what was not freed goes with its arrays
             self.ctx.pop()
             self.ctx = None
 
@@ -169,6 +313,7 @@ class _CpMem(object):
     def __init__(self, layer, ptr, nbytes):
         # type: (_CudaPython, Any, int) -> None
         self.layer, self.ptr, self.size = layer, ptr, nbytes
+        layer.count("device", 1, nbytes)
 
     def __int__(self):
         # type: () -> int
@@ -179,8 +324,9 @@ class _CpMem(object):
     def free(self):
         # type: () -> None
         if self.ptr is not None:
-            self.layer.check("cuMemFree", self.layer.drv.cuMemFree(self.ptr))
-            self.ptr = None
+            ptr, self.ptr = self.ptr, None
+            self.layer.count("device", -1, self.size)
+            self.layer.check("cuMemFree", self.layer.drv.cuMemFree(ptr))
 
 
 class _CpStream(object):
@@ -189,6 +335,15 @@ class _CpStream(object):
         self.layer = layer
         self.obj = layer.check("cuStreamCreate", layer.drv.cuStreamCreate(1))  # CU_STREAM_NON_BLOCKING
         self.handle = _as_int(self.obj)
+        layer.count("streams", 1)
+
+    def destroy(self):
+        # type: () -> None
+        """cuStreamDestroy (work already enqueued still completes, as CUDA says)."""
+        if self.obj is not None:
+            obj, self.obj = self.obj, None
+            self.layer.count("streams", -1)
+            self.layer.check("cuStreamDestroy", self.layer.drv.cuStreamDestroy(obj))
 
     def synchronize(self):
         # type: () -> None
@@ -204,6 +359,14 @@ class _CpEvent(object):
         # type: (_CudaPython) -> None
         self.layer = layer
         self.obj = layer.check("cuEventCreate", layer.drv.cuEventCreate(0))  # CU_EVENT_DEFAULT: timed
+        layer.count("events", 1)
+
+    def destroy(self):
+        # type: () -> None
+        if self.obj is not None:
+            obj, self.obj = self.obj, None
+            self.layer.count("events", -1)
+            self.layer.check("cuEventDestroy", self.layer.drv.cuEventDestroy(obj))
 
     def record(self, stream=None):
         # type: (Optional[_CpStream]) -> _CpEvent
@@ -272,7 +435,8 @@ class _CudaPython(Cuda):
         # type: () -> None
         self.drv, self.version = _cuda_bindings()
         self.ctx = None
-        self.pinned = []  # type: List[int]
+        self.pinned = {}  # type: Dict[int, int]
+        self.counts = _new_counts()
         self.no_elapsed_v2 = False  # the driver lacks cuEventElapsedTime_v2 (Event.time_since)
         self.check("cuInit", self.drv.cuInit(0))
         self.dev = self.check("cuDeviceGet", self.drv.cuDeviceGet(0))
@@ -311,9 +475,17 @@ class _CudaPython(Cuda):
             count *= int(d)
         nbytes = max(count * dt.itemsize, 1)
         ptr = _as_int(self.check("cuMemHostAlloc", self.drv.cuMemHostAlloc(nbytes, 0)))
-        self.pinned.append(ptr)
+        self.pinned[ptr] = nbytes
+        self.count("pinned", 1, nbytes)
         raw = (ctypes.c_byte * nbytes).from_address(ptr)
         return np.frombuffer(raw, dtype=np.uint8, count=count * dt.itemsize).view(dt).reshape(tuple(shape))
+
+    def free_pagelocked(self, array):
+        ptr = int(array.ctypes.data)
+        nbytes = self.pinned.pop(ptr, None)
+        if nbytes is not None:
+            self.count("pinned", -1, nbytes)
+            self.check("cuMemFreeHost", self.drv.cuMemFreeHost(ptr))
 
     def memcpy_htod(self, mem, host):
         self.check("cuMemcpyHtoD", self.drv.cuMemcpyHtoD(mem.ptr, _host_ptr(host), host.nbytes))
@@ -343,7 +515,7 @@ class _CudaPython(Cuda):
         self.check("cuCtxSynchronize", self.drv.cuCtxSynchronize())
         for ptr in self.pinned:
             self.drv.cuMemFreeHost(ptr)
-        self.pinned = []
+        self.pinned = {}
         self.check("cuCtxPopCurrent", self.drv.cuCtxPopCurrent())
         self.check("cuDevicePrimaryCtxRelease", self.drv.cuDevicePrimaryCtxRelease(self.dev))
         self.ctx = None
@@ -389,6 +561,12 @@ def close():
         layer.close()
 
 
+def current():
+    # type: () -> Optional[Cuda]
+    """The layer if :func:`driver` made one in this process, else None (never initialises CUDA)."""
+    return _STATE.get("layer")
+
+
 def probe():
     # type: () -> Dict[str, Any]
     """Which binding works: ``{"cuda_binding", "cuda_version", "cuda_device", "cuda_error",
@@ -406,37 +584,3 @@ def probe():
         out["pycuda_error"] = out["cuda_error"]
     return out
 
-
-def alloc(cuda, allocs, nbytes):
-    # type: (Any, List[Any], int) -> Any
-    mem = cuda.mem_alloc(max(int(nbytes), 1))
-    allocs.append(mem)
-    return mem
-
-
-def random_data(np, rng, shape, dtype):
-    # type: (Any, Any, Tuple[int, ...], Any) -> Any
-    """Random host data of a tensor: uniform(-1, 1) floats, 0/1 integers."""
-    count = 1
-    for d in shape:
-        count *= max(int(d), 1)
-    if dtype.kind == "f":
-        return rng.uniform(-1.0, 1.0, size=count).astype(dtype)
-    if dtype.kind in "iu":
-        return rng.integers(0, 2, size=count).astype(dtype)
-    return np.zeros(count, dtype)
-
-
-def random_fill(cuda, np, rng, mem, shape, dtype):
-    # type: (Any, Any, Any, Any, Tuple[int, ...], Any) -> Any
-    """Fill a device buffer with :func:`random_data`; returns the host copy."""
-    data = random_data(np, rng, shape, dtype)
-    cuda.memcpy_htod(mem, data)
-    return data
-
-
-def download(cuda, np, mem, shape, dtype):
-    # type: (Any, Any, Any, Tuple[int, ...], Any) -> Any
-    host = np.empty(tuple(int(d) for d in shape), dtype=dtype)
-    cuda.memcpy_dtoh(host, mem)
-    return host

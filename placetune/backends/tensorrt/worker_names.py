@@ -17,8 +17,10 @@ form; the node name is everything before the first ``" | "`` or the closing ``]`
 with ``]`` in it is kept whole.
 
 **Placement lines.** With GPU fallback TensorRT reports the realised placement in the
-``Layers Running on DLA/GPU`` sections (``[DlaLayer]``/``[GpuLayer]`` lines); some versions log
-them at VERBOSE. :func:`is_placement_line` says which messages those are, so that the worker can
+``Layers Running on DLA/GPU`` sections (``[DlaLayer]``/``[GpuLayer]`` lines); 10.3 prints one
+``{ForeignNode[...]} successfully offloaded to DLA.`` per loadable after ``Number of DLA node
+candidates offloaded : N out of M`` instead of ``[DlaLayer]`` lines; some versions log all of them
+at VERBOSE. A whole-network fallback (``All dla layers are falling back to GPU``) is kept too. :func:`is_placement_line` says which messages those are, so that the worker can
 keep them whatever the logger's level.
 
 Used by the worker (Python 3.8, no placetune imports: a sibling module of ``worker.py``), by
@@ -42,7 +44,11 @@ ONNX_LAYER = "[ONNX Layer: "
 #: what joins the metadata of the layers fused into one engine layer
 FUSED_SEPARATORS = ("\x1f", "\x1e")
 _PROPERTY = " | "
-_PLACEMENT = re.compile(r"^(?:-+\s*Layers\s+Running\s+on\s+(?:DLA|GPU)\b|\[(?:Dla|Gpu)Layer\])", re.I)
+_OFFLOADED = re.compile(r"^\{.*\}\s+successfully offloaded to DLA\b")
+_PLACEMENT = re.compile(
+    r"^(?:-+\s*Layers\s+Running\s+on\s+(?:DLA|GPU)\b|\[(?:Dla|Gpu)Layer\]|No layer is running on (?:GPU|DLA)\b"
+    r"|Number of DLA node candidates offloaded\b|\{.*\}\s+successfully offloaded to DLA\b)"
+    r"|All dla layers are falling back to GPU|no layer in the network can run on DLA", re.I)
 
 
 def onnx_nodes(metadata):
@@ -74,7 +80,17 @@ def onnx_node(metadata):
     return nodes[0] if nodes else None
 
 
+def count_loadables(messages):
+    # type: (List[str]) -> int
+    """An engine's DLA loadables from its build-log messages: its ``[DlaLayer]`` lines, else (10.3's
+    verbose form, no ``[DlaLayer]`` line) its ``successfully offloaded to DLA`` lines."""
+    texts = [str(m).strip() for m in messages]
+    dla = sum(1 for t in texts if t.startswith("[DlaLayer]"))
+    return dla or sum(1 for t in texts if _OFFLOADED.match(t))
+
+
 def is_placement_line(message):
     # type: (str) -> bool
-    """Whether a TensorRT log message is part of the ``Layers Running on DLA/GPU`` report."""
-    return bool(_PLACEMENT.match(str(message).strip()))
+    """Whether a TensorRT log message says where layers ran (the ``Layers Running on DLA/GPU``
+    report, the 10.x offload lines, a whole-network fallback)."""
+    return bool(_PLACEMENT.search(str(message).strip()))

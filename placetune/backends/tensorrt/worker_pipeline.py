@@ -12,8 +12,10 @@ except ImportError:  # pragma: no cover
     pass
 
 from worker_build import make_logger, obtain_all
-from worker_cuda import alloc, download, driver, random_data
+from worker_cuda import driver
+from worker_resources import Resources, alloc, download, random_data, release
 from worker_time import Engine, median, profile_layers
+from worker_names import count_loadables
 
 
 def compare_outputs(np, got, want, tolerance):
@@ -438,8 +440,8 @@ MAX_LOADABLES_PER_CORE = 16  # "only 16 DLA loadables can be loaded concurrently
 
 def _loadables(info):
     # type: (Dict[str, Any]) -> int
-    """An engine's DLA loadables: its ``[DlaLayer]`` build-log lines, one per loadable."""
-    return sum(1 for _, msg in info.get("log") or [] if "[DlaLayer]" in msg)
+    """An engine's DLA loadables: its ``[DlaLayer]`` (or 10.3's ``successfully offloaded``) build-log lines."""
+    return count_loadables([msg for _, msg in info.get("log") or []])
 
 
 def _per_core(specs, infos):
@@ -511,14 +513,14 @@ def pipeline(job):
                               "the pipeline's on any DLA core (16 per core): the pipeline is not checked"}
     logger = make_logger(trt, False)
     result["runtime_log"] = logger.lines
-    allocs = []  # type: List[Any]
+    cuda = None  # the job's streams, events, buffers and engines: all freed when it ends
     try:
-        _run_pipeline(trt, driver(), np, job, plans, ref_plan, logger, allocs, result,
+        cuda = Resources(driver())
+        _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, [], result,
                       ref_core if ref_core is not None else -1)
     except Exception as exc:
         result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
                       traceback=traceback.format_exc(limit=6))
     finally:
-        for mem in allocs:
-            mem.free()
+        release(cuda, result)
     return result

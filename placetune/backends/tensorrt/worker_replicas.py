@@ -12,7 +12,8 @@ except ImportError:  # pragma: no cover
     pass
 
 from worker_build import make_logger, obtain_all
-from worker_cuda import alloc, driver, random_fill
+from worker_cuda import driver
+from worker_resources import Resources, alloc, random_fill, release
 from worker_time import Engine
 
 
@@ -123,13 +124,13 @@ def replicas(job):
         return result
     logger = make_logger(trt, False)
     result["runtime_log"] = logger.lines
-    allocs = []  # type: List[Any]
+    cuda = None  # the job's streams, events, buffers and engines: all freed when it ends
     try:
-        _run_replicas(trt, driver(), np, job, plans, logger, allocs, result)
+        cuda = Resources(driver())
+        _run_replicas(trt, cuda, np, job, plans, logger, [], result)
     except Exception as exc:
         result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
                       traceback=traceback.format_exc(limit=6))
     finally:
-        for mem in allocs:
-            mem.free()
+        release(cuda, result)
     return result

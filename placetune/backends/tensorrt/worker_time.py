@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover
 
 from worker_build import build, make_logger
 from worker_cuda import driver
+from worker_resources import Resources, release
 
 
 def _percentile(sorted_values, q):
@@ -102,7 +103,7 @@ def time_engine(trt, plan, job, logger):
     """Deserialize (DLA core set first), allocate, warm up, time, profile."""
     import numpy as np
 
-    cuda = driver()
+    cuda = Resources(driver())  # the job's CUDA resources, all freed when it ends (the context is current now)
     out = {}  # type: Dict[str, Any]
     runtime = trt.Runtime(logger)
     core = int(job.get("dla_core", -1))
@@ -177,8 +178,13 @@ def time_engine(trt, plan, job, logger):
         out["error"] = "%s: %s" % (type(exc).__name__, exc)
         out["traceback"] = traceback.format_exc(limit=6)
     finally:
-        for mem in allocs:
-            mem.free()
+        try:  # no context may go while its work runs
+            cuda.synchronize()
+        except Exception:  # noqa: S110 - release() tries again and reports it
+            pass
+        # TensorRT frees each with its last reference: the inspector holds the context too
+        inspector = context = engine = runtime = None  # noqa: F841
+        release(cuda, out)
     return out
 
 
@@ -259,6 +265,8 @@ class Engine(object):
 
         self.name = name
         self.logger = logger
+        self.context = self.engine = None  # type: Any
+        cuda.own(self)  # a job's Resources closes it, also when this constructor fails
         self.runtime = trt.Runtime(logger)  # kept: it must outlive the engine
         if core >= 0:
             self.runtime.DLA_core = core  # before deserializing (reference §0.2)
@@ -286,6 +294,14 @@ class Engine(object):
             self.formats[tname] = tensor_format(self.engine, tname)
         for tname in self.outputs:
             self.tensors[tname] = (tuple(int(d) for d in self.context.get_tensor_shape(tname)), self.tensors[tname][1])
+
+    def close(self):
+        # type: () -> None
+        """Drop the execution context, then the engine, then the runtime (TensorRT frees each with
+        its last reference, and a context must go before its engine)."""
+        self.context = None
+        self.engine = None
+        self.runtime = None
 
     def _errors(self):
         # type: () -> str

@@ -14,6 +14,7 @@ from placetune.measurement import Measurement, latency_stats
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.timing_method import ENGINE_TIMED
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
+from placetune.backends.tensorrt.placement_known import decide, mark_known
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
     adjust_for_dla_flags,
@@ -71,6 +72,7 @@ class Engine:
     run: Run | None = None
     blog: BuildLog | None = None
     layer_info_path: Path | None = None
+    predicted: dict[str, str] | None = None  # the placement placetune predicted (for the cross-check)
 
 
 def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform", settings: "Settings", version: str,
@@ -95,11 +97,13 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
     if failure is not None:
         return failure
     realized, fallback, loc_extra = realised(eng, r)
+    n_load = loc_extra.pop("dla_loadables", None)
+    realized = realized or None
     extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.build_argv},
                              **build_extra(eng), **loc_extra}
     if eng.notes:
         extra["notes"] = list(eng.notes)
-    loadables = {device: len(eng.blog.dla_subgraphs)} if core >= 0 and eng.blog is not None else {}
+    loadables = {device: n_load} if core >= 0 and n_load is not None else {}
     kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=eng.run.seconds,
               extra=extra, **base)
     return time_built(be, eng, version, settings, workdir, kw, model, profile=be.profile)
@@ -150,6 +154,8 @@ def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Setti
         info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
         extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
         extra["engine_layers"] = len(info.layers)
+        if model is not None and eng.predicted is not None and eng.blog is not None and info.layers:
+            cross_check(eng, model, info.layers, kw)
         if not info.valid_json:
             extra.setdefault("notes", []).append("--exportLayerInfo was not valid JSON (unescaped names): "
                                                  "layer names read from the raw text")
@@ -346,33 +352,47 @@ def build_extra(eng: Engine) -> dict[str, Any]:
     return {"build_errors": blog.errors[:50], "build_warnings": blog.warnings[:100], "build_log": kept}
 
 
-def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
-    """Realised placement and fallback reasons from an engine's build log."""
+def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str] | None, dict[str, str], dict[str, Any]]:
+    """Realised placement (None when unknown) and fallback reasons from an engine's build log."""
     model = r.realized.model
     predicted = r.realized.as_dict()
     blog = eng.blog or BuildLog()
     loc = locate(blog, model.names)
     extra: dict[str, Any] = {}
-    target = f"DLA{eng.core}" if eng.core >= 0 else "GPU"
-    if eng.core < 0:
-        realized = {n: "GPU" for n in predicted}
-    elif not blog.has_sections:
-        realized = dict(predicted)
-        eng.notes.append("the build log has no DLA/GPU placement sections: realised placement is placetune's "
-                         "prediction")
-    else:
-        realized = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else predicted[n]
-                    for n in predicted}
+    eng.predicted = dict(predicted)
+    known = decide(predicted, eng.core, blog, loc, model.names)
+    mark_known(extra, known, blog)
+    if eng.core >= 0 and not blog.reports_placement:  # the layer information (read after timing) may still say
+        eng.notes.append("the build log has no DLA/GPU placement sections: realised placement UNKNOWN unless "
+                         "the engine's layer information says it")
+    realized = known.realized if known.realized is not None else {}
     fallback = {n: loc.fallback.get(n, why) for n, why in r.fallback.items()}
     for n, d in predicted.items():
-        if d != "GPU" and realized[n] == "GPU":
+        if d != "GPU" and realized.get(n) == "GPU":
             fallback[n] = loc.fallback.get(n) or "TensorRT ran it on the GPU (no reason in the build log)"
     for n in list(fallback):
-        if realized.get(n) != "GPU":
+        if realized and realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
     extra["realized_vs_predicted"] = {n: [predicted[n], realized[n]] for n in predicted
-                                      if predicted[n] != realized[n]}
+                                      if n in realized and predicted[n] != realized[n]}
+    extra["dla_loadables"] = known.loadables
     extra["subgraph_limit"] = loc.subgraph_limit
     extra["dla_subgraphs"] = loc.subgraphs
     extra["unmapped_log_names"] = loc.unmapped[:50]
     return realized, fallback, extra
+
+
+def cross_check(eng: Engine, model: "Model", layers: list[dict[str, Any]], kw: dict[str, Any]) -> None:
+    """The build log's placement cross-checked with ``--exportLayerInfo``'s layers: ``kw``'s realised
+    placement, loadables and ``extra`` (``placement_known``...) follow :func:`decide`."""
+    assert eng.blog is not None and eng.predicted is not None
+    known = decide(eng.predicted, eng.core, eng.blog, locate(eng.blog, model.names), model.names, None, layers)
+    extra = kw["extra"]
+    for key in ("placement_unknown",):
+        extra.pop(key, None)
+    mark_known(extra, known, eng.blog)
+    kw["realized"] = known.realized
+    kw["dla_loadables"] = {eng.device: known.loadables} if eng.core >= 0 and known.loadables is not None else {}
+    if known.realized is not None:
+        extra["realized_vs_predicted"] = {n: [d, known.realized[n]] for n, d in eng.predicted.items()
+                                          if d != known.realized[n]}

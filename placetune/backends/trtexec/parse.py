@@ -14,7 +14,11 @@ Formats (reference ``tensorrt-dla.md`` §2.3-2.6; identical from TensorRT 8.4 to
   names are read from the raw text;
 * ``--exportLayerInfo`` JSON: the engine inspector's ``{"Layers": [...], "Bindings": [...]}``;
 * the pre-8.0 per-window lines ``Average over 10 runs is 6.45 ms (host walltime is 6.63 ms,
-  99% percentile time is 6.62).`` (seen in ``shared/seeds/003``), read as a fallback.
+  99% percentile time is 6.62).`` (seen in ``shared/seeds/003``), read as a fallback;
+* the TensorRT 7 multi-line summary: a ``Host Latency`` (``GPU Compute``, ...) line, then
+  ``min: 6.14 ms (end to end 6.15 ms)``, ..., ``percentile: 8.90 ms at 99% (...)``,
+  ``throughput: 145.5 qps``, ``walltime: 3.02 s`` (tests/data/trt_corpus, 7.1.3 on Xavier);
+* ``TensorRT version: 8001`` (8.0's device report: the integer code, 8.0.1).
 
 The ``[DlaLayer]``/``[GpuLayer]`` placement sections are read by
 :func:`placetune.backends.tensorrt.buildlog.parse_build_log`.
@@ -52,6 +56,12 @@ __all__ = [
 _STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<name>\S+)"
                      r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*#\s*(?P<cmd>.*))?")
 _VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
+_VERSION_CODE = re.compile(r"TensorRT\s+version\s*:\s*(?P<code>\d{4,6})\b", re.I)
+#: the TensorRT 7 multi-line summary: a block name alone, then ``stat: value ms (...)`` lines
+_BLOCK7 = {"Host Latency": "latency_ms", "GPU Compute": "gpu_compute_ms", "Enqueue Time": "enqueue_ms",
+           "H2D Latency": "h2d_ms", "D2H Latency": "d2h_ms"}
+_STAT7 = re.compile(r"^(?P<name>min|max|mean|median|percentile|throughput|walltime)\s*:\s*(?P<v>[-+0-9.eE]+)\s*"
+                    r"(?P<unit>ms|s|qps)?(?:\s+at\s+(?P<pct>[0-9.]+)%)?")
 _METRIC = re.compile(
     r"^(?P<key>Throughput|Latency|Enqueue Time|H2D Latency|GPU Compute Time|D2H Latency|"
     r"Total Host Walltime|Total GPU Compute Time|Host Latency)\s*:\s*(?P<rest>.*)$")
@@ -90,13 +100,16 @@ def version_from_code(code: str | int) -> str:
 
 def version_from_text(text: str) -> str | None:
     """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line, or a
-    ``TensorRT version: 8.6.1`` line. None when neither is there."""
+    ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line. None when neither is there."""
     for line in text.splitlines():
         m = _STATUS.search(line)
         if m and m.group("code"):
             return version_from_code(m.group("code"))
     m = _VERSION_DOTTED.search(text)
-    return m.group("v") if m else None
+    if m:
+        return m.group("v")
+    m = _VERSION_CODE.search(text)
+    return version_from_code(m.group("code")) if m else None
 
 
 def _stats(rest: str) -> dict[str, float]:
@@ -162,6 +175,7 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
     there is one (older versions print per-window "Trace averages" lines before it)."""
     out = PerfSummary()
     in_summary = False
+    block7: str | None = None  # the TensorRT 7 summary block being read
     for raw in lines:
         for line in str(raw).splitlines() or [""]:
             sm = _STATUS.search(line)
@@ -179,6 +193,19 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
             if msg.startswith("===") and in_summary:
                 in_summary = False
                 continue
+            if out.version is None:
+                vm = _VERSION_CODE.search(msg)
+                if vm:
+                    out.version = version_from_code(vm.group("code"))
+            if msg in _BLOCK7:
+                block7 = msg
+                continue
+            s7 = _STAT7.match(msg) if block7 else None
+            if s7:
+                _read_stat7(out, block7, s7)
+                continue
+            if msg and not s7:
+                block7 = None
             lm = _LEGACY.search(msg)
             if lm:
                 out.legacy_ms.append(float(lm.group("ms")))
@@ -216,9 +243,29 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
     return out
 
 
+def _read_stat7(out: PerfSummary, block: str, m: re.Match[str]) -> None:
+    """One ``name: value unit`` line of a TensorRT 7 summary block (the value before ``(end to end``)."""
+    name, value = m.group("name"), float(m.group("v"))
+    if name == "throughput":
+        if block == "Host Latency":
+            out.throughput_qps = value
+        return
+    if name == "walltime":
+        if block == "Host Latency":
+            out.host_walltime_s = value / (1000.0 if m.group("unit") == "ms" else 1.0)
+        return
+    if name == "percentile":
+        pct = m.group("pct") or "99"
+        name = "p" + (pct[:-2] if pct.endswith(".0") else pct)
+    getattr(out, _BLOCK7[block])[name] = value
+    if block == "Host Latency":
+        out.has_summary = True
+
+
 def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
-    """The lines that explain a failure: ``[E]`` lines, ``Error``/``FAILED`` lines
-    (prefix stripped, in order, no repeats)."""
+    """The lines that explain a failure: ``[E]`` lines, ``Error``/``FAILED`` lines, protobuf's
+    ``[libprotobuf ERROR ...]`` and NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...`` (prefix stripped, in
+    order, no repeats)."""
     out: list[str] = []
     for raw in lines:
         for line in str(raw).splitlines():

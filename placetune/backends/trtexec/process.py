@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from placetune.measurement import Measurement
+from placetune.backends.tensorrt.buildlog import dla_failure
 from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.trtexec.parse import PerfSummary, error_lines, strip_prefix
 
@@ -138,6 +139,9 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
                                    f"{m.group(0)})", **kw)
     status = "build_failed" if phase == "build" else "runtime_failed"
     detail = "; ".join(errs[:4]) or f"exit status {run.returncode}"
+    if dla_failure(errs):  # the DLA's own failure (NvMedia/cuDLA, DLA compiler), not the GPU build's
+        kw["extra"]["failure_class"] = "dla"
+        detail = f"the DLA failed ({detail})"
     return Measurement.failure(status, f"trtexec failed {what}: {detail}", **kw)
 
 

@@ -146,8 +146,9 @@ def _check(layer: Layer, ctx: _Ctx) -> Support:
     if reason:
         return Support(False, reason)
     op = layer.op_type
-    if layer.domain not in ("", "ai.onnx"):
-        return Support(False, f"{layer.domain}.{op} is a custom op (TensorRT plugin, GPU only)")
+    if layer.plugin or layer.domain not in ("", "ai.onnx"):
+        qualified = f"{layer.domain}.{op}" if layer.domain not in ("", "ai.onnx") else op
+        return Support(False, f"plugin: no DLA ({qualified} is a custom op: TensorRT runs it as a plugin on the GPU)")
     if op == "InstanceNormalization" and ctx.model is not None:
         producers = [_safe_layer(ctx, p) for p in layer.producers]
         if any(p is not None and p.op_type == "Reshape" for p in producers):

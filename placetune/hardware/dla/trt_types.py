@@ -63,6 +63,8 @@ def trt_layer_type(layer: Layer, trt_version: str = "8.6") -> str:
     op = layer.op_type
     if layer.domain not in ("", "ai.onnx"):
         return f"PluginV2 ({layer.domain}.{op})"
+    if layer.plugin:
+        return f"PluginV2 ({op})"
     if op in _FIXED_TYPES:
         return _FIXED_TYPES[op]
     if op in ("Gemm", "MatMul"):

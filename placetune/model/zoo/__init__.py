@@ -1,12 +1,16 @@
-"""Built-in networks written with :mod:`onnx.helper` (no downloads, deterministic, opset 17).
+"""Built-in networks written with :mod:`onnx.helper` (no downloads, deterministic, opset 17 or the export's).
 
 The zoo gives placetune real network structures to analyse, search and export without a
 model file: the seed scenarios (``seed-block``, ``model-gn``, ``model-bn``), the classic
 Jetson benchmark networks (``alexnet``, ``googlenet``, ``resnet18/34/50/101/152``,
-``mobilenetv1``, ``mobilenetv2``, ``vgg11/13/16/19``), a small segmentation network (``unet-small``) and a
-transformer stress model (``vit-tiny``).
+``mobilenetv1``, ``mobilenetv2``, ``vgg11/13/16/19``), a small segmentation network (``unet-small``), a
+transformer stress model (``vit-tiny``) and the detectors Jetson users run behind cameras
+(``yolov8n``, ``yolov8s``, ``yolo11n``: Ultralytics' ONNX export; ``ssdlite-mobilenetv3``: torchvision's
+SSDLite; each checked against a real export).
 
-Every graph has one NCHW float32 input named ``input`` and one output named ``output``,
+Every graph has one NCHW float32 input named ``input`` and one output named ``output`` (the
+detectors keep their export's tensor names and opset: ``images`` -> ``output0``; SSDLite ``images`` ->
+``boxes``, ``scores``),
 static shapes with the requested batch, and node / tensor names in the style of
 ``torch.onnx.export`` (module-scoped node names such as ``/layer1/layer1.0/conv1/Conv``,
 outputs ``<node name>_output_0``, parameters ``layer1.0.conv1.weight``).

@@ -65,6 +65,11 @@ class _Graph:
         self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=name, **attrs))
         return outs[0] if outputs == 1 else outs
 
+    def skip(self, parts: Sequence[str], op_type: str, n: int = 1) -> None:
+        """Advance the name counter of ``op_type`` in a scope, as an exported node folded away did."""
+        base = f"{_scope(parts)[0]}/{op_type}"
+        self._counts[base] = self._counts.get(base, 0) + n
+
     def reuse(self, parts: Sequence[str]) -> list[str]:
         """Scope of one more call of a module that runs several times (torch: ``relu_1``)."""
         scope, _ = _scope(parts)
@@ -122,5 +127,6 @@ class _Graph:
         return self._new_tensor(new)
 
 
-#: What a network builder returns: (output tensor, input shape, output shape).
-_Net = tuple[str, list[int], list[int]]
+#: What a network builder returns: (output tensor, input shape, output shape), or for a network with
+#: several outputs (a tuple of tensors, input shape, a tuple of shapes).
+_Net = tuple[Any, list[int], Any]

@@ -19,8 +19,10 @@ from placetune.model.zoo.mobilenet import _mobilenetv1, _mobilenetv2
 from placetune.model.zoo.plain import _alexnet, _vgg11, _vgg13, _vgg16, _vgg19
 from placetune.model.zoo.resnet import _resnet18, _resnet34, _resnet50, _resnet101, _resnet152
 from placetune.model.zoo.seeds import _model_bn, _model_gn, _seed_block
+from placetune.model.zoo.ssd import _ssdlite_mobilenetv3
 from placetune.model.zoo.unet import _unet_small
 from placetune.model.zoo.vit import _vit_tiny
+from placetune.model.zoo.yolo import _yolo11n, _yolov8n, _yolov8s
 
 #: ONNX default-domain opset of every zoo model.
 OPSET = 17
@@ -36,6 +38,9 @@ class _Entry:
     fn: Callable[..., _Net]
     description: str
     options: dict[str, Any]
+    #: the input tensor's name, then the outputs' (an export's own, e.g. Ultralytics' images / output0)
+    io: tuple[str, ...] = ("input", "output")
+    opset: int = OPSET
 
 
 _ZOO: dict[str, _Entry] = {
@@ -140,6 +145,30 @@ _ZOO: dict[str, _Entry] = {
         "depth=N blocks (default 12, 42 nodes each), a many-layer stress model, ~1.25 GMACs",
         {"depth": 12, "attention": "sdpa"},
     ),
+    "ssdlite-mobilenetv3": _Entry(
+        _ssdlite_mobilenetv3,
+        "torchvision SSDLite320 MobileNetV3-Large detector on 3x320x320 (backbone and head as torch.onnx exports "
+        "them, BatchNorm folded; decoding and NMS left out) -> boxes [1, 3234, 4], scores [1, 3234, 91], "
+        "~0.58 GMACs",
+        {}, ("images", "boxes", "scores"), 17,
+    ),
+    "yolo11n": _Entry(
+        _yolo11n,
+        "Ultralytics YOLO11n detector on 3x640x640 as its ONNX export (opset 18, C3k2, SPPF, C2PSA attention "
+        "with MatMul/Softmax, Detect head with depthwise class branch and DFL) -> [1, 84, 8400], ~3.3 GMACs",
+        {}, ("images", "output0"), 18,
+    ),
+    "yolov8n": _Entry(
+        _yolov8n,
+        "Ultralytics YOLOv8n detector on 3x640x640 as its ONNX export (opset 18, Conv+SiLU as Sigmoid/Mul, "
+        "C2f, SPPF, Detect head with DFL decoding) -> [1, 84, 8400], ~4.4 GMACs",
+        {}, ("images", "output0"), 18,
+    ),
+    "yolov8s": _Entry(
+        _yolov8s,
+        "Ultralytics YOLOv8s detector on 3x640x640 as its ONNX export (opset 18) -> [1, 84, 8400], ~14.3 GMACs",
+        {}, ("images", "output0"), 18,
+    ),
 }
 
 
@@ -225,7 +254,8 @@ def build(name: str, batch: int = 1, *, weights: bool = False, **kw: Any) -> onn
 
     Args:
         name: a name from :func:`names`.
-        batch: the batch dimension of the input ``input`` and the output ``output`` (>= 1).
+        batch: the batch dimension of the input ``input`` and the output ``output`` (>= 1; the
+            detectors keep their export's names, ``images`` and ``output0``).
         weights: ``False`` (default) gives initializers with dims and data type but no data:
             enough for placetune's importer and for strict shape inference, but rejected by
             :func:`onnx.checker.check_model`. ``True`` fills them with deterministic float32
@@ -251,15 +281,18 @@ def build(name: str, batch: int = 1, *, weights: bool = False, **kw: Any) -> onn
     opts = _options(name, entry, kw)
     model = onnx.ModelProto()
     g = _Graph(bool(weights), model.graph)
-    g._new_tensor("input")
+    in_name, out_names = entry.io[0], entry.io[1:]
+    g._new_tensor(in_name)
     out, in_shape, out_shape = entry.fn(g, batch, **opts)
-    g.rename_output(out, "output")
+    outs, shapes = ([out], [out_shape]) if isinstance(out, str) else (list(out), list(out_shape))
     graph = model.graph
+    for tensor, out_name, shape in zip(outs, out_names, shapes):
+        g.rename_output(tensor, out_name)
+        graph.output.append(helper.make_tensor_value_info(out_name, TensorProto.FLOAT, shape))
     graph.node.extend(g.nodes)
     graph.name = name.replace("-", "_")
-    graph.input.append(helper.make_tensor_value_info("input", TensorProto.FLOAT, in_shape))
-    graph.output.append(helper.make_tensor_value_info("output", TensorProto.FLOAT, out_shape))
-    model.opset_import.append(helper.make_opsetid("", OPSET))
+    graph.input.append(helper.make_tensor_value_info(in_name, TensorProto.FLOAT, in_shape))
+    model.opset_import.append(helper.make_opsetid("", entry.opset))
     model.producer_name = "placetune.zoo"
     model.producer_version = "1"
     model.doc_string = entry.description

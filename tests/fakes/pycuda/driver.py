@@ -10,6 +10,9 @@ synchronised, ``Event.query()`` is False until the work before the record is don
 run on the legacy default stream (after the work of blocking streams) and return when done. An
 event that was never recorded is complete (as in CUDA), and ``Stream.wait_for_event`` on it does
 not wait.
+Resources are freed as pycuda frees them: a ``Stream`` or ``Event`` when its object goes (pycuda's
+C++ destructors), a ``pagelocked_empty`` array's pinned memory by ``array.base.free()`` (its
+``HostAllocation``) or when that goes; ``_fakegpu.live()`` counts what is alive.
 ``PLACETUNE_FAKE_TRT_PYCUDA_DRIVER_ERROR`` makes this module fail to import with that message
 (``import pycuda`` still works, as with a pycuda built against another numpy).
 """
@@ -96,9 +99,12 @@ class Device:
 
 
 class DeviceAllocation:
+    """Freed by ``free()`` (a second ``free()`` is an error, as in pycuda) or when it goes."""
+
     def __init__(self, nbytes: int) -> None:
         self.ptr = _gpu.malloc(nbytes)
         self.size = int(nbytes)
+        self._valid = True
 
     def __int__(self) -> int:
         return self.ptr
@@ -106,7 +112,17 @@ class DeviceAllocation:
     __index__ = __int__
 
     def free(self) -> None:
+        if not self._valid:
+            raise LogicError("device_allocation::free failed: invalid resource handle")
+        self._valid = False
         _gpu.free(self.ptr)
+
+    def __del__(self) -> None:
+        try:
+            if self._valid:
+                self.free()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
 
 def mem_alloc(nbytes: int) -> DeviceAllocation:
@@ -185,10 +201,39 @@ def memcpy_dtod_async(dest: DeviceAllocation, src: DeviceAllocation, size: int, 
     _gpu.dtod(_handle(stream), _ptr(dest), _ptr(src), size)
 
 
+class HostAllocation(bytearray):
+    """Pinned host memory (pycuda.driver.HostAllocation): the ``.base`` of a ``pagelocked_empty``
+    array; ``free()`` releases it now (using the array afterwards is an error in pycuda)."""
+
+    def __init__(self, nbytes: int) -> None:
+        super().__init__(nbytes)
+        self._held = int(nbytes)
+        _gpu.count("pinned_buffers", 1)
+        _gpu.count("pinned_bytes", self._held)
+
+    def free(self) -> None:
+        if self._held is not None:
+            _gpu.count("pinned_buffers", -1)
+            _gpu.count("pinned_bytes", -self._held)
+            self._held = None
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
 def pagelocked_empty(shape, dtype, order: str = "C", mem_flags: int = 0):
     import numpy as np
 
-    return np.empty(shape, dtype=dtype, order=order)
+    dt = np.dtype(dtype)
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = 1
+    for d in dims:
+        count *= int(d)
+    alloc = HostAllocation(max(count * dt.itemsize, 1))
+    return np.ndarray(dims, dtype=dt, buffer=alloc, order=order)
 
 
 class Stream:
@@ -198,6 +243,12 @@ class Stream:
     def __init__(self, flags: int = 0) -> None:
         _need_init()
         self.handle = _gpu.new_stream(blocking_stream=not (int(flags) & 1))
+
+    def __del__(self) -> None:  # pycuda's ~stream(): cuStreamDestroy
+        try:
+            _gpu.destroy_stream(self.handle)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     def synchronize(self) -> None:
         _gpu.observe(_gpu.record(self.handle))
@@ -213,6 +264,13 @@ class Stream:
 class Event:
     def __init__(self, flags: int = 0) -> None:
         self._t: float | None = None
+        _gpu.count("events", 1)
+
+    def __del__(self) -> None:  # pycuda's ~event(): cuEventDestroy
+        try:
+            _gpu.count("events", -1)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     def record(self, stream: Stream | None = None) -> "Event":
         self._t = _gpu.record(stream.handle if stream is not None else 0)

@@ -23,11 +23,14 @@ Behaviour (documented TensorRT behaviour, simplified):
 * DLA subgraphs are the connected groups of DLA layers (joined by the tensors between them, not
   by network order), numbered by their first layer; beyond 16 per core the rest switch to the
   GPU with TensorRT's warning.
+* 10.x logs the placement as published for 10.3 with ``--verbose``: ``Number of DLA node
+  candidates offloaded : N out of N``, one ``{ForeignNode[...]} successfully offloaded to DLA.``
+  per loadable and the ``[GpuLayer]`` lines, no ``[DlaLayer]`` line; the other versions:
 * The log has the real ``Layers Running on DLA/GPU`` sections, ``[DlaLayer]
   {ForeignNode[A...B]}`` and ``[GpuLayer] TYPE: name`` lines (fused names like ``A + B`` and
   ``PWN(PWN(a), b)``), at INFO up to 8.6.9 and at VERBOSE from 8.6.10 and in 10.x/11.x
   (:func:`placement_severity`).
-* ``builder.num_DLA_cores``: 2, none in 11.0-11.3 (:func:`default_dla_cores`).
+* ``builder.num_DLA_cores``: 2, none in 11.0-11.4.0 (:func:`default_dla_cores`; 11.4.0 has DLA on Windows on ARM only).
 * The ONNX parser adds the helper layers of its version: unnamed ``(Unnamed Layer* N) [Type]``
   in 8.x, ``ONNXTRT_*`` without metadata in 10.x (the names of ``tests/trt_api``), e.g. the
   unsqueeze/squeeze around a 1-D Conv, ConvTranspose or pooling; 8.6 appends a node's
@@ -1088,7 +1091,18 @@ class Builder:
                 kind, members = first_of_group[id(l)]
                 entries.append({"name": _group_name(kind, members), "device": "GPU", "type": kind,
                                 "ms": round(0.02 * len(members) * scale, 6), "layers": [m.name for m in members]})
-        if dla_on and not os.environ.get("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG"):
+        if dla_on and not os.environ.get("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG") and _MAJOR == 10:
+            # 10.x's form as published for 10.3 with --verbose (tests/data/trt_corpus/orin-agx-trt10.3-
+            # dla-offloaded): no [DlaLayer] line, one "successfully offloaded" line per loadable
+            dla_entries = [e for e in entries if e.get("dla")]
+            n = len(dla_entries)
+            log.placement(f"Number of DLA node candidates offloaded : {n} out of {n}")
+            for e in dla_entries:
+                log.placement(f"{e['name']} successfully offloaded to DLA.")
+            for e in entries:
+                if e["device"] == "GPU":
+                    log.placement(f"[GpuLayer] {e['type']}: {e['name']}")
+        elif dla_on and not os.environ.get("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG"):
             log.placement("---------- Layers Running on DLA ----------")
             for e in entries:
                 if e.get("dla"):
@@ -1211,6 +1225,7 @@ class IExecutionContext:
         self.enqueue_emits_profile = True
         self._pending: list[tuple[str, float]] = []
         self._log = engine._log
+        _gpu.contexts.add(self)
 
     def set_tensor_address(self, name: str, memory: int) -> bool:
         if name not in self._shapes:

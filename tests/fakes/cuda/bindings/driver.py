@@ -152,6 +152,10 @@ def cuStreamCreate(flags: int):
     return (_S, CUstream(_gpu.new_stream(blocking_stream=not (int(flags) & 1))))
 
 
+def cuStreamDestroy(stream):
+    return (_S if _gpu.destroy_stream(int(stream)) else CUresult.CUDA_ERROR_INVALID_HANDLE,)
+
+
 def cuStreamSynchronize(stream):
     _gpu.observe(_gpu.record(_stream(stream)))
     return (_S,)
@@ -163,6 +167,8 @@ def cuStreamQuery(stream):
 
 
 def cuStreamWaitEvent(stream, event, flags: int):
+    if int(event) not in _events:
+        return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
     t = _events.get(int(event))
     if t is not None:
         _gpu.wait(_stream(stream), t)
@@ -172,15 +178,28 @@ def cuStreamWaitEvent(stream, event, flags: int):
 def cuEventCreate(flags: int):
     ev = CUevent(next(_next_event))
     _events[int(ev)] = None
+    _gpu.count("events", 1)
     return (_S, ev)
 
 
+def cuEventDestroy(event):
+    if int(event) not in _events:
+        return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
+    del _events[int(event)]
+    _gpu.count("events", -1)
+    return (_S,)
+
+
 def cuEventRecord(event, stream):
+    if int(event) not in _events:  # destroyed, or never created
+        return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
     _events[int(event)] = _gpu.record(_stream(stream))
     return (_S,)
 
 
 def cuEventSynchronize(event):
+    if int(event) not in _events:
+        return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
     t = _events.get(int(event))
     if t is not None:
         _gpu.observe(t)
@@ -188,6 +207,8 @@ def cuEventSynchronize(event):
 
 
 def cuEventQuery(event):
+    if int(event) not in _events:
+        return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
     t = _events.get(int(event))
     return (_S if t is None or _gpu.poll(t) else CUresult.CUDA_ERROR_NOT_READY,)
 
@@ -201,6 +222,11 @@ def cuEventElapsedTime(start, end):
     return (_S, float(t1 - t0))
 
 
+def cuMemGetInfo():
+    total = 32 << 30
+    return (_S, total - sum(_gpu.allocations.values()), total)
+
+
 def cuMemAlloc(nbytes: int):
     try:
         return (_S, CUdeviceptr(_gpu.malloc(int(nbytes))))
@@ -209,6 +235,8 @@ def cuMemAlloc(nbytes: int):
 
 
 def cuMemFree(ptr):
+    if int(ptr) not in _gpu.allocations:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
     _gpu.free(int(ptr))
     return (_S,)
 
@@ -217,11 +245,17 @@ def cuMemHostAlloc(nbytes: int, flags: int):
     buf = (ctypes.c_byte * int(nbytes))()
     addr = ctypes.addressof(buf)
     _host[addr] = buf
+    _gpu.count("pinned_buffers", 1)
+    _gpu.count("pinned_bytes", int(nbytes))
     return (_S, addr)
 
 
 def cuMemFreeHost(ptr):
-    _host.pop(int(ptr), None)
+    buf = _host.pop(int(ptr), None)
+    if buf is None:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+    _gpu.count("pinned_buffers", -1)
+    _gpu.count("pinned_bytes", -ctypes.sizeof(buf))
     return (_S,)
 
 

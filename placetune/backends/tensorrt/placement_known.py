@@ -1,0 +1,189 @@
+"""Whether the realised placement is known: the build log and the engine's own layer information, cross-checked.
+
+Two sources say where TensorRT placed the layers of a DLA engine:
+
+* the build log (:mod:`placetune.backends.tensorrt.buildlog`): the ``Layers Running on DLA/GPU``
+  report, TensorRT 10.3's ``successfully offloaded to DLA`` lines, a whole-network fallback;
+* the engine inspector (``IEngineInspector.get_engine_information(LayerInformationFormat.JSON)``
+  with ``ProfilingVerbosity.DETAILED``; trtexec ``--exportLayerInfo --profilingVerbosity=detailed``):
+  one entry per engine layer. A DLA loadable is a ``{ForeignNode[...]}`` engine layer (Myelin
+  subgraphs are named so too); the DLA's input/output copies are engine layers named
+  ``<tensor> to nvm`` / ``<tensor> from nvm`` / ``<tensor> copy finish`` (the real profile of
+  NVIDIA/TensorRT#3143: ``images to nvm``, ``{ForeignNode[Conv_0...Concat_198]}``,
+  ``head_3 from nvm``). A ForeignNode next to such a copy, or a layer whose ``LayerType`` names
+  the DLA, is read as on the DLA. No published DETAILED export of a DLA engine was found: this
+  reading is checked against the doubles only.
+
+:func:`decide` gives the realised placement, or says it is unknown (``known=False`` with the
+reason) when the two disagree or neither can be read: never "realised = requested".
+
+Example:
+    >>> from placetune.backends.tensorrt.buildlog import parse_build_log, locate
+    >>> blog = parse_build_log(["All dla layers are falling back to GPU"])
+    >>> k = decide({"a": "DLA0"}, 0, blog, locate(blog, ["a"]), ["a"])
+    >>> k.known, k.realized, k.source
+    (True, {'a': 'GPU'}, 'build log')
+    >>> k = decide({"a": "DLA0"}, 0, parse_build_log([]), locate(parse_build_log([]), ["a"]), ["a"])
+    >>> k.known, k.realized
+    (False, None)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from placetune.backends.tensorrt.buildlog import BuildLog, LogPlacement, NameResolver
+
+__all__ = ["Known", "decide", "inspector_dla_layers", "inspector_layers", "mark_known", "DLA_COPY_SUFFIXES"]
+
+log = logging.getLogger(__name__)
+
+#: engine layers TensorRT adds around a DLA loadable (its input/output copies)
+DLA_COPY_SUFFIXES = (" to nvm", " from nvm", " copy finish")
+
+
+@dataclass
+class Known:
+    """The realised placement and how far it is known.
+
+    Attributes:
+        realized: layer -> device, or None when unknown.
+        known: False when the sources disagree or none can be read.
+        reason: why it is unknown (None when known).
+        source: ``build log``, ``engine inspector``, ``build log and engine inspector`` or ``GPU engine``.
+        loadables: DLA loadables, or None when unknown (the sources disagree or none says).
+    """
+
+    realized: dict[str, str] | None
+    known: bool
+    reason: str | None
+    source: str
+    loadables: int | None
+
+
+def _name(layer: object) -> str:
+    return str(layer.get("Name", "")) if isinstance(layer, Mapping) else str(layer)
+
+
+def inspector_dla_layers(layers: Sequence[object] | None) -> list[str] | None:
+    """Engine layers the inspector's JSON puts on a DLA (names as written), or None when it has no
+    layers to say it with."""
+    if not layers:
+        return None
+    names = [_name(x) for x in layers]
+    out: list[str] = []
+    for i, (name, layer) in enumerate(zip(names, layers)):
+        if name.endswith(DLA_COPY_SUFFIXES):
+            continue
+        ltype = str(layer.get("LayerType", "")) if isinstance(layer, Mapping) else ""
+        beside_copy = any(0 <= j < len(names) and names[j].endswith(DLA_COPY_SUFFIXES) for j in (i - 1, i + 1))
+        if "dla" in ltype.lower() or (name.startswith("{ForeignNode[") and beside_copy):
+            out.append(name)
+    return out
+
+
+def decide(
+    predicted: Mapping[str, str],
+    core: int,
+    blog: BuildLog,
+    loc: LogPlacement,
+    model_names: Sequence[str],
+    network: Sequence[tuple[str, str | None]] | None = None,
+    inspector_layers: Sequence[Any] | None = None,
+) -> Known:
+    """The realised placement of one engine from its build log and (where read) its layer information.
+
+    Args:
+        predicted: layer -> device placetune predicted (only its layers are reported).
+        core: the engine's DLA core (-1: a GPU engine).
+        blog, loc: the parsed build log and its mapping onto the model.
+        model_names, network: as for :class:`~placetune.backends.tensorrt.buildlog.NameResolver`.
+        inspector_layers: the inspector's ``Layers`` (dicts or names), None when not read.
+    """
+    if core < 0:
+        return Known({n: "GPU" for n in predicted}, True, None, "GPU engine", 0)
+    target = f"DLA{core}"
+    counts = {"[DlaLayer] lines": len(blog.dla_subgraphs), "'successfully offloaded' lines": len(blog.dla_offloaded)}
+    if blog.dla_candidates is not None:
+        counts["'Number of DLA node candidates offloaded'"] = blog.dla_candidates[0]
+    said = {k: v for k, v in counts.items() if v or (k.startswith("'Number") and blog.dla_offloaded)}
+    if len(set(said.values())) > 1:  # the log contradicts itself (or was cut): its count is not trusted
+        return Known(None, False, "the build log's loadable counts disagree (" + ", ".join(
+            f"{k}: {v}" for k, v in said.items()) + ")", "build log", None)
+    from_log: dict[str, str | None] | None = None
+    if blog.reports_placement:
+        from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
+    dla_engine = inspector_dla_layers(inspector_layers)
+    from_ins: dict[str, str] | None = None
+    if dla_engine is not None:
+        resolver = NameResolver(model_names, network)
+        on_dla = {m for e in dla_engine for m in resolver.model_layers(e)}
+        # a ForeignNode[A...B] range holds every layer between A and B but those the GPU's engine layers name
+        dla_set = set(dla_engine)
+        gpu_engine = [_name(x) for x in inspector_layers or [] if _name(x) not in dla_set
+                      and not _name(x).endswith(DLA_COPY_SUFFIXES)]
+        on_dla -= {m for e in gpu_engine for m in resolver.model_layers(e)}
+        from_ins = {n: target if n in on_dla else "GPU" for n in predicted}
+    log_n = blog.loadables if from_log is not None else None
+    ins_n = len(dla_engine) if dla_engine is not None else None
+    loadables = log_n if ins_n is None else ins_n if log_n is None else (log_n if log_n == ins_n else None)
+    if from_log is None and from_ins is None:
+        return Known(None, False, "neither the build log nor the engine's layer information says where the layers "
+                     "ran (no placement report in the log; no layer information read)", "none", None)
+    if from_log is not None and from_ins is not None:
+        differ = [n for n in predicted if from_log[n] is not None and from_log[n] != from_ins[n]]
+        if differ:
+            return Known(None, False, f"the build log and the engine's layer information disagree on {len(differ)} "
+                         f"layer(s) ({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''})",
+                         "build log and engine inspector", loadables)
+        if loadables is None:
+            return Known(None, False, f"the build log counts {log_n} DLA loadable(s), the engine's layer "
+                         f"information {ins_n}", "build log and engine inspector", None)
+    if from_log is not None:
+        fill = from_ins or {}
+        # a layer the log does not name (folded, optimised away): the inspector's word, else the prediction
+        realized = {n: d if d is not None else fill.get(n, predicted[n]) for n, d in from_log.items()}
+        return Known(realized, True, None, "build log" if from_ins is None else "build log and engine inspector",
+                     loadables)
+    assert from_ins is not None
+    return Known(dict(from_ins), True, None, "engine inspector", loadables)
+
+
+def inspector_layers(text: object) -> list[Any] | None:
+    """The ``Layers`` of the inspector's JSON text (None when absent or not JSON)."""
+    if not text:
+        return None
+    try:
+        doc = json.loads(str(text))
+    except ValueError:
+        return None
+    layers = doc.get("Layers") if isinstance(doc, dict) else None
+    return list(layers) if isinstance(layers, list) else None
+
+
+_WARNED: list[bool] = []  # a warning was logged in this process
+
+
+def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
+    """Record in a measurement's ``extra`` whether its placement is known (``placement_known``,
+    ``placement_source``, ``placement_unknown``, ``dla_loadables_known``, ``dla_candidates``,
+    ``all_gpu_fallback``); the first unknown one of the process is logged as a warning (at the
+    first build of a run), later ones at debug level."""
+    extra["placement_known"] = known.known
+    extra["placement_source"] = known.source
+    extra["dla_loadables_known"] = known.loadables is not None
+    if blog.dla_candidates is not None:
+        extra["dla_candidates"] = list(blog.dla_candidates)
+    if blog.all_gpu is not None:
+        extra["all_gpu_fallback"] = blog.all_gpu
+    if not known.known:
+        extra["placement_unknown"] = known.reason
+        (log.debug if _WARNED else log.warning)(
+            "the realised placement is UNKNOWN: %s; this measurement records no realised placement "
+            "(placement_known=False) and its DLA loadable count is %s", known.reason,
+            "unknown" if known.loadables is None else known.loadables)
+        _WARNED.append(True)

@@ -1,0 +1,191 @@
+"""The realised placement from two sources (build log, engine layer information), cross-checked,
+and recorded as unknown where they disagree or neither says: never "realised = requested"."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
+from placetune.backends.tensorrt.placement_known import decide, inspector_dla_layers
+from placetune.backends.trtexec.parse import PerfSummary
+from placetune.backends.trtexec.process import Run, classify
+from placetune.measurement import Measurement
+
+CORPUS = Path(__file__).parent / "data" / "trt_corpus"
+NAMES = ["c1", "r1", "c2", "pool", "fc"]
+PRED = {"c1": "DLA0", "r1": "DLA0", "c2": "DLA0", "pool": "DLA0", "fc": "GPU"}
+LOG = ["Number of DLA node candidates offloaded : 1 out of 1",
+       "{ForeignNode[c1...c2]} successfully offloaded to DLA.",
+       "[GpuLayer] POOLING: pool", "[GpuLayer] CONVOLUTION: fc"]
+# engine layers around a DLA loadable as the real profile of NVIDIA/TensorRT#3143 names them
+INSPECTOR = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"},
+             {"Name": "c2 from nvm", "LayerType": "Reformat"}, {"Name": "in copy finish", "LayerType": "Reformat"},
+             {"Name": "pool", "LayerType": "Pooling"}, {"Name": "fc", "LayerType": "CaskConvolution"}]
+
+
+def _decide(lines, inspector=None, core=0):
+    blog = parse_build_log(lines)
+    return decide(PRED, core, blog, locate(blog, NAMES), NAMES, None, inspector)
+
+
+def test_the_10_3_offload_lines_alone_give_the_placement_and_loadables():
+    k = _decide(LOG)
+    assert k.known and k.source == "build log" and k.loadables == 1
+    assert k.realized == {"c1": "DLA0", "r1": "DLA0", "c2": "DLA0", "pool": "GPU", "fc": "GPU"}
+
+
+def test_the_two_sources_agree_or_the_placement_is_unknown():
+    k = _decide(LOG, INSPECTOR)
+    assert k.known and k.source == "build log and engine inspector" and k.loadables == 1
+    wrong = [dict(x) for x in INSPECTOR]
+    wrong[1]["Name"] = "{ForeignNode[c1...r1]}"  # the inspector says c2 ran on the GPU
+    k = _decide(LOG, wrong)
+    assert not k.known and k.realized is None and "disagree on 1 layer(s) (c2)" in k.reason
+
+
+def test_neither_source_is_unknown_never_the_request():
+    k = _decide(["[I] [TRT] Detected 1 inputs and 1 output network tensors."])
+    assert not k.known and k.realized is None and k.loadables is None and "neither" in k.reason
+
+
+def test_the_inspector_alone_and_a_loadable_count_that_disagrees():
+    k = _decide([], INSPECTOR)
+    assert k.known and k.source == "engine inspector" and k.realized["c2"] == "DLA0" and k.realized["pool"] == "GPU"
+    two = LOG[:2] + ["{ForeignNode[pool]} successfully offloaded to DLA."]  # the log counts 2, the inspector 1
+    k = _decide(two, [x for x in INSPECTOR if x["Name"] != "pool"] + [{"Name": "pool", "LayerType": "Pooling"}])
+    assert not k.known and k.loadables is None
+
+
+def test_a_myelin_foreign_node_without_dla_copies_is_not_a_dla_loadable():
+    assert inspector_dla_layers([{"Name": "{ForeignNode[a...b]}", "LayerType": "Myelin"}]) == []
+    assert inspector_dla_layers([{"Name": "x", "LayerType": "DLA"}]) == ["x"]
+    assert inspector_dla_layers([]) is None
+
+
+def test_a_whole_network_fallback_is_all_gpu_with_its_reason():
+    text = (CORPUS / "sensor-analytics-all-dla-fallback" / "build.log").read_text()
+    blog = parse_build_log(text.splitlines())
+    loc = locate(blog, NAMES)
+    k = decide(PRED, 0, blog, loc, NAMES)
+    assert k.known and set(k.realized.values()) == {"GPU"} and k.loadables == 0
+    assert "All dla layers are falling back to GPU" in loc.fallback["c1"]
+
+
+def test_a_measurement_says_whether_its_placement_is_known():
+    assert Measurement(status="ok", latency_samples_ms=[1.0]).placement_known
+    m = Measurement(status="ok", latency_samples_ms=[1.0], extra={"placement_known": False})
+    assert not m.placement_known and not Measurement.from_dict(m.to_dict()).placement_known
+
+
+def test_dla_failures_are_a_class_of_their_own(tmp_path):
+    errs = parse_build_log((CORPUS / "trt-899-nvmedia-dla-submit" / "console.log").read_text().splitlines()).errors
+    assert dla_failure(errs).startswith("NVMEDIA_DLA")
+    assert dla_failure(["Error Code 4: Internal Error (Network has dynamic or shape inputs)"]) is None
+    log = tmp_path / "t.log"
+    log.write_text((CORPUS / "trt-899-nvmedia-dla-submit" / "console.log").read_text()
+                   + "&&&& FAILED TensorRT.trtexec [TensorRT v7100] # trtexec\n")
+    run = Run(["trtexec"], log, returncode=1)
+    m = classify(run, run.lines(), PerfSummary(status="FAILED"), "time", {"extra": {}}, 60.0)
+    assert m.status == "runtime_failed" and m.extra["failure_class"] == "dla" and "the DLA failed" in m.reason
+
+
+@pytest.mark.parametrize("inspector", [False, True])
+def test_the_tensorrt_backend_without_placement_lines(inspector, tmp_path, caplog, monkeypatch):
+    from placetune import Evaluator, Model, Placement, Store
+    from placetune.backends.tensorrt import placement_known
+    from tests.test_tensorrt_backend import GN, _backend
+
+    monkeypatch.setattr(placement_known, "_WARNED", [])  # as at a run's first build
+
+    be = _backend(tmp_path, "10.3.0", faults={"NO_PLACEMENT_LOG": "1"}, inspector=inspector)
+    try:
+        ev = Evaluator(Model.load(GN), "orin-agx", backend=be, store=tmp_path / "pt.db", iterations=5,
+                       precision="fp16", trt_version="10.3")
+        with caplog.at_level(logging.WARNING):
+            m = ev.evaluate(Placement.all_dla(ev.model))
+        ev.close()
+    finally:
+        be.close()
+    with Store(str(tmp_path / "pt.db")) as store:  # stored as measured: no realised placement when unknown
+        (rec,) = store.measurements()
+    assert rec.realized == m.realized and rec.measurement.placement_known == m.placement_known
+    assert m.ok
+    assert "placement sections" in " ".join(m.extra["notes"])
+    if inspector:  # the doubles' inspector marks DLA layers (an unverified form): known from it alone
+        assert m.placement_known and m.extra["placement_source"] == "engine inspector" and m.realized
+    else:
+        assert not m.placement_known and m.realized is None and m.dla_loadables == {}
+        assert "neither the build log nor" in m.extra["placement_unknown"]
+        warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any("realised placement is UNKNOWN" in w for w in warned), warned
+
+
+def test_the_16_loadable_check_counts_the_10_3_offload_lines():
+    from placetune.backends.tensorrt.buildlog import split_prefix
+    from placetune.backends.tensorrt.worker_names import count_loadables
+
+    text = (CORPUS / "orin-agx-trt10.3-dla-offloaded" / "console.log").read_text()
+    assert count_loadables([split_prefix(x)[1] for x in text.splitlines()]) == 2  # no [DlaLayer] line in it
+    assert count_loadables(["[DlaLayer] {ForeignNode[a...b]}", "{ForeignNode[a...b]} successfully offloaded to DLA."]) == 1
+
+
+def test_a_foreign_node_range_leaves_out_the_layers_the_gpu_names():
+    layers = INSPECTOR[:4] + [{"Name": "r1", "LayerType": "PointWise"}] + INSPECTOR[4:]
+    k = _decide([], layers)
+    assert k.known and k.realized["r1"] == "GPU" and k.realized["c1"] == k.realized["c2"] == "DLA0"
+
+
+def test_measure_says_an_unknown_placement_in_words():
+    from types import SimpleNamespace as NS
+
+    from placetune.cli.main import _measure_human
+
+    m = Measurement(status="ok", latency_samples_ms=[1.0, 2.0], realized=None,
+                    extra={"placement_known": False, "placement_unknown": "neither source says"})
+    text = _measure_human(m, NS(name="net"), NS(name="orin-agx"))
+    assert "realised: UNKNOWN (neither source says)" in text
+    m = Measurement(status="ok", latency_samples_ms=[1.0], realized={"a": "GPU"})
+    assert "UNKNOWN" not in _measure_human(m, NS(name="net"), NS(name="orin-agx"))
+
+
+@pytest.mark.parametrize("artefact, dla", [
+    ("trt-899-nvmedia-dla-submit", True),  # NvMedia DLA runtime errors (7.1, Xavier NX)
+    ("trt-2307-orin-dla-build-error", True),  # the DLA build's NvMedia tensor cache (Orin)
+    ("trt-4106-dla-standalone-load", True),  # a DLA standalone loadable given to TensorRT's runtime
+    ("trt-3728-parser-error", False), ("trt-4488-parser-error", False), ("trt-2514-unknown-option", False),
+    ("cudapointpillars-1-libprotobuf", False),
+])
+def test_dla_failures_of_the_corpus_are_told_from_the_others(artefact, dla):
+    import json
+
+    from placetune.backends.trtexec.parse import error_lines
+
+    prov = json.loads((CORPUS / artefact / "provenance.json").read_text())
+    lines = (CORPUS / artefact / prov["file"]).read_text().splitlines()
+    assert (dla_failure(parse_build_log(lines).errors + error_lines(lines)) is not None) is dla
+
+
+def test_a_log_whose_loadable_counts_disagree_is_not_trusted():
+    k = _decide(["Number of DLA node candidates offloaded : 2 out of 2"] + LOG[1:])  # 2 said, 1 offloaded line
+    assert not k.known and k.loadables is None and "loadable counts disagree" in k.reason
+    k = _decide(["Number of DLA node candidates offloaded : 1 out of 3"] + LOG[1:])  # 2 candidates fell back
+    assert k.known and k.loadables == 1
+
+
+def test_a_pipeline_engine_without_placement_lines_leaves_the_placement_unknown(tmp_path):
+    from placetune import Evaluator, Model, Placement
+    from tests.test_tensorrt_backend import GN, _backend
+
+    be = _backend(tmp_path, "8.5.2", faults={"NO_PLACEMENT_LOG": "1"})
+    try:
+        ev = Evaluator(Model.load(GN), "orin-agx", backend=be, store=None, iterations=5, mode="pipeline",
+                       trt_version="8.5")
+        m = ev.evaluate(Placement(ev.model, {"/cnn/cnn.0/Conv": "DLA0", "/cnn/cnn.3/Conv": "DLA1"}))
+    finally:
+        be.close()
+    assert m.status == "ok", m.reason
+    assert not m.placement_known and m.realized is None and m.dla_loadables == {}
+    assert "16-per-core check" in m.extra["placement_unknown"]
