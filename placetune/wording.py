@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["figure", "plural", "versus"]
+__all__ = ["figure", "hours", "plural", "versus"]
 
 #: objective -> (word when better, word when worse); a gain > 1 is better.
 _WORDS = {
@@ -37,6 +37,18 @@ def figure(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def hours(seconds: float) -> str:
+    """A device time as read by a person: ``5.3 h``, ``42 min``, ``12 s``.
+
+    Example:
+        >>> hours(19080), hours(2520), hours(12)
+        ('5.3 h', '42 min', '12 s')
+    """
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:

@@ -36,7 +36,15 @@ def test_builtins_declare_what_they_can_do():
     assert caps["simulate"].simulated and caps["simulate"].build_counter and caps["simulate"].device_profile
     assert not caps["tensorrt"].simulated and caps["tensorrt"].probe and caps["tensorrt"].calibration_cache
     assert "pipeline" not in caps["trtexec"].modes and "energy" in caps["trtexec"].objectives
-    assert "energy" not in caps["tensorrt"].objectives  # no power sampling in the worker
+    # the tensorrt backend measures energy in engine mode with power = true, GPU busy time in pipelines only
+    assert "energy" in caps["tensorrt"].objectives
+    assert registry.why_unmeasurable("tensorrt", "energy", "engine", {"power": True}) is None
+    assert "power = true" in registry.why_unmeasurable("tensorrt", "energy", "engine", {})
+    assert "engine mode only" in registry.why_unmeasurable("tensorrt", "energy", "pipeline", {"power": True})
+    assert registry.why_unmeasurable("tensorrt", "gpu_time", "pipeline") is None
+    assert "pipeline mode only" in registry.why_unmeasurable("tensorrt", "gpu_time", "engine")
+    assert "whole networks only" in registry.why_unmeasurable("trtexec", "latency", "pipeline")
+    assert registry.why_unmeasurable("simulate", "gpu_time", "replicas") is None
     assert registry.backend_capabilities("sim") is caps["simulate"]
     sim = pt.get_backend("simulate")
     assert isinstance(sim, Backend) and sim.simulated and sim.probe() == {}
@@ -91,8 +99,13 @@ def test_placetune_tune_runs_a_registered_backend(toy, tmp_path, capsys):
                  "--storage", f"sqlite:///{db}", "--study", "t", "--export", str(tmp_path / "plan.json")]) == 0
     out = capsys.readouterr().out
     assert "backend toy" in out and "status=ok" in out and "infeasible" not in out
+    # refused at start, from what the backend declares: first the mode (tune's default is pipeline), then the objective
     assert main(["tune", "--model", "seed-block", "--backend", "toy", "--objective", "energy", "--trials", "1"]) == 6
-    assert "the toy backend does not measure energy" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("placetune: error: objective energy cannot be measured by the toy backend in "
+                                       "pipeline mode: the toy backend measures engine mode(s) only\n")
+    assert main(["tune", "--model", "seed-block", "--backend", "toy", "--mode", "engine", "--objective", "energy",
+                 "--trials", "1"]) == 6
+    assert "the toy backend measures latency, throughput only" in capsys.readouterr().err
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["simulated"] is True
 

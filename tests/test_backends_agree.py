@@ -43,7 +43,8 @@ def test_flags_say_what_the_worker_does_and_exist_in_that_trtexec(version):
 @pytest.mark.parametrize("version", ["8.6.2", "10.3.0", "10.16.0", "11.4.1"])
 def test_the_same_engine_timed_by_both_backends_agrees(version, seed_block, tmp_path, monkeypatch):
     """The worker's engine (``save_plans``) timed again by ``trtexec --loadEngine``: equal medians
-    (the doubles' times are exact). Without ``--noCudaGraph`` trtexec 11 would time a CUDA graph."""
+    (the doubles' times are exact). Without ``--noCudaGraph`` trtexec 11 would time a CUDA graph;
+    without ``--exposeDMA`` trtexec keeps two queries in flight and hides the worker's enqueue."""
     monkeypatch.setenv("PLACETUNE_FAKE_TRTEXEC_VERSION", version)
     be = TensorRTBackend(worker_env=fake_env(version), cache_dir=tmp_path / "trt", save_plans=tmp_path / "plans",
                          warmup_ms=1, iterations=5, profile_iterations=0)
@@ -61,6 +62,7 @@ def test_the_same_engine_timed_by_both_backends_agrees(version, seed_block, tmp_
             assert t.ok, t.reason
             assert t.latency_ms["median"] == pytest.approx(m.latency_ms["median"], rel=0.02), (core, t.extra)
             assert ("--noCudaGraph" in t.extra["commands"]["time"]) == version.startswith("11.")
+            assert "--exposeDMA" in t.extra["commands"]["time"]  # one query in flight, as the worker times
             if core >= 0:
                 assert m.dla_loadables.get("DLA0")
                 assert (m.extra.get("dla_path") is not None) == (version_tuple(version)[:2] >= (10, 16))

@@ -137,5 +137,28 @@ def test_a_pycuda_whose_driver_does_not_load_is_not_ok():
     c = _by_name(doctor.run(env=fake_env("8.5.2", **{"PYCUDA_DRIVER_ERROR": "numpy.core.multiarray failed to import"})))
     assert not c["cuda"].ok and "numpy.core.multiarray failed to import" in c["cuda"].detail
     assert "pip install --no-build-isolation pycuda" in c["cuda"].fix and "pycuda>=2025.1.2" in c["cuda"].fix
-    assert "numpy==1.17" in c["cuda"].fix
+    # the system numpy 1.17.4 from apt (PyPI has no aarch64 wheel of it for Python 3.8: pip would compile
+    # it) and python3-dev for pycuda's build
+    assert "python3-numpy" in c["cuda"].fix and "python3-dev" in c["cuda"].fix and "numpy==" not in c["cuda"].fix
     assert not c["backend tensorrt"].ok and "cuda" in c["backend tensorrt"].detail
+
+
+@pytest.mark.parametrize("l4t, binding, version, ok", [
+    ("R36.4.0", "cuda-python", "13.0.1", False),  # cuda-python 13 on JetPack 6's CUDA 12 driver
+    ("R36.4.0", "cuda-python", "12.6.2", True),
+    ("R38.2.1", "cuda-python", "12.9.0", False),
+    ("R39.2.0", "cuda-python", "13.2.0", True),
+    ("R36.3.0", None, None, False),                # nothing initialised: the pin of this JetPack is named
+])
+def test_the_cuda_python_of_each_jetpack(l4t, binding, version, ok):
+    """The `jetson` extra once installed cuda-python 13 everywhere, which needs a CUDA 13 driver
+    (580+): JetPack 6 (L4T R36, CUDA 12.x) needs cuda-python 12, JetPack 7 (R38/R39) 13."""
+    c = doctor.cuda_python_check(l4t, binding, version)
+    assert c is not None and c.ok is ok
+    assert c.fix == "" if ok else ("cuda-python>=12,<13" if l4t.startswith("R36") else "cuda-python>=13") in c.fix
+
+
+def test_no_cuda_python_verdict_off_jetpack_6_and_7_or_with_pycuda():
+    assert doctor.cuda_python_check(None, "cuda-python", "13.0.1") is None
+    assert doctor.cuda_python_check("R35.4.1", None, None) is None  # JetPack 5: pycuda (README)
+    assert doctor.cuda_python_check("R36.4.0", "pycuda", "2024.1") is None

@@ -14,10 +14,10 @@ from placetune.cli.main import main
 from placetune.cli.selftest import EXIT_NOT_ALL_OK, run_selftest
 from tests.fakes import FAKES_DIR, fake_env
 
-NAMES = ["cuda", "module", "tensorrt", "engine all-GPU fp16 (vs trtexec)", "engine all-DLA0 fp16 (vs trtexec)",
+NAMES = ["cuda", "module", "tensorrt", "clocks", "engine all-GPU fp16 (vs trtexec)", "engine all-DLA0 fp16 (vs trtexec)",
          "engine all-DLA0 int8, no calibration cache", "pipeline GPU->DLA0->GPU K=1..3, wrong cut", "DLA0 || DLA1",
          "second run hits the engine cache", "worker exit", "power rails"]
-DLA_CHECKS = NAMES[4:9]
+DLA_CHECKS = NAMES[5:10]
 SYSFS = FAKES_DIR / "sysfs"
 
 
@@ -90,7 +90,31 @@ GREEN = [
 ]
 
 
-def test_green_against_the_doubles_on_every_module_and_version(tmp_path):
+LOCKED = ("SOC family:tegra234  Machine:NVIDIA Jetson AGX Orin Developer Kit\nOnline CPUs: 0-11\n"
+          "cpu0: Online=1 Governor=schedutil MinFreq=2201600 MaxFreq=2201600 CurrentFreq=2201600 IdleStates: C1=0\n"
+          "GPU MinFreq=1300500000 MaxFreq=1300500000 CurrentFreq=1300500000\n")
+UNLOCKED = LOCKED.replace("MinFreq=1300500000", "MinFreq=306000000").replace("CurrentFreq=1300500000",
+                                                                             "CurrentFreq=306000000")
+
+
+@pytest.fixture
+def board(tmp_path, monkeypatch):
+    """nvpmodel and jetson_clocks on PATH, answering as a board in MAXN with its clocks fixed
+    (``board(clocks=UNLOCKED)`` for one whose jetson_clocks is off)."""
+    def make(clocks=LOCKED, mode="MAXN"):
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        (tmp_path / "clocks.txt").write_text(clocks)
+        for name, body in (("nvpmodel", f"printf 'NV Power Mode: {mode}\\n0\\n'"),
+                           ("jetson_clocks", f"cat '{tmp_path / 'clocks.txt'}'")):
+            (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+            (bin_dir / name).chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return make
+
+
+def test_green_against_the_doubles_on_every_module_and_version(tmp_path, board):
+    board()
     for i, (case, (code, doc)) in enumerate(zip(GREEN, _all(tmp_path, GREEN))):
         version, model, compatible, fake, platform = case
         by = {c["name"]: c for c in doc["checks"]}
@@ -98,8 +122,11 @@ def test_green_against_the_doubles_on_every_module_and_version(tmp_path):
         assert code == 0 and doc["all_ok"], (case, _lines(doc))
         assert doc["platform"] == platform and by["module"]["status"] == "ok", case
         ran = {n for n, c in by.items() if c["status"] == "ok"}
-        assert {"cuda", "tensorrt", "engine all-GPU fp16 (vs trtexec)", "worker exit", "power rails"} <= ran
+        assert {"cuda", "tensorrt", "clocks", "engine all-GPU fp16 (vs trtexec)", "worker exit", "power rails"} <= ran
+        assert by["clocks"]["detail"].startswith("nvpmodel mode MAXN; jetson_clocks on")
+        assert " mJ per inference of the all-GPU engine" in by["power rails"]["detail"]
         assert by["engine all-GPU fp16 (vs trtexec)"]["latency_ratio"] == pytest.approx(1.0, abs=0.1)
+        assert "--exposeDMA" in by["engine all-GPU fp16 (vs trtexec)"]["trtexec_command"]  # timed as the worker
         dla = int(fake.get("DLA_CORES", "2"))
         if dla == 0:
             assert all(by[n]["status"] == "n/a" and "no DLA" in by[n]["detail"] for n in DLA_CHECKS), case
@@ -141,3 +168,51 @@ def test_red_with_a_clear_line_when_placement_lines_are_missing_or_a_dla_check_r
     assert by["module"]["status"] == "skipped" and "unknown module ('Acme Robot Controller rev B'" in \
         by["module"]["detail"] and "stand-in profile orin-agx" in by["module"]["detail"]
     assert by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"
+
+
+def test_the_same_engine_agrees_within_a_relative_and_a_fixed_allowance():
+    """Both backends time one query in flight (trtexec --exposeDMA), so what is left is the
+    Python-vs-C++ start of the enqueue (a fixed few microseconds) and run-to-run drift (relative):
+    a 0.30 ms engine 40 us slower in the worker agrees; a 25 % gap does not."""
+    from placetune.cli.selftest import LATENCY_ALLOWANCE_MS, LATENCY_TOLERANCE, within_tolerance
+
+    assert LATENCY_TOLERANCE == 0.10 and LATENCY_ALLOWANCE_MS == 0.05
+    assert within_tolerance(0.34, 0.30) and within_tolerance(10.9, 10.0)
+    assert not within_tolerance(1.25, 1.0) and not within_tolerance(0.20, 0.30) and not within_tolerance(11.2, 10.0)
+
+
+def test_unlocked_clocks_fail_their_own_check_and_nothing_else(tmp_path, board):
+    """A board whose jetson_clocks is off: the report names the clocks (a tune would stop at its
+    first build), while the engines still build and time."""
+    board(clocks=UNLOCKED)
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    failed = {c["name"]: c["detail"] for c in doc["checks"] if c["status"] == "failed"}
+    assert code == EXIT_NOT_ALL_OK and list(failed) == ["clocks"], _lines(doc)
+    assert "jetson_clocks is off" in failed["clocks"] and "sudo jetson_clocks" in failed["clocks"]
+    text = (tmp_path / "st" / "selftest.txt").read_text()
+    assert "[FAILED]  clocks: nvpmodel mode MAXN; jetson_clocks is off" in text
+
+
+def test_each_failure_mode_has_its_own_line():
+    """The clocks and energy checks' answers, one per failure mode, none alike."""
+    from placetune.cli.selftest import _clocks_check, _energy_check
+
+    answers = [_clocks_check("MAXN", True), _clocks_check("15W", False), _clocks_check(None, None),
+               _energy_check([], {}, True), _energy_check(["VDD_IN"], {}, False),
+               _energy_check(["VDD_IN"], {"energy_mj": None, "power": {"reason": "no power sample could be read "
+                                                                          "during the timed run"}}, True),
+               _energy_check(["VDD_IN"], {"energy_mj": 1.5, "power": {}}, True)]
+    assert [a[1] for a in answers] == ["ok", "failed", "skipped", "skipped", "skipped", "failed", "ok"]
+    assert len({a[2] for a in answers}) == len(answers)
+    assert "nvpmodel mode 15W" in answers[1][2] and "no power sample" in answers[5][2]
+
+
+def test_a_dla_core_count_below_the_modules_says_which_tensorrt_has_no_dla_where():
+    """TensorRT 10.8+ has no DLA (10.7 the last), 11.0-11.3 none, 11.4.1 on AGX Orin only
+    (TensorRT 11.4.1 release notes): the tensorrt check's line says which applies."""
+    from placetune.cli.selftest import dla_count_hint
+
+    assert "10.7 was the last" in dla_count_hint("10.16.2", "Jetson AGX Orin 64GB")
+    assert "11.0-11.3" in dla_count_hint("11.1.0", "Jetson AGX Orin 64GB")
+    assert "AGX Orin only" in dla_count_hint("11.4.1", "Jetson Orin NX 16GB")
+    assert dla_count_hint("11.4.1", "Jetson AGX Orin 64GB") == "" and dla_count_hint("10.3.0", "Jetson Orin NX 16GB") == ""

@@ -56,11 +56,39 @@ def test_constraints_pin_every_dependency_of_the_tested_install():
 
 def test_the_jetson_extras_name_both_cuda_bindings():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert [_name(r) for r in extras["jetson"]] == ["cuda-python"]  # module cuda.bindings (cuda.cuda before 12.6)
+    assert {_name(r) for r in extras["jetson"]} == {"cuda-python"}  # module cuda.bindings (cuda.cuda before 12.6)
     assert [_name(r) for r in extras["jetson-pycuda"]] == ["pycuda"]
+
+
+def test_the_jetson_extras_pin_cuda_python_per_jetpack():
+    """cuda-python 13 needs a CUDA 13 driver (580+): an unpinned `jetson` extra broke JetPack 6 (CUDA 12.x).
+    Each JetPack's own extra, and `jetson` by the system Python of each JetPack (6: 3.10, 7: 3.12)."""
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [str(Requirement(r).specifier) for r in extras["jetson-jp6"]] == ["<13,>=12"]
+    assert [str(Requirement(r).specifier) for r in extras["jetson-jp7"]] == [">=13"]
+    for python, wanted in (("3.10", "12.6.2"), ("3.12", "13.0.1")):
+        picked = [Requirement(r) for r in extras["jetson"]
+                  if Requirement(r).marker.evaluate({"python_version": python})]
+        assert len(picked) == 1 and picked[0].specifier.contains(wanted), (python, picked)
+    template = (ROOT / "studies" / "jetson-overnight.toml").read_text()
+    assert ".[jetson-jp6]" in template and ".[jetson-jp7]" in template
 
 
 def test_ci_installs_the_rl_extra_so_the_rl_example_is_tested():
     """Without the rl extra the RL example's test skips, and nothing checks that it beats all-GPU."""
     ci = [x for x in (ROOT / ".ci" / "run").read_text().splitlines() if not x.startswith("#")]
     assert any(re.search(r'pip install -q -c constraints\.txt -e "\.\[rl\]"', x) for x in ci)
+
+
+def test_the_jetpack_5_steps_build_pycuda_against_apt_numpy_with_headers():
+    """pycuda builds from source on JetPack 5's Python 3.8: it needs Python.h (python3-dev), and
+    numpy 1.17.4 has no aarch64 wheel for Python 3.8 on PyPI (`pip download --platform
+    manylinux2014_aarch64 --python-version 3.8 --only-binary=:all: numpy==1.17.4` finds none; the
+    first is 1.19.0), so it comes from apt (python3-numpy), never from pip."""
+    readme = (ROOT / "README.md").read_text()
+    jp5 = readme.split("### JetPack 5.1", 1)[1].split("### JetPack 6", 1)[0]
+    apt = next(x for x in jp5.splitlines() if x.startswith("sudo apt-get install"))
+    assert "python3-dev" in apt and "python3-numpy" in apt
+    assert "numpy==" not in readme.split("## On a Jetson", 1)[1].split("## Python API", 1)[0]

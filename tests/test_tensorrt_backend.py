@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from placetune import BackendError, ConfigError, Evaluator, Model, Placement, Store
 from placetune.backends.registry import get_backend
 from placetune.backends.onnx_prep import convert_to_fp16, has_qdq
+from placetune.backends.timing_method import ENGINE_TIMED
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from tests.fakes import FAKES_DIR, VERSIONS, fake_env
 
@@ -102,7 +103,7 @@ def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_pat
                    for s in m.extra["build_log"])
     assert m.realized["/linear/Gemm"] == "GPU" and m.realized["/cnn/cnn.0/Conv"] == "DLA0"
     assert m.dla_loadables == {"DLA0": 1}
-    assert m.extra["timed"].startswith("compute")  # what was timed is stated
+    assert m.extra["timed"] == ENGINE_TIMED  # what was timed is stated: the method trtexec is run with too
     # all on DLA0: one loadable per run of DLA layers between the GPU's InstanceNormalizations
     m2 = ev.evaluate(Placement.all_dla(ev.model))
     assert m2.dla_loadables == {"DLA0": 5}, m2.extra["build_log"]
@@ -450,3 +451,82 @@ def test_worker_is_not_orphaned_when_placetune_gets_sigterm(tmp_path):
         parent.kill()
         if not _gone(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+# =========================================================================================
+# cuEventElapsedTime_v2 on a driver that lacks it
+# =========================================================================================
+_ELAPSED_SCRIPT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from cuda.bindings import driver
+how = sys.argv[2]
+if how == "raises":  # cuda-python 13 on an older driver: 'Function "..." not found' (cuda-python issue 23)
+    def v2(start, end):
+        raise RuntimeError('Function "cuEventElapsedTime_v2" not found')
+elif how == "not_found":
+    def v2(start, end):
+        return (driver.CUresult.CUDA_ERROR_NOT_FOUND, None)
+else:
+    v2 = driver.cuEventElapsedTime
+driver.cuEventElapsedTime_v2 = v2
+import os
+os.environ["PLACETUNE_CUDA"] = "cuda-python"
+import worker_cuda
+cuda = worker_cuda.driver()
+stream = cuda.Stream()
+a, b = cuda.Event(), cuda.Event()
+a.record(stream)
+mem = cuda.mem_alloc(1 << 20)
+cuda.memcpy_dtod_async(mem, mem, 1 << 20, stream)
+b.record(stream)
+b.synchronize()
+print(b.time_since(a), b.time_since(a), cuda.no_elapsed_v2 if hasattr(cuda, "no_elapsed_v2") else "-")
+"""
+
+
+@pytest.mark.parametrize("how", ["raises", "not_found", "present"])
+def test_event_timing_falls_back_when_the_driver_lacks_cuEventElapsedTime_v2(tmp_path, how):
+    """cuda-python 13 has cuEventElapsedTime_v2, a JetPack 6 driver (CUDA 12.x) may not: the
+    worker's events time with cuEventElapsedTime then, instead of failing every measurement."""
+    import subprocess
+
+    from tests.fakes import FAKES_DIR, fake_env
+
+    script = tmp_path / "elapsed.py"
+    script.write_text(_ELAPSED_SCRIPT)
+    worker_dir = str(Path(__file__).resolve().parents[1] / "placetune" / "backends" / "tensorrt")
+    env = {**os.environ, **fake_env("10.3.0"), "PLACETUNE_FAKE_CUDA_PYTHON": "1"}
+    p = subprocess.run([sys.executable, str(script), worker_dir, how], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    first, second, fell_back = p.stdout.split()
+    assert float(first) == float(second) >= 0.0
+    assert fell_back == ("False" if how == "present" else "True")
+
+
+def test_power_is_sampled_over_the_workers_timed_loop(tmp_path):
+    """power=True: the timed loop lasts power_duration_s, the worker reports its window in
+    time.monotonic() terms, the parent's samples are cut to it; energy = mean power / inferences per s."""
+    sysfs = Path(__file__).parent / "fakes" / "sysfs" / "orin-agx"
+    be = get_backend("tensorrt", worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "trt", warmup_ms=1.0,
+                     profile_iterations=0, power=True, power_duration_s=0.4, power_root=sysfs, power_interval_s=0.01)
+    try:
+        ev = Evaluator(Model.load(DATA / "seed_model_gn.onnx.gz"), "orin-agx", be, store=None, iterations=5)
+        m = ev.evaluate(Placement.all_gpu(ev.model))
+    finally:
+        be.close()
+    assert m.ok, m.reason
+    power = m.extra["power"]
+    assert power["window_s"] == pytest.approx(0.4, abs=0.2) and power["samples"] >= 5
+    assert m.power_w == power["mean_w"] and m.power_w > 0
+    assert m.energy_mj == pytest.approx(m.power_w * 1000.0 / (m.throughput_fps / m.batch))
+    assert len(m.latency_samples_ms) > 5  # the loop ran for its duration, not its 5 iterations
+    off = get_backend("tensorrt", worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "trt2", warmup_ms=1.0,
+                      profile_iterations=0, power_root=sysfs)
+    try:
+        m2 = Evaluator(Model.load(DATA / "seed_model_gn.onnx.gz"), "orin-agx", off, store=None,
+                       iterations=5).evaluate(Placement.all_gpu(ev.model))
+    finally:
+        off.close()
+    assert m2.ok and m2.energy_mj is None and "power" not in m2.extra and len(m2.latency_samples_ms) == 5

@@ -19,6 +19,7 @@ from placetune import BackendError, Evaluator, Model, Placement, Store
 from placetune.backends.registry import get_backend
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import parse_build_log
+from placetune.backends.timing_method import ENGINE_TIMED, REPLICAS_TIMED
 from placetune.backends.trtexec.backend import PIPELINE_REASON, TrtexecBackend
 from placetune.backends.trtexec.find import ENV_VAR, find_trtexec, which_trtexec
 from placetune.backends.trtexec.parse import (
@@ -267,8 +268,8 @@ def test_all_gpu_engine_with_power_and_energy(tmp_path, gn):
     # a static model: no --shapes (real trtexec fails the build with it)
     assert not any(a.startswith("--shapes") for a in build) and any(a.startswith("--timingCacheFile=") for a in build)
     assert "--iterations=5" in run and "--separateProfileRun" in run and "--useSpinWait" in run
-    # compute only, as the tensorrt worker times, and said so
-    assert "--noDataTransfers" in run and m.extra["timed"].startswith("compute")
+    # compute only, one query in flight, as the tensorrt worker times, and said so
+    assert "--noDataTransfers" in run and "--exposeDMA" in run and m.extra["timed"] == ENGINE_TIMED
     assert len(m.latency_samples_ms) >= 5 and m.latency_ms["median"] > 0
     qps = m.extra["summary"]["throughput_qps"]
     assert m.throughput_fps == pytest.approx(qps * 32)
@@ -496,6 +497,8 @@ def test_replicas_run_as_concurrent_trtexec_processes(tmp_path, gn):
     assert "--useDLACore=1" in cmds["DLA1"] and "--useDLACore=0" in cmds["DLA0"]
     assert not any(a.startswith("--useDLACore") for a in cmds["GPU"]) and "--duration=0.8" in cmds["GPU"]
     assert {ends[r["pid"]]["runtime_dla_core"] for r in runs} == {None, 0, 1}
+    # replicas: two queries in flight per instance, as the worker's replicas (queue depth 2)
+    assert not any("--exposeDMA" in c for c in cmds.values()) and m.extra["timed"] == REPLICAS_TIMED
     per = {p["device"]: p for p in m.extra["replicas"]}
     assert set(per) == {"GPU", "DLA0", "DLA1"} and all(p["throughput_fps"] > 0 for p in per.values())
     assert m.throughput_fps == pytest.approx(sum(p["throughput_fps"] for p in per.values()))
@@ -579,6 +582,29 @@ def test_exported_trtexec_script_passes_shapes_only_for_dynamic_inputs(tmp_path,
     assert not any("--shapes" in x for x in commands) and "does not say which model inputs" in script
 
 
+@pytest.mark.parametrize("version", ["8.5.2", "8.6.1", "10.3.0", "10.16.0", "11.4.1"])
+def test_engine_mode_times_one_query_in_flight_on_every_version(tmp_path, gn, version):
+    """trtexec keeps two queries in flight unless --exposeDMA (sampleInference.cpp
+    ``mDepth(1 + inference.overlap)``; sampleOptions.cpp ``overlap = !exposeDMA``), which hides the
+    host's enqueue time the worker's one-at-a-time loop includes: every version's trtexec gets
+    --exposeDMA (and accepts it: the fake's option table is the version's own) and both backends
+    say they timed the same way."""
+    be = _backend(tmp_path, version)
+    ev = _ev(gn, be, tmp_path, trt_version=version if version.startswith("11") else version[:-2])
+    m = ev.evaluate(Placement.all_gpu(ev.model))
+    assert m.status == "ok", m.reason
+    run = m.extra["commands"]["time"]
+    assert run.count("--exposeDMA") == 1 and m.extra["timed"] == ENGINE_TIMED
+    assert "--useCudaGraph" not in run
+    assert ("--noCudaGraph" in run) == version.startswith("11")
+    plan = tmp_path / "x.plan"
+    plan.write_bytes(b"")
+    from placetune.settings import Settings
+
+    t = be.time_plan(plan, Settings(precision="fp16"))  # the selftest's --loadEngine of the worker's engine
+    assert "--exposeDMA" in t.extra["commands"]["time"]
+
+
 def test_int8_builds_with_fp16_too_and_both_backends_say_what_they_timed(tmp_path, gn):
     """trtexec's --int8 alone is INT8 + FP32 (sampleOptions.cpp); the worker
     builds INT8 + FP16, so trtexec gets --fp16 --int8; both time compute only and say so."""
@@ -588,7 +614,5 @@ def test_int8_builds_with_fp16_too_and_both_backends_say_what_they_timed(tmp_pat
     assert m.status == "ok", m.reason
     build = m.extra["commands"]["build"]
     assert "--fp16" in build and "--int8" in build
-    assert "--noDataTransfers" in m.extra["commands"]["time"] and m.extra["timed"].startswith("compute")
-    from placetune.backends.tensorrt.buildlog import TIMED
-
-    assert TIMED.startswith("compute") and "no host<->device copies" in TIMED
+    assert "--noDataTransfers" in m.extra["commands"]["time"] and m.extra["timed"] == ENGINE_TIMED
+    assert "no host<->device copies" in ENGINE_TIMED

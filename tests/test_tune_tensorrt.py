@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -69,3 +70,239 @@ def test_guided_against_the_tensorrt_fakes_stores_and_fits_segment_profiles(tmp_
     assert len(ok) >= 8 and all(m.segment_times_ms for m in ok)
     obs = observations(Model.load(str(model)), get_platform("orin-agx"), settings, ok)
     assert sum(o.kind == "segment" for o in obs) >= len(ok)
+
+
+# =========================================================================================
+# every objective x backend x mode: measured, or refused at start with one line (exit 6)
+# =========================================================================================
+def _measure_all_objectives(backend, mode, tmp_path):
+    """The objectives whose figures one measurement of ``backend`` in ``mode`` has."""
+    from placetune import Evaluator, Model, Placement
+    from placetune.tuning.objectives import OBJECTIVE_NAMES, get_objective
+
+    model = Model.load(DATA / "seed_model_gn.onnx.gz")
+    kw = {"replicas": {"GPU": 32, "DLA0": 32}} if mode == "replicas" else {}  # the file's static batch
+    ev = Evaluator(model, "orin-agx", backend=backend, mode="pipeline" if mode == "concurrent" else mode,
+                   precision="fp16", iterations=5, **kw)
+    names = [layer.name for layer in ev.model.layers]
+    placement = {n: ("DLA0" if i < len(names) // 3 else "GPU") for i, n in enumerate(names)}
+    m = ev.evaluate(Placement(ev.model, placement))
+    assert m.ok, (backend.name, mode, m.status, m.reason)
+    return {o for o in OBJECTIVE_NAMES if get_objective(o).values(m) is not None}
+
+
+def test_every_objective_backend_mode_combination_is_measured_or_refused_at_start(tmp_path, capsys):
+    """An objective a backend never reports would run the whole budget and export nothing
+    (--objective energy --backend tensorrt did): every combination either yields the objective's
+    figures (measured here against the simulator and the TensorRT/trtexec doubles) or is refused
+    before the database is touched, with one line naming the objective, the backend and the mode."""
+    from placetune.backends.registry import backend_names, get_backend
+    from placetune.cli.main import main
+    from placetune.tuning.measurable import MODES, why_unmeasurable
+    from placetune.tuning.objectives import OBJECTIVE_NAMES
+
+    fakes = Path(__file__).parent / "fakes"
+    trtexec_env = {"PLACETUNE_FAKE_TRTEXEC_VERSION": "10.3.0",
+                   "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    makers = {
+        "simulate": lambda: get_backend("simulate"),
+        "tensorrt": lambda: get_backend("tensorrt", worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "trt",
+                                        warmup_ms=1.0, profile_iterations=0, replicas_duration_s=0.2),
+        "trtexec": lambda: get_backend("trtexec", trtexec=str(fakes / "trtexec"), cache_dir=tmp_path / "tx",
+                                       env=trtexec_env, warmup_ms=5, duration_s=0.3, replica_duration_s=0.3,
+                                       power_root=fakes / "sysfs" / "orin-agx", power_interval_s=0.01),
+    }
+    assert set(backend_names()) == set(makers)
+    checked = refused = 0
+    for backend_name in backend_names():
+        be = makers[backend_name]()
+        try:
+            for mode in MODES:
+                wanted = [o for o in OBJECTIVE_NAMES
+                          if not any(why_unmeasurable(p, backend_name, mode) for p in o.split("+"))]
+                if wanted:
+                    measured = _measure_all_objectives(be, mode, tmp_path)
+                    assert set(wanted) <= measured, (backend_name, mode, set(wanted) - measured)
+                    checked += len(wanted)
+                for objective in sorted(set(OBJECTIVE_NAMES) - set(wanted)):
+                    db = tmp_path / f"{backend_name}-{mode}-{objective}.db"
+                    models = ["--model", "seed-block", "--model", "model-gn"] if mode == "concurrent" else \
+                        ["--model", str(DATA / "seed_model_gn.onnx.gz")]
+                    code = main(["tune", "--backend", backend_name, "--mode", mode, "--objective", objective,
+                                 *models, "--trials", "2", "--storage", f"sqlite:///{db}"])
+                    err = capsys.readouterr().err.strip()
+                    assert code == 6 and len(err.splitlines()) == 1, (backend_name, mode, objective, err)
+                    assert f"objective {objective} " in err and f"the {backend_name} backend" in err \
+                        and f"in {mode} mode" in err, err
+                    assert not db.exists()  # refused before the database was touched
+                    refused += 1
+        finally:
+            getattr(be, "close", lambda: None)()
+    assert checked and refused
+    assert checked + refused == len(OBJECTIVE_NAMES) * len(backend_names()) * len(MODES)
+
+
+def test_the_overnight_template_offers_only_what_its_backend_measures():
+    """studies/jetson-overnight.toml: its objective (and the ones its comment offers) can be measured
+    by its backend in its mode."""
+    import re as _re
+    import tomllib
+
+    from placetune.tuning.measurable import why_unmeasurable
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "jetson-overnight.toml"
+    doc = tomllib.loads(path.read_text())["study"]
+    offered = _re.search(r'^objective = "[^"]+"\s*#\s*(.+)$', path.read_text(), _re.M).group(1)
+    names = {doc["objective"], *(x.strip() for x in offered.split("(")[0].split("|"))}
+    for name in names:
+        assert not any(why_unmeasurable(p, doc["backend"], doc["mode"]) for p in name.split("+")), name
+
+
+# =========================================================================================
+# the first builds of a night check the stack (exit 8, one line per failure mode)
+# =========================================================================================
+UNLOCKED = ("SOC family:tegra234  Machine:NVIDIA Jetson AGX Orin Developer Kit\nOnline CPUs: 0-11\n"
+            "cpu0: Online=1 Governor=schedutil MinFreq=115200 MaxFreq=2201600 CurrentFreq=729600 IdleStates: C1=1\n"
+            "GPU MinFreq=306000000 MaxFreq=1300500000 CurrentFreq=306000000\n")
+
+
+def _board(tmp_path, power_mode="MAXN", clocks=None):
+    """A bin folder with nvpmodel (and jetson_clocks) that answer as a board in ``power_mode`` does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    nv = bin_dir / "nvpmodel"
+    nv.write_text(f"#!/bin/sh\nprintf 'NV Power Mode: {power_mode}\\n0\\n'\n")
+    nv.chmod(0o755)
+    if clocks is not None:
+        jc = bin_dir / "jetson_clocks"
+        (tmp_path / "clocks.txt").write_text(clocks)
+        jc.write_text(f"#!/bin/sh\ncat '{tmp_path / 'clocks.txt'}'\n")
+        jc.chmod(0o755)
+    return bin_dir
+
+
+def _tune(tmp_path, *extra, fake=None, bin_dir=None, study="night", backend="tensorrt"):
+    env = {**os.environ, **fake_env("10.3.0", **(fake or {}))}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env["PYTHONPATH"]])
+    if bin_dir is not None:
+        env["PATH"] = str(bin_dir) + os.pathsep + env["PATH"]
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--backend", backend,
+           "--model", str(DATA / "seed_model_gn.onnx.gz"), "--mode", "engine", "--precision", "fp16",
+           "--agent", "random", "--trials", "4", "--storage", f"sqlite:///{tmp_path / 'pt.db'}", "--study", study,
+           *extra]
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _stopped(proc, check):
+    err = [x for x in proc.stderr.splitlines() if x.startswith("placetune: error:")]
+    assert proc.returncode == 8 and len(err) == 1, proc.stderr + proc.stdout
+    assert err[0].startswith(f"placetune: error: first-build check {check} failed: "), err[0]
+    return err[0]
+
+
+def test_a_board_in_another_power_mode_stops_before_the_first_build(tmp_path):
+    line = _stopped(_tune(tmp_path, bin_dir=_board(tmp_path, "15W")), "clocks")
+    assert "nvpmodel mode 15W" in line and "power_mode MAXN" in line
+    with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
+        assert store.measurements("night") == []  # nothing was built
+
+
+def test_unlocked_clocks_stop_before_the_first_build(tmp_path):
+    line = _stopped(_tune(tmp_path, bin_dir=_board(tmp_path, "MAXN", UNLOCKED)), "clocks")
+    assert "sudo jetson_clocks" in line
+
+
+def test_a_first_build_that_cannot_be_timed_stops_the_run(tmp_path):
+    line = _stopped(_tune(tmp_path, fake={"EXEC_FAIL_ON": "*"}), "timing")
+    assert "first all-GPU build was not measured (runtime_failed" in line
+    with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
+        assert len(store.measurements("night")) == 1  # the one build, stored; no budget spent after it
+
+
+def test_a_first_dla_build_whose_placement_cannot_be_read_stops_the_run(tmp_path):
+    """No placement lines in the build log and no engine inspector: where TensorRT put the layers
+    is unknown (placement_known=False), so the run stops at its first DLA build."""
+    study = tmp_path / "no-inspector.toml"
+    shutil.copy(DATA / "seed_model_gn.onnx.gz", tmp_path)  # a study file's paths stay in its folder
+    study.write_text('[study]\nmodel = "seed_model_gn.onnx.gz"\n[backend_options]\ninspector = false\n')
+    line = _stopped(_tune(tmp_path, str(study), fake={"NO_PLACEMENT_LOG": "1"}), "placement")
+    assert "is unknown" in line and "neither the build log nor" in line
+    with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
+        assert len(store.measurements("night")) == 2  # all-GPU, then the first DLA placement
+
+
+def test_a_board_without_power_rails_stops_an_energy_study_at_its_first_build(tmp_path):
+    fakes = Path(__file__).parent / "fakes"
+    study = tmp_path / "energy.toml"
+    shutil.copy(DATA / "seed_model_gn.onnx.gz", tmp_path)  # a study file's paths stay in its folder
+    study.write_text(f"""[study]
+model = "seed_model_gn.onnx.gz"
+backend = "trtexec"
+mode = "engine"
+objective = "energy"
+precision = "fp16"
+agent = "random"
+trials = 4
+storage = "sqlite:///{tmp_path / 'pt.db'}"
+[backend_options]
+trtexec = "{fakes / 'trtexec'}"
+power_root = "{tmp_path / 'no-rails'}"
+warmup_ms = 5
+duration_s = 0.2
+[backend_options.env]
+PLACETUNE_FAKE_TRTEXEC_VERSION = "10.3.0"
+""")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "PATH": os.pathsep.join([str(_board(tmp_path)), os.path.dirname(sys.executable), os.environ["PATH"]])}
+    # the study file names the program placetune runs (the fake trtexec): trusted explicitly
+    proc = subprocess.run([sys.executable, "-m", "placetune.cli", "tune", str(study), "--trust-study-file"],
+                          cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    line = _stopped(proc, "objective")
+    assert "no energy figure" in line and "power rails" in line
+
+
+def test_a_study_refuses_to_resume_under_another_power_mode(tmp_path):
+    proc = _tune(tmp_path, bin_dir=_board(tmp_path, "MAXN"))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    proc = _tune(tmp_path, "--trials", "6", bin_dir=_board(tmp_path, "15W"))
+    err = [x for x in proc.stderr.splitlines() if x.startswith("placetune: error:")]
+    assert proc.returncode == 6 and len(err) == 1, proc.stderr
+    assert "exists with fingerprint.power_mode=MAXN" in err[0] and "this run has fingerprint.power_mode=15W" in err[0]
+
+
+def test_the_placement_check_reads_the_backends_flag_first():
+    """``extra["placement_known"]`` (the readers' flag) wins over the notes; its reason is shown."""
+    from placetune.measurement import Measurement
+    from placetune.tuning.first_build import placement_known
+
+    note = "the build log has no DLA/GPU placement sections: realised placement is placetune's prediction"
+    assert placement_known(Measurement("ok", latency_samples_ms=[1.0], extra={"notes": [note]})) is False
+    assert placement_known(Measurement("ok", latency_samples_ms=[1.0], extra={"notes": [note],
+                                                                              "placement_known": True})) is True
+    assert placement_known(Measurement("ok", latency_samples_ms=[1.0], extra={"placement_known": False})) is False
+    assert placement_known(Measurement("ok", latency_samples_ms=[1.0], extra={})) is True
+
+
+def test_the_tensorrt_backend_measures_energy_in_engine_mode_with_power_on(tmp_path):
+    """With its backend option power = true the tensorrt backend samples the rails from the parent
+    while the worker times (cut to the worker's timed window): energy objectives are measured in
+    engine mode, and still refused in the other modes and with power off."""
+    from placetune.backends.registry import get_backend
+    from placetune.errors import ConfigError
+    from placetune.tuning.measurable import check_measurable
+
+    sysfs = Path(__file__).parent / "fakes" / "sysfs" / "orin-agx"
+    be = get_backend("tensorrt", worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "trt", warmup_ms=1.0,
+                     profile_iterations=0, power=True, power_duration_s=0.3, power_root=sysfs, power_interval_s=0.01)
+    try:
+        measured = _measure_all_objectives(be, "engine", tmp_path)
+    finally:
+        be.close()
+    assert {"energy", "latency+energy", "throughput+energy"} <= measured
+    for objective in ("energy", "latency+energy", "throughput+energy"):
+        check_measurable(objective, [], "tensorrt", "engine", {"power": True})
+        for mode, options in (("pipeline", {"power": True}), ("replicas", {"power": True}), ("engine", {})):
+            with pytest.raises(ConfigError, match=re.escape(f"objective {objective} cannot be measured by the "
+                                                            f"tensorrt backend in {mode} mode")):
+                check_measurable(objective, [], "tensorrt", mode, options)

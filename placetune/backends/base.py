@@ -23,6 +23,7 @@ Example (a backend needs a name, its capabilities, ``fingerprint`` and ``measure
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from placetune.settings import default_cache_dir  # noqa: F401 - re-exported (placetune.backends)
@@ -123,6 +124,17 @@ class BackendBase:
     def simulated(self) -> bool:
         """True when figures are not measured on hardware (``capabilities.simulated``)."""
         return self.capabilities.simulated
+
+    @classmethod
+    def why_unmeasurable(cls, metric: str, mode: str, options: Mapping[str, Any]) -> str | None:
+        """Why this backend, created with ``options``, never reports ``metric`` in ``mode`` (None: it
+        does). The default reads the declared :class:`Capabilities`; a backend whose figures depend on
+        the mode or an option says so by overriding this. A study is refused at start on an answer."""
+        if mode not in cls.capabilities.modes:
+            return f"the {cls.name} backend measures {', '.join(cls.capabilities.modes)} mode(s) only"
+        if metric not in cls.capabilities.objectives:
+            return f"the {cls.name} backend measures {', '.join(cls.capabilities.objectives)} only"
+        return None
 
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
         """What identifies the measuring environment (every backend writes its own)."""

@@ -17,7 +17,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-__all__ = ["Check", "run", "format", "verdict", "EXIT_OK", "EXIT_SIMULATED_ONLY"]
+__all__ = ["Check", "run", "format", "verdict", "cuda_python_check", "CUDA_PYTHON_FOR_L4T", "EXIT_OK",
+           "EXIT_SIMULATED_ONLY"]
 
 _FIX_TRT = (
     "TensorRT's Python bindings come with JetPack (apt package python3-libnvinfer, part of nvidia-jetpack) "
@@ -135,9 +136,44 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
                         else "not a Jetson (/etc/nv_tegra_release missing): power mode and clocks not checked",
                         "" if l4t else "measure on a Jetson with JetPack; elsewhere only the simulate backend works"))
     if l4t is not None:  # a power mode and clocks exist on a Jetson only
+        fit = cuda_python_check(l4t, probe.get("cuda_binding"), probe.get("cuda_version"))
+        if fit is not None:
+            checks.append(fit)
         _jetson_checks(checks)
     _backend_checks(checks, version=version, cuda_ok=cuda_ok, cores=cores, trtexec=trtexec)
     return checks
+
+
+#: The cuda-python a JetPack's CUDA driver runs, by L4T major release: cuda-python 13 needs a CUDA 13
+#: driver (580.65+ on Linux: cuda-python's cuda.core install page), which JetPack 7 (L4T R38/R39,
+#: CUDA 13) has and JetPack 6 (L4T R36, CUDA 12.2/12.6) has not. JetPack 5 (L4T R35, CUDA 11.4):
+#: pycuda, built against the system Python 3.8 (README).
+CUDA_PYTHON_FOR_L4T = {"R36": ("JetPack 6", "CUDA 12.x", "cuda-python>=12,<13"),
+                       "R38": ("JetPack 7", "CUDA 13", "cuda-python>=13"),
+                       "R39": ("JetPack 7", "CUDA 13", "cuda-python>=13")}
+
+
+def cuda_python_check(l4t: str | None, binding: str | None, version: str | None) -> Check | None:
+    """Whether the worker's cuda-python fits this JetPack's CUDA driver (None: nothing to say: not a
+    Jetson, JetPack 5, or the worker uses pycuda).
+
+    Example:
+        >>> cuda_python_check("R36.4.0", "cuda-python", "13.0.1").fix
+        "pip install 'cuda-python>=12,<13' (JetPack 6 has CUDA 12.x; cuda-python 13 needs a CUDA 13 driver, 580+)"
+        >>> cuda_python_check("R38.2.0", "cuda-python", "13.0.1").ok
+        True
+    """
+    release = (l4t or "").split(".")[0]
+    if release not in CUDA_PYTHON_FOR_L4T or binding == "pycuda":
+        return None
+    jetpack, cuda, pin = CUDA_PYTHON_FOR_L4T[release]
+    fix = f"pip install '{pin}' ({jetpack} has {cuda}; cuda-python 13 needs a CUDA 13 driver, 580+)"
+    if binding is None:  # no binding initialised: say which cuda-python this JetPack needs
+        return Check("cuda-python for this JetPack", False, f"{jetpack} (L4T {l4t}, {cuda}) needs {pin}", fix)
+    major = (version or "").split(".")[0]
+    fits = major.isdigit() and (int(major) == 12 if pin.endswith("<13") else int(major) >= 13)
+    return Check("cuda-python for this JetPack", fits, f"cuda-python {version} on {jetpack} (L4T {l4t}, {cuda})",
+                 "" if fits else fix)
 
 
 def _jetson_checks(checks: list[Check]) -> None:

@@ -15,11 +15,13 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from placetune.backends.base import Backend, Capabilities, check_backend
+from collections.abc import Mapping
+
+from placetune.backends.base import Backend, BackendBase, Capabilities, check_backend
 from placetune.errors import ConfigError, UnknownNameError
 
 __all__ = ["get_backend", "backend_names", "register_backend", "unregister_backend", "backend_capabilities",
-           "ENTRY_POINT_GROUP"]
+           "why_unmeasurable", "ENTRY_POINT_GROUP"]
 
 #: The entry point group installed packages add backends to.
 ENTRY_POINT_GROUP = "placetune.backends"
@@ -130,6 +132,25 @@ def backend_capabilities(name: str) -> Capabilities:
         raise ConfigError(f"backend {name!r} declares no capabilities: register a class with a "
                           "`capabilities = Capabilities(...)` attribute")
     return caps
+
+
+def why_unmeasurable(name: str, metric: str, mode: str, options: Mapping[str, Any] | None = None) -> str | None:
+    """Why the backend registered as ``name``, created with ``options``, never reports ``metric`` in
+    ``mode`` (None: it does); asked of its class, creating nothing (:meth:`BackendBase.why_unmeasurable`;
+    a factory that is no such class answers from its declared capabilities).
+
+    Raises:
+        UnknownNameError: not a backend name.
+    """
+    factory = _entry(name).resolve()
+    if isinstance(factory, type) and issubclass(factory, BackendBase):
+        return factory.why_unmeasurable(metric, mode, options or {})
+    caps = backend_capabilities(name)
+    if mode not in caps.modes:
+        return f"the {name} backend measures {', '.join(caps.modes)} mode(s) only"
+    if metric not in caps.objectives:
+        return f"the {name} backend measures {', '.join(caps.objectives)} only"
+    return None
 
 
 def _construct(factory: Callable[..., Backend], name: str, options: dict[str, Any]) -> Backend:

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
+
 from placetune.errors import ConfigError
 from placetune.validate import MAX_BATCH, integer, number
 from placetune.validate import batch as check_batch
+
+if TYPE_CHECKING:
+    from placetune.model.model import Model
 
 __all__ = ["check_arguments", "INT_RANGES", "FLOAT_RANGES", "DEFAULT_INT_RANGE"]
 
@@ -89,3 +94,10 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             elif isinstance(v, float):
                 lo_f, hi_f = FLOAT_RANGES.get(action.dest, (-math.inf, math.inf))
                 number(v, name, lo_f, hi_f)
+
+
+def load_model(args: argparse.Namespace) -> "Model":
+    """The model a command's arguments name (``model``, ``--shape``, ``--batch``), loaded and checked."""
+    from placetune.model.model import Model
+
+    return Model.load(args.model, getattr(args, "shape", None) or None, batch=getattr(args, "batch", None))

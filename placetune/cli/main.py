@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from placetune.cli.checks import load_model
+from placetune.cli.measure import calibration_cache, cmd_measure
+from placetune.cli.terminal import shape_text, show, table
 from placetune.errors import ConfigError, PlacetuneError
-from placetune.safetext import terminal_safe
 from placetune.validate import dumps_json
 from placetune.wording import plural
 
@@ -21,37 +21,12 @@ log = logging.getLogger("placetune")
 
 
 # ----------------------------------------------------------------- helpers
-def _load_model(args: argparse.Namespace):
-    from placetune.model.model import Model
-
-    return Model.load(args.model, getattr(args, "shape", None) or None, batch=getattr(args, "batch", None))
-
-
-def _table(rows: list[Sequence[Any]], header: Sequence[str]) -> str:
-    cols = [list(map(str, header))] + [[("" if c is None else terminal_safe(str(c))) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _shape(shape: Sequence[int]) -> str:
-    return "x".join(str(d) for d in shape)
-
-
-def _out(args: argparse.Namespace, doc: dict, human: str) -> None:
-    if getattr(args, "json", False):
-        print(dumps_json(doc, indent=2))
-    else:
-        print(human)
-
-
 # ----------------------------------------------------------------- check
 def cmd_check(args: argparse.Namespace) -> int:
     from placetune.hardware.platforms import get_platform
     from placetune.placement.realise import MAX_LOADABLES_PER_CORE, dla_support
 
-    model = _load_model(args)
+    model = load_model(args)
     platform = get_platform(args.platform)
     args.trt_version = args.trt_version or platform.default_trt_version
     support = dla_support(model, platform, args.precision, args.trt_version)
@@ -83,12 +58,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         },
     }
     rows = [
-        (layer["name"], layer["op_type"], _shape(layer["input_shape"]), _shape(layer["output_shape"]),
+        (layer["name"], layer["op_type"], shape_text(layer["input_shape"]), shape_text(layer["output_shape"]),
          "yes" if layer["dla"] else "no", layer["reason"] or "")
         for layer in doc["layers"]
     ]
     s = doc["summary"]
-    human = _table(rows, ("layer", "op", "input", "output", "DLA", "reason"))
+    human = table(rows, ("layer", "op", "input", "output", "DLA", "reason"))
     human += (
         f"\n\n{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules): "
         f"{s['layers']} layers, {s['dla_eligible']} DLA-eligible, {s['gmacs']} GMACs"
@@ -96,7 +71,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if platform.dla_count:
         limit = " (exceeds the 16-per-core limit: the rest fall back to GPU)" if s["exceeds_loadable_limit"] else ""
         human += f"\nall-DLA with GPU fallback forms {plural(islands, 'DLA island')} (loadables){limit}"
-    _out(args, doc, human)
+    show(args, doc, human)
     return 0
 
 
@@ -114,7 +89,7 @@ def cmd_zoo_list(args: argparse.Namespace) -> int:
 
     rows = [(n, zoo.default_batch(n), zoo.describe(n)) for n in zoo.names()]
     doc = {"models": [{"name": n, "batch": b, "description": d} for n, b, d in rows]}
-    _out(args, doc, _table(rows, ("name", "batch", "description")))
+    show(args, doc, table(rows, ("name", "batch", "description")))
     return 0
 
 
@@ -132,96 +107,7 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
     return 0
 
 
-# ----------------------------------------------------------------- measure
-def _parse_placement(text: str, model, platform):
-    from placetune.errors import PlacementError
-    from placetune.placement.placement import Placement
-
-    low = text.strip().lower()
-    if low in ("all-gpu", "gpu"):
-        return Placement.all_gpu(model)
-    if low in ("all-dla", "dla", "dla0", "all-dla0"):
-        return Placement.all_dla(model, 0)
-    if low in ("dla1", "all-dla1"):
-        return Placement.all_dla(model, 1)
-    if text.lstrip().startswith("{"):
-        return Placement.from_json(model, text)
-    path = Path(text)
-    try:
-        exists = text == "-" or os.path.lexists(path)
-    except (OSError, ValueError):  # a name too long for the file system
-        exists = False
-    if exists:  # a regular file (or - for standard input); a FIFO or a device is refused, never read
-        from placetune.files.read import read_text
-
-        return Placement.from_json(model, read_text(text, "placement file", error=PlacementError, stdin=True))
-    raise PlacementError(f"--placement {text[:80]!r}: expected all-gpu, all-dla, dla0, dla1, a JSON file or JSON text")
-
-
-def _settings_from_args(args: argparse.Namespace):
-    from placetune.hardware.platforms import get_platform
-    from placetune.settings import Settings, parse_replicas
-
-    return Settings(
-        mode=args.mode,
-        precision=args.precision,
-        gpu_fallback=not args.no_gpu_fallback,
-        dla_core=args.dla_core,
-        trt_version=args.trt_version or get_platform(args.platform).default_trt_version,
-        frames_in_flight=args.frames_in_flight,
-        replicas=parse_replicas(args.replicas) if args.replicas else None,
-        noise=args.noise,
-        seed=args.seed,
-    )
-
-
-def _takes_calibration_cache(name: str) -> bool:
-    from placetune.backends.registry import backend_capabilities
-    from placetune.errors import ConfigError
-
-    try:
-        return backend_capabilities(name).calibration_cache
-    except ConfigError:  # a backend that cannot be imported or declares nothing
-        return False
-
-
-def _calibration_cache(path: str, backend: str | None) -> str:
-    """``--calibration-cache``: an existing file, for a backend that builds engines."""
-    from placetune.backends.registry import backend_capabilities, backend_names
-    from placetune.errors import ConfigError
-
-    if not backend_capabilities(backend or "simulate").calibration_cache:
-        takers = [n for n in backend_names() if _takes_calibration_cache(n)]
-        raise ConfigError(f"--calibration-cache is for the {' and '.join(takers)} backends (INT8 builds), not "
-                          f"{backend or 'simulate'!r}: it builds no engine with INT8 ranges to calibrate")
-    from placetune.files.read import check_regular
-
-    check_regular(path, "calibration cache")
-    return path
-
-
-def cmd_measure(args: argparse.Namespace) -> int:
-    from placetune.tuning.evaluator import Evaluator
-
-    model = _load_model(args)
-    settings = _settings_from_args(args)
-    from placetune.backends.registry import get_backend
-
-    options = {"device_profile": args.device_profile} if args.device_profile else {}
-    if args.calibration_cache:
-        options["calibration_cache"] = _calibration_cache(args.calibration_cache, args.backend)
-    ev = Evaluator(model, args.platform, get_backend(args.backend, **options), settings=settings, store=None)
-    placement = _parse_placement(args.placement or _default_placement(settings, model, ev.platform), model,
-                                 ev.platform)
-    m = ev.evaluate(placement)
-    doc = m.to_dict(timeline=args.timeline)
-    doc.pop("latency_samples_ms", None) if not args.samples else None
-    doc["extra"] = {k: v for k, v in doc["extra"].items() if not k.startswith("_")}
-    doc = {"model": model.name, "platform": ev.platform.name, **doc}
-    _out(args, doc, _measure_human(m, model, ev.platform))
-    return 0 if m.ok else 1
-
-
+# ----------------------------------------------------------------- selftest
 def cmd_selftest(args: argparse.Namespace) -> int:
     from placetune.cli.selftest import format_report, run_selftest
 
@@ -229,77 +115,6 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     print(format_report(doc), end="")
     print(f"report: {args.output}/selftest.txt, {args.output}/selftest.json")
     return code
-
-
-def _default_placement(settings, model, platform) -> str:
-    """``measure`` without ``--placement``: all-GPU, except in replicas mode with a DLA replica,
-    where each DLA instance runs the network on its DLA with GPU fallback (``all-dla``)."""
-    from placetune.settings import resolve_replicas
-
-    if settings.mode == "replicas":
-        reps, _ = resolve_replicas(settings, model.batch, platform.devices, platform.name)
-        if any(d != "GPU" and d in platform.devices for d in reps):
-            return "all-dla"
-    return "all-gpu"
-
-
-def _measure_human(m, model, platform) -> str:
-    label = "SIMULATED " if m.simulated else ""
-    reps = m.extra.get("replicas") if m.mode == "replicas" else None
-    batch = ("replicas " + ", ".join(f"{r['device']} batch {r['batch']}" for r in reps)) if reps \
-        else f"batch {m.batch}"
-    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}"]
-    lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
-    if m.ok:
-        lat = m.latency_ms
-        lines.append(
-            f"latency: median {lat['median']:.3f} ms  p90 {lat['p90']:.3f} ms  p99 {lat['p99']:.3f} ms"
-        )
-        if m.throughput_fps is not None:
-            lines.append(f"throughput: {m.throughput_fps:,.1f} fps")
-        if m.energy_mj is not None:
-            lines.append(f"energy: {m.energy_mj:.3f} mJ per inference" + (f" ({m.power_w:.1f} W)" if m.power_w else ""))
-    if m.realized:
-        counts: dict[str, int] = {}
-        for d in m.realized.values():
-            counts[d] = counts.get(d, 0) + 1
-        if reps:  # realise() reports the layers of every DLA replica on DLA0
-            lines.append("realised in each DLA replica: " + ", ".join(
-                f"{'DLA' if d != 'GPU' else d} {n} layers" for d, n in sorted(counts.items())))
-        else:
-            lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
-    if not m.placement_known:
-        lines.append(f"realised: UNKNOWN ({(m.extra or {}).get('placement_unknown') or 'no source says'})")
-    if m.dla_loadables:
-        lines.append("DLA loadables: " + ", ".join(f"{d} {n}" for d, n in m.dla_loadables.items()))
-    if m.fallback:
-        lines.append(f"GPU fallback: {plural(len(m.fallback), 'layer')}")
-        for name, reason in list(m.fallback.items())[:8]:
-            lines.append(f"  {name}: {reason}")
-        if len(m.fallback) > 8:
-            lines.append(f"  ... {len(m.fallback) - 8} more (use --json)")
-    for note in m.extra.get("notes", []):
-        lines.append(f"note: {note}")
-    for r in reps or []:  # every replica at once; the segment table below is one replica's
-        lat, fps = r.get("latency_ms"), r.get("throughput_fps")
-        lines.append(f"replica {r['device']}: batch {r['batch']}"
-                     + (f", {lat:.3f} ms per batch" if isinstance(lat, (int, float)) else "")
-                     + (f", {fps:,.1f} fps" if isinstance(fps, (int, float)) else ""))
-    if m.segment_times_ms:
-        rows = [
-            (s.get("index"), s.get("device"), s.get("layers"), f"{s.get('start_ms', 0):.3f}",
-             f"{s.get('end_ms', 0):.3f}", f"{s.get('time_ms', 0):.3f}")
-            for s in m.segment_times_ms[:40]
-        ]
-        lines.append("")
-        if reps:
-            shown = next((r["device"] for r in reps if r["device"] != "GPU"), reps[0]["device"])
-            lines.append(f"segments of the {shown} replica, timed alone (every DLA replica runs the same on its "
-                         "own core):")
-        lines.append(_table(rows, ("segment", "device", "layers", "start ms", "end ms", "time ms")))
-        if len(m.segment_times_ms) > 40:
-            lines.append(f"... {len(m.segment_times_ms) - 40} more segments (use --json)")
-    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------- tune
@@ -336,7 +151,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.trtexec:
         cfg.backend_options["trtexec"] = args.trtexec
     if args.calibration_cache:
-        cfg.backend_options["calibration_cache"] = _calibration_cache(args.calibration_cache, cfg.backend)
+        cfg.backend_options["calibration_cache"] = calibration_cache(args.calibration_cache, cfg.backend)
     if args.device_profile:
         cfg = cfg.with_overrides(device_profile=args.device_profile)
     if args.constraint:  # command-line constraints replace the study file's

@@ -22,8 +22,8 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placetune.cli.terminal import table
 from placetune.errors import ConfigError, ModelError, StoreError
-from placetune.safetext import terminal_safe
 from placetune.validate import dumps_json
 from placetune.wording import plural
 
@@ -88,14 +88,6 @@ def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
     return rec.measurement.objective(objective), rec.id
 
 
-def _table(rows: list[list[Any]], header: list[str]) -> str:
-    cols = [header] + [["" if c is None else terminal_safe(str(c)) for c in r] for r in rows]  # widths as shown
-    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _the_study(store: "Store", name: str | None) -> str:
     """``--study``, or the database's only study when it is left out.
 
@@ -141,7 +133,7 @@ def cmd_studies(args: argparse.Namespace) -> int:
     rows = [[d["study"], d["model"], d["platform"], d["mode"],
              " ".join([d["objective"], *(f"({c})" for c in d["constraints"])]), d["trials"], d["measured"],
              _fmt(d["best"], d["objective"].split("+")[0]), "yes" if d["simulated"] else "no"] for d in docs]
-    print(_table(rows, ["study", "model", "platform", "mode", "objective", "trials", "measured", "best",
+    print(table(rows, ["study", "model", "platform", "mode", "objective", "trials", "measured", "best",
                         "simulated"]))
     return 0
 

@@ -24,7 +24,7 @@ import errno
 import io
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from placetune.safetext import mask_secrets, terminal_safe
@@ -178,3 +178,27 @@ def write_data(text: str) -> None:
         out.raw.flush()
     except (OSError, ValueError) as exc:
         out._lose(exc)
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """Rows as aligned columns under ``header`` and a rule, each cell escaped for the terminal."""
+    cols = [list(map(str, header))] + [[("" if c is None else terminal_safe(str(c))) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """``1x3x224x224``."""
+    return "x".join(str(d) for d in shape)
+
+
+def show(args: Any, doc: dict[str, Any], human: str) -> None:
+    """A command's result: ``doc`` as JSON with ``--json``, else the ``human`` text."""
+    if getattr(args, "json", False):
+        from placetune.validate import dumps_json
+
+        print(dumps_json(doc, indent=2))
+    else:
+        print(human)

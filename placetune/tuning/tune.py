@@ -23,13 +23,15 @@ from typing import IO, Any
 from placetune.errors import ConfigError, StopRequested
 from placetune.tuning.blas import single_blas_thread
 from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.first_build import FirstBuildCheck
+from placetune.tuning.measurable import check_measurable
 from placetune.measurement import Measurement
 from placetune.placement.placement import DEVICES, Placement
 from placetune.tuning.verdict import agent_hint, next_steps, placement_line, verdict
 from placetune.tuning.progress import Progress
 from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
-from placetune.wording import figure, plural, versus
+from placetune.wording import figure, hours, plural, versus
 
 __all__ = ["Tuner", "TuneOutcome", "PIPELINE_FRAMES_IN_FLIGHT"]
 
@@ -97,7 +99,8 @@ class Tuner:
         from placetune.settings import Settings
         from placetune.store.store import Store
 
-        cfg = self.cfg
+        cfg = self.cfg  # an objective the backend never reports would run the whole budget and export nothing:
+        check_measurable(cfg.objective, cfg.constraints, cfg.backend, cfg.mode, cfg.backend_options)
         options = dict(cfg.backend_options)
         if cfg.device_profile:
             options["device_profile"] = cfg.device_profile
@@ -276,6 +279,8 @@ class Tuner:
         progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
                             objective=ev.objective, baseline=baseline)
         ev.add_callback(progress.update)
+        if not ev.backend.simulated:  # a real run's first builds check the stack (exit 8)
+            FirstBuildCheck(ev).attach()
         self.progress, self.resumed = progress, bool(done)
         if done:  # resumed: "best" starts from the study's stored best
             stored = ev.best()
@@ -482,7 +487,7 @@ class Tuner:
         progress = self.progress
         if ev is None or not ev.backend.simulated or progress is None:
             return None
-        this_run = (f"{_hours(progress.device_s)} for this run's {plural(progress.device_n, 'measurement')}"
+        this_run = (f"{hours(progress.device_s)} for this run's {plural(progress.device_n, 'measurement')}"
                     if progress.device_n else "none in this run")
         if not self.resumed:  # everything the study holds was measured in this run
             return f"simulated device time (builds and timing on a Jetson): {this_run}"
@@ -492,7 +497,7 @@ class Tuner:
             if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)):
                 total, n = total + float(dev["total_s"]), n + 1
         return (f"simulated device time (builds and timing on a Jetson): {this_run}, "
-                f"{_hours(total)} for the study's {plural(n, 'measurement')}")
+                f"{hours(total)} for the study's {plural(n, 'measurement')}")
 
     def _announce_convergence(self, placement: Placement, m: Measurement) -> None:
         """Evaluator callback: one line when the study has just converged."""
@@ -581,13 +586,6 @@ class Tuner:
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         self._say(next_steps(self.cfg.storage, outcome.study))
         return path
-
-
-def _hours(seconds: float) -> str:
-    """A device time as read by a person: ``5.3 h``, ``42 min``, ``12 s``."""
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def run_tune(cfg: TuneConfig, out: IO[str] | None = None, resume_hint: str = "the same command") -> TuneOutcome:

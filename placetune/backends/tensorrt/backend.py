@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -46,7 +47,7 @@ from placetune.errors import BackendError, ConfigError
 from placetune.measurement import Extra, Measurement
 from placetune.memo import Memo
 from placetune.placement.cut import load_source
-from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, dla_failure, locate, parse_build_log
+from placetune.backends.tensorrt.buildlog import attribute_profile, dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
@@ -61,6 +62,7 @@ from placetune.backends.jetson import (
     realized_vs_predicted,
     untyped_int8,
 )
+from placetune.backends.timing_method import ENGINE_TIMED, REPLICAS_TIMED
 
 if TYPE_CHECKING:
     import onnx
@@ -94,6 +96,7 @@ DLA_POOLS = {
 }
 _INSPECTOR_MAX_CHARS = 500_000  # DETAILED inspector JSON of big models is large; the store keeps it
 _LOG_KEEP = 400
+_MAX_SAMPLES = 5000
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -176,6 +179,14 @@ class TensorRTBackend(JetsonBackend):
         save_plans: engine mode: also write each engine built to this folder
             (``extra["plan_file"]``), e.g. for ``trtexec --loadEngine`` to time the very engine
             the worker timed (``placetune selftest`` does).
+        power: engine mode: sample the board's power rails (INA3221, :mod:`placetune.hardware.power`)
+            from this process while the worker times, cut to the timed loop's window (the worker
+            reports it in ``time.monotonic()`` terms), for ``power_w`` and ``energy_mj``; the timed
+            loop then runs at least ``power_duration_s``.
+        power_duration_s: the shortest timed loop when ``power`` is on (trtexec's ``--duration``).
+        power_root: sysfs root of the rails (default ``$PLACETUNE_SYSFS_ROOT`` or ``/``).
+        power_interval_s: time between power samples.
+        power_rails: rail names summed as module power (default: the input rail, else all).
         worker_recycle: when a healthy worker is replaced between jobs, e.g. ``{"max_jobs": 100,
             "max_rss_growth_mb": 1024, "max_held_mb": 64}`` (:class:`~placetune.backends.tensorrt.pool.RecycleLimits`).
 
@@ -185,9 +196,27 @@ class TensorRTBackend(JetsonBackend):
     """
 
     name = "tensorrt"
-    # gpu_time: the pipeline's GPU busy time per frame; no energy (the worker samples no power rails)
-    capabilities = Capabilities(simulated=False, modes=ALL_MODES, objectives=("latency", "throughput", "gpu_time"),
+    # gpu_time: the pipeline's GPU busy time per frame; energy: engine mode with the option power = true
+    capabilities = Capabilities(simulated=False, modes=ALL_MODES,
+                                objectives=("latency", "throughput", "energy", "gpu_time"),
                                 probe=True, calibration_cache=True)
+
+    @classmethod
+    def why_unmeasurable(cls, metric: str, mode: str, options: Mapping[str, Any]) -> str | None:
+        """GPU busy time comes from the pipeline's events only; energy from the power rails, sampled
+        from the parent around the worker's timed loop in engine mode, with ``power = true``."""
+        if metric == "gpu_time" and mode != "pipeline":
+            return ("the tensorrt backend reports the GPU's busy time per frame in pipeline mode only (from its "
+                    "streams' events): use --mode pipeline, --backend simulate or another objective")
+        if metric == "energy" and mode != "engine":
+            return ("the tensorrt backend samples the power rails in engine mode only; use --backend trtexec "
+                    "(engine or replicas mode), which samples them while trtexec times, or engine mode, or "
+                    "another objective")
+        if metric == "energy" and not options.get("power", False):
+            return ("the tensorrt backend samples the power rails only with its backend option power = true (off "
+                    "by default: the timed loop then runs power_duration_s, 3 s): set it under [backend_options], "
+                    "or use --backend trtexec")
+        return super().why_unmeasurable(metric, mode, options)
 
     def __init__(
         self,
@@ -213,6 +242,11 @@ class TensorRTBackend(JetsonBackend):
         cut_formats: bool = True,
         test_wrong_cut: bool = False,
         save_plans: str | os.PathLike[str] | None = None,
+        power: bool = False,
+        power_duration_s: float = 3.0,
+        power_root: str | os.PathLike[str] | None = None,
+        power_interval_s: float = 0.05,
+        power_rails: list[str] | None = None,
         worker_recycle: dict[str, Any] | None = None,
     ) -> None:
         import sys
@@ -255,6 +289,13 @@ class TensorRTBackend(JetsonBackend):
         self.cut_formats = bool(cut_formats)
         self.test_wrong_cut = bool(test_wrong_cut)
         self.save_plans = Path(save_plans) if save_plans is not None else None
+        if power_duration_s <= 0 or power_interval_s <= 0:
+            raise ConfigError("power_duration_s and power_interval_s must be > 0")
+        self.power = bool(power)
+        self.power_duration_s = float(power_duration_s)
+        self.power_root = str(power_root) if power_root is not None else None
+        self.power_interval_s = float(power_interval_s)
+        self.power_rails = list(power_rails) if power_rails else None
         self._sources: Memo["onnx.ModelProto"] = Memo(1)  # the last model's ONNX with weights
         self.pool = WorkerPool(self.worker_python, worker_env, start_timeout_s,
                                RecycleLimits.from_options(worker_recycle))
@@ -356,7 +397,10 @@ class TensorRTBackend(JetsonBackend):
             from placetune.backends.tensorrt import pipeline as trt_pipeline
 
             run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
-            return run(self, r, platform, settings, base, version, cores)
+            m = run(self, r, platform, settings, base, version, cores)
+            if settings.mode == "replicas" and m.ok:  # two queries in flight per instance, as trtexec's replicas
+                m.extra["timed"] = REPLICAS_TIMED
+            return m
         onnx_path = prepared_onnx(model, self.cache_dir, settings.precision, strongly_typed, "TensorRT", base)
         if isinstance(onnx_path, Measurement):
             return onnx_path
@@ -382,8 +426,34 @@ class TensorRTBackend(JetsonBackend):
             self.save_plans.mkdir(parents=True, exist_ok=True)
             digest = hashlib.sha1(json.dumps([job, version], sort_keys=True).encode()).hexdigest()[:16]
             job["save_plan"] = str(self.save_plans / f"{digest}.plan")
-        reply = self.pool.run(job, timeout_s=self.timeout_s)
-        return self._to_measurement(reply, r, core, version, base)
+        sampler = None
+        if self.power:  # the rails are read here, around the worker's timed loop (its window cuts them)
+            from placetune.hardware.power import PowerSampler
+
+            job["min_timed_s"] = self.power_duration_s
+            sampler = PowerSampler(self.power_root, self.power_interval_s, total_rails=self.power_rails).start()
+        try:
+            reply = self.pool.run(job, timeout_s=self.timeout_s + (self.power_duration_s if self.power else 0.0))
+        finally:
+            if sampler is not None:
+                sampler.stop()
+        m = self._to_measurement(reply, r, core, version, base)
+        if sampler is not None and m.ok:
+            self._add_energy(m, sampler, reply.result.get("timed_window"))
+        return m
+
+    @staticmethod
+    def _add_energy(m: Measurement, sampler: Any, window: Any) -> None:
+        """Mean power over the worker's timed loop and energy per inference (mJ) from its throughput."""
+        from placetune.hardware.power import energy_per_inference_mj
+
+        reading = sampler.reading(*window) if isinstance(window, list) and len(window) == 2 else sampler.reading()
+        m.extra["power"] = reading.to_dict()
+        m.power_w = reading.mean_w
+        qps = m.throughput_fps / m.batch if m.throughput_fps else None
+        m.energy_mj = energy_per_inference_mj(reading.mean_w, qps=qps)
+        if m.energy_mj is not None:
+            m.extra["energy_per_sample_mj"] = m.energy_mj / m.batch
 
     # ------------------------------------------------------------------ helpers
     def _timing_cache_path(self, platform: "Platform", version: str) -> Path:
@@ -460,6 +530,8 @@ class TensorRTBackend(JetsonBackend):
                                        fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                                        extra=extra, **base)
         samples = [float(x) for x in res.get("latency_samples_ms", [])]
+        if len(samples) > _MAX_SAMPLES:  # a power run times for seconds: at most 5000, evenly spread
+            samples = [samples[int(i * len(samples) / _MAX_SAMPLES)] for i in range(_MAX_SAMPLES)]
         per_inf = res.get("throughput_ms_per_inference")
         fps = 1000.0 * base["batch"] / per_inf if per_inf else None
         prof = attribute_profile(res.get("layer_profile") or [], blog, model.names, network or None,
@@ -470,7 +542,7 @@ class TensorRTBackend(JetsonBackend):
         if res.get("inspector"):
             extra["engine_inspector"] = str(res["inspector"])[:_INSPECTOR_MAX_CHARS]
         extra["warmup_iterations"] = res.get("warmup_iterations")
-        extra["timed"] = TIMED
+        extra["timed"] = ENGINE_TIMED
         return Measurement(
             status="ok", latency_samples_ms=samples, throughput_fps=fps, realized=realized, fallback=fallback,
             dla_loadables=loadables, segment_times_ms=prof.segments, layer_times_ms=prof.layer_times_ms,

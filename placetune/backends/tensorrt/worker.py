@@ -23,10 +23,12 @@ each job line it writes exactly one result line. Jobs:
 * ``{"op": "measure", "onnx": path, "input_shapes": {name: dims}, "precision": "fp16"|"int8"|"fp32",
   "strongly_typed": bool, "dla_core": k or -1, "gpu_fallback": bool, "dla_layers": [names],
   "timing_cache": path or null, "calibration_cache": path or null, "memory_pools": {POOL: bytes},
-  "iterations": N, "warmup_ms": ms, "profile_iterations": N, "inspector": bool, "save_plan": path or null}``
+  "iterations": N, "min_timed_s": s (time at least this long: power sampling), "warmup_ms": ms,
+  "profile_iterations": N, "inspector": bool, "save_plan": path or null}``
   -> ``{"status": "ok"|"build_failed"|"runtime_failed", "log": [[severity, text], ...],
   "network_layers": [[name, onnx name or null, type, dla requested, can run on DLA], ...],
-  "latency_samples_ms": [...], "throughput_fps": x, "layer_profile": [[engine layer, ms], ...],
+  "latency_samples_ms": [...], "throughput_ms_per_inference": x, "timed_window": [start, end] of the timed
+  loop in time.monotonic() seconds, "layer_profile": [[engine layer, ms], ...],
   "inspector": json text or null, "build_seconds": s, "engine_bytes": n, "plan_file": the saved engine
   (``save_plan``) or null, "error": text or null}``
 * ``{"op": "pipeline", "engines": [spec, ...], "reference": spec or null, "common": {build fields},

@@ -33,8 +33,9 @@ except ImportError:  # pragma: no cover
 FIX = ("pip install cuda-python (wheels, no build; CUDA 12: 'cuda-python>=12,<13', CUDA 13 / JetPack 7: "
        "'cuda-python>=13'), or pycuda built against this CUDA: export PATH=/usr/local/cuda/bin:$PATH; "
        "pip install --no-build-isolation pycuda (JetPack 7 / CUDA 13 needs pycuda>=2025.1.2; on JetPack 5.1's "
-       "system Python 3.8 build it against the system numpy 1.17, e.g. pip install --no-build-isolation "
-       "'pycuda<2024' numpy==1.17.4, or a 'numpy.core.multiarray failed to import' ABI error follows)")
+       "system Python 3.8 build it against the system numpy 1.17.4: sudo apt-get install python3-dev "
+       "python3-numpy, then python3 -m pip install --user --no-build-isolation 'pycuda<2024' (PyPI has no "
+       "aarch64 numpy 1.17.4 wheel for Python 3.8), or a 'numpy.core.multiarray failed to import' ABI error follows)")
 BINDINGS = ("cuda-python", "pycuda")
 _STATE = {}  # type: Dict[str, Any]
 
@@ -389,9 +390,22 @@ class _CpEvent(object):
 
     def time_since(self, start):
         # type: (_CpEvent) -> float
+        """Milliseconds from ``start`` to this event: ``cuEventElapsedTime_v2`` (CUDA 12.8 on; the
+        cuda-python 13 bindings have it) where the driver has it, else ``cuEventElapsedTime``. A
+        binding newer than the driver (cuda-python 13 on a JetPack 6 / CUDA 12.x driver) raises
+        ``RuntimeError('Function "cuEventElapsedTime_v2" not found')`` or returns
+        ``CUDA_ERROR_NOT_FOUND``: then the old entry point is used from then on."""
         drv = self.layer.drv
-        fn = getattr(drv, "cuEventElapsedTime_v2", None) or drv.cuEventElapsedTime
-        return float(self.layer.check("cuEventElapsedTime", fn(start.obj, self.obj)))
+        fn = getattr(drv, "cuEventElapsedTime_v2", None)
+        if fn is not None and not self.layer.no_elapsed_v2:
+            try:
+                ret = fn(start.obj, self.obj)
+            except RuntimeError:  # the driver lacks the symbol
+                ret = None
+            if ret is not None and _code(ret[0]) != _code(drv.CUresult.CUDA_ERROR_NOT_FOUND):
+                return float(self.layer.check("cuEventElapsedTime_v2", ret))
+            self.layer.no_elapsed_v2 = True
+        return float(self.layer.check("cuEventElapsedTime", drv.cuEventElapsedTime(start.obj, self.obj)))
 
 
 def _code(err):
@@ -425,6 +439,7 @@ class _CudaPython(Cuda):
         self.ctx = None
         self.pinned = {}  # type: Dict[int, int]
         self.counts = _new_counts()
+        self.no_elapsed_v2 = False  # the driver lacks cuEventElapsedTime_v2 (Event.time_since)
         self.check("cuInit", self.drv.cuInit(0))
         self.dev = self.check("cuDeviceGet", self.drv.cuDeviceGet(0))
         self.ctx = self.check("cuDevicePrimaryCtxRetain", self.drv.cuDevicePrimaryCtxRetain(self.dev))

@@ -68,6 +68,36 @@ def profile_layers(trt, context, run, stream, reps):
     return [[k, prof.total[k] / reps] for k in prof.order]
 
 
+def time_serial(cuda, run, stream, iterations, min_seconds=0.0):
+    # type: (Any, Any, Any, int, float) -> Tuple[List[float], float, List[float]]
+    """Time at least ``iterations`` queries, and for at least ``min_seconds`` (trtexec's
+    ``--duration``; the power rails need seconds), one at a time: ``(latency of each in ms, wall
+    time of the loop in ms, [start, end] of the loop in time.monotonic() seconds)``. The monotonic
+    clock is the system's (CLOCK_MONOTONIC), so the parent's power samples can be cut to it.
+
+    The engine-mode method of both real backends (placetune/backends/timing_method.py): an event
+    on ``stream`` just before the enqueue, one just after, and the host waits for the second before
+    the next enqueue, which is trtexec's inference loop with ``--exposeDMA``: one query slot
+    (``mDepth(1 + inference.overlap)``, samples/common/sampleInference.cpp release/10.3:790;
+    ``overlap = !exposeDMA``, sampleOptions.cpp release/10.3:1610-1612), ``query`` then ``sync``
+    of that slot (``inferenceLoop``, sampleInference.cpp release/10.3:1028-1087). Throughput is
+    queries / wall time from the first enqueue to the last completion (the host's gaps between queries
+    included), trtexec's "Throughput" (sampleReporting.cpp release/10.3:179, 187, 227).
+    Without ``--exposeDMA`` trtexec keeps two queries in flight and hides the host's enqueue
+    time: its figure is lower by up to one enqueue."""
+    first, start, end = cuda.Event(), cuda.Event(), cuda.Event()
+    samples = []  # type: List[float]
+    t0 = time.monotonic()
+    first.record(stream)  # the loop's span on the stream: the first enqueue to the last completion
+    while len(samples) < max(1, int(iterations)) or time.monotonic() - t0 < min_seconds:
+        start.record(stream)
+        run()
+        end.record(stream)
+        end.synchronize()
+        samples.append(float(end.time_since(start)))
+    return samples, float(end.time_since(first)), [t0, time.monotonic()]
+
+
 def time_engine(trt, plan, job, logger):
     # type: (Any, Any, Dict[str, Any], Any) -> Dict[str, Any]
     """Deserialize (DLA core set first), allocate, warm up, time, profile."""
@@ -124,24 +154,11 @@ def time_engine(trt, plan, job, logger):
             stream.synchronize()
             warm += 1
         out["warmup_iterations"] = warm
-        start, end = cuda.Event(), cuda.Event()
-        samples = []  # type: List[float]
-        for _ in range(int(job.get("iterations", 50))):
-            start.record(stream)
-            run()
-            end.record(stream)
-            end.synchronize()
-            samples.append(float(end.time_since(start)))
+        samples, wall_ms, window = time_serial(cuda, run, stream, int(job.get("iterations", 50)),
+                                               float(job.get("min_timed_s", 0.0)))
         out["latency_samples_ms"] = samples
-        # throughput: back-to-back enqueues between two events
-        n = max(1, len(samples))
-        start.record(stream)
-        for _ in range(n):
-            run()
-        end.record(stream)
-        end.synchronize()
-        total = float(end.time_since(start))
-        out["throughput_ms_per_inference"] = total / n
+        out["throughput_ms_per_inference"] = wall_ms / max(1, len(samples))
+        out["timed_window"] = window
         s = sorted(samples)
         out["latency_ms"] = {"median": _percentile(s, 50), "p90": _percentile(s, 90), "p99": _percentile(s, 99),
                              "min": s[0], "max": s[-1], "mean": sum(s) / len(s)}

@@ -55,6 +55,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +131,20 @@ class TrtexecBackend(JetsonBackend):
     name = "trtexec"
     capabilities = Capabilities(simulated=False, modes=("engine", "replicas"),
                                 objectives=("latency", "throughput", "energy"), calibration_cache=True)
+
+    @classmethod
+    def why_unmeasurable(cls, metric: str, mode: str, options: Mapping[str, Any]) -> str | None:
+        """trtexec runs whole networks (no pipelines), reports no GPU busy time, and samples the power
+        rails unless its option ``power`` is false."""
+        if mode == "pipeline":
+            return ("trtexec runs whole networks only, not engines chained by CUDA streams: use --backend "
+                    "tensorrt for pipeline and concurrent modes")
+        if metric == "gpu_time":
+            return ("GPU busy time per frame comes from engines chained by CUDA streams (--backend tensorrt, "
+                    "pipeline mode) or the simulator's schedule: use one of them or another objective")
+        if metric == "energy" and not options.get("power", True):
+            return "the trtexec backend's power sampling is off (backend option power = false): turn it on"
+        return super().why_unmeasurable(metric, mode, options)
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ __all__ = [
     "strongly_typed",
     "precision_flags",
     "transfer_flags",
+    "serial_flags",
     "dla_flags",
     "build_only_flag",
     "profile_flags",
@@ -97,6 +98,14 @@ def transfer_flags(vt: tuple[int, ...]) -> list[str]:
     11 leaves the host<->device copies out by default (``--includeDataTransfers`` adds them,
     ``--noDataTransfers`` is a deprecated no-op: sampleOptions.cpp, release/11.1)."""
     return ["--noDataTransfers"] if vt[0] < _TRT11 else []
+
+
+def serial_flags() -> list[str]:
+    """``--exposeDMA``: one query in flight, as the tensorrt worker times (every version 8.5-11.1 has
+    it; it sets ``overlap = false``, so ``Iteration`` keeps ``1 + overlap`` = 1 slot instead of 2 and
+    the host's enqueue time is no longer hidden behind the previous query: the method and its
+    source lines are in :mod:`placetune.backends.timing_method`)."""
+    return ["--exposeDMA"]
 
 
 def dla_flags(core: int, gpu_fallback: bool) -> list[str]:

@@ -17,6 +17,7 @@ from placetune.backends.jetson import (
     realized_vs_predicted,
     untyped_int8,
 )
+from placetune.backends.timing_method import ENGINE_TIMED
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
 from placetune.backends.tensorrt.placement_known import decide, mark_known
 from placetune.backends.trtexec.command import (
@@ -29,6 +30,7 @@ from placetune.backends.trtexec.command import (
     has_layer_device_types,
     precision_flags,
     profile_flags,
+    serial_flags,
     shapes_arg,
     shapes_from_argv,
     spin_wait_flags,
@@ -148,8 +150,7 @@ def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Setti
     fps = qps * base_batch if qps else None
     extra["summary"] = summary.to_dict()
     extra["timed_iterations"] = len(records) or None
-    extra["timed"] = ("compute: trtexec's per-query latency without host<->device copies (--noDataTransfers; "
-                      "TensorRT 11's default)")
+    extra["timed"] = ENGINE_TIMED
     timed = window(run, records, summary)
     # ---- per-layer profile and inspector
     if files.get("profile") is not None and model is not None:
@@ -283,8 +284,11 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
 
 
 def time_argv(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settings", workdir: Path, tag: str, *,
-              duration_s: float, profile: bool) -> tuple[list[str], dict[str, Path | None]]:
-    """The timing command of a built engine and the files it exports (``times``, ``profile``)."""
+              duration_s: float, profile: bool, serial: bool = True) -> tuple[list[str], dict[str, Path | None]]:
+    """The timing command of a built engine and the files it exports (``times``, ``profile``).
+
+    ``serial``: one query in flight (``--exposeDMA``), the engine-mode method of both real backends
+    (:mod:`placetune.backends.timing_method`); False keeps trtexec's two in flight (replicas mode)."""
     vt = version_tuple(version)
     files: dict[str, Path | None] = {"times": workdir / f"{tag}.times.json", "profile": None}
     argv = [be.trtexec, f"--loadEngine={eng.engine_path}"]
@@ -302,6 +306,8 @@ def time_argv(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settin
     if be.spin_wait:
         argv.extend(spin_wait_flags(vt))
     argv.extend(transfer_flags(vt))  # compute only, as the tensorrt worker times
+    if serial:
+        argv.extend(serial_flags())  # one query in flight, as the worker times (timing_method)
     argv.extend(cuda_graph_flags(vt))  # no CUDA graph, as the worker times (trtexec 11 captures one by default)
     argv.extend(be.run_args)
     return argv, files

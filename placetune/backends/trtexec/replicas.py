@@ -19,6 +19,7 @@ from placetune.backends.trtexec.engine import (
     sampler,
     time_argv,
 )
+from placetune.backends.timing_method import REPLICAS_TIMED
 from placetune.backends.trtexec.parse import parse_summary
 from placetune.backends.trtexec.process import Proc, classify
 from placetune.backends.trtexec.timing import END_MARKERS, absolute_times, read_times, summary_stats, thin
@@ -100,7 +101,7 @@ def measure_replicas(be: "TrtexecBackend", r: "Realisation", platform: "Platform
     try:
         for eng in engines:
             argv, files = time_argv(be, eng, version, settings, workdir, eng.device.lower(),
-                                    duration_s=be.replica_duration_s, profile=False)
+                                    duration_s=be.replica_duration_s, profile=False, serial=False)
             commands["time"][eng.device] = argv
             files_by[eng.device] = files
             procs.append((eng, Proc(argv, workdir / f"{eng.device.lower()}.time.log", be.environ(), workdir,
@@ -160,6 +161,7 @@ def measure_replicas(be: "TrtexecBackend", r: "Realisation", platform: "Platform
         p.pop("_samples")
         p.pop("_abs")
     extra["replicas"] = per
+    extra["timed"] = REPLICAS_TIMED
     # ---- power over the common window
     power_w, energy = None, None
     if power is not None:

@@ -1,0 +1,173 @@
+"""``placetune measure``: one placement, built and timed by a backend, shown as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from placetune.cli.checks import load_model
+from placetune.cli.terminal import show, table
+from placetune.wording import plural
+
+__all__ = ["cmd_measure", "calibration_cache"]
+
+
+def _parse_placement(text: str, model, platform):
+    from placetune.errors import PlacementError
+    from placetune.placement.placement import Placement
+
+    low = text.strip().lower()
+    if low in ("all-gpu", "gpu"):
+        return Placement.all_gpu(model)
+    if low in ("all-dla", "dla", "dla0", "all-dla0"):
+        return Placement.all_dla(model, 0)
+    if low in ("dla1", "all-dla1"):
+        return Placement.all_dla(model, 1)
+    if text.lstrip().startswith("{"):
+        return Placement.from_json(model, text)
+    path = Path(text)
+    try:
+        exists = text == "-" or os.path.lexists(path)
+    except (OSError, ValueError):  # a name too long for the file system
+        exists = False
+    if exists:  # a regular file (or - for standard input); a FIFO or a device is refused, never read
+        from placetune.files.read import read_text
+
+        return Placement.from_json(model, read_text(text, "placement file", error=PlacementError, stdin=True))
+    raise PlacementError(f"--placement {text[:80]!r}: expected all-gpu, all-dla, dla0, dla1, a JSON file or JSON text")
+
+
+def _settings_from_args(args: argparse.Namespace):
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings, parse_replicas
+
+    return Settings(
+        mode=args.mode,
+        precision=args.precision,
+        gpu_fallback=not args.no_gpu_fallback,
+        dla_core=args.dla_core,
+        trt_version=args.trt_version or get_platform(args.platform).default_trt_version,
+        frames_in_flight=args.frames_in_flight,
+        replicas=parse_replicas(args.replicas) if args.replicas else None,
+        noise=args.noise,
+        seed=args.seed,
+    )
+
+
+def _takes_calibration_cache(name: str) -> bool:
+    from placetune.backends.registry import backend_capabilities
+    from placetune.errors import ConfigError
+
+    try:
+        return backend_capabilities(name).calibration_cache
+    except ConfigError:  # a backend that cannot be imported or declares nothing
+        return False
+
+
+def calibration_cache(path: str, backend: str | None) -> str:
+    """``--calibration-cache``: an existing file, for a backend that builds engines."""
+    from placetune.backends.registry import backend_capabilities, backend_names
+    from placetune.errors import ConfigError
+
+    if not backend_capabilities(backend or "simulate").calibration_cache:
+        takers = [n for n in backend_names() if _takes_calibration_cache(n)]
+        raise ConfigError(f"--calibration-cache is for the {' and '.join(takers)} backends (INT8 builds), not "
+                          f"{backend or 'simulate'!r}: it builds no engine with INT8 ranges to calibrate")
+    from placetune.files.read import check_regular
+
+    check_regular(path, "calibration cache")
+    return path
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from placetune.tuning.evaluator import Evaluator
+
+    model = load_model(args)
+    settings = _settings_from_args(args)
+    from placetune.backends.registry import get_backend
+
+    options = {"device_profile": args.device_profile} if args.device_profile else {}
+    if args.calibration_cache:
+        options["calibration_cache"] = calibration_cache(args.calibration_cache, args.backend)
+    ev = Evaluator(model, args.platform, get_backend(args.backend, **options), settings=settings, store=None)
+    placement = _parse_placement(args.placement or _default_placement(settings, model, ev.platform), model,
+                                 ev.platform)
+    m = ev.evaluate(placement)
+    doc = m.to_dict(timeline=args.timeline)
+    doc.pop("latency_samples_ms", None) if not args.samples else None
+    doc["extra"] = {k: v for k, v in doc["extra"].items() if not k.startswith("_")}
+    doc = {"model": model.name, "platform": ev.platform.name, **doc}
+    show(args, doc, _measure_human(m, model, ev.platform))
+    return 0 if m.ok else 1
+
+
+def _default_placement(settings, model, platform) -> str:
+    """``measure`` without ``--placement``: all-GPU, except in replicas mode with a DLA replica,
+    where each DLA instance runs the network on its DLA with GPU fallback (``all-dla``)."""
+    from placetune.settings import resolve_replicas
+
+    if settings.mode == "replicas":
+        reps, _ = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+        if any(d != "GPU" and d in platform.devices for d in reps):
+            return "all-dla"
+    return "all-gpu"
+
+
+def _measure_human(m, model, platform) -> str:
+    label = "SIMULATED " if m.simulated else ""
+    reps = m.extra.get("replicas") if m.mode == "replicas" else None
+    batch = ("replicas " + ", ".join(f"{r['device']} batch {r['batch']}" for r in reps)) if reps \
+        else f"batch {m.batch}"
+    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}"]
+    lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
+    if m.ok:
+        lat = m.latency_ms
+        lines.append(
+            f"latency: median {lat['median']:.3f} ms  p90 {lat['p90']:.3f} ms  p99 {lat['p99']:.3f} ms"
+        )
+        if m.throughput_fps is not None:
+            lines.append(f"throughput: {m.throughput_fps:,.1f} fps")
+        if m.energy_mj is not None:
+            lines.append(f"energy: {m.energy_mj:.3f} mJ per inference" + (f" ({m.power_w:.1f} W)" if m.power_w else ""))
+    if m.realized:
+        counts: dict[str, int] = {}
+        for d in m.realized.values():
+            counts[d] = counts.get(d, 0) + 1
+        if reps:  # realise() reports the layers of every DLA replica on DLA0
+            lines.append("realised in each DLA replica: " + ", ".join(
+                f"{'DLA' if d != 'GPU' else d} {n} layers" for d, n in sorted(counts.items())))
+        else:
+            lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
+    if not m.placement_known:
+        lines.append(f"realised: UNKNOWN ({(m.extra or {}).get('placement_unknown') or 'no source says'})")
+    if m.dla_loadables:
+        lines.append("DLA loadables: " + ", ".join(f"{d} {n}" for d, n in m.dla_loadables.items()))
+    if m.fallback:
+        lines.append(f"GPU fallback: {plural(len(m.fallback), 'layer')}")
+        for name, reason in list(m.fallback.items())[:8]:
+            lines.append(f"  {name}: {reason}")
+        if len(m.fallback) > 8:
+            lines.append(f"  ... {len(m.fallback) - 8} more (use --json)")
+    for note in m.extra.get("notes", []):
+        lines.append(f"note: {note}")
+    for r in reps or []:  # every replica at once; the segment table below is one replica's
+        lat, fps = r.get("latency_ms"), r.get("throughput_fps")
+        lines.append(f"replica {r['device']}: batch {r['batch']}"
+                     + (f", {lat:.3f} ms per batch" if isinstance(lat, (int, float)) else "")
+                     + (f", {fps:,.1f} fps" if isinstance(fps, (int, float)) else ""))
+    if m.segment_times_ms:
+        rows = [
+            (s.get("index"), s.get("device"), s.get("layers"), f"{s.get('start_ms', 0):.3f}",
+             f"{s.get('end_ms', 0):.3f}", f"{s.get('time_ms', 0):.3f}")
+            for s in m.segment_times_ms[:40]
+        ]
+        lines.append("")
+        if reps:
+            shown = next((r["device"] for r in reps if r["device"] != "GPU"), reps[0]["device"])
+            lines.append(f"segments of the {shown} replica, timed alone (every DLA replica runs the same on its "
+                         "own core):")
+        lines.append(table(rows, ("segment", "device", "layers", "start ms", "end ms", "time ms")))
+        if len(m.segment_times_ms) > 40:
+            lines.append(f"... {len(m.segment_times_ms) - 40} more segments (use --json)")
+    return "\n".join(lines)

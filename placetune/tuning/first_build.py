@@ -1,0 +1,124 @@
+"""The first builds of a real run check the stack before the run commits hours to it.
+
+A night on a Jetson is hours of builds; a stack that cannot give the study what it needs should
+stop at its first build, with one clear line, not export nothing in the morning. Before the first
+build and on the first builds of a run on a real backend (tensorrt, trtexec):
+
+* **clocks**: the board's nvpmodel mode is the study's ``power_mode``, and ``jetson_clocks`` has
+  not been found off (both read by the backend's fingerprint, :mod:`placetune.backends.tensorrt.env`,
+  and recorded with every measurement through the study's fingerprint, which a resumed study must
+  match: another power mode is refused naming both);
+* **timing**: the first build of an all-GPU placement (the study's first baseline) is measured,
+  with finite positive latency;
+* **objective**: that measurement has the figures of the study's objective and constraints
+  (e.g. an energy figure: power rails found and read);
+* **placement**: the first measured placement with layers asked on a DLA has its realised
+  placement read from TensorRT (:func:`placement_known`), not placetune's own prediction.
+
+A failed check raises :class:`~placetune.errors.BackendError` (exit status 8); each message
+starts with ``first-build check <name> failed:`` so the failure modes are told apart.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from placetune.errors import BackendError
+
+if TYPE_CHECKING:
+    from placetune.measurement import Measurement
+    from placetune.placement.placement import Placement
+    from placetune.tuning.evaluator import Evaluator
+
+__all__ = ["CHECKS", "FirstBuildCheck", "placement_known", "clocks_problem", "measurement_problem"]
+
+#: The checks, in the order a run meets them (``first-build check <name> failed: ...``).
+CHECKS = ("clocks", "timing", "objective", "placement")
+_NO_SECTIONS = "placement sections"  # the backends' note when the build log had no DLA/GPU sections
+
+
+def placement_known(m: "Measurement") -> bool:
+    """Whether the realised placement of ``m`` was read from TensorRT rather than predicted.
+
+    The single hook for the build-log readers' own flag: ``extra["placement_known"]`` when a
+    backend records it (``Measurement.placement_known`` reads the same key where the readers add
+    it); otherwise known unless the backend noted that the build log had no DLA/GPU placement
+    sections (its realised placement is then placetune's prediction)."""
+    extra = m.extra or {}
+    flag = extra.get("placement_known")
+    if isinstance(flag, bool):
+        return flag
+    return not any(_NO_SECTIONS in str(note) for note in extra.get("notes") or [])
+
+
+def clocks_problem(fingerprint: dict[str, Any], power_mode: str) -> str | None:
+    """Why the board's clocks are not what the study assumes (None: they are, or cannot be read)."""
+    board = fingerprint.get("power_mode")
+    if board is not None and str(board) != str(power_mode):
+        return (f"the board runs nvpmodel mode {board} but the study assumes power_mode {power_mode}: set it "
+                f"with `sudo nvpmodel -m <id>` (nvpmodel -q names it), or set power_mode = \"{board}\" in "
+                "[settings] for a study of that mode")
+    if fingerprint.get("clocks_locked") is False:
+        return ("jetson_clocks is off (`jetson_clocks --show`: the CPU/GPU clocks are not fixed), so timings "
+                "drift with DVFS: run `sudo jetson_clocks` first")
+    return None
+
+
+def measurement_problem(m: "Measurement", names: tuple[str, ...]) -> tuple[str, str] | None:
+    """``(check, why)`` when ``m``, a study's first all-GPU build, shows a broken stack: not measured,
+    no finite positive latency, or no figure for one of ``names`` (objective and constraint metrics)."""
+    if not m.ok:
+        return "timing", f"the first all-GPU build was not measured ({m.status}: {m.reason})"
+    median = m.latency_ms.get("median")
+    if not isinstance(median, (int, float)) or not math.isfinite(median) or median <= 0:
+        return "timing", f"the first all-GPU build has no finite positive latency (median {median!r})"
+    for name in names:
+        if m.objective(name) is None:
+            why = ((m.extra or {}).get("power") or {}).get("reason") if name == "energy" else None
+            return "objective", (f"the first all-GPU build has no {name} figure" + (f" ({why})" if why else "")
+                                 + f": the study's {name} cannot be measured on this board")
+    return None
+
+
+class FirstBuildCheck:
+    """The checks of one run on a real backend: :meth:`before` the first build, then as an
+    evaluator callback until a GPU-only and a DLA placement have each been checked once."""
+
+    def __init__(self, ev: "Evaluator") -> None:
+        self.ev = ev
+        names = list(ev.objective.names) + [c.metric for c in ev.objective.constraints if not c.network]
+        self.names = tuple(dict.fromkeys(names))
+        self.gpu_checked = False
+        self.dla_checked = False
+
+    def fail(self, check: str, why: str) -> None:
+        """Stop the run: one line naming the check (exit status 8)."""
+        raise BackendError(f"first-build check {check} failed: {why}; the run stopped before spending its budget")
+
+    def before(self) -> None:
+        """The clocks check, from the fingerprint the backend read when the study opened."""
+        fp = self.ev.fingerprint if isinstance(self.ev.fingerprint, dict) else {}
+        why = clocks_problem(fp, self.ev.settings.power_mode)
+        if why:
+            self.fail("clocks", why)
+
+    def attach(self) -> None:
+        """Check the clocks now and the first builds as they come (an evaluator callback)."""
+        self.before()
+        self.ev.add_callback(self)
+
+    def __call__(self, placement: "Placement", m: "Measurement") -> None:
+        asked = set(placement.as_dict().values())
+        if not self.gpu_checked and asked == {"GPU"}:
+            self.gpu_checked = True
+            problem = measurement_problem(m, self.names)
+            if problem:
+                self.fail(*problem)
+        elif not self.dla_checked and asked - {"GPU"} and m.ok:
+            self.dla_checked = True
+            if not placement_known(m):
+                why = (m.extra or {}).get("placement_unknown") or ("its build log has no DLA/GPU placement lines "
+                                                                   "('Layers Running on DLA/GPU')")
+                self.fail("placement", f"where TensorRT put the layers of the first DLA placement is unknown ({why}), "
+                          "so no measurement could say what ran where: run `placetune selftest` and send its report")
