@@ -53,6 +53,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     model = _load_model(args)
     platform = get_platform(args.platform)
+    args.power_mode = platform.check_power_mode(args.power_mode)
     args.trt_version = args.trt_version or platform.default_trt_version
     support = dla_support(model, platform, args.precision, args.trt_version)
     eligible = sum(1 for s in support.values() if s.supported)
@@ -63,6 +64,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         "platform": platform.name,
         "precision": args.precision,
         "trt_version": args.trt_version,
+        "power_mode": args.power_mode,
         "layers": [
             {
                 "name": layer.name,
@@ -90,7 +92,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     s = doc["summary"]
     human = _table(rows, ("layer", "op", "input", "output", "DLA", "reason"))
     human += (
-        f"\n\n{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules): "
+        f"\n\n{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules, power mode "
+        f"{args.power_mode}): "
         f"{s['layers']} layers, {s['dla_eligible']} DLA-eligible, {s['gmacs']} GMACs"
     )
     if platform.dla_count:
@@ -172,6 +175,7 @@ def _settings_from_args(args: argparse.Namespace):
         replicas=parse_replicas(args.replicas) if args.replicas else None,
         noise=args.noise,
         seed=args.seed,
+        power_mode=get_platform(args.platform).check_power_mode(args.power_mode),
     )
 
 
@@ -206,7 +210,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     doc.pop("latency_samples_ms", None) if not args.samples else None
     doc["extra"] = {k: v for k, v in doc["extra"].items() if not k.startswith("_")}
     doc = {"model": model.name, "platform": ev.platform.name, **doc}
-    _out(args, doc, _measure_human(m, model, ev.platform))
+    _out(args, doc, _measure_human(m, model, ev.platform, settings.power_mode))
     return 0 if m.ok else 1
 
 
@@ -231,12 +235,13 @@ def _default_placement(settings, model, platform) -> str:
     return "all-gpu"
 
 
-def _measure_human(m, model, platform) -> str:
+def _measure_human(m, model, platform, power_mode: str = "MAXN") -> str:
     label = "SIMULATED " if m.simulated else ""
     reps = m.extra.get("replicas") if m.mode == "replicas" else None
     batch = ("replicas " + ", ".join(f"{r['device']} batch {r['batch']}" for r in reps)) if reps \
         else f"batch {m.batch}"
-    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}"]
+    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}, "
+             f"power mode {power_mode}"]
     lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
     if m.ok:
         lat = m.latency_ms
@@ -302,7 +307,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         objective=args.objective, precision=args.precision, batch=args.batch, shapes=args.shape,
         agent=args.agent, trials=args.trials, timeout=parse_duration(args.timeout), storage=args.storage,
         study=args.study, granularity=args.granularity, export=args.export,
-        stop_when_converged=True if args.stop_when_converged else None,
+        stop_when_converged=True if args.stop_when_converged else None, power_mode=args.power_mode,
     )
     if args.seed is not None:
         cfg.agent_options["seed"] = args.seed
@@ -380,6 +385,8 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default="fp16", choices=("fp16", "int8", "fp32"))
     p.add_argument("--trt-version", default=None, help="TensorRT version whose DLA rules apply (default: the "
                    "platform's, 8.6 on Orin, 8.5 on Xavier)")
+    p.add_argument("--power-mode", default="MAXN", help="nvpmodel power mode of the platform, e.g. 30W (default "
+                   "MAXN: the fastest; see docs/power-modes.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -473,6 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
                    "concurrent mode also latency[NETWORK]<=5")
     p.add_argument("--precision", choices=("fp16", "int8", "fp32"))
+    p.add_argument("--power-mode", help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
+                   "fastest; see docs/power-modes.md)")
     p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "
                    "(see below)")
     p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")
