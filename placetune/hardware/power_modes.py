@@ -11,7 +11,8 @@ AGX Orin MAXN line says ``EMC MAX_FREQ 0`` in the older file and ``-1`` in the n
 
 Source: NVIDIA's files as stored in the public repository ``LineageOS/android_device_nvidia_concord``
 under ``nvpmodel/`` (NVIDIA copyright headers), at the commit named per module below. Only the
-figures are transcribed here. What "no cap" means in MHz is the module's own maximum, which the
+figures are transcribed here. Not transcribed: the Orin NX ``_super`` files (their uncapped DLA
+clock has no source here) and the Orin Nano 4GB ``_super`` file. What "no cap" means in MHz is the module's own maximum, which the
 files do not give: those come from placetune/data/jetson-measurements.md §1 ("ref §1") or
 NVIDIA's module datasheets, each named below; ones not checked are marked UNVERIFIED.
 
@@ -280,20 +281,6 @@ MODULES: dict[str, ModuleModes] = {m.module: m for m in (
             _m(2, "7W_CPU", 4, 960000, 306000000, 252, 2133000000),
         ),
         default_id=0, verified=False,
-    ),
-    ModuleModes(
-        module="p3767-0000-super", title="Jetson Orin NX 16GB Super (JetPack 6.2 modes)",
-        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0000_super.conf @ {_C_SUPER}",
-        gpu_max_mhz=1173.0, dla_max_mhz=None, emc_max_mhz=3199.0,
-        maxima_source="UNVERIFIED (GPU 1173 MHz = the 40W cap; the uncapped DLA clock is not known here)",
-        modes=(
-            _m(0, "MAXN_SUPER", 8, -1, -1, 240, -1, -1, -1),
-            _m(1, "10W", 4, 1190400, 612000000, 252, 2133000000, 153600000, 115000000),
-            _m(2, "15W", 4, 1420800, 612000000, 252, -1, 614400000, 115000000),
-            _m(3, "25W", 8, 1497600, 408000000, 240, -1, 614400000, 614400000),
-            _m(4, "40W", 8, 1497600, 1173000000, 240, -1, 908800000, 908800000),
-        ),
-        default_id=4, verified=False,
     ),
 )}
 
