@@ -121,6 +121,7 @@ def test_maxn_is_the_default_and_changes_nothing(capsys):
     code, default = _measure(capsys, "resnet18", "--precision", "int8", "--placement", "all-dla")
     code2, maxn = _measure(capsys, "resnet18", "--precision", "int8", "--placement", "all-dla", "--power-mode", "MAXN")
     assert code == code2 == 0 and default["latency_ms"] == maxn["latency_ms"]
+    assert default["power_mode"] == maxn["power_mode"] == "MAXN"
     assert main(["measure", "resnet18", "--power-mode", "30w"]) == 0
     assert "power mode 30W" in capsys.readouterr().out.splitlines()[0]
 

@@ -209,7 +209,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     doc = m.to_dict(timeline=args.timeline)
     doc.pop("latency_samples_ms", None) if not args.samples else None
     doc["extra"] = {k: v for k, v in doc["extra"].items() if not k.startswith("_")}
-    doc = {"model": model.name, "platform": ev.platform.name, **doc}
+    doc = {"model": model.name, "platform": ev.platform.name, "power_mode": settings.power_mode, **doc}
     _out(args, doc, _measure_human(m, model, ev.platform, settings.power_mode))
     return 0 if m.ok else 1
 
