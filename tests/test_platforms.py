@@ -16,6 +16,7 @@ EXPECTED_DLA = {
     "orin-nx-16gb": 2,
     "orin-nx-8gb": 1,
     "orin-nano": 0,
+    "orin-nano-super": 0,
     "xavier-agx": 2,
     "xavier-nx": 2,
 }
@@ -125,6 +126,16 @@ def test_sanity_relations():
             assert p.dla_int8_tops > p.dla_fp16_tflops > 0 and p.dla_active_w > 0 and p.dla_sram_mib > 0
             # DLA is the power-efficient engine (DLA-SW README: 3x-5x)
             assert p.dla_int8_tops / p.dla_active_w > p.gpu_int8_tops / p.gpu_active_w
+
+
+def test_orin_nano_super():
+    """ref §1: 67 sparse INT8 TOPS and 102 GB/s in the Super modes; no DLA; its modes from
+    nvpmodel_p3767_0003_super.conf."""
+    sup = get_platform("nano-super")
+    assert sup.name == "orin-nano-super" and sup.devices == ("GPU",)
+    assert sup.gpu_int8_tops == pytest.approx(67 / 2) and sup.dram_gbps == pytest.approx(102.4)
+    assert sup.power_modes == ("MAXN_SUPER", "25W", "15W") and sup.has_power_mode("MAXN")
+    assert sup.gpu_int8_tops > get_platform("orin-nano").gpu_int8_tops
 
 
 def test_orin_nano_has_no_dla():

@@ -28,6 +28,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     model = load_model(args)
     platform = get_platform(args.platform)
+    args.power_mode = platform.check_power_mode(args.power_mode)
     args.trt_version = args.trt_version or platform.default_trt_version
     support = dla_support(model, platform, args.precision, args.trt_version)
     eligible = sum(1 for s in support.values() if s.supported)
@@ -38,6 +39,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         "platform": platform.name,
         "precision": args.precision,
         "trt_version": args.trt_version,
+        "power_mode": args.power_mode,
         "layers": [
             {
                 "name": layer.name,
@@ -65,7 +67,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     s = doc["summary"]
     human = table(rows, ("layer", "op", "input", "output", "DLA", "reason"))
     human += (
-        f"\n\n{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules): "
+        f"\n\n{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules, power mode "
+        f"{args.power_mode}): "
         f"{s['layers']} layers, {s['dla_eligible']} DLA-eligible, {s['gmacs']} GMACs"
     )
     if platform.dla_count:
@@ -141,7 +144,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         objective=args.objective, precision=args.precision, batch=args.batch, shapes=args.shape,
         agent=args.agent, trials=args.trials, timeout=parse_duration(args.timeout), storage=args.storage,
         study=args.study, granularity=args.granularity, export=args.export,
-        stop_when_converged=True if args.stop_when_converged else None,
+        stop_when_converged=True if args.stop_when_converged else None, power_mode=args.power_mode,
     )
     if args.seed is not None:
         cfg.agent_options["seed"] = args.seed
@@ -232,6 +235,8 @@ def _add_target_args(p: argparse.ArgumentParser, precision: str = "fp16") -> Non
                    help=f"builder precision (default {precision}" + (", as tune's)" if precision != "fp16" else ")"))
     p.add_argument("--trt-version", default=None, help="TensorRT version whose DLA rules apply (default: the "
                    "platform's, 8.6 on Orin, 8.5 on Xavier)")
+    p.add_argument("--power-mode", default="MAXN", help="nvpmodel power mode of the platform, e.g. 30W (default "
+                   "MAXN: the fastest; see docs/power-modes.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -336,6 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
                    "concurrent mode also latency[NETWORK]<=5")
     p.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {DEFAULT_PRECISION}")
+    p.add_argument("--power-mode", help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
+                   "fastest; see docs/power-modes.md)")
     p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "
                    "(see below)")
     p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")

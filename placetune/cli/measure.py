@@ -52,6 +52,7 @@ def _settings_from_args(args: argparse.Namespace):
         replicas=parse_replicas(args.replicas) if args.replicas else None,
         noise=args.noise,
         seed=args.seed,
+        power_mode=get_platform(args.platform).check_power_mode(args.power_mode),
     )
 
 
@@ -97,8 +98,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     doc = m.to_dict(timeline=args.timeline)
     doc.pop("latency_samples_ms", None) if not args.samples else None
     doc["extra"] = {k: v for k, v in doc["extra"].items() if not k.startswith("_")}
-    doc = {"model": model.name, "platform": ev.platform.name, **doc}
-    show(args, doc, _measure_human(m, model, ev.platform))
+    doc = {"model": model.name, "platform": ev.platform.name, "power_mode": settings.power_mode, **doc}
+    show(args, doc, _measure_human(m, model, ev.platform, settings.power_mode))
     return 0 if m.ok else 1
 
 
@@ -114,12 +115,13 @@ def _default_placement(settings, model, platform) -> str:
     return "all-gpu"
 
 
-def _measure_human(m, model, platform) -> str:
+def _measure_human(m, model, platform, power_mode: str = "MAXN") -> str:
     label = "SIMULATED " if m.simulated else ""
     reps = m.extra.get("replicas") if m.mode == "replicas" else None
     batch = ("replicas " + ", ".join(f"{r['device']} batch {r['batch']}" for r in reps)) if reps \
         else f"batch {m.batch}"
-    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}"]
+    lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}, "
+             f"power mode {power_mode}"]
     lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
     if m.ok:
         lat = m.latency_ms

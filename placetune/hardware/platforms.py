@@ -24,7 +24,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from placetune.errors import UnknownNameError
+from placetune.errors import ConfigError, UnknownNameError
+from placetune.hardware.power_modes import modes_of
 
 __all__ = ["Platform", "get_platform", "platform_names", "PLATFORMS", "ALIASES"]
 
@@ -86,10 +87,33 @@ class Platform:
         return self.dla_count > 0
 
     def has_power_mode(self, mode: str) -> bool:
-        """Whether ``mode`` names one of the module's power modes (any case); ``MAXN``, Settings'
-        default, means the fastest mode of every module."""
+        """Whether ``mode`` names one of the module's power modes (any case; nvpmodel's own name such
+        as ``MODE_30W`` too); ``MAXN``, Settings' default, means the fastest mode of every module."""
+        table = modes_of(self.name)
+        if table is not None:
+            return table.mode(mode) is not None
         key = str(mode).strip().upper()
         return key in {m.upper() for m in self.power_modes} or (key == "MAXN" and bool(self.power_modes))
+
+    def check_power_mode(self, mode: str) -> str:
+        """The power mode as placetune names it (``30w`` and nvpmodel's ``MODE_30W`` -> ``30W``;
+        ``MAXN`` stays ``MAXN``, Settings' default, on every module).
+
+        Raises:
+            ConfigError: a mode this module does not have, naming the field and the module's modes.
+        """
+        if not self.has_power_mode(mode):
+            raise ConfigError(f"power_mode {str(mode)[:40]!r}: {self.name} has the power modes "
+                              f"{', '.join(self.power_modes)} (MAXN: the fastest)")
+        key = str(mode).strip().upper()
+        table = modes_of(self.name)
+        if key == "MAXN":
+            return "MAXN"
+        if table is not None:
+            found = table.mode(key)
+            assert found is not None
+            return found.label
+        return next(m for m in self.power_modes if m.upper() == key)
 
     def has_device(self, device: str) -> bool:
         """Whether ``device`` (``"GPU"``, ``"DLA0"``, ...; case-insensitive) exists here."""
@@ -173,7 +197,7 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=204.8,  # ref §1
             gpu_sm_count=16,  # derived: ref §1 2048 CUDA cores / 128 per Ampere SM (64 TC / 4 per SM)
             dla_sram_mib=1.0,  # ref §1: 1 MiB SRAM per Orin DLA core
-            power_modes=("MAXN", "50W", "30W", "15W"),  # ref §1 (power-mode scaling line)
+            power_modes=("MAXN", "50W", "30W", "15W"),  # nvpmodel_p3701_0000.conf (placetune/hardware/power_modes.py)
             gpu_active_w=30.0,  # ESTIMATE: MAXN CNN load, module budget 60 W
             # ESTIMATE: GPU 85.5 TOPS / 30 W = 2.9 TOPS/W; ref §1 "DLA is 3x-5x more power
             # efficient than the GPU" -> 26.25 TOPS at 9-14 TOPS/W = 1.9-2.9 W per core on peak
@@ -197,7 +221,7 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=102.4,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 1024 cores, 32 TC -> 8 Ampere SMs
             dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
-            power_modes=("MAXN", "25W", "15W", "10W"),  # NVIDIA Orin NX nvpmodel table; not in ref (UNVERIFIED here)
+            power_modes=("MAXN", "25W", "15W", "10W"),  # nvpmodel_p3767_0000.conf (hardware/power_modes.py)
             gpu_active_w=14.0,  # ESTIMATE
             dla_active_w=0.8,  # ESTIMATE (orin-agx's 2.0 W scaled by DLA clock 614 MHz vs 1.6 GHz)
             idle_w=4.0,  # ESTIMATE
@@ -218,7 +242,7 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=102.4,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 1024-core Ampere -> 8 SMs
             dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
-            power_modes=("MAXN", "20W", "15W", "10W"),  # NVIDIA Orin NX nvpmodel table; not in ref (UNVERIFIED here)
+            power_modes=("MAXN", "20W", "15W", "10W"),  # nvpmodel_p3767_0001.conf (hardware/power_modes.py)
             gpu_active_w=12.0,  # ESTIMATE
             dla_active_w=1.0,  # ESTIMATE (as orin-nx-16gb)
             idle_w=4.0,  # ESTIMATE
@@ -237,11 +261,30 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=68.0,  # ref §1 (102 GB/s for the "Super" mode)
             gpu_sm_count=8,  # derived: ref §1 1024-core Ampere -> 8 SMs
             dla_sram_mib=0.0,
-            power_modes=("15W", "7W"),  # NVIDIA Orin Nano nvpmodel table; not in ref (UNVERIFIED here)
+            power_modes=("15W", "7W"),  # nvpmodel_p3767_0003.conf (hardware/power_modes.py); 15W has no cap
             gpu_active_w=8.0,  # ESTIMATE
             dla_active_w=0.0,
             idle_w=3.0,  # ESTIMATE
             jetpack_trt=_ORIN_TRT,
+            source=_SRC_REF,
+        ),
+        Platform(
+            name="orin-nano-super",
+            title="Jetson Orin Nano 8GB Super",
+            dla_count=0,  # ref §1: the Orin Nano has no DLA ("Super" raises clocks only)
+            dla_version=None,
+            gpu_int8_tops=67.0 / 2,  # ref §1: 67 sparse TOPS "Super" -> 33.5 dense (MAXN_SUPER)
+            gpu_fp16_tflops=67.0 / 2 * _AMPERE_FP16_PER_INT8,  # ESTIMATE: 16.75
+            dla_int8_tops=0.0,
+            dla_fp16_tflops=0.0,
+            dram_gbps=102.4,  # ref §1: "102 Super" GB/s (128-bit LPDDR5 at EMC 3199 MHz)
+            gpu_sm_count=8,  # derived: ref §1 1024-core Ampere -> 8 SMs
+            dla_sram_mib=0.0,
+            power_modes=("MAXN_SUPER", "25W", "15W"),  # nvpmodel_p3767_0003_super.conf (hardware/power_modes.py)
+            gpu_active_w=12.0,  # ESTIMATE (orin-nano's 8 W at 625 MHz, more at 1020 MHz; module budget 25 W)
+            dla_active_w=0.0,
+            idle_w=3.0,  # ESTIMATE (as orin-nano)
+            jetpack_trt=("10.3",),  # the Super modes need JetPack 6.2 (TensorRT 10.3)
             source=_SRC_REF,
         ),
         Platform(
@@ -301,6 +344,8 @@ ALIASES: dict[str, str] = {
     "orin-nx8": "orin-nx-8gb",
     "orin-nx-8": "orin-nx-8gb",
     "orin-nano-8gb": "orin-nano",
+    "orin-nano-8gb-super": "orin-nano-super",
+    "nano-super": "orin-nano-super",
     "xavier": "xavier-agx",
     "agx-xavier": "xavier-agx",
     "xavier-agx-32gb": "xavier-agx",

@@ -12,6 +12,7 @@ A study file::
     mode = "pipeline"
     objective = "latency"
     precision = "int8"
+    power_mode = "30W"             # nvpmodel power mode (default MAXN: the platform's fastest)
     agent = "guided"
     trials = 200
     device_profile = "my-device.toml"  # simulated backend: measure this device (placetune calibrate)
@@ -108,6 +109,7 @@ class TuneConfig:
     mode: str = "pipeline"
     objective: str = "throughput"
     precision: str = DEFAULT_PRECISION
+    power_mode: str | None = None  # None: Settings' default (MAXN, the fastest mode)
     batch: int | None = None
     shapes: list[str] = field(default_factory=list)
     agent: str = "guided"
@@ -142,7 +144,7 @@ class TuneConfig:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip() or "\x00" in value:
                 raise ConfigError(f"{name} must be a non-empty text value, got {_short(value)}")
-        for name in ("granularity", "export", "device_profile"):
+        for name in ("granularity", "export", "device_profile", "power_mode"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
                 raise ConfigError(f"{name} must be a non-empty text value, got {_short(value)}")
@@ -208,6 +210,22 @@ class TuneConfig:
                 close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 raise ConfigError(f"[settings] has no key {_short(key)}; {hint}the keys are: {', '.join(allowed)}")
+
+    def settings_options(self) -> dict[str, Any]:
+        """``[settings]`` with :attr:`power_mode` (``--power-mode``, ``[study] power_mode``) applied, the
+        mode named as the platform names it (``30w``, nvpmodel's ``MODE_30W`` -> ``30W``).
+
+        Raises:
+            ConfigError: a power mode the platform does not have (naming the field and its modes).
+        """
+        from placetune.hardware.platforms import get_platform
+
+        options = dict(self.settings)
+        if self.power_mode is not None:
+            options["power_mode"] = self.power_mode
+        if isinstance(options.get("power_mode"), str):
+            options["power_mode"] = get_platform(self.platform).check_power_mode(options["power_mode"])
+        return options
 
     @classmethod
     def embedded_default(cls) -> "TuneConfig":
@@ -391,6 +409,9 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
     try:
         cfg = TuneConfig(**study, export_from_file=not trusted and bool(study.get("export")))
         cfg.settings = dict(doc.get("settings", {}))
+        if cfg.power_mode is not None and cfg.settings.get("power_mode", cfg.power_mode) != cfg.power_mode:
+            raise ConfigError(f"power_mode is {cfg.power_mode!r} in [study] but {cfg.settings['power_mode']!r} in "
+                              "[settings]: give it once")
         cfg.agent_options = dict(doc.get("agent_options", {}))
         cfg.backend_options = dict(doc.get("backend_options", {}))
         cfg.check_options()

@@ -105,7 +105,7 @@ class Tuner:
         if cfg.device_profile:
             options["device_profile"] = cfg.device_profile
         backend = get_backend(cfg.backend, **options)
-        options = dict(cfg.settings)
+        options = cfg.settings_options()  # (a power mode the platform lacks: refused before the database is touched)
         if backend.capabilities.probe and "trt_version" not in options:
             # apply the DLA rules of the TensorRT the worker really has (11.x needs the full version)
             version = backend.probe().get("trt_version")
@@ -128,9 +128,7 @@ class Tuner:
         except TypeError as exc:
             raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
         plat = get_platform(cfg.platform)
-        if not plat.has_power_mode(settings.power_mode):  # before the database is touched
-            raise ConfigError(f"power_mode {str(settings.power_mode)[:40]!r}: {plat.name} has the power modes "
-                              f"{', '.join(plat.power_modes)}")
+        plat.check_power_mode(settings.power_mode)  # before the database is touched
         if cfg.study:  # a bad export path is refused before the database is touched
             self._check_export(cfg.study)
         if cfg.constraints:  # so is a constraint on a network the study does not run
@@ -363,8 +361,8 @@ class Tuner:
             mode = f"concurrent ({len(ev.networks)} networks at once: {', '.join(ev.networks)}; as a {mode})"
         if s.mode == "replicas" and s.replicas:
             mode += " (" + ", ".join(f"{d}:{b}" for d, b in s.replicas.items()) + ")"
-        return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), TensorRT {s.trt_version} "
-                f"DLA rules, {mode} mode, {s.precision}, batch {ev.model.batch}, objective {ev.objective.name}, "
+        return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), power mode {s.power_mode}, "
+                f"TensorRT {s.trt_version} DLA rules, {mode} mode, {s.precision}, batch {ev.model.batch}, objective {ev.objective.name}, "
                 + "".join(f"constraint {c.text} {c.unit}, " for c in ev.objective.constraints)
                 + f"agent {cfg.agent} ({cfg.granularity or 'its default granularity'}), budget {plural(cfg.trials, 'trial')}"
                 + (f" / {cfg.timeout:g} s" if cfg.timeout else "") + f", backend {ev.backend.name}")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from placetune.backends.simulate.graph import GraphInfo, graph_info, op_class, padding_eff
+from placetune.hardware.power_modes import MAXN_SCALE, ClockScale
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -200,30 +201,36 @@ def arch_of(platform: "Platform") -> str:
     return "volta" if platform.name.startswith("xavier") else "ampere"
 
 
-#: Throughput relative to the fastest power mode. AGX Orin: ref §1 "2-DLA throughput relative
-#: to MAXN: 50W 0.91-0.96x, 30W 0.89-0.95x, 15W 0.42-0.53x" (midpoints). Other modules:
-#: ESTIMATE sqrt(watts / top watts), see power_factor().
-POWER_MODE_FACTOR = {"orin-agx": {"MAXN": 1.0, "50W": 0.935, "30W": 0.92, "15W": 0.475}}
+def power_factor(platform: "Platform", mode: str) -> ClockScale | None:
+    """How a power mode slows the GPU, the DLA and the memory (1.0 = the fastest mode); None when
+    the platform has no such mode.
 
+    Orin modules: from the caps of NVIDIA's nvpmodel file (:mod:`placetune.hardware.power_modes`):
+    GPU compute by active TPCs x GPU clock, the DLA by its clock, memory by the EMC clock. Modules
+    without a transcribed file (Xavier): ESTIMATE sqrt(watts / top watts) for every domain alike."""
+    from placetune.hardware.power_modes import modes_of
 
-def power_factor(platform: "Platform", mode: str) -> float | None:
-    """Clock scale of a power mode (1.0 = fastest); None when the platform has no such mode."""
+    table = modes_of(platform.name)
+    if table is not None:
+        return table.scale(mode)
     modes = {m.upper(): m for m in platform.power_modes}
     key = str(mode).strip().upper()
     if key == "MAXN" and key not in modes and platform.power_modes:
-        return 1.0  # "MAXN" = the fastest mode of any module (Settings' default)
+        return MAXN_SCALE  # "MAXN" = the fastest mode of any module (Settings' default)
     if key not in modes:
         return None
-    table = POWER_MODE_FACTOR.get(platform.name)
-    if table is not None and modes[key] in table:
-        return table[modes[key]]
     if modes[key] == platform.power_modes[0]:
-        return 1.0
+        return MAXN_SCALE
     watts = [float(m[:-1]) for m in platform.power_modes if re.fullmatch(r"\d+(\.\d+)?W", m)]
     if not watts or not re.fullmatch(r"\d+(\.\d+)?W", modes[key]):
-        return 1.0
+        return MAXN_SCALE
     top = max(watts) * (1.25 if not re.fullmatch(r"\d+(\.\d+)?W", platform.power_modes[0]) else 1.0)
-    return min(1.0, math.sqrt(float(modes[key][:-1]) / top))
+    return ClockScale.uniform(min(1.0, math.sqrt(float(modes[key][:-1]) / top)))
+
+
+def _as_scale(power: "float | ClockScale") -> ClockScale:
+    """A :class:`ClockScale`; a bare number scales every domain alike."""
+    return power if isinstance(power, ClockScale) else ClockScale.uniform(power)
 
 
 _TABLE_CACHE: "OrderedDict[tuple, CostTable]" = OrderedDict()
@@ -249,18 +256,20 @@ class CostTable:
             convolutions, GEMMs or MatMuls), ms.
     """
 
-    def __init__(self, model: "Model", platform: "Platform", precision: str, batch: int, power: float) -> None:
+    def __init__(self, model: "Model", platform: "Platform", precision: str, batch: int,
+                 power: "float | ClockScale") -> None:
         g = graph_info(model)
         self.g = g
         self.platform = platform
         self.precision = precision
         self.batch = int(batch)
-        self.power = power
+        # a slower power mode lowers the GPU (TPCs x clock), DLA and memory clocks separately
+        s = self.power = _as_scale(power)
         c = self.c = ARCH[arch_of(platform)]
         scale = batch / g.model_batch
         elem = _ELEM_BYTES[precision]
         dram = platform.dram_gbps * 1e6  # bytes per ms
-        self.dram_bytes_per_ms = dram * power  # for DRAM demand; the memory clock scales too
+        self.dram_bytes_per_ms = dram * s.emc  # for DRAM demand; the memory clock caps it
         # ---------------- GPU
         gpu_peak = platform.gpu_int8_tops if precision == "int8" else platform.gpu_fp16_tflops
         if precision == "fp32":
@@ -288,21 +297,23 @@ class CostTable:
         # gpu_sm_half_mops per SM (about a tile per SM; small layers and batch 1 fill the GPU
         # poorly): time = d + t_half with t_half the time of W_half at the layer's rate, so a
         # wider GPU or a slower precision takes longer to fill
-        ideal = flops / (rate * cls_eff)
+        # (a power mode with gated TPCs has fewer SMs to fill and a lower rate: the ramp follows the clock)
+        ideal = flops / (rate * cls_eff) / s.gpu
         depth = np.minimum(g.depth, c.gpu_split_k) / c.gpu_split_k
-        t_half = platform.gpu_sm_count * c.gpu_sm_half_mops * 1e6 * depth / rate
-        self.gpu_ramp_ms = np.where(heavy, t_half, 0.0) / power  # the occupancy term of each layer
+        t_half = platform.gpu_sm_count * c.gpu_sm_half_mops * 1e6 * depth / rate / s.gpu_clock
+        self.gpu_ramp_ms = np.where(heavy, t_half, 0.0)  # the occupancy term of each layer
         g_compute = ideal + np.where(heavy, t_half, 0.0)
-        g_mem = (act_bytes + g_w_bytes) / gpu_bw
-        g_alone = np.maximum(g_compute, g_mem) + c.gpu_launch_us * _US
+        g_mem = (act_bytes + g_w_bytes) / gpu_bw / s.emc
+        g_alone = np.maximum(g_compute, g_mem) + c.gpu_launch_us * _US / s.gpu_clock
         if precision == "int8":
             # a layer without INT8 kernels (LRN, softmax, layer / group norms) runs at fp16 between two
             # reformat kernels: int8 -> fp16 on its input, fp16 -> int8 on its output
             io = (g.in_elems + g.out_elems) * scale * 3.0  # read one format, write the other
             g_alone = g_alone + np.where(g.int8_capable, 0.0,
-                                         2 * c.boundary_us * _US + io / (dram * c.reformat_bw_frac))
+                                         2 * c.boundary_us * _US / s.gpu_clock
+                                         + io / (dram * c.reformat_bw_frac) / s.emc)
         g_extra_bytes = g.extra_in * scale * elem
-        g_fused = g_extra_bytes / gpu_bw  # epilogue math is free; only its extra inputs are read
+        g_fused = g_extra_bytes / gpu_bw / s.emc  # epilogue math is free; only its extra inputs are read
         # a convolution merged with its sibling (horizontal fusion) adds its work to the sibling's
         # kernel: no launch and no second occupancy ramp
         sib = g.sibling >= 0
@@ -324,10 +335,11 @@ class CostTable:
             cache = platform.dla_sram_mib * 2**20 * c.dla_weight_cache
             cached = w_bytes <= cache
             w_per_item = np.where(cached, 0.0, w_bytes)
-            d_compute = per_item_flops / (dla_peak * d_eff)
-            d_mem = (per_item_act + w_per_item) / dla_bw
-            d_alone = items * (np.maximum(d_compute, d_mem) + c.dla_op_us * _US) + np.where(cached, w_bytes / dla_bw, 0.0)
-            d_fused = items * (g.extra_in / g.model_batch * elem / dla_bw)
+            d_compute = per_item_flops / (dla_peak * d_eff) / s.dla
+            d_mem = (per_item_act + w_per_item) / dla_bw / s.emc
+            d_alone = (items * (np.maximum(d_compute, d_mem) + c.dla_op_us * _US / s.dla)
+                       + np.where(cached, w_bytes / dla_bw / s.emc, 0.0))
+            d_fused = items * (g.extra_in / g.model_batch * elem / dla_bw / s.emc)
             d_alone[free] = 0.0
             d_bytes = items * (per_item_act + w_per_item) + np.where(cached, w_bytes, 0.0)
         else:  # no DLA or a precision the DLA cannot run: never used (realise moves layers off)
@@ -349,20 +361,18 @@ class CostTable:
         # (cuDLA-samples: YOLOv5s DLA 3.82 ms with fp16 output, ~2.4 ms with int8 chw32).
         edge_elem = np.where(g.int8_capable[g.edge_c], elem, max(elem, 2.0)) if g.edge_c.size else np.zeros(0)
         self.edge_bytes = g.edge_elems * scale * edge_elem
-        self.edge_ms = c.boundary_us * _US + self.edge_bytes / reformat_bw
+        # (reformats are GPU kernels: a fixed cost at the GPU clock, the copy at the memory clock)
+        self.edge_ms = c.boundary_us * _US / s.gpu_clock + self.edge_bytes / reformat_bw / s.emc
         # model input / output of a DLA layer: one conversion into the DLA's native input format
         # at the engine precision (kDLA_HWC4 int8 / chw16 fp16) and out of it as fp16 (a
         # float output), not an fp32 reformat at each end
-        self.in_ms = c.boundary_us * _US + g.in_layer_elems * scale * elem / reformat_bw
-        self.out_ms = c.boundary_us * _US + g.out_layer_elems * scale * max(elem, 2.0) / reformat_bw
+        self.in_ms = c.boundary_us * _US / s.gpu_clock + g.in_layer_elems * scale * elem / reformat_bw / s.emc
+        self.out_ms = (c.boundary_us * _US / s.gpu_clock
+                       + g.out_layer_elems * scale * max(elem, 2.0) / reformat_bw / s.emc)
+        # per loadable and per engine: submission on the CPU, whose power-mode caps are not modelled
         self.island_ms = c.dla_island_us * _US
         self.engine_ms = c.engine_us * _US
         self.contention = 1.0
-        # a slower power mode lowers the GPU, DLA and memory clocks: every time stretches by
-        # 1 / power (ref §1 gives the resulting throughput ratios for AGX Orin)
-        if power != 1.0:
-            for name in ("t_alone", "t_fused", "edge_ms", "in_ms", "out_ms", "island_ms", "engine_ms"):
-                setattr(self, name, getattr(self, name) / power)
         self._arange = np.arange(g.n)
 
     # ---------------------------------------------------------------- evaluation
@@ -454,9 +464,11 @@ class CostSelection(NamedTuple):
         return 0 if self.sel is None else int(self.sel.size)
 
 
-def cost_table(model: "Model", platform: "Platform", precision: str, batch: int, power: float = 1.0) -> CostTable:
-    """Cached :class:`CostTable` for (model, platform, precision, batch, power factor)."""
-    key = (model.hash, platform, precision, int(batch), round(power, 6))
+def cost_table(model: "Model", platform: "Platform", precision: str, batch: int,
+               power: "float | ClockScale" = 1.0) -> CostTable:
+    """Cached :class:`CostTable` for (model, platform, precision, batch, power mode's clock scale;
+    a number scales every clock alike)."""
+    key = (model.hash, platform, precision, int(batch), tuple(round(x, 6) for x in _as_scale(power)))
     t = _TABLE_CACHE.get(key)
     if t is None:
         t = _TABLE_CACHE[key] = CostTable(model, platform, precision, batch, power)

@@ -48,6 +48,7 @@ from placetune.settings import resolve_replicas
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
+    from placetune.hardware.power_modes import ClockScale
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
 
@@ -530,11 +531,12 @@ def _events(tasks, frames: int = 1, period: float = 0.0) -> list[dict[str, Any]]
     return out[:_MAX_EVENTS]
 
 
-def _active_w(platform, device: str, power: float) -> float:
-    # ESTIMATE: active power scales with the clock factor of the power mode
-    return (platform.gpu_active_w if device == "GPU" else platform.dla_active_w) * power
+def _active_w(platform, device: str, power: "ClockScale") -> float:
+    # ESTIMATE: a device's active power scales with its compute rate in the power mode (GPU: active
+    # TPCs x clock; DLA: its clock)
+    return platform.gpu_active_w * power.gpu if device == "GPU" else platform.dla_active_w * power.dla
 
 
-def _power(platform, busy_fraction: dict[str, float], power: float) -> float:
+def _power(platform, busy_fraction: dict[str, float], power: "ClockScale") -> float:
     """Mean module power (W): idle + active power of each device times its busy fraction."""
     return platform.idle_w + sum(_active_w(platform, d, power) * min(1.0, f) for d, f in busy_fraction.items())

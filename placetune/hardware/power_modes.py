@@ -1,0 +1,303 @@
+"""Jetson power modes (``nvpmodel``) per module, transcribed from NVIDIA's own nvpmodel files.
+
+An nvpmodel configuration file (``/etc/nvpmodel/nvpmodel_<module>.conf`` on the board) defines
+each power mode as a set of caps: CPU cores online and their maximum clock, the GPU's maximum
+clock (``GPU MAX_FREQ``, Hz), the GPU TPCs that are power-gated (``TPC_PG_MASK``: a set bit
+gates a TPC), the memory controller's maximum clock (``EMC MAX_FREQ``) and each DLA core's
+maximum clock (``DLA0_CORE`` / ``DLA1_CORE MAX_FREQ``). ``-1`` means no cap (the file's header:
+"-1 is taken as INT_MAX"); ``0`` for EMC is read as no cap too (UNVERIFIED reading: the same
+AGX Orin MAXN line says ``EMC MAX_FREQ 0`` in the older file and ``-1`` in the newer one).
+``PM_CONFIG DEFAULT`` is the mode a freshly flashed board boots in.
+
+Source: NVIDIA's files as stored in the public repository ``LineageOS/android_device_nvidia_concord``
+under ``nvpmodel/`` (NVIDIA copyright headers), at the commit named per module below. Only the
+figures are transcribed here. Not transcribed: the Orin NX ``_super`` files (their uncapped DLA
+clock has no source here) and the Orin Nano 4GB ``_super`` file. What "no cap" means in MHz is the module's own maximum, which the
+files do not give: those come from placetune/data/jetson-measurements.md §1 ("ref §1") or
+NVIDIA's module datasheets, each named below; ones not checked are marked UNVERIFIED.
+
+The simulator (:mod:`placetune.backends.simulate.costs`) scales from these caps: GPU compute by
+active TPCs x GPU clock, the DLA by its clock and memory bandwidth by the EMC clock, each relative
+to the module's fastest mode (:meth:`ModuleModes.scale`).
+
+Example:
+    >>> from placetune.hardware.power_modes import modes_of
+    >>> m = modes_of("orin-agx")
+    >>> m.names
+    ('MAXN', '15W', '30W', '50W')
+    >>> s = m.scale("30W")
+    >>> round(s.gpu, 3), round(s.dla, 3), s.emc
+    (0.235, 0.856, 1.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = ["PowerMode", "ModuleModes", "ClockScale", "MODULES", "PLATFORM_MODULE", "modes_of", "MAXN_SCALE"]
+
+_REPO = "LineageOS/android_device_nvidia_concord"
+_C_AGX = "0a7ce0b3cb5f72b34f1f3eab1456572991f13cc2"  # nvpmodel_p3701_0000.conf, _0004.conf
+_C_P3767 = "640733e607499e9bb841d200638996680e5dd47b"  # nvpmodel_p3767_0000/_0001/_0003.conf
+_C_P3767_4 = "ca8f5dca8bbb182174c9ad64ba88ad83849e9d78"  # nvpmodel_p3767_0004.conf
+_C_SUPER = "370b63a8dbe954cd5f2da0c24694a1af5796612f"  # nvpmodel_p3767_*_super.conf (JetPack 6.2)
+
+
+class ClockScale(NamedTuple):
+    """How a power mode slows each clock domain, relative to the module's fastest mode (1.0 = as fast).
+
+    Attributes:
+        gpu: GPU compute rate: active TPCs x GPU clock.
+        gpu_clock: the GPU clock alone (what a kernel's fixed costs and its occupancy ramp scale with).
+        dla: DLA core clock.
+        emc: memory (EMC) clock, i.e. DRAM bandwidth.
+    """
+
+    gpu: float
+    gpu_clock: float
+    dla: float
+    emc: float
+
+    @classmethod
+    def uniform(cls, factor: float) -> "ClockScale":
+        """Every domain scaled by one factor (the estimate for modules without a transcribed table)."""
+        f = float(factor)
+        return cls(f, f, f, f)
+
+
+#: The fastest mode of any module.
+MAXN_SCALE = ClockScale(1.0, 1.0, 1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class PowerMode:
+    """One ``POWER_MODEL`` of an nvpmodel file.
+
+    Attributes:
+        id: the mode's id (``nvpmodel -m <id>``).
+        name: its name as nvpmodel prints it (``MAXN``, ``MODE_30W``, ``15W``, ``MAXN_SUPER``).
+        cpu_online: CPU cores online.
+        cpu_max_khz: CPU maximum clock, kHz (None: no cap).
+        gpu_max_hz: GPU maximum clock, Hz (None: no cap).
+        tpc_pg_mask: power-gated GPU TPCs (bit i set: TPC i off).
+        emc_max_hz: memory controller maximum clock, Hz (None: no cap).
+        dla_max_hz: per DLA core maximum clock, Hz (None: no cap); empty without DLA.
+    """
+
+    id: int
+    name: str
+    cpu_online: int
+    cpu_max_khz: int | None
+    gpu_max_hz: int | None
+    tpc_pg_mask: int
+    emc_max_hz: int | None
+    dla_max_hz: tuple[int | None, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The name placetune shows: ``MODE_30W`` -> ``30W`` (AGX Orin's files prefix ``MODE_``)."""
+        return self.name[len("MODE_"):] if self.name.startswith("MODE_") else self.name
+
+    @property
+    def active_tpcs(self) -> int:
+        """TPCs not power-gated, of the 8 the mask's low byte describes."""
+        return 8 - bin(self.tpc_pg_mask & 0xFF).count("1")
+
+
+@dataclass(frozen=True)
+class ModuleModes:
+    """The power modes of one Jetson module.
+
+    Attributes:
+        module: NVIDIA's module id (``p3701-0000``).
+        title: the module's name.
+        conf: the nvpmodel file and where it was read (repository path @ commit).
+        gpu_max_mhz, dla_max_mhz, emc_max_mhz: the uncapped clocks (a ``-1`` cap), with ``maxima_source``.
+        modes: every mode, in the file's order.
+        default_id: ``PM_CONFIG DEFAULT``.
+        verified: whether the uncapped clocks were checked against a published source.
+    """
+
+    module: str
+    title: str
+    conf: str
+    gpu_max_mhz: float
+    dla_max_mhz: float | None
+    emc_max_mhz: float
+    maxima_source: str
+    modes: tuple[PowerMode, ...]
+    default_id: int
+    verified: bool = True
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Mode labels, in the file's order."""
+        return tuple(m.label for m in self.modes)
+
+    @property
+    def default(self) -> PowerMode:
+        """The mode the board boots in (``PM_CONFIG DEFAULT``)."""
+        return next(m for m in self.modes if m.id == self.default_id)
+
+    @property
+    def fastest(self) -> PowerMode:
+        """``MAXN`` (or ``MAXN_SUPER``) where the module has one, else its default mode (Orin Nano:
+        its 15W / 10W mode has no cap)."""
+        return next((m for m in self.modes if m.name in ("MAXN", "MAXN_SUPER")), self.default)
+
+    def mode(self, name: str) -> PowerMode | None:
+        """The mode called ``name`` (label, nvpmodel name or ``MAXN`` for :attr:`fastest`; any case)."""
+        key = str(name).strip().upper()
+        for m in self.modes:
+            if key in (m.name.upper(), m.label.upper()):
+                return m
+        return self.fastest if key == "MAXN" else None
+
+    def clocks_mhz(self, mode: PowerMode) -> tuple[float, float | None, float]:
+        """(GPU, DLA0, EMC) clocks of ``mode`` in MHz: its caps, or the module's maxima where uncapped
+        (no DLA clock on a module without a DLA)."""
+        def cap(hz: int | None, top: float) -> float:
+            return top if hz is None else min(top, hz / 1e6)
+
+        dla = (cap(mode.dla_max_hz[0], self.dla_max_mhz) if mode.dla_max_hz and self.dla_max_mhz is not None
+               else None)
+        return cap(mode.gpu_max_hz, self.gpu_max_mhz), dla, cap(mode.emc_max_hz, self.emc_max_mhz)
+
+    def scale(self, name: str) -> ClockScale | None:
+        """How much slower ``name`` runs each clock domain than :attr:`fastest`; None: no such mode.
+
+        The DLA figure is DLA0's clock: the simulator runs both cores at one clock (two modes cap
+        DLA1 lower than DLA0: Orin NX 10W and the Orin NX Super 15W)."""
+        mode = self.mode(name)
+        if mode is None:
+            return None
+        top = self.fastest
+        g, d, e = self.clocks_mhz(mode)
+        g0, d0, e0 = self.clocks_mhz(top)
+        clock = g / g0
+        return ClockScale(gpu=mode.active_tpcs / top.active_tpcs * clock, gpu_clock=clock,
+                          dla=(d / d0) if d is not None and d0 else 1.0, emc=e / e0)
+
+
+def _m(id_: int, name: str, cores: int, cpu_khz: int, gpu_hz: int, mask: int, emc_hz: int,
+       *dla_hz: int) -> PowerMode:
+    """A mode as the file writes it (-1, and 0 for EMC, mean no cap)."""
+    def cap(v: int) -> int | None:
+        return None if v in (-1, 0) else v
+
+    return PowerMode(id_, name, cores, cap(cpu_khz), cap(gpu_hz), mask, cap(emc_hz), tuple(cap(v) for v in dla_hz))
+
+
+MODULES: dict[str, ModuleModes] = {m.module: m for m in (
+    ModuleModes(
+        module="p3701-0000", title="Jetson AGX Orin (developer kit module, 12 CPU cores, 8 TPCs)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3701_0000.conf @ {_C_AGX}",
+        # ref §1: GPU 1.3 GHz (1301 MHz in NVIDIA's AGX Orin 64GB module data), DLA 1.6 GHz, 204.8 GB/s
+        # = LPDDR5 256-bit at EMC 3200 MHz (x2 transfers x 32 bytes)
+        gpu_max_mhz=1301.0, dla_max_mhz=1600.0, emc_max_mhz=3200.0,
+        maxima_source="ref §1 (AGX Orin 64GB: GPU 1.3 GHz, DLA 1.6 GHz, 204.8 GB/s)",
+        modes=(
+            _m(0, "MAXN", 12, -1, -1, 0, -1, -1, -1),
+            _m(1, "MODE_15W", 4, 1113600, 408000000, 248, 2133000000, 614400000, 614400000),
+            _m(2, "MODE_30W", 8, 1728000, 612000000, 240, -1, 1369600000, 1369600000),
+            _m(3, "MODE_50W", 12, 1497600, 816000000, 0, -1, 1369600000, 1369600000),
+        ),
+        default_id=2,
+    ),
+    ModuleModes(
+        module="p3701-0004", title="Jetson AGX Orin 32GB (8 CPU cores, 7 TPCs)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3701_0004.conf @ {_C_AGX}",
+        gpu_max_mhz=930.0, dla_max_mhz=1400.0, emc_max_mhz=3200.0,
+        maxima_source="UNVERIFIED (NVIDIA's AGX Orin 32GB figures: GPU 930 MHz, DLA 1.4 GHz, 204.8 GB/s)",
+        modes=(
+            _m(0, "MAXN", 8, -1, -1, 128, -1, -1, -1),
+            _m(1, "MODE_15W", 4, 1113600, 408000000, 248, 2133000000, 614400000, 614400000),
+            _m(2, "MODE_30W", 8, 1728000, 612000000, 240, -1, 1369600000, 1369600000),
+            _m(3, "MODE_40W", 8, 1497600, 816000000, 128, -1, 1228800000, 1228800000),
+        ),
+        default_id=2, verified=False,
+    ),
+    ModuleModes(
+        module="p3767-0000", title="Jetson Orin NX 16GB (8 CPU cores, 4 TPCs)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0000.conf @ {_C_P3767}",
+        gpu_max_mhz=918.0, dla_max_mhz=614.4, emc_max_mhz=3199.0,
+        maxima_source="ref §1 (Orin NX 16GB: GPU 918 MHz, DLA 614 MHz, 102.4 GB/s = 128-bit at EMC 3199 MHz)",
+        modes=(
+            _m(0, "MAXN", 8, -1, -1, 240, 0, -1, -1),
+            _m(1, "10W", 4, 1190400, 612000000, 252, 2133000000, 153600000, 115000000),
+            _m(2, "15W", 4, 1651200, 612000000, 252, 0, 614400000, 614400000),
+            _m(3, "25W", 8, 1497600, 408000000, 240, 0, 614400000, 614400000),
+        ),
+        default_id=2,
+    ),
+    ModuleModes(
+        module="p3767-0001", title="Jetson Orin NX 8GB (6 CPU cores, 4 TPCs)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0001.conf @ {_C_P3767}",
+        gpu_max_mhz=765.0, dla_max_mhz=614.4, emc_max_mhz=3199.0,
+        maxima_source="EMC: ref §1 (102.4 GB/s); GPU 765 MHz and DLA 614 MHz UNVERIFIED (NVIDIA's Orin NX 8GB "
+                      "figures, not in ref §1)",
+        modes=(
+            _m(0, "MAXN", 6, -1, -1, 240, 0, -1, -1),
+            _m(1, "10W", 4, 1190400, 612000000, 252, 2133000000, 153600000, 153600000),
+            _m(2, "15W", 4, 1420800, 612000000, 252, 0, 614400000, 614400000),
+            _m(3, "20W", 6, 1497600, 408000000, 240, 0, 614400000, 614400000),
+        ),
+        default_id=2, verified=False,
+    ),
+    ModuleModes(
+        module="p3767-0003", title="Jetson Orin Nano 8GB (6 CPU cores, 4 TPCs; JetPack 5 / 6.0-6.1 modes)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0003.conf @ {_C_P3767}",
+        # Orin Nano datasheet: GPU "Maximum Operating Frequency: 625 MHz"; ref §1: 68 GB/s = 128-bit at 2133 MHz
+        gpu_max_mhz=625.0, dla_max_mhz=None, emc_max_mhz=2133.0,
+        maxima_source="ref §1 (68 GB/s); NVIDIA Orin Nano datasheet (GPU 625 MHz)",
+        modes=(
+            _m(0, "15W", 6, -1, -1, 240, 0),
+            _m(1, "7W", 4, 960000, 408000000, 252, 2133000000),
+        ),
+        default_id=0,
+    ),
+    ModuleModes(
+        module="p3767-0003-super", title="Jetson Orin Nano 8GB Super (JetPack 6.2 modes)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0003_super.conf @ {_C_SUPER}",
+        gpu_max_mhz=1020.0, dla_max_mhz=None, emc_max_mhz=3199.0,
+        maxima_source="ref §1 (102 GB/s Super); GPU 1020 MHz per NVIDIA's Orin Nano Super datasheet (UNVERIFIED "
+                      "here: a third-party summary of it)",
+        modes=(
+            _m(0, "15W", 6, 1497600, 612000000, 240, 2133000000),
+            _m(1, "25W", 6, 1344000, 918000000, 240, 3199000000),
+            _m(2, "MAXN_SUPER", 6, -1, -1, 240, -1),
+        ),
+        default_id=1,
+    ),
+    ModuleModes(
+        module="p3767-0004", title="Jetson Orin Nano 4GB (6 CPU cores, 2 TPCs)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0004.conf @ {_C_P3767_4}",
+        gpu_max_mhz=625.0, dla_max_mhz=None, emc_max_mhz=2133.0,
+        maxima_source="UNVERIFIED (as Orin Nano 8GB: GPU 625 MHz; 64-bit memory at 2133 MHz)",
+        modes=(
+            _m(0, "10W", 6, -1, -1, 252, 0),
+            _m(1, "7W_AI", 4, 806400, 408000000, 252, 2133000000),
+            _m(2, "7W_CPU", 4, 960000, 306000000, 252, 2133000000),
+        ),
+        default_id=0, verified=False,
+    ),
+)}
+
+#: placetune platform -> the module whose nvpmodel file it follows. AGX Orin 64GB (p3701-0005)
+#: follows the developer kit module's file (p3701-0000: the same 12 cores and 8 TPCs); the
+#: repository holds no p3701_0005 file (UNVERIFIED that it is the same).
+PLATFORM_MODULE: dict[str, str] = {
+    "orin-agx": "p3701-0000",
+    "orin-nx-16gb": "p3767-0000",
+    "orin-nx-8gb": "p3767-0001",
+    "orin-nano": "p3767-0003",
+    "orin-nano-super": "p3767-0003-super",
+}
+
+
+def modes_of(platform: str) -> ModuleModes | None:
+    """The transcribed power modes of a placetune platform (canonical name); None where placetune
+    has no transcribed table (Xavier: its modes are names only, UNVERIFIED)."""
+    key = PLATFORM_MODULE.get(platform)
+    return MODULES[key] if key else None
