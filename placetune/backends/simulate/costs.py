@@ -201,18 +201,33 @@ def arch_of(platform: "Platform") -> str:
     return "volta" if platform.name.startswith("xavier") else "ampere"
 
 
+#: The DLA's throughput relative to the fastest mode where it is published. AGX Orin: ref §1 "2-DLA
+#: throughput relative to MAXN: 50W 0.91-0.96x, 30W 0.89-0.95x, 15W 0.42-0.53x" (midpoints; the
+#: DLA-SW README rows). The DLA does not follow its clock cap there: 50W and 30W cap it 14 % lower
+#: and it loses 4-9 %; a model that scaled it by its clock missed the calibration's leave-one-source-out
+#: target (max 36.5 %, 35.4 % after a refit, on the 15W row), so where a ratio is published the DLA and
+#: the memory it reads take it, and the GPU follows its clocks.
+DLA_MODE_FACTOR = {"orin-agx": {"50W": 0.935, "30W": 0.92, "15W": 0.475}}
+
+
 def power_factor(platform: "Platform", mode: str) -> ClockScale | None:
     """How a power mode slows the GPU, the DLA and the memory (1.0 = the fastest mode); None when
     the platform has no such mode.
 
     Orin modules: from the caps of NVIDIA's nvpmodel file (:mod:`placetune.hardware.power_modes`):
-    GPU compute by active TPCs x GPU clock, the DLA by its clock, memory by the EMC clock. Modules
-    without a transcribed file (Xavier): ESTIMATE sqrt(watts / top watts) for every domain alike."""
+    GPU compute by active TPCs x GPU clock, the DLA by its clock, memory by the EMC clock; where the
+    DLA's own ratio is published (:data:`DLA_MODE_FACTOR`), the DLA and memory take that instead.
+    Modules without a transcribed file (Xavier): ESTIMATE sqrt(watts / top watts) for every domain alike."""
     from placetune.hardware.power_modes import modes_of
 
     table = modes_of(platform.name)
     if table is not None:
-        return table.scale(mode)
+        scale = table.scale(mode)
+        known = table.mode(mode)
+        measured = DLA_MODE_FACTOR.get(platform.name, {}).get(known.label) if known is not None else None
+        if scale is not None and measured is not None:
+            return scale._replace(dla=measured, emc=measured)
+        return scale
     modes = {m.upper(): m for m in platform.power_modes}
     key = str(mode).strip().upper()
     if key == "MAXN" and key not in modes and platform.power_modes:
