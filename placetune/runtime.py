@@ -88,7 +88,7 @@ def _worker_modules() -> Dict[str, Any]:
         sys.path.insert(0, here)
     try:
         return {name: importlib.import_module(name)
-                for name in ("worker_build", "worker_cuda", "worker_time", "worker_pipeline")}
+                for name in ("worker_build", "worker_cuda", "worker_resources", "worker_time", "worker_pipeline")}
     finally:
         if added:
             sys.path.remove(here)
@@ -122,9 +122,18 @@ class PlanRuntime:
         if k < 1 or k > 64:
             raise ConfigError(f"frames_in_flight = {k}: allowed 1 to 64")
         self.frames_in_flight = k if plan.mode == "pipeline" else 1
-        self._cuda = w["worker_cuda"].driver()
+        self._closed = True  # until loaded: close() frees what a failed load made
+        # every stream, event, pinned and device buffer and engine the runtime makes: freed by close()
+        self._cuda = w["worker_resources"].Resources(w["worker_cuda"].driver())
+        try:
+            self._load(directory, plan, trt, np, w)
+        except BaseException:
+            self._cuda.close()  # never raises; the load's own error is the one to report
+            raise
+        self._closed = False
+
+    def _load(self, directory: Path, plan: Any, trt: Any, np: Any, w: Dict[str, Any]) -> None:
         self._logger = w["worker_build"].make_logger(trt, False)
-        self._allocs = []  # type: List[Any]
         shapes = {n: tuple(int(d) for d in v) for n, v in (plan.model.get("input_shapes") or {}).items()}
         engines = []
         for i, eng in enumerate(plan.engines):
@@ -155,17 +164,18 @@ class PlanRuntime:
         self._pipes = []
         for group in groups:
             net_in = {t: shapes.get(t) for e in group for t in e.inputs if t not in {o for g in group for o in g.outputs}}
-            self._pipes.append(pipe_cls(self._cuda, np, group, net_in, outputs, self.frames_in_flight, self._allocs,
-                                        rng))
+            try:  # the buffers go to self._cuda (the allocs list is the worker's)
+                self._pipes.append(pipe_cls(self._cuda, np, group, net_in, outputs, self.frames_in_flight, [], rng))
+            except RuntimeError as exc:  # engines that do not chain, or a CUDA allocation that failed
+                raise BackendError(f"{directory}: {exc}") from None
         first = self._pipes[0]
         self.inputs = {t: (tuple(int(d) for d in v[1]), np.dtype(v[2])) for t, v in first.inputs.items()}
         self.outputs = list(outputs)
         self._batches = [next(iter(p.inputs.values()))[1][0] if p.inputs else None for p in self._pipes]
-        self._end = self._cuda.Event()
-        self._closed = False
 
     # ------------------------------------------------------------------ running
     def _check(self, arrays: Mapping[str, Any], pipe: Any) -> Dict[str, Any]:
+        self._still_open()  # its buffers and streams may be freed: nothing may be enqueued on them
         if not isinstance(arrays, Mapping):
             raise ConfigError(f"inputs: a mapping of input name -> array is needed, got {type(arrays).__name__}")
         missing = [t for t in pipe.inputs if t not in arrays]
@@ -220,7 +230,9 @@ class PlanRuntime:
                               "(load the plan with more)")
         if len(self._pipes) == 1:  # engine and pipeline plans: the worker's own loop
             pipe = self._pipes[0]
-            yield from self._stream_frames(self._np, pipe, (self._check(a, pipe) for a in batches), k)
+            for out in self._stream_frames(self._np, pipe, (self._check(a, pipe) for a in batches), k):
+                yield out
+                self._still_open()
             return
         limit = len(self._pipes)
         pending = collections.deque()  # type: Deque[Tuple[int, int]]
@@ -230,6 +242,7 @@ class PlanRuntime:
             while pending and (len(pending) >= limit or (len(self._pipes) > 1 and i in busy)):
                 j, f = pending.popleft()
                 yield self._pipes[j].fetch(self._np, f)
+                self._still_open()
                 busy = {x for x, _ in pending}
             pipe = self._pipes[i]
             fed = pipe.feed(self._np, self._check(arrays, pipe))
@@ -237,15 +250,30 @@ class PlanRuntime:
         while pending:
             j, f = pending.popleft()
             yield self._pipes[j].fetch(self._np, f)
+            self._still_open()
+
+    def _still_open(self) -> None:
+        """Between two frames of :meth:`stream`: a runtime closed meanwhile stops it (the frames
+        still in flight would read freed buffers on destroyed streams)."""
+        if self._closed:
+            raise ConfigError("this plan runtime was closed while stream() ran")
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Free the device buffers (the engines go with the object)."""
-        if not self._closed:
-            self._closed = True
-            for mem in self._allocs:
-                mem.free()
-            self._allocs = []
+        """Free every CUDA resource of the plan, once the device is idle: the streams, events,
+        pinned host and device buffers, and the engines with their execution contexts (newest
+        first). A second ``close()`` does nothing.
+
+        Raises:
+            BackendError: something could not be freed (a sticky CUDA error: the process's CUDA
+                context is unusable; restart it). Everything else was freed all the same.
+        """
+        self._closed = True
+        errors = self._cuda.close()  # the owner empties itself: a second close frees nothing
+        if errors:
+            raise BackendError(f"{self.directory}: the plan runtime could not free {len(errors)} CUDA resource(s): "
+                               + "; ".join(errors[:3]) + "; the process's CUDA context is likely unusable: "
+                               "restart the process")
 
     def __enter__(self) -> "PlanRuntime":
         return self

@@ -28,6 +28,8 @@ THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}
 
 def _run(args: list[str], cwd: Path, version: str = "10.3.0", timeout: int = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, **fake_env(version)}
+    # the doubles, then this checkout's placetune (not whichever placetune is installed)
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1])])
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -88,7 +88,7 @@ def test_the_export_folder_carries_the_standalone_runtime_and_says_how_to_use_it
 def test_the_standalone_runtime_runs_a_plan_without_onnx_optuna_sqlalchemy_or_placetune(built):
     tmp, folder, files, model = built
     assert files[0].name == "placetune_runtime.py" and {f.name for f in files[1:]} >= {
-        "worker_build.py", "worker_cuda.py", "worker_time.py", "worker_pipeline.py"}
+        "worker_build.py", "worker_cuda.py", "worker_resources.py", "worker_time.py", "worker_pipeline.py"}
     env = {**os.environ, **fake_env("8.5.2")}
     p = subprocess.run([sys.executable, "-c", RUN, str(folder / "runtime"), str(folder), ",".join(ABSENT), str(FAKES_DIR), "2"],
                        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp))
@@ -159,3 +159,108 @@ def test_the_standalone_runtime_refuses_an_engine_file_outside_its_folder(built,
                        timeout=300, env=env, cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr[-3000:]
     assert "engine 0's engine_file" in p.stdout and "not a plain file name" in p.stdout
+
+
+# load, run and close a plan again and again, and loads that fail half-way: what the doubles hold
+# (tests/fakes/_fakegpu.py: streams, events, pinned and device buffers, execution contexts) after each
+LIFECYCLE = r'''
+import json, os, shutil, sys, tempfile
+import numpy as np
+import _fakegpu as g
+where, folder, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if where == "package":
+    import placetune.runtime as R
+else:
+    sys.path.insert(0, where)
+    import placetune_runtime as R
+out = {"start": g.live(), "after": []}
+for i in range(n):
+    rt = R.load(folder)
+    x = {"input": np.zeros(rt.inputs["input"][0], np.float32)}
+    rt(x)
+    assert len(list(rt.stream([x] * 3, frames_in_flight=2))) == 3
+    out.setdefault("loaded", g.live())
+    rt.close()
+    rt.close()  # harmless
+    out["after"].append(g.live())  # rt still referenced: what close() freed, not what went with the object
+with R.load(folder) as rt2:
+    rt2(x)
+out["with"] = g.live()
+rt3 = R.load(folder)
+frames = rt3.stream([x] * 4, frames_in_flight=2)
+next(frames)
+rt3.close()
+try:
+    next(frames)
+    out["stream_after_close"] = "ran"
+except R.ConfigError as exc:
+    out["stream_after_close"] = str(exc)
+out["closed_mid_stream"] = g.live()
+# a load that fails half-way: the last engine damaged (the engines before it are made) ...
+bad = os.path.join(tempfile.mkdtemp(), "plan")
+shutil.copytree(folder, bad)
+doc = json.load(open(os.path.join(bad, "plan.json")))
+open(os.path.join(bad, doc["engines"][-1]["engine_file"]), "wb").write(b"not an engine")
+try:
+    R.load(bad)
+except R.BackendError as exc:
+    out["damaged"] = str(exc)
+out["after_damaged"] = g.live()
+# ... and one that fails once its pipeline made its streams, events and buffers
+pipeline = sys.modules["worker_pipeline"]._Pipeline
+made = {}
+def failing(self, *a, **k):
+    original(self, *a, **k)
+    made.update(g.live())
+    raise RuntimeError("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (2)")
+original, pipeline.__init__ = pipeline.__init__, failing
+try:
+    R.load(folder)
+except R.BackendError as exc:
+    out["late"] = str(exc)
+pipeline.__init__ = original
+out["late_made"], out["after_late"] = made, g.live()
+# a sticky CUDA error: close() says so, frees everything else all the same; a second close is quiet
+rt4 = R.load(folder)
+rt4(x)
+def sticky():
+    raise RuntimeError("cuCtxSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)")
+rt4._cuda.layer.synchronize = sticky
+try:
+    rt4.close()
+except R.BackendError as exc:
+    out["sticky"] = str(exc)
+del rt4._cuda.layer.synchronize
+rt4.close()
+out["after_sticky"] = g.live()
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("binding", ["pycuda", "cuda-python"])
+@pytest.mark.parametrize("where", ["package", "standalone"])
+def test_closing_a_plan_runtime_frees_every_cuda_resource_it_made(built, binding, where):
+    """A service that loads and closes plans (a reloaded plan, a test harness) on an 8-16 GB Jetson:
+    close(), ``with`` and a load that fails half-way free the streams, events, pinned (unswappable)
+    and device buffers and the execution contexts, on both CUDA bindings, in the package and standalone."""
+    tmp, folder, _, _ = built
+    env = {**os.environ, **fake_env("8.5.2", NO_COMPUTE="1"), "PLACETUNE_CUDA": binding,
+           "PYTHONPATH": os.pathsep.join([str(FAKES_DIR)] + ([str(ROOT)] if where == "package" else []))}
+    if binding == "cuda-python":
+        env["PLACETUNE_FAKE_CUDA_PYTHON"] = "1"
+    p = subprocess.run([sys.executable, "-c", LIFECYCLE, "package" if where == "package" else str(folder / "runtime"),
+                        str(folder), "3"], capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp))
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout)
+    start = got["start"]
+    assert start["streams"] == start["pinned_buffers"] == start["device_buffers"] == start["trt_contexts"] == 0
+    loaded = got["loaded"]  # 4 engines: a stream and a context each; pinned inputs and outputs; cut buffers
+    assert loaded["streams"] >= 4 and loaded["trt_contexts"] == 4 and loaded["events"] > 0
+    assert loaded["pinned_buffers"] > 0 and loaded["pinned_bytes"] > 0 and loaded["device_buffers"] > 0
+    assert got["after"] == [start] * 3 and got["with"] == start
+    assert "closed while stream() ran" in got["stream_after_close"] and got["closed_mid_stream"] == start
+    assert "Magic tag does not match" in got["damaged"] and got["after_damaged"] == start
+    assert got["late_made"]["pinned_buffers"] > 0 and got["late_made"]["trt_contexts"] == 4
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in got["late"] and got["after_late"] == start
+    assert "could not free 1 CUDA resource(s): synchronize: RuntimeError: cuCtxSynchronize failed" in got["sticky"]
+    assert got["after_sticky"] == start

@@ -274,7 +274,8 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         device = spec["device"] if spec["dla_core"] >= 0 else "GPU"
         predicted = {n: (device if n in set(spec["dla_layers"]) else "GPU") for n in layers}
         mine: dict[str, str] = dict(predicted)
-        n_load, _ = _realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"])
+        # an engine whose build log says nothing of its placement is noted UNKNOWN in report.notes
+        n_load, _ = _realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"], [])
         if p.mode != "replicas":  # a replica runs the whole network: the plan's layers are per replica
             realized.update(mine)
         report.engines.append({"name": spec["name"], "device": spec["device"],
