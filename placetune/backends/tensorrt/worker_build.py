@@ -68,6 +68,29 @@ def make_logger(trt, verbose):
     return logger
 
 
+_PLUGINS = {}  # type: Dict[str, bool]
+
+
+def init_plugins(trt, logger):
+    # type: (Any, Any) -> bool
+    """Register TensorRT's built-in plugins (libnvinfer_plugin: EfficientNMS_TRT, BatchedNMS_TRT, ...)
+    once per process, before the first parse and the first deserialize.
+
+    Without it an ONNX op with no importer (a detector's ``EfficientNMS_TRT``) fails to parse:
+    onnx-tensorrt's ModelImporter::parseGraph logs "No importer registered for op: <op>. Attempting to
+    import as plugin." and its FallbackPluginImporter finds no creator in the plugin registry
+    (``creator && "Plugin not found, are the plugin name, version, and namespace correct?"``), and an
+    engine holding a plugin fails to deserialize ("getPluginCreator could not find plugin ...
+    Cannot deserialize plugin since corresponding IPluginCreator not found in Plugin Registry").
+    trtexec registers them itself (initLibNvInferPlugins); the Python API needs
+    ``tensorrt.init_libnvinfer_plugins(logger, namespace)`` ("This function should be called once
+    before accessing the Plugin Registry"; namespace "" is the one plugin nodes look in by default).
+    Returns what the call returned, or the first call's result on later calls."""
+    if "done" not in _PLUGINS:
+        _PLUGINS["done"] = bool(trt.init_libnvinfer_plugins(logger, ""))
+    return _PLUGINS["done"]
+
+
 def _version_tuple(text):
     # type: (str) -> Tuple[int, int]
     parts = (text.split(".") + ["0", "0"])[:2]
@@ -191,6 +214,7 @@ def build(trt, job, logger):
     if job.get("strongly_typed") and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
         flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
     network = builder.create_network(flags)
+    init_plugins(trt, logger)  # before parsing: plugin ops are imported from the plugin registry
     parser = trt.OnnxParser(network, logger)
     adjust = getattr(getattr(trt, "OnnxParserFlag", None), "ADJUST_FOR_DLA", None)
     if adjust is not None and int(job.get("dla_core", -1)) >= 0 and job.get("dla_layers"):

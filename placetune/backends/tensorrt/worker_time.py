@@ -14,7 +14,7 @@ try:  # Python 3.8 needs typing's generics
 except ImportError:  # pragma: no cover
     pass
 
-from worker_build import build, make_logger
+from worker_build import build, init_plugins, make_logger
 from worker_cuda import driver
 from worker_resources import Resources, release
 
@@ -106,6 +106,7 @@ def time_engine(trt, plan, job, logger):
     cuda = Resources(driver())  # the job's CUDA resources, all freed when it ends (the context is current now)
     out = {}  # type: Dict[str, Any]
     runtime = trt.Runtime(logger)
+    init_plugins(trt, logger)  # an engine with a plugin layer needs its creator registered
     core = int(job.get("dla_core", -1))
     if core >= 0:
         runtime.DLA_core = core  # must precede deserialize_cuda_engine (reference §0.2)
@@ -268,6 +269,7 @@ class Engine(object):
         self.context = self.engine = None  # type: Any
         cuda.own(self)  # a job's Resources closes it, also when this constructor fails
         self.runtime = trt.Runtime(logger)  # kept: it must outlive the engine
+        init_plugins(trt, logger)  # an engine with a plugin layer needs its creator registered
         if core >= 0:
             self.runtime.DLA_core = core  # before deserializing (reference §0.2)
         self.engine = self.runtime.deserialize_cuda_engine(plan)

@@ -317,6 +317,7 @@ class ILayer:
         self._inputs = inputs
         self._outputs = []
         self._metadata = ""  # set by the parser for the layers it registers for an ONNX node (8.6+)
+        self._plugin = ""  # the plugin creator's name of a layer the parser imported as a plugin
         self._out_spec = (out_shape, out_dtype)
 
     @property
@@ -416,8 +417,8 @@ if _has(LayerType, "NORMALIZATION"):  # INormalizationLayer (and the parser's La
 
 
 class ParserError:
-    def __init__(self, code: int, desc: str, node: int = -1) -> None:
-        self._code, self._desc, self._node = code, desc, node
+    def __init__(self, code: int, desc: str, node: int = -1, func: str = "parseGraph") -> None:
+        self._code, self._desc, self._node, self._func = code, desc, node, func
 
     def code(self) -> int:
         return self._code
@@ -429,7 +430,43 @@ class ParserError:
         return self._node
 
     def __str__(self) -> str:
-        return f"In node {self._node} (parseGraph): INVALID_NODE: {self._desc}"
+        return f"In node {self._node} ({self._func}): {_ERROR_CODES[self._code]}: {self._desc}"
+
+
+#: nvonnxparser::ErrorCode by value (NvOnnxParser.h)
+_ERROR_CODES = ("SUCCESS", "INTERNAL_ERROR", "MEM_ALLOC_FAILED", "MODEL_DESERIALIZE_FAILED", "INVALID_VALUE",
+                "INVALID_GRAPH", "INVALID_NODE", "UNSUPPORTED_GRAPH", "UNSUPPORTED_NODE")
+
+
+# ------------------------------------------------------------------------------ plugins
+#: TensorRT's built-in plugin creators (libnvinfer_plugin) the double knows, registered (with their
+#: namespace) by :func:`init_libnvinfer_plugins`; a process starts with none of them. Real
+#: libnvinfer_plugin registers some 40; these are the detector tails and the ONNX NMS plugin.
+BUILTIN_PLUGINS = ("EfficientNMS_TRT", "EfficientNMS_ONNX_TRT", "BatchedNMS_TRT", "BatchedNMSDynamic_TRT",
+                   "InstanceNormalization_TRT")
+#: (creator name, namespace) registered in this process
+_PLUGIN_CREATORS: set = set()
+
+
+def init_libnvinfer_plugins(logger, namespace) -> bool:
+    """Registers the built-in plugin creators under ``namespace`` (the real binding: "Initialize and
+    register all the existing TensorRT plugins to the IPluginRegistry with an optional namespace";
+    calling it again is harmless: a creator already registered is not registered twice)."""
+    for name in BUILTIN_PLUGINS:
+        _PLUGIN_CREATORS.add((name, str(namespace)))
+    return True
+
+
+def _plugin_not_found(node: int) -> ParserError:
+    """onnx-tensorrt's FallbackPluginImporter without a creator: the ``creator && "Plugin not found,
+    are the plugin name, version, and namespace correct?"`` check. 8.x (builtin_op_importers.cpp's
+    ASSERT): ``In node N (importFallbackPluginImporter): UNSUPPORTED_NODE: Assertion failed: creator &&
+    ...`` (Polygraphy's capability test); 10.x (the STATIC_CHECK of onnxOpCheckers.cpp and the importer's
+    own check): ``INVALID_NODE`` ("[6] creator && ..." as ONNX parser errors print in 10.x reports)."""
+    text = 'creator && "Plugin not found, are the plugin name, version, and namespace correct?"'
+    if _MAJOR < 10:
+        return ParserError(8, "Assertion failed: " + text, node, "importFallbackPluginImporter")
+    return ParserError(6, text, node, "importFallbackPluginImporter")
 
 
 _PARSER = _TABLE.get("onnx_parser", {})
@@ -563,6 +600,12 @@ class _Importer:
                 rank = max(len(t.shape) for t in ts)
                 ts = [self.broadcast(t, rank, node_name) for t in ts]
             layer = self.layer(ltype, op, node_name, attrs, ts, out_specs(ts[0]))
+            self.register(layer, node_name, node_name)
+            return
+        if op not in _OP_TYPES:  # a plugin (FallbackPluginImporter): every input a tensor, shapes as declared
+            ts = [self.to_tensor(x, node_name) for x in ins_names]
+            layer = self.layer(ltype, op, node_name, attrs, ts, out_specs(ts[0] if ts else None))
+            layer._plugin = op
             self.register(layer, node_name, node_name)
             return
         if op == "InstanceNormalization" and ltype != LayerType.PLUGIN_V2:  # 10.x: normalizationHelper
@@ -712,14 +755,22 @@ class OnnxParser:
                 ctx.weights[node.output[0]] = (dims, dt)
                 continue
             ltype = _OP_TYPES.get(node.op_type)
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             if ltype is None:
-                self._errors.append(ParserError(8, f"No importer registered for op: {node.op_type}", k))
-                return False
+                # ModelImporter::parseGraph: "No importer registered for op: <op>. Attempting to import as
+                # plugin." -> FallbackPluginImporter, which looks the creator up in the plugin registry by
+                # the op's name, ``plugin_version`` (default "1") and ``plugin_namespace`` (default "")
+                self._log.info(f"No importer registered for op: {node.op_type}. Attempting to import as plugin.")
+                ns = attrs.get("plugin_namespace", b"")
+                ns = ns.decode() if isinstance(ns, bytes) else str(ns)
+                if (node.op_type, ns) not in _PLUGIN_CREATORS:
+                    self._errors.append(_plugin_not_found(k))
+                    return False
+                ltype = LayerType.PLUGIN_V2
             missing = [x for x in node.input if x and x not in tensors and x not in ctx.weights]
             if missing:
                 self._errors.append(ParserError(3, f"Input {missing[0]} of node {node_name} is not a known tensor", k))
                 return False
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             ctx.docs[node_name] = node.doc_string
             ctx.import_node(node, node_name, ltype, attrs, info)
         for vi in g.output:
@@ -759,6 +810,8 @@ def _unit_reshape(a: tuple, b: tuple) -> bool:
 
 
 def _dla_check(layer: ILayer, config: "IBuilderConfig") -> tuple[bool, str]:
+    if layer._plugin:  # a plugin layer runs on the GPU only (DLA_TABLE has no PLUGIN_V2 either)
+        return False, "unsupported"
     rule = DLA_TABLE.get(layer.type)
     if rule is None or not rule(layer) or _fault("DLA_UNSUPPORTED", {layer.name}):
         return False, "unsupported"
@@ -1134,6 +1187,7 @@ class Builder:
                 "precision": precision, "calibrated": bool(calibrated), "out_ranges": ranges,
                 "onnx": base64.b64encode(network._onnx).decode() if network._onnx else None,
                 "io": io, "dla_requested": sorted(dla_named),
+                "plugins": sorted({l._plugin for l in network._layers if l._plugin}),
                 "verbosity": ProfilingVerbosity(config.profiling_verbosity).name}
         log.info(f"Engine generation completed in {0.01 * len(layers):.4f} seconds.")
         return IHostMemory(_PLAN_MAGIC + json.dumps(plan).encode())
@@ -1491,6 +1545,15 @@ class Runtime:
         if not _gpu.context_stack:
             self._log.error("1: [cudaDriverHelpers.cpp] Error Code 1: Cuda Driver (invalid device context)")
             return None
+        for name in plan.get("plugins", []):
+            if not any(n == name for n, _ in _PLUGIN_CREATORS):  # as published for 8.x (InstanceNormalization_TRT, ScatterND)
+                self._log.error(f"3: getPluginCreator could not find plugin: {name} version: 1")
+                self._log.error("1: [pluginV2Runner.cpp::load::308] Error Code 1: Serialization (Serialization "
+                                "assertion creator failed.Cannot deserialize plugin since corresponding "
+                                "IPluginCreator not found in Plugin Registry)")
+                self._log.error("4: [runtime.cpp::deserializeCudaEngine::76] Error Code 4: Internal Error "
+                                "(Engine deserialization failed.)")
+                return None
         core = -1
         if plan["dla_core"] >= 0:
             core = self.DLA_core if 0 <= self.DLA_core < self.num_DLA_cores else 0
