@@ -141,7 +141,7 @@ def test_a_foreign_node_range_leaves_out_the_layers_the_gpu_names():
 def test_measure_says_an_unknown_placement_in_words():
     from types import SimpleNamespace as NS
 
-    from placetune.cli.main import _measure_human
+    from placetune.cli.measure import _measure_human
 
     m = Measurement(status="ok", latency_samples_ms=[1.0, 2.0], realized=None,
                     extra={"placement_known": False, "placement_unknown": "neither source says"})

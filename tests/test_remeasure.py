@@ -219,7 +219,9 @@ def _crown_moved(note: str) -> bool:
 def test_guided_re_measuring_takes_the_crown_from_a_lucky_build():
     """googlenet, latency, noise 0.1: the best first build was a lucky one; after re-measuring the
     top 3 another one is the best, and the result says so."""
-    ev, r = _guided(20, "googlenet", mode="engine", objective="latency")
+    # a scenario, not a statistic: noise seed 1 is one whose best first build is a lucky one on the
+    # current simulated device (seed 0 was, before the power-mode refit of the constants)
+    ev, r = _guided(20, "googlenet", mode="engine", objective="latency", seed=1)
     note = next(n for n in r.notes if n.startswith("re-measured the top 3"))
     assert _crown_moved(note), note
     firsts = {rec.id: (rec.measurement.extra.get("builds") or [{"median_ms": rec.measurement.latency_ms["median"]}])[0]
