@@ -461,7 +461,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from cuda.bindings import driver
 how = sys.argv[2]
-if how == "raises":  # cuda-python 13 on an older driver: 'Function "..." not found' (cuda-python issue 23)
+if how == "raises":  # cuda-python 13 on an older driver: 'Function "..." not found' (as reported upstream: NVIDIA/cuda-python#23)
     def v2(start, end):
         raise RuntimeError('Function "cuEventElapsedTime_v2" not found')
 elif how == "not_found":
