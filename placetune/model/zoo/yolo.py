@@ -13,6 +13,7 @@ attention after SPPF and a depthwise class branch in the head.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -190,14 +191,21 @@ def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw
     return g.op("Concat", [xywh, scores], [m], axis=1)
 
 
-def _yolov8(g: _Graph, batch: int, scale: str, size: int = 640) -> _Net:
-    depth, width, max_ch = _SCALES[scale]
+def _scaling(row: tuple[float, float, int]) -> tuple[Callable[[int], int], Callable[[int], int]]:
+    """A scale row (depth, width, max channels) as the exporter's two rules: channel width and block repeats."""
+    depth, width, max_ch = row
 
     def ch(c: int) -> int:
         return int(math.ceil(min(c, max_ch) * width / 8) * 8)
 
     def reps(k: int) -> int:
         return max(round(k * depth), 1)
+
+    return ch, reps
+
+
+def _yolov8(g: _Graph, batch: int, scale: str, size: int = 640) -> _Net:
+    ch, reps = _scaling(_SCALES[scale])
 
     x = _conv(g, "images", ["model.0"], 3, ch(64), 3, 2)
     x = _conv(g, x, ["model.1"], ch(64), ch(128), 3, 2)
@@ -224,13 +232,7 @@ def _yolov8(g: _Graph, batch: int, scale: str, size: int = 640) -> _Net:
 
 
 def _yolo11(g: _Graph, batch: int, scale: str, size: int = 640) -> _Net:
-    depth, width, max_ch = _SCALES_11[scale]
-
-    def ch(c: int) -> int:
-        return int(math.ceil(min(c, max_ch) * width / 8) * 8)
-
-    def reps(k: int) -> int:
-        return max(round(k * depth), 1)
+    ch, reps = _scaling(_SCALES_11[scale])
 
     x = _conv(g, "images", ["model.0"], 3, ch(64), 3, 2)
     x = _conv(g, x, ["model.1"], ch(64), ch(128), 3, 2)
