@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from placetune.backends.simulate.graph import GraphInfo, graph_info, op_class, padding_eff
-from placetune.hardware.power_modes import MAXN_SCALE, ClockScale
+from placetune.hardware.power_modes import MAXN_SCALE, ClockScale, modes_of
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -218,8 +218,6 @@ def power_factor(platform: "Platform", mode: str) -> ClockScale | None:
     GPU compute by active TPCs x GPU clock, the DLA by its clock, memory by the EMC clock; where the
     DLA's own ratio is published (:data:`DLA_MODE_FACTOR`), the DLA and memory take that instead.
     Modules without a transcribed file (Xavier): ESTIMATE sqrt(watts / top watts) for every domain alike."""
-    from placetune.hardware.power_modes import modes_of
-
     table = modes_of(platform.name)
     if table is not None:
         scale = table.scale(mode)
