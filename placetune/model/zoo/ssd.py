@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placetune.model.zoo.graph import _Graph, _Net, _scope
+from placetune.model.zoo.graph import _Graph, _Net
+from placetune.model.zoo.layers import _conv
 
 _ANCHORS = 6
 _CLASSES = 91  # COCO with background, as torchvision trains it
@@ -22,20 +23,11 @@ _BLOCKS = [(16, 3, 16, 16, False, False, 1), (16, 3, 64, 24, False, False, 2), (
            (112, 5, 672, 80, True, True, 2), (80, 5, 480, 80, True, True, 1), (80, 5, 480, 80, True, True, 1)]
 
 
-def _conv(g: _Graph, x: str, parts: list[str], cin: int, cout: int, k: int, stride: int = 1, groups: int = 1) -> str:
-    _, dotted = _scope(parts)
-    fan_in = cin // groups * k * k
-    w = g.param(f"{dotted}.weight", [cout, cin // groups, k, k], "weight", fan_in)
-    b = g.param(f"{dotted}.bias", [cout], "bias", fan_in)
-    return g.op("Conv", [x, w, b], parts, dilations=[1, 1], group=groups, kernel_shape=[k, k],
-                pads=[(k - 1) // 2] * 4, strides=[stride, stride])
-
-
 def _cna(g: _Graph, x: str, parts: list[str], cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
          act: str | None = "relu") -> str:
     """torchvision ``Conv2dNormActivation`` with its BatchNorm folded: Conv, then the activation."""
     last = parts[-1]
-    x = _conv(g, x, [*parts, f"{last}.0"], cin, cout, k, stride, groups)
+    x = _conv(g, x, [*parts, f"{last}.0"], cin, cout, k, stride, (k - 1) // 2, groups)
     where = [*parts, f"{last}.2"]
     if act == "relu":
         return g.op("Relu", [x], where)

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placetune.model.zoo.graph import _Graph, _Net, _scope
+from placetune.model.zoo.graph import _Graph, _Net
+from placetune.model.zoo.layers import _conv as _conv2d
 
 #: (depth multiple, width multiple, max channels) of the Ultralytics YOLOv8 scales
 _SCALES = {"n": (0.33, 0.25, 1024), "s": (0.33, 0.50, 1024), "m": (0.67, 0.75, 768)}
@@ -30,19 +31,8 @@ _REG_MAX = 16
 def _conv(g: _Graph, x: str, parts: list[str], cin: int, cout: int, k: int, s: int = 1, groups: int = 1,
           act: bool = True) -> str:
     """Ultralytics ``Conv``: Conv2d (BatchNorm fused into its bias) + SiLU (Sigmoid, Mul) unless ``act`` is off."""
-    y = _conv2d(g, x, [*parts, "conv"], cin, cout, k, s, groups=groups)
+    y = _conv2d(g, x, [*parts, "conv"], cin, cout, k, s, k // 2, groups)
     return _silu(g, y, parts) if act else y
-
-
-def _conv2d(g: _Graph, x: str, parts: list[str], cin: int, cout: int, k: int, s: int = 1,
-            bias: bool = True, groups: int = 1) -> str:
-    _, dotted = _scope(parts)
-    fan_in = cin // groups * k * k
-    ins = [x, g.param(f"{dotted}.weight", [cout, cin // groups, k, k], "weight", fan_in)]
-    if bias:
-        ins.append(g.param(f"{dotted}.bias", [cout], "bias", fan_in))
-    return g.op("Conv", ins, parts, dilations=[1, 1], group=groups, kernel_shape=[k, k], pads=[k // 2] * 4,
-                strides=[s, s])
 
 
 def _silu(g: _Graph, x: str, parts: list[str]) -> str:
