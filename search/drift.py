@@ -43,6 +43,7 @@ class Drift:
     build_log: dict[str, list[tuple[int, float]]]
     beta: float
     beta_se: float | None
+    _raw_beta: float  # the slope before the noise test (set with beta_se)
     drift_checked: int
 
     def log_build(self, key: Sequence[int], loss: float, t: int) -> None:
@@ -115,8 +116,7 @@ class Drift:
         """One line for the run's notes (None when no plan was built twice)."""
         if self.beta_se is None:
             return None
-        raw = getattr(self, "_raw_beta", 0.0)
-        per10 = 100 * (math.exp(10 * raw) - 1)  # the objective's own value: + is larger
+        per10 = 100 * (math.exp(10 * self._raw_beta) - 1)  # the objective's own value: + is larger
         if self.beta:
             return (f"drift: measurements moved {per10:+.1f}% per 10 builds (from the plans built more than once); "
                     "the final top candidates were ranked on drift-corrected values")

@@ -318,7 +318,7 @@ class Tuner:
                         stop = self.watch.should_stop if cfg.stop_when_converged else None
                         result = drive(agent.ask_tell(ev, Budget(remaining, cfg.timeout, stop)), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
-                    said = [str(n) for n in getattr(result, "notes", None) or () if str(n).startswith(_SAID)]
+                    said = [n for n in result.notes if n.startswith(_SAID)]
                 except StopRequested:
                     interrupted = True
                 except Exception as exc:  # a database failure in the agent's Optuna study: one clear line
