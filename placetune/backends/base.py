@@ -71,6 +71,15 @@ class Capabilities:
     calibration_cache: bool = False
     cost_tables: bool = False
 
+    def why_unmeasurable(self, backend: str, metric: str, mode: str) -> str | None:
+        """Why backend ``backend`` with these capabilities never reports ``metric`` in ``mode``
+        (None: it does): a mode or an objective it does not declare."""
+        if mode not in self.modes:
+            return f"the {backend} backend measures {', '.join(self.modes)} mode(s) only"
+        if metric not in self.objectives:
+            return f"the {backend} backend measures {', '.join(self.objectives)} only"
+        return None
+
 
 @runtime_checkable
 class Backend(Protocol):
@@ -130,11 +139,7 @@ class BackendBase:
         """Why this backend, created with ``options``, never reports ``metric`` in ``mode`` (None: it
         does). The default reads the declared :class:`Capabilities`; a backend whose figures depend on
         the mode or an option says so by overriding this. A study is refused at start on an answer."""
-        if mode not in cls.capabilities.modes:
-            return f"the {cls.name} backend measures {', '.join(cls.capabilities.modes)} mode(s) only"
-        if metric not in cls.capabilities.objectives:
-            return f"the {cls.name} backend measures {', '.join(cls.capabilities.objectives)} only"
-        return None
+        return cls.capabilities.why_unmeasurable(cls.name, metric, mode)
 
     def fingerprint(self, platform: "Platform", settings: "Settings") -> dict[str, Any]:
         """What identifies the measuring environment (every backend writes its own)."""

@@ -145,12 +145,7 @@ def why_unmeasurable(name: str, metric: str, mode: str, options: Mapping[str, An
     factory = _entry(name).resolve()
     if isinstance(factory, type) and issubclass(factory, BackendBase):
         return factory.why_unmeasurable(metric, mode, options or {})
-    caps = backend_capabilities(name)
-    if mode not in caps.modes:
-        return f"the {name} backend measures {', '.join(caps.modes)} mode(s) only"
-    if metric not in caps.objectives:
-        return f"the {name} backend measures {', '.join(caps.objectives)} only"
-    return None
+    return backend_capabilities(name).why_unmeasurable(name, metric, mode)
 
 
 def _construct(factory: Callable[..., Backend], name: str, options: dict[str, Any]) -> Backend:

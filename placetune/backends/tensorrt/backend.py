@@ -62,7 +62,7 @@ from placetune.backends.jetson import (
     realized_vs_predicted,
     untyped_int8,
 )
-from placetune.backends.timing_method import ENGINE_TIMED, REPLICAS_TIMED
+from placetune.backends.timing_method import ENGINE_TIMED
 
 if TYPE_CHECKING:
     import onnx
@@ -397,10 +397,7 @@ class TensorRTBackend(JetsonBackend):
             from placetune.backends.tensorrt import pipeline as trt_pipeline
 
             run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
-            m = run(self, r, platform, settings, base, version, cores)
-            if settings.mode == "replicas" and m.ok:  # two queries in flight per instance, as trtexec's replicas
-                m.extra["timed"] = REPLICAS_TIMED
-            return m
+            return run(self, r, platform, settings, base, version, cores)
         onnx_path = prepared_onnx(model, self.cache_dir, settings.precision, strongly_typed, "TensorRT", base)
         if isinstance(onnx_path, Measurement):
             return onnx_path

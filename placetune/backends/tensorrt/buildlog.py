@@ -46,7 +46,7 @@ from placetune.backends.tensorrt.worker_names import onnx_node
 __all__ = [
     "TIMED",
     "BuildLog", "LogPlacement", "NameResolver", "ProfileSummary", "parse_build_log", "locate",
-    "attribute_profile", "split_engine_name", "onnx_name_of", "split_prefix", "dla_failure",
+    "attribute_profile", "split_engine_name", "onnx_name_of", "split_prefix", "dla_failure", "DLA_COPY_SUFFIXES",
 ]
 
 #: What the worker times (``Measurement.extra["timed"]``): the inputs are
@@ -430,7 +430,9 @@ class NameResolver:
         return [n for n in self.model_names if n in found]
 
 
-_DLA_COPY_SUFFIXES = (" to nvm", " from nvm", " copy finish", " copy")
+#: engine layers TensorRT adds around a DLA loadable (its input/output copies)
+DLA_COPY_SUFFIXES = (" to nvm", " from nvm", " copy finish")
+_DLA_COPY_SUFFIXES = (*DLA_COPY_SUFFIXES, " copy")
 
 
 def locate(
@@ -551,7 +553,7 @@ def attribute_profile(
 
     for item in profile:
         name, ms = str(item[0]), float(item[1])  # type: ignore[arg-type]
-        is_copy = name.endswith((" to nvm", " from nvm", " copy finish"))
+        is_copy = name.endswith(DLA_COPY_SUFFIXES)
         device = dla_device if (name in dla_nodes or is_copy) else "GPU"
         if cur is None or cur["device"] != device:
             cur = {"index": len(out.segments), "device": device, "layers": 0, "time_ms": 0.0,

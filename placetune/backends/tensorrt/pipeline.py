@@ -41,6 +41,7 @@ from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_dige
 from placetune.backends.tensorrt.env import read_l4t
 from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
 from placetune.backends.jetson import UNEXPLAINED_FALLBACK, realized_vs_predicted
+from placetune.backends.timing_method import REPLICAS_TIMED
 from placetune.backends.tensorrt.worker_names import is_placement_line
 
 from placetune.settings import resolve_replicas
@@ -587,5 +588,8 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
                        "frame": int(it)})
     events.sort(key=lambda e: (e["start_ms"], e["device"]))
     samples = [float(x) for x in (slowest or {}).get("samples_ms") or []]
-    return Measurement(status="ok", latency_samples_ms=samples, throughput_fps=total, timeline=events[:_MAX_EVENTS],
-                       **common_kw)
+    m = Measurement(status="ok", latency_samples_ms=samples, throughput_fps=total, timeline=events[:_MAX_EVENTS],
+                    **common_kw)
+    if m.ok:  # two queries in flight per instance, as trtexec's replicas (timing_method)
+        m.extra["timed"] = REPLICAS_TIMED
+    return m

@@ -36,14 +36,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from placetune.backends.tensorrt.buildlog import BuildLog, LogPlacement, NameResolver
+from placetune.backends.tensorrt.buildlog import DLA_COPY_SUFFIXES, BuildLog, LogPlacement, NameResolver
 
 __all__ = ["Known", "decide", "inspector_dla_layers", "inspector_layers", "mark_known", "DLA_COPY_SUFFIXES"]
 
 log = logging.getLogger(__name__)
-
-#: engine layers TensorRT adds around a DLA loadable (its input/output copies)
-DLA_COPY_SUFFIXES = (" to nvm", " from nvm", " copy finish")
 
 
 @dataclass

@@ -118,7 +118,6 @@ def time_engine(trt, plan, job, logger):
     context = engine.create_execution_context()
     shapes = job.get("input_shapes") or {}
     buffers = []
-    allocs = []  # type: List[Any]
     rng = np.random.default_rng(0)
     try:
         for i in range(engine.num_io_tensors):
@@ -135,8 +134,7 @@ def time_engine(trt, plan, job, logger):
             count = 1
             for d in shape:
                 count *= max(int(d), 1)
-            mem = cuda.mem_alloc(max(count * dtype.itemsize, 1))
-            allocs.append(mem)
+            mem = cuda.mem_alloc(max(count * dtype.itemsize, 1))  # freed by the job's Resources
             if is_input:
                 data = rng.uniform(-1.0, 1.0, size=count).astype(dtype) if dtype.kind == "f" else np.zeros(count, dtype)
                 cuda.memcpy_htod(mem, data)
