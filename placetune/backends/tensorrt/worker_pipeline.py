@@ -503,7 +503,7 @@ def pipeline(job):
     if over:  # the engines would be loaded at once: refuse before deserialising any
         result.update(status="infeasible", error=over)
         return result
-    ref_core = -1
+    ref_core = -1  # type: Optional[int]
     if ref_spec:
         ref_core = reference_core(specs, result["engines"], ref_spec, result["reference"],
                                   int(job.get("dla_cores") or 0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placetune.hardware.power import PowerReading, energy_per_inference_mj
 from placetune.measurement import latency_stats
 from placetune.backends.tensorrt.buildlog import BuildLog, attribute_profile
 from placetune.backends.trtexec.parse import PerfSummary, parse_export_profile, parse_export_times
@@ -12,7 +13,6 @@ from placetune.backends.trtexec.process import Run
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
-    from placetune.hardware.power import PowerReading
 
 __all__ = ["END_MARKERS", "read_times", "summary_stats", "thin", "absolute_times", "window", "energy", "profile_into"]
 
@@ -87,10 +87,8 @@ def window(run: Run, records: list[dict[str, float]], summary: PerfSummary) -> t
     return None
 
 
-def energy(reading: "PowerReading", qps: float | None) -> float | None:
+def energy(reading: PowerReading, qps: float | None) -> float | None:
     """Energy per inference (mJ) from the mean power and the inference rate."""
-    from placetune.hardware.power import energy_per_inference_mj
-
     return energy_per_inference_mj(reading.mean_w, qps=qps)
 
 
