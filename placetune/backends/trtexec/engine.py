@@ -256,7 +256,7 @@ def placement_args(r: "Realisation", platform: "Platform", settings: "Settings",
                 "Per-layer placement on TensorRT 8.5 needs the tensorrt backend (--backend tensorrt), "
                 "which sets each layer's device with the Python API")
     try:
-        refuse_renamed(getattr(model, "renamed", {}), model.names)  # a name TensorRT gives by its own counter
+        refuse_renamed(model.renamed, model.names)  # a name TensorRT gives by its own counter
         spec, only_gpu = device_types_arg({n: predicted[n] for n in model.names})
     except PlacementError as exc:
         return (f"trtexec cannot express this placement: {exc}. Measure it with the tensorrt backend "
