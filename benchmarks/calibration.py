@@ -88,22 +88,14 @@ def judged_tables(sets: dict[str, list[CaseResult]]) -> str:
     """The four judged tables (validation and leave-one-source-out, with and without the
     exclusion rule) and the targets' verdict on each."""
     out = ["## Judged figures", ""]
-    verdict = ["| set | exclusions | n | median abs error | max abs error | target (median <= 15 %, max <= 35 %) |",
-               "|---|---|---:|---:|---:|---|"]
     for key, title, excl in JUDGED:
         res = sets.get(key)
-        out.append(f"**{title}**")
-        out.append("")
-        if not res:
-            out += ["not computed (run without --stored, or store it with --write)", ""]
-            verdict.append(f"| {key.split('_')[0]} | {'rule applied' if excl else 'none'} | - | - | - | not computed |")
-            continue
-        out += [accuracy.summary_table([(key, res)], exclusions=excl), ""]
-        s = accuracy.summary(res, excl)
-        ok = s["median"] <= TARGET_MEDIAN and s["max"] <= TARGET_MAX
-        verdict.append(f"| {key.split('_')[0]} | {'rule applied' if excl else 'none'} | {s['n']} | "
-                       f"{100 * s['median']:.1f} % | {100 * s['max']:.1f} % | {'met' if ok else 'MISSED'} |")
-    return "\n".join(out + verdict)
+        out += [f"**{title}**", ""]
+        out += ([accuracy.summary_table([(key, res)], exclusions=excl), ""] if res else
+                ["not computed (run without --stored, or store it with --write)", ""])
+    verdict = accuracy.judged_table([(key.split("_")[0], sets.get(key), excl) for key, _, excl in JUDGED],
+                                    TARGET_MEDIAN, TARGET_MAX)
+    return "\n".join(out) + "\n" + verdict
 
 
 def report(loso: list[CaseResult] | None = None,
@@ -177,6 +169,19 @@ def targets_met(sets: dict[str, list[CaseResult]]) -> list[str]:
     return missed
 
 
+def stored_predictions() -> tuple[list[CaseResult], tuple[list[CaseResult], list[CaseResult]] | None]:
+    """The stored leave-one-source-out predictions and the stored ``(predictions, loso)`` of the
+    fits without exclusions (None when the fit file has none), as :func:`report` takes them."""
+    cases = {c.row.id: c for c in published_cases()}
+    stored = stored_fit()
+
+    def results(d: dict[str, float]) -> list[CaseResult]:
+        return [CaseResult(cases[k], v) for k, v in d.items() if k in cases]
+
+    un = stored.get("unexcluded")
+    return results(stored.get("loso", {})), ((results(un["predictions"]), results(un["loso"])) if un else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="refit the constants to the fit rows first")
@@ -196,12 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
     unexcluded: tuple[list[CaseResult], list[CaseResult]] | None
     if args.stored and not args.write:
-        cases = {c.row.id: c for c in published_cases()}
-        stored = stored_fit()
-        loso = [CaseResult(cases[k], v) for k, v in stored.get("loso", {}).items() if k in cases]
-        un = stored.get("unexcluded")
-        unexcluded = ([CaseResult(cases[k], v) for k, v in un["predictions"].items() if k in cases],
-                      [CaseResult(cases[k], v) for k, v in un["loso"].items() if k in cases]) if un else None
+        loso, unexcluded = stored_predictions()
     else:
         t0 = time.perf_counter()
         loso = leave_one_source_out()

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Sequence
 from placetune.calibration.published import BATCH_BUCKETS, CaseResult, PublishedCase
 
 __all__ = ["time_error", "summary", "grouped", "counts", "GROUPS", "summary_table", "group_table", "counts_table",
-           "rows_table"]
+           "rows_table", "judged_table"]
 
 #: Attributes the reports group rows by (label -> the case's value).
 GROUPS: dict[str, Callable[[PublishedCase], str]] = {
@@ -81,6 +81,24 @@ def summary_table(columns: Sequence[tuple[str, Sequence[CaseResult]]], exclusion
         s = summary(res, exclusions)
         lines.append(f"| {name} | {s['n']} | {_pct(s['median'])} | {_pct(s['max'])} | {100 * s['signed']:+.1f} % | "
                      f"{_pct(s['median_metric'])} / {_pct(s['max_metric'])} |")
+    return "\n".join(lines)
+
+
+def judged_table(sets: Sequence[tuple[str, Sequence[CaseResult] | None, bool]], median: float, worst: float) -> str:
+    """A Markdown table of the judged result sets: one line per ``(name, results, exclusions)``
+    with n, median and max of the absolute time error (:func:`summary` with ``exclusions``) and
+    whether both are within ``median`` and ``worst``; ``results`` None: not computed."""
+    lines = [f"| set | exclusions | n | median abs error | max abs error | target (median <= {100 * median:.0f} %, "
+             f"max <= {100 * worst:.0f} %) |", "|---|---|---:|---:|---:|---|"]
+    for name, res, excl in sets:
+        rule = "rule applied" if excl else "none"
+        if not res:
+            lines.append(f"| {name} | {rule} | - | - | - | not computed |")
+            continue
+        s = summary(res, excl)
+        ok = s["median"] <= median and s["max"] <= worst
+        lines.append(f"| {name} | {rule} | {s['n']} | {_pct(s['median'])} | {_pct(s['max'])} | "
+                     f"{'met' if ok else 'MISSED'} |")
     return "\n".join(lines)
 
 
