@@ -565,3 +565,38 @@ def test_a_nodes_second_layer_goes_where_its_node_goes(version, backends, tmp_pa
     assert m.dla_loadables == {"DLA0": 1}, m.extra["build_log"]
     assert not [s for s in m.extra["build_log"] if "[GpuLayer]" in s and "max" in s], m.extra["build_log"]
     ev.close()
+
+
+def _qdq(tmp: Path) -> Path:
+    """input -> QuantizeLinear -> DequantizeLinear -> conv: an explicitly quantised model."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 8, 8])
+    inits = [numpy_helper.from_array(np.full((8, 8, 1, 1), 0.1, np.float32), "w"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dequant"),
+             helper.make_node("Conv", ["d", "w"], ["output"], name="conv")]
+    model = helper.make_model(helper.make_graph(nodes, "qdq", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "qdq.onnx.gz"
+    path.write_bytes(gzip.compress(model.SerializeToString()))
+    return path
+
+
+@pytest.mark.parametrize("version", ["8.5.2", "10.3.0"])
+def test_a_qdq_model_gets_no_placeholder_int8_ranges(version, backends, tmp_path):
+    """An explicitly quantised (Q/DQ) model carries its own INT8 scales. trtexec sets its placeholder
+    ranges only on a network without Q/DQ layers (samples/common/sampleEngines.cpp hasQDQLayers:
+    release/8.5 L856-874, release/8.6 L995-1013, release/10.3 L981-999); the worker set them on every
+    INT8 network and the measurement said its ranges were placeholders."""
+    model = Model.load(_qdq(tmp_path))
+    ev = _ev(model, backends[version], tmp_path, precision="int8", trt_version=version[:4].rstrip("."))
+    m = ev.evaluate(Placement.all_gpu(ev.model))
+    assert m.status == "ok", m.reason
+    assert m.extra["int8_ranges"] == "qdq"
+    m2 = ev.evaluate(Placement(ev.model, {"conv": "DLA0"}))
+    assert m2.status == "ok", m2.reason
+    assert m2.extra["int8_ranges"] == "qdq"
+    ev.close()

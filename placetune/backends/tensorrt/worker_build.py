@@ -21,7 +21,7 @@ from worker_names import is_parser_line, is_placement_line, onnx_node, parser_ow
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 #: what an engine cache entry keeps of its build (obtain_plan)
 _BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla",
-                 "io_formats")
+                 "io_formats", "int8_ranges")
 
 
 def _severity_name(severity):
@@ -142,6 +142,13 @@ def _set_dynamic_ranges(network, trt, given=None):
             set_range(layer.get_output(j), 2.0 if pooling else 4.0)
 
 
+def _has_qdq_layers(network, trt):
+    # type: (Any, Any) -> bool
+    """Whether the network has Quantize/Dequantize layers (trtexec's hasQDQLayers)."""
+    qdq = (trt.LayerType.QUANTIZE, trt.LayerType.DEQUANTIZE)
+    return any(network.get_layer(i).type in qdq for i in range(network.num_layers))
+
+
 def _calibrator(trt, path):
     # type: (Any, str) -> Any
     """An entropy calibrator that only replays a calibration cache file."""
@@ -248,8 +255,14 @@ def build(trt, job, logger):
             config.set_flag(trt.BuilderFlag.INT8)
             if job.get("calibration_cache"):
                 config.int8_calibrator = _calibrator(trt, job["calibration_cache"])
+                out["int8_ranges"] = "calibration-cache"
+            elif _has_qdq_layers(network, trt):
+                # explicit quantisation: the Q/DQ layers' scales are the ranges; trtexec sets no
+                # placeholder range on such a network (sampleEngines.cpp hasQDQLayers, release/8.5-10.16)
+                out["int8_ranges"] = "qdq"
             else:
                 _set_dynamic_ranges(network, trt, job.get("int8_ranges"))
+                out["int8_ranges"] = "placeholder"
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     config.default_device_type = trt.DeviceType.GPU
     core = int(job.get("dla_core", -1))

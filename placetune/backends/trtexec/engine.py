@@ -19,6 +19,7 @@ from placetune.backends.jetson import (
     realized_vs_predicted,
     untyped_int8,
 )
+from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.timing_method import ENGINE_TIMED
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log, parser_network
 from placetune.backends.tensorrt.placement_known import decide, mark_known
@@ -299,6 +300,9 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
     if flags and settings.precision == "int8":
         if be.calibration_cache:
             argv.append(f"--calib={be.calibration_cache}")
+        elif model.proto is not None and has_qdq(model.proto):
+            notes.append("INT8 ranges from the model's Q/DQ nodes (trtexec sets no placeholder range on a network "
+                         "with Q/DQ layers)")
         else:
             notes.append("--int8 without --calib: placeholder dynamic ranges (right for timing, not accuracy)")
     argv.extend(place_args)
