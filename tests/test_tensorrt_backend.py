@@ -564,6 +564,11 @@ def test_a_nodes_second_layer_goes_where_its_node_goes(version, backends, tmp_pa
     assert all(d == "DLA0" for d in m.realized.values()), m.realized
     assert m.dla_loadables == {"DLA0": 1}, m.extra["build_log"]
     assert not [s for s in m.extra["build_log"] if "[GpuLayer]" in s and "max" in s], m.extra["build_log"]
+    # the max node on the GPU: its second layer with it; the measurement keeps it for an exported command
+    m2 = ev.evaluate(Placement(ev.model, {"conv0": "DLA0", "conv1": "DLA0", "conv2": "DLA0"}))
+    assert m2.status == "ok", m2.reason
+    second = [n for n in m2.extra["parser_layers"] if n.startswith("max_")]
+    assert len(second) == 1 and m2.extra["parser_layers"][second[0]] == "GPU"
     ev.close()
 
 

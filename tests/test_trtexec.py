@@ -659,6 +659,7 @@ def test_a_gpu_nodes_parser_layers_follow_it_and_islands_ending_in_them_are_read
     assert m.realized == {"conv0": "DLA0", "conv1": "DLA0", "max": "GPU", "conv2": "DLA0"}
     assert m.dla_loadables == {"DLA0": 3} and not m.extra["unmapped_log_names"]
     assert m.extra["placement_known"] is True
+    assert m.extra["parser_layers"] == {extra[0]: "GPU"}  # kept for an exported command (plan.trtexec)
     # the next placement of the model is built once, its parser layers listed from the start
     m2 = ev.evaluate(Placement(ev.model, {"conv0": "DLA0", "conv2": "DLA0"}))
     assert m2.status == "ok" and len(_processes(tmp_path, "build")) == 3

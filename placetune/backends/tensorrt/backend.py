@@ -478,6 +478,11 @@ class TensorRTBackend(JetsonBackend):
                    for row in res.get("network_layers", []) if row[1] is None and is_helper_name(row[0])}
         if helpers:
             extra["helper_layers"] = helpers
+        names = set(model.names)  # every other network layer, as built: an exported trtexec command lists them
+        parser_layers = {str(row[0]): ("DLA" if row[3] else "GPU") for row in res.get("network_layers", [])
+                         if core >= 0 and str(row[0]) not in names}
+        if parser_layers:
+            extra["parser_layers"] = parser_layers
         if res.get("int8_ranges"):  # the worker's word: calibration cache, the model's Q/DQ, placeholders
             extra["int8_ranges"] = res["int8_ranges"]
         if res.get("adjust_for_dla"):  # say which path made the network DLA-ready

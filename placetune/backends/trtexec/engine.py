@@ -421,6 +421,9 @@ def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str] | None, dict
         if realized and realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
+    parser_layers = parser_layer_devices(eng.network, predicted) if eng.core >= 0 else {}
+    if parser_layers:  # as asked: listed in --layerDeviceTypes, or the DLA by --useDLACore's default
+        extra["parser_layers"] = {n: ("GPU" if d == "GPU" else "DLA") for n, d in parser_layers.items()}
     extra["_dla_loadables"] = known.loadables  # taken out again by the caller, into Measurement.dla_loadables
     extra["subgraph_limit"] = loc.subgraph_limit
     extra["dla_subgraphs"] = loc.subgraphs
