@@ -563,3 +563,28 @@ def test_trtexec_lists_the_parsers_own_layers_as_measured_on_the_same_tensorrt()
     doc["engines"][0]["parser_layers"] = {"max_3": "CPU"}
     with pytest.raises(ConfigError, match=r"parser_layers must be an object of layer name"):
         Plan.from_dict(doc)
+
+
+def test_apply_places_the_parsers_own_layers_as_measured_on_the_same_tensorrt(engine_plan):
+    """TensorRT 8.5's parser gives a node's second layer ``<node>_<k>`` with no metadata
+    (onnx-tensorrt 8.5-GA generateUniqueName, no processMetadata before 8.6-GA): apply matched it to
+    nothing and left it on the GPU, splitting the node's DLA island. The plan's measured
+    ``parser_layers`` say where it was built; they are used on the measured TensorRT only."""
+    import copy
+
+    plan = copy.deepcopy(engine_plan)
+    plan.engines[0]["parser_layers"] = {"/conv3/Conv_7": "DLA", "/Concat_9": "GPU"}
+    plan.versions["tensorrt"] = "8.5.2"
+
+    def net():
+        return FakeNetwork([FakeLayer("/conv3/Conv"), FakeLayer("/conv3/Conv_7"), FakeLayer("/conv4/Conv"),
+                            FakeLayer("/Concat"), FakeLayer("/Concat_9")])
+
+    trt85 = SimpleNamespace(__version__="8.5.2.2", **vars(FAKE_TRT))
+    config = FakeConfig()
+    report = plan.apply(net(), config, trt=trt85)
+    assert config.devices["/conv3/Conv_7"] == "kDLA" and config.devices["/Concat_9"] == "kGPU"
+    assert "/conv3/Conv_7" not in report.unmatched and "/Concat_9" not in report.unmatched
+    config = FakeConfig()
+    report = plan.apply(net(), config, trt=SimpleNamespace(__version__="8.6.1", **vars(FAKE_TRT)))
+    assert config.devices["/conv3/Conv_7"] == "kGPU" and "/conv3/Conv_7" in report.unmatched
