@@ -665,3 +665,10 @@ def test_a_gpu_nodes_parser_layers_follow_it_and_islands_ending_in_them_are_read
     assert m2.status == "ok" and len(_processes(tmp_path, "build")) == 3
     assert _device_types(m2.extra["commands"]["build"])[extra[0]] == "GPU"
     ev.close()
+    # replicas of the same file: each DLA replica's command lists it too
+    ev = _ev(model, _backend(tmp_path, "10.3.0", replica_duration_s=0.2), tmp_path, trt_version="10.3",
+             mode="replicas", replicas={"DLA0": 1, "DLA1": 1})
+    m3 = ev.evaluate(Placement(ev.model, {"conv0": "DLA0", "conv1": "DLA0", "conv2": "DLA0"}))
+    assert m3.status == "ok", m3.reason
+    assert all(_device_types(c)[extra[0]] == "GPU" for c in m3.extra["commands"]["build"].values())
+    ev.close()
