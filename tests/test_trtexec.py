@@ -617,6 +617,28 @@ def test_int8_builds_with_fp16_too_and_both_backends_say_what_they_timed(tmp_pat
     assert "--fp16" in build and "--int8" in build
     assert "--noDataTransfers" in m.extra["commands"]["time"] and m.extra["timed"] == ENGINE_TIMED
     assert "no host<->device copies" in ENGINE_TIMED
+    assert m.extra["int8_ranges"] == "placeholder"  # as the tensorrt backend says it
+
+
+def test_a_qdq_model_is_said_to_keep_its_own_ranges(tmp_path):
+    """trtexec sets placeholder ranges only on a network without Q/DQ layers (sampleEngines.cpp
+    hasQDQLayers, release/8.5-10.x): the measurement says the model's Q/DQ nodes gave the ranges."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 8, 8])
+    inits = [numpy_helper.from_array(np.full((8, 8, 1, 1), 0.1, np.float32), "w"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(0, np.int8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dequant"),
+             helper.make_node("Conv", ["d", "w"], ["output"], name="conv")]
+    model = helper.make_model(helper.make_graph(nodes, "qdq", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "qdq.onnx"))
+    ev = _ev(Model.load(tmp_path / "qdq.onnx"), _backend(tmp_path, "10.3.0"), tmp_path, trt_version="10.3",
+             precision="int8")
+    m = ev.evaluate(Placement.all_gpu(ev.model))
+    assert m.status == "ok", m.reason
+    assert m.extra["int8_ranges"] == "qdq"
+    assert not any("placeholder dynamic ranges" in n for n in m.extra.get("notes") or []), m.extra.get("notes")
 
 
 def _max3(tmp: Path) -> Path:

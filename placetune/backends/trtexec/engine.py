@@ -128,6 +128,9 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
     realized = realized or None
     extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.build_argv},
                              **build_extra(eng), **loc_extra}
+    if settings.precision == "int8" and not strongly_typed(version_tuple(version)):  # where the ranges came from
+        extra["int8_ranges"] = "calibration-cache" if be.calibration_cache else \
+            "qdq" if model.proto is not None and has_qdq(model.proto) else "placeholder"
     if eng.notes:
         extra["notes"] = list(eng.notes)
     loadables = {device: n_load} if core >= 0 and n_load is not None else {}
