@@ -40,6 +40,10 @@ def check_engines(engines: list[dict[str, Any]], where: str) -> None:
         for key in ("layers", "dla_layers"):
             if e.get(key) is not None and not (isinstance(e[key], list) and all(isinstance(x, str) for x in e[key])):
                 raise ConfigError(f"{what}.{key} must be a list of layer names")
+        parser = e.get("parser_layers")
+        if parser is not None and not (isinstance(parser, dict) and all(
+                isinstance(k, str) and v in ("GPU", "DLA") for k, v in parser.items())):
+            raise ConfigError(f"{what}.parser_layers must be an object of layer name -> \"GPU\" or \"DLA\"")
 
 
 def check_numbers(doc: dict[str, Any], model: dict[str, Any], where: str) -> None:

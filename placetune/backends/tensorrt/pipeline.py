@@ -39,7 +39,7 @@ from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
-from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
+from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
 from placetune.backends.jetson import UNEXPLAINED_FALLBACK, realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
 from placetune.backends.tensorrt.worker_names import is_placement_line
@@ -236,8 +236,9 @@ def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentMod
     model = r.realized.model
     net_outputs = {o.name for o in source.graph.output}
     specs, cached_before = [], []
+    # a Q/DQ model brings its own ranges: none are set (trtexec: sampleEngines.cpp hasQDQLayers)
     ranges = int8_ranges(source) if settings.precision == "int8" and not common["calibration_cache"] \
-        and not common["strongly_typed"] else None
+        and not common["strongly_typed"] and not has_qdq(source) else None
     for c in cuts:
         content = c.hash + ("-fp16" if fp16 else "")
         # the producer and the readers of a cut tensor give it the same INT8 range

@@ -110,7 +110,7 @@ def profile_into(path: Path, eng: "Engine", model: "Model", core: int, extra: di
         extra.setdefault("notes", []).append("the --exportProfile file has no layer records")
         return
     rows = [(e.name, e.average_ms) for e in entries]
-    prof = attribute_profile(rows, eng.blog or BuildLog(), model.names, None,
+    prof = attribute_profile(rows, eng.blog or BuildLog(), model.names, eng.network,
                              dla_device=f"DLA{core}" if core >= 0 else "DLA0")
     extra.update(engine_layer_times_ms={name: ms for name, ms in rows}, profile_iterations=count,
                  dla_ms=prof.dla_ms, gpu_ms=prof.gpu_ms)
