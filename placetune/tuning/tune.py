@@ -295,6 +295,7 @@ class Tuner:
             progress.set_baseline(base)
         self.watch = ConvergenceWatch.from_store(ev, cfg.trials)
         ev.add_callback(self.watch.update)
+        progress.watch_convergence(self.watch)
         if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
             ev.add_callback(self._announce_convergence)
         remaining = cfg.trials - self._trials_done(agent_probe)
@@ -498,15 +499,11 @@ class Tuner:
                 f"{hours(total)} for the study's {plural(n, 'measurement')}")
 
     def _announce_convergence(self, placement: Placement, m: Measurement) -> None:
-        """Evaluator callback: one line when the study has just converged."""
-        if getattr(self, "_announced", False) or not self.watch.converged:
-            return
-        self._announced = True
-        c = self.watch.result()
+        """Evaluator callback: one line when the study has just converged, and one when a later gain withdrew it."""
         then = ("; the run stops here (stop_when_converged)" if self.cfg.stop_when_converged
                 else "; the run goes on (--stop-when-converged ends a run here)")
-        self._say(f"converged at trial {c.trial}: no gain over {100 * c.min_gain:g}% in the {c.patience} trials "
-                  f"after it{then}")
+        for line in self.watch.announcements():
+            self._say(line + (then if line.startswith("converged") else ""))
 
     def _verdict(self, outcome: TuneOutcome, rows: list[tuple[str, Measurement | None]]) -> None:
         """The verdict (what the run found and what that rests on) and where the study converged;
