@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("measure", help="measure one placement (simulated Jetson by default)")
     _add_model_args(p)
-    _add_target_args(p)
+    _add_target_args(p, DEFAULT_PRECISION)
     p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"))
     p.add_argument("--placement", default=None,
                    help="all-gpu | all-dla | dla0 | dla1 | FILE.json | JSON text (default all-gpu; in replicas "
