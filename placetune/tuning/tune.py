@@ -27,7 +27,7 @@ from placetune.tuning.first_build import FirstBuildCheck
 from placetune.tuning.measurable import check_measurable
 from placetune.measurement import Measurement
 from placetune.placement.placement import DEVICES, Placement
-from placetune.tuning.verdict import agent_hint, next_steps, placement_line, verdict
+from placetune.tuning.verdict import agent_hint, next_steps, per_stream_line, placement_line, verdict
 from placetune.tuning.progress import Progress
 from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
@@ -521,6 +521,9 @@ class Tuner:
             terms = self._best_split(outcome.baseline)
             text += f"; {terms}" if terms else ""
         self.verdict_lines = [text]
+        streams = per_stream_line(rows, self.cfg.streams) if self.cfg.streams else None
+        if streams:
+            self.verdict_lines.append(streams)
         conv = outcome.convergence
         if conv is not None and conv.trials:
             unit = ev.objective.units[0] if ev.objective.units else ""
@@ -577,6 +580,9 @@ class Tuner:
         path = self._check_export(outcome.study)
         plan = export_plan(ev.store, outcome.study, objective=ev.objective, model=ev.model)  # not loaded again
         plan.notes.extend(getattr(self, "verdict_lines", []))  # what the plan rests on, with the plan
+        fps = plan.measured.get("throughput_fps")
+        if self.cfg.streams and isinstance(fps, (int, float)):  # N streams of one network share its frames
+            plan.measured["streams"] = {"streams": self.cfg.streams, "per_stream_fps": fps / self.cfg.streams}
         plan.save(path, owned=self.cfg.export_owner() if self.cfg.export else is_plan_file)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         self._say(next_steps(self.cfg.storage, outcome.study))
