@@ -150,6 +150,20 @@ def test_a_gain_over_one_percent_withdraws_the_convergence_declared_before_it():
     assert watch.converged and watch.result().withdrawn == ((3, 26),)
 
 
+def test_the_rule_counts_the_device_time_spent_after_convergence():
+    obj = get_objective("throughput")
+    watch = ConvergenceWatch(obj, 20, patience=10)
+    for i, v in enumerate([100, 200] + [200] * 12):
+        m = _m(v, str(i))
+        m.extra["device_time_s"] = {"total_s": 600.0}
+        m.extra["cache_hit"] = i == 13  # a cache hit costs nothing
+        watch.add(str(i), m)
+    c = watch.result()
+    assert (c.trial, c.device_s, c.device_s_after) == (2, 13 * 600.0, 11 * 600.0)
+    assert c.device_clause() == "; 1.8 h of it after the study converged at trial 2"
+    assert ConvergenceWatch(obj, 20).result().device_clause() == ""
+
+
 def test_the_live_bar_shows_where_the_study_converged_or_when_its_best_last_moved():
     from placetune.tuning.progress import Progress
 
@@ -177,6 +191,11 @@ def test_stop_when_converged_ends_the_run_and_says_so(tmp_path):
     full, outcome = _tune(tmp_path / "full", model="seed-block", agent="local", trials=40)
     assert outcome.trials_done == 40 and not outcome.convergence.stopped
     assert re.search(r"^converged at trial \d+ of 40 .* bought", full, re.M)
+    # what the builds after convergence cost, next to the run's device time
+    conv = outcome.convergence
+    assert 0 < conv.device_s_after < conv.device_s
+    assert re.search(rf"^simulated device time .*; [\d.]+ (h|min|s) of it after the study converged at trial "
+                     rf"{conv.trial}$", full, re.M), full
 
 
 def test_the_residual_model_learns_what_the_profile_cannot_express():

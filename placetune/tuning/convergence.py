@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from placetune.wording import figure, plural
+from placetune.wording import figure, hours, plural
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -69,6 +69,9 @@ class Convergence:
             whose best is within ``min_gain`` of the current best; None: no trial yet).
         withdrawn: ``(convergence trial, trial it was withdrawn at)`` of every declaration a
             later gain over ``min_gain`` withdrew, in order.
+        device_s: the device time (builds and timing, seconds) of the trials seen; what the backend
+            reports as ``extra["device_time_s"]`` (the simulator does), cache hits cost nothing.
+        device_s_after: of it, the trials after the convergence trial (0 when not converged).
     """
 
     trials: int
@@ -81,6 +84,8 @@ class Convergence:
     stopped: bool = False
     last_moved: int | None = None
     withdrawn: tuple[tuple[int, int], ...] = ()
+    device_s: float = 0.0
+    device_s_after: float = 0.0
 
     @property
     def bought(self) -> float | None:
@@ -125,6 +130,13 @@ class Convergence:
         told = ", ".join(f"at trial {c} was withdrawn at trial {w}" for c, w in self.withdrawn)
         return f"; {'a convergence' if len(self.withdrawn) == 1 else 'the convergences'} declared {told}"
 
+    def device_clause(self) -> str:
+        """``; 6.0 h of it after the study converged at trial 4``: what the later builds cost
+        (nothing when not converged or no device time is known)."""
+        if self.trial is None or self.device_s <= 0:
+            return ""
+        return f"; {hours(self.device_s_after)} of it after the study converged at trial {self.trial}"
+
     def short(self) -> str:
         """A few words for a progress bar: ``converged at trial 4``, ``best moved at trial 37``."""
         if self.trial is not None:
@@ -155,6 +167,7 @@ class ConvergenceWatch:
         self.min_gain = float(min_gain)
         self._latest: dict[str, float] = {}  # realisation -> latest loss
         self._bests: list[float] = []  # best loss after each trial
+        self._device: list[float] = []  # device seconds of each trial (builds and timing; 0 for a cache hit)
         self._trial: int | None = None  # where it converged (None: not converged, or withdrawn)
         self._withdrawn: list[tuple[int, int]] = []  # (convergence trial, withdrawn at) of each withdrawn declaration
         self._news: list[str] = []  # declarations and withdrawals not announced yet (see announcements)
@@ -188,8 +201,12 @@ class ConvergenceWatch:
         if math.isfinite(loss):
             self._latest[str(key)] = loss
         best = min(self._latest.values(), default=math.inf)
+        dev = m.extra.get("device_time_s")
+        spent = float(dev["total_s"]) if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)) \
+            and not m.extra.get("cache_hit") else 0.0
         for _ in range(max(1, trials)):
             self._bests.append(best)
+            self._device.append(spent / max(1, trials))
             if self._trial is not None and not self.stopped:
                 then = self._bests[self._trial - 1]
                 if best < then - self.min_gain * abs(then):  # a gain over min_gain: not converged after all
@@ -253,7 +270,8 @@ class ConvergenceWatch:
         now = value(self._bests[-1]) if self._bests else None
         return Convergence(len(self._bests), self.patience, self.min_gain, self._trial, then, now,
                            self.objective.direction, self.stopped, self._since() if self._bests else None,
-                           tuple(self._withdrawn))
+                           tuple(self._withdrawn), sum(self._device),
+                           sum(self._device[self._trial:]) if self._trial else 0.0)
 
 
 def store_convergence(ev: "Evaluator", conv: Convergence) -> None:

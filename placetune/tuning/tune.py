@@ -488,15 +488,16 @@ class Tuner:
             return None
         this_run = (f"{hours(progress.device_s)} for this run's {plural(progress.device_n, 'measurement')}"
                     if progress.device_n else "none in this run")
+        later = self.watch.result().device_clause()  # what the builds after convergence cost
         if not self.resumed:  # everything the study holds was measured in this run
-            return f"simulated device time (builds and timing on a Jetson): {this_run}"
+            return f"simulated device time (builds and timing on a Jetson): {this_run}{later}"
         total, n = 0.0, 0
         for rec in ev.store.measurements(ev.study_name):
             dev = rec.measurement.extra.get("device_time_s")
             if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)):
                 total, n = total + float(dev["total_s"]), n + 1
         return (f"simulated device time (builds and timing on a Jetson): {this_run}, "
-                f"{hours(total)} for the study's {plural(n, 'measurement')}")
+                f"{hours(total)} for the study's {plural(n, 'measurement')}{later}")
 
     def _announce_convergence(self, placement: Placement, m: Measurement) -> None:
         """Evaluator callback: one line when the study has just converged, and one when a later gain withdrew it."""
