@@ -8,6 +8,7 @@ hand-edited ``plan.json`` with ``"index": "0/../../../x"``, ``"engine_file": "/e
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from placetune.errors import ConfigError
@@ -97,6 +98,14 @@ def check_measured(measured: Any, where: str) -> None:
         raise ConfigError(f"{where}: \"measured\" must be an object")
     _events(measured.get("timeline"), "timeline", where)
     _events(measured.get("segment_times_ms"), "segment_times_ms", where)
+    streams = measured.get("streams")
+    if streams is not None and not (
+            isinstance(streams, dict) and isinstance(streams.get("streams"), int)
+            and not isinstance(streams.get("streams"), bool) and streams["streams"] >= 1
+            and isinstance(streams.get("per_stream_fps"), (int, float)) and not isinstance(streams["per_stream_fps"], bool)
+            and math.isfinite(streams["per_stream_fps"])):
+        raise ConfigError(f"{where}: measured.streams must be {{\"streams\": a whole number >= 1, "
+                          f"\"per_stream_fps\": a number}}")
     lat = measured.get("latency_ms")
     if lat is not None and not (isinstance(lat, dict) and all(
             v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in lat.values())):

@@ -27,7 +27,7 @@ from placetune.tuning.first_build import FirstBuildCheck
 from placetune.tuning.measurable import check_measurable
 from placetune.measurement import Measurement
 from placetune.placement.placement import DEVICES, Placement
-from placetune.tuning.verdict import agent_hint, next_steps, placement_line, verdict
+from placetune.tuning.verdict import agent_hint, next_steps, per_stream_line, placement_line, verdict
 from placetune.tuning.progress import Progress
 from placetune.store.url import mask_url
 from placetune.tuning.studyfile import TuneConfig
@@ -295,6 +295,7 @@ class Tuner:
             progress.set_baseline(base)
         self.watch = ConvergenceWatch.from_store(ev, cfg.trials)
         ev.add_callback(self.watch.update)
+        progress.watch_convergence(self.watch)
         if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
             ev.add_callback(self._announce_convergence)
         remaining = cfg.trials - self._trials_done(agent_probe)
@@ -487,26 +488,23 @@ class Tuner:
             return None
         this_run = (f"{hours(progress.device_s)} for this run's {plural(progress.device_n, 'measurement')}"
                     if progress.device_n else "none in this run")
+        later = self.watch.result().device_clause()  # what the builds after convergence cost
         if not self.resumed:  # everything the study holds was measured in this run
-            return f"simulated device time (builds and timing on a Jetson): {this_run}"
+            return f"simulated device time (builds and timing on a Jetson): {this_run}{later}"
         total, n = 0.0, 0
         for rec in ev.store.measurements(ev.study_name):
             dev = rec.measurement.extra.get("device_time_s")
             if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)):
                 total, n = total + float(dev["total_s"]), n + 1
         return (f"simulated device time (builds and timing on a Jetson): {this_run}, "
-                f"{hours(total)} for the study's {plural(n, 'measurement')}")
+                f"{hours(total)} for the study's {plural(n, 'measurement')}{later}")
 
     def _announce_convergence(self, placement: Placement, m: Measurement) -> None:
-        """Evaluator callback: one line when the study has just converged."""
-        if getattr(self, "_announced", False) or not self.watch.converged:
-            return
-        self._announced = True
-        c = self.watch.result()
+        """Evaluator callback: one line when the study has just converged, and one when a later gain withdrew it."""
         then = ("; the run stops here (stop_when_converged)" if self.cfg.stop_when_converged
                 else "; the run goes on (--stop-when-converged ends a run here)")
-        self._say(f"converged at trial {c.trial}: no gain over {100 * c.min_gain:g}% in the {c.patience} trials "
-                  f"after it{then}")
+        for line in self.watch.announcements():
+            self._say(line + (then if line.startswith("converged") else ""))
 
     def _verdict(self, outcome: TuneOutcome, rows: list[tuple[str, Measurement | None]]) -> None:
         """The verdict (what the run found and what that rests on) and where the study converged;
@@ -524,6 +522,9 @@ class Tuner:
             terms = self._best_split(outcome.baseline)
             text += f"; {terms}" if terms else ""
         self.verdict_lines = [text]
+        streams = per_stream_line(rows, self.cfg.streams) if self.cfg.streams else None
+        if streams:
+            self.verdict_lines.append(streams)
         conv = outcome.convergence
         if conv is not None and conv.trials:
             unit = ev.objective.units[0] if ev.objective.units else ""
@@ -580,6 +581,9 @@ class Tuner:
         path = self._check_export(outcome.study)
         plan = export_plan(ev.store, outcome.study, objective=ev.objective, model=ev.model)  # not loaded again
         plan.notes.extend(getattr(self, "verdict_lines", []))  # what the plan rests on, with the plan
+        fps = plan.measured.get("throughput_fps")
+        if self.cfg.streams and isinstance(fps, (int, float)):  # N streams of one network share its frames
+            plan.measured["streams"] = {"streams": self.cfg.streams, "per_stream_fps": fps / self.cfg.streams}
         plan.save(path, owned=self.cfg.export_owner() if self.cfg.export else is_plan_file)
         self._say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
         self._say(next_steps(self.cfg.storage, outcome.study))
