@@ -130,8 +130,11 @@ def _engines(mode: str, realized: Placement | None, realized_map: dict[str, str]
     dla_devices = sorted({d for d in realized_map.values() if d != "GPU"})
     if mode == "engine":
         device = dla_devices[0] if dla_devices else "GPU"
-        return [{"index": 0, "kind": "engine", "device": device, "dla_core": dla_core(device),
-                 "batch": batch, "layers": names, "dla_layers": dla_names}]
+        eng = {"index": 0, "kind": "engine", "device": device, "dla_core": dla_core(device),
+               "batch": batch, "layers": names, "dla_layers": dla_names}
+        if (m.extra or {}).get("parser_layers"):  # the parser's own layers, as measured (plan.trtexec)
+            eng["parser_layers"] = dict(m.extra["parser_layers"])
+        return [eng]
     if mode == "pipeline":
         times = {int(s.get("index", i)): s for i, s in enumerate(m.segment_times_ms or [])}
         out = []

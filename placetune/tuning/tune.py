@@ -142,6 +142,7 @@ class Tuner:
         watch = ConvergenceWatch.from_store(ev, cfg.trials)
         report = TuneReport(cfg, ev, self._say, progress, resumed=bool(done), watch=watch, baselines=baselines)
         ev.add_callback(watch.update)
+        progress.watch_convergence(watch)
         if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
             ev.add_callback(report.announce_convergence)
         remaining = cfg.trials - self._trials_done(ev, agent_probe)

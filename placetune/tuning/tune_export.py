@@ -33,6 +33,9 @@ def export_best(cfg: TuneConfig, ev: Evaluator, study: str, notes: list[str],
     path = check_export(cfg, study)
     plan = export_plan(ev.store, study, objective=ev.objective, model=ev.model)  # not loaded again
     plan.notes.extend(notes)
+    fps = plan.measured.get("throughput_fps")
+    if cfg.streams and isinstance(fps, (int, float)):  # N streams of one network share its frames
+        plan.measured["streams"] = {"streams": cfg.streams, "per_stream_fps": fps / cfg.streams}
     plan.save(path, owned=cfg.export_owner() if cfg.export else is_plan_file)
     say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
     say(next_steps(cfg.storage, study))

@@ -15,7 +15,7 @@ from placetune.tuning.convergence import Convergence, ConvergenceWatch, store_co
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.progress import Progress
 from placetune.tuning.studyfile import TuneConfig
-from placetune.tuning.verdict import agent_hint, placement_line, verdict
+from placetune.tuning.verdict import agent_hint, per_stream_line, placement_line, verdict
 from placetune.wording import figure, hours, plural, versus
 
 __all__ = ["TuneOutcome", "TuneReport", "what_will_run"]
@@ -89,19 +89,14 @@ class TuneReport:
     watch: ConvergenceWatch
     baselines: list[tuple[Baseline, str | None, Measurement | None]] = field(default_factory=list)
     verdict_lines: list[str] = field(default_factory=list)
-    _announced: bool = False
 
     # ---------------------------------------------------------------- during the run
     def announce_convergence(self, placement: Placement, m: Measurement) -> None:
-        """Evaluator callback: one line when the study has just converged."""
-        if self._announced or not self.watch.converged:
-            return
-        self._announced = True
-        c = self.watch.result()
+        """Evaluator callback: one line when the study has just converged, and one when a later gain withdrew it."""
         then = ("; the run stops here (stop_when_converged)" if self.cfg.stop_when_converged
                 else "; the run goes on (--stop-when-converged ends a run here)")
-        self.say(f"converged at trial {c.trial}: no gain over {100 * c.min_gain:g}% in the {c.patience} trials "
-                 f"after it{then}")
+        for line in self.watch.announcements():
+            self.say(line + (then if line.startswith("converged") else ""))
 
     # ---------------------------------------------------------------- at its end
     def summary(self, outcome: TuneOutcome) -> None:
@@ -173,15 +168,16 @@ class TuneReport:
             return None
         this_run = (f"{hours(progress.device_s)} for this run's {plural(progress.device_n, 'measurement')}"
                     if progress.device_n else "none in this run")
+        later = self.watch.result().device_clause()  # what the builds after convergence cost
         if not self.resumed:  # everything the study holds was measured in this run
-            return f"simulated device time (builds and timing on a Jetson): {this_run}"
+            return f"simulated device time (builds and timing on a Jetson): {this_run}{later}"
         total, n = 0.0, 0
         for rec in ev.store.measurements(ev.study_name):
             dev = rec.measurement.extra.get("device_time_s")
             if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)):
                 total, n = total + float(dev["total_s"]), n + 1
         return (f"simulated device time (builds and timing on a Jetson): {this_run}, "
-                f"{hours(total)} for the study's {plural(n, 'measurement')}")
+                f"{hours(total)} for the study's {plural(n, 'measurement')}{later}")
 
     def _verdict(self, outcome: TuneOutcome, rows: list[tuple[str, Measurement | None]]) -> None:
         """The verdict (what the run found and what that rests on) and where the study converged;
@@ -196,6 +192,9 @@ class TuneReport:
             terms = self._best_split(outcome.baseline)
             text += f"; {terms}" if terms else ""
         self.verdict_lines = [text]
+        streams = per_stream_line(rows, self.cfg.streams) if self.cfg.streams else None
+        if streams:
+            self.verdict_lines.append(streams)
         conv = outcome.convergence
         if conv is not None and conv.trials:
             unit = ev.objective.units[0] if ev.objective.units else ""

@@ -50,6 +50,7 @@ from placetune.hardware.power import PowerSampler, energy_per_inference_mj
 from placetune.measurement import Extra, Measurement
 from placetune.memo import Memo
 from placetune.backends.tensorrt import pipeline as trt_pipeline
+from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.tensorrt.buildlog import attribute_profile, dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.jobs import JobContext, reply_failure, timing_cache_path
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
@@ -370,7 +371,8 @@ class TensorRTBackend(JetsonBackend):
         try:
             m = self._measure(realisation, platform, settings, base)
             if settings.precision == "int8" and m.extra is not None:  # where the INT8 ranges came from
-                m.extra.setdefault("int8_ranges", "calibration-cache" if self.calibration_cache else "placeholder")
+                m.extra.setdefault("int8_ranges", "calibration-cache" if self.calibration_cache else
+                                   "qdq" if model.proto is not None and has_qdq(model.proto) else "placeholder")
             return m
         except Exception as exc:  # noqa: BLE001 - the study must go on
             log.exception("TensorRT backend internal error")
@@ -471,6 +473,13 @@ class TensorRTBackend(JetsonBackend):
                    for row in res.get("network_layers", []) if row[1] is None and is_helper_name(row[0])}
         if helpers:
             extra["helper_layers"] = helpers
+        names = set(model.names)  # every other network layer, as built: an exported trtexec command lists them
+        parser_layers = {str(row[0]): ("DLA" if row[3] else "GPU") for row in res.get("network_layers", [])
+                         if core >= 0 and str(row[0]) not in names}
+        if parser_layers:
+            extra["parser_layers"] = parser_layers
+        if res.get("int8_ranges"):  # the worker's word: calibration cache, the model's Q/DQ, placeholders
+            extra["int8_ranges"] = res["int8_ranges"]
         if res.get("adjust_for_dla"):  # say which path made the network DLA-ready
             extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 10.16 on)"
         extra.update(

@@ -51,7 +51,7 @@ from placetune.backends.tensorrt.jobs import (
     reply_failure,
 )
 from placetune.backends.tensorrt.pool import WorkerReply
-from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
+from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
 from placetune.backends.jetson import realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
 
@@ -141,8 +141,9 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
     model = r.realized.model
     net_outputs = {o.name for o in source.graph.output}
     specs, cached_before = [], []
+    # a Q/DQ model brings its own ranges: none are set (trtexec: sampleEngines.cpp hasQDQLayers)
     ranges = int8_ranges(source) if settings.precision == "int8" and not common["calibration_cache"] \
-        and not common["strongly_typed"] else None
+        and not common["strongly_typed"] and not has_qdq(source) else None
     for c in cuts:
         content = c.hash + ("-fp16" if fp16 else "")
         # the producer and the readers of a cut tensor give it the same INT8 range

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from placetune.model.model import refuse_renamed
 from placetune.errors import PlacementError
 from placetune.hardware.power import PowerSampler
-from placetune.placement.realise import dla_support
 from placetune.measurement import Extra, Measurement, latency_stats
+from placetune.placement.realise import dla_support
 from placetune.backends.jetson import (
     UNEXPLAINED_FALLBACK,
     prepared_onnx,
     realized_vs_predicted,
     untyped_int8,
 )
+from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.timing_method import ENGINE_TIMED
-from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
+from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log, parser_network
 from placetune.backends.tensorrt.placement_known import decide, mark_known
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
@@ -61,7 +64,11 @@ if TYPE_CHECKING:
 __all__ = ["TrtexecOptions", "Engine", "Realised", "measure_engine", "time_built", "engine_spec", "time_argv", "placement_args", "build",
            "build_extra", "realised", "onnx_file", "sampler"]
 
+log = logging.getLogger(__name__)
 _LOG_KEEP = 400
+#: (prepared ONNX file, TensorRT version) -> the parser's layers of its last verbose build
+#: (buildlog.parser_network): the next builds list the layers made beyond the nodes
+PARSER_LAYERS: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
 _INSPECTOR_MAX_CHARS = 500_000
 
 
@@ -107,6 +114,7 @@ class Engine:
     blog: BuildLog | None = None
     layer_info_path: Path | None = None
     predicted: dict[str, str] | None = None  # the placement placetune predicted (for the cross-check)
+    network: list[tuple[str, str | None]] | None = None  # (layer, its ONNX node) from the parser's [V] lines
 
     def built(self) -> Run:
         """The build's run (once :func:`build` ran it)."""
@@ -125,20 +133,37 @@ def measure_engine(be: TrtexecOptions, r: "Realisation", platform: "Platform", s
     onnx_or_failure = onnx_file(be.cache_dir, model, settings, version, base)
     if isinstance(onnx_or_failure, Measurement):
         return onnx_or_failure
-    placement = placement_args(r, platform, settings, version, core)
-    if isinstance(placement, str):
-        return Measurement.failure("infeasible", placement, realized=predicted, **base)
-    place_args, notes = placement
-    device = f"DLA{core}" if core >= 0 else "GPU"
-    eng = engine_spec(be, onnx_or_failure, model, settings, version, platform, device, core, int(model.batch),
-                      place_args, workdir, "engine")
-    eng.notes.extend(notes)
-    failure = build(be, eng, version, base)
-    if failure is not None:
-        return failure
+    key = (str(onnx_or_failure), version)
+    for attempt in range(2):
+        placement = placement_args(r, platform, settings, version, core, PARSER_LAYERS.get(key))
+        if isinstance(placement, str):
+            return Measurement.failure("infeasible", placement, realized=predicted, **base)
+        place_args, notes = placement
+        device = f"DLA{core}" if core >= 0 else "GPU"
+        eng = engine_spec(be, onnx_or_failure, model, settings, version, platform, device, core, int(model.batch),
+                          place_args, workdir, "engine")
+        eng.notes.extend(notes)
+        failure = build(be, eng, version, base)
+        if failure is not None:
+            return failure
+        # the first verbose build of a model says which layers the parser made beyond its nodes; if some
+        # of a GPU node's were left to --useDLACore's default (DLA), build again with them listed
+        missed = any(d == "GPU" for d in parser_layer_devices(eng.network, predicted).values()) \
+            and key not in PARSER_LAYERS and any(a.startswith("--layerDeviceTypes=") for a in place_args)
+        if eng.network:
+            PARSER_LAYERS[key] = eng.network
+        if attempt:
+            eng.notes.append("built twice: the first build's log named layers the ONNX parser made for GPU nodes, "
+                             "which --useDLACore had put on the DLA; the second lists them on the GPU")
+        if not missed or attempt:
+            break
+        log.info("rebuilding %s: the parser made layers for GPU nodes that --useDLACore put on the DLA", key[0])
     placed = realised(eng, r)
     extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.build_argv},
                              **build_extra(eng), **placed.extra}
+    if settings.precision == "int8" and not strongly_typed(version_tuple(version)):  # where the ranges came from
+        extra["int8_ranges"] = "calibration-cache" if be.calibration_cache else \
+            "qdq" if model.proto is not None and has_qdq(model.proto) else "placeholder"
     if eng.notes:
         extra["notes"] = list(eng.notes)
     loadables = {device: placed.loadables} if core >= 0 and placed.loadables is not None else {}
@@ -188,7 +213,7 @@ def time_built(be: TrtexecOptions, eng: Engine, version: str, settings: "Setting
     # ---- per-layer profile and inspector
     profile_path = files.get("profile")
     if profile_path is not None and model is not None:
-        profile_into(profile_path, eng.blog, model, eng.core, extra, kw)
+        profile_into(profile_path, eng.blog, eng.network, model, eng.core, extra, kw)
     if eng.layer_info_path is not None and eng.layer_info_path.is_file():
         info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
         extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
@@ -231,15 +256,34 @@ def onnx_file(cache_dir: Path, model: "Model", settings: "Settings", version: st
     return prepared_onnx(model, cache_dir, settings.precision, typed, "trtexec", base)
 
 
+def parser_layer_devices(parser: Sequence[tuple[str, str | None]] | None, predicted: Mapping[str, str]
+                         ) -> dict[str, str]:
+    """The layers the ONNX parser made beyond the model's nodes (``<node>_<k>``, ``ONNXTRT_*``, a
+    Constant named after its weights; :func:`~placetune.backends.tensorrt.buildlog.parser_network`
+    of an earlier build) with the device of the node they were made for. Under ``--useDLACore``
+    every layer not listed goes to the DLA (sampleEngines.cpp: setDefaultDeviceType(kDLA), then
+    setLayerDeviceTypes per name), so a GPU node's extra layers must be named to follow it. A name
+    ``--layerDeviceTypes`` cannot carry (``,`` or ``'``) is left out."""
+    out: dict[str, str] = {}
+    for layer, node in parser or ():
+        if node is None or layer in predicted or node not in predicted or "," in layer or "'" in layer or not layer:
+            continue
+        out[layer] = predicted[node]
+    return out
+
+
 def placement_args(r: "Realisation", platform: "Platform", settings: "Settings", version: str,
-                   core: int) -> tuple[list[str], list[str]] | str:
+                   core: int, parser: Sequence[tuple[str, str | None]] | None = None
+                   ) -> tuple[list[str], list[str]] | str:
     """``--useDLACore``/``--allowGPUFallback``/``--layerDeviceTypes`` for the realised placement,
-    with notes; or why trtexec of this version cannot express it."""
+    with notes; or why trtexec of this version cannot express it. ``parser``: the parser's layers
+    of an earlier build of the model (:func:`parser_layer_devices` lists them too)."""
     if core < 0:
         return [], []
     model = r.realized.model
     predicted = r.realized.as_dict()
     args = dla_flags(core, settings.gpu_fallback)
+    extra_layers = parser_layer_devices(parser, predicted)
     # layers on the GPU that were not asked on a DLA (those in r.fallback were, and trtexec
     # falls them back by itself): only these need --layerDeviceTypes
     asked_gpu = [n for n, d in predicted.items() if d == "GPU" and n not in r.fallback]
@@ -257,7 +301,7 @@ def placement_args(r: "Realisation", platform: "Platform", settings: "Settings",
                 "which sets each layer's device with the Python API")
     try:
         refuse_renamed(model.renamed, model.names)  # a name TensorRT gives by its own counter
-        spec, only_gpu = device_types_arg({n: predicted[n] for n in model.names})
+        spec, only_gpu = device_types_arg({**{n: predicted[n] for n in model.names}, **extra_layers})
     except PlacementError as exc:
         return (f"trtexec cannot express this placement: {exc}. Measure it with the tensorrt backend "
                 "(--backend tensorrt), which places layers with the Python API")
@@ -267,8 +311,12 @@ def placement_args(r: "Realisation", platform: "Platform", settings: "Settings",
     if len(spec) > MAX_ARG_CHARS:
         return (f"the --layerDeviceTypes list is {len(spec)} characters, over the argument limit; use the "
                 "tensorrt backend")
-    notes.append("layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not listed and "
-                 "default to the DLA under --useDLACore")
+    if extra_layers:
+        notes.append(f"{len(extra_layers)} layer(s) the ONNX parser made beyond the model's nodes (<node>_<k>, "
+                     "ONNXTRT_*, weights) are listed with their node's device (read from an earlier build's log)")
+    else:
+        notes.append("layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not listed and "
+                     "default to the DLA under --useDLACore")
     return args + [f"--layerDeviceTypes={spec}"], notes
 
 
@@ -285,6 +333,9 @@ def engine_spec(be: TrtexecOptions, onnx: Path, model: "Model", settings: "Setti
     if flags and settings.precision == "int8":
         if be.calibration_cache:
             argv.append(f"--calib={be.calibration_cache}")
+        elif model.proto is not None and has_qdq(model.proto):
+            notes.append("INT8 ranges from the model's Q/DQ nodes (trtexec sets no placeholder range on a network "
+                         "with Q/DQ layers)")
         else:
             notes.append("--int8 without --calib: placeholder dynamic ranges (right for timing, not accuracy)")
     argv.extend(place_args)
@@ -358,6 +409,7 @@ def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -
     run = eng.run = proc.wait(time.monotonic() + be.timeout_s)
     lines = run.lines()
     eng.blog = parse_build_log(lines)
+    eng.network = parser_network(run.parser_messages()) or None
     extra = dict(base.pop("extra", {}) or {})
     extra.setdefault("commands", {"build": eng.build_argv})
     kw = dict(build_seconds=run.seconds, extra=extra, **base)
@@ -402,10 +454,10 @@ def realised(eng: Engine, r: "Realisation") -> Realised:
     model = r.realized.model
     predicted = r.realized.as_dict()
     blog = eng.blog or BuildLog()
-    loc = locate(blog, model.names)
+    loc = locate(blog, model.names, eng.network)
     extra: dict[str, Any] = {}
     eng.predicted = dict(predicted)
-    known = decide(predicted, eng.core, blog, loc, model.names)
+    known = decide(predicted, eng.core, blog, loc, model.names, eng.network)
     mark_known(extra, known, blog)
     if eng.core >= 0 and not blog.reports_placement:  # the layer information (read after timing) may still say
         eng.notes.append("the build log has no DLA/GPU placement sections: realised placement UNKNOWN unless "
@@ -419,6 +471,9 @@ def realised(eng: Engine, r: "Realisation") -> Realised:
         if realized and realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
+    parser_layers = parser_layer_devices(eng.network, predicted) if eng.core >= 0 else {}
+    if parser_layers:  # as asked: listed in --layerDeviceTypes, or the DLA by --useDLACore's default
+        extra["parser_layers"] = {n: ("GPU" if d == "GPU" else "DLA") for n, d in parser_layers.items()}
     extra["subgraph_limit"] = loc.subgraph_limit
     extra["dla_subgraphs"] = loc.subgraphs
     extra["unmapped_log_names"] = loc.unmapped[:50]
@@ -429,7 +484,8 @@ def cross_check(eng: Engine, model: "Model", layers: list[dict[str, Any]], kw: d
     """The build log's placement cross-checked with ``--exportLayerInfo``'s layers: ``kw``'s realised
     placement, loadables and ``extra`` (``placement_known``...) follow :func:`decide`."""
     assert eng.blog is not None and eng.predicted is not None
-    known = decide(eng.predicted, eng.core, eng.blog, locate(eng.blog, model.names), model.names, None, layers)
+    known = decide(eng.predicted, eng.core, eng.blog, locate(eng.blog, model.names, eng.network), model.names,
+                   eng.network, layers)
     extra = kw["extra"]
     for key in ("placement_unknown",):
         extra.pop(key, None)

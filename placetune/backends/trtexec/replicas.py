@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.measurement import Measurement, latency_stats
 from placetune.settings import resolve_replicas
 from placetune.backends.trtexec.engine import (
+    PARSER_LAYERS,
     Engine,
     TrtexecOptions,
     build,
@@ -54,7 +55,9 @@ def measure_replicas(be: TrtexecOptions, r: "Realisation", platform: "Platform",
     for dev, batch in reps.items():
         core = int(dev[3:]) if dev != "GPU" and dla_layers else -1
         if core >= 0:
-            placement = placement_args(r, platform, settings, version, core)
+            # the parser's layers beyond the nodes, from an earlier build of this file (engine.PARSER_LAYERS)
+            placement = placement_args(r, platform, settings, version, core,
+                                       PARSER_LAYERS.get((str(onnx_or_failure), version)))
             if isinstance(placement, str):
                 return Measurement.failure("infeasible", f"replica {dev}: {placement}", realized=predicted, **base)
             place_args, more = placement
@@ -78,6 +81,8 @@ def measure_replicas(be: TrtexecOptions, r: "Realisation", platform: "Platform",
             failure.reason = f"replica {eng.device}: {failure.reason}"
             return failure
         build_s += eng.built().seconds
+        if eng.network:
+            PARSER_LAYERS[(str(onnx_or_failure), version)] = eng.network
         if eng.batch != model.batch and any(_STATIC_SHAPES in x for x in eng.built().lines()):
             return Measurement.failure(
                 "infeasible", f"replica {eng.device} asks batch {eng.batch} but the ONNX file has a static batch "

@@ -92,10 +92,10 @@ def energy(reading: PowerReading, qps: float | None) -> float | None:
     return energy_per_inference_mj(reading.mean_w, qps=qps)
 
 
-def profile_into(path: Path, blog: BuildLog | None, model: "Model", core: int, extra: dict[str, Any],
-                 kw: dict[str, Any]) -> None:
+def profile_into(path: Path, blog: BuildLog | None, network: list[tuple[str, str | None]] | None, model: "Model",
+                 core: int, extra: dict[str, Any], kw: dict[str, Any]) -> None:
     """Per-layer times of an ``--exportProfile`` file into ``extra`` and ``kw`` (segment and layer times),
-    attributed to the model's layers through the engine's build log ``blog``."""
+    attributed to the model's layers through the engine's build log ``blog`` and the parser's ``network``."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -106,7 +106,7 @@ def profile_into(path: Path, blog: BuildLog | None, model: "Model", core: int, e
         extra.setdefault("notes", []).append("the --exportProfile file has no layer records")
         return
     rows = [(e.name, e.average_ms) for e in entries]
-    prof = attribute_profile(rows, blog or BuildLog(), model.names, None,
+    prof = attribute_profile(rows, blog or BuildLog(), model.names, network,
                              dla_device=f"DLA{core}" if core >= 0 else "DLA0")
     extra.update(engine_layer_times_ms={name: ms for name, ms in rows}, profile_iterations=count,
                  dla_ms=prof.dla_ms, gpu_ms=prof.gpu_ms)
