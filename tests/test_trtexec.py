@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune import BackendError, Evaluator, Model, Placement, Store
+from placetune.measurement import Extra
 from placetune.backends.registry import get_backend
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import parse_build_log
@@ -506,6 +507,8 @@ def test_replicas_run_as_concurrent_trtexec_processes(tmp_path, gn):
     assert m.extra["overlap_s"] > 0.3
     assert m.dla_loadables == {"DLA0": 5, "DLA1": 5} and m.realized["/linear/Gemm"] == "GPU"
     assert m.energy_mj == pytest.approx(m.power_w / (m.throughput_fps / 1000.0) * 32)
+    # the build log's loadable count is Measurement.dla_loadables, never a stray key of the extras
+    assert "_dla_loadables" not in m.extra and set(m.extra) <= set(Extra.__annotations__), set(m.extra)
 
 
 def test_replicas_with_their_own_batch_need_a_dynamic_onnx(tmp_path, gn):

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from placetune.cli.checks import load_model
@@ -189,7 +190,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     checks = doctor.run(worker_python=args.worker_python)
     if args.json:
-        print(dumps_json([c.__dict__ if hasattr(c, "__dict__") else c._asdict() for c in checks], indent=2))
+        print(dumps_json([asdict(c) for c in checks], indent=2))
     else:
         print(doctor.format(checks))
     return doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson

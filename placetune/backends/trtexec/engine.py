@@ -8,11 +8,13 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from placetune.model.model import refuse_renamed
 from placetune.errors import PlacementError
-from placetune.measurement import Measurement, latency_stats
+from placetune.hardware.power import PowerSampler
+from placetune.measurement import Extra, Measurement, latency_stats
+from placetune.placement.realise import dla_support
 from placetune.backends.jetson import (
     UNEXPLAINED_FALLBACK,
     prepared_onnx,
@@ -58,9 +60,8 @@ if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
-    from placetune.backends.trtexec.backend import TrtexecBackend
 
-__all__ = ["Engine", "measure_engine", "time_built", "engine_spec", "time_argv", "placement_args", "build",
+__all__ = ["TrtexecOptions", "Engine", "Realised", "measure_engine", "time_built", "engine_spec", "time_argv", "placement_args", "build",
            "build_extra", "realised", "onnx_file", "sampler"]
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,34 @@ _LOG_KEEP = 400
 #: (buildlog.parser_network): the next builds list the layers made beyond the nodes
 PARSER_LAYERS: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
 _INSPECTOR_MAX_CHARS = 500_000
+
+
+class TrtexecOptions(Protocol):
+    """What building and timing an engine reads of the trtexec backend: its options (see
+    :class:`~placetune.backends.trtexec.backend.TrtexecBackend` for each) and the environment
+    trtexec runs in."""
+
+    trtexec: str
+    cache_dir: Path
+    timeout_s: float
+    warmup_ms: float
+    iterations: int | None
+    duration_s: float
+    replica_duration_s: float
+    timing_cache: bool
+    calibration_cache: str | None
+    verbose: bool
+    profile: bool
+    layer_info: bool
+    spin_wait: bool
+    power: bool
+    power_root: str | None
+    power_interval_s: float
+    power_rails: list[str] | None
+    build_args: list[str]
+    run_args: list[str]
+
+    def environ(self) -> dict[str, str]: ...
 
 
 @dataclass
@@ -87,8 +116,14 @@ class Engine:
     predicted: dict[str, str] | None = None  # the placement placetune predicted (for the cross-check)
     network: list[tuple[str, str | None]] | None = None  # (layer, its ONNX node) from the parser's [V] lines
 
+    def built(self) -> Run:
+        """The build's run (once :func:`build` ran it)."""
+        if self.run is None:
+            raise RuntimeError(f"the {self.device} engine was not built")
+        return self.run
 
-def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform", settings: "Settings", version: str,
+
+def measure_engine(be: TrtexecOptions, r: "Realisation", platform: "Platform", settings: "Settings", version: str,
                    base: dict[str, Any], workdir: Path) -> Measurement:
     """Engine mode: build one engine of the realised placement, time it, sample power while it runs."""
     model = r.realized.model
@@ -123,23 +158,21 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
         if not missed or attempt:
             break
         log.info("rebuilding %s: the parser made layers for GPU nodes that --useDLACore put on the DLA", key[0])
-    realized, fallback, loc_extra = realised(eng, r)
-    n_load = loc_extra.pop("_dla_loadables", None)
-    realized = realized or None
+    placed = realised(eng, r)
     extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.build_argv},
-                             **build_extra(eng), **loc_extra}
+                             **build_extra(eng), **placed.extra}
     if settings.precision == "int8" and not strongly_typed(version_tuple(version)):  # where the ranges came from
         extra["int8_ranges"] = "calibration-cache" if be.calibration_cache else \
             "qdq" if model.proto is not None and has_qdq(model.proto) else "placeholder"
     if eng.notes:
         extra["notes"] = list(eng.notes)
-    loadables = {device: n_load} if core >= 0 and n_load is not None else {}
-    kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=eng.run.seconds,
-              extra=extra, **base)
+    loadables = {device: placed.loadables} if core >= 0 and placed.loadables is not None else {}
+    kw = dict(realized=placed.realized or None, fallback=placed.fallback, dla_loadables=loadables,
+              build_seconds=eng.built().seconds, extra=extra, **base)
     return time_built(be, eng, version, settings, workdir, kw, model, profile=be.profile)
 
 
-def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settings", workdir: Path,
+def time_built(be: TrtexecOptions, eng: Engine, version: str, settings: "Settings", workdir: Path,
                kw: dict[str, Any], model: "Model | None" = None, *, profile: bool = False,
                tag: str = "engine") -> Measurement:
     """Time a built engine (``eng.engine_path``) with trtexec and sample power while it runs: the
@@ -178,8 +211,9 @@ def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Setti
     extra["timed"] = ENGINE_TIMED
     timed = window(run, records, summary)
     # ---- per-layer profile and inspector
-    if files.get("profile") is not None and model is not None:
-        profile_into(files["profile"], eng, model, eng.core, extra, kw)
+    profile_path = files.get("profile")
+    if profile_path is not None and model is not None:
+        profile_into(profile_path, eng.blog, eng.network, model, eng.core, extra, kw)
     if eng.layer_info_path is not None and eng.layer_info_path.is_file():
         info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
         extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
@@ -205,12 +239,10 @@ def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Setti
     return Measurement(status="ok", **kw)
 
 
-def sampler(be: "TrtexecBackend") -> Any:
+def sampler(be: TrtexecOptions) -> Any:
     """A power sampler of the backend's rails, None when power sampling is off."""
     if not be.power:
         return None
-    from placetune.hardware.power import PowerSampler
-
     return PowerSampler(be.power_root, be.power_interval_s, total_rails=be.power_rails)
 
 
@@ -234,7 +266,7 @@ def parser_layer_devices(parser: Sequence[tuple[str, str | None]] | None, predic
     ``--layerDeviceTypes`` cannot carry (``,`` or ``'``) is left out."""
     out: dict[str, str] = {}
     for layer, node in parser or ():
-        if layer in predicted or node not in predicted or "," in layer or "'" in layer or not layer:
+        if node is None or layer in predicted or node not in predicted or "," in layer or "'" in layer or not layer:
             continue
         out[layer] = predicted[node]
     return out
@@ -258,8 +290,6 @@ def placement_args(r: "Realisation", platform: "Platform", settings: "Settings",
     if not asked_gpu:
         return args, []
     if not has_layer_device_types(version_tuple(version)):
-        from placetune.placement.realise import dla_support
-
         support = dla_support(model, platform, settings.precision, settings.trt_version)
         if settings.gpu_fallback and all(not support[n].supported for n in asked_gpu):
             return args, [f"{len(asked_gpu)} layer(s) asked on the GPU are not supported on the DLA, so "
@@ -270,7 +300,7 @@ def placement_args(r: "Realisation", platform: "Platform", settings: "Settings",
                 "Per-layer placement on TensorRT 8.5 needs the tensorrt backend (--backend tensorrt), "
                 "which sets each layer's device with the Python API")
     try:
-        refuse_renamed(getattr(model, "renamed", {}), model.names)  # a name TensorRT gives by its own counter
+        refuse_renamed(model.renamed, model.names)  # a name TensorRT gives by its own counter
         spec, only_gpu = device_types_arg({**{n: predicted[n] for n in model.names}, **extra_layers})
     except PlacementError as exc:
         return (f"trtexec cannot express this placement: {exc}. Measure it with the tensorrt backend "
@@ -290,7 +320,7 @@ def placement_args(r: "Realisation", platform: "Platform", settings: "Settings",
     return args + [f"--layerDeviceTypes={spec}"], notes
 
 
-def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Settings", version: str,
+def engine_spec(be: TrtexecOptions, onnx: Path, model: "Model", settings: "Settings", version: str,
                 platform: "Platform", device: str, core: int, batch: int, place_args: list[str], workdir: Path,
                 tag: str) -> Engine:
     """The build command of one engine (``--saveEngine`` in ``workdir``)."""
@@ -334,7 +364,7 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
     return eng
 
 
-def time_argv(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settings", workdir: Path, tag: str, *,
+def time_argv(be: TrtexecOptions, eng: Engine, version: str, settings: "Settings", workdir: Path, tag: str, *,
               duration_s: float, profile: bool, serial: bool = True) -> tuple[list[str], dict[str, Path | None]]:
     """The timing command of a built engine and the files it exports (``times``, ``profile``).
 
@@ -372,7 +402,7 @@ def timing_cache_path(cache_dir: Path, platform: "Platform", version: str) -> Pa
     return path
 
 
-def build(be: "TrtexecBackend", eng: Engine, version: str, base: dict[str, Any]) -> Measurement | None:
+def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -> Measurement | None:
     """Run the build; None when it produced an engine, else the failure."""
     log_path = eng.engine_path.with_suffix(".build.log")
     proc = Proc(eng.build_argv, log_path, be.environ(), eng.engine_path.parent)
@@ -393,7 +423,7 @@ def build(be: "TrtexecBackend", eng: Engine, version: str, base: dict[str, Any])
     return None
 
 
-def build_extra(eng: Engine) -> dict[str, Any]:
+def build_extra(eng: Engine) -> Extra:
     """The build's errors, warnings and first log lines for ``Measurement.extra``."""
     blog = eng.blog
     if blog is None:
@@ -402,8 +432,25 @@ def build_extra(eng: Engine) -> dict[str, Any]:
     return {"build_errors": blog.errors[:50], "build_warnings": blog.warnings[:100], "build_log": kept}
 
 
-def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str] | None, dict[str, str], dict[str, Any]]:
-    """Realised placement (None when unknown) and fallback reasons from an engine's build log."""
+@dataclass
+class Realised:
+    """What an engine's build log says TensorRT placed.
+
+    Attributes:
+        realized: the realised placement (empty when unknown).
+        fallback: why layers asked on a DLA run on the GPU.
+        extra: the measurement's extras that say how it was read (``placement_known``...).
+        loadables: the engine's DLA loadables (None: unknown).
+    """
+
+    realized: dict[str, str]
+    fallback: dict[str, str]
+    extra: dict[str, Any]
+    loadables: int | None
+
+
+def realised(eng: Engine, r: "Realisation") -> Realised:
+    """The realised placement and fallback reasons from an engine's build log."""
     model = r.realized.model
     predicted = r.realized.as_dict()
     blog = eng.blog or BuildLog()
@@ -427,11 +474,10 @@ def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str] | None, dict
     parser_layers = parser_layer_devices(eng.network, predicted) if eng.core >= 0 else {}
     if parser_layers:  # as asked: listed in --layerDeviceTypes, or the DLA by --useDLACore's default
         extra["parser_layers"] = {n: ("GPU" if d == "GPU" else "DLA") for n, d in parser_layers.items()}
-    extra["_dla_loadables"] = known.loadables  # taken out again by the caller, into Measurement.dla_loadables
     extra["subgraph_limit"] = loc.subgraph_limit
     extra["dla_subgraphs"] = loc.subgraphs
     extra["unmapped_log_names"] = loc.unmapped[:50]
-    return realized, fallback, extra
+    return Realised(realized, fallback, extra, known.loadables)
 
 
 def cross_check(eng: Engine, model: "Model", layers: list[dict[str, Any]], kw: dict[str, Any]) -> None:
