@@ -262,8 +262,9 @@ class Tuner:
         from placetune.plan.export import stored_model_row
 
         stored_model_row(store, ev.study.model_hash)
-        if done:
-            store.measurements(name)
+        from placetune.tuning.study_scan import StudyScan
+
+        self.scan = StudyScan(ev.objective).read(store, name) if done else StudyScan(ev.objective)  # one pass
         self._say(self.what_will_run())
         self._say(f"study {name!r} in {store.url} ({cfg.source})")
         if self.fleet is not None:
@@ -277,6 +278,7 @@ class Tuner:
         progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
                             objective=ev.objective, baseline=baseline)
         ev.add_callback(progress.update)
+        ev.add_callback(self.scan.seen)
         if not ev.backend.simulated:  # a real run's first builds check the stack (exit 8)
             FirstBuildCheck(ev).attach()
         self.progress, self.resumed = progress, bool(done)
@@ -293,7 +295,7 @@ class Tuner:
         if base is not None:
             baseline = base
             progress.set_baseline(base)
-        self.watch = ConvergenceWatch.from_store(ev, cfg.trials)
+        self.watch = ConvergenceWatch.from_store(ev, cfg.trials, self.scan.losses)
         ev.add_callback(self.watch.update)
         if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
             ev.add_callback(self._announce_convergence)
@@ -489,11 +491,8 @@ class Tuner:
                     if progress.device_n else "none in this run")
         if not self.resumed:  # everything the study holds was measured in this run
             return f"simulated device time (builds and timing on a Jetson): {this_run}"
-        total, n = 0.0, 0
-        for rec in ev.store.measurements(ev.study_name):
-            dev = rec.measurement.extra.get("device_time_s")
-            if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)):
-                total, n = total + float(dev["total_s"]), n + 1
+        self.scan.refresh(ev.store, ev.study_name)
+        total, n = self.scan.device_time
         return (f"simulated device time (builds and timing on a Jetson): {this_run}, "
                 f"{hours(total)} for the study's {plural(n, 'measurement')}")
 
@@ -541,18 +540,12 @@ class Tuner:
         ev = self.evaluator
         assert ev is not None
         obj = ev.objective
-        best: tuple[float, Measurement] | None = None
-        for rec in ev.store.measurements(ev.study_name, status="ok"):
-            m = rec.measurement
-            v = obj.value(m)
-            if v is None or not m.realized or set(m.realized.values()) == {"GPU"}:
-                continue
-            if best is None or obj.better(v, best[0]):
-                best = (v, m)
+        self.scan.refresh(ev.store, ev.study_name)
+        m = self.scan.best_dla(ev.store)
         base_v = obj.value(base)
-        if best is None or base_v is None:
+        v = None if m is None else obj.value(m)
+        if m is None or v is None or base_v is None:
             return None
-        v, m = best
         name = obj.names[0]
         unit = {"latency": "ms", "throughput": "fps", "energy": "mJ"}.get(name, "")
         dla = {d: t for d, t in (m.extra.get("busy_ms") or {}).items() if d != "GPU" and t}
