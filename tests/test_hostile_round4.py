@@ -130,3 +130,26 @@ def test_a_resume_reads_each_stored_row_once(small_db, tmp_path, monkeypatch):
     old = [i for i in decoded if i <= stored]
     # every stored row once, and the few the summary and the plan read by id (best, baselines)
     assert set(range(1, stored + 1)) <= set(old) and len(old) <= stored + 8, sorted(old)
+
+
+# ---------------------------------------------------------------------------------------------- optuna trials
+
+
+def test_every_plan_of_an_optuna_run_names_its_optuna_trial(tmp_path, capsys):
+    """The optuna agent's trials were written before their batch of measurements: their
+    ``measurement_id`` was null, and a plan exported from them had ``trial_number: null``."""
+    import json
+
+    db = tmp_path / "o.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "10", "--agent", "optuna", "--storage", str(db),
+                 "--study", "s", "--export", str(tmp_path / "s.plan.json")]) == 0
+    with sqlite3.connect(db) as con:
+        attrs = con.execute("SELECT t.number, a.value_json FROM trials t JOIN trial_user_attributes a ON "
+                            "a.trial_id = t.trial_id WHERE a.key = 'measurement_id'").fetchall()
+        ids = [i for i, in con.execute("SELECT id FROM pt_measurements ORDER BY id")]
+    assert attrs and all(v != "null" for _, v in attrs), attrs
+    for mid in (ids[-1], ids[len(ids) // 2]):
+        out = tmp_path / f"p{mid}.json"
+        assert main(["export", "--storage", str(db), "--study", "s", "--measurement", str(mid), "-o", str(out)]) == 0
+        source = json.loads(out.read_text())["source"]
+        assert source["trial_number"] == min(n for n, v in attrs if v == str(mid)), (source, attrs)
