@@ -153,3 +153,32 @@ def test_every_plan_of_an_optuna_run_names_its_optuna_trial(tmp_path, capsys):
         assert main(["export", "--storage", str(db), "--study", "s", "--measurement", str(mid), "-o", str(out)]) == 0
         source = json.loads(out.read_text())["source"]
         assert source["trial_number"] == min(n for n, v in attrs if v == str(mid)), (source, attrs)
+
+
+# ---------------------------------------------------------------------------------------------- edited maps
+
+
+@pytest.mark.parametrize("command", ["tune", "export", "report", "studies"])
+def test_an_edited_placement_map_is_a_database_error_naming_the_row(command, small_db, tmp_path, capsys):
+    """A stored ``requested`` map edited to ``{"": "GPU"}`` read as a placement error (exit 5, "placement
+    names layers that model 'seed-block' does not have") on resume, export and report."""
+    db = _copy(small_db, tmp_path / "t.db")
+    with sqlite3.connect(db) as con:
+        best = con.execute("SELECT id FROM pt_measurements WHERE status = 'ok' ORDER BY throughput_fps DESC, id "
+                           "LIMIT 1").fetchone()[0]
+        con.execute("UPDATE pt_measurements SET requested = '{\"\": \"GPU\"}' WHERE id = ?", (best,))
+        before = con.execute("SELECT COUNT(*), MAX(id) FROM pt_requests").fetchone()
+    args = {"tune": ["tune", "--model", "seed-block", "--trials", "12", "--agent", "random", "--study", "s",
+                     "--export", str(tmp_path / "p.json")],
+            "export": ["export", "--study", "s", "-o", str(tmp_path / "p.json")],
+            "report": ["report", "--study", "s", "-o", str(tmp_path / "rep")],
+            "studies": ["studies"]}[command]
+    capsys.readouterr()
+    code = main([*args, "--storage", str(db)])
+    err = capsys.readouterr().err
+    assert code != 5 and "Traceback" not in err, err
+    if command != "studies":  # (studies lists the study's figures, which the edit did not touch)
+        assert code == 7 and f"measurement {best} of study 's', field requested is corrupt" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*), MAX(id) FROM pt_requests").fetchone() == before

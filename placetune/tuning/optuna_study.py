@@ -210,9 +210,9 @@ class OptunaStudy:
             rec = by_id.get(req.measurement_id)
             if rec is None:
                 continue
-            doc = rec.requested if rec.requested and Placement(ev.model, rec.requested).key == req.requested_key \
-                else (rec.realized or rec.requested)
             try:
+                doc = rec.requested if rec.requested and Placement(ev.model, rec.requested).key == req.requested_key \
+                    else (rec.realized or rec.requested)
                 placement = Placement(ev.model, doc or {})
             except Exception:  # noqa: BLE001 - a record of another model version
                 continue
