@@ -27,11 +27,15 @@ def small_db(tmp_path_factory):
 
 
 def _copy(src: Path, dst: Path, sql: str = "") -> Path:
-    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+    a, b = sqlite3.connect(src), sqlite3.connect(dst)
+    try:
         a.backup(b)
         if sql:
             b.executescript(sql)
             b.commit()
+    finally:
+        a.close()
+        b.close()  # (the last connection to close checkpoints the log and removes -wal and -shm)
     return dst
 
 
@@ -182,3 +186,99 @@ def test_an_edited_placement_map_is_a_database_error_naming_the_row(command, sma
         assert len(err.strip().splitlines()) == 1, err
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT COUNT(*), MAX(id) FROM pt_requests").fetchone() == before
+
+
+# ---------------------------------------------------------------------------------------------- read-only media
+
+
+def _make_read_only(folder: Path) -> list[list[str]]:
+    """Make ``folder`` and its files unwritable, really: mode bits for a user, the immutable attribute for
+    root (whom mode bits do not stop); returns the commands that undo it. Skips where neither can be done."""
+    import os
+    import shutil
+    import subprocess
+
+    paths = [str(p) for p in folder.iterdir()] + [str(folder)]
+    if os.geteuid() != 0:
+        for p in paths:
+            os.chmod(p, 0o555 if os.path.isdir(p) else 0o444)
+        return [["chmod", "u+w", p] for p in paths]
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", *paths], capture_output=True).returncode:
+        pytest.skip("running as root without chattr +i: no way to make a folder read-only here")
+    try:
+        (folder / "probe").touch()
+    except OSError:
+        return [["chattr", "-i", *paths]]
+    subprocess.run(["chattr", "-i", *paths], check=True)
+    pytest.skip("chattr +i does not stop writes on this file system")
+
+
+@pytest.fixture
+def read_only_copy(small_db, tmp_path):
+    """A copy of the study's WAL-mode database in a folder that cannot be written (no -wal, no -shm)."""
+    import subprocess
+
+    folder = tmp_path / "media"
+    folder.mkdir()
+    db = _copy(small_db, folder / "t.db")
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["t.db"]
+    undo = _make_read_only(folder)
+    try:
+        yield db
+    finally:
+        for cmd in undo:
+            subprocess.run(cmd, check=False)
+
+
+@pytest.mark.parametrize("command", ["studies", "report", "export"])
+def test_a_database_on_read_only_media_can_be_read(command, read_only_copy, tmp_path, capsys):
+    """SQLite opened the WAL database read-write and had to create its -shm beside it: on read-only
+    media studies, report and export failed with "cannot open database file" (exit 7)."""
+    args = {"report": ["report", "--study", "s", "-o", str(tmp_path / "rep")],
+            "export": ["export", "--study", "s", "-o", str(tmp_path / "p.json")],
+            "studies": ["studies"]}[command]
+    capsys.readouterr()
+    code = main([*args, "--storage", str(read_only_copy)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    if command == "studies":
+        assert "seed-block" in out
+    assert sorted(p.name for p in read_only_copy.parent.iterdir()) == ["t.db"]
+
+
+def test_a_writing_command_on_read_only_media_is_one_line(read_only_copy, tmp_path, capsys):
+    capsys.readouterr()
+    code = main(["tune", "--model", "seed-block", "--trials", "12", "--agent", "random", "--study", "s",
+                 "--storage", str(read_only_copy), "--export", str(tmp_path / "p.json")])
+    err = capsys.readouterr().err
+    assert code == 7 and "is read-only" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_log_with_pages_is_read_on_read_only_media(small_db, tmp_path, capsys):
+    """A copy taken while a tune wrote (its -wal holds pages the file lacks, with their -shm) is read with them."""
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "media"
+    folder.mkdir()
+    live = _copy(small_db, tmp_path / "live.db")
+    con = sqlite3.connect(live)
+    con.execute("PRAGMA wal_autocheckpoint = 0")
+    con.execute("UPDATE pt_studies SET name = 'in-the-log'")
+    con.commit()
+    for suffix in ("", "-wal", "-shm"):
+        shutil.copy(f"{live}{suffix}", folder / f"t.db{suffix}")
+    con.close()
+    assert (folder / "t.db-wal").stat().st_size > 0
+    undo = _make_read_only(folder)
+    try:
+        capsys.readouterr()
+        assert main(["studies", "--storage", str(folder / "t.db")]) == 0
+        assert "in-the-log" in capsys.readouterr().out
+    finally:
+        for cmd in undo:
+            subprocess.run(cmd, check=False)
