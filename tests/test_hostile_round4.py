@@ -282,3 +282,49 @@ def test_a_log_with_pages_is_read_on_read_only_media(small_db, tmp_path, capsys)
     finally:
         for cmd in undo:
             subprocess.run(cmd, check=False)
+
+
+# ---------------------------------------------------------------------------------------------- model caches
+
+
+def test_a_changed_model_file_is_never_served_its_stale_prepared_copy(tmp_path):
+    """The prepared (fp16) copy TensorRT parses was found by the file's path, size and modification
+    time: a model with other weights, same size, its time kept (``cp -p``, ``rsync -t``), got the old copy."""
+    import os
+
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    from placetune import Model
+    from placetune.backends.onnx_prep import prepare_onnx
+    from placetune.model import zoo
+
+    proto = zoo.build("seed-block", weights=True)
+    path = tmp_path / "net.onnx"
+    path.write_bytes(proto.SerializeToString())
+    first = prepare_onnx(Model.load(str(path)), tmp_path / "cache", fp16=True)
+    st = path.stat()
+    init = proto.graph.initializer[0]
+    changed = numpy_helper.to_array(init).copy()
+    changed.flat[0] += 1.0
+    init.CopyFrom(numpy_helper.from_array(changed, init.name))
+    path.write_bytes(proto.SerializeToString())
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    second = prepare_onnx(Model.load(str(path)), tmp_path / "cache", fp16=True)
+    got = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(second)).graph.initializer}[init.name]
+    assert second != first and np.isclose(float(got.flat[0]), float(changed.flat[0]), rtol=1e-3)
+
+
+def test_a_merged_model_file_with_other_bytes_is_made_again(tmp_path):
+    """The merged graph of a concurrent study was reused by its file name alone: a file of that name
+    holding another graph (edited, or left by another placetune) was loaded as the study's model."""
+    from placetune.model.merge import load_networks
+
+    first = load_networks(["seed-block", "model-gn"], directory=tmp_path)
+    path = Path(first.path)
+    other = load_networks(["model-gn", "seed-block"], directory=tmp_path / "other")
+    path.write_bytes(Path(other.path).read_bytes())  # the same name, another graph
+    again = load_networks(["seed-block", "model-gn"], directory=tmp_path)
+    assert again.path == first.path and again.hash == first.hash and again.hash != other.hash
