@@ -62,10 +62,11 @@ class StudyScan:
     def refresh(self, store: "Store", study_name: str) -> None:
         """Read the rows stored since the last read, and those re-measured in this run, again."""
         self.read(store, study_name)
-        if self._remeasured:
-            for rec in store.measurements(study_name, ids=sorted(self._remeasured)):
+        ids = sorted(self._remeasured)
+        for i in range(0, len(ids), 500):
+            for rec in store.measurements(study_name, ids=ids[i:i + 500]):
                 self._add(rec)
-            self._remeasured.clear()
+        self._remeasured.clear()
 
     def _add(self, rec: "MeasurementRecord") -> None:
         m, obj = rec.measurement, self.objective

@@ -91,6 +91,7 @@ class Tuner:
         self._interrupts = 0
         self.progress: Progress | None = None  # this run's progress display (device time, best so far)
         self.resumed = False  # True when the study had trials before this run
+        self.scan: Any = None  # placetune.tuning.study_scan.StudyScan: the study's stored rows, read once
         self._signal: int | None = None
 
     # ------------------------------------------------------------------ setup
