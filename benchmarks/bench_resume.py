@@ -2,8 +2,9 @@
 
 For each size N a fresh SQLite database gets a real study: ``placetune tune --agent random
 --trials 10`` on the model, which writes the study, its Optuna study, its baselines and a few
-measurements. Then N more evaluations are added straight into the store's own tables, inside
-SQLite (``INSERT ... SELECT`` over a counter, a few seconds per million rows): each one a
+measurements. Then evaluations are added, up to N stored in all (N = 1,000,000: 20 fewer, the budget
+of a study being at most a million trials), straight into the store's own tables, inside
+SQLite (``INSERT ... SELECT`` over a counter, about 10 s per 100,000 evaluations here): each one a
 ``pt_measurements`` row copied from the study's last measured row under a key of its own, its
 ``pt_requests`` row, and its Optuna trial (the ``trials`` row, its parameters, values and user
 attributes, ``measurement_id`` naming the new row), as a tune would have written them. Then the
@@ -35,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_TRIALS = 10
+MAX_TRIALS = 1_000_000  # the largest budget a study takes
 
 
 def _tune(db: Path, model: str, agent: str, trials: int, profile: Path | None = None) -> float:
@@ -119,12 +121,15 @@ def main() -> None:
             for p in tmp.glob(f"resume-{n}.*"):
                 p.unlink()
             _tune(db, args.model, args.agent, SEED_TRIALS)
+            # a study's budget is at most 1,000,000 trials: the largest size stores that many less the resume's
+            added = max(0, min(n - SEED_TRIALS, MAX_TRIALS - SEED_TRIALS - args.extra)) if n else 0
             t0 = time.perf_counter()
-            _fill(db, n)
+            _fill(db, added)
             fill = time.perf_counter() - t0
             size = sum(p.stat().st_size for p in tmp.glob(f"resume-{n}.db*")) / 1e6
             prof = args.profile / f"resume-{n}.prof" if args.profile else None
-            seconds = _tune(db, args.model, args.agent, SEED_TRIALS + n + args.extra, prof)
+            seconds = _tune(db, args.model, args.agent, SEED_TRIALS + added + args.extra, prof)
+            n = SEED_TRIALS + added if n else 0
             per = f"{seconds / n * 1e6:16.1f}" if n else f"{'-':>16}"
             print(f"{n:>10,} {fill:8.1f} {size:8.0f} {seconds:9.2f} {per}", flush=True)
             if args.keep is None:
