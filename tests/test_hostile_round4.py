@@ -328,3 +328,24 @@ def test_a_merged_model_file_with_other_bytes_is_made_again(tmp_path):
     path.write_bytes(Path(other.path).read_bytes())  # the same name, another graph
     again = load_networks(["seed-block", "model-gn"], directory=tmp_path)
     assert again.path == first.path and again.hash == first.hash and again.hash != other.hash
+
+
+def test_a_read_only_database_in_a_folder_with_odd_characters_is_read(small_db, tmp_path, capsys):
+    """The read-only URI percent-encodes the path (a space, '#', '%' in a folder name)."""
+    import subprocess
+
+    folder = tmp_path / "odd # % name"
+    folder.mkdir()
+    db = _copy(small_db, folder / "t 1.db")
+    undo = _make_read_only(folder)
+    try:
+        capsys.readouterr()
+        assert main(["studies", "--storage", str(db)]) == 0, capsys.readouterr().err
+        assert "seed-block" in capsys.readouterr().out
+        from placetune.store import Store
+
+        with Store(str(db), readonly=True) as store:
+            assert store.opened_readonly and store.sqlite_path == str(db)
+    finally:
+        for cmd in undo:
+            subprocess.run(cmd, check=False)

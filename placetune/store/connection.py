@@ -94,8 +94,10 @@ class ConnectionMixin:
         if self.dialect != "sqlite" or self._memory:
             return None
         db = self._url.database or ""
-        if db.startswith("file:"):
-            db = db[5:].split("?", 1)[0]
+        if db.startswith("file:"):  # a SQLite URI: its path is percent-encoded
+            from urllib.parse import unquote
+
+            db = unquote(db[5:].split("?", 1)[0])
         return db
 
     def _scrub(self, text: str) -> str:
