@@ -399,8 +399,11 @@ def export_plan(
     realized_map = dict(rec.realized or m.realized or {})
     requested_map = dict(rec.requested or m.requested or realized_map)
     if model is not None:
-        realized_map = Placement(model, realized_map).as_dict()
-        requested_map = Placement(model, requested_map).as_dict()
+        from placetune.placement.placement import stored_placement
+
+        where = f"measurement {rec.id} of study {study_name!r}, field"
+        realized_map = stored_placement(model, realized_map, f"{where} realized").as_dict()
+        requested_map = stored_placement(model, requested_map, f"{where} requested").as_dict()
         ops = {layer.name: layer.op_type for layer in model.layers}
     else:
         ops = {}

@@ -24,6 +24,8 @@ build-to-build noise of a Jetson; nothing smaller is told apart from noise by on
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import logging
 import math
 from collections.abc import Iterable
@@ -148,6 +150,15 @@ class Convergence:
         return {**asdict(self), "bought": self.bought}
 
 
+def device_spent(m: "Measurement") -> float:
+    """The simulated device seconds a trial's measurement spent on builds and timing (0 for a cache hit,
+    or where the measurement records none)."""
+    dev = m.extra.get("device_time_s")
+    if m.extra.get("cache_hit") or not isinstance(dev, dict) or not isinstance(dev.get("total_s"), (int, float)):
+        return 0.0
+    return float(dev["total_s"])
+
+
 class ConvergenceWatch:
     """Evaluator callback that applies the rule to every evaluation (:meth:`update`).
 
@@ -166,7 +177,10 @@ class ConvergenceWatch:
         self.patience = int(patience) if patience is not None else patience_for(budget)
         self.min_gain = float(min_gain)
         self._latest: dict[str, float] = {}  # realisation -> latest loss
+        self._heap: list[tuple[float, str]] = []  # (loss, realisation), stale entries left until they surface
         self._bests: list[float] = []  # best loss after each trial
+        # -(running minimum of _bests): non-decreasing, so the first trial within reach of a value is a bisection
+        self._neg_prefix_min: list[float] = []
         self._device: list[float] = []  # device seconds of each trial (builds and timing; 0 for a cache hit)
         self._trial: int | None = None  # where it converged (None: not converged, or withdrawn)
         self._withdrawn: list[tuple[int, int]] = []  # (convergence trial, withdrawn at) of each withdrawn declaration
@@ -176,12 +190,32 @@ class ConvergenceWatch:
             self._add(key, m, 1)
 
     @classmethod
-    def from_store(cls, ev: "Evaluator", budget: int, **kw: Any) -> "ConvergenceWatch":
-        """A watch that starts from the study's stored trials (a resumed study)."""
-        by_id = {rec.id: rec.measurement for rec in ev.store.measurements(ev.study_name)}
-        history = [(r.placement_key, by_id[r.measurement_id]) for r in ev.store.requests(ev.study_name)
-                   if r.measurement_id in by_id]
-        return cls(ev.objective, budget, history, **kw)
+    def from_store(cls, ev: "Evaluator", budget: int, losses: dict[int, float] | None = None,
+                   spent: dict[int, float] | None = None, **kw: Any) -> "ConvergenceWatch":
+        """A watch that starts from the study's stored trials (a resumed study).
+
+        Args:
+            losses: measurement id -> loss of rows already read (:class:`~placetune.tuning.study_scan.StudyScan`);
+                the other rows the study's requests name are read here.
+            spent: measurement id -> the device seconds its trial spent (:func:`device_spent`) of the same rows.
+        """
+        requests = ev.store.request_keys(ev.study_name)
+        if losses is None:
+            losses, spent = {}, {}
+            for rec in ev.store.each_measurement(ev.study_name):
+                losses[rec.id] = ev.objective.loss(rec.measurement)
+                spent[rec.id] = device_spent(rec.measurement)
+        losses, spent = dict(losses), dict(spent or {})
+        missing = sorted({mid for _, mid in requests if mid not in losses})
+        for i in range(0, len(missing), 500):  # (rows stored since they were read: the run's first baselines)
+            for rec in ev.store.measurements(ev.study_name, ids=missing[i:i + 500]):
+                losses[rec.id] = ev.objective.loss(rec.measurement)
+                spent[rec.id] = device_spent(rec.measurement)
+        watch = cls(ev.objective, budget, **kw)
+        for key, mid in requests:
+            if mid in losses:
+                watch._add_loss(key, losses[mid], 1, spent.get(mid, 0.0))
+        return watch
 
     # ------------------------------------------------------------------ updates
     def update(self, placement: "Placement", m: "Measurement") -> None:
@@ -197,15 +231,17 @@ class ConvergenceWatch:
         self._add(key, m, int(m.extra.get("remeasured") or 1))
 
     def _add(self, key: Any, m: "Measurement", trials: int) -> None:
-        loss = self.objective.loss(m)
+        self._add_loss(key, self.objective.loss(m), trials, device_spent(m))
+
+    def _add_loss(self, key: Any, loss: float, trials: int, spent: float = 0.0) -> None:
         if math.isfinite(loss):
             self._latest[str(key)] = loss
-        best = min(self._latest.values(), default=math.inf)
-        dev = m.extra.get("device_time_s")
-        spent = float(dev["total_s"]) if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)) \
-            and not m.extra.get("cache_hit") else 0.0
+            heapq.heappush(self._heap, (loss, str(key)))
+        best = self._best()
         for _ in range(max(1, trials)):
             self._bests.append(best)
+            low = -self._neg_prefix_min[-1] if self._neg_prefix_min else math.inf
+            self._neg_prefix_min.append(-min(low, best))
             self._device.append(spent / max(1, trials))
             if self._trial is not None and not self.stopped:
                 then = self._bests[self._trial - 1]
@@ -236,11 +272,18 @@ class ConvergenceWatch:
         now = self._bests[-1]
         if not math.isfinite(now):
             return None
-        tol = self.min_gain * abs(now)
-        for i, b in enumerate(self._bests):
-            if b <= now + tol:
-                return i + 1
-        return None
+        # the first trial whose best is <= now + tol is the first whose running minimum is: a bisection
+        # of the running minima (a scan of every trial per trial made a long study's resume quadratic)
+        i = bisect.bisect_left(self._neg_prefix_min, -(now + self.min_gain * abs(now)))
+        return i + 1 if i < len(self._bests) else None
+
+    def _best(self) -> float:
+        """The lowest latest loss of any realisation (a heap whose entries a later value of their
+        realisation made stale are dropped as they surface: O(log n) a trial, not a scan of every one)."""
+        heap = self._heap
+        while heap and self._latest.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
 
     # ------------------------------------------------------------------ reading
     @property

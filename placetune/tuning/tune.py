@@ -32,6 +32,7 @@ from placetune.store.url import mask_url
 from placetune.tuning.baselines import measure_study_baselines
 from placetune.tuning.blas import single_blas_thread
 from placetune.tuning.convergence import ConvergenceWatch
+from placetune.tuning.study_scan import StudyScan
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.first_build import FirstBuildCheck
 from placetune.tuning.fleet import Fleet, agent_options_of, storage_error, tune_config
@@ -112,8 +113,7 @@ class Tuner:
         # the rows this run reads back at its end are read (and checked) before anything new is measured:
         # a damaged or edited row stops the run now, not after new measurements are stored
         stored_model_row(store, ev.study.model_hash)
-        if done:
-            store.measurements(name)
+        scan = StudyScan(ev.objective).read(store, name) if done else StudyScan(ev.objective)  # one pass
         self._say(what_will_run(cfg, ev))
         self._say(f"study {name!r} in {store.url} ({cfg.source})")
         if fleet is not None:
@@ -127,6 +127,7 @@ class Tuner:
         progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
                             objective=ev.objective, baseline=baseline)
         ev.add_callback(progress.update)
+        ev.add_callback(scan.seen)
         if not ev.backend.simulated:  # a real run's first builds check the stack (exit 8)
             FirstBuildCheck(ev).attach()
         if done:  # resumed: "best" starts from the study's stored best
@@ -139,8 +140,9 @@ class Tuner:
         if base is not None:
             baseline = base
             progress.set_baseline(base)
-        watch = ConvergenceWatch.from_store(ev, cfg.trials)
-        report = TuneReport(cfg, ev, self._say, progress, resumed=bool(done), watch=watch, baselines=baselines)
+        watch = ConvergenceWatch.from_store(ev, cfg.trials, scan.losses, scan.spent)
+        report = TuneReport(cfg, ev, self._say, progress, resumed=bool(done), watch=watch, scan=scan,
+                            baselines=baselines)
         ev.add_callback(watch.update)
         progress.watch_convergence(watch)
         if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little

@@ -12,6 +12,7 @@ from placetune.model.merge import network_of
 from placetune.placement.placement import DEVICES, Placement
 from placetune.tuning.baselines import Baseline
 from placetune.tuning.convergence import Convergence, ConvergenceWatch, store_convergence
+from placetune.tuning.study_scan import StudyScan
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.progress import Progress
 from placetune.tuning.studyfile import TuneConfig
@@ -78,6 +79,8 @@ class TuneReport:
         baselines: the study's baselines as measured at the start (all-GPU first): (baseline,
             why it was not measured, its measurement).
         watch: where the study converges.
+        scan: the study's stored rows, read once at the start (and at the end, only those written or
+            re-measured since).
         verdict_lines: the verdict and where the study converged (the exported plan's notes).
     """
 
@@ -87,6 +90,7 @@ class TuneReport:
     progress: Progress
     resumed: bool
     watch: ConvergenceWatch
+    scan: StudyScan
     baselines: list[tuple[Baseline, str | None, Measurement | None]] = field(default_factory=list)
     verdict_lines: list[str] = field(default_factory=list)
 
@@ -171,11 +175,8 @@ class TuneReport:
         later = self.watch.result().device_clause()  # what the builds after convergence cost
         if not self.resumed:  # everything the study holds was measured in this run
             return f"simulated device time (builds and timing on a Jetson): {this_run}{later}"
-        total, n = 0.0, 0
-        for rec in ev.store.measurements(ev.study_name):
-            dev = rec.measurement.extra.get("device_time_s")
-            if isinstance(dev, dict) and isinstance(dev.get("total_s"), (int, float)):
-                total, n = total + float(dev["total_s"]), n + 1
+        self.scan.refresh(ev.store, ev.study_name)
+        total, n = self.scan.device_time
         return (f"simulated device time (builds and timing on a Jetson): {this_run}, "
                 f"{hours(total)} for the study's {plural(n, 'measurement')}{later}")
 
@@ -211,18 +212,12 @@ class TuneReport:
         time and DLA busy time, from the measurement's extras), against all-GPU."""
         ev = self.ev
         obj = ev.objective
-        best: tuple[float, Measurement] | None = None
-        for rec in ev.store.measurements(ev.study_name, status="ok"):
-            m = rec.measurement
-            v = obj.value(m)
-            if v is None or not m.realized or set(m.realized.values()) == {"GPU"}:
-                continue
-            if best is None or obj.better(v, best[0]):
-                best = (v, m)
+        self.scan.refresh(ev.store, ev.study_name)
+        m = self.scan.best_dla(ev.store)
         base_v = obj.value(base)
-        if best is None or base_v is None:
+        v = None if m is None else obj.value(m)
+        if m is None or v is None or base_v is None:
             return None
-        v, m = best
         name = obj.names[0]
         unit = {"latency": "ms", "throughput": "fps", "energy": "mJ"}.get(name, "")
         dla = {d: t for d, t in (m.extra.get("busy_ms") or {}).items() if d != "GPU" and t}
