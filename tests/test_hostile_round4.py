@@ -52,12 +52,15 @@ class _Loss:
 
 
 def _naive(history, patience, min_gain=0.01):
-    """The convergence rule as written in its docstring, by brute force."""
+    """The convergence rule as written in its docstring (a declaration withdrawn by a later gain over
+    ``min_gain``), by brute force."""
     latest, bests, trial = {}, [], None
     for key, loss in history:
         if math.isfinite(loss):
             latest[key] = loss
         bests.append(min(latest.values(), default=math.inf))
+        if trial is not None and bests[-1] < bests[trial - 1] - min_gain * abs(bests[trial - 1]):
+            trial = None  # a later gain over min_gain withdraws the declaration
         if trial is None and math.isfinite(bests[-1]):
             tol = min_gain * abs(bests[-1])
             c = next(i + 1 for i, b in enumerate(bests) if b <= bests[-1] + tol)
@@ -78,7 +81,7 @@ def test_the_convergence_rule_keeps_its_answers(seed):
                for _ in range(400)]
     watch = ConvergenceWatch(_Loss(), 400, patience=rng.choice((5, 10, 40)))
     for key, loss in history:
-        watch._add(key, loss, 1)
+        watch._add_loss(key, loss, 1)
     trial, bests = _naive(history, watch.patience)
     assert watch._bests == bests and watch._trial == trial
 
@@ -91,7 +94,7 @@ def test_the_convergence_rule_is_linear_in_the_study():
     watch = ConvergenceWatch(_Loss(), 30_000, patience=100_000)  # never converges: every trial is looked at
     t0 = time.perf_counter()
     for i in range(30_000):
-        watch._add(f"k{i}", 1000.0 - i * 0.03, 1)
+        watch._add_loss(f"k{i}", 1000.0 - i * 0.03, 1)
     assert time.perf_counter() - t0 < 3.0
 
 
