@@ -26,7 +26,7 @@ import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, cost_table, graph_info, power_factor
 from placetune.backends.simulate.profiled import apply_profile
-from placetune.calibration.design import _columns, _design, _Params
+from placetune.calibration.design import Observation, _columns, _design, _Params
 from placetune.calibration.profile import KINDS, OP_CLASSES, DeviceProfile
 from placetune.errors import ConfigError
 
@@ -44,44 +44,6 @@ _ENGINE_SCALE_MS = 0.05  # the per-engine cost's prior spread
 _INFO_MIN = 1e-3  # a parameter with less information than this is "unidentified"
 _CONTENTION_SAMPLE = 16  # pipeline periods simulated to fit contention
 _CLIP = (0.05, 20.0)
-
-
-@dataclass
-class Observation:
-    """One measured time and what the simulator needs to predict it.
-
-    Attributes:
-        group: the measurement it comes from (cross-validation keeps a group together).
-        kind: ``segment``, ``latency`` (engine-mode end to end), ``period`` (pipeline period)
-            or ``layers`` (per-layer times of one measurement, ``measured_layers_ms``).
-        measured_ms: the measured time (segment, latency or period; 0 for ``layers``).
-        model: the model measured.
-        layer_idx, layer_kind, layer_ms: the model layers in it, their device kind (0 GPU,
-            1 DLA) and nominal time (ms, fused or not as placed).
-        boundary_ms, loadable_ms, engine_ms: nominal boundary, DLA loadable and per-engine time.
-        engines: engines whose launch + sync the time includes.
-        redundant: a latency already covered by the measurement's segment rows (used for
-            errors, not fitted).
-        realisation, settings: for ``period`` rows: what the simulator is run on (the realised
-            placement, realised again on first use).
-        measured_layers_ms: ``layers`` rows: the measured time of each layer.
-    """
-
-    group: str
-    kind: str
-    measured_ms: float
-    model: "Model"
-    layer_idx: np.ndarray
-    layer_kind: np.ndarray
-    layer_ms: np.ndarray
-    boundary_ms: float = 0.0
-    loadable_ms: float = 0.0
-    engine_ms: float = 0.0
-    engines: float = 0.0
-    redundant: bool = False
-    realisation: Any = None
-    settings: Any = None
-    measured_layers_ms: np.ndarray | None = None
 
 
 def _unwrap(m: Any) -> Any:
