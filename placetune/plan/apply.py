@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from placetune.errors import BackendError, ConfigError, PlacementError
 from placetune.backends.tensorrt.worker_devices import constant_type, follow_helpers, is_helper
 from placetune.backends.tensorrt.worker_names import onnx_nodes
 from placetune.placement.placement import dla_core
+from placetune.plan.view import PlanView
 
-if TYPE_CHECKING:
-    from placetune.plan.file import Plan
 
 __all__ = ["ApplyReport", "apply_plan", "onnx_node_of"]
 
@@ -94,7 +93,7 @@ class ApplyReport:
 
 
 def apply_plan(
-    plan: "Plan",
+    plan: PlanView,
     network: Any,
     config: Any,
     *,
