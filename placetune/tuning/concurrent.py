@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.model.model import Model
     from placetune.placement.placement import Placement
-    from placetune.tuning.evaluator import Evaluator
+    from placetune.tuning.evaluator_view import EvaluatorView
 
 __all__ = ["naive_label", "naive_placements", "network_latencies", "network_summary", "measure_naive_baselines"]
 
@@ -67,7 +67,7 @@ def naive_placements(model: "Model", networks: list[str], dla_count: int = 2) ->
     return out
 
 
-def measure_naive_baselines(ev: "Evaluator", networks: list[str]) -> dict[str, "Measurement"]:
+def measure_naive_baselines(ev: "EvaluatorView", networks: list[str]) -> dict[str, "Measurement"]:
     """Measure (or read back) every naive placement; the label ``all-gpu`` for every network on the GPU."""
     out = {}
     for label, p in naive_placements(ev.model, networks, ev.platform.dla_count).items():

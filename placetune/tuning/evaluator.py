@@ -483,7 +483,9 @@ class Evaluator:
                 self._realised_key.popitem(last=False)
         return key
 
-    def _notify(self, placement: Placement, m: Measurement) -> Measurement:
+    def notify_callbacks(self, placement: Placement, m: Measurement) -> Measurement:
+        """Call every callback (:meth:`add_callback`) with an evaluation, in order; returns ``m``
+        (the trial log calls it once the evaluation is written)."""
         for fn in self._callbacks:
             fn(placement, m)
         return m
