@@ -41,20 +41,15 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
 
 
 def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> modules it imports explicitly (at any depth of the file, functions included;
-    ``if TYPE_CHECKING:`` blocks excluded: they never run)."""
+    """module -> modules it imports explicitly (at any depth of the file: functions and ``if TYPE_CHECKING:``
+    blocks included, since a type-only import is a dependency too), and the modules it names in
+    ``lazy_import("...")`` calls (:mod:`placetune._lazy`: imported on first use, a dependency all the same)."""
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(), str(path))
-        skip = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                skip.update(id(n) for b in node.body for n in ast.walk(b))
         pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges = set()
         for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
@@ -67,9 +62,49 @@ def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
                 edges.update(found)
             elif isinstance(node, ast.Import):
                 edges.update(a.name for a in node.names if a.name in mods)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))
+                  and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr) == "lazy_import"
+                  and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in mods):
+                edges.add(node.args[0].value)
         edges.discard(name)
         graph[name] = edges
     return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The import cycles of a graph: each set of modules that import one another, directly or not
+    (its strongly connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[frozenset[str]] = []
+
+    def visit(m: str) -> None:
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        on_stack.add(m)
+        for n in sorted(graph.get(m, ())):
+            if n not in index:
+                visit(n)
+                low[m] = min(low[m], low[n])
+            elif n in on_stack:
+                low[m] = min(low[m], index[n])
+        if low[m] == index[m]:
+            part = set()
+            while True:
+                n = stack.pop()
+                on_stack.discard(n)
+                part.add(n)
+                if n == m:
+                    break
+            if len(part) > 1:
+                out.append(frozenset(part))
+
+    for m in sorted(graph):
+        if m not in index:
+            visit(m)
+    return out
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -105,9 +140,22 @@ def test_no_module_over_600_lines():
     assert not big, f"modules over {MAX_LINES} lines: {big}"
 
 
+#: The import cycles inside the TensorRT and trtexec backends, being taken apart with the Tuner split on
+#: its own branch. Listed exactly so that no other cycle passes; remove this list (and its use below)
+#: when that branch is merged: the test then requires no cycle at all.
+PENDING_BACKEND_CYCLES = {
+    frozenset({"placetune.backends.tensorrt.backend", "placetune.backends.tensorrt.pipeline"}),
+    frozenset({"placetune.backends.trtexec.backend", "placetune.backends.trtexec.engine",
+               "placetune.backends.trtexec.replicas", "placetune.backends.trtexec.timing"}),
+}
+
+
 def test_no_import_cycle():
-    cycle = find_cycle(import_graph(modules()))
-    assert cycle is None, " -> ".join(cycle)
+    cycles = set(import_cycles(import_graph(modules())))
+    new = [sorted(c) for c in cycles - PENDING_BACKEND_CYCLES]
+    assert not new, f"import cycles: {new}"
+    gone = [sorted(c) for c in PENDING_BACKEND_CYCLES - cycles]
+    assert not gone, f"these cycles are gone: take them off PENDING_BACKEND_CYCLES: {gone}"
 
 
 def test_lower_layers_never_import_higher_ones():
@@ -137,9 +185,13 @@ def test_the_checks_catch_a_cycle_and_a_long_module(tmp_path):
     (pkg / "__init__.py").write_text('"""p."""\n')
     (pkg / "a.py").write_text('"""a."""\ndef f():\n    from placetune import b\n')
     (pkg / "b.py").write_text('"""b."""\nfrom .a import f\n' + "x = 1\n" * 700)
+    (pkg / "c.py").write_text('"""c."""\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from placetune import d\n')
+    (pkg / "d.py").write_text('"""d."""\nfrom placetune._lazy import lazy_import\nc = lazy_import("placetune.c")\n')
     mods = modules(tmp_path)
     assert find_cycle(import_graph(mods)) in (["placetune.a", "placetune.b", "placetune.a"],
                                              ["placetune.b", "placetune.a", "placetune.b"])
+    assert set(import_cycles(import_graph(mods))) == {frozenset({"placetune.a", "placetune.b"}),
+                                                      frozenset({"placetune.c", "placetune.d"})}
     assert len(mods["placetune.b"].read_text().splitlines()) > MAX_LINES
 
 
