@@ -21,6 +21,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
+import time
 
 import numpy as np
 
@@ -29,6 +30,10 @@ from placetune.backends.simulate.profiled import apply_profile
 from placetune.calibration.design import Observation, _columns, _design, _Params
 from placetune.calibration.profile import KINDS, OP_CLASSES, DeviceProfile
 from placetune.errors import ConfigError
+from placetune.backends.simulate.incremental import IncrementalSimulator
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune.placement.placement import Placement
+from placetune.placement.realise import realise
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -59,8 +64,6 @@ def observations(model: "Model", platform: "Platform", settings: "Settings", mea
     times, and its end-to-end latency (engine mode) or period (pipeline mode). Replicas-mode
     and failed measurements are skipped.
     """
-    from placetune.placement.placement import Placement
-
     g = graph_info(model)
     power = power_factor(platform, settings.power_mode) or 1.0
     out: list[Observation] = []
@@ -215,10 +218,6 @@ def _profile(params: _Params, theta: np.ndarray, info: np.ndarray, base: DeviceP
 
 def _predict(o: Observation, params: _Params, theta: np.ndarray, profile: DeviceProfile, platform: "Platform") -> float:
     if o.kind == "period":
-        from placetune.backends.simulate.simulator import SimulatedJetson
-        from placetune.placement.placement import Placement
-        from placetune.placement.realise import realise
-
         if isinstance(o.realisation, Placement):
             o.realisation = realise(o.realisation, platform, mode="pipeline", precision=o.settings.precision)
         m = SimulatedJetson(timeline=False, profile=profile).measure(o.realisation, platform, o.settings)
@@ -254,10 +253,6 @@ def _periods(per: Sequence[Observation], params: _Params, theta: np.ndarray, pro
              platform: "Platform") -> np.ndarray:
     """:func:`_predict` of ``period`` observations, by the incremental simulator where it applies
     (the same figures as a full measurement, a fraction of its cost; one per model and settings)."""
-    from placetune.backends.simulate.incremental import IncrementalSimulator
-    from placetune.backends.simulate.simulator import SimulatedJetson
-    from placetune.placement.placement import Placement
-
     sims: dict[tuple, IncrementalSimulator] = {}
     out = np.empty(len(per))
     for j, o in enumerate(per):
@@ -416,8 +411,6 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
         ConfigError: fewer than ``min_measurements`` usable measurements, or a base profile
             of another platform.
     """
-    import time
-
     t0 = time.perf_counter()
     base = base_profile or DeviceProfile.nominal(platform.name)
     if base.base != platform.name:
