@@ -11,6 +11,7 @@ from placetune.backends.tensorrt.worker_devices import constant_type, follow_hel
 from placetune.backends.tensorrt.worker_names import onnx_nodes
 from placetune.placement.placement import dla_core
 from placetune.plan.view import PlanView
+from placetune.model.model import refuse_renamed
 
 
 __all__ = ["ApplyReport", "apply_plan", "onnx_node_of"]
@@ -162,8 +163,6 @@ def apply_plan(
     report = ApplyReport(engine=what)
     plan_names = set(plan.layer_names)
     scope = set(eng.get("layers") or plan.layer_names)
-    from placetune.model.model import refuse_renamed
-
     refuse_renamed(dict(plan.model.get("renamed_layers") or {}), sorted(scope))  # names TensorRT gives its own way
     dla_set = set(eng.get("dla_layers") or [])
     core = eng.get("dla_core")
