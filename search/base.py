@@ -47,6 +47,8 @@ from placetune.placement.placement import Placement
 
 from .baselines import baseline_assignments, canonical, project
 from .result import Budget, BudgetExhausted, HistoryEntry, SearchResult
+from placetune.tuning.baselines import study_baselines
+from search.asktell import LoopAskTell, drive
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -112,15 +114,11 @@ class Agent:
     def ask_tell(self, evaluator: "Evaluator", budget: Budget) -> "AskTell":
         """A run of the agent driven one step at a time (:mod:`search.asktell`): by default its
         :meth:`search` loop as a coroutine (:class:`~search.asktell.LoopAskTell`)."""
-        from .asktell import LoopAskTell
-
         return LoopAskTell(self.search, evaluator, budget, name=f"agent {self.name}", closing=BudgetExhausted)
 
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Search placements with ``evaluator`` within ``budget``: :func:`search.asktell.drive` over
         :meth:`ask_tell` (the loop :class:`~placetune.tuning.tune.Tuner` runs too)."""
-        from .asktell import drive
-
         return drive(self.ask_tell(evaluator, budget), evaluator)
 
     def __repr__(self) -> str:
@@ -312,8 +310,6 @@ class SearchRun:
         Returns:
             baseline name -> measurement, for those evaluated.
         """
-        from placetune.tuning.baselines import study_baselines
-
         out: dict[str, Measurement] = {}
         for b in study_baselines(self.evaluator):
             if not b.measured_by_study:

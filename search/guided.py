@@ -71,6 +71,9 @@ from .blindspots import BlindSpots
 from .drift import Drift
 from .rebuilds import Rebuilds
 from .surrogate import Fit, RunObservations, Surrogate, fit_ensemble, inner_search
+from placetune.placement.stages import assignment_of
+from placetune.tuning.baselines import study_baselines
+from search.model_choice import Candidate, choose, refit
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -207,8 +210,6 @@ class _State(Rebuilds, BlindSpots, Drift):
         self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
         self.fit = Fit()
         self.observations = RunObservations(self.ev)  # each measurement read once for the refits
-        from .model_choice import Candidate
-
         self.model = Candidate("nominal", None)  # this round's model of the device (search.model_choice)
         self.chosen_at = 0  # the round the model was last chosen by cross-validation
         self.choose_every = CHOOSE_EVERY  # rounds between two choices (once past CHOOSE_EVERY_FROM measurements)
@@ -323,8 +324,6 @@ class _State(Rebuilds, BlindSpots, Drift):
         return ranked
 
     def search(self) -> None:
-        from placetune.tuning.baselines import study_baselines
-
         run, space = self.run, self.space
         # the study's baselines (a concurrent study's: the naive plans the model cannot rule out)
         first = [project(space, space.from_placement(b.placement)) for b in study_baselines(self.ev)
@@ -442,8 +441,6 @@ class _State(Rebuilds, BlindSpots, Drift):
     def choose(self) -> None:
         """This round's model: the candidate physical model (per-layer profile, scales, nominal)
         with its residual correction that best predicts left-out plans (:mod:`search.model_choice`)."""
-        from .model_choice import Candidate, choose, refit
-
         seed = None if self.agent.seed is None else self.agent.seed * 7919 + self.rounds
         n = len(self.measurements)
         if n < 3:
@@ -479,8 +476,6 @@ class _State(Rebuilds, BlindSpots, Drift):
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:
         """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
-        from placetune.placement.stages import assignment_of
-
         # the pool: the best predicted, at most 3 per stage-device pattern so that others get in,
         # and the best of every pattern the inner search refined (its portfolio)
         pool = list(ranked[:_SCAN])
