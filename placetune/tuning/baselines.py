@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from placetune.errors import StopRequested
+from placetune.errors import PlacementError, StopRequested
 from placetune.placement.placement import Placement
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune.tuning.concurrent import naive_placements, network_latencies
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -105,11 +107,6 @@ def baseline_placements(ev: "EvaluatorView") -> list[tuple[str, str, Placement]]
 
 def _predicted(ev: "EvaluatorView", placements: list[Placement]) -> list[tuple[float, float | None]]:
     """The uncorrected simulator's (loss, value) of placements (``(inf, None)`` where infeasible)."""
-    from placetune.backends.simulate.simulator import SimulatedJetson
-    from placetune.errors import PlacementError
-
-    from placetune.tuning.concurrent import network_latencies
-
     sim = SimulatedJetson(timeline=bool(ev.networks))  # each network's latency comes from the timeline
     settings = ev.settings.replace(noise=0.0)
     out: list[tuple[float, float | None]] = []
@@ -128,8 +125,6 @@ def _predicted(ev: "EvaluatorView", placements: list[Placement]) -> list[tuple[f
 def study_baselines(ev: "EvaluatorView") -> list[Baseline]:
     """The study's baselines in the order they are measured, all-GPU first (see the module docstring)."""
     if ev.networks:
-        from placetune.tuning.concurrent import naive_placements
-
         rows = [("all-gpu" if set(p.as_dict().values()) == {"GPU"} else label, label, p)
                 for label, p in naive_placements(ev.model, ev.networks, ev.platform.dla_count).items()]
         rows.sort(key=lambda r: r[0] != "all-gpu")

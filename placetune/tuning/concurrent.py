@@ -13,6 +13,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 from placetune.model.merge import network_of
+from placetune.placement.placement import Placement
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -30,8 +31,6 @@ def network_latencies(model: "Model", m: "Measurement", networks: list[str]) -> 
     """Each network's latency in ``m``: when its last engine of the first frame ends (ms from the
     frame's start). Engines are matched to networks by the layers of the realised placement's
     pipeline segments (``seg<i>`` in the timeline); {} when the measurement has no timeline."""
-    from placetune.placement.placement import Placement
-
     if not m.ok or not m.timeline or not m.realized:
         return {}
     segs = Placement(model, dict(m.realized)).segments(pipeline=True)
@@ -49,8 +48,6 @@ def network_latencies(model: "Model", m: "Measurement", networks: list[str]) -> 
 def naive_placements(model: "Model", networks: list[str], dla_count: int = 2) -> dict[str, "Placement"]:
     """Every network wholly on one device, named ``googlenet:DLA0,resnet50:GPU``: all combinations
     for up to three networks, else all-GPU plus each network alone on each DLA core."""
-    from placetune.placement.placement import Placement
-
     devices = ["GPU"] + [f"DLA{k}" for k in range(dla_count)]
     if len(networks) <= _ALL_COMBINATIONS:
         combos = list(itertools.product(devices, repeat=len(networks)))

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from placetune.wording import figure, plural
+from placetune.placement.placement import Placement
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -142,8 +143,6 @@ class ConvergenceWatch:
     # ------------------------------------------------------------------ updates
     def update(self, placement: "Placement", m: "Measurement") -> None:
         """Evaluator callback: one evaluation (or a re-measurement of ``n`` builds: ``n`` trials)."""
-        from placetune.placement.placement import Placement
-
         key = Placement(placement.model, m.realized).key if m.realized else "infeasible:" + placement.key
         self.add(key, m)
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from placetune.backends.registry import why_unmeasurable as declared
 from placetune.errors import ConfigError
+from placetune.tuning.constraints import parse_constraints
 
 __all__ = ["MODES", "METRICS", "why_unmeasurable", "check_measurable"]
 
@@ -70,8 +71,6 @@ def check_measurable(objective: str, constraints: Iterable[Any], backend: str, m
         ...
         placetune.errors.ConfigError: objective latency+energy cannot be measured by the tensorrt backend in engine mode: the tensorrt backend samples the power rails only with its backend option power = true (off by default: the timed loop then runs power_duration_s, 3 s): set it under [backend_options], or use --backend trtexec
     """
-    from placetune.tuning.constraints import parse_constraints
-
     for metric in str(objective).split("+"):
         why = why_unmeasurable(metric, backend, mode, options)
         if why:
