@@ -50,7 +50,18 @@ out = ["# Architecture", "",
        "or stored (`PLACETUNE_STRICT_EXTRA`, on in tests/conftest.py), and tests/test_measurement_extra.py",
        "checks every key the code names. Stored rows keep their JSON form.", "",
        "**A new search agent** goes in `search/` (see `examples/custom_agent.py`); **a new platform** in",
-       "`placetune/hardware/platforms.py`.", ""]
+       "`placetune/hardware/platforms.py`.", "",
+       "## Imports", "",
+       "Every module names its dependencies at its top. No two modules import each other, directly or",
+       "through others, counting imports inside functions, type-only imports (`if TYPE_CHECKING:`) and",
+       "`lazy_import` (tests/test_architecture.py). Where a lower module needs only the shape of a higher",
+       "one's object it declares that shape as a Protocol (`placetune.placement.stages.StageSpace`,",
+       "`placetune.plan.view.PlanView`, `placetune.tuning.evaluator_view.EvaluatorView`); shared types live",
+       "below both users (`search/result.py`, `placetune.calibration.design.Observation`).",
+       "`import placetune` and the command line's start stay light: a module that needs a heavy package",
+       "(TensorRT, PyCUDA, matplotlib, Optuna, SQLAlchemy, ONNX, SciPy) or a heavy placetune module only",
+       "in some functions names it at its top with `placetune._lazy.lazy_import(\"name\")` (paired with",
+       "the real import under `if TYPE_CHECKING:` for type checkers); it is imported on first use.", ""]
 for pkg in ("placetune", "search"):
     out.append(f"## `{pkg}/`")
     out.append("")
