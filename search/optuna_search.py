@@ -35,22 +35,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 import math
 
+import optuna
+
 from placetune.placement.placement import Placement
 
 from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical
-from placetune._lazy import lazy_import
 from placetune.errors import StopRequested
-from placetune.tuning.optuna_study import OptunaStudy, add_trials, assignment_of, constraint_attrs, distributions, params_of, storage_for as _storage_for, trial_attrs
+from placetune.tuning.optuna_study import (OptunaStudy, add_trials, assignment_of, constraint_attrs, distributions,
+                                           params_of, trial_attrs)
+from placetune.tuning.optuna_study import storage_for as _storage_for
 
 if TYPE_CHECKING:
-    import optuna
-
     from placetune.tuning.evaluator import Evaluator
     from placetune.measurement import Measurement
     from placetune.placement.space import Space
 
-if not TYPE_CHECKING:
-    optuna = lazy_import("optuna")
 
 __all__ = ["OptunaAgent", "SAMPLERS", "storage_for", "study_name_for"]
 

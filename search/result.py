@@ -65,7 +65,7 @@ class HistoryEntry(NamedTuple):
         best: best primary value so far (None while nothing succeeded).
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # a field named like tuple.index, kept for its users
     value: float | None
     best: float | None
 
