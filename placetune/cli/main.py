@@ -24,17 +24,17 @@ from placetune.hardware.platforms import get_platform
 from placetune.version import __version__
 
 if TYPE_CHECKING:
-    import placetune.backends as _backends
+    import placetune.backends.doctor as _doctor
     import placetune.tuning.constraints as _constraints
-    import placetune.model as _model
+    import placetune.model.zoo as _zoo
     import placetune.placement.placement as _placement
     import placetune.placement.realise as _realise
     import placetune.tuning.studyfile as _studyfile
     import placetune.tuning.tune as _tune
 else:
-    _backends = lazy_import("placetune.backends")
+    _doctor = lazy_import("placetune.backends.doctor")
     _constraints = lazy_import("placetune.tuning.constraints")
-    _model = lazy_import("placetune.model")
+    _zoo = lazy_import("placetune.model.zoo")
     _placement = lazy_import("placetune.placement.placement")
     _realise = lazy_import("placetune.placement.realise")
     _studyfile = lazy_import("placetune.tuning.studyfile")
@@ -108,7 +108,7 @@ def _islands_before_limit(model, support) -> int:
 
 # ----------------------------------------------------------------- zoo
 def cmd_zoo_list(args: argparse.Namespace) -> int:
-    rows = [(n, _model.zoo.default_batch(n), _model.zoo.describe(n)) for n in _model.zoo.names()]
+    rows = [(n, _zoo.default_batch(n), _zoo.describe(n)) for n in _zoo.names()]
     doc = {"models": [{"name": n, "batch": b, "description": d} for n, b, d in rows]}
     show(args, doc, table(rows, ("name", "batch", "description")))
     return 0
@@ -120,7 +120,7 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
     base, _, opts = args.name.partition(":")
     if args.batch is not None and args.batch < 1:
         raise ConfigError(f"batch must be a positive integer, got {args.batch}")
-    path = _model.zoo.export(base, args.output, batch=args.batch or _model.zoo.default_batch(base), **_zoo_options(opts))
+    path = _zoo.export(base, args.output, batch=args.batch or _zoo.default_batch(base), **_zoo_options(opts))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, with deterministic weights)")
     return 0
 
@@ -187,12 +187,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------- doctor
 def cmd_doctor(args: argparse.Namespace) -> int:
-    checks = _backends.doctor.run(worker_python=args.worker_python)
+    checks = _doctor.run(worker_python=args.worker_python)
     if args.json:
         print(dumps_json([c.__dict__ if hasattr(c, "__dict__") else c._asdict() for c in checks], indent=2))
     else:
-        print(_backends.doctor.format(checks))
-    return _backends.doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
+        print(_doctor.format(checks))
+    return _doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
 
 
 # ----------------------------------------------------------------- parser

@@ -36,6 +36,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from placetune.validate import dumps_json
+import placetune
 from placetune._lazy import lazy_import
 from placetune.files.folder import OutputFolder
 
@@ -48,8 +49,7 @@ if TYPE_CHECKING:
     import placetune.backends.tensorrt.pool as _pool
     import placetune.hardware.power as _power
     import placetune.settings as _settings
-    import placetune.backends.tensorrt as _tensorrt
-    import placetune
+    import placetune.backends.tensorrt.env as _trt_env
 else:
     _backend = lazy_import("placetune.backends.tensorrt.backend")
     _evaluator = lazy_import("placetune.tuning.evaluator")
@@ -59,8 +59,7 @@ else:
     _pool = lazy_import("placetune.backends.tensorrt.pool")
     _power = lazy_import("placetune.hardware.power")
     _settings = lazy_import("placetune.settings")
-    _tensorrt = lazy_import("placetune.backends.tensorrt")
-    placetune = lazy_import("placetune")
+    _trt_env = lazy_import("placetune.backends.tensorrt.env")
 
 __all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS",
            "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS"]
@@ -289,7 +288,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
     energy_seen: dict[str, Any] = {}
-    rep.add(*_clocks_check(_tensorrt.env.read_power_mode(), _tensorrt.env.read_clocks()))
+    rep.add(*_clocks_check(_trt_env.read_power_mode(), _trt_env.read_clocks()))
 
     def same_engine(m, core: int, precision: str) -> tuple[str | None, dict[str, Any]]:
         """The worker's engine timed again by trtexec --loadEngine: None when within tolerance."""
@@ -413,7 +412,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     rep.add(*_energy_check([r.name for r in rails], energy_seen, tx is not None))
     ok = all(c["status"] in ("ok", _NA) for c in rep.checks)
     doc = {"placetune_selftest": 1, "python": _platform.python_version(), "machine": _platform.machine(),
-           "l4t": _tensorrt.env.read_l4t(), "jetpack": _tensorrt.env.read_jetpack(), "module": match.model,
+           "l4t": _trt_env.read_l4t(), "jetpack": _trt_env.read_jetpack(), "module": match.model,
            "compatible": list(match.compatible), "platform": plat,
            "seconds": round(time.time() - t_start, 1), "all_ok": ok, "checks": rep.checks}
     report.write("selftest.json", dumps_json(doc, indent=1))

@@ -39,14 +39,14 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     import optuna.distributions as optuna_distributions
-    import optuna.storages._rdb as optuna_storages__rdb
+    import optuna.storages._rdb.models as optuna_rdb_models
     import sqlalchemy
-    import sqlalchemy.dialects as sqlalchemy_dialects
+    import sqlalchemy.dialects.sqlite as sqlalchemy_sqlite
 else:
     optuna_distributions = lazy_import("optuna.distributions")
-    optuna_storages__rdb = lazy_import("optuna.storages._rdb")
+    optuna_rdb_models = lazy_import("optuna.storages._rdb.models")
     sqlalchemy = lazy_import("sqlalchemy")
-    sqlalchemy_dialects = lazy_import("sqlalchemy.dialects")
+    sqlalchemy_sqlite = lazy_import("sqlalchemy.dialects.sqlite")
 
 __all__ = ["FinishedTrial", "TrialRows", "supported"]
 
@@ -114,18 +114,18 @@ class TrialRows:
 
     def __init__(self, study_id: int) -> None:
         self.study_id = int(study_id)
-        self._models = optuna_storages__rdb.models
-        tables = optuna_storages__rdb.models.BaseModel.metadata.tables
+        self._models = optuna_rdb_models
+        tables = optuna_rdb_models.BaseModel.metadata.tables
         self._tables = {name: tables[name] for name in _LAYOUT}
         trials = self._tables["trials"]
-        mapper = optuna_storages__rdb.models.TrialModel.__mapper__
+        mapper = optuna_rdb_models.TrialModel.__mapper__
         # the attributes that hold the stored values (Optuna 5: naive UTC behind local-time properties)
         self._time_attrs = tuple(mapper.get_property_by_column(trials.c[c]).key
                                  for c in ("datetime_start", "datetime_complete"))
         self._known: dict[str, Any] = {}  # parameter name -> the distribution the study stores for it
         self._json: dict[int, tuple[Any, str, dict[Any, Any]]] = {}  # id(dist) -> (it, its JSON, internal values)
         self._sql: dict[str, tuple[str, tuple[tuple[int, Any], ...]]] = {}
-        dialect = sqlalchemy_dialects.sqlite.dialect()  # SQLite: values bound as SQLAlchemy binds them (enum names, times, floats)
+        dialect = sqlalchemy_sqlite.dialect()  # SQLite: values bound as SQLAlchemy binds them (enum names, times, floats)
         self._procs = {(name, c): self._tables[name].c[c].type.dialect_impl(dialect).bind_processor(dialect)
                        for name, cols in _LAYOUT.items() for c in cols}
         self._param_proc = self._procs["trial_params", "param_value"]
