@@ -8,22 +8,18 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import onnx
+
 from placetune.errors import ModelError
 from placetune.files.read import read_gzip
 from placetune.files.write import write_file
-import numpy as np
-from placetune._lazy import lazy_import
 from placetune.model import zoo
 from placetune.model.onnx_io import load_with_weights, read_model_proto
 from placetune.model.zoo.registry import parse_options
 
 if TYPE_CHECKING:
-    import onnx
-
     from placetune.model.model import Model
-
-if not TYPE_CHECKING:
-    onnx = lazy_import("onnx")
 
 __all__ = ["has_qdq", "convert_to_fp16", "load_full", "zero_weights", "source_has_qdq", "prepare_onnx"]
 

@@ -14,24 +14,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 import hashlib
 import json
+
+import onnx
 
 from placetune.errors import ModelError
 from placetune.files.names import confined
 from placetune.files.write import write_file
-from placetune._lazy import lazy_import
 from placetune.model.model import Model
 from placetune.settings import default_cache_dir
 
-if TYPE_CHECKING:
-    import onnx
-
-    from placetune.model.model import Model
-
-if not TYPE_CHECKING:
-    onnx = lazy_import("onnx")
 
 __all__ = ["load_networks", "merge_models", "network_of", "network_names", "networks_in", "source_networks"]
 
