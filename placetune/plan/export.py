@@ -23,7 +23,7 @@ from placetune.placement.cut_formats import plan_cut_formats
 from placetune.plan.trtexec import engine_files
 from placetune.store.schema import ModelRow
 from placetune.tuning.concurrent import naive_label, network_summary
-from placetune.tuning.objectives import best_stored, get_objective
+from placetune.tuning.objectives import best_stored, get_objective, registered_objectives
 from placetune.version import __version__
 
 if TYPE_CHECKING:
@@ -352,8 +352,8 @@ def export_plan(
         ModelError: ``model`` is not the study's model.
     """
     st = store.study(study_name)
-    if objective is None and st.constraints:  # a constrained study ranks feasible first, as tune did
-        objective = get_objective(st.objective, st.constraints)
+    if objective is None and (st.constraints or st.objective in registered_objectives()):
+        objective = get_objective(st.objective, st.constraints)  # ranked as tune ranked it (feasible first)
     if measurement_id is not None:
         rec = next(iter(store.measurements(study_name, ids=[int(measurement_id)])), None)
         if rec is None:
@@ -361,7 +361,7 @@ def export_plan(
         if not rec.measurement.ok:
             raise ConfigError(f"measurement {measurement_id} of study {study_name!r} has status "
                               f"{rec.measurement.status!r}: only an ok measurement makes a plan")
-    elif objective is not None and (objective.constraints or objective.names[0] == "gpu_time"):
+    elif objective is not None and (objective.constraints or objective.registered or objective.names[0] == "gpu_time"):
         rec = best_stored(store, study_name, objective)  # as tune ranks: feasible first
         if rec is None:
             raise _nothing_to_export(store, study_name, objective.names[0])

@@ -145,7 +145,7 @@ class Evaluator:
                               f"power modes {', '.join(self.platform.power_modes)}")
         self.objective = get_objective(objective, constraints)
         measured = self.backend.capabilities.objectives
-        cannot = [n for n in self.objective.names if n not in measured]
+        cannot = [n for n in self.objective.measured_from if n not in measured]
         if cannot:  # else every measurement's objective would be None: declared, so refused here
             raise ConfigError(f"objective {self.objective.name!r}: the {self.backend.name} backend does not measure "
                               f"{' or '.join(cannot)}; it measures {', '.join(measured)}")
