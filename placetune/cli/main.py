@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import placetune.backends.doctor as _doctor
     import placetune.tuning.constraints as _constraints
     import placetune.model.zoo as _zoo
+    import placetune.model.zoo.registry as _zoo_registry
     import placetune.placement.placement as _placement
     import placetune.placement.realise as _realise
     import placetune.tuning.studyfile as _studyfile
@@ -35,6 +36,7 @@ else:
     _doctor = lazy_import("placetune.backends.doctor")
     _constraints = lazy_import("placetune.tuning.constraints")
     _zoo = lazy_import("placetune.model.zoo")
+    _zoo_registry = lazy_import("placetune.model.zoo.registry")
     _placement = lazy_import("placetune.placement.placement")
     _realise = lazy_import("placetune.placement.realise")
     _studyfile = lazy_import("placetune.tuning.studyfile")
@@ -115,12 +117,10 @@ def cmd_zoo_list(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo_export(args: argparse.Namespace) -> int:
-    from placetune.model.model import _zoo_options
-
     base, _, opts = args.name.partition(":")
     if args.batch is not None and args.batch < 1:
         raise ConfigError(f"batch must be a positive integer, got {args.batch}")
-    path = _zoo.export(base, args.output, batch=args.batch or _zoo.default_batch(base), **_zoo_options(opts))
+    path = _zoo.export(base, args.output, batch=args.batch or _zoo.default_batch(base), **_zoo_registry.parse_options(opts))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, with deterministic weights)")
     return 0
 

@@ -43,6 +43,7 @@ from placetune.files.folder import OutputFolder
 if TYPE_CHECKING:
     import placetune.backends.tensorrt.backend as _backend
     import placetune.tuning.evaluator as _evaluator
+    import placetune.backends.trtexec.backend as _trtexec_backend
     import placetune.backends.trtexec.find as _find
     import placetune.model.model as _model
     import placetune.hardware.modules as _modules
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 else:
     _backend = lazy_import("placetune.backends.tensorrt.backend")
     _evaluator = lazy_import("placetune.tuning.evaluator")
+    _trtexec_backend = lazy_import("placetune.backends.trtexec.backend")
     _find = lazy_import("placetune.backends.trtexec.find")
     _model = lazy_import("placetune.model.model")
     _modules = lazy_import("placetune.hardware.modules")
@@ -280,9 +282,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                          save_plans=out / "plans", **timing) if not no_trt else None
     tx = None
     if trtexec:
-        from placetune.backends.trtexec.backend import TrtexecBackend  # its time_plan, beyond the contract
-
-        tx = TrtexecBackend(trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
+        tx = _trtexec_backend.TrtexecBackend(  # its time_plan, beyond the contract
+                            trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
                             power_root=power_root,
                             **(dict(warmup_ms=5.0, iterations=10, duration_s=0.3) if quick else {}))
     gpu = {l.name: "GPU" for l in model.layers}
