@@ -38,6 +38,7 @@ from placetune.wording import plural
 from placetune._lazy import lazy_import
 from placetune.files.folder import OutputFolder
 from placetune.files.write import write_file
+from placetune.hardware.platforms import get_platform
 from placetune.plan.export import export_plan
 from placetune.plan.file import Plan
 
@@ -328,8 +329,6 @@ def plot_placement(plan: "Plan", path: str | os.PathLike[str], *, title: str = "
     else:
         ax.set_xlabel(f"layer index (topological order, {n} layers)")
     try:  # every device of the platform is in the legend, used or not
-        from placetune.hardware.platforms import get_platform
-
         offered = set(get_platform(plan.platform).devices)
     except PlacetuneError:
         offered = set()
@@ -414,8 +413,6 @@ def plot_timeline(
             simulated = source.simulated
         if devices is None:
             try:
-                from placetune.hardware.platforms import get_platform
-
                 devices = get_platform(source.platform).devices
             except PlacetuneError:
                 devices = None
