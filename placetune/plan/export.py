@@ -24,6 +24,7 @@ from placetune.plan.trtexec import engine_files
 from placetune.store.schema import ModelRow
 from placetune.tuning.concurrent import naive_label, network_summary
 from placetune.tuning.objectives import best_stored, get_objective, registered_objectives
+from placetune.tuning.optuna_study import storage_for
 from placetune.version import __version__
 
 if TYPE_CHECKING:
@@ -535,19 +536,13 @@ def optuna_trial_number(store: "Store", study_name: str, measurement_id: int) ->
     Optuna study, :mod:`placetune.tuning.optuna_study`). None without optuna, without the Optuna
     study, or when no trial holds that measurement."""
     try:
-        from sqlalchemy import inspect
-
-        from placetune.tuning.optuna_study import storage_for
-
         url = store.engine.url
         in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
         if not in_memory:
-            if not inspect(store.engine).has_table("trials"):
+            if not sqlalchemy.inspect(store.engine).has_table("trials"):
                 return None  # no Optuna tables: opening Optuna's storage would create them
             # one indexed query, not every trial of the study loaded with its parameters
-            from sqlalchemy import text
-
-            query = text("SELECT MIN(t.number) FROM trials t JOIN studies s ON s.study_id = t.study_id "
+            query = sqlalchemy.text("SELECT MIN(t.number) FROM trials t JOIN studies s ON s.study_id = t.study_id "
                          "JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
                          "WHERE s.study_name = :name AND a.key = 'measurement_id' AND a.value_json = :value")
             with store.engine.connect() as conn:
