@@ -29,6 +29,7 @@ from placetune.placement.stages import Stage, assignment_of, random_stage_move, 
 from placetune.backends.simulate.costs import DEVICE_CODE, cost_table, power_factor
 from placetune.backends.simulate.incremental import IncrementalSimulator
 from placetune.backends.simulate.profiled import apply_profile
+from placetune.calibration import fit_profile
 from placetune.backends.simulate.simulator import SimulatedJetson
 from placetune.calibration import observations
 from placetune.calibration.fit import MIN_MEASUREMENTS
@@ -159,10 +160,6 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
     """
     ok = [m for m in measurements if m.ok]
     if len(ok) < min_points:
-        return Fit(n=len(ok))
-    try:
-        from placetune.calibration import fit_profile
-    except ImportError:  # the calibration module is not installed: the nominal simulator
         return Fit(n=len(ok))
     model, platform, settings = evaluator.model, evaluator.platform, evaluator.settings
     try:
