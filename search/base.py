@@ -48,7 +48,7 @@ from placetune.placement.placement import Placement
 from .baselines import baseline_assignments, canonical, project
 from .result import Budget, BudgetExhausted, HistoryEntry, SearchResult
 from placetune.tuning.baselines import study_baselines
-from search.asktell import LoopAskTell, drive
+from .asktell import LoopAskTell, drive
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator

@@ -45,7 +45,7 @@ import numpy as np
 
 from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun
 from placetune.backends.simulate.costs import cost_table, power_factor
-from search.local import LocalAgent
+from .local import LocalAgent
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator

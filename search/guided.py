@@ -73,7 +73,8 @@ from .rebuilds import Rebuilds
 from .surrogate import Fit, RunObservations, Surrogate, fit_ensemble, inner_search
 from placetune.placement.stages import assignment_of
 from placetune.tuning.baselines import study_baselines
-from search.model_choice import Candidate, choose, refit
+from . import model_choice
+from .model_choice import Candidate
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -447,13 +448,13 @@ class _State(Rebuilds, BlindSpots, Drift):
             self.model = Candidate("profile", self.fit.profile)
             return
         if n > CHOOSE_EVERY_FROM and self.rounds - self.chosen_at < self.choose_every:  # the last choice, refitted
-            self.model = refit(self.ev, self.run.objective, self.measurements, self.fit.profile, self.model.name,
+            self.model = model_choice.refit(self.ev, self.run.objective, self.measurements, self.fit.profile, self.model.name,
                                ensemble=max(1, self.agent.ensemble), seed=seed, cv_error=self.model.cv_error,
                                cache=self.observations)
             return
         self.chosen_at = self.rounds
         before = self.model.name
-        self.model, cands = choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
+        self.model, cands = model_choice.choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
                                    ensemble=max(1, self.agent.ensemble), seed=seed, cache=self.observations)
         if n > CHOOSE_EVERY_FROM:  # a choice that holds is checked less often; a change, sooner again
             self.choose_every = min(CHOOSE_EVERY_MAX, 2 * self.choose_every) if self.model.name == before \

@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .residual import Correction, CorrectedSimulator, fit_correction
+from .residual import Correction, CorrectedSimulator, _Eval, _time_like, fit_correction
 from .surrogate import RunObservations, observations_of, simulator
 from placetune.calibration import fit_profile
-from search.residual import _Eval, _time_like
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement

@@ -31,10 +31,10 @@ from placetune.backends.simulate.incremental import IncrementalSimulator
 from placetune.backends.simulate.profiled import apply_profile
 from placetune.calibration import fit_profile
 from placetune.backends.simulate.simulator import SimulatedJetson
-from placetune.calibration import observations
+from placetune import calibration
 from placetune.calibration.fit import MIN_MEASUREMENTS
 from placetune.placement.stages import cut_points, sample_stages
-from search.residual import CorrectedSimulator
+from .residual import CorrectedSimulator
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -123,7 +123,7 @@ class RunObservations:
         for i, m in enumerate(measurements):
             obs = self._of.get(m)
             if obs is None:
-                obs = self._of.put(m, observations(ev.model, ev.platform, ev.settings, [m]))
+                obs = self._of.put(m, calibration.observations(ev.model, ev.platform, ev.settings, [m]))
             group = str(getattr(m, "id", None) or i)
             for o in obs:
                 o.group = group
@@ -136,7 +136,7 @@ def observations_of(evaluator: "Evaluator", measurements: Sequence[Measurement],
     """:func:`placetune.calibration.observations` of ``measurements`` (through ``cache`` when given)."""
     if cache is not None:
         return cache.of(measurements)
-    return observations(evaluator.model, evaluator.platform, evaluator.settings, measurements)
+    return calibration.observations(evaluator.model, evaluator.platform, evaluator.settings, measurements)
 
 
 def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *, ensemble: int = 4,
