@@ -17,10 +17,13 @@ from placetune.placement.placement import DEVICES, normalise_device
 from placetune.validate import batch as check_batch
 from placetune.placement.realise import MODES
 
-__all__ = ["Settings", "PRECISIONS", "parse_replicas", "resolve_replicas"]
+__all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
+#: The precision ``placetune tune`` (and ``placetune check``, so that both speak of the same
+#: build) uses when none is given: INT8, which the DLA runs at its full rate.
+DEFAULT_PRECISION = "int8"
 
 
 def parse_replicas(text: str) -> dict[str, int]:

@@ -21,6 +21,7 @@ from placetune.cli.deploy import add_parser as add_build
 from placetune.cli.results import add_parsers
 from placetune.cli.selftest import format_report, run_selftest
 from placetune.hardware.platforms import get_platform
+from placetune.settings import DEFAULT_PRECISION
 from placetune.version import __version__
 
 if TYPE_CHECKING:
@@ -253,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="which layers can run on a DLA, and why not")
     _add_model_args(p)
-    _add_target_args(p, _studyfile.DEFAULT_PRECISION)
+    _add_target_args(p, DEFAULT_PRECISION)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("zoo", help="built-in networks")
@@ -331,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
                    "concurrent mode also latency[NETWORK]<=5")
-    p.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {_studyfile.DEFAULT_PRECISION}")
+    p.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {DEFAULT_PRECISION}")
     p.add_argument("--power-mode", help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
                    "fastest; see docs/power-modes.md)")
     p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "

@@ -58,13 +58,10 @@ from placetune.files.read import read_text
 from placetune.hardware.platforms import get_platform
 from placetune.placement.space import Space
 from placetune.plan.file import is_plan_file
-from placetune.settings import Settings
+from placetune.settings import DEFAULT_PRECISION, Settings
 from placetune.store.url import normalise_url
 from placetune.tuning.constraints import parse_constraints
 
-#: The precision ``placetune tune`` (and ``placetune check``, so that both speak of the same
-#: build) uses when none is given: INT8, which the DLA runs at its full rate.
-DEFAULT_PRECISION = "int8"
 
 __all__ = ["TuneConfig", "load_study_file", "parse_duration", "DEFAULT_MODEL"]
 
