@@ -219,3 +219,18 @@ def test_every_public_name_is_there_on_first_use():
             "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_lazy_import_imports_on_first_use():
+    code = ("import sys\n"
+            "from placetune._lazy import lazy_import\n"
+            "m = lazy_import('placetune.tuning.evaluator')\n"
+            "assert 'placetune.tuning.evaluator' not in sys.modules\n"
+            "assert m.Evaluator is sys.modules['placetune.tuning.evaluator'].Evaluator\n"
+            "missing = lazy_import('no_such_module_here')\n"
+            "try:\n"
+            "    missing.anything\n"
+            "except ModuleNotFoundError:\n"
+            "    print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
