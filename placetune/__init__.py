@@ -46,6 +46,7 @@ _LAZY = {
     "parse_constraint": "placetune.tuning.constraints",
     "Objective": "placetune.tuning.objectives",
     "get_objective": "placetune.tuning.objectives",
+    "register_objective": "placetune.tuning.objectives",
     "Baseline": "placetune.tuning.baselines",
     "study_baselines": "placetune.tuning.baselines",
     "Convergence": "placetune.tuning.convergence",
@@ -80,6 +81,7 @@ _LAZY = {
     "Platform": "placetune.hardware.platforms",
     "get_platform": "placetune.hardware.platforms",
     "platform_names": "placetune.hardware.platforms",
+    "register_platform": "placetune.hardware.platforms",
     "JetsonModule": "placetune.hardware.modules",
     "identify_module": "placetune.hardware.modules",
     "InfeasiblePlacement": "placetune.placement.realise",
@@ -129,7 +131,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from placetune.envs.sequential import PlacementEnv
     from placetune.envs.stages import PlacementStagesEnv
     from placetune.hardware.modules import JetsonModule, identify_module
-    from placetune.hardware.platforms import Platform, get_platform, platform_names
+    from placetune.hardware.platforms import Platform, get_platform, platform_names, register_platform
     from placetune.measurement import Measurement
     from placetune.model.layer import Layer, TensorInfo
     from placetune.model.model import Model
@@ -151,7 +153,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from placetune.tuning.constraints import Constraint, parse_constraint
     from placetune.tuning.evaluator import Evaluator
     from placetune.tuning.stats import EvaluatorStats
-    from placetune.tuning.objectives import Objective, get_objective
+    from placetune.tuning.objectives import Objective, get_objective, register_objective
 
 __all__ = [
     "__version__",
@@ -166,6 +168,7 @@ __all__ = [
     "Platform",
     "get_platform",
     "platform_names",
+    "register_platform",
     "JetsonModule",
     "identify_module",
     "realise",
@@ -182,6 +185,7 @@ __all__ = [
     "Constraint",
     "parse_constraint",
     "get_objective",
+    "register_objective",
     "Baseline",
     "study_baselines",
     "Convergence",

@@ -10,15 +10,20 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
+import re
 
 from placetune.errors import ConfigError, PlacementError
 from placetune.placement.placement import DEVICES, normalise_device
 from placetune.validate import batch as check_batch
+from placetune.placement.realise import MODES
 
-__all__ = ["Settings", "PRECISIONS", "parse_replicas", "resolve_replicas"]
+__all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
+#: The precision ``placetune tune`` (and ``placetune check``, so that both speak of the same
+#: build) uses when none is given: INT8, which the DLA runs at its full rate.
+DEFAULT_PRECISION = "int8"
 
 
 def parse_replicas(text: str) -> dict[str, int]:
@@ -59,8 +64,6 @@ TRT_VERSION_RANGE = ((8, 5), (11, 99))
 
 def _check_trt_version(value: Any) -> None:
     """Refuse a TensorRT version whose DLA rules placetune does not know (``--trt-version 99``)."""
-    import re
-
     m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)*", str(value).strip())
     ok = m is not None and TRT_VERSION_RANGE[0] <= (int(m.group(1)), int(m.group(2))) <= TRT_VERSION_RANGE[1] \
         and int(m.group(1)) != 9
@@ -107,8 +110,6 @@ class Settings:
     power_mode: str = "MAXN"
 
     def __post_init__(self) -> None:
-        from placetune.placement.realise import MODES
-
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r}; modes are {', '.join(MODES)}")
         if self.precision not in PRECISIONS:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import importlib
 import logging
 from typing import Any
+from importlib.metadata import entry_points
 
 from placetune import ConfigError, UnknownNameError
 
@@ -133,8 +134,6 @@ def _read_entry_points() -> None:
     if _entry_points_read:
         return
     _entry_points_read = True
-    from importlib.metadata import entry_points
-
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name not in _REGISTRY:
             try:

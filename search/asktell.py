@@ -42,10 +42,11 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 from placetune.measurement import Measurement
 from placetune.placement.placement import Placement
 
+from .result import Budget, SearchResult
+
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
 
-    from .base import Budget, SearchResult
 
 __all__ = ["Proposal", "AskTell", "LoopAskTell", "StudyView", "measure", "drive"]
 

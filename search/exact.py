@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun
+from placetune.backends.simulate.costs import cost_table, power_factor
+from .local import LocalAgent
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -236,8 +238,6 @@ def engine_bound(evaluator: "Evaluator", space: "Space", *, max_condition: int =
     why = dp_unavailable(evaluator)
     if why:
         raise ValueError(why)
-    from placetune.backends.simulate.costs import cost_table, power_factor
-
     model = space.model
     power = power_factor(evaluator.platform, evaluator.settings.power_mode)
     if power is None:
@@ -482,6 +482,4 @@ class ExactAgent(Agent):
 
     def _improve(self, run: SearchRun, start: list[int] | None) -> None:
         """Local search from ``start`` (None: the best baseline), the baselines measured first."""
-        from .local import LocalAgent
-
         LocalAgent(seed=self.seed, granularity=self.granularity).improve(run, start)

@@ -30,10 +30,12 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+import re
 
 import numpy as np
 
 from placetune.measurement import Measurement
+from placetune.backends.simulate.costs import DEVICE_CODE
 
 __all__ = ["Feasibility", "Rule"]
 
@@ -64,8 +66,6 @@ class Feasibility:
     """
 
     def __init__(self, model: Any, space: Any) -> None:
-        from placetune.backends.simulate.costs import DEVICE_CODE
-
         layers = model.layers
         index = {n: i for i, n in enumerate(model.names)}
         self.unit_of = np.full(len(layers), space.n_units, dtype=np.intp)
@@ -171,8 +171,6 @@ class Feasibility:
 def _reason(text: str | None) -> str:
     """A failure's reason, short: its last clause (a compiler names the layers first, the cause
     last), numbers as N, so that failures of one cause count together."""
-    import re
-
     t = (text or "no reason given").strip().splitlines()[0]
     tail = t.rsplit(": ", 1)[-1].strip()
     return re.sub(r"\d+(\.\d+)?", "N", tail if len(tail) >= 12 else t)[:80]

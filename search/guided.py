@@ -71,6 +71,10 @@ from .blindspots import BlindSpots
 from .drift import Drift
 from .rebuilds import Rebuilds
 from .surrogate import Fit, RunObservations, Surrogate, fit_ensemble, inner_search
+from placetune.placement.stages import assignment_of
+from placetune.tuning.baselines import study_baselines
+from . import model_choice
+from .model_choice import Candidate
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -207,8 +211,6 @@ class _State(Rebuilds, BlindSpots, Drift):
         self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
         self.fit = Fit()
         self.observations = RunObservations(self.ev)  # each measurement read once for the refits
-        from .model_choice import Candidate
-
         self.model = Candidate("nominal", None)  # this round's model of the device (search.model_choice)
         self.chosen_at = 0  # the round the model was last chosen by cross-validation
         self.choose_every = CHOOSE_EVERY  # rounds between two choices (once past CHOOSE_EVERY_FROM measurements)
@@ -323,8 +325,6 @@ class _State(Rebuilds, BlindSpots, Drift):
         return ranked
 
     def search(self) -> None:
-        from placetune.tuning.baselines import study_baselines
-
         run, space = self.run, self.space
         # the study's baselines (a concurrent study's: the naive plans the model cannot rule out)
         first = [project(space, space.from_placement(b.placement)) for b in study_baselines(self.ev)
@@ -442,21 +442,19 @@ class _State(Rebuilds, BlindSpots, Drift):
     def choose(self) -> None:
         """This round's model: the candidate physical model (per-layer profile, scales, nominal)
         with its residual correction that best predicts left-out plans (:mod:`search.model_choice`)."""
-        from .model_choice import Candidate, choose, refit
-
         seed = None if self.agent.seed is None else self.agent.seed * 7919 + self.rounds
         n = len(self.measurements)
         if n < 3:
             self.model = Candidate("profile", self.fit.profile)
             return
         if n > CHOOSE_EVERY_FROM and self.rounds - self.chosen_at < self.choose_every:  # the last choice, refitted
-            self.model = refit(self.ev, self.run.objective, self.measurements, self.fit.profile, self.model.name,
+            self.model = model_choice.refit(self.ev, self.run.objective, self.measurements, self.fit.profile, self.model.name,
                                ensemble=max(1, self.agent.ensemble), seed=seed, cv_error=self.model.cv_error,
                                cache=self.observations)
             return
         self.chosen_at = self.rounds
         before = self.model.name
-        self.model, cands = choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
+        self.model, cands = model_choice.choose(self.ev, self.run.objective, self.measurements, self.fit.profile,
                                    ensemble=max(1, self.agent.ensemble), seed=seed, cache=self.observations)
         if n > CHOOSE_EVERY_FROM:  # a choice that holds is checked less often; a change, sooner again
             self.choose_every = min(CHOOSE_EVERY_MAX, 2 * self.choose_every) if self.model.name == before \
@@ -479,8 +477,6 @@ class _State(Rebuilds, BlindSpots, Drift):
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:
         """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
-        from placetune.placement.stages import assignment_of
-
         # the pool: the best predicted, at most 3 per stage-device pattern so that others get in,
         # and the best of every pattern the inner search refined (its portfolio)
         pool = list(ranked[:_SCAN])

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .residual import Correction, CorrectedSimulator, fit_correction
+from .residual import Correction, CorrectedSimulator, _Eval, _time_like, fit_correction
 from .surrogate import RunObservations, observations_of, simulator
+from placetune.calibration import fit_profile
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -78,8 +79,6 @@ def _profile(ev: "Evaluator", name: str, obs: Sequence[Any], ms: Sequence["Measu
     ``profile`` candidate's own fit on every measurement, when already made)."""
     if name == "nominal":
         return None
-    from placetune.calibration import fit_profile
-
     shrink = {} if name == "profile" else {"layer_shrinkage": _COARSE}
     return fit_profile(ev.model, ev.platform, ev.settings, ms, observations_=obs, fast=True,
                        min_measurements=2, diagnostics=False, **shrink).profile
@@ -87,8 +86,6 @@ def _profile(ev: "Evaluator", name: str, obs: Sequence[Any], ms: Sequence["Measu
 
 def _errors(ev: "Evaluator", sim: CorrectedSimulator, objective: Any, correction: Correction,
             ms: Sequence["Measurement"]) -> list[float]:
-    from .residual import _time_like, _Eval
-
     sim.correction = correction
     out = []
     for m in ms:

@@ -33,17 +33,23 @@ import logging
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+import math
+
+import optuna
 
 from placetune.placement.placement import Placement
 
 from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical
+from placetune.errors import StopRequested
+from placetune.tuning.optuna_study import (OptunaStudy, add_trials, assignment_of, constraint_attrs, distributions,
+                                           params_of, trial_attrs)
+from placetune.tuning.optuna_study import storage_for as _storage_for
 
 if TYPE_CHECKING:
-    import optuna
-
     from placetune.tuning.evaluator import Evaluator
     from placetune.measurement import Measurement
     from placetune.placement.space import Space
+
 
 __all__ = ["OptunaAgent", "SAMPLERS", "storage_for", "study_name_for"]
 
@@ -62,8 +68,6 @@ def study_name_for(evaluator: "Evaluator", granularity: str = "fusion") -> str:
 def storage_for(evaluator: "Evaluator", **rdb_kwargs: Any) -> "optuna.storages.BaseStorage":
     """Optuna storage in the evaluator's measurement database
     (:func:`placetune.tuning.optuna_study.storage_for` of its store)."""
-    from placetune.tuning.optuna_study import storage_for as _storage_for
-
     return _storage_for(evaluator.store, **rdb_kwargs)
 
 
@@ -135,8 +139,6 @@ class OptunaAgent(Agent):
     # ------------------------------------------------------------------ pieces
     def make_sampler(self) -> "optuna.samplers.BaseSampler":
         """The configured sampler."""
-        import optuna
-
         # a study under constraints: Optuna 5 samplers read the values the objective sets with
         # Trial.set_constraint (constraints_func is deprecated there); older ones are given
         # constraints_func, which reads them from the trial's ``constraints`` user attribute
@@ -160,8 +162,6 @@ class OptunaAgent(Agent):
 
     def study(self, evaluator: "Evaluator") -> "optuna.Study":
         """Create or load the Optuna study of this evaluator (nothing is measured)."""
-        import optuna
-
         rdb: dict[str, Any] = {}
         if self.heartbeat_interval is not None:
             rdb["heartbeat_interval"] = int(self.heartbeat_interval)
@@ -179,8 +179,6 @@ class OptunaAgent(Agent):
             storage = storage_for(evaluator, **rdb)
         if rdb and isinstance(storage, optuna.storages.InMemoryStorage):
             log.warning("heartbeats need an RDB storage; the in-memory store has none")
-        from placetune.tuning.optuna_study import OptunaStudy
-
         name = self.study_name or study_name_for(evaluator, self.granularity)
         if name != evaluator.study_name:  # a study of the caller's own naming
             with warnings.catch_warnings():
@@ -193,29 +191,21 @@ class OptunaAgent(Agent):
     @staticmethod
     def distributions(space: "Space") -> dict[str, "optuna.distributions.CategoricalDistribution"]:
         """Parameter name -> allowed devices, for units with more than one allowed device."""
-        from placetune.tuning.optuna_study import distributions
-
         return distributions(space)
 
     @staticmethod
     def params_of(space: "Space", assignment: Sequence[int]) -> dict[str, str]:
         """Trial parameters of an assignment."""
-        from placetune.tuning.optuna_study import params_of
-
         return params_of(space, assignment)
 
     @staticmethod
     def assignment_of(space: "Space", params: dict[str, Any]) -> list[int]:
         """Assignment of trial parameters (single-choice units take their only device)."""
-        from placetune.tuning.optuna_study import assignment_of
-
         return assignment_of(space, params)
 
     # ------------------------------------------------------------------ warm start
     def _import(self, study: "optuna.Study", evaluator: "Evaluator", space: "Space") -> int:
         """Add every stored measurement of this cache scope that the study lacks, as a finished trial."""
-        from placetune.tuning.optuna_study import add_trials, trial_attrs
-
         dists = self.distributions(space)
         have = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
         scope = evaluator.study.scope
@@ -254,10 +244,6 @@ class OptunaAgent(Agent):
     @staticmethod
     def _frozen(evaluator: "Evaluator", params: dict[str, str], dists: dict[str, Any], attrs: dict[str, Any],
                 m: "Measurement") -> "optuna.trial.FrozenTrial":
-        import optuna
-
-        from placetune.tuning.optuna_study import constraint_attrs
-
         values = _values(evaluator, m)
         state = optuna.trial.TrialState.COMPLETE if values is not None else optuna.trial.TrialState.PRUNED
         user, system = constraint_attrs(evaluator.objective, m) if values is not None else ({}, {})
@@ -267,11 +253,6 @@ class OptunaAgent(Agent):
     # ------------------------------------------------------------------ run
     def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Run (or resume) the study until the budget is spent."""
-        import optuna
-
-        from placetune.errors import StopRequested
-        from placetune.tuning.optuna_study import trial_attrs
-
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         space = run.space
         self._constrained = bool(evaluator.objective.constraints)
@@ -368,8 +349,6 @@ def finite_violations(objective: Any, m: "Measurement") -> list[float]:
 
 def _values(evaluator: "Evaluator", m: "Measurement") -> list[float] | None:
     """Objective values of a measurement; None when it failed or a value is not finite."""
-    import math
-
     vals = evaluator.objective.values(m)
     if vals is None or not all(math.isfinite(v) for v in vals):
         return None

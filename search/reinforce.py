@@ -28,6 +28,8 @@ import numpy as np
 from placetune.placement.placement import Placement
 
 from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical
+import gymnasium as gym
+from placetune.tuning.constraints import total_violation
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -158,10 +160,6 @@ class ReinforceAgent(Agent):
 
     def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Train the policy until the budget is spent; the best sampled placement is the answer."""
-        import gymnasium as gym
-
-        import placetune  # noqa: F401 - registers placetune/Placement-v0
-
         env = gym.make("placetune/Placement-v0", evaluator=evaluator, granularity=self.granularity, info_measurement=True,
                        agent=self.name, disable_env_checker=True)
         base = env.unwrapped
@@ -277,7 +275,5 @@ class ReinforceAgent(Agent):
 def _constrained(run: SearchRun, m: Any, reward: float) -> float:
     """A violated constraint's reward: below every feasible episode's."""
     if m.ok and not run.objective.feasible(m):
-        from placetune.tuning.constraints import total_violation
-
         return min(reward, 0.0) - 1.0 - min(total_violation(run.objective.constraints, m), 10.0)
     return reward

@@ -26,6 +26,15 @@ import numpy as np
 from placetune import InfeasiblePlacement, Measurement, PlacementError
 from placetune.memo import IdentityMemo
 from placetune.placement.stages import Stage, assignment_of, random_stage_move, stage_moves, stages_of
+from placetune.backends.simulate.costs import DEVICE_CODE, cost_table, power_factor
+from placetune.backends.simulate.incremental import IncrementalSimulator
+from placetune.backends.simulate.profiled import apply_profile
+from placetune.calibration import fit_profile
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune import calibration
+from placetune.calibration.fit import MIN_MEASUREMENTS
+from placetune.placement.stages import cut_points, sample_stages
+from .residual import CorrectedSimulator
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -69,8 +78,6 @@ def _value(e: Any, name: str) -> float | None:
 
 def simulator(profile: Any = None) -> Any:
     """A simulated Jetson measuring with ``profile`` (None: the nominal simulator), no timeline."""
-    from placetune.backends.simulate.simulator import SimulatedJetson
-
     if profile is None:
         return SimulatedJetson(timeline=False)
     return SimulatedJetson(timeline=False, profile=profile)
@@ -111,14 +118,12 @@ class RunObservations:
 
     def of(self, measurements: Sequence[Measurement]) -> list[Any]:
         """The observations of ``measurements``, in their order."""
-        from placetune.calibration import observations
-
         ev = self.evaluator
         out: list[Any] = []
         for i, m in enumerate(measurements):
             obs = self._of.get(m)
             if obs is None:
-                obs = self._of.put(m, observations(ev.model, ev.platform, ev.settings, [m]))
+                obs = self._of.put(m, calibration.observations(ev.model, ev.platform, ev.settings, [m]))
             group = str(getattr(m, "id", None) or i)
             for o in obs:
                 o.group = group
@@ -131,9 +136,7 @@ def observations_of(evaluator: "Evaluator", measurements: Sequence[Measurement],
     """:func:`placetune.calibration.observations` of ``measurements`` (through ``cache`` when given)."""
     if cache is not None:
         return cache.of(measurements)
-    from placetune.calibration import observations
-
-    return observations(evaluator.model, evaluator.platform, evaluator.settings, measurements)
+    return calibration.observations(evaluator.model, evaluator.platform, evaluator.settings, measurements)
 
 
 def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *, ensemble: int = 4,
@@ -158,13 +161,7 @@ def fit_ensemble(evaluator: "Evaluator", measurements: Sequence[Measurement], *,
     ok = [m for m in measurements if m.ok]
     if len(ok) < min_points:
         return Fit(n=len(ok))
-    try:
-        from placetune.calibration import fit_profile
-    except ImportError:  # the calibration module is not installed: the nominal simulator
-        return Fit(n=len(ok))
     model, platform, settings = evaluator.model, evaluator.platform, evaluator.settings
-    from placetune.calibration.fit import MIN_MEASUREMENTS
-
     try:
         obs = observations_of(evaluator, ok, cache)
         if len(ok) < MIN_MEASUREMENTS:  # the first rounds: a linear fit leaning on the priors, no CV
@@ -228,15 +225,10 @@ class Surrogate:
         """``(IncrementalSimulator, device code per space device, unit index per model layer)``; a
         layer in no unit gets index ``n_units`` (GPU)."""
         if self._inc is None:
-            from placetune.backends.simulate.costs import DEVICE_CODE
-            from placetune.backends.simulate.incremental import IncrementalSimulator
-
             ev, space, s = self.evaluator, self.space, self.settings
             kind: Any = IncrementalSimulator
             kw: dict[str, Any] = {}
             if self.correction is not None:
-                from .residual import CorrectedSimulator
-
                 kind, kw = CorrectedSimulator, {"correction": self.correction}
             inc = kind(ev.model, ev.platform, s, self.sim, gpu_fallback=s.gpu_fallback, dla_core=s.dla_core,
                        trt_version=s.trt_version, **kw)
@@ -284,9 +276,6 @@ class Surrogate:
         """``(n_devices, n_units)`` ms of each unit on each device of the space, under this profile
         (a unit a device cannot run costs its GPU time there: GPU fallback)."""
         if self._unit_costs is None:
-            from placetune.backends.simulate.costs import cost_table, power_factor
-            from placetune.backends.simulate.profiled import apply_profile
-
             ev, space = self.evaluator, self.space
             power = power_factor(ev.platform, self.settings.power_mode) or 1.0
             table = apply_profile(cost_table(ev.model, ev.platform, self.settings.precision, ev.model.batch, power),
@@ -348,8 +337,6 @@ def pattern_start(space: "Space", pattern: Sequence[int], rng: np.random.Generat
     if k > n:
         return [Stage(0, n, int(pattern[0]))]
     cuts = [int(round(n * j / k + rng.uniform(-0.5, 0.5) * n / (2 * k))) for j in range(1, k)]
-    from placetune.placement.stages import cut_points
-
     points = cut_points(space)
     if points:  # snap to the nearest block boundary
         cuts = [min(points, key=lambda p: abs(p - c)) for c in cuts]
@@ -450,8 +437,6 @@ def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random
     seeds = [stages_of(space, a) for a in starts]
     seeds = [s if len(s) <= max_stages else s[:0] for s in seeds]
     seeds = [s for s in seeds if s]
-    from placetune.placement.stages import sample_stages
-
     if portfolio is not None:
         share = evaluations * 2 // 3 if not portfolio else evaluations // 3
         seeds += _refine_portfolio(sur, portfolio, rng, share, max_stages)

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from placetune.settings import default_cache_dir  # noqa: F401 - re-exported (placetune.backends)
+from placetune.errors import ConfigError
 
 
 if TYPE_CHECKING:
@@ -174,8 +175,6 @@ def check_backend(backend: object) -> Backend:
     """
     if isinstance(backend, Backend) and isinstance(backend.capabilities, Capabilities):
         return backend
-    from placetune.errors import ConfigError
-
     members = ("name", "capabilities", "simulated", "fingerprint", "measure", "probe", "advance_builds", "close")
     missing = [m for m in members if not hasattr(backend, m)] or ["capabilities (a Capabilities)"]
     raise ConfigError(f"{type(backend).__name__} is not a backend: it lacks {', '.join(missing)}; derive it from "

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from placetune.backends.tensorrt import env as trt_env
+from placetune.backends.tensorrt.pool import WorkerPool
+from placetune.backends.trtexec.find import which_trtexec
 
 __all__ = ["Check", "run", "format", "verdict", "cuda_python_check", "CUDA_PYTHON_FOR_L4T", "EXIT_OK",
            "EXIT_SIMULATED_ONLY"]
@@ -80,9 +83,6 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
     Returns:
         The checks, environment first, one ``backend <name>`` summary per backend last.
     """
-    from placetune.backends.tensorrt import env as trt_env
-    from placetune.backends.tensorrt.pool import WorkerPool
-
     python = worker_python or sys.executable
     checks: list[Check] = []
     pool = WorkerPool(python, env, start_timeout_s=timeout_s)
@@ -122,8 +122,6 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
         error = str(probe.get("cuda_error") or probe.get("pycuda_error") or "no answer").split("; fix: ")[0]
         checks.append(Check("cuda", False, f"no CUDA binding initialises device 0 in the worker Python ({error})",
                             probe.get("cuda_fix") or _FIX_CUDA))  # the fix once, on its own line
-    from placetune.backends.trtexec.find import which_trtexec  # the trtexec backend's own lookup order
-
     trtexec = which_trtexec()
     checks.append(Check("trtexec", trtexec is not None, trtexec or "not in $PLACETUNE_TRTEXEC, on PATH nor in "
                         "/usr/src/tensorrt/bin",
@@ -178,8 +176,6 @@ def cuda_python_check(l4t: str | None, binding: str | None, version: str | None)
 
 def _jetson_checks(checks: list[Check]) -> None:
     """The power mode and clock checks of a Jetson."""
-    from placetune.backends.tensorrt import env as trt_env
-
     mode = trt_env.read_power_mode()
     checks.append(Check("power mode", mode is not None, mode or "unknown (nvpmodel not available)",
                         "" if mode else "on a Jetson: sudo nvpmodel -q (and sudo nvpmodel -m 0 for MAXN)"))

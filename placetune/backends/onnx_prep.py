@@ -8,13 +8,17 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import onnx
+
 from placetune.errors import ModelError
 from placetune.files.read import read_gzip
 from placetune.files.write import write_file
+from placetune.model import zoo
+from placetune.model.onnx_io import load_with_weights, read_model_proto
+from placetune.model.zoo.registry import parse_options
 
 if TYPE_CHECKING:
-    import onnx
-
     from placetune.model.model import Model
 
 __all__ = ["has_qdq", "convert_to_fp16", "load_full", "zero_weights", "source_has_qdq", "prepare_onnx"]
@@ -43,65 +47,53 @@ def convert_to_fp16(proto: "onnx.ModelProto") -> "onnx.ModelProto":
         >>> m16.graph.input[0].type.tensor_type.elem_type == 10   # FLOAT16
         True
     """
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, numpy_helper
-
     m = onnx.ModelProto()
     m.CopyFrom(proto)
     g = m.graph
     keep = {n.input[i] for n in g.node for op, i in _FLOAT32_INPUTS if n.op_type == op and len(n.input) > i}
 
     def half(t: onnx.TensorProto) -> None:
-        if t.data_type == TensorProto.FLOAT and t.name not in keep:
-            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+        if t.data_type == onnx.TensorProto.FLOAT and t.name not in keep:
+            t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t).astype(np.float16), t.name))
 
     for t in g.initializer:
         half(t)
     for vi in list(g.input) + list(g.output):
         tt = vi.type.tensor_type
-        if tt.elem_type == TensorProto.FLOAT:
-            tt.elem_type = TensorProto.FLOAT16
+        if tt.elem_type == onnx.TensorProto.FLOAT:
+            tt.elem_type = onnx.TensorProto.FLOAT16
     del g.value_info[:]
     for node in g.node:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.TENSOR and not (node.op_type == "Constant" and node.output[0] in keep):
-                if a.t.data_type == TensorProto.FLOAT:
+                if a.t.data_type == onnx.TensorProto.FLOAT:
                     name = a.t.name
-                    a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float16), name))
-            elif node.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
-                a.i = TensorProto.FLOAT16
+                    a.t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(a.t).astype(np.float16), name))
+            elif node.op_type == "Cast" and a.name == "to" and a.i == onnx.TensorProto.FLOAT:
+                a.i = onnx.TensorProto.FLOAT16
     return m
 
 
 def load_full(path: Path) -> "onnx.ModelProto":
     """The model of an ``.onnx`` or ``.onnx.gz`` file, weights included (the one read path:
     :func:`placetune.model.onnx_io.load_with_weights`)."""
-    from placetune.model.onnx_io import load_with_weights
-
     return load_with_weights(path)
 
 
 def zero_weights(proto: "onnx.ModelProto") -> "onnx.ModelProto":
     """Fill initializers that have dims but no data (placetune strips weights) with zeros."""
-    import numpy as np
-    import onnx
-    from onnx import helper, numpy_helper
-
     m = onnx.ModelProto()
     m.CopyFrom(proto)
     for t in m.graph.initializer:
         if not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data) and any(t.dims):
-            dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
-            t.CopyFrom(numpy_helper.from_array(np.zeros(tuple(t.dims), dtype=dtype), t.name))
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+            t.CopyFrom(onnx.numpy_helper.from_array(np.zeros(tuple(t.dims), dtype=dtype), t.name))
     return m
 
 
 def source_has_qdq(model: "Model") -> bool:
     """True when the model's ONNX graph has Q/DQ nodes (what int8 needs on a strongly typed TensorRT)."""
     if model.path is not None:
-        from placetune.model.onnx_io import read_model_proto
-
         return has_qdq(read_model_proto(model.path)[0])
     return model.proto is not None and has_qdq(model.proto)
 
@@ -149,9 +141,6 @@ def prepare_onnx(model: "Model", cache_dir: Path, fp16: bool) -> Path:
         else:  # decompressed through the one read path (bounded)
             data = read_gzip(src, "model", error=ModelError)
     elif model.zoo:
-        from placetune.model import zoo
-        from placetune.model.zoo.registry import parse_options
-
         base, _, opts = model.zoo.partition(":")
         proto = zoo.build(base, batch=model.batch, weights=True, **parse_options(opts))
         data = (convert_to_fp16(proto) if fp16 else proto).SerializeToString()

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from collections.abc import Mapping
+import inspect
+from importlib.metadata import entry_points
 
 from placetune.backends.base import Backend, BackendBase, Capabilities, check_backend
 from placetune.errors import ConfigError, UnknownNameError
@@ -96,8 +98,6 @@ def _read_entry_points() -> None:
     if _entry_points_read:
         return
     _entry_points_read = True
-    from importlib.metadata import entry_points
-
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name not in _ENTRIES and ep.name not in _ALIASES:
             _ENTRIES[ep.name] = _Entry(ep.name, ep.value, ())
@@ -150,8 +150,6 @@ def why_unmeasurable(name: str, metric: str, mode: str, options: Mapping[str, An
 
 def _construct(factory: Callable[..., Backend], name: str, options: dict[str, Any]) -> Backend:
     """``factory(**options)``; an option the backend does not take is a ConfigError naming it."""
-    import inspect
-
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):  # a builtin or C callable: no signature to check against

@@ -25,13 +25,22 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from placetune.backends.simulate import costs
 from placetune.calibration import published
-from placetune.calibration.published import CaseResult, PublishedCase, published_cases, simulate_case
+from placetune.calibration.published import CaseResult, PublishedCase, evaluate, published_cases, simulate_case
+from placetune._lazy import lazy_import
+from placetune.files.write import write_file
+
+if TYPE_CHECKING:
+    import scipy.optimize as scipy_optimize
+    import scipy.sparse as scipy_sparse
+else:
+    scipy_optimize = lazy_import("scipy.optimize")
+    scipy_sparse = lazy_import("scipy.sparse")
 
 __all__ = ["Param", "PARAMS", "BuiltinFit", "fit_builtin", "leave_one_source_out", "without_exclusions",
            "use_values", "write_fit", "write_predictions", "stored_fit", "arch_of_case"]
@@ -147,8 +156,6 @@ class BuiltinFit:
         figure of every expressible row with these values (``predictions``), of every fit row
         by the fit without its source (``loso``) and both again from fits without the exclusion
         rule (``unexcluded``: ``{"predictions": ..., "loso": ...}``, :func:`without_exclusions`)."""
-        from placetune.calibration.published import evaluate
-
         preds = {r.case.row.id: r.simulated for r in evaluate()}
         return json.dumps({"sim_version": costs.SIM_VERSION, "values": self.values, "priors": self.priors,
                            "fitted_on": self.rows, "bounds": {p.name: [p.lower, p.upper] for p in self.params},
@@ -181,9 +188,6 @@ def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, params: Sequenc
 
     Leaves the simulator using the fitted values (call :func:`use_values` to change that).
     """
-    from scipy.optimize import least_squares
-    from scipy.sparse import lil_matrix
-
     base = costs.PRIOR_ARCH
     params = tuple(params)
     cases = [c for c in (published_cases() if cases is None else cases)
@@ -212,14 +216,14 @@ def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, params: Sequenc
         return np.concatenate([r, weight * (x - prior)])
 
     # a constant of one architecture moves only that architecture's rows (and its own ridge term)
-    sparsity = lil_matrix((len(cases) + len(params), len(params)), dtype=int)
+    sparsity = scipy_sparse.lil_matrix((len(cases) + len(params), len(params)), dtype=int)
     for j, p in enumerate(params):
         for i, c in enumerate(cases):
             if p.arch in ("*", arch_of_case(c)) or (p.arch == "harness" and c.row.harness == p.targets[0][1]):
                 sparsity[i, j] = 1
         sparsity[len(cases) + j, j] = 1
     # the ridge rows go through the same loss: a constant far from its prior is pulled back linearly
-    sol = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=f_scale, x_scale=1.0,
+    sol = scipy_optimize.least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=f_scale, x_scale=1.0,
                         diff_step=1e-3, jac_sparsity=sparsity, max_nfev=max_nfev, method="trf",
                         ftol=1e-4, xtol=1e-4, gtol=1e-6)
     values = _values_of(params, sol.x)
@@ -285,8 +289,6 @@ def write_fit(fit: BuiltinFit, path=None, loso: Sequence[CaseResult] = (),
     predictions they give, the leave-one-source-out predictions ``loso`` and the ``(predictions,
     loso)`` of :func:`without_exclusions`."""
     use_values(fit.values)
-    from placetune.files.write import write_file
-
     text = fit.as_json(loso, _stored_form(*unexcluded) if unexcluded else None)
     write_file(path or costs.FIT_FILE, text, "fit file")  # atomic: the simulator never reads half a fit
 
@@ -295,8 +297,6 @@ def write_predictions(loso: Sequence[CaseResult], unexcluded: tuple[Sequence[Cas
                       path=None) -> None:
     """Store new leave-one-source-out and :func:`without_exclusions` predictions in the fit file,
     leaving its fitted values as they are (no refit)."""
-    from placetune.files.write import write_file
-
     stored = stored_fit(path)
     if not stored:
         raise ValueError("no stored fit to add predictions to: run --fit --write first")

@@ -14,6 +14,10 @@ from placetune.calibration.fit import MIN_MEASUREMENTS, FitResult, fit_profile, 
 from placetune.errors import ConfigError
 from placetune.files.write import check_output, write_file
 from placetune.validate import integer
+from placetune.hardware.platforms import get_platform
+from placetune.plan.export import load_study_model
+from placetune.settings import Settings
+from placetune.store.store import Store
 
 __all__ = ["calibrate", "write_profile"]
 
@@ -45,11 +49,6 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
         ConfigError: studies of different fingerprints or platforms, or fewer than
             :data:`~placetune.calibration.fit.MIN_MEASUREMENTS` usable measurements.
     """
-    from placetune.hardware.platforms import get_platform
-    from placetune.plan.export import load_study_model
-    from placetune.settings import Settings
-    from placetune.store.store import Store
-
     folds = fit_options.get("cross_validate", 5)
     if integer(folds, "folds", 0, 1000) == 1:  # -1 or 1 silently meant "no cross-validation"
         raise ConfigError("folds must be 0 (no cross-validation) or an integer from 2 to 1000, got 1")

@@ -11,7 +11,8 @@ observations many times a round (bootstrap resamples, cross-validation folds) an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -20,13 +21,51 @@ from placetune.memo import IdentityMemo
 from placetune.calibration.profile import OP_CLASSES
 
 if TYPE_CHECKING:
-    from placetune.calibration.fit import Observation
+    from placetune.model.model import Model
 
-__all__: list[str] = []
+__all__ = ["Observation"]
 
 #: design rows :func:`_design` keeps (least recently used first out)
 ROWS_KEPT = 8192
 _ROWS: IdentityMemo[np.ndarray] = IdentityMemo(ROWS_KEPT)
+
+
+@dataclass
+class Observation:
+    """One measured time and what the simulator needs to predict it.
+
+    Attributes:
+        group: the measurement it comes from (cross-validation keeps a group together).
+        kind: ``segment``, ``latency`` (engine-mode end to end), ``period`` (pipeline period)
+            or ``layers`` (per-layer times of one measurement, ``measured_layers_ms``).
+        measured_ms: the measured time (segment, latency or period; 0 for ``layers``).
+        model: the model measured.
+        layer_idx, layer_kind, layer_ms: the model layers in it, their device kind (0 GPU,
+            1 DLA) and nominal time (ms, fused or not as placed).
+        boundary_ms, loadable_ms, engine_ms: nominal boundary, DLA loadable and per-engine time.
+        engines: engines whose launch + sync the time includes.
+        redundant: a latency already covered by the measurement's segment rows (used for
+            errors, not fitted).
+        realisation, settings: for ``period`` rows: what the simulator is run on (the realised
+            placement, realised again on first use).
+        measured_layers_ms: ``layers`` rows: the measured time of each layer.
+    """
+
+    group: str
+    kind: str
+    measured_ms: float
+    model: "Model"
+    layer_idx: np.ndarray
+    layer_kind: np.ndarray
+    layer_ms: np.ndarray
+    boundary_ms: float = 0.0
+    loadable_ms: float = 0.0
+    engine_ms: float = 0.0
+    engines: float = 0.0
+    redundant: bool = False
+    realisation: Any = None
+    settings: Any = None
+    measured_layers_ms: np.ndarray | None = None
 
 
 class _Params:

@@ -21,14 +21,19 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
+import time
 
 import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, cost_table, graph_info, power_factor
 from placetune.backends.simulate.profiled import apply_profile
-from placetune.calibration.design import _columns, _design, _Params
+from placetune.calibration.design import Observation, _columns, _design, _Params
 from placetune.calibration.profile import KINDS, OP_CLASSES, DeviceProfile
 from placetune.errors import ConfigError
+from placetune.backends.simulate.incremental import IncrementalSimulator
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune.placement.placement import Placement
+from placetune.placement.realise import realise
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -46,44 +51,6 @@ _CONTENTION_SAMPLE = 16  # pipeline periods simulated to fit contention
 _CLIP = (0.05, 20.0)
 
 
-@dataclass
-class Observation:
-    """One measured time and what the simulator needs to predict it.
-
-    Attributes:
-        group: the measurement it comes from (cross-validation keeps a group together).
-        kind: ``segment``, ``latency`` (engine-mode end to end), ``period`` (pipeline period)
-            or ``layers`` (per-layer times of one measurement, ``measured_layers_ms``).
-        measured_ms: the measured time (segment, latency or period; 0 for ``layers``).
-        model: the model measured.
-        layer_idx, layer_kind, layer_ms: the model layers in it, their device kind (0 GPU,
-            1 DLA) and nominal time (ms, fused or not as placed).
-        boundary_ms, loadable_ms, engine_ms: nominal boundary, DLA loadable and per-engine time.
-        engines: engines whose launch + sync the time includes.
-        redundant: a latency already covered by the measurement's segment rows (used for
-            errors, not fitted).
-        realisation, settings: for ``period`` rows: what the simulator is run on (the realised
-            placement, realised again on first use).
-        measured_layers_ms: ``layers`` rows: the measured time of each layer.
-    """
-
-    group: str
-    kind: str
-    measured_ms: float
-    model: "Model"
-    layer_idx: np.ndarray
-    layer_kind: np.ndarray
-    layer_ms: np.ndarray
-    boundary_ms: float = 0.0
-    loadable_ms: float = 0.0
-    engine_ms: float = 0.0
-    engines: float = 0.0
-    redundant: bool = False
-    realisation: Any = None
-    settings: Any = None
-    measured_layers_ms: np.ndarray | None = None
-
-
 def _unwrap(m: Any) -> Any:
     return getattr(m, "measurement", m)
 
@@ -97,8 +64,6 @@ def observations(model: "Model", platform: "Platform", settings: "Settings", mea
     times, and its end-to-end latency (engine mode) or period (pipeline mode). Replicas-mode
     and failed measurements are skipped.
     """
-    from placetune.placement.placement import Placement
-
     g = graph_info(model)
     power = power_factor(platform, settings.power_mode) or 1.0
     out: list[Observation] = []
@@ -253,10 +218,6 @@ def _profile(params: _Params, theta: np.ndarray, info: np.ndarray, base: DeviceP
 
 def _predict(o: Observation, params: _Params, theta: np.ndarray, profile: DeviceProfile, platform: "Platform") -> float:
     if o.kind == "period":
-        from placetune.backends.simulate.simulator import SimulatedJetson
-        from placetune.placement.placement import Placement
-        from placetune.placement.realise import realise
-
         if isinstance(o.realisation, Placement):
             o.realisation = realise(o.realisation, platform, mode="pipeline", precision=o.settings.precision)
         m = SimulatedJetson(timeline=False, profile=profile).measure(o.realisation, platform, o.settings)
@@ -292,10 +253,6 @@ def _periods(per: Sequence[Observation], params: _Params, theta: np.ndarray, pro
              platform: "Platform") -> np.ndarray:
     """:func:`_predict` of ``period`` observations, by the incremental simulator where it applies
     (the same figures as a full measurement, a fraction of its cost; one per model and settings)."""
-    from placetune.backends.simulate.incremental import IncrementalSimulator
-    from placetune.backends.simulate.simulator import SimulatedJetson
-    from placetune.placement.placement import Placement
-
     sims: dict[tuple, IncrementalSimulator] = {}
     out = np.empty(len(per))
     for j, o in enumerate(per):
@@ -454,8 +411,6 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
         ConfigError: fewer than ``min_measurements`` usable measurements, or a base profile
             of another platform.
     """
-    import time
-
     t0 = time.perf_counter()
     base = base_profile or DeviceProfile.nominal(platform.name)
     if base.base != platform.name:

@@ -37,6 +37,9 @@ import numpy as np
 
 from placetune.errors import ConfigError
 from placetune.validate import loads_toml
+from placetune.files.read import read_text
+from placetune.hardware.platforms import platform_names
+from placetune.safetext import shown
 
 if TYPE_CHECKING:
     from placetune.backends.simulate.costs import CostTable
@@ -139,8 +142,6 @@ class DeviceProfile:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        from placetune.hardware.platforms import platform_names
-
         if not isinstance(self.base, str) or self.base not in platform_names():
             raise ConfigError(f"device profile: base {self.base!r} is not a built-in platform; "
                               f"platforms are {', '.join(platform_names())}")
@@ -264,9 +265,6 @@ def load_device_profile(path: str | Path) -> DeviceProfile:
         ConfigError: unreadable file, TOML syntax error or a bad key (the message names the
             file and the key).
     """
-    from placetune.files.read import read_text
-    from placetune.safetext import shown
-
     text = read_text(path, "device profile")  # regular files only (never a FIFO or a device), at most 16 MiB
     doc = loads_toml(text, f"device profile {shown(path)}")  # nesting and dotted keys bounded before tomllib
     try:

@@ -22,6 +22,15 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
+import json
+from placetune.backends.simulate.costs import FIT_FILE
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune.hardware.platforms import get_platform, platform_names
+from placetune.model import zoo
+from placetune.model.model import Model
+from placetune.placement.placement import Placement
+from placetune.placement.realise import Realisation, realise
+from placetune.settings import Settings
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -44,10 +53,6 @@ HARNESS_PRIOR_US = {"python": 1300.0, "native": 0.0}
 
 
 def _stored_harness() -> dict[str, float]:
-    import json
-
-    from placetune.backends.simulate.costs import FIT_FILE
-
     try:
         return dict(json.loads(FIT_FILE.read_text()).get("values", {}).get("harness", {}))
     except FileNotFoundError:
@@ -204,9 +209,6 @@ def _batches(text: str) -> dict[str, int] | None:
 
 
 def _case(row: PublishedRow) -> PublishedCase:
-    from placetune.hardware.platforms import platform_names
-    from placetune.model import zoo
-
     def skip(why: str) -> PublishedCase:
         return PublishedCase(row, skip=why)
 
@@ -283,9 +285,6 @@ def published_cases(rows: Sequence[PublishedRow] | None = None) -> list[Publishe
 
 @lru_cache(maxsize=64)
 def _model(name: str, batch: int, softmax: bool | None) -> "Model":
-    from placetune.model.model import Model
-    from placetune.model import zoo
-
     if softmax is None:
         return Model.load(name, batch=batch)
     return Model.load(zoo.build(name, batch=batch, softmax=softmax), name=f"{name}{'' if softmax else '_noprob'}")
@@ -294,9 +293,6 @@ def _model(name: str, batch: int, softmax: bool | None) -> "Model":
 @lru_cache(maxsize=256)
 def _realised(m: "Model", platform, precision: str, where: str, mode: str = "engine", scopes: tuple = ()):
     """The realised placement of a case (cached: it does not depend on the simulator's constants)."""
-    from placetune.placement.placement import Placement
-    from placetune.placement.realise import Realisation, realise
-
     if scopes:
         return realise(Placement.from_scopes(m, dict.fromkeys(scopes, "DLA0")), platform, precision=precision, mode=mode)
     if where == "gpu":
@@ -318,10 +314,6 @@ def simulate_case(case: PublishedCase, backend: Any = None) -> float:
     Raises:
         ValueError: the case is skipped. RuntimeError: the simulator rejected it.
     """
-    from placetune.backends.simulate.simulator import SimulatedJetson
-    from placetune.hardware.platforms import get_platform
-    from placetune.settings import Settings
-
     if case.skip:
         raise ValueError(f"{case.row.id}: {case.skip}")
     sim = backend or SimulatedJetson(timeline=False)

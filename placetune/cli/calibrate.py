@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from placetune.validate import dumps_json
+from placetune._lazy import lazy_import
+
+if TYPE_CHECKING:
+    import placetune.calibration.calibrate as _calibrate
+else:
+    _calibrate = lazy_import("placetune.calibration.calibrate")
 
 __all__ = ["add_parser", "cmd_calibrate"]
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Fit, print the fit, write the profile (``-o``)."""
-    from placetune.calibration.calibrate import calibrate
-
     names = list(args.study)
-    result = calibrate(names[0], args.storage, studies=names[1:], output=args.output,
+    result = _calibrate.calibrate(names[0], args.storage, studies=names[1:], output=args.output,
                        cross_validate=args.folds)
     if args.json:
         print(dumps_json({"profile": result.profile.as_dict(), "in_sample": result.in_sample,

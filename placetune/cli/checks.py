@@ -19,9 +19,15 @@ from typing import TYPE_CHECKING
 from placetune.errors import ConfigError
 from placetune.validate import MAX_BATCH, integer, number
 from placetune.validate import batch as check_batch
+from placetune._lazy import lazy_import
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
+
+if TYPE_CHECKING:
+    import placetune.model.model as _model
+else:
+    _model = lazy_import("placetune.model.model")
 
 __all__ = ["check_arguments", "INT_RANGES", "FLOAT_RANGES", "DEFAULT_INT_RANGE"]
 
@@ -98,6 +104,4 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 def load_model(args: argparse.Namespace) -> "Model":
     """The model a command's arguments name (``model``, ``--shape``, ``--batch``), loaded and checked."""
-    from placetune.model.model import Model
-
-    return Model.load(args.model, getattr(args, "shape", None) or None, batch=getattr(args, "batch", None))
+    return _model.Model.load(args.model, getattr(args, "shape", None) or None, batch=getattr(args, "batch", None))

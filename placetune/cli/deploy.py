@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from placetune.validate import dumps_json
+from placetune._lazy import lazy_import
+
+if TYPE_CHECKING:
+    import placetune.backends.tensorrt.backend as _backend
+    import placetune.plan.build as _build
+    import placetune.model.model as _model
+else:
+    _backend = lazy_import("placetune.backends.tensorrt.backend")
+    _build = lazy_import("placetune.plan.build")
+    _model = lazy_import("placetune.model.model")
 
 __all__ = ["add_parser", "cmd_build"]
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from placetune.backends.tensorrt.backend import TensorRTBackend
-    from placetune.plan.build import build_plan
-
     model = None
     if args.model:
-        from placetune.model.model import Model
-
-        model = Model.load(args.model)
-    with TensorRTBackend(args.worker_python) as be:
-        report = build_plan(args.plan, args.output, model=model, backend=be,
+        model = _model.Model.load(args.model)
+    with _backend.TensorRTBackend(args.worker_python) as be:
+        report = _build.build_plan(args.plan, args.output, model=model, backend=be,
                             calibration_cache=args.calibration_cache)
     print(dumps_json(report.to_dict(), indent=1) if args.json else report.summary())
     return 0

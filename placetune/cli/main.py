@@ -6,15 +6,43 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+import shlex
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from placetune.cli.checks import load_model
+from placetune.cli.checks import check_arguments, load_model
 from placetune.cli.measure import calibration_cache, cmd_measure
-from placetune.cli.terminal import shape_text, show, table
+from placetune.cli.terminal import output_lost, safe_output, shape_text, show, table, when_output_lost
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.validate import dumps_json
 from placetune.wording import plural
+from placetune._lazy import lazy_import
+from placetune.cli.calibrate import add_parser as add_calibrate
+from placetune.cli.deploy import add_parser as add_build
+from placetune.cli.results import add_parsers
+from placetune.cli.selftest import format_report, run_selftest
+from placetune.hardware.platforms import get_platform
+from placetune.settings import DEFAULT_PRECISION
+from placetune.version import __version__
+
+if TYPE_CHECKING:
+    import placetune.backends.doctor as _doctor
+    import placetune.tuning.constraints as _constraints
+    import placetune.model.zoo as _zoo
+    import placetune.model.zoo.registry as _zoo_registry
+    import placetune.placement.placement as _placement
+    import placetune.placement.realise as _realise
+    import placetune.tuning.studyfile as _studyfile
+    import placetune.tuning.tune as _tune
+else:
+    _doctor = lazy_import("placetune.backends.doctor")
+    _constraints = lazy_import("placetune.tuning.constraints")
+    _zoo = lazy_import("placetune.model.zoo")
+    _zoo_registry = lazy_import("placetune.model.zoo.registry")
+    _placement = lazy_import("placetune.placement.placement")
+    _realise = lazy_import("placetune.placement.realise")
+    _studyfile = lazy_import("placetune.tuning.studyfile")
+    _tune = lazy_import("placetune.tuning.tune")
 
 __all__ = ["main", "build_parser"]
 
@@ -24,14 +52,11 @@ log = logging.getLogger("placetune")
 # ----------------------------------------------------------------- helpers
 # ----------------------------------------------------------------- check
 def cmd_check(args: argparse.Namespace) -> int:
-    from placetune.hardware.platforms import get_platform
-    from placetune.placement.realise import MAX_LOADABLES_PER_CORE, dla_support
-
     model = load_model(args)
     platform = get_platform(args.platform)
     args.power_mode = platform.check_power_mode(args.power_mode)
     args.trt_version = args.trt_version or platform.default_trt_version
-    support = dla_support(model, platform, args.precision, args.trt_version)
+    support = _realise.dla_support(model, platform, args.precision, args.trt_version)
     eligible = sum(1 for s in support.values() if s.supported)
     islands = _islands_before_limit(model, support) if platform.dla_count else 0
     doc = {
@@ -56,7 +81,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             "layers": len(model),
             "dla_eligible": eligible if platform.dla_count else 0,
             "dla_islands": islands,
-            "exceeds_loadable_limit": islands > MAX_LOADABLES_PER_CORE,
+            "exceeds_loadable_limit": islands > _realise.MAX_LOADABLES_PER_CORE,
             "gmacs": round(model.total_macs / 1e9, 4),
         },
     }
@@ -81,40 +106,29 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _islands_before_limit(model, support) -> int:
     """DLA islands of the all-DLA placement after fallback, before the 16-loadable cut."""
-    from placetune.placement.placement import Placement
-
     dev = {n: ("DLA0" if support[n].supported else "GPU") for n in model.names}
-    return Placement(model, dev).dla_islands()["DLA0"]
+    return _placement.Placement(model, dev).dla_islands()["DLA0"]
 
 
 # ----------------------------------------------------------------- zoo
 def cmd_zoo_list(args: argparse.Namespace) -> int:
-    from placetune.model import zoo
-
-    rows = [(n, zoo.default_batch(n), zoo.describe(n)) for n in zoo.names()]
+    rows = [(n, _zoo.default_batch(n), _zoo.describe(n)) for n in _zoo.names()]
     doc = {"models": [{"name": n, "batch": b, "description": d} for n, b, d in rows]}
     show(args, doc, table(rows, ("name", "batch", "description")))
     return 0
 
 
 def cmd_zoo_export(args: argparse.Namespace) -> int:
-    from placetune.model import zoo
-    from placetune.model.model import _zoo_options
-
     base, _, opts = args.name.partition(":")
     if args.batch is not None and args.batch < 1:
-        from placetune.errors import ConfigError
-
         raise ConfigError(f"batch must be a positive integer, got {args.batch}")
-    path = zoo.export(base, args.output, batch=args.batch or zoo.default_batch(base), **_zoo_options(opts))
+    path = _zoo.export(base, args.output, batch=args.batch or _zoo.default_batch(base), **_zoo_registry.parse_options(opts))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, with deterministic weights)")
     return 0
 
 
 # ----------------------------------------------------------------- selftest
 def cmd_selftest(args: argparse.Namespace) -> int:
-    from placetune.cli.selftest import format_report, run_selftest
-
     code, doc = run_selftest(args.output, worker_python=args.worker_python)
     print(format_report(doc), end="")
     print(f"report: {args.output}/selftest.txt, {args.output}/selftest.json")
@@ -123,19 +137,13 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------- tune
 def cmd_tune(args: argparse.Namespace) -> int:
-    import shlex
-
-    from placetune.cli.terminal import output_lost, when_output_lost
-    from placetune.tuning.studyfile import TuneConfig, load_study_file, parse_duration
-    from placetune.tuning.tune import Tuner
-
     embedded = not args.study_file and args.model is None
     if args.study_file:
-        base = load_study_file(args.study_file, trusted=args.trust_study_file)
+        base = _studyfile.load_study_file(args.study_file, trusted=args.trust_study_file)
     elif embedded:
-        base = TuneConfig.embedded_default()
+        base = _studyfile.TuneConfig.embedded_default()
     else:
-        base = TuneConfig()
+        base = _studyfile.TuneConfig()
     models = list(args.model or [])
     if len(models) > 1 and args.mode is None:  # several networks run at once
         args.mode = "concurrent"
@@ -143,7 +151,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         model=models[0] if len(models) == 1 else None, models=models if len(models) > 1 else None,
         platform=args.platform, backend=args.backend, mode=args.mode,
         objective=args.objective, precision=args.precision, batch=args.batch, shapes=args.shape,
-        agent=args.agent, trials=args.trials, timeout=parse_duration(args.timeout), storage=args.storage,
+        agent=args.agent, trials=args.trials, timeout=_studyfile.parse_duration(args.timeout), storage=args.storage,
         study=args.study, granularity=args.granularity, export=args.export,
         stop_when_converged=True if args.stop_when_converged else None, power_mode=args.power_mode,
         streams=args.streams,
@@ -160,17 +168,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.device_profile:
         cfg = cfg.with_overrides(device_profile=args.device_profile)
     if args.constraint:  # command-line constraints replace the study file's
-        from placetune.tuning.constraints import parse_constraints
-
-        cfg.constraints = [c.text for c in parse_constraints(args.constraint)]
+        cfg.constraints = [c.text for c in _constraints.parse_constraints(args.constraint)]
     if cfg.trials < 1:
-        from placetune.errors import ConfigError
-
         raise ConfigError("--trials must be >= 1")
     if embedded:
         print("no study file or model given: running the embedded default (placetune tune --help lists the options)")
     hint = "placetune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
-    tuner = Tuner(cfg, resume_hint=hint)
+    tuner = _tune.Tuner(cfg, resume_hint=hint)
 
     def stop() -> None:  # the output is lost: stop after the evaluation in flight (stored), as on Ctrl-C
         if tuner.evaluator is not None:
@@ -186,14 +190,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------- doctor
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from placetune.backends import doctor
-
-    checks = doctor.run(worker_python=args.worker_python)
+    checks = _doctor.run(worker_python=args.worker_python)
     if args.json:
         print(dumps_json([asdict(c) for c in checks], indent=2))
     else:
-        print(doctor.format(checks))
-    return doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
+        print(_doctor.format(checks))
+    return _doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
 
 
 # ----------------------------------------------------------------- parser
@@ -244,8 +246,6 @@ def _add_target_args(p: argparse.ArgumentParser, precision: str = "fp16") -> Non
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``placetune`` command."""
-    from placetune.version import __version__
-
     parser = argparse.ArgumentParser(
         prog="placetune",
         description="Find the best placement of a network's layers on a Jetson's GPU and DLA cores.",
@@ -253,8 +253,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"placetune {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    from placetune.tuning.studyfile import DEFAULT_PRECISION
 
     p = sub.add_parser("check", help="which layers can run on a DLA, and why not")
     _add_model_args(p)
@@ -308,15 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
     p.set_defaults(func=cmd_selftest)
 
-    from placetune.cli.results import add_parsers
-
     add_parsers(sub)
 
-    from placetune.cli.calibrate import add_parser as add_calibrate
-
     add_calibrate(sub)
-
-    from placetune.cli.deploy import add_parser as add_build
 
     add_build(sub)
 
@@ -403,8 +395,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     Everything it prints passes :mod:`placetune.cli.terminal` (secrets masked, control and
     bidi characters escaped); every option passes :func:`placetune.cli.checks.check_arguments`.
     """
-    from placetune.cli.terminal import output_lost, safe_output
-
     with safe_output():
         try:
             code = _main(argv)
@@ -424,8 +414,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from placetune.cli.checks import check_arguments
-
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else None

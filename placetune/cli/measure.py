@@ -5,51 +5,59 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from placetune.cli.checks import load_model
 from placetune.cli.terminal import show, table
 from placetune.wording import plural
+from placetune._lazy import lazy_import
+from placetune.errors import ConfigError, PlacementError
+from placetune.files.read import check_regular, read_text
+from placetune.hardware.platforms import get_platform
+
+if TYPE_CHECKING:
+    import placetune.tuning.evaluator as _evaluator
+    import placetune.placement.placement as _placement
+    import placetune.backends.registry as _registry
+    import placetune.settings as _settings
+else:
+    _evaluator = lazy_import("placetune.tuning.evaluator")
+    _placement = lazy_import("placetune.placement.placement")
+    _registry = lazy_import("placetune.backends.registry")
+    _settings = lazy_import("placetune.settings")
 
 __all__ = ["cmd_measure", "calibration_cache"]
 
 
 def _parse_placement(text: str, model, platform):
-    from placetune.errors import PlacementError
-    from placetune.placement.placement import Placement
-
     low = text.strip().lower()
     if low in ("all-gpu", "gpu"):
-        return Placement.all_gpu(model)
+        return _placement.Placement.all_gpu(model)
     if low in ("all-dla", "dla", "dla0", "all-dla0"):
-        return Placement.all_dla(model, 0)
+        return _placement.Placement.all_dla(model, 0)
     if low in ("dla1", "all-dla1"):
-        return Placement.all_dla(model, 1)
+        return _placement.Placement.all_dla(model, 1)
     if text.lstrip().startswith("{"):
-        return Placement.from_json(model, text)
+        return _placement.Placement.from_json(model, text)
     path = Path(text)
     try:
         exists = text == "-" or os.path.lexists(path)
     except (OSError, ValueError):  # a name too long for the file system
         exists = False
     if exists:  # a regular file (or - for standard input); a FIFO or a device is refused, never read
-        from placetune.files.read import read_text
-
-        return Placement.from_json(model, read_text(text, "placement file", error=PlacementError, stdin=True))
+        return _placement.Placement.from_json(model, read_text(text, "placement file", error=PlacementError, stdin=True))
     raise PlacementError(f"--placement {text[:80]!r}: expected all-gpu, all-dla, dla0, dla1, a JSON file or JSON text")
 
 
 def _settings_from_args(args: argparse.Namespace):
-    from placetune.hardware.platforms import get_platform
-    from placetune.settings import Settings, parse_replicas
-
-    return Settings(
+    return _settings.Settings(
         mode=args.mode,
         precision=args.precision,
         gpu_fallback=not args.no_gpu_fallback,
         dla_core=args.dla_core,
         trt_version=args.trt_version or get_platform(args.platform).default_trt_version,
         frames_in_flight=args.frames_in_flight,
-        replicas=parse_replicas(args.replicas) if args.replicas else None,
+        replicas=_settings.parse_replicas(args.replicas) if args.replicas else None,
         noise=args.noise,
         seed=args.seed,
         power_mode=get_platform(args.platform).check_power_mode(args.power_mode),
@@ -57,41 +65,29 @@ def _settings_from_args(args: argparse.Namespace):
 
 
 def _takes_calibration_cache(name: str) -> bool:
-    from placetune.backends.registry import backend_capabilities
-    from placetune.errors import ConfigError
-
     try:
-        return backend_capabilities(name).calibration_cache
+        return _registry.backend_capabilities(name).calibration_cache
     except ConfigError:  # a backend that cannot be imported or declares nothing
         return False
 
 
 def calibration_cache(path: str, backend: str | None) -> str:
     """``--calibration-cache``: an existing file, for a backend that builds engines."""
-    from placetune.backends.registry import backend_capabilities, backend_names
-    from placetune.errors import ConfigError
-
-    if not backend_capabilities(backend or "simulate").calibration_cache:
-        takers = [n for n in backend_names() if _takes_calibration_cache(n)]
+    if not _registry.backend_capabilities(backend or "simulate").calibration_cache:
+        takers = [n for n in _registry.backend_names() if _takes_calibration_cache(n)]
         raise ConfigError(f"--calibration-cache is for the {' and '.join(takers)} backends (INT8 builds), not "
                           f"{backend or 'simulate'!r}: it builds no engine with INT8 ranges to calibrate")
-    from placetune.files.read import check_regular
-
     check_regular(path, "calibration cache")
     return path
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from placetune.tuning.evaluator import Evaluator
-
     model = load_model(args)
     settings = _settings_from_args(args)
-    from placetune.backends.registry import get_backend
-
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     if args.calibration_cache:
         options["calibration_cache"] = calibration_cache(args.calibration_cache, args.backend)
-    ev = Evaluator(model, args.platform, get_backend(args.backend, **options), settings=settings, store=None)
+    ev = _evaluator.Evaluator(model, args.platform, _registry.get_backend(args.backend, **options), settings=settings, store=None)
     placement = _parse_placement(args.placement or _default_placement(settings, model, ev.platform), model,
                                  ev.platform)
     m = ev.evaluate(placement)
@@ -106,10 +102,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def _default_placement(settings, model, platform) -> str:
     """``measure`` without ``--placement``: all-GPU, except in replicas mode with a DLA replica,
     where each DLA instance runs the network on its DLA with GPU fallback (``all-dla``)."""
-    from placetune.settings import resolve_replicas
-
     if settings.mode == "replicas":
-        reps, _ = resolve_replicas(settings, model.batch, platform.devices, platform.name)
+        reps, _ = _settings.resolve_replicas(settings, model.batch, platform.devices, platform.name)
         if any(d != "GPU" and d in platform.devices for d in reps):
             return "all-dla"
     return "all-gpu"

@@ -22,13 +22,43 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placetune.cli.terminal import table
+from placetune.cli.terminal import table, write_data
 from placetune.errors import ConfigError, ModelError, StoreError
 from placetune.validate import dumps_json
 from placetune.wording import plural
+from placetune._lazy import lazy_import
+from placetune.files.read import check_regular
+from placetune.files.write import write_file
 
 if TYPE_CHECKING:
     from placetune.store.store import Store
+
+if TYPE_CHECKING:
+    import placetune.plan.export as _export
+    import placetune.plan.file as _file
+    import placetune.plan.folder as _folder
+    import placetune.model.model as _model
+    import placetune.tuning.objectives as _objectives
+    import placetune.report.plots as _plots
+    import placetune.plan.simulate as _simulate
+    import placetune.store as _store
+    import placetune.report.trace as _trace
+    import placetune.plan.trtexec as _trtexec
+    import sqlalchemy.engine as sqlalchemy_engine
+    import sqlalchemy.exc as sqlalchemy_exc
+else:
+    _export = lazy_import("placetune.plan.export")
+    _file = lazy_import("placetune.plan.file")
+    _folder = lazy_import("placetune.plan.folder")
+    _model = lazy_import("placetune.model.model")
+    _objectives = lazy_import("placetune.tuning.objectives")
+    _plots = lazy_import("placetune.report.plots")
+    _simulate = lazy_import("placetune.plan.simulate")
+    _store = lazy_import("placetune.store")
+    _trace = lazy_import("placetune.report.trace")
+    _trtexec = lazy_import("placetune.plan.trtexec")
+    sqlalchemy_engine = lazy_import("sqlalchemy.engine")
+    sqlalchemy_exc = lazy_import("sqlalchemy.exc")
 
 __all__ = ["add_parsers", "cmd_studies", "cmd_export", "cmd_report", "cmd_trace", "DEFAULT_STORAGE", "open_store"]
 
@@ -44,18 +74,13 @@ def open_store(url: str | None) -> "Store":
     Raises:
         StoreError: the SQLite file does not exist, or the database cannot be opened.
     """
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from placetune.store import Store, mask_url
-
     text = (url or DEFAULT_STORAGE).strip()
     if "://" not in text and text != ":memory:":
         path: str | None = text
     else:
         try:
-            u = make_url(text)
-        except (ArgumentError, ValueError):
+            u = sqlalchemy_engine.make_url(text)
+        except (sqlalchemy_exc.ArgumentError, ValueError):
             u = None
         path = u.database if u is not None and u.get_backend_name() == "sqlite" else None
         if path and path.startswith("file:"):
@@ -66,10 +91,10 @@ def open_store(url: str | None) -> "Store":
         exists = False
     if path and path != ":memory:" and not exists:
         raise StoreError(
-            f"no database at {mask_url(text)} ({Path(path).expanduser()} does not exist): pass --storage URL of the "
+            f"no database at {_store.mask_url(text)} ({Path(path).expanduser()} does not exist): pass --storage URL of the "
             "database the search wrote (placetune tune --storage ...)"
         )
-    return Store(text, readonly=True)
+    return _store.Store(text, readonly=True)
 
 
 def _fmt(value: float | None, objective: str) -> str:
@@ -79,10 +104,8 @@ def _fmt(value: float | None, objective: str) -> str:
 
 
 def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
-    from placetune.tuning.objectives import best_stored
-
     objective = st.objective.split("+")[0].strip()
-    rec = best_stored(store, st.name)  # feasible first in a constrained study, as tune and export rank
+    rec = _objectives.best_stored(store, st.name)  # feasible first in a constrained study, as tune and export rank
     if rec is None:
         return None, None
     return rec.measurement.objective(objective), rec.id
@@ -151,11 +174,6 @@ def _folder_output(args: argparse.Namespace) -> bool:
 def cmd_export(args: argparse.Namespace) -> int:
     """``placetune export``: write the best plan of a study as JSON, as trtexec commands, or as a
     deployment folder (``--format trtexec -o DIR``)."""
-    from placetune.plan.export import export_plan, load_study_model
-    from placetune.plan.trtexec import trtexec_script
-
-    from placetune.files.read import check_regular
-
     folder = _folder_output(args)
     calib = args.calibration_cache
     if calib is not None:
@@ -164,19 +182,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         args.study = _the_study(store, args.study)
         model = None
         if folder:
-            model = load_study_model(store, args.study, args.onnx)
+            model = _export.load_study_model(store, args.study, args.onnx)
             if args.onnx and model.path is not None and Path(model.path) != Path(args.onnx):
                 raise ModelError(f"--onnx {args.onnx} is not the model of study {args.study!r} (its graph or input "
                                  "shapes differ)")
-        plan = export_plan(store, args.study, measurement_id=args.measurement, model=model)
+        plan = _export.export_plan(store, args.study, measurement_id=args.measurement, model=model)
     if calib is not None and plan.precision != "int8":
         raise ConfigError(f"--calibration-cache is for INT8 plans; the plan of study {args.study!r} is "
                           f"{plan.precision}")
     if folder:
-        from placetune.plan.folder import write_plan_folder
-
         assert model is not None
-        done = write_plan_folder(plan, model, args.output, source=args.onnx, calibration_cache=calib,
+        done = _folder.write_plan_folder(plan, model, args.output, source=args.onnx, calibration_cache=calib,
                                  trt_version=args.trt_version)
         print(done.plan.summary())
         print(f"wrote plan folder {done.directory} (study {args.study}, measurement "
@@ -193,20 +209,16 @@ def cmd_export(args: argparse.Namespace) -> int:
         if onnx is None:
             path = plan.model.get("path") or ""
             onnx = path if path.endswith(".onnx") else "model.onnx"
-        text = trtexec_script(plan, onnx, args.trt_version, calib=calib)
+        text = _trtexec.trtexec_script(plan, onnx, args.trt_version, calib=calib)
     else:
         text = plan.to_json() + "\n"
     if args.output in (None, "-"):
-        from placetune.cli.terminal import write_data
-
         write_data(text)
         return 0
     out = Path(args.output)
     if not out.name or out.is_dir():
         raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
     if args.format == "trtexec":
-        from placetune.files.write import write_file
-
         write_file(out, text, "trtexec build script", executable=True)
     else:
         plan.save(out)
@@ -221,14 +233,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace) -> int:
     """``placetune report``: write a study's plots and Chrome trace into a directory."""
-    from placetune.report.plots import write_report
-
     if not 10 <= args.dpi <= 1200:
         raise ConfigError(f"--dpi must be from 10 to 1200, got {args.dpi}")
     with open_store(args.storage) as store:
         args.study = _the_study(store, args.study)
         st = store.study(args.study)
-        files = write_report(store, args.study, args.output, dpi=args.dpi)
+        files = _plots.write_report(store, args.study, args.output, dpi=args.dpi)
     label = "SIMULATED study" if st.simulated else "study"
     print(f"{label} {st.name}: wrote {plural(len(files), 'file')} to {args.output}")
     for f in files:
@@ -241,30 +251,24 @@ def cmd_report(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- trace
 def cmd_trace(args: argparse.Namespace) -> int:
     """``placetune trace``: write the timeline of a plan as a Chrome trace."""
-    from placetune.plan.file import load
-    from placetune.plan.simulate import simulate_plan
-    from placetune.report.trace import timeline_events, write_chrome_trace
-
     model = None
     if args.model:
-        from placetune.model.model import Model
-
-        model = Model.load(args.model, args.shape or None)
-    plan = load(args.plan, model)
+        model = _model.Model.load(args.model, args.shape or None)
+    plan = _file.load(args.plan, model)
     source: Any = plan.measured
     simulated = plan.simulated
     remeasured = False
-    if not timeline_events(plan.measured):
-        source = simulate_plan(plan, model)
+    if not _trace.timeline_events(plan.measured):
+        source = _simulate.simulate_plan(plan, model)
         simulated = True
         remeasured = True
     meta = {"study": plan.source.get("study"), "model": plan.model.get("name"), "platform": plan.platform,
             "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"), "remeasured": remeasured}
-    path = write_chrome_trace(source, args.output, simulated=simulated, metadata=meta,
+    path = _trace.write_chrome_trace(source, args.output, simulated=simulated, metadata=meta,
                               title=f"placetune plan: {plan.model.get('name')} on {plan.platform}")
     if remeasured:
         print("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
-    n = len(timeline_events(source))
+    n = len(_trace.timeline_events(source))
     print(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
           "or chrome://tracing")
     return 0

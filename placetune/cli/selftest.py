@@ -33,9 +33,35 @@ import re
 import subprocess
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from placetune.validate import dumps_json
+import placetune
+from placetune._lazy import lazy_import
+from placetune.files.folder import OutputFolder
+
+if TYPE_CHECKING:
+    import placetune.backends.tensorrt.backend as _backend
+    import placetune.tuning.evaluator as _evaluator
+    import placetune.backends.trtexec.backend as _trtexec_backend
+    import placetune.backends.trtexec.find as _find
+    import placetune.model.model as _model
+    import placetune.hardware.modules as _modules
+    import placetune.backends.tensorrt.pool as _pool
+    import placetune.hardware.power as _power
+    import placetune.settings as _settings
+    import placetune.backends.tensorrt.env as _trt_env
+else:
+    _backend = lazy_import("placetune.backends.tensorrt.backend")
+    _evaluator = lazy_import("placetune.tuning.evaluator")
+    _trtexec_backend = lazy_import("placetune.backends.trtexec.backend")
+    _find = lazy_import("placetune.backends.trtexec.find")
+    _model = lazy_import("placetune.model.model")
+    _modules = lazy_import("placetune.hardware.modules")
+    _pool = lazy_import("placetune.backends.tensorrt.pool")
+    _power = lazy_import("placetune.hardware.power")
+    _settings = lazy_import("placetune.settings")
+    _trt_env = lazy_import("placetune.backends.tensorrt.env")
 
 __all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS",
            "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS"]
@@ -120,12 +146,8 @@ class _Report:
 
 
 def _measure(model, plat: str, backend, placement, **settings):
-    from placetune import Placement
-    from placetune.settings import Settings
-    from placetune.tuning.evaluator import Evaluator
-
-    ev = Evaluator(model, plat, backend, settings=Settings(**settings), store=None)
-    return ev.evaluate(Placement(ev.model, placement))
+    ev = _evaluator.Evaluator(model, plat, backend, settings=_settings.Settings(**settings), store=None)
+    return ev.evaluate(placetune.Placement(ev.model, placement))
 
 
 def _no_placement_lines(m) -> str | None:
@@ -202,16 +224,6 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     Returns:
         (exit status: 0 all ok, :data:`EXIT_NOT_ALL_OK` otherwise; the report as a dict).
     """
-    from placetune.backends.tensorrt import env as trt_env
-    from placetune.backends.tensorrt.backend import TensorRTBackend
-    from placetune.backends.tensorrt.pool import WORKER_FILE, WorkerPool
-    from placetune.backends.trtexec.find import which_trtexec
-    from placetune.hardware.modules import identify_module, read_device_tree
-    from placetune.hardware.power import discover_rails
-    from placetune.model.model import Model
-
-    from placetune.files.folder import OutputFolder
-
     report = OutputFolder(out_dir, "selftest report folder")  # overwrites only an earlier report of its own
     report.check(["selftest.json", "selftest.txt"])
     report.mkdir()
@@ -220,7 +232,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     rep = _Report()
     t_start = time.time()
     # 1. the CUDA binding in the worker Python
-    pool = WorkerPool(python, worker_env, start_timeout_s=120)
+    pool = _pool.WorkerPool(python, worker_env, start_timeout_s=120)
     try:
         reply = pool.run({"op": "probe"}, timeout_s=120)
     finally:
@@ -233,7 +245,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         rep.add("cuda", "failed", why if "fix:" in why else f"{why}; fix: {probe.get('cuda_fix') or ''}")
     version, cores = probe.get("trt_version"), probe.get("num_dla_cores")
     # 2. the module, and the profile the checks use
-    match = identify_module(*read_device_tree(device_tree)).resolve(cores)
+    match = _modules.identify_module(*_modules.read_device_tree(device_tree)).resolve(cores)
     module = match.module
     plat = match.platform or (STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
     if not match.model and not match.compatible:
@@ -262,32 +274,29 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     dla_status = _NA if not has_dla and expected == 0 else "skipped"
     no_dla = no_trt or (None if has_dla else ("this module has no DLA" if expected == 0 else "needs a DLA core"))
     strongly_typed = bool(version) and int(str(version).split(".")[0]) >= 11
-    trtexec = trtexec or which_trtexec()
-    model = Model.load(MODEL, batch=4)
+    trtexec = trtexec or _find.which_trtexec()
+    model = _model.Model.load(MODEL, batch=4)
     cache = out / "cache"
     timing = dict(warmup_ms=5.0, iterations=5, replicas_duration_s=0.2, profile_iterations=0) if quick else {}
-    be = TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
+    be = _backend.TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
                          save_plans=out / "plans", **timing) if not no_trt else None
     tx = None
     if trtexec:
-        from placetune.backends.trtexec.backend import TrtexecBackend  # its time_plan, beyond the contract
-
-        tx = TrtexecBackend(trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
+        tx = _trtexec_backend.TrtexecBackend(  # its time_plan, beyond the contract
+                            trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
                             power_root=power_root,
                             **(dict(warmup_ms=5.0, iterations=10, duration_s=0.3) if quick else {}))
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
     energy_seen: dict[str, Any] = {}
-    rep.add(*_clocks_check(trt_env.read_power_mode(), trt_env.read_clocks()))
+    rep.add(*_clocks_check(_trt_env.read_power_mode(), _trt_env.read_clocks()))
 
     def same_engine(m, core: int, precision: str) -> tuple[str | None, dict[str, Any]]:
         """The worker's engine timed again by trtexec --loadEngine: None when within tolerance."""
-        from placetune.settings import Settings
-
         plan = (m.extra or {}).get("plan_file")
         if tx is None or not plan:
             return (None if tx is None else "the worker kept no engine file for trtexec to time"), {}
-        t = tx.time_plan(plan, Settings(precision=precision), dla_core=core, batch=model.batch)
+        t = tx.time_plan(plan, _settings.Settings(precision=precision), dla_core=core, batch=model.batch)
         if core < 0:  # the energy check reads the all-GPU engine's power
             energy_seen.update(energy_mj=t.energy_mj, power=(t.extra or {}).get("power") or {}, status=t.status)
         if not t.ok:
@@ -361,7 +370,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                              "loadables": m.dla_loadables}
         be.test_wrong_cut = True  # the same worker, its test hook on for one measurement
         try:  # seed-block: its concat reads two same-typed cut tensors, which the wrong cut swaps
-            block = Model.load("seed-block")
+            block = _model.Model.load("seed-block")
             w = _measure(block, plat, be, {"/conv3/Conv": "DLA0"}, mode="pipeline")
         finally:
             be.test_wrong_cut = False
@@ -395,16 +404,16 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     rep.guarded("second run hits the engine cache", second_run, no_dla, dla_status)
     if be is not None:
         be.close()
-    p = subprocess.run([python, str(WORKER_FILE)], input='{"op": "probe"}\n', capture_output=True, text=True,
+    p = subprocess.run([python, str(_pool.WORKER_FILE)], input='{"op": "probe"}\n', capture_output=True, text=True,
                        timeout=120, env={**os.environ, **(worker_env or {})})
     aborted = "context stack" in p.stderr
     rep.add("worker exit", "ok" if p.returncode == 0 and not aborted else "failed",
             f"exit status {p.returncode}" + ("; pycuda aborted: context stack was not empty" if aborted else ""))
-    rails = discover_rails(power_root)
+    rails = _power.discover_rails(power_root)
     rep.add(*_energy_check([r.name for r in rails], energy_seen, tx is not None))
     ok = all(c["status"] in ("ok", _NA) for c in rep.checks)
     doc = {"placetune_selftest": 1, "python": _platform.python_version(), "machine": _platform.machine(),
-           "l4t": trt_env.read_l4t(), "jetpack": trt_env.read_jetpack(), "module": match.model,
+           "l4t": _trt_env.read_l4t(), "jetpack": _trt_env.read_jetpack(), "module": match.model,
            "compatible": list(match.compatible), "platform": plat,
            "seconds": round(time.time() - t_start, 1), "all_ok": ok, "checks": rep.checks}
     report.write("selftest.json", dumps_json(doc, indent=1))

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from placetune.safetext import mask_secrets, terminal_safe
+from placetune.validate import dumps_json
 
 __all__ = ["SafeStream", "output_lost", "safe_output", "when_output_lost", "write_data"]
 
@@ -197,8 +198,6 @@ def shape_text(shape: Sequence[int]) -> str:
 def show(args: Any, doc: dict[str, Any], human: str) -> None:
     """A command's result: ``doc`` as JSON with ``--json``, else the ``human`` text."""
     if getattr(args, "json", False):
-        from placetune.validate import dumps_json
-
         print(dumps_json(doc, indent=2))
     else:
         print(human)

@@ -66,6 +66,7 @@ Example:
 """
 
 from typing import TYPE_CHECKING, Any
+import importlib
 
 from placetune.envs.ids import ONESHOT_ENV_ID, PLACEMENT_ENV_ID, STAGES_ENV_ID, register_envs
 
@@ -93,8 +94,6 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     """The environments and helpers, each imported from its module the first time it is used."""
-    import importlib
-
     if name not in _LAZY:
         raise AttributeError(f"module 'placetune.envs' has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY[name]), name)

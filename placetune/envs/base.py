@@ -19,6 +19,10 @@ from placetune.model.model import Model
 from placetune.placement.placement import Placement
 from placetune.settings import Settings
 from placetune.wording import plural, versus
+from placetune.hardware.platforms import get_platform
+from placetune.placement.space import Space
+from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.objectives import get_objective
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -138,10 +142,6 @@ class PlacementEnvBase(gym.Env):
             self.space: Space = evaluator.space(granularity, allow_unsupported=allow_unsupported, dla_core=dla_core)
             self._evaluator_kwargs: dict[str, Any] = {}
         else:
-            from placetune.tuning.objectives import get_objective
-            from placetune.hardware.platforms import get_platform
-            from placetune.placement.space import Space
-
             self.model = model if isinstance(model, Model) else Model.load(model, shapes, batch=batch)
             plat = get_platform(platform) if isinstance(platform, str) else platform
             options.setdefault("trt_version", plat.default_trt_version)
@@ -176,8 +176,6 @@ class PlacementEnvBase(gym.Env):
     def evaluator(self) -> "Evaluator":
         """The evaluator (created on first access; nothing is measured by creating it)."""
         if self._evaluator is None:
-            from placetune.tuning.evaluator import Evaluator
-
             self._evaluator = Evaluator(self.model, **self._evaluator_kwargs)
             self._closed = False
         return self._evaluator
@@ -339,8 +337,6 @@ def _matches(ev: "Evaluator", key: str, value: Any) -> bool:
             return value.hash == ev.model.hash
         return isinstance(value, str) and value == ev.model.name
     if key == "platform":
-        from placetune.hardware.platforms import get_platform
-
         try:
             return get_platform(value).name == ev.platform.name
         except Exception:  # noqa: BLE001 - an unknown name simply does not match
@@ -350,8 +346,6 @@ def _matches(ev: "Evaluator", key: str, value: Any) -> bool:
     if key == "precision":
         return value == ev.settings.precision
     if key == "objective":
-        from placetune.tuning.objectives import get_objective
-
         try:
             return get_objective(value).name == ev.objective.name
         except Exception:  # noqa: BLE001

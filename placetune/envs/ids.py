@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
+
 __all__ = ["PLACEMENT_ENV_ID", "ONESHOT_ENV_ID", "STAGES_ENV_ID", "ENTRY_POINTS", "register_envs"]
 
 #: Id of the sequential environment (:class:`~placetune.envs.sequential.PlacementEnv`).
@@ -31,8 +33,6 @@ def register_envs() -> None:
         >>> "placetune/Placement-v0" in gym.registry
         True
     """
-    import gymnasium as gym
-
     for env_id, entry in ENTRY_POINTS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry, nondeterministic=True)

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.files.names import file_name
-from placetune.files.read import file_kind
+from placetune.files.read import file_kind, open_regular
 from placetune.files.write import Data, write_file
 from placetune.safetext import shown
 
@@ -208,8 +208,6 @@ class OutputFolder:
 
     def copy_in(self, name: str, source: str | os.PathLike[str], *, executable: bool = False) -> Path:
         """Copy a file (read through the one read path) into the folder under ``name``."""
-        from placetune.files.read import open_regular
-
         def copy(out: IO[bytes]) -> None:
             with open_regular(source, "file to copy", error=self.error, limit=1 << 42) as fh:
                 shutil.copyfileobj(fh, out, 1 << 20)

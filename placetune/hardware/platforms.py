@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from placetune.errors import ConfigError, UnknownNameError
 from placetune.hardware.power_modes import modes_of
 
-__all__ = ["Platform", "get_platform", "platform_names", "PLATFORMS", "ALIASES"]
+__all__ = ["Platform", "get_platform", "platform_names", "register_platform", "unregister_platform", "PLATFORMS",
+           "ALIASES"]
 
 _SRC_REF = "placetune/data/jetson-measurements.md §1 (DLA-SW README/FAQ, NVIDIA Jetson module tables)"
 
@@ -409,3 +410,67 @@ def get_platform(name: str | Platform) -> Platform:
     raise UnknownNameError(
         f"unknown platform {name!r}{hint}; valid platforms: {', '.join(PLATFORMS)}"
     )
+
+
+#: The platforms placetune ships (:func:`unregister_platform` refuses them).
+BUILTIN_PLATFORMS = frozenset(PLATFORMS)
+
+
+def register_platform(platform: Platform, *, aliases: tuple[str, ...] | list[str] = (), replace: bool = False) -> None:
+    """Make a platform known by name: ``get_platform(name)``, ``Evaluator(model, name)`` and
+    ``placetune tune --platform name`` then use it (the extension point for a module placetune does
+    not ship; ``examples/toy_platform.py`` is one in a file).
+
+    The simulated Jetson models it from its figures (an Ampere GPU unless the name starts with
+    ``xavier``; power modes other than the first scaled as for a module without a transcribed
+    nvpmodel file). Its ``source`` should say where the figures come from.
+
+    Args:
+        platform: the :class:`Platform`; its ``name`` is lower case (letters, digits, dashes).
+        aliases: other names for it (normalised like the name).
+        replace: allow replacing a platform registered before (never a built-in one).
+
+    Raises:
+        ConfigError: not a Platform, a malformed name or field, or a name or alias already taken.
+    """
+    if not isinstance(platform, Platform):
+        raise ConfigError(f"register_platform: expected a placetune Platform, not {type(platform).__name__}")
+    name = platform.name
+    if not isinstance(name, str) or not name or _normalise(name) != name or not all(
+            c.isalnum() or c == "-" for c in name):
+        raise ConfigError(f"platform name {str(name)[:40]!r}: lower-case letters, digits and dashes only")
+    if isinstance(platform.dla_count, bool) or platform.dla_count not in (0, 1, 2):
+        raise ConfigError(f"platform {name}: dla_count must be 0, 1 or 2, not {platform.dla_count!r}")
+    if (platform.dla_version is None) != (platform.dla_count == 0) or platform.dla_version not in (None, 1, 2):
+        raise ConfigError(f"platform {name}: dla_version must be 1 or 2 with DLA cores, None without, "
+                          f"not {platform.dla_version!r}")
+    if not platform.power_modes or not all(isinstance(m, str) and m for m in platform.power_modes):
+        raise ConfigError(f"platform {name}: power_modes must name at least one mode, fastest first")
+    keys = [_normalise(a) for a in aliases]
+    for key in [name, *keys]:
+        taken = key in PLATFORMS or key in ALIASES or key in UNSUPPORTED
+        ours = key in PLATFORMS and key == name or ALIASES.get(key) == name
+        if key in BUILTIN_PLATFORMS or key in UNSUPPORTED or (taken and not (replace and ours)):
+            raise ConfigError(f"platform name {key!r} is taken; choose another name"
+                              + ("" if key in BUILTIN_PLATFORMS or key in UNSUPPORTED else " or pass replace=True"))
+    PLATFORMS[name] = platform
+    for key in keys:
+        if key != name:
+            ALIASES[key] = name
+
+
+def unregister_platform(name: str) -> None:
+    """Forget a registered platform and its aliases (a built-in one cannot be removed).
+
+    Raises:
+        ConfigError: a built-in platform. UnknownNameError: no such registered platform.
+    """
+    key = _normalise(name)
+    key = ALIASES.get(key, key)
+    if key in BUILTIN_PLATFORMS:
+        raise ConfigError(f"platform {key!r} is built in; it cannot be unregistered")
+    if key not in PLATFORMS:
+        raise UnknownNameError(f"no registered platform {name!r}")
+    del PLATFORMS[key]
+    for alias in [a for a, target in ALIASES.items() if target == key]:
+        del ALIASES[alias]

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
+import hashlib
+import json
+
+import onnx
 
 from placetune.errors import ModelError
 from placetune.files.names import confined
 from placetune.files.write import write_file
+from placetune.model.model import Model
+from placetune.settings import default_cache_dir
 
-if TYPE_CHECKING:
-    import onnx
-
-    from placetune.model.model import Model
 
 __all__ = ["load_networks", "merge_models", "network_of", "network_names", "networks_in", "source_networks"]
 
@@ -86,9 +88,6 @@ def merge_models(models: Sequence["Model"], names: Sequence[str] | None = None, 
         >>> [i.name for i in proto.graph.input]
         ['a/input', 'b/input']
     """
-    import onnx
-    from onnx import helper
-
     if len(models) < 2:
         raise ModelError("concurrent mode needs at least two networks (--model A --model B)")
     names = list(names) if names is not None else network_names([m.name for m in models])
@@ -125,7 +124,7 @@ def merge_models(models: Sequence["Model"], names: Sequence[str] | None = None, 
             n.input[:] = [rename(x) for x in node.input]
             n.output[:] = [rename(x) for x in node.output]
             graph.node.append(n)
-    merged = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
+    merged = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
                                producer_name="placetune-concurrent")
     merged.ir_version = max(p.ir_version for p in sources)
     return merged
@@ -136,8 +135,6 @@ META_KEY = "placetune.networks"
 
 def source_networks(proto: "onnx.ModelProto") -> list[dict] | None:
     """The networks a merged file was made from (``[{"name", "source", "batch"}]``, its metadata), or None."""
-    import json
-
     for prop in proto.metadata_props:
         if prop.key == META_KEY:
             try:
@@ -168,20 +165,12 @@ def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: S
     Raises:
         ModelError: fewer than two networks, a network that cannot be loaded, or opsets that differ.
     """
-    import hashlib
-    import json
-
-    from onnx import helper
-
-    from placetune.settings import default_cache_dir
-    from placetune.model.model import Model
-
     names = network_names(sources)
     models = [Model.load(src, batch=batch) for src in sources]
     merged = merge_models(models, names)
     origin = [{"name": n, "source": str(Path(src).resolve()) if Path(src).is_file() else str(src), "batch": m.batch}
               for n, src, m in zip(names, sources, models)]
-    helper.set_model_props(merged, {META_KEY: json.dumps(origin)})
+    onnx.helper.set_model_props(merged, {META_KEY: json.dumps(origin)})
     data = merged.SerializeToString(deterministic=True)
     folder = Path(directory) if directory is not None else default_cache_dir("concurrent")
     digest = hashlib.sha256(data).hexdigest()[:16]

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+import heapq
 
 import numpy as np
 import onnx
@@ -28,6 +29,7 @@ from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_sha
 from placetune.model.zoo.registry import names as zoo_names
 from placetune.model.zoo.registry import parse_options as _zoo_options
 from placetune.validate import batch as check_batch
+from placetune.model import zoo
 
 __all__ = ["Model"]
 
@@ -107,8 +109,6 @@ def topological_order(
     Raises:
         ModelError: a cycle, or (with ``available``) a dangling input.
     """
-    import heapq
-
     read = inputs_of or (lambda n: n.input)
     producer: dict[str, int] = {}
     for i, n in enumerate(nodes):
@@ -251,8 +251,6 @@ class Model:
                 path = p
                 display = name or p.name.split(".onnx")[0]
             else:
-                from placetune.model import zoo
-
                 base, _, opts = text.partition(":")
                 if base in zoo.names():
                     kw = _zoo_options(opts)

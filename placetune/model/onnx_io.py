@@ -21,6 +21,7 @@ import onnx
 from placetune.errors import ModelError, PlacetuneError
 from placetune.files.read import check_regular, open_regular, read_bytes, read_gzip
 from placetune.safetext import shown
+from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_model, uses_external_data
 
 __all__ = ["read_model_proto", "load_with_weights", "STRIP_MIN_BYTES"]
 
@@ -209,8 +210,6 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
 
 def _external_files(proto: onnx.ModelProto, base: Path, error: type[PlacetuneError]) -> None:
     """Refuse external data that leaves the model's folder or is not a regular file (a FIFO would block)."""
-    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
-
     root = os.path.realpath(base)
     for tensor in _get_all_tensors(proto):
         if not uses_external_data(tensor):
@@ -245,8 +244,6 @@ def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelEr
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
         raise error(f"{shown(p)}: not a valid ONNX file ({type(exc).__name__}: {str(exc)[:200]})") from None
     if external:
-        from onnx.external_data_helper import load_external_data_for_model
-
         try:
             _external_files(proto, p.parent, error)
             load_external_data_for_model(proto, str(p.parent))

@@ -43,8 +43,12 @@ from onnx import helper, numpy_helper
 from placetune.errors import ModelError
 from placetune.model.merge import META_KEY, merge_models, source_networks
 from placetune.model.layer import TensorInfo
-from placetune.model.model import topological_order
+from placetune.model.model import Model, _zoo_options, topological_order
 from placetune.model.shapes import _dims, keep_declared_plugin_shapes
+from onnx.reference import ReferenceEvaluator
+from placetune.files.write import write_file
+from placetune.model import zoo
+from placetune.model.onnx_io import load_with_weights
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -86,8 +90,6 @@ class SegmentModel:
     def save(self, path: str | Path) -> Path:
         """Write the sub-model to ``path`` (folders are created; a regular file is replaced atomically,
         see :func:`placetune.files.write.write_file`)."""
-        from placetune.files.write import write_file
-
         return write_file(path, self.proto.SerializeToString(deterministic=True), "ONNX segment", parents=True)
 
 
@@ -125,15 +127,10 @@ def load_source(model: "Model") -> onnx.ModelProto:
         ModelError: the file cannot be read.
     """
     if model.path is not None:
-        from placetune.model.onnx_io import load_with_weights
-
         proto = load_with_weights(model.path)
         nets = source_networks(proto)
         return proto if nets is None else _merged_source(nets)
     if model.zoo:
-        from placetune.model import zoo
-        from placetune.model.model import _zoo_options
-
         base, _, opts = model.zoo.partition(":")
         return zoo.build(base, batch=model.batch, weights=True, **_zoo_options(opts))
     if model.proto is None:
@@ -158,9 +155,6 @@ def with_batch(model: "Model", batch: int, source: onnx.ModelProto | None = None
         source: the model's ONNX with weights (default :func:`load_source`).
     """
     if model.zoo:
-        from placetune.model import zoo
-        from placetune.model.model import _zoo_options
-
         name, _, opts = model.zoo.partition(":")
         return zoo.build(name, batch=int(batch), weights=True, **_zoo_options(opts))
     proto = onnx.ModelProto()
@@ -180,8 +174,6 @@ def with_batch(model: "Model", batch: int, source: onnx.ModelProto | None = None
 
 def _merged_source(nets: list[dict]) -> onnx.ModelProto:
     """A concurrent study's merged model with weights: each network loaded from its source again."""
-    from placetune.model.model import Model
-
     try:
         models = [Model.load(str(n["source"]), batch=int(n["batch"])) for n in nets]
         names = [str(n["name"]) for n in nets]
@@ -331,8 +323,6 @@ def cut(
     elif isinstance(source, onnx.ModelProto):
         proto = source
     else:
-        from placetune.model.onnx_io import load_with_weights
-
         proto = load_with_weights(source)
     segments = placement.segments(pipeline=True) if hasattr(placement, "segments") else list(placement)
     g = proto.graph
@@ -492,8 +482,6 @@ def run_segments(segments: Sequence[SegmentModel], feeds: Mapping[str, np.ndarra
     Example:
         >>> # outs = run_segments(cut(m, p), {"input": x}); outs["output"]
     """
-    from onnx.reference import ReferenceEvaluator
-
     env: dict[str, Any] = dict(feeds)
     for seg in segments:
         ev = ReferenceEvaluator(seg.proto)

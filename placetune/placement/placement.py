@@ -13,6 +13,7 @@ import numpy as np
 
 from placetune.errors import PlacementError, StoreError
 from placetune.placement.segmenting import ProducerArrays, SegmentArrays, segment_arrays
+from placetune.validate import loads_json
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -209,8 +210,6 @@ class Placement(Mapping[str, str]):
             PlacementError: not JSON, nested too deeply, wrong types, unknown keys, layers or devices.
         """
         if isinstance(text, str):
-            from placetune.validate import loads_json
-
             # strict: a layer named twice is refused (not "the last one wins"), so are NaN and Infinity
             doc = loads_json(text, "placement JSON", error=PlacementError)
         else:

@@ -13,6 +13,12 @@ from typing import TYPE_CHECKING
 
 from placetune.errors import PlacementError
 from placetune.placement.placement import DEVICES, Placement
+from placetune._lazy import lazy_import
+
+if TYPE_CHECKING:
+    from placetune.hardware import dla as dla_rules
+else:  # the DLA rules read layers of a loaded model: imported when a model is first checked
+    dla_rules = lazy_import("placetune.hardware.dla")
 
 if TYPE_CHECKING:
     from placetune.hardware.dla import Support
@@ -69,9 +75,7 @@ def dla_support(model: "Model", platform: "Platform", precision: str, trt_versio
     key = (model.hash, platform.name, precision, trt_version)
     cached = _SUPPORT_CACHE.get(key)
     if cached is None:
-        from placetune.hardware.dla import check_model
-
-        cached = _SUPPORT_CACHE[key] = check_model(model, platform, precision=precision, trt_version=trt_version)
+        cached = _SUPPORT_CACHE[key] = dla_rules.check_model(model, platform, precision=precision, trt_version=trt_version)
         if len(_SUPPORT_CACHE) > 64:
             _SUPPORT_CACHE.pop(next(iter(_SUPPORT_CACHE)))
     return cached

@@ -11,6 +11,9 @@ import numpy as np
 
 from placetune.errors import ConfigError, PlacementError
 from placetune.placement.placement import Placement
+from placetune.hardware.platforms import get_platform
+from placetune.placement.realise import MODES, dla_support
+from placetune.placement.stages import DEFAULT_MAX_STAGES, assignment_of, sample_stages, stage_moves, stages_of
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -109,9 +112,6 @@ class Space:
         allow_unsupported: bool = False,
         dla_core: int = 0,
     ) -> None:
-        from placetune.hardware.platforms import get_platform
-        from placetune.placement.realise import MODES, dla_support
-
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
         self.model = model
@@ -281,8 +281,6 @@ class Space:
         """A random masked assignment: uniform per unit, or (``stages``) a random stage list."""
         rng = rng or np.random.default_rng()
         if self.granularity == "stages":
-            from placetune.placement.stages import assignment_of, sample_stages
-
             return assignment_of(self, sample_stages(self, rng))
         out = []
         for i in range(len(self.units)):
@@ -305,8 +303,6 @@ class Space:
         ]
         if self.granularity != "stages":
             return moves
-        from placetune.placement.stages import DEFAULT_MAX_STAGES, stages_of
-
         out = []
         for i, k in moves:
             b = list(assignment)
@@ -318,20 +314,14 @@ class Space:
 
     def stages(self, assignment: Sequence[int]) -> list:
         """The :class:`~placetune.placement.stages.Stage` list of an assignment (any granularity)."""
-        from placetune.placement.stages import stages_of
-
         return stages_of(self, assignment)
 
     def from_stages(self, stages: Sequence) -> list[int]:
         """Assignment of a stage list (units masked on their stage's device take the GPU)."""
-        from placetune.placement.stages import assignment_of
-
         return assignment_of(self, stages)
 
     def stage_neighbours(self, assignment: Sequence[int]) -> list[list[int]]:
         """Assignments one stage move away: a cut added, removed or shifted, a stage's device changed."""
-        from placetune.placement.stages import assignment_of, stage_moves, stages_of
-
         seen = {tuple(int(a) for a in assignment)}
         out = []
         for st in stage_moves(self, stages_of(self, assignment)):

@@ -22,18 +22,31 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from placetune.placement.space import Space
 
 __all__ = ["Stage", "cut_points", "stages_of", "assignment_of", "sample_stages", "stage_moves", "random_stage_move",
            "DEFAULT_MAX_STAGES"]
 
 #: Stages a sample or a move may produce (the best pipeline plans have 3-4).
 DEFAULT_MAX_STAGES = 6
+
+
+class StageSpace(Protocol):
+    """What the stage functions read of a space: :class:`~placetune.placement.space.Space` has it
+    (the space calls these functions, so they know it by this shape, not by its class)."""
+
+    mask: np.ndarray
+    units: list[Any]
+    model: Any
+    devices: tuple[str, ...]
+
+    @property
+    def n_units(self) -> int: ...
+
+    @property
+    def n_devices(self) -> int: ...
 
 
 class Stage(NamedTuple):
@@ -64,7 +77,7 @@ def _normalise(stages: Sequence[Stage]) -> list[Stage]:
     return out
 
 
-def _on_device(space: "Space") -> list[list[int]]:
+def _on_device(space: StageSpace) -> list[list[int]]:
     """Per device of the space, the device each unit takes in a stage on it: the device, or for
     a unit masked on it the GPU (or its first allowed device); cached on the space."""
     cached = getattr(space, "_on_device", None)
@@ -79,7 +92,7 @@ def _on_device(space: "Space") -> list[list[int]]:
     return out
 
 
-def assignment_of(space: "Space", stages: Sequence[Stage]) -> list[int]:
+def assignment_of(space: StageSpace, stages: Sequence[Stage]) -> list[int]:
     """Unit assignment of a stage list; units masked on their stage's device take the GPU
     (or their first allowed device)."""
     on = _on_device(space)
@@ -89,7 +102,7 @@ def assignment_of(space: "Space", stages: Sequence[Stage]) -> list[int]:
     return out
 
 
-def stages_of(space: "Space", assignment: Sequence[int]) -> list[Stage]:
+def stages_of(space: StageSpace, assignment: Sequence[int]) -> list[Stage]:
     """The stages of an assignment.
 
     A unit that is on the GPU only because its stage's device is masked for it stays in that
@@ -115,12 +128,12 @@ def stages_of(space: "Space", assignment: Sequence[int]) -> list[Stage]:
     return out
 
 
-def _fallback_run(space: "Space", assignment: Sequence[int], start: int, end: int, k: int) -> bool:
+def _fallback_run(space: StageSpace, assignment: Sequence[int], start: int, end: int, k: int) -> bool:
     """True when units ``[start, end)`` are all GPU units masked on device ``k``."""
     return k != 0 and all(int(assignment[j]) == 0 and not space.mask[j, k] for j in range(start, end))
 
 
-def cut_points(space: "Space") -> list[int]:
+def cut_points(space: StageSpace) -> list[int]:
     """Positions ``c`` (a cut between units ``c-1`` and ``c``) that only one tensor crosses.
 
     These are the block boundaries of the network (between residual blocks, inception
@@ -144,7 +157,7 @@ def cut_points(space: "Space") -> list[int]:
     return out
 
 
-def _devices_for(space: "Space", s: int, e: int) -> list[int]:
+def _devices_for(space: StageSpace, s: int, e: int) -> list[int]:
     """Devices that at least one unit of ``[s, e)`` can use (the GPU always)."""
     first = getattr(space, "_next_allowed", None)
     if first is None:  # per device, the first unit at or after each position that can use it
@@ -156,7 +169,7 @@ def _devices_for(space: "Space", s: int, e: int) -> list[int]:
     return [k for k in range(space.n_devices) if k == 0 or row[k] < e]
 
 
-def sample_stages(space: "Space", rng: np.random.Generator, max_stages: int = DEFAULT_MAX_STAGES) -> list[Stage]:
+def sample_stages(space: StageSpace, rng: np.random.Generator, max_stages: int = DEFAULT_MAX_STAGES) -> list[Stage]:
     """A random stage list: 1..max_stages stages, uniform cuts, each device differing from its neighbour's."""
     n = space.n_units
     k = int(rng.integers(1, min(max_stages, n) + 1))
@@ -172,7 +185,7 @@ def sample_stages(space: "Space", rng: np.random.Generator, max_stages: int = DE
     return _normalise(stages)
 
 
-def stage_moves(space: "Space", stages: Sequence[Stage], *, max_stages: int = DEFAULT_MAX_STAGES,
+def stage_moves(space: StageSpace, stages: Sequence[Stage], *, max_stages: int = DEFAULT_MAX_STAGES,
                 shifts: Sequence[int] = (1, 2, 4, 8, 16), cuts_only: bool = False) -> list[list[Stage]]:
     """Every neighbour of a stage list (deduplicated, never the list itself).
 
@@ -238,7 +251,7 @@ def stage_moves(space: "Space", stages: Sequence[Stage], *, max_stages: int = DE
     return out if n else []
 
 
-def random_stage_move(space: "Space", stages: Sequence[Stage], rng: np.random.Generator,
+def random_stage_move(space: StageSpace, stages: Sequence[Stage], rng: np.random.Generator,
                       max_stages: int = DEFAULT_MAX_STAGES) -> list[Stage]:
     """One random neighbour (a cut moved by a random distance, added, removed, or a device changed)."""
     stages = list(stages)

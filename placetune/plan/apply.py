@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from placetune.errors import BackendError, ConfigError, PlacementError
 from placetune.backends.tensorrt.worker_devices import constant_type, follow_helpers, is_helper
 from placetune.backends.tensorrt.worker_names import onnx_nodes
 from placetune.backends.trtexec.command import version_tuple
 from placetune.placement.placement import dla_core
+from placetune.plan.view import PlanView
+from placetune.model.model import refuse_renamed
 
-if TYPE_CHECKING:
-    from placetune.plan.file import Plan
 
 __all__ = ["ApplyReport", "apply_plan", "onnx_node_of"]
 
@@ -100,7 +100,7 @@ class ApplyReport:
 
 
 def apply_plan(
-    plan: "Plan",
+    plan: PlanView,
     network: Any,
     config: Any,
     *,
@@ -169,8 +169,6 @@ def apply_plan(
     report = ApplyReport(engine=what)
     plan_names = set(plan.layer_names)
     scope = set(eng.get("layers") or plan.layer_names)
-    from placetune.model.model import refuse_renamed
-
     refuse_renamed(dict(plan.model.get("renamed_layers") or {}), sorted(scope))  # names TensorRT gives its own way
     dla_set = set(eng.get("dla_layers") or [])
     core = eng.get("dla_core")

@@ -26,6 +26,12 @@ from placetune.model.onnx_io import load_with_weights
 from placetune.safetext import shown
 from placetune.validate import dumps_json
 from placetune.wording import plural
+from placetune.backends.onnx_prep import convert_to_fp16
+from placetune.backends.tensorrt.backend import TensorRTBackend
+from placetune.backends.tensorrt.jobs import read_realised
+from placetune.model.model import Model
+from placetune.plan.file import Plan, load
+from placetune.plan.folder import engine_files, write_plan_folder
 
 if TYPE_CHECKING:
     from placetune.backends.tensorrt.backend import TensorRTBackend
@@ -102,8 +108,6 @@ def _check_built(where: Path, plan: "Plan", infos: list[dict[str, Any]], folder:
     Raises:
         BackendError: naming the first engine file missing or short (and the worker's reason when it said one).
     """
-    from placetune.plan.folder import engine_files
-
     if len(infos) != len(plan.engines):
         raise BackendError(f"placetune build: the TensorRT worker reported {plural(len(infos), 'engine')} for a "
                            f"plan of {len(plan.engines)}: nothing of this build can be trusted")
@@ -127,9 +131,6 @@ def _check_built(where: Path, plan: "Plan", infos: list[dict[str, Any]], folder:
 def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str | os.PathLike[str] | None,
           calibration_cache: str | None) -> tuple["Plan", Path]:
     """The plan and its folder (written first when ``plan`` is a plan, or a plan file, or ``out`` is given)."""
-    from placetune.plan.file import Plan, load
-    from placetune.plan.folder import write_plan_folder
-
     if isinstance(plan, (str, os.PathLike)):
         path = Path(plan)
         if path.is_dir():
@@ -148,8 +149,6 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
             plan = load(path, model, check_hash=model is not None)
     assert isinstance(plan, Plan)
     if model is None:
-        from placetune.model.model import Model
-
         src = plan.model.get("path") or plan.model.get("zoo")
         if not src:
             raise ModelError("the plan does not say which model it is for: pass the ONNX model (--model)")
@@ -185,11 +184,6 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         BackendError: TensorRT cannot be used here, or an engine does not build (its errors said).
         ConfigError, ModelError: no plan folder, plan file or model where one is needed.
     """
-    from placetune.backends.onnx_prep import convert_to_fp16
-    from placetune.backends.tensorrt.backend import TensorRTBackend
-    from placetune.backends.tensorrt.jobs import read_realised
-    from placetune.plan.folder import engine_files
-
     calib = str(check_regular(calibration_cache, "calibration cache")) if calibration_cache is not None else None
     p, folder = _open(plan, model, out, calib)
     guard = OutputFolder(folder, "plan folder")

@@ -12,6 +12,20 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import ConfigError, ModelError, PlacetuneError, StoreError
 from placetune.placement.placement import DEVICES, Placement, dla_core
 from placetune.plan.file import SIMULATED_LABEL, Plan
+from placetune._lazy import lazy_import
+from placetune.hardware.platforms import get_platform
+from placetune.model import zoo
+from placetune.model.merge import networks_in, source_networks
+from placetune.model.model import Model
+from placetune.model.onnx_io import load_with_weights
+from placetune.placement.cut import cut, tensor_infos
+from placetune.placement.cut_formats import plan_cut_formats
+from placetune.plan.trtexec import engine_files
+from placetune.store.schema import ModelRow
+from placetune.tuning.concurrent import naive_label, network_summary
+from placetune.tuning.objectives import best_stored, get_objective, registered_objectives
+from placetune.tuning.optuna_study import storage_for
+from placetune.version import __version__
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -19,6 +33,13 @@ if TYPE_CHECKING:
     from placetune.store.records import MeasurementRecord, StudyRecord
     from placetune.store.store import Store
     from placetune.tuning.objectives import Objective
+
+if TYPE_CHECKING:
+    import sqlalchemy
+    import sqlalchemy.exc as sqlalchemy_exc
+else:
+    sqlalchemy = lazy_import("sqlalchemy")
+    sqlalchemy_exc = lazy_import("sqlalchemy.exc")
 
 __all__ = ["export_plan", "load_study_model", "stored_model_row"]
 
@@ -58,16 +79,11 @@ def stored_model_row(store: "Store", model_hash: str) -> Any:
     Raises:
         StoreError: the table cannot be read, or the row's shapes, name or path have the wrong type.
     """
-    from sqlalchemy import select
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from placetune.store.schema import ModelRow
-
     table = ModelRow.__table__
     try:
         with store.engine.connect() as conn:
-            row = conn.execute(select(table).where(table.c.hash == model_hash)).first()
-    except SQLAlchemyError as exc:
+            row = conn.execute(sqlalchemy.select(table).where(table.c.hash == model_hash)).first()
+    except sqlalchemy_exc.SQLAlchemyError as exc:
         raise StoreError(f"cannot read the models table of {store.url}: {str(exc).splitlines()[0]}") from None
     if row is not None:  # a row read back is checked like every other: shapes, name and path of the right types
         shapes = row.shapes
@@ -92,9 +108,6 @@ def load_study_model(store: "Store", study: "StudyRecord | str", path: str | Non
         ModelError: the file is gone or changed, or the model is neither a file nor a zoo model.
         UnknownNameError: no such study.
     """
-    from placetune.model import zoo
-    from placetune.model.model import Model
-
     st = store.study(study) if isinstance(study, str) else study
     row = stored_model_row(store, st.model_hash)
     if row is None:
@@ -173,8 +186,6 @@ def _engines(mode: str, realized: Placement | None, realized_map: dict[str, str]
 
 def _versions(st: "StudyRecord") -> dict[str, Any]:
     fp = st.fingerprint or {}
-    from placetune.version import __version__
-
     def pick(*keys: str) -> Any:
         for k in keys:
             if fp.get(k) not in (None, ""):
@@ -202,8 +213,6 @@ def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_
     """The all-GPU (and all-DLA) measurements and the plan's gain over each: ``gain`` on the
     study's objective (the figure ``placetune tune`` prints, :meth:`Objective.gain_over`),
     ``gains`` on latency, throughput and energy, and ``speedup`` (the latency gain)."""
-    from placetune.tuning.objectives import get_objective
-
     out: dict[str, Any] = {}
     ok = [r for r in records if r.measurement.ok]
     others = {name: get_objective(name) for name in ("latency", "throughput", "energy")}
@@ -221,8 +230,6 @@ def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_
         fig["speedup"] = fig["gains"]["latency"]
         out[key] = fig
     if networks:  # concurrent: each network wholly on one device (googlenet:DLA0,resnet50:GPU)
-        from placetune.tuning.concurrent import naive_label
-
         for rec in ok:
             label = naive_label(rec.requested, networks)
             if label is None or label in out or set((rec.requested or {}).values()) == {"GPU"}:
@@ -252,9 +259,6 @@ def _add_files_and_io(mode: str, engines: list[dict[str, Any]], model: "Model | 
                       realized: Placement | None, notes: list[str]) -> None:
     """Each engine's ONNX and engine file names (as ``placetune export --format trtexec -o DIR``
     writes them) and its boundary tensors (``inputs`` / ``outputs``: name, shape, dtype)."""
-    from placetune.placement.cut import cut, tensor_infos
-    from placetune.plan.trtexec import engine_files
-
     static = None if model is None or model.dynamic_input_shapes else model.batch
     for eng in engines:
         eng["onnx_file"], eng["engine_file"] = engine_files(mode, eng, static_batch=static)
@@ -291,8 +295,6 @@ def _add_cut_formats(engines: list[dict[str, Any]], st: "StudyRecord", model: "M
     """The TensorRT I/O type and format of each boundary tensor (``trt_dtype``, ``format``): a cut
     at a DLA engine in the DLA's own format on both sides, as the tensorrt backend builds it and
     the exported trtexec commands ask for (placement.cut_formats); the others FP32 linear."""
-    from placetune.placement.cut_formats import plan_cut_formats
-
     version = str((st.settings or {}).get("trt_version") or "")
     strongly = version.split(".")[0].isdigit() and int(version.split(".")[0]) >= 11
     outputs = [] if model is None or model.proto is None else [o.name for o in model.proto.graph.output]
@@ -308,9 +310,6 @@ def _network_sources(model: "Model | None") -> dict[str, dict[str, Any]]:
     """A concurrent study's networks as its merged file records them: name -> {"source", "batch"}."""
     if model is None or model.path is None:
         return {}
-    from placetune.model.merge import source_networks
-    from placetune.model.onnx_io import load_with_weights
-
     try:
         nets = source_networks(load_with_weights(model.path, external=False)) or []
     except Exception:  # noqa: BLE001 - an unreadable file only loses the identities in the plan
@@ -356,13 +355,9 @@ def export_plan(
         ConfigError: nothing ok is stored for the study, or ``measurement_id`` is not one of its measurements.
         ModelError: ``model`` is not the study's model.
     """
-    from placetune.hardware.platforms import get_platform
-
     st = store.study(study_name)
-    if objective is None and st.constraints:  # a constrained study ranks feasible first, as tune did
-        from placetune.tuning.objectives import get_objective
-
-        objective = get_objective(st.objective, st.constraints)
+    if objective is None and (st.constraints or st.objective in registered_objectives()):
+        objective = get_objective(st.objective, st.constraints)  # ranked as tune ranked it (feasible first)
     if measurement_id is not None:
         rec = next(iter(store.measurements(study_name, ids=[int(measurement_id)])), None)
         if rec is None:
@@ -370,9 +365,7 @@ def export_plan(
         if not rec.measurement.ok:
             raise ConfigError(f"measurement {measurement_id} of study {study_name!r} has status "
                               f"{rec.measurement.status!r}: only an ok measurement makes a plan")
-    elif objective is not None and (objective.constraints or objective.names[0] == "gpu_time"):
-        from placetune.tuning.objectives import best_stored
-
+    elif objective is not None and (objective.constraints or objective.registered or objective.names[0] == "gpu_time"):
         rec = best_stored(store, study_name, objective)  # as tune ranks: feasible first
         if rec is None:
             raise _nothing_to_export(store, study_name, objective.names[0])
@@ -461,11 +454,6 @@ def export_plan(
         measured["gpu_time_ms"] = gpu
     for note in (m.extra or {}).get("notes") or []:
         notes.append(str(note))
-    from placetune.tuning.objectives import get_objective
-
-    from placetune.model.merge import networks_in
-    from placetune.tuning.concurrent import network_summary
-
     networks = networks_in(model) if model is not None and model.proto is not None else []
     if model is not None and not networks:  # the baselines' rows by their placement keys, not every row decoded
         keys = [Placement.all_gpu(model).key] + [Placement.all_dla(model, core).key for core in (0, 1)]
@@ -554,19 +542,13 @@ def optuna_trial_number(store: "Store", study_name: str, measurement_id: int) ->
     Optuna study, :mod:`placetune.tuning.optuna_study`). None without optuna, without the Optuna
     study, or when no trial holds that measurement."""
     try:
-        from sqlalchemy import inspect
-
-        from placetune.tuning.optuna_study import storage_for
-
         url = store.engine.url
         in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
         if not in_memory:
-            if not inspect(store.engine).has_table("trials"):
+            if not sqlalchemy.inspect(store.engine).has_table("trials"):
                 return None  # no Optuna tables: opening Optuna's storage would create them
             # one indexed query, not every trial of the study loaded with its parameters
-            from sqlalchemy import text
-
-            query = text("SELECT MIN(t.number) FROM trials t JOIN studies s ON s.study_id = t.study_id "
+            query = sqlalchemy.text("SELECT MIN(t.number) FROM trials t JOIN studies s ON s.study_id = t.study_id "
                          "JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
                          "WHERE s.study_name = :name AND a.key = 'measurement_id' AND a.value_json = :value")
             with store.engine.connect() as conn:

@@ -42,12 +42,15 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError
 from placetune.plan.checks import check_engines, check_measured, check_numbers
 from placetune.safetext import shown
-from placetune.validate import batch as check_batch
+from placetune.validate import batch as check_batch, loads_json
 from placetune.validate import dumps_json
 from placetune.placement.placement import DEVICES, Placement
 from placetune.plan.apply import ApplyReport, apply_plan
 from placetune.plan.trtexec import trtexec_commands
 from placetune.wording import plural, versus
+from placetune.files.read import read_text
+from placetune.files.write import write_file
+from placetune.model.model import Model
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -381,8 +384,6 @@ class Plan:
             ConfigError: the file cannot be written (a directory, a FIFO nobody reads, a file
                 that is not placetune's with ``owned``...).
         """
-        from placetune.files.write import write_file
-
         return write_file(path, self.to_json() + "\n", "plan file", owned=owned,
                           hint="give the plan file name with --export PATH")
 
@@ -525,9 +526,6 @@ def load(path: str | os.PathLike[str], model: "Model | str | None" = None, *, ch
     Example:
         ``plan = placetune.plan.load("plan.json", Model.load("model.onnx"))``
     """
-    from placetune.files.read import read_text
-    from placetune.validate import loads_json
-
     p = Path(path)
     # regular files (or -) only, at most 256 MiB; strict JSON: no duplicate keys, NaN or Infinity
     text = read_text(path, "plan file", stdin=True)
@@ -548,8 +546,6 @@ def load(path: str | os.PathLike[str], model: "Model | str | None" = None, *, ch
         ) from None
     if model is not None:
         if not hasattr(model, "hash"):
-            from placetune.model.model import Model
-
             model = Model.load(str(model))
         try:
             plan.check_model(model, check_hash=check_hash)  # type: ignore[arg-type]

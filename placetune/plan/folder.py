@@ -44,6 +44,9 @@ from placetune.runtime import standalone_sources
 from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
 from placetune.wording import plural
+from placetune.model.onnx_io import load_with_weights
+from placetune.placement.cut import cut, load_source, with_batch
+from placetune.plan.file import Plan
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -100,14 +103,10 @@ def engine_files(plan: "Plan", engine: dict[str, Any]) -> tuple[str, str]:
 
 
 def _load_source(model: "Model", source: "onnx.ModelProto | str | os.PathLike[str] | None") -> onnx.ModelProto:
-    from placetune.placement.cut import load_source
-
     if source is None:
         return load_source(model)
     if isinstance(source, onnx.ModelProto):
         return source
-    from placetune.model.onnx_io import load_with_weights
-
     try:
         return load_with_weights(source)
     except ModelError as exc:
@@ -254,8 +253,6 @@ def write_plan_folder(
             unreadable, for a plan that is not INT8, or for TensorRT 11 (no ``--calib``).
         ModelError: the model is not the plan's, or the source does not match it.
     """
-    from placetune.plan.file import Plan
-
     # the folder guard: a non-empty folder must be one placetune wrote, and every file it would
     # write (checked below, before anything is written) must be absent or placetune's, unchanged
     folder = OutputFolder(directory, "plan folder", must_be_ours=True)
@@ -283,8 +280,6 @@ def write_plan_folder(
     written: list[tuple[dict[str, Any], str]] = []
     folder.remove_all(stale)
     if p.mode == "pipeline":
-        from placetune.placement.cut import cut
-
         segments = cut(model, p.placement(model), source=proto)
         by_index = {int(e.get("index", i)): e for i, e in enumerate(p.engines)}
         if sorted(by_index) != [s.index for s in segments]:
@@ -302,8 +297,6 @@ def write_plan_folder(
             folder.write(name, s.proto.SerializeToString(deterministic=True))
             written.append((eng, name))
     else:
-        from placetune.placement.cut import with_batch
-
         for eng in p.engines:
             name = engine_files(p, eng)[0]
             if name not in {w for _, w in written}:

@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING
 
 from placetune.errors import ModelError, PlacetuneError
 from placetune.placement.placement import Placement
+from placetune.model.model import Model
+from placetune.settings import Settings
+from placetune.tuning.evaluator import Evaluator
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -28,10 +31,6 @@ def simulate_plan(plan: "Plan", model: "Model | None" = None) -> "Measurement":
     Raises:
         ModelError: the model cannot be loaded or is not the plan's model.
     """
-    from placetune.tuning.evaluator import Evaluator
-    from placetune.model.model import Model
-    from placetune.settings import Settings
-
     if model is None:
         info = plan.model
         errors: list[str] = []

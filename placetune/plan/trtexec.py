@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from placetune.errors import ConfigError, PlacementError
 from placetune.backends.trtexec.command import (
@@ -20,10 +20,9 @@ from placetune.backends.trtexec.command import (
 from placetune.model.model import refuse_renamed
 from placetune.placement.cut_formats import plan_cut_formats, trtexec_io_formats
 from placetune.placement.placement import dla_core
+from placetune.plan.view import PlanView
 from placetune.wording import plural
 
-if TYPE_CHECKING:
-    from placetune.plan.file import Plan
 
 __all__ = ["engine_files", "static_batch", "trtexec_commands", "trtexec_script"]
 
@@ -47,7 +46,7 @@ def _stem(onnx_path: str) -> str:
     return onnx_path
 
 
-def static_batch(plan: "Plan") -> int | None:
+def static_batch(plan: PlanView) -> int | None:
     """The plan's batch when every model input is static (a replica with another batch then
     needs its own ONNX file, ``<stem>.b<batch>.onnx``); None for a model with dynamic inputs."""
     dynamic = plan.model.get("dynamic_inputs")
@@ -76,7 +75,7 @@ def engine_files(mode: str, engine: dict[str, Any], stem: str = "model",
     return f"{stem}.onnx", f"{stem}.engine"
 
 
-def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None, *,
+def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version: str | None = None, *,
                      build_only: bool = False, calib: str | None = None, folder: bool = False) -> list[str]:
     """The trtexec command lines that build the plan's engine(s), with explaining ``#`` comment lines.
 
@@ -271,7 +270,7 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
     return [_one_line(line) if line.startswith("#") else line for line in lines]
 
 
-def _parser_layers(eng: dict[str, Any], plan: "Plan", vt: tuple[int, ...], nodes: dict[str, str]) -> dict[str, str]:
+def _parser_layers(eng: dict[str, Any], plan: PlanView, vt: tuple[int, ...], nodes: dict[str, str]) -> dict[str, str]:
     """The engine's layers the ONNX parser made beyond the nodes (``parser_layers``: name -> device,
     as the measurement placed them) when the target TensorRT is the measured one: the parser names
     them by its version's rules (a global ``_<k>`` counter, ``ONNXTRT_*``), so another version's
@@ -328,7 +327,7 @@ def _one_line(comment: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], comment)
 
 
-def trtexec_script(plan: "Plan", onnx_path: str = "model.onnx", trt_version: str | None = None, *,
+def trtexec_script(plan: PlanView, onnx_path: str = "model.onnx", trt_version: str | None = None, *,
                    calib: str | None = None) -> str:
     """:func:`trtexec_commands` as a POSIX shell script (``#!/bin/sh`` and ``set -e``)."""
     body = trtexec_commands(plan, onnx_path, trt_version, calib=calib)

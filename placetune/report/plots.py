@@ -28,11 +28,19 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+import io
+import textwrap
 
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.placement.placement import DEVICES
 from placetune.report.trace import device_order, timeline_events, write_chrome_trace
 from placetune.wording import plural
+from placetune._lazy import lazy_import
+from placetune.files.folder import OutputFolder
+from placetune.files.write import write_file
+from placetune.hardware.platforms import get_platform
+from placetune.plan.export import export_plan
+from placetune.plan.file import Plan
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -40,6 +48,21 @@ if TYPE_CHECKING:
     from placetune.plan.file import Plan
     from placetune.store.records import StudyRecord
     from placetune.store.store import Store
+
+if TYPE_CHECKING:
+    import matplotlib
+    import matplotlib.colors as matplotlib_colors
+    import matplotlib.figure as matplotlib_figure
+    import matplotlib.lines as matplotlib_lines
+    import matplotlib.patches as matplotlib_patches
+    import matplotlib.text as matplotlib_text
+else:
+    matplotlib = lazy_import("matplotlib")
+    matplotlib_colors = lazy_import("matplotlib.colors")
+    matplotlib_figure = lazy_import("matplotlib.figure")
+    matplotlib_lines = lazy_import("matplotlib.lines")
+    matplotlib_patches = lazy_import("matplotlib.patches")
+    matplotlib_text = lazy_import("matplotlib.text")
 
 __all__ = [
     "write_report",
@@ -76,24 +99,15 @@ def _figure(width: float, height: float) -> Any:
         raise ConfigError("reports need matplotlib: pip install 'placetune[report]'") from None
     if "matplotlib.pyplot" not in sys.modules:  # headless default; never switch a backend already in use
         matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
+    return matplotlib_figure.Figure(figsize=(width, height), layout="constrained")
 
 
 def _save(fig: Any, path: Path, dpi: int) -> Path:
     """The figure as PNG through the one write path (atomic; a link or a device written through)."""
-    import io
-
-    from placetune.files.write import write_file
-
-    import matplotlib
-    from matplotlib.text import Text
-
     buf = io.BytesIO()
     # names are text, never math: a study or layer named "$\\frac{x}$" made matplotlib's math parser raise
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-        for text in fig.findobj(Text):
+        for text in fig.findobj(matplotlib_text.Text):
             text.set_parse_math(False)
         fig.savefig(buf, dpi=dpi, format="png")  # tick labels made while drawing take the context's default
     return write_file(path, buf.getvalue(), "PNG plot")
@@ -102,8 +116,6 @@ def _save(fig: Any, path: Path, dpi: int) -> Path:
 def _title(fig: Any, text: str, simulated: bool, subtitle: str = "") -> None:
     """Bold figure title (red and prefixed ``SIMULATED`` for simulated data), wrapped to the figure width;
     ``subtitle`` goes in small grey type above the (first) axes."""
-    import textwrap
-
     if simulated:
         text = f"SIMULATED \u2014 {text}"
     width = max(30, int(fig.get_figwidth() * 9.5))
@@ -291,10 +303,6 @@ def plot_placement(plan: "Plan", path: str | os.PathLike[str], *, title: str = "
     Layers that ran elsewhere than asked (GPU fallback, loadable limit, one core per engine)
     are marked with a black dot on the realised row.
     """
-    from matplotlib.colors import ListedColormap
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
     names = plan.layer_names
     n = len(names)
     code = {d: i for i, d in enumerate(DEVICES)}
@@ -304,7 +312,7 @@ def plot_placement(plan: "Plan", path: str | os.PathLike[str], *, title: str = "
     height = 2.6 + (min(longest, 40) * 0.075 if label_names else 0.0)
     fig = _figure(max(7.0, min(16.0, 4.0 + 0.22 * n)) if label_names else 11.0, height)
     ax = fig.add_subplot()
-    cmap = ListedColormap([DEVICE_COLORS[d] for d in DEVICES])
+    cmap = matplotlib_colors.ListedColormap([DEVICE_COLORS[d] for d in DEVICES])
     ax.imshow(grid, aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(DEVICES) - 0.5, interpolation="nearest",
               extent=(-0.5, n - 0.5, 1.5, -0.5))
     if n <= 100:  # cell borders
@@ -321,16 +329,14 @@ def plot_placement(plan: "Plan", path: str | os.PathLike[str], *, title: str = "
     else:
         ax.set_xlabel(f"layer index (topological order, {n} layers)")
     try:  # every device of the platform is in the legend, used or not
-        from placetune.hardware.platforms import get_platform
-
         offered = set(get_platform(plan.platform).devices)
     except PlacetuneError:
         offered = set()
     used = [d for d in DEVICES if d in offered
             or any(layer["requested"] == d or layer["realized"] == d for layer in plan.layers)]
-    handles = [Patch(facecolor=DEVICE_COLORS[d], label=d) for d in used]
+    handles = [matplotlib_patches.Patch(facecolor=DEVICE_COLORS[d], label=d) for d in used]
     if moved:
-        handles.append(Line2D([], [], marker="o", color="black", linestyle="", markersize=4,
+        handles.append(matplotlib_lines.Line2D([], [], marker="o", color="black", linestyle="", markersize=4,
                               label=f"ran elsewhere than asked ({len(moved)})"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, title="device",
               title_fontsize=8)
@@ -400,10 +406,6 @@ def plot_timeline(
     Raises:
         ConfigError: the source has no timeline and no segment times.
     """
-    from matplotlib.patches import Patch
-
-    from placetune.plan.file import Plan
-
     if isinstance(source, Plan):
         if frame_label is None:
             frame_label = "iteration" if source.mode == "replicas" else "frame"
@@ -411,8 +413,6 @@ def plot_timeline(
             simulated = source.simulated
         if devices is None:
             try:
-                from placetune.hardware.platforms import get_platform
-
                 devices = get_platform(source.platform).devices
             except PlacetuneError:
                 devices = None
@@ -453,11 +453,11 @@ def plot_timeline(
     if multi:
         shown = frames[:10]
         word = frame_label or "frame"
-        handles = [Patch(facecolor=frame_colors[f % len(frame_colors)], label=f"{word} {f}") for f in shown]
+        handles = [matplotlib_patches.Patch(facecolor=frame_colors[f % len(frame_colors)], label=f"{word} {f}") for f in shown]
         if len(frames) > 10:
-            handles.append(Patch(facecolor="white", label=f"... {len(frames)} {word}s"))
+            handles.append(matplotlib_patches.Patch(facecolor="white", label=f"... {len(frames)} {word}s"))
     else:
-        handles = [Patch(facecolor=DEVICE_COLORS.get(d, "#7f7f7f"), label=d) for d in rows
+        handles = [matplotlib_patches.Patch(facecolor=DEVICE_COLORS.get(d, "#7f7f7f"), label=d) for d in rows
                    if any(e["device"] == d for e in events)]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)
     _title(fig, title or "schedule", bool(simulated), subtitle)
@@ -496,10 +496,6 @@ def write_report(
         UnknownNameError: no such study.
         ConfigError: the study has no evaluation yet, matplotlib is missing, or a file cannot be written.
     """
-    from placetune.plan.export import export_plan
-
-    from placetune.files.folder import OutputFolder
-
     st = store.study(study_name)
     # the folder guard: every file the report may write is absent or placetune's own, unchanged
     guard = OutputFolder(out_dir, "report folder")

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError
 from placetune.placement.placement import DEVICES
+from placetune.files.write import write_file
+from placetune.validate import dumps_json
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -150,8 +152,5 @@ def write_chrome_trace(
     Raises:
         ConfigError: nothing to draw, or the file cannot be written.
     """
-    from placetune.files.write import write_file
-    from placetune.validate import dumps_json
-
     doc = chrome_trace(source, **kw)
     return write_file(path, dumps_json(doc, indent=None, separators=(",", ":")), "trace file")

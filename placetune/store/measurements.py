@@ -23,6 +23,7 @@ from placetune.store.records import MeasurementRecord, StudyRecord
 from placetune.store.rows import RECORD_COLUMNS, Entry, from_entry, measurement_record, split_measurement
 from placetune.store.schema import MeasurementRow, RawJSON, RequestRow, StudyRow, dumps, utcnow
 from placetune.store.studies import StudiesMixin
+from sqlalchemy.dialects import sqlite
 
 __all__ = ["MeasurementsMixin"]
 
@@ -86,8 +87,6 @@ _SQLITE_TIME = None  # UTCDateTime's bind processor for SQLite, made on first us
 def _sqlite_time(value: Any) -> Any:
     global _SQLITE_TIME
     if _SQLITE_TIME is None:
-        from sqlalchemy.dialects import sqlite
-
         dialect = sqlite.dialect()
         _SQLITE_TIME = _M.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
     return _SQLITE_TIME(value)

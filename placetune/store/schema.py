@@ -40,6 +40,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from placetune.errors import StoreError
+
 __all__ = [
     "SCHEMA_VERSION",
     "Base",
@@ -121,8 +123,6 @@ class JSONText(TypeDecorator[Any]):
         try:
             return json.loads(value)
         except (ValueError, TypeError, RecursionError):
-            from placetune.errors import StoreError
-
             shown = str(value)[:40]
             raise StoreError(f"a stored JSON value is corrupt ({shown!r}...): the database was edited or damaged; "
                              "restore it from a backup or use a new database") from None
@@ -147,8 +147,6 @@ class UTCDateTime(TypeDecorator[datetime]):
             try:
                 return inner(value)
             except (ValueError, TypeError):
-                from placetune.errors import StoreError
-
                 raise StoreError(f"a stored timestamp is corrupt ({str(value)[:40]!r}): the database was edited or "
                                  "damaged; restore it from a backup or use a new database") from None
 

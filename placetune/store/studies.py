@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy import case as sa_case
 from sqlalchemy.exc import IntegrityError
 
@@ -213,8 +213,6 @@ class StudiesMixin(ConnectionMixin):
         """A model stored under the hash of an older placetune (before small constants were
         hashed): its model row, and the measurements keyed by it, take the new hash, so that its
         studies resume and its cache answers (one transaction)."""
-        from sqlalchemy import update
-
         with self._txn(f"migrating the model hash of study {name!r}", write=True) as conn:
             new_id = conn.scalar(select(_MODELS.c.id).where(_MODELS.c.hash == new))
             old_id = conn.scalar(select(_MODELS.c.id).where(_MODELS.c.hash == old))
@@ -233,8 +231,6 @@ class StudiesMixin(ConnectionMixin):
 
     def _record_constraints(self, name: str, constraints: list[str]) -> StudyRecord:
         """Fill in the constraints of a study created before they were recorded (still NULL)."""
-        from sqlalchemy import update
-
         with self._txn(f"recording the constraints of study {name!r}", write=True) as conn:
             conn.execute(update(_S).where(_S.c.name == name, _S.c.constraints.is_(None))
                          .values(constraints=constraints))

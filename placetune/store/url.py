@@ -20,6 +20,7 @@ from sqlalchemy.exc import ArgumentError
 
 from placetune.errors import StoreError
 from placetune.safetext import mask_secrets, shown
+from placetune.files.read import file_kind
 
 __all__ = ["mask_url", "normalise_url", "url_secrets"]
 
@@ -108,8 +109,6 @@ def _regular_sqlite(url: URL) -> URL:
     except (OSError, ValueError):
         return url  # a new database (or a name the store reports itself)
     if not stat.S_ISREG(st.st_mode):
-        from placetune.files.read import file_kind
-
         raise StoreError(f"SQLite database {shown(db)} is {file_kind(st.st_mode)}, not a regular file: give a "
                          "database file, or a new path for a new database")
     return url

@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from placetune.errors import StopRequested
+from placetune.errors import PlacementError, StopRequested
 from placetune.placement.placement import Placement
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune.tuning.concurrent import naive_placements, network_latencies
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
-    from placetune.tuning.evaluator import Evaluator
+    from placetune.tuning.evaluator_view import EvaluatorView
 
 __all__ = ["Baseline", "RULE_OUT", "baseline_placements", "study_baselines", "measure_study_baselines"]
 
@@ -86,7 +88,7 @@ def _canonical(p: Placement) -> tuple[str, ...]:
     return tuple(out)
 
 
-def baseline_placements(ev: "Evaluator") -> list[tuple[str, str, Placement]]:
+def baseline_placements(ev: "EvaluatorView") -> list[tuple[str, str, Placement]]:
     """A one-network study's baselines as ``(name, label, placement)``, all-GPU first: all-DLA on the
     engine's core (each core in pipeline mode) and, in pipeline mode with two cores, the split."""
     model, s = ev.model, ev.settings
@@ -103,13 +105,8 @@ def baseline_placements(ev: "Evaluator") -> list[tuple[str, str, Placement]]:
     return out
 
 
-def _predicted(ev: "Evaluator", placements: list[Placement]) -> list[tuple[float, float | None]]:
+def _predicted(ev: "EvaluatorView", placements: list[Placement]) -> list[tuple[float, float | None]]:
     """The uncorrected simulator's (loss, value) of placements (``(inf, None)`` where infeasible)."""
-    from placetune.backends.simulate.simulator import SimulatedJetson
-    from placetune.errors import PlacementError
-
-    from placetune.tuning.concurrent import network_latencies
-
     sim = SimulatedJetson(timeline=bool(ev.networks))  # each network's latency comes from the timeline
     settings = ev.settings.replace(noise=0.0)
     out: list[tuple[float, float | None]] = []
@@ -125,11 +122,9 @@ def _predicted(ev: "Evaluator", placements: list[Placement]) -> list[tuple[float
     return out
 
 
-def study_baselines(ev: "Evaluator") -> list[Baseline]:
+def study_baselines(ev: "EvaluatorView") -> list[Baseline]:
     """The study's baselines in the order they are measured, all-GPU first (see the module docstring)."""
     if ev.networks:
-        from placetune.tuning.concurrent import naive_placements
-
         rows = [("all-gpu" if set(p.as_dict().values()) == {"GPU"} else label, label, p)
                 for label, p in naive_placements(ev.model, ev.networks, ev.platform.dla_count).items()]
         rows.sort(key=lambda r: r[0] != "all-gpu")
@@ -152,7 +147,7 @@ def study_baselines(ev: "Evaluator") -> list[Baseline]:
     return [Baseline(name, label, p, twin, ratio) for (name, label, p), twin, ratio in zip(rows, twins, ratios)]
 
 
-def measure_study_baselines(ev: "Evaluator", may_measure: Callable[[], bool]
+def measure_study_baselines(ev: "EvaluatorView", may_measure: Callable[[], bool]
                             ) -> list[tuple[Baseline, str | None, "Measurement | None"]]:
     """Measure the study's baselines that it lacks, in order, while ``may_measure()`` (the budget)
     allows; read back those it holds (no request is recorded for them).

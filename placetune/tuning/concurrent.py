@@ -13,12 +13,13 @@ import itertools
 from typing import TYPE_CHECKING
 
 from placetune.model.merge import network_of
+from placetune.placement.placement import Placement
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.model.model import Model
     from placetune.placement.placement import Placement
-    from placetune.tuning.evaluator import Evaluator
+    from placetune.tuning.evaluator_view import EvaluatorView
 
 __all__ = ["naive_label", "naive_placements", "network_latencies", "network_summary", "measure_naive_baselines"]
 
@@ -30,8 +31,6 @@ def network_latencies(model: "Model", m: "Measurement", networks: list[str]) -> 
     """Each network's latency in ``m``: when its last engine of the first frame ends (ms from the
     frame's start). Engines are matched to networks by the layers of the realised placement's
     pipeline segments (``seg<i>`` in the timeline); {} when the measurement has no timeline."""
-    from placetune.placement.placement import Placement
-
     if not m.ok or not m.timeline or not m.realized:
         return {}
     segs = Placement(model, dict(m.realized)).segments(pipeline=True)
@@ -49,8 +48,6 @@ def network_latencies(model: "Model", m: "Measurement", networks: list[str]) -> 
 def naive_placements(model: "Model", networks: list[str], dla_count: int = 2) -> dict[str, "Placement"]:
     """Every network wholly on one device, named ``googlenet:DLA0,resnet50:GPU``: all combinations
     for up to three networks, else all-GPU plus each network alone on each DLA core."""
-    from placetune.placement.placement import Placement
-
     devices = ["GPU"] + [f"DLA{k}" for k in range(dla_count)]
     if len(networks) <= _ALL_COMBINATIONS:
         combos = list(itertools.product(devices, repeat=len(networks)))
@@ -67,7 +64,7 @@ def naive_placements(model: "Model", networks: list[str], dla_count: int = 2) ->
     return out
 
 
-def measure_naive_baselines(ev: "Evaluator", networks: list[str]) -> dict[str, "Measurement"]:
+def measure_naive_baselines(ev: "EvaluatorView", networks: list[str]) -> dict[str, "Measurement"]:
     """Measure (or read back) every naive placement; the label ``all-gpu`` for every network on the GPU."""
     out = {}
     for label, p in naive_placements(ev.model, networks, ev.platform.dla_count).items():

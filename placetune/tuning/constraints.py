@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
+import difflib
 
 from placetune.errors import ConfigError, UnknownNameError
 from placetune.measurement import Measurement
@@ -133,8 +134,6 @@ def check_networks(constraints: Iterable[Constraint], networks: Sequence[str]) -
     Raises:
         UnknownNameError: naming the network, the close match and the study's networks.
     """
-    import difflib
-
     for c in constraints:
         if c.network is None or c.network in networks:
             continue

@@ -32,13 +32,20 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from placetune._lazy import lazy_import
 from placetune.wording import figure, hours, plural
+from placetune.placement.placement import Placement
+from placetune.tuning.optuna_study import storage_for
 
 if TYPE_CHECKING:
+    import optuna
+
     from placetune.measurement import Measurement
     from placetune.placement.placement import Placement
     from placetune.tuning.evaluator import Evaluator
     from placetune.tuning.objectives import Objective
+else:
+    optuna = lazy_import("optuna")
 
 __all__ = ["MIN_GAIN", "Convergence", "ConvergenceWatch", "patience_for", "store_convergence"]
 
@@ -220,8 +227,6 @@ class ConvergenceWatch:
     # ------------------------------------------------------------------ updates
     def update(self, placement: "Placement", m: "Measurement") -> None:
         """Evaluator callback: one evaluation (or a re-measurement of ``n`` builds: ``n`` trials)."""
-        from placetune.placement.placement import Placement
-
         key = Placement(placement.model, m.realized).key if m.realized else "infeasible:" + placement.key
         self.add(key, m)
 
@@ -321,10 +326,6 @@ def store_convergence(ev: "Evaluator", conv: Convergence) -> None:
     """Keep ``conv`` with the study: the user attribute ``convergence`` of its Optuna study (the
     dashboard shows it); nothing when Optuna is not installed or the study cannot be opened."""
     try:
-        import optuna
-
-        from placetune.tuning.optuna_study import storage_for
-
         study = optuna.load_study(study_name=ev.study_name, storage=storage_for(ev.store))
         study.set_user_attr("convergence", conv.as_dict())
     except Exception as exc:  # noqa: BLE001 - the convergence line was printed; storing it is a convenience

@@ -22,12 +22,21 @@ from placetune.errors import ConfigError, PlacementError, StopRequested
 from placetune.measurement import Measurement
 from placetune.model.model import Model
 from placetune.tuning.constraints import check_networks
-from placetune.tuning.objectives import Objective, get_objective
+from placetune.tuning.objectives import Objective, best_stored, get_objective
 from placetune.tuning.stats import EvaluatorStats
 from placetune.placement.placement import Placement
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import Settings
 from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
+from placetune.backends.base import check_backend
+from placetune.backends.registry import get_backend
+from placetune.hardware.platforms import get_platform
+from placetune.model.merge import networks_in
+from placetune.placement.space import Space
+from placetune.store.store import Store
+from placetune.tuning.baselines import baseline_placements
+from placetune.tuning.concurrent import network_latencies
+from placetune.tuning.remeasure import combine_builds, next_build_number
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -123,14 +132,7 @@ class Evaluator:
         constraints: Any = None,
         **options: Any,
     ) -> None:
-        from placetune.backends.base import check_backend
-        from placetune.backends.registry import get_backend
-        from placetune.hardware.platforms import get_platform
-        from placetune.store.store import Store
-
         self.model = _load_model(model, batch, shapes)
-        from placetune.model.merge import networks_in
-
         #: the networks of a concurrent study's merged model ([] for one network)
         self.networks = networks_in(self.model)
         self.platform = get_platform(platform) if isinstance(platform, str) else platform
@@ -143,7 +145,7 @@ class Evaluator:
                               f"power modes {', '.join(self.platform.power_modes)}")
         self.objective = get_objective(objective, constraints)
         measured = self.backend.capabilities.objectives
-        cannot = [n for n in self.objective.names if n not in measured]
+        cannot = [n for n in self.objective.measured_from if n not in measured]
         if cannot:  # else every measurement's objective would be None: declared, so refused here
             raise ConfigError(f"objective {self.objective.name!r}: the {self.backend.name} backend does not measure "
                               f"{' or '.join(cannot)}; it measures {', '.join(measured)}")
@@ -215,8 +217,6 @@ class Evaluator:
     # ------------------------------------------------------------- main entry
     def space(self, granularity: str = "fusion", **kw: Any) -> "Space":
         """The decision space of this evaluator's model, platform and mode."""
-        from placetune.placement.space import Space
-
         return Space(self.model, self.platform, mode=self.settings.mode, precision=self.settings.precision,
                      granularity=granularity, trt_version=self.settings.trt_version, **kw)
 
@@ -302,8 +302,6 @@ class Evaluator:
             if r.notes:
                 m.extra.setdefault("notes", list(r.notes))
             if self.networks and m.ok:  # a concurrent study: each network's own latency
-                from placetune.tuning.concurrent import network_latencies
-
                 m.extra["network_latency_ms"] = network_latencies(self.model, m, self.networks)
         self.stats.measure_seconds += time.perf_counter() - t0
         self.stats.measured += 1
@@ -351,8 +349,6 @@ class Evaluator:
             PlacementError: not a placement of this model.
             StopRequested: after :meth:`request_stop`.
         """
-        from placetune.tuning.remeasure import combine_builds, next_build_number
-
         placement = self._own(placement)
         if isinstance(builds, bool) or not isinstance(builds, int) or builds < 1:
             raise ConfigError(f"remeasure: builds must be an integer >= 1, not {builds!r}")
@@ -483,7 +479,9 @@ class Evaluator:
                 self._realised_key.popitem(last=False)
         return key
 
-    def _notify(self, placement: Placement, m: Measurement) -> Measurement:
+    def notify_callbacks(self, placement: Placement, m: Measurement) -> Measurement:
+        """Call every callback (:meth:`add_callback`) with an evaluation, in order; returns ``m``
+        (the trial log calls it once the evaluation is written)."""
         for fn in self._callbacks:
             fn(placement, m)
         return m
@@ -503,8 +501,6 @@ class Evaluator:
             named as every table prints them; the lower-case names of older placetune
             (``"all-gpu"``) are looked up too.
         """
-        from placetune.tuning.baselines import baseline_placements
-
         out = _Baselines()
         for name, _, p in baseline_placements(self):  # printed names: all-GPU, all-DLA0, split-DLA0-DLA1
             m = self.baseline() if name == "all-gpu" else self.evaluate(p, agent="baseline")
@@ -514,8 +510,6 @@ class Evaluator:
     def best(self) -> tuple[Placement, Measurement] | None:
         """Best ok measurement this study requested (by the primary objective; under
         constraints the best feasible one, else the one closest to feasible)."""
-        from placetune.tuning.objectives import best_stored
-
         self.flush()
         rec = best_stored(self.store, self.study_name, self.objective)
         if rec is None:

@@ -46,6 +46,7 @@ import os
 import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from dataclasses import replace
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -55,10 +56,20 @@ from placetune.tuning.fleet_claims import Claims
 from placetune.tuning.fleet_gate import TrialGate, fleet_trial_counts
 from placetune.tuning.fleet_locks import SingleWriterLock, schema_lock
 from placetune.tuning.fleet_worker import FleetOptions, worker_id
+from placetune._lazy import lazy_import
+from placetune.hardware.platforms import get_platform
+from placetune.store.studies import _as_dict
+from placetune.tuning.fleet_steps import FleetAgent
+from placetune.tuning.studyfile import TuneConfig
 
 if TYPE_CHECKING:
     from placetune.store.store import Store
     from placetune.tuning.evaluator import Evaluator
+
+if TYPE_CHECKING:
+    import optuna
+else:
+    optuna = lazy_import("optuna")
 
 __all__ = [
     "FLEET_AGENT",
@@ -116,8 +127,6 @@ def check_environment(
         ConfigError: platform, backend, simulated flag or fingerprint differ; the message
             names every difference and what to do.
     """
-    from placetune.store.studies import _as_dict
-
     st = store._find_study(study)
     if st is None:
         return
@@ -196,8 +205,6 @@ class Fleet:
             The agent to run.
         """
         if agent.name != FLEET_AGENT:
-            from placetune.tuning.fleet_steps import FleetAgent
-
             agent.seed = self.seed(agent.seed)
             self.gate = TrialGate(self.store, budget, self.worker, self.options, deadline=deadline, stop=stop)
             if study_name:
@@ -238,8 +245,6 @@ class Fleet:
 
     def trials_done(self, study_name: str) -> int:
         """COMPLETE (not imported) trials of the fleet's Optuna study ``study_name`` (0 if none yet)."""
-        import optuna
-
         # the first worker creates Optuna's tables here, the others wait (concurrent creation fails)
         with schema_lock(self.store):
             try:
@@ -274,13 +279,9 @@ def tune_config(cfg: Any) -> tuple[Any, str | None]:
     Returns:
         ``(config, note)``: the default agent is replaced (``note`` says so).
     """
-    from placetune.tuning.studyfile import TuneConfig
-
     default = TuneConfig.agent
     if not is_shared_database(cfg.storage) or cfg.agent != default:
         return cfg, None
-    from dataclasses import replace
-
     note = (f"fleet mode (shared database): agent {FLEET_AGENT} instead of {default}; its study in the database "
             "coordinates every worker that joins")
     return replace(cfg, agent=FLEET_AGENT), note
@@ -313,8 +314,6 @@ def prepare(store: "Store", cfg: Any, backend: Any, settings: Any) -> tuple["Fle
     if store.dialect == "sqlite":
         path = store.sqlite_path
         return None, (SingleWriterLock(path).acquire() if path else None)
-    from placetune.hardware.platforms import get_platform
-
     fleet = Fleet.from_agent_options(store, dict(cfg.agent_options))
     try:
         if cfg.study:

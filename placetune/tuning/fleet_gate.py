@@ -6,17 +6,25 @@ import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+import warnings
 
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from placetune.tuning.fleet_locks import lock_key
 from placetune.tuning.fleet_worker import FleetOptions, worker_id
+from placetune._lazy import lazy_import
 
 if TYPE_CHECKING:
     import optuna
 
     from placetune.store.store import Store
+
+if TYPE_CHECKING:
+    import optuna.trial as optuna_trial
+else:
+    optuna = lazy_import("optuna")
+    optuna_trial = lazy_import("optuna.trial")
 
 __all__ = ["fleet_trial_counts", "TrialGate"]
 
@@ -30,20 +38,18 @@ def fleet_trial_counts(study: "optuna.Study") -> dict[str, int]:
     Returns:
         ``{"complete", "running", "waiting", "failed", "imported"}`` counts.
     """
-    from optuna.trial import TrialState
-
     out = {"complete": 0, "running": 0, "waiting": 0, "failed": 0, "imported": 0}
     for t in study.get_trials(deepcopy=False):
-        if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        if t.state in (optuna_trial.TrialState.COMPLETE, optuna_trial.TrialState.PRUNED):
             if t.user_attrs.get("imported"):
                 out["imported"] += 1
             else:
                 out["complete"] += 1
-        elif t.state == TrialState.RUNNING:
+        elif t.state == optuna_trial.TrialState.RUNNING:
             out["running"] += 1
-        elif t.state == TrialState.WAITING:
+        elif t.state == optuna_trial.TrialState.WAITING:
             out["waiting"] += 1
-        elif t.state == TrialState.FAIL:
+        elif t.state == optuna_trial.TrialState.FAIL:
             out["failed"] += 1
     return out
 
@@ -158,10 +164,6 @@ class TrialGate:
         return self._may_ask(study, wait=wait)
 
     def _may_ask(self, study: "optuna.Study", wait: bool = True) -> bool:
-        import warnings
-
-        import optuna
-
         t0 = time.monotonic()
         try:
             while True:

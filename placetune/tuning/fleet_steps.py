@@ -28,6 +28,8 @@ import threading
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from placetune._lazy import lazy_import
+from placetune.tuning.optuna_study import OptunaStudy, distributions, storage_for
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -38,6 +40,12 @@ if TYPE_CHECKING:
     from placetune.tuning.fleet_gate import TrialGate
     from placetune.tuning.fleet_worker import FleetOptions
     from search import AskTell, Budget, Proposal, SearchResult
+
+if TYPE_CHECKING:
+    import optuna.trial as optuna_trial
+else:
+    optuna = lazy_import("optuna")
+    optuna_trial = lazy_import("optuna.trial")
 
 __all__ = ["FleetAgent", "FleetSteps"]
 
@@ -100,14 +108,6 @@ class FleetSteps:
 
     def __init__(self, steps: "AskTell", evaluator: "Evaluator", gate: "TrialGate", options: "FleetOptions", *,
                  granularity: str = "fusion", agent: str | None = None) -> None:
-        import optuna
-
-        from placetune.tuning.optuna_study import (
-            OptunaStudy,
-            distributions,
-            storage_for,
-        )
-
         self.steps, self.evaluator, self.gate, self.options, self.agent = steps, evaluator, gate, options, agent
         with warnings.catch_warnings():  # heartbeat_interval is "experimental" in Optuna
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -136,8 +136,6 @@ class FleetSteps:
 
     def _start(self, proposal: "Proposal") -> tuple["optuna.Trial", "Proposal", _Heartbeat | None]:
         """A RUNNING trial with the proposal's parameters (the gate's lock is held until it exists)."""
-        import optuna
-
         try:
             params = self.optuna.params(proposal.placement)
             dists: dict[str, "BaseDistribution"] = {k: d for k, d in self._dists.items() if k in params}
@@ -174,12 +172,10 @@ class FleetSteps:
         self.steps.throw(exc)
 
     def _fail(self, running: list[tuple["optuna.Trial", "Proposal", _Heartbeat | None]]) -> None:
-        from optuna.trial import TrialState
-
         for trial, _, beat in running:
             if beat is not None:
                 beat.stop()
-            self.study.tell(trial, state=TrialState.FAIL)
+            self.study.tell(trial, state=optuna_trial.TrialState.FAIL)
 
     def result(self) -> "SearchResult":
         """The agent's result."""

@@ -34,7 +34,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from placetune.backends.registry import why_unmeasurable as declared
-from placetune.errors import ConfigError
+from placetune.errors import ConfigError, UnknownNameError
+from placetune.tuning.constraints import parse_constraints
+from placetune.tuning.objectives import get_objective
 
 __all__ = ["MODES", "METRICS", "why_unmeasurable", "check_measurable"]
 
@@ -70,9 +72,11 @@ def check_measurable(objective: str, constraints: Iterable[Any], backend: str, m
         ...
         placetune.errors.ConfigError: objective latency+energy cannot be measured by the tensorrt backend in engine mode: the tensorrt backend samples the power rails only with its backend option power = true (off by default: the timed loop then runs power_duration_s, 3 s): set it under [backend_options], or use --backend trtexec
     """
-    from placetune.tuning.constraints import parse_constraints
-
-    for metric in str(objective).split("+"):
+    try:  # a registered objective: the built-in ones it is computed from
+        metrics = get_objective(objective).measured_from
+    except UnknownNameError:
+        metrics = tuple(str(objective).split("+"))
+    for metric in metrics:
         why = why_unmeasurable(metric, backend, mode, options)
         if why:
             raise ConfigError(f"objective {objective} cannot be measured by the {backend} backend in {mode} mode: "

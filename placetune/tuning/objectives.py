@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placetune.errors import UnknownNameError
+from placetune.errors import ConfigError, UnknownNameError
 from placetune.measurement import Measurement
 from placetune.tuning.constraints import Constraint, best_record, parse_constraints, total_violation
 
-__all__ = ["Objective", "get_objective", "OBJECTIVE_NAMES", "best_stored"]
+__all__ = ["Objective", "get_objective", "OBJECTIVE_NAMES", "objective_names", "register_objective", "registered_objectives",
+           "unregister_objective", "best_stored"]
 
 _SINGLE = {
     # name: (direction, unit)
@@ -19,8 +21,102 @@ _SINGLE = {
     "energy": ("minimize", "mJ"),
     "gpu_time": ("minimize", "ms"),  # GPU busy time per frame: what the placement takes of the GPU
 }
-#: Accepted objective names (``a+b`` pairs are multi-objective).
+#: The built-in single objectives.
+_BUILTIN = tuple(_SINGLE)
+#: Accepted built-in objective names (``a+b`` pairs are multi-objective); :func:`objective_names`
+#: adds the registered ones.
 OBJECTIVE_NAMES = (*_SINGLE, "latency+energy", "throughput+energy")
+
+
+
+@dataclass(frozen=True)
+class _Registered:
+    """An objective added by :func:`register_objective`: its value and what it is computed from."""
+
+    value: Callable[[Measurement], float | None]
+    measured_from: tuple[str, ...]
+
+
+#: Objectives added by :func:`register_objective`, by name.
+_REGISTERED: dict[str, _Registered] = {}
+
+
+def register_objective(name: str, *, direction: str, unit: str, value: Callable[[Measurement], float | None],
+                       measured_from: tuple[str, ...] | list[str] = ("latency",), replace: bool = False) -> None:
+    """Add an objective: ``get_objective(name)``, ``Evaluator(..., objective=name)`` and the search
+    agents then use it (the extension point for what a search optimises; ``examples/toy_objective.py``
+    is one in a file).
+
+    Args:
+        name: lower-case letters, digits and underscores, e.g. ``"p99_latency"``.
+        direction: ``minimize`` or ``maximize``.
+        unit: the unit of its values (shown with them, e.g. ``ms``).
+        value: the objective's value of a successful measurement (``None`` when it has none); a
+            failed measurement has none without asking.
+        measured_from: the built-in objectives the value is computed from: a backend must measure
+            them (:attr:`Capabilities.objectives <placetune.backends.base.Capabilities.objectives>`).
+        replace: allow replacing an objective registered before (never a built-in one).
+
+    Raises:
+        ConfigError: a malformed name, direction, unit or ``measured_from``, a value that is not
+            callable, or a name already taken.
+    """
+    if not isinstance(name, str) or not name or not all(c.islower() or c.isdigit() or c == "_" for c in name) \
+            or not name[0].isalpha():
+        raise ConfigError(f"objective name {str(name)[:40]!r}: lower-case letters, digits and underscores only")
+    if name in _BUILTIN or (name in _REGISTERED and not replace):
+        raise ConfigError(f"objective {name!r} is taken; choose another name"
+                          + ("" if name in _BUILTIN else " or pass replace=True"))
+    if direction not in ("minimize", "maximize"):
+        raise ConfigError(f"objective {name}: direction must be 'minimize' or 'maximize', not {direction!r}")
+    if not isinstance(unit, str) or not unit:
+        raise ConfigError(f"objective {name}: unit must be a non-empty text, e.g. 'ms'")
+    if not callable(value):
+        raise ConfigError(f"objective {name}: value must be a function of a Measurement")
+    sources = tuple(measured_from)
+    if not sources or any(n not in _BUILTIN for n in sources):
+        raise ConfigError(f"objective {name}: measured_from must name built-in objectives "
+                          f"({', '.join(_BUILTIN)}), not {sources!r}")
+    _SINGLE[name] = (direction, unit)
+    _REGISTERED[name] = _Registered(value, sources)
+
+
+def unregister_objective(name: str) -> None:
+    """Forget an objective added by :func:`register_objective` (a built-in one cannot be removed).
+
+    Raises:
+        ConfigError: a built-in objective. UnknownNameError: no such registered objective.
+    """
+    if name in _BUILTIN:
+        raise ConfigError(f"objective {name!r} is built in; it cannot be unregistered")
+    if name not in _REGISTERED:
+        raise UnknownNameError(f"no registered objective {name!r}")
+    del _REGISTERED[name], _SINGLE[name]
+
+
+def objective_names() -> tuple[str, ...]:
+    """Every objective name accepted now: the built-in ones (:data:`OBJECTIVE_NAMES`) and the registered ones."""
+    return (*OBJECTIVE_NAMES, *_REGISTERED)
+
+
+def registered_objectives() -> tuple[str, ...]:
+    """The objectives added by :func:`register_objective`."""
+    return tuple(_REGISTERED)
+
+
+def _value_of(m: Measurement, name: str) -> float | None:
+    """Objective ``name``'s value of a measurement: a built-in one from the measurement, a registered
+    one from its function (None for a failed measurement, or a value that is not a finite number)."""
+    registered = _REGISTERED.get(name)
+    if registered is None:
+        return m.objective(name)
+    if not m.ok:
+        return None
+    v = registered.value(m)
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
 
 #: Loss of an infeasible measurement (a violated constraint): above every feasible loss.
 _INFEASIBLE = 1e12
@@ -105,12 +201,27 @@ class Objective:
 
     def values(self, m: Measurement) -> tuple[float, ...] | None:
         """Objective values of a measurement (None when it failed or lacks a value)."""
-        vals = tuple(m.objective(n) for n in self.names)
+        vals = tuple(_value_of(m, n) for n in self.names)
         return None if any(v is None for v in vals) else vals  # type: ignore[return-value]
 
     def value(self, m: Measurement) -> float | None:
         """Primary objective value (None when failed)."""
-        return m.objective(self.names[0])
+        return _value_of(m, self.names[0])
+
+    @property
+    def measured_from(self) -> tuple[str, ...]:
+        """The built-in objectives a backend must measure for this one (a registered objective's
+        ``measured_from``; a built-in one is its own)."""
+        out: list[str] = []
+        for n in self.names:
+            registered = _REGISTERED.get(n)
+            out.extend(n2 for n2 in (registered.measured_from if registered else (n,)) if n2 not in out)
+        return tuple(out)
+
+    @property
+    def registered(self) -> bool:
+        """True when a component was added by :func:`register_objective`."""
+        return any(n in _REGISTERED for n in self.names)
 
     def better(self, a: float, b: float) -> bool:
         """True when primary value ``a`` is strictly better than ``b``."""
@@ -145,7 +256,7 @@ def get_objective(name: str | Objective, constraints: object = None) -> Objectiv
         return name if constraints is None else name.with_constraints(constraints)
     parts = tuple(p.strip().lower() for p in str(name).split("+"))
     if not parts or any(p not in _SINGLE for p in parts) or len(set(parts)) != len(parts) or len(parts) > 2:
-        raise UnknownNameError(f"unknown objective {name!r}; objectives are {', '.join(OBJECTIVE_NAMES)}")
+        raise UnknownNameError(f"unknown objective {name!r}; objectives are {', '.join(objective_names())}")
     return Objective(parts, parse_constraints(constraints))  # type: ignore[arg-type]
 
 
@@ -171,9 +282,9 @@ def best_stored(store: Any, study_name: str, objective: "Objective | None" = Non
     """
     if objective is None:
         st = store.study(study_name)
-        if not st.constraints:
+        if not st.constraints and not get_objective(st.objective).registered:
             return store.best(study_name)
         objective = get_objective(st.objective, st.constraints)
-    if objective.constraints:
+    if objective.constraints or objective.registered:  # ranked here: the store ranks built-in columns only
         return best_record(store.measurements(study_name, status="ok"), objective.loss)
     return store.best(study_name, objective.names[0], objective.direction)

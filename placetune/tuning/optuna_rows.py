@@ -31,10 +31,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
+from placetune._lazy import lazy_import
 
 if TYPE_CHECKING:
     import optuna
     from sqlalchemy import Connection
+
+if TYPE_CHECKING:
+    import optuna.distributions as optuna_distributions
+    import optuna.storages._rdb.models as optuna_rdb_models
+    import sqlalchemy
+    import sqlalchemy.dialects.sqlite as sqlalchemy_sqlite
+else:
+    optuna_distributions = lazy_import("optuna.distributions")
+    optuna_rdb_models = lazy_import("optuna.storages._rdb.models")
+    sqlalchemy = lazy_import("sqlalchemy")
+    sqlalchemy_sqlite = lazy_import("sqlalchemy.dialects.sqlite")
 
 __all__ = ["FinishedTrial", "TrialRows", "supported"]
 
@@ -101,23 +113,19 @@ class TrialRows:
     """
 
     def __init__(self, study_id: int) -> None:
-        from optuna.storages._rdb import models
-
         self.study_id = int(study_id)
-        self._models = models
-        tables = models.BaseModel.metadata.tables
+        self._models = optuna_rdb_models
+        tables = optuna_rdb_models.BaseModel.metadata.tables
         self._tables = {name: tables[name] for name in _LAYOUT}
         trials = self._tables["trials"]
-        mapper = models.TrialModel.__mapper__
+        mapper = optuna_rdb_models.TrialModel.__mapper__
         # the attributes that hold the stored values (Optuna 5: naive UTC behind local-time properties)
         self._time_attrs = tuple(mapper.get_property_by_column(trials.c[c]).key
                                  for c in ("datetime_start", "datetime_complete"))
         self._known: dict[str, Any] = {}  # parameter name -> the distribution the study stores for it
         self._json: dict[int, tuple[Any, str, dict[Any, Any]]] = {}  # id(dist) -> (it, its JSON, internal values)
         self._sql: dict[str, tuple[str, tuple[tuple[int, Any], ...]]] = {}
-        from sqlalchemy.dialects import sqlite
-
-        dialect = sqlite.dialect()  # SQLite: values bound as SQLAlchemy binds them (enum names, times, floats)
+        dialect = sqlalchemy_sqlite.dialect()  # SQLite: values bound as SQLAlchemy binds them (enum names, times, floats)
         self._procs = {(name, c): self._tables[name].c[c].type.dialect_impl(dialect).bind_processor(dialect)
                        for name, cols in _LAYOUT.items() for c in cols}
         self._param_proc = self._procs["trial_params", "param_value"]
@@ -158,17 +166,15 @@ class TrialRows:
         return [written.get(id(t)) for t in trials]
 
     def _compatible(self, conn: Any, raw: bool, trial: "FinishedTrial | optuna.trial.FrozenTrial") -> bool:
-        from optuna.distributions import check_distribution_compatibility, json_to_distribution
-
         for name, dist in trial.distributions.items():
             known = self._known.get(name)
             if known is None:  # first time here: the distribution the study already stores, if any
                 stored = self._stored_distribution(conn, raw, name)
-                known = self._known[name] = dist if stored is None else json_to_distribution(stored)
+                known = self._known[name] = dist if stored is None else optuna_distributions.json_to_distribution(stored)
             if known is dist or known == dist:
                 continue
             try:
-                check_distribution_compatibility(known, dist)
+                optuna_distributions.check_distribution_compatibility(known, dist)
             except ValueError as exc:  # a parameter stored with other choices (another granularity)
                 log.warning("not added to the Optuna study (study_id %d): %s", self.study_id, exc)
                 return False
@@ -188,9 +194,7 @@ class TrialRows:
         object: a study's trials share them)."""
         hit = self._json.get(id(dist))
         if hit is None or hit[0] is not dist:
-            from optuna.distributions import distribution_to_json
-
-            hit = self._json[id(dist)] = (dist, distribution_to_json(dist), {})
+            hit = self._json[id(dist)] = (dist, optuna_distributions.distribution_to_json(dist), {})
         memo = hit[2]
         try:
             stored = memo.get((value, raw))
@@ -206,25 +210,21 @@ class TrialRows:
 
     def _count(self, conn: Any, raw: bool) -> int:
         """The study's trials so far (the next trial's number), its row locked on a server as Optuna locks it."""
-        from sqlalchemy import func, select
-
         trials, studies = self._tables["trials"], self._models.StudyModel.__table__
         if raw:
             return int(conn.execute("SELECT COUNT(trial_id) FROM trials WHERE study_id = ?",
                                     (self.study_id,)).fetchone()[0])
-        conn.execute(select(studies.c.study_id).where(studies.c.study_id == self.study_id).with_for_update())
-        return int(conn.scalar(select(func.count(trials.c.trial_id)).where(trials.c.study_id == self.study_id)))
+        conn.execute(sqlalchemy.select(studies.c.study_id).where(studies.c.study_id == self.study_id).with_for_update())
+        return int(conn.scalar(sqlalchemy.select(sqlalchemy.func.count(trials.c.trial_id)).where(trials.c.study_id == self.study_id)))
 
     def _stored_distribution(self, conn: Any, raw: bool, name: str) -> str | None:
-        from sqlalchemy import select
-
         trials, params = self._tables["trials"], self._tables["trial_params"]
         if raw:
             row = conn.execute("SELECT p.distribution_json FROM trial_params p JOIN trials t ON t.trial_id = "
                                "p.trial_id WHERE t.study_id = ? AND p.param_name = ? LIMIT 1",
                                (self.study_id, name)).fetchone()
             return None if row is None else row[0]
-        return conn.scalar(select(params.c.distribution_json).join(trials, trials.c.trial_id == params.c.trial_id)
+        return conn.scalar(sqlalchemy.select(params.c.distribution_json).join(trials, trials.c.trial_id == params.c.trial_id)
                            .where(trials.c.study_id == self.study_id, params.c.param_name == name).limit(1))
 
     def _insert_trials(self, conn: Any, raw: bool, rows: list[tuple[Any, ...]]) -> list[int]:
@@ -238,11 +238,9 @@ class TrialRows:
             sql, procs = self._raw_insert("trials", with_id=True)
             conn.executemany(sql, [_bind(procs, (i, *r)) for i, r in zip(ids, rows)])
             return ids
-        from sqlalchemy import insert
-
         table = self._tables["trials"]
         cols = _LAYOUT["trials"][1:]
-        stmt = insert(table).returning(table.c.trial_id)
+        stmt = sqlalchemy.insert(table).returning(table.c.trial_id)
         return [int(conn.execute(stmt, dict(zip(cols, r))).scalar_one()) for r in rows]
 
     def _insert_many(self, conn: Any, raw: bool, name: str, rows: list[tuple[Any, ...]]) -> None:
@@ -250,10 +248,8 @@ class TrialRows:
             sql, procs = self._raw_insert(name)
             conn.executemany(sql, [_bind(procs, r) for r in rows] if procs else rows)
             return
-        from sqlalchemy import insert
-
         cols = _LAYOUT[name][1:]
-        conn.execute(insert(self._tables[name]), [dict(zip(cols, r)) for r in rows])
+        conn.execute(sqlalchemy.insert(self._tables[name]), [dict(zip(cols, r)) for r in rows])
 
     def _raw_insert(self, name: str, with_id: bool = False) -> tuple[str, tuple[tuple[int, Any], ...]]:
         """SQLite: the INSERT statement of a table (its primary key given, or left to SQLite) and the

@@ -44,6 +44,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from placetune.placement.placement import Placement
+from placetune._lazy import lazy_import
+from placetune.errors import StoreError
+from placetune.tuning.optuna_rows import FinishedTrial, TrialRows, supported
 
 if TYPE_CHECKING:
     import optuna
@@ -53,6 +56,18 @@ if TYPE_CHECKING:
     from placetune.store.store import Store
     from placetune.tuning.evaluator import Evaluator
     from placetune.tuning.trial_log import LoggedTrial
+
+if TYPE_CHECKING:
+    import optuna.distributions as optuna_distributions
+    import optuna.samplers._base as optuna_samplers__base
+    import optuna.trial as optuna_trial
+    import sqlalchemy
+else:
+    sqlalchemy = lazy_import("sqlalchemy")
+    optuna = lazy_import("optuna")
+    optuna_distributions = lazy_import("optuna.distributions")
+    optuna_samplers__base = lazy_import("optuna.samplers._base")
+    optuna_trial = lazy_import("optuna.trial")
 
 __all__ = ["OptunaStudy", "check_trial_rows", "distributions", "params_of", "assignment_of", "storage_for", "set_optuna_verbosity",
            "trial_attrs", "metric_attrs", "constraint_attrs"]
@@ -66,8 +81,6 @@ _MEMORY: "weakref.WeakKeyDictionary[Any, optuna.storages.InMemoryStorage]" = wea
 def set_optuna_verbosity(verbose: int) -> None:
     """Route Optuna's own logging through placetune's verbosity: silent (warnings only)
     by default, its per-trial INFO lines with ``-v``."""
-    import optuna
-
     optuna.logging.set_verbosity(optuna.logging.INFO if verbose >= 1 else optuna.logging.WARNING)
 
 
@@ -78,8 +91,6 @@ def storage_for(store: "Store", **rdb_kwargs: Any) -> "optuna.storages.BaseStora
     memory, one ``InMemoryStorage`` per store (it lives as long as the store).
     ``rdb_kwargs`` go to ``RDBStorage`` (``heartbeat_interval``...).
     """
-    import optuna
-
     url = store.engine.url
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
         storage = _MEMORY.get(store)
@@ -93,9 +104,7 @@ def storage_for(store: "Store", **rdb_kwargs: Any) -> "optuna.storages.BaseStora
 
 def distributions(space: "Space") -> dict[str, "optuna.distributions.CategoricalDistribution"]:
     """Parameter name -> allowed devices, for units with more than one allowed device."""
-    from optuna.distributions import CategoricalDistribution
-
-    return {u.name: CategoricalDistribution(list(u.choices)) for u in space.units if len(u.choices) > 1}
+    return {u.name: optuna_distributions.CategoricalDistribution(list(u.choices)) for u in space.units if len(u.choices) > 1}
 
 
 def params_of(space: "Space", assignment: Sequence[int]) -> dict[str, str]:
@@ -152,8 +161,6 @@ class OptunaStudy:
     # ------------------------------------------------------------------ opening
     def open(self, *, storage: Any = None, sampler: Any = None) -> "optuna.Study":
         """Create or load the Optuna study; a new one is labelled and backfilled from the store."""
-        import optuna
-
         ev = self.evaluator
         storage = storage if storage is not None else storage_for(ev.store)
         names = set(optuna.get_all_study_names(storage))  # (the summaries load every trial of every study)
@@ -164,8 +171,6 @@ class OptunaStudy:
                                         directions=list(ev.objective.directions), load_if_exists=True)
         have = [d.name.lower() for d in study.directions]
         if have != [str(d).lower() for d in ev.objective.directions]:  # an edited or damaged table
-            from placetune.errors import StoreError
-
             raise StoreError(f"the Optuna study {ev.study_name!r} of {ev.store.url} has the directions {have}, not "
                              f"those of objective {ev.objective.name!r}: the database was edited or damaged")
         if list(study.metric_names or []) != list(ev.objective.metric_names):
@@ -235,8 +240,6 @@ class OptunaStudy:
         """Trial sink: the batch's trials, in the store's transaction (RDB storage)."""
         if self._rows is None:
             return
-        from placetune.tuning.optuna_rows import FinishedTrial
-
         out = []
         for t in trials:
             state, values, params, user, system = self._trial_parts(t.placement, t.answer, t.agent)
@@ -263,8 +266,6 @@ class OptunaStudy:
               started: datetime | None = None, finished: datetime | None = None) -> "optuna.trial.FrozenTrial":
         """The frozen trial of one evaluation: COMPLETE with the objective values, or PRUNED;
         it started at ``started`` and completed at ``finished`` (default: now)."""
-        import optuna
-
         state, values, params, user, system = self._trial_parts(placement, m, agent)
         trial = optuna.trial.create_trial(state=state, params=params, values=values, user_attrs=user,
                                           system_attrs=system, distributions={k: self._dists[k] for k in params})
@@ -290,14 +291,12 @@ class OptunaStudy:
     def _trial_parts(self, placement: Placement, m: "Measurement", agent: str | None,
                      ) -> tuple[Any, list[float] | None, dict[str, str], dict[str, Any], dict[str, Any]]:
         """(state, values, params, user attributes, system attributes) of an evaluation's trial."""
-        from optuna.trial import TrialState
-
         params = _params_of_placement(self.space, placement)
         attrs = trial_attrs(m, placement)
         if agent or self.evaluator.agent:
             attrs["agent"] = agent or self.evaluator.agent
         values = self.values(m)
-        state = TrialState.COMPLETE if values is not None else TrialState.PRUNED
+        state = optuna_trial.TrialState.COMPLETE if values is not None else optuna_trial.TrialState.PRUNED
         user, system = constraint_attrs(self.evaluator.objective, m) if values is not None else ({}, {})
         return state, values, params, {**attrs, **user}, system
 
@@ -319,8 +318,6 @@ def check_trial_rows(store: "Store", study: "optuna.Study") -> None:
     """
     from optuna.distributions import json_to_distribution
     from optuna.trial import TrialState
-    from sqlalchemy import text
-
     backend = getattr(study._storage, "_backend", study._storage)
     if type(backend).__name__ != "RDBStorage":
         return
@@ -328,15 +325,15 @@ def check_trial_rows(store: "Store", study: "optuna.Study") -> None:
     of_study = "JOIN trials t ON t.trial_id = x.trial_id WHERE t.study_id = :s"
     wrong: str | None = None
     with store.engine.connect() as conn:
-        for (state,) in conn.execute(text("SELECT DISTINCT state FROM trials WHERE study_id = :s"), sid):
+        for (state,) in conn.execute(sqlalchemy.text("SELECT DISTINCT state FROM trials WHERE study_id = :s"), sid):
             if state not in TrialState.__members__:
                 wrong = f"trials.state {str(state)[:40]!r}"
-        bad = conn.scalar(text("SELECT COUNT(*) FROM trials WHERE study_id = :s AND ((datetime_start IS NOT NULL "
+        bad = conn.scalar(sqlalchemy.text("SELECT COUNT(*) FROM trials WHERE study_id = :s AND ((datetime_start IS NOT NULL "
                                "AND julianday(datetime_start) IS NULL) OR (datetime_complete IS NOT NULL AND "
                                "julianday(datetime_complete) IS NULL))"), sid)
         wrong = wrong or (f"{bad} trials with a start or end time that is not a time" if bad else None)
         dists: dict[str, Any] = {}
-        for name, value, doc in conn.execute(text("SELECT DISTINCT x.param_name, x.param_value, x.distribution_json "
+        for name, value, doc in conn.execute(sqlalchemy.text("SELECT DISTINCT x.param_name, x.param_value, x.distribution_json "
                                                   f"FROM trial_params x {of_study}"), sid):
             try:
                 dist = dists[doc] if doc in dists else dists.setdefault(doc, json_to_distribution(doc))
@@ -346,7 +343,7 @@ def check_trial_rows(store: "Store", study: "optuna.Study") -> None:
             except (ValueError, TypeError, LookupError) as exc:
                 wrong = wrong or f"trial_params: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}"
         for table in ("trial_user_attributes", "trial_system_attributes"):
-            bad = conn.scalar(text(f"SELECT COUNT(*) FROM {table} x {of_study} AND json_valid(x.value_json) = 0"),
+            bad = conn.scalar(sqlalchemy.text(f"SELECT COUNT(*) FROM {table} x {of_study} AND json_valid(x.value_json) = 0"),
                               sid)
             wrong = wrong or (f"{bad} rows of {table} whose value is not JSON" if bad else None)
     if wrong is not None:
@@ -359,19 +356,15 @@ def check_trial_rows(store: "Store", study: "optuna.Study") -> None:
 def fail_stale_trials(study: "optuna.Study") -> int:
     """Mark FAIL the trials a killed run left RUNNING (only where no other process can be running
     one: a SQLite study, written by one tune at a time); returns how many."""
-    from optuna.trial import TrialState
-
     backend = getattr(study._storage, "_backend", study._storage)
     if type(backend).__name__ == "RDBStorage":  # the RUNNING trials' ids: asking the study loads every trial
-        from sqlalchemy import text
-
         with backend.engine.connect() as conn:
-            stale = [int(i) for i, in conn.execute(text("SELECT trial_id FROM trials WHERE study_id = :s AND "
+            stale = [int(i) for i, in conn.execute(sqlalchemy.text("SELECT trial_id FROM trials WHERE study_id = :s AND "
                                                         "state = 'RUNNING'"), {"s": study._study_id})]
     else:
-        stale = [t._trial_id for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+        stale = [t._trial_id for t in study.get_trials(deepcopy=False, states=(optuna_trial.TrialState.RUNNING,))]
     for trial_id in stale:
-        study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
+        study._storage.set_trial_state_values(trial_id, optuna_trial.TrialState.FAIL)
     if stale:
         log.info("%d Optuna trials a stopped run left RUNNING are marked FAIL", len(stale))
     return len(stale)
@@ -392,8 +385,6 @@ def add_trials(study: "optuna.Study", store: "Store", trials: "list[optuna.trial
 def _trial_rows(study: "optuna.Study") -> Any:
     """A :class:`~placetune.tuning.optuna_rows.TrialRows` writer of ``study`` when its storage is an RDB
     storage of the layout that module knows, else None (``add_trials``: in memory, or another Optuna)."""
-    from placetune.tuning.optuna_rows import TrialRows, supported
-
     storage = getattr(study, "_storage", None)
     backend = getattr(storage, "_backend", storage)  # an RDB storage behind Optuna's cache
     return TrialRows(study._study_id) if type(backend).__name__ == "RDBStorage" and supported() else None
@@ -406,10 +397,8 @@ def constraint_attrs(objective: Any, m: "Measurement") -> tuple[dict[str, Any], 
     results are stored and Optuna's samplers and ``best_trials`` read them. Empty without constraints."""
     if not objective.constraints:
         return {}, {}
-    from optuna.samplers._base import _CONSTRAINTS_KEY
-
     vals = [min(float(v), 1e30) for v in objective.violations(m)]
-    return {"constraints": vals, "feasible": all(v <= 0 for v in vals)}, {_CONSTRAINTS_KEY: vals}
+    return {"constraints": vals, "feasible": all(v <= 0 for v in vals)}, {optuna_samplers__base._CONSTRAINTS_KEY: vals}
 
 
 def trial_attrs(m: "Measurement", placement: Placement | None = None) -> dict[str, Any]:

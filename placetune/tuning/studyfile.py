@@ -49,15 +49,20 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+import difflib
 
-from placetune.errors import ConfigError
+from placetune.errors import ConfigError, StoreError
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch
 from placetune.validate import loads_toml
+from placetune.files.read import read_text
+from placetune.hardware.platforms import get_platform
+from placetune.placement.space import Space
+from placetune.plan.file import is_plan_file
+from placetune.settings import DEFAULT_PRECISION, Settings
+from placetune.store.url import normalise_url
+from placetune.tuning.constraints import parse_constraints
 
-#: The precision ``placetune tune`` (and ``placetune check``, so that both speak of the same
-#: build) uses when none is given: INT8, which the DLA runs at its full rate.
-DEFAULT_PRECISION = "int8"
 
 #: the most camera streams a study may share its frames between (``streams``)
 MAX_STREAMS = 1024
@@ -163,8 +168,6 @@ class TuneConfig:
                 raise ConfigError(f"{name} must be a list of text values, got {_short(value)}")
         self.check_options()
         if self.granularity is not None:
-            from placetune.placement.space import Space
-
             Space.check_granularity(self.granularity)
         if self.mode == "concurrent" and len(self.models) < 2:
             raise ConfigError("concurrent mode places several networks at once: give two or more, --model A "
@@ -184,8 +187,6 @@ class TuneConfig:
         it is), else the test that an existing file is a plan placetune wrote (an untrusted study file's)."""
         if not self.export_from_file:
             return None
-        from placetune.plan.file import is_plan_file
-
         return is_plan_file
 
     def check_options(self) -> None:
@@ -207,10 +208,6 @@ class TuneConfig:
     def _check_settings_keys(self) -> None:
         """A key of ``[settings]`` that is no Settings field is named with the closest one (a typo was
         a raw ``TypeError``); mode and precision belong to ``[study]``."""
-        import difflib
-
-        from placetune.settings import Settings
-
         allowed = sorted({f.name for f in fields(Settings)} - {"mode", "precision"})
         for key in self.settings:
             if key in ("mode", "precision"):
@@ -227,8 +224,6 @@ class TuneConfig:
         Raises:
             ConfigError: a power mode the platform does not have (naming the field and its modes).
         """
-        from placetune.hardware.platforms import get_platform
-
         options = dict(self.settings)
         if self.power_mode is not None:
             options["power_mode"] = self.power_mode
@@ -320,9 +315,6 @@ def _check_trust(p: Path, study: dict[str, Any], backend_options: dict[str, Any]
             raise ConfigError(f"study file {shown(p)}: export names the study file itself; give another file")
     storage = study.get("storage")
     if isinstance(storage, str) and storage.strip():
-        from placetune.errors import StoreError
-        from placetune.store.url import normalise_url
-
         try:
             url = normalise_url(storage)
         except StoreError:
@@ -352,8 +344,6 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
         ConfigError: unreadable file, TOML syntax error, unknown keys or bad values; for an
             untrusted file, a path outside its folder and the working folder, or a program option.
     """
-    from placetune.files.read import read_text
-
     p = Path(path)
     text = read_text(path, "study file", stdin=True)  # regular files (or -) only, at most 1 MiB
     if os.fspath(path) == "-":
@@ -403,8 +393,6 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
         raise ConfigError(f"study file {shown(p)} names no model: add model = \"resnet50\" (a zoo name or an "
                           "ONNX file) or models = [...] under [study]")
     if "constraints" in study:
-        from placetune.tuning.constraints import parse_constraints
-
         cons = study["constraints"]
         cons = [cons] if isinstance(cons, str) else cons
         if not isinstance(cons, list) or not all(isinstance(c, str) for c in cons):

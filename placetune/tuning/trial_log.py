@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from placetune.measurement import Measurement
     from placetune.placement.placement import Placement
-    from placetune.tuning.evaluator import Evaluator
+    from placetune.tuning.evaluator_view import EvaluatorView
 
 __all__ = ["LoggedTrial", "TrialLog", "TrialSink", "DEFAULT_BATCH_TRIALS", "DEFAULT_BATCH_SECONDS"]
 
@@ -94,7 +94,7 @@ class TrialLog:
         evaluator: the evaluator whose store, study and callbacks are used.
     """
 
-    def __init__(self, evaluator: "Evaluator") -> None:
+    def __init__(self, evaluator: "EvaluatorView") -> None:
         self.evaluator = evaluator
         self.sinks: list[TrialSink] = []
         self.pending: list[LoggedTrial] = []
@@ -190,7 +190,7 @@ class TrialLog:
         for sink in self.sinks:
             sink.written(batch)
         for t in batch:
-            self.evaluator._notify(t.placement, t.answer)
+            self.evaluator.notify_callbacks(t.placement, t.answer)
 
 
 def _set_ids(batch: list[LoggedTrial]) -> None:

@@ -10,8 +10,10 @@ whether the figures are simulated. It never claims something about the device ("
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+import shlex
 
 from placetune.wording import figure, plural
+from placetune.placement.placement import DEVICES
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -68,8 +70,6 @@ def agent_hint(verdict_text: str, agent: str, trials: int) -> str | None:
 
 def next_steps(storage: str, study: str) -> str:
     """The line after a tune: the commands that turn the study into a deployment folder and a report."""
-    import shlex
-
     where = "" if storage in ("sqlite:///placetune.db", "placetune.db") else f" --storage {shlex.quote(storage)}"
     which = f"{where} --study {shlex.quote(study)}"
     return (f"next: placetune export{which} --format trtexec -o deploy   (build.sh and the engines' ONNX, for the "
@@ -79,8 +79,6 @@ def next_steps(storage: str, study: str) -> str:
 def placement_line(realized: dict[str, str], settings: "Settings") -> str:
     """The best plan's layers per device. In replicas mode the placement is what every DLA replica
     runs on its own core, so its DLA layers are the replicas' (not DLA0's)."""
-    from placetune.placement.placement import DEVICES
-
     share = {d: 0 for d in DEVICES}
     for d in realized.values():
         share[d] = share.get(d, 0) + 1

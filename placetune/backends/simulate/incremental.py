@@ -24,6 +24,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+import dataclasses
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from placetune.placement.placement import DEVICES, Placement, normalise_device, 
 from placetune.placement.realise import MAX_LOADABLES_PER_CORE, dla_support, realise
 from placetune.memo import Memo
 from placetune.placement.segmenting import ProducerArrays
+from placetune.errors import PlacementError
 
 if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
@@ -122,8 +124,6 @@ class IncrementalSimulator:
 
     def __init__(self, model: "Model", platform: "Platform", settings: "Settings", backend: SimulatedJetson | None = None,
                  *, gpu_fallback: bool = True, dla_core: int | None = None, trt_version: str = "8.6") -> None:
-        import dataclasses
-
         self.model, self.platform = model, platform
         self.backend = backend or SimulatedJetson(timeline=False)
         self.backend._check_base(platform)
@@ -173,8 +173,6 @@ class IncrementalSimulator:
         for layer, d in changes.items():
             i = layer if isinstance(layer, (int, np.integer)) else self.index.get(layer)
             if i is None:
-                from placetune.errors import PlacementError
-
                 raise PlacementError(f"model {self.model.name!r} has no layer {layer!r}")
             codes[i] = d if isinstance(d, (int, np.integer)) else DEVICE_CODE[normalise_device(d)]
         return self._evaluate(codes)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
+import dataclasses
 
 import numpy as np
 
@@ -45,9 +46,14 @@ from placetune.backends.simulate.steady import steady_state
 
 from placetune.backends.base import BackendBase, Capabilities
 from placetune.settings import resolve_replicas
+from placetune.errors import ConfigError
+from placetune._lazy import lazy_import
 
 if TYPE_CHECKING:
+    from placetune.calibration import profile as device_profiles
     from placetune.hardware.platforms import Platform
+else:  # the calibration package's own modules import this simulator
+    device_profiles = lazy_import("placetune.calibration.profile")
     from placetune.hardware.power_modes import ClockScale
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
@@ -99,15 +105,11 @@ class SimulatedJetson(BackendBase):
             profile = device_profile
         self.timeline = bool(timeline)
         if profile is not None and not hasattr(profile, "layer_factors"):
-            from placetune.calibration.profile import load_device_profile
-
-            profile = load_device_profile(profile)
+            profile = device_profiles.load_device_profile(profile)
         self.profile = None if profile is None or profile.is_nominal else profile
         self.base_profile = profile
         if noise is not None and (isinstance(noise, bool) or not isinstance(noise, (int, float))
                                   or not math.isfinite(noise) or noise < 0):
-            from placetune.errors import ConfigError
-
             raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
         self.noise = None if noise is None else float(noise)
         self.clock = BuildClock()  # simulated engine cache: device time per measurement
@@ -150,8 +152,6 @@ class SimulatedJetson(BackendBase):
     def _check_base(self, platform: "Platform") -> None:
         prof = self.base_profile
         if prof is not None and prof.base != platform.name:
-            from placetune.errors import ConfigError
-
             raise ConfigError(f"the device profile's base is {prof.base!r} but the platform measured is "
                               f"{platform.name!r}; use --platform {prof.base} or a profile of {platform.name}")
 
@@ -163,8 +163,6 @@ class SimulatedJetson(BackendBase):
         """
         self._check_base(platform)
         if self.noise is not None and settings.noise != self.noise:
-            import dataclasses
-
             settings = dataclasses.replace(settings, noise=self.noise)
         realized = realisation.realized
         model = realized.model
@@ -384,8 +382,6 @@ def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", pow
         >>> [round(j["slowdown"], 2) for j in simulate_concurrent(jobs, orin)]  # doctest: +SKIP
         [1.4, 1.06]
     """
-    from placetune.errors import ConfigError
-
     power = power_factor(platform, power_mode)
     if power is None:
         raise ConfigError(f"{platform.name} has no power mode {power_mode!r}; modes: {', '.join(platform.power_modes)}")

@@ -23,6 +23,7 @@ from placetune.model.zoo.ssd import _ssdlite_mobilenetv3
 from placetune.model.zoo.unet import _unet_small
 from placetune.model.zoo.vit import _vit_tiny
 from placetune.model.zoo.yolo import _yolo11n, _yolov8n, _yolov8s
+from placetune.files.write import write_file
 
 #: ONNX default-domain opset of every zoo model.
 OPSET = 17
@@ -328,8 +329,6 @@ def export(name: str, path: str | pathlib.Path, batch: int = 1, **kw: Any) -> pa
     Example:
         >>> p = export("seed-block", "/tmp/seed_block.onnx")  # doctest: +SKIP
     """
-    from placetune.files.write import write_file
-
     model = build(name, batch, weights=True, **kw)
     return write_file(path, model.SerializeToString(), "ONNX model", parents=True)
 
