@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, PlacetuneError, StoreError
-from placetune.placement.placement import DEVICES, Placement, dla_core
+from placetune.placement.placement import DEVICES, Placement, dla_core, stored_placement
 from placetune.plan.file import SIMULATED_LABEL, Plan
 from placetune._lazy import lazy_import
 from placetune.hardware.platforms import get_platform
@@ -392,8 +392,6 @@ def export_plan(
     realized_map = dict(rec.realized or m.realized or {})
     requested_map = dict(rec.requested or m.requested or realized_map)
     if model is not None:
-        from placetune.placement.placement import stored_placement
-
         where = f"measurement {rec.id} of study {study_name!r}, field"
         realized_map = stored_placement(model, realized_map, f"{where} realized").as_dict()
         requested_map = stored_placement(model, requested_map, f"{where} requested").as_dict()
