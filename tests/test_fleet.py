@@ -548,6 +548,48 @@ def test_three_toy_agent_workers_share_one_study(pg_url, tmp_path, monkeypatch):
     assert n == distinct == sum(_measured_in_run(out) for out, _ in outs) and claims == 0
 
 
+def _toy_backend_on_path(tmp_path: Path) -> str:
+    """PYTHONPATH with examples/toy_backend.py declared as a package's ``placetune.backends`` entry point."""
+    dist = tmp_path / "site" / "placetune_toy_backend-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: placetune-toy-backend\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[placetune.backends]\ntoy = toy_backend:ToyBackend\n")
+    return os.pathsep.join([str(ROOT), str(ROOT / "examples"), str(tmp_path / "site")])
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_three_toy_backend_workers_share_one_study(pg_url, tmp_path, monkeypatch):
+    """3 workers measuring with the toy backend (a package's entry point, one file) x 8 trials on
+    PostgreSQL: 24 trials, nothing measured twice, the study marked with the toy backend."""
+    import sqlalchemy as sa
+    from optuna.trial import TrialState
+
+    monkeypatch.setenv("PYTHONPATH", _toy_backend_on_path(tmp_path))
+    study = _study_file(tmp_path, "fleettoybackend", trials=24)
+    dirs = [tmp_path / f"w{i}" for i in range(3)]
+    for d in dirs:
+        d.mkdir()
+    procs = [_worker(study, pg_url, d, "--backend", "toy", "--mode", "engine", "--model", "resnet50") for d in dirs]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+        assert "Traceback" not in err and "backend toy" in out
+    st, storage = _optuna_study(pg_url, "fleettoybackend")
+    trials = st.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+            and not t.user_attrs.get("imported")]  # (the baselines, measured first, warm-start Optuna's sampler)
+    assert len(done) == 24 and not [t for t in trials if t.state == TrialState.RUNNING]
+    assert len({t.user_attrs.get("worker") for t in done}) >= 2
+    engine = sa.create_engine(pg_url)
+    with engine.connect() as conn:
+        n, distinct = conn.execute(sa.text("SELECT count(*), count(DISTINCT placement_key) FROM pt_measurements")).one()
+        claims = conn.execute(sa.select(sa.func.count()).select_from(CLAIMS_TABLE)).scalar()
+    engine.dispose()
+    storage.engine.dispose()
+    assert n == distinct == sum(_measured_in_run(out) for out, _ in outs) and claims == 0
+
+
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage")
 def test_a_dead_workers_trial_is_failed_and_the_agents_finish_the_budget(tmp_path):
