@@ -19,18 +19,27 @@ profiles, database rows, Gymnasium reset/step options, storage URLs, output targ
 devices, FIFOs, folders), input files (FIFOs, devices, directories, huge and binary files),
 names (study names with control and bidi characters) and ONNX mutations.
 
+Most inputs of every kind (about seven in ten) are drawn from the kind's grammar, well-formed, at
+times with one mutation, so that the paths past validation run; the rest are hostile. The summary
+gives each kind's share of calls that got past validation (exit 0); every kind keeps it at half or
+more.
+
 Every run draws a FRESH random seed (few examples per kind, about a minute in all), so each run
 tries inputs no run tried before; the seed is printed at the start and end of the session and in
-every failure message. Replay a failure with its seed, and run longer with more examples::
+every failure message. Replay a failure with its seed, and run longer with more examples per
+property or about N calls in all (spread over the properties as CI spreads them)::
 
     PLACETUNE_FUZZ_SEED=1234567 python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
     PLACETUNE_FUZZ_EXAMPLES=300 nice python -m pytest -q -p no:cacheprovider tests/test_fuzz.py -s
+    PLACETUNE_FUZZ_CALLS=10000 PLACETUNE_FUZZ_SUMMARY=fuzz.json nice python -m pytest -q -p no:cacheprovider \
+        tests/test_fuzz.py -s
 
 A failure found this way becomes a fixed case in tests/test_hostile_input.py or
 tests/test_hostile_round3.py.
 
 Counts per input kind (tried, clean errors, accepted, tracebacks, hangs, secrets leaked,
-escapes leaked, data loss, wrong results) and their totals are written to
+escapes leaked, data loss, wrong results, the valid share), their totals, the seed and the wall
+time are written to
 ``$PLACETUNE_FUZZ_SUMMARY`` (default ``fuzz-summary.json`` in the pytest temporary base
 directory) and printed at the end of the session (visible with ``-s``).
 """
@@ -66,15 +75,35 @@ LEAKS = (SECRET, "s3cr%2FetPW", "Pl4nt3dSecret")
 RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u200f", "\r", "\x08")
 PER_CALL_S = 60  # generous: a loaded CI machine is slow, a hang never ends
 EXAMPLES = int(os.environ.get("PLACETUNE_FUZZ_EXAMPLES", "0") or 0)
+#: a long run of about this many calls in all (``$PLACETUNE_FUZZ_CALLS``), spread over the properties as CI spreads
+#: its examples; the summary says how many calls it made
+CALLS = int(os.environ.get("PLACETUNE_FUZZ_CALLS", "0") or 0)
+#: the examples of one CI run, all properties together (the sum of every ``fuzz(n)`` below; a test checks it)
+CI_EXAMPLES = 312
+#: calls per example in CI (some examples make two or three calls, some none): ``$PLACETUNE_FUZZ_CALLS`` / this
+#: many examples reach the asked number of calls
+CALLS_PER_EXAMPLE = 1.0
 #: this run's seed: fresh every run unless ``$PLACETUNE_FUZZ_SEED`` replays one
 SEED = int(os.environ.get("PLACETUNE_FUZZ_SEED") or int.from_bytes(os.urandom(4), "big"))
 REPLAY = f"replay with PLACETUNE_FUZZ_SEED={SEED}"  # conftest prints it in the header and at the end
 
 
+REGISTERED: list[int] = []
+
+
+def _examples(ci_examples: int) -> int:
+    if EXAMPLES:
+        return EXAMPLES
+    if CALLS:  # this property's share of the asked calls, as in CI
+        return max(ci_examples, round(CALLS * ci_examples / CI_EXAMPLES / CALLS_PER_EXAMPLE))
+    return ci_examples
+
+
 def fuzz(ci_examples: int):
     """Hypothesis settings of one property: ``ci_examples`` examples drawn from this run's
-    :data:`SEED` (``$PLACETUNE_FUZZ_EXAMPLES`` in a long run)."""
-    config = settings(max_examples=EXAMPLES or ci_examples, deadline=None, derandomize=False,
+    :data:`SEED` (``$PLACETUNE_FUZZ_EXAMPLES`` each, or a share of ``$PLACETUNE_FUZZ_CALLS``, in a long run)."""
+    REGISTERED.append(ci_examples)
+    config = settings(max_examples=_examples(ci_examples), deadline=None, derandomize=False,
                       database=None, print_blob=True,
                       suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                              HealthCheck.data_too_large, HealthCheck.filter_too_much])
@@ -86,6 +115,10 @@ def fuzz(ci_examples: int):
 
 COUNTS: dict[str, Counter] = defaultdict(Counter)
 
+#: about seven examples in ten start from a well-formed input of the kind (drawn from its grammar, so that the
+#: paths past validation run), the rest are hostile; a well-formed input may still carry a mutation
+_well_formed = st.integers(0, 9).map(lambda i: i < 7)
+
 
 class Hang(Exception):
     """A call ran past PER_CALL_S."""
@@ -94,6 +127,8 @@ class Hang(Exception):
 #: what every kind counts, in the summary's order
 OUTCOMES = ("tried", "clean errors", "accepted", "tracebacks", "hangs", "secrets leaked", "escapes leaked",
             "data loss", "wrong results")
+#: the bugs: every run must end with none of these
+BUGS = ("tracebacks", "hangs", "secrets leaked", "escapes leaked", "data loss", "wrong results")
 #: the folder no command is ever told to write (a file and a symlink to it): unchanged after every call
 SENTINEL = Path(tempfile.mkdtemp(prefix="placetune-fuzz-sentinel-"))
 (SENTINEL / "precious.txt").write_text("precious")
@@ -222,7 +257,8 @@ def study_db(tmp_path_factory):
     d = tmp_path_factory.mktemp("fuzzdb")
     db = d / "base.db"
     with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["tune", "--model", "seed-block", "--trials", "4", "--agent", "random", "--storage", str(db),
+        # 10 trials: enough successful measurements for calibrate to run on the stored rows
+        assert main(["tune", "--model", "seed-block", "--trials", "10", "--agent", "random", "--storage", str(db),
                      "--study", "s", "--export", str(d / "s.plan.json")]) == 0
     return db, json.loads((d / "s.plan.json").read_text())
 
@@ -276,12 +312,40 @@ _VALID_ARGV = [["check", "seed-block"], ["measure", "seed-block", "--json"], ["z
                ["measure", "seed-block", "--placement", "all-dla", "--mode", "engine"],
                ["check", "resnet18", "--precision", "fp16"], ["measure", "seed-block", "--mode", "replicas"],
                ["tune", "--model", "seed-block", "--trials", "2", "--agent", "random"]]
+#: options a well-formed command line adds, with values its grammar allows (per command)
+_GOOD_OPTIONS = {
+    "check": {"--platform": ["orin-agx", "xavier-nx", "orin-nx-16gb"], "--precision": ["fp16", "int8"], "--json": None,
+              "--trt-version": ["8.5", "8.6", "10.3"]},
+    "measure": {"--platform": ["orin-agx", "xavier-nx", "orin-nx-16gb"], "--precision": ["fp16", "int8"],
+                "--json": None, "--noise": ["0", "0.01", "0.05"], "--seed": ["0", "1", "7", "123456"],
+                "--trt-version": ["8.5", "8.6", "10.3"], "--dla-core": ["0", "1"], "--no-gpu-fallback": None},
+    "tune": {"--platform": ["orin-agx", "xavier-nx"], "--precision": ["fp16", "int8"], "--seed": ["0", "3", "99"],
+             "--objective": ["latency", "throughput"], "--granularity": ["stages", "layer", "fusion"],
+             "--mode": ["engine", "pipeline"]},
+}
+
+
+@st.composite
+def _good_argv(draw):
+    """A well-formed command line: a command that runs, with 0-3 options of its grammar, and in one example of
+    four a single value replaced by a hostile token (a mutation of a good input)."""
+    argv = list(draw(st.sampled_from(_VALID_ARGV)))
+    options = _GOOD_OPTIONS.get(argv[0], {})
+    for opt in draw(st.lists(st.sampled_from(sorted(options)), max_size=3, unique=True)) if options else []:
+        if opt in argv:
+            continue
+        argv.append(opt)
+        if options[opt] is not None:
+            argv.append(draw(st.sampled_from(options[opt])))
+    if len(argv) > 2 and draw(st.integers(0, 3)) == 0:
+        argv[draw(st.integers(2, len(argv) - 1))] = draw(_token)
+    return argv
 
 
 @fuzz(30)
-@given(argv=_cli_argv(), good=st.sampled_from(_VALID_ARGV), valid=st.booleans())
+@given(argv=_cli_argv(), good=_good_argv(), valid=_well_formed)
 def test_cli_argument_grammar(argv, good, valid, work):
-    if valid:  # about half: a command that runs (the paths past the checks)
+    if valid:  # most examples: a command that runs (the paths past the checks), at times with one bad value
         argv = list(good)
     if argv[0] == "tune" and "--storage" not in argv:
         argv += ["--storage", str(work / "cli.db")]
@@ -317,15 +381,40 @@ def _plan_written(kind: str, path: Path, code: int) -> None:
             wrong(kind, f"the plan it wrote does not load: {exc}")
 
 
+#: keys of a well-formed study file, with values their grammar allows
+_GOOD_STUDY = {"platform": ['"orin-agx"', '"xavier-nx"', '"xavier-agx"'], "precision": ['"fp16"', '"int8"'],
+               "mode": ['"engine"', '"pipeline"'], "objective": ['"latency"', '"throughput"'],
+               "granularity": ['"stages"', '"layer"'], "backend": ['"simulate"'], "timeout": ['"8h"', '"30m"']}
+_GOOD_SETTINGS = {"settings": {"frames_in_flight": ["1", "2"], "noise": ["0.0", "0.02"], "seed": ["0", "5"],
+                               "gpu_fallback": ["true", "false"], "dla_core": ["0", "1"],
+                               "trt_version": ['"8.5"', '"8.6"', '"10.3"'], "power_mode": ['"MAXN"']},
+                  "agent_options": {}, "backend_options": {}}
+
+
+@st.composite
+def _good_study(draw, table: str):
+    """A well-formed study file's [study] and [table] keys (0-3 each), one value in four of the examples that
+    have any replaced by a hostile one (a mutation)."""
+    study = {k: draw(st.sampled_from(_GOOD_STUDY[k]))
+             for k in draw(st.lists(st.sampled_from(sorted(_GOOD_STUDY)), max_size=3, unique=True))}
+    options = _GOOD_SETTINGS[table]
+    keys = draw(st.lists(st.sampled_from(sorted(options)), max_size=3, unique=True)) if options else []
+    extra = {k: draw(st.sampled_from(options[k])) for k in keys}
+    target = study if study and draw(st.booleans()) else extra
+    if target and draw(st.integers(0, 3)) == 0:
+        target[draw(st.sampled_from(sorted(target)))] = draw(_toml_value)
+    return study, extra
+
+
 @fuzz(20)
 @given(study=st.dictionaries(st.sampled_from(_study_keys), _toml_value, max_size=4),
        table=st.sampled_from(["settings", "agent_options", "backend_options"]),
        extra=st.dictionaries(st.sampled_from(_setting_keys), _toml_value, max_size=3),
-       raw=st.binary(max_size=20), shape=st.sampled_from(sorted(_TOML_SHAPES)), valid=st.booleans())
-def test_study_files(study, table, extra, raw, shape, valid, work):
+       raw=st.binary(max_size=20), shape=st.sampled_from(sorted(_TOML_SHAPES)), data=st.data(), valid=_well_formed)
+def test_study_files(study, table, extra, raw, shape, data, valid, work):
     body = '[study]\nmodel = "seed-block"\ntrials = 2\nagent = "random"\n'
-    if valid:  # about half: a study file that runs (the paths after the checks)
-        study, extra, raw, shape = {}, {}, b"", ""
+    if valid:  # most examples: a study file of the grammar that runs (the paths after the checks)
+        (study, extra), raw, shape = data.draw(_good_study(table)), b"", ""
     body += "".join(f"{k} = {v}\n" for k, v in study.items() if k not in ("model", "trials", "agent", "export"))
     body += f"[{table}]\n" + "".join(f"{k} = {v}\n" for k, v in extra.items()) + _TOML_SHAPES[shape]
     f = work / "fuzz.toml"
@@ -351,7 +440,7 @@ _valid_placement = st.one_of(
 
 @fuzz(30)
 @given(doc=_json, depth=st.sampled_from([0, 0, 0, 5_000, 100_000]), dup=st.booleans(),
-       good=_valid_placement, valid=st.booleans())
+       good=_valid_placement, valid=_well_formed)
 def test_placements(doc, depth, dup, good, valid, work):
     if valid:  # about half: a placement that measures
         doc, depth, dup = good, 0, False
@@ -377,7 +466,7 @@ _plan_value = st.one_of(_json, st.sampled_from(["0/../../../x", "/etc/passwd", "
 
 @fuzz(30)
 @given(edits=st.lists(st.tuples(st.sampled_from(_PLAN_PATHS), _plan_value), max_size=3), drop=st.booleans(),
-       token=st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e999", "dup"]), valid=st.booleans())
+       token=st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e999", "dup"]), valid=_well_formed)
 def test_plans(edits, drop, token, valid, study_db, work):
     _, plan = study_db
     if valid:  # about half: the exported plan, or harmless edits of it
@@ -421,7 +510,7 @@ _profile_value = st.one_of(_toml_value, st.floats(min_value=1e-6, max_value=1e6)
                                                                '"dla./conv1/Conv"', "bogus"]),
                                               _profile_value, max_size=3), max_size=3),
        mode=st.sampled_from(["engine", "pipeline"]), shape=st.sampled_from(sorted(_TOML_SHAPES)),
-       good=st.fixed_dictionaries({"gpu": st.floats(0.01, 100), "dla": st.floats(0.01, 100)}), valid=st.booleans())
+       good=st.fixed_dictionaries({"gpu": st.floats(0.01, 100), "dla": st.floats(0.01, 100)}), valid=_well_formed)
 def test_device_profiles(top, tables, mode, shape, good, valid, work):
     f = work / "profile.toml"
     if valid:  # about half: a profile that measures
@@ -459,13 +548,23 @@ def _ok_rows_finite(db: Path) -> bool:
 @given(table=st.sampled_from(sorted(_COLUMNS)), data=st.data(), every=st.booleans(),
        cmd=st.sampled_from([["studies"], ["studies", "--json"], ["export", "--study", "s"],
                             ["tune", "--model", "seed-block", "--study", "s", "--agent", "random", "--trials", "6"],
-                            ["calibrate", "--study", "s"]]))
-def test_database_rows_read_back(table, data, every, cmd, study_db, work):
+                            ["calibrate", "--study", "s"]]), valid=_well_formed)
+def test_database_rows_read_back(table, data, every, cmd, valid, study_db, work):
+    """Rows edited behind placetune's back, read back by every command (most examples: the rows as a tune wrote
+    them, or a harmless edit of one: a request's agent, a study's creation time)."""
     base, _ = study_db
     column = data.draw(st.sampled_from(_COLUMNS[table]))
     value = data.draw(_cell)
+    if valid:
+        table, column, value = data.draw(st.sampled_from([("pt_requests", "agent", "random"),
+                                                          ("pt_requests", "agent", "guided"),
+                                                          ("pt_studies", "created_at", "2026-01-02 03:04:05.000000"),
+                                                          (None, None, None)]))
     db = _copy_db(base, Path(tempfile.mkdtemp(dir=work)) / "rows.db")  # its own file: no lock shared between examples
     with sqlite3.connect(db) as con:
+        if table is None:  # the rows as written
+            table, column = "pt_schema", "version"
+            value = con.execute("select version from pt_schema").fetchone()[0]
         try:  # every row, or one (an edited row among good ones)
             con.execute(f"update {table} set {column} = ?" + ("" if every else " where rowid = 1"), (value,))
         except sqlite3.Error:  # a NOT NULL column: that value cannot be stored at all
@@ -488,7 +587,7 @@ def test_database_rows_read_back(table, data, every, cmd, study_db, work):
 
 
 @fuzz(30)
-@given(options=st.one_of(st.none(), _json), action=_json, sample=st.integers(0, 2**31 - 1), valid=st.booleans())
+@given(options=st.one_of(st.none(), _json), action=_json, sample=st.integers(0, 2**31 - 1), valid=_well_formed)
 def test_envs(options, action, sample, valid):
     import placetune.envs as envs
 
@@ -523,7 +622,7 @@ _url = st.builds(
 
 @fuzz(30)
 @given(url=_url, where=st.sampled_from(["studies", "export", "calibrate", "report", "tune", "tune file",
-                                        "check", "trace", "profile"]), valid=st.booleans())
+                                        "check", "trace", "profile"]), valid=_well_formed)
 def test_storage_urls(url, where, valid, study_db, work):
     """Every SQLAlchemy URL form with a planted secret, as --storage and where a file name is expected;
     about half the examples the SQLite URL of a database that works."""
@@ -579,10 +678,13 @@ def _make_target(folder: Path, kind: str, name: str) -> tuple[Path, Path | None]
 
 @fuzz(30)
 @given(kind=st.sampled_from(_TARGETS), cmd=st.sampled_from(["export", "script", "trace", "zoo", "tune"]),
-       name=st.sampled_from(["out.json", "out.sh", "o u\tt", "-o", ".hidden", "é.json"]))
-def test_output_targets(kind, cmd, name, study_db, work):
+       name=st.sampled_from(["out.json", "out.sh", "o u\tt", "-o", ".hidden", "é.json"]),
+       good=st.sampled_from(["new", "regular"]), valid=_well_formed)
+def test_output_targets(kind, cmd, name, good, valid, study_db, work):
     """Every way an -o / --export can name a file: written, written through or refused; never replaced when
-    it is a link, a device or a FIFO; nothing else touched."""
+    it is a link, a device or a FIFO; nothing else touched (most examples: a new or a regular file)."""
+    if valid:
+        kind = good
     base, _ = study_db
     folder = Path(tempfile.mkdtemp(dir=work))
     path, other = _make_target(folder, kind, name)
@@ -611,7 +713,7 @@ _INPUTS = ["FIFO", "device", "directory", "empty", "huge", "binary", "symlink lo
 @fuzz(30)
 @given(kind=st.sampled_from(_INPUTS), reader=st.sampled_from(["study file", "device profile", "plan", "placement",
                                                               "model", "model.gz", "calibration cache"]),
-       blob=st.binary(min_size=0, max_size=64), valid=st.booleans())
+       blob=st.binary(min_size=0, max_size=64), valid=_well_formed)
 def test_input_files(kind, reader, blob, valid, study_db, work):
     """Every reader against files that are not what it reads: refused at once, never blocking, never reading
     a device or a bomb into memory (about half the examples: a good file of the reader's kind)."""
@@ -679,11 +781,18 @@ _name = st.text(alphabet=st.sampled_from(list(string.ascii_letters[:6]) + ["\x1b
                 min_size=1, max_size=12)
 
 
+#: a well-formed study name: letters, digits, '-', '_' and '.', a letter first
+_good_name = st.builds(lambda a, b: a + b, st.sampled_from(string.ascii_letters),
+                       st.text(alphabet=string.ascii_letters + string.digits + "-_.", max_size=11))
+
+
 @fuzz(12)
-@given(name=_name)
-def test_names(name, work):
+@given(name=_name, good=_good_name, valid=_well_formed)
+def test_names(name, good, valid, work):
     """Study names with escape sequences, bidi characters and path parts: never raw on the terminal, never a
-    file outside the working folder."""
+    file outside the working folder (most examples: a well-formed name)."""
+    if valid:
+        name = good
     db = Path(tempfile.mkdtemp(dir=work)) / "n.db"
     code, _ = call("names", ["tune", "--model", "seed-block", "--trials", "2", "--agent", "random", "--study", name,
                              "--storage", str(db)])
@@ -779,18 +888,39 @@ def test_secret_storage_url_never_printed(work):
     for argv in (["studies", "--storage", SECRET_URL], ["export", "--study", "s", "--storage", SECRET_URL],
                  ["tune", "--model", "seed-block", "--trials", "1", "--storage", SECRET_URL, "--mode", "replicas",
                   "--replicas", "GPU:1"]):
-        call("secrets", argv)
+        call("storage URLs", argv)
+
+
+def test_long_run_spreads_calls_as_ci():
+    """$PLACETUNE_FUZZ_CALLS spreads a long run's calls over the properties as CI spreads its examples."""
+    assert sum(REGISTERED) == CI_EXAMPLES, "update CI_EXAMPLES to the sum of the fuzz(n) counts"
+
+
+def _valid_share(c: dict) -> float:
+    """The share of the calls of a kind that got past validation (exit 0)."""
+    return round(c["accepted"] / c["tried"], 3) if c.get("tried") else 0.0
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _summary(tmp_path_factory):
+    import time
+
+    start = time.monotonic()
     yield
     doc = {kind: {key: c.get(key, 0) for key in OUTCOMES} for kind, c in sorted(COUNTS.items())}
     doc["TOTAL"] = {key: sum(c[key] for c in doc.values()) for key in OUTCOMES}
+    for c in doc.values():
+        c["valid share"] = _valid_share(c)
     doc["SEED"] = SEED
+    doc["WALL_S"] = round(time.monotonic() - start, 1)
+    doc["UNDER_HALF_VALID"] = [k for k, c in doc.items() if isinstance(c, dict) and c["valid share"] < 0.5]
     path = Path(os.environ.get("PLACETUNE_FUZZ_SUMMARY") or tmp_path_factory.getbasetemp() / "fuzz-summary.json")
     path.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"\nfuzz summary, seed {SEED} ({REPLAY}; " + str(path) + "):")
+    print(f"\nfuzz summary, seed {SEED}, {doc['TOTAL']['tried']} calls in {doc['WALL_S']} s ({REPLAY}; {path}):")
     for kind, c in doc.items():
         if isinstance(c, dict):
-            print(f"  {kind:16} " + ", ".join(f"{k} {v}" for k, v in c.items()))
+            print(f"  {kind:16} valid {c['valid share']:.0%}: " + ", ".join(f"{k} {v}" for k, v in c.items()
+                                                                        if k != "valid share"))
+    if CALLS and doc["TOTAL"]["tried"] < CALLS:
+        print(f"  ({doc['TOTAL']['tried']} calls, fewer than the {CALLS} asked: Hypothesis ran out of distinct "
+              "examples of some properties)")
