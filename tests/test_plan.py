@@ -537,3 +537,17 @@ def test_export_refuses_a_measurement_whose_realised_placement_is_unknown(study)
         mid = store.record("s", "unknown-request", "unknown-placement", m, agent="t", trial_number=99)
         with pytest.raises(ConfigError, match="no known realised placement .neither the build log"):
             export_plan(store, "s", measurement_id=mid, model=study.model)
+
+
+@pytest.mark.parametrize("name", ["in,0", "in'0", "a,b'c"])
+def test_trtexec_script_refuses_an_input_name_shapes_cannot_express(name):
+    """trtexec splits --shapes at every ',' and strips single quotes from names (sampleOptions.cpp): a dynamic
+    input so named is refused with one line naming it, never silently left without its --shapes."""
+    doc = _engine_doc({"/conv1/Conv": "DLA0", "/relu/Relu": "GPU"})
+    doc["model"].update(input_shapes={name: [4, 3, 8, 8]}, dynamic_inputs=[name])
+    plan = Plan.from_dict(doc)
+    with pytest.raises(ModelError) as exc:
+        trtexec_commands(plan, onnx_path="net.onnx")
+    assert repr(name) in str(exc.value) and "--shapes" in str(exc.value) and "\n" not in str(exc.value)
+    doc["model"].update(dynamic_inputs=[])  # a static input takes no --shapes: nothing to refuse
+    assert not any("--shapes" in c for c in trtexec_commands(Plan.from_dict(doc), onnx_path="net.onnx"))
