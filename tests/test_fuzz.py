@@ -79,7 +79,7 @@ EXAMPLES = int(os.environ.get("PLACETUNE_FUZZ_EXAMPLES", "0") or 0)
 #: its examples; the summary says how many calls it made
 CALLS = int(os.environ.get("PLACETUNE_FUZZ_CALLS", "0") or 0)
 #: the examples of one CI run, all properties together (the sum of every ``fuzz(n)`` below; a test checks it)
-CI_EXAMPLES = 312
+CI_EXAMPLES = 322
 #: calls per example in CI (some examples make two or three calls, some none): ``$PLACETUNE_FUZZ_CALLS`` / this
 #: many examples reach the asked number of calls
 CALLS_PER_EXAMPLE = 1.0
@@ -120,8 +120,9 @@ COUNTS: dict[str, Counter] = defaultdict(Counter)
 _well_formed = st.integers(0, 9).map(lambda i: i < 7)
 
 
-class Hang(Exception):
-    """A call ran past PER_CALL_S."""
+class Hang(BaseException):
+    """A call ran past PER_CALL_S (a BaseException, like KeyboardInterrupt: no ``except Exception`` in the code
+    under test swallows it and carries on)."""
 
 
 #: what every kind counts, in the summary's order
@@ -189,6 +190,7 @@ def call(kind: str, argv: list[str]) -> tuple[int, str]:
     text = out.getvalue() + err.getvalue()
     c = COUNTS[kind]
     c["tried"] += 1
+    _progress()
     if hang:
         c["hangs"] += 1
     elif tb or code not in DOCUMENTED:
@@ -224,6 +226,7 @@ def _library(kind: str, fn) -> None:
     """Run a library edge; only PlacetuneError may escape."""
     c = COUNTS[kind]
     c["tried"] += 1
+    _progress()
     try:
         with alarm(PER_CALL_S, Hang):
             fn()
@@ -586,6 +589,101 @@ def test_database_rows_read_back(table, data, every, cmd, valid, study_db, work)
     _plan_written("database rows", plan, code)
 
 
+# ----------------------------------------------------------------------------- Optuna tables
+#: Optuna's own tables in the study's database (an optuna-agent study keeps its trials there): column -> table
+_OPTUNA_COLUMNS = {
+    "trial_params": ["param_name", "param_value", "distribution_json"],
+    "trials": ["state", "number", "datetime_start", "datetime_complete"],
+    "trial_values": ["value", "value_type", "objective"],
+    "trial_user_attributes": ["key", "value_json"],
+    "study_directions": ["direction", "objective"],
+    "study_user_attributes": ["key", "value_json"],
+    "study_system_attributes": ["value_json"],
+    "studies": ["study_name"],
+    "version_info": ["schema_version", "library_version"],
+}
+_optuna_cell = st.one_of(_cell, st.sampled_from(["RUNNING", "FAIL", "WAITING", "PRUNED", "MINIMIZE", "NOT_SET",
+                                                 "INF_POS", "INF_NEG", '{"name": "CategoricalDistribution", '
+                                                 '"attributes": {"choices": ["GPU"]}}', "s", "3.0.0", 99, -1, 2.0]))
+
+
+@pytest.fixture(scope="module")
+def optuna_db(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzzoptuna")
+    db = d / "optuna.db"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["tune", "--model", "seed-block", "--trials", "4", "--agent", "optuna", "--storage", str(db),
+                     "--study", "s", "--export", str(d / "s.plan.json")]) == 0
+    return db
+
+
+@fuzz(6)
+@given(table=st.sampled_from(sorted(_OPTUNA_COLUMNS)), data=st.data(), every=st.booleans(),
+       cmd=st.sampled_from([["tune", "--model", "seed-block", "--study", "s", "--agent", "optuna", "--trials", "6"],
+                            ["studies"], ["export", "--study", "s"]]), valid=_well_formed)
+def test_optuna_tables(table, data, every, cmd, valid, optuna_db, work):
+    """Optuna's tables edited behind its back, then the study resumed, listed and exported: a clean refusal or a
+    run, never a traceback; placetune's own rows never lost (most examples: the tables as Optuna wrote them)."""
+    db = _copy_db(optuna_db, Path(tempfile.mkdtemp(dir=work)) / "optuna.db")
+    if not valid:
+        column = data.draw(st.sampled_from(_OPTUNA_COLUMNS[table]))
+        value = data.draw(_optuna_cell)
+        with sqlite3.connect(db) as con:
+            try:
+                con.execute(f"update {table} set {column} = ?" + ("" if every else " where rowid = 1"), (value,))
+            except sqlite3.Error:  # a NOT NULL or UNIQUE column: that value cannot be stored at all
+                return
+    before = _rows(db)
+    code, _ = call("Optuna tables", list(cmd) + ["--storage", str(db)])
+    after = _rows(db)
+    if any(set(before[t]) - set(after[t]) for t in before if t != "pt_studies"):
+        lost("Optuna tables", f"{cmd[0]} lost placetune's rows after editing {table}")
+
+
+# ----------------------------------------------------------------------------- build/runtime edges
+_FAKE_TRTEXEC = Path(__file__).parent / "fakes" / "trtexec"
+
+
+@fuzz(4)
+@given(fault=st.sampled_from(["FAIL=build", "FAIL=infer", "CRASH=build", "CRASH=infer", "DLA_CORES=0",
+                              "DLA_CORES=1", "VERSION=8.5.2", "VERSION=10.3.0", "VERSION=11.4.1", "VERSION=7.1.3"]),
+       placement=st.sampled_from(["all-gpu", "all-dla", '{"default": "DLA1"}']),
+       mode=st.sampled_from(["engine", "replicas"]), valid=_well_formed)
+def test_build_runtime_edges(fault, placement, mode, valid, work):
+    """A real backend (trtexec, its double) whose build or run fails, crashes, lacks DLA cores or is of another
+    TensorRT version: a measurement marked failed (or a clean refusal), never a traceback or a guessed figure
+    (most examples: a build and run that work)."""
+    import sys
+
+    folder = Path(tempfile.mkdtemp(dir=work))
+    if placement.startswith("{"):
+        (folder / "p.json").write_text(placement)
+        placement = str(folder / "p.json")
+    env = {"PLACETUNE_TRTEXEC": str(_FAKE_TRTEXEC), "PLACETUNE_CACHE_DIR": str(folder / "cache"),
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    if not valid:
+        key, _, value = fault.partition("=")
+        env[f"PLACETUNE_FAKE_TRTEXEC_{key}"] = value
+    argv = ["measure", "seed-block", "--backend", "trtexec", "--placement", placement, "--mode", mode, "--json"]
+    if mode == "replicas":
+        argv[argv.index("--placement"):argv.index("--placement") + 2] = ["--replicas", "GPU:1,DLA0:1"]
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        code, text = call("build/runtime edges", argv)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if code == 0:
+        doc = json.loads(text[:text.rindex("}") + 1][text.index("{"):])
+        status = doc.get("status") or doc.get("measurement", {}).get("status")
+        if not valid and fault.split("=")[0] in ("FAIL", "CRASH") and status == "ok":
+            wrong("build/runtime edges", f"{fault}: the measurement says ok")
+
+
 @fuzz(30)
 @given(options=st.one_of(st.none(), _json), action=_json, sample=st.integers(0, 2**31 - 1), valid=_well_formed)
 def test_envs(options, action, sample, valid):
@@ -808,8 +906,12 @@ def test_names(name, good, valid, work):
 _SEED_BLOCK: list[bytes] = []
 
 
+#: mutations that keep a model TensorRT's parser imports (most examples: one of these or none)
+_HARMLESS = ["none", "empty names", "unique names", "opset", "io type"]
+
+
 @st.composite
-def _mutation(draw):
+def _mutation(draw, valid: bool = False):
     import gzip
 
     import onnx
@@ -818,9 +920,19 @@ def _mutation(draw):
         _SEED_BLOCK.append(gzip.decompress((Path(__file__).parent / "data" / "seed_block.onnx.gz").read_bytes()))
     proto = onnx.load_from_string(_SEED_BLOCK[0])
     g = proto.graph
-    op = draw(st.sampled_from(["duplicate names", "empty names", "dims", "op type", "drop node", "initializer",
-                               "external data", "truncate", "flip", "opset"]))
+    op = draw(st.sampled_from(_HARMLESS if valid else [
+        "duplicate names", "empty names", "dims", "op type", "drop node", "initializer", "external data", "truncate",
+        "flip", "opset", "io type", "rank", "tensor twice", "unproduced output"]))
     i = draw(st.integers(0, len(g.node) - 1))
+    if valid and op == "opset":
+        proto.opset_import[0].version = draw(st.integers(13, 17))
+        op = "none"
+    elif valid and op == "io type":  # the parser casts DOUBLE to FLOAT: still imported
+        g.input[0].type.tensor_type.elem_type = draw(st.sampled_from([1, 11]))
+        op = "none"
+    elif op == "unique names":
+        for k, n in enumerate(g.node):
+            n.name = f"{n.name or n.op_type}__{k}"
     if op == "duplicate names":
         for n in g.node[: draw(st.integers(2, len(g.node)))]:
             n.name = draw(st.sampled_from(["dup", "dup_0", "dup_1", ""]))
@@ -847,7 +959,18 @@ def _mutation(draw):
                                                                          "fifo", "missing.bin", "w.bin"])))
         t.external_data.add(key="length", value=draw(st.sampled_from(["16", str(2**40), "-1"])))
     elif op == "opset":
-        proto.opset_import[0].version = draw(st.sampled_from([1, 999]))
+        proto.opset_import[0].version = draw(st.sampled_from([1, 6, 7, 999]))
+    elif op == "io type":  # what TensorRT's parser imports (FLOAT, DOUBLE, FLOAT16) and what it cannot
+        vi = draw(st.sampled_from([g.input[0], g.output[0]]))
+        vi.type.tensor_type.elem_type = draw(st.sampled_from([0, 1, 8, 10, 11, 14, 15, 4, 5, 19]))
+    elif op == "rank":
+        for _ in range(draw(st.integers(1, 6))):
+            g.input[0].type.tensor_type.shape.dim.add(dim_value=1)
+    elif op == "tensor twice":
+        g.node[i].output[0] = draw(st.sampled_from([g.input[0].name, g.node[0].output[0], g.output[0].name]))
+    elif op == "unproduced output":
+        g.output.add().CopyFrom(g.output[0])
+        g.output[-1].name = draw(st.sampled_from(["nowhere", "", g.input[0].name]))
     raw = proto.SerializeToString()
     if op == "truncate":
         raw = raw[: draw(st.integers(0, len(raw) - 1))]
@@ -860,11 +983,12 @@ def _mutation(draw):
 
 
 @fuzz(20)
-@given(mutation=_mutation(), cmd=st.sampled_from(["check", "measure", "folder"]))
-def test_onnx_mutations(mutation, cmd, work):
+@given(data=st.data(), cmd=st.sampled_from(["check", "measure", "folder"]), valid=_well_formed)
+def test_onnx_mutations(data, cmd, valid, work):
     """Mutations of a real export: imported (valid JSON out) or refused with one line; external data never
-    read from outside the model's folder or from a FIFO; duplicate names never addressed by a guessed name."""
-    op, raw = mutation
+    read from outside the model's folder or from a FIFO; duplicate names never addressed by a guessed name (most
+    examples: a model TensorRT's parser imports, unchanged or mildly edited)."""
+    op, raw = data.draw(_mutation(valid))
     folder = Path(tempfile.mkdtemp(dir=work))
     path = folder / "m.onnx"
     path.write_bytes(raw)
@@ -901,20 +1025,39 @@ def _valid_share(c: dict) -> float:
     return round(c["accepted"] / c["tried"], 3) if c.get("tried") else 0.0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _summary(tmp_path_factory):
+_START = [0.0]
+_SUMMARY_PATH: list[Path] = []
+
+
+def _summary_doc() -> dict:
     import time
 
-    start = time.monotonic()
-    yield
     doc = {kind: {key: c.get(key, 0) for key in OUTCOMES} for kind, c in sorted(COUNTS.items())}
     doc["TOTAL"] = {key: sum(c[key] for c in doc.values()) for key in OUTCOMES}
     for c in doc.values():
         c["valid share"] = _valid_share(c)
     doc["SEED"] = SEED
-    doc["WALL_S"] = round(time.monotonic() - start, 1)
+    doc["WALL_S"] = round(time.monotonic() - _START[0], 1)
     doc["UNDER_HALF_VALID"] = [k for k, c in doc.items() if isinstance(c, dict) and c["valid share"] < 0.5]
+    return doc
+
+
+def _progress() -> None:
+    """A long run writes its summary every 100 calls: a run stopped early still says what it did."""
+    total = sum(c["tried"] for c in COUNTS.values())
+    if (CALLS or EXAMPLES) and _SUMMARY_PATH and total % 100 == 0:
+        _SUMMARY_PATH[0].write_text(json.dumps(_summary_doc(), indent=1) + "\n")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _summary(tmp_path_factory):
+    import time
+
+    _START[0] = time.monotonic()
     path = Path(os.environ.get("PLACETUNE_FUZZ_SUMMARY") or tmp_path_factory.getbasetemp() / "fuzz-summary.json")
+    _SUMMARY_PATH[:] = [path]
+    yield
+    doc = _summary_doc()
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"\nfuzz summary, seed {SEED}, {doc['TOTAL']['tried']} calls in {doc['WALL_S']} s ({REPLAY}; {path}):")
     for kind, c in doc.items():
