@@ -619,8 +619,8 @@ def optuna_db(tmp_path_factory):
 
 @fuzz(6)
 @given(table=st.sampled_from(sorted(_OPTUNA_COLUMNS)), data=st.data(), every=st.booleans(),
-       cmd=st.sampled_from([["tune", "--model", "seed-block", "--study", "s", "--agent", "optuna", "--trials", "6"],
-                            ["studies"], ["export", "--study", "s"]]), valid=_well_formed)
+       cmd=st.sampled_from([["tune", "--model", "seed-block", "--study", "s", "--agent", "optuna", "--trials", "6"]] * 2
+                           + [["studies"], ["export", "--study", "s"]]), valid=_well_formed)
 def test_optuna_tables(table, data, every, cmd, valid, optuna_db, work):
     """Optuna's tables edited behind its back, then the study resumed, listed and exported: a clean refusal or a
     run, never a traceback; placetune's own rows never lost (most examples: the tables as Optuna wrote them)."""
