@@ -79,7 +79,7 @@ EXAMPLES = int(os.environ.get("PLACETUNE_FUZZ_EXAMPLES", "0") or 0)
 #: its examples; the summary says how many calls it made
 CALLS = int(os.environ.get("PLACETUNE_FUZZ_CALLS", "0") or 0)
 #: the examples of one CI run, all properties together (the sum of every ``fuzz(n)`` below; a test checks it)
-CI_EXAMPLES = 322
+CI_EXAMPLES = 320
 #: calls per example in CI (some examples make two or three calls, some none): ``$PLACETUNE_FUZZ_CALLS`` / this
 #: many examples reach the asked number of calls
 CALLS_PER_EXAMPLE = 1.0
@@ -644,12 +644,11 @@ def test_optuna_tables(table, data, every, cmd, valid, optuna_db, work):
 _FAKE_TRTEXEC = Path(__file__).parent / "fakes" / "trtexec"
 
 
-@fuzz(4)
+@fuzz(2)  # each example runs trtexec's double three times (help, build, time): seconds
 @given(fault=st.sampled_from(["FAIL=build", "FAIL=infer", "CRASH=build", "CRASH=infer", "DLA_CORES=0",
                               "DLA_CORES=1", "VERSION=8.5.2", "VERSION=10.3.0", "VERSION=11.4.1", "VERSION=7.1.3"]),
-       placement=st.sampled_from(["all-gpu", "all-dla", '{"default": "DLA1"}']),
-       mode=st.sampled_from(["engine", "replicas"]), valid=_well_formed)
-def test_build_runtime_edges(fault, placement, mode, valid, work):
+       placement=st.sampled_from(["all-gpu", "all-dla", '{"default": "DLA1"}']), valid=_well_formed)
+def test_build_runtime_edges(fault, placement, valid, work):
     """A real backend (trtexec, its double) whose build or run fails, crashes, lacks DLA cores or is of another
     TensorRT version: a measurement marked failed (or a clean refusal), never a traceback or a guessed figure
     (most examples: a build and run that work)."""
@@ -664,9 +663,8 @@ def test_build_runtime_edges(fault, placement, mode, valid, work):
     if not valid:
         key, _, value = fault.partition("=")
         env[f"PLACETUNE_FAKE_TRTEXEC_{key}"] = value
-    argv = ["measure", "seed-block", "--backend", "trtexec", "--placement", placement, "--mode", mode, "--json"]
-    if mode == "replicas":
-        argv[argv.index("--placement"):argv.index("--placement") + 2] = ["--replicas", "GPU:1,DLA0:1"]
+    # engine mode (a replicas measurement times each replica for 10 s: too slow for every CI run)
+    argv = ["measure", "seed-block", "--backend", "trtexec", "--placement", placement, "--json"]
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
