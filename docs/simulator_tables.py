@@ -83,10 +83,25 @@ def _results():
     cases = published_cases()
     results = evaluate(cases)
     by_id = {c.row.id: c for c in cases}
-    loso = [CaseResult(by_id[k], v) for k, v in sorted(stored_fit().get("loso", {}).items()) if k in by_id]
+    stored = stored_fit()
+    loso = [CaseResult(by_id[k], v) for k, v in sorted(stored.get("loso", {}).items()) if k in by_id]
     fit = [r for r in results if r.case.row.split == "fit"]
     val = [r for r in results if r.case.row.split == "validate"]
     return cases, fit, val, loso
+
+
+def _unexcluded():
+    """The stored predictions of the fits without the exclusion rule: (validate rows, leave-one-source-out)."""
+    from placetune.calibration.builtin import stored_fit
+    from placetune.calibration.published import CaseResult, published_cases
+
+    by_id = {c.row.id: c for c in published_cases()}
+    un = stored_fit().get("unexcluded")
+    if not un:
+        return None, None
+    val = [CaseResult(by_id[k], v) for k, v in sorted(un["predictions"].items())
+           if k in by_id and by_id[k].row.split == "validate"]
+    return val, [CaseResult(by_id[k], v) for k, v in sorted(un["loso"].items()) if k in by_id]
 
 
 def calibration_summary() -> str:
@@ -95,10 +110,15 @@ def calibration_summary() -> str:
     from placetune.calibration.builtin import PARAMS
 
     _, fit, val, loso = _results()
+    val_all, loso_all = _unexcluded()
     cols = [("fit", fit), ("validate (never used to set anything)", val),
             ("leave-one-source-out (fit rows, each source predicted by a fit without it)", loso)]
     n_fit = sum(1 for r in fit if not r.case.conflict)
-    return "\n".join([accuracy.summary_table(cols), "",
+    judged = accuracy.judged_table([("validate", val, True), ("validate", val_all, False), ("leave-one-source-out", loso, True),
+                                    ("leave-one-source-out", loso_all, False)], 0.15, 0.35)
+    return "\n".join(["Judged figures (exclusion rule: rows in conflict with their peers left out of the fit and "
+                       "the figures; `none`: fitted and counted; placetune/data/published.md):", "", judged, "",
+                       accuracy.summary_table(cols), "",
                       f"{len(PARAMS)} free constants, {n_fit} fit rows ({n_fit / len(PARAMS):.1f} per constant). "
                       "Errors in time: simulated / published time - 1, + = the simulator is slower.", "",
                       accuracy.group_table("batch bucket", cols)])

@@ -4,12 +4,18 @@ The task: ResNet-18, INT8, pipeline mode on the simulated AGX Orin (GPU, DLA0 an
 a stage), maximise throughput with 4 frames in flight. The environment is
 ``placetune/PlacementStages-v0``: one step per block of the network (13 for ResNet-18), the
 action is the block's device, each DLA core takes one contiguous stretch, and the reward at
-the end is ``log`` of the throughput gain over all-GPU. Learning matters here: the untrained
-(masked uniform) policy's median placement is slower than all-GPU.
+the end is ``log`` of the throughput gain over all-GPU.
 
 It prints the environment steps and episodes the training took, how many distinct placements
 it measured (each one an engine build on a Jetson), the learned placement against all-GPU,
-and how many evaluations the ``guided`` agent needs for the same throughput. Everything is
+against best-of-N random (the untrained, masked uniform policy played for as many episodes as
+the training: equal evaluations), and how many evaluations the ``guided`` agent needs for the
+same throughput. Said plainly: on ResNet-18 learning does not pay here. The median random
+placement is slower than all-GPU, but the best of a few random episodes is already the optimum
+of this env (1.125x); PPO reaches it on some seeds and not on others. On YOLOv8n (``--model
+yolov8n``, 19 blocks) random's best stays below the env's optimum and the learned placement
+beats it on most seeds, while ``guided`` finds a better plan outside the env's stage space
+(benchmarks/bench_rl.py has the table over seeds 0-9). Everything is
 measured by the simulated Jetson (SIMULATED); with ``--backend tensorrt`` on a Jetson every
 distinct placement is a real build.
 
@@ -18,6 +24,7 @@ Needs the ``rl`` extra (sb3-contrib, torch; a CPU build of torch is enough):
     pip install -e ".[rl]"
     python examples/train_maskable_ppo.py                   # 16,384 steps, about a minute
     python examples/train_maskable_ppo.py --timesteps 4096 --seed 3
+    python examples/train_maskable_ppo.py --model yolov8n
 """
 
 from __future__ import annotations
@@ -102,14 +109,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--guided-budget", type=int, default=10, help="evaluations of the guided agent (default 10)")
     ap.add_argument("--backend", default="simulate")
+    ap.add_argument("--model", default=TASK["model"], choices=("resnet18", "yolov8n"),
+                    help="the network to place (default resnet18)")
     args = ap.parse_args(argv)
+    task = {**TASK, "model": args.model}
     try:
         import sb3_contrib  # noqa: F401
     except ImportError:
         print('this example needs sb3-contrib and torch: pip install -e ".[rl]"', file=sys.stderr)
         raise SystemExit(1) from None
 
-    env = pt.PlacementStagesEnv(**TASK, backend=args.backend, agent="maskable-ppo")
+    env = pt.PlacementStagesEnv(**task, backend=args.backend, agent="maskable-ppo")
     env.reset(seed=args.seed)
     gpu = env.baseline_value
     sim = "SIMULATED" if env.evaluator.backend.simulated else "measured"
@@ -117,14 +127,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{env.settings.precision}, throughput with {env.settings.frames_in_flight} frames in flight, "
           f"{env.n_blocks} blocks, {'/'.join(env.devices)} ({sim})")
     print(f"all-GPU: {gpu:,.0f} fps")
-
-    # The untrained policy, on its own evaluator: the training's cache must not start warm.
-    probe = pt.PlacementStagesEnv(**TASK, backend=args.backend, agent="untrained")
-    random_gains = untrained(probe, 200, args.seed)
-    probe.close()
-    beat = sum(g > 1.0 for g in random_gains) / len(random_gains)
-    print(f"untrained policy (masked uniform), 200 episodes: median {statistics.median(random_gains):.3f}x "
-          f"all-GPU's throughput ({versus(statistics.median(random_gains), 'throughput')}), {beat:.0%} of them beat it")
 
     t0 = time.perf_counter()
     model, log = train(env, args.timesteps, args.seed)
@@ -143,7 +145,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{first[2]:,} builds)")
     env.close()
 
-    ev = pt.Evaluator(**TASK, backend=args.backend)  # its own cache: nothing measured by the training
+    # Best-of-N random at equal evaluations: the untrained (masked uniform) policy, as many episodes as the
+    # training played, on its own evaluator (the training's cache must not start warm).
+    probe = pt.PlacementStagesEnv(**task, backend=args.backend, agent="untrained")
+    random_gains = untrained(probe, len(log), args.seed)
+    probe.close()
+    random_best = max(random_gains)
+    random_reach = next((i + 1 for i, g in enumerate(random_gains) if g >= gain * (1 - 1e-9)), None)
+    print(f"best-of-{len(random_gains)} random (the untrained policy, masked uniform, as many episodes as the training): "
+          f"best {random_best:.3f}x all-GPU's throughput, median {statistics.median(random_gains):.3f}x; "
+          + (f"first played the learned {gain:.3f}x at episode {random_reach}" if random_reach is not None
+             else f"never played the learned {gain:.3f}x"))
+    verdict = ("beats" if gain > random_best * (1 + 1e-9) else "matches" if gain >= random_best * (1 - 1e-9)
+               else "does not reach")
+    print(f"  at equal evaluations the learned placement {verdict} random's best ({gain:.3f}x against {random_best:.3f}x)")
+
+    ev = pt.Evaluator(**task, backend=args.backend)  # its own cache: nothing measured by the training
     result = get_agent("guided", seed=args.seed).run(ev, Budget(args.guided_budget))
     best = float(result.best_value) / gpu
     reach = result.evaluations_to_reach(gain * gpu, rel_tol=0.0)
@@ -153,7 +170,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ev.close()
     return {"gain": gain, "steps": model.num_timesteps, "episodes": len(log), "builds": builds,
             "first_episode": first[0] if first else None, "guided_gain": best, "guided_evaluations": reach,
-            "untrained_median": statistics.median(random_gains)}
+            "untrained_median": statistics.median(random_gains), "random_best": random_best,
+            "random_episodes": len(random_gains), "random_reach": random_reach}
 
 
 if __name__ == "__main__":

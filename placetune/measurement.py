@@ -62,6 +62,7 @@ class Extra(TypedDict, total=False):
     dla_core: int  # the DLA core of the engine (-1: none)
     worker_seconds: float  # the worker's wall time for the job
     helper_layers: dict[str, str]  # parser helper layers (no ONNX node) -> device
+    parser_layers: dict[str, str]  # layers the ONNX parser made beyond the nodes -> GPU or DLA, as built
     dla_path: str  # how the network was made DLA-ready
     build_errors: list[str]
     build_warnings: list[str]

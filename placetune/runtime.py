@@ -164,8 +164,8 @@ class PlanRuntime:
         self._pipes = []
         for group in groups:
             net_in = {t: shapes.get(t) for e in group for t in e.inputs if t not in {o for g in group for o in g.outputs}}
-            try:  # the buffers go to self._cuda (the allocs list is the worker's)
-                self._pipes.append(pipe_cls(self._cuda, np, group, net_in, outputs, self.frames_in_flight, [], rng))
+            try:  # the buffers go to self._cuda
+                self._pipes.append(pipe_cls(self._cuda, np, group, net_in, outputs, self.frames_in_flight, rng))
             except RuntimeError as exc:  # engines that do not chain, or a CUDA allocation that failed
                 raise BackendError(f"{directory}: {exc}") from None
         first = self._pipes[0]

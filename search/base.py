@@ -423,7 +423,7 @@ class SearchRun:
             raise BudgetExhausted()
         ev = self.evaluator
         if self._study_keys is None:
-            self._study_keys = {r.placement_key for r in ev.store.requests(ev.study_name)}
+            self._study_keys = {key for key, _ in ev.store.request_keys(ev.study_name)}
         placement = self.space.to_placement(list(key))
         m = ev.peek(placement) if self._study_keys and ev.realised_key(placement) in self._study_keys else None
         if m is not None:

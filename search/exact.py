@@ -193,12 +193,12 @@ class EngineBound:
             back.append(bp)
             open_units = keep
         key, best = min(states.items(), key=lambda kv: kv[1])
-        kinds: list[int] = [0] * n
+        on_dla: list[int] = [0] * n  # per unit: 1 on the DLA (read back through the frontiers)
         for k in range(n - 1, -1, -1):
             prev, v = back[k][key]
-            kinds[k] = v
+            on_dla[k] = v
             key = prev
-        assignment = [dla_index if v else 0 for v in kinds]
+        assignment = [dla_index if v else 0 for v in on_dla]
         return float(best) + self.constant_ms, assignment
 
 

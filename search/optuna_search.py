@@ -316,6 +316,8 @@ class OptunaAgent(Agent):
                     state["stopped"] = True
                     trial.set_user_attr("status", "stopped")
                     raise optuna.TrialPruned("stopped before measuring") from None
+                if m.extra.get("_id") is None:  # waiting in a batch: written now, so that the trial names
+                    evaluator.flush()  # its measurement (the plan exported from it names this trial)
                 values = _values(evaluator, m)
                 known[key] = values
                 if self._constrained and values is not None:

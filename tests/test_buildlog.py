@@ -231,3 +231,40 @@ def test_legacy_fallback_wording_from_seed_003():
     text = (Path(__file__).parent / "data" / "trtexec_seed003_legacy_dla0.log").read_text().splitlines()
     log = parse_build_log(text)
     assert "prob" in log.fallbacks and "falling back to GPU" in log.fallbacks["prob"]
+
+
+def test_islands_whose_ends_are_parser_layers_are_read_with_the_parsers_lines():
+    """A DLA island may start or end at a layer the parser made beyond the nodes (``max_3``: the
+    second layer of a three-input Max, onnx-tensorrt elementwiseHelper; ``ONNXTRT_Broadcast_5``,
+    10.x). Without the parser's lines such a ForeignNode range names a layer the model does not
+    have and was left unmapped. The ``Parsing node``/``Registering layer`` lines (onnx-tensorrt
+    ModelImporter.cpp / ImporterContext.cpp registerLayer, 8.5-GA to main; older parsers prefix the
+    source location, as in the published logs of NVIDIA/TensorRT#1090 and #1389) give the order and
+    the owner of every registered layer."""
+    from placetune.backends.tensorrt.buildlog import parser_network, split_prefix
+
+    v = "[10/06/2020-09:46:28] [V] [TRT] "
+    parser = parser_network(split_prefix(x)[1] for x in [
+        v + "ModelImporter.cpp:107: Parsing node: conv0 [Conv]",
+        v + "ImporterContext.hpp:122: Registering layer: conv0 for ONNX node: conv0",
+        v + "Parsing node: max [Max]",
+        v + "Registering layer: w2 for ONNX node: w2",  # a Constant for weights: a helper of max
+        v + "Registering layer: max for ONNX node: max",
+        v + "Registering layer: max_3 for ONNX node: max",
+        v + "Registering layer: ONNXTRT_Broadcast_5 required by ONNX-TRT",
+        v + "Parsing node: conv2 [Conv]",
+        v + "Registering layer: conv2 for ONNX node: conv2",
+        v + "Registering tensor: output for ONNX tensor: output",
+    ])
+    assert parser == [("conv0", "conv0"), ("w2", "max"), ("max", "max"), ("max_3", "max"),
+                      ("ONNXTRT_Broadcast_5", "max"), ("conv2", "conv2")]
+    log = parse_build_log(["---------- Layers Running on DLA ----------",
+                           "[DlaLayer] {ForeignNode[conv0]}", "[DlaLayer] {ForeignNode[max_3...conv2]}",
+                           "---------- Layers Running on GPU ----------", "[GpuLayer] ELEMENTWISE: max"])
+    names = ["conv0", "max", "conv2"]
+    without = locate(log, names)
+    assert "{ForeignNode[max_3...conv2]}" in without.unmapped
+    with_parser = locate(log, names, parser)
+    assert not with_parser.unmapped
+    assert with_parser.devices == {"conv0": "DLA", "max": "GPU", "conv2": "DLA"}
+    assert with_parser.subgraphs == [["conv0"], ["max", "conv2"]]

@@ -95,6 +95,20 @@ def test_rows_in_conflict_with_their_peers_stay_out_of_the_fit(restore_constants
     assert "mlperf20-orin-resnet50-multistream" not in fit.rows and fit.rows
 
 
+def test_without_exclusions_the_excluded_rows_are_fitted_and_counted(restore_constants):
+    cases = [c for c in published_cases() if c.row.platform == "orin-agx" and c.kind == "gpu"]
+    one = (Param("ampere.gpu_launch_us", 0.5, 50.0, "test"),)
+    kept = fit_builtin(cases, params=one, max_nfev=2, exclusions=False)
+    assert "mlperf20-orin-resnet50-multistream" in kept.rows
+    before = dict(costs.ARCH)
+    full, loso = builtin.without_exclusions(cases, params=one, max_nfev=2)
+    assert costs.ARCH == before  # the constants in use are back
+    assert {r.case.row.id for r in full} == {c.row.id for c in cases if not c.skip}
+    assert "mlperf20-orin-resnet50-multistream" in {r.case.row.id for r in loso}
+    conflict = [r for r in loso if r.case.conflict]
+    assert conflict and accuracy.summary(loso, exclusions=False)["n"] == accuracy.summary(loso)["n"] + len(conflict)
+
+
 def test_stored_fit_is_current():
     """The stored predictions are what the simulator gives now: a change of the model or of the
     rows without ``benchmarks/calibration.py --fit --write`` fails here."""
@@ -105,6 +119,9 @@ def test_stored_fit_is_current():
     for k, v in now.items():
         assert v == pytest.approx(stored["predictions"][k], rel=1e-4), k
     assert set(stored["loso"]) == {c.row.id for c in published_cases() if not c.skip and c.row.split == "fit"}
+    # the fits without the exclusion rule: every expressible row, and every fit row by leave-one-source-out
+    assert set(stored["unexcluded"]["predictions"]) == set(stored["predictions"])
+    assert set(stored["unexcluded"]["loso"]) == set(stored["loso"])
 
 
 def test_the_orin_gpu_is_fitted_on_orin_rows():
@@ -124,16 +141,36 @@ def test_fit_improves_on_the_priors(restore_constants):
     assert fitted["median"] < prior["median"] and fitted["median"] <= 0.10
 
 
-def test_the_calibration_meets_its_targets():
-    """Leave-one-source-out (stored by the last fit) median <= 15 % and max <= 35 %, every batch
-    bucket's median signed error within +/-10 % on the fit, validation and leave-one-source-out
-    rows, and the validation median <= 15 % (its max is reported, not bounded)."""
-    cases = {c.row.id: c for c in published_cases()}
-    loso = [published.CaseResult(cases[k], v) for k, v in stored_fit()["loso"].items()]
-    _, sets = calibration.report(loso)
-    assert calibration.targets_met(sets) == []
-    s = accuracy.summary(sets["validate"])
-    assert s["n"] >= 10 and s["median"] <= calibration.TARGET_MEDIAN, s
+#: The judged sets whose max misses the 35 % target (figures stored by the last run, reported by
+#: benchmarks/calibration.py): the validation row t2tdla-xaviernx-resnet18-dla-int8 (+38.3 %, with and
+#: without exclusions) and, without exclusions, the excluded row mlperf20-orin-resnet50-multistream
+#: itself (-38.8 % by leave-one-source-out).
+KNOWN_MISSES = {"validate", "validate_all", "loso_all"}
+
+
+def _stored_sets():
+    loso, unexcluded = calibration.stored_predictions()
+    assert unexcluded is not None
+    return calibration.report(loso, unexcluded)[1]
+
+
+def test_the_calibration_meets_its_targets_except_the_known_misses():
+    """Every judged set (validation and leave-one-source-out, with and without exclusions) has its
+    median <= 15 %; its max <= 35 % except the sets of KNOWN_MISSES (a new miss fails here); every
+    batch bucket's median signed error within +/-10 %."""
+    sets = _stored_sets()
+    missed = calibration.targets_met(sets)
+    assert {m.split()[0] for m in missed} == KNOWN_MISSES, missed
+    for key, _, excl in calibration.JUDGED:
+        s = accuracy.summary(sets[key], excl)
+        assert s["n"] >= 10 and s["median"] <= calibration.TARGET_MEDIAN, (key, s)
+        assert key in KNOWN_MISSES or s["max"] <= calibration.TARGET_MAX, (key, s)
+
+
+@pytest.mark.xfail(strict=True, reason="validation max 38.3 % and leave-one-source-out max without exclusions "
+                                       "38.8 %: targets missed (KNOWN_MISSES), reported, not tuned away")
+def test_the_calibration_meets_all_its_targets():
+    assert calibration.targets_met(_stored_sets()) == []
 
 
 def test_a_python_harness_bounds_the_rate_of_small_networks():
@@ -145,12 +182,17 @@ def test_a_python_harness_bounds_the_rate_of_small_networks():
 
 
 def test_report_shows_every_table_and_labels_simulated():
-    cases = {c.row.id: c for c in published_cases()}
-    loso = [published.CaseResult(cases[k], v) for k, v in stored_fit()["loso"].items()]
-    text, sets = calibration.report(loso)
+    loso, unexcluded = calibration.stored_predictions()
+    text, sets = calibration.report(loso, unexcluded)
     assert "leave-one-source-out" in text and "validate (never used" in text
+    # the four judged tables come first, each with and without the exclusion rule
+    assert text.startswith("## Judged figures")
+    for _, title, _ in calibration.JUDGED:
+        assert f"**{title}**" in text
+    assert text.count("| validate | rule applied |") == 1 and text.count("| loso | none |") == 1
+    assert "not computed" not in text.split("## Fit,")[0]
     for by in ("batch bucket", "network family", "device kind", "network", "platform", "precision", "source"):
         assert f"| {by} |" in text, by
     assert "rows per constant" in text and "simulated" in text.lower()
-    assert sets["fit"] and sets["validate"] and sets["loso"]
+    assert sets["fit"] and sets["validate"] and sets["loso"] and sets["validate_all"] and sets["loso_all"]
     assert isinstance(calibration.targets_met(sets), list)

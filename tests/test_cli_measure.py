@@ -97,3 +97,15 @@ def test_replicas_output_shows_every_replica_and_whose_segments_the_table_holds(
     for device, batch in (("GPU", 8), ("DLA0", 2), ("DLA1", 2)):
         assert re.search(rf"^replica {device}: batch {batch}, [\d.]+ ms per batch, [\d,.]+ fps$", out, re.M), out
     assert "segments of the DLA0 replica, timed alone (every DLA replica runs the same on its own core):" in out
+
+
+def test_measure_check_and_tune_default_to_one_precision(capsys):
+    """One precision default across the commands: a plain `measure` measures what `tune` tunes and `check` checks."""
+    from placetune.tuning.studyfile import DEFAULT_PRECISION
+
+    code, doc = _measure(capsys, "resnet18")
+    assert code == 0 and doc["precision"] == DEFAULT_PRECISION == "int8"
+    assert main(["measure", "resnet18"]) == 0
+    assert ", int8, " in capsys.readouterr().out
+    assert main(["check", "resnet18", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"] == DEFAULT_PRECISION

@@ -167,11 +167,13 @@ def _expected(x):
 def _run(cuda, kernel, k, spins, frames=24, breakage=None):
     """Run ``frames`` frames back to back with K in flight; per frame, the output copied to its
     own pinned host buffer (async, on the sink's stream). Returns (bad frames, period ms, latency ms)."""
+    import worker_resources
+
     _, wp = _worker_modules()
-    allocs = []
     engines = _engines(cuda, kernel, spins)
     rng = np.random.default_rng(k)
-    pipe = wp._Pipeline(cuda, np, engines, {"x": [N]}, ["out"], k, allocs, rng)
+    scope = worker_resources.Resources(cuda)  # the pipeline's buffers, freed at the end
+    pipe = wp._Pipeline(scope, np, engines, {"x": [N]}, ["out"], k, rng)
     for t, data in pipe.input_data.items():  # integer-valued inputs: exact outputs
         for s, host in enumerate(data):
             host[:] = rng.integers(-8, 8, size=N).astype(np.float32)
@@ -207,8 +209,7 @@ def _run(cuda, kernel, k, spins, frames=24, breakage=None):
         return bad, period, latency
     finally:
         cuda.synchronize()
-        for m in allocs:
-            m.free()
+        scope.close()
 
 
 def test_layer_basics_pinned_async_copies_and_event_timing(cuda, kernel):
@@ -291,10 +292,12 @@ def test_application_stream_feeds_and_fetches_each_frame_exactly(cuda, kernel, k
     done, K frames in flight over reused slots; every output must be its own input's."""
     import time
 
+    import worker_resources
+
     _, wp = _worker_modules()
-    allocs = []
     engines = _engines(cuda, kernel, (150, 100, 150))
-    pipe = wp._Pipeline(cuda, np, engines, {"x": [N]}, ["out"], k, allocs, np.random.default_rng(0))
+    scope = worker_resources.Resources(cuda)  # the pipeline's buffers, freed at the end
+    pipe = wp._Pipeline(scope, np, engines, {"x": [N]}, ["out"], k, np.random.default_rng(0))
     rng = np.random.default_rng(10 + k)
     xs = [rng.integers(-8, 8, size=N).astype(np.float32) for _ in range(24)]
     try:
@@ -308,8 +311,7 @@ def test_application_stream_feeds_and_fetches_each_frame_exactly(cuda, kernel, k
             assert wall < 24 * 0.400 * 0.9  # frames overlap: less than 24 back-to-back latencies
     finally:
         cuda.synchronize()
-        for m in allocs:
-            m.free()
+        scope.close()
 
 
 @pytest.mark.parametrize("binding", ["cuda-python", "pycuda"])
@@ -391,25 +393,22 @@ def _pipeline_job(layer, state, k, fail_at=None, owned=True):
     job = {"engines": [{"name": f"e{i}"} for i in range(3)], "network_inputs": {"x": [N]},
            "network_outputs": ["out"], "frames_in_flight": k, "iterations": 5, "warmup_ms": 0,
            "timeline_frames": 4, "profile_iterations": 0, "gate": {"tolerance": 1e-5}, "seed": k}
-    out, allocs = {}, []
+    out: dict = {}
     scope = None
     try:
         scope = worker_resources.Resources(layer) if owned else None
-        wp._run_pipeline(None, scope or layer, np, job, plans, ref_plan, None, allocs, out)
+        wp._run_pipeline(None, scope or layer, np, job, plans, ref_plan, None, out)
     except Exception as exc:  # noqa: BLE001 - as pipeline() does
         out.update(status="runtime_failed", error=f"{type(exc).__name__}: {exc}")
     finally:
-        worker_resources.release(scope, out)
-        if not owned:  # the device buffers were freed then, the rest was not
-            for mem in allocs:
-                mem.free()
+        worker_resources.release(scope, out)  # without an owner nothing is freed
     return out
 
 
 def test_the_counts_see_what_a_job_without_an_owner_leaves(cuda, kernel, monkeypatch):
     """The check below can see a leak: jobs made on the bare layer (as every job was before
-    jobs owned their resources) leave, on cuda-python, their streams, events and pinned buffers
-    behind; pycuda frees a stream or event when its object goes, and the counts say so."""
+    jobs owned their resources) leave, on cuda-python, their streams, events, pinned and device
+    buffers behind; pycuda frees a stream or event when its object goes, and the counts say so."""
     state = _standin_engines(kernel, monkeypatch)
     before = cuda.live()
     for i in range(10):

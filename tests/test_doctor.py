@@ -162,3 +162,13 @@ def test_no_cuda_python_verdict_off_jetpack_6_and_7_or_with_pycuda():
     assert doctor.cuda_python_check(None, "cuda-python", "13.0.1") is None
     assert doctor.cuda_python_check("R35.4.1", None, None) is None  # JetPack 5: pycuda (README)
     assert doctor.cuda_python_check("R36.4.0", "pycuda", "2024.1") is None
+
+
+def test_json_report_is_one_object_per_check(capsys):
+    """`placetune doctor --json`: every check as {name, ok, detail, fix}, in the order of the text report."""
+    import json
+
+    main(["doctor", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(set(r) == {"name", "ok", "detail", "fix"} for r in rows)
+    assert [r["name"] for r in rows] == [c.name for c in doctor.run()]

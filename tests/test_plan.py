@@ -539,6 +539,57 @@ def test_export_refuses_a_measurement_whose_realised_placement_is_unknown(study)
             export_plan(store, "s", measurement_id=mid, model=study.model)
 
 
+def test_trtexec_lists_the_parsers_own_layers_as_measured_on_the_same_tensorrt():
+    """Under --useDLACore a layer --layerDeviceTypes does not name goes to the DLA
+    (sampleEngines.cpp: setDefaultDeviceType(kDLA), then setLayerDeviceTypes by name), so the
+    exported command left a GPU node's further layers (``max_3``: onnx-tensorrt elementwiseHelper,
+    generateUniqueName) on the DLA. The plan keeps them as measured; the command lists them when
+    it targets the measured TensorRT (another version's parser names them its own way)."""
+    doc = _engine_doc({"/a/Conv": "DLA0", "max": "GPU", "/b/Conv": "DLA0"}, versions={"tensorrt": "10.3.0"})
+    doc["engines"][0]["parser_layers"] = {"max_3": "GPU", "ONNXTRT_Broadcast_5": "GPU", "w,1": "GPU"}
+    plan = Plan.from_dict(doc)
+
+    def spec(version):
+        lines = trtexec_commands(plan, trt_version=version)
+        argv = shlex.split(next(c for c in lines if not c.startswith("#")))
+        value = next(a for a in argv if a.startswith("--layerDeviceTypes=")).partition("=")[2]
+        return _trtexec_layer_device_types(value), lines
+
+    same, lines = spec("10.3.0")
+    assert same == {"/a/Conv": "DLA", "max": "GPU", "/b/Conv": "DLA", "max_3": "GPU", "ONNXTRT_Broadcast_5": "GPU"}
+    assert any("listed as measured" in c for c in lines)
+    other, lines = spec("8.6.1")
+    assert "max_3" not in other and any("names them its own way" in c for c in lines)
+    doc["engines"][0]["parser_layers"] = {"max_3": "CPU"}
+    with pytest.raises(ConfigError, match=r"parser_layers must be an object of layer name"):
+        Plan.from_dict(doc)
+
+
+def test_apply_places_the_parsers_own_layers_as_measured_on_the_same_tensorrt(engine_plan):
+    """TensorRT 8.5's parser gives a node's second layer ``<node>_<k>`` with no metadata
+    (onnx-tensorrt 8.5-GA generateUniqueName, no processMetadata before 8.6-GA): apply matched it to
+    nothing and left it on the GPU, splitting the node's DLA island. The plan's measured
+    ``parser_layers`` say where it was built; they are used on the measured TensorRT only."""
+    import copy
+
+    plan = copy.deepcopy(engine_plan)
+    plan.engines[0]["parser_layers"] = {"/conv3/Conv_7": "DLA", "/Concat_9": "GPU"}
+    plan.versions["tensorrt"] = "8.5.2"
+
+    def net():
+        return FakeNetwork([FakeLayer("/conv3/Conv"), FakeLayer("/conv3/Conv_7"), FakeLayer("/conv4/Conv"),
+                            FakeLayer("/Concat"), FakeLayer("/Concat_9")])
+
+    trt85 = SimpleNamespace(__version__="8.5.2.2", **vars(FAKE_TRT))
+    config = FakeConfig()
+    report = plan.apply(net(), config, trt=trt85)
+    assert config.devices["/conv3/Conv_7"] == "kDLA" and config.devices["/Concat_9"] == "kGPU"
+    assert "/conv3/Conv_7" not in report.unmatched and "/Concat_9" not in report.unmatched
+    config = FakeConfig()
+    report = plan.apply(net(), config, trt=SimpleNamespace(__version__="8.6.1", **vars(FAKE_TRT)))
+    assert config.devices["/conv3/Conv_7"] == "kGPU" and "/conv3/Conv_7" in report.unmatched
+
+
 @pytest.mark.parametrize("name", ["in,0", "in'0", "a,b'c"])
 def test_trtexec_script_refuses_an_input_name_shapes_cannot_express(name):
     """trtexec splits --shapes at every ',' and strips single quotes from names (sampleOptions.cpp): a dynamic

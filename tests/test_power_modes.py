@@ -18,14 +18,44 @@ from placetune.tuning.studyfile import load_study_file
 AGX = modes_of("orin-agx")
 
 
-def test_every_orin_platform_follows_a_transcribed_file_and_names_its_modes():
-    assert set(PLATFORM_MODULE) == {n for n in PLATFORMS if n.startswith("orin")}
+def test_every_platform_follows_a_transcribed_file_and_names_its_modes():
+    assert set(PLATFORM_MODULE) == {n for n in PLATFORMS if n.startswith(("orin", "xavier"))}
     for name, module in PLATFORM_MODULE.items():
         table = MODULES[module]
         assert set(table.names) == set(get_platform(name).power_modes), name
-        assert table.default.id == table.default_id and table.fastest.gpu_max_hz is None
-    for name in ("xavier-agx", "xavier-nx"):  # no transcribed file: names only (UNVERIFIED)
-        assert modes_of(name) is None
+        assert table.default.id == table.default_id
+        assert table.scale(table.fastest.label) == MAXN_SCALE
+        for mode in table.modes:  # no mode is faster than the fastest in any domain
+            assert max(table.scale(mode.label)) <= 1.0, (name, mode.label)
+
+
+def test_the_transcription_of_the_agx_xavier_file():
+    """nvpmodel_t194.conf: 8 modes, 4 TPCs (10W gates 2: TPC_PG_MASK 5), boot default 15W_DESKTOP,
+    whose DLA cap is 115.2 MHz."""
+    xa = modes_of("xavier-agx")
+    assert xa.names == ("MAXN", "10W", "15W", "30W_ALL", "30W_6CORE", "30W_4CORE", "30W_2CORE", "15W_DESKTOP")
+    assert xa.default.label == "15W_DESKTOP" and xa.fastest.label == "MAXN"
+    assert [xa.active_tpcs(xa.mode(k)) for k in ("MAXN", "10W", "15W", "30W_ALL")] == [4, 2, 4, 4]
+    assert xa.clocks_mhz(xa.mode("30W_ALL")) == (900.0, 1050.0, 1600.0)
+    assert xa.clocks_mhz(xa.mode("MAXN")) == (1377.0, 1400.0, 2133.0)  # ref §1 maxima
+    s = xa.scale("10W")
+    assert s.gpu == pytest.approx(2 / 4 * 520 / 1377) and s.dla == pytest.approx(550 / 1400)
+    assert xa.scale("15W_DESKTOP").dla == pytest.approx(115.2 / 1400)
+    assert [m.cpu_online for m in xa.modes] == [8, 2, 4, 8, 6, 4, 2, 4]
+
+
+def test_the_transcription_of_the_xavier_nx_file():
+    """nvpmodel_t194_p3668.conf: no MAXN; the 20W modes are the fastest (EMC 1866 MHz), 15W caps the
+    memory only, 10W the GPU and the DLA too; 3 of the chip's 4 TPCs in every mode."""
+    nx = modes_of("xavier-nx")
+    assert nx.fastest.label == "20W_6CORE" and nx.default.label == "10W_DESKTOP"
+    assert nx.mode("MAXN") is nx.fastest and {nx.active_tpcs(m) for m in nx.modes} == {3}
+    assert nx.scale("20W_2CORE") == MAXN_SCALE
+    s15 = nx.scale("15W_6CORE")
+    assert s15.gpu == s15.dla == 1.0 and s15.emc == pytest.approx(1600 / 1866)
+    s10 = nx.scale("10W_4CORE")
+    assert s10.gpu == pytest.approx(803.25 / 1100) and s10.dla == pytest.approx(896 / 1100)
+    assert nx.scale("10W_DESKTOP").gpu == pytest.approx(510 / 1100)
 
 
 def test_the_transcription_of_the_agx_orin_file():
@@ -86,15 +116,19 @@ def test_power_mode_names_are_checked_and_canonical():
     orin = get_platform("orin-agx")
     assert orin.check_power_mode("maxn") == "MAXN" and orin.check_power_mode("mode_30w") == "30W"
     assert get_platform("orin-nano").check_power_mode("MAXN") == "MAXN"  # Settings' default everywhere
-    assert get_platform("xavier-nx").check_power_mode("15w") == "15W"
+    assert get_platform("xavier-nx").check_power_mode("mode_15w_6core") == "15W_6CORE"
     with pytest.raises(ConfigError, match=r"power_mode '40W': orin-agx has the power modes MAXN, 50W, 30W, 15W"):
         orin.check_power_mode("40W")
 
 
-def test_xavier_keeps_its_estimate():
-    xa = get_platform("xavier-agx")
-    s = power_factor(xa, "15W")
-    assert s.gpu == s.dla == s.emc < 1.0 and power_factor(xa, "MAXN") == MAXN_SCALE
+def test_xavier_scales_per_domain_from_its_file():
+    """Xavier follows its nvpmodel caps like Orin (it had one sqrt(watts) factor for every domain)."""
+    xa, nx = get_platform("xavier-agx"), get_platform("xavier-nx")
+    assert power_factor(xa, "15W") == modes_of("xavier-agx").scale("15W")
+    assert power_factor(xa, "MAXN") == MAXN_SCALE and power_factor(nx, "MAXN") == MAXN_SCALE
+    assert power_factor(xa, "30W") is None  # the file has 30W_ALL, _6CORE, _4CORE, _2CORE, no plain 30W
+    with pytest.raises(ConfigError, match="power_mode"):
+        nx.check_power_mode("25W")
 
 
 def _measure(capsys, *argv):

@@ -98,21 +98,88 @@ def _m(fps: float, key: str) -> Measurement:
 def test_convergence_rule_finds_the_trial_and_what_came_after():
     obj = get_objective("throughput")
     assert patience_for(300) == 30 and patience_for(15) == 10
-    fps = [100, 150, 200, 201, 199] + [200.5] * 20 + [230] + [229] * 5
+    fps = [100, 150, 200, 201, 199] + [200.5] * 20 + [201.5] * 6
     watch = ConvergenceWatch(obj, 32, [(str(i), _m(v, str(i))) for i, v in enumerate(fps)], patience=10)
     c = watch.result()
-    assert (c.trial, c.trials, c.best_then, c.best_now) == (3, 31, 200, 230)
-    assert math.isclose(c.bought, 0.15)
+    assert (c.trial, c.trials, c.best_then, c.best_now) == (3, 31, 200, 201.5)
+    assert math.isclose(c.bought, 0.0075)
     assert c.sentence("fps") == ("converged at trial 3 of 31 (no gain over 1% in the 10 trials after it); "
-                                 "the 28 trials after it bought +15.0% (200 -> 230 fps)")
-    # still improving: not converged
-    assert ConvergenceWatch(obj, 32, [(str(i), _m(100 + 10 * i, str(i))) for i in range(20)]).result().trial is None
+                                 "the 28 trials after it bought +0.8% (200 -> 201.5 fps)")
+    # still improving: not converged, and it says when the best last moved
+    c = ConvergenceWatch(obj, 32, [(str(i), _m(100 + 10 * i, str(i))) for i in range(20)]).result()
+    assert (c.trial, c.last_moved) == (None, 20)
+    assert c.sentence() == ("not converged: the best last moved by more than 1% at trial 20 of 20, and convergence "
+                            "needs 10 trials without such a gain")
     # a re-measured lucky best counts with its latest value
     watch = ConvergenceWatch(obj, 30, [("a", _m(100, "a")), ("b", _m(120, "b"))], patience=10)
     again = _m(90, "b")
     again.extra["remeasured"] = 2
     watch.add("b", again)
     assert (watch.result().best_now, watch.result().trials) == (100, 4)
+
+
+def test_a_gain_over_one_percent_withdraws_the_convergence_declared_before_it():
+    obj = get_objective("throughput")
+    fps = [100, 150, 200, 201, 199] + [200.5] * 20 + [230] + [229] * 5
+    watch = ConvergenceWatch(obj, 32, patience=10)
+    for i, v in enumerate(fps[:25]):
+        watch.add(str(i), _m(v, str(i)))
+    assert watch.converged and watch.result().trial == 3
+    assert watch.announcements() == ["converged at trial 3: no gain over 1% in the 10 trials after it"]
+    for i, v in enumerate(fps[25:], 25):
+        watch.add(str(i), _m(v, str(i)))
+    c = watch.result()
+    # trial 26 found a plan 15 % better: the declaration of trial 3 no longer stands
+    assert not watch.converged and (c.trial, c.last_moved, c.withdrawn, c.best_now) == (None, 26, ((3, 26),), 230)
+    assert watch.announcements() == ["convergence at trial 3 withdrawn at trial 26: the best moved +15.0% (200 -> 230)"]
+    assert c.sentence("fps") == ("not converged: the best last moved by more than 1% at trial 26 of 31, and "
+                                 "convergence needs 10 trials without such a gain; a convergence declared at trial 3 "
+                                 "was withdrawn at trial 26")
+    assert c.short() == "best moved at trial 26" and c.as_dict()["withdrawn"] == ((3, 26),)
+    # ten more trials without a gain: declared again, at the trial the best moved
+    for i in range(31, 36):
+        watch.add(str(i), _m(229, str(i)))
+    c = watch.result()
+    assert (c.trial, c.trials) == (26, 36) and c.short() == "converged at trial 26"
+    assert c.sentence("fps").startswith("converged at trial 26 of 36 (no gain over 1% in the 10 trials after it; "
+                                        "a convergence declared at trial 3 was withdrawn at trial 26)")
+    # a re-measurement that lowers the best withdraws nothing
+    again = _m(200, "25")
+    again.extra["remeasured"] = 1
+    watch.add("25", again)
+    assert watch.converged and watch.result().withdrawn == ((3, 26),)
+
+
+def test_the_rule_counts_the_device_time_spent_after_convergence():
+    obj = get_objective("throughput")
+    watch = ConvergenceWatch(obj, 20, patience=10)
+    for i, v in enumerate([100, 200] + [200] * 12):
+        m = _m(v, str(i))
+        m.extra["device_time_s"] = {"total_s": 600.0}
+        m.extra["cache_hit"] = i == 13  # a cache hit costs nothing
+        watch.add(str(i), m)
+    c = watch.result()
+    assert (c.trial, c.device_s, c.device_s_after) == (2, 13 * 600.0, 11 * 600.0)
+    assert c.device_clause() == "; 1.8 h of it after the study converged at trial 2"
+    assert ConvergenceWatch(obj, 20).result().device_clause() == ""
+
+
+def test_the_live_bar_shows_where_the_study_converged_or_when_its_best_last_moved():
+    from placetune.tuning.progress import Progress
+
+    obj = get_objective("throughput")
+    out = io.StringIO()
+    p = Progress(out, tty=True, total=40, done=0, objective=obj, baseline=None)
+    watch = ConvergenceWatch(obj, 40, patience=10)
+    p.watch_convergence(watch)
+    for i, v in enumerate([100, 150, 200]):
+        watch.add(str(i), _m(v, str(i)))
+    p._draw()
+    assert out.getvalue().split("\r")[-1].rstrip().endswith("best moved at trial 3")
+    for i in range(3, 13):
+        watch.add(str(i), _m(200, str(i)))
+    p._draw()
+    assert out.getvalue().split("\r")[-1].rstrip().endswith("converged at trial 3")
 
 
 def test_stop_when_converged_ends_the_run_and_says_so(tmp_path):
@@ -124,6 +191,11 @@ def test_stop_when_converged_ends_the_run_and_says_so(tmp_path):
     full, outcome = _tune(tmp_path / "full", model="seed-block", agent="local", trials=40)
     assert outcome.trials_done == 40 and not outcome.convergence.stopped
     assert re.search(r"^converged at trial \d+ of 40 .* bought", full, re.M)
+    # what the builds after convergence cost, next to the run's device time
+    conv = outcome.convergence
+    assert 0 < conv.device_s_after < conv.device_s
+    assert re.search(rf"^simulated device time .*; [\d.]+ (h|min|s) of it after the study converged at trial "
+                     rf"{conv.trial}$", full, re.M), full
 
 
 def test_the_residual_model_learns_what_the_profile_cannot_express():

@@ -530,3 +530,78 @@ def test_power_is_sampled_over_the_workers_timed_loop(tmp_path):
     finally:
         off.close()
     assert m2.ok and m2.energy_mj is None and "power" not in m2.extra and len(m2.latency_samples_ms) == 5
+
+
+def _max3(tmp: Path) -> Path:
+    """conv0, conv1 -> Max(c0, c1, input) -> conv2: the parser makes the three-input Max two layers,
+    both registered for the node (elementwiseHelper), the second named ``max_<k>``."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 8, 8])
+    inits = [numpy_helper.from_array(np.full((8, 8, 1, 1), 0.1, np.float32), f"w{i}") for i in range(3)]
+    nodes = [helper.make_node("Conv", ["input", "w0"], ["c0"], name="conv0"),
+             helper.make_node("Conv", ["input", "w1"], ["c1"], name="conv1"),
+             helper.make_node("Max", ["c0", "c1", "input"], ["m"], name="max"),
+             helper.make_node("Conv", ["m", "w2"], ["output"], name="conv2")]
+    model = helper.make_model(helper.make_graph(nodes, "max3", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "max3.onnx.gz"
+    path.write_bytes(gzip.compress(model.SerializeToString()))
+    return path
+
+
+@pytest.mark.parametrize("version", ["8.5.2", "10.3.0"])
+def test_a_nodes_second_layer_goes_where_its_node_goes(version, backends, tmp_path):
+    """TensorRT 8.5's parser sets no layer metadata and names a node's second layer ``<node>_<k>``
+    (onnx-tensorrt 8.5-GA ImporterContext.hpp generateUniqueName; elementwiseHelper registers one
+    layer per further input of a Max/Sum). The worker read that layer as no node's and set it to
+    the GPU, splitting the DLA island in two; the parser's own ``Registering layer: max_<k> for
+    ONNX node: max`` line says whose it is. On 10.x the metadata already says it."""
+    model = Model.load(_max3(tmp_path))
+    ev = _ev(model, backends[version], tmp_path, precision="fp16", trt_version=version[:4].rstrip("."))
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    assert m.status == "ok", m.reason
+    assert all(d == "DLA0" for d in m.realized.values()), m.realized
+    assert m.dla_loadables == {"DLA0": 1}, m.extra["build_log"]
+    assert not [s for s in m.extra["build_log"] if "[GpuLayer]" in s and "max" in s], m.extra["build_log"]
+    # the max node on the GPU: its second layer with it; the measurement keeps it for an exported command
+    m2 = ev.evaluate(Placement(ev.model, {"conv0": "DLA0", "conv1": "DLA0", "conv2": "DLA0"}))
+    assert m2.status == "ok", m2.reason
+    second = [n for n in m2.extra["parser_layers"] if n.startswith("max_")]
+    assert len(second) == 1 and m2.extra["parser_layers"][second[0]] == "GPU"
+    ev.close()
+
+
+def _qdq(tmp: Path) -> Path:
+    """input -> QuantizeLinear -> DequantizeLinear -> conv: an explicitly quantised model."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 8, 8])
+    inits = [numpy_helper.from_array(np.full((8, 8, 1, 1), 0.1, np.float32), "w"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dequant"),
+             helper.make_node("Conv", ["d", "w"], ["output"], name="conv")]
+    model = helper.make_model(helper.make_graph(nodes, "qdq", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "qdq.onnx.gz"
+    path.write_bytes(gzip.compress(model.SerializeToString()))
+    return path
+
+
+@pytest.mark.parametrize("version", ["8.5.2", "10.3.0"])
+def test_a_qdq_model_gets_no_placeholder_int8_ranges(version, backends, tmp_path):
+    """An explicitly quantised (Q/DQ) model carries its own INT8 scales. trtexec sets its placeholder
+    ranges only on a network without Q/DQ layers (samples/common/sampleEngines.cpp hasQDQLayers:
+    release/8.5 L856-874, release/8.6 L995-1013, release/10.3 L981-999); the worker set them on every
+    INT8 network and the measurement said its ranges were placeholders."""
+    model = Model.load(_qdq(tmp_path))
+    ev = _ev(model, backends[version], tmp_path, precision="int8", trt_version=version[:4].rstrip("."))
+    m = ev.evaluate(Placement.all_gpu(ev.model))
+    assert m.status == "ok", m.reason
+    assert m.extra["int8_ranges"] == "qdq"
+    m2 = ev.evaluate(Placement(ev.model, {"conv": "DLA0"}))
+    assert m2.status == "ok", m2.reason
+    assert m2.extra["int8_ranges"] == "qdq"
+    ev.close()

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from placetune.backends.tensorrt.buildlog import parse_build_log
-from placetune.backends.tensorrt.worker_names import is_placement_line
+from placetune.backends.tensorrt.buildlog import parse_build_log, split_prefix
+from placetune.backends.tensorrt.worker_names import is_placement_line, parser_layers
 from placetune.backends.trtexec.parse import (
     error_lines,
     parse_export_profile,
@@ -31,7 +31,8 @@ from placetune.backends.trtexec.timing import read_times
 
 CORPUS = Path(__file__).parent / "data" / "trt_corpus"
 IDS = sorted(p.name for p in CORPUS.iterdir() if (p / "provenance.json").is_file())
-READERS = ("build_log", "summary", "version_text", "error_lines", "export_profile", "export_times", "layer_info")
+READERS = ("build_log", "summary", "version_text", "error_lines", "export_profile", "export_times", "layer_info",
+           "parser_layers")
 _EMPTY_BUILD_LOG = {"has_sections": False, "dla_subgraphs": [], "gpu_layers": [], "fallback_layers": [],
                     "subgraph_limit": [], "errors": 0, "warnings": 0, "dla_offloaded": [], "dla_candidates": None,
                     "all_gpu": None, "loadables": 0}
@@ -106,6 +107,14 @@ def _layer_info(path: Path, text: str) -> dict | None:
             "layer_types": sorted({str(x["LayerType"]) for x in info.layers if "LayerType" in x})}
 
 
+def _parser_layers(path: Path, text: str) -> list | None:
+    # the ONNX parser's Parsing node / Registering layer lines, as the worker's logger gets them (bare)
+    got = parser_layers([split_prefix(x)[1] for x in text.splitlines()])
+    if "] [V] " in text:  # a trtexec --verbose log: the trtexec backend reads the same from its file
+        assert parser_layers(Run(["trtexec"], path).parser_messages()) == got
+    return [list(x) for x in got] or None
+
+
 _READ = {
     "build_log": (_build_log, _EMPTY_BUILD_LOG),
     "summary": (_summary, _EMPTY_SUMMARY),
@@ -114,6 +123,7 @@ _READ = {
     "export_profile": (_export_profile, None),
     "export_times": (_export_times, None),
     "layer_info": (_layer_info, None),
+    "parser_layers": (_parser_layers, None),
 }
 
 

@@ -545,18 +545,19 @@ def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_bl
 def test_engine_cache_key_includes_the_l4t_release(tmp_path, monkeypatch):
     """The DLA compiler ships with L4T, so a JetPack update that keeps the
     TensorRT version may compile other DLA loadables: the engine cache must not reuse them."""
-    from placetune.backends.tensorrt import pipeline
+    from placetune.backends.tensorrt import jobs
     from placetune.hardware.platforms import get_platform
     from placetune.settings import Settings
 
     be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache")
+    ctx = be.job_context()
     settings, orin = Settings(mode="pipeline", precision="fp16"), get_platform("orin-agx")
-    common = pipeline._common(be, orin, settings, "10.3.0")
+    common = ctx.common(orin, settings, "10.3.0")
     keys = []
     for release in ("R36.4.0", "R36.4.3", "R36.4.3"):
-        monkeypatch.setattr(pipeline, "read_l4t", lambda release=release: release)
-        spec, _ = pipeline._spec(be, EngineCache(tmp_path / "cache"), "s0", "DLA0", tmp_path / "s0.onnx", "digest",
-                                 settings, orin, "10.3.0", common, ["conv"], {})
+        monkeypatch.setattr(jobs, "read_l4t", lambda release=release: release)
+        spec, _ = ctx.spec(EngineCache(tmp_path / "cache"), "s0", "DLA0", tmp_path / "s0.onnx", "digest",
+                           settings, orin, "10.3.0", common, ["conv"], {})
         keys.append(spec["cache_key"])
     assert keys[0] != keys[1] == keys[2]
     be.close()

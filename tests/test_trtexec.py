@@ -11,11 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune import BackendError, Evaluator, Model, Placement, Store
+from placetune.measurement import Extra
 from placetune.backends.registry import get_backend
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.buildlog import parse_build_log
@@ -505,6 +507,8 @@ def test_replicas_run_as_concurrent_trtexec_processes(tmp_path, gn):
     assert m.extra["overlap_s"] > 0.3
     assert m.dla_loadables == {"DLA0": 5, "DLA1": 5} and m.realized["/linear/Gemm"] == "GPU"
     assert m.energy_mj == pytest.approx(m.power_w / (m.throughput_fps / 1000.0) * 32)
+    # the build log's loadable count is Measurement.dla_loadables, never a stray key of the extras
+    assert "_dla_loadables" not in m.extra and set(m.extra) <= set(Extra.__annotations__), set(m.extra)
 
 
 def test_replicas_with_their_own_batch_need_a_dynamic_onnx(tmp_path, gn):
@@ -616,6 +620,83 @@ def test_int8_builds_with_fp16_too_and_both_backends_say_what_they_timed(tmp_pat
     assert "--fp16" in build and "--int8" in build
     assert "--noDataTransfers" in m.extra["commands"]["time"] and m.extra["timed"] == ENGINE_TIMED
     assert "no host<->device copies" in ENGINE_TIMED
+    assert m.extra["int8_ranges"] == "placeholder"  # as the tensorrt backend says it
+
+
+def test_a_qdq_model_is_said_to_keep_its_own_ranges(tmp_path):
+    """trtexec sets placeholder ranges only on a network without Q/DQ layers (sampleEngines.cpp
+    hasQDQLayers, release/8.5-10.x): the measurement says the model's Q/DQ nodes gave the ranges."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 8, 8])
+    inits = [numpy_helper.from_array(np.full((8, 8, 1, 1), 0.1, np.float32), "w"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(0, np.int8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dequant"),
+             helper.make_node("Conv", ["d", "w"], ["output"], name="conv")]
+    model = helper.make_model(helper.make_graph(nodes, "qdq", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "qdq.onnx"))
+    ev = _ev(Model.load(tmp_path / "qdq.onnx"), _backend(tmp_path, "10.3.0"), tmp_path, trt_version="10.3",
+             precision="int8")
+    m = ev.evaluate(Placement.all_gpu(ev.model))
+    assert m.status == "ok", m.reason
+    assert m.extra["int8_ranges"] == "qdq"
+    assert not any("placeholder dynamic ranges" in n for n in m.extra.get("notes") or []), m.extra.get("notes")
+
+
+def _max3(tmp: Path) -> Path:
+    """conv0, conv1 -> Max(c0, c1, input) -> conv2: the parser imports the three-input Max as two layers,
+    ``max`` and ``max_<k>`` (elementwiseHelper; generateUniqueName's global counter)."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 8, 8])
+    inits = [numpy_helper.from_array(np.full((8, 8, 1, 1), 0.1, np.float32), f"w{i}") for i in range(3)]
+    nodes = [helper.make_node("Conv", ["input", "w0"], ["c0"], name="conv0"),
+             helper.make_node("Conv", ["input", "w1"], ["c1"], name="conv1"),
+             helper.make_node("Max", ["c0", "c1", "input"], ["m"], name="max"),
+             helper.make_node("Conv", ["m", "w2"], ["output"], name="conv2")]
+    model = helper.make_model(helper.make_graph(nodes, "max3", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp / "max3.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_gpu_nodes_parser_layers_follow_it_and_islands_ending_in_them_are_read(tmp_path):
+    """Under --useDLACore every layer --layerDeviceTypes does not name goes to the DLA
+    (sampleEngines.cpp setDefaultDeviceType(kDLA); setLayerDeviceTypes matches layer names). The Max
+    node asked on the GPU has a second layer ``max_<k>`` that the command did not name: it ran on
+    the DLA, and the island ``{ForeignNode[max_<k>...conv2]}`` could not be mapped to the model. The
+    parser's ``Registering layer: max_<k> for ONNX node: max`` line of the verbose build says whose it
+    is: the backend builds again with it listed on the GPU (once per model), and reads the islands."""
+    from placetune.backends.trtexec import engine as trtexec_engine
+
+    trtexec_engine.PARSER_LAYERS.clear()
+    be = _backend(tmp_path, "10.3.0")
+    model = Model.load(_max3(tmp_path))
+    ev = _ev(model, be, tmp_path, trt_version="10.3")
+    m = ev.evaluate(Placement(ev.model, {"conv0": "DLA0", "conv1": "DLA0", "conv2": "DLA0"}))
+    assert m.status == "ok", m.reason
+    spec = _device_types(m.extra["commands"]["build"])
+    extra = [n for n in spec if n.startswith("max_")]
+    assert len(extra) == 1 and spec[extra[0]] == "GPU", spec
+    assert len(_processes(tmp_path, "build")) == 2  # the first build showed the parser's layers
+    assert m.realized == {"conv0": "DLA0", "conv1": "DLA0", "max": "GPU", "conv2": "DLA0"}
+    assert m.dla_loadables == {"DLA0": 3} and not m.extra["unmapped_log_names"]
+    assert m.extra["placement_known"] is True
+    assert m.extra["parser_layers"] == {extra[0]: "GPU"}  # kept for an exported command (plan.trtexec)
+    # the next placement of the model is built once, its parser layers listed from the start
+    m2 = ev.evaluate(Placement(ev.model, {"conv0": "DLA0", "conv2": "DLA0"}))
+    assert m2.status == "ok" and len(_processes(tmp_path, "build")) == 3
+    assert _device_types(m2.extra["commands"]["build"])[extra[0]] == "GPU"
+    ev.close()
+    # replicas of the same file: each DLA replica's command lists it too
+    ev = _ev(model, _backend(tmp_path, "10.3.0", replica_duration_s=0.2), tmp_path, trt_version="10.3",
+             mode="replicas", replicas={"DLA0": 1, "DLA1": 1})
+    m3 = ev.evaluate(Placement(ev.model, {"conv0": "DLA0", "conv1": "DLA0", "conv2": "DLA0"}))
+    assert m3.status == "ok", m3.reason
+    assert all(_device_types(c)[extra[0]] == "GPU" for c in m3.extra["commands"]["build"].values())
+    ev.close()
 
 
 @pytest.mark.parametrize("name", ["in,put", "in'put"])

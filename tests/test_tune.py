@@ -378,3 +378,37 @@ def test_values_that_were_accepted_are_refused(argv, field, tmp_path, capsys, mo
     if db.exists():
         with Store(f"sqlite:///{db}") as store:
             assert not store.studies()
+
+
+def test_the_multi_camera_study_gives_each_streams_frames_per_second(tmp_path, capsys):
+    """studies/multi-camera.toml: four streams of one detector; the summary and the plan say what each stream gets."""
+    from placetune.plan.file import Plan
+
+    assert load_study_file(STUDIES / "multi-camera.toml").streams == 4
+    code = main(["tune", str(STUDIES / "multi-camera.toml"), "--trials", "6", "--agent", "local",
+                 "--storage", f"sqlite:///{tmp_path / 'pt.db'}", "--export", str(tmp_path / "plan.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "SIMULATED" in out
+    best = float(re.search(r"^best found +[\d.]+ +([\d,.]+)", out, re.M).group(1).replace(",", ""))
+    gpu = float(re.search(r"^all-GPU +[\d.]+ +([\d,.]+)", out, re.M).group(1).replace(",", ""))
+    line = re.search(r"^per stream \(4 streams sharing the frames evenly\): all-GPU ([\d.,]+) fps, .*best found "
+                     r"([\d.,]+) fps each$", out, re.M)
+    assert line is not None, out
+    assert float(line.group(1)) == pytest.approx(gpu / 4, rel=2e-3)
+    assert float(line.group(2)) == pytest.approx(best / 4, rel=2e-3)
+    plan = Plan.load(tmp_path / "plan.json")
+    assert plan.measured["streams"] == {"streams": 4, "per_stream_fps": pytest.approx(plan.measured["throughput_fps"] / 4)}
+    assert f"per stream: 4 streams at {plan.measured['throughput_fps'] / 4:,.1f} frames/s each" in plan.summary()
+    assert any(n.startswith("per stream (4 streams") for n in plan.notes)
+    # --streams on the command line, and a bad value named with what is allowed (exit 6)
+    assert main(["tune", "--model", "seed-block", "--streams", "0", "--storage", f"sqlite:///{tmp_path / 'b.db'}"]) == 6
+    assert "streams must be an integer from 1 to 1,024" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[study]\nmodel = "seed-block"\nstreams = "four"\n')
+    assert main(["tune", str(bad), "--storage", f"sqlite:///{tmp_path / 'c.db'}"]) == 6
+    assert "streams must be an integer" in capsys.readouterr().err
+    # a hand-edited plan with a bad streams entry is refused with one line, not a traceback
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    doc["measured"]["streams"] = {"streams": "4"}
+    with pytest.raises(ConfigError, match="measured.streams must be"):
+        Plan.from_dict(doc)

@@ -106,15 +106,35 @@ def source_has_qdq(model: "Model") -> bool:
     return model.proto is not None and has_qdq(model.proto)
 
 
+_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def _content_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes; remembered in this process per path, inode, size and modification
+    and change times (the change time no program sets: any write or rename moves it)."""
+    st = path.stat()
+    memo = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    found = _DIGESTS.get(memo)
+    if found is None:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        found = _DIGESTS[memo] = h.hexdigest()
+        if len(_DIGESTS) > 64:
+            _DIGESTS.pop(next(iter(_DIGESTS)))
+    return found
+
+
 def prepare_onnx(model: "Model", cache_dir: Path, fp16: bool) -> Path:
     """An ONNX file TensorRT can parse: the model's own file when possible, else a
-    decompressed / exported / fp16-converted copy in ``cache_dir/onnx``."""
+    decompressed / exported / fp16-converted copy in ``cache_dir/onnx``, named by the content hash
+    of the model's file (or by the model's hash when it has none)."""
     src = Path(model.path) if model.path is not None else None
     if src is not None and src.suffix != ".gz" and not fp16:
         return src.resolve()
-    if src is not None:
-        st = src.stat()
-        key = hashlib.sha1(f"{src.resolve()}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:16]
+    if src is not None:  # by content: a changed file (same name, size and time) is never served stale
+        key = _content_digest(src)[:16]
     else:
         key = model.hash[:16]
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]

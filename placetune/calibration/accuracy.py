@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Sequence
 from placetune.calibration.published import BATCH_BUCKETS, CaseResult, PublishedCase
 
 __all__ = ["time_error", "summary", "grouped", "counts", "GROUPS", "summary_table", "group_table", "counts_table",
-           "rows_table"]
+           "rows_table", "judged_table"]
 
 #: Attributes the reports group rows by (label -> the case's value).
 GROUPS: dict[str, Callable[[PublishedCase], str]] = {
@@ -36,13 +36,13 @@ def time_error(r: CaseResult) -> float:
     return r.error if r.case.row.metric == "latency_ms" else 1.0 / (1.0 + r.error) - 1.0
 
 
-def summary(results: Iterable[CaseResult]) -> dict[str, float]:
+def summary(results: Iterable[CaseResult], exclusions: bool = True) -> dict[str, float]:
     """``{"n", "median", "max", "signed", "median_metric", "max_metric"}``: the time error's
     absolute median and max and its signed median, and the absolute median and max of
     ``simulated / published - 1`` on each row's own metric (a throughput row the simulator
-    overestimates by 1.5x is -33 % in time, +50 % on its metric); rows in conflict left out;
-    zeros when empty."""
-    kept = [r for r in results if not r.case.conflict]
+    overestimates by 1.5x is -33 % in time, +50 % on its metric); rows in conflict left out
+    unless ``exclusions`` is False; zeros when empty."""
+    kept = [r for r in results if not (exclusions and r.case.conflict)]
     if not kept:
         return {"n": 0, "median": 0.0, "max": 0.0, "signed": 0.0, "median_metric": 0.0, "max_metric": 0.0}
     errs = [time_error(r) for r in kept]
@@ -71,15 +71,34 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def summary_table(columns: Sequence[tuple[str, Sequence[CaseResult]]]) -> str:
+def summary_table(columns: Sequence[tuple[str, Sequence[CaseResult]]], exclusions: bool = True) -> str:
     """A Markdown table: one line per ``(name, results)`` with rows, median, max and signed median
-    of the time error, and median / max of the error on each row's own metric."""
+    of the time error, and median / max of the error on each row's own metric (``exclusions``:
+    as :func:`summary`)."""
     lines = ["| rows | n | median abs error | max abs error | median signed error | median / max on the row's metric |",
              "|---|---:|---:|---:|---:|---:|"]
     for name, res in columns:
-        s = summary(res)
+        s = summary(res, exclusions)
         lines.append(f"| {name} | {s['n']} | {_pct(s['median'])} | {_pct(s['max'])} | {100 * s['signed']:+.1f} % | "
                      f"{_pct(s['median_metric'])} / {_pct(s['max_metric'])} |")
+    return "\n".join(lines)
+
+
+def judged_table(sets: Sequence[tuple[str, Sequence[CaseResult] | None, bool]], median: float, worst: float) -> str:
+    """A Markdown table of the judged result sets: one line per ``(name, results, exclusions)``
+    with n, median and max of the absolute time error (:func:`summary` with ``exclusions``) and
+    whether both are within ``median`` and ``worst``; ``results`` None: not computed."""
+    lines = [f"| set | exclusions | n | median abs error | max abs error | target (median <= {100 * median:.0f} %, "
+             f"max <= {100 * worst:.0f} %) |", "|---|---|---:|---:|---:|---|"]
+    for name, res, excl in sets:
+        rule = "rule applied" if excl else "none"
+        if not res:
+            lines.append(f"| {name} | {rule} | - | - | - | not computed |")
+            continue
+        s = summary(res, excl)
+        ok = s["median"] <= median and s["max"] <= worst
+        lines.append(f"| {name} | {rule} | {s['n']} | {_pct(s['median'])} | {_pct(s['max'])} | "
+                     f"{'met' if ok else 'MISSED'} |")
     return "\n".join(lines)
 
 
@@ -117,11 +136,14 @@ def counts_table(cases: Sequence[PublishedCase], by: str) -> str:
     return "\n".join(lines)
 
 
-def rows_table(results: Sequence[CaseResult], loso: dict[str, float] | None = None) -> str:
+def rows_table(results: Sequence[CaseResult], loso: dict[str, float] | None = None,
+               extra: Sequence[tuple[str, dict[str, float]]] = ()) -> str:
     """One line per row: what ran, published and simulated figure, time error (and the
-    leave-one-source-out prediction's when ``loso`` maps row ids to simulated figures)."""
-    head = "| case | what ran | published | simulated | error |" + (" LOSO error |" if loso else "") + " source |"
-    lines = [head, "|---|---|---:|---:|---:|" + ("---:|" if loso else "") + "---|"]
+    leave-one-source-out prediction's when ``loso`` maps row ids to simulated figures, and one
+    more error column per ``(title, row id -> simulated figure)`` of ``extra``)."""
+    head = ("| case | what ran | published | simulated | error |" + (" LOSO error |" if loso else "")
+            + "".join(f" {t} |" for t, _ in extra) + " source |")
+    lines = [head, "|---|---|---:|---:|---:|" + ("---:|" if loso else "") + "---:|" * len(extra) + "---|"]
     for r in results:
         row, c = r.case.row, r.case
         b = c.batch
@@ -129,10 +151,10 @@ def rows_table(results: Sequence[CaseResult], loso: dict[str, float] | None = No
                  else f"DLA bs {b['DLA']}" if c.kind == "2dla-replicas" else f"GPU bs {b['GPU']}, DLA bs {b['DLA']}")
         what = f"{row.platform} {row.network} {row.precision} {row.placement}, {batch}"
         cell = f"{100 * time_error(r):+.1f} %" + (" (conflict)" if c.conflict else "")
-        extra = ""
-        if loso is not None:
-            v = loso.get(row.id)
-            extra = f" {100 * time_error(CaseResult(c, v)):+.1f} % |" if v else " |"
+        more = ""
+        for m in ([loso] if loso is not None else []) + [e for _, e in extra]:
+            v = m.get(row.id)
+            more += f" {100 * time_error(CaseResult(c, v)):+.1f} % |" if v else " |"
         lines.append(f"| `{row.id}` | {what} | {row.value:.4g} {row.unit} | {r.simulated:.4g} {row.unit} | "
-                     f"{cell} |{extra} {row.source} |")
+                     f"{cell} |{more} {row.source} |")
     return "\n".join(lines)

@@ -12,8 +12,9 @@ the model pulls like an absolute, not a squared, error) and the ridge keeps what
 identify near its prior. The search runs in log space within the bounds, with a finite-difference
 Jacobian whose sparsity follows the architectures (a Volta constant cannot move an Orin row).
 Only rows with ``split == "fit"`` are used (less those in conflict with other rows of their
-conditions); ``validate`` rows are never seen.
-:func:`leave_one_source_out` refits without each source in turn and predicts that source's rows.
+conditions, the one exclusion rule; ``exclusions=False`` keeps them); ``validate`` rows are never
+seen. :func:`leave_one_source_out` refits without each source in turn and predicts that source's
+rows; :func:`without_exclusions` gives every prediction again from fits that keep the excluded rows.
 
 ``benchmarks/calibration.py --fit [--write]`` runs it; ``--write`` stores the values in
 :data:`~placetune.backends.simulate.costs.FIT_FILE`, which the simulator loads.
@@ -32,8 +33,8 @@ from placetune.backends.simulate import costs
 from placetune.calibration import published
 from placetune.calibration.published import CaseResult, PublishedCase, published_cases, simulate_case
 
-__all__ = ["Param", "PARAMS", "BuiltinFit", "fit_builtin", "leave_one_source_out", "use_values", "write_fit",
-           "stored_fit", "arch_of_case"]
+__all__ = ["Param", "PARAMS", "BuiltinFit", "fit_builtin", "leave_one_source_out", "without_exclusions",
+           "use_values", "write_fit", "write_predictions", "stored_fit", "arch_of_case"]
 
 
 @dataclass(frozen=True)
@@ -141,10 +142,11 @@ class BuiltinFit:
         """Fit rows per free constant."""
         return len(self.rows) / max(1, len(self.params))
 
-    def as_json(self, loso: Sequence[CaseResult] = ()) -> str:
+    def as_json(self, loso: Sequence[CaseResult] = (), unexcluded: dict[str, dict[str, float]] | None = None) -> str:
         """The stored form: values, priors, bounds, the rows fitted and, per row id, the simulated
-        figure of every expressible row with these values (``predictions``) and of every fit row
-        by the fit without its source (``loso``)."""
+        figure of every expressible row with these values (``predictions``), of every fit row
+        by the fit without its source (``loso``) and both again from fits without the exclusion
+        rule (``unexcluded``: ``{"predictions": ..., "loso": ...}``, :func:`without_exclusions`)."""
         from placetune.calibration.published import evaluate
 
         preds = {r.case.row.id: r.simulated for r in evaluate()}
@@ -154,13 +156,15 @@ class BuiltinFit:
                                         "split=fit rows + ridge * log(value/prior)^2, log space, bounds",
                            "evaluations": self.iterations,
                            "predictions": {k: round(v, 6) for k, v in sorted(preds.items())},
-                           "loso": {r.case.row.id: round(r.simulated, 6) for r in loso}},
+                           "loso": {r.case.row.id: round(r.simulated, 6) for r in loso},
+                           **({"unexcluded": unexcluded} if unexcluded else {})},
                           indent=1, sort_keys=True) + "\n"
 
 
 def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, params: Sequence[Param] = PARAMS,
                 ridge: float = 0.01, f_scale: float = 0.1, max_nfev: int | None = None,
-                exclude_sources: Sequence[str] = (), start: dict[str, dict[str, float]] | None = None) -> BuiltinFit:
+                exclude_sources: Sequence[str] = (), start: dict[str, dict[str, float]] | None = None,
+                exclusions: bool = True) -> BuiltinFit:
     """Fit ``params`` to the expressible ``fit`` rows (``validate`` rows are dropped here).
 
     Args:
@@ -172,6 +176,8 @@ def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, params: Sequenc
         exclude_sources: sources left out (leave-one-source-out).
         start: values to start the search from (default: the priors); the ridge still pulls
             towards the priors.
+        exclusions: leave out the rows in conflict with the other rows of their conditions (the
+            exclusion rule, :func:`~placetune.calibration.published.conflicts`); False keeps them.
 
     Leaves the simulator using the fitted values (call :func:`use_values` to change that).
     """
@@ -181,7 +187,8 @@ def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, params: Sequenc
     base = costs.PRIOR_ARCH
     params = tuple(params)
     cases = [c for c in (published_cases() if cases is None else cases)
-             if not c.skip and not c.conflict and c.row.split == "fit" and c.row.source not in exclude_sources]
+             if not c.skip and not (exclusions and c.conflict) and c.row.split == "fit"
+             and c.row.source not in exclude_sources]
     prior = np.log([p.prior() for p in params])
     lo = np.log([p.lower for p in params])
     hi = np.log([p.upper for p in params])
@@ -249,13 +256,53 @@ def leave_one_source_out(cases: Sequence[PublishedCase] | None = None, *, params
     return out
 
 
-def write_fit(fit: BuiltinFit, path=None, loso: Sequence[CaseResult] = ()) -> None:
+def without_exclusions(cases: Sequence[PublishedCase] | None = None, *, params: Sequence[Param] = PARAMS,
+                       **kw) -> tuple[list[CaseResult], list[CaseResult]]:
+    """The predictions again with the exclusion rule off: every expressible row by a full fit
+    that keeps the rows in conflict with their peers, and every fit row by such a fit without
+    its source (leave-one-source-out). Restores the simulator's constants afterwards."""
+    cases = [c for c in (published_cases() if cases is None else cases) if not c.skip]
+    saved, saved_harness = dict(costs.ARCH), dict(published.HARNESS_CALL_US)
+    try:
+        fit_builtin(cases, params=params, exclusions=False, **kw)
+        full = [CaseResult(c, simulate_case(c)) for c in cases]
+        loso = leave_one_source_out(cases, params=params, exclusions=False, **kw)
+    finally:
+        costs.ARCH.update(saved)
+        published.HARNESS_CALL_US.update(saved_harness)
+        costs._TABLE_CACHE.clear()
+    return full, loso
+
+
+def _stored_form(full: Sequence[CaseResult], loso: Sequence[CaseResult]) -> dict[str, dict[str, float]]:
+    return {"predictions": {r.case.row.id: round(r.simulated, 6) for r in full},
+            "loso": {r.case.row.id: round(r.simulated, 6) for r in loso}}
+
+
+def write_fit(fit: BuiltinFit, path=None, loso: Sequence[CaseResult] = (),
+              unexcluded: tuple[Sequence[CaseResult], Sequence[CaseResult]] | None = None) -> None:
     """Store the fitted values where the simulator loads them (:data:`costs.FIT_FILE`), with the
-    predictions they give and the leave-one-source-out predictions ``loso``."""
+    predictions they give, the leave-one-source-out predictions ``loso`` and the ``(predictions,
+    loso)`` of :func:`without_exclusions`."""
     use_values(fit.values)
     from placetune.files.write import write_file
 
-    write_file(path or costs.FIT_FILE, fit.as_json(loso), "fit file")  # atomic: the simulator never reads half a fit
+    text = fit.as_json(loso, _stored_form(*unexcluded) if unexcluded else None)
+    write_file(path or costs.FIT_FILE, text, "fit file")  # atomic: the simulator never reads half a fit
+
+
+def write_predictions(loso: Sequence[CaseResult], unexcluded: tuple[Sequence[CaseResult], Sequence[CaseResult]],
+                      path=None) -> None:
+    """Store new leave-one-source-out and :func:`without_exclusions` predictions in the fit file,
+    leaving its fitted values as they are (no refit)."""
+    from placetune.files.write import write_file
+
+    stored = stored_fit(path)
+    if not stored:
+        raise ValueError("no stored fit to add predictions to: run --fit --write first")
+    stored["loso"] = {r.case.row.id: round(r.simulated, 6) for r in loso}
+    stored["unexcluded"] = _stored_form(*unexcluded)
+    write_file(path or costs.FIT_FILE, json.dumps(stored, indent=1, sort_keys=True) + "\n", "fit file")
 
 
 def stored_fit(path=None) -> dict:

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from placetune.cli.checks import load_model
@@ -145,6 +146,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         agent=args.agent, trials=args.trials, timeout=parse_duration(args.timeout), storage=args.storage,
         study=args.study, granularity=args.granularity, export=args.export,
         stop_when_converged=True if args.stop_when_converged else None, power_mode=args.power_mode,
+        streams=args.streams,
     )
     if args.seed is not None:
         cfg.agent_options["seed"] = args.seed
@@ -188,7 +190,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     checks = doctor.run(worker_python=args.worker_python)
     if args.json:
-        print(dumps_json([c.__dict__ if hasattr(c, "__dict__") else c._asdict() for c in checks], indent=2))
+        print(dumps_json([asdict(c) for c in checks], indent=2))
     else:
         print(doctor.format(checks))
     return doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
@@ -273,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("measure", help="measure one placement (simulated Jetson by default)")
     _add_model_args(p)
-    _add_target_args(p)
+    _add_target_args(p, DEFAULT_PRECISION)
     p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"))
     p.add_argument("--placement", default=None,
                    help="all-gpu | all-dla | dla0 | dla1 | FILE.json | JSON text (default all-gpu; in replicas "
@@ -355,6 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-when-converged", action="store_true",
                    help="end the run once the best stopped improving (default: use the whole budget and report "
                         "where it converged)")
+    p.add_argument("--streams", type=int, help="camera streams sharing the plan's frames evenly (N streams of one "
+                   "network): the summary and the plan give each stream's frames per second")
     p.add_argument("--export", help="plan path (default <study>.plan.json)")
     p.add_argument("--worker-python", help="tensorrt backend: Python that runs the build worker")
     p.add_argument("--trtexec", help="trtexec backend: the trtexec binary (default: $PLACETUNE_TRTEXEC, PATH, "

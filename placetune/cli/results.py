@@ -69,7 +69,7 @@ def open_store(url: str | None) -> "Store":
             f"no database at {mask_url(text)} ({Path(path).expanduser()} does not exist): pass --storage URL of the "
             "database the search wrote (placetune tune --storage ...)"
         )
-    return Store(text)
+    return Store(text, readonly=True)
 
 
 def _fmt(value: float | None, objective: str) -> str:

@@ -299,7 +299,8 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=136.5,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 512 CUDA cores / 64 per Volta SM (64 TC / 8 per SM)
             dla_sram_mib=4.0,  # ref §1: 4 MiB shared by 2 DLAs + 2 PVAs
-            power_modes=("MAXN", "30W", "15W", "10W"),  # NVIDIA AGX Xavier nvpmodel table; not in ref (UNVERIFIED here)
+            # nvpmodel_t194.conf (placetune/hardware/power_modes.py), fastest first
+            power_modes=("MAXN", "30W_ALL", "30W_6CORE", "30W_4CORE", "30W_2CORE", "15W", "15W_DESKTOP", "10W"),
             gpu_active_w=20.0,  # ESTIMATE
             dla_active_w=1.5,  # ESTIMATE
             idle_w=6.0,  # ESTIMATE
@@ -321,7 +322,9 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=59.7,  # ref §1
             gpu_sm_count=6,  # derived: ref §1 384 cores / 64 per Volta SM (48 TC / 8 per SM)
             dla_sram_mib=4.0,  # ESTIMATE: assumed same 4 MiB shared SRAM as AGX Xavier (ref §1 gives AGX only)
-            power_modes=("20W", "15W", "10W"),  # NVIDIA Xavier NX nvpmodel modes; not in ref (UNVERIFIED here)
+            # nvpmodel_t194_p3668.conf (placetune/hardware/power_modes.py), fastest first; no MAXN in the file
+            power_modes=("20W_6CORE", "20W_4CORE", "20W_2CORE", "15W_6CORE", "15W_4CORE", "15W_2CORE", "10W_4CORE",
+                         "10W_2CORE", "10W_DESKTOP"),
             gpu_active_w=8.0,  # ESTIMATE
             dla_active_w=1.0,  # ESTIMATE
             idle_w=3.0,  # ESTIMATE

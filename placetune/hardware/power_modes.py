@@ -9,8 +9,11 @@ maximum clock (``DLA0_CORE`` / ``DLA1_CORE MAX_FREQ``). ``-1`` means no cap (the
 AGX Orin MAXN line says ``EMC MAX_FREQ 0`` in the older file and ``-1`` in the newer one).
 ``PM_CONFIG DEFAULT`` is the mode a freshly flashed board boots in.
 
-Source: NVIDIA's files as stored in the public repository ``LineageOS/android_device_nvidia_concord``
-under ``nvpmodel/`` (NVIDIA copyright headers), at the commit named per module below. Only the
+Source: NVIDIA's files as stored in the public repositories ``LineageOS/android_device_nvidia_concord``
+(Orin, ``nvpmodel_p3701_*`` / ``nvpmodel_p3767_*``) and ``LineageOS/android_device_nvidia_galen``
+(Xavier, ``nvpmodel_t194.conf`` for AGX Xavier and ``nvpmodel_t194_p3668.conf`` for Xavier NX,
+the file-to-module pairing as in ``anduril/jetpack-nixos`` ``modules/devices.nix``) under
+``nvpmodel/`` (NVIDIA copyright headers), at the commit named per module below. Only the
 figures are transcribed here. Not transcribed: the Orin NX ``_super`` files (their uncapped DLA
 clock has no source here) and the Orin Nano 4GB ``_super`` file. What "no cap" means in MHz is the module's own maximum, which the
 files do not give: those come from placetune/data/jetson-measurements.md §1 ("ref §1") or
@@ -42,6 +45,8 @@ _C_AGX = "0a7ce0b3cb5f72b34f1f3eab1456572991f13cc2"  # nvpmodel_p3701_0000.conf,
 _C_P3767 = "640733e607499e9bb841d200638996680e5dd47b"  # nvpmodel_p3767_0000/_0001/_0003.conf
 _C_P3767_4 = "ca8f5dca8bbb182174c9ad64ba88ad83849e9d78"  # nvpmodel_p3767_0004.conf
 _C_SUPER = "370b63a8dbe954cd5f2da0c24694a1af5796612f"  # nvpmodel_p3767_*_super.conf (JetPack 6.2)
+_REPO_T194 = "LineageOS/android_device_nvidia_galen"
+_C_T194 = "51d9adcb2676183d2ac6aa4eb04a8636183fbcce"  # nvpmodel_t194.conf, nvpmodel_t194_p3668.conf
 
 
 class ClockScale(NamedTuple):
@@ -117,6 +122,10 @@ class ModuleModes:
         modes: every mode, in the file's order.
         default_id: ``PM_CONFIG DEFAULT``.
         verified: whether the uncapped clocks were checked against a published source.
+        tpcs: GPU TPCs of the chip that ``TPC_PG_MASK``'s low bits describe (Orin files: 8;
+            Xavier's GV11B: 4).
+        fastest_id: the fastest mode where the file has no ``MAXN`` and its default is not the
+            fastest (Xavier NX: the 20W modes); None: :attr:`fastest`'s rule.
     """
 
     module: str
@@ -129,6 +138,8 @@ class ModuleModes:
     modes: tuple[PowerMode, ...]
     default_id: int
     verified: bool = True
+    tpcs: int = 8
+    fastest_id: int | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -142,9 +153,15 @@ class ModuleModes:
 
     @property
     def fastest(self) -> PowerMode:
-        """``MAXN`` (or ``MAXN_SUPER``) where the module has one, else its default mode (Orin Nano:
-        its 15W / 10W mode has no cap)."""
+        """``MAXN`` (or ``MAXN_SUPER``) where the module has one, else :attr:`fastest_id` where set
+        (Xavier NX), else its default mode (Orin Nano: its 15W / 10W mode has no cap)."""
+        if self.fastest_id is not None:
+            return next(m for m in self.modes if m.id == self.fastest_id)
         return next((m for m in self.modes if m.name in ("MAXN", "MAXN_SUPER")), self.default)
+
+    def active_tpcs(self, mode: PowerMode) -> int:
+        """TPCs of ``mode`` not power-gated, of the module's :attr:`tpcs`."""
+        return self.tpcs - bin(mode.tpc_pg_mask & ((1 << self.tpcs) - 1)).count("1")
 
     def mode(self, name: str) -> PowerMode | None:
         """The mode called ``name`` (label, nvpmodel name or ``MAXN`` for :attr:`fastest`; any case)."""
@@ -176,7 +193,7 @@ class ModuleModes:
         g, d, e = self.clocks_mhz(mode)
         g0, d0, e0 = self.clocks_mhz(top)
         clock = g / g0
-        return ClockScale(gpu=mode.active_tpcs / top.active_tpcs * clock, gpu_clock=clock,
+        return ClockScale(gpu=self.active_tpcs(mode) / self.active_tpcs(top) * clock, gpu_clock=clock,
                           dla=(d / d0) if d is not None and d0 else 1.0, emc=e / e0)
 
 
@@ -282,6 +299,46 @@ MODULES: dict[str, ModuleModes] = {m.module: m for m in (
         ),
         default_id=0, verified=False,
     ),
+    ModuleModes(
+        module="p2888", title="Jetson AGX Xavier (8 CPU cores, 4 TPCs)",
+        conf=f"{_REPO_T194}: nvpmodel/nvpmodel_t194.conf @ {_C_T194}",
+        # ref §1: GPU 1377 MHz, DLA 1.4 GHz, 136.5 GB/s = LPDDR4x 256-bit at EMC 2133 MHz (x2 x 32 bytes);
+        # 512 cores = 8 SMs = 4 TPCs. "EMC MAX_FREQ 0" at MAXN: no cap (as the Orin files).
+        gpu_max_mhz=1377.0, dla_max_mhz=1400.0, emc_max_mhz=2133.0,
+        maxima_source="ref §1 (AGX Xavier: GPU 1377 MHz, DLA 1.4 GHz, 136.5 GB/s)",
+        modes=(
+            _m(0, "MAXN", 8, -1, -1, 0, 0, -1, -1),
+            _m(1, "MODE_10W", 2, 1200000, 520000000, 5, 1065600000, 550000000, 550000000),
+            _m(2, "MODE_15W", 4, 1200000, 670000000, 0, 1331200000, 750000000, 750000000),
+            _m(3, "MODE_30W_ALL", 8, 1200000, 900000000, 0, 1600000000, 1050000000, 1050000000),
+            _m(4, "MODE_30W_6CORE", 6, 1450000, 900000000, 0, 1600000000, 1050000000, 1050000000),
+            _m(5, "MODE_30W_4CORE", 4, 1780000, 900000000, 0, 1600000000, 1050000000, 1050000000),
+            _m(6, "MODE_30W_2CORE", 2, 2100000, 900000000, 0, 1600000000, 1050000000, 1050000000),
+            _m(7, "MODE_15W_DESKTOP", 4, 2188800, 670000000, 0, 1331200000, 115200000, 115200000),
+        ),
+        default_id=7, tpcs=4,
+    ),
+    ModuleModes(
+        module="p3668", title="Jetson Xavier NX (6 CPU cores, 3 of 4 TPCs)",
+        conf=f"{_REPO_T194}: nvpmodel/nvpmodel_t194_p3668.conf @ {_C_T194}",
+        # ref §1: GPU 1100 MHz (the file's 1109.25 MHz cap is read as the module's maximum), DLA 1.1 GHz,
+        # 59.7 GB/s = LPDDR4x 128-bit at EMC 1866 MHz (x2 x 16 bytes); 384 cores = 6 SMs = 3 TPCs: every
+        # mode gates TPC 0 of the chip's 4 (TPC_PG_MASK 1). No MAXN in this file: the 20W modes are fastest.
+        gpu_max_mhz=1100.0, dla_max_mhz=1100.0, emc_max_mhz=1866.0,
+        maxima_source="ref §1 (Xavier NX: GPU 1100 MHz, DLA 1.1 GHz, 59.7 GB/s)",
+        modes=(
+            _m(0, "MODE_15W_2CORE", 2, 1907200, 1109250000, 1, 1600000000, 1100800000, 1100800000),
+            _m(1, "MODE_15W_4CORE", 4, 1420800, 1109250000, 1, 1600000000, 1100800000, 1100800000),
+            _m(2, "MODE_15W_6CORE", 6, 1420800, 1109250000, 1, 1600000000, 1100800000, 1100800000),
+            _m(3, "MODE_10W_2CORE", 2, 1497600, 803250000, 1, 1600000000, 896000000, 896000000),
+            _m(4, "MODE_10W_4CORE", 4, 1190400, 803250000, 1, 1600000000, 896000000, 896000000),
+            _m(5, "MODE_10W_DESKTOP", 4, 1907200, 510000000, 1, 1600000000, 896000000, 896000000),
+            _m(6, "MODE_20W_2CORE", 2, 1907200, 1109250000, 1, 1866000000, 1100800000, 1100800000),
+            _m(7, "MODE_20W_4CORE", 4, 1420800, 1109250000, 1, 1866000000, 1100800000, 1100800000),
+            _m(8, "MODE_20W_6CORE", 6, 1420800, 1109250000, 1, 1866000000, 1100800000, 1100800000),
+        ),
+        default_id=5, tpcs=4, fastest_id=8,
+    ),
 )}
 
 #: placetune platform -> the module whose nvpmodel file it follows. AGX Orin 64GB (p3701-0005)
@@ -293,11 +350,13 @@ PLATFORM_MODULE: dict[str, str] = {
     "orin-nx-8gb": "p3767-0001",
     "orin-nano": "p3767-0003",
     "orin-nano-super": "p3767-0003-super",
+    "xavier-agx": "p2888",
+    "xavier-nx": "p3668",
 }
 
 
 def modes_of(platform: str) -> ModuleModes | None:
     """The transcribed power modes of a placetune platform (canonical name); None where placetune
-    has no transcribed table (Xavier: its modes are names only, UNVERIFIED)."""
+    has no transcribed table (a platform outside :data:`PLATFORM_MODULE`)."""
     key = PLATFORM_MODULE.get(platform)
     return MODULES[key] if key else None

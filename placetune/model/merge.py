@@ -187,6 +187,6 @@ def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: S
     digest = hashlib.sha256(data).hexdigest()[:16]
     stem = re.sub(r"[^A-Za-z0-9._+-]", "_", "+".join(names))[:80]  # network names never leave the cache folder
     path = confined(folder, f"{stem}-{digest}.onnx", "merged model file")
-    if not path.is_file():
-        write_file(path, data, "merged model", parents=True)
+    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest()[:16] != digest:
+        write_file(path, data, "merged model", parents=True)  # (a file of that name with other bytes is replaced)
     return Model.load(str(path), shapes or None, name="+".join(names))

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from placetune.errors import PlacementError
+from placetune.errors import PlacementError, StoreError
 from placetune.placement.segmenting import ProducerArrays, SegmentArrays, segment_arrays
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
 
-__all__ = ["Placement", "Segment", "DEVICES", "normalise_device", "dla_core"]
+__all__ = ["Placement", "Segment", "DEVICES", "normalise_device", "dla_core", "stored_placement"]
 
 #: Every device name placetune knows; a platform offers a prefix of it.
 DEVICES = ("GPU", "DLA0", "DLA1")
@@ -66,6 +66,23 @@ def _checked_layers(model: "Model", layers: Mapping[str, str]) -> dict[str, str]
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise PlacementError(f"placement names layers that model {model.name!r} does not have: {shown}{more}")
     return {n: normalise_device(d) for n, d in layers.items()}
+
+
+def stored_placement(model: "Model", layers: Mapping[str, str] | None, where: str) -> "Placement":
+    """A placement read back from the store: a map that does not fit the study's own model (a layer
+    it lacks, a device that is none) is a damaged or edited row, not a bad placement of the user's.
+
+    Args:
+        where: the row and field, for the message (``"measurement 3 of study 's', field requested"``).
+
+    Raises:
+        StoreError: one line naming ``where`` and what is wrong (exit 7, not a placement error's 5).
+    """
+    try:
+        return Placement(model, layers or {})
+    except PlacementError as exc:
+        raise StoreError(f"stored {where} is corrupt ({exc}): the database was edited or damaged (restore it "
+                         "from a backup, or delete that row)") from None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import BackendError, ConfigError, PlacementError
 from placetune.backends.tensorrt.worker_devices import constant_type, follow_helpers, is_helper
 from placetune.backends.tensorrt.worker_names import onnx_nodes
+from placetune.backends.trtexec.command import version_tuple
 from placetune.placement.placement import dla_core
 
 if TYPE_CHECKING:
@@ -17,6 +18,11 @@ if TYPE_CHECKING:
 __all__ = ["ApplyReport", "apply_plan", "onnx_node_of"]
 
 log = logging.getLogger(__name__)
+
+def _same_version(a: str, b: str) -> bool:
+    """Whether two TensorRT versions are the same release (major, minor, patch)."""
+    return bool(b) and version_tuple(a)[:3] == version_tuple(b)[:3]
+
 
 def onnx_node_of(metadata: str | None) -> list[str]:
     """The ONNX nodes named in a TensorRT layer's ``metadata``.
@@ -181,6 +187,9 @@ def apply_plan(
     # match every layer first: the config is changed only once the network is known to fit the plan
     found: set[str] = set()
     to_dla: list[Any] = []
+    # the parser's own layers as measured, when this is the measured TensorRT (its parser names them)
+    measured_parser = dict(eng.get("parser_layers") or {}) if str(getattr(trt, "__version__", "")) and \
+        _same_version(str(trt.__version__), str(plan.versions.get("tensorrt") or "")) else {}
     layers = [network.get_layer(i) for i in range(n)]
     device: list[Any] = [False] * n  # per layer: True on the DLA, None a parser helper (decided below)
     for i, layer in enumerate(layers):
@@ -192,6 +201,11 @@ def apply_plan(
                     target = cand
                     report.by_metadata.append(name)
                     break
+        if target is None and name in measured_parser:
+            # a layer the parser made beyond the nodes, as the measurement built it (TensorRT 8.5's
+            # <node>_<k> has no metadata and no helper's name): its measured device
+            device[i] = measured_parser[name] == "DLA"
+            continue
         if target is None:
             if not onnx_node_of(getattr(layer, "metadata", None)) and is_helper(layer, trt, None):
                 device[i] = None  # a parser helper: it goes with the node it serves

@@ -187,7 +187,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
     """
     from placetune.backends.onnx_prep import convert_to_fp16
     from placetune.backends.tensorrt.backend import TensorRTBackend
-    from placetune.backends.tensorrt.pipeline import _realised
+    from placetune.backends.tensorrt.jobs import read_realised
     from placetune.plan.folder import engine_files
 
     calib = str(check_regular(calibration_cache, "calibration cache")) if calibration_cache is not None else None
@@ -275,7 +275,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         predicted = {n: (device if n in set(spec["dla_layers"]) else "GPU") for n in layers}
         mine: dict[str, str] = dict(predicted)
         # an engine whose build log says nothing of its placement is noted UNKNOWN in report.notes
-        n_load, _ = _realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"], [])
+        n_load, _ = read_realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"], [])
         if p.mode != "replicas":  # a replica runs the whole network: the plan's layers are per replica
             realized.update(mine)
         report.engines.append({"name": spec["name"], "device": spec["device"],

@@ -8,6 +8,7 @@ hand-edited ``plan.json`` with ``"index": "0/../../../x"``, ``"engine_file": "/e
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from placetune.errors import ConfigError
@@ -40,6 +41,10 @@ def check_engines(engines: list[dict[str, Any]], where: str) -> None:
         for key in ("layers", "dla_layers"):
             if e.get(key) is not None and not (isinstance(e[key], list) and all(isinstance(x, str) for x in e[key])):
                 raise ConfigError(f"{what}.{key} must be a list of layer names")
+        parser = e.get("parser_layers")
+        if parser is not None and not (isinstance(parser, dict) and all(
+                isinstance(k, str) and v in ("GPU", "DLA") for k, v in parser.items())):
+            raise ConfigError(f"{what}.parser_layers must be an object of layer name -> \"GPU\" or \"DLA\"")
 
 
 def check_numbers(doc: dict[str, Any], model: dict[str, Any], where: str) -> None:
@@ -93,6 +98,14 @@ def check_measured(measured: Any, where: str) -> None:
         raise ConfigError(f"{where}: \"measured\" must be an object")
     _events(measured.get("timeline"), "timeline", where)
     _events(measured.get("segment_times_ms"), "segment_times_ms", where)
+    streams = measured.get("streams")
+    if streams is not None and not (
+            isinstance(streams, dict) and isinstance(streams.get("streams"), int)
+            and not isinstance(streams.get("streams"), bool) and streams["streams"] >= 1
+            and isinstance(streams.get("per_stream_fps"), (int, float)) and not isinstance(streams["per_stream_fps"], bool)
+            and math.isfinite(streams["per_stream_fps"])):
+        raise ConfigError(f"{where}: measured.streams must be {{\"streams\": a whole number >= 1, "
+                          f"\"per_stream_fps\": a number}}")
     lat = measured.get("latency_ms")
     if lat is not None and not (isinstance(lat, dict) and all(
             v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in lat.values())):

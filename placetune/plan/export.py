@@ -130,8 +130,11 @@ def _engines(mode: str, realized: Placement | None, realized_map: dict[str, str]
     dla_devices = sorted({d for d in realized_map.values() if d != "GPU"})
     if mode == "engine":
         device = dla_devices[0] if dla_devices else "GPU"
-        return [{"index": 0, "kind": "engine", "device": device, "dla_core": dla_core(device),
-                 "batch": batch, "layers": names, "dla_layers": dla_names}]
+        eng = {"index": 0, "kind": "engine", "device": device, "dla_core": dla_core(device),
+               "batch": batch, "layers": names, "dla_layers": dla_names}
+        if (m.extra or {}).get("parser_layers"):  # the parser's own layers, as measured (plan.trtexec)
+            eng["parser_layers"] = dict(m.extra["parser_layers"])
+        return [eng]
     if mode == "pipeline":
         times = {int(s.get("index", i)): s for i, s in enumerate(m.segment_times_ms or [])}
         out = []
@@ -396,8 +399,11 @@ def export_plan(
     realized_map = dict(rec.realized or m.realized or {})
     requested_map = dict(rec.requested or m.requested or realized_map)
     if model is not None:
-        realized_map = Placement(model, realized_map).as_dict()
-        requested_map = Placement(model, requested_map).as_dict()
+        from placetune.placement.placement import stored_placement
+
+        where = f"measurement {rec.id} of study {study_name!r}, field"
+        realized_map = stored_placement(model, realized_map, f"{where} realized").as_dict()
+        requested_map = stored_placement(model, requested_map, f"{where} requested").as_dict()
         ops = {layer.name: layer.op_type for layer in model.layers}
     else:
         ops = {}

@@ -106,7 +106,8 @@ class Plan:
             ``replicas``, ``power_mode``, ``trt_version``.
         measured: the figures: ``status``, ``latency_ms`` (median, p90, p99...),
             ``throughput_fps``, ``energy_mj``, ``power_w``, ``dla_loadables``, ``segment_times_ms``,
-            ``timeline`` and, in replicas mode, ``replicas``.
+            ``timeline`` and, in replicas mode, ``replicas``; a study of N camera streams adds
+            ``streams`` (``{"streams": N, "per_stream_fps": throughput / N}``).
         baselines: ``all-gpu`` (and ``all-dla0``/``all-dla1`` when stored): their figures,
             measurement id, and the plan's ``speedup`` over them.
         source: ``study``, ``measurement_id``, ``trial_number`` (the Optuna trial that measured it,
@@ -220,6 +221,10 @@ class Plan:
             parts.append(f"energy {energy:.4g} mJ per batch of {b} ({energy / b:.4g} mJ per sample)")
         if parts:
             lines.append("; ".join(parts))
+        streams = self.measured.get("streams")
+        if streams:  # N camera streams of one network sharing the plan's frames evenly
+            lines.append(f"per stream: {plural(streams['streams'], 'stream')} at {streams['per_stream_fps']:,.1f} "
+                         f"frames/s each (the throughput shared evenly)")
         head = self.headline()
         if head:
             lines.append(head)

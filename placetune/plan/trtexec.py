@@ -182,7 +182,8 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
             if layers and set(layers) != set(dla):
                 assignment = {n: ("DLA" if n in set(dla) else "GPU") for n in layers}
                 refuse_renamed(dict(plan.model.get("renamed_layers") or {}), assignment)
-                spec, only_gpu = device_types_arg(assignment)
+                parser_layers = _parser_layers(eng, plan, vt, assignment)
+                spec, only_gpu = device_types_arg({**assignment, **parser_layers})
                 if only_gpu:
                     out.append("# (only the GPU layers are listed: --useDLACore makes DLA the default for the rest)")
                     if len(spec) > MAX_ARG_CHARS:
@@ -195,8 +196,19 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
                                "this command fails there; build with the Python API instead: "
                                "placetune.plan.load('plan.json').apply(network, config)")
                     warned = True
-                out.append("# layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not "
-                           "listed and default to the DLA under --useDLACore; Plan.apply() places them with their node")
+                measured = plan.versions.get("tensorrt")
+                if parser_layers:
+                    out.append(f"# {len(parser_layers)} layer(s) TensorRT {measured}'s ONNX parser made beyond the "
+                               "nodes (<node>_<k>, ONNXTRT_*, weights) are listed as measured: --useDLACore would "
+                               "put them on the DLA")
+                elif eng.get("parser_layers") and measured:
+                    out.append(f"# the parser's layers beyond the ONNX nodes were measured on TensorRT {measured}; "
+                               f"TensorRT {version} names them its own way, so they are not listed and default to the "
+                               "DLA under --useDLACore; Plan.apply() places them with their node")
+                else:
+                    out.append("# layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not "
+                               "listed and default to the DLA under --useDLACore; Plan.apply() places them with their "
+                               "node")
                 args.append(f"--layerDeviceTypes={spec}")
         if shapes:
             args.append(f"--shapes={shapes}")
@@ -257,6 +269,19 @@ def trtexec_commands(plan: "Plan", onnx_path: str = "model.onnx", trt_version: s
     # nothing user-controlled may start a new line: a study named "x\ntouch PWNED" stays inside its
     # comment; the commands themselves are quoted by shell_line
     return [_one_line(line) if line.startswith("#") else line for line in lines]
+
+
+def _parser_layers(eng: dict[str, Any], plan: "Plan", vt: tuple[int, ...], nodes: dict[str, str]) -> dict[str, str]:
+    """The engine's layers the ONNX parser made beyond the nodes (``parser_layers``: name -> device,
+    as the measurement placed them) when the target TensorRT is the measured one: the parser names
+    them by its version's rules (a global ``_<k>`` counter, ``ONNXTRT_*``), so another version's
+    names would not match. Names ``--layerDeviceTypes`` cannot carry are left out."""
+    measured = plan.versions.get("tensorrt")
+    layers = eng.get("parser_layers")
+    if not isinstance(layers, dict) or not measured or _version_tuple(measured)[:3] != tuple(vt[:3]):
+        return {}
+    return {str(n): ("GPU" if d == "GPU" else "DLA") for n, d in layers.items()
+            if n and n not in nodes and "," not in str(n) and "'" not in str(n)}
 
 
 #: Plugins built into TensorRT's libnvinfer_plugin (TensorRT's plugin/ folder, 8.5-10.x), which trtexec

@@ -41,6 +41,8 @@ class ConnectionMixin:
     _engine: Engine
     _closed: bool
     _pid: int
+    readonly: bool
+    opened_readonly: bool
 
     def _make_engine(self, echo: bool, connect_timeout: float) -> Engine:
         kw: dict[str, Any] = {"echo": echo}
@@ -92,8 +94,10 @@ class ConnectionMixin:
         if self.dialect != "sqlite" or self._memory:
             return None
         db = self._url.database or ""
-        if db.startswith("file:"):
-            db = db[5:].split("?", 1)[0]
+        if db.startswith("file:"):  # a SQLite URI: its path is percent-encoded
+            from urllib.parse import unquote
+
+            db = unquote(db[5:].split("?", 1)[0])
         return db
 
     def _scrub(self, text: str) -> str:
@@ -185,10 +189,12 @@ class ConnectionMixin:
                     f"for longer than the busy timeout ({self.busy_timeout:g} s) while {action}: wait for "
                     "it to finish, stop it, raise the busy timeout, or use another --db file"
                 )
-            if "readonly" in low or "read-only" in low or "read only" in low:
+            unwritable = "unable to open" in low and os.path.isfile(path) and not (
+                os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK))
+            if "readonly" in low or "read-only" in low or "read only" in low or unwritable:
                 return StoreError(f"database file {path} is read-only ({readonly_why(self._url, path)}) while "
                                   f"{action}: use a writable --db path, or fix the permissions of the file and its "
-                                  "directory")
+                                  "directory (studies, report and export read it as it is)")
             if "unable to open" in low:
                 return StoreError(
                     f"cannot open database file {path} while {action} ({text}): check that its directory "

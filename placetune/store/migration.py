@@ -37,6 +37,12 @@ class SchemaMixin(ConnectionMixin):
         if version == SCHEMA_VERSION:
             return
         self._check_version(version)
+        if self.opened_readonly:  # (a file that cannot be written: its tables cannot be created nor upgraded)
+            what = "no placetune tables" if version is None else f"placetune schema v{version}, older than " \
+                f"this placetune's (v{SCHEMA_VERSION})"
+            raise StoreError(f"database {self.url} has {what}, and it is opened read-only: point --storage at the "
+                             "database placetune tune wrote" + ("" if version is None else
+                                                               ", or run placetune tune on it once to upgrade it"))
         for attempt in range(3):
             try:
                 with self._txn("creating the placetune tables", write=True) as conn:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from sqlalchemy import or_, select
 
@@ -59,6 +59,57 @@ class QueriesMixin(StudiesMixin):
         with self._txn("listing measurements") as conn:
             rows = conn.execute(q.order_by(_M.c.id)).all()
         return [measurement_record(r) for r in rows]
+
+    def each_measurement(self, study_name: str, status: str | None = None, *, after_id: int | None = None,
+                         chunk: int = 1000) -> Iterator[MeasurementRecord]:
+        """The study's measurements like :meth:`measurements`, oldest first, decoded one chunk of
+        rows at a time (one read transaction, held until the last is read or the iterator is closed):
+        a study of a million rows is read without holding them all, text or decoded, in memory.
+
+        Args:
+            study_name: the study.
+            status: only this status.
+            after_id: only rows with a larger id (those stored after a row already read).
+            chunk: rows fetched from the database at a time.
+
+        Raises:
+            UnknownNameError: no such study.
+            StoreError: a row is corrupt (it names the row), or a database problem.
+        """
+        st = self._resolve(study_name)
+        q = select(*RECORD_COLUMNS).join(_S, _S.c.id == _M.c.study_id).where(
+            _M.c.id.in_(select(_R.c.measurement_id).where(_R.c.study_id == st.id)))
+        if status is not None:
+            q = q.where(_M.c.status == status)
+        if after_id is not None:
+            q = q.where(_M.c.id > int(after_id))
+        with self._txn("listing measurements") as conn:
+            result = conn.execution_options(stream_results=True).execute(q.order_by(_M.c.id))
+            while True:
+                rows = result.fetchmany(chunk)
+                if not rows:
+                    return
+                for r in rows:
+                    yield measurement_record(r)
+
+    def request_keys(self, study_name: str) -> list[tuple[str, int]]:
+        """``(placement_key, measurement_id)`` of each of the study's requests, in order: what
+        :meth:`requests` says of them without a record per row (a resume of a million requests).
+
+        Raises:
+            UnknownNameError: no such study.
+            StoreError: a ``measurement_id`` that is not an integer (the row was edited or damaged).
+        """
+        st = self._resolve(study_name)
+        with self._txn("listing requests") as conn:
+            rows = conn.execute(select(_R.c.placement_key, _R.c.measurement_id).where(_R.c.study_id == st.id)
+                                .order_by(_R.c.id)).all()
+        out = [(key, mid) for key, mid in rows]
+        for key, mid in out:
+            if type(mid) is not int or type(key) is not str:
+                raise StoreError(f"a stored request of study {st.name!r} is corrupt (placement_key {str(key)[:40]!r}, "
+                                 f"measurement_id {str(mid)[:40]!r}): the database was edited or damaged")
+        return out
 
     def measurements_in_scope(self, study_name: str, status: str | None = "ok") -> list[MeasurementRecord]:
         """The measurements of the study's cache scope (any study with the same model, fingerprint

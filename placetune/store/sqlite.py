@@ -6,14 +6,14 @@ import logging
 import os
 import sqlite3
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 from sqlalchemy import Connection, event
 from sqlalchemy.engine import URL, Engine
 
 from placetune.store.url import mask_url
 
-__all__ = ["install_sqlite_hooks", "readonly_why", "lock_holder_text"]
+__all__ = ["install_sqlite_hooks", "readonly_url", "readonly_why", "lock_holder_text"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,31 @@ def install_sqlite_hooks(engine: Engine, url: URL, *, busy_timeout: float, memor
         conn.connection.driver_connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+def readonly_url(url: URL) -> URL:
+    """The URL that reads the SQLite file of ``url`` where it cannot be written (read-only media, a
+    folder without write permission): ``url`` itself where the file and its folder are writable.
+
+    SQLite opens a WAL database read-write, and even a reader needs to create its ``-shm`` file beside
+    it: on read-only media nothing could be read. Such a file is opened as a ``file:`` URI with
+    ``mode=ro``, and with ``immutable=1`` too when no write-ahead log holds pages the file lacks (then
+    no ``-shm`` is needed; read-only media cannot change under the reader). A log with pages and no
+    ``-shm`` to read it by cannot be read without writing: the open fails, and the store says so.
+    """
+    db = url.database or ""
+    if db.startswith("file:") or not db or db == ":memory:":
+        return url  # a URI of the caller's own: its options are the caller's
+    path = os.path.abspath(db)
+    if not os.path.isfile(path) or (os.access(path, os.W_OK) and os.access(os.path.dirname(path), os.W_OK)):
+        return url
+    try:
+        logged = os.path.getsize(path + "-wal") > 0
+    except OSError:
+        logged = False
+    query = {k: v for k, v in url.query.items() if k not in ("mode", "immutable", "uri")}
+    query.update({"uri": "true", "mode": "ro", **({} if logged else {"immutable": "1"})})
+    return url.set(database="file:" + quote(path), query=query)
+
+
 def readonly_why(url: URL, path: str) -> str:
     """Why the SQLite file at ``path`` (opened through ``url``) refuses writes, best effort."""
     query = dict(parse_qsl((url.database or "").partition("?")[2]))
@@ -68,7 +93,7 @@ def readonly_why(url: URL, path: str) -> str:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.access(directory, os.W_OK):
         why.append(f"no write permission on its directory {directory}, where SQLite keeps the -wal and -shm "
-                   "files; to only read it, copy it to a writable place")
+                   "files")
     return "; ".join(why) or "the file system or SQLite refused writes"
 
 

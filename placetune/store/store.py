@@ -67,6 +67,9 @@ class Store(BatchMixin, QueriesMixin, SchemaMixin):
             raising :class:`~placetune.errors.StoreError`.
         connect_timeout: server databases: seconds to wait for a connection.
         cache_size: measurements kept in the in-process lookup cache (0: none).
+        readonly: the caller only reads: a SQLite file on read-only media (or in a folder without write
+            permission) is opened read-only instead of refused; a database it would have to create or
+            upgrade is a StoreError.
 
     Raises:
         StoreError: malformed URL, missing driver, unreachable server, unreadable or
@@ -86,8 +89,19 @@ class Store(BatchMixin, QueriesMixin, SchemaMixin):
         busy_timeout: float = 30.0,
         connect_timeout: float = 10.0,
         cache_size: int = 4096,
+        readonly: bool = False,
     ) -> None:
         self._url = normalise_url(url)
+        #: True when the database is only read (``studies``, ``report``, ``export``): a SQLite file that
+        #: cannot be written is opened read-only (:func:`~placetune.store.sqlite.readonly_url`), never
+        #: created, upgraded or switched to WAL.
+        self.readonly = bool(readonly)
+        self.opened_readonly = False  # True when the SQLite file is opened read-only (it cannot be written)
+        if self.readonly and self._url.get_backend_name() == "sqlite":
+            from placetune.store.sqlite import readonly_url
+
+            url_ro = readonly_url(self._url)
+            self._url, self.opened_readonly = url_ro, url_ro is not self._url
         self.url = mask_url(self._url)
         self.busy_timeout = float(busy_timeout)
         self._password = self._url.password if isinstance(self._url.password, str) else None

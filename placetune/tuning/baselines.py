@@ -161,7 +161,7 @@ def measure_study_baselines(ev: "Evaluator", may_measure: Callable[[], bool]
         ``(baseline, why it is not measured or None, measurement or None)`` per baseline, all-GPU
         first.
     """
-    held = {r.placement_key for r in ev.store.requests(ev.study_name)}
+    held = {key for key, _ in ev.store.request_keys(ev.study_name)}
     out: list[tuple[Baseline, str | None, "Measurement | None"]] = []
     for b in study_baselines(ev):
         m = ev.peek(b.placement) if ev.realised_key(b.placement) in held else None

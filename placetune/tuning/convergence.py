@@ -12,19 +12,27 @@ The rule reads the objective's losses (feasible before infeasible under constrai
 order the study asked for them, its earlier runs included; a re-measured placement counts with
 its latest (median over builds) value, so a lucky first build does not hold the best up.
 
+A declaration is withdrawn when the best then moves more than ``min_gain`` past the best of the
+convergence trial (a later trial found a better plan): the study is not converged any more, and
+the rule waits ``patience`` trials again from the trial where the best moved. A re-measurement that
+lowers the best withdraws nothing (it found nothing new). While not converged, the rule says at
+which trial the best last moved by more than ``min_gain`` (the terminal's progress bar shows it).
+
 Patience: ``max(10, budget / 10)`` trials (30 of the default 300), gain: 1 % (about the
 build-to-build noise of a Jetson; nothing smaller is told apart from noise by one build).
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import logging
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from placetune.wording import figure, plural
+from placetune.wording import figure, hours, plural
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -59,6 +67,13 @@ class Convergence:
         best_now: the best value after every trial.
         direction: ``maximize`` or ``minimize`` (the objective's).
         stopped: True when the run ended there (``stop_when_converged``).
+        last_moved: the trial the best last moved more than ``min_gain`` at (the first trial
+            whose best is within ``min_gain`` of the current best; None: no trial yet).
+        withdrawn: ``(convergence trial, trial it was withdrawn at)`` of every declaration a
+            later gain over ``min_gain`` withdrew, in order.
+        device_s: the device time (builds and timing, seconds) of the trials seen; what the backend
+            reports as ``extra["device_time_s"]`` (the simulator does), cache hits cost nothing.
+        device_s_after: of it, the trials after the convergence trial (0 when not converged).
     """
 
     trials: int
@@ -69,6 +84,10 @@ class Convergence:
     best_now: float | None
     direction: str = "maximize"
     stopped: bool = False
+    last_moved: int | None = None
+    withdrawn: tuple[tuple[int, int], ...] = ()
+    device_s: float = 0.0
+    device_s_after: float = 0.0
 
     @property
     def bought(self) -> float | None:
@@ -83,14 +102,18 @@ class Convergence:
         """One line for a person: where the study converged and what came after."""
         u = f" {unit}" if unit else ""
         if self.trial is None:
-            if self.trials <= self.patience:
+            if self.trials <= self.patience and not self.withdrawn:
                 return (f"not converged: a run of {plural(self.trials, 'trial')} is shorter than the {self.patience} "
                         f"trials without a gain over {100 * self.min_gain:g}% that convergence needs")
-            return (f"not converged: the best still moved by more than {100 * self.min_gain:g}% within the last "
-                    f"{self.patience} of {self.trials} trials")
+            moved = (f"the best last moved by more than {100 * self.min_gain:g}% at trial {self.last_moved} of "
+                     f"{self.trials}" if self.last_moved is not None else
+                     f"the best still moved by more than {100 * self.min_gain:g}% within the last {self.patience} "
+                     f"of {self.trials} trials")
+            return (f"not converged: {moved}, and convergence needs {plural(self.patience, 'trial')} without such a "
+                    f"gain" + self._withdrawals())
         after = self.trials - self.trial
         head = (f"converged at trial {self.trial} of {self.trials} (no gain over {100 * self.min_gain:g}% in the "
-                f"{plural(self.patience, 'trial')} after it)")
+                f"{plural(self.patience, 'trial')} after it{self._withdrawals()})")
         if self.stopped:
             return head + f"; the run stopped there (stop_when_converged) after {plural(after, 'more trial')}"
         b = self.bought or 0.0
@@ -102,9 +125,38 @@ class Convergence:
         return head + (f"; the {plural(after, 'trial')} after it bought {100 * b:+.1f}% "
                        f"({figure(self.best_then)} -> {figure(self.best_now)}{u})")
 
+    def _withdrawals(self) -> str:
+        """``; a convergence declared at trial 3 was withdrawn at trial 26`` (nothing when none was)."""
+        if not self.withdrawn:
+            return ""
+        told = ", ".join(f"at trial {c} was withdrawn at trial {w}" for c, w in self.withdrawn)
+        return f"; {'a convergence' if len(self.withdrawn) == 1 else 'the convergences'} declared {told}"
+
+    def device_clause(self) -> str:
+        """``; 6.0 h of it after the study converged at trial 4``: what the later builds cost
+        (nothing when not converged or no device time is known)."""
+        if self.trial is None or self.device_s <= 0:
+            return ""
+        return f"; {hours(self.device_s_after)} of it after the study converged at trial {self.trial}"
+
+    def short(self) -> str:
+        """A few words for a progress bar: ``converged at trial 4``, ``best moved at trial 37``."""
+        if self.trial is not None:
+            return f"converged at trial {self.trial}"
+        return f"best moved at trial {self.last_moved}" if self.last_moved is not None else ""
+
     def as_dict(self) -> dict[str, Any]:
         """Plain values (what the study stores)."""
         return {**asdict(self), "bought": self.bought}
+
+
+def device_spent(m: "Measurement") -> float:
+    """The simulated device seconds a trial's measurement spent on builds and timing (0 for a cache hit,
+    or where the measurement records none)."""
+    dev = m.extra.get("device_time_s")
+    if m.extra.get("cache_hit") or not isinstance(dev, dict) or not isinstance(dev.get("total_s"), (int, float)):
+        return 0.0
+    return float(dev["total_s"])
 
 
 class ConvergenceWatch:
@@ -125,19 +177,45 @@ class ConvergenceWatch:
         self.patience = int(patience) if patience is not None else patience_for(budget)
         self.min_gain = float(min_gain)
         self._latest: dict[str, float] = {}  # realisation -> latest loss
+        self._heap: list[tuple[float, str]] = []  # (loss, realisation), stale entries left until they surface
         self._bests: list[float] = []  # best loss after each trial
-        self._trial: int | None = None  # where it converged (first declared)
+        # -(running minimum of _bests): non-decreasing, so the first trial within reach of a value is a bisection
+        self._neg_prefix_min: list[float] = []
+        self._device: list[float] = []  # device seconds of each trial (builds and timing; 0 for a cache hit)
+        self._trial: int | None = None  # where it converged (None: not converged, or withdrawn)
+        self._withdrawn: list[tuple[int, int]] = []  # (convergence trial, withdrawn at) of each withdrawn declaration
+        self._news: list[str] = []  # declarations and withdrawals not announced yet (see announcements)
         self.stopped = False
         for key, m in history:
             self._add(key, m, 1)
 
     @classmethod
-    def from_store(cls, ev: "Evaluator", budget: int, **kw: Any) -> "ConvergenceWatch":
-        """A watch that starts from the study's stored trials (a resumed study)."""
-        by_id = {rec.id: rec.measurement for rec in ev.store.measurements(ev.study_name)}
-        history = [(r.placement_key, by_id[r.measurement_id]) for r in ev.store.requests(ev.study_name)
-                   if r.measurement_id in by_id]
-        return cls(ev.objective, budget, history, **kw)
+    def from_store(cls, ev: "Evaluator", budget: int, losses: dict[int, float] | None = None,
+                   spent: dict[int, float] | None = None, **kw: Any) -> "ConvergenceWatch":
+        """A watch that starts from the study's stored trials (a resumed study).
+
+        Args:
+            losses: measurement id -> loss of rows already read (:class:`~placetune.tuning.study_scan.StudyScan`);
+                the other rows the study's requests name are read here.
+            spent: measurement id -> the device seconds its trial spent (:func:`device_spent`) of the same rows.
+        """
+        requests = ev.store.request_keys(ev.study_name)
+        if losses is None:
+            losses, spent = {}, {}
+            for rec in ev.store.each_measurement(ev.study_name):
+                losses[rec.id] = ev.objective.loss(rec.measurement)
+                spent[rec.id] = device_spent(rec.measurement)
+        losses, spent = dict(losses), dict(spent or {})
+        missing = sorted({mid for _, mid in requests if mid not in losses})
+        for i in range(0, len(missing), 500):  # (rows stored since they were read: the run's first baselines)
+            for rec in ev.store.measurements(ev.study_name, ids=missing[i:i + 500]):
+                losses[rec.id] = ev.objective.loss(rec.measurement)
+                spent[rec.id] = device_spent(rec.measurement)
+        watch = cls(ev.objective, budget, **kw)
+        for key, mid in requests:
+            if mid in losses:
+                watch._add_loss(key, losses[mid], 1, spent.get(mid, 0.0))
+        return watch
 
     # ------------------------------------------------------------------ updates
     def update(self, placement: "Placement", m: "Measurement") -> None:
@@ -153,34 +231,70 @@ class ConvergenceWatch:
         self._add(key, m, int(m.extra.get("remeasured") or 1))
 
     def _add(self, key: Any, m: "Measurement", trials: int) -> None:
-        loss = self.objective.loss(m)
+        self._add_loss(key, self.objective.loss(m), trials, device_spent(m))
+
+    def _add_loss(self, key: Any, loss: float, trials: int, spent: float = 0.0) -> None:
         if math.isfinite(loss):
             self._latest[str(key)] = loss
-        best = min(self._latest.values(), default=math.inf)
+            heapq.heappush(self._heap, (loss, str(key)))
+        best = self._best()
         for _ in range(max(1, trials)):
             self._bests.append(best)
+            low = -self._neg_prefix_min[-1] if self._neg_prefix_min else math.inf
+            self._neg_prefix_min.append(-min(low, best))
+            self._device.append(spent / max(1, trials))
+            if self._trial is not None and not self.stopped:
+                then = self._bests[self._trial - 1]
+                if best < then - self.min_gain * abs(then):  # a gain over min_gain: not converged after all
+                    self._withdrawn.append((self._trial, len(self._bests)))
+                    self._news.append(self._withdrawal_line(self._trial, then, best))
+                    log.info("convergence at trial %d withdrawn at trial %d", self._trial, len(self._bests))
+                    self._trial = None
             if self._trial is None:
                 c = self._since()
                 if c is not None and len(self._bests) - c >= self.patience:
                     self._trial = c
+                    self._news.append(f"converged at trial {c}: no gain over {100 * self.min_gain:g}% in the "
+                                      f"{self.patience} trials after it")
                     log.info("converged at trial %d (declared at trial %d)", c, len(self._bests))
+
+    def _withdrawal_line(self, trial: int, then: float, now: float) -> str:
+        if abs(then) >= 1e12:  # constraints: the convergence trial's best broke one
+            return (f"convergence at trial {trial} withdrawn at trial {len(self._bests)}: the first plan that meets "
+                    f"the constraints")
+        sign = -1.0 if self.objective.direction == "maximize" else 1.0
+        gain = (then - now) / abs(then) if then else 0.0
+        return (f"convergence at trial {trial} withdrawn at trial {len(self._bests)}: the best moved "
+                f"{100 * gain:+.1f}% ({figure(sign * then)} -> {figure(sign * now)})")
 
     def _since(self) -> int | None:
         """The first trial whose best is within ``min_gain`` of the current best (1-based)."""
         now = self._bests[-1]
         if not math.isfinite(now):
             return None
-        tol = self.min_gain * abs(now)
-        for i, b in enumerate(self._bests):
-            if b <= now + tol:
-                return i + 1
-        return None
+        # the first trial whose best is <= now + tol is the first whose running minimum is: a bisection
+        # of the running minima (a scan of every trial per trial made a long study's resume quadratic)
+        i = bisect.bisect_left(self._neg_prefix_min, -(now + self.min_gain * abs(now)))
+        return i + 1 if i < len(self._bests) else None
+
+    def _best(self) -> float:
+        """The lowest latest loss of any realisation (a heap whose entries a later value of their
+        realisation made stale are dropped as they surface: O(log n) a trial, not a scan of every one)."""
+        heap = self._heap
+        while heap and self._latest.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
 
     # ------------------------------------------------------------------ reading
     @property
     def converged(self) -> bool:
-        """True once the rule has declared convergence (it stays declared)."""
+        """True while the rule's declaration stands (a later gain over ``min_gain`` withdraws it)."""
         return self._trial is not None
+
+    def announcements(self) -> list[str]:
+        """The declarations and withdrawals since the last call, one line each, in order (for a run's log)."""
+        news, self._news = self._news, []
+        return news
 
     def should_stop(self) -> bool:
         """A :class:`search.base.Budget` stop condition: True once converged (and remembered)."""
@@ -198,7 +312,9 @@ class ConvergenceWatch:
         then = value(self._bests[self._trial - 1]) if self._trial else None
         now = value(self._bests[-1]) if self._bests else None
         return Convergence(len(self._bests), self.patience, self.min_gain, self._trial, then, now,
-                           self.objective.direction, self.stopped)
+                           self.objective.direction, self.stopped, self._since() if self._bests else None,
+                           tuple(self._withdrawn), sum(self._device),
+                           sum(self._device[self._trial:]) if self._trial else 0.0)
 
 
 def store_convergence(ev: "Evaluator", conv: Convergence) -> None:

@@ -520,7 +520,10 @@ class Evaluator:
         rec = best_stored(self.store, self.study_name, self.objective)
         if rec is None:
             return None
-        placement = Placement(self.model, rec.requested or {})
+        from placetune.placement.placement import stored_placement
+
+        placement = stored_placement(self.model, rec.requested,
+                                     f"measurement {rec.id} of study {self.study_name!r}, field requested")
         return placement, rec.measurement
 
     def value(self, m: Measurement) -> float | None:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
     from placetune.tuning.trial_log import LoggedTrial
 
-__all__ = ["OptunaStudy", "distributions", "params_of", "assignment_of", "storage_for", "set_optuna_verbosity",
+__all__ = ["OptunaStudy", "check_trial_rows", "distributions", "params_of", "assignment_of", "storage_for", "set_optuna_verbosity",
            "trial_attrs", "metric_attrs", "constraint_attrs"]
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class OptunaStudy:
 
         ev = self.evaluator
         storage = storage if storage is not None else storage_for(ev.store)
-        names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+        names = set(optuna.get_all_study_names(storage))  # (the summaries load every trial of every study)
         new = ev.study_name not in names
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -179,6 +179,7 @@ class OptunaStudy:
         if new and self.backfill:
             self._backfill(study)
         elif ev.store.dialect == "sqlite":  # one writer at a time: a RUNNING trial is a killed run's
+            check_trial_rows(ev.store, study)
             fail_stale_trials(study)
         return study
 
@@ -209,9 +210,9 @@ class OptunaStudy:
             rec = by_id.get(req.measurement_id)
             if rec is None:
                 continue
-            doc = rec.requested if rec.requested and Placement(ev.model, rec.requested).key == req.requested_key \
-                else (rec.realized or rec.requested)
             try:
+                doc = rec.requested if rec.requested and Placement(ev.model, rec.requested).key == req.requested_key \
+                    else (rec.realized or rec.requested)
                 placement = Placement(ev.model, doc or {})
             except Exception:  # noqa: BLE001 - a record of another model version
                 continue
@@ -308,14 +309,69 @@ class OptunaStudy:
         return [float(v) for v in vals]
 
 
+def check_trial_rows(store: "Store", study: "optuna.Study") -> None:
+    """Refuse a SQLite study whose Optuna rows Optuna cannot read back (an edited or damaged table: a
+    state, a time, a parameter, a distribution or an attribute), checked by a few aggregate queries
+    instead of loading every trial (which a resume of a million trials cannot afford).
+
+    Raises:
+        StoreError: one line naming the table and what is wrong.
+    """
+    from optuna.distributions import json_to_distribution
+    from optuna.trial import TrialState
+    from sqlalchemy import text
+
+    backend = getattr(study._storage, "_backend", study._storage)
+    if type(backend).__name__ != "RDBStorage":
+        return
+    sid = {"s": study._study_id}
+    of_study = "JOIN trials t ON t.trial_id = x.trial_id WHERE t.study_id = :s"
+    wrong: str | None = None
+    with store.engine.connect() as conn:
+        for (state,) in conn.execute(text("SELECT DISTINCT state FROM trials WHERE study_id = :s"), sid):
+            if state not in TrialState.__members__:
+                wrong = f"trials.state {str(state)[:40]!r}"
+        bad = conn.scalar(text("SELECT COUNT(*) FROM trials WHERE study_id = :s AND ((datetime_start IS NOT NULL "
+                               "AND julianday(datetime_start) IS NULL) OR (datetime_complete IS NOT NULL AND "
+                               "julianday(datetime_complete) IS NULL))"), sid)
+        wrong = wrong or (f"{bad} trials with a start or end time that is not a time" if bad else None)
+        dists: dict[str, Any] = {}
+        for name, value, doc in conn.execute(text("SELECT DISTINCT x.param_name, x.param_value, x.distribution_json "
+                                                  f"FROM trial_params x {of_study}"), sid):
+            try:
+                dist = dists[doc] if doc in dists else dists.setdefault(doc, json_to_distribution(doc))
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ValueError(f"parameter {name!r} has the value {str(value)[:40]!r}")
+                dist.to_external_repr(value)
+            except (ValueError, TypeError, LookupError) as exc:
+                wrong = wrong or f"trial_params: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}"
+        for table in ("trial_user_attributes", "trial_system_attributes"):
+            bad = conn.scalar(text(f"SELECT COUNT(*) FROM {table} x {of_study} AND json_valid(x.value_json) = 0"),
+                              sid)
+            wrong = wrong or (f"{bad} rows of {table} whose value is not JSON" if bad else None)
+    if wrong is not None:
+        from placetune.errors import StoreError
+
+        raise StoreError(f"the Optuna tables of {store.url} are corrupt ({wrong}) while opening the Optuna study "
+                         f"{study.study_name!r}: the database was edited or damaged (restore it from a backup)")
+
+
 def fail_stale_trials(study: "optuna.Study") -> int:
     """Mark FAIL the trials a killed run left RUNNING (only where no other process can be running
     one: a SQLite study, written by one tune at a time); returns how many."""
     from optuna.trial import TrialState
 
-    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    for t in stale:
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+    backend = getattr(study._storage, "_backend", study._storage)
+    if type(backend).__name__ == "RDBStorage":  # the RUNNING trials' ids: asking the study loads every trial
+        from sqlalchemy import text
+
+        with backend.engine.connect() as conn:
+            stale = [int(i) for i, in conn.execute(text("SELECT trial_id FROM trials WHERE study_id = :s AND "
+                                                        "state = 'RUNNING'"), {"s": study._study_id})]
+    else:
+        stale = [t._trial_id for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    for trial_id in stale:
+        study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
     if stale:
         log.info("%d Optuna trials a stopped run left RUNNING are marked FAIL", len(stale))
     return len(stale)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import time
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from placetune.measurement import Measurement
 from placetune.tuning.objectives import Objective
 from placetune.placement.placement import Placement
 from placetune.wording import versus
+
+if TYPE_CHECKING:
+    from placetune.tuning.convergence import ConvergenceWatch
 
 __all__ = ["Progress"]
 
@@ -18,7 +21,8 @@ class Progress:
     """Evaluation callback that reports progress.
 
     On a terminal it redraws one line: trials done/total, best value and its gain over
-    all-GPU, cache hits and failures. Elsewhere (nohup, systemd, CI) it prints one
+    all-GPU, cache hits and failures, and where the study converged (or when its best last
+    moved, see :meth:`watch_convergence`). Elsewhere (nohup, systemd, CI) it prints one
     ``key=value`` line per evaluation, easy to grep and parse.
 
     Args:
@@ -49,6 +53,11 @@ class Progress:
         self.cv_error: float | None = None
         self.device_s = 0.0  # simulated device time (builds + timing) of this run's measurements
         self.device_n = 0
+        self._watch: "ConvergenceWatch | None" = None
+
+    def watch_convergence(self, watch: "ConvergenceWatch") -> None:
+        """Show ``watch``'s state on the live bar: ``converged at trial 4``, ``best moved at trial 37``."""
+        self._watch = watch
 
     def resume_from(self, best: Measurement | None) -> None:
         """Start "best" from a resumed study's stored best measurement, not from scratch."""
@@ -134,11 +143,16 @@ class Progress:
                 f"({self._versus()})  cache hits {self.cache_hits}  failures {self.failures}  "
                 f"{elapsed:5.0f}s" + (f"  device {self.device_s / 3600:.1f} h, ~{self._eta() / 3600:.1f} h left"
                                       if self.device_n else "") + (f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None
-                                      else ""))
+                                      else "") + self._convergence())
         width_now = len(text)
         self.out.write(text + " " * max(0, self._drawn - width_now))  # no leftover of a longer line ("0.0%%")
         self._drawn = width_now
         self.out.flush()
+
+    def _convergence(self) -> str:
+        """``  converged at trial 4`` for the bar (nothing without a watch or a trial)."""
+        words = self._watch.result().short() if self._watch is not None else ""
+        return f"  {words}" if words else ""
 
     def _line(self, m: Measurement, value: float | None, hit: bool) -> None:
         fields = [

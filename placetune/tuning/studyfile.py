@@ -19,6 +19,7 @@ A study file::
     timeout = "8h"
     constraints = ["latency<=33"]  # bounds the best plan must meet (metric<=bound / metric>=bound)
     stop_when_converged = false    # true: end the run once the best stopped improving (convergence.py)
+    streams = 4                    # camera streams sharing the plan's frames: per-stream fps in summary and plan
 
     [settings]                     # placetune.Settings fields
     frames_in_flight = 1
@@ -57,6 +58,9 @@ from placetune.validate import loads_toml
 #: The precision ``placetune tune`` (and ``placetune check``, so that both speak of the same
 #: build) uses when none is given: INT8, which the DLA runs at its full rate.
 DEFAULT_PRECISION = "int8"
+
+#: the most camera streams a study may share its frames between (``streams``)
+MAX_STREAMS = 1024
 
 __all__ = ["TuneConfig", "load_study_file", "parse_duration", "DEFAULT_MODEL"]
 
@@ -122,6 +126,7 @@ class TuneConfig:
     device_profile: str | None = None
     constraints: list[str] = field(default_factory=list)  # "latency<=2.0", see placetune.tuning.constraints
     stop_when_converged: bool = False  # end the run once it converged (placetune.tuning.convergence)
+    streams: int | None = None  # camera streams sharing the plan's frames evenly: per-stream fps reported
     settings: dict[str, Any] = field(default_factory=dict)
     agent_options: dict[str, Any] = field(default_factory=dict)
     backend_options: dict[str, Any] = field(default_factory=dict)
@@ -138,6 +143,10 @@ class TuneConfig:
             raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")
         if not isinstance(self.stop_when_converged, bool):
             raise ConfigError(f"stop_when_converged must be true or false, got {str(self.stop_when_converged)[:40]!r}")
+        if self.streams is not None and (isinstance(self.streams, bool) or not isinstance(self.streams, int)
+                                         or not 1 <= self.streams <= MAX_STREAMS):
+            raise ConfigError(f"streams must be an integer from 1 to {MAX_STREAMS:,} (camera streams sharing the "
+                              f"plan's frames), got {str(self.streams)[:40]!r}")
         if self.batch is not None:
             check_batch(self.batch)
         for name in ("model", "platform", "backend", "mode", "objective", "precision", "agent", "storage"):

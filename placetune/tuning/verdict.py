@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from placetune.wording import figure
+from placetune.wording import figure, plural
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.settings import Settings
     from placetune.tuning.objectives import Objective
 
-__all__ = ["verdict"]
+__all__ = ["verdict", "per_stream_line"]
 
 
 def verdict(objective: "Objective", best: "Measurement | None", baselines: dict[str, "Measurement | None"],
@@ -92,3 +92,14 @@ def placement_line(realized: dict[str, str], settings: "Settings") -> str:
     parts = [f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in (("GPU", share.get("GPU", 0)), ("their DLA", dla)) if k]
     gpu = "; the GPU replica runs every layer on the GPU" if "GPU" in (settings.replicas or {"GPU": 1}) else ""
     return "best placement (realised) of the DLA replicas: " + ", ".join(parts) + gpu
+
+
+def per_stream_line(rows: "list[tuple[str, Measurement | None]]", streams: int) -> str | None:
+    """Each of ``streams`` camera streams' frames per second when they share a plan's frames evenly
+    (N streams of one detector): ``per stream (4 streams): all-GPU 203 fps, best found 311 fps each``.
+    None when no row has a throughput."""
+    parts = [f"{label} {figure(m.throughput_fps / streams)} fps" for label, m in rows
+             if m is not None and m.ok and m.throughput_fps]
+    if not parts:
+        return None
+    return f"per stream ({plural(streams, 'stream')} sharing the frames evenly): " + ", ".join(parts) + " each"

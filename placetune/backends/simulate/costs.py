@@ -214,10 +214,11 @@ def power_factor(platform: "Platform", mode: str) -> ClockScale | None:
     """How a power mode slows the GPU, the DLA and the memory (1.0 = the fastest mode); None when
     the platform has no such mode.
 
-    Orin modules: from the caps of NVIDIA's nvpmodel file (:mod:`placetune.hardware.power_modes`):
+    Orin and Xavier modules: from the caps of NVIDIA's nvpmodel file (:mod:`placetune.hardware.power_modes`):
     GPU compute by active TPCs x GPU clock, the DLA by its clock, memory by the EMC clock; where the
     DLA's own ratio is published (:data:`DLA_MODE_FACTOR`), the DLA and memory take that instead.
-    Modules without a transcribed file (Xavier): ESTIMATE sqrt(watts / top watts) for every domain alike."""
+    A platform without a transcribed file (none of the built-in ones): ESTIMATE sqrt(watts / top
+    watts) for every domain alike."""
     table = modes_of(platform.name)
     if table is not None:
         scale = table.scale(mode)

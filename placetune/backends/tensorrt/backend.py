@@ -39,15 +39,20 @@ import logging
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from placetune.errors import BackendError, ConfigError
+from placetune.files.read import check_regular
+from placetune.hardware.power import PowerSampler, energy_per_inference_mj
 from placetune.measurement import Extra, Measurement
 from placetune.memo import Memo
-from placetune.placement.cut import load_source
+from placetune.backends.tensorrt import pipeline as trt_pipeline
+from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.tensorrt.buildlog import attribute_profile, dla_failure, locate, parse_build_log
+from placetune.backends.tensorrt.jobs import JobContext, reply_failure, timing_cache_path
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
@@ -68,7 +73,6 @@ if TYPE_CHECKING:
     import onnx
 
     from placetune.hardware.platforms import Platform
-    from placetune.model.model import Model
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
 
@@ -249,8 +253,6 @@ class TensorRTBackend(JetsonBackend):
         power_rails: list[str] | None = None,
         worker_recycle: dict[str, Any] | None = None,
     ) -> None:
-        import sys
-
         self.worker_python = str(worker_python or sys.executable)
         if os.sep in self.worker_python and not os.path.exists(self.worker_python):
             raise ConfigError(f"worker Python {self.worker_python} does not exist; pass an existing interpreter, "
@@ -267,8 +269,6 @@ class TensorRTBackend(JetsonBackend):
         self.timing_cache = bool(timing_cache)
         self.calibration_cache = str(calibration_cache) if calibration_cache else None
         if self.calibration_cache:  # a regular file (never a FIFO or a device), as every file a user names
-            from placetune.files.read import check_regular
-
             check_regular(self.calibration_cache, "calibration cache")
         self.memory_pools = _normalise_pools(dla_memory_pools)
         self.inspector = bool(inspector)
@@ -301,10 +301,16 @@ class TensorRTBackend(JetsonBackend):
                                RecycleLimits.from_options(worker_recycle))
         self._probe: dict[str, Any] | None = None
 
-    def source_onnx(self, model: "Model") -> "onnx.ModelProto":
-        """The model's ONNX with its weights, which a pipeline cuts and a replica rebatches (the last
-        model's kept in memory)."""
-        return self._sources.get(model.hash) or self._sources.put(model.hash, load_source(model))
+    def job_context(self) -> JobContext:
+        """What a pipeline or replicas job is built and timed with: this backend's options now,
+        its worker pool and its source ONNX memory (:mod:`placetune.backends.tensorrt.pipeline`)."""
+        return JobContext(
+            pool=self.pool, cache_dir=self.cache_dir, timeout_s=self.timeout_s, warmup_ms=self.warmup_ms,
+            iterations=self.iterations, profile_iterations=self.profile_iterations, timing_cache=self.timing_cache,
+            calibration_cache=self.calibration_cache, memory_pools=self.memory_pools, verbose_log=self.verbose_log,
+            engine_cache=self.engine_cache, gate=self.gate, gate_tolerance=self.gate_tolerance,
+            timeline_frames=self.timeline_frames, replicas_duration_s=self.replicas_duration_s,
+            cut_formats=self.cut_formats, test_wrong_cut=self.test_wrong_cut, sources=self._sources)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -365,7 +371,8 @@ class TensorRTBackend(JetsonBackend):
         try:
             m = self._measure(realisation, platform, settings, base)
             if settings.precision == "int8" and m.extra is not None:  # where the INT8 ranges came from
-                m.extra.setdefault("int8_ranges", "calibration-cache" if self.calibration_cache else "placeholder")
+                m.extra.setdefault("int8_ranges", "calibration-cache" if self.calibration_cache else
+                                   "qdq" if model.proto is not None and has_qdq(model.proto) else "placeholder")
             return m
         except Exception as exc:  # noqa: BLE001 - the study must go on
             log.exception("TensorRT backend internal error")
@@ -394,10 +401,8 @@ class TensorRTBackend(JetsonBackend):
         if refused is not None:
             return refused
         if settings.mode in ("pipeline", "replicas"):
-            from placetune.backends.tensorrt import pipeline as trt_pipeline
-
             run = trt_pipeline.measure_pipeline if settings.mode == "pipeline" else trt_pipeline.measure_replicas
-            return run(self, r, platform, settings, base, version, cores)
+            return run(self.job_context(), r, platform, settings, base, version, cores)
         onnx_path = prepared_onnx(model, self.cache_dir, settings.precision, strongly_typed, "TensorRT", base)
         if isinstance(onnx_path, Measurement):
             return onnx_path
@@ -410,7 +415,7 @@ class TensorRTBackend(JetsonBackend):
             "dla_core": core,
             "gpu_fallback": settings.gpu_fallback,
             "dla_layers": dla_layers,
-            "timing_cache": str(self._timing_cache_path(platform, version)) if self.timing_cache else None,
+            "timing_cache": str(timing_cache_path(self.cache_dir, platform, version)) if self.timing_cache else None,
             "calibration_cache": self.calibration_cache if settings.precision == "int8" and not strongly_typed else None,
             "memory_pools": self.memory_pools,
             "iterations": self.iterations or settings.iterations,
@@ -425,8 +430,6 @@ class TensorRTBackend(JetsonBackend):
             job["save_plan"] = str(self.save_plans / f"{digest}.plan")
         sampler = None
         if self.power:  # the rails are read here, around the worker's timed loop (its window cuts them)
-            from placetune.hardware.power import PowerSampler
-
             job["min_timed_s"] = self.power_duration_s
             sampler = PowerSampler(self.power_root, self.power_interval_s, total_rails=self.power_rails).start()
         try:
@@ -442,8 +445,6 @@ class TensorRTBackend(JetsonBackend):
     @staticmethod
     def _add_energy(m: Measurement, sampler: Any, window: Any) -> None:
         """Mean power over the worker's timed loop and energy per inference (mJ) from its throughput."""
-        from placetune.hardware.power import energy_per_inference_mj
-
         reading = sampler.reading(*window) if isinstance(window, list) and len(window) == 2 else sampler.reading()
         m.extra["power"] = reading.to_dict()
         m.power_w = reading.mean_w
@@ -453,17 +454,13 @@ class TensorRTBackend(JetsonBackend):
             m.extra["energy_per_sample_mj"] = m.energy_mj / m.batch
 
     # ------------------------------------------------------------------ helpers
-    def _timing_cache_path(self, platform: "Platform", version: str) -> Path:
-        safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}")
-        return self.cache_dir / "timing" / f"{safe}.cache"
-
     def _to_measurement(self, reply: WorkerReply, r: "Realisation", core: int, version: str,
                         base: dict[str, Any]) -> Measurement:
         """Classify the worker's answer and read the realised placement from the build log."""
         model = r.realized.model
         predicted = r.realized.as_dict()
         extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "worker_seconds": round(reply.seconds, 3)}
-        failed = self._reply_failure(reply, base, extra)
+        failed = reply_failure(reply, base, extra, self.timeout_s)
         if failed is not None:
             return failed
         res = reply.result
@@ -476,6 +473,13 @@ class TensorRTBackend(JetsonBackend):
                    for row in res.get("network_layers", []) if row[1] is None and is_helper_name(row[0])}
         if helpers:
             extra["helper_layers"] = helpers
+        names = set(model.names)  # every other network layer, as built: an exported trtexec command lists them
+        parser_layers = {str(row[0]): ("DLA" if row[3] else "GPU") for row in res.get("network_layers", [])
+                         if core >= 0 and str(row[0]) not in names}
+        if parser_layers:
+            extra["parser_layers"] = parser_layers
+        if res.get("int8_ranges"):  # the worker's word: calibration cache, the model's Q/DQ, placeholders
+            extra["int8_ranges"] = res["int8_ranges"]
         if res.get("adjust_for_dla"):  # say which path made the network DLA-ready
             extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 10.16 on)"
         extra.update(
@@ -545,25 +549,3 @@ class TensorRTBackend(JetsonBackend):
             dla_loadables=loadables, segment_times_ms=prof.segments, layer_times_ms=prof.layer_times_ms,
             build_seconds=build_s, extra=cast(Extra, extra), **base,  # keys checked where strict
         )
-
-    def _reply_failure(self, reply: WorkerReply, base: dict[str, Any], extra: dict[str, Any],
-                       timeout_s: float | None = None) -> Measurement | None:
-        """The measurement of a worker that timed out, died or could not run the job (else None)."""
-        if reply.kind == "timeout":
-            extra["stderr_tail"] = reply.stderr_tail[-2000:]
-            return Measurement.failure(
-                "timeout", f"building and timing took longer than {timeout_s or self.timeout_s:g} s; the worker was "
-                "killed (a new one starts for the next placement)", extra=extra, **base)
-        if reply.kind == "crashed":
-            how = reply.signal or (f"exit status {reply.returncode}" if reply.returncode is not None else "no answer")
-            last = reply.stderr_tail.strip().splitlines()[-1:] if reply.stderr_tail.strip() else []
-            extra.update(returncode=reply.returncode, signal=reply.signal, stderr_tail=reply.stderr_tail[-2000:])
-            return Measurement.failure(
-                "crashed", f"the TensorRT worker died ({how}) while building/timing this placement"
-                + (f": {last[0]}" if last else ""), extra=extra, **base)
-        res = reply.result
-        if res.get("status") in ("unavailable", "error"):
-            extra["traceback"] = res.get("traceback")
-            kind = "runtime_failed" if res.get("status") == "unavailable" else "crashed"
-            return Measurement.failure(kind, f"TensorRT worker: {res.get('error')}", extra=extra, **base)
-        return None

@@ -41,12 +41,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from placetune.backends.tensorrt.worker_names import onnx_node
+from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers
 
 __all__ = [
     "TIMED",
     "BuildLog", "LogPlacement", "NameResolver", "ProfileSummary", "parse_build_log", "locate",
     "attribute_profile", "split_engine_name", "onnx_name_of", "split_prefix", "dla_failure", "DLA_COPY_SUFFIXES",
+    "parser_network",
 ]
 
 #: What the worker times (``Measurement.extra["timed"]``): the inputs are
@@ -428,6 +429,14 @@ class NameResolver:
         members = self.network_layers(engine_name) or []
         found = {m for m in (self.model_layer(n) for n in members) if m is not None}
         return [n for n in self.model_names if n in found]
+
+
+def parser_network(messages: Iterable[str]) -> list[tuple[str, str | None]]:
+    """The network of a ``--verbose`` build as :class:`NameResolver` takes it, from the ONNX parser's
+    ``Parsing node``/``Registering layer`` messages (worker_names.parser_layers): every layer the
+    parser registered, in order, with the node it was made for or serves (a helper counts for the
+    node being parsed). Layers it never registers (``(Unnamed Layer* N) [Type]``) are not in it."""
+    return [(layer, node) for layer, node, _helper in parser_layers(list(messages))]
 
 
 #: engine layers TensorRT adds around a DLA loadable (its input/output copies)

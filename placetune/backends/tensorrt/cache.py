@@ -35,7 +35,7 @@ import onnx
 __all__ = ["EngineCache", "engine_key", "file_digest", "CACHE_FORMAT"]
 
 #: Bumped when the key or the files change meaning.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: a node's further layers follow it on 8.5; Q/DQ networks get no placeholder ranges
 _DIGESTS: dict[tuple[str, int, int], str] = {}
 
 

@@ -29,70 +29,45 @@ import json
 import logging
 import os
 import re
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import onnx
 
 from placetune.placement.cut import SegmentModel, cut, swap_inputs, with_batch
 from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
-from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, locate, parse_build_log
-from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
-from placetune.backends.tensorrt.env import read_l4t
-from placetune.backends.onnx_prep import convert_to_fp16, prepare_onnx
-from placetune.backends.jetson import UNEXPLAINED_FALLBACK, realized_vs_predicted
+from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, parse_build_log
+from placetune.backends.tensorrt.cache import EngineCache, file_digest
+from placetune.backends.tensorrt.jobs import (
+    JobContext,
+    cache_counts,
+    engine_log,
+    logs_into,
+    mark_unknown,
+    read_realised,
+    reply_failure,
+)
+from placetune.backends.tensorrt.pool import WorkerReply
+from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
+from placetune.backends.jetson import realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
-from placetune.backends.tensorrt.worker_names import is_placement_line
 
 from placetune.settings import resolve_replicas
 
 if TYPE_CHECKING:
-    import onnx
-
     from placetune.model.model import Model
     from placetune.hardware.platforms import Platform
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
-    from placetune.backends.tensorrt.backend import TensorRTBackend
 
-__all__ = ["measure_pipeline", "measure_replicas"]
+__all__ = ["measure_pipeline", "measure_replicas", "int8_ranges"]
 
 log = logging.getLogger(__name__)
 
-_LOG_KEEP = 400
 _MAX_EVENTS = 2000
-
-
-# =========================================================================================
-# shared helpers
-# =========================================================================================
-def _strongly_typed(version: str) -> bool:
-    m = re.match(r"(\d+)", version or "")
-    return bool(m) and int(m.group(1)) >= 11
-
-
-def _common(be: "TensorRTBackend", platform: "Platform", settings: "Settings", version: str) -> dict[str, Any]:
-    """Build fields every engine of one job shares (as in an ``engine`` mode job)."""
-    st = _strongly_typed(version)
-    return {
-        "precision": settings.precision,
-        "strongly_typed": st,
-        "gpu_fallback": settings.gpu_fallback,
-        "timing_cache": str(be._timing_cache_path(platform, version)) if be.timing_cache else None,
-        "calibration_cache": be.calibration_cache if settings.precision == "int8" and not st else None,
-        "memory_pools": be.memory_pools,
-        "verbose_log": be.verbose_log,
-    }
-
-
-def _options(be: "TensorRTBackend", settings: "Settings", common: dict[str, Any], dla_layers: list[str]) -> dict:
-    """What besides content, device, precision, version and platform changes an engine."""
-    calib = common.get("calibration_cache")
-    return {"gpu_fallback": settings.gpu_fallback, "strongly_typed": common["strongly_typed"],
-            "dla_layers": sorted(dla_layers), "pools": sorted(be.memory_pools.items()),
-            "calibration": file_digest(calib) if calib else None}
-
-
 _POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
 
 
@@ -109,80 +84,10 @@ def int8_ranges(source: "onnx.ModelProto") -> dict[str, float]:
     return out
 
 
-def _spec(be: "TensorRTBackend", cache: EngineCache, name: str, device: str, onnx_path: Path, content: str,
-          settings: "Settings", platform: "Platform", version: str, common: dict[str, Any], dla_layers: list[str],
-          input_shapes: dict[str, list[int]]) -> tuple[dict[str, Any], bool]:
-    """A worker engine spec and whether its engine is in the cache already."""
-    core = dla_core(device) if dla_layers else None
-    dev = device if core is not None else "GPU"
-    key = engine_key(content, dev, settings.precision, version, platform.name, l4t=read_l4t(),
-                     **_options(be, settings, common, dla_layers))
-    spec = {"name": name, "device": device, "onnx": str(onnx_path), "dla_core": -1 if core is None else core,
-            "dla_layers": list(dla_layers), "input_shapes": input_shapes,
-            "plan_cache": str(cache.plan_path(key)) if be.engine_cache else None, "cache_key": key}
-    return spec, bool(be.engine_cache and cache.has(key, version))
-
-
-def _engine_log(info: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, list[tuple[str, str | None]]]:
-    lines = [(s, m) for s, m in info.get("log") or []]
-    return lines, parse_build_log(lines), [(row[0], row[1]) for row in info.get("network_layers") or []]
-
-
-def _realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[str, str], info: dict[str, Any],
-              realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
-              unknown: list[str], report_as: str | None = None) -> tuple[int, list]:
-    """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs).
-    An engine whose log says nothing of its placement is added to ``unknown``."""
-    _, blog, network = _engine_log(info)
-    target = report_as or device
-    dla = [n for n in layers if predicted[n] != "GPU"]
-    if not dla or device == "GPU":
-        return 0, []
-    loc = locate(blog, list(layers), network or None)
-    if not blog.reports_placement:
-        notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "
-                     "UNKNOWN (placement_known=False)")
-        unknown.append(label)
-        for n in dla:
-            realized[n] = target
-        return 0, []
-    for n in dla:
-        on_dla = loc.devices.get(n) == "DLA" if n in loc.devices else True
-        realized[n] = target if on_dla else "GPU"
-        if not on_dla:
-            fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
-    return loc.loadables, loc.subgraphs
-
-
-def _mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
-    """No realised placement when an engine's build log says nothing of it (``placement_known``)."""
-    kw["extra"]["placement_known"] = not unknown
-    if unknown:  # nor could the worker count their loadables against a core's 16
-        kw["extra"]["placement_unknown"] = (f"no placement report in the build log of {', '.join(unknown)}: their "
-                                            "DLA loadables, and the 16-per-core check, are unknown")
-        kw["realized"] = None
-        kw["dla_loadables"] = {}
-
-
-def _logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:
-    lines, blog, _ = _engine_log(info)
-    extra.setdefault("build_errors", []).extend(f"{label}: {e}" for e in blog.errors[:20])
-    extra.setdefault("build_warnings", []).extend(f"{label}: {w}" for w in blog.warnings[:40])
-    kept = extra.setdefault("build_log", [])
-    for s, m in lines:
-        if (s != "VERBOSE" or is_placement_line(m)) and len(kept) < _LOG_KEEP:
-            kept.append(f"{label} [{s[0]}] {m}")
-
-
-def _cache_counts(infos: list[dict[str, Any]]) -> dict[str, int]:
-    hits = sum(1 for i in infos if i.get("cached"))
-    return {"hits": hits, "misses": len(infos) - hits}
-
-
 # =========================================================================================
 # pipeline
 # =========================================================================================
-def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platform", settings: "Settings",
+def measure_pipeline(ctx: JobContext, r: "Realisation", platform: "Platform", settings: "Settings",
                      base: dict[str, Any], version: str, cores: int | None) -> Measurement:
     """Cut, build (or reuse), check and time a pipeline placement; failures are returned."""
     model = r.realized.model
@@ -194,39 +99,39 @@ def measure_pipeline(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
             return Measurement.failure(
                 "infeasible", f"segment {s.index} runs on {s.device} but TensorRT {version} reports {cores} DLA "
                 "core(s) here", realized=predicted, **base)
-    common = _common(be, platform, settings, version)
+    common = ctx.common(platform, settings, version)
     fp16 = common["strongly_typed"] and settings.precision == "fp16"
-    cache = EngineCache(be.cache_dir)
+    cache = EngineCache(ctx.cache_dir)
     try:
-        source = be.source_onnx(model)
+        source = ctx.source_onnx(model)
         cuts = cut(model, segments, source)
-        if be.test_wrong_cut:
+        if ctx.test_wrong_cut:
             cuts = _wrong_cut(cuts)
-        ref_path = prepare_onnx(model, be.cache_dir, fp16=fp16)
+        ref_path = prepare_onnx(model, ctx.cache_dir, fp16=fp16)
     except Exception as exc:  # noqa: BLE001 - a model placetune cannot cut is a build failure
         return Measurement.failure("build_failed", f"cannot cut the model into pipeline segments: "
                                    f"{type(exc).__name__}: {exc}", **base)
     formats = cut_formats(cuts, settings.precision, strongly_typed=common["strongly_typed"],
-                          network_outputs=[o.name for o in source.graph.output]) if be.cut_formats else {}
-    job, timeout, gate_skipped = _pipeline_job(be, r, cuts, source, ref_path, settings, platform, version, common,
+                          network_outputs=[o.name for o in source.graph.output]) if ctx.cut_formats else {}
+    job, timeout, gate_skipped = _pipeline_job(ctx, r, cuts, source, ref_path, settings, platform, version, common,
                                                cache, formats, fp16)
     job["dla_cores"] = cores
-    reply = be.pool.run(job, timeout_s=timeout)
+    reply = ctx.pool.run(job, timeout_s=timeout)
     why = None
     if formats and (reply.result or {}).get("status") == "build_failed":
         # the native cut formats did not build (a TensorRT that refuses one of them): the
         # pipeline with TensorRT's default I/O formats instead, and the reason kept
         why = str(reply.result.get("error") or "build failed")
         formats = {}
-        job, timeout, gate_skipped = _pipeline_job(be, r, cuts, source, ref_path, settings, platform, version,
+        job, timeout, gate_skipped = _pipeline_job(ctx, r, cuts, source, ref_path, settings, platform, version,
                                                    common, cache, formats, fp16)
         job["dla_cores"] = cores
-        reply = be.pool.run(job, timeout_s=timeout)
-    return _pipeline_measurement(be, reply, r, cuts, job["engines"], settings, base, version, timeout, gate_skipped,
+        reply = ctx.pool.run(job, timeout_s=timeout)
+    return _pipeline_measurement(ctx, reply, r, cuts, job["engines"], settings, base, version, timeout, gate_skipped,
                                  formats, why, job["gate"]["reference"])
 
 
-def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentModel], source: "onnx.ModelProto",
+def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], source: "onnx.ModelProto",
                   ref_path: Path, settings: "Settings", platform: "Platform", version: str, common: dict[str, Any],
                   cache: EngineCache, formats: dict[str, CutFormat], fp16: bool
                   ) -> tuple[dict[str, Any], float, str | None]:
@@ -236,8 +141,9 @@ def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentMod
     model = r.realized.model
     net_outputs = {o.name for o in source.graph.output}
     specs, cached_before = [], []
+    # a Q/DQ model brings its own ranges: none are set (trtexec: sampleEngines.cpp hasQDQLayers)
     ranges = int8_ranges(source) if settings.precision == "int8" and not common["calibration_cache"] \
-        and not common["strongly_typed"] else None
+        and not common["strongly_typed"] and not has_qdq(source) else None
     for c in cuts:
         content = c.hash + ("-fp16" if fp16 else "")
         # the producer and the readers of a cut tensor give it the same INT8 range
@@ -245,12 +151,12 @@ def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentMod
             if ranges else None
         io = {t: formats[t].as_job() for t in (*c.inputs, *c.outputs) if t in formats}
         path = cache.segment_file(c.hash + ("-fp16" if fp16 else ""),
-                                  (lambda c=c: convert_to_fp16(c.proto)) if fp16 else c.proto)
+                                  partial(convert_to_fp16, c.proto) if fp16 else c.proto)
         if seg_ranges:  # the ranges change the engine: part of its cache key
             content += "-r" + hashlib.sha1(json.dumps(sorted(seg_ranges.items())).encode()).hexdigest()[:16]
         if io:  # so do the I/O formats
             content += "-io" + hashlib.sha1(json.dumps(sorted(io.items())).encode()).hexdigest()[:16]
-        spec, hit = _spec(be, cache, f"seg{c.index}", c.device, path, content, settings, platform, version, common,
+        spec, hit = ctx.spec(cache, f"seg{c.index}", c.device, path, content, settings, platform, version, common,
                           list(c.layers) if c.device != "GPU" else [], {})
         if seg_ranges:
             spec["int8_ranges"] = seg_ranges
@@ -261,7 +167,7 @@ def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentMod
     ref_spec = None
     gate_skipped = None
     reference = "the all-GPU engine"
-    if not be.gate:
+    if not ctx.gate:
         gate_skipped = "the gate is off (TensorRTBackend(gate=False))"
     elif len(cuts) == 1 and cuts[0].device == "GPU":
         gate_skipped = "one all-GPU engine of the whole model: nothing to check it against"
@@ -273,13 +179,13 @@ def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentMod
             # FP16 kernels for the same layers (INT8 is a permission there), so an all-GPU engine is
             # not the same arithmetic. The reference is the unsplit engine: the same placement (its
             # DLA layers on one core), the same precision and ranges; only the cuts differ.
-            core = min(dla_core(c.device) for c in cuts if c.device != "GPU")
-            ref_spec, hit = _spec(be, cache, "reference", f"DLA{core}", ref_path, file_digest(ref_path), settings,
+            core = min(k for c in cuts if (k := dla_core(c.device)) is not None)
+            ref_spec, hit = ctx.spec(cache, "reference", f"DLA{core}", ref_path, file_digest(ref_path), settings,
                                   platform, version, common, dla, shapes)
             ref_spec["int8_ranges"] = ranges
             reference = f"the unsplit engine (the same placement in one engine, its DLA layers on DLA{core})"
         else:
-            ref_spec, hit = _spec(be, cache, "reference", "GPU", ref_path, file_digest(ref_path), settings, platform,
+            ref_spec, hit = ctx.spec(cache, "reference", "GPU", ref_path, file_digest(ref_path), settings, platform,
                                   version, common, [], shapes)
         cached_before.append(hit)
     k = settings.frames_in_flight
@@ -287,13 +193,13 @@ def _pipeline_job(be: "TensorRTBackend", r: "Realisation", cuts: list[SegmentMod
         "op": "pipeline", "engines": specs, "reference": ref_spec, "common": common,
         "network_inputs": {n: list(v) for n, v in model.input_shapes.items()},
         "network_outputs": [o.name for o in source.graph.output],
-        "frames_in_flight": k, "iterations": be.iterations or settings.iterations, "warmup_ms": be.warmup_ms,
-        "profile_iterations": be.profile_iterations, "timeline_frames": max(be.timeline_frames, 2 * k + 2),
-        "gate": {"tolerance": be.gate_tolerance[settings.precision], "enforce": True, "reference": reference},
+        "frames_in_flight": k, "iterations": ctx.iterations or settings.iterations, "warmup_ms": ctx.warmup_ms,
+        "profile_iterations": ctx.profile_iterations, "timeline_frames": max(ctx.timeline_frames, 2 * k + 2),
+        "gate": {"tolerance": ctx.gate_tolerance[settings.precision], "enforce": True, "reference": reference},
         "seed": settings.seed,
     }
     builds = sum(1 for h in cached_before if not h)
-    return job, be.timeout_s * max(1, builds), gate_skipped
+    return job, ctx.timeout_s * max(1, builds), gate_skipped
 
 
 def _wrong_cut(cuts: list[SegmentModel]) -> list[SegmentModel]:
@@ -308,7 +214,7 @@ def _wrong_cut(cuts: list[SegmentModel]) -> list[SegmentModel]:
     raise ValueError("test_wrong_cut: no segment has two inputs of the same type to swap")
 
 
-def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: list[SegmentModel],
+def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation", cuts: list[SegmentModel],
                           specs: list[dict[str, Any]], settings: "Settings", base: dict[str, Any], version: str,
                           timeout_s: float, gate_skipped: str | None = None,
                           formats: dict[str, CutFormat] | None = None, formats_failed: str | None = None,
@@ -319,13 +225,13 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
                              "frames_in_flight": settings.frames_in_flight, "segments": len(cuts),
                              "islands": sum(1 for c in cuts if c.device != "GPU"),
                              "boundaries": sum(1 for c in cuts for x in c.inputs if x not in model.input_shapes)}
-    failed = be._reply_failure(reply, base, extra, timeout_s)
+    failed = reply_failure(reply, base, extra, timeout_s)
     if failed is not None:
         return failed
     res = reply.result
     infos = list(res.get("engines") or [])
     ref = res.get("reference")
-    extra["engine_cache"] = {**_cache_counts(infos), "reference": None if ref is None else bool(ref.get("cached"))}
+    extra["engine_cache"] = {**cache_counts(infos), "reference": None if ref is None else bool(ref.get("cached"))}
     realized = dict(predicted)
     fallback = dict(r.fallback)
     notes: list[str] = []
@@ -335,8 +241,8 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
     build_s = 0.0
     for c, spec, info in zip(cuts, specs, infos):
         label = f"seg{c.index}"
-        _logs_into(extra, label, info)
-        n_load, subgraphs = _realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
+        logs_into(extra, label, info)
+        n_load, subgraphs = read_realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
                                       unknown=unknown)
         if c.device != "GPU":
             loadables[c.device] = loadables.get(c.device, 0) + n_load
@@ -349,7 +255,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
                      "dla_loadables": n_load, "dla_subgraphs": subgraphs, "content_hash": c.hash,
                      "cache_key": spec.get("cache_key")})
     if ref is not None:
-        _logs_into(extra, "reference", ref)
+        logs_into(extra, "reference", ref)
         if not ref.get("cached"):
             build_s += float(ref.get("build_seconds") or 0.0)
     extra["engines"] = rows
@@ -374,7 +280,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
     status = res.get("status")
     common = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s, extra=extra,
                   **base)
-    _mark_unknown(common, unknown)
+    mark_unknown(common, unknown)
     if status == "build_failed":
         k = int(res.get("failed_engine", len(infos) - 1))
         if k < len(cuts):
@@ -420,8 +326,8 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
         c = cuts[int(i)]
         events.append({"device": c.device, "name": f"seg{c.index}", "start_ms": float(start), "end_ms": float(end),
                        "frame": int(f)})
-        span = frames.setdefault(int(f), [float(start), float(end)])
-        span[0], span[1] = min(span[0], float(start)), max(span[1], float(end))
+        window = frames.setdefault(int(f), [float(start), float(end)])
+        window[0], window[1] = min(window[0], float(start)), max(window[1], float(end))
         busy[c.device] = busy.get(c.device, 0.0) + float(end) - float(start)
     events.sort(key=lambda e: (e["start_ms"], e["device"]))
     if frames:
@@ -436,7 +342,7 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
     for c, row, info, prof in zip(cuts, rows, infos, res.get("layer_profiles") or []):
         # GPU reformats in an engine (a DLA engine's I/O outside a DLA format): what cut formats avoid
         row["reformats_ms"] = {str(n): float(ms) for n, ms in prof if str(n).startswith("Reformatting")}
-        _, blog, network = _engine_log(info)
+        _, blog, network = engine_log(info)
         summary = attribute_profile(prof, blog, list(c.layers), network or None,
                                     dla_device=c.device if c.device != "GPU" else "DLA0")
         layer_times.update(summary.layer_times_ms)
@@ -453,26 +359,24 @@ def _pipeline_measurement(be: "TensorRTBackend", reply, r: "Realisation", cuts: 
 # =========================================================================================
 # replicas
 # =========================================================================================
-def _prepare_batch(be: "TensorRTBackend", model: "Model", batch: int, fp16: bool) -> Path:
+def _prepare_batch(ctx: JobContext, model: "Model", batch: int, fp16: bool) -> Path:
     """The whole model as an ONNX file at ``batch`` (the model's own file when the batch is its own)."""
     if batch == model.batch:
-        return prepare_onnx(model, be.cache_dir, fp16=fp16)
-    import onnx
-
+        return prepare_onnx(model, ctx.cache_dir, fp16=fp16)
     key = f"{model.hash[:16]}-b{batch}{'-fp16' if fp16 else ''}"
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]
-    target = be.cache_dir / "onnx" / f"{safe}-{key}.onnx"
+    target = ctx.cache_dir / "onnx" / f"{safe}-{key}.onnx"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    proto = with_batch(model, batch, None if model.zoo else be.source_onnx(model))
+    proto = with_batch(model, batch, None if model.zoo else ctx.source_onnx(model))
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
     os.replace(tmp, target)
     return target
 
 
-def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platform", settings: "Settings",
+def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", settings: "Settings",
                      base: dict[str, Any], version: str, cores: int | None) -> Measurement:
     """Build (or reuse) one whole-network engine per device and run them all at once."""
     model = r.realized.model
@@ -480,7 +384,7 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     reps, why = resolve_replicas(settings, model.batch, platform.devices, platform.name)
     if why:
         return Measurement.failure("infeasible", why, **base)
-    short = [d for d in reps if dla_core(d) is not None and cores is not None and dla_core(d) >= int(cores)]
+    short = [d for d in reps if (k := dla_core(d)) is not None and cores is not None and k >= int(cores)]
     if short:
         return Measurement.failure(
             "infeasible", f"replicas ask for {', '.join(short)} but TensorRT {version} reports {cores} DLA core(s) "
@@ -489,15 +393,15 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     notes: list[str] = []
     if not dla_layers and any(d != "GPU" for d in reps):
         notes.append("the realised placement has no DLA layer: the DLA replicas run on the GPU")
-    common = _common(be, platform, settings, version)
+    common = ctx.common(platform, settings, version)
     fp16 = common["strongly_typed"] and settings.precision == "fp16"
-    cache = EngineCache(be.cache_dir)
+    cache = EngineCache(ctx.cache_dir)
     specs, cached_before = [], []
     try:
         for dev, batch in reps.items():
-            path = _prepare_batch(be, model, int(batch), fp16)
+            path = _prepare_batch(ctx, model, int(batch), fp16)
             shapes = {n: [int(batch), *list(v)[1:]] for n, v in model.input_shapes.items()}
-            spec, hit = _spec(be, cache, f"{dev}-replica", dev, path, file_digest(path), settings, platform, version,
+            spec, hit = ctx.spec(cache, f"{dev}-replica", dev, path, file_digest(path), settings, platform, version,
                               common, dla_layers if dev != "GPU" else [], shapes)
             spec["batch"] = int(batch)
             specs.append(spec)
@@ -506,21 +410,21 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
         return Measurement.failure("build_failed", f"cannot prepare the ONNX files of the replicas: "
                                    f"{type(exc).__name__}: {exc}", **base)
     job = {"op": "replicas", "instances": specs, "common": common,
-           "iterations": be.iterations or settings.iterations, "warmup_ms": be.warmup_ms,
-           "duration_s": be.replicas_duration_s, "timeline_iterations": max(2, be.timeline_frames),
+           "iterations": ctx.iterations or settings.iterations, "warmup_ms": ctx.warmup_ms,
+           "duration_s": ctx.replicas_duration_s, "timeline_iterations": max(2, ctx.timeline_frames),
            "seed": settings.seed}
     builds = sum(1 for h in cached_before if not h)
-    timeout = be.timeout_s * max(1, builds) + be.replicas_duration_s
-    reply = be.pool.run(job, timeout_s=timeout)
+    timeout = ctx.timeout_s * max(1, builds) + ctx.replicas_duration_s
+    reply = ctx.pool.run(job, timeout_s=timeout)
     extra: dict[str, Any] = {"trt_version": version, "worker_seconds": round(reply.seconds, 3)}
     if notes:
         extra["notes"] = notes
-    failed = be._reply_failure(reply, base, extra, timeout)
+    failed = reply_failure(reply, base, extra, timeout)
     if failed is not None:
         return failed
     res = reply.result
     infos = list(res.get("engines") or [])
-    extra["engine_cache"] = _cache_counts(infos)
+    extra["engine_cache"] = cache_counts(infos)
     realized = dict(predicted)
     fallback = dict(r.fallback)
     loadables: dict[str, int] = {}
@@ -528,14 +432,14 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     reported = False
     build_s = 0.0
     for spec, info in zip(specs, infos):
-        _logs_into(extra, spec["name"], info)
+        logs_into(extra, spec["name"], info)
         if not info.get("cached"):
             build_s += float(info.get("build_seconds") or 0.0)
         if spec["dla_core"] >= 0:
             # every DLA instance runs the same layers on its own core; the first one is reported
             # (with realise()'s DLA device name, as the simulator does)
             into_r, into_f = (realized, fallback) if not reported else (dict(predicted), {})
-            n_load, _ = _realised(model.names, spec["device"], predicted, info, into_r, into_f, notes, spec["name"],
+            n_load, _ = read_realised(model.names, spec["device"], predicted, info, into_r, into_f, notes, spec["name"],
                                   report_as=next((d for d in predicted.values() if d != "GPU"), spec["device"]),
                                   unknown=unknown)
             loadables[spec["device"]] = n_load
@@ -551,7 +455,7 @@ def measure_replicas(be: "TensorRTBackend", r: "Realisation", platform: "Platfor
     extra["timed"] = TIMED
     common_kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                      extra=extra, **base)
-    _mark_unknown(common_kw, unknown)
+    mark_unknown(common_kw, unknown)
     status = res.get("status")
     if status == "build_failed":
         k = int(res.get("failed_engine", len(infos) - 1))

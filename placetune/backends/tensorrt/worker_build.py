@@ -16,12 +16,12 @@ except ImportError:  # pragma: no cover
 
 from worker_cache import load_timing_cache, read_cached_plan, save_timing_cache, write_cached_plan
 from worker_devices import constant_type, follow_helpers, is_helper
-from worker_names import is_placement_line, onnx_node
+from worker_names import is_parser_line, is_placement_line, onnx_node, parser_owners
 
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 #: what an engine cache entry keeps of its build (obtain_plan)
 _BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla",
-                 "io_formats")
+                 "io_formats", "int8_ranges")
 
 
 def _severity_name(severity):
@@ -44,7 +44,8 @@ def make_logger(trt, verbose):
 
     VERBOSE messages are kept when asked, and the ``Layers Running on DLA/GPU`` report always:
     some TensorRT versions log the realised placement at VERBOSE, and without it GPU fallback
-    would go unseen. TensorRT keeps a single logger pointer while any builder, runtime or
+    would go unseen. The parser's ``Parsing node``/``Registering layer`` messages (VERBOSE) go to
+    ``parsed`` whatever the level: they say which node each layer was made for. TensorRT keeps a single logger pointer while any builder, runtime or
     refitter lives and ignores a different one, so a logger per job would
     lose the log of every build made while an earlier runtime is alive."""
     logger = _LOGGER.get("logger")
@@ -54,16 +55,20 @@ def make_logger(trt, verbose):
             def __init__(self):
                 trt.ILogger.__init__(self)
                 self.lines = []  # type: List[List[str]]
+                self.parsed = []  # type: List[str]
                 self.verbose = False
 
             def log(self, severity, msg):
                 name = _severity_name(severity)
+                if name == "VERBOSE" and is_parser_line(str(msg)):
+                    self.parsed.append(str(msg))
                 if name == "VERBOSE" and not self.verbose and not is_placement_line(str(msg)):
                     return
                 self.lines.append([name, str(msg)])
 
         logger = _LOGGER["logger"] = CapturingLogger()
     logger.lines = []
+    logger.parsed = []
     logger.verbose = bool(verbose)
     return logger
 
@@ -137,6 +142,13 @@ def _set_dynamic_ranges(network, trt, given=None):
             set_range(layer.get_output(j), 2.0 if pooling else 4.0)
 
 
+def _has_qdq_layers(network, trt):
+    # type: (Any, Any) -> bool
+    """Whether the network has Quantize/Dequantize layers (trtexec's hasQDQLayers)."""
+    qdq = (trt.LayerType.QUANTIZE, trt.LayerType.DEQUANTIZE)
+    return any(network.get_layer(i).type in qdq for i in range(network.num_layers))
+
+
 def _calibrator(trt, path):
     # type: (Any, str) -> Any
     """An entropy calibrator that only replays a calibration cache file."""
@@ -161,14 +173,16 @@ def _calibrator(trt, path):
     return CacheCalibrator()
 
 
-def place_layers(network, trt, wanted, can_run=None):
-    # type: (Any, Any, Set[str], Any) -> List[Tuple[Optional[str], bool]]
+def place_layers(network, trt, wanted, can_run=None, owners=None):
+    # type: (Any, Any, Set[str], Any, Optional[Dict[str, str]]) -> List[Tuple[Optional[str], bool]]
     """``(onnx node, on DLA)`` per network layer. A layer of a node in ``wanted`` goes to the DLA;
     a parser helper goes with the node it serves (worker_devices.follow_helpers),
     to the GPU when that node's layer cannot run on the DLA (``can_run(layer)`` False: it
-    falls back, and a helper alone on the DLA would be a loadable of its own)."""
+    falls back, and a helper alone on the DLA would be a loadable of its own). A layer's node is
+    its metadata's (8.6 on), else the parser's log (``owners``, worker_names.parser_owners: on
+    8.5 a node's second layer ``<node>_<k>`` has no metadata and is no helper)."""
     layers = [network.get_layer(i) for i in range(network.num_layers)]
-    names = [_onnx_name(layer) for layer in layers]
+    names = [_onnx_name(layer) or (owners or {}).get(layer.name) for layer in layers]
     helper = [is_helper(layer, trt, names[i]) for i, layer in enumerate(layers)]
     asked = [not helper[i] and (layer.name in wanted or (names[i] is not None and names[i] in wanted))
              for i, layer in enumerate(layers)]
@@ -241,8 +255,14 @@ def build(trt, job, logger):
             config.set_flag(trt.BuilderFlag.INT8)
             if job.get("calibration_cache"):
                 config.int8_calibrator = _calibrator(trt, job["calibration_cache"])
+                out["int8_ranges"] = "calibration-cache"
+            elif _has_qdq_layers(network, trt):
+                # explicit quantisation: the Q/DQ layers' scales are the ranges; trtexec sets no
+                # placeholder range on such a network (sampleEngines.cpp hasQDQLayers, release/8.5-10.16)
+                out["int8_ranges"] = "qdq"
             else:
                 _set_dynamic_ranges(network, trt, job.get("int8_ranges"))
+                out["int8_ranges"] = "placeholder"
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     config.default_device_type = trt.DeviceType.GPU
     core = int(job.get("dla_core", -1))
@@ -269,7 +289,8 @@ def build(trt, job, logger):
         config.add_optimization_profile(profile)
     # placement
     wanted = set(job.get("dla_layers") or [])
-    devices = place_layers(network, trt, wanted if core >= 0 else set(), config.can_run_on_DLA)
+    devices = place_layers(network, trt, wanted if core >= 0 else set(), config.can_run_on_DLA,
+                           parser_owners(logger.parsed))
     if core >= 0 and wanted:
         # trtexec --useDLACore: DLA is the default device (sampleEngines.cpp setLayerDeviceTypes),
         # so layers TensorRT adds itself go with the DLA, and every layer is set explicitly

@@ -23,6 +23,17 @@ candidates offloaded : N out of M`` instead of ``[DlaLayer]`` lines; some versio
 at VERBOSE. A whole-network fallback (``All dla layers are falling back to GPU``) is kept too. :func:`is_placement_line` says which messages those are, so that the worker can
 keep them whatever the logger's level.
 
+**Parser lines.** At VERBOSE the ONNX parser says which node it parses and every layer it registers
+(onnx-tensorrt ``ModelImporter.cpp``: ``LOG_VERBOSE("Parsing node: " << nodeName << " [" << op << "]")``;
+``ImporterContext.cpp`` ``registerLayer``: ``"Registering layer: " << uniqueName << " for ONNX node: "
+<< basename``, and from 10.0-GA ``" required by ONNX-TRT"`` for a layer registered without a node;
+the same on 8.5-GA, 8.6-GA, 10.0-GA, 10.1-GA and main; older parsers put ``ModelImporter.cpp:107: ``
+before the text). A layer registered for the node being parsed is that node's (TensorRT 8.5, which
+sets no layer metadata, names a node's second layer ``<node>_<k>``: ``generateUniqueName``, one global
+counter ``k``); any other layer registered meanwhile (a Constant named after its weights, an
+``ONNXTRT_*`` layer) is a helper serving that node. :func:`parser_layers` reads them; layers the
+parser never registers keep TensorRT's ``(Unnamed Layer* N) [Type]`` and are not in these lines.
+
 Used by the worker (Python 3.8, no placetune imports: a sibling module of ``worker.py``), by
 :mod:`placetune.backends.tensorrt.buildlog` and by :mod:`placetune.plan.apply`.
 
@@ -36,7 +47,7 @@ Example:
 import re
 
 try:  # Python 3.8 needs typing's generics
-    from typing import List, Optional
+    from typing import Dict, List, Optional, Tuple
 except ImportError:  # pragma: no cover
     pass
 
@@ -45,6 +56,10 @@ ONNX_LAYER = "[ONNX Layer: "
 FUSED_SEPARATORS = ("\x1f", "\x1e")
 _PROPERTY = " | "
 _OFFLOADED = re.compile(r"^\{.*\}\s+successfully offloaded to DLA\b")
+_SOURCE_LOCATION = r"^(?:[\w.]+\.(?:cpp|hpp|h):\d+:\s*)?"
+_PARSING = re.compile(_SOURCE_LOCATION + r"Parsing node:\s?(?P<node>.*)\s\[(?P<op>[^\[\]]*)\]\s*$")
+_REGISTERING = re.compile(_SOURCE_LOCATION + r"Registering layer:\s(?P<layer>.*?)\s"
+                          r"(?:for ONNX node:(?:\s(?P<base>.*))?|required by ONNX-TRT)\s*$")
 _PLACEMENT = re.compile(
     r"^(?:-+\s*Layers\s+Running\s+on\s+(?:DLA|GPU)\b|\[(?:Dla|Gpu)Layer\]|No layer is running on (?:GPU|DLA)\b"
     r"|Number of DLA node candidates offloaded\b|\{.*\}\s+successfully offloaded to DLA\b)"
@@ -94,3 +109,48 @@ def is_placement_line(message):
     """Whether a TensorRT log message says where layers ran (the ``Layers Running on DLA/GPU``
     report, the 10.x offload lines, a whole-network fallback)."""
     return bool(_PLACEMENT.search(str(message).strip()))
+
+
+def is_parser_line(message):
+    # type: (str) -> bool
+    """Whether a TensorRT log message is the ONNX parser's ``Parsing node:`` or ``Registering layer:``."""
+    text = str(message).strip()
+    return bool(_REGISTERING.match(text) or _PARSING.match(text))
+
+
+def parser_layers(messages):
+    # type: (List[str]) -> List[Tuple[str, Optional[str], bool]]
+    """``(layer, node, helper)`` per layer the parser registered, in order: ``node`` is the ONNX node
+    being parsed (None before the first or for an unnamed one); ``helper`` is False for a layer
+    registered for that node itself, True for one it added to serve it.
+
+    Example:
+        >>> parser_layers(["Parsing node: s [Sum]", "Registering layer: s for ONNX node: s",
+        ...                "Registering layer: s_3 for ONNX node: s",
+        ...                "Registering layer: ONNXTRT_Broadcast_4 required by ONNX-TRT"])
+        [('s', 's', False), ('s_3', 's', False), ('ONNXTRT_Broadcast_4', 's', True)]
+    """
+    out = []  # type: List[Tuple[str, Optional[str], bool]]
+    node = None  # type: Optional[str]
+    for message in messages:
+        text = str(message).strip()
+        m = _PARSING.match(text)
+        if m:
+            node = m.group("node").strip() or None
+            continue
+        m = _REGISTERING.match(text)
+        if not m:
+            continue
+        base = (m.group("base") or "").strip() or None
+        if node is None:
+            out.append((m.group("layer"), base, base is None))
+        else:
+            out.append((m.group("layer"), node, base != node))
+    return out
+
+
+def parser_owners(messages):
+    # type: (List[str]) -> Dict[str, str]
+    """Layer -> ONNX node for the layers the parser registered for the node it was parsing
+    (:func:`parser_layers` without its helpers): TensorRT 8.5's ``<node>_<k>`` layers included."""
+    return dict((layer, node) for layer, node, helper in parser_layers(messages) if node and not helper)

@@ -106,8 +106,8 @@ class _Pipeline(object):
     of frame ``f - in_flight``. Independent branches therefore run at once.
     """
 
-    def __init__(self, cuda, np, engines, net_inputs, net_outputs, in_flight, allocs, rng):
-        # type: (Any, Any, List[Engine], Dict[str, Any], List[str], int, List[Any], Any) -> None
+    def __init__(self, cuda, np, engines, net_inputs, net_outputs, in_flight, rng):
+        # type: (Any, Any, List[Engine], Dict[str, Any], List[str], int, Any) -> None
         self.cuda = cuda
         self.engines = engines
         self.k = max(1, int(in_flight))
@@ -155,10 +155,10 @@ class _Pipeline(object):
             if not readers:
                 continue
             shape, dtype = readers[0].tensors[t]
-            self.add_input(np, rng, t, shape, dtype, readers[0].nbytes(t), allocs, readers[0].stream)
+            self.add_input(np, rng, t, shape, dtype, readers[0].nbytes(t), readers[0].stream)
         self.buffers = {}  # type: Dict[str, List[Any]]
         for t, i in producer.items():
-            self.buffers[t] = [alloc(cuda, allocs, engines[i].nbytes(t)) for _ in range(self.slots)]
+            self.buffers[t] = [alloc(cuda, engines[i].nbytes(t)) for _ in range(self.slots)]
         self.addresses = []  # type: List[List[List[Tuple[str, Any]]]]
         for e in engines:
             per_slot = []
@@ -174,15 +174,15 @@ class _Pipeline(object):
         for e in engines:
             e.stream.synchronize()  # the inputs are uploaded
 
-    def add_input(self, np, rng, t, shape, dtype, nbytes, allocs, stream):
-        # type: (Any, Any, str, Tuple[int, ...], Any, int, List[Any], Any) -> None
+    def add_input(self, np, rng, t, shape, dtype, nbytes, stream):
+        # type: (Any, Any, str, Tuple[int, ...], Any, int, Any) -> None
         """``n_inputs`` buffers of network input ``t``, each a new random input, uploaded from
         pinned memory on ``stream``."""
         mems, data = [], []
         for _ in range(self.n_inputs):
             host = self.cuda.pagelocked_empty(tuple(int(d) for d in shape), dtype)
             host.reshape(-1)[:] = random_data(np, rng, shape, dtype)
-            mem = alloc(self.cuda, allocs, nbytes)
+            mem = alloc(self.cuda, nbytes)
             self.cuda.memcpy_htod_async(mem, host, stream)
             mems.append(mem)
             data.append(host)
@@ -307,14 +307,14 @@ def stream_frames(np, pipe, batches, k):
         yield pipe.fetch(np, pending.pop(0))
 
 
-def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out, ref_core=-1):
-    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Optional[bytes], Any, List[Any], Dict[str, Any], int) -> None
+def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1):
+    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Optional[bytes], Any, Dict[str, Any], int) -> None
     specs = job["engines"]
     engines = [Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
                for s, p in zip(specs, plans)]
     rng = np.random.default_rng(int(job.get("seed", 0)))
     pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
-                     int(job.get("frames_in_flight", 1)), allocs, rng)
+                     int(job.get("frames_in_flight", 1)), rng)
     out["slots"] = pipe.slots
     pipe.read_other_slot = bool(job.get("test_read_other_slot"))
     end = cuda.Event()
@@ -333,8 +333,8 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, allocs, out, ref_
         ref = Engine(trt, cuda, "reference", ref_plan, ref_core, logger, job.get("network_inputs"))
         for t in ref.inputs:
             if t not in pipe.inputs:  # a network input no segment reads
-                pipe.add_input(np, rng, t, ref.tensors[t][0], ref.tensors[t][1], ref.nbytes(t), allocs, ref.stream)
-        ref_out = dict((t, alloc(cuda, allocs, ref.nbytes(t))) for t in ref.outputs)
+                pipe.add_input(np, rng, t, ref.tensors[t][0], ref.tensors[t][1], ref.nbytes(t), ref.stream)
+        ref_out = dict((t, alloc(cuda, ref.nbytes(t))) for t in ref.outputs)
         missing = [t for t in pipe.net_outputs if t not in ref_out]
         if missing:
             raise RuntimeError("the reference engine has no output %s" % ", ".join(repr(t) for t in missing))
@@ -503,7 +503,7 @@ def pipeline(job):
     if over:  # the engines would be loaded at once: refuse before deserialising any
         result.update(status="infeasible", error=over)
         return result
-    ref_core = -1
+    ref_core = -1  # type: Optional[int]
     if ref_spec:
         ref_core = reference_core(specs, result["engines"], ref_spec, result["reference"],
                                   int(job.get("dla_cores") or 0))
@@ -516,7 +516,7 @@ def pipeline(job):
     cuda = None  # the job's streams, events, buffers and engines: all freed when it ends
     try:
         cuda = Resources(driver())
-        _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, [], result,
+        _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, result,
                       ref_core if ref_core is not None else -1)
     except Exception as exc:
         result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),

@@ -17,8 +17,8 @@ from worker_resources import Resources, alloc, random_fill, release
 from worker_time import Engine
 
 
-def _run_replicas(trt, cuda, np, job, plans, logger, allocs, out):
-    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Any, List[Any], Dict[str, Any]) -> None
+def _run_replicas(trt, cuda, np, job, plans, logger, out):
+    # type: (Any, Any, Any, Dict[str, Any], List[bytes], Any, Dict[str, Any]) -> None
     specs = job["instances"]
     rng = np.random.default_rng(int(job.get("seed", 0)))
     engines = []
@@ -27,7 +27,7 @@ def _run_replicas(trt, cuda, np, job, plans, logger, allocs, out):
         e = Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
         addr = []
         for t in e.inputs + e.outputs:
-            mem = alloc(cuda, allocs, e.nbytes(t))
+            mem = alloc(cuda, e.nbytes(t))
             if t in e.inputs:
                 random_fill(cuda, np, rng, mem, e.tensors[t][0], e.tensors[t][1])
             addr.append((t, mem))
@@ -127,7 +127,7 @@ def replicas(job):
     cuda = None  # the job's streams, events, buffers and engines: all freed when it ends
     try:
         cuda = Resources(driver())
-        _run_replicas(trt, cuda, np, job, plans, logger, [], result)
+        _run_replicas(trt, cuda, np, job, plans, logger, result)
     except Exception as exc:
         result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
                       traceback=traceback.format_exc(limit=6))

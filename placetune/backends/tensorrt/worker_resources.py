@@ -135,11 +135,10 @@ def memory_usage():
     return out
 
 
-def alloc(cuda, allocs, nbytes):
-    # type: (Any, List[Any], int) -> Any
-    mem = cuda.mem_alloc(max(int(nbytes), 1))
-    allocs.append(mem)
-    return mem
+def alloc(cuda, nbytes):
+    # type: (Any, int) -> Any
+    """A device buffer of ``nbytes`` (at least one byte), freed with the job's :class:`Resources`."""
+    return cuda.mem_alloc(max(int(nbytes), 1))
 
 
 def random_data(np, rng, shape, dtype):

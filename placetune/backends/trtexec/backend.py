@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, ConfigError, ModelError
+from placetune.files.read import check_regular
 from placetune.measurement import Measurement
 from placetune.backends.base import Capabilities, default_cache_dir
 from placetune.backends.jetson import JetsonBackend, device_fingerprint
@@ -187,8 +188,6 @@ class TrtexecBackend(JetsonBackend):
         self.timing_cache = bool(timing_cache)
         self.calibration_cache = str(calibration_cache) if calibration_cache else None
         if self.calibration_cache:  # trtexec would block on a FIFO or read a device: a regular file only
-            from placetune.files.read import check_regular
-
             check_regular(self.calibration_cache, "calibration cache")
         self.verbose = bool(verbose)
         self.profile = bool(profile)

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from placetune.model.model import refuse_renamed
 from placetune.errors import PlacementError
-from placetune.measurement import Measurement, latency_stats
+from placetune.hardware.power import PowerSampler
+from placetune.measurement import Extra, Measurement, latency_stats
+from placetune.placement.realise import dla_support
 from placetune.backends.jetson import (
     UNEXPLAINED_FALLBACK,
     prepared_onnx,
     realized_vs_predicted,
     untyped_int8,
 )
+from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.timing_method import ENGINE_TIMED
-from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
+from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log, parser_network
 from placetune.backends.tensorrt.placement_known import decide, mark_known
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
@@ -55,13 +60,44 @@ if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
-    from placetune.backends.trtexec.backend import TrtexecBackend
 
-__all__ = ["Engine", "measure_engine", "time_built", "engine_spec", "time_argv", "placement_args", "build",
+__all__ = ["TrtexecOptions", "Engine", "Realised", "measure_engine", "time_built", "engine_spec", "time_argv", "placement_args", "build",
            "build_extra", "realised", "onnx_file", "sampler"]
 
+log = logging.getLogger(__name__)
 _LOG_KEEP = 400
+#: (prepared ONNX file, TensorRT version) -> the parser's layers of its last verbose build
+#: (buildlog.parser_network): the next builds list the layers made beyond the nodes
+PARSER_LAYERS: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
 _INSPECTOR_MAX_CHARS = 500_000
+
+
+class TrtexecOptions(Protocol):
+    """What building and timing an engine reads of the trtexec backend: its options (see
+    :class:`~placetune.backends.trtexec.backend.TrtexecBackend` for each) and the environment
+    trtexec runs in."""
+
+    trtexec: str
+    cache_dir: Path
+    timeout_s: float
+    warmup_ms: float
+    iterations: int | None
+    duration_s: float
+    replica_duration_s: float
+    timing_cache: bool
+    calibration_cache: str | None
+    verbose: bool
+    profile: bool
+    layer_info: bool
+    spin_wait: bool
+    power: bool
+    power_root: str | None
+    power_interval_s: float
+    power_rails: list[str] | None
+    build_args: list[str]
+    run_args: list[str]
+
+    def environ(self) -> dict[str, str]: ...
 
 
 @dataclass
@@ -78,9 +114,16 @@ class Engine:
     blog: BuildLog | None = None
     layer_info_path: Path | None = None
     predicted: dict[str, str] | None = None  # the placement placetune predicted (for the cross-check)
+    network: list[tuple[str, str | None]] | None = None  # (layer, its ONNX node) from the parser's [V] lines
+
+    def built(self) -> Run:
+        """The build's run (once :func:`build` ran it)."""
+        if self.run is None:
+            raise RuntimeError(f"the {self.device} engine was not built")
+        return self.run
 
 
-def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform", settings: "Settings", version: str,
+def measure_engine(be: TrtexecOptions, r: "Realisation", platform: "Platform", settings: "Settings", version: str,
                    base: dict[str, Any], workdir: Path) -> Measurement:
     """Engine mode: build one engine of the realised placement, time it, sample power while it runs."""
     model = r.realized.model
@@ -90,31 +133,46 @@ def measure_engine(be: "TrtexecBackend", r: "Realisation", platform: "Platform",
     onnx_or_failure = onnx_file(be.cache_dir, model, settings, version, base)
     if isinstance(onnx_or_failure, Measurement):
         return onnx_or_failure
-    placement = placement_args(r, platform, settings, version, core)
-    if isinstance(placement, str):
-        return Measurement.failure("infeasible", placement, realized=predicted, **base)
-    place_args, notes = placement
-    device = f"DLA{core}" if core >= 0 else "GPU"
-    eng = engine_spec(be, onnx_or_failure, model, settings, version, platform, device, core, int(model.batch),
-                      place_args, workdir, "engine")
-    eng.notes.extend(notes)
-    failure = build(be, eng, version, base)
-    if failure is not None:
-        return failure
-    realized, fallback, loc_extra = realised(eng, r)
-    n_load = loc_extra.pop("_dla_loadables", None)
-    realized = realized or None
+    key = (str(onnx_or_failure), version)
+    for attempt in range(2):
+        placement = placement_args(r, platform, settings, version, core, PARSER_LAYERS.get(key))
+        if isinstance(placement, str):
+            return Measurement.failure("infeasible", placement, realized=predicted, **base)
+        place_args, notes = placement
+        device = f"DLA{core}" if core >= 0 else "GPU"
+        eng = engine_spec(be, onnx_or_failure, model, settings, version, platform, device, core, int(model.batch),
+                          place_args, workdir, "engine")
+        eng.notes.extend(notes)
+        failure = build(be, eng, version, base)
+        if failure is not None:
+            return failure
+        # the first verbose build of a model says which layers the parser made beyond its nodes; if some
+        # of a GPU node's were left to --useDLACore's default (DLA), build again with them listed
+        missed = any(d == "GPU" for d in parser_layer_devices(eng.network, predicted).values()) \
+            and key not in PARSER_LAYERS and any(a.startswith("--layerDeviceTypes=") for a in place_args)
+        if eng.network:
+            PARSER_LAYERS[key] = eng.network
+        if attempt:
+            eng.notes.append("built twice: the first build's log named layers the ONNX parser made for GPU nodes, "
+                             "which --useDLACore had put on the DLA; the second lists them on the GPU")
+        if not missed or attempt:
+            break
+        log.info("rebuilding %s: the parser made layers for GPU nodes that --useDLACore put on the DLA", key[0])
+    placed = realised(eng, r)
     extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.build_argv},
-                             **build_extra(eng), **loc_extra}
+                             **build_extra(eng), **placed.extra}
+    if settings.precision == "int8" and not strongly_typed(version_tuple(version)):  # where the ranges came from
+        extra["int8_ranges"] = "calibration-cache" if be.calibration_cache else \
+            "qdq" if model.proto is not None and has_qdq(model.proto) else "placeholder"
     if eng.notes:
         extra["notes"] = list(eng.notes)
-    loadables = {device: n_load} if core >= 0 and n_load is not None else {}
-    kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=eng.run.seconds,
-              extra=extra, **base)
+    loadables = {device: placed.loadables} if core >= 0 and placed.loadables is not None else {}
+    kw = dict(realized=placed.realized or None, fallback=placed.fallback, dla_loadables=loadables,
+              build_seconds=eng.built().seconds, extra=extra, **base)
     return time_built(be, eng, version, settings, workdir, kw, model, profile=be.profile)
 
 
-def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settings", workdir: Path,
+def time_built(be: TrtexecOptions, eng: Engine, version: str, settings: "Settings", workdir: Path,
                kw: dict[str, Any], model: "Model | None" = None, *, profile: bool = False,
                tag: str = "engine") -> Measurement:
     """Time a built engine (``eng.engine_path``) with trtexec and sample power while it runs: the
@@ -153,8 +211,9 @@ def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Setti
     extra["timed"] = ENGINE_TIMED
     timed = window(run, records, summary)
     # ---- per-layer profile and inspector
-    if files.get("profile") is not None and model is not None:
-        profile_into(files["profile"], eng, model, eng.core, extra, kw)
+    profile_path = files.get("profile")
+    if profile_path is not None and model is not None:
+        profile_into(profile_path, eng.blog, eng.network, model, eng.core, extra, kw)
     if eng.layer_info_path is not None and eng.layer_info_path.is_file():
         info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
         extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
@@ -180,12 +239,10 @@ def time_built(be: "TrtexecBackend", eng: Engine, version: str, settings: "Setti
     return Measurement(status="ok", **kw)
 
 
-def sampler(be: "TrtexecBackend") -> Any:
+def sampler(be: TrtexecOptions) -> Any:
     """A power sampler of the backend's rails, None when power sampling is off."""
     if not be.power:
         return None
-    from placetune.hardware.power import PowerSampler
-
     return PowerSampler(be.power_root, be.power_interval_s, total_rails=be.power_rails)
 
 
@@ -199,23 +256,40 @@ def onnx_file(cache_dir: Path, model: "Model", settings: "Settings", version: st
     return prepared_onnx(model, cache_dir, settings.precision, typed, "trtexec", base)
 
 
+def parser_layer_devices(parser: Sequence[tuple[str, str | None]] | None, predicted: Mapping[str, str]
+                         ) -> dict[str, str]:
+    """The layers the ONNX parser made beyond the model's nodes (``<node>_<k>``, ``ONNXTRT_*``, a
+    Constant named after its weights; :func:`~placetune.backends.tensorrt.buildlog.parser_network`
+    of an earlier build) with the device of the node they were made for. Under ``--useDLACore``
+    every layer not listed goes to the DLA (sampleEngines.cpp: setDefaultDeviceType(kDLA), then
+    setLayerDeviceTypes per name), so a GPU node's extra layers must be named to follow it. A name
+    ``--layerDeviceTypes`` cannot carry (``,`` or ``'``) is left out."""
+    out: dict[str, str] = {}
+    for layer, node in parser or ():
+        if node is None or layer in predicted or node not in predicted or "," in layer or "'" in layer or not layer:
+            continue
+        out[layer] = predicted[node]
+    return out
+
+
 def placement_args(r: "Realisation", platform: "Platform", settings: "Settings", version: str,
-                   core: int) -> tuple[list[str], list[str]] | str:
+                   core: int, parser: Sequence[tuple[str, str | None]] | None = None
+                   ) -> tuple[list[str], list[str]] | str:
     """``--useDLACore``/``--allowGPUFallback``/``--layerDeviceTypes`` for the realised placement,
-    with notes; or why trtexec of this version cannot express it."""
+    with notes; or why trtexec of this version cannot express it. ``parser``: the parser's layers
+    of an earlier build of the model (:func:`parser_layer_devices` lists them too)."""
     if core < 0:
         return [], []
     model = r.realized.model
     predicted = r.realized.as_dict()
     args = dla_flags(core, settings.gpu_fallback)
+    extra_layers = parser_layer_devices(parser, predicted)
     # layers on the GPU that were not asked on a DLA (those in r.fallback were, and trtexec
     # falls them back by itself): only these need --layerDeviceTypes
     asked_gpu = [n for n, d in predicted.items() if d == "GPU" and n not in r.fallback]
     if not asked_gpu:
         return args, []
     if not has_layer_device_types(version_tuple(version)):
-        from placetune.placement.realise import dla_support
-
         support = dla_support(model, platform, settings.precision, settings.trt_version)
         if settings.gpu_fallback and all(not support[n].supported for n in asked_gpu):
             return args, [f"{len(asked_gpu)} layer(s) asked on the GPU are not supported on the DLA, so "
@@ -226,8 +300,8 @@ def placement_args(r: "Realisation", platform: "Platform", settings: "Settings",
                 "Per-layer placement on TensorRT 8.5 needs the tensorrt backend (--backend tensorrt), "
                 "which sets each layer's device with the Python API")
     try:
-        refuse_renamed(getattr(model, "renamed", {}), model.names)  # a name TensorRT gives by its own counter
-        spec, only_gpu = device_types_arg({n: predicted[n] for n in model.names})
+        refuse_renamed(model.renamed, model.names)  # a name TensorRT gives by its own counter
+        spec, only_gpu = device_types_arg({**{n: predicted[n] for n in model.names}, **extra_layers})
     except PlacementError as exc:
         return (f"trtexec cannot express this placement: {exc}. Measure it with the tensorrt backend "
                 "(--backend tensorrt), which places layers with the Python API")
@@ -237,12 +311,16 @@ def placement_args(r: "Realisation", platform: "Platform", settings: "Settings",
     if len(spec) > MAX_ARG_CHARS:
         return (f"the --layerDeviceTypes list is {len(spec)} characters, over the argument limit; use the "
                 "tensorrt backend")
-    notes.append("layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not listed and "
-                 "default to the DLA under --useDLACore")
+    if extra_layers:
+        notes.append(f"{len(extra_layers)} layer(s) the ONNX parser made beyond the model's nodes (<node>_<k>, "
+                     "ONNXTRT_*, weights) are listed with their node's device (read from an earlier build's log)")
+    else:
+        notes.append("layers TensorRT's parser adds beyond the ONNX nodes (<node>_<k>, ONNXTRT_*) are not listed and "
+                     "default to the DLA under --useDLACore")
     return args + [f"--layerDeviceTypes={spec}"], notes
 
 
-def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Settings", version: str,
+def engine_spec(be: TrtexecOptions, onnx: Path, model: "Model", settings: "Settings", version: str,
                 platform: "Platform", device: str, core: int, batch: int, place_args: list[str], workdir: Path,
                 tag: str) -> Engine:
     """The build command of one engine (``--saveEngine`` in ``workdir``)."""
@@ -255,6 +333,9 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
     if flags and settings.precision == "int8":
         if be.calibration_cache:
             argv.append(f"--calib={be.calibration_cache}")
+        elif model.proto is not None and has_qdq(model.proto):
+            notes.append("INT8 ranges from the model's Q/DQ nodes (trtexec sets no placeholder range on a network "
+                         "with Q/DQ layers)")
         else:
             notes.append("--int8 without --calib: placeholder dynamic ranges (right for timing, not accuracy)")
     argv.extend(place_args)
@@ -283,7 +364,7 @@ def engine_spec(be: "TrtexecBackend", onnx: Path, model: "Model", settings: "Set
     return eng
 
 
-def time_argv(be: "TrtexecBackend", eng: Engine, version: str, settings: "Settings", workdir: Path, tag: str, *,
+def time_argv(be: TrtexecOptions, eng: Engine, version: str, settings: "Settings", workdir: Path, tag: str, *,
               duration_s: float, profile: bool, serial: bool = True) -> tuple[list[str], dict[str, Path | None]]:
     """The timing command of a built engine and the files it exports (``times``, ``profile``).
 
@@ -321,13 +402,14 @@ def timing_cache_path(cache_dir: Path, platform: "Platform", version: str) -> Pa
     return path
 
 
-def build(be: "TrtexecBackend", eng: Engine, version: str, base: dict[str, Any]) -> Measurement | None:
+def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -> Measurement | None:
     """Run the build; None when it produced an engine, else the failure."""
     log_path = eng.engine_path.with_suffix(".build.log")
     proc = Proc(eng.build_argv, log_path, be.environ(), eng.engine_path.parent)
     run = eng.run = proc.wait(time.monotonic() + be.timeout_s)
     lines = run.lines()
     eng.blog = parse_build_log(lines)
+    eng.network = parser_network(run.parser_messages()) or None
     extra = dict(base.pop("extra", {}) or {})
     extra.setdefault("commands", {"build": eng.build_argv})
     kw = dict(build_seconds=run.seconds, extra=extra, **base)
@@ -341,7 +423,7 @@ def build(be: "TrtexecBackend", eng: Engine, version: str, base: dict[str, Any])
     return None
 
 
-def build_extra(eng: Engine) -> dict[str, Any]:
+def build_extra(eng: Engine) -> Extra:
     """The build's errors, warnings and first log lines for ``Measurement.extra``."""
     blog = eng.blog
     if blog is None:
@@ -350,15 +432,32 @@ def build_extra(eng: Engine) -> dict[str, Any]:
     return {"build_errors": blog.errors[:50], "build_warnings": blog.warnings[:100], "build_log": kept}
 
 
-def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str] | None, dict[str, str], dict[str, Any]]:
-    """Realised placement (None when unknown) and fallback reasons from an engine's build log."""
+@dataclass
+class Realised:
+    """What an engine's build log says TensorRT placed.
+
+    Attributes:
+        realized: the realised placement (empty when unknown).
+        fallback: why layers asked on a DLA run on the GPU.
+        extra: the measurement's extras that say how it was read (``placement_known``...).
+        loadables: the engine's DLA loadables (None: unknown).
+    """
+
+    realized: dict[str, str]
+    fallback: dict[str, str]
+    extra: dict[str, Any]
+    loadables: int | None
+
+
+def realised(eng: Engine, r: "Realisation") -> Realised:
+    """The realised placement and fallback reasons from an engine's build log."""
     model = r.realized.model
     predicted = r.realized.as_dict()
     blog = eng.blog or BuildLog()
-    loc = locate(blog, model.names)
+    loc = locate(blog, model.names, eng.network)
     extra: dict[str, Any] = {}
     eng.predicted = dict(predicted)
-    known = decide(predicted, eng.core, blog, loc, model.names)
+    known = decide(predicted, eng.core, blog, loc, model.names, eng.network)
     mark_known(extra, known, blog)
     if eng.core >= 0 and not blog.reports_placement:  # the layer information (read after timing) may still say
         eng.notes.append("the build log has no DLA/GPU placement sections: realised placement UNKNOWN unless "
@@ -372,18 +471,21 @@ def realised(eng: Engine, r: "Realisation") -> tuple[dict[str, str] | None, dict
         if realized and realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
-    extra["_dla_loadables"] = known.loadables  # taken out again by the caller, into Measurement.dla_loadables
+    parser_layers = parser_layer_devices(eng.network, predicted) if eng.core >= 0 else {}
+    if parser_layers:  # as asked: listed in --layerDeviceTypes, or the DLA by --useDLACore's default
+        extra["parser_layers"] = {n: ("GPU" if d == "GPU" else "DLA") for n, d in parser_layers.items()}
     extra["subgraph_limit"] = loc.subgraph_limit
     extra["dla_subgraphs"] = loc.subgraphs
     extra["unmapped_log_names"] = loc.unmapped[:50]
-    return realized, fallback, extra
+    return Realised(realized, fallback, extra, known.loadables)
 
 
 def cross_check(eng: Engine, model: "Model", layers: list[dict[str, Any]], kw: dict[str, Any]) -> None:
     """The build log's placement cross-checked with ``--exportLayerInfo``'s layers: ``kw``'s realised
     placement, loadables and ``extra`` (``placement_known``...) follow :func:`decide`."""
     assert eng.blog is not None and eng.predicted is not None
-    known = decide(eng.predicted, eng.core, eng.blog, locate(eng.blog, model.names), model.names, None, layers)
+    known = decide(eng.predicted, eng.core, eng.blog, locate(eng.blog, model.names, eng.network), model.names,
+                   eng.network, layers)
     extra = kw["extra"]
     for key in ("placement_unknown",):
         extra.pop(key, None)

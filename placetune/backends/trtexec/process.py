@@ -14,7 +14,7 @@ from typing import Any
 
 from placetune.measurement import Measurement
 from placetune.backends.tensorrt.buildlog import dla_failure
-from placetune.backends.tensorrt.worker_names import is_placement_line
+from placetune.backends.tensorrt.worker_names import is_parser_line, is_placement_line
 from placetune.backends.trtexec.parse import PerfSummary, error_lines, strip_prefix
 
 __all__ = ["Run", "Proc", "classify"]
@@ -45,6 +45,16 @@ class Run:
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as fh:
                 return [x.rstrip("\n") for x in fh if "] [V] " not in x or is_placement_line(strip_prefix(x)[1])]
+        except OSError:
+            return []
+
+    def parser_messages(self) -> list[str]:
+        """The ONNX parser's ``Parsing node``/``Registering layer`` messages of a ``--verbose`` build
+        (prefix removed): which node each network layer was made for (worker_names.parser_layers)."""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+                msgs = (strip_prefix(x.rstrip("\n"))[1] for x in fh if "] [V] " in x)
+                return [m for m in msgs if is_parser_line(m)]
         except OSError:
             return []
 

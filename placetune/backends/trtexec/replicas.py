@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 from placetune.measurement import Measurement, latency_stats
 from placetune.settings import resolve_replicas
 from placetune.backends.trtexec.engine import (
+    PARSER_LAYERS,
     Engine,
+    TrtexecOptions,
     build,
     build_extra,
     engine_spec,
@@ -28,14 +30,13 @@ if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
-    from placetune.backends.trtexec.backend import TrtexecBackend
 
 __all__ = ["measure_replicas"]
 
 _STATIC_SHAPES = "Static model does not take explicit shapes"
 
 
-def measure_replicas(be: "TrtexecBackend", r: "Realisation", platform: "Platform", settings: "Settings",
+def measure_replicas(be: TrtexecOptions, r: "Realisation", platform: "Platform", settings: "Settings",
                      version: str, base: dict[str, Any], workdir: Path) -> Measurement:
     """Replicas mode: one whole-network engine per device, all timed at once for ``replica_duration_s``."""
     model = r.realized.model
@@ -54,7 +55,9 @@ def measure_replicas(be: "TrtexecBackend", r: "Realisation", platform: "Platform
     for dev, batch in reps.items():
         core = int(dev[3:]) if dev != "GPU" and dla_layers else -1
         if core >= 0:
-            placement = placement_args(r, platform, settings, version, core)
+            # the parser's layers beyond the nodes, from an earlier build of this file (engine.PARSER_LAYERS)
+            placement = placement_args(r, platform, settings, version, core,
+                                       PARSER_LAYERS.get((str(onnx_or_failure), version)))
             if isinstance(placement, str):
                 return Measurement.failure("infeasible", f"replica {dev}: {placement}", realized=predicted, **base)
             place_args, more = placement
@@ -77,16 +80,19 @@ def measure_replicas(be: "TrtexecBackend", r: "Realisation", platform: "Platform
         if failure is not None:
             failure.reason = f"replica {eng.device}: {failure.reason}"
             return failure
-        build_s += eng.run.seconds
-        if eng.batch != model.batch and any(_STATIC_SHAPES in x for x in eng.run.lines()):
+        build_s += eng.built().seconds
+        if eng.network:
+            PARSER_LAYERS[(str(onnx_or_failure), version)] = eng.network
+        if eng.batch != model.batch and any(_STATIC_SHAPES in x for x in eng.built().lines()):
             return Measurement.failure(
                 "infeasible", f"replica {eng.device} asks batch {eng.batch} but the ONNX file has a static batch "
                 f"of {model.batch} (trtexec ignored --shapes): export the model with a dynamic batch dimension "
                 "to give replicas their own batch", build_seconds=build_s, extra={"commands": commands}, **base)
     # the realised placement: the first DLA replica's (realise() reports replicas on DLA0)
     shown = next((e for e in engines if e.core >= 0), engines[0])
-    realized, fallback, loc_extra = realised(shown, r)
-    extra: dict[str, Any] = {"trt_version": version, "commands": commands, **build_extra(shown), **loc_extra}
+    placed = realised(shown, r)
+    realized, fallback = placed.realized, placed.fallback
+    extra: dict[str, Any] = {"trt_version": version, "commands": commands, **build_extra(shown), **placed.extra}
     loadables = {e.device: len(e.blog.dla_subgraphs) for e in engines if e.core >= 0 and e.blog is not None}
     for e in engines:
         notes.extend(f"{e.device}: {n}" for n in e.notes)
@@ -107,10 +113,10 @@ def measure_replicas(be: "TrtexecBackend", r: "Realisation", platform: "Platform
             procs.append((eng, Proc(argv, workdir / f"{eng.device.lower()}.time.log", be.environ(), workdir,
                                     END_MARKERS)))
         deadline = time.monotonic() + be.timeout_s + be.replica_duration_s + be.warmup_ms / 1000.0
-        runs = [(eng, p.wait(deadline)) for eng, p in procs]
+        runs = [(eng, proc.wait(deadline)) for eng, proc in procs]
     except BaseException:
-        for _, p in procs:
-            p.kill()
+        for _, proc in procs:
+            proc.kill()
         raise
     finally:
         if power is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placetune.hardware.power import PowerReading, energy_per_inference_mj
 from placetune.measurement import latency_stats
 from placetune.backends.tensorrt.buildlog import BuildLog, attribute_profile
 from placetune.backends.trtexec.parse import PerfSummary, parse_export_profile, parse_export_times
@@ -12,8 +13,6 @@ from placetune.backends.trtexec.process import Run
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
-    from placetune.hardware.power import PowerReading
-    from placetune.backends.trtexec.engine import Engine
 
 __all__ = ["END_MARKERS", "read_times", "summary_stats", "thin", "absolute_times", "window", "energy", "profile_into"]
 
@@ -49,10 +48,8 @@ def thin(samples: list[float]) -> list[float]:
 
 
 def _span_ms(records: list[dict[str, float]]) -> tuple[float, float] | None:
-    starts = [r.get("startEnqMs", r.get("startH2dMs")) for r in records]
-    ends = [r.get("endD2hMs", r.get("endComputeMs")) for r in records]
-    starts = [s for s in starts if s is not None]
-    ends = [e for e in ends if e is not None]
+    starts = [s for r in records if (s := r.get("startEnqMs", r.get("startH2dMs"))) is not None]
+    ends = [e for r in records if (e := r.get("endD2hMs", r.get("endComputeMs"))) is not None]
     if not starts or not ends:
         return None
     return min(starts), max(ends)
@@ -90,16 +87,15 @@ def window(run: Run, records: list[dict[str, float]], summary: PerfSummary) -> t
     return None
 
 
-def energy(reading: "PowerReading", qps: float | None) -> float | None:
+def energy(reading: PowerReading, qps: float | None) -> float | None:
     """Energy per inference (mJ) from the mean power and the inference rate."""
-    from placetune.hardware.power import energy_per_inference_mj
-
     return energy_per_inference_mj(reading.mean_w, qps=qps)
 
 
-def profile_into(path: Path, eng: "Engine", model: "Model", core: int, extra: dict[str, Any],
-                 kw: dict[str, Any]) -> None:
-    """Per-layer times of an ``--exportProfile`` file into ``extra`` and ``kw`` (segment and layer times)."""
+def profile_into(path: Path, blog: BuildLog | None, network: list[tuple[str, str | None]] | None, model: "Model",
+                 core: int, extra: dict[str, Any], kw: dict[str, Any]) -> None:
+    """Per-layer times of an ``--exportProfile`` file into ``extra`` and ``kw`` (segment and layer times),
+    attributed to the model's layers through the engine's build log ``blog`` and the parser's ``network``."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -110,7 +106,7 @@ def profile_into(path: Path, eng: "Engine", model: "Model", core: int, extra: di
         extra.setdefault("notes", []).append("the --exportProfile file has no layer records")
         return
     rows = [(e.name, e.average_ms) for e in entries]
-    prof = attribute_profile(rows, eng.blog or BuildLog(), model.names, None,
+    prof = attribute_profile(rows, blog or BuildLog(), model.names, network,
                              dla_device=f"DLA{core}" if core >= 0 else "DLA0")
     extra.update(engine_layer_times_ms={name: ms for name, ms in rows}, profile_iterations=count,
                  dla_ms=prof.dla_ms, gpu_ms=prof.gpu_ms)

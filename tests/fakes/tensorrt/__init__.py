@@ -498,7 +498,8 @@ class _Importer:
     ``(Unnamed Layer* <index>) [<Type>]``. Weights (initializers, Constant nodes) become a
     Constant layer named after them when a layer needs them as a tensor (convertToTensor)."""
 
-    def __init__(self, net: INetworkDefinition, tensors: dict, inits: dict) -> None:
+    def __init__(self, net: INetworkDefinition, tensors: dict, inits: dict, log=None) -> None:
+        self.log = log  # _Log: registerLayer's VERBOSE line
         self.net = net
         self.tensors = tensors
         self.weights = dict(inits)
@@ -517,6 +518,9 @@ class _Importer:
 
     def register(self, layer: ILayer, base: str, node_name: str | None = None) -> None:
         layer.name = self.unique(base)
+        if self.log is not None:  # ImporterContext::registerLayer (8.5-GA, 8.6-GA: always "for ONNX node")
+            self.log.verbose(f"Registering layer: {layer.name} for ONNX node: {base}" if node_name is not None
+                             or _MAJOR < 10 else f"Registering layer: {layer.name} required by ONNX-TRT")
         if node_name is not None and _METADATA:
             props = ""
             if _DOC_LINES:  # filterDocString: no site-/dist-packages lines, '"' -> "'"
@@ -599,6 +603,15 @@ class _Importer:
             if op != "Concat":
                 rank = max(len(t.shape) for t in ts)
                 ts = [self.broadcast(t, rank, node_name) for t in ts]
+            if op in _ELEMENTWISE_OPS and len(ts) > 2:
+                # elementwiseHelper (8.5-GA onnx2trt_utils.cpp, 10.1-GA importerUtils.cpp): one two-input
+                # layer per further input, each registered for the node: the second is <node>_<k>
+                acc = ts[0]
+                for t in ts[1:-1]:
+                    mid = self.layer(ltype, op, node_name, attrs, [acc, t], [(None, acc.shape, acc.dtype)])
+                    self.register(mid, node_name, node_name)
+                    acc = mid.get_output(0)
+                ts = [acc, ts[-1]]
             layer = self.layer(ltype, op, node_name, attrs, ts, out_specs(ts[0]))
             self.register(layer, node_name, node_name)
             return
@@ -745,7 +758,7 @@ class OnnxParser:
             t.is_network_input = True
             tensors[vi.name] = t
             net._inputs.append(t)
-        ctx = _Importer(net, tensors, inits)
+        ctx = _Importer(net, tensors, inits, self._log)
         for k, node in enumerate(g.node):
             node_name = node.name or f"node_of_{node.output[0]}"
             if node.op_type == "Constant":  # no layer: the value is weights until a layer needs a tensor
@@ -772,6 +785,7 @@ class OnnxParser:
                 self._errors.append(ParserError(3, f"Input {missing[0]} of node {node_name} is not a known tensor", k))
                 return False
             ctx.docs[node_name] = node.doc_string
+            self._log.verbose(f"Parsing node: {node_name} [{node.op_type}]")  # ModelImporter.cpp
             ctx.import_node(node, node_name, ltype, attrs, info)
         for vi in g.output:
             t = tensors.get(vi.name)

@@ -1,0 +1,199 @@
+"""What the tensorrt backend's worker jobs share on the parent side: the job context (the backend's
+options a job is built and timed with, its worker pool, the model's source ONNX), a worker that
+failed as a measurement, the timing cache file, engine specs keyed for the engine cache, and
+reading each engine's build log back into the realised placement.
+
+The engine mode (:mod:`placetune.backends.tensorrt.backend`) and the pipeline and replicas modes
+(:mod:`placetune.backends.tensorrt.pipeline`) read these; the context is passed to the modes
+explicitly, so that they read no backend's private state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
+from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
+from placetune.backends.tensorrt.env import read_l4t
+from placetune.backends.tensorrt.pool import WorkerPool, WorkerReply
+from placetune.backends.tensorrt.worker_names import is_placement_line
+from placetune.backends.jetson import UNEXPLAINED_FALLBACK
+from placetune.measurement import Measurement
+from placetune.memo import Memo
+from placetune.placement.cut import load_source
+from placetune.placement.placement import dla_core
+
+if TYPE_CHECKING:
+    import onnx
+
+    from placetune.hardware.platforms import Platform
+    from placetune.model.model import Model
+    from placetune.settings import Settings
+
+__all__ = ["JobContext", "reply_failure", "timing_cache_path", "strongly_typed", "read_realised"]
+
+_LOG_KEEP = 400
+
+
+def strongly_typed(version: str) -> bool:
+    """TensorRT 11 on builds strongly typed networks only."""
+    m = re.match(r"(\d+)", version or "")
+    return m is not None and int(m.group(1)) >= 11
+
+
+def timing_cache_path(cache_dir: Path, platform: "Platform", version: str) -> Path:
+    """The timing cache file of one platform and TensorRT version under the backend's cache directory."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}")
+    return cache_dir / "timing" / f"{safe}.cache"
+
+
+def reply_failure(reply: WorkerReply, base: dict[str, Any], extra: dict[str, Any],
+                  timeout_s: float) -> Measurement | None:
+    """The measurement of a worker that timed out (after ``timeout_s``), died or could not run
+    the job (else None)."""
+    if reply.kind == "timeout":
+        extra["stderr_tail"] = reply.stderr_tail[-2000:]
+        return Measurement.failure(
+            "timeout", f"building and timing took longer than {timeout_s:g} s; the worker was "
+            "killed (a new one starts for the next placement)", extra=extra, **base)
+    if reply.kind == "crashed":
+        how = reply.signal or (f"exit status {reply.returncode}" if reply.returncode is not None else "no answer")
+        last = reply.stderr_tail.strip().splitlines()[-1:] if reply.stderr_tail.strip() else []
+        extra.update(returncode=reply.returncode, signal=reply.signal, stderr_tail=reply.stderr_tail[-2000:])
+        return Measurement.failure(
+            "crashed", f"the TensorRT worker died ({how}) while building/timing this placement"
+            + (f": {last[0]}" if last else ""), extra=extra, **base)
+    res = reply.result
+    if res.get("status") in ("unavailable", "error"):
+        extra["traceback"] = res.get("traceback")
+        kind = "runtime_failed" if res.get("status") == "unavailable" else "crashed"
+        return Measurement.failure(kind, f"TensorRT worker: {res.get('error')}", extra=extra, **base)
+    return None
+
+
+@dataclass
+class JobContext:
+    """The backend's options a pipeline or replicas job is built and timed with (see
+    :class:`~placetune.backends.tensorrt.backend.TensorRTBackend` for each), the worker pool
+    that runs it and the model's source ONNX (the last model's kept in memory)."""
+
+    pool: WorkerPool
+    cache_dir: Path
+    timeout_s: float
+    warmup_ms: float
+    iterations: int | None
+    profile_iterations: int
+    timing_cache: bool
+    calibration_cache: str | None
+    memory_pools: dict[str, int]
+    verbose_log: bool
+    engine_cache: bool
+    gate: bool
+    gate_tolerance: dict[str, float]
+    timeline_frames: int
+    replicas_duration_s: float
+    cut_formats: bool
+    test_wrong_cut: bool
+    sources: Memo["onnx.ModelProto"] = field(default_factory=lambda: Memo(1))
+
+    def source_onnx(self, model: "Model") -> "onnx.ModelProto":
+        """The model's ONNX with its weights, which a pipeline cuts and a replica rebatches."""
+        return self.sources.get(model.hash) or self.sources.put(model.hash, load_source(model))
+
+    def common(self, platform: "Platform", settings: "Settings", version: str) -> dict[str, Any]:
+        """Build fields every engine of one job shares (as in an ``engine`` mode job)."""
+        st = strongly_typed(version)
+        return {
+            "precision": settings.precision,
+            "strongly_typed": st,
+            "gpu_fallback": settings.gpu_fallback,
+            "timing_cache": str(timing_cache_path(self.cache_dir, platform, version)) if self.timing_cache else None,
+            "calibration_cache": self.calibration_cache if settings.precision == "int8" and not st else None,
+            "memory_pools": self.memory_pools,
+            "verbose_log": self.verbose_log,
+        }
+
+    def _options(self, settings: "Settings", common: dict[str, Any], dla_layers: list[str]) -> dict[str, Any]:
+        """What besides content, device, precision, version and platform changes an engine."""
+        calib = common.get("calibration_cache")
+        return {"gpu_fallback": settings.gpu_fallback, "strongly_typed": common["strongly_typed"],
+                "dla_layers": sorted(dla_layers), "pools": sorted(self.memory_pools.items()),
+                "calibration": file_digest(calib) if calib else None}
+
+    def spec(self, cache: EngineCache, name: str, device: str, onnx_path: Path, content: str,
+             settings: "Settings", platform: "Platform", version: str, common: dict[str, Any], dla_layers: list[str],
+             input_shapes: dict[str, list[int]]) -> tuple[dict[str, Any], bool]:
+        """A worker engine spec and whether its engine is in the cache already."""
+        core = dla_core(device) if dla_layers else None
+        dev = device if core is not None else "GPU"
+        key = engine_key(content, dev, settings.precision, version, platform.name, l4t=read_l4t(),
+                         **self._options(settings, common, dla_layers))
+        spec = {"name": name, "device": device, "onnx": str(onnx_path), "dla_core": -1 if core is None else core,
+                "dla_layers": list(dla_layers), "input_shapes": input_shapes,
+                "plan_cache": str(cache.plan_path(key)) if self.engine_cache else None, "cache_key": key}
+        return spec, bool(self.engine_cache and cache.has(key, version))
+
+
+# =========================================================================================
+# an engine's build log, read back
+# =========================================================================================
+def engine_log(info: dict[str, Any]) -> tuple[list[tuple[str, str]], BuildLog, list[tuple[str, str | None]]]:
+    """An engine's build log lines, the log read, and its network's layers (name, ONNX node)."""
+    lines = [(s, m) for s, m in info.get("log") or []]
+    return lines, parse_build_log(lines), [(row[0], row[1]) for row in info.get("network_layers") or []]
+
+
+def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[str, str], info: dict[str, Any],
+                  realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
+                  unknown: list[str], report_as: str | None = None) -> tuple[int, list[Any]]:
+    """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs).
+    An engine whose log says nothing of its placement is added to ``unknown``."""
+    _, blog, network = engine_log(info)
+    target = report_as or device
+    dla = [n for n in layers if predicted[n] != "GPU"]
+    if not dla or device == "GPU":
+        return 0, []
+    loc = locate(blog, list(layers), network or None)
+    if not blog.reports_placement:
+        notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "
+                     "UNKNOWN (placement_known=False)")
+        unknown.append(label)
+        for n in dla:
+            realized[n] = target
+        return 0, []
+    for n in dla:
+        on_dla = loc.devices.get(n) == "DLA" if n in loc.devices else True
+        realized[n] = target if on_dla else "GPU"
+        if not on_dla:
+            fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
+    return loc.loadables, loc.subgraphs
+
+
+def mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
+    """No realised placement when an engine's build log says nothing of it (``placement_known``)."""
+    kw["extra"]["placement_known"] = not unknown
+    if unknown:  # nor could the worker count their loadables against a core's 16
+        kw["extra"]["placement_unknown"] = (f"no placement report in the build log of {', '.join(unknown)}: their "
+                                            "DLA loadables, and the 16-per-core check, are unknown")
+        kw["realized"] = None
+        kw["dla_loadables"] = {}
+
+
+def logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:
+    """An engine's build errors, warnings and (placement) log lines into a measurement's extras."""
+    lines, blog, _ = engine_log(info)
+    extra.setdefault("build_errors", []).extend(f"{label}: {e}" for e in blog.errors[:20])
+    extra.setdefault("build_warnings", []).extend(f"{label}: {w}" for w in blog.warnings[:40])
+    kept = extra.setdefault("build_log", [])
+    for s, m in lines:
+        if (s != "VERBOSE" or is_placement_line(m)) and len(kept) < _LOG_KEEP:
+            kept.append(f"{label} [{s[0]}] {m}")
+
+
+def cache_counts(infos: list[dict[str, Any]]) -> dict[str, int]:
+    """Engines taken from the engine cache and engines built."""
+    hits = sum(1 for i in infos if i.get("cached"))
+    return {"hits": hits, "misses": len(infos) - hits}

@@ -1,0 +1,42 @@
+"""The plan file a ``placetune tune`` run writes: its path, refused before anything is measured when
+it cannot be written, and the export of the study's best plan at the end of the run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from placetune.files.names import file_name
+from placetune.files.write import check_output
+from placetune.plan.export import export_plan
+from placetune.plan.file import is_plan_file
+from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.studyfile import TuneConfig
+from placetune.tuning.verdict import next_steps
+
+__all__ = ["check_export", "export_best"]
+
+
+def check_export(cfg: TuneConfig, study: str) -> str:
+    """The plan file of the run (``--export`` or ``<study>.plan.json``), refused now if it cannot be
+    written: a study name that is not a plain file name, a directory, a file that is not a plan."""
+    if cfg.export:  # (named by an untrusted study file: only over a plan file placetune wrote)
+        return str(check_output(cfg.export, "plan file (--export)", owned=cfg.export_owner()))
+    name = file_name(f"{study}.plan.json", "the plan file name of study", hint="give the plan file with "
+                     "--export PATH (or export = \"...\" in the study file)")
+    check_output(name, "plan file", owned=is_plan_file, hint="give the plan file with --export PATH")
+    return name
+
+
+def export_best(cfg: TuneConfig, ev: Evaluator, study: str, notes: list[str],
+                say: Callable[[str], None]) -> str:
+    """Write the study's best plan (with ``notes``: what it rests on) to the run's plan file; its path."""
+    path = check_export(cfg, study)
+    plan = export_plan(ev.store, study, objective=ev.objective, model=ev.model)  # not loaded again
+    plan.notes.extend(notes)
+    fps = plan.measured.get("throughput_fps")
+    if cfg.streams and isinstance(fps, (int, float)):  # N streams of one network share its frames
+        plan.measured["streams"] = {"streams": cfg.streams, "per_stream_fps": fps / cfg.streams}
+    plan.save(path, owned=cfg.export_owner() if cfg.export else is_plan_file)
+    say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
+    say(next_steps(cfg.storage, study))
+    return path
