@@ -19,18 +19,27 @@ profiles, database rows, Gymnasium reset/step options, storage URLs, output targ
 devices, FIFOs, folders), input files (FIFOs, devices, directories, huge and binary files),
 names (study names with control and bidi characters) and ONNX mutations.
 
+Most inputs of every kind (about seven in ten) are drawn from the kind's grammar, well-formed, at
+times with one mutation, so that the paths past validation run; the rest are hostile. The summary
+gives each kind's share of calls that got past validation (exit 0); every kind keeps it at half or
+more.
+
 Every run draws a FRESH random seed (few examples per kind, about a minute in all), so each run
 tries inputs no run tried before; the seed is printed at the start and end of the session and in
-every failure message. Replay a failure with its seed, and run longer with more examples::
+every failure message. Replay a failure with its seed, and run longer with more examples per
+property or about N calls in all (spread over the properties as CI spreads them)::
 
     PLACETUNE_FUZZ_SEED=1234567 python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
     PLACETUNE_FUZZ_EXAMPLES=300 nice python -m pytest -q -p no:cacheprovider tests/test_fuzz.py -s
+    PLACETUNE_FUZZ_CALLS=10000 PLACETUNE_FUZZ_SUMMARY=fuzz.json nice python -m pytest -q -p no:cacheprovider \
+        tests/test_fuzz.py -s
 
 A failure found this way becomes a fixed case in tests/test_hostile_input.py or
 tests/test_hostile_round3.py.
 
 Counts per input kind (tried, clean errors, accepted, tracebacks, hangs, secrets leaked,
-escapes leaked, data loss, wrong results) and their totals are written to
+escapes leaked, data loss, wrong results, the valid share), their totals, the seed and the wall
+time are written to
 ``$PLACETUNE_FUZZ_SUMMARY`` (default ``fuzz-summary.json`` in the pytest temporary base
 directory) and printed at the end of the session (visible with ``-s``).
 """
@@ -66,15 +75,35 @@ LEAKS = (SECRET, "s3cr%2FetPW", "Pl4nt3dSecret")
 RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u200f", "\r", "\x08")
 PER_CALL_S = 60  # generous: a loaded CI machine is slow, a hang never ends
 EXAMPLES = int(os.environ.get("PLACETUNE_FUZZ_EXAMPLES", "0") or 0)
+#: a long run of about this many calls in all (``$PLACETUNE_FUZZ_CALLS``), spread over the properties as CI spreads
+#: its examples; the summary says how many calls it made
+CALLS = int(os.environ.get("PLACETUNE_FUZZ_CALLS", "0") or 0)
+#: the examples of one CI run, all properties together (the sum of every ``fuzz(n)`` below; a test checks it)
+CI_EXAMPLES = 319
+#: calls per example in CI (some examples make two or three calls, some none): ``$PLACETUNE_FUZZ_CALLS`` / this
+#: many examples reach the asked number of calls
+CALLS_PER_EXAMPLE = 1.0
 #: this run's seed: fresh every run unless ``$PLACETUNE_FUZZ_SEED`` replays one
 SEED = int(os.environ.get("PLACETUNE_FUZZ_SEED") or int.from_bytes(os.urandom(4), "big"))
 REPLAY = f"replay with PLACETUNE_FUZZ_SEED={SEED}"  # conftest prints it in the header and at the end
 
 
+REGISTERED: list[int] = []
+
+
+def _examples(ci_examples: int) -> int:
+    if EXAMPLES:
+        return EXAMPLES
+    if CALLS:  # this property's share of the asked calls, as in CI
+        return max(ci_examples, round(CALLS * ci_examples / CI_EXAMPLES / CALLS_PER_EXAMPLE))
+    return ci_examples
+
+
 def fuzz(ci_examples: int):
     """Hypothesis settings of one property: ``ci_examples`` examples drawn from this run's
-    :data:`SEED` (``$PLACETUNE_FUZZ_EXAMPLES`` in a long run)."""
-    config = settings(max_examples=EXAMPLES or ci_examples, deadline=None, derandomize=False,
+    :data:`SEED` (``$PLACETUNE_FUZZ_EXAMPLES`` each, or a share of ``$PLACETUNE_FUZZ_CALLS``, in a long run)."""
+    REGISTERED.append(ci_examples)
+    config = settings(max_examples=_examples(ci_examples), deadline=None, derandomize=False,
                       database=None, print_blob=True,
                       suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                              HealthCheck.data_too_large, HealthCheck.filter_too_much])
@@ -86,14 +115,21 @@ def fuzz(ci_examples: int):
 
 COUNTS: dict[str, Counter] = defaultdict(Counter)
 
+#: about seven examples in ten start from a well-formed input of the kind (drawn from its grammar, so that the
+#: paths past validation run), the rest are hostile; a well-formed input may still carry a mutation
+_well_formed = st.integers(0, 9).map(lambda i: i < 7)
 
-class Hang(Exception):
-    """A call ran past PER_CALL_S."""
+
+class Hang(BaseException):
+    """A call ran past PER_CALL_S (a BaseException, like KeyboardInterrupt: no ``except Exception`` in the code
+    under test swallows it and carries on)."""
 
 
 #: what every kind counts, in the summary's order
 OUTCOMES = ("tried", "clean errors", "accepted", "tracebacks", "hangs", "secrets leaked", "escapes leaked",
             "data loss", "wrong results")
+#: the bugs: every run must end with none of these
+BUGS = ("tracebacks", "hangs", "secrets leaked", "escapes leaked", "data loss", "wrong results")
 #: the folder no command is ever told to write (a file and a symlink to it): unchanged after every call
 SENTINEL = Path(tempfile.mkdtemp(prefix="placetune-fuzz-sentinel-"))
 (SENTINEL / "precious.txt").write_text("precious")
@@ -154,6 +190,7 @@ def call(kind: str, argv: list[str]) -> tuple[int, str]:
     text = out.getvalue() + err.getvalue()
     c = COUNTS[kind]
     c["tried"] += 1
+    _progress()
     if hang:
         c["hangs"] += 1
     elif tb or code not in DOCUMENTED:
@@ -189,6 +226,7 @@ def _library(kind: str, fn) -> None:
     """Run a library edge; only PlacetuneError may escape."""
     c = COUNTS[kind]
     c["tried"] += 1
+    _progress()
     try:
         with alarm(PER_CALL_S, Hang):
             fn()
@@ -222,7 +260,8 @@ def study_db(tmp_path_factory):
     d = tmp_path_factory.mktemp("fuzzdb")
     db = d / "base.db"
     with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["tune", "--model", "seed-block", "--trials", "4", "--agent", "random", "--storage", str(db),
+        # 10 trials: enough successful measurements for calibrate to run on the stored rows
+        assert main(["tune", "--model", "seed-block", "--trials", "10", "--agent", "random", "--storage", str(db),
                      "--study", "s", "--export", str(d / "s.plan.json")]) == 0
     return db, json.loads((d / "s.plan.json").read_text())
 
@@ -276,12 +315,40 @@ _VALID_ARGV = [["check", "seed-block"], ["measure", "seed-block", "--json"], ["z
                ["measure", "seed-block", "--placement", "all-dla", "--mode", "engine"],
                ["check", "resnet18", "--precision", "fp16"], ["measure", "seed-block", "--mode", "replicas"],
                ["tune", "--model", "seed-block", "--trials", "2", "--agent", "random"]]
+#: options a well-formed command line adds, with values its grammar allows (per command)
+_GOOD_OPTIONS = {
+    "check": {"--platform": ["orin-agx", "xavier-nx", "orin-nx-16gb"], "--precision": ["fp16", "int8"], "--json": None,
+              "--trt-version": ["8.5", "8.6", "10.3"]},
+    "measure": {"--platform": ["orin-agx", "xavier-nx", "orin-nx-16gb"], "--precision": ["fp16", "int8"],
+                "--json": None, "--noise": ["0", "0.01", "0.05"], "--seed": ["0", "1", "7", "123456"],
+                "--trt-version": ["8.5", "8.6", "10.3"], "--dla-core": ["0", "1"], "--no-gpu-fallback": None},
+    "tune": {"--platform": ["orin-agx", "xavier-nx"], "--precision": ["fp16", "int8"], "--seed": ["0", "3", "99"],
+             "--objective": ["latency", "throughput"], "--granularity": ["stages", "layer", "fusion"],
+             "--mode": ["engine", "pipeline"]},
+}
+
+
+@st.composite
+def _good_argv(draw):
+    """A well-formed command line: a command that runs, with 0-3 options of its grammar, and in one example of
+    four a single value replaced by a hostile token (a mutation of a good input)."""
+    argv = list(draw(st.sampled_from(_VALID_ARGV)))
+    options = _GOOD_OPTIONS.get(argv[0], {})
+    for opt in draw(st.lists(st.sampled_from(sorted(options)), max_size=3, unique=True)) if options else []:
+        if opt in argv:
+            continue
+        argv.append(opt)
+        if options[opt] is not None:
+            argv.append(draw(st.sampled_from(options[opt])))
+    if len(argv) > 2 and draw(st.integers(0, 3)) == 0:
+        argv[draw(st.integers(2, len(argv) - 1))] = draw(_token)
+    return argv
 
 
 @fuzz(30)
-@given(argv=_cli_argv(), good=st.sampled_from(_VALID_ARGV), valid=st.booleans())
+@given(argv=_cli_argv(), good=_good_argv(), valid=_well_formed)
 def test_cli_argument_grammar(argv, good, valid, work):
-    if valid:  # about half: a command that runs (the paths past the checks)
+    if valid:  # most examples: a command that runs (the paths past the checks), at times with one bad value
         argv = list(good)
     if argv[0] == "tune" and "--storage" not in argv:
         argv += ["--storage", str(work / "cli.db")]
@@ -317,15 +384,40 @@ def _plan_written(kind: str, path: Path, code: int) -> None:
             wrong(kind, f"the plan it wrote does not load: {exc}")
 
 
+#: keys of a well-formed study file, with values their grammar allows
+_GOOD_STUDY = {"platform": ['"orin-agx"', '"xavier-nx"', '"xavier-agx"'], "precision": ['"fp16"', '"int8"'],
+               "mode": ['"engine"', '"pipeline"'], "objective": ['"latency"', '"throughput"'],
+               "granularity": ['"stages"', '"layer"'], "backend": ['"simulate"'], "timeout": ['"8h"', '"30m"']}
+_GOOD_SETTINGS = {"settings": {"frames_in_flight": ["1", "2"], "noise": ["0.0", "0.02"], "seed": ["0", "5"],
+                               "gpu_fallback": ["true", "false"], "dla_core": ["0", "1"],
+                               "trt_version": ['"8.5"', '"8.6"', '"10.3"'], "power_mode": ['"MAXN"']},
+                  "agent_options": {}, "backend_options": {}}
+
+
+@st.composite
+def _good_study(draw, table: str):
+    """A well-formed study file's [study] and [table] keys (0-3 each), one value in four of the examples that
+    have any replaced by a hostile one (a mutation)."""
+    study = {k: draw(st.sampled_from(_GOOD_STUDY[k]))
+             for k in draw(st.lists(st.sampled_from(sorted(_GOOD_STUDY)), max_size=3, unique=True))}
+    options = _GOOD_SETTINGS[table]
+    keys = draw(st.lists(st.sampled_from(sorted(options)), max_size=3, unique=True)) if options else []
+    extra = {k: draw(st.sampled_from(options[k])) for k in keys}
+    target = study if study and draw(st.booleans()) else extra
+    if target and draw(st.integers(0, 3)) == 0:
+        target[draw(st.sampled_from(sorted(target)))] = draw(_toml_value)
+    return study, extra
+
+
 @fuzz(20)
 @given(study=st.dictionaries(st.sampled_from(_study_keys), _toml_value, max_size=4),
        table=st.sampled_from(["settings", "agent_options", "backend_options"]),
        extra=st.dictionaries(st.sampled_from(_setting_keys), _toml_value, max_size=3),
-       raw=st.binary(max_size=20), shape=st.sampled_from(sorted(_TOML_SHAPES)), valid=st.booleans())
-def test_study_files(study, table, extra, raw, shape, valid, work):
+       raw=st.binary(max_size=20), shape=st.sampled_from(sorted(_TOML_SHAPES)), data=st.data(), valid=_well_formed)
+def test_study_files(study, table, extra, raw, shape, data, valid, work):
     body = '[study]\nmodel = "seed-block"\ntrials = 2\nagent = "random"\n'
-    if valid:  # about half: a study file that runs (the paths after the checks)
-        study, extra, raw, shape = {}, {}, b"", ""
+    if valid:  # most examples: a study file of the grammar that runs (the paths after the checks)
+        (study, extra), raw, shape = data.draw(_good_study(table)), b"", ""
     body += "".join(f"{k} = {v}\n" for k, v in study.items() if k not in ("model", "trials", "agent", "export"))
     body += f"[{table}]\n" + "".join(f"{k} = {v}\n" for k, v in extra.items()) + _TOML_SHAPES[shape]
     f = work / "fuzz.toml"
@@ -351,7 +443,7 @@ _valid_placement = st.one_of(
 
 @fuzz(30)
 @given(doc=_json, depth=st.sampled_from([0, 0, 0, 5_000, 100_000]), dup=st.booleans(),
-       good=_valid_placement, valid=st.booleans())
+       good=_valid_placement, valid=_well_formed)
 def test_placements(doc, depth, dup, good, valid, work):
     if valid:  # about half: a placement that measures
         doc, depth, dup = good, 0, False
@@ -377,7 +469,7 @@ _plan_value = st.one_of(_json, st.sampled_from(["0/../../../x", "/etc/passwd", "
 
 @fuzz(30)
 @given(edits=st.lists(st.tuples(st.sampled_from(_PLAN_PATHS), _plan_value), max_size=3), drop=st.booleans(),
-       token=st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e999", "dup"]), valid=st.booleans())
+       token=st.sampled_from(["", "NaN", "Infinity", "-Infinity", "1e999", "dup"]), valid=_well_formed)
 def test_plans(edits, drop, token, valid, study_db, work):
     _, plan = study_db
     if valid:  # about half: the exported plan, or harmless edits of it
@@ -421,7 +513,7 @@ _profile_value = st.one_of(_toml_value, st.floats(min_value=1e-6, max_value=1e6)
                                                                '"dla./conv1/Conv"', "bogus"]),
                                               _profile_value, max_size=3), max_size=3),
        mode=st.sampled_from(["engine", "pipeline"]), shape=st.sampled_from(sorted(_TOML_SHAPES)),
-       good=st.fixed_dictionaries({"gpu": st.floats(0.01, 100), "dla": st.floats(0.01, 100)}), valid=st.booleans())
+       good=st.fixed_dictionaries({"gpu": st.floats(0.01, 100), "dla": st.floats(0.01, 100)}), valid=_well_formed)
 def test_device_profiles(top, tables, mode, shape, good, valid, work):
     f = work / "profile.toml"
     if valid:  # about half: a profile that measures
@@ -459,13 +551,23 @@ def _ok_rows_finite(db: Path) -> bool:
 @given(table=st.sampled_from(sorted(_COLUMNS)), data=st.data(), every=st.booleans(),
        cmd=st.sampled_from([["studies"], ["studies", "--json"], ["export", "--study", "s"],
                             ["tune", "--model", "seed-block", "--study", "s", "--agent", "random", "--trials", "6"],
-                            ["calibrate", "--study", "s"]]))
-def test_database_rows_read_back(table, data, every, cmd, study_db, work):
+                            ["calibrate", "--study", "s"]]), valid=_well_formed)
+def test_database_rows_read_back(table, data, every, cmd, valid, study_db, work):
+    """Rows edited behind placetune's back, read back by every command (most examples: the rows as a tune wrote
+    them, or a harmless edit of one: a request's agent, a study's creation time)."""
     base, _ = study_db
     column = data.draw(st.sampled_from(_COLUMNS[table]))
     value = data.draw(_cell)
+    if valid:
+        table, column, value = data.draw(st.sampled_from([("pt_requests", "agent", "random"),
+                                                          ("pt_requests", "agent", "guided"),
+                                                          ("pt_studies", "created_at", "2026-01-02 03:04:05.000000"),
+                                                          (None, None, None)]))
     db = _copy_db(base, Path(tempfile.mkdtemp(dir=work)) / "rows.db")  # its own file: no lock shared between examples
     with sqlite3.connect(db) as con:
+        if table is None:  # the rows as written
+            table, column = "pt_schema", "version"
+            value = con.execute("select version from pt_schema").fetchone()[0]
         try:  # every row, or one (an edited row among good ones)
             con.execute(f"update {table} set {column} = ?" + ("" if every else " where rowid = 1"), (value,))
         except sqlite3.Error:  # a NOT NULL column: that value cannot be stored at all
@@ -487,8 +589,101 @@ def test_database_rows_read_back(table, data, every, cmd, study_db, work):
     _plan_written("database rows", plan, code)
 
 
+# ----------------------------------------------------------------------------- Optuna tables
+#: Optuna's own tables in the study's database (an optuna-agent study keeps its trials there): column -> table
+_OPTUNA_COLUMNS = {
+    "trial_params": ["param_name", "param_value", "distribution_json"],
+    "trials": ["state", "number", "datetime_start", "datetime_complete"],
+    "trial_values": ["value", "value_type", "objective"],
+    "trial_user_attributes": ["key", "value_json"],
+    "study_directions": ["direction", "objective"],
+    "study_user_attributes": ["key", "value_json"],
+    "study_system_attributes": ["value_json"],
+    "studies": ["study_name"],
+    "version_info": ["schema_version", "library_version"],
+}
+_optuna_cell = st.one_of(_cell, st.sampled_from(["RUNNING", "FAIL", "WAITING", "PRUNED", "MINIMIZE", "NOT_SET",
+                                                 "INF_POS", "INF_NEG", '{"name": "CategoricalDistribution", '
+                                                 '"attributes": {"choices": ["GPU"]}}', "s", "3.0.0", 99, -1, 2.0]))
+
+
+@pytest.fixture(scope="module")
+def optuna_db(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzzoptuna")
+    db = d / "optuna.db"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["tune", "--model", "seed-block", "--trials", "4", "--agent", "optuna", "--storage", str(db),
+                     "--study", "s", "--export", str(d / "s.plan.json")]) == 0
+    return db
+
+
+@fuzz(6)
+@given(table=st.sampled_from(sorted(_OPTUNA_COLUMNS)), data=st.data(), every=st.booleans(),
+       cmd=st.sampled_from([["tune", "--model", "seed-block", "--study", "s", "--agent", "optuna", "--trials", "6"]] * 2
+                           + [["studies"], ["export", "--study", "s"]]), valid=_well_formed)
+def test_optuna_tables(table, data, every, cmd, valid, optuna_db, work):
+    """Optuna's tables edited behind its back, then the study resumed, listed and exported: a clean refusal or a
+    run, never a traceback; placetune's own rows never lost (most examples: the tables as Optuna wrote them)."""
+    db = _copy_db(optuna_db, Path(tempfile.mkdtemp(dir=work)) / "optuna.db")
+    if not valid:
+        column = data.draw(st.sampled_from(_OPTUNA_COLUMNS[table]))
+        value = data.draw(_optuna_cell)
+        with sqlite3.connect(db) as con:
+            try:
+                con.execute(f"update {table} set {column} = ?" + ("" if every else " where rowid = 1"), (value,))
+            except sqlite3.Error:  # a NOT NULL or UNIQUE column: that value cannot be stored at all
+                return
+    before = _rows(db)
+    code, _ = call("Optuna tables", list(cmd) + ["--storage", str(db)])
+    after = _rows(db)
+    if any(set(before[t]) - set(after[t]) for t in before if t != "pt_studies"):
+        lost("Optuna tables", f"{cmd[0]} lost placetune's rows after editing {table}")
+
+
+# ----------------------------------------------------------------------------- build/runtime edges
+_FAKE_TRTEXEC = Path(__file__).parent / "fakes" / "trtexec"
+
+
+@fuzz(1)  # each example runs trtexec's double three times (help, build, time, 3 s of timing): seconds
+@given(fault=st.sampled_from(["FAIL=build", "FAIL=infer", "CRASH=build", "CRASH=infer", "DLA_CORES=0",
+                              "DLA_CORES=1", "VERSION=8.5.2", "VERSION=10.3.0", "VERSION=11.4.1", "VERSION=7.1.3"]),
+       placement=st.sampled_from(["all-gpu", "all-dla", '{"default": "DLA1"}']), valid=_well_formed)
+def test_build_runtime_edges(fault, placement, valid, work):
+    """A real backend (trtexec, its double) whose build or run fails, crashes, lacks DLA cores or is of another
+    TensorRT version: a measurement marked failed (or a clean refusal), never a traceback or a guessed figure
+    (most examples: a build and run that work)."""
+    import sys
+
+    folder = Path(tempfile.mkdtemp(dir=work))
+    if placement.startswith("{"):
+        (folder / "p.json").write_text(placement)
+        placement = str(folder / "p.json")
+    env = {"PLACETUNE_TRTEXEC": str(_FAKE_TRTEXEC), "PLACETUNE_CACHE_DIR": str(folder / "cache"),
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    if not valid:
+        key, _, value = fault.partition("=")
+        env[f"PLACETUNE_FAKE_TRTEXEC_{key}"] = value
+    # engine mode (a replicas measurement times each replica for 10 s: too slow for every CI run)
+    argv = ["measure", "seed-block", "--backend", "trtexec", "--placement", placement, "--json"]
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        code, text = call("build/runtime edges", argv)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if code == 0:
+        doc = json.loads(text[:text.rindex("}") + 1][text.index("{"):])
+        status = doc.get("status") or doc.get("measurement", {}).get("status")
+        if not valid and fault.split("=")[0] in ("FAIL", "CRASH") and status == "ok":
+            wrong("build/runtime edges", f"{fault}: the measurement says ok")
+
+
 @fuzz(30)
-@given(options=st.one_of(st.none(), _json), action=_json, sample=st.integers(0, 2**31 - 1), valid=st.booleans())
+@given(options=st.one_of(st.none(), _json), action=_json, sample=st.integers(0, 2**31 - 1), valid=_well_formed)
 def test_envs(options, action, sample, valid):
     import placetune.envs as envs
 
@@ -523,7 +718,7 @@ _url = st.builds(
 
 @fuzz(30)
 @given(url=_url, where=st.sampled_from(["studies", "export", "calibrate", "report", "tune", "tune file",
-                                        "check", "trace", "profile"]), valid=st.booleans())
+                                        "check", "trace", "profile"]), valid=_well_formed)
 def test_storage_urls(url, where, valid, study_db, work):
     """Every SQLAlchemy URL form with a planted secret, as --storage and where a file name is expected;
     about half the examples the SQLite URL of a database that works."""
@@ -579,10 +774,13 @@ def _make_target(folder: Path, kind: str, name: str) -> tuple[Path, Path | None]
 
 @fuzz(30)
 @given(kind=st.sampled_from(_TARGETS), cmd=st.sampled_from(["export", "script", "trace", "zoo", "tune"]),
-       name=st.sampled_from(["out.json", "out.sh", "o u\tt", "-o", ".hidden", "é.json"]))
-def test_output_targets(kind, cmd, name, study_db, work):
+       name=st.sampled_from(["out.json", "out.sh", "o u\tt", "-o", ".hidden", "é.json"]),
+       good=st.sampled_from(["new", "regular"]), valid=_well_formed)
+def test_output_targets(kind, cmd, name, good, valid, study_db, work):
     """Every way an -o / --export can name a file: written, written through or refused; never replaced when
-    it is a link, a device or a FIFO; nothing else touched."""
+    it is a link, a device or a FIFO; nothing else touched (most examples: a new or a regular file)."""
+    if valid:
+        kind = good
     base, _ = study_db
     folder = Path(tempfile.mkdtemp(dir=work))
     path, other = _make_target(folder, kind, name)
@@ -611,7 +809,7 @@ _INPUTS = ["FIFO", "device", "directory", "empty", "huge", "binary", "symlink lo
 @fuzz(30)
 @given(kind=st.sampled_from(_INPUTS), reader=st.sampled_from(["study file", "device profile", "plan", "placement",
                                                               "model", "model.gz", "calibration cache"]),
-       blob=st.binary(min_size=0, max_size=64), valid=st.booleans())
+       blob=st.binary(min_size=0, max_size=64), valid=_well_formed)
 def test_input_files(kind, reader, blob, valid, study_db, work):
     """Every reader against files that are not what it reads: refused at once, never blocking, never reading
     a device or a bomb into memory (about half the examples: a good file of the reader's kind)."""
@@ -679,11 +877,18 @@ _name = st.text(alphabet=st.sampled_from(list(string.ascii_letters[:6]) + ["\x1b
                 min_size=1, max_size=12)
 
 
+#: a well-formed study name: letters, digits, '-', '_' and '.', a letter first
+_good_name = st.builds(lambda a, b: a + b, st.sampled_from(string.ascii_letters),
+                       st.text(alphabet=string.ascii_letters + string.digits + "-_.", max_size=11))
+
+
 @fuzz(12)
-@given(name=_name)
-def test_names(name, work):
+@given(name=_name, good=_good_name, valid=_well_formed)
+def test_names(name, good, valid, work):
     """Study names with escape sequences, bidi characters and path parts: never raw on the terminal, never a
-    file outside the working folder."""
+    file outside the working folder (most examples: a well-formed name)."""
+    if valid:
+        name = good
     db = Path(tempfile.mkdtemp(dir=work)) / "n.db"
     code, _ = call("names", ["tune", "--model", "seed-block", "--trials", "2", "--agent", "random", "--study", name,
                              "--storage", str(db)])
@@ -699,8 +904,12 @@ def test_names(name, work):
 _SEED_BLOCK: list[bytes] = []
 
 
+#: mutations that keep a model TensorRT's parser imports (most examples: one of these or none)
+_HARMLESS = ["none", "empty names", "unique names", "opset", "io type"]
+
+
 @st.composite
-def _mutation(draw):
+def _mutation(draw, valid: bool = False):
     import gzip
 
     import onnx
@@ -709,9 +918,19 @@ def _mutation(draw):
         _SEED_BLOCK.append(gzip.decompress((Path(__file__).parent / "data" / "seed_block.onnx.gz").read_bytes()))
     proto = onnx.load_from_string(_SEED_BLOCK[0])
     g = proto.graph
-    op = draw(st.sampled_from(["duplicate names", "empty names", "dims", "op type", "drop node", "initializer",
-                               "external data", "truncate", "flip", "opset"]))
+    op = draw(st.sampled_from(_HARMLESS if valid else [
+        "duplicate names", "empty names", "dims", "op type", "drop node", "initializer", "external data", "truncate",
+        "flip", "opset", "io type", "rank", "tensor twice", "unproduced output"]))
     i = draw(st.integers(0, len(g.node) - 1))
+    if valid and op == "opset":
+        proto.opset_import[0].version = draw(st.integers(13, 17))
+        op = "none"
+    elif valid and op == "io type":  # the parser casts DOUBLE to FLOAT: still imported
+        g.input[0].type.tensor_type.elem_type = draw(st.sampled_from([1, 11]))
+        op = "none"
+    elif op == "unique names":
+        for k, n in enumerate(g.node):
+            n.name = f"{n.name or n.op_type}__{k}"
     if op == "duplicate names":
         for n in g.node[: draw(st.integers(2, len(g.node)))]:
             n.name = draw(st.sampled_from(["dup", "dup_0", "dup_1", ""]))
@@ -738,7 +957,18 @@ def _mutation(draw):
                                                                          "fifo", "missing.bin", "w.bin"])))
         t.external_data.add(key="length", value=draw(st.sampled_from(["16", str(2**40), "-1"])))
     elif op == "opset":
-        proto.opset_import[0].version = draw(st.sampled_from([1, 999]))
+        proto.opset_import[0].version = draw(st.sampled_from([1, 6, 7, 999]))
+    elif op == "io type":  # what TensorRT's parser imports (FLOAT, DOUBLE, FLOAT16) and what it cannot
+        vi = draw(st.sampled_from([g.input[0], g.output[0]]))
+        vi.type.tensor_type.elem_type = draw(st.sampled_from([0, 1, 8, 10, 11, 14, 15, 4, 5, 19]))
+    elif op == "rank":
+        for _ in range(draw(st.integers(1, 6))):
+            g.input[0].type.tensor_type.shape.dim.add(dim_value=1)
+    elif op == "tensor twice":
+        g.node[i].output[0] = draw(st.sampled_from([g.input[0].name, g.node[0].output[0], g.output[0].name]))
+    elif op == "unproduced output":
+        g.output.add().CopyFrom(g.output[0])
+        g.output[-1].name = draw(st.sampled_from(["nowhere", "", g.input[0].name]))
     raw = proto.SerializeToString()
     if op == "truncate":
         raw = raw[: draw(st.integers(0, len(raw) - 1))]
@@ -751,11 +981,12 @@ def _mutation(draw):
 
 
 @fuzz(20)
-@given(mutation=_mutation(), cmd=st.sampled_from(["check", "measure", "folder"]))
-def test_onnx_mutations(mutation, cmd, work):
+@given(data=st.data(), cmd=st.sampled_from(["check", "measure", "folder"]), valid=_well_formed)
+def test_onnx_mutations(data, cmd, valid, work):
     """Mutations of a real export: imported (valid JSON out) or refused with one line; external data never
-    read from outside the model's folder or from a FIFO; duplicate names never addressed by a guessed name."""
-    op, raw = mutation
+    read from outside the model's folder or from a FIFO; duplicate names never addressed by a guessed name (most
+    examples: a model TensorRT's parser imports, unchanged or mildly edited)."""
+    op, raw = data.draw(_mutation(valid))
     folder = Path(tempfile.mkdtemp(dir=work))
     path = folder / "m.onnx"
     path.write_bytes(raw)
@@ -779,18 +1010,58 @@ def test_secret_storage_url_never_printed(work):
     for argv in (["studies", "--storage", SECRET_URL], ["export", "--study", "s", "--storage", SECRET_URL],
                  ["tune", "--model", "seed-block", "--trials", "1", "--storage", SECRET_URL, "--mode", "replicas",
                   "--replicas", "GPU:1"]):
-        call("secrets", argv)
+        call("storage URLs", argv)
+
+
+def test_long_run_spreads_calls_as_ci():
+    """$PLACETUNE_FUZZ_CALLS spreads a long run's calls over the properties as CI spreads its examples."""
+    assert sum(REGISTERED) == CI_EXAMPLES, "update CI_EXAMPLES to the sum of the fuzz(n) counts"
+
+
+def _valid_share(c: dict) -> float:
+    """The share of the calls of a kind that got past validation (exit 0)."""
+    return round(c["accepted"] / c["tried"], 3) if c.get("tried") else 0.0
+
+
+_START = [0.0]
+_SUMMARY_PATH: list[Path] = []
+
+
+def _summary_doc() -> dict:
+    import time
+
+    doc = {kind: {key: c.get(key, 0) for key in OUTCOMES} for kind, c in sorted(COUNTS.items())}
+    doc["TOTAL"] = {key: sum(c[key] for c in doc.values()) for key in OUTCOMES}
+    for c in doc.values():
+        c["valid share"] = _valid_share(c)
+    doc["SEED"] = SEED
+    doc["WALL_S"] = round(time.monotonic() - _START[0], 1)
+    doc["UNDER_HALF_VALID"] = [k for k, c in doc.items() if isinstance(c, dict) and c["valid share"] < 0.5]
+    return doc
+
+
+def _progress() -> None:
+    """A long run writes its summary every 100 calls: a run stopped early still says what it did."""
+    total = sum(c["tried"] for c in COUNTS.values())
+    if (CALLS or EXAMPLES) and _SUMMARY_PATH and total % 100 == 0:
+        _SUMMARY_PATH[0].write_text(json.dumps(_summary_doc(), indent=1) + "\n")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _summary(tmp_path_factory):
-    yield
-    doc = {kind: {key: c.get(key, 0) for key in OUTCOMES} for kind, c in sorted(COUNTS.items())}
-    doc["TOTAL"] = {key: sum(c[key] for c in doc.values()) for key in OUTCOMES}
-    doc["SEED"] = SEED
+    import time
+
+    _START[0] = time.monotonic()
     path = Path(os.environ.get("PLACETUNE_FUZZ_SUMMARY") or tmp_path_factory.getbasetemp() / "fuzz-summary.json")
+    _SUMMARY_PATH[:] = [path]
+    yield
+    doc = _summary_doc()
     path.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"\nfuzz summary, seed {SEED} ({REPLAY}; " + str(path) + "):")
+    print(f"\nfuzz summary, seed {SEED}, {doc['TOTAL']['tried']} calls in {doc['WALL_S']} s ({REPLAY}; {path}):")
     for kind, c in doc.items():
         if isinstance(c, dict):
-            print(f"  {kind:16} " + ", ".join(f"{k} {v}" for k, v in c.items()))
+            print(f"  {kind:16} valid {c['valid share']:.0%}: " + ", ".join(f"{k} {v}" for k, v in c.items()
+                                                                        if k != "valid share"))
+    if CALLS and doc["TOTAL"]["tried"] < CALLS:
+        print(f"  ({doc['TOTAL']['tried']} calls, fewer than the {CALLS} asked: Hypothesis ran out of distinct "
+              "examples of some properties)")

@@ -588,3 +588,17 @@ def test_apply_places_the_parsers_own_layers_as_measured_on_the_same_tensorrt(en
     config = FakeConfig()
     report = plan.apply(net(), config, trt=SimpleNamespace(__version__="8.6.1", **vars(FAKE_TRT)))
     assert config.devices["/conv3/Conv_7"] == "kGPU" and "/conv3/Conv_7" in report.unmatched
+
+
+@pytest.mark.parametrize("name", ["in,0", "in'0", "a,b'c"])
+def test_trtexec_script_refuses_an_input_name_shapes_cannot_express(name):
+    """trtexec splits --shapes at every ',' and strips single quotes from names (sampleOptions.cpp): a dynamic
+    input so named is refused with one line naming it, never silently left without its --shapes."""
+    doc = _engine_doc({"/conv1/Conv": "DLA0", "/relu/Relu": "GPU"})
+    doc["model"].update(input_shapes={name: [4, 3, 8, 8]}, dynamic_inputs=[name])
+    plan = Plan.from_dict(doc)
+    with pytest.raises(ModelError) as exc:
+        trtexec_commands(plan, onnx_path="net.onnx")
+    assert repr(name) in str(exc.value) and "--shapes" in str(exc.value) and "\n" not in str(exc.value)
+    doc["model"].update(dynamic_inputs=[])  # a static input takes no --shapes: nothing to refuse
+    assert not any("--shapes" in c for c in trtexec_commands(Plan.from_dict(doc), onnx_path="net.onnx"))

@@ -697,3 +697,25 @@ def test_a_gpu_nodes_parser_layers_follow_it_and_islands_ending_in_them_are_read
     assert m3.status == "ok", m3.reason
     assert all(_device_types(c)[extra[0]] == "GPU" for c in m3.extra["commands"]["build"].values())
     ev.close()
+
+
+@pytest.mark.parametrize("name", ["in,put", "in'put"])
+def test_dynamic_input_name_shapes_cannot_express_is_refused(tmp_path, name):
+    """trtexec splits --shapes at every ',' and strips single quotes: a dynamic input so named would build
+    without its shape (the engine's batch silently wrong); the measurement is refused, naming the input."""
+    import gzip
+
+    with gzip.open(GN, "rb") as fh:
+        proto = onnx.load_from_string(fh.read())
+    old = proto.graph.input[0].name
+    proto.graph.input[0].name = name
+    for node in proto.graph.node:
+        node.input[:] = [name if x == old else x for x in node.input]
+    dim = proto.graph.input[0].type.tensor_type.shape.dim[0]
+    dim.ClearField("dim_value")
+    dim.dim_param = "batch"
+    onnx.save(proto, str(tmp_path / "m.onnx"))
+    model = Model.load(tmp_path / "m.onnx", shapes=[f"{name}=32x3x32x32"])
+    m = _ev(model, _backend(tmp_path, "8.6.1"), tmp_path, trt_version="8.6").evaluate(Placement.all_dla(model))
+    assert not m.ok and m.status == "infeasible" and repr(name) in m.reason and "--shapes" in m.reason
+    assert not _processes(tmp_path, "build")  # nothing built without its shape

@@ -26,8 +26,8 @@ from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
 from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, has_schema, keep_declared_plugin_shapes, local_functions
-from placetune.model.zoo.registry import names as zoo_names
-from placetune.model.zoo.registry import parse_options as _zoo_options
+from placetune.model.parsable import refuse_unparsable
+from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
 from placetune.validate import batch as check_batch
 from placetune.model import zoo
 
@@ -392,7 +392,7 @@ def _build(
     path: Path | None,
     zoo: str | None,
 ) -> Model:
-    graph = proto.graph
+    graph = refuse_unparsable(proto).graph  # what TensorRT's parser refuses is never tuned
     init = {t.name: t for t in graph.initializer}
     original = {i.name: _dims(i.type) for i in graph.input if i.name not in init}
     inputs = _fix_inputs(graph, set(init), overrides)

@@ -59,7 +59,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placetune.errors import BackendError, ConfigError
+from placetune.errors import BackendError, ConfigError, ModelError
 from placetune.files.read import check_regular
 from placetune.measurement import Measurement
 from placetune.backends.base import Capabilities, default_cache_dir
@@ -277,6 +277,8 @@ class TrtexecBackend(JetsonBackend):
             return measure_engine(self, realisation, platform, settings, version, base, workdir)
         except BackendError as exc:
             return Measurement.failure("runtime_failed", str(exc), **base)
+        except ModelError as exc:  # a model trtexec's command line cannot express (an input name --shapes can't)
+            return Measurement.failure("infeasible", str(exc), **base)
         except OSError as exc:
             return Measurement.failure("runtime_failed", f"trtexec could not be run ({self.trtexec}): {exc}", **base)
         except Exception as exc:  # noqa: BLE001 - the study must go on

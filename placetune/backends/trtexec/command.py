@@ -21,7 +21,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from placetune.errors import PlacementError
+from placetune.errors import ModelError, PlacementError
 
 __all__ = [
     "MAX_ARG_CHARS",
@@ -201,14 +201,26 @@ def device_types_arg(assignment: Mapping[str, str]) -> tuple[str, bool]:
 
 def shapes_arg(shapes: Mapping[str, Any], batch: int | None = None) -> str | None:
     """The value of ``--shapes`` (``name:1x3x224x224,...``), the first dimension set to ``batch``
-    when given; None when there are no inputs or a name trtexec cannot express (``,`` or ``'``)."""
+    when given; None when there are no inputs.
+
+    trtexec's grammar (``sampleOptions.cpp``, ``getShapesBuild``): the list is split at every
+    ``,``, each pair at its last ``:``, and single quotes are stripped from names; so a name with
+    ``:`` is written as is, but one with ``,`` or ``'`` cannot be written at all.
+
+    Raises:
+        ModelError: an input name trtexec cannot express (the build would lose its shape).
+    """
     parts = []
     for name, dims in shapes.items():
         d = [int(x) for x in dims]
         if batch is not None and d:
             d[0] = int(batch)
-        if "," in name or "'" in name:
-            return None
+        bad = "," if "," in name else "'" if "'" in name else ""
+        if bad:
+            what = "splits the list at every ','" if bad == "," else "strips single quotes from input names"
+            raise ModelError(
+                f"model input {name[:80]!r} contains {bad!r}, which trtexec's --shapes cannot express (it "
+                f"{what}): rename the ONNX input (e.g. with onnx-graphsurgeon) or build with the Python API")
         parts.append(f"{name}:{'x'.join(map(str, d))}")
     return ",".join(parts) or None
 

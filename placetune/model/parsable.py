@@ -1,0 +1,146 @@
+"""What TensorRT's ONNX parser refuses, refused when a model is loaded (never tuned as if valid).
+
+Each rule has a published source (onnx/onnx-tensorrt, release 10.1 GA unless said, and the 8.5/8.6
+branches where they differ):
+
+* the default-domain opset: ``ModelImporter::importModel`` supports ONNX graphs of opset 7 or
+  later (older ones are "not guaranteed to work"; pre-opset-7 broadcasting is refused in
+  ``importerUtils.cpp``); an opset newer than the installed ``onnx`` knows is refused too (its
+  ops cannot be checked or their shapes inferred). The parser itself does not refuse a newer
+  opset than it documents (8.5/8.6: up to 17; 10.0: 9 to 20; 11.x: up to 25, NVIDIA's ONNX opset
+  guide), it fails on the ops it cannot import: that is left to the build;
+* the types of graph inputs and outputs: ``convertDtype`` (importerUtils.cpp) converts DOUBLE,
+  FLOAT, FLOAT16, BFLOAT16, INT8, UINT8, INT32, INT64, BOOL, FLOAT8E4M3FN and INT4 (8.5/8.6: no
+  BFLOAT16, FP8 or INT4); any other type (STRING, COMPLEX64/128, INT16, UINT16/32/64, the other
+  FLOAT8s, UINT4, an undefined type) fails ``importInput`` or the output marking;
+* the rank of a graph input: ``convertOnnxDims`` refuses more than ``nvinfer1::Dims::MAX_DIMS``
+  (8) dimensions;
+* tensor names: ``ImporterContext::registerTensor`` throws "ONNX graph has duplicate tensor
+  name" for a tensor produced twice (also ONNX's own single-assignment rule);
+* graph outputs: an output no node, input or initializer produces cannot be marked (ONNX's
+  checker: "Graph output ... is not an output of any node");
+* operands the parser needs as build-time constants (docs/operators.md): CumSum's ``axis``,
+  Dropout's ``training_mode``, Pad's ``axes``, the Reduce ops' ``axes``, Slice's ``axes``,
+  Squeeze's and Unsqueeze's ``axes`` and OneHot's ``depth``; one computed from a network input
+  (not only from its shape) is refused.
+
+Only the main graph is checked (a subgraph's names are scoped); what the parser accepts with a
+warning (e.g. DOUBLE inputs, cast to FLOAT) is accepted.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from placetune.errors import ModelError
+
+__all__ = ["MAX_DIMS", "MAX_OPSET", "MIN_OPSET", "refuse_unparsable"]
+
+#: the oldest default-domain opset TensorRT's ONNX parser supports
+MIN_OPSET = 7
+#: the newest default-domain opset the installed onnx knows (shape inference, op schemas)
+MAX_OPSET = onnx.defs.onnx_opset_version()
+#: ``nvinfer1::Dims::MAX_DIMS``: the most dimensions a TensorRT tensor has
+MAX_DIMS = 8
+
+_T = onnx.TensorProto
+#: the ONNX types ``convertDtype`` converts, as of TensorRT 10.1 (every other type is refused)
+PARSER_TYPES = frozenset({_T.DOUBLE, _T.FLOAT, _T.FLOAT16, _T.BFLOAT16, _T.INT8, _T.UINT8, _T.INT32, _T.INT64,
+                          _T.BOOL, _T.FLOAT8E4M3FN, _T.INT4})
+
+#: op -> (input position, operand name) the parser needs as a build-time constant (docs/operators.md)
+CONSTANT_OPERANDS: dict[str, tuple[int, str]] = {
+    "CumSum": (1, "axis"), "Dropout": (2, "training_mode"), "Pad": (3, "axes"), "Slice": (3, "axes"),
+    "Squeeze": (1, "axes"), "Unsqueeze": (1, "axes"), "OneHot": (1, "depth"),
+    **{f"Reduce{op}": (1, "axes") for op in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod",
+                                             "Sum", "SumSquare")},
+}
+#: ops whose output depends on a tensor's shape only: static after placetune fixes the input shapes
+_SHAPE_ONLY = frozenset({"Shape", "Size"})
+
+
+def _type_name(elem_type: int) -> str:
+    try:
+        return _T.DataType.Name(elem_type)
+    except ValueError:
+        return f"type {elem_type}"
+
+
+def _opset(proto: onnx.ModelProto) -> None:
+    for op in proto.opset_import:
+        if op.domain in ("", "ai.onnx") and not MIN_OPSET <= op.version <= MAX_OPSET:
+            why = (f"TensorRT's ONNX parser supports opset {MIN_OPSET} and later" if op.version < MIN_OPSET else
+                   f"the installed onnx knows opsets up to {MAX_OPSET}")
+            raise ModelError(f"the model's ONNX opset is {op.version}; {why}: convert the model "
+                             "(onnx.version_converter) or export it again with a supported opset")
+
+
+def _io(graph: onnx.GraphProto, initializers: set[str]) -> None:
+    for kind, values in (("input", [i for i in graph.input if i.name not in initializers]), ("output", graph.output)):
+        for vi in values:
+            elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+            if elem not in PARSER_TYPES:
+                what = _type_name(elem) if elem else "no tensor type"
+                raise ModelError(f"graph {kind} {vi.name[:80]!r} has {what}, which TensorRT's ONNX parser cannot "
+                                 "import (it takes FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8, UINT8, INT32, INT64, BOOL, "
+                                 "FP8 and INT4 tensors)")
+            rank = len(vi.type.tensor_type.shape.dim)
+            if kind == "input" and rank > MAX_DIMS:
+                raise ModelError(f"graph input {vi.name[:80]!r} has {rank} dimensions; TensorRT tensors have at "
+                                 f"most {MAX_DIMS}")
+
+
+def _names(graph: onnx.GraphProto, initializers: set[str]) -> set[str]:
+    """Every tensor the main graph defines; refuses one defined twice."""
+    defined = {i.name for i in graph.input} | initializers
+    for node in graph.node:
+        for out in node.output:
+            if not out:
+                continue
+            if out in defined:
+                raise ModelError(f"tensor {out[:80]!r} is produced twice (node {node.name[:80]!r} writes a name "
+                                 "another node, input or initializer has): TensorRT's ONNX parser refuses duplicate "
+                                 "tensor names; give every tensor a unique name")
+            defined.add(out)
+    for out in graph.output:
+        if out.name not in defined:
+            raise ModelError(f"graph output {out.name[:80]!r} is produced by no node, input or initializer: "
+                             "TensorRT cannot mark it as an output; drop it from graph.output or produce it")
+    return defined
+
+
+def _constant_operands(graph: onnx.GraphProto, initializers: set[str]) -> None:
+    """Refuse an operand the parser needs as a build-time constant that is computed from a network input."""
+    dynamic = {i.name for i in graph.input if i.name not in initializers}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        if node.op_type not in _SHAPE_ONLY:
+            for x in set(node.input):
+                consumers.setdefault(x, []).append(node)
+    todo = list(dynamic)
+    while todo:  # the nodes may come in any order: walk from the inputs through their consumers
+        for node in consumers.pop(todo.pop(), ()):
+            new = [o for o in node.output if o and o not in dynamic]
+            dynamic.update(new)
+            todo.extend(new)
+    for node in graph.node:
+        rule = CONSTANT_OPERANDS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if rule and len(node.input) > rule[0] and node.input[rule[0]] in dynamic:
+            raise ModelError(f"node {node.name[:80]!r} ({node.op_type}) takes its {rule[1]} from "
+                             f"{node.input[rule[0]][:80]!r}, computed from a network input; TensorRT's ONNX parser "
+                             f"needs {node.op_type}'s {rule[1]} as a build-time constant (an initializer)")
+
+
+def refuse_unparsable(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` unchanged when TensorRT's ONNX parser would import it as far as these rules tell.
+
+    Raises:
+        ModelError: one line naming the first thing the parser refuses (see the module's sources).
+    """
+    graph = proto.graph
+    initializers = {t.name for t in graph.initializer}
+    _opset(proto)
+    _io(graph, initializers)
+    _names(graph, initializers)
+    _constant_operands(graph, initializers)
+    return proto
