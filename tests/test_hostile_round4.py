@@ -5,6 +5,7 @@ read as a placement error, and a model cache served by name. Each case failed be
 from __future__ import annotations
 
 import math
+import os
 import random
 import sqlite3
 import time
@@ -352,3 +353,22 @@ def test_a_read_only_database_in_a_folder_with_odd_characters_is_read(small_db, 
     finally:
         for cmd in undo:
             subprocess.run(cmd, check=False)
+
+
+# ---------------------------------------------------------------------------------------- working folder
+@pytest.mark.parametrize("command", ["tune --trials 2", "studies", "check resnet50"])
+def test_a_deleted_working_folder_is_one_line_not_a_traceback(command, tmp_path):
+    """A shell left in a folder that was deleted: `tune` died with FileNotFoundError's traceback
+    (the default database's path is made absolute deep inside SQLAlchemy)."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    script = f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m placetune.cli {command}'
+    p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 6, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines() == ["placetune: error: the working folder no longer exists (deleted or "
+                                             "unmounted): cd to a folder that exists and run the command again"]

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+import os
 import shlex
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -413,6 +414,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ConfigError.exit_code
 
 
+def _check_working_folder() -> None:
+    """Refuse to run in a working folder that was deleted (or unmounted) under the shell: every
+    relative path (the default database, the plan file) would fail deep inside a command."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise ConfigError("the working folder no longer exists (deleted or unmounted): cd to a folder that exists "
+                          "and run the command again") from None
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -423,6 +434,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return 2
     try:
+        _check_working_folder()
         check_arguments(parser, args)
         return int(args.func(args) or 0)
     except PlacetuneError as exc:
