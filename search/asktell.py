@@ -280,7 +280,10 @@ class LoopAskTell:
         thrown = 0
         while msg is not None or t.is_alive():
             if msg is None:  # the loop runs (the study was interrupted): wait until it asks or ends
-                msg = self._to_study.get()
+                try:  # (a thread that already sent its last message may still be ending: never wait on it)
+                    msg = self._to_study.get(timeout=0.05)
+                except queue.Empty:
+                    continue
             if msg[0] == "done":
                 self._result = cast("SearchResult | None", msg[1])
             if msg[0] != "ask":

@@ -207,3 +207,30 @@ def test_placetune_tune_runs_an_agent_a_package_declares(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'pt.db'}")
     (study,) = store.studies()
     assert store.study(study.name).n_requests == 9
+
+
+def test_closing_a_loop_agent_whose_thread_is_still_ending_returns():
+    """The loop's last message is read (ask() returned []) while its thread has not yet ended:
+    close() waited on the queue for a message that would never come (a full CI run hung here)."""
+    import queue
+    import time
+
+    from search.asktell import LoopAskTell
+
+    class LingeringQueue(queue.SimpleQueue):
+        def put(self, item, block=True, timeout=None):  # the agent's thread is preempted after its last message
+            super().put(item, block, timeout)
+            if item[0] in ("done", "error", "closed"):
+                time.sleep(1.0)
+
+    ev = _ev()
+    steps = get_agent("random", seed=0).ask_tell(ev, Budget(evaluations=2))
+    assert isinstance(steps, LoopAskTell)
+    steps._to_study = LingeringQueue()
+    while asked := steps.ask():
+        steps.tell([measure(ev, p) for p in asked])
+    closer = threading.Thread(target=steps.close, daemon=True)
+    closer.start()
+    closer.join(timeout=10)
+    assert not closer.is_alive(), "close() hangs"
+    assert steps.result().evaluations == 2 and not _threads()
