@@ -87,9 +87,10 @@ def test_zoo_detector_matches_the_real_export_facts(name):
     assert detector_facts(Model.load(name)) == facts
 
 
-def test_zoo_yolov8n_is_the_real_export_graph():
-    """Layer by layer against the real export (weights stripped): names, ops, edges, shapes, MACs."""
-    zoo, real = Model.load("yolov8n"), Model.load(YOLOV8N)
+@pytest.mark.parametrize("name", ["yolov8n", "yolo11n", "yolov8s-seg"])
+def test_zoo_detector_is_the_real_export_graph(name):
+    """Layer by layer against the stored real export (weights stripped): names, ops, edges, shapes, MACs."""
+    zoo, real = Model.load(name), Model.load(DATA / f"{name.replace('-', '_')}_ultralytics.onnx.gz")
     assert sorted(zoo.names) == sorted(real.names)  # the same layers (the order of independent branches differs)
     for layer in real.layers:
         mine = zoo.layer(layer.name)
