@@ -119,8 +119,12 @@ def test_stored_fit_is_current():
     for k, v in now.items():
         assert v == pytest.approx(stored["predictions"][k], rel=1e-4), k
     assert set(stored["loso"]) == {c.row.id for c in published_cases() if not c.skip and c.row.split == "fit"}
-    # the fits without the exclusion rule: every expressible row, and every fit row by leave-one-source-out
-    assert set(stored["unexcluded"]["predictions"]) == set(stored["predictions"])
+    # the fits without the exclusion rule: every expressible row, and every fit row by leave-one-source-out;
+    # rows added after the stored fit (release 3 on: validation rows, predicted with the stored constants)
+    # join these refitted tables at the next ``--fit --write``
+    after_fit = {c.row.id for c in published_cases() if c.row.release >= 3}
+    unexcluded = set(stored["unexcluded"]["predictions"])
+    assert set(stored["predictions"]) - after_fit <= unexcluded <= set(stored["predictions"])
     assert set(stored["unexcluded"]["loso"]) == set(stored["loso"])
 
 
@@ -143,8 +147,9 @@ def test_fit_improves_on_the_priors(restore_constants):
 
 #: The judged sets whose max misses the 35 % target (figures stored by the last run, reported by
 #: benchmarks/calibration.py): the validation row t2tdla-xaviernx-resnet18-dla-int8 (+38.3 %, with and
-#: without exclusions) and, without exclusions, the excluded row mlperf20-orin-resnet50-multistream
-#: itself (-38.8 % by leave-one-source-out).
+#: without exclusions), the release-3 validation rows of Ultralytics YOLO11 on Orin NX 16GB (worst
+#: ultralytics-orinnx16-yolo11n-int8, -43.9 %: the simulator is too fast) and, without exclusions, the
+#: excluded row mlperf20-orin-resnet50-multistream itself (-38.8 % by leave-one-source-out).
 KNOWN_MISSES = {"validate", "validate_all", "loso_all"}
 
 
@@ -167,8 +172,9 @@ def test_the_calibration_meets_its_targets_except_the_known_misses():
         assert key in KNOWN_MISSES or s["max"] <= calibration.TARGET_MAX, (key, s)
 
 
-@pytest.mark.xfail(strict=True, reason="validation max 38.3 % and leave-one-source-out max without exclusions "
-                                       "38.8 %: targets missed (KNOWN_MISSES), reported, not tuned away")
+@pytest.mark.xfail(strict=True, reason="validation max 43.9 % (38.3 % without exclusions) and leave-one-source-out "
+                                       "max without exclusions 38.8 %: targets missed (KNOWN_MISSES), reported, "
+                                       "not tuned away")
 def test_the_calibration_meets_all_its_targets():
     assert calibration.targets_met(_stored_sets()) == []
 

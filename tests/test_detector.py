@@ -60,6 +60,9 @@ def test_check_tune_export_a_detector_with_efficient_nms(yolov8n_nms, tmp_path, 
 #: and the DLA checker's per-layer verdicts, so the zoo is checked against them without ultralytics
 FACTS = DATA / "detector_exports.json"
 VERDICTS = (("orin-agx", "fp16"), ("xavier-agx", "int8"))
+#: the zoo networks checked against a real export: Ultralytics' detect and seg models (n and s), torchvision's SSDLite
+CHECKED = ["yolov8n", "yolov8s", "yolo11n", "yolo11s", "yolov8n-seg", "yolov8s-seg", "yolo11n-seg", "yolo11s-seg",
+           "ssdlite-mobilenetv3"]
 
 
 def detector_facts(model: Model) -> dict:
@@ -78,15 +81,16 @@ def detector_facts(model: Model) -> dict:
     return facts
 
 
-@pytest.mark.parametrize("name", ["yolov8n", "yolov8s", "yolo11n", "ssdlite-mobilenetv3"])
+@pytest.mark.parametrize("name", CHECKED)
 def test_zoo_detector_matches_the_real_export_facts(name):
     facts = json.loads(FACTS.read_text())["models"][name]
     assert detector_facts(Model.load(name)) == facts
 
 
-def test_zoo_yolov8n_is_the_real_export_graph():
-    """Layer by layer against the real export (weights stripped): names, ops, edges, shapes, MACs."""
-    zoo, real = Model.load("yolov8n"), Model.load(YOLOV8N)
+@pytest.mark.parametrize("name", ["yolov8n", "yolo11n", "yolov8s-seg"])
+def test_zoo_detector_is_the_real_export_graph(name):
+    """Layer by layer against the stored real export (weights stripped): names, ops, edges, shapes, MACs."""
+    zoo, real = Model.load(name), Model.load(DATA / f"{name.replace('-', '_')}_ultralytics.onnx.gz")
     assert sorted(zoo.names) == sorted(real.names)  # the same layers (the order of independent branches differs)
     for layer in real.layers:
         mine = zoo.layer(layer.name)
@@ -128,7 +132,7 @@ torch.onnx.export(Core(m), torch.zeros(1, 3, 320, 320), "ssdlite-mobilenetv3.onn
 """
 
 
-@pytest.mark.parametrize("name", ["yolov8n", "yolov8s", "yolo11n", "ssdlite-mobilenetv3"])
+@pytest.mark.parametrize("name", CHECKED)
 def test_zoo_detector_matches_a_fresh_ultralytics_export(name, tmp_path):
     """Export the network with ultralytics (no weights downloaded: built from its yaml) or torchvision
     (weights=None) and compare."""

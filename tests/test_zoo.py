@@ -37,16 +37,24 @@ ALL = [
     "vgg19",
     "vit-tiny",
     "yolo11n",
+    "yolo11n-seg",
+    "yolo11s",
+    "yolo11s-seg",
     "yolov8n",
+    "yolov8n-seg",
     "yolov8s",
+    "yolov8s-seg",
 ]
 
 #: the detectors keep their export's tensor names and opset (Ultralytics: images -> output0, opset 18)
-IO = {"yolo11n": ("images", "output0"), "yolov8n": ("images", "output0"), "yolov8s": ("images", "output0"),
+YOLO = ["yolo11n", "yolo11s", "yolov8n", "yolov8s"]
+YOLO_SEG = [f"{name}-seg" for name in YOLO]
+IO = {**{name: ("images", "output0") for name in YOLO}, **{name: ("images", "output0", "output1") for name in YOLO_SEG},
       "ssdlite-mobilenetv3": ("images", "boxes", "scores")}
-EXPORT_OPSET = {"yolo11n": 18, "yolov8n": 18, "yolov8s": 18}
+EXPORT_OPSET = {name: 18 for name in YOLO + YOLO_SEG}
 #: the second and later outputs of a network with several: name -> (output name, shape without batch)
-MORE_OUTPUTS = {"ssdlite-mobilenetv3": [("scores", [3234, 91])]}
+MORE_OUTPUTS = {"ssdlite-mobilenetv3": [("scores", [3234, 91])],
+                **{name: [("output1", [32, 160, 160])] for name in YOLO_SEG}}
 
 INPUT_SHAPE = {
     "alexnet": [3, 227, 227],
@@ -68,9 +76,7 @@ INPUT_SHAPE = {
     "vgg16": [3, 224, 224],
     "vgg19": [3, 224, 224],
     "vit-tiny": [3, 224, 224],
-    "yolo11n": [3, 640, 640],
-    "yolov8n": [3, 640, 640],
-    "yolov8s": [3, 640, 640],
+    **{name: [3, 640, 640] for name in YOLO + YOLO_SEG},
 }
 
 OUTPUT_SHAPE = {
@@ -93,9 +99,8 @@ OUTPUT_SHAPE = {
     "vgg16": [1000],
     "vgg19": [1000],
     "vit-tiny": [1000],
-    "yolo11n": [84, 8400],
-    "yolov8n": [84, 8400],
-    "yolov8s": [84, 8400],
+    **{name: [84, 8400] for name in YOLO},
+    **{name: [116, 8400] for name in YOLO_SEG},  # 4 box + 80 classes + 32 mask coefficients
 }
 
 # published GMACs (multiply-accumulates, batch 1) and the tolerance
@@ -118,10 +123,17 @@ PUBLISHED_GMACS = {
     "ssdlite-mobilenetv3": (0.58, 0.03),  # torchvision ssdlite320_mobilenet_v3_large: 0.58 GFLOPS (their MACs)
     "yolov8n": (4.35, 0.03),  # Ultralytics YOLOv8n at 640: 8.7 GFLOPs
     "yolov8s": (14.3, 0.03),  # Ultralytics YOLOv8s at 640: 28.6 GFLOPs
+    # Ultralytics 8.4.190's model summary (fused) at 640, GFLOPs / 2
+    "yolo11s": (10.8, 0.03),  # 21.6 GFLOPs
+    "yolov8n-seg": (6.0, 0.03),  # 12.0 GFLOPs
+    "yolov8s-seg": (20.05, 0.03),  # 40.1 GFLOPs
+    "yolo11n-seg": (4.9, 0.03),  # 9.8 GFLOPs
+    "yolo11s-seg": (16.55, 0.03),  # 33.1 GFLOPs
 }
 
 # where the weights are too big to materialise in a unit test (> ~100 MB)
-BIG = {"alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "resnet101", "resnet152", "yolov8s"}
+BIG = {"alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "resnet101", "resnet152", "yolov8s", "yolo11s", "yolov8s-seg",
+       "yolo11s-seg"}
 
 # for these ops, the inputs at these positions are shape logic and must be Constant nodes
 SHAPE_INPUTS = {
@@ -270,11 +282,15 @@ def test_macs_match_published(name: str, built: dict[str, onnx.ModelProto]) -> N
     assert abs(got - expected) <= tol * expected, f"{name}: {got:.3f} GMACs vs {expected}"
 
 
-@pytest.mark.parametrize("name", ["seed-block", "model-gn", "resnet18", "unet-small", "vit-tiny", "yolov8n", "yolo11n"])
+@pytest.mark.parametrize("name", ["seed-block", "model-gn", "resnet18", "unet-small", "vit-tiny", "yolov8n", "yolo11n",
+                                  "yolov8n-seg"])
 def test_batch_scales_input_output_and_macs(name: str, built: dict[str, onnx.ModelProto]) -> None:
     m = zoo.build(name, batch=3)
     assert _dims(m.graph.input[0]) == [3, *INPUT_SHAPE[name]]
-    assert _infer(m)[IO.get(name, ("input", "output"))[1]] == [3, *OUTPUT_SHAPE[name]]
+    shapes = _infer(m)
+    assert shapes[IO.get(name, ("input", "output"))[1]] == [3, *OUTPUT_SHAPE[name]]
+    for other, shape in MORE_OUTPUTS.get(name, []):
+        assert shapes[other] == [3, *shape]
     assert _macs(m) == 3 * _macs(built[name])
 
 

@@ -5,12 +5,13 @@ model file: the seed scenarios (``seed-block``, ``model-gn``, ``model-bn``), the
 Jetson benchmark networks (``alexnet``, ``googlenet``, ``resnet18/34/50/101/152``,
 ``mobilenetv1``, ``mobilenetv2``, ``vgg11/13/16/19``), a small segmentation network (``unet-small``), a
 transformer stress model (``vit-tiny``) and the detectors Jetson users run behind cameras
-(``yolov8n``, ``yolov8s``, ``yolo11n``: Ultralytics' ONNX export; ``ssdlite-mobilenetv3``: torchvision's
-SSDLite; each checked against a real export).
+(``yolov8n``, ``yolov8s``, ``yolo11n``, ``yolo11s`` and their instance segmenters ``yolov8n-seg``,
+``yolov8s-seg``, ``yolo11n-seg``, ``yolo11s-seg``: Ultralytics' ONNX export; ``ssdlite-mobilenetv3``:
+torchvision's SSDLite; each checked against a real export).
 
 Every graph has one NCHW float32 input named ``input`` and one output named ``output`` (the
-detectors keep their export's tensor names and opset: ``images`` -> ``output0``; SSDLite ``images`` ->
-``boxes``, ``scores``),
+detectors keep their export's tensor names and opset: ``images`` -> ``output0``, the segmenters also
+``output1``; SSDLite ``images`` -> ``boxes``, ``scores``),
 static shapes with the requested batch, and node / tensor names in the style of
 ``torch.onnx.export`` (module-scoped node names such as ``/layer1/layer1.0/conv1/Conv``,
 outputs ``<node name>_output_0``, parameters ``layer1.0.conv1.weight``).

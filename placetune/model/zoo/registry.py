@@ -22,7 +22,8 @@ from placetune.model.zoo.seeds import _model_bn, _model_gn, _seed_block
 from placetune.model.zoo.ssd import _ssdlite_mobilenetv3
 from placetune.model.zoo.unet import _unet_small
 from placetune.model.zoo.vit import _vit_tiny
-from placetune.model.zoo.yolo import _yolo11n, _yolov8n, _yolov8s
+from placetune.model.zoo.yolo import (_yolo11n, _yolo11n_seg, _yolo11s, _yolo11s_seg, _yolov8n, _yolov8n_seg,
+                                       _yolov8s, _yolov8s_seg)
 from placetune.files.write import write_file
 
 #: ONNX default-domain opset of every zoo model.
@@ -159,16 +160,47 @@ _ZOO: dict[str, _Entry] = {
         "with MatMul/Softmax, Detect head with depthwise class branch and DFL) -> [1, 84, 8400], ~3.3 GMACs",
         {}, ("images", "output0"), 18,
     ),
+    "yolo11s": _Entry(
+        _yolo11s,
+        "Ultralytics YOLO11s detector on 3x640x640 as its ONNX export (opset 18) -> [1, 84, 8400], ~10.8 GMACs",
+        {}, ("images", "output0"), 18,
+    ),
+    "yolo11n-seg": _Entry(
+        _yolo11n_seg,
+        "Ultralytics YOLO11n-seg instance segmenter on 3x640x640 as its ONNX export (opset 18; Segment head: "
+        "Detect + 32 mask coefficients, Proto with ConvTranspose) -> [1, 116, 8400] and [1, 32, 160, 160], "
+        "~4.9 GMACs",
+        {}, ("images", "output0", "output1"), 18,
+    ),
+    "yolo11s-seg": _Entry(
+        _yolo11s_seg,
+        "Ultralytics YOLO11s-seg instance segmenter on 3x640x640 as its ONNX export (opset 18) -> [1, 116, 8400] "
+        "and [1, 32, 160, 160], ~16.5 GMACs",
+        {}, ("images", "output0", "output1"), 18,
+    ),
     "yolov8n": _Entry(
         _yolov8n,
         "Ultralytics YOLOv8n detector on 3x640x640 as its ONNX export (opset 18, Conv+SiLU as Sigmoid/Mul, "
         "C2f, SPPF, Detect head with DFL decoding) -> [1, 84, 8400], ~4.4 GMACs",
         {}, ("images", "output0"), 18,
     ),
+    "yolov8n-seg": _Entry(
+        _yolov8n_seg,
+        "Ultralytics YOLOv8n-seg instance segmenter on 3x640x640 as its ONNX export (opset 18; Segment head: "
+        "Detect + 32 mask coefficients, Proto with ConvTranspose) -> [1, 116, 8400] and [1, 32, 160, 160], "
+        "~6.0 GMACs",
+        {}, ("images", "output0", "output1"), 18,
+    ),
     "yolov8s": _Entry(
         _yolov8s,
         "Ultralytics YOLOv8s detector on 3x640x640 as its ONNX export (opset 18) -> [1, 84, 8400], ~14.3 GMACs",
         {}, ("images", "output0"), 18,
+    ),
+    "yolov8s-seg": _Entry(
+        _yolov8s_seg,
+        "Ultralytics YOLOv8s-seg instance segmenter on 3x640x640 as its ONNX export (opset 18) -> [1, 116, 8400] "
+        "and [1, 32, 160, 160], ~20.0 GMACs",
+        {}, ("images", "output0", "output1"), 18,
     ),
 }
 

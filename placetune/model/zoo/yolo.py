@@ -7,7 +7,9 @@ reshapes each scale's box (4x16 DFL bins) and class maps to ``[B, C, H*W]``, con
 scales, decodes the boxes (DFL Softmax and 1x1 Conv, anchor points, strides) and outputs
 ``[B, 84, 8400]`` (xywh + 80 class scores) at 640x640. The anchor points and strides are constants
 with their real values. YOLO11 replaces C2f by C3k2 (C3k blocks in the deeper stages), adds C2PSA
-attention after SPPF and a depthwise class branch in the head.
+attention after SPPF and a depthwise class branch in the head. The ``-seg`` models end in ``Segment``:
+the Detect head plus 32 mask coefficients per anchor (``output0`` ``[B, 116, 8400]``) and ``Proto``'s
+prototype masks (``output1`` ``[B, 32, 160, 160]``, a ConvTranspose upsampling).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placetune.model.zoo.graph import _Graph, _Net
+from placetune.model.zoo.graph import _Graph, _Net, _scope
 from placetune.model.zoo.layers import _conv as _conv2d
 
 #: (depth multiple, width multiple, max channels) of the Ultralytics YOLOv8 scales
@@ -26,6 +28,8 @@ _SCALES = {"n": (0.33, 0.25, 1024), "s": (0.33, 0.50, 1024), "m": (0.67, 0.75, 7
 _SCALES_11 = {"n": (0.50, 0.25, 1024), "s": (0.50, 0.50, 1024)}
 _CLASSES = 80
 _REG_MAX = 16
+#: mask coefficients (and prototype masks) of the Ultralytics ``Segment`` head
+_MASKS = 32
 
 
 def _conv(g: _Graph, x: str, parts: list[str], cin: int, cout: int, k: int, s: int = 1, groups: int = 1,
@@ -131,9 +135,12 @@ def _anchors(sizes: list[int], strides: list[int]) -> tuple[np.ndarray, np.ndarr
     return np.concatenate(points, 1)[None], np.concatenate(st)[None]
 
 
-def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw: bool = False) -> str:
+def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw: bool = False,
+            masks: int = 0) -> str:
     """Ultralytics ``Detect`` at export: per-scale box (cv2) and class (cv3) branches, DFL decoding;
-    ``dw``: YOLO11's class branch (depthwise 3x3 + pointwise Conv, twice)."""
+    ``dw``: YOLO11's class branch (depthwise 3x3 + pointwise Conv, twice); ``masks``: ``Segment``'s
+    mask-coefficient branch (cv4: two 3x3 Convs and a 1x1 Conv to ``masks`` channels per scale), its
+    coefficients concatenated after the class scores."""
     ch0 = feats[0][1]
     c2, c3 = max(16, ch0 // 4, 4 * _REG_MAX), max(ch0, min(_CLASSES, 100))
     boxes, classes = [], []
@@ -151,12 +158,22 @@ def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw
         else:
             y = _conv(g, _conv(g, x, [*c, f"cv3.{i}.0"], ch, c3, 3), [*c, f"cv3.{i}.1"], c3, c3, 3)
         classes.append(_conv2d(g, y, [*c, f"cv3.{i}.2"], c3, _CLASSES, 1))
+    coefs = []
+    if masks:
+        c4 = max(ch0 // 4, masks)
+        for i, (x, ch, _) in enumerate(feats):
+            b = [m, f"cv4.{i}"]
+            y = _conv(g, _conv(g, x, [*b, f"cv4.{i}.0"], ch, c4, 3), [*b, f"cv4.{i}.1"], c4, c4, 3)
+            coefs.append(_conv2d(g, y, [*b, f"cv4.{i}.2"], c4, masks, 1))
     flat = [g.op("Reshape", [t, g.const([m], [batch, 4 * _REG_MAX, -1], np.int64)], [m], allowzero=0)
             for t in boxes]
     flat += [g.op("Reshape", [t, g.const([m], [batch, _CLASSES, -1], np.int64)], [m], allowzero=0)
              for t in classes]
+    flat += [g.op("Reshape", [t, g.const([m], [batch, masks, -1], np.int64)], [m], allowzero=0)
+             for t in coefs]
     box = g.op("Concat", flat[:3], [m], axis=-1)
-    cls = g.op("Concat", flat[3:], [m], axis=-1)
+    cls = g.op("Concat", flat[3:6], [m], axis=-1)
+    mc = [g.op("Concat", flat[6:], [m], axis=2)] if masks else []
     n = sum(hw * hw for _, _, hw in feats)
     dfl = [m, "dfl"]
     d = g.op("Reshape", [box, g.const(dfl, [batch, 4, _REG_MAX, n], np.int64)], dfl, allowzero=0)
@@ -178,7 +195,35 @@ def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw
     xywh = g.op("Concat", [centre, wh], [m], axis=1)
     g.skip([m], "Mul", 2)
     xywh = g.op("Mul", [xywh, g.const([m], strides, np.float32)], [m])
-    return g.op("Concat", [xywh, scores], [m], axis=1)
+    return g.op("Concat", [xywh, scores, *mc], [m], axis=1)
+
+
+def _proto(g: _Graph, x: str, m: str, c1: int, c: int, masks: int) -> str:
+    """Ultralytics ``Proto``: 3x3 Conv, 2x2 stride-2 ConvTranspose (with bias), 3x3 Conv, 1x1 Conv to
+    ``masks`` prototype channels at stride 4."""
+    p = [m, "proto"]
+    y = _conv(g, x, [*p, "cv1"], c1, c, 3)
+    _, dotted = _scope([*p, "upsample"])
+    w = g.param(f"{dotted}.weight", [c, c, 2, 2], "weight", c * 4)
+    b = g.param(f"{dotted}.bias", [c], "bias", c * 4)
+    y = g.op("ConvTranspose", [y, w, b], [*p, "upsample"], dilations=[1, 1], group=1, kernel_shape=[2, 2],
+             pads=[0, 0, 0, 0], strides=[2, 2])
+    y = _conv(g, y, [*p, "cv2"], c, c, 3)
+    return _conv(g, y, [*p, "cv3"], c, masks, 1)
+
+
+def _head(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, ch: Callable[[int], int],
+          seg: bool, dw: bool) -> tuple[object, object]:
+    """``Detect`` -> ``[B, 84, N]``, or ``Segment`` (32 mask coefficients, prototypes from ``Proto`` with
+    ``ch(256)`` channels on the stride-8 map) -> ``[B, 116, N]`` and ``[B, 32, H/4, W/4]``; returns the
+    output tensor(s) and their shape(s)."""
+    n = sum(hw * hw for _, _, hw in feats)
+    if not seg:
+        return _detect(g, batch, feats, m, dw=dw), [batch, 4 + _CLASSES, n]
+    x0, c0, hw0 = feats[0]
+    proto = _proto(g, x0, m, c0, ch(256), _MASKS)
+    out = _detect(g, batch, feats, m, dw=dw, masks=_MASKS)
+    return (out, proto), ([batch, 4 + _CLASSES + _MASKS, n], [batch, _MASKS, 2 * hw0, 2 * hw0])
 
 
 def _scaling(row: tuple[float, float, int]) -> tuple[Callable[[int], int], Callable[[int], int]]:
@@ -194,7 +239,7 @@ def _scaling(row: tuple[float, float, int]) -> tuple[Callable[[int], int], Calla
     return ch, reps
 
 
-def _yolov8(g: _Graph, batch: int, scale: str, size: int = 640) -> _Net:
+def _yolov8(g: _Graph, batch: int, scale: str, size: int = 640, seg: bool = False) -> _Net:
     ch, reps = _scaling(_SCALES[scale])
 
     x = _conv(g, "images", ["model.0"], 3, ch(64), 3, 2)
@@ -216,12 +261,11 @@ def _yolov8(g: _Graph, batch: int, scale: str, size: int = 640) -> _Net:
     x = g.op("Concat", [_conv(g, o4, ["model.19"], ch(512), ch(512), 3, 2), p5], ["model.20"], axis=1)
     o5 = _c2f(g, x, "model.21", ch(512) + ch(1024), ch(1024), reps(3), False)
     feats = [(o3, ch(256), size // 8), (o4, ch(512), size // 16), (o5, ch(1024), size // 32)]
-    out = _detect(g, batch, feats, "model.22")
-    n = sum(hw * hw for _, _, hw in feats)
-    return out, [batch, 3, size, size], [batch, 4 + _CLASSES, n]
+    out, shape = _head(g, batch, feats, "model.22", ch, seg, dw=False)
+    return out, [batch, 3, size, size], shape
 
 
-def _yolo11(g: _Graph, batch: int, scale: str, size: int = 640) -> _Net:
+def _yolo11(g: _Graph, batch: int, scale: str, size: int = 640, seg: bool = False) -> _Net:
     ch, reps = _scaling(_SCALES_11[scale])
 
     x = _conv(g, "images", ["model.0"], 3, ch(64), 3, 2)
@@ -243,12 +287,16 @@ def _yolo11(g: _Graph, batch: int, scale: str, size: int = 640) -> _Net:
     x = g.op("Concat", [_conv(g, o4, ["model.20"], ch(512), ch(512), 3, 2), p5], ["model.21"], axis=1)
     o5 = _c2f(g, x, "model.22", ch(512) + ch(1024), ch(1024), reps(2), True, 0.5, "c3k")
     feats = [(o3, ch(256), size // 8), (o4, ch(512), size // 16), (o5, ch(1024), size // 32)]
-    out = _detect(g, batch, feats, "model.23", dw=True)
-    return out, [batch, 3, size, size], [batch, 4 + _CLASSES, sum(hw * hw for _, _, hw in feats)]
+    out, shape = _head(g, batch, feats, "model.23", ch, seg, dw=True)
+    return out, [batch, 3, size, size], shape
 
 
 def _yolo11n(g: _Graph, batch: int) -> _Net:
     return _yolo11(g, batch, "n")
+
+
+def _yolo11s(g: _Graph, batch: int) -> _Net:
+    return _yolo11(g, batch, "s")
 
 
 def _yolov8n(g: _Graph, batch: int) -> _Net:
@@ -257,3 +305,19 @@ def _yolov8n(g: _Graph, batch: int) -> _Net:
 
 def _yolov8s(g: _Graph, batch: int) -> _Net:
     return _yolov8(g, batch, "s")
+
+
+def _yolo11n_seg(g: _Graph, batch: int) -> _Net:
+    return _yolo11(g, batch, "n", seg=True)
+
+
+def _yolo11s_seg(g: _Graph, batch: int) -> _Net:
+    return _yolo11(g, batch, "s", seg=True)
+
+
+def _yolov8n_seg(g: _Graph, batch: int) -> _Net:
+    return _yolov8(g, batch, "n", seg=True)
+
+
+def _yolov8s_seg(g: _Graph, batch: int) -> _Net:
+    return _yolov8(g, batch, "s", seg=True)
