@@ -138,6 +138,8 @@ def _device_s(m: Any) -> float:
 
 
 def run(case: str, budget: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
+    options = dict(options)
+    whole = bool(options.pop("use_whole_budget", False))
     ev = evaluator(case, seed)
     watch = ConvergenceWatch(ev.objective, budget)
     ev.add_callback(watch.update)
@@ -148,7 +150,7 @@ def run(case: str, budget: int, seed: int, options: dict[str, Any]) -> dict[str,
     t0 = time.perf_counter()
     try:
         agent = guided.GuidedAgent(seed=seed, **options)
-        result = agent.run(ev, Budget(budget))
+        result = agent.run(ev, Budget(budget, whole=whole))
     finally:
         undo()
     conv = watch.result()
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     p.add_argument("--budget", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--whole", action="store_true", help="run with use_whole_budget (where the agent has it)")
+    p.add_argument("--whole", action="store_true", help="run with use_whole_budget (Budget.whole: spend every evaluation)")
     p.add_argument("--compare", action="store_true", help="run with and without use_whole_budget; final bests")
     args = p.parse_args(argv)
     for case in args.cases:
