@@ -17,9 +17,11 @@ the rule ``placetune tune`` reports (:mod:`placetune.tuning.convergence`: no gai
 * whether the final answer moved after convergence: the best at the convergence trial vs at the end
   (relative change) and whether the final best was first measured after it.
 
-``--whole`` runs the agent with ``use_whole_budget`` (the behaviour before the post-convergence
-policy, where the agent has that option) and ``--compare`` runs both and prints the final best of each at
-50 and at the full budget, as measured and (for noisy cases) noise-free.
+``--whole`` runs the agent on its whole budget (the agent's default, and its only behaviour before
+the post-convergence rule); without it the rule is on (``Budget(settle=True)``, ``placetune tune
+--stop-when-settled``). ``--compare`` runs both (printed as ``use_whole_budget=True/False``) and
+prints the final best of each at 50 and at the full budget, as measured and (for noisy cases)
+noise-free.
 
 Decision rule (fixed before the change below was measured):
 
@@ -35,6 +37,13 @@ Decision rule (fixed before the change below was measured):
   50 evaluations is not worse, and the default tune's builds after convergence fall by at least half.
   A cheap subset of ``benchmarks/bench_unlike.py``'s tuning part must not get worse either. Else the
   change is not adopted and this script stays as the measurement.
+
+Outcome: the rule failed on the noisy resnet50 at seed 0 (the settled run's reported plan 1.8 %
+worse, noise-free: its final drift-corrected re-ranking found a drift the simulator does not have),
+so the whole budget stays the default and the rule is opt-in (``Budget(settle=True)``,
+``placetune tune --stop-when-settled``); figures in docs/search.md. After that first result (b) was
+widened from the top 3 to every measured plan the noise cannot yet order against the best (what
+the principle says); the failing case's result did not change.
 
 Usage:
     python benchmarks/later_builds.py                       # every case, budget 300
@@ -150,18 +159,16 @@ def run(case: str, budget: int, seed: int, options: dict[str, Any]) -> dict[str,
     t0 = time.perf_counter()
     try:
         agent = guided.GuidedAgent(seed=seed, **options)
-        result = agent.run(ev, Budget(budget, whole=whole))
+        result = agent.run(ev, Budget(budget, settle=not whole))
     finally:
         undo()
     conv = watch.result()
     noise_free = None
     if CASES[case][4] > 0 and result.best_placement is not None:  # the reported plan's noise-free value
-        clean = evaluator(case.replace("-noisy", ""), seed) if case.endswith("-noisy") else None
-        if clean is None:
-            model, batch, objective, frames, _ = CASES[case]
-            clean = Evaluator(model, "orin-agx", "simulate", batch=batch, objective=objective,
-                              settings=Settings(mode="pipeline", precision="int8", frames_in_flight=frames,
-                                                trt_version="8.6"))
+        model, batch, objective, frames, _ = CASES[case]
+        clean = Evaluator(model, "orin-agx", "simulate", batch=batch, objective=objective,
+                          settings=Settings(mode="pipeline", precision="int8", frames_in_flight=frames,
+                                            trt_version="8.6"))
         noise_free = clean.objective.value(clean.evaluate(result.best_placement))
     return dict(case=case, rows=rec.rows, conv=conv, result=result, seconds=time.perf_counter() - t0,
                 bests=bests, objective=ev.objective, noise_free=noise_free)
@@ -220,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     p.add_argument("--budget", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--whole", action="store_true", help="run with use_whole_budget (Budget.whole: spend every evaluation)")
+    p.add_argument("--whole", action="store_true",
+                   help="spend the whole budget (the agent's default; without it: Budget(settle=True), the rule)")
     p.add_argument("--compare", action="store_true", help="run with and without use_whole_budget; final bests")
     args = p.parse_args(argv)
     for case in args.cases:

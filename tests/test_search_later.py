@@ -34,16 +34,16 @@ def _evaluator(noise: float = 0.0) -> Evaluator:
 
 
 def test_a_converged_run_stops_when_nothing_can_change_the_answer_and_says_so():
-    result = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120))
+    result = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120, settle=True))
     assert result.evaluations < 120
     note = next(n for n in result.notes if n.startswith("stopped after convergence"))
     assert f"{120 - result.evaluations} of the budget's evaluations not spent" in note
-    assert "use_whole_budget" in note
+    assert "stop_when_settled" in note
 
 
-def test_the_whole_budget_is_spent_when_asked_and_the_answer_is_no_better():
-    stopped = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120))
-    whole = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120, whole=True))
+def test_by_default_the_whole_budget_is_spent_and_the_stopped_run_is_no_worse():
+    stopped = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120, settle=True))
+    whole = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120))
     assert whole.evaluations == 120
     assert not any(n.startswith("stopped after convergence") for n in whole.notes)
     # the builds the stopped run left out did not move the best by more than the convergence threshold
@@ -51,26 +51,26 @@ def test_the_whole_budget_is_spent_when_asked_and_the_answer_is_no_better():
 
 
 def test_under_noise_the_leaders_are_built_again_after_convergence():
-    result = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(noise=0.02), Budget(120))
+    result = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(noise=0.02), Budget(120, settle=True))
     builds = len((result.best_measurement.extra or {}).get("builds") or ())
     assert builds >= 2  # the best was re-measured before anything was reported
 
 
-def test_use_whole_budget_is_a_boolean_study_key():
-    assert TuneConfig(use_whole_budget=True).use_whole_budget
-    with pytest.raises(ConfigError, match="use_whole_budget must be true or false"):
-        TuneConfig(use_whole_budget="yes")
+def test_stop_when_settled_is_a_boolean_study_key_off_by_default():
+    assert TuneConfig(stop_when_settled=True).stop_when_settled and not TuneConfig().stop_when_settled
+    with pytest.raises(ConfigError, match="stop_when_settled must be true or false"):
+        TuneConfig(stop_when_settled="yes")
 
 
-def test_tune_stops_after_convergence_unless_told_to_use_the_whole_budget(tmp_path, monkeypatch, capsys):
+def test_tune_stops_after_convergence_only_when_told_to(tmp_path, monkeypatch, capsys):
     from placetune.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     args = ["tune", "--model", "seed-block", "--trials", "60"]
-    assert main(args + ["--storage", "sqlite:///stops.db", "--export", "stops.json"]) == 0
+    assert main(args + ["--storage", "sqlite:///stops.db", "--export", "stops.json", "--stop-when-settled"]) == 0
     out = capsys.readouterr().out
     assert out.count("stopped after convergence") == 1  # one line, under the summary's table
     assert "summary (SIMULATED): 15 trials" in out and "45 of the budget's evaluations not spent" in out
-    assert main(args + ["--storage", "sqlite:///whole.db", "--export", "whole.json", "--use-whole-budget"]) == 0
+    assert main(args + ["--storage", "sqlite:///whole.db", "--export", "whole.json"]) == 0
     out = capsys.readouterr().out
     assert "summary (SIMULATED): 60 trials" in out and "stopped after convergence" not in out

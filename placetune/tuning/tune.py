@@ -166,7 +166,7 @@ class Tuner:
                 try:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
                         stop = watch.should_stop if cfg.stop_when_converged else None
-                        result = drive(agent.ask_tell(ev, Budget(remaining, cfg.timeout, stop, whole=cfg.use_whole_budget)), ev)  # study measures
+                        result = drive(agent.ask_tell(ev, Budget(remaining, cfg.timeout, stop, settle=cfg.stop_when_settled)), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
                     said = [n for n in result.notes if n.startswith(_SAID)]
                 except StopRequested:
