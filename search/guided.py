@@ -48,6 +48,10 @@ figures; the result's best and notes say so ("re-measured the top 3: ..."). It r
 nothing with a smaller or no evaluation budget, with ``remeasure=0``, or on a simulated backend
 without noise (a rebuild gives the same figures). When the best was not re-measured and looks
 far better than its prediction (possibly a lucky one) the notes say so.
+
+Once the run has converged, its rounds build only what can still change the answer (plans whose
+optimistic prediction beats the best by over 1 %, leaders the noise cannot yet order) and the run
+stops when none remains, where the budget says ``settle`` (:mod:`search.later`; off by default).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from .base import (Agent, Budget, BudgetExhausted, SearchResult, SearchRun, base
                    project)
 from .blindspots import BlindSpots
 from .drift import Drift
+from .later import LaterBuilds
 from .rebuilds import Rebuilds
 from .surrogate import Fit, RunObservations, Surrogate, fit_ensemble, inner_search
 from placetune.placement.stages import assignment_of
@@ -189,7 +194,7 @@ class GuidedAgent(Agent):
         return self.remeasure
 
 
-class _State(Rebuilds, BlindSpots, Drift):
+class _State(Rebuilds, BlindSpots, Drift, LaterBuilds):
     """One guided run's bookkeeping."""
 
     band_floor = POOR_ERROR  # search.blindspots: no model is trusted to tell plans closer than this apart
@@ -365,6 +370,10 @@ class _State(Rebuilds, BlindSpots, Drift):
         ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=effort, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         self.watched = {tuple(a): v for v, a in ranked[:8]}
+        if self.later_round(sur, ranked):  # converged: only what can still change the answer (search.later)
+            self.ev.flush()
+            self.correct_measured()
+            return
         k = self.agent.batch if run.remaining is None else max(1, min(self.agent.batch, run.remaining))
         explore = self.explore_round(self.rounds, k)  # a build where the model cannot tell plans apart
         k -= explore

@@ -27,6 +27,8 @@ class Budget:
         stop: a condition checked before each call, e.g. "the run has converged"
             (:mod:`placetune.tuning.convergence`): once it returns True the run is exhausted,
             except for the re-measurements an agent held back for its end. None: none.
+        settle: end the run once the agent finds nothing left that could change its answer (the
+            guided agent after convergence: :mod:`search.later`). False: spend every evaluation.
 
     Raises:
         ValueError: a negative number of evaluations or a non-positive time.
@@ -39,6 +41,7 @@ class Budget:
     evaluations: int | None = None
     seconds: float | None = None
     stop: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
+    settle: bool = False
 
     def __post_init__(self) -> None:
         if self.evaluations is not None and int(self.evaluations) < 0:

@@ -19,6 +19,7 @@ A study file::
     timeout = "8h"
     constraints = ["latency<=33"]  # bounds the best plan must meet (metric<=bound / metric>=bound)
     stop_when_converged = false    # true: end the run once the best stopped improving (convergence.py)
+    stop_when_settled = false      # true: guided stops once nothing it could build can change its answer
     streams = 4                    # camera streams sharing the plan's frames: per-stream fps in summary and plan
 
     [settings]                     # placetune.Settings fields
@@ -131,6 +132,7 @@ class TuneConfig:
     device_profile: str | None = None
     constraints: list[str] = field(default_factory=list)  # "latency<=2.0", see placetune.tuning.constraints
     stop_when_converged: bool = False  # end the run once it converged (placetune.tuning.convergence)
+    stop_when_settled: bool = False  # end the run once the agent finds nothing that could change its answer
     streams: int | None = None  # camera streams sharing the plan's frames evenly: per-stream fps reported
     settings: dict[str, Any] = field(default_factory=dict)
     agent_options: dict[str, Any] = field(default_factory=dict)
@@ -148,6 +150,8 @@ class TuneConfig:
             raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")
         if not isinstance(self.stop_when_converged, bool):
             raise ConfigError(f"stop_when_converged must be true or false, got {str(self.stop_when_converged)[:40]!r}")
+        if not isinstance(self.stop_when_settled, bool):
+            raise ConfigError(f"stop_when_settled must be true or false, got {str(self.stop_when_settled)[:40]!r}")
         if self.streams is not None and (isinstance(self.streams, bool) or not isinstance(self.streams, int)
                                          or not 1 <= self.streams <= MAX_STREAMS):
             raise ConfigError(f"streams must be an integer from 1 to {MAX_STREAMS:,} (camera streams sharing the "

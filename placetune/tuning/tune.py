@@ -45,7 +45,7 @@ from placetune.wording import plural
 
 __all__ = ["Tuner", "TuneOutcome", "PIPELINE_FRAMES_IN_FLIGHT"]
 
-_SAID = ("re-measured", "failed builds", "drift")  # an agent's notes shown under the summary
+_SAID = ("re-measured", "failed builds", "drift", "stopped after convergence")  # an agent's notes shown under the summary
 log = logging.getLogger(__name__)
 
 
@@ -166,7 +166,7 @@ class Tuner:
                 try:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
                         stop = watch.should_stop if cfg.stop_when_converged else None
-                        result = drive(agent.ask_tell(ev, Budget(remaining, cfg.timeout, stop)), ev)  # study measures
+                        result = drive(agent.ask_tell(ev, Budget(remaining, cfg.timeout, stop, settle=cfg.stop_when_settled)), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
                     said = [n for n in result.notes if n.startswith(_SAID)]
                 except StopRequested:

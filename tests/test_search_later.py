@@ -1,0 +1,76 @@
+"""After convergence the guided agent builds only what can still change its answer, or stops and says so."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from placetune import Evaluator
+from placetune.errors import ConfigError
+from placetune.settings import Settings
+from placetune.tuning.studyfile import TuneConfig
+from search import Budget, get_agent
+from search.later import MIN_GAIN, converged_at
+
+pytest.importorskip("optuna")
+
+
+def test_converged_at_is_the_first_trial_within_the_gain_once_patience_followed():
+    bests = [10.0, 5.0, 4.98] + [4.98] * 8
+    assert converged_at(bests, patience=10) is None  # 10 trials after trial 2 are not there yet
+    assert converged_at(bests + [4.98], patience=10) == 2
+    # a later gain over the threshold moves the convergence trial (the earlier one is withdrawn)
+    moved = bests + [4.98, 4.0]
+    assert converged_at(moved, patience=10) is None
+    assert converged_at(moved + [4.0] * 10, patience=10) == len(moved)
+    assert converged_at([math.inf] * 20, patience=10) is None
+    assert MIN_GAIN == 0.01
+
+
+def _evaluator(noise: float = 0.0) -> Evaluator:
+    settings = Settings(mode="pipeline", precision="int8", frames_in_flight=4, noise=noise, trt_version="8.6")
+    return Evaluator("resnet18", "orin-agx", "simulate", batch=2, objective="throughput", settings=settings)
+
+
+def test_a_converged_run_stops_when_nothing_can_change_the_answer_and_says_so():
+    result = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120, settle=True))
+    assert result.evaluations < 120
+    note = next(n for n in result.notes if n.startswith("stopped after convergence"))
+    assert f"{120 - result.evaluations} of the budget's evaluations not spent" in note
+    assert "stop_when_settled" in note
+
+
+def test_by_default_the_whole_budget_is_spent_and_the_stopped_run_is_no_worse():
+    stopped = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120, settle=True))
+    whole = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120))
+    assert whole.evaluations == 120
+    assert not any(n.startswith("stopped after convergence") for n in whole.notes)
+    # the builds the stopped run left out did not move the best by more than the convergence threshold
+    assert stopped.best_value >= whole.best_value * (1 - MIN_GAIN)
+
+
+def test_under_noise_the_leaders_are_built_again_after_convergence():
+    result = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(noise=0.02), Budget(120, settle=True))
+    builds = len((result.best_measurement.extra or {}).get("builds") or ())
+    assert builds >= 2  # the best was re-measured before anything was reported
+
+
+def test_stop_when_settled_is_a_boolean_study_key_off_by_default():
+    assert TuneConfig(stop_when_settled=True).stop_when_settled and not TuneConfig().stop_when_settled
+    with pytest.raises(ConfigError, match="stop_when_settled must be true or false"):
+        TuneConfig(stop_when_settled="yes")
+
+
+def test_tune_stops_after_convergence_only_when_told_to(tmp_path, monkeypatch, capsys):
+    from placetune.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    args = ["tune", "--model", "seed-block", "--trials", "60"]
+    assert main(args + ["--storage", "sqlite:///stops.db", "--export", "stops.json", "--stop-when-settled"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("stopped after convergence") == 1  # one line, under the summary's table
+    assert "summary (SIMULATED): 15 trials" in out and "45 of the budget's evaluations not spent" in out
+    assert main(args + ["--storage", "sqlite:///whole.db", "--export", "whole.json"]) == 0
+    out = capsys.readouterr().out
+    assert "summary (SIMULATED): 60 trials" in out and "stopped after convergence" not in out
