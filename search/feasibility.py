@@ -11,11 +11,13 @@ core: the loadables it asks for):
 * ``op:<type>``: 1 when a layer of that ONNX op type runs in a DLA run.
 
 A plan that built gives every feature a value known to be safe (``ok``: the largest value among
-plans that built); a failed plan whose feature exceeds that is *explained* by it. The rules are
-the fewest features that explain every failure (greedy cover; the continuous features first: a
-length or size limit is the usual reason a DLA compiler rejects a loadable, while an op it cannot
-run at all falls back to the GPU before any build), each with the threshold half-way between the
-safe value and the smallest failing value it explains (geometric mean: the features are sizes,
+plans that built); a failed plan whose feature exceeds that is *explained* by it. Each failure
+is put down to one cause: the continuous features first (a length or size limit is the usual
+reason a DLA compiler rejects a loadable, while an op it cannot run at all falls back to the GPU
+before any build), and of a length and a size that both explain it, the one it exceeds by the
+larger factor (:func:`learn_rules`); failures that neither explains are covered by the fewest op
+types (greedy). Each cause gets a rule with the threshold half-way between the safe value and the
+smallest failing value put down to it (geometric mean: the features are sizes,
 so no scale is assumed). A plan is predicted to fail when any rule holds for it. A failure that
 no feature explains is kept and counted; only its own realisation is avoided (the agent never
 builds a realisation twice unless it re-measures).
@@ -37,7 +39,7 @@ import numpy as np
 from placetune.measurement import Measurement
 from placetune.backends.simulate.costs import DEVICE_CODE
 
-__all__ = ["Feasibility", "Rule"]
+__all__ = ["Feasibility", "Rule", "learn_rules"]
 
 #: statuses that say the build was rejected (a timing failure says nothing about the loadables)
 _BUILD_FAILURES = ("build_failed",)
@@ -117,29 +119,7 @@ class Feasibility:
         self._learn()
 
     def _learn(self) -> None:
-        """The fewest rules that explain every failure (greedy, continuous features first)."""
-        left = list(range(len(self.failed)))
-        rules: list[Rule] = []
-        while left:
-            best: tuple[int, int, str] | None = None
-            feats = {f for i in left for f in self.failed[i]}
-            for f in sorted(feats):
-                n = sum(1 for i in left if self.failed[i].get(f, 0.0) > self.ok_max.get(f, 0.0))
-                if n:
-                    key = (f in _CONTINUOUS, n, f)
-                    if best is None or key[:2] > best[:2]:
-                        best = key
-            if best is None:
-                break
-            f = best[2]
-            hit = [i for i in left if self.failed[i].get(f, 0.0) > self.ok_max.get(f, 0.0)]
-            low = min(self.failed[i][f] for i in hit)
-            safe = self.ok_max.get(f, 0.0)
-            threshold = math.sqrt(safe * low) if safe > 0 else (0.5 * low if f in _CONTINUOUS else 0.5)
-            rules.append(Rule(f, max(threshold, safe * (1 + 1e-9)), len(hit)))
-            left = [i for i in left if i not in hit]
-        self.unexplained = len(left)
-        self.rules = rules
+        self.rules, self.unexplained = learn_rules(self.ok_max, self.failed)
         self._memo.clear()
 
     # ------------------------------------------------------------------ prediction
@@ -166,6 +146,64 @@ class Feasibility:
         learned = ", ".join(repr(r) for r in self.rules) or "no rule"
         more = f"; {self.unexplained} unexplained by any rule" if self.unexplained else ""
         return (f"failed builds: {n} of {builds} ({why}); learned to avoid: {learned}{more}")
+
+
+def learn_rules(ok_max: dict[str, float], failed: Sequence[dict[str, float]]) -> tuple[list[Rule], int]:
+    """The rules that explain the failed builds (``failed``: their features) without blocking what
+    built (``ok_max``: each feature's largest value among plans that built), and how many failures
+    no feature explains.
+
+    A failure is *explained* by a feature whose value exceeds the largest that built. A failure
+    that a length and a size both explain is put down to the one it exceeds by the larger factor
+    (log of value over safe value: the features are sizes, so no scale is assumed): a loadable of
+    29 layers where 10 built, holding a tensor of 0.4 MB where 0.2 MB built, is taken to be too
+    long, not too large. Covering it with the feature that happens to explain the most failures
+    instead would lower that feature's threshold to the nearest failure of another cause (a size
+    rule at 0.28 MB learned from long loadables, blocking short ones that build with 1 MB).
+    Each continuous feature with a failure put down to it gets one rule, its threshold half-way
+    (geometric mean) between the safe value and the smallest failing value put down to it. A
+    failure that neither a length nor a size explains is covered by op types (the fewest that
+    explain them all, greedily).
+    """
+    rules: list[Rule] = []
+    cause: dict[str, list[float]] = {}
+    left: list[dict[str, float]] = []
+    for x in failed:
+        beyond = [f for f in _CONTINUOUS if x.get(f, 0.0) > ok_max.get(f, 0.0)]
+        if not beyond:
+            left.append(x)
+            continue
+        # the largest factor beyond what built; a feature nothing built with is infinitely beyond;
+        # ties go to the first of _CONTINUOUS (length: the usual reason)
+        f = max(beyond, key=lambda g: (_beyond(x[g], ok_max.get(g, 0.0)), -_CONTINUOUS.index(g)))
+        cause.setdefault(f, []).append(x[f])
+    for f in _CONTINUOUS:
+        if f in cause:
+            rules.append(_rule(f, ok_max.get(f, 0.0), min(cause[f]), len(cause[f])))
+    while left:  # op types: greedy cover of the failures no length or size explains
+        best: tuple[int, str] | None = None
+        for f in sorted({f for x in left for f in x if f not in _CONTINUOUS}):
+            n = sum(1 for x in left if x.get(f, 0.0) > ok_max.get(f, 0.0))
+            if n and (best is None or n > best[0]):
+                best = (n, f)
+        if best is None:
+            break
+        n, f = best
+        hit = [x for x in left if x.get(f, 0.0) > ok_max.get(f, 0.0)]
+        rules.append(_rule(f, ok_max.get(f, 0.0), min(x[f] for x in hit), n))
+        left = [x for x in left if not x.get(f, 0.0) > ok_max.get(f, 0.0)]
+    return rules, len(left)
+
+
+def _beyond(value: float, safe: float) -> float:
+    return math.inf if safe <= 0 else math.log(value / safe)
+
+
+def _rule(feature: str, safe: float, low: float, explains: int) -> Rule:
+    """``feature >= threshold``, half-way (geometric mean) between the safe value and the lowest
+    failing one; never at or below the safe value."""
+    threshold = math.sqrt(safe * low) if safe > 0 else (0.5 * low if feature in _CONTINUOUS else 0.5)
+    return Rule(feature, max(threshold, safe * (1 + 1e-9)), explains)
 
 
 def _reason(text: str | None) -> str:
