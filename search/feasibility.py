@@ -3,12 +3,12 @@
 A DLA compiler rejects some loadables (too many layers in one, a tensor too large for its
 buffers, an op it cannot take in some context). Such a build costs its time and tells nothing
 about speed, but it does tell where the device's limits are. Every measured plan is described by
-features of its DLA runs (maximal runs of consecutive layers, in the model's order, on one DLA
-core: the loadables it asks for):
+features of its DLA segments (the plan's segments on a DLA core, cut as the builder cuts them:
+the loadables it asks for):
 
-* ``layers``: the longest DLA run, in layers;
-* ``tensor``: the largest output tensor of a layer in a DLA run (bytes);
-* ``op:<type>``: 1 when a layer of that ONNX op type runs in a DLA run.
+* ``layers``: the longest DLA segment (a loadable: the plan's segments as the builder cuts them), in layers;
+* ``tensor``: the largest output tensor of a layer on a DLA (bytes);
+* ``op:<type>``: 1 when a layer of that ONNX op type runs on a DLA.
 
 A plan that built gives every feature a value known to be safe (``ok``: the largest value among
 plans that built); a failed plan whose feature exceeds that is *explained* by it. Each failure
@@ -38,6 +38,7 @@ import numpy as np
 
 from placetune.measurement import Measurement
 from placetune.backends.simulate.costs import DEVICE_CODE
+from placetune.placement.placement import producer_arrays
 
 __all__ = ["Feasibility", "Rule", "learn_rules"]
 
@@ -65,10 +66,12 @@ class Feasibility:
     Args:
         model: the network (its layers in topological order).
         space: the run's unit space (an assignment's unit -> device index).
+        pipeline: whether the plans run as a pipeline (their segments are cut as such).
     """
 
-    def __init__(self, model: Any, space: Any) -> None:
+    def __init__(self, model: Any, space: Any, pipeline: bool = False) -> None:
         layers = model.layers
+        self.producers, self.pipeline = producer_arrays(model), pipeline
         index = {n: i for i, n in enumerate(model.names)}
         self.unit_of = np.full(len(layers), space.n_units, dtype=np.intp)
         for u in space.units:
@@ -93,12 +96,12 @@ class Feasibility:
         on = codes > 0
         if not on.any():
             return {}
-        # run lengths of equal codes over the DLA layers
-        change = np.flatnonzero(np.diff(codes.astype(np.int16)) != 0) + 1
-        starts = np.concatenate(([0], change))
-        ends = np.concatenate((change, [codes.size]))
-        dla = codes[starts] > 0
-        out = {"layers": float((ends - starts)[dla].max()), "tensor": float(self.bytes_out[on].max())}
+        # the plan's segments as the builder cuts them (what a DLA loadable holds): parallel
+        # branches on one DLA join one segment, so runs in the layers' order would undercount
+        seg = self.producers.segments(codes, pipeline=self.pipeline)
+        lengths = np.bincount(seg.seg_of, minlength=len(seg.device))
+        dla = np.asarray(seg.device) > 0
+        out = {"layers": float(lengths[dla].max()), "tensor": float(self.bytes_out[on].max())}
         for k in np.unique(self.op_index[on]).tolist():
             out["op:" + self.op_names[k]] = 1.0
         return out

@@ -64,6 +64,21 @@ def test_feasibility_rules_never_block_what_built_and_block_what_resembles_a_fai
     assert len(f.failed) == 1
 
 
+def test_a_plans_loadable_length_is_its_longest_dla_segment_as_the_builder_cuts_it():
+    # googlenet's inception branches interleave in the layers' order: a DLA's share of one
+    # module is several runs in that order but one segment (one loadable) when built
+    ev = Evaluator("googlenet", "orin-agx", SimulatedJetson(), mode="pipeline", precision="int8",
+                   objective="throughput")
+    space = ev.space("stages")
+    f = Feasibility(ev.model, space, pipeline=True)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a = space.sample(rng)
+        segs = space.to_placement(a).segments(pipeline=True)
+        dla = [len(s.layers) for s in segs if s.device != "GPU"]
+        assert f.features(a).get("layers", 0.0) == (max(dla) if dla else 0.0)
+
+
 def test_a_failure_that_a_length_and_a_size_both_explain_is_put_down_to_the_one_it_exceeds_most():
     # built: loadables of up to 10 layers, tensors of up to 0.2 MB; failed: loadables holding a
     # 6.4 MB tensor (one of them 2 layers long: only its size explains it) and one of 29 layers
