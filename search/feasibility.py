@@ -3,19 +3,21 @@
 A DLA compiler rejects some loadables (too many layers in one, a tensor too large for its
 buffers, an op it cannot take in some context). Such a build costs its time and tells nothing
 about speed, but it does tell where the device's limits are. Every measured plan is described by
-features of its DLA runs (maximal runs of consecutive layers, in the model's order, on one DLA
-core: the loadables it asks for):
+features of its DLA segments (the plan's segments on a DLA core, cut as the builder cuts them:
+the loadables it asks for):
 
-* ``layers``: the longest DLA run, in layers;
-* ``tensor``: the largest output tensor of a layer in a DLA run (bytes);
-* ``op:<type>``: 1 when a layer of that ONNX op type runs in a DLA run.
+* ``layers``: the longest DLA segment (a loadable: the plan's segments as the builder cuts them), in layers;
+* ``tensor``: the largest output tensor of a layer on a DLA (bytes);
+* ``op:<type>``: 1 when a layer of that ONNX op type runs on a DLA.
 
 A plan that built gives every feature a value known to be safe (``ok``: the largest value among
-plans that built); a failed plan whose feature exceeds that is *explained* by it. The rules are
-the fewest features that explain every failure (greedy cover; the continuous features first: a
-length or size limit is the usual reason a DLA compiler rejects a loadable, while an op it cannot
-run at all falls back to the GPU before any build), each with the threshold half-way between the
-safe value and the smallest failing value it explains (geometric mean: the features are sizes,
+plans that built); a failed plan whose feature exceeds that is *explained* by it. Each failure
+is put down to one cause: the continuous features first (a length or size limit is the usual
+reason a DLA compiler rejects a loadable, while an op it cannot run at all falls back to the GPU
+before any build), and of a length and a size that both explain it, the one it exceeds by the
+larger factor (:func:`learn_rules`); failures that neither explains are covered by the fewest op
+types (greedy). Each cause gets a rule with the threshold half-way between the safe value and the
+smallest failing value put down to it (geometric mean: the features are sizes,
 so no scale is assumed). A plan is predicted to fail when any rule holds for it. A failure that
 no feature explains is kept and counted; only its own realisation is avoided (the agent never
 builds a realisation twice unless it re-measures).
@@ -36,8 +38,9 @@ import numpy as np
 
 from placetune.measurement import Measurement
 from placetune.backends.simulate.costs import DEVICE_CODE
+from placetune.placement.placement import producer_arrays
 
-__all__ = ["Feasibility", "Rule"]
+__all__ = ["Feasibility", "Rule", "learn_rules"]
 
 #: statuses that say the build was rejected (a timing failure says nothing about the loadables)
 _BUILD_FAILURES = ("build_failed",)
@@ -63,10 +66,12 @@ class Feasibility:
     Args:
         model: the network (its layers in topological order).
         space: the run's unit space (an assignment's unit -> device index).
+        pipeline: whether the plans run as a pipeline (their segments are cut as such).
     """
 
-    def __init__(self, model: Any, space: Any) -> None:
+    def __init__(self, model: Any, space: Any, pipeline: bool = False) -> None:
         layers = model.layers
+        self.producers, self.pipeline = producer_arrays(model), pipeline
         index = {n: i for i, n in enumerate(model.names)}
         self.unit_of = np.full(len(layers), space.n_units, dtype=np.intp)
         for u in space.units:
@@ -91,12 +96,12 @@ class Feasibility:
         on = codes > 0
         if not on.any():
             return {}
-        # run lengths of equal codes over the DLA layers
-        change = np.flatnonzero(np.diff(codes.astype(np.int16)) != 0) + 1
-        starts = np.concatenate(([0], change))
-        ends = np.concatenate((change, [codes.size]))
-        dla = codes[starts] > 0
-        out = {"layers": float((ends - starts)[dla].max()), "tensor": float(self.bytes_out[on].max())}
+        # the plan's segments as the builder cuts them (what a DLA loadable holds): parallel
+        # branches on one DLA join one segment, so runs in the layers' order would undercount
+        seg = self.producers.segments(codes, pipeline=self.pipeline)
+        lengths = np.bincount(seg.seg_of, minlength=len(seg.device))
+        dla = np.asarray(seg.device) > 0
+        out = {"layers": float(lengths[dla].max()), "tensor": float(self.bytes_out[on].max())}
         for k in np.unique(self.op_index[on]).tolist():
             out["op:" + self.op_names[k]] = 1.0
         return out
@@ -117,29 +122,7 @@ class Feasibility:
         self._learn()
 
     def _learn(self) -> None:
-        """The fewest rules that explain every failure (greedy, continuous features first)."""
-        left = list(range(len(self.failed)))
-        rules: list[Rule] = []
-        while left:
-            best: tuple[int, int, str] | None = None
-            feats = {f for i in left for f in self.failed[i]}
-            for f in sorted(feats):
-                n = sum(1 for i in left if self.failed[i].get(f, 0.0) > self.ok_max.get(f, 0.0))
-                if n:
-                    key = (f in _CONTINUOUS, n, f)
-                    if best is None or key[:2] > best[:2]:
-                        best = key
-            if best is None:
-                break
-            f = best[2]
-            hit = [i for i in left if self.failed[i].get(f, 0.0) > self.ok_max.get(f, 0.0)]
-            low = min(self.failed[i][f] for i in hit)
-            safe = self.ok_max.get(f, 0.0)
-            threshold = math.sqrt(safe * low) if safe > 0 else (0.5 * low if f in _CONTINUOUS else 0.5)
-            rules.append(Rule(f, max(threshold, safe * (1 + 1e-9)), len(hit)))
-            left = [i for i in left if i not in hit]
-        self.unexplained = len(left)
-        self.rules = rules
+        self.rules, self.unexplained = learn_rules(self.ok_max, self.failed)
         self._memo.clear()
 
     # ------------------------------------------------------------------ prediction
@@ -166,6 +149,64 @@ class Feasibility:
         learned = ", ".join(repr(r) for r in self.rules) or "no rule"
         more = f"; {self.unexplained} unexplained by any rule" if self.unexplained else ""
         return (f"failed builds: {n} of {builds} ({why}); learned to avoid: {learned}{more}")
+
+
+def learn_rules(ok_max: dict[str, float], failed: Sequence[dict[str, float]]) -> tuple[list[Rule], int]:
+    """The rules that explain the failed builds (``failed``: their features) without blocking what
+    built (``ok_max``: each feature's largest value among plans that built), and how many failures
+    no feature explains.
+
+    A failure is *explained* by a feature whose value exceeds the largest that built. A failure
+    that a length and a size both explain is put down to the one it exceeds by the larger factor
+    (log of value over safe value: the features are sizes, so no scale is assumed): a loadable of
+    29 layers where 10 built, holding a tensor of 0.4 MB where 0.2 MB built, is taken to be too
+    long, not too large. Covering it with the feature that happens to explain the most failures
+    instead would lower that feature's threshold to the nearest failure of another cause (a size
+    rule at 0.28 MB learned from long loadables, blocking short ones that build with 1 MB).
+    Each continuous feature with a failure put down to it gets one rule, its threshold half-way
+    (geometric mean) between the safe value and the smallest failing value put down to it. A
+    failure that neither a length nor a size explains is covered by op types (the fewest that
+    explain them all, greedily).
+    """
+    rules: list[Rule] = []
+    cause: dict[str, list[float]] = {}
+    left: list[dict[str, float]] = []
+    for x in failed:
+        beyond = [f for f in _CONTINUOUS if x.get(f, 0.0) > ok_max.get(f, 0.0)]
+        if not beyond:
+            left.append(x)
+            continue
+        # the largest factor beyond what built; a feature nothing built with is infinitely beyond;
+        # ties go to the first of _CONTINUOUS (length: the usual reason)
+        f = max(beyond, key=lambda g: (_beyond(x[g], ok_max.get(g, 0.0)), -_CONTINUOUS.index(g)))
+        cause.setdefault(f, []).append(x[f])
+    for f in _CONTINUOUS:
+        if f in cause:
+            rules.append(_rule(f, ok_max.get(f, 0.0), min(cause[f]), len(cause[f])))
+    while left:  # op types: greedy cover of the failures no length or size explains
+        best: tuple[int, str] | None = None
+        for f in sorted({f for x in left for f in x if f not in _CONTINUOUS}):
+            n = sum(1 for x in left if x.get(f, 0.0) > ok_max.get(f, 0.0))
+            if n and (best is None or n > best[0]):
+                best = (n, f)
+        if best is None:
+            break
+        n, f = best
+        hit = [x for x in left if x.get(f, 0.0) > ok_max.get(f, 0.0)]
+        rules.append(_rule(f, ok_max.get(f, 0.0), min(x[f] for x in hit), n))
+        left = [x for x in left if not x.get(f, 0.0) > ok_max.get(f, 0.0)]
+    return rules, len(left)
+
+
+def _beyond(value: float, safe: float) -> float:
+    return math.inf if safe <= 0 else math.log(value / safe)
+
+
+def _rule(feature: str, safe: float, low: float, explains: int) -> Rule:
+    """``feature >= threshold``, half-way (geometric mean) between the safe value and the lowest
+    failing one; never at or below the safe value."""
+    threshold = math.sqrt(safe * low) if safe > 0 else (0.5 * low if feature in _CONTINUOUS else 0.5)
+    return Rule(feature, max(threshold, safe * (1 + 1e-9)), explains)
 
 
 def _reason(text: str | None) -> str:

@@ -230,7 +230,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds):
         self.inner_calls = 0
         self.inner_seconds = 0.0
         self.remeasured = 0  # top candidates built again at the end of the run
-        self.feasibility = Feasibility(self.ev.model, self.space)  # what failed to build, and rules against it
+        self.feasibility = Feasibility(self.ev.model, self.space, self.ev.settings.mode == "pipeline")  # what failed to build, and rules against it
         self.explored: list[tuple[int, ...]] = []  # exploration builds (search.blindspots)
         self.grown = False  # an exploration build surprised the model: predictions get a local correction
         self.build_log: dict[str, list[tuple[int, float]]] = {}  # realisation -> (time, log |loss|) per build

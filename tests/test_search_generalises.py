@@ -13,7 +13,7 @@ from placetune import Evaluator
 from placetune.backends.simulate.simulator import SimulatedJetson
 from placetune.measurement import Measurement
 from search import Budget, get_agent
-from search.feasibility import Feasibility
+from search.feasibility import Feasibility, learn_rules
 
 LIMIT = 12  # DLA loadables of more layers fail to build on the double below
 
@@ -62,6 +62,42 @@ def test_feasibility_rules_never_block_what_built_and_block_what_resembles_a_fai
     assert "failed builds: 1 of 2" in f.note(2) and "too many layers" in f.note(2)
     f.observe(short, Measurement.failure("timeout", "took too long"))  # not a build failure: nothing learned
     assert len(f.failed) == 1
+
+
+def test_a_plans_loadable_length_is_its_longest_dla_segment_as_the_builder_cuts_it():
+    # googlenet's inception branches interleave in the layers' order: a DLA's share of one
+    # module is several runs in that order but one segment (one loadable) when built
+    ev = Evaluator("googlenet", "orin-agx", SimulatedJetson(), mode="pipeline", precision="int8",
+                   objective="throughput")
+    space = ev.space("stages")
+    f = Feasibility(ev.model, space, pipeline=True)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a = space.sample(rng)
+        segs = space.to_placement(a).segments(pipeline=True)
+        dla = [len(s.layers) for s in segs if s.device != "GPU"]
+        assert f.features(a).get("layers", 0.0) == (max(dla) if dla else 0.0)
+
+
+def test_a_failure_that_a_length_and_a_size_both_explain_is_put_down_to_the_one_it_exceeds_most():
+    # built: loadables of up to 10 layers, tensors of up to 0.2 MB; failed: loadables holding a
+    # 6.4 MB tensor (one of them 2 layers long: only its size explains it) and one of 29 layers
+    # holding 0.4 MB (2.9x the safe length, 2x the safe size: too long, not too large)
+    ok = {"layers": 10.0, "tensor": 0.2e6}
+    failed = [{"layers": 141.0, "tensor": 6.4e6}, {"layers": 2.0, "tensor": 6.4e6}, {"layers": 29.0, "tensor": 0.4e6}]
+    rules, unexplained = learn_rules(ok, failed)
+    assert unexplained == 0
+    got = {r.feature: r.threshold for r in rules}
+    assert set(got) == {"layers", "tensor"}
+    assert got["layers"] == pytest.approx(math.sqrt(10 * 29))
+    assert got["tensor"] == pytest.approx(math.sqrt(0.2e6 * 6.4e6))
+    blocked = lambda x: any(x.get(r.feature, 0.0) >= r.threshold for r in rules)  # noqa: E731
+    assert all(blocked(x) for x in failed)
+    assert not blocked({"layers": 8.0, "tensor": 0.8e6})  # short, 0.8 MB: never shown to fail
+    assert not blocked(ok)
+    # an op type explains only what no length or size explains
+    rules, unexplained = learn_rules({**ok, "op:LRN": 0.0}, [{"layers": 3.0, "tensor": 0.1e6, "op:LRN": 1.0}])
+    assert [r.feature for r in rules] == ["op:LRN"] and unexplained == 0
 
 
 def test_failed_builds_teach_the_guided_agent_and_the_run_says_so():
