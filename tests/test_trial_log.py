@@ -302,7 +302,11 @@ def test_sigterm_stops_a_simulated_run_with_everything_it_showed_stored(tmp_path
             if shown == 30:
                 proc.send_signal(signal.SIGTERM)
                 break
-    out, err = proc.communicate(timeout=120)
+    # the rest through the same reader: communicate() reads the pipe itself and would skip the lines the
+    # loop above had already read ahead into its buffer (an in-flight trial's line, seen under load)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
     shown += sum(x.startswith("trial=") for x in out.splitlines())
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "stopping after the evaluation in flight (SIGTERM again" in err and "Traceback" not in err
