@@ -118,3 +118,28 @@ def test_a_huge_unsorted_graph_is_checked_in_linear_time():
     start = time.monotonic()
     refuse_unparsable(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]))
     assert time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize("elem_type, name", [(T.BFLOAT16, "BFLOAT16"), (T.FLOAT8E4M3FN, "FP8"), (T.INT4, "INT4")])
+def test_io_types_only_tensorrt_10_imports_are_refused_for_8_5_and_8_6(elem_type, name, tmp_path, capsys):
+    """TensorRT 8.5/8.6's parser (convertDtype) has no BFLOAT16, FP8 or INT4: such a model was tuned
+    for the platform's default TensorRT 8.6 as if it would build. TensorRT 10 takes it."""
+    from placetune import Evaluator
+
+    w = nh.from_array(np.ones((4, 3, 3, 3), np.float32), "W")
+    nodes = [h.make_node("Cast", ["x"], ["xf"], name="cast", to=T.FLOAT),
+             h.make_node("Conv", ["xf", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             h.make_node("Relu", ["c"], ["y"], name="relu")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", elem_type, [1, 3, 8, 8])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 8, 8])], [w])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 21)]), str(path))
+    capsys.readouterr()
+    code = main(["tune", "--model", str(path), "--trials", "2", "--storage", str(tmp_path / "t.db")])
+    err = capsys.readouterr().err
+    assert code == 3 and "Traceback" not in err, err
+    assert err.strip().splitlines() == [f"placetune: error: the model's input 'x' is {name}, which the ONNX parser of "
+                                        "TensorRT 8.6 cannot import (TensorRT 10 can): export it as FLOAT or FLOAT16, "
+                                        "or target TensorRT 10 (trt_version)"]
+    ev = Evaluator(str(path), "orin-agx", trt_version="10.3")
+    assert ev.model.inputs[0].dtype != "float32"

@@ -30,11 +30,13 @@ warning (e.g. DOUBLE inputs, cast to FLOAT) is accepted.
 
 from __future__ import annotations
 
+from typing import Any
+
 import onnx
 
 from placetune.errors import ModelError
 
-__all__ = ["MAX_DIMS", "MAX_OPSET", "MIN_OPSET", "refuse_unparsable"]
+__all__ = ["MAX_DIMS", "MAX_OPSET", "MIN_OPSET", "NEWER_IO_TYPES", "refuse_for_version", "refuse_unparsable"]
 
 #: the oldest default-domain opset TensorRT's ONNX parser supports
 MIN_OPSET = 7
@@ -144,3 +146,28 @@ def refuse_unparsable(proto: onnx.ModelProto) -> onnx.ModelProto:
     _names(graph, initializers)
     _constant_operands(graph, initializers)
     return proto
+
+
+#: input/output types the ONNX parser of TensorRT 8.5 and 8.6 cannot convert (its ``convertDtype``,
+#: onnx-tensorrt 8.5-GA and 8.6-GA, has no BFLOAT16, FLOAT8E4M3FN or INT4; Jetson's next TensorRT is 10.x)
+NEWER_IO_TYPES = {"bfloat16": "BFLOAT16", "float8_e4m3fn": "FP8", "int4": "INT4"}
+
+
+def refuse_for_version(model: Any, trt_version: str) -> None:
+    """Refuse a model whose inputs or outputs the target TensorRT's parser cannot import.
+
+    Raises:
+        ModelError: one line naming the tensor, its type and the versions that take it.
+    """
+    try:
+        major = int(str(trt_version).split(".")[0])
+    except ValueError:
+        return  # (an unparsable version is refused by the settings)
+    if major >= 9:
+        return
+    for kind, tensors in (("input", model.inputs), ("output", model.outputs)):
+        for t in tensors:
+            if t.dtype in NEWER_IO_TYPES:
+                raise ModelError(f"the model's {kind} {t.name[:80]!r} is {NEWER_IO_TYPES[t.dtype]}, which the ONNX "
+                                 f"parser of TensorRT {trt_version} cannot import (TensorRT 10 can): export it "
+                                 "as FLOAT or FLOAT16, or target TensorRT 10 (trt_version)")

@@ -32,6 +32,7 @@ from placetune.backends.base import check_backend
 from placetune.backends.registry import get_backend
 from placetune.hardware.platforms import get_platform
 from placetune.model.merge import networks_in
+from placetune.model.parsable import refuse_for_version
 from placetune.placement.space import Space
 from placetune.store.store import Store
 from placetune.tuning.baselines import baseline_placements
@@ -140,6 +141,7 @@ class Evaluator:
         if settings is None and "trt_version" not in options:
             options["trt_version"] = self.platform.default_trt_version
         self.settings = settings or Settings(mode=mode, precision=precision, **options)
+        refuse_for_version(self.model, self.settings.trt_version)  # types the target's ONNX parser cannot import
         if not self.platform.has_power_mode(self.settings.power_mode):  # else every trial is infeasible
             raise ConfigError(f"power_mode {str(self.settings.power_mode)[:40]!r}: {self.platform.name} has the "
                               f"power modes {', '.join(self.platform.power_modes)}")
