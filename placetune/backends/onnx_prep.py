@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 from pathlib import Path
@@ -12,7 +11,7 @@ import numpy as np
 import onnx
 
 from placetune.errors import ModelError
-from placetune.files.read import read_gzip
+from placetune.files.read import file_digest, read_gzip
 from placetune.files.write import write_file
 from placetune.model import zoo
 from placetune.model.onnx_io import load_with_weights, read_model_proto
@@ -98,24 +97,6 @@ def source_has_qdq(model: "Model") -> bool:
     return model.proto is not None and has_qdq(model.proto)
 
 
-_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
-
-
-def _content_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes; remembered in this process per path, inode, size and modification
-    and change times (the change time no program sets: any write or rename moves it)."""
-    st = path.stat()
-    memo = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    found = _DIGESTS.get(memo)
-    if found is None:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        found = _DIGESTS[memo] = h.hexdigest()
-        if len(_DIGESTS) > 64:
-            _DIGESTS.pop(next(iter(_DIGESTS)))
-    return found
 
 
 def prepare_onnx(model: "Model", cache_dir: Path, fp16: bool) -> Path:
@@ -126,7 +107,7 @@ def prepare_onnx(model: "Model", cache_dir: Path, fp16: bool) -> Path:
     if src is not None and src.suffix != ".gz" and not fp16:
         return src.resolve()
     if src is not None:  # by content: a changed file (same name, size and time) is never served stale
-        key = _content_digest(src)[:16]
+        key = file_digest(src)[:16]
     else:
         key = model.hash[:16]
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]

@@ -22,6 +22,7 @@ file is expected is not echoed with its password).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 import stat
 import sys
@@ -202,3 +203,24 @@ def read_gzip(path: str | os.PathLike[str], what: str = "model", *, error: type[
             raise
         except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise _refuse(error, what, path, f"not a valid gzip stream ({_reason(exc)})") from None
+
+
+_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes; remembered in this process per path, inode, size and modification
+    and change times (the change time no program sets: any write or rename moves it)."""
+    p = Path(path)
+    st = p.stat()
+    memo = (str(p.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    found = _DIGESTS.get(memo)
+    if found is None:
+        h = hashlib.sha256()
+        with open(p, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        found = _DIGESTS[memo] = h.hexdigest()
+        if len(_DIGESTS) > 256:
+            _DIGESTS.pop(next(iter(_DIGESTS)))
+    return found

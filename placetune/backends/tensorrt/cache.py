@@ -32,28 +32,12 @@ from typing import Any
 
 import onnx
 
+from placetune.files.read import file_digest
+
 __all__ = ["EngineCache", "engine_key", "file_digest", "CACHE_FORMAT"]
 
 #: Bumped when the key or the files change meaning.
 CACHE_FORMAT = 2  # 2: a node's further layers follow it on 8.5; Q/DQ networks get no placeholder ranges
-_DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
-def file_digest(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of a file's bytes (remembered per path, size and modification time)."""
-    p = Path(path)
-    st = p.stat()
-    key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
-    found = _DIGESTS.get(key)
-    if found is None:
-        h = hashlib.sha256()
-        with open(p, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        found = _DIGESTS[key] = h.hexdigest()
-        if len(_DIGESTS) > 256:
-            _DIGESTS.pop(next(iter(_DIGESTS)))
-    return found
 
 
 def engine_key(content: str, device: str, precision: str, trt_version: str, platform: str, l4t: str | None = None,
