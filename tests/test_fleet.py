@@ -475,12 +475,13 @@ def test_resume_hint_is_masked():
 
 
 # --------------------------------------------------------------------------- any agent as a fleet worker
-def _toy_on_path(tmp_path: Path) -> str:
-    """PYTHONPATH with examples/toy_agent.py declared as a package's ``placetune.agents`` entry point."""
+def _toy_on_path(tmp_path: Path, group: str = "placetune.agents", target: str = "toy_agent:ToyAgent") -> str:
+    """PYTHONPATH with an example of examples/ (the toy agent by default) declared as a package's
+    entry point ``toy`` in ``group``."""
     dist = tmp_path / "site" / "placetune_toy-0.1.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: placetune-toy\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[placetune.agents]\ntoy = toy_agent:ToyAgent\n")
+    (dist / "entry_points.txt").write_text(f"[{group}]\ntoy = {target}\n")
     return os.pathsep.join([str(ROOT), str(ROOT / "examples"), str(tmp_path / "site")])
 
 
@@ -548,15 +549,6 @@ def test_three_toy_agent_workers_share_one_study(pg_url, tmp_path, monkeypatch):
     assert n == distinct == sum(_measured_in_run(out) for out, _ in outs) and claims == 0
 
 
-def _toy_backend_on_path(tmp_path: Path) -> str:
-    """PYTHONPATH with examples/toy_backend.py declared as a package's ``placetune.backends`` entry point."""
-    dist = tmp_path / "site" / "placetune_toy_backend-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: placetune-toy-backend\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[placetune.backends]\ntoy = toy_backend:ToyBackend\n")
-    return os.pathsep.join([str(ROOT), str(ROOT / "examples"), str(tmp_path / "site")])
-
-
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_three_toy_backend_workers_share_one_study(pg_url, tmp_path, monkeypatch):
@@ -565,7 +557,7 @@ def test_three_toy_backend_workers_share_one_study(pg_url, tmp_path, monkeypatch
     import sqlalchemy as sa
     from optuna.trial import TrialState
 
-    monkeypatch.setenv("PYTHONPATH", _toy_backend_on_path(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", _toy_on_path(tmp_path, "placetune.backends", "toy_backend:ToyBackend"))
     study = _study_file(tmp_path, "fleettoybackend", trials=24)
     dirs = [tmp_path / f"w{i}" for i in range(3)]
     for d in dirs:
