@@ -148,9 +148,14 @@ def test_fit_improves_on_the_priors(restore_constants):
 #: The judged sets whose max misses the 35 % target (figures stored by the last run, reported by
 #: benchmarks/calibration.py): the validation row t2tdla-xaviernx-resnet18-dla-int8 (+38.3 %, with and
 #: without exclusions), the release-3 validation rows of Ultralytics YOLO11 on Orin NX 16GB (worst
-#: ultralytics-orinnx16-yolo11n-int8, -43.9 %: the simulator is too fast) and, without exclusions, the
-#: excluded row mlperf20-orin-resnet50-multistream itself (-38.8 % by leave-one-source-out).
+#: ultralytics-orinnx16-yolo11n-int8, -43.9 %: the simulator is too fast), the release-4 validation rows on
+#: AGX Orin (worst qguide-orin-resnet50-dla-int8-with-gpu, -71.3 %: a DLA engine whose GPU-fallback layers
+#: wait behind a saturated GPU; the Orin DLA FP16 rows -48 % and -58 %; YOLO11n with DLA fallback -61 %),
+#: which also take the validation batch-1 bucket's median signed error to -10.8 %, and, without
+#: exclusions, the excluded row mlperf20-orin-resnet50-multistream itself (-38.8 % by leave-one-source-out).
 KNOWN_MISSES = {"validate", "validate_all", "loso_all"}
+#: The batch buckets whose median signed error misses the +/-10 % bound (same report).
+KNOWN_BUCKET_MISSES = {"validate batch 1"}
 
 
 def _stored_sets():
@@ -162,18 +167,20 @@ def _stored_sets():
 def test_the_calibration_meets_its_targets_except_the_known_misses():
     """Every judged set (validation and leave-one-source-out, with and without exclusions) has its
     median <= 15 %; its max <= 35 % except the sets of KNOWN_MISSES (a new miss fails here); every
-    batch bucket's median signed error within +/-10 %."""
+    batch bucket's median signed error within +/-10 % except those of KNOWN_BUCKET_MISSES."""
     sets = _stored_sets()
     missed = calibration.targets_met(sets)
-    assert {m.split()[0] for m in missed} == KNOWN_MISSES, missed
+    assert {m.split(":")[0] if " batch " in m else m.split()[0] for m in missed} == \
+        KNOWN_MISSES | KNOWN_BUCKET_MISSES, missed
     for key, _, excl in calibration.JUDGED:
         s = accuracy.summary(sets[key], excl)
         assert s["n"] >= 10 and s["median"] <= calibration.TARGET_MEDIAN, (key, s)
         assert key in KNOWN_MISSES or s["max"] <= calibration.TARGET_MAX, (key, s)
 
 
-@pytest.mark.xfail(strict=True, reason="validation max 43.9 % (38.3 % without exclusions) and leave-one-source-out "
-                                       "max without exclusions 38.8 %: targets missed (KNOWN_MISSES), reported, "
+@pytest.mark.xfail(strict=True, reason="validation max 71.3 % (71.8 % without exclusions), validation batch-1 median "
+                                       "signed -10.8 % and leave-one-source-out max without exclusions 38.8 %: "
+                                       "targets missed (KNOWN_MISSES), reported, "
                                        "not tuned away")
 def test_the_calibration_meets_all_its_targets():
     assert calibration.targets_met(_stored_sets()) == []
