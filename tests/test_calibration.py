@@ -209,3 +209,14 @@ def test_report_shows_every_table_and_labels_simulated():
     assert "rows per constant" in text and "simulated" in text.lower()
     assert sets["fit"] and sets["validate"] and sets["loso"] and sets["validate_all"] and sets["loso_all"]
     assert isinstance(calibration.targets_met(sets), list)
+
+
+def test_a_row_in_a_power_mode_the_module_lacks_is_skipped_not_simulated_at_maxn():
+    case = next(c for c in published_cases() if c.row.id == "qguide-orin-resnet50-dla-int8-50w")
+    assert case.skip is None and case.power_mode == "50W"
+    orin_10w = published._case(dataclasses.replace(case.row, power_mode="10W"))
+    assert orin_10w.skip is not None and "10W" in orin_10w.skip and "15W" in orin_10w.skip
+    xavier = next(c for c in published_cases() if c.row.platform == "xavier-agx" and c.skip is None)
+    in_30w_all = published._case(dataclasses.replace(xavier.row, power_mode="30W_ALL"))
+    assert in_30w_all.skip is None and in_30w_all.power_mode == "30W_ALL"
+    assert published.simulate_case(in_30w_all) != published.simulate_case(xavier)

@@ -26,6 +26,7 @@ import json
 from placetune.backends.simulate.costs import FIT_FILE
 from placetune.backends.simulate.simulator import SimulatedJetson
 from placetune.hardware.platforms import get_platform, platform_names
+from placetune.hardware.power_modes import modes_of
 from placetune.model import zoo
 from placetune.model.model import Model
 from placetune.placement.placement import Placement
@@ -240,9 +241,13 @@ def _case(row: PublishedRow) -> PublishedCase:
     kind = "mixed" if scopes else "concurrent" if engines else _PLACEMENTS[placement]
     if engines and len({b for k, b in batches.items()}) > 1:
         return skip("concurrent engines with different batches")
-    mode = row.power_mode if row.power_mode in ("MAXN", "50W", "30W", "15W") else "MAXN"
     if row.power_mode.startswith("clocks:"):
         return skip("clocks given instead of an nvpmodel mode")
+    mode = "MAXN" if row.power_mode == "unstated" else row.power_mode
+    modes = modes_of(row.platform)
+    if mode != "MAXN" and (modes is None or modes.mode(mode) is None):
+        known = ", ".join(modes.names) if modes is not None else "none transcribed"
+        return skip(f"power mode {row.power_mode} is not one of {row.platform}'s nvpmodel modes ({known})")
     # published DLA-only engines have no softmax / TopK head (DLA-SW cut the network, seed 003 used *_noprob)
     softmax = False if kind in ("dla-only", "2dla-replicas") else None
     return PublishedCase(row, kind=kind, batches=tuple(sorted(batches.items())), power_mode=mode, softmax=softmax,
