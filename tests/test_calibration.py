@@ -202,3 +202,18 @@ def test_report_shows_every_table_and_labels_simulated():
     assert "rows per constant" in text and "simulated" in text.lower()
     assert sets["fit"] and sets["validate"] and sets["loso"] and sets["validate_all"] and sets["loso_all"]
     assert isinstance(calibration.targets_met(sets), list)
+
+
+def test_separate_process_rows_wait_for_gpu_time_slices_and_mlperf_offline_does_not():
+    """torch2trt's two-process rows are simulated as separate processes (the DLA engine's fallback
+    segment waits for the GPU process's time slice), MLPerf Offline as one process (its LWIS harness)."""
+    from placetune.backends.simulate.simulator import SimulatedJetson
+
+    cases = {c.row.id: c for c in published_cases()}
+    one = SimulatedJetson(timeline=False)  # a backend given explicitly is used as it is: one process
+    t2t = cases["t2tdla-xaviernx-resnet18-dla-with-gpu-int8"]
+    assert t2t.row.source in published.SEPARATE_PROCESS_SOURCES
+    assert published.simulate_case(t2t) < 0.9 * published.simulate_case(t2t, one)  # samples/s
+    mlperf = cases["mlperf30-orin-resnet50-offline"]
+    assert mlperf.row.source not in published.SEPARATE_PROCESS_SOURCES
+    assert published.simulate_case(mlperf) == pytest.approx(published.simulate_case(mlperf, one), rel=1e-9)
