@@ -220,3 +220,18 @@ def test_a_row_in_a_power_mode_the_module_lacks_is_skipped_not_simulated_at_maxn
     in_30w_all = published._case(dataclasses.replace(xavier.row, power_mode="30W_ALL"))
     assert in_30w_all.skip is None and in_30w_all.power_mode == "30W_ALL"
     assert published.simulate_case(in_30w_all) != published.simulate_case(xavier)
+
+
+def test_separate_process_rows_wait_for_gpu_time_slices_and_mlperf_offline_does_not():
+    """torch2trt's two-process rows are simulated as separate processes (the DLA engine's fallback
+    segment waits for the GPU process's time slice), MLPerf Offline as one process (its LWIS harness)."""
+    from placetune.backends.simulate.simulator import SimulatedJetson
+
+    cases = {c.row.id: c for c in published_cases()}
+    one = SimulatedJetson(timeline=False)  # a backend given explicitly is used as it is: one process
+    t2t = cases["t2tdla-xaviernx-resnet18-dla-with-gpu-int8"]
+    assert t2t.row.source in published.SEPARATE_PROCESS_SOURCES
+    assert published.simulate_case(t2t) < 0.9 * published.simulate_case(t2t, one)  # samples/s
+    mlperf = cases["mlperf30-orin-resnet50-offline"]
+    assert mlperf.row.source not in published.SEPARATE_PROCESS_SOURCES
+    assert published.simulate_case(mlperf) == pytest.approx(published.simulate_case(mlperf, one), rel=1e-9)

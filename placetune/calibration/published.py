@@ -254,6 +254,16 @@ def _case(row: PublishedRow) -> PublishedCase:
                          scopes=scopes, engines=engines)
 
 
+#: Sources whose engines that run at the same time are separate processes (one CUDA context each,
+#: so their GPU work is time-sliced: ``SimulatedJetson(separate_processes=True)``): torch2trt's DLA
+#: benchmark runs one Python process per engine (the rows' notes), jetson_benchmarks one trtexec per
+#: engine, the DLA-SW README one trtexec per DLA core, the quantization guide's concurrent runs one
+#: trtexec per engine (its ``conc_*.json``). Every other source's concurrent engines are
+#: one process (MLPerf's LWIS harness runs the GPU and both DLA engines in one process).
+SEPARATE_PROCESS_SOURCES = frozenset({"torch2trt-dla-xaviernx", "jetson_benchmarks", "jetson_benchmarks-issue10",
+                                      "dla-sw", "dla-sw-issue29", "quant-guide-orin"})
+
+
 #: A row is in conflict when its value is more than this factor off the median of at least two
 #: other rows measured under the same conditions (a property of the data, not of the simulator).
 CONFLICT_FACTOR = 1.3
@@ -321,7 +331,9 @@ def simulate_case(case: PublishedCase, backend: Any = None) -> float:
     """
     if case.skip:
         raise ValueError(f"{case.row.id}: {case.skip}")
-    sim = backend or SimulatedJetson(timeline=False)
+    several = case.kind in ("concurrent", "2dla-replicas", "gpu+2dla-replicas")
+    sim = backend or SimulatedJetson(
+        timeline=False, separate_processes=several and case.row.source in SEPARATE_PROCESS_SOURCES)
     platform = get_platform(case.row.platform)
     prec, b = case.row.precision, case.batch
     base = dict(precision=prec, iterations=1, noise=0.0, power_mode=case.power_mode)
