@@ -235,7 +235,8 @@ def run_owned(trt, np, job, plans, logger, result):
 def replicas(job):
     # type: (Dict[str, Any]) -> Dict[str, Any]
     """Build (or load) one whole-network engine per instance (device, batch), time each alone,
-    then run them all at once, each in a closed loop on its own stream, for ``duration_s``."""
+    then run them all at once, each from a thread of its own in a closed loop on its own stream,
+    for ``duration_s``."""
     import numpy as np
     import tensorrt as trt
 
