@@ -235,7 +235,7 @@ def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
                        "dimension of a file's inputs (a file with a static batch takes --shape)")
 
 
-def _add_target_args(p: argparse.ArgumentParser, precision: str = "fp16") -> None:
+def _add_target_args(p: argparse.ArgumentParser, precision: str = DEFAULT_PRECISION) -> None:
     p.add_argument("--platform", default="orin-agx", help="Jetson profile (default orin-agx)")
     p.add_argument("--precision", default=precision, choices=("fp16", "int8", "fp32"),
                    help=f"builder precision (default {precision}" + (", as tune's)" if precision != "fp16" else ")"))
