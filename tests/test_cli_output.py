@@ -105,7 +105,7 @@ def test_ratios_read_as_faster_or_slower_never_as_a_bare_factor(session):
     assert re.search(r"\d\.\d\dx slower$", rows["all-DLA0 (+fallback)"]), rows
     head = next(x for x in outs["export"].splitlines() if x.startswith("vs all-GPU:"))
     assert re.match(r"vs all-GPU: (same|\d+\.\d+x (faster|slower)) \(latency, the study's objective\); "
-                    r"throughput (same|\d+\.\d+x (faster|slower)), (same|\d+\.\d+x (less|more) energy)$", head), head
+                    r"throughput (same|\d+\.\d+x (faster|slower)), (energy same|\d+\.\d+x (less|more) energy)$", head), head
 
 
 def test_the_live_bar_says_faster_than_all_gpu(tmp_path):
@@ -260,3 +260,22 @@ def test_the_live_bar_leaves_no_characters_of_a_longer_line_behind():
     for chunk in out.getvalue().split("\r")[1:]:  # what a terminal shows: each chunk overwrites from column 0
         screen = chunk + screen[len(chunk):]
     assert screen.rstrip() == out.getvalue().split("\r")[-1].rstrip() and "error" not in screen
+
+
+
+def test_export_says_each_thing_once(session, capsys, tmp_path):
+    """export printed the INT8 placeholder warning twice: in the plan's summary and again as a note."""
+    tmp, url, outs = session
+    folder = _run(capsys, "export", "--storage", url, "--format", "trtexec", "-o", str(tmp_path / "dep"))
+    for out in (outs["export"], outs["folder"], folder):
+        assert out.count("PLACEHOLDERS") == 1, out
+
+
+
+def test_the_headline_names_each_metric_even_when_it_is_the_same(session):
+    """"vs all-GPU: same (latency, ...); throughput same, same": an energy equal to all-GPU's was a
+    bare "same" (its metric is named only in "1.20x less energy")."""
+    _, _, outs = session
+    line = next(x for x in outs["export"].splitlines() if x.startswith("vs all-GPU:"))
+    others = line.split("; ", 1)[1].split(", ")
+    assert len(others) >= 2 and all(re.search(r"latency|throughput|energy|gpu_time", x) for x in others), line
