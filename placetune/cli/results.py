@@ -251,8 +251,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{label} {st.name}: wrote {plural(len(files), 'file')} to {args.output}")
     for f in files:
         print(f"  {f}")
-    if any(f.name == "trace.json" for f in files):
-        print("open trace.json in https://ui.perfetto.dev or chrome://tracing")
+    trace = next((f for f in files if f.name == "trace.json"), None)
+    if trace is not None:
+        print(f"open {trace} in https://ui.perfetto.dev or chrome://tracing")
     return 0
 
 
