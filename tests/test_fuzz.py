@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every input kind, a standing suite (derandomized and small in CI).
+"""Property-based fuzzing of every input kind, a standing suite (small, with a fresh seed every run).
 
 Each property calls ``placetune.cli.main.main([...])`` in-process (or the library edge for
 device profiles, environments and stored rows) and asserts, per call:
