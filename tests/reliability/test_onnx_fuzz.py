@@ -37,6 +37,8 @@ from onnx import TensorProto, helper
 import placetune.cli.main
 from placetune.cli.main import main
 
+from tests.seeds import seed as run_seed
+
 from ._harness import COUNTS, NOTES
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -256,7 +258,7 @@ MODELS = {  # model -> rounds (the big exports get fewer: each mutant is a 14-21
 
 
 def test_mutated_models_import_or_are_refused(tmp_path):
-    seed = int(os.environ.get("PLACETUNE_FUZZ_SEED", "1234"))
+    seed = run_seed("PLACETUNE_FUZZ_SEED")
     rng = random.Random(seed)
     results = []
     kinds: Counter[str] = Counter()
