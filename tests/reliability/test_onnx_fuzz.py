@@ -20,7 +20,6 @@ import glob
 import gzip
 import io
 import json
-import os
 import random
 import signal
 import traceback
