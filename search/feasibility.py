@@ -15,7 +15,9 @@ plans that built); a failed plan whose feature exceeds that is *explained* by it
 is put down to one cause: the continuous features first (a length or size limit is the usual
 reason a DLA compiler rejects a loadable, while an op it cannot run at all falls back to the GPU
 before any build), and of a length and a size that both explain it, the one it exceeds by the
-larger factor (:func:`learn_rules`); failures that neither explains are covered by the fewest op
+larger factor (:func:`learn_rules`), unless the compiler's reason names the cause
+(:func:`named_cause`: its last clause speaks of too many layers, or of a tensor, buffer or memory),
+which it then is; failures that neither explains are covered by the fewest op
 types (greedy). Each cause gets a rule with the threshold half-way between the safe value and the
 smallest failing value put down to it (geometric mean: the features are sizes,
 so no scale is assumed). A plan is predicted to fail when any rule holds for it. A failure that
@@ -40,7 +42,7 @@ from placetune.measurement import Measurement
 from placetune.backends.simulate.costs import DEVICE_CODE
 from placetune.placement.placement import producer_arrays
 
-__all__ = ["Feasibility", "Rule", "learn_rules"]
+__all__ = ["Feasibility", "Rule", "learn_rules", "named_cause"]
 
 #: statuses that say the build was rejected (a timing failure says nothing about the loadables)
 _BUILD_FAILURES = ("build_failed",)
@@ -84,6 +86,7 @@ class Feasibility:
         self.op_index = np.array([self.op_names.index(o) for o in ops], dtype=np.intp)
         self.ok_max: dict[str, float] = {}
         self.failed: list[dict[str, float]] = []
+        self.causes: list[str | None] = []  # the cause each failure's reason names (None: it names none)
         self.reasons: Counter[str] = Counter()
         self.rules: list[Rule] = []
         self.unexplained = 0
@@ -117,12 +120,13 @@ class Feasibility:
         elif m.status in _BUILD_FAILURES:
             self.failed.append(self.features(assignment))
             self.reasons[_reason(m.reason)] += 1
+            self.causes.append(named_cause(m.reason))
         else:
             return
         self._learn()
 
     def _learn(self) -> None:
-        self.rules, self.unexplained = learn_rules(self.ok_max, self.failed)
+        self.rules, self.unexplained = learn_rules(self.ok_max, self.failed, self.causes)
         self._memo.clear()
 
     # ------------------------------------------------------------------ prediction
@@ -151,7 +155,8 @@ class Feasibility:
         return (f"failed builds: {n} of {builds} ({why}); learned to avoid: {learned}{more}")
 
 
-def learn_rules(ok_max: dict[str, float], failed: Sequence[dict[str, float]]) -> tuple[list[Rule], int]:
+def learn_rules(ok_max: dict[str, float], failed: Sequence[dict[str, float]],
+                causes: Sequence[str | None] | None = None) -> tuple[list[Rule], int]:
     """The rules that explain the failed builds (``failed``: their features) without blocking what
     built (``ok_max``: each feature's largest value among plans that built), and how many failures
     no feature explains.
@@ -163,6 +168,9 @@ def learn_rules(ok_max: dict[str, float], failed: Sequence[dict[str, float]]) ->
     long, not too large. Covering it with the feature that happens to explain the most failures
     instead would lower that feature's threshold to the nearest failure of another cause (a size
     rule at 0.28 MB learned from long loadables, blocking short ones that build with 1 MB).
+    A failure whose reason names its cause (``causes``: :func:`named_cause`, a length or a size) is
+    put down to that feature when its value exceeds the safe one: the compiler knows, and before
+    anything built on a DLA (nothing safe: every feature infinitely beyond) the factors cannot tell.
     Each continuous feature with a failure put down to it gets one rule, its threshold half-way
     (geometric mean) between the safe value and the smallest failing value put down to it. A
     failure that neither a length nor a size explains is covered by op types (the fewest that
@@ -171,10 +179,14 @@ def learn_rules(ok_max: dict[str, float], failed: Sequence[dict[str, float]]) ->
     rules: list[Rule] = []
     cause: dict[str, list[float]] = {}
     left: list[dict[str, float]] = []
-    for x in failed:
+    for i, x in enumerate(failed):
         beyond = [f for f in _CONTINUOUS if x.get(f, 0.0) > ok_max.get(f, 0.0)]
         if not beyond:
             left.append(x)
+            continue
+        named = causes[i] if causes is not None and i < len(causes) else None
+        if named in beyond:
+            cause.setdefault(named, []).append(x[named])
             continue
         # the largest factor beyond what built; a feature nothing built with is infinitely beyond;
         # ties go to the first of _CONTINUOUS (length: the usual reason)
@@ -196,6 +208,22 @@ def learn_rules(ok_max: dict[str, float], failed: Sequence[dict[str, float]]) ->
         rules.append(_rule(f, ok_max.get(f, 0.0), min(x[f] for x in hit), n))
         left = [x for x in left if not x.get(f, 0.0) > ok_max.get(f, 0.0)]
     return rules, len(left)
+
+
+#: words of a compiler's reason (its last clause) that name the cause: a loadable too long, a tensor too large
+_NAMES = {"layers": re.compile(r"\b(too many (layers|nodes|operations)|too long|layer count)\b", re.I),
+          "tensor": re.compile(r"\b(tensor|buffers?|memory|bytes|[kmg]i?b)\b", re.I)}
+
+
+def named_cause(text: str | None) -> str | None:
+    """The feature a failed build's reason names as its cause (``layers`` or ``tensor``), read from its
+    last clause (:func:`_reason`: a compiler names the layers first, the cause last), or None when
+    it names neither or both."""
+    if not text:
+        return None
+    tail = _reason(text)
+    hits = [f for f, pattern in _NAMES.items() if pattern.search(tail)]
+    return hits[0] if len(hits) == 1 else None
 
 
 def _beyond(value: float, safe: float) -> float:

@@ -483,6 +483,43 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds):
             return [(p, draws[j % len(draws)] if draws else None) for j, p in enumerate(self.fit.ensemble)]
         return [(self.model.profile, d) for d in draws]
 
+    def candidates(self, items: Sequence[tuple[float, list[int]]], limit: int, *,
+                   anchors: Sequence[np.ndarray] | None = None,
+                   per_pattern: int | None = None) -> list[tuple[float, list[int]]]:
+        """Up to ``limit`` of ``items`` (prediction, assignment), in their order, worth a build: a finite
+        prediction, unmeasured (nor its twin or realisation), one per DLA-relabelled twin, not predicted
+        to fail to build, within the trust region around ``anchors`` when given, and at most
+        ``per_pattern`` per stage-device pattern when given (the picks' and :mod:`search.later`'s pool)."""
+        out: list[tuple[float, list[int]]] = []
+        keys: set[tuple[int, ...]] = set()
+        per: dict[tuple[int, ...], int] = {}
+        for v, a in items:
+            if len(out) >= limit:
+                break
+            c = self.canon(a)
+            if not math.isfinite(v) or c in keys or self.seen(a) \
+                    or (anchors is not None and not self.near(a, anchors)) or self.feasibility.fails(a):
+                continue
+            if per_pattern is not None:
+                pat = tuple(s.device for s in self.space.stages(list(c)))  # self.pattern(a), canonical once
+                if per.get(pat, 0) >= per_pattern:
+                    continue
+                per[pat] = per.get(pat, 0) + 1
+            keys.add(c)
+            out.append((v, a))
+        return out
+
+    def spread(self, assignments: Sequence[list[int]], members: Sequence[tuple[Any, Any]]) -> np.ndarray:
+        """Standard deviation of the ensemble members' (profile, correction) predictions of each
+        assignment (0 where fewer than two members predict it)."""
+        if len(members) < 2:
+            return np.zeros(len(assignments))
+        preds = np.array([[Surrogate(self.ev, self.space, self.run.objective, p, corr).loss(a) for a in assignments]
+                          for p, corr in members])
+        preds[~np.isfinite(preds)] = np.nan
+        with np.errstate(all="ignore"):
+            return np.nan_to_num(np.nanstd(preds, axis=0), nan=0.0)
+
     def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
                k: int) -> list[tuple[list[int], float]]:
         """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
@@ -491,35 +528,13 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds):
         pool = list(ranked[:_SCAN])
         pool += sorted(((sur.loss(a), a) for a in (assignment_of(self.space, st) for st in self.portfolio.values())),
                        key=lambda t: t[0])
-        top, keys = [], set()
-        per: dict[tuple[int, ...], int] = {}
         anchors = [np.asarray(b) for b in self.top_measured(3)]  # the trust region's centres, once
-        for v, a in sorted(pool, key=lambda t: t[0]):
-            if not math.isfinite(v) or len(top) >= 24:
-                break
-            c = self.canon(a)
-            if c in keys or self.seen(a) or not self.near(a, anchors) or self.feasibility.fails(a):
-                continue
-            pat = tuple(s.device for s in self.space.stages(list(c)))  # self.pattern(a), canonical once
-            if per.get(pat, 0) >= 3:
-                continue
-            per[pat] = per.get(pat, 0) + 1
-            keys.add(c)
-            top.append((v, a))
+        top = self.candidates(sorted(pool, key=lambda t: t[0]), 24, anchors=anchors, per_pattern=3)
         if not top:
             return []
         mean = np.array([v for v, _ in top])
-        spread = np.zeros(len(top))
         members = self.members() if fit is self.fit else [(p, None) for p in fit.ensemble]
-        if members:
-            preds = []
-            for prof, corr in members:
-                s = Surrogate(self.ev, self.space, self.run.objective, prof, corr)
-                preds.append([s.loss(a) for _, a in top])
-            p = np.array(preds)
-            p[~np.isfinite(p)] = np.nan
-            with np.errstate(all="ignore"):
-                spread = np.nan_to_num(np.nanstd(p, axis=0), nan=0.0)
+        spread = self.spread([a for _, a in top], members)
         score = mean - self.agent.kappa * spread
         picks: list[tuple[list[int], float]] = [(top[0][1], float(top[0][0]))]
         patterns = {self.pattern(top[0][1])}

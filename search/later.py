@@ -87,7 +87,8 @@ class LaterBuilds:
     rebuild: Callable[[Sequence[int]], Any]
     evaluate: Callable[[list[int], float | None], Any]
     local_step: Callable[..., Any]
-    feasibility: Any
+    candidates: Callable[..., list[tuple[float, list[int]]]]
+    spread: Callable[..., Any]
 
     def converged(self) -> int | None:
         """The evaluation this run converged at (None: not converged, a time-only budget, or not ``settle``)."""
@@ -125,30 +126,12 @@ class LaterBuilds:
         err = self.recent_error
         if err is None:  # no out-of-sample error yet: nothing is ruled out
             return [(a, v) for v, a in ranked[:1] if not self.seen(a)]
-        pool: list[tuple[float, list[int]]] = []
-        keys: set[tuple[int, ...]] = set()
         step = self.local_step(sur, [])
-        for v, a in ([(step[1], step[0])] if step else []) + list(ranked):
-            if len(pool) >= _SCAN:
-                break
-            c = self.canon(a)
-            if not math.isfinite(v) or c in keys or self.seen(a) or self.feasibility.fails(a):
-                continue
-            keys.add(c)
-            pool.append((v, a))
+        pool = self.candidates(([(step[1], step[0])] if step else []) + list(ranked), _SCAN)
         if not pool:
             return []
         mean = np.array([v for v, _ in pool])
-        spread = np.zeros(len(pool))
-        members = self.members()
-        if len(members) >= 2:
-            from .surrogate import Surrogate
-
-            preds = np.array([[Surrogate(self.ev, self.space, self.run.objective, p, corr).loss(a) for _, a in pool]
-                              for p, corr in members])
-            preds[~np.isfinite(preds)] = np.nan
-            with np.errstate(all="ignore"):
-                spread = np.nan_to_num(np.nanstd(preds, axis=0), nan=0.0)
+        spread = self.spread([a for _, a in pool], self.members())
         sigma = np.maximum(spread / np.maximum(np.abs(mean), 1e-300), MAD_SD * err)
         bound = mean - Z * sigma * np.abs(mean)
         goal = best - MIN_GAIN * abs(best)

@@ -112,6 +112,28 @@ def test_failed_builds_teach_the_guided_agent_and_the_run_says_so():
     assert backend.rejected <= 4
 
 
+def test_a_failure_is_put_down_to_the_cause_its_reason_names():
+    from search.feasibility import named_cause
+
+    assert named_cause("DLA compiler rejected the loadable of 141 layers (layer1.0/conv .. layer3.2/relu) on DLA0: "
+                       "too many layers for one loadable") == "layers"
+    assert named_cause("DLA compiler rejected the loadable conv1 .. pool1 on DLA1: a tensor of 1.61 MB does not fit "
+                       "its buffers") == "tensor"
+    assert named_cause("Internal DLA error") is None and named_cause(None) is None
+    # nothing has built on a DLA yet: every feature of a failure is infinitely beyond what built, so
+    # the factors cannot tell a short loadable holding a large tensor from a long one; without its
+    # reason it would be called too long (a length rule at 1 layer: no DLA plan left to try)
+    failed = [{"layers": 141.0, "tensor": 6.4e6}, {"layers": 2.0, "tensor": 6.4e6}]
+    by_factor = {r.feature: r.threshold for r in learn_rules({}, failed)[0]}
+    assert by_factor == {"layers": 1.0}
+    named = {r.feature: r.threshold for r in learn_rules({}, failed, ["layers", "tensor"])[0]}
+    assert named == {"layers": pytest.approx(70.5), "tensor": pytest.approx(3.2e6)}
+    # a named cause that the plan's feature does not exceed (a proxy of what the compiler saw) is
+    # not taken: the failure goes to the feature beyond what built, as before
+    rules, _ = learn_rules({"layers": 10.0, "tensor": 1e6}, [{"layers": 29.0, "tensor": 0.5e6}], ["tensor"])
+    assert [r.feature for r in rules] == ["layers"]
+
+
 class _Objective:
     def __init__(self, direction: str) -> None:
         self.direction = direction
