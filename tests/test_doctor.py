@@ -105,6 +105,38 @@ def test_probes_are_robust_when_nothing_is_there(tmp_path):
         probe()
 
 
+def test_nvpmodel_off_path_is_still_read(tmp_path, monkeypatch):
+    """cron's and systemd's PATH has no /usr/sbin, where L4T installs nvpmodel: the probe looks
+    there too, else the board's power mode would be silently unknown for the whole night."""
+    sbin = tmp_path / "sbin"
+    sbin.mkdir()
+    nv = sbin / "nvpmodel"
+    nv.write_text("#!/bin/sh\nprintf 'NV Power Mode: MODE_30W\\n2\\n'\n")
+    nv.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(trt_env, "SYSTEM_DIRS", (str(sbin),))
+    assert trt_env.read_power_mode() == "MODE_30W"
+
+
+def test_an_unreadable_power_mode_on_a_jetson_is_said(monkeypatch, caplog):
+    from placetune.backends.jetson import JetsonBackend, device_fingerprint
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    monkeypatch.setattr(trt_env, "read_l4t", lambda: "R36.4.3")
+    monkeypatch.setattr(trt_env, "read_power_mode", lambda: None)
+    monkeypatch.setattr(trt_env, "read_clocks", lambda: True)
+
+    class Real(JetsonBackend):
+        name = "real"
+
+    with caplog.at_level("WARNING"):
+        fp = device_fingerprint(Real(), "10.3.0", get_platform("orin-agx"), Settings(power_mode="MAXN"))
+    assert fp["power_mode"] is None
+    said = [r.getMessage() for r in caplog.records if "nvpmodel power mode could not be read" in r.getMessage()]
+    assert len(said) == 1 and "power_mode MAXN UNCHECKED" in said[0]
+
+
 def test_parsers():
     assert trt_env.parse_nv_tegra_release(
         "# R35 (release), REVISION: 3.1, GCID: 32827747, BOARD: t186ref, EABI: aarch64, DATE: Sun Mar 19 15:19:21 UTC 2023"

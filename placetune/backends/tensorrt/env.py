@@ -21,18 +21,36 @@ from pathlib import Path
 
 __all__ = [
     "read_l4t", "read_module", "read_jetpack", "read_power_mode", "read_clocks",
-    "parse_nv_tegra_release", "parse_nvpmodel", "parse_jetson_clocks", "find_trtexec", "TRTEXEC_DIRS",
+    "parse_nv_tegra_release", "parse_nvpmodel", "parse_jetson_clocks", "find_trtexec", "TRTEXEC_DIRS", "SYSTEM_DIRS",
 ]
 
 #: Where JetPack installs trtexec (it is not on PATH by default).
 TRTEXEC_DIRS = ("/usr/src/tensorrt/bin",)
+#: Where L4T installs ``nvpmodel`` (``/usr/sbin``) and ``jetson_clocks`` (``/usr/bin``): looked in
+#: when they are not on PATH (cron's and systemd's PATH has no ``/usr/sbin``), so that the board's
+#: power mode is read rather than silently unknown.
+SYSTEM_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _TIMEOUT_S = 10.0
+
+
+def _program(name: str) -> str | None:
+    """``name`` on PATH, else in :data:`SYSTEM_DIRS` (None: not found)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for d in SYSTEM_DIRS:
+        p = Path(d) / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return None
 
 
 def _run(cmd: list[str]) -> str | None:
     """stdout of a command, or None when it is missing, fails or hangs."""
-    if shutil.which(cmd[0]) is None:
+    program = _program(cmd[0])
+    if program is None:
         return None
+    cmd = [program, *cmd[1:]]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
