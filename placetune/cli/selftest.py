@@ -166,6 +166,9 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
     missing = _no_placement_lines(m)
     if missing:
         return missing
+    if (m.extra or {}).get("placement_known") is False:  # realized is None: not "no layer ran on a DLA"
+        return (f"where TensorRT put the layers is unknown: {(m.extra or {}).get('placement_unknown') or 'no reason given'}"
+                "; send this report")
     on_dla = [n for n, d in (m.realized or {}).items() if d != "GPU"]
     idle = [dev for dev in devices if not (m.dla_loadables or {}).get(dev)]
     if on_dla and not idle:
