@@ -65,6 +65,23 @@ def test_a_myelin_foreign_node_without_dla_copies_is_not_a_dla_loadable():
     assert inspector_dla_layers([]) is None
 
 
+def test_the_inspector_alone_never_reads_an_unplaceable_foreign_node_as_all_gpu():
+    """No placement report in the log, and a ForeignNode the inspector reading cannot place (no DLA
+    layer type, no nvm copy beside it: the form a DLA loadable may take in a real export, which
+    placetune has never read): unknown, not "every layer ran on the GPU"."""
+    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+            {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide([], bare)
+    assert not k.known and k.realized is None and k.loadables is None
+    assert "{ForeignNode[c1...c2]} without saying whether it ran on the DLA" in k.reason
+    # no ForeignNode at all: the inspector alone may say all-GPU (nothing could be a loadable)
+    k = _decide([], bare[1:] + [{"Name": "c1 + r1", "LayerType": "CaskConvolution"},
+                                {"Name": "c2", "LayerType": "CaskConvolution"}])
+    assert k.known and set(k.realized.values()) == {"GPU"}
+    # with the log's report the log decides, the inspector only cross-checks
+    assert _decide(LOG, bare).known is False  # it places c1..c2 on the GPU: the two disagree, loudly
+
+
 def test_a_whole_network_fallback_is_all_gpu_with_its_reason():
     text = (CORPUS / "sensor-analytics-all-dla-fallback" / "build.log").read_text()
     blog = parse_build_log(text.splitlines())

@@ -131,6 +131,13 @@ def decide(
     if from_log is None and from_ins is None:
         return Known(None, False, "neither the build log nor the engine's layer information says where the layers "
                      "ran (no placement report in the log; no layer information read)", "none", None)
+    if from_log is None and dla_engine == [] and any(_name(x).startswith("{ForeignNode[") for x in inspector_layers or []):
+        # the inspector's DLA form is read from the doubles only: a ForeignNode it cannot place is no
+        # evidence that every layer ran on the GPU (a DLA loadable is a ForeignNode too)
+        foreign = next(_name(x) for x in inspector_layers or [] if _name(x).startswith("{ForeignNode["))
+        return Known(None, False, "the build log has no placement report and the engine's layer information names "
+                     f"{foreign[:120]} without saying whether it ran on the DLA (no DLA layer type, no 'to nvm'/"
+                     "'from nvm' copy beside it)", "engine inspector", None)
     if from_log is not None and from_ins is not None:
         differ = [n for n in predicted if from_log[n] is not None and from_log[n] != from_ins[n]]
         if differ:
