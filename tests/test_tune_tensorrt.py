@@ -220,7 +220,10 @@ def test_the_boards_power_mode_is_compared_as_its_nvpmodel_file_names_it():
     assert "nvpmodel mode MODE_15W" in clocks_problem({"power_mode": "MODE_15W"}, "MAXN", "orin-agx")
     assert "nvpmodel mode MODE_50W" in clocks_problem({"power_mode": "MODE_50W"}, "30W", "orin-agx")
     # a mode the module's file does not have (JetPack 6.2's Super modes on Orin NX) is not taken for MAXN
-    assert "MAXN_SUPER" in clocks_problem({"power_mode": "MAXN_SUPER"}, "MAXN", "orin-nx-16gb")
+    line = clocks_problem({"power_mode": "MAXN_SUPER"}, "MAXN", "orin-nx-16gb")
+    # and the line does not advise a power_mode the study file would refuse
+    assert "MAXN_SUPER, which the orin-nx-16gb profile does not have (its modes: MAXN, 10W, 15W, 25W)" in line
+    assert 'power_mode = "MAXN_SUPER"' not in line
 
 
 def test_an_agx_orin_in_its_30w_mode_runs_a_30w_study(tmp_path):

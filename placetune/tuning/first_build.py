@@ -25,7 +25,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError
-from placetune.hardware.power_modes import same_power_mode
+from placetune.hardware.power_modes import modes_of, same_power_mode
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -60,8 +60,13 @@ def clocks_problem(fingerprint: dict[str, Any], power_mode: str, platform: str |
     ``platform``'s nvpmodel file (:func:`~placetune.hardware.power_modes.same_power_mode`: the
     board prints ``MODE_30W`` for the study's ``30W``, ``15W`` on Orin Nano for ``MAXN``)."""
     board = fingerprint.get("power_mode")
-    if board is not None and not same_power_mode(str(platform or fingerprint.get("platform") or ""), str(board),
-                                                 str(power_mode)):
+    plat = str(platform or fingerprint.get("platform") or "")
+    if board is not None and not same_power_mode(plat, str(board), str(power_mode)):
+        table = modes_of(plat)
+        if table is not None and table.mode(str(board)) is None:  # e.g. JetPack 6.2's MAXN_SUPER on Orin NX
+            return (f"the board runs nvpmodel mode {board}, which the {plat} profile does not have (its modes: "
+                    f"{', '.join(table.names)}), so no study of this platform can assume it: switch the board to "
+                    f"the study's power_mode {power_mode} with `sudo nvpmodel -m <id>`")
         return (f"the board runs nvpmodel mode {board} but the study assumes power_mode {power_mode}: set it "
                 f"with `sudo nvpmodel -m <id>` (nvpmodel -q names it), or set power_mode = \"{board}\" in "
                 "[settings] for a study of that mode")
