@@ -118,6 +118,37 @@ def test_nvpmodel_off_path_is_still_read(tmp_path, monkeypatch):
     assert trt_env.read_power_mode() == "MODE_30W"
 
 
+def _sysfs(root, cpu_min, gpu_min, gpu_node="17000000.gpu"):
+    """An Orin's cpufreq and GPU devfreq files: 2 CPUs (cpu1 offline) and the GPU, maxima as
+    ``jetson_clocks --show`` prints them on an AGX Orin (2201600 kHz, 1300500000 Hz)."""
+    for i, online in ((0, None), (1, "0"), (2, "1")):
+        d = root / "devices/system/cpu" / f"cpu{i}" / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "scaling_min_freq").write_text(f"{cpu_min if i != 1 else 115200}\n")
+        (d / "scaling_max_freq").write_text("2201600\n")
+        if online is not None:
+            (d.parent / "online").write_text(online + "\n")
+    g = root / "class/devfreq" / gpu_node
+    g.mkdir(parents=True)
+    (g / "min_freq").write_text(f"{gpu_min}\n")
+    (g / "max_freq").write_text("1300500000\n")
+    (root / "class/devfreq/15340000.vic").mkdir()  # not the GPU: never read
+    return root
+
+
+def test_locked_clocks_are_read_without_root_from_sysfs(tmp_path, monkeypatch):
+    """``jetson_clocks --show`` needs root and a night runs as a user: the same limits are read from
+    sysfs, so unlocked clocks stop the first build instead of only being warned about."""
+    assert trt_env.read_clocks_sysfs(_sysfs(tmp_path / "a", 2201600, 1300500000)) is True
+    assert trt_env.read_clocks_sysfs(_sysfs(tmp_path / "b", 729600, 1300500000)) is False  # CPU DVFS on
+    assert trt_env.read_clocks_sysfs(_sysfs(tmp_path / "c", 2201600, 306000000, "17000000.ga10b")) is False
+    assert trt_env.read_clocks_sysfs(tmp_path / "none") is None  # not a Jetson: unknown, not unlocked
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(trt_env, "SYSTEM_DIRS", ())
+    monkeypatch.setattr(trt_env, "read_clocks_sysfs", lambda root="/sys": False)
+    assert trt_env.read_clocks() is False  # no jetson_clocks to ask: sysfs answers
+
+
 def test_an_unreadable_power_mode_on_a_jetson_is_said(monkeypatch, caplog):
     from placetune.backends.jetson import JetsonBackend, device_fingerprint
     from placetune.hardware.platforms import get_platform

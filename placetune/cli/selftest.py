@@ -191,7 +191,8 @@ def _clocks_check(power_mode: str | None, locked: bool | None) -> tuple[str, str
                                     "timings drift with DVFS and a tune stops at its first build: run "
                                     "`sudo jetson_clocks`")
     return "clocks", "skipped", (f"{mode}; whether jetson_clocks is on could not be read (`jetson_clocks --show` "
-                                 "is missing or needs root: run the selftest with sudo to check it)")
+                                 "is missing or needs root, and the CPU/GPU frequency limits in /sys could not be "
+                                 "read: run the selftest with sudo to check it)")
 
 
 def _energy_check(rails: list[str], seen: dict[str, Any], have_trtexec: bool) -> tuple[str, str, str]:
