@@ -509,6 +509,11 @@ def locate(
         m = names.model_layer(n)
         if m is not None:
             res.fallback.setdefault(m, text)
+            # "Switching this layer's device type to GPU" is TensorRT's own word: it wins over a
+            # ForeignNode range and fills a layer no placement line names (TensorRT 10.3 warns
+            # '/Flatten' off the DLA and names no [GpuLayer] for it: corpus orin-agx-trt10.3-dla-offloaded)
+            if n == m or m not in res.devices:
+                res.devices[m] = "GPU"
     for n in log.subgraph_limit:
         m = names.model_layer(n)
         if m is not None and m not in res.subgraph_limit:
