@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
-from placetune.backends.tensorrt.placement_known import decide, inspector_dla_layers
+from placetune.backends.tensorrt.placement_known import decide, inspector_dla_layers, mark_known
 from placetune.backends.trtexec.parse import PerfSummary
 from placetune.backends.trtexec.process import Run, classify
 from placetune.measurement import Measurement
@@ -80,6 +80,20 @@ def test_the_inspector_alone_never_reads_an_unplaceable_foreign_node_as_all_gpu(
     assert k.known and set(k.realized.values()) == {"GPU"}
     # with the log's report the log decides, the inspector only cross-checks
     assert _decide(LOG, bare).known is False  # it places c1..c2 on the GPU: the two disagree, loudly
+
+
+def test_a_layer_no_source_names_is_recorded_as_taken_from_the_request():
+    """A layer neither the log nor the inspector names (optimised away, folded) keeps the requested
+    device in the realised placement: that guess is listed, not silent."""
+    names = NAMES + ["drop"]
+    pred = {**PRED, "drop": "DLA0"}
+    blog = parse_build_log(LOG)
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert k.known and k.realized["drop"] == "DLA0" and k.from_request == ["drop"]
+    extra = {}
+    mark_known(extra, k, blog)
+    assert extra["placement_from_request"] == ["drop"]
+    assert _decide(LOG).from_request == []
 
 
 def test_a_whole_network_fallback_is_all_gpu_with_its_reason():

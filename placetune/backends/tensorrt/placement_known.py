@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from placetune.backends.tensorrt.buildlog import DLA_COPY_SUFFIXES, BuildLog, LogPlacement, NameResolver
@@ -53,6 +53,8 @@ class Known:
         reason: why it is unknown (None when known).
         source: ``build log``, ``engine inspector``, ``build log and engine inspector`` or ``GPU engine``.
         loadables: DLA loadables, or None when unknown (the sources disagree or none says).
+        from_request: layers neither source names (optimised away, folded, or renamed beyond
+            recognition): their realised device is the requested one, a guess that is recorded.
     """
 
     realized: dict[str, str] | None
@@ -60,6 +62,7 @@ class Known:
     reason: str | None
     source: str
     loadables: int | None
+    from_request: list[str] = field(default_factory=list)
 
 
 def _name(layer: object) -> str:
@@ -151,8 +154,9 @@ def decide(
         fill = from_ins or {}
         # a layer the log does not name (folded, optimised away): the inspector's word, else the prediction
         realized = {n: d if d is not None else fill.get(n, predicted[n]) for n, d in from_log.items()}
+        guessed = [n for n, d in from_log.items() if d is None and n not in fill]
         return Known(realized, True, None, "build log" if from_ins is None else "build log and engine inspector",
-                     loadables)
+                     loadables, guessed)
     assert from_ins is not None
     return Known(dict(from_ins), True, None, "engine inspector", loadables)
 
@@ -175,7 +179,7 @@ _WARNED: list[bool] = []  # a warning was logged in this process
 def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
     """Record in a measurement's ``extra`` whether its placement is known (``placement_known``,
     ``placement_source``, ``placement_unknown``, ``dla_loadables_known``, ``dla_candidates``,
-    ``all_gpu_fallback``); the first unknown one of the process is logged as a warning (at the
+    ``all_gpu_fallback``, ``placement_from_request``); the first unknown one of the process is logged as a warning (at the
     first build of a run), later ones at debug level."""
     extra["placement_known"] = known.known
     extra["placement_source"] = known.source
@@ -184,6 +188,8 @@ def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
         extra["dla_candidates"] = list(blog.dla_candidates)
     if blog.all_gpu is not None:
         extra["all_gpu_fallback"] = blog.all_gpu
+    if known.from_request:
+        extra["placement_from_request"] = known.from_request[:50]
     if not known.known:
         extra["placement_unknown"] = known.reason
         (log.debug if _WARNED else log.warning)(
