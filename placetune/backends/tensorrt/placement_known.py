@@ -15,7 +15,10 @@ Two sources say where TensorRT placed the layers of a DLA engine:
   reading is checked against the doubles only.
 
 :func:`decide` gives the realised placement, or says it is unknown (``known=False`` with the
-reason) when the two disagree or neither can be read: never "realised = requested".
+reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
+A single layer that neither names (optimised away, folded) keeps its requested device, and is
+listed (``Known.from_request``, ``extra["placement_from_request"]``). Without a placement report
+in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown.
 
 Example:
     >>> from placetune.backends.tensorrt.buildlog import parse_build_log, locate
