@@ -96,6 +96,17 @@ def test_a_layer_no_source_names_is_recorded_as_taken_from_the_request():
     assert _decide(LOG).from_request == []
 
 
+def test_a_log_whose_names_match_no_layer_is_unknown_not_the_request():
+    """The log reports loadables (or layers) under names that map onto none of the model's layers
+    (another naming than the model's): every layer would be filled in from the request."""
+    k = _decide(["{ForeignNode[x1...x9]} successfully offloaded to DLA.", "[GpuLayer] POOLING: y"])
+    assert not k.known and k.realized is None and "none maps onto a layer of the model" in k.reason
+    k = _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc"])
+    assert not k.known and "names only 1 of the 5 layers" in k.reason
+    assert _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc",
+                    "[GpuLayer] POOLING: pool", "[GpuLayer] CONVOLUTION: c2", "[GpuLayer] CONVOLUTION: c1"]).known
+
+
 def test_a_whole_network_fallback_is_all_gpu_with_its_reason():
     text = (CORPUS / "sensor-analytics-all-dla-fallback" / "build.log").read_text()
     blog = parse_build_log(text.splitlines())

@@ -158,6 +158,15 @@ def decide(
         # a layer the log does not name (folded, optimised away): the inspector's word, else the prediction
         realized = {n: d if d is not None else fill.get(n, predicted[n]) for n, d in from_log.items()}
         guessed = [n for n, d in from_log.items() if d is None and n not in fill]
+        if blog.dla_nodes and not any(d == target for d in from_log.values()) and from_ins is None:
+            # loadables exist but none maps onto a layer: the names did not match (never "as requested")
+            return Known(None, False, f"the build log names {len(blog.dla_nodes)} DLA loadable(s) "
+                         f"({', '.join(x[:60] for x in blog.dla_nodes[:2])}) but none maps onto a layer of the model",
+                         "build log", loadables)
+        if len(guessed) >= 3 and 2 * len(guessed) > len(predicted):
+            return Known(None, False, f"the build log names only {len(predicted) - len(guessed)} of the "
+                         f"{len(predicted)} layers ({', '.join(guessed[:3])}, ... are in no placement line): its "
+                         "names do not match the model's", "build log", loadables)
         return Known(realized, True, None, "build log" if from_ins is None else "build log and engine inspector",
                      loadables, guessed)
     assert from_ins is not None
