@@ -118,6 +118,20 @@ def test_nvpmodel_off_path_is_still_read(tmp_path, monkeypatch):
     assert trt_env.read_power_mode() == "MODE_30W"
 
 
+def test_published_jetson_clocks_outputs_read_right():
+    """Real ``jetson_clocks --show`` outputs (tests/data/jetson_clocks/provenance.json): a locked AGX
+    Orin on L4T R39.2 whose CPU lines carry no ``Online=`` field, and two boards whose clocks were not
+    fixed (Orin on JetPack 5.0, Xavier NX on JetPack 4.5.1)."""
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "data" / "jetson_clocks"
+    files = json.loads((folder / "provenance.json").read_text())["files"]
+    assert len(files) == 3
+    for name, prov in files.items():
+        assert trt_env.parse_jetson_clocks((folder / name).read_text()) is prov["locked"], name
+
+
 def _sysfs(root, cpu_min, gpu_min, gpu_node="17000000.gpu"):
     """An Orin's cpufreq and GPU devfreq files: 2 CPUs (cpu1 offline) and the GPU, maxima as
     ``jetson_clocks --show`` prints them on an AGX Orin (2201600 kHz, 1300500000 Hz)."""
@@ -176,7 +190,7 @@ def test_parsers():
     assert trt_env.parse_nvpmodel("NV Power Mode: MAXN\n0\n") == "MAXN"
     assert trt_env.parse_nvpmodel("NV Power Mode: 30W\n2") == "30W"
     assert trt_env.parse_nvpmodel("") is None
-    # jetson_clocks --show lines (format as commonly printed; UNVERIFIED on a device here)
+    # jetson_clocks --show lines (the form of the published outputs in tests/data/jetson_clocks)
     unlocked = ("cpu0: Online=1 Governor=schedutil MinFreq=729600 MaxFreq=2201600 CurrentFreq=1651200 IdleStates: WFI=1\n"
                 "cpu1: Online=0 Governor=schedutil MinFreq=729600 MaxFreq=2201600 CurrentFreq=729600\n"
                 "GPU MinFreq=306000000 MaxFreq=1300500000 CurrentFreq=306000000\n"
