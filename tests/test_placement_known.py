@@ -78,8 +78,6 @@ def test_the_inspector_alone_never_reads_an_unplaceable_foreign_node_as_all_gpu(
     k = _decide([], bare[1:] + [{"Name": "c1 + r1", "LayerType": "CaskConvolution"},
                                 {"Name": "c2", "LayerType": "CaskConvolution"}])
     assert k.known and set(k.realized.values()) == {"GPU"}
-    # with the log's report the log decides, the inspector only cross-checks
-    assert _decide(LOG, bare).known is False  # it places c1..c2 on the GPU: the two disagree, loudly
 
 
 def test_a_layer_no_source_names_is_recorded_as_taken_from_the_request():
@@ -105,6 +103,17 @@ def test_a_log_whose_names_match_no_layer_is_unknown_not_the_request():
     assert not k.known and "names only 1 of the 5 layers" in k.reason
     assert _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc",
                     "[GpuLayer] POOLING: pool", "[GpuLayer] CONVOLUTION: c2", "[GpuLayer] CONVOLUTION: c1"]).known
+
+
+def test_an_inspector_showing_no_dla_layer_in_a_known_form_does_not_overrule_the_logs_loadables():
+    """The log reports a loadable; the inspector's layers show none in the form placetune reads
+    (no DLA layer type, no nvm copy beside the ForeignNode): the night would stop at its first DLA
+    build on a healthy board. The log decides; an inspector that places some DLA layer still
+    cross-checks it (test_the_two_sources_agree_or_the_placement_is_unknown)."""
+    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+            {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide(LOG, bare)
+    assert k.known and k.source == "build log" and k.loadables == 1 and k.realized["c2"] == "DLA0"
 
 
 def test_a_whole_network_fallback_is_all_gpu_with_its_reason():

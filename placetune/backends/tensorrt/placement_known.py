@@ -121,6 +121,11 @@ def decide(
     if blog.reports_placement:
         from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
     dla_engine = inspector_dla_layers(inspector_layers)
+    if dla_engine == [] and from_log is not None and blog.dla_nodes:
+        # the log (TensorRT's own report, read from real logs) names DLA loadables and the inspector
+        # shows none in the form placetune reads (checked against the doubles only): its DLA form is
+        # not understood, so it is no evidence against the log
+        dla_engine = None
     from_ins: dict[str, str] | None = None
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
