@@ -18,7 +18,8 @@ Two sources say where TensorRT placed the layers of a DLA engine:
 reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
 A single layer that neither names (optimised away, folded) keeps its requested device, and is
 listed (``Known.from_request``, ``extra["placement_from_request"]``). Without a placement report
-in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown.
+in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown; with
+one, an inspector that shows no DLA layer in the form read here is not taken as evidence against it.
 
 Example:
     >>> from placetune.backends.tensorrt.buildlog import parse_build_log, locate
