@@ -100,20 +100,14 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
-def pytest_report_header(config):
-    """The fuzz suite's seed, when it runs (tests/test_fuzz.py draws a fresh one every run)."""
-    if any("test_fuzz" in str(a) for a in config.args) or not config.args:
-        import os
+def pytest_report_header(config):  # noqa: ARG001 - pytest hook
+    """This run's seeds (tests/seeds.py: fresh every run, replayed from the environment)."""
+    from tests.seeds import replay_line
 
-        os.environ.setdefault("PLACETUNE_FUZZ_SEED", str(int.from_bytes(os.urandom(4), "big")))
-        seed = os.environ["PLACETUNE_FUZZ_SEED"]
-        return f"placetune fuzz seed {seed} (replay with PLACETUNE_FUZZ_SEED={seed})"
-    return None
+    return replay_line()
 
 
 def pytest_terminal_summary(terminalreporter):
-    import sys
+    from tests.seeds import replay_line
 
-    fuzz = sys.modules.get("tests.test_fuzz")
-    if fuzz is not None:
-        terminalreporter.write_line(f"placetune fuzz seed {fuzz.SEED} (replay with PLACETUNE_FUZZ_SEED={fuzz.SEED})")
+    terminalreporter.write_line(replay_line())

@@ -53,7 +53,7 @@ def test_the_same_engine_timed_by_both_backends_agrees(version, seed_block, tmp_
     # placetune's DLA rules give 10.16 no DLA (10.7 was the last 10.x with DLA); the doubles still
     # build DLA engines there, so 10.3's rules ask for the DLA engine whose parser flag is compared
     rules = {"10.16.0": "10.3", "11.4.1": "11.4.1"}.get(version, ".".join(version.split(".")[:2]))
-    ev = Evaluator(seed_block, "orin-agx", be, store=None, trt_version=rules)
+    ev = Evaluator(seed_block, "orin-agx", be, store=None, precision="fp16", trt_version=rules)
     try:
         for placement, core in ((Placement.all_gpu(ev.model), -1), (Placement.all_dla(ev.model), 0)):
             m = ev.evaluate(placement)

@@ -270,6 +270,100 @@ def test_islands_whose_ends_are_parser_layers_are_read_with_the_parsers_lines():
     assert with_parser.subgraphs == [["conv0"], ["max", "conv2"]]
 
 
+def _step5_parser(extra: list[str] = ()) -> list:
+    """The parser's lines of an 8.5 ``trtexec --verbose`` build of the jetson_dla_tutorial's
+    model_bn (Conv_0...Relu_7, GlobalAveragePool_8, a flatten, Gemm_15 with a bias), in the
+    wording of onnx-tensorrt 8.5-GA (ModelImporter.cpp:122, ImporterContext.cpp:101): the Gemm's
+    bias Constant is registered (named after its weights), its broadcast Shuffle and its bias
+    ElementWise are never registered (onnx2trt_utils.cpp:163, builtin_op_importers.cpp:1656)."""
+    from placetune.backends.tensorrt.buildlog import parser_network, split_prefix
+
+    v = "[03/31/2022-15:12:47] [V] [TRT] "
+    nodes = [("Conv_0", "Conv"), ("BatchNormalization_1", "BatchNormalization"), ("Relu_2", "Relu"),
+             ("Conv_3", "Conv"), ("BatchNormalization_4", "BatchNormalization"), ("Relu_5", "Relu"),
+             ("Conv_6", "Conv"), ("Relu_7", "Relu"), ("GlobalAveragePool_8", "GlobalAveragePool"),
+             ("Flatten_9", "Flatten")]
+    lines = []
+    for name, op in nodes:
+        lines += [v + f"Parsing node: {name} [{op}]", v + f"Registering layer: {name} for ONNX node: {name}"]
+    lines += [v + "Parsing node: Gemm_15 [Gemm]", v + "Registering layer: Gemm_15 for ONNX node: Gemm_15",
+              v + "Registering layer: linear.bias for ONNX node: linear.bias", *extra,
+              v + "Registering tensor: output_0 for ONNX tensor: output_0"]
+    return parser_network(split_prefix(x)[1] for x in lines)
+
+
+STEP5_NAMES = ["Conv_0", "BatchNormalization_1", "Relu_2", "Conv_3", "BatchNormalization_4", "Relu_5", "Conv_6",
+               "Relu_7", "GlobalAveragePool_8", "Flatten_9", "Gemm_15"]
+
+
+def test_a_fused_loadable_with_unregistered_parser_layers_still_maps():
+    """The published line (corpus dlatutorial-readme-step5-bn): a fused DLA loadable that holds the
+    Gemm's unregistered bias Shuffle and ElementWise names Gemm_15 too, which places the node."""
+    from pathlib import Path
+
+    from placetune.backends.tensorrt.placement_known import decide
+
+    lines = (Path(__file__).parent / "data" / "trt_corpus" / "dlatutorial-readme-step5-bn" / "console.log"
+             ).read_text().splitlines()
+    blog = parse_build_log(lines)
+    network = _step5_parser()
+    loc = locate(blog, STEP5_NAMES, network)
+    assert loc.unresolved == [] and loc.devices["Gemm_15"] == "DLA" and loc.devices["Relu_7"] == "DLA"
+    predicted = {n: ("GPU" if n == "GlobalAveragePool_8" else "DLA0") for n in STEP5_NAMES}
+    known = decide(predicted, 0, blog, loc, STEP5_NAMES, network)
+    assert known.known and known.realized["Gemm_15"] == "DLA0" and known.realized["GlobalAveragePool_8"] == "GPU"
+
+
+def _unregistered_end_log() -> list[str]:
+    """The step-5 model all on the DLA but its pooling: the second loadable runs from the flatten to
+    the Gemm's bias add, the last layer of the network, which the 8.x parser never registered."""
+    i = "[03/31/2022-15:12:48] [I] [TRT] "
+    return [i + "---------- Layers Running on DLA ----------",
+            i + "[DlaLayer] {ForeignNode[Conv_0...Relu_7]}",
+            i + "[DlaLayer] {ForeignNode[Flatten_9...(Unnamed Layer* 20) [ElementWise]]}",
+            i + "---------- Layers Running on GPU ----------",
+            i + "[GpuLayer] REDUCE: GlobalAveragePool_8"]
+
+
+def test_a_loadable_ending_at_an_unregistered_parser_layer_is_refused_not_filled_in():
+    """``{ForeignNode[Flatten_9...(Unnamed Layer* 20) [ElementWise]]}``: no parser line names its
+    end, so which layers lie between the ends cannot be read; the placement is UNKNOWN with one
+    line saying why (before, the range went unread and its layers took the predicted device,
+    so a Gemm_15 asked on the GPU but run on the DLA would have been recorded on the GPU)."""
+    from placetune.backends.tensorrt.placement_known import decide, mark_known
+
+    blog = parse_build_log(_unregistered_end_log())
+    network = _step5_parser()
+    loc = locate(blog, STEP5_NAMES, network)
+    end = "(Unnamed Layer* 20) [ElementWise]"
+    assert loc.unresolved == [("{ForeignNode[Flatten_9...(Unnamed Layer* 20) [ElementWise]]}", end)]
+    predicted = {n: ("GPU" if n in ("GlobalAveragePool_8", "Gemm_15") else "DLA0") for n in STEP5_NAMES}
+    known = decide(predicted, 0, blog, loc, STEP5_NAMES, network)
+    assert not known.known and known.realized is None and known.loadables == 2
+    extra: dict = {}
+    mark_known(extra, known, blog)
+    assert extra["placement_known"] is False and "\n" not in extra["placement_unknown"]
+    assert end in extra["placement_unknown"] and "Registering layer" in extra["placement_unknown"]
+
+
+def test_a_loadable_ending_at_a_parser_layer_registered_without_a_name_maps():
+    """``registerLayer`` with an empty basename keeps TensorRT's default name but logs it
+    (ImporterContext.cpp:97-101, 8.5-GA): ``Registering layer: (Unnamed Layer* 20) [ElementWise]
+    for ONNX node: ``. That end is in the network as read, so the range maps, and its layer counts
+    for the node being parsed."""
+    from placetune.backends.tensorrt.placement_known import decide
+
+    v = "[03/31/2022-15:12:47] [V] [TRT] "
+    network = _step5_parser([v + "Registering layer: (Unnamed Layer* 20) [ElementWise] for ONNX node: "])
+    assert network[-1] == ("(Unnamed Layer* 20) [ElementWise]", "Gemm_15")
+    blog = parse_build_log(_unregistered_end_log())
+    loc = locate(blog, STEP5_NAMES, network)
+    assert loc.unresolved == [] and loc.subgraphs[1] == ["Flatten_9", "Gemm_15"]
+    predicted = {n: ("GPU" if n in ("GlobalAveragePool_8", "Gemm_15") else "DLA0") for n in STEP5_NAMES}
+    known = decide(predicted, 0, blog, loc, STEP5_NAMES, network)
+    assert known.known and known.realized["Gemm_15"] == "DLA0"  # as TensorRT ran it, not as asked
+
+
 def test_a_layer_tensorrt_switched_to_the_gpu_is_on_the_gpu_though_no_placement_line_names_it():
     """TensorRT 10.3 on an AGX Orin (corpus orin-agx-trt10.3-dla-offloaded: ResNet-50, its published
     placement section) offloads two ForeignNodes and names two [GpuLayer]s; the same report shows the
@@ -296,4 +390,3 @@ def test_a_layer_tensorrt_switched_to_the_gpu_is_on_the_gpu_though_no_placement_
     spanning = parse_build_log(["{ForeignNode[/conv1/Conv.../fc/Gemm]} successfully offloaded to DLA.",
                                 lines[-1]])
     assert locate(spanning, names).devices["/Flatten"] == "GPU"
-

@@ -148,9 +148,14 @@ def test_fit_improves_on_the_priors(restore_constants):
 #: The judged sets whose max misses the 35 % target (figures stored by the last run, reported by
 #: benchmarks/calibration.py): the validation row t2tdla-xaviernx-resnet18-dla-int8 (+38.3 %, with and
 #: without exclusions), the release-3 validation rows of Ultralytics YOLO11 on Orin NX 16GB (worst
-#: ultralytics-orinnx16-yolo11n-int8, -43.9 %: the simulator is too fast) and, without exclusions, the
-#: excluded row mlperf20-orin-resnet50-multistream itself (-38.8 % by leave-one-source-out).
+#: ultralytics-orinnx16-yolo11n-int8, -43.9 %: the simulator is too fast), the release-4 validation rows on
+#: AGX Orin (worst yolo11dla-orin-yolo11n-dla-int8, -60.6 %: YOLO11n with DLA fallback at 50W; the Orin DLA
+#: FP16 rows -48 % and -58 %; a DLA engine beside a GPU process -50 %, -71 % before the GPU time slices),
+#: which also take the validation batch-1 bucket's median signed error to -13.2 %, and, without
+#: exclusions, the excluded row mlperf20-orin-resnet50-multistream itself (-38.8 % by leave-one-source-out).
 KNOWN_MISSES = {"validate", "validate_all", "loso_all"}
+#: The batch buckets whose median signed error misses the +/-10 % bound (same report).
+KNOWN_BUCKET_MISSES = {"validate batch 1"}
 
 
 def _stored_sets():
@@ -162,18 +167,20 @@ def _stored_sets():
 def test_the_calibration_meets_its_targets_except_the_known_misses():
     """Every judged set (validation and leave-one-source-out, with and without exclusions) has its
     median <= 15 %; its max <= 35 % except the sets of KNOWN_MISSES (a new miss fails here); every
-    batch bucket's median signed error within +/-10 %."""
+    batch bucket's median signed error within +/-10 % except those of KNOWN_BUCKET_MISSES."""
     sets = _stored_sets()
     missed = calibration.targets_met(sets)
-    assert {m.split()[0] for m in missed} == KNOWN_MISSES, missed
+    assert {m.split(":")[0] if " batch " in m else m.split()[0] for m in missed} == \
+        KNOWN_MISSES | KNOWN_BUCKET_MISSES, missed
     for key, _, excl in calibration.JUDGED:
         s = accuracy.summary(sets[key], excl)
         assert s["n"] >= 10 and s["median"] <= calibration.TARGET_MEDIAN, (key, s)
         assert key in KNOWN_MISSES or s["max"] <= calibration.TARGET_MAX, (key, s)
 
 
-@pytest.mark.xfail(strict=True, reason="validation max 43.9 % (38.3 % without exclusions) and leave-one-source-out "
-                                       "max without exclusions 38.8 %: targets missed (KNOWN_MISSES), reported, "
+@pytest.mark.xfail(strict=True, reason="validation max 60.6 % (61.6 % without exclusions), validation batch-1 median "
+                                       "signed -13.2 % and leave-one-source-out max without exclusions 38.8 %: "
+                                       "targets missed (KNOWN_MISSES), reported, "
                                        "not tuned away")
 def test_the_calibration_meets_all_its_targets():
     assert calibration.targets_met(_stored_sets()) == []
@@ -202,3 +209,29 @@ def test_report_shows_every_table_and_labels_simulated():
     assert "rows per constant" in text and "simulated" in text.lower()
     assert sets["fit"] and sets["validate"] and sets["loso"] and sets["validate_all"] and sets["loso_all"]
     assert isinstance(calibration.targets_met(sets), list)
+
+
+def test_a_row_in_a_power_mode_the_module_lacks_is_skipped_not_simulated_at_maxn():
+    case = next(c for c in published_cases() if c.row.id == "qguide-orin-resnet50-dla-int8-50w")
+    assert case.skip is None and case.power_mode == "50W"
+    orin_10w = published._case(dataclasses.replace(case.row, power_mode="10W"))
+    assert orin_10w.skip is not None and "10W" in orin_10w.skip and "15W" in orin_10w.skip
+    xavier = next(c for c in published_cases() if c.row.platform == "xavier-agx" and c.skip is None)
+    in_30w_all = published._case(dataclasses.replace(xavier.row, power_mode="30W_ALL"))
+    assert in_30w_all.skip is None and in_30w_all.power_mode == "30W_ALL"
+    assert published.simulate_case(in_30w_all) != published.simulate_case(xavier)
+
+
+def test_separate_process_rows_wait_for_gpu_time_slices_and_mlperf_offline_does_not():
+    """torch2trt's two-process rows are simulated as separate processes (the DLA engine's fallback
+    segment waits for the GPU process's time slice), MLPerf Offline as one process (its LWIS harness)."""
+    from placetune.backends.simulate.simulator import SimulatedJetson
+
+    cases = {c.row.id: c for c in published_cases()}
+    one = SimulatedJetson(timeline=False)  # a backend given explicitly is used as it is: one process
+    t2t = cases["t2tdla-xaviernx-resnet18-dla-with-gpu-int8"]
+    assert t2t.row.source in published.SEPARATE_PROCESS_SOURCES
+    assert published.simulate_case(t2t) < 0.9 * published.simulate_case(t2t, one)  # samples/s
+    mlperf = cases["mlperf30-orin-resnet50-offline"]
+    assert mlperf.row.source not in published.SEPARATE_PROCESS_SOURCES
+    assert published.simulate_case(mlperf) == pytest.approx(published.simulate_case(mlperf, one), rel=1e-9)

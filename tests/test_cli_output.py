@@ -105,7 +105,7 @@ def test_ratios_read_as_faster_or_slower_never_as_a_bare_factor(session):
     assert re.search(r"\d\.\d\dx slower$", rows["all-DLA0 (+fallback)"]), rows
     head = next(x for x in outs["export"].splitlines() if x.startswith("vs all-GPU:"))
     assert re.match(r"vs all-GPU: (same|\d+\.\d+x (faster|slower)) \(latency, the study's objective\); "
-                    r"throughput (same|\d+\.\d+x (faster|slower)), (same|\d+\.\d+x (less|more) energy)$", head), head
+                    r"throughput (same|\d+\.\d+x (faster|slower)), (energy same|\d+\.\d+x (less|more) energy)$", head), head
 
 
 def test_the_live_bar_says_faster_than_all_gpu(tmp_path):
@@ -260,3 +260,61 @@ def test_the_live_bar_leaves_no_characters_of_a_longer_line_behind():
     for chunk in out.getvalue().split("\r")[1:]:  # what a terminal shows: each chunk overwrites from column 0
         screen = chunk + screen[len(chunk):]
     assert screen.rstrip() == out.getvalue().split("\r")[-1].rstrip() and "error" not in screen
+
+
+def test_report_says_where_its_trace_is(session, capsys, tmp_path, monkeypatch):
+    """report wrote report/trace.json and told to "open trace.json": a file that is not there (or is
+    another trace) from the folder the command ran in."""
+    tmp, url, outs = session
+    monkeypatch.chdir(tmp_path)
+    report = _run(capsys, "report", "--storage", url, "-o", "rep")
+    line = next(x for x in report.splitlines() if x.startswith("open "))
+    path = line.split()[1]
+    assert path == str(Path("rep") / "trace.json") and Path(path).is_file(), line
+
+
+def test_export_says_each_thing_once(session, capsys, tmp_path):
+    """export printed the INT8 placeholder warning twice: in the plan's summary and again as a note."""
+    tmp, url, outs = session
+    folder = _run(capsys, "export", "--storage", url, "--format", "trtexec", "-o", str(tmp_path / "dep"))
+    for out in (outs["export"], outs["folder"], folder):
+        assert out.count("PLACEHOLDERS") == 1, out
+
+
+def test_check_ends_with_the_next_step(session):
+    """check's table ended without a word on what to do with it, where tune, export and doctor end
+    with "next: ..."."""
+    _, _, outs = session
+    last = outs["check"].strip().splitlines()[-1]
+    assert last.startswith("next: placetune tune --model seed-block") and "placetune measure seed-block" in last, last
+    assert "--precision" not in last  # the precision asked is the default one: nothing to repeat
+
+
+def test_the_headline_names_each_metric_even_when_it_is_the_same(session):
+    """"vs all-GPU: same (latency, ...); throughput same, same": an energy equal to all-GPU's was a
+    bare "same" (its metric is named only in "1.20x less energy")."""
+    _, _, outs = session
+    line = next(x for x in outs["export"].splitlines() if x.startswith("vs all-GPU:"))
+    others = line.split("; ", 1)[1].split(", ")
+    assert len(others) >= 2 and all(re.search(r"latency|throughput|energy|gpu_time", x) for x in others), line
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    """`placetune tune --help` listed --platform and --mode with no word (which platforms? which
+    default?), and so did a few options of measure, zoo and doctor."""
+    import argparse
+
+    from placetune.cli.main import build_parser
+
+    bare = []
+
+    def walk(parser, path):
+        for action in parser._actions:  # noqa: SLF001 - argparse has no public walk of its actions
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                for name, sub in action.choices.items():
+                    walk(sub, [*path, name])
+            elif action.option_strings and not action.help:
+                bare.append(" ".join([*path, action.option_strings[-1]]))
+
+    walk(build_parser(), [])
+    assert not bare, bare

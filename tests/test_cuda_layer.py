@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -473,3 +474,158 @@ def test_a_thousand_pipeline_jobs_leave_memory_flat(cuda, kernel, monkeypatch):
     # a job pins about 1 MB and allocates about 3 MB on the device: a leak of either shows at once
     assert abs(dev0 - dev1) <= 8 << 20
     assert rss1 - rss0 <= 32 << 20
+
+
+# ---------------------------------------------------------------- replicas: one enqueue thread per instance
+class _Replica(StandIn):
+    """A stand-in instance whose enqueue also takes ``host_ms`` of host time with the GIL released
+    (``time.sleep``; ``execute_async_v3`` releases the GIL) and logs (name, thread, start, end) of
+    each enqueue; its ``fail_at``-th run raises, its ``block[0]``-th run waits for ``block[1]``."""
+
+    def __init__(self, *args, host_ms, log, fail_at=None, block=None):
+        super().__init__(*args)
+        self.host_ms, self.log, self.fail_at, self.block, self.runs = host_ms, log, fail_at, block, 0
+
+    def run(self, addresses):
+        import threading
+        import time
+
+        self.runs += 1
+        if self.runs == self.fail_at:
+            raise RuntimeError(f"engine {self.name}: execute_async_v3 returned False (a failure by design)")
+        if self.block is not None and self.runs == self.block[0]:
+            self.block[1].wait()
+        t0 = time.perf_counter()
+        time.sleep(self.host_ms / 1000.0)
+        super().run(addresses)
+        self.log.append((self.name, threading.get_ident(), t0, time.perf_counter()))
+
+
+def _replicas_job(kernel, monkeypatch, n=3, host_ms=1.0, duration_s=0.3, fail_at=None, block=None):
+    """One ``replicas`` job as the worker runs it (worker_replicas.run_owned: each instance alone,
+    then all at once, one enqueue thread each) on ``n`` stand-in instances; instance r1 fails or
+    blocks as asked. Returns (result, enqueue log, the job's Resources)."""
+    import worker_replicas as wr
+    import worker_resources
+
+    log, scopes = [], []
+
+    def engine(trt, cuda, name, plan, core, logger, shapes=None):
+        odd = name == "r1"
+        return _Replica(cuda, kernel, name, ["x"], "out", 2, 1, 2, host_ms=host_ms, log=log,
+                        fail_at=fail_at if odd else None, block=block if odd else None)
+
+    class Scope(worker_resources.Resources):
+        def __init__(self, layer):
+            super().__init__(layer)
+            scopes.append(self)
+
+    monkeypatch.setattr(wr, "Engine", engine)
+    monkeypatch.setattr(wr, "Resources", Scope)
+    job = {"instances": [{"name": f"r{i}"} for i in range(n)], "iterations": 5, "warmup_ms": 0,
+           "duration_s": duration_s, "timeline_iterations": 4, "seed": 1}
+    out: dict = {}
+    wr.run_owned(None, np, job, [None] * n, None, out)
+    return out, log, scopes[0]
+
+
+def _replica_threads():
+    import threading
+
+    return [t for t in threading.enumerate() if t.name.startswith("placetune-replica")]
+
+
+def test_replicas_enqueue_from_one_thread_each_at_the_same_time(cuda, kernel, monkeypatch):
+    """Every instance is enqueued by a thread of its own (the context current there), the
+    threads' enqueues overlap in host time, each instance's figures come from its own stream's
+    events, and the job leaves nothing behind. Host-bound instances (1 ms of host time per
+    enqueue) run about n times as many queries together as one thread could."""
+    import itertools
+    import json
+    import threading
+
+    main = threading.get_ident()
+    held = cuda.live()
+    host_ms, duration_s, n = 1.0, 0.3, 3
+    out, log, _ = _replicas_job(kernel, monkeypatch, n=n, host_ms=host_ms, duration_s=duration_s)
+    assert out["status"] == "ok", out.get("error")
+    assert "release_errors" not in out and cuda.live() == held and not _replica_threads()
+    together = [(name, tid, a, b) for name, tid, a, b in log if tid != main]
+    by_name = {}
+    for name, tid, _, _ in together:
+        by_name.setdefault(name, set()).add(tid)
+    assert sorted(by_name) == ["r0", "r1", "r2"] and all(len(t) == 1 for t in by_name.values())
+    assert len(set().union(*by_name.values())) == n  # one thread each, none the main thread
+    start, end = min(a for _, _, a, _ in together), max(b for _, _, _, b in together)
+    concurrency = sum(b - a for _, _, a, b in together) / (end - start)  # at most 1.0 from one thread
+    edges = sorted([(a, 1) for _, _, a, _ in together] + [(b, -1) for _, _, _, b in together])
+    at_once = max(itertools.accumulate(d for _, d in edges))  # the most enqueues in progress at one time
+    rows = out["instances"]
+    total = sum(r["inferences"] for r in rows)
+    figures = {"binding": cuda.name, "device": cuda.device_name(), "instances": n, "host_ms_per_enqueue": host_ms,
+               "duration_s": duration_s, "inferences": [r["inferences"] for r in rows],
+               "one_thread_at_most": int(duration_s * 1000 / host_ms), "host_concurrency": round(concurrency, 2),
+               "most_enqueues_at_once": at_once,
+               "window_ms": round(out["window_ms"], 3)}
+    print("replicas threads: " + json.dumps(figures))
+    assert at_once == n and concurrency > 1.1, figures
+    assert all(r["inferences"] >= 1 and len(r["samples_ms"]) == min(5, r["inferences"]) for r in rows)
+    assert all(r["span_ms"] > 0 and r["end_ms"] > r["start_ms"] >= 0 for r in rows)
+    if _fake_counts() is None:  # a real GPU: the wall clock is the device's (the doubles' is simulated)
+        assert total > 1.5 * figures["one_thread_at_most"], figures
+
+
+def test_a_failing_replica_thread_fails_the_job_with_one_line(cuda, kernel, monkeypatch):
+    """An instance whose enqueue fails in its thread (after the alone phase: warm-up 1 + 5 timed
+    runs) stops the others and fails the job with one line naming it; nothing hangs or is left."""
+    import time
+
+    held = cuda.live()
+    t0 = time.perf_counter()
+    out, _, _ = _replicas_job(kernel, monkeypatch, host_ms=0.2, duration_s=5.0, fail_at=9)
+    assert time.perf_counter() - t0 < 4.0  # the others stopped at once, not after duration_s
+    assert out["status"] == "runtime_failed" and "\n" not in out["error"], out
+    assert "instance 1 (r1)" in out["error"] and "by design" in out["error"], out["error"]
+    assert "release_errors" not in out and cuda.live() == held and not _replica_threads()
+
+
+def test_a_replica_thread_needs_the_context_current(cuda, kernel, monkeypatch):
+    """Without the context made current in the enqueue thread the first CUDA call there fails
+    (the driver API's current context is per thread): the job fails with that one line."""
+    import worker_resources
+
+    held = cuda.live()
+    monkeypatch.setattr(worker_resources.Resources, "bind_thread", lambda self, on=True: None)
+    out, _, _ = _replicas_job(kernel, monkeypatch, host_ms=0.0, duration_s=0.1)
+    print(f"{cuda.name}: unbound thread: {out.get('error')}")
+    assert out["status"] == "runtime_failed" and "\n" not in out["error"], out
+    assert re.search(r"^RuntimeError: instance \d \(r\d\): ", out["error"]), out["error"]  # whichever came first
+    assert "context" in out["error"].lower(), out["error"]
+    assert cuda.live() == held and not _replica_threads()
+
+
+def test_a_replica_thread_that_does_not_end_fails_the_job_and_keeps_its_resources(cuda, kernel, monkeypatch):
+    """A thread still in an enqueue past the grace time: the job fails with one line instead of
+    waiting, and its resources are not freed under it (``release_errors``: the parent replaces
+    the worker)."""
+    import threading
+    import time
+
+    import worker_replicas as wr
+
+    monkeypatch.setattr(wr, "START_S", 2.0)
+    monkeypatch.setattr(wr, "GRACE_S", 0.5)
+    gate = threading.Event()
+    t0 = time.perf_counter()
+    try:
+        out, _, scope = _replicas_job(kernel, monkeypatch, host_ms=0.2, duration_s=0.2, block=(9, gate))
+        waited = time.perf_counter() - t0
+        assert out["status"] == "runtime_failed" and "\n" not in out["error"], out
+        assert "instance 1 (r1)" in out["error"] and "did not end" in out["error"], out["error"]
+        assert out["release_errors"] and scope.owned and waited < 2.0 + 0.2 + 0.5 + 3.0
+    finally:
+        gate.set()
+    for t in _replica_threads():
+        t.join(5.0)
+    assert not _replica_threads()
+    assert scope.close() == []

@@ -190,3 +190,34 @@ def test_baseline_names_are_the_printed_ones_and_the_old_ones_still_work(capsys)
     assert set(base) <= set(printed), (set(base), printed)
     assert base["all-gpu"] is base["all-GPU"] and "all-dla0" in base and base.get("ALL-DLA0") == base["all-DLA0"]
     assert "all-dla1" not in base and base.get("all-dla1") is None
+
+
+def test_api_default_precision_is_the_command_lines():
+    """The Evaluator and the Gymnasium environments build at the precision `placetune check`,
+    `measure` and `tune` default to (one constant, INT8), not FP16 as they once did: the same
+    model measured from Python and from the terminal is the same build."""
+    import gymnasium as gym
+
+    from placetune.cli.main import build_parser
+    from placetune.settings import DEFAULT_PRECISION
+    from placetune.tuning.studyfile import TuneConfig
+
+    assert DEFAULT_PRECISION == "int8"
+    parser = build_parser()
+    for argv in (["check", "seed-block"], ["measure", "seed-block"]):
+        assert parser.parse_args(argv).precision == DEFAULT_PRECISION
+    assert TuneConfig().precision == DEFAULT_PRECISION  # tune's
+    ev = Evaluator("seed-block", "orin-agx")
+    assert ev.settings.precision == DEFAULT_PRECISION and ev.study.precision == DEFAULT_PRECISION
+    for env_id in ("placetune/Placement-v0", "placetune/PlacementOneShot-v0", "placetune/PlacementStages-v0"):
+        env = gym.make(env_id, model="seed-block", mode="pipeline")
+        try:
+            assert env.unwrapped.settings.precision == DEFAULT_PRECISION, env_id
+        finally:
+            env.close()
+    # an evaluator passed to an environment keeps its own precision, whichever it is
+    for precision in ("fp16", "int8"):
+        shared = Evaluator("seed-block", "orin-agx", mode="pipeline", precision=precision)
+        env = gym.make("placetune/Placement-v0", evaluator=shared)
+        assert env.unwrapped.settings.precision == precision
+        env.close()

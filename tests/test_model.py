@@ -343,3 +343,35 @@ def test_plugin_feeding_more_layers_propagates_its_declared_shape():
                                                        helper.make_opsetid("com.example", 1)]))
     assert m.layer("mystery").plugin and m.layer("sig").output_shape == (1, 4, 8, 8)
     assert m.outputs[0].shape == (1, 4, 8, 8)
+
+
+def test_a_zero_sized_input_dimension_is_called_zero_not_dynamic(tmp_path, capsys):
+    """An input whose file fixes a dimension at 0 was refused as "a dynamic shape [1x3x?x224]",
+    with advice about dynamic dimensions: the message now says which dimension is zero and that
+    every input dimension must be 1 or more (the file's, or --shape's)."""
+    from placetune.cli.main import main
+
+    def model(dims):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
+        path = tmp_path / f"m{len(list(tmp_path.iterdir()))}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+        return str(path)
+
+    zero = model([1, 3, 0, 224])
+    with pytest.raises(ShapeError) as e:
+        Model.load(zero)
+    text = str(e.value)
+    assert "dynamic" not in text and "[1x3x0x224]" in text and "dimension 2 is 0" in text, text
+    assert "1 or more" in text and "--shape x=1x3x1x224" in text, text
+    assert main(["check", zero]) == 3
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "dimension 2 is 0" in err, err
+    assert Model.load(zero, ["x=1x3x8x224"]).inputs[0].shape == (1, 3, 8, 224)  # --shape sets it
+    two = model(["batch", 0, 0, 224])
+    with pytest.raises(ShapeError, match=r"--batch 2: input 'x' \[2x0x0x224\]: dimensions 1 and 2 are 0"):
+        Model.load(two, batch=2)
+    dynamic = model([1, 3, "h", 224])  # a named dimension is still called dynamic
+    with pytest.raises(ShapeError, match="dynamic shape"):
+        Model.load(dynamic)

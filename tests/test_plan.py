@@ -42,8 +42,8 @@ def study(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine_plan():
-    """An engine-mode plan whose realised placement puts two convolutions on DLA0."""
-    with placetune.Evaluator("seed-block", "orin-agx", mode="engine", study="e") as ev:
+    """An engine-mode FP16 plan whose realised placement puts two convolutions on DLA0."""
+    with placetune.Evaluator("seed-block", "orin-agx", mode="engine", precision="fp16", study="e") as ev:
         ev.baseline()
         m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}), agent="t",
                         trial_number=7)

@@ -92,3 +92,15 @@ def test_the_jetpack_5_steps_build_pycuda_against_apt_numpy_with_headers():
     apt = next(x for x in jp5.splitlines() if x.startswith("sudo apt-get install"))
     assert "python3-dev" in apt and "python3-numpy" in apt
     assert "numpy==" not in readme.split("## On a Jetson", 1)[1].split("## Python API", 1)[0]
+
+
+def test_every_environment_variable_the_docs_name_is_read():
+    """The README told to set PLACETUNE_FUZZ_RANDOM=1 for random seeds, a variable nothing reads
+    (the fuzz suite draws a fresh seed every run and replays one with PLACETUNE_FUZZ_SEED)."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = {v for p in docs for v in re.findall(r"\bPLACETUNE_[A-Z0-9_]+\b", p.read_text())}
+    code = "\n".join(p.read_text(errors="replace") for folder in ("placetune", "search", "tests")
+                     for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".sh") and p.is_file()
+                     and p.name != "test_setup_docs.py")
+    unread = sorted(v for v in named if v not in code)
+    assert not unread, f"the docs name environment variables nothing reads: {unread}"

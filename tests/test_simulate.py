@@ -319,6 +319,48 @@ def test_scheduler_contention_is_piecewise_exact():
     assert (fifo.tasks[1].start, fifo.tasks[0].start) == (0.0, 1.0)
 
 
+def test_gpu_work_of_another_process_waits_for_the_time_slice():
+    """Separate processes: a GPU task ready while another context's GPU task runs waits half a slice
+    (or until that task ends), and its DLA idles; one context (streams of one process) never waits."""
+    from placetune.backends.simulate.schedule import GPU_TIMESLICE_US, Task, run, run_closed_loops
+
+    half = GPU_TIMESLICE_US / 2000.0
+    assert half == pytest.approx(0.512)
+    big, small = Task("GPU", 10.0, context=0), Task("GPU", 0.1, stream=1, context=1)
+    s = run([big, small], {}, slice_wait_ms=half)
+    assert small.start == pytest.approx(half)  # waited for the slice, then shares the GPU
+    assert small.end == pytest.approx(half + 0.2)
+    same = run([Task("GPU", 10.0), Task("GPU", 0.1, stream=1)], {}, slice_wait_ms=half)
+    assert same.tasks[1].start == 0.0  # one context: no wait
+    short = run([Task("GPU", 0.2, context=0), Task("GPU", 0.1, stream=1, context=1)], {}, slice_wait_ms=half)
+    assert short.tasks[1].start == pytest.approx(0.2)  # the other context's work ended first
+    # a DLA engine with one fallback segment beside a saturating GPU engine, in closed loops
+    dla = [("DLA0", 1.0, 0.0), ("GPU", 0.05, 0.0), ("DLA0", 0.5, 0.0)]
+    gpu = [("GPU", 20.0, 0.0)]
+    alone = run_closed_loops([dla], {}, iterations=4)[0][0]
+    one = run_closed_loops([gpu, dla], {}, iterations=4)[0][1]
+    sep = run_closed_loops([gpu, dla], {}, iterations=4, separate_processes=True)[0][1]
+    assert alone == pytest.approx(1.55)
+    assert one == pytest.approx(1.6)  # processor sharing: the 0.05 ms kernel at half the GPU
+    assert sep == pytest.approx(1.6 + half)  # + the wait for the GPU process's slice
+
+
+def test_separate_process_replicas_lose_more_dla_throughput(resnet18_bs8):
+    """A DLA replica with a fallback segment beside a GPU replica: separate processes wait for time
+    slices, one process does not; the flag is part of the fingerprint."""
+    p = Placement.all_dla(resnet18_bs8)
+    s = Settings(precision="int8", iterations=5, mode="replicas", replicas={"GPU": 8, "DLA0": 8})
+    r = realise(p, ORIN, mode="replicas", precision="int8")
+    assert any(d == "GPU" for d in r.realized.as_dict().values())  # the pooling head falls back
+    one = SimulatedJetson().measure(r, ORIN, s).extra["replicas"][1]
+    sep = SimulatedJetson(separate_processes=True).measure(r, ORIN, s).extra["replicas"][1]
+    assert sep["device"] == "DLA0" and sep["latency_ms"] > one["latency_ms"] + 0.4
+    assert "processes" not in SimulatedJetson().fingerprint(ORIN, s)
+    assert SimulatedJetson(separate_processes=True).fingerprint(ORIN, s)["processes"] == "separate"
+    with pytest.raises(Exception, match="separate_processes"):
+        SimulatedJetson(separate_processes="yes")
+
+
 def test_simulated_build_time_charges_engines_and_reuses_cached_segments():
     from placetune.backends.simulate import build_time as bt
 

@@ -839,3 +839,36 @@ def test_an_unknown_extra_key_is_an_error_in_the_tests_and_old_rows_still_read(d
         m.extra.update(period_ms=3.0, x_mine=1)
         store.record(st, "r", "k", m)
         assert store.lookup(*st.scope, "k").extra["period_ms"] == 3.0
+
+
+def test_a_question_mark_in_a_sqlite_path_names_that_file_or_is_refused(tmp_path, monkeypatch, capsys):
+    """``?`` in a SQLite database name. SQLAlchemy reads what follows a URL's ``?`` as driver
+    options and drops a part without ``=``: ``sqlite:///runs/a?b.db`` silently opened ``runs/a``,
+    and a plain path ``runs/c?d.db`` (made a URL by string concatenation) opened ``runs/c``.
+    A plain path now names exactly its file; a URL whose ``?`` part is not the driver's
+    options is refused on one line naming --storage, exit 7, and nothing is created."""
+    from placetune.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    tune = ["tune", "--model", "seed-block", "--mode", "engine", "--trials", "2", "--export", os.devnull]
+    assert main(tune + ["--storage", "runs/c?d.db"]) == 0
+    assert {p.name for p in (tmp_path / "runs").iterdir()} - {"c?d.db-wal", "c?d.db-shm"} == {"c?d.db"}
+    with Store(str(tmp_path / "runs" / "c?d.db")) as store:  # the API: the same file
+        assert len(store.studies()) == 1
+    capsys.readouterr()
+    assert main(["studies", "--storage", "sqlite:///runs/c%3Fd.db"]) == 0  # the URL form of that name
+    assert "seed-block" in capsys.readouterr().out
+    for url in ("sqlite:///runs/a?b.db", "sqlite:///runs/a.db?b=c.db", f"sqlite:///{tmp_path}/runs/e?mode=ro"):
+        for argv in (tune + ["--storage", url], ["studies", "--storage", url], ["export", "--storage", url]):
+            assert main(argv) == 7, (argv, capsys.readouterr())
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and "--storage" in err and "%3F" in err, err
+            assert "Traceback" not in err
+        with pytest.raises(StoreError, match="key=value"):
+            Store(url)
+    assert {p.name for p in (tmp_path / "runs").iterdir()} - {"c?d.db-wal", "c?d.db-shm"} == {"c?d.db"}  # nothing else
+    # the driver's own options still pass
+    with Store(f"sqlite:///{tmp_path}/runs/t.db?timeout=5") as store:
+        assert store.studies() == []
+    assert (tmp_path / "runs" / "t.db").is_file()

@@ -375,6 +375,32 @@ def test_replicas_run_at_once_with_their_own_batches(seed_block, tmp_path):
     assert again.ok and again.extra["engine_cache"] == {"hits": 1, "misses": 2}
 
 
+def test_replicas_are_enqueued_from_one_thread_each_at_once(seed_block, tmp_path):
+    """The worker enqueues each instance from a thread of its own: with 2 ms of host time per
+    ``execute_async_v3`` (slept with the GIL released, as the real call releases it), the double's
+    log shows the alone phase on one thread and the together phase on one thread per instance,
+    their enqueues in progress at the same time."""
+    import itertools
+
+    log = tmp_path / "enqueues.txt"
+    be = _backend(tmp_path / "cache", faults={"ENQUEUE_MS": "2", "ENQUEUE_LOG": str(log)},
+                  replicas_duration_s=0.2)
+    ev = _ev(seed_block, be, tmp_path, mode="replicas", replicas={"GPU": 1, "DLA0": 1, "DLA1": 1})
+    try:
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    calls = [(int(t), float(a), float(b)) for t, a, b in (line.split() for line in log.read_text().splitlines())]
+    first = calls[0][0]  # the worker's own thread: the engines timed alone
+    together = [c for c in calls if c[0] != first]
+    assert len({t for t, _, _ in together}) == 3
+    edges = sorted([(a, 1) for _, a, _ in together] + [(b, -1) for _, _, b in together])
+    assert max(itertools.accumulate(d for _, d in edges)) == 3  # all three enqueuing at one moment
+    assert sum(r["inferences"] for r in m.extra["replicas"]) == len(together)
+
+
 def test_replicas_on_a_platform_without_dla(seed_block, tmp_path):
     be = _backend(tmp_path / "cache")
     kw = dict(backend=be, mode="replicas", trt_version="10.3", iterations=3)

@@ -26,6 +26,7 @@ import json
 from placetune.backends.simulate.costs import FIT_FILE
 from placetune.backends.simulate.simulator import SimulatedJetson
 from placetune.hardware.platforms import get_platform, platform_names
+from placetune.hardware.power_modes import modes_of
 from placetune.model import zoo
 from placetune.model.model import Model
 from placetune.placement.placement import Placement
@@ -240,13 +241,27 @@ def _case(row: PublishedRow) -> PublishedCase:
     kind = "mixed" if scopes else "concurrent" if engines else _PLACEMENTS[placement]
     if engines and len({b for k, b in batches.items()}) > 1:
         return skip("concurrent engines with different batches")
-    mode = row.power_mode if row.power_mode in ("MAXN", "50W", "30W", "15W") else "MAXN"
     if row.power_mode.startswith("clocks:"):
         return skip("clocks given instead of an nvpmodel mode")
+    mode = "MAXN" if row.power_mode == "unstated" else row.power_mode
+    modes = modes_of(row.platform)
+    if mode != "MAXN" and (modes is None or modes.mode(mode) is None):
+        known = ", ".join(modes.names) if modes is not None else "none transcribed"
+        return skip(f"power mode {row.power_mode} is not one of {row.platform}'s nvpmodel modes ({known})")
     # published DLA-only engines have no softmax / TopK head (DLA-SW cut the network, seed 003 used *_noprob)
     softmax = False if kind in ("dla-only", "2dla-replicas") else None
     return PublishedCase(row, kind=kind, batches=tuple(sorted(batches.items())), power_mode=mode, softmax=softmax,
                          scopes=scopes, engines=engines)
+
+
+#: Sources whose engines that run at the same time are separate processes (one CUDA context each,
+#: so their GPU work is time-sliced: ``SimulatedJetson(separate_processes=True)``): torch2trt's DLA
+#: benchmark runs one Python process per engine (the rows' notes), jetson_benchmarks one trtexec per
+#: engine, the DLA-SW README one trtexec per DLA core, the quantization guide's concurrent runs one
+#: trtexec per engine (its ``conc_*.json``). Every other source's concurrent engines are
+#: one process (MLPerf's LWIS harness runs the GPU and both DLA engines in one process).
+SEPARATE_PROCESS_SOURCES = frozenset({"torch2trt-dla-xaviernx", "jetson_benchmarks", "jetson_benchmarks-issue10",
+                                      "dla-sw", "dla-sw-issue29", "quant-guide-orin"})
 
 
 #: A row is in conflict when its value is more than this factor off the median of at least two
@@ -316,7 +331,9 @@ def simulate_case(case: PublishedCase, backend: Any = None) -> float:
     """
     if case.skip:
         raise ValueError(f"{case.row.id}: {case.skip}")
-    sim = backend or SimulatedJetson(timeline=False)
+    several = case.kind in ("concurrent", "2dla-replicas", "gpu+2dla-replicas")
+    sim = backend or SimulatedJetson(
+        timeline=False, separate_processes=several and case.row.source in SEPARATE_PROCESS_SOURCES)
     platform = get_platform(case.row.platform)
     prec, b = case.row.precision, case.batch
     base = dict(precision=prec, iterations=1, noise=0.0, power_mode=case.power_mode)

@@ -5,6 +5,8 @@
 * **Numbers in range**: every integer option has a range (:data:`INT_RANGES`; an option not
   listed gets :data:`DEFAULT_INT_RANGE`), every float option must be finite and in range
   (:data:`FLOAT_RANGES`): ``--batch 9223372036854775808`` is refused here, not by numpy.
+* **A database URL the store can open as written**: ``--storage`` goes through the store's URL
+  check before any work, so that its refusal (``sqlite:///runs/a?b.db``: exit 7) names the option.
 
 Each refusal is a :class:`~placetune.errors.ConfigError` (exit code 6) that names the option
 and what it allows.
@@ -16,7 +18,7 @@ import argparse
 import math
 from typing import TYPE_CHECKING
 
-from placetune.errors import ConfigError
+from placetune.errors import ConfigError, StoreError
 from placetune.validate import MAX_BATCH, integer, number
 from placetune.validate import batch as check_batch
 from placetune._lazy import lazy_import
@@ -26,8 +28,10 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     import placetune.model.model as _model
+    import placetune.store.url as _url
 else:
     _model = lazy_import("placetune.model.model")
+    _url = lazy_import("placetune.store.url")
 
 __all__ = ["check_arguments", "INT_RANGES", "FLOAT_RANGES", "DEFAULT_INT_RANGE"]
 
@@ -87,6 +91,11 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
                                       "leave the option out for its default")
                 if "\x00" in v:
                     raise ConfigError(f"{name} holds a NUL byte")
+                if action.dest == "storage":
+                    try:
+                        _url.normalise_url(v)
+                    except StoreError as exc:
+                        raise StoreError(f"{action.option_strings[0]}: {exc}") from None
             elif isinstance(v, bool):
                 continue
             elif isinstance(v, int):

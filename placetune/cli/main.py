@@ -101,8 +101,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     if platform.dla_count:
         limit = " (exceeds the 16-per-core limit: the rest fall back to GPU)" if s["exceeds_loadable_limit"] else ""
         human += f"\nall-DLA with GPU fallback forms {plural(islands, 'DLA island')} (loadables){limit}"
+    same = _same_target(args)
+    human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements); "
+              f"placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
     show(args, doc, human)
     return 0
+
+
+def _same_target(args: argparse.Namespace) -> str:
+    """The options of ``check`` that name the same model and target in ``tune`` and ``measure``,
+    those left at their defaults left out."""
+    parts = [f"--shape {shlex.quote(x)}" for x in args.shape or []]
+    if args.batch is not None:
+        parts.append(f"--batch {args.batch}")
+    for option, value, default in (("--platform", args.platform, "orin-agx"),
+                                   ("--precision", args.precision, DEFAULT_PRECISION),
+                                   ("--power-mode", args.power_mode, "MAXN")):
+        if value != default:
+            parts.append(f"{option} {shlex.quote(str(value))}")
+    return "".join(" " + p for p in parts)
 
 
 def _islands_before_limit(model, support) -> int:
@@ -235,7 +252,7 @@ def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
                        "dimension of a file's inputs (a file with a static batch takes --shape)")
 
 
-def _add_target_args(p: argparse.ArgumentParser, precision: str = "fp16") -> None:
+def _add_target_args(p: argparse.ArgumentParser, precision: str = DEFAULT_PRECISION) -> None:
     p.add_argument("--platform", default="orin-agx", help="Jetson profile (default orin-agx)")
     p.add_argument("--precision", default=precision, choices=("fp16", "int8", "fp32"),
                    help=f"builder precision (default {precision}" + (", as tune's)" if precision != "fp16" else ")"))
@@ -265,18 +282,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=lambda _args, zoo=p: _usage(zoo))  # `placetune zoo` alone: the zoo's help
     zsub = p.add_subparsers(dest="zoo_command", metavar="ACTION")
     z = zsub.add_parser("list", help="list the built-in networks")
-    z.add_argument("--json", action="store_true")
+    z.add_argument("--json", action="store_true", help="print JSON instead of a table")
     z.set_defaults(func=cmd_zoo_list)
     z = zsub.add_parser("export", help="write a built-in network to an ONNX file (with weights)")
     z.add_argument("name")
     z.add_argument("-o", "--output", required=True, help="output .onnx path")
-    z.add_argument("--batch", type=int, default=None)
+    z.add_argument("--batch", type=int, default=None, help="batch of the exported network (default: its own, as `placetune zoo list` shows)")
     z.set_defaults(func=cmd_zoo_export)
 
     p = sub.add_parser("measure", help="measure one placement (simulated Jetson by default)")
     _add_model_args(p)
     _add_target_args(p, DEFAULT_PRECISION)
-    p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"))
+    p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"),
+                   help="engine: one engine, GPU + one DLA core (default); pipeline: one engine per segment; "
+                   "replicas: one whole network per device")
     p.add_argument("--placement", default=None,
                    help="all-gpu | all-dla | dla0 | dla1 | FILE.json | JSON text (default all-gpu; in replicas "
                         "mode all-dla: each DLA replica runs the network on its DLA with GPU fallback)")
@@ -285,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replicas", default=None, metavar="GPU:8,DLA0:2,DLA1:2", help="replicas mode: device:batch list")
     p.add_argument("--frames-in-flight", type=int, default=1, help="pipeline mode: frames in flight")
     p.add_argument("--noise", type=float, default=0.0, help="simulated timing noise (relative sd)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulated timing noise (default 0)")
     p.add_argument("--backend", default="simulate",
                    help="simulate | tensorrt | trtexec, or a backend a package adds (entry point group "
                         "placetune.backends)")
@@ -299,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="which backends work on this machine, and how to fix what is missing; exit 0 "
                        "when the tensorrt or trtexec backend works, 8 when only the simulated Jetson does")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the list")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("selftest", help="first run on a new Jetson: check the real TensorRT/CUDA/DLA stack "
@@ -328,10 +347,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fix an input shape (also trtexec's name:1x3x224x224[,name:dims])")
     p.add_argument("--batch", type=int, help="batch: of a zoo model, or the open leading dimension of a file's "
                    "inputs (a file with a static batch takes --shape)")
-    p.add_argument("--platform")
+    p.add_argument("--platform", help="Jetson profile (default orin-agx), e.g. orin-nx-16gb, xavier-agx (README: "
+                   "Platforms)")
     p.add_argument("--backend", help="simulate | tensorrt | trtexec, or a backend a package adds (entry point "
                                      "group placetune.backends)")
-    p.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"))
+    p.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"),
+                   help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
+                   "replicas, or concurrent (several --model at once)")
     p.add_argument("--objective", help="latency | throughput | energy | gpu_time | latency+energy")
     p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "

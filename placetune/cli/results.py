@@ -194,12 +194,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         assert model is not None
         done = _folder.write_plan_folder(plan, model, args.output, source=args.onnx, calibration_cache=calib,
                                  trt_version=args.trt_version)
-        print(done.plan.summary())
+        summary = done.plan.summary()
+        print(summary)
         print(f"wrote plan folder {done.directory} (study {args.study}, measurement "
               f"{plan.source.get('measurement_id')}): {', '.join(f.name for f in done.files)}")
         print(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
-        for note in done.plan.notes:
-            print(f"note: {note}")
+        _print_notes(done.plan.notes, summary)
         return 0
     if calib is not None:
         plan.int8_ranges, plan.calibration_cache = "calibration-cache", str(calib)
@@ -222,12 +222,20 @@ def cmd_export(args: argparse.Namespace) -> int:
         write_file(out, text, "trtexec build script", executable=True)
     else:
         plan.save(out)
-    print(plan.summary())
+    summary = plan.summary()
+    print(summary)
     what = "trtexec build script" if args.format == "trtexec" else "plan"
     print(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')})")
-    for note in plan.notes:
-        print(f"note: {note}")
+    _print_notes(plan.notes, summary)
     return 0
+
+
+def _print_notes(notes: list[str], summary: str) -> None:
+    """The plan's notes, less those its printed summary already says (the INT8 placeholder warning:
+    the plan file keeps it as a note)."""
+    for note in notes:
+        if note.split(" (", 1)[0] not in summary:
+            print(f"note: {note}")
 
 
 # --------------------------------------------------------------------------- report
@@ -243,8 +251,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{label} {st.name}: wrote {plural(len(files), 'file')} to {args.output}")
     for f in files:
         print(f"  {f}")
-    if any(f.name == "trace.json" for f in files):
-        print("open trace.json in https://ui.perfetto.dev or chrome://tracing")
+    trace = next((f for f in files if f.name == "trace.json"), None)
+    if trace is not None:
+        print(f"open {trace} in https://ui.perfetto.dev or chrome://tracing")
     return 0
 
 

@@ -17,7 +17,7 @@ from gymnasium.envs.registration import EnvSpec
 from placetune.errors import BackendError, ConfigError, PlacementError
 from placetune.model.model import Model
 from placetune.placement.placement import Placement
-from placetune.settings import Settings
+from placetune.settings import DEFAULT_PRECISION, Settings
 from placetune.wording import plural, versus
 from placetune.hardware.platforms import get_platform
 from placetune.placement.space import Space
@@ -40,7 +40,7 @@ _EVALUATOR_DEFAULTS: dict[str, Any] = {
     "platform": "orin-agx",
     "mode": "engine",
     "objective": "latency",
-    "precision": "fp16",
+    "precision": DEFAULT_PRECISION,
     "batch": None,
     "backend": "simulate",
     "store": None,
@@ -88,7 +88,7 @@ class PlacementEnvBase(gym.Env):
         *,
         mode: str = "engine",
         objective: "str | Objective" = "latency",
-        precision: str = "fp16",
+        precision: str = DEFAULT_PRECISION,
         batch: int | None = None,
         granularity: str = "fusion",
         backend: "Backend | str" = "simulate",

@@ -46,7 +46,7 @@ class PlacementEnv(PlacementEnvBase):
         platform: Jetson platform name or profile (default ``orin-agx``).
         mode: ``engine``, ``pipeline`` or ``replicas``.
         objective: ``latency``, ``throughput`` or ``energy`` (a pair: the first one is rewarded).
-        precision: ``fp16`` or ``int8``.
+        precision: ``int8`` (default, as the command line's) or ``fp16``.
         batch: batch size of zoo models.
         granularity: ``fusion``, ``layer`` or ``scope:N`` (see :class:`~placetune.placement.space.Space`).
         backend: ``simulate`` (default), ``tensorrt``, ``trtexec`` or a backend object.

@@ -93,6 +93,24 @@ def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
     return dims
 
 
+def _zero_axes(type_proto: onnx.TypeProto) -> list[int]:
+    """The axes a tensor type fixes at 0 (:func:`_dims` reports them as open, ``None``)."""
+    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
+        return []
+    return [axis for axis, d in enumerate(type_proto.tensor_type.shape.dim)
+            if d.HasField("dim_value") and d.dim_value == 0]
+
+
+def _zero_sized(name: str, dims: Sequence[int | str | None], zero: Sequence[int]) -> str:
+    """The refusal of an input whose file fixes a dimension at 0: an empty tensor, not a dynamic one."""
+    shown = "x".join("0" if axis in zero else (str(d) if d is not None else "?") for axis, d in enumerate(dims))
+    which = (f"dimension {zero[0]} is" if len(zero) == 1
+             else f"dimensions {', '.join(map(str, zero[:-1]))} and {zero[-1]} are")
+    example = "x".join(str(d) if isinstance(d, int) else "1" for d in dims)
+    return (f"input {name!r} [{shown}]: {which} 0 (an empty tensor); every input dimension must be 1 or more, "
+            f"fixed in the file or given with --shape (e.g. --shape {name}={example})")
+
+
 def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | None, tuple[int, ...]]:
     if not shapes:
         return {}
@@ -146,6 +164,9 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -
             raise ShapeError(
                 f"input {inp.name!r} has no shape in the file; pass --shape {inp.name}=1x3x224x224"
             )
+        zero = [] if inp.name in overrides else _zero_axes(inp.type)
+        if zero:
+            raise ShapeError(_zero_sized(inp.name, dims, zero))
         if any(not isinstance(d, int) for d in dims):
             shown = "x".join(str(d) if d is not None else "?" for d in dims)
             raise ShapeError(
@@ -267,6 +288,9 @@ def batch_overrides(graph: onnx.GraphProto, init_names: set[str], overrides: dic
                 f"cannot set it; to override the file's batch, pass --shape {inp.name}={shown} (the graph may "
                 "still fix the batch in its reshapes: a re-export at that batch is the safe way)")
         out[inp.name] = tuple([batch, *[d if isinstance(d, int) else None for d in dims[1:]]])
+        zero = [axis for axis in _zero_axes(inp.type) if axis > 0]
+        if zero:
+            raise ShapeError(f"--batch {batch}: " + _zero_sized(inp.name, out[inp.name], zero))
         if None in out[inp.name]:
             shown = "x".join(str(d) if isinstance(d, int) else "?" for d in [batch, *dims[1:]])
             raise ShapeError(f"--batch {batch}: input {inp.name!r} [{shown}] has other dynamic dimensions: "

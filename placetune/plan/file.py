@@ -194,8 +194,11 @@ class Plan:
         def fmt(g: Any, metric: str) -> str:  # "1.68x faster", "1.20x less energy"
             return versus(None if g is None else float(g), metric)
 
-        others = ", ".join(fmt(v, k) if k in ("energy", "gpu_time") else f"{k} {fmt(v, k)}"
-                           for k, v in gains.items() if k != name and v is not None)
+        def other(v: Any, metric: str) -> str:  # "1.20x less energy" names its metric; "same" does not
+            text = fmt(v, metric)
+            return text if metric.replace("_", " ") in text.lower() else f"{metric} {text}"
+
+        others = ", ".join(other(v, k) for k, v in gains.items() if k != name and v is not None)
         return f"vs all-GPU: {fmt(gain, name)} ({name}, the study's objective)" + (f"; {others}" if others else "")
 
     def summary(self) -> str:

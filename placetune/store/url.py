@@ -82,15 +82,38 @@ def normalise_url(url: str | URL | os.PathLike[str] | None) -> URL:
     text = text.strip()
     if text == ":memory:":
         return make_url("sqlite://")
-    if "://" not in text:
-        return _regular_sqlite(make_url("sqlite:///" + str(Path(text).expanduser().absolute())))
+    if "://" not in text:  # a path: every character of it is the file's name (``?`` and ``#`` too)
+        return _regular_sqlite(URL.create("sqlite", database=str(Path(text).expanduser().absolute())))
     try:
-        return _regular_sqlite(make_url(text))
+        url = make_url(text)
     except (ArgumentError, ValueError) as exc:
         raise StoreError(
             f"malformed database URL {mask_url(text)!r} ({exc.__class__.__name__}): expected e.g. "
             "sqlite:///path/to/placetune.db or postgresql+psycopg://user:password@host:5432/dbname"
         ) from None
+    _check_sqlite_query(text, url)
+    return _regular_sqlite(url)
+
+
+#: The options SQLAlchemy's SQLite driver (pysqlite) takes after a URL's ``?``; with ``uri=true``
+#: any key=value goes to SQLite as a URI parameter.
+SQLITE_URL_OPTIONS = ("timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements", "uri")
+
+
+def _check_sqlite_query(text: str, url: URL) -> None:
+    """Refuse a SQLite URL whose ``?`` part is not the driver's key=value options: SQLAlchemy
+    drops a part without ``=`` and ignores an unknown key, so ``sqlite:///runs/a?b.db`` would
+    open (and create) ``runs/a``, a file of another name than the one meant."""
+    if url.get_backend_name() != "sqlite" or url.get_driver_name() != "pysqlite" or "?" not in text:
+        return
+    uri = str(url.query.get("uri", "")).lower() in ("true", "1", "yes", "on")
+    for part in text.partition("?")[2].split("&"):
+        key, eq, _ = part.partition("=")
+        if part and (not eq or (key not in SQLITE_URL_OPTIONS and not uri)):
+            raise StoreError(
+                f"SQLite URL {mask_url(text)!r} would open {url.database!r}: after '?' a URL takes the driver's "
+                f"key=value options ({', '.join(SQLITE_URL_OPTIONS)}), and {part[:40]!r} is not one; write a '?' "
+                f"of a file name as %3F ({mask_url(text).replace('?', '%3F')}) or give the plain path")
 
 
 def _regular_sqlite(url: URL) -> URL:

@@ -26,7 +26,7 @@ from placetune.tuning.objectives import Objective, best_stored, get_objective
 from placetune.tuning.stats import EvaluatorStats
 from placetune.placement.placement import Placement
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
-from placetune.settings import Settings
+from placetune.settings import DEFAULT_PRECISION, Settings
 from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
 from placetune.backends.base import check_backend
 from placetune.backends.registry import get_backend
@@ -93,7 +93,8 @@ class Evaluator:
         platform: a platform name (``orin-agx``...) or :class:`~placetune.hardware.platforms.Platform`.
         backend: ``simulate`` (default), ``tensorrt``, ``trtexec`` or a backend object.
         mode: ``engine``, ``pipeline`` or ``replicas``.
-        precision: ``fp16`` or ``int8``.
+        precision: ``int8`` (default, as ``placetune tune``, ``check`` and ``measure``: one constant,
+            :data:`placetune.settings.DEFAULT_PRECISION`), ``fp16`` or ``fp32`` (GPU only).
         batch: batch size of zoo models (files: use ``shapes``).
         objective: ``latency``, ``throughput``, ``energy`` or a pair like ``latency+energy``.
         store: a :class:`~placetune.store.store.Store`, a SQLAlchemy URL / SQLite path, or None for
@@ -122,7 +123,7 @@ class Evaluator:
         backend: "Backend | str" = "simulate",
         *,
         mode: str = "engine",
-        precision: str = "fp16",
+        precision: str = DEFAULT_PRECISION,
         batch: int | None = None,
         objective: str | Objective = "latency",
         store: "Store | str | None" = None,

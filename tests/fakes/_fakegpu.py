@@ -36,6 +36,11 @@ applies them in time order (a write before a read at the same time). So
 Engine outputs are :class:`Lazy`: computed from the inputs read when first needed (a copy to
 the host, another computation), so timing loops that never read them cost nothing.
 
+Threads: the current context is per host thread, as in CUDA (``context_stack`` is each thread's
+own stack: a thread that pushed none has no current context), and every operation on the fake
+GPU's state holds :data:`lock`, so several host threads may drive it at once (the simulated
+clocks stay one host's: a thread's synchronize is seen by all).
+
 Resources are counted while alive (:func:`live`): streams (until destroyed: ``cuStreamDestroy``,
 or a pycuda ``Stream`` object going away), events, pinned host buffers and their bytes, device
 buffers and their bytes, TensorRT execution contexts. A stream used after it was destroyed is an
@@ -44,9 +49,11 @@ error, as in CUDA.
 
 from __future__ import annotations
 
+import functools
 import gc
 import heapq
 import itertools
+import threading
 import weakref
 
 _next_handle = itertools.count(0x7000)
@@ -73,8 +80,30 @@ allocations: dict[int, int] = {}
 memory: dict[int, object] = {}
 #: device pointer -> number of writes applied.
 versions: dict[int, int] = {}
-#: the current contexts (pycuda make_context / retain_primary_context + push, cuCtxPushCurrent).
-context_stack: list[object] = []
+class _ThreadStacks(threading.local):
+    """Each host thread's stack of current contexts (a list per thread)."""
+
+    def __init__(self) -> None:
+        self.stack: list[object] = []
+
+    def append(self, ctx: object) -> None:
+        self.stack.append(ctx)
+
+    def pop(self) -> object:
+        return self.stack.pop()
+
+    def __bool__(self) -> bool:
+        return bool(self.stack)
+
+    def __len__(self) -> int:
+        return len(self.stack)
+
+
+#: the current contexts of the calling thread (pycuda make_context / retain_primary_context + push,
+#: cuCtxPushCurrent).
+context_stack = _ThreadStacks()
+#: held by every operation on the state below (re-entrant: operations call each other)
+lock = threading.RLock()
 #: (time, phase, seq, effect): memory effects not applied yet (phase 0 writes before 1 reads).
 _events: list = []
 #: live counts of what has no table of its own here: events, pinned host buffers and bytes
@@ -368,3 +397,17 @@ def reset() -> None:
     _events.clear()
     for k in counts:
         counts[k] = 0
+
+
+def locked(fn):
+    """``fn`` run while holding :data:`lock`."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with lock:
+            return fn(*args, **kwargs)
+    return call
+
+
+for _name in ("new_stream", "destroy_stream", "count", "live", "run", "advance", "record", "wait", "observe", "poll",
+              "synchronize_all", "malloc", "free", "read_now", "copy", "htod", "dtoh", "dtod", "launch", "reset"):
+    globals()[_name] = locked(globals()[_name])

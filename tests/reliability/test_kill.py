@@ -11,6 +11,8 @@ from pathlib import Path
 
 from placetune.store.store import Store
 
+from tests.seeds import seed as run_seed
+
 from ._harness import COUNTS, NOTES, acked, check_sqlite, fork_cli, wait
 
 KILLS = 20
@@ -19,7 +21,7 @@ BUDGET = 300
 
 
 def test_sigkill_at_random_points_loses_nothing(tmp_path):
-    seed = int(os.environ.get("PLACETUNE_FAULT_SEED", "20261121"))
+    seed = run_seed("PLACETUNE_FAULT_SEED")
     rng = random.Random(seed)
     db = tmp_path / "kill.db"
     argv = ["tune", "--model", str(MODEL), "--mode", "engine", "--precision", "int8",

@@ -20,7 +20,6 @@ import glob
 import gzip
 import io
 import json
-import os
 import random
 import signal
 import traceback
@@ -36,6 +35,8 @@ from onnx import TensorProto, helper
 
 import placetune.cli.main
 from placetune.cli.main import main
+
+from tests.seeds import seed as run_seed
 
 from ._harness import COUNTS, NOTES
 
@@ -256,7 +257,7 @@ MODELS = {  # model -> rounds (the big exports get fewer: each mutant is a 14-21
 
 
 def test_mutated_models_import_or_are_refused(tmp_path):
-    seed = int(os.environ.get("PLACETUNE_FUZZ_SEED", "1234"))
+    seed = run_seed("PLACETUNE_FUZZ_SEED")
     rng = random.Random(seed)
     results = []
     kinds: Counter[str] = Counter()

@@ -388,6 +388,22 @@ class CostTable:
         self.engine_ms = c.engine_us * _US
         self.contention = 1.0
         self._arange = np.arange(g.n)
+        if precision == "int8" and g.qdq_int8 is not None:
+            self._explicit_quantization(model, platform, batch, power)
+
+    def _explicit_quantization(self, model, platform, batch, power) -> None:
+        """A Q/DQ model in an INT8 engine: the layers its Q/DQ nodes mark keep their INT8 costs, every
+        other layer (and every tensor it reads across a GPU <-> DLA boundary) takes its fp16 costs,
+        on the GPU and on the DLA (whose INT8 layers need the Q/DQ scales)."""
+        hi = CostTable(model, platform, "fp16", batch, power)
+        fp16 = ~self.g.qdq_int8
+        for name in ("t_alone", "t_fused", "b_alone", "b_fused"):
+            getattr(self, name)[:, fp16] = getattr(hi, name)[:, fp16]
+        self.gpu_ramp_ms = np.where(fp16, hi.gpu_ramp_ms, self.gpu_ramp_ms)
+        if self.g.edge_c.size:
+            edge16 = fp16[self.g.edge_c]
+            self.edge_bytes = np.where(edge16, hi.edge_bytes, self.edge_bytes)
+            self.edge_ms = np.where(edge16, hi.edge_ms, self.edge_ms)
 
     # ---------------------------------------------------------------- evaluation
     def selection(self, codes: np.ndarray) -> "CostSelection":

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from placetune.model.qdq import int8_layers
+
 if TYPE_CHECKING:
     from placetune.model.model import Model
 
@@ -27,7 +29,10 @@ NORM_PASSES = {"InstanceNormalization": 3, "GroupNormalization": 3, "LayerNormal
 # =========================================================================================
 # Op classes and fusion rules
 # =========================================================================================
-_FREE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Concat"}
+#: (QuantizeLinear / DequantizeLinear: TensorRT fuses them into the neighbouring layers' INT8 input,
+#: weights and output, explicit quantization; placetune.model.qdq says which layers run INT8.)
+_FREE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Concat", "QuantizeLinear",
+         "DequantizeLinear"}
 _SHUFFLE = {"Transpose", "Split", "Slice", "Gather", "Pad", "Tile", "Expand", "DepthToSpace",
             "SpaceToDepth", "Cast"}
 _POOL = {"MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean",
@@ -115,6 +120,10 @@ class GraphInfo:
         self.passes = np.array([float(NORM_PASSES.get(layer.op_type, 1)) for layer in layers])
         self.int8_capable = np.array([layer.op_type not in NORM_PASSES or layer.op_type == "BatchNormalization"
                                       for layer in layers])
+        # explicit quantization: a model with Q/DQ nodes runs INT8 only in the layers they mark (an
+        # INT8 engine of it runs every other layer at fp16); None: no Q/DQ, the precision flag rules
+        marked = int8_layers(model)
+        self.qdq_int8 = None if marked is None else np.array([name in marked for name in self.names])
         # input channels per group of convolutions (tensor-core channel padding), 0 elsewhere
         self.cin_g = np.array([_cin_per_group(layer) for layer in layers], dtype=float)
         self.cout_g = np.array([_cout_per_group(layer) for layer in layers], dtype=float)

@@ -3,7 +3,13 @@
 Tasks are engine segments (or whole engines) bound to one device. A DLA core runs one task
 at a time in priority order (two engines on one core serialise). The GPU runs one task per
 *stream* at a time and shares itself equally between the streams that have a task running
-(processor sharing: replicas in different processes interleave their kernels).
+(processor sharing: replicas interleave their kernels).
+
+Processes: every task has a ``context`` (its process's CUDA context). With ``slice_wait_ms`` > 0,
+contexts share the GPU by time-slicing: a GPU task that is ready while a task of *another*
+context runs on the GPU first waits ``slice_wait_ms`` (the expected rest of the running time
+slice; :data:`GPU_TIMESLICE_US`), or until no other context's task runs, whichever is first; its
+stream is held meanwhile. Tasks of one context (streams of one process) never wait for each other.
 
 Contention: while devices run at the same time, each running task progresses at
 
@@ -21,7 +27,13 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["Task", "Schedule", "run", "run_one_frame", "run_closed_loops"]
+__all__ = ["Task", "Schedule", "run", "run_one_frame", "run_closed_loops", "GPU_TIMESLICE_US"]
+
+#: Default time slice of a GPU context on Jetson (Tegra nvgpu driver: ``NVGPU_TSG_TIMESLICE_DEFAULT_US``
+#: = 1024 us, "Default TSG timeslice value in microseconds. Currently it is 1024 us",
+#: drivers/gpu/nvgpu/include/nvgpu/tsg.h of OE4T/linux-tegra-4.9 and -5.10). A task of another
+#: process that becomes ready at a random moment of a running slice waits half of it on average.
+GPU_TIMESLICE_US = 1024.0
 
 
 @dataclass(slots=True)
@@ -38,6 +50,8 @@ class Task:
         label: name for the timeline.
         frame: frame / iteration number for the timeline.
         group: owner (e.g. replica instance) for reporting.
+        context: the process (CUDA context) that owns the task: GPU tasks of different contexts
+            share the GPU by time slices when :func:`run` has ``slice_wait_ms`` > 0.
     """
 
     device: str
@@ -49,6 +63,7 @@ class Task:
     label: str = ""
     frame: int = 0
     group: int = 0
+    context: int = 0
     start: float = math.nan
     end: float = math.nan
 
@@ -72,7 +87,7 @@ class Schedule:
 
 
 def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int], Iterable[Task]] | None = None,
-        stop: Callable[[], bool] | None = None) -> Schedule:
+        stop: Callable[[], bool] | None = None, slice_wait_ms: float = 0.0) -> Schedule:
     """Simulate ``tasks`` (a DAG through ``preds``) and fill in their start/end times.
 
     Args:
@@ -82,6 +97,8 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
             appended (their ``preds`` may name any task, finished or not).
         stop: checked after every event; True ends the simulation (unfinished tasks keep
             ``end`` = nan).
+        slice_wait_ms: a GPU task ready while another context's task runs on the GPU waits this
+            long first (or until no other context's task runs); 0: no wait (one process).
 
     Raises:
         ValueError: the dependencies contain a cycle.
@@ -110,6 +127,7 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
     for i in range(len(tasks)):
         add(i)
     streams: set[int] = set()
+    slice_end: dict[int, float] = {}  # GPU task waiting for another context's time slice -> its end
     now = 0.0
     done = 0
     while done < len(tasks):
@@ -126,6 +144,9 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
                         held.append((k, i))
                         continue
                     streams.add(s)
+                    if slice_wait_ms > 0 and _foreign(tasks, running[dev], tasks[i].context):
+                        slice_end[i] = now + slice_wait_ms  # waits for the running slice to end
+                        continue
                     running[dev][i] = tasks[i].work_ms
                     tasks[i].start = now
                 for item in held:
@@ -134,6 +155,11 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
                 _, i = heapq.heappop(heap)
                 running[dev][i] = tasks[i].work_ms
                 tasks[i].start = now
+        for i in [i for i, t_end in slice_end.items()
+                  if t_end <= now + 1e-12 or not _foreign(tasks, running["GPU"], tasks[i].context)]:
+            del slice_end[i]
+            running["GPU"][i] = tasks[i].work_ms
+            tasks[i].start = now
         active = [d for d, r in running.items() if r]
         if not active:
             raise ValueError("task graph has a cycle or a task waits on a missing predecessor")
@@ -146,6 +172,8 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
             rate = 1.0 / len(running[d]) / (1.0 + sensitivity.get(d, 0.0) * (total_demand - demand[d]))
             rates[d] = rate
             dt = min(dt, min(running[d].values()) / rate)
+        if slice_end:
+            dt = min(dt, min(slice_end.values()) - now)
         dt = max(dt, 0.0)
         # ---- advance
         end = now + dt
@@ -181,6 +209,11 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
         if stop is not None and stop():
             break
     return Schedule(tasks, now, busy)
+
+
+def _foreign(tasks: list[Task], running: dict[int, float], context: int) -> bool:
+    """Whether a task of a context other than ``context`` runs (``running``: the GPU's tasks)."""
+    return any(tasks[j].context != context for j in running)
 
 
 def run_one_frame(device: list[int], work: list[float], demand: list[float], preds: list[tuple[int, ...]],
@@ -281,7 +314,8 @@ def run_one_frame(device: list[int], work: list[float], demand: list[float], pre
 
 
 def run_closed_loops(loops: list[list[tuple[str, float, float]]], sensitivity: dict[str, float],
-                     iterations: int = 3, max_tasks: int = 20000) -> tuple[list[float], Schedule, float]:
+                     iterations: int = 3, max_tasks: int = 20000, separate_processes: bool = False,
+                     slice_wait_ms: float = GPU_TIMESLICE_US / 2000.0) -> tuple[list[float], Schedule, float]:
     """Run several engines concurrently, each in a closed loop (next inference when one ends).
 
     Args:
@@ -290,6 +324,11 @@ def run_closed_loops(loops: list[list[tuple[str, float, float]]], sensitivity: d
         iterations: completed inferences every engine needs before the simulation stops
             (the first one is warm-up, so at least 2).
         max_tasks: cap on simulated tasks.
+        separate_processes: every engine is its own process (CUDA context): a GPU part that is
+            ready while another engine's GPU part runs waits ``slice_wait_ms`` first (the expected
+            rest of that process's time slice; its DLA idles meanwhile). False: one process, the
+            engines are streams of one context (no wait).
+        slice_wait_ms: that wait (default half of :data:`GPU_TIMESLICE_US`).
 
     Returns:
         ``(periods, schedule, t1)``: the steady-state time per inference of each engine,
@@ -303,7 +342,8 @@ def run_closed_loops(loops: list[list[tuple[str, float, float]]], sensitivity: d
 
     def part(g: int, k: int, j: int) -> Task:
         dev, ms, demand = loops[g][j]
-        return Task(dev, ms, demand, (), key=(k, g, j), stream=g, label=f"engine{g} part{j}", frame=k, group=g)
+        return Task(dev, ms, demand, (), key=(k, g, j), stream=g, label=f"engine{g} part{j}", frame=k, group=g,
+                    context=g if separate_processes else 0)
 
     def spawn(i: int) -> list[Task]:
         t = tasks[i]
@@ -319,7 +359,7 @@ def run_closed_loops(loops: list[list[tuple[str, float, float]]], sensitivity: d
         return pending[0] == 0 or len(tasks) > max_tasks
 
     tasks.extend(part(g, 0, 0) for g in range(len(loops)))
-    sched = run(tasks, sensitivity, spawn=spawn, stop=stop)
+    sched = run(tasks, sensitivity, spawn=spawn, stop=stop, slice_wait_ms=slice_wait_ms if separate_processes else 0.0)
     t1 = sched.makespan
     periods = []
     for g, e in enumerate(ends):

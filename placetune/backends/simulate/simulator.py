@@ -93,6 +93,12 @@ class SimulatedJetson(BackendBase):
         noise: relative timing noise that overrides ``settings.noise`` (None: use the settings').
             Part of the fingerprint when set.
         device_profile: the same as ``profile`` (the option's name in ``get_backend`` and the CLI).
+        separate_processes: ``replicas`` mode runs every replica as its own process (as the trtexec
+            backend does: one trtexec per device), so the GPU parts of different replicas share the
+            GPU by time slices: a DLA replica's fallback segment ready while another replica's GPU
+            work runs waits half a slice first (``schedule.GPU_TIMESLICE_US``) and its DLA idles.
+            False (default): the replicas are streams of one process (the TensorRT backend's
+            threads, MLPerf's harness), no such wait. Part of the fingerprint when True.
     """
 
     name = "simulate"
@@ -100,7 +106,7 @@ class SimulatedJetson(BackendBase):
                                 build_counter=True, device_profile=True, cost_tables=True)
 
     def __init__(self, timeline: bool = True, profile: Any = None, noise: float | None = None,
-                 device_profile: Any = None) -> None:
+                 device_profile: Any = None, separate_processes: bool = False) -> None:
         if device_profile is not None:
             profile = device_profile
         self.timeline = bool(timeline)
@@ -112,6 +118,9 @@ class SimulatedJetson(BackendBase):
                                   or not math.isfinite(noise) or noise < 0):
             raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
         self.noise = None if noise is None else float(noise)
+        if not isinstance(separate_processes, bool):
+            raise ConfigError(f"separate_processes must be true or false, got {separate_processes!r}")
+        self.separate_processes = separate_processes
         self.clock = BuildClock()  # simulated engine cache: device time per measurement
         self._builds: dict[tuple[str, str], int] = {}  # build counter per (placement, mode): noise.py
 
@@ -147,6 +156,8 @@ class SimulatedJetson(BackendBase):
             fp["profile"] = self.profile.digest()
         if self.noise is not None:
             fp["noise"] = self.noise
+        if self.separate_processes:
+            fp["processes"] = "separate"
         return fp
 
     def _check_base(self, platform: "Platform") -> None:
@@ -273,7 +284,8 @@ class SimulatedJetson(BackendBase):
                      for dev, b in reps.items()]
         sens = _sensitivity(instances[0]["table"])
         loops = [[(d, ms, _demand(nb, ms, inst["table"])) for d, ms, nb in inst["parts"]] for inst in instances]
-        periods, sched, t1 = run_closed_loops(loops, sens, iterations=_REPLICA_ITERATIONS, max_tasks=_MAX_TASKS)
+        periods, sched, t1 = run_closed_loops(loops, sens, iterations=_REPLICA_ITERATIONS, max_tasks=_MAX_TASKS,
+                                              separate_processes=self.separate_processes)
         per_instance, total_fps = [], 0.0
         for inst, period in zip(instances, periods):
             fps = 1000.0 * inst["batch"] / period
@@ -357,7 +369,7 @@ def figures(settings, platform, table: CostTable, key: str, latency: float, fps,
 
 
 def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", power_mode: str = "MAXN",
-                        iterations: int = _REPLICA_ITERATIONS) -> list[dict[str, Any]]:
+                        iterations: int = _REPLICA_ITERATIONS, separate_processes: bool = False) -> list[dict[str, Any]]:
     """Several engines (possibly of different models) running at once, each in a closed loop.
 
     This is the multi-model form of ``replicas`` mode (e.g. the "3 models on GPU, DLA0 and
@@ -371,6 +383,10 @@ def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", pow
         precision: ``fp16`` or ``int8`` (``fp32`` for GPU-only jobs).
         power_mode: a power mode of the platform.
         iterations: inferences of the slowest engine that are simulated.
+        separate_processes: every engine is its own process (e.g. one trtexec each): GPU work of
+            one engine that is ready while another engine's GPU work runs waits half a GPU time
+            slice first (a DLA engine's fallback segment: its DLA idles meanwhile). False: the
+            engines are streams of one process.
 
     Returns:
         Per job: ``device``, ``model``, ``alone_ms`` (latency alone), ``latency_ms`` (with the
@@ -397,7 +413,8 @@ def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", pow
         instances.append(inst)
     sens = _sensitivity(instances[0]["table"])
     loops = [[(d, ms, _demand(nb, ms, inst["table"])) for d, ms, nb in inst["parts"]] for inst in instances]
-    periods, _, _ = run_closed_loops(loops, sens, iterations=iterations, max_tasks=_MAX_TASKS)
+    periods, _, _ = run_closed_loops(loops, sens, iterations=iterations, max_tasks=_MAX_TASKS,
+                                     separate_processes=separate_processes)
     out = []
     for inst, period, loop in zip(instances, periods, loops):
         alone = run_closed_loops([loop], sens, iterations=2)[0][0]

@@ -41,7 +41,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers
+from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, unregistered_end
 
 __all__ = [
     "TIMED",
@@ -149,6 +149,7 @@ class LogPlacement:
         fallback: model layer -> warning text, for layers a fallback warning names.
         subgraph_limit: model layers switched to the GPU by the 16-subgraph rule.
         unmapped: names from the log that match no model or network layer.
+        unresolved: ``(name, end)`` of each ``{ForeignNode[A...B]}`` whose end the parser never registered.
     """
 
     devices: dict[str, str] = field(default_factory=dict)
@@ -157,6 +158,7 @@ class LogPlacement:
     fallback: dict[str, str] = field(default_factory=dict)
     subgraph_limit: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
+    unresolved: list[tuple[str, str]] = field(default_factory=list)
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -396,6 +398,7 @@ class NameResolver:
         for n in self.model_names:
             self.known.setdefault(n, -1)
         self.longest = sorted(self.known, key=len, reverse=True)
+        self.unresolved: list[tuple[str, str]] = []  # ranges whose members cannot be read (unregistered_end)
 
     def model_layer(self, name: str) -> str | None:
         """The model layer a network layer belongs to (None for none)."""
@@ -418,6 +421,8 @@ class NameResolver:
         fm = _FOREIGN.search(engine_name)
         if fm:
             rng = _foreign_range(fm.group("body"), self.index)
+            if rng is None and (end := unregistered_end(fm.group("body"), self.index)) is not None:
+                self.unresolved.append((engine_name, end))
             if rng is None:  # a fused list, {ForeignNode[A + B + C]}, or nothing known
                 return split_engine_name(fm.group("body"), self.known, self.longest)
             i, j = self.index[rng[0]], self.index[rng[1]]
@@ -502,6 +507,7 @@ def locate(
         elif m in helpers:
             votes = helpers[m]
             res.devices[m] = "DLA" if votes.count("DLA") > votes.count("GPU") else "GPU"
+    res.unresolved = list(names.unresolved)
     res.subgraphs = [
         list(dict.fromkeys(m for m in (names.model_layer(n) for n in sg) if m is not None)) for sg in res.subgraphs
     ]

@@ -90,6 +90,14 @@ def inspector_dla_layers(layers: Sequence[object] | None) -> list[str] | None:
     return out
 
 
+def _unresolved(ranges: Sequence[tuple[str, str]]) -> str:
+    """Why a placement with a ``{ForeignNode[A...B]}`` range whose end the parser never registered is unknown."""
+    name, end = ranges[0]
+    more = f" (and {len(ranges) - 1} more such range(s))" if len(ranges) > 1 else ""
+    return (f"{name} is named by its end {end}, a layer the ONNX parser made without registering it (no "
+            f"'Registering layer' line names it), so the layers between its ends cannot be read{more}")
+
+
 def decide(
     predicted: Mapping[str, str],
     core: int,
@@ -118,6 +126,8 @@ def decide(
     if len(set(said.values())) > 1:  # the log contradicts itself (or was cut): its count is not trusted
         return Known(None, False, "the build log's loadable counts disagree (" + ", ".join(
             f"{k}: {v}" for k, v in said.items()) + ")", "build log", None)
+    if loc.unresolved:  # the members of such a range are unknown: never filled in from the prediction
+        return Known(None, False, _unresolved(loc.unresolved), "build log", blog.loadables or None)
     from_log: dict[str, str | None] | None = None
     if blog.reports_placement:
         from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
@@ -136,6 +146,8 @@ def decide(
         gpu_engine = [_name(x) for x in inspector_layers or [] if _name(x) not in dla_set
                       and not _name(x).endswith(DLA_COPY_SUFFIXES)]
         on_dla -= {m for e in gpu_engine for m in resolver.model_layers(e)}
+        if resolver.unresolved:
+            return Known(None, False, _unresolved(resolver.unresolved), "engine inspector", len(dla_engine))
         from_ins = {n: target if n in on_dla else "GPU" for n in predicted}
     log_n = blog.loadables if from_log is not None else None
     ins_n = len(dla_engine) if dla_engine is not None else None

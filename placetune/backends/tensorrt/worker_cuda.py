@@ -7,7 +7,8 @@ The only worker module that imports a CUDA binding. The rest of the worker uses 
 ``mem_alloc(nbytes)`` (``int(mem)`` is the device address, ``.free()``),
 ``pagelocked_empty(shape, dtype)`` (a numpy array in pinned host memory), blocking and
 ``*_async`` copies, ``synchronize()`` and ``close()`` (pops the context; also run at exit, so
-that pycuda never aborts with "context stack was not empty").
+that pycuda never aborts with "context stack was not empty"). The current context is per thread:
+another thread calls ``bind_thread()`` (pushes it) before any CUDA call, ``bind_thread(False)`` at its end.
 
 Ownership: every stream, event, device and pinned host buffer the layer makes can be freed
 (``stream.destroy()``, ``event.destroy()``, ``mem.free()``, ``free_pagelocked(array)``) and is
@@ -23,6 +24,7 @@ A sibling module of ``worker.py``: Python 3.8, stdlib + numpy + the binding, no 
 import atexit
 import ctypes
 import os
+import threading
 
 try:  # Python 3.8 needs typing's generics
     from typing import Any, Dict, List, Optional, Tuple
@@ -38,6 +40,7 @@ FIX = ("pip install cuda-python (wheels, no build; CUDA 12: 'cuda-python>=12,<13
        "aarch64 numpy 1.17.4 wheel for Python 3.8), or a 'numpy.core.multiarray failed to import' ABI error follows)")
 BINDINGS = ("cuda-python", "pycuda")
 _STATE = {}  # type: Dict[str, Any]
+_COUNT_LOCK = threading.Lock()  # the counts change from several threads (the replicas op's enqueue threads)
 
 
 class CudaError(RuntimeError):
@@ -120,10 +123,11 @@ class Cuda(object):
     def count(self, kind, delta, nbytes=0):
         # type: (str, int, int) -> None
         """``delta`` more (or fewer) ``streams``/``events``, or ``pinned``/``device`` buffers of ``nbytes``."""
-        if kind in ("pinned", "device"):
-            self.counts[kind + "_bytes"] += delta * nbytes
-            kind += "_buffers"
-        self.counts[kind] += delta
+        with _COUNT_LOCK:
+            if kind in ("pinned", "device"):
+                self.counts[kind + "_bytes"] += delta * nbytes
+                kind += "_buffers"
+            self.counts[kind] += delta
 
 
 def _new_counts():
@@ -286,6 +290,9 @@ class _Pycuda(Cuda):
 
     def device_name(self):
         return str(self.dev.name())
+
+    def bind_thread(self, on=True):  # pycuda keeps a context stack per thread
+        self.ctx.push() if on else self.ctx.pop()
 
     def close(self):
         if self.ctx is not None:
@@ -510,6 +517,10 @@ class _CudaPython(Cuda):
     def device_name(self):
         name = self.check("cuDeviceGetName", self.drv.cuDeviceGetName(256, self.dev))
         return (name.decode(errors="replace") if isinstance(name, bytes) else str(name)).split("\x00")[0]
+
+    def bind_thread(self, on=True):  # this thread's context stack: the retained primary context pushed, or popped
+        self.check("cuCtxPushCurrent" if on else "cuCtxPopCurrent",
+                   self.drv.cuCtxPushCurrent(self.ctx) if on else self.drv.cuCtxPopCurrent())
 
     def close(self):
         if self.ctx is None:

@@ -34,6 +34,19 @@ counter ``k``); any other layer registered meanwhile (a Constant named after its
 ``ONNXTRT_*`` layer) is a helper serving that node. :func:`parser_layers` reads them; layers the
 parser never registers keep TensorRT's ``(Unnamed Layer* N) [Type]`` and are not in these lines.
 
+**Layers the 8.x parser never registers.** onnx-tensorrt 8.5-GA and 8.6-GA make some layers with
+``ctx->network()->add*`` and never call ``registerLayer`` on them, so they keep TensorRT's default
+name and appear in no parser line: the broadcast Shuffle of ``broadcastTensor``
+(8.5-GA ``onnx2trt_utils.cpp:163``), the Shuffles of ``squeezeTensor``/``unsqueezeTensor``
+(``:1858``, ``:2113``; around a 1-D Conv or pooling), a Gemm's bias ElementWise
+(``builtin_op_importers.cpp:1656``). (``registerLayer`` with an empty basename keeps the default
+name too, but logs it: ``ImporterContext.cpp:97-101``, 8.6-GA ``:117-121``; such a layer is in
+the lines.) ``N`` in the default name numbers the network's layers (an assumption consistent with
+the corpus: TensorRT's naming is not in the open sources), but the lines give no index of the
+registered layers, so an unregistered layer cannot be placed between them: a
+``{ForeignNode[A...B]}`` with such an end cannot be read (:func:`unregistered_end`). A fused name
+(``Gemm_15 + linear.bias + (Unnamed Layer* 19) [Shuffle] + ...``) still names its registered layers.
+
 Used by the worker (Python 3.8, no placetune imports: a sibling module of ``worker.py``), by
 :mod:`placetune.backends.tensorrt.buildlog` and by :mod:`placetune.plan.apply`.
 
@@ -47,7 +60,7 @@ Example:
 import re
 
 try:  # Python 3.8 needs typing's generics
-    from typing import Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 except ImportError:  # pragma: no cover
     pass
 
@@ -60,6 +73,7 @@ _SOURCE_LOCATION = r"^(?:[\w.]+\.(?:cpp|hpp|h):\d+:\s*)?"
 _PARSING = re.compile(_SOURCE_LOCATION + r"Parsing node:\s?(?P<node>.*)\s\[(?P<op>[^\[\]]*)\]\s*$")
 _REGISTERING = re.compile(_SOURCE_LOCATION + r"Registering layer:\s(?P<layer>.*?)\s"
                           r"(?:for ONNX node:(?:\s(?P<base>.*))?|required by ONNX-TRT)\s*$")
+_UNNAMED = re.compile(r"^\(Unnamed Layer\* \d+\) \[[^\[\]]*\]$")
 _PLACEMENT = re.compile(
     r"^(?:-+\s*Layers\s+Running\s+on\s+(?:DLA|GPU)\b|\[(?:Dla|Gpu)Layer\]|No layer is running on (?:GPU|DLA)\b"
     r"|Number of DLA node candidates offloaded\b|\{.*\}\s+successfully offloaded to DLA\b)"
@@ -154,3 +168,26 @@ def parser_owners(messages):
     """Layer -> ONNX node for the layers the parser registered for the node it was parsing
     (:func:`parser_layers` without its helpers): TensorRT 8.5's ``<node>_<k>`` layers included."""
     return dict((layer, node) for layer, node, helper in parser_layers(messages) if node and not helper)
+
+
+def unregistered_end(body, known):
+    # type: (str, Any) -> Optional[str]
+    """The end of a ``{ForeignNode[A...B]}`` range body that is a TensorRT default name
+    ``(Unnamed Layer* N) [Type]`` missing from ``known`` (the network's layers as read: those the
+    parser registered), while the other end is known or unnamed too; None when none is (the body
+    is a known range, a fused list, or names no unnamed layer). Such a range's members cannot be
+    read: the layers between its ends are unknown.
+
+    Example:
+        >>> unregistered_end("Conv_0...(Unnamed Layer* 20) [ElementWise]", {"Conv_0": 0})
+        '(Unnamed Layer* 20) [ElementWise]'
+        >>> unregistered_end("Conv_0...Relu_7", {"Conv_0": 0, "Relu_7": 1}) is None
+        True
+    """
+    pos = body.find("...")
+    while pos >= 0:
+        ends = [x for x in (body[:pos], body[pos + 3:]) if x not in known]
+        if ends and all(_UNNAMED.match(x) for x in ends):
+            return ends[0]
+        pos = body.find("...", pos + 1)
+    return None

@@ -1,8 +1,19 @@
 """The worker's ``replicas`` op: whole-network engines timed alone, then all at once in closed loops.
 
-A sibling module of ``worker.py``: Python 3.8, no placetune imports.
+All at once, each instance is driven by a thread of its own, as a deployment runs one thread
+per stream (DeepStream) and trtexec ``--threads`` one per stream: ``execute_async_v3``
+releases the GIL (``py::call_guard<py::gil_scoped_release>``, TensorRT python/src/infer/pyCore.cpp
+release/8.5:839, release/8.6:871, release/10.3:1074), so one instance's enqueue no longer waits
+for another's. Each thread makes the worker's CUDA context current first (the driver API's
+current context is per thread), its events are made through the job's resources, and it runs
+the same loop as every other instance (the timing method is one: backends/timing_method.py).
+A thread that fails stops the others and fails the job with one line; a thread that does not
+end in time fails it too, and its resources are then left for the worker's end (the parent
+replaces a worker whose job could not free them). A sibling module of ``worker.py``:
+Python 3.8, no placetune imports.
 """
 
+import threading
 import time
 import traceback
 
@@ -15,6 +26,133 @@ from worker_build import make_logger, obtain_all
 from worker_cuda import driver
 from worker_resources import Resources, alloc, random_fill, release
 from worker_time import Engine
+
+
+#: seconds the enqueue threads may take to reach the start line together
+START_S = 60.0
+#: seconds past the planned duration before a thread that has not ended fails the job
+GRACE_S = 30.0
+
+
+class _Shared(object):
+    """What the enqueue threads share: the start line, the end time, each one's count, the stop
+    flag and the errors (first first)."""
+
+    def __init__(self, n, duration_s, cap):
+        # type: (int, float, int) -> None
+        self.counts = [0] * n
+        self.cap = cap
+        self.t_end = float("inf")
+        self.stop = threading.Event()
+        self.errors = []  # type: List[Tuple[int, str]]
+        self.duration_s = duration_s
+        self.start = threading.Barrier(n, action=self._started, timeout=START_S)
+
+    def _started(self):
+        # type: () -> None
+        self.t_end = time.perf_counter() + self.duration_s
+
+    def more(self, i):
+        # type: (int) -> bool
+        """Instance ``i`` queues another query: until it and every other instance ran one and the
+        duration or the total cap is reached, or something failed."""
+        if self.stop.is_set():
+            return False
+        if self.counts[i] < 1 or min(self.counts) < 1:
+            return True
+        return time.perf_counter() < self.t_end and sum(self.counts) < self.cap
+
+    def fail(self, i, exc):
+        # type: (int, BaseException) -> None
+        if isinstance(exc, threading.BrokenBarrierError):  # another thread failed first, or one never came
+            if not self.errors:
+                self.errors.append((i, "the instances did not all reach the start line within %.0f s" % START_S))
+        else:
+            self.errors.append((i, "%s: %s" % (type(exc).__name__, (str(exc).splitlines() or [""])[0])))
+        self.stop.set()
+        self.start.abort()  # a thread still at the start line gives up at once
+
+
+def _closed_loop(cuda, i, e, addr, pairs, ring, shared):
+    # type: (Any, int, Any, List[Tuple[str, Any]], List[Tuple[Any, Any]], List[Tuple[Any, Any]], _Shared) -> None
+    """One instance's enqueue thread: the context made current, its events made, then at the
+    start line with the others, ``depth`` queries kept queued on its stream until told to stop.
+    ``pairs``: the (start, end) events of its first queries, kept; ``ring``: reused after."""
+    bound = False
+    try:
+        cuda.bind_thread()
+        bound = True
+        keep, depth = len(pairs), len(ring) - 1
+        pairs[:] = [(cuda.Event(), cuda.Event()) for _ in range(keep)]
+        ring[:] = [(cuda.Event(), cuda.Event()) for _ in range(depth + 1)]
+        queue = []  # type: List[Tuple[Any, Any]]
+        shared.start.wait()
+        c = 0
+        while shared.more(i):
+            if len(queue) >= depth:
+                if not queue[0][1].query():
+                    time.sleep(0.0002)
+                    continue
+                queue.pop(0)
+            pair = pairs[c] if c < keep else ring[c % (depth + 1)]
+            pair[0].record(e.stream)
+            e.run(addr)
+            pair[1].record(e.stream)
+            queue.append(pair)
+            c += 1
+            shared.counts[i] = c
+        e.stream.synchronize()
+    except BaseException as exc:  # noqa: B902 - any failure of the thread is the job's
+        shared.fail(i, exc)
+    finally:
+        if bound:
+            try:
+                cuda.bind_thread(False)
+            except Exception as exc:
+                shared.fail(i, exc)
+
+
+def _together(cuda, engines, addresses, job, iterations, base):
+    # type: (Any, List[Any], List[Any], Dict[str, Any], int, Any) -> Tuple[List[Any], List[Any], List[int]]
+    """Run every instance at once, one enqueue thread each; returns each one's kept (start, end)
+    event pairs, its last pair and its count. Raises with one line when a thread failed or did
+    not end in time."""
+    n = len(engines)
+    depth = max(1, int(job.get("queue_depth", 2)))
+    keep = max(iterations, int(job.get("timeline_iterations", 4)))
+    duration_s = float(job.get("duration_s", 3.0))
+    shared = _Shared(n, duration_s, int(job.get("max_inferences", 100000)))
+    kept = [[None] * keep for _ in range(n)]  # type: List[List[Any]]
+    rings = [[None] * (depth + 1) for _ in range(n)]  # type: List[List[Any]]
+    for e in engines:
+        e.stream.wait_for_event(base)
+    threads = [threading.Thread(target=_closed_loop, name="placetune-replica-%d" % i,
+                                args=(cuda, i, e, addresses[i], kept[i], rings[i], shared), daemon=True)
+               for i, e in enumerate(engines)]
+    for t in threads:
+        t.start()
+    deadline = time.perf_counter() + START_S + duration_s + GRACE_S
+    for t in threads:
+        t.join(max(0.0, deadline - time.perf_counter()))
+    stuck = [i for i, t in enumerate(threads) if t.is_alive()]
+    if stuck:
+        shared.stop.set()
+        for i in stuck:
+            threads[i].join(1.0)
+        stuck = [i for i, t in enumerate(threads) if t.is_alive()]
+    if stuck:
+        raise _Stuck("instance %d (%s): its enqueue thread did not end within %.0f s of the start"
+                     % (stuck[0], engines[stuck[0]].name, START_S + duration_s + GRACE_S))
+    if shared.errors:
+        i, why = shared.errors[0]
+        raise RuntimeError("instance %d (%s): %s" % (i, engines[i].name, why))
+    counts = shared.counts  # query c used kept[i][c] while c < keep, then rings[i][c % (depth + 1)]
+    last = [kept[i][c - 1] if c <= keep else rings[i][(c - 1) % (depth + 1)] for i, c in enumerate(counts)]
+    return [k[:min(c, keep)] for k, c in zip(kept, counts)], last, counts
+
+
+class _Stuck(RuntimeError):
+    """An enqueue thread still runs: the job's resources cannot be freed under it."""
 
 
 def _run_replicas(trt, cuda, np, job, plans, logger, out):
@@ -55,47 +193,11 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
             times.append(float(end.time_since(start)))
         alone.append(times)
     out["alone_samples_ms"] = alone
-    # ---- all at once, each in a closed loop with `depth` inferences queued, for a duration
-    depth = max(1, int(job.get("queue_depth", 2)))
-    keep = max(iterations, int(job.get("timeline_iterations", 4)))
-    ring = [[(cuda.Event(), cuda.Event()) for _ in range(depth + 1)] for _ in range(n)]
-    kept = [[] for _ in range(n)]  # type: List[List[Tuple[Any, Any]]]
-    last = [None] * n  # type: List[Any]
-    queues = [[] for _ in range(n)]  # type: List[List[Tuple[Any, Any]]]
-    counts = [0] * n
+    # ---- all at once: one enqueue thread per instance, each in a closed loop with `depth` queued
     timer = cuda.Stream()
     base = cuda.Event()
     base.record(timer)
-    for e in engines:
-        e.stream.wait_for_event(base)
-    duration_s = float(job.get("duration_s", 3.0))
-    cap = int(job.get("max_inferences", 100000))
-    t_end = time.perf_counter() + duration_s
-    while min(counts) < 1 or (time.perf_counter() < t_end and sum(counts) < cap):
-        progressed = False
-        for i, e in enumerate(engines):
-            q = queues[i]
-            if len(q) >= depth:
-                if not q[0][1].query():
-                    continue
-                q.pop(0)
-            c = counts[i]
-            if c < keep:
-                pair = (cuda.Event(), cuda.Event())
-                kept[i].append(pair)
-            else:
-                pair = ring[i][c % (depth + 1)]
-            pair[0].record(e.stream)
-            e.run(addresses[i])
-            pair[1].record(e.stream)
-            q.append(pair)
-            last[i] = pair
-            counts[i] = c + 1
-            progressed = True
-        if not progressed:
-            time.sleep(0.0002)
-    for e in engines:
-        e.stream.synchronize()
+    kept, last, counts = _together(cuda, engines, addresses, job, iterations, base)
     rows = []
     for i in range(n):
         first = kept[i][0][0]
@@ -111,10 +213,30 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
     out["status"] = "ok"
 
 
+def run_owned(trt, np, job, plans, logger, result):
+    # type: (Any, Any, Dict[str, Any], List[Any], Any, Dict[str, Any]) -> None
+    """Run the job with its streams, events, buffers and engines owned by a ``Resources`` and
+    freed when it ends, however it ends; a failure is ``runtime_failed`` with one line."""
+    cuda = None
+    try:
+        cuda = Resources(driver())
+        _run_replicas(trt, cuda, np, job, plans, logger, result)
+    except _Stuck as exc:  # freeing under a running thread could crash the worker: the parent replaces it
+        result.update(status="runtime_failed", error=str(exc))
+        result["release_errors"] = ["%s; its CUDA resources are left to the worker's end" % exc]
+        cuda = None
+    except Exception as exc:
+        result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
+                      traceback=traceback.format_exc(limit=6))
+    finally:
+        release(cuda, result)
+
+
 def replicas(job):
     # type: (Dict[str, Any]) -> Dict[str, Any]
     """Build (or load) one whole-network engine per instance (device, batch), time each alone,
-    then run them all at once, each in a closed loop on its own stream, for ``duration_s``."""
+    then run them all at once, each from a thread of its own in a closed loop on its own stream,
+    for ``duration_s``."""
     import numpy as np
     import tensorrt as trt
 
@@ -124,13 +246,5 @@ def replicas(job):
         return result
     logger = make_logger(trt, False)
     result["runtime_log"] = logger.lines
-    cuda = None  # the job's streams, events, buffers and engines: all freed when it ends
-    try:
-        cuda = Resources(driver())
-        _run_replicas(trt, cuda, np, job, plans, logger, result)
-    except Exception as exc:
-        result.update(status="runtime_failed", error="%s: %s" % (type(exc).__name__, exc),
-                      traceback=traceback.format_exc(limit=6))
-    finally:
-        release(cuda, result)
+    run_owned(trt, np, job, plans, logger, result)
     return result

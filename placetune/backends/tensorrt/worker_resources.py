@@ -32,7 +32,7 @@ class Resources(Cuda):
 
     def _keep(self, thing, free):
         # type: (Any, Any) -> Any
-        self.owned.append(free)
+        self.owned.append(free)  # one append: safe from the replicas op's enqueue threads
         return thing
 
     def Stream(self):  # noqa: N802
@@ -77,6 +77,11 @@ class Resources(Cuda):
 
     def device_name(self):
         return self.layer.device_name()
+
+    def bind_thread(self, on=True):
+        # type: (bool) -> None
+        """The layer's context made current in (True) or popped from (False) the calling thread."""
+        self.layer.bind_thread(on)
 
     def live(self):
         return self.layer.live()

@@ -47,6 +47,12 @@ def _need_init() -> None:
         raise LogicError("cuInit failed: not initialized (call pycuda.driver.init() first)")
 
 
+def _need_context(call: str) -> None:
+    """The current context is per thread: a thread that pushed none has none (pycuda's wording)."""
+    if not _gpu.context_stack:
+        raise LogicError(f"{call} failed: invalid device context - no currently active context?")
+
+
 class Context:
     def __init__(self, device: "Device") -> None:
         self._device = device
@@ -242,6 +248,7 @@ class Stream:
 
     def __init__(self, flags: int = 0) -> None:
         _need_init()
+        _need_context("cuStreamCreate")
         self.handle = _gpu.new_stream(blocking_stream=not (int(flags) & 1))
 
     def __del__(self) -> None:  # pycuda's ~stream(): cuStreamDestroy
@@ -263,6 +270,7 @@ class Stream:
 
 class Event:
     def __init__(self, flags: int = 0) -> None:
+        _need_context("cuEventCreate")
         self._t: float | None = None
         _gpu.count("events", 1)
 

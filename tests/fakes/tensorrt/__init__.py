@@ -64,7 +64,8 @@ sections, as a log that keeps only what TensorRT prints at INFO when it prints t
 ``PLACETUNE_FAKE_TRT_NO_COMPUTE`` (set: outputs are zero bytes, no onnx evaluation: for an
 interpreter whose onnx reference evaluator is too slow, e.g. onnx 1.14 on Python 3.8).
 ``PLACETUNE_FAKE_TRT_DLA_CORES`` sets ``builder.num_DLA_cores`` (default: :func:`default_dla_cores`);
-``PLACETUNE_FAKE_TRT_STDOUT_NOISE`` makes the import write to stdout (as native libraries may).
+``PLACETUNE_FAKE_TRT_STDOUT_NOISE`` makes the import write to stdout (as native libraries may);
+``PLACETUNE_FAKE_TRT_ENQUEUE_MS`` / ``_ENQUEUE_LOG``: host time and a log of each ``execute_async_v3``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ import hashlib
 import json
 import os
 import signal
+import threading
 import time
 import weakref
 
@@ -1352,7 +1354,19 @@ class IExecutionContext:
         return True
 
     def execute_async_v3(self, stream_handle: int) -> bool:
-        return self._run(int(stream_handle))
+        """``PLACETUNE_FAKE_TRT_ENQUEUE_MS``: host time each call takes, slept with the GIL released
+        (the real call releases it: pyCore.cpp's ``gil_scoped_release``); ``PLACETUNE_FAKE_TRT_ENQUEUE_LOG``:
+        a file each call appends ``<thread id> <start> <end>`` (perf_counter seconds) to."""
+        t0 = time.perf_counter()
+        host_ms = float(os.environ.get("PLACETUNE_FAKE_TRT_ENQUEUE_MS") or 0)
+        if host_ms > 0:
+            time.sleep(host_ms / 1000.0)
+        ok = self._run(int(stream_handle))
+        path = os.environ.get("PLACETUNE_FAKE_TRT_ENQUEUE_LOG")
+        if path:
+            with _gpu.lock, open(path, "a") as fh:
+                fh.write(f"{threading.get_ident()} {t0:.6f} {time.perf_counter():.6f}\n")
+        return ok
 
     def _launch(self, stream_handle: int) -> None:
         """The engine's work on the stream (``_fakegpu.launch``): the inputs read while it runs,

@@ -9,6 +9,9 @@ events have completed and ``CUDA_ERROR_INVALID_HANDLE`` for one never recorded;
 ``cuStreamCreate(CU_STREAM_NON_BLOCKING)`` makes a stream the legacy default stream does not
 order; ``*Async`` copies run on their stream, the blocking ones on the legacy default stream
 and return when done. Kernels come from the nvrtc double (only the kernels it knows).
+A call that makes something (a stream, an event, memory) or launches a kernel needs a current
+context in the calling thread, else ``CUDA_ERROR_INVALID_CONTEXT`` (the current context is per
+thread: a new thread has none until it pushes or sets one); every call holds the fake GPU's lock.
 """
 
 from __future__ import annotations
@@ -148,7 +151,13 @@ def cuGetErrorName(error):
     return (_S, CUresult(int(error)).name.encode())
 
 
+def _no_context():
+    return not _gpu.context_stack
+
+
 def cuStreamCreate(flags: int):
+    if _no_context():
+        return (CUresult.CUDA_ERROR_INVALID_CONTEXT, None)
     return (_S, CUstream(_gpu.new_stream(blocking_stream=not (int(flags) & 1))))
 
 
@@ -176,6 +185,8 @@ def cuStreamWaitEvent(stream, event, flags: int):
 
 
 def cuEventCreate(flags: int):
+    if _no_context():
+        return (CUresult.CUDA_ERROR_INVALID_CONTEXT, None)
     ev = CUevent(next(_next_event))
     _events[int(ev)] = None
     _gpu.count("events", 1)
@@ -242,6 +253,8 @@ def cuMemFree(ptr):
 
 
 def cuMemHostAlloc(nbytes: int, flags: int):
+    if _no_context():
+        return (CUresult.CUDA_ERROR_INVALID_CONTEXT, None)
     buf = (ctypes.c_byte * int(nbytes))()
     addr = ctypes.addressof(buf)
     _host[addr] = buf
@@ -321,9 +334,15 @@ def cuModuleGetFunction(module, name: bytes):
 
 
 def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    if _no_context():
+        return (CUresult.CUDA_ERROR_INVALID_CONTEXT,)
     impl = _functions.get(int(f))
     if impl is None:
         return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
     values, _types = params
     impl(_stream(stream), int(gx) * int(gy) * int(gz), int(bx) * int(by) * int(bz), *values)
     return (_S,)
+
+
+for _name in [n for n in globals() if n.startswith("cu") and callable(globals()[n])]:
+    globals()[_name] = _gpu.locked(globals()[_name])

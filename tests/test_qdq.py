@@ -1,0 +1,118 @@
+"""Explicit quantization (Q/DQ models): which layers the simulator runs INT8 and what they cost.
+
+A real ONNX model built with onnx.helper: Q/DQ pairs around the first two convolutions (with
+DequantizeLinear int8 weights) and the max-pool, a third convolution and the classifier outside
+any Q/DQ region."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from placetune import Model
+from placetune.backends.simulate.costs import cost_table
+from placetune.backends.simulate.graph import graph_info
+from placetune.backends.simulate.simulator import SimulatedJetson
+from placetune.hardware.platforms import get_platform
+from placetune.model.qdq import int8_layers
+from placetune.placement.placement import Placement
+from placetune.placement.realise import realise
+from placetune.settings import Settings
+
+ORIN = get_platform("orin-agx")
+INT8 = {"conv1", "relu1", "conv2", "relu2", "pool"}
+
+
+def _qdq_net(float_weights_conv2: bool = False) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    s, z = const("s", np.float32(0.05)), const("z", np.int8(0))
+
+    def q_dq(x, tag):
+        nodes.append(helper.make_node("QuantizeLinear", [x, s, z], [f"{tag}_q"], name=f"{tag}_Q"))
+        nodes.append(helper.make_node("DequantizeLinear", [f"{tag}_q", s, z], [f"{tag}_dq"], name=f"{tag}_DQ"))
+        return f"{tag}_dq"
+
+    def weights(name, shape, quantized=True):
+        if not quantized:
+            return const(f"{name}_w", rng.standard_normal(shape).astype(np.float32))
+        wq = const(f"{name}_int8", rng.integers(-127, 127, size=shape).astype(np.int8))
+        nodes.append(helper.make_node("DequantizeLinear", [wq, const(f"{name}_scale", np.float32(0.01))],
+                                      [f"{name}_w"], name=f"{name}_wDQ"))
+        return f"{name}_w"
+
+    def conv(x, name, shape, quantized=True):
+        nodes.append(helper.make_node("Conv", [x, weights(name, shape, quantized)], [f"{name}_y"], name=name,
+                                      pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [f"{name}_y"], [f"{name}_r"], name=name.replace("conv", "relu")))
+        return f"{name}_r"
+
+    x = conv(q_dq("input", "in"), "conv1", (32, 3, 3, 3))
+    x = conv(q_dq(x, "a1"), "conv2", (64, 32, 3, 3), quantized=not float_weights_conv2)
+    x = conv(x, "conv3", (64, 64, 3, 3), quantized=False)  # outside any Q/DQ region
+    nodes.append(helper.make_node("MaxPool", [q_dq(x, "a3")], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
+    nodes.append(helper.make_node("GlobalAveragePool", ["p"], ["gap"], name="gap"))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["f"], name="flatten"))
+    nodes.append(helper.make_node("MatMul", ["f", const("fc_w", rng.standard_normal((64, 10)).astype(np.float32))],
+                                  ["out"], name="fc"))
+    graph = helper.make_graph(nodes, "qdq_net", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 64, 64])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def qdq(tmp_path_factory):
+    path = tmp_path_factory.mktemp("qdq") / "qdq_net.onnx"
+    onnx.save(_qdq_net(), path)
+    return Model.load(path)
+
+
+def test_the_q_dq_placement_says_which_layers_run_int8(qdq, tmp_path):
+    """Convolutions with a dequantized input and dequantized weights, their fused activations and the
+    pooling between a Q/DQ pair: INT8; the convolution and classifier outside Q/DQ: not. From a file
+    and from a proto alike; a model without Q/DQ nodes has no such marking."""
+    assert int8_layers(qdq) == INT8
+    assert int8_layers(Model.load(_qdq_net())) == INT8
+    g = graph_info(qdq)
+    assert {n for n, q in zip(g.names, g.qdq_int8) if q} == INT8
+    path = tmp_path / "float_weights.onnx"
+    onnx.save(_qdq_net(float_weights_conv2=True), path)  # a dequantized input, float weights: not INT8
+    assert int8_layers(Model.load(path)) == INT8 - {"conv2", "relu2"}
+    assert graph_info(Model.load("resnet18")).qdq_int8 is None
+
+
+def test_an_int8_engine_of_a_q_dq_model_costs_other_layers_at_fp16(qdq):
+    """On the GPU and on the DLA: the marked layers keep their INT8 costs, every other layer has its
+    fp16 costs (whatever the precision flag says); Q/DQ nodes cost nothing (fused)."""
+    t8, t16 = cost_table(qdq, ORIN, "int8", 1, 1.0), cost_table(qdq, ORIN, "fp16", 1, 1.0)
+    g = t8.g
+    for i, name in enumerate(g.names):
+        if g.ops[i] in ("QuantizeLinear", "DequantizeLinear"):
+            assert g.cls[i] == "free" and (t8.t_alone[:, i] == 0).all()
+        elif name in INT8:
+            assert t8.t_alone[1, i] < t16.t_alone[1, i], name
+            if g.cls[i] == "conv":
+                assert t8.t_alone[1, i] < 0.5 * t16.t_alone[1, i], name  # Orin DLA: INT8 far faster
+        else:
+            assert np.array_equal(t8.t_alone[:, i], t16.t_alone[:, i]), name
+            assert np.array_equal(t8.b_alone[:, i], t16.b_alone[:, i]), name
+    # a non-Q/DQ model's INT8 engine runs the same convolution at INT8
+    plain = cost_table(Model.load("resnet18"), ORIN, "int8", 1, 1.0)
+    conv = plain.g.index[next(n for n, c in zip(plain.g.names, plain.g.cls) if c == "conv")]
+    assert plain.t_alone[1, conv] < cost_table(Model.load("resnet18"), ORIN, "fp16", 1, 1.0).t_alone[1, conv]
+
+
+def test_a_q_dq_model_is_simulated_on_gpu_and_dla(qdq):
+    for p in (Placement.all_gpu(qdq), Placement.all_dla(qdq)):
+        r = realise(p, ORIN, precision="int8")
+        m = SimulatedJetson().measure(r, ORIN, Settings(precision="int8"))
+        assert m.ok and m.simulated and m.latency_ms["median"] > 0
