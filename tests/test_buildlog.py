@@ -362,3 +362,31 @@ def test_a_loadable_ending_at_a_parser_layer_registered_without_a_name_maps():
     predicted = {n: ("GPU" if n in ("GlobalAveragePool_8", "Gemm_15") else "DLA0") for n in STEP5_NAMES}
     known = decide(predicted, 0, blog, loc, STEP5_NAMES, network)
     assert known.known and known.realized["Gemm_15"] == "DLA0"  # as TensorRT ran it, not as asked
+
+
+def test_a_layer_tensorrt_switched_to_the_gpu_is_on_the_gpu_though_no_placement_line_names_it():
+    """TensorRT 10.3 on an AGX Orin (corpus orin-agx-trt10.3-dla-offloaded: ResNet-50, its published
+    placement section) offloads two ForeignNodes and names two [GpuLayer]s; the same report shows the
+    warning "Layer '/Flatten' (SHUFFLE): Unsupported on DLA. Switching ... to GPU." (abbreviated there;
+    here in the full wording of the corpus' 8.6/10.x logs) and no placement line names '/Flatten'. It
+    ran on the GPU: it was recorded on the DLA, filled in from the request."""
+    from pathlib import Path
+
+    from placetune.backends.tensorrt.placement_known import decide
+
+    corpus = Path(__file__).parent / "data" / "trt_corpus" / "orin-agx-trt10.3-dla-offloaded" / "console.log"
+    lines = corpus.read_text().splitlines() + [
+        "[W] [TRT] Layer '/Flatten' (SHUFFLE): Unsupported on DLA. Switching this layer's device type to GPU."]
+    names = ["/conv1/Conv", "/relu/Relu", "/layer4/layer4.2/relu_2/Relu", "/avgpool/GlobalAveragePool",
+             "/Flatten", "/fc/Gemm"]
+    blog = parse_build_log(lines)
+    loc = locate(blog, names)
+    assert loc.devices["/Flatten"] == "GPU" and "Unsupported on DLA" in loc.fallback["/Flatten"]
+    known = decide({n: "DLA0" for n in names}, 0, blog, loc, names)
+    assert known.known and known.loadables == 2
+    assert known.realized == {"/conv1/Conv": "DLA0", "/relu/Relu": "DLA0", "/layer4/layer4.2/relu_2/Relu": "DLA0",
+                              "/avgpool/GlobalAveragePool": "GPU", "/Flatten": "GPU", "/fc/Gemm": "DLA0"}
+    # the warning wins over a ForeignNode range that spans the layer, too
+    spanning = parse_build_log(["{ForeignNode[/conv1/Conv.../fc/Gemm]} successfully offloaded to DLA.",
+                                lines[-1]])
+    assert locate(spanning, names).devices["/Flatten"] == "GPU"

@@ -105,6 +105,83 @@ def test_probes_are_robust_when_nothing_is_there(tmp_path):
         probe()
 
 
+def test_nvpmodel_off_path_is_still_read(tmp_path, monkeypatch):
+    """cron's and systemd's PATH has no /usr/sbin, where L4T installs nvpmodel: the probe looks
+    there too, else the board's power mode would be silently unknown for the whole night."""
+    sbin = tmp_path / "sbin"
+    sbin.mkdir()
+    nv = sbin / "nvpmodel"
+    nv.write_text("#!/bin/sh\nprintf 'NV Power Mode: MODE_30W\\n2\\n'\n")
+    nv.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(trt_env, "SYSTEM_DIRS", (str(sbin),))
+    assert trt_env.read_power_mode() == "MODE_30W"
+
+
+def test_published_jetson_clocks_outputs_read_right():
+    """Real ``jetson_clocks --show`` outputs (tests/data/jetson_clocks/provenance.json): a locked AGX
+    Orin on L4T R39.2 whose CPU lines carry no ``Online=`` field, and two boards whose clocks were not
+    fixed (Orin on JetPack 5.0, Xavier NX on JetPack 4.5.1)."""
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "data" / "jetson_clocks"
+    files = json.loads((folder / "provenance.json").read_text())["files"]
+    assert len(files) == 3
+    for name, prov in files.items():
+        assert trt_env.parse_jetson_clocks((folder / name).read_text()) is prov["locked"], name
+
+
+def _sysfs(root, cpu_min, gpu_min, gpu_node="17000000.gpu"):
+    """An Orin's cpufreq and GPU devfreq files: 2 CPUs (cpu1 offline) and the GPU, maxima as
+    ``jetson_clocks --show`` prints them on an AGX Orin (2201600 kHz, 1300500000 Hz)."""
+    for i, online in ((0, None), (1, "0"), (2, "1")):
+        d = root / "devices/system/cpu" / f"cpu{i}" / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "scaling_min_freq").write_text(f"{cpu_min if i != 1 else 115200}\n")
+        (d / "scaling_max_freq").write_text("2201600\n")
+        if online is not None:
+            (d.parent / "online").write_text(online + "\n")
+    g = root / "class/devfreq" / gpu_node
+    g.mkdir(parents=True)
+    (g / "min_freq").write_text(f"{gpu_min}\n")
+    (g / "max_freq").write_text("1300500000\n")
+    (root / "class/devfreq/15340000.vic").mkdir()  # not the GPU: never read
+    return root
+
+
+def test_locked_clocks_are_read_without_root_from_sysfs(tmp_path, monkeypatch):
+    """``jetson_clocks --show`` needs root and a night runs as a user: the same limits are read from
+    sysfs, so unlocked clocks stop the first build instead of only being warned about."""
+    assert trt_env.read_clocks_sysfs(_sysfs(tmp_path / "a", 2201600, 1300500000)) is True
+    assert trt_env.read_clocks_sysfs(_sysfs(tmp_path / "b", 729600, 1300500000)) is False  # CPU DVFS on
+    assert trt_env.read_clocks_sysfs(_sysfs(tmp_path / "c", 2201600, 306000000, "17000000.ga10b")) is False
+    assert trt_env.read_clocks_sysfs(tmp_path / "none") is None  # not a Jetson: unknown, not unlocked
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(trt_env, "SYSTEM_DIRS", ())
+    monkeypatch.setattr(trt_env, "read_clocks_sysfs", lambda root="/sys": False)
+    assert trt_env.read_clocks() is False  # no jetson_clocks to ask: sysfs answers
+
+
+def test_an_unreadable_power_mode_on_a_jetson_is_said(monkeypatch, caplog):
+    from placetune.backends.jetson import JetsonBackend, device_fingerprint
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    monkeypatch.setattr(trt_env, "read_l4t", lambda: "R36.4.3")
+    monkeypatch.setattr(trt_env, "read_power_mode", lambda: None)
+    monkeypatch.setattr(trt_env, "read_clocks", lambda: True)
+
+    class Real(JetsonBackend):
+        name = "real"
+
+    with caplog.at_level("WARNING"):
+        fp = device_fingerprint(Real(), "10.3.0", get_platform("orin-agx"), Settings(power_mode="MAXN"))
+    assert fp["power_mode"] is None
+    said = [r.getMessage() for r in caplog.records if "nvpmodel power mode could not be read" in r.getMessage()]
+    assert len(said) == 1 and "power_mode MAXN UNCHECKED" in said[0]
+
+
 def test_parsers():
     assert trt_env.parse_nv_tegra_release(
         "# R35 (release), REVISION: 3.1, GCID: 32827747, BOARD: t186ref, EABI: aarch64, DATE: Sun Mar 19 15:19:21 UTC 2023"
@@ -113,7 +190,7 @@ def test_parsers():
     assert trt_env.parse_nvpmodel("NV Power Mode: MAXN\n0\n") == "MAXN"
     assert trt_env.parse_nvpmodel("NV Power Mode: 30W\n2") == "30W"
     assert trt_env.parse_nvpmodel("") is None
-    # jetson_clocks --show lines (format as commonly printed; UNVERIFIED on a device here)
+    # jetson_clocks --show lines (the form of the published outputs in tests/data/jetson_clocks)
     unlocked = ("cpu0: Online=1 Governor=schedutil MinFreq=729600 MaxFreq=2201600 CurrentFreq=1651200 IdleStates: WFI=1\n"
                 "cpu1: Online=0 Governor=schedutil MinFreq=729600 MaxFreq=2201600 CurrentFreq=729600\n"
                 "GPU MinFreq=306000000 MaxFreq=1300500000 CurrentFreq=306000000\n"

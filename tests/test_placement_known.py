@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
-from placetune.backends.tensorrt.placement_known import decide, inspector_dla_layers
+from placetune.backends.tensorrt.placement_known import decide, inspector_dla_layers, mark_known
 from placetune.backends.trtexec.parse import PerfSummary
 from placetune.backends.trtexec.process import Run, classify
 from placetune.measurement import Measurement
@@ -63,6 +63,57 @@ def test_a_myelin_foreign_node_without_dla_copies_is_not_a_dla_loadable():
     assert inspector_dla_layers([{"Name": "{ForeignNode[a...b]}", "LayerType": "Myelin"}]) == []
     assert inspector_dla_layers([{"Name": "x", "LayerType": "DLA"}]) == ["x"]
     assert inspector_dla_layers([]) is None
+
+
+def test_the_inspector_alone_never_reads_an_unplaceable_foreign_node_as_all_gpu():
+    """No placement report in the log, and a ForeignNode the inspector reading cannot place (no DLA
+    layer type, no nvm copy beside it: the form a DLA loadable may take in a real export, which
+    placetune has never read): unknown, not "every layer ran on the GPU"."""
+    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+            {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide([], bare)
+    assert not k.known and k.realized is None and k.loadables is None
+    assert "{ForeignNode[c1...c2]} without saying whether it ran on the DLA" in k.reason
+    # no ForeignNode at all: the inspector alone may say all-GPU (nothing could be a loadable)
+    k = _decide([], bare[1:] + [{"Name": "c1 + r1", "LayerType": "CaskConvolution"},
+                                {"Name": "c2", "LayerType": "CaskConvolution"}])
+    assert k.known and set(k.realized.values()) == {"GPU"}
+
+
+def test_a_layer_no_source_names_is_recorded_as_taken_from_the_request():
+    """A layer neither the log nor the inspector names (optimised away, folded) keeps the requested
+    device in the realised placement: that guess is listed, not silent."""
+    names = NAMES + ["drop"]
+    pred = {**PRED, "drop": "DLA0"}
+    blog = parse_build_log(LOG)
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert k.known and k.realized["drop"] == "DLA0" and k.from_request == ["drop"]
+    extra = {}
+    mark_known(extra, k, blog)
+    assert extra["placement_from_request"] == ["drop"]
+    assert _decide(LOG).from_request == []
+
+
+def test_a_log_whose_names_match_no_layer_is_unknown_not_the_request():
+    """The log reports loadables (or layers) under names that map onto none of the model's layers
+    (another naming than the model's): every layer would be filled in from the request."""
+    k = _decide(["{ForeignNode[x1...x9]} successfully offloaded to DLA.", "[GpuLayer] POOLING: y"])
+    assert not k.known and k.realized is None and "none maps onto a layer of the model" in k.reason
+    k = _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc"])
+    assert not k.known and "names only 1 of the 5 layers" in k.reason
+    assert _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc",
+                    "[GpuLayer] POOLING: pool", "[GpuLayer] CONVOLUTION: c2", "[GpuLayer] CONVOLUTION: c1"]).known
+
+
+def test_an_inspector_showing_no_dla_layer_in_a_known_form_does_not_overrule_the_logs_loadables():
+    """The log reports a loadable; the inspector's layers show none in the form placetune reads
+    (no DLA layer type, no nvm copy beside the ForeignNode): the night would stop at its first DLA
+    build on a healthy board. The log decides; an inspector that places some DLA layer still
+    cross-checks it (test_the_two_sources_agree_or_the_placement_is_unknown)."""
+    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+            {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide(LOG, bare)
+    assert k.known and k.source == "build log" and k.loadables == 1 and k.realized["c2"] == "DLA0"
 
 
 def test_a_whole_network_fallback_is_all_gpu_with_its_reason():

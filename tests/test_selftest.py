@@ -207,6 +207,20 @@ def test_each_failure_mode_has_its_own_line():
     assert "nvpmodel mode 15W" in answers[1][2] and "no power sample" in answers[5][2]
 
 
+def test_a_dla_check_whose_placement_is_unknown_says_so_not_that_it_ran_on_the_gpu():
+    """The realised placement is unknown (the build log and the engine's layer information
+    disagree): the check's line names that cause, not "ran on the GPU" (realized is None then)."""
+    from placetune.cli.selftest import _ran_on_dla
+    from placetune.measurement import Measurement
+
+    why = "the build log counts 2 DLA loadable(s), the engine's layer information 1"
+    m = Measurement(status="ok", latency_samples_ms=[1.0], realized=None, dla_loadables={},
+                    extra={"placement_known": False, "placement_unknown": why})
+    line = _ran_on_dla(m, ["DLA0"])
+    assert line is not None and line.startswith("where TensorRT put the layers is unknown") and why in line
+    assert "ran on the GPU" not in line
+
+
 def test_a_dla_core_count_below_the_modules_says_which_tensorrt_has_no_dla_where():
     """TensorRT 10.8+ has no DLA (10.7 the last), 11.0-11.3 none, 11.4.1 on AGX Orin only
     (TensorRT 11.4.1 release notes): the tensorrt check's line says which applies."""

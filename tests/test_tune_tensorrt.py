@@ -207,6 +207,31 @@ def test_a_board_in_another_power_mode_stops_before_the_first_build(tmp_path):
         assert store.measurements("night") == []  # nothing was built
 
 
+def test_the_boards_power_mode_is_compared_as_its_nvpmodel_file_names_it():
+    """``nvpmodel -q`` prints the mode's name in the module's file: AGX Orin's 30 W mode is ``MODE_30W``
+    (the study says ``30W``), Orin Nano's and Xavier NX's fastest modes are ``15W`` and ``MODE_20W_6CORE``
+    (the study's default ``MAXN``). A healthy board in the study's mode is not stopped; another mode is."""
+    from placetune.tuning.first_build import clocks_problem
+
+    assert clocks_problem({"power_mode": "MODE_30W"}, "30W", "orin-agx") is None
+    assert clocks_problem({"power_mode": "15W"}, "MAXN", "orin-nano") is None
+    assert clocks_problem({"power_mode": "MODE_20W_6CORE"}, "MAXN", "xavier-nx") is None
+    assert clocks_problem({"power_mode": "MAXN"}, "MAXN", "orin-agx") is None
+    assert "nvpmodel mode MODE_15W" in clocks_problem({"power_mode": "MODE_15W"}, "MAXN", "orin-agx")
+    assert "nvpmodel mode MODE_50W" in clocks_problem({"power_mode": "MODE_50W"}, "30W", "orin-agx")
+    # a mode the module's file does not have (JetPack 6.2's Super modes on Orin NX) is not taken for MAXN
+    line = clocks_problem({"power_mode": "MAXN_SUPER"}, "MAXN", "orin-nx-16gb")
+    # and the line does not advise a power_mode the study file would refuse
+    assert "MAXN_SUPER, which the orin-nx-16gb profile does not have (its modes: MAXN, 10W, 15W, 25W)" in line
+    assert 'power_mode = "MAXN_SUPER"' not in line
+
+
+def test_an_agx_orin_in_its_30w_mode_runs_a_30w_study(tmp_path):
+    proc = _tune(tmp_path, "--power-mode", "30W", "--trials", "2", bin_dir=_board(tmp_path, "MODE_30W"))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "first-build check" not in proc.stderr and "the Jetson runs power mode" not in proc.stderr
+
+
 def test_unlocked_clocks_stop_before_the_first_build(tmp_path):
     line = _stopped(_tune(tmp_path, bin_dir=_board(tmp_path, "MAXN", UNLOCKED)), "clocks")
     assert "sudo jetson_clocks" in line

@@ -181,7 +181,8 @@ def _jetson_checks(checks: list[Check]) -> None:
                         "" if mode else "on a Jetson: sudo nvpmodel -q (and sudo nvpmodel -m 0 for MAXN)"))
     clocks = trt_env.read_clocks()
     checks.append(Check("clocks", clocks is True,
-                        {True: "locked", False: "not locked", None: "unknown (jetson_clocks --show unavailable)"}[clocks],
+                        {True: "locked", False: "not locked", None: "unknown (jetson_clocks --show unavailable and the CPU/GPU "
+                                                               "frequency limits in /sys unreadable)"}[clocks],
                         "" if clocks else _FIX_CLOCKS))
 
 

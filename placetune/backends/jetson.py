@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.backends.base import BackendBase, Capabilities
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt import env as trt_env
+from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
 
 if TYPE_CHECKING:
@@ -60,7 +61,12 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
         backend._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
                            "(and check with `sudo jetson_clocks --show`)", state)
-    if fp["power_mode"] is not None and fp["power_mode"] != settings.power_mode:
+    if fp["power_mode"] is None and fp["l4t"] is not None:
+        backend._warn_once("power-unread", "the Jetson's nvpmodel power mode could not be read (`nvpmodel -q` not found or "
+                           "failed): every measurement is recorded under the study's power_mode %s UNCHECKED; run "
+                           "where nvpmodel is available (not in a container without it) or check `nvpmodel -q` "
+                           "by hand", settings.power_mode)
+    if fp["power_mode"] is not None and not same_power_mode(platform.name, fp["power_mode"], settings.power_mode):
         backend._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
                            "set it with `sudo nvpmodel -m <id>`", fp["power_mode"], settings.power_mode)
     return fp

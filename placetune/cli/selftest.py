@@ -166,6 +166,9 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
     missing = _no_placement_lines(m)
     if missing:
         return missing
+    if (m.extra or {}).get("placement_known") is False:  # realized is None: not "no layer ran on a DLA"
+        return (f"where TensorRT put the layers is unknown: {(m.extra or {}).get('placement_unknown') or 'no reason given'}"
+                "; send this report")
     on_dla = [n for n, d in (m.realized or {}).items() if d != "GPU"]
     idle = [dev for dev in devices if not (m.dla_loadables or {}).get(dev)]
     if on_dla and not idle:
@@ -188,7 +191,8 @@ def _clocks_check(power_mode: str | None, locked: bool | None) -> tuple[str, str
                                     "timings drift with DVFS and a tune stops at its first build: run "
                                     "`sudo jetson_clocks`")
     return "clocks", "skipped", (f"{mode}; whether jetson_clocks is on could not be read (`jetson_clocks --show` "
-                                 "is missing or needs root: run the selftest with sudo to check it)")
+                                 "is missing or needs root, and the CPU/GPU frequency limits in /sys could not be "
+                                 "read: run the selftest with sudo to check it)")
 
 
 def _energy_check(rails: list[str], seen: dict[str, Any], have_trtexec: bool) -> tuple[str, str, str]:

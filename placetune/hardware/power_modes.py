@@ -38,7 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["PowerMode", "ModuleModes", "ClockScale", "MODULES", "PLATFORM_MODULE", "modes_of", "MAXN_SCALE"]
+__all__ = ["PowerMode", "ModuleModes", "ClockScale", "MODULES", "PLATFORM_MODULE", "modes_of", "MAXN_SCALE",
+           "same_power_mode"]
 
 _REPO = "LineageOS/android_device_nvidia_concord"
 _C_AGX = "0a7ce0b3cb5f72b34f1f3eab1456572991f13cc2"  # nvpmodel_p3701_0000.conf, _0004.conf
@@ -360,3 +361,31 @@ def modes_of(platform: str) -> ModuleModes | None:
     has no transcribed table (a platform outside :data:`PLATFORM_MODULE`)."""
     key = PLATFORM_MODULE.get(platform)
     return MODULES[key] if key else None
+
+
+def same_power_mode(platform: str, board: str, study: str) -> bool:
+    """Whether the mode ``nvpmodel -q`` names on the board (``board``) is the study's ``power_mode``.
+
+    Compared as modes of the platform's nvpmodel file, not as text: AGX Orin's file names its
+    30 W mode ``MODE_30W`` (what ``nvpmodel -q`` prints) while a study names it ``30W`` (the label
+    :meth:`~placetune.hardware.platforms.Platform.check_power_mode` gives), and a study's ``MAXN``
+    is the fastest mode, which Orin Nano's file calls ``15W`` and Xavier NX's ``MODE_20W_6CORE``.
+    A name the file does not have is compared as text (any case, ``MODE_`` prefix dropped).
+
+    Example:
+        >>> same_power_mode("orin-agx", "MODE_30W", "30W"), same_power_mode("orin-nano", "15W", "MAXN")
+        (True, True)
+        >>> same_power_mode("orin-agx", "MODE_15W", "MAXN")
+        False
+    """
+    table = modes_of(platform)
+    if table is not None:
+        on_board, asked = table.mode(board), table.mode(study)
+        if on_board is not None and asked is not None:
+            return on_board.id == asked.id
+
+    def norm(name: str) -> str:
+        key = str(name).strip().upper()
+        return key[len("MODE_"):] if key.startswith("MODE_") else key
+
+    return norm(board) == norm(study)

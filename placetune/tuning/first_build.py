@@ -25,6 +25,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError
+from placetune.hardware.power_modes import modes_of, same_power_mode
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -52,10 +53,20 @@ def placement_known(m: "Measurement") -> bool:
     return not any(_NO_SECTIONS in str(note) for note in extra.get("notes") or [])
 
 
-def clocks_problem(fingerprint: dict[str, Any], power_mode: str) -> str | None:
-    """Why the board's clocks are not what the study assumes (None: they are, or cannot be read)."""
+def clocks_problem(fingerprint: dict[str, Any], power_mode: str, platform: str | None = None) -> str | None:
+    """Why the board's clocks are not what the study assumes (None: they are, or cannot be read).
+
+    The board's nvpmodel mode and the study's ``power_mode`` are compared as modes of the
+    ``platform``'s nvpmodel file (:func:`~placetune.hardware.power_modes.same_power_mode`: the
+    board prints ``MODE_30W`` for the study's ``30W``, ``15W`` on Orin Nano for ``MAXN``)."""
     board = fingerprint.get("power_mode")
-    if board is not None and str(board) != str(power_mode):
+    plat = str(platform or fingerprint.get("platform") or "")
+    if board is not None and not same_power_mode(plat, str(board), str(power_mode)):
+        table = modes_of(plat)
+        if table is not None and table.mode(str(board)) is None:  # e.g. JetPack 6.2's MAXN_SUPER on Orin NX
+            return (f"the board runs nvpmodel mode {board}, which the {plat} profile does not have (its modes: "
+                    f"{', '.join(table.names)}), so no study of this platform can assume it: switch the board to "
+                    f"the study's power_mode {power_mode} with `sudo nvpmodel -m <id>`")
         return (f"the board runs nvpmodel mode {board} but the study assumes power_mode {power_mode}: set it "
                 f"with `sudo nvpmodel -m <id>` (nvpmodel -q names it), or set power_mode = \"{board}\" in "
                 "[settings] for a study of that mode")
@@ -99,7 +110,7 @@ class FirstBuildCheck:
     def before(self) -> None:
         """The clocks check, from the fingerprint the backend read when the study opened."""
         fp = self.ev.fingerprint if isinstance(self.ev.fingerprint, dict) else {}
-        why = clocks_problem(fp, self.ev.settings.power_mode)
+        why = clocks_problem(fp, self.ev.settings.power_mode, self.ev.platform.name)
         if why:
             self.fail("clocks", why)
 

@@ -511,13 +511,13 @@ def locate(
     res.subgraphs = [
         list(dict.fromkeys(m for m in (names.model_layer(n) for n in sg) if m is not None)) for sg in res.subgraphs
     ]
-    for n, text in log.fallbacks.items():
-        m = names.model_layer(n)
-        if m is not None:
+    for n, text in log.fallbacks.items():  # TensorRT's own "Switching ... to GPU": it beats a ForeignNode
+        if (m := names.model_layer(n)) is not None:  # range and fills a layer no line names (10.3's /Flatten)
             res.fallback.setdefault(m, text)
+            if n == m or m not in res.devices:
+                res.devices[m] = "GPU"
     for n in log.subgraph_limit:
-        m = names.model_layer(n)
-        if m is not None and m not in res.subgraph_limit:
+        if (m := names.model_layer(n)) is not None and m not in res.subgraph_limit:
             res.subgraph_limit.append(m)
     return res
 

@@ -20,19 +20,37 @@ import subprocess
 from pathlib import Path
 
 __all__ = [
-    "read_l4t", "read_module", "read_jetpack", "read_power_mode", "read_clocks",
-    "parse_nv_tegra_release", "parse_nvpmodel", "parse_jetson_clocks", "find_trtexec", "TRTEXEC_DIRS",
+    "read_l4t", "read_module", "read_jetpack", "read_power_mode", "read_clocks", "read_clocks_sysfs",
+    "parse_nv_tegra_release", "parse_nvpmodel", "parse_jetson_clocks", "find_trtexec", "TRTEXEC_DIRS", "SYSTEM_DIRS",
 ]
 
 #: Where JetPack installs trtexec (it is not on PATH by default).
 TRTEXEC_DIRS = ("/usr/src/tensorrt/bin",)
+#: Where L4T installs ``nvpmodel`` (``/usr/sbin``) and ``jetson_clocks`` (``/usr/bin``): looked in
+#: when they are not on PATH (cron's and systemd's PATH has no ``/usr/sbin``), so that the board's
+#: power mode is read rather than silently unknown.
+SYSTEM_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _TIMEOUT_S = 10.0
+
+
+def _program(name: str) -> str | None:
+    """``name`` on PATH, else in :data:`SYSTEM_DIRS` (None: not found)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for d in SYSTEM_DIRS:
+        p = Path(d) / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return None
 
 
 def _run(cmd: list[str]) -> str | None:
     """stdout of a command, or None when it is missing, fails or hangs."""
-    if shutil.which(cmd[0]) is None:
+    program = _program(cmd[0])
+    if program is None:
         return None
+    cmd = [program, *cmd[1:]]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -107,11 +125,52 @@ def parse_jetson_clocks(text: str) -> bool | None:
     return all(locked) if locked else None
 
 
+#: the Jetson GPU's devfreq node names (``/sys/class/devfreq/<name>``): ``17000000.gpu`` (Orin,
+#: L4T R36), ``17000000.ga10b`` (Orin, R35), ``17000000.gv11b`` (Xavier)
+_GPU_DEVFREQ = re.compile(r"^[0-9a-f]+\.(?:gpu|ga10b|gv11b|gp10b)$")
+
+
+def _int_file(path: Path) -> int | None:
+    text = _read(path)
+    try:
+        return int(text.strip()) if text else None
+    except ValueError:
+        return None
+
+
+def read_clocks_sysfs(root: str | os.PathLike[str] = "/sys") -> bool | None:
+    """Whether the clocks are fixed, from world-readable sysfs (no root needed, unlike
+    ``jetson_clocks --show``): every online CPU's ``cpufreq/scaling_min_freq == scaling_max_freq``
+    and the GPU's devfreq ``min_freq == max_freq``, which is what ``jetson_clocks`` sets (its
+    ``--show`` prints these as ``MinFreq``/``MaxFreq``). None unless both a CPU and the Jetson GPU's
+    devfreq node were read (not a Jetson, or an unknown layout)."""
+    base = Path(root)
+    cpus: list[bool] = []
+    for cpufreq in sorted((base / "devices/system/cpu").glob("cpu[0-9]*/cpufreq")):
+        if (_read(cpufreq.parent / "online") or "1").strip() == "0":
+            continue
+        lo, hi = _int_file(cpufreq / "scaling_min_freq"), _int_file(cpufreq / "scaling_max_freq")
+        if lo is not None and hi is not None:
+            cpus.append(lo == hi)
+    gpus: list[bool] = []
+    devfreq = base / "class/devfreq"
+    for node in sorted(devfreq.iterdir()) if devfreq.is_dir() else []:
+        if _GPU_DEVFREQ.match(node.name):
+            lo, hi = _int_file(node / "min_freq"), _int_file(node / "max_freq")
+            if lo is not None and hi is not None:
+                gpus.append(lo == hi)
+    if not cpus or not gpus:
+        return None
+    return all(cpus) and all(gpus)
+
+
 def read_clocks() -> bool | None:
-    """True when jetson_clocks has locked the clocks, False when not, None when unknown
-    (no jetson_clocks, or it needs root)."""
+    """True when jetson_clocks has locked the clocks, False when not, None when unknown.
+    ``jetson_clocks --show`` first; where it cannot answer (it needs root, and a night usually
+    runs as a user) the same limits read from sysfs (:func:`read_clocks_sysfs`)."""
     out = _run(["jetson_clocks", "--show"])
-    return parse_jetson_clocks(out) if out else None
+    shown = parse_jetson_clocks(out) if out else None
+    return shown if shown is not None else read_clocks_sysfs()
 
 
 def find_trtexec() -> str | None:

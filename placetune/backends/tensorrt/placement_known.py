@@ -15,7 +15,11 @@ Two sources say where TensorRT placed the layers of a DLA engine:
   reading is checked against the doubles only.
 
 :func:`decide` gives the realised placement, or says it is unknown (``known=False`` with the
-reason) when the two disagree or neither can be read: never "realised = requested".
+reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
+A single layer that neither names (optimised away, folded) keeps its requested device, and is
+listed (``Known.from_request``, ``extra["placement_from_request"]``). Without a placement report
+in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown; with
+one, an inspector that shows no DLA layer in the form read here is not taken as evidence against it.
 
 Example:
     >>> from placetune.backends.tensorrt.buildlog import parse_build_log, locate
@@ -33,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from placetune.backends.tensorrt.buildlog import DLA_COPY_SUFFIXES, BuildLog, LogPlacement, NameResolver
@@ -53,6 +57,8 @@ class Known:
         reason: why it is unknown (None when known).
         source: ``build log``, ``engine inspector``, ``build log and engine inspector`` or ``GPU engine``.
         loadables: DLA loadables, or None when unknown (the sources disagree or none says).
+        from_request: layers neither source names (optimised away, folded, or renamed beyond
+            recognition): their realised device is the requested one, a guess that is recorded.
     """
 
     realized: dict[str, str] | None
@@ -60,6 +66,7 @@ class Known:
     reason: str | None
     source: str
     loadables: int | None
+    from_request: list[str] = field(default_factory=list)
 
 
 def _name(layer: object) -> str:
@@ -125,6 +132,11 @@ def decide(
     if blog.reports_placement:
         from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
     dla_engine = inspector_dla_layers(inspector_layers)
+    if dla_engine == [] and from_log is not None and blog.dla_nodes:
+        # the log (TensorRT's own report, read from real logs) names DLA loadables and the inspector
+        # shows none in the form placetune reads (checked against the doubles only): its DLA form is
+        # not understood, so it is no evidence against the log
+        dla_engine = None
     from_ins: dict[str, str] | None = None
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
@@ -143,6 +155,13 @@ def decide(
     if from_log is None and from_ins is None:
         return Known(None, False, "neither the build log nor the engine's layer information says where the layers "
                      "ran (no placement report in the log; no layer information read)", "none", None)
+    if from_log is None and dla_engine == [] and any(_name(x).startswith("{ForeignNode[") for x in inspector_layers or []):
+        # the inspector's DLA form is read from the doubles only: a ForeignNode it cannot place is no
+        # evidence that every layer ran on the GPU (a DLA loadable is a ForeignNode too)
+        foreign = next(_name(x) for x in inspector_layers or [] if _name(x).startswith("{ForeignNode["))
+        return Known(None, False, "the build log has no placement report and the engine's layer information names "
+                     f"{foreign[:120]} without saying whether it ran on the DLA (no DLA layer type, no 'to nvm'/"
+                     "'from nvm' copy beside it)", "engine inspector", None)
     if from_log is not None and from_ins is not None:
         differ = [n for n in predicted if from_log[n] is not None and from_log[n] != from_ins[n]]
         if differ:
@@ -156,8 +175,18 @@ def decide(
         fill = from_ins or {}
         # a layer the log does not name (folded, optimised away): the inspector's word, else the prediction
         realized = {n: d if d is not None else fill.get(n, predicted[n]) for n, d in from_log.items()}
+        guessed = [n for n, d in from_log.items() if d is None and n not in fill]
+        if blog.dla_nodes and not any(d == target for d in from_log.values()) and from_ins is None:
+            # loadables exist but none maps onto a layer: the names did not match (never "as requested")
+            return Known(None, False, f"the build log names {len(blog.dla_nodes)} DLA loadable(s) "
+                         f"({', '.join(x[:60] for x in blog.dla_nodes[:2])}) but none maps onto a layer of the model",
+                         "build log", loadables)
+        if len(guessed) >= 3 and 2 * len(guessed) > len(predicted):
+            return Known(None, False, f"the build log names only {len(predicted) - len(guessed)} of the "
+                         f"{len(predicted)} layers ({', '.join(guessed[:3])}, ... are in no placement line): its "
+                         "names do not match the model's", "build log", loadables)
         return Known(realized, True, None, "build log" if from_ins is None else "build log and engine inspector",
-                     loadables)
+                     loadables, guessed)
     assert from_ins is not None
     return Known(dict(from_ins), True, None, "engine inspector", loadables)
 
@@ -180,7 +209,7 @@ _WARNED: list[bool] = []  # a warning was logged in this process
 def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
     """Record in a measurement's ``extra`` whether its placement is known (``placement_known``,
     ``placement_source``, ``placement_unknown``, ``dla_loadables_known``, ``dla_candidates``,
-    ``all_gpu_fallback``); the first unknown one of the process is logged as a warning (at the
+    ``all_gpu_fallback``, ``placement_from_request``); the first unknown one of the process is logged as a warning (at the
     first build of a run), later ones at debug level."""
     extra["placement_known"] = known.known
     extra["placement_source"] = known.source
@@ -189,6 +218,8 @@ def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
         extra["dla_candidates"] = list(blog.dla_candidates)
     if blog.all_gpu is not None:
         extra["all_gpu_fallback"] = blog.all_gpu
+    if known.from_request:
+        extra["placement_from_request"] = known.from_request[:50]
     if not known.known:
         extra["placement_unknown"] = known.reason
         (log.debug if _WARNED else log.warning)(
