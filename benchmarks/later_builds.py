@@ -53,6 +53,7 @@ Usage:
     python benchmarks/later_builds.py                       # every case, budget 300
     python benchmarks/later_builds.py --cases default --budget 300
     python benchmarks/later_builds.py --compare --cases default googlenet
+    python benchmarks/later_builds.py --unlike drift     # the bench_unlike subset: drift family, draw 0, seeds 0-2
 """
 
 from __future__ import annotations
@@ -240,6 +241,31 @@ def report(r: dict[str, Any]) -> list[str]:
     return out
 
 
+def unlike(families: list[str], budgets: tuple[int, ...] = (15, 50), seeds: tuple[int, ...] = (0, 1, 2)) -> None:
+    """The rule's cheap subset of ``benchmarks/bench_unlike.py``'s tuning part (draw 0, seeds 0-2): per case,
+    family, budget and seed, the noise-free value of the default agent's reported plan with its whole budget
+    and with ``Budget(settle=True)`` (and the evaluations each spent)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_unlike as bu
+    from device_truths import TruthJetson, truth
+
+    from search import get_agent
+
+    for case in ("resnet50", "googlenet"):
+        for fam in families:
+            for budget in budgets:
+                for seed in seeds:
+                    cells = []
+                    for settle in (False, True):
+                        backend = TruthJetson(truth(fam, bu.TUNING_DRAWS[0]))
+                        ev = bu.evaluator(case, backend)
+                        r = get_agent("guided", seed=seed).run(ev, Budget(budget, settle=settle))
+                        v = bu.true_value(ev, backend, r.best_placement) if r.best_placement is not None else math.nan
+                        cells.append(f"{v:.5g} ({r.evaluations})")
+                    print(f"{case} {fam} draw {bu.TUNING_DRAWS[0]} seed {seed} budget {budget}: noise-free "
+                          f"whole {cells[0]} / settled {cells[1]}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -248,7 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--whole", action="store_true",
                    help="spend the whole budget (the agent's default; without it: Budget(settle=True), the rule)")
     p.add_argument("--compare", action="store_true", help="run with and without use_whole_budget; final bests")
+    p.add_argument("--unlike", nargs="+", metavar="FAMILY", default=None,
+                   help="instead: the rule's subset of bench_unlike's tuning part for these device_truths families")
     args = p.parse_args(argv)
+    if args.unlike:
+        unlike(args.unlike)
+        return 0
     for case in args.cases:
         if args.compare:
             for whole in (True, False):
