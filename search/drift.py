@@ -6,32 +6,54 @@ search that compares a cold early build with hot late ones ranks on the drift, n
 The guided agent keeps every build's value with the number of builds done before it (its time,
 in builds). Plans built more than once (the reference below, close contenders, the final top
 candidates) give the drift: ``log value = plan + beta x t + noise``, with ``beta`` the one slope
-that fits every re-built plan's builds about its own mean (least squares). ``beta`` counts only
-when it is more than two standard errors from zero (the build-to-build noise over the spread of
-the build times); the measured values are then compared drift-corrected, as they would have
-been at build 0 in the final re-ranking (during the run the search ranks the values as measured).
+that fits every re-built plan's builds about its own mean (least squares).
+
+**The test.** Each plan's first build is left out of the fit: a plan is built again *because* that
+build was among the best, so it is a lucky one more often than not, and the builds after it fall
+back towards the plan's true value, which reads as a device that slows even where none does (on a
+short noisy run without drift this found -0.8 % per 10 builds and crowned a worse plan). ``beta``
+counts only when a two-sided t-test on the slope rejects "no drift" at :data:`DRIFT_LEVEL` (the
+slope over its standard error, the residual sd of the fit over the spread of the build times,
+against Student's t with the fit's residual degrees of freedom), and only with at least
+:data:`DRIFT_MIN_DOF` of them. Then the final re-ranking compares the top candidates on the same
+number of builds each (their latest ``m``, ``m`` the fewest any of them has), drift-corrected (as
+they would have been at build 0). Otherwise the final re-ranking is the median over all builds of
+each (what the store holds), and the note gives the bound: the runner-up's gap against the noise's
+reach ``2 sd x sqrt(1/n_a + 1/n_b)``. During the run the search ranks the values as measured.
 
 * **the reference**: with re-measuring on (a budget of :data:`search.guided.REMEASURE_MIN_BUDGET`
   or more), every :data:`DRIFT_EVERY` builds the best measured plan is built again (it is the
   plan every other is compared with, and a second build of it is also a guard against a lucky
   one);
-* **the final re-ranking** compares the top candidates on the same number of builds each (their
-  latest ``m``, ``m`` the fewest any of them has), drift-corrected;
-* the run's notes say what drift was found.
+* the run's notes say what drift was found and how the final candidates were ranked.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Drift", "DRIFT_EVERY"]
+__all__ = ["Drift", "DRIFT_EVERY", "DRIFT_LEVEL", "DRIFT_MIN_DOF"]
 
 #: builds between two builds of the reference: a Jetson build takes 1-2 minutes, so about every
 #: quarter of an hour, short against the hours over which a device warms or throttles
 DRIFT_EVERY = 10
+#: the drift test's level (two-sided): the usual 5 %, about the two standard errors used before
+DRIFT_LEVEL = 0.05
+#: fewest residual degrees of freedom for the drift test: below 3, Student's t at 5 % is over 3.2 and
+#: the residual sd rests on one or two differences, so one odd build decides
+DRIFT_MIN_DOF = 3
+
+
+@functools.lru_cache(maxsize=64)
+def _t_crit(dof: int) -> float:
+    """The two-sided :data:`DRIFT_LEVEL` quantile of Student's t with ``dof`` degrees of freedom."""
+    from scipy.stats import t
+
+    return float(t.ppf(1 - DRIFT_LEVEL / 2, dof))
 
 
 class Drift:
@@ -44,6 +66,8 @@ class Drift:
     beta: float
     beta_se: float | None
     _raw_beta: float  # the slope before the noise test (set with beta_se)
+    drift_dof: int  # the drift test's residual degrees of freedom
+    rank_note: str | None = None  # how the final candidates were ranked, where no drift was found
     drift_checked: int
 
     def log_build(self, key: Sequence[int], loss: float, t: int) -> None:
@@ -52,22 +76,28 @@ class Drift:
             self.build_log.setdefault(self.realised(key), []).append((t, math.log(abs(loss))))  # type: ignore[attr-defined]
 
     def estimate_drift(self) -> None:
-        """``beta`` (log loss per build) from the plans built more than once; 0 unless it is
-        more than two standard errors from zero."""
-        sxy = sxx = 0.0
+        """``beta`` (log loss per build) from the plans built more than once, each plan's first
+        build left out; 0 unless the t-test (module docstring) rejects "no drift"."""
+        sxy = sxx = syy = 0.0
+        n = plans = 0
         for builds in self.build_log.values():
-            if len(builds) < 2:
+            later = sorted(builds)[1:]  # the build that made the plan a candidate is left out
+            if len(later) < 2:
                 continue
-            tm = sum(t for t, _ in builds) / len(builds)
-            ym = sum(y for _, y in builds) / len(builds)
-            sxy += sum((t - tm) * (y - ym) for t, y in builds)
-            sxx += sum((t - tm) ** 2 for t, _ in builds)
-        if sxx <= 0:
+            tm = sum(t for t, _ in later) / len(later)
+            ym = sum(y for _, y in later) / len(later)
+            sxy += sum((t - tm) * (y - ym) for t, y in later)
+            sxx += sum((t - tm) ** 2 for t, _ in later)
+            syy += sum((y - ym) ** 2 for _, y in later)
+            n, plans = n + len(later), plans + 1
+        self.drift_dof = dof = n - plans - 1
+        self._raw_beta = 0.0
+        if sxx <= 0 or dof < DRIFT_MIN_DOF:  # no evidence either way
             self.beta, self.beta_se = 0.0, None
             return
-        b = sxy / sxx
-        self.beta_se = self.noise() / math.sqrt(sxx)  # type: ignore[attr-defined]
-        self.beta = b if abs(b) > 2 * self.beta_se else 0.0
+        b = sxy / sxx if syy > 1e-12 else 0.0  # builds identical (a noise-free device): no slope
+        self.beta_se = math.sqrt(max(0.0, syy - b * sxy) / dof / sxx)
+        self.beta = b if abs(b) > _t_crit(dof) * self.beta_se else 0.0
         self._raw_beta = b
 
     def corrected(self, key: Sequence[int]) -> float | None:
@@ -92,16 +122,29 @@ class Drift:
         return self.run.evaluations - self.drift_checked >= DRIFT_EVERY
 
     def rank_equal(self, top: list[tuple[int, ...]]) -> tuple[int, ...] | None:
-        """The best of ``top`` on equal numbers of builds (each one's latest ``m``), drift-corrected."""
+        """The best of ``top``: with a drift, on equal numbers of builds (each one's latest ``m``),
+        drift-corrected; without, on the median over all its builds. Sets :attr:`rank_note`."""
         logs = [self.build_log.get(self.realised(k)) or [] for k in top]  # type: ignore[attr-defined]
         m = min((len(b) for b in logs), default=0)
         if m == 0:
             return None
         # the median of the values (as the store combines builds: two builds, their mean)
-        score = [statistics.median(math.exp(y - self.beta * t) for t, y in sorted(b)[-m:]) for b in logs]
+        if self.beta:
+            score = [statistics.median(math.exp(y - self.beta * t) for t, y in sorted(b)[-m:]) for b in logs]
+        else:
+            score = [statistics.median(math.exp(y) for _, y in b) for b in logs]
         minimize = self.run.objective.direction == "minimize"
-        j = min(range(len(top)), key=lambda i: score[i] if minimize else -score[i])
-        return top[j]
+        order = sorted(range(len(top)), key=lambda i: score[i] if minimize else -score[i])
+        self.rank_note = None
+        if not self.beta and len(order) >= 2:
+            a, b = order[0], order[1]
+            gap = abs(math.log(score[b] / score[a]))
+            reach = 2 * self.noise() * math.sqrt(1 / len(logs[a]) + 1 / len(logs[b]))  # type: ignore[attr-defined]
+            self.rank_note = (f"ranked on the median over each one's builds ({len(logs[a])} and {len(logs[b])}): "
+                              f"#1 leads #2 by {100 * gap:.1f}%, "
+                              + ("beyond" if gap >= reach else "within")
+                              + f" the noise's reach of {100 * reach:.1f}% (2 sd x sqrt(1/n_a + 1/n_b))")
+        return top[order[0]]
 
     def crown(self, key: Sequence[int]) -> None:
         """Make an assignment measured in this run the run's best (the final ranking's choice)."""
@@ -113,11 +156,16 @@ class Drift:
         run.best_value = run.objective.value(m)
 
     def drift_note(self) -> str | None:
-        """One line for the run's notes (None when no plan was built twice)."""
+        """One line for the run's notes (None when no plan was built often enough to test, and the
+        final ranking had nothing to say)."""
         if self.beta_se is None:
-            return None
+            return None if not self.rank_note else (
+                f"drift: not tested (fewer than {DRIFT_MIN_DOF} degrees of freedom in the builds after each plan's "
+                f"first); the final top candidates were {self.rank_note}")
         per10 = 100 * (math.exp(10 * self._raw_beta) - 1)  # the objective's own value: + is larger
+        test = f"t-test on the slope, {100 * DRIFT_LEVEL:g}% two-sided, {self.drift_dof} dof"
         if self.beta:
-            return (f"drift: measurements moved {per10:+.1f}% per 10 builds (from the plans built more than once); "
-                    "the final top candidates were ranked on drift-corrected values")
-        return f"drift: none detected ({per10:+.1f}% per 10 builds, within the noise)"
+            return (f"drift: measurements moved {per10:+.1f}% per 10 builds (from the plans built more than once; "
+                    f"{test}); the final top candidates were ranked on drift-corrected values")
+        line = f"drift: none detected ({per10:+.1f}% per 10 builds, within the noise: {test})"
+        return line + (f"; the final top candidates were {self.rank_note}" if self.rank_note else "")

@@ -51,7 +51,7 @@ far better than its prediction (possibly a lucky one) the notes say so.
 
 Once the run has converged, its rounds build only what can still change the answer (plans whose
 optimistic prediction beats the best by over 1 %, leaders the noise cannot yet order) and the run
-stops when none remains, where the budget says ``settle`` (:mod:`search.later`; off by default).
+stops when none remains, where the budget says ``settle`` (:mod:`search.later`; ``placetune tune``'s default).
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ class Budget:
             (:mod:`placetune.tuning.convergence`): once it returns True the run is exhausted,
             except for the re-measurements an agent held back for its end. None: none.
         settle: end the run once the agent finds nothing left that could change its answer (the
-            guided agent after convergence: :mod:`search.later`). False: spend every evaluation.
+            guided agent after convergence: :mod:`search.later`). False: spend every evaluation
+            (``placetune tune`` passes True unless ``stop_when_settled = false``).
 
     Raises:
         ValueError: a negative number of evaluations or a non-positive time.

@@ -247,7 +247,10 @@ def test_tune_says_it_re_measured_and_its_summary_uses_the_combined_figures(tmp_
     from placetune.cli.main import main
 
     study = tmp_path / "s.toml"
-    study.write_text('[study]\nmodel = "googlenet"\nmode = "engine"\nobjective = "latency"\ntrials = 24\n\n'
+    # the whole budget: this run's lucky first build is dethroned by the final re-measurement (a settled run
+    # builds other plans after convergence, and its top 3 came out in their first order)
+    study.write_text('[study]\nmodel = "googlenet"\nmode = "engine"\nobjective = "latency"\ntrials = 24\n'
+                     'stop_when_settled = false\n\n'
                      '[settings]\nnoise = 0.1\n\n[agent_options]\nseed = 0\ninner_evals = 100\n')
     db = tmp_path / "pt.db"
     assert main(["tune", str(study), "--storage", f"sqlite:///{db}", "--export", str(tmp_path / "plan.json")]) == 0

@@ -56,21 +56,26 @@ def test_under_noise_the_leaders_are_built_again_after_convergence():
     assert builds >= 2  # the best was re-measured before anything was reported
 
 
-def test_stop_when_settled_is_a_boolean_study_key_off_by_default():
-    assert TuneConfig(stop_when_settled=True).stop_when_settled and not TuneConfig().stop_when_settled
+def test_stop_when_settled_is_a_boolean_study_key_on_by_default():
+    assert TuneConfig().stop_when_settled and not TuneConfig(stop_when_settled=False).stop_when_settled
     with pytest.raises(ConfigError, match="stop_when_settled must be true or false"):
         TuneConfig(stop_when_settled="yes")
 
 
-def test_tune_stops_after_convergence_only_when_told_to(tmp_path, monkeypatch, capsys):
+def test_tune_stops_after_convergence_unless_told_to_use_the_whole_budget(tmp_path, monkeypatch, capsys):
     from placetune.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     args = ["tune", "--model", "seed-block", "--trials", "60"]
-    assert main(args + ["--storage", "sqlite:///stops.db", "--export", "stops.json", "--stop-when-settled"]) == 0
+    assert main(args + ["--storage", "sqlite:///stops.db", "--export", "stops.json"]) == 0
     out = capsys.readouterr().out
     assert out.count("stopped after convergence") == 1  # one line, under the summary's table
     assert "summary (SIMULATED): 15 trials" in out and "45 of the budget's evaluations not spent" in out
-    assert main(args + ["--storage", "sqlite:///whole.db", "--export", "whole.json"]) == 0
+    assert "the run goes on with only what could still change the answer (stop_when_settled)" in out
+    assert main(args + ["--storage", "sqlite:///whole.db", "--export", "whole.json", "--no-stop-when-settled"]) == 0
     out = capsys.readouterr().out
     assert "summary (SIMULATED): 60 trials" in out and "stopped after convergence" not in out
+    study = tmp_path / "whole.toml"  # the study key keeps building too
+    study.write_text('[study]\nmodel = "seed-block"\ntrials = 60\nstop_when_settled = false\n')
+    assert main(["tune", str(study), "--storage", "sqlite:///key.db", "--export", "key.json"]) == 0
+    assert "summary (SIMULATED): 60 trials" in capsys.readouterr().out

@@ -32,7 +32,8 @@ def _measured_keys(db: Path) -> list[str]:
 
 
 def test_embedded_default_runs_and_resumes(tmp_path):
-    first = _cli("tune", "--trials", "25", cwd=tmp_path)
+    # the whole budget: the guided agent would stop after convergence here (tests/test_search_later.py)
+    first = _cli("tune", "--trials", "25", "--no-stop-when-settled", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     assert "embedded default" in first.stdout and "SIMULATED" in first.stdout
     # not a terminal: one structured line per evaluation
@@ -41,12 +42,12 @@ def test_embedded_default_runs_and_resumes(tmp_path):
     assert lines[-1].startswith("trial=25/25")
     keys = _measured_keys(tmp_path / "placetune.db")
     assert len(keys) == len(set(keys))
-    again = _cli("tune", "--trials", "40", cwd=tmp_path)
+    again = _cli("tune", "--trials", "40", "--no-stop-when-settled", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "resuming: 25 of 40 trials already done" in again.stdout
     keys2 = _measured_keys(tmp_path / "placetune.db")
     assert len(keys2) == len(set(keys2)) and len(keys2) > len(keys)
-    done = _cli("tune", "--trials", "40", cwd=tmp_path)
+    done = _cli("tune", "--trials", "40", "--no-stop-when-settled", cwd=tmp_path)
     assert "budget is already spent" in done.stdout
     assert _measured_keys(tmp_path / "placetune.db") == keys2
 

@@ -172,7 +172,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         agent=args.agent, trials=args.trials, timeout=_studyfile.parse_duration(args.timeout), storage=args.storage,
         study=args.study, granularity=args.granularity, export=args.export,
         stop_when_converged=True if args.stop_when_converged else None, power_mode=args.power_mode,
-        stop_when_settled=True if args.stop_when_settled else None,
+        stop_when_settled=args.stop_when_settled,
         streams=args.streams,
     )
     if args.seed is not None:
@@ -373,10 +373,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-when-converged", action="store_true",
                    help="end the run once the best stopped improving (default: use the whole budget and report "
                         "where it converged)")
-    p.add_argument("--stop-when-settled", action="store_true",
+    p.add_argument("--stop-when-settled", action=argparse.BooleanOptionalAction, default=None,
                    help="guided: after convergence build only plans that could still beat the best by over 1%% and "
-                        "leaders the noise cannot yet order, and end the run when none remain (default: use the whole "
-                        "budget)")
+                        "leaders the noise cannot yet order, and end the run when none remain (the default; "
+                        "--no-stop-when-settled: use the whole budget)")
     p.add_argument("--streams", type=int, help="camera streams sharing the plan's frames evenly (N streams of one "
                    "network): the summary and the plan give each stream's frames per second")
     p.add_argument("--export", help="plan path (default <study>.plan.json)")

@@ -19,7 +19,7 @@ A study file::
     timeout = "8h"
     constraints = ["latency<=33"]  # bounds the best plan must meet (metric<=bound / metric>=bound)
     stop_when_converged = false    # true: end the run once the best stopped improving (convergence.py)
-    stop_when_settled = false      # true: guided stops once nothing it could build can change its answer
+    stop_when_settled = true       # false: guided builds to the end of the budget after it converged
     streams = 4                    # camera streams sharing the plan's frames: per-stream fps in summary and plan
 
     [settings]                     # placetune.Settings fields
@@ -132,7 +132,7 @@ class TuneConfig:
     device_profile: str | None = None
     constraints: list[str] = field(default_factory=list)  # "latency<=2.0", see placetune.tuning.constraints
     stop_when_converged: bool = False  # end the run once it converged (placetune.tuning.convergence)
-    stop_when_settled: bool = False  # end the run once the agent finds nothing that could change its answer
+    stop_when_settled: bool = True  # end the run once the agent finds nothing that could change its answer
     streams: int | None = None  # camera streams sharing the plan's frames evenly: per-stream fps reported
     settings: dict[str, Any] = field(default_factory=dict)
     agent_options: dict[str, Any] = field(default_factory=dict)

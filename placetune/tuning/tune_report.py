@@ -97,8 +97,12 @@ class TuneReport:
     # ---------------------------------------------------------------- during the run
     def announce_convergence(self, placement: Placement, m: Measurement) -> None:
         """Evaluator callback: one line when the study has just converged, and one when a later gain withdrew it."""
-        then = ("; the run stops here (stop_when_converged)" if self.cfg.stop_when_converged
-                else "; the run goes on (--stop-when-converged ends a run here)")
+        if self.cfg.stop_when_converged:
+            then = "; the run stops here (stop_when_converged)"
+        elif self.cfg.stop_when_settled and self.cfg.agent == "guided":
+            then = "; the run goes on with only what could still change the answer (stop_when_settled)"
+        else:
+            then = "; the run goes on (--stop-when-converged ends a run here)"
         for line in self.watch.announcements():
             self.say(line + (then if line.startswith("converged") else ""))
 
