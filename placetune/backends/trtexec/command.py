@@ -154,7 +154,12 @@ def layer_device_types(assignment: Mapping[str, str]) -> str:
     trtexec's grammar (``sampleOptions.cpp``): pairs separated by ``,``; each pair split on
     its **last** ``:`` into layer name and ``GPU`` / ``DLA``. So names may contain ``:``
     (and ``/``, ``.``, spaces), but a name containing ``,`` cannot be written, nor one
-    containing ``'`` (trtexec treats single quotes as name quoting and drops them).
+    containing ``'`` (trtexec treats single quotes as name quoting and drops them). From
+    TensorRT 10 a name with a ``*`` is also a pattern (prefix ``*`` suffix) for the layers the list
+    does not name, but a layer's exact name wins (``findPlausible``, samples/common/sampleUtils.h
+    release/10.3:111-123; ``matchStringWithOneWildcard``, sampleUtils.cpp:572-585): every layer
+    listed here takes its own entry, and a listed ``(Unnamed Layer* N) [Type]`` could only also
+    place an unlisted layer that begins ``(Unnamed Layer`` and ends `` N) [Type]``, i.e. itself.
 
     Raises:
         PlacementError: a layer name trtexec cannot express.
