@@ -1,4 +1,5 @@
-"""Write the generated tables of docs/simulator.md (and the calibration summary in README.md) from the code.
+"""Write the generated tables of docs/simulator.md (and the calibration summary in README.md, and the published
+rows' rules in docs/published.md) from the code and the data.
 
 The constants table comes from ``placetune.backends.simulate.costs`` (priors, values in use,
 sources) and ``placetune.calibration.builtin.PARAMS`` (what the fit sets, bounds); the
@@ -20,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-FILES = {"simulator.md": ROOT / "docs" / "simulator.md", "README.md": ROOT / "README.md"}
+FILES = {"simulator.md": ROOT / "docs" / "simulator.md", "README.md": ROOT / "README.md",
+         "published.md": ROOT / "docs" / "published.md"}
 
 
 def _fmt(v) -> str:
@@ -144,9 +146,17 @@ def calibration_tables() -> str:
     return "\n".join(out).rstrip()
 
 
+def published_rules() -> str:
+    """The rules of placetune/data/published.md (split, exclusion, judging rules and their history),
+    from its first rule section to its column descriptions, as they stand there."""
+    text = (ROOT / "placetune" / "data" / "published.md").read_text()
+    return text[text.index("## Split rule"):text.index("## Columns")].rstrip()
+
+
 BLOCKS = {("simulator.md", "constants"): constants_table,
           ("simulator.md", "calibration"): calibration_tables,
-          ("README.md", "calibration summary"): calibration_summary}
+          ("README.md", "calibration summary"): calibration_summary,
+          ("published.md", "rules"): published_rules}
 
 
 def render(text: str, file: str) -> str:
