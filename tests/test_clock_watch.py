@@ -13,7 +13,6 @@ import pytest
 from placetune import BackendError, Evaluator, Placement
 from placetune.backends import clocks
 from placetune.backends.clocks import ClockWatch, clocks_moved, snapshot
-from placetune.errors import BackendError as _BackendError
 from placetune.measurement import Measurement
 
 from tests.test_trtexec import GN, _backend  # the fake trtexec and its model
@@ -111,7 +110,7 @@ def test_the_run_stops_after_several_untrusted_measurements_in_a_row(tmp_path):
     _gpu(root, cur=1032750000)
     for _ in range(2):
         assert watch.judge(ok(), watch.read(), watch.read()).extra["failure_class"] == "clocks"
-    with pytest.raises(_BackendError, match=r"^clocks check failed: 3 measurements in a row .*below its locked") as e:
+    with pytest.raises(BackendError, match=r"^clocks check failed: 3 measurements in a row .*below its locked") as e:
         watch.judge(ok(), watch.read(), watch.read())
     assert e.value.exit_code == 8 and "\n" not in str(e.value)
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any
 
 from placetune.errors import BackendError
 from placetune.measurement import Measurement
