@@ -76,7 +76,7 @@ def test_off_a_jetson_there_is_nothing_to_watch(tmp_path):
                                                                           cur=1497600)),
      "max frequency 1300500000 -> 918000000"),  # nvpmodel -m to a lower mode
     (lambda r: _gpu(r, cur=306000000, lo=306000000), "min frequency 1300500000 -> 306000000"),  # jetson_clocks --restore
-    (lambda r: _gpu(r, cur=1032750000), "ran at 1032750000, below its locked 1300500000"),  # throttling
+    (lambda r: _gpu(r, cur=1032750000), "ran at 1032750000, below its locked 1300500000"),  # throttling (made-up value)
     (lambda r: _cpu(r, cur=1728000), "cpu:policy0 ran at 1728000, below its locked 2201600"),
 ])
 def test_what_counts_as_other_clocks(tmp_path, change, words):
@@ -87,6 +87,13 @@ def test_what_counts_as_other_clocks(tmp_path, change, words):
     assert words in clocks_moved(first, snapshot(root), snapshot(root)) and "before" in clocks_moved(
         first, snapshot(root), snapshot(root))
     assert "during the measurement" in clocks_moved(first, first, snapshot(root))
+
+
+def test_a_locked_cpu_read_back_one_step_low_is_not_throttling(tmp_path):
+    root = _orin(tmp_path / "sys")
+    first = snapshot(root)
+    _cpu(root, cur=2188800)  # a read-back 0.6 % under the locked 2201600 kHz (hypothetical)
+    assert clocks_moved(first, first, snapshot(root)) is None
 
 
 def test_unlocked_clocks_are_recorded_not_judged_and_an_unreadable_gpu_is_untrusted(tmp_path):

@@ -37,7 +37,7 @@ from pathlib import Path
 from placetune.errors import BackendError
 from placetune.measurement import Measurement
 
-__all__ = ["ClockWatch", "snapshot", "clocks_moved", "untrusted", "STOP_AFTER", "SYSFS_ROOT"]
+__all__ = ["ClockWatch", "snapshot", "clocks_moved", "untrusted", "STOP_AFTER", "SYSFS_ROOT", "THROTTLE_TOLERANCE"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,11 @@ log = logging.getLogger(__name__)
 SYSFS_ROOT = "/sys"
 #: Untrusted measurements in a row that stop the run (exit status 8).
 STOP_AFTER = 3
+#: How far below its locked frequency a locked clock may read before it counts as throttled, so that a
+#: current frequency read back a little off the one set is not taken for throttling. Chosen, not
+#: measured on a board (the published ``jetson_clocks --show`` of a locked AGX Orin,
+#: tests/data/jetson_clocks, shows CurrentFreq equal to the locked frequency).
+THROTTLE_TOLERANCE = 0.02
 #: The Jetson GPU's devfreq node names (as :mod:`placetune.backends.tensorrt.env` reads them).
 _GPU = re.compile(r"^[0-9a-f]+\.(?:gpu|ga10b|gv11b|gp10b)$")
 _DLA = re.compile(r"^(?:nv)?dla\d*(?:_core)?$")
@@ -114,7 +119,7 @@ def _problem(first: Snapshot, snap: Snapshot | None, when: str) -> str | None:
                          ("min", "jetson_clocks was reset or the power mode changed")):
             if ref.get(k) is not None and now.get(k) is not None and ref[k] != now[k]:
                 return f"{name} {k} frequency {ref[k]} -> {now[k]} {when} the measurement ({cause})"
-        if _locked(ref) and now.get("cur") is not None and now["cur"] < ref["min"]:
+        if _locked(ref) and now.get("cur") is not None and now["cur"] < ref["min"] * (1 - THROTTLE_TOLERANCE):
             return (f"{name} ran at {now['cur']}, below its locked {ref['min']}, {when} the measurement "
                     "(thermal or power throttling)")
     return None
@@ -124,7 +129,7 @@ def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | Non
     """Why a measurement taken between ``before`` and ``after`` is not under the clocks of the run's
     ``first`` snapshot (None: it is): a frequency limit (``min``/``max``: the power mode,
     ``jetson_clocks``) differs from the first snapshot's, or a clock that was locked (``min == max``)
-    runs below its locked frequency (throttling); "during" when only the snapshot after the
+    runs more than :data:`THROTTLE_TOLERANCE` below its locked frequency (throttling); "during" when only the snapshot after the
     measurement shows it. The current frequency of a clock that was not locked is recorded, not
     judged (it moves with DVFS)."""
     return _problem(first, before, "before") or _problem(first, after, "during")
