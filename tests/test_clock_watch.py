@@ -143,6 +143,9 @@ def test_a_throttled_measurement_of_the_trtexec_backend_is_not_kept_as_a_figure(
     assert sum("CLOCKS CHANGED" in r.getMessage() for r in caplog.records) == 1  # said loudly, once
     best = ev.best()
     assert best is not None and best[1].extra.get("clocks_untrusted") is None  # only the first one ranks
+    stored = [r.measurement for r in ev.store.measurements(ev.study_name)]
+    assert [x.status for x in stored] == ["ok", "runtime_failed", "runtime_failed"]
+    assert stored[1].extra["clocks_untrusted"] and stored[0].extra["clocks"]["after"] == first.extra["clocks"]["after"]
     be.clock_watch.stop_after = 3
     with pytest.raises(BackendError, match="clocks check failed: 3 measurements in a row"):
         ev.evaluate(Placement(ev.model, {n: ("DLA0" if i % 2 else "GPU") for i, n in enumerate(ev.model.names)}))
