@@ -100,6 +100,9 @@ class Extra(TypedDict, total=False):
     timed_iterations: int | None
     engine_layers: int
     power: dict[str, Any]  # the power rails' reading (or why none)
+    # ---- the Jetson backends' clocks (placetune/backends/clocks.py)
+    clocks: dict[str, Any]  # {"before": snapshot, "after": snapshot} read around the measurement
+    clocks_untrusted: str  # why the clocks were not the run's: the measurement is not kept as a figure
     overlap_s: float  # replicas: how long all instances ran together
     # ---- the evaluator
     cache_hit: bool  # answered from the store

@@ -1,15 +1,17 @@
 """What the two backends that measure on the Jetson itself (``tensorrt`` and ``trtexec``) share:
 the device part of their fingerprint with its warnings, the ONNX file TensorRT builds from
 (refusing INT8 without Q/DQ on strongly typed TensorRT), and the comparison of a realised placement
-(read by :mod:`placetune.backends.tensorrt.placement_known`) with placetune's prediction."""
+(read by :mod:`placetune.backends.tensorrt.placement_known`) with placetune's prediction, and the
+clocks read around every measurement (:mod:`placetune.backends.clocks`)."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from placetune.backends.base import BackendBase, Capabilities
+from placetune.backends.clocks import ClockWatch
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt import env as trt_env
 from placetune.hardware.power_modes import same_power_mode
@@ -40,6 +42,22 @@ class JetsonBackend(BackendBase):
         if key not in warned:
             warned.add(key)
             log.warning(msg, *args)
+
+    @property
+    def clock_watch(self) -> ClockWatch:
+        """The clocks of this backend's run (the first snapshot is the run's reference)."""
+        watch = self.__dict__.get("_clock_watch")
+        if watch is None:
+            watch = self.__dict__["_clock_watch"] = ClockWatch()
+        return watch
+
+    def clocked(self, measure: Callable[[], Measurement]) -> Measurement:
+        """``measure()`` with the clocks read just before and just after it, recorded in its
+        ``extra["clocks"]`` and judged (:meth:`ClockWatch.judge`: marked untrusted when they moved,
+        BackendError when they stay moved); unchanged off a Jetson."""
+        before = self.clock_watch.read()
+        m = measure()
+        return self.clock_watch.judge(m, before, self.clock_watch.read())
 
 
 def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform", settings: "Settings",

@@ -362,7 +362,11 @@ class TensorRTBackend(JetsonBackend):
 
     # ------------------------------------------------------------------ measuring
     def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
-        """Build and time the realised placement in a worker; failures are returned, never raised."""
+        """Build and time the realised placement in a worker; failures are returned, never raised,
+        except the clocks check's stop (:meth:`JetsonBackend.clocked`, BackendError)."""
+        return self.clocked(lambda: self._measure_caught(realisation, platform, settings))
+
+    def _measure_caught(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
         model = realisation.realized.model
         base: dict[str, Any] = dict(
             simulated=False, backend="tensorrt", mode=settings.mode, precision=settings.precision,

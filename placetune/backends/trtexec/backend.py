@@ -258,7 +258,11 @@ class TrtexecBackend(JetsonBackend):
 
     # ------------------------------------------------------------------ measuring
     def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
-        """Build and time the realised placement with trtexec; failures are returned, never raised."""
+        """Build and time the realised placement with trtexec; failures are returned, never raised,
+        except the clocks check's stop (:meth:`JetsonBackend.clocked`, BackendError)."""
+        return self.clocked(lambda: self._measure_caught(realisation, platform, settings))
+
+    def _measure_caught(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
         model = realisation.realized.model
         base: dict[str, Any] = dict(
             simulated=False, backend="trtexec", mode=settings.mode, precision=settings.precision,

@@ -1,0 +1,199 @@
+"""The Jetson's clocks read around every measurement of a real backend, so that a night never mixes
+figures taken under other clocks into a study.
+
+The power mode and ``jetson_clocks`` are checked once when a run starts (the fingerprint and the
+first-build check ``clocks``). What happens later in the night is seen here: someone runs
+``nvpmodel -m``, ``jetson_clocks --restore`` unlocks the clocks, or the board throttles (the GPU's
+``cur_freq`` drops below the frequency it was locked at). A :class:`ClockWatch` reads a
+:func:`snapshot` of the clocks just before and just after each measurement (sysfs files only, no
+subprocess: a few small reads) and compares both with the run's first snapshot. A measurement whose
+clocks moved is marked untrusted (:func:`untrusted`), never kept as a normal figure; after
+:data:`STOP_AFTER` such measurements in a row the run stops with :class:`BackendError` (exit status 8).
+
+The files read (``root`` is ``/sys``):
+
+* GPU: ``class/devfreq/<node>/{cur_freq,min_freq,max_freq}`` (Hz), ``<node>`` ``17000000.gpu`` (Orin,
+  L4T R36), ``17000000.ga10b`` (Orin, R35), ``17000000.gv11b`` (Xavier): the devfreq files jtop reads
+  (rbonghi/jetson_stats ``jtop/core/gpu.py``, ``DEFAULT_IGPU_PATH = "/sys/class/devfreq/"``, ``cur_freq``);
+* CPU: ``devices/system/cpu/cpufreq/policy<N>/{scaling_cur_freq,scaling_min_freq,scaling_max_freq}``
+  (kHz), the Linux cpufreq policy files (jtop reads ``cpufreq/scaling_cur_freq``, ``jtop/core/cpu.py``);
+* EMC, where readable (debugfs: root only, so usually not in a night run as a user):
+  ``kernel/debug/bpmp/debug/clk/emc/{rate,min_rate,max_rate}`` (jtop ``jtop/core/memory.py`` ``read_emc``);
+* DLA, where readable (debugfs, root only): ``kernel/debug/clk/<dla clock>/{clk_rate,clk_min_rate,
+  clk_max_rate}`` for the clocks whose name starts with ``dla`` or ``nvdla`` (jtop ``jtop/core/engine.py``
+  ``read_engine``, engines matched by the name ``dla``).
+
+The nvpmodel mode itself is not read per measurement (``nvpmodel -q`` is a subprocess); a mode change
+shows as changed frequency limits, which is what nvpmodel writes. Checked only against a fake sysfs
+tree (``tests/test_clock_watch.py``), never on a board.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from placetune.errors import BackendError
+from placetune.measurement import Measurement
+
+__all__ = ["ClockWatch", "snapshot", "clocks_moved", "untrusted", "STOP_AFTER", "SYSFS_ROOT", "THROTTLE_TOLERANCE"]
+
+log = logging.getLogger(__name__)
+
+#: Where the clock files are read (tests point it at a fake tree).
+SYSFS_ROOT = "/sys"
+#: Untrusted measurements in a row that stop the run (exit status 8).
+STOP_AFTER = 3
+#: How far below its locked frequency a locked clock may read before it counts as throttled, so that a
+#: current frequency read back a little off the one set is not taken for throttling. Chosen, not
+#: measured on a board (the published ``jetson_clocks --show`` of a locked AGX Orin,
+#: tests/data/jetson_clocks, shows CurrentFreq equal to the locked frequency).
+THROTTLE_TOLERANCE = 0.02
+#: The Jetson GPU's devfreq node names (as :mod:`placetune.backends.tensorrt.env` reads them).
+_GPU = re.compile(r"^[0-9a-f]+\.(?:gpu|ga10b|gv11b|gp10b)$")
+_DLA = re.compile(r"^(?:nv)?dla\d*(?:_core)?$")
+
+Snapshot = dict[str, dict[str, int]]
+
+
+def _int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _clock(folder: Path, cur: str, lo: str, hi: str) -> dict[str, int] | None:
+    vals = {"cur": _int(folder / cur), "min": _int(folder / lo), "max": _int(folder / hi)}
+    got = {k: v for k, v in vals.items() if v is not None}
+    return got or None
+
+
+def snapshot(root: str | Path | None = None) -> Snapshot | None:
+    """The clocks now: ``{"gpu:<node>": {"cur", "min", "max"}, "cpu:policy0": ..., "emc": ..., "dla:<clk>": ...}``
+    (only the files that could be read); None when no GPU devfreq node and no CPU policy was read
+    (not a Jetson: nothing is checked)."""
+    base = Path(root if root is not None else SYSFS_ROOT)
+    snap: Snapshot = {}
+    devfreq = base / "class/devfreq"
+    try:
+        nodes = sorted(p for p in devfreq.iterdir() if _GPU.match(p.name))
+    except OSError:
+        nodes = []
+    for node in nodes:
+        c = _clock(node, "cur_freq", "min_freq", "max_freq")
+        if c:
+            snap[f"gpu:{node.name}"] = c
+    gpu_read = bool(snap)
+    for policy in sorted((base / "devices/system/cpu/cpufreq").glob("policy[0-9]*")):
+        c = _clock(policy, "scaling_cur_freq", "scaling_min_freq", "scaling_max_freq")
+        if c:
+            snap[f"cpu:{policy.name}"] = c
+    if not gpu_read:  # a PC's cpufreq alone is not a Jetson: nothing to watch
+        return None
+    emc = _clock(base / "kernel/debug/bpmp/debug/clk/emc", "rate", "min_rate", "max_rate")
+    if emc:
+        snap["emc"] = emc
+    try:
+        dlas = sorted(p for p in (base / "kernel/debug/clk").iterdir() if _DLA.match(p.name))
+    except OSError:
+        dlas = []
+    for clk in dlas:
+        c = _clock(clk, "clk_rate", "clk_min_rate", "clk_max_rate")
+        if c:
+            snap[f"dla:{clk.name}"] = c
+    return snap
+
+
+def _locked(c: dict[str, int]) -> bool:
+    return c.get("min") is not None and c.get("min") == c.get("max")
+
+
+def _problem(first: Snapshot, snap: Snapshot | None, when: str) -> str | None:
+    if snap is None or not any(k.startswith("gpu:") for k in snap):
+        return f"the GPU clock could not be read {when} the measurement"
+    for name, ref in first.items():
+        now = snap.get(name) or {}
+        for k, cause in (("max", "the power mode changed: nvpmodel"),
+                         ("min", "jetson_clocks was reset or the power mode changed")):
+            if ref.get(k) is not None and now.get(k) is not None and ref[k] != now[k]:
+                return f"{name} {k} frequency {ref[k]} -> {now[k]} {when} the measurement ({cause})"
+        if _locked(ref) and now.get("cur") is not None and now["cur"] < ref["min"] * (1 - THROTTLE_TOLERANCE):
+            return (f"{name} ran at {now['cur']}, below its locked {ref['min']}, {when} the measurement "
+                    "(thermal or power throttling)")
+    return None
+
+
+def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | None) -> str | None:
+    """Why a measurement taken between ``before`` and ``after`` is not under the clocks of the run's
+    ``first`` snapshot (None: it is): a frequency limit (``min``/``max``: the power mode,
+    ``jetson_clocks``) differs from the first snapshot's, or a clock that was locked (``min == max``)
+    runs more than :data:`THROTTLE_TOLERANCE` below its locked frequency (throttling); "during" when only the snapshot after the
+    measurement shows it. The current frequency of a clock that was not locked is recorded, not
+    judged (it moves with DVFS)."""
+    return _problem(first, before, "before") or _problem(first, after, "during")
+
+
+def untrusted(m: Measurement, why: str) -> Measurement:
+    """``m`` marked as taken under other clocks: a ``runtime_failed`` measurement (``failure_class``
+    ``clocks``) whose reason says why and what its median was, so that it is never ranked, exported or
+    kept as a figure of the study's clocks. A measurement that already failed keeps its own status."""
+    m.extra["clocks_untrusted"] = why
+    if not m.ok:
+        m.extra.setdefault("notes", []).append(f"clocks untrusted: {why}")
+        return m
+    median = m.latency_ms.get("median")
+    extra = dict(m.extra)
+    extra["failure_class"] = "clocks"
+    return Measurement.failure(
+        "runtime_failed", f"clocks untrusted: {why}; its figures (median {median!r} ms) are not kept",
+        requested=m.requested, realized=m.realized, dla_loadables=m.dla_loadables, fallback=m.fallback,
+        build_seconds=m.build_seconds, simulated=m.simulated, backend=m.backend, mode=m.mode,
+        precision=m.precision, batch=m.batch, extra=extra)
+
+
+class ClockWatch:
+    """The clocks of one run of a real backend: :meth:`read` before and after each measurement, then
+    :meth:`judge` its result."""
+
+    def __init__(self, root: str | Path | None = None, stop_after: int = STOP_AFTER) -> None:
+        self.root = root
+        self.stop_after = int(stop_after)
+        self.first: Snapshot | None = None
+        self.in_a_row = 0
+        self.warned = False
+
+    def read(self) -> Snapshot | None:
+        """A snapshot now; the first one read is the run's reference."""
+        snap = snapshot(self.root)
+        if self.first is None and snap is not None:
+            self.first = snap
+        return snap
+
+    def judge(self, m: Measurement, before: Snapshot | None, after: Snapshot | None) -> Measurement:
+        """``m`` with its clocks recorded (``extra["clocks"]``), marked untrusted when they moved
+        (:func:`clocks_moved`), unchanged off a Jetson.
+
+        Raises:
+            BackendError: the :data:`STOP_AFTER`-th untrusted measurement in a row (exit status 8).
+        """
+        if self.first is None:  # not a Jetson (no devfreq GPU node): nothing recorded, nothing changes
+            return m
+        m.extra["clocks"] = {"before": before, "after": after}
+        why = clocks_moved(self.first, before, after)
+        if why is None:
+            self.in_a_row = 0
+            return m
+        self.in_a_row += 1
+        if self.in_a_row >= self.stop_after:
+            raise BackendError(
+                f"clocks check failed: {self.in_a_row} measurements in a row under other clocks than the run's "
+                f"first ({why}); the run stopped rather than measure the night under the wrong clocks: restore "
+                "the power mode (`sudo nvpmodel -m <id>`) and `sudo jetson_clocks`, let the board cool, and "
+                "run again (the study resumes)")
+        if not self.warned:
+            self.warned = True
+            log.warning("CLOCKS CHANGED: %s; this measurement is marked untrusted (not kept as a figure), "
+                        "and the run stops after %d in a row", why, self.stop_after)
+        return untrusted(m, why)

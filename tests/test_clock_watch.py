@@ -1,0 +1,193 @@
+"""The clocks read around every measurement of a real backend (placetune/backends/clocks.py), against a
+fake sysfs tree only: the node names and units are those jetson_stats (jtop) reads, the values those
+``jetson_clocks --show`` prints on a locked AGX Orin (tests/data/jetson_clocks). Never run on a board."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from placetune import BackendError, Evaluator, Placement
+from placetune.backends import clocks
+from placetune.backends.clocks import ClockWatch, clocks_moved, snapshot
+from placetune.measurement import Measurement
+
+from tests.test_trtexec import GN, _backend  # the fake trtexec and its model
+
+GPU_HZ = 1300500000  # AGX Orin MAXN, locked (jetson_clocks --show: GPU MinFreq=MaxFreq=1300500000)
+CPU_KHZ = 2201600
+
+
+def _write(path: Path, value: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{value}\n")
+
+
+def _gpu(root: Path, cur: int = GPU_HZ, lo: int = GPU_HZ, hi: int = GPU_HZ, node: str = "17000000.gpu") -> None:
+    for name, v in (("cur_freq", cur), ("min_freq", lo), ("max_freq", hi)):
+        _write(root / "class/devfreq" / node / name, v)
+
+
+def _cpu(root: Path, cur: int = CPU_KHZ, lo: int = CPU_KHZ, hi: int = CPU_KHZ) -> None:
+    for policy in ("policy0", "policy4", "policy8"):  # AGX Orin: three clusters of four cores
+        d = root / "devices/system/cpu/cpufreq" / policy
+        for name, v in (("scaling_cur_freq", cur), ("scaling_min_freq", lo), ("scaling_max_freq", hi)):
+            _write(d / name, v)
+
+
+def _orin(root: Path) -> Path:
+    """A locked AGX Orin (jetson_clocks on, MAXN), plus a devfreq node that is not the GPU."""
+    _gpu(root)
+    _cpu(root)
+    (root / "class/devfreq/15340000.vic").mkdir(parents=True)
+    return root
+
+
+def test_snapshot_reads_the_gpu_cpu_and_readable_debugfs_clocks(tmp_path):
+    root = _orin(tmp_path / "sys")
+    snap = snapshot(root)
+    assert snap["gpu:17000000.gpu"] == {"cur": GPU_HZ, "min": GPU_HZ, "max": GPU_HZ}
+    assert set(snap) == {"gpu:17000000.gpu", "cpu:policy0", "cpu:policy4", "cpu:policy8"}  # vic: not the GPU
+    # EMC and DLA only where debugfs is readable (root): jtop's paths
+    _write(root / "kernel/debug/bpmp/debug/clk/emc/rate", 3199000000)
+    _write(root / "kernel/debug/bpmp/debug/clk/emc/max_rate", 3199000000)
+    _write(root / "kernel/debug/clk/dla0_core/clk_rate", 1600000000)
+    _write(root / "kernel/debug/clk/dla0_core/clk_max_rate", 1600000000)
+    (root / "kernel/debug/clk/pva0_vps").mkdir()
+    snap = snapshot(root)
+    assert snap["emc"] == {"cur": 3199000000, "max": 3199000000}
+    assert snap["dla:dla0_core"] == {"cur": 1600000000, "max": 1600000000} and "dla:pva0_vps" not in snap
+
+
+def test_off_a_jetson_there_is_nothing_to_watch(tmp_path):
+    _cpu(tmp_path / "pc")  # a PC's cpufreq, no Jetson GPU devfreq node
+    assert snapshot(tmp_path / "pc") is None and snapshot(tmp_path / "nothing") is None
+    watch = ClockWatch(tmp_path / "pc", stop_after=1)
+    m = Measurement(status="ok", latency_samples_ms=[1.0, 2.0])
+    for _ in range(3):  # never untrusted, never stopped
+        assert watch.judge(m, watch.read(), watch.read()) is m and "clocks" not in m.extra and m.ok
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r: (_gpu(r, cur=918000000, lo=918000000, hi=918000000), _cpu(r, hi=1497600, lo=1497600,
+                                                                          cur=1497600)),
+     "max frequency 1300500000 -> 918000000"),  # nvpmodel -m to a lower mode
+    (lambda r: _gpu(r, cur=306000000, lo=306000000), "min frequency 1300500000 -> 306000000"),  # jetson_clocks --restore
+    (lambda r: _gpu(r, cur=1032750000), "ran at 1032750000, below its locked 1300500000"),  # throttling (made-up value)
+    (lambda r: _cpu(r, cur=1728000), "cpu:policy0 ran at 1728000, below its locked 2201600"),
+])
+def test_what_counts_as_other_clocks(tmp_path, change, words):
+    root = _orin(tmp_path / "sys")
+    first = snapshot(root)
+    assert clocks_moved(first, first, snapshot(root)) is None
+    change(root)
+    assert words in clocks_moved(first, snapshot(root), snapshot(root)) and "before" in clocks_moved(
+        first, snapshot(root), snapshot(root))
+    assert "during the measurement" in clocks_moved(first, first, snapshot(root))
+
+
+def test_a_locked_cpu_read_back_one_step_low_is_not_throttling(tmp_path):
+    root = _orin(tmp_path / "sys")
+    first = snapshot(root)
+    _cpu(root, cur=2188800)  # a read-back 0.6 % under the locked 2201600 kHz (hypothetical)
+    assert clocks_moved(first, first, snapshot(root)) is None
+
+
+def test_unlocked_clocks_are_recorded_not_judged_and_an_unreadable_gpu_is_untrusted(tmp_path):
+    root = tmp_path / "sys"
+    _gpu(root, cur=624750000, lo=306000000)  # DVFS on (the first-build check stops such a run)
+    first = snapshot(root)
+    _gpu(root, cur=306000000, lo=306000000)
+    assert clocks_moved(first, first, snapshot(root)) is None
+    assert "could not be read during" in clocks_moved(first, first, None)
+
+
+def test_the_run_stops_after_several_untrusted_measurements_in_a_row(tmp_path):
+    root = _orin(tmp_path / "sys")
+    watch = ClockWatch(root, stop_after=3)
+    ok = lambda: Measurement(status="ok", latency_samples_ms=[2.0, 2.0])  # noqa: E731
+    assert watch.judge(ok(), watch.read(), watch.read()).ok
+    _gpu(root, cur=1032750000)
+    assert not watch.judge(ok(), watch.read(), watch.read()).ok
+    _gpu(root)  # cooled down: the count starts again
+    assert watch.judge(ok(), watch.read(), watch.read()).ok
+    _gpu(root, cur=1032750000)
+    for _ in range(2):
+        assert watch.judge(ok(), watch.read(), watch.read()).extra["failure_class"] == "clocks"
+    with pytest.raises(BackendError, match=r"^clocks check failed: 3 measurements in a row .*below its locked") as e:
+        watch.judge(ok(), watch.read(), watch.read())
+    assert e.value.exit_code == 8 and "\n" not in str(e.value)
+
+
+def test_a_throttled_measurement_of_the_trtexec_backend_is_not_kept_as_a_figure(tmp_path, monkeypatch, caplog):
+    """Before the clocks were read per measurement, the throttled measurement below was stored ``ok``
+    with its slower median, mixed into the study with the first one's."""
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    be = _backend(tmp_path, "8.6.1")
+    ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6",
+                   store=str(tmp_path / "s.db"))
+    first = ev.evaluate(Placement.all_gpu(ev.model))
+    assert first.ok
+    _gpu(root, cur=1032750000)  # the board throttles
+    with caplog.at_level(logging.WARNING):
+        m = ev.evaluate(Placement.all_dla(ev.model, 0))
+        m2 = ev.evaluate(Placement.all_dla(ev.model, 1))
+    assert m.status == "runtime_failed" and m.extra["failure_class"] == "clocks" and m.median_ms is None
+    assert first.extra["clocks"]["before"]["gpu:17000000.gpu"]["cur"] == GPU_HZ
+    assert "below its locked 1300500000" in m.reason and m.extra["clocks_untrusted"] in m.reason
+    assert m.extra["clocks"]["after"]["gpu:17000000.gpu"]["cur"] == 1032750000 and not m2.ok
+    assert sum("CLOCKS CHANGED" in r.getMessage() for r in caplog.records) == 1  # said loudly, once
+    best = ev.best()
+    assert best is not None and best[1].extra.get("clocks_untrusted") is None  # only the first one ranks
+    stored = [r.measurement for r in ev.store.measurements(ev.study_name)]
+    assert [x.status for x in stored] == ["ok", "runtime_failed", "runtime_failed"]
+    assert stored[1].extra["clocks_untrusted"] and stored[0].extra["clocks"]["after"] == first.extra["clocks"]["after"]
+    be.clock_watch.stop_after = 3
+    with pytest.raises(BackendError, match="clocks check failed: 3 measurements in a row"):
+        ev.evaluate(Placement(ev.model, {n: ("DLA0" if i % 2 else "GPU") for i, n in enumerate(ev.model.names)}))
+    ev.close()
+
+
+def test_off_a_jetson_the_trtexec_backend_records_no_clocks(tmp_path, monkeypatch):
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    be = _backend(tmp_path, "8.6.1")
+    ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6")
+    m = ev.evaluate(Placement.all_gpu(ev.model))
+    assert m.ok and "clocks" not in m.extra and "clocks_untrusted" not in m.extra
+
+
+def test_a_night_whose_board_throttles_stops_with_one_line(tmp_path, monkeypatch, capsys, caplog):
+    """``placetune tune --backend tensorrt`` (the TensorRT doubles): the board throttles after the first
+    build; the run says so once, then stops with exit status 8 and one line instead of measuring on."""
+    from placetune.cli.main import main
+    from tests.fakes import fake_env
+    from tests.test_tune_tensorrt import _board
+
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    judge = ClockWatch.judge
+
+    def throttle_after_the_first(self, m, before, after):
+        out = judge(self, m, before, after)
+        _gpu(root, cur=1032750000)
+        return out
+
+    monkeypatch.setattr(ClockWatch, "judge", throttle_after_the_first)
+    env = fake_env("10.3.0")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PLACETUNE_FAKE_TRT_VERSION", "10.3.0")
+    monkeypatch.setenv("PATH", str(_board(tmp_path, "MAXN")) + os.pathsep + os.environ["PATH"])
+    monkeypatch.chdir(tmp_path)
+    rc = main(["tune", "--backend", "tensorrt", "--model", str(GN), "--mode", "engine", "--precision", "fp16",
+               "--agent", "random", "--trials", "12", "--storage", f"sqlite:///{tmp_path / 'pt.db'}",
+               "--study", "night"])
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("placetune: error:")]
+    assert rc == 8 and len(lines) == 1, err
+    assert lines[0].startswith("placetune: error: clocks check failed: 3 measurements in a row"), lines[0]
+    assert sum("CLOCKS CHANGED" in r.getMessage() for r in caplog.records) == 1  # the terminal's log handler
