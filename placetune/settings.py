@@ -84,7 +84,8 @@ class Settings:
 
     Attributes:
         mode: ``engine``, ``pipeline`` or ``replicas``.
-        precision: ``fp16``, ``int8`` (or ``fp32``: GPU only).
+        precision: ``int8`` (default: :data:`DEFAULT_PRECISION`, as the command line, the
+            Evaluator and the environments), ``fp16`` (or ``fp32``: GPU only).
         gpu_fallback: TensorRT's GPU_FALLBACK flag.
         dla_core: engine mode: the engine's DLA core (None: the core the placement asks).
         trt_version: TensorRT version whose DLA rules apply.
@@ -98,7 +99,7 @@ class Settings:
     """
 
     mode: str = "engine"
-    precision: str = "fp16"
+    precision: str = DEFAULT_PRECISION
     gpu_fallback: bool = True
     dla_core: int | None = None
     trt_version: str = "8.6"

@@ -58,7 +58,7 @@ def test_the_same_engine_timed_by_both_backends_agrees(version, seed_block, tmp_
         for placement, core in ((Placement.all_gpu(ev.model), -1), (Placement.all_dla(ev.model), 0)):
             m = ev.evaluate(placement)
             assert m.ok, m.reason
-            t = tx.time_plan(m.extra["plan_file"], Settings(), dla_core=core, batch=m.batch)
+            t = tx.time_plan(m.extra["plan_file"], Settings(precision="fp16"), dla_core=core, batch=m.batch)
             assert t.ok, t.reason
             assert t.latency_ms["median"] == pytest.approx(m.latency_ms["median"], rel=0.02), (core, t.extra)
             assert ("--noCudaGraph" in t.extra["commands"]["time"]) == version.startswith("11.")

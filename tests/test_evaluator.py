@@ -221,3 +221,22 @@ def test_api_default_precision_is_the_command_lines():
         env = gym.make("placetune/Placement-v0", evaluator=shared)
         assert env.unwrapped.settings.precision == precision
         env.close()
+
+
+def test_settings_default_to_the_command_lines_precision():
+    """``Settings`` itself defaults to the precision the command line, the Evaluator and the environments
+    use: an Evaluator given ``settings=Settings(mode=...)`` builds INT8 as ``Evaluator(mode=...)`` does, not
+    FP16 without a word. An explicit precision keeps its settings hash (stored studies reopen)."""
+    from placetune.settings import DEFAULT_PRECISION, Settings
+
+    assert Settings().precision == DEFAULT_PRECISION == "int8"
+    ev = Evaluator("seed-block", "orin-agx", settings=Settings(mode="pipeline", frames_in_flight=4))
+    assert ev.settings.precision == ev.study.precision == "int8"
+    m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+    assert m.ok and m.precision == "int8"
+    same = Evaluator("seed-block", "orin-agx", mode="pipeline", frames_in_flight=4, trt_version="8.6")
+    assert same.settings == ev.settings and same.study_name == ev.study_name
+    # an explicit precision hashes as studies were stored with it (values from before the default moved)
+    assert Settings(precision="fp16").hash == "3e4d665f1e903f79"
+    assert Settings(precision="int8").hash == "79ab509b6e013a3c" == Settings().hash
+    assert ev.settings.hash == "d08948b0188e5c4b"  # the default tune's study name ends in its first 6 characters

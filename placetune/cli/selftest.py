@@ -69,6 +69,10 @@ __all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint"
 #: exit status when a check failed or was skipped (the README's backend code)
 EXIT_NOT_ALL_OK = 8
 MODEL = "model-gn"  # a tiny CNN with non-trivial weights (zoo)
+#: The precision of the pipeline, DLA0 || DLA1 and engine-cache checks, which check the runtime (cuts,
+#: streams, both cores at once, the cache), not INT8: a DLA FP16 build needs no calibration, and TensorRT 11
+#: (strongly typed) builds INT8 only from a model with Q/DQ nodes. Named here, not left to Settings' default.
+RUNTIME_PRECISION = "fp16"
 #: the profile the checks use on a module placetune has no profile for, by TensorRT's DLA core count
 STAND_IN_PLATFORMS = {0: "orin-nano", 1: "orin-nx-8gb", 2: "orin-agx"}
 #: How far the worker's median latency of an engine may be from trtexec's of the same engine:
@@ -359,7 +363,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     def pipelines():
         figs: dict[str, Any] = {}
         for k in (1, 2, 3):
-            m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=k)
+            m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=k, precision=RUNTIME_PRECISION)
             gate = m.extra.get("gate") or {}
             if not m.ok or not gate.get("passed"):
                 return "failed", f"K={k}: {m.status}: {m.reason}", figs
@@ -375,7 +379,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         be.test_wrong_cut = True  # the same worker, its test hook on for one measurement
         try:  # seed-block: its concat reads two same-typed cut tensors, which the wrong cut swaps
             block = _model.Model.load("seed-block")
-            w = _measure(block, plat, be, {"/conv3/Conv": "DLA0"}, mode="pipeline")
+            w = _measure(block, plat, be, {"/conv3/Conv": "DLA0"}, mode="pipeline", precision=RUNTIME_PRECISION)
         finally:
             be.test_wrong_cut = False
         if w.status != "runtime_failed":
@@ -387,7 +391,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
 
     def replicas():
         # the all-DLA placement: each DLA instance runs the network's DLA layers on its own core
-        m = _measure(model, plat, be, dla0, mode="replicas", replicas={"DLA0": 1, "DLA1": 1})
+        m = _measure(model, plat, be, dla0, mode="replicas", replicas={"DLA0": 1, "DLA1": 1},
+                     precision=RUNTIME_PRECISION)
         if not m.ok:
             return "failed", f"{m.status} {m.reason or ''}".strip(), {}
         why = _ran_on_dla(m, ["DLA0", "DLA1"])
@@ -401,7 +406,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     rep.guarded("DLA0 || DLA1", replicas, no_dla or two, _NA if (not no_dla and expected == 1) else dla_status)
 
     def second_run():
-        m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=2)
+        m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=2, precision=RUNTIME_PRECISION)
         hits = (m.extra.get("engine_cache") or {}).get("hits", 0)
         return ("ok" if m.ok and hits > 0 else "failed"), f"engine cache {m.extra.get('engine_cache')}", {}
 
