@@ -18,10 +18,10 @@ simulator evaluation costs about a millisecond. The agent works in rounds:
    measured placements, the previous round's best predictions and random restarts);
 3. **pick a few new, diverse candidates**: the best predicted one, then the most optimistic
    (mean - ``kappa`` x spread over posterior draws of the model) of other stage-device patterns,
-   and model-ranked neighbours of the best measured plan (local search on the device); while
-   the model's recent picks miss their predictions (median error over :data:`POOR_ERROR`) most
-   picks are such neighbours, and after two rounds in a row without a gain the **trust region**
-   (units that may differ from a top measured plan) halves;
+   and model-ranked neighbours of the best measured plan (local search on the device;
+   :mod:`search.picks`); while the model's recent picks miss their predictions (median error
+   over :data:`POOR_ERROR`) most picks are such neighbours, and after two rounds in a row without
+   a gain the **trust region** (units that may differ from a top measured plan) halves;
 4. **evaluate them** on the backend (:meth:`search.base.SearchRun.evaluate`), and repeat.
 
 A settled search costs less: past :data:`CHOOSE_EVERY_FROM` measurements the model choice runs
@@ -74,9 +74,9 @@ from .base import (Agent, Budget, BudgetExhausted, SearchResult, SearchRun, base
 from .blindspots import BlindSpots
 from .drift import Drift
 from .later import LaterBuilds
+from .picks import Picks
 from .rebuilds import Rebuilds
 from .surrogate import Fit, RunObservations, Surrogate, fit_ensemble, inner_search
-from placetune.placement.stages import assignment_of
 from placetune.tuning.baselines import study_baselines
 from . import model_choice
 from .model_choice import Candidate
@@ -97,8 +97,6 @@ _RECENT = 6
 TRUST_GAIN = 0.003
 #: the narrowest trust region, in units that differ from a top measured assignment
 MIN_RADIUS = 4
-#: predicted candidates scanned for a round's picks (best first)
-_SCAN = 2000
 #: with more measurements than this, the model is chosen by cross-validation every CHOOSE_EVERY rounds
 #: (in between, the chosen one is refitted): the choice settles, its cost grows with the measurements.
 #: Each choice that keeps the model doubles the interval, up to CHOOSE_EVERY_MAX; a change resets it
@@ -194,8 +192,9 @@ class GuidedAgent(Agent):
         return self.remeasure
 
 
-class _State(Rebuilds, BlindSpots, Drift, LaterBuilds):
-    """One guided run's bookkeeping."""
+class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
+    """One guided run's bookkeeping: what was measured and predicted, the model, the trust region and
+    the candidate pool (what a round picks from it: :class:`search.picks.Picks`)."""
 
     band_floor = POOR_ERROR  # search.blindspots: no model is trusted to tell plans closer than this apart
 
@@ -476,13 +475,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds):
         """Cross-validated error of this round's model (its physical profile's when not estimated)."""
         return self.model.cv_error if self.model.cv_error is not None else self.fit.cv_error
 
-    def members(self) -> list[tuple[Any, Any]]:
-        """(profile, correction) of each ensemble member for the spread of predictions."""
-        draws = self.model.draws
-        if self.model.name == "profile" and self.fit.ensemble:
-            return [(p, draws[j % len(draws)] if draws else None) for j, p in enumerate(self.fit.ensemble)]
-        return [(self.model.profile, d) for d in draws]
-
     def candidates(self, items: Sequence[tuple[float, list[int]]], limit: int, *,
                    anchors: Sequence[np.ndarray] | None = None,
                    per_pattern: int | None = None) -> list[tuple[float, list[int]]]:
@@ -508,79 +500,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds):
             keys.add(c)
             out.append((v, a))
         return out
-
-    def spread(self, assignments: Sequence[list[int]], members: Sequence[tuple[Any, Any]]) -> np.ndarray:
-        """Standard deviation of the ensemble members' (profile, correction) predictions of each
-        assignment (0 where fewer than two members predict it)."""
-        if len(members) < 2:
-            return np.zeros(len(assignments))
-        preds = np.array([[Surrogate(self.ev, self.space, self.run.objective, p, corr).loss(a) for a in assignments]
-                          for p, corr in members])
-        preds[~np.isfinite(preds)] = np.nan
-        with np.errstate(all="ignore"):
-            return np.nan_to_num(np.nanstd(preds, axis=0), nan=0.0)
-
-    def select(self, sur: Surrogate, fit: Fit, ranked: list[tuple[float, list[int]]],
-               k: int) -> list[tuple[list[int], float]]:
-        """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
-        # the pool: the best predicted, at most 3 per stage-device pattern so that others get in,
-        # and the best of every pattern the inner search refined (its portfolio)
-        pool = list(ranked[:_SCAN])
-        pool += sorted(((sur.loss(a), a) for a in (assignment_of(self.space, st) for st in self.portfolio.values())),
-                       key=lambda t: t[0])
-        anchors = [np.asarray(b) for b in self.top_measured(3)]  # the trust region's centres, once
-        top = self.candidates(sorted(pool, key=lambda t: t[0]), 24, anchors=anchors, per_pattern=3)
-        if not top:
-            return []
-        mean = np.array([v for v, _ in top])
-        members = self.members() if fit is self.fit else [(p, None) for p in fit.ensemble]
-        spread = self.spread([a for _, a in top], members)
-        score = mean - self.agent.kappa * spread
-        picks: list[tuple[list[int], float]] = [(top[0][1], float(top[0][0]))]
-        patterns = {self.pattern(top[0][1])}
-        apart = max(4, self.space.n_units // 10)  # a diverse pick differs from every other in this many units
-        order = np.argsort(score, kind="stable")
-        for j in order:
-            if len(picks) >= k:
-                break
-            a = top[int(j)][1]
-            if any(a == b for b, _ in picks) or not math.isfinite(mean[j]):
-                continue
-            pat = self.pattern(a)
-            if pat in patterns or min(self.distance(a, b) for b, _ in picks) < apart:
-                continue
-            patterns.add(pat)
-            picks.append((a, float(mean[j])))
-        for j in order:  # not enough distinct patterns: fill by score
-            if len(picks) >= k:
-                break
-            a = top[int(j)][1]
-            if not any(a == b for b, _ in picks) and math.isfinite(mean[j]):
-                picks.append((a, float(mean[j])))
-        return picks[:k]
-
-    def local_step(self, sur: Surrogate, taken: list[list[int]]) -> tuple[list[int], float] | None:
-        """The unmeasured stage neighbour of the best measured placement that the model likes most.
-
-        Where the model misses effects it cannot represent, this keeps the search climbing on
-        measured values (local search ranked by the model).
-        """
-        centre = self.top_measured(1)  # the best measured
-        if not centre or not math.isfinite(self.measured[tuple(centre[0])]):
-            return None
-        best: tuple[float, list[int]] | None = None
-        for b in self.space.stage_neighbours(centre[0]):
-            if self.seen(b) or any(self.canon(b) == self.canon(t) for t in taken):
-                continue
-            v = sur.loss(b)
-            if math.isfinite(v) and (best is None or v < best[0]):
-                best = (v, b)
-        return None if best is None else (best[1], best[0])
-
-    def pattern(self, a: list[int]) -> tuple[int, ...]:
-        """The sequence of stage devices, DLA cores named in order of first use (diversity: one
-        candidate per pattern first; two plans that swap DLA0 and DLA1 are one pattern)."""
-        return tuple(s.device for s in self.space.stages(list(self.canon(a))))
 
     def finish(self) -> None:
         """Note the failed builds and what they taught, and a best measurement much better than its

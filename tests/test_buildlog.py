@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from placetune.backends.tensorrt.buildlog import (
-    attribute_profile,
     locate,
     onnx_name_of,
     parse_build_log,
     split_engine_name,
 )
+from placetune.backends.tensorrt.layer_profile import attribute_profile
 
 # shared/seeds/002: trtexec --int8 --useDLACore=0 --allowGPUFallback on model_gn (Orin, 2022)
 SEED_002 = """\

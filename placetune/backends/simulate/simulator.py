@@ -436,7 +436,7 @@ def profiled_layer_times(t: np.ndarray, segs, seg_time: np.ndarray, seg_dev: np.
     """Per-layer times as the TensorRT backends report them (``Measurement.layer_times_ms``).
 
     TensorRT's profiler times a DLA loadable as one ``{ForeignNode[...]}`` entry, and the
-    backends (:func:`placetune.backends.tensorrt.buildlog.attribute_profile`) split that entry's
+    backends (:func:`placetune.backends.tensorrt.layer_profile.attribute_profile`) split that entry's
     time, copies included, evenly over its layers; GPU layers are timed one by one. The simulated
     backend reports the same, so a calibration fit sees on the simulator no more than it would
     see on a Jetson: a DLA segment's time (its island overhead and incoming boundaries

@@ -51,8 +51,9 @@ from placetune.measurement import Extra, Measurement
 from placetune.memo import Memo
 from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
-from placetune.backends.tensorrt.buildlog import attribute_profile, dla_failure, locate, parse_build_log
+from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.jobs import JobContext, reply_failure, timing_cache_path
+from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name

@@ -21,7 +21,8 @@ except those listed as GPU layers). ``[GpuLayer]`` lines name engine layers, whi
 fusions (``Conv_0 + Relu_1``, ``PWN(PWN(Sigmoid_4), Mul_5)``) or Myelin subgraphs (also
 ``{ForeignNode[...]}``, §0.6). Fallback warnings say why a layer left the DLA.
 
-:func:`parse_build_log` reads the lines; :func:`locate` maps them onto a model's layers.
+:func:`parse_build_log` reads the lines; :func:`locate` maps them onto a model's layers
+(:mod:`placetune.backends.tensorrt.layer_profile` attributes profiled times with the same names).
 
 Example:
     >>> log = parse_build_log([
@@ -45,8 +46,8 @@ from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, u
 
 __all__ = [
     "TIMED",
-    "BuildLog", "LogPlacement", "NameResolver", "ProfileSummary", "parse_build_log", "locate",
-    "attribute_profile", "split_engine_name", "onnx_name_of", "split_prefix", "dla_failure", "DLA_COPY_SUFFIXES",
+    "BuildLog", "LogPlacement", "NameResolver", "parse_build_log", "locate",
+    "split_engine_name", "onnx_name_of", "split_prefix", "dla_failure", "DLA_COPY_SUFFIXES",
     "parser_network",
 ]
 
@@ -520,81 +521,3 @@ def locate(
         if (m := names.model_layer(n)) is not None and m not in res.subgraph_limit:
             res.subgraph_limit.append(m)
     return res
-
-
-@dataclass
-class ProfileSummary:
-    """Per-layer profiler times attributed to devices and model layers.
-
-    Attributes:
-        layer_times_ms: model layer -> ms (a fused engine layer's time is split evenly
-            over its model layers; a DLA subgraph's time, copies included, over its layers).
-        dla_ms: time of DLA subgraphs plus their ``to nvm``/``from nvm``/``copy finish`` entries.
-        gpu_ms: everything else.
-        segments: consecutive same-device runs of engine layers:
-            ``{"index", "device", "layers", "time_ms", "start_ms", "end_ms", "engine_layers"}``.
-    """
-
-    layer_times_ms: dict[str, float] = field(default_factory=dict)
-    dla_ms: float = 0.0
-    gpu_ms: float = 0.0
-    segments: list[dict[str, object]] = field(default_factory=list)
-
-
-def attribute_profile(
-    profile: Sequence[tuple[str, float]] | Sequence[Sequence[object]],
-    log: BuildLog,
-    model_names: Sequence[str],
-    network: Sequence[tuple[str, str | None]] | None = None,
-    dla_device: str = "DLA0",
-) -> ProfileSummary:
-    """Attribute an IProfiler / ``--exportProfile`` profile (engine layer, ms) in execution order.
-
-    DLA time is a ``{ForeignNode[...]}`` entry that the log lists as a ``[DlaLayer]`` plus the
-    copy entries around it (reference §2.5: the DLA work may land on the ``from nvm`` entry).
-    """
-    names = NameResolver(model_names, network)
-    dla_nodes = set(log.dla_nodes)
-    out = ProfileSummary()
-    pending_ms = 0.0  # DLA copy time seen before the subgraph it belongs to
-    last_dla: list[str] = []  # model layers of the latest DLA subgraph in the current DLA segment
-    cur: dict[str, object] | None = None
-    now = 0.0
-
-    def credit(members: list[str], ms: float) -> None:
-        share = ms / len(members)
-        for m in members:
-            out.layer_times_ms[m] = out.layer_times_ms.get(m, 0.0) + share
-
-    for item in profile:
-        name, ms = str(item[0]), float(item[1])  # type: ignore[arg-type]
-        is_copy = name.endswith(DLA_COPY_SUFFIXES)
-        device = dla_device if (name in dla_nodes or is_copy) else "GPU"
-        if cur is None or cur["device"] != device:
-            cur = {"index": len(out.segments), "device": device, "layers": 0, "time_ms": 0.0,
-                   "start_ms": now, "end_ms": now, "engine_layers": [], "_members": []}
-            out.segments.append(cur)
-            last_dla = []
-        members = [] if is_copy else names.model_layers(name)
-        if device == "GPU":
-            out.gpu_ms += ms
-            if members:
-                credit(members, ms)
-        else:
-            out.dla_ms += ms
-            if is_copy and name.endswith(" to nvm") or (is_copy and not last_dla):
-                pending_ms += ms
-            elif is_copy:
-                credit(last_dla, ms)
-            elif members:
-                credit(members, ms + pending_ms)
-                pending_ms = 0.0
-                last_dla = members
-        cur["time_ms"] = float(cur["time_ms"]) + ms  # type: ignore[arg-type]
-        now += ms
-        cur["end_ms"] = now
-        cur["engine_layers"].append(name)  # type: ignore[union-attr]
-        cur["_members"].extend(m for m in members if m not in cur["_members"])  # type: ignore[union-attr]
-    for seg in out.segments:
-        seg["layers"] = len(seg.pop("_members"))  # type: ignore[arg-type]
-    return out

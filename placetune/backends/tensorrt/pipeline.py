@@ -39,8 +39,9 @@ from placetune.placement.cut import SegmentModel, cut, swap_inputs, with_batch
 from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
-from placetune.backends.tensorrt.buildlog import TIMED, attribute_profile, parse_build_log
+from placetune.backends.tensorrt.buildlog import TIMED, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, file_digest
+from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.jobs import (
     JobContext,
     cache_counts,

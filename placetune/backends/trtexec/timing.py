@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.hardware.power import PowerReading, energy_per_inference_mj
 from placetune.measurement import latency_stats
-from placetune.backends.tensorrt.buildlog import BuildLog, attribute_profile
+from placetune.backends.tensorrt.buildlog import BuildLog
+from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.trtexec.parse import PerfSummary, parse_export_profile, parse_export_times
 from placetune.backends.trtexec.process import Run
 
