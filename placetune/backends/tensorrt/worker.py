@@ -50,7 +50,7 @@ each job line it writes exactly one result line. Jobs:
   engine built and written to its spec's ``plan_cache`` path (``placetune build``), no timing.
 
 Every result carries ``worker_memory``: the worker's RSS and what its CUDA layer still holds
-after the job (streams, events, pinned and device bytes; ``worker_cuda.memory_usage``), which
+after the job (streams, events, pinned and device bytes; ``worker_resources.memory_usage``), which
 the parent's :class:`~placetune.backends.tensorrt.pool.WorkerPool` watches to recycle a worker
 that grows.
 
