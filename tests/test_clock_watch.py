@@ -12,6 +12,8 @@ import pytest
 
 from placetune import BackendError, Evaluator, Placement
 from placetune.backends import clocks
+from placetune.backends.base import BackendBase
+from placetune.backends.registry import get_backend
 from placetune.backends.clocks import ClockWatch, clocks_moved, snapshot
 from placetune.measurement import Measurement
 
@@ -191,3 +193,97 @@ def test_a_night_whose_board_throttles_stops_with_one_line(tmp_path, monkeypatch
     assert rc == 8 and len(lines) == 1, err
     assert lines[0].startswith("placetune: error: clocks check failed: 3 measurements in a row"), lines[0]
     assert sum("CLOCKS CHANGED" in r.getMessage() for r in caplog.records) == 1  # the terminal's log handler
+
+
+# --------------------------------------------------------------------------- a placement measured while throttled
+class _Scripted(BackendBase):
+    """The simulated Jetson, except that the next measurements of a placement answer ``script``'s
+    outcomes first: ``"throttled"`` (marked by :func:`clocks.untrusted`, as the real backends do) or
+    ``"failed"`` (an ordinary runtime failure)."""
+
+    def __init__(self, script: dict[str, list[str]]):
+        self.sim = get_backend("simulate")
+        self.name, self.capabilities, self.fingerprint = self.sim.name, self.sim.capabilities, self.sim.fingerprint
+        self.script, self.calls = script, 0
+
+    def measure(self, r, platform, settings):
+        self.calls += 1
+        m = self.sim.measure(r, platform, settings)
+        what = (self.script.get(r.realized.key) or ["ok"]).pop(0)
+        if what == "throttled":
+            return clocks.untrusted(m, "gpu:17000000.gpu ran at 1032750000, below its locked 1300500000")
+        if what == "failed":
+            return Measurement.failure("runtime_failed", "engine crashed", realized=m.realized, simulated=True)
+        return m
+
+
+def _scripted_ev(db, script, batch=1):
+    ev = Evaluator("seed-block", "orin-agx", _Scripted(script), store=db, study="night")
+    ev.write_in_batches(batch)
+    return ev
+
+
+def _rows(ev, key):
+    """The stored measurements of a realised placement, and the study's requests for it."""
+    ms = [r for r in ev.store.measurements(ev.study_name) if r.placement_key == key]
+    return ms, [r for r in ev.store.requests(ev.study_name) if r.placement_key == key]
+
+
+@pytest.mark.parametrize("batch", [1, 4])  # written at once, or in batches (its untrusted row may still wait)
+def test_a_placement_measured_under_other_clocks_is_measured_again_when_asked_again(tmp_path, batch):
+    """Before, the stored clocks-untrusted failure answered every later request from the cache:
+    a placement measured only while the board throttled was lost to the study."""
+    from optuna.trial import TrialState
+
+    from placetune.tuning.optuna_study import OptunaStudy
+
+    ev = _scripted_ev(str(tmp_path / "s.db"), {}, batch)
+    trials = OptunaStudy(ev, "fusion").attach()
+    p = Placement.all_dla(ev.model, 0)
+    key = ev.realised_key(p)
+    ev.backend.script[key] = ["throttled"]
+    first = ev.evaluate(p)
+    assert first.status == "runtime_failed" and first.extra["failure_class"] == "clocks"
+    again = ev.evaluate(p)
+    assert again.ok and not again.extra["cache_hit"] and ev.backend.calls == 2
+    assert ev.evaluate(p).extra["cache_hit"] and ev.backend.calls == 2  # a trusted figure is a cache answer
+    ev.flush()
+    ms, reqs = _rows(ev, key)
+    assert len(ms) == 1 and ms[0].measurement.ok and "clocks_untrusted" not in ms[0].measurement.extra
+    assert ms[0].id == again.extra["_id"] and ev.store.lookup(*ev.study.scope, key).ok
+    assert [(r.measurement_id, r.cache_hit) for r in reqs] == [(ms[0].id, False), (ms[0].id, False),
+                                                               (ms[0].id, True)]
+    assert ev.stats.measured == 2 and ev.stats.cache_hits == 1
+    assert [t.state for t in trials.study.trials] == [TrialState.PRUNED] + [TrialState.COMPLETE] * 2
+    ev.close()
+
+
+def test_a_resumed_study_measures_again_what_was_stored_under_other_clocks(tmp_path):
+    db = str(tmp_path / "s.db")
+    ev = _scripted_ev(db, {})
+    p = Placement.all_dla(ev.model, 1)
+    key = ev.realised_key(p)
+    ev.backend.script[key] = ["throttled"]
+    assert ev.evaluate(p).extra["failure_class"] == "clocks"
+    ev.close()
+    resumed = _scripted_ev(db, {})  # a later run of the study: the board is cool again
+    m = resumed.evaluate(p)
+    assert m.ok and not m.extra["cache_hit"] and resumed.backend.calls == 1
+    ms, reqs = _rows(resumed, key)
+    assert len(ms) == 1 and ms[0].measurement.ok and [r.cache_hit for r in reqs] == [False, False]
+    trials = resumed.store.requests(resumed.study_name)
+    assert len(trials) == 2  # the first attempt's request stays, the new one is logged after it
+    resumed.close()
+
+
+def test_an_ordinary_failure_is_still_a_cache_answer(tmp_path):
+    ev = _scripted_ev(str(tmp_path / "s.db"), {})
+    p = Placement.all_dla(ev.model, 0)
+    ev.backend.script[ev.realised_key(p)] = ["failed"]
+    assert ev.evaluate(p).status == "runtime_failed"
+    m = ev.evaluate(p)
+    assert m.status == "runtime_failed" and m.extra["cache_hit"] and ev.backend.calls == 1
+    resumed = _scripted_ev(str(tmp_path / "s.db"), {})
+    assert resumed.evaluate(p).extra["cache_hit"] and resumed.backend.calls == 0
+    ev.close()
+    resumed.close()

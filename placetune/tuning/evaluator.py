@@ -37,7 +37,7 @@ from placetune.placement.space import Space
 from placetune.store.store import Store
 from placetune.tuning.baselines import baseline_placements
 from placetune.tuning.concurrent import network_latencies
-from placetune.tuning.remeasure import combine_builds, next_build_number
+from placetune.tuning.remeasure import combine_builds, measured_again, next_build_number
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -244,7 +244,8 @@ class Evaluator:
 
         Failures are returned as measurements with a non-``ok`` status; only a placement
         that is not a placement of this model, or names a device the platform lacks,
-        raises (PlacementError).
+        raises (PlacementError). A stored measurement taken under other clocks than its run's first is
+        no answer: the placement is measured again, and the new measurement replaces it in the store.
 
         The returned measurement has ``extra["cache_hit"]`` set, and its measurement id
         ``extra["_id"]`` once it is stored: at once, or with its batch after :meth:`write_in_batches`.
@@ -257,7 +258,7 @@ class Evaluator:
         agent = agent or self.agent
         key = self._realised_key.get(placement.key)
         cached = self._lookup(key) if key is not None else None
-        if cached is None:
+        if cached is None or measured_again(cached):
             t0 = time.perf_counter()
             try:
                 r = self.realise(placement)
@@ -271,7 +272,8 @@ class Evaluator:
             if len(self._realised_key) > _MEMO_SIZE:
                 self._realised_key.popitem(last=False)
             cached = self._lookup(key)
-        if cached is None and r is not None and self.claims is not None:
+        untrusted, cached = (cached, None) if cached is not None and measured_again(cached) else (None, cached)
+        if cached is None and untrusted is None and r is not None and self.claims is not None:
             cached = self.claims.acquire(self, key)  # another worker's result, or None: ours to measure
         if cached is not None:
             self.stats.cache_hits += 1
@@ -312,7 +314,10 @@ class Evaluator:
         out = self._answer(m, placement, cache_hit=False, annotation=annotation)
         t0 = time.perf_counter()
         try:
-            self.trial_log.measured(placement, m, out, key, agent, trial_number, started)  # written now, or batched
+            if untrusted is None:
+                self.trial_log.measured(placement, m, out, key, agent, trial_number, started)  # now, or batched
+            else:  # its stored row, measured under other clocks, is rewritten
+                self.trial_log.replaced(placement, m, out, key, agent, trial_number, started)
             self._remember(key, m)
         finally:
             self.stats.store_seconds += time.perf_counter() - t0

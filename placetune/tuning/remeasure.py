@@ -41,10 +41,18 @@ from typing import Any
 
 from placetune.measurement import Measurement, latency_stats
 
-__all__ = ["combine_builds", "build_entries", "next_build_number", "TRANSIENT_KEYS"]
+__all__ = ["combine_builds", "build_entries", "measured_again", "next_build_number", "TRANSIENT_KEYS"]
 
 #: ``extra`` keys an evaluator adds to the measurements it answers; never stored
 TRANSIENT_KEYS = ("_id", "cache_hit", "requested_key", "annotation", "remeasured")
+
+
+def measured_again(m: Measurement) -> bool:
+    """True for a stored measurement that is no cache answer: one taken under other clocks than its
+    run's first (``failure_class`` ``clocks``, :func:`placetune.backends.clocks.untrusted`), which says
+    nothing of its placement. The evaluator measures its placement again when it is asked for, and
+    the new measurement replaces it (:meth:`placetune.tuning.trial_log.TrialLog.replaced`)."""
+    return not m.ok and m.extra.get("failure_class") == "clocks"
 
 
 def _entry(m: Measurement) -> dict[str, Any]:

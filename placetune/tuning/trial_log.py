@@ -136,6 +136,25 @@ class TrialLog:
         self._waiting[key] = row
         self._add(LoggedTrial(placement, answer, stored, row, started, finished, agent))
 
+    def replaced(self, placement: "Placement", stored: "Measurement", answer: "Measurement", key: str,
+                 agent: str | None, trial_number: int | None, started: datetime) -> None:
+        """A new measurement of a placement whose stored one was taken under other clocks
+        (:func:`~placetune.tuning.remeasure.measured_again`): the stored row is rewritten with it, as a
+        re-measurement rewrites it (:meth:`Store.update_measurement
+        <placetune.store.measurements.MeasurementsMixin.update_measurement>`), its request is logged
+        (``cache_hit`` false), then its trial (a new one; the first attempt's trial stays)."""
+        ev = self.evaluator
+        self.flush()  # the untrusted row may still wait in this log
+        scope: tuple[str, str, str] = ev.study.scope
+        mid = ev.store.measurement_id(*scope, key)
+        if mid is None:  # no longer stored: a new row
+            self.measured(placement, stored, answer, key, agent, trial_number, started)
+            return
+        ev.store.update_measurement(mid, stored)
+        ev.store.record_request(ev.study, placement.key, key, mid, agent, trial_number, False)
+        stored.extra["_id"] = answer.extra["_id"] = mid
+        self.stored(placement, answer, started, agent)
+
     def hit(self, placement: "Placement", answer: "Measurement", key: str, cached: "Measurement",
             agent: str | None, trial_number: int | None, started: datetime) -> None:
         """A request answered by a known measurement (stored, or waiting in this log)."""
