@@ -3,8 +3,9 @@
 A long run converges early (the default tune's best stops moving at its fifth trial) and its
 later builds mostly go to plans the model itself predicts far worse than the best. Once the run
 has converged by the rule ``placetune tune`` reports (:mod:`placetune.tuning.convergence`: no gain
-over :data:`~placetune.tuning.convergence.MIN_GAIN` in ``max(10, budget / 10)`` evaluations), each
-round of the guided agent builds only
+over :data:`~placetune.tuning.convergence.MIN_GAIN` in ``max(10, budget / 10)`` evaluations; the
+study's trials, earlier runs included, where the budget gives :attr:`~search.result.Budget.converged`
+as ``placetune tune`` does, else this run's own), each round of the guided agent builds only
 
 * **candidates that could still win**: unmeasured plans whose optimistic prediction, the
   prediction moved :data:`Z` sigmas towards better, beats the best measured by more than
