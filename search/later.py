@@ -3,8 +3,9 @@
 A long run converges early (the default tune's best stops moving at its fifth trial) and its
 later builds mostly go to plans the model itself predicts far worse than the best. Once the run
 has converged by the rule ``placetune tune`` reports (:mod:`placetune.tuning.convergence`: no gain
-over :data:`~placetune.tuning.convergence.MIN_GAIN` in ``max(10, budget / 10)`` evaluations), each
-round of the guided agent builds only
+over :data:`~placetune.tuning.convergence.MIN_GAIN` in ``max(10, budget / 10)`` evaluations; the
+study's trials, earlier runs included, where the budget gives :attr:`~search.result.Budget.converged`
+as ``placetune tune`` does, else this run's own), each round of the guided agent builds only
 
 * **candidates that could still win**: unmeasured plans whose optimistic prediction, the
   prediction moved :data:`Z` sigmas towards better, beats the best measured by more than
@@ -90,20 +91,22 @@ class LaterBuilds:
     candidates: Callable[..., list[tuple[float, list[int]]]]
     spread: Callable[..., Any]
 
-    def converged(self) -> int | None:
-        """The evaluation this run converged at (None: not converged, a time-only budget, or not ``settle``)."""
+    def converged(self) -> bool:
+        """True once the search has converged: the study's rule where the budget gives it (its earlier
+        runs included), else this run's own evaluations (False: a time-only budget, or not ``settle``)."""
         budget = self.run.budget
         if not budget.settle or budget.evaluations is None:
-            return None
+            return False
+        if budget.converged is not None:
+            return bool(budget.converged())
         sign = -1.0 if self.run.objective.direction == "maximize" else 1.0
         bests = [sign * h.best if h.best is not None else math.inf for h in self.run.history]
-        return converged_at(bests, patience_for(int(budget.evaluations)))
+        return converged_at(bests, patience_for(int(budget.evaluations))) is not None
 
     def later_round(self, sur: Any, ranked: list[tuple[float, list[int]]]) -> bool:
         """After convergence, this round's builds (True), or False when the run has not converged.
         Raises :class:`BudgetExhausted` (after a note) when nothing left can change the answer."""
-        c = self.converged()
-        if c is None:
+        if not self.converged():
             return False
         best = min(self.measured.values(), default=math.inf)
         k = self.agent.batch if self.run.remaining is None else max(1, min(self.agent.batch, self.run.remaining))

@@ -30,6 +30,10 @@ class Budget:
         settle: end the run once the agent finds nothing left that could change its answer (the
             guided agent after convergence: :mod:`search.later`). False: spend every evaluation
             (``placetune tune`` passes True unless ``stop_when_settled = false``).
+        converged: with ``settle``, whether the study has converged, its earlier runs included
+            (``placetune tune`` passes its :class:`~placetune.tuning.convergence.ConvergenceWatch`'s,
+            which starts from the study's stored trials: a resumed settled study builds only what can
+            still change its answer). None: the agent judges convergence on its own run's evaluations.
 
     Raises:
         ValueError: a negative number of evaluations or a non-positive time.
@@ -43,6 +47,7 @@ class Budget:
     seconds: float | None = None
     stop: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
     settle: bool = False
+    converged: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.evaluations is not None and int(self.evaluations) < 0:

@@ -70,7 +70,8 @@ def test_tune_stops_after_convergence_unless_told_to_use_the_whole_budget(tmp_pa
     assert main(args + ["--storage", "sqlite:///stops.db", "--export", "stops.json"]) == 0
     out = capsys.readouterr().out
     assert out.count("stopped after convergence") == 1  # one line, under the summary's table
-    assert "summary (SIMULATED): 15 trials" in out and "45 of the budget's evaluations not spent" in out
+    # the agent stops on the convergence the run prints (the study's trials, its baselines included)
+    assert "summary (SIMULATED): 13 trials" in out and "47 of the budget's evaluations not spent" in out
     assert "the run goes on with only what could still change the answer (stop_when_settled)" in out
     assert main(args + ["--storage", "sqlite:///whole.db", "--export", "whole.json", "--no-stop-when-settled"]) == 0
     out = capsys.readouterr().out
@@ -79,3 +80,60 @@ def test_tune_stops_after_convergence_unless_told_to_use_the_whole_budget(tmp_pa
     study.write_text('[study]\nmodel = "seed-block"\ntrials = 60\nstop_when_settled = false\n')
     assert main(["tune", str(study), "--storage", "sqlite:///key.db", "--export", "key.json"]) == 0
     assert "summary (SIMULATED): 60 trials" in capsys.readouterr().out
+
+
+def test_a_settled_study_run_again_builds_nothing_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    from placetune.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    args = ["tune", "--model", "seed-block", "--trials", "60", "--storage", "sqlite:///s.db", "--export", "s.json"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "stopped after convergence" in first and "summary (SIMULATED): 13 trials" in first
+    assert main(args) == 0  # the same command again: the study's stored trials say it has settled
+    again = capsys.readouterr().out
+    assert not [x for x in again.splitlines() if x.startswith("trial=")]
+    assert "summary (SIMULATED): 13 trials, 0 measured in this run" in again
+    settled = [x for x in again.splitlines() if "settled" in x]
+    assert settled == ["already settled: the study converged at trial 1 of 13 and nothing left to build could "
+                       "change its answer, so this run built nothing (--no-stop-when-settled, or stop_when_settled "
+                       "= false in a study file, builds the budget's other 47 trials)"]
+    assert "the run goes on" not in again  # the stored declaration is not announced again
+    # and the rest of the budget is one option away
+    assert main(args + ["--no-stop-when-settled"]) == 0
+    assert "summary (SIMULATED): 60 trials" in capsys.readouterr().out
+
+
+def test_an_interrupted_study_that_had_not_converged_resumes_and_builds(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--model", "seed-block", "--trials", "60"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    for line in proc.stdout:
+        if line.startswith("trial=5/"):
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "not judged: convergence needs 10 trials after the best" in out
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240, env=env)
+    assert again.returncode == 0, again.stderr
+    built = [x for x in again.stdout.splitlines() if x.startswith("trial=")]
+    # it builds on to convergence (the best is trial 1: 10 trials after it), then stops
+    assert built and int(built[-1].split("/")[0].removeprefix("trial=")) >= 11
+    assert "already settled" not in again.stdout and "stopped after convergence" in again.stdout
+
+
+def test_a_study_too_short_to_judge_says_so_in_one_plain_line(tmp_path, monkeypatch, capsys):
+    from placetune.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "8", "--storage", "sqlite:///s.db",
+                 "--export", "s.json"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if "converge" in x]
+    assert lines == ["not judged: convergence needs 10 trials after the best without a gain over 1%, and the "
+                     "study has only 8"]

@@ -110,8 +110,8 @@ class Convergence:
         u = f" {unit}" if unit else ""
         if self.trial is None:
             if self.trials <= self.patience and not self.withdrawn:
-                return (f"not converged: a run of {plural(self.trials, 'trial')} is shorter than the {self.patience} "
-                        f"trials without a gain over {100 * self.min_gain:g}% that convergence needs")
+                return (f"not judged: convergence needs {plural(self.patience, 'trial')} after the best without a "
+                        f"gain over {100 * self.min_gain:g}%, and the study has only {self.trials}")
             moved = (f"the best last moved by more than {100 * self.min_gain:g}% at trial {self.last_moved} of "
                      f"{self.trials}" if self.last_moved is not None else
                      f"the best still moved by more than {100 * self.min_gain:g}% within the last {self.patience} "
@@ -222,6 +222,7 @@ class ConvergenceWatch:
         for key, mid in requests:
             if mid in losses:
                 watch._add_loss(key, losses[mid], 1, spent.get(mid, 0.0))
+        watch._news.clear()  # the stored trials' declarations were announced by the runs that made them
         return watch
 
     # ------------------------------------------------------------------ updates

@@ -39,7 +39,7 @@ from placetune.tuning.fleet import Fleet, agent_options_of, storage_error, tune_
 from placetune.tuning.progress import Progress
 from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.tune_export import export_best
-from placetune.tuning.tune_report import TuneOutcome, TuneReport, what_will_run
+from placetune.tuning.tune_report import TuneOutcome, TuneReport, already_settled, settles, what_will_run
 from placetune.tuning.tune_study import PIPELINE_FRAMES_IN_FLIGHT, OpenStudy, StudyOpener
 from placetune.wording import plural
 
@@ -148,6 +148,7 @@ class Tuner:
         if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
             ev.add_callback(report.announce_convergence)
         remaining = cfg.trials - self._trials_done(ev, agent_probe)
+        settled = bool(done) and settles(cfg) and watch.converged  # converged by the study's stored trials
         interrupted = False
         said: list[str] = []
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -157,8 +158,10 @@ class Tuner:
         try:
             if remaining > 0:
                 # a resumed run explores anew (seed + trials done); the cache prevents re-measuring
+                # (a converged study's resume keeps the seed: with stop_when_settled its first proposals
+                # are the study's own, answered free, and it builds only what could still change the answer)
                 agent = get_agent(cfg.agent, seed=seed + done, **agent_options) \
-                    if done else agent_probe
+                    if done and not settled else agent_probe
                 if fleet is not None:
                     agent = fleet.configure(agent, cfg.trials, stop=lambda: ev.stop_requested,
                                             deadline=time.monotonic() + cfg.timeout if cfg.timeout else None,
@@ -166,7 +169,9 @@ class Tuner:
                 try:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
                         stop = watch.should_stop if cfg.stop_when_converged else None
-                        result = drive(agent.ask_tell(ev, Budget(remaining, cfg.timeout, stop, settle=cfg.stop_when_settled)), ev)  # study measures
+                        budget = Budget(remaining, cfg.timeout, stop, settle=cfg.stop_when_settled,
+                                        converged=lambda: watch.converged)  # the study's, its stored trials included
+                        result = drive(agent.ask_tell(ev, budget), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
                     said = [n for n in result.notes if n.startswith(_SAID)]
                 except StopRequested:
@@ -184,6 +189,9 @@ class Tuner:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             progress.close()
+        if settled and self._trials_done(ev, agent_probe) == cfg.trials - remaining:  # nothing built: one line
+            said = [already_settled(watch.result(), remaining) if n.startswith("stopped after convergence") else n
+                    for n in said]
         for line in said:
             self._say(line)
         interrupted = interrupted or ev.stop_requested

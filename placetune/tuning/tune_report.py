@@ -19,7 +19,7 @@ from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.verdict import agent_hint, per_stream_line, placement_line, verdict
 from placetune.wording import figure, hours, plural, versus
 
-__all__ = ["TuneOutcome", "TuneReport", "what_will_run"]
+__all__ = ["TuneOutcome", "TuneReport", "already_settled", "settles", "what_will_run"]
 
 
 @dataclass
@@ -65,6 +65,20 @@ def what_will_run(cfg: TuneConfig, ev: Evaluator) -> str:
             + (f" / {cfg.timeout:g} s" if cfg.timeout else "") + f", backend {ev.backend.name}")
 
 
+def settles(cfg: TuneConfig) -> bool:
+    """True when the run's agent stops once nothing it could build can change its answer
+    (``stop_when_settled`` with the guided agent, :mod:`search.later`)."""
+    return bool(cfg.stop_when_settled) and cfg.agent == "guided"
+
+
+def already_settled(conv: Convergence, left: int) -> str:
+    """One line for a resumed study that had settled before this run, which built nothing: why, and
+    what builds the ``left`` trials of the budget."""
+    return (f"already settled: the study converged at trial {conv.trial} of {conv.trials} and nothing left to build "
+            f"could change its answer, so this run built nothing (--no-stop-when-settled, or stop_when_settled = "
+            f"false in a study file, builds the budget's other {plural(left, 'trial')})")
+
+
 @dataclass
 class TuneReport:
     """The run's report, filled in as the run goes (its progress display, its baselines, its
@@ -99,7 +113,7 @@ class TuneReport:
         """Evaluator callback: one line when the study has just converged, and one when a later gain withdrew it."""
         if self.cfg.stop_when_converged:
             then = "; the run stops here (stop_when_converged)"
-        elif self.cfg.stop_when_settled and self.cfg.agent == "guided":
+        elif settles(self.cfg):
             then = "; the run goes on with only what could still change the answer (stop_when_settled)"
         else:
             then = "; the run goes on (--stop-when-converged ends a run here)"
