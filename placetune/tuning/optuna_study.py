@@ -173,7 +173,12 @@ class OptunaStudy:
         if have != [str(d).lower() for d in ev.objective.directions]:  # an edited or damaged table
             raise StoreError(f"the Optuna study {ev.study_name!r} of {ev.store.url} has the directions {have}, not "
                              f"those of objective {ev.objective.name!r}: the database was edited or damaged")
-        if list(study.metric_names or []) != list(ev.objective.metric_names):
+        metric_names = study.metric_names  # a study system attribute: Optuna reads it back as stored
+        if metric_names is not None and not (isinstance(metric_names, list)
+                                             and all(isinstance(n, str) for n in metric_names)):
+            raise StoreError(f"the Optuna study {ev.study_name!r} of {ev.store.url} has the metric names "
+                             f"{str(metric_names)[:80]!r}, not a list of names: the database was edited or damaged")
+        if list(metric_names or []) != list(ev.objective.metric_names):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.set_metric_names(list(ev.objective.metric_names))
