@@ -38,7 +38,7 @@ _EMPTY_BUILD_LOG = {"has_sections": False, "dla_subgraphs": [], "gpu_layers": []
                     "all_gpu": None, "loadables": 0}
 _EMPTY_SUMMARY = {"version": None, "status": None, "command": None, "has_summary": False, "throughput_qps": None,
                   "latency_ms": {}, "gpu_compute_ms": {}, "enqueue_ms": {}, "h2d_ms": {}, "d2h_ms": {},
-                  "host_walltime_s": None, "gpu_compute_s": None}
+                  "host_walltime_s": None, "gpu_compute_s": None, "legacy_ms": []}
 
 
 def _load(artefact: str) -> tuple[dict, Path, str]:
@@ -78,7 +78,7 @@ def _summary(path: Path, text: str) -> dict:
     return {"version": s.version, "status": s.status, "command": s.command, "has_summary": s.has_summary,
             "throughput_qps": s.throughput_qps, "latency_ms": s.latency_ms, "gpu_compute_ms": s.gpu_compute_ms,
             "enqueue_ms": s.enqueue_ms, "h2d_ms": s.h2d_ms, "d2h_ms": s.d2h_ms,
-            "host_walltime_s": s.host_walltime_s, "gpu_compute_s": s.gpu_compute_s}
+            "host_walltime_s": s.host_walltime_s, "gpu_compute_s": s.gpu_compute_s, "legacy_ms": s.legacy_ms}
 
 
 def _export_profile(path: Path, text: str) -> dict | None:
