@@ -423,6 +423,9 @@ def test_trials_a_killed_run_left_running_are_failed_on_resume(small_db, tmp_pat
     ("delete from study_directions", "has the directions []"),
     # a fresh fuzz seed (1076189701) found it: Optuna hands the attribute back as stored, and list(1) raised
     ("update study_system_attributes set value_json=1", "has the metric names '1'"),
+    # and seed 1600606749: a parameter without a name reached a sort of the trial's parameters
+    ("update trial_params set param_name=NULL where rowid = 1", "Optuna tables of"),
+    ("update trial_user_attributes set key=NULL where rowid = 1", "Optuna tables of"),
 ])
 @pytest.mark.parametrize("agent", ["optuna", "random"])
 def test_edited_rows_stop_a_resume_with_one_line(sql, pattern, agent, small_db, tmp_path, capsys):

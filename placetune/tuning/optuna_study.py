@@ -341,6 +341,8 @@ def check_trial_rows(store: "Store", study: "optuna.Study") -> None:
         for name, value, doc in conn.execute(sqlalchemy.text("SELECT DISTINCT x.param_name, x.param_value, x.distribution_json "
                                                   f"FROM trial_params x {of_study}"), sid):
             try:
+                if not isinstance(name, str) or not name:  # Optuna reads it back as a key of the trial's params
+                    raise ValueError(f"a parameter is named {str(name)[:40]!r}, not a name")
                 dist = dists[doc] if doc in dists else dists.setdefault(doc, json_to_distribution(doc))
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
                     raise ValueError(f"parameter {name!r} has the value {str(value)[:40]!r}")
@@ -351,6 +353,9 @@ def check_trial_rows(store: "Store", study: "optuna.Study") -> None:
             bad = conn.scalar(sqlalchemy.text(f"SELECT COUNT(*) FROM {table} x {of_study} AND json_valid(x.value_json) = 0"),
                               sid)
             wrong = wrong or (f"{bad} rows of {table} whose value is not JSON" if bad else None)
+            bad = conn.scalar(sqlalchemy.text(f"SELECT COUNT(*) FROM {table} x {of_study} AND (x.key IS NULL OR "
+                                              "typeof(x.key) != 'text' OR x.key = '')"), sid)
+            wrong = wrong or (f"{bad} rows of {table} whose key is not a name" if bad else None)
     if wrong is not None:
         from placetune.errors import StoreError
 
