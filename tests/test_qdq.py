@@ -116,3 +116,55 @@ def test_a_q_dq_model_is_simulated_on_gpu_and_dla(qdq):
         r = realise(p, ORIN, precision="int8")
         m = SimulatedJetson().measure(r, ORIN, Settings(precision="int8"))
         assert m.ok and m.simulated and m.latency_ms["median"] > 0
+
+
+# ----------------------------------------------------------------------------- the DLA checker and Q/DQ nodes
+
+_QDQ_NODES = {"in_Q", "in_DQ", "a1_Q", "a1_DQ", "a3_Q", "a3_DQ"}
+_CONVS = {"conv1", "conv2", "conv3"}
+_TO_POOL = ["in_Q", "in_DQ", "conv1", "relu1", "a1_Q", "a1_DQ", "conv2", "relu2", "conv3", "relu3", "a3_Q", "a3_DQ",
+            "pool"]
+
+
+def test_q_dq_nodes_are_fused_on_the_dla_of_tensorrt_11_4_1(qdq):
+    """TensorRT 11.4.1 (JetPack 7.2.2, AGX Orin): strongly typed DLA networks take their INT8 from the Q/DQ
+    nodes, which TensorRT fuses into the layers they scale. The checker says so (with its source) and the
+    convolutions are judged by their own rule; a DLA placement from the input through the pooling is one
+    DLA loadable. Before 11.4.1 the Q/DQ nodes stay GPU-only with the reason that cites why, and the same
+    placement splits into one loadable per stretch between them."""
+    from placetune.hardware.dla import check_model
+
+    fused = check_model(qdq, ORIN, "int8", "11.4.1")
+    for name in _QDQ_NODES:
+        assert fused[name].supported, name
+        assert "fused" in fused[name].reason and "11.4.1" in fused[name].reason
+    assert all(fused[c].supported and fused[c].reason is None for c in _CONVS)
+    placement = Placement(qdq, {n: "DLA0" for n in _TO_POOL})
+    r = realise(placement, ORIN, precision="int8", trt_version="11.4.1")
+    assert r.fallback == {} and r.loadables["DLA0"] == 1
+
+    for version, source in (("8.6", "does not support Explicit Quantization"), ("10.3", "no source says")):
+        refused = check_model(qdq, ORIN, "int8", version)
+        for name in _QDQ_NODES:
+            assert not refused[name].supported and source in refused[name].reason, (version, name)
+        assert all(refused[c].supported for c in _CONVS)
+        r = realise(placement, ORIN, precision="int8", trt_version=version)
+        assert set(r.fallback) == _QDQ_NODES
+        assert r.loadables["DLA0"] == 3  # conv1+relu1 | conv2..relu3 | pool
+
+
+def test_an_asymmetric_q_dq_node_is_not_fused_without_the_parser_flag(tmp_path):
+    """A UINT8 / non-zero zero point needs kENABLE_UINT8_AND_ASYMMETRIC_QUANTIZATION_DLA, which placetune's
+    builds do not set: that node stays GPU-only on 11.4.1, the symmetric ones are fused."""
+    from placetune.hardware.dla import check_model
+
+    proto = _qdq_net()
+    for init in proto.graph.initializer:
+        if init.name == "z":
+            init.CopyFrom(numpy_helper.from_array(np.uint8(128), "z"))
+    path = tmp_path / "asymmetric.onnx"
+    onnx.save(proto, path)
+    verdict = check_model(Model.load(path), ORIN, "int8", "11.4.1")
+    for name in _QDQ_NODES:
+        assert not verdict[name].supported
+        assert "kENABLE_UINT8_AND_ASYMMETRIC_QUANTIZATION_DLA" in verdict[name].reason

@@ -6,7 +6,16 @@ import math
 from collections.abc import Callable
 
 from placetune.errors import ConfigError
-from placetune.hardware.dla.context import MAX_BATCH, MAX_DIM, Support, _Ctx, _ModelLike, _safe_layer, parse_trt_version
+from placetune.hardware.dla.context import (
+    MAX_BATCH,
+    MAX_DIM,
+    Support,
+    _Ctx,
+    _ModelLike,
+    _safe_layer,
+    _values,
+    parse_trt_version,
+)
 from placetune.hardware.dla.conv import _rule_conv, _rule_deconv, _rule_fc, _rule_pool, _rule_reduce
 from placetune.hardware.dla.pointwise import (
     _rule_activation,
@@ -53,9 +62,61 @@ _NO_DLA = {
     "Einsum": "Einsum has no DLA support",
     "Pad": "Pad (Padding/Slice fill) has no DLA rule through TensorRT; fold it into the next Conv's pads",
     "Cast": "Cast has no DLA support",
-    "QuantizeLinear": "Q/DQ nodes have no DLA support; collapse them into INT8 scales (DLA-SW qdq-translator)",
-    "DequantizeLinear": "Q/DQ nodes have no DLA support; collapse them into INT8 scales (DLA-SW qdq-translator)",
 }
+
+
+# ----------------------------------------------------------------------------- explicit quantization (Q/DQ)
+
+#: The ONNX ops of explicit quantization, judged by :func:`_rule_qdq`.
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
+#: First TensorRT version whose DLA builds take their INT8 from the model's Q/DQ nodes: 11.4.1 (JetPack
+#: 7.2.2+, AGX Orin). Its DLA networks are strongly typed ("Precision is determined by network tensor types
+#: instead of the former per-precision builder flags", 11.4.1 release notes; kINT8 "removed in TensorRT 11.0",
+#: 11.4.1 "Strongly Typed Networks for DLA"; "Tensor types in the network or a pre-quantized ONNX import drive
+#: precision", "DLA Standalone Mode"), so TensorRT fuses the Q/DQ nodes into the DLA layers they scale.
+QDQ_FUSED_FROM = (11, 4, 1)
+_QDQ_FUSED = ("fused into the neighbouring DLA layers (explicit quantization: TensorRT {v} DLA networks are "
+              "strongly typed, precision from the tensor types and Q/DQ nodes; TensorRT 11.4.1 release notes, "
+              "'Strongly Typed Networks for DLA')")
+_QDQ_ASYMMETRIC = ("asymmetric Q/DQ ({why}) needs the ONNX parser flag "
+                   "kENABLE_UINT8_AND_ASYMMETRIC_QUANTIZATION_DLA ('ONNX Parser Flags for DLA'), which placetune's "
+                   "builds do not set: without it the parser turns UINT8 constants into INT32")
+# TensorRT 8.x: the developer guide's "Working with DLA" says the DLA "does not support Explicit Quantization"
+# (NVIDIA's translation of it, https://developer.nvidia.com/zh-cn/blog/tensorrt-deep-learning-accelerator-cn);
+# NVIDIA's DLA-SW (JetPack 6.0, TensorRT 8.6) lists Q/DQ as "Can be collapsed to INT8 scaling factor,
+# switching from explicit to implicit quantization" (operators/README.md) with tools/qdq-translator for it, and
+# cuDLA-samples builds its INT8 DLA loadable from the translated model and a calibration cache.
+_QDQ_REFUSED_8 = ("Q/DQ nodes have no DLA support in TensorRT {v} (developer guide 'Working with DLA': DLA "
+                  "\"does not support Explicit Quantization\"); collapse them into INT8 scales (DLA-SW qdq-translator)")
+# TensorRT 10.0-10.7: no source found either way; kept as 8.x until can_run_on_DLA on a device says otherwise.
+_QDQ_REFUSED_10 = ("Q/DQ nodes are treated as GPU-only in TensorRT {v}: no source says its DLA builds take "
+                   "explicit quantization (TensorRT 8.x: DLA \"does not support Explicit Quantization\"; fused only "
+                   "from 11.4.1); collapse them into INT8 scales (DLA-SW qdq-translator)")
+
+
+def _asymmetric(layer: Layer) -> str | None:
+    """Why a Q/DQ node quantizes asymmetrically (a UINT8 or non-zero zero point), or None."""
+    if len(layer.inputs) < 3:
+        return None
+    zero = layer.inputs[2]
+    if zero.dtype == "uint8":
+        return "UINT8 zero point"
+    vals = _values(zero)
+    if vals is not None and any(v != 0 for v in vals):
+        return "non-zero zero point"
+    return None
+
+
+def _rule_qdq(layer: Layer, ctx: _Ctx) -> Support:
+    """A QuantizeLinear / DequantizeLinear node: fused (not a layer of its own) where the DLA takes explicit
+    quantization; the layer it feeds is judged by its own rule."""
+    if ctx.trt < QDQ_FUSED_FROM:
+        template = _QDQ_REFUSED_10 if ctx.trt >= (10, 0, 0) else _QDQ_REFUSED_8
+        return Support(False, template.format(v=ctx.trt_text))
+    why = _asymmetric(layer)
+    if why:
+        return Support(False, _QDQ_ASYMMETRIC.format(why=why))
+    return Support(True, _QDQ_FUSED.format(v=ctx.trt_text))
 
 
 # Each rule returns None (supported) or the reason it is not.
@@ -153,6 +214,8 @@ def _check(layer: Layer, ctx: _Ctx) -> Support:
         producers = [_safe_layer(ctx, p) for p in layer.producers]
         if any(p is not None and p.op_type == "Reshape" for p in producers):
             return Support(False, "GroupNorm piece InstanceNormalization has no DLA implementation")
+    if op in _QDQ:
+        return _rule_qdq(layer, ctx)
     if op in _NO_DLA:
         return Support(False, _NO_DLA[op])
     rule = _RULES.get(op)

@@ -27,7 +27,8 @@ class Support:
     Attributes:
         supported: True when every known rule passes.
         reason: None when supported; otherwise a short human reason
-            (``"Conv kernel 63x63 > 32"``, ``"dynamic shape"``, ...).
+            (``"Conv kernel 63x63 > 32"``, ``"dynamic shape"``, ...). A Q/DQ node that TensorRT
+            fuses into its neighbours is supported with a reason that says so and cites the source.
     """
 
     supported: bool
