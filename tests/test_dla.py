@@ -132,6 +132,15 @@ def test_trt_versions_with_dla(trt, supported):
     assert check(conv(), trt=trt).supported is supported
 
 
+def test_tensorrt_11_4_1_restores_the_dla_on_orin_not_on_xavier():
+    """11.4.1's DLA is Jetson AGX Orin's (JetPack 7.2); Xavier's DLA v1 last ships with JetPack 5.1, so a
+    Xavier target with 11.4.1 rules had every DLA layer judged supported."""
+    assert check(conv(), platform="orin-agx", trt="11.4.1").supported
+    v = check(conv(), platform="xavier-agx", trt="11.4.1")
+    assert not v.supported and "AGX Orin only" in v.reason and "JetPack 5.1" in v.reason
+    assert check(conv(), platform="xavier-agx", trt="8.6").supported
+
+
 @pytest.mark.parametrize("platform", BOTH)
 @pytest.mark.parametrize("prec", ["fp32", "tf32", "bf16", "FP32"])
 def test_precision_g7(platform, prec):

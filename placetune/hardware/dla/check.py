@@ -195,6 +195,9 @@ def _make_ctx(platform: Platform | str, precision: str, trt_version: str,
     reason = _trt_has_dla(trt)
     if reason:
         return ctx, reason
+    if trt >= (11, 0, 0) and plat.dla_version == 1:  # JetPack 7 is for Orin (and Thor); Xavier's last is 5.1
+        return ctx, (f"TensorRT {'.'.join(str(x) for x in trt)} restores the DLA on Jetson AGX Orin only; "
+                     f"{plat.name}'s DLA v1 last ships with JetPack 5.1 (TensorRT 8.5)")
     if prec not in SUPPORTED_PRECISIONS:
         return ctx, f"DLA runs FP16 or INT8 only (got {prec})"
     return ctx, None
