@@ -76,15 +76,7 @@ def snapshot(root: str | Path | None = None) -> Snapshot | None:
     (not a Jetson: nothing is checked)."""
     base = Path(root if root is not None else SYSFS_ROOT)
     snap: Snapshot = {}
-    devfreq = base / "class/devfreq"
-    try:
-        nodes = sorted(p for p in devfreq.iterdir() if _GPU.match(p.name))
-    except OSError:
-        nodes = []
-    for node in nodes:
-        c = _clock(node, "cur_freq", "min_freq", "max_freq")
-        if c:
-            snap[f"gpu:{node.name}"] = c
+    snap.update(_clocks_in(base / "class/devfreq", _GPU, "gpu", ("cur_freq", "min_freq", "max_freq")))
     gpu_read = bool(snap)
     for policy in sorted((base / "devices/system/cpu/cpufreq").glob("policy[0-9]*")):
         c = _clock(policy, "scaling_cur_freq", "scaling_min_freq", "scaling_max_freq")
@@ -95,15 +87,23 @@ def snapshot(root: str | Path | None = None) -> Snapshot | None:
     emc = _clock(base / "kernel/debug/bpmp/debug/clk/emc", "rate", "min_rate", "max_rate")
     if emc:
         snap["emc"] = emc
-    try:
-        dlas = sorted(p for p in (base / "kernel/debug/clk").iterdir() if _DLA.match(p.name))
-    except OSError:
-        dlas = []
-    for clk in dlas:
-        c = _clock(clk, "clk_rate", "clk_min_rate", "clk_max_rate")
-        if c:
-            snap[f"dla:{clk.name}"] = c
+    snap.update(_clocks_in(base / "kernel/debug/clk", _DLA, "dla", ("clk_rate", "clk_min_rate", "clk_max_rate")))
     return snap
+
+
+def _clocks_in(folder: Path, name: re.Pattern[str], kind: str, files: tuple[str, str, str]) -> Snapshot:
+    """The clocks of ``folder``'s entries whose names match ``name``, as ``{"<kind>:<entry>": clock}``
+    (an unreadable folder or entry: none)."""
+    try:
+        entries = sorted(p for p in folder.iterdir() if name.match(p.name))
+    except OSError:
+        return {}
+    found: Snapshot = {}
+    for entry in entries:
+        c = _clock(entry, *files)
+        if c:
+            found[f"{kind}:{entry.name}"] = c
+    return found
 
 
 def _locked(c: dict[str, int]) -> bool:
