@@ -7,6 +7,7 @@ clocks read around every measurement (:mod:`placetune.backends.clocks`)."""
 from __future__ import annotations
 
 import logging
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -43,13 +44,10 @@ class JetsonBackend(BackendBase):
             warned.add(key)
             log.warning(msg, *args)
 
-    @property
+    @cached_property
     def clock_watch(self) -> ClockWatch:
         """The clocks of this backend's run (the first snapshot is the run's reference)."""
-        watch = self.__dict__.get("_clock_watch")
-        if watch is None:
-            watch = self.__dict__["_clock_watch"] = ClockWatch()
-        return watch
+        return ClockWatch()
 
     def clocked(self, measure: Callable[[], Measurement]) -> Measurement:
         """``measure()`` with the clocks read just before and just after it, recorded in its
