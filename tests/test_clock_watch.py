@@ -154,6 +154,32 @@ def test_a_throttled_measurement_of_the_trtexec_backend_is_not_kept_as_a_figure(
     ev.close()
 
 
+def test_an_engine_file_timed_while_the_board_throttles_is_not_kept_as_a_figure(tmp_path, monkeypatch):
+    """``TrtexecBackend.time_plan`` (the selftest's ``trtexec --loadEngine`` of the worker's engine) reads
+    the clocks as its measurements do, against the same run's reference. Before, a throttled
+    time_plan came back ``ok`` with its slower median, compared with the worker's as a normal figure."""
+    from placetune.settings import Settings
+
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    be = _backend(tmp_path, "8.6.1", keep_files=True)
+    ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6")
+    assert ev.evaluate(Placement.all_gpu(ev.model)).ok  # the run's reference: locked, cool
+    [plan] = (tmp_path / "cache/runs").rglob("*.engine")  # the engine it built (the fake's stand-in)
+    cool = be.time_plan(plan, Settings(precision="fp16"))
+    assert cool.ok and cool.extra["clocks"]["before"]["gpu:17000000.gpu"]["cur"] == GPU_HZ
+    _gpu(root, cur=1032750000)  # the board throttles
+    t = be.time_plan(plan, Settings(precision="fp16"))
+    assert t.status == "runtime_failed" and t.extra["failure_class"] == "clocks" and t.median_ms is None
+    assert t.reason.startswith("clocks untrusted: gpu:17000000.gpu ran at 1032750000, below its locked 1300500000")
+    assert "\n" not in t.reason and t.extra["commands"]["time"]  # what ran is still said
+    assert be.clock_watch.first["gpu:17000000.gpu"]["cur"] == GPU_HZ  # one watch: the measure's reference
+    be.clock_watch.stop_after = 2
+    with pytest.raises(BackendError, match="clocks check failed: 2 measurements in a row"):
+        be.time_plan(plan, Settings(precision="fp16"))
+    ev.close()
+
+
 def test_off_a_jetson_the_trtexec_backend_records_no_clocks(tmp_path, monkeypatch):
     monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
     be = _backend(tmp_path, "8.6.1")
@@ -287,3 +313,26 @@ def test_an_ordinary_failure_is_still_a_cache_answer(tmp_path):
     assert resumed.evaluate(p).extra["cache_hit"] and resumed.backend.calls == 0
     ev.close()
     resumed.close()
+
+
+def test_the_selftest_says_in_one_line_that_trtexecs_time_of_the_engine_is_not_trusted(tmp_path, monkeypatch):
+    """The selftest times the worker's engine again with ``time_plan``: when trtexec's timing ran
+    under throttled clocks (the worker's did not), the check fails with one line saying the figure is
+    untrusted and why, and the energy check says why it has no figure; no ratio is computed from it."""
+    from placetune.backends.trtexec.backend import TrtexecBackend
+    from tests.test_selftest import _run
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))  # the worker: off a Jetson
+    throttled = _orin(tmp_path / "sys")
+    _gpu(throttled, cur=1032750000)
+    watch = ClockWatch(throttled, stop_after=99)
+    monkeypatch.setattr(TrtexecBackend, "clock_watch", property(lambda self: watch))
+    _, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    by = {c["name"]: c for c in doc["checks"]}
+    gpu = by["engine all-GPU fp16 (vs trtexec)"]
+    assert gpu["status"] == "failed" and "latency_ratio" not in gpu and "\n" not in gpu["detail"], gpu
+    assert gpu["detail"].startswith("trtexec --loadEngine of the worker's engine: runtime_failed: clocks untrusted: "
+                                    "gpu:17000000.gpu ran at 1032750000, below its locked 1300500000"), gpu
+    assert "are not kept" in gpu["detail"]
+    power = by["power rails"]
+    assert power["status"] == "failed" and "clocks untrusted: gpu:17000000.gpu ran at" in power["detail"], power

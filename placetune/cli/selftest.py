@@ -209,7 +209,8 @@ def _energy_check(rails: list[str], seen: dict[str, Any], have_trtexec: bool) ->
     if not have_trtexec or not seen:
         return "power rails", "skipped", f"{names}; no trtexec timing ran, so no energy figure was read"
     if seen.get("energy_mj") is None:
-        why = (seen.get("power") or {}).get("reason") or f"trtexec's timing {seen.get('status')}"
+        why = ((seen.get("power") or {}).get("reason") or f"trtexec's timing {seen.get('status')}"
+               + (f": {seen['reason']}" if seen.get("reason") else ""))
         return "power rails", "failed", f"{names} found but no energy figure: {why}"
     return "power rails", "ok", f"{names}; {seen['energy_mj']:.3f} mJ per inference of the all-GPU engine"
 
@@ -306,7 +307,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             return (None if tx is None else "the worker kept no engine file for trtexec to time"), {}
         t = tx.time_plan(plan, _settings.Settings(precision=precision), dla_core=core, batch=model.batch)
         if core < 0:  # the energy check reads the all-GPU engine's power
-            energy_seen.update(energy_mj=t.energy_mj, power=(t.extra or {}).get("power") or {}, status=t.status)
+            energy_seen.update(energy_mj=t.energy_mj, power=(t.extra or {}).get("power") or {}, status=t.status,
+                               reason=t.reason)
         if not t.ok:
             return f"trtexec --loadEngine of the worker's engine: {t.status}: {t.reason}", {}
         ours, theirs = m.latency_ms["median"], t.latency_ms["median"]

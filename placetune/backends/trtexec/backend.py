@@ -306,8 +306,17 @@ class TrtexecBackend(JetsonBackend):
             batch: the engine's batch (throughput in samples per second).
 
         Returns:
-            The measurement (``extra["commands"]["time"]`` is the command), or the failure.
+            The measurement (``extra["commands"]["time"]`` is the command), or the failure; with the
+            clocks read around it as around :meth:`measure` (the same run's reference): marked
+            untrusted when they moved.
+
+        Raises:
+            BackendError: the clocks check's stop (:meth:`JetsonBackend.clocked`).
         """
+        return self.clocked(lambda: self._time_plan_caught(plan_file, settings, dla_core, batch))
+
+    def _time_plan_caught(self, plan_file: str | os.PathLike[str], settings: "Settings", dla_core: int,
+                          batch: int) -> Measurement:
         base: dict[str, Any] = dict(simulated=False, backend="trtexec", mode="engine", precision=settings.precision,
                                     batch=int(batch))
         workdir = None
