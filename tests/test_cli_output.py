@@ -116,6 +116,33 @@ def test_the_live_bar_says_faster_than_all_gpu(tmp_path):
     Tuner(cfg, out=out, tty=True).run()
     bar = out.getvalue().split("\r")[-1].splitlines()[0]
     assert re.search(r"best [\d.,]+ fps \((same as all-GPU|\d+\.\d+x (faster|slower) than all-GPU)\)", bar), bar
+    # the device time left is the budget's: an upper bound for a run that stops once settled (the default),
+    # never "h left" as if the run would go on to its budget (the default tune stops at trial 36 of 300)
+    assert re.search(r"device [\d.]+ h, at most ~[\d.]+ h more \(to the budget's end; it stops once settled\)", bar), bar
+
+
+def test_the_live_bar_says_the_device_time_to_the_budgets_end():
+    """A run that builds to its budget says the device time to its end as an estimate; one that may
+    stop before says it is at most that; the key=value lines keep ``device_eta_s`` (to the budget's end)."""
+    from placetune.tuning.objectives import get_objective
+    from placetune.tuning.progress import Progress
+    from placetune.tuning.tune_report import stops_early
+
+    cfg = TuneConfig.embedded_default()
+    assert stops_early(cfg) == "it stops once settled"
+    assert stops_early(cfg.with_overrides(stop_when_settled=False)) == ""
+    assert stops_early(cfg.with_overrides(agent="random", stop_when_converged=True, timeout=3600)) == \
+        "it stops once converged or after 3600 s"
+    bars = []
+    for why in ("", "it stops once settled"):
+        out = io.StringIO()
+        p = Progress(out, tty=True, total=300, done=36, objective=get_objective("latency"), baseline=None,
+                     stops_early=why)
+        p.device_s, p.device_n = 3566.0, 36  # the default tune's device time at its trial 36
+        p._draw()
+        bars.append(out.getvalue())
+    assert bars[0].endswith("device 1.0 h, ~7.3 h more to the budget's end"), bars[0]
+    assert bars[1].endswith("device 1.0 h, at most ~7.3 h more (to the budget's end; it stops once settled)"), bars[1]
 
 
 def test_the_summary_says_the_simulated_device_time(session):

@@ -32,15 +32,22 @@ class Progress:
         done: trials already done before this run.
         objective: the study's objective.
         baseline: the all-GPU measurement (for the gain), if known.
+        stops_early: why the run may end before its budget (``"it stops once settled"``), empty when
+            it builds to the end: the device time left to the budget's end is then said on the bar as
+            an upper bound, not as the time the run has left.
+
+    The device time to the end of the budget (``device_eta_s=`` on the lines, hours on the bar) is
+    the mean device time per measured evaluation so far times the trials left in the budget.
     """
 
     def __init__(self, out: IO[str], *, tty: bool, total: int, done: int, objective: Objective,
-                 baseline: Measurement | None) -> None:
+                 baseline: Measurement | None, stops_early: str = "") -> None:
         self.out = out
         self.tty = tty
         self.total = total
         self.done = done
         self.objective = objective
+        self.stops_early = stops_early
         self.base = objective.value(baseline) if baseline is not None else None
         self.best: float | None = None
         self._best_loss = float("inf")
@@ -113,7 +120,8 @@ class Progress:
             self._line(m, value, hit)
 
     def _eta(self) -> float:
-        """Estimated device time for the rest of the budget: the mean per measured evaluation so far."""
+        """Estimated device time to the end of the budget: the mean per measured evaluation so far
+        times the trials left (an upper bound of the run's when it :attr:`stops_early`)."""
         return max(0, self.total - self.done) * self.device_s / max(1, self.device_n)
 
     def _gain(self) -> str:
@@ -141,13 +149,20 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         text = (f"\r[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} "
                 f"({self._versus()})  cache hits {self.cache_hits}  failures {self.failures}  "
-                f"{elapsed:5.0f}s" + (f"  device {self.device_s / 3600:.1f} h, ~{self._eta() / 3600:.1f} h left"
+                f"{elapsed:5.0f}s" + (f"  device {self.device_s / 3600:.1f} h, {self._eta_words()}"
                                       if self.device_n else "") + (f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None
                                       else "") + self._convergence())
         width_now = len(text)
         self.out.write(text + " " * max(0, self._drawn - width_now))  # no leftover of a longer line ("0.0%%")
         self._drawn = width_now
         self.out.flush()
+
+    def _eta_words(self) -> str:
+        """``~7.3 h more to the budget's end``, or ``at most ~7.3 h more (to the budget's end; it stops
+        once settled)`` for a run that may end before its budget."""
+        hours = f"~{self._eta() / 3600:.1f} h more"
+        return f"at most {hours} (to the budget's end; {self.stops_early})" if self.stops_early else \
+            f"{hours} to the budget's end"
 
     def _convergence(self) -> str:
         """``  converged at trial 4`` for the bar (nothing without a watch or a trial)."""

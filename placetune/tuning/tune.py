@@ -39,7 +39,7 @@ from placetune.tuning.fleet import Fleet, agent_options_of, storage_error, tune_
 from placetune.tuning.progress import Progress
 from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.tune_export import export_best
-from placetune.tuning.tune_report import TuneOutcome, TuneReport, already_settled, settles, what_will_run
+from placetune.tuning.tune_report import TuneOutcome, TuneReport, already_settled, settles, stops_early, what_will_run
 from placetune.tuning.tune_study import PIPELINE_FRAMES_IN_FLIGHT, OpenStudy, StudyOpener
 from placetune.wording import plural
 
@@ -125,7 +125,7 @@ class Tuner:
             self._say(f"resuming: {done} of {plural(cfg.trials, 'trial')} already done; stored measurements are not repeated")
         baseline = ev.peek(Placement.all_gpu(ev.model))
         progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
-                            objective=ev.objective, baseline=baseline)
+                            objective=ev.objective, baseline=baseline, stops_early=stops_early(cfg))
         ev.add_callback(progress.update)
         ev.add_callback(scan.seen)
         if not ev.backend.simulated:  # a real run's first builds check the stack (exit 8)

@@ -19,7 +19,7 @@ from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.verdict import agent_hint, per_stream_line, placement_line, verdict
 from placetune.wording import figure, hours, plural, versus
 
-__all__ = ["TuneOutcome", "TuneReport", "already_settled", "settles", "what_will_run"]
+__all__ = ["TuneOutcome", "TuneReport", "already_settled", "settles", "stops_early", "what_will_run"]
 
 
 @dataclass
@@ -69,6 +69,14 @@ def settles(cfg: TuneConfig) -> bool:
     """True when the run's agent stops once nothing it could build can change its answer
     (``stop_when_settled`` with the guided agent, :mod:`search.later`)."""
     return bool(cfg.stop_when_settled) and cfg.agent == "guided"
+
+
+def stops_early(cfg: TuneConfig) -> str:
+    """Why the run may end before its budget, in words for the live bar (empty: it builds to the end,
+    unless a timeout or Ctrl-C ends it)."""
+    why = [w for w, on in (("once settled", settles(cfg)), ("once converged", bool(cfg.stop_when_converged)),
+                           (f"after {cfg.timeout or 0:g} s", bool(cfg.timeout))) if on]
+    return f"it stops {' or '.join(why)}" if why else ""
 
 
 def already_settled(conv: Convergence, left: int) -> str:
