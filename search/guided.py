@@ -30,7 +30,8 @@ every :data:`CHOOSE_EVERY` rounds, twice as far apart each time it keeps the mod
 as the previous model did (within :data:`HELD`) gets a quarter of the inner-search effort.
 
 The first round measures the study's baselines (:func:`placetune.tuning.baselines.study_baselines`)
-and the uncorrected simulator's best predictions. Progress lines show the prediction next to
+and the uncorrected simulator's best predictions; a resumed study's run (``Budget.recall``) starts
+instead from every stored ok measurement of the study, answered without a build. Progress lines show the prediction next to
 each measurement and the model's current cross-validated error. The search space is the run's
 space (``granularity``, default ``stages``): with ``fusion`` or ``layer`` the same stage moves
 apply, ``scope:N`` coarsens them. Multi-objective runs (``latency+energy``) are guided by the
