@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from placetune import PlacementError
+from placetune import PlacementError, PlacetuneError
 from placetune.measurement import Measurement
 from placetune.placement.placement import Placement
 
@@ -298,6 +298,29 @@ class SearchRun:
             self._free_run += 1
             self.observe(list(key), placement, m, counted=False)
         return m
+
+    def recall(self) -> list[tuple[list[int], Measurement]]:
+        """The study's stored ok measurements (its earlier runs'), as assignments of the run's space
+        with their measurements, each recorded as an answer without an ``evaluate()`` call (no build,
+        no budget, not in the history; :meth:`answer`): a plan whose requested placement the space
+        cannot express is left out. In the store's order."""
+        ev = self.evaluator
+        out: list[tuple[list[int], Measurement]] = []
+        keys: set[tuple[int, ...]] = set()
+        for rec in ev.store.measurements(ev.study_name, status="ok"):
+            try:
+                a = project(self.space, self.space.from_placement(Placement(ev.model, rec.requested or rec.realized)))
+            except PlacetuneError:  # a record of another model version
+                continue
+            key = tuple(a)
+            if key in keys or not self.space.is_allowed(key):
+                continue
+            m = self.answer(a)
+            if m is not None and m.ok:
+                keys.add(key)
+                out.append((a, m))
+        self._free_run = 0  # recalled, not proposed
+        return out
 
     def measure_baselines(self) -> dict[str, Measurement]:
         """Evaluate the study's baselines (:func:`placetune.tuning.baselines.study_baselines`:

@@ -30,7 +30,8 @@ every :data:`CHOOSE_EVERY` rounds, twice as far apart each time it keeps the mod
 as the previous model did (within :data:`HELD`) gets a quarter of the inner-search effort.
 
 The first round measures the study's baselines (:func:`placetune.tuning.baselines.study_baselines`)
-and the uncorrected simulator's best predictions. Progress lines show the prediction next to
+and the uncorrected simulator's best predictions; a resumed study's run (``Budget.recall``) starts
+instead from every stored ok measurement of the study, answered without a build. Progress lines show the prediction next to
 each measurement and the model's current cross-validated error. The search space is the run's
 space (``granularity``, default ``stages``): with ``fusion`` or ``layer`` the same stage moves
 apply, ``scope:N`` coarsens them. Multi-objective runs (``latency+energy``) are guided by the
@@ -177,7 +178,7 @@ class GuidedAgent(Agent):
             pass
         run.reserve = 0
         if top:
-            state.remeasure_top(top)
+            state.remeasure_top(top, once=state.recalled > 0)
         state.finish()
         return run.result(rounds=state.rounds, cv_error=state.cv_error, model=state.model.name, fits=state.cv_history,
                           inner_evaluations=state.inner_calls, inner_rate=state.inner_rate,
@@ -235,6 +236,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         self.build_log: dict[str, list[tuple[int, float]]] = {}  # realisation -> (time, log |loss|) per build
         self.beta, self.beta_se = 0.0, None  # drift per build (search.drift)
         self.drift_checked = 0  # builds done when the reference was last built
+        self.recalled = 0  # the study's stored measurements the run started from (Budget.recall)
 
     @property
     def inner_rate(self) -> float | None:
@@ -248,9 +250,26 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
 
     @property
     def recent_error(self) -> float | None:
-        """Median error of the model's last picks (out of sample: predicted before they were measured)."""
+        """Median error of the model's last picks (out of sample: predicted before they were measured).
+        A run that started from the study's stored measurements (:meth:`recall`) and has not yet picked
+        two plans of its own takes its model's cross-validated error (also out of sample: plans left out)."""
         last = self.errors[-_RECENT:]
+        if len(last) < 2 and self.recalled:
+            return self.model.cv_error
         return float(np.median(last)) if len(last) >= 2 else None
+
+    def recall(self) -> None:
+        """Start from the study's stored ok measurements (a resumed study: :attr:`Budget.recall`): the model
+        is fitted on all of them, and none is proposed again (:meth:`search.base.SearchRun.recall`)."""
+        for a, m in self.run.recall():
+            key = tuple(a)
+            self.measured[key] = self.run.loss(m)
+            self.canonical.add(self.canon(a))
+            self.built.add(self.realised(a))
+            self.measurements.append(m)
+            self.feasibility.observe(a, m)
+            self.recalled += 1
+        log.info("guided: started from the study's %d stored measurements", self.recalled)
 
     @property
     def poor(self) -> bool:
@@ -337,16 +356,19 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         nominal = Surrogate(self.ev, space, run.objective, None, fails=self.feasibility.fails)
         ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
-        # round 0: the baselines, then the uncorrected simulator's best predictions (a baseline that
-        # failed to build has taught the feasibility rules something by then)
-        remaining = run.remaining
-        n_tops = 2 if remaining is None or remaining > 6 else 1
-        for a in first:
-            if not self.seen(a):
-                self.evaluate(a, nominal.loss(a))
-        for a, _ in self.select(nominal, Fit(), ranked, n_tops):
-            if not self.seen(a):
-                self.evaluate(a, nominal.loss(a))
+        if run.budget.recall:
+            self.recall()
+        if self.recalled < 3:  # a resumed study's model starts from its measurements, not the simulator's bets
+            # round 0: the baselines, then the uncorrected simulator's best predictions (a baseline that
+            # failed to build has taught the feasibility rules something by then)
+            remaining = run.remaining
+            n_tops = 2 if remaining is None or remaining > 6 else 1
+            for a in first:
+                if not self.seen(a):
+                    self.evaluate(a, nominal.loss(a))
+            for a, _ in self.select(nominal, Fit(), ranked, n_tops):
+                if not self.seen(a):
+                    self.evaluate(a, nominal.loss(a))
         self.rounds = 1
         while not run.exhausted:
             self.round()

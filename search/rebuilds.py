@@ -111,9 +111,10 @@ class Rebuilds:
                 return key
         return None
 
-    def remeasure_top(self, n: int) -> None:
+    def remeasure_top(self, n: int, *, once: bool = False) -> None:
         """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
-        them by the median over their builds, and say so in the notes."""
+        them by the median over their builds, and say so in the notes. With ``once``, only those of
+        them built once (a resumed run: an earlier run's end re-measured the others already)."""
         run, obj = self.run, self.run.objective
         top: list[tuple[int, ...]] = []
         realisations: set[str] = set()
@@ -123,23 +124,25 @@ class Rebuilds:
             if self.realised(key) not in realisations:
                 realisations.add(self.realised(key))
                 top.append(key)
-        if not top:
+        todo = [key for key in top if not once or len(self.builds(key)) < 2]
+        if not todo:
             return
         crowned = run.best_assignment
         shown = []
-        for key in top:
+        for key in todo:
             before = obj.value(run.known(key))
             try:
                 m = self.rebuild(key)
             except BudgetExhausted:
-                run.notes.append(f"re-measured {len(shown)} of the top {len(top)}: the time budget ran out")
+                run.notes.append(f"re-measured {len(shown)} of the top {len(todo)}: the time budget ran out")
                 break
             shown.append(f"{_fmt(before)} -> {_fmt(obj.value(m))} ({len(m.extra.get('builds') or ())} builds)")
         if not shown:
             return
         # the final ranking: the re-measured candidates on equal numbers of builds, drift-corrected
         self.correct_measured()
-        winner = self.rank_equal(top[:len(shown)])
+        # (a resumed run's: its builds and the earlier runs' are combined in the store's medians, which rank them)
+        winner = None if once else self.rank_equal(top[:len(shown)])
         if winner is not None and list(winner) != run.best_assignment:
             self.crown(winner)
         unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
@@ -150,7 +153,9 @@ class Rebuilds:
             moved = f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
         else:
             moved = f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it"
-        run.notes.append(f"re-measured the top {len(shown)} ({obj.names[0]}{unit}, as measured -> median over "
+        which = f"the top {len(shown)}" if len(todo) == len(top) else \
+            f"{len(shown)} of the top {len(top)} (built once; an earlier run re-measured the others)"
+        run.notes.append(f"re-measured {which} ({obj.names[0]}{unit}, as measured -> median over "
                          "builds): " + ", ".join(shown) + moved)
         log.info("guided: %s", run.notes[-1])
 

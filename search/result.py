@@ -34,6 +34,10 @@ class Budget:
             (``placetune tune`` passes its :class:`~placetune.tuning.convergence.ConvergenceWatch`'s,
             which starts from the study's stored trials: a resumed settled study builds only what can
             still change its answer). None: the agent judges convergence on its own run's evaluations.
+        recall: the agent starts from the study's stored ok measurements, its earlier runs' (the guided
+            agent's model and its judgement of what could still change the answer rest on all of them,
+            not only on those it proposes again: :meth:`search.base.SearchRun.recall`). ``placetune tune``
+            passes True when it resumes a study. False: the agent learns only from its own run.
 
     Raises:
         ValueError: a negative number of evaluations or a non-positive time.
@@ -48,6 +52,7 @@ class Budget:
     stop: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
     settle: bool = False
     converged: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
+    recall: bool = False
 
     def __post_init__(self) -> None:
         if self.evaluations is not None and int(self.evaluations) < 0:

@@ -137,3 +137,25 @@ def test_a_study_too_short_to_judge_says_so_in_one_plain_line(tmp_path, monkeypa
     lines = [x for x in capsys.readouterr().out.splitlines() if "converge" in x]
     assert lines == ["not judged: convergence needs 10 trials after the best without a gain over 1%, and the "
                      "study has only 8"]
+
+
+def test_a_noisy_settled_study_resumed_starts_from_all_its_measurements(tmp_path, monkeypatch, capsys):
+    """A resumed agent's model and its "could still win" judgement rest on every stored measurement of
+    the study, not only on the plans it proposes again; the end's re-measurement covers only what no
+    earlier run re-measured. Run again, the noisy study builds only leaders its noise cannot order,
+    then nothing (before: 25, 8, then 3 builds)."""
+    from placetune.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text('[study]\nmodel = "resnet18"\ntrials = 120\nbatch = 2\n'
+                                     '[settings]\nnoise = 0.02\n')
+    args = ["tune", "s.toml", "--storage", "sqlite:///s.db", "--export", "s.json"]
+    built = []
+    for _ in range(3):
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        built.append([x for x in out.splitlines() if x.startswith("trial=")])
+    assert len(built[0]) == 25
+    assert 0 < len(built[1]) <= 6
+    assert all("remeasured_builds=" in x and "predicted_" not in x for x in built[1])  # leaders built again only
+    assert built[2] == [] and "already settled" in out

@@ -170,7 +170,8 @@ class Tuner:
                     with single_blas_thread():  # the agent's many small solves: threads only spin
                         stop = watch.should_stop if cfg.stop_when_converged else None
                         budget = Budget(remaining, cfg.timeout, stop, settle=cfg.stop_when_settled,
-                                        converged=lambda: watch.converged)  # the study's, its stored trials included
+                                        converged=lambda: watch.converged,  # the study's, its stored trials included
+                                        recall=bool(done))  # a resumed agent starts from the study's measurements
                         result = drive(agent.ask_tell(ev, budget), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
                     said = [n for n in result.notes if n.startswith(_SAID)]
