@@ -44,6 +44,9 @@ def _check(tmp_path, proto: onnx.ModelProto) -> tuple[int, str]:
     return int(code or 0), err.getvalue().strip()
 
 
+_twice = h.make_node("Concat", ["y", "y"], ["cc"], name="cat", axis=1)
+_twice.attribute.extend([h.make_attribute("axis", [-1])])
+
 _axes_in = [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8]), h.make_tensor_value_info("ax", T.INT64, [1])]
 
 REFUSED = {
@@ -70,6 +73,13 @@ REFUSED = {
         inputs=_axes_in, extra=[h.make_node("Abs", ["ax"], ["ax2"], name="abs"),
                                 h.make_node("Unsqueeze", ["y", "ax2"], ["u"], name="unsq")],
         outputs=[h.make_tensor_value_info("u", T.FLOAT, None)]), "node 'unsq' (Unsqueeze) takes its axes from 'ax2'"),
+    # a fresh seed of the ONNX mutation fuzz (307831101) found it: Concat's axis given twice, the second as a list,
+    # reached int() of a list in the DLA rules as an internal error
+    "attribute given twice": (_model(extra=[_twice], outputs=[h.make_tensor_value_info("cc", T.FLOAT, None)]),
+                              "node 'cat' (Concat): attribute 'axis' appears twice"),
+    "attribute of another type": (_model(extra=[h.make_node("Concat", ["y", "y"], ["cc"], name="cat", axis=[1])],
+                                         outputs=[h.make_tensor_value_info("cc", T.FLOAT, None)]),
+                                  "node 'cat' (Concat): attribute 'axis' is INTS, and Concat takes INT"),
 }
 
 

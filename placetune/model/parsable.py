@@ -22,7 +22,8 @@ branches where they differ):
 * operands the parser needs as build-time constants (docs/operators.md): CumSum's ``axis``,
   Dropout's ``training_mode``, Pad's ``axes``, the Reduce ops' ``axes``, Slice's ``axes``,
   Squeeze's and Unsqueeze's ``axes`` and OneHot's ``depth``; one computed from a network input
-  (not only from its shape) is refused.
+  (not only from its shape) is refused;
+* node attributes: each at most once and of the type its op's schema declares (ONNX's checker).
 
 Only the main graph is checked (a subgraph's names are scoped); what the parser accepts with a
 warning (e.g. DOUBLE inputs, cast to FLOAT) is accepted.
@@ -145,7 +146,37 @@ def refuse_unparsable(proto: onnx.ModelProto) -> onnx.ModelProto:
     _io(graph, initializers)
     _names(graph, initializers)
     _constant_operands(graph, initializers)
+    _attributes(proto)
     return proto
+
+
+def _attributes(proto: onnx.ModelProto) -> None:
+    """A default-domain node's attributes as its op's schema declares them: each at most once, of
+    the schema's type (ONNX's checker: "Attribute '...' appeared multiple times", "Mismatched
+    attribute type"; the parser reads them with the schema's type, so an ``axis`` given as a list
+    cannot be imported as the model says)."""
+    opset = next((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        return
+    for node in proto.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+        except onnx.defs.SchemaError:  # an op the opset lacks: the parser refuses it by name at build
+            continue
+        seen: set[str] = set()
+        for a in node.attribute:
+            where = f"node {node.name or '(unnamed)'!r} ({node.op_type}): attribute {a.name!r}"
+            if a.name in seen:
+                raise ModelError(f"{where} appears twice (onnx.checker refuses the model): export it again")
+            seen.add(a.name)
+            declared = schema.attributes.get(a.name)
+            if declared is not None and a.type != declared.type:
+                got = onnx.AttributeProto.AttributeType.Name(a.type)
+                want = onnx.AttributeProto.AttributeType.Name(declared.type)
+                raise ModelError(f"{where} is {got}, and {node.op_type} takes {want} (onnx.checker refuses the "
+                                 "model): export it again")
 
 
 #: input/output types the ONNX parser of TensorRT 8.5 and 8.6 cannot convert (its ``convertDtype``,
