@@ -447,6 +447,21 @@ class MeasurementsMixin(StudiesMixin):
             ).inserted_primary_key[0]
         )
 
+    def rewrite(self, study: StudyRecord, requested_key: str, placement_key: str, measurement: Measurement,
+                agent: str | None, trial_number: int | None) -> int | None:
+        """Rewrite the stored measurement of ``placement_key`` in ``study``'s scope with ``measurement``
+        (:meth:`update_measurement`) and log the request that asked for it (not a cache hit).
+
+        Returns:
+            The row's id, or None when no such row is stored (nothing is written then).
+        """
+        mid = self.measurement_id(*study.scope, placement_key)
+        if mid is None:
+            return None
+        self.update_measurement(mid, measurement)
+        self.record_request(study, requested_key, placement_key, mid, agent, trial_number, False)
+        return mid
+
     def record_request(
         self,
         study: StudyRecord | str,

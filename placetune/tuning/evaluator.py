@@ -394,13 +394,10 @@ class Evaluator:
         combined = combine_builds(stored, new)
         t0 = time.perf_counter()
         try:
-            mid = self.store.measurement_id(*self.study.scope, key)
+            mid = self.store.rewrite(self.study, placement.key, key, combined, agent or "remeasure", trial_number)
             if mid is None:
                 raise ConfigError(f"cannot re-measure placement {placement.key[:12]}: its measurement is no "
                                   f"longer in {self.store.url}")
-            self.store.update_measurement(mid, combined)
-            self.store.record_request(self.study, placement.key, key, mid, agent or "remeasure", trial_number,
-                                      False)
         finally:
             self.stats.store_seconds += time.perf_counter() - t0
         combined.extra["_id"] = mid

@@ -145,13 +145,10 @@ class TrialLog:
         (``cache_hit`` false), then its trial (a new one; the first attempt's trial stays)."""
         ev = self.evaluator
         self.flush()  # the untrusted row may still wait in this log
-        scope: tuple[str, str, str] = ev.study.scope
-        mid = ev.store.measurement_id(*scope, key)
+        mid = ev.store.rewrite(ev.study, placement.key, key, stored, agent, trial_number)
         if mid is None:  # no longer stored: a new row
             self.measured(placement, stored, answer, key, agent, trial_number, started)
             return
-        ev.store.update_measurement(mid, stored)
-        ev.store.record_request(ev.study, placement.key, key, mid, agent, trial_number, False)
         stored.extra["_id"] = answer.extra["_id"] = mid
         self.stored(placement, answer, started, agent)
 
