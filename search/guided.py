@@ -262,12 +262,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         """Start from the study's stored ok measurements (a resumed study: :attr:`Budget.recall`): the model
         is fitted on all of them, and none is proposed again (:meth:`search.base.SearchRun.recall`)."""
         for a, m in self.run.recall():
-            key = tuple(a)
-            self.measured[key] = self.run.loss(m)
-            self.canonical.add(self.canon(a))
-            self.built.add(self.realised(a))
-            self.measurements.append(m)
-            self.feasibility.observe(a, m)
+            self.learn(a, m)
             self.recalled += 1
         log.info("guided: started from the study's %d stored measurements", self.recalled)
 
@@ -311,6 +306,17 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         return (tuple(a) in self.measured or self.canon(a) in self.canonical
                 or self.realised(a) in self.built or self.realised(list(self.canon(a))) in self.built)
 
+    def learn(self, a: list[int], m: Measurement) -> float:
+        """Record what ``m`` says of ``a`` (its loss; it, its twin and its realisation measured; the model's
+        data; the feasibility rules): a plan built in this run or recalled from the study. Returns the loss."""
+        got = self.measured[tuple(a)] = self.run.loss(m)
+        self.canonical.add(self.canon(a))
+        self.built.add(self.realised(a))
+        if m.ok:
+            self.measurements.append(m)
+        self.feasibility.observe(a, m)
+        return got
+
     def evaluate(self, a: list[int], predicted: float | None) -> Measurement:
         """Evaluate on the backend, with the prediction and the fit's error on the progress line."""
         note: dict[str, Any] = {}
@@ -321,19 +327,14 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         t = self.run.evaluations
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
-        got = self.measured[key] = self.run.loss(m)
+        got = self.learn(a, m)
         if m.ok and not m.extra.get("cache_hit"):
             self.log_build(key, got, t)
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12 and math.isfinite(got) \
                 and predicted * got > 0:
             self.errors.append(abs(math.log(abs(got) / abs(predicted))))
-        self.canonical.add(self.canon(a))
-        self.built.add(self.realised(a))
         if predicted is not None:
             self.predicted[key] = predicted
-        if m.ok:
-            self.measurements.append(m)
-        self.feasibility.observe(a, m)
         log.info("guided: measured %s predicted %s", self.run.objective.value(m), note.get("predicted"))
         return m
 
