@@ -16,6 +16,7 @@ from placetune.files.write import write_file
 from placetune.model import zoo
 from placetune.model.onnx_io import load_with_weights, read_model_proto
 from placetune.model.zoo.registry import parse_options
+from placetune.model.qdq import is_qdq_model
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -28,9 +29,8 @@ log = logging.getLogger(__name__)
 _FLOAT32_INPUTS = {("Resize", 2), ("Upsample", 1)}
 
 
-def has_qdq(proto: "onnx.ModelProto") -> bool:
-    """True when the graph has QuantizeLinear/DequantizeLinear nodes (explicit quantisation)."""
-    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node)
+#: True when the graph has QuantizeLinear/DequantizeLinear nodes (explicit quantisation)
+has_qdq = is_qdq_model
 
 
 def convert_to_fp16(proto: "onnx.ModelProto") -> "onnx.ModelProto":

@@ -18,6 +18,7 @@ from placetune.model import zoo
 from placetune.model.merge import networks_in, source_networks
 from placetune.model.model import Model
 from placetune.model.onnx_io import load_with_weights
+from placetune.model.qdq import is_qdq_model
 from placetune.placement.cut import cut, tensor_infos
 from placetune.placement.cut_formats import plan_cut_formats
 from placetune.plan.trtexec import engine_files
@@ -249,8 +250,7 @@ def _int8_ranges(precision: str, model: "Model | None") -> str | None:
     None for other precisions. ``placetune export --calibration-cache`` makes it ``calibration-cache``."""
     if precision != "int8":
         return None
-    if model is not None and model.proto is not None and any(
-            n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.proto.graph.node):
+    if model is not None and model.proto is not None and is_qdq_model(model.proto):
         return "qdq"
     return "placeholder"
 

@@ -31,6 +31,7 @@ from placetune.hardware.dla.shuffle import _rule_concat, _rule_resize, _rule_shu
 from placetune.hardware.dla.trt_types import _ACTIVATIONS, _COMPARISONS, _ELEMENTWISE, _REDUCES, _SHUFFLES, _UNARY
 from placetune.hardware.platforms import Platform, get_platform
 from placetune.model.layer import Layer
+from placetune.model.qdq import QDQ_OPS
 
 #: Precisions the DLA runs (G7). Anything else makes every layer GPU-only.
 SUPPORTED_PRECISIONS = ("fp16", "int8")
@@ -67,8 +68,6 @@ _NO_DLA = {
 
 # ----------------------------------------------------------------------------- explicit quantization (Q/DQ)
 
-#: The ONNX ops of explicit quantization, judged by :func:`_rule_qdq`.
-_QDQ = ("QuantizeLinear", "DequantizeLinear")
 #: First TensorRT version whose DLA builds take their INT8 from the model's Q/DQ nodes: 11.4.1 (JetPack
 #: 7.2.2+, AGX Orin). Its DLA networks are strongly typed ("Precision is determined by network tensor types
 #: instead of the former per-precision builder flags", 11.4.1 release notes; kINT8 "removed in TensorRT 11.0",
@@ -217,7 +216,7 @@ def _check(layer: Layer, ctx: _Ctx) -> Support:
         producers = [_safe_layer(ctx, p) for p in layer.producers]
         if any(p is not None and p.op_type == "Reshape" for p in producers):
             return Support(False, "GroupNorm piece InstanceNormalization has no DLA implementation")
-    if op in _QDQ:
+    if op in QDQ_OPS:
         return _rule_qdq(layer, ctx)
     if op in _NO_DLA:
         return Support(False, _NO_DLA[op])
