@@ -162,11 +162,13 @@ class Platform:
 
 
 # Orin DLA FP16: the DLA-SW FAQ says Orin's DLA trades "lower FP16 convolution compute" for
-# ~9x INT8 over Xavier, and NVIDIA's DLA guide (seed 002, "Orin restrictions") warns that FP16
-# convolutions on Orin may take up to 2x the latency of Xavier's. No FP16 peak is published.
-# ESTIMATE: FP16 = dense INT8 / 16. 1/4..1/8 of INT8 would put Orin's per-core FP16 above
-# Xavier's 2.5 TFLOPS (26.25/8 = 3.3), contradicting the FAQ; 1/16 gives 1.64 TFLOPS on AGX
-# Orin, i.e. Xavier/Orin = 1.5x, within the "up to 2x" warning.
+# ~9x INT8 over Xavier. No FP16 peak or FP16 / INT8 MACs-per-cycle ratio is published by NVIDIA
+# (searched: placetune/data/published.md, history step 12); an "up to 2x the latency of Xavier's"
+# for FP16 convolutions appears only in a third-party translation of NVIDIA's DLA guide (seed 002)
+# and is not used. ESTIMATE: FP16 = dense INT8 / 16. 1/4..1/8 of INT8 would put Orin's per-core
+# FP16 above Xavier's 2.5 TFLOPS (26.25/8 = 3.3), contradicting the FAQ; 1/16 gives 1.64 TFLOPS on
+# AGX Orin (Xavier/Orin = 1.5x). The published ResNet-50 DLA FP16 row (17.7 ms) is simulated about
+# 2x too fast with it: a validation row, so it measures this estimate and does not set it.
 _ORIN_DLA_FP16_PER_INT8 = 1.0 / 16.0
 
 # Orin GPU FP16: Ampere tensor cores run dense FP16 at half their dense INT8 rate.
