@@ -22,6 +22,7 @@ Usage::
     python benchmarks/calibration.py --fit --write   # ... and store them (simulator_fit.json)
     python benchmarks/calibration.py --write         # store the refits' predictions, constants unchanged
     python benchmarks/calibration.py --check         # exit 1 unless the targets below are met
+    python benchmarks/calibration.py --fit --write --jobs 16   # the refits in 16 processes (same figures)
 
 Every "simulated" figure is from placetune's simulated Jetson, never from hardware.
 """
@@ -188,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="with --fit: store them in placetune/data/simulator_fit.json")
     ap.add_argument("--stored", action="store_true", help="use the stored leave-one-source-out predictions")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the targets are met")
+    ap.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="run the leave-one-source-out refits in N processes (default 1; same figures)")
     args = ap.parse_args(argv)
     if args.fit:
         t0 = time.perf_counter()
@@ -204,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         loso, unexcluded = stored_predictions()
     else:
         t0 = time.perf_counter()
-        loso = leave_one_source_out()
-        unexcluded = without_exclusions()
+        loso = leave_one_source_out(jobs=args.jobs)
+        unexcluded = without_exclusions(jobs=args.jobs)
         print(f"leave-one-source-out and the fits without exclusions: {time.perf_counter() - t0:.0f} s",
               file=sys.stderr)
     if args.write:

@@ -85,6 +85,17 @@ def test_leave_one_source_out_predicts_each_source_without_it(restore_constants,
     assert costs.ARCH == before  # the full fit's constants are back
 
 
+def test_leave_one_source_out_in_processes_gives_the_serial_predictions(restore_constants):
+    """``jobs > 1`` (``benchmarks/calibration.py --jobs``) runs the refits in forked processes: same rows,
+    same order, same figures, and the constants in use are back afterwards."""
+    cases = [c for c in _xavier_gpu(published_cases()) if c.row.source in ("seed-003", "torch2trt-xavier")]
+    serial = leave_one_source_out(cases, params=_SMALL, max_nfev=2)
+    before = dict(costs.ARCH)
+    forked = leave_one_source_out(cases, params=_SMALL, max_nfev=2, jobs=2)
+    assert [(r.case.row.id, r.simulated) for r in forked] == [(r.case.row.id, r.simulated) for r in serial]
+    assert costs.ARCH == before and builtin._REFIT is None
+
+
 def test_rows_in_conflict_with_their_peers_stay_out_of_the_fit(restore_constants):
     rows = load_published()
     bad = conflicts(rows)

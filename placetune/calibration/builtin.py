@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -235,11 +236,14 @@ def fit_builtin(cases: Sequence[PublishedCase] | None = None, *, params: Sequenc
 
 
 def leave_one_source_out(cases: Sequence[PublishedCase] | None = None, *, params: Sequence[Param] = PARAMS,
-                         **kw) -> list[CaseResult]:
+                         jobs: int = 1, **kw) -> list[CaseResult]:
     """Every ``fit`` row predicted by a fit without its source (one refit per source).
 
-    Restores the simulator to the full fit's values afterwards.
+    ``jobs > 1`` runs the refits in that many forked processes (each refit is independent and
+    starts from the same constants, so the predictions are those of ``jobs=1``). Restores the
+    simulator to the full fit's values afterwards.
     """
+    global _REFIT
     cases = [c for c in (published_cases() if cases is None else cases) if not c.skip]
     fit_cases = [c for c in cases if c.row.split == "fit"]
     saved = dict(costs.ARCH)
@@ -248,29 +252,48 @@ def leave_one_source_out(cases: Sequence[PublishedCase] | None = None, *, params
         a: {k: (published.HARNESS_CALL_US[k] if a == "harness" else _get(saved[a], k))
             for p in params for aa, k in p.targets if aa == a} for a in (*saved, "harness")}
     saved_harness = dict(published.HARNESS_CALL_US)
+    sources = sorted({c.row.source for c in fit_cases})
     out: list[CaseResult] = []
     try:
-        for source in sorted({c.row.source for c in fit_cases}):
-            fit_builtin(cases, params=params, exclude_sources=(source,), start=start, **kw)
-            out += [CaseResult(c, simulate_case(c)) for c in fit_cases if c.row.source == source]
+        if jobs > 1:
+            _REFIT = (cases, tuple(params), start, kw)
+            with multiprocessing.get_context("fork").Pool(min(jobs, len(sources))) as pool:
+                for preds in pool.map(_refit_without, sources, chunksize=1):
+                    out += [CaseResult(cases[i], v) for i, v in preds]
+        else:
+            for source in sources:
+                out += [CaseResult(cases[i], v) for i, v in _refit_without(source, (cases, params, start, kw))]
     finally:
+        _REFIT = None
         costs.ARCH.update(saved)
         published.HARNESS_CALL_US.update(saved_harness)
         costs._TABLE_CACHE.clear()
     return out
 
 
+#: What the forked refit processes of :func:`leave_one_source_out` share: (cases, params, start, options).
+_REFIT: tuple | None = None
+
+
+def _refit_without(source: str, state: tuple | None = None) -> list[tuple[int, float]]:
+    """Refit without ``source`` and predict its ``fit`` rows: ``(index in cases, simulated)`` pairs."""
+    cases, params, start, kw = state or _REFIT
+    fit_builtin(cases, params=params, exclude_sources=(source,), start=start, **kw)
+    return [(i, simulate_case(c)) for i, c in enumerate(cases) if c.row.split == "fit" and c.row.source == source]
+
+
 def without_exclusions(cases: Sequence[PublishedCase] | None = None, *, params: Sequence[Param] = PARAMS,
-                       **kw) -> tuple[list[CaseResult], list[CaseResult]]:
+                       jobs: int = 1, **kw) -> tuple[list[CaseResult], list[CaseResult]]:
     """The predictions again with the exclusion rule off: every expressible row by a full fit
     that keeps the rows in conflict with their peers, and every fit row by such a fit without
-    its source (leave-one-source-out). Restores the simulator's constants afterwards."""
+    its source (leave-one-source-out, in ``jobs`` processes). Restores the simulator's constants
+    afterwards."""
     cases = [c for c in (published_cases() if cases is None else cases) if not c.skip]
     saved, saved_harness = dict(costs.ARCH), dict(published.HARNESS_CALL_US)
     try:
         fit_builtin(cases, params=params, exclusions=False, **kw)
         full = [CaseResult(c, simulate_case(c)) for c in cases]
-        loso = leave_one_source_out(cases, params=params, exclusions=False, **kw)
+        loso = leave_one_source_out(cases, params=params, exclusions=False, jobs=jobs, **kw)
     finally:
         costs.ARCH.update(saved)
         published.HARNESS_CALL_US.update(saved_harness)
