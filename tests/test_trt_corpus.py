@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from placetune.backends.tensorrt.buildlog import parse_build_log, split_prefix
+from placetune.backends.tensorrt.placement_known import inspector_dla_layers, metadata_nodes
 from placetune.backends.tensorrt.worker_names import is_placement_line, parser_layers
 from placetune.backends.trtexec.parse import (
     error_lines,
@@ -104,7 +105,10 @@ def _layer_info(path: Path, text: str) -> dict | None:
         return None
     return {"valid_json": info.valid_json, "layers": len(info.layers), "first": info.names[0], "last": info.names[-1],
             "bindings": info.bindings,
-            "layer_types": sorted({str(x["LayerType"]) for x in info.layers if "LayerType" in x})}
+            "layer_types": sorted({str(x["LayerType"]) for x in info.layers if "LayerType" in x}),
+            # the placement reading: the layers read as DLA loadables, the ONNX nodes Metadata names
+            "dla_layers": inspector_dla_layers(info.layers),
+            "metadata_nodes": len({n for x in info.layers for n in metadata_nodes(x)})}
 
 
 def _parser_layers(path: Path, text: str) -> list | None:
