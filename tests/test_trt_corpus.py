@@ -10,6 +10,7 @@ reader, the reader must find nothing (a layer-info reader finds no layers in a c
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -179,3 +180,17 @@ def test_the_corpus_spans_the_tensorrt_versions_and_stays_small():
     dla = [a for a in IDS if _load(a)[0]["facts"].get("build_log", {}).get("dla_subgraphs")]
     assert len(dla) >= 4  # published DLA placement reports
     assert sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file()) < 1_000_000
+
+
+@pytest.mark.parametrize("artefact", ["trex-a100-resnet18-fp16-layerinfo", "evpe-rtx3060-trtexec-10.4-alexnet-layerinfo",
+                                      "samples-hackathon-18-layerinfo-names"])
+def test_the_doubles_write_the_inspectors_text_in_the_layout_of_the_real_exports(artefact):
+    """The TensorRT and trtexec doubles write the inspector's JSON with tests/fakes/_layerinfo.py:
+    given a real export's layers it writes that export again, byte for byte (trtexec's file ends
+    with a newline)."""
+    spec = importlib.util.spec_from_file_location("_layerinfo", Path(__file__).parent / "fakes" / "_layerinfo.py")
+    layerinfo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layerinfo)
+    prov, path, text = _load(artefact)
+    doc = json.loads(text)
+    assert layerinfo.render(doc["Layers"], doc["Bindings"]) + "\n" == text
