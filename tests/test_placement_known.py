@@ -11,7 +11,7 @@ import pytest
 
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.placement_known import decide, inspector_dla_layers, mark_known, metadata_nodes
-from placetune.backends.trtexec.parse import PerfSummary
+from placetune.backends.trtexec.parse import PerfSummary, parse_layer_info
 from placetune.backends.trtexec.process import Run, classify
 from placetune.measurement import Measurement
 
@@ -81,6 +81,19 @@ def test_a_gpu_foreign_node_next_to_another_loadables_copy_is_not_a_dla_loadable
     names = ["{ForeignNode[g1...g2]}", "x to nvm", "{ForeignNode[c1...c2]}", "c2 from nvm", "x copy finish",
              "{ForeignNode[g3...g4]}"]
     assert inspector_dla_layers(names) == ["{ForeignNode[c1...c2]}"]
+
+
+def test_a_layer_file_that_is_not_valid_json_keeps_each_layers_type():
+    """trtexec's file read from its raw text (a name with an unescaped quote): the LayerType after
+    each name is kept, so a Myelin ForeignNode after a loadable's copy is still no loadable."""
+    text = ('{"Layers": [{\n  "Name": "x to nvm",\n  "LayerType": "Reformat",\n  "Inputs": [],\n  "Outputs": []\n},{\n'
+            '  "Name": "{ForeignNode[say "hi"...b]}",\n  "LayerType": "Myelin",\n  "Inputs": [\n  {\n'
+            '    "Name": "x",\n    "Location": "Device",\n    "Dimensions": [1],\n    "Format/Datatype": "Half"\n  }],\n'
+            '  "Outputs": []\n}],\n"Bindings": ["x"\n]}\n')
+    info = parse_layer_info(text)
+    assert not info.valid_json and info.layers == [{"Name": "x to nvm", "LayerType": "Reformat"},
+                                                   {"Name": '{ForeignNode[say "hi"...b]}', "LayerType": "Myelin"}]
+    assert inspector_dla_layers(info.layers) == []
 
 
 def test_a_layer_the_inspector_does_not_name_is_never_read_as_the_gpus():
