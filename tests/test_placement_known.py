@@ -134,6 +134,17 @@ def test_tensorrt_10_myelin_kernels_are_placed_by_their_metadata():
     assert k.from_request == ["/Flatten", "/classifier/classifier.2/Relu", "/classifier/classifier.5/Relu"]
 
 
+def test_a_reformat_stands_for_no_layer_whatever_its_metadata():
+    """A GPU reformat feeding a DLA loadable may carry the metadata of the layer it feeds: that layer
+    is not read as the GPU's (which would contradict the log and leave the placement unknown)."""
+    layers = [dict(x) for x in INSPECTOR]
+    layers.insert(0, {"Name": "Reformatting CopyNode for Input Tensor 0 to {ForeignNode[c1...c2]}",
+                      "LayerType": "Reformat", "Metadata": "[ONNX Layer: c1]"})
+    layers.insert(1, {"Name": "in copy", "LayerType": "Reformat", "Metadata": "[ONNX Layer: c1]"})
+    k = _decide(LOG, layers)
+    assert k.known and k.source == "build log and engine inspector" and k.realized["c1"] == "DLA0"
+
+
 def test_the_inspector_alone_never_reads_an_unplaceable_foreign_node_as_all_gpu():
     """No placement report in the log, and a ForeignNode the inspector reading cannot place (no DLA
     layer type, no nvm copy beside it: the form a DLA loadable may take in a real export, which

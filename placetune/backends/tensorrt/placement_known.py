@@ -223,7 +223,11 @@ def decide(
 
 def _model_layers(layer: object, resolver: NameResolver) -> list[str]:
     """The model layers an inspector layer stands for: those its name names, and those its
-    ``Metadata`` names (TensorRT 10's Myelin kernels are named after no layer of the model)."""
+    ``Metadata`` names (TensorRT 10's Myelin kernels are named after no layer of the model). A
+    reformat or copy the builder made stands for none, whatever its ``Metadata`` says (a copy may
+    carry the metadata of the layer it feeds, which may have run elsewhere)."""
+    if resolver.network_layers(_name(layer)) is None or _layer_type(layer) == "Reformat":
+        return []
     found = set(resolver.model_layers(_name(layer)))
     found.update(n for n in metadata_nodes(layer) if n in resolver.model_set)
     kernel = _MYELIN_KERNEL.match(_name(layer))
