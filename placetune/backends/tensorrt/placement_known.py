@@ -165,7 +165,7 @@ def decide(
         # shows none in the form placetune reads (checked against the doubles only): its DLA form is
         # not understood, so it is no evidence against the log
         dla_engine = None
-    from_ins: dict[str, str] | None = None
+    from_ins: dict[str, str | None] | None = None
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
         dla_set = set(dla_engine)
