@@ -245,7 +245,7 @@ def test_the_tensorrt_backend_without_placement_lines(inspector, tmp_path, caplo
     assert rec.realized == m.realized and rec.measurement.placement_known == m.placement_known
     assert m.ok
     assert "placement sections" in " ".join(m.extra["notes"])
-    if inspector:  # the doubles' inspector marks DLA layers (an unverified form): known from it alone
+    if inspector:  # a ForeignNode between its nvm copies, as the real profile orders them: known from it alone
         assert m.placement_known and m.extra["placement_source"] == "engine inspector" and m.realized
     else:
         assert not m.placement_known and m.realized is None and m.dla_loadables == {}
