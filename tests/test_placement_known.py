@@ -3,14 +3,15 @@ and recorded as unknown where they disagree or neither says: never "realised = r
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 import pytest
 
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
-from placetune.backends.tensorrt.placement_known import decide, inspector_dla_layers, mark_known
-from placetune.backends.trtexec.parse import PerfSummary
+from placetune.backends.tensorrt.placement_known import decide, inspector_dla_layers, mark_known, metadata_nodes
+from placetune.backends.trtexec.parse import PerfSummary, parse_layer_info
 from placetune.backends.trtexec.process import Run, classify
 from placetune.measurement import Measurement
 
@@ -41,9 +42,13 @@ def test_the_two_sources_agree_or_the_placement_is_unknown():
     k = _decide(LOG, INSPECTOR)
     assert k.known and k.source == "build log and engine inspector" and k.loadables == 1
     wrong = [dict(x) for x in INSPECTOR]
-    wrong[1]["Name"] = "{ForeignNode[c1...r1]}"  # the inspector says c2 ran on the GPU
+    wrong[1]["Name"] = "{ForeignNode[c1...r1]}"
+    wrong.insert(4, {"Name": "c2", "LayerType": "CaskConvolution"})  # the inspector says c2 ran on the GPU
     k = _decide(LOG, wrong)
     assert not k.known and k.realized is None and "disagree on 1 layer(s) (c2)" in k.reason
+    # an inspector that names c2 nowhere says nothing against the log (it is not read as the GPU's)
+    k = _decide(LOG, [x for x in wrong if x["Name"] != "c2"])
+    assert k.known and k.realized["c2"] == "DLA0"
 
 
 def test_neither_source_is_unknown_never_the_request():
@@ -63,6 +68,81 @@ def test_a_myelin_foreign_node_without_dla_copies_is_not_a_dla_loadable():
     assert inspector_dla_layers([{"Name": "{ForeignNode[a...b]}", "LayerType": "Myelin"}]) == []
     assert inspector_dla_layers([{"Name": "x", "LayerType": "DLA"}]) == ["x"]
     assert inspector_dla_layers([]) is None
+
+
+def test_a_gpu_foreign_node_next_to_another_loadables_copy_is_not_a_dla_loadable():
+    """A Myelin subgraph is a ForeignNode too (LayerType Myelin in 8.x); one scheduled just before a
+    loadable's input copy, or just after its copies, ran on the GPU. A DLA loadable follows its
+    ``to nvm`` copy and precedes its ``from nvm`` copy (the real profile of NVIDIA/TensorRT#3143)."""
+    typed = [{"Name": "{ForeignNode[g1...g2]}", "LayerType": "Myelin"}, {"Name": "x to nvm", "LayerType": "Reformat"},
+             {"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "c2 from nvm", "LayerType": "Reformat"},
+             {"Name": "{ForeignNode[g3...g4]}", "LayerType": "Myelin"}]
+    assert inspector_dla_layers(typed) == ["{ForeignNode[c1...c2]}"]
+    names = ["{ForeignNode[g1...g2]}", "x to nvm", "{ForeignNode[c1...c2]}", "c2 from nvm", "x copy finish",
+             "{ForeignNode[g3...g4]}"]
+    assert inspector_dla_layers(names) == ["{ForeignNode[c1...c2]}"]
+
+
+def test_a_layer_file_that_is_not_valid_json_keeps_each_layers_type():
+    """trtexec's file read from its raw text (a name with an unescaped quote): the LayerType after
+    each name is kept, so a Myelin ForeignNode after a loadable's copy is still no loadable."""
+    text = ('{"Layers": [{\n  "Name": "x to nvm",\n  "LayerType": "Reformat",\n  "Inputs": [],\n  "Outputs": []\n},{\n'
+            '  "Name": "{ForeignNode[say "hi"...b]}",\n  "LayerType": "Myelin",\n  "Inputs": [\n  {\n'
+            '    "Name": "x",\n    "Location": "Device",\n    "Dimensions": [1],\n    "Format/Datatype": "Half"\n  }],\n'
+            '  "Outputs": []\n}],\n"Bindings": ["x"\n]}\n')
+    info = parse_layer_info(text)
+    assert not info.valid_json and info.layers == [{"Name": "x to nvm", "LayerType": "Reformat"},
+                                                   {"Name": '{ForeignNode[say "hi"...b]}', "LayerType": "Myelin"}]
+    assert inspector_dla_layers(info.layers) == []
+
+
+def test_a_layer_the_inspector_does_not_name_is_never_read_as_the_gpus():
+    """The inspector alone: a DLA loadable in a form placetune does not read (no ForeignNode, no
+    copies) leaves the layers asked for the DLA in no engine layer; they are unknown, not GPU."""
+    blob = [{"Name": "in to dla", "LayerType": "Unknown"}, {"Name": "dla_subgraph_0", "LayerType": "Unknown"},
+            {"Name": "pool", "LayerType": "CaskPooling"}, {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide([], blob)
+    assert not k.known and k.realized is None and "names only 2 of the 5 layers (c1, r1, c2, ..." in k.reason
+    pred = {"c1": "DLA0", "r1": "GPU", "c2": "GPU", "pool": "GPU", "fc": "GPU"}  # one layer asked for the DLA
+    named = blob + [{"Name": "r1 + c2", "LayerType": "CaskConvolution"}]
+    blog = parse_build_log([])
+    k = decide(pred, 0, blog, locate(blog, NAMES), NAMES, None, named)
+    assert not k.known and "names none of the 1 layer(s) asked for the DLA (c1)" in k.reason
+    # a single layer no engine layer names (folded) keeps its request, listed; the others are read
+    names = NAMES + ["drop"]
+    pred = {**PRED, "drop": "DLA0"}
+    blog = parse_build_log([])
+    k = decide(pred, 0, blog, locate(blog, names), names, None, INSPECTOR)
+    assert k.known and k.from_request == ["drop"] and k.realized["c2"] == "DLA0" and k.realized["pool"] == "GPU"
+
+
+def test_tensorrt_10_myelin_kernels_are_placed_by_their_metadata():
+    """A real TensorRT 10.4 export (corpus): the classifier's Myelin kernels are named
+    ``/classifier/classifier_1/Gemm_myl9_2`` and ``__myl_Res_myl9_1``; their ``Metadata`` names
+    the ONNX nodes. Every layer is read as the GPU's, none from the request."""
+    doc = json.loads((CORPUS / "evpe-rtx3060-trtexec-10.4-alexnet-layerinfo" / "layer_info.json").read_text())
+    names = list(dict.fromkeys(n for x in doc["Layers"] for n in metadata_nodes(x)))
+    assert len(names) == 19 and "/Flatten" in names and "/classifier/classifier.2/Relu" in names
+    pred = {n: "DLA0" for n in names}
+    blog = parse_build_log([])
+    k = decide(pred, 0, blog, locate(blog, names), names, None, doc["Layers"])
+    assert k.known and set(k.realized.values()) == {"GPU"} and k.from_request == [] and k.loadables == 0
+    # the same export without Metadata (names only): a kernel named after its Gemm still places it;
+    # what only Metadata names (the Flatten and the Relus fused into the kernels) is listed as a guess
+    k = decide(pred, 0, blog, locate(blog, names), names, None, [x["Name"] for x in doc["Layers"]])
+    assert k.known and k.realized["/classifier/classifier.1/Gemm"] == "GPU"
+    assert k.from_request == ["/Flatten", "/classifier/classifier.2/Relu", "/classifier/classifier.5/Relu"]
+
+
+def test_a_reformat_stands_for_no_layer_whatever_its_metadata():
+    """A GPU reformat feeding a DLA loadable may carry the metadata of the layer it feeds: that layer
+    is not read as the GPU's (which would contradict the log and leave the placement unknown)."""
+    layers = [dict(x) for x in INSPECTOR]
+    layers.insert(0, {"Name": "Reformatting CopyNode for Input Tensor 0 to {ForeignNode[c1...c2]}",
+                      "LayerType": "Reformat", "Metadata": "[ONNX Layer: c1]"})
+    layers.insert(1, {"Name": "in copy", "LayerType": "Reformat", "Metadata": "[ONNX Layer: c1]"})
+    k = _decide(LOG, layers)
+    assert k.known and k.source == "build log and engine inspector" and k.realized["c1"] == "DLA0"
 
 
 def test_the_inspector_alone_never_reads_an_unplaceable_foreign_node_as_all_gpu():
@@ -165,7 +245,7 @@ def test_the_tensorrt_backend_without_placement_lines(inspector, tmp_path, caplo
     assert rec.realized == m.realized and rec.measurement.placement_known == m.placement_known
     assert m.ok
     assert "placement sections" in " ".join(m.extra["notes"])
-    if inspector:  # the doubles' inspector marks DLA layers (an unverified form): known from it alone
+    if inspector:  # a ForeignNode between its nvm copies, as the real profile orders them: known from it alone
         assert m.placement_known and m.extra["placement_source"] == "engine inspector" and m.realized
     else:
         assert not m.placement_known and m.realized is None and m.dla_loadables == {}

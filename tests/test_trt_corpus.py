@@ -10,6 +10,7 @@ reader, the reader must find nothing (a layer-info reader finds no layers in a c
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from placetune.backends.tensorrt.buildlog import parse_build_log, split_prefix
+from placetune.backends.tensorrt.placement_known import inspector_dla_layers, metadata_nodes
 from placetune.backends.tensorrt.worker_names import is_placement_line, parser_layers
 from placetune.backends.trtexec.parse import (
     error_lines,
@@ -104,7 +106,10 @@ def _layer_info(path: Path, text: str) -> dict | None:
         return None
     return {"valid_json": info.valid_json, "layers": len(info.layers), "first": info.names[0], "last": info.names[-1],
             "bindings": info.bindings,
-            "layer_types": sorted({str(x["LayerType"]) for x in info.layers if "LayerType" in x})}
+            "layer_types": sorted({str(x["LayerType"]) for x in info.layers if "LayerType" in x}),
+            # the placement reading: the layers read as DLA loadables, the ONNX nodes Metadata names
+            "dla_layers": inspector_dla_layers(info.layers),
+            "metadata_nodes": len({n for x in info.layers for n in metadata_nodes(x)})}
 
 
 def _parser_layers(path: Path, text: str) -> list | None:
@@ -175,3 +180,17 @@ def test_the_corpus_spans_the_tensorrt_versions_and_stays_small():
     dla = [a for a in IDS if _load(a)[0]["facts"].get("build_log", {}).get("dla_subgraphs")]
     assert len(dla) >= 4  # published DLA placement reports
     assert sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file()) < 1_000_000
+
+
+@pytest.mark.parametrize("artefact", ["trex-a100-resnet18-fp16-layerinfo", "evpe-rtx3060-trtexec-10.4-alexnet-layerinfo",
+                                      "samples-hackathon-18-layerinfo-names"])
+def test_the_doubles_write_the_inspectors_text_in_the_layout_of_the_real_exports(artefact):
+    """The TensorRT and trtexec doubles write the inspector's JSON with tests/fakes/_layerinfo.py:
+    given a real export's layers it writes that export again, byte for byte (trtexec's file ends
+    with a newline)."""
+    spec = importlib.util.spec_from_file_location("_layerinfo", Path(__file__).parent / "fakes" / "_layerinfo.py")
+    layerinfo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layerinfo)
+    prov, path, text = _load(artefact)
+    doc = json.loads(text)
+    assert layerinfo.render(doc["Layers"], doc["Bindings"]) + "\n" == text

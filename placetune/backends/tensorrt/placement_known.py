@@ -6,13 +6,20 @@ Two sources say where TensorRT placed the layers of a DLA engine:
   report, TensorRT 10.3's ``successfully offloaded to DLA`` lines, a whole-network fallback;
 * the engine inspector (``IEngineInspector.get_engine_information(LayerInformationFormat.JSON)``
   with ``ProfilingVerbosity.DETAILED``; trtexec ``--exportLayerInfo --profilingVerbosity=detailed``):
-  one entry per engine layer. A DLA loadable is a ``{ForeignNode[...]}`` engine layer (Myelin
-  subgraphs are named so too); the DLA's input/output copies are engine layers named
-  ``<tensor> to nvm`` / ``<tensor> from nvm`` / ``<tensor> copy finish`` (the real profile of
-  NVIDIA/TensorRT#3143: ``images to nvm``, ``{ForeignNode[Conv_0...Concat_198]}``,
-  ``head_3 from nvm``). A ForeignNode next to such a copy, or a layer whose ``LayerType`` names
-  the DLA, is read as on the DLA. No published DETAILED export of a DLA engine was found: this
-  reading is checked against the doubles only.
+  one entry per engine layer. Read from it only what real exports carry (TREx's parser and the
+  corpus: TensorRT 8.4, 10.1 on a JetPack 6.1 Orin, 10.4): ``Name``, ``LayerType`` and, from 8.6,
+  ``Metadata`` (``[ONNX Layer: A]`` records joined by ``\\x1e``/``\\x1f``: the ONNX nodes of a
+  fused layer or of a TensorRT 10 Myelin kernel such as ``/fc/Gemm_myl9_2``, whose name is not
+  the node's). A DLA loadable is a ``{ForeignNode[...]}`` engine layer; its input/output copies
+  are engine layers named ``<tensor> to nvm`` / ``<tensor> from nvm`` / ``<tensor> copy finish``
+  (the real profile of NVIDIA/TensorRT#3143: ``images to nvm``, ``{ForeignNode[Conv_0...Concat_198]}``,
+  ``head_3 from nvm``). A Myelin subgraph is a ``{ForeignNode[...]}`` too (``LayerType``
+  ``Myelin`` in 8.x); TensorRT 10 lists Myelin regions kernel by kernel (``kgen``, ``gemm``). So a
+  ForeignNode is read as on the DLA when it follows a ``to nvm`` copy or precedes a ``from nvm``
+  copy and is not typed ``Myelin``, or when its ``LayerType`` names the DLA. No published export
+  of a DLA engine's layer information was found (docs/trust.md): this DLA reading is checked
+  against the doubles only, so where the inspector cannot place a layer the engine was asked to
+  put on the DLA, the placement is unknown, never the GPU.
 
 :func:`decide` gives the realised placement, or says it is unknown (``known=False`` with the
 reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
@@ -36,15 +43,22 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from placetune.backends.tensorrt.buildlog import DLA_COPY_SUFFIXES, BuildLog, LogPlacement, NameResolver
+from placetune.backends.tensorrt.worker_names import onnx_nodes
 
-__all__ = ["Known", "decide", "inspector_dla_layers", "inspector_layers", "mark_known", "DLA_COPY_SUFFIXES"]
+__all__ = ["Known", "decide", "inspector_dla_layers", "inspector_layers", "metadata_nodes", "mark_known",
+           "DLA_COPY_SUFFIXES"]
 
 log = logging.getLogger(__name__)
+
+#: a TensorRT 10 Myelin kernel named after the ONNX node it computes (corpus
+#: evpe-rtx3060-trtexec-10.4-alexnet-layerinfo: /classifier/classifier_1/Gemm_myl9_2)
+_MYELIN_KERNEL = re.compile(r"^(?P<base>.+?)_myl\d+_\d+$")
 
 
 @dataclass
@@ -73,9 +87,20 @@ def _name(layer: object) -> str:
     return str(layer.get("Name", "")) if isinstance(layer, Mapping) else str(layer)
 
 
+def metadata_nodes(layer: object) -> list[str]:
+    """The ONNX nodes an engine layer's ``Metadata`` names (TensorRT 8.6+ DETAILED), [] without."""
+    return onnx_nodes(str(layer.get("Metadata") or "")) if isinstance(layer, Mapping) else []
+
+
+def _layer_type(layer: object) -> str:
+    return str(layer.get("LayerType", "")) if isinstance(layer, Mapping) else ""
+
+
 def inspector_dla_layers(layers: Sequence[object] | None) -> list[str] | None:
     """Engine layers the inspector's JSON puts on a DLA (names as written), or None when it has no
-    layers to say it with."""
+    layers to say it with: a ``{ForeignNode[...]}`` right after a ``to nvm`` copy or right before a
+    ``from nvm`` copy (the order of the real profile of NVIDIA/TensorRT#3143) and not typed
+    ``Myelin`` (a GPU subgraph), or a layer whose ``LayerType`` names the DLA."""
     if not layers:
         return None
     names = [_name(x) for x in layers]
@@ -83,9 +108,12 @@ def inspector_dla_layers(layers: Sequence[object] | None) -> list[str] | None:
     for i, (name, layer) in enumerate(zip(names, layers)):
         if name.endswith(DLA_COPY_SUFFIXES):
             continue
-        ltype = str(layer.get("LayerType", "")) if isinstance(layer, Mapping) else ""
-        beside_copy = any(0 <= j < len(names) and names[j].endswith(DLA_COPY_SUFFIXES) for j in (i - 1, i + 1))
-        if "dla" in ltype.lower() or (name.startswith("{ForeignNode[") and beside_copy):
+        ltype = _layer_type(layer).lower()
+        if ltype == "myelin":
+            continue
+        after_input_copy = i > 0 and names[i - 1].endswith(" to nvm")
+        before_output_copy = i + 1 < len(names) and names[i + 1].endswith(" from nvm")
+        if "dla" in ltype or (name.startswith("{ForeignNode[") and (after_input_copy or before_output_copy)):
             out.append(name)
     return out
 
@@ -137,18 +165,19 @@ def decide(
         # shows none in the form placetune reads (checked against the doubles only): its DLA form is
         # not understood, so it is no evidence against the log
         dla_engine = None
-    from_ins: dict[str, str] | None = None
+    from_ins: dict[str, str | None] | None = None
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
-        on_dla = {m for e in dla_engine for m in resolver.model_layers(e)}
-        # a ForeignNode[A...B] range holds every layer between A and B but those the GPU's engine layers name
         dla_set = set(dla_engine)
-        gpu_engine = [_name(x) for x in inspector_layers or [] if _name(x) not in dla_set
-                      and not _name(x).endswith(DLA_COPY_SUFFIXES)]
-        on_dla -= {m for e in gpu_engine for m in resolver.model_layers(e)}
+        on_dla = {m for x in inspector_layers or [] if _name(x) in dla_set for m in _model_layers(x, resolver)}
+        # a ForeignNode[A...B] range holds every layer between A and B but those the GPU's engine layers name
+        on_gpu = {m for x in inspector_layers or [] if _name(x) not in dla_set
+                  and not _name(x).endswith(DLA_COPY_SUFFIXES) for m in _model_layers(x, resolver)}
+        on_dla -= on_gpu
         if resolver.unresolved:
             return Known(None, False, _unresolved(resolver.unresolved), "engine inspector", len(dla_engine))
-        from_ins = {n: target if n in on_dla else "GPU" for n in predicted}
+        # a layer no engine layer names is not read as the GPU's: None (see below)
+        from_ins = {n: target if n in on_dla else "GPU" if n in on_gpu else None for n in predicted}
     log_n = blog.loadables if from_log is not None else None
     ins_n = len(dla_engine) if dla_engine is not None else None
     loadables = log_n if ins_n is None else ins_n if log_n is None else (log_n if log_n == ins_n else None)
@@ -163,7 +192,8 @@ def decide(
                      f"{foreign[:120]} without saying whether it ran on the DLA (no DLA layer type, no 'to nvm'/"
                      "'from nvm' copy beside it)", "engine inspector", None)
     if from_log is not None and from_ins is not None:
-        differ = [n for n in predicted if from_log[n] is not None and from_log[n] != from_ins[n]]
+        differ = [n for n in predicted if from_log[n] is not None and from_ins[n] is not None
+                  and from_log[n] != from_ins[n]]
         if differ:
             return Known(None, False, f"the build log and the engine's layer information disagree on {len(differ)} "
                          f"layer(s) ({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''})",
@@ -174,8 +204,8 @@ def decide(
     if from_log is not None:
         fill = from_ins or {}
         # a layer the log does not name (folded, optimised away): the inspector's word, else the prediction
-        realized = {n: d if d is not None else fill.get(n, predicted[n]) for n, d in from_log.items()}
-        guessed = [n for n, d in from_log.items() if d is None and n not in fill]
+        realized = {n: d if d is not None else fill.get(n) or predicted[n] for n, d in from_log.items()}
+        guessed = [n for n, d in from_log.items() if d is None and not fill.get(n)]
         if blog.dla_nodes and not any(d == target for d in from_log.values()) and from_ins is None:
             # loadables exist but none maps onto a layer: the names did not match (never "as requested")
             return Known(None, False, f"the build log names {len(blog.dla_nodes)} DLA loadable(s) "
@@ -188,7 +218,43 @@ def decide(
         return Known(realized, True, None, "build log" if from_ins is None else "build log and engine inspector",
                      loadables, guessed)
     assert from_ins is not None
-    return Known(dict(from_ins), True, None, "engine inspector", loadables)
+    return _from_inspector(predicted, from_ins, loadables)
+
+
+def _model_layers(layer: object, resolver: NameResolver) -> list[str]:
+    """The model layers an inspector layer stands for: those its name names, and those its
+    ``Metadata`` names (TensorRT 10's Myelin kernels are named after no layer of the model). A
+    reformat or copy the builder made stands for none, whatever its ``Metadata`` says (a copy may
+    carry the metadata of the layer it feeds, which may have run elsewhere)."""
+    if resolver.network_layers(_name(layer)) is None or _layer_type(layer) == "Reformat":
+        return []
+    found = set(resolver.model_layers(_name(layer)))
+    found.update(n for n in metadata_nodes(layer) if n in resolver.model_set)
+    kernel = _MYELIN_KERNEL.match(_name(layer))
+    if not found and kernel:  # /fc/Gemm_myl9_2 (10.4: '.' written '_'), /model.0/conv/Conv_myl0_4
+        base = kernel.group("base")
+        hits = [n for n in resolver.model_names if n == base or n.replace(".", "_") == base.replace(".", "_")]
+        found.update(hits[:1] if len(hits) == 1 else [])
+    return [n for n in resolver.model_names if n in found]
+
+
+def _from_inspector(predicted: Mapping[str, str], from_ins: Mapping[str, str | None], loadables: int | None) -> Known:
+    """The inspector's placement alone. A layer it does not name keeps its requested device and is
+    listed (``from_request``), never read as the GPU's; when it names none of the layers asked for
+    the DLA (a loadable in a form placetune does not read would look so), or only a few of all the
+    layers, the placement is unknown."""
+    unnamed = [n for n, d in from_ins.items() if d is None]
+    asked = [n for n, d in predicted.items() if d != "GPU"]
+    if asked and all(from_ins[n] is None for n in asked):
+        return Known(None, False, f"the engine's layer information names none of the {len(asked)} layer(s) asked "
+                     f"for the DLA ({', '.join(asked[:3])}{', ...' if len(asked) > 3 else ''}): neither as a DLA "
+                     "loadable in a form placetune reads nor as a GPU layer", "engine inspector", None)
+    if len(unnamed) >= 3 and 2 * len(unnamed) > len(predicted):
+        return Known(None, False, f"the engine's layer information names only {len(predicted) - len(unnamed)} of "
+                     f"the {len(predicted)} layers ({', '.join(unnamed[:3])}, ... in no engine layer's name or "
+                     "Metadata): its names do not match the model's", "engine inspector", loadables)
+    realized = {n: d if d is not None else predicted[n] for n, d in from_ins.items()}
+    return Known(realized, True, None, "engine inspector", loadables, unnamed)
 
 
 def inspector_layers(text: object) -> list[Any] | None:

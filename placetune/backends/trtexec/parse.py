@@ -402,11 +402,12 @@ def parse_layer_info(text: str) -> LayerInfo:
     out.valid_json = False
     # detailed: {"Name" : "<raw>", "LayerType" : ...}; names-only: "Layers": ["<raw>", ...]. A name
     # never runs past the next `", "` (else a tensor's "Name" in Inputs/Outputs of a file cut short
-    # swallows the keys up to the next layer's name)
+    # swallows the keys up to the next layer's name); the LayerType right after it is kept (a Myelin
+    # ForeignNode is no DLA loadable)
     detailed = re.findall(r"\"Name\"\s*:\s*\"((?:(?!\"\s*,\s*\").)*?)\"\s*,\s*"
-                          r"\"(?:LayerType|Inputs|Outputs|ParameterType)\"", text, re.S)
+                          r"\"(LayerType|Inputs|Outputs|ParameterType)\"(?:\s*:\s*\"([^\"\n]*)\")?", text, re.S)
     if detailed:
-        out.layers = [{"Name": n} for n in detailed]
+        out.layers = [{"Name": n, "LayerType": t} if key == "LayerType" and t else {"Name": n} for n, key, t in detailed]
     else:
         m = re.search(r"\"Layers\"\s*:\s*\[(?P<body>.*?)\]\s*,\s*\"Bindings\"", text, re.S)
         if m:

@@ -79,6 +79,7 @@ import time
 import weakref
 
 import _fakegpu as _gpu
+import _layerinfo
 
 from . import _api, _formats
 
@@ -1150,16 +1151,21 @@ class Builder:
                 src = next((t.name for t in r[0]._inputs if t._producer is not None or t.is_network_input), r[0].name)
                 out = r[-1]._outputs[0].name
                 entries += [
-                    {"name": f"{src} to nvm", "device": "DLA", "ms": 0.005},
+                    {"name": f"{src} to nvm", "device": "DLA", "ms": 0.005, "in": [src], "out": [src]},
                     {"name": fn, "device": "DLA", "ms": round((0.03 + 0.01 * len(r)) * scale, 6), "dla": True,
-                     "layers": [m.name for m in r]},
-                    {"name": f"{out} from nvm", "device": "DLA", "ms": 0.005},
-                    {"name": f"{src} copy finish", "device": "DLA", "ms": 0.001},
+                     "layers": [m.name for m in r], "in": [src], "out": [out]},
+                    {"name": f"{out} from nvm", "device": "DLA", "ms": 0.005, "in": [out], "out": [out]},
+                    {"name": f"{src} copy finish", "device": "DLA", "ms": 0.001, "in": [], "out": []},
                 ]
             elif id(l) in first_of_group:
                 kind, members = first_of_group[id(l)]
+                inside = {t.name for m in members for t in m._outputs}
                 entries.append({"name": _group_name(kind, members), "device": "GPU", "type": kind,
-                                "ms": round(0.02 * len(members) * scale, 6), "layers": [m.name for m in members]})
+                                "ms": round(0.02 * len(members) * scale, 6), "layers": [m.name for m in members],
+                                "in": [t.name for m in members for t in m._inputs if t.name not in inside],
+                                "out": [t.name for t in members[-1]._outputs],
+                                # a fused layer's Metadata joins its layers' with \x1e (corpus: 10.4 export)
+                                "meta": "\x1e".join(m._metadata for m in members if m._metadata)})
         if dla_on and not os.environ.get("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG") and _MAJOR == 10:
             # 10.x's form as published for 10.3 with --verbose (tests/data/trt_corpus/orin-agx-trt10.3-
             # dla-offloaded): no [DlaLayer] line, one "successfully offloaded" line per loadable
@@ -1260,25 +1266,48 @@ class IProfiler:
         raise NotImplementedError
 
 
+#: the inspector's LayerType of a GPU layer of each [GpuLayer] TYPE (the types real exports show)
+_INSPECTOR_TYPES = {"CONVOLUTION": ("CaskConvolution", "Convolution"), "POOLING": ("CaskPooling", "Pooling"),
+                    "POINTWISE": ("PointWiseV2", "PointWise"), "MATRIX_MULTIPLY": ("CaskGemmConvolution", "Convolution"),
+                    "REDUCE": ("Reduce", "Reduce"), "SHUFFLE": ("Shuffle", "Shuffle"), "SOFTMAX": ("CudaSoftMax", "SoftMax")}
+
+
+def _inspector_layer(x: dict) -> dict:
+    """One engine layer of the inspector's DETAILED JSON, with the keys real exports carry (8.6+:
+    ``StreamId``, ``Metadata``). A DLA loadable's type and metadata are no real export's: placeholders."""
+    def tensors(names: list) -> list:
+        return [{"Name": n, "Location": "Device", "Dimensions": [], "Format/Datatype": "Half"} for n in names]
+
+    if x.get("dla"):
+        kind, param = _layerinfo.DLA_LOADABLE_TYPE, None
+    elif x["device"] == "DLA" or x["name"].startswith("Reformatting CopyNode"):
+        kind, param = "Reformat", "Reformat"
+    else:
+        kind, param = _INSPECTOR_TYPES.get(x.get("type", ""), ("CaskConvolution", "Convolution"))
+    layer = {"Name": x["name"], "LayerType": kind, "Inputs": tensors(x.get("in", [])), "Outputs": tensors(x.get("out", []))}
+    if param:
+        layer["ParameterType"] = param
+    layer["TacticValue"] = "0x0000000000000000"
+    if _V >= (8, 6):
+        layer["StreamId"] = 0
+        layer["Metadata"] = x.get("meta", "")
+    return layer
+
+
 class EngineInspector:
     def __init__(self, engine: "ICudaEngine") -> None:
         self._engine = engine
         self.execution_context = None
 
     def get_engine_information(self, format) -> str:  # noqa: A002 - real argument name
+        """TensorRT's text (tests/fakes/_layerinfo.py: the layout of the real exports), plus one key
+        no real export has, ``FakeRuntimeDLACore`` (the runtime's DLA core, for tests)."""
         e = self._engine
         detailed = e._plan["verbosity"] == "DETAILED"
-        layers = []
-        for x in e._plan["entries"]:
-            if detailed:
-                layers.append({"Name": x["name"], "LayerType": "DLA" if x.get("dla") else ("Reformat" if x["device"] == "DLA" else "CaskConvolution"),
-                               "Metadata": "", "TacticName": "fake"})
-            else:
-                layers.append(x["name"])
-        doc = {"Layers": layers, "Bindings": [t["name"] for t in e._plan["io"]],
-               "FakeRuntimeDLACore": e._runtime_core}
+        layers = [_inspector_layer(x) if detailed else x["name"] for x in e._plan["entries"]]
         if format == LayerInformationFormat.JSON:
-            return json.dumps(doc)
+            text = _layerinfo.render(layers, [t["name"] for t in e._plan["io"]])
+            return text[:-1] + f',\n"FakeRuntimeDLACore": {json.dumps(e._runtime_core)}}}'
         return "\n".join(x if isinstance(x, str) else x["Name"] for x in layers)
 
     def get_layer_information(self, layer_index: int, format) -> str:  # noqa: A002
