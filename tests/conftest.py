@@ -94,10 +94,27 @@ SLOW = {
 }
 
 
-def pytest_collection_modifyitems(items):
+def pytest_configure(config):  # noqa: ARG001 - pytest hook
+    """Every seed of this run is drawn before any test runs and kept in the environment, which the
+    pytest-xdist workers (started later) and every subprocess inherit: one set of seeds per run."""
+    from tests.seeds import replay_line
+
+    replay_line()
+
+
+def _distributed(config) -> bool:
+    """Whether the tests run in pytest-xdist workers (``-n N``; this process is the controller or a worker)."""
+    return hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", None))
+
+
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid in SLOW:
             item.add_marker(pytest.mark.slow)
+    if _distributed(config):
+        # The slowest tests start first, so that no worker is left with one of them at the end while the
+        # others wait (every worker collects the same order; the sort is stable, so the rest keep theirs).
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_report_header(config):  # noqa: ARG001 - pytest hook
@@ -107,7 +124,32 @@ def pytest_report_header(config):  # noqa: ARG001 - pytest hook
     return replay_line()
 
 
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands what the reliability suite counted to the controller, which prints it."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests.reliability._harness import COUNTS, NOTES
+
+        workeroutput["placetune_reliability"] = {"counts": dict(COUNTS), "notes": list(NOTES)}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # noqa: ARG001 - pytest-xdist hook (the controller)
+    from tests.reliability._harness import COUNTS, NOTES
+
+    done = getattr(node, "workeroutput", {}).get("placetune_reliability")
+    if done:
+        COUNTS.update(done["counts"])
+        NOTES.extend(done["notes"])
+
+
 def pytest_terminal_summary(terminalreporter):
+    from tests.reliability._harness import summary_lines
     from tests.seeds import replay_line
 
+    lines = summary_lines()
+    if lines:
+        terminalreporter.write_sep("-", "placetune reliability suite")
+        for line in lines:
+            terminalreporter.write_line(line)
     terminalreporter.write_line(replay_line())
