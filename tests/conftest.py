@@ -107,6 +107,22 @@ def pytest_configure(config):  # noqa: ARG001 - pytest hook
     from tests.seeds import replay_line
 
     replay_line()
+    _one_blas_thread()
+
+
+def _one_blas_thread() -> None:
+    """numpy's and scipy's BLAS run one thread in the test processes, as a search agent's solves run in
+    ``placetune tune`` (placetune/tuning/blas.py: the threads of a small solve only spin). Tests that run
+    an agent directly ran a thread per core: a guided run of 20 evaluations on GoogLeNet took 35 s (13 s of
+    CPU) on 2 cores, 11 s (4.7 s) with one thread, with the same result; with two pytest-xdist workers
+    on 2 cores the spinning threads also take the other worker's CPU. Subprocesses keep their defaults."""
+    try:
+        import numpy  # noqa: F401 - loads the BLAS that is limited
+        import scipy.linalg  # noqa: F401 - scipy's own BLAS
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # threadpoolctl and scipy come with placetune; the limit only saves time
+        return
+    threadpool_limits(limits=1, user_api="blas")
 
 
 def _distributed(config) -> bool:
