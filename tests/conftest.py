@@ -43,9 +43,18 @@ def resnet18_export():
     return Model.load(DATA / "resnet18.onnx.gz")
 
 
-#: The 45 slowest tests of a whole run (``pytest --durations=45``; together 71 % of its time):
-#: ``-m "not slow"`` leaves them out, like the tests marked ``@pytest.mark.slow`` in their files.
+#: The 45 slowest tests of a whole run (``pytest --durations=45``; together 71 % of its time), and those
+#: over 9 s in a later run (``-n 14 --durations=150``): ``-m "not slow"`` leaves them out, like the tests
+#: marked ``@pytest.mark.slow`` in their files; under pytest-xdist they start first.
 SLOW = {
+    "tests/test_selftest.py::test_green_against_the_doubles_on_every_module_and_version",
+    "tests/test_tune.py::test_every_study_file_runs_on_the_simulator[multi-camera.toml]",
+    "tests/test_search_later.py::test_tune_stops_after_convergence_unless_told_to_use_the_whole_budget",
+    "tests/test_trt_pipeline.py::test_repeated_jobs_leave_no_cuda_resources_behind[pycuda]",
+    "tests/test_trt_pipeline.py::test_repeated_jobs_leave_no_cuda_resources_behind[cuda-python]",
+    "tests/test_selftest.py::test_unlocked_clocks_fail_their_own_check_and_nothing_else",
+    "tests/test_search_later.py::test_a_noisy_settled_study_resumed_starts_from_all_its_measurements",
+    "tests/test_search_later.py::test_by_default_the_whole_budget_is_spent_and_the_stopped_run_is_no_worse",
     "tests/test_tune.py::test_sigint_stops_cleanly_and_resume_finishes_budget",
     "tests/test_constraints.py::test_every_agent_returns_the_best_feasible[guided-kw2-20]",
     "tests/reliability/test_kill.py::test_sigkill_at_random_points_loses_nothing",
@@ -64,7 +73,6 @@ SLOW = {
     "tests/test_deploy.py::test_build_then_run_a_pipeline_plan",
     "tests/test_optuna_study.py::test_sigint_with_the_optuna_agent_leaves_no_traceback_and_no_fail_trial",
     "tests/test_search.py::test_agent_reproducible_with_seed[guided]",
-    "tests/test_selftest.py::test_against_the_doubles_every_check_runs",
     "tests/test_deploy.py::test_engine_and_replicas_plans_run_and_match_the_model",
     "tests/test_trt_pipeline.py::test_second_placement_reuses_cached_segment_engines",
     "tests/test_cli_check.py::test_bad_input_is_one_line",
@@ -73,7 +81,6 @@ SLOW = {
     "tests/test_deploy.py::test_calibration_cache_reaches_tune_and_measure_builds",
     "tests/test_search.py::test_guided_beats_random_and_local_on_a_profiled_device",
     "tests/test_placement.py::test_segments_partition_and_are_convex",
-    "tests/test_tune.py::test_when_all_gpu_wins_the_summary_says_why",
     "tests/test_trtexec.py::test_guided_agent_fits_trtexec_measurements",
     "tests/test_tune.py::test_every_study_file_runs_on_the_simulator[concurrent-alexnet-resnet101-xavier.toml]",
     "tests/test_search.py::test_agent_respects_masks_and_budget[guided]",
@@ -94,10 +101,43 @@ SLOW = {
 }
 
 
-def pytest_collection_modifyitems(items):
+def pytest_configure(config):  # noqa: ARG001 - pytest hook
+    """Every seed of this run is drawn before any test runs and kept in the environment, which the
+    pytest-xdist workers (started later) and every subprocess inherit: one set of seeds per run."""
+    from tests.seeds import replay_line
+
+    replay_line()
+    _one_blas_thread()
+
+
+def _one_blas_thread() -> None:
+    """numpy's and scipy's BLAS run one thread in the test processes, as a search agent's solves run in
+    ``placetune tune`` (placetune/tuning/blas.py: the threads of a small solve only spin). Tests that run
+    an agent directly ran a thread per core: a guided run of 20 evaluations on GoogLeNet took 35 s (13 s of
+    CPU) on 2 cores, 11 s (4.7 s) with one thread, with the same result; with two pytest-xdist workers
+    on 2 cores the spinning threads also take the other worker's CPU. Subprocesses keep their defaults."""
+    try:
+        import numpy  # noqa: F401 - loads the BLAS that is limited
+        import scipy.linalg  # noqa: F401 - scipy's own BLAS
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # threadpoolctl and scipy come with placetune; the limit only saves time
+        return
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def _distributed(config) -> bool:
+    """Whether the tests run in pytest-xdist workers (``-n N``; this process is the controller or a worker)."""
+    return hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", None))
+
+
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid in SLOW:
             item.add_marker(pytest.mark.slow)
+    if _distributed(config):
+        # The slowest tests start first, so that no worker is left with one of them at the end while the
+        # others wait (every worker collects the same order; the sort is stable, so the rest keep theirs).
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_report_header(config):  # noqa: ARG001 - pytest hook
@@ -107,7 +147,32 @@ def pytest_report_header(config):  # noqa: ARG001 - pytest hook
     return replay_line()
 
 
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands what the reliability suite counted to the controller, which prints it."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests.reliability._harness import COUNTS, NOTES
+
+        workeroutput["placetune_reliability"] = {"counts": dict(COUNTS), "notes": list(NOTES)}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # noqa: ARG001 - pytest-xdist hook (the controller)
+    from tests.reliability._harness import COUNTS, NOTES
+
+    done = getattr(node, "workeroutput", {}).get("placetune_reliability")
+    if done:
+        COUNTS.update(done["counts"])
+        NOTES.extend(done["notes"])
+
+
 def pytest_terminal_summary(terminalreporter):
+    from tests.reliability._harness import summary_lines
     from tests.seeds import replay_line
 
+    lines = summary_lines()
+    if lines:
+        terminalreporter.write_sep("-", "placetune reliability suite")
+        for line in lines:
+            terminalreporter.write_line(line)
     terminalreporter.write_line(replay_line())

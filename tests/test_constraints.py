@@ -101,11 +101,15 @@ def test_loss_ranks_feasible_before_infeasible():
     ("reinforce", {}, 25),
 ])
 def test_every_agent_returns_the_best_feasible(agent, kw, budget):
-    _best_feasible(agent, kw, budget)
+    feasible = _best_feasible(agent, kw, budget)
+    if (agent, kw, budget) == ("guided", {}, 20):  # the guided run of the test below: asserted here, run once
+        assert feasible, agent
 
 
 def test_agents_that_start_from_baselines_find_a_feasible_plan():
-    for agent in ("local", "guided", "optuna"):
+    """local, guided and optuna start from the baselines (all-GPU is feasible); guided's run with these
+    arguments is the one of test_every_agent_returns_the_best_feasible[guided-kw2-20], which asserts it."""
+    for agent in ("local", "optuna"):
         assert _best_feasible(agent, {}, 20), agent
 
 

@@ -10,6 +10,7 @@ everywhere.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -51,9 +52,17 @@ def _require_pg() -> str:
 @pytest.fixture
 def pg_url() -> str:
     """A fresh PostgreSQL database for one test (created and dropped on the test server)."""
+    with fresh_pg_database(_require_pg()) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fresh_pg_database(server_url: str):
+    """The URL of a new database on the PostgreSQL server of ``server_url``, dropped on leaving: no two
+    tests share one, even when they run at the same time (pytest-xdist workers)."""
     import sqlalchemy as sa
 
-    base = sa.engine.make_url(_require_pg())
+    base = sa.engine.make_url(server_url)
     name = f"pt_fleet_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
     try:
@@ -62,12 +71,14 @@ def pg_url() -> str:
     except sa.exc.SQLAlchemyError as exc:
         admin.dispose()
         pytest.fail(f"the test user cannot CREATE DATABASE on the PostgreSQL test server: {exc.orig}")
-    yield base.set(database=name).render_as_string(hide_password=False)
     try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        yield base.set(database=name).render_as_string(hide_password=False)
     finally:
-        admin.dispose()
+        try:
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        finally:
+            admin.dispose()
 
 
 def _study_file(tmp: Path, name: str, trials: int, **agent_options) -> Path:

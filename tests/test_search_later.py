@@ -33,16 +33,22 @@ def _evaluator(noise: float = 0.0) -> Evaluator:
     return Evaluator("resnet18", "orin-agx", "simulate", batch=2, objective="throughput", settings=settings)
 
 
-def test_a_converged_run_stops_when_nothing_can_change_the_answer_and_says_so():
-    result = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120, settle=True))
+@pytest.fixture(scope="module")
+def stopped_run():
+    """A guided run of 120 evaluations that stops once settled (seeded, noiseless: the tests only read it)."""
+    return get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120, settle=True))
+
+
+def test_a_converged_run_stops_when_nothing_can_change_the_answer_and_says_so(stopped_run):
+    result = stopped_run
     assert result.evaluations < 120
     note = next(n for n in result.notes if n.startswith("stopped after convergence"))
     assert f"{120 - result.evaluations} of the budget's evaluations not spent" in note
     assert "stop_when_settled" in note
 
 
-def test_by_default_the_whole_budget_is_spent_and_the_stopped_run_is_no_worse():
-    stopped = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120, settle=True))
+def test_by_default_the_whole_budget_is_spent_and_the_stopped_run_is_no_worse(stopped_run):
+    stopped = stopped_run
     whole = get_agent("guided", seed=0, inner_evals=200).run(_evaluator(), Budget(120))
     assert whole.evaluations == 120
     assert not any(n.startswith("stopped after convergence") for n in whole.notes)

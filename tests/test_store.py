@@ -25,6 +25,7 @@ from placetune.store.studies import fingerprint_hash, settings_hash
 from placetune.store.url import mask_url
 
 from .conftest import DATA
+from .test_fleet import fresh_pg_database
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("PLACETUNE_TEST_PG_URL")
@@ -109,16 +110,6 @@ def run_python(code: str, *, timeout: float = 60) -> subprocess.CompletedProcess
     )
 
 
-def _drop_pg_tables(url: str) -> None:
-    from sqlalchemy import create_engine
-
-    from placetune.store.schema import Base
-
-    engine = create_engine(url)
-    Base.metadata.drop_all(engine)
-    engine.dispose()
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request, tmp_path) -> str:
     """A fresh database: a SQLite file, or the PostgreSQL test server with no pt_ tables."""
@@ -127,9 +118,8 @@ def db_url(request, tmp_path) -> str:
         return
     if not PG_URL:
         pytest.skip("set PLACETUNE_TEST_PG_URL=postgresql+psycopg://user:pw@host/db to test PostgreSQL")
-    _drop_pg_tables(PG_URL)
-    yield PG_URL
-    _drop_pg_tables(PG_URL)
+    with fresh_pg_database(PG_URL) as url:  # a database of its own: tests may run at once (pytest-xdist)
+        yield url
 
 
 @pytest.fixture
@@ -734,14 +724,13 @@ def test_mask_url():
 @pytest.mark.postgres
 @pytest.mark.skipif(not PG_URL, reason="set PLACETUNE_TEST_PG_URL to test PostgreSQL")
 def test_postgres_repr_masks_password():
-    _drop_pg_tables(PG_URL)
-    with Store(PG_URL) as store:
+    with fresh_pg_database(PG_URL) as url, Store(url) as store:
         from sqlalchemy.engine import make_url
 
-        pw = make_url(PG_URL).password
+        pw = make_url(url).password
+        assert pw == make_url(PG_URL).password
         assert not pw or pw not in repr(store)
         assert store.schema_version == SCHEMA_VERSION
-    _drop_pg_tables(PG_URL)
 
 
 AWKWARD_PASSWORDS = ["s3cr/etPW", "p@ss w#rd", "a:b:c", "x?y=z&q", "100%sure", "tab\tand space", "ends-with-@",

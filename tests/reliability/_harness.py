@@ -18,10 +18,30 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-#: What the suite did, printed at the end of the test session (see conftest.py).
+#: What the suite did, printed at the end of the test session (tests/conftest.py; under pytest-xdist
+#: each worker hands its counts to the controller, which adds them up).
 COUNTS: Counter[str] = Counter()
 #: Free-form lines for the end-of-session summary.
 NOTES: list[str] = []
+
+
+def summary_lines() -> list[str]:
+    """What the suite did (faults, survivals, rows lost, fuzz counts), for the end of the session."""
+    c = COUNTS
+    lines = []
+    if c["faults"]:
+        lines.append(f"faults injected: {c['faults']} ({c['kills']} SIGKILL, {c['disk_full']} disk full, "
+                     f"{c['locked']} locked database, {c['newer_schema']} newer schema); runs survived "
+                     f"(database opens, no partial row, resume completes): {c['survived']}; rows lost: "
+                     f"{c['rows_lost']}")
+    for kind in ("onnx_backend", "onnx_mutations"):
+        if c[f"{kind}_tried"]:
+            lines.append(f"{kind.replace('_', ' ')}: {c[f'{kind}_tried']} tried, {c[f'{kind}_imported']} imported, "
+                         f"{c[f'{kind}_refused']} refused with a PlacetuneError, {c[f'{kind}_crashed']} crashed")
+    if c["plans_tried"]:
+        lines.append(f"bad plan files: {c['plans_tried']} tried, {c['plans_refused']} refused with a clear error, "
+                     f"{c['plans_crashed']} crashed")
+    return lines + list(NOTES)
 
 
 def fork_cli(argv: list[str], log: Path, *, ack: Path | None = None, fsize_limit: int | None = None,
