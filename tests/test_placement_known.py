@@ -240,3 +240,26 @@ def test_a_pipeline_engine_without_placement_lines_leaves_the_placement_unknown(
     assert m.status == "ok", m.reason
     assert not m.placement_known and m.realized is None and m.dla_loadables == {}
     assert "16-per-core check" in m.extra["placement_unknown"]
+
+
+def test_candidates_not_offloaded_leave_the_layers_no_line_places_unknown():
+    """TensorRT 10.3's ``Number of DLA node candidates offloaded : N out of M`` with N < M: a DLA
+    candidate subgraph did not go to the DLA. A layer asked on the DLA that neither an offloaded
+    ForeignNode nor a [GpuLayer] line names may have been in it: unknown, never the request."""
+    names = ["c1", "r1", "c2", "r2", "c3", "r3", "pool", "fc"]
+    pred = {n: ("GPU" if n in ("pool", "fc") else "DLA0") for n in names}
+    lines = ["Number of DLA node candidates offloaded : 1 out of 2",
+             "{ForeignNode[c1...r2]} successfully offloaded to DLA.",
+             "[GpuLayer] REDUCE: pool", "[GpuLayer] FULLY_CONNECTED: fc"]
+    blog = parse_build_log(lines)
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert not k.known and k.realized is None
+    assert "only 1 of 2 DLA candidate" in k.reason and "c3" in k.reason
+    # the same layers named on the GPU: known, and on the GPU
+    blog = parse_build_log(lines + ["[GpuLayer] CONVOLUTION: c3 + r3"])
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert k.known and k.realized["c3"] == "GPU" and k.realized["c1"] == "DLA0"
+    # every candidate offloaded: a layer no line names keeps the request, listed (optimised away)
+    blog = parse_build_log(["Number of DLA node candidates offloaded : 1 out of 1"] + lines[1:])
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert k.known and k.from_request == ["c3", "r3"]

@@ -181,6 +181,15 @@ def decide(
             return Known(None, False, f"the build log names {len(blog.dla_nodes)} DLA loadable(s) "
                          f"({', '.join(x[:60] for x in blog.dla_nodes[:2])}) but none maps onto a layer of the model",
                          "build log", loadables)
+        lost = [n for n in guessed if predicted[n] != "GPU"]
+        if lost and blog.dla_candidates is not None and blog.dla_candidates[0] < blog.dla_candidates[1]:
+            # TensorRT says some DLA candidate subgraphs were not offloaded: a layer asked on the DLA
+            # that no line places may have been in one of them (on the GPU now), so never the request
+            done, of = blog.dla_candidates
+            return Known(None, False, f"TensorRT offloaded only {done} of {of} DLA candidate subgraph(s) ('Number of "
+                         f"DLA node candidates offloaded : {done} out of {of}') and the build log places "
+                         f"{len(lost)} layer(s) asked on the DLA nowhere ({', '.join(lost[:3])}"
+                         f"{', ...' if len(lost) > 3 else ''}): they may have run on the GPU", "build log", loadables)
         if len(guessed) >= 3 and 2 * len(guessed) > len(predicted):
             return Known(None, False, f"the build log names only {len(predicted) - len(guessed)} of the "
                          f"{len(predicted)} layers ({', '.join(guessed[:3])}, ... are in no placement line): its "
