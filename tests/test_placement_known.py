@@ -263,3 +263,35 @@ def test_candidates_not_offloaded_leave_the_layers_no_line_places_unknown():
     blog = parse_build_log(["Number of DLA node candidates offloaded : 1 out of 1"] + lines[1:])
     k = decide(pred, 0, blog, locate(blog, names), names)
     assert k.known and k.from_request == ["c3", "r3"]
+
+
+def test_a_pipeline_segment_is_read_as_an_engine_is_never_as_requested():
+    """The pipeline and replicas modes read each DLA engine's build log with the engine mode's rules:
+    a log whose loadables name no layer of the segment, or whose counts disagree, leaves the
+    segment's placement unknown (and the measurement's); a log that places it gives it."""
+    from placetune.backends.tensorrt.jobs import mark_unknown, read_realised
+
+    layers = ["c1", "r1", "c2"]
+    pred = {n: "DLA0" for n in layers}
+
+    def read(lines):
+        realized, fallback, notes, unknown = dict(pred), {}, [], []
+        n = read_realised(layers, "DLA0", pred, {"log": [["VERBOSE", x] for x in lines]}, realized, fallback,
+                          notes, "seg1", unknown=unknown)[0]
+        kw = {"realized": realized, "dla_loadables": {"DLA0": n}, "extra": {}}
+        mark_unknown(kw, unknown)
+        return kw, fallback, notes
+
+    kw, _, notes = read(["Number of DLA node candidates offloaded : 1 out of 1",
+                         "{ForeignNode[x1...x9]} successfully offloaded to DLA."])  # names no layer of the segment
+    assert kw["extra"]["placement_known"] is False and kw["realized"] is None and kw["dla_loadables"] == {}
+    assert "seg1" in kw["extra"]["placement_unknown"] and "none maps onto a layer" in kw["extra"]["placement_unknown"]
+    kw, _, _ = read(["[DlaLayer] {ForeignNode[c1...r1]}", "[DlaLayer] {ForeignNode[c2]}",
+                     "{ForeignNode[c1...c2]} successfully offloaded to DLA."])  # 2 [DlaLayer] lines, 1 offloaded
+    assert kw["extra"]["placement_known"] is False and "disagree" in kw["extra"]["placement_unknown"]
+    kw, fallback, _ = read(["Number of DLA node candidates offloaded : 1 out of 1",
+                            "{ForeignNode[c1...r1]} successfully offloaded to DLA.", "[GpuLayer] CONVOLUTION: c2"])
+    assert kw["extra"]["placement_known"] is True and kw["dla_loadables"] == {"DLA0": 1}
+    assert kw["realized"] == {"c1": "DLA0", "r1": "DLA0", "c2": "GPU"} and "c2" in fallback
+    kw, _, _ = read(["[I] [TRT] Detected 1 inputs and 1 output network tensors."])
+    assert kw["extra"]["placement_known"] is False and "no placement report" in kw["extra"]["placement_unknown"]
