@@ -265,11 +265,15 @@ def test_candidates_not_offloaded_leave_the_layers_no_line_places_unknown():
     assert k.known and k.from_request == ["c3", "r3"]
 
 
-def test_a_pipeline_segment_is_read_as_an_engine_is_never_as_requested():
+def test_a_pipeline_segment_is_read_as_an_engine_is_never_as_requested(caplog, monkeypatch):
     """The pipeline and replicas modes read each DLA engine's build log with the engine mode's rules:
     a log whose loadables name no layer of the segment, or whose counts disagree, leaves the
-    segment's placement unknown (and the measurement's); a log that places it gives it."""
+    segment's placement unknown (and the measurement's), said once on the terminal as in engine
+    mode; a log that places it gives it."""
+    from placetune.backends.tensorrt import placement_known
     from placetune.backends.tensorrt.jobs import mark_unknown, read_realised
+
+    monkeypatch.setattr(placement_known, "_WARNED", [])  # as at a run's first build
 
     layers = ["c1", "r1", "c2"]
     pred = {n: "DLA0" for n in layers}
@@ -282,8 +286,11 @@ def test_a_pipeline_segment_is_read_as_an_engine_is_never_as_requested():
         mark_unknown(kw, unknown)
         return kw, fallback, notes
 
-    kw, _, notes = read(["Number of DLA node candidates offloaded : 1 out of 1",
-                         "{ForeignNode[x1...x9]} successfully offloaded to DLA."])  # names no layer of the segment
+    with caplog.at_level(logging.WARNING):
+        kw, _, notes = read(["Number of DLA node candidates offloaded : 1 out of 1",
+                             "{ForeignNode[x1...x9]} successfully offloaded to DLA."])  # names no layer of the segment
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "UNKNOWN" in warned[0] and "seg1" in warned[0]
     assert kw["extra"]["placement_known"] is False and kw["realized"] is None and kw["dla_loadables"] == {}
     assert "seg1" in kw["extra"]["placement_unknown"] and "none maps onto a layer" in kw["extra"]["placement_unknown"]
     kw, _, _ = read(["[DlaLayer] {ForeignNode[c1...r1]}", "[DlaLayer] {ForeignNode[c2]}",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
-from placetune.backends.tensorrt.placement_known import decide
+from placetune.backends.tensorrt.placement_known import decide, say_unknown
 from placetune.backends.tensorrt.pool import WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.jetson import UNEXPLAINED_FALLBACK
@@ -197,6 +197,7 @@ def mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
                                             "loadables, and the 16-per-core check, are unknown too")
         kw["realized"] = None
         kw["dla_loadables"] = {}
+        say_unknown(kw["extra"]["placement_unknown"])
 
 
 def logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:

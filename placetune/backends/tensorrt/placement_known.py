@@ -42,7 +42,8 @@ from typing import Any
 
 from placetune.backends.tensorrt.buildlog import DLA_COPY_SUFFIXES, BuildLog, LogPlacement, NameResolver
 
-__all__ = ["Known", "decide", "inspector_dla_layers", "inspector_layers", "mark_known", "DLA_COPY_SUFFIXES"]
+__all__ = ["Known", "decide", "inspector_dla_layers", "inspector_layers", "mark_known", "say_unknown",
+           "DLA_COPY_SUFFIXES"]
 
 log = logging.getLogger(__name__)
 
@@ -231,8 +232,13 @@ def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
         extra["placement_from_request"] = known.from_request[:50]
     if not known.known:
         extra["placement_unknown"] = known.reason
-        (log.debug if _WARNED else log.warning)(
-            "the realised placement is UNKNOWN: %s; this measurement records no realised placement "
-            "(placement_known=False) and its DLA loadable count is %s", known.reason,
-            "unknown" if known.loadables is None else known.loadables)
-        _WARNED.append(True)
+        say_unknown(str(known.reason), "unknown" if known.loadables is None else str(known.loadables))
+
+
+def say_unknown(reason: str, loadables: str = "unknown") -> None:
+    """Log that a measurement's realised placement is unknown: the first time in the process as a
+    warning (at the first build of a run, whatever the mode), later ones at debug level."""
+    (log.debug if _WARNED else log.warning)(
+        "the realised placement is UNKNOWN: %s; this measurement records no realised placement "
+        "(placement_known=False) and its DLA loadable count is %s", reason, loadables)
+    _WARNED.append(True)
