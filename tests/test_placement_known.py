@@ -99,10 +99,15 @@ def test_a_log_whose_names_match_no_layer_is_unknown_not_the_request():
     (another naming than the model's): every layer would be filled in from the request."""
     k = _decide(["{ForeignNode[x1...x9]} successfully offloaded to DLA.", "[GpuLayer] POOLING: y"])
     assert not k.known and k.realized is None and "none maps onto a layer of the model" in k.reason
-    k = _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc"])
+    dla = ["---------- Layers Running on DLA ----------", "No layer is running on DLA"]
+    k = _decide(dla + ["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc"])
     assert not k.known and "names only 1 of the 5 layers" in k.reason
-    assert _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc",
-                    "[GpuLayer] POOLING: pool", "[GpuLayer] CONVOLUTION: c2", "[GpuLayer] CONVOLUTION: c1"]).known
+    gpu = ["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc", "[GpuLayer] POOLING: pool",
+           "[GpuLayer] CONVOLUTION: c2", "[GpuLayer] CONVOLUTION: c1"]
+    assert _decide(dla + gpu).known
+    # without any word of the DLA side, r1 (asked on the DLA, in no line) is not taken as on the DLA
+    k = _decide(gpu)
+    assert not k.known and "says nothing of the DLA" in k.reason
 
 
 def test_an_inspector_showing_no_dla_layer_in_a_known_form_does_not_overrule_the_logs_loadables():
@@ -302,3 +307,21 @@ def test_a_pipeline_segment_is_read_as_an_engine_is_never_as_requested(caplog, m
     assert kw["realized"] == {"c1": "DLA0", "r1": "DLA0", "c2": "GPU"} and "c2" in fallback
     kw, _, _ = read(["[I] [TRT] Detected 1 inputs and 1 output network tensors."])
     assert kw["extra"]["placement_known"] is False and "no placement report" in kw["extra"]["placement_unknown"]
+
+
+def test_gpu_lines_alone_never_put_the_layers_they_do_not_name_on_the_dla():
+    """A log whose [GpuLayer] lines are read but whose DLA side is in no form read here (no DLA
+    loadable, no DLA section, no offload count): the layers asked on the DLA that no line names
+    are unknown, not on the DLA as asked. An explicit empty DLA section is a DLA report."""
+    names = NAMES + ["c3", "c4", "c5", "c6"]
+    pred = {**PRED, "c3": "GPU", "c4": "GPU", "c5": "GPU", "c6": "GPU"}  # 4 of 9 asked on the DLA
+    gpu_only = ["[GpuLayer] POOLING: pool", "[GpuLayer] CONVOLUTION: fc", "[GpuLayer] CONVOLUTION: c3 + c4",
+                "[GpuLayer] CONVOLUTION: c5 + c6"]
+    blog = parse_build_log(gpu_only)
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert not k.known and k.realized is None and "says nothing of the DLA" in k.reason and "c1" in k.reason
+    blog = parse_build_log(["---------- Layers Running on DLA ----------", "No layer is running on DLA",
+                            "---------- Layers Running on GPU ----------"] + gpu_only)
+    assert blog.reports_dla
+    blog = parse_build_log(LOG)
+    assert blog.reports_dla and _decide(LOG).known

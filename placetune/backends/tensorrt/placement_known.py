@@ -183,6 +183,12 @@ def decide(
                          f"({', '.join(x[:60] for x in blog.dla_nodes[:2])}) but none maps onto a layer of the model",
                          "build log", loadables)
         lost = [n for n in guessed if predicted[n] != "GPU"]
+        if lost and not blog.reports_dla:
+            # [GpuLayer] lines read, but nothing of the DLA side: its report is in a form not read here
+            return Known(None, False, f"the build log lists GPU layers but says nothing of the DLA in a form placetune "
+                         f"reads (no DLA loadable, DLA section or offload count), and {len(lost)} layer(s) asked on "
+                         f"the DLA are in no line ({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''})",
+                         "build log", None)
         if lost and blog.dla_candidates is not None and blog.dla_candidates[0] < blog.dla_candidates[1]:
             # TensorRT says some DLA candidate subgraphs were not offloaded: a layer asked on the DLA
             # that no line places may have been in one of them (on the GPU now), so never the request
