@@ -179,10 +179,15 @@ def test_a_log_whose_names_match_no_layer_is_unknown_not_the_request():
     (another naming than the model's): every layer would be filled in from the request."""
     k = _decide(["{ForeignNode[x1...x9]} successfully offloaded to DLA.", "[GpuLayer] POOLING: y"])
     assert not k.known and k.realized is None and "none maps onto a layer of the model" in k.reason
-    k = _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc"])
+    dla = ["---------- Layers Running on DLA ----------", "No layer is running on DLA"]
+    k = _decide(dla + ["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc"])
     assert not k.known and "names only 1 of the 5 layers" in k.reason
-    assert _decide(["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc",
-                    "[GpuLayer] POOLING: pool", "[GpuLayer] CONVOLUTION: c2", "[GpuLayer] CONVOLUTION: c1"]).known
+    gpu = ["---------- Layers Running on GPU ----------", "[GpuLayer] CONVOLUTION: fc", "[GpuLayer] POOLING: pool",
+           "[GpuLayer] CONVOLUTION: c2", "[GpuLayer] CONVOLUTION: c1"]
+    assert _decide(dla + gpu).known
+    # without any word of the DLA side, r1 (asked on the DLA, in no line) is not taken as on the DLA
+    k = _decide(gpu)
+    assert not k.known and "says nothing of the DLA" in k.reason
 
 
 def test_an_inspector_showing_no_dla_layer_in_a_known_form_does_not_overrule_the_logs_loadables():
@@ -320,3 +325,83 @@ def test_a_pipeline_engine_without_placement_lines_leaves_the_placement_unknown(
     assert m.status == "ok", m.reason
     assert not m.placement_known and m.realized is None and m.dla_loadables == {}
     assert "16-per-core check" in m.extra["placement_unknown"]
+
+
+def test_candidates_not_offloaded_leave_the_layers_no_line_places_unknown():
+    """TensorRT 10.3's ``Number of DLA node candidates offloaded : N out of M`` with N < M: a DLA
+    candidate subgraph did not go to the DLA. A layer asked on the DLA that neither an offloaded
+    ForeignNode nor a [GpuLayer] line names may have been in it: unknown, never the request."""
+    names = ["c1", "r1", "c2", "r2", "c3", "r3", "pool", "fc"]
+    pred = {n: ("GPU" if n in ("pool", "fc") else "DLA0") for n in names}
+    lines = ["Number of DLA node candidates offloaded : 1 out of 2",
+             "{ForeignNode[c1...r2]} successfully offloaded to DLA.",
+             "[GpuLayer] REDUCE: pool", "[GpuLayer] FULLY_CONNECTED: fc"]
+    blog = parse_build_log(lines)
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert not k.known and k.realized is None
+    assert "only 1 of 2 DLA candidate" in k.reason and "c3" in k.reason
+    # the same layers named on the GPU: known, and on the GPU
+    blog = parse_build_log(lines + ["[GpuLayer] CONVOLUTION: c3 + r3"])
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert k.known and k.realized["c3"] == "GPU" and k.realized["c1"] == "DLA0"
+    # every candidate offloaded: a layer no line names keeps the request, listed (optimised away)
+    blog = parse_build_log(["Number of DLA node candidates offloaded : 1 out of 1"] + lines[1:])
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert k.known and k.from_request == ["c3", "r3"]
+
+
+def test_a_pipeline_segment_is_read_as_an_engine_is_never_as_requested(caplog, monkeypatch):
+    """The pipeline and replicas modes read each DLA engine's build log with the engine mode's rules:
+    a log whose loadables name no layer of the segment, or whose counts disagree, leaves the
+    segment's placement unknown (and the measurement's), said once on the terminal as in engine
+    mode; a log that places it gives it."""
+    from placetune.backends.tensorrt import placement_known
+    from placetune.backends.tensorrt.jobs import mark_unknown, read_realised
+
+    monkeypatch.setattr(placement_known, "_WARNED", [])  # as at a run's first build
+
+    layers = ["c1", "r1", "c2"]
+    pred = {n: "DLA0" for n in layers}
+
+    def read(lines):
+        realized, fallback, notes, unknown = dict(pred), {}, [], []
+        n = read_realised(layers, "DLA0", pred, {"log": [["VERBOSE", x] for x in lines]}, realized, fallback,
+                          notes, "seg1", unknown=unknown)[0]
+        kw = {"realized": realized, "dla_loadables": {"DLA0": n}, "extra": {}}
+        mark_unknown(kw, unknown)
+        return kw, fallback, notes
+
+    with caplog.at_level(logging.WARNING):
+        kw, _, notes = read(["Number of DLA node candidates offloaded : 1 out of 1",
+                             "{ForeignNode[x1...x9]} successfully offloaded to DLA."])  # names no layer of the segment
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "UNKNOWN" in warned[0] and "seg1" in warned[0]
+    assert kw["extra"]["placement_known"] is False and kw["realized"] is None and kw["dla_loadables"] == {}
+    assert "seg1" in kw["extra"]["placement_unknown"] and "none maps onto a layer" in kw["extra"]["placement_unknown"]
+    kw, _, _ = read(["[DlaLayer] {ForeignNode[c1...r1]}", "[DlaLayer] {ForeignNode[c2]}",
+                     "{ForeignNode[c1...c2]} successfully offloaded to DLA."])  # 2 [DlaLayer] lines, 1 offloaded
+    assert kw["extra"]["placement_known"] is False and "disagree" in kw["extra"]["placement_unknown"]
+    kw, fallback, _ = read(["Number of DLA node candidates offloaded : 1 out of 1",
+                            "{ForeignNode[c1...r1]} successfully offloaded to DLA.", "[GpuLayer] CONVOLUTION: c2"])
+    assert kw["extra"]["placement_known"] is True and kw["dla_loadables"] == {"DLA0": 1}
+    assert kw["realized"] == {"c1": "DLA0", "r1": "DLA0", "c2": "GPU"} and "c2" in fallback
+    kw, _, _ = read(["[I] [TRT] Detected 1 inputs and 1 output network tensors."])
+    assert kw["extra"]["placement_known"] is False and "no placement report" in kw["extra"]["placement_unknown"]
+
+
+def test_gpu_lines_alone_never_put_the_layers_they_do_not_name_on_the_dla():
+    """A log whose [GpuLayer] lines are read but whose DLA side is in no form read here (no DLA
+    loadable, no DLA section, no offload count): the layers asked on the DLA that no line names
+    are unknown, not on the DLA as asked. An explicit empty DLA section is a DLA report."""
+    names = NAMES + ["c3", "c4", "c5", "c6"]
+    pred = {**PRED, "c3": "GPU", "c4": "GPU", "c5": "GPU", "c6": "GPU"}  # 4 of 9 asked on the DLA
+    gpu_only = ["[GpuLayer] POOLING: pool", "[GpuLayer] CONVOLUTION: fc", "[GpuLayer] CONVOLUTION: c3 + c4",
+                "[GpuLayer] CONVOLUTION: c5 + c6"]
+    blog = parse_build_log(gpu_only)
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert not k.known and k.realized is None and "says nothing of the DLA" in k.reason and "c1" in k.reason
+    blog = parse_build_log(["---------- Layers Running on DLA ----------", "No layer is running on DLA",
+                            "---------- Layers Running on GPU ----------"] + gpu_only)
+    assert blog.reports_dla
+    blog = parse_build_log(LOG)
+    assert blog.reports_dla and _decide(LOG).known

@@ -62,7 +62,7 @@ def test_here_it_reports_what_it_cannot_check_and_exits_8(tmp_path, capsys):
     assert [c["name"] for c in doc["checks"]] == NAMES and not doc["all_ok"]
     by = {c["name"]: c for c in doc["checks"]}
     assert by["cuda"]["status"] == "failed" and "pip install --no-build-isolation pycuda" in by["cuda"]["detail"]
-    assert by["tensorrt"]["status"] == "failed"
+    assert by["tensorrt"]["status"] == "failed" and "--system-site-packages" in by["tensorrt"]["detail"]
     assert by["engine all-GPU fp16 (vs trtexec)"]["status"] == "skipped"
     assert "needs TensorRT" in by["engine all-GPU fp16 (vs trtexec)"]["detail"]
     assert by["worker exit"]["status"] == "ok"
@@ -230,3 +230,14 @@ def test_a_dla_core_count_below_the_modules_says_which_tensorrt_has_no_dla_where
     assert "11.0-11.3" in dla_count_hint("11.1.0", "Jetson AGX Orin 64GB")
     assert "AGX Orin only" in dla_count_hint("11.4.1", "Jetson Orin NX 16GB")
     assert dla_count_hint("11.4.1", "Jetson AGX Orin 64GB") == "" and dla_count_hint("10.3.0", "Jetson Orin NX 16GB") == ""
+
+
+def test_a_tensorrt_installed_by_pip_is_named_where_its_dla_count_is_wrong():
+    """JetPack's TensorRT bindings live in /usr/lib/python3*/dist-packages (apt: python3-libnvinfer); a
+    ``tensorrt`` pip put in a venv's site-packages shadows them: the tensorrt check names it."""
+    from placetune.cli.selftest import pip_wheel_hint
+
+    assert pip_wheel_hint("/usr/lib/python3.10/dist-packages/tensorrt/__init__.py") == ""
+    assert pip_wheel_hint(None) == ""
+    hint = pip_wheel_hint("/opt/pt/lib/python3.10/site-packages/tensorrt/__init__.py")
+    assert "/opt/pt/lib/python3.10/site-packages" in hint and "pip uninstall tensorrt" in hint

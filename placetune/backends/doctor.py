@@ -20,10 +20,11 @@ from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.pool import WorkerPool
 from placetune.backends.trtexec.find import which_trtexec
 
-__all__ = ["Check", "run", "format", "verdict", "cuda_python_check", "CUDA_PYTHON_FOR_L4T", "EXIT_OK",
+__all__ = ["Check", "FIX_TRT", "run", "format", "verdict", "cuda_python_check", "CUDA_PYTHON_FOR_L4T", "EXIT_OK",
            "EXIT_SIMULATED_ONLY"]
 
-_FIX_TRT = (
+#: What to do when the worker Python cannot import tensorrt (the doctor and the selftest print it).
+FIX_TRT = (
     "TensorRT's Python bindings come with JetPack (apt package python3-libnvinfer, part of nvidia-jetpack) "
     "and live in the system Python: create the venv with --system-site-packages so JetPack's TensorRT "
     "bindings are visible (python3 -m venv --system-site-packages .venv), or run the worker with "
@@ -106,7 +107,7 @@ def run(worker_python: str | None = None, env: dict[str, str] | None = None, tim
         checks.append(Check("tensorrt version", supported, f"{version}: {why}",
                             "" if supported else "use a JetPack whose TensorRT supports DLA (5.1.x, 6.0, 6.1, 6.2 or 7.2.2+)"))
     else:
-        checks.append(Check("tensorrt", False, f"cannot import tensorrt ({probe.get('trt_error') or 'no answer'})", _FIX_TRT))
+        checks.append(Check("tensorrt", False, f"cannot import tensorrt ({probe.get('trt_error') or 'no answer'})", FIX_TRT))
     cores = probe.get("num_dla_cores")
     if cores is not None:
         checks.append(Check("dla", cores > 0, f"builder.num_DLA_cores = {cores}",

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     import placetune.hardware.power as _power
     import placetune.settings as _settings
     import placetune.backends.tensorrt.env as _trt_env
+    import placetune.backends.doctor as _doctor
 else:
     _backend = lazy_import("placetune.backends.tensorrt.backend")
     _evaluator = lazy_import("placetune.tuning.evaluator")
@@ -62,9 +63,10 @@ else:
     _power = lazy_import("placetune.hardware.power")
     _settings = lazy_import("placetune.settings")
     _trt_env = lazy_import("placetune.backends.tensorrt.env")
+    _doctor = lazy_import("placetune.backends.doctor")
 
 __all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS",
-           "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS"]
+           "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS", "pip_wheel_hint"]
 
 #: exit status when a check failed or was skipped (the README's backend code)
 EXIT_NOT_ALL_OK = 8
@@ -123,6 +125,25 @@ def dla_count_hint(version: str, module_title: str) -> str:
         return (f" (TensorRT 11.4.1 supports DLA on Jetson AGX Orin only, with JetPack 7.2.2 or later; "
                 f"not on a {module_title})")
     return ""
+
+
+def pip_wheel_hint(trt_path: str | None) -> str:
+    """Why the worker's TensorRT may not be JetPack's ("" when it looks like JetPack's): JetPack installs
+    TensorRT's bindings with apt (python3-libnvinfer) into ``/usr/lib/python3*/dist-packages``; a
+    ``tensorrt`` in a ``site-packages`` folder was installed by pip, and shadows JetPack's in a venv.
+
+    Example:
+        >>> pip_wheel_hint("/usr/lib/python3.10/dist-packages/tensorrt/__init__.py")
+        ''
+        >>> pip_wheel_hint("/home/u/venv/lib/python3.10/site-packages/tensorrt/__init__.py")[:40]
+        ' (this tensorrt was installed by pip in '
+    """
+    path = str(trt_path or "")
+    if "site-packages" not in path:
+        return ""
+    return (f" (this tensorrt was installed by pip in {path.split('site-packages')[0]}site-packages, not JetPack's "
+            "python3-libnvinfer in /usr/lib/python3*/dist-packages: `pip uninstall tensorrt` in that environment "
+            "so that JetPack's TensorRT is used)")
 
 
 def _scrub(text: str) -> str:
@@ -270,14 +291,17 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         rep.add("module", "ok", match.describe(), platform=plat, part=module.part if module else None)
     # 3. TensorRT and its DLA cores, against the module's
     expected = module.dla_cores if module is not None else None
+    where = f" from {probe['trt_path']}" if probe.get("trt_path") else ""
     if not version:
-        rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}")
+        rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}; fix: "
+                f"{_doctor.FIX_TRT}")
     elif expected is not None and int(cores or 0) != expected:
-        hint = dla_count_hint(version, module.title)
-        rep.add("tensorrt", "failed", f"TensorRT {version} reports {cores} DLA core(s), but a {module.title} has "
-                f"{expected}{hint}", trt_version=version, dla_cores=cores)
+        hint = dla_count_hint(version, module.title) + pip_wheel_hint(probe.get("trt_path"))
+        rep.add("tensorrt", "failed", f"TensorRT {version}{where} reports {cores} DLA core(s), but a {module.title} "
+                f"has {expected}{hint}", trt_version=version, dla_cores=cores)
     else:
-        rep.add("tensorrt", "ok", f"TensorRT {version}, {cores} DLA core(s)", trt_version=version, dla_cores=cores)
+        rep.add("tensorrt", "ok", f"TensorRT {version}{where}, {cores} DLA core(s)", trt_version=version,
+                dla_cores=cores)
     no_trt = None if version and probe.get("cuda_binding") else "needs TensorRT and a CUDA binding in the worker"
     has_dla = bool(cores)
     dla_status = _NA if not has_dla and expected == 0 else "skipped"

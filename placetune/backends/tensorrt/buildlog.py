@@ -110,6 +110,7 @@ class BuildLog:
         dla_offloaded: the ``{ForeignNode[...]} successfully offloaded to DLA.`` entries (10.x verbose).
         dla_candidates: ``(offloaded, candidates)`` of ``Number of DLA node candidates offloaded``.
         all_gpu: the message saying the whole network fell back to the GPU (None when none).
+        dla_section: a ``Layers Running on DLA`` header or ``No layer is running on DLA`` was seen.
     """
 
     dla_subgraphs: list[str] = field(default_factory=list)
@@ -122,6 +123,14 @@ class BuildLog:
     dla_offloaded: list[str] = field(default_factory=list)
     dla_candidates: tuple[int, int] | None = None
     all_gpu: str | None = None
+    dla_section: bool = False
+
+    @property
+    def reports_dla(self) -> bool:
+        """Whether the log says anything of the DLA side in a form read here: a DLA loadable, the DLA
+        section (even empty), the offload count or a whole-network fallback. A log with ``[GpuLayer]``
+        lines only does not: where the layers asked on the DLA went is then unread, not "nowhere"."""
+        return bool(self.dla_nodes) or self.dla_section or self.dla_candidates is not None or self.all_gpu is not None
 
     @property
     def dla_nodes(self) -> list[str]:
@@ -214,6 +223,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
             sm = _SECTION.match(msg)
             if sm:
                 out.has_sections = True
+                out.dla_section = out.dla_section or sm.group("dev").upper() == "DLA"
                 # "--------------- Layers running on DLA:" (up to 8.x): the list may follow on one line
                 pending = sm.group("dev").upper() if msg.rstrip().endswith(":") else None
                 continue
@@ -231,8 +241,10 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
             if cm:
                 out.dla_candidates = (int(cm.group("n")), int(cm.group("m")))
                 continue
-            if _NO_GPU_LAYER.match(msg):
+            nm = _NO_GPU_LAYER.match(msg)
+            if nm:
                 out.has_sections = True
+                out.dla_section = out.dla_section or nm.group("dev").upper() == "DLA"
                 continue
             if out.all_gpu is None and _ALL_GPU.search(msg):
                 out.all_gpu = msg

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
+from placetune.backends.tensorrt.placement_known import decide, say_unknown
 from placetune.backends.tensorrt.pool import WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.jetson import UNEXPLAINED_FALLBACK
@@ -150,7 +151,11 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
                   realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
                   unknown: list[str], report_as: str | None = None) -> tuple[int, list[Any]]:
     """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs).
-    An engine whose log says nothing of its placement is added to ``unknown``."""
+
+    The same reading as an engine-mode measurement's (:func:`~placetune.backends.tensorrt.placement_known.decide`):
+    a log that says nothing of the placement, contradicts itself, names no layer of the engine or
+    leaves layers asked on the DLA unplaced after a candidate subgraph was not offloaded makes the
+    engine's placement unknown (``label (why)`` added to ``unknown``), never "realised = requested"."""
     _, blog, network = engine_log(info)
     target = report_as or device
     dla = [n for n in layers if predicted[n] != "GPU"]
@@ -160,26 +165,39 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     if not blog.reports_placement:
         notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "
                      "UNKNOWN (placement_known=False)")
-        unknown.append(label)
+        unknown.append(f"{label} (no placement report in its build log)")
         for n in dla:
             realized[n] = target
         return 0, []
+    core = dla_core(device)
+    asked = {n: (f"DLA{core}" if predicted[n] != "GPU" else "GPU") for n in layers}
+    known = decide(asked, -1 if core is None else core, blog, loc, list(layers), network or None)
+    if not known.known or known.realized is None:
+        notes.append(f"{label}: its realised placement is UNKNOWN (placement_known=False): {known.reason}")
+        unknown.append(f"{label} ({known.reason})")
+        for n in dla:
+            realized[n] = target
+        return 0, loc.subgraphs
+    if known.from_request:
+        notes.append(f"{label}: {len(known.from_request)} layer(s) no placement line names keep their requested "
+                     f"device ({', '.join(known.from_request[:5])})")
     for n in dla:
-        on_dla = loc.devices.get(n) == "DLA" if n in loc.devices else True
+        on_dla = known.realized[n] != "GPU"
         realized[n] = target if on_dla else "GPU"
         if not on_dla:
             fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
-    return loc.loadables, loc.subgraphs
+    return (known.loadables if known.loadables is not None else loc.loadables), loc.subgraphs
 
 
 def mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
-    """No realised placement when an engine's build log says nothing of it (``placement_known``)."""
+    """No realised placement when an engine's build log cannot say it (``placement_known``)."""
     kw["extra"]["placement_known"] = not unknown
     if unknown:  # nor could the worker count their loadables against a core's 16
-        kw["extra"]["placement_unknown"] = (f"no placement report in the build log of {', '.join(unknown)}: their "
-                                            "DLA loadables, and the 16-per-core check, are unknown")
+        kw["extra"]["placement_unknown"] = (f"the realised placement of {'; '.join(unknown)} is unknown: their DLA "
+                                            "loadables, and the 16-per-core check, are unknown too")
         kw["realized"] = None
         kw["dla_loadables"] = {}
+        say_unknown(kw["extra"]["placement_unknown"])
 
 
 def logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:

@@ -52,6 +52,7 @@ from placetune.backends.tensorrt.buildlog import DLA_COPY_SUFFIXES, BuildLog, Lo
 from placetune.backends.tensorrt.worker_names import onnx_nodes
 
 __all__ = ["Known", "decide", "inspector_dla_layers", "inspector_layers", "metadata_nodes", "mark_known",
+           "say_unknown",
            "DLA_COPY_SUFFIXES"]
 
 log = logging.getLogger(__name__)
@@ -211,6 +212,21 @@ def decide(
             return Known(None, False, f"the build log names {len(blog.dla_nodes)} DLA loadable(s) "
                          f"({', '.join(x[:60] for x in blog.dla_nodes[:2])}) but none maps onto a layer of the model",
                          "build log", loadables)
+        lost = [n for n in guessed if predicted[n] != "GPU"]
+        if lost and not blog.reports_dla:
+            # [GpuLayer] lines read, but nothing of the DLA side: its report is in a form not read here
+            return Known(None, False, f"the build log lists GPU layers but says nothing of the DLA in a form placetune "
+                         f"reads (no DLA loadable, DLA section or offload count), and {len(lost)} layer(s) asked on "
+                         f"the DLA are in no line ({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''})",
+                         "build log", None)
+        if lost and blog.dla_candidates is not None and blog.dla_candidates[0] < blog.dla_candidates[1]:
+            # TensorRT says some DLA candidate subgraphs were not offloaded: a layer asked on the DLA
+            # that no line places may have been in one of them (on the GPU now), so never the request
+            done, of = blog.dla_candidates
+            return Known(None, False, f"TensorRT offloaded only {done} of {of} DLA candidate subgraph(s) ('Number of "
+                         f"DLA node candidates offloaded : {done} out of {of}') and the build log places "
+                         f"{len(lost)} layer(s) asked on the DLA nowhere ({', '.join(lost[:3])}"
+                         f"{', ...' if len(lost) > 3 else ''}): they may have run on the GPU", "build log", loadables)
         if len(guessed) >= 3 and 2 * len(guessed) > len(predicted):
             return Known(None, False, f"the build log names only {len(predicted) - len(guessed)} of the "
                          f"{len(predicted)} layers ({', '.join(guessed[:3])}, ... are in no placement line): its "
@@ -288,8 +304,13 @@ def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
         extra["placement_from_request"] = known.from_request[:50]
     if not known.known:
         extra["placement_unknown"] = known.reason
-        (log.debug if _WARNED else log.warning)(
-            "the realised placement is UNKNOWN: %s; this measurement records no realised placement "
-            "(placement_known=False) and its DLA loadable count is %s", known.reason,
-            "unknown" if known.loadables is None else known.loadables)
-        _WARNED.append(True)
+        say_unknown(str(known.reason), "unknown" if known.loadables is None else str(known.loadables))
+
+
+def say_unknown(reason: str, loadables: str = "unknown") -> None:
+    """Log that a measurement's realised placement is unknown: the first time in the process as a
+    warning (at the first build of a run, whatever the mode), later ones at debug level."""
+    (log.debug if _WARNED else log.warning)(
+        "the realised placement is UNKNOWN: %s; this measurement records no realised placement "
+        "(placement_known=False) and its DLA loadable count is %s", reason, loadables)
+    _WARNED.append(True)

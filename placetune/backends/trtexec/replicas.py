@@ -93,7 +93,11 @@ def measure_replicas(be: TrtexecOptions, r: "Realisation", platform: "Platform",
     placed = realised(shown, r)
     realized, fallback = placed.realized, placed.fallback
     extra: dict[str, Any] = {"trt_version": version, "commands": commands, **build_extra(shown), **placed.extra}
-    loadables = {e.device: len(e.blog.dla_subgraphs) for e in engines if e.core >= 0 and e.blog is not None}
+    # each DLA replica's loadables as its own build log says them, read as the engine mode reads them
+    # (TensorRT 10.3 prints 'successfully offloaded' lines, no [DlaLayer] line); unknown ones left out
+    placed_by = {e.device: (placed if e is shown else realised(e, r)) for e in engines
+                 if e.core >= 0 and e.blog is not None}
+    loadables = {dev: p.loadables for dev, p in placed_by.items() if p.loadables is not None}
     for e in engines:
         notes.extend(f"{e.device}: {n}" for n in e.notes)
     if notes:
