@@ -336,3 +336,49 @@ def test_the_selftest_says_in_one_line_that_trtexecs_time_of_the_engine_is_not_t
     assert "are not kept" in gpu["detail"]
     power = by["power rails"]
     assert power["status"] == "failed" and "clocks untrusted: gpu:17000000.gpu ran at" in power["detail"], power
+
+
+STATUS_DATA = Path(__file__).parent / "data" / "nvpmodel_status"
+
+
+def test_the_power_mode_is_read_from_the_file_nvpmodel_writes():
+    """Its real forms (tests/data/nvpmodel_status/provenance.json): with and without the fan mode."""
+    import json
+
+    prov = json.loads((STATUS_DATA / "provenance.json").read_text())["files"]
+    for name, meta in prov.items():
+        assert clocks.read_power_mode_id(STATUS_DATA / name) == (meta["mode_id"], "")
+    assert clocks.parse_nvpmodel_status("fmode:quiet\n") is None
+    mode, why = clocks.read_power_mode_id(STATUS_DATA / "absent")
+    assert mode is None and "cannot be read" in why
+
+
+def test_a_power_mode_change_that_moves_no_clock_limit_marks_the_measurement(tmp_path):
+    """Two modes may share the GPU and CPU caps sysfs shows (differing in TPCs or EMC): before the mode
+    was read per measurement, the second measurement below was kept as a figure of the first mode."""
+    root, status = _orin(tmp_path / "sys"), tmp_path / "status"
+    status.write_text("pmode:0000\n")
+    watch = ClockWatch(root, stop_after=2, status=status)
+    ok = lambda: Measurement(status="ok", latency_samples_ms=[2.0, 2.0])  # noqa: E731
+    first = watch.judge(ok(), watch.read(), watch.read())
+    assert first.ok and first.extra["clocks"]["before"]["nvpmodel"] == {"mode": 0}
+    status.write_text("pmode:0002\n")  # sudo nvpmodel -m 2, every clock limit the same
+    m = watch.judge(ok(), watch.read(), watch.read())
+    assert m.extra["failure_class"] == "clocks" and "nvpmodel power mode 0 -> 2 before the measurement" in m.reason
+    status.unlink()  # readable at the start, then not: not judged as the run's mode, so not trusted
+    with pytest.raises(BackendError, match="power mode could not be read"):
+        watch.judge(ok(), watch.read(), watch.read())
+
+
+def test_an_unreadable_power_mode_is_said_once_and_not_guessed(tmp_path, caplog):
+    root = _orin(tmp_path / "sys")
+    watch = ClockWatch(root, status=tmp_path / "no-status")
+    ok = lambda: Measurement(status="ok", latency_samples_ms=[2.0, 2.0])  # noqa: E731
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert watch.judge(ok(), watch.read(), watch.read()).ok
+    said = [r.getMessage() for r in caplog.records if "POWER MODE NOT WATCHED" in r.getMessage()]
+    assert len(said) == 1 and "no-status cannot be read" in said[0] and "\n" not in said[0]
+    assert "nvpmodel" not in watch.first
+    _gpu(root, cur=1032750000)  # the clocks are still judged
+    assert not watch.judge(ok(), watch.read(), watch.read()).ok

@@ -23,9 +23,21 @@ The files read (``root`` is ``/sys``):
   clk_max_rate}`` for the clocks whose name starts with ``dla`` or ``nvdla`` (jtop ``jtop/core/engine.py``
   ``read_engine``, engines matched by the name ``dla``).
 
-The nvpmodel mode itself is not read per measurement (``nvpmodel -q`` is a subprocess); a mode change
-shows as changed frequency limits, which is what nvpmodel writes. Checked only against a fake sysfs
-tree (``tests/test_clock_watch.py``), never on a board.
+* the nvpmodel power mode: ``/var/lib/nvpmodel/status`` (:data:`NVPMODEL_STATUS`), the file nvpmodel
+  writes the mode it set to, one line ``pmode:NNNN`` (the mode id, zero-padded), followed on older
+  JetPacks by the fan mode (``pmode:0000 fmode:quiet``). NVIDIA's own readers of it: the L4T power-mode
+  indicator's ``nvpmodel.py`` (``status_paths = "/var/lib/nvpmodel/status"``, ``cur_mode()`` matches
+  ``pmode:(\\w+)`` and takes ``int()`` of it) and the Isaac SDK's ``CheckJetsonPerformanceModel.cpp``
+  ("Format for JetPack 4.3 is: pmode:0000 fmode:quiet"); public notes of JetPack 6 boards show
+  ``pmode:0000`` and ``pmode:0002`` alone (fixtures: ``tests/data/nvpmodel_status``). Read as a
+  file, not ``nvpmodel -q`` (a subprocess per measurement), so that a mode change mid-night is seen
+  even when it moves no frequency limit that sysfs shows (two modes can share the GPU and CPU caps
+  and differ in TPCs, cores online or EMC). The file says what nvpmodel last *set*, not what the
+  hardware runs (a board whose nvpmodel service failed at boot keeps the file's old mode), so the
+  frequency limits above are still judged. A board where the file cannot be read is said once
+  (:class:`ClockWatch`), and its mode is then not judged, never guessed.
+
+Checked only against a fake sysfs tree and status file (``tests/test_clock_watch.py``), never on a board.
 """
 
 from __future__ import annotations
@@ -37,12 +49,15 @@ from pathlib import Path
 from placetune.errors import BackendError
 from placetune.measurement import Measurement
 
-__all__ = ["ClockWatch", "snapshot", "clocks_moved", "untrusted", "STOP_AFTER", "SYSFS_ROOT", "THROTTLE_TOLERANCE"]
+__all__ = ["ClockWatch", "snapshot", "clocks_moved", "untrusted", "read_power_mode_id", "parse_nvpmodel_status",
+           "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS", "THROTTLE_TOLERANCE"]
 
 log = logging.getLogger(__name__)
 
 #: Where the clock files are read (tests point it at a fake tree).
 SYSFS_ROOT = "/sys"
+#: The file nvpmodel writes its mode to (tests point it at a fixture).
+NVPMODEL_STATUS = "/var/lib/nvpmodel/status"
 #: Untrusted measurements in a row that stop the run (exit status 8).
 STOP_AFTER = 3
 #: How far below its locked frequency a locked clock may read before it counts as throttled, so that a
@@ -70,10 +85,40 @@ def _clock(folder: Path, cur: str, lo: str, hi: str) -> dict[str, int] | None:
     return got or None
 
 
-def snapshot(root: str | Path | None = None) -> Snapshot | None:
-    """The clocks now: ``{"gpu:<node>": {"cur", "min", "max"}, "cpu:policy0": ..., "emc": ..., "dla:<clk>": ...}``
-    (only the files that could be read); None when no GPU devfreq node and no CPU policy was read
-    (not a Jetson: nothing is checked)."""
+_PMODE = re.compile(r"^\s*pmode:\s*(\d+)\b")
+
+
+def parse_nvpmodel_status(text: str) -> int | None:
+    """The mode id of an nvpmodel status file's text (``pmode:0002`` -> 2, ``pmode:0000 fmode:quiet`` -> 0),
+    None when no line starts with ``pmode:`` and digits.
+
+    Example:
+        >>> parse_nvpmodel_status("pmode:0000 fmode:quiet\\n"), parse_nvpmodel_status("pmode:0002\\n")
+        (0, 2)
+    """
+    for line in (text or "").splitlines():
+        m = _PMODE.match(line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def read_power_mode_id(path: str | Path | None = None) -> tuple[int | None, str]:
+    """The nvpmodel mode id from its status file (:data:`NVPMODEL_STATUS`), and why not where it is None."""
+    file = Path(path if path is not None else NVPMODEL_STATUS)
+    try:
+        text = file.read_text(errors="replace")
+    except OSError as exc:
+        return None, f"{file} cannot be read ({exc.strerror or type(exc).__name__})"
+    mode = parse_nvpmodel_status(text)
+    return (mode, "") if mode is not None else (None, f"{file} has no pmode:<id> line ({text.strip()[:40]!r})")
+
+
+def snapshot(root: str | Path | None = None, status: str | Path | None = None) -> Snapshot | None:
+    """The clocks now: ``{"gpu:<node>": {"cur", "min", "max"}, "cpu:policy0": ..., "emc": ..., "dla:<clk>": ...,
+    "nvpmodel": {"mode": id}}`` (only the files that could be read; ``status``: the nvpmodel status
+    file, default :data:`NVPMODEL_STATUS`); None when no GPU devfreq node was read (not a Jetson:
+    nothing is checked)."""
     base = Path(root if root is not None else SYSFS_ROOT)
     snap: Snapshot = {}
     snap.update(_clocks_in(base / "class/devfreq", _GPU, "gpu", ("cur_freq", "min_freq", "max_freq")))
@@ -88,6 +133,9 @@ def snapshot(root: str | Path | None = None) -> Snapshot | None:
     if emc:
         snap["emc"] = emc
     snap.update(_clocks_in(base / "kernel/debug/clk", _DLA, "dla", ("clk_rate", "clk_min_rate", "clk_max_rate")))
+    mode, _ = read_power_mode_id(status)
+    if mode is not None:
+        snap["nvpmodel"] = {"mode": mode}
     return snap
 
 
@@ -113,6 +161,12 @@ def _locked(c: dict[str, int]) -> bool:
 def _problem(first: Snapshot, snap: Snapshot | None, when: str) -> str | None:
     if snap is None or not any(k.startswith("gpu:") for k in snap):
         return f"the GPU clock could not be read {when} the measurement"
+    if "nvpmodel" in first:  # the mode first: a mode change is the cause of the limits it moves
+        was, now_mode = first["nvpmodel"].get("mode"), (snap.get("nvpmodel") or {}).get("mode")
+        if now_mode is None:
+            return f"the nvpmodel power mode could not be read {when} the measurement (its status file)"
+        if now_mode != was:
+            return f"nvpmodel power mode {was} -> {now_mode} {when} the measurement (someone ran nvpmodel -m)"
     for name, ref in first.items():
         now = snap.get(name) or {}
         for k, cause in (("max", "the power mode changed: nvpmodel"),
@@ -157,18 +211,26 @@ class ClockWatch:
     """The clocks of one run of a real backend: :meth:`read` before and after each measurement, then
     :meth:`judge` its result."""
 
-    def __init__(self, root: str | Path | None = None, stop_after: int = STOP_AFTER) -> None:
+    def __init__(self, root: str | Path | None = None, stop_after: int = STOP_AFTER,
+                 status: str | Path | None = None) -> None:
         self.root = root
+        self.status = status
         self.stop_after = int(stop_after)
         self.first: Snapshot | None = None
         self.in_a_row = 0
         self.warned = False
 
     def read(self) -> Snapshot | None:
-        """A snapshot now; the first one read is the run's reference."""
-        snap = snapshot(self.root)
+        """A snapshot now; the first one read is the run's reference. When that first one has no
+        power mode (the nvpmodel status file unreadable), says so once: the mode is then not judged
+        per measurement, only the frequency limits it moves."""
+        snap = snapshot(self.root, self.status)
         if self.first is None and snap is not None:
             self.first = snap
+            if "nvpmodel" not in snap:
+                log.warning("POWER MODE NOT WATCHED: %s; a power mode change during the run is seen only where it "
+                            "moves a CPU or GPU frequency limit (two modes may differ only in TPCs, cores online "
+                            "or EMC); check `nvpmodel -q` after the run", read_power_mode_id(self.status)[1])
         return snap
 
     def judge(self, m: Measurement, before: Snapshot | None, after: Snapshot | None) -> Measurement:
