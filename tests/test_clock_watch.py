@@ -382,3 +382,99 @@ def test_an_unreadable_power_mode_is_said_once_and_not_guessed(tmp_path, caplog)
     assert "nvpmodel" not in watch.first
     _gpu(root, cur=1032750000)  # the clocks are still judged
     assert not watch.judge(ok(), watch.read(), watch.read()).ok
+
+
+# --------------------------------------------------------------------------- the timed part, not the build
+def test_a_throttle_over_before_trtexec_times_the_engine_does_not_mark_it(tmp_path, monkeypatch):
+    """The clocks judged are those around ``trtexec --loadEngine`` (the timing), not around the build:
+    before, a board hot when the build began, cool again by the timing, lost a good measurement."""
+    from placetune.backends.trtexec import engine
+
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
+    be = _backend(tmp_path, "8.6.1")
+    ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6")
+    assert ev.evaluate(Placement.all_gpu(ev.model)).ok  # the run's reference: locked, cool
+    build = engine.build
+
+    def cools_during_the_build(*a, **kw):
+        out = build(*a, **kw)
+        _gpu(root)
+        return out
+
+    monkeypatch.setattr(engine, "build", cools_during_the_build)
+    _gpu(root, cur=1032750000)  # hot when the measurement (its build) begins
+    m = ev.evaluate(Placement.all_dla(ev.model, 0))
+    assert m.ok, m.reason
+    assert m.extra["clocks"]["span"] == "timing" and m.extra["clocks"]["before"]["gpu:17000000.gpu"]["cur"] == GPU_HZ
+
+    def heats_during_the_build(*a, **kw):
+        out = build(*a, **kw)
+        _gpu(root, cur=1032750000)
+        return out
+
+    monkeypatch.setattr(engine, "build", heats_during_the_build)
+    m = ev.evaluate(Placement.all_dla(ev.model, 1))  # hot while timed: marked, "before" the timing
+    assert m.extra["failure_class"] == "clocks" and "below its locked 1300500000, before" in m.reason
+    ev.close()
+
+
+def test_the_sampler_picks_the_snapshots_around_the_timed_window():
+    watch = ClockWatch()
+    s = clocks.ClockSampler(watch)
+    snaps = [{"gpu:x": {"cur": i}} for i in range(6)]
+    s.samples = [(float(t), snap) for t, snap in zip((1, 2, 3, 4, 5, 6), snaps)]
+    before, after, during = s.window(2.5, 4.5)
+    assert before is snaps[1] and after is snaps[4] and during == snaps[2:4]
+    assert s.window(0.5, 9.0)[:2] == (snaps[0], snaps[5])  # nothing read outside: the nearest
+
+
+def test_the_tensorrt_backend_judges_the_clocks_around_the_workers_timed_loop(tmp_path, monkeypatch):
+    """The worker builds and times in one job: the parent reads the clocks in a thread meanwhile and
+    judges those around the loop's ``timed_window``. Before, the snapshots around the whole job
+    were judged: a board hot while the engine was built, cool by its timing, lost the measurement,
+    and one that throttled during the timing only, cool again by the job's end, kept it."""
+    import time
+
+    from placetune.backends.tensorrt.pool import WorkerPool
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
+    monkeypatch.setattr(clocks, "SAMPLE_INTERVAL_S", 0.02)
+    be = trt_backend(tmp_path, "10.3.0")
+    ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3")
+    assert ev.evaluate(Placement.all_gpu(ev.model)).ok  # the run's reference
+    run = WorkerPool.run
+
+    def cool_then_time(self, job, **kw):  # the build's part: hot, then cool before the worker's loop
+        time.sleep(0.3)
+        _gpu(root)
+        time.sleep(0.3)
+        return run(self, job, **kw)
+
+    monkeypatch.setattr(WorkerPool, "run", cool_then_time)
+    _gpu(root, cur=1032750000)
+    m = ev.evaluate(Placement.all_dla(ev.model, 0))
+    assert m.ok, m.reason
+    assert m.extra["clocks"]["span"] == "timing" and m.extra["clocks"]["before"]["gpu:17000000.gpu"]["cur"] == GPU_HZ
+
+    def throttled_while_timed(self, job, **kw):  # the loop's window: throttled, cool again by the end
+        reply = run(self, job, **kw)
+        time.sleep(0.2)
+        _gpu(root, cur=1032750000)
+        t0 = time.monotonic()
+        time.sleep(0.3)
+        t1 = time.monotonic()
+        _gpu(root)
+        time.sleep(0.2)
+        reply.result["timed_window"] = [t0, t1]
+        return reply
+
+    monkeypatch.setattr(WorkerPool, "run", throttled_while_timed)
+    m = ev.evaluate(Placement.all_dla(ev.model, 1))
+    assert m.extra.get("failure_class") == "clocks", m.reason
+    assert "below its locked 1300500000, during the measurement" in m.reason
+    ev.close()

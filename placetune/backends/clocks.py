@@ -44,18 +44,25 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from placetune.errors import BackendError
 from placetune.measurement import Measurement
 
-__all__ = ["ClockWatch", "snapshot", "clocks_moved", "untrusted", "read_power_mode_id", "parse_nvpmodel_status",
-           "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS", "THROTTLE_TOLERANCE"]
+__all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "untrusted", "read_power_mode_id", "parse_nvpmodel_status",
+           "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS", "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE"]
 
 log = logging.getLogger(__name__)
 
 #: Where the clock files are read (tests point it at a fake tree).
 SYSFS_ROOT = "/sys"
+#: How often a :class:`ClockSampler` reads the clocks while an opaque job runs (seconds): a few small
+#: file reads each time, in the parent process, not in the worker that times.
+SAMPLE_INTERVAL_S = 0.1
 #: The file nvpmodel writes its mode to (tests point it at a fixture).
 NVPMODEL_STATUS = "/var/lib/nvpmodel/status"
 #: Untrusted measurements in a row that stop the run (exit status 8).
@@ -179,14 +186,17 @@ def _problem(first: Snapshot, snap: Snapshot | None, when: str) -> str | None:
     return None
 
 
-def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | None) -> str | None:
+def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | None,
+                 during: Iterable[Snapshot | None] = ()) -> str | None:
     """Why a measurement taken between ``before`` and ``after`` is not under the clocks of the run's
     ``first`` snapshot (None: it is): a frequency limit (``min``/``max``: the power mode,
     ``jetson_clocks``) differs from the first snapshot's, or a clock that was locked (``min == max``)
     runs more than :data:`THROTTLE_TOLERANCE` below its locked frequency (throttling); "during" when only the snapshot after the
     measurement shows it. The current frequency of a clock that was not locked is recorded, not
-    judged (it moves with DVFS)."""
-    return _problem(first, before, "before") or _problem(first, after, "during")
+    judged (it moves with DVFS). ``during``: snapshots read between the two (:class:`ClockSampler`),
+    judged as "during" too."""
+    return (_problem(first, before, "before") or next(filter(None, (_problem(first, s, "during") for s in during)), None)
+            or _problem(first, after, "during"))
 
 
 def untrusted(m: Measurement, why: str) -> Measurement:
@@ -209,7 +219,14 @@ def untrusted(m: Measurement, why: str) -> Measurement:
 
 class ClockWatch:
     """The clocks of one run of a real backend: :meth:`read` before and after each measurement, then
-    :meth:`judge` its result."""
+    :meth:`judge` its result.
+
+    What is judged is the timed part of the measurement where the backend says which it is
+    (:meth:`timing` around it, or :meth:`timed` with the snapshots a :class:`ClockSampler` read
+    around it): a build takes minutes and may see a clock move that is over before the engine is
+    timed, which says nothing about the figures. Where no timed part was given (the build failed,
+    or the backend's mode times inside one opaque job), the snapshots around the whole measurement
+    are judged."""
 
     def __init__(self, root: str | Path | None = None, stop_after: int = STOP_AFTER,
                  status: str | Path | None = None) -> None:
@@ -219,6 +236,8 @@ class ClockWatch:
         self.first: Snapshot | None = None
         self.in_a_row = 0
         self.warned = False
+        #: the snapshots around the timed part of the measurement being taken: (before, after, during)
+        self.window: tuple[Snapshot | None, Snapshot | None, list[Snapshot | None]] | None = None
 
     def read(self) -> Snapshot | None:
         """A snapshot now; the first one read is the run's reference. When that first one has no
@@ -233,17 +252,41 @@ class ClockWatch:
                             "or EMC); check `nvpmodel -q` after the run", read_power_mode_id(self.status)[1])
         return snap
 
+    def timed(self, before: Snapshot | None, after: Snapshot | None, during: Iterable[Snapshot | None] = ()) -> None:
+        """The snapshots read just before and just after the timed part of the measurement being taken
+        (and any between): :meth:`judge` judges these instead of the ones around the whole measurement."""
+        self.window = (before, after, list(during))
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        """Reads the clocks just before and just after the block, as the timed part (:meth:`timed`)."""
+        before = self.read()
+        try:
+            yield
+        finally:
+            self.timed(before, self.read())
+
     def judge(self, m: Measurement, before: Snapshot | None, after: Snapshot | None) -> Measurement:
-        """``m`` with its clocks recorded (``extra["clocks"]``), marked untrusted when they moved
-        (:func:`clocks_moved`), unchanged off a Jetson.
+        """``m`` with its clocks recorded (``extra["clocks"]``: ``before``, ``after`` and ``span``,
+        ``timing`` where the timed part's snapshots were given, :meth:`timed`, else ``measurement``:
+        ``before``/``after`` as passed), marked untrusted when they moved (:func:`clocks_moved`),
+        unchanged off a Jetson. The timed part's snapshots are used once.
 
         Raises:
             BackendError: the :data:`STOP_AFTER`-th untrusted measurement in a row (exit status 8).
         """
+        window, self.window = self.window, None
         if self.first is None:  # not a Jetson (no devfreq GPU node): nothing recorded, nothing changes
             return m
-        m.extra["clocks"] = {"before": before, "after": after}
-        why = clocks_moved(self.first, before, after)
+        during: list[Snapshot | None] = []
+        span = "measurement"
+        if window is not None:
+            before, after, during = window
+            span = "timing"
+        m.extra["clocks"] = {"before": before, "after": after, "span": span}
+        if during:
+            m.extra["clocks"]["samples_during"] = len(during)
+        why = clocks_moved(self.first, before, after, during)
         if why is None:
             self.in_a_row = 0
             return m
@@ -259,3 +302,48 @@ class ClockWatch:
             log.warning("CLOCKS CHANGED: %s; this measurement is marked untrusted (not kept as a figure), "
                         "and the run stops after %d in a row", why, self.stop_after)
         return untrusted(m, why)
+
+
+class ClockSampler:
+    """Snapshots read every ``interval_s`` in a thread while an opaque job runs (the tensorrt backend's
+    worker builds and times in one job), so that the ones around its timed part can be picked
+    afterwards from the window the job reports (:meth:`window`, ``time.monotonic()`` seconds, one
+    clock for every process of the machine)."""
+
+    def __init__(self, watch: ClockWatch, interval_s: float | None = None) -> None:
+        self.watch = watch
+        self.interval_s = float(interval_s if interval_s is not None else SAMPLE_INTERVAL_S)
+        self.samples: list[tuple[float, Snapshot | None]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        t = time.monotonic()
+        self.samples.append((t, self.watch.read()))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def start(self) -> "ClockSampler":
+        """Reads one snapshot now, then every ``interval_s`` until :meth:`stop`."""
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="placetune-clocks", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops the thread and reads one last snapshot."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+
+    def window(self, start: float, end: float) -> tuple[Snapshot | None, Snapshot | None, list[Snapshot | None]]:
+        """``(before, after, during)`` of the span ``start``..``end``: the last snapshot read at or
+        before ``start`` (else the first), the first read at or after ``end`` (else the last) and
+        those between."""
+        samples = sorted(self.samples, key=lambda x: x[0])
+        before = next((s for t, s in reversed(samples) if t <= start), samples[0][1])
+        after = next((s for t, s in samples if t >= end), samples[-1][1])
+        return before, after, [s for t, s in samples if start < t < end]
