@@ -478,3 +478,26 @@ def test_the_tensorrt_backend_judges_the_clocks_around_the_workers_timed_loop(tm
     assert m.extra.get("failure_class") == "clocks", m.reason
     assert "below its locked 1300500000, during the measurement" in m.reason
     ev.close()
+
+
+# --------------------------------------------------------------------------- the board's TensorRT vs --platform
+def test_a_tensorrt_the_platforms_jetpacks_never_had_is_refused_or_said(tmp_path, monkeypatch, caplog):
+    """Before, ``Platform.ships_trt`` was never asked: TensorRT 10.3 on a board declared ``xavier-agx``
+    (Xavier's last JetPack is 5.1, TensorRT 8.5) measured the night under Xavier's DLA rules."""
+    from placetune import ConfigError
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    with pytest.raises(ConfigError) as e:
+        Evaluator(GN, "xavier-agx", backend=_backend(tmp_path, "10.3.0"), iterations=5, precision="fp16",
+                  trt_version="8.5")
+    assert e.value.exit_code == 6 and "\n" not in str(e.value)
+    assert str(e.value).startswith("platform xavier-agx: its JetPacks ship TensorRT 8.5 and none has TensorRT 10, but "
+                                   "this board's TensorRT is 10.3.0: the board is another module; pass it as "
+                                   "--platform (orin-agx, orin-nx-16gb")
+    with caplog.at_level(logging.WARNING):  # another minor release of a major Orin's JetPacks ship: said once
+        ev = Evaluator(GN, "orin-agx", backend=_backend(tmp_path / "b", "10.7.0"), iterations=5, precision="fp16",
+                       trt_version="10.7")
+        assert ev.evaluate(Placement.all_gpu(ev.model)).ok
+        ev.close()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("TRT VERSION")]
+    assert len(said) == 1 and "TensorRT 10.7.0 is not one a JetPack for orin-agx ships (8.5, 8.6, 10.3, 11.4)" in said[0]
