@@ -434,7 +434,8 @@ def test_the_tensorrt_backend_judges_the_clocks_around_the_workers_timed_loop(tm
     """The worker builds and times in one job: the parent reads the clocks in a thread meanwhile and
     judges those around the loop's ``timed_window``. Before, the snapshots around the whole job
     were judged: a board hot while the engine was built, cool by its timing, lost the measurement,
-    and one that throttled during the timing only, cool again by the job's end, kept it."""
+    and one that throttled during the timing only, cool again by the job's end, kept it. (The
+    thread's reads are made here, at known moments, rather than left to its timer.)"""
     import time
 
     from placetune.backends.tensorrt.pool import WorkerPool
@@ -443,40 +444,45 @@ def test_the_tensorrt_backend_judges_the_clocks_around_the_workers_timed_loop(tm
     root = _orin(tmp_path / "sys")
     monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
     monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
-    monkeypatch.setattr(clocks, "SAMPLE_INTERVAL_S", 0.02)
+    monkeypatch.setattr(clocks, "SAMPLE_INTERVAL_S", 3600.0)  # its timer never fires: reads at start, stop, and here
+    samplers: list[clocks.ClockSampler] = []
+    start = clocks.ClockSampler.start
+
+    def started(self):
+        samplers.append(self)
+        return start(self)
+
+    monkeypatch.setattr(clocks.ClockSampler, "start", started)
     be = trt_backend(tmp_path, "10.3.0")
     ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3")
     assert ev.evaluate(Placement.all_gpu(ev.model)).ok  # the run's reference
     run = WorkerPool.run
 
     def cool_then_time(self, job, **kw):  # the build's part: hot, then cool before the worker's loop
-        time.sleep(0.3)
         _gpu(root)
-        time.sleep(0.3)
+        samplers[-1]._sample()
         return run(self, job, **kw)
 
     monkeypatch.setattr(WorkerPool, "run", cool_then_time)
-    _gpu(root, cur=1032750000)
+    _gpu(root, cur=1032750000)  # hot when the job starts (the sampler's first read)
     m = ev.evaluate(Placement.all_dla(ev.model, 0))
     assert m.ok, m.reason
     assert m.extra["clocks"]["span"] == "timing" and m.extra["clocks"]["before"]["gpu:17000000.gpu"]["cur"] == GPU_HZ
 
     def throttled_while_timed(self, job, **kw):  # the loop's window: throttled, cool again by the end
         reply = run(self, job, **kw)
-        time.sleep(0.2)
-        _gpu(root, cur=1032750000)
         t0 = time.monotonic()
-        time.sleep(0.3)
+        _gpu(root, cur=1032750000)
+        samplers[-1]._sample()
         t1 = time.monotonic()
         _gpu(root)
-        time.sleep(0.2)
         reply.result["timed_window"] = [t0, t1]
         return reply
 
     monkeypatch.setattr(WorkerPool, "run", throttled_while_timed)
     m = ev.evaluate(Placement.all_dla(ev.model, 1))
     assert m.extra.get("failure_class") == "clocks", m.reason
-    assert "below its locked 1300500000, during the measurement" in m.reason
+    assert "below its locked 1300500000, during the measurement" in m.reason and m.extra["clocks"]["samples_during"] == 1
     ev.close()
 
 
@@ -501,3 +507,26 @@ def test_a_tensorrt_the_platforms_jetpacks_never_had_is_refused_or_said(tmp_path
         ev.close()
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("TRT VERSION")]
     assert len(said) == 1 and "TensorRT 10.7.0 is not one a JetPack for orin-agx ships (8.5, 8.6, 10.3, 11.4)" in said[0]
+
+
+def test_an_engine_inspector_that_raised_in_the_worker_is_recorded(tmp_path, monkeypatch):
+    """The worker caught the inspector's exception into ``inspector_error`` and the parent dropped it: a
+    measurement without layer information did not say why."""
+    from placetune.backends.tensorrt.pool import WorkerPool
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    run = WorkerPool.run
+
+    def inspector_raised(self, job, **kw):
+        reply = run(self, job, **kw)
+        if reply.result.pop("inspector", None) is not None:
+            reply.result["inspector_error"] = "RuntimeError: get_engine_information failed"
+        return reply
+
+    monkeypatch.setattr(WorkerPool, "run", inspector_raised)
+    ev = Evaluator(GN, "orin-agx", backend=trt_backend(tmp_path, "10.3.0"), iterations=5, precision="fp16",
+                   trt_version="10.3")
+    m = ev.evaluate(Placement.all_dla(ev.model, 0))
+    assert m.ok and m.extra["inspector_error"] == "RuntimeError: get_engine_information failed"
+    ev.close()

@@ -555,6 +555,8 @@ class TensorRTBackend(JetsonBackend):
                          dla_ms=prof.dla_ms, gpu_ms=prof.gpu_ms)
         if res.get("inspector"):
             extra["engine_inspector"] = str(res["inspector"])[:_INSPECTOR_MAX_CHARS]
+        if res.get("inspector_error"):  # the engine inspector raised in the worker: why no layer information
+            extra["inspector_error"] = str(res["inspector_error"])[:300]
         extra["warmup_iterations"] = res.get("warmup_iterations")
         extra["timed"] = ENGINE_TIMED
         return Measurement(
