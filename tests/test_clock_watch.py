@@ -530,3 +530,34 @@ def test_an_engine_inspector_that_raised_in_the_worker_is_recorded(tmp_path, mon
     m = ev.evaluate(Placement.all_dla(ev.model, 0))
     assert m.ok and m.extra["inspector_error"] == "RuntimeError: get_engine_information failed"
     ev.close()
+
+
+def test_a_board_that_does_not_run_the_mode_it_reports_is_said(tmp_path, monkeypatch, caplog):
+    """nvpmodel reports the mode of its status file; a board whose nvpmodel service failed at boot runs
+    other clocks. Before, a night in "30W" on an AGX Orin whose GPU was capped as in MAXN was
+    recorded as 30W without a word. The GPU cap of each mode: NVIDIA's nvpmodel_p3701_0000.conf."""
+    from placetune.backends.jetson import JetsonBackend, device_fingerprint
+    from placetune.backends.tensorrt import env as trt_env
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    root = _orin(tmp_path / "sys")  # GPU max_freq 1300500000: MAXN's (uncapped)
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    monkeypatch.setattr(trt_env, "read_l4t", lambda: "R36.4.3")
+    monkeypatch.setattr(trt_env, "read_clocks", lambda: True)
+
+    class Real(JetsonBackend):
+        name = "real"
+
+    def said(reported, study):
+        monkeypatch.setattr(trt_env, "read_power_mode", lambda: reported)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            device_fingerprint(Real(), "10.3.0", get_platform("orin-agx"), Settings(power_mode=study))
+        return [r.getMessage() for r in caplog.records if "POWER MODE NOT APPLIED" in r.getMessage()]
+
+    [line] = said("MODE_30W", "30W")
+    assert "nvpmodel reports MODE_30W, whose GPU cap is 612000000 Hz" in line and "max_freq is 1300500000 Hz" in line
+    assert said("MAXN", "MAXN") == []  # uncapped: nothing to compare
+    _gpu(root, cur=612000000, lo=612000000, hi=612000000)
+    assert said("MODE_30W", "30W") == []

@@ -51,9 +51,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from placetune.errors import BackendError
+from placetune.hardware.power_modes import modes_of
 from placetune.measurement import Measurement
 
-__all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "untrusted", "read_power_mode_id", "parse_nvpmodel_status",
+__all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "mode_not_applied", "untrusted", "read_power_mode_id", "parse_nvpmodel_status",
            "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS", "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE"]
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,30 @@ def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | Non
     judged as "during" too."""
     return (_problem(first, before, "before") or next(filter(None, (_problem(first, s, "during") for s in during)), None)
             or _problem(first, after, "during"))
+
+
+#: How far the GPU's devfreq ``max_freq`` may be from its power mode's cap before the mode counts as not
+#: applied (a cap not in the GPU's frequency table is rounded to one that is). Chosen, not measured.
+MODE_CAP_TOLERANCE = 0.05
+
+
+def mode_not_applied(platform: str, mode_name: str | None, snap: Snapshot | None) -> str | None:
+    """Why the board does not run the nvpmodel mode it reports (None: it does, or nothing to compare):
+    the GPU's devfreq ``max_freq`` is not the GPU cap (``GPU MAX_FREQ``) of that mode in NVIDIA's
+    nvpmodel file for the module (:mod:`placetune.hardware.power_modes`), where the mode has one.
+    nvpmodel writes that cap to ``max_freq``; a board whose nvpmodel service failed at boot reports
+    the mode of its status file while it runs other clocks (a public report: an Orin Nano Super up at
+    MAXN_SUPER clocks with ``pmode:0001``, its 25W, in the file)."""
+    table = modes_of(platform)
+    mode = table.mode(mode_name) if table is not None and mode_name else None
+    gpu = next((c for k, c in (snap or {}).items() if k.startswith("gpu:")), None)
+    if mode is None or mode.gpu_max_hz is None or gpu is None or gpu.get("max") is None:
+        return None
+    cap, now = mode.gpu_max_hz, gpu["max"]
+    if abs(now - cap) <= MODE_CAP_TOLERANCE * cap:
+        return None
+    return (f"nvpmodel reports {mode_name}, whose GPU cap is {cap} Hz in NVIDIA's nvpmodel file for {platform} "
+            f"({table.module}), but the GPU's devfreq max_freq is {now} Hz")
 
 
 def untrusted(m: Measurement, why: str) -> Measurement:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from placetune.backends.base import BackendBase, Capabilities
-from placetune.backends.clocks import ClockWatch
+from placetune.backends.clocks import ClockWatch, mode_not_applied, snapshot
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt import env as trt_env
 from placetune.errors import ConfigError
@@ -80,6 +80,11 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         "clocks_locked": trt_env.read_clocks(),
     }
     installed_trt_fits(backend, version, platform)
+    applied = mode_not_applied(platform.name, fp["power_mode"], snapshot())
+    if applied:
+        backend._warn_once("mode-applied", "POWER MODE NOT APPLIED: %s: the board does not seem to run the mode it "
+                           "reports, and the study records it under that mode; check `sudo jetson_clocks --show`, "
+                           "set the mode again (`sudo nvpmodel -m <id>`) and check `systemctl status nvpmodel`", applied)
     if fp["clocks_locked"] is not True:
         state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
         backend._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
