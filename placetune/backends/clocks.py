@@ -5,8 +5,10 @@ The power mode and ``jetson_clocks`` are checked once when a run starts (the fin
 first-build check ``clocks``). What happens later in the night is seen here: someone runs
 ``nvpmodel -m``, ``jetson_clocks --restore`` unlocks the clocks, or the board throttles (the GPU's
 ``cur_freq`` drops below the frequency it was locked at). A :class:`ClockWatch` reads a
-:func:`snapshot` of the clocks just before and just after each measurement (sysfs files only, no
-subprocess: a few small reads) and compares both with the run's first snapshot. A measurement whose
+:func:`snapshot` of the clocks and the nvpmodel mode just before and just after the timed part of
+each measurement, not its build (files only, no subprocess: a few small reads; where the timing
+runs inside an opaque job, a :class:`ClockSampler` reads them in a thread meanwhile) and compares
+them with the run's first snapshot. A measurement whose
 clocks moved is marked untrusted (:func:`untrusted`), never kept as a normal figure; after
 :data:`STOP_AFTER` such measurements in a row the run stops with :class:`BackendError` (exit status 8).
 
@@ -54,8 +56,9 @@ from placetune.errors import BackendError
 from placetune.hardware.power_modes import modes_of
 from placetune.measurement import Measurement
 
-__all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "mode_not_applied", "untrusted", "read_power_mode_id", "parse_nvpmodel_status",
-           "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS", "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE"]
+__all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "mode_not_applied", "untrusted",
+           "read_power_mode_id", "parse_nvpmodel_status", "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS",
+           "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE", "MODE_CAP_TOLERANCE"]
 
 log = logging.getLogger(__name__)
 
@@ -190,14 +193,15 @@ def _problem(first: Snapshot, snap: Snapshot | None, when: str) -> str | None:
 def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | None,
                  during: Iterable[Snapshot | None] = ()) -> str | None:
     """Why a measurement taken between ``before`` and ``after`` is not under the clocks of the run's
-    ``first`` snapshot (None: it is): a frequency limit (``min``/``max``: the power mode,
+    ``first`` snapshot (None: it is): the nvpmodel mode differs from the first snapshot's (or can no
+    longer be read where it could), a frequency limit (``min``/``max``: the power mode,
     ``jetson_clocks``) differs from the first snapshot's, or a clock that was locked (``min == max``)
     runs more than :data:`THROTTLE_TOLERANCE` below its locked frequency (throttling); "during" when only the snapshot after the
     measurement shows it. The current frequency of a clock that was not locked is recorded, not
     judged (it moves with DVFS). ``during``: snapshots read between the two (:class:`ClockSampler`),
     judged as "during" too."""
-    return (_problem(first, before, "before") or next(filter(None, (_problem(first, s, "during") for s in during)), None)
-            or _problem(first, after, "during"))
+    moved = (_problem(first, s, "during") for s in during)
+    return _problem(first, before, "before") or next(filter(None, moved), None) or _problem(first, after, "during")
 
 
 #: How far the GPU's devfreq ``max_freq`` may be from its power mode's cap before the mode counts as not
