@@ -217,7 +217,9 @@ def mode_not_applied(platform: str, mode_name: str | None, snap: Snapshot | None
     the mode of its status file while it runs other clocks (a public report: an Orin Nano Super up at
     MAXN_SUPER clocks with ``pmode:0001``, its 25W, in the file)."""
     table = modes_of(platform)
-    mode = table.mode(mode_name) if table is not None and mode_name else None
+    if table is None or not mode_name:
+        return None
+    mode = table.mode(mode_name)
     gpu = next((c for k, c in (snap or {}).items() if k.startswith("gpu:")), None)
     if mode is None or mode.gpu_max_hz is None or gpu is None or gpu.get("max") is None:
         return None
