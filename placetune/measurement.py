@@ -77,6 +77,7 @@ class Extra(TypedDict, total=False):
     dla_subgraphs: list[Any]
     unmapped_log_names: list[str]  # build-log layer names matched to no ONNX node
     engine_inspector: str  # the engine inspector's JSON (cut)
+    inspector_error: str  # why the worker's engine inspector gave no layer information (its exception)
     warmup_iterations: int
     warmup_frames: int
     int8_ranges: str  # calibration-cache or placeholder
@@ -101,7 +102,7 @@ class Extra(TypedDict, total=False):
     engine_layers: int
     power: dict[str, Any]  # the power rails' reading (or why none)
     # ---- the Jetson backends' clocks (placetune/backends/clocks.py)
-    clocks: dict[str, Any]  # {"before": snapshot, "after": snapshot} read around the measurement
+    clocks: dict[str, Any]  # {"before", "after": snapshots around its timed part, "span": "timing"|"measurement"}
     clocks_untrusted: str  # why the clocks were not the run's: the measurement is not kept as a figure
     overlap_s: float  # replicas: how long all instances ran together
     # ---- the evaluator

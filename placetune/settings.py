@@ -17,7 +17,7 @@ from placetune.placement.placement import DEVICES, normalise_device
 from placetune.validate import batch as check_batch
 from placetune.placement.realise import MODES
 
-__all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas"]
+__all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas", "rules_version"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
@@ -60,6 +60,18 @@ MAX_ITERATIONS = 100_000
 
 #: TensorRT versions whose DLA rules placetune knows (major, minor): 8.5 and 8.6, 10.x, 11.x.
 TRT_VERSION_RANGE = ((8, 5), (11, 99))
+
+
+def rules_version(installed: str) -> str:
+    """The ``trt_version`` whose DLA rules fit an installed TensorRT: its major.minor (``10.3.0.30`` ->
+    ``10.3``), the full version from TensorRT 11 on (11.4.0 and 11.4.1 differ on the DLA).
+
+    Example:
+        >>> rules_version("10.3.0.30"), rules_version("11.4.1")
+        ('10.3', '11.4.1')
+    """
+    version = str(installed).strip()
+    return version if version.startswith("11") else ".".join(version.split(".")[:2])
 
 
 def _check_trt_version(value: Any) -> None:

@@ -109,3 +109,28 @@ def test_measure_check_and_tune_default_to_one_precision(capsys):
     assert ", int8, " in capsys.readouterr().out
     assert main(["check", "resnet18", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["precision"] == DEFAULT_PRECISION
+
+
+def test_measure_on_a_board_applies_the_dla_rules_of_its_own_tensorrt(tmp_path, monkeypatch, capsys, caplog):
+    """``placetune measure --backend tensorrt`` without ``--trt-version`` predicted with the platform's
+    default rules (TensorRT 8.6 on Orin) while a JetPack 6.1 board built with 10.3, and said so only in
+    a warning; it now takes the board's TensorRT, as ``tune`` does."""
+    import logging
+    import os
+    from pathlib import Path
+
+    from placetune.backends import clocks
+    from tests.fakes import fake_env
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    env = fake_env("10.3.0")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PLACETUNE_FAKE_TRT_VERSION", "10.3.0")
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        code = main(["measure", "seed-block", "--backend", "tensorrt", "--precision", "fp16", "--placement", "all-gpu",
+                     "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["status"] == "ok", doc
+    assert not [r for r in caplog.records if "DLA rules are for TensorRT" in r.getMessage()]

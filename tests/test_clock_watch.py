@@ -336,3 +336,228 @@ def test_the_selftest_says_in_one_line_that_trtexecs_time_of_the_engine_is_not_t
     assert "are not kept" in gpu["detail"]
     power = by["power rails"]
     assert power["status"] == "failed" and "clocks untrusted: gpu:17000000.gpu ran at" in power["detail"], power
+
+
+STATUS_DATA = Path(__file__).parent / "data" / "nvpmodel_status"
+
+
+def test_the_power_mode_is_read_from_the_file_nvpmodel_writes():
+    """Its real forms (tests/data/nvpmodel_status/provenance.json): with and without the fan mode."""
+    import json
+
+    prov = json.loads((STATUS_DATA / "provenance.json").read_text())["files"]
+    for name, meta in prov.items():
+        assert clocks.read_power_mode_id(STATUS_DATA / name) == (meta["mode_id"], "")
+    assert clocks.parse_nvpmodel_status("fmode:quiet\n") is None
+    mode, why = clocks.read_power_mode_id(STATUS_DATA / "absent")
+    assert mode is None and "cannot be read" in why
+
+
+def test_a_power_mode_change_that_moves_no_clock_limit_marks_the_measurement(tmp_path):
+    """Two modes may share the GPU and CPU caps sysfs shows (differing in TPCs or EMC): before the mode
+    was read per measurement, the second measurement below was kept as a figure of the first mode."""
+    root, status = _orin(tmp_path / "sys"), tmp_path / "status"
+    status.write_text("pmode:0000\n")
+    watch = ClockWatch(root, stop_after=2, status=status)
+    ok = lambda: Measurement(status="ok", latency_samples_ms=[2.0, 2.0])  # noqa: E731
+    first = watch.judge(ok(), watch.read(), watch.read())
+    assert first.ok and first.extra["clocks"]["before"]["nvpmodel"] == {"mode": 0}
+    status.write_text("pmode:0002\n")  # sudo nvpmodel -m 2, every clock limit the same
+    m = watch.judge(ok(), watch.read(), watch.read())
+    assert m.extra["failure_class"] == "clocks" and "nvpmodel power mode 0 -> 2 before the measurement" in m.reason
+    status.unlink()  # readable at the start, then not: not judged as the run's mode, so not trusted
+    with pytest.raises(BackendError, match="power mode could not be read"):
+        watch.judge(ok(), watch.read(), watch.read())
+
+
+def test_an_unreadable_power_mode_is_said_once_and_not_guessed(tmp_path, caplog):
+    root = _orin(tmp_path / "sys")
+    watch = ClockWatch(root, status=tmp_path / "no-status")
+    ok = lambda: Measurement(status="ok", latency_samples_ms=[2.0, 2.0])  # noqa: E731
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert watch.judge(ok(), watch.read(), watch.read()).ok
+    said = [r.getMessage() for r in caplog.records if "POWER MODE NOT WATCHED" in r.getMessage()]
+    assert len(said) == 1 and "no-status cannot be read" in said[0] and "\n" not in said[0]
+    assert "nvpmodel" not in watch.first
+    _gpu(root, cur=1032750000)  # the clocks are still judged
+    assert not watch.judge(ok(), watch.read(), watch.read()).ok
+
+
+# --------------------------------------------------------------------------- the timed part, not the build
+def test_a_throttle_over_before_trtexec_times_the_engine_does_not_mark_it(tmp_path, monkeypatch):
+    """The clocks judged are those around ``trtexec --loadEngine`` (the timing), not around the build:
+    before, a board hot when the build began, cool again by the timing, lost a good measurement."""
+    from placetune.backends.trtexec import engine
+
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
+    be = _backend(tmp_path, "8.6.1")
+    ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6")
+    assert ev.evaluate(Placement.all_gpu(ev.model)).ok  # the run's reference: locked, cool
+    build = engine.build
+
+    def cools_during_the_build(*a, **kw):
+        out = build(*a, **kw)
+        _gpu(root)
+        return out
+
+    monkeypatch.setattr(engine, "build", cools_during_the_build)
+    _gpu(root, cur=1032750000)  # hot when the measurement (its build) begins
+    m = ev.evaluate(Placement.all_dla(ev.model, 0))
+    assert m.ok, m.reason
+    assert m.extra["clocks"]["span"] == "timing" and m.extra["clocks"]["before"]["gpu:17000000.gpu"]["cur"] == GPU_HZ
+
+    def heats_during_the_build(*a, **kw):
+        out = build(*a, **kw)
+        _gpu(root, cur=1032750000)
+        return out
+
+    monkeypatch.setattr(engine, "build", heats_during_the_build)
+    m = ev.evaluate(Placement.all_dla(ev.model, 1))  # hot while timed: marked, "before" the timing
+    assert m.extra["failure_class"] == "clocks" and "below its locked 1300500000, before" in m.reason
+    ev.close()
+
+
+def test_the_sampler_picks_the_snapshots_around_the_timed_window():
+    watch = ClockWatch()
+    s = clocks.ClockSampler(watch)
+    snaps = [{"gpu:x": {"cur": i}} for i in range(6)]
+    s.samples = [(float(t), snap) for t, snap in zip((1, 2, 3, 4, 5, 6), snaps)]
+    before, after, during = s.window(2.5, 4.5)
+    assert before is snaps[1] and after is snaps[4] and during == snaps[2:4]
+    assert s.window(0.5, 9.0)[:2] == (snaps[0], snaps[5])  # nothing read outside: the nearest
+
+
+def test_the_tensorrt_backend_judges_the_clocks_around_the_workers_timed_loop(tmp_path, monkeypatch):
+    """The worker builds and times in one job: the parent reads the clocks in a thread meanwhile and
+    judges those around the loop's ``timed_window``. Before, the snapshots around the whole job
+    were judged: a board hot while the engine was built, cool by its timing, lost the measurement,
+    and one that throttled during the timing only, cool again by the job's end, kept it. (The
+    thread's reads are made here, at known moments, rather than left to its timer.)"""
+    import time
+
+    from placetune.backends.tensorrt.pool import WorkerPool
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
+    monkeypatch.setattr(clocks, "SAMPLE_INTERVAL_S", 3600.0)  # its timer never fires: reads at start, stop, and here
+    samplers: list[clocks.ClockSampler] = []
+    start = clocks.ClockSampler.start
+
+    def started(self):
+        samplers.append(self)
+        return start(self)
+
+    monkeypatch.setattr(clocks.ClockSampler, "start", started)
+    be = trt_backend(tmp_path, "10.3.0")
+    ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3")
+    assert ev.evaluate(Placement.all_gpu(ev.model)).ok  # the run's reference
+    run = WorkerPool.run
+
+    def cool_then_time(self, job, **kw):  # the build's part: hot, then cool before the worker's loop
+        _gpu(root)
+        samplers[-1]._sample()
+        return run(self, job, **kw)
+
+    monkeypatch.setattr(WorkerPool, "run", cool_then_time)
+    _gpu(root, cur=1032750000)  # hot when the job starts (the sampler's first read)
+    m = ev.evaluate(Placement.all_dla(ev.model, 0))
+    assert m.ok, m.reason
+    assert m.extra["clocks"]["span"] == "timing" and m.extra["clocks"]["before"]["gpu:17000000.gpu"]["cur"] == GPU_HZ
+
+    def throttled_while_timed(self, job, **kw):  # the loop's window: throttled, cool again by the end
+        reply = run(self, job, **kw)
+        t0 = time.monotonic()
+        _gpu(root, cur=1032750000)
+        samplers[-1]._sample()
+        t1 = time.monotonic()
+        _gpu(root)
+        reply.result["timed_window"] = [t0, t1]
+        return reply
+
+    monkeypatch.setattr(WorkerPool, "run", throttled_while_timed)
+    m = ev.evaluate(Placement.all_dla(ev.model, 1))
+    assert m.extra.get("failure_class") == "clocks", m.reason
+    assert "below its locked 1300500000, during the measurement" in m.reason and m.extra["clocks"]["samples_during"] == 1
+    ev.close()
+
+
+# --------------------------------------------------------------------------- the board's TensorRT vs --platform
+def test_a_tensorrt_the_platforms_jetpacks_never_had_is_refused_or_said(tmp_path, monkeypatch, caplog):
+    """Before, ``Platform.ships_trt`` was never asked: TensorRT 10.3 on a board declared ``xavier-agx``
+    (Xavier's last JetPack is 5.1, TensorRT 8.5) measured the night under Xavier's DLA rules."""
+    from placetune import ConfigError
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    with pytest.raises(ConfigError) as e:
+        Evaluator(GN, "xavier-agx", backend=_backend(tmp_path, "10.3.0"), iterations=5, precision="fp16",
+                  trt_version="8.5")
+    assert e.value.exit_code == 6 and "\n" not in str(e.value)
+    assert str(e.value).startswith("platform xavier-agx: its JetPacks ship TensorRT 8.5 and none has TensorRT 10, but "
+                                   "this board's TensorRT is 10.3.0: the board is another module; pass it as "
+                                   "--platform (orin-agx, orin-nx-16gb")
+    with caplog.at_level(logging.WARNING):  # another minor release of a major Orin's JetPacks ship: said once
+        ev = Evaluator(GN, "orin-agx", backend=_backend(tmp_path / "b", "10.7.0"), iterations=5, precision="fp16",
+                       trt_version="10.7")
+        assert ev.evaluate(Placement.all_gpu(ev.model)).ok
+        ev.close()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("TRT VERSION")]
+    assert len(said) == 1 and "TensorRT 10.7.0 is not one a JetPack for orin-agx ships (8.5, 8.6, 10.3, 11.4)" in said[0]
+
+
+def test_an_engine_inspector_that_raised_in_the_worker_is_recorded(tmp_path, monkeypatch):
+    """The worker caught the inspector's exception into ``inspector_error`` and the parent dropped it: a
+    measurement without layer information did not say why."""
+    from placetune.backends.tensorrt.pool import WorkerPool
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    run = WorkerPool.run
+
+    def inspector_raised(self, job, **kw):
+        reply = run(self, job, **kw)
+        if reply.result.pop("inspector", None) is not None:
+            reply.result["inspector_error"] = "RuntimeError: get_engine_information failed"
+        return reply
+
+    monkeypatch.setattr(WorkerPool, "run", inspector_raised)
+    ev = Evaluator(GN, "orin-agx", backend=trt_backend(tmp_path, "10.3.0"), iterations=5, precision="fp16",
+                   trt_version="10.3")
+    m = ev.evaluate(Placement.all_dla(ev.model, 0))
+    assert m.ok and m.extra["inspector_error"] == "RuntimeError: get_engine_information failed"
+    ev.close()
+
+
+def test_a_board_that_does_not_run_the_mode_it_reports_is_said(tmp_path, monkeypatch, caplog):
+    """nvpmodel reports the mode of its status file; a board whose nvpmodel service failed at boot runs
+    other clocks. Before, a night in "30W" on an AGX Orin whose GPU was capped as in MAXN was
+    recorded as 30W without a word. The GPU cap of each mode: NVIDIA's nvpmodel_p3701_0000.conf."""
+    from placetune.backends.jetson import JetsonBackend, device_fingerprint
+    from placetune.backends.tensorrt import env as trt_env
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    root = _orin(tmp_path / "sys")  # GPU max_freq 1300500000: MAXN's (uncapped)
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    monkeypatch.setattr(trt_env, "read_l4t", lambda: "R36.4.3")
+    monkeypatch.setattr(trt_env, "read_clocks", lambda: True)
+
+    class Real(JetsonBackend):
+        name = "real"
+
+    def said(reported, study):
+        monkeypatch.setattr(trt_env, "read_power_mode", lambda: reported)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            device_fingerprint(Real(), "10.3.0", get_platform("orin-agx"), Settings(power_mode=study))
+        return [r.getMessage() for r in caplog.records if "POWER MODE NOT APPLIED" in r.getMessage()]
+
+    [line] = said("MODE_30W", "30W")
+    assert "nvpmodel reports MODE_30W, whose GPU cap is 612000000 Hz" in line and "max_freq is 1300500000 Hz" in line
+    assert said("MAXN", "MAXN") == []  # uncapped: nothing to compare
+    _gpu(root, cur=612000000, lo=612000000, hi=612000000)
+    assert said("MODE_30W", "30W") == []

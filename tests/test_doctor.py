@@ -249,3 +249,24 @@ def test_json_report_is_one_object_per_check(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert rows and all(set(r) == {"name", "ok", "detail", "fix"} for r in rows)
     assert [r["name"] for r in rows] == [c.name for c in doctor.run()]
+
+
+def test_the_doctor_says_whether_the_power_mode_can_be_read_per_measurement(tmp_path, monkeypatch):
+    """The clocks watch reads the nvpmodel mode from the file nvpmodel writes; where it cannot, the doctor
+    says so before the night (it said nothing: the night's first line was the only word of it)."""
+    from pathlib import Path
+
+    from placetune.backends import clocks
+
+    monkeypatch.setattr(trt_env, "read_power_mode", lambda: "MAXN")
+    monkeypatch.setattr(trt_env, "read_clocks", lambda: True)
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(Path(__file__).parent / "data/nvpmodel_status/jetpack4.3-fmode.txt"))
+    checks = []
+    doctor._jetson_checks(checks)
+    c = _by_name(checks)["power mode per measurement"]
+    assert c.ok and c.detail.startswith("nvpmodel mode 0 (") and "jetpack4.3-fmode.txt" in c.detail
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "status"))
+    checks = []
+    doctor._jetson_checks(checks)
+    c = _by_name(checks)["power mode per measurement"]
+    assert not c.ok and "cannot be read" in c.detail and "sudo nvpmodel -m" in c.fix

@@ -155,7 +155,7 @@ def test_peak_tops():
 
 
 def test_trt_versions():
-    assert get_platform("orin-agx").jetpack_trt == ("8.5", "8.6", "10.3")
+    assert get_platform("orin-agx").jetpack_trt == ("8.5", "8.6", "10.3", "11.4")
     assert get_platform("orin-agx").ships_trt("10.3.0.30")
     assert get_platform("xavier-agx").ships_trt("8.5.2")
     assert not get_platform("xavier-agx").ships_trt("10.3")
@@ -176,3 +176,25 @@ def test_the_original_jetson_nano_is_refused_not_taken_for_the_orin_nano(name):
         get_platform(name)
     msg = str(err.value)
     assert "original Jetson Nano" in msg and "no DLA" in msg and "TensorRT 8.5+" in msg and "orin-nano" in msg
+
+
+def test_which_tensorrt_each_modules_jetpacks_ship():
+    """The reference's JetPack table (tensorrt-dla.md §3.4): Orin 8.5, 8.6, 10.3 (and 11.4.1 on AGX Orin,
+    JetPack 7.2.2+); Xavier 8.5 only."""
+    agx, nx, xavier = get_platform("orin-agx"), get_platform("orin-nx-16gb"), get_platform("xavier-agx")
+    assert agx.ships_trt("11.4.1") and not nx.ships_trt("11.4.1") and agx.default_trt_version == "8.6"
+    assert agx.ships_trt_major("10.7.0") and not xavier.ships_trt_major("10.3.0") and xavier.ships_trt_major("8.6")
+
+
+def test_a_simulated_study_of_a_tensorrt_the_module_never_shipped_says_so_in_one_line(caplog):
+    """Before, ``--trt-version 10.3`` on Xavier (whose last JetPack, 5.1, ships 8.5) was taken silently."""
+    import logging
+
+    from placetune import Evaluator
+
+    with caplog.at_level(logging.WARNING):
+        Evaluator("seed-block", "xavier-agx", trt_version="10.3").close()
+        Evaluator("seed-block", "xavier-agx", trt_version="8.5").close()
+    said = [r.getMessage() for r in caplog.records if "no JetPack for" in r.getMessage()]
+    assert said == ["trt_version 10.3: no JetPack for xavier-agx ships TensorRT 10.3 (its JetPacks: 8.5); the "
+                    "simulated Jetson applies that version's DLA rules anyway"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from placetune import Store
+from placetune.measurement import Measurement
 from tests.fakes import VERSIONS, fake_env
 
 DATA = Path(__file__).parent / "data"
@@ -244,16 +245,46 @@ def test_a_first_build_that_cannot_be_timed_stops_the_run(tmp_path):
         assert len(store.measurements("night")) == 1  # the one build, stored; no budget spent after it
 
 
-def test_a_first_dla_build_whose_placement_cannot_be_read_stops_the_run(tmp_path):
+def test_a_stack_that_cannot_read_any_dla_placement_stops_the_run(tmp_path):
     """No placement lines in the build log and no engine inspector: where TensorRT put the layers
-    is unknown (placement_known=False), so the run stops at its first DLA build."""
+    is unknown (placement_known=False) for every DLA placement, so the run stops at its third."""
     study = tmp_path / "no-inspector.toml"
     shutil.copy(DATA / "seed_model_gn.onnx.gz", tmp_path)  # a study file's paths stay in its folder
     study.write_text('[study]\nmodel = "seed_model_gn.onnx.gz"\n[backend_options]\ninspector = false\n')
-    line = _stopped(_tune(tmp_path, str(study), fake={"NO_PLACEMENT_LOG": "1"}), "placement")
-    assert "is unknown" in line and "neither the build log nor" in line
+    proc = _tune(tmp_path, str(study), "--trials", "10", fake={"NO_PLACEMENT_LOG": "1"})
+    line = _stopped(proc, "placement")
+    assert "is unknown for the first 3 DLA placements in a row" in line and "neither the build log nor" in line
+    assert proc.stderr.count("PLACEMENT UNKNOWN") == 1  # said once, loudly, at the first
     with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
-        assert len(store.measurements("night")) == 2  # all-GPU, then the first DLA placement
+        dla = [r.measurement for r in store.measurements("night") if set(r.measurement.requested.values()) - {"GPU"}]
+        assert len(dla) == 3 and all(m.ok and m.extra["placement_known"] is False for m in dla)
+
+
+def test_one_dla_engine_whose_placement_cannot_be_read_does_not_stop_the_night(caplog):
+    """Before, the first DLA placement's unknown placement stopped the night (exit 8), whatever made it
+    unknown: one engine's inspector output that placetune does not read in full. It is now marked
+    and measured on; the stack is judged on the first DLA placements together."""
+    import logging
+    from types import SimpleNamespace as NS
+
+    from placetune.errors import BackendError
+    from placetune.tuning.first_build import FirstBuildCheck
+
+    check = FirstBuildCheck(NS(objective=NS(names=("latency",), constraints=())))
+    dla = NS(as_dict=lambda: {"a": "DLA0", "b": "GPU"})
+    unknown = Measurement("ok", latency_samples_ms=[1.0], extra={"placement_known": False,
+                                                                 "placement_unknown": "the inspector's JSON was cut"})
+    with caplog.at_level(logging.WARNING):
+        check(dla, unknown)  # marked, measured on
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["PLACEMENT UNKNOWN"]
+    check(dla, Measurement("ok", latency_samples_ms=[1.0], extra={"placement_known": True}))
+    for _ in range(5):  # the stack reads placements: later unknown ones are only marked
+        check(dla, unknown)
+    fresh = FirstBuildCheck(NS(objective=NS(names=("latency",), constraints=())))
+    fresh(dla, unknown), fresh(dla, unknown)
+    with pytest.raises(BackendError, match=r"^first-build check placement failed: .* first 3 DLA placements in a row "
+                                           r"\(the last: the inspector's JSON was cut\)"):
+        fresh(dla, unknown)
 
 
 def test_a_board_without_power_rails_stops_an_energy_study_at_its_first_build(tmp_path):

@@ -5,8 +5,10 @@ The power mode and ``jetson_clocks`` are checked once when a run starts (the fin
 first-build check ``clocks``). What happens later in the night is seen here: someone runs
 ``nvpmodel -m``, ``jetson_clocks --restore`` unlocks the clocks, or the board throttles (the GPU's
 ``cur_freq`` drops below the frequency it was locked at). A :class:`ClockWatch` reads a
-:func:`snapshot` of the clocks just before and just after each measurement (sysfs files only, no
-subprocess: a few small reads) and compares both with the run's first snapshot. A measurement whose
+:func:`snapshot` of the clocks and the nvpmodel mode just before and just after the timed part of
+each measurement, not its build (files only, no subprocess: a few small reads; where the timing
+runs inside an opaque job, a :class:`ClockSampler` reads them in a thread meanwhile) and compares
+them with the run's first snapshot. A measurement whose
 clocks moved is marked untrusted (:func:`untrusted`), never kept as a normal figure; after
 :data:`STOP_AFTER` such measurements in a row the run stops with :class:`BackendError` (exit status 8).
 
@@ -23,26 +25,50 @@ The files read (``root`` is ``/sys``):
   clk_max_rate}`` for the clocks whose name starts with ``dla`` or ``nvdla`` (jtop ``jtop/core/engine.py``
   ``read_engine``, engines matched by the name ``dla``).
 
-The nvpmodel mode itself is not read per measurement (``nvpmodel -q`` is a subprocess); a mode change
-shows as changed frequency limits, which is what nvpmodel writes. Checked only against a fake sysfs
-tree (``tests/test_clock_watch.py``), never on a board.
+* the nvpmodel power mode: ``/var/lib/nvpmodel/status`` (:data:`NVPMODEL_STATUS`), the file nvpmodel
+  writes the mode it set to, one line ``pmode:NNNN`` (the mode id, zero-padded), followed on older
+  JetPacks by the fan mode (``pmode:0000 fmode:quiet``). NVIDIA's own readers of it: the L4T power-mode
+  indicator's ``nvpmodel.py`` (``status_paths = "/var/lib/nvpmodel/status"``, ``cur_mode()`` matches
+  ``pmode:(\\w+)`` and takes ``int()`` of it) and the Isaac SDK's ``CheckJetsonPerformanceModel.cpp``
+  ("Format for JetPack 4.3 is: pmode:0000 fmode:quiet"); public notes of JetPack 6 boards show
+  ``pmode:0000`` and ``pmode:0002`` alone (fixtures: ``tests/data/nvpmodel_status``). Read as a
+  file, not ``nvpmodel -q`` (a subprocess per measurement), so that a mode change mid-night is seen
+  even when it moves no frequency limit that sysfs shows (two modes can share the GPU and CPU caps
+  and differ in TPCs, cores online or EMC). The file says what nvpmodel last *set*, not what the
+  hardware runs (a board whose nvpmodel service failed at boot keeps the file's old mode), so the
+  frequency limits above are still judged. A board where the file cannot be read is said once
+  (:class:`ClockWatch`), and its mode is then not judged, never guessed.
+
+Checked only against a fake sysfs tree and status file (``tests/test_clock_watch.py``), never on a board.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from placetune.errors import BackendError
+from placetune.hardware.power_modes import modes_of
 from placetune.measurement import Measurement
 
-__all__ = ["ClockWatch", "snapshot", "clocks_moved", "untrusted", "STOP_AFTER", "SYSFS_ROOT", "THROTTLE_TOLERANCE"]
+__all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "mode_not_applied", "untrusted",
+           "read_power_mode_id", "parse_nvpmodel_status", "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS",
+           "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE", "MODE_CAP_TOLERANCE"]
 
 log = logging.getLogger(__name__)
 
 #: Where the clock files are read (tests point it at a fake tree).
 SYSFS_ROOT = "/sys"
+#: How often a :class:`ClockSampler` reads the clocks while an opaque job runs (seconds): a few small
+#: file reads each time, in the parent process, not in the worker that times.
+SAMPLE_INTERVAL_S = 0.1
+#: The file nvpmodel writes its mode to (tests point it at a fixture).
+NVPMODEL_STATUS = "/var/lib/nvpmodel/status"
 #: Untrusted measurements in a row that stop the run (exit status 8).
 STOP_AFTER = 3
 #: How far below its locked frequency a locked clock may read before it counts as throttled, so that a
@@ -70,10 +96,40 @@ def _clock(folder: Path, cur: str, lo: str, hi: str) -> dict[str, int] | None:
     return got or None
 
 
-def snapshot(root: str | Path | None = None) -> Snapshot | None:
-    """The clocks now: ``{"gpu:<node>": {"cur", "min", "max"}, "cpu:policy0": ..., "emc": ..., "dla:<clk>": ...}``
-    (only the files that could be read); None when no GPU devfreq node and no CPU policy was read
-    (not a Jetson: nothing is checked)."""
+_PMODE = re.compile(r"^\s*pmode:\s*(\d+)\b")
+
+
+def parse_nvpmodel_status(text: str) -> int | None:
+    """The mode id of an nvpmodel status file's text (``pmode:0002`` -> 2, ``pmode:0000 fmode:quiet`` -> 0),
+    None when no line starts with ``pmode:`` and digits.
+
+    Example:
+        >>> parse_nvpmodel_status("pmode:0000 fmode:quiet\\n"), parse_nvpmodel_status("pmode:0002\\n")
+        (0, 2)
+    """
+    for line in (text or "").splitlines():
+        m = _PMODE.match(line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def read_power_mode_id(path: str | Path | None = None) -> tuple[int | None, str]:
+    """The nvpmodel mode id from its status file (:data:`NVPMODEL_STATUS`), and why not where it is None."""
+    file = Path(path if path is not None else NVPMODEL_STATUS)
+    try:
+        text = file.read_text(errors="replace")
+    except OSError as exc:
+        return None, f"{file} cannot be read ({exc.strerror or type(exc).__name__})"
+    mode = parse_nvpmodel_status(text)
+    return (mode, "") if mode is not None else (None, f"{file} has no pmode:<id> line ({text.strip()[:40]!r})")
+
+
+def snapshot(root: str | Path | None = None, status: str | Path | None = None) -> Snapshot | None:
+    """The clocks now: ``{"gpu:<node>": {"cur", "min", "max"}, "cpu:policy0": ..., "emc": ..., "dla:<clk>": ...,
+    "nvpmodel": {"mode": id}}`` (only the files that could be read; ``status``: the nvpmodel status
+    file, default :data:`NVPMODEL_STATUS`); None when no GPU devfreq node was read (not a Jetson:
+    nothing is checked)."""
     base = Path(root if root is not None else SYSFS_ROOT)
     snap: Snapshot = {}
     snap.update(_clocks_in(base / "class/devfreq", _GPU, "gpu", ("cur_freq", "min_freq", "max_freq")))
@@ -88,6 +144,9 @@ def snapshot(root: str | Path | None = None) -> Snapshot | None:
     if emc:
         snap["emc"] = emc
     snap.update(_clocks_in(base / "kernel/debug/clk", _DLA, "dla", ("clk_rate", "clk_min_rate", "clk_max_rate")))
+    mode, _ = read_power_mode_id(status)
+    if mode is not None:
+        snap["nvpmodel"] = {"mode": mode}
     return snap
 
 
@@ -113,6 +172,12 @@ def _locked(c: dict[str, int]) -> bool:
 def _problem(first: Snapshot, snap: Snapshot | None, when: str) -> str | None:
     if snap is None or not any(k.startswith("gpu:") for k in snap):
         return f"the GPU clock could not be read {when} the measurement"
+    if "nvpmodel" in first:  # the mode first: a mode change is the cause of the limits it moves
+        was, now_mode = first["nvpmodel"].get("mode"), (snap.get("nvpmodel") or {}).get("mode")
+        if now_mode is None:
+            return f"the nvpmodel power mode could not be read {when} the measurement (its status file)"
+        if now_mode != was:
+            return f"nvpmodel power mode {was} -> {now_mode} {when} the measurement (someone ran nvpmodel -m)"
     for name, ref in first.items():
         now = snap.get(name) or {}
         for k, cause in (("max", "the power mode changed: nvpmodel"),
@@ -125,14 +190,44 @@ def _problem(first: Snapshot, snap: Snapshot | None, when: str) -> str | None:
     return None
 
 
-def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | None) -> str | None:
+def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | None,
+                 during: Iterable[Snapshot | None] = ()) -> str | None:
     """Why a measurement taken between ``before`` and ``after`` is not under the clocks of the run's
-    ``first`` snapshot (None: it is): a frequency limit (``min``/``max``: the power mode,
+    ``first`` snapshot (None: it is): the nvpmodel mode differs from the first snapshot's (or can no
+    longer be read where it could), a frequency limit (``min``/``max``: the power mode,
     ``jetson_clocks``) differs from the first snapshot's, or a clock that was locked (``min == max``)
     runs more than :data:`THROTTLE_TOLERANCE` below its locked frequency (throttling); "during" when only the snapshot after the
     measurement shows it. The current frequency of a clock that was not locked is recorded, not
-    judged (it moves with DVFS)."""
-    return _problem(first, before, "before") or _problem(first, after, "during")
+    judged (it moves with DVFS). ``during``: snapshots read between the two (:class:`ClockSampler`),
+    judged as "during" too."""
+    moved = (_problem(first, s, "during") for s in during)
+    return _problem(first, before, "before") or next(filter(None, moved), None) or _problem(first, after, "during")
+
+
+#: How far the GPU's devfreq ``max_freq`` may be from its power mode's cap before the mode counts as not
+#: applied (a cap not in the GPU's frequency table is rounded to one that is). Chosen, not measured.
+MODE_CAP_TOLERANCE = 0.05
+
+
+def mode_not_applied(platform: str, mode_name: str | None, snap: Snapshot | None) -> str | None:
+    """Why the board does not run the nvpmodel mode it reports (None: it does, or nothing to compare):
+    the GPU's devfreq ``max_freq`` is not the GPU cap (``GPU MAX_FREQ``) of that mode in NVIDIA's
+    nvpmodel file for the module (:mod:`placetune.hardware.power_modes`), where the mode has one.
+    nvpmodel writes that cap to ``max_freq``; a board whose nvpmodel service failed at boot reports
+    the mode of its status file while it runs other clocks (a public report: an Orin Nano Super up at
+    MAXN_SUPER clocks with ``pmode:0001``, its 25W, in the file)."""
+    table = modes_of(platform)
+    if table is None or not mode_name:
+        return None
+    mode = table.mode(mode_name)
+    gpu = next((c for k, c in (snap or {}).items() if k.startswith("gpu:")), None)
+    if mode is None or mode.gpu_max_hz is None or gpu is None or gpu.get("max") is None:
+        return None
+    cap, now = mode.gpu_max_hz, gpu["max"]
+    if abs(now - cap) <= MODE_CAP_TOLERANCE * cap:
+        return None
+    return (f"nvpmodel reports {mode_name}, whose GPU cap is {cap} Hz in NVIDIA's nvpmodel file for {platform} "
+            f"({table.module}), but the GPU's devfreq max_freq is {now} Hz")
 
 
 def untrusted(m: Measurement, why: str) -> Measurement:
@@ -155,33 +250,74 @@ def untrusted(m: Measurement, why: str) -> Measurement:
 
 class ClockWatch:
     """The clocks of one run of a real backend: :meth:`read` before and after each measurement, then
-    :meth:`judge` its result."""
+    :meth:`judge` its result.
 
-    def __init__(self, root: str | Path | None = None, stop_after: int = STOP_AFTER) -> None:
+    What is judged is the timed part of the measurement where the backend says which it is
+    (:meth:`timing` around it, or :meth:`timed` with the snapshots a :class:`ClockSampler` read
+    around it): a build takes minutes and may see a clock move that is over before the engine is
+    timed, which says nothing about the figures. Where no timed part was given (the build failed,
+    or the backend's mode times inside one opaque job), the snapshots around the whole measurement
+    are judged."""
+
+    def __init__(self, root: str | Path | None = None, stop_after: int = STOP_AFTER,
+                 status: str | Path | None = None) -> None:
         self.root = root
+        self.status = status
         self.stop_after = int(stop_after)
         self.first: Snapshot | None = None
         self.in_a_row = 0
         self.warned = False
+        #: the snapshots around the timed part of the measurement being taken: (before, after, during)
+        self.window: tuple[Snapshot | None, Snapshot | None, list[Snapshot | None]] | None = None
 
     def read(self) -> Snapshot | None:
-        """A snapshot now; the first one read is the run's reference."""
-        snap = snapshot(self.root)
+        """A snapshot now; the first one read is the run's reference. When that first one has no
+        power mode (the nvpmodel status file unreadable), says so once: the mode is then not judged
+        per measurement, only the frequency limits it moves."""
+        snap = snapshot(self.root, self.status)
         if self.first is None and snap is not None:
             self.first = snap
+            if "nvpmodel" not in snap:
+                log.warning("POWER MODE NOT WATCHED: %s; a power mode change during the run is seen only where it "
+                            "moves a CPU or GPU frequency limit (two modes may differ only in TPCs, cores online "
+                            "or EMC); check `nvpmodel -q` after the run", read_power_mode_id(self.status)[1])
         return snap
 
+    def timed(self, before: Snapshot | None, after: Snapshot | None, during: Iterable[Snapshot | None] = ()) -> None:
+        """The snapshots read just before and just after the timed part of the measurement being taken
+        (and any between): :meth:`judge` judges these instead of the ones around the whole measurement."""
+        self.window = (before, after, list(during))
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        """Reads the clocks just before and just after the block, as the timed part (:meth:`timed`)."""
+        before = self.read()
+        try:
+            yield
+        finally:
+            self.timed(before, self.read())
+
     def judge(self, m: Measurement, before: Snapshot | None, after: Snapshot | None) -> Measurement:
-        """``m`` with its clocks recorded (``extra["clocks"]``), marked untrusted when they moved
-        (:func:`clocks_moved`), unchanged off a Jetson.
+        """``m`` with its clocks recorded (``extra["clocks"]``: ``before``, ``after`` and ``span``,
+        ``timing`` where the timed part's snapshots were given, :meth:`timed`, else ``measurement``:
+        ``before``/``after`` as passed), marked untrusted when they moved (:func:`clocks_moved`),
+        unchanged off a Jetson. The timed part's snapshots are used once.
 
         Raises:
             BackendError: the :data:`STOP_AFTER`-th untrusted measurement in a row (exit status 8).
         """
+        window, self.window = self.window, None
         if self.first is None:  # not a Jetson (no devfreq GPU node): nothing recorded, nothing changes
             return m
-        m.extra["clocks"] = {"before": before, "after": after}
-        why = clocks_moved(self.first, before, after)
+        during: list[Snapshot | None] = []
+        span = "measurement"
+        if window is not None:
+            before, after, during = window
+            span = "timing"
+        m.extra["clocks"] = {"before": before, "after": after, "span": span}
+        if during:
+            m.extra["clocks"]["samples_during"] = len(during)
+        why = clocks_moved(self.first, before, after, during)
         if why is None:
             self.in_a_row = 0
             return m
@@ -197,3 +333,48 @@ class ClockWatch:
             log.warning("CLOCKS CHANGED: %s; this measurement is marked untrusted (not kept as a figure), "
                         "and the run stops after %d in a row", why, self.stop_after)
         return untrusted(m, why)
+
+
+class ClockSampler:
+    """Snapshots read every ``interval_s`` in a thread while an opaque job runs (the tensorrt backend's
+    worker builds and times in one job), so that the ones around its timed part can be picked
+    afterwards from the window the job reports (:meth:`window`, ``time.monotonic()`` seconds, one
+    clock for every process of the machine)."""
+
+    def __init__(self, watch: ClockWatch, interval_s: float | None = None) -> None:
+        self.watch = watch
+        self.interval_s = float(interval_s if interval_s is not None else SAMPLE_INTERVAL_S)
+        self.samples: list[tuple[float, Snapshot | None]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        t = time.monotonic()
+        self.samples.append((t, self.watch.read()))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def start(self) -> "ClockSampler":
+        """Reads one snapshot now, then every ``interval_s`` until :meth:`stop`."""
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="placetune-clocks", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops the thread and reads one last snapshot."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+
+    def window(self, start: float, end: float) -> tuple[Snapshot | None, Snapshot | None, list[Snapshot | None]]:
+        """``(before, after, during)`` of the span ``start``..``end``: the last snapshot read at or
+        before ``start`` (else the first), the first read at or after ``end`` (else the last) and
+        those between."""
+        samples = sorted(self.samples, key=lambda x: x[0])
+        before = next((s for t, s in reversed(samples) if t <= start), samples[0][1])
+        after = next((s for t, s in samples if t >= end), samples[-1][1])
+        return before, after, [s for t, s in samples if start < t < end]

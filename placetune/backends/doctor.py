@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from placetune.backends import clocks as clock_watch
 from placetune.backends.tensorrt import env as trt_env
 from placetune.backends.tensorrt.pool import WorkerPool
 from placetune.backends.trtexec.find import which_trtexec
@@ -180,6 +181,13 @@ def _jetson_checks(checks: list[Check]) -> None:
     mode = trt_env.read_power_mode()
     checks.append(Check("power mode", mode is not None, mode or "unknown (nvpmodel not available)",
                         "" if mode else "on a Jetson: sudo nvpmodel -q (and sudo nvpmodel -m 0 for MAXN)"))
+    mode_id, why = clock_watch.read_power_mode_id()  # what the clocks watch reads before and after every timing
+    checks.append(Check("power mode per measurement", mode_id is not None,
+                        f"nvpmodel mode {mode_id} ({clock_watch.NVPMODEL_STATUS}, read around every timing)" if mode_id is not None
+                        else f"{why}: a power mode change during the night is seen only where it moves a CPU or GPU "
+                        "frequency limit",
+                        "" if mode_id is not None else "sudo nvpmodel -m <id> once (nvpmodel writes the file), and let "
+                        "the user of the night read it"))
     clocks = trt_env.read_clocks()
     checks.append(Check("clocks", clocks is True,
                         {True: "locked", False: "not locked", None: "unknown (jetson_clocks --show unavailable and the CPU/GPU "

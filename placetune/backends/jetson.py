@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from placetune.backends.base import BackendBase, Capabilities
-from placetune.backends.clocks import ClockWatch
+from placetune.backends.clocks import ClockWatch, mode_not_applied, snapshot
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt import env as trt_env
+from placetune.errors import ConfigError
+from placetune.hardware.platforms import PLATFORMS
 from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
 
@@ -23,8 +25,8 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "device_fingerprint", "prepared_onnx", "untyped_int8",
-           "realized_vs_predicted"]
+__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "device_fingerprint", "installed_trt_fits", "prepared_onnx",
+           "untyped_int8", "realized_vs_predicted"]
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +54,14 @@ class JetsonBackend(BackendBase):
     def clocked(self, measure: Callable[[], Measurement]) -> Measurement:
         """``measure()`` with the clocks read just before and just after it, recorded in its
         ``extra["clocks"]`` and judged (:meth:`ClockWatch.judge`: marked untrusted when they moved,
-        BackendError when they stay moved); unchanged off a Jetson."""
-        before = self.clock_watch.read()
+        BackendError when they stay moved); unchanged off a Jetson. Where ``measure`` says which
+        part of it is timed (:meth:`ClockWatch.timing`, :meth:`ClockWatch.timed`), the snapshots
+        around that part are judged instead: a clock that moved during the build only is harmless."""
+        watch = self.clock_watch
+        before = watch.read()
+        watch.window = None
         m = measure()
-        return self.clock_watch.judge(m, before, self.clock_watch.read())
+        return watch.judge(m, before, watch.read())
 
 
 def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform", settings: "Settings",
@@ -73,6 +79,12 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         "power_mode": trt_env.read_power_mode(),
         "clocks_locked": trt_env.read_clocks(),
     }
+    installed_trt_fits(backend, version, platform)
+    applied = mode_not_applied(platform.name, fp["power_mode"], snapshot())
+    if applied:
+        backend._warn_once("mode-applied", "POWER MODE NOT APPLIED: %s: the board does not seem to run the mode it "
+                           "reports, and the study records it under that mode; check `sudo jetson_clocks --show`, "
+                           "set the mode again (`sudo nvpmodel -m <id>`) and check `systemctl status nvpmodel`", applied)
     if fp["clocks_locked"] is not True:
         state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
         backend._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
@@ -86,6 +98,36 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         backend._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
                            "set it with `sudo nvpmodel -m <id>`", fp["power_mode"], settings.power_mode)
     return fp
+
+
+def installed_trt_fits(backend: JetsonBackend, version: str, platform: "Platform") -> None:
+    """Whether the TensorRT on the board is one that a JetPack for ``platform`` ships
+    (:meth:`Platform.ships_trt`): the figures are recorded under the installed version either way,
+    but the DLA rules and priors of ``platform`` were written for the versions its JetPacks ship.
+
+    Another minor release of a major the module's JetPacks ship (10.7 on Orin, whose JetPack 6
+    has 10.3) is warned once. A major release no JetPack for the module ever had (TensorRT 10 on
+    Xavier, whose last JetPack is 5) means the board is another module than ``--platform`` says:
+    refused. TensorRT 11 on a module whose JetPacks reach TensorRT 10 is warned, not refused: the
+    reference names JetPack 7.2.2 (TensorRT 11.4.1) for AGX Orin and says nothing of the others.
+
+    Raises:
+        ConfigError: a TensorRT major release the platform's JetPacks never shipped (exit status 6).
+    """
+    if platform.ships_trt(version):
+        return
+    shipped = ", ".join(platform.jetpack_trt)
+    major = str(version).split(".")[0]
+    jetpack6 = any(v.startswith("10.") for v in platform.jetpack_trt)
+    if not platform.ships_trt_major(version) and not (major.isdigit() and int(major) >= 11 and jetpack6):
+        fits = [p.name for p in PLATFORMS.values() if p.ships_trt_major(version)]
+        raise ConfigError(
+            f"platform {platform.name}: its JetPacks ship TensorRT {shipped} and none has TensorRT {major}, but this "
+            f"board's TensorRT is {version}: the board is another module; pass it as --platform "
+            f"({', '.join(fits) or 'no known module has this TensorRT'})")
+    backend._warn_once("trt-platform", "TRT VERSION: this board's TensorRT %s is not one a JetPack for %s ships (%s): "
+                       "its measurements are recorded as TensorRT %s, but placetune's DLA rules and priors for %s "
+                       "were written for %s", version, platform.name, shipped, version, platform.name, shipped)
 
 
 def untyped_int8(model: "Model", precision: str, version: str, strongly_typed: bool, base: dict[str, Any],

@@ -83,11 +83,17 @@ def calibration_cache(path: str, backend: str | None) -> str:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     model = load_model(args)
-    settings = _settings_from_args(args)
+    settings = _settings_from_args(args)  # bad settings refused before a worker starts
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     if args.calibration_cache:
         options["calibration_cache"] = calibration_cache(args.calibration_cache, args.backend)
-    ev = _evaluator.Evaluator(model, args.platform, _registry.get_backend(args.backend, **options), settings=settings, store=None)
+    backend = _registry.get_backend(args.backend, **options)
+    if args.trt_version is None and backend.capabilities.probe:  # the DLA rules of the board's own TensorRT, as tune
+        version = backend.probe().get("trt_version")
+        if version:
+            args.trt_version = _settings.rules_version(version)
+            settings = _settings_from_args(args)
+    ev = _evaluator.Evaluator(model, args.platform, backend, settings=settings, store=None)
     placement = _parse_placement(args.placement or _default_placement(settings, model, ev.platform), model,
                                  ev.platform)
     m = ev.evaluate(placement)

@@ -160,6 +160,12 @@ class Platform:
         parts = str(version).strip().split(".")
         return ".".join(parts[:2]) in self.jetpack_trt
 
+    def ships_trt_major(self, version: str) -> bool:
+        """Whether a JetPack for this module ships a TensorRT of ``version``'s major release (10.7 on
+        Orin: yes, JetPack 6 has 10.3; 10.3 on Xavier: no, Xavier's last JetPack is 5)."""
+        major = str(version).strip().split(".")[0]
+        return any(v.split(".")[0] == major for v in self.jetpack_trt)
+
 
 # Orin DLA FP16: the DLA-SW FAQ says Orin's DLA trades "lower FP16 convolution compute" for
 # ~9x INT8 over Xavier. No FP16 peak or FP16 / INT8 MACs-per-cycle ratio is published by NVIDIA
@@ -176,9 +182,11 @@ _ORIN_DLA_FP16_PER_INT8 = 1.0 / 16.0
 _AMPERE_FP16_PER_INT8 = 0.5
 
 # Orin JetPacks: 5.1.x -> TRT 8.5.2, 6.0 -> 8.6.2, 6.1/6.2 -> 10.3 (reference tensorrt-dla.md
-# §3.4). TRT 11.4.1 (JetPack 7.2.2+, AGX Orin, strongly typed only) is a separate code path
-# and not listed.
+# §3.4). TRT 11.4.1 (JetPack 7.2.2+, strongly typed only) restores DLA on AGX Orin (the 11.4.1
+# DLA page names "Jetson AGX Orin"): listed for AGX Orin only; whether the Orin NX and Nano get
+# a JetPack 7 with TensorRT 11 is not in the reference.
 _ORIN_TRT = ("8.5", "8.6", "10.3")
+_AGX_ORIN_TRT = _ORIN_TRT + ("11.4",)
 # Xavier: JetPack 5.x is the last (TRT 8.5.2); UNVERIFIED in the reference (§3.4).
 _XAVIER_TRT = ("8.5",)
 
@@ -209,7 +217,7 @@ PLATFORMS: dict[str, Platform] = {
             # fitted on MLPerf rows); tests/test_simulate.py checks the ratio stays within 3-5x.
             dla_active_w=2.0,
             idle_w=7.0,  # ESTIMATE
-            jetpack_trt=_ORIN_TRT,
+            jetpack_trt=_AGX_ORIN_TRT,
             source=_SRC_REF,
         ),
         Platform(

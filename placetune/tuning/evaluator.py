@@ -143,6 +143,12 @@ class Evaluator:
             options["trt_version"] = self.platform.default_trt_version
         self.settings = settings or Settings(mode=mode, precision=precision, **options)
         refuse_for_version(self.model, self.settings.trt_version)  # types the target's ONNX parser cannot import
+        if self.backend.capabilities.simulated and not self.platform.ships_trt(self.settings.trt_version):
+            # said, not refused: a what-if of another TensorRT's DLA rules is a use of the simulator (the real
+            # backends check the board's own TensorRT against the platform: backends/jetson.installed_trt_fits)
+            log.warning("trt_version %s: no JetPack for %s ships TensorRT %s (its JetPacks: %s); the simulated Jetson "
+                        "applies that version's DLA rules anyway", self.settings.trt_version, self.platform.name,
+                        self.settings.trt_version, ", ".join(self.platform.jetpack_trt))
         if not self.platform.has_power_mode(self.settings.power_mode):  # else every trial is infeasible
             raise ConfigError(f"power_mode {str(self.settings.power_mode)[:40]!r}: {self.platform.name} has the "
                               f"power modes {', '.join(self.platform.power_modes)}")

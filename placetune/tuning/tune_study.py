@@ -15,7 +15,7 @@ from placetune.errors import ConfigError
 from placetune.hardware.platforms import get_platform
 from placetune.model.merge import load_networks, network_names
 from placetune.model.model import Model
-from placetune.settings import Settings
+from placetune.settings import Settings, rules_version
 from placetune.store.store import Store
 from placetune.tuning.constraints import check_networks, parse_constraints
 from placetune.tuning.evaluator import Evaluator, study_name_for
@@ -83,7 +83,7 @@ class StudyOpener:
             # apply the DLA rules of the TensorRT the worker really has (11.x needs the full version)
             version = backend.probe().get("trt_version")
             if version:
-                options["trt_version"] = version if version.startswith("11") else ".".join(version.split(".")[:2])
+                options["trt_version"] = rules_version(version)
         # defaults of settings the run did not set, and the values older placetune used for them
         legacy: dict[str, Any] = {}
         if "trt_version" not in options:

@@ -59,6 +59,7 @@ from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerC
 from placetune.backends.tensorrt.worker_devices import is_helper_name
 from placetune.backends.tensorrt.worker_names import is_placement_line
 
+from placetune.backends.clocks import ClockSampler
 from placetune.backends.base import ALL_MODES, Capabilities, default_cache_dir
 from placetune.backends.jetson import (
     JetsonBackend,
@@ -437,11 +438,18 @@ class TensorRTBackend(JetsonBackend):
         if self.power:  # the rails are read here, around the worker's timed loop (its window cuts them)
             job["min_timed_s"] = self.power_duration_s
             sampler = PowerSampler(self.power_root, self.power_interval_s, total_rails=self.power_rails).start()
+        # the clocks too, on a Jetson: those around the worker's timed loop are judged, not the build's
+        clocks = ClockSampler(self.clock_watch).start() if self.clock_watch.first is not None else None
         try:
             reply = self.pool.run(job, timeout_s=self.timeout_s + (self.power_duration_s if self.power else 0.0))
         finally:
             if sampler is not None:
                 sampler.stop()
+            if clocks is not None:
+                clocks.stop()
+        window = reply.result.get("timed_window") if reply.kind == "result" else None
+        if clocks is not None and isinstance(window, list) and len(window) == 2:
+            self.clock_watch.timed(*clocks.window(float(window[0]), float(window[1])))
         m = self._to_measurement(reply, r, core, version, base)
         if sampler is not None and m.ok:
             self._add_energy(m, sampler, reply.result.get("timed_window"))
@@ -547,6 +555,8 @@ class TensorRTBackend(JetsonBackend):
                          dla_ms=prof.dla_ms, gpu_ms=prof.gpu_ms)
         if res.get("inspector"):
             extra["engine_inspector"] = str(res["inspector"])[:_INSPECTOR_MAX_CHARS]
+        if res.get("inspector_error"):  # the engine inspector raised in the worker: why no layer information
+            extra["inspector_error"] = str(res["inspector_error"])[:300]
         extra["warmup_iterations"] = res.get("warmup_iterations")
         extra["timed"] = ENGINE_TIMED
         return Measurement(

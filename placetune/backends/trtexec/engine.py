@@ -15,6 +15,7 @@ from placetune.errors import PlacementError
 from placetune.hardware.power import PowerSampler
 from placetune.measurement import Extra, Measurement, latency_stats
 from placetune.placement.realise import dla_support
+from placetune.backends.clocks import ClockWatch
 from placetune.backends.jetson import (
     UNEXPLAINED_FALLBACK,
     prepared_onnx,
@@ -96,6 +97,9 @@ class TrtexecOptions(Protocol):
     power_rails: list[str] | None
     build_args: list[str]
     run_args: list[str]
+
+    @property
+    def clock_watch(self) -> ClockWatch: ...
 
     def environ(self) -> dict[str, str]: ...
 
@@ -184,14 +188,15 @@ def time_built(be: TrtexecOptions, eng: Engine, version: str, settings: "Setting
                                 profile=profile)
     extra.setdefault("commands", {})["time"] = run_argv
     power = sampler(be)
-    proc = Proc(run_argv, workdir / f"{tag}.time.log", be.environ(), workdir, END_MARKERS)
-    if power is not None:
-        power.start()
-    try:
-        run = proc.wait(time.monotonic() + be.timeout_s + be.duration_s + be.warmup_ms / 1000.0)
-    finally:
+    with be.clock_watch.timing():  # the clocks judged: around this trtexec run, not around the build
+        proc = Proc(run_argv, workdir / f"{tag}.time.log", be.environ(), workdir, END_MARKERS)
         if power is not None:
-            power.stop()
+            power.start()
+        try:
+            run = proc.wait(time.monotonic() + be.timeout_s + be.duration_s + be.warmup_ms / 1000.0)
+        finally:
+            if power is not None:
+                power.stop()
     lines = run.lines()
     summary = parse_summary(lines)
     failure = classify(run, lines, summary, "time", kw, be.timeout_s)
