@@ -6,7 +6,8 @@ Formats (reference ``tensorrt-dla.md`` §2.3-2.6; identical from TensorRT 8.4 to
   ``Latency: min = <f> ms, max = ..., mean = ..., median = ..., percentile(99%) = ...``, ...),
   every line prefixed by the sample logger (``[03/31/2022-15:12:38] [I] ``);
 * the final ``&&&& PASSED`` / ``&&&& FAILED TensorRT.trtexec [TensorRT v8502] # <cmd>`` line
-  and the version in it (``v8502`` = 8.5.2, ``v100300`` = 10.3.0);
+  and the version in it (``v8502`` = 8.5.2, ``v100300`` = 10.3.0); 10.x adds a build tag after the
+  version (``[TensorRT v100700] [b23] # <cmd>``);
 * ``--exportTimes`` JSON: one object per timed iteration (``startEnqMs`` ... ``latencyMs``);
 * ``--exportProfile`` JSON: ``[{"count": N}, {"name", "timeMs", "averageMs", "medianMs",
   "percentage"}, ...]`` whose layer names are written **without JSON escaping** (a name
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 _STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<name>\S+)"
-                     r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*#\s*(?P<cmd>.*))?")
+                     r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*\[b\d+\])?(?:\s*#\s*(?P<cmd>.*))?")
 _VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
 _VERSION_CODE = re.compile(r"TensorRT\s+version\s*:\s*(?P<code>\d{4,6})\b", re.I)
 #: the TensorRT 7 multi-line summary: a block name alone, then ``stat: value ms (...)`` lines
