@@ -79,6 +79,9 @@ _FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b"
 #: a failure that is the DLA's (compiler, loadable, NvMedia/cuDLA runtime), not the GPU build's
 _DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
                           r"DLA_STANDALONE|cuDLA|"
+                          # 8.4's DLA compiler: the NVM (DLA) region optimiser's assertion, a standalone
+                          # (safety) DLA build refused because the network splits into several DLA graphs
+                          r"nvmRegionOptimizer|isDLA\(|certified DLA|"
                           r"Cannot create DLA engine|\bDLA\b.*\b(?:failed|error)\b", re.I)
 
 #: Fallback warnings, newest wording first (reference §5 and §3.1 G5/G7).
