@@ -141,6 +141,10 @@ def test_fused_names_and_myelin():
     assert split_engine_name("PWN(PWN(Sigmoid_4), Mul_5)", known) == ["Sigmoid_4", "Mul_5"]
     assert split_engine_name("Conv_10 + copy of something", known) == ["Conv_10"]  # not Conv_1
     assert split_engine_name("a + b", known) == ["a + b"]
+    # parallel branches run as one engine layer (a real 8.2 --exportProfile): every branch, in order
+    known.update({n: 0 for n in ("Conv_171", "Relu_172", "Conv_178", "Relu_179")})
+    assert split_engine_name("Conv_171 + Relu_172 || Conv_178 + Relu_179", known) == [
+        "Conv_171", "Relu_172", "Conv_178", "Relu_179"]
     names = ["/blk/ln/LayerNorm", "/blk/fc1/MatMul", "/blk/act/Gelu", "/blk/fc2/MatMul", "/head/Conv"]
     log = parse_build_log([
         "[GpuLayer] MYELIN: {ForeignNode[/blk/ln/LayerNorm.../blk/fc2/MatMul]}",  # Myelin, not DLA (§0.6)

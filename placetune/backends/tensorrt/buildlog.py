@@ -332,7 +332,8 @@ def split_engine_name(name: str, known: Mapping[str, object], longest_first: Seq
     """Original layer names inside an engine layer name.
 
     ``Conv_0 + Relu_1`` -> ``[Conv_0, Relu_1]``; ``PWN(PWN(Sigmoid_4), Mul_5)`` ->
-    ``[Sigmoid_4, Mul_5]``. Tokens are first split structurally; a token that is not a known
+    ``[Sigmoid_4, Mul_5]``; ``A + B || C + D`` (parallel branches in one layer) -> ``[A, B, C, D]``.
+    Tokens are first split structurally; a token that is not a known
     name is searched for known names (so names containing ``+`` or ``,`` still match).
 
     Args:
@@ -342,7 +343,7 @@ def split_engine_name(name: str, known: Mapping[str, object], longest_first: Seq
     """
     out: list[str] = []
     unresolved = False
-    for token in re.split(r" \+ |, ", name):
+    for token in re.split(r" \+ | \|\| |, ", name):  # fused (+), parallel branches (||), PWN arguments
         t = token.strip()
         while t.startswith("PWN("):
             t = t[4:]
