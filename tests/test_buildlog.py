@@ -394,3 +394,17 @@ def test_a_layer_tensorrt_switched_to_the_gpu_is_on_the_gpu_though_no_placement_
     spanning = parse_build_log(["{ForeignNode[/conv1/Conv.../fc/Gemm]} successfully offloaded to DLA.",
                                 lines[-1]])
     assert locate(spanning, names).devices["/Flatten"] == "GPU"
+
+
+def test_copy_layers_stand_for_no_network_layer():
+    """torch2trt names (real 8.4 log on an Orin, tests/data/trt_corpus/bytetrack-torch2trt-*): the builder's
+    COPY layers copy a tensor ('..._output copy', '..._copy_output') and are no layer of the model."""
+    log = parse_build_log([
+        "[12/30/2022-14:03:16] [TRT] [I] ---------- Layers Running on GPU ----------",
+        "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] COPY: Reformatting CopyNode for Network Input input_0",
+        "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] SHUFFLE: head:26:SHUFFLE:GPU",
+        "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] COPY: head:26:SHUFFLE:GPU_copy_output",
+        "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] COPY: (Unnamed Layer* 1413) [Convolution]_output copy",
+    ])
+    loc = locate(log, ["head:26:SHUFFLE:GPU"])
+    assert loc.devices == {"head:26:SHUFFLE:GPU": "GPU"} and loc.unmapped == []

@@ -489,7 +489,7 @@ def locate(
             net_dev[n] = "DLA"
         res.subgraphs.append(members)
     for ltype, name in log.gpu_layers:
-        if ltype == "REFORMAT":
+        if ltype in ("REFORMAT", "COPY"):  # builder-made: a reformat or a copy of a tensor
             continue
         members = names.network_layers(name)
         if members is None:
