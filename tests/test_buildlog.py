@@ -396,15 +396,17 @@ def test_a_layer_tensorrt_switched_to_the_gpu_is_on_the_gpu_though_no_placement_
     assert locate(spanning, names).devices["/Flatten"] == "GPU"
 
 
-def test_copy_layers_stand_for_no_network_layer():
-    """torch2trt names (real 8.4 log on an Orin, tests/data/trt_corpus/bytetrack-torch2trt-*): the builder's
-    COPY layers copy a tensor ('..._output copy', '..._copy_output') and are no layer of the model."""
+def test_copy_layers_are_located_by_their_names():
+    """A COPY layer may be a model layer (8.6 QDQ: the input QuantizeLinear runs as a copy); a copy of a
+    tensor named after no layer (torch2trt's '..._copy_output', 8.4) is left unmapped, not placed."""
     log = parse_build_log([
-        "[12/30/2022-14:03:16] [TRT] [I] ---------- Layers Running on GPU ----------",
-        "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] COPY: Reformatting CopyNode for Network Input input_0",
+        "[01/10/2024-21:52:53] [I] [TRT] ---------- Layers Running on GPU ----------",
+        "[01/10/2024-21:52:53] [I] [TRT] [GpuLayer] COPY: /model/backbone0/conv/_input_quantizer/QuantizeLinear",
         "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] SHUFFLE: head:26:SHUFFLE:GPU",
         "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] COPY: head:26:SHUFFLE:GPU_copy_output",
         "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] COPY: (Unnamed Layer* 1413) [Convolution]_output copy",
     ])
-    loc = locate(log, ["head:26:SHUFFLE:GPU"])
-    assert loc.devices == {"head:26:SHUFFLE:GPU": "GPU"} and loc.unmapped == []
+    q = "/model/backbone0/conv/_input_quantizer/QuantizeLinear"
+    loc = locate(log, [q, "head:26:SHUFFLE:GPU"])
+    assert loc.devices == {q: "GPU", "head:26:SHUFFLE:GPU": "GPU"}
+    assert loc.unmapped == ["head:26:SHUFFLE:GPU_copy_output"]

@@ -489,7 +489,7 @@ def locate(
             net_dev[n] = "DLA"
         res.subgraphs.append(members)
     for ltype, name in log.gpu_layers:
-        if ltype in ("REFORMAT", "COPY"):  # builder-made: a reformat or a copy of a tensor
+        if ltype == "REFORMAT":  # (a COPY may be a model layer: a QuantizeLinear done as a copy, 8.6)
             continue
         members = names.network_layers(name)
         if members is None:
