@@ -141,6 +141,10 @@ def test_fused_names_and_myelin():
     assert split_engine_name("PWN(PWN(Sigmoid_4), Mul_5)", known) == ["Sigmoid_4", "Mul_5"]
     assert split_engine_name("Conv_10 + copy of something", known) == ["Conv_10"]  # not Conv_1
     assert split_engine_name("a + b", known) == ["a + b"]
+    # parallel branches run as one engine layer (a real 8.2 --exportProfile): every branch, in order
+    known.update({n: 0 for n in ("Conv_171", "Relu_172", "Conv_178", "Relu_179")})
+    assert split_engine_name("Conv_171 + Relu_172 || Conv_178 + Relu_179", known) == [
+        "Conv_171", "Relu_172", "Conv_178", "Relu_179"]
     names = ["/blk/ln/LayerNorm", "/blk/fc1/MatMul", "/blk/act/Gelu", "/blk/fc2/MatMul", "/head/Conv"]
     log = parse_build_log([
         "[GpuLayer] MYELIN: {ForeignNode[/blk/ln/LayerNorm.../blk/fc2/MatMul]}",  # Myelin, not DLA (§0.6)
@@ -390,3 +394,19 @@ def test_a_layer_tensorrt_switched_to_the_gpu_is_on_the_gpu_though_no_placement_
     spanning = parse_build_log(["{ForeignNode[/conv1/Conv.../fc/Gemm]} successfully offloaded to DLA.",
                                 lines[-1]])
     assert locate(spanning, names).devices["/Flatten"] == "GPU"
+
+
+def test_copy_layers_are_located_by_their_names():
+    """A COPY layer may be a model layer (8.6 QDQ: the input QuantizeLinear runs as a copy); a copy of a
+    tensor named after no layer (torch2trt's '..._copy_output', 8.4) is left unmapped, not placed."""
+    log = parse_build_log([
+        "[01/10/2024-21:52:53] [I] [TRT] ---------- Layers Running on GPU ----------",
+        "[01/10/2024-21:52:53] [I] [TRT] [GpuLayer] COPY: /model/backbone0/conv/_input_quantizer/QuantizeLinear",
+        "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] SHUFFLE: head:26:SHUFFLE:GPU",
+        "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] COPY: head:26:SHUFFLE:GPU_copy_output",
+        "[12/30/2022-14:03:16] [TRT] [I] [GpuLayer] COPY: (Unnamed Layer* 1413) [Convolution]_output copy",
+    ])
+    q = "/model/backbone0/conv/_input_quantizer/QuantizeLinear"
+    loc = locate(log, [q, "head:26:SHUFFLE:GPU"])
+    assert loc.devices == {q: "GPU", "head:26:SHUFFLE:GPU": "GPU"}
+    assert loc.unmapped == ["head:26:SHUFFLE:GPU_copy_output"]

@@ -291,6 +291,11 @@ def test_measure_says_an_unknown_placement_in_words():
     ("trt-899-nvmedia-dla-submit", True),  # NvMedia DLA runtime errors (7.1, Xavier NX)
     ("trt-2307-orin-dla-build-error", True),  # the DLA build's NvMedia tensor cache (Orin)
     ("trt-4106-dla-standalone-load", True),  # a DLA standalone loadable given to TensorRT's runtime
+    ("trt-1108-xavier-nx-7.1.3-dla-build-failure", True),  # RegionType::kNVM assertion (7.1.3)
+    ("cudla-samples-34-8.4.1-standalone-build-failure", True),  # nvmRegionOptimizer's isDLA assertion (8.4.1)
+    ("trt-2752-8.4-dla-standalone-one-graph", True),  # a safety DLA build that splits into several graphs
+    ("trt-828-xavier-nx-7.1.3-quoted-knvm-failure", True),  # kNVM assertion quoted in Markdown
+    ("deepstream-yolo-27-trt7-dla-error-fallbacks", False),  # 7.x DLA validator ERROR lines, then fallbacks
     ("trt-3728-parser-error", False), ("trt-4488-parser-error", False), ("trt-2514-unknown-option", False),
     ("cudapointpillars-1-libprotobuf", False),
 ])

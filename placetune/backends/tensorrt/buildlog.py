@@ -59,8 +59,9 @@ TIMED = "compute: engine execution between CUDA events on the engines' streams, 
 #: ``trt.Logger``'s "[12/04/2024-11:57:45] [TRT] [W] " (severity after the tag), TensorRT 7's
 #: "[TensorRT] WARNING: " and DeepStream's "WARNING: [TRT]: ". A custom ILogger gets bare text.
 #: Interleaved output may repeat the timestamp ("[07/29/2021-19:44:10] [07/29/2021-19:44:10] [W] ...").
+#: Output pasted into a shell script (``#`` comment) or quoted in Markdown (``> ``) keeps that mark before its prefix.
 _PREFIX = re.compile(
-    r"^\s*(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
+    r"^\s*(?:[#>]\s*(?=[\[&]))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
     r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
 _WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
@@ -78,6 +79,9 @@ _FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b"
 #: a failure that is the DLA's (compiler, loadable, NvMedia/cuDLA runtime), not the GPU build's
 _DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
                           r"DLA_STANDALONE|cuDLA|"
+                          # 8.4's DLA compiler: the NVM (DLA) region optimiser's assertion, a standalone
+                          # (safety) DLA build refused because the network splits into several DLA graphs
+                          r"nvmRegionOptimizer|isDLA\(|certified DLA|"
                           r"Cannot create DLA engine|\bDLA\b.*\b(?:failed|error)\b", re.I)
 
 #: Fallback warnings, newest wording first (reference §5 and §3.1 G5/G7).
@@ -340,7 +344,8 @@ def split_engine_name(name: str, known: Mapping[str, object], longest_first: Seq
     """Original layer names inside an engine layer name.
 
     ``Conv_0 + Relu_1`` -> ``[Conv_0, Relu_1]``; ``PWN(PWN(Sigmoid_4), Mul_5)`` ->
-    ``[Sigmoid_4, Mul_5]``. Tokens are first split structurally; a token that is not a known
+    ``[Sigmoid_4, Mul_5]``; ``A + B || C + D`` (parallel branches in one layer) -> ``[A, B, C, D]``.
+    Tokens are first split structurally; a token that is not a known
     name is searched for known names (so names containing ``+`` or ``,`` still match).
 
     Args:
@@ -350,7 +355,7 @@ def split_engine_name(name: str, known: Mapping[str, object], longest_first: Seq
     """
     out: list[str] = []
     unresolved = False
-    for token in re.split(r" \+ |, ", name):
+    for token in re.split(r" \+ | \|\| |, ", name):  # fused (+), parallel branches (||), PWN arguments
         t = token.strip()
         while t.startswith("PWN("):
             t = t[4:]
@@ -496,7 +501,7 @@ def locate(
             net_dev[n] = "DLA"
         res.subgraphs.append(members)
     for ltype, name in log.gpu_layers:
-        if ltype == "REFORMAT":
+        if ltype == "REFORMAT":  # (a COPY may be a model layer: a QuantizeLinear done as a copy, 8.6)
             continue
         members = names.network_layers(name)
         if members is None:

@@ -6,7 +6,8 @@ Formats (reference ``tensorrt-dla.md`` §2.3-2.6; identical from TensorRT 8.4 to
   ``Latency: min = <f> ms, max = ..., mean = ..., median = ..., percentile(99%) = ...``, ...),
   every line prefixed by the sample logger (``[03/31/2022-15:12:38] [I] ``);
 * the final ``&&&& PASSED`` / ``&&&& FAILED TensorRT.trtexec [TensorRT v8502] # <cmd>`` line
-  and the version in it (``v8502`` = 8.5.2, ``v100300`` = 10.3.0);
+  and the version in it (``v8502`` = 8.5.2, ``v100300`` = 10.3.0); 10.x adds a build tag after the
+  version (``[TensorRT v100700] [b23] # <cmd>``);
 * ``--exportTimes`` JSON: one object per timed iteration (``startEnqMs`` ... ``latencyMs``);
 * ``--exportProfile`` JSON: ``[{"count": N}, {"name", "timeMs", "averageMs", "medianMs",
   "percentage"}, ...]`` whose layer names are written **without JSON escaping** (a name
@@ -54,9 +55,11 @@ __all__ = [
 ]
 
 _STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<name>\S+)"
-                     r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*#\s*(?P<cmd>.*))?")
+                     r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*\[b\d+\])?(?:\s*#\s*(?P<cmd>.*))?")
 _VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
 _VERSION_CODE = re.compile(r"TensorRT\s+version\s*:\s*(?P<code>\d{4,6})\b", re.I)
+#: Polygraphy's module report: ``[V] Loaded Module: tensorrt | Version: 8.6.0 | Path: [...]``
+_VERSION_POLYGRAPHY = re.compile(r"Loaded Module:\s*tensorrt\s*\|\s*Version:\s*(?P<v>\d+\.\d+(?:\.\d+)*)")
 #: the TensorRT 7 multi-line summary: a block name alone, then ``stat: value ms (...)`` lines
 _BLOCK7 = {"Host Latency": "latency_ms", "GPU Compute": "gpu_compute_ms", "Enqueue Time": "enqueue_ms",
            "H2D Latency": "h2d_ms", "D2H Latency": "d2h_ms"}
@@ -100,12 +103,13 @@ def version_from_code(code: str | int) -> str:
 
 def version_from_text(text: str) -> str | None:
     """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line, or a
-    ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line. None when neither is there."""
+    ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line, or Polygraphy's ``Loaded Module:
+    tensorrt | Version: 8.6.0``. None when none is there."""
     for line in text.splitlines():
         m = _STATUS.search(line)
         if m and m.group("code"):
             return version_from_code(m.group("code"))
-    m = _VERSION_DOTTED.search(text)
+    m = _VERSION_DOTTED.search(text) or _VERSION_POLYGRAPHY.search(text)
     if m:
         return m.group("v")
     m = _VERSION_CODE.search(text)
@@ -263,7 +267,7 @@ def _read_stat7(out: PerfSummary, block: str, m: re.Match[str]) -> None:
 
 
 def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
-    """The lines that explain a failure: ``[E]`` lines, ``Error``/``FAILED`` lines, protobuf's
+    """The lines that explain a failure: ``[E]`` lines, unmarked ``Error``/``FAILED`` lines, protobuf's
     ``[libprotobuf ERROR ...]`` and NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...`` (prefix stripped, in
     order, no repeats)."""
     out: list[str] = []
@@ -272,8 +276,10 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
             sev, msg = strip_prefix(line)
             if not msg:
                 continue
-            if sev in ("E", "F") or msg.startswith("&&&& FAILED") or re.search(r"\bError\b|\bERROR\b", msg) \
-                    or msg.startswith(("Cannot ", "Unknown option", "Invalid ")):
+            # a line the logger marked [I]/[V]/[W] is no error, whatever words it holds (Polygraphy's
+            # "[I] Error Metrics: out" is a report); unmarked lines are judged by their words
+            if sev in ("E", "F") or msg.startswith("&&&& FAILED") or sev is None and (
+                    re.search(r"\bError\b|\bERROR\b", msg) or msg.startswith(("Cannot ", "Unknown option", "Invalid "))):
                 if msg not in out:
                     out.append(msg)
                     if len(out) >= limit:
