@@ -172,6 +172,12 @@ def test_every_artefact_has_its_provenance():
         assert sorted(p.name for p in (CORPUS / artefact).iterdir()) == sorted(["provenance.json", prov["file"]])
 
 
+
+def test_the_readme_counts_the_corpus_as_it_is():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"`tests/data/trt_corpus` holds (\d+) published TensorRT artefacts", readme)
+    assert said and int(said.group(1)) == len(IDS)
+
 def test_the_corpus_spans_the_tensorrt_versions_and_stays_small():
     versions = [_load(a)[0]["trt_version"] for a in IDS]
     lines = {"8.4/8.5": ("8.4", "8.5"), "8.6": ("8.6",), "10.x": ("10.",), "11.x": ("11.",)}
