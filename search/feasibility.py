@@ -144,16 +144,6 @@ class Feasibility:
             self._memo[key] = hit
         return hit
 
-    def tests(self, assignment: Sequence[int]) -> set[str]:
-        """The learned limits the plan's build would test: the continuous features with a rule whose
-        value in the plan exceeds every value that built (below the rule's threshold, or the plan
-        would be predicted to fail)."""
-        if not self.rules:
-            return set()
-        x = self.features(assignment)
-        return {r.feature for r in self.rules
-                if r.feature in _CONTINUOUS and x.get(r.feature, 0.0) > self.ok_max.get(r.feature, 0.0)}
-
     def note(self, builds: int) -> str | None:
         """One line for the run's notes: how many builds failed, why, and what was learned."""
         n = len(self.failed)

@@ -237,7 +237,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         self.beta, self.beta_se = 0.0, None  # drift per build (search.drift)
         self.drift_checked = 0  # builds done when the reference was last built
         self.recalled = 0  # the study's stored measurements the run started from (Budget.recall)
-        self.skipped = 0  # baselines not built: the rules learned from an earlier one's failure block them
 
     @property
     def inner_rate(self) -> float | None:
@@ -366,12 +365,8 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
             remaining = run.remaining
             n_tops = 2 if remaining is None or remaining > 6 else 1
             for a in first:
-                if self.seen(a):
-                    continue
-                if self.feasibility.fails(a):  # like a baseline that failed before it: its build would teach nothing
-                    self.skipped += 1
-                    continue
-                self.evaluate(a, nominal.loss(a))
+                if not self.seen(a):
+                    self.evaluate(a, nominal.loss(a))
             for a, _ in self.select(nominal, Fit(), ranked, n_tops):
                 if not self.seen(a):
                     self.evaluate(a, nominal.loss(a))
@@ -439,12 +434,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         log.info("guided round %d: fit on %d measurements, cv error %s, recent error %s, radius %d; %d candidates",
                  self.rounds, self.fit.n, self.cv_error, self.recent_error, self.radius, len(picks))
         before = min(self.measured.values(), default=math.inf)
-        tested: set[str] = set()
         for a, pred in picks:
-            limits = self.feasibility.tests(a)
-            if limits & tested:  # a limit this batch already tests: if it fails there, this one fails too
-                continue
-            tested |= limits
             self.evaluate(a, pred)
         if probe is not None:
             self.surprised(tuple(probe[0]))
@@ -537,9 +527,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
     def finish(self) -> None:
         """Note the failed builds and what they taught, and a best measurement much better than its
         prediction (a possibly lucky one), unless it was re-measured."""
-        skipped = f"{self.skipped} baseline(s) not built: predicted to fail like one that failed" \
-            if self.skipped else None
-        for line in (self.feasibility.note(self.run.evaluations), skipped, self.drift_note()):
+        for line in (self.feasibility.note(self.run.evaluations), self.drift_note()):
             if line:
                 self.run.notes.append(line)
         best = self.run.best_assignment

@@ -112,37 +112,6 @@ def test_failed_builds_teach_the_guided_agent_and_the_run_says_so():
     assert backend.rejected <= 4
 
 
-def test_a_plan_tests_the_limits_it_goes_beyond_what_built():
-    ev = _evaluator(SimulatedJetson())
-    space = ev.space("stages")
-    f = Feasibility(ev.model, space)
-    n = space.n_units
-    gpu, dla = space.devices.index("GPU"), space.devices.index("DLA0")
-    units = np.flatnonzero(space.mask[:, dla])
-    def plan(k: int) -> list[int]:
-        a = [gpu] * n
-        for i in units[:k]:
-            a[int(i)] = dla
-        return a
-    assert f.tests(plan(len(units))) == set()  # no rule yet: nothing to test
-    f.observe(plan(2), Measurement(status="ok", throughput_fps=1.0))
-    f.observe(plan(len(units)), Measurement.failure("build_failed", "DLA compiler: x: too many layers for one loadable"))
-    assert f.tests(plan(2)) == set() and f.tests([gpu] * n) == set()  # like what built
-    middle = next(k for k in range(3, len(units)) if not f.fails(plan(k))
-                  and f.features(plan(k))["layers"] > f.features(plan(2))["layers"])
-    assert f.tests(plan(middle)) == {"layers"}
-
-
-def test_a_failed_baseline_keeps_the_ones_like_it_from_being_built():
-    # every all-DLA baseline of resnet18 holds a loadable far over the limit: after the first one
-    # fails, the others are predicted to fail and are not built (the run says so)
-    backend = RejectsLongLoadables()
-    ev = _evaluator(backend)
-    r = get_agent("guided", seed=0, inner_evals=200, ensemble=1).run(ev, Budget(15))
-    assert any("baseline(s) not built: predicted to fail" in n for n in r.notes)
-    assert r.evaluations == 15
-
-
 def test_a_failure_is_put_down_to_the_cause_its_reason_names():
     from search.feasibility import named_cause
 
