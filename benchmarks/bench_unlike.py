@@ -17,7 +17,9 @@ For every case, family and draw:
   agents' curves are cached with it (they do not depend on the agent judged);
 * **split**: the draws and seeds are split into a TUNING part (draw 0, seeds 0-2: where the
   guided agent's constants were set) and a HELD-OUT part (draws 1 and 2, seeds 100-102), fixed in
-  code (:data:`TUNING_DRAWS`); the report runs one part (``--split``, default held-out);
+  code (:data:`TUNING_DRAWS`), and a FRESH held-out part (draws 3 and 4, seeds 200-202), fixed
+  before any result on it was seen (:data:`FRESH_DRAWS`); the report runs one part (``--split``,
+  default held-out);
 * **default agent**: ``--seeds`` runs with a budget of 15 and of 50 evaluations each; a run's
   value is the **noise-free** value of the plan it reports (its best, after its own re-ranking);
   the table gives the median and the worst gap to the best known over the seeds;
@@ -369,14 +371,21 @@ TUNING_DRAWS = (0,)
 HELD_OUT_DRAWS = (1, 2)
 TUNING_SEED0 = 0
 HELD_OUT_SEED0 = 100
+#: A FRESH held-out part, fixed (draws 3 and 4, seeds from 200) before any result on it was seen: the
+#: held-out part above has been looked at after every change since the split, so it no longer
+#: judges an agent on truths nobody has seen. Nothing may be tuned on it either.
+FRESH_DRAWS = (3, 4)
+FRESH_SEED0 = 200
+SPLITS = {"tuning": (TUNING_DRAWS, TUNING_SEED0), "held-out": (HELD_OUT_DRAWS, HELD_OUT_SEED0),
+          "fresh": (FRESH_DRAWS, FRESH_SEED0)}
 
 
 def split_draws(split: str) -> tuple[int, ...]:
-    return TUNING_DRAWS if split == "tuning" else HELD_OUT_DRAWS
+    return SPLITS[split][0]
 
 
 def split_seeds(split: str, n: int) -> list[int]:
-    return [(TUNING_SEED0 if split == "tuning" else HELD_OUT_SEED0) + i for i in range(n)]
+    return [SPLITS[split][1] + i for i in range(n)]
 
 
 #: the blind baselines reported at equal evaluations: label -> (agent, options)
@@ -464,8 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
-    ap.add_argument("--split", choices=("held-out", "tuning"), default="held-out",
-                    help="which part of the draws and seeds to run (see TUNING_DRAWS; default: held-out)")
+    ap.add_argument("--split", choices=tuple(SPLITS), default="held-out",
+                    help="which part of the draws and seeds to run (see TUNING_DRAWS and FRESH_DRAWS; default: "
+                         "held-out)")
     ap.add_argument("--draws", nargs="+", type=int, default=None,
                     help="a subset of the split's draws (a draw of the other part is refused)")
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))

@@ -31,6 +31,15 @@ Three more families are effects *outside* every feature of the guided agent's re
   (thermal throttling); the noise-free value of a plan is the cold device's, so a search that
   compares a cold early build with hot late ones ranks on the drift, not the plans.
 
+One more, added later and fixed before any agent ran on it, outside every feature of the residual
+model and of the device profile (neither looks at a layer's weights):
+
+* ``dla-weights``: each DLA core keeps the weights of its loadables in an on-chip cache of
+  ``weight_share`` of the model's weight bytes; when the weights placed on a core exceed it, the
+  rest stream from DRAM every frame and every DLA segment of that core runs ``weight_cost`` x
+  (the share of its core's weights that does not fit) slower. The cost depends on what else sits
+  on the same core, not on the segment's length, tensors or cuts.
+
 Every family also draws a device the fit *can* express (GPU / DLA / boundary scales, a fixed
 per-layer factor) and per-build noise of 1-3 % (each build picks other tactics). Per-layer
 times are reported as TensorRT's profiler gives them: a DLA loadable and a fused GPU kernel are
@@ -68,7 +77,8 @@ __all__ = ["FAMILIES", "Truth", "truth", "TruthJetson"]
 
 #: The structural families, in benchmark order.
 #: New families are appended: a family's draws are seeded by its position in this tuple.
-FAMILIES = ("seg-length", "cut-tactics", "contention", "reformat", "mixed", "dla-fail", "handoff", "drift")
+FAMILIES = ("seg-length", "cut-tactics", "contention", "reformat", "mixed", "dla-fail", "handoff", "drift",
+            "dla-weights")
 _US = 1e-3
 
 
@@ -102,6 +112,8 @@ class Truth:
     handoff_q: float = 0.0
     drift: float = 0.0  # 0: no drift
     drift_ramp: int = 40
+    weight_share: float = 0.0  # 0: no weight cache limit; else the share of the model's weight bytes a DLA core holds
+    weight_cost: float = 0.0
 
     def profile(self) -> DeviceProfile:
         """The part of the truth a device profile can express (the fit could learn it)."""
@@ -150,6 +162,8 @@ def truth(family: str, draw: int) -> Truth:
         return Truth(**common, handoff=round(u(0.3, 0.55), 3), handoff_q=round(u(0.3, 0.6), 3))
     if family == "drift":
         return Truth(**common, drift=round(u(0.06, 0.12), 3), drift_ramp=int(rng.integers(25, 61)))
+    if family == "dla-weights":
+        return Truth(**common, weight_share=round(u(0.15, 0.45), 3), weight_cost=round(u(0.5, 1.2), 3))
     return Truth(**common, spill_knee=int(rng.integers(15, 31)), spill_slope=round(u(0.01, 0.025), 4),
                  short_dla=int(rng.integers(3, 7)), short_dla_us=round(u(40, 120), 1),
                  cut_tactic=round(u(1.2, 1.8), 3), cut_unfuse=True, sat_gpu=round(u(0.4, 0.9), 3),
@@ -180,6 +194,7 @@ class _ModelExtras:
             raise RuntimeError("edge list differs from the simulator's")
         self.edge_channels = np.array(chans, dtype=np.int64)
         self.heavy = np.array([c in ("conv", "matmul") for c in g.cls])
+        self.weight_bytes = np.array([float(layer.weight_bytes) for layer in layers])
 
 
 _EXTRAS: dict[str, _ModelExtras] = {}
@@ -325,6 +340,13 @@ class TruthJetson(SimulatedJetson):
         seg_time = np.bincount(seg_of, weights=ms + bms, minlength=k)
         seg_bytes = np.bincount(seg_of, weights=nbytes + bby, minlength=k)
         seg_time = seg_time + np.where(seg_dev > 0, table.island_ms, 0.0)
+        if t.weight_share:  # ---- a DLA core's weight cache: what does not fit streams every frame
+            cache = t.weight_share * float(ex.weight_bytes.sum())
+            for d in (1, 2):
+                held_w = float(ex.weight_bytes[codes == d].sum())
+                if held_w > cache:
+                    seg_time = np.where(seg_dev == d, seg_time * (1.0 + t.weight_cost * (1.0 - cache / held_w)),
+                                        seg_time)
         n_layers = np.array([len(s.layers) for s in segs], dtype=float)
         dla = seg_dev > 0
         if t.spill_knee:
