@@ -277,7 +277,10 @@ _REFIT: tuple | None = None
 
 def _refit_without(source: str, state: tuple | None = None) -> list[tuple[int, float]]:
     """Refit without ``source`` and predict its ``fit`` rows: ``(index in cases, simulated)`` pairs."""
-    cases, params, start, kw = state or _REFIT
+    shared = state or _REFIT
+    if shared is None:
+        raise RuntimeError("leave-one-source-out refit run outside leave_one_source_out")
+    cases, params, start, kw = shared
     fit_builtin(cases, params=params, exclude_sources=(source,), start=start, **kw)
     return [(i, simulate_case(c)) for i, c in enumerate(cases) if c.row.split == "fit" and c.row.source == source]
 
