@@ -486,6 +486,87 @@ def test_the_tensorrt_backend_judges_the_clocks_around_the_workers_timed_loop(tm
     ev.close()
 
 
+def _read_at(sampler: "clocks.ClockSampler", t: float) -> None:
+    """A snapshot of the fake tree now, as if the sampler's thread had read it at monotonic time ``t``."""
+    sampler.samples.append((t, sampler.watch.read()))
+
+
+@pytest.mark.parametrize("mode", ["pipeline", "replicas"])
+def test_pipeline_and_replicas_jobs_judge_the_clocks_around_their_timed_part(tmp_path, monkeypatch, mode):
+    """A pipeline or replicas job builds its engines and times them in one worker job, as engine mode
+    does: the worker reports its timed part's ``timed_window`` too, and the parent judges the
+    clocks read inside it. A clock that moved while the engines were built, back by the timing, is
+    not judged (before, the whole job was, and a night of DLA builds lost good measurements); one
+    that moved while they were timed is; a job that reports no window is judged whole. (The
+    sampler thread's reads are placed here at known moments of the job, rather than left to its timer.)"""
+    from placetune.backends.tensorrt.pool import WorkerPool
+    from tests.test_trt_pipeline import _backend as pipe_backend, _ev, _randomised
+
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
+    monkeypatch.setattr(clocks, "SAMPLE_INTERVAL_S", 3600.0)  # its timer never fires: reads at start, stop, and here
+    samplers: list[clocks.ClockSampler] = []
+    start = clocks.ClockSampler.start
+
+    def started(self):
+        samplers.append(self)
+        return start(self)
+
+    monkeypatch.setattr(clocks.ClockSampler, "start", started)
+    be = pipe_backend(tmp_path / "cache")
+    kw = {"replicas": {"GPU": 1, "DLA0": 1}} if mode == "replicas" else {}
+    ev = _ev(_randomised(tmp_path, "seed_block"), be, tmp_path, mode=mode, **kw)
+    run = WorkerPool.run
+    hot = 1032750000  # the GPU throttled below its locked 1300500000
+    try:
+        assert ev.evaluate(Placement.all_gpu(ev.model)).ok  # the run's reference
+
+        def throttled_while_built(self, job, **kw):  # between the job's start and its timed part: the builds
+            reply = run(self, job, **kw)
+            w0, _ = reply.result["timed_window"]
+            t_start = samplers[-1].samples[0][0]
+            assert t_start < w0
+            _gpu(root, cur=hot)
+            _read_at(samplers[-1], t_start + (w0 - t_start) / 3)
+            _gpu(root)
+            _read_at(samplers[-1], t_start + 2 * (w0 - t_start) / 3)
+            return reply
+
+        monkeypatch.setattr(WorkerPool, "run", throttled_while_built)
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+        assert m.ok, m.reason
+        assert m.extra["clocks"]["span"] == "timing" and m.extra["clocks"]["before"]["gpu:17000000.gpu"]["cur"] == GPU_HZ
+
+        def throttled_while_timed(self, job, **kw):
+            reply = run(self, job, **kw)
+            w0, w1 = reply.result["timed_window"]
+            _gpu(root, cur=hot)
+            _read_at(samplers[-1], (w0 + w1) / 2)
+            _gpu(root)
+            return reply
+
+        monkeypatch.setattr(WorkerPool, "run", throttled_while_timed)
+        m = ev.evaluate(Placement(ev.model, {"/conv4/Conv": "DLA0"}))
+        assert m.extra.get("failure_class") == "clocks", m.reason
+        assert "during the measurement" in m.reason and m.extra["clocks"]["span"] == "timing"
+        assert m.extra["clocks"]["samples_during"] == 1
+
+        def no_window_and_hot_at_the_end(self, job, **kw):
+            reply = run(self, job, **kw)
+            del reply.result["timed_window"]
+            _gpu(root, cur=hot)
+            return reply
+
+        monkeypatch.setattr(WorkerPool, "run", no_window_and_hot_at_the_end)
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}))
+        assert m.extra.get("failure_class") == "clocks", m.reason
+        assert m.extra["clocks"]["span"] == "measurement"
+    finally:
+        ev.close()
+        be.close()
+
+
 # --------------------------------------------------------------------------- the board's TensorRT vs --platform
 def test_a_tensorrt_the_platforms_jetpacks_never_had_is_refused_or_said(tmp_path, monkeypatch, caplog):
     """Before, ``Platform.ships_trt`` was never asked: TensorRT 10.3 on a board declared ``xavier-agx``

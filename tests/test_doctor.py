@@ -118,6 +118,40 @@ def test_nvpmodel_off_path_is_still_read(tmp_path, monkeypatch):
     assert trt_env.read_power_mode() == "MODE_30W"
 
 
+def test_without_nvpmodel_the_mode_is_named_from_its_status_file_and_the_modules_conf(tmp_path, monkeypatch):
+    """In a container without the ``nvpmodel`` program the mode's name is still read: its id from the
+    status file nvpmodel writes, its name from the module's nvpmodel file (NVIDIA's Orin NX 8GB file,
+    its form lines: tests/data/nvpmodel_conf/provenance.json). A comment that repeats the section
+    form, a PARAM section, an id the file lacks or a missing file give no name, never a guess."""
+    from pathlib import Path
+
+    from placetune.backends import clocks
+    from placetune.hardware.power_modes import modes_of
+
+    data = Path(__file__).parent / "data" / "nvpmodel_status"
+    conf = Path(__file__).parent / "data" / "nvpmodel_conf" / "nvpmodel_p3767_0001-modes.conf"
+    modes = trt_env.parse_nvpmodel_conf(conf.read_text())
+    assert modes == {0: "MAXN", 1: "10W", 2: "15W", 3: "20W"}
+    assert modes == {m.id: m.name for m in modes_of("orin-nx-8gb").modes}  # the table transcribed from it
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(trt_env, "SYSTEM_DIRS", ())
+    monkeypatch.setattr(trt_env, "NVPMODEL_CONF", str(conf))
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(data / "jetpack4.3-fmode.txt"))  # pmode:0000 fmode:quiet
+    assert trt_env.read_power_mode() == "MAXN"
+    status = tmp_path / "status"
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(status))
+    status.write_text("pmode:0003\n")
+    assert trt_env.read_power_mode() == "20W"
+    status.write_text("pmode:0007\n")  # no such mode in the file
+    assert trt_env.read_power_mode() is None
+    status.write_text("pmode:0001\n")
+    monkeypatch.setattr(trt_env, "NVPMODEL_CONF", str(tmp_path / "missing.conf"))
+    assert trt_env.read_power_mode() is None
+    monkeypatch.setattr(trt_env, "NVPMODEL_CONF", str(conf))
+    status.unlink()
+    assert trt_env.read_power_mode() is None
+
+
 def test_published_jetson_clocks_outputs_read_right():
     """Real ``jetson_clocks --show`` outputs (tests/data/jetson_clocks/provenance.json): a locked AGX
     Orin on L4T R39.2 whose CPU lines carry no ``Online=`` field, and two boards whose clocks were not

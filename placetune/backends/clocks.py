@@ -256,8 +256,8 @@ class ClockWatch:
     (:meth:`timing` around it, or :meth:`timed` with the snapshots a :class:`ClockSampler` read
     around it): a build takes minutes and may see a clock move that is over before the engine is
     timed, which says nothing about the figures. Where no timed part was given (the build failed,
-    or the backend's mode times inside one opaque job), the snapshots around the whole measurement
-    are judged."""
+    the worker died, or its job reported no timed window), the snapshots around the whole
+    measurement are judged."""
 
     def __init__(self, root: str | Path | None = None, stop_after: int = STOP_AFTER,
                  status: str | Path | None = None) -> None:

@@ -91,8 +91,9 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
                            "(and check with `sudo jetson_clocks --show`)", state)
     if fp["power_mode"] is None and fp["l4t"] is not None:
         backend._warn_once("power-unread", "the Jetson's nvpmodel power mode could not be read (`nvpmodel -q` not found or "
-                           "failed): every measurement is recorded under the study's power_mode %s UNCHECKED; run "
-                           "where nvpmodel is available (not in a container without it) or check `nvpmodel -q` "
+                           "failed, and /var/lib/nvpmodel/status with /etc/nvpmodel.conf not readable): every "
+                           "measurement is recorded under the study's power_mode %s UNCHECKED; run where nvpmodel is "
+                           "available (in a container, mount those two files read-only) or check `nvpmodel -q` "
                            "by hand", settings.power_mode)
     if fp["power_mode"] is not None and not same_power_mode(platform.name, fp["power_mode"], settings.power_mode):
         backend._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "

@@ -52,14 +52,13 @@ from placetune.memo import Memo
 from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
-from placetune.backends.tensorrt.jobs import JobContext, reply_failure, timing_cache_path
+from placetune.backends.tensorrt.jobs import JobContext, reply_failure, run_timed, timing_cache_path
 from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
 from placetune.backends.tensorrt.worker_names import is_placement_line
 
-from placetune.backends.clocks import ClockSampler
 from placetune.backends.base import ALL_MODES, Capabilities, default_cache_dir
 from placetune.backends.jetson import (
     JetsonBackend,
@@ -312,7 +311,8 @@ class TensorRTBackend(JetsonBackend):
             calibration_cache=self.calibration_cache, memory_pools=self.memory_pools, verbose_log=self.verbose_log,
             engine_cache=self.engine_cache, gate=self.gate, gate_tolerance=self.gate_tolerance,
             timeline_frames=self.timeline_frames, replicas_duration_s=self.replicas_duration_s,
-            cut_formats=self.cut_formats, test_wrong_cut=self.test_wrong_cut, sources=self._sources)
+            cut_formats=self.cut_formats, test_wrong_cut=self.test_wrong_cut, sources=self._sources,
+            clock_watch=self.clock_watch)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -438,18 +438,12 @@ class TensorRTBackend(JetsonBackend):
         if self.power:  # the rails are read here, around the worker's timed loop (its window cuts them)
             job["min_timed_s"] = self.power_duration_s
             sampler = PowerSampler(self.power_root, self.power_interval_s, total_rails=self.power_rails).start()
-        # the clocks too, on a Jetson: those around the worker's timed loop are judged, not the build's
-        clocks = ClockSampler(self.clock_watch).start() if self.clock_watch.first is not None else None
-        try:
-            reply = self.pool.run(job, timeout_s=self.timeout_s + (self.power_duration_s if self.power else 0.0))
+        try:  # the clocks too, on a Jetson: those around the worker's timed loop are judged, not the build's
+            reply = run_timed(self.pool, job, self.timeout_s + (self.power_duration_s if self.power else 0.0),
+                              self.clock_watch)
         finally:
             if sampler is not None:
                 sampler.stop()
-            if clocks is not None:
-                clocks.stop()
-        window = reply.result.get("timed_window") if reply.kind == "result" else None
-        if clocks is not None and isinstance(window, list) and len(window) == 2:
-            self.clock_watch.timed(*clocks.window(float(window[0]), float(window[1])))
         m = self._to_measurement(reply, r, core, version, base)
         if sampler is not None and m.ok:
             self._add_energy(m, sampler, reply.result.get("timed_window"))

@@ -19,9 +19,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from placetune.backends.clocks import read_power_mode_id
+
 __all__ = [
     "read_l4t", "read_module", "read_jetpack", "read_power_mode", "read_clocks", "read_clocks_sysfs",
-    "parse_nv_tegra_release", "parse_nvpmodel", "parse_jetson_clocks", "find_trtexec", "TRTEXEC_DIRS", "SYSTEM_DIRS",
+    "parse_nv_tegra_release", "parse_nvpmodel", "parse_nvpmodel_conf", "power_mode_from_files", "parse_jetson_clocks",
+    "find_trtexec", "NVPMODEL_CONF", "TRTEXEC_DIRS", "SYSTEM_DIRS",
 ]
 
 #: Where JetPack installs trtexec (it is not on PATH by default).
@@ -101,10 +104,44 @@ def parse_nvpmodel(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+#: The nvpmodel configuration of the module (on L4T a link to ``/etc/nvpmodel/nvpmodel_<module>.conf``):
+#: its ``< POWER_MODEL ID=N NAME=... >`` sections name the modes (tests point it at a fixture).
+NVPMODEL_CONF = "/etc/nvpmodel.conf"
+
+_POWER_MODEL = re.compile(r"^\s*<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=([^\s>]+)\s*>")
+
+
+def parse_nvpmodel_conf(text: str) -> dict[int, str]:
+    """An nvpmodel configuration file -> ``{mode id: mode name}`` from its ``< POWER_MODEL ID=0
+    NAME=MAXN >`` section lines (NVIDIA's files, e.g. ``nvpmodel_p3767_0001.conf``; comment lines,
+    which repeat the form as ``ID=id_num``, and ``< PARAM ... >`` sections are not modes). The names
+    are those ``nvpmodel -q`` prints (``NV Power Mode: <NAME>``)."""
+    modes: dict[int, str] = {}
+    for line in (text or "").splitlines():
+        m = _POWER_MODEL.match(line)
+        if m:
+            modes.setdefault(int(m.group(1)), m.group(2))
+    return modes
+
+
+def power_mode_from_files(status: str | Path | None = None, conf: str | Path | None = None) -> str | None:
+    """The power mode's name without the ``nvpmodel`` program (a container without it): its id from
+    the status file nvpmodel writes (``/var/lib/nvpmodel/status``, ``pmode:0002``), its name from the
+    module's nvpmodel configuration (:data:`NVPMODEL_CONF`). None when either cannot be read, or the
+    configuration has no mode of that id (a name is never guessed)."""
+    mode, _ = read_power_mode_id(status)
+    if mode is None:
+        return None
+    text = _read(conf if conf is not None else NVPMODEL_CONF)
+    return parse_nvpmodel_conf(text).get(mode) if text else None
+
+
 def read_power_mode() -> str | None:
-    """The current nvpmodel power mode name, None when nvpmodel is unavailable."""
+    """The current nvpmodel power mode name: ``nvpmodel -q``, else, where that program is missing or
+    does not answer, :func:`power_mode_from_files`; None when neither can say."""
     out = _run(["nvpmodel", "-q"])
-    return parse_nvpmodel(out) if out else None
+    name = parse_nvpmodel(out) if out else None
+    return name if name is not None else power_mode_from_files()
 
 
 def parse_jetson_clocks(text: str) -> bool | None:

@@ -1,6 +1,7 @@
 """What the tensorrt backend's worker jobs share on the parent side: the job context (the backend's
-options a job is built and timed with, its worker pool, the model's source ONNX), a worker that
-failed as a measurement, the timing cache file, engine specs keyed for the engine cache, and
+options a job is built and timed with, its worker pool, the model's source ONNX), a job run with
+the clocks judged around its timed part only (:func:`run_timed`), a worker that failed as a
+measurement, the timing cache file, engine specs keyed for the engine cache, and
 reading each engine's build log back into the realised placement.
 
 The engine mode (:mod:`placetune.backends.tensorrt.backend`) and the pipeline and replicas modes
@@ -21,6 +22,7 @@ from placetune.backends.tensorrt.env import read_l4t
 from placetune.backends.tensorrt.placement_known import decide, say_unknown
 from placetune.backends.tensorrt.pool import WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_names import is_placement_line
+from placetune.backends.clocks import ClockSampler, ClockWatch
 from placetune.backends.jetson import UNEXPLAINED_FALLBACK
 from placetune.measurement import Measurement
 from placetune.memo import Memo
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JobContext", "reply_failure", "timing_cache_path", "strongly_typed", "read_realised"]
+__all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "strongly_typed", "read_realised"]
 
 _LOG_KEEP = 400
 
@@ -75,6 +77,29 @@ def reply_failure(reply: WorkerReply, base: dict[str, Any], extra: dict[str, Any
     return None
 
 
+def run_timed(pool: WorkerPool, job: dict[str, Any], timeout_s: float, watch: ClockWatch | None) -> WorkerReply:
+    """``pool.run(job)`` with the clocks judged around the job's timed part only: on a Jetson
+    (``watch.first`` read), a :class:`~placetune.backends.clocks.ClockSampler` reads them in a thread
+    while the worker builds and times, and the snapshots around the ``timed_window`` its result
+    reports (``time.monotonic()`` seconds, the worker's timed loop or loops) are given to
+    ``watch.timed``: a clock that moved during a build, over before the timing, says nothing about
+    the figures. A reply without a window (a failed build, a worker that died) leaves the whole
+    measurement judged. Every mode's job (engine, pipeline, replicas) is run through here."""
+    clocks = ClockSampler(watch).start() if watch is not None and watch.first is not None else None
+    try:
+        reply = pool.run(job, timeout_s=timeout_s)
+    finally:
+        if clocks is not None:
+            clocks.stop()
+    window = reply.result.get("timed_window") if reply.kind == "result" else None
+    if clocks is not None and watch is not None:
+        if isinstance(window, list) and len(window) == 2:
+            watch.timed(*clocks.window(float(window[0]), float(window[1])))
+        else:  # no timed part (or a retried job's first try): the whole measurement is judged
+            watch.window = None
+    return reply
+
+
 @dataclass
 class JobContext:
     """The backend's options a pipeline or replicas job is built and timed with (see
@@ -99,6 +124,12 @@ class JobContext:
     cut_formats: bool
     test_wrong_cut: bool
     sources: Memo["onnx.ModelProto"] = field(default_factory=lambda: Memo(1))
+    #: the run's clocks (None: not watched): a job's timed part is judged (:func:`run_timed`)
+    clock_watch: ClockWatch | None = None
+
+    def run(self, job: dict[str, Any], timeout_s: float) -> WorkerReply:
+        """The job run by the worker pool, the clocks around its timed part judged (:func:`run_timed`)."""
+        return run_timed(self.pool, job, timeout_s, self.clock_watch)
 
     def source_onnx(self, model: "Model") -> "onnx.ModelProto":
         """The model's ONNX with its weights, which a pipeline cuts and a replica rebatches."""

@@ -117,7 +117,7 @@ def measure_pipeline(ctx: JobContext, r: "Realisation", platform: "Platform", se
     job, timeout, gate_skipped = _pipeline_job(ctx, r, cuts, source, ref_path, settings, platform, version, common,
                                                cache, formats, fp16)
     job["dla_cores"] = cores
-    reply = ctx.pool.run(job, timeout_s=timeout)
+    reply = ctx.run(job, timeout_s=timeout)
     why = None
     if formats and (reply.result or {}).get("status") == "build_failed":
         # the native cut formats did not build (a TensorRT that refuses one of them): the
@@ -127,7 +127,7 @@ def measure_pipeline(ctx: JobContext, r: "Realisation", platform: "Platform", se
         job, timeout, gate_skipped = _pipeline_job(ctx, r, cuts, source, ref_path, settings, platform, version,
                                                    common, cache, formats, fp16)
         job["dla_cores"] = cores
-        reply = ctx.pool.run(job, timeout_s=timeout)
+        reply = ctx.run(job, timeout_s=timeout)
     return _pipeline_measurement(ctx, reply, r, cuts, job["engines"], settings, base, version, timeout, gate_skipped,
                                  formats, why, job["gate"]["reference"])
 
@@ -416,7 +416,7 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
            "seed": settings.seed}
     builds = sum(1 for h in cached_before if not h)
     timeout = ctx.timeout_s * max(1, builds) + ctx.replicas_duration_s
-    reply = ctx.pool.run(job, timeout_s=timeout)
+    reply = ctx.run(job, timeout_s=timeout)
     extra: dict[str, Any] = {"trt_version": version, "worker_seconds": round(reply.seconds, 3)}
     if notes:
         extra["notes"] = notes

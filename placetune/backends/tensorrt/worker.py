@@ -40,12 +40,16 @@ each job line it writes exactly one result line. Jobs:
   is loaded on a DLA core where its loadables fit beside the pipeline's
   -> ``{"status", "engines": [build record + "cached"], "reference": record, "gate": report,
   "latency_samples_ms", "period_ms", "schedule": [[start, end] per engine], "timeline":
-  [[engine, frame, start, end], ...], "alone_ms": [...], "layer_profiles": [...], "error"}``.
+  [[engine, frame, start, end], ...], "alone_ms": [...], "timed_window": [start, end] of the timed
+  part (the latency loop to each engine alone) in time.monotonic() seconds, "layer_profiles": [...],
+  "error"}``.
   Engines are given in topological order; one stream each, events between them.
 * ``{"op": "replicas", "instances": [spec + "batch"], "common": {...}, "iterations": N,
   "warmup_ms": ms, "duration_s": s, "timeline_iterations": N}`` -> ``{"status", "engines",
   "alone_samples_ms": [[...] per instance], "instances": [{"inferences", "span_ms",
-  "samples_ms", ...}], "timeline": [[instance, iteration, start, end], ...], "window_ms"}``.
+  "samples_ms", ...}], "timeline": [[instance, iteration, start, end], ...], "window_ms",
+  "timed_window": [start, end] of the timed part (each instance alone, then all at once) in
+  time.monotonic() seconds}``.
 * ``{"op": "build", "engines": [spec, ...], "common": {...}}`` -> ``{"status", "engines"}``: each
   engine built and written to its spec's ``plan_cache`` path (``placetune build``), no timing.
 

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover
 from worker_build import make_logger, obtain_all
 from worker_cuda import driver
 from worker_resources import Resources, alloc, random_fill, release
-from worker_time import Engine
+from worker_time import Engine, timed_window
 
 
 #: seconds the enqueue threads may take to reach the start line together
@@ -177,6 +177,7 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
     # ---- each instance alone
     start, end = cuda.Event(), cuda.Event()
     alone = []
+    timed_from = time.monotonic()  # the timed part: each alone (their warm-ups between), then all at once
     for e, addr in zip(engines, addresses):
         t_start = time.perf_counter()
         warm = 0
@@ -198,6 +199,7 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
     base = cuda.Event()
     base.record(timer)
     kept, last, counts = _together(cuda, engines, addresses, job, iterations, base)
+    window = timed_window(timed_from)
     rows = []
     for i in range(n):
         first = kept[i][0][0]
@@ -210,6 +212,7 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
     out["timeline"] = [[i, k, float(a.time_since(base)), float(b.time_since(base))]
                        for i in range(n) for k, (a, b) in enumerate(kept[i][:n_tl])]
     out["window_ms"] = max(r["end_ms"] for r in rows) - min(r["start_ms"] for r in rows)
+    out["timed_window"] = window
     out["status"] = "ok"
 
 

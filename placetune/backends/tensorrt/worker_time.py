@@ -68,12 +68,20 @@ def profile_layers(trt, context, run, stream, reps):
     return [[k, prof.total[k] / reps] for k in prof.order]
 
 
+def timed_window(t0):
+    # type: (float) -> List[float]
+    """``[t0, now]`` in time.monotonic() seconds: the span of a job's timed part, reported as its
+    ``timed_window``. The monotonic clock is the system's (CLOCK_MONOTONIC), one for every process
+    of the machine, so the parent cuts the clocks (and power rails) it sampled meanwhile to it:
+    a clock that moved during the build only says nothing about the figures."""
+    return [t0, time.monotonic()]
+
+
 def time_serial(cuda, run, stream, iterations, min_seconds=0.0):
     # type: (Any, Any, Any, int, float) -> Tuple[List[float], float, List[float]]
     """Time at least ``iterations`` queries, and for at least ``min_seconds`` (trtexec's
     ``--duration``; the power rails need seconds), one at a time: ``(latency of each in ms, wall
-    time of the loop in ms, [start, end] of the loop in time.monotonic() seconds)``. The monotonic
-    clock is the system's (CLOCK_MONOTONIC), so the parent's power samples can be cut to it.
+    time of the loop in ms, [start, end] of the loop in time.monotonic() seconds, :func:`timed_window`)``.
 
     The engine-mode method of both real backends (placetune/backends/timing_method.py): an event
     on ``stream`` just before the enqueue, one just after, and the host waits for the second before
@@ -95,7 +103,7 @@ def time_serial(cuda, run, stream, iterations, min_seconds=0.0):
         end.record(stream)
         end.synchronize()
         samples.append(float(end.time_since(start)))
-    return samples, float(end.time_since(first)), [t0, time.monotonic()]
+    return samples, float(end.time_since(first)), timed_window(t0)
 
 
 def time_engine(trt, plan, job, logger):
