@@ -179,8 +179,9 @@ def cuda_python_check(l4t: str | None, binding: str | None, version: str | None)
 def _jetson_checks(checks: list[Check]) -> None:
     """The power mode and clock checks of a Jetson."""
     mode = trt_env.read_power_mode()
-    checks.append(Check("power mode", mode is not None, mode or "unknown (nvpmodel not available)",
-                        "" if mode else "on a Jetson: sudo nvpmodel -q (and sudo nvpmodel -m 0 for MAXN)"))
+    checks.append(Check("power mode", mode is not None, mode or "unknown (neither nvpmodel -q nor /var/lib/nvpmodel/status with /etc/nvpmodel.conf answered)",
+                        "" if mode else "on a Jetson: sudo nvpmodel -q (and sudo nvpmodel -m 0 for MAXN); in a "
+                        "container, mount /var/lib/nvpmodel/status and /etc/nvpmodel.conf read-only"))
     mode_id, why = clock_watch.read_power_mode_id()  # what the clocks watch reads before and after every timing
     checks.append(Check("power mode per measurement", mode_id is not None,
                         f"nvpmodel mode {mode_id} ({clock_watch.NVPMODEL_STATUS}, read around every timing)" if mode_id is not None
