@@ -4,6 +4,7 @@ TensorRT version, red with a clear line when a DLA build printed no placement li
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -201,7 +202,7 @@ def test_each_failure_mode_has_its_own_line():
     """The clocks and energy checks' answers, one per failure mode, none alike; none of them a
     failure of the stack: clocks off or unreadable are setup steps, no energy figure is unavailable
     (a study that needs energy is refused on such a board)."""
-    from placetune.cli.selftest import _clocks_check, _energy_check
+    from placetune.cli.selftest_checks import clocks_check as _clocks_check, energy_check as _energy_check
 
     answers = [_clocks_check("MAXN", True), _clocks_check("15W", False), _clocks_check(None, None),
                _energy_check([], {}, True), _energy_check(["VDD_IN"], {}, False),
@@ -300,3 +301,29 @@ def test_a_tensorrt_installed_by_pip_is_named_where_its_dla_count_is_wrong():
     assert pip_wheel_hint(None) == ""
     hint = pip_wheel_hint("/opt/pt/lib/python3.10/site-packages/tensorrt/__init__.py")
     assert "/opt/pt/lib/python3.10/site-packages" in hint and "pip uninstall tensorrt" in hint
+
+
+def test_the_fp16_gate_passes_fp16_rounding_and_a_failure_says_arithmetic_or_wrong_data(monkeypatch):
+    """FP16 moves a small chain's output by 5.7e-4 to 4.9e-3 relative L2 (benchmarks/fp16_gate_noise.py:
+    FP32 / FP16 accumulation); the gate (2e-2) passes that with a 4x margin on the real comparison code,
+    fails a swapped cut, and the selftest's line says which kind a failure is."""
+    import numpy as np
+
+    from placetune.backends.tensorrt.backend import GATE_TOLERANCE
+    from placetune.backends.tensorrt.pool import WORKER_FILE
+    from placetune.cli.selftest import WRONG_DATA_REL_L2, gate_kind
+
+    monkeypatch.syspath_prepend(str(WORKER_FILE.parent))  # imported as the worker does: top-level
+    compare_outputs = importlib.import_module("worker_pipeline").compare_outputs
+
+    rng = np.random.default_rng(1)
+    ref = np.maximum(rng.standard_normal((4, 16, 8, 8)), 0).astype(np.float32)
+    noisy = ref + rng.standard_normal(ref.shape).astype(np.float32) * 4.9e-3 * np.sqrt((ref ** 2).mean())
+    ok = compare_outputs(np, {"y": noisy}, {"y": ref}, GATE_TOLERANCE["fp16"])
+    assert ok["passed"] and ok["outputs"]["y"]["rel_l2"] * 4 < GATE_TOLERANCE["fp16"]
+    swapped = compare_outputs(np, {"y": ref[::-1].copy()}, {"y": ref}, GATE_TOLERANCE["fp16"])
+    assert not swapped["passed"] and swapped["outputs"]["y"]["rel_l2"] > WRONG_DATA_REL_L2
+    assert "wrong data, not rounding" in gate_kind(swapped)
+    drift = compare_outputs(np, {"y": ref * 1.05}, {"y": ref}, GATE_TOLERANCE["fp16"])
+    assert not drift["passed"] and "DLA arithmetic differs" in gate_kind(drift)
+    assert gate_kind({}) == ""
