@@ -157,10 +157,13 @@ def test_red_with_a_clear_line_when_placement_lines_are_missing_or_a_dla_check_r
     (code, doc), (code2, doc2) = _all(tmp_path, RED)
     by = {c["name"]: c for c in doc["checks"]}
     assert code == EXIT_NOT_ALL_OK and by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"
-    for n in ("engine all-DLA0 fp16 (vs trtexec)", "pipeline GPU->DLA0->GPU K=1..3, wrong cut", "DLA0 || DLA1"):
+    for n in ("pipeline GPU->DLA0->GPU K=1..3, wrong cut", "DLA0 || DLA1"):
         assert by[n]["status"] == "failed" and "printed no placement lines" in by[n]["detail"], by[n]
     text = (tmp_path / "0" / "st" / "selftest.txt").read_text()
-    assert "[FAILED]  engine all-DLA0 fp16 (vs trtexec): the DLA build printed no placement lines" in text
+    assert "[FAILED]  DLA0 || DLA1: the DLA build printed no placement lines" in text
+    # the engine's layer information placed the all-DLA0 engine: known, as a tune reads it, and said so
+    dla0 = by["engine all-DLA0 fp16 (vs trtexec)"]
+    assert dla0["status"] == "ok" and "from the engine's layer information only" in dla0["detail"], dla0
     by = {c["name"]: c for c in doc2["checks"]}
     assert code2 == EXIT_NOT_ALL_OK
     for n in ("engine all-DLA0 fp16 (vs trtexec)", "DLA0 || DLA1"):
@@ -327,3 +330,20 @@ def test_the_fp16_gate_passes_fp16_rounding_and_a_failure_says_arithmetic_or_wro
     drift = compare_outputs(np, {"y": ref * 1.05}, {"y": ref}, GATE_TOLERANCE["fp16"])
     assert not drift["passed"] and "DLA arithmetic differs" in gate_kind(drift)
     assert gate_kind({}) == ""
+
+
+def test_a_dla_build_placed_by_the_engines_layer_information_alone_is_not_a_missing_placement():
+    """A build log without placement lines whose engine's layer information placed every layer
+    (placement_known True, as a tune would read it) passes the DLA check; the same log with the
+    placement unknown still fails with the 'printed no placement lines' line."""
+    from placetune.cli.selftest import _ran_on_dla
+    from placetune.measurement import Measurement
+
+    note = "the build log has no DLA/GPU placement sections: realised placement from the engine inspector only"
+    m = Measurement(status="ok", latency_samples_ms=[1.0], realized={"a": "DLA0", "b": "DLA0"},
+                    dla_loadables={"DLA0": 1}, extra={"placement_known": True, "notes": [note]})
+    assert _ran_on_dla(m, ["DLA0"]) is None
+    unknown = Measurement(status="ok", latency_samples_ms=[1.0], realized=None, dla_loadables={},
+                          extra={"placement_known": False, "notes": [note.replace("from the engine inspector only",
+                                                                                  "UNKNOWN")]})
+    assert _ran_on_dla(unknown, ["DLA0"]).startswith("the DLA build printed no placement lines")

@@ -158,8 +158,13 @@ def _measure(model, plat: str, backend, placement, **settings):
 
 
 def _no_placement_lines(m) -> str | None:
-    """Why the realised placement of a DLA build is unknown (None when the log had it): the
-    backend notes a build log without the ``Layers Running on DLA/GPU`` sections."""
+    """Why the realised placement of a DLA build is unknown (None when it is known): the backend
+    notes a build log without the ``Layers Running on DLA/GPU`` sections (or offload lines). When the
+    engine's own layer information placed every layer instead (``placement_known`` True: the second
+    source the backends read, :func:`placetune.backends.tensorrt.placement_known.decide`), the
+    placement is known and a tune reads it the same way: not a failure."""
+    if (m.extra or {}).get("placement_known") is True:
+        return None
     for note in (m.extra or {}).get("notes") or []:
         if "placement sections" in str(note):
             return ("the DLA build printed no placement lines ('Layers Running on DLA' / [DlaLayer]), so where "
@@ -314,6 +319,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 why = _ran_on_dla(m, ["DLA0"])
                 if why:
                     return "failed", why, figs
+                if any("placement sections" in str(n) for n in (m.extra or {}).get("notes") or []):
+                    notes.append("placement read from the engine's layer information only: the build log printed "
+                                 "no placement lines (a tune reads it the same way; send this report)")
             why, more = same_engine(m, core, precision)
             figs.update(more)
             if why:
