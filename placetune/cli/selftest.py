@@ -5,23 +5,27 @@ device tree's ``compatible`` and ``model`` strings, :mod:`placetune.hardware.mod
 module is said so and the checks go on with a stand-in profile of as many DLA cores as TensorRT
 reports); TensorRT's version and DLA cores (against the module's); a tiny CNN all-GPU and
 all-DLA0 in FP16, each engine timed again by ``trtexec --loadEngine --exposeDMA`` (the same engine,
-timed the same way: the two must agree within 10% + 50 us, :data:`LATENCY_TOLERANCE`) and the DLA0 engine's loadables compared with ``trtexec --useDLACore=0
---allowGPUFallback``'s own build; INT8 on DLA without a calibration cache; pipelines
+timed the same way: the two must agree within 10% + 50 us, :data:`LATENCY_TOLERANCE`; a disagreement is
+timed again once on both sides, :func:`compare_timing`) and the DLA0 engine's loadables compared with ``trtexec --useDLACore=0
+--allowGPUFallback``'s own build where trtexec's log tells them (:func:`compare_loadables`); INT8 on DLA without a calibration cache; pipelines
 GPU->DLA0->GPU at K=1..3 (the gate passes, a deliberately wrong cut fails, loadables per core
 <= 16); DLA0 || DLA1 replicas of the all-DLA engine; a second run hits the engine cache; the
 worker exits with status 0; the clocks (nvpmodel mode, jetson_clocks on: a tune stops at its
-first build when they are off, :mod:`placetune.tuning.first_build`); power rails found and an
-energy figure read from them during trtexec's timing of the all-GPU engine.
+first build when they are off, :mod:`placetune.tuning.first_build`; off is a setup step of the board,
+``setup``, not a fault of the stack); power rails found and an energy figure read from them during
+trtexec's timing of the all-GPU engine (none is ``unavailable``: a study that needs energy is refused).
 
 Every DLA check runs DLA engines and fails loudly when the build printed no placement lines
 (``Layers Running on DLA/GPU``: where TensorRT put each layer is then unknown) or when no layer
 ran on the DLA (the check ran on the GPU). Each check is ``ok``, ``failed``, ``skipped`` (with
-why) or ``n/a`` (not applicable here: DLA checks on a module without DLA, INT8 without Q/DQ on
-a strongly typed TensorRT).
+why), ``n/a`` (not applicable here: DLA checks on a module without DLA, INT8 without Q/DQ on
+a strongly typed TensorRT), ``setup`` (the board needs a setup step before a tune) or
+``unavailable`` (a figure this board cannot give; a study that needs it is refused).
 
 The report (``selftest.txt`` and ``selftest.json``) holds versions, statuses and figures,
 never environment variables; paths under the home directory are written as ``~``.
-Exit status: 0 when every check is ok or n/a; 8 (backend) when any check failed or could not
+Exit status: 0 when every check is ok, n/a, setup or unavailable (the stack works; the report's
+``[SETUP]`` lines say what to do before a tune); 8 (backend) when any check failed or could not
 run (off a Jetson, most are skipped, so the exit status is 8 there).
 """
 
@@ -39,6 +43,10 @@ from placetune.validate import dumps_json
 import placetune
 from placetune._lazy import lazy_import
 from placetune.files.folder import OutputFolder
+from placetune.cli.selftest_checks import (LATENCY_ALLOWANCE_MS, LATENCY_TOLERANCE, NA as _NA, PASSING as _PASSING,
+                                           SETUP as _SETUP, UNAVAILABLE as _UNAVAILABLE, clocks_check as _clocks_check,
+                                           compare_loadables, compare_timing, energy_check as _energy_check, gate_kind,
+                                           within_tolerance, WRONG_DATA_REL_L2)
 
 if TYPE_CHECKING:
     import placetune.backends.tensorrt.backend as _backend
@@ -66,7 +74,8 @@ else:
     _doctor = lazy_import("placetune.backends.doctor")
 
 __all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS",
-           "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS", "pip_wheel_hint"]
+           "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS", "pip_wheel_hint", "compare_timing",
+           "compare_loadables", "gate_kind", "WRONG_DATA_REL_L2"]
 
 #: exit status when a check failed or was skipped (the README's backend code)
 EXIT_NOT_ALL_OK = 8
@@ -77,33 +86,6 @@ MODEL = "model-gn"  # a tiny CNN with non-trivial weights (zoo)
 RUNTIME_PRECISION = "fp16"
 #: the profile the checks use on a module placetune has no profile for, by TensorRT's DLA core count
 STAND_IN_PLATFORMS = {0: "orin-nano", 1: "orin-nx-8gb", 2: "orin-agx"}
-#: How far the worker's median latency of an engine may be from trtexec's of the same engine:
-#: ``|worker - trtexec| <= LATENCY_TOLERANCE * trtexec + LATENCY_ALLOWANCE_MS``. Both time one query
-#: in flight between CUDA events around the enqueue (trtexec with ``--exposeDMA``:
-#: :mod:`placetune.backends.timing_method`), so no systematic offset is left but the host's cost
-#: of starting the enqueue: the worker calls ``execute_async_v3`` through Python (a bound-method
-#: call and pybind11's dispatch between recording the start event and the first launch), trtexec
-#: through C++; that is microseconds per query on a Jetson's CPU and does not scale with the
-#: engine, hence a fixed allowance of 50 us. What does scale: the two runs are separate
-#: processes timed one after the other, so a DVFS step between them (clocks not locked:
-#: ``sudo jetson_clocks``) or the median of a different number of samples moves the ratio by a
-#: few per cent on a locked board; 10 % leaves room for that and still catches the offset the
-#: two-in-flight default gives (up to one enqueue, which is tens of per cent of a small engine).
-LATENCY_TOLERANCE = 0.10
-#: the fixed part of the allowance (ms): the Python-vs-C++ enqueue start (see LATENCY_TOLERANCE)
-LATENCY_ALLOWANCE_MS = 0.05
-_NA = "n/a"
-
-
-def within_tolerance(worker_ms: float, trtexec_ms: float) -> bool:
-    """True when the worker's median latency of an engine agrees with trtexec's of the same engine
-    (:data:`LATENCY_TOLERANCE` of trtexec's plus :data:`LATENCY_ALLOWANCE_MS`).
-
-    Example:
-        >>> within_tolerance(0.33, 0.30), within_tolerance(1.25, 1.0)
-        (True, False)
-    """
-    return abs(worker_ms - trtexec_ms) <= LATENCY_TOLERANCE * trtexec_ms + LATENCY_ALLOWANCE_MS
 
 
 def dla_count_hint(version: str, module_title: str) -> str:
@@ -176,8 +158,13 @@ def _measure(model, plat: str, backend, placement, **settings):
 
 
 def _no_placement_lines(m) -> str | None:
-    """Why the realised placement of a DLA build is unknown (None when the log had it): the
-    backend notes a build log without the ``Layers Running on DLA/GPU`` sections."""
+    """Why the realised placement of a DLA build is unknown (None when it is known): the backend
+    notes a build log without the ``Layers Running on DLA/GPU`` sections (or offload lines). When the
+    engine's own layer information placed every layer instead (``placement_known`` True: the second
+    source the backends read, :func:`placetune.backends.tensorrt.placement_known.decide`), the
+    placement is known and a tune reads it the same way: not a failure."""
+    if (m.extra or {}).get("placement_known") is True:
+        return None
     for note in (m.extra or {}).get("notes") or []:
         if "placement sections" in str(note):
             return ("the DLA build printed no placement lines ('Layers Running on DLA' / [DlaLayer]), so where "
@@ -202,38 +189,6 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
     where = f"no layer ran on {', '.join(idle) or 'a DLA'}"
     return (f"the DLA check ran on the GPU: {where} (loadables {m.dla_loadables or {}})"
             + (f"; TensorRT's reasons: {why}" if why else ""))
-
-
-def _clocks_check(power_mode: str | None, locked: bool | None) -> tuple[str, str, str]:
-    """``(name, status, detail)`` of the clocks a run assumes: the nvpmodel mode (recorded in every
-    study's fingerprint: a study refuses to resume under another) and whether jetson_clocks is on
-    (a real run stops at its first build when it is off: placetune.tuning.first_build)."""
-    mode = f"nvpmodel mode {power_mode}" if power_mode else "nvpmodel mode unknown (nvpmodel -q did not answer)"
-    if locked is True:
-        return "clocks", "ok", f"{mode}; jetson_clocks on (CPU and GPU clocks fixed)"
-    if locked is False:
-        return "clocks", "failed", (f"{mode}; jetson_clocks is off (`jetson_clocks --show`: clocks not fixed), so "
-                                    "timings drift with DVFS and a tune stops at its first build: run "
-                                    "`sudo jetson_clocks`")
-    return "clocks", "skipped", (f"{mode}; whether jetson_clocks is on could not be read (`jetson_clocks --show` "
-                                 "is missing or needs root, and the CPU/GPU frequency limits in /sys could not be "
-                                 "read: run the selftest with sudo to check it)")
-
-
-def _energy_check(rails: list[str], seen: dict[str, Any], have_trtexec: bool) -> tuple[str, str, str]:
-    """``(name, status, detail)`` of energy: the rails, and an energy figure from trtexec's timing of
-    the all-GPU engine (the only backend that samples power; an energy study needs it)."""
-    if not rails:
-        return "power rails", "skipped", ("no INA3221 rails found (not a Jetson, or /sys not readable): "
-                                          "--objective energy cannot be measured here")
-    names = ", ".join(rails)
-    if not have_trtexec or not seen:
-        return "power rails", "skipped", f"{names}; no trtexec timing ran, so no energy figure was read"
-    if seen.get("energy_mj") is None:
-        why = ((seen.get("power") or {}).get("reason") or f"trtexec's timing {seen.get('status')}"
-               + (f": {seen['reason']}" if seen.get("reason") else ""))
-        return "power rails", "failed", f"{names} found but no energy figure: {why}"
-    return "power rails", "ok", f"{names}; {seen['energy_mj']:.3f} mJ per inference of the all-GPU engine"
 
 
 def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = None,
@@ -322,32 +277,39 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
     energy_seen: dict[str, Any] = {}
-    rep.add(*_clocks_check(_trt_env.read_power_mode(), _trt_env.read_clocks()))
+    clocks_locked = _trt_env.read_clocks()
+    rep.add(*_clocks_check(_trt_env.read_power_mode(), clocks_locked))
 
-    def same_engine(m, core: int, precision: str) -> tuple[str | None, dict[str, Any]]:
+    def same_engine(m, devs, core: int, precision: str) -> tuple[str | None, dict[str, Any]]:
         """The worker's engine timed again by trtexec --loadEngine: None when within tolerance."""
         plan = (m.extra or {}).get("plan_file")
         if tx is None or not plan:
             return (None if tx is None else "the worker kept no engine file for trtexec to time"), {}
-        t = tx.time_plan(plan, _settings.Settings(precision=precision), dla_core=core, batch=model.batch)
-        if core < 0:  # the energy check reads the all-GPU engine's power
-            energy_seen.update(energy_mj=t.energy_mj, power=(t.extra or {}).get("power") or {}, status=t.status,
-                               reason=t.reason)
+
+        def time_it():
+            t = tx.time_plan(plan, _settings.Settings(precision=precision), dla_core=core, batch=model.batch)
+            if core < 0 and (not energy_seen or energy_seen.get("energy_mj") is None):  # the energy check's figure
+                energy_seen.update(energy_mj=t.energy_mj, power=(t.extra or {}).get("power") or {},
+                                   status=t.status, reason=t.reason)
+            return t
+
+        t = time_it()
         if not t.ok:
             return f"trtexec --loadEngine of the worker's engine: {t.status}: {t.reason}", {}
-        ours, theirs = m.latency_ms["median"], t.latency_ms["median"]
-        ratio = ours / theirs
-        figs = {"trtexec_latency_ms": theirs, "latency_ratio": round(ratio, 4),
-                "trtexec_command": " ".join((t.extra or {}).get("commands", {}).get("time", [])[1:])}
-        if not within_tolerance(ours, theirs):
-            return (f"the same engine: median {ours:.3f} ms by placetune, {theirs:.3f} ms by trtexec "
-                    f"({ratio:.2f}x; allowed {LATENCY_TOLERANCE:.0%} + {LATENCY_ALLOWANCE_MS * 1000:.0f} us): "
-                    "both time one query in flight (trtexec --exposeDMA), so check the clocks are locked "
-                    "(sudo jetson_clocks) and send this report"), figs
-        return None, figs
+        figs = {"trtexec_command": " ".join((t.extra or {}).get("commands", {}).get("time", [])[1:])}
+
+        def again() -> tuple[dict[str, float] | None, dict[str, float] | None]:
+            m2 = _measure(model, plat, be, devs, precision=precision)  # the engine cache gives the same engine
+            t2 = time_it()
+            return (m2.latency_ms if m2.ok else None), (t2.latency_ms if t2.ok else None)
+
+        why, more = compare_timing(m.latency_ms, t.latency_ms, again, clocks_locked)
+        figs.update(more)
+        return why, figs
 
     def engine(devs, precision):
         def check():
+            notes: list[str] = []
             m = _measure(model, plat, be, devs, precision=precision)
             if not m.ok:
                 return "failed", f"{m.status}: {m.reason}", {}
@@ -358,7 +320,10 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 why = _ran_on_dla(m, ["DLA0"])
                 if why:
                     return "failed", why, figs
-            why, more = same_engine(m, core, precision)
+                if any("placement sections" in str(n) for n in (m.extra or {}).get("notes") or []):
+                    notes.append("placement read from the engine's layer information only: the build log printed "
+                                 "no placement lines (a tune reads it the same way; send this report)")
+            why, more = same_engine(m, devs, core, precision)
             figs.update(more)
             if why:
                 return "failed", why, figs
@@ -367,14 +332,17 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 if not t.ok:
                     return "failed", f"trtexec: {t.status}: {t.reason}", figs
                 figs["trtexec_loadables"] = t.dla_loadables
-                ours, theirs = m.dla_loadables or {}, t.dla_loadables or {}
-                if any(n > theirs.get(c, 0) for c, n in ours.items()):
-                    # more loadables than trtexec's own build: parser helpers split a DLA island;
-                    # fewer is fine (a helper of a node that fell back stays on the GPU with it)
-                    return "failed", f"DLA loadables {ours} vs trtexec's {theirs}", figs
+                why, note = compare_loadables(m.dla_loadables or {}, t.dla_loadables or {}, t.extra or {})
+                if why:
+                    return "failed", why, figs
+                if note:
+                    figs["loadables_compared"] = False
+                    notes.append(note)
             compared = " (trtexec agrees)" if "trtexec_latency_ms" in figs else ""
-            return "ok", f"{m.status}, median {m.latency_ms['median']:.3f} ms{compared}, loadables {m.dla_loadables}", \
-                figs
+            if figs.get("retimed"):
+                compared = " (trtexec agrees on a second run)"
+            return "ok", (f"{m.status}, median {m.latency_ms['median']:.3f} ms{compared}, loadables "
+                          f"{m.dla_loadables}" + "".join(f"; {n}" for n in notes)), figs
         return check
 
     rep.guarded("engine all-GPU fp16 (vs trtexec)", engine(gpu, "fp16"), no_trt)
@@ -392,7 +360,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=k, precision=RUNTIME_PRECISION)
             gate = m.extra.get("gate") or {}
             if not m.ok or not gate.get("passed"):
-                return "failed", f"K={k}: {m.status}: {m.reason}", figs
+                return "failed", f"K={k}: {m.status}: {m.reason}{gate_kind(gate)}", figs
             if gate.get("vacuous"):
                 return "failed", f"K={k}: the gate compared all-zero outputs, so it checked nothing", figs
             why = _ran_on_dla(m, ["DLA0"])
@@ -446,11 +414,13 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             f"exit status {p.returncode}" + ("; pycuda aborted: context stack was not empty" if aborted else ""))
     rails = _power.discover_rails(power_root)
     rep.add(*_energy_check([r.name for r in rails], energy_seen, tx is not None))
-    ok = all(c["status"] in ("ok", _NA) for c in rep.checks)
+    ok = all(c["status"] in _PASSING for c in rep.checks)
     doc = {"placetune_selftest": 1, "python": _platform.python_version(), "machine": _platform.machine(),
            "l4t": _trt_env.read_l4t(), "jetpack": _trt_env.read_jetpack(), "module": match.model,
            "compatible": list(match.compatible), "platform": plat,
-           "seconds": round(time.time() - t_start, 1), "all_ok": ok, "checks": rep.checks}
+           "seconds": round(time.time() - t_start, 1), "all_ok": ok,
+           "setup": [c["name"] for c in rep.checks if c["status"] == _SETUP],
+           "unavailable": [c["name"] for c in rep.checks if c["status"] == _UNAVAILABLE], "checks": rep.checks}
     report.write("selftest.json", dumps_json(doc, indent=1))
     report.write("selftest.txt", format_report(doc))
     return (0 if ok else EXIT_NOT_ALL_OK), doc
@@ -461,9 +431,17 @@ def format_report(doc: dict[str, Any]) -> str:
     lines = [f"placetune selftest: python {doc['python']} ({doc['machine']}), L4T {doc['l4t']}, "
              f"JetPack {doc['jetpack']}, {doc['module'] or 'unknown module'}"]
     for c in doc["checks"]:
-        tag = {"ok": "[ok]     ", "failed": "[FAILED] ", "skipped": "[skipped]", _NA: "[n/a]    "}[c["status"]]
+        tag = {"ok": "[ok]     ", "failed": "[FAILED] ", "skipped": "[skipped]", _NA: "[n/a]    ",
+               _SETUP: "[SETUP]  ", _UNAVAILABLE: "[unavailable]"}[c["status"]]
         lines.append(f"{tag} {c['name']}: {c['detail']}")
-    if doc["all_ok"]:
+    setup = doc.get("setup") or []
+    if doc["all_ok"] and setup:
+        lines.append(f"the stack works (every check of it ok); the board still needs setup before a tune: "
+                     f"see the [SETUP] line{'s' if len(setup) > 1 else ''} ({', '.join(setup)})")
+    elif doc["all_ok"] and doc.get("unavailable"):
+        lines.append(f"all checks of the stack ok ({', '.join(doc['unavailable'])}: unavailable on this board, see "
+                     "its line)")
+    elif doc["all_ok"]:
         lines.append("all checks ok")
     elif not doc.get("module") and not doc.get("compatible"):  # no device tree: not a Jetson
         lines.append("not every check passed: this machine is not a Jetson, so the checks of the Jetson's "

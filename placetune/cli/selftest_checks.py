@@ -1,0 +1,204 @@
+"""The verdicts of ``placetune selftest``'s checks: pure functions from what a check read to its status and line.
+
+Each says when a check fails (a fault of the stack), when it cannot tell and says so, and when
+what it found is a setup step of the board (``setup``) or a figure this board cannot give
+(``unavailable``), neither of which fails the selftest. :mod:`placetune.cli.selftest` runs the checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["within_tolerance", "compare_timing", "compare_loadables", "gate_kind", "clocks_check", "energy_check",
+           "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS", "WRONG_DATA_REL_L2", "NA", "SETUP", "UNAVAILABLE", "PASSING"]
+
+#: a check that does not apply here (DLA checks without a DLA...)
+NA = "n/a"
+#: How far the worker's median latency of an engine may be from trtexec's of the same engine:
+#: ``|worker - trtexec| <= LATENCY_TOLERANCE * trtexec + LATENCY_ALLOWANCE_MS``. Both time one query
+#: in flight between CUDA events around the enqueue (trtexec with ``--exposeDMA``:
+#: :mod:`placetune.backends.timing_method`), so no systematic offset is left but the host's cost
+#: of starting the enqueue: the worker calls ``execute_async_v3`` through Python (a bound-method
+#: call and pybind11's dispatch between recording the start event and the first launch), trtexec
+#: through C++; that is microseconds per query on a Jetson's CPU and does not scale with the
+#: engine, hence a fixed allowance of 50 us. What does scale: the two runs are separate
+#: processes timed one after the other, so a DVFS step between them (clocks not locked:
+#: ``sudo jetson_clocks``) or the median of a different number of samples moves the ratio by a
+#: few per cent on a locked board; 10 % leaves room for that and still catches the offset the
+#: two-in-flight default gives (up to one enqueue, which is tens of per cent of a small engine).
+LATENCY_TOLERANCE = 0.10
+#: the fixed part of the allowance (ms): the Python-vs-C++ enqueue start (see LATENCY_TOLERANCE)
+LATENCY_ALLOWANCE_MS = 0.05
+
+
+def within_tolerance(worker_ms: float, trtexec_ms: float) -> bool:
+    """True when the worker's median latency of an engine agrees with trtexec's of the same engine
+    (:data:`LATENCY_TOLERANCE` of trtexec's plus :data:`LATENCY_ALLOWANCE_MS`).
+
+    Example:
+        >>> within_tolerance(0.33, 0.30), within_tolerance(1.25, 1.0)
+        (True, False)
+    """
+    return abs(worker_ms - trtexec_ms) <= LATENCY_TOLERANCE * trtexec_ms + LATENCY_ALLOWANCE_MS
+
+
+def _spread(stats: dict[str, float]) -> str:
+    """trtexec's own spread of one run, as a text: ``median 0.412 ms (p90 0.430, p99 0.455)``."""
+    extra = ", ".join(f"{k} {stats[k]:.3f}" for k in ("p90", "p99") if isinstance(stats.get(k), (int, float)))
+    return f"median {stats['median']:.3f} ms" + (f" ({extra})" if extra else "")
+
+
+def compare_timing(ours: dict[str, float], theirs: dict[str, float],
+                   again: Callable[[], tuple[dict[str, float] | None, dict[str, float] | None]],
+                   clocks_locked: bool | None) -> tuple[str | None, dict[str, Any]]:
+    """The worker's latency statistics of an engine against trtexec's of the same engine:
+    ``(None, figures)`` when they agree (:func:`within_tolerance`), else ``(why, figures)``.
+
+    Two processes timed one after the other on a real board can differ by a passing DVFS step, a
+    thermal step or a background process, in either run; a real difference of method (a systematic
+    offset) repeats. So a disagreement is timed again once on both sides (``again()``: the worker's
+    and trtexec's statistics of a second run, None for a run that failed) and fails only when no
+    pair of a worker run and a trtexec run agrees. The failure line gives every run's median and
+    trtexec's own spread (p90, p99), and names the clocks when they are not known to be locked.
+
+    Example:
+        >>> compare_timing({"median": 0.34}, {"median": 0.30}, lambda: (None, None), True)
+        (None, {'trtexec_latency_ms': 0.3, 'latency_ratio': 1.1333})
+        >>> compare_timing({"median": 0.40}, {"median": 0.30}, lambda: (None, {"median": 0.39}), True)[1]["retimed"]
+        True
+    """
+    figs: dict[str, Any] = {"trtexec_latency_ms": theirs["median"],
+                            "latency_ratio": round(ours["median"] / theirs["median"], 4)}
+    if within_tolerance(ours["median"], theirs["median"]):
+        return None, figs
+    ours2, theirs2 = again()
+    figs["retimed"] = True
+    ours2 = ours2 if ours2 and ours2.get("median") else None
+    theirs2 = theirs2 if theirs2 and theirs2.get("median") else None
+    if ours2:
+        figs["latency_ms_again"] = ours2["median"]
+    if theirs2:
+        figs["trtexec_latency_ms_again"] = theirs2["median"]
+    for w, t in ((ours, theirs2), (ours2, theirs2), (ours2, theirs)):
+        if w and t and within_tolerance(w["median"], t["median"]):
+            figs.update(latency_ms=w["median"], trtexec_latency_ms=t["median"],
+                        latency_ratio=round(w["median"] / t["median"], 4))
+            return None, figs
+    mine = f"{ours['median']:.3f} ms" + (f" and again {ours2['median']:.3f} ms" if ours2 else
+                                         " (timing it again failed)")
+    runs = _spread(theirs) + (f"; again: {_spread(theirs2)}" if theirs2 else "; timing it again failed")
+    if clocks_locked is True:
+        fix = "the clocks are locked, so this is a real difference of timing method: send this report"
+    else:
+        fix = ("the clocks are not known to be locked (see the clocks line), and DVFS moves either run: run "
+               "`sudo jetson_clocks`, then the selftest again; if it still differs, send this report")
+    return (f"the same engine: median {mine} by placetune, by trtexec {runs} "
+            f"({figs['latency_ratio']:.2f}x; allowed {LATENCY_TOLERANCE:.0%} + {LATENCY_ALLOWANCE_MS * 1000:.0f} us, "
+            f"no run of one within it of a run of the other): both time one query in flight (trtexec "
+            f"--exposeDMA); {fix}"), figs
+
+
+def compare_loadables(ours: dict[str, int], theirs: dict[str, int],
+                      theirs_extra: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The worker's DLA loadables of the all-DLA0 engine against trtexec's own build of it:
+    ``(why it failed, None)``, ``(None, why they cannot be compared)`` or ``(None, None)`` (agree).
+
+    Both read the count from their build log (and the engine's layer information) through the same
+    reader (:func:`placetune.backends.tensorrt.placement_known.decide`). Where trtexec's side cannot
+    tell (its placement is unknown: ``placement_known`` False, or no count for the core: TensorRT
+    10.3 prints its ``N out of M`` / ``successfully offloaded`` lines at VERBOSE only), there is
+    nothing to compare: the check says so and does not fail on it (the worker's own count was
+    already checked, :func:`_ran_on_dla`). More loadables in the worker's engine than in trtexec's
+    fails: parser helper layers split a DLA island; fewer is fine (a helper of a node that fell
+    back stays on the GPU with it).
+
+    Example:
+        >>> compare_loadables({"DLA0": 1}, {"DLA0": 1}, {})
+        (None, None)
+        >>> compare_loadables({"DLA0": 2}, {}, {"placement_known": False, "placement_unknown": "no lines"})[1]
+        "DLA loadables cannot be compared: trtexec's build log does not say where TensorRT put the layers (no lines)"
+    """
+    unknown = theirs_extra.get("placement_known") is False or any(c not in theirs for c in ours)
+    if unknown:
+        why = theirs_extra.get("placement_unknown") or f"it reports no loadable count for {', '.join(ours) or 'DLA0'}"
+        return None, f"DLA loadables cannot be compared: trtexec's build log does not say where TensorRT put the layers ({why})"
+    if any(n > theirs.get(c, 0) for c, n in ours.items()):
+        return f"DLA loadables {ours} vs trtexec's {theirs} (more loadables than trtexec's own build: send this report)", None
+    return None, None
+
+
+#: Relative L2 error above which a pipeline's output is wrong data, not arithmetic: FP16 moves a
+#: 6-layer chain's output by 5.7e-4 (FP32 accumulation) to 4.9e-3 (FP16 accumulation, the worst case;
+#: benchmarks/fp16_gate_noise.py), the FP16 gate allows 2e-2; a swapped or stale cut tensor gives ~1.
+WRONG_DATA_REL_L2 = 0.2
+
+
+def gate_kind(gate: dict[str, Any]) -> str:
+    """What a failed correctness gate's error looks like, as a suffix of its line ("" when it has no
+    relative error): arithmetic (above the tolerance, far below wrong data) or wrong data at a cut.
+
+    Example:
+        >>> gate_kind({"tolerance": 0.02, "outputs": {"y": {"rel_l2": 0.05, "passed": False}}})[:45]
+        '; the worst relative L2 error, 0.05, is above'
+    """
+    rels = [r.get("rel_l2") for r in (gate.get("outputs") or {}).values() if not r.get("passed")]
+    rels = [x for x in rels if isinstance(x, (int, float))]
+    if not rels:
+        return ""
+    worst = max(rels)
+    if worst < WRONG_DATA_REL_L2:
+        return (f"; the worst relative L2 error, {worst:.3g}, is above the gate's {gate.get('tolerance')} but far "
+                f"below wrong data (~1): this board's DLA arithmetic differs from its GPU's more than FP16 rounding "
+                f"explains (at most ~0.005): send this report (a tune rejects such pipelines)")
+    return (f"; the worst relative L2 error, {worst:.3g}, is wrong data, not rounding: a cut tensor was read "
+            f"before it was written or from another frame: send this report")
+
+
+#: a setup step the board still needs before a tune (not a fault of the stack): ``[SETUP]`` in the report
+SETUP = "setup"
+#: a figure this board cannot give (not a fault of the stack): ``[unavailable]``; a study that needs it is refused
+UNAVAILABLE = "unavailable"
+#: the statuses that do not fail the selftest (exit status 0): the stack works
+PASSING = ("ok", NA, SETUP, UNAVAILABLE)
+
+
+def clocks_check(power_mode: str | None, locked: bool | None) -> tuple[str, str, str]:
+    """``(name, status, detail)`` of the clocks a run assumes: the nvpmodel mode (recorded in every
+    study's fingerprint: a study refuses to resume under another) and whether jetson_clocks is on.
+
+    Clocks not locked are a setup step of the board, not a fault of the stack: status ``setup``
+    (``[SETUP]`` in the report, with the command; the selftest still exits 0 when the stack works),
+    and a real run stops at its first build until it is done (placetune.tuning.first_build)."""
+    mode = f"nvpmodel mode {power_mode}" if power_mode else "nvpmodel mode unknown (nvpmodel -q did not answer)"
+    if locked is True:
+        return "clocks", "ok", f"{mode}; jetson_clocks on (CPU and GPU clocks fixed)"
+    if locked is False:
+        return "clocks", SETUP, (f"{mode}; jetson_clocks is off (`jetson_clocks --show`: clocks not fixed), so "
+                                  "timings drift with DVFS and a tune stops at its first build: run "
+                                  "`sudo jetson_clocks` before a tune")
+    return "clocks", SETUP, (f"{mode}; whether jetson_clocks is on could not be read (`jetson_clocks --show` "
+                              "is missing or needs root, and the CPU/GPU frequency limits in /sys could not be "
+                              "read): run `sudo jetson_clocks` before a tune, and the selftest with sudo to check it")
+
+
+def energy_check(rails: list[str], seen: dict[str, Any], have_trtexec: bool) -> tuple[str, str, str]:
+    """``(name, status, detail)`` of energy: the rails, and an energy figure from trtexec's timing of
+    the all-GPU engine (the backend that samples power by default).
+
+    No energy figure is not a fault of the stack (a module's rails differ, /sys may need root, a study
+    that does not minimise energy never reads them): status ``unavailable``, and a study whose
+    objective or constraints need energy is refused at its first build on such a board
+    (:func:`placetune.tuning.first_build.measurement_problem`: "no energy figure")."""
+    refused = "a study with --objective energy (or an energy constraint) is refused on this board"
+    if not rails:
+        return "power rails", UNAVAILABLE, ("no INA3221 rails found (not a Jetson, or /sys not readable): "
+                                             f"energy cannot be measured here; {refused}")
+    names = ", ".join(rails)
+    if not have_trtexec or not seen:
+        return "power rails", UNAVAILABLE, (f"{names}; no trtexec timing ran, so no energy figure was read: "
+                                             "whether energy can be measured is not known")
+    if seen.get("energy_mj") is None:
+        why = ((seen.get("power") or {}).get("reason") or f"trtexec's timing {seen.get('status')}"
+               + (f": {seen['reason']}" if seen.get("reason") else ""))
+        return "power rails", UNAVAILABLE, f"{names} found but no energy figure: {why}; {refused}"
+    return "power rails", "ok", f"{names}; {seen['energy_mj']:.3f} mJ per inference of the all-GPU engine"
