@@ -48,6 +48,7 @@ class Extra(TypedDict, total=False):
     dla_candidates: list[int]  # TensorRT 10's "Number of DLA node candidates offloaded : N out of M"
     all_gpu_fallback: bool  # the log said every DLA layer fell back to the GPU
     placement_from_request: list[str]  # layers no source names: their realised device is the requested one
+    placement_unchecked: str  # why the second source could not check the first (the placement rests on one)
     # ---- the simulated Jetson
     boundaries: int  # GPU<->DLA boundaries of the realised placement
     boundary_ms: float  # their transfer time

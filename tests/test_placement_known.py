@@ -410,3 +410,20 @@ def test_gpu_lines_alone_never_put_the_layers_they_do_not_name_on_the_dla():
     assert blog.reports_dla
     blog = parse_build_log(LOG)
     assert blog.reports_dla and _decide(LOG).known
+
+
+def test_an_inspector_range_that_cannot_be_opened_leaves_the_complete_log_in_charge():
+    # the inspector names the loadable by an end the parser never registered: it can neither confirm
+    # nor contradict the log, which placed every layer; the log decides and the measurement says so
+    layers = [dict(x) for x in INSPECTOR]
+    layers[1]["Name"] = "{ForeignNode[c1...(Unnamed Layer* 7) [Shuffle]]}"
+    k = _decide(LOG, layers)
+    assert k.known and k.source == "build log" and k.loadables == 1
+    assert k.realized == {"c1": "DLA0", "r1": "DLA0", "c2": "DLA0", "pool": "GPU", "fc": "GPU"}
+    assert "not compared" in k.unchecked and "Unnamed Layer* 7" in k.unchecked
+    extra: dict = {}
+    mark_known(extra, k, parse_build_log(LOG))
+    assert extra["placement_known"] is True and "Unnamed Layer* 7" in extra["placement_unchecked"]
+    # with no log to decide, the same range leaves the placement unknown
+    k = _decide([], layers)
+    assert not k.known and "Unnamed Layer* 7" in k.reason

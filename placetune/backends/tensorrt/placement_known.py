@@ -74,6 +74,8 @@ class Known:
         loadables: DLA loadables, or None when unknown (the sources disagree or none says).
         from_request: layers neither source names (optimised away, folded, or renamed beyond
             recognition): their realised device is the requested one, a guess that is recorded.
+        unchecked: why the second source could not check the first (the placement rests on one
+            source), None when both were compared or only one was read.
     """
 
     realized: dict[str, str] | None
@@ -82,6 +84,7 @@ class Known:
     source: str
     loadables: int | None
     from_request: list[str] = field(default_factory=list)
+    unchecked: str | None = None
 
 
 def _name(layer: object) -> str:
@@ -167,6 +170,7 @@ def decide(
         # not understood, so it is no evidence against the log
         dla_engine = None
     from_ins: dict[str, str | None] | None = None
+    unchecked: str | None = None
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
         dla_set = set(dla_engine)
@@ -175,10 +179,16 @@ def decide(
         on_gpu = {m for x in inspector_layers or [] if _name(x) not in dla_set
                   and not _name(x).endswith(DLA_COPY_SUFFIXES) for m in _model_layers(x, resolver)}
         on_dla -= on_gpu
-        if resolver.unresolved:
+        if resolver.unresolved and from_log is None:
             return Known(None, False, _unresolved(resolver.unresolved), "engine inspector", len(dla_engine))
-        # a layer no engine layer names is not read as the GPU's: None (see below)
-        from_ins = {n: target if n in on_dla else "GPU" if n in on_gpu else None for n in predicted}
+        if resolver.unresolved:
+            # the log placed every layer it names; the inspector's range cannot be opened, so it can
+            # neither confirm nor contradict the log: the log decides, and the measurement says so
+            unchecked = "engine's layer information not compared: " + _unresolved(resolver.unresolved)
+            dla_engine = None
+        else:
+            # a layer no engine layer names is not read as the GPU's: None (see below)
+            from_ins = {n: target if n in on_dla else "GPU" if n in on_gpu else None for n in predicted}
     log_n = blog.loadables if from_log is not None else None
     ins_n = len(dla_engine) if dla_engine is not None else None
     loadables = log_n if ins_n is None else ins_n if log_n is None else (log_n if log_n == ins_n else None)
@@ -232,7 +242,7 @@ def decide(
                          f"{len(predicted)} layers ({', '.join(guessed[:3])}, ... are in no placement line): its "
                          "names do not match the model's", "build log", loadables)
         return Known(realized, True, None, "build log" if from_ins is None else "build log and engine inspector",
-                     loadables, guessed)
+                     loadables, guessed, unchecked)
     assert from_ins is not None
     return _from_inspector(predicted, from_ins, loadables)
 
@@ -291,7 +301,7 @@ _WARNED: list[bool] = []  # a warning was logged in this process
 def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
     """Record in a measurement's ``extra`` whether its placement is known (``placement_known``,
     ``placement_source``, ``placement_unknown``, ``dla_loadables_known``, ``dla_candidates``,
-    ``all_gpu_fallback``, ``placement_from_request``); the first unknown one of the process is logged as a warning (at the
+    ``all_gpu_fallback``, ``placement_from_request``, ``placement_unchecked``); the first unknown one of the process is logged as a warning (at the
     first build of a run), later ones at debug level."""
     extra["placement_known"] = known.known
     extra["placement_source"] = known.source
@@ -302,6 +312,8 @@ def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
         extra["all_gpu_fallback"] = blog.all_gpu
     if known.from_request:
         extra["placement_from_request"] = known.from_request[:50]
+    if known.unchecked:
+        extra["placement_unchecked"] = known.unchecked
     if not known.known:
         extra["placement_unknown"] = known.reason
         say_unknown(str(known.reason), "unknown" if known.loadables is None else str(known.loadables))
