@@ -149,7 +149,7 @@ def test_a_noisy_settled_study_resumed_starts_from_all_its_measurements(tmp_path
     """A resumed agent's model and its "could still win" judgement rest on every stored measurement of
     the study, not only on the plans it proposes again; the end's re-measurement covers only what no
     earlier run re-measured. Run again, the noisy study builds only leaders its noise cannot order,
-    then nothing (before: 25, 8, then 3 builds)."""
+    then nothing (before this: 25, 8, then 3 builds, on the constants of that time)."""
     from placetune.cli.main import main
 
     monkeypatch.chdir(tmp_path)
@@ -161,7 +161,9 @@ def test_a_noisy_settled_study_resumed_starts_from_all_its_measurements(tmp_path
         assert main(args) == 0
         out = capsys.readouterr().out
         built.append([x for x in out.splitlines() if x.startswith("trial=")])
-    assert len(built[0]) == 25
-    assert 0 < len(built[1]) <= 6
+    # the counts follow the simulator's fitted constants: 25, 6, 0 before the refit on the current
+    # model, 47, 17, 0 after it (resnet18 INT8 at batch 2 then has more plans within 2 % noise)
+    assert len(built[0]) == 47
+    assert 0 < len(built[1]) <= 17 < len(built[0])
     assert all("remeasured_builds=" in x and "predicted_" not in x for x in built[1])  # leaders built again only
     assert built[2] == [] and "already settled" in out
