@@ -53,3 +53,19 @@ def test_optuna_tables_of_another_schema_are_one_line(agent, small_db, tmp_path,
     assert "Traceback" not in err and "internal error" not in err
     assert "Optuna tables" in err and "schema" in err
     assert _rows(db) == before
+
+
+@pytest.mark.parametrize("argv", [["studies"], ["studies", "--json"], ["export", "--study", "s", "-o", "{d}/p.json"]])
+def test_a_row_of_an_unknown_status_is_refused_never_skipped(argv, small_db, tmp_path, capsys):
+    """The best row's status edited to one placetune does not know was skipped by ``studies``, which then
+    listed the next row's figure as the study's best; every command now refuses the row (exit 7)."""
+    db = _copy(small_db, tmp_path / "t.db")
+    with sqlite3.connect(db) as con:
+        best = con.execute("SELECT id FROM pt_measurements WHERE status = 'ok' ORDER BY throughput_fps DESC, id "
+                           "LIMIT 1").fetchone()[0]
+        con.execute("UPDATE pt_measurements SET status = 'weird' WHERE id = ?", (best,))
+    capsys.readouterr()
+    code = main([a.format(d=tmp_path) for a in argv] + ["--storage", str(db)])
+    out, err = capsys.readouterr()
+    assert code == 7, out + err
+    assert f"stored measurement {best} is corrupt" in err and "'status'" in err
