@@ -69,3 +69,59 @@ def test_a_row_of_an_unknown_status_is_refused_never_skipped(argv, small_db, tmp
     out, err = capsys.readouterr()
     assert code == 7, out + err
     assert f"stored measurement {best} is corrupt" in err and "'status'" in err
+
+
+def _dla1(doc):
+    """The plan's third layer and its engine moved to DLA1 (as a plan of a two-DLA module says it)."""
+    doc["layers"][2].update(requested="DLA1", realized="DLA1")
+    eng = next(e for e in doc["engines"] if doc["layers"][2]["name"] in (e.get("layers") or []))
+    eng.update(device="DLA1", dla_core=1, dla_layers=[doc["layers"][2]["name"]])
+
+
+def _edit(doc, how):
+    if how == "one-DLA module":
+        _dla1(doc)
+        doc["platform"] = "orin-nx-8gb"
+    elif how == "module without a DLA":
+        _dla1(doc)
+        doc["platform"] = "orin-nano"
+    elif how == "precision":
+        doc["precision"] = "fp64"
+    elif how == "platform type":
+        doc["platform"] = ["orin-agx"]
+    elif how == "dla_core of another device":
+        doc["engines"][0].update(dla_core=1)
+    elif how == "format without its type":
+        doc["engines"][0]["inputs"][0] = {"name": doc["engines"][0]["inputs"][0]["name"], "format": "CHW32"}
+    elif how == "tensor without a name":
+        doc["engines"][0]["outputs"][0] = {"format": "CHW32", "trt_dtype": "HALF"}
+
+
+@pytest.mark.parametrize("how, code, pattern", [
+    ("one-DLA module", 5, "DLA1, which platform orin-nx-8gb does not have"),
+    ("module without a DLA", 5, "DLA1, which platform orin-nano does not have"),
+    ("precision", 6, "\"precision\" must be one of fp16, int8, fp32"),
+    ("platform type", 6, "\"platform\" must be a platform name"),
+    ("dla_core of another device", 6, "engines[0].dla_core 1 contradicts its device"),
+    ("format without its type", 6, "must name its \"trt_dtype\""),
+    ("tensor without a name", 6, "engines[0].outputs must be a list of objects with a \"name\""),
+])
+def test_an_edited_plan_is_refused_when_it_is_read(how, code, pattern, small_db, tmp_path, capsys):
+    """Plan files edited by hand were read as they were: a plan for a one-DLA module (or one without a
+    DLA) that runs a layer on DLA1, a precision placetune never builds in (a build went ahead in FP32), an
+    engine whose DLA core is not its device's (built on the other core), and an engine input in a
+    non-LINEAR format without its TensorRT type or name (``placetune build`` stopped with a KeyError
+    traceback). Every reader of a plan (``build``, ``trace``, the runtime) refuses them with one line."""
+    import json
+
+    plan = tmp_path / "plan.json"
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
+    doc = json.loads(plan.read_text())
+    _edit(doc, how)
+    plan.write_text(json.dumps(doc))
+    capsys.readouterr()
+    got = main(["trace", str(plan), "-o", str(tmp_path / "t.json")])
+    err = capsys.readouterr().err
+    assert got == code, err
+    assert pattern in err and err.count("\n") == 1, err
+    assert not (tmp_path / "t.json").exists()
