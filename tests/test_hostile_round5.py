@@ -125,3 +125,20 @@ def test_an_edited_plan_is_refused_when_it_is_read(how, code, pattern, small_db,
     assert got == code, err
     assert pattern in err and err.count("\n") == 1, err
     assert not (tmp_path / "t.json").exists()
+
+
+def test_replicas_on_a_device_the_module_lacks_are_refused_before_anything_is_stored(tmp_path, capsys):
+    """A replicas study asking for DLA1 on a one-DLA module (orin-nx-8gb) ran its whole budget, every trial
+    infeasible ("replicas ask for DLA1 but orin-nx-8gb has only GPU, DLA0"), stored them and exited 0; it
+    now stops first with one line naming what replicas may use, as an unknown power mode does. (``measure``
+    keeps its documented answer for one placement: the measurement is infeasible, exit 1.)"""
+    study = tmp_path / "r.toml"
+    study.write_text('[study]\nmodel = "seed-block"\ntrials = 3\nplatform = "orin-nx-8gb"\nmode = "replicas"\n'
+                     '[settings]\nreplicas = {DLA1 = 2}\n')
+    db = tmp_path / "r.db"
+    capsys.readouterr()
+    code = main(["tune", str(study), "--storage", f"sqlite:///{db}"])
+    err = capsys.readouterr().err
+    assert code == 6, err
+    assert "replicas ask for DLA1, which orin-nx-8gb does not have: replicas may name GPU, DLA0" in err
+    assert not db.exists()
