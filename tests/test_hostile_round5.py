@@ -142,3 +142,28 @@ def test_replicas_on_a_device_the_module_lacks_are_refused_before_anything_is_st
     assert code == 6, err
     assert "replicas ask for DLA1, which orin-nx-8gb does not have: replicas may name GPU, DLA0" in err
     assert not db.exists()
+
+
+def test_a_merged_model_cache_this_user_may_not_read_is_no_traceback(tmp_path, monkeypatch, capsys):
+    """``$PLACETUNE_CACHE_DIR`` on a folder this user may not look into (another user's, mode 0700; here
+    /proc/1/root's Permission denied is played by the cached file's stat) made a concurrent tune stop with a
+    PermissionError traceback from the check of the cached merged model; that file is now written anew (or its
+    folder refused with one line, exit 6)."""
+    import pathlib
+
+    cache = tmp_path / "cache"
+    real = pathlib.Path.is_file
+
+    def denied(self):
+        if str(self).startswith(str(cache)):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setenv("PLACETUNE_CACHE_DIR", str(cache))
+    monkeypatch.setattr(pathlib.Path, "is_file", denied)
+    capsys.readouterr()
+    code = main(["tune", "--model", "seed-block", "--model", "vit-tiny", "--trials", "2", "--agent", "random",
+                 "--storage", str(tmp_path / "c.db"), "--export", str(tmp_path / "p.json")])
+    err = capsys.readouterr().err
+    assert code in (0, 6), err
+    assert "Traceback" not in err and "internal error" not in err
