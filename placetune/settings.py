@@ -17,7 +17,8 @@ from placetune.placement.placement import DEVICES, normalise_device
 from placetune.validate import batch as check_batch
 from placetune.placement.realise import MODES
 
-__all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas", "rules_version"]
+__all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas", "rules_version",
+           "check_replica_devices"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
@@ -191,6 +192,18 @@ def resolve_replicas(settings: Settings, model_batch: int, devices: tuple[str, .
         return reps, (f"replicas ask for {', '.join(missing)} but {platform_name} has only "
                       f"{', '.join(devices)}; use e.g. --replicas GPU:8")
     return reps, None
+
+
+def check_replica_devices(settings: Settings, devices: tuple[str, ...], platform_name: str) -> None:
+    """Refuse replicas on a device the platform does not have (else every trial of a study is infeasible).
+
+    Raises:
+        ConfigError: naming the devices asked for and those the platform has.
+    """
+    lacking = [d for d in (settings.replicas or {}) if d not in devices]
+    if settings.mode == "replicas" and lacking:
+        raise ConfigError(f"replicas ask for {', '.join(lacking)}, which {platform_name} does not have: replicas "
+                          f"may name {', '.join(devices)} (e.g. --replicas GPU:8)")
 
 
 def default_cache_dir(kind: str) -> Path:

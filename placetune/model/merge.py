@@ -176,6 +176,10 @@ def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: S
     digest = hashlib.sha256(data).hexdigest()[:16]
     stem = re.sub(r"[^A-Za-z0-9._+-]", "_", "+".join(names))[:80]  # network names never leave the cache folder
     path = confined(folder, f"{stem}-{digest}.onnx", "merged model file")
-    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest()[:16] != digest:
+    try:  # a cache folder this user may not read ($PLACETUNE_CACHE_DIR elsewhere) is written, or refused, below
+        same = path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest()[:16] == digest
+    except OSError:
+        same = False
+    if not same:
         write_file(path, data, "merged model", parents=True)  # (a file of that name with other bytes is replaced)
     return Model.load(str(path), shapes or None, name="+".join(names))

@@ -11,11 +11,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from placetune.errors import ConfigError
+from placetune.errors import ConfigError, PlacementError
 from placetune.files.names import file_name
 from placetune.validate import MAX_BATCH, integer
 
-__all__ = ["check_engines", "check_numbers", "check_measured"]
+__all__ = ["check_engines", "check_numbers", "check_measured", "check_platform", "PLAN_PRECISIONS"]
+
+#: the precisions a plan is built in (``Settings``' own; a build in another would not be the plan measured)
+PLAN_PRECISIONS = ("fp16", "int8", "fp32")
 
 
 def check_engines(engines: list[dict[str, Any]], where: str) -> None:
@@ -41,10 +44,56 @@ def check_engines(engines: list[dict[str, Any]], where: str) -> None:
         for key in ("layers", "dla_layers"):
             if e.get(key) is not None and not (isinstance(e[key], list) and all(isinstance(x, str) for x in e[key])):
                 raise ConfigError(f"{what}.{key} must be a list of layer names")
+        core, device = e.get("dla_core"), e.get("device")
+        if core is not None and device is not None and device != f"DLA{core}":
+            raise ConfigError(f"{what}.dla_core {core} contradicts its device {str(device)[:20]!r}: a DLA core "
+                              "is the engine's own DLA device's (DLA0: 0, DLA1: 1), null on the GPU")
+        for key in ("inputs", "outputs"):
+            _tensors(e.get(key), f"{what}.{key}")
         parser = e.get("parser_layers")
         if parser is not None and not (isinstance(parser, dict) and all(
                 isinstance(k, str) and v in ("GPU", "DLA") for k, v in parser.items())):
             raise ConfigError(f"{what}.parser_layers must be an object of layer name -> \"GPU\" or \"DLA\"")
+
+
+def _tensors(items: Any, what: str) -> None:
+    """An engine's inputs or outputs: objects with a ``name``; one in a format other than LINEAR names its
+    TensorRT type too (the build asks the engine for that format and type)."""
+    if items is None:
+        return
+    if not isinstance(items, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in items):
+        raise ConfigError(f"{what} must be a list of objects with a \"name\" string")
+    for t in items:
+        fmt = t.get("format")
+        if fmt is not None and not isinstance(fmt, str):
+            raise ConfigError(f"{what}[].format must be a TensorRT format name such as \"LINEAR\", found {str(fmt)[:40]!r}")
+        if fmt not in (None, "LINEAR") and not (isinstance(t.get("trt_dtype"), str) and t["trt_dtype"]):
+            raise ConfigError(f"{what}[] {t['name'][:80]!r} in format {fmt[:20]!r} must name its \"trt_dtype\" "
+                              "(e.g. \"HALF\", \"INT8\")")
+
+
+def check_platform(doc: dict[str, Any], where: str) -> None:
+    """The plan's precision is one placetune builds in, and its devices are its platform's: a plan for a
+    one-DLA module (orin-nx-8gb) never runs a layer on DLA1, one for a module without a DLA (orin-nano)
+    none on a DLA. A platform placetune does not ship (one a device profile registered) is not checked."""
+    from placetune.hardware.platforms import BUILTIN_PLATFORMS, get_platform
+
+    if doc["precision"] not in PLAN_PRECISIONS:
+        raise ConfigError(f"{where}: \"precision\" must be one of {', '.join(PLAN_PRECISIONS)}, "
+                          f"found {str(doc['precision'])[:40]!r}")
+    platform = doc["platform"]
+    if not isinstance(platform, str) or not platform:
+        raise ConfigError(f"{where}: \"platform\" must be a platform name such as \"orin-agx\", "
+                          f"found {str(platform)[:40]!r}")
+    if platform not in BUILTIN_PLATFORMS:
+        return
+    have = get_platform(platform).devices
+    used = [(f"layer {x.get('name')!r}'s {key} device", x.get(key)) for x in doc["layers"] for key in ("requested", "realized")]
+    used += [(f"engines[{i}].device", e.get("device")) for i, e in enumerate(doc["engines"]) if e.get("device") is not None]
+    for what, device in used:
+        if device not in have:
+            raise PlacementError(f"{where}: {what[:160]} is {device}, which platform {platform} does not have "
+                                 f"(its devices: {', '.join(have)}): the plan was edited or is for another module")
 
 
 def check_numbers(doc: dict[str, Any], model: dict[str, Any], where: str) -> None:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError
-from placetune.plan.checks import check_engines, check_measured, check_numbers
+from placetune.plan.checks import check_engines, check_measured, check_numbers, check_platform
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch, loads_json
 from placetune.validate import dumps_json
@@ -345,6 +345,7 @@ class Plan:
             if e.get("device") is not None and e["device"] not in DEVICES:
                 raise PlacementError(f"{where}: engine {e.get('index')} has unknown device {e['device']!r}")
         check_engines(engines, where)
+        check_platform(doc, where)
         check_numbers(doc, model, where)
         check_measured(doc.get("measured"), where)
         ranges = doc.get("int8_ranges")

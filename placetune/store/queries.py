@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from sqlalchemy import or_, select
 
 from placetune.errors import ConfigError, StoreError, UnknownNameError
+from placetune.measurement import STATUSES
 from placetune.store.records import MeasurementRecord, RequestRecord
 from placetune.store.rows import RECORD_COLUMNS, measurement_record
 from placetune.store.schema import MeasurementRow, RequestRow, StudyRow
@@ -24,6 +25,12 @@ OBJECTIVES: dict[str, tuple[str, str]] = {
     "throughput": ("throughput_fps", "maximize"),
     "energy": ("energy_mj", "minimize"),
 }
+
+
+def _status_is(status: str) -> object:
+    """Rows of ``status``, and rows whose status is none of :data:`STATUSES` (an edited or damaged row: read,
+    so that decoding it refuses it, never skipped as if it were of another status)."""
+    return or_(_M.c.status == status, _M.c.status.is_(None), _M.c.status.not_in(STATUSES))
 
 
 class QueriesMixin(StudiesMixin):
@@ -50,7 +57,7 @@ class QueriesMixin(StudiesMixin):
             st = self._resolve(study_name)
             q = q.where(_M.c.id.in_(select(_R.c.measurement_id).where(_R.c.study_id == st.id)))
         if status is not None:
-            q = q.where(_M.c.status == status)
+            q = q.where(_status_is(status))
         if ids is not None:
             q = q.where(_M.c.id.in_([int(i) for i in ids]))
         if keys is not None:
@@ -80,7 +87,7 @@ class QueriesMixin(StudiesMixin):
         q = select(*RECORD_COLUMNS).join(_S, _S.c.id == _M.c.study_id).where(
             _M.c.id.in_(select(_R.c.measurement_id).where(_R.c.study_id == st.id)))
         if status is not None:
-            q = q.where(_M.c.status == status)
+            q = q.where(_status_is(status))
         if after_id is not None:
             q = q.where(_M.c.id > int(after_id))
         with self._txn("listing measurements") as conn:
@@ -124,7 +131,7 @@ class QueriesMixin(StudiesMixin):
             _M.c.model_hash == st.model_hash, _M.c.fingerprint_hash == st.fingerprint_hash,
             _M.c.settings_hash == st.settings_hash)
         if status is not None:
-            q = q.where(_M.c.status == status)
+            q = q.where(_status_is(status))
         with self._txn(f"listing the measurements of study {st.name!r}") as conn:
             rows = conn.execute(q.order_by(_M.c.id)).all()
         return [measurement_record(r) for r in rows]
@@ -214,6 +221,12 @@ class QueriesMixin(StudiesMixin):
             .order_by(col.asc() if direction == "minimize" else col.desc(), _M.c.id)
             .limit(1)
         )
+        unknown = select(*RECORD_COLUMNS).join(_S, _S.c.id == _M.c.study_id).where(  # an edited status: refused
+            _M.c.id.in_(select(_R.c.measurement_id).where(_R.c.study_id == st.id)),
+            or_(_M.c.status.is_(None), _M.c.status.not_in(STATUSES))).limit(1)
         with self._txn(f"finding the best measurement of study {st.name!r}") as conn:
+            bad = conn.execute(unknown).first()
             row = conn.execute(q).first()
+        if bad is not None:
+            measurement_record(bad)  # raises StoreError naming the row and its status
         return None if row is None else measurement_record(row)

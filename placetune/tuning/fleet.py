@@ -340,6 +340,11 @@ def storage_error(store: "Store", exc: BaseException, action: str) -> StoreError
         if isinstance(cause, SQLAlchemyError):
             return store._translate(cause, action)
         return StoreError(f"database error on {store.url} while {action}: {store._scrub(str(exc))}")
+    if isinstance(exc, RuntimeError) and _raised_reading_optuna(exc) and "table schema" in str(exc):
+        # Optuna's schema check: tables written by another Optuna (a newer one, or an edited alembic_version)
+        return StoreError(f"the Optuna tables of {store.url} have a schema this Optuna cannot use while {action} "
+                          f"({store._scrub(str(exc).splitlines()[0] if str(exc) else '')[:300]}): use the Optuna that "
+                          "wrote them, or restore the database from a backup")
     if isinstance(exc, (LookupError, ValueError, TypeError)) and _raised_reading_optuna(exc):
         # an edited Optuna table (a state, a distribution, an attribute that is not JSON)
         return StoreError(f"the Optuna tables of {store.url} are corrupt ({type(exc).__name__}: "

@@ -15,7 +15,7 @@ from placetune.errors import ConfigError
 from placetune.hardware.platforms import get_platform
 from placetune.model.merge import load_networks, network_names
 from placetune.model.model import Model
-from placetune.settings import Settings, rules_version
+from placetune.settings import Settings, check_replica_devices, rules_version
 from placetune.store.store import Store
 from placetune.tuning.constraints import check_networks, parse_constraints
 from placetune.tuning.evaluator import Evaluator, study_name_for
@@ -100,6 +100,7 @@ class StudyOpener:
             raise ConfigError(f"bad [settings] in {cfg.source}: {exc}") from None
         plat = get_platform(cfg.platform)
         plat.check_power_mode(settings.power_mode)  # before the database is touched
+        check_replica_devices(settings, plat.devices, plat.name)  # so are replicas on a device it lacks
         if cfg.study:  # a bad export path is refused before the database is touched
             check_export(cfg, cfg.study)
         if cfg.constraints:  # so is a constraint on a network the study does not run
