@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from sqlalchemy import or_, select
+from sqlalchemy import ColumnElement, or_, select
 
 from placetune.errors import ConfigError, StoreError, UnknownNameError
 from placetune.measurement import STATUSES
@@ -27,7 +27,7 @@ OBJECTIVES: dict[str, tuple[str, str]] = {
 }
 
 
-def _status_is(status: str) -> object:
+def _status_is(status: str) -> ColumnElement[bool]:
     """Rows of ``status``, and rows whose status is none of :data:`STATUSES` (an edited or damaged row: read,
     so that decoding it refuses it, never skipped as if it were of another status)."""
     return or_(_M.c.status == status, _M.c.status.is_(None), _M.c.status.not_in(STATUSES))
