@@ -48,6 +48,24 @@ def _orin(root: Path) -> Path:
     return root
 
 
+def _sampled_orin(tmp_path, monkeypatch):
+    """A fake Orin's sysfs with no nvpmodel status file, and clock samplers whose timer never fires
+    (they read at start, at stop and where a test reads them): the tree's root and the samplers started."""
+    root = _orin(tmp_path / "sys")
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
+    monkeypatch.setattr(clocks, "SAMPLE_INTERVAL_S", 3600.0)
+    samplers: list[clocks.ClockSampler] = []
+    start = clocks.ClockSampler.start
+
+    def started(self):
+        samplers.append(self)
+        return start(self)
+
+    monkeypatch.setattr(clocks.ClockSampler, "start", started)
+    return root, samplers
+
+
 def test_snapshot_reads_the_gpu_cpu_and_readable_debugfs_clocks(tmp_path):
     root = _orin(tmp_path / "sys")
     snap = snapshot(root)
@@ -442,18 +460,7 @@ def test_the_tensorrt_backend_judges_the_clocks_around_the_workers_timed_loop(tm
     from placetune.backends.tensorrt.pool import WorkerPool
     from tests.test_tensorrt_backend import _backend as trt_backend
 
-    root = _orin(tmp_path / "sys")
-    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
-    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
-    monkeypatch.setattr(clocks, "SAMPLE_INTERVAL_S", 3600.0)  # its timer never fires: reads at start, stop, and here
-    samplers: list[clocks.ClockSampler] = []
-    start = clocks.ClockSampler.start
-
-    def started(self):
-        samplers.append(self)
-        return start(self)
-
-    monkeypatch.setattr(clocks.ClockSampler, "start", started)
+    root, samplers = _sampled_orin(tmp_path, monkeypatch)
     be = trt_backend(tmp_path, "10.3.0")
     ev = Evaluator(GN, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3")
     assert ev.evaluate(Placement.all_gpu(ev.model)).ok  # the run's reference
@@ -503,18 +510,7 @@ def test_pipeline_and_replicas_jobs_judge_the_clocks_around_their_timed_part(tmp
     from placetune.backends.tensorrt.pool import WorkerPool
     from tests.test_trt_pipeline import _backend as pipe_backend, _ev, _randomised
 
-    root = _orin(tmp_path / "sys")
-    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
-    monkeypatch.setattr(clocks, "NVPMODEL_STATUS", str(tmp_path / "no-status"))
-    monkeypatch.setattr(clocks, "SAMPLE_INTERVAL_S", 3600.0)  # its timer never fires: reads at start, stop, and here
-    samplers: list[clocks.ClockSampler] = []
-    start = clocks.ClockSampler.start
-
-    def started(self):
-        samplers.append(self)
-        return start(self)
-
-    monkeypatch.setattr(clocks.ClockSampler, "start", started)
+    root, samplers = _sampled_orin(tmp_path, monkeypatch)
     be = pipe_backend(tmp_path / "cache")
     kw = {"replicas": {"GPU": 1, "DLA0": 1}} if mode == "replicas" else {}
     ev = _ev(_randomised(tmp_path, "seed_block"), be, tmp_path, mode=mode, **kw)

@@ -18,13 +18,17 @@ from placetune.cli.main import main
 DATA = Path(__file__).parent / "data"
 
 
-@pytest.fixture(scope="module")
-def small_db(tmp_path_factory):
-    d = tmp_path_factory.mktemp("db")
+def make_small_db(d: Path) -> Path:
+    """A small real store in folder ``d``: 8 random trials of the seed block, study ``s``, its plan exported."""
     db = d / "base.db"
     assert main(["tune", "--model", "seed-block", "--trials", "8", "--agent", "random", "--storage", str(db),
                  "--study", "s", "--export", str(d / "s.plan.json")]) == 0
     return db
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    return make_small_db(tmp_path_factory.mktemp("db"))
 
 
 def _copy(src: Path, dst: Path, sql: str = "") -> Path:

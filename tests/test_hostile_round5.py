@@ -9,28 +9,12 @@ from pathlib import Path
 import pytest
 
 from placetune.cli.main import main
+from tests.test_hostile_round4 import _copy, make_small_db
 
 
 @pytest.fixture(scope="module")
 def small_db(tmp_path_factory):
-    d = tmp_path_factory.mktemp("db")
-    db = d / "base.db"
-    assert main(["tune", "--model", "seed-block", "--trials", "8", "--agent", "random", "--storage", str(db),
-                 "--study", "s", "--export", str(d / "s.plan.json")]) == 0
-    return db
-
-
-def _copy(src: Path, dst: Path, sql: str = "") -> Path:
-    a, b = sqlite3.connect(src), sqlite3.connect(dst)
-    try:
-        a.backup(b)
-        if sql:
-            b.executescript(sql)
-            b.commit()
-    finally:
-        a.close()
-        b.close()
-    return dst
+    return make_small_db(tmp_path_factory.mktemp("db"))
 
 
 def _rows(db: Path) -> list:
