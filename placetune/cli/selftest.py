@@ -167,8 +167,20 @@ def _no_placement_lines(m) -> str | None:
         return None
     for note in (m.extra or {}).get("notes") or []:
         if "placement sections" in str(note):
+            why = (m.extra or {}).get("placement_unknown")
             return ("the DLA build printed no placement lines ('Layers Running on DLA' / [DlaLayer]), so where "
-                    f"TensorRT put each layer is unknown ({note}); TensorRT 10 prints them at VERBOSE")
+                    f"TensorRT put each layer is unknown ({why or note}); TensorRT 10 prints them at VERBOSE")
+    return None
+
+
+def _layer_information_only(m) -> str | None:
+    """The line a DLA check adds when its placement is known from the engines' layer information
+    alone (the build log printed no placement lines), None otherwise: the check passes, as a tune
+    reads it, and the report says so."""
+    if (m.extra or {}).get("placement_known") is True and any(
+            "placement sections" in str(n) for n in (m.extra or {}).get("notes") or []):
+        return ("placement read from the engine's layer information only: the build log printed no placement "
+                "lines (a tune reads it the same way; send this report)")
     return None
 
 
@@ -320,9 +332,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 why = _ran_on_dla(m, ["DLA0"])
                 if why:
                     return "failed", why, figs
-                if any("placement sections" in str(n) for n in (m.extra or {}).get("notes") or []):
-                    notes.append("placement read from the engine's layer information only: the build log printed "
-                                 "no placement lines (a tune reads it the same way; send this report)")
+                only = _layer_information_only(m)
+                if only:
+                    notes.append(only)
             why, more = same_engine(m, devs, core, precision)
             figs.update(more)
             if why:
@@ -356,6 +368,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
 
     def pipelines():
         figs: dict[str, Any] = {}
+        only: str | None = None
         for k in (1, 2, 3):
             m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=k, precision=RUNTIME_PRECISION)
             gate = m.extra.get("gate") or {}
@@ -368,6 +381,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 return "failed", f"K={k}: {why}", figs
             if any(n > 16 for n in (m.dla_loadables or {}).values()):
                 return "failed", f"K={k}: more than 16 loadables on a core: {m.dla_loadables}", figs
+            only = only or _layer_information_only(m)
             figs[f"K{k}"] = {"period_ms": m.extra.get("period_ms"), "latency_ms": m.latency_ms["median"],
                              "loadables": m.dla_loadables}
         be.test_wrong_cut = True  # the same worker, its test hook on for one measurement
@@ -379,7 +393,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         if w.status != "runtime_failed":
             figs["wrong_cut"] = w.status
             return "failed", f"a deliberately wrong cut was not caught by the gate ({w.status}: {w.reason})", figs
-        return "ok", "gate passes at K=1..3; a wrong cut fails it", figs
+        return "ok", "gate passes at K=1..3; a wrong cut fails it" + (f"; {only}" if only else ""), figs
 
     rep.guarded("pipeline GPU->DLA0->GPU K=1..3, wrong cut", pipelines, no_dla, dla_status)
 
@@ -393,8 +407,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         if why:
             return "failed", why, {"dla_loadables": m.dla_loadables}
         per = {r["device"]: round(r["throughput_fps"], 1) for r in m.extra.get("replicas") or []}
-        return "ok", f"both DLA engines ran at once: {per} samples/s, loadables {m.dla_loadables}", \
-            {"dla_loadables": m.dla_loadables, "throughput_fps": per}
+        only = _layer_information_only(m)
+        return "ok", (f"both DLA engines ran at once: {per} samples/s, loadables {m.dla_loadables}"
+                      + (f"; {only}" if only else "")), {"dla_loadables": m.dla_loadables, "throughput_fps": per}
 
     two = None if (cores or 0) >= 2 else ("this module has one DLA core" if expected == 1 else "needs 2 DLA cores")
     rep.guarded("DLA0 || DLA1", replicas, no_dla or two, _NA if (not no_dla and expected == 1) else dla_status)
