@@ -1,6 +1,7 @@
 """placetune selftest: off a Jetson it says what it cannot check and exits 8; against the
 TensorRT/pycuda/trtexec doubles every check runs, green for every Jetson module and every supported
-TensorRT version, red with a clear line when a DLA build printed no placement lines or ran on the GPU."""
+TensorRT version, red with a clear line when a DLA build's placement is unknown or it ran on the GPU
+(a build log without placement lines whose engines' layer information places them is green, as a tune reads it)."""
 
 from __future__ import annotations
 
@@ -153,7 +154,7 @@ RED = [
 ]
 
 
-def test_red_with_a_clear_line_when_placement_lines_are_missing_or_a_dla_check_ran_on_the_gpu(tmp_path):
+def test_placed_by_layer_information_without_placement_lines_is_green_and_a_dla_check_on_the_gpu_red(tmp_path):
     (code, doc), (code2, doc2) = _all(tmp_path, RED)
     by = {c["name"]: c for c in doc["checks"]}
     assert by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"

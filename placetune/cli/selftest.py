@@ -15,9 +15,11 @@ first build when they are off, :mod:`placetune.tuning.first_build`; off is a set
 ``setup``, not a fault of the stack); power rails found and an energy figure read from them during
 trtexec's timing of the all-GPU engine (none is ``unavailable``: a study that needs energy is refused).
 
-Every DLA check runs DLA engines and fails loudly when the build printed no placement lines
-(``Layers Running on DLA/GPU``: where TensorRT put each layer is then unknown) or when no layer
-ran on the DLA (the check ran on the GPU). Each check is ``ok``, ``failed``, ``skipped`` (with
+Every DLA check runs DLA engines and reads where TensorRT placed their layers as a tune does
+(the build log and each engine's layer information, cross-checked by
+:func:`placetune.backends.tensorrt.placement_known.decide`): it fails loudly when that placement is
+unknown (neither source says, or they disagree) or when no layer ran on the DLA (the check ran on
+the GPU), and passes, saying so, when the layer information alone placed every layer. Each check is ``ok``, ``failed``, ``skipped`` (with
 why), ``n/a`` (not applicable here: DLA checks on a module without DLA, INT8 without Q/DQ on
 a strongly typed TensorRT), ``setup`` (the board needs a setup step before a tune) or
 ``unavailable`` (a figure this board cannot give; a study that needs it is refused).
