@@ -31,7 +31,7 @@ def _device_tree(path, model, compatible=None):
     return path
 
 
-def _run(tmp_path, version, model, compatible=None, rails="orin-agx", **fake):
+def _run(tmp_path, version, model, compatible=None, rails="orin-agx", platform=None, **fake):
     """The selftest against the doubles of TensorRT ``version`` (and trtexec of the same version)
     on a board whose device tree says ``model`` / ``compatible``."""
     env = fake_env(version, **fake)
@@ -39,7 +39,8 @@ def _run(tmp_path, version, model, compatible=None, rails="orin-agx", **fake):
     if "DLA_CORES" in fake:
         env["PLACETUNE_FAKE_TRTEXEC_DLA_CORES"] = fake["DLA_CORES"]
     return run_selftest(tmp_path / "st", worker_env=env, trtexec=str(FAKES_DIR / "trtexec"), quick=True,
-                        device_tree=_device_tree(tmp_path / "dt", model, compatible), power_root=SYSFS / rails)
+                        device_tree=_device_tree(tmp_path / "dt", model, compatible), power_root=SYSFS / rails,
+                        platform=platform)
 
 
 def _all(tmp_path, cases):
@@ -170,6 +171,7 @@ def test_placed_by_layer_information_without_placement_lines_is_green_and_a_dla_
     # an unknown module is said so, and the checks go on with a stand-in of as many DLA cores
     assert by["module"]["status"] == "skipped" and "unknown module ('Acme Robot Controller rev B'" in \
         by["module"]["detail"] and "stand-in profile orin-agx" in by["module"]["detail"]
+    assert "with --platform (" in by["module"]["detail"] and "orin-nano" in by["module"]["detail"]
     assert by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"
 
 
@@ -419,3 +421,37 @@ def test_pipeline_and_replica_engines_are_judged_by_both_placement_sources_as_a_
     assert why.startswith("where TensorRT put the layers is unknown") and "disagree on 1 layer(s) (c2)" in why, why
     why = _ran_on_dla(_segment([["INFO", "Detected 1 inputs and 1 output network tensors."]], None), ["DLA0"])
     assert why.startswith("the DLA build printed no placement lines") and "seg0" in why, why
+
+
+def test_an_unknown_platform_name_is_one_line_exit_4_before_anything_runs(tmp_path, capsys):
+    """--platform names the profile of a module the device tree does not identify; a name placetune
+    has no profile for is the unknown-name error of every command (exit 4), naming the valid ones,
+    and no report is written."""
+    code = main(["selftest", "-o", str(tmp_path / "st"), "--platform", "orin-agz"])
+    err = capsys.readouterr().err.strip()
+    assert code == 4 and len(err.splitlines()) == 1, err
+    assert "unknown platform 'orin-agz'" in err and "valid platforms: " in err and "orin-agx" in err
+    assert not (tmp_path / "st").exists()
+
+
+def test_a_module_placetune_cannot_identify_is_checked_with_the_profile_named_by_platform(tmp_path, board):
+    """An unidentified module is no usage error (the board said it, not the user): without --platform
+    its line is skipped and names the option and the profiles; with it the checks use that profile
+    (its DLA cores are the ones TensorRT must report) and can all pass; on a module placetune
+    identifies, a --platform of another profile fails the module check with one line."""
+    board()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        named = pool.submit(_run, tmp_path / "a", "10.3.0", "Acme Robot Controller rev B", ["acme,robo-b"],
+                            platform="orin-agx")
+        wrong = pool.submit(_run, tmp_path / "b", "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"],
+                            platform="orin-nano")
+        (code, doc), (code2, doc2) = named.result(), wrong.result()
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == 0 and doc["all_ok"] and doc["platform"] == "orin-agx", _lines(doc)
+    assert by["module"]["status"] == "ok" and "unknown module ('Acme Robot Controller rev B'" in by["module"]["detail"]
+    assert "the profile named by --platform, orin-agx (2 DLA core(s))" in by["module"]["detail"]
+    by2 = {c["name"]: c for c in doc2["checks"]}
+    assert code2 == EXIT_NOT_ALL_OK and by2["module"]["status"] == "failed", _lines(doc2)
+    assert "not --platform orin-nano" in by2["module"]["detail"] and "--platform orin-agx" in by2["module"]["detail"]

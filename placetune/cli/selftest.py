@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     import placetune.backends.trtexec.find as _find
     import placetune.model.model as _model
     import placetune.hardware.modules as _modules
+    import placetune.hardware.platforms as _platforms
     import placetune.backends.tensorrt.pool as _pool
     import placetune.hardware.power as _power
     import placetune.settings as _settings
@@ -69,6 +70,7 @@ else:
     _find = lazy_import("placetune.backends.trtexec.find")
     _model = lazy_import("placetune.model.model")
     _modules = lazy_import("placetune.hardware.modules")
+    _platforms = lazy_import("placetune.hardware.platforms")
     _pool = lazy_import("placetune.backends.tensorrt.pool")
     _power = lazy_import("placetune.hardware.power")
     _settings = lazy_import("placetune.settings")
@@ -208,7 +210,7 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
 def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = None,
                  worker_env: dict[str, str] | None = None, trtexec: str | None = None, *,
                  device_tree: str | os.PathLike[str] = "/proc/device-tree", power_root: str | os.PathLike[str] = "/",
-                 quick: bool = False) -> tuple[int, dict[str, Any]]:
+                 quick: bool = False, platform: str | None = None) -> tuple[int, dict[str, Any]]:
     """Run every check, write ``selftest.txt`` / ``selftest.json`` into ``out_dir``.
 
     Args:
@@ -219,10 +221,18 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         device_tree: where the device tree is (``model`` and ``compatible`` files).
         power_root: the sysfs root of the power rails.
         quick: short warm-ups and timing runs (a smoke test; latencies are less precise).
+        platform: the placetune profile of a module the device tree does not identify (the one a
+            tune of this board will name); on a module it identifies, the board's own profile must
+            be this one or the module check fails.
 
     Returns:
         (exit status: 0 all ok, :data:`EXIT_NOT_ALL_OK` otherwise; the report as a dict).
+
+    Raises:
+        UnknownNameError: ``platform`` is not a placetune profile (one line naming the valid ones;
+            exit 4, before anything runs).
     """
+    named = _platforms.get_platform(platform) if platform else None
     report = OutputFolder(out_dir, "selftest report folder")  # overwrites only an earlier report of its own
     report.check(["selftest.json", "selftest.txt"])
     report.mkdir()
@@ -246,27 +256,36 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     # 2. the module, and the profile the checks use
     match = _modules.identify_module(*_modules.read_device_tree(device_tree)).resolve(cores)
     module = match.module
-    plat = match.platform or (STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
+    plat = match.platform or (named.name if named else None) or (
+        STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
     if not match.model and not match.compatible:
         rep.add("module", "skipped", f"not a Jetson: no device tree at {device_tree}; the checks use the {plat} "
                 "profile", platform=plat)
+    elif named and match.platform and match.platform != named.name:
+        rep.add("module", "failed", f"{match.describe()}, not --platform {named.name}: run the selftest (and a "
+                f"tune) with --platform {match.platform}, or without --platform", platform=plat)
+    elif named and not match.platform:
+        rep.add("module", "ok", f"{match.describe()}; the checks use the profile named by --platform, {plat} "
+                f"({named.dla_count} DLA core(s))", platform=plat)
     elif not match.known:
         rep.add("module", "skipped", f"{match.describe()}; the checks go on with the stand-in profile {plat} "
-                f"({int(cores or 0)} DLA core(s), as TensorRT reports): send this report", platform=plat)
+                f"({int(cores or 0)} DLA core(s), as TensorRT reports): send this report, or name the profile a tune "
+                f"of this board will use with --platform ({', '.join(_platforms.PLATFORMS)})", platform=plat)
     elif not match.platform:
         rep.add("module", "ok", f"{match.describe()}; the checks use the stand-in profile {plat} (as many DLA "
                 "cores)", platform=plat, part=module.part if module else None)
     else:
         rep.add("module", "ok", match.describe(), platform=plat, part=module.part if module else None)
     # 3. TensorRT and its DLA cores, against the module's
-    expected = module.dla_cores if module is not None else None
+    expected = module.dla_cores if module is not None else (named.dla_count if named else None)
+    title = module.title if module is not None else (f"{named.name} (--platform)" if named else "")
     where = f" from {probe['trt_path']}" if probe.get("trt_path") else ""
     if not version:
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}; fix: "
                 f"{_doctor.FIX_TRT}")
     elif expected is not None and int(cores or 0) != expected:
-        hint = dla_count_hint(version, module.title) + pip_wheel_hint(probe.get("trt_path"))
-        rep.add("tensorrt", "failed", f"TensorRT {version}{where} reports {cores} DLA core(s), but a {module.title} "
+        hint = dla_count_hint(version, title) + pip_wheel_hint(probe.get("trt_path"))
+        rep.add("tensorrt", "failed", f"TensorRT {version}{where} reports {cores} DLA core(s), but a {title} "
                 f"has {expected}{hint}", trt_version=version, dla_cores=cores)
     else:
         rep.add("tensorrt", "ok", f"TensorRT {version}{where}, {cores} DLA core(s)", trt_version=version,
