@@ -316,11 +316,14 @@ def test_a_log_whose_loadable_counts_disagree_is_not_trusted():
     assert k.known and k.loadables == 1
 
 
-def test_a_pipeline_engine_without_placement_lines_leaves_the_placement_unknown(tmp_path):
+@pytest.mark.parametrize("inspector", [False, True])
+def test_a_pipeline_engine_without_placement_lines_is_placed_by_its_layer_information_or_unknown(tmp_path, inspector):
+    """A pipeline's DLA segments whose build logs print no placement lines: read from each engine's
+    layer information, as an engine-mode measurement is; with the inspector off, unknown."""
     from placetune import Evaluator, Model, Placement
     from tests.test_tensorrt_backend import GN, _backend
 
-    be = _backend(tmp_path, "8.5.2", faults={"NO_PLACEMENT_LOG": "1"})
+    be = _backend(tmp_path, "8.5.2", faults={"NO_PLACEMENT_LOG": "1"}, inspector=inspector)
     try:
         ev = Evaluator(Model.load(GN), "orin-agx", backend=be, store=None, iterations=5, mode="pipeline",
                        trt_version="8.5")
@@ -328,6 +331,11 @@ def test_a_pipeline_engine_without_placement_lines_leaves_the_placement_unknown(
     finally:
         be.close()
     assert m.status == "ok", m.reason
+    if inspector:
+        assert m.placement_known and m.realized["/cnn/cnn.0/Conv"] == "DLA0", m.extra.get("placement_unknown")
+        assert m.realized["/cnn/cnn.3/Conv"] == "DLA1" and m.dla_loadables == {"DLA0": 1, "DLA1": 1}
+        assert any("engine's layer information only" in n for n in m.extra["notes"])
+        return
     assert not m.placement_known and m.realized is None and m.dla_loadables == {}
     assert "16-per-core check" in m.extra["placement_unknown"]
 

@@ -1,6 +1,7 @@
 """placetune selftest: off a Jetson it says what it cannot check and exits 8; against the
 TensorRT/pycuda/trtexec doubles every check runs, green for every Jetson module and every supported
-TensorRT version, red with a clear line when a DLA build printed no placement lines or ran on the GPU."""
+TensorRT version, red with a clear line when a DLA build's placement is unknown or it ran on the GPU
+(a build log without placement lines whose engines' layer information places them is green, as a tune reads it)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _device_tree(path, model, compatible=None):
     return path
 
 
-def _run(tmp_path, version, model, compatible=None, rails="orin-agx", **fake):
+def _run(tmp_path, version, model, compatible=None, rails="orin-agx", platform=None, **fake):
     """The selftest against the doubles of TensorRT ``version`` (and trtexec of the same version)
     on a board whose device tree says ``model`` / ``compatible``."""
     env = fake_env(version, **fake)
@@ -38,7 +39,8 @@ def _run(tmp_path, version, model, compatible=None, rails="orin-agx", **fake):
     if "DLA_CORES" in fake:
         env["PLACETUNE_FAKE_TRTEXEC_DLA_CORES"] = fake["DLA_CORES"]
     return run_selftest(tmp_path / "st", worker_env=env, trtexec=str(FAKES_DIR / "trtexec"), quick=True,
-                        device_tree=_device_tree(tmp_path / "dt", model, compatible), power_root=SYSFS / rails)
+                        device_tree=_device_tree(tmp_path / "dt", model, compatible), power_root=SYSFS / rails,
+                        platform=platform)
 
 
 def _all(tmp_path, cases):
@@ -153,17 +155,15 @@ RED = [
 ]
 
 
-def test_red_with_a_clear_line_when_placement_lines_are_missing_or_a_dla_check_ran_on_the_gpu(tmp_path):
+def test_placed_by_layer_information_without_placement_lines_is_green_and_a_dla_check_on_the_gpu_red(tmp_path):
     (code, doc), (code2, doc2) = _all(tmp_path, RED)
     by = {c["name"]: c for c in doc["checks"]}
-    assert code == EXIT_NOT_ALL_OK and by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"
-    for n in ("pipeline GPU->DLA0->GPU K=1..3, wrong cut", "DLA0 || DLA1"):
-        assert by[n]["status"] == "failed" and "printed no placement lines" in by[n]["detail"], by[n]
-    text = (tmp_path / "0" / "st" / "selftest.txt").read_text()
-    assert "[FAILED]  DLA0 || DLA1: the DLA build printed no placement lines" in text
-    # the engine's layer information placed the all-DLA0 engine: known, as a tune reads it, and said so
-    dla0 = by["engine all-DLA0 fp16 (vs trtexec)"]
-    assert dla0["status"] == "ok" and "from the engine's layer information only" in dla0["detail"], dla0
+    assert by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"
+    assert not [c for c in doc["checks"] if c["status"] == "failed"], _lines(doc)
+    # the engines' layer information placed every DLA engine (all-DLA0, the pipeline's segments, both
+    # replicas): known, as a tune reads it, and said so; what fails is the INT8 build without a cache
+    for n in ("engine all-DLA0 fp16 (vs trtexec)", "pipeline GPU->DLA0->GPU K=1..3, wrong cut", "DLA0 || DLA1"):
+        assert by[n]["status"] == "ok" and "from the engine's layer information only" in by[n]["detail"], by[n]
     by = {c["name"]: c for c in doc2["checks"]}
     assert code2 == EXIT_NOT_ALL_OK
     for n in ("engine all-DLA0 fp16 (vs trtexec)", "DLA0 || DLA1"):
@@ -171,6 +171,7 @@ def test_red_with_a_clear_line_when_placement_lines_are_missing_or_a_dla_check_r
     # an unknown module is said so, and the checks go on with a stand-in of as many DLA cores
     assert by["module"]["status"] == "skipped" and "unknown module ('Acme Robot Controller rev B'" in \
         by["module"]["detail"] and "stand-in profile orin-agx" in by["module"]["detail"]
+    assert "with --platform (" in by["module"]["detail"] and "orin-nano" in by["module"]["detail"]
     assert by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok"
 
 
@@ -374,3 +375,83 @@ def test_the_second_timing_runs_on_the_board_when_the_first_disagrees(tmp_path, 
     assert gpu["status"] == "ok" and "(trtexec agrees on a second run)" in gpu["detail"], gpu
     assert gpu["retimed"] and gpu["latency_ms_again"] > 0 and gpu["trtexec_latency_ms_again"] > 0
     assert code == 0, _lines(doc)
+
+
+# a segment c1 -> r1 -> c2 -> pool on DLA0: its engine's layer information as the real profile of
+# NVIDIA/TensorRT#3143 names a loadable's copies (tests/test_placement_known.py)
+_SEG = ["c1", "r1", "c2", "pool"]
+_SEG_LAYERS = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"},
+               {"Name": "c2 from nvm", "LayerType": "Reformat"}, {"Name": "in copy finish", "LayerType": "Reformat"},
+               {"Name": "pool", "LayerType": "Pooling"}]
+_SEG_LOG = [["VERBOSE", "{ForeignNode[c1...c2]} successfully offloaded to DLA."], ["VERBOSE", "[GpuLayer] POOLING: pool"]]
+
+
+def _segment(log, layers):
+    """A pipeline measurement of the one DLA0 segment whose engine built with ``log`` and whose layer
+    information is ``layers`` (None: not read), read as the tensorrt backend's pipeline reads it."""
+    from placetune.backends.tensorrt.jobs import mark_unknown, read_realised
+    from placetune.measurement import Measurement
+
+    predicted = {n: "DLA0" for n in _SEG}
+    info = {"log": log, "network_layers": [], "inspector": json.dumps({"Layers": layers}) if layers else None}
+    realized, fallback, notes, unknown = dict(predicted), {}, [], []
+    n_load, _ = read_realised(_SEG, "DLA0", predicted, info, realized, fallback, notes, "seg0", unknown)
+    kw = {"realized": realized, "fallback": fallback, "dla_loadables": {"DLA0": n_load}, "extra": {"notes": notes}}
+    mark_unknown(kw, unknown)
+    return Measurement(status="ok", latency_samples_ms=[1.0], **kw)
+
+
+def test_pipeline_and_replica_engines_are_judged_by_both_placement_sources_as_a_tune_reads_them():
+    """The pipeline and DLA0 || DLA1 checks read each DLA engine's placement through the same
+    reading as a tune (the build log and the engine's layer information, cross-checked): a log
+    without placement lines whose layer information places the segment passes, and says so; layer
+    information that disagrees with the log fails naming the disagreement; neither source fails."""
+    from placetune.cli.selftest import _layer_information_only, _ran_on_dla
+
+    m = _segment([["INFO", "Detected 1 inputs and 1 output network tensors."]], _SEG_LAYERS)
+    assert m.placement_known and m.realized["c2"] == "DLA0" and m.realized["pool"] == "GPU", m.extra
+    assert m.dla_loadables == {"DLA0": 1} and _ran_on_dla(m, ["DLA0"]) is None
+    assert "from the engine's layer information only" in _layer_information_only(m)
+    both = _segment(_SEG_LOG, _SEG_LAYERS)
+    assert both.placement_known and _ran_on_dla(both, ["DLA0"]) is None and _layer_information_only(both) is None
+    wrong = [dict(x) for x in _SEG_LAYERS]
+    wrong[1]["Name"] = "{ForeignNode[c1...r1]}"
+    wrong.insert(4, {"Name": "c2", "LayerType": "CaskConvolution"})  # the layer information says c2 ran on the GPU
+    why = _ran_on_dla(_segment(_SEG_LOG, wrong), ["DLA0"])
+    assert why.startswith("where TensorRT put the layers is unknown") and "disagree on 1 layer(s) (c2)" in why, why
+    why = _ran_on_dla(_segment([["INFO", "Detected 1 inputs and 1 output network tensors."]], None), ["DLA0"])
+    assert why.startswith("the DLA build printed no placement lines") and "seg0" in why, why
+
+
+def test_an_unknown_platform_name_is_one_line_exit_4_before_anything_runs(tmp_path, capsys):
+    """--platform names the profile of a module the device tree does not identify; a name placetune
+    has no profile for is the unknown-name error of every command (exit 4), naming the valid ones,
+    and no report is written."""
+    code = main(["selftest", "-o", str(tmp_path / "st"), "--platform", "orin-agz"])
+    err = capsys.readouterr().err.strip()
+    assert code == 4 and len(err.splitlines()) == 1, err
+    assert "unknown platform 'orin-agz'" in err and "valid platforms: " in err and "orin-agx" in err
+    assert not (tmp_path / "st").exists()
+
+
+def test_a_module_placetune_cannot_identify_is_checked_with_the_profile_named_by_platform(tmp_path, board):
+    """An unidentified module is no usage error (the board said it, not the user): without --platform
+    its line is skipped and names the option and the profiles; with it the checks use that profile
+    (its DLA cores are the ones TensorRT must report) and can all pass; on a module placetune
+    identifies, a --platform of another profile fails the module check with one line."""
+    board()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        named = pool.submit(_run, tmp_path / "a", "10.3.0", "Acme Robot Controller rev B", ["acme,robo-b"],
+                            platform="orin-agx")
+        wrong = pool.submit(_run, tmp_path / "b", "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"],
+                            platform="orin-nano")
+        (code, doc), (code2, doc2) = named.result(), wrong.result()
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == 0 and doc["all_ok"] and doc["platform"] == "orin-agx", _lines(doc)
+    assert by["module"]["status"] == "ok" and "unknown module ('Acme Robot Controller rev B'" in by["module"]["detail"]
+    assert "the profile named by --platform, orin-agx (2 DLA core(s))" in by["module"]["detail"]
+    by2 = {c["name"]: c for c in doc2["checks"]}
+    assert code2 == EXIT_NOT_ALL_OK and by2["module"]["status"] == "failed", _lines(doc2)
+    assert "not --platform orin-nano" in by2["module"]["detail"] and "--platform orin-agx" in by2["module"]["detail"]

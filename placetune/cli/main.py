@@ -147,7 +147,7 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------- selftest
 def cmd_selftest(args: argparse.Namespace) -> int:
-    code, doc = run_selftest(args.output, worker_python=args.worker_python)
+    code, doc = run_selftest(args.output, worker_python=args.worker_python, platform=args.platform)
     print(format_report(doc), end="")
     print(f"report: {args.output}/selftest.txt, {args.output}/selftest.json")
     return code
@@ -325,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "(about 10 minutes), write a shareable report; exit 0 all ok, 8 otherwise")
     p.add_argument("-o", "--output", default="placetune-selftest", help="report folder (default placetune-selftest)")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
+    p.add_argument("--platform", help="the placetune profile of a module the device tree does not identify (the "
+                   "one a tune of this board names; an unknown name is exit 4)")
     p.set_defaults(func=cmd_selftest)
 
     add_parsers(sub)

@@ -15,9 +15,11 @@ first build when they are off, :mod:`placetune.tuning.first_build`; off is a set
 ``setup``, not a fault of the stack); power rails found and an energy figure read from them during
 trtexec's timing of the all-GPU engine (none is ``unavailable``: a study that needs energy is refused).
 
-Every DLA check runs DLA engines and fails loudly when the build printed no placement lines
-(``Layers Running on DLA/GPU``: where TensorRT put each layer is then unknown) or when no layer
-ran on the DLA (the check ran on the GPU). Each check is ``ok``, ``failed``, ``skipped`` (with
+Every DLA check runs DLA engines and reads where TensorRT placed their layers as a tune does
+(the build log and each engine's layer information, cross-checked by
+:func:`placetune.backends.tensorrt.placement_known.decide`): it fails loudly when that placement is
+unknown (neither source says, or they disagree) or when no layer ran on the DLA (the check ran on
+the GPU), and passes, saying so, when the layer information alone placed every layer. Each check is ``ok``, ``failed``, ``skipped`` (with
 why), ``n/a`` (not applicable here: DLA checks on a module without DLA, INT8 without Q/DQ on
 a strongly typed TensorRT), ``setup`` (the board needs a setup step before a tune) or
 ``unavailable`` (a figure this board cannot give; a study that needs it is refused).
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     import placetune.backends.trtexec.find as _find
     import placetune.model.model as _model
     import placetune.hardware.modules as _modules
+    import placetune.hardware.platforms as _platforms
     import placetune.backends.tensorrt.pool as _pool
     import placetune.hardware.power as _power
     import placetune.settings as _settings
@@ -67,6 +70,7 @@ else:
     _find = lazy_import("placetune.backends.trtexec.find")
     _model = lazy_import("placetune.model.model")
     _modules = lazy_import("placetune.hardware.modules")
+    _platforms = lazy_import("placetune.hardware.platforms")
     _pool = lazy_import("placetune.backends.tensorrt.pool")
     _power = lazy_import("placetune.hardware.power")
     _settings = lazy_import("placetune.settings")
@@ -167,8 +171,20 @@ def _no_placement_lines(m) -> str | None:
         return None
     for note in (m.extra or {}).get("notes") or []:
         if "placement sections" in str(note):
+            why = (m.extra or {}).get("placement_unknown")
             return ("the DLA build printed no placement lines ('Layers Running on DLA' / [DlaLayer]), so where "
-                    f"TensorRT put each layer is unknown ({note}); TensorRT 10 prints them at VERBOSE")
+                    f"TensorRT put each layer is unknown ({why or note}); TensorRT 10 prints them at VERBOSE")
+    return None
+
+
+def _layer_information_only(m) -> str | None:
+    """The line a DLA check adds when its placement is known from the engines' layer information
+    alone (the build log printed no placement lines), None otherwise: the check passes, as a tune
+    reads it, and the report says so."""
+    if (m.extra or {}).get("placement_known") is True and any(
+            "placement sections" in str(n) for n in (m.extra or {}).get("notes") or []):
+        return ("placement read from the engine's layer information only: the build log printed no placement "
+                "lines (a tune reads it the same way; send this report)")
     return None
 
 
@@ -194,7 +210,7 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
 def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = None,
                  worker_env: dict[str, str] | None = None, trtexec: str | None = None, *,
                  device_tree: str | os.PathLike[str] = "/proc/device-tree", power_root: str | os.PathLike[str] = "/",
-                 quick: bool = False) -> tuple[int, dict[str, Any]]:
+                 quick: bool = False, platform: str | None = None) -> tuple[int, dict[str, Any]]:
     """Run every check, write ``selftest.txt`` / ``selftest.json`` into ``out_dir``.
 
     Args:
@@ -205,10 +221,18 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         device_tree: where the device tree is (``model`` and ``compatible`` files).
         power_root: the sysfs root of the power rails.
         quick: short warm-ups and timing runs (a smoke test; latencies are less precise).
+        platform: the placetune profile of a module the device tree does not identify (the one a
+            tune of this board will name); on a module it identifies, the board's own profile must
+            be this one or the module check fails.
 
     Returns:
         (exit status: 0 all ok, :data:`EXIT_NOT_ALL_OK` otherwise; the report as a dict).
+
+    Raises:
+        UnknownNameError: ``platform`` is not a placetune profile (one line naming the valid ones;
+            exit 4, before anything runs).
     """
+    named = _platforms.get_platform(platform) if platform else None
     report = OutputFolder(out_dir, "selftest report folder")  # overwrites only an earlier report of its own
     report.check(["selftest.json", "selftest.txt"])
     report.mkdir()
@@ -232,27 +256,36 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     # 2. the module, and the profile the checks use
     match = _modules.identify_module(*_modules.read_device_tree(device_tree)).resolve(cores)
     module = match.module
-    plat = match.platform or (STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
+    plat = match.platform or (named.name if named else None) or (
+        STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
     if not match.model and not match.compatible:
         rep.add("module", "skipped", f"not a Jetson: no device tree at {device_tree}; the checks use the {plat} "
                 "profile", platform=plat)
+    elif named and match.platform and match.platform != named.name:
+        rep.add("module", "failed", f"{match.describe()}, not --platform {named.name}: run the selftest (and a "
+                f"tune) with --platform {match.platform}, or without --platform", platform=plat)
+    elif named and not match.platform:
+        rep.add("module", "ok", f"{match.describe()}; the checks use the profile named by --platform, {plat} "
+                f"({named.dla_count} DLA core(s))", platform=plat)
     elif not match.known:
         rep.add("module", "skipped", f"{match.describe()}; the checks go on with the stand-in profile {plat} "
-                f"({int(cores or 0)} DLA core(s), as TensorRT reports): send this report", platform=plat)
+                f"({int(cores or 0)} DLA core(s), as TensorRT reports): send this report, or name the profile a tune "
+                f"of this board will use with --platform ({', '.join(_platforms.PLATFORMS)})", platform=plat)
     elif not match.platform:
         rep.add("module", "ok", f"{match.describe()}; the checks use the stand-in profile {plat} (as many DLA "
                 "cores)", platform=plat, part=module.part if module else None)
     else:
         rep.add("module", "ok", match.describe(), platform=plat, part=module.part if module else None)
     # 3. TensorRT and its DLA cores, against the module's
-    expected = module.dla_cores if module is not None else None
+    expected = module.dla_cores if module is not None else (named.dla_count if named else None)
+    title = module.title if module is not None else (f"{named.name} (--platform)" if named else "")
     where = f" from {probe['trt_path']}" if probe.get("trt_path") else ""
     if not version:
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}; fix: "
                 f"{_doctor.FIX_TRT}")
     elif expected is not None and int(cores or 0) != expected:
-        hint = dla_count_hint(version, module.title) + pip_wheel_hint(probe.get("trt_path"))
-        rep.add("tensorrt", "failed", f"TensorRT {version}{where} reports {cores} DLA core(s), but a {module.title} "
+        hint = dla_count_hint(version, title) + pip_wheel_hint(probe.get("trt_path"))
+        rep.add("tensorrt", "failed", f"TensorRT {version}{where} reports {cores} DLA core(s), but a {title} "
                 f"has {expected}{hint}", trt_version=version, dla_cores=cores)
     else:
         rep.add("tensorrt", "ok", f"TensorRT {version}{where}, {cores} DLA core(s)", trt_version=version,
@@ -320,9 +353,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 why = _ran_on_dla(m, ["DLA0"])
                 if why:
                     return "failed", why, figs
-                if any("placement sections" in str(n) for n in (m.extra or {}).get("notes") or []):
-                    notes.append("placement read from the engine's layer information only: the build log printed "
-                                 "no placement lines (a tune reads it the same way; send this report)")
+                only = _layer_information_only(m)
+                if only:
+                    notes.append(only)
             why, more = same_engine(m, devs, core, precision)
             figs.update(more)
             if why:
@@ -356,6 +389,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
 
     def pipelines():
         figs: dict[str, Any] = {}
+        only: str | None = None
         for k in (1, 2, 3):
             m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=k, precision=RUNTIME_PRECISION)
             gate = m.extra.get("gate") or {}
@@ -368,6 +402,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 return "failed", f"K={k}: {why}", figs
             if any(n > 16 for n in (m.dla_loadables or {}).values()):
                 return "failed", f"K={k}: more than 16 loadables on a core: {m.dla_loadables}", figs
+            only = only or _layer_information_only(m)
             figs[f"K{k}"] = {"period_ms": m.extra.get("period_ms"), "latency_ms": m.latency_ms["median"],
                              "loadables": m.dla_loadables}
         be.test_wrong_cut = True  # the same worker, its test hook on for one measurement
@@ -379,7 +414,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         if w.status != "runtime_failed":
             figs["wrong_cut"] = w.status
             return "failed", f"a deliberately wrong cut was not caught by the gate ({w.status}: {w.reason})", figs
-        return "ok", "gate passes at K=1..3; a wrong cut fails it", figs
+        return "ok", "gate passes at K=1..3; a wrong cut fails it" + (f"; {only}" if only else ""), figs
 
     rep.guarded("pipeline GPU->DLA0->GPU K=1..3, wrong cut", pipelines, no_dla, dla_status)
 
@@ -393,8 +428,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         if why:
             return "failed", why, {"dla_loadables": m.dla_loadables}
         per = {r["device"]: round(r["throughput_fps"], 1) for r in m.extra.get("replicas") or []}
-        return "ok", f"both DLA engines ran at once: {per} samples/s, loadables {m.dla_loadables}", \
-            {"dla_loadables": m.dla_loadables, "throughput_fps": per}
+        only = _layer_information_only(m)
+        return "ok", (f"both DLA engines ran at once: {per} samples/s, loadables {m.dla_loadables}"
+                      + (f"; {only}" if only else "")), {"dla_loadables": m.dla_loadables, "throughput_fps": per}
 
     two = None if (cores or 0) >= 2 else ("this module has one DLA core" if expected == 1 else "needs 2 DLA cores")
     rep.guarded("DLA0 || DLA1", replicas, no_dla or two, _NA if (not no_dla and expected == 1) else dla_status)

@@ -312,6 +312,7 @@ class TensorRTBackend(JetsonBackend):
             engine_cache=self.engine_cache, gate=self.gate, gate_tolerance=self.gate_tolerance,
             timeline_frames=self.timeline_frames, replicas_duration_s=self.replicas_duration_s,
             cut_formats=self.cut_formats, test_wrong_cut=self.test_wrong_cut, sources=self._sources,
+            inspector=self.inspector,
             clock_watch=self.clock_watch)
 
     # ------------------------------------------------------------------ lifecycle

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
-from placetune.backends.tensorrt.placement_known import decide, say_unknown
+from placetune.backends.tensorrt.placement_known import decide, inspector_layers, say_unknown
 from placetune.backends.tensorrt.pool import WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.clocks import ClockSampler, ClockWatch
@@ -126,6 +126,8 @@ class JobContext:
     sources: Memo["onnx.ModelProto"] = field(default_factory=lambda: Memo(1))
     #: the run's clocks (None: not watched): a job's timed part is judged (:func:`run_timed`)
     clock_watch: ClockWatch | None = None
+    #: read each DLA engine's layer information (the second source of its realised placement)
+    inspector: bool = True
 
     def run(self, job: dict[str, Any], timeout_s: float) -> WorkerReply:
         """The job run by the worker pool, the clocks around its timed part judged (:func:`run_timed`)."""
@@ -146,6 +148,7 @@ class JobContext:
             "calibration_cache": self.calibration_cache if settings.precision == "int8" and not st else None,
             "memory_pools": self.memory_pools,
             "verbose_log": self.verbose_log,
+            "inspector": self.inspector,
         }
 
     def _options(self, settings: "Settings", common: dict[str, Any], dla_layers: list[str]) -> dict[str, Any]:
@@ -193,16 +196,20 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     if not dla or device == "GPU":
         return 0, []
     loc = locate(blog, list(layers), network or None)
-    if not blog.reports_placement:
+    ins = inspector_layers(info.get("inspector"))
+    if not blog.reports_placement and ins is None:
         notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "
                      "UNKNOWN (placement_known=False)")
         unknown.append(f"{label} (no placement report in its build log)")
         for n in dla:
             realized[n] = target
         return 0, []
+    if not blog.reports_placement:
+        notes.append(f"{label}: the build log has no DLA/GPU placement sections: realised placement from the "
+                     "engine's layer information only")
     core = dla_core(device)
     asked = {n: (f"DLA{core}" if predicted[n] != "GPU" else "GPU") for n in layers}
-    known = decide(asked, -1 if core is None else core, blog, loc, list(layers), network or None)
+    known = decide(asked, -1 if core is None else core, blog, loc, list(layers), network or None, ins)
     if not known.known or known.realized is None:
         notes.append(f"{label}: its realised placement is UNKNOWN (placement_known=False): {known.reason}")
         unknown.append(f"{label} ({known.reason})")

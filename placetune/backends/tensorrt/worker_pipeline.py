@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover
 from worker_build import make_logger, obtain_all
 from worker_cuda import driver
 from worker_resources import Resources, alloc, download, random_data, release
-from worker_time import Engine, median, profile_layers, timed_window
+from worker_time import Engine, layer_information, median, profile_layers, timed_window
 from worker_names import count_loadables
 
 
@@ -312,6 +312,10 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
     specs = job["engines"]
     engines = [Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
                for s, p in zip(specs, plans)]
+    inspect = (job.get("common") or {}).get("inspector", True)
+    for e, s, info in zip(engines, specs, out["engines"]):
+        if inspect and int(s.get("dla_core", -1)) >= 0:  # where its layers ran: the second source, beside the log
+            layer_information(trt, e.engine, e.context, info)
     rng = np.random.default_rng(int(job.get("seed", 0)))
     pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
                      int(job.get("frames_in_flight", 1)), rng)

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover
 from worker_build import make_logger, obtain_all
 from worker_cuda import driver
 from worker_resources import Resources, alloc, random_fill, release
-from worker_time import Engine, timed_window
+from worker_time import Engine, layer_information, timed_window
 
 
 #: seconds the enqueue threads may take to reach the start line together
@@ -163,6 +163,9 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
     addresses = []
     for s, p in zip(specs, plans):
         e = Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
+        if int(s.get("dla_core", -1)) >= 0 and (job.get("common") or {}).get("inspector", True):
+            # where its layers ran: the second source, beside the build log
+            layer_information(trt, e.engine, e.context, out["engines"][len(engines)])
         addr = []
         for t in e.inputs + e.outputs:
             mem = alloc(cuda, e.nbytes(t))

@@ -172,13 +172,8 @@ def time_engine(trt, plan, job, logger):
         reps = int(job.get("profile_iterations", 10))
         if reps > 0:  # separate profiling run: the profiler perturbs timing
             out["layer_profile"] = profile_layers(trt, context, run, stream, reps)
-        if job.get("inspector", True) and hasattr(engine, "create_engine_inspector"):
-            try:
-                inspector = engine.create_engine_inspector()
-                inspector.execution_context = context
-                out["inspector"] = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
-            except Exception as exc:  # the inspector is informative only
-                out["inspector_error"] = "%s: %s" % (type(exc).__name__, exc)
+        if job.get("inspector", True):
+            layer_information(trt, engine, context, out)
         out["status"] = "ok"
     except Exception as exc:
         out["status"] = "runtime_failed"
@@ -261,6 +256,24 @@ def buffer_bytes(shape, itemsize, fmt, vec_dim, components):
     for d in dims:
         count *= d
     return max(count * itemsize, 1)
+
+
+def layer_information(trt, engine, context, out):
+    # type: (Any, Any, Any, Dict[str, Any]) -> None
+    """The engine's layer information (the inspector's JSON, DETAILED as built) into ``out["inspector"]``,
+    or why not into ``out["inspector_error"]``: the second source of the realised placement, beside the
+    build log. Informative only: an inspector that fails fails nothing."""
+    if not hasattr(engine, "create_engine_inspector"):
+        return
+    inspector = None
+    try:
+        inspector = engine.create_engine_inspector()
+        inspector.execution_context = context
+        out["inspector"] = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
+    except Exception as exc:  # the inspector is informative only
+        out["inspector_error"] = "%s: %s" % (type(exc).__name__, exc)
+    finally:
+        inspector = None  # noqa: F841 - it holds the context: gone before the context is
 
 
 class Engine(object):
