@@ -159,7 +159,7 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
     # type: (Any, Any, Any, Dict[str, Any], List[bytes], Any, Dict[str, Any]) -> None
     specs = job["instances"]
     rng = np.random.default_rng(int(job.get("seed", 0)))
-    engines = []
+    engines = []  # type: List[Engine]
     addresses = []
     for s, p in zip(specs, plans):
         e = Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
