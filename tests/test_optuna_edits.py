@@ -20,7 +20,7 @@ def optuna_db(tmp_path_factory):
     d = tmp_path_factory.mktemp("db")
     db = d / "base.db"
     assert main(["tune", "--model", "seed-block", "--trials", "8", "--agent", "optuna", "--storage", str(db),
-                 "--study", "s"]) == 0
+                 "--study", "s", "--export", str(d / "s.plan.json")]) == 0
     return db
 
 
@@ -60,7 +60,7 @@ def test_an_unreadable_optuna_value_stops_a_resume_with_one_line(edit, optuna_db
     """A FINITE trial value set to NULL failed an assert inside Optuna's storage: an internal-error traceback."""
     db = _copy(optuna_db, tmp_path / "t.db", EDITS[edit].format(best=_best(optuna_db)))
     code, _, err = _run(["tune", "--model", "seed-block", "--trials", "12", "--agent", "optuna", "--study", "s",
-                         "--storage", db], capsys)
+                         "--storage", db, "--export", tmp_path / "p.json"], capsys)
     assert code == 7, err
     line = err.strip().splitlines()[-1]
     assert "Traceback" not in err and "internal error" not in err
@@ -94,7 +94,7 @@ def test_a_renamed_optuna_study_is_rebuilt_from_the_stored_measurements(optuna_d
     warm-started from placetune's measurements (none repeated), so the budget and the best stay right."""
     db = _copy(optuna_db, tmp_path / "t.db", "UPDATE studies SET study_name = 'renamed';")
     code, out, err = _run(["tune", "--model", "seed-block", "--trials", "12", "--agent", "optuna", "--study", "s",
-                           "--storage", db], capsys)
+                           "--storage", db, "--export", tmp_path / "p.json"], capsys)
     assert code == 0, err
     assert "resuming: 8 of 12 trials already done" in out
     with sqlite3.connect(db) as con:
