@@ -99,7 +99,29 @@ def test_long_file_names_are_not_tracebacks(capsys):
 @pytest.mark.parametrize("dpi", [0, -5, 100_000])
 def test_report_dpi(dpi, base_db, tmp_path, capsys):
     refused(["report", "--study", "s", "--storage", base_db, "-o", tmp_path / "r", "--dpi", dpi], capsys, 6,
-            "--dpi must be from 10 to 1200")
+            "--dpi must be an integer from 10 to 1200")
+
+
+@pytest.mark.parametrize("argv, allowed", [
+    (["tune", "--model", "seed-block", "--trials", 99999999999999999999], "--trials must be an integer from 1 to 1000000"),
+    (["tune", "--model", "seed-block", "--trials", 0], "--trials must be an integer from 1 to 1000000"),
+    (["tune", "--model", "seed-block", "--trials", 2, "--streams", 2**64], "--streams must be an integer from 1 to 1024"),
+    (["measure", "seed-block", "--frames-in-flight", 2**70], "--frames-in-flight must be an integer from 1 to 64"),
+    (["measure", "seed-block", "--dla-core", -(2**70)], "--dla-core must be an integer from 0 to 1"),
+])
+def test_integer_options_name_their_own_range(argv, allowed, tmp_path, capsys):
+    """A number past 64 bits was refused with the generic "from -9223372036854775808 to ...", not the option's range."""
+    refused([*argv, "--storage", tmp_path / "t.db"] if argv[0] == "tune" else argv, capsys, 6, allowed)
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_the_command_line_ranges_are_those_of_the_fields():
+    from placetune.cli.checks import INT_RANGES
+    from placetune.settings import MAX_FRAMES_IN_FLIGHT
+    from placetune.tuning.studyfile import MAX_STREAMS, MAX_TRIALS
+
+    assert INT_RANGES["trials"] == (1, MAX_TRIALS) and INT_RANGES["streams"] == (1, MAX_STREAMS)
+    assert INT_RANGES["frames_in_flight"] == (1, MAX_FRAMES_IN_FLIGHT)
 
 
 @pytest.mark.parametrize("seed", [-1, 2**40])

@@ -326,7 +326,7 @@ def test_every_study_file_states_what_it_demonstrates(path):
 
 
 @pytest.mark.parametrize("argv, field", [
-    (["measure", "seed-block", "--mode", "pipeline", "--frames-in-flight", "10000"], "frames_in_flight"),
+    (["measure", "seed-block", "--mode", "pipeline", "--frames-in-flight", "10000"], "--frames-in-flight"),  # the option, as given
     (["measure", "seed-block", "--noise", "inf"], "noise"),
     (["measure", "seed-block", "--noise", "nan"], "noise"),
     (["tune", "STUDY:frames_in_flight = 100000000"], "frames_in_flight"),
@@ -403,7 +403,7 @@ def test_the_multi_camera_study_gives_each_streams_frames_per_second(tmp_path, c
     assert any(n.startswith("per stream (4 streams") for n in plan.notes)
     # --streams on the command line, and a bad value named with what is allowed (exit 6)
     assert main(["tune", "--model", "seed-block", "--streams", "0", "--storage", f"sqlite:///{tmp_path / 'b.db'}"]) == 6
-    assert "streams must be an integer from 1 to 1,024" in capsys.readouterr().err
+    assert "--streams must be an integer from 1 to 1024" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
     bad.write_text('[study]\nmodel = "seed-block"\nstreams = "four"\n')
     assert main(["tune", str(bad), "--storage", f"sqlite:///{tmp_path / 'c.db'}"]) == 6

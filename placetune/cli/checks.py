@@ -35,15 +35,22 @@ else:
 
 __all__ = ["check_arguments", "INT_RANGES", "FLOAT_RANGES", "DEFAULT_INT_RANGE"]
 
-#: dest -> (lowest, highest) of the integer options that reach numpy, protobuf or SQL before a library
-#: check of their own (the others, ``--trials``, ``--frames-in-flight``, ``--dla-core``, ``--dpi``,
-#: are checked by the settings and study validators with the field's name, within :data:`DEFAULT_INT_RANGE`).
+#: dest -> (lowest, highest) of every integer option, so that a refusal names the option's own range
+#: (``--trials 99999999999999999999`` once read "from -9223372036854775808 to ..."). The settings and
+#: study validators check the same fields again by their names: these ranges are theirs
+#: (``studyfile.MAX_TRIALS``, ``studyfile.MAX_STREAMS``, ``settings.MAX_FRAMES_IN_FLIGHT``, ``dla_core``
+#: 0 or 1, the report's ``--dpi``), copied here to keep the command line's start light.
 INT_RANGES: dict[str, tuple[int, int]] = {
     "batch": (1, MAX_BATCH),
     "seed": (0, 2**32 - 1),
     "measurement": (1, 2**63 - 1),
     "folds": (0, 1000),
     "verbose": (0, 100),
+    "trials": (1, 1_000_000),
+    "streams": (1, 1024),
+    "frames_in_flight": (1, 64),
+    "dla_core": (0, 1),
+    "dpi": (10, 1200),
 }
 #: dest -> (lowest, highest) of every float option.
 FLOAT_RANGES: dict[str, tuple[float, float]] = {

@@ -27,6 +27,7 @@ from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
 from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, has_schema, keep_declared_plugin_shapes, local_functions
 from placetune.model.parsable import refuse_unparsable
+from placetune.model.runnable import refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
 from placetune.validate import batch as check_batch
 from placetune.model import zoo
@@ -563,6 +564,7 @@ def _build(
         layers.append(layer)
         for t in outs:
             producer[t.name] = lname
+    refuse_unrunnable(keep, layers, proto.opset_import)  # what the operator spec forbids is never simulated
     consumers: dict[str, list[str]] = {layer.name: [] for layer in layers}
     for layer in layers:
         for p in layer.producers:

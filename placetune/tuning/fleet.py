@@ -345,12 +345,22 @@ def storage_error(store: "Store", exc: BaseException, action: str) -> StoreError
         return StoreError(f"the Optuna tables of {store.url} have a schema this Optuna cannot use while {action} "
                           f"({store._scrub(str(exc).splitlines()[0] if str(exc) else '')[:300]}): use the Optuna that "
                           "wrote them, or restore the database from a backup")
-    if isinstance(exc, (LookupError, ValueError, TypeError)) and _raised_reading_optuna(exc):
-        # an edited Optuna table (a state, a distribution, an attribute that is not JSON)
+    if isinstance(exc, (LookupError, ValueError, TypeError, AssertionError)) and _raised_reading_optuna(exc):
+        # an edited Optuna table (a state, a distribution, an attribute that is not JSON; a FINITE
+        # trial value set to NULL fails an assert in Optuna's stored_repr_to_value)
+        said = str(exc).splitlines()[0] if str(exc) else f"in Optuna's {_innermost(exc)}"
         return StoreError(f"the Optuna tables of {store.url} are corrupt ({type(exc).__name__}: "
-                          f"{store._scrub(str(exc).splitlines()[0] if str(exc) else '')[:200]}) while {action}: "
+                          f"{store._scrub(said)[:200]}) while {action}: "
                           "the database was edited or damaged (restore it from a backup)")
     return None
+
+
+def _innermost(exc: BaseException) -> str:
+    """The function ``exc`` was raised in (for an exception that carries no message)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_name}()" if tb is not None else "storage"
 
 
 def _raised_reading_optuna(exc: BaseException) -> bool:

@@ -67,6 +67,8 @@ from placetune.tuning.constraints import parse_constraints
 
 #: the most camera streams a study may share its frames between (``streams``)
 MAX_STREAMS = 1024
+#: the most trials one study runs
+MAX_TRIALS = 1_000_000
 
 __all__ = ["TuneConfig", "load_study_file", "parse_duration", "DEFAULT_MODEL"]
 
@@ -143,8 +145,8 @@ class TuneConfig:
     def __post_init__(self) -> None:
         """Refuse values of the wrong type or range up front (``trials = true``,
         ``timeout = true`` and ``--study ""`` were once accepted), naming the field and what is allowed."""
-        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or not 1 <= self.trials <= 1_000_000:
-            raise ConfigError(f"trials must be an integer from 1 to 1,000,000, got {str(self.trials)[:40]!r}")
+        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or not 1 <= self.trials <= MAX_TRIALS:
+            raise ConfigError(f"trials must be an integer from 1 to {MAX_TRIALS:,}, got {str(self.trials)[:40]!r}")
         if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
                                          or not 0 < self.timeout < float("inf")):
             raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")

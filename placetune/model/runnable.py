@@ -1,0 +1,144 @@
+"""Layers that cannot run, refused when a model is loaded (never simulated or measured as if valid).
+
+ONNX shape inference (run with ``strict_mode=False``) writes a shape for nodes the operator spec
+forbids, and a node can ask for a tensor no Jetson can hold; such a model used to be tuned and
+"measured" (a median of 1e16 ms reported ``ok``). Each rule, checked once every layer has its
+static shapes:
+
+* Reshape: "The input tensor's shape and the output tensor's shape are required to have the same
+  number of elements" (ONNX operator spec, Reshape, every version);
+* Conv: W "has size (M x C/group x kH x kW)" and ``group`` is the "number of groups input
+  channels and output channels are divided into" (ONNX spec, Conv): ``group`` is at least 1 and
+  divides the input's C channels and the M output maps, and W's second dimension is C/group.
+  ConvTranspose (W: C x M/group x k...): ``group`` at least 1 dividing C, W's first dimension C;
+* Resize: ``scales`` "takes value greater than 0" (ONNX spec, Resize 10 to 19): every scale
+  positive and finite (a NaN scale gives no output shape at all); ``sizes`` positive;
+* tensor size: no tensor a layer reads or writes may be larger than the memory of the largest
+  Jetson module placetune has a profile for (Jetson AGX Orin 64GB and AGX Xavier 64GB: 64 GB
+  shared by CPU, GPU and DLA; :mod:`placetune.hardware.modules`). TensorRT documents no fixed
+  volume limit: TensorRT 8.6 fails on tensors of more than 2^31-1 elements (NVIDIA/TensorRT issue
+  3815, answered "should be fixed in TRT 10.0.1", then "didn't fix it completely"), and the
+  TensorRT 10.10 release notes say only that "most layers" now handle large volumes. The memory
+  bound is the one no TensorRT version can pass: such a tensor cannot be allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+
+from placetune.errors import ModelError
+from placetune.model.layer import Layer, TensorInfo
+
+__all__ = ["MAX_TENSOR_BYTES", "refuse_unrunnable"]
+
+#: the memory of the largest Jetson module placetune has a profile for (AGX Orin 64GB, AGX Xavier 64GB)
+MAX_TENSOR_BYTES = 64 * 10**9
+
+#: op -> (input position, operand name) that sets the size of the op's output, for the message
+_SIZE_OPERANDS = {"Pad": (1, "pads"), "Expand": (1, "shape"), "Tile": (1, "repeats"), "Reshape": (1, "shape"),
+                  "ConstantOfShape": (0, "input"), "Upsample": (1, "scales")}
+
+
+def _dims(shape: Sequence[int]) -> str:
+    return "x".join(map(str, shape)) if shape else "a scalar"
+
+
+def _where(node: onnx.NodeProto, layer: Layer) -> str:
+    return f"node {layer.name[:80]!r} ({node.op_type})"
+
+
+def _shown(t: TensorInfo | None) -> str:
+    if t is None or t.value is None:
+        return ""
+    values = np.asarray(t.value).ravel().tolist()
+    return f" = {values[:8]}{'...' if len(values) > 8 else ''}"
+
+
+def _reshape(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) -> None:
+    data, out = tensors.get(node.input[0]), tensors.get(node.output[0])
+    if data is None or out is None or data.size == out.size:
+        return
+    shape = tensors.get(node.input[1]) if len(node.input) > 1 else None
+    raise ModelError(f"{_where(node, layer)}: input 'shape' {node.input[1][:80]!r}{_shown(shape)} makes "
+                     f"{_dims(out.shape)} ({out.size:,} elements) of input {node.input[0][:80]!r} {_dims(data.shape)} "
+                     f"({data.size:,} elements); ONNX's Reshape keeps the element count (0 copies the input's "
+                     "dimension, one -1 is inferred): export the model again")
+
+
+def _conv(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) -> None:
+    data = tensors.get(node.input[0])
+    weight = tensors.get(node.input[1]) if len(node.input) > 1 else None
+    if data is None or weight is None or len(data.shape) < 2 or len(weight.shape) < 2:
+        return
+    group = layer.attrs.get("group", 1)
+    c = data.shape[1]
+    if node.op_type == "Conv":
+        m = weight.shape[0]
+        ok = isinstance(group, int) and group >= 1 and c % group == 0 and m % group == 0 \
+            and weight.shape[1] * group == c
+        allowed = (f"ONNX's Conv takes group >= 1 dividing the input's {c} channels and the weight's {m} "
+                   f"output maps, with weight {node.input[1][:80]!r} of shape M x C/group x kH x kW "
+                   f"(here {_dims(weight.shape)})")
+    else:
+        ok = isinstance(group, int) and group >= 1 and c % group == 0 and weight.shape[0] == c
+        allowed = (f"ONNX's ConvTranspose takes group >= 1 dividing the input's {c} channels, with weight "
+                   f"{node.input[1][:80]!r} of shape C x M/group x kH x kW (here {_dims(weight.shape)})")
+    if not ok:
+        raise ModelError(f"{_where(node, layer)}: attribute group={group} on input {node.input[0][:80]!r} "
+                         f"{_dims(data.shape)}; {allowed}")
+
+
+def _resize(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo], opset: int) -> None:
+    positions = {"scales": 1} if opset < 11 else {"scales": 2, "sizes": 3}
+    for operand, pos in positions.items():
+        if len(node.input) <= pos or not node.input[pos]:
+            continue
+        t = tensors.get(node.input[pos])
+        if t is None or t.value is None or t.size == 0:
+            continue
+        values = np.asarray(t.value, dtype=np.float64).ravel()
+        if not (np.isfinite(values).all() and (values > 0).all()):
+            raise ModelError(f"{_where(node, layer)}: input {operand!r} {node.input[pos][:80]!r}{_shown(t)}; "
+                             f"ONNX's Resize takes {operand} that are finite and greater than 0")
+
+
+def _volume(node: onnx.NodeProto, layer: Layer) -> None:
+    for kind, t in [("output", t) for t in layer.outputs] + [("input", t) for t in layer.inputs]:
+        if t.nbytes <= MAX_TENSOR_BYTES:
+            continue
+        hint = ""
+        rule = _SIZE_OPERANDS.get(node.op_type)
+        if kind == "output" and rule and len(node.input) > rule[0] and node.input[rule[0]]:
+            hint = f" (set by its input {rule[1]!r} {node.input[rule[0]][:80]!r})"
+        raise ModelError(f"{_where(node, layer)}: {kind} {t.name[:80]!r}{hint} is {_dims(t.shape)}, "
+                         f"{t.size:.3g} elements ({t.nbytes / 1e9:.3g} GB as {t.dtype}); a tensor must fit in "
+                         f"the memory of a Jetson (at most {MAX_TENSOR_BYTES // 10**9} GB, AGX Orin 64GB), "
+                         "or TensorRT cannot build it")
+
+
+def refuse_unrunnable(nodes: Sequence[onnx.NodeProto], layers: Sequence[Layer],
+                      opset_import: Sequence[onnx.OperatorSetIdProto]) -> None:
+    """Refuse the first layer the ONNX operator spec forbids or no Jetson could hold (see the module).
+
+    Args:
+        nodes: the ONNX nodes of the layers, one per layer, in the same order.
+        layers: the layers, with static shapes and the values of small constants.
+        opset_import: the model's opsets (Resize's inputs moved in opset 11).
+
+    Raises:
+        ModelError: one line naming the node, the input and what is allowed.
+    """
+    opset = next((op.version for op in opset_import if op.domain in ("", "ai.onnx")), 11)
+    tensors = {t.name: t for layer in layers for t in (*layer.inputs, *layer.outputs)}
+    for node, layer in zip(nodes, layers):
+        if node.domain in ("", "ai.onnx"):
+            if node.op_type == "Reshape" and len(node.input) > 1:
+                _reshape(node, layer, tensors)
+            elif node.op_type in ("Conv", "ConvTranspose") and node.input:
+                _conv(node, layer, tensors)
+            elif node.op_type == "Resize" and node.input:
+                _resize(node, layer, tensors, opset)
+        _volume(node, layer)
