@@ -313,9 +313,9 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
     engines = [Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
                for s, p in zip(specs, plans)]
     inspect = (job.get("common") or {}).get("inspector", True)
-    for e, s, info in zip(engines, specs, out["engines"]):
+    for i, (e, s) in enumerate(zip(engines, specs)):
         if inspect and int(s.get("dla_core", -1)) >= 0:  # where its layers ran: the second source, beside the log
-            layer_information(trt, e.engine, e.context, info)
+            layer_information(trt, e.engine, e.context, out["engines"][i])
     rng = np.random.default_rng(int(job.get("seed", 0)))
     pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
                      int(job.get("frames_in_flight", 1)), rng)
