@@ -99,6 +99,15 @@ PARAMS: tuple[Param, ...] = (
     Param("ampere.dla_bw_eff", 0.05, 0.95, "DLA-SW ResNet-50 power modes"),
     Param("ampere.dla_island_us", 5.0, 400.0, "ModelGN (5 loadables) against ModelBN (2)"),
     Param("*.gpu_sensitivity", 0.01, 5.0, "the GPU engine with DLA engines at once (MLPerf Offline, torch2trt)"),
+    # A DLA's slow-down by the other devices' DRAM traffic (the other DLA's and the GPU's): above 0
+    # (another device's traffic cannot speed a DLA up), the upper bound left wide (under fair DRAM
+    # arbitration a memory-bound task beside devices that saturate DRAM keeps 1 / (1 + n) of it, i.e. a
+    # value near 1), so that the rows, not the bound, set it. Per architecture: Xavier's two DLAs share
+    # one SRAM, Orin's do not (ref section 1).
+    Param("volta.dla_sensitivity", 0.01, 5.0, "both Xavier NX DLAs at once (torch2trt, two processes) and the "
+                                              "DLA engines beside the GPU (MLPerf Offline, jetson_benchmarks)"),
+    Param("ampere.dla_sensitivity", 0.01, 5.0, "both AGX Orin DLAs at once (DLA-SW ResNet-50, three power modes) "
+                                               "and the DLA engines beside the GPU (MLPerf Offline)"),
     Param("harness.python", 50.0, 5000.0, "torch2trt's small networks (resnet18, mobilenet_v2 at the same rate)"),
 )
 
