@@ -158,11 +158,11 @@ def test_fit_improves_on_the_priors(restore_constants):
 
 #: The judged sets whose max misses the 35 % target (figures stored by the last run, reported by
 #: benchmarks/calibration.py): the release-3 validation rows of Ultralytics YOLO11 on Orin NX 16GB (worst
-#: ultralytics-orinnx16-yolo11n-int8, -43.9 %: the simulator is too fast), the release-4 validation rows on
-#: AGX Orin (worst yolo11dla-orin-yolo11n-dla-int8, -61.3 %: YOLO11n with DLA fallback at 50W; the Orin DLA
-#: FP16 rows -48 % and -58 %; a DLA engine beside a GPU process -50 %), which also take the validation
-#: batch-1 bucket's median signed error to -13.1 %, and, without
-#: exclusions, the excluded row mlperf20-orin-resnet50-multistream itself (-38.8 % by leave-one-source-out).
+#: ultralytics-orinnx16-yolo11n-int8, -44 %: the simulator is too fast), the release-4 validation rows on
+#: AGX Orin (worst yolo11dla-orin-yolo11n-dla-int8, -62.3 %: YOLO11n with DLA fallback at 50W; the Orin DLA
+#: FP16 rows -48 % and -58 %; a DLA engine beside a GPU process -51 %), which also take the validation
+#: batch-1 bucket's median signed error to -13.3 %, and, without
+#: exclusions, the excluded row mlperf20-orin-resnet50-multistream itself (-38.7 % by leave-one-source-out).
 KNOWN_MISSES = {"validate", "validate_all", "loso_all"}
 #: The batch buckets whose median signed error misses the +/-10 % bound (same report).
 KNOWN_BUCKET_MISSES = {"validate batch 1"}
@@ -188,8 +188,8 @@ def test_the_calibration_meets_its_targets_except_the_known_misses():
         assert key in KNOWN_MISSES or s["max"] <= calibration.TARGET_MAX, (key, s)
 
 
-@pytest.mark.xfail(strict=True, reason="validation max 61.3 % (61.7 % without exclusions), validation batch-1 median "
-                                       "signed -13.1 % and leave-one-source-out max without exclusions 38.8 %: "
+@pytest.mark.xfail(strict=True, reason="validation max 62.3 % (62.0 % without exclusions), validation batch-1 median "
+                                       "signed -13.3 % and leave-one-source-out max without exclusions 38.7 %: "
                                        "targets missed (KNOWN_MISSES), reported, "
                                        "not tuned away")
 def test_the_calibration_meets_all_its_targets():
