@@ -676,3 +676,38 @@ def test_repeated_jobs_leave_no_cuda_resources_behind(binding, sent_jobs):
             assert row["status"] == "ok" and not row["release_errors"], (op["op"], i, row)
             assert row["gpu"] == {**zero, "trt_contexts": 0}, (op["op"], i, row["gpu"])
             assert {k: row["layer"][k] for k in zero} == zero, (op["op"], i, row["layer"])
+
+
+COPIES = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import worker
+from cuda.bindings import driver
+out = []
+for job in json.load(open(sys.argv[2])):
+    del driver.htod_copies[:]
+    r = worker.handle(job)
+    out.append({"op": job["op"], "status": r.get("status"), "error": r.get("error"),
+                "copies": list(driver.htod_copies)})
+print(json.dumps(out))
+'''
+
+
+def test_every_input_copy_on_cuda_python_reads_pinned_memory(sent_jobs):
+    """Every host-to-device copy a job makes reads pinned host memory (cuMemHostAlloc), the first
+    one too: the inputs' random data, copied before the first warm-up, went from a pageable numpy
+    array (a blocking cuMemcpyHtoD that CUDA stages through a pinned buffer of its own) while every
+    other copy used the job's pinned buffers. Checked on the cuda-python double, which records
+    where each copy's source lies; the real CUDA run of tests/test_cuda_layer.py is owed."""
+    env = {**fake_env("10.3.0"), "PATH": "/usr/bin:/bin", "PLACETUNE_CUDA": "cuda-python",
+           "PLACETUNE_FAKE_CUDA_PYTHON": "1"}
+    p = subprocess.run([sys.executable, "-c", COPIES, str(WORKER_FILE.parent), str(sent_jobs)],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=str(sent_jobs.parent))
+    assert p.returncode == 0, p.stderr[-3000:]
+    ops = json.loads(p.stdout.splitlines()[-1])
+    assert [op["op"] for op in ops] == ["pipeline", "measure", "replicas"]
+    for op in ops:
+        assert op["status"] == "ok", op
+        assert op["copies"], op["op"]  # every job copies its inputs
+        assert op["copies"][0]["pinned"], (op["op"], "first copy from pageable memory", op["copies"][:3])
+        assert all(c["pinned"] for c in op["copies"]), (op["op"], op["copies"])

@@ -12,10 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from placetune.backends.base import BackendBase, Capabilities
-from placetune.backends.clocks import ClockWatch, mode_not_applied, snapshot
+from placetune.backends import clocks
+from placetune.backends.clocks import ClockWatch, Snapshot, mode_not_applied, snapshot
+from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_uncapped_not_applied,
+                                             parse_nvpmodel_caps)
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt import env as trt_env
 from placetune.errors import ConfigError
+from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
+from placetune.hardware.locked_clocks import locked_frequencies
 from placetune.hardware.platforms import PLATFORMS
 from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "device_fingerprint", "installed_trt_fits", "prepared_onnx",
+__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "device_fingerprint", "mode_differences", "installed_trt_fits", "prepared_onnx",
            "untyped_int8", "realized_vs_predicted"]
 
 log = logging.getLogger(__name__)
@@ -66,8 +71,10 @@ class JetsonBackend(BackendBase):
 
 def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform", settings: "Settings",
                        **more: Any) -> dict[str, Any]:
-    """``backend``, ``trt_version``, ``platform`` (then ``more``), L4T/JetPack, module, power mode and
-    whether clocks are locked; warns (once) about unlocked clocks and a power mode the study did not ask for."""
+    """``backend``, ``trt_version``, ``platform`` (then ``more``), L4T/JetPack, module, power mode,
+    whether clocks are locked and, where any clock is read locked, at what (``locked_clocks``:
+    :mod:`placetune.hardware.locked_clocks`; a study resumes only under the same lock); warns (once)
+    about unlocked clocks, a power mode the board does not run, and one the study did not ask for."""
     fp: dict[str, Any] = {
         "backend": backend.name,
         "trt_version": version,
@@ -79,12 +86,16 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         "power_mode": trt_env.read_power_mode(),
         "clocks_locked": trt_env.read_clocks(),
     }
+    snap = snapshot()
+    locked = locked_frequencies(snap)
+    if locked:  # at what the clocks are locked: a study resumes only under the same lock
+        fp[LOCKED] = locked
     installed_trt_fits(backend, version, platform)
-    applied = mode_not_applied(platform.name, fp["power_mode"], snapshot())
-    if applied:
-        backend._warn_once("mode-applied", "POWER MODE NOT APPLIED: %s: the board does not seem to run the mode it "
-                           "reports, and the study records it under that mode; check `sudo jetson_clocks --show`, "
-                           "set the mode again (`sudo nvpmodel -m <id>`) and check `systemctl status nvpmodel`", applied)
+    for line in mode_differences(platform.name, fp["power_mode"], snap):
+        backend._warn_once(f"mode-applied:{line}", "POWER MODE NOT APPLIED: %s: the board does not seem to run the "
+                           "mode it reports, and the study records it under that mode; check `sudo jetson_clocks "
+                           "--show`, set the mode again (`sudo nvpmodel -m <id>`) and check `systemctl status "
+                           "nvpmodel`", line)
     if fp["clocks_locked"] is not True:
         state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
         backend._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
@@ -99,6 +110,30 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         backend._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
                            "set it with `sudo nvpmodel -m <id>`", fp["power_mode"], settings.power_mode)
     return fp
+
+
+def mode_differences(platform: str, mode_name: str | None, snap: Snapshot | None = None) -> list[str]:
+    """What the board runs that its reported nvpmodel mode ``mode_name`` does not set, one line each:
+    the GPU cap (:func:`~placetune.backends.clocks.mode_not_applied`; an uncapped GPU:
+    :func:`~placetune.backends.mode_applied.gpu_uncapped_not_applied`), then the CPU cores online and
+    each CPU cluster's max frequency against the board's own nvpmodel configuration
+    (:data:`~placetune.backends.tensorrt.env.NVPMODEL_CONF`, :mod:`placetune.backends.mode_applied`).
+    Off a Jetson, or with no mode read, nothing. The EMC and DLA caps are not checked: said once
+    (logged) where the rest is judged. ``snap``: the clocks now (default: read here)."""
+    snap = snap if snap is not None else snapshot()
+    if not mode_name or snap is None:
+        return []
+    lines = [why for why in (mode_not_applied(platform, mode_name, snap),) if why]
+    try:
+        text = Path(trt_env.NVPMODEL_CONF).read_text(errors="replace")
+    except OSError:
+        text = ""
+    if text:
+        conf = parse_nvpmodel_caps(text)
+        lines += gpu_uncapped_not_applied(conf, mode_name, clocks.SYSFS_ROOT)
+        lines += cpu_not_applied(conf, mode_name, clocks.SYSFS_ROOT)
+    log.info("power mode %s: %s", mode_name, NOT_CHECKED)
+    return lines
 
 
 def installed_trt_fits(backend: JetsonBackend, version: str, platform: "Platform") -> None:

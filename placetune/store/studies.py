@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,11 +14,15 @@ from sqlalchemy import case as sa_case
 from sqlalchemy.exc import IntegrityError
 
 from placetune.errors import ConfigError, StoreError, UnknownNameError
+from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
+from placetune.hardware.locked_clocks import LOCK_TOLERANCE, lock_differences
 from placetune.store.connection import ConnectionMixin
 from placetune.store.records import StudyRecord
 from placetune.store.schema import MeasurementRow, ModelRow, RequestRow, StudyRow, dumps, utcnow
 
 __all__ = ["StudiesMixin", "settings_hash", "fingerprint_hash"]
+
+log = logging.getLogger(__name__)
 
 _M = MeasurementRow.__table__
 _R = RequestRow.__table__
@@ -263,12 +268,25 @@ class StudiesMixin(ConnectionMixin):
             for k in keys:
                 if part == "settings" and k in named:  # e.g. mode: already named above
                     continue
+                if part == "fingerprint" and k == LOCKED:  # compared within a tolerance, clock by clock
+                    if k not in a:  # a study recorded before the locked frequencies were
+                        log.warning("study %r did not record the frequencies its clocks were locked at (made by an "
+                                    "older placetune): they are not compared on resume", st.name)
+                        continue
+                    for clock, was, now in lock_differences(a[k], b.get(k)):
+                        old.append(f"{part}.{k}.{clock}={was}")
+                        new.append(f"{part}.{k}.{clock}={now}")
+                    continue
                 old.append(f"{part}.{k}={_fmt(a[k]) if k in a else '(unset)'}")
                 new.append(f"{part}.{k}={_fmt(b[k]) if k in b else '(unset)'}")
         if old:
+            locks = any(o.startswith(f"fingerprint.{LOCKED}.") for o in old)
             raise ConfigError(
                 f"study {st.name!r} exists with {', '.join(old)}; this run has {', '.join(new)}: "
                 "use another --study name or the same settings"
+                + (f" (the clocks are locked at other frequencies than the study's, more than "
+                   f"{LOCK_TOLERANCE:.0%} apart: run `sudo jetson_clocks` in the study's power mode, not "
+                   "`--restore` of a file stored under another)" if locks else "")
             )
 
     def _study_select(self) -> Any:

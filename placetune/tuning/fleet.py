@@ -57,6 +57,8 @@ from placetune.tuning.fleet_gate import TrialGate, fleet_trial_counts
 from placetune.tuning.fleet_locks import SingleWriterLock, schema_lock
 from placetune.tuning.fleet_worker import FleetOptions, worker_id
 from placetune._lazy import lazy_import
+from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
+from placetune.hardware.locked_clocks import lock_differences
 from placetune.hardware.platforms import get_platform
 from placetune.store.studies import _as_dict
 from placetune.tuning.fleet_steps import FleetAgent
@@ -138,6 +140,11 @@ def check_environment(
             diffs.append(f"{key}: study {theirs}, this worker {ours}")
     for key in sorted(set(st.fingerprint) | set(mine)):
         a, b = st.fingerprint.get(key, "(unset)"), mine.get(key, "(unset)")
+        if key == LOCKED:  # within a tolerance, clock by clock; not recorded by an older study: not compared
+            if key in st.fingerprint:
+                diffs += [f"{key}.{clock}: study {was}, this worker {now}"
+                          for clock, was, now in lock_differences(a, mine.get(key))]
+            continue
         if a != b:
             diffs.append(f"{key}: study {a}, this worker {b}")
     if diffs:

@@ -161,10 +161,13 @@ def random_data(np, rng, shape, dtype):
 
 def random_fill(cuda, np, rng, mem, shape, dtype):
     # type: (Any, Any, Any, Any, Tuple[int, ...], Any) -> Any
-    """Fill a device buffer with :func:`random_data`; returns the host copy."""
+    """Fill a device buffer with :func:`random_data`, copied from a pinned host buffer (as every
+    other copy of a job; freed with the job's :class:`Resources`); returns that host copy."""
     data = random_data(np, rng, shape, dtype)
-    cuda.memcpy_htod(mem, data)
-    return data
+    host = cuda.pagelocked_empty(data.shape, data.dtype)
+    host[:] = data
+    cuda.memcpy_htod(mem, host)
+    return host
 
 
 def download(cuda, np, mem, shape, dtype):

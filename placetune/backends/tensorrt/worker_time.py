@@ -143,9 +143,10 @@ def time_engine(trt, plan, job, logger):
             for d in shape:
                 count *= max(int(d), 1)
             mem = cuda.mem_alloc(max(count * dtype.itemsize, 1))  # freed by the job's Resources
-            if is_input:
-                data = rng.uniform(-1.0, 1.0, size=count).astype(dtype) if dtype.kind == "f" else np.zeros(count, dtype)
-                cuda.memcpy_htod(mem, data)
+            if is_input:  # from a pinned buffer, as every other copy (freed by the job's Resources)
+                host = cuda.pagelocked_empty((count,), dtype)
+                host[:] = rng.uniform(-1.0, 1.0, size=count).astype(dtype) if dtype.kind == "f" else 0
+                cuda.memcpy_htod(mem, host)
             context.set_tensor_address(name, int(mem))
         stream = cuda.Stream()  # non-default stream (execute_async_v3 docstring)
 

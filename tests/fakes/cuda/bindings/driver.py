@@ -89,6 +89,9 @@ _state = {"init": False}
 _events: dict[int, float | None] = {}
 _next_event = itertools.count(0x9000)
 _host: dict[int, object] = {}  # pinned host buffers, by address (kept alive)
+#: every host-to-device copy, in order: ``{"blocking": bool, "pinned": bool}`` (``pinned``: its source
+#: lies in a buffer of cuMemHostAlloc), so a test can check that no copy reads pageable memory
+htod_copies: list[dict[str, bool]] = []
 _functions: dict[int, object] = {}
 _next_function = itertools.count(0xF000)
 
@@ -287,7 +290,13 @@ def _dev(ptr) -> int:
     return p
 
 
+def _pinned(addr: int, nbytes: int) -> bool:
+    """Whether ``addr``..``addr + nbytes`` lies in one pinned host buffer (cuMemHostAlloc)."""
+    return any(base <= addr and addr + nbytes <= base + ctypes.sizeof(buf) for base, buf in _host.items())
+
+
 def cuMemcpyHtoD(dst, src: int, nbytes: int):
+    htod_copies.append({"blocking": True, "pinned": _pinned(int(src), int(nbytes))})
     data = ctypes.string_at(int(src), int(nbytes))  # taken now: the host may reuse its buffer on return
     _gpu.observe(_gpu.htod(0, _dev(dst), lambda: data)[1])
     return (_S,)
@@ -299,6 +308,7 @@ def cuMemcpyDtoH(dst: int, src, nbytes: int):
 
 
 def cuMemcpyHtoDAsync(dst, src: int, nbytes: int, stream):
+    htod_copies.append({"blocking": False, "pinned": _pinned(int(src), int(nbytes))})
     _gpu.htod(_stream(stream), _dev(dst), _read_host(int(src), int(nbytes)))
     return (_S,)
 
