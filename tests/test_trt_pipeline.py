@@ -235,6 +235,21 @@ def test_worker_gate_numbers(monkeypatch):
     assert not shape["passed"] and "shape" in shape["outputs"]["y"]["error"]
 
 
+def test_worker_gate_says_when_the_reference_ignores_its_input(monkeypatch):
+    """A detector ending in NMS that keeps no box of random input gives the same outputs for every
+    input. EfficientNMS_TRT zero-fills its outputs (TensorRT release/10.3
+    plugin/efficientNMSPlugin/efficientNMSInference.cu:643-646: ``vacuous``), but its ONNX variant
+    fills the selected indices with 0xFF bytes, -1 (same file, :639): no all-zero output, so
+    ``vacuous`` does not say it. The gate then compares nothing that depends on the cut."""
+    worker = _worker_module(monkeypatch, "worker_pipeline")
+    nms = {"selected_indices": np.full((100, 3), -1, np.int32)}
+    same = worker.compare_frames(np, [dict(nms), dict(nms)], [dict(nms), dict(nms)], 0.02)
+    assert same["passed"] and not same["vacuous"] and same["same_for_every_input"]
+    a, b = {"y": np.array([[3.0, 4.0]])}, {"y": np.array([[1.0, 2.0]])}
+    differ = worker.compare_frames(np, [a, b], [a, b], 0.02)
+    assert differ["passed"] and not differ["same_for_every_input"]
+
+
 def test_deeper_network_fp16_gate_error_is_small_but_not_zero(tmp_path):
     """seed_model_gn with random weights on a random three-device placement: the double rounds every
     engine's outputs to fp16, so the cut adds rounding; the gate measures it and accepts it."""
