@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -519,6 +520,33 @@ def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block
     gate = m.extra["gate"]
     assert gate["inputs"] == 3 and gate["frames"] == [True, True, True] and gate["after_timing"]["passed"]
     assert m2.extra["gate"]["frames"] == [True, True, False]  # frame 2 is the first to reuse a slot
+
+
+def test_int8_pipeline_with_a_calibration_cache_keeps_its_int8_cut_formats(seed_block, tmp_path):
+    """INT8 cut tensors are engine I/O: TensorRT's network validation wants their dynamic range set
+    even when a calibrator gives the rest, and trtexec sets it from the calibration cache's scale
+    (samples/common/sampleEngines.cpp release/10.3:1001-1009 setTensorScalesFromCalibration,
+    :50-73 readScalesFromCalibrationCache: ``<tensor>: <float32 bits in hex>``, range 127 * scale).
+    Without it every INT8 pipeline of a study with a calibration cache fell back to FP32 linear cuts
+    (GPU reformats at every cut) after a failed build of each segment."""
+    cache = tmp_path / "calib.cache"
+    tensors = ["input", "/conv1/Conv_output_0", "/conv2/Conv_output_0", "/conv3/Conv_output_0",
+               "/conv4/Conv_output_0", "output"]
+    cache.write_text("TRT-100300-EntropyCalibration2\n" + "".join(f"{t}: 3c010a14\n" for t in tensors))
+    be = _backend(tmp_path / "cache", calibration_cache=str(cache))
+    ev = _ev(seed_block, be, tmp_path, precision="int8")
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert "cut_formats_failed" not in m.extra, m.extra.get("cut_formats_failed")
+    dla = [e for e in m.extra["engines"] if e["device"] != "GPU"]
+    assert dla and all(v == ["INT8", "CHW32"] for e in dla for v in e["io_formats"].values())
+    scale = struct.unpack("<f", bytes.fromhex("3c010a14")[::-1])[0]
+    assert m.extra["engines"][1]["int8_io_ranges"] == {t: pytest.approx(127 * scale) for t in
+                                                       m.extra["engines"][1]["io_formats"]}
 
 
 def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_block, tmp_path, monkeypatch):

@@ -288,6 +288,8 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
                      f"TensorRT's default FP32 linear I/O (GPU reformats at every cut): {formats_failed}")
     for row, info in zip(rows, infos):
         row["io_formats"] = info.get("io_formats") or {}
+        if info.get("int8_io_ranges"):  # INT8 cut tensors' ranges from the calibration cache (trtexec's rule)
+            row["int8_io_ranges"] = info["int8_io_ranges"]
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     if notes:
         extra["notes"] = notes
