@@ -148,7 +148,7 @@ def calibration_scales(path):
     (samples/common/sampleEngines.cpp readScalesFromCalibrationCache, release/10.3:50-73): each
     ``<tensor>: <hex>`` line, split at its last ``:``, is the scale's float32 bits; other lines
     (the ``TRT-<version>-EntropyCalibration2`` header) are skipped."""
-    import struct
+    import numpy as np
 
     scales = {}  # type: Dict[str, float]
     with open(path, "rb") as fh:
@@ -161,7 +161,7 @@ def calibration_scales(path):
             bits = int(line[pos + 2:pos + 10], 16)
         except ValueError:
             continue
-        scales[line[:pos]] = struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+        scales[line[:pos]] = float(np.array([bits & 0xFFFFFFFF], dtype=np.uint32).view(np.float32)[0])
     return scales
 
 
