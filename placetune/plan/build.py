@@ -77,9 +77,9 @@ class BuildReport:
                  + ", ".join(f"{e['engine_file']} ({e['device']})" for e in self.engines)]
         if self.unknown:
             n = sum(1 for d in self.realized.values() if d == UNKNOWN)
-            lines.append(f"where TensorRT put the layers is UNKNOWN for {plural(n, 'layer')} asked on the DLA: "
-                         + "; ".join(self.unknown[:3]) + " (build.json lists those layers as 'unknown'; "
-                         "they are not reported as built where the plan says)")
+            lines.append("where TensorRT put the layers is UNKNOWN" + (f" for {plural(n, 'layer')} asked on the DLA"
+                         if n else "") + ": " + "; ".join(self.unknown[:3]) + " (build.json lists them as "
+                         "'unknown'; they are not reported as built where the plan says)")
         if self.differences:
             lines.append(f"{plural(len(self.differences), 'layer')} run elsewhere than the plan says:")
             lines += [f"  {d['layer']}: plan {d['plan']}, built {d['built']}" + (f" ({d['reason']})" if d["reason"]
@@ -289,7 +289,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         if unknown:
             report.unknown.extend(unknown)
             mine = {n: (UNKNOWN if predicted[n] != "GPU" else d) for n, d in mine.items()}
-        if p.mode != "replicas":  # a replica runs the whole network: the plan's layers are per replica
+        if p.mode != "replicas" or unknown:  # a replica runs the whole network: the plan's layers are per replica
             realized.update(mine)
         report.engines.append({"name": spec["name"], "device": spec["device"],
                                "engine_file": engine_files(p, eng)[1], "cached": bool(info.get("cached")),
