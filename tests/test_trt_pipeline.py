@@ -251,6 +251,21 @@ def test_worker_gate_says_when_the_reference_ignores_its_input(monkeypatch):
     assert differ["passed"] and not differ["same_for_every_input"]
 
 
+def test_worker_refuses_an_output_whose_shape_is_known_only_after_the_run(monkeypatch):
+    """TensorRT reports -1 in an output's shape when it is data-dependent (NvInferRuntime.h release/10.3
+    :3995-3998: an ONNX NonZero or NonMaxSuppression output); a buffer sized from it is overrun, so the
+    worker says why instead of timing with one (the doubles invent such shapes: tested on a stand-in)."""
+    worker = _worker_module(monkeypatch, "worker_time")
+
+    class Context:
+        def get_tensor_shape(self, name):
+            return {"boxes": (1, 100, 4), "selected_indices": (-1, 3)}[name]
+
+    assert worker.output_shape(Context(), "boxes") == (1, 100, 4)
+    with pytest.raises(RuntimeError, match=r"output 'selected_indices' has a data-dependent shape \[-1, 3\]"):
+        worker.output_shape(Context(), "selected_indices")
+
+
 def test_deeper_network_fp16_gate_error_is_small_but_not_zero(tmp_path):
     """seed_model_gn with random weights on a random three-device placement: the double rounds every
     engine's outputs to fp16, so the cut adds rounding; the gate measures it and accepts it."""
