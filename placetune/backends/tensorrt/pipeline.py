@@ -256,6 +256,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     fallback = dict(r.fallback)
     notes: list[str] = []
     unknown: list[str] = []
+    guessed: list[str] = []
     loadables: dict[str, int] = {}
     rows = []
     build_s = 0.0
@@ -263,7 +264,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         label = f"seg{c.index}"
         logs_into(extra, label, info)
         n_load, subgraphs = read_realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
-                                      unknown=unknown)
+                                      unknown=unknown, guessed=guessed)
         if c.device != "GPU":
             loadables[c.device] = loadables.get(c.device, 0) + n_load
         if not info.get("cached"):
@@ -291,6 +292,8 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         if info.get("int8_io_ranges"):  # INT8 cut tensors' ranges from the calibration cache (trtexec's rule)
             row["int8_io_ranges"] = info["int8_io_ranges"]
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
+    if guessed:  # as engine mode's mark_known: the layers whose realised device is the request
+        extra["placement_from_request"] = guessed[:50]
     if notes:
         extra["notes"] = notes
     if res.get("traceback"):
