@@ -90,6 +90,7 @@ class Extra(TypedDict, total=False):
     cut_formats: dict[str, Any]  # pipeline: the cut tensors' types and formats
     cut_formats_failed: str  # why the native cut formats did not build
     gate: dict[str, Any]  # pipeline: the correctness gate's verdict
+    gate_unverified: str  # pipeline: why a gate that passed checked nothing (outputs that ignore the input)
     slots: Any  # pipeline: frames in flight the worker ran
     frames_in_flight: int  # pipeline: frames in flight asked for
     segments: int  # pipeline: engines chained

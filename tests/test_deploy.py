@@ -130,6 +130,23 @@ def test_build_reports_layers_tensorrt_put_elsewhere(tmp_path):
     assert report["realized"]["/cnn/cnn.0/Conv"] == "DLA0"
 
 
+def test_build_whose_placement_cannot_be_read_says_unknown(tmp_path, monkeypatch):
+    """A build log without placement lines (and no engine layer information at build time): where
+    TensorRT put the layers is unknown, so build never reports them where the plan says (the
+    engine-mode reading's rule, placement_known.decide: never "realised = requested")."""
+    folder = _study(tmp_path, DATA / "seed_model_gn.onnx.gz", "engine", "all-dla")
+    monkeypatch.setenv("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG", "1")
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "every layer runs where the plan says" not in proc.stdout
+    assert "UNKNOWN" in proc.stdout.splitlines()[1], proc.stdout
+    report = json.loads((Path(folder) / "build.json").read_text())
+    assert report["placement_known"] is False and report["placement_unknown"]
+    assert report["realized"]["/cnn/cnn.0/Conv"] == "unknown"  # asked on the DLA: not known to run there
+    assert report["engines"][0]["placement_known"] is False and report["engines"][0]["dla_loadables"] is None
+    assert report["differences"] == []
+
+
 def test_engine_and_replicas_plans_run_and_match_the_model(seed_block, tmp_path):
     for mode, placement, kw in (("engine", THREE, {}), ("replicas", "all-dla", {"replicas": "GPU:1,DLA0:1"})):
         folder = _study(tmp_path, seed_block, mode, placement, **kw)

@@ -174,6 +174,19 @@ def test_a_layer_no_source_names_is_recorded_as_taken_from_the_request():
     assert _decide(LOG).from_request == []
 
 
+def test_a_pipeline_engine_lists_the_layers_taken_from_the_request_too():
+    """The same guess in a pipeline's DLA engine (jobs.read_realised, as engine mode's mark_known) is
+    listed for the measurement, not only in a note: the pipeline's extra["placement_from_request"]."""
+    from placetune.backends.tensorrt.jobs import read_realised
+
+    names = ["c1", "r1", "c2", "drop"]
+    pred = {n: "DLA0" for n in names}
+    info = {"log": [["VERBOSE", line] for line in LOG[:2]]}
+    realized, fallback, notes, unknown, guessed = dict(pred), {}, [], [], []
+    read_realised(names, "DLA0", pred, info, realized, fallback, notes, "seg1", unknown, guessed=guessed)
+    assert not unknown and realized["drop"] == "DLA0" and guessed == ["drop"]
+
+
 def test_a_log_whose_names_match_no_layer_is_unknown_not_the_request():
     """The log reports loadables (or layers) under names that map onto none of the model's layers
     (another naming than the model's): every layer would be filled in from the request."""

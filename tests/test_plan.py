@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 from types import SimpleNamespace
@@ -255,6 +256,19 @@ def test_apply_sets_precision_flag_and_reports_missing(engine_plan):
     report = engine_plan.apply(FakeNetwork([FakeLayer("/conv1/Conv"), FakeLayer("/conv4/Conv")]), config, trt=trt)
     assert config.flags == ["kGPU_FALLBACK", "kFP16"]
     assert set(report.missing) == {"/conv2/Conv", "/conv3/Conv", "/Concat"} and not report.ok
+
+
+def test_apply_int8_sets_fp16_too_as_measured(engine_plan):
+    """An int8 plan was measured with FP16 and INT8 set (the tensorrt worker's build; trtexec --fp16
+    --int8). INT8 alone is "Int8 layer selection, with FP32 fallback" (TensorRT release/10.3
+    include/NvInfer.h:8302), and the DLA runs no FP32: the engine built from the plan would differ."""
+    trt = SimpleNamespace(DeviceType=FAKE_TRT.DeviceType,
+                          BuilderFlag=SimpleNamespace(GPU_FALLBACK="kGPU_FALLBACK", FP16="kFP16", INT8="kINT8"))
+    config = FakeConfig()
+    plan = dataclasses.replace(engine_plan, precision="int8")
+    report = plan.apply(FakeNetwork([FakeLayer("/conv1/Conv"), FakeLayer("/conv4/Conv")]), config, trt=trt)
+    assert config.flags == ["kGPU_FALLBACK", "kFP16", "kINT8"]
+    assert report.flags == ["GPU_FALLBACK", "FP16", "INT8"]
 
 
 def test_apply_refuses_a_foreign_network(engine_plan):

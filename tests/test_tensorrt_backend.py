@@ -239,6 +239,9 @@ def test_pipeline_mode_runs_on_tensorrt(backends, gn, tmp_path):
     m = ev.evaluate(Placement(ev.model, {"/cnn/cnn.0/Conv": "DLA0", "/cnn/cnn.3/Conv": "DLA1"}))
     assert m.status == "ok" and m.mode == "pipeline", m.reason
     assert m.extra["gate"]["checked"] and m.extra["gate"]["vacuous"]  # the fixture's weights are zeros
+    # a gate that compared outputs which ignore the input checked nothing: recorded so, never as a check
+    assert "all zeros" in m.extra["gate_unverified"] and m.extra["gate"]["same_for_every_input"]
+    assert any("checked nothing" in n for n in m.extra["notes"])
 
 
 def test_zoo_model_is_exported_for_the_build(backends, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -233,6 +234,36 @@ def test_worker_gate_numbers(monkeypatch):
     assert zeros["passed"] and zeros["vacuous"]  # all-zero outputs cannot tell a wrong cut
     shape = worker.compare_outputs(np, {"y": np.zeros((2, 1))}, want, 0.01)
     assert not shape["passed"] and "shape" in shape["outputs"]["y"]["error"]
+
+
+def test_worker_gate_says_when_the_reference_ignores_its_input(monkeypatch):
+    """A detector ending in NMS that keeps no box of random input gives the same outputs for every
+    input. EfficientNMS_TRT zero-fills its outputs (TensorRT release/10.3
+    plugin/efficientNMSPlugin/efficientNMSInference.cu:643-646: ``vacuous``), but its ONNX variant
+    fills the selected indices with 0xFF bytes, -1 (same file, :639): no all-zero output, so
+    ``vacuous`` does not say it. The gate then compares nothing that depends on the cut."""
+    worker = _worker_module(monkeypatch, "worker_pipeline")
+    nms = {"selected_indices": np.full((100, 3), -1, np.int32)}
+    same = worker.compare_frames(np, [dict(nms), dict(nms)], [dict(nms), dict(nms)], 0.02)
+    assert same["passed"] and not same["vacuous"] and same["same_for_every_input"]
+    a, b = {"y": np.array([[3.0, 4.0]])}, {"y": np.array([[1.0, 2.0]])}
+    differ = worker.compare_frames(np, [a, b], [a, b], 0.02)
+    assert differ["passed"] and not differ["same_for_every_input"]
+
+
+def test_worker_refuses_an_output_whose_shape_is_known_only_after_the_run(monkeypatch):
+    """TensorRT reports -1 in an output's shape when it is data-dependent (NvInferRuntime.h release/10.3
+    :3995-3998: an ONNX NonZero or NonMaxSuppression output); a buffer sized from it is overrun, so the
+    worker says why instead of timing with one (the doubles invent such shapes: tested on a stand-in)."""
+    worker = _worker_module(monkeypatch, "worker_time")
+
+    class Context:
+        def get_tensor_shape(self, name):
+            return {"boxes": (1, 100, 4), "selected_indices": (-1, 3)}[name]
+
+    assert worker.output_shape(Context(), "boxes") == (1, 100, 4)
+    with pytest.raises(RuntimeError, match=r"output 'selected_indices' has a data-dependent shape \[-1, 3\]"):
+        worker.output_shape(Context(), "selected_indices")
 
 
 def test_deeper_network_fp16_gate_error_is_small_but_not_zero(tmp_path):
@@ -504,6 +535,33 @@ def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block
     gate = m.extra["gate"]
     assert gate["inputs"] == 3 and gate["frames"] == [True, True, True] and gate["after_timing"]["passed"]
     assert m2.extra["gate"]["frames"] == [True, True, False]  # frame 2 is the first to reuse a slot
+
+
+def test_int8_pipeline_with_a_calibration_cache_keeps_its_int8_cut_formats(seed_block, tmp_path):
+    """INT8 cut tensors are engine I/O: TensorRT's network validation wants their dynamic range set
+    even when a calibrator gives the rest, and trtexec sets it from the calibration cache's scale
+    (samples/common/sampleEngines.cpp release/10.3:1001-1009 setTensorScalesFromCalibration,
+    :50-73 readScalesFromCalibrationCache: ``<tensor>: <float32 bits in hex>``, range 127 * scale).
+    Without it every INT8 pipeline of a study with a calibration cache fell back to FP32 linear cuts
+    (GPU reformats at every cut) after a failed build of each segment."""
+    cache = tmp_path / "calib.cache"
+    tensors = ["input", "/conv1/Conv_output_0", "/conv2/Conv_output_0", "/conv3/Conv_output_0",
+               "/conv4/Conv_output_0", "output"]
+    cache.write_text("TRT-100300-EntropyCalibration2\n" + "".join(f"{t}: 3c010a14\n" for t in tensors))
+    be = _backend(tmp_path / "cache", calibration_cache=str(cache))
+    ev = _ev(seed_block, be, tmp_path, precision="int8")
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert "cut_formats_failed" not in m.extra, m.extra.get("cut_formats_failed")
+    dla = [e for e in m.extra["engines"] if e["device"] != "GPU"]
+    assert dla and all(v == ["INT8", "CHW32"] for e in dla for v in e["io_formats"].values())
+    scale = struct.unpack("<f", bytes.fromhex("3c010a14")[::-1])[0]
+    assert m.extra["engines"][1]["int8_io_ranges"] == {t: pytest.approx(127 * scale) for t in
+                                                       m.extra["engines"][1]["io_formats"]}
 
 
 def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_block, tmp_path, monkeypatch):

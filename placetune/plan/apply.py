@@ -116,8 +116,9 @@ def apply_plan(
     ``config.DLA_core``, the ``GPU_FALLBACK`` flag when the plan was measured with it, and
     ``config.set_device_type`` on every network layer: DLA for each layer that ran on the DLA
     in the plan (the *realised* placement: what was measured), GPU for the others. With
-    ``set_precision`` the ``FP16`` / ``INT8`` builder flag of the plan's precision is set
-    where this TensorRT has it (11.x is strongly typed and has none).
+    ``set_precision`` the builder flags the plan was measured with are set where this TensorRT
+    has them (11.x is strongly typed and has none): ``FP16`` for fp16, ``FP16`` and ``INT8`` for
+    int8 (as the tensorrt worker and ``trtexec --fp16 --int8`` build it).
 
     Network layers are matched to plan layers by ``layer.name`` and, failing that, by
     ``layer.metadata`` (``"[ONNX Layer: <node>]"``, TensorRT 8.6+): further layers the ONNX
@@ -254,16 +255,21 @@ def apply_plan(
             report.notes.append("the plan was measured without GPU_FALLBACK: the build fails if a DLA layer "
                                 "cannot run on the DLA")
     if set_precision and plan.precision in ("fp16", "int8"):
-        flag = plan.precision.upper()
-        if hasattr(trt.BuilderFlag, flag):
-            config.set_flag(getattr(trt.BuilderFlag, flag))
-            report.flags.append(flag)
-            if flag == "INT8":
-                report.notes.append("INT8: give the config a calibrator or per-tensor dynamic ranges "
-                                    "(or a Q/DQ network) for accurate results")
-        else:
-            report.notes.append(f"this TensorRT has no BuilderFlag.{flag} (TensorRT 11 is strongly typed): "
-                                f"give the network {plan.precision} tensor types instead")
+        # the flags the plan was measured with: FP16, and INT8 on top of it for int8 (the tensorrt
+        # worker's build, trtexec --fp16 --int8). INT8 alone is "Int8 layer selection, with FP32
+        # fallback" (NvInfer.h release/10.3:8302): a layer without an INT8 kernel would run in FP32,
+        # which the DLA cannot (it goes to the GPU), so the engine would not be the measured one
+        for flag in ("FP16", "INT8") if plan.precision == "int8" else ("FP16",):
+            if hasattr(trt.BuilderFlag, flag):
+                config.set_flag(getattr(trt.BuilderFlag, flag))
+                report.flags.append(flag)
+                if flag == "INT8":
+                    report.notes.append("INT8: give the config a calibrator or per-tensor dynamic ranges "
+                                        "(or a Q/DQ network) for accurate results")
+            else:
+                report.notes.append(f"this TensorRT has no BuilderFlag.{flag} (TensorRT 11 is strongly typed): "
+                                    f"give the network {plan.precision} tensor types instead")
+                break
     report.missing = [x for x in (eng.get("layers") or plan.layer_names) if x not in found]
     if report.other_engine:
         report.notes.append(f"{len(report.other_engine)} layer(s) belong to other engines of the plan and stay "

@@ -38,7 +38,10 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.plan.file import Plan
 
-__all__ = ["BuildReport", "build_plan"]
+__all__ = ["BuildReport", "build_plan", "UNKNOWN"]
+
+#: a layer's realised device in ``build.json`` when its engine's build log does not say where it ran
+UNKNOWN = "unknown"
 
 _POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
 
@@ -52,9 +55,11 @@ class BuildReport:
         trt_version: the TensorRT that built them.
         engines: per engine: ``name``, ``device``, ``engine_file``, ``build_seconds``, ``engine_bytes``,
             ``dla_loadables``, ``io_formats``.
-        realized: layer -> the device TensorRT ran it on.
+        realized: layer -> the device TensorRT ran it on; ``unknown`` for a layer asked on the DLA
+            in an engine whose build log does not say where TensorRT put its layers.
         differences: ``{"layer", "plan", "built", "reason"}`` for every layer realised elsewhere
-            than the plan says.
+            than the plan says (known placements only).
+        unknown: ``engine (why)`` for every engine whose realised placement is unknown.
         notes: what else the build said.
     """
 
@@ -64,11 +69,17 @@ class BuildReport:
     realized: dict[str, str] = field(default_factory=dict)
     differences: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """A few lines for a terminal."""
         lines = [f"built {plural(len(self.engines), 'engine')} with TensorRT {self.trt_version} into {self.directory}: "
                  + ", ".join(f"{e['engine_file']} ({e['device']})" for e in self.engines)]
+        if self.unknown:
+            n = sum(1 for d in self.realized.values() if d == UNKNOWN)
+            lines.append("where TensorRT put the layers is UNKNOWN" + (f" for {plural(n, 'layer')} asked on the DLA"
+                         if n else "") + ": " + "; ".join(self.unknown[:3]) + " (build.json lists them as "
+                         "'unknown'; they are not reported as built where the plan says)")
         if self.differences:
             lines.append(f"{plural(len(self.differences), 'layer')} run elsewhere than the plan says:")
             lines += [f"  {d['layer']}: plan {d['plan']}, built {d['built']}" + (f" ({d['reason']})" if d["reason"]
@@ -76,6 +87,8 @@ class BuildReport:
                       for d in self.differences[:20]]
             if len(self.differences) > 20:
                 lines.append(f"  ... and {len(self.differences) - 20} more (build.json lists all)")
+        elif self.unknown:
+            lines.append("every layer whose placement is known runs where the plan says")
         else:
             lines.append("every layer runs where the plan says")
         lines += [f"note: {n}" for n in self.notes]
@@ -83,7 +96,8 @@ class BuildReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "trt_version": self.trt_version, "engines": self.engines,
-                "realized": self.realized, "differences": self.differences, "notes": self.notes}
+                "realized": self.realized, "differences": self.differences, "notes": self.notes,
+                "placement_known": not self.unknown, "placement_unknown": self.unknown}
 
 
 def _segment_ranges(paths: list[Path]) -> dict[str, float]:
@@ -268,18 +282,24 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         device = spec["device"] if spec["dla_core"] >= 0 else "GPU"
         predicted = {n: (device if n in set(spec["dla_layers"]) else "GPU") for n in layers}
         mine: dict[str, str] = dict(predicted)
-        # an engine whose build log says nothing of its placement is noted UNKNOWN in report.notes
-        n_load, _ = read_realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"], [])
-        if p.mode != "replicas":  # a replica runs the whole network: the plan's layers are per replica
+        # an engine whose build log cannot say its placement: read_realised fills in the request, which
+        # is never reported as built (its DLA layers are 'unknown', the engine placement_known False)
+        unknown: list[str] = []
+        n_load, _ = read_realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"], unknown)
+        if unknown:
+            report.unknown.extend(unknown)
+            mine = {n: (UNKNOWN if predicted[n] != "GPU" else d) for n, d in mine.items()}
+        if p.mode != "replicas" or unknown:  # a replica runs the whole network: the plan's layers are per replica
             realized.update(mine)
         report.engines.append({"name": spec["name"], "device": spec["device"],
                                "engine_file": engine_files(p, eng)[1], "cached": bool(info.get("cached")),
                                "build_seconds": info.get("build_seconds"), "engine_bytes": info.get("engine_bytes"),
-                               "dla_loadables": n_load, "io_formats": info.get("io_formats") or {},
-                               "realized_on_dla": sum(1 for n in layers if mine.get(n) != "GPU")})
+                               "dla_loadables": None if unknown else n_load, "io_formats": info.get("io_formats") or {},
+                               "placement_known": not unknown,
+                               "realized_on_dla": None if unknown else sum(1 for n in layers if mine.get(n) != "GPU")})
     report.realized = realized
     report.differences = [{"layer": n, "plan": planned[n], "built": realized[n], "reason": fallback.get(n, "")}
-                          for n in planned if realized.get(n) != planned[n]]
+                          for n in planned if realized.get(n) not in (planned[n], UNKNOWN)]
     if p.simulated:
         report.notes.append("the plan's placement was found on the SIMULATED Jetson: time the engines here "
                             "(README.txt says how) before relying on its figures")

@@ -183,13 +183,16 @@ def engine_log(info: dict[str, Any]) -> tuple[list[tuple[str, str]], BuildLog, l
 
 def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[str, str], info: dict[str, Any],
                   realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
-                  unknown: list[str], report_as: str | None = None) -> tuple[int, list[Any]]:
+                  unknown: list[str], report_as: str | None = None,
+                  guessed: list[str] | None = None) -> tuple[int, list[Any]]:
     """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs).
 
     The same reading as an engine-mode measurement's (:func:`~placetune.backends.tensorrt.placement_known.decide`):
     a log that says nothing of the placement, contradicts itself, names no layer of the engine or
     leaves layers asked on the DLA unplaced after a candidate subgraph was not offloaded makes the
-    engine's placement unknown (``label (why)`` added to ``unknown``), never "realised = requested"."""
+    engine's placement unknown (``label (why)`` added to ``unknown``), never "realised = requested".
+    A layer neither source names keeps its requested device and is added to ``guessed`` (engine
+    mode's ``extra["placement_from_request"]``)."""
     _, blog, network = engine_log(info)
     target = report_as or device
     dla = [n for n in layers if predicted[n] != "GPU"]
@@ -219,6 +222,8 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     if known.from_request:
         notes.append(f"{label}: {len(known.from_request)} layer(s) no placement line names keep their requested "
                      f"device ({', '.join(known.from_request[:5])})")
+        if guessed is not None:
+            guessed.extend(known.from_request)
     for n in dla:
         on_dla = known.realized[n] != "GPU"
         realized[n] = target if on_dla else "GPU"

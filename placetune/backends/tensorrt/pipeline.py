@@ -203,6 +203,25 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
     return job, ctx.timeout_s * max(1, builds), gate_skipped
 
 
+_GATE_SAID: list[bool] = []  # a gate that checked nothing was said in this process
+
+
+def gate_unverified(gate: dict[str, Any]) -> str | None:
+    """Why a gate that passed checked nothing, or None: every output of the reference was all zeros
+    (``vacuous``), or the reference gave the very same outputs for every random input
+    (``same_for_every_input``: a detector's NMS that keeps no box of random input), so a wrong cut
+    would have passed it too."""
+    if not gate.get("checked") or not gate.get("passed"):
+        return None
+    if gate.get("vacuous"):
+        return (f"every output of {gate.get('reference', 'the reference')} was all zeros on random input, so a wrong "
+                "cut would pass it too")
+    if gate.get("same_for_every_input"):
+        return (f"{gate.get('reference', 'the reference')} gave the same outputs for every random input (e.g. an "
+                "NMS that keeps no box of random input), so they say nothing of the cut tensors")
+    return None
+
+
 def _wrong_cut(cuts: list[SegmentModel]) -> list[SegmentModel]:
     """Test hook: the first segment with two same-typed inputs reads them swapped."""
     for i, c in enumerate(cuts):
@@ -237,6 +256,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     fallback = dict(r.fallback)
     notes: list[str] = []
     unknown: list[str] = []
+    guessed: list[str] = []
     loadables: dict[str, int] = {}
     rows = []
     build_s = 0.0
@@ -244,7 +264,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         label = f"seg{c.index}"
         logs_into(extra, label, info)
         n_load, subgraphs = read_realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
-                                      unknown=unknown)
+                                      unknown=unknown, guessed=guessed)
         if c.device != "GPU":
             loadables[c.device] = loadables.get(c.device, 0) + n_load
         if not info.get("cached"):
@@ -269,13 +289,25 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
                      f"TensorRT's default FP32 linear I/O (GPU reformats at every cut): {formats_failed}")
     for row, info in zip(rows, infos):
         row["io_formats"] = info.get("io_formats") or {}
+        if info.get("int8_io_ranges"):  # INT8 cut tensors' ranges from the calibration cache (trtexec's rule)
+            row["int8_io_ranges"] = info["int8_io_ranges"]
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
+    if guessed:  # as engine mode's mark_known: the layers whose realised device is the request
+        extra["placement_from_request"] = guessed[:50]
     if notes:
         extra["notes"] = notes
     if res.get("traceback"):
         extra["traceback"] = res["traceback"]
     if res.get("gate"):
         extra["gate"] = res["gate"]
+        unverified = gate_unverified(res["gate"])
+        if unverified:
+            extra["gate_unverified"] = unverified
+            notes.append(f"the correctness gate checked nothing: {unverified}")
+            extra["notes"] = notes
+            (log.debug if _GATE_SAID else log.warning)("GATE CHECKED NOTHING: %s; the pipeline's outputs are "
+                                                       "recorded as unchecked (extra gate_unverified)", unverified)
+            _GATE_SAID.append(True)
     elif gate_skipped:
         extra["gate"] = {"checked": False, "reason": gate_skipped}
     status = res.get("status")

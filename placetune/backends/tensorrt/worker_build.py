@@ -21,7 +21,7 @@ from worker_names import is_parser_line, is_placement_line, onnx_node, parser_ow
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 #: what an engine cache entry keeps of its build (obtain_plan)
 _BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla",
-                 "io_formats", "int8_ranges")
+                 "io_formats", "int8_ranges", "int8_io_ranges")
 
 
 def _severity_name(severity):
@@ -142,6 +142,57 @@ def _set_dynamic_ranges(network, trt, given=None):
             set_range(layer.get_output(j), 2.0 if pooling else 4.0)
 
 
+def calibration_scales(path):
+    # type: (str) -> Dict[str, float]
+    """Per-tensor scales of a TensorRT calibration cache file, read as trtexec reads them
+    (samples/common/sampleEngines.cpp readScalesFromCalibrationCache, release/10.3:50-73): each
+    ``<tensor>: <hex>`` line, split at its last ``:``, is the scale's float32 bits; other lines
+    (the ``TRT-<version>-EntropyCalibration2`` header) are skipped."""
+    import numpy as np
+
+    scales = {}  # type: Dict[str, float]
+    with open(path, "rb") as fh:
+        text = fh.read().decode("utf-8", "replace")
+    for line in text.splitlines():
+        pos = line.rfind(":")
+        if pos < 0:
+            continue
+        try:
+            bits = int(line[pos + 2:pos + 10], 16)
+        except ValueError:
+            continue
+        scales[line[:pos]] = float(np.array([bits & 0xFFFFFFFF], dtype=np.uint32).view(np.float32)[0])
+    return scales
+
+
+def set_int8_io_ranges(network, path, io):
+    # type: (Any, str, Dict[str, List[str]]) -> Dict[str, float]
+    """The dynamic range of every INT8 network input and output (``io``: what :func:`set_io_formats`
+    set) from the calibration cache, as trtexec does when a calibrator is given and I/O is INT8
+    ("Set dynamic ranges of int8 inputs / outputs to match scales loaded from calibration cache",
+    sampleEngines.cpp release/10.3:1001-1009, also 8.5-10.16): the network's validation wants them
+    even with a calibrator. Returns tensor -> range. Raises ValueError naming a tensor the cache
+    has no scale for (trtexec: "Int8IO was specified but impossible to read tensor scales from
+    provided calibration cache file")."""
+    wanted = [name for name, (dtype, _fmt) in io.items() if dtype == "INT8"]
+    if not wanted:
+        return {}
+    scales = calibration_scales(path)
+    tensors = [network.get_input(i) for i in range(network.num_inputs)]
+    tensors += [network.get_output(i) for i in range(network.num_outputs)]
+    done = {}  # type: Dict[str, float]
+    for t in tensors:
+        if t.name not in wanted:
+            continue
+        if t.name not in scales:
+            raise ValueError("INT8 I/O tensor %r has no scale in the calibration cache %s: a pipeline's INT8 cut "
+                             "tensors need one (calibrate the whole network)" % (t.name, path))
+        r = 127.0 * scales[t.name]
+        t.set_dynamic_range(-r, r)
+        done[t.name] = r
+    return done
+
+
 def _has_qdq_layers(network, trt):
     # type: (Any, Any) -> bool
     """Whether the network has Quantize/Dequantize layers (trtexec's hasQDQLayers)."""
@@ -256,6 +307,8 @@ def build(trt, job, logger):
             if job.get("calibration_cache"):
                 config.int8_calibrator = _calibrator(trt, job["calibration_cache"])
                 out["int8_ranges"] = "calibration-cache"
+                if not _has_qdq_layers(network, trt):
+                    out["int8_io_ranges"] = set_int8_io_ranges(network, job["calibration_cache"], out["io_formats"])
             elif _has_qdq_layers(network, trt):
                 # explicit quantisation: the Q/DQ layers' scales are the ranges; trtexec sets no
                 # placeholder range on such a network (sampleEngines.cpp hasQDQLayers, release/8.5-10.16)

@@ -106,6 +106,23 @@ def time_serial(cuda, run, stream, iterations, min_seconds=0.0):
     return samples, float(end.time_since(first)), timed_window(t0)
 
 
+def output_shape(context, name):
+    # type: (Any, str) -> Tuple[int, ...]
+    """An output's shape once every input shape is set. A -1 left in it is a data-dependent shape
+    ("If getTensorShape(name) reports a -1 for any dimension of an output after all input shapes
+    have been set, then to find out the dimensions, use setOutputAllocator()", NvInferRuntime.h
+    release/10.3:3995-3998; an ONNX NonZero or NonMaxSuppression output): its size is known only
+    after the engine ran, and a buffer sized from the -1 would be overrun (the output's address
+    "must point to a device buffer of sufficient size", :3991-3993). Raises RuntimeError then."""
+    shape = tuple(int(d) for d in context.get_tensor_shape(name))
+    if any(d < 0 for d in shape):
+        raise RuntimeError("output %r has a data-dependent shape %s (its size is known only after the engine ran, "
+                           "e.g. an ONNX NonZero or NonMaxSuppression output): placetune times engines whose "
+                           "outputs have fixed shapes; end the model before that op or use a fixed-size one "
+                           "(EfficientNMS_TRT)" % (name, list(shape)))
+    return shape
+
+
 def time_engine(trt, plan, job, logger):
     # type: (Any, Any, Dict[str, Any], Any) -> Dict[str, Any]
     """Deserialize (DLA core set first), allocate, warm up, time, profile."""
@@ -138,7 +155,7 @@ def time_engine(trt, plan, job, logger):
             dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
             buffers.append((name, is_input, dtype))
         for name, is_input, dtype in buffers:
-            shape = tuple(context.get_tensor_shape(name))
+            shape = tuple(context.get_tensor_shape(name)) if is_input else output_shape(context, name)
             count = 1
             for d in shape:
                 count *= max(int(d), 1)
@@ -315,7 +332,7 @@ class Engine(object):
             self.tensors[tname] = (shape, np.dtype(trt.nptype(self.engine.get_tensor_dtype(tname))))
             self.formats[tname] = tensor_format(self.engine, tname)
         for tname in self.outputs:
-            self.tensors[tname] = (tuple(int(d) for d in self.context.get_tensor_shape(tname)), self.tensors[tname][1])
+            self.tensors[tname] = (output_shape(self.context, tname), self.tensors[tname][1])
 
     def close(self):
         # type: () -> None

@@ -1087,6 +1087,17 @@ class Builder:
             else:
                 shapes[t.name] = (t.shape, True)
         static = all(s for _, s in shapes.values())
+        # ---- INT8 I/O: a network input or output of type INT8 needs its own dynamic range, also when a
+        # calibrator gives the others (trtexec sets them from the calibration cache "to match scales
+        # loaded from calibration cache ... Change the network validation so that this workaround can
+        # be removed": samples/common/sampleEngines.cpp release/10.3:1001-1009, the same in 8.5-10.16).
+        # The message is the double's own wording (no published log of the real one was found).
+        if _MAJOR < 11 and not any(l.type in (LayerType.QUANTIZE, LayerType.DEQUANTIZE) for l in network._layers):
+            for t in [*network._inputs, *network._outputs]:
+                if t.dtype == DataType.INT8 and t._range is None:
+                    log.error(f"4: [network.cpp::validate] Error Code 4: Internal Error (Int8 I/O tensor {t.name} "
+                              "has no dynamic range)")
+                    return None
         # ---- devices
         skip = (LayerType.CONSTANT, LayerType.SHAPE, LayerType.IDENTITY)
         layers = [l for l in network._layers if l.type not in skip
