@@ -256,12 +256,13 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     # 2. the module, and the profile the checks use
     match = _modules.identify_module(*_modules.read_device_tree(device_tree)).resolve(cores)
     module = match.module
-    plat = match.platform or (named.name if named else None) or (
+    plat = (named.name if named and named.name in match.profiles else None) or match.platform or (
+        named.name if named else None) or (
         STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
     if not match.model and not match.compatible:
         rep.add("module", "skipped", f"not a Jetson: no device tree at {device_tree}; the checks use the {plat} "
                 "profile", platform=plat)
-    elif named and match.platform and match.platform != named.name:
+    elif named and match.platform and named.name not in match.profiles:
         rep.add("module", "failed", f"{match.describe()}, not --platform {named.name}: run the selftest (and a "
                 f"tune) with --platform {match.platform}, or without --platform", platform=plat)
     elif named and not match.platform:
@@ -301,6 +302,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     timing = dict(warmup_ms=5.0, iterations=5, replicas_duration_s=0.2, profile_iterations=0) if quick else {}
     be = _backend.TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
                          save_plans=out / "plans", **timing) if not no_trt else None
+    if be is not None:
+        be.refuse_other_board = False  # the module and tensorrt checks above report them
     tx = None
     if trtexec:
         tx = _trtexec_backend.TrtexecBackend(  # its time_plan, beyond the contract
