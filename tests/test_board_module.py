@@ -96,6 +96,29 @@ def test_the_selftest_takes_orin_nano_super_on_an_orin_nano_super(tmp_path):
     assert doc["platform"] == "orin-nano-super"
 
 
+def test_a_jetpack5_plan_folder_says_how_to_build_it_there(tmp_path, capsys):
+    """JetPack 5.1 (TensorRT 8.5.2): trtexec has no ``--layerDeviceTypes`` (``getLayerDeviceTypes`` is absent
+    from ``samples/common/sampleOptions.cpp`` at TRT@release/8.5 and present at release/8.6), so build.sh
+    cannot build a plan with single layers on the DLA, and the system ``python3`` is 3.8 (placetune needs
+    3.10+): the folder's README.txt told such a user to ``pip install -e placetune[jetson]`` into a venv of
+    that Python and to run ``sh build.sh``, both of which fail there."""
+    import placetune
+    from placetune.cli.main import main
+
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator("seed-block", "xavier-agx", mode="engine", precision="fp16", store=url, study="x") as ev:
+        ev.baseline()
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}), agent="t", trial_number=0)
+    out = tmp_path / "plan"
+    assert main(["export", "--study", "x", "--storage", url, "--format", "trtexec", "-o", str(out),
+                 "--measurement", str(m.extra["_id"])]) == 0, capsys.readouterr()
+    text = (out / "README.txt").read_text()
+    assert "# target TensorRT 8.5" in (out / "build.sh").read_text()
+    assert "placetune build . --worker-python /usr/bin/python3" in text
+    assert "has no --layerDeviceTypes" in text
+    assert 'pip install -e "/path/to/placetune[jetson]"' not in text
+
+
 def test_a_tensorrt_without_dla_cores_on_a_dla_module_is_refused_at_start(tmp_path, board):
     """A TensorRT whose builder reports no DLA core (``IBuilder.num_DLA_cores``: 10.8 and later 10.x, 11.0-11.4.0,
     11.4.1 off AGX Orin: TensorRT 11.4.1 release notes) on a module with DLA cores: every placement that asks

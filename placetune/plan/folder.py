@@ -152,8 +152,24 @@ def _timed_by(plan: "Plan") -> str:
     return f"It runs the plan {how}; the plan's figures come from the {plan.backend or 'unknown'} backend:"
 
 
-def _readme(plan: "Plan", calib: str | None) -> str:
+def _jetpack5(plan: "Plan", trt_version: str | None) -> bool:
+    """Whether the plan targets TensorRT 8.5 (JetPack 5.1: system Python 3.8, trtexec without
+    ``--layerDeviceTypes``), the version its build.sh is written for (``trtexec_commands``)."""
+    version = trt_version or plan.versions.get("tensorrt") or plan.settings.get("trt_version") or "8.6"
+    nums = [int(x) for x in str(version).replace("-", ".").split(".")[:2] if x.isdigit()]
+    return nums[:2] == [8, 5]
+
+
+def _mixed(plan: "Plan") -> bool:
+    """Whether an engine puts some of its layers on a DLA and others on the GPU (trtexec needs
+    ``--layerDeviceTypes`` to build it)."""
+    return any(e.get("dla_layers") and set(e.get("layers") or []) - set(e.get("dla_layers") or [])
+               for e in plan.engines)
+
+
+def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> str:
     name = _one_line(str(plan.model.get("name")))
+    jp5 = _jetpack5(plan, trt_version)
     src = plan.source or {}
     lines = [f"placetune plan: {name} on {plan.platform}, {plan.mode} mode, {plan.precision}, batch {plan.batch}",
              _one_line(f"study {src.get('study')}, measurement {src.get('measurement_id')}, objective {plan.objective}")]
@@ -171,6 +187,10 @@ def _readme(plan: "Plan", calib: str | None) -> str:
     lines += ["", "1. Build, on the Jetson, with the TensorRT the plan targets:",
               "     sh build.sh",
               "   (TRTEXEC=/usr/src/tensorrt/bin/trtexec sh build.sh when trtexec is not on PATH)"]
+    if jp5 and _mixed(plan):
+        lines += ["   TensorRT 8.5 (JetPack 5.1): its trtexec has no --layerDeviceTypes (added in 8.6), so build.sh "
+                  "fails on the",
+                  "   engines that put single layers on a DLA: build with `placetune build` instead (below)."]
     if plan.precision == "int8" and not calib and plan.int8_ranges != "qdq":
         lines.append("   INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT preserved;"
                      " export with --calibration-cache FILE")
@@ -210,12 +230,21 @@ def _readme(plan: "Plan", calib: str | None) -> str:
               "     outputs = rt({\"input name\": array})                     # one inference",
               "     for outputs in rt.stream(batches, frames_in_flight=K):  # steady-state throughput, in order",
               "         ...",
-              "", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its",
-              "repository, in a venv that sees JetPack's TensorRT bindings:",
-              "     python3 -m venv --system-site-packages ~/placetune-venv && . ~/placetune-venv/bin/activate",
-              "     pip install -e \"/path/to/placetune[jetson]\"   # the clone; jetson: the cuda-python binding",
-              "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere",
-              "   and in an application of that install (Python 3.10 or newer), the same runtime as a module:",
+              "", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its"]
+    if jp5:
+        lines += ["repository. JetPack 5.1's system Python is 3.8 and placetune needs 3.10 or newer: placetune runs",
+                  "from a Python 3.11 that uv installs, its TensorRT worker on the system Python (placetune's README,",
+                  "section JetPack 5.1, has every step, pycuda for /usr/bin/python3 included):",
+                  "     python3 -m pip install --user uv && ~/.local/bin/uv python install 3.11",
+                  "     ~/.local/bin/uv venv -p 3.11 ~/placetune-venv && . ~/placetune-venv/bin/activate",
+                  "     uv pip install -e /path/to/placetune   # the clone",
+                  "     placetune build . --worker-python /usr/bin/python3   # every engine through TensorRT 8.5"]
+    else:
+        lines += ["repository, in a venv that sees JetPack's TensorRT bindings:",
+                  "     python3 -m venv --system-site-packages ~/placetune-venv && . ~/placetune-venv/bin/activate",
+                  "     pip install -e \"/path/to/placetune[jetson]\"   # the clone; jetson: the cuda-python binding",
+                  "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere"]
+    lines += ["   and in an application of that install (Python 3.10 or newer), the same runtime as a module:",
               "     import placetune.runtime",
               "     rt = placetune.runtime.load(\"this folder\")"]
     return "\n".join(lines) + "\n"
@@ -311,6 +340,6 @@ def write_plan_folder(
         files.append(folder.copy_in(calib, calibration_cache))  # type: ignore[arg-type]
     folder.write("build.sh", script, executable=True)
     files.append(folder.write("plan.json", p.to_json() + "\n"))
-    files.append(folder.write("README.txt", _readme(p, calib)))
+    files.append(folder.write("README.txt", _readme(p, calib, trt_version)))
     files += [runtime.copy_in(name, src) for name, src in standalone_sources()]
     return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines])
