@@ -158,3 +158,17 @@ def test_the_selftest_still_times_the_gpu_of_a_thor_and_of_a_tensorrt_without_dl
     by = {c["name"]: c for c in doc["checks"]}
     assert by["module"]["status"] == "ok" and by["engine all-GPU fp16 (vs trtexec)"]["status"] == "ok", \
         by["engine all-GPU fp16 (vs trtexec)"]["detail"]
+
+
+def test_tensorrt_11_4_1_from_pip_is_not_called_a_stray_wheel_and_its_missing_dla_says_why():
+    """TensorRT 11.4.1 release notes: "Jetson AGX Orin and Jetson Thor are both served by the Linux SBSA
+    package ... install the SBSA build rather than a JetPack-specific one. The SBSA build does not provide DLA
+    outside NVIDIA JetPack." Before, an 11.4.1 wheel in a venv's site-packages was called a pip install that
+    shadows JetPack's, to be uninstalled, and an AGX Orin whose 11.4.1 reports no DLA core was given no reason."""
+    from placetune.cli.selftest import dla_count_hint, pip_wheel_hint
+
+    venv = "/home/u/venv/lib/python3.12/site-packages/tensorrt/__init__.py"
+    assert pip_wheel_hint(venv, "11.4.1") == ""
+    assert "pip uninstall tensorrt" in pip_wheel_hint(venv, "10.3.0")  # JetPack 6's own is python3-libnvinfer
+    hint = dla_count_hint("11.4.1", "Jetson AGX Orin 64GB")
+    assert "JetPack 7.2.2" in hint and "SBSA build does not provide DLA outside" in hint
