@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,8 @@ from placetune.errors import ModelError
 from placetune.files.folder import OutputFolder
 from placetune.files.read import check_regular
 from placetune.runtime import standalone_sources
-from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
+from placetune.backends.onnx_prep import convert_to_fp16
+from placetune.plan.trtexec import _one_line, static_batch, target_version, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
 from placetune.wording import plural
 from placetune.model.onnx_io import load_with_weights
@@ -152,12 +154,15 @@ def _timed_by(plan: "Plan") -> str:
     return f"It runs the plan {how}; the plan's figures come from the {plan.backend or 'unknown'} backend:"
 
 
+def _target(plan: "Plan", trt_version: str | None) -> tuple[int, ...]:
+    """The major.minor of the TensorRT the plan's build.sh is written for (``target_version``)."""
+    return tuple(int(x) for x in re.findall(r"\d+", target_version(plan, trt_version))[:2])
+
+
 def _jetpack5(plan: "Plan", trt_version: str | None) -> bool:
     """Whether the plan targets TensorRT 8.5 (JetPack 5.1: system Python 3.8, trtexec without
-    ``--layerDeviceTypes``), the version its build.sh is written for (``trtexec_commands``)."""
-    version = trt_version or plan.versions.get("tensorrt") or plan.settings.get("trt_version") or "8.6"
-    nums = [int(x) for x in str(version).replace("-", ".").split(".")[:2] if x.isdigit()]
-    return nums[:2] == [8, 5]
+    ``--layerDeviceTypes``)."""
+    return _target(plan, trt_version) == (8, 5)
 
 
 def _mixed(plan: "Plan") -> bool:
@@ -305,6 +310,10 @@ def write_plan_folder(
     runtime = OutputFolder(out / RUNTIME_DIR, "plan folder's runtime")  # guarded as the plan folder is
     runtime.check([name for name, _ in standalone_sources()])
     proto = _load_source(model, source)
+    # a strongly typed TensorRT (11 on) takes the precision from the model's tensor types, and its trtexec
+    # has no --fp16: an fp16 plan's ONNX files are written in FP16, as the backends and `placetune build` build
+    strongly = _target(p, trt_version) >= (11,) and p.precision == "fp16"
+    typed = convert_to_fp16 if strongly else (lambda m: m)
     files = [out / "build.sh"]
     written: list[tuple[dict[str, Any], str]] = []
     folder.remove_all(stale)
@@ -323,7 +332,7 @@ def write_plan_folder(
                 eng[key] = [{**t, **{k: known[t["name"]][k] for k in ("trt_dtype", "format")
                                      if k in known.get(t["name"], {})}} for t in tensors]
             name = engine_files(p, eng)[0]
-            folder.write(name, s.proto.SerializeToString(deterministic=True))
+            folder.write(name, typed(s.proto).SerializeToString(deterministic=True))
             written.append((eng, name))
     else:
         for eng in p.engines:
@@ -331,7 +340,7 @@ def write_plan_folder(
             if name not in {w for _, w in written}:
                 # the model, or a replica's own batch of a static model
                 own = name != f"{_STEM}.onnx"
-                _save_proto(folder, with_batch(model, int(eng["batch"]), proto) if own else proto, name)
+                _save_proto(folder, typed(with_batch(model, int(eng["batch"]), proto) if own else proto), name)
             written.append((eng, name))
     for eng in p.engines:
         eng["onnx_file"], eng["engine_file"] = engine_files(p, eng)
