@@ -300,7 +300,8 @@ def test_a_dla_core_count_below_the_modules_says_which_tensorrt_has_no_dla_where
     assert "10.7 was the last" in dla_count_hint("10.16.2", "Jetson AGX Orin 64GB")
     assert "11.0-11.3" in dla_count_hint("11.1.0", "Jetson AGX Orin 64GB")
     assert "AGX Orin only" in dla_count_hint("11.4.1", "Jetson Orin NX 16GB")
-    assert dla_count_hint("11.4.1", "Jetson AGX Orin 64GB") == "" and dla_count_hint("10.3.0", "Jetson Orin NX 16GB") == ""
+    assert "JetPack 7.2.2" in dla_count_hint("11.4.1", "Jetson AGX Orin 64GB")  # 11.4.1's DLA needs JetPack
+    assert dla_count_hint("10.3.0", "Jetson Orin NX 16GB") == ""
 
 
 def test_a_tensorrt_installed_by_pip_is_named_where_its_dla_count_is_wrong():

@@ -18,9 +18,10 @@ from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_u
                                              parse_nvpmodel_caps)
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt import env as trt_env
-from placetune.errors import ConfigError
+from placetune.errors import BackendError, ConfigError
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import locked_frequencies
+from placetune.hardware.modules import identify_module, read_device_tree
 from placetune.hardware.platforms import PLATFORMS
 from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "device_fingerprint", "mode_differences", "installed_trt_fits", "prepared_onnx",
-           "untyped_int8", "realized_vs_predicted"]
+__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "board_fits", "device_fingerprint", "dla_cores_fit",
+           "mode_differences", "installed_trt_fits", "prepared_onnx", "untyped_int8", "realized_vs_predicted"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,11 @@ class JetsonBackend(BackendBase):
     calibration caches, warnings given once per backend."""
 
     capabilities = Capabilities(simulated=False, calibration_cache=True)
+    #: Whether the fingerprint refuses a board whose device tree names another module than the platform,
+    #: or whose TensorRT has no DLA core on a module that has some (:func:`board_fits`,
+    #: :func:`dla_cores_fit`). ``placetune selftest`` turns it off: it reports both as checks of its own
+    #: and still times the GPU there.
+    refuse_other_board: bool = True
 
     def _warn_once(self, key: str, msg: str, *args: Any) -> None:
         warned: set[str] = self.__dict__.setdefault("_warned", set())
@@ -86,6 +92,9 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         "power_mode": trt_env.read_power_mode(),
         "clocks_locked": trt_env.read_clocks(),
     }
+    if backend.refuse_other_board:
+        board_fits(platform, more.get("dla_cores"))
+        dla_cores_fit(version, platform, more.get("dla_cores"))
     snap = snapshot()
     locked = locked_frequencies(snap)
     if locked:  # at what the clocks are locked: a study resumes only under the same lock
@@ -134,6 +143,48 @@ def mode_differences(platform: str, mode_name: str | None, snap: Snapshot | None
         lines += cpu_not_applied(conf, mode_name, clocks.SYSFS_ROOT)
     log.info("power mode %s: %s", mode_name, NOT_CHECKED)
     return lines
+
+
+def board_fits(platform: "Platform", dla_cores: int | None = None) -> None:
+    """Refuse a run whose ``platform`` is not the module the board's device tree names
+    (:func:`placetune.hardware.modules.identify_module`; ``dla_cores``, as TensorRT reports them, tells
+    apart SKUs the model string cannot). The board's TensorRT cannot: JetPack 5.1's 8.5.2 runs on Xavier
+    and Orin alike, so a Xavier tuned with the default ``--platform orin-agx`` would record Xavier's figures
+    as an AGX Orin's, predicted by Orin's DLA rules. A module placetune has no profile for (Jetson Thor:
+    no DLA, nothing to place) is refused too. Off a Jetson, or on a module the table does not know,
+    nothing is said here (``placetune selftest`` reports an unknown module).
+
+    Raises:
+        ConfigError: the board is another module (exit status 6).
+    """
+    match = identify_module(*read_device_tree(trt_env.DEVICE_TREE)).resolve(dla_cores)
+    if not match.known or platform.name in match.profiles:
+        return
+    module = match.module
+    if not match.profiles and module is not None:
+        why = "no DLA, so no placement to tune" if module.dla_cores == 0 else "no profile to tune it with"
+        raise ConfigError(f"platform {platform.name}: this board is a {match.describe()}: {why}, and its figures "
+                          f"would be recorded as a {platform.title}'s; `placetune selftest` checks its GPU stack")
+    raise ConfigError(f"platform {platform.name}: this board is a {match.describe()}; its figures would be recorded "
+                      f"as a {platform.title}'s: pass --platform {' or '.join(match.profiles)}")
+
+
+def dla_cores_fit(version: str, platform: "Platform", dla_cores: int | None) -> None:
+    """Refuse a night on a module with DLA cores whose TensorRT reports none (``IBuilder.num_DLA_cores``,
+    the worker's probe; None: not known, as with trtexec): 10.8 and later 10.x, 11.0-11.4.0, and 11.4.1
+    off AGX Orin have no DLA (TensorRT 11.4.1 release notes). Every placement that asks for a DLA would
+    be built and marked infeasible one by one, the all-GPU engine the night's only figure.
+
+    Raises:
+        BackendError: the board's TensorRT has no DLA core (exit status 8).
+    """
+    if dla_cores is None or platform.dla_count == 0 or int(dla_cores) > 0:
+        return
+    raise BackendError(
+        f"TensorRT {version} reports 0 DLA cores here, but a {platform.title} has {platform.dla_count}: no placement "
+        f"can use a DLA, and a night would measure the all-GPU engine only; tune with a TensorRT that has the DLA, "
+        f"one of {platform.name}'s JetPacks: {', '.join(platform.jetpack_trt)} (10.8 and later 10.x and 11.0-11.4.0 "
+        "have no DLA; 11.4.1 has it on AGX Orin with JetPack 7.2.2+); `placetune selftest` says more")
 
 
 def installed_trt_fits(backend: JetsonBackend, version: str, platform: "Platform") -> None:

@@ -110,13 +110,18 @@ def dla_count_hint(version: str, module_title: str) -> str:
     if major >= 11 and "AGX Orin" not in module_title:
         return (f" (TensorRT 11.4.1 supports DLA on Jetson AGX Orin only, with JetPack 7.2.2 or later; "
                 f"not on a {module_title})")
+    if major >= 11:
+        return (" (TensorRT 11.4.1 has the DLA on AGX Orin with JetPack 7.2.2 or later only: its release notes say "
+                "the SBSA build does not provide DLA outside NVIDIA JetPack; check `dpkg-query -W nvidia-jetpack`)")
     return ""
 
 
-def pip_wheel_hint(trt_path: str | None) -> str:
+def pip_wheel_hint(trt_path: str | None, version: str | None = None) -> str:
     """Why the worker's TensorRT may not be JetPack's ("" when it looks like JetPack's): JetPack installs
     TensorRT's bindings with apt (python3-libnvinfer) into ``/usr/lib/python3*/dist-packages``; a
     ``tensorrt`` in a ``site-packages`` folder was installed by pip, and shadows JetPack's in a venv.
+    Not for TensorRT 11.4.1 and later: its release notes tell JetPack 7.2.2 users to install the Linux
+    SBSA build, wheel included, "rather than a JetPack-specific one".
 
     Example:
         >>> pip_wheel_hint("/usr/lib/python3.10/dist-packages/tensorrt/__init__.py")
@@ -125,7 +130,8 @@ def pip_wheel_hint(trt_path: str | None) -> str:
         ' (this tensorrt was installed by pip in '
     """
     path = str(trt_path or "")
-    if "site-packages" not in path:
+    nums = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
+    if "site-packages" not in path or nums >= (11, 4, 1):
         return ""
     return (f" (this tensorrt was installed by pip in {path.split('site-packages')[0]}site-packages, not JetPack's "
             "python3-libnvinfer in /usr/lib/python3*/dist-packages: `pip uninstall tensorrt` in that environment "
@@ -256,12 +262,13 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     # 2. the module, and the profile the checks use
     match = _modules.identify_module(*_modules.read_device_tree(device_tree)).resolve(cores)
     module = match.module
-    plat = match.platform or (named.name if named else None) or (
+    plat = (named.name if named and named.name in match.profiles else None) or match.platform or (
+        named.name if named else None) or (
         STAND_IN_PLATFORMS.get(int(cores), "orin-agx") if cores is not None else "orin-agx")
     if not match.model and not match.compatible:
         rep.add("module", "skipped", f"not a Jetson: no device tree at {device_tree}; the checks use the {plat} "
                 "profile", platform=plat)
-    elif named and match.platform and match.platform != named.name:
+    elif named and match.platform and named.name not in match.profiles:
         rep.add("module", "failed", f"{match.describe()}, not --platform {named.name}: run the selftest (and a "
                 f"tune) with --platform {match.platform}, or without --platform", platform=plat)
     elif named and not match.platform:
@@ -284,7 +291,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}; fix: "
                 f"{_doctor.FIX_TRT}")
     elif expected is not None and int(cores or 0) != expected:
-        hint = dla_count_hint(version, title) + pip_wheel_hint(probe.get("trt_path"))
+        hint = dla_count_hint(version, title) + pip_wheel_hint(probe.get("trt_path"), version)
         rep.add("tensorrt", "failed", f"TensorRT {version}{where} reports {cores} DLA core(s), but a {title} "
                 f"has {expected}{hint}", trt_version=version, dla_cores=cores)
     else:
@@ -301,6 +308,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     timing = dict(warmup_ms=5.0, iterations=5, replicas_duration_s=0.2, profile_iterations=0) if quick else {}
     be = _backend.TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
                          save_plans=out / "plans", **timing) if not no_trt else None
+    if be is not None:
+        be.refuse_other_board = False  # the module and tensorrt checks above report them
     tx = None
     if trtexec:
         tx = _trtexec_backend.TrtexecBackend(  # its time_plan, beyond the contract

@@ -177,6 +177,16 @@ class ModuleMatch:
         """The placetune profile of :attr:`module` (None: unknown module, or one without a profile)."""
         return self.module.platform if self.module else None
 
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        """The placetune profiles a run on this board may name: each candidate's, and for an Orin Nano
+        ``orin-nano-super`` too (the same module under JetPack 6.2's Super power modes; its rows here
+        name ``orin-nano``, whose clocks are the non-Super ones). Empty for a module without a profile."""
+        names = [c.platform for c in self.candidates if c.platform]
+        if "orin-nano" in names:
+            names.append("orin-nano-super")
+        return tuple(dict.fromkeys(names))
+
     def resolve(self, dla_cores: int | None) -> "ModuleMatch":
         """The match narrowed to the candidates with ``dla_cores`` DLA cores (as TensorRT reports
         them); unchanged when none or all of them have that many."""

@@ -26,12 +26,13 @@ from placetune.model.onnx_io import load_with_weights
 from placetune.safetext import shown
 from placetune.validate import dumps_json
 from placetune.wording import plural
-from placetune.backends.onnx_prep import convert_to_fp16
+from placetune.backends.onnx_prep import convert_to_fp16, has_qdq
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.backends.tensorrt.jobs import read_realised
 from placetune.model.model import Model
 from placetune.plan.file import Plan, load
 from placetune.plan.folder import engine_files, write_plan_folder
+from placetune.plan.trtexec import untyped_int8_plan
 
 if TYPE_CHECKING:
     from placetune.backends.tensorrt.backend import TensorRTBackend
@@ -219,6 +220,10 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             raise BackendError(f"TensorRT cannot be used here: {probe.get('trt_error')}; run `placetune doctor`")
         strongly = int(str(version).split(".")[0]) >= 11
         onnx_paths = [guard.path(engine_files(p, e)[0]) for e in p.engines]
+        if strongly and p.precision == "int8":  # types from the model: INT8 only through its Q/DQ nodes
+            untyped = untyped_int8_plan(p, str(version), any(has_qdq(load_with_weights(x)) for x in onnx_paths))
+            if untyped:
+                raise ConfigError(untyped)
         tmp = tempfile.TemporaryDirectory(prefix="placetune-build-")
         built = Path(tmp.name) / "engines"  # the worker writes here; the folder guard copies them in
         built.mkdir()

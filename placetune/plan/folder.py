@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,8 @@ from placetune.errors import ModelError
 from placetune.files.folder import OutputFolder
 from placetune.files.read import check_regular
 from placetune.runtime import standalone_sources
-from placetune.plan.trtexec import _one_line, static_batch, trtexec_commands
+from placetune.backends.onnx_prep import convert_to_fp16
+from placetune.plan.trtexec import _one_line, static_batch, target_version, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
 from placetune.wording import plural
 from placetune.model.onnx_io import load_with_weights
@@ -152,8 +154,27 @@ def _timed_by(plan: "Plan") -> str:
     return f"It runs the plan {how}; the plan's figures come from the {plan.backend or 'unknown'} backend:"
 
 
-def _readme(plan: "Plan", calib: str | None) -> str:
+def _target(plan: "Plan", trt_version: str | None) -> tuple[int, ...]:
+    """The major.minor of the TensorRT the plan's build.sh is written for (``target_version``)."""
+    return tuple(int(x) for x in re.findall(r"\d+", target_version(plan, trt_version))[:2])
+
+
+def _jetpack5(plan: "Plan", trt_version: str | None) -> bool:
+    """Whether the plan targets TensorRT 8.5 (JetPack 5.1: system Python 3.8, trtexec without
+    ``--layerDeviceTypes``)."""
+    return _target(plan, trt_version) == (8, 5)
+
+
+def _mixed(plan: "Plan") -> bool:
+    """Whether an engine puts some of its layers on a DLA and others on the GPU (trtexec needs
+    ``--layerDeviceTypes`` to build it)."""
+    return any(e.get("dla_layers") and set(e.get("layers") or []) - set(e.get("dla_layers") or [])
+               for e in plan.engines)
+
+
+def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> str:
     name = _one_line(str(plan.model.get("name")))
+    jp5 = _jetpack5(plan, trt_version)
     src = plan.source or {}
     lines = [f"placetune plan: {name} on {plan.platform}, {plan.mode} mode, {plan.precision}, batch {plan.batch}",
              _one_line(f"study {src.get('study')}, measurement {src.get('measurement_id')}, objective {plan.objective}")]
@@ -171,6 +192,10 @@ def _readme(plan: "Plan", calib: str | None) -> str:
     lines += ["", "1. Build, on the Jetson, with the TensorRT the plan targets:",
               "     sh build.sh",
               "   (TRTEXEC=/usr/src/tensorrt/bin/trtexec sh build.sh when trtexec is not on PATH)"]
+    if jp5 and _mixed(plan):
+        lines += ["   TensorRT 8.5 (JetPack 5.1): its trtexec has no --layerDeviceTypes (added in 8.6), so build.sh "
+                  "fails on the",
+                  "   engines that put single layers on a DLA: build with `placetune build` instead (below)."]
     if plan.precision == "int8" and not calib and plan.int8_ranges != "qdq":
         lines.append("   INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT preserved;"
                      " export with --calibration-cache FILE")
@@ -210,12 +235,21 @@ def _readme(plan: "Plan", calib: str | None) -> str:
               "     outputs = rt({\"input name\": array})                     # one inference",
               "     for outputs in rt.stream(batches, frames_in_flight=K):  # steady-state throughput, in order",
               "         ...",
-              "", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its",
-              "repository, in a venv that sees JetPack's TensorRT bindings:",
-              "     python3 -m venv --system-site-packages ~/placetune-venv && . ~/placetune-venv/bin/activate",
-              "     pip install -e \"/path/to/placetune[jetson]\"   # the clone; jetson: the cuda-python binding",
-              "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere",
-              "   and in an application of that install (Python 3.10 or newer), the same runtime as a module:",
+              "", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its"]
+    if jp5:
+        lines += ["repository. JetPack 5.1's system Python is 3.8 and placetune needs 3.10 or newer: placetune runs",
+                  "from a Python 3.11 that uv installs, its TensorRT worker on the system Python (placetune's README,",
+                  "section JetPack 5.1, has every step, pycuda for /usr/bin/python3 included):",
+                  "     python3 -m pip install --user uv && ~/.local/bin/uv python install 3.11",
+                  "     ~/.local/bin/uv venv -p 3.11 ~/placetune-venv && . ~/placetune-venv/bin/activate",
+                  "     uv pip install -e /path/to/placetune   # the clone",
+                  "     placetune build . --worker-python /usr/bin/python3   # every engine through TensorRT 8.5"]
+    else:
+        lines += ["repository, in a venv that sees JetPack's TensorRT bindings:",
+                  "     python3 -m venv --system-site-packages ~/placetune-venv && . ~/placetune-venv/bin/activate",
+                  "     pip install -e \"/path/to/placetune[jetson]\"   # the clone; jetson: the cuda-python binding",
+                  "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere"]
+    lines += ["   and in an application of that install (Python 3.10 or newer), the same runtime as a module:",
               "     import placetune.runtime",
               "     rt = placetune.runtime.load(\"this folder\")"]
     return "\n".join(lines) + "\n"
@@ -276,6 +310,10 @@ def write_plan_folder(
     runtime = OutputFolder(out / RUNTIME_DIR, "plan folder's runtime")  # guarded as the plan folder is
     runtime.check([name for name, _ in standalone_sources()])
     proto = _load_source(model, source)
+    # a strongly typed TensorRT (11 on) takes the precision from the model's tensor types, and its trtexec
+    # has no --fp16: an fp16 plan's ONNX files are written in FP16, as the backends and `placetune build` build
+    strongly = _target(p, trt_version) >= (11,) and p.precision == "fp16"
+    typed = convert_to_fp16 if strongly else (lambda m: m)
     files = [out / "build.sh"]
     written: list[tuple[dict[str, Any], str]] = []
     folder.remove_all(stale)
@@ -294,7 +332,7 @@ def write_plan_folder(
                 eng[key] = [{**t, **{k: known[t["name"]][k] for k in ("trt_dtype", "format")
                                      if k in known.get(t["name"], {})}} for t in tensors]
             name = engine_files(p, eng)[0]
-            folder.write(name, s.proto.SerializeToString(deterministic=True))
+            folder.write(name, typed(s.proto).SerializeToString(deterministic=True))
             written.append((eng, name))
     else:
         for eng in p.engines:
@@ -302,7 +340,7 @@ def write_plan_folder(
             if name not in {w for _, w in written}:
                 # the model, or a replica's own batch of a static model
                 own = name != f"{_STEM}.onnx"
-                _save_proto(folder, with_batch(model, int(eng["batch"]), proto) if own else proto, name)
+                _save_proto(folder, typed(with_batch(model, int(eng["batch"]), proto) if own else proto), name)
             written.append((eng, name))
     for eng in p.engines:
         eng["onnx_file"], eng["engine_file"] = engine_files(p, eng)
@@ -311,6 +349,6 @@ def write_plan_folder(
         files.append(folder.copy_in(calib, calibration_cache))  # type: ignore[arg-type]
     folder.write("build.sh", script, executable=True)
     files.append(folder.write("plan.json", p.to_json() + "\n"))
-    files.append(folder.write("README.txt", _readme(p, calib)))
+    files.append(folder.write("README.txt", _readme(p, calib, trt_version)))
     files += [runtime.copy_in(name, src) for name, src in standalone_sources()]
     return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines])

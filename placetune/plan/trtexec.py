@@ -24,7 +24,7 @@ from placetune.plan.view import PlanView
 from placetune.wording import plural
 
 
-__all__ = ["engine_files", "static_batch", "trtexec_commands", "trtexec_script"]
+__all__ = ["engine_files", "static_batch", "target_version", "trtexec_commands", "trtexec_script", "untyped_int8_plan"]
 
 
 def _version_tuple(text: Any) -> tuple[int, ...]:
@@ -36,6 +36,25 @@ def _version_tuple(text: Any) -> tuple[int, ...]:
             break
         out.append(int(m.group()))
     return tuple(out)
+
+
+def target_version(plan: PlanView, trt_version: str | None = None) -> str:
+    """The TensorRT a plan's commands are written for: ``trt_version``, else the plan's measured TensorRT,
+    else the version whose DLA rules it used, else 8.6."""
+    return str(trt_version or plan.versions.get("tensorrt") or plan.settings.get("trt_version") or "8.6")
+
+
+def untyped_int8_plan(plan: PlanView, version: str, has_qdq: bool | None = None) -> str | None:
+    """Why an INT8 plan cannot be built by a strongly typed TensorRT ``version`` (11 on: no INT8 flag, no
+    calibration, the types come from the model) when its model has no Q/DQ nodes (``has_qdq``, else the
+    plan's ``int8_ranges``); None when it can."""
+    qdq = plan.int8_ranges == "qdq" if has_qdq is None else has_qdq
+    if plan.precision != "int8" or qdq or not strongly_typed(_version_tuple(version)):
+        return None
+    return (f"precision int8 for TensorRT {version}: it builds strongly typed networks only (no INT8 flag, no "
+            "calibration), so this plan's model, which has no Q/DQ (QuantizeLinear/DequantizeLinear) nodes, would "
+            "build in FP32 and its DLA layers would run on the GPU; quantize the model with Q/DQ nodes and tune it "
+            "again, or target TensorRT 8.5-10.x (--trt-version)")
 
 
 def _stem(onnx_path: str) -> str:
@@ -106,7 +125,7 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
         PlacementError: a layer name that ``--layerDeviceTypes`` cannot express (contains ``,`` or ``'``).
         ConfigError: ``calib`` for a plan that is not INT8, or for TensorRT 11 and later.
     """
-    version = trt_version or plan.versions.get("tensorrt") or plan.settings.get("trt_version") or "8.6"
+    version = target_version(plan, trt_version)
     vt = _version_tuple(version)
     stem = _stem(onnx_path)
     sim = " (figures SIMULATED: measure on the device)" if plan.simulated else ""
@@ -127,6 +146,9 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
                               "quantize the ONNX with Q/DQ nodes instead, or target TensorRT 8.5-10.x with "
                               "--trt-version")
         flags = [*flags, f"--calib={calib}"]
+    untyped = untyped_int8_plan(plan, version)
+    if untyped:
+        raise ConfigError(untyped)
     if plan.precision in ("fp16", "int8"):
         if strongly_typed(vt):
             lines.append(f"# TensorRT {version} is strongly typed (no --fp16/--int8): export the ONNX with "

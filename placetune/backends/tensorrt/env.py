@@ -24,7 +24,7 @@ from placetune.backends.clocks import read_power_mode_id
 __all__ = [
     "read_l4t", "read_module", "read_jetpack", "read_power_mode", "read_clocks", "read_clocks_sysfs",
     "parse_nv_tegra_release", "parse_nvpmodel", "parse_nvpmodel_conf", "power_mode_from_files", "parse_jetson_clocks",
-    "find_trtexec", "NVPMODEL_CONF", "TRTEXEC_DIRS", "SYSTEM_DIRS",
+    "find_trtexec", "NVPMODEL_CONF", "TRTEXEC_DIRS", "SYSTEM_DIRS", "DEVICE_TREE",
 ]
 
 #: Where JetPack installs trtexec (it is not on PATH by default).
@@ -34,6 +34,8 @@ TRTEXEC_DIRS = ("/usr/src/tensorrt/bin",)
 #: power mode is read rather than silently unknown.
 SYSTEM_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _TIMEOUT_S = 10.0
+#: The device tree whose ``model`` and ``compatible`` name the module (tests point it at a fixture).
+DEVICE_TREE = "/proc/device-tree"
 
 
 def _program(name: str) -> str | None:
