@@ -12,17 +12,6 @@ the effect pays, because its predictions there look no better. Two rules guard a
   relabelled alike). By the model's own account such a build costs nothing in expectation; it
   pays when the model is wrong there. With the default three builds a round that is one build in
   six after the first round: two at a budget of 15, seven or eight at 50.
-* **more of them, reaching further, once the run has stalled** (:meth:`BlindSpots.stalled`): when
-  the best measured has not gained ``MIN_GAIN`` over the convergence rule's patience
-  (:func:`placetune.tuning.convergence.patience_for`: ``max(10, budget / 10)`` evaluations, this
-  run's own), the model's picks near the incumbent have stopped paying; every round then spends
-  one build on such a plan, drawn from the plans whose prediction the model cannot rule out at two
-  of its own standard deviations (:data:`search.later.Z` x the larger of the band and its recent
-  picks' error read as a standard deviation, :data:`search.later.MAD_SD`), among its ranked plans
-  and the best plan of every stage-device pattern it knows (its portfolio): structurally distinct
-  plans. A late budget is then spent where the model is blind instead of on neighbours and
-  re-measurements of one plan. The numbers are the convergence rule's and the textbook two-sigma
-  bound that :mod:`search.later` already uses; nothing is fitted.
 * **a larger hypothesis space when such a build surprises the model**: once an exploration
   build misses its prediction by more than twice the larger of the build-to-build noise and the
   model's error, every prediction is corrected by a kernel average of the model's residuals on
@@ -38,11 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from placetune.placement.stages import assignment_of
-from placetune.tuning.convergence import patience_for
-
 from .base import canonical
-from .later import MAD_SD, Z, converged_at
 
 __all__ = ["BlindSpots", "LocalResidual", "EXPLORE_EVERY"]
 
@@ -83,30 +68,19 @@ class LocalResidual:
 class BlindSpots:
     """The exploring part of the guided agent's run state (a mixin of its ``_State``: it uses
     ``space``, ``measured``, ``predicted``, ``run``, ``feasibility``, ``seen``, ``distance``,
-    ``noise``, ``cv_error``, ``recent_error`` and ``portfolio``)."""
+    ``noise`` and ``cv_error``)."""
 
     space: Any
     run: Any
     measured: dict[tuple[int, ...], float]
     predicted: dict[tuple[int, ...], float]
     explored: list[tuple[int, ...]]
-    portfolio: dict[Any, Any]
     grown: bool
     band_floor: float
 
     def explore_round(self, rounds: int, k: int) -> bool:
-        """True when this round spends one of its ``k`` builds on :meth:`blind_pick`: every
-        :data:`EXPLORE_EVERY` rounds, every round once the run has :meth:`stalled`."""
-        return k >= 3 and (rounds % EXPLORE_EVERY == 1 or self.stalled())
-
-    def stalled(self) -> bool:
-        """True when this run's best measured has not gained ``MIN_GAIN`` over the last
-        ``patience_for(budget)`` evaluations (the convergence rule on this run's own history; a
-        budget without a number of evaluations waits the rule's least patience)."""
-        n = self.run.budget.evaluations
-        sign = -1.0 if self.run.objective.direction == "maximize" else 1.0
-        bests = [sign * h.best if h.best is not None else math.inf for h in self.run.history]
-        return converged_at(bests, patience_for(int(n) if n is not None else 0)) is not None
+        """True when this round spends one of its ``k`` builds on :meth:`blind_pick`."""
+        return k >= 3 and rounds % EXPLORE_EVERY == 1
 
     def band(self) -> float:
         """The relative error within which the model cannot tell two plans apart: the larger of its
@@ -115,34 +89,21 @@ class BlindSpots:
         cv = self.cv_error  # type: ignore[attr-defined]
         return max(self.band_floor, cv if cv is not None and math.isfinite(cv) else 0.0, self.noise())  # type: ignore[attr-defined]
 
-    def reach(self) -> float:
-        """The model's error once the run has stalled: the larger of :meth:`band` and its error on its
-        own recent picks (out of sample; ``MAD_SD`` x their median |log error|, as :mod:`search.later`
-        reads it), since a stalled run's picks are the evidence of how far it can be wrong."""
-        err = self.recent_error  # type: ignore[attr-defined]
-        return max(self.band(), MAD_SD * err if err is not None and math.isfinite(err) else 0.0)
-
     def blind_pick(self, sur: Any, ranked: list[tuple[float, list[int]]],
                    taken: list[list[int]]) -> tuple[list[int], float] | None:
         """The plan predicted within :meth:`band` of the best prediction that differs most from
-        every measured plan and every pick of the round (None: no such plan). Once the run has
-        :meth:`stalled`: within ``Z`` x :meth:`reach`, and the pool holds the best plan of every
-        stage-device pattern the inner search refined (its portfolio) besides its ranked plans."""
-        stalled = self.stalled()
-        pool = list(ranked[:2000])
-        if stalled:  # the best plan the model knows of every stage-device pattern, not only the descent's
-            pool += [(sur.loss(a), a) for a in (assignment_of(self.space, st) for st in self.portfolio.values())]
-        finite = [(v, a) for v, a in pool if math.isfinite(v)]
+        every measured plan and every pick of the round (None: no such plan)."""
+        finite = [(v, a) for v, a in ranked if math.isfinite(v)]
         if not finite:
             return None
         best = min(v for v, _ in finite)
-        tol = (Z * self.reach() if stalled else self.band()) * abs(best)
+        tol = self.band() * abs(best)
         others = [list(k) for k, v in self.measured.items()] + [list(t) for t in taken]
         if not others:
             return None
         seen_c: set[tuple[int, ...]] = set()
         choice: tuple[int, float, list[int]] | None = None
-        for v, a in finite:
+        for v, a in finite[:2000]:
             if v > best + tol:
                 continue
             c = canonical(self.space, a)

@@ -141,12 +141,8 @@ class _Objective:
 
 class _Run:
     def __init__(self, direction: str = "maximize") -> None:
-        from search import Budget
-
         self.objective = _Objective(direction)
         self.evaluations = 0
-        self.budget = Budget(50)
-        self.history: list = []
 
 
 class _DriftState:
@@ -285,52 +281,3 @@ def test_an_exploration_build_goes_where_the_model_cannot_tell_plans_apart_and_f
     # the local correction: a measured plan's residual, shrunk half-way at the plan itself, less far away
     loc = LocalResidual(space, [far], [0.2], length=4)
     assert loc(far) == pytest.approx(0.1) and 0 < loc(near) < loc(far)
-
-
-def test_a_stalled_run_explores_every_round_and_reaches_plans_the_model_cannot_rule_out_at_two_sigma():
-    from search.base import HistoryEntry
-    from search.blindspots import BlindSpots
-    from search.later import Z
-
-    ev = _evaluator(SimulatedJetson())
-    space = ev.space("stages")
-    n, gpu = space.n_units, space.devices.index("GPU")
-    dla = space.devices.index("DLA0")
-
-    class S(BlindSpots):
-        band_floor = 0.03
-        cv_error = None
-
-        def __init__(self):
-            self.space, self.run = space, _Run()
-            self.measured = {tuple([gpu] * n): -100.0}
-            self.predicted = {}
-            self.feasibility = Feasibility(ev.model, space)
-            self.grown = False
-            self.portfolio = {}
-            self.recent_error = None
-
-        def noise(self):
-            return 0.02
-
-        def seen(self, a):
-            return tuple(a) in self.measured
-
-        def distance(self, a, b):
-            return int((np.asarray(a) != np.asarray(b)).sum())
-
-    s = S()
-    near = [gpu] * n
-    near[0] = dla if space.mask[0, dla] else gpu
-    far = [dla if space.mask[i, dla] else gpu for i in range(n)]
-    # "far" is predicted 1.5 bands behind the best: outside one band, inside Z of them
-    ranked = [(-110.0, near), (-110.0 * (1 - 1.5 * 0.03), far)]
-    assert Z > 1.5
-    # a run still gaining: exploration every other round, within one band
-    s.run.history = [HistoryEntry(i + 1, 100.0 + i, 100.0 + i) for i in range(20)]
-    assert not s.stalled() and not s.explore_round(2, 3) and s.explore_round(3, 3)
-    assert s.blind_pick(None, ranked, [])[0] == near
-    # no 1 % gain over the last 10 of 50 evaluations (the convergence rule's patience): stalled
-    s.run.history = [HistoryEntry(i + 1, 90.0, 100.0 if i >= 5 else 90.0) for i in range(20)]
-    assert s.stalled() and s.explore_round(2, 3) and not s.explore_round(2, 2)
-    assert s.blind_pick(None, ranked, [])[0] == far
