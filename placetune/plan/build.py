@@ -76,6 +76,9 @@ class BuildReport:
                       for d in self.differences[:20]]
             if len(self.differences) > 20:
                 lines.append(f"  ... and {len(self.differences) - 20} more (build.json lists all)")
+        elif any("UNKNOWN" in n for n in self.notes):
+            lines.append("every layer whose placement the build said runs where the plan says; some engines' "
+                         "placement is UNKNOWN (the notes say which)")
         else:
             lines.append("every layer runs where the plan says")
         lines += [f"note: {n}" for n in self.notes]
@@ -163,6 +166,38 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
     return written.plan, folder
 
 
+def _dla_cores_used(p: "Plan") -> list[int]:
+    """The DLA cores the plan's engines run layers on."""
+    used = set()
+    for eng in p.engines:
+        if not eng.get("dla_layers"):
+            continue
+        core = eng.get("dla_core")
+        device = str(eng.get("device", "GPU"))
+        if isinstance(core, int) and not isinstance(core, bool) and core >= 0:
+            used.add(core)
+        elif device.startswith("DLA") and device[3:].isdigit():
+            used.add(int(device[3:]))
+    return sorted(used)
+
+
+def _board_checks(p: "Plan", probe: dict[str, Any], version: str) -> list[str]:
+    """Refuse a plan whose DLA cores this board does not have (TensorRT would put the engine elsewhere or
+    fail); the notes of what else differs from the board the plan was made for (its TensorRT)."""
+    used, cores = _dla_cores_used(p), probe.get("num_dla_cores")
+    if used and isinstance(cores, int) and max(used) >= cores:
+        have = "no DLA core" if cores == 0 else "1 DLA core (DLA0)" if cores == 1 else f"{cores} DLA cores"
+        raise BackendError(f"placetune build: the plan runs engines on {', '.join(f'DLA{c}' for c in used)} (platform "
+                           f"{p.platform}), but this board's TensorRT {version} has {have}: tune a plan for this module "
+                           "(--platform; `placetune selftest` names it)")
+    target = str((p.settings or {}).get("trt_version") or (p.versions or {}).get("dla_rules_tensorrt") or "")
+    if target and str(version).split(".")[:2] != target.split(".")[:2]:
+        return [f"the plan was searched under TensorRT {target}'s DLA rules; this board builds with TensorRT {version}, "
+                "whose rules may place layers otherwise (the differences say where): for a plan made for this board, "
+                f"tune here or with --trt-version {'.'.join(str(version).split('.')[:2])}"]
+    return []
+
+
 def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str] | None = None, *,
                model: "Model | None" = None, backend: "TensorRTBackend | None" = None,
                calibration_cache: str | os.PathLike[str] | None = None) -> BuildReport:
@@ -203,6 +238,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         version = probe.get("trt_version")
         if not version:
             raise BackendError(f"TensorRT cannot be used here: {probe.get('trt_error')}; run `placetune doctor`")
+        board_notes = _board_checks(p, probe, str(version))
         strongly = int(str(version).split(".")[0]) >= 11
         onnx_paths = [guard.path(engine_files(p, e)[0]) for e in p.engines]
         tmp = tempfile.TemporaryDirectory(prefix="placetune-build-")
@@ -259,7 +295,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             tmp.cleanup()
         if own:
             be.close()
-    report = BuildReport(folder, str(version))
+    report = BuildReport(folder, str(version), notes=list(board_notes))
     planned = p.realized
     realized = dict(planned)
     fallback: dict[str, str] = {}

@@ -1,0 +1,70 @@
+"""A plan taken to a board unlike the one it was made for: ``placetune build`` refuses DLA cores the
+board lacks and says when its TensorRT is not the one whose DLA rules the plan was searched under;
+``placetune.runtime.load`` refuses engines another TensorRT built. Against the TensorRT/CUDA doubles
+(``tests/fakes``: ``PLACETUNE_FAKE_TRT_VERSION``, ``PLACETUNE_FAKE_TRT_DLA_CORES``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fakes import fake_env
+
+from .test_deploy import THREE, _study, seed_block  # noqa: F401 - seed_block is a fixture
+
+BUILD = [sys.executable, "-m", "placetune.cli", "build"]
+
+
+def _run(args: list[str], cwd: Path, version: str, **extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **fake_env(version, **extra)}
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1])])
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_plan_on_dla1_is_refused_on_a_board_with_one_dla_core(seed_block, tmp_path):  # noqa: F811
+    """It used to build (the DLA1 engine's core missing) and say every layer runs where the plan says."""
+    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
+    for cores, have in (("1", "1 DLA core (DLA0)"), ("0", "no DLA core")):
+        proc = _run([*BUILD, folder], tmp_path, "8.6.2", DLA_CORES=cores)
+        assert proc.returncode == 8, proc.stdout + proc.stderr
+        err = proc.stderr.strip().splitlines()
+        assert len(err) == 1 and "runs engines on DLA0, DLA1 (platform orin-agx)" in err[0] and have in err[0], err
+        assert not list(Path(folder).glob("*.engine"))
+    assert _run([*BUILD, folder], tmp_path, "8.6.2", DLA_CORES="2").returncode == 0
+
+
+def test_build_says_when_the_board_s_tensorrt_is_not_the_plan_s(seed_block, tmp_path):  # noqa: F811
+    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)  # searched under 8.6's rules
+    same = _run([*BUILD, folder], tmp_path, "8.6.2")
+    assert same.returncode == 0 and "DLA rules" not in same.stdout, same.stdout + same.stderr
+    other = _run([*BUILD, folder], tmp_path, "10.3.0")
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert ("the plan was searched under TensorRT 8.6's DLA rules; this board builds with TensorRT 10.3.0"
+            in other.stdout) and "--trt-version 10.3" in other.stdout
+    assert any("8.6's DLA rules" in n for n in json.loads((Path(folder) / "build.json").read_text())["notes"])
+
+
+LOAD = r'''
+import sys
+import numpy as np
+import placetune.runtime
+from placetune.errors import BackendError
+try:
+    with placetune.runtime.load(sys.argv[1]) as rt:
+        rt({"input": np.zeros(rt.inputs["input"][0], np.float32)})
+    print("ran")
+except BackendError as exc:
+    print("refused:", exc)
+'''
+
+
+def test_the_runtime_refuses_engines_another_tensorrt_built(seed_block, tmp_path):  # noqa: F811
+    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
+    assert _run([*BUILD, folder], tmp_path, "10.3.0").returncode == 0
+    assert _run([sys.executable, "-c", LOAD, folder], tmp_path, "10.3.0").stdout.strip() == "ran"
+    got = _run([sys.executable, "-c", LOAD, folder], tmp_path, "8.6.2").stdout.strip()
+    assert got.startswith("refused:") and "built with TensorRT 10.3.0 (build.json)" in got \
+        and "this Python has TensorRT 8.6.2" in got and "placetune build" in got, got
