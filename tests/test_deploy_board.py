@@ -78,3 +78,27 @@ def test_build_does_not_claim_a_placement_it_could_not_read(seed_block, tmp_path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "UNKNOWN" in proc.stdout and "every layer runs where the plan says" not in proc.stdout
     assert "some engines' placement is UNKNOWN" in proc.stdout
+
+
+def test_export_refuses_a_calibration_cache_that_is_not_this_model_s(seed_block, tmp_path, capsys):  # noqa: F811
+    """A cache of another model (or no cache at all) was copied in and the plan said its INT8 ranges came
+    from a calibration cache: accuracy claimed, nothing calibrated."""
+    import placetune
+    from placetune import Placement
+    from placetune.cli.main import main
+
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(seed_block), "orin-agx", mode="pipeline", precision="int8", store=url,
+                             study="s") as ev:
+        ev.evaluate(Placement(ev.model, THREE), agent="t", trial_number=0)
+    other, junk, good = tmp_path / "other.cache", tmp_path / "junk.cache", tmp_path / "good.cache"
+    other.write_bytes(b"TRT-8601-EntropyCalibration2\n/backbone/conv1/Conv_output_0: 3c010a14\n")
+    junk.write_bytes(b"not a cache\n")
+    good.write_bytes(b"TRT-8601-EntropyCalibration2\ninput: 3c010a14\n/conv3/Conv_output_0: 3caa54fc\n")
+    export = ["export", "--study", "s", "--storage", url, "--format", "trtexec", "--calibration-cache"]
+    assert main([*export, str(other), "-o", str(tmp_path / "a")]) == 6
+    assert "name none of" in capsys.readouterr().err and not (tmp_path / "a" / "plan.json").exists()
+    assert main([*export, str(junk), "-o", str(tmp_path / "b")]) == 6
+    assert "not a TensorRT calibration cache" in capsys.readouterr().err
+    assert main([*export, str(good), "-o", str(tmp_path / "c")]) == 0
+    assert json.loads((tmp_path / "c" / "plan.json").read_text())["int8_ranges"] == "calibration-cache"
