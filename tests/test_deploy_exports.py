@@ -18,6 +18,7 @@ from placetune.cli.main import main
 from placetune.errors import ShapeError
 from placetune.hardware.dla import check_layer
 from placetune.model.model import Model
+from placetune.placement.placement import Placement
 
 from .test_detector import _ultralytics_python
 
@@ -158,6 +159,10 @@ def test_real_ultralytics_deployment_exports(kind, tmp_path, monkeypatch, capsys
         assert bounded["NonZero"] == (1, boxes) and bounded["NonMaxSuppression"] == (boxes, 3)
         assert bounded["Pad"] == (300 * 6,)  # the top 300 (Min(300, kept)) padded to 300 x 6
         assert not any(t.data_dependent for layer in model for t in layer.outputs if layer.op_type == "Conv")
+    if kind in ("nms", "dynamic"):  # tuned and exported for the Jetson (the dynamic one's export used to fail)
+        assert main(["tune", "--model", "det.onnx", *shape, "--trials", "4"]) == 0
+        assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0, capsys.readouterr().err
+        assert list((tmp_path / "deploy").glob("model.seg*.onnx"))
 
 
 def _dynamic_cnn(tmp_path, imgsz: str | None):
@@ -229,3 +234,59 @@ def test_a_standard_op_inference_cannot_size_is_told_to_fold_not_to_declare_a_pl
     assert main(["check", str(tmp_path / "tv.onnx")]) == 3
     err = capsys.readouterr().err
     assert "'/transform/Resize'" in err and "onnxslim" in err and "declare the plugin" not in err
+
+
+def _dynamic_with_shape_arithmetic(path):
+    """A dynamic-axes export whose reshapes are sized by float arithmetic on ``Shape`` (Cast, Div, Ceil), as
+    dynamic exports of detectors compute them: ONNX shape inference cannot follow it, placetune's folder can."""
+    n = helper.make_node
+    inits = [numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 3, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(np.random.default_rng(1).standard_normal((8, 8, 3, 3)).astype(np.float32), "w2"),
+             numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(np.array(1.0, np.float32),
+                                                                                            "one"),
+             numpy_helper.from_array(np.array([1, 8], np.int64), "head"), numpy_helper.from_array(np.array([0], np.int64),
+                                                                                                   "ax")]
+    nodes = [n("Conv", ["x", "w1"], ["y"], name="/c1/Conv", pads=[1, 1, 1, 1]),
+             n("Relu", ["y"], ["y1"], name="/c1/Relu"),
+             n("Shape", ["y1"], ["s"], name="/Shape"),
+             n("Gather", ["s", "two"], ["h"], name="/Gather"),
+             n("Cast", ["h"], ["hf"], name="/Cast", to=TensorProto.FLOAT),
+             n("Div", ["hf", "one"], ["hd"], name="/Div"),
+             n("Ceil", ["hd"], ["hc"], name="/Ceil"),
+             n("Cast", ["hc"], ["hi"], name="/Cast_1", to=TensorProto.INT64),
+             n("Unsqueeze", ["hi", "ax"], ["hu"], name="/Unsqueeze"),
+             n("Concat", ["head", "hu", "hu"], ["target"], name="/Concat", axis=0),
+             n("Reshape", ["y1", "target"], ["r"], name="/Reshape"),
+             n("Conv", ["r", "w2"], ["z"], name="/c2/Conv", pads=[1, 1, 1, 1]),
+             n("Shape", ["r"], ["rs"], name="/Shape_1"),
+             n("Reshape", ["z", "rs"], ["out"], name="/Reshape_1")]
+    graph = helper.make_graph(nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                           ["batch", 3, "h", "w"])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_a_dynamic_export_s_plan_exports_its_segments(tmp_path, monkeypatch, capsys):
+    """Exporting the plan of a dynamic-axes model stopped at 'Shape node ... whose shape is not static': the
+    cut inferred shapes without the folding the model was loaded with."""
+    monkeypatch.chdir(tmp_path)
+    _dynamic_with_shape_arithmetic(tmp_path / "dyn.onnx")
+    assert main(["tune", "--model", "dyn.onnx", "--shape", "x=1x3x16x16", "--trials", "6", "--granularity", "layer",
+                 "--agent", "random"]) == 0
+    capsys.readouterr()
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0, capsys.readouterr().err
+    segments = sorted((tmp_path / "deploy").glob("model.seg*.onnx"))
+    assert segments
+    for seg in segments:
+        onnx.checker.check_model(onnx.load(seg), full_check=True)
+    # the segments, chained, compute what the model computes (a DLA stretch forces a cut)
+    from onnx.reference import ReferenceEvaluator
+
+    from placetune.placement.cut import cut, run_segments
+    model = Model.load(tmp_path / "dyn.onnx", shapes=["x=1x3x16x16"])
+    placement = Placement(model, {"/c2/Conv": "DLA0"})
+    parts = cut(model, placement, source=onnx.load(tmp_path / "dyn.onnx"))
+    assert len(parts) >= 2
+    x = np.random.default_rng(2).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    want = ReferenceEvaluator(onnx.load(tmp_path / "dyn.onnx")).run(None, {"x": x})[0]
+    assert np.allclose(run_segments(parts, {"x": x})["out"], want, rtol=1e-4, atol=1e-5)
