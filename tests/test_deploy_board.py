@@ -102,3 +102,20 @@ def test_export_refuses_a_calibration_cache_that_is_not_this_model_s(seed_block,
     assert "not a TensorRT calibration cache" in capsys.readouterr().err
     assert main([*export, str(good), "-o", str(tmp_path / "c")]) == 0
     assert json.loads((tmp_path / "c" / "plan.json").read_text())["int8_ranges"] == "calibration-cache"
+
+
+def test_build_refuses_another_model_s_calibration_cache(seed_block, tmp_path):  # noqa: F811
+    import placetune
+    from placetune import Placement
+    from placetune.cli.main import main
+
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(seed_block), "orin-agx", mode="pipeline", precision="int8", store=url,
+                             study="s") as ev:
+        ev.evaluate(Placement(ev.model, THREE), agent="t", trial_number=0)
+    assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(tmp_path / "f")]) == 0
+    other = tmp_path / "other.cache"
+    other.write_bytes(b"TRT-8601-EntropyCalibration2\n/backbone/conv1/Conv_output_0: 3c010a14\n")
+    proc = _run([*BUILD, str(tmp_path / "f"), "--calibration-cache", str(other)], tmp_path, "8.6.2")
+    assert proc.returncode == 6 and "name none of" in proc.stderr, proc.stdout + proc.stderr
+    assert not list((tmp_path / "f").glob("*.engine"))

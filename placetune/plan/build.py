@@ -31,7 +31,7 @@ from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.backends.tensorrt.jobs import read_realised
 from placetune.model.model import Model
 from placetune.plan.file import Plan, load
-from placetune.plan.folder import engine_files, write_plan_folder
+from placetune.plan.folder import check_calibration_cache, engine_files, write_plan_folder
 
 if TYPE_CHECKING:
     from placetune.backends.tensorrt.backend import TensorRTBackend
@@ -221,6 +221,10 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
     """
     calib = str(check_regular(calibration_cache, "calibration cache")) if calibration_cache is not None else None
     p, folder = _open(plan, model, out, calib)
+    if calib is not None and p.precision == "int8":  # a cache of another model calibrates nothing
+        io = {str(t["name"]) for e in p.engines for key in ("inputs", "outputs") for t in e.get(key) or []
+              if isinstance(t, dict) and "name" in t}
+        check_calibration_cache(calib, set(p.model.get("input_shapes") or {}) | io, str(p.model.get("name") or "plan"))
     guard = OutputFolder(folder, "plan folder")
     if calib is None and p.calibration_cache:  # the folder's own cache: a file of the folder, never elsewhere
         cache = guard.path(p.calibration_cache)

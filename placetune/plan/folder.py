@@ -223,9 +223,9 @@ def _readme(plan: "Plan", calib: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_calibration_cache(path: str | os.PathLike[str], model: "Model") -> None:
-    """Refuse a file that is not a TensorRT calibration cache, or whose ranges name none of the model's
-    tensors (the cache of another model: every range TensorRT looks up would be missing).
+def check_calibration_cache(path: str | os.PathLike[str], tensors: "set[str]", whose: str) -> None:
+    """Refuse a file that is not a TensorRT calibration cache, or whose ranges name none of ``tensors``
+    (the cache of another model: every range TensorRT looks up would be missing).
 
     A cache is TensorRT's ``IInt8Calibrator.write_calibration_cache`` text: a first line
     ``TRT-<version>-<calibrator>`` (``TRT-8601-EntropyCalibration2``), then ``tensor: hex`` lines.
@@ -236,10 +236,9 @@ def check_calibration_cache(path: str | os.PathLike[str], model: "Model") -> Non
                           "is TRT-<version>-<calibrator>, e.g. TRT-8601-EntropyCalibration2, as TensorRT's INT8 "
                           "calibrators write it)")
     names = [line.rpartition(":")[0].strip() for line in text[1:] if ":" in line]
-    tensors = set(model.input_shapes) | {t.name for layer in model for t in layer.outputs}
     if names and not tensors.intersection(names):
         raise ConfigError(f"calibration cache {shown(str(path))}: its {plural(len(names), 'range')} name none of "
-                          f"{shown(model.name)}'s tensors (first: {shown(names[0][:80])}): a cache of another model "
+                          f"{shown(whose)}'s tensors (first: {shown(names[0][:80])}): a cache of another model "
                           "or of an export with other tensor names; calibrate this model's file")
 
 
@@ -284,7 +283,8 @@ def write_plan_folder(
     calib = None
     if calibration_cache is not None:
         check_regular(calibration_cache, "calibration cache")
-        check_calibration_cache(calibration_cache, model)
+        check_calibration_cache(calibration_cache, set(model.input_shapes) | {t.name for layer in model
+                                                                            for t in layer.outputs}, model.name)
         calib = CALIBRATION_FILE
         p.int8_ranges, p.calibration_cache = "calibration-cache", calib
         p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
