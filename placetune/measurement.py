@@ -216,6 +216,25 @@ class Measurement:
                 self.latency_samples_ms, self.latency_ms = [], {}
                 self.throughput_fps = self.energy_mj = self.power_w = None
 
+    def __repr__(self) -> str:
+        """One short line: the status, the figures and where the layers ran (the whole record, samples and
+        per-layer times included, is :meth:`to_dict`)."""
+        parts = [f"status={self.status!r}"]
+        if self.reason:
+            parts.append(f"reason={self.reason[:200]!r}")
+        for name, value in (("median_ms", self.latency_ms.get("median")), ("throughput_fps", self.throughput_fps),
+                            ("energy_mj", self.energy_mj)):
+            if value is not None:
+                parts.append(f"{name}={value:.4g}")
+        if self.realized:
+            counts: dict[str, int] = {}
+            for device in self.realized.values():
+                counts[device] = counts.get(device, 0) + 1
+            parts.append("realized={" + ", ".join(f"{d}: {n}" for d, n in sorted(counts.items())) + "}")
+        parts += [f"simulated={self.simulated}", f"backend={self.backend!r}", f"mode={self.mode!r}",
+                  f"precision={self.precision!r}", f"batch={self.batch}"]
+        return f"Measurement({', '.join(parts)})"
+
     @property
     def ok(self) -> bool:
         """True when the placement was built and timed."""

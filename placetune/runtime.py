@@ -133,6 +133,7 @@ class PlanRuntime:
         self._closed = False
 
     def _load(self, directory: Path, plan: Any, trt: Any, np: Any, w: Dict[str, Any]) -> None:
+        _same_tensorrt(directory, str(getattr(trt, "__version__", "") or ""))
         self._logger = w["worker_build"].make_logger(trt, False)
         shapes = {n: tuple(int(d) for d in v) for n, v in (plan.model.get("input_shapes") or {}).items()}
         engines = []
@@ -284,6 +285,23 @@ class PlanRuntime:
     def __repr__(self) -> str:
         return (f"PlanRuntime({str(self.directory)!r}, mode={self.mode!r}, engines={sum(len(p.engines) for p in self._pipes)}, "
                 f"frames_in_flight={self.frames_in_flight})")
+
+
+def _same_tensorrt(directory: Path, here: str) -> None:
+    """Refuse engines ``placetune build`` made with another TensorRT than this Python's (its build.json says
+    which): TensorRT deserializes an engine only in the version that built it, and its own error names
+    neither version. A folder built by build.sh alone has no build.json and is not checked."""
+    path = directory / "build.json"
+    if not here or not path.is_file():
+        return
+    try:
+        built = str(json.loads(read_bytes(path, "build.json").decode("utf-8")).get("trt_version") or "")
+    except (ValueError, AttributeError, UnicodeDecodeError, ConfigError):
+        return
+    if built and built.split(".")[:3] != here.split(".")[:3]:
+        raise BackendError(f"{directory}: its engines were built with TensorRT {built[:40]} (build.json), this Python "
+                           f"has TensorRT {here[:40]}; an engine loads only in the TensorRT that built it: run "
+                           f"`placetune build {directory}` here")
 
 
 def _check_complete(directory: Path, engines: List[Any], network_inputs: Set[str], outputs: List[str]) -> None:

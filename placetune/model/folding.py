@@ -85,6 +85,18 @@ def _div(a, x):
     return x[0] / x[1]
 
 
+def _reduce(fn: Callable[..., np.ndarray]) -> Callable[[dict[str, Any], list], np.ndarray]:
+    """ReduceMax / ReduceMin: ``axes`` an attribute (opset < 18) or input 1; none given reduces every axis
+    unless ``noop_with_empty_axes`` (ONNX spec)."""
+    def run(a: dict[str, Any], x: list) -> np.ndarray:
+        axes = _axes(a, x, 1)
+        if not axes and a.get("noop_with_empty_axes", 0):
+            return x[0]
+        keep = bool(a.get("keepdims", 1))
+        return fn(x[0], axis=tuple(ax % max(x[0].ndim, 1) for ax in axes) if axes else None, keepdims=keep)
+    return run
+
+
 _EVAL: dict[str, Callable[[dict[str, Any], list], np.ndarray]] = {
     "Identity": lambda a, x: x[0],
     "Gather": lambda a, x: np.take(x[0], x[1], axis=int(a.get("axis", 0))),
@@ -110,6 +122,8 @@ _EVAL: dict[str, Callable[[dict[str, Any], list], np.ndarray]] = {
     "Range": lambda a, x: np.arange(x[0].item(), x[1].item(), x[2].item(), dtype=x[0].dtype),
     "Size": lambda a, x: np.array(x[0].size, dtype=np.int64),
     "ReduceProd": lambda a, x: np.prod(x[0], keepdims=bool(a.get("keepdims", 1))),
+    "ReduceMax": _reduce(np.max),
+    "ReduceMin": _reduce(np.min),
     "Expand": lambda a, x: x[0] * np.ones([int(v) for v in x[1].tolist()], dtype=x[0].dtype),
     "Transpose": lambda a, x: np.transpose(x[0], a.get("perm")),
     "Sqrt": lambda a, x: np.sqrt(x[0]),
@@ -162,7 +176,7 @@ def fold_value(
     required = [v for v in inputs if v is not None]
     if not required or (inputs and inputs[0] is None):
         return None
-    if op_type not in ("Slice", "Unsqueeze", "Squeeze") and any(v is None for v in inputs):
+    if op_type not in ("Slice", "Unsqueeze", "Squeeze", "ReduceMax", "ReduceMin") and any(v is None for v in inputs):
         return None
     try:
         out = np.asarray(fn(attrs, [None if v is None else np.asarray(v) for v in inputs]))

@@ -23,6 +23,8 @@ class TensorInfo:
             Weight data is never loaded.
         dynamic: for a model input, True when the file leaves a dimension open (its shape
             here comes from ``--shape``): only such inputs take trtexec's ``--shapes``.
+        data_dependent: the size depends on the input data (after a ``NonZero`` or
+            ``NonMaxSuppression``): ``shape`` is its upper bound (:mod:`placetune.model.bounds`).
     """
 
     name: str
@@ -31,6 +33,7 @@ class TensorInfo:
     const: bool = False
     value: np.ndarray | None = field(default=None, compare=False, repr=False)
     dynamic: bool = False
+    data_dependent: bool = False
 
     @property
     def size(self) -> int:

@@ -20,12 +20,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from placetune.model.bounds import DATA_DEPENDENT_OPS, bound_data_dependent, no_shape, unbounded
 from placetune.model.costs import layer_costs
 from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeError, UnknownNameError
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
-from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, has_schema, keep_declared_plugin_shapes, local_functions
+from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, exporter_image_size, has_schema, keep_declared_plugin_shapes, local_functions
 from placetune.model.parsable import refuse_unparsable
 from placetune.model.runnable import refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
@@ -68,15 +69,8 @@ def _attr_value(attr: onnx.AttributeProto) -> Any:
     if isinstance(value, (onnx.GraphProto, onnx.TypeProto, onnx.SparseTensorProto)):
         return "<" + type(value).__name__ + ">"
     if isinstance(value, list):
-        out = []
-        for v in value:
-            if isinstance(v, bytes):
-                out.append(v.decode("utf-8", "replace"))
-            elif isinstance(v, (onnx.GraphProto, onnx.TensorProto, onnx.TypeProto)):
-                out.append("<" + type(v).__name__ + ">")
-            else:
-                out.append(v)
-        return out
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else "<" + type(v).__name__ + ">"
+                if isinstance(v, (onnx.GraphProto, onnx.TensorProto, onnx.TypeProto)) else v for v in value]
     return value
 
 
@@ -248,7 +242,8 @@ class Model:
             if is_file:
                 proto, stripped = read_model_proto(p)
                 if batch is not None:  # a static batch is refused with the --shape to give
-                    overrides = batch_overrides(proto.graph, {t.name for t in proto.graph.initializer}, overrides, batch)
+                    overrides = batch_overrides(proto.graph, {t.name for t in proto.graph.initializer}, overrides,
+                                                batch, exporter_image_size(proto))
                 path = p
                 display = name or p.name.split(".onnx")[0]
             else:
@@ -361,12 +356,8 @@ class Model:
 
 
 def _dataless_initializers(proto: onnx.ModelProto) -> set[str]:
-    return {
-        t.name
-        for t in proto.graph.initializer
-        if not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data)
-        and any(d != 0 for d in t.dims)
-    }
+    return {t.name for t in proto.graph.initializer if any(d != 0 for d in t.dims)
+            and not (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data)}
 
 
 def _infer(proto: onnx.ModelProto) -> dict[str, tuple[list | None, int]]:
@@ -396,7 +387,8 @@ def _build(
     graph = refuse_unparsable(proto).graph  # what TensorRT's parser refuses is never tuned
     init = {t.name: t for t in graph.initializer}
     original = {i.name: _dims(i.type) for i in graph.input if i.name not in init}
-    inputs = _fix_inputs(graph, set(init), overrides)
+    inputs = _fix_inputs(graph, set(init), overrides, exporter_image_size(proto))
+    before = _infer(proto) if DATA_DEPENDENT_OPS & {n.op_type for n in graph.node} else {}  # with the file's value_info
     declared = keep_declared_plugin_shapes(proto, original, inputs)
     nodes = _toposort(list(graph.node), set(init) | {t.name for t in inputs} | {""})
     info = _infer(proto)
@@ -490,6 +482,7 @@ def _build(
         new_proto.functions.add().CopyFrom(fn)
     info = _infer(new_proto)
     info.update({k: (_dims(v.type), v.type.tensor_type.elem_type) for k, v in declared.items() if info.get(k, (None,))[0] is None})
+    dependent = bound_data_dependent(nodes, before, keep, info, values)  # NMS in the graph: sizes at their bound
     # Graph outputs get their types from inference; write them back for later cutting.
     for o in new_proto.graph.output:
         dims, et = info.get(o.name, (None, 0))
@@ -524,22 +517,21 @@ def _build(
             value = None
         if dims is None or any(not isinstance(d, int) for d in dims):
             return TensorInfo(tname, (), _np_dtype(et), is_const, value)
-        return TensorInfo(tname, tuple(int(d) for d in dims), _np_dtype(et), is_const, value)
+        return TensorInfo(tname, tuple(int(d) for d in dims), _np_dtype(et), is_const, value,
+                          data_dependent=tname in dependent)
 
     producer: dict[str, str] = {}
     layers: list[Layer] = []
+    open_sizes: list[tuple[int, str]] = []  # refused after the spec's rules on the layers up to the first
     for node in keep:
         lname = unique(node.name if node.name else f"node_of_{node.output[0]}")
         ins = tuple(tensor(x) for x in node.input if x)
         outs = tuple(tensor(x) for x in node.output if x)
         for t in outs:
             if not t.shape and info.get(t.name, (None, 0))[0] is None:
-                raise ModelError(
-                    f"layer {lname!r} ({node.domain + '.' if node.domain else ''}{node.op_type}) has no shape "
-                    f"inference for output {t.name!r}; placetune needs static shapes for every layer: declare the plugin's "
-                    "output shapes in the file (value_info or graph outputs) as TensorRT plugin exports do")
-            if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0] is None):
-                raise ShapeError(f"layer {lname!r} output {t.name!r} has a dynamic shape")
+                raise ModelError(no_shape(lname, node, t.name, has_schema(node.op_type, node.domain, local_functions(proto))))
+            if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0]):  # open dims, not a scalar
+                open_sizes.append((len(layers) + 1, unbounded(lname, node.op_type, t.name, info[t.name][0])))
         for x in node.input:
             if x and x not in const and x not in producer and x not in {i.name for i in inputs}:
                 raise ModelError(f"layer {lname!r} reads {x!r}, which nothing produces")
@@ -564,7 +556,10 @@ def _build(
         layers.append(layer)
         for t in outs:
             producer[t.name] = lname
-    refuse_unrunnable(keep, layers, proto.opset_import)  # what the operator spec forbids is never simulated
+    upto = open_sizes[0][0] if open_sizes else len(layers)  # later layers read its made-up size
+    refuse_unrunnable(keep[:upto], layers[:upto], proto.opset_import)  # what the operator spec forbids is never simulated
+    if open_sizes:
+        raise ShapeError(open_sizes[0][1])
     consumers: dict[str, list[str]] = {layer.name: [] for layer in layers}
     for layer in layers:
         for p in layer.producers:

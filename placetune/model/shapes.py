@@ -111,6 +111,36 @@ def _zero_sized(name: str, dims: Sequence[int | str | None], zero: Sequence[int]
             f"fixed in the file or given with --shape (e.g. --shape {name}={example})")
 
 
+def exporter_image_size(proto: onnx.ModelProto) -> tuple[int, int] | None:
+    """The image size an exporter recorded in the file's metadata (Ultralytics writes ``imgsz: [640, 640]``),
+    for the ``--shape`` a dynamic export is told to give; None when the file says none."""
+    for prop in proto.metadata_props:
+        if prop.key == "imgsz":
+            try:
+                size = [int(v) for v in str(prop.value).strip("[]() ").split(",")]
+            except ValueError:
+                return None
+            return (size[0], size[-1]) if len(size) in (1, 2) and all(0 < v <= 1 << 16 for v in size) else None
+    return None
+
+
+def example_dims(dims: Sequence[int | str | None], image_size: tuple[int, int] | None = None,
+                 batch: int = 1) -> str:
+    """An input's dims for a suggested ``--shape``: open ones as the batch (dimension 0), the exporter's
+    image size (the last two of an NCHW input), else a named placeholder (``<height>``) to fill in."""
+    out = []
+    for axis, d in enumerate(dims):
+        if isinstance(d, int):
+            out.append(str(d))
+        elif axis == 0:
+            out.append(str(batch))
+        elif image_size is not None and len(dims) == 4 and axis >= 2:
+            out.append(str(image_size[axis - 2]))
+        else:
+            out.append(f"<{d}>" if isinstance(d, str) and d.isidentifier() and len(d) <= 32 else f"<dim{axis}>")
+    return "x".join(out)
+
+
 def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | None, tuple[int, ...]]:
     if not shapes:
         return {}
@@ -129,7 +159,8 @@ def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | No
     return out
 
 
-def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -> list[TensorInfo]:
+def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict,
+                image_size: tuple[int, int] | None = None) -> list[TensorInfo]:
     real_inputs = [i for i in graph.input if i.name not in init_names]
     names = [i.name for i in real_inputs]
     if None in overrides:
@@ -169,10 +200,11 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict) -
             raise ShapeError(_zero_sized(inp.name, dims, zero))
         if any(not isinstance(d, int) for d in dims):
             shown = "x".join(str(d) if d is not None else "?" for d in dims)
+            said = (f"the {image_size[0]}x{image_size[1]} the exporter recorded in the file" if image_size
+                    else "fill in your sizes")
             raise ShapeError(
                 f"input {inp.name!r} has a dynamic shape [{shown}]; DLA needs static shapes: "
-                f"pass e.g. --shape {inp.name}=" + "x".join(str(d) if isinstance(d, int) else "1" for d in dims)
-                + " (dynamic dims set to 1: use your batch and sizes)"
+                f"pass --shape {inp.name}={example_dims(dims, image_size)} (batch 1, or yours; {said})"
             )
         shape_proto = inp.type.tensor_type.shape
         del shape_proto.dim[:]
@@ -262,7 +294,8 @@ def local_functions(proto: onnx.ModelProto) -> set[tuple[str, str]]:
     return {(f.domain, f.name) for f in proto.functions}
 
 
-def batch_overrides(graph: onnx.GraphProto, init_names: set[str], overrides: dict, batch: int) -> dict:
+def batch_overrides(graph: onnx.GraphProto, init_names: set[str], overrides: dict, batch: int,
+                    image_size: tuple[int, int] | None = None) -> dict:
     """``--batch`` on an ONNX file: the leading dimension of every input the file leaves open.
 
     Raises:
@@ -294,6 +327,5 @@ def batch_overrides(graph: onnx.GraphProto, init_names: set[str], overrides: dic
         if None in out[inp.name]:
             shown = "x".join(str(d) if isinstance(d, int) else "?" for d in [batch, *dims[1:]])
             raise ShapeError(f"--batch {batch}: input {inp.name!r} [{shown}] has other dynamic dimensions: "
-                             f"pass --shape {inp.name}=" + "x".join(str(d) if isinstance(d, int) else "1"
-                                                                    for d in [batch, *dims[1:]]))
+                             f"pass --shape {inp.name}={example_dims(dims, image_size, batch)}")
     return out

@@ -43,7 +43,8 @@ from onnx import helper, numpy_helper
 from placetune.errors import ModelError
 from placetune.model.merge import META_KEY, merge_models, source_networks
 from placetune.model.layer import TensorInfo
-from placetune.model.model import Model, _zoo_options, topological_order
+from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
+from placetune.model.model import SMALL_CONST_ELEMENTS, Model, _attr_value, _zoo_options, topological_order
 from placetune.model.shapes import _dims, keep_declared_plugin_shapes
 from onnx.reference import ReferenceEvaluator
 from placetune.files.write import write_file
@@ -261,7 +262,55 @@ def _static_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[in
     for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
         if vi.type.HasField("tensor_type"):
             types[vi.name] = vi.type
+    _fold_shapes(m, types)
     return types
+
+
+def _fold_shapes(proto: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> None:
+    """The static types of the shape arithmetic ONNX inference cannot follow (a dynamic export's
+    ``Shape -> Cast -> Div -> Ceil`` chains), folded as :class:`~placetune.model.model.Model` folds
+    them (the same folder), so that every ``Shape`` the model folded has a static input here too."""
+    values: dict[str, np.ndarray] = {}
+    for t in proto.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL and int(np.prod(t.dims)) <= SMALL_CONST_ELEMENTS \
+                and (t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data or not t.dims):
+            try:
+                values[t.name] = numpy_helper.to_array(t)
+            except Exception:  # noqa: BLE001 - a corrupt tensor is simply not folded
+                continue
+    nodes = list(proto.graph.node)
+    for node in (nodes[i] for i in topological_order(nodes, None)):
+        if node.op_type == "Constant":
+            v = constant_value(node)
+        elif node.domain in ("", "ai.onnx") and node.op_type in FOLDABLE_OPS and node.input:
+            first = types.get(node.input[0])
+            shape = tuple(d.dim_value for d in first.tensor_type.shape.dim) if _is_static(first) else None
+            attrs = {a.name: _attr_value(a) for a in node.attribute}  # as the model's folding reads them
+            v = fold_value(node.op_type, attrs, [values.get(x) if x else None for x in node.input], shape)
+        else:
+            continue
+        if v is None or not node.output:
+            continue
+        if np.asarray(v).dtype != object:
+            values[node.output[0]] = np.asarray(v)
+    # inference again with the folded values as constants: the tensors they size get static types too
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    folded = [helper.make_node("Constant", [], [n.output[0]], name=n.name, value=numpy_helper.from_array(
+        values[n.output[0]], n.output[0] + "_value")) if len(n.output) == 1 and n.output[0] in values else n
+        for n in m.graph.node]
+    del m.graph.node[:]
+    m.graph.node.extend(folded)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - the first inference's types stand
+        return
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        if vi.type.HasField("tensor_type") and _is_static(vi.type) and not _is_static(types.get(vi.name)):
+            types[vi.name] = vi.type
+    for name, v in values.items():
+        if not _is_static(types.get(name)) and all(int(d) > 0 for d in v.shape):
+            types[name] = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
 
 
 def _is_static(tp: onnx.TypeProto | None) -> bool:

@@ -31,7 +31,7 @@ from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.backends.tensorrt.jobs import read_realised
 from placetune.model.model import Model
 from placetune.plan.file import Plan, load
-from placetune.plan.folder import engine_files, write_plan_folder
+from placetune.plan.folder import check_calibration_cache, engine_files, write_plan_folder
 from placetune.plan.trtexec import untyped_int8_plan
 
 if TYPE_CHECKING:
@@ -89,7 +89,8 @@ class BuildReport:
             if len(self.differences) > 20:
                 lines.append(f"  ... and {len(self.differences) - 20} more (build.json lists all)")
         elif self.unknown:
-            lines.append("every layer whose placement is known runs where the plan says")
+            lines.append("every layer whose placement is known runs where the plan says; some engines' "
+                         "placement is UNKNOWN (the notes say which)")
         else:
             lines.append("every layer runs where the plan says")
         lines += [f"note: {n}" for n in self.notes]
@@ -178,6 +179,38 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
     return written.plan, folder
 
 
+def _dla_cores_used(p: "Plan") -> list[int]:
+    """The DLA cores the plan's engines run layers on."""
+    used = set()
+    for eng in p.engines:
+        if not eng.get("dla_layers"):
+            continue
+        core = eng.get("dla_core")
+        device = str(eng.get("device", "GPU"))
+        if isinstance(core, int) and not isinstance(core, bool) and core >= 0:
+            used.add(core)
+        elif device.startswith("DLA") and device[3:].isdigit():
+            used.add(int(device[3:]))
+    return sorted(used)
+
+
+def _board_checks(p: "Plan", probe: dict[str, Any], version: str) -> list[str]:
+    """Refuse a plan whose DLA cores this board does not have (TensorRT would put the engine elsewhere or
+    fail); the notes of what else differs from the board the plan was made for (its TensorRT)."""
+    used, cores = _dla_cores_used(p), probe.get("num_dla_cores")
+    if used and isinstance(cores, int) and max(used) >= cores:
+        have = "no DLA core" if cores == 0 else "1 DLA core (DLA0)" if cores == 1 else f"{cores} DLA cores"
+        raise BackendError(f"placetune build: the plan runs engines on {', '.join(f'DLA{c}' for c in used)} (platform "
+                           f"{p.platform}), but this board's TensorRT {version} has {have}: tune a plan for this module "
+                           "(--platform; `placetune selftest` names it)")
+    target = str((p.settings or {}).get("trt_version") or (p.versions or {}).get("dla_rules_tensorrt") or "")
+    if target and str(version).split(".")[:2] != target.split(".")[:2]:
+        return [f"the plan was searched under TensorRT {target}'s DLA rules; this board builds with TensorRT {version}, "
+                "whose rules may place layers otherwise (the differences say where): for a plan made for this board, "
+                f"tune here or with --trt-version {'.'.join(str(version).split('.')[:2])}"]
+    return []
+
+
 def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str] | None = None, *,
                model: "Model | None" = None, backend: "TensorRTBackend | None" = None,
                calibration_cache: str | os.PathLike[str] | None = None) -> BuildReport:
@@ -201,6 +234,10 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
     """
     calib = str(check_regular(calibration_cache, "calibration cache")) if calibration_cache is not None else None
     p, folder = _open(plan, model, out, calib)
+    if calib is not None and p.precision == "int8":  # a cache of another model calibrates nothing
+        io = {str(t["name"]) for e in p.engines for key in ("inputs", "outputs") for t in e.get(key) or []
+              if isinstance(t, dict) and "name" in t}
+        check_calibration_cache(calib, set(p.model.get("input_shapes") or {}) | io, str(p.model.get("name") or "plan"))
     guard = OutputFolder(folder, "plan folder")
     if calib is None and p.calibration_cache:  # the folder's own cache: a file of the folder, never elsewhere
         cache = guard.path(p.calibration_cache)
@@ -218,6 +255,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         version = probe.get("trt_version")
         if not version:
             raise BackendError(f"TensorRT cannot be used here: {probe.get('trt_error')}; run `placetune doctor`")
+        board_notes = _board_checks(p, probe, str(version))
         strongly = int(str(version).split(".")[0]) >= 11
         onnx_paths = [guard.path(engine_files(p, e)[0]) for e in p.engines]
         if strongly and p.precision == "int8":  # types from the model: INT8 only through its Q/DQ nodes
@@ -278,7 +316,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             tmp.cleanup()
         if own:
             be.close()
-    report = BuildReport(folder, str(version))
+    report = BuildReport(folder, str(version), notes=list(board_notes))
     planned = p.realized
     realized = dict(planned)
     fallback: dict[str, str] = {}

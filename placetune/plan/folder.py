@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING, Any
 import onnx
 from google.protobuf.message import EncodeError
 
-from placetune.errors import ModelError
+from placetune.errors import ConfigError, ModelError
 from placetune.files.folder import OutputFolder
-from placetune.files.read import check_regular
+from placetune.files.read import check_regular, read_bytes
+from placetune.safetext import shown
 from placetune.runtime import standalone_sources
 from placetune.backends.onnx_prep import convert_to_fp16
 from placetune.plan.trtexec import _one_line, static_batch, target_version, trtexec_commands
@@ -255,6 +256,25 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
+def check_calibration_cache(path: str | os.PathLike[str], tensors: "set[str]", whose: str) -> None:
+    """Refuse a file that is not a TensorRT calibration cache, or whose ranges name none of ``tensors``
+    (the cache of another model: every range TensorRT looks up would be missing).
+
+    A cache is TensorRT's ``IInt8Calibrator.write_calibration_cache`` text: a first line
+    ``TRT-<version>-<calibrator>`` (``TRT-8601-EntropyCalibration2``), then ``tensor: hex`` lines.
+    """
+    text = read_bytes(path, "calibration cache").decode("utf-8", "replace").splitlines()
+    if not text or not re.fullmatch(r"TRT-\d+-\w+", text[0].strip()):
+        raise ConfigError(f"calibration cache {shown(str(path))}: not a TensorRT calibration cache (its first line "
+                          "is TRT-<version>-<calibrator>, e.g. TRT-8601-EntropyCalibration2, as TensorRT's INT8 "
+                          "calibrators write it)")
+    names = [line.rpartition(":")[0].strip() for line in text[1:] if ":" in line]
+    if names and not tensors.intersection(names):
+        raise ConfigError(f"calibration cache {shown(str(path))}: its {plural(len(names), 'range')} name none of "
+                          f"{shown(whose)}'s tensors (first: {shown(names[0][:80])}): a cache of another model "
+                          "or of an export with other tensor names; calibrate this model's file")
+
+
 def write_plan_folder(
     plan: "Plan",
     model: "Model",
@@ -296,6 +316,8 @@ def write_plan_folder(
     calib = None
     if calibration_cache is not None:
         check_regular(calibration_cache, "calibration cache")
+        check_calibration_cache(calibration_cache, set(model.input_shapes) | {t.name for layer in model
+                                                                            for t in layer.outputs}, model.name)
         calib = CALIBRATION_FILE
         p.int8_ranges, p.calibration_cache = "calibration-cache", calib
         p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]

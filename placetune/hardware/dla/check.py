@@ -137,10 +137,12 @@ _RULES: dict[str, Callable[[Layer, _Ctx], str | None]] = {
 
 
 def _dynamic(layer: Layer) -> str | None:
-    """G3: no dynamic dimensions (a dim <= 0 on any activation tensor)."""
+    """G3: no dynamic dimensions (a dim <= 0 on any activation tensor, or a data-dependent size)."""
     for t in list(layer.activation_inputs) + list(layer.outputs):
         if any(int(d) <= 0 for d in t.shape):
             return f"dynamic shape ({t.name} {tuple(int(d) for d in t.shape)})"
+        if t.data_dependent:  # after NonZero / NonMaxSuppression: the DLA runs static shapes only
+            return f"data-dependent size (at most {'x'.join(map(str, t.shape))}): no DLA, static shapes only"
     return None
 
 

@@ -1,0 +1,208 @@
+"""Data-dependent shapes bounded from above: the tail of a detector exported with its NMS in the graph.
+
+A detector exported for deployment with non-maximum suppression inside the ONNX graph (Ultralytics
+``export(format="onnx", nms=True)``, torchvision's detectors) computes tensors whose size depends on
+the image: ``NonZero`` (the boxes above the score threshold), ``NonMaxSuppression`` (the boxes kept),
+and what follows them. ONNX shape inference names such a dimension with a symbol
+(``NonZero_334_o0__d1``) or an expression of symbols (``Min(300, NonMaxSuppression_369_o0__d0)``).
+TensorRT builds such layers (data-dependent shapes, TensorRT 8.5 and later) on the GPU only; the DLA
+runs static shapes only.
+
+placetune gives each such dimension its upper bound, the size the layer can reach on any input:
+
+* ``NonZero``: the element count of its input (every element non-zero; ONNX spec: output
+  ``[rank, count]``);
+* ``NonMaxSuppression``: batch x classes x min(boxes, ``max_output_boxes_per_class``) (ONNX spec:
+  ``selected_indices`` is ``[num_selected_indices, 3]``, at most ``max_output_boxes_per_class``
+  per batch and class);
+* an expression of those (``Min``, ``Max``, ``+``, ``*``) evaluated on the bounds;
+* a ``Reshape`` with one open dimension: the element count of its input over the other dimensions
+  (ONNX spec: Reshape keeps the element count); a ``Slice`` or ``TopK`` (``K`` computed from the data): its input's size, axis by axis.
+
+A tensor bounded this way is marked ``data_dependent`` (:class:`~placetune.model.layer.TensorInfo`):
+the DLA checker refuses its layers, and the simulator costs them at the bound (a post-processing tail
+that is small next to the network). A symbol placetune cannot bound (an op of unknown output size) is
+left open, and the layer is refused when the model is loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import onnx
+
+__all__ = ["DATA_DEPENDENT_OPS", "bound_data_dependent", "no_shape", "unbounded"]
+
+#: the ops whose output size depends on the data and that placetune bounds
+DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression"})
+
+Info = dict[str, tuple[list | None, int]]
+
+#: two tools that fold a graph's shape computations for static inputs
+_FOLD = "`onnxslim in.onnx out.onnx`, or `polygraphy surgeon sanitize --fold-constants in.onnx -o out.onnx`"
+
+
+def _evaluate(expr: str, bounds: Mapping[str, int]) -> int | None:
+    """The upper bound of a dimension expression of ONNX shape inference, or None."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except (SyntaxError, ValueError):
+        return None
+
+    def ub(node: ast.AST) -> int | None:
+        if isinstance(node, ast.Expression):
+            return ub(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and node.value >= 0:
+            return int(node.value)
+        if isinstance(node, ast.Name):
+            return bounds.get(node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            a, b = ub(node.left), ub(node.right)
+            if a is None or b is None:
+                return None
+            return a + b if isinstance(node.op, ast.Add) else a * b
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("Min", "Max") \
+                and node.args and not node.keywords:
+            args = [ub(a) for a in node.args]
+            if node.func.id == "Min":  # the smallest bound holds even if the others are unknown
+                known = [a for a in args if a is not None]
+                return min(known) if known else None
+            return None if None in args else max(a for a in args if a is not None)
+        return None
+
+    return ub(tree)
+
+
+def _static(dims: list | None) -> bool:
+    return dims is not None and all(isinstance(d, int) and d > 0 for d in dims)
+
+
+def _new_symbols(node: onnx.NodeProto, inputs: list[list[int] | None],
+                 values: Mapping[str, np.ndarray]) -> int | None:
+    """The bound of the one size a data-dependent op creates (see the module), or None."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "NonZero" and inputs and inputs[0] is not None:
+        return math.prod(inputs[0])
+    if node.op_type == "NonMaxSuppression" and len(inputs) >= 2 and inputs[0] and inputs[1]:
+        boxes, scores = inputs[0], inputs[1]
+        if len(boxes) != 3 or len(scores) != 3:
+            return None
+        per_class = boxes[1]
+        if len(node.input) > 2 and node.input[2] in values:
+            limit = np.asarray(values[node.input[2]]).ravel()
+            if limit.size == 1 and int(limit[0]) >= 0:
+                per_class = min(per_class, int(limit[0]))
+        return scores[0] * scores[1] * per_class
+    return None
+
+
+def _settle(out: str, dims: list, fixed: list[int], et: int, info: Info, bounds: dict[str, int],
+            dependent: set[str]) -> None:
+    """``out`` takes the bounded dims ``fixed``; a symbol among ``dims`` keeps its bound for later tensors."""
+    info[out] = (fixed, et)
+    dependent.add(out)
+    for d, n in zip(dims, fixed):
+        if isinstance(d, str):
+            bounds.setdefault(d, n)
+
+
+def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tuple[list | None, int]],
+           before_dependent: set[str], values: Mapping[str, np.ndarray]) -> set[str]:
+    bounds: dict[str, int] = {}
+    dependent: set[str] = set()
+    for node in nodes:
+        ins = [info.get(x, (None, 0))[0] if x else None for x in node.input]
+        ins_static = [d if _static(d) else None for d in ins]
+        data_in = any(x in dependent for x in node.input if x)
+        for out in node.output:
+            dims, et = info.get(out, (None, 0))
+            if dims is None or _static(dims):
+                continue
+            earlier = before.get(out, (None, 0))[0]
+            if _static(earlier) and len(earlier or []) == len(dims):
+                info[out] = (list(earlier or []), et)
+                if data_in or out in before_dependent:
+                    dependent.add(out)
+                continue
+            fixed: list[int] = []
+            for d in dims:
+                if isinstance(d, int) and d > 0:
+                    fixed.append(d)
+                    continue
+                bound = None
+                if isinstance(d, str):
+                    bound = bounds.get(d)
+                    if bound is None and d.isidentifier():
+                        bound = _new_symbols(node, ins_static, values)
+                        if bound is not None:
+                            bounds[d] = bound
+                    if bound is None:
+                        bound = _evaluate(d, bounds)
+                if bound is None or bound <= 0:
+                    break
+                fixed.append(bound)
+            else:
+                info[out] = (fixed, et)
+                dependent.add(out)
+                continue
+            if node.op_type == "Reshape" and ins_static and ins_static[0] is not None \
+                    and sum(not (isinstance(d, int) and d > 0) for d in dims) == 1:
+                known = math.prod(d for d in dims if isinstance(d, int) and d > 0)
+                if known and math.prod(ins_static[0]) % known == 0:  # Reshape keeps the element count
+                    _settle(out, dims, [d if isinstance(d, int) and d > 0 else math.prod(ins_static[0]) // known
+                                        for d in dims], et, info, bounds, dependent)
+                    continue
+            if node.op_type in ("Slice", "TopK") and ins_static and ins_static[0] is not None and len(ins_static[0]) == len(dims):
+                _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, ins_static[0])],
+                        et, info, bounds, dependent)  # at most the input, axis by axis
+                continue
+    return dependent
+
+
+def bound_data_dependent(original: Iterable[onnx.NodeProto], before: Info, nodes: Iterable[onnx.NodeProto],
+                         info: Info, values: Mapping[str, np.ndarray]) -> set[str]:
+    """Give every open output dimension its upper bound, in place in ``info`` (see the module).
+
+    The file's own graph is bounded first, inferred with the ``value_info`` the exporter wrote (its
+    symbols still say which op made them, and its data propagation reaches through ``Shape``), then
+    the folded graph placetune builds, whose open sizes take the file's bound where inference without
+    that ``value_info`` left them anonymous (``unk__2``).
+
+    Args:
+        original: the file's nodes in topological order.
+        before: tensor -> (dims, element type) from shape inference on the file; updated.
+        nodes: the folded graph's nodes in topological order.
+        info: the same for the folded graph (dims may hold symbols); updated.
+        values: the small constants' values (``max_output_boxes_per_class``).
+
+    Returns:
+        the names of the tensors whose shape is an upper bound (data-dependent).
+    """
+    before_dependent = _bound(original, before, {}, set(), values)
+    return _bound(nodes, info, before, before_dependent, values)
+
+
+def unbounded(layer: str, op: str, tensor: str, dims: list | None) -> str:
+    """The refusal of a layer output whose size depends on values in the graph and has no bound placetune knows."""
+    shown = "x".join(str(d)[:40] if d is not None else "?" for d in dims or [])
+    return (f"layer {layer[:80]!r} ({op}) output {tensor[:80]!r} has a size that depends on values computed in the "
+            f"graph [{shown}] and placetune cannot bound it (it bounds the sizes after NonZero, NonMaxSuppression and "
+            f"TopK); every layer needs a static or bounded shape: fold the shape computations first ({_FOLD}), or "
+            "export the network without its post-processing (NMS on the host, or TensorRT's EfficientNMS_TRT plugin)")
+
+
+def no_shape(layer: str, node: onnx.NodeProto, tensor: str, standard: bool) -> str:
+    """The refusal of a layer output shape inference gives no shape at all: a plugin whose file does
+    not declare it, or a standard op sized by values inference cannot follow (torchvision's detectors
+    compute their resize and padding from the image size in the graph)."""
+    op = f"{node.domain + '.' if node.domain else ''}{node.op_type}"
+    head = f"layer {layer[:80]!r} ({op[:80]}) has no shape inference for output {tensor[:80]!r}; "
+    if not standard:
+        return (head + "placetune needs static shapes for every layer: declare the plugin's output shapes in the "
+                "file (value_info or graph outputs) as TensorRT plugin exports do")
+    return (head + f"its size is computed in the graph from values ONNX shape inference cannot follow; fold those "
+            f"computations first ({_FOLD}), or export the network without its pre- and post-processing")
