@@ -1,0 +1,158 @@
+"""What a hostile review of the inputs found after round five: ONNX nodes the operator spec forbids
+(Upsample scales, a quantized convolution's group), graph inputs and outputs listed twice, and plan
+files whose texts and flags were taken as they were. Each case failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from placetune.cli.main import main
+from placetune.errors import ConfigError, ModelError
+from placetune.model.model import Model
+from tests.test_hostile_round4 import make_small_db
+from tests.test_onnx_unrunnable import _model, _run
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    return make_small_db(tmp_path_factory.mktemp("db"))
+
+
+# ---------------------------------------------------------------------------------------------- ONNX rules
+
+
+def _upsample(scale: float, opset: int) -> onnx.ModelProto:
+    if opset >= 9:  # the scales are the second input
+        return _model(h.make_node("Upsample", ["r", "sc"], ["y"], name="up"),
+                      [nh.from_array(np.array([1, 1, scale, 2], np.float32), "sc")], opset=opset)
+    return _model(h.make_node("Upsample", ["r"], ["y"], name="up", scales=[1.0, 1.0, scale, 2.0]), opset=opset)
+
+
+def _qconv(group: int, weight=(4, 3, 3, 3)) -> onnx.ModelProto:
+    """Quantize, QLinearConv (the weight is its fourth input), dequantize, on a 1x3x8x8 input."""
+    inits = [nh.from_array(np.array(0.1, np.float32), "s"), nh.from_array(np.array(0, np.uint8), "z"),
+             nh.from_array(np.ones(weight, np.uint8), "W")]
+    nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+             h.make_node("QLinearConv", ["q", "s", "z", "W", "s", "z", "s", "z"], ["qy"], name="qc", group=group),
+             h.make_node("DequantizeLinear", ["qy", "s", "z"], ["y"], name="dq")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+
+
+def _relu(inputs=("x",), outputs=("y",)) -> onnx.ModelProto:
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                         [h.make_tensor_value_info(i, T.FLOAT, [1, 3, 8, 8]) for i in inputs],
+                         [h.make_tensor_value_info(o, T.FLOAT, [1, 3, 8, 8]) for o in outputs])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+
+
+_QGROUP = ("ONNX's QLinearConv takes group >= 1 dividing the input's 3 channels and the weight's 4 output maps, "
+           "with weight 'W' of shape M x C/group x kH x kW (here 4x3x3x3)")
+
+REFUSED = {
+    **{f"Upsample (opset 9) with a {v} scale": (
+        _upsample(v, 9), f"node 'up' (Upsample): input 'scales' 'sc' = [1.0, 1.0, {float(v)}, 2.0]; ONNX's Upsample "
+        "takes scales that are finite and greater than 0 (the spec says at least 1)")
+       for v in (np.nan, np.inf, 0, -2)},
+    **{f"Upsample (opset 7) with a {v} scale attribute": (
+        _upsample(v, 7), f"node 'up' (Upsample): attribute 'scales' = [1.0, 1.0, {float(v)}, 2.0]; ONNX's Upsample "
+        "takes scales that are finite and greater than 0 (the spec says at least 1)")
+       for v in (np.nan, -np.inf, 0.0)},
+    "QLinearConv with group 0": (_qconv(0), f"node 'qc' (QLinearConv): attribute group=0 on input 'q' 1x3x8x8; {_QGROUP}"),
+    "QLinearConv with group -1": (_qconv(-1), f"node 'qc' (QLinearConv): attribute group=-1 on input 'q' 1x3x8x8; "
+                                              f"{_QGROUP}"),
+    "QLinearConv whose group does not divide the channels": (
+        _qconv(2), f"node 'qc' (QLinearConv): attribute group=2 on input 'q' 1x3x8x8; {_QGROUP}"),
+    "a graph output listed twice": (
+        _relu(outputs=("y", "y")), "graph output 'y' is listed twice in graph.output: an engine's outputs are looked "
+        "up by name, one tensor each; drop the second entry"),
+    "a graph input listed twice": (
+        _relu(inputs=("x", "x")), "graph input 'x' is listed twice in graph.input: an engine's inputs are looked "
+        "up by name, one tensor each; drop the second entry"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_onnx_models_the_spec_forbids_are_refused_at_load(case, tmp_path):
+    """They loaded, were checked, simulated and measured as if valid (exit 0)."""
+    proto, reason = REFUSED[case]
+    code, err = _run(tmp_path, proto)
+    assert code == ModelError.exit_code, err
+    assert err.splitlines() == [f"placetune: error: {reason}"]
+    with pytest.raises(ModelError):  # the library refuses the proto the same way
+        Model.load(proto)
+
+
+@pytest.mark.parametrize("proto", [_upsample(2.0, 9), _upsample(2.0, 7), _upsample(0.5, 9), _qconv(1),
+                                   _qconv(3, weight=(3, 1, 3, 3))],
+                         ids=["Upsample by 2", "Upsample attribute", "Upsample by a half", "QLinearConv",
+                              "depthwise QLinearConv"])
+def test_valid_uses_of_the_same_ops_still_load(proto, tmp_path):
+    code, err = _run(tmp_path, proto)
+    assert code == 0, err
+
+
+# ---------------------------------------------------------------------------------------------- plan files
+
+
+def _edited_plan(small_db: Path, tmp_path: Path, key: str, value) -> Path:
+    plan = tmp_path / "plan.json"
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
+    doc = json.loads(plan.read_text())
+    doc[key] = value
+    plan.write_text(json.dumps(doc))
+    return plan
+
+
+@pytest.mark.parametrize("key, value, pattern", [
+    ("notes", "abc", "\"notes\" must be a list of strings, found str"),
+    ("notes", 5, "\"notes\" must be a list of strings, found int"),
+    ("notes", [1], "notes[0] must be a string, found int"),
+    ("notes", ["ok", "x\nplacetune: plan verified on the device"], "notes[1] holds the control character U+000A"),
+    ("notes", ["\x1b]0;title\x07"], "notes[0] holds the control character U+001B"),
+    ("notes", ["abc\u202edef"], "notes[0] holds the control character U+202E"),
+    ("notes", ["x" * 100_000], "notes[0] is 100,000 characters long; at most 4,000 are allowed"),
+    ("notes", ["x"] * 100_000, "\"notes\" holds 100,000 notes; at most 1,000 are allowed"),
+    ("label", {"a": 1}, "\"label\" must be a string, found dict"),
+    ("label", "MEASURED on an AGX Orin", "\"label\" of a simulated plan must start with \"SIMULATED\""),
+    ("label", "SIMULATED\r\x1b[2K", "\"label\" holds the control character U+000D"),
+    ("objective", ["latency"], "\"objective\" must be a string, found list"),
+    ("backend", {"name": "tensorrt"}, "\"backend\" must be a string, found dict"),
+    ("simulated", "false", "\"simulated\" must be true or false, found 'false'"),
+    ("simulated", False, "\"simulated\" is false but its backend is the simulated Jetson"),
+    ("versions", "8.6", "\"versions\" must be an object, found str"),
+    ("baselines", [["all-gpu", 1]], "\"baselines\" must be an object, found list"),
+])
+def test_a_plan_whose_texts_or_flags_were_edited_is_refused(key, value, pattern, small_db, tmp_path, capsys):
+    """A plan's ``notes`` and ``label`` were read unchecked: a string read as a list of one-letter notes,
+    a note with a line break forging a line of placetune's output, a megabyte note, a simulated plan
+    relabelled as measured (or its ``simulated`` flag turned false: its trace and summary lost the SIMULATED
+    mark), ``"simulated": "false"`` read as true, ``"versions": "8.6"`` a ValueError named only by type."""
+    plan = _edited_plan(small_db, tmp_path, key, value)
+    capsys.readouterr()
+    got = main(["trace", str(plan), "-o", str(tmp_path / "t.json")])
+    err = capsys.readouterr().err
+    assert got == ConfigError.exit_code, err
+    assert pattern in err and err.count("\n") == 1, err
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_a_plan_placetune_writes_keeps_its_notes_on_one_line(small_db, tmp_path):
+    """Notes placetune adds from messages (an exception's text can hold line breaks or a model's
+    control characters) are written as one printable line, so the plan it writes reads back."""
+    from placetune.plan.file import Plan
+
+    plan = Plan.load(_edited_plan(small_db, tmp_path, "notes", []), check_hash=False)
+    plan.notes = ["model not loaded (line one\nline two\x1b[31m)", "y" * 10_000]
+    plan.save(tmp_path / "again.json")
+    again = Plan.load(tmp_path / "again.json", check_hash=False)
+    assert again.notes == ["model not loaded (line one line two\\x1b[31m)", "y" * 3997 + "..."]
