@@ -156,3 +156,22 @@ def test_a_plan_placetune_writes_keeps_its_notes_on_one_line(small_db, tmp_path)
     plan.save(tmp_path / "again.json")
     again = Plan.load(tmp_path / "again.json", check_hash=False)
     assert again.notes == ["model not loaded (line one line two\\x1b[31m)", "y" * 3997 + "..."]
+
+
+# ---------------------------------------------------------------------------------------------- database URLs
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("foo://tuner:s3cretPW@db/pt", "unknown database kind or driver in URL 'foo://tuner:***@db/pt': placetune takes "
+                                   "sqlite:///file.db and postgresql+psycopg URLs"),
+    ("postgresql+psycopg://tuner:s3cretPW@[::1/pt", "malformed database URL 'postgresql+psycopg://tuner:***@[::1/pt' "
+                                                    "(ValueError): expected e.g. sqlite:///path/to/placetune.db"),
+])
+def test_a_bad_database_url_is_shown_with_its_hint(url, shown, capsys):
+    """The hint's example URL (``postgresql+psycopg://user:password@host/dbname``) came after the user's URL,
+    and the output's masking hides everything from a password to the line's last ``@``: the message read
+    ``unknown database kind or driver in URL 'foo://tuner:***@host/dbname``, the user's host, database and
+    the hint gone, a quote left open."""
+    assert main(["studies", "--storage", url]) == 7
+    err = capsys.readouterr().err
+    assert shown in err and "docs/fleet.md" in err and "s3cretPW" not in err and err.count("\n") == 1, err
