@@ -175,3 +175,29 @@ def test_a_bad_database_url_is_shown_with_its_hint(url, shown, capsys):
     assert main(["studies", "--storage", url]) == 7
     err = capsys.readouterr().err
     assert shown in err and "docs/fleet.md" in err and "s3cretPW" not in err and err.count("\n") == 1, err
+
+
+# ---------------------------------------------------------------------------------------------- constraints
+
+
+@pytest.mark.parametrize("text, why", [
+    ("latency<=-1", "the bound must be greater than 0 (latency in ms is positive, so <= -1 never holds)"),
+    ("energy<=0", "the bound must be greater than 0 (energy in mJ is positive, so <= 0 never holds)"),
+    ("throughput>=-5", "the bound must be greater than 0 (throughput in fps is positive, so >= -5 always holds)"),
+    ("gpu_time<=-0.5", "the bound must be 0 or more (gpu_time in ms is 0 or more, so <= -0.5 never holds)"),
+])
+def test_a_constraint_no_measurement_can_fail_or_pass_is_refused(text, why, tmp_path, capsys):
+    """``constraints = ["latency<=-1"]`` (a sign typed by mistake) ran the whole study, exported a plan
+    that breaks it and exited 0."""
+    code = main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "2", "--storage",
+                 str(tmp_path / "c.db"), "--study", "c", "--constraint", text, "--export", str(tmp_path / "c.json")])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err == f"placetune: error: constraint {text!r}: {why}\n", err
+    assert not (tmp_path / "c.db").exists() and not (tmp_path / "c.json").exists()
+
+
+def test_a_bound_of_zero_gpu_time_still_reads():
+    """``gpu_time<=0`` (nothing on the GPU) can hold: it stays a constraint."""
+    from placetune.tuning.constraints import parse_constraint
+
+    assert parse_constraint("gpu_time<=0").bound == 0.0
