@@ -233,3 +233,49 @@ def test_external_data_shorter_than_its_tensor_is_refused_at_export(tmp_path, ca
     assert err.count("\n") == 1 and "initializer 'W' holds 4 bytes of data, and its shape 4x3x3x3 of FLOAT needs " \
                                     "432: the file or its external data is truncated or was edited" in err, err
     assert not list((tmp_path / "dep").glob("*.onnx")) if (tmp_path / "dep").exists() else True
+
+
+# ---------------------------------------------------------------------------------------------- databases
+
+
+def _tables(db: Path) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        return sorted(t for t, in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+
+
+@pytest.mark.parametrize("argv", [["studies"], ["export", "--study", "s"], ["report", "--study", "s"]])
+def test_a_command_that_only_reads_never_writes_placetune_tables_into_another_database(argv, tmp_path, capsys):
+    """``placetune studies --storage app.db`` on another program's SQLite file created placetune's five
+    tables in it and printed ``no study in ...`` (exit 0)."""
+    import sqlite3
+
+    db = tmp_path / "app.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE orders (id INTEGER)")
+    out = ["-o", str(tmp_path / "out")] if argv[0] != "studies" else []
+    assert main([*argv, "--storage", str(db), *out]) == 7
+    err = capsys.readouterr().err
+    assert err == (f"placetune: error: database sqlite:///{db} has no placetune tables, and this command only reads "
+                   "it: point --storage at the database placetune tune wrote\n")
+    assert _tables(db) == ["orders"]
+
+
+@pytest.mark.parametrize("sql", ["DROP TABLE pt_schema", "DELETE FROM pt_schema"])
+@pytest.mark.parametrize("argv", [["studies"], ["tune", "--study", "s", "--model", "seed-block", "--agent", "random",
+                                                "--trials", "9"]])
+def test_placetune_tables_without_their_schema_version_are_refused(sql, argv, small_db, tmp_path, capsys):
+    """A database whose ``pt_schema`` row was lost (dropped, emptied) was taken as a new one: the current
+    schema version was recorded over tables of an unknown version (a v1 database's then failed on a
+    missing column), and ``studies`` wrote it."""
+    from tests.test_hostile_round4 import _copy
+
+    db = _copy(small_db, tmp_path / "t.db", sql + ";")
+    before = _tables(db)
+    capsys.readouterr()
+    assert main([*argv, "--storage", str(db), *(["--export", str(tmp_path / "e.json")] if argv[0] == "tune" else [])]) == 7
+    err = capsys.readouterr().err
+    assert "has placetune tables (pt_measurements, pt_models, pt_requests, pt_studies) but no schema version " \
+           "(pt_schema is missing or empty): the database was edited or damaged" in err and err.count("\n") == 1, err
+    assert _tables(db) == before
