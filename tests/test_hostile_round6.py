@@ -5,11 +5,15 @@ files whose texts and flags were taken as they were. Each case failed before its
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
@@ -18,6 +22,7 @@ from placetune.cli.main import main
 from placetune.errors import ConfigError, ModelError
 from placetune.model.model import Model
 from tests.test_hostile_round4 import make_small_db
+from tests.seeds import seed as _run_seed
 from tests.test_onnx_unrunnable import _model, _run
 
 
@@ -72,6 +77,11 @@ REFUSED = {
                                               f"{_QGROUP}"),
     "QLinearConv whose group does not divide the channels": (
         _qconv(2), f"node 'qc' (QLinearConv): attribute group=2 on input 'q' 1x3x8x8; {_QGROUP}"),
+    **{f"MaxPool with a {k[0]}x{k[1]} window on an 8x8 input": (
+        _model(h.make_node("MaxPool", ["r"], ["y"], name="pool", kernel_shape=k)),
+        "layer 'pool' (MaxPool) output 'y' has no static shape: shape inference leaves a dimension open, empty or "
+        "negative (a size computed at run time, or e.g. a pooling window larger than its input); placetune needs "
+        "every dimension fixed and >= 1") for k in ((64, 64), (9, 1))},
     "a graph output listed twice": (
         _relu(outputs=("y", "y")), "graph output 'y' is listed twice in graph.output: an engine's outputs are looked "
         "up by name, one tensor each; drop the second entry"),
@@ -279,3 +289,81 @@ def test_placetune_tables_without_their_schema_version_are_refused(sql, argv, sm
     assert "has placetune tables (pt_measurements, pt_models, pt_requests, pt_studies) but no schema version " \
            "(pt_schema is missing or empty): the database was edited or damaged" in err and err.count("\n") == 1, err
     assert _tables(db) == before
+
+
+# ---------------------------------------------------------------------------------------------- property: ONNX rules
+
+#: this run's seed (fresh every run, printed by conftest in the header and at the end; replay with
+#: PLACETUNE_FUZZ_SEED=N); examples per run: $PLACETUNE_FUZZ_EXAMPLES or 40
+_SEED = _run_seed("PLACETUNE_FUZZ_SEED")
+_EXAMPLES = int(os.environ.get("PLACETUNE_FUZZ_EXAMPLES", "0") or 0) or 40
+
+_NUMBERS = st.one_of(st.sampled_from([0.0, -1.0, 1.0, 2.0, 0.5, np.nan, np.inf, -np.inf, 1e30, -0.0, 3.0]),
+                     st.floats(allow_nan=True, allow_infinity=True, width=32))
+_INTS = st.one_of(st.sampled_from([0, -1, 1, 2, 3, 4, 6, 8, 12, -2, 2**31, 2**40]), st.integers(-2**62, 2**62))
+
+
+@st.composite
+def _hostile_node(draw):
+    """One node after the Relu of :func:`_model` (reading ``r`` 1x3x8x8, writing ``y``), with its operands drawn
+    around the edges of the operator spec: a group, scales, a shape, pads, repeats, a size."""
+    op = draw(st.sampled_from(["Conv", "ConvTranspose", "QLinearConv", "Resize", "Upsample7", "Upsample9",
+                               "Reshape", "Pad", "Tile", "Expand", "ConstantOfShape", "MaxPool"]))
+    group = draw(st.sampled_from([1, 1, 3, 0, -1, 2, 4, 6]))
+    m = draw(st.sampled_from([3, 4, 6, 1]))
+    c_per = draw(st.sampled_from([3, 1, 2]))
+    ints = draw(st.lists(_INTS, min_size=1, max_size=5))
+    floats = draw(st.lists(_NUMBERS, min_size=1, max_size=5))
+    i64 = lambda name, v: nh.from_array(np.array(v, np.int64), name)  # noqa: E731
+    f32 = lambda name, v: nh.from_array(np.array(v, np.float32), name)  # noqa: E731
+    if op in ("Conv", "ConvTranspose"):
+        return _model(h.make_node(op, ["r", "W"], ["y"], name="n", group=group), weight=(m, c_per, 3, 3)), op
+    if op == "QLinearConv":
+        return _qconv(group, weight=(m, c_per, 3, 3)), op
+    if op == "Resize":
+        return _model(h.make_node("Resize", ["r", "", "sc"], ["y"], name="n"), [f32("sc", floats)]), op
+    if op == "Upsample7":
+        return _model(h.make_node("Upsample", ["r"], ["y"], name="n", scales=[float(v) for v in floats]), opset=7), op
+    if op == "Upsample9":
+        return _model(h.make_node("Upsample", ["r", "sc"], ["y"], name="n"), [f32("sc", floats)], opset=9), op
+    if op == "MaxPool":
+        k = [max(1, min(abs(v), 64)) for v in ints[:2]] + [1] * (2 - len(ints[:2]))
+        return _model(h.make_node("MaxPool", ["r"], ["y"], name="n", kernel_shape=k,
+                                  strides=[draw(st.sampled_from([1, 2, 0, -1]))] * 2)), op
+    operand = {"Reshape": "s", "Pad": "p", "Tile": "s", "Expand": "s", "ConstantOfShape": "s"}[op]
+    values = ints if op != "Pad" else (ints * 8)[:8]
+    if op == "Tile":
+        values = (ints * 4)[:4]
+    inputs = ["s"] if op == "ConstantOfShape" else ["r", operand]
+    return _model(h.make_node(op, inputs, ["y"], name="n"), [i64(operand, values)]), op
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, derandomize=False, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
+@hypothesis_seed(_SEED)
+@given(_hostile_node())
+def test_property_a_hostile_node_loads_as_runnable_or_is_refused_in_one_line(drawn):
+    """Property (fresh seed each run): a model whose one node has operands drawn around the operator spec's
+    edges either loads, and then every tensor of every layer has a static, positive, Jetson-sized shape and
+    the simulated all-GPU measurement is finite, or is refused with one placetune error (never another
+    exception, never a hang)."""
+    from placetune.errors import PlacetuneError
+    from placetune.model.runnable import MAX_TENSOR_BYTES
+    from tests.hostile import alarm
+
+    proto, op = drawn
+    with alarm(60):
+        try:
+            model = Model.load(proto)
+        except PlacetuneError as exc:
+            assert "\n" not in str(exc), f"{op}: a multi-line error; seed {_SEED}: {exc}"
+            return
+        for layer in model:  # (no drawn node writes a scalar; a scale or a zero point may be one)
+            for t in layer.outputs:
+                assert t.shape and all(d >= 1 for d in t.shape), f"{op}: {t.name} {t.shape}; seed {_SEED}"
+            for t in (*layer.inputs, *layer.outputs):
+                assert not t.dynamic and t.nbytes <= MAX_TENSOR_BYTES, f"{op}: {t.name} {t.shape}; seed {_SEED}"
+        from placetune import Evaluator, Placement
+
+        m = Evaluator(model, "orin-agx").evaluate(Placement.all_gpu(model))
+        assert m.status != "ok" or np.isfinite(m.median_ms), f"{op}: median {m.median_ms}; seed {_SEED}"

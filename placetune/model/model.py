@@ -523,7 +523,7 @@ def _build(
         if value is not None and value.size > SMALL_CONST_ELEMENTS:
             value = None
         if dims is None or any(not isinstance(d, int) for d in dims):
-            return TensorInfo(tname, (), _np_dtype(et), is_const, value)
+            return TensorInfo(tname, (), _np_dtype(et), is_const, value, dynamic=bool(dims))  # (refused if an output)
         return TensorInfo(tname, tuple(int(d) for d in dims), _np_dtype(et), is_const, value)
 
     producer: dict[str, str] = {}

@@ -19,6 +19,8 @@ static shapes:
   (ONNX spec, Upsample 7 and 9), an attribute in opset 7 and 8, the second input in opset 9:
   every scale finite and greater than 0, as Resize's (a scale below 1 is what runtimes execute as
   a downsample, so only what no runtime can execute is refused);
+* static shapes: an output whose inferred shape keeps a dimension open, empty or negative (a size
+  computed at run time; a pooling window larger than its input) has no shape to simulate or build;
 * tensor size: no tensor a layer reads or writes may be larger than the memory of the largest
   Jetson module placetune has a profile for (Jetson AGX Orin 64GB and AGX Xavier 64GB: 64 GB
   shared by CPU, GPU and DLA; :mod:`placetune.hardware.modules`). TensorRT documents no fixed
@@ -37,6 +39,7 @@ import onnx
 
 from placetune.errors import ModelError
 from placetune.model.layer import Layer, TensorInfo
+from placetune.model.shapes import no_static_shape
 
 __all__ = ["MAX_TENSOR_BYTES", "refuse_unrunnable"]
 
@@ -171,4 +174,7 @@ def refuse_unrunnable(nodes: Sequence[onnx.NodeProto], layers: Sequence[Layer],
                 _resize(node, layer, tensors, opset)
             elif node.op_type == "Upsample":
                 _upsample(node, layer, tensors)
+        for t in layer.outputs:
+            if t.dynamic:
+                raise no_static_shape(layer.name, node.op_type, t.name)
         _volume(node, layer)

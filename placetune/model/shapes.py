@@ -79,6 +79,18 @@ def _np_dtype(elem_type: int) -> str:
         return "float32"
 
 
+def no_static_shape(layer: str, op: str, tensor: str) -> ShapeError:
+    """The error for a layer output whose inferred shape has a dimension that is not a positive integer.
+
+    ONNX shape inference (``strict_mode=False``) leaves a dimension open when it is computed at run time
+    (NonZero, a data-dependent Slice) and writes 0 or a negative size where the node asks for an empty or
+    impossible tensor (a pooling window larger than its padded input): such an output used to be taken as
+    a scalar, its layer simulated and measured ``ok``."""
+    return ShapeError(f"layer {layer[:80]!r} ({op}) output {tensor[:80]!r} has no static shape: shape inference "
+                      "leaves a dimension open, empty or negative (a size computed at run time, or e.g. a pooling "
+                      "window larger than its input); placetune needs every dimension fixed and >= 1")
+
+
 def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
     if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
         return None
