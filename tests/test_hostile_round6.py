@@ -82,6 +82,15 @@ REFUSED = {
         "layer 'pool' (MaxPool) output 'y' has no static shape: shape inference leaves a dimension open, empty or "
         "negative (a size computed at run time, or e.g. a pooling window larger than its input); placetune needs "
         "every dimension fixed and >= 1") for k in ((64, 64), (9, 1))},
+    "Gather with an index out of bounds": (
+        _model(h.make_node("Gather", ["r", "i"], ["y"], name="g", axis=1), [nh.from_array(np.array([99], np.int64), "i")]),
+        "node 'g' (Gather): input 'indices' 'i' = [99] on axis 1 of 'r' 1x3x8x8; ONNX's Gather takes indices from -3 "
+        "to 2 there (an index out of bounds is an error)"),
+    "Transpose whose perm repeats an axis": (
+        _model(h.make_node("Transpose", ["r"], ["y"], name="t", perm=[0, 0, 1, 2])),
+        "layer 't' (Transpose) has no shape inference for output 'y': ONNX shape inference cannot give its shape, so "
+        "the node breaks the ONNX spec of Transpose (an attribute or an input out of range, shapes that do not "
+        "match): check it with onnx.checker.check_model(model, full_check=True) and export the model again"),
     "a graph output listed twice": (
         _relu(outputs=("y", "y")), "graph output 'y' is listed twice in graph.output: an engine's outputs are looked "
         "up by name, one tensor each; drop the second entry"),
@@ -103,9 +112,11 @@ def test_onnx_models_the_spec_forbids_are_refused_at_load(case, tmp_path):
 
 
 @pytest.mark.parametrize("proto", [_upsample(2.0, 9), _upsample(2.0, 7), _upsample(0.5, 9), _qconv(1),
-                                   _qconv(3, weight=(3, 1, 3, 3))],
+                                   _qconv(3, weight=(3, 1, 3, 3)),
+                                   _model(h.make_node("Gather", ["r", "i"], ["y"], name="g", axis=1),
+                                          [nh.from_array(np.array([-3, 2], np.int64), "i")])],
                          ids=["Upsample by 2", "Upsample attribute", "Upsample by a half", "QLinearConv",
-                              "depthwise QLinearConv"])
+                              "depthwise QLinearConv", "Gather at both ends"])
 def test_valid_uses_of_the_same_ops_still_load(proto, tmp_path):
     code, err = _run(tmp_path, proto)
     assert code == 0, err

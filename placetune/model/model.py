@@ -25,7 +25,7 @@ from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeEr
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
-from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, has_schema, keep_declared_plugin_shapes, local_functions
+from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, has_schema, keep_declared_plugin_shapes, local_functions, no_inferred_shape
 from placetune.model.parsable import refuse_unparsable
 from placetune.model.runnable import refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
@@ -534,10 +534,8 @@ def _build(
         outs = tuple(tensor(x) for x in node.output if x)
         for t in outs:
             if not t.shape and info.get(t.name, (None, 0))[0] is None:
-                raise ModelError(
-                    f"layer {lname!r} ({node.domain + '.' if node.domain else ''}{node.op_type}) has no shape "
-                    f"inference for output {t.name!r}; placetune needs static shapes for every layer: declare the plugin's "
-                    "output shapes in the file (value_info or graph outputs) as TensorRT plugin exports do")
+                raise no_inferred_shape(lname, node.op_type, node.domain, t.name,
+                                        has_schema(node.op_type, node.domain, local_functions(proto)))
             if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0] is None):
                 raise ShapeError(f"layer {lname!r} output {t.name!r} has a dynamic shape")
         for x in node.input:

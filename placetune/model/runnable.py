@@ -19,6 +19,8 @@ static shapes:
   (ONNX spec, Upsample 7 and 9), an attribute in opset 7 and 8, the second input in opset 9:
   every scale finite and greater than 0, as Resize's (a scale below 1 is what runtimes execute as
   a downsample, so only what no runtime can execute is refused);
+* Gather: indices "within bounds [-s, s-1] along axis of size s. It is an error if any of the index
+  values are out of bounds" (ONNX spec, Gather 13): constant indices out of that range are refused;
 * static shapes: an output whose inferred shape keeps a dimension open, empty or negative (a size
   computed at run time; a pooling window larger than its input) has no shape to simulate or build;
 * tensor size: no tensor a layer reads or writes may be larger than the memory of the largest
@@ -136,6 +138,21 @@ def _upsample(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]
                          "and greater than 0 (the spec says at least 1)")
 
 
+def _gather(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) -> None:
+    data, idx = tensors.get(node.input[0]), tensors.get(node.input[1])
+    if data is None or idx is None or idx.value is None or not data.shape:
+        return
+    axis = layer.attrs.get("axis", 0)
+    if not isinstance(axis, int) or not -len(data.shape) <= axis < len(data.shape):
+        return  # (shape inference refuses it)
+    s = data.shape[axis]
+    values = np.asarray(idx.value).ravel()
+    if values.size and np.issubdtype(values.dtype, np.integer) and not ((values >= -s) & (values < s)).all():
+        raise ModelError(f"{_where(node, layer)}: input 'indices' {node.input[1][:80]!r}{_shown(idx)} on axis {axis} "
+                         f"of {node.input[0][:80]!r} {_dims(data.shape)}; ONNX's Gather takes indices from {-s} "
+                         f"to {s - 1} there (an index out of bounds is an error)")
+
+
 def _volume(node: onnx.NodeProto, layer: Layer) -> None:
     for kind, t in [("output", t) for t in layer.outputs] + [("input", t) for t in layer.inputs]:
         if t.nbytes <= MAX_TENSOR_BYTES:
@@ -174,6 +191,8 @@ def refuse_unrunnable(nodes: Sequence[onnx.NodeProto], layers: Sequence[Layer],
                 _resize(node, layer, tensors, opset)
             elif node.op_type == "Upsample":
                 _upsample(node, layer, tensors)
+            elif node.op_type == "Gather" and len(node.input) > 1:
+                _gather(node, layer, tensors)
         for t in layer.outputs:
             if t.dynamic:
                 raise no_static_shape(layer.name, node.op_type, t.name)

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from placetune.errors import ShapeError
+from placetune.errors import ModelError, ShapeError
 from placetune.model.layer import TensorInfo
 
 __all__ = ["parse_shape_spec", "ShapeSpec"]
@@ -77,6 +77,19 @@ def _np_dtype(elem_type: int) -> str:
         return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
     except Exception:  # noqa: BLE001 - unknown / undefined element types
         return "float32"
+
+
+def no_inferred_shape(layer: str, op: str, domain: str, tensor: str, standard: bool) -> ModelError:
+    """The error for a layer output ONNX shape inference gives no shape: a standard op whose attributes or
+    inputs the spec forbids (an axis or a perm out of range, a stride of 0, shapes that do not broadcast),
+    or a plugin whose output shapes the file does not declare."""
+    where = f"layer {layer[:80]!r} ({domain + '.' if domain else ''}{op}) has no shape inference for output {tensor[:80]!r}"
+    if standard:
+        return ModelError(f"{where}: ONNX shape inference cannot give its shape, so the node breaks the ONNX spec "
+                          f"of {op} (an attribute or an input out of range, shapes that do not match): check it "
+                          "with onnx.checker.check_model(model, full_check=True) and export the model again")
+    return ModelError(f"{where}; placetune needs static shapes for every layer: declare the plugin's output shapes "
+                      "in the file (value_info or graph outputs) as TensorRT plugin exports do")
 
 
 def no_static_shape(layer: str, op: str, tensor: str) -> ShapeError:
