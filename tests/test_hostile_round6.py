@@ -378,3 +378,32 @@ def test_property_a_hostile_node_loads_as_runnable_or_is_refused_in_one_line(dra
 
         m = Evaluator(model, "orin-agx").evaluate(Placement.all_gpu(model))
         assert m.status != "ok" or np.isfinite(m.median_ms), f"{op}: median {m.median_ms}; seed {_SEED}"
+
+
+# ---------------------------------------------------------------------------------------------- Python API
+
+
+@pytest.mark.parametrize("kw, field", [({"trial_number": "7"}, "trial_number must be an integer from 0 to"),
+                                       ({"trial_number": -1}, "trial_number must be an integer from 0 to"),
+                                       ({"trial_number": 2**70}, "trial_number must be an integer from 0 to"),
+                                       ({"trial_number": 3.0}, "trial_number must be an integer from 0 to"),
+                                       ({"agent": 5}, "agent must be None or a name of 1 to 200 characters"),
+                                       ({"agent": "a" * 10_000}, "agent must be None or a name of 1 to 200 characters")])
+def test_evaluate_refuses_what_it_would_store_corrupt(kw, field, tmp_path, capsys):
+    """``Evaluator.evaluate(p, trial_number="7")`` stored the string, and every later ``studies`` or
+    ``export`` of the database refused it as corrupt (exit 7); ``trial_number=2**70`` escaped as an
+    OverflowError from SQLite, then again from ``close()`` (the batch could never be written)."""
+    from placetune import Evaluator, Placement
+    from placetune.store.store import Store
+
+    db = tmp_path / "api.db"
+    ev = Evaluator("seed-block", "orin-agx", store=Store(db), study="a")
+    with pytest.raises(ConfigError, match=field):
+        ev.evaluate(Placement.all_gpu(ev.model), **kw)
+    with pytest.raises(ConfigError, match=field):
+        ev.remeasure(Placement.all_gpu(ev.model), **kw)
+    ev.evaluate(Placement.all_gpu(ev.model), agent="mine", trial_number=0)
+    ev.close()
+    ev.close()  # (a second close does nothing: it raised StoreError "the store ... is closed")
+    capsys.readouterr()
+    assert main(["studies", "--storage", str(db)]) == 0, capsys.readouterr().err

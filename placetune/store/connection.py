@@ -84,6 +84,11 @@ class ConnectionMixin:
             self._engine.dispose()
 
     @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine (its ``repr`` masks the password)."""
         return self._engine
