@@ -407,3 +407,12 @@ def test_evaluate_refuses_what_it_would_store_corrupt(kw, field, tmp_path, capsy
     ev.close()  # (a second close does nothing: it raised StoreError "the store ... is closed")
     capsys.readouterr()
     assert main(["studies", "--storage", str(db)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("granularity", [5, None, ["layer"], b"layer"])
+def test_a_space_of_a_granularity_that_is_not_text_is_refused(granularity):
+    """``Evaluator.space(5)`` escaped as AttributeError ('int' object has no attribute 'startswith')."""
+    from placetune import Evaluator
+
+    with Evaluator("seed-block", "orin-agx") as ev, pytest.raises(ConfigError, match="unknown granularity"):
+        ev.space(granularity)
