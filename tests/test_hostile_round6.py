@@ -416,3 +416,18 @@ def test_a_space_of_a_granularity_that_is_not_text_is_refused(granularity):
 
     with Evaluator("seed-block", "orin-agx") as ev, pytest.raises(ConfigError, match="unknown granularity"):
         ev.space(granularity)
+
+
+# ---------------------------------------------------------------------------------------------- study files
+
+
+@pytest.mark.parametrize("value", ['""', "42", '"   "'])
+def test_a_bad_study_name_in_a_study_file_names_the_key_the_file_uses(value, tmp_path, capsys):
+    """``name = 42`` in [study] was refused as ``study must be a non-empty name``: a key the file does not
+    have (the file says ``name``, the command line ``--study``)."""
+    study = tmp_path / "s.toml"
+    study.write_text(f'[study]\nname = {value}\nmodel = "seed-block"\nstorage = "sqlite:///s.db"\n')
+    assert main(["tune", str(study)]) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert "the study name (--study, or name = \"...\" in [study]) must be a non-empty name" in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "s.db").exists()
