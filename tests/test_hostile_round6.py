@@ -319,7 +319,8 @@ def _hostile_node(draw):
     """One node after the Relu of :func:`_model` (reading ``r`` 1x3x8x8, writing ``y``), with its operands drawn
     around the edges of the operator spec: a group, scales, a shape, pads, repeats, a size."""
     op = draw(st.sampled_from(["Conv", "ConvTranspose", "QLinearConv", "Resize", "Upsample7", "Upsample9",
-                               "Reshape", "Pad", "Tile", "Expand", "ConstantOfShape", "MaxPool"]))
+                               "Reshape", "Pad", "Tile", "Expand", "ConstantOfShape", "MaxPool", "Gather", "Slice",
+                               "Transpose", "Split"]))
     group = draw(st.sampled_from([1, 1, 3, 0, -1, 2, 4, 6]))
     m = draw(st.sampled_from([3, 4, 6, 1]))
     c_per = draw(st.sampled_from([3, 1, 2]))
@@ -341,6 +342,18 @@ def _hostile_node(draw):
         k = [max(1, min(abs(v), 64)) for v in ints[:2]] + [1] * (2 - len(ints[:2]))
         return _model(h.make_node("MaxPool", ["r"], ["y"], name="n", kernel_shape=k,
                                   strides=[draw(st.sampled_from([1, 2, 0, -1]))] * 2)), op
+    if op == "Gather":
+        return _model(h.make_node("Gather", ["r", "i"], ["y"], name="n", axis=draw(st.integers(-5, 5))),
+                      [i64("i", ints)]), op
+    if op == "Slice":
+        return _model(h.make_node("Slice", ["r", "a", "b", "ax", "st"], ["y"], name="n"),
+                      [i64("a", ints[:1]), i64("b", ints[-1:]), i64("ax", [draw(st.integers(-5, 5))]),
+                       i64("st", [draw(st.sampled_from([1, 2, -1, 0, 3]))])]), op
+    if op == "Transpose":
+        return _model(h.make_node("Transpose", ["r"], ["y"], name="n", perm=[int(v) % 6 - 1 for v in (ints * 4)[:4]])), op
+    if op == "Split":
+        return _model(h.make_node("Split", ["r", "sp"], ["y", "z"], name="n", axis=draw(st.integers(-5, 5))),
+                      [i64("sp", (ints * 2)[:2])]), op
     operand = {"Reshape": "s", "Pad": "p", "Tile": "s", "Expand": "s", "ConstantOfShape": "s"}[op]
     values = ints if op != "Pad" else (ints * 8)[:8]
     if op == "Tile":
