@@ -444,3 +444,24 @@ def test_a_bad_study_name_in_a_study_file_names_the_key_the_file_uses(value, tmp
     err = capsys.readouterr().err
     assert "the study name (--study, or name = \"...\" in [study]) must be a non-empty name" in err, err
     assert err.count("\n") == 1 and not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("key, value, pattern", [
+    ("throughput_fps", "fast", "measured.throughput_fps must be a finite number of 0 or more (or null), found 'fast'"),
+    ("throughput_fps", -1.0, "measured.throughput_fps must be a finite number of 0 or more (or null), found '-1.0'"),
+    ("energy_mj", True, "measured.energy_mj must be a finite number of 0 or more (or null), found 'True'"),
+    ("latency_ms", {"median": -5.0}, "measured.latency_ms must be an object of numbers (finite, 0 or more)"),
+])
+def test_a_plan_whose_figures_were_edited_is_refused(key, value, pattern, small_db, tmp_path, capsys):
+    """A plan's figures were checked for type only in part: ``"throughput_fps": "fast"`` was refused as
+    ``a field of the wrong type (ValueError: Unknown format code 'f' ...)``, naming no field, and a
+    negative latency or throughput was read and shown as the plan's."""
+    plan = tmp_path / "plan.json"
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
+    doc = json.loads(plan.read_text())
+    doc["measured"][key] = value
+    plan.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["trace", str(plan), "-o", str(tmp_path / "t.json")]) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert pattern in err and err.count("\n") == 1, err

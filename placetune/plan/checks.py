@@ -161,9 +161,20 @@ def check_measured(measured: Any, where: str) -> None:
         raise ConfigError(f"{where}: measured.streams must be {{\"streams\": a whole number >= 1, "
                           f"\"per_stream_fps\": a number}}")
     lat = measured.get("latency_ms")
-    if lat is not None and not (isinstance(lat, dict) and all(
-            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in lat.values())):
-        raise ConfigError(f"{where}: measured.latency_ms must be an object of numbers")
+    if lat is not None and not (isinstance(lat, dict) and all(_figure(v) for v in lat.values())):
+        raise ConfigError(f"{where}: measured.latency_ms must be an object of numbers (finite, 0 or more)")
+    for key in _FIGURES:  # (a hand-edited "throughput_fps": "fast" was a ValueError named by type only)
+        if not _figure(measured.get(key)):
+            raise ConfigError(f"{where}: measured.{key} must be a finite number of 0 or more (or null), found "
+                              f"{str(measured[key])[:40]!r}")
+
+
+#: the figures of a measurement a summary prints (each a finite number of 0 or more, or null)
+_FIGURES = ("throughput_fps", "energy_mj", "power_w", "energy_mj_per_sample", "period_ms", "gpu_time_ms")
+
+
+def _figure(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0)
 
 
 #: the most notes a plan holds, and the longest note, label or name field (a plan placetune writes has a
