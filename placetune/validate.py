@@ -31,7 +31,7 @@ from typing import Any
 from placetune.errors import ConfigError, PlacetuneError
 
 __all__ = ["MAX_BATCH", "MAX_KEY_PARTS", "MAX_NESTING", "batch", "check_shape", "integer", "number", "loads_json",
-           "loads_toml", "dumps_json", "finite_json"]
+           "loads_toml", "dumps_json", "finite_json", "request"]
 
 #: The largest batch placetune accepts anywhere (command line, study, plan, replicas, zoo).
 MAX_BATCH = 65536
@@ -226,3 +226,18 @@ def dumps_json(obj: Any, **kw: Any) -> str:
         return json.dumps(obj, allow_nan=False, **kw)
     except ValueError:  # a NaN or an infinity somewhere: the slow path, only then
         return json.dumps(finite_json(obj), allow_nan=False, **kw)
+
+
+def request(agent: Any, trial_number: Any) -> None:
+    """What an evaluation stores beside its measurement: ``agent`` None or a name (text of 1 to 200
+    characters), ``trial_number`` None or an integer from 0 to 2**63 - 1 (an SQL BIGINT): a
+    ``trial_number="x"`` was stored, and every later read of the database refused the row as corrupt;
+    ``2**70`` overflowed SQLite in the middle of a batch.
+
+    Raises:
+        ConfigError: naming the argument and what is allowed.
+    """
+    if agent is not None and not (isinstance(agent, str) and 1 <= len(agent) <= 200):
+        raise ConfigError(f"agent must be None or a name of 1 to 200 characters, got {_shown(agent)}")
+    if trial_number is not None:
+        integer(trial_number, "trial_number", 0, 2**63 - 1)

@@ -186,8 +186,17 @@ def bound_data_dependent(original: Iterable[onnx.NodeProto], before: Info, nodes
     return _bound(nodes, info, before, before_dependent, values)
 
 
-def unbounded(layer: str, op: str, tensor: str, dims: list | None) -> str:
-    """The refusal of a layer output whose size depends on values in the graph and has no bound placetune knows."""
+def unbounded(layer: str, op: str, tensor: str, dims: list | None, computed: bool = True) -> str:
+    """The refusal of a layer output whose shape is not static: a size that depends on values in the graph
+    and has no bound placetune knows (a dimension left open), or a dimension shape inference writes as 0
+    or negative, where the node asks for an empty or impossible tensor (a pooling window larger than its
+    padded input; inference leaves such a dimension open too): such an output used to be taken as a scalar,
+    its layer simulated and measured ``ok``. ``computed``: an operand after the node's first is computed in
+    the graph (else the open size comes from the node's own attributes and shapes)."""
+    if not computed or (dims and all(isinstance(d, int) for d in dims)):
+        return (f"layer {layer[:80]!r} ({op}) output {tensor[:80]!r} has no static shape: shape inference "
+                "leaves a dimension open, empty or negative (a size computed at run time, or e.g. a pooling "
+                "window larger than its input); placetune needs every dimension fixed and >= 1")
     shown = "x".join(str(d)[:40] if d is not None else "?" for d in dims or [])
     return (f"layer {layer[:80]!r} ({op}) output {tensor[:80]!r} has a size that depends on values computed in the "
             f"graph [{shown}] and placetune cannot bound it (it bounds the sizes after NonZero, NonMaxSuppression and "
@@ -195,14 +204,20 @@ def unbounded(layer: str, op: str, tensor: str, dims: list | None) -> str:
             "export the network without its post-processing (NMS on the host, or TensorRT's EfficientNMS_TRT plugin)")
 
 
-def no_shape(layer: str, node: onnx.NodeProto, tensor: str, standard: bool) -> str:
+def no_shape(layer: str, node: onnx.NodeProto, tensor: str, standard: bool, computed: bool = True) -> str:
     """The refusal of a layer output shape inference gives no shape at all: a plugin whose file does
-    not declare it, or a standard op sized by values inference cannot follow (torchvision's detectors
-    compute their resize and padding from the image size in the graph)."""
+    not declare it; a standard op sized by values inference cannot follow (``computed``: an operand after
+    its first is computed in the graph; torchvision's detectors compute their resize and padding from the
+    image size in the graph); or a standard op whose attributes or constant operands its spec forbids (an
+    axis or a perm out of range, a stride of 0, shapes that do not broadcast)."""
     op = f"{node.domain + '.' if node.domain else ''}{node.op_type}"
-    head = f"layer {layer[:80]!r} ({op[:80]}) has no shape inference for output {tensor[:80]!r}; "
+    head = f"layer {layer[:80]!r} ({op[:80]}) has no shape inference for output {tensor[:80]!r}"
     if not standard:
-        return (head + "placetune needs static shapes for every layer: declare the plugin's output shapes in the "
+        return (head + "; placetune needs static shapes for every layer: declare the plugin's output shapes in the "
                 "file (value_info or graph outputs) as TensorRT plugin exports do")
-    return (head + f"its size is computed in the graph from values ONNX shape inference cannot follow; fold those "
+    if not computed:
+        return (head + f": ONNX shape inference cannot give its shape, so the node breaks the ONNX spec of "
+                f"{node.op_type} (an attribute or an input out of range, shapes that do not match): check it with "
+                "onnx.checker.check_model(model, full_check=True) and export the model again")
+    return (head + f"; its size is computed in the graph from values ONNX shape inference cannot follow; fold those "
             f"computations first ({_FOLD}), or export the network without its pre- and post-processing")

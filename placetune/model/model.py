@@ -527,11 +527,13 @@ def _build(
         lname = unique(node.name if node.name else f"node_of_{node.output[0]}")
         ins = tuple(tensor(x) for x in node.input if x)
         outs = tuple(tensor(x) for x in node.output if x)
+        computed = any(x and x not in const for x in node.input[1:])  # an operand computed in the graph
         for t in outs:
             if not t.shape and info.get(t.name, (None, 0))[0] is None:
-                raise ModelError(no_shape(lname, node, t.name, has_schema(node.op_type, node.domain, local_functions(proto))))
+                raise ModelError(no_shape(lname, node, t.name, has_schema(node.op_type, node.domain, local_functions(proto)),
+                                          computed))
             if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0]):  # open dims, not a scalar
-                open_sizes.append((len(layers) + 1, unbounded(lname, node.op_type, t.name, info[t.name][0])))
+                open_sizes.append((len(layers) + 1, unbounded(lname, node.op_type, t.name, info[t.name][0], computed)))
         for x in node.input:
             if x and x not in const and x not in producer and x not in {i.name for i in inputs}:
                 raise ModelError(f"layer {lname!r} reads {x!r}, which nothing produces")

@@ -224,6 +224,31 @@ def _external_files(proto: onnx.ModelProto, base: Path, error: type[PlacetuneErr
         check_regular(base / location, "external data", error=error, limit=1 << 42)
 
 
+#: data types stored two to a byte in ``raw_data`` (ONNX: INT4 and UINT4 are packed)
+_PACKED_4BIT = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
+
+
+def _raw_sizes(proto: onnx.ModelProto, p: Path, error: type[PlacetuneError]) -> None:
+    """Refuse an initializer whose ``raw_data`` is not the size its dims and type give (external data
+    with a ``length`` too short, a truncated edit): onnx loads it as it is, and a segment written from it
+    is a model TensorRT cannot parse or, worse, reads past."""
+    for t in proto.graph.initializer:
+        if not t.raw_data or t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+            continue
+        n = 1
+        for d in t.dims:
+            n *= int(d)
+        try:
+            item = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except (KeyError, ValueError, TypeError):
+            continue  # a type numpy cannot hold: the ONNX parser refuses it by name
+        want = (n + 1) // 2 if t.data_type in _PACKED_4BIT else n * item
+        if len(t.raw_data) != want:
+            raise error(f"{shown(p)}: initializer {t.name[:80]!r} holds {len(t.raw_data):,} bytes of data, and its "
+                        f"shape {'x'.join(map(str, t.dims)) or 'a scalar'} of {onnx.TensorProto.DataType.Name(t.data_type)} "
+                        f"needs {want:,}: the file or its external data is truncated or was edited; export it again")
+
+
 def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelError,
                       external: bool = True) -> onnx.ModelProto:
     """An ONNX file (``.onnx`` or ``.onnx.gz``) with its weights, read through the one read path.
@@ -235,7 +260,8 @@ def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelEr
 
     Raises:
         error: not a regular file, over 2 GiB (decompressed), corrupt gzip, not ONNX, or
-            external data outside the model's folder or not a regular file.
+            external data outside the model's folder or not a regular file, or (with ``external``) an
+            initializer whose data is not the size its shape and type give.
     """
     p = Path(path)
     data = read_gzip(p, "model", error=error) if p.suffix == ".gz" else read_bytes(p, "model", error=error)
@@ -252,4 +278,5 @@ def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelEr
         except Exception as exc:  # noqa: BLE001 - onnx's own checks (bounds, links, lengths) and IO errors
             raise error(f"{shown(p)}: cannot read its external data ({type(exc).__name__}: {str(exc)[:200]})") \
                 from None
+        _raw_sizes(proto, p, error)
     return proto

@@ -18,7 +18,9 @@ branches where they differ):
 * tensor names: ``ImporterContext::registerTensor`` throws "ONNX graph has duplicate tensor
   name" for a tensor produced twice (also ONNX's own single-assignment rule);
 * graph outputs: an output no node, input or initializer produces cannot be marked (ONNX's
-  checker: "Graph output ... is not an output of any node");
+  checker: "Graph output ... is not an output of any node"); an output or an input listed twice
+  (ONNX's checker: "'x' has been used as graph input names multiple times"; an engine's I/O
+  tensors are looked up by name, so two outputs of one name are one binding, not two);
 * operands the parser needs as build-time constants (docs/operators.md): CumSum's ``axis``,
   Dropout's ``training_mode``, Pad's ``axes``, the Reduce ops' ``axes``, Slice's ``axes``,
   Squeeze's and Unsqueeze's ``axes`` and OneHot's ``depth``; one computed from a network input
@@ -95,6 +97,13 @@ def _io(graph: onnx.GraphProto, initializers: set[str]) -> None:
 
 def _names(graph: onnx.GraphProto, initializers: set[str]) -> set[str]:
     """Every tensor the main graph defines; refuses one defined twice."""
+    for kind, values in (("input", graph.input), ("output", graph.output)):
+        seen: set[str] = set()
+        for vi in values:
+            if vi.name in seen:
+                raise ModelError(f"graph {kind} {vi.name[:80]!r} is listed twice in graph.{kind}: an engine's "
+                                 f"{kind}s are looked up by name, one tensor each; drop the second entry")
+            seen.add(vi.name)
     defined = {i.name for i in graph.input} | initializers
     for node in graph.node:
         for out in node.output:

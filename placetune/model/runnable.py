@@ -11,8 +11,18 @@ static shapes:
   channels and output channels are divided into" (ONNX spec, Conv): ``group`` is at least 1 and
   divides the input's C channels and the M output maps, and W's second dimension is C/group.
   ConvTranspose (W: C x M/group x k...): ``group`` at least 1 dividing C, W's first dimension C;
+  QLinearConv and ConvInteger (ONNX spec: the same ``group`` and weight layout as Conv, the weight
+  their fourth and second input) take Conv's rule;
 * Resize: ``scales`` "takes value greater than 0" (ONNX spec, Resize 10 to 19): every scale
   positive and finite (a NaN scale gives no output shape at all); ``sizes`` positive;
+* Upsample (opset 7 to 9, deprecated in 10): ``scales`` "takes value greater than or equal to 1"
+  (ONNX spec, Upsample 7 and 9), an attribute in opset 7 and 8, the second input in opset 9:
+  every scale finite and greater than 0, as Resize's (a scale below 1 is what runtimes execute as
+  a downsample, so only what no runtime can execute is refused);
+* Gather: indices "within bounds [-s, s-1] along axis of size s. It is an error if any of the index
+  values are out of bounds" (ONNX spec, Gather 13): constant indices out of that range are refused;
+* static shapes: an output whose inferred shape keeps a dimension open, empty or negative (a size
+  computed at run time; a pooling window larger than its input) has no shape to simulate or build;
 * tensor size: no tensor a layer reads or writes may be larger than the memory of the largest
   Jetson module placetune has a profile for (Jetson AGX Orin 64GB and AGX Xavier 64GB: 64 GB
   shared by CPU, GPU and DLA; :mod:`placetune.hardware.modules`). TensorRT documents no fixed
@@ -68,19 +78,24 @@ def _reshape(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo])
                      "dimension, one -1 is inferred): export the model again")
 
 
+#: convolution op -> the position of its weight input (the data is input 0)
+_CONV_WEIGHT = {"Conv": 1, "ConvTranspose": 1, "ConvInteger": 1, "QLinearConv": 3}
+
+
 def _conv(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) -> None:
+    pos = _CONV_WEIGHT[node.op_type]
     data = tensors.get(node.input[0])
-    weight = tensors.get(node.input[1]) if len(node.input) > 1 else None
+    weight = tensors.get(node.input[pos]) if len(node.input) > pos else None
     if data is None or weight is None or len(data.shape) < 2 or len(weight.shape) < 2:
         return
     group = layer.attrs.get("group", 1)
     c = data.shape[1]
-    if node.op_type == "Conv":
+    if node.op_type != "ConvTranspose":
         m = weight.shape[0]
         ok = isinstance(group, int) and group >= 1 and c % group == 0 and m % group == 0 \
             and weight.shape[1] * group == c
-        allowed = (f"ONNX's Conv takes group >= 1 dividing the input's {c} channels and the weight's {m} "
-                   f"output maps, with weight {node.input[1][:80]!r} of shape M x C/group x kH x kW "
+        allowed = (f"ONNX's {node.op_type} takes group >= 1 dividing the input's {c} channels and the weight's "
+                   f"{m} output maps, with weight {node.input[pos][:80]!r} of shape M x C/group x kH x kW "
                    f"(here {_dims(weight.shape)})")
     else:
         ok = isinstance(group, int) and group >= 1 and c % group == 0 and weight.shape[0] == c
@@ -103,6 +118,38 @@ def _resize(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo], 
         if not (np.isfinite(values).all() and (values > 0).all()):
             raise ModelError(f"{_where(node, layer)}: input {operand!r} {node.input[pos][:80]!r}{_shown(t)}; "
                              f"ONNX's Resize takes {operand} that are finite and greater than 0")
+
+
+def _upsample(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) -> None:
+    if "scales" in layer.attrs:  # opset 7 and 8: an attribute
+        values, what = np.asarray(layer.attrs["scales"], dtype=np.float64).ravel(), "attribute 'scales'"
+        shown = f" = {values[:8].tolist()}{'...' if values.size > 8 else ''}"
+    elif len(node.input) > 1 and node.input[1]:
+        t = tensors.get(node.input[1])
+        if t is None or t.value is None:
+            return
+        values, shown = np.asarray(t.value, dtype=np.float64).ravel(), _shown(t)
+        what = f"input 'scales' {node.input[1][:80]!r}"
+    else:
+        return
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise ModelError(f"{_where(node, layer)}: {what}{shown}; ONNX's Upsample takes scales that are finite "
+                         "and greater than 0 (the spec says at least 1)")
+
+
+def _gather(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) -> None:
+    data, idx = tensors.get(node.input[0]), tensors.get(node.input[1])
+    if data is None or idx is None or idx.value is None or not data.shape:
+        return
+    axis = layer.attrs.get("axis", 0)
+    if not isinstance(axis, int) or not -len(data.shape) <= axis < len(data.shape):
+        return  # (shape inference refuses it)
+    s = data.shape[axis]
+    values = np.asarray(idx.value).ravel()
+    if values.size and np.issubdtype(values.dtype, np.integer) and not ((values >= -s) & (values < s)).all():
+        raise ModelError(f"{_where(node, layer)}: input 'indices' {node.input[1][:80]!r}{_shown(idx)} on axis {axis} "
+                         f"of {node.input[0][:80]!r} {_dims(data.shape)}; ONNX's Gather takes indices from {-s} "
+                         f"to {s - 1} there (an index out of bounds is an error)")
 
 
 def _volume(node: onnx.NodeProto, layer: Layer) -> None:
@@ -137,8 +184,12 @@ def refuse_unrunnable(nodes: Sequence[onnx.NodeProto], layers: Sequence[Layer],
         if node.domain in ("", "ai.onnx"):
             if node.op_type == "Reshape" and len(node.input) > 1:
                 _reshape(node, layer, tensors)
-            elif node.op_type in ("Conv", "ConvTranspose") and node.input:
+            elif node.op_type in _CONV_WEIGHT and node.input:
                 _conv(node, layer, tensors)
             elif node.op_type == "Resize" and node.input:
                 _resize(node, layer, tensors, opset)
+            elif node.op_type == "Upsample":
+                _upsample(node, layer, tensors)
+            elif node.op_type == "Gather" and len(node.input) > 1:
+                _gather(node, layer, tensors)
         _volume(node, layer)

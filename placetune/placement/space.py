@@ -147,6 +147,7 @@ class Space:
 
     # --------------------------------------------------------------- grouping
     def _group(self, granularity: str) -> list[tuple[str, list[str]]]:
+        self.check_granularity(granularity)  # (a granularity of another type was an AttributeError)
         layers = self.model.layers
         if granularity == "layer":
             return [(layer.name, [layer.name]) for layer in layers]

@@ -1,5 +1,7 @@
-"""Checks of a plan document's numbers and file names: what a build or a runtime would use as an index,
-a file name inside the plan folder, a batch or a shape is an integer in range or a plain file name.
+"""Checks of a plan document's numbers, file names and texts: what a build or a runtime would use as an
+index, a file name inside the plan folder, a batch or a shape is an integer in range or a plain file
+name; what a summary prints (notes, label) is one line of printable text, and a simulated plan stays
+marked simulated.
 
 :meth:`Plan.from_dict <placetune.plan.file.Plan.from_dict>` runs them on every plan it reads, so a
 hand-edited ``plan.json`` with ``"index": "0/../../../x"``, ``"engine_file": "/etc/x"`` or
@@ -9,13 +11,16 @@ hand-edited ``plan.json`` with ``"index": "0/../../../x"``, ``"engine_file": "/e
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Any
 
 from placetune.errors import ConfigError, PlacementError
 from placetune.files.names import file_name
+from placetune.safetext import terminal_safe
 from placetune.validate import MAX_BATCH, integer
 
-__all__ = ["check_engines", "check_numbers", "check_measured", "check_platform", "PLAN_PRECISIONS"]
+__all__ = ["check_engines", "check_numbers", "check_measured", "check_platform", "check_texts", "one_line",
+           "PLAN_PRECISIONS"]
 
 #: the precisions a plan is built in (``Settings``' own; a build in another would not be the plan measured)
 PLAN_PRECISIONS = ("fp16", "int8", "fp32")
@@ -156,6 +161,77 @@ def check_measured(measured: Any, where: str) -> None:
         raise ConfigError(f"{where}: measured.streams must be {{\"streams\": a whole number >= 1, "
                           f"\"per_stream_fps\": a number}}")
     lat = measured.get("latency_ms")
-    if lat is not None and not (isinstance(lat, dict) and all(
-            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in lat.values())):
-        raise ConfigError(f"{where}: measured.latency_ms must be an object of numbers")
+    if lat is not None and not (isinstance(lat, dict) and all(_figure(v) for v in lat.values())):
+        raise ConfigError(f"{where}: measured.latency_ms must be an object of numbers (finite, 0 or more)")
+    for key in _FIGURES:  # (a hand-edited "throughput_fps": "fast" was a ValueError named by type only)
+        if not _figure(measured.get(key)):
+            raise ConfigError(f"{where}: measured.{key} must be a finite number of 0 or more (or null), found "
+                              f"{str(measured[key])[:40]!r}")
+
+
+#: the figures of a measurement a summary prints (each a finite number of 0 or more, or null)
+_FIGURES = ("throughput_fps", "energy_mj", "power_w", "energy_mj_per_sample", "period_ms", "gpu_time_ms")
+
+
+def _figure(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0)
+
+
+#: the most notes a plan holds, and the longest note, label or name field (a plan placetune writes has a
+#: handful of notes of a few hundred characters: more is an edited file, kept off every terminal and report)
+MAX_NOTES = 1000
+MAX_TEXT = 4000
+
+
+def _plain(value: Any, field: str, where: str) -> str:
+    """``value`` when it is one line of text of at most :data:`MAX_TEXT` characters without control,
+    format (bidi, zero-width) or separator characters."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: {field} must be a string, found {type(value).__name__}")
+    if len(value) > MAX_TEXT:
+        raise ConfigError(f"{where}: {field} is {len(value):,} characters long; at most {MAX_TEXT:,} are allowed")
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+    if bad is not None:
+        raise ConfigError(f"{where}: {field} holds the control character U+{ord(bad):04X}; it must be one line "
+                          "of printable text")
+    return value
+
+
+def one_line(text: Any) -> str:
+    """``text`` as a plan stores a note or a label: one line of printable text of at most :data:`MAX_TEXT`
+    characters (control and format characters escaped, line breaks and tabs made spaces), which
+    :func:`check_texts` accepts."""
+    text = terminal_safe(str(text)).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 3] + "..."
+
+
+def check_texts(doc: dict[str, Any], where: str) -> None:
+    """The plan's texts and flags that a summary, a report or a build prints: ``simulated`` a boolean (true
+    for a plan of the simulated Jetson, whose ``label`` then says SIMULATED), ``label``, ``objective`` and
+    ``backend`` one line of text, ``notes`` a list of such lines, and ``versions``, ``source`` and
+    ``baselines`` objects (a hand-edited ``"label": "measured on an AGX Orin"`` on a simulated plan, or
+    ``"notes": "abc"`` read as three notes, were taken as they were)."""
+    simulated = doc["simulated"]
+    if not isinstance(simulated, bool):
+        raise ConfigError(f"{where}: \"simulated\" must be true or false, found {str(simulated)[:40]!r}")
+    for key in ("label", "objective", "backend"):
+        if doc.get(key) is not None:
+            _plain(doc[key], f"\"{key}\"", where)
+    if doc.get("backend") == "simulate" and not simulated:
+        raise ConfigError(f"{where}: \"simulated\" is false but its backend is the simulated Jetson (\"simulate\"): "
+                          "a simulated plan stays marked simulated; export it again")
+    label = doc.get("label") or ""
+    if simulated and label and not label.startswith("SIMULATED"):
+        raise ConfigError(f"{where}: \"label\" of a simulated plan must start with \"SIMULATED\" (it is printed "
+                          f"wherever the plan's figures are), found {label[:60]!r}")
+    notes = doc.get("notes")
+    if notes is not None:
+        if not isinstance(notes, list):
+            raise ConfigError(f"{where}: \"notes\" must be a list of strings, found {type(notes).__name__}")
+        if len(notes) > MAX_NOTES:
+            raise ConfigError(f"{where}: \"notes\" holds {len(notes):,} notes; at most {MAX_NOTES:,} are allowed")
+        for i, note in enumerate(notes):
+            _plain(note, f"notes[{i}]", where)
+    for key in ("versions", "source", "baselines"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise ConfigError(f"{where}: \"{key}\" must be an object, found {type(doc[key]).__name__}")

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError
-from placetune.plan.checks import check_engines, check_measured, check_numbers, check_platform
+from placetune.plan.checks import check_engines, check_measured, check_numbers, check_platform, check_texts, one_line
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch, loads_json
 from placetune.validate import dumps_json
@@ -253,7 +253,7 @@ class Plan:
             "format": PLAN_FORMAT,
             "version": PLAN_VERSION,
             "simulated": bool(self.simulated),
-            "label": self.label,
+            "label": one_line(self.label),
             "model": self.model,
             "platform": self.platform,
             "mode": self.mode,
@@ -268,7 +268,7 @@ class Plan:
             "measured": self.measured,
             "baselines": self.baselines,
             "source": self.source,
-            "notes": self.notes,
+            "notes": [one_line(n) for n in self.notes],
             "int8_ranges": self.int8_ranges,
             "calibration_cache": self.calibration_cache,
         }
@@ -348,6 +348,7 @@ class Plan:
         check_platform(doc, where)
         check_numbers(doc, model, where)
         check_measured(doc.get("measured"), where)
+        check_texts(doc, where)
         ranges = doc.get("int8_ranges")
         if ranges not in (None, *INT8_RANGES):
             raise ConfigError(f"{where}: \"int8_ranges\" must be one of {', '.join(INT8_RANGES)} (or null), "
@@ -361,7 +362,7 @@ class Plan:
             batch=batch,
             layers=[dict(x) for x in layers],
             engines=[dict(e) for e in engines],
-            simulated=bool(doc["simulated"]),
+            simulated=doc["simulated"],
             objective=str(doc.get("objective") or "latency"),
             backend=str(doc.get("backend") or ""),
             versions=dict(doc.get("versions") or {}),
@@ -370,7 +371,7 @@ class Plan:
             baselines=dict(doc.get("baselines") or {}),
             source=dict(doc.get("source") or {}),
             notes=list(doc.get("notes") or []),
-            label=str(doc.get("label") or ""),
+            label=doc.get("label") or "",
             int8_ranges=ranges,
             calibration_cache=None if doc.get("calibration_cache") is None else str(doc["calibration_cache"]),
         )

@@ -21,7 +21,7 @@ from sqlalchemy.pool import StaticPool
 
 from placetune.errors import PlacetuneError, StoreError
 from placetune.store.sqlite import install_sqlite_hooks, lock_holder_text, readonly_why
-from placetune.store.url import mask_url, url_secrets
+from placetune.store.url import URL_PARTS, mask_url, url_secrets
 
 __all__ = ["ConnectionMixin"]
 
@@ -63,8 +63,8 @@ class ConnectionMixin:
             engine = create_engine(self._url, connect_args=connect_args, **kw)
         except NoSuchModuleError:
             raise StoreError(
-                f"unknown database kind or driver in URL {self.url!r}: use sqlite:///file.db or "
-                "postgresql+psycopg://user:password@host/dbname"
+                f"unknown database kind or driver in URL {self.url!r}: placetune takes sqlite:///file.db and "
+                f"postgresql+psycopg URLs ({URL_PARTS})"
             ) from None
         except ImportError as exc:
             raise StoreError(
@@ -82,6 +82,11 @@ class ConnectionMixin:
         if not self._closed:
             self._closed = True
             self._engine.dispose()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
 
     @property
     def engine(self) -> Engine:

@@ -37,10 +37,14 @@ class SchemaMixin(ConnectionMixin):
         if version == SCHEMA_VERSION:
             return
         self._check_version(version)
-        if self.opened_readonly:  # (a file that cannot be written: its tables cannot be created nor upgraded)
+        self._check_tables(version)
+        # a file that cannot be written: its tables cannot be created nor upgraded; a database only read
+        # (studies, export, report) never gets placetune's tables: it may be another program's
+        if self.opened_readonly or (self.readonly and version is None):
             what = "no placetune tables" if version is None else f"placetune schema v{version}, older than " \
                 f"this placetune's (v{SCHEMA_VERSION})"
-            raise StoreError(f"database {self.url} has {what}, and it is opened read-only: point --storage at the "
+            how = "it is opened read-only" if self.opened_readonly else "this command only reads it"
+            raise StoreError(f"database {self.url} has {what}, and {how}: point --storage at the "
                              "database placetune tune wrote" + ("" if version is None else
                                                                ", or run placetune tune on it once to upgrade it"))
         for attempt in range(3):
@@ -56,6 +60,18 @@ class SchemaMixin(ConnectionMixin):
                     return
                 if isinstance(exc, StoreError) or attempt == 2:
                     raise exc if isinstance(exc, StoreError) else self._translate(exc, "creating tables") from None
+
+    def _check_tables(self, version: int | None) -> None:
+        """Refuse placetune tables without their schema version (``pt_schema`` dropped or emptied): the
+        tables' version is unknown, and recording this placetune's would call tables of another version its own."""
+        if version is not None:
+            return
+        with self._txn("opening the database") as conn:
+            have = [t for t in Base.metadata.tables if t != SchemaRow.__tablename__ and conn.dialect.has_table(conn, t)]
+        if have:
+            raise StoreError(f"database {self.url} has placetune tables ({', '.join(sorted(have))}) but no schema "
+                             f"version (pt_schema is missing or empty): the database was edited or damaged; restore "
+                             "it from a backup or use a new database")
 
     def _create_or_migrate(self, conn: Connection) -> None:
         version = self._schema_version(conn)

@@ -22,7 +22,12 @@ from placetune.errors import StoreError
 from placetune.safetext import mask_secrets, shown
 from placetune.files.read import file_kind
 
-__all__ = ["mask_url", "normalise_url", "url_secrets"]
+__all__ = ["URL_PARTS", "mask_url", "normalise_url", "url_secrets"]
+
+#: How a message names a PostgreSQL URL's parts. Never a second URL with ``user:password@``: the
+#: output's secret masking hides everything from a URL's password to the line's last ``@``, so an example
+#: URL after the user's would swallow the user's URL and the hint (``'foo://u:***@host/dbname``).
+URL_PARTS = "its user, password, host, port and database name written as in docs/fleet.md"
 
 #: ``scheme://user:`` then everything up to the *last* ``@``: SQLAlchemy accepts passwords with
 #: ``/``, ``@``, ``#``, ``?``, ``:`` and spaces, raw or percent-encoded, so the password's end is
@@ -89,7 +94,7 @@ def normalise_url(url: str | URL | os.PathLike[str] | None) -> URL:
     except (ArgumentError, ValueError) as exc:
         raise StoreError(
             f"malformed database URL {mask_url(text)!r} ({exc.__class__.__name__}): expected e.g. "
-            "sqlite:///path/to/placetune.db or postgresql+psycopg://user:password@host:5432/dbname"
+            f"sqlite:///path/to/placetune.db or a postgresql+psycopg URL ({URL_PARTS})"
         ) from None
     _check_sqlite_query(text, url)
     return _regular_sqlite(url)

@@ -89,7 +89,7 @@ def parse_constraint(text: str | Constraint) -> Constraint:
     """Parse ``metric<=bound`` or ``metric>=bound``.
 
     Raises:
-        ConfigError: not of that form, an unknown metric or a bound that is not a finite number.
+        ConfigError: not of that form, an unknown metric or a bound that is not a finite number greater than 0.
     """
     if isinstance(text, Constraint):
         return text
@@ -110,6 +110,15 @@ def parse_constraint(text: str | Constraint) -> Constraint:
         bound = math.nan
     if not math.isfinite(bound):
         raise ConfigError(f"constraint {text!r}: the bound must be a finite number")
+    # latency, throughput and energy are positive, gpu_time is 0 or more (a plan with nothing on the GPU):
+    # a bound the metric can never pass, or one it always does, is a sign typed by mistake
+    least = 0.0 if metric == "gpu_time" else math.ulp(0.0)
+    if bound < least or (op == ">=" and bound <= least):
+        lowest = "0 or more" if metric == "gpu_time" else "positive"
+        need = "0 or more" if metric == "gpu_time" and op == "<=" else "greater than 0"
+        raise ConfigError(f"constraint {text!r}: the bound must be {need} ({metric} in "
+                          f"{CONSTRAINT_METRICS[metric]} is {lowest}, so {op} {bound_s.strip()} "
+                          f"{'never' if op == '<=' else 'always'} holds)")
     return Constraint(metric, op, bound, network or None)
 
 

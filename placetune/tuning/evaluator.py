@@ -27,6 +27,7 @@ from placetune.tuning.stats import EvaluatorStats
 from placetune.placement.placement import Placement
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import DEFAULT_PRECISION, Settings
+from placetune.validate import request as check_request
 from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
 from placetune.backends.base import check_backend
 from placetune.backends.registry import get_backend
@@ -256,6 +257,7 @@ class Evaluator:
         The returned measurement has ``extra["cache_hit"]`` set, and its measurement id
         ``extra["_id"]`` once it is stored: at once, or with its batch after :meth:`write_in_batches`.
         """
+        check_request(agent, trial_number)
         placement = self._own(placement)
         if self._stop:
             raise StopRequested("stop requested: the evaluation in flight finished and is stored")
@@ -363,6 +365,7 @@ class Evaluator:
             PlacementError: not a placement of this model.
             StopRequested: after :meth:`request_stop`.
         """
+        check_request(agent, trial_number)
         placement = self._own(placement)
         if isinstance(builds, bool) or not isinstance(builds, int) or builds < 1:
             raise ConfigError(f"remeasure: builds must be an integer >= 1, not {builds!r}")
@@ -536,7 +539,9 @@ class Evaluator:
         return self.objective.value(m)
 
     def close(self) -> None:
-        """Write the evaluations waiting in a batch, then close the store."""
+        """Write the evaluations waiting in a batch, then close the store (a second call does nothing)."""
+        if self.store.closed:
+            return
         try:
             self.flush()
         finally:

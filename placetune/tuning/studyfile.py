@@ -185,7 +185,8 @@ class TuneConfig:
             raise ConfigError(f"models: a network is named twice: {self.models}")
         if self.study is not None and (not isinstance(self.study, str) or not self.study.strip()
                                        or "\x00" in self.study or len(self.study) > 200):
-            raise ConfigError(f"study must be a non-empty name of at most 200 characters without NUL bytes, got "
+            raise ConfigError(f"the study name (--study, or name = \"...\" in [study]) must be a non-empty name of "
+                              f"at most 200 characters without NUL bytes, got "
                               f"{str(self.study)[:40]!r}")
 
     def export_owner(self) -> Any:
