@@ -2,10 +2,11 @@
 its four outputs are compared as a set of detections, so a tiny FP16 / DLA difference that reorders
 the sorted detections or keeps a borderline box passes, and a wrong cut still fails.
 
-The plugin's output layout is NVIDIA/TensorRT release/10.3 plugin/efficientNMSPlugin/README.md:82-94
+The plugin's output layout is NVIDIA/TensorRT release/10.3 plugin/efficientNMSPlugin/README.md:82-93
 (num_detections [B, 1] int32; boxes [B, K, 4] corners; scores [B, K]; classes [B, K] int32; "Only the
 top num_detections[i] entries ... are valid"; sorted in descending score, README.md:128). Checked
-against that README and the worker's comparison; no real engine output of the plugin is in the corpus.
+against that README and the doubles' EfficientNMS_TRT kernel (tests/fakes/tensorrt/_plugins.py); no
+real engine output of the plugin is in the corpus.
 """
 
 from __future__ import annotations
@@ -126,3 +127,60 @@ def test_the_nms_plugin_outputs_are_found_in_the_graph_by_op_type():
     del graph.output[0]  # num_dets not a network output: the set comparison needs all four
     assert nms_outputs(graph) == []
     assert isinstance(onnx.helper.make_model(_detector()), onnx.ModelProto)
+
+
+def _small_detector(path):
+    """images [1, 3, 8, 8] -> a 1x1 Conv head [1, 4 + 3, 64] (64 anchors: center-size boxes in a 64 x 64
+    image, three class scores mostly in 0.25 .. 1, close to each other) -> EfficientNMS_TRT."""
+    from tests.detector import append_efficient_nms
+
+    rng = np.random.default_rng(3)
+    w = np.zeros((7, 3, 1, 1), np.float32)
+    w[0, 0], w[1, 1], w[2, 2], w[3, 2] = 16.0, 16.0, 1.0, 1.0  # x, y from the input; width, height 7 .. 9
+    w[4:, :, 0, 0] = rng.uniform(-0.3, 0.3, (3, 3))
+    bias = np.array([32, 32, 8, 8, 0.6, 0.6, 0.6], np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["images", "w", "b"], ["head4d"], name="/head/Conv"),
+         helper.make_node("Reshape", ["head4d", "shape"], ["head"], name="/head/Reshape")],
+        "small_detector", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("head", TensorProto.FLOAT, [1, 7, 64])],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(bias, "b"),
+         onnx.numpy_helper.from_array(np.array([1, 7, 64], np.int64), "shape")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(append_efficient_nms(proto, max_output_boxes=100), str(path))
+    return path
+
+
+def test_a_detector_pipeline_with_its_head_on_the_dla_passes_the_gate_against_the_doubles(tmp_path, monkeypatch):
+    """End to end against the doubles (their EfficientNMS_TRT kernel: tests/fakes/tensorrt/_plugins.py):
+    the head on DLA0 writes its cut tensor in FP16, so NMS in the GPU segment is fed numbers a little
+    off the all-GPU reference's; element by element the sorted detections then differ (the gate
+    rejected the pipeline as wrong data), as a set they agree."""
+    import placetune.backends.tensorrt.pipeline as pipeline
+    from placetune import Evaluator, Placement
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+    from tests.fakes import fake_env
+
+    path = _small_detector(tmp_path / "det.onnx")
+
+    def measure(sub):
+        be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / sub, warmup_ms=1,
+                             profile_iterations=0)
+        ev = Evaluator(str(path), "orin-agx", backend=be, store=tmp_path / f"{sub}.db", iterations=3,
+                       mode="pipeline", precision="fp16", trt_version="10.3")
+        try:
+            return ev.evaluate(Placement(ev.model, {"/head/Conv": "DLA0"}))
+        finally:
+            ev.close()
+
+    m = measure("sets")
+    assert m.status == "ok", m.reason
+    gate = m.extra["gate"]
+    row = gate["outputs"]["nms:/nms/EfficientNMS_TRT"]
+    assert gate["passed"] and row["passed"] and row["reference_detections"] > 10 and not gate["vacuous"], gate
+    assert row["matched"] == row["reference_detections"] == row["pipeline_detections"], row
+    assert not gate["same_for_every_input"] and "gate_unverified" not in m.extra
+    assert any("as a set of detections" in n for n in m.extra["notes"]), m.extra["notes"]
+    monkeypatch.setattr(pipeline, "nms_outputs", lambda graph: [])  # the gate as it was: element by element
+    before = measure("elements")
+    assert before.status == "runtime_failed" and "pipeline outputs differ" in before.reason, before.reason

@@ -74,7 +74,7 @@ _POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpP
 
 
 #: TensorRT NMS plugins that write num_detections, boxes, scores, classes (NVIDIA/TensorRT release/10.3
-#: plugin/efficientNMSPlugin/README.md:82-94, plugin/batchedNMSPlugin/README.md:39-49), with their
+#: plugin/efficientNMSPlugin/README.md:82-93, plugin/batchedNMSPlugin/README.md:39-49), with their
 #: attribute names for the score and IoU thresholds
 NMS_PLUGINS = {"EfficientNMS_TRT": ("score_threshold", "iou_threshold"),
                "BatchedNMS_TRT": ("scoreThreshold", "iouThreshold"),

@@ -28,7 +28,7 @@ IOU_SLACK = 0.05  # an unmatched detection whose IoU with one of the other side 
 def _iou(np, a, b):
     # type: (Any, Any, Any) -> Any
     """IoU of every box of ``a`` [n, 4] with every box of ``b`` [m, 4] (corners x1, y1, x2, y2: the
-    plugins' output coding, README.md:88)."""
+    plugins' output coding, README.md:86)."""
     x1 = np.maximum(a[:, None, 0], b[None, :, 0])
     y1 = np.maximum(a[:, None, 1], b[None, :, 1])
     x2 = np.minimum(a[:, None, 2], b[None, :, 2])
