@@ -155,7 +155,8 @@ def test_a_detector_pipeline_with_its_head_on_the_dla_passes_the_gate_against_th
     """End to end against the doubles (their EfficientNMS_TRT kernel: tests/fakes/tensorrt/_plugins.py):
     the head on DLA0 writes its cut tensor in FP16, so NMS in the GPU segment is fed numbers a little
     off the all-GPU reference's; element by element the sorted detections then differ (the gate
-    rejected the pipeline as wrong data), as a set they agree."""
+    rejected the pipeline as wrong data), as a set they agree; a frame that reads another input's cut
+    tensor (a slot race) still fails."""
     import placetune.backends.tensorrt.pipeline as pipeline
     from placetune import Evaluator, Placement
     from placetune.backends.tensorrt.backend import TensorRTBackend
@@ -163,15 +164,20 @@ def test_a_detector_pipeline_with_its_head_on_the_dla_passes_the_gate_against_th
 
     path = _small_detector(tmp_path / "det.onnx")
 
-    def measure(sub):
+    def measure(sub, racy=False):
         be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / sub, warmup_ms=1,
                              profile_iterations=0)
+        if racy:  # the test hook: a frame reads its cut tensor from the other slot (another input's)
+            orig = be.pool.run
+            monkeypatch.setattr(be.pool, "run", lambda job, **kw: orig(
+                dict(job, test_read_other_slot=True) if job.get("op") == "pipeline" else job, **kw))
         ev = Evaluator(str(path), "orin-agx", backend=be, store=tmp_path / f"{sub}.db", iterations=3,
-                       mode="pipeline", precision="fp16", trt_version="10.3")
+                       mode="pipeline", precision="fp16", trt_version="10.3", frames_in_flight=2)
         try:
             return ev.evaluate(Placement(ev.model, {"/head/Conv": "DLA0"}))
         finally:
             ev.close()
+            be.close()
 
     m = measure("sets")
     assert m.status == "ok", m.reason
@@ -181,6 +187,8 @@ def test_a_detector_pipeline_with_its_head_on_the_dla_passes_the_gate_against_th
     assert row["matched"] == row["reference_detections"] == row["pipeline_detections"], row
     assert not gate["same_for_every_input"] and "gate_unverified" not in m.extra
     assert any("as a set of detections" in n for n in m.extra["notes"]), m.extra["notes"]
+    wrong = measure("racy", racy=True)  # the detections of another input: the set comparison still fails it
+    assert wrong.status == "runtime_failed" and "detections differ" in wrong.reason, wrong.reason
     monkeypatch.setattr(pipeline, "nms_outputs", lambda graph: [])  # the gate as it was: element by element
     before = measure("elements")
     assert before.status == "runtime_failed" and "pipeline outputs differ" in before.reason, before.reason
