@@ -456,3 +456,25 @@ def test_a_module_placetune_cannot_identify_is_checked_with_the_profile_named_by
     by2 = {c["name"]: c for c in doc2["checks"]}
     assert code2 == EXIT_NOT_ALL_OK and by2["module"]["status"] == "failed", _lines(doc2)
     assert "not --platform orin-nano" in by2["module"]["detail"] and "--platform orin-agx" in by2["module"]["detail"]
+
+
+def test_a_pipeline_gate_whose_reference_ignores_its_input_is_red(tmp_path, board, monkeypatch):
+    """A gate that passed on outputs the reference gave identically for every random input (a
+    detector's NMS that keeps no box of random input; ``gate.same_for_every_input``) checked
+    nothing, as an all-zero one: the pipeline check fails saying so (forced here on the doubles)."""
+    import placetune.cli.selftest as selftest
+
+    real = selftest._measure
+
+    def same_outputs(model, plat, backend, placement, **settings):
+        m = real(model, plat, backend, placement, **settings)
+        if settings.get("mode") == "pipeline" and (m.extra.get("gate") or {}).get("passed"):
+            m.extra["gate"]["same_for_every_input"] = True
+        return m
+
+    monkeypatch.setattr(selftest, "_measure", same_outputs)
+    board()
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    row = {c["name"]: c for c in doc["checks"]}["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]
+    assert row["status"] == "failed" and "same outputs for every random input" in row["detail"], row
+    assert code == EXIT_NOT_ALL_OK

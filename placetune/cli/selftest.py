@@ -406,6 +406,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 return "failed", f"K={k}: {m.status}: {m.reason}{gate_kind(gate)}", figs
             if gate.get("vacuous"):
                 return "failed", f"K={k}: the gate compared all-zero outputs, so it checked nothing", figs
+            if gate.get("same_for_every_input"):
+                return "failed", (f"K={k}: the gate's reference gave the same outputs for every random input, so "
+                                  "it checked nothing"), figs
             why = _ran_on_dla(m, ["DLA0"])
             if why:
                 return "failed", f"K={k}: {why}", figs

@@ -1,0 +1,136 @@
+"""The correctness gate on a network that ends in a TensorRT NMS plugin: its detections compared as a set.
+
+A sibling module of ``worker.py``: Python 3.8, no placetune imports.
+
+EfficientNMS_TRT and BatchedNMS_TRT / BatchedNMSDynamic_TRT write four outputs: the number of
+detections per image and, padded to ``max_output_boxes`` / ``keepTopK`` rows, their boxes, scores and
+classes, "sorted in descending order" of score; "Only the top ``num_detections[i]`` entries ... are
+valid" (NVIDIA/TensorRT release/10.3 plugin/efficientNMSPlugin/README.md:83,128 and
+plugin/batchedNMSPlugin/README.md:40). Kept boxes are those above ``score_threshold`` that no
+higher-scoring box overlaps with an IoU above ``iou_threshold`` (README.md:118). So a tiny FP16 /
+DLA difference in what NMS is fed can swap two boxes of near-equal score, or keep or drop one whose
+score is near the threshold or whose overlap is near the IoU threshold: element-wise, that is a
+large error although the detections agree. The gate therefore matches detections one to one (same
+class, IoU >= :data:`IOU_MATCH`, scores within the tolerance) and fails on any detection left
+unmatched unless it is such a borderline one.
+"""
+
+try:  # Python 3.8 needs typing's generics
+    from typing import Any, Dict, List, Optional, Tuple
+except ImportError:  # pragma: no cover
+    pass
+
+IOU_MATCH = 0.9  # a detection and its counterpart overlap at least this much
+IOU_SLACK = 0.05  # an unmatched detection whose IoU with one of the other side is this near the IoU threshold
+#                   is borderline (suppressed on one side only)
+
+
+def _iou(np, a, b):
+    # type: (Any, Any, Any) -> Any
+    """IoU of every box of ``a`` [n, 4] with every box of ``b`` [m, 4] (corners x1, y1, x2, y2: the
+    plugins' output coding, README.md:86)."""
+    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    area_a = np.abs((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]))
+    area_b = np.abs((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]))
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+
+
+def _detections(np, out, group, b):
+    # type: (Any, Dict[str, Any], Dict[str, Any], int) -> Tuple[Any, Any, Any]
+    """Image ``b``'s valid detections: the first ``num_detections[b]`` rows of boxes, scores, classes."""
+    boxes = np.asarray(out[group["boxes"]], dtype=np.float64)
+    k = boxes.shape[1]
+    n = int(np.asarray(out[group["num_detections"]]).reshape(boxes.shape[0], -1)[b, 0])
+    n = max(0, min(n, k))
+    scores = np.asarray(out[group["scores"]], dtype=np.float64).reshape(boxes.shape[0], k)[b, :n]
+    classes = np.asarray(out[group["classes"]], dtype=np.float64).reshape(boxes.shape[0], k)[b, :n]
+    return boxes[b, :n].reshape(n, 4), scores, classes
+
+
+def compare_nms(np, got, want, group, tolerance):
+    # type: (Any, Dict[str, Any], Dict[str, Any], Dict[str, Any], float) -> Dict[str, Any]
+    """The gate's row for one NMS plugin's four outputs (``group``: their names, the node's
+    ``score_threshold``, ``iou_threshold``, ``class_agnostic``): ``passed`` when every detection of
+    the reference has a counterpart in the pipeline's and back, except borderline ones (a score
+    within the tolerance of the score threshold, or of the lowest score the other side kept when it
+    kept all ``max_output_boxes``; an
+    overlap with a detection of the other side within :data:`IOU_SLACK` of the IoU threshold)."""
+    names = [group[k] for k in ("num_detections", "boxes", "scores", "classes")]
+    row = {"metric": "nms_detections", "node": group.get("node"), "op": group.get("op"), "outputs": names,
+           "iou_match": IOU_MATCH, "iou_slack": IOU_SLACK}  # type: Dict[str, Any]
+    for name in names:
+        a, w = np.asarray(got[name]), np.asarray(want[name])
+        if a.shape != w.shape:
+            row.update(error="output %r: shape %s, reference %s" % (name, list(a.shape), list(w.shape)), passed=False)
+            return row
+        if a.dtype.kind == "f" and not (np.isfinite(a).all() and np.isfinite(w).all()):
+            row.update(error="output %r: non-finite values" % name, passed=False)
+            return row
+    thr = group.get("score_threshold")
+    iou_thr = group.get("iou_threshold")
+    agnostic = bool(group.get("class_agnostic"))
+    batch, k = np.asarray(want[group["boxes"]]).shape[:2]
+    matched = ref_n = got_n = 0
+    worst_score, worst_iou = 0.0, 1.0
+    bad = []  # type: List[str]
+    for b in range(batch):
+        rb, rs, rc = _detections(np, want, group, b)
+        gb, gs, gc = _detections(np, got, group, b)
+        ref_n += len(rs)
+        got_n += len(gs)
+        tol = tolerance * max(1.0, float(np.abs(rs).max()) if len(rs) else 1.0)
+        iou = _iou(np, rb, gb) if len(rs) and len(gs) else np.zeros((len(rs), len(gs)))
+        same = (rc[:, None] == gc[None, :]) if not agnostic else np.ones(iou.shape, dtype=bool)
+        ok = same & (iou >= IOU_MATCH) & (np.abs(rs[:, None] - gs[None, :]) <= tol)
+        used_r, used_g = set(), set()  # type: set, set
+        for i in range(len(rs)):  # the reference's detections, highest score first: each its best counterpart
+            cands = [j for j in range(len(gs)) if ok[i, j] and j not in used_g]
+            if cands:
+                j = max(cands, key=lambda j: iou[i, j])
+                used_r.add(i)
+                used_g.add(j)
+                worst_score = max(worst_score, abs(float(rs[i] - gs[j])))
+                worst_iou = min(worst_iou, float(iou[i, j]))
+        matched += len(used_r)
+
+        def borderline(score, overlaps, other_scores):
+            # type: (float, Any, Any) -> bool
+            if thr is not None and abs(score - float(thr)) <= tol:
+                return True
+            if len(other_scores) == k and score <= float(other_scores.min()) + tol:  # the other side is full
+                return True
+            return iou_thr is not None and bool((np.abs(overlaps - float(iou_thr)) <= IOU_SLACK).any())
+
+        for i in range(len(rs)):
+            if i not in used_r and not borderline(float(rs[i]), iou[i][same[i]], gs):
+                bad.append("image %d: the reference's detection %d (class %g, score %.4g) has no counterpart"
+                           % (b, i, rc[i], rs[i]))
+        for j in range(len(gs)):
+            if j not in used_g and not borderline(float(gs[j]), iou[:, j][same[:, j]], rs):
+                bad.append("image %d: the pipeline's detection %d (class %g, score %.4g) is not in the reference"
+                           % (b, j, gc[j], gs[j]))
+    row.update(reference_detections=ref_n, pipeline_detections=got_n, matched=matched,
+               max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None,
+               passed=not bad, any_detection=ref_n > 0)
+    if bad:
+        row["error"] = "detections differ (%d of %d matched; %s%s)" % (
+            matched, ref_n, "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "")
+    return row
+
+
+def nms_rows(np, got, want, groups, tolerance):
+    # type: (Any, Dict[str, Any], Dict[str, Any], Optional[List[Dict[str, Any]]], float) -> Tuple[Dict[str, Any], set]
+    """The gate's rows for the NMS plugins' outputs (keyed ``nms:<node>``) and the outputs they cover."""
+    rows, covered = {}, set()  # type: Dict[str, Any], set
+    for group in groups or []:
+        names = [group[k] for k in ("num_detections", "boxes", "scores", "classes")]
+        if not all(n in want and n in got for n in names):
+            continue
+        rows["nms:%s" % group.get("node")] = compare_nms(np, got, want, group, tolerance)
+        covered.update(names)
+    return rows, covered
