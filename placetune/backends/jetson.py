@@ -21,7 +21,7 @@ from placetune.backends.tensorrt import env as trt_env
 from placetune.errors import BackendError, ConfigError
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import locked_frequencies
-from placetune.hardware.modules import identify_module, read_device_tree
+from placetune.hardware.modules import ModuleMatch, identify_module, read_device_tree
 from placetune.hardware.platforms import PLATFORMS
 from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "board_fits", "device_fingerprint", "dla_cores_fit",
+__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "board_fits", "board_module", "device_fingerprint", "dla_cores_fit",
            "mode_differences", "installed_trt_fits", "prepared_onnx", "untyped_int8", "realized_vs_predicted"]
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,13 @@ def mode_differences(platform: str, mode_name: str | None, snap: Snapshot | None
     return lines
 
 
+def board_module(dla_cores: int | None = None) -> ModuleMatch:
+    """The module this board's device tree names (:func:`placetune.hardware.modules.identify_module`),
+    narrowed by ``dla_cores`` as TensorRT reports them; ``known`` False off a Jetson or on a module the
+    table does not know."""
+    return identify_module(*read_device_tree(trt_env.DEVICE_TREE)).resolve(dla_cores)
+
+
 def board_fits(platform: "Platform", dla_cores: int | None = None) -> None:
     """Refuse a run whose ``platform`` is not the module the board's device tree names
     (:func:`placetune.hardware.modules.identify_module`; ``dla_cores``, as TensorRT reports them, tells
@@ -157,7 +164,7 @@ def board_fits(platform: "Platform", dla_cores: int | None = None) -> None:
     Raises:
         ConfigError: the board is another module (exit status 6).
     """
-    match = identify_module(*read_device_tree(trt_env.DEVICE_TREE)).resolve(dla_cores)
+    match = board_module(dla_cores)
     if not match.known or platform.name in match.profiles:
         return
     module = match.module
