@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import placetune
-from placetune import Placement
+from placetune import ConfigError, Placement
 from placetune.cli.main import main
 from placetune.plan.build import build_plan
 from tests.fakes import fake_env
@@ -47,6 +47,23 @@ def test_a_plan_for_an_agx_orin_is_refused_on_an_orin_nx(tmp_path, plan_dir, mon
     assert "Jetson AGX Orin 64GB (platform orin-agx)" in line and "Jetson Orin NX 16GB" in line
     assert "--platform orin-nx-16gb" in line and "re-tune" in line
     assert not list(plan_dir.glob("*.engine")) and not (plan_dir / "build.json").exists()
+
+
+def test_a_refused_build_keeps_the_engines_built_on_the_plans_own_module(tmp_path, plan_dir, monkeypatch):
+    """The older engines were removed before the board was checked: a refused build lost them."""
+    from placetune.backends.tensorrt import env as trt_env
+
+    monkeypatch.setattr(trt_env, "DEVICE_TREE", _tree(tmp_path / "agx", *AGX_ORIN))
+    be = _backend(tmp_path, "10.3.0")
+    try:
+        build_plan(plan_dir, backend=be)
+        built = {f.name: f.read_bytes() for f in plan_dir.glob("*.engine*")}
+        monkeypatch.setattr(trt_env, "DEVICE_TREE", _tree(tmp_path / "nx", *ORIN_NX))
+        with pytest.raises(ConfigError, match="Jetson Orin NX 16GB"):
+            build_plan(plan_dir, backend=be)
+    finally:
+        be.close()
+    assert built and {f.name: f.read_bytes() for f in plan_dir.glob("*.engine*")} == built
 
 
 def test_the_plans_own_module_builds_and_an_unknown_one_is_noted(tmp_path, plan_dir, monkeypatch):

@@ -272,7 +272,6 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             calib = str(check_regular(cache, "calibration cache"))
     names = [n for e in p.engines for f in (engine_files(p, e)[1],) for n in (f, f + ".json")]
     guard.check([*names, "build.json"])  # an engine of the user's own is never overwritten
-    guard.remove_all(names)  # a fresh build, never an older engine of the same name
     own = backend is None
     be = backend or TensorRTBackend()
     tmp = None
@@ -289,6 +288,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             untyped = untyped_int8_plan(p, str(version), any(has_qdq(load_with_weights(x)) for x in onnx_paths))
             if untyped:
                 raise ConfigError(untyped)
+        guard.remove_all(names)  # a fresh build, never an older engine of the same name (kept when refused)
         tmp = tempfile.TemporaryDirectory(prefix="placetune-build-")
         built = Path(tmp.name) / "engines"  # the worker writes here; the folder guard copies them in
         built.mkdir()
