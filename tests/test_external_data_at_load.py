@@ -54,6 +54,7 @@ def _tune(path, db, capsys):
     ("outside", "tensor 'W' keeps its data in '../elsewhere.bin', outside the model's folder"),
     ("short", "initializer 'W' keeps 432 bytes at offset 0 of 'w.bin', which holds 100"),
     ("length", "initializer 'W' holds 4 bytes of data, and its shape 4x3x3x3 of FLOAT needs 432"),
+    ("negative", "initializer 'W': its external data's offset or length is not a byte count"),
 ])
 def test_a_tune_of_a_model_whose_external_data_export_cannot_load_is_refused_at_start(case, said, tmp_path, capsys,
                                                                                       monkeypatch):
@@ -66,6 +67,8 @@ def test_a_tune_of_a_model_whose_external_data_export_cannot_load_is_refused_at_
         path = _model(folder, location="../elsewhere.bin")
     elif case == "short":
         path = _model(folder, length=432, data_bytes=100)
+    elif case == "negative":
+        path = _model(folder, length=-1)
     else:
         path = _model(folder, length=4)
     Model.load(path)  # the graph alone imports: `placetune check` needs no weights
