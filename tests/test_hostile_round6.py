@@ -230,23 +230,29 @@ def test_a_bound_of_zero_gpu_time_still_reads():
 def test_external_data_shorter_than_its_tensor_is_refused_at_export(tmp_path, capsys):
     """A weight whose external data entry says ``length = 4`` (of the 432 bytes a 4x3x3x3 float tensor
     needs) was loaded as 4 bytes, and ``export --format trtexec`` wrote a segment ONNX holding that
-    truncated weight into the deploy folder (exit 0)."""
+    truncated weight into the deploy folder (exit 0). (A tune of such a model is refused at its start:
+    tests/test_external_data_at_load.py; here the model is edited after its tune.)"""
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "w.bin").write_bytes(np.ones(108, np.float32).tobytes())
-    w = nh.from_array(np.ones((4, 3, 3, 3), np.float32), "W")
-    w.ClearField("raw_data")
-    w.data_location = T.EXTERNAL
-    for key, value in (("location", "w.bin"), ("length", "4")):
-        entry = w.external_data.add()
-        entry.key, entry.value = key, value
-    graph = h.make_graph([h.make_node("Conv", ["x", "W"], ["y"], name="conv")], "g",
-                         [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
-                         [h.make_tensor_value_info("y", T.FLOAT, None)], [w])
     model = tmp_path / "m" / "model.onnx"
-    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(model))
+
+    def save(length: str) -> None:
+        w = nh.from_array(np.ones((4, 3, 3, 3), np.float32), "W")
+        w.ClearField("raw_data")
+        w.data_location = T.EXTERNAL
+        for key, value in (("location", "w.bin"), ("length", length)):
+            entry = w.external_data.add()
+            entry.key, entry.value = key, value
+        graph = h.make_graph([h.make_node("Conv", ["x", "W"], ["y"], name="conv")], "g",
+                             [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                             [h.make_tensor_value_info("y", T.FLOAT, None)], [w])
+        onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(model))
+
+    save("432")
     db = tmp_path / "w.db"
     assert main(["tune", "--model", str(model), "--agent", "random", "--trials", "2", "--storage", str(db),
                  "--study", "w", "--export", str(tmp_path / "w.json")]) == 0  # (the simulator needs no weights)
+    save("4")  # the same graph: the study's model still
     capsys.readouterr()
     code = main(["export", "--storage", str(db), "--study", "w", "--format", "trtexec", "-o", str(tmp_path / "dep")])
     err = capsys.readouterr().err

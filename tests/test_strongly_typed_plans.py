@@ -68,3 +68,31 @@ def test_an_int8_plan_without_qdq_is_refused_for_tensorrt_11(tmp_path, capsys):
     assert "Q/DQ" in proc.stderr and "Traceback" not in proc.stderr
     assert not list(plan_dir.glob("*.engine")) and not (plan_dir / "build.json").exists()
     assert json.loads((plan_dir / "plan.json").read_text())["precision"] == "int8"
+
+
+def test_an_int8_tune_without_qdq_on_tensorrt_11_is_refused_before_its_study_is_stored(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """Before, ``placetune tune --precision int8`` of a model without Q/DQ on a board with TensorRT 11 stored
+    its study, then stopped at the first build (exit 8): the study row stayed behind, its night empty."""
+    import os
+
+    from placetune.store.store import Store
+    from tests.fakes import fake_env
+    from tests.test_trtexec import GN
+    from tests.test_tune_tensorrt import _board
+
+    env = fake_env("11.4.1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PLACETUNE_FAKE_TRT_VERSION", "11.4.1")
+    monkeypatch.setenv("PATH", str(_board(tmp_path, "MAXN")) + os.pathsep + os.environ["PATH"])
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'pt.db'}"
+    code = main(["tune", "--backend", "tensorrt", "--model", str(GN), "--mode", "engine", "--precision", "int8",
+                 "--agent", "random", "--trials", "4", "--storage", url, "--study", "night"])
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("placetune: error:")]
+    assert code == 6 and len(lines) == 1 and "Traceback" not in err, err
+    assert "precision int8" in lines[0] and "TensorRT 11.4.1" in lines[0] and "Q/DQ" in lines[0]
+    with Store(url) as store:
+        assert store.studies() == []

@@ -202,11 +202,11 @@ def test_strongly_typed_11x_fp16_conversion_and_int8_refusal(backends, gn, tmp_p
     assert not [w for w in m.extra["build_warnings"] if "precision" in w]
     prepared = list((be.cache_dir / "onnx").glob("*-fp16.onnx"))
     assert prepared and onnx.load(str(prepared[0])).graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT16
-    (tmp_path / "i8").mkdir()
-    ev8 = _ev(gn, be, tmp_path / "i8", precision="int8", trt_version="11.4.1")
-    r = ev8.evaluate(Placement.all_dla(ev8.model))
-    assert r.status == "infeasible"
-    assert "Q/DQ" in r.reason and "strongly typed" in r.reason and "fp16" in r.reason
+    (tmp_path / "i8").mkdir()  # INT8 without Q/DQ: refused before a study is stored, nothing measured
+    with pytest.raises(ConfigError) as e:
+        _ev(gn, be, tmp_path / "i8", precision="int8", trt_version="11.4.1")
+    assert e.value.exit_code == 6
+    assert "Q/DQ" in str(e.value) and "strongly typed" in str(e.value) and "fp16" in str(e.value)
 
 
 def test_gpu_fallback_off_and_tensorrt_disagrees(backends, tmp_path):

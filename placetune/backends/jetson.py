@@ -21,18 +21,20 @@ from placetune.backends.tensorrt import env as trt_env
 from placetune.errors import BackendError, ConfigError
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import locked_frequencies
-from placetune.hardware.modules import identify_module, read_device_tree
+from placetune.hardware.modules import ModuleMatch, identify_module, read_device_tree
 from placetune.hardware.platforms import PLATFORMS
 from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
 
 if TYPE_CHECKING:
+    from placetune.backends.base import Backend
     from placetune.hardware.platforms import Platform
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "board_fits", "device_fingerprint", "dla_cores_fit",
-           "mode_differences", "installed_trt_fits", "prepared_onnx", "untyped_int8", "realized_vs_predicted"]
+__all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "board_fits", "board_module", "device_fingerprint", "dla_cores_fit",
+           "mode_differences", "installed_trt_fits", "prepared_onnx", "refuse_untyped_int8", "untyped_int8",
+           "untyped_int8_reason", "realized_vs_predicted"]
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +147,13 @@ def mode_differences(platform: str, mode_name: str | None, snap: Snapshot | None
     return lines
 
 
+def board_module(dla_cores: int | None = None) -> ModuleMatch:
+    """The module this board's device tree names (:func:`placetune.hardware.modules.identify_module`),
+    narrowed by ``dla_cores`` as TensorRT reports them; ``known`` False off a Jetson or on a module the
+    table does not know."""
+    return identify_module(*read_device_tree(trt_env.DEVICE_TREE)).resolve(dla_cores)
+
+
 def board_fits(platform: "Platform", dla_cores: int | None = None) -> None:
     """Refuse a run whose ``platform`` is not the module the board's device tree names
     (:func:`placetune.hardware.modules.identify_module`; ``dla_cores``, as TensorRT reports them, tells
@@ -157,7 +166,7 @@ def board_fits(platform: "Platform", dla_cores: int | None = None) -> None:
     Raises:
         ConfigError: the board is another module (exit status 6).
     """
-    match = identify_module(*read_device_tree(trt_env.DEVICE_TREE)).resolve(dla_cores)
+    match = board_module(dla_cores)
     if not match.known or platform.name in match.profiles:
         return
     module = match.module
@@ -217,16 +226,38 @@ def installed_trt_fits(backend: JetsonBackend, version: str, platform: "Platform
                        "were written for %s", version, platform.name, shipped, version, platform.name, shipped)
 
 
+def untyped_int8_reason(model: "Model", precision: str, version: str, int8_flag: str = "") -> str | None:
+    """Why ``model`` cannot be built in ``precision`` by TensorRT ``version``: INT8 on a strongly typed
+    TensorRT (11 on) when the model has no Q/DQ nodes; None when it can."""
+    major = str(version).split(".")[0]
+    if precision != "int8" or not major.isdigit() or int(major) < 11 or source_has_qdq(model):
+        return None
+    return (f"TensorRT {version} builds strongly typed networks only{int8_flag}: int8 needs an ONNX model with "
+            "Q/DQ (QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
+            "TensorRT Model Optimizer) or use precision fp16.")
+
+
+def refuse_untyped_int8(backend: "Backend", model: "Model", precision: str, fingerprint: dict[str, Any]) -> None:
+    """Refuse, before a study is stored, an INT8 run of a model without Q/DQ nodes on a board whose TensorRT
+    (``fingerprint["trt_version"]``) is strongly typed: every build of the night would fail. The simulated
+    Jetson builds nothing: not refused here.
+
+    Raises:
+        ConfigError: the one-line reason of :func:`untyped_int8_reason` (exit status 6).
+    """
+    if backend.simulated:
+        return
+    why = untyped_int8_reason(model, precision, str(fingerprint.get("trt_version") or ""))
+    if why:
+        raise ConfigError(f"precision int8: {why}")
+
+
 def untyped_int8(model: "Model", precision: str, version: str, strongly_typed: bool, base: dict[str, Any],
                  int8_flag: str = "") -> Measurement | None:
-    """``infeasible`` for INT8 on a strongly typed TensorRT (11 on) when the model has no Q/DQ nodes, else None."""
-    if strongly_typed and precision == "int8" and not source_has_qdq(model):
-        return Measurement.failure(
-            "infeasible",
-            f"TensorRT {version} builds strongly typed networks only{int8_flag}: int8 needs an ONNX model with "
-            "Q/DQ (QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
-            "TensorRT Model Optimizer) or use precision fp16.", **base)
-    return None
+    """``infeasible`` for INT8 on a strongly typed TensorRT (11 on) when the model has no Q/DQ nodes, else None
+    (:func:`untyped_int8_reason`)."""
+    why = untyped_int8_reason(model, precision, version, int8_flag) if strongly_typed else None
+    return Measurement.failure("infeasible", why, **base) if why else None
 
 
 def prepared_onnx(model: "Model", cache_dir: Path, precision: str, strongly_typed: bool, tool: str,

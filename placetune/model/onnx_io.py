@@ -23,7 +23,7 @@ from placetune.files.read import check_regular, open_regular, read_bytes, read_g
 from placetune.safetext import shown
 from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_model, uses_external_data
 
-__all__ = ["read_model_proto", "load_with_weights", "STRIP_MIN_BYTES"]
+__all__ = ["read_model_proto", "load_with_weights", "check_external_data", "STRIP_MIN_BYTES"]
 
 #: Initializers whose data is at least this many bytes are stripped (float-like only).
 STRIP_MIN_BYTES = 4096
@@ -221,11 +221,34 @@ def _external_files(proto: onnx.ModelProto, base: Path, error: type[PlacetuneErr
                 or os.path.commonpath([root, target]) != root:
             raise error(f"tensor {tensor.name[:80]!r} keeps its data in {shown(location, 120)!r}, outside the "
                         f"model's folder {shown(base)}: external data must be a file beside the model")
-        check_regular(base / location, "external data", error=error, limit=1 << 42)
+        try:
+            check_regular(base / location, "external data", error=error, limit=1 << 42)
+        except PlacetuneError as exc:
+            raise error(f"tensor {tensor.name[:80]!r}: {exc}") from None
 
 
 #: data types stored two to a byte in ``raw_data`` (ONNX: INT4 and UINT4 are packed)
 _PACKED_4BIT = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
+
+
+def _data_bytes(t: onnx.TensorProto) -> int | None:
+    """The bytes of data an initializer's dims and type give (None: a type without a fixed size)."""
+    if t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    n = 1
+    for d in t.dims:
+        n *= int(d)
+    try:
+        item = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None  # a type numpy cannot hold: the ONNX parser refuses it by name
+    return (n + 1) // 2 if t.data_type in _PACKED_4BIT else n * item
+
+
+def _size_refused(p: Path, t: onnx.TensorProto, got: int, want: int, error: type[PlacetuneError]) -> PlacetuneError:
+    return error(f"{shown(p)}: initializer {t.name[:80]!r} holds {got:,} bytes of data, and its shape "
+                 f"{'x'.join(map(str, t.dims)) or 'a scalar'} of {onnx.TensorProto.DataType.Name(t.data_type)} "
+                 f"needs {want:,}: the file or its external data is truncated or was edited; export it again")
 
 
 def _raw_sizes(proto: onnx.ModelProto, p: Path, error: type[PlacetuneError]) -> None:
@@ -233,20 +256,49 @@ def _raw_sizes(proto: onnx.ModelProto, p: Path, error: type[PlacetuneError]) -> 
     with a ``length`` too short, a truncated edit): onnx loads it as it is, and a segment written from it
     is a model TensorRT cannot parse or, worse, reads past."""
     for t in proto.graph.initializer:
-        if not t.raw_data or t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        want = _data_bytes(t) if t.raw_data else None
+        if want is not None and len(t.raw_data) != want:
+            raise _size_refused(p, t, len(t.raw_data), want, error)
+
+
+def check_external_data(path: str | Path, *, error: type[PlacetuneError] = ModelError) -> None:
+    """Refuse, without reading any weight, a model whose external data :func:`load_with_weights` could not
+    load: a file missing, outside the model's folder or not a regular file, an offset or length that is not
+    a number, or an initializer whose data (its ``length``, else the rest of the file from its ``offset``)
+    is not the size its dims and type give or does not fit in the file. A study runs it before its first
+    build: the weights are read only at export, after the night.
+
+    Raises:
+        error: one line naming the initializer.
+    """
+    p = Path(path)
+    proto = read_model_proto(p)[0]  # the file as export loads it (the model's own graph may fold some away)
+    infos: dict[int, ExternalDataInfo] = {}
+    for t in _get_all_tensors(proto):
+        if uses_external_data(t):
+            try:
+                infos[id(t)] = info = ExternalDataInfo(t)
+                ok = (info.offset or 0) >= 0 and (info.length or 0) >= 0  # older onnx takes negative ones
+            except ValueError:
+                ok = False
+            if not ok:
+                raise error(f"{shown(p)}: initializer {t.name[:80]!r}: its external data's offset or length is not "
+                            "a byte count (a whole number, 0 or more)")
+    _external_files(proto, p.parent, error)
+    for t in proto.graph.initializer:
+        if id(t) not in infos:
             continue
-        n = 1
-        for d in t.dims:
-            n *= int(d)
-        try:
-            item = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-        except (KeyError, ValueError, TypeError):
-            continue  # a type numpy cannot hold: the ONNX parser refuses it by name
-        want = (n + 1) // 2 if t.data_type in _PACKED_4BIT else n * item
-        if len(t.raw_data) != want:
-            raise error(f"{shown(p)}: initializer {t.name[:80]!r} holds {len(t.raw_data):,} bytes of data, and its "
-                        f"shape {'x'.join(map(str, t.dims)) or 'a scalar'} of {onnx.TensorProto.DataType.Name(t.data_type)} "
-                        f"needs {want:,}: the file or its external data is truncated or was edited; export it again")
+        info = infos[id(t)]
+        size = os.stat(p.parent / info.location).st_size
+        offset = info.offset or 0
+        got = info.length if info.length else max(size - offset, 0)
+        if offset + got > size:
+            raise error(f"{shown(p)}: initializer {t.name[:80]!r} keeps {got:,} bytes at offset {offset:,} of "
+                        f"{shown(info.location, 120)!r}, which holds {size:,}: the external data file is truncated "
+                        "or is another model's; export it again")
+        want = _data_bytes(t)
+        if want is not None and got != want:
+            raise _size_refused(p, t, got, want, error)
 
 
 def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelError,

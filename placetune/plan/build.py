@@ -26,6 +26,7 @@ from placetune.model.onnx_io import load_with_weights
 from placetune.safetext import shown
 from placetune.validate import dumps_json
 from placetune.wording import plural
+from placetune.backends.jetson import board_module
 from placetune.backends.onnx_prep import convert_to_fp16, has_qdq
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.backends.tensorrt.jobs import read_realised
@@ -194,10 +195,36 @@ def _dla_cores_used(p: "Plan") -> list[int]:
     return sorted(used)
 
 
+def _module_checks(p: "Plan", cores: int | None) -> list[str]:
+    """Refuse a plan tuned for another module than the one this board's device tree names
+    (:func:`~placetune.backends.jetson.board_module`): its placement was chosen for that module's DLA
+    cores and clocks. A module the table does not know (or no device tree) is a note, never a refusal."""
+    from placetune.errors import UnknownNameError
+    from placetune.hardware.platforms import get_platform
+
+    match = board_module(cores)
+    if not match.known:
+        return [f"this board's module is not known ({match.describe()}): the plan's platform {p.platform} "
+                "was not checked against it"]
+    if p.platform in match.profiles:
+        return []
+    try:
+        title = get_platform(p.platform).title
+    except UnknownNameError:
+        title = p.platform
+    way = (f"re-tune it here with --platform {' or '.join(match.profiles)} and export it again" if match.profiles
+           else "this module has no placetune profile (`placetune selftest` checks its GPU stack)")
+    raise ConfigError(f"placetune build: the plan was tuned for a {title} (platform {p.platform}), but this board is "
+                      f"a {match.describe()}: the placement was chosen for the other module's DLA cores and clocks; "
+                      f"{way}, or build the plan on a {title}")
+
+
 def _board_checks(p: "Plan", probe: dict[str, Any], version: str) -> list[str]:
-    """Refuse a plan whose DLA cores this board does not have (TensorRT would put the engine elsewhere or
-    fail); the notes of what else differs from the board the plan was made for (its TensorRT)."""
+    """Refuse a plan tuned for another module (:func:`_module_checks`) or whose DLA cores this board does
+    not have (TensorRT would put the engine elsewhere or fail); the notes of what else differs from the
+    board the plan was made for (its TensorRT, an unknown module)."""
     used, cores = _dla_cores_used(p), probe.get("num_dla_cores")
+    notes = _module_checks(p, cores if isinstance(cores, int) and not isinstance(cores, bool) else None)
     if used and isinstance(cores, int) and max(used) >= cores:
         have = "no DLA core" if cores == 0 else "1 DLA core (DLA0)" if cores == 1 else f"{cores} DLA cores"
         raise BackendError(f"placetune build: the plan runs engines on {', '.join(f'DLA{c}' for c in used)} (platform "
@@ -205,10 +232,10 @@ def _board_checks(p: "Plan", probe: dict[str, Any], version: str) -> list[str]:
                            "(--platform; `placetune selftest` names it)")
     target = str((p.settings or {}).get("trt_version") or (p.versions or {}).get("dla_rules_tensorrt") or "")
     if target and str(version).split(".")[:2] != target.split(".")[:2]:
-        return [f"the plan was searched under TensorRT {target}'s DLA rules; this board builds with TensorRT {version}, "
+        return notes + [f"the plan was searched under TensorRT {target}'s DLA rules; this board builds with TensorRT {version}, "
                 "whose rules may place layers otherwise (the differences say where): for a plan made for this board, "
                 f"tune here or with --trt-version {'.'.join(str(version).split('.')[:2])}"]
-    return []
+    return notes
 
 
 def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str] | None = None, *,
@@ -245,7 +272,6 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             calib = str(check_regular(cache, "calibration cache"))
     names = [n for e in p.engines for f in (engine_files(p, e)[1],) for n in (f, f + ".json")]
     guard.check([*names, "build.json"])  # an engine of the user's own is never overwritten
-    guard.remove_all(names)  # a fresh build, never an older engine of the same name
     own = backend is None
     be = backend or TensorRTBackend()
     tmp = None
@@ -262,6 +288,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             untyped = untyped_int8_plan(p, str(version), any(has_qdq(load_with_weights(x)) for x in onnx_paths))
             if untyped:
                 raise ConfigError(untyped)
+        guard.remove_all(names)  # a fresh build, never an older engine of the same name (kept when refused)
         tmp = tempfile.TemporaryDirectory(prefix="placetune-build-")
         built = Path(tmp.name) / "engines"  # the worker writes here; the folder guard copies them in
         built.mkdir()

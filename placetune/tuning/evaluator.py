@@ -30,9 +30,11 @@ from placetune.settings import DEFAULT_PRECISION, Settings
 from placetune.validate import request as check_request
 from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
 from placetune.backends.base import check_backend
+from placetune.backends.jetson import refuse_untyped_int8
 from placetune.backends.registry import get_backend
 from placetune.hardware.platforms import get_platform
 from placetune.model.merge import networks_in
+from placetune.model.onnx_io import check_external_data
 from placetune.model.parsable import refuse_for_version
 from placetune.placement.space import Space
 from placetune.store.store import Store
@@ -160,14 +162,12 @@ class Evaluator:
             raise ConfigError(f"objective {self.objective.name!r}: the {self.backend.name} backend does not measure "
                               f"{' or '.join(cannot)}; it measures {', '.join(measured)}")
         check_networks(self.objective.constraints, self.networks)  # every name checked against what exists
-        if isinstance(store, Store):
-            self.store = store
-        elif store is None:
-            self.store = Store.memory()
-        else:
-            self.store = Store(str(store))
+        if self.model.path is not None:  # its weights are read at export: a broken external data file is refused now
+            check_external_data(self.model.path)
+        self.store = store if isinstance(store, Store) else Store.memory() if store is None else Store(str(store))
         self.agent = agent
         self.fingerprint = self.backend.fingerprint(self.platform, self.settings)
+        refuse_untyped_int8(self.backend, self.model, self.settings.precision, self.fingerprint)  # before it's stored
         self.stats = EvaluatorStats()
         self.study_name = study or self.default_study_name()
         self.study = self.store.create_or_open_study(
