@@ -28,10 +28,10 @@ def compare_outputs(np, got, want, tolerance, nms=None):
     report = {"metric": "relative_l2", "tolerance": tolerance, "outputs": {}, "passed": True,
               "vacuous": True}  # type: Dict[str, Any]
     rows, covered = nms_rows(np, got, want, nms, tolerance)
-    for key, row in rows.items():
-        report["outputs"][key] = row
-        report["passed"] = report["passed"] and row["passed"]
-        report["vacuous"] = report["vacuous"] and not row.get("any_detection")
+    for key, found in rows.items():
+        report["outputs"][key] = found
+        report["passed"] = report["passed"] and found["passed"]
+        report["vacuous"] = report["vacuous"] and not found.get("any_detection")
     for name in want:
         if name in covered:
             continue
