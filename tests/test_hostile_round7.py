@@ -72,3 +72,39 @@ def test_property_masking_hides_exactly_the_password(password, user, host, befor
     masked = mask_secrets(text)
     assert masked == f"{before} {head}***{rest} {after}", f"seed {_SEED}: {text!r} -> {masked!r}"
     assert mask_url(text) == masked, f"seed {_SEED}"
+
+
+# ---------------------------------------------------------------------------------------------- Gymnasium envs
+
+
+@pytest.mark.parametrize("env_id", ["placetune/Placement-v0", "placetune/PlacementOneShot-v0"])
+def test_step_after_the_episode_ended_is_refused_until_reset(env_id):
+    import gymnasium as gym
+    import numpy as np
+
+    from placetune.errors import PlacementError
+
+    env = gym.make(env_id, model="seed-block").unwrapped
+    env.reset(seed=0)
+    gpu = np.zeros(env.n_units, np.int64) if "OneShot" in env_id else 0
+    terminated = False
+    while not terminated:
+        _, _, terminated, _, _ = env.step(gpu)
+    with pytest.raises(PlacementError, match=r"^the episode is over: call reset\(\) before step\(\)$"):
+        env.step(gpu)
+    env.reset()
+    assert env.step(gpu)[2] in (True, False)  # a new episode steps again
+
+
+@pytest.mark.parametrize("env_id", ["placetune/Placement-v0", "placetune/PlacementOneShot-v0"])
+def test_a_negative_seed_keeps_gymnasiums_own_documented_error(env_id):
+    """Gymnasium's ``Env.reset`` seeds through ``gymnasium.utils.seeding.np_random``, documented to raise
+    ``gymnasium.error.Error`` for a seed that is not a non-negative int: every Gymnasium env does, and code
+    written against Gymnasium catches that. The placetune envs keep that contract (one line, the env still
+    usable after it) rather than raise a placetune error of their own."""
+    import gymnasium as gym
+
+    env = gym.make(env_id, model="seed-block").unwrapped
+    with pytest.raises(gym.error.Error, match=r"^Seed must be greater or equal to zero, actual value: -1$"):
+        env.reset(seed=-1)
+    env.reset(seed=0)
