@@ -108,3 +108,76 @@ def test_a_negative_seed_keeps_gymnasiums_own_documented_error(env_id):
     with pytest.raises(gym.error.Error, match=r"^Seed must be greater or equal to zero, actual value: -1$"):
         env.reset(seed=-1)
     env.reset(seed=0)
+
+
+# ---------------------------------------------------------------------------------------------- ONNX rules
+
+
+def _onnx_cases():
+    import numpy as np
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    from tests.test_onnx_unrunnable import _model
+
+    i64 = lambda name, v: nh.from_array(np.array(v, np.int64), name)  # noqa: E731
+    f32 = lambda name, v: nh.from_array(np.array(v, np.float32), name)  # noqa: E731
+    ct = lambda **kw: _model(h.make_node("ConvTranspose", ["r", "W"], ["y"], name="n", **kw),  # noqa: E731
+                             weight=(3, 4, 3, 3))
+    return {
+        "LRN size 0": (_model(h.make_node("LRN", ["r"], ["y"], name="n", size=0)),
+                       "node 'n' (LRN): attribute size=0; ONNX's LRN takes size, \"The number of channels to sum "
+                       "over\", of at least 1 (its formula divides alpha by size)"),
+        "LRN size -2": (_model(h.make_node("LRN", ["r"], ["y"], name="n", size=-2)), "attribute size=-2;"),
+        "ConvTranspose output_padding = stride": (
+            ct(strides=[2, 2], output_padding=[0, 2]),
+            "node 'n' (ConvTranspose): attribute output_padding=[0, 2] with strides=[2, 2] and dilations=[1, 1] "
+            "(2 on spatial axis 1); ONNX's ConvTranspose says \"Each padding value in \"output_padding\" must be "
+            "less than the corresponding stride/dilation dimension\""),
+        "ConvTranspose output_padding > stride and dilation": (
+            ct(strides=[2, 2], dilations=[2, 2], output_padding=[3, 0]), "(3 on spatial axis 0)"),
+        "Range delta 0 (int)": (_model(h.make_node("Range", ["a", "b", "d"], ["y"], name="n"),
+                                       [i64("a", 0), i64("b", 5), i64("d", 0)]),
+                                "node 'n' (Range): input 'delta' 'd' = 0; ONNX's Range makes \"number_of_elements = "
+                                "max( ceil( (limit - start) / delta ) , 0 )\", so delta must not be 0"),
+        "Range delta 0 (float)": (_model(h.make_node("Range", ["a", "b", "d"], ["y"], name="n"),
+                                         [f32("a", 0), f32("b", 5), f32("d", 0)]), "input 'delta' 'd' = 0.0;"),
+        "ConstantOfShape negative": (_model(h.make_node("ConstantOfShape", ["s"], ["y"], name="n"),
+                                            [i64("s", [2, -3])]),
+                                     "node 'n' (ConstantOfShape): input 'input' 's' = [2, -3]; ONNX's ConstantOfShape "
+                                     "takes a shape whose \"values must be >= 0\""),
+    }
+
+
+@pytest.mark.parametrize("case", list(_onnx_cases()))
+def test_an_onnx_node_the_spec_forbids_is_refused_exit_3(tmp_path, case):
+    """Before: each loaded and was simulated ``ok`` (a Range or ConstantOfShape writing a graph output even
+    vanished from the model)."""
+    from tests.test_onnx_unrunnable import _run
+
+    proto, message = _onnx_cases()[case]
+    code, err = _run(tmp_path, proto)
+    assert code == 3 and message in err and err.count("\n") == 0, (code, err)
+
+
+@pytest.mark.parametrize("kw", [{"size": 2}, {"size": 1}])
+def test_lrn_even_or_one_channel_window_stays_allowed(kw):
+    """The spec's window, floor((size - 1) / 2) channels before and ceil((size - 1) / 2) after, takes an even size."""
+    from onnx import helper as h
+
+    from placetune.model.model import Model
+    from tests.test_onnx_unrunnable import _model
+
+    assert len(Model.load(_model(h.make_node("LRN", ["r"], ["y"], name="n", **kw)))) == 2
+
+
+def test_conv_transpose_output_padding_below_its_dilation_stays_allowed():
+    """PyTorch's reading of "stride/dilation": smaller than either (stride 1, dilation 2, output_padding 1)."""
+    from onnx import helper as h
+
+    from placetune.model.model import Model
+    from tests.test_onnx_unrunnable import _model
+
+    proto = _model(h.make_node("ConvTranspose", ["r", "W"], ["y"], name="n", strides=[1, 1], dilations=[2, 2],
+                               output_padding=[1, 1]), weight=(3, 4, 3, 3))
+    assert len(Model.load(proto)) == 2
