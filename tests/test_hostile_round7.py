@@ -181,3 +181,90 @@ def test_conv_transpose_output_padding_below_its_dilation_stays_allowed():
     proto = _model(h.make_node("ConvTranspose", ["r", "W"], ["y"], name="n", strides=[1, 1], dilations=[2, 2],
                                output_padding=[1, 1]), weight=(3, 4, 3, 3))
     assert len(Model.load(proto)) == 2
+
+
+# ---------------------------------------------------------------------------------------------- configuration numbers
+
+
+@pytest.mark.parametrize("trials, seconds, pattern", [
+    (-1, 3600, "write_in_batches: trials must be an integer >= 1, got '-1'"),
+    (0, 3600, "write_in_batches: trials must be an integer >= 1, got '0'"),
+    (2.5, 3600, "write_in_batches: trials must be an integer >= 1, got '2.5'"),
+    (True, 3600, "write_in_batches: trials must be an integer >= 1, got 'True'"),
+    ("10", 3600, "write_in_batches: trials must be an integer >= 1, got '10'"),
+    (10, -1.0, "write_in_batches: seconds must be a finite number >= 0, got '-1.0'"),
+    (10, float("nan"), "write_in_batches: seconds must be a finite number >= 0, got 'nan'"),
+    (10, "60", "write_in_batches: seconds must be a finite number >= 0, got '60'"),
+])
+def test_write_in_batches_refuses_a_bad_batch_as_configuration(trials, seconds, pattern):
+    """Before: ``write_in_batches(-1)`` raised a bare ValueError (no exit code of placetune's), ``2.5`` was cut to 2."""
+    from placetune import Evaluator
+    from placetune.errors import ConfigError
+
+    with Evaluator("seed-block", "orin-agx") as ev:
+        with pytest.raises(ConfigError) as exc:
+            ev.write_in_batches(trials, seconds)
+        assert str(exc.value) == pattern and exc.value.exit_code == 6
+        assert not ev.trial_log.batched  # nothing changed
+        ev.write_in_batches(4, 60)
+        assert ev.trial_log.batched
+
+
+@pytest.mark.parametrize("value", ["1e-300", "0.5", "\"0.2s\"", "1e-9"])
+def test_a_study_timeout_below_one_second_is_refused_exit_6(tmp_path, value, capsys, monkeypatch):
+    """Before: ``timeout = 1e-300`` was accepted (a run that stops before its first evaluation)."""
+    from placetune.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    study = tmp_path / "s.toml"
+    study.write_text(f'[study]\nname = "s"\nmodel = "seed-block"\nstorage = "sqlite:///s.db"\ntimeout = {value}\n')
+    assert main(["tune", str(study)]) == 6
+    err = capsys.readouterr().err
+    assert "timeout must be positive and at most 1e+09 s, at least 1 s (e.g. 8h, 30m, 90s), got" in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "s.db").exists()
+
+
+def test_a_tune_config_timeout_below_one_second_is_refused():
+    from placetune.errors import ConfigError
+    from placetune.tuning.studyfile import TuneConfig
+
+    with pytest.raises(ConfigError, match=r"^timeout must be positive and at most 1e\+09 s, at least 1 s"):
+        TuneConfig(model="seed-block", timeout=1e-300)
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    from tests.test_hostile_round4 import make_small_db
+
+    return make_small_db(tmp_path_factory.mktemp("db"))
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    (lambda b: b["all-gpu"].update(gain="fast"), "baselines.all-gpu.gain must be a finite number of 0 or more (or null), "
+                                                 "found 'fast'"),
+    (lambda b: b["all-gpu"].update(gain=-3.0), "baselines.all-gpu.gain must be a finite number of 0 or more"),
+    (lambda b: b["all-gpu"].update(speedup=True), "baselines.all-gpu.speedup must be a finite number of 0 or more"),
+    (lambda b: b["all-gpu"].update(throughput_fps=-1), "baselines.all-gpu.throughput_fps must be a finite number"),
+    (lambda b: b["all-gpu"].update(gains={"latency": "x"}), "baselines.all-gpu.gains must be an object of numbers "
+                                                            "(finite, 0 or more)"),
+    (lambda b: b["all-gpu"].update(latency_ms={"median": -1}), "baselines.all-gpu.latency_ms must be an object of "
+                                                                "numbers"),
+    (lambda b: b.update({"all-dla0": 5}), "baselines.all-dla0 must be an object of figures, found int"),
+])
+def test_a_plan_whose_baseline_figures_were_edited_is_refused(edit, pattern, small_db, tmp_path, capsys):
+    """Before: the figures under a plan's ``baselines`` were read unchecked (``"gain": "fast"``, a negative gain)."""
+    import json
+
+    from placetune.cli.main import main
+
+    plan = tmp_path / "plan.json"
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
+    doc = json.loads(plan.read_text())
+    assert "all-gpu" in doc["baselines"]
+    edit(doc["baselines"])
+    plan.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["trace", str(plan), "-o", str(tmp_path / "t.json")]) == 6
+    err = capsys.readouterr().err
+    assert pattern in err and err.count("\n") == 1, err
+    assert not (tmp_path / "t.json").exists()
