@@ -31,11 +31,13 @@ import unicodedata
 __all__ = ["mask_secrets", "terminal_safe", "shown"]
 
 #: ``scheme:`` then ``//`` (or ``/`` when ``Path`` collapsed it, or nothing), ``user:`` (which may hold
-#: an ``@`` of its own), then
-#: everything up to the *last* ``@`` of the line: SQLAlchemy accepts passwords with ``/``, ``@``,
-#: ``#``, ``?``, ``:`` and spaces, raw or percent-encoded, so masking a little too much is the
-#: safe side.
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*:/{0,2}[^/:?#\s'\"]*:)(?P<pw>[^\n]*)(?P<at>@)")
+#: an ``@`` of its own), then the password: SQLAlchemy accepts passwords with ``/``, ``@``, ``#``,
+#: ``?``, ``:`` and spaces, raw or percent-encoded. The password runs to the *last* ``@`` of the URL's
+#: own run of non-blank characters (so an ``@`` later in the message, ``mail admin@example.com``,
+#: is not taken for the URL's); only when that run has no ``@`` (a password with a blank) does it run
+#: to the next ``@`` of the line, and then never from a port (``host:5432/db ... a@b``).
+_PASSWORD = r"(?:\S*(?=@)|(?!\d*(?:[/?#\s]|$))[^@\n]*?(?=@))"
+_USERINFO = re.compile(rf"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*:/{{0,2}}[^/:?#\s'\"]*:)(?P<pw>{_PASSWORD})(?P<at>@)")
 #: A query key that names a secret (``password``, ``sslpassword``, ``passphrase``, ``pwd``,
 #: ``secret``, ``token``, ``api_key``, ``credentials``...) and its value.
 #: Separators, raw or percent-encoded (SQLAlchemy encodes ``&``, ``=``, ``;`` of a database name it echoes).

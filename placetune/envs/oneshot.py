@@ -59,6 +59,7 @@ class PlacementOneShotEnv(PlacementEnvBase):
             }
         )
         self._assignment = np.full(n, -1, dtype=np.int64)
+        self._over = False  # the one step of the episode was taken: step() again needs a reset() first
 
     def action_masks(self) -> np.ndarray:
         """Flat bool mask of length ``n_units * n_devices`` (sb3-contrib MultiDiscrete convention)."""
@@ -77,10 +78,13 @@ class PlacementOneShotEnv(PlacementEnvBase):
         super().reset(seed=seed)
         self._ensure_baseline()
         self._assignment[:] = -1
+        self._over = False
         return self._obs(), {"action_mask": self._info_mask(), "baseline_value": self.baseline_value}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Measure the assignment ``action`` (one device index per unit)."""
+        """Measure the assignment ``action`` (one device index per unit): the episode's one step."""
+        if self._over:
+            raise PlacementError("the episode is over: call reset() before step()")
         self._ensure_baseline()
         try:
             a = np.asarray(action)
@@ -101,6 +105,7 @@ class PlacementOneShotEnv(PlacementEnvBase):
         a[bad] = 0
         self._assignment[:] = a
         reward, info = self._measure(a.tolist())
+        self._over = True
         info["invalid_action"] = bool(bad.size)
         info["invalid_units"] = bad.tolist()
         info["invalid_actions"] = int(bad.size)

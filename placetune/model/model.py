@@ -28,7 +28,7 @@ from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
 from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, exporter_image_size, has_schema, keep_declared_plugin_shapes, local_functions
 from placetune.model.parsable import refuse_unparsable
-from placetune.model.runnable import refuse_unrunnable
+from placetune.model.runnable import refuse_forbidden_operands, refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
 from placetune.validate import batch as check_batch
 from placetune.model import zoo
@@ -418,6 +418,7 @@ def _build(
     for node in nodes:
         ins = [alias.get(x, x) for x in node.input]
         attrs = {a.name: _attr_value(a) for a in node.attribute}
+        refuse_forbidden_operands(node, ins, values)  # (Range, ConstantOfShape: before folding hides them)
         if node.op_type == "Constant":
             v = constant_value(node)
             if v is not None:

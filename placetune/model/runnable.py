@@ -21,6 +21,17 @@ static shapes:
   a downsample, so only what no runtime can execute is refused);
 * Gather: indices "within bounds [-s, s-1] along axis of size s. It is an error if any of the index
   values are out of bounds" (ONNX spec, Gather 13): constant indices out of that range are refused;
+* LRN: ``size`` is "The number of channels to sum over" and the output divides by it ("alpha / size *
+  square_sum", ONNX spec, LRN 1 and 13): ``size`` at least 1 (the spec's window, ``floor((size - 1) / 2)``
+  before and ``ceil((size - 1) / 2)`` after the channel, takes an even size too);
+* ConvTranspose: "Each padding value in "output_padding" must be less than the corresponding
+  stride/dilation dimension" (ONNX spec, ConvTranspose 1, 11 and 22): an ``output_padding`` at least
+  as large as both its stride and its dilation is refused (PyTorch, which writes most such models,
+  takes "smaller than either stride or dilation");
+* Range and ConstantOfShape, checked on their constant operands before folding (such a node whose
+  output is a graph output would otherwise vanish from the model unseen): Range's "number_of_elements
+  = max( ceil( (limit - start) / delta ) , 0 )" divides by ``delta``, so a ``delta`` of 0 is refused;
+  ConstantOfShape's input "All values must be >= 0" (ONNX spec, ConstantOfShape 9 to 25);
 * static shapes: an output whose inferred shape keeps a dimension open, empty or negative (a size
   computed at run time; a pooling window larger than its input) has no shape to simulate or build;
 * tensor size: no tensor a layer reads or writes may be larger than the memory of the largest
@@ -42,7 +53,7 @@ import onnx
 from placetune.errors import ModelError
 from placetune.model.layer import Layer, TensorInfo
 
-__all__ = ["MAX_TENSOR_BYTES", "refuse_unrunnable"]
+__all__ = ["MAX_TENSOR_BYTES", "refuse_forbidden_operands", "refuse_unrunnable"]
 
 #: the memory of the largest Jetson module placetune has a profile for (AGX Orin 64GB, AGX Xavier 64GB)
 MAX_TENSOR_BYTES = 64 * 10**9
@@ -152,6 +163,55 @@ def _gather(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) 
                          f"to {s - 1} there (an index out of bounds is an error)")
 
 
+def _lrn(node: onnx.NodeProto, layer: Layer) -> None:
+    size = layer.attrs.get("size")
+    if not isinstance(size, int) or size < 1:
+        raise ModelError(f"{_where(node, layer)}: attribute size={str(size)[:40]}; ONNX's LRN takes size, \"The "
+                         "number of channels to sum over\", of at least 1 (its formula divides alpha by size)")
+
+
+def _conv_transpose_padding(node: onnx.NodeProto, layer: Layer) -> None:
+    padding = layer.attrs.get("output_padding")
+    if not isinstance(padding, list) or not padding:
+        return
+    strides = layer.attrs.get("strides") or [1] * len(padding)
+    dilations = layer.attrs.get("dilations") or [1] * len(padding)
+    for axis, (p, s, d) in enumerate(zip(padding, strides, dilations)):
+        if isinstance(p, int) and isinstance(s, int) and isinstance(d, int) and p >= max(s, d):
+            raise ModelError(f"{_where(node, layer)}: attribute output_padding={padding[:8]} with strides="
+                             f"{strides[:8]} and dilations={dilations[:8]} ({p} on spatial axis {axis}); ONNX's "
+                             "ConvTranspose says \"Each padding value in \"output_padding\" must be less than the "
+                             "corresponding stride/dilation dimension\"")
+
+
+def refuse_forbidden_operands(node: onnx.NodeProto, inputs: Sequence[str], values: dict[str, np.ndarray]) -> None:
+    """Refuse a Range or ConstantOfShape node whose constant operands the ONNX spec forbids (see the module),
+    before folding evaluates it.
+
+    Args:
+        node: the ONNX node.
+        inputs: its input names (after aliasing).
+        values: the known values of constant tensors.
+
+    Raises:
+        ModelError: one line naming the node, the input and what is allowed.
+    """
+    if node.domain not in ("", "ai.onnx"):
+        return
+    where = f"node {(node.name or node.output[0] if node.output else node.name)[:80]!r} ({node.op_type})"
+    if node.op_type == "Range" and len(inputs) > 2 and inputs[2] in values:
+        delta = np.asarray(values[inputs[2]]).ravel()
+        if delta.size == 1 and delta[0] == 0:
+            raise ModelError(f"{where}: input 'delta' {inputs[2][:80]!r} = {delta[0]}; ONNX's Range makes "
+                             "\"number_of_elements = max( ceil( (limit - start) / delta ) , 0 )\", so delta must "
+                             "not be 0")
+    elif node.op_type == "ConstantOfShape" and inputs and inputs[0] in values:
+        shape = np.asarray(values[inputs[0]]).ravel()
+        if np.issubdtype(shape.dtype, np.integer) and (shape < 0).any():
+            raise ModelError(f"{where}: input 'input' {inputs[0][:80]!r} = {shape[:8].tolist()}; ONNX's "
+                             "ConstantOfShape takes a shape whose \"values must be >= 0\"")
+
+
 def _volume(node: onnx.NodeProto, layer: Layer) -> None:
     for kind, t in [("output", t) for t in layer.outputs] + [("input", t) for t in layer.inputs]:
         if t.nbytes <= MAX_TENSOR_BYTES:
@@ -192,4 +252,8 @@ def refuse_unrunnable(nodes: Sequence[onnx.NodeProto], layers: Sequence[Layer],
                 _upsample(node, layer, tensors)
             elif node.op_type == "Gather" and len(node.input) > 1:
                 _gather(node, layer, tensors)
+            elif node.op_type == "LRN":
+                _lrn(node, layer)
+            if node.op_type == "ConvTranspose":
+                _conv_transpose_padding(node, layer)
         _volume(node, layer)

@@ -235,3 +235,23 @@ def check_texts(doc: dict[str, Any], where: str) -> None:
     for key in ("versions", "source", "baselines"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise ConfigError(f"{where}: \"{key}\" must be an object, found {type(doc[key]).__name__}")
+
+
+def check_baselines(baselines: Any, where: str) -> None:
+    """The figures of each baseline a summary and a headline print (``all-gpu``, ``all-dla0``...): an object
+    whose ``latency_ms`` and ``gains`` are objects of figures and whose throughput, energy, power, ``gain``
+    and ``speedup`` are figures, each a finite number of 0 or more or null (a hand-edited ``"gain": "fast"``
+    or ``"gain": -3`` was read and shown as the plan's gain)."""
+    if not isinstance(baselines, dict):
+        return  # (check_texts names a baselines that is not an object)
+    for label, fig in baselines.items():
+        name = f"baselines.{str(label)[:40]}"
+        if not isinstance(fig, dict):
+            raise ConfigError(f"{where}: {name} must be an object of figures, found {type(fig).__name__}")
+        for key in ("latency_ms", "gains"):
+            if fig.get(key) is not None and not (isinstance(fig[key], dict) and all(map(_figure, fig[key].values()))):
+                raise ConfigError(f"{where}: {name}.{key} must be an object of numbers (finite, 0 or more)")
+        for key in (*_FIGURES, "gain", "speedup"):
+            if not _figure(fig.get(key)):
+                raise ConfigError(f"{where}: {name}.{key} must be a finite number of 0 or more (or null), found "
+                                  f"{str(fig[key])[:40]!r}")

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError
-from placetune.plan.checks import check_engines, check_measured, check_numbers, check_platform, check_texts, one_line
+from placetune.plan.checks import (check_baselines, check_engines, check_measured, check_numbers, check_platform,
+                                   check_texts, one_line)
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch, loads_json
 from placetune.validate import dumps_json
@@ -349,6 +350,7 @@ class Plan:
         check_numbers(doc, model, where)
         check_measured(doc.get("measured"), where)
         check_texts(doc, where)
+        check_baselines(doc.get("baselines"), where)
         ranges = doc.get("int8_ranges")
         if ranges not in (None, *INT8_RANGES):
             raise ConfigError(f"{where}: \"int8_ranges\" must be one of {', '.join(INT8_RANGES)} (or null), "

@@ -24,16 +24,9 @@ from placetune.files.read import file_kind
 
 __all__ = ["URL_PARTS", "mask_url", "normalise_url", "url_secrets"]
 
-#: How a message names a PostgreSQL URL's parts. Never a second URL with ``user:password@``: the
-#: output's secret masking hides everything from a URL's password to the line's last ``@``, so an example
-#: URL after the user's would swallow the user's URL and the hint (``'foo://u:***@host/dbname``).
+#: How a message names a PostgreSQL URL's parts (in words: an example URL with a made-up password
+#: would read as a secret).
 URL_PARTS = "its user, password, host, port and database name written as in docs/fleet.md"
-
-#: ``scheme://user:`` then everything up to the *last* ``@``: SQLAlchemy accepts passwords with
-#: ``/``, ``@``, ``#``, ``?``, ``:`` and spaces, raw or percent-encoded, so the password's end is
-#: the last ``@`` (masking a little too much is safe; a leaked password is not).
-_PASSWORD_IN_URL = re.compile(r"(?P<head>://[^/@:?#\s]*:)(?P<pw>.*)(?P<at>@)", re.DOTALL)
-
 
 def mask_url(url: str | URL | os.PathLike[str] | None) -> str:
     """A database URL safe to print: every password and secret (netloc, query, ODBC string) becomes ``***``.
@@ -52,7 +45,6 @@ def mask_url(url: str | URL | os.PathLike[str] | None) -> str:
         text = url.render_as_string(hide_password=True)
     else:
         text = os.fspath(url) if isinstance(url, os.PathLike) else str(url)
-    text = _PASSWORD_IN_URL.sub(lambda m: m["head"] + "***" + m["at"], text)
     return mask_secrets(text)
 
 

@@ -445,9 +445,9 @@ class Evaluator:
         other workers wait for its measurements.
 
         Raises:
-            ValueError: ``trials`` < 1 or ``seconds`` < 0.
+            ConfigError: ``trials`` not an integer >= 1 or ``seconds`` not a finite number >= 0.
         """
-        self.trial_log.batch(1 if self.claims is not None else trials, seconds)
+        self.trial_log.batch(trials, seconds, at_once=self.claims is not None)
 
     def flush(self) -> None:
         """Write the evaluations waiting in a batch now (nothing to do when none waits).

@@ -74,6 +74,10 @@ __all__ = ["TuneConfig", "load_study_file", "parse_duration", "DEFAULT_MODEL"]
 
 #: The longest timeout (seconds, about 31 years): a bigger integer overflowed a float.
 MAX_TIMEOUT_S = 1e9
+#: The shortest timeout (seconds): the format's unit (``90s``); a shorter one (``1e-300``) stops a run
+#: before its first evaluation.
+MIN_TIMEOUT_S = 1.0
+_TIMEOUT_RANGE = f"positive and at most {MAX_TIMEOUT_S:g} s, at least {MIN_TIMEOUT_S:g} s (e.g. 8h, 30m, 90s)"
 
 #: The embedded default of ``placetune tune`` with no argument.
 DEFAULT_MODEL = "resnet50"
@@ -90,8 +94,8 @@ def parse_duration(text: str | int | float | None) -> float | None:
     if isinstance(text, bool):
         raise ConfigError(f"timeout must be a duration (e.g. 8h, 30m, 90s) or seconds, got {text!r}")
     if isinstance(text, (int, float)):
-        if not 0 < text <= MAX_TIMEOUT_S:
-            raise ConfigError(f"timeout must be positive and at most {MAX_TIMEOUT_S:g} s, got {str(text)[:40]}")
+        if not MIN_TIMEOUT_S <= text <= MAX_TIMEOUT_S:
+            raise ConfigError(f"timeout must be {_TIMEOUT_RANGE}, got {str(text)[:40]}")
         return float(text)
     s = str(text).strip().lower()
     try:
@@ -101,8 +105,8 @@ def parse_duration(text: str | int | float | None) -> float | None:
         if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
             raise ConfigError(f"bad duration {text!r}: use e.g. 8h, 30m, 90s or 1h30m") from None
         value = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
-    if not 0 < value <= MAX_TIMEOUT_S:
-        raise ConfigError(f"timeout must be positive and at most {MAX_TIMEOUT_S:g} s, got {str(text)[:40]!r}")
+    if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
+        raise ConfigError(f"timeout must be {_TIMEOUT_RANGE}, got {str(text)[:40]!r}")
     return value
 
 
@@ -148,8 +152,8 @@ class TuneConfig:
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or not 1 <= self.trials <= MAX_TRIALS:
             raise ConfigError(f"trials must be an integer from 1 to {MAX_TRIALS:,}, got {str(self.trials)[:40]!r}")
         if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
-                                         or not 0 < self.timeout < float("inf")):
-            raise ConfigError(f"timeout must be a positive duration (e.g. 8h, 30m, 90s), got {str(self.timeout)[:40]!r}")
+                                         or not MIN_TIMEOUT_S <= self.timeout <= MAX_TIMEOUT_S):
+            raise ConfigError(f"timeout must be {_TIMEOUT_RANGE}, got {str(self.timeout)[:40]!r}")
         if not isinstance(self.stop_when_converged, bool):
             raise ConfigError(f"stop_when_converged must be true or false, got {str(self.stop_when_converged)[:40]!r}")
         if not isinstance(self.stop_when_settled, bool):

@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
+import numbers
 import time
 import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
+from placetune.errors import ConfigError
 from placetune.store.batch import PendingMeasurement, PendingRequest
 
 if TYPE_CHECKING:
@@ -110,15 +113,20 @@ class TrialLog:
         """True when evaluations wait to be written together."""
         return self.batch_trials > 1
 
-    def batch(self, trials: int = DEFAULT_BATCH_TRIALS, seconds: float = DEFAULT_BATCH_SECONDS) -> None:
+    def batch(self, trials: int = DEFAULT_BATCH_TRIALS, seconds: float = DEFAULT_BATCH_SECONDS,
+              at_once: bool = False) -> None:
         """Write evaluations in batches of ``trials``, none waiting more than ``seconds``
-        (checked at each new evaluation); ``trials=1`` writes each at once again.
+        (checked at each new evaluation); ``trials=1`` writes each at once again, and so does
+        ``at_once`` (a fleet worker), once ``trials`` and ``seconds`` are checked.
 
         Raises:
-            ValueError: ``trials`` < 1 or ``seconds`` < 0.
+            ConfigError: ``trials`` not an integer >= 1 or ``seconds`` not a finite number >= 0.
         """
-        if isinstance(trials, bool) or int(trials) < 1 or not float(seconds) >= 0:
-            raise ValueError(f"a batch is at least 1 trial and 0 seconds, not {trials!r} trials, {seconds!r} s")
+        if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
+            raise ConfigError(f"write_in_batches: trials must be an integer >= 1, got {str(trials)[:40]!r}")
+        if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not 0 <= seconds < math.inf:
+            raise ConfigError(f"write_in_batches: seconds must be a finite number >= 0, got {str(seconds)[:40]!r}")
+        trials = 1 if at_once else trials
         self.flush()
         self.batch_trials, self.batch_seconds = int(trials), float(seconds)
         if self.batched and not self._atexit:  # an evaluator nobody closed: written at interpreter exit
