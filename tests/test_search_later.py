@@ -163,8 +163,9 @@ def test_a_noisy_settled_study_resumed_starts_from_all_its_measurements(tmp_path
         built.append([x for x in out.splitlines() if x.startswith("trial=")])
     # the counts follow the simulator's fitted constants: 25, 6, 0 before the refit on the current
     # model, 47, 17, 0 after it (resnet18 INT8 at batch 2 then has more plans within 2 % noise), 53,
-    # 25, 0 after the refit that fitted the DLA cores' contention sensitivity
-    assert len(built[0]) == 53
-    assert 0 < len(built[1]) <= 25 < len(built[0])
+    # 25, 0 after the refit that fitted the DLA cores' contention sensitivity; 31, 2, 0 once a leader
+    # is rebuilt only while it may still beat the best by over 1 % (search.later)
+    assert len(built[0]) == 31
+    assert 0 < len(built[1]) < len(built[0])
     assert all("remeasured_builds=" in x and "predicted_" not in x for x in built[1])  # leaders built again only
     assert built[2] == [] and "already settled" in out
