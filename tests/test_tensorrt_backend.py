@@ -184,6 +184,10 @@ def test_faults_never_stop_the_study(gn, tmp_path):
     assert "Failure to submit program to DLA engine" in none.reason
     assert any("Error Code 2" in e for e in none.extra["build_errors"])
     assert "execute_async_v3" in runtime.reason and runtime.realized["/cnn/cnn.2/Relu"] == "DLA0"
+    # the run's cuDLA error is the run's: not a build error of the engine, still a DLA failure
+    assert not [e for e in runtime.extra["build_errors"] if "cudlaUtils" in e]
+    assert [e for e in runtime.extra["runtime_errors"] if "cudlaUtils" in e]
+    assert runtime.extra["failure_class"] == "dla" and "Failed to submit program" in runtime.reason
     # a healthy worker is reused; a crashed / timed-out one is replaced
     assert pids[0] is not None and pids[1] is None and pids[2] not in (None, pids[0])
     assert pids[4] == pids[5] == pids[6] and pids[4] != pids[2]

@@ -206,6 +206,24 @@ def test_build_none_and_exec_failure(seed_block_onnx):
     assert failed["status"] == "runtime_failed" and "execute_async_v3 returned False" in failed["error"]
 
 
+def test_runtime_messages_are_the_runs_not_the_builds(seed_block_onnx):
+    """One process-wide logger serves the build and the run: what TensorRT says while the engine
+    is deserialised and executed (here cuDLA refusing the program) goes to ``runtime_log``, never
+    into the build log that the build warnings/errors and the realised placement are read from."""
+    client = WorkerClient(sys.executable, fake_env("10.3.0", EXEC_FAIL_ON="/conv3/Conv"))
+    try:
+        failed = client.request(_job(seed_block_onnx, dla_layers=["/conv3/Conv"]), timeout_s=60).result
+        ok = client.request(_job(seed_block_onnx), timeout_s=60).result
+    finally:
+        client.close()
+    assert failed["status"] == "runtime_failed"
+    assert not [m for _, m in failed["log"] if "cudlaUtils" in m]
+    assert [s for s, m in failed["runtime_log"] if "cudlaUtils" in m] == ["ERROR"]
+    assert "Failed to submit program to DLA engine" in failed["error"]  # the reply says why it failed
+    # the next job's build log starts clean too
+    assert ok["status"] == "ok" and not [m for _, m in ok["log"] + ok["runtime_log"] if "cudlaUtils" in m]
+
+
 def test_without_tensorrt_the_worker_says_so(seed_block_onnx):
     env = {"PYTHONPATH": ""}
     client = WorkerClient(sys.executable, env)

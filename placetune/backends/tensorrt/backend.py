@@ -530,9 +530,13 @@ class TensorRTBackend(JetsonBackend):
             extra["notes"] = ["the build log has no DLA/GPU placement sections: realised placement " + (
                 f"from the {known.source} only" if known.known else "UNKNOWN")]
         loadables = {target: known.loadables} if core >= 0 and known.loadables is not None else {}
+        # deserialising and running the engine log apart from its build (the worker's "runtime_log")
+        runtime = [str(m) for s, m in res.get("runtime_log") or [] if s in ("ERROR", "INTERNAL_ERROR")]
+        if runtime:
+            extra["runtime_errors"] = runtime[:20]
         if status != "ok":
-            detail = res.get("error") or "; ".join(blog.errors[:3]) or "execution failed"
-            if dla_failure(blog.errors + [str(res.get("error") or "")]):
+            detail = res.get("error") or "; ".join((runtime or blog.errors)[:3]) or "execution failed"
+            if dla_failure(runtime + blog.errors + [str(res.get("error") or "")]):
                 extra["failure_class"] = "dla"
                 detail = f"the DLA failed ({detail})"
             return Measurement.failure("runtime_failed", f"TensorRT execution failed: {detail}", realized=realized,

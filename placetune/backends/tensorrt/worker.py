@@ -25,7 +25,8 @@ each job line it writes exactly one result line. Jobs:
   "timing_cache": path or null, "calibration_cache": path or null, "memory_pools": {POOL: bytes},
   "iterations": N, "min_timed_s": s (time at least this long: power sampling), "warmup_ms": ms,
   "profile_iterations": N, "inspector": bool, "save_plan": path or null}``
-  -> ``{"status": "ok"|"build_failed"|"runtime_failed", "log": [[severity, text], ...],
+  -> ``{"status": "ok"|"build_failed"|"runtime_failed", "log": [[severity, text], ...] (the build's
+  messages only), "runtime_log": [[severity, text], ...] (deserialising and running the engine),
   "network_layers": [[name, onnx name or null, type, dla requested, can run on DLA], ...],
   "latency_samples_ms": [...], "throughput_ms_per_inference": x, "timed_window": [start, end] of the timed
   loop in time.monotonic() seconds, "layer_profile": [[engine layer, ms], ...],

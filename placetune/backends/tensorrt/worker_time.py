@@ -138,7 +138,8 @@ def time_engine(trt, plan, job, logger):
     engine = runtime.deserialize_cuda_engine(plan)
     if engine is None:
         out["status"] = "runtime_failed"
-        out["error"] = "deserialize_cuda_engine returned None"
+        errs = [m for s, m in logger.lines if s in ("ERROR", "INTERNAL_ERROR")]
+        out["error"] = "deserialize_cuda_engine returned None" + ((": " + "; ".join(errs[-3:])) if errs else "")
         return out
     context = engine.create_execution_context()
     shapes = job.get("input_shapes") or {}
@@ -169,7 +170,8 @@ def time_engine(trt, plan, job, logger):
 
         def run():
             if not context.execute_async_v3(stream.handle):
-                raise RuntimeError("execute_async_v3 returned False")
+                errs = [m for s, m in logger.lines if s in ("ERROR", "INTERNAL_ERROR")]
+                raise RuntimeError("execute_async_v3 returned False" + ((": " + "; ".join(errs[-3:])) if errs else ""))
 
         warm_s = float(job.get("warmup_ms", 200.0)) / 1000.0
         t0 = time.perf_counter()
@@ -237,6 +239,9 @@ def measure(job):
             result["plan_file"] = job["save_plan"]
         except OSError as exc:  # a full disk must not fail the measurement
             result["plan_file_error"] = "%s: %s" % (type(exc).__name__, exc)
+    # the runtime's messages (deserialize, execute, profile) are the run's, not the build's: a new list
+    logger = make_logger(trt, bool(job.get("verbose_log")))
+    result["runtime_log"] = logger.lines
     try:
         result.update(time_engine(trt, plan, job, logger))
     except Exception as exc:
