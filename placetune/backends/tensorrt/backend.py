@@ -534,6 +534,8 @@ class TensorRTBackend(JetsonBackend):
         runtime = [str(m) for s, m in res.get("runtime_log") or [] if s in ("ERROR", "INTERNAL_ERROR")]
         if runtime:
             extra["runtime_errors"] = runtime[:20]
+        if warned := [str(m) for s, m in res.get("runtime_log") or [] if s == "WARNING"]:
+            extra["runtime_warnings"] = warned[:20]
         if status != "ok":
             detail = res.get("error") or "; ".join((runtime or blog.errors)[:3]) or "execution failed"
             if dla_failure(runtime + blog.errors + [str(res.get("error") or "")]):

@@ -58,7 +58,12 @@ Fault injection (environment variables, value = a layer name that is set to DLA,
 ``PLACETUNE_FAKE_TRT_HANG_ON`` (building sleeps for an hour),
 ``PLACETUNE_FAKE_TRT_BUILD_NONE_ON`` (``build_serialized_network`` logs errors, returns None),
 ``PLACETUNE_FAKE_TRT_EXEC_FAIL_ON`` (``execute_async_v3`` returns False),
-``PLACETUNE_FAKE_TRT_DLA_UNSUPPORTED_ON`` (``can_run_on_DLA`` is False: the layer falls back);
+``PLACETUNE_FAKE_TRT_DLA_UNSUPPORTED_ON`` (``can_run_on_DLA`` is False: the layer falls back),
+``PLACETUNE_FAKE_TRT_PLAN_MODEL_WARN_ON`` (``deserialize_cuda_engine`` logs TensorRT's WARNING "Using an
+engine plan file across different models of devices is not recommended and is likely to affect
+performance or even cause errors.", as public TensorRT 10.3 runs on Orin show it when an engine
+is deserialised, after "Loaded engine size", also for an engine built on the same board; a
+runtime message, not the build's);
 ``PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG`` (set: the build log has no ``Layers Running on DLA/GPU``
 sections, as a log that keeps only what TensorRT prints at INFO when it prints them at VERBOSE);
 ``PLACETUNE_FAKE_TRT_NO_COMPUTE`` (set: outputs are zero bytes, no onnx evaluation: for an
@@ -1627,6 +1632,9 @@ class Runtime:
                 self._log.error("4: [runtime.cpp::deserializeCudaEngine::76] Error Code 4: Internal Error "
                                 "(Engine deserialization failed.)")
                 return None
+        if _fault("PLAN_MODEL_WARN", set(plan.get("dla_requested") or [])):
+            self._log.warn("Using an engine plan file across different models of devices is not recommended and "
+                           "is likely to affect performance or even cause errors.")
         core = -1
         if plan["dla_core"] >= 0:
             core = self.DLA_core if 0 <= self.DLA_core < self.num_DLA_cores else 0
