@@ -387,9 +387,11 @@ def test_strongly_typed_11x(tmp_path, gn):
     assert "--noCudaGraph" in m.extra["commands"]["time"]  # 11.x captures a CUDA graph by default; the worker not
     assert any(a.startswith("--onnx=") and a.endswith("-fp16.onnx") for a in build)  # converted to float16
     assert m.realized["/cnn/cnn.0/Conv"] == "DLA0" and m.realized["/linear/Gemm"] == "GPU"
-    ev8 = _ev(gn, be, tmp_path, trt_version="11.4.1", precision="int8")
-    m = ev8.evaluate(Placement.all_dla(ev8.model))
-    assert m.status == "infeasible" and "Q/DQ" in m.reason
+    from placetune import ConfigError
+
+    with pytest.raises(ConfigError) as e:  # INT8 without Q/DQ: refused before a study is stored, nothing measured
+        _ev(gn, be, tmp_path, trt_version="11.4.1", precision="int8")
+    assert "Q/DQ" in str(e.value) and "strongly typed" in str(e.value)
 
 
 # =========================================================================================

@@ -511,7 +511,7 @@ class TensorRTBackend(JetsonBackend):
             return Measurement.failure("build_failed", f"TensorRT build failed: {detail}", realized=None,
                                        build_seconds=build_s, extra=extra, **base)
         # the realised placement: the build log, cross-checked with the engine's own layer information
-        loc = locate(blog, model.names, network or None)
+        loc = locate(blog, model.names, network or None, [n for n, d in predicted.items() if d == "GPU"])
         target = f"DLA{core}" if core >= 0 else "GPU"
         known = decide(predicted, core, blog, loc, model.names, network or None, inspector_layers(res.get("inspector")))
         realized = known.realized

@@ -39,7 +39,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, unregistered_end
@@ -448,6 +448,12 @@ class NameResolver:
             return self.order[min(i, j): max(i, j) + 1]
         return split_engine_name(engine_name, self.known, self.longest)
 
+    def is_range(self, engine_name: str) -> bool:
+        """Whether ``engine_name`` is a DLA loadable named by its first and last layers
+        (``{ForeignNode[A...B]}``), read as every network layer between them in network order."""
+        fm = _FOREIGN.search(engine_name)
+        return bool(fm) and _foreign_range(fm.group("body"), self.index) is not None
+
     def model_layers(self, engine_name: str) -> list[str]:
         """Model layers inside an engine layer name (in model order, no repeats)."""
         members = self.network_layers(engine_name) or []
@@ -472,6 +478,7 @@ def locate(
     log: BuildLog,
     model_names: Sequence[str],
     network: Sequence[tuple[str, str | None]] | None = None,
+    gpu_asked: Collection[str] = (),
 ) -> LogPlacement:
     """Map a parsed build log onto a model's layers.
 
@@ -480,6 +487,11 @@ def locate(
         model_names: the model's layer names in topological order (ONNX node names).
         network: ``(layer name, ONNX node name or None)`` of the TensorRT network, in order
             (see :class:`NameResolver`).
+        gpu_asked: model layers the placement asked on the GPU. A DLA loadable named by its ends
+            (``{ForeignNode[A...B]}``) is read as the network layers between them in network order;
+            a layer asked on the GPU that lies between (a parallel branch) is not in it: TensorRT
+            puts into a DLA loadable only layers whose device type is the DLA
+            (``IBuilderConfig.set_device_type``), so it is left out of the range.
 
     Returns:
         A :class:`LogPlacement`. A model layer takes the device of the network layer named
@@ -493,8 +505,11 @@ def locate(
         for m in names.model_names:
             res.devices[m] = "GPU"
             res.fallback[m] = log.all_gpu
+    asked_gpu = set(gpu_asked)
     for entry in log.dla_nodes:
         members = names.network_layers(entry) or []
+        if asked_gpu and names.is_range(entry):  # a layer asked on the GPU is never in a DLA loadable
+            members = [n for n in members if not (n in asked_gpu and names.model_layer(n) == n)]
         if not members:
             res.unmapped.append(entry)
         for n in members:

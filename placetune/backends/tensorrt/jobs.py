@@ -198,7 +198,7 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     dla = [n for n in layers if predicted[n] != "GPU"]
     if not dla or device == "GPU":
         return 0, []
-    loc = locate(blog, list(layers), network or None)
+    loc = locate(blog, list(layers), network or None, [n for n in layers if predicted[n] == "GPU"])
     ins = inspector_layers(info.get("inspector"))
     if not blog.reports_placement and ins is None:
         notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "

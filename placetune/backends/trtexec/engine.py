@@ -459,7 +459,7 @@ def realised(eng: Engine, r: "Realisation") -> Realised:
     model = r.realized.model
     predicted = r.realized.as_dict()
     blog = eng.blog or BuildLog()
-    loc = locate(blog, model.names, eng.network)
+    loc = locate(blog, model.names, eng.network, [n for n, d in predicted.items() if d == "GPU"])
     extra: dict[str, Any] = {}
     eng.predicted = dict(predicted)
     known = decide(predicted, eng.core, blog, loc, model.names, eng.network)
@@ -489,8 +489,9 @@ def cross_check(eng: Engine, model: "Model", layers: list[dict[str, Any]], kw: d
     """The build log's placement cross-checked with ``--exportLayerInfo``'s layers: ``kw``'s realised
     placement, loadables and ``extra`` (``placement_known``...) follow :func:`decide`."""
     assert eng.blog is not None and eng.predicted is not None
-    known = decide(eng.predicted, eng.core, eng.blog, locate(eng.blog, model.names, eng.network), model.names,
-                   eng.network, layers)
+    gpu_asked = [n for n, d in eng.predicted.items() if d == "GPU"]
+    loc = locate(eng.blog, model.names, eng.network, gpu_asked)
+    known = decide(eng.predicted, eng.core, eng.blog, loc, model.names, eng.network, layers)
     extra = kw["extra"]
     for key in ("placement_unknown",):
         extra.pop(key, None)
