@@ -6,7 +6,7 @@ output is still compared element by element (through a Gather, a Concat).
 EfficientNMS_ONNX_TRT's output as NVIDIA/TensorRT release/10.3 plugin/efficientNMSPlugin writes it:
 rows (batch, class, box) in the order its threads finish (efficientNMSInference.cu:148-156), the rows
 after the last one written a copy of it (PadONNXResult, :158-175), all -1 when none was kept (:637-640);
-score_activation: raw scores thresholded at logit(score_threshold) (:535-541), sigmoid(score) written
+score_activation: raw scores thresholded at logit(score_threshold) (:535-545), sigmoid(score) written
 (:124-126). Checked against those sources and the doubles; no real engine output is in the corpus.
 """
 
@@ -171,3 +171,61 @@ def test_score_activation_scores_and_threshold_are_on_one_scale(monkeypatch):
     far = dict(zip("nbsc", efficient_nms(boxes, raw - np.float32([[[0], [0.004], [0.004]]]) - np.float32(
         [[[0], [2.5], [0]]]), **kw)))  # the 0.73 detection lost: not borderline
     assert not worker.compare_frames(np, [far], [want], 0.02, [group])["passed"]
+
+
+def _measure(path, tmp_path, sub):
+    from placetune import Evaluator, Placement
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+    from tests.fakes import fake_env
+
+    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / sub, warmup_ms=1, profile_iterations=0)
+    ev = Evaluator(str(path), "orin-agx", backend=be, store=tmp_path / f"{sub}.db", iterations=3, mode="pipeline",
+                   precision="fp16", trt_version="10.3", frames_in_flight=2)
+    try:
+        return ev.evaluate(Placement(ev.model, {"/head/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+
+
+def _after_nms(path, op):
+    """The small detector of test_trt_gate_nms with ``op`` after its NMS: a Cast of the classes to float
+    (rows kept), or a Gather of every box coordinate (the same values, but through a Gather)."""
+    import onnx
+
+    proto = onnx.load(str(path))
+    nms = next(n for n in proto.graph.node if n.op_type == "EfficientNMS_TRT")
+    which = 3 if op == "Cast" else 1
+    final = nms.output[which]
+    nms.output[which] = final + "_raw"
+    raw = onnx.ValueInfoProto()
+    raw.CopyFrom(proto.graph.output[which])
+    raw.name = final + "_raw"
+    proto.graph.value_info.append(raw)  # the plugin's output shape, as its exports declare it
+    if op == "Cast":
+        proto.graph.node.append(helper.make_node("Cast", [final + "_raw"], [final], name="/post/Cast",
+                                                 to=TensorProto.FLOAT))
+        proto.graph.output[3].type.tensor_type.elem_type = TensorProto.FLOAT
+    else:
+        proto.graph.initializer.append(helper.make_tensor("/post/all", TensorProto.INT64, [4], [0, 1, 2, 3]))
+        proto.graph.node.append(helper.make_node("Gather", [final + "_raw", "/post/all"], [final], name="/post/Gather",
+                                                 axis=2))
+    onnx.save(proto, str(path))
+    return path
+
+
+def test_a_detector_whose_nms_classes_are_cast_passes_and_one_through_a_gather_says_why_it_failed(tmp_path):
+    """End to end against the doubles: the head on DLA0 (FP16 cut tensor) reorders the NMS's sorted
+    detections; with the classes cast to float on the way out the gate still compares them as a set
+    and passes (before: element by element, rejected); through a Gather they are compared element by
+    element, rejected, and the reason says so."""
+    from tests.test_trt_gate_nms import _small_detector
+
+    cast = _measure(_after_nms(_small_detector(tmp_path / "cast.onnx"), "Cast"), tmp_path, "cast")
+    assert cast.status == "ok", cast.reason
+    row = cast.extra["gate"]["outputs"]["nms:/nms/EfficientNMS_TRT"]
+    assert row["passed"] and row["matched"] == row["reference_detections"] > 10, row
+    gather = _measure(_after_nms(_small_detector(tmp_path / "gather.onnx"), "Gather"), tmp_path, "gather")
+    assert gather.status == "runtime_failed", gather.reason
+    assert gather.reason.endswith("; compared element by element: EfficientNMS_TRT '/nms/EfficientNMS_TRT' outputs "
+                                  "through Gather '/post/Gather'"), gather.reason

@@ -10,8 +10,8 @@ on random input are compared with one all-GPU engine of the whole model (the **g
 tolerance per precision: :data:`~placetune.backends.tensorrt.backend.GATE_TOLERANCE`); a mismatch
 is ``runtime_failed`` with the numbers. INT8 without a calibration cache is compared with the
 unsplit engine instead (the same placement in one engine, the same placeholder ranges), so the
-default INT8 study is checked too. The outputs of an NMS plugin that are network outputs
-(:func:`nms_outputs`) are compared as a set of detections (``worker_nms``). Reported like the simulator's pipeline mode:
+default INT8 study is checked too. The outputs of an NMS plugin that reach the network outputs
+(:mod:`~placetune.backends.tensorrt.nms_graph`) are compared as a set of detections (``worker_nms``). Reported like the simulator's pipeline mode:
 single-frame latency samples, throughput from the period with K frames in flight
 (``extra["period_ms"]``), ``segment_times_ms`` (each engine's interval in one frame),
 ``timeline`` (every engine run of a few frames, from CUDA events), plus

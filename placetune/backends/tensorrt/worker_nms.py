@@ -13,7 +13,7 @@ score is near the threshold or whose overlap is near the IoU threshold: element-
 large error although the detections agree. The gate therefore matches detections one to one (same
 class, IoU >= :data:`IOU_MATCH`, scores within the tolerance) and fails on any detection left
 unmatched unless it is such a borderline one. With ``score_activation`` EfficientNMS_TRT thresholds
-the raw scores at logit(``score_threshold``) (efficientNMSInference.cu:535-541) and writes
+the raw scores at logit(``score_threshold``) (efficientNMSInference.cu:535-545) and writes
 sigmoid(score) (:124-126): its output scores and ``score_threshold`` are on one scale, compared as
 they are. EfficientNMS_ONNX_TRT's selected indices are compared as a set of (batch, class, box)
 rows (:func:`compare_nms_indices`).
