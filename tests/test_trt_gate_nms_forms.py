@@ -229,3 +229,4 @@ def test_a_detector_whose_nms_classes_are_cast_passes_and_one_through_a_gather_s
     assert gather.status == "runtime_failed", gather.reason
     assert gather.reason.endswith("; compared element by element: EfficientNMS_TRT '/nms/EfficientNMS_TRT' outputs "
                                   "through Gather '/post/Gather'"), gather.reason
+    assert any(n.startswith("the correctness gate compared element by element") for n in gather.extra["notes"])
