@@ -230,3 +230,31 @@ def test_a_detector_whose_nms_classes_are_cast_passes_and_one_through_a_gather_s
     assert gather.reason.endswith("; compared element by element: EfficientNMS_TRT '/nms/EfficientNMS_TRT' outputs "
                                   "through Gather '/post/Gather'"), gather.reason
     assert any(n.startswith("the correctness gate compared element by element") for n in gather.extra["notes"])
+
+
+def test_a_detector_ending_in_efficient_nms_onnx_passes_the_gate_as_a_set_of_indices(tmp_path, monkeypatch):
+    """End to end against the doubles (their EfficientNMS_ONNX_TRT kernel writes the selected rows
+    highest score first): the head on DLA0 reorders them; as a set they agree (before: element by
+    element, rejected)."""
+    import onnx
+
+    import placetune.backends.tensorrt.pipeline as pipeline
+    from tests.test_trt_gate_nms import _small_detector
+
+    path = _small_detector(tmp_path / "onnx_nms.onnx")
+    proto = onnx.load(str(path))
+    nms = next(n for n in proto.graph.node if n.op_type == "EfficientNMS_TRT")
+    nms.CopyFrom(helper.make_node("EfficientNMS_ONNX_TRT", list(nms.input), ["selected"], name="/nms/ONNX",
+                                  score_threshold=0.25, iou_threshold=0.45, max_output_boxes_per_class=100,
+                                  center_point_box=1))
+    del proto.graph.output[:]
+    proto.graph.output.append(helper.make_tensor_value_info("selected", TensorProto.INT32, [100, 3]))
+    onnx.save(proto, str(path))
+    m = _measure(path, tmp_path, "sets")
+    assert m.status == "ok", m.reason
+    row = m.extra["gate"]["outputs"]["nms:/nms/ONNX"]
+    assert row["metric"] == "nms_indices" and row["passed"] and row["matched"] == row["reference_detections"] > 10
+    assert any("selected indices of EfficientNMS_ONNX_TRT '/nms/ONNX' as a set" in n for n in m.extra["notes"])
+    monkeypatch.setattr(pipeline, "nms_outputs", lambda graph: [])  # the gate as it was: element by element
+    before = _measure(path, tmp_path, "elements")
+    assert before.status == "runtime_failed" and "pipeline outputs differ" in before.reason, before.reason
