@@ -10,8 +10,8 @@ on random input are compared with one all-GPU engine of the whole model (the **g
 tolerance per precision: :data:`~placetune.backends.tensorrt.backend.GATE_TOLERANCE`); a mismatch
 is ``runtime_failed`` with the numbers. INT8 without a calibration cache is compared with the
 unsplit engine instead (the same placement in one engine, the same placeholder ranges), so the
-default INT8 study is checked too. The outputs of an NMS plugin that are network outputs
-(:func:`nms_outputs`) are compared as a set of detections (``worker_nms``). Reported like the simulator's pipeline mode:
+default INT8 study is checked too. The outputs of an NMS plugin that reach the network outputs
+(:mod:`~placetune.backends.tensorrt.nms_graph`) are compared as a set of detections (``worker_nms``). Reported like the simulator's pipeline mode:
 single-frame latency samples, throughput from the period with K frames in flight
 (``extra["period_ms"]``), ``segment_times_ms`` (each engine's interval in one frame),
 ``timeline`` (every engine run of a few frames, from CUDA events), plus
@@ -43,6 +43,7 @@ from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import TIMED, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, file_digest
 from placetune.backends.tensorrt.layer_profile import attribute_profile
+from placetune.backends.tensorrt.nms_graph import nms_elementwise, nms_outputs
 from placetune.backends.tensorrt.jobs import (
     JobContext,
     cache_counts,
@@ -71,33 +72,6 @@ log = logging.getLogger(__name__)
 
 _MAX_EVENTS = 2000
 _POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
-
-
-#: TensorRT NMS plugins that write num_detections, boxes, scores, classes (NVIDIA/TensorRT release/10.3
-#: plugin/efficientNMSPlugin/README.md:82-93, plugin/batchedNMSPlugin/README.md:39-49), with their
-#: attribute names for the score and IoU thresholds
-NMS_PLUGINS = {"EfficientNMS_TRT": ("score_threshold", "iou_threshold"),
-               "BatchedNMS_TRT": ("scoreThreshold", "iouThreshold"),
-               "BatchedNMSDynamic_TRT": ("scoreThreshold", "iouThreshold")}
-
-
-def nms_outputs(graph: "onnx.GraphProto") -> list[dict[str, Any]]:
-    """The NMS plugin nodes whose four outputs are all network outputs: their output names, thresholds
-    and ``class_agnostic``, for the gate to compare those outputs as a set of detections (an FP16 /
-    DLA difference in what NMS is fed reorders its sorted output or keeps a borderline box)."""
-    outputs = {o.name for o in graph.output}
-    groups = []
-    for node in graph.node:
-        if node.op_type not in NMS_PLUGINS or len(node.output) != 4 or not set(node.output) <= outputs:
-            continue
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        score, iou = NMS_PLUGINS[node.op_type]
-        groups.append({"node": node.name or node.output[0], "op": node.op_type,
-                       **dict(zip(("num_detections", "boxes", "scores", "classes"), node.output)),
-                       "score_threshold": float(attrs[score]) if score in attrs else None,
-                       "iou_threshold": float(attrs[iou]) if iou in attrs else None,
-                       "class_agnostic": bool(attrs.get("class_agnostic", 0))})
-    return groups
 
 
 def int8_ranges(source: "onnx.ModelProto") -> dict[str, float]:
@@ -225,7 +199,7 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
         "frames_in_flight": k, "iterations": ctx.iterations or settings.iterations, "warmup_ms": ctx.warmup_ms,
         "profile_iterations": ctx.profile_iterations, "timeline_frames": max(ctx.timeline_frames, 2 * k + 2),
         "gate": {"tolerance": ctx.gate_tolerance[settings.precision], "enforce": True, "reference": reference,
-                 "nms": nms_outputs(source.graph)},
+                 "nms": nms_outputs(source.graph), "nms_elementwise": nms_elementwise(source.graph)},
         "seed": settings.seed,
     }
     builds = sum(1 for h in cached_before if not h)
@@ -329,7 +303,17 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         extra["traceback"] = res["traceback"]
     if res.get("gate"):
         extra["gate"] = res["gate"]
-        sets = [row for row in (res["gate"].get("outputs") or {}).values() if row.get("metric") == "nms_detections"]
+        checked = list((res["gate"].get("outputs") or {}).values())
+        sets = [row for row in checked if row.get("metric") == "nms_detections"]
+        indices = [f"{row['op']} {row['node']!r}" for row in checked if row.get("metric") == "nms_indices"]
+        if indices:
+            notes.append("the correctness gate compared the selected indices of " + ", ".join(indices) +
+                         " as a set of (batch, class, box) rows, not element by element")
+        if res["gate"].get("nms_elementwise"):
+            notes.append("the correctness gate compared element by element (reordered or borderline detections "
+                         "fail it): " + "; ".join(res["gate"]["nms_elementwise"]))
+        if notes:
+            extra["notes"] = notes
         if sets:
             notes.append("the correctness gate compared the outputs of " + ", ".join(
                 f"{row['op']} {row['node']!r}" for row in sets) + " as a set of detections (one to one by class, "

@@ -12,7 +12,11 @@ DLA difference in what NMS is fed can swap two boxes of near-equal score, or kee
 score is near the threshold or whose overlap is near the IoU threshold: element-wise, that is a
 large error although the detections agree. The gate therefore matches detections one to one (same
 class, IoU >= :data:`IOU_MATCH`, scores within the tolerance) and fails on any detection left
-unmatched unless it is such a borderline one.
+unmatched unless it is such a borderline one. With ``score_activation`` EfficientNMS_TRT thresholds
+the raw scores at logit(``score_threshold``) (efficientNMSInference.cu:535-545) and writes
+sigmoid(score) (:124-126): its output scores and ``score_threshold`` are on one scale, compared as
+they are. EfficientNMS_ONNX_TRT's selected indices are compared as a set of (batch, class, box)
+rows (:func:`compare_nms_indices`).
 """
 
 try:  # Python 3.8 needs typing's generics
@@ -43,13 +47,22 @@ def _iou(np, a, b):
 def _detections(np, out, group, b):
     # type: (Any, Dict[str, Any], Dict[str, Any], int) -> Tuple[Any, Any, Any]
     """Image ``b``'s valid detections: the first ``num_detections[b]`` rows of boxes, scores, classes."""
-    boxes = np.asarray(out[group["boxes"]], dtype=np.float64)
-    k = boxes.shape[1]
-    n = int(np.asarray(out[group["num_detections"]]).reshape(boxes.shape[0], -1)[b, 0])
+    batch, k = _batch_k(np, out, group)
+    boxes = np.asarray(out[group["boxes"]], dtype=np.float64).reshape(batch, k, 4)
+    n = int(np.asarray(out[group["num_detections"]]).reshape(batch, -1)[b, 0])
     n = max(0, min(n, k))
-    scores = np.asarray(out[group["scores"]], dtype=np.float64).reshape(boxes.shape[0], k)[b, :n]
-    classes = np.asarray(out[group["classes"]], dtype=np.float64).reshape(boxes.shape[0], k)[b, :n]
+    scores = np.asarray(out[group["scores"]], dtype=np.float64).reshape(batch, k)[b, :n]
+    classes = np.asarray(out[group["classes"]], dtype=np.float64).reshape(batch, k)[b, :n]
     return boxes[b, :n].reshape(n, 4), scores, classes
+
+
+def _batch_k(np, out, group):
+    # type: (Any, Dict[str, Any], Dict[str, Any]) -> Tuple[int, int]
+    """The batch (one num_detections per image) and ``max_output_boxes``: from the sizes, so that
+    outputs reshaped on their way to the network outputs (num_detections [B], boxes [B, K * 4])
+    are read row by row as the plugin wrote them."""
+    batch = max(1, int(np.asarray(out[group["num_detections"]]).size))
+    return batch, int(np.asarray(out[group["scores"]]).size) // batch
 
 
 def compare_nms(np, got, want, group, tolerance):
@@ -74,7 +87,12 @@ def compare_nms(np, got, want, group, tolerance):
     thr = group.get("score_threshold")
     iou_thr = group.get("iou_threshold")
     agnostic = bool(group.get("class_agnostic"))
-    batch, k = np.asarray(want[group["boxes"]]).shape[:2]
+    batch, k = _batch_k(np, want, group)
+    if np.asarray(want[group["boxes"]]).size != batch * k * 4:
+        row.update(error="output %r: %d values, not 4 per detection" % (group["boxes"],
+                                                                        np.asarray(want[group["boxes"]]).size),
+                   passed=False)
+        return row
     matched = ref_n = got_n = 0
     worst_score, worst_iou = 0.0, 1.0
     bad = []  # type: List[str]
@@ -123,14 +141,48 @@ def compare_nms(np, got, want, group, tolerance):
     return row
 
 
+def _selected(np, out, name):
+    # type: (Any, Dict[str, Any], str) -> set
+    """EfficientNMS_ONNX_TRT's selected (batch, class, box) rows as a set: its threads write them in
+    the order they finish (an atomicAdd slot, efficientNMSInference.cu:148-156) and the rows after
+    the last one written repeat it (PadONNXResult, :158-175), all -1 when none was kept (:637-640)."""
+    rows = np.asarray(out[name]).reshape(-1, 3)
+    return set(tuple(int(v) for v in r) for r in rows if (r >= 0).all())
+
+
+def compare_nms_indices(np, got, want, group):
+    # type: (Any, Dict[str, Any], Dict[str, Any], Dict[str, Any]) -> Dict[str, Any]
+    """The gate's row for EfficientNMS_ONNX_TRT's selected indices: ``passed`` when the pipeline
+    selected the very same (batch, class, box) rows as the reference, in any order. The plugin
+    writes no scores, so a box kept on one side only because its score or overlap is near a
+    threshold cannot be told from a wrong one: it fails."""
+    name = group["indices"]
+    row = {"metric": "nms_indices", "node": group.get("node"), "op": group.get("op"),
+           "outputs": [name]}  # type: Dict[str, Any]
+    a, w = np.asarray(got[name]), np.asarray(want[name])
+    if a.shape != w.shape or w.size % 3:
+        row.update(error="output %r: shape %s, reference %s" % (name, list(a.shape), list(w.shape)), passed=False)
+        return row
+    mine, ref = _selected(np, got, name), _selected(np, want, name)
+    lost, extra = sorted(ref - mine), sorted(mine - ref)
+    row.update(reference_detections=len(ref), pipeline_detections=len(mine), matched=len(ref & mine),
+               passed=not lost and not extra, any_detection=bool(ref))
+    if lost or extra:
+        row["error"] = "selected indices differ (%d of %d matched; not in the pipeline's: %s; not in the " \
+                       "reference's: %s)" % (len(ref & mine), len(ref), lost[:3] or "none", extra[:3] or "none")
+    return row
+
+
 def nms_rows(np, got, want, groups, tolerance):
     # type: (Any, Dict[str, Any], Dict[str, Any], Optional[List[Dict[str, Any]]], float) -> Tuple[Dict[str, Any], set]
     """The gate's rows for the NMS plugins' outputs (keyed ``nms:<node>``) and the outputs they cover."""
     rows, covered = {}, set()  # type: Dict[str, Any], set
     for group in groups or []:
-        names = [group[k] for k in ("num_detections", "boxes", "scores", "classes")]
+        names = [group["indices"]] if "indices" in group else \
+            [group[k] for k in ("num_detections", "boxes", "scores", "classes")]
         if not all(n in want and n in got for n in names):
             continue
-        rows["nms:%s" % group.get("node")] = compare_nms(np, got, want, group, tolerance)
+        rows["nms:%s" % group.get("node")] = compare_nms_indices(np, got, want, group) if "indices" in group \
+            else compare_nms(np, got, want, group, tolerance)
         covered.update(names)
     return rows, covered

@@ -78,6 +78,8 @@ def _gate_error(report):
                          "max |x| %.4g, pipeline max |x| %.4g)" % (name, row["rel_l2"], report["tolerance"],
                                                                    row["max_abs_diff"], tuple(row["at"]),
                                                                    row["ref_max_abs"], row["got_max_abs"]))
+    if report.get("nms_elementwise"):  # why an NMS plugin's reordered detections may have failed it
+        parts.append("compared element by element: " + "; ".join(report["nms_elementwise"]))
     return "pipeline outputs differ from %s on random input: %s" % (report.get("reference", "the all-GPU engine"),
                                                                    "; ".join(parts))
 
@@ -369,6 +371,8 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
         report["checked"] = True
         report["inputs"] = pipe.n_inputs
         report["reference"] = str(gate.get("reference") or "the all-GPU engine")
+        if gate.get("nms_elementwise"):
+            report["nms_elementwise"] = list(gate["nms_elementwise"])
         out["gate"] = report
         if report["enforced"] and not report["passed"]:
             out["status"] = "runtime_failed"
@@ -417,6 +421,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
         report = compare_frames(np, [pipe.outputs(np, g) for g in last], [want[g % pipe.n_inputs] for g in last],
                                 float(gate.get("tolerance", 1e-2)), gate.get("nms"))
         report["reference"] = out["gate"]["reference"]
+        report["nms_elementwise"] = out["gate"].get("nms_elementwise")
         bad = last[report["frame"]]
         out["gate"]["after_timing"] = {"frame": bad, "frames": last, "passed": report["passed"],
                                        "outputs": report["outputs"]}
