@@ -159,13 +159,17 @@ def test_fit_improves_on_the_priors(restore_constants):
 #: The judged sets whose max misses the 35 % target (figures stored by the last run, reported by
 #: benchmarks/calibration.py): the release-3 validation rows of Ultralytics YOLO11 on Orin NX 16GB (worst
 #: ultralytics-orinnx16-yolo11n-int8, -44 %: the simulator is too fast), the release-4 validation rows on
-#: AGX Orin (worst yolo11dla-orin-yolo11n-dla-int8, -62.3 %: YOLO11n with DLA fallback at 50W; the Orin DLA
-#: FP16 rows -48 % and -58 %; a DLA engine beside a GPU process -51 %), which also take the validation
-#: batch-1 bucket's median signed error to -13.3 %, and, without
+#: AGX Orin (worst yolo11dla-orin-yolo11n-dla-int8, -61.7 %: YOLO11n with DLA fallback at 50W; the Orin DLA
+#: FP16 rows -48 % and -58 %; a DLA engine beside a GPU process -39 %), which also take the validation
+#: batch-1 bucket's median signed error to -14.2 %, and, without
 #: exclusions, the excluded row mlperf20-orin-resnet50-multistream itself (-38.7 % by leave-one-source-out).
 KNOWN_MISSES = {"validate", "validate_all", "loso_all"}
 #: The batch buckets whose median signed error misses the +/-10 % bound (same report).
 KNOWN_BUCKET_MISSES = {"validate batch 1"}
+#: The judged sets whose median misses the 15 % bound: the validation rows without exclusions since a
+#: DLA engine's reformats are GPU work waiting for time slices (history step 15 of
+#: placetune/data/published.md: adopted because it is what TensorRT does, its refit reported as it came).
+KNOWN_MEDIAN_MISSES = {"validate_all"}
 
 
 def _stored_sets():
@@ -176,20 +180,22 @@ def _stored_sets():
 
 def test_the_calibration_meets_its_targets_except_the_known_misses():
     """Every judged set (validation and leave-one-source-out, with and without exclusions) has its
-    median <= 15 %; its max <= 35 % except the sets of KNOWN_MISSES (a new miss fails here); every
-    batch bucket's median signed error within +/-10 % except those of KNOWN_BUCKET_MISSES."""
+    median <= 15 % except the sets of KNOWN_MEDIAN_MISSES; its max <= 35 % except the sets of
+    KNOWN_MISSES (a new miss fails here); every batch bucket's median signed error within +/-10 %
+    except those of KNOWN_BUCKET_MISSES."""
     sets = _stored_sets()
     missed = calibration.targets_met(sets)
     assert {m.split(":")[0] if " batch " in m else m.split()[0] for m in missed} == \
         KNOWN_MISSES | KNOWN_BUCKET_MISSES, missed
     for key, _, excl in calibration.JUDGED:
         s = accuracy.summary(sets[key], excl)
-        assert s["n"] >= 10 and s["median"] <= calibration.TARGET_MEDIAN, (key, s)
+        assert s["n"] >= 10 and (key in KNOWN_MEDIAN_MISSES) == (s["median"] > calibration.TARGET_MEDIAN), (key, s)
         assert key in KNOWN_MISSES or s["max"] <= calibration.TARGET_MAX, (key, s)
 
 
-@pytest.mark.xfail(strict=True, reason="validation max 62.3 % (62.0 % without exclusions), validation batch-1 median "
-                                       "signed -13.3 % and leave-one-source-out max without exclusions 38.7 %: "
+@pytest.mark.xfail(strict=True, reason="validation max 61.7 % (63.7 % and median 17.2 % without exclusions), "
+                                       "validation batch-1 median signed -14.2 % and leave-one-source-out max "
+                                       "without exclusions 38.7 %: "
                                        "targets missed (KNOWN_MISSES), reported, "
                                        "not tuned away")
 def test_the_calibration_meets_all_its_targets():

@@ -78,17 +78,20 @@ def test_seed_block_pipeline_branches_overlap(seed_block):
     assert m.latency_ms["median"] < 0.8 * m.extra["serial_sum_ms"]
 
 
-def test_two_engines_on_one_dla_core_serialise(seed_block):
+def test_two_engines_on_one_dla_core_serialise(seed_block, model_bn):
     same = measure(Placement(seed_block, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}), mode="pipeline",
                    precision="fp16")
     split = measure(Placement(seed_block, SPLIT), mode="pipeline", precision="fp16")
     dla0 = sorted((e["start_ms"], e["end_ms"]) for e in same.timeline if e["device"] == "DLA0" and e["frame"] == 0)
     assert len(dla0) == 2 and dla0[0][1] <= dla0[1][0] + 1e-9
     assert same.latency_ms["median"] > 1.5 * split.latency_ms["median"]
-    # two whole engines on DLA0 at once: each takes about twice as long (ref: 17.7 -> 33 ms)
-    r = realise(Placement.all_dla(seed_block), ORIN, precision="int8")
+    # two whole DLA-bound engines on DLA0 at once: each takes about twice as long (ref: 17.7 -> 33 ms);
+    # a small block slows less: its I/O reformats (over half its time) run on the GPU, beside the other
+    r = realise(Placement.all_dla(model_bn), ORIN, precision="int8")
     out = simulate_concurrent([(r, "DLA0"), (r, "DLA0")], ORIN)
     assert 1.8 < out[0]["slowdown"] < 2.3
+    r = realise(Placement.all_dla(seed_block), ORIN, precision="int8")
+    assert 1.05 < simulate_concurrent([(r, "DLA0"), (r, "DLA0")], ORIN)[0]["slowdown"] < 1.5
 
 
 def test_dla_time_linear_in_batch_gpu_sublinear(resnet18, resnet18_bs8):
@@ -394,3 +397,33 @@ def test_progress_lines_show_simulated_device_time_and_its_estimate():
     spent = float(line.split("device_s=")[1].split()[0])
     eta = float(line.split("device_eta_s=")[1].split()[0])
     assert spent > 0 and eta == pytest.approx(3 * spent, rel=0.01)
+
+
+def test_a_dla_engines_reformats_are_gpu_work_that_waits_for_a_time_slice(resnet18):
+    """TensorRT runs a DLA engine's reformat layers as GPU kernels (trtexec's builder: "Reformatting
+    runs on GPU"): in a replica, the model input's reformat into the DLA format is a GPU part before
+    the first DLA segment, a GPU->DLA boundary's joins the GPU part before its DLA segment and the
+    model output's is a GPU part after the last one. Alone the engine takes as long as before; beside
+    a busy GPU in another process each of those GPU parts waits for a time slice."""
+    from placetune.backends.simulate.schedule import GPU_TIMESLICE_US
+
+    half = GPU_TIMESLICE_US / 2000.0
+    dla = realise(Placement.all_dla(resnet18), ORIN, mode="replicas", precision="int8")
+    assert [s.device for s in dla.realized.segments(pipeline=False)] == ["DLA0", "GPU", "DLA0"]  # the pool falls back
+    s = Settings(precision="int8", iterations=5, mode="replicas", replicas={"DLA0": 1})
+    m = SimulatedJetson().measure(dla, ORIN, s)
+    parts = m.segment_times_ms
+    assert [p["device"] for p in parts] == ["GPU", "DLA0", "GPU", "DLA0", "GPU"]
+    assert [p["layers"] for p in parts] == [0, 66, 1, 2, 0]  # the first and last: reformats only
+    table = cost_table(resnet18, ORIN, "int8", 1)
+    assert parts[0]["time_ms"] == pytest.approx(table.in_ms[0] + table.engine_ms)
+    assert parts[-1]["time_ms"] == pytest.approx(table.out_ms[0])
+    engine = measure(Placement.all_dla(resnet18)).latency_ms["median"]
+    assert m.extra["replicas"][0]["alone_ms"] == pytest.approx(engine)  # moved, not added
+    gpu = realise(Placement.all_gpu(resnet18), ORIN, precision="int8")
+    r = realise(Placement.all_dla(resnet18), ORIN, precision="int8")
+    sep = simulate_concurrent([(gpu, "GPU"), (r, "DLA0")], ORIN, separate_processes=True)[1]
+    one = simulate_concurrent([(gpu, "GPU"), (r, "DLA0")], ORIN)[1]
+    # three GPU parts, three slice waits (one, the fallback pool, while the reformats ran on the DLA)
+    assert sep["latency_ms"] > sep["alone_ms"] + 2.8 * half
+    assert one["latency_ms"] < one["alone_ms"] + half

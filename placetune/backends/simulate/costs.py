@@ -456,6 +456,26 @@ class CostTable:
             np.add.at(ms, self.g.out_layers[pick.out_on], self.out_ms[pick.out_on])
         return ms, by
 
+    def dla_reformats(self, pick: "CostSelection") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per layer on a DLA: the GPU reformats into its DLA input format (its incoming boundary
+        tensors and the model input it reads), ms and bytes, and of the model output it writes, ms.
+
+        They are part of :meth:`costs_of`'s boundary ms (charged to the DLA layer), but TensorRT runs
+        reformat layers as GPU kernels (trtexec: "Reformatting runs on GPU"), so work that shares
+        the GPU by time slices runs them as GPU work before / after the DLA segment."""
+        n = self.g.n
+        pre, pre_b, post = np.zeros(n), np.zeros(n), np.zeros(n)
+        if pick.sel is not None:
+            d = pick.flat[pick.dst] >= n  # the destination layer is on a DLA (flat row 1)
+            if d.any():
+                pre = np.bincount(pick.dst[d], weights=self.edge_ms[pick.sel[d]], minlength=n)
+                pre_b = np.bincount(pick.dst[d], weights=self.edge_bytes[pick.sel[d]], minlength=n)
+        if pick.in_on is not None:
+            np.add.at(pre, self.g.in_layers[pick.in_on], self.in_ms[pick.in_on])
+        if pick.out_on is not None:
+            np.add.at(post, self.g.out_layers[pick.out_on], self.out_ms[pick.out_on])
+        return pre, pre_b, post
+
     def layer_costs(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-layer (ms, bytes, fused mask) for device codes (0 GPU, 1 DLA0, 2 DLA1)."""
         pick = self.selection(codes)

@@ -299,11 +299,13 @@ class SimulatedJetson(BackendBase):
         # segments / layer times are reported for the first DLA instance (else the GPU one), alone
         shown = next((x for x in instances if x["device"] != "GPU"), instances[0])
         seg_list, now = [], 0.0
-        for k, (d, ms, _) in enumerate(shown["parts"]):
-            s = segs[k] if shown["device"] != "GPU" else None
-            seg_list.append({"index": k, "device": d, "layers": len(s.layers) if s else len(model.layers),
+        for k, ((d, ms, _), si) in enumerate(zip(shown["parts"], shown["part_seg"])):
+            s = segs[si] if si is not None and shown["device"] != "GPU" else None
+            whole = shown["device"] == "GPU"  # else a DLA replica's part of reformats only: no layer
+            seg_list.append({"index": k, "device": d, "layers": len(s.layers) if s else len(model.layers) * whole,
                              "time_ms": ms, "start_ms": now, "end_ms": now + ms,
-                             "ranges": _ranges(s.layers, shown["table"].g) if s else [[0, len(model.layers) - 1]]})
+                             "ranges": _ranges(s.layers, shown["table"].g) if s
+                             else [[0, len(model.layers) - 1]] if whole else []})
             now += ms
         for task in sched.tasks:  # name timeline events after the replica they belong to
             task.label = f"{instances[task.group]['device']}-replica part{task.key[2]}"
@@ -449,15 +451,19 @@ def profiled_layer_times(t: np.ndarray, segs, seg_time: np.ndarray, seg_dev: np.
     return out
 
 
-def _segment_sums(segs, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
-    """Per segment: time (layers + incoming boundaries + DLA island overhead), bytes, device code."""
-    g = table.g
+def _segment_index(segs, g) -> tuple[np.ndarray, np.ndarray]:
+    """The segment of every layer and the device code of every segment."""
     names = [n for s in segs for n in s.layers]
     ids = [s.index for s in segs for _ in s.layers]
     seg_of = np.empty(g.n, dtype=np.intp)
     seg_of[list(itemgetter(*names)(g.index)) if len(names) > 1 else [g.index[names[0]]]] = ids
     seg_dev = np.fromiter((DEVICE_CODE[s.device] for s in segs), dtype=np.intp, count=len(segs))
-    return segment_sums_of(seg_of, seg_dev, table, ms, nbytes)
+    return seg_of, seg_dev
+
+
+def _segment_sums(segs, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
+    """Per segment: time (layers + incoming boundaries + DLA island overhead), bytes, device code."""
+    return segment_sums_of(*_segment_index(segs, table.g), table, ms, nbytes)
 
 
 def segment_sums_of(seg_of: np.ndarray, seg_dev: np.ndarray, table: CostTable, ms: np.ndarray, nbytes: np.ndarray):
@@ -473,19 +479,45 @@ def _instance(model, platform, precision, power, codes, segs, device, batch, pro
     """One replica: the whole network on ``device`` at ``batch`` as a list of parts (device, ms, bytes).
 
     The GPU replica is one all-GPU engine; a DLA replica runs the realised placement with its
-    DLA layers on ``device`` (its fallback layers are GPU parts that share the GPU).
+    DLA layers on ``device`` (its fallback layers are GPU parts that share the GPU). A DLA
+    segment's reformats are GPU work (TensorRT's reformat layers are GPU kernels): the ones into
+    its input format join the GPU part before it and its model output's the GPU part after it,
+    or are GPU parts of their own. ``part_seg``: the segment index of each part (None: reformats only).
     """
     table = apply_profile(cost_table(model, platform, precision, batch, power), profile)
     if device == "GPU":
         t, by, _ = table.layer_costs(np.zeros_like(codes))
         parts = [("GPU", float(t.sum()) + table.engine_ms, float(by.sum()))]
+        part_seg: list[int | None] = [None]
     else:
         icodes = np.where(codes > 0, DEVICE_CODE[device], 0)
-        t, by, bms, bby = table.costs_of(table.selection(icodes))
-        st, sb, sd = _segment_sums(segs, table, t + bms, by + bby)
-        st[0] += table.engine_ms  # the replica is one engine
-        parts = [(device if c else "GPU", x, y) for c, x, y in zip(sd.tolist(), st.tolist(), sb.tolist())]
-    return {"device": device, "batch": int(batch), "parts": parts, "table": table, "t": t}
+        pick = table.selection(icodes)
+        t, by, bms, bby = table.costs_of(pick)
+        pre, pre_b, post = table.dla_reformats(pick)
+        seg_of, sd = _segment_index(segs, table.g)
+        st, sb, _ = segment_sums_of(seg_of, sd, table, t + bms - pre - post, by + bby - pre_b)
+        k = len(sd)
+        r_in, r_in_b, r_out = (np.bincount(seg_of, weights=w, minlength=k).tolist() for w in (pre, pre_b, post))
+        raw = []  # [device, ms, bytes, segment]
+        for i, (c, x, y) in enumerate(zip(sd.tolist(), st.tolist(), sb.tolist())):
+            if c:
+                raw += [["GPU", r_in[i], r_in_b[i], None], [device, x, y, i], ["GPU", r_out[i], 0.0, None]]
+            else:
+                raw.append(["GPU", x, y, i])
+        merged: list[list] = []
+        for p in raw:
+            if p[3] is None and p[1] <= 0.0:
+                continue  # no reformat there
+            if merged and merged[-1][0] == "GPU" == p[0]:  # contiguous GPU work of one stream
+                merged[-1][1] += p[1]
+                merged[-1][2] += p[2]
+                merged[-1][3] = p[3] if merged[-1][3] is None else merged[-1][3]
+            else:
+                merged.append(p)
+        merged[0][1] += table.engine_ms  # the replica is one engine
+        parts = [(d, x, y) for d, x, y, _ in merged]
+        part_seg = [i for *_, i in merged]
+    return {"device": device, "batch": int(batch), "parts": parts, "part_seg": part_seg, "table": table, "t": t}
 
 
 def _demand(nbytes: float, ms: float, table: CostTable) -> float:
