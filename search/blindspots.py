@@ -11,12 +11,7 @@ the effect pays, because its predictions there look no better. Two rules guard a
   best), that differs most from every plan measured so far (units on other devices, DLA cores
   relabelled alike). By the model's own account such a build costs nothing in expectation; it
   pays when the model is wrong there. With the default three builds a round that is one build in
-  six after the first round: two at a budget of 15, seven or eight at 50. Once every plan within
-  that band was measured, the build goes instead to a plan of a stage-device pattern never built
-  (among the ranked plans and the best plan of each pattern the inner search refined) predicted
-  within the model's error on NEW patterns (:meth:`search.picks.Picks.novel_sigma`: measured on the
-  picks that were of a never-built pattern when picked, not near the incumbent), farthest from
-  what was measured: the model can be confidently wrong where it never built.
+  six after the first round: two at a budget of 15, seven or eight at 50.
 * **a larger hypothesis space when such a build surprises the model**: once an exploration
   build misses its prediction by more than twice the larger of the build-to-build noise and the
   model's error, every prediction is corrected by a kernel average of the model's residuals on
@@ -31,8 +26,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from placetune.placement.stages import assignment_of
 
 from .base import canonical
 
@@ -84,8 +77,6 @@ class BlindSpots:
     explored: list[tuple[int, ...]]
     grown: bool
     band_floor: float
-    portfolio: dict[Any, Any]
-    patterns_built: set[tuple[int, ...]]
 
     def explore_round(self, rounds: int, k: int) -> bool:
         """True when this round spends one of its ``k`` builds on :meth:`blind_pick`."""
@@ -102,32 +93,19 @@ class BlindSpots:
                    taken: list[list[int]]) -> tuple[list[int], float] | None:
         """The plan predicted within :meth:`band` of the best prediction that differs most from
         every measured plan and every pick of the round (None: no such plan)."""
-        finite = [(v, a) for v, a in ranked[:2000] if math.isfinite(v)]
-        others = [list(k) for k, v in self.measured.items()] + [list(t) for t in taken]
-        if not finite or not others:
+        finite = [(v, a) for v, a in ranked if math.isfinite(v)]
+        if not finite:
             return None
         best = min(v for v, _ in finite)
-        pick = self._farthest([(v, a) for v, a in finite if v <= best + self.band() * abs(best)], others)
-        novel = self.novel_sigma()  # type: ignore[attr-defined]
-        if pick is not None or novel is None:
-            return pick
-        # every plan the model cannot tell from its best was measured: a plan of a never-built pattern
-        # (among the ranked and the best of each pattern the inner search refined) within the model's
-        # error on new patterns, which near-incumbent checks do not measure
-        wide = best + max(self.band(), novel) * abs(best)
-        finite += [(v, a) for v, a in ((sur.loss(a), a) for a in
-                                       (assignment_of(self.space, st) for st in self.portfolio.values()))
-                   if math.isfinite(v)]
-        return self._farthest([(v, a) for v, a in finite
-                               if v <= wide and self.pattern(a) not in self.patterns_built], others)  # type: ignore[attr-defined]
-
-    def _farthest(self, items: list[tuple[float, list[int]]],
-                  others: list[list[int]]) -> tuple[list[int], float] | None:
-        """Of ``items`` (prediction, plan), the unmeasured one farthest from ``others`` (None: none, or
-        none apart from them)."""
+        tol = self.band() * abs(best)
+        others = [list(k) for k, v in self.measured.items()] + [list(t) for t in taken]
+        if not others:
+            return None
         seen_c: set[tuple[int, ...]] = set()
         choice: tuple[int, float, list[int]] | None = None
-        for v, a in items:
+        for v, a in finite[:2000]:
+            if v > best + tol:
+                continue
             c = canonical(self.space, a)
             if c in seen_c or self.seen(a) or self.feasibility.fails(a):  # type: ignore[attr-defined]
                 continue

@@ -220,8 +220,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         self.chosen_at = 0  # the round the model was last chosen by cross-validation
         self.choose_every = CHOOSE_EVERY  # rounds between two choices (once past CHOOSE_EVERY_FROM measurements)
         self.errors: list[float] = []  # |log(measured / predicted)| of each pick (time-like), in order
-        self.novel_errors: list[float] = []  # the same, of picks whose stage-device pattern was never built (search.picks)
-        self.patterns_built: set[tuple[int, ...]] = set()  # stage-device patterns measured (Picks.pattern)
         self.radius = self.space.n_units  # trust region: units that may differ from a top measured plan
         self.rebuilds = False  # build close contenders again during the run (set by the agent's run)
         self.rebuilt = 1  # the last round that built a contender again
@@ -313,8 +311,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         data; the feasibility rules): a plan built in this run or recalled from the study. Returns the loss."""
         got = self.measured[tuple(a)] = self.run.loss(m)
         self.canonical.add(self.canon(a))
-        if m.ok:  # a failed build tells nothing of the pattern's time
-            self.patterns_built.add(self.pattern(a))
         self.built.add(self.realised(a))
         if m.ok:
             self.measurements.append(m)
@@ -329,7 +325,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         if self.cv_error is not None:
             note["cv_error"] = self.cv_error
         t = self.run.evaluations
-        novel = self.rounds > 0 and self.pattern(a) not in self.patterns_built  # picked by a fitted model
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
         got = self.learn(a, m)
@@ -338,8 +333,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12 and math.isfinite(got) \
                 and predicted * got > 0:
             self.errors.append(abs(math.log(abs(got) / abs(predicted))))
-            if novel:
-                self.novel_errors.append(self.errors[-1])
         if predicted is not None:
             self.predicted[key] = predicted
         log.info("guided: measured %s predicted %s", self.run.objective.value(m), note.get("predicted"))

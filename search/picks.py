@@ -6,9 +6,7 @@ Given the model's ranked predictions (the round's inner search), a round picks
   (:meth:`Picks.select`): the predicted mean less ``kappa`` times the spread of the model's
   posterior draws (:meth:`Picks.members`, :meth:`Picks.spread`), each pick at least a tenth of
   the units (at least 4) away from every other, one per pattern (:meth:`Picks.pattern`: DLA0 and
-  DLA1 swapped are one pattern) before the rest are filled by score; the spread of a plan of a
-  pattern never built is at least the model's error on such patterns (:meth:`Picks.novel_sigma`),
-  and the most optimistic by it join the pool;
+  DLA1 swapped are one pattern) before the rest are filled by score;
 * **model-ranked neighbours of the best measured plan** (:meth:`Picks.local_step`): local search
   on the device, which keeps the search climbing where the model misses what it cannot express.
 
@@ -27,7 +25,6 @@ import numpy as np
 
 from placetune.placement.stages import assignment_of
 
-from .later import MAD_SD
 from .surrogate import Fit, Surrogate
 
 __all__ = ["Picks"]
@@ -49,8 +46,6 @@ class Picks:
     model: Any
     measured: dict[tuple[int, ...], float]
     portfolio: dict[Any, Any]
-    novel_errors: list[float]
-    patterns_built: set[tuple[int, ...]]
     top_measured: Callable[[int], list[list[int]]]
     candidates: Callable[..., list[tuple[float, list[int]]]]
     seen: Callable[[list[int]], bool]
@@ -86,21 +81,11 @@ class Picks:
                        key=lambda t: t[0])
         anchors = [np.asarray(b) for b in self.top_measured(3)]  # the trust region's centres, once
         top = self.candidates(sorted(pool, key=lambda t: t[0]), 24, anchors=anchors, per_pattern=3)
-        novel = self.novel_sigma()
-        if novel is not None:  # and the most optimistic by the error on never-built patterns, where it applies
-            keys = {self.canon(a) for _, a in top}
-            top += [(v, a) for v, a in self.candidates(sorted(pool, key=lambda t: self.optimistic(t[0], t[1], novel)),
-                                                       24, anchors=anchors, per_pattern=3)
-                    if self.canon(a) not in keys]
-            top.sort(key=lambda t: t[0])
         if not top:
             return []
         mean = np.array([v for v, _ in top])
         members = self.members() if fit is self.fit else [(p, None) for p in fit.ensemble]
         spread = self.spread([a for _, a in top], members)
-        if novel is not None:  # a never-built pattern's spread is at least the model's error on such patterns
-            unbuilt = np.array([self.pattern(a) not in self.patterns_built for _, a in top])
-            spread = np.where(unbuilt, np.maximum(spread, novel * np.abs(mean)), spread)
         score = mean - self.agent.kappa * spread
         picks: list[tuple[list[int], float]] = [(top[0][1], float(top[0][0]))]
         patterns = {self.pattern(top[0][1])}
@@ -124,23 +109,6 @@ class Picks:
             if not any(a == b for b, _ in picks) and math.isfinite(mean[j]):
                 picks.append((a, float(mean[j])))
         return picks[:k]
-
-    def novel_sigma(self) -> float | None:
-        """The model's relative standard deviation on plans of stage-device patterns never built:
-        :data:`search.later.MAD_SD` x the median |log error| of the picks that were of a new pattern
-        when picked (out of sample for the pattern, not just the plan: leave one pattern out, as the run
-        went). None until two such picks were measured. Near the incumbent the model is checked every
-        round; on a pattern it never saw, only these picks say how far it can be off."""
-        if len(self.novel_errors) < 2:
-            return None
-        return MAD_SD * float(np.median(self.novel_errors))
-
-    def optimistic(self, mean: float, a: list[int], novel: float) -> float:
-        """``mean`` less ``kappa`` x ``novel`` x |mean| for a plan of a never-built pattern (``mean`` otherwise):
-        the pool's order by the optimistic score before the ensemble's spread is known."""
-        if not math.isfinite(mean) or self.pattern(a) in self.patterns_built:
-            return mean
-        return mean - self.agent.kappa * novel * abs(mean)
 
     def local_step(self, sur: Surrogate, taken: list[list[int]]) -> tuple[list[int], float] | None:
         """The unmeasured stage neighbour of the best measured placement that the model likes most.

@@ -255,13 +255,9 @@ def test_an_exploration_build_goes_where_the_model_cannot_tell_plans_apart_and_f
             self.predicted = {}
             self.feasibility = Feasibility(ev.model, space)
             self.grown = False
-            self.portfolio, self.patterns_built = {}, set()
 
         def noise(self):
             return 0.02
-
-        def novel_sigma(self):
-            return None
 
         def seen(self, a):
             return tuple(a) in self.measured
@@ -285,45 +281,3 @@ def test_an_exploration_build_goes_where_the_model_cannot_tell_plans_apart_and_f
     # the local correction: a measured plan's residual, shrunk half-way at the plan itself, less far away
     loc = LocalResidual(space, [far], [0.2], length=4)
     assert loc(far) == pytest.approx(0.1) and 0 < loc(near) < loc(far)
-
-
-def test_a_never_built_pattern_is_explored_within_the_models_error_on_new_patterns_not_near_the_incumbent():
-    """The model may be confidently wrong where it never built: once every plan within the band (the
-    model's error near what it measured) was measured, a plan of a new stage-device pattern predicted
-    outside the band but within the model's measured error on picks that were new patterns when picked
-    is an exploration build."""
-    from search.guided import _State
-    from search.picks import Picks
-
-    ev = _evaluator(SimulatedJetson())
-    space = ev.space("stages")
-    n, gpu = space.n_units, space.devices.index("GPU")
-    dla = space.devices.index("DLA0")
-
-    class S(_State):
-        def __init__(self):  # only what blind_pick and novel_sigma read
-            self.space, self.run = space, _Run()
-            self.measured = {tuple([gpu] * n): -100.0}
-            self.canonical, self.built, self._realised = {self.canon([gpu] * n)}, set(), {}
-            self.ev = ev
-            self.feasibility = Feasibility(ev.model, space)
-            self.portfolio, self.patterns_built = {}, {self.pattern([gpu] * n)}
-            self.model = type("M", (), {"cv_error": 0.02})()
-            self.fit = type("F", (), {"cv_error": 0.02})()
-            self.novel_errors = []
-            self.agent = type("A", (), {"kappa": 1.0})()
-
-        def noise(self):
-            return 0.0
-
-    s = S()
-    half = [dla if space.mask[i, dla] and i < n // 2 else gpu for i in range(n)]  # a new pattern
-    gpu_near = [gpu] * n
-    ranked = [(-110.0, gpu_near), (-96.0, half)]  # 12.7 % slower than the best prediction
-    assert s.pattern(half) not in s.patterns_built
-    assert s.novel_sigma() is None and s.blind_pick(None, ranked, []) is None  # band 3 %: "half" is ruled out
-    s.novel_errors = [0.10, 0.12, 0.02]  # picks of new patterns missed by a median 10 %: sigma 14.8 %
-    assert s.novel_sigma() == pytest.approx(1.4826 * 0.10)
-    a, pred = s.blind_pick(None, ranked, [])
-    assert a == half and pred == -96.0
-    assert Picks.optimistic(s, -96.0, half, s.novel_sigma()) < -110.0 < Picks.optimistic(s, -96.0, half, 0.1)
