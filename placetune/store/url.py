@@ -109,7 +109,8 @@ def _check_sqlite_query(text: str, url: URL) -> None:
         if part and (not eq or (key not in SQLITE_URL_OPTIONS and not uri)):
             raise StoreError(
                 f"SQLite URL {mask_url(text)!r} would open {url.database!r}: after '?' a URL takes the driver's "
-                f"key=value options ({', '.join(SQLITE_URL_OPTIONS)}), and {part[:40]!r} is not one; write a '?' "
+                f"key=value options ({', '.join(SQLITE_URL_OPTIONS)}), and {mask_secrets('?' + part)[1:41]!r} is not "
+                f"one; write a '?' "
                 f"of a file name as %3F ({mask_url(text).replace('?', '%3F')}) or give the plain path")
 
 
