@@ -59,9 +59,10 @@ TIMED = "compute: engine execution between CUDA events on the engines' streams, 
 #: ``trt.Logger``'s "[12/04/2024-11:57:45] [TRT] [W] " (severity after the tag), TensorRT 7's
 #: "[TensorRT] WARNING: " and DeepStream's "WARNING: [TRT]: ". A custom ILogger gets bare text.
 #: Interleaved output may repeat the timestamp ("[07/29/2021-19:44:10] [07/29/2021-19:44:10] [W] ...").
-#: Output pasted into a shell script (``#`` comment) or quoted in Markdown (``> ``) keeps that mark before its prefix.
+#: Output pasted into a shell script (``#`` comment) keeps that mark before its prefix; a line quoted in
+#: Markdown (``> ``) keeps it before whatever it holds (NvMedia's unprefixed ``> NVMEDIA_DLA : ...`` too).
 _PREFIX = re.compile(
-    r"^\s*(?:[#>]\s*(?=[\[&]))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
+    r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
     r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
 _WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
