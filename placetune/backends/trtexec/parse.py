@@ -135,7 +135,8 @@ class PerfSummary:
     """trtexec's console results.
 
     Attributes:
-        throughput_qps: inferences (queries) per second; one query is one batch.
+        throughput_qps: inferences (queries) per second; one query is one batch. None where none was
+            printed or the printed figure is no measurement (``0 qps``).
         latency_ms: ``min``, ``max``, ``mean``, ``median``, ``p90``, ``p95``, ``p99`` ... of
             the end-to-end latency (H2D + GPU compute + D2H).
         enqueue_ms, h2d_ms, gpu_compute_ms, d2h_ms: the same statistics of each part.
@@ -221,7 +222,7 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
             if key == "Throughput":
                 num = re.match(r"\s*(" + _NUMBER + r")", rest, re.I)
                 if num:
-                    out.throughput_qps = float(num.group(1))
+                    out.throughput_qps = _measured_rate(float(num.group(1)))
                     out.has_summary = True
                 continue
             if key in ("Total Host Walltime", "Total GPU Compute Time"):
@@ -247,12 +248,18 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
     return out
 
 
+def _measured_rate(qps: float) -> float | None:
+    """A printed throughput, or None where it is no measurement: timed queries make it positive, so a
+    printed ``0 qps`` (TensorRT 7's ``throughput: 0 qps`` beside a 3 s walltime) or nan is unknown."""
+    return qps if qps > 0 and math.isfinite(qps) else None
+
+
 def _read_stat7(out: PerfSummary, block: str, m: re.Match[str]) -> None:
     """One ``name: value unit`` line of a TensorRT 7 summary block (the value before ``(end to end``)."""
     name, value = m.group("name"), float(m.group("v"))
     if name == "throughput":
         if block == "Host Latency":
-            out.throughput_qps = value
+            out.throughput_qps = _measured_rate(value)
         return
     if name == "walltime":
         if block == "Host Latency":
