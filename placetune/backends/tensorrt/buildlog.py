@@ -47,7 +47,7 @@ from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, u
 __all__ = [
     "TIMED",
     "BuildLog", "LogPlacement", "NameResolver", "parse_build_log", "locate",
-    "split_engine_name", "onnx_name_of", "split_prefix", "dla_failure", "DLA_COPY_SUFFIXES",
+    "split_engine_name", "onnx_name_of", "split_prefix", "unmarked_error", "dla_failure", "DLA_COPY_SUFFIXES",
     "parser_network",
 ]
 
@@ -61,11 +61,16 @@ TIMED = "compute: engine execution between CUDA events on the engines' streams, 
 #: Interleaved output may repeat the timestamp ("[07/29/2021-19:44:10] [07/29/2021-19:44:10] [W] ...").
 #: Output pasted into a shell script (``#`` comment) keeps that mark before its prefix; a line quoted in
 #: Markdown (``> ``) keeps it before whatever it holds (NvMedia's unprefixed ``> NVMEDIA_DLA : ...`` too).
+#: GStreamer's debug lines (DeepStream's nvinfer) carry their level in a column of their own: "0:00:06.471895338 18672
+#: 0x55c26e8f30 ERROR   nvinfer gstnvinfer.cpp:614:gst_nvinfer_logger:<primary_gie> message".
 _PREFIX = re.compile(
-    r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
+    r"^\s*(?:\d+:\d{2}:\d{2}\.\d+\s+\d+\s+0x[0-9a-fA-F]+\s+(?P<gst>ERROR|WARN|FIXME|INFO|DEBUG|LOG|TRACE|MEMDUMP)\s+"
+    r"\S+\s+[^\s:]+:\d+:[^\s:]+:(?:<[^>]*>)?\s*)?"
+    r"(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
     r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
 _WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
+_GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, LOG, TRACE, MEMDUMP: verbose
 _SECTION = re.compile(r"^-+\s*Layers\s+Running\s+on\s+(?P<dev>DLA|GPU)\s*[-:]*\s*$", re.I)
 _DLA_LINE = re.compile(r"^\[DlaLayer\]\s*(?P<name>.*?)\s*,?\s*$")
 _GPU_LINE = re.compile(r"^\[GpuLayer\]\s*(?:(?P<type>[A-Z][A-Z0-9_]*):\s+)?(?P<name>.*?)\s*,?\s*$")
@@ -77,6 +82,18 @@ _NO_GPU_LAYER = re.compile(r"^No layer is running on (?P<dev>GPU|DLA)\b", re.I)
 _ALL_GPU = re.compile(r"All dla layers are falling back to GPU|no layer in the network can run on DLA", re.I)
 #: error lines written by other libraries than TensorRT's logger (no severity prefix)
 _FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
+#: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
+#: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
+#: and an assertion's "... failed. )" are none
+_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
+#: a line of plain text that names an Error or refuses an option (it may continue a logger's multi-line message)
+_UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|^(?:Cannot |Unknown option|Invalid )")
+
+
+def unmarked_error(msg: str) -> bool:
+    """Whether a message that no logger marked (plain text, its prefix stripped) reports an error in its own words:
+    another library's error line, an application's failure message, an Error named or an option refused."""
+    return bool(_FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _UNMARKED_ERROR.search(msg))
 #: a failure that is the DLA's (compiler, loadable, NvMedia/cuDLA runtime), not the GPU build's
 _DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
                           r"DLA_STANDALONE|cuDLA|"
@@ -181,7 +198,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")``: the severity letter of a
     log line's prefix (None when it has none) and the message (every prefix form of :data:`_PREFIX`)."""
     m = _PREFIX.match(line)
-    sev = m.group("sev") or m.group("sev2") or _WORDS.get(m.group("word") or "")
+    gst = m.group("gst") and _GST_LEVELS.get(m.group("gst"), "V")
+    sev = m.group("sev") or m.group("sev2") or _WORDS.get(m.group("word") or "") or gst
     return sev, line[m.end():].strip()
 
 
@@ -223,8 +241,8 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 pending = None  # TensorRT 7: a blank line after the header is an empty section
                 continue
             sev = _severity(sev_in, prefix)
-            if prefix is None and sev == "I" and _FOREIGN_ERRORS.search(msg):
-                sev = "E"
+            if prefix is None and sev == "I" and (_FOREIGN_ERRORS.search(msg) or sev_in is None and _APP_FAILURE.search(msg)):
+                sev = "E"  # another library's error line, an application's failure line; a logger's INFO stays INFO
             sm = _SECTION.match(msg)
             if sm:
                 out.has_sections = True

@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from placetune.backends.tensorrt.buildlog import split_prefix
+from placetune.backends.tensorrt.buildlog import split_prefix, unmarked_error
 
 __all__ = [
     "PerfSummary", "ProfileEntry", "LayerInfo", "strip_prefix", "version_from_text", "version_from_code",
@@ -274,9 +274,10 @@ def _read_stat7(out: PerfSummary, block: str, m: re.Match[str]) -> None:
 
 
 def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
-    """The lines that explain a failure: ``[E]`` lines, unmarked ``Error``/``FAILED`` lines, protobuf's
-    ``[libprotobuf ERROR ...]`` and NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...`` (prefix stripped, in
-    order, no repeats)."""
+    """The lines that explain a failure: ``[E]`` lines (GStreamer's ``ERROR`` column too), ``&&&& FAILED``, and
+    unmarked lines whose words report one (:func:`~placetune.backends.tensorrt.buildlog.unmarked_error`: an
+    ``Error``, protobuf's ``[libprotobuf ERROR ...]``, NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...``, an
+    application's ``Building engine failed``), prefix stripped, in order, no repeats."""
     out: list[str] = []
     for raw in lines:
         for line in str(raw).splitlines():
@@ -285,8 +286,7 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
                 continue
             # a line the logger marked [I]/[V]/[W] is no error, whatever words it holds (Polygraphy's
             # "[I] Error Metrics: out" is a report); unmarked lines are judged by their words
-            if sev in ("E", "F") or msg.startswith("&&&& FAILED") or sev is None and (
-                    re.search(r"\bError\b|\bERROR\b", msg) or msg.startswith(("Cannot ", "Unknown option", "Invalid "))):
+            if sev in ("E", "F") or msg.startswith("&&&& FAILED") or sev is None and unmarked_error(msg):
                 if msg not in out:
                     out.append(msg)
                     if len(out) >= limit:
