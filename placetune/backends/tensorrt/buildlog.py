@@ -90,6 +90,15 @@ _APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
 _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|^(?:Cannot |Unknown option|Invalid )")
 
 
+def _plain_error(msg: str, plain: bool, continues: bool) -> bool:
+    """Whether a message with no severity is an error message of its own: another library's error line; in plain
+    text (no severity given with it), an application's failure line, or a line naming an Error unless it continues
+    the error message before it (the ONNX parser's error spans lines, the last ones bare)."""
+    if _FOREIGN_ERRORS.search(msg):
+        return True
+    return plain and bool(_APP_FAILURE.search(msg) or not continues and _UNMARKED_ERROR.search(msg))
+
+
 def unmarked_error(msg: str) -> bool:
     """Whether a message that no logger marked (plain text, its prefix stripped) reports an error in its own words:
     another library's error line, an application's failure message, an Error named or an option refused."""
@@ -230,6 +239,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
     """
     out = BuildLog()
     pending: str | None = None  # the device of a TensorRT 7 section header whose list is the next line
+    cont = False  # within an error message: a bare line (no prefix of its own) right after it continues it
     for item in lines:
         if isinstance(item, str):
             sev_in, text = None, item
@@ -239,10 +249,13 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
             prefix, msg = split_prefix(raw)
             if not msg:
                 pending = None  # TensorRT 7: a blank line after the header is an empty section
+                cont = False
                 continue
+            bare = msg == raw.strip()
             sev = _severity(sev_in, prefix)
-            if prefix is None and sev == "I" and (_FOREIGN_ERRORS.search(msg) or sev_in is None and _APP_FAILURE.search(msg)):
-                sev = "E"  # another library's error line, an application's failure line; a logger's INFO stays INFO
+            if prefix is None and sev == "I" and _plain_error(msg, sev_in is None, bare and cont):
+                sev = "E"
+            cont = sev == "E" or (cont and bare)
             sm = _SECTION.match(msg)
             if sm:
                 out.has_sections = True
