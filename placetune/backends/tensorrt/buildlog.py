@@ -42,6 +42,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from placetune.backends.tensorrt.logprefix import plain_error, split_prefix, unmarked_error
 from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, unregistered_end
 
 __all__ = [
@@ -55,22 +56,6 @@ __all__ = [
 #: uploaded once before timing; trtexec is run with ``--noDataTransfers`` to time the same.
 TIMED = "compute: engine execution between CUDA events on the engines' streams, no host<->device copies"
 
-#: Line prefixes, all optional: trtexec's "[03/31/2022-14:34:54] [I] [TRT] ", the Python
-#: ``trt.Logger``'s "[12/04/2024-11:57:45] [TRT] [W] " (severity after the tag), TensorRT 7's
-#: "[TensorRT] WARNING: " and DeepStream's "WARNING: [TRT]: ". A custom ILogger gets bare text.
-#: Interleaved output may repeat the timestamp ("[07/29/2021-19:44:10] [07/29/2021-19:44:10] [W] ...").
-#: Output pasted into a shell script (``#`` comment) keeps that mark before its prefix; a line quoted in
-#: Markdown (``> ``) keeps it before whatever it holds (NvMedia's unprefixed ``> NVMEDIA_DLA : ...`` too).
-#: GStreamer's debug lines (DeepStream's nvinfer) carry their level in a column of their own: "0:00:06.471895338 18672
-#: 0x55c26e8f30 ERROR   nvinfer gstnvinfer.cpp:614:gst_nvinfer_logger:<primary_gie> message".
-_PREFIX = re.compile(
-    r"^\s*(?:\d+:\d{2}:\d{2}\.\d+\s+\d+\s+0x[0-9a-fA-F]+\s+(?P<gst>ERROR|WARN|FIXME|INFO|DEBUG|LOG|TRACE|MEMDUMP)\s+"
-    r"\S+\s+[^\s:]+:\d+:[^\s:]+:(?:<[^>]*>)?\s*)?"
-    r"(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
-    r"(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
-    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
-_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
-_GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, LOG, TRACE, MEMDUMP: verbose
 _SECTION = re.compile(r"^-+\s*Layers\s+Running\s+on\s+(?P<dev>DLA|GPU)\s*[-:]*\s*$", re.I)
 _DLA_LINE = re.compile(r"^\[DlaLayer\]\s*(?P<name>.*?)\s*,?\s*$")
 _GPU_LINE = re.compile(r"^\[GpuLayer\]\s*(?:(?P<type>[A-Z][A-Z0-9_]*):\s+)?(?P<name>.*?)\s*,?\s*$")
@@ -80,29 +65,6 @@ _CANDIDATES = re.compile(r"Number of DLA node candidates offloaded\s*:\s*(?P<n>\
 _NO_GPU_LAYER = re.compile(r"^No layer is running on (?P<dev>GPU|DLA)\b", re.I)
 #: whole-network fallback: no layer is named, every layer ran on the GPU
 _ALL_GPU = re.compile(r"All dla layers are falling back to GPU|no layer in the network can run on DLA", re.I)
-#: error lines written by other libraries than TensorRT's logger (no severity prefix)
-_FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
-#: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
-#: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
-#: and an assertion's "... failed. )" are none
-_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
-#: a line of plain text that names an Error or refuses an option (it may continue a logger's multi-line message)
-_UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|^(?:Cannot |Unknown option|Invalid )")
-
-
-def _plain_error(msg: str, plain: bool, continues: bool) -> bool:
-    """Whether a message with no severity is an error message of its own: another library's error line; in plain
-    text (no severity given with it), an application's failure line, or a line naming an Error unless it continues
-    the error message before it (the ONNX parser's error spans lines, the last ones bare)."""
-    if _FOREIGN_ERRORS.search(msg):
-        return True
-    return plain and bool(_APP_FAILURE.search(msg) or not continues and _UNMARKED_ERROR.search(msg))
-
-
-def unmarked_error(msg: str) -> bool:
-    """Whether a message that no logger marked (plain text, its prefix stripped) reports an error in its own words:
-    another library's error line, an application's failure message, an Error named or an option refused."""
-    return bool(_FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _UNMARKED_ERROR.search(msg))
 #: a failure that is the DLA's (compiler, loadable, NvMedia/cuDLA runtime), not the GPU build's
 _DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
                           r"DLA_STANDALONE|cuDLA|"
@@ -203,15 +165,6 @@ class LogPlacement:
     unresolved: list[tuple[str, str]] = field(default_factory=list)
 
 
-def split_prefix(line: str) -> tuple[str | None, str]:
-    """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")``: the severity letter of a
-    log line's prefix (None when it has none) and the message (every prefix form of :data:`_PREFIX`)."""
-    m = _PREFIX.match(line)
-    gst = m.group("gst") and _GST_LEVELS.get(m.group("gst"), "V")
-    sev = m.group("sev") or m.group("sev2") or _WORDS.get(m.group("word") or "") or gst
-    return sev, line[m.end():].strip()
-
-
 def _severity(sev: object, prefix: str | None) -> str:
     """Normalise a severity to ``E``, ``W``, ``I`` or ``V``."""
     if prefix:
@@ -253,7 +206,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 continue
             bare = msg == raw.strip()
             sev = _severity(sev_in, prefix)
-            if prefix is None and sev == "I" and _plain_error(msg, sev_in is None, bare and cont):
+            if prefix is None and sev == "I" and plain_error(msg, sev_in is None, bare and cont):
                 sev = "E"
             cont = sev == "E" or (cont and bare)
             sm = _SECTION.match(msg)

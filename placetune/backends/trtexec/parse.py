@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from placetune.backends.tensorrt.buildlog import split_prefix, unmarked_error
+from placetune.backends.tensorrt.logprefix import split_prefix, unmarked_error
 
 __all__ = [
     "PerfSummary", "ProfileEntry", "LayerInfo", "strip_prefix", "version_from_text", "version_from_code",
@@ -88,7 +88,7 @@ _TIME_KEYS = frozenset(TIME_FIELDS)
 
 def strip_prefix(line: str) -> tuple[str | None, str]:
     """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")`` (severity None when absent;
-    the prefix forms of :func:`placetune.backends.tensorrt.buildlog.split_prefix`)."""
+    the prefix forms of :func:`placetune.backends.tensorrt.logprefix.split_prefix`)."""
     return split_prefix(line)
 
 
@@ -275,7 +275,7 @@ def _read_stat7(out: PerfSummary, block: str, m: re.Match[str]) -> None:
 
 def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
     """The lines that explain a failure: ``[E]`` lines (GStreamer's ``ERROR`` column too), ``&&&& FAILED``, and
-    unmarked lines whose words report one (:func:`~placetune.backends.tensorrt.buildlog.unmarked_error`: an
+    unmarked lines whose words report one (:func:`~placetune.backends.tensorrt.logprefix.unmarked_error`: an
     ``Error``, protobuf's ``[libprotobuf ERROR ...]``, NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...``, an
     application's ``Building engine failed``), prefix stripped, in order, no repeats."""
     out: list[str] = []
