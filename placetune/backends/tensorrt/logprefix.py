@@ -13,6 +13,8 @@ form met in published output and returns the severity it names (None when it nam
   [W:onnxruntime:Default, tensorrt_execution_provider.h:28 log] `` or ``E onnxruntime: ``), then
   TensorRT's own time and severity (``[2020-03-18 20:08:50   ERROR] ``, the one that counts), and
   after the message its source location (``[tensorrt_execution_provider.h:88 ...]``), no part of it;
+* Polygraphy's letters: TensorRT's ``[I]``/``[W]``/``[E]``/``[V]``, ``[!]`` for CRITICAL (the message it raises
+  on), ``[U]``/``[S]``/``[X]`` for its verbose levels;
 * a shell script's ``#`` before a pasted log line, Markdown's ``> `` before any quoted line.
 
 A line no logger marked (plain text) is judged by its words: :func:`unmarked_error`.
@@ -46,9 +48,11 @@ _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
 #: shell comment's ``#`` or a Markdown quote's ``> ``
 _PREFIX = re.compile(
     r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
-    r"(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
+    r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
     r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
 _WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
+#: Polygraphy's letters beyond TensorRT's (polygraphy/logger/logger.py): CRITICAL, ultra/super/extra verbose
+_POLYGRAPHY = {"!": "E", "U": "V", "S": "V", "X": "V"}
 _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, LOG, TRACE, MEMDUMP: verbose
 
 #: error lines written by other libraries than TensorRT's logger (no severity prefix)
@@ -70,7 +74,7 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     msg = rest[m.end():]
     if w.group("ort") or w.group("ort2"):
         msg = _ORT_WHERE.sub("", msg)
-    sev = (m.group("sev") or m.group("sev2") or _WORDS.get(m.group("word") or "")
+    sev = (_POLYGRAPHY.get(m.group("sev") or "", m.group("sev")) or m.group("sev2") or _WORDS.get(m.group("word") or "")
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
            or w.group("ort") or w.group("ort2"))
     return sev, msg.strip()
