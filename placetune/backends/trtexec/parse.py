@@ -60,6 +60,8 @@ _VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:
 _VERSION_CODE = re.compile(r"TensorRT\s+version\s*:\s*(?P<code>\d{4,6})\b", re.I)
 #: Polygraphy's module report: ``[V] Loaded Module: tensorrt | Version: 8.6.0 | Path: [...]``
 _VERSION_POLYGRAPHY = re.compile(r"Loaded Module:\s*tensorrt\s*\|\s*Version:\s*(?P<v>\d+\.\d+(?:\.\d+)*)")
+#: Ultralytics' export: ``TensorRT: starting export with TensorRT 8.2.0.6...`` (the Python package's version)
+_VERSION_ULTRALYTICS = re.compile(r"starting export with TensorRT\s+(?P<v>\d+\.\d+(?:\.\d+)*)")
 #: the TensorRT 7 multi-line summary: a block name alone, then ``stat: value ms (...)`` lines
 _BLOCK7 = {"Host Latency": "latency_ms", "GPU Compute": "gpu_compute_ms", "Enqueue Time": "enqueue_ms",
            "H2D Latency": "h2d_ms", "D2H Latency": "d2h_ms"}
@@ -103,13 +105,14 @@ def version_from_code(code: str | int) -> str:
 
 def version_from_text(text: str) -> str | None:
     """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line, or a
-    ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line, or Polygraphy's ``Loaded Module:
-    tensorrt | Version: 8.6.0``. None when none is there."""
+    ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line, Polygraphy's ``Loaded Module:
+    tensorrt | Version: 8.6.0`` or Ultralytics' ``starting export with TensorRT 8.2.0.6`` (as printed).
+    None when none is there."""
     for line in text.splitlines():
         m = _STATUS.search(line)
         if m and m.group("code"):
             return version_from_code(m.group("code"))
-    m = _VERSION_DOTTED.search(text) or _VERSION_POLYGRAPHY.search(text)
+    m = _VERSION_DOTTED.search(text) or _VERSION_POLYGRAPHY.search(text) or _VERSION_ULTRALYTICS.search(text)
     if m:
         return m.group("v")
     m = _VERSION_CODE.search(text)
