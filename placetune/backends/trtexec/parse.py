@@ -58,6 +58,8 @@ _STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<nam
                      r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*\[b\d+\])?(?:\s*#\s*(?P<cmd>.*))?")
 _VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
 _VERSION_CODE = re.compile(r"TensorRT\s+version\s*:\s*(?P<code>\d{4,6})\b", re.I)
+#: the status line's version tag, also where the ``&&&&`` before it was cut (``RUNNING TensorRT.trtexec [TensorRT v8001] # ...``)
+_VERSION_TAG = re.compile(r"\[TensorRT\s+v(?P<code>\d{4,6})\]")
 #: Polygraphy's module report: ``[V] Loaded Module: tensorrt | Version: 8.6.0 | Path: [...]``
 _VERSION_POLYGRAPHY = re.compile(r"Loaded Module:\s*tensorrt\s*\|\s*Version:\s*(?P<v>\d+\.\d+(?:\.\d+)*)")
 #: Ultralytics' export: ``TensorRT: starting export with TensorRT 8.2.0.6...`` (the Python package's version)
@@ -104,7 +106,8 @@ def version_from_code(code: str | int) -> str:
 
 
 def version_from_text(text: str) -> str | None:
-    """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line, or a
+    """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line (or its tag where the
+    ``&&&&`` was cut), or a
     ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line, Polygraphy's ``Loaded Module:
     tensorrt | Version: 8.6.0`` or Ultralytics' ``starting export with TensorRT 8.2.0.6`` (as printed).
     None when none is there."""
@@ -112,6 +115,9 @@ def version_from_text(text: str) -> str | None:
         m = _STATUS.search(line)
         if m and m.group("code"):
             return version_from_code(m.group("code"))
+    m = _VERSION_TAG.search(text)
+    if m:
+        return version_from_code(m.group("code"))
     m = _VERSION_DOTTED.search(text) or _VERSION_POLYGRAPHY.search(text) or _VERSION_ULTRALYTICS.search(text)
     if m:
         return m.group("v")
@@ -202,7 +208,7 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
                 in_summary = False
                 continue
             if out.version is None:
-                vm = _VERSION_CODE.search(msg)
+                vm = _VERSION_CODE.search(msg) or _VERSION_TAG.search(msg)
                 if vm:
                     out.version = version_from_code(vm.group("code"))
             if msg in _BLOCK7:
