@@ -42,12 +42,13 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from placetune.backends.tensorrt.logprefix import plain_error, split_prefix, unmarked_error
 from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, unregistered_end
 
 __all__ = [
     "TIMED",
     "BuildLog", "LogPlacement", "NameResolver", "parse_build_log", "locate",
-    "split_engine_name", "onnx_name_of", "split_prefix", "dla_failure", "DLA_COPY_SUFFIXES",
+    "split_engine_name", "onnx_name_of", "split_prefix", "unmarked_error", "dla_failure", "DLA_COPY_SUFFIXES",
     "parser_network",
 ]
 
@@ -55,16 +56,6 @@ __all__ = [
 #: uploaded once before timing; trtexec is run with ``--noDataTransfers`` to time the same.
 TIMED = "compute: engine execution between CUDA events on the engines' streams, no host<->device copies"
 
-#: Line prefixes, all optional: trtexec's "[03/31/2022-14:34:54] [I] [TRT] ", the Python
-#: ``trt.Logger``'s "[12/04/2024-11:57:45] [TRT] [W] " (severity after the tag), TensorRT 7's
-#: "[TensorRT] WARNING: " and DeepStream's "WARNING: [TRT]: ". A custom ILogger gets bare text.
-#: Interleaved output may repeat the timestamp ("[07/29/2021-19:44:10] [07/29/2021-19:44:10] [W] ...").
-#: Output pasted into a shell script (``#`` comment) or quoted in Markdown (``> ``) keeps that mark before its prefix.
-_PREFIX = re.compile(
-    r"^\s*(?:[#>]\s*(?=[\[&]))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
-    r"(?:\[(?P<sev>[IWEVF])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
-    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
-_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
 _SECTION = re.compile(r"^-+\s*Layers\s+Running\s+on\s+(?P<dev>DLA|GPU)\s*[-:]*\s*$", re.I)
 _DLA_LINE = re.compile(r"^\[DlaLayer\]\s*(?P<name>.*?)\s*,?\s*$")
 _GPU_LINE = re.compile(r"^\[GpuLayer\]\s*(?:(?P<type>[A-Z][A-Z0-9_]*):\s+)?(?P<name>.*?)\s*,?\s*$")
@@ -74,8 +65,6 @@ _CANDIDATES = re.compile(r"Number of DLA node candidates offloaded\s*:\s*(?P<n>\
 _NO_GPU_LAYER = re.compile(r"^No layer is running on (?P<dev>GPU|DLA)\b", re.I)
 #: whole-network fallback: no layer is named, every layer ran on the GPU
 _ALL_GPU = re.compile(r"All dla layers are falling back to GPU|no layer in the network can run on DLA", re.I)
-#: error lines written by other libraries than TensorRT's logger (no severity prefix)
-_FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
 #: a failure that is the DLA's (compiler, loadable, NvMedia/cuDLA runtime), not the GPU build's
 _DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
                           r"DLA_STANDALONE|cuDLA|"
@@ -176,14 +165,6 @@ class LogPlacement:
     unresolved: list[tuple[str, str]] = field(default_factory=list)
 
 
-def split_prefix(line: str) -> tuple[str | None, str]:
-    """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")``: the severity letter of a
-    log line's prefix (None when it has none) and the message (every prefix form of :data:`_PREFIX`)."""
-    m = _PREFIX.match(line)
-    sev = m.group("sev") or m.group("sev2") or _WORDS.get(m.group("word") or "")
-    return sev, line[m.end():].strip()
-
-
 def _severity(sev: object, prefix: str | None) -> str:
     """Normalise a severity to ``E``, ``W``, ``I`` or ``V``."""
     if prefix:
@@ -211,6 +192,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
     """
     out = BuildLog()
     pending: str | None = None  # the device of a TensorRT 7 section header whose list is the next line
+    cont = False  # within an error message: a bare line (no prefix of its own) right after it continues it
     for item in lines:
         if isinstance(item, str):
             sev_in, text = None, item
@@ -220,10 +202,13 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
             prefix, msg = split_prefix(raw)
             if not msg:
                 pending = None  # TensorRT 7: a blank line after the header is an empty section
+                cont = False
                 continue
+            bare = msg == raw.strip()
             sev = _severity(sev_in, prefix)
-            if prefix is None and sev == "I" and _FOREIGN_ERRORS.search(msg):
+            if prefix is None and sev == "I" and plain_error(msg, sev_in is None, bare and cont):
                 sev = "E"
+            cont = sev == "E" or (cont and bare)
             sm = _SECTION.match(msg)
             if sm:
                 out.has_sections = True

@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from placetune.backends.tensorrt.buildlog import split_prefix
+from placetune.backends.tensorrt.logprefix import split_prefix, unmarked_error
 
 __all__ = [
     "PerfSummary", "ProfileEntry", "LayerInfo", "strip_prefix", "version_from_text", "version_from_code",
@@ -58,8 +58,12 @@ _STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<nam
                      r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*\[b\d+\])?(?:\s*#\s*(?P<cmd>.*))?")
 _VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
 _VERSION_CODE = re.compile(r"TensorRT\s+version\s*:\s*(?P<code>\d{4,6})\b", re.I)
+#: the status line's version tag, also where the ``&&&&`` before it was cut (``RUNNING TensorRT.trtexec [TensorRT v8001] # ...``)
+_VERSION_TAG = re.compile(r"\[TensorRT\s+v(?P<code>\d{4,6})\]")
 #: Polygraphy's module report: ``[V] Loaded Module: tensorrt | Version: 8.6.0 | Path: [...]``
 _VERSION_POLYGRAPHY = re.compile(r"Loaded Module:\s*tensorrt\s*\|\s*Version:\s*(?P<v>\d+\.\d+(?:\.\d+)*)")
+#: Ultralytics' export: ``TensorRT: starting export with TensorRT 8.2.0.6...`` (the Python package's version)
+_VERSION_ULTRALYTICS = re.compile(r"starting export with TensorRT\s+(?P<v>\d+\.\d+(?:\.\d+)*)")
 #: the TensorRT 7 multi-line summary: a block name alone, then ``stat: value ms (...)`` lines
 _BLOCK7 = {"Host Latency": "latency_ms", "GPU Compute": "gpu_compute_ms", "Enqueue Time": "enqueue_ms",
            "H2D Latency": "h2d_ms", "D2H Latency": "d2h_ms"}
@@ -88,7 +92,7 @@ _TIME_KEYS = frozenset(TIME_FIELDS)
 
 def strip_prefix(line: str) -> tuple[str | None, str]:
     """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")`` (severity None when absent;
-    the prefix forms of :func:`placetune.backends.tensorrt.buildlog.split_prefix`)."""
+    the prefix forms of :func:`placetune.backends.tensorrt.logprefix.split_prefix`)."""
     return split_prefix(line)
 
 
@@ -102,14 +106,19 @@ def version_from_code(code: str | int) -> str:
 
 
 def version_from_text(text: str) -> str | None:
-    """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line, or a
-    ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line, or Polygraphy's ``Loaded Module:
-    tensorrt | Version: 8.6.0``. None when none is there."""
+    """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line (or its tag where the
+    ``&&&&`` was cut), or a
+    ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line, Polygraphy's ``Loaded Module:
+    tensorrt | Version: 8.6.0`` or Ultralytics' ``starting export with TensorRT 8.2.0.6`` (as printed).
+    None when none is there."""
     for line in text.splitlines():
         m = _STATUS.search(line)
         if m and m.group("code"):
             return version_from_code(m.group("code"))
-    m = _VERSION_DOTTED.search(text) or _VERSION_POLYGRAPHY.search(text)
+    m = _VERSION_TAG.search(text)
+    if m:
+        return version_from_code(m.group("code"))
+    m = _VERSION_DOTTED.search(text) or _VERSION_POLYGRAPHY.search(text) or _VERSION_ULTRALYTICS.search(text)
     if m:
         return m.group("v")
     m = _VERSION_CODE.search(text)
@@ -135,7 +144,8 @@ class PerfSummary:
     """trtexec's console results.
 
     Attributes:
-        throughput_qps: inferences (queries) per second; one query is one batch.
+        throughput_qps: inferences (queries) per second; one query is one batch. None where none was
+            printed or the printed figure is no measurement (``0 qps``).
         latency_ms: ``min``, ``max``, ``mean``, ``median``, ``p90``, ``p95``, ``p99`` ... of
             the end-to-end latency (H2D + GPU compute + D2H).
         enqueue_ms, h2d_ms, gpu_compute_ms, d2h_ms: the same statistics of each part.
@@ -198,7 +208,7 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
                 in_summary = False
                 continue
             if out.version is None:
-                vm = _VERSION_CODE.search(msg)
+                vm = _VERSION_CODE.search(msg) or _VERSION_TAG.search(msg)
                 if vm:
                     out.version = version_from_code(vm.group("code"))
             if msg in _BLOCK7:
@@ -221,7 +231,7 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
             if key == "Throughput":
                 num = re.match(r"\s*(" + _NUMBER + r")", rest, re.I)
                 if num:
-                    out.throughput_qps = float(num.group(1))
+                    out.throughput_qps = _measured_rate(float(num.group(1)))
                     out.has_summary = True
                 continue
             if key in ("Total Host Walltime", "Total GPU Compute Time"):
@@ -247,12 +257,18 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
     return out
 
 
+def _measured_rate(qps: float) -> float | None:
+    """A printed throughput, or None where it is no measurement: timed queries make it positive, so a
+    printed ``0 qps`` (TensorRT 7's ``throughput: 0 qps`` beside a 3 s walltime) or nan is unknown."""
+    return qps if qps > 0 and math.isfinite(qps) else None
+
+
 def _read_stat7(out: PerfSummary, block: str, m: re.Match[str]) -> None:
     """One ``name: value unit`` line of a TensorRT 7 summary block (the value before ``(end to end``)."""
     name, value = m.group("name"), float(m.group("v"))
     if name == "throughput":
         if block == "Host Latency":
-            out.throughput_qps = value
+            out.throughput_qps = _measured_rate(value)
         return
     if name == "walltime":
         if block == "Host Latency":
@@ -267,9 +283,10 @@ def _read_stat7(out: PerfSummary, block: str, m: re.Match[str]) -> None:
 
 
 def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
-    """The lines that explain a failure: ``[E]`` lines, unmarked ``Error``/``FAILED`` lines, protobuf's
-    ``[libprotobuf ERROR ...]`` and NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...`` (prefix stripped, in
-    order, no repeats)."""
+    """The lines that explain a failure: ``[E]`` lines (GStreamer's ``ERROR`` column too), ``&&&& FAILED``, and
+    unmarked lines whose words report one (:func:`~placetune.backends.tensorrt.logprefix.unmarked_error`: an
+    ``Error``, protobuf's ``[libprotobuf ERROR ...]``, NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...``, an
+    application's ``Building engine failed``), prefix stripped, in order, no repeats."""
     out: list[str] = []
     for raw in lines:
         for line in str(raw).splitlines():
@@ -278,8 +295,7 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
                 continue
             # a line the logger marked [I]/[V]/[W] is no error, whatever words it holds (Polygraphy's
             # "[I] Error Metrics: out" is a report); unmarked lines are judged by their words
-            if sev in ("E", "F") or msg.startswith("&&&& FAILED") or sev is None and (
-                    re.search(r"\bError\b|\bERROR\b", msg) or msg.startswith(("Cannot ", "Unknown option", "Invalid "))):
+            if sev in ("E", "F") or msg.startswith("&&&& FAILED") or sev is None and unmarked_error(msg):
                 if msg not in out:
                     out.append(msg)
                     if len(out) >= limit:

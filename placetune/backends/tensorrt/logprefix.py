@@ -1,0 +1,95 @@
+"""The prefixes that the tools printing TensorRT's messages put before them, and the severity they carry.
+
+TensorRT hands its logger a severity and a message; what reaches a log file or a forum post is
+the message behind whatever the printing tool put before it. :func:`split_prefix` strips every
+form met in published output and returns the severity it names (None when it names none):
+
+* trtexec's ``[03/31/2022-14:34:54] [I] [TRT] `` (the time may repeat when output interleaves),
+  the Python ``trt.Logger``'s ``[12/04/2024-11:57:45] [TRT] [W] ``, TensorRT 7's
+  ``[TensorRT] WARNING: ``, DeepStream's ``WARNING: [TRT]: ``, jetson-inference's ``[TRT]    ``;
+* GStreamer's debug lines (DeepStream's nvinfer): ``0:00:06.471895338 18672   0x55c26e8f30 ERROR
+  nvinfer gstnvinfer.cpp:614:gst_nvinfer_logger:<primary_gie> `` (the level is a column);
+* ONNX Runtime's TensorRT execution provider: its own prefix (``2020-03-18 20:08:48.705396756
+  [W:onnxruntime:Default, tensorrt_execution_provider.h:28 log] `` or ``E onnxruntime: ``), then
+  TensorRT's own time and severity (``[2020-03-18 20:08:50   ERROR] ``, the one that counts), and
+  after the message its source location (``[tensorrt_execution_provider.h:88 ...]``), no part of it;
+* Polygraphy's letters: TensorRT's ``[I]``/``[W]``/``[E]``/``[V]``, ``[!]`` for CRITICAL (the message it raises
+  on), ``[U]``/``[S]``/``[X]`` for its verbose levels;
+* a shell script's ``#`` before a pasted log line, Markdown's ``> `` before any quoted line.
+
+A line no logger marked (plain text) is judged by its words: :func:`unmarked_error`.
+
+Example:
+    >>> split_prefix("[07/14/2023-11:52:13] [W] [TRT] onnx2trt_utils.cpp:366: Your ONNX model ...")
+    ('W', 'onnx2trt_utils.cpp:366: Your ONNX model ...')
+    >>> split_prefix("E onnxruntime: [2024-09-20 12:15:43   ERROR] Error Code: 9: Skipping tactic 0x2b "
+    ...              "[tensorrt_execution_provider.h:88 onnxruntime::TensorrtLogger::log]")
+    ('E', 'Error Code: 9: Skipping tactic 0x2b')
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["split_prefix", "unmarked_error", "plain_error", "FOREIGN_ERRORS"]
+
+#: what a printing tool puts before TensorRT's own logger prefix: GStreamer's debug columns, ONNX Runtime's
+#: logger; then the time and severity ONNX Runtime's TensorRT logger writes before each TensorRT message
+_WRAPPER = re.compile(
+    r"^\s*(?:"
+    r"\d+:\d{2}:\d{2}\.\d+\s+\d+\s+0x[0-9a-fA-F]+\s+(?P<gst>ERROR|WARN|FIXME|INFO|DEBUG|LOG|TRACE|MEMDUMP)\s+"
+    r"\S+\s+[^\s:]+:\d+:[^\s:]+:(?:<[^>]*>)?\s*"
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[(?P<ort>[VIWEF]):onnxruntime:[^\]]*\]\s*"
+    r"|(?P<ort2>[VIWEF]) onnxruntime: "
+    r")?(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+(?P<trtlog>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE)\]\s*)?")
+#: ONNX Runtime's source location after the message
+_ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
+#: TensorRT's own logger prefixes (trtexec, Python, TensorRT 7, DeepStream, jetson-inference), all optional, after a
+#: shell comment's ``#`` or a Markdown quote's ``> ``
+_PREFIX = re.compile(
+    r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
+    r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
+    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
+_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
+#: Polygraphy's letters beyond TensorRT's (polygraphy/logger/logger.py): CRITICAL, ultra/super/extra verbose
+_POLYGRAPHY = {"!": "E", "U": "V", "S": "V", "X": "V"}
+_GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, LOG, TRACE, MEMDUMP: verbose
+
+#: error lines written by other libraries than TensorRT's logger (no severity prefix)
+FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
+#: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
+#: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
+#: and an assertion's "... failed. )" are none
+_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
+#: a line of plain text that names an Error or refuses an option (it may continue a logger's multi-line message)
+_UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|^(?:Cannot |Unknown option|Invalid )")
+
+
+def split_prefix(line: str) -> tuple[str | None, str]:
+    """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")``: the severity letter a log line's
+    prefixes name (None when they name none; TensorRT's own before the printing tool's) and the message."""
+    w = _WRAPPER.match(line)
+    rest = line[w.end():]
+    m = _PREFIX.match(rest)
+    msg = rest[m.end():]
+    if w.group("ort") or w.group("ort2"):
+        msg = _ORT_WHERE.sub("", msg)
+    sev = (_POLYGRAPHY.get(m.group("sev") or "", m.group("sev")) or m.group("sev2") or _WORDS.get(m.group("word") or "")
+           or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
+           or w.group("ort") or w.group("ort2"))
+    return sev, msg.strip()
+
+
+def plain_error(msg: str, plain: bool, continues: bool) -> bool:
+    """Whether a message with no severity is an error message of its own: another library's error line; in plain
+    text (no severity given with it), an application's failure line, or a line naming an Error unless it continues
+    the error message before it (the ONNX parser's error spans lines, the last ones bare)."""
+    if FOREIGN_ERRORS.search(msg):
+        return True
+    return plain and bool(_APP_FAILURE.search(msg) or not continues and _UNMARKED_ERROR.search(msg))
+
+
+def unmarked_error(msg: str) -> bool:
+    """Whether a message that no logger marked (plain text, its prefix stripped) reports an error in its own words:
+    another library's error line, an application's failure message, an Error named or an option refused."""
+    return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _UNMARKED_ERROR.search(msg))
