@@ -123,8 +123,7 @@ class Drift:
 
     def rank_equal(self, top: list[tuple[int, ...]]) -> tuple[int, ...] | None:
         """The best of ``top``: with a drift, on equal numbers of builds (each one's latest ``m``),
-        drift-corrected; without, on the median over all its builds read with its prior prediction
-        (:meth:`search.rebuilds.Rebuilds.estimate`). Sets :attr:`rank_note`."""
+        drift-corrected; without, on the median over all its builds. Sets :attr:`rank_note`."""
         logs = [self.build_log.get(self.realised(k)) or [] for k in top]  # type: ignore[attr-defined]
         m = min((len(b) for b in logs), default=0)
         if m == 0:
@@ -133,9 +132,7 @@ class Drift:
         if self.beta:
             score = [statistics.median(math.exp(y - self.beta * t) for t, y in sorted(b)[-m:]) for b in logs]
         else:
-            prior = self.prior()  # type: ignore[attr-defined]
-            score = [self.estimate(k, statistics.median(math.exp(y) for _, y in b), len(b), prior)  # type: ignore[attr-defined]
-                     for k, b in zip(top, logs)]
+            score = [statistics.median(math.exp(y) for _, y in b) for b in logs]
         minimize = self.run.objective.direction == "minimize"
         order = sorted(range(len(top)), key=lambda i: score[i] if minimize else -score[i])
         self.rank_note = None
@@ -143,8 +140,7 @@ class Drift:
             a, b = order[0], order[1]
             gap = abs(math.log(score[b] / score[a]))
             reach = 2 * self.noise() * math.sqrt(1 / len(logs[a]) + 1 / len(logs[b]))  # type: ignore[attr-defined]
-            read = "" if prior is None else ", each read with the prediction made before it was built"
-            self.rank_note = (f"ranked on the median over each one's builds ({len(logs[a])} and {len(logs[b])}{read}): "
+            self.rank_note = (f"ranked on the median over each one's builds ({len(logs[a])} and {len(logs[b])}): "
                               f"#1 leads #2 by {100 * gap:.1f}%, "
                               + ("beyond" if gap >= reach else "within")
                               + f" the noise's reach of {100 * reach:.1f}% (2 sd x sqrt(1/n_a + 1/n_b))")

@@ -212,7 +212,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         self._realised: dict[tuple[int, ...], str] = {}
         self.measurements: list[Measurement] = []
         self.predicted: dict[tuple[int, ...], float] = {}
-        self.predicted_round: dict[tuple[int, ...], int] = {}  # the round whose model made the prediction
         self.elites: list[list[int]] = []
         self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
         self.fit = Fit()
@@ -336,7 +335,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
             self.errors.append(abs(math.log(abs(got) / abs(predicted))))
         if predicted is not None:
             self.predicted[key] = predicted
-            self.predicted_round[key] = self.rounds
         log.info("guided: measured %s predicted %s", self.run.objective.value(m), note.get("predicted"))
         return m
 

@@ -9,14 +9,6 @@ single builds tends to be a lucky one. The guided agent builds plans again in tw
 * at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`), ranked on the
   same number of builds each, drift-corrected (:mod:`search.drift`).
 
-Which plans are the top candidates, and the final ranking without drift, read a plan's value from
-two independent readings weighted by their precision (:meth:`Rebuilds.estimate`): its builds'
-mean log value (sd: the noise over the square root of its builds) and the prediction a model fitted
-in this run made for it *before* it was built (sd: :data:`search.later.MAD_SD` x the median |log
-error| of such predictions). With ~40 plans built once at 2-3 % noise, the best single builds are
-mostly the luckiest (the winner's curse); the prediction pulls a lucky build back towards what the
-rest of the run says of that plan.
-
 The noise is estimated from the builds of re-measured plans, shrunk towards :data:`NOISE_PRIOR`.
 The store then holds each plan's median over its builds
 (:meth:`placetune.tuning.evaluator.Evaluator.remeasure`), which is what the study ranks and exports.
@@ -34,7 +26,6 @@ import numpy as np
 from placetune.measurement import Measurement
 
 from .base import BudgetExhausted
-from .later import MAD_SD
 
 __all__ = ["Rebuilds", "NOISE_PRIOR", "MAX_BUILDS"]
 
@@ -60,8 +51,6 @@ class Rebuilds:
     correct_measured: Callable[[], None]
     rank_equal: Callable[[list[tuple[int, ...]]], tuple[int, ...] | None]
     crown: Callable[[Sequence[int]], None]
-    predicted: dict[tuple[int, ...], float]
-    predicted_round: dict[tuple[int, ...], int]
 
     def rebuild(self, key: Sequence[int]) -> Measurement:
         """Build a measured assignment once more; every assignment of its realisation, and the fit,
@@ -99,34 +88,6 @@ class Rebuilds:
                 dof += len(vals) - 1
         return math.sqrt(ss / dof)
 
-    def prior(self) -> tuple[dict[tuple[int, ...], float], float] | None:
-        """``(log |predicted loss| per assignment, its sd)``: the predictions made before each plan
-        was built by a model fitted in this run (round 2 on; round 0's are the uncorrected
-        simulator's), and :data:`MAD_SD` x the median |log error| of those predictions against
-        what was measured (None: fewer than two such predictions)."""
-        preds: dict[tuple[int, ...], float] = {}
-        errs = []
-        for key, p in self.predicted.items():
-            got = self.measured.get(key)
-            if self.predicted_round.get(key, 0) < 2 or got is None or not (math.isfinite(p) and math.isfinite(got)) \
-                    or p * got <= 0 or abs(p) >= 1e12:
-                continue
-            preds[key] = math.log(abs(p))
-            errs.append(abs(math.log(abs(got) / abs(p))))
-        if len(errs) < 2:
-            return None
-        return preds, max(MAD_SD * float(np.median(errs)), 1e-6)
-
-    def estimate(self, key: Sequence[int], value: float, n: int,
-                 prior: tuple[dict[tuple[int, ...], float], float] | None) -> float:
-        """A plan's |loss| read from ``value`` (its builds' combined |loss|, ``n`` builds) and its
-        prior prediction, each weighted by its precision (``value`` alone when it has none)."""
-        p = None if prior is None else prior[0].get(tuple(int(x) for x in key))
-        if p is None or not value > 0:
-            return value
-        w_m, w_p = max(1, n) / self.noise() ** 2, 1.0 / prior[1] ** 2
-        return math.exp((w_m * math.log(value) + w_p * p) / (w_m + w_p))
-
     def contest(self) -> tuple[int, ...] | None:
         """The assignment to build again while the best measured and a runner-up are closer than
         the noise can tell apart: of the two, the one with fewer builds (None: no such contest)."""
@@ -157,16 +118,8 @@ class Rebuilds:
         run, obj = self.run, self.run.objective
         top: list[tuple[int, ...]] = []
         realisations: set[str] = set()
-        prior = self.prior()
-        sign = -1.0 if obj.direction == "maximize" else 1.0  # |loss| back to a loss (losses of one run share a sign)
-
-        def rank(item: tuple[tuple[int, ...], float]) -> float:
-            key, loss = item
-            if not math.isfinite(loss) or abs(loss) >= 1e12:
-                return math.inf
-            return sign * self.estimate(key, abs(loss), len(self.builds(key)), prior)
-        for key, loss in sorted(self.measured.items(), key=rank):
-            if not math.isfinite(rank((key, loss))) or len(top) >= n:
+        for key, loss in sorted(self.measured.items(), key=lambda t: t[1]):
+            if not math.isfinite(loss) or len(top) >= n:
                 break
             if self.realised(key) not in realisations:
                 realisations.add(self.realised(key))

@@ -157,18 +157,6 @@ class _DriftState:
         self.build_log: dict = {}
         self.beta, self.beta_se = 0.0, None
         self._noise = noise
-        self.predicted: dict = {}  # the predictions made before each plan was built (none: no prior)
-        self.predicted_round: dict = {}
-
-    def prior(self):
-        from search.rebuilds import Rebuilds
-
-        return Rebuilds.prior(self)
-
-    def estimate(self, key, value, n, prior):
-        from search.rebuilds import Rebuilds
-
-        return Rebuilds.estimate(self, key, value, n, prior)
 
     def realised(self, key):
         return str(tuple(key))
@@ -231,25 +219,6 @@ def test_a_short_run_without_drift_is_not_corrected_and_ranks_on_all_builds():
     note = s.drift_note()
     assert "none detected" in note and "5% two-sided" in note
     assert "median over each one's builds (7 and 3)" in note and "within the noise's reach" in note
-
-
-def test_a_lucky_single_build_is_read_with_the_prediction_made_before_it_was_built():
-    """Plan A's one build reads 3600 fps but a fitted model predicted 3420 before it was built; plan
-    B reads 3560 over three builds, predicted 3550. The model's predictions miss by a median 2 %
-    (sd 1.4826 x 2 %), the builds by 2 %: A's one build and its prediction together say about 3510,
-    below B. Without the predictions (round 0's, the uncorrected simulator's) A wins, as before."""
-    a, b = (1,), (2,)
-    for rounds, want in ((3, b), (0, a)):
-        s = _DriftState(noise=0.02)
-        s.log_build(a, -3600.0, 10)
-        for t in (12, 20, 30):
-            s.log_build(b, -3560.0, t)
-        s.measured = {a: -3600.0, b: -3560.0, (3,): -3000.0, (4,): -3000.0}
-        s.predicted = {a: -3420.0, b: -3550.0, (3,): -3000.0 * math.exp(0.02), (4,): -3000.0 * math.exp(-0.02)}
-        s.predicted_round = {k: rounds for k in s.predicted}
-        s.correct_measured()
-        assert s.rank_equal([a, b]) == want
-    assert "each read with the prediction made before it was built" not in s.drift_note()
 
 
 def test_a_noisy_drifting_run_is_still_corrected():
