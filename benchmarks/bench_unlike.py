@@ -19,7 +19,8 @@ For every case, family and draw:
   guided agent's constants were set) and a HELD-OUT part (draws 1 and 2, seeds 100-102), fixed in
   code (:data:`TUNING_DRAWS`), and a FRESH held-out part (draws 3 and 4, seeds 200-202), fixed
   before any result on it was seen (:data:`FRESH_DRAWS`); the report runs one part (``--split``,
-  default held-out);
+  default held-out); the families of :data:`device_truths.FRESH_ONLY` (added after the other parts
+  were looked at) run in the fresh part only, so nothing can be tuned on them;
 * **default agent**: ``--seeds`` runs with a budget of 15 and of 50 evaluations each; a run's
   value is the **noise-free** value of the plan it reports (its best, after its own re-ranking);
   the table gives the median and the worst gap to the best known over the seeds;
@@ -63,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from device_truths import FAMILIES, Truth, TruthJetson, truth  # noqa: E402
+from device_truths import FAMILIES, FRESH_ONLY, Truth, TruthJetson, truth  # noqa: E402
 from placetune import Model, Placement, PlacetuneError  # noqa: E402
 from placetune.tuning.evaluator import Evaluator  # noqa: E402
 from search import DEFAULT_AGENT, Budget, get_agent  # noqa: E402
@@ -384,6 +385,11 @@ def split_draws(split: str) -> tuple[int, ...]:
     return SPLITS[split][0]
 
 
+def split_families(split: str) -> list[str]:
+    """The families a part runs: every one, less those of FRESH_ONLY outside the fresh part."""
+    return [f for f in FAMILIES if split == "fresh" or f not in FRESH_ONLY]
+
+
 def split_seeds(split: str, n: int) -> list[int]:
     return [SPLITS[split][1] + i for i in range(n)]
 
@@ -472,7 +478,8 @@ def _at(curve: Any, n: int) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    ap.add_argument("--families", nargs="+", default=None, choices=FAMILIES,
+                    help="default: every family of the part (those of FRESH_ONLY in the fresh part only)")
     ap.add_argument("--split", choices=tuple(SPLITS), default="held-out",
                     help="which part of the draws and seeds to run (see TUNING_DRAWS and FRESH_DRAWS; default: "
                          "held-out)")
@@ -496,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
+    if args.families is None:
+        args.families = split_families(args.split)
+    elif args.split != "fresh" and set(args.families) & set(FRESH_ONLY):
+        ap.error(f"--families: {', '.join(sorted(set(args.families) & set(FRESH_ONLY)))} run in the fresh part only")
     draws = split_draws(args.split)
     if args.draws is not None:
         bad = [d for d in args.draws if d not in draws]

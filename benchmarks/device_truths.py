@@ -40,6 +40,24 @@ model and of the device profile (neither looks at a layer's weights):
   (the share of its core's weights that does not fit) slower. The cost depends on what else sits
   on the same core, not on the segment's length, tensors or cuts.
 
+Two more, added for the fresh part only and fixed before any agent ran on them, again outside
+every feature of the residual model and of the device profile:
+
+* ``dla-switch``: a DLA core that runs several loadables per frame switches context between
+  them, and each switch costs more the more loadables the core keeps resident (their
+  configurations and buffers evict each other): every loadable on a core pays ``switch_us`` x
+  (loadables on that core - 1), so a core's cost grows with the square of its loadables. The
+  residual's segment features see one segment alone (a constant, its length, its own cuts) and
+  its plan feature counts the plan's engines linearly over every device; nothing counts the
+  loadables that share a segment's core (2 + 2 loadables and 4 + 0 have the same engines, costs
+  4 and 12 switches).
+* ``dla-cbuf``: a DLA convolution whose weights exceed the convolution buffer (``cbuf_q``
+  quantile of the model's convolution weight sizes) streams them tile by tile and runs
+  ``1 + cbuf_cost x log2(weights / buffer)`` slower; the GPU does not care. Neither model looks
+  at a layer's weights, and the profiler reports a DLA loadable as one entry split evenly over
+  its layers, so the per-layer fit sees the cost smeared over the loadable, never on the heavy
+  convolutions that pay it (and a layer never built on a DLA keeps its prior).
+
 Every family also draws a device the fit *can* express (GPU / DLA / boundary scales, a fixed
 per-layer factor) and per-build noise of 1-3 % (each build picks other tactics). Per-layer
 times are reported as TensorRT's profiler gives them: a DLA loadable and a fused GPU kernel are
@@ -73,12 +91,15 @@ from placetune.calibration import DeviceProfile
 from placetune.measurement import Measurement
 from placetune.placement.realise import InfeasiblePlacement
 
-__all__ = ["FAMILIES", "Truth", "truth", "TruthJetson"]
+__all__ = ["FAMILIES", "FRESH_ONLY", "Truth", "truth", "TruthJetson"]
 
 #: The structural families, in benchmark order.
 #: New families are appended: a family's draws are seeded by its position in this tuple.
 FAMILIES = ("seg-length", "cut-tactics", "contention", "reformat", "mixed", "dla-fail", "handoff", "drift",
-            "dla-weights")
+            "dla-weights", "dla-switch", "dla-cbuf")
+#: families run only in the fresh part by default (added after the tuning and held-out parts were
+#: looked at, to judge the agent on effects nobody tuned on: no run of the tuning part includes them)
+FRESH_ONLY = ("dla-switch", "dla-cbuf")
 _US = 1e-3
 
 
@@ -114,6 +135,9 @@ class Truth:
     drift_ramp: int = 40
     weight_share: float = 0.0  # 0: no weight cache limit; else the share of the model's weight bytes a DLA core holds
     weight_cost: float = 0.0
+    switch_us: float = 0.0  # 0: no per-core context switch between loadables
+    cbuf_q: float = 0.0  # 0: no convolution-buffer limit; else the quantile of the conv weight sizes it holds
+    cbuf_cost: float = 0.0
 
     def profile(self) -> DeviceProfile:
         """The part of the truth a device profile can express (the fit could learn it)."""
@@ -164,6 +188,10 @@ def truth(family: str, draw: int) -> Truth:
         return Truth(**common, drift=round(u(0.06, 0.12), 3), drift_ramp=int(rng.integers(25, 61)))
     if family == "dla-weights":
         return Truth(**common, weight_share=round(u(0.15, 0.45), 3), weight_cost=round(u(0.5, 1.2), 3))
+    if family == "dla-switch":
+        return Truth(**common, switch_us=round(u(15, 60), 1))
+    if family == "dla-cbuf":
+        return Truth(**common, cbuf_q=round(u(0.5, 0.8), 3), cbuf_cost=round(u(0.3, 0.8), 3))
     return Truth(**common, spill_knee=int(rng.integers(15, 31)), spill_slope=round(u(0.01, 0.025), 4),
                  short_dla=int(rng.integers(3, 7)), short_dla_us=round(u(40, 120), 1),
                  cut_tactic=round(u(1.2, 1.8), 3), cut_unfuse=True, sat_gpu=round(u(0.4, 0.9), 3),
@@ -273,6 +301,11 @@ class TruthJetson(SimulatedJetson):
         ms, fused = ms.copy(), fused.copy()
         if gpu_slow != 1.0:
             ms = np.where(codes == 0, ms * gpu_slow, ms)
+        if t.cbuf_q:  # ---- DLA convolutions whose weights do not fit the convolution buffer
+            conv_w = ex.weight_bytes[ex.heavy & (ex.weight_bytes > 0)]
+            cbuf = float(np.quantile(conv_w, t.cbuf_q)) if conv_w.size else math.inf
+            over = (codes > 0) & ex.heavy & (ex.weight_bytes > cbuf)
+            ms = np.where(over, ms * (1.0 + t.cbuf_cost * np.log2(np.maximum(ex.weight_bytes, 1.0) / cbuf)), ms)
         cross = codes[g.edge_p] != codes[g.edge_c] if g.edge_p.size else np.zeros(0, bool)
         # ---- tactics at cuts: a GPU conv fed by a DLA loses its tactic and its epilogue's fusion
         if t.cut_tactic != 1.0 or t.cut_unfuse:
@@ -347,6 +380,9 @@ class TruthJetson(SimulatedJetson):
                 if held_w > cache:
                     seg_time = np.where(seg_dev == d, seg_time * (1.0 + t.weight_cost * (1.0 - cache / held_w)),
                                         seg_time)
+        if t.switch_us:  # ---- context switches between the loadables that share a DLA core
+            per_core = np.bincount(seg_dev, minlength=3)
+            seg_time = seg_time + np.where(seg_dev > 0, t.switch_us * _US * np.maximum(0, per_core[seg_dev] - 1), 0.0)
         n_layers = np.array([len(s.layers) for s in segs], dtype=float)
         dla = seg_dev > 0
         if t.spill_knee:

@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench_unlike  # noqa: E402
-from device_truths import FAMILIES, Truth, TruthJetson, truth  # noqa: E402
+from device_truths import FAMILIES, FRESH_ONLY, Truth, TruthJetson, truth  # noqa: E402
 
 
 def test_the_three_parts_share_no_draw_and_no_seed():
@@ -23,7 +23,7 @@ def test_the_three_parts_share_no_draw_and_no_seed():
 
 
 def test_a_dla_core_over_its_weight_cache_runs_slower_and_the_gpu_does_not():
-    assert FAMILIES[-1] == "dla-weights"  # appended: the other families' draws keep their seeds
+    assert FAMILIES[8] == "dla-weights"  # appended: the other families' draws keep their seeds
     t = Truth(**{**truth("dla-weights", 0).__dict__, "noise": 0.0})
     plain = Truth(**{**t.__dict__, "weight_share": 0.0})
     ev = bench_unlike.evaluator("resnet50", TruthJetson(t))
@@ -34,3 +34,48 @@ def test_a_dla_core_over_its_weight_cache_runs_slower_and_the_gpu_does_not():
     value = lambda tr, name: bench_unlike.true_value(ev, TruthJetson(tr), space.to_placement(plans[name]))  # noqa: E731
     assert value(t, "all-gpu") == value(plain, "all-gpu")
     assert value(t, "all-dla0") < 0.9 * value(plain, "all-dla0")  # every weight on one core: most of it streams
+
+
+def _values(family: str, case: str, off: dict) -> tuple:
+    """``value(truth, plan name)`` on draw 0 of a family, its truth without noise and that truth with
+    the family's effect turned off (``off``)."""
+    from search.base import baseline_assignments
+
+    t = Truth(**{**truth(family, 0).__dict__, "noise": 0.0})
+    plain = Truth(**{**t.__dict__, **off})
+    ev = bench_unlike.evaluator(case, TruthJetson(t))
+    space = ev.space("stages")
+    plans = baseline_assignments(space)
+    return (lambda tr, name: bench_unlike.true_value(ev, TruthJetson(tr), space.to_placement(plans[name]))), t, plain
+
+
+def test_the_fresh_only_families_are_appended_and_run_in_the_fresh_part_only():
+    assert FAMILIES[-2:] == FRESH_ONLY == ("dla-switch", "dla-cbuf")
+    assert set(FRESH_ONLY) <= set(bench_unlike.split_families("fresh"))
+    for part in ("tuning", "held-out"):
+        assert not set(FRESH_ONLY) & set(bench_unlike.split_families(part))
+    import pytest
+
+    with pytest.raises(SystemExit):
+        bench_unlike.main(["--split", "tuning", "--families", "dla-switch"])
+
+
+def test_loadables_that_share_a_dla_core_pay_context_switches_and_the_gpu_does_not():
+    value, t, plain = _values("dla-switch", "resnet50", {"switch_us": 0.0})
+    assert t.switch_us > 0
+    assert value(t, "all-gpu") == value(plain, "all-gpu")
+    from placetune import Placement
+
+    ev = bench_unlike.evaluator("resnet50", TruthJetson(t))
+    names = ev.model.names
+    # DLA0, GPU, DLA0, GPU, ...: several loadables on one core
+    striped = Placement(ev.model, {n: ("DLA0" if (i // 20) % 2 == 0 else "GPU") for i, n in enumerate(names)})
+    hot = bench_unlike.true_value(ev, TruthJetson(t), striped)
+    cold = bench_unlike.true_value(ev, TruthJetson(plain), striped)
+    assert hot < cold
+
+
+def test_dla_convolutions_past_the_convolution_buffer_run_slower_and_the_gpu_does_not():
+    value, t, plain = _values("dla-cbuf", "resnet50", {"cbuf_q": 0.0})
+    assert value(t, "all-gpu") == value(plain, "all-gpu")
+    assert value(t, "all-dla0") < 0.95 * value(plain, "all-dla0")
