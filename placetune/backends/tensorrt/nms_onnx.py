@@ -1,0 +1,351 @@
+"""Which network outputs are rows of detections selected by an ONNX NonMaxSuppression, for the gate to compare as a set.
+
+ONNX ``NonMaxSuppression`` writes ``selected_indices`` [N, 3], rows (batch, class, box) (onnx
+Operators.md); a detector's graph then gathers the candidates' boxes, scores and classes with the
+box column of those rows. An Ultralytics ``nms=True`` export (yolo11n, opset 18, read from a real
+export) does: NonMaxSuppression -> Gather(axis 1, [2]) -> Squeeze -> Slice(0:300) -> Gather(axis 0)
+of the candidates' boxes [M, 4], scores [M] and classes [M] (int64) -> Reshape [-1, 1] / Cast ->
+Concat(axis -1) [n, 6] -> Reshape [-1] -> Pad (computed pads) -> Reshape [1, 300, 6] -> ScatterND
+into zeros. The rows of such an output are the detections, in NMS order; an FP16 / DLA difference
+in what NMS is fed reorders them or keeps a borderline one, so the gate compares them as a set.
+
+Every op on the way must keep whole rows (:func:`_step`): a Gather along the detection axis, a
+Slice of its first rows, Squeeze / Unsqueeze / Reshape / Cast / Identity, a Concat along the last
+axis, a TopK and a Gather by its indices, a zero Pad at the end of the rows (its pads evaluated for
+several detection counts when computed in the graph), a ScatterND of the rows into zeros. A column
+is a box coordinate (4 wide, the candidate tensor reaches NMS's boxes), a score (1 wide, reaches
+NMS's scores) or a class (1 wide, integer); otherwise the rows are compared as plain vectors.
+Anything else leaves the output element by element, and :func:`onnx_nms_scan` says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+#: ops that keep a tensor's rows as they are (Reshape, Squeeze, Unsqueeze: checked in :func:`_step`)
+_SAME = {"Cast", "Identity"}
+_INTEGER = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+            onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
+#: detection counts the computed pads of a Pad are evaluated for
+_TRIAL_COUNTS = (0, 1, 7)
+
+
+class _Graph:
+    """The graph's constants, producers, readers and known shapes / element types."""
+
+    def __init__(self, graph: onnx.GraphProto):
+        self.graph = graph
+        self.const: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+        for node in graph.node:
+            if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+                self.const[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+        self.producer = {o: n for n in graph.node for o in n.output}
+        self.readers: dict[str, list[onnx.NodeProto]] = {}
+        for node in graph.node:
+            for name in node.input:
+                self.readers.setdefault(name, []).append(node)
+        self.outputs = [o.name for o in graph.output]
+        infos = list(graph.value_info) + list(graph.output) + list(graph.input)
+        if not graph.value_info:  # no exporter's shapes: ONNX's inference (best effort)
+            try:
+                model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                infos = list(onnx.shape_inference.infer_shapes(model).graph.value_info) + infos
+            except Exception:  # noqa: BLE001 - unknown shapes only leave outputs element by element
+                pass
+        self.rank: dict[str, int] = {}
+        self.last: dict[str, int | None] = {}
+        self.elem: dict[str, int] = {}
+        for v in infos:
+            t = v.type.tensor_type
+            self.elem[v.name] = t.elem_type
+            if t.HasField("shape"):
+                dims = t.shape.dim
+                self.rank[v.name] = len(dims)
+                self.last[v.name] = dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
+
+    def scalar(self, name: str) -> float | None:
+        v = self.const.get(name)
+        return float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
+
+    def ancestors(self, name: str) -> set[str]:
+        seen, todo = set(), [name]
+        while todo:
+            t = todo.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            node = self.producer.get(t)
+            if node is not None:
+                todo += [i for i in node.input if i]
+        return seen
+
+
+def _axis(node: onnx.NodeProto, default: int = 0) -> int:
+    return int(next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), default))
+
+
+def _label(g: _Graph, data: str, nms: onnx.NodeProto, boxes_anc: set[str], scores_anc: set[str]) -> list[str] | None:
+    """The columns of candidate tensor ``data`` [M] or [M, W] gathered by NMS's box indices."""
+    rank, width = g.rank.get(data), g.last.get(data)
+    if rank == 1:
+        width = 1
+    if rank not in (1, 2) or not width:
+        return None
+    if width == 4 and data in boxes_anc:
+        return ["box"] * 4
+    if width == 1 and data in scores_anc:
+        return ["score"]
+    if width == 1 and g.elem.get(data) in _INTEGER:
+        return ["class"]
+    return ["value"] * width
+
+
+def _pads_ok(g: _Graph, node: onnx.NodeProto, state: dict[str, Any], states: dict[str, Any]) -> bool:
+    """A Pad of rows: constant mode, pad value 0, only after the rows (flat: by whole rows). Computed
+    pads are evaluated for a few detection counts, every tracked tensor they read fed as zeros."""
+    mode = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "mode"), b"constant")
+    if mode not in (b"constant", "constant") or (len(node.input) > 3 and node.input[3]):
+        return False
+    if len(node.input) > 2 and node.input[2] and (g.scalar(node.input[2]) or 0.0) != 0.0:
+        return False
+    pads_name = node.input[1]
+    width = len(state["cols"])
+    trials = []
+    if pads_name in g.const:
+        trials = [g.const[pads_name]]
+    else:
+        try:
+            trials = [_evaluate(g, pads_name, states, n) for n in _TRIAL_COUNTS]
+        except Exception:  # noqa: BLE001 - pads the graph computes from more than the rows' count
+            return False
+    for pads in trials:
+        pads = np.asarray(pads).reshape(-1)
+        rank = len(pads) // 2
+        begin, end = pads[:rank], pads[rank:]
+        if state["flat"]:
+            if rank != 1 or begin[0] != 0 or end[0] % width:
+                return False
+        elif rank < 1 or begin.any() or end[:-2].any() or end[-1] or (rank >= 2 and end[-2] < 0):
+            return False
+    return True
+
+
+def _evaluate(g: _Graph, name: str, states: dict[str, Any], n: int) -> np.ndarray:
+    """The value of ``name`` when the tracked tensors hold ``n`` detections (fed as zeros)."""
+    from onnx.reference import ReferenceEvaluator
+
+    nodes, feeds, todo, seen = [], {}, [name], set()
+    while todo:
+        t = todo.pop()
+        if t in seen or not t or t in g.const:
+            continue
+        seen.add(t)
+        if t in states and not states[t].get("index"):
+            st = states[t]
+            width = len(st["cols"])
+            shape = (n * width,) if st["flat"] else (n,) if st["rank"] == 1 else (n, width)
+            feeds[t] = np.zeros(shape, np.float32)
+            continue
+        node = g.producer.get(t)
+        if node is None:
+            raise ValueError(f"{t!r} is not computed from constants and rows")
+        nodes.append(node)
+        todo += list(node.input)
+    inits = [numpy_helper.from_array(v, k) for k, v in g.const.items()
+             if any(k in nd.input for nd in nodes)]
+    order = [nd for nd in g.graph.node if nd in nodes]
+    sub = helper.make_graph(order, "pads", [helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, None)
+                                            for k in feeds],
+                            [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)], inits)
+    model = helper.make_model(sub, opset_imports=[helper.make_opsetid("", 18)])
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def _step(g: _Graph, node: onnx.NodeProto, name: str, st: dict[str, Any], states: dict[str, Any],
+          ctx: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """What ``node`` makes of tracked tensor ``name`` (state ``st``): {output: state}, or None when
+    its output is no longer whole rows."""
+    op, ins = node.op_type, list(node.input)
+    out = node.output[0] if node.output else ""
+    if op in _SAME:
+        return {out: dict(st)}
+    if st.get("index"):  # the selected box indices: [N, 3] rows, a column of them, their first rows
+        if op == "Gather" and ins[0] == name and st["index"] == "selected" and _axis(node) == 1 \
+                and g.scalar(ins[1]) == 2:
+            return {out: dict(st, index="box", rank=2 if g.const[ins[1]].ndim else 1)}
+        if st["index"] == "box" and op in ("Squeeze", "Reshape", "Flatten", "Unsqueeze") and ins[0] == name:
+            return {out: dict(st, rank=None)}  # a vector of box indices, whatever its unit axes
+        if st["index"] == "box" and op == "Slice" and ins[0] == name:
+            starts, ends = g.const.get(ins[1]), g.const.get(ins[2])
+            axes = g.const.get(ins[3]) if len(ins) > 3 and ins[3] else None
+            steps = g.const.get(ins[4]) if len(ins) > 4 and ins[4] else None
+            if starts is None or ends is None or starts.size != 1 or int(starts.reshape(-1)[0]) != 0 or \
+                    (axes is not None and int(axes.reshape(-1)[0]) != 0) or \
+                    (steps is not None and int(steps.reshape(-1)[0]) != 1) or int(ends.reshape(-1)[0]) < 0:
+                return None
+            cap = int(ends.reshape(-1)[0])
+            return {out: dict(st, cap=min(cap, st["cap"]) if st.get("cap") is not None else cap)}
+        if op == "Gather" and ins[1] == name and st["index"] in ("box", "order") and _axis(node) == 0:
+            if st["index"] == "order":  # rows reordered by TopK's indices
+                base = states.get(ins[0])
+                if base is None or base.get("index"):
+                    return None
+                return {out: dict(base, cap=_min(base.get("cap"), st.get("cap")))}
+            if ins[0] in states:
+                return None
+            cols = _label(g, ins[0], ctx["nms"], ctx["boxes_anc"], ctx["scores_anc"])
+            if cols is None:
+                return None
+            return {out: {"cols": cols, "rank": g.rank.get(ins[0]), "flat": False, "cap": st.get("cap")}}
+        return None
+    rank, width = st["rank"], len(st["cols"])
+    if op == "Gather" and ins[0] == name and ins[1] in states and states[ins[1]].get("index") == "order":
+        return {out: dict(st, cap=_min(st.get("cap"), states[ins[1]].get("cap")))}
+    if op == "Unsqueeze" and rank == 1 and not st["flat"]:
+        axes = g.const.get(ins[1]) if len(ins) > 1 else next(
+            (np.asarray(helper.get_attribute_value(a)) for a in node.attribute if a.name == "axes"), None)
+        if axes is not None and axes.size == 1 and int(axes.reshape(-1)[0]) in (1, -1):
+            return {out: dict(st, rank=2)}
+        return None
+    if op in ("Squeeze", "Reshape", "Flatten"):
+        shape = g.const.get(ins[1]) if op == "Reshape" and len(ins) > 1 else None
+        if op == "Reshape" and shape is None:
+            return None
+        target = [int(v) for v in shape.reshape(-1)] if shape is not None else None
+        if op == "Squeeze":  # [n, 1] -> [n]
+            return {out: dict(st, rank=1)} if rank == 2 and width == 1 and not st["flat"] else None
+        if op == "Flatten" or target == [-1]:  # rows [n, W] -> n * W values
+            return {out: dict(st, flat=True, rank=1)}
+        if target is not None and len(target) >= 2 and target[-1] == width and all(v == 1 for v in target[:-2]):
+            rows = target[-2]  # -> [1, .., rows, W]: the rows again (a padded count, or -1)
+            return {out: dict(st, flat=False, rank=len(target),
+                              rows=rows if rows > 0 else st.get("rows"))}
+        return None
+    if op == "Concat" and width and not st["flat"]:
+        axis = _axis(node)
+        parts = [states.get(i) for i in ins]
+        if any(p is None or p.get("index") or p["flat"] or p["rank"] != 2 for p in parts) or \
+                axis not in (-1, 1) or any(p.get("nms") != st.get("nms") for p in parts):
+            return None
+        return {out: {"cols": [c for p in parts for c in p["cols"]], "rank": 2, "flat": False,
+                      "cap": _min(*[p.get("cap") for p in parts])}}
+    if op == "Pad" and ins[0] == name and _pads_ok(g, node, st, states):
+        return {out: dict(st, padded=True)}
+    if op == "ScatterND" and len(ins) == 3 and ins[2] == name and ins[0] in g.const and ins[1] in g.const \
+            and not g.const[ins[0]].any() and not st["flat"]:
+        return {out: dict(st, padded=True)}
+    if op == "TopK" and ins[0] == name and width == 1 and st["cols"] == ["score"] and not st["flat"] \
+            and _axis(node, -1) in (0, -1 if rank == 1 else 0):
+        k = g.scalar(ins[1]) if len(ins) > 1 else None
+        cap = _min(st.get("cap"), int(k) if k is not None else None)
+        return {node.output[0]: dict(st, cap=cap), node.output[1]: {"index": "order", "cap": cap, "rank": rank}}
+    return None
+
+
+def _min(*values: int | None) -> int | None:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
+def _threshold(g: _Graph, nms: onnx.NodeProto) -> float | None:
+    """NMS's score_threshold input when a constant; else the constant of a Greater (OrEqual) whose
+    NonZero picked the candidates NMS scores (Ultralytics: Greater(conf, 0.25) -> NonZero ->
+    Transpose -> GatherND(conf) -> NonMaxSuppression)."""
+    if len(nms.input) > 4 and nms.input[4]:
+        return g.scalar(nms.input[4])
+    for t in g.ancestors(nms.input[1]):
+        node = g.producer.get(t)
+        if node is not None and node.op_type == "NonZero":
+            cmp = g.producer.get(node.input[0])
+            if cmp is not None and cmp.op_type in ("Greater", "GreaterOrEqual") and cmp.input[1] in g.const:
+                return g.scalar(cmp.input[1])
+    return None
+
+
+def onnx_nms_scan(graph: onnx.GraphProto) -> tuple[list[dict[str, Any]], list[str]]:
+    """The NonMaxSuppression nodes whose selected rows reach network outputs through ops that keep
+    whole rows: one group each (``rows``: per output its column labels; the thresholds; ``max_rows``,
+    the cap a Slice / TopK puts on the count), and for the others why they stay element by element."""
+    groups: list[dict[str, Any]] = []
+    elementwise: list[str] = []
+    if not any(n.op_type == "NonMaxSuppression" for n in graph.node):
+        return groups, elementwise
+    g = _Graph(graph)
+    for nms in graph.node:
+        if nms.op_type != "NonMaxSuppression" or not nms.output:
+            continue
+        label = f"NonMaxSuppression {nms.name or nms.output[0]!r}"
+        ctx = {"nms": nms, "boxes_anc": g.ancestors(nms.input[0]), "scores_anc": g.ancestors(nms.input[1])}
+        states: dict[str, dict[str, Any]] = {nms.output[0]: {"index": "selected", "cap": None}}
+        blockers: list[onnx.NodeProto] = []
+        for node in graph.node:  # topological: every tracked input is known when its readers come
+            tracked = [i for i in node.input if i in states]
+            if not tracked or node is nms:
+                continue
+            made = None
+            for name in tracked:
+                made = _step(g, node, name, states[name], states, ctx)
+                if made is not None:
+                    break
+            if made is None:
+                blockers.append(node)
+                continue
+            for k, v in made.items():
+                states[k] = dict(v, nms=nms.name or nms.output[0])
+        outs = [o for o in g.outputs if o in states and not states[o].get("index")]
+        reach = set().union(*[g.ancestors(o) for o in g.outputs]) - _pad_inputs(g)
+        cut_short = sorted({f"{b.op_type} {b.name or b.output[0]!r}" for b in blockers
+                            if any(o in reach for o in b.output)})  # not a Shape that only sizes a Pad
+        if cut_short:
+            elementwise.append(f"{label} selected rows through " + ", ".join(cut_short))
+        if not outs:
+            continue
+        batch = _batch(g, nms.input[0])
+        if batch != 1:
+            elementwise.append(f"{label} boxes of a batch of {batch or 'unknown size'} (one image is compared "
+                               "as a set)")
+            continue
+        cap = _min(*[states[o].get("cap") for o in outs])
+        per_class = g.scalar(nms.input[2]) if len(nms.input) > 2 and nms.input[2] else None
+        if per_class is not None and per_class > 0 and _classes(g, nms.input[1]) == 1:
+            cap = _min(cap, int(per_class))  # one NMS class: the per-class count is the total
+        center = int(next((helper.get_attribute_value(a) for a in nms.attribute if a.name == "center_point_box"), 0))
+        iou = g.scalar(nms.input[3]) if len(nms.input) > 3 and nms.input[3] else None
+        groups.append({"node": nms.name or nms.output[0], "op": "NonMaxSuppression",
+                       "rows": [{"output": o, "columns": list(states[o]["cols"])} for o in outs],
+                       "score_threshold": _threshold(g, nms), "iou_threshold": iou if iou is not None else 0.0,
+                       "max_rows": cap, "center_point_box": center})
+    return groups, elementwise
+
+
+def _pad_inputs(g: _Graph) -> set[str]:
+    """Everything that only computes a Pad's pads (an input other than the data)."""
+    found: set[str] = set()
+    for node in g.graph.node:
+        if node.op_type == "Pad" and len(node.input) > 1:
+            found |= g.ancestors(node.input[1])
+    return found
+
+
+def _batch(g: _Graph, boxes: str) -> int | None:
+    for v in list(g.graph.value_info) + list(g.graph.input) + list(g.graph.output):
+        if v.name == boxes:
+            dims = v.type.tensor_type.shape.dim
+            return dims[0].dim_value if dims and dims[0].HasField("dim_value") else None
+    node = g.producer.get(boxes)
+    if node is not None and node.op_type == "Unsqueeze" and len(node.input) > 1 and \
+            g.const.get(node.input[1]) is not None and int(g.const[node.input[1]].reshape(-1)[0]) == 0:
+        return 1  # a batch axis added to the candidates of one image
+    return None
+
+
+def _classes(g: _Graph, scores: str) -> int | None:
+    for v in list(g.graph.value_info) + list(g.graph.input):
+        if v.name == scores:
+            dims = v.type.tensor_type.shape.dim
+            return dims[1].dim_value if len(dims) == 3 and dims[1].HasField("dim_value") else None
+    return None
