@@ -37,7 +37,7 @@ _TRIAL_COUNTS = (0, 1, 7)
 class _Graph:
     """The graph's constants, producers, readers and known shapes / element types."""
 
-    def __init__(self, graph: onnx.GraphProto):
+    def __init__(self, graph: onnx.GraphProto, opset: int = 17):
         self.graph = graph
         self.const: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
         for node in graph.node:
@@ -50,12 +50,12 @@ class _Graph:
                 self.readers.setdefault(name, []).append(node)
         self.outputs = [o.name for o in graph.output]
         infos = list(graph.value_info) + list(graph.output) + list(graph.input)
-        if not graph.value_info:  # no exporter's shapes: ONNX's inference (best effort)
-            try:
-                model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-                infos = list(onnx.shape_inference.infer_shapes(model).graph.value_info) + infos
-            except Exception:  # noqa: BLE001 - unknown shapes only leave outputs element by element
-                pass
+        try:  # ONNX's inference where the exporter wrote no shape (best effort; the exporter's win)
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+            infos = list(onnx.shape_inference.infer_shapes(model).graph.value_info) + infos
+        except Exception:  # noqa: BLE001 - unknown shapes only leave outputs element by element
+            pass
+        self.dims: dict[str, list[int | None]] = {}
         self.rank: dict[str, int] = {}
         self.last: dict[str, int | None] = {}
         self.elem: dict[str, int] = {}
@@ -64,6 +64,7 @@ class _Graph:
             self.elem[v.name] = t.elem_type
             if t.HasField("shape"):
                 dims = t.shape.dim
+                self.dims[v.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
                 self.rank[v.name] = len(dims)
                 self.last[v.name] = dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
 
@@ -235,15 +236,34 @@ def _step(g: _Graph, node: onnx.NodeProto, name: str, st: dict[str, Any], states
                       "cap": _min(*[p.get("cap") for p in parts])}}
     if op == "Pad" and ins[0] == name and _pads_ok(g, node, st, states):
         return {out: dict(st, padded=True)}
-    if op == "ScatterND" and len(ins) == 3 and ins[2] == name and ins[0] in g.const and ins[1] in g.const \
-            and not g.const[ins[0]].any() and not st["flat"]:
+    if op == "ScatterND" and len(ins) == 3 and ins[2] == name and _zeros(g, ins[0]) and ins[1] in g.const \
+            and not st["flat"]:  # the rows written into zeros (the padding)
         return {out: dict(st, padded=True)}
+    if op == "Slice" and ins[0] == name and not st["flat"] and st["rank"] and st["rank"] > 2:
+        axes = g.const.get(ins[3]) if len(ins) > 3 and ins[3] else None
+        starts = g.const.get(ins[1])
+        steps = g.const.get(ins[4]) if len(ins) > 4 and ins[4] else None
+        if axes is not None and starts is not None and all(0 <= int(a) < st["rank"] - 2 for a in axes.reshape(-1)) \
+                and not starts.any() and (steps is None or (steps == 1).all()):
+            return {out: dict(st)}  # a leading (batch) axis cut: whole rows kept or dropped alike on both sides
+        return None
     if op == "TopK" and ins[0] == name and width == 1 and st["cols"] == ["score"] and not st["flat"] \
             and _axis(node, -1) in (0, -1 if rank == 1 else 0):
         k = g.scalar(ins[1]) if len(ins) > 1 else None
         cap = _min(st.get("cap"), int(k) if k is not None else None)
         return {node.output[0]: dict(st, cap=cap), node.output[1]: {"index": "order", "cap": cap, "rank": rank}}
     return None
+
+
+def _zeros(g: _Graph, name: str) -> bool:
+    """A tensor of zeros: a constant, or a ConstantOfShape of value 0."""
+    if name in g.const:
+        return not g.const[name].any()
+    node = g.producer.get(name)
+    if node is None or node.op_type != "ConstantOfShape":
+        return False
+    value = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"), None)
+    return value is None or not value.any()
 
 
 def _min(*values: int | None) -> int | None:
@@ -318,7 +338,8 @@ def onnx_nms_scan(graph: onnx.GraphProto) -> tuple[list[dict[str, Any]], list[st
         groups.append({"node": nms.name or nms.output[0], "op": "NonMaxSuppression",
                        "rows": [{"output": o, "columns": list(states[o]["cols"])} for o in outs],
                        "score_threshold": _threshold(g, nms), "iou_threshold": iou if iou is not None else 0.0,
-                       "max_rows": cap, "center_point_box": center})
+                       "max_rows": cap, "center_point_box": center,
+                       "single_class": _classes(g, nms.input[1]) == 1})
     return groups, elementwise
 
 
@@ -332,10 +353,9 @@ def _pad_inputs(g: _Graph) -> set[str]:
 
 
 def _batch(g: _Graph, boxes: str) -> int | None:
-    for v in list(g.graph.value_info) + list(g.graph.input) + list(g.graph.output):
-        if v.name == boxes:
-            dims = v.type.tensor_type.shape.dim
-            return dims[0].dim_value if dims and dims[0].HasField("dim_value") else None
+    dims = g.dims.get(boxes)
+    if dims:
+        return dims[0]
     node = g.producer.get(boxes)
     if node is not None and node.op_type == "Unsqueeze" and len(node.input) > 1 and \
             g.const.get(node.input[1]) is not None and int(g.const[node.input[1]].reshape(-1)[0]) == 0:
@@ -344,8 +364,5 @@ def _batch(g: _Graph, boxes: str) -> int | None:
 
 
 def _classes(g: _Graph, scores: str) -> int | None:
-    for v in list(g.graph.value_info) + list(g.graph.input):
-        if v.name == scores:
-            dims = v.type.tensor_type.shape.dim
-            return dims[1].dim_value if len(dims) == 3 and dims[1].HasField("dim_value") else None
-    return None
+    dims = g.dims.get(scores)
+    return dims[1] if dims and len(dims) == 3 else None

@@ -79,14 +79,15 @@ def _assign(ok, prefer):
     return pairs
 
 
-def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance):
-    # type: (Any, Tuple[Any, Any, Any], Tuple[Any, Any, Any], int, Any, Any, bool, float) -> Tuple[int, float, float, List[str]]
+def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance, across=False):
+    # type: (Any, Tuple[Any, Any, Any], Tuple[Any, Any, Any], int, Any, Any, bool, float, bool) -> Tuple[int, float, float, List[str]]
     """One image's detections (boxes [n, 4] corners, scores [n], classes [n]) of the reference and of
     the pipeline matched one to one (same class unless ``agnostic``, IoU >= :data:`IOU_MATCH`, scores
     within the tolerance): (matched, worst score difference, worst IoU, what is unmatched and not
     borderline). Borderline: a score within the tolerance of ``thr``, or of the lowest score the other
     side kept when it kept all ``k``; an overlap with a detection of the other side within
-    :data:`IOU_SLACK` of ``iou_thr``."""
+    :data:`IOU_SLACK` of ``iou_thr`` (of its class; of any class when ``across``: an NMS that
+    suppressed across classes)."""
     rb, rs, rc = ref
     gb, gs, gc = mine
     tol = tolerance * max(1.0, float(np.abs(rs).max()) if len(rs) else 1.0)
@@ -94,6 +95,7 @@ def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance):
     same = (rc[:, None] == gc[None, :]) if not agnostic else np.ones(iou.shape, dtype=bool)
     ok = same & (iou >= IOU_MATCH) & (np.abs(rs[:, None] - gs[None, :]) <= tol)
     pairs = _assign(ok, iou)
+    near = np.ones(iou.shape, dtype=bool) if across else same
     used_r, used_g = set(i for i, _ in pairs), set(j for _, j in pairs)
     worst_score = max([abs(float(rs[i] - gs[j])) for i, j in pairs] or [0.0])
     worst_iou = min([float(iou[i, j]) for i, j in pairs] or [1.0])
@@ -108,10 +110,10 @@ def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance):
 
     bad = []  # type: List[str]
     for i in range(len(rs)):
-        if i not in used_r and not borderline(float(rs[i]), iou[i][same[i]], gs):
+        if i not in used_r and not borderline(float(rs[i]), iou[i][near[i]], gs):
             bad.append("the reference's detection %d (class %g, score %.4g) has no counterpart" % (i, rc[i], rs[i]))
     for j in range(len(gs)):
-        if j not in used_g and not borderline(float(gs[j]), iou[:, j][same[:, j]], rs):
+        if j not in used_g and not borderline(float(gs[j]), iou[:, j][near[:, j]], rs):
             bad.append("the pipeline's detection %d (class %g, score %.4g) is not in the reference" % (j, gc[j], gs[j]))
     return len(pairs), worst_score, worst_iou, bad
 
@@ -255,7 +257,8 @@ def compare_nms_rows(np, got, want, group, tolerance):
         center = bool(group.get("center_point_box"))
         matched, worst_score, worst_iou, bad = match_detections(
             np, _as_detections(np, ref, columns, center), _as_detections(np, mine, columns, center), k,
-            group.get("score_threshold"), group.get("iou_threshold"), "class" not in columns, tolerance)
+            group.get("score_threshold"), group.get("iou_threshold"), "class" not in columns, tolerance,
+            bool(group.get("single_class")))
         row.update(max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None)
     else:
         tol = tolerance * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
