@@ -368,3 +368,56 @@ def figures() -> None:
 
 if __name__ == "__main__":
     figures()
+
+
+def small_detector(path, k: int = 80) -> str:
+    """images [1, 3, 8, 8] -> a 1x1 Conv head [1, 4 + C, 64] (2 x 2 corner boxes placed by the input,
+    so that few overlap; class 0's scores all near 0.5, apart by less than FP16's step) -> the
+    Ultralytics-style tail -> dets [1, k, 6] (k above the 64 boxes: no cap)."""
+    rng = np.random.default_rng(3)
+    w = np.zeros((4 + C, 3, 1, 1), np.float32)
+    w[0, 0], w[1, 1], w[2, 0], w[3, 1] = 16.0, 16.0, 16.0, 16.0  # x1, y1 from the input; x2, y2 = x1 + 2, y1 + 2
+    w[4:, :, 0, 0] = rng.uniform(-0.003, 0.003, (C, 3))
+    bias = np.array([32, 32, 34, 34, 0.5, 0.3, 0.2], np.float32)
+    nodes, inits = tail_nodes("head", k=k)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["images", "w", "b"], ["head4d"], name="/head/Conv"),
+         helper.make_node("Reshape", ["head4d", "shape"], ["head"], name="/head/Reshape")] + nodes,
+        "small_onnx_nms_detector", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [1, k, 6])],
+        inits + [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b"),
+                 numpy_helper.from_array(np.array([1, 4 + C, 64], np.int64), "shape")])
+    graph.value_info.append(helper.make_tensor_value_info("padded", TensorProto.FLOAT, [k * 6]))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def test_a_detector_pipeline_with_its_head_on_the_dla_passes_the_gate_against_the_doubles(tmp_path, monkeypatch):
+    """End to end against the doubles (the ONNX tail run by onnx's reference evaluator): the head on
+    DLA0 writes its cut tensor in FP16, so NonMaxSuppression in the GPU segment is fed numbers a
+    little off the all-GPU reference's; element by element the rows differ (the gate rejected the
+    pipeline), as a set they agree; a frame that reads another input's cut tensor still fails."""
+    import placetune.backends.tensorrt.pipeline as pipeline
+    from tests.test_trt_gate_nms_forms import _measure
+
+    path = small_detector(tmp_path / "det.onnx")
+    m = _measure(path, tmp_path, "sets")
+    assert m.status == "ok", m.reason
+    gate = m.extra["gate"]
+    row = gate["outputs"]["nms:/NonMaxSuppression"]
+    assert gate["passed"] and row["passed"] and row["metric"] == "nms_rows" and row["reference_detections"] >= 5, row
+    assert not gate["same_for_every_input"] and "gate_unverified" not in m.extra
+    assert any("selected rows of NonMaxSuppression '/NonMaxSuppression' as a set" in n for n in m.extra["notes"])
+    assert row["matched"] == row["reference_detections"] == row["pipeline_detections"], row
+    from placetune.backends.tensorrt.pool import WorkerPool
+    orig = WorkerPool.run
+    monkeypatch.setattr(WorkerPool, "run", lambda self, job, **kw: orig(  # a frame reads another input's cut tensor
+        self, dict(job, test_read_other_slot=True) if job.get("op") == "pipeline" else job, **kw))
+    wrong = _measure(path, tmp_path, "racy")
+    assert wrong.status == "runtime_failed" and "detection rows differ" in wrong.reason, wrong.reason
+    monkeypatch.setattr(WorkerPool, "run", orig)
+    monkeypatch.setattr(pipeline, "nms_outputs", lambda graph: [])  # the gate as it was: element by element
+    before = _measure(path, tmp_path, "elements")
+    assert before.status == "runtime_failed" and "pipeline outputs differ" in before.reason, before.reason

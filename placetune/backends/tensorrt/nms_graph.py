@@ -9,7 +9,8 @@ efficientNMSInference.cu:148-156), the rest of the rows a copy of the last one w
 plugin output reaches a network output directly or through ops that keep its values and their
 memory order (:data:`ROW_KEEPING`: a Cast of the classes to float, a Reshape of num_detections to
 ``[B]``, as some exports write); through any other op (a Gather, a Concat of boxes and scores) the
-output stays compared element by element, and :func:`nms_elementwise` says so.
+output stays compared element by element, and :func:`nms_elementwise` says so. An ONNX
+NonMaxSuppression's selected rows: :mod:`~placetune.backends.tensorrt.nms_onnx`.
 """
 
 from __future__ import annotations

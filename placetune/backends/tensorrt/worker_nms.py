@@ -1,4 +1,4 @@
-"""The correctness gate on a network that ends in a TensorRT NMS plugin: its detections compared as a set.
+"""The correctness gate on a network that ends in NMS (a TensorRT plugin, an ONNX NonMaxSuppression): its detections compared as a set.
 
 A sibling module of ``worker.py``: Python 3.8, no placetune imports.
 
@@ -16,7 +16,9 @@ unmatched unless it is such a borderline one. With ``score_activation`` Efficien
 the raw scores at logit(``score_threshold``) (efficientNMSInference.cu:535-545) and writes
 sigmoid(score) (:124-126): its output scores and ``score_threshold`` are on one scale, compared as
 they are. EfficientNMS_ONNX_TRT's selected indices are compared as a set of (batch, class, box)
-rows (:func:`compare_nms_indices`).
+rows (:func:`compare_nms_indices`). The rows an ONNX NonMaxSuppression selects, gathered into
+network outputs (an Ultralytics ``nms=True`` export's ``[1, 300, 6]``; nms_onnx.py finds them and
+their columns), are matched the same way (:func:`compare_nms_rows`).
 """
 
 try:  # Python 3.8 needs typing's generics
