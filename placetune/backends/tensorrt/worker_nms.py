@@ -86,7 +86,9 @@ def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance, across
     """One image's detections (boxes [n, 4] corners, scores [n], classes [n]) of the reference and of
     the pipeline matched one to one (same class unless ``agnostic``, IoU >= :data:`IOU_MATCH`, scores
     within the tolerance): (matched, worst score difference, worst IoU, what is unmatched and not
-    borderline). Borderline: a score within the tolerance of ``thr``, or of the lowest score the other
+    borderline). An unmatched detection whose box the other side has (IoU >= :data:`IOU_MATCH`), also
+    unmatched (another class, a score off by more than the tolerance), is never borderline.
+    Borderline: a score within the tolerance of ``thr``, or of the lowest score the other
     side kept when it kept all ``k``; an overlap with a detection of the other side within
     :data:`IOU_SLACK` of ``iou_thr`` (of its class; of any class when ``across``: an NMS that
     suppressed across classes)."""
@@ -110,14 +112,30 @@ def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance, across
             return True
         return iou_thr is not None and bool((np.abs(overlaps - float(iou_thr)) <= IOU_SLACK).any())
 
+    free_r = [i for i in range(len(rs)) if i not in used_r]
+    free_g = [j for j in range(len(gs)) if j not in used_g]
     bad = []  # type: List[str]
-    for i in range(len(rs)):
-        if i not in used_r and not borderline(float(rs[i]), iou[i][near[i]], gs):
-            bad.append("the reference's detection %d (class %g, score %.4g) has no counterpart" % (i, rc[i], rs[i]))
-    for j in range(len(gs)):
-        if j not in used_g and not borderline(float(gs[j]), iou[:, j][near[:, j]], rs):
-            bad.append("the pipeline's detection %d (class %g, score %.4g) is not in the reference" % (j, gc[j], gs[j]))
+    for i in free_r:
+        # a box the other side also has, unmatched (another class, another score), is no borderline one
+        other = [j for j in free_g if iou[i, j] >= IOU_MATCH]
+        if other or not borderline(float(rs[i]), iou[i][near[i]], gs):
+            bad.append("the reference's detection %d (class %g, score %.4g) has no counterpart%s"
+                       % (i, rc[i], rs[i], _as_other(other, gc, gs)))
+    for j in free_g:
+        other = [i for i in free_r if iou[i, j] >= IOU_MATCH]
+        if other or not borderline(float(gs[j]), iou[:, j][near[:, j]], rs):
+            bad.append("the pipeline's detection %d (class %g, score %.4g) is not in the reference%s"
+                       % (j, gc[j], gs[j], _as_other(other, rc, rs)))
     return len(pairs), worst_score, worst_iou, bad
+
+
+def _as_other(other, classes, scores):
+    # type: (List[int], Any, Any) -> str
+    """`` (the other side has its box as class c, score s)`` for an unmatched detection whose box the
+    other side has, unmatched."""
+    if not other:
+        return ""
+    return " (the other side has its box as class %g, score %.4g)" % (classes[other[0]], scores[other[0]])
 
 
 def compare_nms(np, got, want, group, tolerance):
