@@ -175,6 +175,34 @@ def test_separate_box_score_label_outputs_torchvision_style_are_one_group():
     assert report["passed"] and report["outputs"]["nms:/NonMaxSuppression"]["compared_as"] == "detections", report
 
 
+def test_the_top_rows_by_score_through_topk_are_one_group():
+    """A TopK of the scores and a Gather of the boxes and labels by its indices (the top 5): rows kept,
+    the cap is TopK's count."""
+    post = (helper.make_node("TopK", ["ks", "five"], ["top_s", "top_i"], name="/post/TopK", axis=0),
+            helper.make_node("Gather", ["kb", "top_i"], ["top_b"], name="/post/Gather_b", axis=0),
+            helper.make_node("Gather", ["kl", "top_i"], ["top_l"], name="/post/Gather_l", axis=0))
+    model = tail_model(post=post, outputs=("top_b", "top_s", "top_l"))
+    model.graph.initializer.append(numpy_helper.from_array(np.array([5], np.int64), "five"))
+    groups = nms_outputs(model.graph)
+    assert [r["columns"] for r in groups[0]["rows"]] == [["box"] * 4, ["score"], ["class"]]
+    assert groups[0]["max_rows"] == 5 and nms_elementwise(model.graph) == []
+    head = head_output()
+    want = run(model, head)
+    got = run(model, fp16(head))
+    assert gates(model, got, want)[1]["passed"]
+    moved = run(model, head)
+    moved["top_b"][0] += 30.0
+    assert not gates(model, moved, want)[1]["passed"]
+
+
+def test_a_malformed_nms_node_stays_element_by_element_in_one_line():
+    model = tail_model()
+    nms = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")
+    del nms.input[1:]
+    assert nms_outputs(model.graph) == []
+    assert nms_elementwise(model.graph) == ["NonMaxSuppression '/NonMaxSuppression' has no scores input"]
+
+
 def gates(model: onnx.ModelProto, got: dict, want: dict) -> tuple[dict, dict]:
     """The old gate (element by element) and the new one on the same outputs."""
     worker = _worker()

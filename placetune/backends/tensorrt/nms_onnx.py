@@ -286,61 +286,88 @@ def _threshold(g: _Graph, nms: onnx.NodeProto) -> float | None:
     return None
 
 
+#: the last graphs scanned (each pipeline job asks twice of one model's graph), kept alive so that
+#: their ids stay theirs
+_SCANNED: list[tuple[onnx.GraphProto, int, tuple[list[dict[str, Any]], list[str]]]] = []
+
+
 def onnx_nms_scan(graph: onnx.GraphProto) -> tuple[list[dict[str, Any]], list[str]]:
     """The NonMaxSuppression nodes whose selected rows reach network outputs through ops that keep
     whole rows: one group each (``rows``: per output its column labels; the thresholds; ``max_rows``,
     the cap a Slice / TopK puts on the count), and for the others why they stay element by element."""
+    if not any(n.op_type == "NonMaxSuppression" for n in graph.node):
+        return [], []
+    for seen, nodes, found in _SCANNED:
+        if seen is graph and nodes == len(graph.node):
+            return [dict(x) for x in found[0]], list(found[1])
+    found = _scan(graph)
+    _SCANNED[:] = _SCANNED[-3:] + [(graph, len(graph.node), found)]
+    return [dict(x) for x in found[0]], list(found[1])
+
+
+def _scan(graph: onnx.GraphProto) -> tuple[list[dict[str, Any]], list[str]]:
     groups: list[dict[str, Any]] = []
     elementwise: list[str] = []
-    if not any(n.op_type == "NonMaxSuppression" for n in graph.node):
-        return groups, elementwise
     g = _Graph(graph)
     for nms in graph.node:
         if nms.op_type != "NonMaxSuppression" or not nms.output:
             continue
         label = f"NonMaxSuppression {nms.name or nms.output[0]!r}"
-        ctx = {"nms": nms, "boxes_anc": g.ancestors(nms.input[0]), "scores_anc": g.ancestors(nms.input[1])}
-        states: dict[str, dict[str, Any]] = {nms.output[0]: {"index": "selected", "cap": None}}
-        blockers: list[onnx.NodeProto] = []
-        for node in graph.node:  # topological: every tracked input is known when its readers come
-            tracked = [i for i in node.input if i in states]
-            if not tracked or node is nms:
-                continue
-            made = None
-            for name in tracked:
-                made = _step(g, node, name, states[name], states, ctx)
-                if made is not None:
-                    break
-            if made is None:
-                blockers.append(node)
-                continue
-            for k, v in made.items():
-                states[k] = dict(v, nms=nms.name or nms.output[0])
-        outs = [o for o in g.outputs if o in states and not states[o].get("index")]
-        reach = set().union(*[g.ancestors(o) for o in g.outputs]) - _pad_inputs(g)
-        cut_short = sorted({f"{b.op_type} {b.name or b.output[0]!r}" for b in blockers
-                            if any(o in reach for o in b.output)})  # not a Shape that only sizes a Pad
-        if cut_short:
-            elementwise.append(f"{label} selected rows through " + ", ".join(cut_short))
-        if not outs:
+        if len(nms.input) < 2:
+            elementwise.append(f"{label} has no scores input")
             continue
-        batch = _batch(g, nms.input[0])
-        if batch != 1:
-            elementwise.append(f"{label} boxes of a batch of {batch or 'unknown size'} (one image is compared "
-                               "as a set)")
+        try:
+            found = _scan_one(g, graph, nms, label, elementwise)
+        except (IndexError, KeyError, ValueError, TypeError) as exc:  # an op form the rules do not read (opset < 10)
+            elementwise.append(f"{label} selected rows through a graph not read ({type(exc).__name__})")
             continue
-        cap = _min(*[states[o].get("cap") for o in outs])
-        per_class = g.scalar(nms.input[2]) if len(nms.input) > 2 and nms.input[2] else None
-        if per_class is not None and per_class > 0 and _classes(g, nms.input[1]) == 1:
-            cap = _min(cap, int(per_class))  # one NMS class: the per-class count is the total
-        center = int(next((helper.get_attribute_value(a) for a in nms.attribute if a.name == "center_point_box"), 0))
-        iou = g.scalar(nms.input[3]) if len(nms.input) > 3 and nms.input[3] else None
-        groups.append({"node": nms.name or nms.output[0], "op": "NonMaxSuppression",
-                       "rows": [{"output": o, "columns": list(states[o]["cols"])} for o in outs],
-                       "score_threshold": _threshold(g, nms), "iou_threshold": iou if iou is not None else 0.0,
-                       "max_rows": cap, "center_point_box": center,
-                       "single_class": _classes(g, nms.input[1]) == 1})
+        if found is not None:
+            groups.append(found)
     return groups, elementwise
+
+
+def _scan_one(g: _Graph, graph: onnx.GraphProto, nms: onnx.NodeProto, label: str,
+              elementwise: list[str]) -> dict[str, Any] | None:
+    """One NonMaxSuppression's group, or None (``elementwise`` says why when an output was reached)."""
+    ctx = {"nms": nms, "boxes_anc": g.ancestors(nms.input[0]), "scores_anc": g.ancestors(nms.input[1])}
+    states: dict[str, dict[str, Any]] = {nms.output[0]: {"index": "selected", "cap": None}}
+    blockers: list[onnx.NodeProto] = []
+    for node in graph.node:  # topological: every tracked input is known when its readers come
+        tracked = [i for i in node.input if i in states]
+        if not tracked or node is nms:
+            continue
+        made = None
+        for name in tracked:
+            made = _step(g, node, name, states[name], states, ctx)
+            if made is not None:
+                break
+        if made is None:
+            blockers.append(node)
+            continue
+        for k, v in made.items():
+            states[k] = dict(v, nms=nms.name or nms.output[0])
+    outs = [o for o in g.outputs if o in states and not states[o].get("index")]
+    reach = set().union(*[g.ancestors(o) for o in g.outputs]) - _pad_inputs(g)
+    cut_short = sorted({f"{b.op_type} {b.name or b.output[0]!r}" for b in blockers
+                        if any(o in reach for o in b.output)})  # not a Shape that only sizes a Pad
+    if cut_short:
+        elementwise.append(f"{label} selected rows through " + ", ".join(cut_short))
+    if not outs:
+        return None
+    batch = _batch(g, nms.input[0])
+    if batch != 1:
+        elementwise.append(f"{label} boxes of a batch of {batch or 'unknown size'} (one image is compared as a set)")
+        return None
+    cap = _min(*[states[o].get("cap") for o in outs])
+    per_class = g.scalar(nms.input[2]) if len(nms.input) > 2 and nms.input[2] else None
+    if per_class is not None and per_class > 0 and _classes(g, nms.input[1]) == 1:
+        cap = _min(cap, int(per_class))  # one NMS class: the per-class count is the total
+    center = int(next((helper.get_attribute_value(a) for a in nms.attribute if a.name == "center_point_box"), 0))
+    iou = g.scalar(nms.input[3]) if len(nms.input) > 3 and nms.input[3] else None
+    return {"node": nms.name or nms.output[0], "op": "NonMaxSuppression",
+            "rows": [{"output": o, "columns": list(states[o]["cols"])} for o in outs],
+            "score_threshold": _threshold(g, nms), "iou_threshold": iou if iou is not None else 0.0,
+            "max_rows": cap, "center_point_box": center, "single_class": _classes(g, nms.input[1]) == 1}
 
 
 def _pad_inputs(g: _Graph) -> set[str]:
