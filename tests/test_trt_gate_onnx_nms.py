@@ -195,6 +195,29 @@ def test_the_top_rows_by_score_through_topk_are_one_group():
     assert not gates(model, moved, want)[1]["passed"]
 
 
+def test_the_score_threshold_is_nms_s_own_input_when_it_has_one_and_unknown_when_two_filters_pick():
+    model = tail_model()
+    nms = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")
+    nms.input.append("nms_thr")
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0.3], np.float32), "nms_thr"))
+    assert nms_outputs(model.graph)[0]["score_threshold"] == pytest.approx(0.3)
+    model = tail_model()  # the candidates picked by two tests (a score and something else): not read
+    nms = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")
+    model.graph.initializer.append(numpy_helper.from_array(np.array(0.1, np.float32), "thr01"))
+    model.graph.node.extend([helper.make_node("Greater", ["cand_conf", "thr01"], ["m2"], name="/m2"),
+                             helper.make_node("NonZero", ["m2"], ["nz2"], name="/nz2"),
+                             helper.make_node("Squeeze", ["nz2", "ax0"], ["i2"], name="/i2"),
+                             helper.make_node("Gather", ["cc1", "i2"], ["cc2"], name="/cc2", axis=0),
+                             helper.make_node("Unsqueeze", ["cc2", "ax0"], ["scores2"], name="/s2")])
+    nms.input[1] = "scores2"
+    nodes = list(model.graph.node)  # keep the graph in topological order: NMS after its new inputs
+    order = [n for n in nodes if n is not nms and nodes.index(n) < nodes.index(nms)] + nodes[-5:] + [nms] + \
+        [n for n in nodes[:-5] if nodes.index(n) > nodes.index(nms)]
+    del model.graph.node[:]
+    model.graph.node.extend(order)
+    assert nms_outputs(model.graph)[0]["score_threshold"] is None
+
+
 def test_a_malformed_nms_node_stays_element_by_element_in_one_line():
     model = tail_model()
     nms = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")

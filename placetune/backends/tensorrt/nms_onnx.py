@@ -272,18 +272,21 @@ def _min(*values: int | None) -> int | None:
 
 
 def _threshold(g: _Graph, nms: onnx.NodeProto) -> float | None:
-    """NMS's score_threshold input when a constant; else the constant of a Greater (OrEqual) whose
-    NonZero picked the candidates NMS scores (Ultralytics: Greater(conf, 0.25) -> NonZero ->
-    Transpose -> GatherND(conf) -> NonMaxSuppression)."""
+    """NMS's score_threshold input when a constant; else the constant of the one Greater (OrEqual)
+    whose NonZero picked the candidates NMS scores (Ultralytics: Greater(conf, 0.25) -> NonZero ->
+    Transpose -> GatherND(conf) -> NonMaxSuppression); None when there are several (a size filter
+    too: which one is the score's is not read) or none."""
     if len(nms.input) > 4 and nms.input[4]:
         return g.scalar(nms.input[4])
+    found = set()
     for t in g.ancestors(nms.input[1]):
         node = g.producer.get(t)
         if node is not None and node.op_type == "NonZero":
             cmp = g.producer.get(node.input[0])
-            if cmp is not None and cmp.op_type in ("Greater", "GreaterOrEqual") and cmp.input[1] in g.const:
-                return g.scalar(cmp.input[1])
-    return None
+            if cmp is None or cmp.op_type not in ("Greater", "GreaterOrEqual") or cmp.input[1] not in g.const:
+                return None  # candidates picked by another test
+            found.add(g.scalar(cmp.input[1]))
+    return found.pop() if len(found) == 1 else None
 
 
 #: the last graphs scanned (each pipeline job asks twice of one model's graph), kept alive so that
