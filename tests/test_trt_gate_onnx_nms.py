@@ -164,6 +164,19 @@ def test_an_output_through_an_op_that_does_not_keep_rows_stays_element_by_elemen
     assert nms_outputs(model.graph) == [] and "Mul '/post/Mul'" in nms_elementwise(model.graph)[0]
 
 
+def test_reshapes_of_the_rows_keep_them():
+    """Squeeze / Unsqueeze / Reshape keep memory order: [1, K, 6] squeezed to [K, 6], given a batch
+    axis again, flattened to K * 6 values are still the rows."""
+    post = (helper.make_node("Squeeze", ["dets", "ax0"], ["dets2"], name="/post/Squeeze"),
+            helper.make_node("Unsqueeze", ["dets2", "ax0"], ["dets3"], name="/post/Unsqueeze"),
+            helper.make_node("Reshape", ["dets3", "flat"], ["dets_flat"], name="/post/Reshape"))
+    for out in ("dets2", "dets3", "dets_flat"):
+        model = tail_model(post=post, outputs=(out,))
+        assert nms_outputs(model.graph)[0]["rows"] == [{"output": out, "columns": ["box"] * 4 + ["score", "class"]}]
+    want, got = run(model, head_output()), run(model, fp16(head_output()))
+    assert gates(model, got, want)[1]["passed"] and not gates(model, got, want)[0]["passed"]
+
+
 def test_separate_box_score_label_outputs_torchvision_style_are_one_group():
     """torchvision's detectors output boxes [n, 4], scores [n], labels [n] gathered by NMS's indices."""
     model = tail_model(outputs=("kb", "ks", "kl"))

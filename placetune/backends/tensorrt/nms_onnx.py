@@ -10,7 +10,8 @@ into zeros. The rows of such an output are the detections, in NMS order; an FP16
 in what NMS is fed reorders them or keeps a borderline one, so the gate compares them as a set.
 
 Every op on the way must keep whole rows (:func:`_step`): a Gather along the detection axis, a
-Slice of its first rows, Squeeze / Unsqueeze / Reshape / Cast / Identity, a Concat along the last
+Slice of its first rows, Squeeze / Unsqueeze / Reshape / Flatten (memory order kept: the gate
+reads an output as rows of its width), Cast / Identity, a Concat along the last
 axis, a TopK and a Gather by its indices, a zero Pad at the end of the rows (its pads evaluated for
 several detection counts when computed in the graph), a ScatterND of the rows into zeros. A column
 is a box coordinate (4 wide, the candidate tensor reaches NMS's boxes), a score (1 wide, reaches
@@ -127,7 +128,7 @@ def _pads_ok(g: _Graph, node: onnx.NodeProto, state: dict[str, Any], states: dic
         pads = np.asarray(pads).reshape(-1)
         rank = len(pads) // 2
         begin, end = pads[:rank], pads[rank:]
-        if state["flat"]:
+        if state["flat"] or state["rank"] == 1:  # n * W values, or [n]
             if rank != 1 or begin[0] != 0 or end[0] % width:
                 return False
         elif rank < 1 or begin.any() or end[:-2].any() or end[-1] or (rank >= 2 and end[-2] < 0):
@@ -206,26 +207,10 @@ def _step(g: _Graph, node: onnx.NodeProto, name: str, st: dict[str, Any], states
     rank, width = st["rank"], len(st["cols"])
     if op == "Gather" and ins[0] == name and ins[1] in states and states[ins[1]].get("index") == "order":
         return {out: dict(st, cap=_min(st.get("cap"), states[ins[1]].get("cap")))}
-    if op == "Unsqueeze" and rank == 1 and not st["flat"]:
-        axes = g.const.get(ins[1]) if len(ins) > 1 else next(
-            (np.asarray(helper.get_attribute_value(a)) for a in node.attribute if a.name == "axes"), None)
-        if axes is not None and axes.size == 1 and int(axes.reshape(-1)[0]) in (1, -1):
-            return {out: dict(st, rank=2)}
-        return None
-    if op in ("Squeeze", "Reshape", "Flatten"):
-        shape = g.const.get(ins[1]) if op == "Reshape" and len(ins) > 1 else None
-        if op == "Reshape" and shape is None:
-            return None
-        target = [int(v) for v in shape.reshape(-1)] if shape is not None else None
-        if op == "Squeeze":  # [n, 1] -> [n]
-            return {out: dict(st, rank=1)} if rank == 2 and width == 1 and not st["flat"] else None
-        if op == "Flatten" or target == [-1]:  # rows [n, W] -> n * W values
-            return {out: dict(st, flat=True, rank=1)}
-        if target is not None and len(target) >= 2 and target[-1] == width and all(v == 1 for v in target[:-2]):
-            rows = target[-2]  # -> [1, .., rows, W]: the rows again (a padded count, or -1)
-            return {out: dict(st, flat=False, rank=len(target),
-                              rows=rows if rows > 0 else st.get("rows"))}
-        return None
+    if op in ("Squeeze", "Unsqueeze", "Reshape", "Flatten") and ins[0] == name:
+        # memory order kept, so the rows are too (the gate reads an output as rows of its width);
+        # the shape is followed where it is plain, for a later Concat or Pad
+        return {out: _reshaped(g, node, st)}
     if op == "Concat" and width and not st["flat"]:
         axis = _axis(node)
         parts = [states.get(i) for i in ins]
@@ -253,6 +238,35 @@ def _step(g: _Graph, node: onnx.NodeProto, name: str, st: dict[str, Any], states
         cap = _min(st.get("cap"), int(k) if k is not None else None)
         return {node.output[0]: dict(st, cap=cap), node.output[1]: {"index": "order", "cap": cap, "rank": rank}}
     return None
+
+
+def _reshaped(g: _Graph, node: onnx.NodeProto, st: dict[str, Any]) -> dict[str, Any]:
+    """The rows' state after a Squeeze, Unsqueeze, Reshape or Flatten: rows [.., n, W] when the new
+    shape is plain, else flat (n * W values in memory order, shape not followed)."""
+    op, ins, rank, width = node.op_type, list(node.input), st["rank"], len(st["cols"])
+    flat = dict(st, flat=True, rank=1)
+    if st["flat"] and op != "Reshape":
+        return flat
+    axes = g.const.get(ins[1]) if len(ins) > 1 and ins[1] else next(
+        (np.asarray(helper.get_attribute_value(a)) for a in node.attribute if a.name == "axes"), None)
+    axes = [int(v) for v in axes.reshape(-1)] if axes is not None else None
+    if op == "Unsqueeze" and axes is not None and rank:
+        if rank == 1 and axes in ([1], [-1]):  # [n] -> [n, 1]
+            return dict(st, rank=2)
+        if rank >= 2 and all(0 <= a < len(axes) for a in axes):  # leading unit axes
+            return dict(st, rank=rank + len(axes))
+    if op == "Squeeze" and rank:
+        if rank == 2 and width == 1 and axes in ([1], [-1]):  # [n, 1] -> [n]
+            return dict(st, rank=1)
+        if axes and rank > 2 and all(0 <= a < rank - 2 for a in axes):  # leading unit axes
+            return dict(st, rank=rank - len(axes))
+    if op == "Reshape" and ins[1] in g.const:
+        target = [int(v) for v in g.const[ins[1]].reshape(-1)]
+        if len(target) >= 2 and target[-1] == width and all(v == 1 for v in target[:-2]):
+            return dict(st, flat=False, rank=len(target))  # [1, .., rows, W]
+        if width == 1 and len(target) == 1 and not st["flat"]:
+            return dict(st, rank=1)
+    return flat
 
 
 def _zeros(g: _Graph, name: str) -> bool:
