@@ -33,10 +33,13 @@ A = 64  # anchors
 C = 3  # classes
 
 
+@pytest.fixture(autouse=True)
+def _worker_path(monkeypatch):
+    """The worker's sibling modules importable as the worker imports them (for this module's tests)."""
+    monkeypatch.syspath_prepend(str(WORKER_FILE.parent))
+
+
 def _worker():
-    import sys
-    if str(WORKER_FILE.parent) not in sys.path:
-        sys.path.insert(0, str(WORKER_FILE.parent))
     return importlib.import_module("worker_pipeline")
 
 
@@ -486,6 +489,8 @@ def figures(seeds: int = 20) -> None:
 
 
 if __name__ == "__main__":
+    import sys
+    sys.path.insert(0, str(WORKER_FILE.parent))
     figures()
 
 
