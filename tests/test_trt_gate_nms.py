@@ -192,3 +192,19 @@ def test_a_detector_pipeline_with_its_head_on_the_dla_passes_the_gate_against_th
     monkeypatch.setattr(pipeline, "nms_outputs", lambda graph: [])  # the gate as it was: element by element
     before = measure("elements")
     assert before.status == "runtime_failed" and "pipeline outputs differ" in before.reason, before.reason
+
+
+def test_a_class_swap_next_to_boxes_at_the_iou_threshold_is_not_borderline(monkeypatch):
+    """A detection whose box the other side has too, unmatched (another class), is a wrong detection,
+    not one suppressed on one side only: it fails even when neighbours of both classes overlap it at
+    about the IoU threshold (IoU 0.46, threshold 0.45; before, each side's copy was forgiven)."""
+    worker = _worker(monkeypatch)
+    box = (10, 10, 50, 60)
+    below, above = ((10, 28.5, 50, 78.5), 0.8, 0), ((10, -8.5, 50, 41.5), 0.7, 1)  # IoU 0.46 with box
+    want = _out([(box, 0.9, 0), below, above])
+    got = _out([(box, 0.9, 1), below, above])
+    report = worker.compare_frames(np, [got], [want], 0.02, [GROUP])
+    assert not report["passed"], report
+    assert "(the other side has its box as class 1, score 0.9)" in report["outputs"]["nms:nms"]["error"]
+    alone = _out([below, above])  # the box only in the reference: suppressed in the pipeline at IoU 0.46
+    assert worker.compare_frames(np, [alone], [want], 0.02, [GROUP])["passed"]

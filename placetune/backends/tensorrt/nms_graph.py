@@ -9,7 +9,8 @@ efficientNMSInference.cu:148-156), the rest of the rows a copy of the last one w
 plugin output reaches a network output directly or through ops that keep its values and their
 memory order (:data:`ROW_KEEPING`: a Cast of the classes to float, a Reshape of num_detections to
 ``[B]``, as some exports write); through any other op (a Gather, a Concat of boxes and scores) the
-output stays compared element by element, and :func:`nms_elementwise` says so.
+output stays compared element by element, and :func:`nms_elementwise` says so. An ONNX
+NonMaxSuppression's selected rows: :mod:`~placetune.backends.tensorrt.nms_onnx`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import onnx
+
+from placetune.backends.tensorrt.nms_onnx import onnx_nms_scan
 
 #: TensorRT NMS plugins that write num_detections, boxes, scores, classes, with their attribute
 #: names for the score and IoU thresholds
@@ -86,11 +89,14 @@ def nms_outputs(graph: "onnx.GraphProto") -> list[dict[str, Any]]:
     """The NMS plugin nodes whose outputs all reach network outputs (directly or through
     :data:`ROW_KEEPING` ops): those network outputs' names, the thresholds and ``class_agnostic``
     (EfficientNMS_ONNX_TRT: ``indices``, its one output), for the gate to compare them as a set (an
-    FP16 / DLA difference in what NMS is fed reorders its sorted output or keeps a borderline box)."""
-    return _scan(graph)[0]
+    FP16 / DLA difference in what NMS is fed reorders its sorted output or keeps a borderline box);
+    then the ONNX NonMaxSuppression nodes whose selected rows reach network outputs
+    (:func:`~placetune.backends.tensorrt.nms_onnx.onnx_nms_scan`: ``rows``, per output its columns)."""
+    return _scan(graph)[0] + onnx_nms_scan(graph)[0]
 
 
 def nms_elementwise(graph: "onnx.GraphProto") -> list[str]:
     """The NMS plugin nodes whose outputs the gate still compares element by element, each with
-    why in a few words (``EfficientNMS_TRT '/nms' outputs through Gather '/post/Gather'``)."""
-    return _scan(graph)[1]
+    why in a few words (``EfficientNMS_TRT '/nms' outputs through Gather '/post/Gather'``); the same
+    for ONNX NonMaxSuppression nodes whose selected rows go through an op that does not keep rows."""
+    return _scan(graph)[1] + onnx_nms_scan(graph)[1]

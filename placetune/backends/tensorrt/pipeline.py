@@ -306,6 +306,12 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         checked = list((res["gate"].get("outputs") or {}).values())
         sets = [row for row in checked if row.get("metric") == "nms_detections"]
         indices = [f"{row['op']} {row['node']!r}" for row in checked if row.get("metric") == "nms_indices"]
+        rows_of = [row for row in checked if row.get("metric") == "nms_rows"]
+        if rows_of:
+            notes.append("the correctness gate compared the selected rows of " + ", ".join(
+                f"{row['op']} {row['node']!r}" for row in rows_of) + " as a set of detections (one to one by class, "
+                f"IoU >= {rows_of[0]['iou_match']}, scores within the tolerance; rows near the score or IoU threshold "
+                "or beyond the row cap may be unmatched), not element by element")
         if indices:
             notes.append("the correctness gate compared the selected indices of " + ", ".join(indices) +
                          " as a set of (batch, class, box) rows, not element by element")

@@ -1,4 +1,4 @@
-"""The correctness gate on a network that ends in a TensorRT NMS plugin: its detections compared as a set.
+"""The correctness gate on a network that ends in NMS (a TensorRT plugin, an ONNX NonMaxSuppression): its detections compared as a set.
 
 A sibling module of ``worker.py``: Python 3.8, no placetune imports.
 
@@ -16,7 +16,9 @@ unmatched unless it is such a borderline one. With ``score_activation`` Efficien
 the raw scores at logit(``score_threshold``) (efficientNMSInference.cu:535-545) and writes
 sigmoid(score) (:124-126): its output scores and ``score_threshold`` are on one scale, compared as
 they are. EfficientNMS_ONNX_TRT's selected indices are compared as a set of (batch, class, box)
-rows (:func:`compare_nms_indices`).
+rows (:func:`compare_nms_indices`). The rows an ONNX NonMaxSuppression selects, gathered into
+network outputs (an Ultralytics ``nms=True`` export's ``[1, 300, 6]``; nms_onnx.py finds them and
+their columns), are matched the same way (:func:`compare_nms_rows`).
 """
 
 try:  # Python 3.8 needs typing's generics
@@ -65,6 +67,77 @@ def _batch_k(np, out, group):
     return batch, int(np.asarray(out[group["scores"]]).size) // batch
 
 
+def _assign(ok, prefer):
+    # type: (Any, Any) -> List[Tuple[int, int]]
+    """One-to-one pairs (i, j) where ``ok[i, j]``: the reference's rows in order (highest score
+    first), each its free counterpart of highest ``prefer[i, j]``."""
+    pairs, used_g = [], set()  # type: List[Tuple[int, int]], set
+    for i in range(ok.shape[0]):
+        cands = [j for j in range(ok.shape[1]) if ok[i, j] and j not in used_g]
+        if cands:
+            j = max(cands, key=lambda j: prefer[i, j])
+            used_g.add(j)
+            pairs.append((i, j))
+    return pairs
+
+
+def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance, across=False):
+    # type: (Any, Tuple[Any, Any, Any], Tuple[Any, Any, Any], int, Any, Any, bool, float, bool) -> Tuple[int, float, float, List[str]]
+    """One image's detections (boxes [n, 4] corners, scores [n], classes [n]) of the reference and of
+    the pipeline matched one to one (same class unless ``agnostic``, IoU >= :data:`IOU_MATCH`, scores
+    within the tolerance): (matched, worst score difference, worst IoU, what is unmatched and not
+    borderline). An unmatched detection whose box the other side has (IoU >= :data:`IOU_MATCH`), also
+    unmatched (another class, a score off by more than the tolerance), is never borderline.
+    Borderline: a score within the tolerance of ``thr``, or of the lowest score the other
+    side kept when it kept all ``k``; an overlap with a detection of the other side within
+    :data:`IOU_SLACK` of ``iou_thr`` (of its class; of any class when ``across``: an NMS that
+    suppressed across classes)."""
+    rb, rs, rc = ref
+    gb, gs, gc = mine
+    tol = tolerance * max(1.0, float(np.abs(rs).max()) if len(rs) else 1.0)
+    iou = _iou(np, rb, gb) if len(rs) and len(gs) else np.zeros((len(rs), len(gs)))
+    same = (rc[:, None] == gc[None, :]) if not agnostic else np.ones(iou.shape, dtype=bool)
+    ok = same & (iou >= IOU_MATCH) & (np.abs(rs[:, None] - gs[None, :]) <= tol)
+    pairs = _assign(ok, iou)
+    near = np.ones(iou.shape, dtype=bool) if across else same
+    used_r, used_g = set(i for i, _ in pairs), set(j for _, j in pairs)
+    worst_score = max([abs(float(rs[i] - gs[j])) for i, j in pairs] or [0.0])
+    worst_iou = min([float(iou[i, j]) for i, j in pairs] or [1.0])
+
+    def borderline(score, overlaps, other_scores):
+        # type: (float, Any, Any) -> bool
+        if thr is not None and abs(score - float(thr)) <= tol:
+            return True
+        if k and len(other_scores) >= k and score <= float(other_scores.min()) + tol:  # the other side is full
+            return True
+        return iou_thr is not None and bool((np.abs(overlaps - float(iou_thr)) <= IOU_SLACK).any())
+
+    free_r = [i for i in range(len(rs)) if i not in used_r]
+    free_g = [j for j in range(len(gs)) if j not in used_g]
+    bad = []  # type: List[str]
+    for i in free_r:
+        # a box the other side also has, unmatched (another class, another score), is no borderline one
+        other = [j for j in free_g if iou[i, j] >= IOU_MATCH]
+        if other or not borderline(float(rs[i]), iou[i][near[i]], gs):
+            bad.append("the reference's detection %d (class %g, score %.4g) has no counterpart%s"
+                       % (i, rc[i], rs[i], _as_other(other, gc, gs)))
+    for j in free_g:
+        other = [i for i in free_r if iou[i, j] >= IOU_MATCH]
+        if other or not borderline(float(gs[j]), iou[:, j][near[:, j]], rs):
+            bad.append("the pipeline's detection %d (class %g, score %.4g) is not in the reference%s"
+                       % (j, gc[j], gs[j], _as_other(other, rc, rs)))
+    return len(pairs), worst_score, worst_iou, bad
+
+
+def _as_other(other, classes, scores):
+    # type: (List[int], Any, Any) -> str
+    """`` (the other side has its box as class c, score s)`` for an unmatched detection whose box the
+    other side has, unmatched."""
+    if not other:
+        return ""
+    return " (the other side has its box as class %g, score %.4g)" % (classes[other[0]], scores[other[0]])
+
+
 def compare_nms(np, got, want, group, tolerance):
     # type: (Any, Dict[str, Any], Dict[str, Any], Dict[str, Any], float) -> Dict[str, Any]
     """The gate's row for one NMS plugin's four outputs (``group``: their names, the node's
@@ -101,37 +174,10 @@ def compare_nms(np, got, want, group, tolerance):
         gb, gs, gc = _detections(np, got, group, b)
         ref_n += len(rs)
         got_n += len(gs)
-        tol = tolerance * max(1.0, float(np.abs(rs).max()) if len(rs) else 1.0)
-        iou = _iou(np, rb, gb) if len(rs) and len(gs) else np.zeros((len(rs), len(gs)))
-        same = (rc[:, None] == gc[None, :]) if not agnostic else np.ones(iou.shape, dtype=bool)
-        ok = same & (iou >= IOU_MATCH) & (np.abs(rs[:, None] - gs[None, :]) <= tol)
-        used_r, used_g = set(), set()  # type: set, set
-        for i in range(len(rs)):  # the reference's detections, highest score first: each its best counterpart
-            cands = [j for j in range(len(gs)) if ok[i, j] and j not in used_g]
-            if cands:
-                j = max(cands, key=lambda j: iou[i, j])
-                used_r.add(i)
-                used_g.add(j)
-                worst_score = max(worst_score, abs(float(rs[i] - gs[j])))
-                worst_iou = min(worst_iou, float(iou[i, j]))
-        matched += len(used_r)
-
-        def borderline(score, overlaps, other_scores):
-            # type: (float, Any, Any) -> bool
-            if thr is not None and abs(score - float(thr)) <= tol:
-                return True
-            if len(other_scores) == k and score <= float(other_scores.min()) + tol:  # the other side is full
-                return True
-            return iou_thr is not None and bool((np.abs(overlaps - float(iou_thr)) <= IOU_SLACK).any())
-
-        for i in range(len(rs)):
-            if i not in used_r and not borderline(float(rs[i]), iou[i][same[i]], gs):
-                bad.append("image %d: the reference's detection %d (class %g, score %.4g) has no counterpart"
-                           % (b, i, rc[i], rs[i]))
-        for j in range(len(gs)):
-            if j not in used_g and not borderline(float(gs[j]), iou[:, j][same[:, j]], rs):
-                bad.append("image %d: the pipeline's detection %d (class %g, score %.4g) is not in the reference"
-                           % (b, j, gc[j], gs[j]))
+        m, ws, wi, msgs = match_detections(np, (rb, rs, rc), (gb, gs, gc), k, thr, iou_thr, agnostic, tolerance)
+        matched += m
+        worst_score, worst_iou = max(worst_score, ws), min(worst_iou, wi)
+        bad += ["image %d: %s" % (b, msg) for msg in msgs]
     row.update(reference_detections=ref_n, pipeline_detections=got_n, matched=matched,
                max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None,
                passed=not bad, any_detection=ref_n > 0)
@@ -173,16 +219,104 @@ def compare_nms_indices(np, got, want, group):
     return row
 
 
+def _row_table(np, out, group):
+    # type: (Any, Dict[str, Any], Dict[str, Any]) -> Any
+    """The detection rows of a NonMaxSuppression group's outputs side by side [R, columns] (each
+    output read as rows of its width), the all-zero rows (the padding) left out."""
+    parts = [np.asarray(out[r["output"]], dtype=np.float64).reshape(-1, len(r["columns"])) for r in group["rows"]]
+    if len(set(p.shape[0] for p in parts)) > 1:
+        raise ValueError("the outputs %s hold %s rows" % ([r["output"] for r in group["rows"]],
+                                                           [p.shape[0] for p in parts]))
+    table = np.concatenate(parts, axis=1)
+    return table[np.abs(table).sum(axis=1) > 0]
+
+
+def _as_detections(np, table, columns, center):
+    # type: (Any, Any, List[str], bool) -> Tuple[Any, Any, Any]
+    """Boxes (corners), scores, classes of the rows, highest score first."""
+    boxes = table[:, [i for i, c in enumerate(columns) if c == "box"]]
+    if center:  # NonMaxSuppression's center_point_box 1: [x_center, y_center, width, height]
+        half = np.abs(boxes[:, 2:4]) / 2.0
+        boxes = np.concatenate([boxes[:, 0:2] - half, boxes[:, 0:2] + half], axis=1)
+    scores = table[:, columns.index("score")]
+    classes = table[:, columns.index("class")] if "class" in columns else np.zeros(len(table))
+    order = np.argsort(-scores, kind="stable")
+    return boxes[order], scores[order], classes[order]
+
+
+def compare_nms_rows(np, got, want, group, tolerance):
+    # type: (Any, Dict[str, Any], Dict[str, Any], Dict[str, Any], float) -> Dict[str, Any]
+    """The gate's row for the outputs an ONNX NonMaxSuppression's selected rows reach (``group``:
+    per output its columns, nms_onnx.py): the valid rows (not all zero) of the reference and of the
+    pipeline matched one to one. With 4 box, 1 score (and at most 1 class) columns as
+    :func:`match_detections` (borderline: near ``score_threshold``, ``iou_threshold``, or the other
+    side full at ``max_rows``); else as plain vectors, every value within the tolerance, none forgiven."""
+    names = [r["output"] for r in group["rows"]]
+    columns = [c for r in group["rows"] for c in r["columns"]]
+    row = {"metric": "nms_rows", "node": group.get("node"), "op": group.get("op"), "outputs": names,
+           "columns": columns, "iou_match": IOU_MATCH, "iou_slack": IOU_SLACK}  # type: Dict[str, Any]
+    for name in names:
+        a, w = np.asarray(got[name]), np.asarray(want[name])
+        if a.shape != w.shape:
+            row.update(error="output %r: shape %s, reference %s" % (name, list(a.shape), list(w.shape)), passed=False)
+            return row
+        if not (np.isfinite(a.astype(np.float64)).all() and np.isfinite(w.astype(np.float64)).all()):
+            row.update(error="output %r: non-finite values" % name, passed=False)
+            return row
+    try:
+        ref, mine = _row_table(np, want, group), _row_table(np, got, group)
+    except ValueError as exc:
+        row.update(error=str(exc), passed=False)
+        return row
+    capacity = np.asarray(want[names[0]]).size // len(group["rows"][0]["columns"])
+    k = min(int(group.get("max_rows") or capacity), capacity)
+    detections = columns.count("box") == 4 and columns.count("score") == 1 and columns.count("class") <= 1 \
+        and "value" not in columns
+    row["compared_as"] = "detections" if detections else "vectors"
+    if detections:
+        center = bool(group.get("center_point_box"))
+        matched, worst_score, worst_iou, bad = match_detections(
+            np, _as_detections(np, ref, columns, center), _as_detections(np, mine, columns, center), k,
+            group.get("score_threshold"), group.get("iou_threshold"), "class" not in columns, tolerance,
+            bool(group.get("single_class")))
+        row.update(max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None)
+    else:
+        tol = tolerance * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+        diff = np.abs(ref[:, None, :] - mine[None, :, :]).max(axis=2) if len(ref) and len(mine) else \
+            np.zeros((len(ref), len(mine)))
+        pairs = _assign(diff <= tol, -diff)
+        matched = len(pairs)
+        row["max_abs_diff"] = max([float(diff[i, j]) for i, j in pairs] or [0.0])
+        bad = ["the reference's row %d %s has no counterpart" % (i, [round(float(v), 4) for v in ref[i]])
+               for i in sorted(set(range(len(ref))) - set(i for i, _ in pairs))]
+        bad += ["the pipeline's row %d %s is not in the reference" % (j, [round(float(v), 4) for v in mine[j]])
+                for j in sorted(set(range(len(mine))) - set(j for _, j in pairs))]
+    row.update(reference_detections=len(ref), pipeline_detections=len(mine), matched=matched, max_rows=k,
+               passed=not bad, any_detection=len(ref) > 0)
+    if bad:
+        row["error"] = "detection rows differ (%d of %d matched; %s%s)" % (
+            matched, len(ref), "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "")
+    return row
+
+
 def nms_rows(np, got, want, groups, tolerance):
     # type: (Any, Dict[str, Any], Dict[str, Any], Optional[List[Dict[str, Any]]], float) -> Tuple[Dict[str, Any], set]
-    """The gate's rows for the NMS plugins' outputs (keyed ``nms:<node>``) and the outputs they cover."""
+    """The gate's rows for the NMS outputs (keyed ``nms:<node>``) and the outputs they cover: a TensorRT
+    NMS plugin's (:func:`compare_nms`, :func:`compare_nms_indices`) or an ONNX NonMaxSuppression's
+    selected rows (:func:`compare_nms_rows`)."""
     rows, covered = {}, set()  # type: Dict[str, Any], set
     for group in groups or []:
-        names = [group["indices"]] if "indices" in group else \
-            [group[k] for k in ("num_detections", "boxes", "scores", "classes")]
+        if "rows" in group:
+            names = [r["output"] for r in group["rows"]]
+            compare = compare_nms_rows
+        elif "indices" in group:
+            names = [group["indices"]]
+            compare = lambda np, got, want, group, tolerance: compare_nms_indices(np, got, want, group)  # noqa: E731
+        else:
+            names = [group[k] for k in ("num_detections", "boxes", "scores", "classes")]
+            compare = compare_nms
         if not all(n in want and n in got for n in names):
             continue
-        rows["nms:%s" % group.get("node")] = compare_nms_indices(np, got, want, group) if "indices" in group \
-            else compare_nms(np, got, want, group, tolerance)
+        rows["nms:%s" % group.get("node")] = compare(np, got, want, group, tolerance)
         covered.update(names)
     return rows, covered

@@ -420,6 +420,13 @@ _OP_TYPES = {
     "InstanceNormalization": LayerType.PLUGIN_V2 if _MAJOR < 10 else LayerType.NORMALIZATION,
     "QuantizeLinear": LayerType.QUANTIZE, "DequantizeLinear": LayerType.DEQUANTIZE,
 }
+# an Ultralytics nms=True tail (ONNX NonMaxSuppression between data-dependent NonZero and Pad), as
+# onnx-tensorrt imports it: ArgMax by a TopK layer, Greater an elementwise one, GatherND a gather, a Pad
+# that is no 2D spatial padding a Slice in fill mode
+for _op, _lt in (("ArgMax", "TOPK"), ("Greater", "ELEMENTWISE"), ("NonZero", "NON_ZERO"), ("GatherND", "GATHER"),
+                 ("NonMaxSuppression", "NMS"), ("Pad", "SLICE"), ("ScatterND", "SCATTER")):
+    if _has(LayerType, _lt):
+        _OP_TYPES[_op] = LayerType[_lt]
 if _has(LayerType, "NORMALIZATION"):  # INormalizationLayer (and the parser's LayerNormalization) from 8.6
     _OP_TYPES["LayerNormalization"] = LayerType.NORMALIZATION
 
