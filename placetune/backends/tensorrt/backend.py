@@ -52,7 +52,7 @@ from placetune.memo import Memo
 from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
-from placetune.backends.tensorrt.jobs import JobContext, reply_failure, run_timed, timing_cache_path
+from placetune.backends.tensorrt.jobs import JobContext, reply_failure, run_timed, runtime_messages, timing_cache_path
 from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
@@ -531,11 +531,7 @@ class TensorRTBackend(JetsonBackend):
                 f"from the {known.source} only" if known.known else "UNKNOWN")]
         loadables = {target: known.loadables} if core >= 0 and known.loadables is not None else {}
         # deserialising and running the engine log apart from its build (the worker's "runtime_log")
-        runtime = [str(m) for s, m in res.get("runtime_log") or [] if s in ("ERROR", "INTERNAL_ERROR")]
-        if runtime:
-            extra["runtime_errors"] = runtime[:20]
-        if warned := [str(m) for s, m in res.get("runtime_log") or [] if s == "WARNING"]:
-            extra["runtime_warnings"] = warned[:20]
+        runtime = runtime_messages(extra, res)
         if status != "ok":
             detail = res.get("error") or "; ".join((runtime or blog.errors)[:3]) or "execution failed"
             if dla_failure(runtime + blog.errors + [str(res.get("error") or "")]):

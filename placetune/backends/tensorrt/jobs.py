@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "strongly_typed", "read_realised"]
+__all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "strongly_typed", "read_realised",
+           "runtime_messages"]
 
 _LOG_KEEP = 400
 
@@ -241,6 +242,19 @@ def mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
         kw["realized"] = None
         kw["dla_loadables"] = {}
         say_unknown(kw["extra"]["placement_unknown"])
+
+
+def runtime_messages(extra: dict[str, Any], res: dict[str, Any]) -> list[str]:
+    """TensorRT's errors and warnings of deserialising and running a job's engines (the worker's
+    ``runtime_log``, kept apart from the builds') into ``runtime_errors`` / ``runtime_warnings``,
+    20 of each, as every mode records them; the errors are returned (a failure's reason, its DLA class)."""
+    log_lines = res.get("runtime_log") or []
+    errors = [str(m) for s, m in log_lines if s in ("ERROR", "INTERNAL_ERROR")]
+    if errors:
+        extra["runtime_errors"] = errors[:20]
+    if warned := [str(m) for s, m in log_lines if s == "WARNING"]:
+        extra["runtime_warnings"] = warned[:20]
+    return errors
 
 
 def logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:
