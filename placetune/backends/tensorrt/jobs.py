@@ -202,9 +202,11 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     loc = locate(blog, list(layers), network or None, [n for n in layers if predicted[n] == "GPU"])
     ins = inspector_layers(info.get("inspector"))
     if not blog.reports_placement and ins is None:
-        notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "
-                     "UNKNOWN (placement_known=False)")
-        unknown.append(f"{label} (no placement report in its build log)")
+        why = str(info.get("inspector_error") or "")[:200]
+        no_info = f"; its layer information was not read ({why})" if why else ""
+        notes.append(f"{label}: the build log has no DLA/GPU placement sections{no_info}: its realised placement "
+                     "is UNKNOWN (placement_known=False)")
+        unknown.append(f"{label} (no placement report in its build log{no_info})")
         for n in dla:
             realized[n] = target
         return 0, []

@@ -299,6 +299,36 @@ def layer_information(trt, engine, context, out):
         inspector = None  # noqa: F841 - it holds the context: gone before the context is
 
 
+def inspect_built(trt, specs, plans, result):
+    # type: (Any, List[Dict[str, Any]], List[bytes], Dict[str, Any]) -> None
+    """The ``build`` op's second source of the realised placement: each DLA engine deserialised on
+    its core and its layer information read into its record (``inspector``, or why not in
+    ``inspector_error``), as a ``measure`` job reads it; the deserialisation's messages go to
+    ``result["runtime_log"]``. Informative only: a failure here fails no build (the parent then
+    reads the build log alone, or records the placement unknown)."""
+    todo = [(s, p, info) for s, p, info in zip(specs, plans, result["engines"])
+            if int(s.get("dla_core", -1)) >= 0 and s.get("inspector", True)]
+    if not todo:
+        return
+    logger = make_logger(trt, False)
+    result["runtime_log"] = logger.lines
+    cuda = None
+    try:
+        cuda = Resources(driver())
+        for spec, plan, info in todo:
+            try:
+                e = Engine(trt, cuda, str(spec.get("name")), plan, int(spec["dla_core"]), logger,
+                           spec.get("input_shapes"))
+                layer_information(trt, e.engine, e.context, info)
+            except Exception as exc:  # this engine's layer information is not read: the log alone decides
+                info["inspector_error"] = "%s: %s" % (type(exc).__name__, exc)
+    except Exception as exc:  # no CUDA for the inspection: every engine's log alone decides
+        for _, _, info in todo:
+            info.setdefault("inspector_error", "%s: %s" % (type(exc).__name__, exc))
+    finally:
+        release(cuda, result)
+
+
 class Engine(object):
     """A deserialized engine with its own execution context and CUDA stream."""
 
