@@ -316,12 +316,16 @@ def inspect_built(trt, specs, plans, result):
     try:
         cuda = Resources(driver())
         for spec, plan, info in todo:
+            e = None
             try:
                 e = Engine(trt, cuda, str(spec.get("name")), plan, int(spec["dla_core"]), logger,
                            spec.get("input_shapes"))
                 layer_information(trt, e.engine, e.context, info)
             except Exception as exc:  # this engine's layer information is not read: the log alone decides
                 info["inspector_error"] = "%s: %s" % (type(exc).__name__, exc)
+            finally:  # one engine loaded at a time: a plan's engines together may hold more than a core's loadables
+                if e is not None:
+                    e.close()
     except Exception as exc:  # no CUDA for the inspection: every engine's log alone decides
         for _, _, info in todo:
             info.setdefault("inspector_error", "%s: %s" % (type(exc).__name__, exc))
