@@ -555,6 +555,8 @@ class TensorRTBackend(JetsonBackend):
         if res.get("inspector_error"):  # the engine inspector raised in the worker: why no layer information
             extra["inspector_error"] = str(res["inspector_error"])[:300]
         extra["warmup_iterations"] = res.get("warmup_iterations")
+        if res.get("nvtx_verbosity"):  # the NVTX markers the engine was timed with (trtexec's: LAYER_NAMES_ONLY)
+            extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
         extra["timed"] = ENGINE_TIMED
         return Measurement(
             status="ok", latency_samples_ms=samples, throughput_fps=fps, realized=realized, fallback=fallback,

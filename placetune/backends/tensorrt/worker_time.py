@@ -142,6 +142,7 @@ def time_engine(trt, plan, job, logger):
         out["error"] = "deserialize_cuda_engine returned None" + ((": " + "; ".join(errs[-3:])) if errs else "")
         return out
     context = engine.create_execution_context()
+    out["nvtx_verbosity"] = timing_nvtx(trt, context)
     shapes = job.get("input_shapes") or {}
     buffers = []
     rng = np.random.default_rng(0)
@@ -281,6 +282,20 @@ def buffer_bytes(shape, itemsize, fmt, vec_dim, components):
     return max(count * itemsize, 1)
 
 
+def timing_nvtx(trt, context):
+    # type: (Any, Any) -> str
+    """Time with the NVTX markers trtexec times with: ``LAYER_NAMES_ONLY``. The engines are built with
+    DETAILED profiling verbosity (the inspector's layer information needs it), and a context's NVTX
+    verbosity defaults to the build's, which "will generally increase latency in enqueueV3()"
+    (TensorRT release/10.3 include/NvInferRuntime.h:4303-4310); trtexec sets every context's to its
+    ``--profilingVerbosity``, LAYER_NAMES_ONLY unless given (samples/common/sampleOptions.h:243,
+    sampleOptions.cpp:1756-1757, sampleInference.cpp:389), and its timing command gives none. The
+    inspector is not affected (same header). The verbosity the engine was timed with is returned."""
+    context.nvtx_verbosity = trt.ProfilingVerbosity.LAYER_NAMES_ONLY
+    level = context.nvtx_verbosity
+    return str(getattr(level, "name", level))
+
+
 def layer_information(trt, engine, context, out):
     # type: (Any, Any, Any, Dict[str, Any]) -> None
     """The engine's layer information (the inspector's JSON, DETAILED as built) into ``out["inspector"]``,
@@ -352,6 +367,7 @@ class Engine(object):
         if self.engine is None:
             raise RuntimeError("engine %s: deserialize_cuda_engine returned None%s" % (name, self._errors()))
         self.context = self.engine.create_execution_context()
+        timing_nvtx(trt, self.context)
         self.stream = cuda.Stream()
         self.inputs = []  # type: List[str]
         self.outputs = []  # type: List[str]

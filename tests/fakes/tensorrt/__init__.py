@@ -1342,9 +1342,23 @@ class IExecutionContext:
         self._shape_set = {t["name"]: not t["dynamic"] for t in engine._plan["io"]}
         self.profiler = None
         self.enqueue_emits_profile = True
+        self._nvtx = ProfilingVerbosity[engine._plan.get("verbosity", "LAYER_NAMES_ONLY")]
         self._pending: list[tuple[str, float]] = []
         self._log = engine._log
         _gpu.contexts.add(self)
+
+    @property
+    def nvtx_verbosity(self):
+        """The NVTX verbosity: the build's by default; a level above it is not taken (the real
+        ``setNvtxVerbosity`` returns False, NvInferRuntime.h release/10.3:4315-4316)."""
+        return self._nvtx
+
+    @nvtx_verbosity.setter
+    def nvtx_verbosity(self, level) -> None:
+        order = ["NONE", "LAYER_NAMES_ONLY", "DETAILED"]
+        built = self._engine._plan.get("verbosity", "LAYER_NAMES_ONLY")
+        if order.index(ProfilingVerbosity(level).name) <= order.index(built):
+            self._nvtx = ProfilingVerbosity(level)
 
     def set_tensor_address(self, name: str, memory: int) -> bool:
         if name not in self._shapes:
