@@ -794,3 +794,24 @@ def test_every_input_copy_on_cuda_python_reads_pinned_memory(sent_jobs):
         assert op["copies"], op["op"]  # every job copies its inputs
         assert op["copies"][0]["pinned"], (op["op"], "first copy from pageable memory", op["copies"][:3])
         assert all(c["pinned"] for c in op["copies"]), (op["op"], op["copies"])
+
+
+def test_tensorrt_errors_in_a_run_that_completed_are_noted_and_warned(caplog, monkeypatch):
+    """TensorRT may log an ERROR while deserialising or running an engine and still return (the
+    enqueue returned True): the measurement is timed all the same. Its errors were kept in
+    runtime_errors only; now a note says so and the first such run of the process is warned."""
+    import logging
+
+    from placetune.backends.tensorrt import jobs
+
+    monkeypatch.setattr(jobs, "_RUNTIME_ERRORS_SAID", [])
+    err = "1: [cudlaUtils.cpp::submit::112] Error Code 1: DLA (Failed to submit program to DLA engine.)"
+    extra: dict = {}
+    with caplog.at_level(logging.WARNING):
+        got = jobs.runtime_messages(extra, {"status": "ok", "runtime_log": [["ERROR", err], ["WARNING", "w"]]})
+    assert got == [err] and extra["runtime_errors"] == [err] and extra["runtime_warnings"] == ["w"]
+    assert any("yet the run completed" in n and "Error Code 1" in n for n in extra["notes"])
+    assert any("TENSORRT ERRORS IN A COMPLETED RUN" in r.getMessage() for r in caplog.records)
+    failed: dict = {}
+    jobs.runtime_messages(failed, {"status": "runtime_failed", "runtime_log": [["ERROR", err]]})
+    assert "notes" not in failed  # a failed run says it in its reason

@@ -11,6 +11,7 @@ explicitly, so that they read no backend's private state.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,8 @@ __all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "str
            "runtime_messages"]
 
 _LOG_KEEP = 400
+log = logging.getLogger(__name__)
+_RUNTIME_ERRORS_SAID: list[bool] = []  # a measurement with TensorRT errors was said in this process
 
 
 def strongly_typed(version: str) -> bool:
@@ -254,6 +257,14 @@ def runtime_messages(extra: dict[str, Any], res: dict[str, Any]) -> list[str]:
     errors = [str(m) for s, m in log_lines if s in ("ERROR", "INTERNAL_ERROR")]
     if errors:
         extra["runtime_errors"] = errors[:20]
+        if res.get("status") == "ok":  # timed all the same: kept, but never only in an extra
+            extra.setdefault("notes", []).append(f"TensorRT reported {len(errors)} error(s) while deserialising or "
+                                                 f"running the engines, yet the run completed: {errors[0][:200]} "
+                                                 "(all in runtime_errors); its figures may not be the engine's")
+            (log.debug if _RUNTIME_ERRORS_SAID else log.warning)(
+                "TENSORRT ERRORS IN A COMPLETED RUN: %s; the measurement is kept with its runtime_errors and a note "
+                "(later ones are noted only)", errors[0][:300])
+            _RUNTIME_ERRORS_SAID.append(True)
     if warned := [str(m) for s, m in log_lines if s == "WARNING"]:
         extra["runtime_warnings"] = warned[:20]
     return errors
