@@ -74,7 +74,8 @@ class Extra(TypedDict, total=False):
     traceback: str
     parser_errors: list[str]
     runtime_errors: list[str]
-    runtime_warnings: list[str]  # what TensorRT warned of while deserialising and running the engine (engine mode)
+    nvtx_verbosity: str  # the NVTX markers the engine was timed with (engine mode; trtexec's LAYER_NAMES_ONLY)
+    runtime_warnings: list[str]  # what TensorRT warned of while deserialising and running the engines (every mode)
     subgraph_limit: Any  # what the build log says of the DLA subgraph limit
     dla_subgraphs: list[Any]
     unmapped_log_names: list[str]  # build-log layer names matched to no ONNX node

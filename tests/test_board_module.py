@@ -172,3 +172,29 @@ def test_tensorrt_11_4_1_from_pip_is_not_called_a_stray_wheel_and_its_missing_dl
     assert "pip uninstall tensorrt" in pip_wheel_hint(venv, "10.3.0")  # JetPack 6's own is python3-libnvinfer
     hint = dla_count_hint("11.4.1", "Jetson AGX Orin 64GB")
     assert "JetPack 7.2.2" in hint and "SBSA build does not provide DLA outside" in hint
+
+
+# an AGX Orin developer kit flashed with NVIDIA's emulation configuration jetson-agx-orin-devkit-as-nx-16gb:
+# the compatible names the kit's module and the emulated one (NVIDIA's L4T nvpower.sh matches
+# 'p3701-0000-as-p3767-0000' in /proc/device-tree/compatible and sets up nvpmodel_p3767_0000.conf)
+EMULATED_NX16 = ("NVIDIA Jetson AGX Orin Developer Kit",
+                 ["nvidia,p3737-0000+p3701-0000-as-p3767-0000", "nvidia,p3701-0000", "nvidia,tegra234"])
+
+
+def test_an_agx_orin_kit_emulating_an_orin_nx_is_tuned_as_the_orin_nx_and_says_so(tmp_path, board):
+    """The emulated module's profile is the board's: --platform orin-nx-16gb was refused ('this board is a
+    Jetson AGX Orin ...: pass --platform orin-agx') and orin-agx accepted, recording an Orin NX's CPU, GPU
+    and power modes as an AGX Orin's. The study records the emulation in its fingerprint."""
+    board(*EMULATED_NX16)
+    with pytest.raises(ConfigError) as e:
+        Evaluator(GN, "orin-agx", backend=_backend(tmp_path, "10.3.0"), iterations=5, precision="fp16",
+                  trt_version="10.3")
+    assert "Jetson Orin NX 16GB emulated on a Jetson AGX Orin developer kit (p3701-0000)" in str(e.value)
+    assert str(e.value).endswith("pass --platform orin-nx-16gb")
+    ev = Evaluator(GN, "orin-nx-16gb", backend=_backend(tmp_path / "b", "10.3.0"), iterations=5, precision="fp16",
+                   trt_version="10.3")
+    try:
+        assert ev.fingerprint["module_emulated"] == "p3767-0000 on p3701-0000"
+        assert ev.evaluate(Placement.all_gpu(ev.model)).ok
+    finally:
+        ev.close()

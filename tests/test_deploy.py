@@ -131,20 +131,69 @@ def test_build_reports_layers_tensorrt_put_elsewhere(tmp_path):
 
 
 def test_build_whose_placement_cannot_be_read_says_unknown(tmp_path, monkeypatch):
-    """A build log without placement lines (and no engine layer information at build time): where
-    TensorRT put the layers is unknown, so build never reports them where the plan says (the
-    engine-mode reading's rule, placement_known.decide: never "realised = requested")."""
+    """A build log without placement lines and no engine layer information (the inspector raised):
+    where TensorRT put the layers is unknown, so build never reports them where the plan says (the
+    engine-mode reading's rule, placement_known.decide: never "realised = requested"), and says why
+    the layer information is missing."""
     folder = _study(tmp_path, DATA / "seed_model_gn.onnx.gz", "engine", "all-dla")
     monkeypatch.setenv("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG", "1")
+    monkeypatch.setenv("PLACETUNE_FAKE_TRT_INSPECTOR_FAIL", "1")
     proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "every layer runs where the plan says" not in proc.stdout
     assert "UNKNOWN" in proc.stdout.splitlines()[1], proc.stdout
     report = json.loads((Path(folder) / "build.json").read_text())
     assert report["placement_known"] is False and report["placement_unknown"]
+    assert "its layer information was not read (RuntimeError: fake: the engine inspector" in report["placement_unknown"][0]
+    assert "the engine inspector gave no layer information" in report["engines"][0]["inspector_error"]
     assert report["realized"]["/cnn/cnn.0/Conv"] == "unknown"  # asked on the DLA: not known to run there
     assert report["engines"][0]["placement_known"] is False and report["engines"][0]["dla_loadables"] is None
     assert report["differences"] == []
+
+
+def test_build_reads_the_placement_from_the_engine_s_layer_information_too(tmp_path, monkeypatch):
+    """placetune build reads where TensorRT put the layers from both sources a tune reads (the build
+    log and each DLA engine's layer information, placement_known.decide): a log without placement
+    lines no longer makes the placement unknown when the layer information gives it. It read the
+    log alone, so the same board's tune knew a placement its build called UNKNOWN."""
+    folder = _study(tmp_path, DATA / "seed_model_gn.onnx.gz", "engine", "all-dla")
+    monkeypatch.setenv("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG", "1")
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "UNKNOWN" not in proc.stdout, proc.stdout
+    report = json.loads((Path(folder) / "build.json").read_text())
+    assert report["placement_known"] is True and report["engines"][0]["placement_known"] is True
+    assert report["realized"]["/cnn/cnn.0/Conv"] == "DLA0" and report["realized"]["/linear/Gemm"] == "GPU"
+    assert any("realised placement from the engine's layer information only" in n for n in report["notes"])
+
+
+def test_build_whose_two_sources_disagree_records_unknown(tmp_path):
+    """Where the build log and the engine's layer information disagree on a layer, build records the
+    engine's layers asked on the DLA as unknown (the worker's cross-check), never the log's word."""
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+    from placetune.plan.build import build_plan
+
+    folder = _study(tmp_path, DATA / "seed_model_gn.onnx.gz", "engine", "all-dla")
+    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache")
+    run = be.pool.run
+
+    def gpu_relu(job, **kw):  # the layer information names /cnn/cnn.2/Relu as a GPU layer; the log puts it on DLA0
+        reply = run(job, **kw)
+        for info in reply.result.get("engines") or []:
+            doc = json.loads(info["inspector"])
+            doc["Layers"].insert(len(doc["Layers"]) - 2, {"Name": "/cnn/cnn.2/Relu", "LayerType": "PointWiseV2"})
+            info["inspector"] = json.dumps(doc)
+        return reply
+
+    be.pool.run = gpu_relu
+    try:
+        report = build_plan(folder, backend=be)
+    finally:
+        be.close()
+    assert not report.to_dict()["placement_known"]
+    assert "disagree on 1 layer(s) (/cnn/cnn.2/Relu)" in report.unknown[0]
+    assert report.realized["/cnn/cnn.2/Relu"] == "unknown" and report.realized["/cnn/cnn.0/Conv"] == "unknown"
+    assert report.engines[0]["placement_known"] is False and "UNKNOWN" in report.summary()
 
 
 def test_engine_and_replicas_plans_run_and_match_the_model(seed_block, tmp_path):

@@ -93,3 +93,18 @@ def test_read_device_tree_strips_nuls_and_splits_compatible(tmp_path):
     assert model == "NVIDIA Jetson AGX Orin Developer Kit"
     assert comp == ("nvidia,p3737-0000+p3701-0005", "nvidia,p3701-0005", "nvidia,tegra234")
     assert identify_module(model, comp).module.part == "p3701-0005"
+
+
+@pytest.mark.parametrize("emulated, platform", [("p3767-0000", "orin-nx-16gb"), ("p3767-0001", "orin-nx-8gb"),
+                                                ("p3767-0003", "orin-nano"), ("p3701-0004", "orin-agx")])
+def test_an_agx_orin_kit_flashed_to_emulate_another_module_is_that_module(emulated, platform):
+    """NVIDIA's emulation flash configurations (jetson-agx-orin-devkit-as-nx-16gb, ...) name both modules in
+    one compatible string, <kit>-as-<emulated>; L4T's nvpower.sh matches it to set up the emulated module's
+    nvpmodel file. The board is the emulated module, never the AGX Orin whose part number comes first."""
+    m = identify_module("NVIDIA Jetson AGX Orin Developer Kit",
+                        f"nvidia,p3737-0000+p3701-0000-as-{emulated}\0nvidia,p3701-0000\0nvidia,tegra234")
+    assert m.module.part == emulated and m.platform == platform and m.emulated_on == "p3701-0000"
+    assert "emulated on a Jetson AGX Orin developer kit (p3701-0000)" in m.describe()
+    assert f"compatible p3701-0000-as-{emulated}" in m.describe()
+    assert m.resolve(2).emulated_on == "p3701-0000" or m.resolve(2) is m
+    assert identify_module(None, "nvidia,p3737-0000+p3701-0000\0nvidia,tegra234").emulated_on is None

@@ -248,9 +248,14 @@ def test_a_timing_disagreement_is_timed_again_once_before_it_fails():
     # trtexec's first run was the disturbed one
     why, figs = compare_timing({"median": 0.40}, {"median": 0.30}, again({"median": 0.40}, {"median": 0.41}), True)
     assert why is None and figs["retimed"] and figs["trtexec_latency_ms"] == 0.41 and len(calls) == 1
+    assert "trtexec's two runs 0.300 and 0.410 ms (+37%)" in figs["drift"]
     # the worker's first run was the disturbed one: trtexec agrees with itself, the worker's second run with it
     why, figs = compare_timing({"median": 0.60}, {"median": 0.30}, again({"median": 0.31}, {"median": 0.30}), True)
     assert why is None and figs["latency_ms"] == 0.31 and figs["latency_ratio"] == pytest.approx(1.0333)
+    # ... and the worker's own two runs of the same engine, 0.60 then 0.31 ms, are a drifting board: said
+    assert figs["run_to_run_pct"] == {"placetune": -48.3, "trtexec": 0.0}
+    assert figs["drift"].startswith("RUN-TO-RUN DRIFT:") and "placetune's two runs 0.600 and 0.310 ms (-48%)" in figs["drift"]
+    assert "trtexec's two runs" not in figs["drift"]  # trtexec agreed with itself
     why, figs = compare_timing({"median": 0.34}, {"median": 0.30}, again({"median": 9.0}, {"median": 9.0}), True)
     assert why is None and "retimed" not in figs and len(calls) == 2  # agreed at once: not timed again
     first = {"median": 0.30, "p90": 0.31, "p99": 0.35}
@@ -376,6 +381,31 @@ def test_the_second_timing_runs_on_the_board_when_the_first_disagrees(tmp_path, 
     assert gpu["status"] == "ok" and "(trtexec agrees on a second run)" in gpu["detail"], gpu
     assert gpu["retimed"] and gpu["latency_ms_again"] > 0 and gpu["trtexec_latency_ms_again"] > 0
     assert code == 0, _lines(doc)
+    assert doc["drift"] == [] and "RUN-TO-RUN" not in gpu["detail"]  # the doubles time alike run to run
+
+
+def test_a_board_whose_timings_drift_between_runs_passes_but_says_so(tmp_path, board, monkeypatch):
+    """The same engine timed twice by the worker, seconds apart, moving by more than the tolerance is a
+    board whose timings drift: the check still passes when trtexec agrees with one of the worker's runs
+    (the timing method is right), but its line, selftest.json's ``drift`` and the report's last lines
+    say so. It passed as '(trtexec agrees on a second run)' and nothing else."""
+    import placetune.cli.selftest as selftest
+    from placetune.cli.selftest import format_report
+
+    real = selftest.compare_timing
+
+    def drifting(ours, theirs, again, locked):  # the worker's first run was 1.5x slower than every other run
+        return real({**ours, "median": ours["median"] * 1.5}, theirs, again, locked)
+
+    monkeypatch.setattr(selftest, "compare_timing", drifting)
+    board()
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    gpu = {c["name"]: c for c in doc["checks"]}["engine all-GPU fp16 (vs trtexec)"]
+    assert code == 0 and gpu["status"] == "ok" and "(trtexec agrees on a second run)" in gpu["detail"], gpu
+    assert "RUN-TO-RUN DRIFT" in gpu["detail"] and "placetune's two runs" in gpu["detail"]
+    assert gpu["run_to_run_pct"]["placetune"] == pytest.approx(-33.3, abs=0.1)
+    assert "engine all-GPU fp16 (vs trtexec)" in doc["drift"]
+    assert "RUN-TO-RUN DRIFT in engine all-GPU fp16 (vs trtexec)" in format_report(doc)
 
 
 # a segment c1 -> r1 -> c2 -> pool on DLA0: its engine's layer information as the real profile of

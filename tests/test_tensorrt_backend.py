@@ -618,3 +618,19 @@ def test_a_qdq_model_gets_no_placeholder_int8_ranges(version, backends, tmp_path
     assert m2.status == "ok", m2.reason
     assert m2.extra["int8_ranges"] == "qdq"
     ev.close()
+
+
+def test_engines_are_timed_with_trtexec_s_nvtx_markers_not_the_detailed_build_s(gn, backends, tmp_path):
+    """The worker builds DETAILED engines (their layer information needs it), and a context's NVTX
+    verbosity defaults to the build's, which TensorRT says "will generally increase latency in
+    enqueueV3()" (NvInferRuntime.h release/10.3:4303-4310); trtexec times every context at its
+    --profilingVerbosity, LAYER_NAMES_ONLY when not given (sampleOptions.cpp:1756-1757,
+    sampleInference.cpp:389). The worker now times with LAYER_NAMES_ONLY too, and the measurement says so."""
+    ev = _ev(gn, backends["10.3.0"], tmp_path, precision="fp16", trt_version="10.3")
+    try:
+        m = ev.evaluate(Placement(ev.model, {"/cnn/cnn.0/Conv": "DLA0"}))
+    finally:
+        ev.close()
+    assert m.ok, m.reason
+    assert m.extra["nvtx_verbosity"] == "LAYER_NAMES_ONLY"
+    assert json.loads(m.extra["engine_inspector"])["Layers"][0]["LayerType"]  # still DETAILED layer information

@@ -367,6 +367,31 @@ def test_execution_failure_is_runtime_failed(seed_block, tmp_path):
     assert "engine seg1: execute_async_v3 returned False" in m.reason and "DLA" in m.reason
 
 
+@pytest.mark.parametrize("mode", ["pipeline", "replicas"])
+def test_pipeline_and_replicas_record_the_runtime_s_warnings_and_errors(mode, seed_block, tmp_path):
+    """TensorRT's messages of deserialising and running the engines (the worker's runtime_log) are
+    recorded in every mode as engine mode records them: runtime_warnings on a good measurement (10.3's
+    'across different models of devices' warning at every deserialisation), runtime_errors and the
+    DLA's failure class on a failed run. Pipeline mode kept the errors only when it failed, without
+    the class; replicas mode kept neither."""
+    kw = {"replicas": {"GPU": 1, "DLA0": 1}} if mode == "replicas" else {}
+    faults = {"PLAN_MODEL_WARN_ON": "*", "EXEC_FAIL_ON": "/conv4/Conv"}
+    be = _backend(tmp_path / "cache", faults=faults)
+    ev = _ev(seed_block, be, tmp_path, mode=mode, **kw)
+    try:
+        good = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+        bad = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert good.ok, good.reason
+    assert [w for w in good.extra["runtime_warnings"] if "across different models" in w], good.extra.keys()
+    assert not [w for w in good.extra["build_warnings"] if "across different models" in w]
+    assert bad.status == "runtime_failed", bad.reason
+    assert [e for e in bad.extra["runtime_errors"] if "cudlaUtils" in e]
+    assert bad.extra["failure_class"] == "dla" and "the DLA failed" in bad.reason
+
+
 def test_dla_core_the_device_lacks_is_infeasible(seed_block, tmp_path):
     be = _backend(tmp_path / "cache", faults={"DLA_CORES": "1"})
     ev = _ev(seed_block, be, tmp_path)
@@ -769,3 +794,24 @@ def test_every_input_copy_on_cuda_python_reads_pinned_memory(sent_jobs):
         assert op["copies"], op["op"]  # every job copies its inputs
         assert op["copies"][0]["pinned"], (op["op"], "first copy from pageable memory", op["copies"][:3])
         assert all(c["pinned"] for c in op["copies"]), (op["op"], op["copies"])
+
+
+def test_tensorrt_errors_in_a_run_that_completed_are_noted_and_warned(caplog, monkeypatch):
+    """TensorRT may log an ERROR while deserialising or running an engine and still return (the
+    enqueue returned True): the measurement is timed all the same. Its errors were kept in
+    runtime_errors only; now a note says so and the first such run of the process is warned."""
+    import logging
+
+    from placetune.backends.tensorrt import jobs
+
+    monkeypatch.setattr(jobs, "_RUNTIME_ERRORS_SAID", [])
+    err = "1: [cudlaUtils.cpp::submit::112] Error Code 1: DLA (Failed to submit program to DLA engine.)"
+    extra: dict = {}
+    with caplog.at_level(logging.WARNING):
+        got = jobs.runtime_messages(extra, {"status": "ok", "runtime_log": [["ERROR", err], ["WARNING", "w"]]})
+    assert got == [err] and extra["runtime_errors"] == [err] and extra["runtime_warnings"] == ["w"]
+    assert any("yet the run completed" in n and "Error Code 1" in n for n in extra["notes"])
+    assert any("TENSORRT ERRORS IN A COMPLETED RUN" in r.getMessage() for r in caplog.records)
+    failed: dict = {}
+    jobs.runtime_messages(failed, {"status": "runtime_failed", "runtime_log": [["ERROR", err]]})
+    assert "notes" not in failed  # a failed run says it in its reason

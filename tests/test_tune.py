@@ -413,3 +413,29 @@ def test_the_multi_camera_study_gives_each_streams_frames_per_second(tmp_path, c
     doc["measured"]["streams"] = {"streams": "4"}
     with pytest.raises(ConfigError, match="measured.streams must be"):
         Plan.from_dict(doc)
+
+
+def test_the_agent_s_drift_line_goes_into_the_exported_plan(tmp_path, capsys, monkeypatch):
+    """The guided agent rebuilds its best plan through the night and says at the end how far the board's
+    measurements drifted ('drift: measurements moved ...'); that line was printed only, so a user who
+    came back to the plan file never saw that its figures rest on a drifting board."""
+    import search
+    from search.random_search import RandomAgent
+
+    class Drifting(RandomAgent):
+        name = "drifting"
+
+        def search(self, evaluator, budget):
+            result = super().search(evaluator, budget)
+            result.notes.append("drift: measurements moved +12.0% per 10 builds (from the plans built more than once)")
+            return result
+
+    monkeypatch.setattr(search, "_REGISTRY", dict(search._REGISTRY))
+    search.register_agent("drifting", Drifting)
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--model", "seed-block", "--agent", "drifting", "--trials", "4", "--storage", "r.db",
+                 "--export", "best.plan.json"])
+    out = capsys.readouterr().out
+    assert code == 0 and "drift: measurements moved +12.0% per 10 builds" in out
+    plan = json.loads((tmp_path / "best.plan.json").read_text())
+    assert any(n.startswith("drift: measurements moved +12.0%") for n in plan["notes"]), plan["notes"]

@@ -79,7 +79,9 @@ class JetsonBackend(BackendBase):
 
 def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform", settings: "Settings",
                        **more: Any) -> dict[str, Any]:
-    """``backend``, ``trt_version``, ``platform`` (then ``more``), L4T/JetPack, module, power mode,
+    """``backend``, ``trt_version``, ``platform`` (then ``more``), L4T/JetPack, module (and
+    ``module_emulated``, ``p3767-0000 on p3701-0000``, on an AGX Orin developer kit flashed to emulate
+    another module: its device-tree model string names the kit), power mode,
     whether clocks are locked and, where any clock is read locked, at what (``locked_clocks``:
     :mod:`placetune.hardware.locked_clocks`; a study resumes only under the same lock); warns (once)
     about unlocked clocks, a power mode the board does not run, and one the study did not ask for."""
@@ -97,6 +99,9 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
     if backend.refuse_other_board:
         board_fits(platform, more.get("dla_cores"))
         dla_cores_fit(version, platform, more.get("dla_cores"))
+    match = board_module(more.get("dla_cores"))
+    if match.emulated_on and match.module is not None:  # a developer kit flashed as another module: said in the study
+        fp["module_emulated"] = f"{match.module.part} on {match.emulated_on}"
     snap = snapshot()
     locked = locked_frequencies(snap)
     if locked:  # at what the clocks are locked: a study resumes only under the same lock

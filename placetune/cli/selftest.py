@@ -369,6 +369,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             figs.update(more)
             if why:
                 return "failed", why, figs
+            if figs.get("drift"):  # agreed on a second run, but one side's two runs moved apart: said, not hidden
+                notes.append(str(figs["drift"]))
             if core >= 0 and tx is not None:
                 t = _measure(model, plat, tx, devs, precision=precision)
                 if not t.ok:
@@ -468,7 +470,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
            "compatible": list(match.compatible), "platform": plat,
            "seconds": round(time.time() - t_start, 1), "all_ok": ok,
            "setup": [c["name"] for c in rep.checks if c["status"] == _SETUP],
-           "unavailable": [c["name"] for c in rep.checks if c["status"] == _UNAVAILABLE], "checks": rep.checks}
+           "unavailable": [c["name"] for c in rep.checks if c["status"] == _UNAVAILABLE],
+           "drift": [c["name"] for c in rep.checks if c.get("drift")], "checks": rep.checks}
     report.write("selftest.json", dumps_json(doc, indent=1))
     report.write("selftest.txt", format_report(doc))
     return (0 if ok else EXIT_NOT_ALL_OK), doc
@@ -483,6 +486,9 @@ def format_report(doc: dict[str, Any]) -> str:
                _SETUP: "[SETUP]  ", _UNAVAILABLE: "[unavailable]"}[c["status"]]
         lines.append(f"{tag} {c['name']}: {c['detail']}")
     setup = doc.get("setup") or []
+    if doc.get("drift"):  # passed on a second run, but the same engine moved between two runs: never only in a line
+        lines.append(f"RUN-TO-RUN DRIFT in {', '.join(doc['drift'])}: one engine timed twice moved by more than "
+                     "the tolerance (see the line); a tune on this board records figures that move as much")
     if doc["all_ok"] and setup:
         lines.append(f"the stack works (every check of it ok); the board still needs setup before a tune: "
                      f"see the [SETUP] line{'s' if len(setup) > 1 else ''} ({', '.join(setup)})")

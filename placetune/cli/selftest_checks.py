@@ -79,10 +79,13 @@ def compare_timing(ours: dict[str, float], theirs: dict[str, float],
         figs["latency_ms_again"] = ours2["median"]
     if theirs2:
         figs["trtexec_latency_ms_again"] = theirs2["median"]
+    drift = _run_to_run(ours, ours2, theirs, theirs2, figs)
     for w, t in ((ours, theirs2), (ours2, theirs2), (ours2, theirs)):
         if w and t and within_tolerance(w["median"], t["median"]):
             figs.update(latency_ms=w["median"], trtexec_latency_ms=t["median"],
                         latency_ratio=round(w["median"] / t["median"], 4))
+            if drift:  # the two methods agree, but the same engine moved between two runs of one of them
+                figs["drift"] = drift
             return None, figs
     mine = f"{ours['median']:.3f} ms" + (f" and again {ours2['median']:.3f} ms" if ours2 else
                                          " (timing it again failed)")
@@ -96,6 +99,26 @@ def compare_timing(ours: dict[str, float], theirs: dict[str, float],
             f"({figs['latency_ratio']:.2f}x; allowed {LATENCY_TOLERANCE:.0%} + {LATENCY_ALLOWANCE_MS * 1000:.0f} us, "
             f"no run of one within it of a run of the other): both time one query in flight (trtexec "
             f"--exposeDMA); {fix}"), figs
+
+
+def _run_to_run(ours: dict[str, float], ours2: dict[str, float] | None, theirs: dict[str, float],
+                theirs2: dict[str, float] | None, figs: dict[str, Any]) -> str | None:
+    """The same engine's run-to-run change on each side (``figs["run_to_run_pct"]``), and a line when
+    either moved by more than the tolerance between its two runs (None otherwise): the board's
+    timings drift between runs seconds apart, and a tune's figures of the placements move as much."""
+    moved = {}
+    for side, a, b in (("placetune", ours, ours2), ("trtexec", theirs, theirs2)):
+        if b:
+            moved[side] = (a["median"], b["median"])
+    figs["run_to_run_pct"] = {k: round(100.0 * (b - a) / a, 1) for k, (a, b) in moved.items()}
+    far = [f"{k}'s two runs {a:.3f} and {b:.3f} ms ({100.0 * (b - a) / a:+.0f}%)" for k, (a, b) in moved.items()
+           if not within_tolerance(b, a)]
+    if not far:
+        return None
+    return ("RUN-TO-RUN DRIFT: the same engine timed twice seconds apart moved by more than the "
+            f"{LATENCY_TOLERANCE:.0%} + {LATENCY_ALLOWANCE_MS * 1000:.0f} us allowed: " + "; ".join(far)
+            + ": this board's timings move between runs (a DVFS or thermal step, another process), and a tune's "
+            "figures move as much; check `sudo jetson_clocks --show` and what else runs, then the selftest again")
 
 
 def compare_loadables(ours: dict[str, int], theirs: dict[str, int],

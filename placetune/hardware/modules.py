@@ -14,6 +14,17 @@ A Jetson names itself twice in its device tree:
   mainline Linux), ``NVIDIA Orin NX Developer Kit``, ``NVIDIA Orin Nano Developer Kit``...
   Used when ``compatible`` names no module this table knows.
 
+An AGX Orin developer kit flashed to emulate another Orin module (NVIDIA's emulation flash
+configurations: ``flash.sh jetson-agx-orin-devkit-as-nx-16gb``, ``-as-nx-8gb``, ``-as-nano8gb``,
+``-as-nano4gb``, ``-as-jao-32gb``; Jetson Linux Developer Guide, "Emulation Flash Configurations")
+names both modules in one compatible string, ``<host>-as-<emulated>`` (``p3701-0000-as-p3767-0000``):
+NVIDIA's own L4T power-setup script (``nvpower.sh``, ``set_socfamily``; public code index file id
+34109126968, repository unnamed) matches that string in ``/proc/device-tree/compatible`` and sets up
+the *emulated* module's nvpmodel file (``nvpmodel_p3767_0000.conf``). Such a board runs with the emulated
+module's CPU, GPU and power modes, so it is identified as the emulated module
+(:attr:`ModuleMatch.emulated_on` names the developer kit's module), never as the AGX Orin whose part
+number also appears in the string.
+
 :data:`MODULES` is the one table: module part number -> title, placetune platform profile, DLA
 cores and where that comes from. :func:`identify_module` maps the two strings to a
 :class:`ModuleMatch`; a module it does not know is said so (``known`` False), never guessed.
@@ -144,6 +155,8 @@ _MODEL_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"\bagx xavier\b|\bjetson-agx\b|\bjetson[- ]xavier\b", ("p2888-0004",)),
 )
 _PART = re.compile(r"p(\d{4})-(\d{4})(-super)?")
+#: an emulation flash configuration's compatible: ``p3701-0000-as-p3767-0000`` (module -as- emulated module)
+_EMULATED = re.compile(r"p(\d{4}-\d{4})-as-p(\d{4}-\d{4})")
 
 
 @dataclass(frozen=True)
@@ -155,12 +168,15 @@ class ModuleMatch:
         compatible: the ``compatible`` strings read.
         candidates: the modules it may be (one when ``compatible`` names the module).
         by: ``"compatible"``, ``"model"`` or ``"none"`` (nothing known matched).
+        emulated_on: an AGX Orin developer kit flashed to emulate :attr:`module`: the kit's module
+            part number (``"p3701-0000"``, from ``p3701-0000-as-p3767-0000``); None otherwise.
     """
 
     model: str | None
     compatible: tuple[str, ...] = ()
     candidates: tuple[JetsonModule, ...] = field(default_factory=tuple)
     by: str = "none"
+    emulated_on: str | None = None
 
     @property
     def known(self) -> bool:
@@ -195,7 +211,7 @@ class ModuleMatch:
         fits = tuple(m for m in self.candidates if m.dla_cores == int(dla_cores))
         if not fits or len(fits) == len(self.candidates):
             return self
-        return ModuleMatch(self.model, self.compatible, fits, self.by)
+        return ModuleMatch(self.model, self.compatible, fits, self.by, self.emulated_on)
 
     def describe(self) -> str:
         """One line: the module and its profile, or why none is known."""
@@ -206,6 +222,9 @@ class ModuleMatch:
         m = self.candidates[0]
         which = " or ".join(dict.fromkeys(c.title for c in self.candidates))
         how = f"compatible {m.part}" if self.by == "compatible" else f"model string {said}"
+        if self.emulated_on:
+            which += f" emulated on a Jetson AGX Orin developer kit ({self.emulated_on})"
+            how = f"compatible {self.emulated_on}-as-{m.part}"
         prof = (f"profile {m.platform}" + ("" if m.exact else " (the nearest profile)")) if m.platform \
             else "no placetune profile"
         return f"{which} (from the {how}): {m.dla_cores} DLA core(s), {prof}"
@@ -232,6 +251,12 @@ def identify_module(model: str | None, compatible: str | Sequence[str] | None = 
     """
     text = (model or "").replace("\x00", "").strip() or None
     comps = _compat_list(compatible)
+    # an emulation flash configuration names the developer kit's module and the emulated one: the
+    # board runs as the emulated module (its nvpmodel file, CPU and GPU), so that one is the board's
+    for name in comps:
+        for host, emulated in _EMULATED.findall(name):
+            if f"p{emulated}" in MODULES:
+                return ModuleMatch(text, comps, (MODULES[f"p{emulated}"],), "compatible", f"p{host}")
     # compatible: module numbers (text pasted without its NULs still splits by part number)
     for name in comps:
         for num, sku, super_ in _PART.findall(name):

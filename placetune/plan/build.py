@@ -5,7 +5,10 @@ and ``plan.json``) is built through the isolated TensorRT worker with the settin
 measured with (precision, DLA core per engine, GPU fallback, per-layer devices, a pipeline's cut
 tensors in the DLA's own format on both sides). Each engine is written into the folder under the
 name ``plan.json`` gives it (``model.seg0.engine``...), its build record beside it
-(``<engine>.json``: the TensorRT log the realised placement is read from). A different TensorRT
+(``<engine>.json``: the TensorRT log). The realised placement is read as a tune reads it: from the
+build log and each DLA engine's layer information (the worker deserialises it on its core),
+cross-checked (:func:`~placetune.backends.tensorrt.jobs.read_realised`); where they disagree or
+neither says, the engine's DLA layers are ``unknown``, never the plan's. A different TensorRT
 or JetPack can realise a plan differently: every layer whose realised device differs from the
 plan's is reported, with TensorRT's reason, and ``build.json`` keeps the whole report.
 """
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BuildReport", "build_plan", "UNKNOWN"]
 
-#: a layer's realised device in ``build.json`` when its engine's build log does not say where it ran
+#: a layer's realised device in ``build.json`` when neither its engine's build log nor its layer
+#: information says where it ran, or the two disagree
 UNKNOWN = "unknown"
 
 _POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
@@ -58,7 +62,7 @@ class BuildReport:
         engines: per engine: ``name``, ``device``, ``engine_file``, ``build_seconds``, ``engine_bytes``,
             ``dla_loadables``, ``io_formats``.
         realized: layer -> the device TensorRT ran it on; ``unknown`` for a layer asked on the DLA
-            in an engine whose build log does not say where TensorRT put its layers.
+            in an engine whose placement is unknown (neither source says, or they disagree).
         differences: ``{"layer", "plan", "built", "reason"}`` for every layer realised elsewhere
             than the plan says (known placements only).
         unknown: ``engine (why)`` for every engine whose realised placement is unknown.
@@ -305,7 +309,8 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             and p.int8_ranges != "qdq" else None
         common = {"precision": p.precision, "strongly_typed": strongly, "gpu_fallback": p.gpu_fallback,
                   "timing_cache": None, "calibration_cache": calib if p.precision == "int8" and not strongly else None,
-                  "memory_pools": be.memory_pools, "verbose_log": be.verbose_log}
+                  "memory_pools": be.memory_pools, "verbose_log": be.verbose_log,
+                  "inspector": be.inspector}  # each DLA engine's layer information: the log's cross-check
         specs = []
         shapes = {k: list(v) for k, v in (p.model.get("input_shapes") or {}).items()}
         for eng, path in zip(p.engines, onnx_paths):
@@ -352,8 +357,8 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         device = spec["device"] if spec["dla_core"] >= 0 else "GPU"
         predicted = {n: (device if n in set(spec["dla_layers"]) else "GPU") for n in layers}
         mine: dict[str, str] = dict(predicted)
-        # an engine whose build log cannot say its placement: read_realised fills in the request, which
-        # is never reported as built (its DLA layers are 'unknown', the engine placement_known False)
+        # an engine whose placement the log and layer information cannot say (or disagree on): read_realised
+        # fills in the request, never reported as built (its DLA layers 'unknown', the engine placement_known False)
         unknown: list[str] = []
         n_load, _ = read_realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"], unknown)
         if unknown:
@@ -366,6 +371,8 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
                                "build_seconds": info.get("build_seconds"), "engine_bytes": info.get("engine_bytes"),
                                "dla_loadables": None if unknown else n_load, "io_formats": info.get("io_formats") or {},
                                "placement_known": not unknown,
+                               **({"inspector_error": str(info["inspector_error"])[:300]}
+                                  if info.get("inspector_error") else {}),
                                "realized_on_dla": None if unknown else sum(1 for n in layers if mine.get(n) != "GPU")})
     report.realized = realized
     report.differences = [{"layer": n, "plan": planned[n], "built": realized[n], "reason": fallback.get(n, "")}

@@ -206,7 +206,9 @@ class Tuner:
         if outcome.best is None:
             self._say("no successful measurement yet: no plan exported")
         else:
-            outcome.plan_path = export_best(cfg, ev, outcome.study, report.verdict_lines, self._say)
+            # the agent's drift line (its rebuilds of the best plan over the night) goes with the plan, not only to the terminal
+            outcome.plan_path = export_best(cfg, ev, outcome.study,
+                                            report.verdict_lines + [n for n in said if n.startswith("drift")], self._say)
         if interrupted:
             self._say(f"interrupted after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; everything measured is "
                       f"stored. Resume with: {self.resume_hint}")

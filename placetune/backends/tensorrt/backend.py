@@ -52,7 +52,7 @@ from placetune.memo import Memo
 from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
-from placetune.backends.tensorrt.jobs import JobContext, reply_failure, run_timed, timing_cache_path
+from placetune.backends.tensorrt.jobs import JobContext, reply_failure, run_timed, runtime_messages, timing_cache_path
 from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
@@ -531,11 +531,7 @@ class TensorRTBackend(JetsonBackend):
                 f"from the {known.source} only" if known.known else "UNKNOWN")]
         loadables = {target: known.loadables} if core >= 0 and known.loadables is not None else {}
         # deserialising and running the engine log apart from its build (the worker's "runtime_log")
-        runtime = [str(m) for s, m in res.get("runtime_log") or [] if s in ("ERROR", "INTERNAL_ERROR")]
-        if runtime:
-            extra["runtime_errors"] = runtime[:20]
-        if warned := [str(m) for s, m in res.get("runtime_log") or [] if s == "WARNING"]:
-            extra["runtime_warnings"] = warned[:20]
+        runtime = runtime_messages(extra, res)
         if status != "ok":
             detail = res.get("error") or "; ".join((runtime or blog.errors)[:3]) or "execution failed"
             if dla_failure(runtime + blog.errors + [str(res.get("error") or "")]):
@@ -559,6 +555,8 @@ class TensorRTBackend(JetsonBackend):
         if res.get("inspector_error"):  # the engine inspector raised in the worker: why no layer information
             extra["inspector_error"] = str(res["inspector_error"])[:300]
         extra["warmup_iterations"] = res.get("warmup_iterations")
+        if res.get("nvtx_verbosity"):  # the NVTX markers the engine was timed with (trtexec's: LAYER_NAMES_ONLY)
+            extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
         extra["timed"] = ENGINE_TIMED
         return Measurement(
             status="ok", latency_samples_ms=samples, throughput_fps=fps, realized=realized, fallback=fallback,

@@ -11,6 +11,7 @@ explicitly, so that they read no backend's private state.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +37,12 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.settings import Settings
 
-__all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "strongly_typed", "read_realised"]
+__all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "strongly_typed", "read_realised",
+           "runtime_messages"]
 
 _LOG_KEEP = 400
+log = logging.getLogger(__name__)
+_RUNTIME_ERRORS_SAID: list[bool] = []  # a measurement with TensorRT errors was said in this process
 
 
 def strongly_typed(version: str) -> bool:
@@ -201,9 +205,11 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     loc = locate(blog, list(layers), network or None, [n for n in layers if predicted[n] == "GPU"])
     ins = inspector_layers(info.get("inspector"))
     if not blog.reports_placement and ins is None:
-        notes.append(f"{label}: the build log has no DLA/GPU placement sections: its realised placement is "
-                     "UNKNOWN (placement_known=False)")
-        unknown.append(f"{label} (no placement report in its build log)")
+        why = str(info.get("inspector_error") or "")[:200]
+        no_info = f"; its layer information was not read ({why})" if why else ""
+        notes.append(f"{label}: the build log has no DLA/GPU placement sections{no_info}: its realised placement "
+                     "is UNKNOWN (placement_known=False)")
+        unknown.append(f"{label} (no placement report in its build log{no_info})")
         for n in dla:
             realized[n] = target
         return 0, []
@@ -241,6 +247,27 @@ def mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
         kw["realized"] = None
         kw["dla_loadables"] = {}
         say_unknown(kw["extra"]["placement_unknown"])
+
+
+def runtime_messages(extra: dict[str, Any], res: dict[str, Any]) -> list[str]:
+    """TensorRT's errors and warnings of deserialising and running a job's engines (the worker's
+    ``runtime_log``, kept apart from the builds') into ``runtime_errors`` / ``runtime_warnings``,
+    20 of each, as every mode records them; the errors are returned (a failure's reason, its DLA class)."""
+    log_lines = res.get("runtime_log") or []
+    errors = [str(m) for s, m in log_lines if s in ("ERROR", "INTERNAL_ERROR")]
+    if errors:
+        extra["runtime_errors"] = errors[:20]
+        if res.get("status") == "ok":  # timed all the same: kept, but never only in an extra
+            extra.setdefault("notes", []).append(f"TensorRT reported {len(errors)} error(s) while deserialising or "
+                                                 f"running the engines, yet the run completed: {errors[0][:200]} "
+                                                 "(all in runtime_errors); its figures may not be the engine's")
+            (log.debug if _RUNTIME_ERRORS_SAID else log.warning)(
+                "TENSORRT ERRORS IN A COMPLETED RUN: %s; the measurement is kept with its runtime_errors and a note "
+                "(later ones are noted only)", errors[0][:300])
+            _RUNTIME_ERRORS_SAID.append(True)
+    if warned := [str(m) for s, m in log_lines if s == "WARNING"]:
+        extra["runtime_warnings"] = warned[:20]
+    return errors
 
 
 def logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:

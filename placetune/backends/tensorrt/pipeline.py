@@ -40,7 +40,7 @@ from placetune.placement.cut import SegmentModel, cut, swap_inputs, with_batch
 from placetune.placement.cut_formats import CutFormat, cut_formats
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
-from placetune.backends.tensorrt.buildlog import TIMED, parse_build_log
+from placetune.backends.tensorrt.buildlog import TIMED, dla_failure, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, file_digest
 from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.nms_graph import nms_elementwise, nms_outputs
@@ -52,6 +52,7 @@ from placetune.backends.tensorrt.jobs import (
     mark_unknown,
     read_realised,
     reply_failure,
+    runtime_messages,
 )
 from placetune.backends.tensorrt.pool import WorkerReply
 from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
@@ -336,6 +337,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
             _GATE_SAID.append(True)
     elif gate_skipped:
         extra["gate"] = {"checked": False, "reason": gate_skipped}
+    runtime = runtime_messages(extra, res)  # deserialising and running the engines, as engine mode records them
     status = res.get("status")
     common = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s, extra=extra,
                   **base)
@@ -357,11 +359,11 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     if status == "infeasible":  # the built engines exceed a DLA core's 16 loadables (never loaded)
         return Measurement.failure("infeasible", str(res.get("error")), **common)
     if status != "ok":
-        runtime = [m for s, m in res.get("runtime_log") or [] if s in ("ERROR", "INTERNAL_ERROR")]
-        if runtime:
-            extra["runtime_errors"] = runtime[:20]
         error = str(res.get("error"))
         why = error if error.startswith("pipeline outputs differ") else f"pipeline execution failed: {error}"
+        if not error.startswith("pipeline outputs differ") and dla_failure(runtime + [error]):
+            extra["failure_class"] = "dla"
+            why = f"the DLA failed ({why})"
         return Measurement.failure("runtime_failed", why, **common)
     # ---- timings
     samples = [float(x) for x in res.get("latency_samples_ms") or []]
@@ -512,6 +514,7 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
         extra["notes"] = notes
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     extra["timed"] = TIMED
+    runtime = runtime_messages(extra, res)  # deserialising and running the engines, as engine mode records them
     common_kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                      extra=extra, **base)
     mark_unknown(common_kw, unknown)
@@ -525,7 +528,11 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
     if status != "ok":
         if res.get("traceback"):
             extra["traceback"] = res["traceback"]
-        return Measurement.failure("runtime_failed", f"replicas execution failed: {res.get('error')}", **common_kw)
+        why = f"replicas execution failed: {res.get('error')}"
+        if dla_failure(runtime + [str(res.get("error") or "")]):
+            extra["failure_class"] = "dla"
+            why = f"the DLA failed ({why})"
+        return Measurement.failure("runtime_failed", why, **common_kw)
     parts = len(r.realized.segments(pipeline=False))
     per_instance, total = [], 0.0
     alone = res.get("alone_samples_ms") or []

@@ -51,8 +51,10 @@ each job line it writes exactly one result line. Jobs:
   "samples_ms", ...}], "timeline": [[instance, iteration, start, end], ...], "window_ms",
   "timed_window": [start, end] of the timed part (each instance alone, then all at once) in
   time.monotonic() seconds}``.
-* ``{"op": "build", "engines": [spec, ...], "common": {...}}`` -> ``{"status", "engines"}``: each
-  engine built and written to its spec's ``plan_cache`` path (``placetune build``), no timing.
+* ``{"op": "build", "engines": [spec, ...], "common": {...}}`` -> ``{"status", "engines",
+  "runtime_log"}``: each engine built and written to its spec's ``plan_cache`` path (``placetune
+  build``), no timing; each DLA engine then deserialised on its core for its layer information
+  (``inspector`` or ``inspector_error`` in its record, unless ``common["inspector"]`` is false).
 
 Every result carries ``worker_memory``: the worker's RSS and what its CUDA layer still holds
 after the job (streams, events, pinned and device bytes; ``worker_resources.memory_usage``), which
@@ -94,7 +96,7 @@ from worker_cuda import probe as cuda_probe  # noqa: E402
 from worker_pipeline import pipeline  # noqa: E402
 from worker_replicas import replicas  # noqa: E402
 from worker_resources import memory_usage  # noqa: E402
-from worker_time import measure  # noqa: E402
+from worker_time import inspect_built, measure  # noqa: E402
 
 PROTOCOL = 1
 
@@ -132,7 +134,9 @@ def handle(job):
             import tensorrt  # noqa: F401
         except Exception as exc:
             return {"status": "unavailable", "error": "cannot import tensorrt: %s: %s" % (type(exc).__name__, exc)}
-        return {"measure": measure, "pipeline": pipeline, "replicas": replicas, "build": build_engines}[op](job)
+        if op == "build":
+            return build_engines(job, inspect_built)
+        return {"measure": measure, "pipeline": pipeline, "replicas": replicas}[op](job)
     return {"status": "error", "error": "unknown op %r" % (op,)}
 
 

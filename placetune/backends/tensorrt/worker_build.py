@@ -419,14 +419,26 @@ def obtain_all(trt, specs, common, result):
     return plans
 
 
-def build_engines(job):
-    # type: (Dict[str, Any]) -> Dict[str, Any]
+def build_engines(job, inspect=None):
+    # type: (Dict[str, Any], Any) -> Dict[str, Any]
     """The ``build`` op (``placetune build``): build every engine of a plan and write each to its
     spec's ``plan_cache`` path (the plan folder's engine file, its build record beside it as
-    ``<file>.json``); no timing. The records keep the build logs the realised placement is read from."""
+    ``<file>.json``); no timing. The records keep the build logs the realised placement is read from,
+    and, through ``inspect(trt, specs, plans, result)`` (``worker_time.inspect_built``), each DLA
+    engine's layer information: the second source a measurement cross-checks the log with."""
     import tensorrt as trt
 
     result = {"trt_version": str(trt.__version__), "engines": []}  # type: Dict[str, Any]
-    if obtain_all(trt, list(job.get("engines") or []), job.get("common") or {}, result) is not None:
+    common = job.get("common") or {}
+    specs = list(job.get("engines") or [])
+    plans = obtain_all(trt, specs, common, result)
+    if plans is not None:
         result["status"] = "ok"
+        if inspect is not None:
+            full = []
+            for spec in specs:
+                merged = dict(common)
+                merged.update(spec)
+                full.append(merged)
+            inspect(trt, full, plans, result)
     return result

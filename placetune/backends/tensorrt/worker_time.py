@@ -142,6 +142,7 @@ def time_engine(trt, plan, job, logger):
         out["error"] = "deserialize_cuda_engine returned None" + ((": " + "; ".join(errs[-3:])) if errs else "")
         return out
     context = engine.create_execution_context()
+    out["nvtx_verbosity"] = timing_nvtx(trt, context)
     shapes = job.get("input_shapes") or {}
     buffers = []
     rng = np.random.default_rng(0)
@@ -281,6 +282,20 @@ def buffer_bytes(shape, itemsize, fmt, vec_dim, components):
     return max(count * itemsize, 1)
 
 
+def timing_nvtx(trt, context):
+    # type: (Any, Any) -> str
+    """Time with the NVTX markers trtexec times with: ``LAYER_NAMES_ONLY``. The engines are built with
+    DETAILED profiling verbosity (the inspector's layer information needs it), and a context's NVTX
+    verbosity defaults to the build's, which "will generally increase latency in enqueueV3()"
+    (TensorRT release/10.3 include/NvInferRuntime.h:4303-4310); trtexec sets every context's to its
+    ``--profilingVerbosity``, LAYER_NAMES_ONLY unless given (samples/common/sampleOptions.h:243,
+    sampleOptions.cpp:1756-1757, sampleInference.cpp:389), and its timing command gives none. The
+    inspector is not affected (same header). The verbosity the engine was timed with is returned."""
+    context.nvtx_verbosity = trt.ProfilingVerbosity.LAYER_NAMES_ONLY
+    level = context.nvtx_verbosity
+    return str(getattr(level, "name", level))
+
+
 def layer_information(trt, engine, context, out):
     # type: (Any, Any, Any, Dict[str, Any]) -> None
     """The engine's layer information (the inspector's JSON, DETAILED as built) into ``out["inspector"]``,
@@ -297,6 +312,40 @@ def layer_information(trt, engine, context, out):
         out["inspector_error"] = "%s: %s" % (type(exc).__name__, exc)
     finally:
         inspector = None  # noqa: F841 - it holds the context: gone before the context is
+
+
+def inspect_built(trt, specs, plans, result):
+    # type: (Any, List[Dict[str, Any]], List[bytes], Dict[str, Any]) -> None
+    """The ``build`` op's second source of the realised placement: each DLA engine deserialised on
+    its core and its layer information read into its record (``inspector``, or why not in
+    ``inspector_error``), as a ``measure`` job reads it; the deserialisation's messages go to
+    ``result["runtime_log"]``. Informative only: a failure here fails no build (the parent then
+    reads the build log alone, or records the placement unknown)."""
+    todo = [(s, p, info) for s, p, info in zip(specs, plans, result["engines"])
+            if int(s.get("dla_core", -1)) >= 0 and s.get("inspector", True)]
+    if not todo:
+        return
+    logger = make_logger(trt, False)
+    result["runtime_log"] = logger.lines
+    cuda = None
+    try:
+        cuda = Resources(driver())
+        for spec, plan, info in todo:
+            e = None
+            try:
+                e = Engine(trt, cuda, str(spec.get("name")), plan, int(spec["dla_core"]), logger,
+                           spec.get("input_shapes"))
+                layer_information(trt, e.engine, e.context, info)
+            except Exception as exc:  # this engine's layer information is not read: the log alone decides
+                info["inspector_error"] = "%s: %s" % (type(exc).__name__, exc)
+            finally:  # one engine loaded at a time: a plan's engines together may hold more than a core's loadables
+                if e is not None:
+                    e.close()
+    except Exception as exc:  # no CUDA for the inspection: every engine's log alone decides
+        for _, _, info in todo:
+            info.setdefault("inspector_error", "%s: %s" % (type(exc).__name__, exc))
+    finally:
+        release(cuda, result)
 
 
 class Engine(object):
@@ -318,6 +367,7 @@ class Engine(object):
         if self.engine is None:
             raise RuntimeError("engine %s: deserialize_cuda_engine returned None%s" % (name, self._errors()))
         self.context = self.engine.create_execution_context()
+        timing_nvtx(trt, self.context)
         self.stream = cuda.Stream()
         self.inputs = []  # type: List[str]
         self.outputs = []  # type: List[str]

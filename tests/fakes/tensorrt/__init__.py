@@ -66,6 +66,8 @@ is deserialised, after "Loaded engine size", also for an engine built on the sam
 runtime message, not the build's);
 ``PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG`` (set: the build log has no ``Layers Running on DLA/GPU``
 sections, as a log that keeps only what TensorRT prints at INFO when it prints them at VERBOSE);
+``PLACETUNE_FAKE_TRT_INSPECTOR_FAIL`` (set: ``get_engine_information`` raises, so no layer
+information is read);
 ``PLACETUNE_FAKE_TRT_NO_COMPUTE`` (set: outputs are zero bytes, no onnx evaluation: for an
 interpreter whose onnx reference evaluator is too slow, e.g. onnx 1.14 on Python 3.8).
 ``PLACETUNE_FAKE_TRT_DLA_CORES`` sets ``builder.num_DLA_cores`` (default: :func:`default_dla_cores`);
@@ -1325,6 +1327,8 @@ class EngineInspector:
     def get_engine_information(self, format) -> str:  # noqa: A002 - real argument name
         """TensorRT's text (tests/fakes/_layerinfo.py: the layout of the real exports), plus one key
         no real export has, ``FakeRuntimeDLACore`` (the runtime's DLA core, for tests)."""
+        if os.environ.get("PLACETUNE_FAKE_TRT_INSPECTOR_FAIL"):
+            raise RuntimeError("fake: the engine inspector gave no layer information")
         e = self._engine
         detailed = e._plan["verbosity"] == "DETAILED"
         layers = [_inspector_layer(x) if detailed else x["name"] for x in e._plan["entries"]]
@@ -1345,9 +1349,23 @@ class IExecutionContext:
         self._shape_set = {t["name"]: not t["dynamic"] for t in engine._plan["io"]}
         self.profiler = None
         self.enqueue_emits_profile = True
+        self._nvtx = ProfilingVerbosity[engine._plan.get("verbosity", "LAYER_NAMES_ONLY")]
         self._pending: list[tuple[str, float]] = []
         self._log = engine._log
         _gpu.contexts.add(self)
+
+    @property
+    def nvtx_verbosity(self):
+        """The NVTX verbosity: the build's by default; a level above it is not taken (the real
+        ``setNvtxVerbosity`` returns False, NvInferRuntime.h release/10.3:4315-4316)."""
+        return self._nvtx
+
+    @nvtx_verbosity.setter
+    def nvtx_verbosity(self, level) -> None:
+        order = ["NONE", "LAYER_NAMES_ONLY", "DETAILED"]
+        built = self._engine._plan.get("verbosity", "LAYER_NAMES_ONLY")
+        if order.index(ProfilingVerbosity(level).name) <= order.index(built):
+            self._nvtx = ProfilingVerbosity(level)
 
     def set_tensor_address(self, name: str, memory: int) -> bool:
         if name not in self._shapes:
