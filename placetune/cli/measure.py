@@ -87,6 +87,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     if args.calibration_cache:
         options["calibration_cache"] = calibration_cache(args.calibration_cache, args.backend)
+    if args.input_data:
+        options["input_data"] = args.input_data
     backend = _registry.get_backend(args.backend, **options)
     if args.trt_version is None and backend.capabilities.probe:  # the DLA rules of the board's own TensorRT, as tune
         version = backend.probe().get("trt_version")
