@@ -122,7 +122,7 @@ class InputData:
         path = os.path.join(os.fspath(folder), self.label.replace(":", "-") + ".npz")
         if not os.path.exists(path):
             tmp = f"{path}.{os.getpid()}.tmp.npz"
-            np.savez(tmp, **self.arrays)
+            np.savez(tmp, **self.arrays)  # type: ignore[arg-type]  # (numpy's stub: allow_pickle as a keyword)
             os.replace(tmp, path)
         return path
 

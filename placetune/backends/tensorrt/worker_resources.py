@@ -193,7 +193,8 @@ def random_fill(cuda, np, rng, mem, shape, dtype, inputs=None, name=None):
     """Fill a device buffer with network input ``name`` (:func:`input_values`: the job's input data
     ``inputs``, else random), copied from a pinned host buffer (as every other copy of a job; freed
     with the job's :class:`Resources`); returns that host copy."""
-    data = random_data(np, rng, shape, dtype) if inputs is None else input_values(np, rng, inputs, name, shape, dtype)
+    data = random_data(np, rng, shape, dtype) if inputs is None else input_values(np, rng, inputs, str(name), shape,
+                                                                                   dtype)
     host = cuda.pagelocked_empty(data.shape, data.dtype)
     host[:] = data
     cuda.memcpy_htod(mem, host)
