@@ -292,3 +292,26 @@ def test_check_names_the_data_dependent_ops(yolov8n_nms, capsys):
     assert main(["check", str(yolov8n_nms)]) == 0
     out = capsys.readouterr().out
     assert "data-dependent op(s) EfficientNMS_TRT" in out and "--input-data" in out
+
+
+def test_measure_on_a_real_backend_warns_once_in_one_line(yolov8n_nms, tmp_path, capsys, caplog, monkeypatch):
+    monkeypatch.setattr("placetune.inputdata._warned", set())
+    for k, v in fake_env("10.3.0").items():
+        monkeypatch.setenv(k, v)  # the worker imports the doubles (this process never imports tensorrt)
+    monkeypatch.setenv("PLACETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    with caplog.at_level(logging.WARNING):
+        code = main(["measure", str(yolov8n_nms), "--backend", "tensorrt", "--precision", "fp16", "--json"])
+    out = capsys.readouterr()
+    said = [r.getMessage() for r in caplog.records if "data-dependent" in r.getMessage()]
+    assert len(said) == 1 and "EfficientNMS_TRT" in said[0] and "\n" not in said[0], (said, out.err)
+    assert code == 0, out.err
+    assert json.loads(out.out)["extra"]["timed_input"] == RANDOM_INPUT
+    caplog.clear()
+    path = _npz(tmp_path / "f.npz", images=np.zeros((1, 3, 640, 640), np.float32))
+    with caplog.at_level(logging.WARNING):
+        code = main(["measure", str(yolov8n_nms), "--backend", "tensorrt", "--precision", "fp16", "--json",
+                     "--input-data", str(path)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert json.loads(out.out)["extra"]["timed_input"] == load_input_data(path).label
+    assert not [r for r in caplog.records if "data-dependent" in r.getMessage()]  # timed on data: nothing to say
