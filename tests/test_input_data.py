@@ -315,3 +315,28 @@ def test_measure_on_a_real_backend_warns_once_in_one_line(yolov8n_nms, tmp_path,
     assert code == 0, out.err
     assert json.loads(out.out)["extra"]["timed_input"] == load_input_data(path).label
     assert not [r for r in caplog.records if "data-dependent" in r.getMessage()]  # timed on data: nothing to say
+
+
+def test_the_selftest_times_on_the_data_and_says_so(tmp_path):
+    from placetune.cli.selftest import format_report, run_selftest
+
+    from .test_selftest import SYSFS, _device_tree
+
+    env = fake_env("10.3.0")
+    env["PLACETUNE_FAKE_TRTEXEC_VERSION"] = "10.3.0"
+    env["PLACETUNE_FAKE_CUDA_HTOD_LOG"] = str(tmp_path / "htod.log")
+    tree = _device_tree(tmp_path / "dt", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    bad = _npz(tmp_path / "bad.npz", input=_frame())  # the tune model's batch, not the self-test's 4
+    with pytest.raises(ConfigError, match="input 'input' is 32x3x32x32 float32, but model-gn takes 4x3x32x32"):
+        run_selftest(tmp_path / "st0", worker_env=env, trtexec=str(FAKES_DIR / "trtexec"), quick=True,
+                     device_tree=tree, power_root=SYSFS / "orin-agx", input_data=str(bad))
+    assert not (tmp_path / "st0").exists()  # refused before the report folder is made
+    x = _frame(11, (4, 3, 32, 32))
+    path = _npz(tmp_path / "f.npz", input=x)
+    code, doc = run_selftest(tmp_path / "st", worker_env=env, trtexec=str(FAKES_DIR / "trtexec"), quick=True,
+                             device_tree=tree, power_root=SYSFS / "orin-agx", input_data=str(path))
+    label = load_input_data(path).label
+    assert doc["timed_input"].startswith(label) and f"timed on input: {label}" in format_report(doc)
+    assert hashlib.sha256(x.tobytes()).hexdigest() in _uploaded(tmp_path / "htod.log")
+    raw = list((tmp_path / "st" / "cache").rglob("*-b4.bin"))  # trtexec's --loadInputs file of the data
+    assert raw and all(f.read_bytes() == x.tobytes() for f in raw)
