@@ -61,6 +61,17 @@ def yolov8n_nms(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def seed_block(tmp_path_factory):
+    from .test_trt_pipeline import _randomised
+
+    return Model.load(_randomised(tmp_path_factory.mktemp("models"), "seed_block"))  # weights that mean something
+
+
+#: seed_block cut in three: conv1+conv2 GPU, conv3 DLA0, conv4 DLA1, concat GPU
+THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}
+
+
 # ---------------------------------------------------------------- the file, the hash, the refusals
 
 def test_the_hash_is_the_contents_not_the_file(tmp_path, gn):
@@ -186,36 +197,77 @@ def _uploaded(log) -> set[str]:
     return {line.split()[0] for line in log.read_text().splitlines()} if log.exists() else set()
 
 
-@pytest.mark.parametrize("mode", ["engine", "pipeline"])
-def test_the_worker_times_and_gates_on_the_data_given(mode, tmp_path, gn):
+def test_the_worker_times_on_the_data_given(tmp_path, gn):
     x = _frame(7)
     digest = hashlib.sha256(x.tobytes()).hexdigest()
     path = _npz(tmp_path / "f.npz", input=x)
     log = tmp_path / "htod.log"
     be = _trt(tmp_path, log, input_data=str(path))
     try:
-        ev = Evaluator(gn, "orin-agx", be, mode=mode, precision="fp16", iterations=3, trt_version="10.3",
+        ev = Evaluator(gn, "orin-agx", be, precision="fp16", iterations=3, trt_version="10.3",
                        store=tmp_path / "pt.db")
-        p = Placement.all_gpu(gn) if mode == "engine" else Placement.all_dla(gn, 0)
-        m = ev.evaluate(p)
+        m = ev.evaluate(Placement.all_gpu(gn))
         assert m.ok, m.reason
         assert m.extra["timed_input"] == load_input_data(path).label
         assert digest in _uploaded(log)  # the data's bytes were copied to the device
-        if mode == "pipeline":
-            assert m.extra["gate"]["checked"] and m.extra["gate"]["passed"], m.extra["gate"]
         ev.close()
     finally:
         be.close()
     log.unlink()
     be = _trt(tmp_path, log)
     try:  # without data: random input, never those bytes
-        ev = Evaluator(gn, "orin-agx", be, mode=mode, precision="fp16", iterations=3, trt_version="10.3",
+        ev = Evaluator(gn, "orin-agx", be, precision="fp16", iterations=3, trt_version="10.3",
                        store=tmp_path / "pt2.db")
         m = ev.evaluate(Placement.all_gpu(gn))
         assert m.ok and m.extra["timed_input"] == RANDOM_INPUT and digest not in _uploaded(log)
         ev.close()
     finally:
         be.close()
+
+
+def _pipeline(tmp_path, model, path, racy=False):
+    log = tmp_path / "htod.log"
+    be = _trt(tmp_path, log, input_data=str(path))
+    if racy:  # the test hook: each frame from the third on reads another slot's cut tensors
+        orig = be.pool.run
+        be.pool.run = lambda job, **kw: orig(dict(job, test_read_other_slot=True) if job.get("op") == "pipeline"
+                                             else job, **kw)
+    try:
+        ev = Evaluator(model, "orin-agx", be, mode="pipeline", precision="fp16", iterations=3, trt_version="10.3",
+                       frames_in_flight=2, store=tmp_path / f"pt{int(racy)}.db")
+        m = ev.evaluate(Placement(model, THREE))
+        ev.close()
+    finally:
+        be.close()
+    return m, _uploaded(log)
+
+
+def test_the_pipeline_is_timed_and_gated_on_the_data(tmp_path, seed_block):
+    x = _frame(3, (1, 384, 56, 56))
+    path = _npz(tmp_path / "f.npz", input=x)
+    m, uploaded = _pipeline(tmp_path, seed_block, path)
+    assert m.ok, m.reason
+    gate = m.extra["gate"]
+    assert gate["checked"] and gate["passed"] and not gate.get("vacuous"), gate
+    assert m.extra["timed_input"] == load_input_data(path).label
+    assert hashlib.sha256(x.tobytes()).hexdigest() in uploaded  # slot 0: the data itself
+    assert hashlib.sha256(x[..., ::-1].copy().tobytes()).hexdigest() in uploaded  # slot 1: its mirror image
+
+
+def test_the_gate_on_data_still_sees_a_frame_that_reads_another_slot(tmp_path, seed_block, monkeypatch):
+    """Each input slot of the pipeline holds another mirror image of the data: a pipeline that reads
+    another slot's cut tensor fails the gate (identical slots would hide it)."""
+    from placetune.backends.tensorrt.pool import WORKER_FILE
+
+    monkeypatch.syspath_prepend(str(WORKER_FILE.parent))
+    from worker_resources import mirrored
+
+    x = np.arange(2 * 2 * 3).reshape(2, 2, 3)
+    assert [mirrored(np, x, k).tolist() for k in (0, 1, 2, 3)] == [
+        x.tolist(), x[:, :, ::-1].tolist(), x[:, ::-1, :].tolist(), x[:, ::-1, ::-1].tolist()]
+    assert mirrored(np, x, 4).tolist() == x[::-1].tolist()  # two samples rotated by one
+    m, _ = _pipeline(tmp_path, seed_block, _npz(tmp_path / "f.npz", input=_frame(3, (1, 384, 56, 56))), racy=True)
+    assert m.status == "runtime_failed" and m.extra["gate"]["checked"] and not m.extra["gate"]["passed"], m.reason
 
 
 def test_replicas_time_the_data_repeated_to_each_replicas_batch(tmp_path, gn, monkeypatch):

@@ -195,12 +195,13 @@ class _Pipeline(object):
 
     def add_input(self, np, rng, t, shape, dtype, nbytes, stream):
         # type: (Any, Any, str, Tuple[int, ...], Any, int, Any) -> None
-        """``n_inputs`` buffers of network input ``t``, each a new random input (or each the input data
-        given), uploaded from pinned memory on ``stream``."""
+        """``n_inputs`` buffers of network input ``t``, each a new random input (or, with input data,
+        each another mirror image of it: ``worker_resources.mirrored``), uploaded from pinned memory
+        on ``stream``."""
         mems, data = [], []
-        for _ in range(self.n_inputs):
+        for x in range(self.n_inputs):
             host = self.cuda.pagelocked_empty(tuple(int(d) for d in shape), dtype)
-            host.reshape(-1)[:] = input_values(np, rng, self.data, t, shape, dtype)
+            host.reshape(-1)[:] = input_values(np, rng, self.data, t, shape, dtype, x)
             mem = alloc(self.cuda, nbytes)
             self.cuda.memcpy_htod_async(mem, host, stream)
             mems.append(mem)

@@ -170,16 +170,34 @@ def load_inputs(np, job):
         return dict((str(k), npz[k]) for k in npz.files)
 
 
-def input_values(np, rng, inputs, name, shape, dtype):
-    # type: (Any, Any, Optional[Dict[str, Any]], str, Tuple[int, ...], Any) -> Any
+def mirrored(np, a, variant):
+    # type: (Any, Any, int) -> Any
+    """Variant ``variant`` of input data ``a``: itself (0), mirrored along its last axis (1), its
+    second-to-last (2) or both (3); from 4 on, its samples also rotated along the first axis. The
+    pipeline gives each of its input slots another variant, so that a frame reading another slot's
+    buffer is still seen by the gate (identical slots would hide it); an image and its mirror images
+    are equally representative input."""
+    k = int(variant)
+    if k <= 0 or a.ndim == 0:
+        return a
+    axes = [ax for bit, ax in ((1, -1), (2, -2)) if k % 4 & bit and a.ndim >= -ax]
+    out = np.flip(a, axis=tuple(axes)) if axes else a
+    if k >= 4 and a.ndim and a.shape[0] > 1:
+        out = np.roll(out, k // 4, axis=0)
+    return out
+
+
+def input_values(np, rng, inputs, name, shape, dtype, variant=0):
+    # type: (Any, Any, Optional[Dict[str, Any]], str, Tuple[int, ...], Any, int) -> Any
     """Host data of network input ``name`` (flat): the given input data cast to the engine's type (its
-    samples repeated along the first axis up to a replica's batch), else :func:`random_data`."""
+    samples repeated along the first axis up to a replica's batch; :func:`mirrored` ``variant``),
+    else :func:`random_data`."""
     if inputs is None:
         return random_data(np, rng, shape, dtype)
     if name not in inputs:
         raise RuntimeError("the input data has no array for the engine's input %r (it has %s)"
                            % (name, ", ".join(sorted(inputs))))
-    a = inputs[name]
+    a = mirrored(np, inputs[name], variant)
     shape = tuple(int(d) for d in shape)
     if a.ndim and shape and tuple(a.shape) != shape and tuple(a.shape[1:]) == shape[1:] and a.shape[0]:
         a = a[np.arange(shape[0]) % a.shape[0]]
