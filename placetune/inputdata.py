@@ -227,6 +227,11 @@ def timed_settings(backend: Any, settings: Any, model: "Model") -> Any:
                         "FILE.npz (docs/timing.md)", model.name, ", ".join(ops))
         return settings
     data.check(model)
+    key = (data.label, backend.name)
+    if backend.capabilities.simulated and key not in _warned:
+        _warned.add(key)
+        log.warning("the %s backend runs no network: the input data %s is recorded (timed_input) but changes none "
+                    "of its figures; the tensorrt and trtexec backends time on it", backend.name, data.label)
     if settings.timed_input not in (RANDOM_INPUT, data.label):
         raise ConfigError(f"timed_input is {settings.timed_input!r} but --input-data {shown(data.path)} is "
                           f"{data.label}: one study is timed on one input")

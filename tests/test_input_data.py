@@ -126,11 +126,17 @@ def test_the_random_input_keeps_every_earlier_settings_hash():
 
 # ---------------------------------------------------------------- recorded, stored, never mixed
 
-def test_the_hash_is_recorded_with_each_measurement_and_on_the_study(tmp_path, gn, capsys):
+def test_the_hash_is_recorded_with_each_measurement_and_on_the_study(tmp_path, gn, capsys, caplog, monkeypatch):
+    monkeypatch.setattr("placetune.inputdata._warned", set())
     path = _npz(tmp_path / "f.npz", input=_frame())
     label = load_input_data(path).label
     db = tmp_path / "pt.db"
-    ev = Evaluator(gn, "orin-agx", get_backend("simulate", input_data=str(path)), store=db, study="s")
+    with caplog.at_level(logging.WARNING, logger="placetune.inputdata"):
+        ev = Evaluator(gn, "orin-agx", get_backend("simulate", input_data=str(path)), store=db, study="s")
+    # the simulator says it cannot use the data
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the simulate backend runs no network: the input data {label} is recorded (timed_input) but changes none "
+        "of its figures; the tensorrt and trtexec backends time on it"]
     assert ev.settings.timed_input == label
     m = ev.evaluate(Placement.all_gpu(gn))
     assert m.extra["timed_input"] == label
