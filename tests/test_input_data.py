@@ -153,7 +153,7 @@ def test_a_study_refuses_to_mix_inputs(tmp_path, gn, capsys):
     db = tmp_path / "pt.db"
     Evaluator(gn, "orin-agx", "simulate", store=db, study="s").close()
     path = _npz(tmp_path / "f.npz", input=_frame())
-    with pytest.raises(ConfigError, match=r"settings\.timed_input=\(unset\).*settings\.timed_input=sha256:"):
+    with pytest.raises(ConfigError, match=r"settings\.timed_input=random-uniform.*settings\.timed_input=sha256:"):
         Evaluator(gn, "orin-agx", get_backend("simulate", input_data=str(path)), store=db, study="s")
     other = _npz(tmp_path / "g.npz", input=_frame(3))
     Evaluator(gn, "orin-agx", get_backend("simulate", input_data=str(path)), store=db, study="t").close()
