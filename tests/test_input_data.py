@@ -147,6 +147,11 @@ def test_the_hash_is_recorded_with_each_measurement_and_on_the_study(tmp_path, g
     plain.close()
     assert main(["measure", str(GN), "--input-data", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["extra"]["timed_input"] == label
+    # the plan says what its figures were timed on
+    assert main(["export", "--storage", str(db), "--study", "s", "-o", str(tmp_path / "p.json")]) == 0
+    assert json.loads((tmp_path / "p.json").read_text())["settings"]["timed_input"] == label
+    assert main(["export", "--storage", str(tmp_path / "other.db"), "-o", str(tmp_path / "q.json")]) == 0
+    assert "timed_input" not in json.loads((tmp_path / "q.json").read_text())["settings"]
 
 
 def test_a_study_refuses_to_mix_inputs(tmp_path, gn, capsys):
