@@ -147,6 +147,8 @@ def test_the_hash_is_recorded_with_each_measurement_and_on_the_study(tmp_path, g
     plain.close()
     assert main(["measure", str(GN), "--input-data", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["extra"]["timed_input"] == label
+    assert main(["measure", str(GN), "--input-data", str(path)]) == 0
+    assert f"timed on input data {label} (recorded only: the simulator runs no network)" in capsys.readouterr().out
     # the plan says what its figures were timed on
     assert main(["export", "--storage", str(db), "--study", "s", "-o", str(tmp_path / "p.json")]) == 0
     assert json.loads((tmp_path / "p.json").read_text())["settings"]["timed_input"] == label

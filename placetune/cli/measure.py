@@ -125,6 +125,9 @@ def _measure_human(m, model, platform, power_mode: str = "MAXN") -> str:
     lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}, "
              f"power mode {power_mode}"]
     lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
+    if str(m.extra.get("timed_input", "random-uniform")) != "random-uniform":  # the --input-data it was timed on
+        lines.append(f"timed on input data {m.extra['timed_input']}" + (" (recorded only: the simulator runs no "
+                                                                          "network)" if m.simulated else ""))
     if m.ok:
         lat = m.latency_ms
         lines.append(
