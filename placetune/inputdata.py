@@ -126,14 +126,22 @@ class InputData:
             os.replace(tmp, path)
         return path
 
-    def raw_files(self, folder: str | os.PathLike[str], batch: int | None = None) -> dict[str, str]:
+    def raw_files(self, folder: str | os.PathLike[str], batch: int | None = None,
+                  int64_as_int32: bool = False) -> dict[str, str]:
         """Each input as a raw binary file in ``folder`` (trtexec's ``--loadInputs``: the tensor's bytes,
-        nothing else), at ``batch`` when given; returns name -> path."""
+        nothing else), at ``batch`` when given; ``int64_as_int32``: int64 arrays written as int32, the
+        binding type TensorRT before 10 gives an INT64 network input (trtexec reads the binding's size
+        from the file's start: int64 bytes would be read as pairs of int32); returns name -> path."""
+        import numpy as np
+
         os.makedirs(folder, exist_ok=True)
         out = {}
         for i, name in enumerate(self.arrays):
             a = self.batched(name, batch) if batch else self.arrays[name]
-            path = os.path.join(os.fspath(folder), f"{self.label.replace(':', '-')}-{i}-b{a.shape[0] if a.ndim else 0}.bin")
+            if int64_as_int32 and a.dtype == np.int64:
+                a = a.astype(np.int32)
+            path = os.path.join(os.fspath(folder), f"{self.label.replace(':', '-')}-{i}-b{a.shape[0] if a.ndim else 0}"
+                                f"-{a.dtype}.bin")
             if not os.path.exists(path):
                 tmp = f"{path}.{os.getpid()}.tmp"
                 with open(tmp, "wb") as fh:

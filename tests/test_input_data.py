@@ -327,6 +327,11 @@ def test_trtexec_loads_the_data_as_raw_files(tmp_path, gn):
     name, _, file = arg.split("=", 1)[1].partition(":")
     assert name == "'input'" and open(file, "rb").read() == x.tobytes()  # the tensor's bytes, nothing else
     assert not any(a.startswith("--loadInputs") for a in m.extra["commands"]["build"])
+    ids = np.arange(6, dtype=np.int64).reshape(2, 3)  # an INT64 input: an INT32 binding before TensorRT 10
+    data = load_input_data(_npz(tmp_path / "ids.npz", ids=ids))
+    old = data.raw_files(tmp_path / "raw", None, True)["ids"]
+    assert open(old, "rb").read() == ids.astype(np.int32).tobytes()
+    assert open(data.raw_files(tmp_path / "raw")["ids"], "rb").read() == ids.tobytes()
     assert any("--loadInputs" in " ".join(r.get("argv", [])) for r in _records(tmp_path))
     ev.close()
 
@@ -403,5 +408,5 @@ def test_the_selftest_times_on_the_data_and_says_so(tmp_path):
     label = load_input_data(path).label
     assert doc["timed_input"].startswith(label) and f"timed on input: {label}" in format_report(doc)
     assert hashlib.sha256(x.tobytes()).hexdigest() in _uploaded(tmp_path / "htod.log")
-    raw = list((tmp_path / "st" / "cache").rglob("*-b4.bin"))  # trtexec's --loadInputs file of the data
+    raw = list((tmp_path / "st" / "cache").rglob("*-b4-float32.bin"))  # trtexec's --loadInputs file of the data
     assert raw and all(f.read_bytes() == x.tobytes() for f in raw)

@@ -387,7 +387,7 @@ def time_argv(be: TrtexecOptions, eng: Engine, version: str, settings: "Settings
     if shapes:
         argv.append(f"--shapes={shapes}")
     if be.input_data is not None:  # the input data given, at the engine's batch, not trtexec's random input
-        argv.append(load_inputs_arg(be.input_data.raw_files(be.cache_dir / "inputs", eng.batch)))
+        argv.append(load_inputs_arg(be.input_data.raw_files(be.cache_dir / "inputs", eng.batch, vt[0] < 10)))
     iterations = be.iterations or settings.iterations
     argv += [f"--iterations={iterations}", f"--warmUp={be.warmup_ms:g}", f"--duration={duration_s:g}",
              f"--exportTimes={files['times']}"]
