@@ -28,6 +28,7 @@ class Extra(TypedDict, total=False):
     # ---- every backend
     notes: list[str]  # human notes (core remapping, loadable limit hits, what was assumed)
     timed: str  # what the latency samples time
+    timed_input: str  # the input timed: "random-uniform" or the input data's content hash (placetune.inputdata)
     busy_ms: dict[str, float]  # device -> busy ms per frame (objective gpu_time)
     period_ms: float  # pipeline/replicas: ms between frames in steady state
     replicas: list[dict[str, Any]]  # replicas: one entry per instance (device, batch, fps...)

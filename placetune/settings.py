@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import re
 
 from placetune.errors import ConfigError, PlacementError
+from placetune.inputdata import RANDOM_INPUT, check_timed_input
 from placetune.placement.placement import DEVICES, normalise_device
 from placetune.validate import batch as check_batch
 from placetune.placement.realise import MODES
@@ -109,6 +110,10 @@ class Settings:
         noise: relative standard deviation of simulated timing noise (0 = deterministic).
         seed: noise seed.
         power_mode: Jetson power mode name (``MAXN``, ``50W``, ``30W``, ``15W``).
+        timed_input: what the real backends time on: ``random-uniform`` (their random input) or the
+            content hash of the input data given (:mod:`placetune.inputdata`, ``--input-data``). Left
+            out of :meth:`to_dict` (and so of the hash) at its default, so the settings of every
+            study made before it keep their hash.
     """
 
     mode: str = "engine"
@@ -122,6 +127,7 @@ class Settings:
     noise: float = 0.0
     seed: int = 0
     power_mode: str = "MAXN"
+    timed_input: str = RANDOM_INPUT
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -138,6 +144,7 @@ class Settings:
             raise ConfigError(f"noise must be a number from 0 to 1 (a relative standard deviation), got "
                               f"{str(self.noise)[:40]!r}")
         _check_trt_version(self.trt_version)
+        check_timed_input(self.timed_input)
         if self.dla_core is not None:
             _check_int("dla_core", self.dla_core, 0, 1)
         if self.replicas is not None and self.mode != "replicas":
@@ -164,8 +171,11 @@ class Settings:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict (JSON-ready)."""
-        return asdict(self)
+        """Plain dict (JSON-ready); ``timed_input`` only where it is not the random input."""
+        d = asdict(self)
+        if d["timed_input"] == RANDOM_INPUT:
+            del d["timed_input"]
+        return d
 
     @property
     def hash(self) -> str:

@@ -31,6 +31,7 @@ from placetune.errors import ConfigError
 
 
 if TYPE_CHECKING:
+    from placetune.inputdata import InputData
     from placetune.measurement import Measurement
     from placetune.hardware.platforms import Platform
     from placetune.placement.realise import Realisation
@@ -61,6 +62,8 @@ class Capabilities:
         calibration_cache: takes an INT8 ``calibration_cache`` option (it builds engines).
         cost_tables: its figures come from placetune's own cost tables
             (:mod:`placetune.backends.simulate.costs`), which an exact search can read.
+        input_data: takes an ``input_data`` option (a ``.npz`` of the network's inputs,
+            :mod:`placetune.inputdata`) and holds what it read as ``input_data`` (None: random input).
     """
 
     simulated: bool = False
@@ -71,6 +74,7 @@ class Capabilities:
     device_profile: bool = False
     calibration_cache: bool = False
     cost_tables: bool = False
+    input_data: bool = False
 
     def why_unmeasurable(self, backend: str, metric: str, mode: str) -> str | None:
         """Why backend ``backend`` with these capabilities never reports ``metric`` in ``mode``
@@ -129,6 +133,8 @@ class BackendBase:
 
     name: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: the input data it times on (where ``capabilities.input_data``; None: random input)
+    input_data: "InputData | None" = None
 
     @property
     def simulated(self) -> bool:

@@ -28,6 +28,7 @@ from placetune.version import __version__
 
 if TYPE_CHECKING:
     import placetune.backends.doctor as _doctor
+    import placetune.inputdata as _inputdata
     import placetune.tuning.constraints as _constraints
     import placetune.model.zoo as _zoo
     import placetune.model.zoo.registry as _zoo_registry
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     import placetune.tuning.tune as _tune
 else:
     _doctor = lazy_import("placetune.backends.doctor")
+    _inputdata = lazy_import("placetune.inputdata")
     _constraints = lazy_import("placetune.tuning.constraints")
     _zoo = lazy_import("placetune.model.zoo")
     _zoo_registry = lazy_import("placetune.model.zoo.registry")
@@ -84,6 +86,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             "dla_islands": islands,
             "exceeds_loadable_limit": islands > _realise.MAX_LOADABLES_PER_CORE,
             "gmacs": round(model.total_macs / 1e9, 4),
+            "data_dependent_ops": _inputdata.data_dependent_ops(model),
         },
     }
     rows = [
@@ -101,6 +104,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if platform.dla_count:
         limit = " (exceeds the 16-per-core limit: the rest fall back to GPU)" if s["exceeds_loadable_limit"] else ""
         human += f"\nall-DLA with GPU fallback forms {plural(islands, 'DLA island')} (loadables){limit}"
+    if s["data_dependent_ops"]:
+        human += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
+                  "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
     same = _same_target(args)
     human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements); "
               f"placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
@@ -147,7 +153,8 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------- selftest
 def cmd_selftest(args: argparse.Namespace) -> int:
-    code, doc = run_selftest(args.output, worker_python=args.worker_python, platform=args.platform)
+    code, doc = run_selftest(args.output, worker_python=args.worker_python, platform=args.platform,
+                             input_data=args.input_data)
     print(format_report(doc), end="")
     print(f"report: {args.output}/selftest.txt, {args.output}/selftest.json")
     return code
@@ -186,6 +193,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg.backend_options["calibration_cache"] = calibration_cache(args.calibration_cache, cfg.backend)
     if args.device_profile:
         cfg = cfg.with_overrides(device_profile=args.device_profile)
+    if args.input_data:
+        cfg = cfg.with_overrides(input_data=args.input_data)
     if args.constraint:  # command-line constraints replace the study file's
         cfg.constraints = [c.text for c in _constraints.parse_constraints(args.constraint)]
     if cfg.trials < 1:
@@ -263,6 +272,12 @@ def _add_target_args(p: argparse.ArgumentParser, precision: str = DEFAULT_PRECIS
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _add_input_data_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-data", metavar="FILE.npz", help="time (and gate) on these inputs instead of random "
+                   "ones: a .npz whose keys are the network's input names, arrays of their shapes and dtypes (a "
+                   "detector's NMS does little on noise; see docs/timing.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``placetune`` command."""
     parser = argparse.ArgumentParser(
@@ -314,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(TOML, see placetune calibrate) describes")
     p.add_argument("--calibration-cache", metavar="FILE", help="tensorrt/trtexec INT8 builds: a TensorRT "
                    "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
+    _add_input_data_arg(p)
     p.set_defaults(func=cmd_measure)
     p = sub.add_parser("doctor", help="which backends work on this machine, and how to fix what is missing; exit 0 "
                        "when the tensorrt or trtexec backend works, 8 when only the simulated Jetson does")
@@ -327,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
     p.add_argument("--platform", help="the placetune profile of a module the device tree does not identify (the "
                    "one a tune of this board names; an unknown name is exit 4)")
+    p.add_argument("--input-data", metavar="FILE.npz", help="time the self-test's network on these inputs (keys: "
+                   "its input name 'input', arrays 4x3x32x32 float32) instead of random ones")
     p.set_defaults(func=cmd_selftest)
 
     add_parsers(sub)
@@ -389,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(TOML, see placetune calibrate) describes")
     p.add_argument("--calibration-cache", metavar="FILE", help="tensorrt/trtexec INT8 builds: a TensorRT "
                    "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
+    _add_input_data_arg(p)
     p.set_defaults(func=cmd_tune)
     for commands in (sub, zsub):
         _verbose_anywhere(commands)

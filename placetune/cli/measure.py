@@ -87,6 +87,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     if args.calibration_cache:
         options["calibration_cache"] = calibration_cache(args.calibration_cache, args.backend)
+    if args.input_data:
+        options["input_data"] = args.input_data
     backend = _registry.get_backend(args.backend, **options)
     if args.trt_version is None and backend.capabilities.probe:  # the DLA rules of the board's own TensorRT, as tune
         version = backend.probe().get("trt_version")
@@ -123,6 +125,9 @@ def _measure_human(m, model, platform, power_mode: str = "MAXN") -> str:
     lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}, "
              f"power mode {power_mode}"]
     lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
+    if str(m.extra.get("timed_input", "random-uniform")) != "random-uniform":  # the --input-data it was timed on
+        lines.append(f"timed on input data {m.extra['timed_input']}" + (" (recorded only: the simulator runs no "
+                                                                          "network)" if m.simulated else ""))
     if m.ok:
         lat = m.latency_ms
         lines.append(

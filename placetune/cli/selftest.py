@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     import placetune.settings as _settings
     import placetune.backends.tensorrt.env as _trt_env
     import placetune.backends.doctor as _doctor
+    import placetune.inputdata as _inputdata
 else:
     _backend = lazy_import("placetune.backends.tensorrt.backend")
     _evaluator = lazy_import("placetune.tuning.evaluator")
@@ -76,6 +77,7 @@ else:
     _settings = lazy_import("placetune.settings")
     _trt_env = lazy_import("placetune.backends.tensorrt.env")
     _doctor = lazy_import("placetune.backends.doctor")
+    _inputdata = lazy_import("placetune.inputdata")
 
 __all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint", "EXIT_NOT_ALL_OK", "STAND_IN_PLATFORMS",
            "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS", "pip_wheel_hint", "compare_timing",
@@ -216,7 +218,8 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
 def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = None,
                  worker_env: dict[str, str] | None = None, trtexec: str | None = None, *,
                  device_tree: str | os.PathLike[str] = "/proc/device-tree", power_root: str | os.PathLike[str] = "/",
-                 quick: bool = False, platform: str | None = None) -> tuple[int, dict[str, Any]]:
+                 quick: bool = False, platform: str | None = None,
+                 input_data: str | os.PathLike[str] | None = None) -> tuple[int, dict[str, Any]]:
     """Run every check, write ``selftest.txt`` / ``selftest.json`` into ``out_dir``.
 
     Args:
@@ -230,6 +233,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         platform: the placetune profile of a module the device tree does not identify (the one a
             tune of this board will name); on a module it identifies, the board's own profile must
             be this one or the module check fails.
+        input_data: a ``.npz`` of the self-test network's input (``input``, 4x3x32x32 float32) that
+            both real backends time on instead of random input; the report says which input was timed.
 
     Returns:
         (exit status: 0 all ok, :data:`EXIT_NOT_ALL_OK` otherwise; the report as a dict).
@@ -239,6 +244,10 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             exit 4, before anything runs).
     """
     named = _platforms.get_platform(platform) if platform else None
+    model = _model.Model.load(MODEL, batch=4)
+    data = _inputdata.load_input_data(input_data) if input_data else None
+    if data is not None:  # refused before the report folder is made
+        data.check(model)
     report = OutputFolder(out_dir, "selftest report folder")  # overwrites only an earlier report of its own
     report.check(["selftest.json", "selftest.txt"])
     report.mkdir()
@@ -303,18 +312,17 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     no_dla = no_trt or (None if has_dla else ("this module has no DLA" if expected == 0 else "needs a DLA core"))
     strongly_typed = bool(version) and int(str(version).split(".")[0]) >= 11
     trtexec = trtexec or _find.which_trtexec()
-    model = _model.Model.load(MODEL, batch=4)
     cache = out / "cache"
     timing = dict(warmup_ms=5.0, iterations=5, replicas_duration_s=0.2, profile_iterations=0) if quick else {}
     be = _backend.TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
-                         save_plans=out / "plans", **timing) if not no_trt else None
+                         save_plans=out / "plans", input_data=input_data, **timing) if not no_trt else None
     if be is not None:
         be.refuse_other_board = False  # the module and tensorrt checks above report them
     tx = None
     if trtexec:
         tx = _trtexec_backend.TrtexecBackend(  # its time_plan, beyond the contract
                             trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
-                            power_root=power_root,
+                            power_root=power_root, input_data=input_data,
                             **(dict(warmup_ms=5.0, iterations=10, duration_s=0.3) if quick else {}))
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
@@ -468,6 +476,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     doc = {"placetune_selftest": 1, "python": _platform.python_version(), "machine": _platform.machine(),
            "l4t": _trt_env.read_l4t(), "jetpack": _trt_env.read_jetpack(), "module": match.model,
            "compatible": list(match.compatible), "platform": plat,
+           "timed_input": data.describe() if data is not None else f"{_inputdata.RANDOM_INPUT} (no --input-data)",
            "seconds": round(time.time() - t_start, 1), "all_ok": ok,
            "setup": [c["name"] for c in rep.checks if c["status"] == _SETUP],
            "unavailable": [c["name"] for c in rep.checks if c["status"] == _UNAVAILABLE],
@@ -480,7 +489,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
 def format_report(doc: dict[str, Any]) -> str:
     """The text report: one line per check (``[ok]``, ``[FAILED]``, ``[skipped]``, ``[n/a]``) and why."""
     lines = [f"placetune selftest: python {doc['python']} ({doc['machine']}), L4T {doc['l4t']}, "
-             f"JetPack {doc['jetpack']}, {doc['module'] or 'unknown module'}"]
+             f"JetPack {doc['jetpack']}, {doc['module'] or 'unknown module'}",
+             f"timed on input: {doc.get('timed_input') or 'random-uniform'}"]
     for c in doc["checks"]:
         tag = {"ok": "[ok]     ", "failed": "[FAILED] ", "skipped": "[skipped]", _NA: "[n/a]    ",
                _SETUP: "[SETUP]  ", _UNAVAILABLE: "[unavailable]"}[c["status"]]

@@ -470,7 +470,8 @@ def export_plan(
     if "all-gpu" not in baselines:
         notes.append("no all-GPU measurement is stored for this study: the plan has no baseline "
                      "(Evaluator.baseline() measures it)")
-    keep = ("gpu_fallback", "dla_core", "frames_in_flight", "replicas", "power_mode", "trt_version", "iterations")
+    keep = ("gpu_fallback", "dla_core", "frames_in_flight", "replicas", "power_mode", "trt_version", "iterations",
+            "timed_input")
     plan = Plan(
         model={
             "hash": st.model_hash,

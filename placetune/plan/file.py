@@ -107,7 +107,8 @@ class Plan:
         versions: ``tensorrt``, ``jetpack``... of the measuring machine (hardware studies),
             ``dla_rules_tensorrt`` (the TensorRT version whose DLA rules were applied) and ``placetune``.
         settings: build settings: ``gpu_fallback``, ``dla_core``, ``frames_in_flight``,
-            ``replicas``, ``power_mode``, ``trt_version``.
+            ``replicas``, ``power_mode``, ``trt_version``; ``timed_input`` (the input data's hash) when the
+            study was timed on input data (``--input-data``), not on random input.
         measured: the figures: ``status``, ``latency_ms`` (median, p90, p99...),
             ``throughput_fps``, ``energy_mj``, ``power_w``, ``dla_loadables``, ``segment_times_ms``,
             ``timeline`` and, in replicas mode, ``replicas``; a study of N camera streams adds

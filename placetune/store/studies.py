@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from placetune.errors import ConfigError, StoreError, UnknownNameError
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
+from placetune.inputdata import RANDOM_INPUT
 from placetune.hardware.locked_clocks import LOCK_TOLERANCE, lock_differences
 from placetune.store.connection import ConnectionMixin
 from placetune.store.records import StudyRecord
@@ -277,8 +278,9 @@ class StudiesMixin(ConnectionMixin):
                         old.append(f"{part}.{k}.{clock}={was}")
                         new.append(f"{part}.{k}.{clock}={now}")
                     continue
-                old.append(f"{part}.{k}={_fmt(a[k]) if k in a else '(unset)'}")
-                new.append(f"{part}.{k}={_fmt(b[k]) if k in b else '(unset)'}")
+                unset = RANDOM_INPUT if (part, k) == ("settings", "timed_input") else "(unset)"  # its default
+                old.append(f"{part}.{k}={_fmt(a[k]) if k in a else unset}")
+                new.append(f"{part}.{k}={_fmt(b[k]) if k in b else unset}")
         if old:
             locks = any(o.startswith(f"fingerprint.{LOCKED}.") for o in old)
             raise ConfigError(

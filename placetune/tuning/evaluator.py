@@ -27,6 +27,7 @@ from placetune.tuning.stats import EvaluatorStats
 from placetune.placement.placement import Placement
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import DEFAULT_PRECISION, Settings
+from placetune.inputdata import timed_settings
 from placetune.validate import request as check_request
 from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
 from placetune.backends.base import check_backend
@@ -146,6 +147,7 @@ class Evaluator:
             options["trt_version"] = self.platform.default_trt_version
         self.settings = settings or Settings(mode=mode, precision=precision, **options)
         refuse_for_version(self.model, self.settings.trt_version)  # types the target's ONNX parser cannot import
+        self.settings = timed_settings(self.backend, self.settings, self.model)  # the input timed (inputdata.py)
         if self.backend.capabilities.simulated and not self.platform.ships_trt(self.settings.trt_version):
             # said, not refused: a what-if of another TensorRT's DLA rules is a use of the simulator (the real
             # backends check the board's own TensorRT against the platform: backends/jetson.installed_trt_fits)

@@ -16,6 +16,7 @@ A study file::
     agent = "guided"
     trials = 200
     device_profile = "my-device.toml"  # simulated backend: measure this device (placetune calibrate)
+    input_data = "frames.npz"      # real backends: time (and gate) on these inputs, not random ones
     timeout = "8h"
     constraints = ["latency<=33"]  # bounds the best plan must meet (metric<=bound / metric>=bound)
     stop_when_converged = false    # true: end the run once the best stopped improving (convergence.py)
@@ -136,6 +137,7 @@ class TuneConfig:
     granularity: str | None = None  # None: the agent's own default (guided: stages; others: fusion)
     export: str | None = None
     device_profile: str | None = None
+    input_data: str | None = None  # a .npz of the network's inputs to time on (placetune.inputdata)
     constraints: list[str] = field(default_factory=list)  # "latency<=2.0", see placetune.tuning.constraints
     stop_when_converged: bool = False  # end the run once it converged (placetune.tuning.convergence)
     stop_when_settled: bool = True  # end the run once the agent finds nothing that could change its answer
@@ -168,7 +170,7 @@ class TuneConfig:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip() or "\x00" in value:
                 raise ConfigError(f"{name} must be a non-empty text value, got {_short(value)}")
-        for name in ("granularity", "export", "device_profile", "power_mode"):
+        for name in ("granularity", "export", "device_profile", "power_mode", "input_data"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
                 raise ConfigError(f"{name} must be a non-empty text value, got {_short(value)}")
@@ -313,8 +315,9 @@ def _check_trust(p: Path, study: dict[str, Any], backend_options: dict[str, Any]
         for m in (value if isinstance(value, list) else [value]):
             if isinstance(m, str) and (m.endswith(".onnx") or m.endswith(".onnx.gz")):
                 _confine(p, key, m, p.parent)
-    if isinstance(study.get("device_profile"), str):
-        _confine(p, "device_profile", study["device_profile"], p.parent)
+    for key in ("device_profile", "input_data"):
+        if isinstance(study.get(key), str):
+            _confine(p, key, study[key], p.parent)
     export = study.get("export")
     if isinstance(export, str) and export:
         _confine(p, "export", export, cwd)
@@ -391,12 +394,13 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
             raise ConfigError(f"study file {shown(p)}: models is empty; list the networks that run at once "
                               "(two or more), or use model = \"...\" for one network")
         study["models"] = [resolve(m) for m in study["models"]]
-    dp = study.get("device_profile")
-    if dp is not None:
-        if not isinstance(dp, str) or not dp:
-            raise ConfigError(f"study file {p}: device_profile must be the path of a device profile TOML file")
-        dpp = Path(dp).expanduser()
-        study["device_profile"] = str(dpp if dpp.is_absolute() else (p.parent / dpp).resolve())
+    for key, what in (("device_profile", "a device profile TOML file"), ("input_data", "a .npz of input arrays")):
+        dp = study.get(key)
+        if dp is not None:
+            if not isinstance(dp, str) or not dp:
+                raise ConfigError(f"study file {p}: {key} must be the path of {what}")
+            dpp = Path(dp).expanduser()
+            study[key] = str(dpp if dpp.is_absolute() else (p.parent / dpp).resolve())
     for key in ("trials", "batch"):
         if key in study and (not isinstance(study[key], int) or study[key] < 1):
             raise ConfigError(f"study file {p}: {key} must be a positive integer")

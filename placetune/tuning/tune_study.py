@@ -13,6 +13,7 @@ from placetune.backends.base import Backend
 from placetune.backends import registry
 from placetune.errors import ConfigError
 from placetune.hardware.platforms import get_platform
+from placetune.inputdata import timed_settings
 from placetune.model.merge import load_networks, network_names
 from placetune.model.model import Model
 from placetune.settings import Settings, check_replica_devices, rules_version
@@ -77,6 +78,8 @@ class StudyOpener:
         options = dict(cfg.backend_options)
         if cfg.device_profile:
             options["device_profile"] = cfg.device_profile
+        if cfg.input_data:
+            options["input_data"] = cfg.input_data
         backend = registry.get_backend(cfg.backend, **options)
         options = cfg.settings_options()  # (a power mode the platform lacks: refused before the database is touched)
         if backend.capabilities.probe and "trt_version" not in options:
@@ -106,11 +109,14 @@ class StudyOpener:
         if cfg.constraints:  # so is a constraint on a network the study does not run
             check_networks(parse_constraints(cfg.constraints),
                            network_names(cfg.models) if cfg.mode == "concurrent" else [])
-        store = Store(cfg.storage)
         if cfg.mode == "concurrent":
             model = load_networks(cfg.models, batch=cfg.batch, shapes=cfg.shapes or None)
         else:
             model = Model.load(cfg.model, cfg.shapes or None, batch=cfg.batch)
+        # input data that does not fit the model is refused before the database is touched; the input the
+        # study is timed on is one of its settings (a study refuses to be resumed on another)
+        settings = timed_settings(backend, settings, model)
+        store = Store(cfg.storage)
         settings = self._resume_settings(store, model, backend, settings, settings.replace(**legacy))
         study = cfg.study or self._default_study(store, model, backend, settings)
         if not cfg.study:  # (a study named in the config was checked above)

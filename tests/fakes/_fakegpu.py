@@ -41,6 +41,9 @@ own stack: a thread that pushed none has no current context), and every operatio
 GPU's state holds :data:`lock`, so several host threads may drive it at once (the simulated
 clocks stay one host's: a thread's synchronize is seen by all).
 
+``PLACETUNE_FAKE_CUDA_HTOD_LOG``: a file every host-to-device copy appends ``<sha256 of its bytes>
+<bytes>`` to (what a job uploaded: the tests see which input data reached the device).
+
 Resources are counted while alive (:func:`live`): streams (until destroyed: ``cuStreamDestroy``,
 or a pycuda ``Stream`` object going away), events, pinned host buffers and their bytes, device
 buffers and their bytes, TensorRT execution contexts. A stream used after it was destroyed is an
@@ -51,8 +54,10 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import heapq
 import itertools
+import os
 import threading
 import weakref
 
@@ -316,7 +321,12 @@ def htod(handle: int, ptr: int, host_bytes, offset: int = 0) -> tuple[float, flo
     as it is then: an async copy from pinned memory reads it while it runs)."""
     if ptr not in allocations:
         raise RuntimeError(f"fake CUDA: invalid device pointer {ptr:#x}")
-    n = len(host_bytes())
+    first = host_bytes()
+    n = len(first)
+    log = os.environ.get("PLACETUNE_FAKE_CUDA_HTOD_LOG")
+    if log:  # what the host copied to the device (as enqueued): ``<sha256 of the bytes> <bytes>`` per copy
+        with open(log, "a") as fh:
+            fh.write(f"{hashlib.sha256(first).hexdigest()} {n}\n")
     if offset + n > allocations[ptr]:
         raise RuntimeError(f"fake CUDA: write of {n} bytes past the end of allocation {ptr:#x} "
                            f"({allocations[ptr]} bytes)")

@@ -47,6 +47,7 @@ from placetune.backends.simulate.steady import steady_state
 from placetune.backends.base import BackendBase, Capabilities
 from placetune.settings import resolve_replicas
 from placetune.errors import ConfigError
+from placetune.inputdata import load_input_data
 from placetune._lazy import lazy_import
 
 if TYPE_CHECKING:
@@ -103,10 +104,12 @@ class SimulatedJetson(BackendBase):
 
     name = "simulate"
     capabilities = Capabilities(simulated=True, objectives=("latency", "throughput", "energy", "gpu_time"),
-                                build_counter=True, device_profile=True, cost_tables=True)
+                                build_counter=True, device_profile=True, cost_tables=True, input_data=True)
 
     def __init__(self, timeline: bool = True, profile: Any = None, noise: float | None = None,
-                 device_profile: Any = None, separate_processes: bool = False) -> None:
+                 device_profile: Any = None, separate_processes: bool = False, input_data: Any = None) -> None:
+        # accepted and recorded (timed_input), never used: the simulator runs no network on any input
+        self.input_data = load_input_data(input_data) if input_data else None
         if device_profile is not None:
             profile = device_profile
         self.timeline = bool(timeline)
@@ -169,9 +172,16 @@ class SimulatedJetson(BackendBase):
     def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
         """Simulate the realised placement in ``settings.mode``; failures are returned.
 
+        ``extra["timed_input"]`` records the study's input; a simulated figure does not depend on it.
+
         Raises:
             ConfigError: the device profile's base is not ``platform``.
         """
+        m = self._measure(realisation, platform, settings)
+        m.extra["timed_input"] = settings.timed_input
+        return m
+
+    def _measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
         self._check_base(platform)
         if self.noise is not None and settings.noise != self.noise:
             settings = dataclasses.replace(settings, noise=self.noise)

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, cast
 from placetune.errors import BackendError, ConfigError
 from placetune.files.read import check_regular
 from placetune.hardware.power import PowerSampler, energy_per_inference_mj
+from placetune.inputdata import RANDOM_INPUT, load_input_data
 from placetune.measurement import Extra, Measurement
 from placetune.memo import Memo
 from placetune.backends.tensorrt import pipeline as trt_pipeline
@@ -192,6 +193,8 @@ class TensorRTBackend(JetsonBackend):
         power_root: sysfs root of the rails (default ``$PLACETUNE_SYSFS_ROOT`` or ``/``).
         power_interval_s: time between power samples.
         power_rails: rail names summed as module power (default: the input rail, else all).
+        input_data: a ``.npz`` of the network's inputs (:mod:`placetune.inputdata`) the engines are
+            timed on and the pipeline's gate compares on, instead of random input.
         worker_recycle: when a healthy worker is replaced between jobs, e.g. ``{"max_jobs": 100,
             "max_rss_growth_mb": 1024, "max_held_mb": 64}`` (:class:`~placetune.backends.tensorrt.pool.RecycleLimits`).
 
@@ -204,7 +207,7 @@ class TensorRTBackend(JetsonBackend):
     # gpu_time: the pipeline's GPU busy time per frame; energy: engine mode with the option power = true
     capabilities = Capabilities(simulated=False, modes=ALL_MODES,
                                 objectives=("latency", "throughput", "energy", "gpu_time"),
-                                probe=True, calibration_cache=True)
+                                probe=True, calibration_cache=True, input_data=True)
 
     @classmethod
     def why_unmeasurable(cls, metric: str, mode: str, options: Mapping[str, Any]) -> str | None:
@@ -253,6 +256,7 @@ class TensorRTBackend(JetsonBackend):
         power_interval_s: float = 0.05,
         power_rails: list[str] | None = None,
         worker_recycle: dict[str, Any] | None = None,
+        input_data: str | os.PathLike[str] | None = None,
     ) -> None:
         self.worker_python = str(worker_python or sys.executable)
         if os.sep in self.worker_python and not os.path.exists(self.worker_python):
@@ -272,6 +276,7 @@ class TensorRTBackend(JetsonBackend):
         if self.calibration_cache:  # a regular file (never a FIFO or a device), as every file a user names
             check_regular(self.calibration_cache, "calibration cache")
         self.memory_pools = _normalise_pools(dla_memory_pools)
+        self.input_data = load_input_data(input_data) if input_data else None
         self.inspector = bool(inspector)
         self.verbose_log = bool(verbose_log)
         unknown = set(gate_tolerance or {}) - set(GATE_TOLERANCE)
@@ -312,8 +317,12 @@ class TensorRTBackend(JetsonBackend):
             engine_cache=self.engine_cache, gate=self.gate, gate_tolerance=self.gate_tolerance,
             timeline_frames=self.timeline_frames, replicas_duration_s=self.replicas_duration_s,
             cut_formats=self.cut_formats, test_wrong_cut=self.test_wrong_cut, sources=self._sources,
-            inspector=self.inspector,
+            inspector=self.inspector, input_data=self._input_file(),
             clock_watch=self.clock_watch)
+
+    def _input_file(self) -> str | None:
+        """The input data as the worker reads it: a copy under the cache folder named by its hash."""
+        return self.input_data.saved(self.cache_dir / "inputs") if self.input_data is not None else None
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -377,6 +386,7 @@ class TensorRTBackend(JetsonBackend):
         )
         try:
             m = self._measure(realisation, platform, settings, base)
+            m.extra["timed_input"] = self.input_data.label if self.input_data is not None else RANDOM_INPUT
             if settings.precision == "int8" and m.extra is not None:  # where the INT8 ranges came from
                 m.extra.setdefault("int8_ranges", "calibration-cache" if self.calibration_cache else
                                    "qdq" if model.proto is not None and has_qdq(model.proto) else "placeholder")
@@ -431,6 +441,8 @@ class TensorRTBackend(JetsonBackend):
             "inspector": self.inspector,
             "verbose_log": self.verbose_log,
         }
+        if self.input_data is not None:  # timed on the data given, not on random input
+            job["input_data"] = self._input_file()
         if self.save_plans is not None:
             self.save_plans.mkdir(parents=True, exist_ok=True)
             digest = hashlib.sha1(json.dumps([job, version], sort_keys=True).encode()).hexdigest()[:16]

@@ -132,6 +132,8 @@ class JobContext:
     clock_watch: ClockWatch | None = None
     #: read each DLA engine's layer information (the second source of its realised placement)
     inspector: bool = True
+    #: the .npz of network inputs the worker times on and gates with (None: random input)
+    input_data: str | None = None
 
     def run(self, job: dict[str, Any], timeout_s: float) -> WorkerReply:
         """The job run by the worker pool, the clocks around its timed part judged (:func:`run_timed`)."""

@@ -201,7 +201,7 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
         "profile_iterations": ctx.profile_iterations, "timeline_frames": max(ctx.timeline_frames, 2 * k + 2),
         "gate": {"tolerance": ctx.gate_tolerance[settings.precision], "enforce": True, "reference": reference,
                  "nms": nms_outputs(source.graph), "nms_elementwise": nms_elementwise(source.graph)},
-        "seed": settings.seed,
+        "seed": settings.seed, "input_data": ctx.input_data,
     }
     builds = sum(1 for h in cached_before if not h)
     return job, ctx.timeout_s * max(1, builds), gate_skipped
@@ -473,7 +473,7 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
     job = {"op": "replicas", "instances": specs, "common": common,
            "iterations": ctx.iterations or settings.iterations, "warmup_ms": ctx.warmup_ms,
            "duration_s": ctx.replicas_duration_s, "timeline_iterations": max(2, ctx.timeline_frames),
-           "seed": settings.seed}
+           "seed": settings.seed, "input_data": ctx.input_data}
     builds = sum(1 for h in cached_before if not h)
     timeout = ctx.timeout_s * max(1, builds) + ctx.replicas_duration_s
     reply = ctx.run(job, timeout_s=timeout)

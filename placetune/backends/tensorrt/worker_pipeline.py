@@ -13,7 +13,7 @@ except ImportError:  # pragma: no cover
 
 from worker_build import make_logger, obtain_all
 from worker_cuda import driver
-from worker_resources import Resources, alloc, download, random_data, release
+from worker_resources import Resources, alloc, download, input_values, load_inputs, release
 from worker_time import Engine, layer_information, median, profile_layers, timed_window
 from worker_names import count_loadables
 from worker_nms import nms_rows
@@ -124,9 +124,10 @@ class _Pipeline(object):
     of frame ``f - in_flight``. Independent branches therefore run at once.
     """
 
-    def __init__(self, cuda, np, engines, net_inputs, net_outputs, in_flight, rng):
-        # type: (Any, Any, List[Engine], Dict[str, Any], List[str], int, Any) -> None
+    def __init__(self, cuda, np, engines, net_inputs, net_outputs, in_flight, rng, data=None):
+        # type: (Any, Any, List[Engine], Dict[str, Any], List[str], int, Any, Optional[Dict[str, Any]]) -> None
         self.cuda = cuda
+        self.data = data  # the network inputs given (--input-data): every slot holds them; None: random inputs
         self.engines = engines
         self.k = max(1, int(in_flight))
         self.slots = max(2, self.k)
@@ -194,12 +195,13 @@ class _Pipeline(object):
 
     def add_input(self, np, rng, t, shape, dtype, nbytes, stream):
         # type: (Any, Any, str, Tuple[int, ...], Any, int, Any) -> None
-        """``n_inputs`` buffers of network input ``t``, each a new random input, uploaded from
-        pinned memory on ``stream``."""
+        """``n_inputs`` buffers of network input ``t``, each a new random input (or, with input data,
+        each another mirror image of it: ``worker_resources.mirrored``), uploaded from pinned memory
+        on ``stream``."""
         mems, data = [], []
-        for _ in range(self.n_inputs):
+        for x in range(self.n_inputs):
             host = self.cuda.pagelocked_empty(tuple(int(d) for d in shape), dtype)
-            host.reshape(-1)[:] = random_data(np, rng, shape, dtype)
+            host.reshape(-1)[:] = input_values(np, rng, self.data, t, shape, dtype, x)
             mem = alloc(self.cuda, nbytes)
             self.cuda.memcpy_htod_async(mem, host, stream)
             mems.append(mem)
@@ -336,7 +338,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
             layer_information(trt, e.engine, e.context, out["engines"][i])
     rng = np.random.default_rng(int(job.get("seed", 0)))
     pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
-                     int(job.get("frames_in_flight", 1)), rng)
+                     int(job.get("frames_in_flight", 1)), rng, load_inputs(np, job))
     out["slots"] = pipe.slots
     pipe.read_other_slot = bool(job.get("test_read_other_slot"))
     end = cuda.Event()

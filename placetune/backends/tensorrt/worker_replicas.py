@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover
 
 from worker_build import make_logger, obtain_all
 from worker_cuda import driver
-from worker_resources import Resources, alloc, random_fill, release
+from worker_resources import Resources, alloc, load_inputs, random_fill, release
 from worker_time import Engine, layer_information, timed_window
 
 
@@ -159,6 +159,7 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
     # type: (Any, Any, Any, Dict[str, Any], List[bytes], Any, Dict[str, Any]) -> None
     specs = job["instances"]
     rng = np.random.default_rng(int(job.get("seed", 0)))
+    inputs = load_inputs(np, job)  # the input data given (each replica's batch of it), else random input
     engines = []  # type: List[Engine]
     addresses = []
     for s, p in zip(specs, plans):
@@ -170,7 +171,7 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
         for t in e.inputs + e.outputs:
             mem = alloc(cuda, e.nbytes(t))
             if t in e.inputs:
-                random_fill(cuda, np, rng, mem, e.tensors[t][0], e.tensors[t][1])
+                random_fill(cuda, np, rng, mem, e.tensors[t][0], e.tensors[t][1], inputs, t)
             addr.append((t, mem))
         engines.append(e)
         addresses.append(addr)

@@ -159,11 +159,60 @@ def random_data(np, rng, shape, dtype):
     return np.zeros(count, dtype)
 
 
-def random_fill(cuda, np, rng, mem, shape, dtype):
-    # type: (Any, Any, Any, Any, Tuple[int, ...], Any) -> Any
-    """Fill a device buffer with :func:`random_data`, copied from a pinned host buffer (as every
-    other copy of a job; freed with the job's :class:`Resources`); returns that host copy."""
-    data = random_data(np, rng, shape, dtype)
+def load_inputs(np, job):
+    # type: (Any, Dict[str, Any]) -> Optional[Dict[str, Any]]
+    """The job's input data: ``job["input_data"]``, a .npz of network input name -> array (placetune
+    checked it against the model), or None: the inputs are random (:func:`random_data`)."""
+    path = job.get("input_data")
+    if not path:
+        return None
+    with np.load(path, allow_pickle=False) as npz:
+        return dict((str(k), npz[k]) for k in npz.files)
+
+
+def mirrored(np, a, variant):
+    # type: (Any, Any, int) -> Any
+    """Variant ``variant`` of input data ``a``: itself (0), mirrored along its last axis (1), its
+    second-to-last (2) or both (3); from 4 on, its samples also rotated along the first axis. The
+    pipeline gives each of its input slots another variant, so that a frame reading another slot's
+    buffer is still seen by the gate (identical slots would hide it); an image and its mirror images
+    are equally representative input."""
+    k = int(variant)
+    if k <= 0 or a.ndim == 0:
+        return a
+    axes = [ax for bit, ax in ((1, -1), (2, -2)) if k % 4 & bit and a.ndim >= -ax]
+    out = np.flip(a, axis=tuple(axes)) if axes else a
+    if k >= 4 and a.ndim and a.shape[0] > 1:
+        out = np.roll(out, k // 4, axis=0)
+    return out
+
+
+def input_values(np, rng, inputs, name, shape, dtype, variant=0):
+    # type: (Any, Any, Optional[Dict[str, Any]], str, Tuple[int, ...], Any, int) -> Any
+    """Host data of network input ``name`` (flat): the given input data cast to the engine's type (its
+    samples repeated along the first axis up to a replica's batch; :func:`mirrored` ``variant``),
+    else :func:`random_data`."""
+    if inputs is None:
+        return random_data(np, rng, shape, dtype)
+    if name not in inputs:
+        raise RuntimeError("the input data has no array for the engine's input %r (it has %s)"
+                           % (name, ", ".join(sorted(inputs))))
+    a = mirrored(np, inputs[name], variant)
+    shape = tuple(int(d) for d in shape)
+    if a.ndim and shape and tuple(a.shape) != shape and tuple(a.shape[1:]) == shape[1:] and a.shape[0]:
+        a = a[np.arange(shape[0]) % a.shape[0]]
+    if tuple(a.shape) != shape:
+        raise RuntimeError("the input data's %r is %s, the engine's input is %s" % (name, list(a.shape), list(shape)))
+    return np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+
+
+def random_fill(cuda, np, rng, mem, shape, dtype, inputs=None, name=None):
+    # type: (Any, Any, Any, Any, Tuple[int, ...], Any, Optional[Dict[str, Any]], Optional[str]) -> Any
+    """Fill a device buffer with network input ``name`` (:func:`input_values`: the job's input data
+    ``inputs``, else random), copied from a pinned host buffer (as every other copy of a job; freed
+    with the job's :class:`Resources`); returns that host copy."""
+    data = random_data(np, rng, shape, dtype) if inputs is None else input_values(np, rng, inputs, str(name), shape,
+                                                                                   dtype)
     host = cuda.pagelocked_empty(data.shape, data.dtype)
     host[:] = data
     cuda.memcpy_htod(mem, host)

@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover
 
 from worker_build import build, init_plugins, make_logger
 from worker_cuda import driver
-from worker_resources import Resources, release
+from worker_resources import Resources, input_values, load_inputs, release
 
 
 def _percentile(sorted_values, q):
@@ -147,6 +147,7 @@ def time_engine(trt, plan, job, logger):
     buffers = []
     rng = np.random.default_rng(0)
     try:
+        inputs = load_inputs(np, job)
         for i in range(engine.num_io_tensors):
             name = engine.get_tensor_name(i)
             is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
@@ -164,7 +165,10 @@ def time_engine(trt, plan, job, logger):
             mem = cuda.mem_alloc(max(count * dtype.itemsize, 1))  # freed by the job's Resources
             if is_input:  # from a pinned buffer, as every other copy (freed by the job's Resources)
                 host = cuda.pagelocked_empty((count,), dtype)
-                host[:] = rng.uniform(-1.0, 1.0, size=count).astype(dtype) if dtype.kind == "f" else 0
+                if inputs is None:
+                    host[:] = rng.uniform(-1.0, 1.0, size=count).astype(dtype) if dtype.kind == "f" else 0
+                else:  # the input data given (--input-data), not noise
+                    host[:] = input_values(np, rng, inputs, name, shape, dtype)
                 cuda.memcpy_htod(mem, host)
             context.set_tensor_address(name, int(mem))
         stream = cuda.Stream()  # non-default stream (execute_async_v3 docstring)

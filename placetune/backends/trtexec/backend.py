@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, ConfigError, ModelError
 from placetune.files.read import check_regular
+from placetune.inputdata import RANDOM_INPUT, load_input_data
 from placetune.measurement import Measurement
 from placetune.backends.base import Capabilities, default_cache_dir
 from placetune.backends.jetson import JetsonBackend, device_fingerprint
@@ -123,6 +124,8 @@ class TrtexecBackend(JetsonBackend):
         run_args: extra timing flags.
         env: extra environment variables for trtexec (e.g. ``CUDA_DEVICE_MAX_CONNECTIONS``).
         keep_files: keep run directories (engines, logs, exports) instead of deleting them.
+        input_data: a ``.npz`` of the network's inputs (:mod:`placetune.inputdata`), given to trtexec as
+            ``--loadInputs`` (one raw file per input, at each engine's batch) instead of its random input.
 
     Raises:
         BackendError: no trtexec (the message names every place looked).
@@ -131,7 +134,8 @@ class TrtexecBackend(JetsonBackend):
 
     name = "trtexec"
     capabilities = Capabilities(simulated=False, modes=("engine", "replicas"),
-                                objectives=("latency", "throughput", "energy"), calibration_cache=True)
+                                objectives=("latency", "throughput", "energy"), calibration_cache=True,
+                                input_data=True)
 
     @classmethod
     def why_unmeasurable(cls, metric: str, mode: str, options: Mapping[str, Any]) -> str | None:
@@ -172,6 +176,7 @@ class TrtexecBackend(JetsonBackend):
         run_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         keep_files: bool = False,
+        input_data: str | os.PathLike[str] | None = None,
     ) -> None:
         self.trtexec = find_trtexec(trtexec)
         if timeout_s <= 0 or warmup_ms < 0 or duration_s < 0 or replica_duration_s <= 0 or power_interval_s <= 0 \
@@ -204,6 +209,7 @@ class TrtexecBackend(JetsonBackend):
         self.run_args = [str(a) for a in run_args or []]
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self.keep_files = bool(keep_files)
+        self.input_data = load_input_data(input_data) if input_data else None  # --loadInputs, raw files
 
     def __repr__(self) -> str:
         return f"TrtexecBackend(trtexec={self.trtexec!r}, trt_version={self.trt_version!r})"
@@ -260,7 +266,9 @@ class TrtexecBackend(JetsonBackend):
     def measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
         """Build and time the realised placement with trtexec; failures are returned, never raised,
         except the clocks check's stop (:meth:`JetsonBackend.clocked`, BackendError)."""
-        return self.clocked(lambda: self._measure_caught(realisation, platform, settings))
+        m = self.clocked(lambda: self._measure_caught(realisation, platform, settings))
+        m.extra["timed_input"] = self.input_data.label if self.input_data is not None else RANDOM_INPUT
+        return m
 
     def _measure_caught(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
         model = realisation.realized.model
@@ -281,7 +289,8 @@ class TrtexecBackend(JetsonBackend):
             return measure_engine(self, realisation, platform, settings, version, base, workdir)
         except BackendError as exc:
             return Measurement.failure("runtime_failed", str(exc), **base)
-        except ModelError as exc:  # a model trtexec's command line cannot express (an input name --shapes can't)
+        except (ModelError, ConfigError) as exc:  # a model trtexec's command line cannot express (an input name
+            # --shapes or --loadInputs can't)
             return Measurement.failure("infeasible", str(exc), **base)
         except OSError as exc:
             return Measurement.failure("runtime_failed", f"trtexec could not be run ({self.trtexec}): {exc}", **base)

@@ -21,10 +21,11 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from placetune.errors import ModelError, PlacementError
+from placetune.errors import ConfigError, ModelError, PlacementError
 
 __all__ = [
     "MAX_ARG_CHARS",
+    "load_inputs_arg",
     "LAYER_DEVICE_TYPES_SINCE",
     "version_tuple",
     "has_layer_device_types",
@@ -240,6 +241,29 @@ def shapes_from_argv(argv: Sequence[str]) -> dict[str, list[int]]:
                 out[name] = [int(x) for x in dims.split("x")]
             return out
     return {}
+
+
+def load_inputs_arg(files: Mapping[str, str]) -> str:
+    """``--loadInputs=name:file,...``: each input's raw binary file (the tensor's bytes, as many as the
+    engine's binding holds: ``loadFromFile``, samples/common/sampleUtils.cpp release/10.3).
+
+    trtexec's grammar (sampleOptions.cpp release/8.5 to 10.3, ``splitNameAndValue``): the list is split
+    at every ``,``; a pair is split at its last ``:``, or, with the name in single quotes, after the
+    closing quote (``'name':path``, so the path may hold ``:``). placetune quotes every name; a name or
+    path with ``,`` or ``'`` cannot be written.
+
+    Raises:
+        ConfigError: an input name or file name trtexec cannot read back.
+    """
+    parts = []
+    for name, path in files.items():
+        bad = next((c for c in (",", "'") if c in name or c in str(path)), "")
+        if bad:
+            raise ConfigError(f"--loadInputs cannot express input {name[:80]!r} with file {str(path)[:120]!r}: "
+                              f"trtexec splits its list at ',' and names at \"'\"; rename the input or use "
+                              f"--backend tensorrt (or another cache folder, cache_dir)")
+        parts.append(f"'{name}':{path}")
+    return "--loadInputs=" + ",".join(parts)
 
 
 def shell_line(argv: Sequence[str]) -> str:

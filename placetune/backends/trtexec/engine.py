@@ -34,6 +34,7 @@ from placetune.backends.trtexec.command import (
     device_types_arg,
     dla_flags,
     has_layer_device_types,
+    load_inputs_arg,
     precision_flags,
     profile_flags,
     serial_flags,
@@ -57,6 +58,7 @@ from placetune.backends.trtexec.timing import (
 )
 
 if TYPE_CHECKING:
+    from placetune.inputdata import InputData
     from placetune.model.model import Model
     from placetune.hardware.platforms import Platform
     from placetune.placement.realise import Realisation
@@ -97,6 +99,7 @@ class TrtexecOptions(Protocol):
     power_rails: list[str] | None
     build_args: list[str]
     run_args: list[str]
+    input_data: "InputData | None"  # what trtexec times on (--loadInputs); None: its random input
 
     @property
     def clock_watch(self) -> ClockWatch: ...
@@ -383,6 +386,8 @@ def time_argv(be: TrtexecOptions, eng: Engine, version: str, settings: "Settings
     shapes = shapes_arg(shapes_from_argv(eng.build_argv), None)
     if shapes:
         argv.append(f"--shapes={shapes}")
+    if be.input_data is not None:  # the input data given, at the engine's batch, not trtexec's random input
+        argv.append(load_inputs_arg(be.input_data.raw_files(be.cache_dir / "inputs", eng.batch, vt[0] < 10)))
     iterations = be.iterations or settings.iterations
     argv += [f"--iterations={iterations}", f"--warmUp={be.warmup_ms:g}", f"--duration={duration_s:g}",
              f"--exportTimes={files['times']}"]
