@@ -55,3 +55,17 @@ def test_the_parsers_assertion_continues_its_error_and_explains_the_failure():
              "[8] Assertion failed: *tensor = importer_ctx->network()->addInput( input.name().c_str(), trt_dtype, trt_dims)"]
     assert len(parse_build_log(lines).errors) == 1  # one message over two lines
     assert error_lines(lines) == ["ModelImporter.cpp:80 In function importInput:", lines[1]]
+
+
+def test_an_applications_error_line_after_tensorrts_error_is_an_error_of_its_own():
+    log = parse_build_log([
+        "[03/09/2026-15:30:00] [TRT] [E] [checkMacros.cpp::nvinfer1::catchCudaError::229] Error Code 1: Cuda Runtime",
+        "ERROR TensorRT: export failure 1.1s: pybind11::init(): factory function returned nullptr",
+    ])
+    assert len(log.errors) == 2
+
+
+def test_a_scripts_version_print_is_read():
+    from placetune.backends.trtexec.parse import version_from_text
+
+    assert version_from_text("  Converting Model pad_layer.onnx to TensorRT - Version: 10.0.1") == "10.0.1"

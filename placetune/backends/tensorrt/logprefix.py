@@ -75,6 +75,9 @@ _APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
 _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )")
 #: a Python exception's last traceback line (``RuntimeError: ...``): a message of its own, never a continuation
 _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
+#: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
+#: continuation of the error message before it
+_OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b")
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -99,6 +102,7 @@ def plain_error(msg: str, plain: bool, continues: bool) -> bool:
     the error message before it (the ONNX parser's error spans lines, the last ones bare)."""
     if FOREIGN_ERRORS.search(msg):
         return True
+    continues = continues and not _OPENS_WITH_ERROR.match(msg)
     return plain and bool(_APP_FAILURE.search(msg) or _PY_EXCEPTION.match(msg)
                           or not continues and _UNMARKED_ERROR.search(msg))
 
