@@ -84,8 +84,10 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")``: the severity letter a log line's
     prefixes name (None when they name none; TensorRT's own before the printing tool's) and the message."""
     w = _WRAPPER.match(line)
+    assert w is not None  # every part of it is optional: it always matches
     rest = line[w.end():]
     m = _PREFIX.match(rest)
+    assert m is not None
     msg = rest[m.end():]
     if w.group("ort") or w.group("ort2"):
         msg = _ORT_WHERE.sub("", msg)
