@@ -69,3 +69,20 @@ def test_a_scripts_version_print_is_read():
     from placetune.backends.trtexec.parse import version_from_text
 
     assert version_from_text("  Converting Model pad_layer.onnx to TensorRT - Version: 10.0.1") == "10.0.1"
+
+
+@pytest.mark.parametrize("line, severity, message", [
+    # ROS 2 launch's process prefix (after a test runner's number) before Triton's glog prefix
+    ("1: [component_container_mt-1] E0331 05:56:08.209208 11359 logging.cc:43] 1: [runtime.cpp::parsePlan::314] "
+     "Error Code 1: Serialization", "E", "1: [runtime.cpp::parsePlan::314] Error Code 1: Serialization"),
+    ("[component_container_mt-1] ERROR: infer_trtis_backend.cpp:54 failed to load model: detectnet",
+     "E", "infer_trtis_backend.cpp:54 failed to load model: detectnet"),
+    # Triton 2.4x+ quotes glog's message; NIM's Python logger: level, date, file:line]
+    ('W0901 10:06:32.874233 379 logging.cc:43] "The engine contains 5 profiles."', "W", "The engine contains 5 profiles."),
+    ("WARNING 2026-09-01 10:06:30.900 pytorch.py:25] torch not found", "W", "torch not found"),
+    # TensorRT's own error code before its message is no prefix
+    ("1: [runtime.cpp::parsePlan::314] Error Code 1: Serialization", None,
+     "1: [runtime.cpp::parsePlan::314] Error Code 1: Serialization"),
+])
+def test_launcher_prefixes_and_quoted_glog_messages(line, severity, message):
+    assert split_prefix(line) == (severity, message)

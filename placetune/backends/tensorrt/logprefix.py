@@ -15,6 +15,9 @@ form met in published output and returns the severity it names (None when it nam
   after the message its source location (``[tensorrt_execution_provider.h:88 ...]``), no part of it;
 * Triton's glog prefix (``E1201 07:37:35.929246 47 logging.cc:43] ``: its first letter, I/W/E/F, is the severity)
   and TensorFlow's (TF-TRT: ``2020-04-16 16:20:57.895732: W tensorflow/.../trt_logger.cc:37] ``);
+* a launcher's prefix before any of them: ROS 2 launch's ``[component_container_mt-1] `` (Isaac ROS), and Triton
+  from 2.4x quotes glog's message (``... logging.cc:43] "The engine contains 5 profiles. ..."``); NVIDIA NIM's
+  Python logger writes ``WARNING 2026-09-01 10:06:30.900 pytorch.py:25] ``;
 * Torch-TensorRT's: ``ERROR: [Torch-TensorRT TorchScript Conversion Context] - `` (TorchScript) and Python's
   logging format ``WARNING:torch_tensorrt [TensorRT Conversion Context]:`` (dynamo; ``LEVEL:logger:``);
 * Polygraphy's letters: TensorRT's ``[I]``/``[W]``/``[E]``/``[V]``, ``[!]`` for CRITICAL (the message it raises
@@ -41,7 +44,8 @@ __all__ = ["split_prefix", "unmarked_error", "plain_error", "FOREIGN_ERRORS"]
 #: what a printing tool puts before TensorRT's own logger prefix: GStreamer's debug columns, ONNX Runtime's
 #: logger; then the time and severity ONNX Runtime's TensorRT logger writes before each TensorRT message
 _WRAPPER = re.compile(
-    r"^\s*(?:"
+    # a launcher's prefix before them all: ROS 2 launch's ``[component_container_mt-1] `` (after a test runner's ``1: ``)
+    r"^\s*(?:(?:\d+: )?\[[A-Za-z_][\w.]*-\d+\] )?\s*(?:"
     r"\d+:\d{2}:\d{2}\.\d+\s+\d+\s+0x[0-9a-fA-F]+\s+(?P<gst>ERROR|WARN|FIXME|INFO|DEBUG|LOG|TRACE|MEMDUMP)\s+"
     r"\S+\s+[^\s:]+:\d+:[^\s:]+:(?:<[^>]*>)?\s*"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[(?P<ort>[VIWEF]):onnxruntime:[^\]]*\]\s*"
@@ -49,6 +53,7 @@ _WRAPPER = re.compile(
     r"|(?P<glog>[IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[\w./-]+:\d+\]\s*"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+: (?P<tf>[IWEF]) [\w./-]+:\d+\]\s*"
     r"|(?P<py>CRITICAL|ERROR|WARNING|INFO|DEBUG):[A-Za-z_][\w.]*(?: \[[^\]]*\])?:"
+    r"|(?P<pydate>CRITICAL|ERROR|WARNING|INFO|DEBUG) \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? [\w./-]+:\d+\]\s*"
     r")?(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+(?P<trtlog>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE)\]\s*)?")
 #: ONNX Runtime's source location after the message
 _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
@@ -91,9 +96,11 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     msg = rest[m.end():]
     if w.group("ort") or w.group("ort2"):
         msg = _ORT_WHERE.sub("", msg)
+    if w.group("glog") and len(msg) > 1 and msg.startswith('"') and msg.rstrip().endswith('"'):
+        msg = msg.rstrip()[1:-1]  # Triton from 2.4x quotes glog's message
     sev = (_POLYGRAPHY.get(m.group("sev") or "", m.group("sev")) or m.group("sev2") or _WORDS.get(m.group("word") or "")
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
-           or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or "")
+           or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or "")
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
     return sev, msg.strip()
 
