@@ -13,11 +13,19 @@ form met in published output and returns the severity it names (None when it nam
   [W:onnxruntime:Default, tensorrt_execution_provider.h:28 log] `` or ``E onnxruntime: ``), then
   TensorRT's own time and severity (``[2020-03-18 20:08:50   ERROR] ``, the one that counts), and
   after the message its source location (``[tensorrt_execution_provider.h:88 ...]``), no part of it;
+* Triton's glog prefix (``E1201 07:37:35.929246 47 logging.cc:43] ``: its first letter, I/W/E/F, is the severity)
+  and TensorFlow's (TF-TRT: ``2020-04-16 16:20:57.895732: W tensorflow/.../trt_logger.cc:37] ``);
+* a launcher's prefix before any of them: ROS 2 launch's ``[component_container_mt-1] `` (Isaac ROS), and Triton
+  from 2.4x quotes glog's message (``... logging.cc:43] "The engine contains 5 profiles. ..."``); NVIDIA NIM's
+  Python logger writes ``WARNING 2026-09-01 10:06:30.900 pytorch.py:25] ``;
+* Torch-TensorRT's: ``ERROR: [Torch-TensorRT TorchScript Conversion Context] - `` (TorchScript) and Python's
+  logging format ``WARNING:torch_tensorrt [TensorRT Conversion Context]:`` (dynamo; ``LEVEL:logger:``);
 * Polygraphy's letters: TensorRT's ``[I]``/``[W]``/``[E]``/``[V]``, ``[!]`` for CRITICAL (the message it raises
   on), ``[U]``/``[S]``/``[X]`` for its verbose levels;
 * a shell script's ``#`` before a pasted log line, Markdown's ``> `` before any quoted line.
 
-A line no logger marked (plain text) is judged by its words: :func:`unmarked_error`.
+A line no logger marked (plain text) is judged by its words: :func:`unmarked_error`; a Python exception's line
+(``RuntimeError: ...``) is an error message of its own.
 
 Example:
     >>> split_prefix("[07/14/2023-11:52:13] [W] [TRT] onnx2trt_utils.cpp:366: Your ONNX model ...")
@@ -36,11 +44,16 @@ __all__ = ["split_prefix", "unmarked_error", "plain_error", "FOREIGN_ERRORS"]
 #: what a printing tool puts before TensorRT's own logger prefix: GStreamer's debug columns, ONNX Runtime's
 #: logger; then the time and severity ONNX Runtime's TensorRT logger writes before each TensorRT message
 _WRAPPER = re.compile(
-    r"^\s*(?:"
+    # a launcher's prefix before them all: ROS 2 launch's ``[component_container_mt-1] `` (after a test runner's ``1: ``)
+    r"^\s*(?:(?:\d+: )?\[[A-Za-z_][\w.]*-\d+\] )?\s*(?:"
     r"\d+:\d{2}:\d{2}\.\d+\s+\d+\s+0x[0-9a-fA-F]+\s+(?P<gst>ERROR|WARN|FIXME|INFO|DEBUG|LOG|TRACE|MEMDUMP)\s+"
     r"\S+\s+[^\s:]+:\d+:[^\s:]+:(?:<[^>]*>)?\s*"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[(?P<ort>[VIWEF]):onnxruntime:[^\]]*\]\s*"
     r"|(?P<ort2>[VIWEF]) onnxruntime: "
+    r"|(?P<glog>[IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[\w./-]+:\d+\]\s*"
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+: (?P<tf>[IWEF]) [\w./-]+:\d+\]\s*"
+    r"|(?P<py>CRITICAL|ERROR|WARNING|INFO|DEBUG):[A-Za-z_][\w.]*(?: \[[^\]]*\])?:"
+    r"|(?P<pydate>CRITICAL|ERROR|WARNING|INFO|DEBUG) \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? [\w./-]+:\d+\]\s*"
     r")?(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+(?P<trtlog>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE)\]\s*)?")
 #: ONNX Runtime's source location after the message
 _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
@@ -49,8 +62,9 @@ _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
 _PREFIX = re.compile(
     r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
-    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE):\s*(?:\[TRT\]:?\s*)?)?")
-_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V"}
+    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
+_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V", "DEBUG": "V"}
+_LETTERS = {"F": "E"}  # glog's and TensorFlow's FATAL
 #: Polygraphy's letters beyond TensorRT's (polygraphy/logger/logger.py): CRITICAL, ultra/super/extra verbose
 _POLYGRAPHY = {"!": "E", "U": "V", "S": "V", "X": "V"}
 _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, LOG, TRACE, MEMDUMP: verbose
@@ -61,22 +75,33 @@ FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
 #: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
 #: and an assertion's "... failed. )" are none
 _APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
-#: a line of plain text that names an Error or refuses an option (it may continue a logger's multi-line message)
-_UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|^(?:Cannot |Unknown option|Invalid )")
+#: a line of plain text that names an Error, reports a failed assertion or refuses an option (it may continue a
+#: logger's multi-line message: the ONNX parser's ``[8] Assertion failed: ...`` after its ``ERROR:`` line)
+_UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )")
+#: a Python exception's last traceback line (``RuntimeError: ...``): a message of its own, never a continuation
+_PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
+#: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
+#: continuation of the error message before it
+_OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b")
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
     """``"[03/31/2022-15:12:38] [I] [TRT] text"`` -> ``("I", "text")``: the severity letter a log line's
     prefixes name (None when they name none; TensorRT's own before the printing tool's) and the message."""
     w = _WRAPPER.match(line)
+    assert w is not None  # every part of it is optional: it always matches
     rest = line[w.end():]
     m = _PREFIX.match(rest)
+    assert m is not None
     msg = rest[m.end():]
     if w.group("ort") or w.group("ort2"):
         msg = _ORT_WHERE.sub("", msg)
+    if w.group("glog") and len(msg) > 1 and msg.startswith('"') and msg.rstrip().endswith('"'):
+        msg = msg.rstrip()[1:-1]  # Triton from 2.4x quotes glog's message
     sev = (_POLYGRAPHY.get(m.group("sev") or "", m.group("sev")) or m.group("sev2") or _WORDS.get(m.group("word") or "")
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
-           or w.group("ort") or w.group("ort2"))
+           or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or "")
+           or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
     return sev, msg.strip()
 
 
@@ -86,7 +111,9 @@ def plain_error(msg: str, plain: bool, continues: bool) -> bool:
     the error message before it (the ONNX parser's error spans lines, the last ones bare)."""
     if FOREIGN_ERRORS.search(msg):
         return True
-    return plain and bool(_APP_FAILURE.search(msg) or not continues and _UNMARKED_ERROR.search(msg))
+    continues = continues and not _OPENS_WITH_ERROR.match(msg)
+    return plain and bool(_APP_FAILURE.search(msg) or _PY_EXCEPTION.match(msg)
+                          or not continues and _UNMARKED_ERROR.search(msg))
 
 
 def unmarked_error(msg: str) -> bool:

@@ -56,7 +56,8 @@ __all__ = [
 
 _STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<name>\S+)"
                      r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*\[b\d+\])?(?:\s*#\s*(?P<cmd>.*))?")
-_VERSION_DOTTED = re.compile(r"TensorRT\s+(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
+#: ``TensorRT version: 8.6.1``, ``TensorRT v8.6.1``, a script's ``TensorRT - Version: 10.0.1``
+_VERSION_DOTTED = re.compile(r"TensorRT\s+(?:-\s+)?(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
 _VERSION_CODE = re.compile(r"TensorRT\s+version\s*:\s*(?P<code>\d{4,6})\b", re.I)
 #: the status line's version tag, also where the ``&&&&`` before it was cut (``RUNNING TensorRT.trtexec [TensorRT v8001] # ...``)
 _VERSION_TAG = re.compile(r"\[TensorRT\s+v(?P<code>\d{4,6})\]")

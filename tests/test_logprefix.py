@@ -1,0 +1,88 @@
+"""The prefixes other tools put before TensorRT's messages: each form read with its severity, the message bare.
+
+Every form here is one met in published output (tests/data/trt_corpus holds the logs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from placetune.backends.tensorrt.buildlog import parse_build_log
+from placetune.backends.tensorrt.logprefix import split_prefix
+from placetune.backends.trtexec.parse import error_lines
+
+
+@pytest.mark.parametrize("line, severity, message", [
+    # Triton's glog prefix: the first letter is the severity
+    ("E1201 07:37:35.929246 47 logging.cc:43] INVIDLID_STATE:std::exception", "E", "INVIDLID_STATE:std::exception"),
+    ("I0511 01:22:37.728941 1 logging.cc:49] [MemUsageChange] TensorRT-managed allocation",
+     "I", "[MemUsageChange] TensorRT-managed allocation"),
+    ("W1021 00:03:42.198267 226 metrics.cc:282] failed to get power limit", "W", "failed to get power limit"),
+    # TensorFlow's (TF-TRT) logging prefix
+    ("2020-04-16 16:20:57.895732: W tensorflow/compiler/tf2tensorrt/utils/trt_logger.cc:37] DefaultLogger Current",
+     "W", "DefaultLogger Current"),
+    ("2020-04-16 16:20:58.340652: I tensorflow/compiler/tf2tensorrt/kernels/trt_engine_op.cc:733] Building a new",
+     "I", "Building a new"),
+    # Torch-TensorRT's TorchScript frontend
+    ("ERROR: [Torch-TensorRT TorchScript Conversion Context] - 1: [nvdlaUtils.cpp::submit::198] Error Code 1: DLA",
+     "E", "1: [nvdlaUtils.cpp::submit::198] Error Code 1: DLA"),
+    ("WARNING: [Torch-TensorRT] - Truncating weight", "W", "Truncating weight"),
+    ("DEBUG: [Torch-TensorRT TorchScript Conversion Context] - Tactic: 0 Time: 0.006272", "V", "Tactic: 0 Time: 0.006272"),
+    # Python's logging (Torch-TensorRT's dynamo frontend): LEVEL:logger:message
+    ("WARNING:torch_tensorrt [TensorRT Conversion Context]:Unused Input: out", "W", "Unused Input: out"),
+    ("INFO:torch_tensorrt.dynamo.conversion._TRTInterpreter:TRT INetwork construction", "I", "TRT INetwork construction"),
+    ("ERROR:torch_tensorrt [TensorRT Conversion Context]:1: Error Code 1", "E", "1: Error Code 1"),
+    # forms read before, unchanged
+    ("WARNING: [TRT]: Default DLA is enabled", "W", "Default DLA is enabled"),
+    ("ERROR: ModelImporter.cpp:80 In function importInput:", "E", "ModelImporter.cpp:80 In function importInput:"),
+    ("[TensorRT] WARNING: onnx2trt_utils.cpp:243: One or more", "W", "onnx2trt_utils.cpp:243: One or more"),
+])
+def test_each_printing_tools_prefix_gives_the_severity_and_the_bare_message(line, severity, message):
+    assert split_prefix(line) == (severity, message)
+
+
+def test_a_python_exception_after_an_error_line_is_an_error_of_its_own():
+    log = parse_build_log([
+        "ERROR: [Torch-TensorRT TorchScript Conversion Context] - 2: [builder.cpp::buildSerializedNetwork::620] "
+        "Error Code 2: Internal Error (Assertion engine != nullptr failed. )",
+        "RuntimeError: [Error thrown at core/conversion/conversionctx/ConversionCtx.cpp:147] Building serialized "
+        "network failed in TensorRT",
+    ])
+    assert len(log.errors) == 2 and log.errors[1].startswith("RuntimeError: ")
+
+
+def test_the_parsers_assertion_continues_its_error_and_explains_the_failure():
+    lines = ["ERROR: ModelImporter.cpp:80 In function importInput:",
+             "[8] Assertion failed: *tensor = importer_ctx->network()->addInput( input.name().c_str(), trt_dtype, trt_dims)"]
+    assert len(parse_build_log(lines).errors) == 1  # one message over two lines
+    assert error_lines(lines) == ["ModelImporter.cpp:80 In function importInput:", lines[1]]
+
+
+def test_an_applications_error_line_after_tensorrts_error_is_an_error_of_its_own():
+    log = parse_build_log([
+        "[03/09/2026-15:30:00] [TRT] [E] [checkMacros.cpp::nvinfer1::catchCudaError::229] Error Code 1: Cuda Runtime",
+        "ERROR TensorRT: export failure 1.1s: pybind11::init(): factory function returned nullptr",
+    ])
+    assert len(log.errors) == 2
+
+
+def test_a_scripts_version_print_is_read():
+    from placetune.backends.trtexec.parse import version_from_text
+
+    assert version_from_text("  Converting Model pad_layer.onnx to TensorRT - Version: 10.0.1") == "10.0.1"
+
+
+@pytest.mark.parametrize("line, severity, message", [
+    # ROS 2 launch's process prefix (after a test runner's number) before Triton's glog prefix
+    ("1: [component_container_mt-1] E0331 05:56:08.209208 11359 logging.cc:43] 1: [runtime.cpp::parsePlan::314] "
+     "Error Code 1: Serialization", "E", "1: [runtime.cpp::parsePlan::314] Error Code 1: Serialization"),
+    ("[component_container_mt-1] ERROR: infer_trtis_backend.cpp:54 failed to load model: detectnet",
+     "E", "infer_trtis_backend.cpp:54 failed to load model: detectnet"),
+    # Triton 2.4x+ quotes glog's message; NIM's Python logger: level, date, file:line]
+    ('W0901 10:06:32.874233 379 logging.cc:43] "The engine contains 5 profiles."', "W", "The engine contains 5 profiles."),
+    ("WARNING 2026-09-01 10:06:30.900 pytorch.py:25] torch not found", "W", "torch not found"),
+    # TensorRT's own error code before its message is no prefix
+    ("1: [runtime.cpp::parsePlan::314] Error Code 1: Serialization", None,
+     "1: [runtime.cpp::parsePlan::314] Error Code 1: Serialization"),
+])
+def test_launcher_prefixes_and_quoted_glog_messages(line, severity, message):
+    assert split_prefix(line) == (severity, message)
