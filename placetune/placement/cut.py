@@ -243,6 +243,15 @@ def _static_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[in
     m = onnx.ModelProto()
     m.CopyFrom(proto)
     g = m.graph
+    # ONNX inference reads the nodes in file order; a file whose nodes are not in topological order (an
+    # Ultralytics half=True export appends its input Cast last), which TensorRT's parser sorts, is sorted first
+    ordered = [g.node[i] for i in topological_order(list(g.node))]
+    if any(n is not o for n, o in zip(ordered, g.node)):
+        copies = [onnx.NodeProto() for _ in ordered]
+        for c, n in zip(copies, ordered):
+            c.CopyFrom(n)
+        del g.node[:]
+        g.node.extend(copies)
     original = {inp.name: _dims(inp.type) for inp in g.input}
     for inp in g.input:
         if inp.name in input_shapes:
