@@ -127,6 +127,15 @@ _EVAL: dict[str, Callable[[dict[str, Any], list], np.ndarray]] = {
     "Expand": lambda a, x: x[0] * np.ones([int(v) for v in x[1].tolist()], dtype=x[0].dtype),
     "Transpose": lambda a, x: np.transpose(x[0], a.get("perm")),
     "Sqrt": lambda a, x: np.sqrt(x[0]),
+    "Reciprocal": lambda a, x: np.reciprocal(x[0]),
+    "Round": lambda a, x: np.round(x[0]),  # half to even, as ONNX's Round
+    "Less": lambda a, x: np.less(x[0], x[1]),
+    "Greater": lambda a, x: np.greater(x[0], x[1]),
+    "LessOrEqual": lambda a, x: np.less_equal(x[0], x[1]),
+    "GreaterOrEqual": lambda a, x: np.greater_equal(x[0], x[1]),
+    "Not": lambda a, x: np.logical_not(x[0]),
+    "And": lambda a, x: np.logical_and(x[0], x[1]),
+    "Or": lambda a, x: np.logical_or(x[0], x[1]),
 }
 
 #: Ops the folder can evaluate when every input value is known.
