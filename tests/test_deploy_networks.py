@@ -206,6 +206,27 @@ def test_a_layer_after_an_open_size_does_not_crash_the_load(tmp_path, capsys):
     assert "IndexError" not in capsys.readouterr().err
 
 
+def test_rt_detr_s_top_k_sized_by_clip_folds_on_a_dynamic_export(tmp_path, capsys):
+    """RT-DETR exported with ``dynamic=True`` keeps its top ``min(300, anchors)`` queries: K is a ``Clip`` of
+    the anchors' count from ``Shape``; Clip was not folded and the TopK was refused ('fold those
+    computations first'), though --shape fixes every size."""
+    inits = [_init("w", np.random.default_rng(0).standard_normal((4, 3, 1, 1))), _init("one", 1, np.int64),
+             _init("lo", 0, np.int64), _init("hi", 300, np.int64), _init("k1", [1], np.int64)]
+    nodes = [n("Conv", ["images", "w"], ["f"], name="/model.28/Conv"),
+             n("ReduceMax", ["f"], ["s"], name="/model.28/ReduceMax", axes=[1], keepdims=0),
+             n("Flatten", ["s"], ["flat"], name="/model.28/Flatten", axis=1),
+             n("Shape", ["flat"], ["fs"], name="/model.28/Shape_19"),
+             n("Gather", ["fs", "one"], ["anchors"], name="/model.28/Gather_7", axis=0),
+             n("Clip", ["anchors", "lo", "hi"], ["k"], name="/model.28/Clip"),
+             n("Reshape", ["k", "k1"], ["k_1"], name="/model.28/Reshape_18"),
+             n("TopK", ["flat", "k_1"], ["out", "idx"], name="/model.28/TopK", axis=1)]
+    path = _save(tmp_path, nodes, inits, shape=("batch", 3, "height", "width"))
+    model = Model.load(path, shapes=["images=1x3x16x24"])
+    assert model.layer("/model.28/TopK").outputs[0].shape == (1, 300)  # min(300, 16 x 24)
+    assert Model.load(path, shapes=["images=1x3x8x8"]).layer("/model.28/TopK").outputs[0].shape == (1, 64)
+    assert main(["check", str(path), "--shape", "images=1x3x16x24"]) == 0, capsys.readouterr().err
+
+
 def _half_export(tmp_path):
     """A network exported in FP16 as Ultralytics' ``half=True`` writes it: an input Cast to FP16 that the
     converter appends after every other node (the file's nodes are not in topological order)."""
@@ -292,7 +313,8 @@ torch.onnx.export(net, args, "net.onnx", opset_version=17, dynamo=False, input_n
 """
 
 #: Ultralytics networks and export options -> what placetune does (every one of them loads, is tuned and exported)
-ULTRALYTICS = [("yolo11n-seg", {"half": True}), ("yolo11n-pose", {"half": True}), ("yolo11n-obb", {"half": True}),
+ULTRALYTICS = [("rtdetr-l", {"dynamic": True}), ("yolo11n-seg", {"half": True}), ("yolo11n-pose", {"half": True}),
+               ("yolo11n-obb", {"half": True}),
                ("yolo11n-seg", {"nms": True}), ("yolo11n-pose", {"nms": True}), ("yolo11n-obb", {"nms": True}),
                ("yolov10n", {}), ("yolo11n-cls", {"dynamic": True}), ("rtdetr-l", {})]
 
@@ -313,7 +335,8 @@ def _export(script, args, tmp_path):
 def test_real_ultralytics_networks_load_tune_and_export(name, kwargs, tmp_path, monkeypatch, capsys):
     _export(_ULTRALYTICS, [name, json.dumps(kwargs)], tmp_path)
     monkeypatch.chdir(tmp_path)
-    shape = ["--shape", "images=1x3x224x224"] if kwargs.get("dynamic") else []
+    size = 224 if name.endswith("-cls") else 320
+    shape = ["--shape", f"images=1x3x{size}x{size}"] if kwargs.get("dynamic") else []
     assert main(["check", "net.onnx", *shape]) == 0, capsys.readouterr().err
     assert main(["tune", "--model", "net.onnx", *shape, "--trials", "4"]) == 0, capsys.readouterr().err
     assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0, capsys.readouterr().err
