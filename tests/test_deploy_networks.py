@@ -227,6 +227,46 @@ def test_rt_detr_s_top_k_sized_by_clip_folds_on_a_dynamic_export(tmp_path, capsy
     assert main(["check", str(path), "--shape", "images=1x3x16x24"]) == 0, capsys.readouterr().err
 
 
+def _two_rounds_of_shape_arithmetic(path):
+    """A dynamic-axes export whose second reshape is sized from the Shape of the first one's output, each
+    through arithmetic ONNX inference cannot follow (Cast, Div, Ceil), as RT-DETR's decoder is."""
+    rng = np.random.default_rng(0)
+    inits = [_init("w1", rng.standard_normal((8, 3, 3, 3))), _init("w2", rng.standard_normal((8, 8, 3, 3))),
+             _init("w3", rng.standard_normal((8, 8, 3, 3))), _init("two", 2, np.int64), _init("one", 1.0),
+             _init("head", [1, 8], np.int64), _init("ax", [0], np.int64)]
+    nodes = [n("Conv", ["images", "w1"], ["y"], name="/c1/Conv", pads=[1, 1, 1, 1])]
+    src = "y"
+    for r in ("a", "b"):  # the size of round b is known only once round a's Reshape has a static shape
+        nodes += [n("Shape", [src], [f"{r}s"], name=f"/{r}/Shape"),
+                  n("Gather", [f"{r}s", "two"], [f"{r}h"], name=f"/{r}/Gather"),
+                  n("Cast", [f"{r}h"], [f"{r}hf"], name=f"/{r}/Cast", to=TensorProto.FLOAT),
+                  n("Div", [f"{r}hf", "one"], [f"{r}hd"], name=f"/{r}/Div"),
+                  n("Ceil", [f"{r}hd"], [f"{r}hc"], name=f"/{r}/Ceil"),
+                  n("Cast", [f"{r}hc"], [f"{r}hi"], name=f"/{r}/Cast_1", to=TensorProto.INT64),
+                  n("Unsqueeze", [f"{r}hi", "ax"], [f"{r}hu"], name=f"/{r}/Unsqueeze"),
+                  n("Concat", ["head", f"{r}hu", f"{r}hu"], [f"{r}t"], name=f"/{r}/Concat", axis=0),
+                  n("Reshape", [src, f"{r}t"], [f"{r}r"], name=f"/{r}/Reshape"),
+                  n("Conv", [f"{r}r", "w2" if r == "a" else "w3"], [f"{r}c"], name=f"/{r}/Conv", pads=[1, 1, 1, 1])]
+        src = f"{r}c"
+    nodes.append(n("Relu", [src], ["out"], name="/out/Relu"))
+    return _save(path.parent, nodes, inits, shape=("batch", 3, "height", "width"), name=path.name)
+
+
+def test_a_dynamic_export_sized_in_two_rounds_cuts(tmp_path):
+    """RT-DETR exported with dynamic=True loaded, tuned, and its plan's export stopped at 'Shape node ...
+    reads ..., whose shape is not static': the cut folded its shapes in one round where the model's loader
+    folds to a fixed point."""
+    path = _two_rounds_of_shape_arithmetic(tmp_path / "dyn.onnx")
+    model = Model.load(path, shapes=["images=1x3x8x8"])
+    assert model.layer("/b/Conv").outputs[0].shape == (1, 8, 8, 8)
+    parts = cut(model, Placement(model, {"/b/Conv": "DLA0"}), source=onnx.load(path))
+    assert len(parts) >= 2
+    from onnx.reference import ReferenceEvaluator
+    x = np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = ReferenceEvaluator(onnx.load(path)).run(None, {"images": x})[0]
+    assert np.allclose(run_segments(parts, {"images": x})["out"], want, rtol=1e-4, atol=1e-4)
+
+
 def _half_export(tmp_path):
     """A network exported in FP16 as Ultralytics' ``half=True`` writes it: an input Cast to FP16 that the
     converter appends after every other node (the file's nodes are not in topological order)."""
