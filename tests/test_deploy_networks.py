@@ -267,6 +267,26 @@ def test_a_dynamic_export_sized_in_two_rounds_cuts(tmp_path):
     assert np.allclose(run_segments(parts, {"images": x})["out"], want, rtol=1e-4, atol=1e-4)
 
 
+def test_vit_s_attention_sliced_by_mod_folds(tmp_path, capsys):
+    """torchvision's ViT exported with ``dynamo=False`` slices its attention's shape at ``Mod(2, 3)`` (the
+    ``-1`` of a negative index); Mod was not folded, and the Slice was refused ('fold those computations
+    first')."""
+    c = lambda name, v: n("Constant", [], [name], name=f"/attn/{name}", value=_init(name + "_v", v, np.int64))  # noqa: E731
+    inits = [_init("w", np.random.default_rng(0).standard_normal((12, 12)))]
+    nodes = [n("MatMul", ["images", "w"], ["qkv"], name="/attn/MatMul"),
+             n("Shape", ["qkv"], ["s"], name="/attn/Shape"),
+             c("two", [2]), c("three", [3]), c("zero", [0]), c("one", [1]),
+             n("Mod", ["two", "three"], ["m"], name="/attn/Mod"),
+             n("Reshape", ["m", "one"], ["end"], name="/attn/Reshape"),
+             n("Slice", ["s", "zero", "end"], ["head"], name="/attn/Slice"),
+             c("minus", [-1]),
+             n("Concat", ["head", "minus"], ["target"], name="/attn/Concat", axis=0),
+             n("Reshape", ["qkv", "target"], ["out"], name="/attn/Reshape_1")]
+    path = _save(tmp_path, nodes, inits, shape=(1, 4, 12))
+    assert Model.load(path).layer("/attn/Reshape_1").outputs[0].shape == (1, 4, 12)
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+
+
 def _half_export(tmp_path):
     """A network exported in FP16 as Ultralytics' ``half=True`` writes it: an input Cast to FP16 that the
     converter appends after every other node (the file's nodes are not in topological order)."""
@@ -386,7 +406,7 @@ def test_real_ultralytics_networks_load_tune_and_export(name, kwargs, tmp_path, 
 #: torchvision networks -> None (loads) or the op of the layer it is refused at
 TORCHVISION = [("ssdlite320_mobilenet_v3_large", 320, "If"), ("retinanet_resnet50_fpn", 320, "If"),
                ("fasterrcnn_mobilenet_v3_large_320_fpn", 320, "If"), ("maskrcnn_resnet50_fpn", 320, "Loop"),
-               ("lraspp_mobilenet_v3_large", 320, None), ("efficientnet_b0", 224, None)]
+               ("lraspp_mobilenet_v3_large", 320, None), ("efficientnet_b0", 224, None), ("vit_b_16", 224, None)]
 
 
 @pytest.mark.slow

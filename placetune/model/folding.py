@@ -149,6 +149,8 @@ _EVAL: dict[str, Callable[[dict[str, Any], list], np.ndarray]] = {
     "And": lambda a, x: np.logical_and(x[0], x[1]),
     "Or": lambda a, x: np.logical_or(x[0], x[1]),
     "Clip": _clip,
+    # ONNX Mod: the sign of the divisor (numpy's mod) unless fmod=1 (C's fmod, the sign of the dividend)
+    "Mod": lambda a, x: np.fmod(x[0], x[1]) if a.get("fmod", 0) else np.mod(x[0], x[1]),
 }
 
 #: Ops the folder can evaluate when every input value is known.
