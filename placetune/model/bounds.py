@@ -17,7 +17,8 @@ placetune gives each such dimension its upper bound, the size the layer can reac
   per batch and class);
 * an expression of those (``Min``, ``Max``, ``+``, ``*``) evaluated on the bounds;
 * a ``Reshape`` with one open dimension: the element count of its input over the other dimensions
-  (ONNX spec: Reshape keeps the element count); a ``Slice`` or ``TopK`` (``K`` computed from the data): its input's size, axis by axis.
+  (ONNX spec: Reshape keeps the element count); a ``Slice`` or ``TopK`` (``K`` computed from the data): its input's size, axis by axis;
+  a ``Concat`` (the boxes of every level of a detector): the sum of its inputs' bounds along its axis.
 
 A tensor bounded this way is marked ``data_dependent`` (:class:`~placetune.model.layer.TensorInfo`):
 the DLA checker refuses its layers, and the simulator costs them at the bound (a post-processing tail
@@ -34,7 +35,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import onnx
 
-__all__ = ["DATA_DEPENDENT_OPS", "bound_data_dependent", "no_shape", "unbounded"]
+__all__ = ["CONTROL_FLOW_OPS", "DATA_DEPENDENT_OPS", "bound_data_dependent", "control_flow", "no_shape", "unbounded"]
 
 #: the ops whose output size depends on the data and that placetune bounds
 DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression"})
@@ -156,6 +157,13 @@ def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tup
                     _settle(out, dims, [d if isinstance(d, int) and d > 0 else math.prod(ins_static[0]) // known
                                         for d in dims], et, info, bounds, dependent)
                     continue
+            parts = [d for d in ins_static if d is not None and len(d) == len(dims)]
+            if node.op_type == "Concat" and parts and len(parts) == len(ins_static):
+                axis = int(next((a.i for a in node.attribute if a.name == "axis"), 0)) % max(len(dims), 1)
+                total = sum(d[axis] for d in parts)  # the boxes of every level, each at its bound
+                _settle(out, dims, [total if i == axis else d if isinstance(d, int) and d > 0 else parts[0][i]
+                                    for i, d in enumerate(dims)], et, info, bounds, dependent)
+                continue
             if node.op_type in ("Slice", "TopK") and ins_static and ins_static[0] is not None and len(ins_static[0]) == len(dims):
                 _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, ins_static[0])],
                         et, info, bounds, dependent)  # at most the input, axis by axis
@@ -186,6 +194,20 @@ def bound_data_dependent(original: Iterable[onnx.NodeProto], before: Info, nodes
     return _bound(nodes, info, before, before_dependent, values)
 
 
+#: ONNX control flow: a subgraph run on a condition or a loop count
+CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
+
+
+def control_flow(layer: str, op: str, tensor: str) -> str:
+    """The refusal of an ``If``, ``Loop`` or ``Scan`` whose output size is not static: the subgraph it runs
+    is decided by the data (torchvision's detectors: ``If`` no box is left; Mask R-CNN's ``Loop`` over the
+    images). TensorRT builds some such layers (its conditional and loop layers); placetune does not place them."""
+    return (f"layer {layer[:80]!r} ({op}) is ONNX control flow whose output {tensor[:80]!r} has a size decided at "
+            f"run time; placetune places networks of static (or NMS-bounded) shapes and cannot place {op}: export "
+            "the network without the part that holds it (a torchvision detector: its backbone and head, without "
+            "the transform and postprocess; NMS on the host or in TensorRT's EfficientNMS_TRT plugin)")
+
+
 def unbounded(layer: str, op: str, tensor: str, dims: list | None, computed: bool = True) -> str:
     """The refusal of a layer output whose shape is not static: a size that depends on values in the graph
     and has no bound placetune knows (a dimension left open), or a dimension shape inference writes as 0
@@ -193,6 +215,8 @@ def unbounded(layer: str, op: str, tensor: str, dims: list | None, computed: boo
     padded input; inference leaves such a dimension open too): such an output used to be taken as a scalar,
     its layer simulated and measured ``ok``. ``computed``: an operand after the node's first is computed in
     the graph (else the open size comes from the node's own attributes and shapes)."""
+    if op in CONTROL_FLOW_OPS:
+        return control_flow(layer, op, tensor)
     if not computed or (dims and all(isinstance(d, int) for d in dims)):
         return (f"layer {layer[:80]!r} ({op}) output {tensor[:80]!r} has no static shape: shape inference "
                 "leaves a dimension open, empty or negative (a size computed at run time, or e.g. a pooling "
@@ -211,6 +235,8 @@ def no_shape(layer: str, node: onnx.NodeProto, tensor: str, standard: bool, comp
     image size in the graph); or a standard op whose attributes or constant operands its spec forbids (an
     axis or a perm out of range, a stride of 0, shapes that do not broadcast)."""
     op = f"{node.domain + '.' if node.domain else ''}{node.op_type}"
+    if op in CONTROL_FLOW_OPS:
+        return control_flow(layer, op, tensor)
     head = f"layer {layer[:80]!r} ({op[:80]}) has no shape inference for output {tensor[:80]!r}"
     if not standard:
         return (head + "; placetune needs static shapes for every layer: declare the plugin's output shapes in the "

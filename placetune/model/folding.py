@@ -97,6 +97,18 @@ def _reduce(fn: Callable[..., np.ndarray]) -> Callable[[dict[str, Any], list], n
     return run
 
 
+def _clip(a: dict[str, Any], x: list) -> np.ndarray:
+    """Clip: ``min``/``max`` optional inputs (opset 11 and later) or attributes (before); either may be left out."""
+    out = x[0]
+    lo = x[1] if len(x) > 1 and x[1] is not None else a.get("min")
+    hi = x[2] if len(x) > 2 and x[2] is not None else a.get("max")
+    if lo is not None:
+        out = np.maximum(out, np.asarray(lo, out.dtype))
+    if hi is not None:
+        out = np.minimum(out, np.asarray(hi, out.dtype))
+    return out
+
+
 _EVAL: dict[str, Callable[[dict[str, Any], list], np.ndarray]] = {
     "Identity": lambda a, x: x[0],
     "Gather": lambda a, x: np.take(x[0], x[1], axis=int(a.get("axis", 0))),
@@ -127,6 +139,18 @@ _EVAL: dict[str, Callable[[dict[str, Any], list], np.ndarray]] = {
     "Expand": lambda a, x: x[0] * np.ones([int(v) for v in x[1].tolist()], dtype=x[0].dtype),
     "Transpose": lambda a, x: np.transpose(x[0], a.get("perm")),
     "Sqrt": lambda a, x: np.sqrt(x[0]),
+    "Reciprocal": lambda a, x: np.reciprocal(x[0]),
+    "Round": lambda a, x: np.round(x[0]),  # half to even, as ONNX's Round
+    "Less": lambda a, x: np.less(x[0], x[1]),
+    "Greater": lambda a, x: np.greater(x[0], x[1]),
+    "LessOrEqual": lambda a, x: np.less_equal(x[0], x[1]),
+    "GreaterOrEqual": lambda a, x: np.greater_equal(x[0], x[1]),
+    "Not": lambda a, x: np.logical_not(x[0]),
+    "And": lambda a, x: np.logical_and(x[0], x[1]),
+    "Or": lambda a, x: np.logical_or(x[0], x[1]),
+    "Clip": _clip,
+    # ONNX Mod: the sign of the divisor (numpy's mod) unless fmod=1 (C's fmod, the sign of the dividend)
+    "Mod": lambda a, x: np.fmod(x[0], x[1]) if a.get("fmod", 0) else np.mod(x[0], x[1]),
 }
 
 #: Ops the folder can evaluate when every input value is known.
@@ -176,7 +200,7 @@ def fold_value(
     required = [v for v in inputs if v is not None]
     if not required or (inputs and inputs[0] is None):
         return None
-    if op_type not in ("Slice", "Unsqueeze", "Squeeze", "ReduceMax", "ReduceMin") and any(v is None for v in inputs):
+    if op_type not in ("Slice", "Unsqueeze", "Squeeze", "ReduceMax", "ReduceMin", "Clip") and any(v is None for v in inputs):
         return None
     try:
         out = np.asarray(fn(attrs, [None if v is None else np.asarray(v) for v in inputs]))

@@ -13,7 +13,6 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 import heapq
 
 import numpy as np
@@ -23,20 +22,17 @@ from onnx import helper, numpy_helper
 from placetune.model.bounds import DATA_DEPENDENT_OPS, bound_data_dependent, no_shape, unbounded
 from placetune.model.costs import layer_costs
 from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeError, UnknownNameError
-from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
+from placetune.model.graphfold import SMALL_CONST_ELEMENTS, GraphFolder, attr_value as _attr_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
 from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, exporter_image_size, has_schema, keep_declared_plugin_shapes, local_functions
 from placetune.model.parsable import refuse_unparsable
-from placetune.model.runnable import refuse_forbidden_operands, refuse_unrunnable
+from placetune.model.runnable import refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
 from placetune.validate import batch as check_batch
 from placetune.model import zoo
 
 __all__ = ["Model"]
-
-#: Constants with at most this many elements keep their value on TensorInfo.value.
-SMALL_CONST_ELEMENTS = 4096
 
 #: Op -> input positions that hold trained weights: their values decide no DLA rule, shape or
 #: cost, so the model hash leaves them out (a retrained network keeps its hash). Every other
@@ -57,21 +53,6 @@ def _const_digest(t: TensorInfo) -> str | None:
     h = hashlib.sha256(f"{arr.dtype.str}:{arr.shape}:".encode())
     h.update(arr.tobytes())
     return h.hexdigest()[:24]
-
-
-def _attr_value(attr: onnx.AttributeProto) -> Any:
-    value = helper.get_attribute_value(attr)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, onnx.TensorProto):
-        arr = numpy_helper.to_array(value) if value.raw_data or value.float_data or value.int64_data or value.int32_data or value.double_data else None
-        return arr.tolist() if arr is not None and arr.size <= SMALL_CONST_ELEMENTS else None
-    if isinstance(value, (onnx.GraphProto, onnx.TypeProto, onnx.SparseTensorProto)):
-        return "<" + type(value).__name__ + ">"
-    if isinstance(value, list):
-        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else "<" + type(v).__name__ + ">"
-                if isinstance(v, (onnx.GraphProto, onnx.TensorProto, onnx.TypeProto)) else v for v in value]
-    return value
 
 
 def _scope(node: onnx.NodeProto, name: str) -> str:
@@ -403,85 +384,9 @@ def _build(
                     values[t.name] = numpy_helper.to_array(t)
                 except Exception as exc:  # noqa: BLE001 - onnx raises ValueError/TypeError/... on corrupt tensors
                     raise ModelError(f"initializer {t.name!r} is corrupt ({type(exc).__name__}: {exc})") from None
-    const: set[str] = set(init)
-    alias: dict[str, str] = {}
-    keep: list[onnx.NodeProto] = []
-
-    def shape_of(tensor: str) -> tuple[int, ...] | None:
-        if tensor in values:
-            return tuple(values[tensor].shape)
-        dims = info.get(tensor, (None, 0))[0]
-        if dims is None or any(not isinstance(d, int) for d in dims):
-            return None
-        return tuple(dims)
-
-    for node in nodes:
-        ins = [alias.get(x, x) for x in node.input]
-        attrs = {a.name: _attr_value(a) for a in node.attribute}
-        refuse_forbidden_operands(node, ins, values)  # (Range, ConstantOfShape: before folding hides them)
-        if node.op_type == "Constant":
-            v = constant_value(node)
-            if v is not None:
-                values[node.output[0]] = v
-                const.add(node.output[0])
-                continue
-        if node.op_type == "Identity" and ins and ins[0]:
-            alias[node.output[0]] = ins[0]
-            continue
-        if node.domain in ("", "ai.onnx") and node.op_type in FOLDABLE_OPS:
-            v = fold_value(
-                node.op_type,
-                attrs,
-                [values.get(x) if x else None for x in ins],
-                shape_of(ins[0]) if ins else None,
-            )
-            if v is not None:
-                values[node.output[0]] = v
-                const.add(node.output[0])
-                continue
-        real = [x for x in ins if x]
-        if real and all(x in const for x in real) and node.op_type not in ("Loop", "If", "Scan"):
-            # A computation on constants only (e.g. a transposed weight): TensorRT folds it.
-            const.update(o for o in node.output if o)
-            continue
-        new = onnx.NodeProto()
-        new.CopyFrom(node)
-        del new.input[:]
-        new.input.extend(ins)
-        keep.append(new)
-
-    # ---- rebuild a graph of the kept layers with folded values as initializers
-    used = {x for n in keep for x in n.input if x}
-    out_names = [alias.get(o.name, o.name) for o in graph.output]
-    new_init = []
-    for t in graph.initializer:
-        if t.name in used:
-            new_init.append(t)
-    have = {t.name for t in new_init}
-    for tname in sorted(used & const - have):
-        if tname in values:
-            new_init.append(numpy_helper.from_array(np.asarray(values[tname]), tname))
-        else:
-            dims, et = info.get(tname, (None, 1))
-            if dims is None or any(not isinstance(d, int) for d in dims):
-                raise ModelError(f"constant tensor {tname!r} has no static shape after folding")
-            t = onnx.TensorProto(name=tname, data_type=et or 1)
-            t.dims.extend(int(d) for d in dims)
-            new_init.append(t)
-            stripped.add(tname)
-    new_graph = helper.make_graph(
-        keep,
-        graph.name or name,
-        [i for i in graph.input if i.name not in init],
-        [declared.get(o) or helper.make_tensor_value_info(o, 0, None) for o in out_names],
-        new_init,
-        value_info=[v for k, v in declared.items() if k not in out_names],
-    )
-    new_proto = helper.make_model(new_graph, opset_imports=list(proto.opset_import))
-    new_proto.ir_version = proto.ir_version
-    for fn in proto.functions:
-        new_proto.functions.add().CopyFrom(fn)
-    info = _infer(new_proto)
+    folder = GraphFolder(proto, name=name, values=values, stripped=stripped, declared=declared, infer=_infer)
+    keep, new_proto, info = folder.run(nodes, info)
+    const, unevaluated, out_names = folder.const, folder.unevaluated, folder.out_names
     info.update({k: (_dims(v.type), v.type.tensor_type.elem_type) for k, v in declared.items() if info.get(k, (None,))[0] is None})
     dependent = bound_data_dependent(nodes, before, keep, info, values)  # NMS in the graph: sizes at their bound
     # Graph outputs get their types from inference; write them back for later cutting.
@@ -528,7 +433,8 @@ def _build(
         lname = unique(node.name if node.name else f"node_of_{node.output[0]}")
         ins = tuple(tensor(x) for x in node.input if x)
         outs = tuple(tensor(x) for x in node.output if x)
-        computed = any(x and x not in const for x in node.input[1:])  # an operand computed in the graph
+        # an operand computed in the graph, or a constant computation whose value placetune does not evaluate
+        computed = any(x and (x not in const or x in unevaluated) for x in node.input[1:])
         for t in outs:
             if not t.shape and info.get(t.name, (None, 0))[0] is None:
                 raise ModelError(no_shape(lname, node, t.name, has_schema(node.op_type, node.domain, local_functions(proto)),
@@ -551,7 +457,8 @@ def _build(
             producers=tuple(dict.fromkeys(producer[x] for x in node.input if x in producer)),
             plugin=not has_schema(node.op_type, node.domain, local_functions(proto)),
         )
-        macs, flops = layer_costs(layer)
+        # a layer after an open size is refused below, and its inputs may have no shape to cost
+        macs, flops = layer_costs(layer) if not open_sizes else (0, 0)
         layer.macs, layer.flops = macs, flops
         layer.weight_bytes = sum(t.nbytes for t in ins if t.const)
         layer.bytes_in = sum(t.nbytes for t in ins if not t.const)

@@ -273,11 +273,10 @@ def check_external_data(path: str | Path, *, error: type[PlacetuneError] = Model
     """
     p = Path(path)
     proto = read_model_proto(p)[0]  # the file as export loads it (the model's own graph may fold some away)
-    infos: dict[int, ExternalDataInfo] = {}
     for t in _get_all_tensors(proto):
         if uses_external_data(t):
             try:
-                infos[id(t)] = info = ExternalDataInfo(t)
+                info = ExternalDataInfo(t)
                 ok = (info.offset or 0) >= 0 and (info.length or 0) >= 0  # older onnx takes negative ones
             except ValueError:
                 ok = False
@@ -285,10 +284,12 @@ def check_external_data(path: str | Path, *, error: type[PlacetuneError] = Model
                 raise error(f"{shown(p)}: initializer {t.name[:80]!r}: its external data's offset or length is not "
                             "a byte count (a whole number, 0 or more)")
     _external_files(proto, p.parent, error)
+    # (each tensor's own info: protobuf gives a new Python object on each access, so an ``id()`` taken in the
+    # loop above can be another tensor's by now, and every initializer was checked against another's length)
     for t in proto.graph.initializer:
-        if id(t) not in infos:
+        if not uses_external_data(t):
             continue
-        info = infos[id(t)]
+        info = ExternalDataInfo(t)
         size = os.stat(p.parent / info.location).st_size
         offset = info.offset or 0
         got = info.length if info.length else max(size - offset, 0)

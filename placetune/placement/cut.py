@@ -243,6 +243,15 @@ def _static_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[in
     m = onnx.ModelProto()
     m.CopyFrom(proto)
     g = m.graph
+    # ONNX inference reads the nodes in file order; a file whose nodes are not in topological order (an
+    # Ultralytics half=True export appends its input Cast last), which TensorRT's parser sorts, is sorted first
+    ordered = [g.node[i] for i in topological_order(list(g.node))]
+    if any(n is not o for n, o in zip(ordered, g.node)):
+        copies = [onnx.NodeProto() for _ in ordered]
+        for c, n in zip(copies, ordered):
+            c.CopyFrom(n)
+        del g.node[:]
+        g.node.extend(copies)
     original = {inp.name: _dims(inp.type) for inp in g.input}
     for inp in g.input:
         if inp.name in input_shapes:
@@ -279,7 +288,17 @@ def _fold_shapes(proto: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> No
             except Exception:  # noqa: BLE001 - a corrupt tensor is simply not folded
                 continue
     nodes = list(proto.graph.node)
-    for node in (nodes[i] for i in topological_order(nodes, None)):
+    ordered = [nodes[i] for i in topological_order(nodes, None)]
+    for _ in range(16):  # rounds, as the model's loader folds (placetune/model/graphfold.py): a size
+        # folded in one round makes the next Shape static (RT-DETR's decoder, exported with dynamic=True)
+        if not _fold_round(proto, ordered, types, values):
+            break
+
+
+def _fold_round(proto: onnx.ModelProto, ordered: list[onnx.NodeProto], types: dict[str, onnx.TypeProto],
+                values: dict[str, np.ndarray]) -> bool:
+    """One round of :func:`_fold_shapes`: fold, infer again; whether a tensor's type became static."""
+    for node in ordered:
         if node.op_type == "Constant":
             v = constant_value(node)
         elif node.domain in ("", "ai.onnx") and node.op_type in FOLDABLE_OPS and node.input:
@@ -304,13 +323,17 @@ def _fold_shapes(proto: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> No
     try:
         inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - the first inference's types stand
-        return
+        return False
+    grew = False
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
         if vi.type.HasField("tensor_type") and _is_static(vi.type) and not _is_static(types.get(vi.name)):
             types[vi.name] = vi.type
+            grew = True
     for name, v in values.items():
         if not _is_static(types.get(name)) and all(int(d) > 0 for d in v.shape):
             types[name] = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+            grew = True
+    return grew
 
 
 def _is_static(tp: onnx.TypeProto | None) -> bool:
