@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["mask_secrets", "terminal_safe", "shown"]
+__all__ = ["mask_secrets", "terminal_safe", "line_safe", "shown"]
 
 #: ``scheme:`` then ``//`` (or ``/`` when ``Path`` collapsed it, or nothing), ``user:`` (which may hold
 #: an ``@`` of its own), then the password: SQLAlchemy accepts passwords with ``/``, ``@``, ``#``,
@@ -103,6 +103,17 @@ def terminal_safe(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     return _CANDIDATE.sub(lambda m: _escape_char(m.group()), text)
+
+
+def line_safe(text: str) -> str:
+    """:func:`terminal_safe`, with line breaks and tabs escaped too (``\\n``, ``\\t``): a name shown inside a
+    line of output (a table cell, a model's name) cannot print a line of its own.
+
+    Example:
+        >>> line_safe("m\\nplacetune: ok")
+        'm\\\\nplacetune: ok'
+    """
+    return terminal_safe(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def shown(value: object, limit: int = 200) -> str:

@@ -18,7 +18,7 @@ from placetune.validate import batch as check_batch
 from placetune.placement.realise import MODES
 
 __all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas", "rules_version",
-           "check_replica_devices"]
+           "check_replica_devices", "check_trt_version"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
@@ -75,7 +75,7 @@ def rules_version(installed: str) -> str:
     return version if version.startswith("11") else ".".join(version.split(".")[:2])
 
 
-def _check_trt_version(value: Any) -> None:
+def check_trt_version(value: Any) -> None:
     """Refuse a TensorRT version whose DLA rules placetune does not know (``--trt-version 99``)."""
     m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)*", str(value).strip())
     ok = m is not None and TRT_VERSION_RANGE[0] <= (int(m.group(1)), int(m.group(2))) <= TRT_VERSION_RANGE[1] \
@@ -137,7 +137,7 @@ class Settings:
                 or not 0 <= self.noise <= 1):
             raise ConfigError(f"noise must be a number from 0 to 1 (a relative standard deviation), got "
                               f"{str(self.noise)[:40]!r}")
-        _check_trt_version(self.trt_version)
+        check_trt_version(self.trt_version)
         if self.dla_core is not None:
             _check_int("dla_core", self.dla_core, 0, 1)
         if self.replicas is not None and self.mode != "replicas":

@@ -28,7 +28,7 @@ from placetune.validate import dumps_json
 from placetune.wording import plural
 from placetune._lazy import lazy_import
 from placetune.files.read import check_regular
-from placetune.files.write import write_file
+from placetune.files.write import refuse_inputs, write_file
 
 if TYPE_CHECKING:
     from placetune.store.store import Store
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import placetune.report.plots as _plots
     import placetune.plan.simulate as _simulate
     import placetune.store as _store
+    import placetune.store.url as _url
     import placetune.report.trace as _trace
     import placetune.plan.trtexec as _trtexec
     import sqlalchemy.engine as sqlalchemy_engine
@@ -55,6 +56,7 @@ else:
     _plots = lazy_import("placetune.report.plots")
     _simulate = lazy_import("placetune.plan.simulate")
     _store = lazy_import("placetune.store")
+    _url = lazy_import("placetune.store.url")
     _trace = lazy_import("placetune.report.trace")
     _trtexec = lazy_import("placetune.plan.trtexec")
     sqlalchemy_engine = lazy_import("sqlalchemy.engine")
@@ -218,6 +220,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if not out.name or out.is_dir():
         raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
+    refuse_inputs(out, "-o", [("the database (--storage)", _url.sqlite_file(args.storage)),
+                              ("the study's model", plan.model.get("path")), ("the ONNX file (--onnx)", args.onnx)])
     if args.format == "trtexec":
         write_file(out, text, "trtexec build script", executable=True)
     else:
@@ -260,6 +264,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- trace
 def cmd_trace(args: argparse.Namespace) -> int:
     """``placetune trace``: write the timeline of a plan as a Chrome trace."""
+    refuse_inputs(args.output, "-o", [("the plan file", None if args.plan == "-" else args.plan),
+                                      ("the model (--model)", args.model)])
     model = None
     if args.model:
         model = _model.Model.load(args.model, args.shape or None)

@@ -208,15 +208,19 @@ def one_line(text: Any) -> str:
 def check_texts(doc: dict[str, Any], where: str) -> None:
     """The plan's texts and flags that a summary, a report or a build prints: ``simulated`` a boolean (true
     for a plan of the simulated Jetson, whose ``label`` then says SIMULATED), ``label``, ``objective`` and
-    ``backend`` one line of text, ``notes`` a list of such lines, and ``versions``, ``source`` and
+    ``backend``, ``platform``, ``calibration_cache`` and the model's ``name`` one line of text, ``notes`` a
+    list of such lines, and ``versions``, ``source`` and
     ``baselines`` objects (a hand-edited ``"label": "measured on an AGX Orin"`` on a simulated plan, or
     ``"notes": "abc"`` read as three notes, were taken as they were)."""
     simulated = doc["simulated"]
     if not isinstance(simulated, bool):
         raise ConfigError(f"{where}: \"simulated\" must be true or false, found {str(simulated)[:40]!r}")
-    for key in ("label", "objective", "backend"):
+    for key in ("label", "objective", "backend", "platform", "calibration_cache"):
         if doc.get(key) is not None:
             _plain(doc[key], f"\"{key}\"", where)
+    model = doc.get("model")
+    if isinstance(model, dict) and model.get("name") is not None:  # (the summary's first line names it)
+        _plain(model["name"], "model.name", where)
     if doc.get("backend") == "simulate" and not simulated:
         raise ConfigError(f"{where}: \"simulated\" is false but its backend is the simulated Jetson (\"simulate\"): "
                           "a simulated plan stays marked simulated; export it again")

@@ -1,0 +1,222 @@
+"""What a hostile review of the inputs found after round seven: an output path naming one of the command's
+own inputs (the database, the plan, the model) overwrote it, ``check`` took TensorRT versions without
+DLA rules, a name with a line break forged lines of the output, a NUL in a PostgreSQL URL silently
+dropped the parts of the connection after it, and a plan's model name, platform and calibration cache
+were read unchecked. Each case failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+from placetune.cli.main import main
+from placetune.errors import ConfigError, StoreError
+from tests.test_hostile_round4 import _copy, make_small_db
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    return make_small_db(tmp_path_factory.mktemp("db"))
+
+
+def _db_copy(small_db: Path, tmp_path: Path) -> Path:
+    return _copy(small_db, tmp_path / "p.db")
+
+
+# ---------------------------------------------------------------------------------------------- outputs over inputs
+
+
+def test_export_over_its_own_database_is_refused(small_db, tmp_path, capsys):
+    """``placetune export --storage p.db -o p.db`` (a slip of the shell's history) replaced the database by the
+    plan's JSON: every measurement gone, exit 0."""
+    db = _db_copy(small_db, tmp_path)
+    before = db.read_bytes()
+    code = main(["export", "--storage", str(db), "--study", "s", "-o", str(db)])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code, err
+    assert err == (f"placetune: error: -o {db}: it is the database (--storage) this command reads; "
+                   "give another file name\n"), err
+    assert db.read_bytes() == before
+
+
+def test_tune_export_over_its_own_database_or_model_is_refused(tmp_path, capsys):
+    """``tune --storage t.db --export t.db`` measured the whole study, then wrote the plan over the database
+    (exit 0); ``--export`` naming the ONNX model replaced the model by the plan. Refused before anything runs."""
+    db = tmp_path / "t.db"
+    code = main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "2", "--storage", str(db),
+                 "--study", "t", "--export", str(db)])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert "it is the database (--storage) this command reads" in err
+    assert not db.exists()  # nothing measured, nothing stored
+
+    assert main(["zoo", "export", "seed-block", "-o", str(tmp_path / "m.onnx")]) == 0
+    model = tmp_path / "m.onnx"
+    before = model.read_bytes()
+    capsys.readouterr()
+    code = main(["tune", "--model", str(model), "--agent", "random", "--trials", "2", "--storage",
+                 str(tmp_path / "m.db"), "--study", "m", "--export", str(model)])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code, err
+    assert f"--export {model}: it is the model this command reads; give another file name" in err, err
+    assert model.read_bytes() == before and not (tmp_path / "m.db").exists()
+
+
+def test_calibrate_over_its_own_database_is_refused(small_db, tmp_path, capsys):
+    """``placetune calibrate --storage p.db -o p.db`` wrote the device profile over the database (exit 0)."""
+    db = _db_copy(small_db, tmp_path)
+    before = db.read_bytes()
+    code = main(["calibrate", "--study", "s", "--storage", str(db), "-o", str(db)])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert "it is the database (--storage) this command reads" in err
+    assert db.read_bytes() == before
+
+
+def test_trace_over_its_own_plan_is_refused(small_db, tmp_path, capsys):
+    """``placetune trace plan.json -o plan.json`` replaced the plan by its trace (exit 0); a hard link to
+    the plan is the same file."""
+    plan = tmp_path / "plan.json"
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
+    before = plan.read_bytes()
+    (tmp_path / "link.json").hardlink_to(plan)
+    for out in (plan, tmp_path / "link.json"):
+        capsys.readouterr()
+        code = main(["trace", str(plan), "-o", str(out)])
+        err = capsys.readouterr().err
+        assert code == ConfigError.exit_code, err
+        assert err == f"placetune: error: -o {out}: it is the plan file this command reads; give another file name\n"
+        assert plan.read_bytes() == before
+
+
+def test_a_new_output_file_and_other_files_still_write(small_db, tmp_path):
+    plan = tmp_path / "plan.json"
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
+    assert main(["trace", str(plan), "-o", str(tmp_path / "t.json")]) == 0
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0  # over a plan: fine
+
+
+# ---------------------------------------------------------------------------------------------- TensorRT version
+
+
+@pytest.mark.parametrize("version", ["99.9", "-1", "0", "9.0", "8.4", "8.-6"])
+def test_check_refuses_a_tensorrt_version_without_dla_rules(version, capsys):
+    """``placetune check --trt-version 99.9`` (or ``-1``) printed a verdict under rules placetune does not know
+    (exit 0), where ``measure`` and ``tune`` refuse the same version."""
+    code = main(["check", "seed-block", "--trt-version", version])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code, err
+    assert err == ("placetune: error: trt_version must be a TensorRT version with DLA rules: 8.5, 8.6, 10.x or 11.x "
+                   f"(e.g. 10.3), got {version!r}\n")
+
+
+@pytest.mark.parametrize("version", ["8.5", "8.6", "10.3", "11.4.1"])
+def test_check_takes_the_versions_with_dla_rules(version):
+    assert main(["check", "seed-block", "--trt-version", version]) == 0
+
+
+# ---------------------------------------------------------------------------------------------- forged lines
+
+
+_FORGED = "/conv1\nplacetune: all 5 layers verified on the device"
+
+
+def test_a_layer_name_with_a_line_break_stays_in_its_table_row(tmp_path, capsys):
+    """An ONNX node named ``"/conv1\\nplacetune: all 5 layers verified..."`` printed a line of its own in
+    ``placetune check``'s table, one that reads as placetune's."""
+    assert main(["zoo", "export", "seed-block", "-o", str(tmp_path / "m.onnx")]) == 0
+    m = onnx.load(str(tmp_path / "m.onnx"))
+    m.graph.node[0].name = _FORGED
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "m.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert not any(line.startswith("placetune:") for line in out.splitlines()), out
+    assert "/conv1\\nplacetune: all 5 layers verified on the device" in out
+    rows = out.split("\n\n")[0].splitlines()
+    assert len(rows) == 2 + 5, out  # header, rule, five layers
+
+
+def test_a_model_file_name_with_a_line_break_is_shown_on_one_line(tmp_path, capsys):
+    """A model file named ``m\\nplacetune: ...onnx`` made "what will run:" and the plan's summary print a
+    line of the file's choosing."""
+    src = tmp_path / "base.onnx"
+    assert main(["zoo", "export", "seed-block", "-o", str(src)]) == 0
+    model = tmp_path / "m\nplacetune: plan verified on the device.onnx"
+    src.rename(model)
+    capsys.readouterr()
+    assert main(["tune", "--model", str(model), "--agent", "random", "--trials", "2", "--storage",
+                 str(tmp_path / "n.db"), "--study", "n", "--export", str(tmp_path / "n.json")]) == 0
+    out = capsys.readouterr().out
+    assert not any(line.startswith("placetune:") for line in out.splitlines()), out
+    assert "what will run: model m\\nplacetune: plan verified on the device," in out
+
+
+def test_a_study_name_with_a_line_break_stays_in_its_table_row(small_db, tmp_path, capsys):
+    """A database whose study is named ``"s\\nforged  row"`` (another placetune's, or an edited one)
+    printed a table row of its choosing in ``placetune studies``."""
+    import sqlite3
+
+    db = _db_copy(small_db, tmp_path)
+    con = sqlite3.connect(db)
+    con.execute("update pt_studies set name = ?", ("s\nforged  row",))
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    assert main(["studies", "--storage", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 3 and "s\\nforged  row" in out, out
+
+
+# ---------------------------------------------------------------------------------------------- database URLs
+
+
+@pytest.mark.parametrize("url, part", [
+    ("postgresql+psycopg://u:s3cretPW@127.0.0.1:1/d%00b", "database name"),
+    ("postgresql+psycopg://u%00x:s3cretPW@127.0.0.1:1/db", "user name"),
+    ("postgresql+psycopg://u:s3c%00retPW@127.0.0.1:1/db", "password"),
+    ("postgresql+psycopg://u:s3cretPW@127.0.0.1:1/db?sslmode=re%00quire", "query value"),
+])
+def test_a_url_with_a_nul_character_is_refused(url, part, capsys):
+    """libpq reads its connection string up to the first NUL: ``.../d%00b`` connected with the host only,
+    to port 5432 instead of the URL's port 1, without the password (a server other than the one named)."""
+    from placetune.store.url import normalise_url
+
+    with pytest.raises(StoreError) as exc:
+        normalise_url(url)
+    assert "s3cret" not in str(exc.value)
+    assert f"its {part} holds a NUL character (%00)" in str(exc.value)
+    assert main(["studies", "--storage", url]) == StoreError.exit_code
+    err = capsys.readouterr().err
+    assert "NUL" in err and "s3cret" not in err and "127.0.0.1" in err and err.count("\n") == 1, err
+
+
+# ---------------------------------------------------------------------------------------------- plan texts
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    (lambda d: d["model"].update(name="seed\nplacetune: plan verified on the device"),
+     "model.name holds the control character U+000A"),
+    (lambda d: d["model"].update(name="seed\x1b]0;title\x07"), "model.name holds the control character U+001B"),
+    (lambda d: d["model"].update(name=["seed"]), "model.name must be a string, found list"),
+    (lambda d: d.update(platform="orin-agx\r\x1b[2K"), "\"platform\" holds the control character U+000D"),
+    (lambda d: d.update(int8_ranges="calibration-cache", calibration_cache="c.cache\nplacetune: calibrated"),
+     "\"calibration_cache\" holds the control character U+000A"),
+])
+def test_a_plan_whose_printed_names_were_edited_is_refused(edit, pattern, small_db, tmp_path, capsys):
+    """A plan's model name, platform and calibration cache are printed in its summary (``placetune build``,
+    ``export``, the folder's README): a line break or an escape sequence in them reached the terminal as it
+    was (a forged line of the output, a rewritten window title)."""
+    plan = tmp_path / "plan.json"
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
+    doc = json.loads(plan.read_text())
+    edit(doc)
+    plan.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["trace", str(plan), "-o", str(tmp_path / "t.json")]) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert pattern in err and err.count("\n") == 1, err
+    assert not (tmp_path / "t.json").exists()
