@@ -118,6 +118,20 @@ def test_check_takes_the_versions_with_dla_rules(version):
     assert main(["check", "seed-block", "--trt-version", version]) == 0
 
 
+@pytest.mark.parametrize("version", ["-1", "7.0", "abc"])
+@pytest.mark.parametrize("output", ["build.sh", "deploy"])
+def test_export_refuses_a_target_tensorrt_version_without_dla_rules(version, output, small_db, tmp_path, capsys):
+    """``export --format trtexec --trt-version -1`` wrote a build script (or a plan folder) "for TensorRT -1"
+    with the flags of a version it guessed (exit 0)."""
+    code = main(["export", "--storage", str(small_db), "--study", "s", "--format", "trtexec", "--trt-version", version,
+                 "-o", str(tmp_path / output)])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code, err
+    assert err == ("placetune: error: trt_version must be a TensorRT version with DLA rules: 8.5, 8.6, 10.x or 11.x "
+                   f"(e.g. 10.3), got {version!r}\n")
+    assert not (tmp_path / output).exists()
+
+
 # ---------------------------------------------------------------------------------------------- forged lines
 
 
