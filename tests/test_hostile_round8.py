@@ -234,3 +234,19 @@ def test_a_plan_whose_printed_names_were_edited_is_refused(edit, pattern, small_
     err = capsys.readouterr().err
     assert pattern in err and err.count("\n") == 1, err
     assert not (tmp_path / "t.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------- agent options
+
+
+def test_an_unknown_agent_option_names_the_options_the_agent_takes(tmp_path, capsys, monkeypatch):
+    """``[agent_options] n_startup = 5`` (a misspelt option) was refused with Python's own words,
+    "GuidedAgent.__init__() got an unexpected keyword argument 'n_startup'": the class, not what it takes."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text('[study]\nname = "s"\nmodel = "seed-block"\nstorage = "sqlite:///s.db"\n'
+                                     '[agent_options]\nn_startup = 5\n')
+    assert main(["tune", "s.toml"]) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert err == ("placetune: error: agent 'guided' has no option(s) 'n_startup'; its options: batch, ensemble, "
+                   "granularity, inner_evals, kappa, max_stages, remeasure, seed\n"), err
+    assert not (tmp_path / "s.db").exists()
