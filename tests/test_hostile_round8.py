@@ -250,3 +250,32 @@ def test_an_unknown_agent_option_names_the_options_the_agent_takes(tmp_path, cap
     assert err == ("placetune: error: agent 'guided' has no option(s) 'n_startup'; its options: batch, ensemble, "
                    "granularity, inner_evals, kappa, max_stages, remeasure, seed\n"), err
     assert not (tmp_path / "s.db").exists()
+
+
+# ---------------------------------------------------------------------------------------------- calibration cache
+
+
+@pytest.mark.parametrize("fmt, output", [("json", "plan.json"), ("trtexec", "build.sh")])
+def test_a_calibration_cache_that_is_not_one_is_refused_for_a_plan_file(fmt, output, small_db, tmp_path, capsys):
+    """``export --calibration-cache plan.json -o out.json`` (any file) wrote a plan whose INT8 ranges read
+    "from the calibration cache", its PLACEHOLDERS warning dropped (exit 0): the plan folder checked the
+    cache, the plan file and the build script did not."""
+    wrong = tmp_path / "other.json"
+    wrong.write_text("{}\n")
+    code = main(["export", "--storage", str(small_db), "--study", "s", "--format", fmt,
+                 "--calibration-cache", str(wrong), "-o", str(tmp_path / output)])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert f"calibration cache {wrong}: not a TensorRT calibration cache" in err
+    assert not (tmp_path / output).exists()
+
+    other_model = tmp_path / "other.cache"
+    other_model.write_text("TRT-8601-EntropyCalibration2\nimages: 3c010a14\n")
+    assert main(["export", "--storage", str(small_db), "--study", "s", "--format", fmt,
+                 "--calibration-cache", str(other_model), "-o", str(tmp_path / output)]) == ConfigError.exit_code
+    assert "its 1 range name none of seed-block's tensors (first: images)" in capsys.readouterr().err
+
+    cache = tmp_path / "c.cache"
+    cache.write_text("TRT-8601-EntropyCalibration2\ninput: 3c010a14\n")
+    assert main(["export", "--storage", str(small_db), "--study", "s", "--format", fmt,
+                 "--calibration-cache", str(cache), "-o", str(tmp_path / output)]) == 0

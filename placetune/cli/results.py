@@ -203,7 +203,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
         _print_notes(done.plan.notes, summary)
         return 0
-    if calib is not None:
+    if calib is not None:  # (as the folder does: a plan that says its INT8 ranges are calibrated names a cache)
+        tensors = set(plan.model.get("input_shapes") or {}) | {
+            t["name"] for e in plan.engines for key in ("inputs", "outputs") for t in e.get(key) or []}
+        _folder.check_calibration_cache(calib, tensors, str(plan.model.get("name")))
         plan.int8_ranges, plan.calibration_cache = "calibration-cache", str(calib)
         plan.notes = [n for n in plan.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
     if args.format == "trtexec":
