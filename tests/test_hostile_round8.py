@@ -219,11 +219,16 @@ def test_a_url_with_a_nul_character_is_refused(url, part, capsys):
     (lambda d: d.update(platform="orin-agx\r\x1b[2K"), "\"platform\" holds the control character U+000D"),
     (lambda d: d.update(int8_ranges="calibration-cache", calibration_cache="c.cache\nplacetune: calibrated"),
      "\"calibration_cache\" holds the control character U+000A"),
+    (lambda d: d["measured"].update(status="failed"),
+     "measured.status must be \"ok\" (a plan is made from an ok measurement only), found 'failed'"),
+    (lambda d: d["settings"].update(trt_version="99"),
+     "settings.trt_version must be a TensorRT version with DLA rules: 8.5, 8.6, 10.x or 11.x (e.g. 10.3), got '99'"),
 ])
 def test_a_plan_whose_printed_names_were_edited_is_refused(edit, pattern, small_db, tmp_path, capsys):
     """A plan's model name, platform and calibration cache are printed in its summary (``placetune build``,
     ``export``, the folder's README): a line break or an escape sequence in them reached the terminal as it
-    was (a forged line of the output, a rewritten window title)."""
+    was (a forged line of the output, a rewritten window title). A plan whose measurement "failed" was
+    traced as the plan's timeline, and ``settings.trt_version = "99"`` chose build.sh's flags."""
     plan = tmp_path / "plan.json"
     assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
     doc = json.loads(plan.read_text())
