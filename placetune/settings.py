@@ -129,6 +129,8 @@ class Settings:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {self.precision!r}; precisions are {', '.join(PRECISIONS)}")
         _check_int("seed", self.seed, 0, 2**32 - 1)
+        if not isinstance(self.gpu_fallback, bool):  # (a TOML "false" is a true string: fallback on, not off)
+            raise ConfigError(f"gpu_fallback must be true or false, got {str(self.gpu_fallback)[:40]!r}")
         if not isinstance(self.power_mode, str) or not self.power_mode or len(self.power_mode) > 64:
             raise ConfigError(f"power_mode must be a power mode name, got {str(self.power_mode)[:40]!r}")
         _check_int("frames_in_flight", self.frames_in_flight, 1, MAX_FRAMES_IN_FLIGHT)

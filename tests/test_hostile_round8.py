@@ -284,3 +284,27 @@ def test_a_calibration_cache_that_is_not_one_is_refused_for_a_plan_file(fmt, out
     cache.write_text("TRT-8601-EntropyCalibration2\ninput: 3c010a14\n")
     assert main(["export", "--storage", str(small_db), "--study", "s", "--format", fmt,
                  "--calibration-cache", str(cache), "-o", str(tmp_path / output)]) == 0
+
+
+# ---------------------------------------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize("value", ['"false"', '"no"', "0", "1"])
+def test_a_gpu_fallback_that_is_not_a_boolean_is_refused(value, tmp_path, capsys, monkeypatch):
+    """``[settings] gpu_fallback = "false"`` was stored as the string "false" and, a non-empty string being
+    true, every engine was built WITH GPU fallback: the opposite of what the file says, silently."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text('[study]\nname = "s"\nmodel = "seed-block"\nmode = "engine"\n'
+                                     f'storage = "sqlite:///s.db"\n[settings]\ngpu_fallback = {value}\n')
+    assert main(["tune", "s.toml"]) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert err == f"placetune: error: gpu_fallback must be true or false, got {value.strip(chr(34))!r}\n", err
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_settings_refuse_a_gpu_fallback_that_is_not_a_boolean():
+    from placetune.settings import Settings
+
+    with pytest.raises(ConfigError, match=r"^gpu_fallback must be true or false, got 'no'$"):
+        Settings(gpu_fallback="no")
+    assert Settings(gpu_fallback=False).gpu_fallback is False
