@@ -308,3 +308,24 @@ def test_settings_refuse_a_gpu_fallback_that_is_not_a_boolean():
     with pytest.raises(ConfigError, match=r"^gpu_fallback must be true or false, got 'no'$"):
         Settings(gpu_fallback="no")
     assert Settings(gpu_fallback=False).gpu_fallback is False
+
+
+# ---------------------------------------------------------------------------------------------- backend options
+
+
+@pytest.mark.parametrize("line, message", [
+    ("profile = 5", "device_profile must be the path of a device profile (TOML) or a DeviceProfile, got int '5'"),
+    ("device_profile = [\"a.toml\"]", "device_profile must be the path of a device profile (TOML) or a DeviceProfile, "
+                                      "got list \"['a.toml']\""),
+    ("timeline = \"no\"", "timeline must be true or false, got 'no'"),
+])
+def test_a_simulator_option_of_the_wrong_type_is_refused(line, message, tmp_path, capsys, monkeypatch):
+    """``[backend_options] profile = 5`` ended in "internal error (a bug in placetune...)" and a traceback
+    (exit 1); ``timeline = "no"``, a true string, was taken as yes."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text('[study]\nname = "s"\nmodel = "seed-block"\nstorage = "sqlite:///s.db"\n'
+                                     f'[backend_options]\n{line}\n')
+    assert main(["tune", "s.toml"]) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert err == f"placetune: error: {message}\n", err
+    assert not (tmp_path / "s.db").exists()
