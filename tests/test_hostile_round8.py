@@ -329,3 +329,33 @@ def test_a_simulator_option_of_the_wrong_type_is_refused(line, message, tmp_path
     err = capsys.readouterr().err
     assert err == f"placetune: error: {message}\n", err
     assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("backend, line, message", [
+    ("tensorrt", "timeout_s = \"x\"", "tensorrt backend: timeout_s must be a finite number > 0, got 'x'"),
+    ("tensorrt", "timeout_s = nan", "tensorrt backend: timeout_s must be a finite number > 0, got nan"),
+    ("tensorrt", "warmup_ms = inf", "tensorrt backend: warmup_ms must be a finite number >= 0, got inf"),
+    ("tensorrt", "iterations = 2.5", "tensorrt backend: iterations must be an integer >= 1, got 2.5"),
+    ("tensorrt", "dla_memory_pools = 5", "tensorrt backend: dla_memory_pools must be a table (an object of names and "
+                                         "values), got 5"),
+    ("tensorrt", "gate_tolerance = {fp16 = \"x\"}", "tensorrt backend: gate_tolerance must be a table of finite "
+                                                    "numbers > 0, got {'fp16': 'x'}"),
+    ("tensorrt", "test_wrong_cut = \"false\"", "tensorrt backend: test_wrong_cut must be true or false, got 'false'"),
+    ("trtexec", "duration_s = inf", "trtexec backend: duration_s must be a finite number >= 0, got inf"),
+    ("trtexec", "spin_wait = \"false\"", "trtexec backend: spin_wait must be true or false, got 'false'"),
+    ("trtexec", "trt_version = 8.6", "trtexec backend: trt_version must be text, got 8.6"),
+])
+def test_a_measuring_backend_option_of_the_wrong_type_is_refused(backend, line, message, tmp_path, capsys,
+                                                                 monkeypatch):
+    """The TensorRT and trtexec backends took their options' types on trust: ``timeout_s = "x"`` or
+    ``dla_memory_pools = 5`` ended in a traceback (exit 1), ``timeout_s = nan`` (a timeout that never
+    expires) and ``warmup_ms = inf`` (a warm-up that never ends) were accepted, ``test_wrong_cut = "false"``
+    (a true string) turned on the deliberately wrong cut that fails every gate, ``iterations = 2.5`` was
+    taken as a count."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(f'[study]\nname = "s"\nmodel = "seed-block"\nbackend = "{backend}"\n'
+                                     f'mode = "engine"\nstorage = "sqlite:///s.db"\n[backend_options]\n{line}\n')
+    assert main(["tune", "s.toml"]) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert err == f"placetune: error: {message}\n", err
+    assert not (tmp_path / "s.db").exists()
