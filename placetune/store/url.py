@@ -97,13 +97,13 @@ def _refuse_nul(text: str, url: URL) -> None:
     """Refuse a URL whose parts hold a NUL (``%00``): libpq reads its connection string up to the first NUL,
     so ``postgresql+psycopg://u:pw@host:1/d%00b`` connected with the parts before it only (port 5432, no
     password): another server or account than the one named."""
-    parts = [("user name", url.username), ("password", url.password), ("host", url.host),
-             ("database name", url.database)]
-    for value in url.query.values():
-        parts += [("query value", v) for v in (value if isinstance(value, tuple) else (value,))]
+    parts: list[tuple[str, object]] = [("user name", url.username), ("password", url.password),
+                                       ("host", url.host), ("database name", url.database)]
+    for values in url.query.values():
+        parts += [("query value", v) for v in (values if isinstance(values, tuple) else (values,))]
     parts += [("query key", k) for k in url.query]
-    for part, value in parts:
-        if value is not None and "\x00" in str(value):
+    for part, item in parts:
+        if item is not None and "\x00" in str(item):
             raise StoreError(f"database URL {mask_url(text)!r}: its {part} holds a NUL character (%00), where the "
                              f"database driver would cut the connection string short; give the URL without it "
                              f"({URL_PARTS})")
