@@ -359,3 +359,27 @@ def test_a_measuring_backend_option_of_the_wrong_type_is_refused(backend, line, 
     err = capsys.readouterr().err
     assert err == f"placetune: error: {message}\n", err
     assert not (tmp_path / "s.db").exists()
+
+
+# ---------------------------------------------------------------------------------------------- constraints
+
+
+@pytest.mark.parametrize("pair", [("latency<=1", "latency>=2"), ("throughput>=5000", "throughput<=10")])
+def test_constraints_no_measurement_can_hold_together_are_refused(pair, tmp_path, capsys):
+    """``--constraint 'latency<=1' --constraint 'latency>=2'`` ran the whole study, printed both as broken
+    and exported a plan that breaks one of them (exit 0)."""
+    args = ["tune", "--model", "seed-block", "--agent", "random", "--trials", "2", "--storage", str(tmp_path / "c.db"),
+            "--study", "c", "--export", str(tmp_path / "c.json")]
+    for c in pair:
+        args += ["--constraint", c]
+    assert main(args) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    low, high = sorted(pair, key=lambda t: "<=" in t)
+    assert f"constraints {low!r} and {high!r} contradict each other" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "c.db").exists() and not (tmp_path / "c.json").exists()
+
+
+def test_a_bound_range_that_can_hold_still_reads():
+    from placetune.tuning.constraints import parse_constraints
+
+    assert len(parse_constraints(["latency>=1", "latency<=1", "latency[a]>=3", "latency<=2"])) == 4
