@@ -383,3 +383,22 @@ def test_a_bound_range_that_can_hold_still_reads():
     from placetune.tuning.constraints import parse_constraints
 
     assert len(parse_constraints(["latency>=1", "latency<=1", "latency[a]>=3", "latency<=2"])) == 4
+
+
+# ---------------------------------------------------------------------------------------------- simulated stays simulated
+
+
+def test_a_database_relabelling_simulated_figures_as_measured_exports_nothing(small_db, tmp_path, capsys):
+    """A database whose study row was edited to ``backend = 'tensorrt', simulated = 0`` (and its measurements'
+    flag with it) exported a plan without the SIMULATED mark (exit 0), though every measurement's own
+    record and the study's machine fingerprint say the simulated Jetson measured it."""
+    from placetune.errors import StoreError
+
+    db = _copy(small_db, tmp_path / "t.db", "update pt_studies set backend = 'tensorrt', simulated = 0; "
+                                            "update pt_measurements set simulated = 0;")
+    code = main(["export", "--storage", str(db), "--study", "s", "-o", str(tmp_path / "p.json")])
+    err = capsys.readouterr().err
+    assert code == StoreError.exit_code and err.count("\n") == 1, err
+    assert "study 's' is marked as measured on hardware (backend 'tensorrt'), but its measurement " in err
+    assert "came from the simulated Jetson (backend 'simulate-" in err
+    assert not (tmp_path / "p.json").exists()
