@@ -65,6 +65,18 @@ def test_tune_export_over_its_own_database_or_model_is_refused(tmp_path, capsys)
     assert model.read_bytes() == before and not (tmp_path / "m.db").exists()
 
 
+def test_tune_export_over_its_own_study_file_is_refused(tmp_path, capsys, monkeypatch):
+    """``placetune tune s.toml --export s.toml`` ran the study and replaced the study file by the plan."""
+    monkeypatch.chdir(tmp_path)
+    study = tmp_path / "s.toml"
+    study.write_text('[study]\nname = "s"\nmodel = "seed-block"\nstorage = "sqlite:///s.db"\n')
+    before = study.read_bytes()
+    assert main(["tune", "s.toml", "--export", "s.toml"]) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert err == "placetune: error: --export s.toml: it is the study file this command reads; give another file name\n"
+    assert study.read_bytes() == before and not (tmp_path / "s.db").exists()
+
+
 def test_calibrate_over_its_own_database_is_refused(small_db, tmp_path, capsys):
     """``placetune calibrate --storage p.db -o p.db`` wrote the device profile over the database (exit 0)."""
     db = _db_copy(small_db, tmp_path)

@@ -20,8 +20,10 @@ __all__ = ["check_export", "export_best"]
 def check_export(cfg: TuneConfig, study: str) -> str:
     """The plan file of the run (``--export`` or ``<study>.plan.json``), refused now if it cannot be
     written: a study name that is not a plain file name, a directory, a file that is not a plan."""
+    study_file = cfg.source if cfg.source not in ("command line", "embedded default", "-") else None
     inputs = [("the database (--storage)", sqlite_file(cfg.storage)),
-              *(("the model", m) for m in (cfg.models or [cfg.model]))]
+              *(("the model", m) for m in (cfg.models or [cfg.model])), ("the study file", study_file),
+              ("the device profile", cfg.device_profile)]
     if cfg.export:  # (named by an untrusted study file: only over a plan file placetune wrote)
         refuse_inputs(cfg.export, "--export", inputs)
         return str(check_output(cfg.export, "plan file (--export)", owned=cfg.export_owner()))
