@@ -35,8 +35,9 @@ __all__ = ["mask_secrets", "terminal_safe", "line_safe", "shown"]
 #: ``?``, ``:`` and spaces, raw or percent-encoded. The password runs to the *last* ``@`` of the URL's
 #: own run of non-blank characters (so an ``@`` later in the message, ``mail admin@example.com``,
 #: is not taken for the URL's); only when that run has no ``@`` (a password with a blank) does it run
-#: to the next ``@`` of the line, and then never from a port (``host:5432/db ... a@b``).
-_PASSWORD = r"(?:\S*(?=@)|(?!\d*(?:[/?#\s]|$))[^@\n]*?(?=@))"
+#: on, to the first ``@`` of the line whose run of non-blank characters holds no other ``@`` (the host's:
+#: ``u:a b@c@host/db`` hides ``a b@c``), and then never from a port (``host:5432/db ... a@b``).
+_PASSWORD = r"(?:\S*(?=@)|(?!\d*(?:[/?#\s]|$))[^\n]*?(?=@[^@\s]*(?:\s|$)))"
 _USERINFO = re.compile(rf"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*:/{{0,2}}[^/:?#\s'\"]*:)(?P<pw>{_PASSWORD})(?P<at>@)")
 #: A query key that names a secret (``password``, ``sslpassword``, ``passphrase``, ``pwd``,
 #: ``secret``, ``token``, ``api_key``, ``credentials``...) and its value.

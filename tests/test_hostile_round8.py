@@ -414,3 +414,23 @@ def test_a_database_relabelling_simulated_figures_as_measured_exports_nothing(sm
     assert "study 's' is marked as measured on hardware (backend 'tensorrt'), but its measurement " in err
     assert "came from the simulated Jetson (backend 'simulate-" in err
     assert not (tmp_path / "p.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------- secret masking
+
+
+@pytest.mark.parametrize("password", ["a b@c", "my pass@word", "x y@z@w", "a'b c@d"])
+def test_a_password_with_a_blank_and_an_at_sign_is_masked_whole(password):
+    """A password with a blank (``my pass@word``) was masked only up to its own ``@``: ``tune``'s "next:"
+    line showed ``--storage 'postgresql+psycopg://tuner:***@word@db...'``, the rest of the password in clear."""
+    import shlex
+
+    from placetune.safetext import mask_secrets
+    from placetune.tuning.verdict import next_steps
+
+    url = f"postgresql+psycopg://tuner:{password}@db.example:5432/pt"
+    for text in (f"cannot reach {url} (mail admin@example.com)", next_steps(url, "s")):
+        masked = mask_secrets(text)
+        assert "tuner:***@db.example:5432/pt" in masked, masked
+        assert password.rpartition("@")[2] + "@db" not in masked
+    assert mask_secrets(f"--storage {shlex.quote(url)} x@y") == "--storage 'postgresql+psycopg://tuner:***@db.example:5432/pt' x@y"
