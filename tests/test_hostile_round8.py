@@ -434,3 +434,19 @@ def test_a_password_with_a_blank_and_an_at_sign_is_masked_whole(password):
         assert "tuner:***@db.example:5432/pt" in masked, masked
         assert password.rpartition("@")[2] + "@db" not in masked
     assert mask_secrets(f"--storage {shlex.quote(url)} x@y") == "--storage 'postgresql+psycopg://tuner:***@db.example:5432/pt' x@y"
+
+
+# ---------------------------------------------------------------------------------------------- standard output
+
+
+def test_trace_to_standard_output_writes_no_file_named_dash(small_db, tmp_path, capsys, monkeypatch):
+    """``placetune trace plan.json -o - | jq`` (as ``export -o -`` writes the plan to standard output) created
+    a file named ``-`` and sent nothing down the pipe but placetune's "wrote ..." line."""
+    plan = tmp_path / "plan.json"
+    assert main(["export", "--storage", str(small_db), "--study", "s", "-o", str(plan)]) == 0
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["trace", str(plan), "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["otherData"]["simulated"] is True
+    assert err.startswith("wrote SIMULATED trace to standard output (") and not (tmp_path / "-").exists()

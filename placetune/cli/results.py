@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -282,13 +283,22 @@ def cmd_trace(args: argparse.Namespace) -> int:
         remeasured = True
     meta = {"study": plan.source.get("study"), "model": plan.model.get("name"), "platform": plan.platform,
             "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"), "remeasured": remeasured}
-    path = _trace.write_chrome_trace(source, args.output, simulated=simulated, metadata=meta,
-                              title=f"placetune plan: {plan.model.get('name')} on {plan.platform}")
+    title = f"placetune plan: {plan.model.get('name')} on {plan.platform}"
+    say = print
+    if args.output == "-":  # (as export -o -: the trace on standard output, what placetune says on standard error)
+        doc = _trace.chrome_trace(source, simulated=simulated, metadata=meta, title=title)
+        write_data(dumps_json(doc, indent=None, separators=(",", ":")) + "\n")
+        path: Any = "to standard output"
+
+        def say(*parts: Any) -> None:
+            print(*parts, file=sys.stderr)
+    else:
+        path = _trace.write_chrome_trace(source, args.output, simulated=simulated, metadata=meta, title=title)
     if remeasured:
-        print("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
+        say("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
     n = len(_trace.timeline_events(source))
-    print(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
-          "or chrome://tracing")
+    say(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
+        "or chrome://tracing")
     return 0
 
 
@@ -342,7 +352,7 @@ def add_parsers(subparsers: Any) -> None:
 
     p = subparsers.add_parser("trace", help="Chrome-trace timeline of a plan (Perfetto, chrome://tracing)")
     p.add_argument("plan", help="plan file written by `placetune export`")
-    p.add_argument("-o", "--output", required=True, help="output trace JSON file")
+    p.add_argument("-o", "--output", required=True, help="output trace JSON file (-: standard output)")
     p.add_argument("--model", default=None,
                    help="the plan's ONNX file or zoo name (checked against the plan; needed to re-measure a plan "
                         "without timeline whose model file moved)")
