@@ -28,15 +28,16 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["mask_secrets", "terminal_safe", "shown"]
+__all__ = ["mask_secrets", "terminal_safe", "line_safe", "shown"]
 
 #: ``scheme:`` then ``//`` (or ``/`` when ``Path`` collapsed it, or nothing), ``user:`` (which may hold
 #: an ``@`` of its own), then the password: SQLAlchemy accepts passwords with ``/``, ``@``, ``#``,
 #: ``?``, ``:`` and spaces, raw or percent-encoded. The password runs to the *last* ``@`` of the URL's
 #: own run of non-blank characters (so an ``@`` later in the message, ``mail admin@example.com``,
 #: is not taken for the URL's); only when that run has no ``@`` (a password with a blank) does it run
-#: to the next ``@`` of the line, and then never from a port (``host:5432/db ... a@b``).
-_PASSWORD = r"(?:\S*(?=@)|(?!\d*(?:[/?#\s]|$))[^@\n]*?(?=@))"
+#: on, to the first ``@`` of the line whose run of non-blank characters holds no other ``@`` (the host's:
+#: ``u:a b@c@host/db`` hides ``a b@c``), and then never from a port (``host:5432/db ... a@b``).
+_PASSWORD = r"(?:\S*(?=@)|(?!\d*(?:[/?#\s]|$))[^\n]*?(?=@[^@\s]*(?:\s|$)))"
 _USERINFO = re.compile(rf"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*:/{{0,2}}[^/:?#\s'\"]*:)(?P<pw>{_PASSWORD})(?P<at>@)")
 #: A query key that names a secret (``password``, ``sslpassword``, ``passphrase``, ``pwd``,
 #: ``secret``, ``token``, ``api_key``, ``credentials``...) and its value.
@@ -103,6 +104,17 @@ def terminal_safe(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     return _CANDIDATE.sub(lambda m: _escape_char(m.group()), text)
+
+
+def line_safe(text: str) -> str:
+    """:func:`terminal_safe`, with line breaks and tabs escaped too (``\\n``, ``\\t``): a name shown inside a
+    line of output (a table cell, a model's name) cannot print a line of its own.
+
+    Example:
+        >>> line_safe("m\\nplacetune: ok")
+        'm\\\\nplacetune: ok'
+    """
+    return terminal_safe(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def shown(value: object, limit: int = 200) -> str:

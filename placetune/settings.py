@@ -19,7 +19,7 @@ from placetune.validate import batch as check_batch
 from placetune.placement.realise import MODES
 
 __all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas", "rules_version",
-           "check_replica_devices"]
+           "check_replica_devices", "check_trt_version"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
@@ -76,7 +76,7 @@ def rules_version(installed: str) -> str:
     return version if version.startswith("11") else ".".join(version.split(".")[:2])
 
 
-def _check_trt_version(value: Any) -> None:
+def check_trt_version(value: Any) -> None:
     """Refuse a TensorRT version whose DLA rules placetune does not know (``--trt-version 99``)."""
     m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)*", str(value).strip())
     ok = m is not None and TRT_VERSION_RANGE[0] <= (int(m.group(1)), int(m.group(2))) <= TRT_VERSION_RANGE[1] \
@@ -135,6 +135,8 @@ class Settings:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {self.precision!r}; precisions are {', '.join(PRECISIONS)}")
         _check_int("seed", self.seed, 0, 2**32 - 1)
+        if not isinstance(self.gpu_fallback, bool):  # (a TOML "false" is a true string: fallback on, not off)
+            raise ConfigError(f"gpu_fallback must be true or false, got {str(self.gpu_fallback)[:40]!r}")
         if not isinstance(self.power_mode, str) or not self.power_mode or len(self.power_mode) > 64:
             raise ConfigError(f"power_mode must be a power mode name, got {str(self.power_mode)[:40]!r}")
         _check_int("frames_in_flight", self.frames_in_flight, 1, MAX_FRAMES_IN_FLIGHT)
@@ -143,7 +145,7 @@ class Settings:
                 or not 0 <= self.noise <= 1):
             raise ConfigError(f"noise must be a number from 0 to 1 (a relative standard deviation), got "
                               f"{str(self.noise)[:40]!r}")
-        _check_trt_version(self.trt_version)
+        check_trt_version(self.trt_version)
         check_timed_input(self.timed_input)
         if self.dla_core is not None:
             _check_int("dla_core", self.dla_core, 0, 1)

@@ -30,8 +30,8 @@ from typing import Any
 
 from placetune.errors import ConfigError, PlacetuneError
 
-__all__ = ["MAX_BATCH", "MAX_KEY_PARTS", "MAX_NESTING", "batch", "check_shape", "integer", "number", "loads_json",
-           "loads_toml", "dumps_json", "finite_json", "request"]
+__all__ = ["MAX_BATCH", "MAX_KEY_PARTS", "MAX_NESTING", "batch", "check_options", "check_shape", "integer", "number",
+           "loads_json", "loads_toml", "dumps_json", "finite_json", "request"]
 
 #: The largest batch placetune accepts anywhere (command line, study, plan, replicas, zoo).
 MAX_BATCH = 65536
@@ -78,6 +78,61 @@ def number(value: Any, field: str, lo: float = -math.inf, hi: float = math.inf, 
             (f" >= {lo:g}" if math.isfinite(lo) else (f" <= {hi:g}" if math.isfinite(hi) else ""))
         raise error(f"{field} must be a finite number{bounds}, got {_shown(value)}")
     return v
+
+
+def check_options(owner: str, values: dict[str, Any], *, positive: tuple[str, ...] = (),
+                  nonnegative: tuple[str, ...] = (), integers: dict[str, int] | None = None,
+                  flags: tuple[str, ...] = (), paths: tuple[str, ...] = (), texts: tuple[str, ...] = (),
+                  tables: tuple[str, ...] = (), positive_tables: tuple[str, ...] = (),
+                  lists: tuple[str, ...] = ()) -> None:
+    """The types of a component's options as a study file's ``[backend_options]`` gives them: ``positive``
+    and ``nonnegative`` finite numbers (a NaN timeout never expires, an infinite warm-up never ends),
+    ``integers`` whole numbers of at least the given value, ``flags`` true or false (a TOML ``"false"`` is
+    a true string), ``paths`` and ``texts`` text, ``tables`` objects, ``positive_tables`` objects of finite
+    numbers > 0 and ``lists`` lists of text. None (the option left out) passes each.
+
+    Raises:
+        ConfigError: ``{owner}: {option} must be ...``, naming the option and what it takes.
+    """
+    def bad(name: str, what: str) -> ConfigError:
+        return ConfigError(f"{owner}: {name} must be {what}, got {_shown(values[name])}")
+
+    def real(v: Any) -> bool:
+        return not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(v)
+
+    for name in positive:
+        v = values.get(name)
+        if v is not None and not (real(v) and v > 0):
+            raise bad(name, "a finite number > 0")
+    for name in nonnegative:
+        v = values.get(name)
+        if v is not None and not (real(v) and v >= 0):
+            raise bad(name, "a finite number >= 0")
+    for name, lo in (integers or {}).items():
+        v = values.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo):
+            raise bad(name, f"an integer >= {lo}")
+    for name in flags:
+        if values.get(name) is not None and not isinstance(values[name], bool):
+            raise bad(name, "true or false")
+    for name in paths:
+        v = values.get(name)
+        if v is not None and not (isinstance(v, str) or hasattr(v, "__fspath__")):
+            raise bad(name, "a path (text)")
+    for name in texts:
+        if values.get(name) is not None and not isinstance(values[name], str):
+            raise bad(name, "text")
+    for name in tables:
+        if values.get(name) is not None and not isinstance(values[name], dict):
+            raise bad(name, "a table (an object of names and values)")
+    for name in positive_tables:
+        v = values.get(name)
+        if v is not None and not (isinstance(v, dict) and all(real(x) and x > 0 for x in v.values())):
+            raise bad(name, "a table of finite numbers > 0")
+    for name in lists:
+        v = values.get(name)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise bad(name, "a list of text values")
 
 
 def _no_duplicates(where: str, error: type[PlacetuneError]):

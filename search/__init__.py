@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 from typing import Any
 from importlib.metadata import entry_points
@@ -186,6 +187,14 @@ def get_agent(name: str = DEFAULT_AGENT, **options: Any) -> Agent:
         1
     """
     cls = _resolve(name)
+    params = inspect.signature(cls.__init__).parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in params):  # (a TypeError names the class, not what it takes)
+        known = sorted(p.name for p in params if p.kind is p.KEYWORD_ONLY or (
+            p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "self"))
+        unknown = sorted(str(k) for k in options if k not in known)
+        if unknown:
+            raise ConfigError(f"agent {name!r} has no option(s) {', '.join(map(repr, unknown))}; its options: "
+                              f"{', '.join(known)}")
     try:
         return cls(**options)
     except (TypeError, ValueError) as exc:

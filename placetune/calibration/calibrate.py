@@ -12,12 +12,13 @@ from typing import Sequence
 
 from placetune.calibration.fit import MIN_MEASUREMENTS, FitResult, fit_profile, observations
 from placetune.errors import ConfigError
-from placetune.files.write import check_output, write_file
+from placetune.files.write import check_output, refuse_inputs, write_file
 from placetune.validate import integer
 from placetune.hardware.platforms import get_platform
 from placetune.plan.export import load_study_model
 from placetune.settings import Settings
 from placetune.store.store import Store
+from placetune.store.url import sqlite_file
 
 __all__ = ["calibrate", "write_profile"]
 
@@ -54,6 +55,7 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
         raise ConfigError("folds must be 0 (no cross-validation) or an integer from 2 to 1000, got 1")
     if output is not None:  # refused before the fit, not after
         check_output(output, "device profile")
+        refuse_inputs(output, "output", [("the database (--storage)", sqlite_file(storage))])
     names = list(dict.fromkeys([study, *studies]))
     with Store(storage) as store:
         records = [store.study(n) for n in names]

@@ -23,7 +23,7 @@ from placetune.cli.deploy import add_parser as add_build
 from placetune.cli.results import add_parsers
 from placetune.cli.selftest import format_report, run_selftest
 from placetune.hardware.platforms import get_platform
-from placetune.settings import DEFAULT_PRECISION
+from placetune.settings import DEFAULT_PRECISION, check_trt_version
 from placetune.version import __version__
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     platform = get_platform(args.platform)
     args.power_mode = platform.check_power_mode(args.power_mode)
     args.trt_version = args.trt_version or platform.default_trt_version
+    check_trt_version(args.trt_version)  # (the versions measure and tune take: rules placetune knows)
     support = _realise.dla_support(model, platform, args.precision, args.trt_version)
     eligible = sum(1 for s in support.values() if s.supported)
     islands = _islands_before_limit(model, support) if platform.dla_count else 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from placetune.validate import dumps_json
 from placetune.wording import plural
 from placetune._lazy import lazy_import
 from placetune.files.read import check_regular
-from placetune.files.write import write_file
+from placetune.files.write import refuse_inputs, write_file
 
 if TYPE_CHECKING:
     from placetune.store.store import Store
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     import placetune.report.plots as _plots
     import placetune.plan.simulate as _simulate
     import placetune.store as _store
+    import placetune.store.url as _url
     import placetune.report.trace as _trace
     import placetune.plan.trtexec as _trtexec
     import sqlalchemy.engine as sqlalchemy_engine
@@ -55,6 +57,7 @@ else:
     _plots = lazy_import("placetune.report.plots")
     _simulate = lazy_import("placetune.plan.simulate")
     _store = lazy_import("placetune.store")
+    _url = lazy_import("placetune.store.url")
     _trace = lazy_import("placetune.report.trace")
     _trtexec = lazy_import("placetune.plan.trtexec")
     sqlalchemy_engine = lazy_import("sqlalchemy.engine")
@@ -201,7 +204,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
         _print_notes(done.plan.notes, summary)
         return 0
-    if calib is not None:
+    if calib is not None:  # (as the folder does: a plan that says its INT8 ranges are calibrated names a cache)
+        tensors = set(plan.model.get("input_shapes") or {}) | {
+            t["name"] for e in plan.engines for key in ("inputs", "outputs") for t in e.get(key) or []}
+        _folder.check_calibration_cache(calib, tensors, str(plan.model.get("name")))
         plan.int8_ranges, plan.calibration_cache = "calibration-cache", str(calib)
         plan.notes = [n for n in plan.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
     if args.format == "trtexec":
@@ -218,6 +224,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if not out.name or out.is_dir():
         raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
+    refuse_inputs(out, "-o", [("the database (--storage)", _url.sqlite_file(args.storage)),
+                              ("the study's model", plan.model.get("path")), ("the ONNX file (--onnx)", args.onnx)])
     if args.format == "trtexec":
         write_file(out, text, "trtexec build script", executable=True)
     else:
@@ -260,6 +268,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- trace
 def cmd_trace(args: argparse.Namespace) -> int:
     """``placetune trace``: write the timeline of a plan as a Chrome trace."""
+    refuse_inputs(args.output, "-o", [("the plan file", None if args.plan == "-" else args.plan),
+                                      ("the model (--model)", args.model)])
     model = None
     if args.model:
         model = _model.Model.load(args.model, args.shape or None)
@@ -273,13 +283,22 @@ def cmd_trace(args: argparse.Namespace) -> int:
         remeasured = True
     meta = {"study": plan.source.get("study"), "model": plan.model.get("name"), "platform": plan.platform,
             "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"), "remeasured": remeasured}
-    path = _trace.write_chrome_trace(source, args.output, simulated=simulated, metadata=meta,
-                              title=f"placetune plan: {plan.model.get('name')} on {plan.platform}")
+    title = f"placetune plan: {plan.model.get('name')} on {plan.platform}"
+    say = print
+    if args.output == "-":  # (as export -o -: the trace on standard output, what placetune says on standard error)
+        doc = _trace.chrome_trace(source, simulated=simulated, metadata=meta, title=title)
+        write_data(dumps_json(doc, indent=None, separators=(",", ":")) + "\n")
+        path: Any = "to standard output"
+
+        def say(*parts: Any) -> None:
+            print(*parts, file=sys.stderr)
+    else:
+        path = _trace.write_chrome_trace(source, args.output, simulated=simulated, metadata=meta, title=title)
     if remeasured:
-        print("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
+        say("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
     n = len(_trace.timeline_events(source))
-    print(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
-          "or chrome://tracing")
+    say(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
+        "or chrome://tracing")
     return 0
 
 
@@ -333,7 +352,7 @@ def add_parsers(subparsers: Any) -> None:
 
     p = subparsers.add_parser("trace", help="Chrome-trace timeline of a plan (Perfetto, chrome://tracing)")
     p.add_argument("plan", help="plan file written by `placetune export`")
-    p.add_argument("-o", "--output", required=True, help="output trace JSON file")
+    p.add_argument("-o", "--output", required=True, help="output trace JSON file (-: standard output)")
     p.add_argument("--model", default=None,
                    help="the plan's ONNX file or zoo name (checked against the plan; needed to re-measure a plan "
                         "without timeline whose model file moved)")

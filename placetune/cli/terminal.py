@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
-from placetune.safetext import mask_secrets, terminal_safe
+from placetune.safetext import line_safe, mask_secrets, terminal_safe
 from placetune.validate import dumps_json
 
 __all__ = ["SafeStream", "output_lost", "safe_output", "when_output_lost", "write_data"]
@@ -182,8 +182,10 @@ def write_data(text: str) -> None:
 
 
 def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
-    """Rows as aligned columns under ``header`` and a rule, each cell escaped for the terminal."""
-    cols = [list(map(str, header))] + [[("" if c is None else terminal_safe(str(c))) for c in r] for r in rows]
+    """Rows as aligned columns under ``header`` and a rule, each cell escaped for the terminal and kept on
+    its row (a line break or a tab in a layer or study name is shown as ``\\n`` / ``\\t``: a name of the
+    model's or the database's choosing cannot print a line of its own)."""
+    cols = [list(map(str, header))] + [[("" if c is None else line_safe(str(c))) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
     lines.insert(1, "  ".join("-" * w for w in widths))

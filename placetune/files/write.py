@@ -34,13 +34,13 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Union
+from typing import IO, Callable, Iterable, Union
 
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.files.read import _reason, file_kind
 from placetune.safetext import shown
 
-__all__ = ["check_output", "write_file", "Data"]
+__all__ = ["check_output", "refuse_inputs", "write_file", "Data"]
 
 #: What :func:`write_file` writes: bytes, text (UTF-8) or a function that writes into a binary file.
 Data = Union[bytes, bytearray, memoryview, str, Callable[[IO[bytes]], None]]
@@ -150,6 +150,30 @@ def check_output(path: str | os.PathLike[str], what: str, *, error: type[Placetu
     p = Path(os.fspath(path))
     _classify(p, what, error, owned, hint)
     return p
+
+
+def refuse_inputs(path: str | os.PathLike[str], option: str,
+                  inputs: Iterable[tuple[str, str | os.PathLike[str] | None]], *,
+                  error: type[PlacetuneError] = ConfigError) -> None:
+    """Refuse an output ``path`` that is one of the command's own inputs (the same file, also through a
+    link): ``export --storage p.db -o p.db`` would replace the database by the plan, ``trace plan.json -o
+    plan.json`` the plan by its trace. ``inputs`` are (what the input is, its path or None) pairs.
+
+    Raises:
+        error: ``path`` is the file of one of ``inputs``; the message names ``option`` and the input.
+    """
+    for what, source in inputs:
+        if source is None or not os.fspath(source):
+            continue
+        try:
+            same = os.path.samefile(path, source)
+        except (OSError, ValueError):  # one does not exist yet (a new database): the same name is the same file
+            try:
+                same = os.path.realpath(path) == os.path.realpath(source)
+            except (OSError, ValueError):
+                same = False
+        if same:
+            raise error(f"{option} {shown(path)}: it is {what} this command reads; give another file name")
 
 
 def _emit(fh: IO[bytes], data: Data) -> None:

@@ -29,6 +29,7 @@ from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_sha
 from placetune.model.parsable import refuse_unparsable
 from placetune.model.runnable import refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
+from placetune.safetext import line_safe
 from placetune.validate import batch as check_batch
 from placetune.model import zoo
 
@@ -205,7 +206,7 @@ class Model:
             proto = onnx.ModelProto()
             proto.CopyFrom(source)
             stripped = _dataless_initializers(proto)
-            display = name or proto.graph.name or "model"
+            display = name or line_safe(proto.graph.name) or "model"
         else:
             text = str(source)
             p = Path(text)
@@ -226,7 +227,7 @@ class Model:
                     overrides = batch_overrides(proto.graph, {t.name for t in proto.graph.initializer}, overrides,
                                                 batch, exporter_image_size(proto))
                 path = p
-                display = name or p.name.split(".onnx")[0]
+                display = name or line_safe(p.name.split(".onnx")[0])  # (printed: one line, whatever the file's name)
             else:
                 base, _, opts = text.partition(":")
                 if base in zoo.names():

@@ -17,6 +17,7 @@ from typing import Any
 from placetune.errors import ConfigError, PlacementError
 from placetune.files.names import file_name
 from placetune.safetext import terminal_safe
+from placetune.settings import check_trt_version
 from placetune.validate import MAX_BATCH, integer
 
 __all__ = ["check_engines", "check_numbers", "check_measured", "check_platform", "check_texts", "one_line",
@@ -123,6 +124,11 @@ def check_numbers(doc: dict[str, Any], model: dict[str, Any], where: str) -> Non
     for key, (lo, hi) in {"frames_in_flight": (1, 64), "dla_core": (0, 1)}.items():
         if isinstance(settings, dict) and settings.get(key) is not None:
             integer(settings[key], f"{where}: settings.{key}", lo, hi)
+    if isinstance(settings, dict) and settings.get("trt_version") is not None:  # (build.sh's flags follow it)
+        try:
+            check_trt_version(settings["trt_version"])
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: settings.{exc}") from None
     cache = doc.get("calibration_cache")
     if cache is not None and not isinstance(cache, str):
         raise ConfigError(f"{where}: \"calibration_cache\" must be a file name or null")
@@ -150,6 +156,10 @@ def check_measured(measured: Any, where: str) -> None:
         return
     if not isinstance(measured, dict):
         raise ConfigError(f"{where}: \"measured\" must be an object")
+    status = measured.get("status")
+    if status is not None and status != "ok":  # (export makes a plan of an ok measurement only)
+        raise ConfigError(f"{where}: measured.status must be \"ok\" (a plan is made from an ok measurement only), "
+                          f"found {str(status)[:40]!r}")
     _events(measured.get("timeline"), "timeline", where)
     _events(measured.get("segment_times_ms"), "segment_times_ms", where)
     streams = measured.get("streams")
@@ -208,15 +218,19 @@ def one_line(text: Any) -> str:
 def check_texts(doc: dict[str, Any], where: str) -> None:
     """The plan's texts and flags that a summary, a report or a build prints: ``simulated`` a boolean (true
     for a plan of the simulated Jetson, whose ``label`` then says SIMULATED), ``label``, ``objective`` and
-    ``backend`` one line of text, ``notes`` a list of such lines, and ``versions``, ``source`` and
+    ``backend``, ``platform``, ``calibration_cache`` and the model's ``name`` one line of text, ``notes`` a
+    list of such lines, and ``versions``, ``source`` and
     ``baselines`` objects (a hand-edited ``"label": "measured on an AGX Orin"`` on a simulated plan, or
     ``"notes": "abc"`` read as three notes, were taken as they were)."""
     simulated = doc["simulated"]
     if not isinstance(simulated, bool):
         raise ConfigError(f"{where}: \"simulated\" must be true or false, found {str(simulated)[:40]!r}")
-    for key in ("label", "objective", "backend"):
+    for key in ("label", "objective", "backend", "platform", "calibration_cache"):
         if doc.get(key) is not None:
             _plain(doc[key], f"\"{key}\"", where)
+    model = doc.get("model")
+    if isinstance(model, dict) and model.get("name") is not None:  # (the summary's first line names it)
+        _plain(model["name"], "model.name", where)
     if doc.get("backend") == "simulate" and not simulated:
         raise ConfigError(f"{where}: \"simulated\" is false but its backend is the simulated Jetson (\"simulate\"): "
                           "a simulated plan stays marked simulated; export it again")

@@ -376,6 +376,12 @@ def export_plan(
         if rec is None:
             raise _nothing_to_export(store, study_name, name)
     m = rec.measurement
+    simulator = str(m.backend or "").split("-", 1)[0] == "simulate" or st.fingerprint.get("backend") == "simulate"
+    if not st.simulated and (m.simulated or simulator):  # a simulated figure never leaves as a measured one
+        raise StoreError(f"study {study_name!r} is marked as measured on hardware (backend {st.backend!r}), but its "
+                         f"measurement {rec.id} came from the simulated Jetson (backend {m.backend!r}, machine "
+                         f"{st.fingerprint.get('backend')!r}): the database was edited or damaged; restore it from a "
+                         "backup")
     notes: list[str] = []
     if model is None:
         try:

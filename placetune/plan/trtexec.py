@@ -21,6 +21,7 @@ from placetune.model.model import refuse_renamed
 from placetune.placement.cut_formats import plan_cut_formats, trtexec_io_formats
 from placetune.placement.placement import dla_core
 from placetune.plan.view import PlanView
+from placetune.settings import check_trt_version
 from placetune.wording import plural
 
 
@@ -40,7 +41,13 @@ def _version_tuple(text: Any) -> tuple[int, ...]:
 
 def target_version(plan: PlanView, trt_version: str | None = None) -> str:
     """The TensorRT a plan's commands are written for: ``trt_version``, else the plan's measured TensorRT,
-    else the version whose DLA rules it used, else 8.6."""
+    else the version whose DLA rules it used, else 8.6.
+
+    Raises:
+        ConfigError: ``trt_version`` is not a TensorRT version with DLA rules (``--trt-version -1``).
+    """
+    if trt_version is not None:
+        check_trt_version(trt_version)
     return str(trt_version or plan.versions.get("tensorrt") or plan.settings.get("trt_version") or "8.6")
 
 

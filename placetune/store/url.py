@@ -22,7 +22,7 @@ from placetune.errors import StoreError
 from placetune.safetext import mask_secrets, shown
 from placetune.files.read import file_kind
 
-__all__ = ["URL_PARTS", "mask_url", "normalise_url", "url_secrets"]
+__all__ = ["URL_PARTS", "mask_url", "normalise_url", "sqlite_file", "url_secrets"]
 
 #: How a message names a PostgreSQL URL's parts (in words: an example URL with a made-up password
 #: would read as a secret).
@@ -89,7 +89,39 @@ def normalise_url(url: str | URL | os.PathLike[str] | None) -> URL:
             f"sqlite:///path/to/placetune.db or a postgresql+psycopg URL ({URL_PARTS})"
         ) from None
     _check_sqlite_query(text, url)
+    _refuse_nul(text, url)
     return _regular_sqlite(url)
+
+
+def _refuse_nul(text: str, url: URL) -> None:
+    """Refuse a URL whose parts hold a NUL (``%00``): libpq reads its connection string up to the first NUL,
+    so ``postgresql+psycopg://u:pw@host:1/d%00b`` connected with the parts before it only (port 5432, no
+    password): another server or account than the one named."""
+    parts: list[tuple[str, object]] = [("user name", url.username), ("password", url.password),
+                                       ("host", url.host), ("database name", url.database)]
+    for values in url.query.values():
+        parts += [("query value", v) for v in (values if isinstance(values, tuple) else (values,))]
+    parts += [("query key", k) for k in url.query]
+    for part, item in parts:
+        if item is not None and "\x00" in str(item):
+            raise StoreError(f"database URL {mask_url(text)!r}: its {part} holds a NUL character (%00), where the "
+                             f"database driver would cut the connection string short; give the URL without it "
+                             f"({URL_PARTS})")
+
+
+def sqlite_file(url: str | URL | os.PathLike[str] | None) -> str | None:
+    """The file of a SQLite database (a path or a ``sqlite:///`` URL); None for another database, an
+    in-memory one or a URL the store would refuse (it says why itself)."""
+    try:
+        u = normalise_url(url)
+    except StoreError:
+        return None
+    if u.get_backend_name() != "sqlite":
+        return None
+    db = u.database or ""
+    if db.startswith("file:"):
+        db = db[5:].split("?", 1)[0]
+    return db if db and db != ":memory:" else None
 
 
 #: The options SQLAlchemy's SQLite driver (pysqlite) takes after a URL's ``?``; with ``uri=true``

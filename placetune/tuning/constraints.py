@@ -123,7 +123,12 @@ def parse_constraint(text: str | Constraint) -> Constraint:
 
 
 def parse_constraints(texts: Iterable[str | Constraint] | str | None) -> tuple[Constraint, ...]:
-    """Parse several constraints (a single string is one constraint); duplicates are dropped."""
+    """Parse several constraints (a single string is one constraint); duplicates are dropped.
+
+    Raises:
+        ConfigError: one does not parse (:func:`parse_constraint`), or a lower bound of a metric lies above
+            an upper bound of the same metric (``latency>=2`` with ``latency<=1``: no measurement holds both).
+    """
     if texts is None:
         return ()
     if isinstance(texts, (str, Constraint)):
@@ -133,6 +138,13 @@ def parse_constraints(texts: Iterable[str | Constraint] | str | None) -> tuple[C
         c = parse_constraint(t)
         if c not in out:
             out.append(c)
+    for low in out:
+        for high in out:
+            if (low.op, high.op) == (">=", "<=") and (low.metric, low.network) == (high.metric, high.network) \
+                    and low.bound > high.bound:
+                raise ConfigError(f"constraints {low.text!r} and {high.text!r} contradict each other: no "
+                                  f"{low.metric} is at least {low.bound:g} and at most {high.bound:g} "
+                                  f"{low.unit}; drop or correct one")
     return tuple(out)
 
 

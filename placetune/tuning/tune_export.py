@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from placetune.files.names import file_name
-from placetune.files.write import check_output
+from placetune.files.write import check_output, refuse_inputs
 from placetune.plan.export import export_plan
 from placetune.plan.file import is_plan_file
+from placetune.store.url import sqlite_file
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.verdict import next_steps
@@ -19,10 +20,16 @@ __all__ = ["check_export", "export_best"]
 def check_export(cfg: TuneConfig, study: str) -> str:
     """The plan file of the run (``--export`` or ``<study>.plan.json``), refused now if it cannot be
     written: a study name that is not a plain file name, a directory, a file that is not a plan."""
+    study_file = cfg.source if cfg.source not in ("command line", "embedded default", "-") else None
+    inputs = [("the database (--storage)", sqlite_file(cfg.storage)),
+              *(("the model", m) for m in (cfg.models or [cfg.model])), ("the study file", study_file),
+              ("the device profile", cfg.device_profile)]
     if cfg.export:  # (named by an untrusted study file: only over a plan file placetune wrote)
+        refuse_inputs(cfg.export, "--export", inputs)
         return str(check_output(cfg.export, "plan file (--export)", owned=cfg.export_owner()))
     name = file_name(f"{study}.plan.json", "the plan file name of study", hint="give the plan file with "
                      "--export PATH (or export = \"...\" in the study file)")
+    refuse_inputs(name, "the plan file", inputs)
     check_output(name, "plan file", owned=is_plan_file, hint="give the plan file with --export PATH")
     return name
 

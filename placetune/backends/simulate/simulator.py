@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 import dataclasses
@@ -112,8 +113,13 @@ class SimulatedJetson(BackendBase):
         self.input_data = load_input_data(input_data) if input_data else None
         if device_profile is not None:
             profile = device_profile
-        self.timeline = bool(timeline)
+        if not isinstance(timeline, bool):  # (a study file's timeline = "no" is a true string)
+            raise ConfigError(f"timeline must be true or false, got {str(timeline)[:40]!r}")
+        self.timeline = timeline
         if profile is not None and not hasattr(profile, "layer_factors"):
+            if not isinstance(profile, (str, os.PathLike)):  # ([backend_options] profile = 5: a TypeError before)
+                raise ConfigError(f"device_profile must be the path of a device profile (TOML) or a DeviceProfile, "
+                                  f"got {type(profile).__name__} {str(profile)[:40]!r}")
             profile = device_profiles.load_device_profile(profile)
         self.profile = None if profile is None or profile.is_nominal else profile
         self.base_profile = profile

@@ -50,6 +50,7 @@ from placetune.hardware.power import PowerSampler, energy_per_inference_mj
 from placetune.inputdata import RANDOM_INPUT, load_input_data
 from placetune.measurement import Extra, Measurement
 from placetune.memo import Memo
+from placetune.validate import check_options
 from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
@@ -258,6 +259,14 @@ class TensorRTBackend(JetsonBackend):
         worker_recycle: dict[str, Any] | None = None,
         input_data: str | os.PathLike[str] | None = None,
     ) -> None:
+        check_options("tensorrt backend", locals(), positive=(
+            "timeout_s", "start_timeout_s", "replicas_duration_s", "power_duration_s", "power_interval_s"),
+            nonnegative=("warmup_ms",), integers={"iterations": 1, "profile_iterations": 0, "timeline_frames": 1},
+            flags=("timing_cache", "inspector", "verbose_log", "engine_cache", "gate", "cut_formats",
+                   "test_wrong_cut", "power"),
+            paths=("worker_python", "cache_dir", "calibration_cache", "save_plans", "power_root"),
+            tables=("dla_memory_pools", "worker_env", "worker_recycle"), positive_tables=("gate_tolerance",),
+            lists=("power_rails",))
         self.worker_python = str(worker_python or sys.executable)
         if os.sep in self.worker_python and not os.path.exists(self.worker_python):
             raise ConfigError(f"worker Python {self.worker_python} does not exist; pass an existing interpreter, "

@@ -63,6 +63,7 @@ from placetune.errors import BackendError, ConfigError, ModelError
 from placetune.files.read import check_regular
 from placetune.inputdata import RANDOM_INPUT, load_input_data
 from placetune.measurement import Measurement
+from placetune.validate import check_options
 from placetune.backends.base import Capabilities, default_cache_dir
 from placetune.backends.jetson import JetsonBackend, device_fingerprint
 from placetune.backends.trtexec.command import version_tuple
@@ -178,6 +179,12 @@ class TrtexecBackend(JetsonBackend):
         keep_files: bool = False,
         input_data: str | os.PathLike[str] | None = None,
     ) -> None:
+        check_options("trtexec backend", locals(), positive=(
+            "timeout_s", "replica_duration_s", "power_interval_s"), nonnegative=("warmup_ms", "duration_s"),
+            integers={"iterations": 1}, flags=("timing_cache", "verbose", "profile", "layer_info", "spin_wait",
+                                               "power", "keep_files"),
+            paths=("trtexec", "cache_dir", "calibration_cache", "power_root"), texts=("trt_version",), tables=("env",),
+            lists=("build_args", "run_args", "power_rails"))
         self.trtexec = find_trtexec(trtexec)
         if timeout_s <= 0 or warmup_ms < 0 or duration_s < 0 or replica_duration_s <= 0 or power_interval_s <= 0 \
                 or (iterations is not None and iterations < 1):
