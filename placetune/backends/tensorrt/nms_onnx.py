@@ -164,7 +164,8 @@ def _evaluate(g: _Graph, name: str, states: dict[str, Any], n: int) -> np.ndarra
                                             for k in feeds],
                             [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)], inits)
     model = helper.make_model(sub, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, feeds)[0]
+    result: Any = ReferenceEvaluator(model).run(None, feeds)
+    return np.asarray(result[0])
 
 
 def _step(g: _Graph, node: onnx.NodeProto, name: str, st: dict[str, Any], states: dict[str, Any],
@@ -213,7 +214,7 @@ def _step(g: _Graph, node: onnx.NodeProto, name: str, st: dict[str, Any], states
         return {out: _reshaped(g, node, st)}
     if op == "Concat" and width and not st["flat"]:
         axis = _axis(node)
-        parts = [states.get(i) for i in ins]
+        parts: list[Any] = [states.get(i) for i in ins]
         if any(p is None or p.get("index") or p["flat"] or p["rank"] != 2 for p in parts) or \
                 axis not in (-1, 1) or any(p.get("nms") != st.get("nms") for p in parts):
             return None
@@ -235,8 +236,8 @@ def _step(g: _Graph, node: onnx.NodeProto, name: str, st: dict[str, Any], states
     if op == "TopK" and ins[0] == name and width == 1 and st["cols"] == ["score"] and not st["flat"] \
             and _axis(node, -1) in (0, -1 if rank == 1 else 0):
         k = g.scalar(ins[1]) if len(ins) > 1 else None
-        cap = _min(st.get("cap"), int(k) if k is not None else None)
-        return {node.output[0]: dict(st, cap=cap), node.output[1]: {"index": "order", "cap": cap, "rank": rank}}
+        top = _min(st.get("cap"), int(k) if k is not None else None)
+        return {node.output[0]: dict(st, cap=top), node.output[1]: {"index": "order", "cap": top, "rank": rank}}
     return None
 
 
@@ -247,9 +248,9 @@ def _reshaped(g: _Graph, node: onnx.NodeProto, st: dict[str, Any]) -> dict[str, 
     flat = dict(st, flat=True, rank=1)
     if st["flat"] and op != "Reshape":
         return flat
-    axes = g.const.get(ins[1]) if len(ins) > 1 and ins[1] else next(
+    found = g.const.get(ins[1]) if len(ins) > 1 and ins[1] else next(
         (np.asarray(helper.get_attribute_value(a)) for a in node.attribute if a.name == "axes"), None)
-    axes = [int(v) for v in axes.reshape(-1)] if axes is not None else None
+    axes = [int(v) for v in found.reshape(-1)] if found is not None else None
     if op == "Unsqueeze" and axes is not None and rank:
         if rank == 1 and axes in ([1], [-1]):  # [n] -> [n, 1]
             return dict(st, rank=2)
