@@ -215,19 +215,10 @@ def time_built(be: TrtexecOptions, eng: Engine, version: str, settings: "Setting
     extra["timed_iterations"] = len(records) or None
     extra["timed"] = ENGINE_TIMED
     timed = window(run, records, summary)
-    # ---- per-layer profile and inspector
+    # ---- per-layer profile (the engine's layer information was read with its build: realised)
     profile_path = files.get("profile")
     if profile_path is not None and model is not None:
         profile_into(profile_path, eng.blog, eng.network, model, eng.core, extra, kw)
-    if eng.layer_info_path is not None and eng.layer_info_path.is_file():
-        info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
-        extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
-        extra["engine_layers"] = len(info.layers)
-        if model is not None and eng.predicted is not None and eng.blog is not None and info.layers:
-            cross_check(eng, model, info.layers, kw)
-        if not info.valid_json:
-            extra.setdefault("notes", []).append("--exportLayerInfo was not valid JSON (unescaped names): "
-                                                 "layer names read from the raw text")
     # ---- power
     power_w, energy_mj = None, None
     if power is not None:
@@ -455,18 +446,31 @@ class Realised:
 
 
 def realised(eng: Engine, r: "Realisation") -> Realised:
-    """The realised placement and fallback reasons from an engine's build log."""
+    """The realised placement and fallback reasons of a built engine: its build log cross-checked with
+    the layer information the same build wrote (``--exportLayerInfo``: trtexec writes it before it
+    skips inference, samples/trtexec/trtexec.cpp release/10.3 ``if (options.build.skipInference)``
+    -> ``printLayerInfo``; release/8.5 ``--buildOnly`` alike), decided once (:func:`decide`), so the
+    fallback reasons follow the placement decided and an unknown placement is said only when it is."""
     model = r.realized.model
     predicted = r.realized.as_dict()
     blog = eng.blog or BuildLog()
     loc = locate(blog, model.names, eng.network, [n for n, d in predicted.items() if d == "GPU"])
     extra: dict[str, Any] = {}
     eng.predicted = dict(predicted)
-    known = decide(predicted, eng.core, blog, loc, model.names, eng.network)
+    layers = None
+    if eng.layer_info_path is not None and eng.layer_info_path.is_file():
+        info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
+        extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
+        extra["engine_layers"] = len(info.layers)
+        if not info.valid_json:
+            eng.notes.append("--exportLayerInfo was not valid JSON (unescaped names): layer names read from the "
+                             "raw text")
+        layers = info.layers or None
+    known = decide(predicted, eng.core, blog, loc, model.names, eng.network, layers)
     mark_known(extra, known, blog)
-    if eng.core >= 0 and not blog.reports_placement:  # the layer information (read after timing) may still say
-        eng.notes.append("the build log has no DLA/GPU placement sections: realised placement UNKNOWN unless "
-                         "the engine's layer information says it")
+    if eng.core >= 0 and not blog.reports_placement:
+        eng.notes.append("the build log has no DLA/GPU placement sections: realised placement " + (
+            f"from the {known.source} only" if known.known else "UNKNOWN"))
     realized = known.realized if known.realized is not None else {}
     fallback = {n: loc.fallback.get(n, why) for n, why in r.fallback.items()}
     for n, d in predicted.items():
@@ -483,21 +487,3 @@ def realised(eng: Engine, r: "Realisation") -> Realised:
     extra["dla_subgraphs"] = loc.subgraphs
     extra["unmapped_log_names"] = loc.unmapped[:50]
     return Realised(realized, fallback, extra, known.loadables)
-
-
-def cross_check(eng: Engine, model: "Model", layers: list[dict[str, Any]], kw: dict[str, Any]) -> None:
-    """The build log's placement cross-checked with ``--exportLayerInfo``'s layers: ``kw``'s realised
-    placement, loadables and ``extra`` (``placement_known``...) follow :func:`decide`."""
-    assert eng.blog is not None and eng.predicted is not None
-    gpu_asked = [n for n, d in eng.predicted.items() if d == "GPU"]
-    loc = locate(eng.blog, model.names, eng.network, gpu_asked)
-    known = decide(eng.predicted, eng.core, eng.blog, loc, model.names, eng.network, layers)
-    extra = kw["extra"]
-    for key in ("placement_unknown",):
-        extra.pop(key, None)
-    mark_known(extra, known, eng.blog)
-    kw["realized"] = known.realized
-    kw["dla_loadables"] = {eng.device: known.loadables} if eng.core >= 0 and known.loadables is not None else {}
-    if known.realized is not None:
-        extra["realized_vs_predicted"] = {n: [d, known.realized[n]] for n, d in eng.predicted.items()
-                                          if d != known.realized[n]}

@@ -1,0 +1,58 @@
+"""The trtexec backend on what a real board does that the happy path does not: a build log without a
+placement report the layer information still answers, trtexec run through a wrapper or killed by
+the kernel, a profiling run as long as the timed one. Against the fake trtexec (tests/fakes/trtexec);
+the premises are read in TensorRT's release/10.3 sources (cited where used)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from placetune import Model, Placement
+from placetune.backends.trtexec import engine as trtexec_engine
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_trtexec import FAKE, GN, _backend, _ev, _processes  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gn() -> Model:
+    return Model.load(GN)
+
+
+def test_the_layer_information_decides_the_placement_and_its_fallback_reasons(tmp_path, gn, caplog):
+    """trtexec writes --exportLayerInfo in the build itself (trtexec.cpp release/10.3, the
+    --skipInference branch calls printLayerInfo). When the build log has no placement report that
+    placetune reads, the layer information decides; the layers it shows on the GPU that were asked on
+    the DLA are listed with a fallback reason, and no 'UNKNOWN' is said for a placement that is known."""
+    be = _backend(tmp_path, "10.3.0", fake={"PLACEMENT": "none"})
+    ev = _ev(gn, be, tmp_path, trt_version="10.3")
+    with caplog.at_level(logging.DEBUG, logger="placetune"):
+        m = ev.evaluate(Placement.all_dla(ev.model))
+    ev.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["placement_known"] is True and m.extra["placement_source"] == "engine inspector"
+    asked_dla_on_gpu = {n for n, d in m.realized.items() if d == "GPU"}
+    assert {"/Reshape", "/linear/Gemm"} <= asked_dla_on_gpu
+    assert set(m.fallback) == asked_dla_on_gpu, sorted(asked_dla_on_gpu ^ set(m.fallback))
+    assert not any("UNKNOWN" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert any("from the engine inspector only" in n for n in m.extra["notes"])
+
+
+def test_replicas_read_each_builds_layer_information_too(tmp_path, gn):
+    """Replicas mode built with --exportLayerInfo and never read it: a DLA replica whose build log has
+    no placement report had its placement unknown although its layer information said it."""
+    trtexec_engine.PARSER_LAYERS.clear()
+    be = _backend(tmp_path, "10.3.0", fake={"PLACEMENT": "none"}, replica_duration_s=0.2)
+    ev = _ev(gn, be, tmp_path, trt_version="10.3", mode="replicas", replicas={"DLA0": 32, "DLA1": 32})
+    m = ev.evaluate(Placement.all_dla(ev.model))
+    ev.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["placement_known"] is True, m.extra.get("placement_unknown")
+    assert m.realized["/cnn/cnn.0/Conv"] == "DLA0" and m.realized["/linear/Gemm"] == "GPU"
+    assert m.dla_loadables == {"DLA0": 5, "DLA1": 5}, m.dla_loadables
