@@ -6,7 +6,6 @@ the premises are read in TensorRT's release/10.3 sources (cited where used)."""
 from __future__ import annotations
 
 import logging
-import os
 import stat
 import sys
 from pathlib import Path
@@ -16,8 +15,7 @@ import pytest
 from placetune import Model, Placement
 from placetune.backends.trtexec import engine as trtexec_engine
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_trtexec import FAKE, GN, _backend, _ev, _processes  # noqa: E402
+from tests.test_trtexec import FAKE, GN, _backend, _ev, _processes
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +54,48 @@ def test_replicas_read_each_builds_layer_information_too(tmp_path, gn):
     assert m.extra["placement_known"] is True, m.extra.get("placement_unknown")
     assert m.realized["/cnn/cnn.0/Conv"] == "DLA0" and m.realized["/linear/Gemm"] == "GPU"
     assert m.dla_loadables == {"DLA0": 5, "DLA1": 5}, m.dla_loadables
+
+
+def _wrapper(tmp: Path, body: str) -> Path:
+    """A shell script in front of the fake trtexec (a user's wrapper: environment, nice, taskset)."""
+    path = tmp / "trtexec-wrapper"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.parametrize("where", ["build", "infer"])
+def test_a_sigkill_placetune_did_not_send_is_a_crash_that_names_the_oom_killer(tmp_path, gn, where):
+    be = _backend(tmp_path, "10.3.0", fake={"KILL": where})
+    m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
+    assert m.status == "crashed" and "SIGKILL" in m.reason and "out-of-memory killer" in m.reason, m.reason
+    assert m.extra["signal"] == "SIGKILL"
+
+
+@pytest.mark.parametrize("fake, signame", [({"KILL": "build"}, "SIGKILL"), ({"CRASH": "build"}, "SIGSEGV")])
+def test_a_wrapper_scripts_128_plus_n_is_the_signal_not_a_failed_build(tmp_path, gn, fake, signame):
+    """trtexec exits only 0 or 1 (samples/common/logging.h release/10.3:418-427 reportPass/reportFail);
+    a shell in front of it that saw it killed exits 128 + N. That was stored as 'build_failed: exit
+    status 137', a fact about the placement, where the process was killed."""
+    wrapper = _wrapper(tmp_path, f'"{sys.executable}" "{FAKE}" "$@"')
+    be = _backend(tmp_path, "10.3.0", fake=fake)
+    be.trtexec = str(wrapper)
+    m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
+    assert m.status == "crashed", (m.status, m.reason)
+    assert signame in m.reason and "exit status" in m.reason and m.extra["signal"] == signame
+
+
+def test_an_exit_status_trtexec_never_returns_is_no_failed_build(tmp_path, gn):
+    wrapper = _wrapper(tmp_path, 'echo "trtexec-wrapper: cannot run it" >&2; exit 127')
+    be = _backend(tmp_path, "10.3.0", trt_version="10.3.0")
+    be.trtexec = str(wrapper)
+    m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
+    assert m.status == "crashed" and "exit status 127" in m.reason and "cannot run it" in m.reason, m.reason
+
+
+def test_trtexecs_own_failure_stays_a_failed_build(tmp_path, gn):
+    wrapper = _wrapper(tmp_path, f'"{sys.executable}" "{FAKE}" "$@"')
+    be = _backend(tmp_path, "10.3.0", fake={"FAIL": "build"})
+    be.trtexec = str(wrapper)
+    m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
+    assert m.status == "build_failed" and "Could not find any implementation" in m.reason, m.reason

@@ -133,13 +133,23 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
         return Measurement.failure("timeout", f"trtexec did not finish {what} within its limit (timeout_s="
                                    f"{timeout_s:g} beyond the timed duration; ran {run.seconds:.1f} s); "
                                    f"it was killed ({' '.join(run.argv[:2])} ...)", **_with_tail(kw, lines))
-    if run.signal:
+    sig = run.signal or _wrapped_signal(run.returncode, summary)
+    if sig:
         last = [x for x in lines if x.strip()][-1:]
-        return Measurement.failure("crashed", f"trtexec was killed by {run.signal} while {what}"
-                                   + (f" (last output: {last[0].strip()})" if last else ""),
-                                   **_with_tail(kw, lines))
+        how = sig if run.signal else f"{sig} (exit status {run.returncode} of the command that ran it)"
+        why = f" {_NOT_OURS}" if sig == "SIGKILL" else ""
+        kw = _with_tail(kw, lines)
+        kw["extra"]["signal"] = sig
+        return Measurement.failure("crashed", f"trtexec was killed by {how} while {what}{why}"
+                                   + (f" (last output: {last[0].strip()})" if last else ""), **kw)
     if run.returncode == 0 and summary.status != "FAILED":
         return None
+    if run.returncode not in (0, 1) and summary.status != "FAILED":
+        last = [x for x in lines if x.strip()][-1:]
+        return Measurement.failure("crashed", f"trtexec ended with exit status {run.returncode} while {what}, "
+                                   "which trtexec itself never returns (it exits 0 or 1 after its '&&&& PASSED' "
+                                   "or '&&&& FAILED' line): the command that ran it failed"
+                                   + (f" (last output: {last[0].strip()})" if last else ""), **_with_tail(kw, lines))
     errs = [e for e in error_lines(lines) if not e.startswith("&&&&")]
     kw = _with_tail(kw, lines)
     kw["extra"]["trtexec_errors"] = errs
@@ -153,6 +163,25 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
         kw["extra"]["failure_class"] = "dla"
         detail = f"the DLA failed ({detail})"
     return Measurement.failure(status, f"trtexec failed {what}: {detail}", **kw)
+
+
+#: Said of a SIGKILL placetune did not send (its own kills are timeouts).
+_NOT_OURS = ("(placetune did not send it: on a Jetson this is most often the kernel's out-of-memory killer, "
+             "see `sudo dmesg | grep -i -e oom -e 'killed process'`; free memory or build a smaller engine)")
+
+
+def _wrapped_signal(returncode: int | None, summary: PerfSummary) -> str | None:
+    """The signal that killed trtexec when a shell or wrapper script ran it and exited ``128 + N``:
+    trtexec's own exit status is only ``EXIT_SUCCESS`` or ``EXIT_FAILURE`` (``reportPass`` /
+    ``reportFail``, samples/common/logging.h release/10.3:418-427, the only returns of
+    samples/trtexec/trtexec.cpp ``main``), each after its ``&&&& PASSED``/``&&&& FAILED`` line; None
+    otherwise."""
+    if returncode is None or not 128 < returncode < 128 + 65 or summary.status in ("PASSED", "FAILED"):
+        return None
+    try:
+        return signal.Signals(returncode - 128).name
+    except ValueError:
+        return None
 
 
 def _with_tail(kw: dict[str, Any], lines: list[str]) -> dict[str, Any]:
