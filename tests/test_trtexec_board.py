@@ -99,3 +99,13 @@ def test_trtexecs_own_failure_stays_a_failed_build(tmp_path, gn):
     be.trtexec = str(wrapper)
     m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
     assert m.status == "build_failed" and "Could not find any implementation" in m.reason, m.reason
+
+
+def test_the_profiling_run_counts_in_the_timing_runs_limit(tmp_path, gn):
+    """With --exportProfile trtexec runs inference a second time with the same warm-up and duration
+    (trtexec.cpp release/10.3:474-491, --separateProfileRun): ``timeout_s`` is what a run may take
+    beyond its timed part, so both of its timed parts are allowed, not only the first."""
+    be = _backend(tmp_path, "10.3.0", fake={"PROFILE_RUN_S": 3.5}, timeout_s=3.0, duration_s=3.0)
+    m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
+    assert m.status == "ok", m.reason
+    assert "--separateProfileRun" in m.extra["commands"]["time"] and len(_processes(tmp_path, "time")) == 1

@@ -193,7 +193,11 @@ def time_built(be: TrtexecOptions, eng: Engine, version: str, settings: "Setting
         if power is not None:
             power.start()
         try:
-            run = proc.wait(time.monotonic() + be.timeout_s + be.duration_s + be.warmup_ms / 1000.0)
+            # a profiled run is timed twice, warm-up and duration each time: the timed run, then the
+            # profiling run (trtexec.cpp release/10.3:474-491, runInference again with the same options;
+            # always separate from 11 on)
+            runs = 2 if files.get("profile") is not None else 1
+            run = proc.wait(time.monotonic() + be.timeout_s + runs * (be.duration_s + be.warmup_ms / 1000.0))
         finally:
             if power is not None:
                 power.stop()
