@@ -6,8 +6,10 @@ the premises are read in TensorRT's release/10.3 sources (cited where used)."""
 from __future__ import annotations
 
 import logging
+import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,28 @@ def test_the_profiling_run_counts_in_the_timing_runs_limit(tmp_path, gn):
     m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
     assert m.status == "ok", m.reason
     assert "--separateProfileRun" in m.extra["commands"]["time"] and len(_processes(tmp_path, "time")) == 1
+
+
+def test_a_trtexec_that_does_not_die_when_killed_does_not_hang_the_run(tmp_path, gn, monkeypatch):
+    """A process blocked in the kernel (a GPU or DLA driver call that never returns) does not die of
+    SIGKILL until it leaves it: the run waited for it for ever after its timeout. It now waits
+    KILL_GRACE_S and records the measurement as a timeout that says so."""
+    import json
+    import signal
+
+    from placetune.backends.trtexec import process
+
+    monkeypatch.setattr(process, "KILL_GRACE_S", 0.5, raising=False)
+    monkeypatch.setattr(process.Proc, "kill", lambda self: None)  # the SIGKILL that does not take effect
+    be = _backend(tmp_path, "10.3.0", fake={"HANG": "build"}, timeout_s=1.0)
+    t0 = time.monotonic()
+    try:
+        m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
+    finally:
+        for rec in map(json.loads, (tmp_path / "record.jsonl").read_text().splitlines()):
+            try:
+                os.kill(rec["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert time.monotonic() - t0 < 30
+    assert m.status == "timeout" and "still alive" in m.reason and m.extra["x_unkillable"] is True, m.reason

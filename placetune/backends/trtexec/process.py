@@ -17,9 +17,11 @@ from placetune.backends.tensorrt.buildlog import dla_failure
 from placetune.backends.tensorrt.worker_names import is_parser_line, is_placement_line
 from placetune.backends.trtexec.parse import PerfSummary, error_lines, strip_prefix
 
-__all__ = ["Run", "Proc", "classify"]
+__all__ = ["Run", "Proc", "classify", "KILL_GRACE_S"]
 
 _NO_CORE = re.compile(r"Cannot create DLA engine, (\d+) not available")
+#: How long a killed trtexec is waited for before it is left behind as blocked in the kernel.
+KILL_GRACE_S = 30.0
 
 
 @dataclass
@@ -34,6 +36,8 @@ class Run:
     started: float = 0.0
     ended: float = 0.0
     marks: dict[str, float] = field(default_factory=dict)
+    #: still alive :data:`KILL_GRACE_S` after its SIGKILL (blocked in the kernel)
+    unkillable: bool = False
 
     @property
     def seconds(self) -> float:
@@ -84,6 +88,8 @@ class Proc:
         assert self.p.stdout is not None
         for line in self.p.stdout:
             now = time.monotonic()
+            if self._fh.closed:  # a process left behind alive (Run.unkillable): its log is closed
+                return
             self._fh.write(line)
             if self._markers and len(self.run.marks) < len(self._markers):
                 text = line.split("] ", 2)[-1] if line.startswith("[") else line
@@ -98,10 +104,10 @@ class Proc:
         except subprocess.TimeoutExpired:
             self.run.timed_out = True
             self.kill()
-            self.p.wait()
+            self._reap()
         except BaseException:  # Ctrl-C: trtexec runs in its own session and would not see it
             self.kill()
-            self.p.wait()
+            self._reap()
             raise
         self.run.ended = time.monotonic()
         self._reader.join(timeout=10)
@@ -114,6 +120,15 @@ class Proc:
             except ValueError:
                 self.run.signal = f"signal {-rc}"
         return self.run
+
+    def _reap(self) -> None:
+        """Wait for the killed process, at most :data:`KILL_GRACE_S`: a process blocked in the kernel
+        (a GPU or DLA driver call that does not return) does not die of SIGKILL until it leaves it, and
+        the run must not wait for it for ever; it is then recorded as not dead (``Run.unkillable``; the measurement's ``extra["x_unkillable"]``)."""
+        try:
+            self.p.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.run.unkillable = True
 
     def kill(self) -> None:
         try:
@@ -130,9 +145,15 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
     """Classify a finished process (``phase``: ``build`` or ``time``): None when it passed, else the failure."""
     what = "building the engine" if phase == "build" else "timing the engine"
     if run.timed_out:
+        killed = "it was killed" if not run.unkillable else (
+            f"it was sent SIGKILL and was still alive {KILL_GRACE_S:g} s later, blocked in the kernel (a GPU or "
+            "DLA driver call that does not return: check `sudo dmesg`; the board may need a reboot)")
+        kw = _with_tail(kw, lines)
+        if run.unkillable:
+            kw["extra"]["x_unkillable"] = True
         return Measurement.failure("timeout", f"trtexec did not finish {what} within its limit (timeout_s="
                                    f"{timeout_s:g} beyond the timed duration; ran {run.seconds:.1f} s); "
-                                   f"it was killed ({' '.join(run.argv[:2])} ...)", **_with_tail(kw, lines))
+                                   f"{killed} ({' '.join(run.argv[:2])} ...)", **kw)
     sig = run.signal or _wrapped_signal(run.returncode, summary)
     if sig:
         last = [x for x in lines if x.strip()][-1:]
