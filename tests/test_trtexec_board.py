@@ -136,3 +136,18 @@ def test_a_trtexec_that_does_not_die_when_killed_does_not_hang_the_run(tmp_path,
                 pass
     assert time.monotonic() - t0 < 30
     assert m.status == "timeout" and "still alive" in m.reason and m.extra["x_unkillable"] is True, m.reason
+
+
+def test_the_kept_build_log_holds_the_placement_report_not_the_echo_of_the_command(tmp_path, gn, monkeypatch):
+    """trtexec 10.x echoes every --layerDeviceTypes match as an [I] line (sampleEngines.cpp
+    release/10.3:596): with every layer listed, a model of a few hundred layers filled the kept
+    build log with them and its placement report, printed at the end of the build, was cut off."""
+    monkeypatch.setattr(trtexec_engine, "_LOG_KEEP", 12)
+    be = _backend(tmp_path, "10.3.0")
+    ev = _ev(gn, be, tmp_path, trt_version="10.3")
+    m = ev.evaluate(Placement(ev.model, dict.fromkeys(["/cnn/cnn.0/Conv", "/cnn/cnn.2/Relu"], "DLA0")))
+    ev.close()
+    assert m.status == "ok", m.reason
+    kept = m.extra["build_log"]
+    assert not any("Set layer " in x for x in kept[:-1]) and "left out" in kept[-1]
+    assert any("successfully offloaded to DLA" in x for x in kept) and any("[GpuLayer]" in x for x in kept)

@@ -44,7 +44,8 @@ from placetune.backends.trtexec.command import (
     transfer_flags,
     version_tuple,
 )
-from placetune.backends.trtexec.parse import parse_layer_info, parse_summary
+from placetune.backends.trtexec.parse import parse_layer_info, parse_summary, strip_prefix
+from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.trtexec.process import Proc, Run, classify
 from placetune.backends.trtexec.timing import (
     END_MARKERS,
@@ -67,6 +68,11 @@ __all__ = ["TrtexecOptions", "Engine", "Realised", "measure_engine", "time_built
 
 log = logging.getLogger(__name__)
 _LOG_KEEP = 400
+#: A kept build-log line is cut here (trtexec prints its whole --layerDeviceTypes list on one line).
+_LINE_KEEP = 2000
+#: trtexec 10.x's echo of each --layerDeviceTypes match, one [I] line per listed layer
+#: (samples/common/sampleEngines.cpp release/10.3:596 "Set layer " << name << " to device type ").
+_DEVICE_ECHO = re.compile(r"^Set layer .+ to device type (?:GPU|DLA)$")
 #: (prepared ONNX file, TensorRT version) -> the parser's layers of its last verbose build
 #: (buildlog.parser_network): the next builds list the layers made beyond the nodes
 PARSER_LAYERS: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
@@ -428,7 +434,16 @@ def build_extra(eng: Engine) -> Extra:
     blog = eng.blog
     if blog is None:
         return {}
-    kept = (eng.run.lines() if eng.run is not None else [])[:_LOG_KEEP]  # no [V] lines but the placement
+    lines = eng.run.lines() if eng.run is not None else []  # no [V] lines but the placement
+    msgs = [(x, strip_prefix(x)[1]) for x in lines]
+    kept = [x for x, msg in msgs if not _DEVICE_ECHO.match(msg.strip())]
+    echoed = len(msgs) - len(kept)
+    # the first lines, then every placement line after them: the record of where TensorRT put the layers
+    kept = kept[:_LOG_KEEP] + [x for x in kept[_LOG_KEEP:] if is_placement_line(strip_prefix(x)[1])]
+    kept = [x if len(x) <= _LINE_KEEP else f"{x[:_LINE_KEEP]}... ({len(x)} characters)" for x in kept]
+    if echoed:
+        kept.append(f"({echoed} 'Set layer ... to device type ...' lines, trtexec's echo of --layerDeviceTypes, "
+                    "left out)")
     return {"build_errors": blog.errors[:50], "build_warnings": blog.warnings[:100], "build_log": kept}
 
 
