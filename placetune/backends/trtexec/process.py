@@ -168,8 +168,8 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
     if run.returncode not in (0, 1) and summary.status != "FAILED":
         last = [x for x in lines if x.strip()][-1:]
         return Measurement.failure("crashed", f"trtexec ended with exit status {run.returncode} while {what}, "
-                                   "which trtexec itself never returns (it exits 0 or 1 after its '&&&& PASSED' "
-                                   "or '&&&& FAILED' line): the command that ran it failed"
+                                   "which trtexec itself never returns (it exits 0 or 1): the command that ran it "
+                                   "failed"
                                    + (f" (last output: {last[0].strip()})" if last else ""), **_with_tail(kw, lines))
     errs = [e for e in error_lines(lines) if not e.startswith("&&&&")]
     kw = _with_tail(kw, lines)
@@ -194,9 +194,9 @@ _NOT_OURS = ("(placetune did not send it: on a Jetson this is most often the ker
 def _wrapped_signal(returncode: int | None, summary: PerfSummary) -> str | None:
     """The signal that killed trtexec when a shell or wrapper script ran it and exited ``128 + N``:
     trtexec's own exit status is only ``EXIT_SUCCESS`` or ``EXIT_FAILURE`` (``reportPass`` /
-    ``reportFail``, samples/common/logging.h release/10.3:418-427, the only returns of
-    samples/trtexec/trtexec.cpp ``main``), each after its ``&&&& PASSED``/``&&&& FAILED`` line; None
-    otherwise."""
+    ``reportFail``, samples/common/logging.h release/10.3:418-427, the returns of
+    samples/trtexec/trtexec.cpp ``main``; ``exit(EXIT_FAILURE)`` of the samples' CUDA checks,
+    common.h:86 and sampleDevice.cpp:30,67,94); None otherwise."""
     if returncode is None or not 128 < returncode < 128 + 65 or summary.status in ("PASSED", "FAILED"):
         return None
     try:
