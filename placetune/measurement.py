@@ -99,6 +99,7 @@ class Extra(TypedDict, total=False):
     commands: dict[str, list[str]]  # the build and time command lines
     trtexec_errors: list[str]
     trtexec_output_tail: list[str]
+    unkillable: bool  # a killed trtexec still alive after its grace (blocked in the kernel), left behind
     time_log: list[str]
     summary: dict[str, Any]  # trtexec's performance summary
     timed_iterations: int | None

@@ -135,7 +135,7 @@ def test_a_trtexec_that_does_not_die_when_killed_does_not_hang_the_run(tmp_path,
             except ProcessLookupError:
                 pass
     assert time.monotonic() - t0 < 30
-    assert m.status == "timeout" and "still alive" in m.reason and m.extra["x_unkillable"] is True, m.reason
+    assert m.status == "timeout" and "still alive" in m.reason and m.extra["unkillable"] is True, m.reason
 
 
 def test_the_kept_build_log_holds_the_placement_report_not_the_echo_of_the_command(tmp_path, gn, monkeypatch):

@@ -124,7 +124,8 @@ class Proc:
     def _reap(self) -> None:
         """Wait for the killed process, at most :data:`KILL_GRACE_S`: a process blocked in the kernel
         (a GPU or DLA driver call that does not return) does not die of SIGKILL until it leaves it, and
-        the run must not wait for it for ever; it is then recorded as not dead (``Run.unkillable``; the measurement's ``extra["x_unkillable"]``)."""
+        the run must not wait for it for ever; it is then recorded as not dead (``Run.unkillable``,
+        the measurement's ``extra["unkillable"]``)."""
         try:
             self.p.wait(timeout=KILL_GRACE_S)
         except subprocess.TimeoutExpired:
@@ -150,7 +151,7 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
             "DLA driver call that does not return: check `sudo dmesg`; the board may need a reboot)")
         kw = _with_tail(kw, lines)
         if run.unkillable:
-            kw["extra"]["x_unkillable"] = True
+            kw["extra"]["unkillable"] = True
         return Measurement.failure("timeout", f"trtexec did not finish {what} within its limit (timeout_s="
                                    f"{timeout_s:g} beyond the timed duration; ran {run.seconds:.1f} s); "
                                    f"{killed} ({' '.join(run.argv[:2])} ...)", **kw)
