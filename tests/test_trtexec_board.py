@@ -151,3 +151,34 @@ def test_the_kept_build_log_holds_the_placement_report_not_the_echo_of_the_comma
     kept = m.extra["build_log"]
     assert not any("Set layer " in x for x in kept[:-1]) and "left out" in kept[-1]
     assert any("successfully offloaded to DLA" in x for x in kept) and any("[GpuLayer]" in x for x in kept)
+
+
+def test_a_rebuild_never_reads_the_files_an_earlier_build_left(tmp_path, gn):
+    """The second build of a measurement (its parser's layers listed) writes to the same engine and
+    --exportLayerInfo paths as the first: a build that wrote no layer information had the first
+    build's read as its own (another engine's placement)."""
+    from placetune.settings import Settings
+    from placetune.hardware.platforms import get_platform
+
+    be = _backend(tmp_path, "10.3.0", fake={"LAYER_INFO": "none"})
+    work = tmp_path / "work"
+    work.mkdir()
+    onnx_path = trtexec_engine.onnx_file(be.cache_dir, gn, Settings(precision="fp16"), "10.3.0", {})
+    eng = trtexec_engine.engine_spec(be, onnx_path, gn, Settings(precision="fp16"), "10.3.0",
+                                     get_platform("orin-agx"), "DLA0", 0, int(gn.batch), ["--useDLACore=0", "--allowGPUFallback"], work,
+                                     "engine")
+    assert eng.layer_info_path is not None
+    eng.layer_info_path.write_text('{"Layers": ["{ForeignNode[an earlier engine]}"]}')  # the first build's
+    assert trtexec_engine.build(be, eng, "10.3.0", {"simulated": False}) is None
+    assert not eng.layer_info_path.exists() and eng.engine_path.is_file()
+
+
+def test_a_timed_engine_whose_placement_cannot_be_read_keeps_its_timing_and_says_so(tmp_path, gn):
+    """trtexec built and timed the engine and printed its summary, but neither its build log nor its
+    layer information says where the layers ran: the timing is stored, the placement is not guessed."""
+    be = _backend(tmp_path, "10.3.0", fake={"PLACEMENT": "none", "LAYER_INFO": "none"})
+    m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_dla(gn))
+    assert m.status == "ok" and m.latency_ms["median"] > 0 and m.extra["summary"]["throughput_qps"]
+    assert m.realized is None and m.dla_loadables == {} and m.extra["placement_known"] is False
+    assert "no placement report" in m.extra["placement_unknown"]
+    assert any("realised placement UNKNOWN" in n for n in m.extra["notes"])

@@ -411,6 +411,9 @@ def timing_cache_path(cache_dir: Path, platform: "Platform", version: str) -> Pa
 def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -> Measurement | None:
     """Run the build; None when it produced an engine, else the failure."""
     log_path = eng.engine_path.with_suffix(".build.log")
+    for path in (eng.engine_path, eng.layer_info_path):  # an earlier build's (a rebuild): never read as this one's
+        if path is not None:
+            path.unlink(missing_ok=True)
     proc = Proc(eng.build_argv, log_path, be.environ(), eng.engine_path.parent)
     run = eng.run = proc.wait(time.monotonic() + be.timeout_s)
     lines = run.lines()
