@@ -182,3 +182,13 @@ def test_a_timed_engine_whose_placement_cannot_be_read_keeps_its_timing_and_says
     assert m.realized is None and m.dla_loadables == {} and m.extra["placement_known"] is False
     assert "no placement report" in m.extra["placement_unknown"]
     assert any("realised placement UNKNOWN" in n for n in m.extra["notes"])
+
+
+def test_a_build_out_of_memory_says_so_not_only_that_no_implementation_was_found(tmp_path, gn):
+    """trtexec 10.3.0 out of memory in a build (NVIDIA/TensorRT#4258) ends with 'Could not find any
+    implementation for node ...', which reads as a fact of the placement: the failure is classed
+    'memory' and says it ran out of memory."""
+    be = _backend(tmp_path, "10.3.0", fake={"FAIL": "build_oom"})
+    m = _ev(gn, be, tmp_path, trt_version="10.3").evaluate(Placement.all_gpu(gn))
+    assert m.status == "build_failed" and m.extra["failure_class"] == "memory", m.reason
+    assert "out of memory" in m.reason.split(":", 1)[1][:40], m.reason
