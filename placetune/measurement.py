@@ -40,7 +40,8 @@ class Extra(TypedDict, total=False):
     engine_layer_times_ms: dict[str, float]  # TensorRT layer -> ms, as its profiler names it
     profile_iterations: int  # inferences of the per-layer profiling run
     realized_vs_predicted: dict[str, list[str]]  # layer -> [predicted, realised] where they differ
-    failure_class: str  # what kind of failure (stored in its own column); "dla": the DLA compiler or runtime
+    failure_class: str  # what kind of failure (stored in its own column); "dla": the DLA compiler or runtime;
+    # "clocks": taken under other clocks; "memory": TensorRT ran out of memory (trtexec backend)
     # ---- the realised placement's provenance (the Jetson backends: placetune/backends/tensorrt/placement_known.py)
     placement_known: bool  # False: the build log and the engine's layer information disagree, or neither was read
     placement_source: str  # which of the two sources the realised placement rests on
@@ -101,6 +102,7 @@ class Extra(TypedDict, total=False):
     commands: dict[str, list[str]]  # the build and time command lines
     trtexec_errors: list[str]
     trtexec_output_tail: list[str]
+    unkillable: bool  # a killed trtexec still alive after its grace (blocked in the kernel), left behind
     time_log: list[str]
     summary: dict[str, Any]  # trtexec's performance summary
     timed_iterations: int | None

@@ -100,7 +100,8 @@ class TrtexecBackend(JetsonBackend):
         trtexec: the trtexec binary (path or name on PATH). Default: ``$PLACETUNE_TRTEXEC``,
             then ``PATH``, then ``/usr/src/tensorrt/bin/trtexec``.
         trt_version: TensorRT version of that trtexec (default: read from ``trtexec --help``).
-        timeout_s: limit for one build and, separately, one timing run (beyond its duration).
+        timeout_s: limit for one build and, separately, one timing run (beyond its warm-up and duration,
+            counted twice when ``profile`` adds trtexec's separate profiling run).
         warmup_ms: ``--warmUp``.
         iterations: ``--iterations`` (default ``settings.iterations``).
         duration_s: ``--duration`` of an engine-mode timing run (trtexec runs at least

@@ -45,7 +45,8 @@ from placetune.backends.trtexec.command import (
     transfer_flags,
     version_tuple,
 )
-from placetune.backends.trtexec.parse import parse_layer_info, parse_summary
+from placetune.backends.trtexec.parse import parse_layer_info, parse_summary, strip_prefix
+from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.trtexec.process import Proc, Run, classify
 from placetune.backends.trtexec.timing import (
     END_MARKERS,
@@ -69,6 +70,11 @@ __all__ = ["TrtexecOptions", "Engine", "Realised", "measure_engine", "time_built
 
 log = logging.getLogger(__name__)
 _LOG_KEEP = 400
+#: A kept build-log line is cut here (trtexec prints its whole --layerDeviceTypes list on one line).
+_LINE_KEEP = 2000
+#: trtexec 10.x's echo of each --layerDeviceTypes match, one [I] line per listed layer
+#: (samples/common/sampleEngines.cpp release/10.3:596 "Set layer " << name << " to device type ").
+_DEVICE_ECHO = re.compile(r"^Set layer .+ to device type (?:GPU|DLA)$")
 #: (prepared ONNX file, TensorRT version) -> the parser's layers of its last verbose build
 #: (buildlog.parser_network): the next builds list the layers made beyond the nodes
 PARSER_LAYERS: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
@@ -196,7 +202,11 @@ def time_built(be: TrtexecOptions, eng: Engine, version: str, settings: "Setting
         if power is not None:
             power.start()
         try:
-            run = proc.wait(time.monotonic() + be.timeout_s + be.duration_s + be.warmup_ms / 1000.0)
+            # a profiled run is timed twice, warm-up and duration each time: the timed run, then the
+            # profiling run (trtexec.cpp release/10.3:474-491, runInference again with the same options;
+            # always separate from 11 on)
+            runs = 2 if files.get("profile") is not None else 1
+            run = proc.wait(time.monotonic() + be.timeout_s + runs * (be.duration_s + be.warmup_ms / 1000.0))
         finally:
             if power is not None:
                 power.stop()
@@ -218,19 +228,10 @@ def time_built(be: TrtexecOptions, eng: Engine, version: str, settings: "Setting
     extra["timed_iterations"] = len(records) or None
     extra["timed"] = ENGINE_TIMED
     timed = window(run, records, summary)
-    # ---- per-layer profile and inspector
+    # ---- per-layer profile (the engine's layer information was read with its build: realised)
     profile_path = files.get("profile")
     if profile_path is not None and model is not None:
         profile_into(profile_path, eng.blog, eng.network, model, eng.core, extra, kw)
-    if eng.layer_info_path is not None and eng.layer_info_path.is_file():
-        info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
-        extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
-        extra["engine_layers"] = len(info.layers)
-        if model is not None and eng.predicted is not None and eng.blog is not None and info.layers:
-            cross_check(eng, model, info.layers, kw)
-        if not info.valid_json:
-            extra.setdefault("notes", []).append("--exportLayerInfo was not valid JSON (unescaped names): "
-                                                 "layer names read from the raw text")
     # ---- power
     power_w, energy_mj = None, None
     if power is not None:
@@ -415,6 +416,9 @@ def timing_cache_path(cache_dir: Path, platform: "Platform", version: str) -> Pa
 def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -> Measurement | None:
     """Run the build; None when it produced an engine, else the failure."""
     log_path = eng.engine_path.with_suffix(".build.log")
+    for path in (eng.engine_path, eng.layer_info_path):  # an earlier build's (a rebuild): never read as this one's
+        if path is not None:
+            path.unlink(missing_ok=True)
     proc = Proc(eng.build_argv, log_path, be.environ(), eng.engine_path.parent)
     run = eng.run = proc.wait(time.monotonic() + be.timeout_s)
     lines = run.lines()
@@ -438,7 +442,16 @@ def build_extra(eng: Engine) -> Extra:
     blog = eng.blog
     if blog is None:
         return {}
-    kept = (eng.run.lines() if eng.run is not None else [])[:_LOG_KEEP]  # no [V] lines but the placement
+    lines = eng.run.lines() if eng.run is not None else []  # no [V] lines but the placement
+    msgs = [(x, strip_prefix(x)[1]) for x in lines]
+    kept = [x for x, msg in msgs if not _DEVICE_ECHO.match(msg.strip())]
+    echoed = len(msgs) - len(kept)
+    # the first lines, then every placement line after them: the record of where TensorRT put the layers
+    kept = kept[:_LOG_KEEP] + [x for x in kept[_LOG_KEEP:] if is_placement_line(strip_prefix(x)[1])]
+    kept = [x if len(x) <= _LINE_KEEP else f"{x[:_LINE_KEEP]}... ({len(x)} characters)" for x in kept]
+    if echoed:
+        kept.append(f"({echoed} 'Set layer ... to device type ...' lines, trtexec's echo of --layerDeviceTypes, "
+                    "left out)")
     return {"build_errors": blog.errors[:50], "build_warnings": blog.warnings[:100], "build_log": kept}
 
 
@@ -460,18 +473,31 @@ class Realised:
 
 
 def realised(eng: Engine, r: "Realisation") -> Realised:
-    """The realised placement and fallback reasons from an engine's build log."""
+    """The realised placement and fallback reasons of a built engine: its build log cross-checked with
+    the layer information the same build wrote (``--exportLayerInfo``: trtexec writes it before it
+    skips inference, samples/trtexec/trtexec.cpp release/10.3 ``if (options.build.skipInference)``
+    -> ``printLayerInfo``; release/8.5 ``--buildOnly`` alike), decided once (:func:`decide`), so the
+    fallback reasons follow the placement decided and an unknown placement is said only when it is."""
     model = r.realized.model
     predicted = r.realized.as_dict()
     blog = eng.blog or BuildLog()
     loc = locate(blog, model.names, eng.network, [n for n, d in predicted.items() if d == "GPU"])
     extra: dict[str, Any] = {}
     eng.predicted = dict(predicted)
-    known = decide(predicted, eng.core, blog, loc, model.names, eng.network)
+    layers = None
+    if eng.layer_info_path is not None and eng.layer_info_path.is_file():
+        info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
+        extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
+        extra["engine_layers"] = len(info.layers)
+        if not info.valid_json:
+            eng.notes.append("--exportLayerInfo was not valid JSON (unescaped names): layer names read from the "
+                             "raw text")
+        layers = info.layers or None
+    known = decide(predicted, eng.core, blog, loc, model.names, eng.network, layers)
     mark_known(extra, known, blog)
-    if eng.core >= 0 and not blog.reports_placement:  # the layer information (read after timing) may still say
-        eng.notes.append("the build log has no DLA/GPU placement sections: realised placement UNKNOWN unless "
-                         "the engine's layer information says it")
+    if eng.core >= 0 and not blog.reports_placement:
+        eng.notes.append("the build log has no DLA/GPU placement sections: realised placement " + (
+            f"from the {known.source} only" if known.known else "UNKNOWN"))
     realized = known.realized if known.realized is not None else {}
     fallback = {n: loc.fallback.get(n, why) for n, why in r.fallback.items()}
     for n, d in predicted.items():
@@ -488,21 +514,3 @@ def realised(eng: Engine, r: "Realisation") -> Realised:
     extra["dla_subgraphs"] = loc.subgraphs
     extra["unmapped_log_names"] = loc.unmapped[:50]
     return Realised(realized, fallback, extra, known.loadables)
-
-
-def cross_check(eng: Engine, model: "Model", layers: list[dict[str, Any]], kw: dict[str, Any]) -> None:
-    """The build log's placement cross-checked with ``--exportLayerInfo``'s layers: ``kw``'s realised
-    placement, loadables and ``extra`` (``placement_known``...) follow :func:`decide`."""
-    assert eng.blog is not None and eng.predicted is not None
-    gpu_asked = [n for n, d in eng.predicted.items() if d == "GPU"]
-    loc = locate(eng.blog, model.names, eng.network, gpu_asked)
-    known = decide(eng.predicted, eng.core, eng.blog, loc, model.names, eng.network, layers)
-    extra = kw["extra"]
-    for key in ("placement_unknown",):
-        extra.pop(key, None)
-    mark_known(extra, known, eng.blog)
-    kw["realized"] = known.realized
-    kw["dla_loadables"] = {eng.device: known.loadables} if eng.core >= 0 and known.loadables is not None else {}
-    if known.realized is not None:
-        extra["realized_vs_predicted"] = {n: [d, known.realized[n]] for n, d in eng.predicted.items()
-                                          if d != known.realized[n]}

@@ -17,9 +17,16 @@ from placetune.backends.tensorrt.buildlog import dla_failure
 from placetune.backends.tensorrt.worker_names import is_parser_line, is_placement_line
 from placetune.backends.trtexec.parse import PerfSummary, error_lines, strip_prefix
 
-__all__ = ["Run", "Proc", "classify"]
+__all__ = ["Run", "Proc", "classify", "KILL_GRACE_S"]
 
 _NO_CORE = re.compile(r"Cannot create DLA engine, (\d+) not available")
+#: TensorRT out of memory: trtexec 10.3.0 on a build (NVIDIA/TensorRT#4258: "Error Code 1: Cuda Runtime (out of
+#: memory)", then "User allocator error allocating N-byte buffer" and "Could not find any implementation for
+#: node"), TensorRT 7's "Cuda Error in allocate: 2 (out of memory)", "Error Code 2: OutOfMemory".
+_OUT_OF_MEMORY = re.compile(r"\(out of memory\)|OutOfMemory|User allocator error allocating|"
+                            r"could not be allocated", re.I)
+#: How long a killed trtexec is waited for before it is left behind as blocked in the kernel.
+KILL_GRACE_S = 30.0
 
 
 @dataclass
@@ -34,6 +41,8 @@ class Run:
     started: float = 0.0
     ended: float = 0.0
     marks: dict[str, float] = field(default_factory=dict)
+    #: still alive :data:`KILL_GRACE_S` after its SIGKILL (blocked in the kernel)
+    unkillable: bool = False
 
     @property
     def seconds(self) -> float:
@@ -84,6 +93,8 @@ class Proc:
         assert self.p.stdout is not None
         for line in self.p.stdout:
             now = time.monotonic()
+            if self._fh.closed:  # a process left behind alive (Run.unkillable): its log is closed
+                return
             self._fh.write(line)
             if self._markers and len(self.run.marks) < len(self._markers):
                 text = line.split("] ", 2)[-1] if line.startswith("[") else line
@@ -98,10 +109,10 @@ class Proc:
         except subprocess.TimeoutExpired:
             self.run.timed_out = True
             self.kill()
-            self.p.wait()
+            self._reap()
         except BaseException:  # Ctrl-C: trtexec runs in its own session and would not see it
             self.kill()
-            self.p.wait()
+            self._reap()
             raise
         self.run.ended = time.monotonic()
         self._reader.join(timeout=10)
@@ -114,6 +125,16 @@ class Proc:
             except ValueError:
                 self.run.signal = f"signal {-rc}"
         return self.run
+
+    def _reap(self) -> None:
+        """Wait for the killed process, at most :data:`KILL_GRACE_S`: a process blocked in the kernel
+        (a GPU or DLA driver call that does not return) does not die of SIGKILL until it leaves it, and
+        the run must not wait for it for ever; it is then recorded as not dead (``Run.unkillable``,
+        the measurement's ``extra["unkillable"]``)."""
+        try:
+            self.p.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.run.unkillable = True
 
     def kill(self) -> None:
         try:
@@ -130,16 +151,32 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
     """Classify a finished process (``phase``: ``build`` or ``time``): None when it passed, else the failure."""
     what = "building the engine" if phase == "build" else "timing the engine"
     if run.timed_out:
+        killed = "it was killed" if not run.unkillable else (
+            f"it was sent SIGKILL and was still alive {KILL_GRACE_S:g} s later, blocked in the kernel (a GPU or "
+            "DLA driver call that does not return: check `sudo dmesg`; the board may need a reboot)")
+        kw = _with_tail(kw, lines)
+        if run.unkillable:
+            kw["extra"]["unkillable"] = True
         return Measurement.failure("timeout", f"trtexec did not finish {what} within its limit (timeout_s="
                                    f"{timeout_s:g} beyond the timed duration; ran {run.seconds:.1f} s); "
-                                   f"it was killed ({' '.join(run.argv[:2])} ...)", **_with_tail(kw, lines))
-    if run.signal:
+                                   f"{killed} ({' '.join(run.argv[:2])} ...)", **kw)
+    sig = run.signal or _wrapped_signal(run.returncode, summary)
+    if sig:
         last = [x for x in lines if x.strip()][-1:]
-        return Measurement.failure("crashed", f"trtexec was killed by {run.signal} while {what}"
-                                   + (f" (last output: {last[0].strip()})" if last else ""),
-                                   **_with_tail(kw, lines))
+        how = sig if run.signal else f"{sig} (exit status {run.returncode} of the command that ran it)"
+        why = f" {_NOT_OURS}" if sig == "SIGKILL" else ""
+        kw = _with_tail(kw, lines)
+        kw["extra"]["signal"] = sig
+        return Measurement.failure("crashed", f"trtexec was killed by {how} while {what}{why}"
+                                   + (f" (last output: {last[0].strip()})" if last else ""), **kw)
     if run.returncode == 0 and summary.status != "FAILED":
         return None
+    if run.returncode not in (0, 1) and summary.status != "FAILED":
+        last = [x for x in lines if x.strip()][-1:]
+        return Measurement.failure("crashed", f"trtexec ended with exit status {run.returncode} while {what}, "
+                                   "which trtexec itself never returns (it exits 0 or 1): the command that ran it "
+                                   "failed"
+                                   + (f" (last output: {last[0].strip()})" if last else ""), **_with_tail(kw, lines))
     errs = [e for e in error_lines(lines) if not e.startswith("&&&&")]
     kw = _with_tail(kw, lines)
     kw["extra"]["trtexec_errors"] = errs
@@ -152,7 +189,30 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
     if dla_failure(errs):  # the DLA's own failure (NvMedia/cuDLA, DLA compiler), not the GPU build's
         kw["extra"]["failure_class"] = "dla"
         detail = f"the DLA failed ({detail})"
+    elif any(_OUT_OF_MEMORY.search(e) for e in errs):  # what "Could not find any implementation" then means
+        kw["extra"]["failure_class"] = "memory"
+        detail = (f"out of memory ({detail}); on a Jetson the GPU shares the board's memory with everything "
+                  "else running")
     return Measurement.failure(status, f"trtexec failed {what}: {detail}", **kw)
+
+
+#: Said of a SIGKILL placetune did not send (its own kills are timeouts).
+_NOT_OURS = ("(placetune did not send it: on a Jetson this is most often the kernel's out-of-memory killer, "
+             "see `sudo dmesg | grep -i -e oom -e 'killed process'`; free memory or build a smaller engine)")
+
+
+def _wrapped_signal(returncode: int | None, summary: PerfSummary) -> str | None:
+    """The signal that killed trtexec when a shell or wrapper script ran it and exited ``128 + N``:
+    trtexec's own exit status is only ``EXIT_SUCCESS`` or ``EXIT_FAILURE`` (``reportPass`` /
+    ``reportFail``, samples/common/logging.h release/10.3:418-427, the returns of
+    samples/trtexec/trtexec.cpp ``main``; ``exit(EXIT_FAILURE)`` of the samples' CUDA checks,
+    common.h:86 and sampleDevice.cpp:30,67,94); None otherwise."""
+    if returncode is None or not 128 < returncode < 128 + 65 or summary.status in ("PASSED", "FAILED"):
+        return None
+    try:
+        return signal.Signals(returncode - 128).name
+    except ValueError:
+        return None
 
 
 def _with_tail(kw: dict[str, Any], lines: list[str]) -> dict[str, Any]:
