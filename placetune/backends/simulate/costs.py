@@ -476,6 +476,22 @@ class CostTable:
             np.add.at(post, self.g.out_layers[pick.out_on], self.out_ms[pick.out_on])
         return pre, pre_b, post
 
+    def demand(self, nbytes: float, ms: float) -> float:
+        """The share of DRAM bandwidth work of ``ms`` moving ``nbytes`` asks for (0..1; contention)."""
+        if ms <= 0:
+            return 0.0
+        return min(1.0, nbytes / (ms * self.dram_bytes_per_ms))
+
+    def demands(self, seg_time: np.ndarray, seg_bytes: np.ndarray) -> np.ndarray:
+        """:meth:`demand` per segment, vectorised."""
+        rate = np.maximum(seg_time, 1e-300) * self.dram_bytes_per_ms
+        return np.where(seg_time > 0, np.minimum(1.0, seg_bytes / rate), 0.0)
+
+    def sensitivity(self) -> dict[str, float]:
+        """How much each device slows under DRAM contention (the fitted sensitivities, scaled)."""
+        c, k = self.c, self.contention
+        return {"GPU": c.gpu_sensitivity * k, "DLA0": c.dla_sensitivity * k, "DLA1": c.dla_sensitivity * k}
+
     def layer_costs(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-layer (ms, bytes, fused mask) for device codes (0 GPU, 1 DLA0, 2 DLA1)."""
         pick = self.selection(codes)

@@ -32,7 +32,7 @@ from placetune.backends.simulate.costs import CODE_DEVICE, DEVICE_CODE, cost_tab
 from placetune.backends.simulate.profiled import apply_profile
 from placetune.backends.simulate.schedule import run_one_frame
 from placetune.backends.simulate.simulator import (
-    DLA_MAX_BATCH, SimulatedJetson, _demands, _sensitivity, figures, segment_sums_of,
+    DLA_MAX_BATCH, SimulatedJetson, figures, segment_sums_of,
 )
 from placetune.backends.simulate.steady import steady_state
 from placetune.placement.placement import DEVICES, Placement, normalise_device, producer_indexes
@@ -142,7 +142,7 @@ class IncrementalSimulator:
         if self.fast:
             self.table = apply_profile(cost_table(model, platform, settings.precision, model.batch, self.power),
                                        self.backend.profile)
-            self.sens = _sensitivity(self.table)
+            self.sens = self.table.sensitivity()
             self.sens3 = tuple(self.sens[d] for d in CODE_DEVICE)
             if platform.dla_count > 0 and settings.precision != "fp32":
                 sup = dla_support(model, platform, settings.precision, trt_version)
@@ -263,7 +263,7 @@ class IncrementalSimulator:
         seg_time, seg_bytes, seg_dev = self.segment_times(dev, sa)
         if pipeline:
             seg_time = seg_time + table.engine_ms
-            demand = _demands(seg_time, seg_bytes, table)
+            demand = table.demands(seg_time, seg_bytes)
             latency, one_busy = run_one_frame(sa.device, seg_time.tolist(), demand.tolist(), sa.preds, self.sens3)
             k = s.frames_in_flight
             if k == 1:

@@ -253,7 +253,7 @@ class SimulatedJetson(BackendBase):
         seg_time, seg_bytes, seg_dev = _segment_sums(segs, table, t + bms, by + bby)
         profiled = profiled_layer_times(t, segs, seg_time, seg_dev, table.g)
         seg_time = seg_time + table.engine_ms  # every segment is an engine
-        sens = _sensitivity(table)
+        sens = table.sensitivity()
         one = run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=1, in_flight=1), sens)
         latency = one.makespan
         k = settings.frames_in_flight
@@ -264,7 +264,7 @@ class SimulatedJetson(BackendBase):
             busy = {d: v for d, v in ((d, one.busy_ms(d)) for d in one.busy) if v > 0}
             events = _events(one.tasks) if self.timeline else []
         else:  # the periodic steady state of k frames in flight (placetune.backends.simulate.steady)
-            ss = steady_state(seg_dev, seg_time, _demands(seg_time, seg_bytes, table), latency, k,
+            ss = steady_state(seg_dev, seg_time, table.demands(seg_time, seg_bytes), latency, k,
                               tuple(sens[d] for d in CODE_DEVICE))
             period = ss.period_ms
             extra["latency_in_flight_ms"] = ss.latency_ms
@@ -298,8 +298,8 @@ class SimulatedJetson(BackendBase):
             extra["notes"] = ["the realised placement has no DLA layer: the DLA replicas run on the GPU"]
         instances = [_instance(model, platform, settings.precision, power, codes, segs, dev, b, self.profile)
                      for dev, b in reps.items()]
-        sens = _sensitivity(instances[0]["table"])
-        loops = [[(d, ms, _demand(nb, ms, inst["table"])) for d, ms, nb in inst["parts"]] for inst in instances]
+        sens = instances[0]["table"].sensitivity()
+        loops = [[(d, ms, inst["table"].demand(nb, ms)) for d, ms, nb in inst["parts"]] for inst in instances]
         periods, sched, t1 = run_closed_loops(loops, sens, iterations=_REPLICA_ITERATIONS, max_tasks=_MAX_TASKS,
                                               separate_processes=self.separate_processes)
         per_instance, total_fps = [], 0.0
@@ -429,8 +429,8 @@ def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", pow
         inst = _instance(model, platform, precision, power, codes, segs, device, int(model.batch))
         inst["model"] = model.name
         instances.append(inst)
-    sens = _sensitivity(instances[0]["table"])
-    loops = [[(d, ms, _demand(nb, ms, inst["table"])) for d, ms, nb in inst["parts"]] for inst in instances]
+    sens = instances[0]["table"].sensitivity()
+    loops = [[(d, ms, inst["table"].demand(nb, ms)) for d, ms, nb in inst["parts"]] for inst in instances]
     periods, _, _ = run_closed_loops(loops, sens, iterations=iterations, max_tasks=_MAX_TASKS,
                                      separate_processes=separate_processes)
     out = []
@@ -536,17 +536,6 @@ def _instance(model, platform, precision, power, codes, segs, device, batch, pro
     return {"device": device, "batch": int(batch), "parts": parts, "part_seg": part_seg, "table": table, "t": t}
 
 
-def _demand(nbytes: float, ms: float, table: CostTable) -> float:
-    if ms <= 0:
-        return 0.0
-    return min(1.0, nbytes / (ms * table.dram_bytes_per_ms))
-
-
-def _sensitivity(table: CostTable) -> dict[str, float]:
-    c, k = table.c, table.contention
-    return {"GPU": c.gpu_sensitivity * k, "DLA0": c.dla_sensitivity * k, "DLA1": c.dla_sensitivity * k}
-
-
 def _ranges(names, g) -> list[list[int]]:
     """Model-layer indices of a segment's layers as ``[first, last]`` runs (compact for the store)."""
     idx = sorted(g.index[n] for n in names)
@@ -574,15 +563,9 @@ def _frame_tasks(segs, seg_time, seg_bytes, table, frames: int, in_flight: int) 
         gate = tuple((f - in_flight) * k + i for i in sinks) if f >= in_flight else ()
         for s in segs:
             preds = tuple(base + p for p in s.predecessors) or gate
-            tasks.append(Task(s.device, st[s.index], _demand(sb[s.index], st[s.index], table), preds,
+            tasks.append(Task(s.device, st[s.index], table.demand(sb[s.index], st[s.index]), preds,
                               key=(f, s.index), stream=0, label=f"seg{s.index}", frame=f))
     return tasks
-
-
-def _demands(seg_time: np.ndarray, seg_bytes: np.ndarray, table: CostTable) -> np.ndarray:
-    """DRAM demand per segment (see :func:`_demand`), vectorised."""
-    rate = np.maximum(seg_time, 1e-300) * table.dram_bytes_per_ms
-    return np.where(seg_time > 0, np.minimum(1.0, seg_bytes / rate), 0.0)
 
 
 def _events(tasks, frames: int = 1, period: float = 0.0) -> list[dict[str, Any]]:
