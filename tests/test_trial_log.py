@@ -253,8 +253,11 @@ def test_a_real_jetsons_measurement_is_stored_before_the_next_build_starts(tmp_p
         def measure(self, *a, **kw):
             built.append(_rows(db, "SELECT COUNT(*) FROM pt_measurements"))  # stored before this build
             m = super().measure(*a, **kw)
-            m.simulated = False
+            m.simulated, m.backend = False, "double-1"  # (a simulated figure relabelled would be refused)
             return m
+
+        def fingerprint(self, *a, **kw):
+            return dict(super().fingerprint(*a, **kw), backend="double")
 
     monkeypatch.setattr(registry, "get_backend", lambda name, **kw: HardwareDouble())
     assert main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "12", "--storage",
