@@ -130,6 +130,7 @@ setup = json.load(open(os.path.join(folder, "build.json")))["nvtx_setup"]["pytho
 out = {}
 for mod in (placetune.runtime, placetune_runtime):
     with mod.load(folder) as rt:
+        assert rt.nvtx_verbosity == "LAYER_NAMES_ONLY", rt.nvtx_verbosity
         rt({"input": np.zeros(rt.inputs["input"][0], np.float32)})
         list(rt.stream([{"input": np.zeros(rt.inputs["input"][0], np.float32)}] * 3, frames_in_flight=2))
         # an application's own context of the same engine: the build's markers until the documented line
