@@ -74,4 +74,12 @@ class StopRequested(Exception):
 
     Not a :class:`PlacetuneError`: it is a controlled stop, not a failure. The evaluation
     in flight when the stop was requested has finished and is stored.
+
+    Attributes:
+        notes: what the stopped agent had to say of its run so far (the guided agent's ``drift:``
+            line), for the interrupted run's summary and exported plan.
     """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.notes: list[str] = []

@@ -20,6 +20,11 @@ Example (on a Jetson, after ``placetune build plan_dir``)::
         for out in rt.stream(batches, frames_in_flight=4):
             ...
 
+Every execution context it makes runs with the NVTX markers the engines were timed with, trtexec's
+``LAYER_NAMES_ONLY`` (:attr:`PlanRuntime.nvtx_verbosity`): ``placetune build`` writes DETAILED engines
+(their layer information checks the placement), and a context's markers default to the build's
+verbosity, which TensorRT says "will generally increase latency in enqueueV3()".
+
 TensorRT and the CUDA binding (cuda-python or pycuda, whichever works: the worker's CUDA layer)
 are imported when a plan is loaded, not before.
 
@@ -103,6 +108,8 @@ class PlanRuntime:
         inputs: network input -> ``(shape, numpy dtype)`` (replicas: of the first instance).
         outputs: network output names.
         frames_in_flight: the most frames :meth:`stream` keeps in flight.
+        nvtx_verbosity: the NVTX markers every execution context runs with (``LAYER_NAMES_ONLY``, as
+            the engines were timed; per engine when one could not be lowered to it).
     """
 
     def __init__(self, directory: Path, plan: Any, frames_in_flight: Optional[int] = None) -> None:
@@ -152,6 +159,7 @@ class PlanRuntime:
                                                         self._logger, own))
             except RuntimeError as exc:
                 raise BackendError(f"{path}: {exc}") from None
+        self.nvtx_verbosity = w["worker_time"].engines_nvtx(engines)  # each Engine's context: as timed
         rng = np.random.default_rng(0)
         outputs = list(plan.model.get("outputs") or [])
         if not outputs:  # the tensors no engine reads

@@ -67,6 +67,7 @@ import numpy as np
 from collections.abc import Sequence
 
 from placetune import PlacetuneError
+from placetune.errors import StopRequested
 from placetune.measurement import Measurement
 
 from .feasibility import Feasibility
@@ -173,12 +174,19 @@ class GuidedAgent(Agent):
         run.reserve = top  # held back from the search for the re-measurements
         state.rebuilds = top > 0
         try:
-            state.search()
-        except BudgetExhausted:
-            pass
-        run.reserve = 0
-        if top:
-            state.remeasure_top(top, once=state.recalled > 0)
+            try:
+                state.search()
+            except BudgetExhausted:
+                pass
+            run.reserve = 0
+            if top:
+                state.remeasure_top(top, once=state.recalled > 0)
+        except StopRequested as exc:  # Ctrl-C / SIGTERM: the drift seen so far goes with the interrupted run
+            state.estimate_drift()
+            note = state.drift_note()
+            if note:
+                exc.notes.append(note)
+            raise
         state.finish()
         return run.result(rounds=state.rounds, cv_error=state.cv_error, model=state.model.name, fits=state.cv_history,
                           inner_evaluations=state.inner_calls, inner_rate=state.inner_rate,

@@ -26,8 +26,9 @@ DATA = Path(__file__).parent / "data"
 THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}
 
 
-def _run(args: list[str], cwd: Path, version: str = "10.3.0", timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, **fake_env(version)}
+def _run(args: list[str], cwd: Path, version: str = "10.3.0", timeout: int = 300, **fake: str
+         ) -> subprocess.CompletedProcess:
+    env = {**os.environ, **fake_env(version, **fake)}
     # the doubles, then this checkout's placetune (not whichever placetune is installed)
     env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1])])
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -115,6 +116,59 @@ def test_build_then_run_a_pipeline_plan(seed_block, tmp_path):
     both = _run([sys.executable, "-c", SAME, folder, single, "3"], tmp_path)
     assert both.returncode == 0, both.stderr[-3000:]
     assert json.loads(both.stdout)["max_rel_diff"] < 2e-3
+
+
+NVTX = r'''
+import json, os, sys
+import numpy as np
+import placetune.runtime
+folder = sys.argv[1]
+sys.path.insert(0, os.path.join(folder, "runtime"))
+import placetune_runtime  # the plan folder's own runtime (standalone copy)
+import tensorrt
+setup = json.load(open(os.path.join(folder, "build.json")))["nvtx_setup"]["python"]
+out = {}
+for mod in (placetune.runtime, placetune_runtime):
+    with mod.load(folder) as rt:
+        assert rt.nvtx_verbosity == "LAYER_NAMES_ONLY", rt.nvtx_verbosity
+        rt({"input": np.zeros(rt.inputs["input"][0], np.float32)})
+        list(rt.stream([{"input": np.zeros(rt.inputs["input"][0], np.float32)}] * 3, frames_in_flight=2))
+        # an application's own context of the same engine: the build's markers until the documented line
+        context = rt._pipes[0].engines[1].engine.create_execution_context()
+        before = context.nvtx_verbosity.name
+        exec(setup, {"tensorrt": tensorrt, "context": context})
+        out[mod.__name__] = [before, context.nvtx_verbosity.name]
+        context = None
+print(json.dumps(out))
+'''
+
+
+def test_deployed_engines_run_with_the_nvtx_markers_they_were_timed_with(seed_block, tmp_path):
+    """`placetune build` builds DETAILED engines (it reads their layer information), and a context's
+    NVTX markers default to the build's verbosity, which TensorRT says "will generally increase latency
+    in enqueueV3()" (NvInferRuntime.h release/10.3:4303-4310); every engine was timed at trtexec's
+    LAYER_NAMES_ONLY. build.json and README.txt now say which verbosity the engines carry and the line
+    an application sets on each context; build.sh keeps trtexec's default (no --profilingVerbosity), and
+    placetune's runtime and the folder's standalone runtime run every context at LAYER_NAMES_ONLY."""
+    folder = Path(_study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2))
+    assert "--profilingVerbosity" not in (folder / "build.sh").read_text()  # trtexec's default: LAYER_NAMES_ONLY
+    readme = (folder / "README.txt").read_text()
+    assert "context.nvtx_verbosity = tensorrt.ProfilingVerbosity.LAYER_NAMES_ONLY" in readme
+    assert "context->setNvtxVerbosity(nvinfer1::ProfilingVerbosity::kLAYER_NAMES_ONLY);" in readme
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", str(folder)], tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "LAYER_NAMES_ONLY NVTX markers" in proc.stdout
+    report = json.loads((folder / "build.json").read_text())
+    assert [e["profiling_verbosity"] for e in report["engines"]] == ["DETAILED"] * 4
+    assert report["nvtx_verbosity"] == "LAYER_NAMES_ONLY"
+    assert report["nvtx_setup"]["c++"] == "context->setNvtxVerbosity(nvinfer1::ProfilingVerbosity::kLAYER_NAMES_ONLY);"
+    log = tmp_path / "enqueues.txt"
+    run = _run([sys.executable, "-c", NVTX, str(folder)], tmp_path, ENQUEUE_LOG=str(log))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout) == {"placetune.runtime": ["DETAILED", "LAYER_NAMES_ONLY"],
+                                      "placetune_runtime": ["DETAILED", "LAYER_NAMES_ONLY"]}
+    levels = [line.split()[3] for line in log.read_text().splitlines()]
+    assert len(levels) >= 2 * 4 * 4 and set(levels) == {"LAYER_NAMES_ONLY"}  # every enqueue of every context
 
 
 def test_build_reports_layers_tensorrt_put_elsewhere(tmp_path):

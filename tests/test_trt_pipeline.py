@@ -392,6 +392,31 @@ def test_pipeline_and_replicas_record_the_runtime_s_warnings_and_errors(mode, se
     assert bad.extra["failure_class"] == "dla" and "the DLA failed" in bad.reason
 
 
+@pytest.mark.parametrize("mode", ["pipeline", "replicas"])
+def test_pipeline_and_replicas_time_with_trtexec_s_nvtx_markers_and_say_so(mode, seed_block, tmp_path):
+    """The worker builds DETAILED engines (their layer information needs it), and a context's NVTX
+    verbosity defaults to the build's, which "will generally increase latency in enqueueV3()"
+    (NvInferRuntime.h release/10.3:4303-4310); trtexec runs every context at LAYER_NAMES_ONLY unless told
+    (sampleOptions.cpp:1756-1757, sampleInference.cpp:389). Engine mode recorded the markers it timed
+    with; pipeline and replicas measurements did not. Every enqueue of every engine (the double's log)
+    runs at LAYER_NAMES_ONLY, and the measurement says so."""
+    log = tmp_path / "enqueues.txt"
+    kw = {"replicas": {"GPU": 1, "DLA0": 1}} if mode == "replicas" else {}
+    be = _backend(tmp_path / "cache", faults={"ENQUEUE_LOG": str(log)})
+    ev = _ev(seed_block, be, tmp_path, mode=mode, **kw)
+    try:
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert m.ok, m.reason
+    assert m.extra["nvtx_verbosity"] == "LAYER_NAMES_ONLY"
+    levels = [line.split()[3] for line in log.read_text().splitlines()]
+    assert levels and set(levels) == {"LAYER_NAMES_ONLY"}
+    # still built DETAILED: the DLA engine's layer information reads as before
+    assert m.extra.get("placement_known", True) is not False
+
+
 def test_dla_core_the_device_lacks_is_infeasible(seed_block, tmp_path):
     be = _backend(tmp_path / "cache", faults={"DLA_CORES": "1"})
     ev = _ev(seed_block, be, tmp_path)
@@ -448,7 +473,7 @@ def test_replicas_are_enqueued_from_one_thread_each_at_once(seed_block, tmp_path
         ev.close()
         be.close()
     assert m.status == "ok", m.reason
-    calls = [(int(t), float(a), float(b)) for t, a, b in (line.split() for line in log.read_text().splitlines())]
+    calls = [(int(t), float(a), float(b)) for t, a, b, _ in (line.split() for line in log.read_text().splitlines())]
     first = calls[0][0]  # the worker's own thread: the engines timed alone
     together = [c for c in calls if c[0] != first]
     assert len({t for t, _, _ in together}) == 3

@@ -439,3 +439,37 @@ def test_the_agent_s_drift_line_goes_into_the_exported_plan(tmp_path, capsys, mo
     assert code == 0 and "drift: measurements moved +12.0% per 10 builds" in out
     plan = json.loads((tmp_path / "best.plan.json").read_text())
     assert any(n.startswith("drift: measurements moved +12.0%") for n in plan["notes"]), plan["notes"]
+
+
+def test_an_interrupted_guided_run_keeps_its_drift_line(tmp_path, capsys, monkeypatch):
+    """Ctrl-C mid-study: the guided agent's run ends with StopRequested, so its end-of-run notes were never
+    made and the drift its rebuilds had seen so far was neither said nor written into the plan the
+    interrupted run exports. It now goes with the interrupted run's summary and plan as at a full run's end."""
+    import os
+    import signal
+
+    from placetune.tuning.evaluator import Evaluator
+    from search.drift import Drift
+
+    line = "drift: measurements moved +12.0% per 10 builds (from the plans built more than once)"
+    seen = []
+    monkeypatch.setattr(Drift, "drift_note", lambda self: seen.append(self.build_log is not None) or line)
+    evaluate = Evaluator.evaluate
+    calls = []
+
+    def evaluate_then_ctrl_c(self, *a, **kw):
+        m = evaluate(self, *a, **kw)
+        calls.append(1)
+        if len(calls) == 12:
+            os.kill(os.getpid(), signal.SIGINT)  # the tune's handler: stop after the evaluation in flight
+        return m
+
+    monkeypatch.setattr(Evaluator, "evaluate", evaluate_then_ctrl_c)
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--model", "seed-block", "--agent", "guided", "--trials", "40", "--storage", "r.db",
+                 "--export", "best.plan.json"])
+    out = capsys.readouterr().out
+    assert code == 130, out
+    assert "interrupted after" in out and line in out and seen
+    plan = json.loads((tmp_path / "best.plan.json").read_text())
+    assert line in plan["notes"], plan["notes"]

@@ -35,7 +35,7 @@ from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.backends.tensorrt.jobs import read_realised
 from placetune.model.model import Model
 from placetune.plan.file import Plan, load
-from placetune.plan.folder import check_calibration_cache, engine_files, write_plan_folder
+from placetune.plan.folder import NVTX_SETUP, NVTX_VERBOSITY, check_calibration_cache, engine_files, write_plan_folder
 from placetune.plan.trtexec import untyped_int8_plan
 
 if TYPE_CHECKING:
@@ -98,13 +98,19 @@ class BuildReport:
                          "placement is UNKNOWN (the notes say which)")
         else:
             lines.append("every layer runs where the plan says")
+        if any(e.get("profiling_verbosity") == "DETAILED" for e in self.engines):
+            lines.append(f"the engines are built with DETAILED profiling verbosity (their layer information): run each "
+                         f"execution context with {NVTX_VERBOSITY} NVTX markers, as they were timed: "
+                         f"{NVTX_SETUP['python']} (placetune.runtime does; build.json and README.txt say more)")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "trt_version": self.trt_version, "engines": self.engines,
                 "realized": self.realized, "differences": self.differences, "notes": self.notes,
-                "placement_known": not self.unknown, "placement_unknown": self.unknown}
+                "placement_known": not self.unknown, "placement_unknown": self.unknown,
+                # how an application runs the engines as they were timed (each engine's profiling_verbosity: as built)
+                "nvtx_verbosity": NVTX_VERBOSITY, "nvtx_setup": dict(NVTX_SETUP)}
 
 
 def _segment_ranges(paths: list[Path]) -> dict[str, float]:
@@ -370,6 +376,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
                                "engine_file": engine_files(p, eng)[1], "cached": bool(info.get("cached")),
                                "build_seconds": info.get("build_seconds"), "engine_bytes": info.get("engine_bytes"),
                                "dla_loadables": None if unknown else n_load, "io_formats": info.get("io_formats") or {},
+                               "profiling_verbosity": info.get("profiling_verbosity"),
                                "placement_known": not unknown,
                                **({"inspector_error": str(info["inspector_error"])[:300]}
                                   if info.get("inspector_error") else {}),

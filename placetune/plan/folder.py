@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.plan.file import Plan
 
-__all__ = ["CALIBRATION_FILE", "PlanFolder", "write_plan_folder"]
+__all__ = ["CALIBRATION_FILE", "NVTX_SETUP", "NVTX_VERBOSITY", "PlanFolder", "write_plan_folder"]
 
 #: The sub-folder the standalone runtime is written to (:func:`placetune.runtime.write_standalone`).
 RUNTIME_DIR = "runtime"
@@ -98,6 +98,15 @@ class PlanFolder:
     plan: "Plan"
     files: list[Path] = field(default_factory=list)
     engines: list[str] = field(default_factory=list)
+
+
+#: the NVTX markers placetune times every engine context with (trtexec's default ``--profilingVerbosity``,
+#: samples/common/sampleOptions.h release/8.5-11.1), and how an application sets them on a context of the
+#: DETAILED engines ``placetune build`` writes (their NVTX markers default to the build's verbosity, which
+#: "will generally increase latency in enqueueV3()", NvInferRuntime.h release/10.3:4303-4310)
+NVTX_VERBOSITY = "LAYER_NAMES_ONLY"
+NVTX_SETUP = {"python": "context.nvtx_verbosity = tensorrt.ProfilingVerbosity.LAYER_NAMES_ONLY",
+              "c++": "context->setNvtxVerbosity(nvinfer1::ProfilingVerbosity::kLAYER_NAMES_ONLY);"}
 
 
 def engine_files(plan: "Plan", engine: dict[str, Any]) -> tuple[str, str]:
@@ -227,6 +236,17 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> 
                   "   next free replica; each replica runs the whole network:"]
         for e in plan.engines:
             lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
+    lines += ["", "   NVTX markers: the engines were timed with TensorRT's LAYER_NAMES_ONLY NVTX markers, as trtexec",
+              "   times (its default --profilingVerbosity). build.sh passes no --profilingVerbosity, so its engines",
+              "   are built at LAYER_NAMES_ONLY and a context runs with those markers by default. `placetune build`",
+              "   builds DETAILED engines (it reads each engine's layer information to check the placement), and a",
+              "   context's NVTX markers default to the build's verbosity, which TensorRT says \"will generally",
+              "   increase latency in enqueueV3()\": on every execution context of those engines set, as timed,",
+              f"     {NVTX_SETUP['python']}",
+              f"     {NVTX_SETUP['c++']}",
+              "   (build.json says each engine's verbosity; the line is harmless on build.sh's engines; trtexec",
+              "   --loadEngine (step 2) and placetune's runtime (step 4) set it on every context themselves).",
+              ]
     lines += ["", f"4. Or run the plan with placetune's runtime, in {RUNTIME_DIR}/: no install, any Python >= 3.8 with",
               "   numpy, TensorRT and one CUDA binding (cuda-python or pycuda), JetPack 5.1's system Python included.",
               "   " + _timed_by(plan),

@@ -175,8 +175,9 @@ class Tuner:
                         result = drive(agent.ask_tell(ev, budget), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
                     said = [n for n in result.notes if n.startswith(_SAID)]
-                except StopRequested:
+                except StopRequested as stop:
                     interrupted = True
+                    said = [n for n in stop.notes if n.startswith(_SAID)]  # the agent's drift so far, as below
                 except Exception as exc:  # a database failure in the agent's Optuna study: one clear line
                     err = storage_error(store, exc, f"running the {cfg.agent} agent's study")
                     if err is None:

@@ -412,6 +412,8 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     if res.get("layer_profiles"):
         extra.update(dla_ms=dla_ms, gpu_ms=gpu_ms)
     extra["warmup_frames"] = res.get("warmup_frames")
+    if res.get("nvtx_verbosity"):  # the NVTX markers every segment's context was timed with (trtexec's)
+        extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
     extra["timed"] = TIMED
     return Measurement(status="ok", latency_samples_ms=samples, throughput_fps=fps, segment_times_ms=seg_times,
                        layer_times_ms=layer_times, timeline=events[:_MAX_EVENTS], **common)
@@ -551,6 +553,8 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
         if period == period and period > slowest_period:
             slowest, slowest_period = row, period
     extra.update(replicas=per_instance, window_ms=res.get("window_ms"), period_ms=slowest_period)
+    if res.get("nvtx_verbosity"):  # the NVTX markers every instance's context was timed with (trtexec's)
+        extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
     events = []
     for i, it, start, end in res.get("timeline") or []:
         dev = specs[int(i)]["device"]

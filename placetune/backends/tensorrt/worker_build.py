@@ -21,7 +21,7 @@ from worker_names import is_parser_line, is_placement_line, onnx_node, parser_ow
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 #: what an engine cache entry keeps of its build (obtain_plan)
 _BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla",
-                 "io_formats", "int8_ranges", "int8_io_ranges")
+                 "io_formats", "int8_ranges", "int8_io_ranges", "profiling_verbosity")
 
 
 def _severity_name(severity):
@@ -316,7 +316,10 @@ def build(trt, job, logger):
             else:
                 _set_dynamic_ranges(network, trt, job.get("int8_ranges"))
                 out["int8_ranges"] = "placeholder"
+    # DETAILED: the engine inspector's layer information (the placement's second source) needs it; a
+    # context's NVTX markers default to it, so every context placetune makes lowers them (worker_time.timing_nvtx)
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    out["profiling_verbosity"] = str(getattr(config.profiling_verbosity, "name", config.profiling_verbosity))
     config.default_device_type = trt.DeviceType.GPU
     core = int(job.get("dla_core", -1))
     if core >= 0:

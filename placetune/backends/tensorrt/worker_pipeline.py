@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover
 from worker_build import make_logger, obtain_all
 from worker_cuda import driver
 from worker_resources import Resources, alloc, download, input_values, load_inputs, release
-from worker_time import Engine, layer_information, median, profile_layers, timed_window
+from worker_time import Engine, engines_nvtx, layer_information, median, profile_layers, timed_window
 from worker_names import count_loadables
 from worker_nms import nms_rows
 
@@ -332,6 +332,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
     specs = job["engines"]
     engines = [Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
                for s, p in zip(specs, plans)]
+    out["nvtx_verbosity"] = engines_nvtx(engines)  # the NVTX markers every timed context runs with
     inspect = (job.get("common") or {}).get("inspector", True)
     for i, (e, s) in enumerate(zip(engines, specs)):
         if inspect and int(s.get("dla_core", -1)) >= 0:  # where its layers ran: the second source, beside the log

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover
 from worker_build import make_logger, obtain_all
 from worker_cuda import driver
 from worker_resources import Resources, alloc, load_inputs, random_fill, release
-from worker_time import Engine, layer_information, timed_window
+from worker_time import Engine, engines_nvtx, layer_information, timed_window
 
 
 #: seconds the enqueue threads may take to reach the start line together
@@ -176,6 +176,7 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
         engines.append(e)
         addresses.append(addr)
     n = len(engines)
+    out["nvtx_verbosity"] = engines_nvtx(engines)  # the NVTX markers every timed context runs with
     iterations = max(1, int(job.get("iterations", 50)))
     warm_s = float(job.get("warmup_ms", 200.0)) / 1000.0
     # ---- each instance alone

@@ -300,6 +300,16 @@ def timing_nvtx(trt, context):
     return str(getattr(level, "name", level))
 
 
+def engines_nvtx(engines):
+    # type: (List[Any]) -> str
+    """The NVTX verbosity the contexts of ``engines`` (each an :class:`Engine`) were timed with: the one
+    level when they all share it, else ``name=level`` per engine (a pipeline's or replicas' record)."""
+    levels = [e.nvtx_verbosity for e in engines]
+    if len(set(levels)) == 1:
+        return levels[0]
+    return ", ".join("%s=%s" % (e.name, level) for e, level in zip(engines, levels))
+
+
 def layer_information(trt, engine, context, out):
     # type: (Any, Any, Any, Dict[str, Any]) -> None
     """The engine's layer information (the inspector's JSON, DETAILED as built) into ``out["inspector"]``,
@@ -371,7 +381,7 @@ class Engine(object):
         if self.engine is None:
             raise RuntimeError("engine %s: deserialize_cuda_engine returned None%s" % (name, self._errors()))
         self.context = self.engine.create_execution_context()
-        timing_nvtx(trt, self.context)
+        self.nvtx_verbosity = timing_nvtx(trt, self.context)  # every context it makes: trtexec's markers
         self.stream = cuda.Stream()
         self.inputs = []  # type: List[str]
         self.outputs = []  # type: List[str]

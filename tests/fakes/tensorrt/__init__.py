@@ -72,7 +72,8 @@ information is read);
 interpreter whose onnx reference evaluator is too slow, e.g. onnx 1.14 on Python 3.8).
 ``PLACETUNE_FAKE_TRT_DLA_CORES`` sets ``builder.num_DLA_cores`` (default: :func:`default_dla_cores`);
 ``PLACETUNE_FAKE_TRT_STDOUT_NOISE`` makes the import write to stdout (as native libraries may);
-``PLACETUNE_FAKE_TRT_ENQUEUE_MS`` / ``_ENQUEUE_LOG``: host time and a log of each ``execute_async_v3``.
+``PLACETUNE_FAKE_TRT_ENQUEUE_MS`` / ``_ENQUEUE_LOG``: host time and a log of each ``execute_async_v3``
+(with the NVTX verbosity its context ran with).
 """
 
 from __future__ import annotations
@@ -1426,7 +1427,8 @@ class IExecutionContext:
     def execute_async_v3(self, stream_handle: int) -> bool:
         """``PLACETUNE_FAKE_TRT_ENQUEUE_MS``: host time each call takes, slept with the GIL released
         (the real call releases it: pyCore.cpp's ``gil_scoped_release``); ``PLACETUNE_FAKE_TRT_ENQUEUE_LOG``:
-        a file each call appends ``<thread id> <start> <end>`` (perf_counter seconds) to."""
+        a file each call appends ``<thread id> <start> <end> <NVTX verbosity>`` (perf_counter seconds; the
+        context's NVTX level at the call) to."""
         t0 = time.perf_counter()
         host_ms = float(os.environ.get("PLACETUNE_FAKE_TRT_ENQUEUE_MS") or 0)
         if host_ms > 0:
@@ -1435,7 +1437,7 @@ class IExecutionContext:
         path = os.environ.get("PLACETUNE_FAKE_TRT_ENQUEUE_LOG")
         if path:
             with _gpu.lock, open(path, "a") as fh:
-                fh.write(f"{threading.get_ident()} {t0:.6f} {time.perf_counter():.6f}\n")
+                fh.write(f"{threading.get_ident()} {t0:.6f} {time.perf_counter():.6f} {self._nvtx.name}\n")
         return ok
 
     def _launch(self, stream_handle: int) -> None:
