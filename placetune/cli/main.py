@@ -147,6 +147,9 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
     base, _, opts = args.name.partition(":")
     if args.batch is not None and args.batch < 1:
         raise ConfigError(f"batch must be a positive integer, got {args.batch}")
+    if args.output == "-":  # a binary ONNX file of up to hundreds of MB: never a file named "-", nor the terminal
+        raise ConfigError("zoo export -o: the ONNX model is written to a file; give its name (e.g. -o "
+                          f"{base}.onnx), not - (standard output)")
     path = _zoo.export(base, args.output, batch=args.batch or _zoo.default_batch(base), **_zoo_registry.parse_options(opts))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, with deterministic weights)")
     return 0
@@ -196,6 +199,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg = cfg.with_overrides(device_profile=args.device_profile)
     if args.input_data:
         cfg = cfg.with_overrides(input_data=args.input_data)
+    if args.trt_version is not None:  # as [settings] trt_version: the DLA rules the search applies
+        check_trt_version(args.trt_version)
+        cfg.settings["trt_version"] = args.trt_version.strip()
+        cfg.check_options()
     if args.constraint:  # command-line constraints replace the study file's
         cfg.constraints = [c.text for c in _constraints.parse_constraints(args.constraint)]
     if cfg.trials < 1:
@@ -382,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {DEFAULT_PRECISION}")
     p.add_argument("--power-mode", help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
                    "fastest; see docs/power-modes.md)")
+    p.add_argument("--trt-version", help="TensorRT version whose DLA rules the search applies, e.g. 10.3 (default: "
+                   "the board's own on a real backend, else the platform's: 8.6 on Orin, 8.5 on Xavier; "
+                   "[settings] trt_version in a study file)")
     p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "
                    "(see below)")
     p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")

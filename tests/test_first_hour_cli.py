@@ -1,0 +1,115 @@
+"""What a new user trips on in the first hour: an option the README names that the command lacked
+(``tune --trt-version``), outputs named ``-`` that became files called ``-`` (``calibrate -o -``,
+``zoo export -o -``), a study name that hid its plan file (``--study .``), a report that drew a
+relabelled study's plots without their SIMULATED mark, and a live bar longer than the terminal (each
+redraw then left a wrapped copy on the screen). Each case failed before its fix."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from placetune.cli.main import main
+from placetune.errors import ConfigError, StoreError
+from placetune.tuning.objectives import get_objective
+from placetune.tuning.progress import Progress
+from tests.test_hostile_round4 import _copy, make_small_db
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    return make_small_db(tmp_path_factory.mktemp("db"))
+
+
+def test_tune_takes_trt_version_as_the_readme_says(tmp_path, monkeypatch, capsys):
+    """The README and ``placetune build``'s note say "tune with --trt-version"; tune refused the option (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--trt-version", "10.3",
+                 "--study", "t"]) == 0
+    out = capsys.readouterr().out
+    assert "TensorRT 10.3 DLA rules" in out.splitlines()[0]
+    from placetune.store.store import Store
+
+    with Store("sqlite:///placetune.db") as store:
+        assert store.study("t").settings["trt_version"] == "10.3"
+
+
+def test_tune_refuses_a_trt_version_without_dla_rules(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--model", "seed-block", "--trials", "3", "--trt-version", "99"])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert "trt_version must be a TensorRT version with DLA rules" in err
+    assert not (tmp_path / "placetune.db").exists()
+
+
+def test_calibrate_to_standard_output(small_db, tmp_path, monkeypatch, capsys):
+    """``calibrate -o -`` wrote a file named ``-``; as ``export -o -`` it now writes the profile to standard
+    output and the fit's table to standard error."""
+    monkeypatch.chdir(tmp_path)
+    db = _copy(small_db, tmp_path / "c.db")
+    assert main(["calibrate", "--storage", str(db), "--study", "s", "--folds", "0", "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("# device profile fitted by placetune calibrate from s\n") and 'base = "orin-agx"' in out
+    assert "unidentified" in err and "device profile written" not in out + err
+    assert not (tmp_path / "-").exists()
+
+
+def test_zoo_export_to_standard_output_is_refused(tmp_path, monkeypatch, capsys):
+    """``zoo export resnet18 -o -`` wrote a 45 MB file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["zoo", "export", "resnet18", "-o", "-"])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert "give its name (e.g. -o resnet18.onnx), not - (standard output)" in err
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("study", [".", ".hidden"])
+def test_a_study_name_that_would_hide_its_plan_is_refused(study, tmp_path, monkeypatch, capsys):
+    """``--study .`` wrote its plan to ``..plan.json``, a hidden file the user would never find."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", study])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert f"would be '{study}.plan.json', a hidden file; give the plan file with --export PATH" in err
+    assert not list(tmp_path.glob(".*plan.json"))
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", study,
+                 "--export", "p.json"]) == 0
+    assert (tmp_path / "p.json").is_file()
+
+
+def test_report_of_a_relabelled_study_writes_nothing(small_db, tmp_path, capsys):
+    """A study whose rows were edited to claim hardware got its progress plot drawn without the SIMULATED
+    mark before the report stopped; export refuses such a study, and the report now does so first."""
+    db = _copy(small_db, tmp_path / "t.db", "update pt_studies set backend = 'tensorrt', simulated = 0; "
+                                            "update pt_measurements set simulated = 0;")
+    code = main(["report", "--storage", str(db), "--study", "s", "-o", str(tmp_path / "rep")])
+    err = capsys.readouterr().err
+    assert code == StoreError.exit_code and err.count("\n") == 1, err
+    assert "study 's' is marked as measured on hardware (backend 'tensorrt'), but its measurement " in err
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("columns", [40, 80, 120])
+def test_the_live_bar_fits_the_terminal(columns):
+    """The bar's line was about 220 characters: on an 80-column terminal it wrapped, and ``\\r`` returns to
+    the start of the last row only, so every redraw left a wrapped copy behind."""
+    out = io.StringIO()
+    p = Progress(out, tty=True, total=300, done=0, objective=get_objective("throughput"), baseline=None,
+                 stops_early="it stops once settled", columns=columns)
+    p.best, p.base, p.done, p.device_s, p.device_n, p.cv_error = 3399.3, 2346.1, 10, 1277.0, 10, 0.0
+    p.failures = 2
+    p._draw()
+    line = out.getvalue()
+    assert line.startswith("\r[") and len(line) - 1 <= columns - 1, (len(line), line)
+    assert "10/300" in line
+    if columns >= 80:
+        assert "best 3399 fps (1.45x faster than all-GPU)" in line
+    if columns >= 120:
+        assert "failures 2" in line
+    wide = io.StringIO()
+    p.out, p.columns = wide, 400
+    p._draw()
+    assert "cache hits 0" in wide.getvalue() and "device 0.4 h" in wide.getvalue()
