@@ -113,3 +113,23 @@ def test_the_live_bar_fits_the_terminal(columns):
     p.out, p.columns = wide, 400
     p._draw()
     assert "cache hits 0" in wide.getvalue() and "device 0.4 h" in wide.getvalue()
+
+
+def test_the_plan_folder_line_names_runtime_as_a_folder(small_db, tmp_path, capsys):
+    """``export --format trtexec`` listed the runtime's 13 modules as if they lay beside build.sh; they are
+    in ``runtime/``."""
+    db = _copy(small_db, tmp_path / "f.db")
+    assert main(["export", "--storage", str(db), "--study", "s", "--format", "trtexec", "-o",
+                 str(tmp_path / "deploy")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("wrote plan folder"))
+    n = len([p for p in (tmp_path / "deploy" / "runtime").iterdir() if not p.name.startswith(".")])
+    assert line.endswith(f"plan.json, README.txt, runtime/ ({n} files)"), line
+    assert "worker_" not in line and "placetune_runtime.py" not in line
+
+
+def test_the_next_commands_after_a_tune_are_one_a_line():
+    from placetune.tuning.verdict import next_steps
+
+    lines = next_steps("sqlite:///placetune.db", "s").splitlines()
+    assert lines == ["next: placetune export --study s --format trtexec -o deploy   (build.sh and the engines' ONNX, "
+                     "for the Jetson)", "      placetune report --study s -o report   (plots)"]
