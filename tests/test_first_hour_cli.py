@@ -176,3 +176,11 @@ def test_every_option_the_docs_give_a_command_is_one_it_takes(capsys):
                         wrong.append(f"{doc.name}:{n}: placetune {m.group(1)} {opt}")
     assert not wrong, wrong
     assert "--trt-version" in helps["tune"]
+
+
+def test_the_top_level_help_says_where_to_start(capsys):
+    """``placetune --help`` listed twelve commands with ``tune``, the main job, last, and no first step."""
+    text = _help([], capsys)
+    start = text[text.index("start here:"):]
+    assert "placetune tune " in start and "placetune export -o plan.json" in start
+    assert max(len(line) for line in start.splitlines()) < 80

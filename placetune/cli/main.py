@@ -291,6 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="placetune",
         description="Find the best placement of a network's layers on a Jetson's GPU and DLA cores.",
+        epilog="start here:\n"
+               "  placetune tune                  the main job (ResNet-50, simulated Orin)\n"
+               "  placetune tune --model my.onnx  the same for your own network\n"
+               "  placetune export -o plan.json   the best plan (--format trtexec: for Jetson)\n"
+               "  placetune report -o report      plots of the search and its best plan\n"
+               "Off a Jetson every figure comes from the simulated Jetson and says so.\n"
+               "placetune COMMAND --help: each command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"placetune {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
