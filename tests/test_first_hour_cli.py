@@ -184,3 +184,12 @@ def test_the_top_level_help_says_where_to_start(capsys):
     start = text[text.index("start here:"):]
     assert "placetune tune " in start and "placetune export -o plan.json" in start
     assert max(len(line) for line in start.splitlines()) < 80
+
+
+def test_the_selftest_header_says_unknown_not_none():
+    """Off a Jetson the self-test's first line read ``L4T None, JetPack None``."""
+    from placetune.cli.selftest import format_report
+
+    head = format_report({"python": "3.11.7", "machine": "x86_64", "l4t": None, "jetpack": None, "module": None,
+                          "checks": [], "all_ok": False}).splitlines()[0]
+    assert head == "placetune selftest: python 3.11.7 (x86_64), L4T unknown, JetPack unknown, unknown module"
