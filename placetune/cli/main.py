@@ -385,12 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "inputs (a file with a static batch takes --shape)")
     p.add_argument("--platform", help="Jetson profile (default orin-agx), e.g. orin-nx-16gb, xavier-agx (README: "
                    "Platforms)")
-    p.add_argument("--backend", help="simulate | tensorrt | trtexec, or a backend a package adds (entry point "
-                                     "group placetune.backends)")
+    p.add_argument("--backend", help="simulate (default: the simulated Jetson) | tensorrt | trtexec, or a backend "
+                                     "a package adds (entry point group placetune.backends)")
     p.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"),
                    help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
                    "replicas, or concurrent (several --model at once)")
-    p.add_argument("--objective", help="latency | throughput | energy | gpu_time | latency+energy")
+    p.add_argument("--objective", help="throughput (default) | latency | energy | gpu_time | latency+energy")
     p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
                    "concurrent mode also latency[NETWORK]<=5")
@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "[settings] trt_version in a study file)")
     p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "
                    "(see below)")
-    p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")
+    p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes; default 300)")
     p.add_argument("--timeout", help="wall-clock limit of this run, e.g. 8h, 30m")
     p.add_argument("--storage", help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)")
     p.add_argument("--study", help="study name (default: derived from the settings)")
@@ -410,8 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "the agent's, guided: stages)")
     p.add_argument("--seed", type=int, help="agent seed")
     p.add_argument("--stop-when-converged", action="store_true",
-                   help="end the run once the best stopped improving (default: use the whole budget and report "
-                        "where it converged)")
+                   help="end the run once the best stopped improving (default off: the run goes on and reports "
+                        "where it converged; the guided agent still stops once settled, see below)")
     p.add_argument("--stop-when-settled", action=argparse.BooleanOptionalAction, default=None,
                    help="guided: after convergence build only plans that could still beat the best by over 1%% and "
                         "leaders the noise cannot yet order, and end the run when none remain (the default; "
