@@ -9,7 +9,7 @@ Example:
     ``placetune studies --storage sqlite:///runs.db``;
     ``placetune export --study s -o plan.json``;
     ``placetune export --study s --format trtexec --onnx model.onnx -o build.sh``;
-    ``placetune export --study s --format trtexec -o deploy/`` (build.sh, ONNX files, plan.json, README.txt);
+    ``placetune export --study s --format trtexec -o deploy/`` (build.sh, ONNX files, plan.json, README.txt, runtime/);
     ``placetune report --study s -o report/``;
     ``placetune trace plan.json -o trace.json``
 """
@@ -343,7 +343,7 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("-o", "--output", default=None,
                    help="output file (default: standard output); with --format trtexec, a directory (or a path "
                         "without .sh/.json) gets a deployment folder: build.sh, the ONNX file(s), plan.json, "
-                        "README.txt")
+                        "README.txt and runtime/ (the standalone runtime)")
     p.add_argument("--format", choices=("json", "trtexec"), default="json",
                    help="json: the plan file; trtexec: a shell script of trtexec commands, or with -o DIR the "
                         "deployment folder (default json)")
