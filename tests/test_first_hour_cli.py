@@ -193,3 +193,18 @@ def test_the_selftest_header_says_unknown_not_none():
     head = format_report({"python": "3.11.7", "machine": "x86_64", "l4t": None, "jetpack": None, "module": None,
                           "checks": [], "all_ok": False}).splitlines()[0]
     assert head == "placetune selftest: python 3.11.7 (x86_64), L4T unknown, JetPack unknown, unknown module"
+
+
+def test_zoo_list_wraps_its_descriptions_on_a_terminal():
+    """``zoo list`` printed lines of up to 260 characters; on a terminal each row ran over several lines
+    into the next name's column. Piped, each network stays on one line (grep-able)."""
+    from placetune.cli.terminal import table
+
+    rows = [("alexnet", 1, "BVLC Caffe AlexNet on 3x227x227 (LRN, grouped conv2/4/5), ~0.72 GMACs; softmax=False "
+                           "gives seed 003's alexnet_noprob"), ("vgg11", 1, "torchvision VGG-11")]
+    text = table(rows, ("name", "batch", "description"), width=80)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 79 and len(lines) == 5, text
+    assert lines[2].startswith("alexnet  1      BVLC Caffe") and lines[3] == " " * 16 + "GMACs; softmax=False gives seed 003's alexnet_noprob"
+    assert lines[4] == "vgg11    1      torchvision VGG-11"
+    assert table(rows, ("name", "batch", "description")).count("\n") == 3

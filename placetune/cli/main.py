@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.cli.checks import check_arguments, load_model
 from placetune.cli.measure import calibration_cache, cmd_measure
-from placetune.cli.terminal import output_lost, safe_output, shape_text, show, table, when_output_lost
+from placetune.cli.terminal import (output_lost, safe_output, shape_text, show, table, terminal_width,
+                                     when_output_lost)
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.validate import dumps_json
 from placetune.wording import plural
@@ -139,7 +140,7 @@ def _islands_before_limit(model, support) -> int:
 def cmd_zoo_list(args: argparse.Namespace) -> int:
     rows = [(n, _zoo.default_batch(n), _zoo.describe(n)) for n in _zoo.names()]
     doc = {"models": [{"name": n, "batch": b, "description": d} for n, b, d in rows]}
-    show(args, doc, table(rows, ("name", "batch", "description")))
+    show(args, doc, table(rows, ("name", "batch", "description"), width=terminal_width()))
     return 0
 
 
