@@ -208,3 +208,12 @@ def test_zoo_list_wraps_its_descriptions_on_a_terminal():
     assert lines[2].startswith("alexnet  1      BVLC Caffe") and lines[3] == " " * 16 + "GMACs; softmax=False gives seed 003's alexnet_noprob"
     assert lines[4] == "vgg11    1      torchvision VGG-11"
     assert table(rows, ("name", "batch", "description")).count("\n") == 3
+
+
+def test_what_will_run_names_the_granularity(tmp_path, monkeypatch, capsys):
+    """The first line said ``agent guided (its default granularity)``: which one was left to the docs."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "3"]) == 0
+    assert "agent guided (granularity stages), budget 3 trials" in capsys.readouterr().out.splitlines()[0]
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", "r"]) == 0
+    assert "agent random (granularity fusion), budget 3 trials" in capsys.readouterr().out.splitlines()[0]
