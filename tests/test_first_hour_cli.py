@@ -217,3 +217,14 @@ def test_what_will_run_names_the_granularity(tmp_path, monkeypatch, capsys):
     assert "agent guided (granularity stages), budget 3 trials" in capsys.readouterr().out.splitlines()[0]
     assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", "r"]) == 0
     assert "agent random (granularity fusion), budget 3 trials" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_an_unknown_layer_name_gets_the_models_closest_one(tmp_path, capsys):
+    """A placement file naming ``conv1`` (the torch module) got only "does not have: 'conv1'"; the
+    layer is ``/conv1/Conv``."""
+    placement = tmp_path / "p.json"
+    placement.write_text('{"default": "GPU", "layers": {"conv1": "DLA0"}}')
+    code = main(["measure", "seed-block", "--placement", str(placement)])
+    err = capsys.readouterr().err
+    assert code == 5 and err.count("\n") == 1, err
+    assert "does not have: 'conv1'; did you mean '/conv1/Conv'? (placetune check MODEL lists its layers" in err
