@@ -110,8 +110,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         human += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
                   "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
     same = _same_target(args)
-    human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements); "
-              f"placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
+    human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements)"
+              f"\n      placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
     show(args, doc, human)
     return 0
 
