@@ -355,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("selftest", help="first run on a new Jetson: check the real TensorRT/CUDA/DLA stack "
-                       "(about 10 minutes), write a shareable report; exit 0 all ok, 8 otherwise")
+                       "(about 10 minutes), write a shareable report; exit 0 when the stack works (a setup step such as "
+                       "jetson_clocks may remain), 8 when a check failed or could not run")
     p.add_argument("-o", "--output", default="placetune-selftest", help="report folder (default placetune-selftest)")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
     p.add_argument("--platform", help="the placetune profile of a module the device tree does not identify (the "
