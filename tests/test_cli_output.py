@@ -312,9 +312,10 @@ def test_check_ends_with_the_next_step(session):
     """check's table ended without a word on what to do with it, where tune, export and doctor end
     with "next: ..."."""
     _, _, outs = session
-    last = outs["check"].strip().splitlines()[-1]
-    assert last.startswith("next: placetune tune --model seed-block") and "placetune measure seed-block" in last, last
-    assert "--precision" not in last  # the precision asked is the default one: nothing to repeat
+    tune, measure = outs["check"].strip().splitlines()[-2:]  # one command a line
+    assert tune.startswith("next: placetune tune --model seed-block"), tune
+    assert measure.startswith("      placetune measure seed-block"), measure
+    assert "--precision" not in tune + measure  # the precision asked is the default one: nothing to repeat
 
 
 def test_the_headline_names_each_metric_even_when_it_is_the_same(session):

@@ -123,9 +123,9 @@ def test_tune_ends_with_what_to_run_next_and_hints_at_guided(tmp_path, capsys, m
     out = capsys.readouterr().out
     assert code == 0 and "verdict: no plan better than all-GPU found by random" in out
     study = re.search(r"^study '([^']+)'", out, re.M).group(1)
-    assert out.rstrip().splitlines()[-1] == (
+    assert out.rstrip().splitlines()[-2:] == [
         f"next: placetune export --storage r.db --study {study} --format trtexec -o deploy   (build.sh and the "
-        f"engines' ONNX, for the Jetson); placetune report --storage r.db --study {study} -o report   (plots)")
+        f"engines' ONNX, for the Jetson)", f"      placetune report --storage r.db --study {study} -o report   (plots)"]
     assert "hint: random found nothing better; the guided agent (the default)" in out and "--trials above 4" in out
     assert main(["export", "--storage", "r.db", "--study", study, "--format", "trtexec", "-o", "deploy"]) == 0
 

@@ -25,13 +25,16 @@ __all__ = ["calibrate", "write_profile"]
 
 def write_profile(result: FitResult, path: str | Path, studies: Sequence[str] = ()) -> None:
     """Write ``result.profile`` as TOML with a header that says where it comes from (atomically)."""
-    p = Path(path)
+    write_file(Path(path), profile_text(result, studies), "device profile")  # a link or /dev/stdout written through
+
+
+def profile_text(result: FitResult, studies: Sequence[str] = ()) -> str:
+    """``result.profile`` as TOML, with a header saying which studies it was fitted to and how well."""
     head = [f"# device profile fitted by placetune calibrate from {', '.join(studies) or 'measurements'}",
             f"# {result.measurements} measurements; cross-validated median error "
             + (f"{100 * result.cross_validated['median']:.2f} %" if result.cross_validated else "not run"),
             f"# unidentified (left at their prior): {', '.join(result.unidentified) or 'none'}", ""]
-    text = "\n".join(head) + result.profile.to_toml()
-    write_file(p, text, "device profile")  # atomic for a regular file; a link or /dev/stdout written through
+    return "\n".join(head) + result.profile.to_toml()
 
 
 def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: Sequence[str] = (),

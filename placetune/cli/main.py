@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.cli.checks import check_arguments, load_model
 from placetune.cli.measure import calibration_cache, cmd_measure
-from placetune.cli.terminal import output_lost, safe_output, shape_text, show, table, when_output_lost
+from placetune.cli.terminal import (output_lost, safe_output, shape_text, show, table, terminal_width,
+                                     when_output_lost)
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.validate import dumps_json
 from placetune.wording import plural
@@ -109,8 +110,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         human += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
                   "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
     same = _same_target(args)
-    human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements); "
-              f"placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
+    human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements)"
+              f"\n      placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
     show(args, doc, human)
     return 0
 
@@ -139,7 +140,7 @@ def _islands_before_limit(model, support) -> int:
 def cmd_zoo_list(args: argparse.Namespace) -> int:
     rows = [(n, _zoo.default_batch(n), _zoo.describe(n)) for n in _zoo.names()]
     doc = {"models": [{"name": n, "batch": b, "description": d} for n, b, d in rows]}
-    show(args, doc, table(rows, ("name", "batch", "description")))
+    show(args, doc, table(rows, ("name", "batch", "description"), width=terminal_width()))
     return 0
 
 
@@ -147,6 +148,9 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
     base, _, opts = args.name.partition(":")
     if args.batch is not None and args.batch < 1:
         raise ConfigError(f"batch must be a positive integer, got {args.batch}")
+    if args.output == "-":  # a binary ONNX file of up to hundreds of MB: never a file named "-", nor the terminal
+        raise ConfigError("zoo export -o: the ONNX model is written to a file; give its name (e.g. -o "
+                          f"{base}.onnx), not - (standard output)")
     path = _zoo.export(base, args.output, batch=args.batch or _zoo.default_batch(base), **_zoo_registry.parse_options(opts))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, with deterministic weights)")
     return 0
@@ -196,6 +200,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg = cfg.with_overrides(device_profile=args.device_profile)
     if args.input_data:
         cfg = cfg.with_overrides(input_data=args.input_data)
+    if args.trt_version is not None:  # as [settings] trt_version: the DLA rules the search applies
+        check_trt_version(args.trt_version)
+        cfg.settings["trt_version"] = args.trt_version.strip()
+        cfg.check_options()
     if args.constraint:  # command-line constraints replace the study file's
         cfg.constraints = [c.text for c in _constraints.parse_constraints(args.constraint)]
     if cfg.trials < 1:
@@ -284,6 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="placetune",
         description="Find the best placement of a network's layers on a Jetson's GPU and DLA cores.",
+        epilog="start here:\n"
+               "  placetune tune                  the main job (ResNet-50, simulated Orin)\n"
+               "  placetune tune --model my.onnx  the same for your own network\n"
+               "  placetune export -o plan.json   the best plan (--format trtexec: for Jetson)\n"
+               "  placetune report -o report      plots of the search and its best plan\n"
+               "Off a Jetson every figure comes from the simulated Jetson and says so.\n"
+               "placetune COMMAND --help: each command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"placetune {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
@@ -339,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("selftest", help="first run on a new Jetson: check the real TensorRT/CUDA/DLA stack "
-                       "(about 10 minutes), write a shareable report; exit 0 all ok, 8 otherwise")
+                       "(about 10 minutes), write a shareable report; exit 0 when the stack works (a setup step such as "
+                       "jetson_clocks may remain), 8 when a check failed or could not run")
     p.add_argument("-o", "--output", default="placetune-selftest", help="report folder (default placetune-selftest)")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
     p.add_argument("--platform", help="the placetune profile of a module the device tree does not identify (the "
@@ -370,21 +387,24 @@ def build_parser() -> argparse.ArgumentParser:
                    "inputs (a file with a static batch takes --shape)")
     p.add_argument("--platform", help="Jetson profile (default orin-agx), e.g. orin-nx-16gb, xavier-agx (README: "
                    "Platforms)")
-    p.add_argument("--backend", help="simulate | tensorrt | trtexec, or a backend a package adds (entry point "
-                                     "group placetune.backends)")
+    p.add_argument("--backend", help="simulate (default: the simulated Jetson) | tensorrt | trtexec, or a backend "
+                                     "a package adds (entry point group placetune.backends)")
     p.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"),
                    help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
                    "replicas, or concurrent (several --model at once)")
-    p.add_argument("--objective", help="latency | throughput | energy | gpu_time | latency+energy")
+    p.add_argument("--objective", help="throughput (default) | latency | energy | gpu_time | latency+energy")
     p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
                    "concurrent mode also latency[NETWORK]<=5")
     p.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {DEFAULT_PRECISION}")
     p.add_argument("--power-mode", help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
                    "fastest; see docs/power-modes.md)")
+    p.add_argument("--trt-version", help="TensorRT version whose DLA rules the search applies, e.g. 10.3 (default: "
+                   "the board's own on a real backend, else the platform's: 8.6 on Orin, 8.5 on Xavier; "
+                   "[settings] trt_version in a study file)")
     p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "
                    "(see below)")
-    p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes)")
+    p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes; default 300)")
     p.add_argument("--timeout", help="wall-clock limit of this run, e.g. 8h, 30m")
     p.add_argument("--storage", help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)")
     p.add_argument("--study", help="study name (default: derived from the settings)")
@@ -392,8 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "the agent's, guided: stages)")
     p.add_argument("--seed", type=int, help="agent seed")
     p.add_argument("--stop-when-converged", action="store_true",
-                   help="end the run once the best stopped improving (default: use the whole budget and report "
-                        "where it converged)")
+                   help="end the run once the best stopped improving (default off: the run goes on and reports "
+                        "where it converged; the guided agent still stops once settled, see below)")
     p.add_argument("--stop-when-settled", action=argparse.BooleanOptionalAction, default=None,
                    help="guided: after convergence build only plans that could still beat the best by over 1%% and "
                         "leaders the noise cannot yet order, and end the run when none remain (the default; "

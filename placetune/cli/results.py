@@ -9,7 +9,7 @@ Example:
     ``placetune studies --storage sqlite:///runs.db``;
     ``placetune export --study s -o plan.json``;
     ``placetune export --study s --format trtexec --onnx model.onnx -o build.sh``;
-    ``placetune export --study s --format trtexec -o deploy/`` (build.sh, ONNX files, plan.json, README.txt);
+    ``placetune export --study s --format trtexec -o deploy/`` (build.sh, ONNX files, plan.json, README.txt, runtime/);
     ``placetune report --study s -o report/``;
     ``placetune trace plan.json -o trace.json``
 """
@@ -200,7 +200,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         summary = done.plan.summary()
         print(summary)
         print(f"wrote plan folder {done.directory} (study {args.study}, measurement "
-              f"{plan.source.get('measurement_id')}): {', '.join(f.name for f in done.files)}")
+              f"{plan.source.get('measurement_id')}): {_folder_files(done.directory, done.files)}")
         print(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
         _print_notes(done.plan.notes, summary)
         return 0
@@ -236,6 +236,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')})")
     _print_notes(plan.notes, summary)
     return 0
+
+
+def _folder_files(directory: Any, files: list[Any]) -> str:
+    """The files of a plan folder as the user finds them: ``build.sh, ..., README.txt, runtime/ (14 files)``
+    (the standalone runtime's modules lie in ``runtime/``, not beside ``build.sh``)."""
+    top: list[str] = []
+    sub: dict[str, int] = {}
+    for f in files:
+        try:
+            parts = Path(f).resolve().relative_to(Path(directory).resolve()).parts
+        except ValueError:
+            parts = (Path(f).name,)
+        if len(parts) > 1:
+            sub[parts[0]] = sub.get(parts[0], 0) + 1
+        else:
+            top.append(parts[0])
+    return ", ".join(top + [f"{d}/ ({plural(n, 'file')})" for d, n in sub.items()])
 
 
 def _print_notes(notes: list[str], summary: str) -> None:
@@ -326,7 +343,7 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("-o", "--output", default=None,
                    help="output file (default: standard output); with --format trtexec, a directory (or a path "
                         "without .sh/.json) gets a deployment folder: build.sh, the ONNX file(s), plan.json, "
-                        "README.txt")
+                        "README.txt and runtime/ (the standalone runtime)")
     p.add_argument("--format", choices=("json", "trtexec"), default="json",
                    help="json: the plan file; trtexec: a shell script of trtexec commands, or with -o DIR the "
                         "deployment folder (default json)")

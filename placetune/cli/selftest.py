@@ -488,8 +488,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
 
 def format_report(doc: dict[str, Any]) -> str:
     """The text report: one line per check (``[ok]``, ``[FAILED]``, ``[skipped]``, ``[n/a]``) and why."""
-    lines = [f"placetune selftest: python {doc['python']} ({doc['machine']}), L4T {doc['l4t']}, "
-             f"JetPack {doc['jetpack']}, {doc['module'] or 'unknown module'}",
+    lines = [f"placetune selftest: python {doc['python']} ({doc['machine']}), L4T {doc['l4t'] or 'unknown'}, "
+             f"JetPack {doc['jetpack'] or 'unknown'}, {doc['module'] or 'unknown module'}",
              f"timed on input: {doc.get('timed_input') or 'random-uniform'}"]
     for c in doc["checks"]:
         tag = {"ok": "[ok]     ", "failed": "[FAILED] ", "skipped": "[skipped]", _NA: "[n/a]    ",

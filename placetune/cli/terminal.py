@@ -23,7 +23,9 @@ import contextlib
 import errno
 import io
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
@@ -181,15 +183,38 @@ def write_data(text: str) -> None:
         out._lose(exc)
 
 
-def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str], width: int | None = None) -> str:
     """Rows as aligned columns under ``header`` and a rule, each cell escaped for the terminal and kept on
     its row (a line break or a tab in a layer or study name is shown as ``\\n`` / ``\\t``: a name of the
-    model's or the database's choosing cannot print a line of its own)."""
+    model's or the database's choosing cannot print a line of its own).
+
+    With ``width`` (a terminal's), a last column that would run past it is wrapped at word boundaries onto
+    lines of its own under that column, so that no line is longer than ``width - 1``."""
     cols = [list(map(str, header))] + [[("" if c is None else line_safe(str(c))) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
+    indent = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    room = (width - 1 - indent) if width else 0
+    if width and room >= 20 and widths[-1] > room:
+        widths[-1] = room
+        lines = []
+        for r in cols:
+            parts = textwrap.wrap(r[-1], room, break_on_hyphens=False) or [""]
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r[:-1] + [parts[0]], widths)).rstrip())
+            lines += [" " * indent + p for p in parts[1:]]
+    else:
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def terminal_width() -> int | None:
+    """The width of the terminal standard output is, None when it is not one (a pipe, a file)."""
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return shutil.get_terminal_size((80, 24)).columns
 
 
 def shape_text(shape: Sequence[int]) -> str:

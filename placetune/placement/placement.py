@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 import hashlib
 import json
 from collections import Counter
@@ -60,12 +62,23 @@ def _check_map(value: object, field: str) -> None:
                                  f"strings (devices: {', '.join(DEVICES)})")
 
 
+def _unknown_layers(model: "Model", unknown: list[str]) -> PlacementError:
+    """The error for layer names the model lacks, with the model's closest names to the first of them
+    (``conv1`` -> ``/conv1/Conv``, as torch exports name a module's layer) and where to find the names."""
+    shown = ", ".join(_short(n) for n in unknown[:5])
+    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+    first = str(unknown[0])
+    close = [n for n in model.names if f"/{first}/" in n or n.endswith(f"/{first}")][:3] \
+        or difflib.get_close_matches(first, list(model.names), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(_short(n) for n in close)}?" if close else ""
+    return PlacementError(f"placement names layers that model {model.name!r} does not have: {shown}{more}{hint} "
+                          "(placetune check MODEL lists its layers; \"scopes\" places a module's layers)")
+
+
 def _checked_layers(model: "Model", layers: Mapping[str, str]) -> dict[str, str]:
     unknown = [n for n in layers if n not in model]
     if unknown:
-        shown = ", ".join(_short(n) for n in unknown[:5])
-        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        raise PlacementError(f"placement names layers that model {model.name!r} does not have: {shown}{more}")
+        raise _unknown_layers(model, unknown)
     return {n: normalise_device(d) for n, d in layers.items()}
 
 
@@ -129,9 +142,7 @@ class Placement(Mapping[str, str]):
         if assignment:
             unknown = [n for n in assignment if n not in dev]
             if unknown:
-                shown = ", ".join(_short(n) for n in unknown[:5])
-                more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-                raise PlacementError(f"placement names layers that model {model.name!r} does not have: {shown}{more}")
+                raise _unknown_layers(model, unknown)
             cache: dict[str, str] = {}
             for name, d in assignment.items():
                 nd = cache.get(d)

@@ -42,7 +42,7 @@ else:
     sqlalchemy = lazy_import("sqlalchemy")
     sqlalchemy_exc = lazy_import("sqlalchemy.exc")
 
-__all__ = ["export_plan", "load_study_model", "stored_model_row"]
+__all__ = ["export_plan", "load_study_model", "refuse_relabelled", "stored_model_row"]
 
 log = logging.getLogger(__name__)
 
@@ -326,6 +326,23 @@ def _nothing_to_export(store: "Store", study_name: str, metric: str) -> ConfigEr
                        "run the search (placetune tune) before exporting a plan")
 
 
+
+def refuse_relabelled(st: Any, m: "Measurement", measurement_id: Any) -> None:
+    """Refuse a study marked as measured on hardware whose measurement ``m`` the simulated Jetson made
+    (its own record or the study's machine fingerprint says so): a simulated figure never leaves as a
+    measured one, in a plan or a report.
+
+    Raises:
+        StoreError: the database was edited or damaged, naming the study and the measurement.
+    """
+    simulator = str(m.backend or "").split("-", 1)[0] == "simulate" or st.fingerprint.get("backend") == "simulate"
+    if not st.simulated and (m.simulated or simulator):
+        raise StoreError(f"study {st.name!r} is marked as measured on hardware (backend {st.backend!r}), but its "
+                         f"measurement {measurement_id} came from the simulated Jetson (backend {m.backend!r}, machine "
+                         f"{st.fingerprint.get('backend')!r}): the database was edited or damaged; restore it from a "
+                         "backup")
+
+
 def export_plan(
     store: "Store",
     study_name: str,
@@ -376,12 +393,7 @@ def export_plan(
         if rec is None:
             raise _nothing_to_export(store, study_name, name)
     m = rec.measurement
-    simulator = str(m.backend or "").split("-", 1)[0] == "simulate" or st.fingerprint.get("backend") == "simulate"
-    if not st.simulated and (m.simulated or simulator):  # a simulated figure never leaves as a measured one
-        raise StoreError(f"study {study_name!r} is marked as measured on hardware (backend {st.backend!r}), but its "
-                         f"measurement {rec.id} came from the simulated Jetson (backend {m.backend!r}, machine "
-                         f"{st.fingerprint.get('backend')!r}): the database was edited or damaged; restore it from a "
-                         "backup")
+    refuse_relabelled(st, m, rec.id)
     notes: list[str] = []
     if model is None:
         try:

@@ -39,7 +39,7 @@ from placetune._lazy import lazy_import
 from placetune.files.folder import OutputFolder
 from placetune.files.write import write_file
 from placetune.hardware.platforms import get_platform
-from placetune.plan.export import export_plan
+from placetune.plan.export import export_plan, refuse_relabelled
 from placetune.plan.file import Plan
 
 if TYPE_CHECKING:
@@ -497,6 +497,8 @@ def write_report(
         ConfigError: the study has no evaluation yet, matplotlib is missing, or a file cannot be written.
     """
     st = store.study(study_name)
+    for rec in store.measurements(study_name):  # a study relabelled as measured: no plot without its SIMULATED mark
+        refuse_relabelled(st, rec.measurement, rec.id)
     # the folder guard: every file the report may write is absent or placetune's own, unchanged
     guard = OutputFolder(out_dir, "report folder")
     guard.check(_REPORT_FILES)

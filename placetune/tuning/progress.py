@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import IO, TYPE_CHECKING, Any
 
@@ -35,14 +36,16 @@ class Progress:
         stops_early: why the run may end before its budget (``"it stops once settled"``), empty when
             it builds to the end: the device time left to the budget's end is then said on the bar as
             an upper bound, not as the time the run has left.
+        columns: the width the live line must fit (default: the terminal's, 80 when it does not say).
 
     The device time to the end of the budget (``device_eta_s=`` on the lines, hours on the bar) is
     the mean device time per measured evaluation so far times the trials left in the budget.
     """
 
     def __init__(self, out: IO[str], *, tty: bool, total: int, done: int, objective: Objective,
-                 baseline: Measurement | None, stops_early: str = "") -> None:
+                 baseline: Measurement | None, stops_early: str = "", columns: int | None = None) -> None:
         self.out = out
+        self.columns = columns  # the live line's width (default: the terminal's)
         self.tty = tty
         self.total = total
         self.done = done
@@ -143,19 +146,54 @@ class Progress:
         return f"{v:.4g} {self.objective.units[0]}" if unit else f"{v:.4g}"
 
     def _draw(self) -> None:
-        width = 24
-        frac = min(self.done / self.total, 1.0) if self.total else 1.0
-        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        elapsed = time.monotonic() - self.t0
-        text = (f"\r[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} "
-                f"({self._versus()})  cache hits {self.cache_hits}  failures {self.failures}  "
-                f"{elapsed:5.0f}s" + (f"  device {self.device_s / 3600:.1f} h, {self._eta_words()}"
-                                      if self.device_n else "") + (f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None
-                                      else "") + self._convergence())
+        text = "\r" + self._bar_text(self._columns())
         width_now = len(text)
         self.out.write(text + " " * max(0, self._drawn - width_now))  # no leftover of a longer line ("0.0%%")
         self._drawn = width_now
         self.out.flush()
+
+    def _columns(self) -> int:
+        """The width the live line must fit: :attr:`columns` when given, else ``$COLUMNS``, else the
+        terminal's (80 when it does not say); a stream with no file behind it is no terminal: no limit."""
+        if self.columns:
+            return self.columns
+        try:
+            fd = self.out.fileno()
+        except (AttributeError, OSError, ValueError):
+            return 1 << 20
+        env = os.environ.get("COLUMNS", "")
+        if env.isdigit() and int(env) > 0:
+            return int(env)
+        try:
+            return os.get_terminal_size(fd).columns or 80
+        except (OSError, ValueError):
+            return 80
+
+    def _bar_text(self, columns: int) -> str:
+        """The live line, at most ``columns - 1`` characters: a longer one wraps, and each redraw (``\\r``
+        goes back to the start of the last row only) would leave a wrapped copy on the screen. The parts
+        that do not fit are left out, least useful first (the model's error, the elapsed time, the cache
+        hits, the device time); the bar, the trial count and the best are cut only on a very narrow one."""
+        width = 24
+        frac = min(self.done / self.total, 1.0) if self.total else 1.0
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        head = f"[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} ({self._versus()})"
+        parts = [  # (priority: lower is kept first, text) in the order they are shown
+            (4, f"  cache hits {self.cache_hits}"),
+            (0, f"  failures {self.failures}"),
+            (5, f"  {time.monotonic() - self.t0:.0f}s"),
+            (3, f"  device {self.device_s / 3600:.1f} h, {self._eta_words()}" if self.device_n else ""),
+            (6, f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None else ""),
+            (1, self._convergence()),
+        ]
+        room = max(columns - 1, 10) - len(head)
+        keep: set[int] = set()
+        for i in sorted(range(len(parts)), key=lambda i: parts[i][0]):
+            if parts[i][1] and len(parts[i][1]) <= room:
+                keep.add(i)
+                room -= len(parts[i][1])
+        text = head + "".join(p for i, (_, p) in enumerate(parts) if i in keep)
+        return text[:max(columns - 1, 10)]
 
     def _eta_words(self) -> str:
         """``~7.3 h more to the budget's end``, or ``at most ~7.3 h more (to the budget's end; it stops

@@ -114,7 +114,7 @@ class Tuner:
         # a damaged or edited row stops the run now, not after new measurements are stored
         stored_model_row(store, ev.study.model_hash)
         scan = StudyScan(ev.objective).read(store, name) if done else StudyScan(ev.objective)  # one pass
-        self._say(what_will_run(cfg, ev))
+        self._say(what_will_run(cfg, ev, agent_probe.granularity))
         self._say(f"study {name!r} in {store.url} ({cfg.source})")
         if fleet is not None:
             self._say(fleet.describe(cfg.trials))

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from placetune.errors import ConfigError
 from placetune.files.names import file_name
 from placetune.files.write import check_output, refuse_inputs
 from placetune.plan.export import export_plan
 from placetune.plan.file import is_plan_file
+from placetune.safetext import shown
 from placetune.store.url import sqlite_file
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.studyfile import TuneConfig
@@ -29,6 +31,10 @@ def check_export(cfg: TuneConfig, study: str) -> str:
         return str(check_output(cfg.export, "plan file (--export)", owned=cfg.export_owner()))
     name = file_name(f"{study}.plan.json", "the plan file name of study", hint="give the plan file with "
                      "--export PATH (or export = \"...\" in the study file)")
+    if name.startswith("."):  # --study . or --study .x: a hidden file nobody would find
+        raise ConfigError(f"the plan file name of study {shown(repr(study), 80)} would be {shown(repr(name), 80)}, a "
+                          "hidden file; give the plan file with --export PATH (or export = \"...\" in the study "
+                          "file), or a study name that does not start with a dot")
     refuse_inputs(name, "the plan file", inputs)
     check_output(name, "plan file", owned=is_plan_file, hint="give the plan file with --export PATH")
     return name

@@ -49,8 +49,9 @@ class TuneOutcome:
     convergence: Convergence | None = None
 
 
-def what_will_run(cfg: TuneConfig, ev: Evaluator) -> str:
-    """One line that says what this run measures and how (printed first by every run)."""
+def what_will_run(cfg: TuneConfig, ev: Evaluator, granularity: str | None = None) -> str:
+    """One line that says what this run measures and how (printed first by every run); ``granularity``:
+    the agent's own when the run does not set one (``stages`` for guided)."""
     s = ev.settings
     sim = "SIMULATED Jetson" if ev.backend.simulated else "real Jetson"
     mode = s.mode + (f" ({plural(s.frames_in_flight, 'frame')} in flight)" if s.mode == "pipeline" else "")
@@ -61,7 +62,8 @@ def what_will_run(cfg: TuneConfig, ev: Evaluator) -> str:
     return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), power mode {s.power_mode}, "
             f"TensorRT {s.trt_version} DLA rules, {mode} mode, {s.precision}, batch {ev.model.batch}, objective {ev.objective.name}, "
             + "".join(f"constraint {c.text} {c.unit}, " for c in ev.objective.constraints)
-            + f"agent {cfg.agent} ({cfg.granularity or 'its default granularity'}), budget {plural(cfg.trials, 'trial')}"
+            + f"agent {cfg.agent} (granularity {cfg.granularity or granularity or 'the agent default'}), "
+            f"budget {plural(cfg.trials, 'trial')}"
             + (f" / {cfg.timeout:g} s" if cfg.timeout else "") + f", backend {ev.backend.name}")
 
 

@@ -69,11 +69,12 @@ def agent_hint(verdict_text: str, agent: str, trials: int) -> str | None:
 
 
 def next_steps(storage: str, study: str) -> str:
-    """The line after a tune: the commands that turn the study into a deployment folder and a report."""
+    """The lines after a tune: the commands that turn the study into a deployment folder and a report,
+    one a line (side by side, two commands with a long study name ran past any terminal's width)."""
     where = "" if storage in ("sqlite:///placetune.db", "placetune.db") else f" --storage {shlex.quote(storage)}"
     which = f"{where} --study {shlex.quote(study)}"
     return (f"next: placetune export{which} --format trtexec -o deploy   (build.sh and the engines' ONNX, for the "
-            f"Jetson); placetune report{which} -o report   (plots)")
+            f"Jetson)\n      placetune report{which} -o report   (plots)")
 
 
 def placement_line(realized: dict[str, str], settings: "Settings") -> str:

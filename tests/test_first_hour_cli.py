@@ -1,0 +1,230 @@
+"""What a new user trips on in the first hour: an option the README names that the command lacked
+(``tune --trt-version``), outputs named ``-`` that became files called ``-`` (``calibrate -o -``,
+``zoo export -o -``), a study name that hid its plan file (``--study .``), a report that drew a
+relabelled study's plots without their SIMULATED mark, and a live bar longer than the terminal (each
+redraw then left a wrapped copy on the screen). Each case failed before its fix."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from placetune.cli.main import main
+from placetune.errors import ConfigError, StoreError
+from placetune.tuning.objectives import get_objective
+from placetune.tuning.progress import Progress
+from tests.test_hostile_round4 import _copy, make_small_db
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    return make_small_db(tmp_path_factory.mktemp("db"))
+
+
+def test_tune_takes_trt_version_as_the_readme_says(tmp_path, monkeypatch, capsys):
+    """The README and ``placetune build``'s note say "tune with --trt-version"; tune refused the option (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--trt-version", "10.3",
+                 "--study", "t"]) == 0
+    out = capsys.readouterr().out
+    assert "TensorRT 10.3 DLA rules" in out.splitlines()[0]
+    from placetune.store.store import Store
+
+    with Store("sqlite:///placetune.db") as store:
+        assert store.study("t").settings["trt_version"] == "10.3"
+
+
+def test_tune_refuses_a_trt_version_without_dla_rules(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--model", "seed-block", "--trials", "3", "--trt-version", "99"])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert "trt_version must be a TensorRT version with DLA rules" in err
+    assert not (tmp_path / "placetune.db").exists()
+
+
+def test_calibrate_to_standard_output(small_db, tmp_path, monkeypatch, capsys):
+    """``calibrate -o -`` wrote a file named ``-``; as ``export -o -`` it now writes the profile to standard
+    output and the fit's table to standard error."""
+    monkeypatch.chdir(tmp_path)
+    db = _copy(small_db, tmp_path / "c.db")
+    assert main(["calibrate", "--storage", str(db), "--study", "s", "--folds", "0", "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("# device profile fitted by placetune calibrate from s\n") and 'base = "orin-agx"' in out
+    assert "unidentified" in err and "device profile written" not in out + err
+    assert not (tmp_path / "-").exists()
+
+
+def test_zoo_export_to_standard_output_is_refused(tmp_path, monkeypatch, capsys):
+    """``zoo export resnet18 -o -`` wrote a 45 MB file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["zoo", "export", "resnet18", "-o", "-"])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert "give its name (e.g. -o resnet18.onnx), not - (standard output)" in err
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("study", [".", ".hidden"])
+def test_a_study_name_that_would_hide_its_plan_is_refused(study, tmp_path, monkeypatch, capsys):
+    """``--study .`` wrote its plan to ``..plan.json``, a hidden file the user would never find."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", study])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and err.count("\n") == 1, err
+    assert f"would be '{study}.plan.json', a hidden file; give the plan file with --export PATH" in err
+    assert not list(tmp_path.glob(".*plan.json"))
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", study,
+                 "--export", "p.json"]) == 0
+    assert (tmp_path / "p.json").is_file()
+
+
+def test_report_of_a_relabelled_study_writes_nothing(small_db, tmp_path, capsys):
+    """A study whose rows were edited to claim hardware got its progress plot drawn without the SIMULATED
+    mark before the report stopped; export refuses such a study, and the report now does so first."""
+    db = _copy(small_db, tmp_path / "t.db", "update pt_studies set backend = 'tensorrt', simulated = 0; "
+                                            "update pt_measurements set simulated = 0;")
+    code = main(["report", "--storage", str(db), "--study", "s", "-o", str(tmp_path / "rep")])
+    err = capsys.readouterr().err
+    assert code == StoreError.exit_code and err.count("\n") == 1, err
+    assert "study 's' is marked as measured on hardware (backend 'tensorrt'), but its measurement " in err
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("columns", [40, 80, 120])
+def test_the_live_bar_fits_the_terminal(columns):
+    """The bar's line was about 220 characters: on an 80-column terminal it wrapped, and ``\\r`` returns to
+    the start of the last row only, so every redraw left a wrapped copy behind."""
+    out = io.StringIO()
+    p = Progress(out, tty=True, total=300, done=0, objective=get_objective("throughput"), baseline=None,
+                 stops_early="it stops once settled", columns=columns)
+    p.best, p.base, p.done, p.device_s, p.device_n, p.cv_error = 3399.3, 2346.1, 10, 1277.0, 10, 0.0
+    p.failures = 2
+    p._draw()
+    line = out.getvalue()
+    assert line.startswith("\r[") and len(line) - 1 <= columns - 1, (len(line), line)
+    assert "10/300" in line
+    if columns >= 80:
+        assert "best 3399 fps (1.45x faster than all-GPU)" in line
+    if columns >= 120:
+        assert "failures 2" in line
+    wide = io.StringIO()
+    p.out, p.columns = wide, 400
+    p._draw()
+    assert "cache hits 0" in wide.getvalue() and "device 0.4 h" in wide.getvalue()
+
+
+def test_the_plan_folder_line_names_runtime_as_a_folder(small_db, tmp_path, capsys):
+    """``export --format trtexec`` listed the runtime's 13 modules as if they lay beside build.sh; they are
+    in ``runtime/``."""
+    db = _copy(small_db, tmp_path / "f.db")
+    assert main(["export", "--storage", str(db), "--study", "s", "--format", "trtexec", "-o",
+                 str(tmp_path / "deploy")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("wrote plan folder"))
+    n = len([p for p in (tmp_path / "deploy" / "runtime").iterdir() if not p.name.startswith(".")])
+    assert line.endswith(f"plan.json, README.txt, runtime/ ({n} files)"), line
+    assert "worker_" not in line and "placetune_runtime.py" not in line
+
+
+def test_the_next_commands_after_a_tune_are_one_a_line():
+    from placetune.tuning.verdict import next_steps
+
+    lines = next_steps("sqlite:///placetune.db", "s").splitlines()
+    assert lines == ["next: placetune export --study s --format trtexec -o deploy   (build.sh and the engines' ONNX, "
+                     "for the Jetson)", "      placetune report --study s -o report   (plots)"]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_study_file_the_docs_name_exists_and_the_readme_lists_every_one():
+    """docs/fleet.md ran ``placetune tune studies/resnet50-orin.toml``, a file that does not exist, and the
+    README's list of study files left out four of the ten."""
+    named = {(doc.name, m) for doc in DOCS for m in re.findall(r"studies/([\w.-]+\.toml)", doc.read_text())}
+    missing = sorted((doc, name) for doc, name in named if not (ROOT / "studies" / name).is_file())
+    assert not missing, missing
+    readme = (ROOT / "README.md").read_text()
+    unlisted = [p.name for p in sorted((ROOT / "studies").glob("*.toml")) if f"`{p.name}`" not in readme]
+    assert not unlisted, unlisted
+
+
+def _help(command: list[str], capsys) -> str:
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    return capsys.readouterr().out
+
+
+def test_every_option_the_docs_give_a_command_is_one_it_takes(capsys):
+    """The README told to change tune's DLA rules with ``--trt-version``, which tune did not take. Every
+    ``placetune CMD ... --option`` the README and docs/ show must be an option of CMD."""
+    commands = ["tune", "export", "build", "report", "trace", "check", "measure", "studies", "doctor", "selftest",
+                "calibrate"]
+    helps = {c: _help([c], capsys) for c in commands}
+    helps["zoo export"] = _help(["zoo", "export"], capsys)
+    wrong = []
+    for doc in DOCS:
+        for n, line in enumerate(doc.read_text().splitlines(), 1):
+            for m in re.finditer(r"placetune (zoo export|[a-z]+)\b([^`#;&|\n]*)", line):
+                if m.group(1) not in helps:
+                    continue
+                for opt in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", m.group(2)):
+                    if not re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", helps[m.group(1)]):
+                        wrong.append(f"{doc.name}:{n}: placetune {m.group(1)} {opt}")
+    assert not wrong, wrong
+    assert "--trt-version" in helps["tune"]
+
+
+def test_the_top_level_help_says_where_to_start(capsys):
+    """``placetune --help`` listed twelve commands with ``tune``, the main job, last, and no first step."""
+    text = _help([], capsys)
+    start = text[text.index("start here:"):]
+    assert "placetune tune " in start and "placetune export -o plan.json" in start
+    assert max(len(line) for line in start.splitlines()) < 80
+
+
+def test_the_selftest_header_says_unknown_not_none():
+    """Off a Jetson the self-test's first line read ``L4T None, JetPack None``."""
+    from placetune.cli.selftest import format_report
+
+    head = format_report({"python": "3.11.7", "machine": "x86_64", "l4t": None, "jetpack": None, "module": None,
+                          "checks": [], "all_ok": False}).splitlines()[0]
+    assert head == "placetune selftest: python 3.11.7 (x86_64), L4T unknown, JetPack unknown, unknown module"
+
+
+def test_zoo_list_wraps_its_descriptions_on_a_terminal():
+    """``zoo list`` printed lines of up to 260 characters; on a terminal each row ran over several lines
+    into the next name's column. Piped, each network stays on one line (grep-able)."""
+    from placetune.cli.terminal import table
+
+    rows = [("alexnet", 1, "BVLC Caffe AlexNet on 3x227x227 (LRN, grouped conv2/4/5), ~0.72 GMACs; softmax=False "
+                           "gives seed 003's alexnet_noprob"), ("vgg11", 1, "torchvision VGG-11")]
+    text = table(rows, ("name", "batch", "description"), width=80)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 79 and len(lines) == 5, text
+    assert lines[2].startswith("alexnet  1      BVLC Caffe") and lines[3] == " " * 16 + "GMACs; softmax=False gives seed 003's alexnet_noprob"
+    assert lines[4] == "vgg11    1      torchvision VGG-11"
+    assert table(rows, ("name", "batch", "description")).count("\n") == 3
+
+
+def test_what_will_run_names_the_granularity(tmp_path, monkeypatch, capsys):
+    """The first line said ``agent guided (its default granularity)``: which one was left to the docs."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "3"]) == 0
+    assert "agent guided (granularity stages), budget 3 trials" in capsys.readouterr().out.splitlines()[0]
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", "r"]) == 0
+    assert "agent random (granularity fusion), budget 3 trials" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_an_unknown_layer_name_gets_the_models_closest_one(tmp_path, capsys):
+    """A placement file naming ``conv1`` (the torch module) got only "does not have: 'conv1'"; the
+    layer is ``/conv1/Conv``."""
+    placement = tmp_path / "p.json"
+    placement.write_text('{"default": "GPU", "layers": {"conv1": "DLA0"}}')
+    code = main(["measure", "seed-block", "--placement", str(placement)])
+    err = capsys.readouterr().err
+    assert code == 5 and err.count("\n") == 1, err
+    assert "does not have: 'conv1'; did you mean '/conv1/Conv'? (placetune check MODEL lists its layers" in err
