@@ -545,3 +545,31 @@ def test_a_detector_pipeline_with_its_head_on_the_dla_passes_the_gate_against_th
     monkeypatch.setattr(pipeline, "nms_outputs", lambda graph: [])  # the gate as it was: element by element
     before = _measure(path, tmp_path, "elements")
     assert before.status == "runtime_failed" and "pipeline outputs differ" in before.reason, before.reason
+
+
+def _batch_rows(dets: list[list[list[float]]], k: int = 5) -> np.ndarray:
+    """[B, k, 6] rows (x1, y1, x2, y2, score, class) of each image, padded with zero rows."""
+    out = np.zeros((len(dets), k, 6), np.float32)
+    for b, rows in enumerate(dets):
+        out[b, :len(rows)] = rows
+    return out
+
+
+def test_a_batch_of_images_is_compared_image_by_image():
+    """An export at batch B writes [B, 300, 6]: a detection of image 0 that the pipeline gives in image 1
+    (another image's frame read) has no counterpart, though the batch's rows as one set agree; a healthy
+    batch whose rows are reordered within each image passes."""
+    worker_nms = importlib.import_module("worker_nms")
+    group = {"node": "/nms", "op": "NonMaxSuppression", "score_threshold": 0.25, "iou_threshold": 0.7,
+             "max_rows": 5, "rows": [{"output": "dets", "columns": ["box"] * 4 + ["score", "class"]}]}
+    a, b = [10, 10, 50, 50, 0.9, 1], [100, 120, 180, 200, 0.8, 2]
+    c = [200, 20, 260, 90, 0.6, 0]
+    want = {"dets": _batch_rows([[a, c], [b]])}
+    reordered = {"dets": _batch_rows([[c, a], [b]])}
+    row = worker_nms.compare_nms_rows(np, reordered, want, group, 1e-2)
+    assert row["passed"] and row["images"] == 2 and row["matched"] == 3, row
+    swapped = {"dets": _batch_rows([[b, c], [a]])}
+    row = worker_nms.compare_nms_rows(np, swapped, want, group, 1e-2)
+    assert not row["passed"] and "image 0" in row["error"], row
+    single = {"dets": _batch_rows([[a, c]])}  # one image: as before
+    assert "images" not in worker_nms.compare_nms_rows(np, single, single, group, 1e-2)
