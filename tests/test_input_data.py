@@ -279,8 +279,15 @@ def test_the_gate_on_data_still_sees_a_frame_that_reads_another_slot(tmp_path, s
     assert [mirrored(np, x, k).tolist() for k in (0, 1, 2, 3)] == [
         x.tolist(), x[:, :, ::-1].tolist(), x[:, ::-1, :].tolist(), x[:, ::-1, ::-1].tolist()]
     assert mirrored(np, x, 4).tolist() == x[::-1].tolist()  # two samples rotated by one
+    # one image (or a whole turn of the samples): every slot's variant still differs, up to 9 slots
+    # (8 frames in flight); variant 4 was the image itself
+    for frame in (_frame(3, (1, 3, 8, 6)), _frame(3, (2, 3, 8, 6)), _frame(3, (1, 16))):
+        variants = [mirrored(np, frame, k).tobytes() for k in range(9)]
+        assert len(set(variants)) == 9, frame.shape
     m, _ = _pipeline(tmp_path, seed_block, _npz(tmp_path / "f.npz", input=_frame(3, (1, 384, 56, 56))), racy=True)
     assert m.status == "runtime_failed" and m.extra["gate"]["checked"] and not m.extra["gate"]["passed"], m.reason
+    # the reason says what the gate compared on: the input data, not random input
+    assert "on the input data" in m.reason and "random input" not in m.reason, m.reason
 
 
 def test_replicas_time_the_data_repeated_to_each_replicas_batch(tmp_path, gn, monkeypatch):

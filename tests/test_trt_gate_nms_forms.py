@@ -255,6 +255,6 @@ def test_a_detector_ending_in_efficient_nms_onnx_passes_the_gate_as_a_set_of_ind
     row = m.extra["gate"]["outputs"]["nms:/nms/ONNX"]
     assert row["metric"] == "nms_indices" and row["passed"] and row["matched"] == row["reference_detections"] > 10
     assert any("selected indices of EfficientNMS_ONNX_TRT '/nms/ONNX' as a set" in n for n in m.extra["notes"])
-    monkeypatch.setattr(pipeline, "nms_outputs", lambda graph: [])  # the gate as it was: element by element
+    monkeypatch.setattr(pipeline, "nms_outputs", lambda graph, opset=None: [])  # the gate as it was: element by element
     before = _measure(path, tmp_path, "elements")
     assert before.status == "runtime_failed" and "pipeline outputs differ" in before.reason, before.reason

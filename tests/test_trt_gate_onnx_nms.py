@@ -246,7 +246,7 @@ def gates(model: onnx.ModelProto, got: dict, want: dict) -> tuple[dict, dict]:
     """The old gate (element by element) and the new one on the same outputs."""
     worker = _worker()
     return (worker.compare_frames(np, [got], [want], 0.02),
-            worker.compare_frames(np, [got], [want], 0.02, nms_outputs(model.graph)))
+            worker.compare_frames(np, [got], [want], 0.02, nms_outputs(model.graph, model.opset_import[0].version)))
 
 
 def test_a_healthy_reordered_pipeline_passes_and_failed_element_by_element():
@@ -542,6 +542,67 @@ def test_a_detector_pipeline_with_its_head_on_the_dla_passes_the_gate_against_th
     wrong = _measure(path, tmp_path, "racy")
     assert wrong.status == "runtime_failed" and "detection rows differ" in wrong.reason, wrong.reason
     monkeypatch.setattr(WorkerPool, "run", orig)
-    monkeypatch.setattr(pipeline, "nms_outputs", lambda graph: [])  # the gate as it was: element by element
+    monkeypatch.setattr(pipeline, "nms_outputs", lambda graph, opset=None: [])  # the gate as it was: element by element
     before = _measure(path, tmp_path, "elements")
     assert before.status == "runtime_failed" and "pipeline outputs differ" in before.reason, before.reason
+
+
+def _batch_rows(dets: list[list[list[float]]], k: int = 5) -> np.ndarray:
+    """[B, k, 6] rows (x1, y1, x2, y2, score, class) of each image, padded with zero rows."""
+    out = np.zeros((len(dets), k, 6), np.float32)
+    for b, rows in enumerate(dets):
+        out[b, :len(rows)] = rows
+    return out
+
+
+def test_a_batch_of_images_is_compared_image_by_image():
+    """An export at batch B writes [B, 300, 6]: a detection of image 0 that the pipeline gives in image 1
+    (another image's frame read) has no counterpart, though the batch's rows as one set agree; a healthy
+    batch whose rows are reordered within each image passes."""
+    worker_nms = importlib.import_module("worker_nms")
+    group = {"node": "/nms", "op": "NonMaxSuppression", "score_threshold": 0.25, "iou_threshold": 0.7,
+             "max_rows": 5, "rows": [{"output": "dets", "columns": ["box"] * 4 + ["score", "class"]}]}
+    a, b = [10, 10, 50, 50, 0.9, 1], [100, 120, 180, 200, 0.8, 2]
+    c = [200, 20, 260, 90, 0.6, 0]
+    want = {"dets": _batch_rows([[a, c], [b]])}
+    reordered = {"dets": _batch_rows([[c, a], [b]])}
+    row = worker_nms.compare_nms_rows(np, reordered, want, group, 1e-2)
+    assert row["passed"] and row["images"] == 2 and row["matched"] == 3, row
+    swapped = {"dets": _batch_rows([[b, c], [a]])}
+    row = worker_nms.compare_nms_rows(np, swapped, want, group, 1e-2)
+    assert not row["passed"] and "image 0" in row["error"], row
+    single = {"dets": _batch_rows([[a, c]])}  # one image: as before
+    assert "images" not in worker_nms.compare_nms_rows(np, single, single, group, 1e-2)
+
+
+def _opset12_tail() -> onnx.ModelProto:
+    """The tail as an opset 12 export writes it: Squeeze / Unsqueeze axes and Split sizes as attributes."""
+    nodes, inits = tail_nodes("head")
+    consts = {i.name: numpy_helper.to_array(i) for i in inits}
+    old = []
+    for node in nodes:
+        if node.op_type in ("Squeeze", "Unsqueeze", "Split") and len(node.input) > 1:
+            attr = "split" if node.op_type == "Split" else "axes"
+            kw = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            kw[attr] = [int(v) for v in consts[node.input[1]].reshape(-1)]
+            node = helper.make_node(node.op_type, [node.input[0]], list(node.output), name=node.name, **kw)
+        old.append(node)
+    graph = helper.make_graph(old, "onnx_nms_tail_opset12",
+                              [helper.make_tensor_value_info("head", TensorProto.FLOAT, [1, 4 + C, A])],
+                              [helper.make_tensor_value_info("dets", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 7
+    return model
+
+
+def test_an_opset_12_export_is_read_by_its_own_operator_versions():
+    """An export at opset 12 (Squeeze / Unsqueeze axes as attributes): its rows are found when the scan
+    reads the nodes at the model's opset; read as opset 17, shape inference lost every shape after the
+    first Squeeze and the rows stayed element by element (a healthy reordered pipeline then failed)."""
+    model = _opset12_tail()
+    groups = nms_outputs(model.graph, 12)
+    assert [g["rows"] for g in groups] == [[{"output": "dets", "columns": ["box"] * 4 + ["score", "class"]}]]
+    assert nms_elementwise(model.graph, 12) == []
+    head = head_output(3)
+    want, got = run(model, head), run(model, fp16(head))
+    assert gates(model, got, want)[1]["passed"]

@@ -85,18 +85,19 @@ def _scan(graph: "onnx.GraphProto") -> tuple[list[dict[str, Any]], list[str]]:
     return groups, elementwise
 
 
-def nms_outputs(graph: "onnx.GraphProto") -> list[dict[str, Any]]:
+def nms_outputs(graph: "onnx.GraphProto", opset: int | None = None) -> list[dict[str, Any]]:
     """The NMS plugin nodes whose outputs all reach network outputs (directly or through
     :data:`ROW_KEEPING` ops): those network outputs' names, the thresholds and ``class_agnostic``
     (EfficientNMS_ONNX_TRT: ``indices``, its one output), for the gate to compare them as a set (an
     FP16 / DLA difference in what NMS is fed reorders its sorted output or keeps a borderline box);
     then the ONNX NonMaxSuppression nodes whose selected rows reach network outputs
-    (:func:`~placetune.backends.tensorrt.nms_onnx.onnx_nms_scan`: ``rows``, per output its columns)."""
-    return _scan(graph)[0] + onnx_nms_scan(graph)[0]
+    (:func:`~placetune.backends.tensorrt.nms_onnx.onnx_nms_scan`: ``rows``, per output its columns;
+    ``opset``: the model's, which that scan reads the nodes by)."""
+    return _scan(graph)[0] + onnx_nms_scan(graph, opset)[0]
 
 
-def nms_elementwise(graph: "onnx.GraphProto") -> list[str]:
+def nms_elementwise(graph: "onnx.GraphProto", opset: int | None = None) -> list[str]:
     """The NMS plugin nodes whose outputs the gate still compares element by element, each with
     why in a few words (``EfficientNMS_TRT '/nms' outputs through Gather '/post/Gather'``); the same
     for ONNX NonMaxSuppression nodes whose selected rows go through an op that does not keep rows."""
-    return _scan(graph)[1] + onnx_nms_scan(graph)[1]
+    return _scan(graph)[1] + onnx_nms_scan(graph, opset)[1]

@@ -40,6 +40,7 @@ class _Graph:
 
     def __init__(self, graph: onnx.GraphProto, opset: int = 17):
         self.graph = graph
+        self.opset = opset
         self.const: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
         for node in graph.node:
             if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
@@ -163,7 +164,7 @@ def _evaluate(g: _Graph, name: str, states: dict[str, Any], n: int) -> np.ndarra
     sub = helper.make_graph(order, "pads", [helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, None)
                                             for k in feeds],
                             [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)], inits)
-    model = helper.make_model(sub, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(sub, opset_imports=[helper.make_opsetid("", g.opset)])
     result: Any = ReferenceEvaluator(model).run(None, feeds)
     return np.asarray(result[0])
 
@@ -306,27 +307,32 @@ def _threshold(g: _Graph, nms: onnx.NodeProto) -> float | None:
 
 #: the last graphs scanned (each pipeline job asks twice of one model's graph), kept alive so that
 #: their ids stay theirs
-_SCANNED: list[tuple[onnx.GraphProto, int, tuple[list[dict[str, Any]], list[str]]]] = []
+_SCANNED: list[tuple[onnx.GraphProto, int, int, tuple[list[dict[str, Any]], list[str]]]] = []
 
 
-def onnx_nms_scan(graph: onnx.GraphProto) -> tuple[list[dict[str, Any]], list[str]]:
+def onnx_nms_scan(graph: onnx.GraphProto, opset: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The NonMaxSuppression nodes whose selected rows reach network outputs through ops that keep
     whole rows: one group each (``rows``: per output its column labels; the thresholds; ``max_rows``,
-    the cap a Slice / TopK puts on the count), and for the others why they stay element by element."""
+    the cap a Slice / TopK puts on the count), and for the others why they stay element by element.
+    ``opset``: the model's (default domain; 17 when not given): ONNX's shape inference and the
+    evaluation of computed pads read the nodes by its operator versions (an opset 11 / 12 export's
+    Squeeze and Unsqueeze carry their axes as attributes; read as opset 17 they lost every shape
+    after them, and the rows stayed element by element)."""
     if not any(n.op_type == "NonMaxSuppression" for n in graph.node):
         return [], []
-    for seen, nodes, found in _SCANNED:
-        if seen is graph and nodes == len(graph.node):
+    opset = int(opset or 17)
+    for seen, nodes, version, found in _SCANNED:
+        if seen is graph and nodes == len(graph.node) and version == opset:
             return [dict(x) for x in found[0]], list(found[1])
-    found = _scan(graph)
-    _SCANNED[:] = _SCANNED[-3:] + [(graph, len(graph.node), found)]
+    found = _scan(graph, opset)
+    _SCANNED[:] = _SCANNED[-3:] + [(graph, len(graph.node), opset, found)]
     return [dict(x) for x in found[0]], list(found[1])
 
 
-def _scan(graph: onnx.GraphProto) -> tuple[list[dict[str, Any]], list[str]]:
+def _scan(graph: onnx.GraphProto, opset: int) -> tuple[list[dict[str, Any]], list[str]]:
     groups: list[dict[str, Any]] = []
     elementwise: list[str] = []
-    g = _Graph(graph)
+    g = _Graph(graph, opset)
     for nms in graph.node:
         if nms.op_type != "NonMaxSuppression" or not nms.output:
             continue

@@ -200,7 +200,8 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
         "frames_in_flight": k, "iterations": ctx.iterations or settings.iterations, "warmup_ms": ctx.warmup_ms,
         "profile_iterations": ctx.profile_iterations, "timeline_frames": max(ctx.timeline_frames, 2 * k + 2),
         "gate": {"tolerance": ctx.gate_tolerance[settings.precision], "enforce": True, "reference": reference,
-                 "nms": nms_outputs(source.graph), "nms_elementwise": nms_elementwise(source.graph)},
+                 "nms": nms_outputs(source.graph, _opset(source)),
+                 "nms_elementwise": nms_elementwise(source.graph, _opset(source))},
         "seed": settings.seed, "input_data": ctx.input_data,
     }
     builds = sum(1 for h in cached_before if not h)
@@ -208,6 +209,11 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
 
 
 _GATE_SAID: list[bool] = []  # a gate that checked nothing was said in this process
+
+
+def _opset(source: "onnx.ModelProto") -> int | None:
+    """The model's default-domain opset (None when it names none)."""
+    return next((int(o.version) for o in source.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
 def gate_unverified(gate: dict[str, Any]) -> str | None:

@@ -219,11 +219,27 @@ def compare_nms_indices(np, got, want, group):
     return row
 
 
-def _row_table(np, out, group):
-    # type: (Any, Dict[str, Any], Dict[str, Any]) -> Any
+def _images(np, out, group):
+    # type: (Any, Dict[str, Any], Dict[str, Any]) -> int
+    """How many images the rows hold: B when every output is [B, K, its width] with one B > 1 (an
+    Ultralytics export at batch B writes [B, 300, 6], each image's detections in its own K rows), else
+    1 (rows of one image, or of a whole batch no axis separates: compared as one set)."""
+    shapes = [tuple(np.asarray(out[r["output"]]).shape) for r in group["rows"]]
+    if all(len(s) == 3 and s[2] == len(r["columns"]) for s, r in zip(shapes, group["rows"])) \
+            and len(set(s[0] for s in shapes)) == 1 and shapes[0][0] > 1:
+        return int(shapes[0][0])
+    return 1
+
+
+def _row_table(np, out, group, image=None):
+    # type: (Any, Dict[str, Any], Dict[str, Any], Optional[int]) -> Any
     """The detection rows of a NonMaxSuppression group's outputs side by side [R, columns] (each
-    output read as rows of its width), the all-zero rows (the padding) left out."""
-    parts = [np.asarray(out[r["output"]], dtype=np.float64).reshape(-1, len(r["columns"])) for r in group["rows"]]
+    output read as rows of its width; of image ``image`` alone when given: :func:`_images`), the
+    all-zero rows (the padding) left out."""
+    parts = [np.asarray(out[r["output"]], dtype=np.float64) for r in group["rows"]]
+    if image is not None:
+        parts = [p[image] for p in parts]
+    parts = [p.reshape(-1, len(r["columns"])) for p, r in zip(parts, group["rows"])]
     if len(set(p.shape[0] for p in parts)) > 1:
         raise ValueError("the outputs %s hold %s rows" % ([r["output"] for r in group["rows"]],
                                                            [p.shape[0] for p in parts]))
@@ -250,7 +266,8 @@ def compare_nms_rows(np, got, want, group, tolerance):
     per output its columns, nms_onnx.py): the valid rows (not all zero) of the reference and of the
     pipeline matched one to one. With 4 box, 1 score (and at most 1 class) columns as
     :func:`match_detections` (borderline: near ``score_threshold``, ``iou_threshold``, or the other
-    side full at ``max_rows``); else as plain vectors, every value within the tolerance, none forgiven."""
+    side full at ``max_rows``); else as plain vectors, every value within the tolerance, none forgiven.
+    Outputs [B, K, width] with B > 1 are compared image by image (:func:`_images`)."""
     names = [r["output"] for r in group["rows"]]
     columns = [c for r in group["rows"] for c in r["columns"]]
     row = {"metric": "nms_rows", "node": group.get("node"), "op": group.get("op"), "outputs": names,
@@ -263,40 +280,63 @@ def compare_nms_rows(np, got, want, group, tolerance):
         if not (np.isfinite(a.astype(np.float64)).all() and np.isfinite(w.astype(np.float64)).all()):
             row.update(error="output %r: non-finite values" % name, passed=False)
             return row
-    try:
-        ref, mine = _row_table(np, want, group), _row_table(np, got, group)
-    except ValueError as exc:
-        row.update(error=str(exc), passed=False)
-        return row
-    capacity = np.asarray(want[names[0]]).size // len(group["rows"][0]["columns"])
+    images = _images(np, want, group)
+    capacity = np.asarray(want[names[0]]).size // len(group["rows"][0]["columns"]) // images
     k = min(int(group.get("max_rows") or capacity), capacity)
     detections = columns.count("box") == 4 and columns.count("score") == 1 and columns.count("class") <= 1 \
         and "value" not in columns
     row["compared_as"] = "detections" if detections else "vectors"
+    if images > 1:
+        row["images"] = images
+    matched = ref_n = got_n = 0
+    worst_score, worst_iou, worst_diff = 0.0, 1.0, 0.0
+    bad = []  # type: List[str]
+    for b in range(images):  # each image's rows with its own (a detection of another image is no counterpart)
+        try:
+            ref, mine = _row_table(np, want, group, b if images > 1 else None), \
+                _row_table(np, got, group, b if images > 1 else None)
+        except ValueError as exc:
+            row.update(error=str(exc), passed=False)
+            return row
+        ref_n += len(ref)
+        got_n += len(mine)
+        if detections:
+            center = bool(group.get("center_point_box"))
+            m, ws, wi, msgs = match_detections(
+                np, _as_detections(np, ref, columns, center), _as_detections(np, mine, columns, center), k,
+                group.get("score_threshold"), group.get("iou_threshold"), "class" not in columns, tolerance,
+                bool(group.get("single_class")))
+            worst_score, worst_iou = max(worst_score, ws), min(worst_iou, wi)
+        else:
+            m, wd, msgs = _match_vectors(np, ref, mine, tolerance)
+            worst_diff = max(worst_diff, wd)
+        matched += m
+        bad += [("image %d: %s" % (b, msg)) if images > 1 else msg for msg in msgs]
     if detections:
-        center = bool(group.get("center_point_box"))
-        matched, worst_score, worst_iou, bad = match_detections(
-            np, _as_detections(np, ref, columns, center), _as_detections(np, mine, columns, center), k,
-            group.get("score_threshold"), group.get("iou_threshold"), "class" not in columns, tolerance,
-            bool(group.get("single_class")))
         row.update(max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None)
     else:
-        tol = tolerance * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
-        diff = np.abs(ref[:, None, :] - mine[None, :, :]).max(axis=2) if len(ref) and len(mine) else \
-            np.zeros((len(ref), len(mine)))
-        pairs = _assign(diff <= tol, -diff)
-        matched = len(pairs)
-        row["max_abs_diff"] = max([float(diff[i, j]) for i, j in pairs] or [0.0])
-        bad = ["the reference's row %d %s has no counterpart" % (i, [round(float(v), 4) for v in ref[i]])
-               for i in sorted(set(range(len(ref))) - set(i for i, _ in pairs))]
-        bad += ["the pipeline's row %d %s is not in the reference" % (j, [round(float(v), 4) for v in mine[j]])
-                for j in sorted(set(range(len(mine))) - set(j for _, j in pairs))]
-    row.update(reference_detections=len(ref), pipeline_detections=len(mine), matched=matched, max_rows=k,
-               passed=not bad, any_detection=len(ref) > 0)
+        row["max_abs_diff"] = worst_diff
+    row.update(reference_detections=ref_n, pipeline_detections=got_n, matched=matched, max_rows=k,
+               passed=not bad, any_detection=ref_n > 0)
     if bad:
         row["error"] = "detection rows differ (%d of %d matched; %s%s)" % (
-            matched, len(ref), "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "")
+            matched, ref_n, "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "")
     return row
+
+
+def _match_vectors(np, ref, mine, tolerance):
+    # type: (Any, Any, Any, float) -> Tuple[int, float, List[str]]
+    """Rows that are no detections matched one to one as plain vectors, every value within the
+    tolerance, none forgiven: (matched, worst |diff| of a pair, what is unmatched)."""
+    tol = tolerance * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    diff = np.abs(ref[:, None, :] - mine[None, :, :]).max(axis=2) if len(ref) and len(mine) else \
+        np.zeros((len(ref), len(mine)))
+    pairs = _assign(diff <= tol, -diff)
+    bad = ["the reference's row %d %s has no counterpart" % (i, [round(float(v), 4) for v in ref[i]])
+           for i in sorted(set(range(len(ref))) - set(i for i, _ in pairs))]
+    bad += ["the pipeline's row %d %s is not in the reference" % (j, [round(float(v), 4) for v in mine[j]])
+            for j in sorted(set(range(len(mine))) - set(j for _, j in pairs))]
+    return len(pairs), max([float(diff[i, j]) for i, j in pairs] or [0.0]), bad
 
 
 def nms_rows(np, got, want, groups, tolerance):

@@ -80,8 +80,8 @@ def _gate_error(report):
                                                                    row["ref_max_abs"], row["got_max_abs"]))
     if report.get("nms_elementwise"):  # why an NMS plugin's reordered detections may have failed it
         parts.append("compared element by element: " + "; ".join(report["nms_elementwise"]))
-    return "pipeline outputs differ from %s on random input: %s" % (report.get("reference", "the all-GPU engine"),
-                                                                   "; ".join(parts))
+    return "pipeline outputs differ from %s on %s: %s" % (report.get("reference", "the all-GPU engine"),
+                                                         report.get("on", "random input"), "; ".join(parts))
 
 
 def compare_frames(np, got, want, tolerance, nms=None):
@@ -374,6 +374,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
         report["checked"] = True
         report["inputs"] = pipe.n_inputs
         report["reference"] = str(gate.get("reference") or "the all-GPU engine")
+        report["on"] = "random input" if pipe.data is None else "the input data (each slot a mirror image of it)"
         if gate.get("nms_elementwise"):
             report["nms_elementwise"] = list(gate["nms_elementwise"])
         out["gate"] = report

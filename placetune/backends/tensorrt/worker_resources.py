@@ -173,17 +173,28 @@ def load_inputs(np, job):
 def mirrored(np, a, variant):
     # type: (Any, Any, int) -> Any
     """Variant ``variant`` of input data ``a``: itself (0), mirrored along its last axis (1), its
-    second-to-last (2) or both (3); from 4 on, its samples also rotated along the first axis. The
-    pipeline gives each of its input slots another variant, so that a frame reading another slot's
-    buffer is still seen by the gate (identical slots would hide it); an image and its mirror images
-    are equally representative input."""
+    second-to-last (2) or both (3) (an axis of size 1 is never mirrored: the variants counted over
+    those left); the next turn of variants also has its samples rotated along the first axis by one
+    more, and after a whole turn of the samples (one sample: at once) the data shifted circularly by
+    one more along the longer of its last two axes (a frame moved by a pixel). The pipeline gives
+    each of its input slots another variant, so that a frame reading another slot's buffer is still
+    seen by the gate (identical slots would hide it: with 4 frames in flight it has 5 slots' inputs,
+    and a one-image frame's variant 4 was the image itself); an image and its mirror images are
+    equally representative input."""
     k = int(variant)
     if k <= 0 or a.ndim == 0:
         return a
-    axes = [ax for bit, ax in ((1, -1), (2, -2)) if k % 4 & bit and a.ndim >= -ax]
-    out = np.flip(a, axis=tuple(axes)) if axes else a
-    if k >= 4 and a.ndim and a.shape[0] > 1:
-        out = np.roll(out, k // 4, axis=0)
+    flips = [ax for ax in (-1, -2) if a.ndim >= -ax and a.shape[ax] > 1]
+    options = [()] + [(ax,) for ax in flips] + ([tuple(flips)] if len(flips) == 2 else [])
+    axes = options[k % len(options)]
+    out = np.flip(a, axis=axes) if axes else a
+    turn = k // len(options)
+    samples = int(a.shape[0]) if a.ndim > 1 and a.shape[0] > 1 else 1
+    if turn % samples:
+        out = np.roll(out, turn % samples, axis=0)
+    if turn // samples:
+        axis = -1 if a.ndim < 2 or a.shape[-1] >= a.shape[-2] else -2
+        out = np.roll(out, turn // samples, axis=axis)
     return out
 
 
