@@ -4,9 +4,16 @@ split into center-size boxes and class scores, NMS with four outputs declared in
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 import numpy as np
+
+from placetune.model.onnx_io import read_model_proto
+
+#: a real Ultralytics YOLOv8n export (no NMS), gzipped
+YOLOV8N = Path(__file__).parent / "data" / "yolov8n_ultralytics.onnx.gz"
 
 #: EfficientNMS_TRT's outputs, in the plugin's order
 NMS_OUTPUTS = ("num_dets", "det_boxes", "det_scores", "det_classes")
@@ -43,3 +50,11 @@ def append_efficient_nms(proto: onnx.ModelProto, *, domain: str = "", max_output
     if domain and all(o.domain != domain for o in out.opset_import):
         out.opset_import.append(helper.make_opsetid(domain, 1))
     return out
+
+
+def write_yolov8n_nms(folder: Path) -> Path:
+    """The real YOLOv8n export ending in EfficientNMS_TRT, written in ``folder``."""
+    proto, _ = read_model_proto(YOLOV8N)
+    path = Path(folder) / "yolov8n_nms.onnx"
+    onnx.save(append_efficient_nms(proto), str(path))
+    return path

@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import json
 
-import onnx
 import pytest
 
 from placetune.cli import main
 from placetune.model.model import Model
-from placetune.model.onnx_io import read_model_proto
 
 from .conftest import DATA
-from .detector import NMS_OUTPUTS, append_efficient_nms
+from .detector import NMS_OUTPUTS, write_yolov8n_nms
 
-YOLOV8N = DATA / "yolov8n_ultralytics.onnx.gz"
 
 
 @pytest.fixture(scope="module")
 def yolov8n_nms(tmp_path_factory):
-    proto, _ = read_model_proto(YOLOV8N)
-    path = tmp_path_factory.mktemp("det") / "yolov8n_nms.onnx"
-    onnx.save(append_efficient_nms(proto), str(path))
-    return path
+    return write_yolov8n_nms(tmp_path_factory.mktemp("det"))
 
 
 def test_real_export_with_efficient_nms_loads(yolov8n_nms):

@@ -18,7 +18,6 @@ import os
 import sys
 
 import numpy as np
-import onnx
 import pytest
 
 from placetune.backends.registry import get_backend
@@ -26,17 +25,15 @@ from placetune.cli import main
 from placetune.errors import ConfigError
 from placetune.inputdata import RANDOM_INPUT, data_dependent_ops, load_input_data, timed_settings
 from placetune.model.model import Model
-from placetune.model.onnx_io import read_model_proto
 from placetune.placement.placement import Placement
 from placetune.settings import Settings
 from placetune.tuning.evaluator import Evaluator
 
 from .conftest import DATA
-from .detector import append_efficient_nms
+from .detector import write_yolov8n_nms
 from .fakes import FAKES_DIR, fake_env
 
 GN = DATA / "seed_model_gn.onnx.gz"  # input "input" 32x3x32x32 float32
-YOLOV8N = DATA / "yolov8n_ultralytics.onnx.gz"
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +52,7 @@ def _frame(seed: int = 1, shape=(32, 3, 32, 32)) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def yolov8n_nms(tmp_path_factory):
-    proto, _ = read_model_proto(YOLOV8N)
-    path = tmp_path_factory.mktemp("det") / "yolov8n_nms.onnx"
-    onnx.save(append_efficient_nms(proto), str(path))
-    return path
+    return write_yolov8n_nms(tmp_path_factory.mktemp("det"))
 
 
 @pytest.fixture(scope="module")
