@@ -25,6 +25,7 @@ import json
 import math
 import numbers
 import re
+import os
 import sys
 from typing import Any
 
@@ -117,7 +118,7 @@ def check_options(owner: str, values: dict[str, Any], *, positive: tuple[str, ..
             raise bad(name, "true or false")
     for name in paths:
         v = values.get(name)
-        if v is not None and not (isinstance(v, str) or hasattr(v, "__fspath__")):
+        if v is not None and not (isinstance(v, (str, os.PathLike))):
             raise bad(name, "a path (text)")
     for name in texts:
         if values.get(name) is not None and not isinstance(values[name], str):
