@@ -30,7 +30,7 @@ def test_tune_takes_trt_version_as_the_readme_says(tmp_path, monkeypatch, capsys
     assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--trt-version", "10.3",
                  "--study", "t"]) == 0
     out = capsys.readouterr().out
-    assert "TensorRT 10.3 DLA rules" in out.splitlines()[0]
+    assert "TensorRT 10.3 DLA rules" in _what_will_run(out)
     from placetune.store.store import Store
 
     with Store("sqlite:///placetune.db") as store:
