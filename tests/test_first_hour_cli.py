@@ -30,7 +30,7 @@ def test_tune_takes_trt_version_as_the_readme_says(tmp_path, monkeypatch, capsys
     assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--trt-version", "10.3",
                  "--study", "t"]) == 0
     out = capsys.readouterr().out
-    assert "TensorRT 10.3 DLA rules" in out.splitlines()[0]
+    assert "TensorRT 10.3 DLA rules" in _what_will_run(out)
     from placetune.store.store import Store
 
     with Store("sqlite:///placetune.db") as store:
@@ -214,9 +214,44 @@ def test_what_will_run_names_the_granularity(tmp_path, monkeypatch, capsys):
     """The first line said ``agent guided (its default granularity)``: which one was left to the docs."""
     monkeypatch.chdir(tmp_path)
     assert main(["tune", "--model", "seed-block", "--trials", "3"]) == 0
-    assert "agent guided (granularity stages), budget 3 trials" in capsys.readouterr().out.splitlines()[0]
+    assert "agent guided (granularity stages), budget 3 trials" in _what_will_run(capsys.readouterr().out)
     assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", "r"]) == 0
-    assert "agent random (granularity fusion), budget 3 trials" in capsys.readouterr().out.splitlines()[0]
+    assert "agent random (granularity fusion), budget 3 trials" in _what_will_run(capsys.readouterr().out)
+
+
+def _what_will_run(out: str) -> str:
+    """The ``what will run:`` line and the indented lines under it, as one string."""
+    lines = out.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("what will run:"))
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("  ")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def test_what_will_run_fits_a_terminal_of_80_columns_and_keeps_every_fact(tmp_path, monkeypatch, capsys):
+    """The first thing ``placetune tune`` printed was one line of about 250 characters."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--trials", "2", "--agent", "random", "--timeout", "1h"]) == 0
+    block = _what_will_run(capsys.readouterr().out)
+    assert 2 <= block.count("\n") <= 3 and max(map(len, block.splitlines())) <= 79, block
+    for fact in ("model resnet50", "batch 2", "int8", "objective throughput", "platform orin-agx (SIMULATED Jetson)",
+                 "power mode MAXN", "backend simulate", "pipeline (4 frames in flight) mode", "TensorRT 8.6 DLA rules",
+                 "agent random (granularity fusion)", "budget 2 trials / 3600 s"):
+        assert fact in block, (fact, block)
+
+
+def test_the_embedded_default_note_follows_the_checks_of_the_options(tmp_path, monkeypatch, capsys):
+    """"running the embedded default" was printed before ``--agent foo``'s error, and told to read --help to
+    a user who had given options."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--agent", "foo"]) == 4
+    out, err = capsys.readouterr()
+    assert out == "" and "unknown agent 'foo'" in err
+    assert main(["tune", "--trials", "2", "--agent", "random"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "no study file or model given: running the embedded default with the options given"
+    assert lines[1].startswith("what will run: model resnet50")
+    assert main(["tune", "--model", "resnet50", "--trials", "2", "--agent", "random"]) == 0
+    assert "embedded default" not in capsys.readouterr().out
 
 
 def test_an_unknown_layer_name_gets_the_models_closest_one(tmp_path, capsys):

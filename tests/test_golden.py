@@ -85,3 +85,14 @@ def test_the_readme_table_is_parsed_from_the_summary_and_replaced_in_place():
     assert figures.current(new) == body and new.startswith("x\n") and new.endswith("-->\ny\n")
     with pytest.raises(SystemExit, match="wording"):
         figures.figures(SUMMARY.replace("summary (SIMULATED)", "totals"))
+
+
+@pytest.mark.slow
+def test_the_readmes_excerpt_of_the_first_command_is_what_it_prints(default_tune):
+    """The README's first screen shows an excerpt of what ``placetune tune`` prints: each of its lines is one
+    the default tune prints ("..." stands for the lines left out)."""
+    readme = figures.README.read_text(encoding="utf-8")
+    excerpt = readme.split("The first command prints", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
+    printed = set(default_tune.splitlines())
+    lines = [x for x in excerpt.splitlines() if x != "..."]
+    assert len(lines) >= 8 and all(x in printed for x in lines), [x for x in lines if x not in printed]

@@ -177,8 +177,9 @@ def test_tune_records_the_power_mode_and_refuses_to_resume_under_another(tmp_pat
     assert main(["tune", "--model", "resnet18", "--trials", "2", "--agent", "random", "--study", "pm",
                  "--power-mode", "30w"]) == 0
     out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if x.startswith("what will run:"))
-    assert "power mode 30W" in line
+    lines = out.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("what will run:"))
+    assert any("power mode 30W" in x for x in lines[start:start + 4])
     from placetune import Store
 
     with Store(f"sqlite:///{tmp_path / 'placetune.db'}") as store:

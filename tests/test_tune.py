@@ -259,6 +259,14 @@ def test_sigint_with_any_agent_leaves_no_traceback_and_no_fail_trial(tmp_path, a
         assert len(states) == store.study("sig").n_requests  # every stored evaluation is a trial, nothing more
 
 
+def what_will_run(out: str) -> str:
+    """The ``what will run:`` line and the indented lines under it, as one string."""
+    lines = out.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("what will run:"))
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("  ")), len(lines))
+    return "\n".join(lines[start:end])
+
+
 def test_every_run_says_what_will_run_and_model_runs_share_the_embedded_defaults(tmp_path, capsys, monkeypatch):
     """--model runs once had other defaults (engine/fp16/latency) than the embedded default
     (pipeline/int8/throughput), visible only in a later mismatch error; custom runs said '(embedded default)'."""
@@ -269,7 +277,7 @@ def test_every_run_says_what_will_run_and_model_runs_share_the_embedded_defaults
     custom = capsys.readouterr().out
     assert "(embedded default)" in embedded and "embedded default" not in custom
     for out in (embedded, custom):
-        line = next(x for x in out.splitlines() if x.startswith("what will run:"))
+        line = what_will_run(out)
         for part in ("model resnet50", "platform orin-agx (SIMULATED Jetson)", "TensorRT 8.6 DLA rules",
                      "pipeline (4 frames in flight) mode", "int8", "objective throughput", "agent random",
                      "budget 3 trials", "backend simulate"):

@@ -208,10 +208,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg.constraints = [c.text for c in _constraints.parse_constraints(args.constraint)]
     if cfg.trials < 1:
         raise ConfigError("--trials must be >= 1")
+    argv = sys.argv[1:] if args.argv is None else args.argv
+    intro = ""  # said by the run once its options are checked, never before an error
     if embedded:
-        print("no study file or model given: running the embedded default (placetune tune --help lists the options)")
-    hint = "placetune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
-    tuner = _tune.Tuner(cfg, resume_hint=hint)
+        intro = "no study file or model given: running the embedded default " + (
+            "with the options given" if len(argv) > 1 else "(placetune tune --help lists the options)")
+    hint = "placetune " + shlex.join(argv)
+    tuner = _tune.Tuner(cfg, resume_hint=hint, intro=intro)
 
     def stop() -> None:  # the output is lost: stop after the evaluation in flight (stored), as on Ctrl-C
         if tuner.evaluator is not None:

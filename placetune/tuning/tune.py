@@ -60,8 +60,9 @@ class Tuner:
     """
 
     def __init__(self, cfg: TuneConfig, out: IO[str] | None = None, tty: bool | None = None,
-                 resume_hint: str = "the same command") -> None:
+                 resume_hint: str = "the same command", intro: str = "") -> None:
         self.cfg = cfg
+        self.intro = intro  # a line said before "what will run:", once the run's options are checked
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
         self.resume_hint = mask_url(resume_hint)  # the command line may hold a database password
@@ -114,6 +115,8 @@ class Tuner:
         # a damaged or edited row stops the run now, not after new measurements are stored
         stored_model_row(store, ev.study.model_hash)
         scan = StudyScan(ev.objective).read(store, name) if done else StudyScan(ev.objective)  # one pass
+        if self.intro:
+            self._say(self.intro)
         self._say(what_will_run(cfg, ev, agent_probe.granularity))
         self._say(f"study {name!r} in {store.url} ({cfg.source})")
         if fleet is not None:

@@ -49,9 +49,15 @@ class TuneOutcome:
     convergence: Convergence | None = None
 
 
+#: The width "what will run:" keeps to: a terminal of 80 columns.
+WHAT_WILL_RUN_WIDTH = 79
+
+
 def what_will_run(cfg: TuneConfig, ev: Evaluator, granularity: str | None = None) -> str:
-    """One line that says what this run measures and how (printed first by every run); ``granularity``:
-    the agent's own when the run does not set one (``stages`` for guided)."""
+    """What this run measures and how, printed first by every run: a line starting ``what will run:`` (the
+    model and what is optimised) and indented lines under it (where it runs, how the placement runs, how it
+    searches), each within :data:`WHAT_WILL_RUN_WIDTH` columns (a long name or constraint list wraps at a
+    comma). ``granularity``: the agent's own when the run does not set one (``stages`` for guided)."""
     s = ev.settings
     sim = "SIMULATED Jetson" if ev.backend.simulated else "real Jetson"
     mode = s.mode + (f" ({plural(s.frames_in_flight, 'frame')} in flight)" if s.mode == "pipeline" else "")
@@ -59,12 +65,25 @@ def what_will_run(cfg: TuneConfig, ev: Evaluator, granularity: str | None = None
         mode = f"concurrent ({len(ev.networks)} networks at once: {', '.join(ev.networks)}; as a {mode})"
     if s.mode == "replicas" and s.replicas:
         mode += " (" + ", ".join(f"{d}:{b}" for d, b in s.replicas.items()) + ")"
-    return (f"what will run: model {ev.model.name}, platform {ev.platform.name} ({sim}), power mode {s.power_mode}, "
-            f"TensorRT {s.trt_version} DLA rules, {mode} mode, {s.precision}, batch {ev.model.batch}, objective {ev.objective.name}, "
-            + "".join(f"constraint {c.text} {c.unit}, " for c in ev.objective.constraints)
-            + f"agent {cfg.agent} (granularity {cfg.granularity or granularity or 'the agent default'}), "
-            f"budget {plural(cfg.trials, 'trial')}"
-            + (f" / {cfg.timeout:g} s" if cfg.timeout else "") + f", backend {ev.backend.name}")
+    groups = [
+        [f"model {ev.model.name}", f"batch {ev.model.batch}", s.precision, f"objective {ev.objective.name}",
+         *(f"constraint {c.text} {c.unit}" for c in ev.objective.constraints)],
+        [f"platform {ev.platform.name} ({sim})", f"power mode {s.power_mode}", f"backend {ev.backend.name}"],
+        [f"{mode} mode", f"TensorRT {s.trt_version} DLA rules"],
+        [f"agent {cfg.agent} (granularity {cfg.granularity or granularity or 'the agent default'})",
+         f"budget {plural(cfg.trials, 'trial')}" + (f" / {cfg.timeout:g} s" if cfg.timeout else "")],
+    ]
+    lines: list[str] = []
+    for i, parts in enumerate(groups):
+        line = "what will run: " if i == 0 else "  "
+        for j, part in enumerate(parts):
+            piece = part if j == 0 else ", " + part
+            if j and len(line) + len(piece) > WHAT_WILL_RUN_WIDTH:  # wrap at the comma
+                lines.append(line + ",")
+                line, piece = "  ", part
+            line += piece
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def settles(cfg: TuneConfig) -> bool:
