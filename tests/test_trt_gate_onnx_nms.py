@@ -606,3 +606,94 @@ def test_an_opset_12_export_is_read_by_its_own_operator_versions():
     head = head_output(3)
     want, got = run(model, head), run(model, fp16(head))
     assert gates(model, got, want)[1]["passed"]
+
+
+def batch_tail_model(images: int = 2, slots: tuple = (0, 1)) -> onnx.ModelProto:
+    """Ultralytics' ``nms=True`` tail at batch ``images`` as its export unrolls it: one NMS tail per image
+    (``head`` [images, 4 + C, A] sliced), image i's rows [1, K, 6] ScatterND'ed into slot ``slots[i]``
+    of zeros [images, K, 6]."""
+    nodes, inits = [], {}  # type: list, dict
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)  # noqa: E731
+    for i in range(images):
+        part, part_inits = tail_nodes(f"head_{i}")
+        names = {t.name for t in part_inits} | {""}
+        for node in part:
+            node.name += f"_{i}"
+            node.input[:] = [t if t in names or t == f"head_{i}" else f"{t}_{i}" for t in node.input]
+            node.output[:] = [f"{t}_{i}" for t in node.output]
+        inits = {t.name: t for t in part_inits + [
+            c(f"from_{i}", np.array([i], np.int64)), c(f"to_{i}", np.array([i + 1], np.int64)),
+            c(f"slot_{i}", np.array([[slots[i]]], np.int64))]} | inits
+        nodes += [helper.make_node("Slice", ["head", f"from_{i}", f"to_{i}", "ax0"], [f"head_{i}"], name=f"/Slice_head_{i}")]
+        nodes += part
+        nodes += [helper.make_node("ScatterND", ["zeros" if i == 0 else f"scattered_{i - 1}", f"slot_{i}", f"dets_{i}"],
+                                   ["dets" if i == images - 1 else f"scattered_{i}"], name=f"/ScatterND_{i}")]
+    all_inits = dict(inits)
+    all_inits["zeros"] = c("zeros", np.zeros((images, K, 6), np.float32))
+    graph = helper.make_graph(nodes, "onnx_nms_batch_tail",
+                              [helper.make_tensor_value_info("head", TensorProto.FLOAT, [images, 4 + C, A])],
+                              [helper.make_tensor_value_info("dets", TensorProto.FLOAT, None)], list(all_inits.values()))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_batch_export_with_one_nms_per_image_is_compared_image_by_image():
+    """An export at batch 2 runs one NMS per image and ScatterNDs each image's rows into its slot of
+    [2, K, 6]: one group (both NMS), compared image by image; FP16-reordered rows pass, an image's rows
+    read from the other image fail. Two NMS writing the same slot stay element by element."""
+    model = batch_tail_model()
+    groups = nms_outputs(model.graph)
+    assert [(g["node"], g["nodes"], g["images_written"], g["rows"]) for g in groups] == [
+        ("/NonMaxSuppression_0", ["/NonMaxSuppression_0", "/NonMaxSuppression_1"], 2,
+         [{"output": "dets", "columns": ["box"] * 4 + ["score", "class"]}])]
+    assert nms_elementwise(model.graph) == []
+    head = np.concatenate([head_output(0), head_output(3)], axis=0)
+    want, got = run(model, head), run(model, fp16(head))
+    assert all((np.abs(want["dets"][b]).sum(axis=1) > 0).sum() >= 8 for b in range(2))  # both images hold rows
+    old, new = gates(model, got, want)
+    row = new["outputs"]["nms:/NonMaxSuppression_0"]
+    assert not old["passed"] and new["passed"] and row["images"] == 2, row
+    swapped = {"dets": want["dets"][::-1].copy()}
+    assert not gates(model, swapped, want)[1]["passed"]
+    same_slot = batch_tail_model(slots=(0, 0))
+    assert nms_outputs(same_slot.graph) == []
+    assert any("not one image each" in why or "ScatterND" in why for why in nms_elementwise(same_slot.graph))
+
+
+def test_images_past_those_a_dynamic_export_writes_are_counted_as_unchecked():
+    """A dynamic export traced at batch 2 writes rows for images 0 and 1 only: at batch 3 the row says the
+    last image went unchecked (empty on both sides)."""
+    worker_nms = importlib.import_module("worker_nms")
+    group = {"node": "/nms", "op": "NonMaxSuppression", "score_threshold": 0.25, "iou_threshold": 0.7,
+             "max_rows": 5, "images_written": 2, "rows": [{"output": "dets", "columns": ["box"] * 4 + ["score", "class"]}]}
+    a, b = [10, 10, 50, 50, 0.9, 1], [100, 120, 180, 200, 0.8, 2]
+    want = {"dets": np.concatenate([_batch_rows([[a], [b]]), np.zeros((1, 5, 6), np.float32)])}
+    row = worker_nms.compare_nms_rows(np, want, want, group, 1e-2)
+    assert row["passed"] and row["images"] == 3 and row["images_without_rows"] == 1, row
+    row = worker_nms.compare_nms_rows(np, {"dets": want["dets"][:2]}, {"dets": want["dets"][:2]}, group, 1e-2)
+    assert "images_without_rows" not in row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_the_real_ultralytics_batch_2_nms_export_is_compared_image_by_image(tmp_path, dynamic):
+    """A real Ultralytics ``nms=True`` export at batch 2 (yolo11n, random weights): its loop over the
+    images is unrolled (two NonMaxSuppression, each image's rows ScatterND'ed into its slot of
+    [2, 300, 6]); the scan makes one group of both; its tail on two heads passes the gate with
+    FP16-like differences and fails with the images' rows swapped."""
+    proto = ultralytics_export(tmp_path, nms=True, batch=2, dynamic=dynamic)
+    groups = nms_outputs(proto.graph, proto.opset_import[0].version)
+    assert [(g["nodes"], g["images_written"], g["max_rows"], g["rows"]) for g in groups] == [
+        (["/NonMaxSuppression", "/NonMaxSuppression_1"], 2, 300,
+         [{"output": "output0", "columns": ["box"] * 4 + ["score", "class"]}])]
+    assert nms_elementwise(proto.graph, proto.opset_import[0].version) == []
+    if dynamic:
+        return
+    tail = real_tail(proto)
+    head = np.concatenate([real_head(0), real_head(1)], axis=0)
+    want, got = run(tail, head), run(tail, fp16(head))
+    assert all(int((np.abs(want["output0"][b]).sum(axis=1) > 0).sum()) > 20 for b in range(2))
+    old, new = gates(proto, got, want)
+    assert not old["passed"] and new["passed"] and new["outputs"]["nms:/NonMaxSuppression"]["images"] == 2, new["outputs"]
+    assert not gates(proto, {"output0": want["output0"][::-1].copy()}, want)[1]["passed"]
