@@ -17,6 +17,11 @@ several detection counts when computed in the graph), a ScatterND of the rows in
 is a box coordinate (4 wide, the candidate tensor reaches NMS's boxes), a score (1 wide, reaches
 NMS's scores) or a class (1 wide, integer); otherwise the rows are compared as plain vectors.
 Anything else leaves the output element by element, and :func:`onnx_nms_scan` says why.
+
+At ``batch=B`` the export unrolls its loop over the images: B NonMaxSuppression, image i's rows
+[1, 300, 6] ScatterND'ed into slot [[i]] of zeros [B, 300, 6], each into the previous one's output
+(read from real batch 2 exports, static and dynamic). NMS nodes that each write their own slot of
+the same outputs are one group (:func:`_per_image`), compared image by image by the gate.
 """
 
 from __future__ import annotations
