@@ -198,3 +198,49 @@ def test_an_agx_orin_kit_emulating_an_orin_nx_is_tuned_as_the_orin_nx_and_says_s
         assert ev.evaluate(Placement.all_gpu(ev.model)).ok
     finally:
         ev.close()
+
+
+# NVIDIA's emulation flash configurations for an Orin NX 8GB (one DLA) and an Orin Nano 8GB (no DLA)
+EMULATED_NX8 = ("NVIDIA Jetson AGX Orin Developer Kit",
+                ["nvidia,p3737-0000+p3701-0000-as-p3767-0001", "nvidia,p3701-0000", "nvidia,tegra234"])
+EMULATED_NANO = ("NVIDIA Jetson AGX Orin Developer Kit",
+                 ["nvidia,p3737-0000+p3701-0000-as-p3767-0003", "nvidia,p3701-0000", "nvidia,tegra234"])
+
+
+@pytest.mark.parametrize("tree, platform, cores", [(EMULATED_NX8, "orin-nx-8gb", 1), (EMULATED_NANO, "orin-nano", 0)])
+def test_an_agx_orin_kit_emulating_a_module_with_fewer_dla_cores_uses_only_the_module_s(tmp_path, board, caplog,
+                                                                                        tree, platform, cores):
+    """TensorRT on the kit still reports its 2 DLA cores: the run says so in one line and uses the
+    emulated module's count (placements, and the pipeline gate's reference engine, which went to
+    any core TensorRT reported), recorded as ``dla_cores_used``."""
+    from placetune.backends.jetson import dla_cores_used
+    from placetune.hardware.platforms import get_platform
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    board(*tree)
+    be = trt_backend(tmp_path, "10.3.0", faults={"DLA_CORES": "2"})
+    try:
+        with caplog.at_level("WARNING"):
+            ev = Evaluator(GN, platform, backend=be, iterations=5, precision="fp16", trt_version="10.3")
+        try:
+            assert ev.fingerprint["dla_cores_used"] == cores and ev.fingerprint["module_emulated"].endswith("p3701-0000")
+            lines = [r.getMessage() for r in caplog.records if "TensorRT reports 2 DLA cores" in r.getMessage()]
+            assert len(lines) == 1 and "\n" not in lines[0] and f"which has {cores}: the run uses {cores}" in lines[0]
+            if cores:
+                assert ev.evaluate(Placement.all_dla(ev.model, 0)).ok
+        finally:
+            ev.close()
+    finally:
+        be.close()
+    assert dla_cores_used(get_platform(platform), 2) == cores and dla_cores_used(get_platform("orin-agx"), 2) == 2
+    assert dla_cores_used(get_platform(platform), None) is None
+
+
+def test_an_agx_orin_kit_emulating_a_module_with_its_dla_cores_says_nothing_more(tmp_path, board, caplog):
+    board(*EMULATED_NX16)
+    be = _backend(tmp_path, "10.3.0")
+    with caplog.at_level("WARNING"):
+        ev = Evaluator(GN, "orin-nx-16gb", backend=be, iterations=5, precision="fp16", trt_version="10.3")
+    ev.close()
+    assert "dla_cores_used" not in ev.fingerprint
+    assert not [r for r in caplog.records if "DLA cores on this AGX Orin" in r.getMessage()]

@@ -508,3 +508,16 @@ def test_a_pipeline_gate_whose_reference_ignores_its_input_is_red(tmp_path, boar
     row = {c["name"]: c for c in doc["checks"]}["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]
     assert row["status"] == "failed" and "same outputs for every random input" in row["detail"], row
     assert code == EXIT_NOT_ALL_OK
+
+
+def test_an_agx_orin_kit_emulating_an_orin_nx_8gb_is_not_failed_for_the_kit_s_second_dla(tmp_path):
+    """TensorRT on an AGX Orin kit flashed to emulate an Orin NX 8GB still reports the kit's 2 DLA cores:
+    the selftest said 'reports 2 DLA core(s), but a Jetson Orin NX 8GB has 1' (failed) on a healthy board;
+    it now says in one line that the run uses the module's 1, and checks that many."""
+    from tests.test_board_module import EMULATED_NX8
+
+    code, doc = _run(tmp_path, "10.3.0", EMULATED_NX8[0], EMULATED_NX8[1], DLA_CORES="2")
+    by = {c["name"]: c for c in doc["checks"]}
+    assert by["module"]["status"] == "ok", by["module"]
+    assert by["tensorrt"]["status"] == "ok" and "which has 1: the run uses 1" in by["tensorrt"]["detail"], by["tensorrt"]
+    assert "\n" not in by["tensorrt"]["detail"]

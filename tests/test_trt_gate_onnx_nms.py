@@ -606,3 +606,129 @@ def test_an_opset_12_export_is_read_by_its_own_operator_versions():
     head = head_output(3)
     want, got = run(model, head), run(model, fp16(head))
     assert gates(model, got, want)[1]["passed"]
+
+
+def batch_tail_nodes(images: int = 2, slots: tuple = (0, 1, 2)) -> tuple[list, dict]:
+    """Ultralytics' ``nms=True`` tail at batch ``images`` as its export unrolls it: one NMS tail per image
+    (``head`` [images, 4 + C, A] sliced), image i's rows [1, K, 6] ScatterND'ed into slot ``slots[i]``
+    of zeros [images, K, 6] (``len(slots)`` below ``images``: the loop traced at a smaller batch)."""
+    nodes, inits = [], {}  # type: list, dict
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)  # noqa: E731
+    written = min(images, len(slots))
+    for i in range(written):
+        part, part_inits = tail_nodes(f"head_{i}")
+        names = {t.name for t in part_inits} | {""}
+        for node in part:
+            node.name += f"_{i}"
+            node.input[:] = [t if t in names or t == f"head_{i}" else f"{t}_{i}" for t in node.input]
+            node.output[:] = [f"{t}_{i}" for t in node.output]
+        inits = {t.name: t for t in part_inits + [
+            c(f"from_{i}", np.array([i], np.int64)), c(f"to_{i}", np.array([i + 1], np.int64)),
+            c(f"slot_{i}", np.array([[slots[i]]], np.int64))]} | inits
+        nodes += [helper.make_node("Slice", ["head", f"from_{i}", f"to_{i}", "ax0"], [f"head_{i}"], name=f"/Slice_head_{i}")]
+        nodes += part
+        nodes += [helper.make_node("ScatterND", ["zeros" if i == 0 else f"scattered_{i - 1}", f"slot_{i}", f"dets_{i}"],
+                                   ["dets" if i == written - 1 else f"scattered_{i}"], name=f"/ScatterND_{i}")]
+    inits["zeros"] = c("zeros", np.zeros((images, K, 6), np.float32))
+    return nodes, inits
+
+
+def batch_tail_model(images: int = 2, slots: tuple = (0, 1)) -> onnx.ModelProto:
+    """:func:`batch_tail_nodes` alone: input ``head`` [images, 4 + C, A] -> ``dets`` [images, K, 6]."""
+    nodes, inits = batch_tail_nodes(images, slots)
+    graph = helper.make_graph(nodes, "onnx_nms_batch_tail",
+                              [helper.make_tensor_value_info("head", TensorProto.FLOAT, [images, 4 + C, A])],
+                              [helper.make_tensor_value_info("dets", TensorProto.FLOAT, None)], list(inits.values()))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_batch_export_with_one_nms_per_image_is_compared_image_by_image():
+    """An export at batch 2 runs one NMS per image and ScatterNDs each image's rows into its slot of
+    [2, K, 6]: one group (both NMS), compared image by image; FP16-reordered rows pass, an image's rows
+    read from the other image fail. Two NMS writing the same slot stay element by element."""
+    model = batch_tail_model()
+    groups = nms_outputs(model.graph)
+    assert [(g["node"], g["nodes"], g["images_written"], g["rows"]) for g in groups] == [
+        ("/NonMaxSuppression_0", ["/NonMaxSuppression_0", "/NonMaxSuppression_1"], 2,
+         [{"output": "dets", "columns": ["box"] * 4 + ["score", "class"]}])]
+    assert nms_elementwise(model.graph) == []
+    head = np.concatenate([head_output(0), head_output(3)], axis=0)
+    want, got = run(model, head), run(model, fp16(head))
+    assert all((np.abs(want["dets"][b]).sum(axis=1) > 0).sum() >= 8 for b in range(2))  # both images hold rows
+    old, new = gates(model, got, want)
+    row = new["outputs"]["nms:/NonMaxSuppression_0"]
+    assert not old["passed"] and new["passed"] and row["images"] == 2, row
+    swapped = {"dets": want["dets"][::-1].copy()}
+    assert not gates(model, swapped, want)[1]["passed"]
+    same_slot = batch_tail_model(slots=(0, 0))
+    assert nms_outputs(same_slot.graph) == []
+    assert any("not one image each" in why or "ScatterND" in why for why in nms_elementwise(same_slot.graph))
+
+
+def test_images_past_those_a_dynamic_export_writes_are_counted_as_unchecked():
+    """A dynamic export traced at batch 2 writes rows for images 0 and 1 only: at batch 3 the row says the
+    last image went unchecked (empty on both sides)."""
+    worker_nms = importlib.import_module("worker_nms")
+    group = {"node": "/nms", "op": "NonMaxSuppression", "score_threshold": 0.25, "iou_threshold": 0.7,
+             "max_rows": 5, "images_written": 2, "rows": [{"output": "dets", "columns": ["box"] * 4 + ["score", "class"]}]}
+    a, b = [10, 10, 50, 50, 0.9, 1], [100, 120, 180, 200, 0.8, 2]
+    want = {"dets": np.concatenate([_batch_rows([[a], [b]]), np.zeros((1, 5, 6), np.float32)])}
+    row = worker_nms.compare_nms_rows(np, want, want, group, 1e-2)
+    assert row["passed"] and row["images"] == 3 and row["images_without_rows"] == 1 and row["matched"] == 2, row
+    row = worker_nms.compare_nms_rows(np, {"dets": want["dets"][:2]}, {"dets": want["dets"][:2]}, group, 1e-2)
+    assert "images_without_rows" not in row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_the_real_ultralytics_batch_2_nms_export_is_compared_image_by_image(tmp_path, dynamic):
+    """A real Ultralytics ``nms=True`` export at batch 2 (yolo11n, random weights): its loop over the
+    images is unrolled (two NonMaxSuppression, each image's rows ScatterND'ed into its slot of
+    [2, 300, 6]); the scan makes one group of both; its tail on two heads passes the gate with
+    FP16-like differences and fails with the images' rows swapped."""
+    proto = ultralytics_export(tmp_path, nms=True, batch=2, dynamic=dynamic)
+    groups = nms_outputs(proto.graph, proto.opset_import[0].version)
+    assert [(g["nodes"], g["images_written"], g["max_rows"], g["rows"]) for g in groups] == [
+        (["/NonMaxSuppression", "/NonMaxSuppression_1"], 2, 300,
+         [{"output": "output0", "columns": ["box"] * 4 + ["score", "class"]}])]
+    assert nms_elementwise(proto.graph, proto.opset_import[0].version) == []
+    if dynamic:
+        return
+    tail = real_tail(proto)
+    head = np.concatenate([real_head(0), real_head(1)], axis=0)
+    want, got = run(tail, head), run(tail, fp16(head))
+    assert all(int((np.abs(want["output0"][b]).sum(axis=1) > 0).sum()) > 20 for b in range(2))
+    old, new = gates(proto, got, want)
+    assert not old["passed"] and new["passed"] and new["outputs"]["nms:/NonMaxSuppression"]["images"] == 2, new["outputs"]
+    assert not gates(proto, {"output0": want["output0"][::-1].copy()}, want)[1]["passed"]
+
+
+def test_a_batch_3_pipeline_of_an_export_traced_at_batch_2_says_its_last_image_went_unchecked(tmp_path):
+    """End to end against the doubles: a detector whose tail was unrolled for 2 images (a dynamic
+    export traced at batch 2) run at batch 3 passes the gate image by image, and the note says that
+    its last image holds no rows in the export (reference included), so it went unchecked."""
+    from tests.test_trt_gate_nms_forms import _measure
+
+    w = np.zeros((4 + C, 3, 1, 1), np.float32)
+    w[0, 0], w[1, 1], w[2, 0], w[3, 1] = 16.0, 16.0, 16.0, 16.0
+    w[4:, :, 0, 0] = np.random.default_rng(3).uniform(-0.003, 0.003, (C, 3))
+    bias = np.array([32, 32, 34, 34, 0.5, 0.3, 0.2], np.float32)
+    nodes, inits = batch_tail_nodes(3, slots=(0, 1))
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["images", "w", "b"], ["head4d"], name="/head/Conv"),
+         helper.make_node("Reshape", ["head4d", "shape"], ["head"], name="/head/Reshape")] + nodes,
+        "batch_onnx_nms_detector", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [3, 3, 8, 8])],
+        [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [3, K, 6])],
+        list(inits.values()) + [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b"),
+                                numpy_helper.from_array(np.array([3, 4 + C, 64], np.int64), "shape")])
+    graph.value_info.extend(helper.make_tensor_value_info(f"padded_{i}", TensorProto.FLOAT, [K * 6]) for i in (0, 1))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "det.onnx"))
+    m = _measure(str(tmp_path / "det.onnx"), tmp_path, "batch3")
+    assert m.status == "ok", m.reason
+    row = m.extra["gate"]["outputs"]["nms:/NonMaxSuppression_0"]
+    assert row["passed"] and row["images"] == 3 and row["images_without_rows"] == 1 and row["reference_detections"] >= 5, row
+    assert any("first 2 images only" in n and "last 1 of this batch of 3" in n for n in m.extra["notes"]), m.extra["notes"]

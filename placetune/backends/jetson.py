@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from placetune.settings import Settings
 
 __all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "board_fits", "board_module", "device_fingerprint", "dla_cores_fit",
+           "dla_cores_used", "emulated_dla_cores",
            "mode_differences", "installed_trt_fits", "prepared_onnx", "refuse_untyped_int8", "untyped_int8",
            "untyped_int8_reason", "realized_vs_predicted"]
 
@@ -102,6 +103,10 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
     match = board_module(more.get("dla_cores"))
     if match.emulated_on and match.module is not None:  # a developer kit flashed as another module: said in the study
         fp["module_emulated"] = f"{match.module.part} on {match.emulated_on}"
+        extra = emulated_dla_cores(match.module.title, match.module.dla_cores, match.emulated_on, more.get("dla_cores"))
+        if extra:  # the kit's DLA cores beyond the emulated module's: not used, and said once
+            fp["dla_cores_used"] = match.module.dla_cores
+            backend._warn_once("emulated-dla", "%s", extra)
     snap = snapshot()
     locked = locked_frequencies(snap)
     if locked:  # at what the clocks are locked: a study resumes only under the same lock
@@ -181,6 +186,23 @@ def board_fits(platform: "Platform", dla_cores: int | None = None) -> None:
                           f"would be recorded as a {platform.title}'s; `placetune selftest` checks its GPU stack")
     raise ConfigError(f"platform {platform.name}: this board is a {match.describe()}; its figures would be recorded "
                       f"as a {platform.title}'s: pass --platform {' or '.join(match.profiles)}")
+
+
+def emulated_dla_cores(title: str, module_cores: int, kit: str, dla_cores: int | None) -> str:
+    """One line when TensorRT on an AGX Orin developer kit flashed to emulate ``title`` (``module_cores``
+    DLA cores) reports more DLA cores than that module has, else "": a run uses only the emulated
+    module's (:func:`dla_cores_used`), as the module itself would."""
+    if dla_cores is None or int(dla_cores) <= module_cores:
+        return ""
+    return (f"TensorRT reports {int(dla_cores)} DLA cores on this AGX Orin developer kit ({kit}) flashed to emulate "
+            f"a {title}, which has {module_cores}: the run uses {module_cores} (placements and the gate's reference "
+            "engine alike), as on the module itself")
+
+
+def dla_cores_used(platform: "Platform", dla_cores: int | None) -> int | None:
+    """The DLA cores a run may use: those TensorRT reports (None: not known), at most the platform's
+    (an AGX Orin kit emulating an Orin NX 8GB or an Orin Nano still reports the kit's 2)."""
+    return None if dla_cores is None else min(int(dla_cores), platform.dla_count)
 
 
 def dla_cores_fit(version: str, platform: "Platform", dla_cores: int | None) -> None:

@@ -299,6 +299,11 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     if not version:
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}; fix: "
                 f"{_doctor.FIX_TRT}")
+    elif match.emulated_on and expected is not None and int(cores or 0) > expected:
+        from placetune.backends.jetson import emulated_dla_cores  # the kit's cores beyond the module's: not used
+        rep.add("tensorrt", "ok", f"TensorRT {version}{where}; " + emulated_dla_cores(
+            title, expected, match.emulated_on, cores), trt_version=version, dla_cores=expected)
+        cores = expected
     elif expected is not None and int(cores or 0) != expected:
         hint = dla_count_hint(version, title) + pip_wheel_hint(probe.get("trt_path"), version)
         rep.add("tensorrt", "failed", f"TensorRT {version}{where} reports {cores} DLA core(s), but a {title} "

@@ -66,6 +66,7 @@ from placetune.backends.jetson import (
     JetsonBackend,
     UNEXPLAINED_FALLBACK,
     device_fingerprint,
+    dla_cores_used,
     prepared_onnx,
     realized_vs_predicted,
     untyped_int8,
@@ -416,11 +417,13 @@ class TensorRTBackend(JetsonBackend):
         predicted = r.realized.as_dict()
         dla_layers = [n for n, d in predicted.items() if d != "GPU"]
         core = r.dla_core if (r.dla_core is not None and dla_layers) else -1
-        cores = p.get("num_dla_cores")
-        if core >= 0 and cores is not None and core >= int(cores):
+        reported = p.get("num_dla_cores")
+        cores = dla_cores_used(platform, reported)  # an emulated module's, not its developer kit's
+        if core >= 0 and cores is not None and core >= cores:
+            module = f" (a {platform.title} has {cores})" if cores < int(reported) else ""
             return Measurement.failure(
-                "infeasible", f"the placement uses DLA{core} but TensorRT {version} reports {cores} DLA core(s) here",
-                realized=predicted, **base)
+                "infeasible", f"the placement uses DLA{core} but TensorRT {version} reports {reported} DLA core(s) "
+                f"here{module}", realized=predicted, **base)
         major = _version_tuple(version)[0]
         strongly_typed = major >= 11
         refused = untyped_int8(model, settings.precision, version, strongly_typed, base)

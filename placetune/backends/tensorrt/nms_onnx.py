@@ -17,6 +17,11 @@ several detection counts when computed in the graph), a ScatterND of the rows in
 is a box coordinate (4 wide, the candidate tensor reaches NMS's boxes), a score (1 wide, reaches
 NMS's scores) or a class (1 wide, integer); otherwise the rows are compared as plain vectors.
 Anything else leaves the output element by element, and :func:`onnx_nms_scan` says why.
+
+At ``batch=B`` the export unrolls its loop over the images: B NonMaxSuppression, image i's rows
+[1, 300, 6] ScatterND'ed into slot [[i]] of zeros [B, 300, 6], each into the previous one's output
+(read from real batch 2 exports, static and dynamic). NMS nodes that each write their own slot of
+the same outputs are one group (:func:`_per_image`), compared image by image by the gate.
 """
 
 from __future__ import annotations
@@ -223,9 +228,13 @@ def _step(g: _Graph, node: onnx.NodeProto, name: str, st: dict[str, Any], states
                       "cap": _min(*[p.get("cap") for p in parts])}}
     if op == "Pad" and ins[0] == name and _pads_ok(g, node, st, states):
         return {out: dict(st, padded=True)}
-    if op == "ScatterND" and len(ins) == 3 and ins[2] == name and _zeros(g, ins[0]) and ins[1] in g.const \
-            and not st["flat"]:  # the rows written into zeros (the padding)
-        return {out: dict(st, padded=True)}
+    if op == "ScatterND" and len(ins) == 3 and ins[1] in g.const and not st["flat"]:
+        image = _image_index(g.const[ins[1]])
+        if ins[2] == name and (_zeros(g, ins[0]) or (image is not None and _zeros_but(g, ins[0], image))):
+            return {out: dict(st, padded=True, image=image)}  # the rows written into zeros (the padding)
+        if ins[0] == name and ins[2] not in states and image is not None and st.get("image") not in (None, image):
+            return {out: dict(st)}  # another image's rows written into their own slice beside these
+        return None
     if op == "Slice" and ins[0] == name and not st["flat"] and st["rank"] and st["rank"] > 2:
         axes = g.const.get(ins[3]) if len(ins) > 3 and ins[3] else None
         starts = g.const.get(ins[1])
@@ -280,6 +289,22 @@ def _zeros(g: _Graph, name: str) -> bool:
         return False
     value = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"), None)
     return value is None or not value.any()
+
+
+def _image_index(indices: np.ndarray) -> int | None:
+    """The batch slot a ScatterND's indices [[i]] write whole (an Ultralytics export at batch B writes
+    image i's [1, K, W] rows so, one ScatterND per image)."""
+    return int(indices.reshape(-1)[0]) if indices.shape == (1, 1) and int(indices.reshape(-1)[0]) >= 0 else None
+
+
+def _zeros_but(g: _Graph, name: str, image: int) -> bool:
+    """Zeros in batch slot ``image``: zeros, or other slots' rows written into zeros by ScatterND [[j]]."""
+    if _zeros(g, name):
+        return True
+    node = g.producer.get(name)
+    return node is not None and node.op_type == "ScatterND" and len(node.input) == 3 and \
+        node.input[1] in g.const and _image_index(g.const[node.input[1]]) not in (None, image) and \
+        _zeros_but(g, node.input[0], image)
 
 
 def _min(*values: int | None) -> int | None:
@@ -347,7 +372,40 @@ def _scan(graph: onnx.GraphProto, opset: int) -> tuple[list[dict[str, Any]], lis
             continue
         if found is not None:
             groups.append(found)
-    return groups, elementwise
+    return _per_image(groups, elementwise), elementwise
+
+
+def _per_image(groups: list[dict[str, Any]], elementwise: list[str]) -> list[dict[str, Any]]:
+    """One group per output: NonMaxSuppression nodes that each write one image's rows into their own
+    batch slot of the same outputs (an Ultralytics ``nms=True`` export at batch B unrolls its loop over
+    the images: B NonMaxSuppression, each image's rows ScatterND'ed into slot [i] of [B, K, W]) are
+    one group, compared image by image (``images_written``: how many slots any NMS writes). Nodes
+    whose outputs overlap otherwise stay element by element."""
+    by_outputs: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for group in groups:
+        by_outputs.setdefault(tuple(r["output"] for r in group["rows"]), []).append(group)
+    merged: list[dict[str, Any]] = []
+    taken: set[str] = set()
+    for outs, members in by_outputs.items():
+        images = [m.pop("_images") for m in members]
+        if taken & set(outs) or len(members) > 1 and (
+                any(None in i or len(set(i)) != 1 for i in images) or len({i[0] for i in images}) != len(images)
+                or len({(m["center_point_box"], m["iou_threshold"], m["score_threshold"], tuple(
+                    tuple(r["columns"]) for r in m["rows"])) for m in members}) != 1):
+            elementwise.append(", ".join(f"NonMaxSuppression {m['node']!r}" for m in members) +
+                               " selected rows of several NMS in one output, not one image each")
+            continue
+        taken |= set(outs)
+        if len(members) == 1:
+            merged.append(members[0])
+            continue
+        order = sorted(range(len(members)), key=lambda k: images[k][0])
+        first = dict(members[order[0]])
+        first.update(nodes=[members[k]["node"] for k in order], images_written=max(i[0] for i in images) + 1,
+                     max_rows=_min(*[m["max_rows"] for m in members]),
+                     single_class=all(m["single_class"] for m in members))
+        merged.append(first)
+    return merged
 
 
 def _scan_one(g: _Graph, graph: onnx.GraphProto, nms: onnx.NodeProto, label: str,
@@ -391,7 +449,8 @@ def _scan_one(g: _Graph, graph: onnx.GraphProto, nms: onnx.NodeProto, label: str
     return {"node": nms.name or nms.output[0], "op": "NonMaxSuppression",
             "rows": [{"output": o, "columns": list(states[o]["cols"])} for o in outs],
             "score_threshold": _threshold(g, nms), "iou_threshold": iou if iou is not None else 0.0,
-            "max_rows": cap, "center_point_box": center, "single_class": _classes(g, nms.input[1]) == 1}
+            "max_rows": cap, "center_point_box": center, "single_class": _classes(g, nms.input[1]) == 1,
+            "_images": tuple(states[o].get("image") for o in outs)}
 
 
 def _pad_inputs(g: _Graph) -> set[str]:

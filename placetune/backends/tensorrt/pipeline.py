@@ -319,6 +319,12 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
                 f"{row['op']} {row['node']!r}" for row in rows_of) + " as a set of detections (one to one by class, "
                 f"IoU >= {rows_of[0]['iou_match']}, scores within the tolerance; rows near the score or IoU threshold "
                 "or beyond the row cap may be unmatched), not element by element")
+        for row in rows_of:
+            if row.get("images_without_rows"):
+                notes.append(f"{row['op']} {row['node']!r}: the export writes detection rows for its first "
+                             f"{row['images'] - row['images_without_rows']} images only (one NMS per image of the "
+                             f"batch it was exported at); the last {row['images_without_rows']} of this batch of "
+                             f"{row['images']} are empty in the reference too and were not checked")
         if indices:
             notes.append("the correctness gate compared the selected indices of " + ", ".join(indices) +
                          " as a set of (batch, class, box) rows, not element by element")
