@@ -420,7 +420,7 @@ class TensorRTBackend(JetsonBackend):
         reported = p.get("num_dla_cores")
         cores = dla_cores_used(platform, reported)  # an emulated module's, not its developer kit's
         if core >= 0 and cores is not None and core >= cores:
-            module = f" (a {platform.title} has {cores})" if cores < int(reported) else ""
+            module = f" (a {platform.title} has {cores})" if reported is not None and cores < int(reported) else ""
             return Measurement.failure(
                 "infeasible", f"the placement uses DLA{core} but TensorRT {version} reports {reported} DLA core(s) "
                 f"here{module}", realized=predicted, **base)
