@@ -724,3 +724,24 @@ def test_dynamic_input_name_shapes_cannot_express_is_refused(tmp_path, name):
     m = _ev(model, _backend(tmp_path, "8.6.1"), tmp_path, trt_version="8.6").evaluate(Placement.all_dla(model))
     assert not m.ok and m.status == "infeasible" and repr(name) in m.reason and "--shapes" in m.reason
     assert not _processes(tmp_path, "build")  # nothing built without its shape
+
+
+@pytest.mark.parametrize("script", ["echo early; sleep 1 &", "echo early; (sleep 1; echo late) &"])
+def test_a_line_after_the_log_is_closed_is_dropped_not_an_error_in_the_reader_thread(tmp_path, monkeypatch, script):
+    """A child of trtexec that holds the output pipe past the end of the run: wait() closes the log once
+    its reader has had READER_JOIN_S, and the reader's next write or final flush hit the closed file
+    (``ValueError: I/O operation on closed file`` in the trtexec-output thread, seen in CI). Now the
+    log is written and closed under one lock and a late line is dropped."""
+    import threading
+
+    from placetune.backends.trtexec import process
+
+    monkeypatch.setattr(process, "READER_JOIN_S", 0.2)
+    raised: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    proc = process.Proc(["sh", "-c", script], tmp_path / "log.txt", dict(os.environ), tmp_path)
+    run = proc.wait(time.monotonic() + 30)
+    assert run.returncode == 0
+    proc._reader.join(timeout=10)
+    assert not proc._reader.is_alive() and raised == []
+    assert (tmp_path / "log.txt").read_text() == "early\n"

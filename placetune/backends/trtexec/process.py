@@ -27,6 +27,9 @@ _OUT_OF_MEMORY = re.compile(r"\(out of memory\)|OutOfMemory|User allocator error
                             r"could not be allocated", re.I)
 #: How long a killed trtexec is waited for before it is left behind as blocked in the kernel.
 KILL_GRACE_S = 30.0
+#: How long :meth:`Proc.wait` waits for the output reader after the process ended (a child of trtexec
+#: may hold the pipe open); the log is then closed and a later line is dropped.
+READER_JOIN_S = 10.0
 
 
 @dataclass
@@ -77,6 +80,7 @@ class Proc:
         self.run = Run(argv, log_path)
         self._markers = markers
         self._fh = open(log_path, "w", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._fh_lock = threading.Lock()  # the reader writes the log, wait() closes it
         self.run.started = time.monotonic()
         try:
             self.p = subprocess.Popen(  # noqa: S603 - an argument list, no shell
@@ -93,15 +97,18 @@ class Proc:
         assert self.p.stdout is not None
         for line in self.p.stdout:
             now = time.monotonic()
-            if self._fh.closed:  # a process left behind alive (Run.unkillable): its log is closed
-                return
-            self._fh.write(line)
+            with self._fh_lock:
+                if self._fh.closed:  # the run ended without us (Run.unkillable, a child holding the pipe)
+                    return
+                self._fh.write(line)
             if self._markers and len(self.run.marks) < len(self._markers):
                 text = line.split("] ", 2)[-1] if line.startswith("[") else line
                 for m in self._markers:
                     if m not in self.run.marks and m in text:
                         self.run.marks[m] = now
-        self._fh.flush()
+        with self._fh_lock:
+            if not self._fh.closed:
+                self._fh.flush()
 
     def wait(self, deadline: float) -> Run:
         try:
@@ -115,8 +122,9 @@ class Proc:
             self._reap()
             raise
         self.run.ended = time.monotonic()
-        self._reader.join(timeout=10)
-        self._fh.close()
+        self._reader.join(timeout=READER_JOIN_S)
+        with self._fh_lock:
+            self._fh.close()
         rc = self.p.returncode
         self.run.returncode = rc
         if rc is not None and rc < 0 and not self.run.timed_out:
