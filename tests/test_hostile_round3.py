@@ -108,8 +108,11 @@ def test_a_tune_whose_output_pipe_closes_stops_cleanly_with_an_error_exit(tmp_pa
             "random", "--storage", str(db), "--study", "s", "--export", str(tmp_path / "p.plan.json")]
     proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    for _ in range(4):  # what `head -4` reads, then it goes away
-        assert proc.stdout.readline()
+    trials = 0
+    while trials < 2:  # what `head` reads (the 'what will run' block, the first trial lines), then it goes away
+        line = proc.stdout.readline()
+        assert line
+        trials += line.startswith("trial=")
     proc.stdout.close()
     err = proc.stderr.read()
     rc = proc.wait(timeout=120)
