@@ -90,7 +90,6 @@ class Feasibility:
         self.reasons: Counter[str] = Counter()
         self.rules: list[Rule] = []
         self.unexplained = 0
-        self.assumed = 0  # failures assumed for a round's picks (the last entries of ``failed``): :meth:`assume_fails`
         self._memo: dict[tuple[int, ...], bool] = {}
 
     # ------------------------------------------------------------------ features
@@ -114,7 +113,6 @@ class Feasibility:
     def observe(self, assignment: Sequence[int], m: Measurement) -> None:
         """Learn from one measurement: a build that succeeded widens what is known to be safe, a
         rejected build is a failure to explain."""
-        self.drop_assumed()
         if m.ok:
             for f, v in self.features(assignment).items():
                 if v > self.ok_max.get(f, 0.0):
@@ -126,35 +124,6 @@ class Feasibility:
         else:
             return
         self._learn()
-
-    def beyond(self, assignment: Sequence[int]) -> bool:
-        """True when the plan goes beyond what built: its longest DLA loadable or its largest DLA
-        tensor is larger than in every plan that built (whether it builds is then unknown)."""
-        x = self.features(assignment)
-        return any(x.get(f, 0.0) > self.ok_max.get(f, 0.0) for f in _CONTINUOUS)
-
-    def assume_fails(self, assignment: Sequence[int]) -> bool:
-        """While a round's plans are picked together, before any is built: assume that a pick which
-        goes beyond what built fails, and learn the rules again with it, so that a later pick of the
-        round does not ask the same question (the pessimistic "constant liar" of batch Bayesian
-        optimisation, applied to the feasibility rules). Only once a real build has failed: before
-        that the device has shown no limit, and nothing is assumed. Returns whether it was assumed;
-        :meth:`drop_assumed` (and any real measurement) drops the assumptions."""
-        if len(self.failed) == self.assumed or not self.beyond(assignment):
-            return False
-        self.failed.append(self.features(assignment))
-        self.causes.append(None)
-        self.assumed += 1
-        self._learn()
-        return True
-
-    def drop_assumed(self) -> None:
-        """Forget the failures assumed for a round's picks (their builds will tell)."""
-        if self.assumed:
-            del self.failed[-self.assumed:]
-            del self.causes[-self.assumed:]
-            self.assumed = 0
-            self._learn()
 
     def _learn(self) -> None:
         self.rules, self.unexplained = learn_rules(self.ok_max, self.failed, self.causes)

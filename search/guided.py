@@ -375,9 +375,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
             for a in first:
                 if not self.seen(a):
                     self.evaluate(a, nominal.loss(a))
-            tops = self.select(nominal, Fit(), ranked, n_tops)
-            self.feasibility.drop_assumed()  # the picks' builds tell (Feasibility.assume_fails)
-            for a, _ in tops:
+            for a, _ in self.select(nominal, Fit(), ranked, n_tops):
                 if not self.seen(a):
                     self.evaluate(a, nominal.loss(a))
         self.rounds = 1
@@ -428,7 +426,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
             step = self.local_step(sur, [a for a, _ in picks])
             if step is not None:
                 picks.append(step)
-                self.feasibility.assume_fails(step[0])
         probe = self.blind_pick(sur, ranked, [a for a, _ in picks]) if explore else None
         if probe is not None:
             picks.append(probe)
@@ -444,7 +441,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
                 raise BudgetExhausted()
         log.info("guided round %d: fit on %d measurements, cv error %s, recent error %s, radius %d; %d candidates",
                  self.rounds, self.fit.n, self.cv_error, self.recent_error, self.radius, len(picks))
-        self.feasibility.drop_assumed()  # the picks' builds tell (Feasibility.assume_fails)
         before = min(self.measured.values(), default=math.inf)
         for a, pred in picks:
             self.evaluate(a, pred)

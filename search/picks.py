@@ -51,7 +51,6 @@ class Picks:
     seen: Callable[[list[int]], bool]
     canon: Callable[[list[int]], tuple[int, ...]]
     distance: Callable[[Sequence[int], Sequence[int]], int]
-    feasibility: Any
 
     def members(self) -> list[tuple[Any, Any]]:
         """(profile, correction) of each ensemble member for the spread of predictions."""
@@ -89,9 +88,6 @@ class Picks:
         spread = self.spread([a for _, a in top], members)
         score = mean - self.agent.kappa * spread
         picks: list[tuple[list[int], float]] = [(top[0][1], float(top[0][0]))]
-        # a pick beyond what built is assumed to fail while the rest of the round is picked (the
-        # feasibility rules' "constant liar": a later pick must not ask the question it asks)
-        self.feasibility.assume_fails(top[0][1])
         patterns = {self.pattern(top[0][1])}
         apart = max(4, self.space.n_units // 10)  # a diverse pick differs from every other in this many units
         order = np.argsort(score, kind="stable")
@@ -104,18 +100,14 @@ class Picks:
             pat = self.pattern(a)
             if pat in patterns or min(self.distance(a, b) for b, _ in picks) < apart:
                 continue
-            if self.feasibility.fails(a):
-                continue
             patterns.add(pat)
             picks.append((a, float(mean[j])))
-            self.feasibility.assume_fails(a)
         for j in order:  # not enough distinct patterns: fill by score
             if len(picks) >= k:
                 break
             a = top[int(j)][1]
-            if not any(a == b for b, _ in picks) and math.isfinite(mean[j]) and not self.feasibility.fails(a):
+            if not any(a == b for b, _ in picks) and math.isfinite(mean[j]):
                 picks.append((a, float(mean[j])))
-                self.feasibility.assume_fails(a)
         return picks[:k]
 
     def local_step(self, sur: Surrogate, taken: list[list[int]]) -> tuple[list[int], float] | None:

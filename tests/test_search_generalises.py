@@ -64,39 +64,6 @@ def test_feasibility_rules_never_block_what_built_and_block_what_resembles_a_fai
     assert len(f.failed) == 1
 
 
-def test_a_rounds_pick_beyond_what_built_is_assumed_to_fail_while_the_round_is_picked():
-    """The feasibility rules' constant liar: once a build failed, a pick that goes beyond what built
-    is assumed to fail until its build tells, so a later pick of the round asks another question."""
-    ev = _evaluator(SimulatedJetson())
-    space = ev.space("stages")
-    f = Feasibility(ev.model, space)
-    n = space.n_units
-    gpu, dla = space.devices.index("GPU"), space.devices.index("DLA0")
-    units = np.flatnonzero(space.mask[:, dla])
-    def plan(k: int) -> list[int]:
-        a = [gpu] * n
-        for i in units[:k]:
-            a[int(i)] = dla
-        return a
-    lens = {k: f.features(plan(k))["layers"] for k in range(1, len(units) + 1)}
-    short = min(lens, key=lambda k: lens[k])
-    mid = next(k for k in sorted(lens) if lens[k] > 2 * lens[short])
-    long_ = max(lens, key=lambda k: lens[k])
-    assert lens[long_] > 2 * lens[mid]
-    f.observe(plan(short), Measurement(status="ok", throughput_fps=1.0))
-    assert not f.assume_fails(plan(mid)) and f.assumed == 0  # no build failed yet: the device showed no limit
-    f.observe(plan(long_), Measurement.failure("build_failed", "DLA compiler: x: too many layers for one loadable"))
-    assert not f.fails(plan(mid)) and not f.assume_fails(plan(short))  # like what built: nothing to assume
-    assert f.assume_fails(plan(mid)) and f.assumed == 1
-    assert f.fails(plan(mid)) and not f.fails(plan(short))  # the round's next pick must not test the same limit
-    f.drop_assumed()
-    assert f.assumed == 0 and not f.fails(plan(mid)) and len(f.failed) == 1
-    f.assume_fails(plan(mid))
-    f.observe(plan(mid), Measurement(status="ok", throughput_fps=1.0))  # the real outcome replaces the assumption
-    assert f.assumed == 0 and len(f.failed) == 1 and not f.fails(plan(mid))
-    assert "failed builds: 1 of 3" in f.note(3)
-
-
 def test_a_plans_loadable_length_is_its_longest_dla_segment_as_the_builder_cuts_it():
     # googlenet's inception branches interleave in the layers' order: a DLA's share of one
     # module is several runs in that order but one segment (one loadable) when built
