@@ -410,3 +410,22 @@ def test_copy_layers_are_located_by_their_names():
     loc = locate(log, [q, "head:26:SHUFFLE:GPU"])
     assert loc.devices == {q: "GPU", "head:26:SHUFFLE:GPU": "GPU"}
     assert loc.unmapped == ["head:26:SHUFFLE:GPU_copy_output"]
+
+
+def test_a_trt7_list_cut_inside_its_last_name_keeps_the_names_before_the_cut():
+    """TensorRT 7 writes each list item with its comma: a published line cut mid-name (corpus
+    trt-2319-...) lists the complete items; a message with a comma after an empty section is no list."""
+    log = parse_build_log([
+        "[I] [TRT] --------------- Layers running on DLA:",
+        "[I] [TRT] {a,b}, {c}, {d,e",
+        "[I] [TRT] --------------- Layers running on GPU:",
+        "[I] [TRT] Conv_1 + Relu_2, Pool_3, (Unnamed Layer* 0) [Cons",
+    ])
+    assert log.dla_subgraphs == ["{a,b}", "{c}"]
+    assert log.gpu_layers == [("", "Conv_1 + Relu_2"), ("", "Pool_3")]
+    log = parse_build_log([
+        "[I] [TRT] --------------- Layers running on GPU:",
+        "[I] [TRT] Some tactics do not have sufficient workspace memory to run. Increasing workspace size may "
+        "increase performance, please check verbose output.",
+    ])
+    assert log.gpu_layers == []

@@ -217,8 +217,8 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 pending = sm.group("dev").upper() if msg.rstrip().endswith(":") else None
                 continue
             if pending is not None and not msg.startswith(("[DlaLayer]", "[GpuLayer]")) \
-                    and not _NO_GPU_LAYER.match(msg) and _SECTION_LIST.match(msg):
-                _read_list(out, pending, msg)
+                    and not _NO_GPU_LAYER.match(msg) and (items := _list_items(msg)) is not None:
+                _read_list(out, pending, items)
                 pending = None
                 continue
             pending = None
@@ -283,11 +283,27 @@ def _split_top(text: str) -> list[str]:
     return [x for x in out if x]
 
 
-def _read_list(out: BuildLog, device: str, msg: str) -> None:
+def _list_items(msg: str) -> list[str] | None:
+    """The items of a TensorRT 7 section list line, or None when the line is no list.
+
+    TensorRT writes every item followed by a comma (``a + b, c,``). A line cut inside its last item
+    (a published excerpt that ends mid-name: ``..., Times212_reshape0, (Unnamed Layer* 0) [Cons``)
+    still lists the items before the cut, each with its comma; the fragment after the last comma is
+    no name and is left out. Such a cut line is taken for a list only when at least two items are
+    complete and it does not end a sentence (a log message with a comma in it is none)."""
+    if _SECTION_LIST.match(msg):
+        return _split_top(msg)
+    items = _split_top(msg)
+    if msg.startswith("[") or msg.rstrip().endswith((".", ":")) or len(items) < 3:
+        return None
+    return items[:-1]
+
+
+def _read_list(out: BuildLog, device: str, items: list[str]) -> None:
     """A TensorRT 7 section printed as one line: each ``{...}`` group is a DLA loadable; GPU layers
     are comma-separated engine layer names."""
     out.has_sections = True
-    for item in _split_top(msg):
+    for item in items:
         if device == "DLA":
             out.dla_subgraphs.append(item)
         else:

@@ -236,7 +236,9 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
                     out.has_summary = True
                 continue
             if key in ("Total Host Walltime", "Total GPU Compute Time"):
-                num = re.match(r"\s*(" + _NUMBER + r")\s*(ms|s)?", rest, re.I)
+                # trtexec writes every total with its unit: a figure without one is a line cut in a
+                # published excerpt ("Total GPU Compute Time: 3.0635"), whose digits may be cut too
+                num = re.match(r"\s*(" + _NUMBER + r")\s*(ms|s)\s*$", rest, re.I)
                 if num:
                     v = float(num.group(1)) / (1000.0 if num.group(2) == "ms" else 1.0)
                     if key == "Total Host Walltime":
