@@ -86,3 +86,11 @@ def test_a_scripts_version_print_is_read():
 ])
 def test_launcher_prefixes_and_quoted_glog_messages(line, severity, message):
     assert split_prefix(line) == (severity, message)
+
+
+def test_tensorrt_llms_logger_tag_carries_the_severity_after_it():
+    """TensorRT-LLM's builder writes '[date] [TRT-LLM] [W] ' like TensorRT's Python logger (corpus
+    trtllm-0.20-build-trtllm-logger-warnings)."""
+    assert split_prefix("[08/27/2025-09:13:59] [TRT-LLM] [W] Overriding paged_state to False") == \
+        ("W", "Overriding paged_state to False")
+    assert split_prefix("[TensorRT-LLM] TensorRT-LLM version: 0.20.0") == (None, "TensorRT-LLM version: 0.20.0")
