@@ -70,8 +70,12 @@ _LETTERS = {"F": "E"}  # glog's and TensorFlow's FATAL
 _POLYGRAPHY = {"!": "E", "U": "V", "S": "V", "X": "V"}
 _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, LOG, TRACE, MEMDUMP: verbose
 
-#: error lines written by other libraries than TensorRT's logger (no severity prefix)
-FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
+#: error lines written by other libraries than TensorRT's logger (no severity prefix), and the shell's report of a
+#: process a signal ended: ``Killed`` (the kernel's out-of-memory killer, common on a Jetson building an engine),
+#: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)``; such a line is the failure, whatever came before
+FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
+                            r"^(?:Killed|Terminated|Aborted|Segmentation fault|Bus error|Illegal instruction|"
+                            r"Floating point exception)(?: \(core dumped\))?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
 #: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
 #: and an assertion's "... failed. )" are none

@@ -119,11 +119,19 @@ def version_from_text(text: str) -> str | None:
     m = _VERSION_TAG.search(text)
     if m:
         return version_from_code(m.group("code"))
-    m = _VERSION_DOTTED.search(text) or _VERSION_POLYGRAPHY.search(text) or _VERSION_ULTRALYTICS.search(text)
-    if m:
-        return m.group("v")
+    for pat in (_VERSION_DOTTED, _VERSION_POLYGRAPHY, _VERSION_ULTRALYTICS):
+        for m in pat.finditer(text):
+            if _dotted_version(m.group("v")):
+                return m.group("v")
     m = _VERSION_CODE.search(text)
     return version_from_code(m.group("code")) if m else None
+
+
+def _dotted_version(text: str) -> bool:
+    """Whether ``8.6.1`` / ``10.3.0.30`` is written as TensorRT writes a version: no number after the first has a
+    leading zero. tkDNN's banner ``TensorRT v6.01`` runs the minor and patch numbers together (6.0.1): no version
+    is read from it (``6.01`` could be 6.0.1 or 6.1; unknown, never guessed)."""
+    return not any(len(part) > 1 and part.startswith("0") for part in text.split(".")[1:])
 
 
 def _stats(rest: str) -> dict[str, float]:
