@@ -429,3 +429,11 @@ def test_a_trt7_list_cut_inside_its_last_name_keeps_the_names_before_the_cut():
         "increase performance, please check verbose output.",
     ])
     assert log.gpu_layers == []
+
+
+def test_an_int8_node_without_a_scale_leaves_the_dla():
+    """8.5/8.6's 'Node: X cannot run in INT8 mode due to missing scale and zero point. This node will not
+    run on DLA.' (corpus super-gradients-1760-...) is a fallback of its own wording."""
+    log = parse_build_log(["[W] [TRT] Node: /head/Relu cannot run in INT8 mode due to missing scale and zero point. "
+                           "This node will not run on DLA."])
+    assert list(log.fallbacks) == ["/head/Relu"] and log.warnings

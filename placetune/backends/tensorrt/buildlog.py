@@ -83,6 +83,9 @@ _FALLBACKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("validation", re.compile(r"Validation failed for DLA layer: (?P<n>.+?)\. Switching to GPU fallback")),
     ("precision", re.compile(r"DLA only supports FP16 and Int8 precision type\. Switching (?P<n>.+?) device type to GPU")),
     ("split", re.compile(r"Splitting DLA subgraph at: (?P<n>.+?) because DLA validation failed for this layer")),
+    # an INT8 node the DLA cannot take for want of a quantisation scale (8.5/8.6 with QDQ or a calibration gap)
+    ("precision", re.compile(r"Node: (?P<n>.+?) cannot run in INT8 mode due to missing scale and zero point\. "
+                             r"This node will not run on DLA")),
 )
 _SKIP_PREFIXES = ("Reformatting CopyNode", "Reformat ")
 _BOUNDARY = set(" ()[]{},+")
