@@ -437,3 +437,18 @@ def test_an_int8_node_without_a_scale_leaves_the_dla():
     log = parse_build_log(["[W] [TRT] Node: /head/Relu cannot run in INT8 mode due to missing scale and zero point. "
                            "This node will not run on DLA."])
     assert list(log.fallbacks) == ["/head/Relu"] and log.warnings
+
+
+def test_a_trt7_list_wrapped_by_the_console_is_read_whole():
+    """A console wraps TensorRT 7's one-line list into bare lines that cut names (corpus
+    tensorrt-demos-200-trt7-wrapped-dla-list): the bare lines continue it."""
+    log = parse_build_log([
+        "[TensorRT] INFO: --------------- Layers running on DLA:",
+        "[TensorRT] INFO: {a_1,b_2}, {c_",
+        "3,d_4}, {e_5},",
+        "[TensorRT] INFO: --------------- Layers running on GPU:",
+        "[TensorRT] INFO: f_6 + g_7, i_9, h_",
+        "8,",
+    ])
+    assert log.dla_subgraphs == ["{a_1,b_2}", "{c_3,d_4}", "{e_5}"]
+    assert log.gpu_layers == [("", "f_6 + g_7"), ("", "i_9"), ("", "h_8")]

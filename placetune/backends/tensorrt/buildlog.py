@@ -195,6 +195,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
     """
     out = BuildLog()
     pending: str | None = None  # the device of a TensorRT 7 section header whose list is the next line
+    partial: tuple[str, str] | None = None  # (device, text) of a TensorRT 7 list line not yet ended by its comma
     cont = False  # within an error message: a bare line (no prefix of its own) right after it continues it
     for item in lines:
         if isinstance(item, str):
@@ -203,6 +204,16 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
             sev_in, text = item[0], str(item[1])
         for raw in text.splitlines() or [""]:
             prefix, msg = split_prefix(raw)
+            if partial is not None:
+                if msg and prefix is None and msg == raw.strip() and not _SECTION.match(msg):
+                    # a console wrapped the list line: it goes on on a bare line, the break inside a name
+                    partial = (partial[0], partial[1] + msg)
+                    if _SECTION_LIST.match(partial[1]):
+                        _read_list(out, partial[0], _split_top(partial[1]))
+                        partial = None
+                    continue
+                _read_partial(out, partial)
+                partial = None
             if not msg:
                 pending = None  # TensorRT 7: a blank line after the header is an empty section
                 cont = False
@@ -220,8 +231,12 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 pending = sm.group("dev").upper() if msg.rstrip().endswith(":") else None
                 continue
             if pending is not None and not msg.startswith(("[DlaLayer]", "[GpuLayer]")) \
-                    and not _NO_GPU_LAYER.match(msg) and (items := _list_items(msg)) is not None:
-                _read_list(out, pending, items)
+                    and not _NO_GPU_LAYER.match(msg) and _SECTION_LIST.match(msg):
+                _read_list(out, pending, _split_top(msg))
+                pending = None
+                continue
+            if pending is not None and _LIST_START.match(msg):
+                partial = (pending, msg)  # its end is on the next bare lines, or cut (read at the next line)
                 pending = None
                 continue
             pending = None
@@ -262,6 +277,8 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 out.errors.append(msg)
             elif sev == "W":
                 out.warnings.append(msg)
+    if partial is not None:
+        _read_partial(out, partial)
     return out
 
 
@@ -286,20 +303,20 @@ def _split_top(text: str) -> list[str]:
     return [x for x in out if x]
 
 
-def _list_items(msg: str) -> list[str] | None:
-    """The items of a TensorRT 7 section list line, or None when the line is no list.
+#: the start of a TensorRT 7 list line whose closing comma is not on it: DLA groups (``{a,b}, {c``) or GPU
+#: layers (``a + b, c, d``); a log message (a sentence, ``... performance, please check verbose output.``) is none
+_LIST_START = re.compile(r"^(?:\{.*|[^\[].*,.*,.*)(?<![.:])\s*$")
 
-    TensorRT writes every item followed by a comma (``a + b, c,``). A line cut inside its last item
-    (a published excerpt that ends mid-name: ``..., Times212_reshape0, (Unnamed Layer* 0) [Cons``)
-    still lists the items before the cut, each with its comma; the fragment after the last comma is
-    no name and is left out. Such a cut line is taken for a list only when at least two items are
-    complete and it does not end a sentence (a log message with a comma in it is none)."""
-    if _SECTION_LIST.match(msg):
-        return _split_top(msg)
-    items = _split_top(msg)
-    if msg.startswith("[") or msg.rstrip().endswith((".", ":")) or len(items) < 3:
-        return None
-    return items[:-1]
+
+def _read_partial(out: BuildLog, partial: tuple[str, str]) -> None:
+    """A TensorRT 7 list line that never reached its closing comma: the published text is cut inside its
+    last item (``..., Times212_reshape0, (Unnamed Layer* 0) [Cons``). TensorRT writes every item followed by
+    a comma, so the items before the last comma are whole and read; the fragment after it is no name. A
+    GPU list needs two whole items to be taken for one (a DLA list, one ``{...}`` group)."""
+    device, text = partial
+    items = _split_top(text)[:-1]
+    if items and (text.startswith("{") or len(items) >= 2):
+        _read_list(out, device, items)
 
 
 def _read_list(out: BuildLog, device: str, items: list[str]) -> None:
