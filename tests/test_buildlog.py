@@ -410,3 +410,45 @@ def test_copy_layers_are_located_by_their_names():
     loc = locate(log, [q, "head:26:SHUFFLE:GPU"])
     assert loc.devices == {q: "GPU", "head:26:SHUFFLE:GPU": "GPU"}
     assert loc.unmapped == ["head:26:SHUFFLE:GPU_copy_output"]
+
+
+def test_a_trt7_list_cut_inside_its_last_name_keeps_the_names_before_the_cut():
+    """TensorRT 7 writes each list item with its comma: a published line cut mid-name (corpus
+    trt-2319-...) lists the complete items; a message with a comma after an empty section is no list."""
+    log = parse_build_log([
+        "[I] [TRT] --------------- Layers running on DLA:",
+        "[I] [TRT] {a,b}, {c}, {d,e",
+        "[I] [TRT] --------------- Layers running on GPU:",
+        "[I] [TRT] Conv_1 + Relu_2, Pool_3, (Unnamed Layer* 0) [Cons",
+    ])
+    assert log.dla_subgraphs == ["{a,b}", "{c}"]
+    assert log.gpu_layers == [("", "Conv_1 + Relu_2"), ("", "Pool_3")]
+    log = parse_build_log([
+        "[I] [TRT] --------------- Layers running on GPU:",
+        "[I] [TRT] Some tactics do not have sufficient workspace memory to run. Increasing workspace size may "
+        "increase performance, please check verbose output.",
+    ])
+    assert log.gpu_layers == []
+
+
+def test_an_int8_node_without_a_scale_leaves_the_dla():
+    """8.5/8.6's 'Node: X cannot run in INT8 mode due to missing scale and zero point. This node will not
+    run on DLA.' (corpus super-gradients-1760-...) is a fallback of its own wording."""
+    log = parse_build_log(["[W] [TRT] Node: /head/Relu cannot run in INT8 mode due to missing scale and zero point. "
+                           "This node will not run on DLA."])
+    assert list(log.fallbacks) == ["/head/Relu"] and log.warnings
+
+
+def test_a_trt7_list_wrapped_by_the_console_is_read_whole():
+    """A console wraps TensorRT 7's one-line list into bare lines that cut names (corpus
+    tensorrt-demos-200-trt7-wrapped-dla-list): the bare lines continue it."""
+    log = parse_build_log([
+        "[TensorRT] INFO: --------------- Layers running on DLA:",
+        "[TensorRT] INFO: {a_1,b_2}, {c_",
+        "3,d_4}, {e_5},",
+        "[TensorRT] INFO: --------------- Layers running on GPU:",
+        "[TensorRT] INFO: f_6 + g_7, i_9, h_",
+        "8,",
+    ])
+    assert log.dla_subgraphs == ["{a_1,b_2}", "{c_3,d_4}", "{e_5}"]
+    assert log.gpu_layers == [("", "f_6 + g_7"), ("", "i_9"), ("", "h_8")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from placetune.backends.tensorrt.buildlog import parse_build_log
-from placetune.backends.tensorrt.logprefix import split_prefix
+from placetune.backends.tensorrt.logprefix import plain_error, split_prefix, unmarked_error
 from placetune.backends.trtexec.parse import error_lines
 
 
@@ -86,3 +86,19 @@ def test_a_scripts_version_print_is_read():
 ])
 def test_launcher_prefixes_and_quoted_glog_messages(line, severity, message):
     assert split_prefix(line) == (severity, message)
+
+
+def test_tensorrt_llms_logger_tag_carries_the_severity_after_it():
+    """TensorRT-LLM's builder writes '[date] [TRT-LLM] [W] ' like TensorRT's Python logger (corpus
+    trtllm-0.20-build-trtllm-logger-warnings)."""
+    assert split_prefix("[08/27/2025-09:13:59] [TRT-LLM] [W] Overriding paged_state to False") == \
+        ("W", "Overriding paged_state to False")
+    assert split_prefix("[TensorRT-LLM] TensorRT-LLM version: 0.20.0") == (None, "TensorRT-LLM version: 0.20.0")
+
+
+@pytest.mark.parametrize("line", ["Killed", "Segmentation fault (core dumped)", "Aborted (core dumped)"])
+def test_the_shells_report_of_a_signal_is_the_failures_line(line):
+    """A Jetson building an engine out of memory ends with the kernel's 'Killed' (corpus
+    jetson-voice-4-..., tensorrtx-1145-...): the line that explains the failure."""
+    assert unmarked_error(line) and plain_error(line, True, False) and plain_error(line, True, True)
+    assert not unmarked_error("Killed 3 processes to free memory")

@@ -745,3 +745,17 @@ def test_a_line_after_the_log_is_closed_is_dropped_not_an_error_in_the_reader_th
     proc._reader.join(timeout=10)
     assert not proc._reader.is_alive() and raised == []
     assert (tmp_path / "log.txt").read_text() == "early\n"
+
+
+def test_a_total_cut_before_its_unit_is_unknown():
+    """trtexec writes every total with its unit; a published line cut after its figure (corpus
+    ptlflow-65-...) may have lost digits too: the total is unknown, never read as seconds."""
+    s = parse_summary(["[05/27/2024-16:38:42] [I] Total Host Walltime: 3.08622 s",
+                       "[05/27/2024-16:38:42] [I] Total GPU Compute Time: 3.0635"])
+    assert s.host_walltime_s == pytest.approx(3.08622) and s.gpu_compute_s is None
+
+
+def test_a_banner_running_minor_and_patch_together_gives_no_version():
+    """tkDNN's 'TensorRT v6.01' (6.0.1) is no dotted TensorRT version: unknown, never 6.01 (corpus tkdnn-83-...)."""
+    assert version_from_text("New NetworkRT (TensorRT v6.01)\nDLAs: 0") is None
+    assert version_from_text("TensorRT version: 8.6.1") == "8.6.1"

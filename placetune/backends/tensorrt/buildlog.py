@@ -83,6 +83,9 @@ _FALLBACKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("validation", re.compile(r"Validation failed for DLA layer: (?P<n>.+?)\. Switching to GPU fallback")),
     ("precision", re.compile(r"DLA only supports FP16 and Int8 precision type\. Switching (?P<n>.+?) device type to GPU")),
     ("split", re.compile(r"Splitting DLA subgraph at: (?P<n>.+?) because DLA validation failed for this layer")),
+    # an INT8 node the DLA cannot take for want of a quantisation scale (8.5/8.6 with QDQ or a calibration gap)
+    ("precision", re.compile(r"Node: (?P<n>.+?) cannot run in INT8 mode due to missing scale and zero point\. "
+                             r"This node will not run on DLA")),
 )
 _SKIP_PREFIXES = ("Reformatting CopyNode", "Reformat ")
 _BOUNDARY = set(" ()[]{},+")
@@ -192,6 +195,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
     """
     out = BuildLog()
     pending: str | None = None  # the device of a TensorRT 7 section header whose list is the next line
+    partial: tuple[str, str] | None = None  # (device, text) of a TensorRT 7 list line not yet ended by its comma
     cont = False  # within an error message: a bare line (no prefix of its own) right after it continues it
     for item in lines:
         if isinstance(item, str):
@@ -200,6 +204,16 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
             sev_in, text = item[0], str(item[1])
         for raw in text.splitlines() or [""]:
             prefix, msg = split_prefix(raw)
+            if partial is not None:
+                if msg and prefix is None and msg == raw.strip() and not _SECTION.match(msg):
+                    # a console wrapped the list line: it goes on on a bare line, the break inside a name
+                    partial = (partial[0], partial[1] + msg)
+                    if _SECTION_LIST.match(partial[1]):
+                        _read_list(out, partial[0], _split_top(partial[1]))
+                        partial = None
+                    continue
+                _read_partial(out, partial)
+                partial = None
             if not msg:
                 pending = None  # TensorRT 7: a blank line after the header is an empty section
                 cont = False
@@ -218,7 +232,11 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 continue
             if pending is not None and not msg.startswith(("[DlaLayer]", "[GpuLayer]")) \
                     and not _NO_GPU_LAYER.match(msg) and _SECTION_LIST.match(msg):
-                _read_list(out, pending, msg)
+                _read_list(out, pending, _split_top(msg))
+                pending = None
+                continue
+            if pending is not None and _LIST_START.match(msg):
+                partial = (pending, msg)  # its end is on the next bare lines, or cut (read at the next line)
                 pending = None
                 continue
             pending = None
@@ -259,6 +277,8 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 out.errors.append(msg)
             elif sev == "W":
                 out.warnings.append(msg)
+    if partial is not None:
+        _read_partial(out, partial)
     return out
 
 
@@ -283,11 +303,27 @@ def _split_top(text: str) -> list[str]:
     return [x for x in out if x]
 
 
-def _read_list(out: BuildLog, device: str, msg: str) -> None:
+#: the start of a TensorRT 7 list line whose closing comma is not on it: DLA groups (``{a,b}, {c``) or GPU
+#: layers (``a + b, c, d``); a log message (a sentence, ``... performance, please check verbose output.``) is none
+_LIST_START = re.compile(r"^(?:\{.*|[^\[].*,.*,.*)(?<![.:])\s*$")
+
+
+def _read_partial(out: BuildLog, partial: tuple[str, str]) -> None:
+    """A TensorRT 7 list line that never reached its closing comma: the published text is cut inside its
+    last item (``..., Times212_reshape0, (Unnamed Layer* 0) [Cons``). TensorRT writes every item followed by
+    a comma, so the items before the last comma are whole and read; the fragment after it is no name. A
+    GPU list needs two whole items to be taken for one (a DLA list, one ``{...}`` group)."""
+    device, text = partial
+    items = _split_top(text)[:-1]
+    if items and (text.startswith("{") or len(items) >= 2):
+        _read_list(out, device, items)
+
+
+def _read_list(out: BuildLog, device: str, items: list[str]) -> None:
     """A TensorRT 7 section printed as one line: each ``{...}`` group is a DLA loadable; GPU layers
     are comma-separated engine layer names."""
     out.has_sections = True
-    for item in _split_top(msg):
+    for item in items:
         if device == "DLA":
             out.dla_subgraphs.append(item)
         else:

@@ -5,7 +5,8 @@ the message behind whatever the printing tool put before it. :func:`split_prefix
 form met in published output and returns the severity it names (None when it names none):
 
 * trtexec's ``[03/31/2022-14:34:54] [I] [TRT] `` (the time may repeat when output interleaves),
-  the Python ``trt.Logger``'s ``[12/04/2024-11:57:45] [TRT] [W] ``, TensorRT 7's
+  the Python ``trt.Logger``'s ``[12/04/2024-11:57:45] [TRT] [W] `` (TensorRT-LLM's builder writes its own
+  messages in the same form, ``[08/27/2025-09:13:59] [TRT-LLM] [W] ``), TensorRT 7's
   ``[TensorRT] WARNING: ``, DeepStream's ``WARNING: [TRT]: ``, jetson-inference's ``[TRT]    ``;
 * GStreamer's debug lines (DeepStream's nvinfer): ``0:00:06.471895338 18672   0x55c26e8f30 ERROR
   nvinfer gstnvinfer.cpp:614:gst_nvinfer_logger:<primary_gie> `` (the level is a column);
@@ -61,7 +62,7 @@ _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
 #: shell comment's ``#`` or a Markdown quote's ``> ``
 _PREFIX = re.compile(
     r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
-    r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[TRT\]\s*|\[TensorRT\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
+    r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[(?:TRT|TensorRT)(?:-LLM)?\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
     r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
 _WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V", "DEBUG": "V"}
 _LETTERS = {"F": "E"}  # glog's and TensorFlow's FATAL
@@ -69,8 +70,12 @@ _LETTERS = {"F": "E"}  # glog's and TensorFlow's FATAL
 _POLYGRAPHY = {"!": "E", "U": "V", "S": "V", "X": "V"}
 _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, LOG, TRACE, MEMDUMP: verbose
 
-#: error lines written by other libraries than TensorRT's logger (no severity prefix)
-FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b")
+#: error lines written by other libraries than TensorRT's logger (no severity prefix), and the shell's report of a
+#: process a signal ended: ``Killed`` (the kernel's out-of-memory killer, common on a Jetson building an engine),
+#: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)``; such a line is the failure, whatever came before
+FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
+                            r"^(?:Killed|Terminated|Aborted|Segmentation fault|Bus error|Illegal instruction|"
+                            r"Floating point exception)(?: \(core dumped\))?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
 #: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
 #: and an assertion's "... failed. )" are none

@@ -119,11 +119,19 @@ def version_from_text(text: str) -> str | None:
     m = _VERSION_TAG.search(text)
     if m:
         return version_from_code(m.group("code"))
-    m = _VERSION_DOTTED.search(text) or _VERSION_POLYGRAPHY.search(text) or _VERSION_ULTRALYTICS.search(text)
-    if m:
-        return m.group("v")
+    for pat in (_VERSION_DOTTED, _VERSION_POLYGRAPHY, _VERSION_ULTRALYTICS):
+        for m in pat.finditer(text):
+            if _dotted_version(m.group("v")):
+                return m.group("v")
     m = _VERSION_CODE.search(text)
     return version_from_code(m.group("code")) if m else None
+
+
+def _dotted_version(text: str) -> bool:
+    """Whether ``8.6.1`` / ``10.3.0.30`` is written as TensorRT writes a version: no number after the first has a
+    leading zero. tkDNN's banner ``TensorRT v6.01`` runs the minor and patch numbers together (6.0.1): no version
+    is read from it (``6.01`` could be 6.0.1 or 6.1; unknown, never guessed)."""
+    return not any(len(part) > 1 and part.startswith("0") for part in text.split(".")[1:])
 
 
 def _stats(rest: str) -> dict[str, float]:
@@ -236,7 +244,9 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
                     out.has_summary = True
                 continue
             if key in ("Total Host Walltime", "Total GPU Compute Time"):
-                num = re.match(r"\s*(" + _NUMBER + r")\s*(ms|s)?", rest, re.I)
+                # trtexec writes every total with its unit: a figure without one is a line cut in a
+                # published excerpt ("Total GPU Compute Time: 3.0635"), whose digits may be cut too
+                num = re.match(r"\s*(" + _NUMBER + r")\s*(ms|s)\s*$", rest, re.I)
                 if num:
                     v = float(num.group(1)) / (1000.0 if num.group(2) == "ms" else 1.0)
                     if key == "Total Host Walltime":
