@@ -244,7 +244,24 @@ def decide(
         return Known(realized, True, None, "build log" if from_ins is None else "build log and engine inspector",
                      loadables, guessed, unchecked)
     assert from_ins is not None
-    return _from_inspector(predicted, from_ins, loadables)
+    known = _from_inspector(predicted, from_ins, loadables)
+    moved = [n for n, d in (known.realized or {}).items() if predicted[n] != "GPU" and d == "GPU"]
+    if known.known and dla_engine == [] and moved and not _log_tells_fallback(blog):
+        # the inspector shows no DLA layer in a form read here, yet the log warns of no fallback, which
+        # TensorRT does at WARNING for each layer it moves off the DLA: an unread form, not the GPU
+        return Known(None, False, f"the engine's layer information shows no DLA layer in a form placetune reads "
+                     f"and reads the {len(moved)} layer(s) asked on {target} ({', '.join(moved[:3])}"
+                     f"{', ...' if len(moved) > 3 else ''}) as the GPU's, but the build log has no placement report "
+                     "and warns of no fallback to the GPU (TensorRT warns of each): the DLA loadable may be in a "
+                     "form not read here", "engine inspector", None)
+    return known
+
+
+def _log_tells_fallback(blog: BuildLog) -> bool:
+    """Whether the build log says that layers left the DLA: a per-layer fallback warning, the
+    16-loadables rule, a whole-network fallback or DLA candidates not offloaded (``0 out of 1``)."""
+    not_offloaded = blog.dla_candidates is not None and blog.dla_candidates[0] < blog.dla_candidates[1]
+    return bool(blog.fallbacks) or bool(blog.subgraph_limit) or blog.all_gpu is not None or not_offloaded
 
 
 def _model_layers(layer: object, resolver: NameResolver) -> list[str]:
