@@ -25,8 +25,11 @@ Two sources say where TensorRT placed the layers of a DLA engine:
 reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
 A single layer that neither names (optimised away, folded) keeps its requested device, and is
 listed (``Known.from_request``, ``extra["placement_from_request"]``). Without a placement report
-in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown; with
-one, an inspector that shows no DLA layer in the form read here is not taken as evidence against it.
+in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown, and so does
+an inspector that shows no DLA layer at all while layers were asked on the DLA, unless the log warns of
+a fallback (TensorRT warns of each layer it moves off the DLA, at WARNING, which is always captured):
+a loadable in a form not read here would look so; with a placement report, an inspector that shows no
+DLA layer in the form read here is not taken as evidence against it.
 
 Example:
     >>> from placetune.backends.tensorrt.buildlog import parse_build_log, locate
