@@ -218,6 +218,8 @@ def test_an_inspector_showing_no_dla_layer_in_a_known_form_does_not_overrule_the
             {"Name": "fc", "LayerType": "CaskConvolution"}]
     k = _decide(LOG, bare)
     assert k.known and k.source == "build log" and k.loadables == 1 and k.realized["c2"] == "DLA0"
+    # recorded, never silent: the inspector was read and not understood (a real DLA form to learn)
+    assert k.unchecked.startswith("engine's layer information not compared: it shows no DLA layer")
 
 
 def test_a_whole_network_fallback_is_all_gpu_with_its_reason():

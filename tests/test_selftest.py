@@ -571,3 +571,21 @@ def test_an_unlocked_board_whose_timings_disagree_exits_0_marked_not_verified(tm
     code, doc = _run(tmp_path / "locked", "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
     gpu = {c["name"]: c for c in doc["checks"]}["engine all-GPU fp16 (vs trtexec)"]
     assert code == EXIT_NOT_ALL_OK and gpu["status"] == "failed" and "real difference of timing method" in gpu["detail"]
+
+
+def test_a_dla_check_whose_layer_information_was_not_understood_passes_and_asks_for_the_report():
+    """The build log placed the layers (a real source) and the engine's layer information showed no DLA
+    layer in a form placetune reads: the placement rests on the log (``placement_unchecked``). The DLA
+    check passes as a tune reads it, and its line says so and asks for the report: that report holds
+    the first real DLA engine's layer information. Before, the line said nothing of it."""
+    from placetune.cli.selftest import _layer_information_only, _ran_on_dla
+    from placetune.measurement import Measurement
+
+    why = ("engine's layer information not compared: it shows no DLA layer in a form placetune reads while the "
+           "build log names 1 DLA loadable(s)")
+    m = Measurement(status="ok", latency_samples_ms=[1.0], realized={"a": "DLA0"}, dla_loadables={"DLA0": 1},
+                    extra={"placement_known": True, "placement_unchecked": why})
+    assert _ran_on_dla(m, ["DLA0"]) is None
+    line = _layer_information_only(m)
+    assert line.startswith("placement read from the build log only: engine's layer information not compared")
+    assert "send this report" in line

@@ -187,13 +187,17 @@ def _no_placement_lines(m) -> str | None:
 
 
 def _layer_information_only(m) -> str | None:
-    """The line a DLA check adds when its placement is known from the engines' layer information
-    alone (the build log printed no placement lines), None otherwise: the check passes, as a tune
-    reads it, and the report says so."""
-    if (m.extra or {}).get("placement_known") is True and any(
-            "placement sections" in str(n) for n in (m.extra or {}).get("notes") or []):
+    """The line a DLA check adds when its placement rests on one source, None otherwise: known from
+    the engines' layer information alone (the build log printed no placement lines), or from the build
+    log alone because the layer information was read but not understood (``placement_unchecked``: a
+    DLA form placetune has not seen). The check passes, as a tune reads it, and the report says so."""
+    extra = m.extra or {}
+    if extra.get("placement_known") is True and any("placement sections" in str(n) for n in extra.get("notes") or []):
         return ("placement read from the engine's layer information only: the build log printed no placement "
                 "lines (a tune reads it the same way; send this report)")
+    if extra.get("placement_known") is True and extra.get("placement_unchecked"):
+        return (f"placement read from the build log only: {extra['placement_unchecked']} (a tune reads it the same "
+                "way; send this report: it shows a real DLA engine's layer information)")
     return None
 
 

@@ -167,13 +167,15 @@ def decide(
     if blog.reports_placement:
         from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
     dla_engine = inspector_dla_layers(inspector_layers)
+    unchecked: str | None = None
     if dla_engine == [] and from_log is not None and blog.dla_nodes:
         # the log (TensorRT's own report, read from real logs) names DLA loadables and the inspector
         # shows none in the form placetune reads (checked against the doubles only): its DLA form is
-        # not understood, so it is no evidence against the log
+        # not understood, so it is no evidence against the log; recorded, as a real form to read
         dla_engine = None
+        unchecked = (f"engine's layer information not compared: it shows no DLA layer in a form placetune reads "
+                     f"while the build log names {len(blog.dla_nodes)} DLA loadable(s)")
     from_ins: dict[str, str | None] | None = None
-    unchecked: str | None = None
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
         dla_set = set(dla_engine)
