@@ -27,6 +27,12 @@ INSPECTOR = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignN
              {"Name": "pool", "LayerType": "Pooling"}, {"Name": "fc", "LayerType": "CaskConvolution"}]
 
 
+def _fell(*names):
+    """TensorRT's fallback warning of each layer (the 10.x form the build-log reader knows)."""
+    return ["[W] [TRT] Layer '%s' (CONVOLUTION): Unsupported on DLA. Switching this layer's device type to GPU." % n
+            for n in names]
+
+
 def _decide(lines, inspector=None, core=0):
     blog = parse_build_log(lines)
     return decide(PRED, core, blog, locate(blog, NAMES), NAMES, None, inspector)
@@ -124,7 +130,7 @@ def test_tensorrt_10_myelin_kernels_are_placed_by_their_metadata():
     names = list(dict.fromkeys(n for x in doc["Layers"] for n in metadata_nodes(x)))
     assert len(names) == 19 and "/Flatten" in names and "/classifier/classifier.2/Relu" in names
     pred = {n: "DLA0" for n in names}
-    blog = parse_build_log([])
+    blog = parse_build_log(_fell(*names))  # asked on the DLA, every layer warned off it (a GPU engine)
     k = decide(pred, 0, blog, locate(blog, names), names, None, doc["Layers"])
     assert k.known and set(k.realized.values()) == {"GPU"} and k.from_request == [] and k.loadables == 0
     # the same export without Metadata (names only): a kernel named after its Gemm still places it;
@@ -154,8 +160,8 @@ def test_the_inspector_alone_never_reads_an_unplaceable_foreign_node_as_all_gpu(
     k = _decide([], bare)
     assert not k.known and k.realized is None and k.loadables is None
     assert "{ForeignNode[c1...c2]} without saying whether it ran on the DLA" in k.reason
-    # no ForeignNode at all: the inspector alone may say all-GPU (nothing could be a loadable)
-    k = _decide([], bare[1:] + [{"Name": "c1 + r1", "LayerType": "CaskConvolution"},
+    # no ForeignNode at all and TensorRT's fallback warnings in the log: the inspector alone may say all-GPU
+    k = _decide(_fell("c1", "r1", "c2", "pool"), bare[1:] + [{"Name": "c1 + r1", "LayerType": "CaskConvolution"},
                                 {"Name": "c2", "LayerType": "CaskConvolution"}])
     assert k.known and set(k.realized.values()) == {"GPU"}
 
@@ -212,6 +218,8 @@ def test_an_inspector_showing_no_dla_layer_in_a_known_form_does_not_overrule_the
             {"Name": "fc", "LayerType": "CaskConvolution"}]
     k = _decide(LOG, bare)
     assert k.known and k.source == "build log" and k.loadables == 1 and k.realized["c2"] == "DLA0"
+    # recorded, never silent: the inspector was read and not understood (a real DLA form to learn)
+    assert k.unchecked.startswith("engine's layer information not compared: it shows no DLA layer")
 
 
 def test_a_whole_network_fallback_is_all_gpu_with_its_reason():
@@ -448,3 +456,24 @@ def test_an_inspector_range_that_cannot_be_opened_leaves_the_complete_log_in_cha
     # with no log to decide, the same range leaves the placement unknown
     k = _decide([], layers)
     assert not k.known and "Unnamed Layer* 7" in k.reason
+
+
+def test_an_inspector_alone_showing_no_dla_layer_without_any_fallback_in_the_log_is_unknown_not_all_gpu():
+    """The inspector alone (trtexec at its default verbosity prints no placement lines on TensorRT
+    10.3), a DLA engine whose loadable is in a form placetune does not read (no ForeignNode, no DLA
+    layer type, but its Metadata names the ONNX nodes, as TensorRT 10's engine layers carry): every
+    layer would read as the GPU's. A real fallback is warned in the build log at WARNING ('Unsupported
+    on DLA. Switching this layer's device type to GPU.'); with no such line, all-GPU is not evidence
+    but an unread form: the placement is unknown, and said so."""
+    dla_in_unknown_form = [{"Name": "dla_subgraph_0", "LayerType": "Unknown", "Metadata": "[ONNX Layer: c1]\x1e"
+                            "[ONNX Layer: r1]\x1e[ONNX Layer: c2]\x1e[ONNX Layer: pool]"},
+                           {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide(["[I] [TRT] Detected 1 inputs and 1 output network tensors."], dla_in_unknown_form)
+    assert not k.known and k.realized is None
+    assert "no DLA layer in a form placetune reads" in k.reason and "c1, r1, c2" in k.reason
+    # the same layer information with TensorRT's fallback warnings in the log: a real fallback, read as the GPU's
+    k = _decide(_fell("c1", "r1", "c2", "pool"), dla_in_unknown_form)
+    assert k.known and set(k.realized.values()) == {"GPU"}
+    # TensorRT's own count of DLA candidates not offloaded is a fallback it told of, too
+    k = _decide(["Number of DLA node candidates offloaded : 0 out of 1"], dla_in_unknown_form)
+    assert k.known and set(k.realized.values()) == {"GPU"}

@@ -521,3 +521,71 @@ def test_an_agx_orin_kit_emulating_an_orin_nx_8gb_is_not_failed_for_the_kit_s_se
     assert by["module"]["status"] == "ok", by["module"]
     assert by["tensorrt"]["status"] == "ok" and "which has 1: the run uses 1" in by["tensorrt"]["detail"], by["tensorrt"]
     assert "\n" not in by["tensorrt"]["detail"]
+
+
+def test_a_timing_disagreement_on_unlocked_clocks_is_not_verified_never_failed_or_passed():
+    """Clocks not locked (or not known to be): DVFS can hold the GPU at another frequency in each run,
+    so a disagreement that repeats says nothing of the timing method. It is marked NOT VERIFIED
+    (``unverified``) with the command, not failed; locked clocks keep it a failure."""
+    from placetune.cli.selftest import compare_timing
+
+    def again():
+        return {"median": 0.46}, {"median": 0.30}
+
+    for locked in (False, None):
+        why, figs = compare_timing({"median": 0.45}, {"median": 0.30}, again, locked)
+        assert figs["unverified"] is True and why.count("NOT VERIFIED") == 1 and "`sudo jetson_clocks`" in why
+    why, figs = compare_timing({"median": 0.45}, {"median": 0.30}, again, True)
+    assert "unverified" not in figs and "real difference of timing method" in why
+
+
+def test_an_unlocked_board_whose_timings_disagree_exits_0_marked_not_verified(tmp_path, board, monkeypatch):
+    """End to end against the doubles, on a board whose jetson_clocks is off and whose worker and
+    trtexec timings disagree twice (forced): a healthy board is not failed (exit 0), but the timing
+    checks are [SETUP] lines saying NOT VERIFIED, selftest.json lists them under ``unverified`` and the
+    report's last lines never say the stack was checked: it says to lock the clocks and run it again.
+    Before, the unlocked board failed the selftest (exit 8)."""
+    import placetune.cli.selftest as selftest
+    from placetune.cli.selftest_checks import compare_timing as real
+
+    def disagreeing(ours, theirs, again, locked):  # the worker's runs 1.5x trtexec's, every time
+        def slower():
+            o, t = again()
+            return ({**o, "median": o["median"] * 1.5} if o else o), t
+        return real({**ours, "median": ours["median"] * 1.5}, theirs, slower, locked)
+
+    monkeypatch.setattr(selftest, "compare_timing", disagreeing)
+    board(clocks=UNLOCKED)
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    checks = {c["name"]: c for c in doc["checks"]}
+    gpu = checks["engine all-GPU fp16 (vs trtexec)"]
+    assert code == 0 and doc["all_ok"], _lines(doc)
+    assert gpu["status"] == "setup" and "NOT VERIFIED" in gpu["detail"] and gpu["unverified"], gpu
+    assert "engine all-GPU fp16 (vs trtexec)" in doc["unverified"] and "clocks" in doc["setup"]
+    text = (tmp_path / "st" / "selftest.txt").read_text()
+    assert "TIMING NOT VERIFIED in engine all-GPU fp16 (vs trtexec)" in text and "all checks ok" not in text
+    assert "every check of it ok" not in text and "its timing is not verified" in text.splitlines()[-1]
+    # the same board with its clocks locked: a real difference of method, failed
+    (tmp_path / "locked").mkdir()
+    board(clocks=LOCKED)
+    code, doc = _run(tmp_path / "locked", "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    gpu = {c["name"]: c for c in doc["checks"]}["engine all-GPU fp16 (vs trtexec)"]
+    assert code == EXIT_NOT_ALL_OK and gpu["status"] == "failed" and "real difference of timing method" in gpu["detail"]
+
+
+def test_a_dla_check_whose_layer_information_was_not_understood_passes_and_asks_for_the_report():
+    """The build log placed the layers (a real source) and the engine's layer information showed no DLA
+    layer in a form placetune reads: the placement rests on the log (``placement_unchecked``). The DLA
+    check passes as a tune reads it, and its line says so and asks for the report: that report holds
+    the first real DLA engine's layer information. Before, the line said nothing of it."""
+    from placetune.cli.selftest import _layer_information_only, _ran_on_dla
+    from placetune.measurement import Measurement
+
+    why = ("engine's layer information not compared: it shows no DLA layer in a form placetune reads while the "
+           "build log names 1 DLA loadable(s)")
+    m = Measurement(status="ok", latency_samples_ms=[1.0], realized={"a": "DLA0"}, dla_loadables={"DLA0": 1},
+                    extra={"placement_known": True, "placement_unchecked": why})
+    assert _ran_on_dla(m, ["DLA0"]) is None
+    line = _layer_information_only(m)
+    assert line.startswith("placement read from the build log only: engine's layer information not compared")
+    assert "send this report" in line

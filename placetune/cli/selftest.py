@@ -6,7 +6,8 @@ module is said so and the checks go on with a stand-in profile of as many DLA co
 reports); TensorRT's version and DLA cores (against the module's); a tiny CNN all-GPU and
 all-DLA0 in FP16, each engine timed again by ``trtexec --loadEngine --exposeDMA`` (the same engine,
 timed the same way: the two must agree within 10% + 50 us, :data:`LATENCY_TOLERANCE`; a disagreement is
-timed again once on both sides, :func:`compare_timing`) and the DLA0 engine's loadables compared with ``trtexec --useDLACore=0
+timed again once on both sides, :func:`compare_timing`, and on clocks not known to be locked one that
+repeats is ``setup``, NOT VERIFIED, never a pass or a failure) and the DLA0 engine's loadables compared with ``trtexec --useDLACore=0
 --allowGPUFallback``'s own build where trtexec's log tells them (:func:`compare_loadables`); INT8 on DLA without a calibration cache; pipelines
 GPU->DLA0->GPU at K=1..3 (the gate passes, a deliberately wrong cut fails, loadables per core
 <= 16); DLA0 || DLA1 replicas of the all-DLA engine; a second run hits the engine cache; the
@@ -186,13 +187,17 @@ def _no_placement_lines(m) -> str | None:
 
 
 def _layer_information_only(m) -> str | None:
-    """The line a DLA check adds when its placement is known from the engines' layer information
-    alone (the build log printed no placement lines), None otherwise: the check passes, as a tune
-    reads it, and the report says so."""
-    if (m.extra or {}).get("placement_known") is True and any(
-            "placement sections" in str(n) for n in (m.extra or {}).get("notes") or []):
+    """The line a DLA check adds when its placement rests on one source, None otherwise: known from
+    the engines' layer information alone (the build log printed no placement lines), or from the build
+    log alone because the layer information was read but not understood (``placement_unchecked``: a
+    DLA form placetune has not seen). The check passes, as a tune reads it, and the report says so."""
+    extra = m.extra or {}
+    if extra.get("placement_known") is True and any("placement sections" in str(n) for n in extra.get("notes") or []):
         return ("placement read from the engine's layer information only: the build log printed no placement "
                 "lines (a tune reads it the same way; send this report)")
+    if extra.get("placement_known") is True and extra.get("placement_unchecked"):
+        return (f"placement read from the build log only: {extra['placement_unchecked']} (a tune reads it the same "
+                "way; send this report: it shows a real DLA engine's layer information)")
     return None
 
 
@@ -380,7 +385,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                     notes.append(only)
             why, more = same_engine(m, devs, core, precision)
             figs.update(more)
-            if why:
+            unverified = why if figs.get("unverified") else None
+            if why and not unverified:
                 return "failed", why, figs
             if figs.get("drift"):  # agreed on a second run, but one side's two runs moved apart: said, not hidden
                 notes.append(str(figs["drift"]))
@@ -398,6 +404,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             compared = " (trtexec agrees)" if "trtexec_latency_ms" in figs else ""
             if figs.get("retimed"):
                 compared = " (trtexec agrees on a second run)"
+            if unverified:  # clocks not locked: the timing was not compared, a setup step of the board
+                return _SETUP, (f"{m.status}; timing vs trtexec {unverified}; loadables {m.dla_loadables}"
+                                + "".join(f"; {n}" for n in notes)), figs
             return "ok", (f"{m.status}, median {m.latency_ms['median']:.3f} ms{compared}, loadables "
                           f"{m.dla_loadables}" + "".join(f"; {n}" for n in notes)), figs
         return check
@@ -485,7 +494,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
            "seconds": round(time.time() - t_start, 1), "all_ok": ok,
            "setup": [c["name"] for c in rep.checks if c["status"] == _SETUP],
            "unavailable": [c["name"] for c in rep.checks if c["status"] == _UNAVAILABLE],
-           "drift": [c["name"] for c in rep.checks if c.get("drift")], "checks": rep.checks}
+           "drift": [c["name"] for c in rep.checks if c.get("drift")],
+           "unverified": [c["name"] for c in rep.checks if c.get("unverified") and c["status"] == _SETUP],
+           "checks": rep.checks}
     report.write("selftest.json", dumps_json(doc, indent=1))
     report.write("selftest.txt", format_report(doc))
     return (0 if ok else EXIT_NOT_ALL_OK), doc
@@ -504,7 +515,15 @@ def format_report(doc: dict[str, Any]) -> str:
     if doc.get("drift"):  # passed on a second run, but the same engine moved between two runs: never only in a line
         lines.append(f"RUN-TO-RUN DRIFT in {', '.join(doc['drift'])}: one engine timed twice moved by more than "
                      "the tolerance (see the line); a tune on this board records figures that move as much")
-    if doc["all_ok"] and setup:
+    unverified = doc.get("unverified") or []
+    if unverified:  # a timing check not made (clocks not locked): never reported as a pass
+        lines.append(f"TIMING NOT VERIFIED in {', '.join(unverified)}: the clocks are not locked and the worker's "
+                     "and trtexec's timings of the same engine disagree, which unlocked clocks alone can cause: run "
+                     "`sudo jetson_clocks`, then the selftest again to check the timing method")
+    if doc["all_ok"] and unverified:
+        lines.append(f"the stack builds and runs, but its timing is not verified; the board needs setup before a "
+                     f"tune: see the [SETUP] lines ({', '.join(setup)})")
+    elif doc["all_ok"] and setup:
         lines.append(f"the stack works (every check of it ok); the board still needs setup before a tune: "
                      f"see the [SETUP] line{'s' if len(setup) > 1 else ''} ({', '.join(setup)})")
     elif doc["all_ok"] and doc.get("unavailable"):

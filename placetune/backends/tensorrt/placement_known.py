@@ -25,8 +25,11 @@ Two sources say where TensorRT placed the layers of a DLA engine:
 reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
 A single layer that neither names (optimised away, folded) keeps its requested device, and is
 listed (``Known.from_request``, ``extra["placement_from_request"]``). Without a placement report
-in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown; with
-one, an inspector that shows no DLA layer in the form read here is not taken as evidence against it.
+in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown, and so does
+an inspector that shows no DLA layer at all while layers were asked on the DLA, unless the log warns of
+a fallback (TensorRT warns of each layer it moves off the DLA, at WARNING, which is always captured):
+a loadable in a form not read here would look so; with a placement report, an inspector that shows no
+DLA layer in the form read here is not taken as evidence against it.
 
 Example:
     >>> from placetune.backends.tensorrt.buildlog import parse_build_log, locate
@@ -164,13 +167,15 @@ def decide(
     if blog.reports_placement:
         from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
     dla_engine = inspector_dla_layers(inspector_layers)
+    unchecked: str | None = None
     if dla_engine == [] and from_log is not None and blog.dla_nodes:
         # the log (TensorRT's own report, read from real logs) names DLA loadables and the inspector
         # shows none in the form placetune reads (checked against the doubles only): its DLA form is
-        # not understood, so it is no evidence against the log
+        # not understood, so it is no evidence against the log; recorded, as a real form to read
         dla_engine = None
+        unchecked = (f"engine's layer information not compared: it shows no DLA layer in a form placetune reads "
+                     f"while the build log names {len(blog.dla_nodes)} DLA loadable(s)")
     from_ins: dict[str, str | None] | None = None
-    unchecked: str | None = None
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
         dla_set = set(dla_engine)
@@ -244,7 +249,24 @@ def decide(
         return Known(realized, True, None, "build log" if from_ins is None else "build log and engine inspector",
                      loadables, guessed, unchecked)
     assert from_ins is not None
-    return _from_inspector(predicted, from_ins, loadables)
+    known = _from_inspector(predicted, from_ins, loadables)
+    moved = [n for n, d in (known.realized or {}).items() if predicted[n] != "GPU" and d == "GPU"]
+    if known.known and dla_engine == [] and moved and not _log_tells_fallback(blog):
+        # the inspector shows no DLA layer in a form read here, yet the log warns of no fallback, which
+        # TensorRT does at WARNING for each layer it moves off the DLA: an unread form, not the GPU
+        return Known(None, False, f"the engine's layer information shows no DLA layer in a form placetune reads "
+                     f"and reads the {len(moved)} layer(s) asked on {target} ({', '.join(moved[:3])}"
+                     f"{', ...' if len(moved) > 3 else ''}) as the GPU's, but the build log has no placement report "
+                     "and warns of no fallback to the GPU (TensorRT warns of each): the DLA loadable may be in a "
+                     "form not read here", "engine inspector", None)
+    return known
+
+
+def _log_tells_fallback(blog: BuildLog) -> bool:
+    """Whether the build log says that layers left the DLA: a per-layer fallback warning, the
+    16-loadables rule, a whole-network fallback or DLA candidates not offloaded (``0 out of 1``)."""
+    not_offloaded = blog.dla_candidates is not None and blog.dla_candidates[0] < blog.dla_candidates[1]
+    return bool(blog.fallbacks) or bool(blog.subgraph_limit) or blog.all_gpu is not None or not_offloaded
 
 
 def _model_layers(layer: object, resolver: NameResolver) -> list[str]:
