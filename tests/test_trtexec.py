@@ -193,6 +193,14 @@ def test_layer_info_names_only_detailed_and_invalid():
     assert info.names == ['a "b"', "c"]
 
 
+def test_layer_info_of_the_wrong_shape_is_unreadable_not_a_crash():
+    for text in ('{"Layers": 5, "Bindings": []}', '{"Layers": "ab", "Bindings": []}', '{"Layers": [], "Bindings": 3}',
+                 "[1, 2]", "7"):
+        info = parse_layer_info(text)
+        assert info.layers == [] and info.unreadable, text
+    assert not parse_layer_info('{"Layers": ["a"], "Bindings": []}').unreadable
+
+
 def test_error_lines():
     lines = ["[I] fine", "[10/01/2024-10:00:00] [E] Error[10]: [optimizer.cpp::computeCosts] Could not find",
              "[10/01/2024-10:00:00] [E] Engine set up failed", "&&&& FAILED TensorRT.trtexec [TensorRT v8601] # x",

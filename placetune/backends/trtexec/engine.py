@@ -489,7 +489,10 @@ def realised(eng: Engine, r: "Realisation") -> Realised:
         info = parse_layer_info(eng.layer_info_path.read_text(errors="replace"))
         extra["engine_inspector"] = info.text[:_INSPECTOR_MAX_CHARS]
         extra["engine_layers"] = len(info.layers)
-        if not info.valid_json:
+        if info.unreadable:
+            eng.notes.append(f"--exportLayerInfo could not be read ({info.unreadable}): placement from the build "
+                             "log only")
+        elif not info.valid_json:
             eng.notes.append("--exportLayerInfo was not valid JSON (unescaped names): layer names read from the "
                              "raw text")
         layers = info.layers or None

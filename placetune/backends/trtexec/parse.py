@@ -405,12 +405,14 @@ class LayerInfo:
             ``LayerType``, ``Inputs``...) or ``{"Name": name}`` (names only).
         bindings: the engine's I/O tensor names.
         valid_json: False when the file was not valid JSON and was read line by line.
+        unreadable: why valid JSON could not be read as layer information ("" when it could).
         text: the file as written.
     """
 
     layers: list[dict[str, Any]] = field(default_factory=list)
     bindings: list[str] = field(default_factory=list)
     valid_json: bool = True
+    unreadable: str = ""
     text: str = ""
 
     @property
@@ -428,9 +430,16 @@ def parse_layer_info(text: str) -> LayerInfo:
     except ValueError:
         doc = None
     if isinstance(doc, dict):
-        for item in doc.get("Layers", []) or []:
+        layers, bindings = doc.get("Layers") or [], doc.get("Bindings") or []
+        if not isinstance(layers, list) or not isinstance(bindings, list):
+            out.unreadable = '"Layers" and "Bindings" must be lists'
+            return out
+        for item in layers:
             out.layers.append(item if isinstance(item, dict) else {"Name": str(item)})
-        out.bindings = [str(b) for b in doc.get("Bindings", []) or []]
+        out.bindings = [str(b) for b in bindings]
+        return out
+    if doc is not None:  # valid JSON, but not an object
+        out.unreadable = "not a JSON object"
         return out
     out.valid_json = False
     # detailed: {"Name" : "<raw>", "LayerType" : ...}; names-only: "Layers": ["<raw>", ...]. A name
