@@ -475,6 +475,19 @@ def _at(curve: Any, n: int) -> float | None:
 
 
 # ----------------------------------------------------------------------------- main
+def in_order(fn: Any, jobs: list, processes: int) -> Any:
+    """``fn`` over ``jobs``, yielding the results in the order of ``jobs`` whatever finished first (the
+    same command prints the same table and writes the same ``--json`` lines); ``processes`` > 1: in a
+    pool of that many forked processes."""
+    if processes > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(processes) as pool:
+            yield from pool.imap(fn, jobs)
+    else:
+        yield from map(fn, jobs)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -534,14 +547,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text("")
 
-    def rows_done():
-        if args.jobs > 1:
-            import multiprocessing as mp
-
-            with mp.get_context("fork").Pool(args.jobs) as pool:
-                yield from pool.imap_unordered(run_row, jobs)
-        else:
-            yield from map(run_row, jobs)
     blind_labels = list(args.blind)
     header = (f"{'case':9s} {'family':11s} {'d':>1s} {'best known':>10s} | {'agent @' + str(short):>16s} "
               f"{'agent @' + str(long_):>16s} | " + " ".join(f"{b + ' @' + str(short) + '/' + str(long_):>17s}"
@@ -553,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     goals: list[tuple[str, bool]] = []
     raw = []
-    for res in rows_done():
+    for res in in_order(run_row, jobs, args.jobs):
         job, entry = res["job"], res["entry"]
         case = job["case"]
         best = float(entry["value"])

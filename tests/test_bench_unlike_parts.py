@@ -79,3 +79,17 @@ def test_dla_convolutions_past_the_convolution_buffer_run_slower_and_the_gpu_doe
     value, t, plain = _values("dla-cbuf", "resnet50", {"cbuf_q": 0.0})
     assert value(t, "all-gpu") == value(plain, "all-gpu")
     assert value(t, "all-dla0") < 0.95 * value(plain, "all-dla0")
+
+
+def _first_is_slowest(i: int) -> int:
+    import time
+
+    time.sleep(0.4 if i == 0 else 0.0)
+    return i
+
+
+def test_rows_come_back_in_the_order_of_the_jobs_whatever_finished_first():
+    # with --jobs the first row (the slowest here) used to be printed last: two runs of the same
+    # command printed their rows and --json lines in different orders
+    assert list(bench_unlike.in_order(_first_is_slowest, list(range(5)), 2)) == [0, 1, 2, 3, 4]
+    assert list(bench_unlike.in_order(_first_is_slowest, list(range(3)), 1)) == [0, 1, 2]
