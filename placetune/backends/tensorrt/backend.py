@@ -514,6 +514,9 @@ class TensorRTBackend(JetsonBackend):
             extra["int8_ranges"] = res["int8_ranges"]
         if res.get("adjust_for_dla"):  # say which path made the network DLA-ready
             extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 10.16 on)"
+        if res.get("timing_cache_set_aside"):  # said once, where it happened (worker_cache.load_timing_cache)
+            log.warning("%s", res["timing_cache_set_aside"])
+            extra.setdefault("notes", []).append(res["timing_cache_set_aside"])
         extra.update(
             build_errors=blog.errors[:50],
             build_warnings=blog.warnings[:100],
@@ -551,8 +554,8 @@ class TensorRTBackend(JetsonBackend):
         )
         mark_known(extra, known, blog)
         if core >= 0 and not blog.reports_placement:
-            extra["notes"] = ["the build log has no DLA/GPU placement sections: realised placement " + (
-                f"from the {known.source} only" if known.known else "UNKNOWN")]
+            extra.setdefault("notes", []).append("the build log has no DLA/GPU placement sections: realised "
+                                                 f"placement {f'from the {known.source} only' if known.known else 'UNKNOWN'}")
         loadables = {target: known.loadables} if core >= 0 and known.loadables is not None else {}
         # deserialising and running the engine log apart from its build (the worker's "runtime_log")
         runtime = runtime_messages(extra, res)

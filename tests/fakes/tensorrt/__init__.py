@@ -944,14 +944,29 @@ class IBuilderConfig:
         self._profiles.append(profile)
         return len(self._profiles) - 1
 
-    def create_timing_cache(self, serialized_timing_cache: bytes) -> ITimingCache:
+    def create_timing_cache(self, serialized_timing_cache: bytes) -> ITimingCache | None:
+        """A cache it cannot deserialise is None, not an exception: the binding returns what
+        ``IBuilderConfig::createTimingCache`` does, a null pointer (python/src/infer/pyCore.cpp release/8.6:270
+        ``netconfig_create_timing_cache``), after TensorRT logged its errors (8.6.1.6's, NVIDIA/TensorRT#3566)."""
         data = bytes(serialized_timing_cache)
         if not data:
             return ITimingCache()
-        doc = json.loads(data.decode())
-        return ITimingCache(doc.get("entries", {}))
+        try:
+            doc = json.loads(data.decode())
+            entries = doc["entries"]
+            if not isinstance(entries, dict):
+                raise TypeError(type(entries).__name__)
+        except (ValueError, KeyError, TypeError):
+            self._builder._log(ILogger.Severity.ERROR, "1: [stdArchiveReader.cpp::nvinfer1::rt::StdArchiveReader::"
+                               "StdArchiveReaderInitCommon::36] Error Code 1: Serialization (Serialization assertion "
+                               "magicTagRead == kMAGIC_TAG failed.Magic tag does not match)")
+            self._builder._log(ILogger.Severity.ERROR, "4: The timing cache will not be used!")
+            return None
+        return ITimingCache(entries)
 
     def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
+        if not isinstance(cache, ITimingCache):  # pybind11: None is no ITimingCache const&
+            raise TypeError("set_timing_cache(): incompatible function arguments")
         self._cache = cache
         return True
 
