@@ -106,3 +106,107 @@ def test_the_tensorrt_workers_unreadable_timing_cache_is_set_aside_not_a_failure
         assert json.loads(cache.read_bytes())["entries"] and not list(cache.parent.glob("*.tmp"))
     finally:
         be.close()
+
+
+# =========================================================================================
+# out of memory
+# =========================================================================================
+@pytest.fixture
+def vmstat(tmp_path, monkeypatch) -> Path:
+    """The stand-in of /proc/vmstat the backends read and the doubles' KILL raises (as the kernel counts)."""
+    from placetune.backends import oom
+
+    path = tmp_path / "vmstat"
+    path.write_text("nr_free_pages 1024\noom_kill 7\n")
+    monkeypatch.setattr(oom, "VMSTAT", str(path))
+    return path
+
+
+def _dla_with_first_conv(gn: Model, others: str) -> Placement:
+    """/cnn/cnn.0/Conv on DLA0 (where the TensorRT double's KILL_ON fires), every other layer on ``others``."""
+    return Placement(gn, {n: ("DLA0" if n == "/cnn/cnn.0/Conv" else others) for n in gn.names})
+
+
+def test_the_tensorrt_worker_killed_by_the_oom_killer_is_a_memory_failure_and_the_night_goes_on(tmp_path, gn, vmstat):
+    """The worker SIGKILLed mid-build while the kernel's oom_kill count rose (mm/oom_kill.c counts the kill
+    before it sends SIGKILL): recorded crashed, class memory, stored; a new worker measures the next placement."""
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    be = trt_backend(tmp_path, "8.6.2", faults={"KILL_ON": "/cnn/cnn.0/Conv", "VMSTAT": str(vmstat)})
+    try:
+        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6",
+                       store=tmp_path / "pt.db")
+        m = ev.evaluate(Placement.all_dla(gn))
+        assert m.status == "crashed" and m.extra["signal"] == "SIGKILL", m.reason
+        assert m.extra["failure_class"] == "memory" and m.extra["oom_kills"] == 1
+        assert "out-of-memory killer" in m.reason
+        again = ev.evaluate(Placement.all_dla(gn))  # the stored failure answers: never measured again
+        assert again.extra["cache_hit"] and again.status == "crashed" and ev.stats.measured == 1
+        ok = ev.evaluate(Placement.all_gpu(gn))
+        assert ok.status == "ok", ok.reason
+        assert be.pool.restarts == 1  # type: ignore[attr-defined]
+        with ev.store as store:
+            rows = store.measurements(ev.study_name)
+        assert sorted(r.measurement.extra.get("failure_class") or "-" for r in rows) == ["-", "memory"]
+    finally:
+        be.close()
+
+
+def test_a_sigkill_while_the_kernel_counted_no_oom_kill_stays_an_unexplained_crash(tmp_path, gn, vmstat):
+    be = _backend(tmp_path, "8.6.1", fake={"KILL": "build"})  # the fake trtexec dies, the count stays
+    m = _ev(gn, be, tmp_path, trt_version="8.6").evaluate(Placement.all_gpu(gn))
+    assert m.status == "crashed" and m.extra["signal"] == "SIGKILL" and m.extra["oom_kills"] == 0
+    assert "failure_class" not in m.extra
+
+
+def test_trtexec_killed_by_the_oom_killer_is_a_memory_failure(tmp_path, gn, vmstat):
+    be = _backend(tmp_path, "8.6.1", fake={"KILL": "build", "VMSTAT": vmstat})
+    m = _ev(gn, be, tmp_path, trt_version="8.6").evaluate(Placement.all_gpu(gn))
+    assert m.status == "crashed" and m.extra["failure_class"] == "memory" and m.extra["oom_kills"] == 1, m.reason
+
+
+def test_out_of_memory_three_times_in_a_row_stops_the_run_with_one_line_naming_memory(tmp_path, gn, vmstat):
+    """Each memory failure is a stored, counted trial; the third in a row stops the run (BackendError, exit 8)
+    with one line that names memory and what to change; a success in between starts the count again."""
+    from placetune.errors import BackendError
+    from placetune.tuning.oom_stop import OutOfMemoryStop
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    be = trt_backend(tmp_path, "8.6.2", faults={"KILL_ON": "/cnn/cnn.0/Conv", "VMSTAT": str(vmstat)})
+    try:
+        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6",
+                       store=tmp_path / "pt.db")
+        ev.add_callback(OutOfMemoryStop())
+        assert ev.evaluate(Placement.all_dla(gn)).extra["failure_class"] == "memory"
+        assert ev.evaluate(_dla_with_first_conv(gn, "GPU")).extra["failure_class"] == "memory"
+        assert ev.evaluate(Placement.all_gpu(gn)).ok  # the count starts again
+        assert ev.evaluate(_dla_with_first_conv(gn, "DLA1")).extra["failure_class"] == "memory"
+        assert ev.evaluate(Placement.all_dla(gn)).extra["cache_hit"]  # a stored answer is no new failure
+        placements = [Placement(gn, {**_dla_with_first_conv(gn, "GPU").as_dict(), n: "DLA0"}) for n in ("/cnn/cnn.3/Conv", "/cnn/cnn.6/Conv")]
+        assert ev.evaluate(placements[0]).extra["failure_class"] == "memory"
+        with pytest.raises(BackendError) as err:
+            ev.evaluate(placements[1])
+        msg = str(err.value)
+        assert err.value.exit_code == 8 and "\n" not in msg
+        assert msg.startswith("out of memory: 3 placements in a row") and "workspace" in msg and "frames in flight" in msg
+        with ev.store as store:  # the third is stored and counted before the stop
+            rows = store.measurements(ev.study_name)
+        assert sum(r.measurement.extra.get("failure_class") == "memory" for r in rows) == 5
+    finally:
+        be.close()
+
+
+def test_a_tensorrt_build_out_of_memory_is_a_memory_failure_as_with_trtexec(tmp_path, gn):
+    """The worker's build that TensorRT says ran out of memory ("Cuda Runtime (out of memory)", the lines of
+    NVIDIA/TensorRT#4258) has class memory, as the trtexec backend already read the same lines."""
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    be = trt_backend(tmp_path, "10.3.0", faults={"BUILD_OOM_ON": "/cnn/cnn.0/Conv"})
+    try:
+        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3")
+        m = ev.evaluate(Placement.all_dla(gn))
+        assert m.status == "build_failed" and m.extra["failure_class"] == "memory", (m.status, m.reason)
+        assert "out of memory" in m.reason
+    finally:
+        be.close()
+

@@ -53,6 +53,7 @@ from placetune.memo import Memo
 from placetune.validate import check_options
 from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
+from placetune.backends.oom import out_of_memory
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.jobs import JobContext, reply_failure, run_timed, runtime_messages, timing_cache_path
 from placetune.backends.tensorrt.layer_profile import attribute_profile
@@ -535,6 +536,8 @@ class TensorRTBackend(JetsonBackend):
             if dla_failure(blog.errors + [str(res.get("error") or "")]):
                 extra["failure_class"] = "dla"
                 detail = f"the DLA failed ({detail})"
+            elif out_of_memory(blog.errors):  # as the trtexec backend says it (trtexec/process.classify)
+                extra["failure_class"], detail = "memory", f"out of memory ({detail})"
             return Measurement.failure("build_failed", f"TensorRT build failed: {detail}", realized=None,
                                        build_seconds=build_s, extra=extra, **base)
         # the realised placement: the build log, cross-checked with the engine's own layer information
