@@ -14,6 +14,7 @@ import pytest
 
 from placetune import Evaluator, Model, Placement
 
+from tests.test_selftest import board  # noqa: F401  (the fixture: nvpmodel and jetson_clocks of a board)
 from tests.test_trtexec import GN, _backend, _ev, _processes
 
 
@@ -210,3 +211,50 @@ def test_a_tensorrt_build_out_of_memory_is_a_memory_failure_as_with_trtexec(tmp_
     finally:
         be.close()
 
+
+# =========================================================================================
+# selftest --input-data
+# =========================================================================================
+def test_selftest_input_data_for_its_own_network_is_timed_in_every_check(tmp_path, board):
+    """The selftest times its own network (model-gn at batch 4); data of that network is used by every check
+    of it. The pipeline check's deliberately wrong cut runs on another network (seed-block): it was measured
+    with the backend's input data too, which does not fit it, so the check failed for a correct file."""
+    import numpy as np
+
+    from placetune.cli.selftest import run_selftest
+    from tests.fakes import FAKES_DIR, fake_env
+    from tests.test_selftest import SYSFS, _device_tree
+
+    board()
+    data = tmp_path / "frames.npz"
+    np.savez(data, input=np.random.default_rng(0).uniform(-1, 1, (4, 3, 32, 32)).astype(np.float32))
+    env = {**fake_env("10.3.0"), "PLACETUNE_FAKE_TRTEXEC_VERSION": "10.3.0"}
+    code, doc = run_selftest(tmp_path / "st", worker_env=env, trtexec=str(FAKES_DIR / "trtexec"), quick=True,
+                             device_tree=_device_tree(tmp_path / "dt", "Jetson AGX Orin", ["nvidia,p3701-0005"]),
+                             power_root=SYSFS / "orin-agx", input_data=data)
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == 0 and doc["all_ok"], "\n".join(f"{c['status']} {c['name']}: {c['detail']}" for c in doc["checks"])
+    assert doc["timed_input"].startswith("sha256:") and "input 4x3x32x32 float32" in doc["timed_input"]
+    assert by["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("arrays, why", [
+    ({"images": (1, 3, 64, 64)}, "the file holds 'images' 1x3x64x64 float32"),
+    ({"input": (1, 3, 640, 640)}, "the file holds 'input' 1x3x640x640 float32"),
+])
+def test_selftest_input_data_for_another_network_is_one_line_naming_the_field_and_the_shape_it_takes(
+        tmp_path, capsys, arrays, why):
+    """A user's frames for their own model given to the selftest: one line, exit 6, before anything runs,
+    naming --input-data, that the selftest times its own network, and the array it takes."""
+    import numpy as np
+
+    from placetune.cli.main import main
+
+    data = tmp_path / "mine.npz"
+    np.savez(data, **{k: np.zeros(s, np.float32) for k, s in arrays.items()})
+    code = main(["selftest", "-o", str(tmp_path / "st"), "--input-data", str(data)])
+    err = capsys.readouterr().err.strip()
+    assert code == 6 and len(err.splitlines()) == 1, err
+    assert "--input-data" in err and why in err and "its own network" in err
+    assert "'input' 4x3x32x32 float32" in err and "--batch" not in err  # selftest has no --batch
+    assert not (tmp_path / "st").exists()
