@@ -258,3 +258,33 @@ def test_selftest_input_data_for_another_network_is_one_line_naming_the_field_an
     assert "--input-data" in err and why in err and "its own network" in err
     assert "'input' 4x3x32x32 float32" in err and "--batch" not in err  # selftest has no --batch
     assert not (tmp_path / "st").exists()
+
+
+def test_a_tune_on_a_board_that_keeps_running_out_of_memory_stops_with_exit_8_and_one_line(tmp_path):
+    """`placetune tune --backend tensorrt` where every build with /cnn/cnn.0/Conv on a DLA runs out of memory
+    (the TensorRT double's BUILD_OOM_ON): the failures are stored trials with their class, the run goes on
+    past them, said once, and stops at the third in a row with one line naming memory (exit 8)."""
+    import os
+    import subprocess
+    import sys
+
+    from placetune import Store
+    from tests.fakes import fake_env
+
+    env = {**os.environ, **fake_env("10.3.0", BUILD_OOM_ON="/cnn/cnn.0/Conv")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env["PYTHONPATH"]])
+    db = tmp_path / "pt.db"
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--backend", "tensorrt", "--model", str(GN),
+           "--mode", "engine", "--precision", "fp16", "--agent", "random", "--seed", "3", "--trials", "30",
+           "--storage", f"sqlite:///{db}", "--study", "s"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("placetune: error:")]
+    assert proc.returncode == 8 and len(errors) == 1, proc.stderr
+    assert "out of memory: 3 placements in a row" in errors[0] and "workspace" in errors[0]
+    assert proc.stderr.count("OUT OF MEMORY") == 1
+    trials = [x for x in proc.stdout.splitlines() if x.startswith("trial=")]
+    with Store(f"sqlite:///{db}") as store:
+        rows = store.measurements("s")
+    memory = [r for r in rows if r.measurement.extra.get("failure_class") == "memory"]
+    assert len(memory) >= 3 and any(r.measurement.ok for r in rows)  # it went on past memory failures
+    assert len(trials) < 30 and trials[-1].split()[1] == "status=build_failed"

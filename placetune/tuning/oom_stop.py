@@ -39,6 +39,7 @@ class OutOfMemoryStop:
     def __init__(self, stop_after: int = STOP_AFTER) -> None:
         self.stop_after = stop_after
         self.in_a_row = 0
+        self.warned = False
 
     def __call__(self, placement: "Placement", m: "Measurement") -> None:
         if m.extra.get("cache_hit"):
@@ -51,6 +52,7 @@ class OutOfMemoryStop:
             raise BackendError(f"out of memory: {self.in_a_row} placements in a row ran out of memory (the last: "
                                f"{m.status}: {str(m.reason)[:300]}); the run stopped rather than fail every placement "
                                f"that follows: {ADVICE}; then run again (the study resumes)")
-        if self.in_a_row == 1:
+        if not self.warned:  # once a run: a night of scattered memory failures says it once
+            self.warned = True
             log.warning("OUT OF MEMORY: this placement is recorded as failed (failure_class memory) and the run goes on; "
                         "it stops after %d in a row", self.stop_after)
