@@ -429,7 +429,9 @@ def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -
         proc = Proc(eng.build_argv, log_path, be.environ(), eng.engine_path.parent)
         run = eng.run = proc.wait(time.monotonic() + be.timeout_s)
         lines = run.lines()
-        bad = unreadable(lines) if eng.timing_cache is not None and private is not None and not attempt else None
+        # a failed build only: 10.x logs a cache it cannot update and passes (timingCache.cpp release/10.3:114-147)
+        bad = unreadable(lines) if (eng.timing_cache is not None and private is not None and not attempt
+                                    and run.returncode != 0) else None
         if bad is None:
             break
         aside = set_aside(eng.timing_cache, private)  # type: ignore[arg-type]  # (checked above)
