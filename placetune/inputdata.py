@@ -5,6 +5,8 @@ or 1). A network whose work depends on its data (a detector with its NMS in the 
 few or no boxes on noise) then runs faster than deployed, and the pipeline's accuracy gate compares
 outputs that are all empty. A ``.npz`` file of the network's inputs fixes both: its keys are the
 network's input names, each array of that input's shape and dtype (``numpy.savez(path, images=x)``).
+A folder of JPEG/PNG frames (``--input-data DIR``) is made into the model's one image input as
+Ultralytics prepares a frame (letterboxed, RGB, /255: :mod:`placetune.inputimages`).
 
 What was timed is recorded as ``timed_input``: :data:`RANDOM_INPUT` or the data's content hash
 (``sha256:`` and 16 hex digits of the arrays' names, dtypes, shapes and bytes: two files that hold
@@ -63,30 +65,41 @@ def check_timed_input(value: Any) -> str:
 
 @dataclass(frozen=True)
 class InputData:
-    """Input data read from a ``.npz`` file.
+    """Input data read from a ``.npz`` file, or made from a folder of images (:mod:`placetune.inputimages`).
 
     Attributes:
-        path: the file as given.
-        arrays: input name -> array (C-contiguous, as stored).
-        label: the content hash recorded as ``timed_input``.
+        path: the file or folder as given.
+        arrays: input name -> array (C-contiguous, as stored); a folder's once :meth:`check` made them.
+        label: the content hash recorded as ``timed_input`` (a folder's: of the arrays made from it).
+        images: a folder's image files in name order (empty for a ``.npz``).
     """
 
     path: str
     arrays: dict[str, "np.ndarray"] = field(repr=False)
     label: str
+    images: tuple[str, ...] = field(default=(), repr=False)
 
     def describe(self) -> str:
-        """``sha256:... (frames.npz: images 1x3x640x640 float32)``."""
+        """``sha256:... (frames.npz: images 1x3x640x640 float32)``; a folder: ``(frames/: 12 images -> ...)``."""
         parts = ", ".join(f"{k} {'x'.join(map(str, a.shape)) or 'scalar'} {a.dtype}" for k, a in self.arrays.items())
+        if self.images:
+            return f"{self.label} ({os.path.basename(self.path.rstrip(os.sep))}/: {len(self.images)} images -> {parts})"
         return f"{self.label} ({os.path.basename(self.path)}: {parts})"
 
     def check(self, model: "Model") -> None:
         """Refuse data that does not fit ``model``'s inputs: a missing or extra name, another shape or dtype.
+        A folder of images is made into ``model``'s input here (once: one folder, one input shape).
 
         Raises:
             ConfigError: one line naming the input and what is allowed.
         """
         want = {t.name: (tuple(int(d) for d in t.shape), str(t.dtype)) for t in model.inputs}
+        if self.images and not self.arrays:
+            from placetune.inputimages import frames_for
+
+            arrays = frames_for(list(self.images), model, self.path)
+            object.__setattr__(self, "arrays", arrays)  # made once, for the model it is checked against
+            object.__setattr__(self, "label", _content_hash(arrays))
         where = f"--input-data {shown(self.path)}"
         missing = [n for n in want if n not in self.arrays]
         extra = [n for n in self.arrays if n not in want]
@@ -162,18 +175,20 @@ def _content_hash(arrays: dict[str, "np.ndarray"]) -> str:
 
 def load_input_data(path: str | os.PathLike[str]) -> InputData:
     """Read a ``.npz`` of input arrays (no pickled objects; at most :data:`MAX_INPUT_BYTES` on disk and
-    decompressed).
+    decompressed), or list a folder's JPEG/PNG images (read when checked against the model).
 
     Raises:
-        ConfigError: missing or unreadable file, not a ``.npz``, an object or empty array set.
+        ConfigError: missing or unreadable file, not a ``.npz``, an object or empty array set; a folder
+            without images, or Pillow missing to read them.
     """
     import numpy as np
 
     p = os.fspath(path)
     where = f"--input-data {shown(p)}"
-    if os.path.isdir(p):
-        raise ConfigError(f"{where} is a folder: give a .npz file whose keys are the network's input names "
-                          "(numpy.savez(path, images=array)); folders of images are not read")
+    if os.path.isdir(p):  # images, made into the model's input when checked against it (inputimages)
+        from placetune.inputimages import image_files
+
+        return InputData(p, {}, "", tuple(image_files(p)))
     check_regular(p, "input data", limit=MAX_INPUT_BYTES)
     if not zipfile.is_zipfile(p):
         raise ConfigError(f"{where} is not a .npz file (numpy.savez / savez_compressed writes one, keyed by the "

@@ -41,7 +41,9 @@ class Extra(TypedDict, total=False):
     profile_iterations: int  # inferences of the per-layer profiling run
     realized_vs_predicted: dict[str, list[str]]  # layer -> [predicted, realised] where they differ
     failure_class: str  # what kind of failure (stored in its own column); "dla": the DLA compiler or runtime;
-    # "clocks": taken under other clocks; "memory": TensorRT ran out of memory (trtexec backend)
+    # "clocks": taken under other clocks; "memory": TensorRT ran out of memory, or the kernel's OOM killer killed
+    # the process (placetune/backends/oom.py)
+    oom_kills: int  # a SIGKILLed measurement: the kernel's OOM kills meanwhile (oom_kill of /proc/vmstat)
     # ---- the realised placement's provenance (the Jetson backends: placetune/backends/tensorrt/placement_known.py)
     placement_known: bool  # False: the build log and the engine's layer information disagree, or neither was read
     placement_source: str  # which of the two sources the realised placement rests on

@@ -398,7 +398,8 @@ def test_the_selftest_times_on_the_data_and_says_so(tmp_path):
     env["PLACETUNE_FAKE_CUDA_HTOD_LOG"] = str(tmp_path / "htod.log")
     tree = _device_tree(tmp_path / "dt", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
     bad = _npz(tmp_path / "bad.npz", input=_frame())  # the tune model's batch, not the self-test's 4
-    with pytest.raises(ConfigError, match="input 'input' is 32x3x32x32 float32, but model-gn takes 4x3x32x32"):
+    with pytest.raises(ConfigError, match="its input data is 'input' 4x3x32x32 float32 .*the file holds 'input' "
+                       "32x3x32x32 float32"):
         run_selftest(tmp_path / "st0", worker_env=env, trtexec=str(FAKES_DIR / "trtexec"), quick=True,
                      device_tree=tree, power_root=SYSFS / "orin-agx", input_data=str(bad))
     assert not (tmp_path / "st0").exists()  # refused before the report folder is made

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from placetune.backends.base import BackendBase, Capabilities
-from placetune.backends import clocks
+from placetune.backends import clocks, oom
 from placetune.backends.clocks import ClockWatch, Snapshot, mode_not_applied, snapshot
 from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_uncapped_not_applied,
                                              parse_nvpmodel_caps)
@@ -73,8 +73,9 @@ class JetsonBackend(BackendBase):
         around that part are judged instead: a clock that moved during the build only is harmless."""
         watch = self.clock_watch
         before = watch.read()
+        kills = oom.oom_kills()  # a SIGKILL while the kernel's count rises is out of memory (oom.judge_kill)
         watch.window = None
-        m = measure()
+        m = oom.judge_kill(measure(), kills)
         return watch.judge(m, before, watch.read())
 
 

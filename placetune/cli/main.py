@@ -285,9 +285,10 @@ def _add_target_args(p: argparse.ArgumentParser, precision: str = DEFAULT_PRECIS
 
 
 def _add_input_data_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input-data", metavar="FILE.npz", help="time (and gate) on these inputs instead of random "
-                   "ones: a .npz whose keys are the network's input names, arrays of their shapes and dtypes (a "
-                   "detector's NMS does little on noise; see docs/timing.md)")
+    p.add_argument("--input-data", metavar="FILE.npz|DIR", help="time (and gate) on these inputs instead of random "
+                   "ones: a .npz whose keys are the network's input names, arrays of their shapes and dtypes, or a "
+                   "folder of JPEG/PNG frames letterboxed as Ultralytics does (a detector's NMS does little on "
+                   "noise; see docs/timing.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -165,6 +165,24 @@ class _Report:
         self.add(name, status, detail, **figures)
 
 
+def _check_own_input(data, model) -> None:
+    """Refuse input data that is not for the selftest's own network (a user's frames of their model): one line
+    naming --input-data, the array the selftest takes and what the file holds (exit 6)."""
+    from placetune.errors import ConfigError
+    from placetune.safetext import shown
+
+    try:
+        data.check(model)
+    except ConfigError:
+        takes = ", ".join(f"{t.name!r} {'x'.join(map(str, t.shape))} {t.dtype}" for t in model.inputs)
+        holds = ", ".join(f"{k[:60]!r} {'x'.join(map(str, a.shape)) or 'scalar'} {a.dtype}"
+                          for k, a in list(data.arrays.items())[:5])
+        raise ConfigError(f"--input-data {shown(data.path)}: the selftest times its own network ({MODEL}), not your "
+                          f"model, so its input data is {takes} (numpy.savez(path, input=x)), and the file holds "
+                          f"{holds}; leave --input-data out, or time your model on your data with measure or tune "
+                          "--input-data") from None
+
+
 def _measure(model, plat: str, backend, placement, **settings):
     ev = _evaluator.Evaluator(model, plat, backend, settings=_settings.Settings(**settings), store=None)
     return ev.evaluate(placetune.Placement(ev.model, placement))
@@ -252,7 +270,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     model = _model.Model.load(MODEL, batch=4)
     data = _inputdata.load_input_data(input_data) if input_data else None
     if data is not None:  # refused before the report folder is made
-        data.check(model)
+        _check_own_input(data, model)
     report = OutputFolder(out_dir, "selftest report folder")  # overwrites only an earlier report of its own
     report.check(["selftest.json", "selftest.txt"])
     report.mkdir()
@@ -442,11 +460,13 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             figs[f"K{k}"] = {"period_ms": m.extra.get("period_ms"), "latency_ms": m.latency_ms["median"],
                              "loadables": m.dla_loadables}
         be.test_wrong_cut = True  # the same worker, its test hook on for one measurement
+        given, be.input_data = be.input_data, None  # the input data is model-gn's, not seed-block's: random input
         try:  # seed-block: its concat reads two same-typed cut tensors, which the wrong cut swaps
             block = _model.Model.load("seed-block")
             w = _measure(block, plat, be, {"/conv3/Conv": "DLA0"}, mode="pipeline", precision=RUNTIME_PRECISION)
         finally:
             be.test_wrong_cut = False
+            be.input_data = given
         if w.status != "runtime_failed":
             figs["wrong_cut"] = w.status
             return "failed", f"a deliberately wrong cut was not caught by the gate ({w.status}: {w.reason})", figs

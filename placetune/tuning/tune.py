@@ -35,6 +35,7 @@ from placetune.tuning.convergence import ConvergenceWatch
 from placetune.tuning.study_scan import StudyScan
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.first_build import FirstBuildCheck
+from placetune.tuning.oom_stop import OutOfMemoryStop
 from placetune.tuning.fleet import Fleet, agent_options_of, storage_error, tune_config
 from placetune.tuning.progress import Progress
 from placetune.tuning.studyfile import TuneConfig
@@ -133,6 +134,7 @@ class Tuner:
         ev.add_callback(scan.seen)
         if not ev.backend.simulated:  # a real run's first builds check the stack (exit 8)
             FirstBuildCheck(ev).attach()
+            ev.add_callback(OutOfMemoryStop())  # memory failures in a row stop the night (exit 8)
         if done:  # resumed: "best" starts from the study's stored best
             stored = ev.best()
             progress.resume_from(stored[1] if stored else None)

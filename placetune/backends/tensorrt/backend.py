@@ -53,6 +53,7 @@ from placetune.memo import Memo
 from placetune.validate import check_options
 from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
+from placetune.backends.oom import out_of_memory
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
 from placetune.backends.tensorrt.jobs import JobContext, reply_failure, run_timed, runtime_messages, timing_cache_path
 from placetune.backends.tensorrt.layer_profile import attribute_profile
@@ -514,6 +515,9 @@ class TensorRTBackend(JetsonBackend):
             extra["int8_ranges"] = res["int8_ranges"]
         if res.get("adjust_for_dla"):  # say which path made the network DLA-ready
             extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 10.16 on)"
+        if res.get("timing_cache_set_aside"):  # said once, where it happened (worker_cache.load_timing_cache)
+            log.warning("%s", res["timing_cache_set_aside"])
+            extra.setdefault("notes", []).append(res["timing_cache_set_aside"])
         extra.update(
             build_errors=blog.errors[:50],
             build_warnings=blog.warnings[:100],
@@ -532,6 +536,8 @@ class TensorRTBackend(JetsonBackend):
             if dla_failure(blog.errors + [str(res.get("error") or "")]):
                 extra["failure_class"] = "dla"
                 detail = f"the DLA failed ({detail})"
+            elif out_of_memory(blog.errors):  # as the trtexec backend says it (trtexec/process.classify)
+                extra["failure_class"], detail = "memory", f"out of memory ({detail})"
             return Measurement.failure("build_failed", f"TensorRT build failed: {detail}", realized=None,
                                        build_seconds=build_s, extra=extra, **base)
         # the realised placement: the build log, cross-checked with the engine's own layer information
@@ -551,8 +557,8 @@ class TensorRTBackend(JetsonBackend):
         )
         mark_known(extra, known, blog)
         if core >= 0 and not blog.reports_placement:
-            extra["notes"] = ["the build log has no DLA/GPU placement sections: realised placement " + (
-                f"from the {known.source} only" if known.known else "UNKNOWN")]
+            extra.setdefault("notes", []).append("the build log has no DLA/GPU placement sections: realised "
+                                                 f"placement {f'from the {known.source} only' if known.known else 'UNKNOWN'}")
         loadables = {target: known.loadables} if core >= 0 and known.loadables is not None else {}
         # deserialising and running the engine log apart from its build (the worker's "runtime_log")
         runtime = runtime_messages(extra, res)

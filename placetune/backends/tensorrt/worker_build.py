@@ -357,7 +357,9 @@ def build(trt, job, logger):
         config.set_device_type(layer, trt.DeviceType.DLA if on_dla else trt.DeviceType.GPU)
         can = bool(config.can_run_on_DLA(layer)) if on_dla else None
         out["network_layers"].append([layer.name, onnx_name, getattr(layer.type, "name", str(layer.type)), on_dla, can])
-    load_timing_cache(config, job.get("timing_cache"))
+    cache_note = load_timing_cache(config, job.get("timing_cache"))
+    if cache_note:
+        out["timing_cache_set_aside"] = cache_note
     t0 = time.perf_counter()
     plan = builder.build_serialized_network(network, config)
     out["build_seconds"] = time.perf_counter() - t0

@@ -6,6 +6,7 @@ A sibling module of ``worker.py``: Python 3.8, standard library only.
 import fcntl
 import json
 import os
+import time
 
 try:  # Python 3.8 needs typing's generics
     from typing import Any, Dict, Optional, Tuple
@@ -36,7 +37,12 @@ class _Locked(object):
 
 
 def load_timing_cache(config, path):
-    # type: (Any, Optional[str]) -> Any
+    # type: (Any, Optional[str]) -> Optional[str]
+    """The timing cache file set on ``config`` (none: a new cache). A file TensorRT cannot read is set
+    aside (renamed ``<name>.unreadable-<time>-<pid>``) and the build starts on a new cache: the binding
+    returns None for it (``IBuilderConfig::createTimingCache`` returns null, python/src/infer/pyCore.cpp
+    release/8.6:270), and ``set_timing_cache(None)`` would fail this build and every later one.
+    Returns the one line that says so, or None."""
     if not path:
         return None
     data = b""
@@ -46,15 +52,37 @@ def load_timing_cache(config, path):
                 data = fh.read()
     try:
         cache = config.create_timing_cache(data)
-    except Exception:  # a corrupt or foreign cache: start empty
+    except Exception:  # a binding that raises instead
+        cache = None
+    note = None
+    if cache is None:
+        aside = _set_aside(path, data)
+        note = "TensorRT could not read the timing cache %s (%d bytes)%s; built on a new one" % (
+            path, len(data), ": set aside as %s" % os.path.basename(aside) if aside else "")
         cache = config.create_timing_cache(b"")
     config.set_timing_cache(cache, False)
-    return cache
+    return note
+
+
+def _set_aside(path, data):
+    # type: (str, bytes) -> Optional[str]
+    """``path`` renamed aside when it still holds ``data`` (another process may have replaced it)."""
+    with _Locked(path, exclusive=True):
+        try:
+            with open(path, "rb") as fh:
+                if fh.read() != data:
+                    return None
+            aside = "%s.unreadable-%s-%d" % (path, time.strftime("%Y%m%d-%H%M%S"), os.getpid())
+            os.replace(path, aside)
+        except OSError:
+            return None
+    return aside
 
 
 def save_timing_cache(config, path):
     # type: (Any, Optional[str]) -> None
-    """Merge this build's timing cache into the file (read-combine-write under an exclusive lock)."""
+    """Merge this build's timing cache into the file (read-combine-write under an exclusive lock), written
+    under a temporary name, flushed to disk and renamed: whole or not at all, also after a power cut."""
     if not path:
         return
     ours = config.get_timing_cache()
@@ -66,14 +94,22 @@ def save_timing_cache(config, path):
             with open(path, "rb") as fh:
                 disk_data = fh.read()
             try:
-                merged = config.create_timing_cache(disk_data)
-                merged.combine(ours, False)
+                disk = config.create_timing_cache(disk_data)
             except Exception:
-                merged = ours
+                disk = None
+            if disk is not None:
+                disk.combine(ours, False)
+                merged = disk
         tmp = "%s.%d.tmp" % (path, os.getpid())
-        with open(tmp, "wb") as fh:
-            fh.write(bytes(merged.serialize()))
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(bytes(merged.serialize()))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def read_cached_plan(path, version):

@@ -48,6 +48,7 @@ from placetune.backends.trtexec.command import (
 from placetune.backends.trtexec.parse import parse_layer_info, parse_summary, strip_prefix
 from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.trtexec.process import Proc, Run, classify
+from placetune.backends.trtexec.timingcache import copy_for_build, keep, set_aside, unreadable
 from placetune.backends.trtexec.timing import (
     END_MARKERS,
     energy,
@@ -128,6 +129,7 @@ class Engine:
     layer_info_path: Path | None = None
     predicted: dict[str, str] | None = None  # the placement placetune predicted (for the cross-check)
     network: list[tuple[str, str | None]] | None = None  # (layer, its ONNX node) from the parser's [V] lines
+    timing_cache: Path | None = None  # the shared timing cache; trtexec gets its own copy (timingcache.py)
 
     def built(self) -> Run:
         """The build's run (once :func:`build` ran it)."""
@@ -358,8 +360,9 @@ def engine_spec(be: TrtexecOptions, onnx: Path, model: "Model", settings: "Setti
     if shapes:
         argv.append(f"--shapes={shapes}")
     argv.append(f"--saveEngine={engine_path}")
-    if be.timing_cache:
-        argv.append(f"--timingCacheFile={timing_cache_path(be.cache_dir, platform, version)}")
+    shared_cache = timing_cache_path(be.cache_dir, platform, version) if be.timing_cache else None
+    if shared_cache is not None:  # the build's own copy: a killed build never leaves the shared one half-written
+        argv.append(f"--timingCacheFile={workdir / f'{tag}.timing.cache'}")
     layer_info_path = None
     if be.layer_info:
         argv.append("--profilingVerbosity=detailed")
@@ -369,8 +372,8 @@ def engine_spec(be: TrtexecOptions, onnx: Path, model: "Model", settings: "Setti
         argv.append("--verbose")
     argv.append(build_only_flag(vt))
     argv.extend(be.build_args)
-    eng = Engine(device, core, batch, argv, engine_path, notes, layer_info_path=layer_info_path)
-    return eng
+    return Engine(device, core, batch, argv, engine_path, notes, layer_info_path=layer_info_path,
+                  timing_cache=shared_cache)
 
 
 def time_argv(be: TrtexecOptions, eng: Engine, version: str, settings: "Settings", workdir: Path, tag: str, *,
@@ -419,9 +422,26 @@ def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -
     for path in (eng.engine_path, eng.layer_info_path):  # an earlier build's (a rebuild): never read as this one's
         if path is not None:
             path.unlink(missing_ok=True)
-    proc = Proc(eng.build_argv, log_path, be.environ(), eng.engine_path.parent)
-    run = eng.run = proc.wait(time.monotonic() + be.timeout_s)
-    lines = run.lines()
+    private = _cache_arg(eng.build_argv)
+    for attempt in range(2):
+        if eng.timing_cache is not None and private is not None and not attempt:
+            copy_for_build(eng.timing_cache, private)
+        proc = Proc(eng.build_argv, log_path, be.environ(), eng.engine_path.parent)
+        run = eng.run = proc.wait(time.monotonic() + be.timeout_s)
+        lines = run.lines()
+        # a failed build only: 10.x logs a cache it cannot update and passes (timingCache.cpp release/10.3:114-147)
+        bad = unreadable(lines) if (eng.timing_cache is not None and private is not None and not attempt
+                                    and run.returncode != 0) else None
+        if bad is None:
+            break
+        aside = set_aside(eng.timing_cache, private)  # type: ignore[arg-type]  # (checked above)
+        private.unlink()  # type: ignore[union-attr]
+        said = (f"trtexec could not read the timing cache {eng.timing_cache} ({bad})"
+                + (f": set aside as {aside.name}" if aside is not None else "") + "; built again without it")
+        log.warning("%s", said)
+        eng.notes.append(said)
+    if eng.timing_cache is not None and private is not None and run.returncode == 0 and not run.timed_out:
+        keep(lines, private, eng.timing_cache)
     eng.blog = parse_build_log(lines)
     eng.network = parser_network(run.parser_messages()) or None
     extra = dict(base.pop("extra", {}) or {})
@@ -435,6 +455,11 @@ def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -
         return Measurement.failure("build_failed", f"trtexec passed but wrote no engine file {eng.engine_path}",
                                    **kw)
     return None
+
+
+def _cache_arg(argv: list[str]) -> Path | None:
+    """The build's own ``--timingCacheFile`` (None: no timing cache)."""
+    return next((Path(a.partition("=")[2]) for a in argv if a.startswith("--timingCacheFile=")), None)
 
 
 def build_extra(eng: Engine) -> Extra:

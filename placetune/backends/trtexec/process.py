@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from placetune.measurement import Measurement
+from placetune.backends.oom import out_of_memory
 from placetune.backends.tensorrt.buildlog import dla_failure
 from placetune.backends.tensorrt.worker_names import is_parser_line, is_placement_line
 from placetune.backends.trtexec.parse import PerfSummary, error_lines, strip_prefix
@@ -20,11 +21,6 @@ from placetune.backends.trtexec.parse import PerfSummary, error_lines, strip_pre
 __all__ = ["Run", "Proc", "classify", "KILL_GRACE_S"]
 
 _NO_CORE = re.compile(r"Cannot create DLA engine, (\d+) not available")
-#: TensorRT out of memory: trtexec 10.3.0 on a build (NVIDIA/TensorRT#4258: "Error Code 1: Cuda Runtime (out of
-#: memory)", then "User allocator error allocating N-byte buffer" and "Could not find any implementation for
-#: node"), TensorRT 7's "Cuda Error in allocate: 2 (out of memory)", "Error Code 2: OutOfMemory".
-_OUT_OF_MEMORY = re.compile(r"\(out of memory\)|OutOfMemory|User allocator error allocating|"
-                            r"could not be allocated", re.I)
 #: How long a killed trtexec is waited for before it is left behind as blocked in the kernel.
 KILL_GRACE_S = 30.0
 #: How long :meth:`Proc.wait` waits for the output reader after the process ended (a child of trtexec
@@ -197,7 +193,7 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
     if dla_failure(errs):  # the DLA's own failure (NvMedia/cuDLA, DLA compiler), not the GPU build's
         kw["extra"]["failure_class"] = "dla"
         detail = f"the DLA failed ({detail})"
-    elif any(_OUT_OF_MEMORY.search(e) for e in errs):  # what "Could not find any implementation" then means
+    elif out_of_memory(errs):  # what "Could not find any implementation" then means
         kw["extra"]["failure_class"] = "memory"
         detail = (f"out of memory ({detail}); on a Jetson the GPU shares the board's memory with everything "
                   "else running")

@@ -55,6 +55,9 @@ docs/doubles.md lists each behaviour with the artefact or source line behind it.
 
 Fault injection (environment variables, value = a layer name that is set to DLA, or ``*``):
 ``PLACETUNE_FAKE_TRT_SEGFAULT_ON`` (the process kills itself with SIGSEGV while building),
+``PLACETUNE_FAKE_TRT_KILL_ON`` (SIGKILL while building, as the kernel's out-of-memory killer; it first adds one
+to ``oom_kill`` in the file ``PLACETUNE_FAKE_TRT_VMSTAT`` names, the stand-in of ``/proc/vmstat``),
+``PLACETUNE_FAKE_TRT_BUILD_OOM_ON`` (the build runs out of memory: TensorRT 10.3.0's errors, None),
 ``PLACETUNE_FAKE_TRT_HANG_ON`` (building sleeps for an hour),
 ``PLACETUNE_FAKE_TRT_BUILD_NONE_ON`` (``build_serialized_network`` logs errors, returns None),
 ``PLACETUNE_FAKE_TRT_EXEC_FAIL_ON`` (``execute_async_v3`` returns False),
@@ -944,14 +947,29 @@ class IBuilderConfig:
         self._profiles.append(profile)
         return len(self._profiles) - 1
 
-    def create_timing_cache(self, serialized_timing_cache: bytes) -> ITimingCache:
+    def create_timing_cache(self, serialized_timing_cache: bytes) -> ITimingCache | None:
+        """A cache it cannot deserialise is None, not an exception: the binding returns what
+        ``IBuilderConfig::createTimingCache`` does, a null pointer (python/src/infer/pyCore.cpp release/8.6:270
+        ``netconfig_create_timing_cache``), after TensorRT logged its errors (8.6.1.6's, NVIDIA/TensorRT#3566)."""
         data = bytes(serialized_timing_cache)
         if not data:
             return ITimingCache()
-        doc = json.loads(data.decode())
-        return ITimingCache(doc.get("entries", {}))
+        try:
+            doc = json.loads(data.decode())
+            entries = doc["entries"]
+            if not isinstance(entries, dict):
+                raise TypeError(type(entries).__name__)
+        except (ValueError, KeyError, TypeError):
+            self._builder._log(ILogger.Severity.ERROR, "1: [stdArchiveReader.cpp::nvinfer1::rt::StdArchiveReader::"
+                               "StdArchiveReaderInitCommon::36] Error Code 1: Serialization (Serialization assertion "
+                               "magicTagRead == kMAGIC_TAG failed.Magic tag does not match)")
+            self._builder._log(ILogger.Severity.ERROR, "4: The timing cache will not be used!")
+            return None
+        return ITimingCache(entries)
 
     def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
+        if not isinstance(cache, ITimingCache):  # pybind11: None is no ITimingCache const&
+            raise TypeError("set_timing_cache(): incompatible function arguments")
         self._cache = cache
         return True
 
@@ -971,6 +989,21 @@ class IBuilderConfig:
 
     if _MAJOR < 10:
         max_workspace_size = 1 << 30
+
+
+def _count_oom_kill(path: str | None) -> None:
+    """What the kernel does when its out-of-memory killer kills a process: ``oom_kill`` of ``/proc/vmstat``
+    goes up by one (mm/oom_kill.c ``count_vm_event(OOM_KILL)``, Linux 4.13 on); ``path`` is the test's stand-in."""
+    if not path:
+        return
+    try:
+        with open(path) as fh:
+            rows = dict(line.split() for line in fh if line.strip())
+    except OSError:
+        rows = {}
+    rows["oom_kill"] = str(int(rows.get("oom_kill", "0")) + 1)
+    with open(path, "w") as fh:
+        fh.write("".join(f"{k} {v}\n" for k, v in rows.items()))
 
 
 def _fault(kind: str, names: set[str]) -> bool:
@@ -1079,6 +1112,15 @@ class Builder:
                 dla_named.update((l.name, l._onnx))
         if _fault("SEGFAULT", dla_named):
             os.kill(os.getpid(), signal.SIGSEGV)
+        if _fault("KILL", dla_named):  # the kernel's out-of-memory killer: counted, then SIGKILL
+            _count_oom_kill(os.environ.get("PLACETUNE_FAKE_TRT_VMSTAT"))
+            os.kill(os.getpid(), signal.SIGKILL)
+        if _fault("BUILD_OOM", dla_named):  # TensorRT 10.3.0's lines of a build out of memory (NVIDIA/TensorRT#4258)
+            log.error("1: [defaultAllocator.cpp::allocate::31] Error Code 1: Cuda Runtime (out of memory)")
+            log.warn("Requested amount of GPU memory (15485030400 bytes) could not be allocated. There may not be "
+                     "enough free memory for allocation to succeed.")
+            log.error("10: Could not find any implementation for node {ForeignNode[fake]}.")
+            return None
         if _fault("HANG", dla_named):
             time.sleep(3600)
         if _fault("BUILD_NONE", dla_named):
