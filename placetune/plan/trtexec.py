@@ -190,8 +190,11 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
     def io_format_args(eng: dict[str, Any]) -> list[str]:
         names = lambda key: [str(t.get("name")) if isinstance(t, dict) else str(t) for t in eng.get(key) or []]
         args = []
+        # a tensor without a cut format keeps the ONNX file's type: FP16 in the FP16 files a strongly typed
+        # build gets (trtexec's setType would otherwise turn an FP16 input into FP32, sampleEngines.cpp)
+        default = "fp16:chw" if strongly_typed(vt) and plan.precision == "fp16" else "fp32:chw"
         for flag, key in (("--inputIOFormats", "inputs"), ("--outputIOFormats", "outputs")):
-            value = trtexec_io_formats(names(key), cuts)
+            value = trtexec_io_formats(names(key), cuts, default)
             if value:
                 args.append(f"{flag}={value}")
         return args
