@@ -121,3 +121,47 @@ def test_a_pipeline_plan_says_why_it_has_no_deepstream_config(studies, tmp_path,
     assert not (out / "deepstream_nvinfer.txt").exists()
     readme = (out / "README.txt").read_text()
     assert "DeepStream: one nvinfer element runs one engine" in readme
+
+
+# --------------------------------------------------------------------------- what a deployment passes by mistake
+def _engines(tmp_path):
+    """A raw serialized engine (TensorRT's ``ftrt`` magic first) and one as Ultralytics writes ``.engine``
+    files (4-byte little-endian length, JSON metadata, then the engine)."""
+    raw = b"ftrt" + bytes(64)
+    meta = b'{"imgsz": [640, 640], "task": "detect", "batch": 1}'
+    (tmp_path / "yolo11n.plan").write_bytes(raw)
+    (tmp_path / "yolov8n.engine").write_bytes(len(meta).to_bytes(4, "little") + meta + raw)
+    return [tmp_path / "yolo11n.plan", tmp_path / "yolov8n.engine"]
+
+
+@pytest.mark.parametrize("command", ["check", "tune"])
+def test_an_engine_given_as_the_model_is_told_to_give_the_onnx(tmp_path, capsys, command):
+    for engine in _engines(tmp_path):
+        argv = ["check", str(engine)] if command == "check" else ["tune", "--model", str(engine), "--trials", "1",
+                                                                   "--storage", f"sqlite:///{tmp_path}/t.db"]
+        assert main(argv) == 3
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "a serialized TensorRT engine, not an ONNX model" in err
+        assert 'export(format="onnx")' in err
+
+
+def test_the_runtime_and_plan_load_say_what_to_give_instead(studies, tmp_path, capsys):
+    import placetune.runtime as runtime
+    from placetune.errors import BackendError, ConfigError
+    from placetune.plan.file import load
+
+    for engine in _engines(tmp_path):
+        with pytest.raises(ConfigError, match="a TensorRT engine file, not a plan folder.*deserialize_cuda_engine"):
+            runtime.load(engine)
+        with pytest.raises(ConfigError, match="a serialized TensorRT engine, not a placetune plan"):
+            load(engine)
+    out = _folder(studies, tmp_path, capsys, "engine")
+    with pytest.raises(ConfigError, match="an ONNX model, not a plan folder: tune it"):
+        runtime.load(out / "model.onnx")
+    with pytest.raises(ConfigError, match="an ONNX model, not a placetune plan"):
+        load(out / "model.onnx")
+    # the folder's plan.json is the folder: past the folder check (here no TensorRT: its own one line)
+    with pytest.raises(BackendError, match="needs TensorRT"):
+        runtime.load(out / "plan.json")
+    # and the plan API reads a plan folder as its plan.json
+    assert load(out).engines[0]["engine_file"] == "model.engine"
