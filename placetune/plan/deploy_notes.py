@@ -31,7 +31,7 @@ __all__ = ["DEEPSTREAM_FILE", "JETPACKS", "deepstream_config", "deepstream_refus
 DEEPSTREAM_FILE = "deepstream_nvinfer.txt"
 
 #: the JetPack releases that ship each TensorRT placetune targets (major.minor)
-JETPACKS = {(8, 5): "JetPack 5.1.x, L4T R35", (8, 6): "JetPack 6.0, L4T R36.3",
+JETPACKS: dict[tuple[int, ...], str] = {(8, 5): "JetPack 5.1.x, L4T R35", (8, 6): "JetPack 6.0, L4T R36.3",
             (10, 3): "JetPack 6.1 / 6.2, L4T R36.4", (11, 4): "JetPack 7.2.2 or later, L4T R39"}
 
 #: ONNX element type names -> trtexec's type spelling (``--inputIOFormats``)
