@@ -110,6 +110,7 @@ def test_an_engine_plan_gets_a_deepstream_nvinfer_config_for_its_engine(studies,
     # no onnx-file on purpose: nvinfer would rebuild from it and lose the placement, and the file says so
     assert "onnx-file" not in prop and "Trying to create engine from model files" in text
     assert "TensorRT 10.3" in text
+    assert "# the engine's tensors: inputs input [1x384x56x56 fp32:chw]; outputs output [1x1152x56x56 fp32:chw]" in text
     assert (out / "model.engine").name in text
     assert "deepstream_nvinfer.txt" in (out / "README.txt").read_text()
     # the engine's DLA core is the one build.sh builds it for

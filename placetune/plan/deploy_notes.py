@@ -157,6 +157,7 @@ def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str) -
     core = int(core) if core is not None else 0
     mode = {"fp32": 0, "int8": 1, "fp16": 2}.get(plan.precision, 0)
     version = target_version(plan, trt_version)
+    formats = tensor_formats(plan, trt_version)
     lines = [
         "# DeepStream Gst-nvinfer configuration keys for this placetune plan: merge them into your detector's",
         "# nvinfer config file ([property] group). Keys from DeepStream's gstnvinfer_property_parser.h.",
@@ -173,6 +174,8 @@ def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str) -
         "#",
         "# Still yours to set: your detector's parser (parse-bbox-func-name, custom-lib-path; an Ultralytics YOLO",
         "# output needs a custom parser), net-scale-factor, model-color-format, labelfile-path, num-detected-classes.",
+        f"# the engine's tensors: inputs {_tensors(eng.get('inputs'), formats)}; "
+        f"outputs {_tensors(eng.get('outputs'), formats)}",
         "[property]",
         "# the engine placetune built (path relative to this file's folder; make it absolute if your config lives elsewhere)",
         f"model-engine-file={engine_file}",
