@@ -91,6 +91,8 @@ def test_build_sh_refuses_tensorrt_8_5_before_building_anything(studies, tmp_pat
     assert "placetune build ." in proc.stderr and "--layerDeviceTypes" in proc.stderr
     assert not record.exists() or _argvs(record) == []
     assert "stops before building anything" in (out / "README.txt").read_text()
+    # and the script's comment names the build that works there, not only an import JetPack 5.1's Python 3.8 lacks
+    assert "placetune build DIR --worker-python /usr/bin/python3" in (out / "build.sh").read_text()
     # 8.6 has the flag: the same plan builds
     out86 = _folder(studies, tmp_path, capsys, "engine", "--trt-version", "8.6")
     record86 = tmp_path / "record86.jsonl"

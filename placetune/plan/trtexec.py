@@ -224,8 +224,10 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
                         )
                 if vt and not has_layer_device_types(vt) and not warned:
                     out.append(f"# WARNING: trtexec of TensorRT {version} has no --layerDeviceTypes (added in 8.6): "
-                               "this command fails there; build with the Python API instead: "
-                               "placetune.plan.load('plan.json').apply(network, config)")
+                               "this command fails there; build with `placetune build DIR --worker-python "
+                               "/usr/bin/python3` (the TensorRT API in a worker on the Python that has TensorRT: "
+                               "JetPack 5.1's is 3.8, which cannot import placetune itself) or, in your own "
+                               "TensorRT code, placetune.plan.load('plan.json').apply(network, config)")
                     warned = True
                 measured = plan.versions.get("tensorrt")
                 if parser_layers:
