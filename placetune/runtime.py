@@ -58,8 +58,21 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Mapping, Optional
 if __package__ == "placetune":  # placetune.runtime: placetune's error types and its one read path
     from placetune.errors import BackendError, ConfigError
     from placetune.files.names import confined
+    from placetune.files.kind import serialized_engine
     from placetune.files.read import read_bytes
 else:  # the standalone copy (write_standalone): no placetune to import
+
+    def serialized_engine(path: Union[str, "os.PathLike[str]"]) -> bool:
+        """True for a serialized TensorRT engine (placetune.files.kind's, standalone)."""
+        try:
+            if not os.path.isfile(path):
+                return False
+            with open(path, "rb") as fh:
+                head = fh.read(1 << 20)
+        except (OSError, ValueError):
+            return False
+        size = int.from_bytes(head[:4], "little") if len(head) >= 8 else 0
+        return head.startswith(b"ftrt") or (0 < size and head[4:5] == b"{" and head[4 + size:8 + size] == b"ftrt")
 
     class ConfigError(ValueError):
         """A plan folder or an argument that cannot be used (placetune's ConfigError, standalone)."""
@@ -350,10 +363,28 @@ def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optiona
     if frames_in_flight is not None and (isinstance(frames_in_flight, bool)
                                          or not isinstance(frames_in_flight, int)):
         raise ConfigError(f"frames_in_flight must be an integer from 1 to 64, got {frames_in_flight!r}"[:200])
+    if d.name == "plan.json" and d.is_file():  # the folder's plan file: the folder
+        d = d.parent
     if not (d / "plan.json").is_file():
-        raise ConfigError(f"{d}: not a plan folder (no plan.json); write one with "
-                          "`placetune export --study NAME --format trtexec -o DIR`, then `placetune build DIR`")
+        raise ConfigError(_not_a_plan_folder(d))
     return PlanRuntime(d, _read_plan(d), frames_in_flight)
+
+
+def _not_a_plan_folder(d: Path) -> str:
+    """Why ``d`` cannot be loaded, saying what to give instead."""
+    folder = ("the folder `placetune export --study NAME --format trtexec -o DIR` writes and `placetune build DIR` "
+              "builds")
+    if serialized_engine(d) or d.name.lower().endswith((".engine", ".trt")):
+        return (f"{d}: a TensorRT engine file, not a plan folder: placetune.runtime.load takes {folder} (plan.json "
+                "and its engines); a single engine loads with TensorRT's own runtime "
+                "(tensorrt.Runtime.deserialize_cuda_engine)")
+    if d.name.lower().endswith((".onnx", ".onnx.gz")):
+        return f"{d}: an ONNX model, not a plan folder: tune it (`placetune tune --model FILE`), then load {folder}"
+    if d.is_file():
+        return (f"{d}: a file, not a plan folder: give {folder} (a plan file exported alone with "
+                "`placetune export -o plan.json` has no engines)")
+    return (f"{d}: not a plan folder (no plan.json); write one with "
+            "`placetune export --study NAME --format trtexec -o DIR`, then `placetune build DIR`")
 
 
 #: the largest plan.json the standalone runtime reads (placetune's own cap for plan files)

@@ -134,7 +134,8 @@ shutil.move(YOLO("yolo11n.yaml").export(format="onnx", imgsz=320, **kwargs), "de
 
 #: Ultralytics export options as people use them for deployment
 EXPORTS = {"nms": {"nms": True}, "dynamic": {"dynamic": True}, "half": {"half": True},
-           "opset11": {"opset": 11}, "batch4": {"batch": 4}, "dynamic-nms": {"dynamic": True, "nms": True}}
+           "opset11": {"opset": 11}, "batch4": {"batch": 4}, "dynamic-nms": {"dynamic": True, "nms": True},
+           "opset20": {"opset": 20}, "dynamic-nms-batch2": {"dynamic": True, "nms": True, "batch": 2}}
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ import onnx
 
 from placetune.errors import ModelError, PlacetuneError
 from placetune.files.read import check_regular, open_regular, read_bytes, read_gzip
+from placetune.files.kind import serialized_engine
 from placetune.safetext import shown
 from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_model, uses_external_data
 
@@ -154,6 +155,15 @@ def strip_weights(data: memoryview | bytes) -> tuple[bytes, int]:
     return out, len(notes)
 
 
+def _engine_given(p: Path) -> str | None:
+    """The one-line refusal of a serialized TensorRT engine given where an ONNX model is needed."""
+    if not serialized_engine(p) and not p.name.lower().endswith((".engine", ".plan", ".trt")):
+        return None
+    return (f"{shown(p)}: a serialized TensorRT engine, not an ONNX model: give the ONNX file it was built from "
+            "(Ultralytics: model.export(format=\"onnx\")); an engine's layers are already placed and it runs only "
+            "on the TensorRT and board that built it")
+
+
 def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
     """Read an ONNX file (``.onnx`` or ``.onnx.gz``) without loading weight data.
 
@@ -182,9 +192,9 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
         model = onnx.ModelProto()
         model.ParseFromString(stripped)
     except ModelError as exc:
-        raise ModelError(f"{p}: not a valid ONNX file ({exc})") from None
+        raise ModelError(_engine_given(p) or f"{p}: not a valid ONNX file ({exc})") from None
     except Exception as exc:  # protobuf DecodeError and friends
-        raise ModelError(f"{p}: not a valid ONNX file ({type(exc).__name__}: {exc})") from None
+        raise ModelError(_engine_given(p) or f"{p}: not a valid ONNX file ({type(exc).__name__}: {exc})") from None
     finally:
         if isinstance(raw, mmap.mmap):
             try:
@@ -321,7 +331,8 @@ def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelEr
     try:
         proto = onnx.load_from_string(data)
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
-        raise error(f"{shown(p)}: not a valid ONNX file ({type(exc).__name__}: {str(exc)[:200]})") from None
+        raise error(_engine_given(p) or f"{shown(p)}: not a valid ONNX file ({type(exc).__name__}: {str(exc)[:200]})"
+                    ) from None
     if external:
         try:
             _external_files(proto, p.parent, error)

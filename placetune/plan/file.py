@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError
+from placetune.files.kind import what_it_is
 from placetune.plan.checks import (check_baselines, check_engines, check_measured, check_numbers, check_platform,
                                    check_texts, one_line)
 from placetune.safetext import shown
@@ -535,6 +536,16 @@ def load(path: str | os.PathLike[str], model: "Model | str | None" = None, *, ch
         ``plan = placetune.plan.load("plan.json", Model.load("model.onnx"))``
     """
     p = Path(path)
+    if str(path) != "-" and p.is_dir() and (p / "plan.json").is_file():  # a plan folder: its plan file
+        p = path = p / "plan.json"
+    kind = what_it_is(p) if str(path) != "-" else None
+    if kind == "engine":
+        raise ConfigError(f"plan file {shown(p)}: a serialized TensorRT engine, not a placetune plan (JSON): give "
+                          "the plan.json `placetune export` wrote; an engine is built from it on the board "
+                          "(`placetune build DIR` or DIR/build.sh)")
+    if kind == "onnx":
+        raise ConfigError(f"plan file {shown(p)}: an ONNX model, not a placetune plan (JSON): tune it "
+                          "(`placetune tune --model FILE`) and export its plan (`placetune export -o plan.json`)")
     # regular files (or -) only, at most 256 MiB; strict JSON: no duplicate keys, NaN or Infinity
     text = read_text(path, "plan file", stdin=True)
     try:

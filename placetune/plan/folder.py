@@ -50,6 +50,8 @@ from placetune.wording import plural
 from placetune.model.onnx_io import load_with_weights
 from placetune.placement.cut import cut, load_source, with_batch
 from placetune.plan.file import Plan
+from placetune.plan.deploy_notes import (DEEPSTREAM_FILE, deepstream_config, deepstream_refusal, io_lines,
+                                         target_lines, verify_lines)
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -142,15 +144,16 @@ def _script(plan: "Plan", trt_version: str | None, calib: str | None) -> str:
     lines = trtexec_commands(plan, f"{_STEM}.onnx", trt_version, build_only=True, calib=calib, folder=True)
     body = [('"$TRTEXEC"' + line[len("trtexec"):]) if line.startswith("trtexec ") else line for line in lines]
     built = " ".join(engine_files(plan, e)[1] for e in plan.engines)
+    if _jetpack5(plan, trt_version) and _mixed(plan):
+        # trtexec 8.5 refuses the unknown --layerDeviceTypes: stop before building any engine of the plan
+        body = [f"echo 'build.sh: {_NO_LAYER_DEVICE_TYPES}' >&2", "exit 6", *body]
     return _PREAMBLE + "\n".join(body) + f"\necho 'built: {built}'\n"
 
 
-def _tensors(items: Any) -> str:
-    parts = []
-    for t in items or []:
-        shape = "x".join("?" if d is None else str(d) for d in (t.get("shape") or []))
-        parts.append(f"{t.get('name')} [{shape} {t.get('dtype') or '?'}]")
-    return _one_line(", ".join(parts) or "-")
+#: why build.sh cannot build a plan with single DLA layers on TensorRT 8.5 (sampleOptions.cpp: the
+#: option first appears in release/8.6), and what to do
+_NO_LAYER_DEVICE_TYPES = ("the trtexec of TensorRT 8.5 has no --layerDeviceTypes (added in 8.6) and this plan puts "
+                          "single layers of an engine on a DLA: build it with placetune build . (README.txt, step 1)")
 
 
 def _timed_by(plan: "Plan") -> str:
@@ -189,23 +192,21 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> 
     lines = [f"placetune plan: {name} on {plan.platform}, {plan.mode} mode, {plan.precision}, batch {plan.batch}",
              _one_line(f"study {src.get('study')}, measurement {src.get('measurement_id')}, objective {plan.objective}")]
     lines += [_one_line(x) for x in plan.summary().splitlines()[1:]]
+    lines += ["", *target_lines(plan, trt_version)]
     lines += ["", "Files", "  plan.json          the plan: each layer's device, the engines with their ONNX and engine "
               "files and boundary tensors, the figures", "  build.sh           builds every engine with trtexec"]
-    for e in plan.engines:
-        onnx_file, engine_file = engine_files(plan, e)
-        what = {"segment": f"segment {e.get('index')} on {e.get('device')}", "replica": f"replica on {e.get('device')}",
-                }.get(str(e.get("kind")), f"the engine ({e.get('device')})")
-        lines.append(f"  {onnx_file:18s} -> {engine_file}: {what}; inputs {_tensors(e.get('inputs'))}; "
-                     f"outputs {_tensors(e.get('outputs'))}")
+    if deepstream_refusal(plan) is None:
+        lines.append(f"  {DEEPSTREAM_FILE:18s} DeepStream nvinfer keys that load the built engine (read its comments)")
+    lines += io_lines(plan, trt_version, [engine_files(plan, e) for e in plan.engines])
     if calib:
         lines.append(f"  {calib:18s} the INT8 calibration cache build.sh passes as --calib")
     lines += ["", "1. Build, on the Jetson, with the TensorRT the plan targets:",
               "     sh build.sh",
               "   (TRTEXEC=/usr/src/tensorrt/bin/trtexec sh build.sh when trtexec is not on PATH)"]
     if jp5 and _mixed(plan):
-        lines += ["   TensorRT 8.5 (JetPack 5.1): its trtexec has no --layerDeviceTypes (added in 8.6), so build.sh "
-                  "fails on the",
-                  "   engines that put single layers on a DLA: build with `placetune build` instead (below)."]
+        lines += ["   TensorRT 8.5 (JetPack 5.1): its trtexec has no --layerDeviceTypes (added in 8.6) and this plan puts",
+                  "   single layers of an engine on a DLA, so build.sh stops before building anything: build with",
+                  "   `placetune build` instead (below), which sets each layer's device through the TensorRT API."]
     if plan.precision == "int8" and not calib and plan.int8_ranges != "qdq":
         lines.append("   INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT preserved;"
                      " export with --calibration-cache FILE")
@@ -215,9 +216,15 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> 
         dla = f" --useDLACore={core}" if core is not None else ""
         lines.append(f"     trtexec --loadEngine={engine_files(plan, e)[1]}{dla}")
     lines.append("   (an engine with DLA layers runs on the DLA core given by --useDLACore)")
+    lines += ["   " + x for x in verify_lines(plan, trt_version)]
     lines += ["", "3. Run the whole plan:"]
     if plan.mode == "engine":
-        lines.append(f"   load {_STEM}.engine in the application like any TensorRT engine (one execution context).")
+        lines.append(f"   load {_STEM}.engine in the application like any TensorRT engine (one execution context"
+                     + (f", its runtime on DLA core {plan.engines[0].get('dla_core')})." if plan.engines[0].get("dla_core")
+                        is not None else ")."))
+        fif = (plan.measured or {}).get("frames_in_flight") or plan.settings.get("frames_in_flight") or 1
+        lines.append(f"   The plan was {'simulated' if plan.simulated else 'measured'} with {plural(int(fif), 'frame')}"
+                     " in flight on one CUDA stream.")
     elif plan.mode == "pipeline":
         fif = (plan.measured or {}).get("frames_in_flight") or plan.settings.get("frames_in_flight") or 1
         lines += ["   the segment engines form a DAG: segment i starts when the segments it waits for are done and",
@@ -236,6 +243,9 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> 
                   "   next free replica; each replica runs the whole network:"]
         for e in plan.engines:
             lines.append(f"     {engine_files(plan, e)[1]}: {e.get('device')}, batch {e.get('batch')}")
+    ds = deepstream_refusal(plan)
+    lines += [f"   DeepStream: {DEEPSTREAM_FILE} holds the nvinfer keys for the built engine."] if ds is None else \
+        [f"   {ds}"]
     lines += ["", "   NVTX markers: the engines were timed with TensorRT's LAYER_NAMES_ONLY NVTX markers, as trtexec",
               "   times (its default --profilingVerbosity). build.sh passes no --profilingVerbosity, so its engines",
               "   are built at LAYER_NAMES_ONLY and a context runs with those markers by default. `placetune build`",
@@ -342,8 +352,9 @@ def write_plan_folder(
         p.int8_ranges, p.calibration_cache = "calibration-cache", calib
         p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
     script = _script(p, trt_version, calib)  # refuses what trtexec cannot build before anything is written
-    names = ["build.sh", "plan.json", "README.txt", "build.json", *([calib] if calib else [])]
-    stale: list[str] = ["build.json"]  # an earlier build's report and engines belong to an earlier plan
+    deepstream = deepstream_config(p, trt_version, engine_files(p, p.engines[0])[1]) if p.engines else None
+    names = ["build.sh", "plan.json", "README.txt", "build.json", DEEPSTREAM_FILE, *([calib] if calib else [])]
+    stale: list[str] = ["build.json", DEEPSTREAM_FILE]  # an earlier build's report and engines belong to an earlier plan
     for eng in p.engines:
         onnx_file, engine_file = engine_files(p, eng)
         names += [onnx_file, onnx_file + ".data", engine_file, engine_file + ".json"]
@@ -392,5 +403,7 @@ def write_plan_folder(
     folder.write("build.sh", script, executable=True)
     files.append(folder.write("plan.json", p.to_json() + "\n"))
     files.append(folder.write("README.txt", _readme(p, calib, trt_version)))
+    if deepstream is not None:
+        files.append(folder.write(DEEPSTREAM_FILE, deepstream))
     files += [runtime.copy_in(name, src) for name, src in standalone_sources()]
     return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines])

@@ -190,8 +190,11 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
     def io_format_args(eng: dict[str, Any]) -> list[str]:
         names = lambda key: [str(t.get("name")) if isinstance(t, dict) else str(t) for t in eng.get(key) or []]
         args = []
+        # a tensor without a cut format keeps the ONNX file's type: FP16 in the FP16 files a strongly typed
+        # build gets (trtexec's setType would otherwise turn an FP16 input into FP32, sampleEngines.cpp)
+        default = "fp16:chw" if strongly_typed(vt) and plan.precision == "fp16" else "fp32:chw"
         for flag, key in (("--inputIOFormats", "inputs"), ("--outputIOFormats", "outputs")):
-            value = trtexec_io_formats(names(key), cuts)
+            value = trtexec_io_formats(names(key), cuts, default)
             if value:
                 args.append(f"{flag}={value}")
         return args
@@ -221,8 +224,10 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
                         )
                 if vt and not has_layer_device_types(vt) and not warned:
                     out.append(f"# WARNING: trtexec of TensorRT {version} has no --layerDeviceTypes (added in 8.6): "
-                               "this command fails there; build with the Python API instead: "
-                               "placetune.plan.load('plan.json').apply(network, config)")
+                               "this command fails there; build with `placetune build DIR --worker-python "
+                               "/usr/bin/python3` (the TensorRT API in a worker on the Python that has TensorRT: "
+                               "JetPack 5.1's is 3.8, which cannot import placetune itself) or, in your own "
+                               "TensorRT code, placetune.plan.load('plan.json').apply(network, config)")
                     warned = True
                 measured = plan.versions.get("tensorrt")
                 if parser_layers:

@@ -1,0 +1,202 @@
+"""What a deployment must know about a plan folder's engines, in the words of its README: the TensorRT
+and board the engines are bound to, each engine's DLA core and I/O tensors (name, shape, type and
+format as ``build.sh`` builds them), how to check on the board that the built engines have the planned
+placement, and a DeepStream ``nvinfer`` configuration where one nvinfer element can run the plan.
+
+Sources: trtexec's options per TensorRT release (``samples/common/sampleOptions.cpp`` and
+``sampleEngines.cpp``, NVIDIA/TensorRT release/8.5, 8.6, 10.3, 11.1); DeepStream's nvinfer keys
+(``gstnvinfer_property_parser.h``: ``model-engine-file``, ``enable-dla``, ``use-dla-core``,
+``network-mode``, ``batch-size``, ``onnx-file``) and what nvinfer does when an engine does not load
+(``nvdsinfer_context_impl.cpp``, ``generateBackendContext``: it deserializes the engine on the
+configured DLA core, and on failure, or when the engine does not match the configuration, builds a
+new engine from the model files). Checked against those sources only: no TensorRT or DeepStream ran.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from placetune.backends.trtexec.command import strongly_typed
+from placetune.placement.cut_formats import plan_cut_formats
+from placetune.plan.trtexec import _one_line, target_version
+
+if TYPE_CHECKING:
+    from placetune.plan.file import Plan
+
+__all__ = ["DEEPSTREAM_FILE", "JETPACKS", "deepstream_config", "deepstream_refusal", "io_lines", "target_lines",
+           "tensor_formats", "verify_lines"]
+
+#: the DeepStream nvinfer configuration a plan folder of an engine plan carries
+DEEPSTREAM_FILE = "deepstream_nvinfer.txt"
+
+#: the JetPack releases that ship each TensorRT placetune targets (major.minor)
+JETPACKS: dict[tuple[int, ...], str] = {(8, 5): "JetPack 5.1.x, L4T R35", (8, 6): "JetPack 6.0, L4T R36.3",
+            (10, 3): "JetPack 6.1 / 6.2, L4T R36.4", (11, 4): "JetPack 7.2.2 or later, L4T R39"}
+
+#: ONNX element type names -> trtexec's type spelling (``--inputIOFormats``)
+_TRTEXEC_TYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "int8", "int32": "int32",
+                 "int64": "int64", "uint8": "uint8", "bool": "bool"}
+_TRT_TYPE = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8", "INT32": "int32", "BOOL": "bool"}
+_TRT_FORMAT = {"LINEAR": "chw", "CHW16": "chw16", "CHW32": "chw32", "CHW4": "chw4"}
+
+
+def _vt(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+
+
+def _platform_title(plan: "Plan") -> str:
+    from placetune.hardware.platforms import get_platform
+
+    try:
+        return f"{get_platform(plan.platform).title} ({plan.platform})"
+    except Exception:  # noqa: BLE001 - a plan of a platform registered elsewhere
+        return str(plan.platform)
+
+
+def target_lines(plan: "Plan", trt_version: str | None) -> list[str]:
+    """The TensorRT, JetPack and board the engines are bound to, and that engines are not portable."""
+    version = target_version(plan, trt_version)
+    jetpack = JETPACKS.get(_vt(version)[:2], "a JetPack that ships it")
+    return [f"Target: TensorRT {version} ({jetpack}) on {_platform_title(plan)}.",
+            "A TensorRT engine runs only with the TensorRT version that built it and on the same GPU/DLA: build",
+            "the engines on the board itself, with that TensorRT, and build them again after a JetPack upgrade",
+            "or on another module (an engine from elsewhere fails to deserialize)."]
+
+
+def tensor_formats(plan: "Plan", trt_version: str | None) -> dict[str, str]:
+    """Each engine boundary tensor's type and format as ``build.sh`` builds it, in trtexec's spelling
+    (``fp16:chw16``): a pipeline cut at a DLA engine in the DLA's own format, every other tensor in
+    the ONNX file's type (FP16 for an FP16 plan built strongly typed, TensorRT 11 on) and linear."""
+    version = target_version(plan, trt_version)
+    typed = strongly_typed(_vt(version))
+    cuts = plan_cut_formats(plan.engines, plan.precision, strongly_typed=typed,
+                            network_outputs=plan.model.get("outputs") or []) if plan.mode == "pipeline" else {}
+    out: dict[str, str] = {}
+    for eng in plan.engines:
+        for t in list(eng.get("inputs") or []) + list(eng.get("outputs") or []):
+            if not isinstance(t, dict):
+                continue
+            name = str(t.get("name"))
+            if name in cuts:
+                out[name] = cuts[name].trtexec
+                continue
+            dtype = str(t.get("dtype") or "")
+            if typed and plan.precision == "fp16" and dtype == "float32":
+                dtype = "float16"  # the folder's ONNX files are converted to FP16 for a strongly typed build
+            out.setdefault(name, f"{_TRTEXEC_TYPE.get(dtype, dtype or '?')}:chw")
+    return out
+
+
+def _tensors(items: Any, formats: dict[str, str]) -> str:
+    parts = []
+    for t in items or []:
+        if not isinstance(t, dict):
+            continue
+        shape = "x".join("?" if d is None else str(d) for d in (t.get("shape") or []))
+        parts.append(f"{t.get('name')} [{shape} {formats.get(str(t.get('name')), t.get('dtype') or '?')}]")
+    return _one_line(", ".join(parts) or "-")
+
+
+def io_lines(plan: "Plan", trt_version: str | None, files: list[tuple[str, str]]) -> list[str]:
+    """One line per engine: its file, device and DLA core, and its inputs and outputs with shape and
+    ``type:format`` (``files``: each engine's ``(onnx file, engine file)``)."""
+    formats = tensor_formats(plan, trt_version)
+    lines = []
+    for e, (onnx_file, engine_file) in zip(plan.engines, files):
+        what = {"segment": f"segment {e.get('index')} on {e.get('device')}",
+                "replica": f"replica on {e.get('device')}"}.get(str(e.get("kind")), f"the engine ({e.get('device')})")
+        core = e.get("dla_core")
+        if core is not None:
+            what += f", DLA core {core}"
+        lines.append(f"  {onnx_file:18s} -> {engine_file}: {what}; inputs {_tensors(e.get('inputs'), formats)}; "
+                     f"outputs {_tensors(e.get('outputs'), formats)}")
+    lines.append("  (tensor types and formats as trtexec spells them: fp32/fp16/int8; chw = linear NCHW; chw16 / "
+                 "chw32 = the DLA's vectorised format, channels padded to 16 / 32)")
+    return lines
+
+
+def verify_lines(plan: "Plan", trt_version: str | None) -> list[str]:
+    """How to check on the board that the built engines have the plan's placement."""
+    vt = _vt(target_version(plan, trt_version))
+    level = "at INFO (trtexec prints it as is)" if vt < (10,) else "at VERBOSE (add --verbose to the line)"
+    n_dla = sum(len(e.get("dla_layers") or []) for e in plan.engines)
+    return ["Check the placement on the board:",
+            "   `placetune build .` builds every engine through TensorRT and compares each layer's device, from the",
+            "   build log and the engine inspector, with plan.json; it lists every layer TensorRT placed elsewhere.",
+            "   With build.sh: TensorRT's build log reports the layers on each device (\"Layers Running on DLA\" /",
+            f"   \"Layers Running on GPU\") {level}; compare it with plan.json's engines[i].dla_layers",
+            f"   ({n_dla} DLA layer(s) in all). trtexec ignores a --layerDeviceTypes name the network does not have",
+            "   (sampleEngines.cpp), so a renamed layer silently takes the default device: check, do not assume.",
+            "   At run time a DLA engine must be loaded on its core (IRuntime.DLA_core / trtexec --useDLACore)."]
+
+
+def deepstream_refusal(plan: "Plan") -> str | None:
+    """Why one DeepStream nvinfer element cannot run the plan as planned; None when it can."""
+    if plan.mode == "pipeline":
+        return (f"DeepStream: one nvinfer element runs one engine; this plan is a DAG of {len(plan.engines)} "
+                "engines chained by events, which nvinfer cannot express: run it with placetune's runtime "
+                "(step 4) or your own TensorRT code; no nvinfer configuration is written.")
+    if plan.mode == "replicas":
+        return (f"DeepStream: this plan sends each batch to the next free one of {len(plan.engines)} engines on "
+                "different devices; one nvinfer element runs one engine, and nvinfer has no such dispatch: no "
+                "nvinfer configuration is written (one nvinfer per replica engine, each with its own DLA core, "
+                "needs your own stream split).")
+    return None
+
+
+def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str) -> str | None:
+    """The ``[property]`` keys of a DeepStream nvinfer configuration that loads the engine ``build.sh``
+    builds, with the source of each key; None for a plan one nvinfer cannot run
+    (:func:`deepstream_refusal`)."""
+    if deepstream_refusal(plan) or not plan.engines:
+        return None
+    eng = plan.engines[0]
+    core = eng.get("dla_core")
+    dla = bool(eng.get("dla_layers")) or str(eng.get("device", "GPU")) != "GPU"
+    core = int(core) if core is not None else 0
+    mode = {"fp32": 0, "int8": 1, "fp16": 2}.get(plan.precision, 0)
+    version = target_version(plan, trt_version)
+    formats = tensor_formats(plan, trt_version)
+    lines = [
+        "# DeepStream Gst-nvinfer configuration keys for this placetune plan: merge them into your detector's",
+        "# nvinfer config file ([property] group). Keys from DeepStream's gstnvinfer_property_parser.h.",
+        f"# The engine is the one build.sh (or `placetune build .`) built with TensorRT {version}: DeepStream must",
+        "# run on the same board with the same TensorRT (a DeepStream release built against another TensorRT",
+        "# cannot load it).",
+        "#",
+        "# No onnx-file= on purpose: when model-engine-file fails to load (another TensorRT, another board) or",
+        "# does not match this configuration, nvinfer builds a new engine from onnx-file",
+        "# (nvdsinfer_context_impl.cpp, generateBackendContext -> buildModel) with its own settings: the whole network on the DLA with GPU",
+        "# fallback when enable-dla=1, GPU only otherwise, which loses this plan's per-layer placement. Without",
+        "# onnx-file nvinfer stops with an error instead. If you add onnx-file, check nvinfer's log for",
+        "# \"Trying to create engine from model files\": it means the plan's engine was NOT used.",
+        "#",
+        "# Still yours to set: your detector's parser (parse-bbox-func-name, custom-lib-path; an Ultralytics YOLO",
+        "# output needs a custom parser), net-scale-factor, model-color-format, labelfile-path, num-detected-classes.",
+        f"# the engine's tensors: inputs {_tensors(eng.get('inputs'), formats)}; "
+        f"outputs {_tensors(eng.get('outputs'), formats)}",
+        "[property]",
+        "# the engine placetune built (path relative to this file's folder; make it absolute if your config lives elsewhere)",
+        f"model-engine-file={engine_file}",
+        f"# the plan's batch; the engine is built for exactly {plan.batch} (static)",
+        f"batch-size={plan.batch}",
+        "# 0=FP32, 1=INT8, 2=FP16: the plan's precision",
+        f"network-mode={mode}",
+    ]
+    if dla:
+        gpu = len(set(eng.get("layers") or []) - set(eng.get("dla_layers") or []))
+        lines += [f"# the plan runs the engine's DLA layers on DLA core {core} (build.sh: --useDLACore={core}); nvinfer "
+                  "deserializes the engine on use-dla-core (IRuntime::setDLACore), so another value runs it on "
+                  "another core than the one the plan was timed on",
+                  "enable-dla=1", f"use-dla-core={core}"]
+        if gpu:
+            lines.append(f"# {gpu} layer(s) of the plan run on the GPU inside the same engine: that is the plan, "
+                         "not a fallback")
+    else:
+        lines += ["# the plan puts no layer on a DLA", "enable-dla=0"]
+    if plan.precision == "int8" and plan.int8_ranges not in ("qdq", "calibration-cache"):
+        lines.append("# WARNING: INT8 ranges are placeholders in this plan: accuracy is not preserved")
+    if plan.simulated:
+        lines.append("# the plan's figures are SIMULATED: measure the pipeline before relying on them")
+    return "\n".join(_one_line(x) if x.startswith("#") else x for x in lines) + "\n"

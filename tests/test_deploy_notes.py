@@ -1,0 +1,170 @@
+"""What a deployment reads in a plan folder: the TensorRT and board the engines are bound to, each
+engine's DLA core and I/O tensors in the type and format build.sh builds them, how to check the
+placement on the board, a DeepStream nvinfer configuration where one nvinfer can run the plan (and
+why not where it cannot), and a build.sh that refuses a TensorRT whose trtexec cannot express the
+placement before building anything. Checked against TensorRT's trtexec sources and DeepStream's
+nvinfer sources only (no TensorRT or DeepStream here): the builds run against the fake trtexec."""
+
+from __future__ import annotations
+
+import configparser
+from types import SimpleNamespace
+
+import pytest
+
+import placetune
+from placetune import Placement
+from placetune.cli.main import main
+
+from .test_plan_folder import _argvs, _run_build
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    """seed-block studies on AGX Orin: an FP16 engine with two layers on DLA0 and three on the GPU, and
+    an FP16 pipeline GPU / DLA0 / DLA1 / GPU."""
+    tmp = tmp_path_factory.mktemp("notes")
+    url = f"sqlite:///{tmp}/pt.db"
+    ids = {}
+    for mode in ("engine", "pipeline"):
+        with placetune.Evaluator("seed-block", "orin-agx", mode=mode, precision="fp16", store=url, study=mode) as ev:
+            ev.baselines()
+            dla1 = "DLA0" if mode == "engine" else "DLA1"
+            m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": dla1}), agent="t",
+                            trial_number=0)
+            ids[mode] = m.extra["_id"]
+    return SimpleNamespace(url=url, ids=ids)
+
+
+def _folder(studies, tmp_path, capsys, mode, *extra):
+    out = tmp_path / f"{mode}{'-'.join(extra)}"
+    code = main(["export", "--study", mode, "--storage", studies.url, "--format", "trtexec", "-o", str(out),
+                 "--measurement", str(studies.ids[mode]), *extra])
+    assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    return out
+
+
+def test_readme_gives_each_tensor_the_type_and_format_build_sh_builds(studies, tmp_path, capsys):
+    out = _folder(studies, tmp_path, capsys, "pipeline")
+    readme = (out / "README.txt").read_text()
+    script = (out / "build.sh").read_text()
+    # build.sh builds the DLA segments' outputs in FP16 CHW16: the README says so, not float32
+    assert "--outputIOFormats=fp16:chw16 --useDLACore=0" in script
+    line = next(x for x in readme.splitlines() if x.strip().startswith("model.seg1.onnx"))
+    assert "DLA core 0" in line and "/conv3/Conv_output_0 [1x384x56x56 fp16:chw16]" in line
+    assert "input [1x384x56x56 fp32:chw]" in line
+    seg2 = next(x for x in readme.splitlines() if x.strip().startswith("model.seg2.onnx"))
+    assert "DLA core 1" in seg2
+
+
+def test_readme_names_the_tensorrt_jetpack_and_board_the_engines_are_bound_to(studies, tmp_path, capsys):
+    for version, jetpack in (("8.5", "JetPack 5.1"), ("8.6", "JetPack 6.0"), ("10.3", "JetPack 6.1 / 6.2"),
+                             ("11.4", "JetPack 7.2.2")):
+        readme = (_folder(studies, tmp_path, capsys, "pipeline", "--trt-version", version) / "README.txt").read_text()
+        target = next(x for x in readme.splitlines() if x.startswith("Target:"))
+        assert f"TensorRT {version}" in target and jetpack in target and "Jetson AGX Orin" in target
+        assert "runs only with the TensorRT version that built it" in readme
+        # how to check the placement on the board, at the log level that version prints it
+        assert "Layers Running on DLA" in readme and "placetune build ." in readme
+        assert ("at VERBOSE" in readme) == version.startswith(("10", "11"))
+
+
+def test_a_strongly_typed_fp16_pipeline_keeps_its_fp16_inputs(studies, tmp_path, capsys):
+    """TensorRT 11 builds the folder's FP16 ONNX files as typed: a GPU segment input that is not a DLA cut
+    is FP16 in the file, so --inputIOFormats must not turn it into FP32."""
+    out = _folder(studies, tmp_path, capsys, "pipeline", "--trt-version", "11.4")
+    script = (out / "build.sh").read_text()
+    assert "--inputIOFormats=fp16:chw,fp16:chw16,fp16:chw16" in script
+    assert "fp32:chw" not in script
+    readme = (out / "README.txt").read_text()
+    assert "output [1x1152x56x56 fp16:chw]" in readme
+
+
+def test_build_sh_refuses_tensorrt_8_5_before_building_anything(studies, tmp_path, capsys):
+    """trtexec 8.5 has no --layerDeviceTypes (sampleOptions.cpp release/8.5; added in 8.6): a plan with
+    single DLA layers stops at once, naming what to do, instead of failing part way."""
+    out = _folder(studies, tmp_path, capsys, "engine", "--trt-version", "8.5")
+    record = tmp_path / "record.jsonl"
+    proc = _run_build(out / "build.sh", tmp_path, record)
+    assert proc.returncode == 6
+    assert "placetune build ." in proc.stderr and "--layerDeviceTypes" in proc.stderr
+    assert not record.exists() or _argvs(record) == []
+    assert "stops before building anything" in (out / "README.txt").read_text()
+    # and the script's comment names the build that works there, not only an import JetPack 5.1's Python 3.8 lacks
+    assert "placetune build DIR --worker-python /usr/bin/python3" in (out / "build.sh").read_text()
+    # 8.6 has the flag: the same plan builds
+    out86 = _folder(studies, tmp_path, capsys, "engine", "--trt-version", "8.6")
+    record86 = tmp_path / "record86.jsonl"
+    proc = _run_build(out86 / "build.sh", tmp_path, record86)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert any(a.startswith("--layerDeviceTypes=") for a in _argvs(record86)[0])
+
+
+def test_an_engine_plan_gets_a_deepstream_nvinfer_config_for_its_engine(studies, tmp_path, capsys):
+    out = _folder(studies, tmp_path, capsys, "engine", "--trt-version", "10.3")
+    text = (out / "deepstream_nvinfer.txt").read_text()
+    cfg = configparser.ConfigParser(comment_prefixes=("#",), inline_comment_prefixes=None)
+    cfg.read_string(text)
+    prop = dict(cfg["property"])
+    assert prop == {"model-engine-file": "model.engine", "batch-size": "1", "network-mode": "2",
+                    "enable-dla": "1", "use-dla-core": "0"}
+    # no onnx-file on purpose: nvinfer would rebuild from it and lose the placement, and the file says so
+    assert "onnx-file" not in prop and "Trying to create engine from model files" in text
+    assert "TensorRT 10.3" in text
+    assert "# the engine's tensors: inputs input [1x384x56x56 fp32:chw]; outputs output [1x1152x56x56 fp32:chw]" in text
+    assert (out / "model.engine").name in text
+    assert "deepstream_nvinfer.txt" in (out / "README.txt").read_text()
+    # the engine's DLA core is the one build.sh builds it for
+    assert "--useDLACore=0" in (out / "build.sh").read_text()
+
+
+def test_a_pipeline_plan_says_why_it_has_no_deepstream_config(studies, tmp_path, capsys):
+    out = _folder(studies, tmp_path, capsys, "pipeline")
+    assert not (out / "deepstream_nvinfer.txt").exists()
+    readme = (out / "README.txt").read_text()
+    assert "DeepStream: one nvinfer element runs one engine" in readme
+
+
+# --------------------------------------------------------------------------- what a deployment passes by mistake
+def _engines(tmp_path):
+    """A raw serialized engine (TensorRT's ``ftrt`` magic first) and one as Ultralytics writes ``.engine``
+    files (4-byte little-endian length, JSON metadata, then the engine)."""
+    raw = b"ftrt" + bytes(64)
+    meta = b'{"imgsz": [640, 640], "task": "detect", "batch": 1}'
+    (tmp_path / "yolo11n.plan").write_bytes(raw)
+    (tmp_path / "yolov8n.engine").write_bytes(len(meta).to_bytes(4, "little") + meta + raw)
+    return [tmp_path / "yolo11n.plan", tmp_path / "yolov8n.engine"]
+
+
+@pytest.mark.parametrize("command", ["check", "tune"])
+def test_an_engine_given_as_the_model_is_told_to_give_the_onnx(tmp_path, capsys, command):
+    for engine in _engines(tmp_path):
+        argv = ["check", str(engine)] if command == "check" else ["tune", "--model", str(engine), "--trials", "1",
+                                                                   "--storage", f"sqlite:///{tmp_path}/t.db"]
+        assert main(argv) == 3
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "a serialized TensorRT engine, not an ONNX model" in err
+        assert 'export(format="onnx")' in err
+
+
+def test_the_runtime_and_plan_load_say_what_to_give_instead(studies, tmp_path, capsys):
+    import placetune.runtime as runtime
+    from placetune.errors import BackendError, ConfigError
+    from placetune.plan.file import load
+
+    for engine in _engines(tmp_path):
+        with pytest.raises(ConfigError, match="a TensorRT engine file, not a plan folder.*deserialize_cuda_engine"):
+            runtime.load(engine)
+        with pytest.raises(ConfigError, match="a serialized TensorRT engine, not a placetune plan"):
+            load(engine)
+    out = _folder(studies, tmp_path, capsys, "engine")
+    with pytest.raises(ConfigError, match="an ONNX model, not a plan folder: tune it"):
+        runtime.load(out / "model.onnx")
+    with pytest.raises(ConfigError, match="an ONNX model, not a placetune plan"):
+        load(out / "model.onnx")
+    # the folder's plan.json is the folder: past the folder check (here no TensorRT: its own one line)
+    with pytest.raises(BackendError, match="needs TensorRT"):
+        runtime.load(out / "plan.json")
+    # and the plan API reads a plan folder as its plan.json
+    assert load(out).engines[0]["engine_file"] == "model.engine"
