@@ -117,8 +117,9 @@ def test_real_export_check_tune_export_build_run(name, tmp_path, capsys, monkeyp
         assert plan["model"]["plugins"] == {"/nms/EfficientNMS_TRT": "EfficientNMS_TRT"}
 
     built = _run([sys.executable, "-m", "placetune.cli", "build", str(folder), "--json"], tmp_path, timeout=600)
-    assert built.returncode == 0, built.stderr[-3000:] + built.stdout[-3000:]
     build = json.loads(built.stdout)
+    # exit 1 exactly when some layer is not known to run where the plan says (a plan of 8.6's rules built by 10.3)
+    assert built.returncode == (0 if not build["differences"] and build["placement_known"] else 1), built.stderr[-3000:]
     assert build["engines"] and all((folder / e["engine_file"]).stat().st_size > 0 for e in build["engines"])
     realized = build["realized"]
     assert set(realized) == {x["name"] for x in plan["layers"]}

@@ -28,12 +28,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         report = _build.build_plan(args.plan, args.output, model=model, backend=be,
                             calibration_cache=args.calibration_cache)
     print(dumps_json(report.to_dict(), indent=1) if args.json else report.summary())
-    return 0
+    # the engines and build.json are written either way; a script (a board's CI) learns from the status that
+    # what it built is not what the plan measured
+    return 0 if report.as_planned else 1
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("build", help="on a Jetson: build an exported plan's engines (TensorRT worker) and report "
-                       "every layer TensorRT placed elsewhere than the plan")
+                       "every layer TensorRT placed elsewhere than the plan (exit 1 when any is, or is unknown)")
     p.add_argument("plan", metavar="PLAN", help="plan folder (placetune export --format trtexec -o DIR) or plan.json")
     p.add_argument("-o", "--output", default=None, help="folder to build in (default: the plan folder; for a "
                    "plan.json, <model>.build)")

@@ -77,6 +77,11 @@ class BuildReport:
     notes: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
 
+    @property
+    def as_planned(self) -> bool:
+        """True when every layer is known to run where the plan says (no difference, no unknown engine)."""
+        return not self.differences and not self.unknown
+
     def summary(self) -> str:
         """A few lines for a terminal."""
         lines = [f"built {plural(len(self.engines), 'engine')} with TensorRT {self.trt_version} into {self.directory}: "
