@@ -190,9 +190,10 @@ def load_input_data(path: str | os.PathLike[str]) -> InputData:
             arrays = {str(k): np.asarray(npz[k], order="C") for k in npz.files}
     except ConfigError:
         raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, MemoryError) as exc:
+    except Exception as exc:  # noqa: BLE001 - zipfile, zlib and numpy's header parser raise many kinds on a
+        # damaged file (zlib.error, tokenize.TokenError, NotImplementedError for an unknown compression, ...)
         raise ConfigError(f"{where}: cannot read it as a .npz of arrays ({type(exc).__name__}: "
-                          f"{str(exc)[:120]}); write it with numpy.savez, without object arrays") from None
+                          f"{shown(str(exc), 120)}); write it with numpy.savez, without object arrays") from None
     if not arrays:
         raise ConfigError(f"{where} holds no array: its keys must be the network's input names")
     odd = [k for k, a in arrays.items() if a.dtype.kind not in "biuf"]

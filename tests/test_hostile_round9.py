@@ -71,6 +71,36 @@ def test_compressed_and_plain_input_data_still_read(tmp_path):
     assert load_input_data(tmp_path / "c.npz").label == load_input_data(tmp_path / "p.npz").label
 
 
+def _damaged(path, how):
+    """A real .npz of seed-block's input, damaged as ``how`` says."""
+    x = np.random.default_rng(0).standard_normal((1, 384, 56, 56)).astype(np.float32)
+    (np.savez_compressed if how == "deflate" else np.savez)(path, input=x)
+    b = bytearray(path.read_bytes())
+    if how == "deflate":  # the compressed stream of the array: zlib.error where the header expects data
+        start = b.find(b"PK\x03\x04") + 30 + len("input.npy")
+        for k in range(start + 100, start + 140):
+            b[k] ^= 0x55
+    elif how == "header":  # the .npy header's dict: numpy's header parser raised tokenize.TokenError
+        start = b.find(b"{'descr'")
+        b[start + 1: start + 8] = b"((((((("
+    elif how == "method":  # a compression method zipfile does not know: NotImplementedError
+        b[b.find(b"PK\x03\x04") + 8] = 99
+        b[b.find(b"PK\x01\x02") + 10] = 99
+    path.write_bytes(bytes(b))
+    return path
+
+
+@pytest.mark.parametrize("how", ["deflate", "header", "method"])
+def test_a_damaged_input_data_file_is_one_line(how, tmp_path, capsys):
+    """Seen by the input data fuzz property (PLACETUNE_FUZZ_SEED=3491523000): damaged deflate data
+    (zlib.error), a damaged .npy header (tokenize.TokenError from numpy's header parser) or an unknown
+    compression method (NotImplementedError) escaped as 'internal error' tracebacks."""
+    path = _damaged(tmp_path / f"{how}.npz", how)
+    assert main(["measure", "seed-block", "--input-data", str(path)]) == ConfigError.exit_code
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"--input-data {path}: cannot read it as a .npz of arrays" in line, line
+
+
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
 def test_non_finite_input_data_is_refused(value, dtype, tmp_path, capsys):
