@@ -203,3 +203,17 @@ def test_the_lock_message_names_the_process_holding_the_lock_not_this_one(tmp_pa
     monkeypatch.undo()
     with Store(f"sqlite:///{db}") as store:
         assert store.studies() == []
+
+
+# --------------------------------------------------------------------------- an in-memory database
+@pytest.mark.parametrize("storage", [":memory:", "sqlite://", "sqlite:///:memory:"])
+def test_a_tune_into_an_in_memory_database_names_no_command_that_reads_it_again(storage, tmp_path, capsys):
+    """A tune with --storage :memory: ended with 'next: placetune export --storage sqlite:///:memory: ...', a
+    command that finds nothing: the database is gone with the run. It now says so, and that the plan remains."""
+    plan = tmp_path / "p.json"
+    assert main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "2", "--storage", storage,
+                 "--export", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "next: placetune" not in out and "--storage sqlite:///:memory:" not in out, out
+    assert "the study was kept in an in-memory database, gone with this run: the plan file is what remains" in out
+    assert plan.exists()
