@@ -10,6 +10,7 @@ with ``PLACETUNE_FUZZ_SEED=N python -m pytest -q -p no:cacheprovider tests/test_
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -217,3 +218,33 @@ def test_a_tune_into_an_in_memory_database_names_no_command_that_reads_it_again(
     assert "next: placetune" not in out and "--storage sqlite:///:memory:" not in out, out
     assert "the study was kept in an in-memory database, gone with this run: the plan file is what remains" in out
     assert plan.exists()
+
+
+# --------------------------------------------------------------------------- ONNX: a graph input passed straight out
+def _passthrough_model(path, through_identity):
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    outputs = [vi("y", TensorProto.FLOAT, None)]
+    if through_identity:
+        nodes.append(helper.make_node("Identity", ["x"], ["passed"]))
+        outputs.append(vi("passed", TensorProto.FLOAT, None))
+    else:
+        outputs.append(vi("x", TensorProto.FLOAT, [1, 3, 8, 8]))
+    model = helper.make_model(helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [1, 3, 8, 8])], outputs),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("through_identity", [False, True])
+def test_a_graph_input_that_is_also_a_graph_output_loads(through_identity, tmp_path, capsys):
+    """A valid model whose graph input is also a graph output (directly, or through an Identity the folding
+    removes) was refused: 'layer node_of_y (Relu) has no shape inference for output y ... the node breaks the
+    ONNX spec of Relu'. The rebuilt graph listed that output with no type under the input's name, which hid the
+    input's shape from ONNX shape inference."""
+    model = _passthrough_model(tmp_path / "m.onnx", through_identity)
+    assert main(["check", str(model), "--json"]) == 0, capsys.readouterr().err
+    layers = json.loads(capsys.readouterr().out)["layers"]
+    assert [row["name"] for row in layers] == ["node_of_y"]
+    assert main(["measure", str(model)]) == 0
