@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import zipfile
@@ -248,3 +249,25 @@ def test_a_graph_input_that_is_also_a_graph_output_loads(through_identity, tmp_p
     layers = json.loads(capsys.readouterr().out)["layers"]
     assert [row["name"] for row in layers] == ["node_of_y"]
     assert main(["measure", str(model)]) == 0
+
+
+def test_an_interrupted_tune_into_an_in_memory_database_offers_no_resume(tmp_path):
+    """Ctrl-C on a tune with --storage :memory: said 'everything measured is stored. Resume with: ...', a command
+    that starts from nothing: the database is gone with the run."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--model", "resnet50", "--mode", "engine", "--granularity",
+           "layer", "--agent", "random", "--trials", "400", "--storage", ":memory:", "--export", str(tmp_path / "p.json")]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = 0
+    for line in proc.stdout:
+        if line.startswith("trial="):
+            seen += 1
+            if seen == 5:
+                proc.send_signal(signal.SIGINT)
+                break
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Resume with" not in out + err, out[-800:]
+    assert "the study was in an in-memory database, gone with this run: nothing to resume" in out, out[-800:]
