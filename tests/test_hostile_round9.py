@@ -1,5 +1,6 @@
-"""Hostile and odd input, round 9: input data (.npz) forged or odd, study files with an unknown mode or a
-byte-order mark, and the lock message of a database another process writes.
+"""Hostile and odd input, round 9: input data (.npz) forged, damaged, non-finite or scalar; study files with an
+unknown mode or a byte-order mark; the lock message of a database another process writes; a tune into an
+in-memory database (ended or interrupted); an ONNX graph input that is also a graph output.
 
 Each input is checked against the rule of every round: a one-line error naming the field and what is
 allowed, a documented exit code, never a traceback, a hang, a leaked secret or a change to what is stored.
