@@ -113,7 +113,7 @@ class InputData:
             a = self.arrays[name]
             if tuple(a.shape) != shape or str(a.dtype) != dtype:
                 raise ConfigError(f"{where}: input {name!r} is {'x'.join(map(str, a.shape)) or 'a scalar'} "
-                                  f"{a.dtype}, but {model.name} takes {'x'.join(map(str, shape))} {dtype} "
+                                  f"{a.dtype}, but {model.name} takes {'x'.join(map(str, shape)) or 'a scalar'} {dtype} "
                                   "(give the batch the model is built with, e.g. --batch, and cast with "
                                   "numpy's astype)")
 
@@ -196,22 +196,53 @@ def load_input_data(path: str | os.PathLike[str]) -> InputData:
     try:
         with zipfile.ZipFile(p) as z:
             total = sum(i.file_size for i in z.infolist())
-        if total > MAX_INPUT_BYTES:
-            raise ConfigError(f"{where} holds {total:,} bytes once decompressed; at most {MAX_INPUT_BYTES:,}")
+            if total > MAX_INPUT_BYTES:
+                raise ConfigError(f"{where} holds {total:,} bytes once decompressed; at most {MAX_INPUT_BYTES:,}")
+            for info in z.infolist():
+                _check_claimed_size(np, z, info, where)
         with np.load(p, allow_pickle=False) as npz:
-            arrays = {str(k): np.ascontiguousarray(npz[k]) for k in npz.files}
+            # np.asarray keeps a scalar (0-d) array one; np.ascontiguousarray made it 1-d
+            arrays = {str(k): np.asarray(npz[k], order="C") for k in npz.files}
     except ConfigError:
         raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+    except Exception as exc:  # noqa: BLE001 - zipfile, zlib and numpy's header parser raise many kinds on a
+        # damaged file (zlib.error, tokenize.TokenError, NotImplementedError for an unknown compression, ...)
         raise ConfigError(f"{where}: cannot read it as a .npz of arrays ({type(exc).__name__}: "
-                          f"{str(exc)[:120]}); write it with numpy.savez, without object arrays") from None
+                          f"{shown(str(exc), 120)}); write it with numpy.savez, without object arrays") from None
     if not arrays:
         raise ConfigError(f"{where} holds no array: its keys must be the network's input names")
     odd = [k for k, a in arrays.items() if a.dtype.kind not in "biuf"]
     if odd:
         raise ConfigError(f"{where}: array {odd[0][:60]!r} is {arrays[odd[0]].dtype}; input data is numbers "
                           "(bool, int, uint or float arrays)")
+    for k, a in arrays.items():
+        bad = int(a.size - np.count_nonzero(np.isfinite(a))) if a.dtype.kind == "f" else 0
+        if bad:
+            raise ConfigError(f"{where}: array {k[:60]!r} holds {bad:,} NaN or infinite value(s); input data must be "
+                              "finite numbers (the accuracy gate fails every plan whose reference output is not finite)")
     return InputData(p, arrays, _content_hash(arrays))
+
+
+def _check_claimed_size(np: Any, z: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> None:
+    """Refuse an array whose ``.npy`` header claims more bytes than its entry holds: numpy allocates the
+    claimed array before it reads a byte (a 244-byte file claiming 7 TiB was a MemoryError traceback)."""
+    if not info.filename.endswith(".npy"):
+        return
+    with z.open(info) as fh:
+        version = np.lib.format.read_magic(fh)
+        read_header = np.lib.format.read_array_header_2_0 if version >= (2, 0) else np.lib.format.read_array_header_1_0
+        shape, _, dtype = read_header(fh)
+        header = fh.tell()
+    if dtype.hasobject:
+        return  # np.load(allow_pickle=False) refuses it without reading
+    claimed = dtype.itemsize
+    for d in shape:
+        claimed *= int(d)
+    if claimed > info.file_size - header:
+        name = info.filename[:-4]
+        raise ConfigError(f"{where}: array {name[:60]!r} claims shape {'x'.join(map(str, shape))[:80] or 'scalar'} "
+                          f"{dtype} ({claimed:,} bytes) but its entry holds {max(0, info.file_size - header):,}: a "
+                          "damaged or forged .npz; write it again with numpy.savez")
 
 
 def data_dependent_ops(model: "Model") -> list[str]:

@@ -223,6 +223,8 @@ def loads_toml(text: str, where: str, *, error: type[PlacetuneError] = ConfigErr
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
 
+    # a UTF-8 byte-order mark (Windows editors write one) is no statement: tomllib refused it at line 1, column 1
+    text = text.removeprefix("\ufeff")
     check_shape(text, where, "toml", error=error)
     try:
         return tomllib.loads(text)

@@ -17,7 +17,8 @@ device profiles, environments and stored rows) and asserts, per call:
 Input kinds: CLI argument vectors, study files (TOML), placements, plan files (JSON), device
 profiles, database rows, Gymnasium reset/step options, storage URLs, output targets (links,
 devices, FIFOs, folders), input files (FIFOs, devices, directories, huge and binary files),
-names (study names with control and bidi characters) and ONNX mutations.
+names (study names with control and bidi characters), input data (.npz: NaN, other dtypes and keys,
+forged headers, planted pickles) and ONNX mutations.
 
 Most inputs of every kind (about seven in ten) are drawn from the kind's grammar, well-formed, at
 times with one mutation, so that the paths past validation run; the rest are hostile. The summary
@@ -80,7 +81,7 @@ EXAMPLES = int(os.environ.get("PLACETUNE_FUZZ_EXAMPLES", "0") or 0)
 #: its examples; the summary says how many calls it made
 CALLS = int(os.environ.get("PLACETUNE_FUZZ_CALLS", "0") or 0)
 #: the examples of one CI run, all properties together (the sum of every ``fuzz(n)`` below; a test checks it)
-CI_EXAMPLES = 319
+CI_EXAMPLES = 339
 #: calls per example in CI (some examples make two or three calls, some none): ``$PLACETUNE_FUZZ_CALLS`` / this
 #: many examples reach the asked number of calls
 CALLS_PER_EXAMPLE = 1.0
@@ -899,6 +900,93 @@ def test_names(name, good, valid, work):
     stray = [p for p in work.parent.iterdir() if p.name.endswith(".plan.json")]
     if stray:
         lost("names", f"a plan file landed outside the working folder: {stray}")
+
+
+# ----------------------------------------------------------------------------- input data (.npz)
+#: flaws of an input data file, each refused; the valid examples are the right array, compressed or not,
+#: in C or Fortran order
+_NPZ_FLAWS = ["nan", "inf", "dtype", "shape", "scalar", "key", "extra key", "claimed shape", "pickle", "truncate",
+              "flip", "no array", "not zip"]
+
+
+class _Planted:
+    """An object whose unpickling writes a file: a pickle in an input data file must never be loaded."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+@fuzz(20)
+@given(data=st.data(), valid=_well_formed)
+def test_input_data(data, valid, work):
+    """Input data files (``--input-data FILE.npz``) with NaN, other dtypes, shapes and keys, a header claiming
+    more than the file holds, a planted pickle, damaged bytes: refused with one line, never unpickled, never
+    allocated past what the file holds (most examples: the network's input, compressed or not)."""
+    import numpy as np
+
+    folder = Path(tempfile.mkdtemp(dir=work))
+    p, marker = folder / "in.npz", folder / "unpickled"
+    flaw = "none" if valid else data.draw(st.sampled_from(_NPZ_FLAWS))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((1, 384, 56, 56)).astype(np.float32)
+    arrays: dict[str, object] = {"input": x}
+    if flaw == "none" and data.draw(st.booleans()):
+        arrays["input"] = np.asfortranarray(x)
+    elif flaw in ("nan", "inf"):
+        x.flat[data.draw(st.integers(0, x.size - 1))] = np.nan if flaw == "nan" else data.draw(
+            st.sampled_from([np.inf, -np.inf]))
+    elif flaw == "dtype":
+        arrays["input"] = x.astype(data.draw(st.sampled_from(["float16", "float64", "int32", "int64", "uint8", "bool",
+                                                              "complex64", "<U1", "V4"])))
+    elif flaw == "shape":
+        arrays["input"] = np.zeros(data.draw(st.sampled_from([(384, 56, 56), (2, 384, 56, 56), (1, 384, 56, 55),
+                                                              (1,), (0, 384, 56, 56)])), np.float32)
+    elif flaw == "scalar":
+        arrays["input"] = np.float32(data.draw(st.floats(-1, 1)))
+    elif flaw == "key":
+        arrays = {data.draw(st.sampled_from(["images", "", "input.npy", "../input", "\x1b[31minput"])): x}
+    elif flaw == "extra key":
+        arrays["other"] = x[:, :1]
+    elif flaw == "pickle":
+        arrays["input"] = np.array([_Planted(str(marker))], dtype=object)
+    elif flaw == "no array":
+        arrays = {}
+    if flaw == "claimed shape":
+        import zipfile
+
+        header = io.BytesIO()
+        shape = tuple(data.draw(st.lists(st.integers(0, 2**40), min_size=0, max_size=4)))
+        np.lib.format.write_array_header_1_0(header, {"descr": data.draw(st.sampled_from(["<f4", "<f8", "|u1"])),
+                                                      "fortran_order": False, "shape": shape})
+        with zipfile.ZipFile(p, "w") as z:
+            z.writestr("input.npy", header.getvalue() + data.draw(st.binary(max_size=64)))
+    elif flaw == "not zip":
+        p.write_bytes(data.draw(st.binary(max_size=256)))
+    else:
+        save = np.savez_compressed if data.draw(st.booleans()) else np.savez
+        try:
+            save(p, **arrays)
+        except ValueError:  # numpy refuses a key it cannot name a member with
+            return
+    raw = p.read_bytes()
+    if flaw == "truncate":
+        p.write_bytes(raw[: data.draw(st.integers(0, len(raw) - 1))])
+    elif flaw == "flip":
+        b = bytearray(raw)
+        for _ in range(data.draw(st.integers(1, 20))):
+            b[data.draw(st.integers(0, len(b) - 1))] ^= data.draw(st.integers(1, 255))
+        p.write_bytes(bytes(b))
+    with memory_cap(2 << 30):
+        code, text = call("input data", ["measure", "seed-block", "--input-data", str(p)])
+    if marker.exists():
+        wrong("input data", f"a pickle in the input data file was loaded ({flaw})")
+    if code == 0 and flaw not in ("none", "flip", "truncate"):
+        wrong("input data", f"input data with flaw {flaw!r} was taken: {text[-300:]!r}")
+    if flaw == "none" and code != 0:
+        wrong("input data", f"the network's own input was refused: {text[-300:]!r}")
 
 
 # ----------------------------------------------------------------------------- ONNX mutations

@@ -156,11 +156,14 @@ class GraphFolder:
                 t.dims.extend(int(d) for d in dims)
                 new_init.append(t)
                 self.stripped.add(tname)
+        inputs = {i.name: i for i in graph.input if i.name not in self.init}
         new_graph = helper.make_graph(
             keep,
             graph.name or self.name,
-            [i for i in graph.input if i.name not in self.init],
-            [self.declared.get(o) or helper.make_tensor_value_info(o, 0, None) for o in out_names],
+            list(inputs.values()),
+            # a graph input passed straight out (or through a folded Identity) keeps the input's type: an
+            # output of no type under the input's name hid the input's shape from inference
+            [self.declared.get(o) or inputs.get(o) or helper.make_tensor_value_info(o, 0, None) for o in out_names],
             new_init,
             value_info=[v for k, v in self.declared.items() if k not in out_names],
         )

@@ -94,6 +94,11 @@ class ConnectionMixin:
         return self._engine
 
     @property
+    def in_memory(self) -> bool:
+        """True for an in-memory SQLite database (``:memory:``): what it holds is gone when it closes."""
+        return self._memory
+
+    @property
     def sqlite_path(self) -> str | None:
         """The SQLite database file, or None (server database or in-memory)."""
         if self.dialect != "sqlite" or self._memory:

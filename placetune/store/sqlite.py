@@ -126,6 +126,10 @@ def lock_holder_text(path: str) -> str:
             pids.append(pid)
     if not pids:
         return "another connection"
+    if any(pid != os.getpid() for pid in pids):
+        # this process's own connection holds WRITE locks on slots of the -shm file (a reader's mark) while
+        # another process holds the write lock: name only the others, never this process as a holder
+        pids = [pid for pid in pids if pid != os.getpid()]
     out = []
     for pid in pids[:3]:
         if pid == os.getpid():

@@ -35,6 +35,7 @@ from typing import Any
 
 from placetune.backends.registry import why_unmeasurable as declared
 from placetune.errors import ConfigError, UnknownNameError
+from placetune.safetext import shown
 from placetune.tuning.constraints import parse_constraints
 from placetune.tuning.objectives import get_objective
 
@@ -72,6 +73,8 @@ def check_measurable(objective: str, constraints: Iterable[Any], backend: str, m
         ...
         placetune.errors.ConfigError: objective latency+energy cannot be measured by the tensorrt backend in engine mode: the tensorrt backend samples the power rails only with its backend option power = true (off by default: the timed loop then runs power_duration_s, 3 s): set it under [backend_options], or use --backend trtexec
     """
+    if mode not in MODES:  # before asking the backend what it measures in a mode that does not exist
+        raise ConfigError(f"unknown mode '{shown(mode, 60)}'; modes are {', '.join(MODES)}")
     try:  # a registered objective: the built-in ones it is computed from
         metrics = get_objective(objective).measured_from
     except UnknownNameError:

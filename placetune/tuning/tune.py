@@ -215,7 +215,10 @@ class Tuner:
             # the agent's drift line (its rebuilds of the best plan over the night) goes with the plan, not only to the terminal
             outcome.plan_path = export_best(cfg, ev, outcome.study,
                                             report.verdict_lines + [n for n in said if n.startswith("drift")], self._say)
-        if interrupted:
+        if interrupted and ev.store.in_memory:  # nothing is kept to resume from
+            self._say(f"interrupted after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; the study was in an "
+                      "in-memory database, gone with this run: nothing to resume (give --storage FILE.db to keep one)")
+        elif interrupted:
             self._say(f"interrupted after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; everything measured is "
                       f"stored. Resume with: {self.resume_hint}")
         return outcome

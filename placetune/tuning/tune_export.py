@@ -51,5 +51,5 @@ def export_best(cfg: TuneConfig, ev: Evaluator, study: str, notes: list[str],
         plan.measured["streams"] = {"streams": cfg.streams, "per_stream_fps": fps / cfg.streams}
     plan.save(path, owned=cfg.export_owner() if cfg.export else is_plan_file)
     say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
-    say(next_steps(cfg.storage, study))
+    say(next_steps(cfg.storage, study, in_memory=ev.store.in_memory))
     return path

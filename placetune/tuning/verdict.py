@@ -68,9 +68,13 @@ def agent_hint(verdict_text: str, agent: str, trials: int) -> str | None:
             f"above {trials} (the budget counts over resumes)")
 
 
-def next_steps(storage: str, study: str) -> str:
+def next_steps(storage: str, study: str, in_memory: bool = False) -> str:
     """The lines after a tune: the commands that turn the study into a deployment folder and a report,
-    one a line (side by side, two commands with a long study name ran past any terminal's width)."""
+    one a line (side by side, two commands with a long study name ran past any terminal's width).
+    ``in_memory``: the study's database was in memory, gone with the run: no command can read it again."""
+    if in_memory:
+        return ("the study was kept in an in-memory database, gone with this run: the plan file is what remains "
+                "(give --storage FILE.db to keep a study to resume, export or report)")
     where = "" if storage in ("sqlite:///placetune.db", "placetune.db") else f" --storage {shlex.quote(storage)}"
     which = f"{where} --study {shlex.quote(study)}"
     return (f"next: placetune export{which} --format trtexec -o deploy   (build.sh and the engines' ONNX, for the "

@@ -10,6 +10,10 @@ Every model either imports (exit 0, JSON on stdout) or is refused with one
 * Random mutations of the real exports in ``tests/data``: truncated and bit-flipped files,
   broken gzip, dropped nodes, dynamic dims, unknown ops, wrong dtypes, cycles, missing
   initializers, duplicate outputs, bad attributes, absurd shapes, unknown opsets.
+
+The mutations draw from this run's fresh seed, printed in the header and at the end of the run and in a
+failure's message (tests/seeds.py); replay one with
+``PLACETUNE_FUZZ_SEED=N python -m pytest -q -p no:cacheprovider tests/reliability/test_onnx_fuzz.py``.
 """
 
 from __future__ import annotations
@@ -279,4 +283,4 @@ def test_mutated_models_import_or_are_refused(tmp_path):
         # without catching a corrupt one: reported, without failing the suite until it is fixed
         pytest.xfail(f"placetune/model/model.py: {len(crashes)} corrupt initializers raise a non-PlacetuneError: "
                      + "; ".join(crashes[:6]))
-    assert not crashes, crashes[:20]
+    assert not crashes, f"replay with PLACETUNE_FUZZ_SEED={seed}: {crashes[:20]}"
