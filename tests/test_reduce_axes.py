@@ -68,3 +68,44 @@ def test_the_tensorrt_backend_refuses_it_on_a_tensorrt_8_5_board(tmp_path):
     assert "TensorRT 8.5.2 ignores" in str(e.value) and "\n" not in str(e.value)
     be10 = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache10")
     Evaluator(str(path), "orin-agx", be10, store=None, precision="fp16", trt_version="10.3")  # TensorRT 10 reads it
+
+
+def _se_block(path: Path) -> None:
+    """Conv -> a squeeze-excite style ReduceMean over H, W (axes as an input, opset 18) -> Mul."""
+    w = nh.from_array(np.random.default_rng(0).standard_normal((8, 3, 3, 3)).astype(np.float32), "W")
+    axes = nh.from_array(np.array([2, 3], np.int64), "axes")
+    nodes = [h.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             h.make_node("ReduceMean", ["c", "axes"], ["m"], name="mean", keepdims=1),
+             h.make_node("Mul", ["c", "m"], ["y"], name="scale")]
+    graph = h.make_graph(nodes, "se", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 16, 16])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 16, 16])], [w, axes])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)]), str(path))
+
+
+def test_placetune_build_of_a_plan_refuses_it_on_a_tensorrt_8_5_board(tmp_path, monkeypatch, capsys):
+    """A plan tuned elsewhere (here on the simulator) and built on JetPack 5.1: the mean broadcast into
+    the Mul still builds there, reduced over every axis. Refused in one line, nothing built."""
+    import placetune
+    from placetune import Placement
+    from placetune.cli.main import main
+    from placetune.plan.build import build_plan
+    from tests.test_build_board import AGX_ORIN
+    from tests.test_board_module import _tree
+    from placetune.backends.tensorrt import env as trt_env
+
+    model = tmp_path / "se.onnx"
+    _se_block(model)
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(model), "orin-agx", mode="engine", precision="fp16", store=url, study="s") as ev:
+        m = ev.evaluate(Placement(ev.model, {"conv": "DLA0"}), agent="t", trial_number=0)
+    out = tmp_path / "plan"
+    assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(out),
+                 "--measurement", str(m.extra["_id"])]) == 0, capsys.readouterr()
+    monkeypatch.setattr(trt_env, "DEVICE_TREE", _tree(tmp_path / "dt", *AGX_ORIN))
+    be = TensorRTBackend(worker_env=fake_env("8.5.2"), cache_dir=tmp_path / "cache")
+    try:
+        with pytest.raises(ModelError, match="'mean' .ReduceMean. has its axes as an input.*TensorRT 8.5.2"):
+            build_plan(out, backend=be)
+    finally:
+        be.close()
+    assert not list(out.glob("*.engine")) and not (out / "build.json").exists()
