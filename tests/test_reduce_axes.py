@@ -109,3 +109,13 @@ def test_placetune_build_of_a_plan_refuses_it_on_a_tensorrt_8_5_board(tmp_path, 
     finally:
         be.close()
     assert not list(out.glob("*.engine")) and not (out / "build.json").exists()
+
+
+def test_the_trtexec_backend_refuses_it_on_a_tensorrt_8_5_board(tmp_path):
+    from tests.test_trtexec import _backend as trtexec_backend
+
+    path = tmp_path / "se.onnx"
+    _se_block(path)
+    be = trtexec_backend(tmp_path, "8.5.2")
+    with pytest.raises(ModelError, match="'mean' .ReduceMean. has its axes as an input.*TensorRT 8.5.2"):
+        Evaluator(str(path), "orin-agx", backend=be, store=None, precision="fp16", trt_version="8.5")
