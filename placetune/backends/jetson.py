@@ -18,13 +18,14 @@ from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_u
                                              parse_nvpmodel_caps)
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt import env as trt_env
-from placetune.errors import BackendError, ConfigError
+from placetune.errors import BackendError, ConfigError, ModelError
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import locked_frequencies
 from placetune.hardware.modules import ModuleMatch, identify_module, read_device_tree
 from placetune.hardware.platforms import PLATFORMS
 from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
+from placetune.model.parsable import ignored_reduce_axes
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["JetsonBackend", "UNEXPLAINED_FALLBACK", "board_fits", "board_module", "device_fingerprint", "dla_cores_fit",
            "dla_cores_used", "emulated_dla_cores",
-           "mode_differences", "installed_trt_fits", "prepared_onnx", "refuse_untyped_int8", "untyped_int8",
-           "untyped_int8_reason", "realized_vs_predicted"]
+           "mode_differences", "installed_trt_fits", "prepared_onnx", "refuse_for_board", "refuse_untyped_int8",
+           "untyped_int8", "untyped_int8_reason", "realized_vs_predicted"]
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +279,23 @@ def refuse_untyped_int8(backend: "Backend", model: "Model", precision: str, fing
     why = untyped_int8_reason(model, precision, str(fingerprint.get("trt_version") or ""))
     if why:
         raise ConfigError(f"precision int8: {why}")
+
+
+def refuse_for_board(backend: "Backend", model: "Model", precision: str, fingerprint: dict[str, Any]) -> None:
+    """Refuse, before a study is stored, what the board's TensorRT (``fingerprint["trt_version"]``) would
+    build wrong or not at all: :func:`refuse_untyped_int8`, and a model whose Reduce axes the board's ONNX
+    parser ignores (:func:`placetune.model.parsable.ignored_reduce_axes`: TensorRT 8.5 on JetPack 5.1
+    builds and times another network without a word). The simulated Jetson builds nothing: not refused
+    here.
+
+    Raises:
+        ConfigError: an INT8 run TensorRT 11 cannot build (exit status 6).
+        ModelError: Reduce axes the installed parser ignores (exit status 3).
+    """
+    refuse_untyped_int8(backend, model, precision, fingerprint)
+    why = None if backend.simulated else ignored_reduce_axes(model.proto, str(fingerprint.get("trt_version") or ""))
+    if why:
+        raise ModelError(why)
 
 
 def untyped_int8(model: "Model", precision: str, version: str, strongly_typed: bool, base: dict[str, Any],

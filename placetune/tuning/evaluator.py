@@ -31,7 +31,7 @@ from placetune.inputdata import timed_settings
 from placetune.validate import request as check_request
 from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
 from placetune.backends.base import check_backend
-from placetune.backends.jetson import refuse_untyped_int8
+from placetune.backends.jetson import refuse_for_board
 from placetune.backends.registry import get_backend
 from placetune.hardware.platforms import get_platform
 from placetune.model.merge import networks_in
@@ -169,7 +169,7 @@ class Evaluator:
         self.store = store if isinstance(store, Store) else Store.memory() if store is None else Store(str(store))
         self.agent = agent
         self.fingerprint = self.backend.fingerprint(self.platform, self.settings)
-        refuse_untyped_int8(self.backend, self.model, self.settings.precision, self.fingerprint)  # before it's stored
+        refuse_for_board(self.backend, self.model, self.settings.precision, self.fingerprint)  # before it's stored
         self.stats = EvaluatorStats()
         self.study_name = study or self.default_study_name()
         self.study = self.store.create_or_open_study(
