@@ -18,9 +18,12 @@ For every case, family and draw:
 * **split**: the draws and seeds are split into a TUNING part (draw 0, seeds 0-2: where the
   guided agent's constants were set) and a HELD-OUT part (draws 1 and 2, seeds 100-102), fixed in
   code (:data:`TUNING_DRAWS`), and a FRESH held-out part (draws 3 and 4, seeds 200-202), fixed
-  before any result on it was seen (:data:`FRESH_DRAWS`); the report runs one part (``--split``,
-  default held-out); the families of :data:`device_truths.FRESH_ONLY` (added after the other parts
-  were looked at) run in the fresh part only, so nothing can be tuned on them;
+  before any result on it was seen (:data:`FRESH_DRAWS`; looked at since, so no longer fresh); a
+  second TUNING part (draws 5 and 6, seeds 300-302) and a second FRESH part (draws 7 and 8, seeds
+  400-402), both fixed before any result on them was seen (:data:`TUNING2_DRAWS`,
+  :data:`FRESH2_DRAWS`); the report runs one part (``--split``, default held-out); the families of
+  :data:`device_truths.FRESH_ONLY` (added after the first parts were looked at) run in the fresh,
+  tuning2 and fresh2 parts only;
 * **default agent**: ``--seeds`` runs with a budget of 15 and of 50 evaluations each; a run's
   value is the **noise-free** value of the plan it reports (its best, after its own re-ranking);
   the table gives the median and the worst gap to the best known over the seeds;
@@ -377,8 +380,21 @@ HELD_OUT_SEED0 = 100
 #: judges an agent on truths nobody has seen. Nothing may be tuned on it either.
 FRESH_DRAWS = (3, 4)
 FRESH_SEED0 = 200
+#: A SECOND TUNING part and a SECOND FRESH part, fixed (draws 5-6 with seeds from 300; draws 7-8 with
+#: seeds from 400) before any result on either was seen. The fresh part above has been looked at
+#: (its misses are named in docs/search.md), so it is no longer fresh; and draw 0 meets the goal on
+#: the rows the agent misses elsewhere, so a change judged on it cannot aim at them. TUNING2 is where
+#: such a change may be looked at and judged; FRESH2 is run once per adopted change, for its verdict.
+#: Every family runs in both (those of FRESH_ONLY too: these draws of them were never run).
+TUNING2_DRAWS = (5, 6)
+TUNING2_SEED0 = 300
+FRESH2_DRAWS = (7, 8)
+FRESH2_SEED0 = 400
 SPLITS = {"tuning": (TUNING_DRAWS, TUNING_SEED0), "held-out": (HELD_OUT_DRAWS, HELD_OUT_SEED0),
-          "fresh": (FRESH_DRAWS, FRESH_SEED0)}
+          "fresh": (FRESH_DRAWS, FRESH_SEED0), "tuning2": (TUNING2_DRAWS, TUNING2_SEED0),
+          "fresh2": (FRESH2_DRAWS, FRESH2_SEED0)}
+#: the parts that run every family (FRESH_ONLY included): those fixed after FRESH_ONLY was added
+ALL_FAMILY_SPLITS = ("fresh", "tuning2", "fresh2")
 
 
 def split_draws(split: str) -> tuple[int, ...]:
@@ -386,8 +402,8 @@ def split_draws(split: str) -> tuple[int, ...]:
 
 
 def split_families(split: str) -> list[str]:
-    """The families a part runs: every one, less those of FRESH_ONLY outside the fresh part."""
-    return [f for f in FAMILIES if split == "fresh" or f not in FRESH_ONLY]
+    """The families a part runs: every one, less those of FRESH_ONLY in the tuning and held-out parts."""
+    return [f for f in FAMILIES if split in ALL_FAMILY_SPLITS or f not in FRESH_ONLY]
 
 
 def split_seeds(split: str, n: int) -> list[int]:
@@ -492,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--families", nargs="+", default=None, choices=FAMILIES,
-                    help="default: every family of the part (those of FRESH_ONLY in the fresh part only)")
+                    help="default: every family of the part (those of FRESH_ONLY not in the tuning and held-out parts)")
     ap.add_argument("--split", choices=tuple(SPLITS), default="held-out",
                     help="which part of the draws and seeds to run (see TUNING_DRAWS and FRESH_DRAWS; default: "
                          "held-out)")
@@ -518,8 +534,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.families is None:
         args.families = split_families(args.split)
-    elif args.split != "fresh" and set(args.families) & set(FRESH_ONLY):
-        ap.error(f"--families: {', '.join(sorted(set(args.families) & set(FRESH_ONLY)))} run in the fresh part only")
+    elif args.split not in ALL_FAMILY_SPLITS and set(args.families) & set(FRESH_ONLY):
+        ap.error(f"--families: {', '.join(sorted(set(args.families) & set(FRESH_ONLY)))} run in the "
+                 f"{', '.join(ALL_FAMILY_SPLITS)} parts only")
     draws = split_draws(args.split)
     if args.draws is not None:
         bad = [d for d in args.draws if d not in draws]

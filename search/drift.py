@@ -17,9 +17,11 @@ slope over its standard error, the residual sd of the fit over the spread of the
 against Student's t with the fit's residual degrees of freedom), and only with at least
 :data:`DRIFT_MIN_DOF` of them. Then the final re-ranking compares the top candidates on the same
 number of builds each (their latest ``m``, ``m`` the fewest any of them has), drift-corrected (as
-they would have been at build 0). Otherwise the final re-ranking is the median over all builds of
-each (what the store holds), and the note gives the bound: the runner-up's gap against the noise's
-reach ``2 sd x sqrt(1/n_a + 1/n_b)``. During the run the search ranks the values as measured.
+they would have been at build 0), each with its own slope: its builds' slope shrunk towards the
+common one (a plan whose bottleneck is on a core that does not drift does not slow with the GPU).
+Otherwise the final re-ranking is the median over all builds of each (what the store holds), and
+the note gives the bound: the runner-up's gap against the noise's reach ``2 sd x sqrt(1/n_a +
+1/n_b)``. During the run the search ranks the values as measured.
 
 * **the reference**: with re-measuring on (a budget of :data:`search.guided.REMEASURE_MIN_BUDGET`
   or more), every :data:`DRIFT_EVERY` builds the best measured plan is built again (it is the
@@ -121,16 +123,36 @@ class Drift:
         """True when the reference is due for another build."""
         return self.run.evaluations - self.drift_checked >= DRIFT_EVERY
 
+    def own_slope(self, builds: Sequence[tuple[int, float]], sigma: float) -> float:
+        """One plan's drift slope for the final ranking: its own least-squares slope over its builds
+        (sd ``sigma`` over the root of the spread of its build times) shrunk towards the common slope
+        ``beta`` (the prior, sd ``|beta|``: a plan's exposure lies between none, its work on a core
+        that does not drift, and about twice the average the common slope measures), precision-
+        weighted. One slope for every plan lifts a plan that drifts less than the average by the
+        others' drift. Builds at a single time (or one build), or no noise estimate: ``beta``."""
+        if len(builds) < 2 or not self.beta or sigma <= 0:
+            return self.beta
+        tm = sum(t for t, _ in builds) / len(builds)
+        ym = sum(y for _, y in builds) / len(builds)
+        sxx = sum((t - tm) ** 2 for t, _ in builds)
+        if sxx <= 0:
+            return self.beta
+        own = sum((t - tm) * (y - ym) for t, y in builds) / sxx
+        w_own, w_prior = sxx / sigma ** 2, 1.0 / self.beta ** 2
+        return (w_prior * self.beta + w_own * own) / (w_prior + w_own)
+
     def rank_equal(self, top: list[tuple[int, ...]]) -> tuple[int, ...] | None:
         """The best of ``top``: with a drift, on equal numbers of builds (each one's latest ``m``),
-        drift-corrected; without, on the median over all its builds. Sets :attr:`rank_note`."""
+        each brought to build 0 with its own slope (:meth:`own_slope`); without, on the median over all its builds. Sets :attr:`rank_note`."""
         logs = [self.build_log.get(self.realised(k)) or [] for k in top]  # type: ignore[attr-defined]
         m = min((len(b) for b in logs), default=0)
         if m == 0:
             return None
         # the median of the values (as the store combines builds: two builds, their mean)
         if self.beta:
-            score = [statistics.median(math.exp(y - self.beta * t) for t, y in sorted(b)[-m:]) for b in logs]
+            sigma = self.noise()  # type: ignore[attr-defined]
+            score = [statistics.median(math.exp(y - self.own_slope(b, sigma) * t) for t, y in sorted(b)[-m:])
+                     for b in logs]
         else:
             score = [statistics.median(math.exp(y) for _, y in b) for b in logs]
         minimize = self.run.objective.direction == "minimize"

@@ -237,6 +237,34 @@ def test_a_noisy_drifting_run_is_still_corrected():
     assert s.beta == pytest.approx(rate, abs=0.0015)
 
 
+# a drifting GPU (googlenet, the benchmark's drift truth 5, seed 300, 50 builds): plan A runs on the
+# GPU and slows with it; B and C (4.4 % worse on a cold device) have their bottleneck elsewhere and do
+# not slow; (build time, fps) per plan
+_PLAN_DRIFT = {
+    (0,): [(5, 4452.3), (11, 4340.5), (38, 4113.6), (47, 4120.2)],  # A, 4397 fps cold
+    (1,): [(8, 4282.2), (17, 4185.5), (43, 4051.4)],
+    (2,): [(9, 4247.4), (23, 4101.1)],
+    (3,): [(18, 4224.4), (49, 4232.7)],  # C, 4203 fps cold
+    (4,): [(22, 4237.3), (28, 4229.9), (48, 4158.4)],  # B, 4203 fps cold
+}
+
+
+def test_a_plan_that_drifts_less_than_the_others_is_not_lifted_by_their_drift():
+    """The common slope (-1.4 % per 10 builds) would lift C's build at 49 by 7 % though C did not
+    slow between its builds, and crown it over A; each candidate's own slope, shrunk towards the
+    common one, brings A back to build 0 as the better plan."""
+    s = _DriftState(noise=0.02)
+    for key, builds in _PLAN_DRIFT.items():
+        for t, fps in builds:
+            s.log_build(key, -fps, t)
+    s.correct_measured()
+    assert s.beta == pytest.approx(math.log(1 - 0.014) / 10, rel=0.05)
+    assert s.rank_equal([(0,), (4,), (3,)]) == (0,)
+    c = s.build_log[s.realised((3,))]
+    assert abs(s.own_slope(c, 0.02)) < abs(s.beta) / 2  # C's own builds pull its slope towards none
+    assert s.own_slope(c[:1], 0.02) == s.beta  # one build: the common slope
+
+
 def test_an_exploration_build_goes_where_the_model_cannot_tell_plans_apart_and_farthest_from_what_was_measured():
     from search.blindspots import BlindSpots, LocalResidual
 
