@@ -154,6 +154,23 @@ def strip_weights(data: memoryview | bytes) -> tuple[bytes, int]:
     return out, len(notes)
 
 
+def _other_format(p: Path, head: bytes) -> str:
+    """For a file that failed to parse as ONNX: what it is when its first bytes or its name say (a
+    TensorRT engine, a PyTorch checkpoint, ...) and what to give instead; empty when neither says."""
+    suffix = p.suffix.lower()
+    if head.startswith(b"ftrt") or suffix in (".engine", ".plan", ".trt"):  # ftrt: a serialized engine's magic
+        return ("; it is a TensorRT engine: give the ONNX model it was built from (placetune builds the engines "
+                "of each placement itself)")
+    if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80" or suffix in (".pt", ".pth", ".ckpt", ".torchscript"):
+        return ("; it is a PyTorch checkpoint or TorchScript file: export it to ONNX first (torch.onnx.export; "
+                "Ultralytics: YOLO('model.pt').export(format='onnx'))")
+    if head[4:8] == b"TFL3" or suffix == ".tflite":
+        return "; it is a TensorFlow Lite model: convert it to ONNX first (tf2onnx)"
+    if head.startswith(b"\x89HDF") or suffix in (".h5", ".keras", ".pb"):
+        return "; it is a Keras or TensorFlow model: convert it to ONNX first (tf2onnx)"
+    return ""
+
+
 def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
     """Read an ONNX file (``.onnx`` or ``.onnx.gz``) without loading weight data.
 
@@ -182,9 +199,10 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
         model = onnx.ModelProto()
         model.ParseFromString(stripped)
     except ModelError as exc:
-        raise ModelError(f"{p}: not a valid ONNX file ({exc})") from None
+        raise ModelError(f"{p}: not a valid ONNX file ({exc}){_other_format(p, bytes(raw[:8]))}") from None
     except Exception as exc:  # protobuf DecodeError and friends
-        raise ModelError(f"{p}: not a valid ONNX file ({type(exc).__name__}: {exc})") from None
+        raise ModelError(f"{p}: not a valid ONNX file ({type(exc).__name__}: {exc})"
+                         f"{_other_format(p, bytes(raw[:8]))}") from None
     finally:
         if isinstance(raw, mmap.mmap):
             try:
@@ -321,7 +339,8 @@ def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelEr
     try:
         proto = onnx.load_from_string(data)
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
-        raise error(f"{shown(p)}: not a valid ONNX file ({type(exc).__name__}: {str(exc)[:200]})") from None
+        raise error(f"{shown(p)}: not a valid ONNX file ({type(exc).__name__}: {str(exc)[:200]})"
+                    f"{_other_format(p, bytes(data[:8]))}") from None
     if external:
         try:
             _external_files(proto, p.parent, error)
