@@ -105,3 +105,54 @@ def test_the_live_bar_keeps_the_failures_on_80_columns_as_the_readme_says():
     line = out.getvalue()[len(first):]
     assert "best 3399 fps (1.45x faster than all-GPU)  failures 2" in line and len(line.rstrip()) <= 80, line
     assert first.index("]") == line.index("]"), (first, line)
+
+
+def test_the_stop_and_resume_lines_speak_plainly(tmp_path, monkeypatch, capsys):
+    """The stop line spoke of "the unmeasured plan's optimistic prediction (prediction - 2 sd ...)" and named
+    the study-file key ``stop_when_settled`` where the command line takes ``--no-stop-when-settled``; a resume
+    with a smaller budget said "resuming: 13 of 5 trials already done"."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "60"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("stopped after convergence"))
+    assert "no placement left unmeasured is predicted to beat the best by over 1%" in line, line
+    assert line.endswith("47 of the budget's evaluations not spent (--no-stop-when-settled, or stop_when_settled = "
+                         "false, spends them)"), line
+    assert main(["tune", "--model", "seed-block", "--trials", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "resuming: 13 trials already done, the whole budget of 5 (--trials 113 searches 100 more)" in out, out
+
+
+def _readme_blocks(lang: str) -> list[str]:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return re.findall(rf"```{lang}\n(.*?)```", readme, re.S)
+
+
+def test_the_readme_python_examples_run_as_written_and_print_what_it_shows(tmp_path):
+    """The Gymnasium snippet ran but printed nothing, and the README did not say what the custom agent
+    prints: a researcher copying them could not tell whether they worked. Both are run verbatim here and
+    print lines of the form the README shows under them (the figures are the simulator's)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = _readme_blocks("python")
+    agent = next(b for b in blocks if "custom search agent" in b)
+    assert agent == (Path(__file__).resolve().parents[1] / "examples" / "custom_agent.py").read_text()
+    gym_block = next(b for b in blocks if "gym.make(" in b)
+    forms = {
+        "agent": r"all-GPU [\d.]+ mJ -> best [\d.]+ mJ per inference \(simulated\); \d+ measured, \d+ cache hits; "
+                 r"\{'GPU': \d+, 'DLA0': \d+, 'DLA1': \d+\}",
+        "gym": r"[\d.]+ ms against all-GPU's [\d.]+ ms: reward -?[\d.]+ \(simulated\)",
+    }
+    for name, code in (("agent", agent), ("gym", gym_block)):
+        (tmp_path / f"{name}.py").write_text(code)
+        out = subprocess.run([sys.executable, f"{name}.py"], cwd=tmp_path, capture_output=True, text=True,
+                             check=True, timeout=120).stdout.strip()
+        assert re.fullmatch(forms[name], out), (name, out)
+        shown = re.search(forms[name], readme)
+        assert shown, f"the README does not show what the {name} example prints"
