@@ -156,3 +156,14 @@ def test_the_readme_python_examples_run_as_written_and_print_what_it_shows(tmp_p
         assert re.fullmatch(forms[name], out), (name, out)
         shown = re.search(forms[name], readme)
         assert shown, f"the README does not show what the {name} example prints"
+
+
+def test_a_simulated_plan_without_noise_does_not_claim_a_p99(tmp_path, monkeypatch, capsys):
+    """The export headline said "latency median 2.849 ms (p99 2.849 ms)": the simulated Jetson runs without
+    timing noise by default, so that p99 measured nothing; it now says there is no spread, and why."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", "s"]) == 0
+    capsys.readouterr()
+    assert main(["export", "-o", "plan.json"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("latency median"))
+    assert "(no spread: simulated without timing noise)" in line and "p99" not in line, line
