@@ -174,9 +174,9 @@ class LaterBuilds:
         """One line: where the run stopped, what it did not spend, and why."""
         run = self.run
         left = run.remaining or 0
-        why = (f"no unmeasured plan's optimistic prediction (prediction - {Z:g} sd of the model's error) beats the "
-               f"best by over {100 * MIN_GAIN:g}%")
+        why = (f"no placement left unmeasured is predicted to beat the best by over {100 * MIN_GAIN:g}%, even at the "
+               f"hopeful end of the prediction ({Z:g} sd of the model's error)")
         if self.rebuilds:
             why += f", and the leaders' builds leave none of them room to beat the best by over {100 * MIN_GAIN:g}%"
         run.notes.append(f"stopped after convergence: {why}; {left} of the budget's evaluations not spent "
-                         "(stop_when_settled)")
+                         "(--no-stop-when-settled, or stop_when_settled = false, spends them)")

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import os
 import shlex
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from placetune.cli.checks import check_arguments, load_model
 from placetune.cli.measure import calibration_cache, cmd_measure
@@ -110,6 +110,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         human += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
                   "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
     same = _same_target(args)
+    if not platform.dla_count:  # nothing to search: tune refuses this platform
+        human += (f"\n{platform.name} has no DLA core: every layer runs on the GPU, so there is no placement to tune "
+                  f"(platforms with a DLA: {_with_dla()})"
+                  f"\nnext: placetune measure {shlex.quote(args.model)}{same}   (the all-GPU figures)")
+        show(args, doc, human)
+        return 0
     human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements)"
               f"\n      placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
     show(args, doc, human)
@@ -208,6 +214,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         cfg.constraints = [c.text for c in _constraints.parse_constraints(args.constraint)]
     if cfg.trials < 1:
         raise ConfigError("--trials must be >= 1")
+    _refuse_without_dla(cfg.platform)
     argv = sys.argv[1:] if args.argv is None else args.argv
     intro = ""  # said by the run once its options are checked, never before an error
     if embedded:
@@ -226,6 +233,23 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"placetune: the tune stopped after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; everything "
               f"measured is stored. Resume with: {hint}", file=sys.stderr)
     return 128 + (outcome.signal or 2) if outcome.interrupted else 0  # 130 Ctrl-C, 143 SIGTERM
+
+
+def _with_dla() -> str:
+    """The platforms that have a DLA core, as a message lists them."""
+    from placetune.hardware.platforms import PLATFORMS
+
+    return ", ".join(name for name, p in PLATFORMS.items() if p.dla_count)
+
+
+def _refuse_without_dla(name: str) -> None:
+    """A tune on a module without a DLA (Orin Nano) has one placement, all-GPU: nothing to search. It
+    built one trial and printed an unjudged verdict; it is refused before a study is stored (exit 6)."""
+    platform = get_platform(name)
+    if not platform.dla_count:
+        raise ConfigError(f"platform {platform.name} has no DLA core: every layer runs on the GPU, so there is no "
+                          f"placement to tune (placetune measure MODEL --platform {platform.name} times all-GPU); "
+                          f"platforms with a DLA: {_with_dla()}")
 
 
 # ----------------------------------------------------------------- doctor
@@ -291,9 +315,35 @@ def _add_input_data_arg(p: argparse.ArgumentParser) -> None:
                    "noise; see docs/timing.md)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error in one line (exit 2): what was wrong and where the command's options are listed,
+    not the command's whole usage (tune's fills a screen and hides the line that matters)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
+def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> NoReturn:
+    """Arguments no option of the command takes: each named, with the command's options closest to it
+    (``--trails``: did you mean ``--trials``?), in one line, exit 2."""
+    import difflib
+
+    command = parser
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps its subcommands there
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, "command", None) in action.choices:
+            command = action.choices[args.command]
+    options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]  # noqa: SLF001
+    words = []
+    for extra in extras:
+        close = difflib.get_close_matches(extra.split("=")[0], options, n=1, cutoff=0.7) \
+            if extra.startswith("--") else []
+        words.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+    command.error(f"unrecognized argument{'s' if len(extras) > 1 else ''}: {', '.join(words)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``placetune`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="placetune",
         description="Find the best placement of a network's layers on a Jetson's GPU and DLA cores.",
         epilog="start here:\n"
@@ -499,7 +549,9 @@ def _check_working_folder() -> None:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unknown_options(parser, args, extras)
     args.argv = list(argv) if argv is not None else None
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

@@ -237,7 +237,7 @@ class Model:
                     zoo_name = text
                     display = name or text
                 elif p.suffix in (".onnx", ".gz") or "/" in text or "\\" in text:
-                    raise ModelError(f"{text}: no such file")
+                    raise ModelError(f"{text}: no such file (placetune zoo list names the built-in models)")
                 else:
                     close = difflib.get_close_matches(text, zoo.names(), n=3)
                     hint = f" (did you mean {', '.join(close)}?)" if close else ""

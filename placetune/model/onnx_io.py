@@ -164,6 +164,21 @@ def _engine_given(p: Path) -> str | None:
             "on the TensorRT and board that built it")
 
 
+def _other_format(p: Path, head: bytes) -> str:
+    """For a file that failed to parse as ONNX: what it is when its first bytes or its name say (a
+    PyTorch checkpoint, a TensorFlow model; a TensorRT engine: :func:`_engine_given`) and what to give
+    instead; empty when neither says."""
+    suffix = p.suffix.lower()
+    if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80" or suffix in (".pt", ".pth", ".ckpt", ".torchscript"):
+        return ("; it is a PyTorch checkpoint or TorchScript file: export it to ONNX first (torch.onnx.export; "
+                "Ultralytics: YOLO('model.pt').export(format='onnx'))")
+    if head[4:8] == b"TFL3" or suffix == ".tflite":
+        return "; it is a TensorFlow Lite model: convert it to ONNX first (tf2onnx)"
+    if head.startswith(b"\x89HDF") or suffix in (".h5", ".keras", ".pb"):
+        return "; it is a Keras or TensorFlow model: convert it to ONNX first (tf2onnx)"
+    return ""
+
+
 def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
     """Read an ONNX file (``.onnx`` or ``.onnx.gz``) without loading weight data.
 
@@ -192,9 +207,11 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
         model = onnx.ModelProto()
         model.ParseFromString(stripped)
     except ModelError as exc:
-        raise ModelError(_engine_given(p) or f"{p}: not a valid ONNX file ({exc})") from None
+        raise ModelError(_engine_given(p) or f"{p}: not a valid ONNX file ({exc}){_other_format(p, bytes(raw[:8]))}"
+                         ) from None
     except Exception as exc:  # protobuf DecodeError and friends
-        raise ModelError(_engine_given(p) or f"{p}: not a valid ONNX file ({type(exc).__name__}: {exc})") from None
+        raise ModelError(_engine_given(p) or f"{p}: not a valid ONNX file ({type(exc).__name__}: {exc})"
+                         f"{_other_format(p, bytes(raw[:8]))}") from None
     finally:
         if isinstance(raw, mmap.mmap):
             try:
@@ -332,7 +349,7 @@ def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelEr
         proto = onnx.load_from_string(data)
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
         raise error(_engine_given(p) or f"{shown(p)}: not a valid ONNX file ({type(exc).__name__}: {str(exc)[:200]})"
-                    ) from None
+                    f"{_other_format(p, bytes(data[:8]))}") from None
     if external:
         try:
             _external_files(proto, p.parent, error)

@@ -219,7 +219,9 @@ class Plan:
         parts = []
         if lat.get("median") is not None:
             text = f"latency median {lat['median']:.4g} ms"
-            if lat.get("p99") is not None:
+            if lat.get("p99") is not None and self.simulated and lat["p99"] == lat["median"]:
+                text += " (no spread: simulated without timing noise)"  # a p99 equal to it measured nothing
+            elif lat.get("p99") is not None:
                 text += f" (p99 {lat['p99']:.4g} ms)"
             parts.append(text + f" per batch of {b}")
         fps = self.measured.get("throughput_fps")

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Progress"]
 
+#: What the live line keeps beside its bar on any terminal: the trial count, the best with its words
+#: against all-GPU (``  best 3399 fps (1.45x faster than all-GPU)``) and the failures: 68 characters.
+_BAR_ROOM = 68
+
 
 class Progress:
     """Evaluation callback that reports progress.
@@ -173,11 +177,8 @@ class Progress:
         """The live line, at most ``columns - 1`` characters: a longer one wraps, and each redraw (``\\r``
         goes back to the start of the last row only) would leave a wrapped copy on the screen. The parts
         that do not fit are left out, least useful first (the model's error, the elapsed time, the cache
-        hits, the device time); the bar, the trial count and the best are cut only on a very narrow one."""
-        width = 24
-        frac = min(self.done / self.total, 1.0) if self.total else 1.0
-        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        head = f"[{bar}] {self.done}/{self.total}  best {self._fmt(self.best)} ({self._versus()})"
+        hits, the device time); the bar narrows on a terminal under 93 columns (down to 8 characters) so that
+        80 keep the failures, and the trial count and the best are cut only on a very narrow one."""
         parts = [  # (priority: lower is kept first, text) in the order they are shown
             (4, f"  cache hits {self.cache_hits}"),
             (0, f"  failures {self.failures}"),
@@ -186,6 +187,11 @@ class Progress:
             (6, f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None else ""),
             (1, self._convergence()),
         ]
+        rest = f" {self.done}/{self.total}  best {self._fmt(self.best)} ({self._versus()})"
+        width = max(8, min(24, columns - 1 - _BAR_ROOM))  # set by the terminal alone: it never jumps
+        frac = min(self.done / self.total, 1.0) if self.total else 1.0
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        head = f"[{bar}]{rest}"
         room = max(columns - 1, 10) - len(head)
         keep: set[int] = set()
         for i in sorted(range(len(parts)), key=lambda i: parts[i][0]):

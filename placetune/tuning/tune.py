@@ -126,7 +126,10 @@ class Tuner:
         if ev.backend.simulated and fleet is None:  # milliseconds per evaluation: written in batches
             ev.write_in_batches()
         if done:
-            self._say(f"resuming: {done} of {plural(cfg.trials, 'trial')} already done; stored measurements are not repeated")
+            self._say(f"resuming: {done} of {plural(cfg.trials, 'trial')} already done; stored measurements are not repeated"
+                      if done < cfg.trials else
+                      f"resuming: {plural(done, 'trial')} already done, the whole budget of {cfg.trials} "
+                      f"(--trials {done + 100} searches 100 more)")
         baseline = ev.peek(Placement.all_gpu(ev.model))
         progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
                             objective=ev.objective, baseline=baseline, stops_early=stops_early(cfg))
