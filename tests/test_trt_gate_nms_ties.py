@@ -53,6 +53,7 @@ for the real tail).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 
@@ -174,3 +175,69 @@ if __name__ == "__main__":
     import sys
     sys.path.insert(0, str(WORKER_FILE.parent))
     figures()
+
+
+# ---- tests (hand-built tail, onnx's reference evaluator; the plugin path on hand-written outputs)
+
+def test_a_tie_flip_of_two_overlapping_boxes_passes_and_is_counted():
+    """NMS keeps A in the reference and B in the pipeline (IoU 0.8 > 0.45, scores 1e-4 apart): one
+    near tie, forgiven (the gate failed it before: unmatched on both sides)."""
+    model = tail_model()
+    for seed in range(3):
+        tied, tie = plant_tie(head_output(seed), seed, 4)
+        want, got = run(model, tied), run(model, flipped(tied, seed, tie))
+        new = gates(model, got, want)[1]
+        row = new["outputs"]["nms:/NonMaxSuppression"]
+        assert new["passed"] and row["near_ties"] == 1, row
+
+
+@pytest.mark.parametrize("case", ["broken: half the boxes moved", "broken: a class swapped", "broken: dropped",
+                                  "broken: slot race", "broken: every box nudged"])
+def test_each_broken_class_still_fails(case):
+    model = tail_model()
+    for seed in (0, 1, 2):
+        want, got = cases(model, "dets", head_output, seed, 4)[0][case]
+        assert not passes(model, want, got), (case, seed)
+
+
+def _plugin(monkeypatch):
+    from tests.test_trt_gate_nms import GROUP, REF, _out, _worker
+    return _worker(monkeypatch), GROUP, REF, _out
+
+
+A = (400, 400, 440, 440)
+B = (400 + 40 / 9, 400, 440 + 40 / 9, 440)  # IoU 0.8 with A
+
+
+def test_the_plugin_path_forgives_the_same_tie_on_the_same_terms(monkeypatch):
+    """EfficientNMS_TRT's outputs: the same shared comparison. A tie flip passes; not when the two
+    boxes overlap under NMS's IoU threshold (both would be kept: one is lost), nor when their scores
+    are further apart than the tolerance, nor for two classes, nor for more ties than the bound."""
+    worker, group, ref, out = _plugin(monkeypatch)
+    gate = lambda got, want: worker.compare_frames(np, [out(got)], [out(want)], 0.02, [group])  # noqa: E731
+    report = gate(ref + [(B, 0.8, 0)], ref + [(A, 0.8001, 0)])
+    assert report["passed"] and report["outputs"]["nms:nms"]["near_ties"] == 1, report
+    apart = (400 + 20, 400, 440 + 20, 440)  # IoU 1/3 with A: under the threshold 0.45
+    assert not gate(ref + [(apart, 0.8, 0)], ref + [(A, 0.8001, 0)])["passed"]
+    assert not gate(ref + [(B, 0.75, 0)], ref + [(A, 0.8001, 0)])["passed"]
+    assert not gate(ref + [(B, 0.8, 1)], ref + [(A, 0.8001, 0)])["passed"]
+    C2 = (100, 400, 140, 440)
+    D2 = (100 + 40 / 9, 400, 140 + 40 / 9, 440)
+    report = gate(ref[:3] + [(B, 0.8, 0), (D2, 0.7, 2)], ref[:3] + [(A, 0.8001, 0), (C2, 0.7001, 2)])
+    assert not report["passed"], report  # 5 reference detections: one near tie at most
+
+
+def test_a_class_flip_is_paired_only_when_one_side_has_the_box_as_both_classes(monkeypatch):
+    """The outputs hold one score per detection: the reference's box as class 0 and the pipeline's as
+    class 1 is a near tie only where one side also has that box as the other class, scored within the
+    tolerance (a multi-label NMS); without it, both stay unmatched."""
+    _worker = _plugin(monkeypatch)[0]
+    nms = importlib.import_module("worker_nms")
+    box = np.array([A], np.float64)
+    ref = (np.array([A, A], np.float64), np.array([0.60, 0.59]), np.array([0.0, 1.0]))
+    mine = (box, np.array([0.615]), np.array([1.0]))
+    m, _, _, bad, ties = nms.match_detections(np, ref, mine, 8, 0.25, 0.45, False, 0.02)
+    assert m == 0 and ties == 1 and len(bad) == 1 and "detection 1 (class 1" in bad[0], bad
+    alone = (box, np.array([0.60]), np.array([0.0]))
+    m, _, _, bad, ties = nms.match_detections(np, alone, mine, 8, 0.25, 0.45, False, 0.02)
+    assert ties == 0 and len(bad) == 2, bad
