@@ -15,11 +15,12 @@ never by TensorRT; the "pipeline" is a synthetic perturbation of the head the ta
 Healthy (must pass more often after than before):
 - ``tie flip``: the head's first cluster (its first 4 / 10 anchors) replaced by one isolated pair of
   boxes of class ``seed % classes``: box A = [400, 400, 440, 440], box B = A moved 40 / 9 px right
-  (IoU 0.8, above both tails' IoU threshold, under the gate's 0.9 match), the cluster's other anchors
-  under the score threshold. Reference: A scores s + 1e-4, B scores s (s = 0.92 + 0.005 * (seed % 10),
-  above the head's other scores: inside the row cap); pipeline: the head through ``fp16(head, seed +
-  100)`` (FP16 rounding, 0.2 % noise) with the pair's two scores exchanged (A s, B s + 1e-4: one FP16 step in 0.5 .. 1 is 4.9e-4). NMS keeps A in the
-  reference and B in the pipeline.
+  (IoU 0.8, above both tails' IoU threshold, under the gate's 0.9 match), the cluster's other
+  anchors under the score threshold. Reference: A scores s + 1e-4, B scores s (s = 0.92 + 0.005 *
+  (seed % 10), above the head's other scores: inside the row cap); pipeline: the head through
+  ``fp16(head, seed + 100)`` (FP16 rounding, 0.2 % noise) with the pair's two scores exchanged (A s,
+  B s + 1e-4: one FP16 step in 0.5 .. 1 is 4.9e-4). NMS keeps A in the reference and B in the
+  pipeline.
 - ``FP16 rounding`` (the existing set): ``fp16(head, seed + 100)`` of the unplanted head.
 Reported apart, not counted either way (no forgiveness is claimed for it): ``class argmax tie``,
 a detection whose two best class scores are 1e-4 apart and swap in the pipeline; the outputs hold
@@ -77,10 +78,9 @@ import json
 import os
 
 import numpy as np
-import onnx
 import pytest
 
-from tests.test_trt_gate_onnx_nms import (C, WORKER_FILE, broken, fp16, gates, head_output, real_head, real_tail,
+from tests.test_trt_gate_onnx_nms import (WORKER_FILE, broken, fp16, gates, head_output, real_head, real_tail,
                                           run, tail_model, ultralytics_export)
 
 TIE = 1e-4  # the pair's score difference: under one FP16 step at 0.5 (4.9e-4)

@@ -12,15 +12,16 @@ DLA difference in what NMS is fed can swap two boxes of near-equal score, or kee
 score is near the threshold or whose overlap is near the IoU threshold: element-wise, that is a
 large error although the detections agree. The gate therefore matches detections one to one (same
 class, IoU >= :data:`IOU_MATCH`, scores within the tolerance) and fails on any detection left
-unmatched unless it is such a borderline one, or one of a near tie (:func:`_near_ties`): two boxes of
-one class overlapping above NMS's own IoU threshold with scores within the tolerance, the reference
-keeping one and the pipeline the other; at most :data:`TIE_FRACTION` of an image's detections. With ``score_activation`` EfficientNMS_TRT thresholds
-the raw scores at logit(``score_threshold``) (efficientNMSInference.cu:535-545) and writes
-sigmoid(score) (:124-126): its output scores and ``score_threshold`` are on one scale, compared as
-they are. EfficientNMS_ONNX_TRT's selected indices are compared as a set of (batch, class, box)
-rows (:func:`compare_nms_indices`). The rows an ONNX NonMaxSuppression selects, gathered into
-network outputs (an Ultralytics ``nms=True`` export's ``[1, 300, 6]``; nms_onnx.py finds them and
-their columns), are matched the same way (:func:`compare_nms_rows`).
+unmatched unless it is such a borderline one, or one of a near tie (:func:`_near_ties`): two boxes
+of one class overlapping above NMS's own IoU threshold with scores within the tolerance, the
+reference keeping one and the pipeline the other; at most :data:`TIE_FRACTION` of an image's
+detections. With ``score_activation`` EfficientNMS_TRT thresholds the raw scores at
+logit(``score_threshold``) (efficientNMSInference.cu:535-545) and writes sigmoid(score) (:124-126):
+its output scores and ``score_threshold`` are on one scale, compared as they are.
+EfficientNMS_ONNX_TRT's selected indices are compared as a set of (batch, class, box) rows
+(:func:`compare_nms_indices`). The rows an ONNX NonMaxSuppression selects, gathered into network
+outputs (an Ultralytics ``nms=True`` export's ``[1, 300, 6]``; nms_onnx.py finds them and their
+columns), are matched the same way (:func:`compare_nms_rows`).
 """
 
 try:  # Python 3.8 needs typing's generics
@@ -88,14 +89,14 @@ def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance, across
     # type: (Any, Tuple[Any, Any, Any], Tuple[Any, Any, Any], int, Any, Any, bool, float, bool) -> Tuple[int, float, float, List[str], int]
     """One image's detections (boxes [n, 4] corners, scores [n], classes [n]) of the reference and of
     the pipeline matched one to one (same class unless ``agnostic``, IoU >= :data:`IOU_MATCH`, scores
-    within the tolerance): (matched, worst score difference, worst IoU, what is unmatched and neither
-    borderline nor a near tie, how many near ties were forgiven: :func:`_near_ties`, at most
-    :data:`TIE_FRACTION` of the reference's detections, at least one). An unmatched detection whose box the other side has (IoU >= :data:`IOU_MATCH`), also
-    unmatched (another class, a score off by more than the tolerance), is never borderline.
-    Borderline: a score within the tolerance of ``thr``, or of the lowest score the other
-    side kept when it kept all ``k``; an overlap with a detection of the other side within
-    :data:`IOU_SLACK` of ``iou_thr`` (of its class; of any class when ``across``: an NMS that
-    suppressed across classes)."""
+    within the tolerance): (matched, worst score difference, worst IoU, what is unmatched and
+    neither borderline nor a near tie, how many near ties were forgiven: :func:`_near_ties`, at most
+    :data:`TIE_FRACTION` of the reference's detections, at least one). An unmatched detection whose
+    box the other side has (IoU >= :data:`IOU_MATCH`), also unmatched (another class, a score off by
+    more than the tolerance), is never borderline. Borderline: a score within the tolerance of
+    ``thr``, or of the lowest score the other side kept when it kept all ``k``; an overlap with a
+    detection of the other side within :data:`IOU_SLACK` of ``iou_thr`` (of its class; of any class
+    when ``across``: an NMS that suppressed across classes)."""
     rb, rs, rc = ref
     gb, gs, gc = mine
     tol = tolerance * max(1.0, float(np.abs(rs).max()) if len(rs) else 1.0)
