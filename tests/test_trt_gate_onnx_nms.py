@@ -318,7 +318,8 @@ def test_a_broken_pipeline_still_fails():
 def test_over_many_heads_healthy_pipelines_pass_and_broken_ones_fail():
     """20 heads (the figures of ``python -m tests.test_trt_gate_onnx_nms``): the old gate failed all
     but one healthy pipeline; the new one passes all but one (seed 5: two overlapping boxes of two
-    clusters whose scores tie, where FP16 changes which one NMS keeps: not forgiven, docs/trust.md),
+    clusters and two classes whose scores tie, where FP16 changes which one this class-agnostic NMS
+    keeps: a near tie is forgiven within one class only, docs/trust.md),
     and fails every broken one (a swapped class passed 5 of 20 before an unmatched box the other side
     has as another class stopped counting as borderline)."""
     model = tail_model()

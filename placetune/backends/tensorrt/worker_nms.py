@@ -12,13 +12,16 @@ DLA difference in what NMS is fed can swap two boxes of near-equal score, or kee
 score is near the threshold or whose overlap is near the IoU threshold: element-wise, that is a
 large error although the detections agree. The gate therefore matches detections one to one (same
 class, IoU >= :data:`IOU_MATCH`, scores within the tolerance) and fails on any detection left
-unmatched unless it is such a borderline one. With ``score_activation`` EfficientNMS_TRT thresholds
-the raw scores at logit(``score_threshold``) (efficientNMSInference.cu:535-545) and writes
-sigmoid(score) (:124-126): its output scores and ``score_threshold`` are on one scale, compared as
-they are. EfficientNMS_ONNX_TRT's selected indices are compared as a set of (batch, class, box)
-rows (:func:`compare_nms_indices`). The rows an ONNX NonMaxSuppression selects, gathered into
-network outputs (an Ultralytics ``nms=True`` export's ``[1, 300, 6]``; nms_onnx.py finds them and
-their columns), are matched the same way (:func:`compare_nms_rows`).
+unmatched unless it is such a borderline one, or one of a near tie (:func:`_near_ties`): two boxes
+of one class overlapping above NMS's own IoU threshold with scores within the tolerance, the
+reference keeping one and the pipeline the other; at most :data:`TIE_FRACTION` of an image's
+detections. With ``score_activation`` EfficientNMS_TRT thresholds the raw scores at
+logit(``score_threshold``) (efficientNMSInference.cu:535-545) and writes sigmoid(score) (:124-126):
+its output scores and ``score_threshold`` are on one scale, compared as they are.
+EfficientNMS_ONNX_TRT's selected indices are compared as a set of (batch, class, box) rows
+(:func:`compare_nms_indices`). The rows an ONNX NonMaxSuppression selects, gathered into network
+outputs (an Ultralytics ``nms=True`` export's ``[1, 300, 6]``; nms_onnx.py finds them and their
+columns), are matched the same way (:func:`compare_nms_rows`).
 """
 
 try:  # Python 3.8 needs typing's generics
@@ -29,6 +32,7 @@ except ImportError:  # pragma: no cover
 IOU_MATCH = 0.9  # a detection and its counterpart overlap at least this much
 IOU_SLACK = 0.05  # an unmatched detection whose IoU with one of the other side is this near the IoU threshold
 #                   is borderline (suppressed on one side only)
+TIE_FRACTION = 0.1  # near ties forgiven in one image: at most this fraction of the reference's detections (at least 1)
 
 
 def _iou(np, a, b):
@@ -82,16 +86,17 @@ def _assign(ok, prefer):
 
 
 def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance, across=False):
-    # type: (Any, Tuple[Any, Any, Any], Tuple[Any, Any, Any], int, Any, Any, bool, float, bool) -> Tuple[int, float, float, List[str]]
+    # type: (Any, Tuple[Any, Any, Any], Tuple[Any, Any, Any], int, Any, Any, bool, float, bool) -> Tuple[int, float, float, List[str], int]
     """One image's detections (boxes [n, 4] corners, scores [n], classes [n]) of the reference and of
     the pipeline matched one to one (same class unless ``agnostic``, IoU >= :data:`IOU_MATCH`, scores
-    within the tolerance): (matched, worst score difference, worst IoU, what is unmatched and not
-    borderline). An unmatched detection whose box the other side has (IoU >= :data:`IOU_MATCH`), also
-    unmatched (another class, a score off by more than the tolerance), is never borderline.
-    Borderline: a score within the tolerance of ``thr``, or of the lowest score the other
-    side kept when it kept all ``k``; an overlap with a detection of the other side within
-    :data:`IOU_SLACK` of ``iou_thr`` (of its class; of any class when ``across``: an NMS that
-    suppressed across classes)."""
+    within the tolerance): (matched, worst score difference, worst IoU, what is unmatched and
+    neither borderline nor a near tie, how many near ties were forgiven: :func:`_near_ties`, at most
+    :data:`TIE_FRACTION` of the reference's detections, at least one). An unmatched detection whose
+    box the other side has (IoU >= :data:`IOU_MATCH`), also unmatched (another class, a score off by
+    more than the tolerance), is never borderline. Borderline: a score within the tolerance of
+    ``thr``, or of the lowest score the other side kept when it kept all ``k``; an overlap with a
+    detection of the other side within :data:`IOU_SLACK` of ``iou_thr`` (of its class; of any class
+    when ``across``: an NMS that suppressed across classes)."""
     rb, rs, rc = ref
     gb, gs, gc = mine
     tol = tolerance * max(1.0, float(np.abs(rs).max()) if len(rs) else 1.0)
@@ -114,19 +119,65 @@ def match_detections(np, ref, mine, k, thr, iou_thr, agnostic, tolerance, across
 
     free_r = [i for i in range(len(rs)) if i not in used_r]
     free_g = [j for j in range(len(gs)) if j not in used_g]
-    bad = []  # type: List[str]
+    lost = {}  # type: Dict[int, List[int]]
+    extra = {}  # type: Dict[int, List[int]]
     for i in free_r:
         # a box the other side also has, unmatched (another class, another score), is no borderline one
         other = [j for j in free_g if iou[i, j] >= IOU_MATCH]
         if other or not borderline(float(rs[i]), iou[i][near[i]], gs):
-            bad.append("the reference's detection %d (class %g, score %.4g) has no counterpart%s"
-                       % (i, rc[i], rs[i], _as_other(other, gc, gs)))
+            lost[i] = other
     for j in free_g:
         other = [i for i in free_r if iou[i, j] >= IOU_MATCH]
         if other or not borderline(float(gs[j]), iou[:, j][near[:, j]], rs):
-            bad.append("the pipeline's detection %d (class %g, score %.4g) is not in the reference%s"
-                       % (j, gc[j], gs[j], _as_other(other, rc, rs)))
-    return len(pairs), worst_score, worst_iou, bad
+            extra[j] = other
+    ties = _near_ties(np, ref, mine, iou, sorted(lost), sorted(extra), iou_thr, agnostic, tol)
+    ties = ties[:max(1, int(TIE_FRACTION * len(rs)))]  # more than a few: no longer a few near ties
+    for i, j in ties:
+        del lost[i], extra[j]
+    bad = ["the reference's detection %d (class %g, score %.4g) has no counterpart%s"
+           % (i, rc[i], rs[i], _as_other(other, gc, gs)) for i, other in sorted(lost.items())]
+    bad += ["the pipeline's detection %d (class %g, score %.4g) is not in the reference%s"
+            % (j, gc[j], gs[j], _as_other(other, rc, rs)) for j, other in sorted(extra.items())]
+    return len(pairs), worst_score, worst_iou, bad, len(ties)
+
+
+def _near_ties(np, ref, mine, iou, lost, extra, iou_thr, agnostic, tol):
+    # type: (Any, Tuple[Any, Any, Any], Tuple[Any, Any, Any], Any, List[int], List[int], Any, bool, float) -> List[Tuple[int, int]]
+    """Pairs (i, j) of an unmatched reference detection and an unmatched pipeline one that are one
+    near tie, closest scores first, each detection in one pair at most. Two boxes NMS kept one of:
+    same class, IoU above NMS's own ``iou_thr`` (each suppresses the other), scores within ``tol``.
+    One box whose argmax flipped between two classes: IoU >= :data:`IOU_MATCH`, scores within
+    ``tol``, and one side has the box as both classes with scores within ``tol`` of each other (the
+    outputs hold one score per detection: without both classes on one side, never forgiven)."""
+    rb, rs, rc = ref
+    gb, gs, gc = mine
+    if iou_thr is None or not lost or not extra:
+        return []
+
+    def both(boxes, scores, classes, k, cls):
+        # type: (Any, Any, Any, int, float) -> bool
+        """Side's detection ``k`` has its box also as class ``cls``, scored within ``tol`` of it."""
+        at = _iou(np, boxes[k:k + 1], boxes)[0]
+        return bool(((at >= IOU_MATCH) & (classes == cls) & (np.abs(scores - scores[k]) <= tol)).any())
+
+    cands = []  # type: List[Tuple[float, int, int]]
+    for i in lost:
+        for j in extra:
+            gap = abs(float(rs[i] - gs[j]))
+            if gap > tol:
+                continue
+            if agnostic or rc[i] == gc[j]:
+                if float(iou[i, j]) > float(iou_thr):
+                    cands.append((gap, i, j))
+            elif iou[i, j] >= IOU_MATCH and (both(rb, rs, rc, i, gc[j]) or both(gb, gs, gc, j, rc[i])):
+                cands.append((gap, i, j))
+    pairs, seen_r, seen_g = [], set(), set()  # type: List[Tuple[int, int]], set, set
+    for _, i, j in sorted(cands):
+        if i not in seen_r and j not in seen_g:
+            seen_r.add(i)
+            seen_g.add(j)
+            pairs.append((i, j))
+    return pairs
 
 
 def _as_other(other, classes, scores):
@@ -166,7 +217,7 @@ def compare_nms(np, got, want, group, tolerance):
                                                                         np.asarray(want[group["boxes"]]).size),
                    passed=False)
         return row
-    matched = ref_n = got_n = 0
+    matched = ref_n = got_n = ties = 0
     worst_score, worst_iou = 0.0, 1.0
     bad = []  # type: List[str]
     for b in range(batch):
@@ -174,12 +225,13 @@ def compare_nms(np, got, want, group, tolerance):
         gb, gs, gc = _detections(np, got, group, b)
         ref_n += len(rs)
         got_n += len(gs)
-        m, ws, wi, msgs = match_detections(np, (rb, rs, rc), (gb, gs, gc), k, thr, iou_thr, agnostic, tolerance)
+        m, ws, wi, msgs, t = match_detections(np, (rb, rs, rc), (gb, gs, gc), k, thr, iou_thr, agnostic, tolerance)
         matched += m
+        ties += t
         worst_score, worst_iou = max(worst_score, ws), min(worst_iou, wi)
         bad += ["image %d: %s" % (b, msg) for msg in msgs]
     row.update(reference_detections=ref_n, pipeline_detections=got_n, matched=matched,
-               max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None,
+               max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None, near_ties=ties,
                passed=not bad, any_detection=ref_n > 0)
     if bad:
         row["error"] = "detections differ (%d of %d matched; %s%s)" % (
@@ -291,7 +343,7 @@ def compare_nms_rows(np, got, want, group, tolerance):
     written = group.get("images_written")
     if written and images > int(written):  # a dynamic export run past the batch it was exported at
         row["images_without_rows"] = images - int(written)
-    matched = ref_n = got_n = 0
+    matched = ref_n = got_n = ties = 0
     worst_score, worst_iou, worst_diff = 0.0, 1.0, 0.0
     bad = []  # type: List[str]
     for b in range(images):  # each image's rows with its own (a detection of another image is no counterpart)
@@ -305,18 +357,19 @@ def compare_nms_rows(np, got, want, group, tolerance):
         got_n += len(mine)
         if detections:
             center = bool(group.get("center_point_box"))
-            m, ws, wi, msgs = match_detections(
+            m, ws, wi, msgs, t = match_detections(
                 np, _as_detections(np, ref, columns, center), _as_detections(np, mine, columns, center), k,
                 group.get("score_threshold"), group.get("iou_threshold"), "class" not in columns, tolerance,
                 bool(group.get("single_class")))
             worst_score, worst_iou = max(worst_score, ws), min(worst_iou, wi)
+            ties += t
         else:
             m, wd, msgs = _match_vectors(np, ref, mine, tolerance)
             worst_diff = max(worst_diff, wd)
         matched += m
         bad += [("image %d: %s" % (b, msg)) if images > 1 else msg for msg in msgs]
     if detections:
-        row.update(max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None)
+        row.update(max_score_diff=worst_score, min_matched_iou=worst_iou if matched else None, near_ties=ties)
     else:
         row["max_abs_diff"] = worst_diff
     row.update(reference_detections=ref_n, pipeline_detections=got_n, matched=matched, max_rows=k,
