@@ -234,6 +234,21 @@ def test_the_score_threshold_is_nms_s_own_input_when_it_has_one_and_unknown_when
     assert nms_outputs(model.graph)[0]["score_threshold"] is None
 
 
+def test_the_iou_threshold_is_the_spec_s_0_when_absent_and_unknown_when_computed():
+    """ONNX NonMaxSuppression: no iou_threshold input means 0; one computed in the graph is unknown (None),
+    never 0, which would let the near-tie forgiveness pair any two overlapping boxes."""
+    model = tail_model()
+    nms = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")
+    del nms.input[3:]
+    assert nms_outputs(model.graph)[0]["iou_threshold"] == 0.0
+    model = tail_model()
+    nms = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")
+    at = list(model.graph.node).index(nms)
+    model.graph.node.insert(at, helper.make_node("ReduceMax", ["conf"], ["iou_in"], name="/iou_from_data", keepdims=0))
+    nms.input[3] = "iou_in"
+    assert nms_outputs(model.graph)[0]["iou_threshold"] is None
+
+
 def test_a_malformed_nms_node_stays_element_by_element_in_one_line():
     model = tail_model()
     nms = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")

@@ -445,10 +445,11 @@ def _scan_one(g: _Graph, graph: onnx.GraphProto, nms: onnx.NodeProto, label: str
     if per_class is not None and per_class > 0 and _classes(g, nms.input[1]) == 1:
         cap = _min(cap, int(per_class))  # one NMS class: the per-class count is the total
     center = int(next((helper.get_attribute_value(a) for a in nms.attribute if a.name == "center_point_box"), 0))
-    iou = g.scalar(nms.input[3]) if len(nms.input) > 3 and nms.input[3] else None
+    # no iou_threshold input: the ONNX spec's 0; one computed in the graph: unknown (None), never 0
+    iou = g.scalar(nms.input[3]) if len(nms.input) > 3 and nms.input[3] else 0.0
     return {"node": nms.name or nms.output[0], "op": "NonMaxSuppression",
             "rows": [{"output": o, "columns": list(states[o]["cols"])} for o in outs],
-            "score_threshold": _threshold(g, nms), "iou_threshold": iou if iou is not None else 0.0,
+            "score_threshold": _threshold(g, nms), "iou_threshold": iou,
             "max_rows": cap, "center_point_box": center, "single_class": _classes(g, nms.input[1]) == 1,
             "_images": tuple(states[o].get("image") for o in outs)}
 
