@@ -580,3 +580,22 @@ def test_an_unchecked_placement_is_said_once_on_the_terminal(caplog, monkeypatch
     assert any("seg1" in n and "not compared" in n for n in notes)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "UNCHECKED" in warned[0]
+
+
+def test_the_trtexec_backend_reads_the_partly_warned_fallback_as_the_others_do(tmp_path, monkeypatch):
+    """trtexec's build log with a fallback warning for c1 and no placement report, and an
+    --exportLayerInfo file showing no DLA layer in the form read here: unknown, c1's warning kept."""
+    from types import SimpleNamespace as NS
+
+    from placetune.backends.tensorrt import placement_known
+    from placetune.backends.trtexec.engine import Engine, realised
+
+    monkeypatch.setattr(placement_known, "_WARNED", [])
+    info = tmp_path / "layers.json"
+    info.write_text(json.dumps({"Layers": DLA_IN_UNKNOWN_FORM}))
+    eng = Engine("DLA0", 0, 1, [], tmp_path / "e.plan", blog=parse_build_log(_fell("c1")), layer_info_path=info)
+    r = NS(realized=NS(model=NS(names=NAMES), as_dict=lambda: dict(PRED)), fallback={})
+    got = realised(eng, r)
+    assert got.extra["placement_known"] is False and got.realized == {} and got.loadables is None
+    assert "r1, c2, pool" in got.extra["placement_unknown"]
+    assert set(got.fallback) == {"c1"} and "Unsupported on DLA" in got.fallback["c1"]
