@@ -477,3 +477,125 @@ def test_an_inspector_alone_showing_no_dla_layer_without_any_fallback_in_the_log
     # TensorRT's own count of DLA candidates not offloaded is a fallback it told of, too
     k = _decide(["Number of DLA node candidates offloaded : 0 out of 1"], dla_in_unknown_form)
     assert k.known and set(k.realized.values()) == {"GPU"}
+
+
+# a DLA loadable in a form placetune does not read: no ForeignNode, no DLA layer type, no nvm copy
+# beside it; TensorRT 10's Metadata names its ONNX nodes. The inspector reading takes it for a GPU layer.
+DLA_IN_UNKNOWN_FORM = [{"Name": "dla_subgraph_0", "LayerType": "Unknown", "Metadata": "[ONNX Layer: c1]\x1e"
+                        "[ONNX Layer: r1]\x1e[ONNX Layer: c2]\x1e[ONNX Layer: pool]"},
+                       {"Name": "fc", "LayerType": "CaskConvolution"}]
+
+
+def test_fallback_warnings_naming_some_layers_never_put_the_others_on_the_gpu():
+    """The build log warns that SOME layers asked on the DLA fell back ('Unsupported on DLA.
+    Switching this layer's device type to GPU'), prints no placement report, and the layer
+    information shows no DLA layer in a form placetune reads. A layer asked on the DLA is the GPU's
+    only where a source says so: the warned layers are on the GPU (with their warning); of the
+    others neither source says where they ran, so the placement is unknown, never all-GPU."""
+    k = _decide(_fell("c1"), DLA_IN_UNKNOWN_FORM)
+    assert not k.known and k.realized is None and k.loadables is None
+    assert "r1, c2, pool" in k.reason and "c1" in k.reason.split("r1, c2, pool")[0]
+    assert k.fallback_warned == ["c1"]
+    # every layer asked on the DLA warned of: known, all on the GPU, each with its warning
+    k = _decide(_fell("c1", "r1", "c2", "pool"), DLA_IN_UNKNOWN_FORM)
+    assert k.known and set(k.realized.values()) == {"GPU"}
+    # a DLA loadable the inspector does read, beside the warned layer: its GPU layers are read as such
+    layers = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[r1...c2]}", "LayerType": "Unknown"},
+              {"Name": "c2 from nvm", "LayerType": "Reformat"}, {"Name": "c1", "LayerType": "CaskConvolution"},
+              {"Name": "pool", "LayerType": "CaskPooling"}, {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide(_fell("c1"), layers)
+    assert k.known and k.realized == {"c1": "GPU", "r1": "DLA0", "c2": "DLA0", "pool": "GPU", "fc": "GPU"}
+    # TensorRT's count of DLA candidates with some offloaded says loadables exist: not all-GPU either
+    k = _decide(["Number of DLA node candidates offloaded : 1 out of 2"] + _fell("c1"), DLA_IN_UNKNOWN_FORM)
+    assert not k.known and "r1, c2, pool" in k.reason
+
+
+def test_a_placement_report_silent_on_a_layer_leaves_it_unknown_not_the_unread_inspectors_gpu():
+    """The log's [GpuLayer] lines place some layers and say nothing of the DLA; the layer information
+    shows no DLA layer in a form read here and lists r1 in an engine layer it takes for the GPU's:
+    r1 is in no source that positively says GPU, so the placement is unknown."""
+    gpu = ["[GpuLayer] CONVOLUTION: c1", "[GpuLayer] CONVOLUTION: c2", "[GpuLayer] POOLING: pool",
+           "[GpuLayer] CONVOLUTION: fc"]
+    k = _decide(gpu, DLA_IN_UNKNOWN_FORM)
+    assert not k.known and k.realized is None and "r1" in k.reason
+    # the log's whole-network fallback says it positively: every layer on the GPU
+    k = _decide(["All dla layers are falling back to GPU"] + gpu, DLA_IN_UNKNOWN_FORM)
+    assert k.known and set(k.realized.values()) == {"GPU"}
+
+
+def test_a_pipeline_segment_and_a_build_read_the_partly_warned_fallback_alike(caplog, monkeypatch):
+    """The pipeline and replicas modes and ``placetune build`` read each engine with decide():
+    the same log and layer information leave the segment unknown, the warned layer on the GPU
+    with its warning, said once on the terminal."""
+    from placetune.backends.tensorrt import placement_known
+    from placetune.backends.tensorrt.jobs import mark_unknown, read_realised
+
+    monkeypatch.setattr(placement_known, "_WARNED", [])  # as at a run's first build
+    layers = ["c1", "r1", "c2", "pool", "fc"]
+    pred = dict(PRED)
+    info = {"log": [["WARNING", x] for x in _fell("c1")], "inspector": json.dumps({"Layers": DLA_IN_UNKNOWN_FORM})}
+    realized, fallback, notes, unknown = dict(pred), {}, [], []
+    with caplog.at_level(logging.WARNING):
+        read_realised(layers, "DLA0", pred, info, realized, fallback, notes, "seg1", unknown=unknown)
+        kw = {"realized": realized, "dla_loadables": {}, "extra": {}}
+        mark_unknown(kw, unknown)
+    assert kw["extra"]["placement_known"] is False and kw["realized"] is None
+    assert "r1, c2, pool" in kw["extra"]["placement_unknown"]
+    assert "Unsupported on DLA" in fallback["c1"] and set(fallback) == {"c1"}
+    assert realized["c1"] == "GPU"  # what placetune build reports of it; the others 'unknown'
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "UNKNOWN" in warned[0]
+
+
+def test_an_unchecked_placement_is_said_once_on_the_terminal(caplog, monkeypatch):
+    """A placement resting on the build log alone because the layer information was read but not
+    understood (placement_unchecked) is recorded and said on the terminal once, at the first build,
+    as an unknown placement is; in every mode."""
+    from placetune.backends.tensorrt import placement_known
+    from placetune.backends.tensorrt.jobs import mark_unknown, read_realised
+
+    monkeypatch.setattr(placement_known, "_UNCHECKED_SAID", [])  # as at a run's first build
+    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+            {"Name": "fc", "LayerType": "CaskConvolution"}]
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            extra: dict = {}
+            mark_known(extra, _decide(LOG, bare), parse_build_log(LOG))
+            assert extra["placement_known"] is True and "not compared" in extra["placement_unchecked"]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "UNCHECKED" in warned[0] and "not compared" in warned[0]
+    # a pipeline segment (and a replica, a build) records it too, and says it once in the same process
+    monkeypatch.setattr(placement_known, "_UNCHECKED_SAID", [])
+    caplog.clear()
+    layers = ["c1", "r1", "c2", "pool", "fc"]
+    info = {"log": [["VERBOSE", x] for x in LOG], "inspector": json.dumps({"Layers": bare})}
+    realized, fallback, notes, unknown, unchecked = dict(PRED), {}, [], [], []
+    with caplog.at_level(logging.WARNING):
+        read_realised(layers, "DLA0", PRED, info, realized, fallback, notes, "seg1", unknown=unknown,
+                      unchecked=unchecked)
+        kw = {"realized": realized, "dla_loadables": {}, "extra": {}}
+        mark_unknown(kw, unknown, unchecked)
+    assert kw["extra"]["placement_known"] is True and kw["realized"]["c1"] == "DLA0"
+    assert kw["extra"]["placement_unchecked"].startswith("seg1: engine's layer information not compared")
+    assert any("seg1" in n and "not compared" in n for n in notes)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "UNCHECKED" in warned[0]
+
+
+def test_the_trtexec_backend_reads_the_partly_warned_fallback_as_the_others_do(tmp_path, monkeypatch):
+    """trtexec's build log with a fallback warning for c1 and no placement report, and an
+    --exportLayerInfo file showing no DLA layer in the form read here: unknown, c1's warning kept."""
+    from types import SimpleNamespace as NS
+
+    from placetune.backends.tensorrt import placement_known
+    from placetune.backends.trtexec.engine import Engine, realised
+
+    monkeypatch.setattr(placement_known, "_WARNED", [])
+    info = tmp_path / "layers.json"
+    info.write_text(json.dumps({"Layers": DLA_IN_UNKNOWN_FORM}))
+    eng = Engine("DLA0", 0, 1, [], tmp_path / "e.plan", blog=parse_build_log(_fell("c1")), layer_info_path=info)
+    r = NS(realized=NS(model=NS(names=NAMES), as_dict=lambda: dict(PRED)), fallback={})
+    got = realised(eng, r)
+    assert got.extra["placement_known"] is False and got.realized == {} and got.loadables is None
+    assert "r1, c2, pool" in got.extra["placement_unknown"]
+    assert set(got.fallback) == {"c1"} and "Unsupported on DLA" in got.fallback["c1"]

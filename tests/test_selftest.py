@@ -425,10 +425,11 @@ def _segment(log, layers):
 
     predicted = {n: "DLA0" for n in _SEG}
     info = {"log": log, "network_layers": [], "inspector": json.dumps({"Layers": layers}) if layers else None}
-    realized, fallback, notes, unknown = dict(predicted), {}, [], []
-    n_load, _ = read_realised(_SEG, "DLA0", predicted, info, realized, fallback, notes, "seg0", unknown)
+    realized, fallback, notes, unknown, unchecked = dict(predicted), {}, [], [], []
+    n_load, _ = read_realised(_SEG, "DLA0", predicted, info, realized, fallback, notes, "seg0", unknown,
+                              unchecked=unchecked)
     kw = {"realized": realized, "fallback": fallback, "dla_loadables": {"DLA0": n_load}, "extra": {"notes": notes}}
-    mark_unknown(kw, unknown)
+    mark_unknown(kw, unknown, unchecked)
     return Measurement(status="ok", latency_samples_ms=[1.0], **kw)
 
 
@@ -452,6 +453,22 @@ def test_pipeline_and_replica_engines_are_judged_by_both_placement_sources_as_a_
     assert why.startswith("where TensorRT put the layers is unknown") and "disagree on 1 layer(s) (c2)" in why, why
     why = _ran_on_dla(_segment([["INFO", "Detected 1 inputs and 1 output network tensors."]], None), ["DLA0"])
     assert why.startswith("the DLA build printed no placement lines") and "seg0" in why, why
+    # layer information showing no DLA layer in the form read here beside a log that names the loadable:
+    # the segment rests on the log, recorded and said, as engine mode says it
+    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"}]
+    m = _segment(_SEG_LOG, bare)
+    assert m.placement_known and _ran_on_dla(m, ["DLA0"]) is None and m.realized["c1"] == "DLA0"
+    assert _layer_information_only(m).startswith("placement read from the build log only: seg0: engine's layer")
+    # the log warns that c1 fell back and prints no placement report; the layer information shows no DLA
+    # layer in the form read here: where c2 ran no source says, so the check says unknown, never "ran on the GPU"
+    fell = [["WARNING", "Layer 'c1' (CONVOLUTION): Unsupported on DLA. Switching this layer's device type to GPU."]]
+    unread = [{"Name": "dla_subgraph_0", "LayerType": "Unknown", "Metadata": "[ONNX Layer: c1]\x1e[ONNX Layer: c2]"},
+              {"Name": "pool", "LayerType": "Pooling"}]
+    m = _segment(fell, unread)
+    why = _ran_on_dla(m, ["DLA0"])
+    assert not m.placement_known and why.startswith("the DLA build printed no placement lines"), why
+    assert "(c2, pool) neither source says where they ran" in why and "ran on the GPU" not in why, why
+    assert "Unsupported on DLA" in m.fallback["c1"]
 
 
 def test_an_unknown_platform_name_is_one_line_exit_4_before_anything_runs(tmp_path, capsys):

@@ -63,9 +63,10 @@ class BuildReport:
         engines: per engine: ``name``, ``device``, ``engine_file``, ``build_seconds``, ``engine_bytes``,
             ``dla_loadables``, ``io_formats``.
         realized: layer -> the device TensorRT ran it on; ``unknown`` for a layer asked on the DLA
-            in an engine whose placement is unknown (neither source says, or they disagree).
+            in an engine whose placement is unknown (neither source says, or they disagree), but
+            the GPU for one a fallback warning of the build log names.
         differences: ``{"layer", "plan", "built", "reason"}`` for every layer realised elsewhere
-            than the plan says (known placements only).
+            than the plan says (known placements, and the layers a fallback warning names).
         unknown: ``engine (why)`` for every engine whose realised placement is unknown.
         notes: what else the build said.
     """
@@ -382,7 +383,8 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         n_load, _ = read_realised(layers, device, predicted, info, mine, fallback, report.notes, spec["name"], unknown)
         if unknown:
             report.unknown.extend(unknown)
-            mine = {n: (UNKNOWN if predicted[n] != "GPU" else d) for n, d in mine.items()}
+            # a layer a fallback warning names is the GPU's (read_realised put it there, with its warning)
+            mine = {n: (UNKNOWN if predicted[n] != "GPU" and d != "GPU" else d) for n, d in mine.items()}
         if p.mode != "replicas" or unknown:  # a replica runs the whole network: the plan's layers are per replica
             realized.update(mine)
         report.engines.append({"name": spec["name"], "device": spec["device"],

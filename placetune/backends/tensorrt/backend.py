@@ -549,6 +549,8 @@ class TensorRTBackend(JetsonBackend):
         for n, d in predicted.items():
             if d != "GPU" and realized is not None and realized[n] == "GPU":
                 fallback[n] = loc.fallback.get(n) or UNEXPLAINED_FALLBACK
+        for n in known.fallback_warned:  # an unknown placement: TensorRT's warning still says these left the DLA
+            fallback[n] = loc.fallback[n]
         extra.update(
             realized_vs_predicted=realized_vs_predicted(predicted, realized),
             subgraph_limit=loc.subgraph_limit,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from placetune.backends.tensorrt.buildlog import BuildLog, locate, parse_build_log
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.env import read_l4t
-from placetune.backends.tensorrt.placement_known import decide, inspector_layers, say_unknown
+from placetune.backends.tensorrt.placement_known import decide, inspector_layers, say_unchecked, say_unknown
 from placetune.backends.tensorrt.pool import WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.clocks import ClockSampler, ClockWatch
@@ -190,7 +191,7 @@ def engine_log(info: dict[str, Any]) -> tuple[list[tuple[str, str]], BuildLog, l
 def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[str, str], info: dict[str, Any],
                   realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
                   unknown: list[str], report_as: str | None = None,
-                  guessed: list[str] | None = None) -> tuple[int, list[Any]]:
+                  guessed: list[str] | None = None, unchecked: list[str] | None = None) -> tuple[int, list[Any]]:
     """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs).
 
     The same reading as an engine-mode measurement's (:func:`~placetune.backends.tensorrt.placement_known.decide`):
@@ -198,7 +199,10 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     leaves layers asked on the DLA unplaced after a candidate subgraph was not offloaded makes the
     engine's placement unknown (``label (why)`` added to ``unknown``), never "realised = requested".
     A layer neither source names keeps its requested device and is added to ``guessed`` (engine
-    mode's ``extra["placement_from_request"]``)."""
+    mode's ``extra["placement_from_request"]``). Of an unknown placement, a layer asked on the DLA
+    that a fallback warning names is the GPU's in ``realized``, with its warning in ``fallback``
+    (``placetune build`` reports it so; the measurement keeps no placement). A placement resting on
+    the log alone (``Known.unchecked``) is noted and added to ``unchecked`` (``label: why``)."""
     _, blog, network = engine_log(info)
     target = report_as or device
     dla = [n for n in layers if predicted[n] != "GPU"]
@@ -225,8 +229,14 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
         notes.append(f"{label}: its realised placement is UNKNOWN (placement_known=False): {known.reason}")
         unknown.append(f"{label} ({known.reason})")
         for n in dla:
-            realized[n] = target
+            realized[n] = "GPU" if n in known.fallback_warned else target
+        for n in known.fallback_warned:
+            fallback[n] = loc.fallback[n]
         return 0, loc.subgraphs
+    if known.unchecked:
+        notes.append(f"{label}: {known.unchecked}")
+        if unchecked is not None:
+            unchecked.append(f"{label}: {known.unchecked}")
     if known.from_request:
         notes.append(f"{label}: {len(known.from_request)} layer(s) no placement line names keep their requested "
                      f"device ({', '.join(known.from_request[:5])})")
@@ -240,9 +250,14 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     return (known.loadables if known.loadables is not None else loc.loadables), loc.subgraphs
 
 
-def mark_unknown(kw: dict[str, Any], unknown: list[str]) -> None:
-    """No realised placement when an engine's build log cannot say it (``placement_known``)."""
+def mark_unknown(kw: dict[str, Any], unknown: list[str], unchecked: Sequence[str] = ()) -> None:
+    """No realised placement when an engine's build log cannot say it (``placement_known``); the
+    engines whose placement rests on the log alone (``placement_unchecked``). Each is said on the
+    terminal at its first occurrence in the process, as engine mode says it."""
     kw["extra"]["placement_known"] = not unknown
+    if unchecked:
+        kw["extra"]["placement_unchecked"] = "; ".join(unchecked)
+        say_unchecked(kw["extra"]["placement_unchecked"])
     if unknown:  # nor could the worker count their loadables against a core's 16
         kw["extra"]["placement_unknown"] = (f"the realised placement of {'; '.join(unknown)} is unknown: their DLA "
                                             "loadables, and the 16-per-core check, are unknown too")

@@ -266,6 +266,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     fallback = dict(r.fallback)
     notes: list[str] = []
     unknown: list[str] = []
+    unchecked: list[str] = []
     guessed: list[str] = []
     loadables: dict[str, int] = {}
     rows = []
@@ -274,7 +275,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         label = f"seg{c.index}"
         logs_into(extra, label, info)
         n_load, subgraphs = read_realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
-                                      unknown=unknown, guessed=guessed)
+                                      unknown=unknown, guessed=guessed, unchecked=unchecked)
         if c.device != "GPU":
             loadables[c.device] = loadables.get(c.device, 0) + n_load
         if not info.get("cached"):
@@ -353,7 +354,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     status = res.get("status")
     common = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s, extra=extra,
                   **base)
-    mark_unknown(common, unknown)
+    mark_unknown(common, unknown, unchecked)
     if status == "build_failed":
         k = int(res.get("failed_engine", len(infos) - 1))
         if k < len(cuts):
@@ -504,6 +505,7 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
     fallback = dict(r.fallback)
     loadables: dict[str, int] = {}
     unknown: list[str] = []
+    unchecked: list[str] = []
     reported = False
     build_s = 0.0
     for spec, info in zip(specs, infos):
@@ -516,7 +518,7 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
             into_r, into_f = (realized, fallback) if not reported else (dict(predicted), {})
             n_load, _ = read_realised(model.names, spec["device"], predicted, info, into_r, into_f, notes, spec["name"],
                                   report_as=next((d for d in predicted.values() if d != "GPU"), spec["device"]),
-                                  unknown=unknown)
+                                  unknown=unknown, unchecked=unchecked)
             loadables[spec["device"]] = n_load
             reported = True
     if not reported and dla_layers:
@@ -531,7 +533,7 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
     runtime = runtime_messages(extra, res)  # deserialising and running the engines, as engine mode records them
     common_kw = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s,
                      extra=extra, **base)
-    mark_unknown(common_kw, unknown)
+    mark_unknown(common_kw, unknown, unchecked)
     status = res.get("status")
     if status == "build_failed":
         k = int(res.get("failed_engine", len(infos) - 1))

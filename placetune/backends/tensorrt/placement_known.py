@@ -25,11 +25,16 @@ Two sources say where TensorRT placed the layers of a DLA engine:
 reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
 A single layer that neither names (optimised away, folded) keeps its requested device, and is
 listed (``Known.from_request``, ``extra["placement_from_request"]``). Without a placement report
-in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown, and so does
-an inspector that shows no DLA layer at all while layers were asked on the DLA, unless the log warns of
-a fallback (TensorRT warns of each layer it moves off the DLA, at WARNING, which is always captured):
-a loadable in a form not read here would look so; with a placement report, an inspector that shows no
-DLA layer in the form read here is not taken as evidence against it.
+in the log, a ForeignNode the inspector reading cannot place leaves the placement unknown. A layer asked
+on the DLA is read as the GPU's only where a source says so positively: a fallback warning naming it
+(TensorRT warns of each layer it moves off the DLA, at WARNING, which is always captured), the log's
+placement report listing it on the GPU or saying that nothing ran on the DLA (a whole-network fallback,
+``0 out of N`` DLA candidates offloaded), or layer information that places some DLA loadable in the form
+read here and lists it among the GPU's layers. Layer information showing no DLA layer in that form (a
+loadable in a form not read here would look so) says nothing of where the layers asked on the DLA ran:
+those no fallback warning names are unknown, never the GPU's (``Known.fallback_warned`` keeps the layers
+a warning names: the GPU's, whatever else is unknown); with a placement report naming DLA loadables, such
+layer information is not taken as evidence against it.
 
 Example:
     >>> from placetune.backends.tensorrt.buildlog import parse_build_log, locate
@@ -55,7 +60,7 @@ from placetune.backends.tensorrt.buildlog import DLA_COPY_SUFFIXES, BuildLog, Lo
 from placetune.backends.tensorrt.worker_names import onnx_nodes
 
 __all__ = ["Known", "decide", "inspector_dla_layers", "inspector_layers", "metadata_nodes", "mark_known",
-           "say_unknown",
+           "say_unknown", "say_unchecked",
            "DLA_COPY_SUFFIXES"]
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,9 @@ class Known:
             recognition): their realised device is the requested one, a guess that is recorded.
         unchecked: why the second source could not check the first (the placement rests on one
             source), None when both were compared or only one was read.
+        fallback_warned: of an unknown placement, the layers asked on the DLA that a fallback
+            warning of the build log names: on the GPU whatever else is unknown (their reasons are
+            the log's, ``LogPlacement.fallback``).
     """
 
     realized: dict[str, str] | None
@@ -88,6 +96,7 @@ class Known:
     loadables: int | None
     from_request: list[str] = field(default_factory=list)
     unchecked: str | None = None
+    fallback_warned: list[str] = field(default_factory=list)
 
 
 def _name(layer: object) -> str:
@@ -150,7 +159,26 @@ def decide(
         blog, loc: the parsed build log and its mapping onto the model.
         model_names, network: as for :class:`~placetune.backends.tensorrt.buildlog.NameResolver`.
         inspector_layers: the inspector's ``Layers`` (dicts or names), None when not read.
+
+    An unknown placement lists the layers asked on the DLA that a fallback warning names
+    (``fallback_warned``): TensorRT said they left the DLA, whatever else cannot be read.
     """
+    known = _decide(predicted, core, blog, loc, model_names, network, inspector_layers)
+    if not known.known:
+        known.fallback_warned = [n for n, d in predicted.items() if d != "GPU" and n in loc.fallback]
+    return known
+
+
+def _decide(
+    predicted: Mapping[str, str],
+    core: int,
+    blog: BuildLog,
+    loc: LogPlacement,
+    model_names: Sequence[str],
+    network: Sequence[tuple[str, str | None]] | None = None,
+    inspector_layers: Sequence[Any] | None = None,
+) -> Known:
+    """:func:`decide`, before the fallback-warned layers of an unknown placement are listed."""
     if core < 0:
         return Known({n: "GPU" for n in predicted}, True, None, "GPU engine", 0)
     target = f"DLA{core}"
@@ -217,8 +245,11 @@ def decide(
         if loadables is None:
             return Known(None, False, f"the build log counts {log_n} DLA loadable(s), the engine's layer "
                          f"information {ins_n}", "build log and engine inspector", None)
+    # the inspector's "GPU" for a layer asked on the DLA is evidence only where it places some DLA
+    # loadable in the form read here, or where the log says nothing ran on the DLA
+    gpu_said = bool(dla_engine) or _log_says_no_dla(blog)
     if from_log is not None:
-        fill = from_ins or {}
+        fill = {n: d for n, d in (from_ins or {}).items() if gpu_said or d != "GPU" or predicted[n] == "GPU"}
         # a layer the log does not name (folded, optimised away): the inspector's word, else the prediction
         realized = {n: d if d is not None else fill.get(n) or predicted[n] for n, d in from_log.items()}
         guessed = [n for n, d in from_log.items() if d is None and not fill.get(n)]
@@ -251,22 +282,36 @@ def decide(
     assert from_ins is not None
     known = _from_inspector(predicted, from_ins, loadables)
     moved = [n for n, d in (known.realized or {}).items() if predicted[n] != "GPU" and d == "GPU"]
-    if known.known and dla_engine == [] and moved and not _log_tells_fallback(blog):
-        # the inspector shows no DLA layer in a form read here, yet the log warns of no fallback, which
-        # TensorRT does at WARNING for each layer it moves off the DLA: an unread form, not the GPU
-        return Known(None, False, f"the engine's layer information shows no DLA layer in a form placetune reads "
-                     f"and reads the {len(moved)} layer(s) asked on {target} ({', '.join(moved[:3])}"
-                     f"{', ...' if len(moved) > 3 else ''}) as the GPU's, but the build log has no placement report "
-                     "and warns of no fallback to the GPU (TensorRT warns of each): the DLA loadable may be in a "
-                     "form not read here", "engine inspector", None)
+    unsaid = [n for n in moved if n not in loc.fallback]
+    if known.known and not gpu_said and unsaid:
+        # the inspector shows no DLA layer in a form read here, and no fallback warning names these
+        # layers (TensorRT warns at WARNING of each layer it moves off the DLA): an unread form, not the GPU
+        unread = ("the engine's layer information shows no DLA layer in a form placetune reads (the DLA loadable "
+                  "may be in a form not read here)")
+        warned = [n for n in moved if n in loc.fallback]
+        if not warned:
+            return Known(None, False, f"{unread} and reads the {len(unsaid)} layer(s) asked on {target} "
+                         f"({_some(unsaid)}) as the GPU's, but the build log has no placement report and warns of no "
+                         "fallback to the GPU (TensorRT warns of each)", "engine inspector", None)
+        return Known(None, False, f"the build log has no placement report and its fallback warnings put "
+                     f"{len(warned)} layer(s) on the GPU ({_some(warned)}), but of the other {len(unsaid)} layer(s) "
+                     f"asked on {target} ({_some(unsaid)}) neither source says where they ran: {unread}, and no "
+                     "fallback warning names them", "engine inspector", None)
     return known
 
 
-def _log_tells_fallback(blog: BuildLog) -> bool:
-    """Whether the build log says that layers left the DLA: a per-layer fallback warning, the
-    16-loadables rule, a whole-network fallback or DLA candidates not offloaded (``0 out of 1``)."""
-    not_offloaded = blog.dla_candidates is not None and blog.dla_candidates[0] < blog.dla_candidates[1]
-    return bool(blog.fallbacks) or bool(blog.subgraph_limit) or blog.all_gpu is not None or not_offloaded
+def _some(names: Sequence[str], k: int = 3) -> str:
+    """The first ``k`` names, joined, with ``...`` where there are more."""
+    return ", ".join(names[:k]) + (", ..." if len(names) > k else "")
+
+
+def _log_says_no_dla(blog: BuildLog) -> bool:
+    """Whether the build log says positively that no layer ran on the DLA: a whole-network fallback,
+    none of TensorRT's DLA candidates offloaded (``0 out of N``), or a DLA section naming no loadable."""
+    if blog.dla_nodes:
+        return False
+    none_offloaded = blog.dla_candidates is not None and blog.dla_candidates[0] == 0
+    return blog.all_gpu is not None or none_offloaded or blog.dla_section
 
 
 def _model_layers(layer: object, resolver: NameResolver) -> list[str]:
@@ -323,8 +368,8 @@ _WARNED: list[bool] = []  # a warning was logged in this process
 def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
     """Record in a measurement's ``extra`` whether its placement is known (``placement_known``,
     ``placement_source``, ``placement_unknown``, ``dla_loadables_known``, ``dla_candidates``,
-    ``all_gpu_fallback``, ``placement_from_request``, ``placement_unchecked``); the first unknown one of the process is logged as a warning (at the
-    first build of a run), later ones at debug level."""
+    ``all_gpu_fallback``, ``placement_from_request``, ``placement_unchecked``); the first unknown one and the first unchecked
+    one of the process are logged as a warning (at the first build of a run), later ones at debug level."""
     extra["placement_known"] = known.known
     extra["placement_source"] = known.source
     extra["dla_loadables_known"] = known.loadables is not None
@@ -336,6 +381,7 @@ def mark_known(extra: dict[str, Any], known: Known, blog: BuildLog) -> None:
         extra["placement_from_request"] = known.from_request[:50]
     if known.unchecked:
         extra["placement_unchecked"] = known.unchecked
+        say_unchecked(known.unchecked)
     if not known.known:
         extra["placement_unknown"] = known.reason
         say_unknown(str(known.reason), "unknown" if known.loadables is None else str(known.loadables))
@@ -348,3 +394,16 @@ def say_unknown(reason: str, loadables: str = "unknown") -> None:
         "the realised placement is UNKNOWN: %s; this measurement records no realised placement "
         "(placement_known=False) and its DLA loadable count is %s", reason, loadables)
     _WARNED.append(True)
+
+
+_UNCHECKED_SAID: list[bool] = []  # an unchecked placement was logged in this process
+
+
+def say_unchecked(why: str) -> None:
+    """Log that a measurement's realised placement rests on the build log alone (the layer
+    information was read but could not check it): the first time in the process as a warning (at the
+    first build of a run, whatever the mode), later ones at debug level."""
+    (log.debug if _UNCHECKED_SAID else log.warning)(
+        "the realised placement is UNCHECKED: %s; the build log alone places the layers (recorded as "
+        "placement_unchecked; later ones are recorded only)", why)
+    _UNCHECKED_SAID.append(True)

@@ -534,6 +534,8 @@ def realised(eng: Engine, r: "Realisation") -> Realised:
     for n in list(fallback):
         if realized and realized.get(n) != "GPU":
             del fallback[n]  # TensorRT ran it on the DLA after all
+    for n in known.fallback_warned:  # an unknown placement: TensorRT's warning still says these left the DLA
+        fallback[n] = loc.fallback[n]
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     parser_layers = parser_layer_devices(eng.network, predicted) if eng.core >= 0 else {}
     if parser_layers:  # as asked: listed in --layerDeviceTypes, or the DLA by --useDLACore's default
