@@ -122,6 +122,22 @@ def test_the_reduce_form_converts_to_opset_17():
     assert old_parser_misread(proto, "8.5.2") is None
 
 
+def test_the_opset_17_conversion_is_not_advised_for_a_model_with_an_opset_18_split():
+    """onnx's converter has no Split 18->17 adapter: a model with an even (well read) opset-18 Split and a
+    ReduceMean axes input cannot be converted, so the fix says to export it with opset 17."""
+    nodes = [h.make_node("Split", ["x"], ["a", "b"], name="s", axis=1, num_outputs=2),
+             h.make_node("ReduceMean", ["a", "ax"], ["y"], name="m")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 6, 4, 4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 3, 1, 1]),
+                          h.make_tensor_value_info("b", T.FLOAT, [1, 3, 4, 4])], [_i64("ax", 2, 3)])
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    onnx.checker.check_model(proto)
+    with pytest.raises(RuntimeError, match="No Adapter From Version"):
+        version_converter.convert_version(proto, 17)
+    why = old_parser_misread(proto, "8.5.2")
+    assert "'m' (ReduceMean)" in why and "convert_version" not in why and "'s' is an opset-18 Split" in why, why
+
+
 def test_every_rule_cites_its_source():
     assert all(m.source and m.fix and m.effect for m in MISREADS)
 

@@ -17,7 +17,8 @@ Col2Im, CenterCropPad and BitwiseNot on every one of them (no importer: "No impo
 ``onnx.version_converter`` takes only the Reduce forms down to opset 17: it has no Split 18->17 or
 Shape 15->14 adapter and refuses Resize's ``antialias``, non-trivial ``axes`` and
 ``keep_aspect_ratio_policy`` and the Scatter ops' ``reduction`` (checked with onnx 1.x here), so each
-form names its own fix.
+form names its own fix; the Reduce forms' opset-17 conversion is not offered for a model with an
+opset-18 Split, which the converter cannot take down whatever its sizes.
 """
 
 from __future__ import annotations
@@ -189,6 +190,19 @@ def _major(trt_version: str) -> int | None:
         return None
 
 
+def _fix(rule: Misread, proto: onnx.ModelProto) -> str:
+    """The rule's fix; the opset-17 conversion is not offered for a model onnx's converter cannot take
+    down (an opset-18 Split: it has no Split 18->17 adapter, whatever the sizes)."""
+    if rule.fix != _TO_17:
+        return rule.fix
+    split = next((n for n in proto.graph.node if n.op_type == "Split" and n.domain in ("", "ai.onnx")
+                  and _attr(n, "num_outputs") is not None), None)
+    if split is None:
+        return rule.fix
+    return (f"export it with opset 17 (onnx.version_converter cannot convert this model: it has no Split 18->17 "
+            f"adapter, and node {split.name[:80]!r} is an opset-18 Split)")
+
+
 def old_parser_misread(proto: onnx.ModelProto | None, trt_version: str) -> str | None:
     """Why the ONNX parser of TensorRT ``trt_version`` would build another network than the model, in one
     line naming the first node of :data:`MISREADS` it misreads and the fix; None when the parser imports
@@ -209,5 +223,5 @@ def old_parser_misread(proto: onnx.ModelProto | None, trt_version: str) -> str |
                          "no published TensorRT ONNX parser reads it")
                 return (f"node {node.name[:80]!r} ({node.op_type}) has {what}, which the ONNX parser of TensorRT "
                         f"{trt_version} ignores: {rule.effect}, a network other than the model ({later}); "
-                        f"{rule.fix}")
+                        f"{_fix(rule, proto)}")
     return None
