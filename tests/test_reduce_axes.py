@@ -23,7 +23,7 @@ from onnx import version_converter
 from placetune import Evaluator
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.errors import ModelError
-from placetune.model.parsable import ignored_reduce_axes
+from placetune.model.misreads import old_parser_misread
 from tests.fakes import fake_env
 
 DATA = Path(__file__).parent / "data"
@@ -36,10 +36,10 @@ def _dynamo_mobilenet() -> onnx.ModelProto:
 def test_a_dynamo_export_s_reduce_mean_axes_input_is_named_for_8_5_and_8_6_only():
     proto = _dynamo_mobilenet()  # opset 18: its global average pool is ReduceMean(x, axes=[2, 3])
     for version in ("8.5.2", "8.6.2"):
-        why = ignored_reduce_axes(proto, version)
+        why = old_parser_misread(proto, version)
         assert why and "'node_mean' (ReduceMean) has its axes as an input" in why and "opset 17" in why, why
-    assert ignored_reduce_axes(proto, "10.3.0") is None and ignored_reduce_axes(proto, "11.4.1") is None
-    assert ignored_reduce_axes(version_converter.convert_version(proto, 17), "8.5.2") is None  # the advised fix
+    assert old_parser_misread(proto, "10.3.0") is None and old_parser_misread(proto, "11.4.1") is None
+    assert old_parser_misread(version_converter.convert_version(proto, 17), "8.5.2") is None  # the advised fix
 
 
 @pytest.mark.parametrize("op, attrs, inputs, refused", [
@@ -54,7 +54,7 @@ def test_each_reduce_form(op, attrs, inputs, refused):
     graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 8])],
                          [h.make_tensor_value_info("y", T.FLOAT, None)], [axes] if inputs == 2 else [])
     proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
-    assert bool(ignored_reduce_axes(proto, "8.5.2")) is refused
+    assert bool(old_parser_misread(proto, "8.5.2")) is refused
 
 
 def test_the_tensorrt_backend_refuses_it_on_a_tensorrt_8_5_board(tmp_path):

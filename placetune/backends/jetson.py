@@ -25,7 +25,7 @@ from placetune.hardware.modules import ModuleMatch, identify_module, read_device
 from placetune.hardware.platforms import PLATFORMS
 from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
-from placetune.model.parsable import ignored_reduce_axes
+from placetune.model.misreads import old_parser_misread
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -281,19 +281,28 @@ def refuse_untyped_int8(backend: "Backend", model: "Model", precision: str, fing
         raise ConfigError(f"precision int8: {why}")
 
 
-def refuse_for_board(backend: "Backend", model: "Model", precision: str, fingerprint: dict[str, Any]) -> None:
+def refuse_for_board(backend: "Backend", model: "Model", settings: "Settings", fingerprint: dict[str, Any]) -> None:
     """Refuse, before a study is stored, what the board's TensorRT (``fingerprint["trt_version"]``) would
-    build wrong or not at all: :func:`refuse_untyped_int8`, and a model whose Reduce axes the board's ONNX
-    parser ignores (:func:`placetune.model.parsable.ignored_reduce_axes`: TensorRT 8.5 on JetPack 5.1
-    builds and times another network without a word). The simulated Jetson builds nothing: not refused
-    here.
+    build wrong or not at all: :func:`refuse_untyped_int8`, and a model with a form the board's ONNX
+    parser ignores (:data:`placetune.model.misreads.MISREADS`, e.g. opset-18 Reduce axes inputs on
+    TensorRT 8.5 of JetPack 5.1: it builds and times another network without a word). The simulated
+    Jetson builds nothing: not refused here; a misread form of ``settings.trt_version`` is said in one
+    warning (the study's plans are for that TensorRT: ``placetune build`` and the folder's build.sh
+    refuse them there; refusing the tune would refuse every default Orin tune, TensorRT 8.6, of an
+    opset-18 export).
 
     Raises:
         ConfigError: an INT8 run TensorRT 11 cannot build (exit status 6).
-        ModelError: Reduce axes the installed parser ignores (exit status 3).
+        ModelError: a form the installed parser ignores (exit status 3).
     """
-    refuse_untyped_int8(backend, model, precision, fingerprint)
-    why = None if backend.simulated else ignored_reduce_axes(model.proto, str(fingerprint.get("trt_version") or ""))
+    refuse_untyped_int8(backend, model, settings.precision, fingerprint)
+    if backend.simulated:
+        why = old_parser_misread(model.proto, str(settings.trt_version))
+        if why:
+            log.warning("trt_version %s: the plans of this study would be built wrong there: %s", settings.trt_version,
+                        why)
+        return
+    why = old_parser_misread(model.proto, str(fingerprint.get("trt_version") or ""))
     if why:
         raise ModelError(why)
 

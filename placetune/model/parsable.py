@@ -39,8 +39,7 @@ import onnx
 
 from placetune.errors import ModelError
 
-__all__ = ["AXES_INPUT_IGNORED", "MAX_DIMS", "MAX_OPSET", "MIN_OPSET", "NEWER_IO_TYPES", "ignored_reduce_axes",
-           "refuse_for_version", "refuse_unparsable"]
+__all__ = ["MAX_DIMS", "MAX_OPSET", "MIN_OPSET", "NEWER_IO_TYPES", "refuse_for_version", "refuse_unparsable"]
 
 #: the oldest default-domain opset TensorRT's ONNX parser supports
 MIN_OPSET = 7
@@ -212,42 +211,3 @@ def refuse_for_version(model: Any, trt_version: str) -> None:
                 raise ModelError(f"the model's {kind} {t.name[:80]!r} is {NEWER_IO_TYPES[t.dtype]}, which the ONNX "
                                  f"parser of TensorRT {trt_version} cannot import (TensorRT 10 can): export it "
                                  "as FLOAT or FLOAT16, or target TensorRT 10 (trt_version)")
-
-
-#: Reduce ops whose ``axes`` input (ONNX opset 18 on; ReduceSum's from opset 13) the ONNX parser of
-#: TensorRT 8.5, 8.6 and 9.x never reads: their importers call ``reduceTensor(ctx, node, input, op)``
-#: without the axes (onnx-tensorrt 8.5-GA builtin_op_importers.cpp:3604-3680, 8.6-GA :3638-3714,
-#: ReduceL2 and ReduceSumSquare through the latter), and ``reduceTensor`` then takes the ``axes``
-#: attribute or, without one, every axis (8.5-GA onnx2trt_utils.cpp:1698-1719). ReduceSum (and
-#: ReduceLogSum/ReduceLogSumExp, which import through it) passes its axes input on. 10.0-GA passes
-#: every Reduce op's second input (onnxOpImporters.cpp:4308-4311).
-AXES_INPUT_IGNORED = frozenset({"ReduceL1", "ReduceL2", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd",
-                                "ReduceSumSquare"})
-
-
-def ignored_reduce_axes(proto: onnx.ModelProto | None, trt_version: str) -> str | None:
-    """Why the ONNX parser of TensorRT ``trt_version`` (before 10) would build another network than the
-    model: a Reduce op of :data:`AXES_INPUT_IGNORED` given its axes as an input (an opset-18 export:
-    torch.onnx's dynamo exporter's global average pool) is reduced over every axis, or a Reduce op with
-    ``noop_with_empty_axes=1`` and no axes (the identity) is reduced over every axis. Either builds
-    and runs without a word, so its timing and placement would be of another network. None when
-    the parser imports the model as written (or there is no graph to check)."""
-    try:
-        major = int(str(trt_version).split(".")[0])
-    except ValueError:
-        return None
-    if major >= 10 or proto is None:
-        return None
-    for node in proto.graph.node:
-        if node.domain not in ("", "ai.onnx") or not node.op_type.startswith("Reduce"):
-            continue
-        axes_input = len(node.input) >= 2 and node.input[1] != ""
-        noop = any(a.name == "noop_with_empty_axes" and a.i == 1 for a in node.attribute)
-        has_axes = axes_input or any(a.name == "axes" for a in node.attribute)
-        if (node.op_type in AXES_INPUT_IGNORED and axes_input) or (noop and not has_axes):
-            what = "its axes as an input" if axes_input else "noop_with_empty_axes=1 and no axes"
-            return (f"node {node.name[:80]!r} ({node.op_type}) has {what}, which the ONNX parser of TensorRT "
-                    f"{trt_version} ignores: it reduces over every axis, a network other than the model (TensorRT "
-                    "10 reads it); convert the model to opset 17 (onnx.version_converter.convert_version(model, 17)) "
-                    "or export it with opset 17")
-    return None

@@ -34,7 +34,7 @@ from placetune.backends.onnx_prep import convert_to_fp16, has_qdq
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.backends.tensorrt.jobs import read_realised
 from placetune.model.model import Model
-from placetune.model.parsable import ignored_reduce_axes
+from placetune.model.misreads import old_parser_misread
 from placetune.plan.file import Plan, load
 from placetune.plan.folder import NVTX_SETUP, NVTX_VERBOSITY, check_calibration_cache, engine_files, write_plan_folder
 from placetune.plan.trtexec import untyped_int8_plan
@@ -305,13 +305,12 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             untyped = untyped_int8_plan(p, str(version), any(has_qdq(load_with_weights(x)) for x in onnx_paths))
             if untyped:
                 raise ConfigError(untyped)
-        if int(str(version).split(".")[0]) < 10:  # its ONNX parser would build another network, without a word
-            import onnx
+        import onnx
 
-            for path in onnx_paths:
-                why = ignored_reduce_axes(onnx.load(str(path), load_external_data=False), str(version))
-                if why:
-                    raise ModelError(f"{path.name}: {why}")
+        for path in onnx_paths:  # a form this TensorRT's ONNX parser ignores would build another network, silently
+            why = old_parser_misread(onnx.load(str(path), load_external_data=False), str(version))
+            if why:
+                raise ModelError(f"{path.name}: {why}")
         guard.remove_all(names)  # a fresh build, never an older engine of the same name (kept when refused)
         tmp = tempfile.TemporaryDirectory(prefix="placetune-build-")
         built = Path(tmp.name) / "engines"  # the worker writes here; the folder guard copies them in

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ from placetune.backends.onnx_prep import convert_to_fp16
 from placetune.plan.trtexec import _one_line, static_batch, target_version, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
 from placetune.wording import plural
+from placetune.model.misreads import old_parser_misread
 from placetune.model.onnx_io import load_with_weights
 from placetune.placement.cut import cut, load_source, with_batch
 from placetune.plan.file import Plan
@@ -140,14 +142,27 @@ def _save_proto(folder: "OutputFolder", proto: onnx.ModelProto, name: str) -> No
     folder.write(name, data)
 
 
-def _script(plan: "Plan", trt_version: str | None, calib: str | None) -> str:
+def _script(plan: "Plan", trt_version: str | None, calib: str | None, proto: onnx.ModelProto | None = None) -> str:
     lines = trtexec_commands(plan, f"{_STEM}.onnx", trt_version, build_only=True, calib=calib, folder=True)
     body = [('"$TRTEXEC"' + line[len("trtexec"):]) if line.startswith("trtexec ") else line for line in lines]
     built = " ".join(engine_files(plan, e)[1] for e in plan.engines)
     if _jetpack5(plan, trt_version) and _mixed(plan):
         # trtexec 8.5 refuses the unknown --layerDeviceTypes: stop before building any engine of the plan
         body = [f"echo 'build.sh: {_NO_LAYER_DEVICE_TYPES}' >&2", "exit 6", *body]
-    return _PREAMBLE + "\n".join(body) + f"\necho 'built: {built}'\n"
+    return _PREAMBLE + "\n".join([*_parser_lines(plan, trt_version, proto), *body]) + f"\necho 'built: {built}'\n"
+
+
+def _parser_lines(plan: "Plan", trt_version: str | None, proto: onnx.ModelProto | None) -> list[str]:
+    """build.sh's stop (exit 3) when the target TensorRT's ONNX parser would build another network than the
+    model (:func:`~placetune.model.misreads.old_parser_misread`), else a comment naming the oldest trtexec
+    that reads the model as written. The script never asks trtexec its version: a target-10 script run by
+    hand with trtexec 8.5 is warned against by that comment only."""
+    why = old_parser_misread(proto, target_version(plan, trt_version))
+    if why:
+        return [f"echo {shlex.quote('build.sh: ' + why)} >&2", "exit 3"]
+    old = old_parser_misread(proto, "8.6")
+    return [f"# needs trtexec of TensorRT 10 or later (TensorRT 8.5 and 8.6 build another network): "
+            f"{_one_line(old)}"] if old else []
 
 
 #: why build.sh cannot build a plan with single DLA layers on TensorRT 8.5 (sampleOptions.cpp: the
@@ -351,7 +366,8 @@ def write_plan_folder(
         calib = CALIBRATION_FILE
         p.int8_ranges, p.calibration_cache = "calibration-cache", calib
         p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
-    script = _script(p, trt_version, calib)  # refuses what trtexec cannot build before anything is written
+    proto = _load_source(model, source)
+    script = _script(p, trt_version, calib, proto)  # refuses what trtexec cannot build before anything is written
     deepstream = deepstream_config(p, trt_version, engine_files(p, p.engines[0])[1]) if p.engines else None
     names = ["build.sh", "plan.json", "README.txt", "build.json", DEEPSTREAM_FILE, *([calib] if calib else [])]
     stale: list[str] = ["build.json", DEEPSTREAM_FILE]  # an earlier build's report and engines belong to an earlier plan
@@ -362,7 +378,6 @@ def write_plan_folder(
     folder.check(names)
     runtime = OutputFolder(out / RUNTIME_DIR, "plan folder's runtime")  # guarded as the plan folder is
     runtime.check([name for name, _ in standalone_sources()])
-    proto = _load_source(model, source)
     # a strongly typed TensorRT (11 on) takes the precision from the model's tensor types, and its trtexec
     # has no --fp16: an fp16 plan's ONNX files are written in FP16, as the backends and `placetune build` build
     strongly = _target(p, trt_version) >= (11,) and p.precision == "fp16"

@@ -169,7 +169,7 @@ class Evaluator:
         self.store = store if isinstance(store, Store) else Store.memory() if store is None else Store(str(store))
         self.agent = agent
         self.fingerprint = self.backend.fingerprint(self.platform, self.settings)
-        refuse_for_board(self.backend, self.model, self.settings.precision, self.fingerprint)  # before it's stored
+        refuse_for_board(self.backend, self.model, self.settings, self.fingerprint)  # before it's stored
         self.stats = EvaluatorStats()
         self.study_name = study or self.default_study_name()
         self.study = self.store.create_or_open_study(
