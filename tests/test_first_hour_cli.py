@@ -363,6 +363,18 @@ def test_a_tune_in_an_80_column_terminal_ends_in_lines_that_fit(tmp_path):
     assert final and _widest("\n".join(final)) < 80, out
     text = "\n".join(final)
     assert "stopped after convergence:" in text and "next: placetune export \\" in text
+    assert re.search(r"^converged at trial \d+ of \d+: the best stopped improving there", text, re.M), text
+
+
+def test_the_convergence_line_speaks_plainly():
+    """It read "converged at trial 5 of 15 (no gain over 1% in the 10 trials after it); the 10 trials after
+    it bought nothing": two "trials after it" of different meanings, and a gain "bought"."""
+    from placetune.tuning.convergence import Convergence
+
+    c = Convergence(trials=300, patience=30, min_gain=0.01, trial=37, best_then=2345.0, best_now=2355.0)
+    assert c.sentence("fps") == ("converged at trial 37 of 300: the best stopped improving there (30 trials in a row "
+                                 "gained under 1%); the 263 trials after it improved the best by 0.4% "
+                                 "(2,345 -> 2,355 fps)")
 
 
 def test_the_help_lists_commands_in_the_order_a_user_needs_them_one_line_each(capsys, monkeypatch):
