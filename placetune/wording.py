@@ -15,8 +15,10 @@ Example:
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 
-__all__ = ["figure", "hours", "plural", "versus"]
+__all__ = ["figure", "hours", "plural", "versus", "wrap"]
 
 #: objective -> (word when better, word when worse); a gain > 1 is better.
 _WORDS = {
@@ -87,3 +89,56 @@ def versus(gain: float | None, metric: str = "latency") -> str:
         return "same"
     factor, word = (gain, better) if gain > 1 else (1.0 / gain, worse)
     return f"{factor:.2f}x {word}" if factor < 10 else f"{factor:.1f}x {word}"
+
+
+#: ``next: placetune export --study s -o deploy   (what it does)``: a command to copy, and its note.
+_COMMAND = re.compile(r"^(\s*(?:next: )?)(placetune \S.*?)(?:   (\(.*\)))?$")
+
+
+def wrap(text: str, width: int | None) -> str:
+    """``text`` with every line longer than ``width - 1`` broken at word boundaries (a line as wide as the
+    terminal makes some terminals skip a row), its continuation lines indented two spaces more than it.
+
+    A line holding a command (``next: placetune export ...   (its note)``) is broken so that it can still be
+    copied whole: the command's lines end in `` \\`` (the shell's continuation) and its note goes on a line
+    of its own. A word longer than the room (a study name) is never cut. ``width`` None: ``text`` unchanged
+    (a log keeps one message a line).
+
+    Example:
+        >>> print(wrap("converged at trial 5 of 15: the best stopped improving there", 40))
+        converged at trial 5 of 15: the best
+          stopped improving there
+    """
+    if not width:
+        return text
+    room = max(width - 1, 20)
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= room:
+            out.append(line)
+            continue
+        command = _COMMAND.match(line)
+        if command:
+            lead, cmd, note = command.groups()
+            indent = " " * (len(lead) + 2)
+            words: list[str] = []
+            for word in cmd.split(" "):  # an option stays with its value: --study NAME
+                if words and words[-1].startswith("-") and " " not in words[-1] and not word.startswith("-"):
+                    words[-1] += " " + word
+                else:
+                    words.append(word)
+            rows = [lead + words[0]]
+            for word in words[1:]:  # each row leaves room for " \\"
+                if len(rows[-1]) + 1 + len(word) + 2 <= room or rows[-1].strip() == "":
+                    rows[-1] += " " + word
+                else:
+                    rows.append(indent + word)
+            out += [r + " \\" for r in rows[:-1]] + rows[-1:]
+            if note:
+                out += textwrap.wrap(note, room, initial_indent=indent, subsequent_indent=indent + " ",
+                                     break_long_words=False, break_on_hyphens=False)
+            continue
+        lead = line[:len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line, room, subsequent_indent=lead + "  ", break_long_words=False,
+                             break_on_hyphens=False)
+    return "\n".join(out)

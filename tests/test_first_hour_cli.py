@@ -263,3 +263,145 @@ def test_an_unknown_layer_name_gets_the_models_closest_one(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 5 and err.count("\n") == 1, err
     assert "does not have: 'conv1'; did you mean '/conv1/Conv'? (placetune check MODEL lists its layers" in err
+
+
+# ----------------------------------------------------------------- an 80-column terminal
+def _widest(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def test_the_check_table_fits_80_columns_and_wide_keeps_everything(capsys, monkeypatch):
+    """``check resnet50``'s table was 282 columns wide (a 168-character reason in its last column, 154 for
+    every other row): at 80 columns each row wrapped over two to four lines. In a log (not a terminal) it is
+    80 columns, a refusal's reason a short phrase under its layer; ``--wide`` keeps the whole table."""
+    monkeypatch.setenv("COLUMNS", "200")  # not a terminal: the log's stable width, whatever COLUMNS says
+    assert main(["check", "resnet50"]) == 0
+    out = capsys.readouterr().out
+    assert _widest(out) < 80, out
+    lines = out.splitlines()
+    row = next(i for i, x in enumerate(lines) if x.startswith("/avgpool/GlobalAveragePool"))
+    assert lines[row].split()[-1] == "no"
+    assert lines[row + 1] == "    GlobalAveragePool becomes a TensorRT Reduce layer, which has no DLA support"
+    assert "jetson_dla_tutorial" not in out  # where the rule comes from: in --wide and --json
+    assert main(["check", "resnet50", "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert "(ran on GPU in the jetson_dla_tutorial log); an AveragePool with window <= 8 is DLA-eligible" in wide
+    assert _widest(wide) > 150
+
+
+def test_the_check_table_cuts_long_layer_names_in_the_middle():
+    from placetune.cli.check import check_table, short_reason
+
+    name = "/model.22/dfl/conv/Conv_with_a_very_long_scope/model.22/cv3.2/cv3.2.0/conv/Conv"
+    layer = {"name": name, "op_type": "Conv", "input_shape": [1, 64, 80, 80],
+             "output_shape": [1, 64, 80, 80],
+             "dla": False, "reason": "Div on DLA needs TensorRT >= 8.6.12 (DRIVE OS); not in TensorRT 8.6.0"}
+    text = check_table([layer], 60)
+    assert _widest(text) < 60, text
+    first = text.splitlines()[2]
+    shown = first.split()[0]
+    assert "..." in shown and name.startswith(shown.split("...")[0]) and name.endswith(shown.split("...")[1])
+    assert text.splitlines()[3] == "    Div on DLA needs TensorRT >= 8.6.12 (DRIVE OS)"
+    assert short_reason("Slice runs FP16 only on DLA (TensorRT 8.x DLA guide; got int8)") == \
+        "Slice runs FP16 only on DLA"
+    assert check_table([layer], None).splitlines()[2].endswith(layer["reason"])  # --wide: every word
+
+
+def test_wrap_keeps_commands_copyable_and_messages_whole_in_a_log():
+    from placetune.tuning.verdict import next_steps
+    from placetune.wording import wrap
+
+    study = "resnet50-orin-agx-pipeline-int8-throughput-simulate-d08948"
+    text = next_steps("sqlite:///placetune.db", study)
+    assert wrap(text, None) == text  # not a terminal: one message a line, for grep and scripts
+    lines = wrap(text, 80).splitlines()
+    assert _widest("\n".join(lines)) < 80
+    assert lines[:4] == ["next: placetune export \\", f"        --study {study} \\",
+                         "        --format trtexec -o deploy", "        (build.sh and the engines' ONNX, for the Jetson)"]
+    # the command, its continuation backslashes joined, is the command the line gave
+    assert " ".join(x.rstrip(" \\").strip() for x in lines[:3]) == text.splitlines()[0].split("   (")[0]
+    prose = wrap("stopped after convergence: " + "word " * 40, 80).splitlines()
+    assert _widest("\n".join(prose)) < 80 and all(x.startswith("  ") for x in prose[1:])
+
+
+def _in_a_terminal(argv: list[str], cwd: Path, columns: int = 80) -> str:
+    """What ``placetune ARGV`` shows in a terminal of ``columns`` columns (a pseudo-terminal)."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.Popen([sys.executable, "-m", "placetune.cli", *argv], cwd=cwd, stdin=slave, stdout=slave,
+                            stderr=slave, env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_a_tune_in_an_80_column_terminal_ends_in_lines_that_fit(tmp_path):
+    """In an 80-column terminal the tune's stop line (278 columns), its convergence line (128) and its
+    ``next:`` lines (169) wrapped at any character; they are wrapped at word boundaries, the commands
+    with the shell's ``\\`` continuation so that they can still be copied."""
+    out = _in_a_terminal(["tune", "--trials", "20"], tmp_path)
+    final = [x for x in out.split("\n") if "\r" not in x]  # the live bar redraws its line with \r
+    assert final and _widest("\n".join(final)) < 80, out
+    text = "\n".join(final)
+    assert "stopped after convergence:" in text and "next: placetune export \\" in text
+    assert re.search(r"^converged at trial \d+ of \d+: the best stopped improving there", text, re.M), text
+
+
+def test_the_convergence_line_speaks_plainly():
+    """It read "converged at trial 5 of 15 (no gain over 1% in the 10 trials after it); the 10 trials after
+    it bought nothing": two "trials after it" of different meanings, and a gain "bought"."""
+    from placetune.tuning.convergence import Convergence
+
+    c = Convergence(trials=300, patience=30, min_gain=0.01, trial=37, best_then=2345.0, best_now=2355.0)
+    assert c.sentence("fps") == ("converged at trial 37 of 300: the best stopped improving there (30 trials in a row "
+                                 "gained under 1%); the 263 trials after it improved the best by 0.4% "
+                                 "(2,345 -> 2,355 fps)")
+
+
+def test_the_help_lists_commands_in_the_order_a_user_needs_them_one_line_each(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    text = _help([], capsys)
+    listed = re.findall(r"^    (\w+) {2,}\S", text, re.M)
+    assert listed[:5] == ["tune", "check", "export", "report", "build"], listed
+    assert len(listed) == 12
+    block = text[text.index("COMMAND\n"):text.index("\noptions:")]
+    assert len(block.splitlines()) == 13, block  # one line a command
+    assert _widest(text) < 80
+
+
+def test_tune_help_groups_its_options_essentials_first(capsys, monkeypatch):
+    """``tune --help`` opened with --trust-study-file and ran to 130 lines of one list, some 128 columns wide."""
+    from placetune.cli.main import build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    text = _help(["tune"], capsys)
+    assert _widest(text) < 80
+    heads = re.findall(r"^(\S[^\n]*):$", text, re.M)
+    assert heads[:6] == ["options", "what to tune, and where the results go", "the model and how it runs",
+                         "the search", "on a Jetson (--backend tensorrt or trtexec)", "advanced"], heads
+    order = [text.index(f"  {o} ") for o in ("--model", "--platform", "--objective", "--trials", "--backend",
+                                              "--storage", "--agent", "--worker-python", "--trust-study-file")]
+    assert order == sorted(order)
+    tune = build_parser()._subparsers._group_actions[0].choices["tune"]  # noqa: SLF001
+    options = {o for a in tune._actions for o in a.option_strings}  # noqa: SLF001
+    assert all(o in text for o in options), sorted(o for o in options if o not in text)
+    assert len(options) == 34  # every option kept (and the STUDY.toml argument)

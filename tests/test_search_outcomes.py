@@ -103,8 +103,10 @@ def test_convergence_rule_finds_the_trial_and_what_came_after():
     c = watch.result()
     assert (c.trial, c.trials, c.best_then, c.best_now) == (3, 31, 200, 201.5)
     assert math.isclose(c.bought, 0.0075)
-    assert c.sentence("fps") == ("converged at trial 3 of 31 (no gain over 1% in the 10 trials after it); "
-                                 "the 28 trials after it bought +0.8% (200 -> 201.5 fps)")
+    # in plain words: where the best stopped improving, by what rule, and what the trials after it bought
+    assert c.sentence("fps") == ("converged at trial 3 of 31: the best stopped improving there (10 trials in a row "
+                                 "gained under 1%); the 28 trials after it improved the best by 0.8% "
+                                 "(200 -> 201.5 fps)")
     # still improving: not converged, and it says when the best last moved
     c = ConvergenceWatch(obj, 32, [(str(i), _m(100 + 10 * i, str(i))) for i in range(20)]).result()
     assert (c.trial, c.last_moved) == (None, 20)
@@ -141,8 +143,9 @@ def test_a_gain_over_one_percent_withdraws_the_convergence_declared_before_it():
         watch.add(str(i), _m(229, str(i)))
     c = watch.result()
     assert (c.trial, c.trials) == (26, 36) and c.short() == "converged at trial 26"
-    assert c.sentence("fps").startswith("converged at trial 26 of 36 (no gain over 1% in the 10 trials after it; "
-                                        "a convergence declared at trial 3 was withdrawn at trial 26)")
+    assert c.sentence("fps").startswith("converged at trial 26 of 36: the best stopped improving there (10 trials "
+                                        "in a row gained under 1%; a convergence declared at trial 3 was "
+                                        "withdrawn at trial 26)")
     # a re-measurement that lowers the best withdraws nothing
     again = _m(200, "25")
     again.extra["remeasured"] = 1
@@ -186,11 +189,11 @@ def test_stop_when_converged_ends_the_run_and_says_so(tmp_path):
     out, outcome = _tune(tmp_path, model="seed-block", agent="local", trials=60, stop_when_converged=True)
     conv = outcome.convergence
     assert conv.trial is not None and conv.stopped and outcome.trials_done < 60
-    assert re.search(r"^converged at trial \d+ of \d+ .*the run stopped there", out, re.M)
+    assert re.search(r"^converged at trial \d+ of \d+: .*the run stopped \d+ trials? later \(--stop-when-converged\)", out, re.M)
     (tmp_path / "full").mkdir()
     full, outcome = _tune(tmp_path / "full", model="seed-block", agent="local", trials=40)
     assert outcome.trials_done == 40 and not outcome.convergence.stopped
-    assert re.search(r"^converged at trial \d+ of 40 .* bought", full, re.M)
+    assert re.search(r"^converged at trial \d+ of 40: .* the \d+ trials after it (improved the best|found nothing better)", full, re.M)
     # what the builds after convergence cost, next to the run's device time
     conv = outcome.convergence
     assert 0 < conv.device_s_after < conv.device_s
@@ -283,6 +286,6 @@ def test_a_best_that_did_not_hold_on_re_measurement_is_not_called_a_purchase():
                     direction="minimize")
     assert c.bought < 0
     text = c.sentence("ms")
-    assert "bought -" not in text
-    assert text.endswith("the 16 trials after it bought nothing, and re-measurement moved the best from "
+    assert "by -" not in text
+    assert text.endswith("the 16 trials after it found nothing better, and re-measuring moved the best from "
                          "0.561 to 0.6163 ms")

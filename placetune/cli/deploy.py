@@ -34,8 +34,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("build", help="on a Jetson: build an exported plan's engines (TensorRT worker) and report "
-                       "every layer TensorRT placed elsewhere than the plan (exit 1 when any is, or is unknown)")
+    p = sub.add_parser("build", help="on a Jetson: build a plan, say where TensorRT put each layer",
+                       description="On a Jetson: build an exported plan's engines (TensorRT worker) and report "
+                       "every layer TensorRT placed elsewhere than the plan (exit 1 when any is, or is unknown).")
     p.add_argument("plan", metavar="PLAN", help="plan folder (placetune export --format trtexec -o DIR) or plan.json")
     p.add_argument("-o", "--output", default=None, help="folder to build in (default: the plan folder; for a "
                    "plan.json, <model>.build)")

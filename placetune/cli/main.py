@@ -11,9 +11,10 @@ import shlex
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from placetune.cli.checks import check_arguments, load_model
+from placetune.cli.check import cmd_check, with_dla
+from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
-from placetune.cli.terminal import (output_lost, safe_output, shape_text, show, table, terminal_width,
+from placetune.cli.terminal import (output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.validate import dumps_json
@@ -29,22 +30,16 @@ from placetune.version import __version__
 
 if TYPE_CHECKING:
     import placetune.backends.doctor as _doctor
-    import placetune.inputdata as _inputdata
     import placetune.tuning.constraints as _constraints
     import placetune.model.zoo as _zoo
     import placetune.model.zoo.registry as _zoo_registry
-    import placetune.placement.placement as _placement
-    import placetune.placement.realise as _realise
     import placetune.tuning.studyfile as _studyfile
     import placetune.tuning.tune as _tune
 else:
     _doctor = lazy_import("placetune.backends.doctor")
-    _inputdata = lazy_import("placetune.inputdata")
     _constraints = lazy_import("placetune.tuning.constraints")
     _zoo = lazy_import("placetune.model.zoo")
     _zoo_registry = lazy_import("placetune.model.zoo.registry")
-    _placement = lazy_import("placetune.placement.placement")
-    _realise = lazy_import("placetune.placement.realise")
     _studyfile = lazy_import("placetune.tuning.studyfile")
     _tune = lazy_import("placetune.tuning.tune")
 
@@ -54,94 +49,6 @@ log = logging.getLogger("placetune")
 
 
 # ----------------------------------------------------------------- helpers
-# ----------------------------------------------------------------- check
-def cmd_check(args: argparse.Namespace) -> int:
-    model = load_model(args)
-    platform = get_platform(args.platform)
-    args.power_mode = platform.check_power_mode(args.power_mode)
-    args.trt_version = args.trt_version or platform.default_trt_version
-    check_trt_version(args.trt_version)  # (the versions measure and tune take: rules placetune knows)
-    support = _realise.dla_support(model, platform, args.precision, args.trt_version)
-    eligible = sum(1 for s in support.values() if s.supported)
-    islands = _islands_before_limit(model, support) if platform.dla_count else 0
-    doc = {
-        "model": model.name,
-        "model_hash": model.hash,
-        "platform": platform.name,
-        "precision": args.precision,
-        "trt_version": args.trt_version,
-        "power_mode": args.power_mode,
-        "layers": [
-            {
-                "name": layer.name,
-                "op_type": layer.op_type,
-                "input_shape": list(layer.input_shape),
-                "output_shape": list(layer.output_shape),
-                "dla": bool(support[layer.name].supported) and platform.dla_count > 0,
-                "reason": support[layer.name].reason if platform.dla_count else f"{platform.name} has no DLA",
-            }
-            for layer in model.layers
-        ],
-        "summary": {
-            "layers": len(model),
-            "dla_eligible": eligible if platform.dla_count else 0,
-            "dla_islands": islands,
-            "exceeds_loadable_limit": islands > _realise.MAX_LOADABLES_PER_CORE,
-            "gmacs": round(model.total_macs / 1e9, 4),
-            "data_dependent_ops": _inputdata.data_dependent_ops(model),
-        },
-    }
-    rows = [
-        (layer["name"], layer["op_type"], shape_text(layer["input_shape"]), shape_text(layer["output_shape"]),
-         "yes" if layer["dla"] else "no", layer["reason"] or "")
-        for layer in doc["layers"]
-    ]
-    s = doc["summary"]
-    human = table(rows, ("layer", "op", "input", "output", "DLA", "reason"))
-    human += (
-        f"\n\n{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules, power mode "
-        f"{args.power_mode}): "
-        f"{s['layers']} layers, {s['dla_eligible']} DLA-eligible, {s['gmacs']} GMACs"
-    )
-    if platform.dla_count:
-        limit = " (exceeds the 16-per-core limit: the rest fall back to GPU)" if s["exceeds_loadable_limit"] else ""
-        human += f"\nall-DLA with GPU fallback forms {plural(islands, 'DLA island')} (loadables){limit}"
-    if s["data_dependent_ops"]:
-        human += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
-                  "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
-    same = _same_target(args)
-    if not platform.dla_count:  # nothing to search: tune refuses this platform
-        human += (f"\n{platform.name} has no DLA core: every layer runs on the GPU, so there is no placement to tune "
-                  f"(platforms with a DLA: {_with_dla()})"
-                  f"\nnext: placetune measure {shlex.quote(args.model)}{same}   (the all-GPU figures)")
-        show(args, doc, human)
-        return 0
-    human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements)"
-              f"\n      placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
-    show(args, doc, human)
-    return 0
-
-
-def _same_target(args: argparse.Namespace) -> str:
-    """The options of ``check`` that name the same model and target in ``tune`` and ``measure``,
-    those left at their defaults left out."""
-    parts = [f"--shape {shlex.quote(x)}" for x in args.shape or []]
-    if args.batch is not None:
-        parts.append(f"--batch {args.batch}")
-    for option, value, default in (("--platform", args.platform, "orin-agx"),
-                                   ("--precision", args.precision, DEFAULT_PRECISION),
-                                   ("--power-mode", args.power_mode, "MAXN")):
-        if value != default:
-            parts.append(f"{option} {shlex.quote(str(value))}")
-    return "".join(" " + p for p in parts)
-
-
-def _islands_before_limit(model, support) -> int:
-    """DLA islands of the all-DLA placement after fallback, before the 16-loadable cut."""
-    dev = {n: ("DLA0" if support[n].supported else "GPU") for n in model.names}
-    return _placement.Placement(model, dev).dla_islands()["DLA0"]
-
-
 # ----------------------------------------------------------------- zoo
 def cmd_zoo_list(args: argparse.Namespace) -> int:
     rows = [(n, _zoo.default_batch(n), _zoo.describe(n)) for n in _zoo.names()]
@@ -235,13 +142,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 128 + (outcome.signal or 2) if outcome.interrupted else 0  # 130 Ctrl-C, 143 SIGTERM
 
 
-def _with_dla() -> str:
-    """The platforms that have a DLA core, as a message lists them."""
-    from placetune.hardware.platforms import PLATFORMS
-
-    return ", ".join(name for name, p in PLATFORMS.items() if p.dla_count)
-
-
 def _refuse_without_dla(name: str) -> None:
     """A tune on a module without a DLA (Orin Nano) has one placement, all-GPU: nothing to search. It
     built one trial and printed an unjudged verdict; it is refused before a study is stored (exit 6)."""
@@ -249,7 +149,7 @@ def _refuse_without_dla(name: str) -> None:
     if not platform.dla_count:
         raise ConfigError(f"platform {platform.name} has no DLA core: every layer runs on the GPU, so there is no "
                           f"placement to tune (placetune measure MODEL --platform {platform.name} times all-GPU); "
-                          f"platforms with a DLA: {_with_dla()}")
+                          f"platforms with a DLA: {with_dla()}")
 
 
 # ----------------------------------------------------------------- doctor
@@ -267,24 +167,31 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 #: every agent of ``search.agent_names()``).
 TUNE_EPILOG = """\
 agents (--agent):
-  guided     the default: fits corrections of the simulator to the run's own measurements,
-             searches the corrected simulator and builds only its best few predictions
-  local      hill climbing (or simulated annealing) from the best baseline, one unit at a time
+  guided     the default: fits corrections of the simulator to the run's own
+             measurements, searches the corrected simulator and builds only
+             its best few predictions
+  local      hill climbing (or simulated annealing) from the best baseline,
+             one unit at a time
   optuna     Optuna's TPE sampler over the placetune study's own Optuna study
   random     uniform random placements (the yardstick)
-  reinforce  a policy-gradient agent on the placetune/Placement-v0 Gymnasium environment
-  exact      the true optimum: enumerates small spaces, dynamic programming for engine mode
+  reinforce  a policy-gradient agent on the placetune/Placement-v0 Gymnasium
+             environment
+  exact      the true optimum: enumerates small spaces, dynamic programming
+             for engine mode
 
 granularities (--granularity), what one decision unit is:
   stages     a few contiguous stages, one device each (guided's default)
-  fusion     the groups of layers TensorRT fuses anyway (the other agents' default)
+  fusion     the groups of layers TensorRT fuses anyway (the other agents')
   layer      every layer on its own
-  scope:N    the model's modules at depth N (torch scopes such as layer1/layer1.0)
+  scope:N    the model's modules at depth N (torch scopes such as layer1.0)
 
 examples:
-  placetune tune                                   the embedded default (simulated AGX Orin, ResNet-50)
-  placetune tune studies/seed-block-pipeline.toml  a study file; options override it
-  placetune tune --model my.onnx --agent local --granularity fusion --trials 300 --timeout 8h
+  placetune tune                       the embedded default (ResNet-50 on a
+                                       simulated AGX Orin)
+  placetune tune studies/seed-block-pipeline.toml
+                                       a study file; options override it
+  placetune tune --model my.onnx --agent local --granularity fusion \\
+      --trials 300 --timeout 8h
 """
 
 def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
@@ -308,7 +215,7 @@ def _add_target_args(p: argparse.ArgumentParser, precision: str = DEFAULT_PRECIS
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _add_input_data_arg(p: argparse.ArgumentParser) -> None:
+def _add_input_data_arg(p: Any) -> None:
     p.add_argument("--input-data", metavar="FILE.npz|DIR", help="time (and gate) on these inputs instead of random "
                    "ones: a .npz whose keys are the network's input names, arrays of their shapes and dtypes, or a "
                    "folder of JPEG/PNG frames letterboxed as Ultralytics does (a detector's NMS does little on "
@@ -359,9 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("check", help="which layers can run on a DLA, and why not")
+    p = sub.add_parser("check", help="which layers of a model can run on a DLA, and why not")
     _add_model_args(p)
     _add_target_args(p, DEFAULT_PRECISION)
+    p.add_argument("--wide", action="store_true", help="the whole table, one layer a line: full names and "
+                   "reasons, input shapes (default: fit the terminal, 80 columns in a log)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("zoo", help="built-in networks")
@@ -402,15 +311,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
     _add_input_data_arg(p)
     p.set_defaults(func=cmd_measure)
-    p = sub.add_parser("doctor", help="which backends work on this machine, and how to fix what is missing; exit 0 "
-                       "when the tensorrt or trtexec backend works, 8 when only the simulated Jetson does")
+    p = sub.add_parser("doctor", help="which backends work here, and how to fix what is missing",
+                       description="Which backends work on this machine, and how to fix what is missing; exit 0 "
+                       "when the tensorrt or trtexec backend works, 8 when only the simulated Jetson does.")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the list")
     p.set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("selftest", help="first run on a new Jetson: check the real TensorRT/CUDA/DLA stack "
+    p = sub.add_parser("selftest", help="first run on a Jetson: check TensorRT, CUDA, DLA (10 min)",
+                       description="First run on a new Jetson: check the real TensorRT/CUDA/DLA stack "
                        "(about 10 minutes), write a shareable report; exit 0 when the stack works (a setup step such as "
-                       "jetson_clocks may remain), 8 when a check failed or could not run")
+                       "jetson_clocks may remain), 8 when a check failed or could not run.")
     p.add_argument("-o", "--output", default="placetune-selftest", help="report folder (default placetune-selftest)")
     p.add_argument("--worker-python", help="Python interpreter for the TensorRT worker (JetPack 5: /usr/bin/python3)")
     p.add_argument("--platform", help="the placetune profile of a module the device tree does not identify (the "
@@ -425,68 +336,105 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_build(sub)
 
-    p = sub.add_parser("tune", help="search placements for a study (resumable; Ctrl-C stops cleanly)",
-                       description="Search placements for a study: resumable (the same command continues it), "
+    p = sub.add_parser("tune", help="search placements (resumable; Ctrl-C stops cleanly)",
+                       usage="%(prog)s [STUDY.toml] [--model MODEL] [--trials N] [options]",
+                       description="Search placements for a study. Resumable: the same command continues it.\n"
                        "Ctrl-C stops cleanly after the evaluation in flight.", epilog=TUNE_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/)")
-    p.add_argument("--trust-study-file", action="store_true", help="let the study file name paths outside its "
-                   "folder and the working folder, and programs, arguments and environment variables of the "
-                   "backend ([backend_options] trtexec, worker_python, env...): only for a file you trust")
-    p.add_argument("--model", action="append", help="ONNX file or zoo name (default: the embedded default); "
+    # the options in groups, the essentials first: a first run needs none of the rest
+    g = p.add_argument_group("what to tune, and where the results go")
+    g.add_argument("study_file", nargs="?", metavar="STUDY.toml", help="study file (see studies/); options "
+                   "override it")
+    g.add_argument("--model", metavar="MODEL", action="append",
+                   help="ONNX file or zoo name (default: the embedded default); "
                    "repeat it with --mode concurrent to place several networks that run at once")
-    p.add_argument("--shape", "--shapes", action="append", metavar="NAME=1x3x224x224",
-                   help="fix an input shape (also trtexec's name:1x3x224x224[,name:dims])")
-    p.add_argument("--batch", type=int, help="batch: of a zoo model, or the open leading dimension of a file's "
-                   "inputs (a file with a static batch takes --shape)")
-    p.add_argument("--platform", help="Jetson profile (default orin-agx), e.g. orin-nx-16gb, xavier-agx (README: "
+    g.add_argument("--platform", metavar="NAME",
+                   help="Jetson profile (default orin-agx), e.g. orin-nx-16gb, xavier-agx (README: "
                    "Platforms)")
-    p.add_argument("--backend", help="simulate (default: the simulated Jetson) | tensorrt | trtexec, or a backend "
-                                     "a package adds (entry point group placetune.backends)")
-    p.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"),
-                   help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
-                   "replicas, or concurrent (several --model at once)")
-    p.add_argument("--objective", help="throughput (default) | latency | energy | gpu_time | latency+energy")
-    p.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
+    g.add_argument("--objective", metavar="NAME",
+                   help="throughput (default) | latency | energy | gpu_time | latency+energy")
+    g.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
                    "concurrent mode also latency[NETWORK]<=5")
-    p.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {DEFAULT_PRECISION}")
-    p.add_argument("--power-mode", help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
+    g.add_argument("--trials", metavar="N", type=int,
+                   help="evaluation budget of the study (total over resumes; default 300)")
+    g.add_argument("--timeout", metavar="TIME", help="wall-clock limit of this run, e.g. 8h, 30m")
+    g.add_argument("--backend", metavar="NAME",
+                   help="simulate (default: the simulated Jetson) | tensorrt | trtexec, or a backend "
+                                     "a package adds (entry point group placetune.backends)")
+    g.add_argument("--storage", metavar="URL", help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)")
+    g.add_argument("--study", metavar="NAME", help="study name (default: derived from the settings)")
+    g.add_argument("--export", metavar="FILE", help="plan path (default <study>.plan.json)")
+
+    g = p.add_argument_group("the model and how it runs")
+    g.add_argument("--shape", "--shapes", action="append", metavar="NAME=1x3x224x224",
+                   help="fix an input shape (also trtexec's name:1x3x224x224[,name:dims])")
+    g.add_argument("--batch", metavar="N", type=int,
+                   help="batch: of a zoo model, or the open leading dimension of a file's "
+                   "inputs (a file with a static batch takes --shape)")
+    g.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"),
+                   help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
+                   "replicas, or concurrent (several --model at once)")
+    g.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {DEFAULT_PRECISION}")
+    g.add_argument("--power-mode", metavar="MODE",
+                   help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
                    "fastest; see docs/power-modes.md)")
-    p.add_argument("--trt-version", help="TensorRT version whose DLA rules the search applies, e.g. 10.3 (default: "
+    g.add_argument("--trt-version", metavar="X.Y",
+                   help="TensorRT version whose DLA rules the search applies, e.g. 10.3 (default: "
                    "the board's own on a real backend, else the platform's: 8.6 on Orin, 8.5 on Xavier; "
                    "[settings] trt_version in a study file)")
-    p.add_argument("--agent", help="search agent: guided (default), local, optuna, random, reinforce, exact "
+    g.add_argument("--streams", metavar="N", type=int,
+                   help="camera streams sharing the plan's frames evenly (N streams of one "
+                   "network): the summary and the plan give each stream's frames per second")
+    _add_input_data_arg(g)
+
+    g = p.add_argument_group("the search")
+    g.add_argument("--agent", metavar="NAME",
+                   help="search agent: guided (default), local, optuna, random, reinforce, exact "
                    "(see below)")
-    p.add_argument("--trials", type=int, help="evaluation budget of the study (total over resumes; default 300)")
-    p.add_argument("--timeout", help="wall-clock limit of this run, e.g. 8h, 30m")
-    p.add_argument("--storage", help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)")
-    p.add_argument("--study", help="study name (default: derived from the settings)")
-    p.add_argument("--granularity", help="decision units: stages, fusion, layer or scope:N (see below; default: "
+    g.add_argument("--granularity", metavar="UNIT",
+                   help="decision units: stages, fusion, layer or scope:N (see below; default: "
                    "the agent's, guided: stages)")
-    p.add_argument("--seed", type=int, help="agent seed")
-    p.add_argument("--stop-when-converged", action="store_true",
+    g.add_argument("--seed", metavar="N", type=int, help="agent seed")
+    g.add_argument("--stop-when-converged", action="store_true",
                    help="end the run once the best stopped improving (default off: the run goes on and reports "
                         "where it converged; the guided agent still stops once settled, see below)")
-    p.add_argument("--stop-when-settled", action=argparse.BooleanOptionalAction, default=None,
+    g.add_argument("--stop-when-settled", action=argparse.BooleanOptionalAction, default=None,
                    help="guided: after convergence build only plans that could still beat the best by over 1%% and "
                         "leaders the noise cannot yet order, and end the run when none remain (the default; "
                         "--no-stop-when-settled: use the whole budget)")
-    p.add_argument("--streams", type=int, help="camera streams sharing the plan's frames evenly (N streams of one "
-                   "network): the summary and the plan give each stream's frames per second")
-    p.add_argument("--export", help="plan path (default <study>.plan.json)")
-    p.add_argument("--worker-python", help="tensorrt backend: Python that runs the build worker")
-    p.add_argument("--trtexec", help="trtexec backend: the trtexec binary (default: $PLACETUNE_TRTEXEC, PATH, "
+
+    g = p.add_argument_group("on a Jetson (--backend tensorrt or trtexec)")
+    g.add_argument("--worker-python", metavar="PATH", help="tensorrt backend: Python that runs the build worker")
+    g.add_argument("--trtexec", metavar="PATH",
+                   help="trtexec backend: the trtexec binary (default: $PLACETUNE_TRTEXEC, PATH, "
                    "/usr/src/tensorrt/bin)")
-    p.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
+    g.add_argument("--calibration-cache", metavar="FILE", help="INT8 builds: a TensorRT calibration cache "
+                   "(without one, INT8 ranges are placeholders: right for timing, not accuracy)")
+
+    g = p.add_argument_group("advanced")
+    g.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
                    "(TOML, see placetune calibrate) describes")
-    p.add_argument("--calibration-cache", metavar="FILE", help="tensorrt/trtexec INT8 builds: a TensorRT "
-                   "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
-    _add_input_data_arg(p)
+    g.add_argument("--trust-study-file", action="store_true", help="let the study file name paths outside its "
+                   "folder and the working folder, and programs, arguments and environment variables of the "
+                   "backend ([backend_options] trtexec, worker_python, env...): only for a file you trust")
     p.set_defaults(func=cmd_tune)
     for commands in (sub, zsub):
         _verbose_anywhere(commands)
+    _list_in_order(sub, COMMAND_ORDER)
     return parser
+
+
+#: The commands as ``placetune --help`` lists them: in the order a user needs them.
+COMMAND_ORDER = ("tune", "check", "export", "report", "build", "measure", "studies", "trace", "zoo", "calibrate",
+                 "doctor", "selftest")
+
+
+def _list_in_order(sub: Any, order: Sequence[str]) -> None:
+    """List the commands of ``sub`` in ``order`` in the help (those it does not name last, as added)."""
+    rank = {name: i for i, name in enumerate(order)}
+    # argparse lists subcommands in the order they were added and has no public way to change it
+    sub._choices_actions.sort(key=lambda a: rank.get(a.dest, len(rank)))  # noqa: SLF001
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

@@ -336,7 +336,7 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_studies)
 
-    p = subparsers.add_parser("export", help="export the best plan of a study (JSON plan or trtexec commands)")
+    p = subparsers.add_parser("export", help="the best plan: JSON, or trtexec commands for the Jetson")
     p.add_argument("--study", default=None, help="study name (see `placetune studies`; default: the database's "
                    "only study)")
     _storage(p)

@@ -119,17 +119,18 @@ class Convergence:
             return (f"not converged: {moved}, and convergence needs {plural(self.patience, 'trial')} without such a "
                     f"gain" + self._withdrawals())
         after = self.trials - self.trial
-        head = (f"converged at trial {self.trial} of {self.trials} (no gain over {100 * self.min_gain:g}% in the "
-                f"{plural(self.patience, 'trial')} after it{self._withdrawals()})")
+        head = (f"converged at trial {self.trial} of {self.trials}: the best stopped improving there "
+                f"({self.patience} trials in a row gained under {100 * self.min_gain:g}%{self._withdrawals()})")
         if self.stopped:
-            return head + f"; the run stopped there (stop_when_converged) after {plural(after, 'more trial')}"
+            return head + f"; the run stopped {plural(after, 'trial')} later (--stop-when-converged)"
+        more = f"the {plural(after, 'trial')} after it"
         b = self.bought or 0.0
         if b <= -0.0005:  # the best of that trial was one lucky build: re-measured, it did not hold
-            return head + (f"; the {plural(after, 'trial')} after it bought nothing, and re-measurement moved the "
-                           f"best from {figure(self.best_then)} to {figure(self.best_now)}{u}")
+            return head + (f"; {more} found nothing better, and re-measuring moved the best from "
+                           f"{figure(self.best_then)} to {figure(self.best_now)}{u}")
         if abs(b) < 0.0005:
-            return head + f"; the {plural(after, 'trial')} after it bought nothing (best {figure(self.best_now)}{u})"
-        return head + (f"; the {plural(after, 'trial')} after it bought {100 * b:+.1f}% "
+            return head + f"; {more} found nothing better (best {figure(self.best_now)}{u})"
+        return head + (f"; {more} improved the best by {100 * b:.1f}% "
                        f"({figure(self.best_then)} -> {figure(self.best_now)}{u})")
 
     def _withdrawals(self) -> str:

@@ -15,7 +15,23 @@ from placetune.wording import versus
 if TYPE_CHECKING:
     from placetune.tuning.convergence import ConvergenceWatch
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "terminal_columns"]
+
+
+def terminal_columns(out: Any) -> int:
+    """The width of the terminal ``out`` writes to: ``$COLUMNS``, else the terminal's (80 when it does not
+    say); a stream with no file behind it is no terminal: no limit (a very large width)."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 1 << 20
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return os.get_terminal_size(fd).columns or 80
+    except (OSError, ValueError):
+        return 80
 
 #: What the live line keeps beside its bar on any terminal: the trial count, the best with its words
 #: against all-GPU (``  best 3399 fps (1.45x faster than all-GPU)``) and the failures: 68 characters.
@@ -161,17 +177,7 @@ class Progress:
         terminal's (80 when it does not say); a stream with no file behind it is no terminal: no limit."""
         if self.columns:
             return self.columns
-        try:
-            fd = self.out.fileno()
-        except (AttributeError, OSError, ValueError):
-            return 1 << 20
-        env = os.environ.get("COLUMNS", "")
-        if env.isdigit() and int(env) > 0:
-            return int(env)
-        try:
-            return os.get_terminal_size(fd).columns or 80
-        except (OSError, ValueError):
-            return 80
+        return terminal_columns(self.out)
 
     def _bar_text(self, columns: int) -> str:
         """The live line, at most ``columns - 1`` characters: a longer one wraps, and each redraw (``\\r``

@@ -37,12 +37,12 @@ from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.first_build import FirstBuildCheck
 from placetune.tuning.oom_stop import OutOfMemoryStop
 from placetune.tuning.fleet import Fleet, agent_options_of, storage_error, tune_config
-from placetune.tuning.progress import Progress
+from placetune.tuning.progress import Progress, terminal_columns
 from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.tune_export import export_best
 from placetune.tuning.tune_report import TuneOutcome, TuneReport, already_settled, settles, stops_early, what_will_run
 from placetune.tuning.tune_study import PIPELINE_FRAMES_IN_FLIGHT, OpenStudy, StudyOpener
-from placetune.wording import plural
+from placetune.wording import plural, wrap
 
 __all__ = ["Tuner", "TuneOutcome", "PIPELINE_FRAMES_IN_FLIGHT"]
 
@@ -78,7 +78,8 @@ class Tuner:
         return self._study.fleet if self._study is not None else None
 
     def _say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        """One message; on a terminal, wrapped at its width (a log keeps one message a line for grep)."""
+        print(wrap(text, terminal_columns(self.out)) if self.tty else text, file=self.out, flush=True)
 
     # -------------------------------------------------------------------- run
     def run(self) -> TuneOutcome:

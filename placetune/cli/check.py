@@ -1,0 +1,176 @@
+"""``placetune check MODEL``: which layers can run on a DLA, and why not, as a table that fits the terminal.
+
+The table fits the terminal's width (80 columns when the output is not a terminal, so that a log is the
+same every time): a long layer name is cut in its middle (``/layer1/lay...sample.0/Conv``), and a layer
+that cannot run on a DLA gets its reason, in a short phrase, on the line under it. ``--wide`` prints the
+whole table (every name, every reason in full, one row a line); ``--json`` every field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+from placetune._lazy import lazy_import
+from placetune.cli.checks import load_model
+from placetune.cli.terminal import shape_text, show, table, terminal_width
+from placetune.hardware.platforms import get_platform
+from placetune.settings import DEFAULT_PRECISION, check_trt_version
+from placetune.safetext import line_safe
+from placetune.wording import plural, wrap
+
+if TYPE_CHECKING:
+    import placetune.inputdata as _inputdata
+    import placetune.placement.placement as _placement
+    import placetune.placement.realise as _realise
+else:
+    _inputdata = lazy_import("placetune.inputdata")
+    _placement = lazy_import("placetune.placement.placement")
+    _realise = lazy_import("placetune.placement.realise")
+
+__all__ = ["cmd_check", "check_table", "short_reason", "with_dla", "LOG_WIDTH"]
+
+#: The width of the table when the output is not a terminal (a pipe, a log file).
+LOG_WIDTH = 80
+
+#: A parenthesis that says where a rule comes from (a log, a guide, a header), not what it is.
+_SOURCE = re.compile(r" \([^()]*\b(?:log|guide|header|DLA-SW|notes|docs?)\b[^()]*\)")
+
+
+def short_reason(reason: str) -> str:
+    """A DLA rule's reason as a short phrase: its first clause, without the note of where the rule comes from
+    (the whole reason stays in ``--wide`` and ``--json``).
+
+    Example:
+        >>> short_reason("Slice runs FP16 only on DLA (TensorRT 8.x DLA guide; got int8)")
+        'Slice runs FP16 only on DLA'
+    """
+    text = _SOURCE.sub("", reason)
+    head = text.split("; ")[0].strip()
+    return head if head.count("(") == head.count(")") else text.strip()
+
+
+def _middle(text: str, width: int) -> str:
+    """``text`` cut in its middle to ``width`` characters (``/layer1/lay...sample.0/Conv``)."""
+    if len(text) <= width:
+        return text
+    left = (width - 3 + 1) // 2
+    return text[:left] + "..." + text[len(text) - (width - 3 - left):]
+
+
+def check_table(layers: list[dict[str, Any]], width: int | None, reasons: bool = True) -> str:
+    """The per-layer table of ``check``: at ``width`` (None: the whole table, one row a line) its names cut
+    in the middle to fit and each refusal's reason as a short phrase on the line under its layer (``reasons``
+    False: none, a platform without a DLA refuses every layer for the one reason its summary gives)."""
+    header = ("layer", "op", "input", "output", "DLA")
+    rows = [[line_safe(x["name"]), x["op_type"], shape_text(x["input_shape"]), shape_text(x["output_shape"]),
+             "yes" if x["dla"] else "no"] for x in layers]
+    if width is None:
+        return table([r + [x["reason"] or ""] for r, x in zip(rows, layers)], header + ("reason",))
+    others = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)][1:]
+    room = max(width - 1 - sum(others) - 2 * len(others), 12)
+    for r in rows:
+        r[0] = _middle(r[0], room)
+    lines = table(rows, header).splitlines()
+    out = lines[:2]
+    for line, x in zip(lines[2:], layers):
+        out.append(line)
+        if reasons and x["reason"] and not x["dla"]:
+            out += textwrap.wrap(line_safe(short_reason(x["reason"])), max(width - 1, 20), initial_indent="    ",
+                                 subsequent_indent="      ", break_on_hyphens=False)
+    return "\n".join(out)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    model = load_model(args)
+    platform = get_platform(args.platform)
+    args.power_mode = platform.check_power_mode(args.power_mode)
+    args.trt_version = args.trt_version or platform.default_trt_version
+    check_trt_version(args.trt_version)  # (the versions measure and tune take: rules placetune knows)
+    support = _realise.dla_support(model, platform, args.precision, args.trt_version)
+    eligible = sum(1 for s in support.values() if s.supported)
+    islands = _islands_before_limit(model, support) if platform.dla_count else 0
+    doc = {
+        "model": model.name,
+        "model_hash": model.hash,
+        "platform": platform.name,
+        "precision": args.precision,
+        "trt_version": args.trt_version,
+        "power_mode": args.power_mode,
+        "layers": [
+            {
+                "name": layer.name,
+                "op_type": layer.op_type,
+                "input_shape": list(layer.input_shape),
+                "output_shape": list(layer.output_shape),
+                "dla": bool(support[layer.name].supported) and platform.dla_count > 0,
+                "reason": support[layer.name].reason if platform.dla_count else f"{platform.name} has no DLA",
+            }
+            for layer in model.layers
+        ],
+        "summary": {
+            "layers": len(model),
+            "dla_eligible": eligible if platform.dla_count else 0,
+            "dla_islands": islands,
+            "exceeds_loadable_limit": islands > _realise.MAX_LOADABLES_PER_CORE,
+            "gmacs": round(model.total_macs / 1e9, 4),
+            "data_dependent_ops": _inputdata.data_dependent_ops(model),
+        },
+    }
+    width = None if args.wide else (terminal_width() or LOG_WIDTH)
+    s = doc["summary"]
+    human = check_table(doc["layers"], width, reasons=bool(platform.dla_count))
+    human += (
+        f"\n\n{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules, power mode "
+        f"{args.power_mode}): "
+        f"{s['layers']} layers, {s['dla_eligible']} DLA-eligible, {s['gmacs']} GMACs"
+    )
+    if platform.dla_count:
+        limit = " (exceeds the 16-per-core limit: the rest fall back to GPU)" if s["exceeds_loadable_limit"] else ""
+        human += f"\nall-DLA with GPU fallback forms {plural(islands, 'DLA island')} (loadables){limit}"
+    if s["data_dependent_ops"]:
+        human += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
+                  "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
+    same = _same_target(args)
+    if not platform.dla_count:  # nothing to search: tune refuses this platform
+        human += (f"\n{platform.name} has no DLA core: every layer runs on the GPU, so there is no placement to tune "
+                  f"(platforms with a DLA: {with_dla()})"
+                  f"\nnext: placetune measure {shlex.quote(args.model)}{same}   (the all-GPU figures)")
+        show(args, doc, wrap(human, width))
+        return 0
+    human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements)"
+              f"\n      placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
+    show(args, doc, wrap(human, width))
+    return 0
+
+
+def _same_target(args: argparse.Namespace) -> str:
+    """The options of ``check`` that name the same model and target in ``tune`` and ``measure``,
+    those left at their defaults left out."""
+    parts = [f"--shape {shlex.quote(x)}" for x in args.shape or []]
+    if args.batch is not None:
+        parts.append(f"--batch {args.batch}")
+    for option, value, default in (("--platform", args.platform, "orin-agx"),
+                                   ("--precision", args.precision, DEFAULT_PRECISION),
+                                   ("--power-mode", args.power_mode, "MAXN")):
+        if value != default:
+            parts.append(f"{option} {shlex.quote(str(value))}")
+    return "".join(" " + p for p in parts)
+
+
+def _islands_before_limit(model, support) -> int:
+    """DLA islands of the all-DLA placement after fallback, before the 16-loadable cut."""
+    dev = {n: ("DLA0" if support[n].supported else "GPU") for n in model.names}
+    return _placement.Placement(model, dev).dla_islands()["DLA0"]
+
+
+
+
+def with_dla() -> str:
+    """The platforms that have a DLA core, as a message lists them."""
+    from placetune.hardware.platforms import PLATFORMS
+
+    return ", ".join(name for name, p in PLATFORMS.items() if p.dla_count)
