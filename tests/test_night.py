@@ -197,6 +197,83 @@ def test_out_of_memory_three_times_in_a_row_stops_the_run_with_one_line_naming_m
         be.close()
 
 
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.parametrize("agent", ["optuna", "random"])
+def test_a_fleet_worker_stops_out_of_memory_as_tune_does_and_leaves_its_trial_finished(tmp_path, gn, agent):
+    """A fleet worker (the fleet's Optuna study and claims; SQLite here, one worker) whose builds keep running
+    out of memory stops with tune's line (exit 8); the third failure is stored and its trial of the fleet's
+    study is told it (PRUNED, counted by every worker), never left FAIL or RUNNING, and no claim is left."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from placetune import Store
+    from placetune.errors import BackendError
+    from placetune.tuning.fleet import Fleet
+    from placetune.tuning.fleet_claims import CLAIMS_TABLE
+    from placetune.tuning.fleet_worker import FleetOptions
+    from placetune.tuning.oom_stop import OutOfMemoryStop
+    from search import Budget, drive, get_agent
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    db = tmp_path / "fleet.db"
+    be = trt_backend(tmp_path, "10.3.0", faults={"BUILD_OOM_ON": "+DLA"})  # every build with a DLA layer
+    store = Store(f"sqlite:///{db}")
+    try:
+        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3", store=store,
+                       study="oom")
+        ev.add_callback(OutOfMemoryStop())
+        fleet = Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3))
+        fleet.attach(ev)
+        worker = fleet.configure(get_agent(agent, seed=0), 30, study_name=ev.study_name)
+        with pytest.raises(BackendError) as err:
+            drive(worker.ask_tell(ev, Budget(evaluations=30)), ev)
+        fleet.close()
+        msg = str(err.value)
+        assert err.value.exit_code == 8 and "\n" not in msg and msg.startswith("out of memory: 3 placements in a row")
+        study = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{db}")
+        trials = study.get_trials(deepcopy=False)
+        assert trials and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}, \
+            [t.state for t in trials]
+        last = max(trials, key=lambda t: t.number)
+        assert last.state == TrialState.PRUNED and last.user_attrs["status"] == "build_failed"
+        memory = [r for r in store.measurements(ev.study_name) if r.measurement.extra.get("failure_class") == "memory"]
+        assert last.user_attrs["measurement_id"] == max(r.id for r in memory)
+        assert fleet.trials_done(ev.study_name) == len(trials)  # the stopping trial counts for the other workers
+        with store.engine.connect() as conn:
+            assert conn.execute(CLAIMS_TABLE.select()).all() == []
+    finally:
+        store.close()
+        be.close()
+
+
+def test_measure_says_a_memory_failure_in_the_words_tune_stops_with(tmp_path, monkeypatch, capsys):
+    """`placetune measure --backend tensorrt` of a build that ran out of memory: its status, then the line a tune
+    stops with for one placement (what to change), in the text and in --json; exit 1 as any failed placement."""
+    import os
+
+    from placetune.backends import clocks
+    from placetune.cli.main import main
+    from placetune.tuning.oom_stop import ADVICE
+    from tests.fakes import fake_env
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    env = fake_env("10.3.0", BUILD_OOM_ON="*")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    for k, v in env.items():
+        if k.startswith("PLACETUNE_FAKE_"):
+            monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    argv = ["measure", str(GN), "--backend", "tensorrt", "--precision", "fp16", "--placement", "all-dla"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out.splitlines()
+    said = [x for x in out if x.startswith("out of memory: ")]
+    assert len(said) == 1 and ADVICE in said[0] and "build_failed" in said[0], out
+    assert main([*argv, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["extra"]["failure_class"] == "memory" and doc["out_of_memory"] == said[0]
+
+
 def test_a_tensorrt_build_out_of_memory_is_a_memory_failure_as_with_trtexec(tmp_path, gn):
     """The worker's build that TensorRT says ran out of memory ("Cuda Runtime (out of memory)", the lines of
     NVIDIA/TensorRT#4258) has class memory, as the trtexec backend already read the same lines."""
