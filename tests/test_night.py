@@ -69,6 +69,26 @@ def test_a_timing_cache_trtexec_cannot_read_is_set_aside_and_the_build_runs_agai
     assert len(_processes(tmp_path, "build")) == 3  # first, the failed one, the retry: never a loop
 
 
+@pytest.mark.parametrize("mode", ["engine", "replicas"])
+def test_the_recorded_build_command_names_the_shared_timing_cache_a_rerun_by_hand_needs(tmp_path, gn, mode):
+    """Each build runs on its own copy of the shared timing cache, in the run directory that is deleted after
+    the measurement: the command recorded with the measurement names the shared cache (the file a user
+    re-running it by hand needs, and whose lock trtexec takes), never the copy that is gone."""
+    kw = {"mode": "replicas", "replicas": {"GPU": 32, "DLA0": 32}} if mode == "replicas" else {}
+    m = _ev(gn, _backend(tmp_path, "8.6.1"), tmp_path, trt_version="8.6", **kw).evaluate(Placement.all_dla(gn))
+    assert m.status == "ok", m.reason
+    shared = _shared_cache(tmp_path)
+    builds = list(m.extra["commands"]["build"].values()) if mode == "replicas" else [m.extra["commands"]["build"]]
+    ran = _processes(tmp_path, "build")
+    assert len(builds) == len(ran) == (2 if mode == "replicas" else 1)
+    for recorded, process in zip(builds, ran):
+        assert [a for a in recorded if a.startswith("--timingCacheFile=")] == [f"--timingCacheFile={shared}"]
+        copy = [a.partition("=")[2] for a in process["argv"] if a.startswith("--timingCacheFile=")]
+        assert copy and Path(copy[0]) != shared and not Path(copy[0]).exists()  # gone with the run directory
+        assert [a for a in recorded[1:] if not a.startswith("--timingCacheFile=")] == \
+            [a for a in process["argv"] if not a.startswith("--timingCacheFile=")]  # otherwise what ran
+
+
 def test_a_build_that_keeps_failing_on_its_timing_cache_is_retried_once_only(tmp_path, gn, monkeypatch):
     """A retry that fails too is the build's failure, not a third attempt."""
     from placetune.backends.trtexec import engine as trtexec_engine
