@@ -6,6 +6,8 @@ Every message says what was wrong and what to do. The CLI turns any
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "PlacetuneError",
     "ModelError",
@@ -15,6 +17,7 @@ __all__ = [
     "ConfigError",
     "StoreError",
     "BackendError",
+    "StoppedAfterMeasurement",
     "StopRequested",
 ]
 
@@ -67,6 +70,25 @@ class BackendError(PlacetuneError):
     """A measurement backend is unavailable or failed in a way that is not a measurement."""
 
     exit_code = 8
+
+
+class StoppedAfterMeasurement(BackendError):
+    """A check of a measurement just stored stops the run (exit status 8): raised by an evaluator
+    callback (memory failures in a row, :class:`~placetune.tuning.oom_stop.OutOfMemoryStop`).
+
+    The measurement is stored and counted as one trial; it is carried here so that whoever asked
+    for it (an Optuna trial, a fleet's trial of the study's Optuna study) is told it before the run
+    ends: a finished trial that every other worker counts and reads, not a trial left failed.
+
+    Attributes:
+        placement: the placement asked for.
+        measurement: its measurement, as the evaluator returned it (stored).
+    """
+
+    def __init__(self, message: str, placement: Any, measurement: Any) -> None:
+        super().__init__(message)
+        self.placement = placement
+        self.measurement = measurement
 
 
 class StopRequested(Exception):

@@ -40,7 +40,7 @@ import optuna
 from placetune.placement.placement import Placement
 
 from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical
-from placetune.errors import StopRequested
+from placetune.errors import StoppedAfterMeasurement, StopRequested
 from placetune.tuning.optuna_study import (OptunaStudy, add_trials, assignment_of, constraint_attrs, distributions,
                                            params_of, trial_attrs)
 from placetune.tuning.optuna_study import storage_for as _storage_for
@@ -277,7 +277,7 @@ class OptunaAgent(Agent):
         size = 1
         for u in space.units:
             size *= len(u.choices)
-        state = {"trials": 0, "repeats": 0, "stopped": False}
+        state: dict[str, Any] = {"trials": 0, "repeats": 0, "stopped": False, "error": None}
 
         def objective(trial: "optuna.Trial") -> Sequence[float]:
             params = {name: trial.suggest_categorical(name, d.choices) for name, d in dists.items()}
@@ -297,6 +297,9 @@ class OptunaAgent(Agent):
                     state["stopped"] = True
                     trial.set_user_attr("status", "stopped")
                     raise optuna.TrialPruned("stopped before measuring") from None
+                except StoppedAfterMeasurement as stop:  # stored, then the run stops: the trial is told it
+                    state["error"] = stop  # (a fleet's other workers count it), then the stop is raised
+                    m = stop.measurement
                 if m.extra.get("_id") is None:  # waiting in a batch: written now, so that the trial names
                     evaluator.flush()  # its measurement (the plan exported from it names this trial)
                 values = _values(evaluator, m)
@@ -316,7 +319,8 @@ class OptunaAgent(Agent):
             return values
 
         def stop(study: "optuna.Study", trial: "optuna.trial.FrozenTrial") -> None:
-            if state["stopped"] or run.exhausted or len(known) >= size or state["repeats"] > 200 or evaluator.stop_requested:
+            if (state["stopped"] or state["error"] is not None or run.exhausted or len(known) >= size
+                    or state["repeats"] > 200 or evaluator.stop_requested):
                 study.stop()
             elif self.coordinator is not None and not self.coordinator.after_trial(study, trial):
                 study.stop()
@@ -327,6 +331,8 @@ class OptunaAgent(Agent):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.optimize(objective, timeout=budget.seconds, callbacks=[stop])
+        if state["error"] is not None:
+            raise state["error"]
         if state["repeats"] > 200:
             run.notes.append("stopped early: the sampler proposed 200 known assignments in a row")
         if state["stopped"]:

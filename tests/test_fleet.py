@@ -625,3 +625,36 @@ def test_a_dead_workers_trial_is_failed_and_the_agents_finish_the_budget(tmp_pat
     assert sum(s in (TrialState.COMPLETE, TrialState.PRUNED) for s in states.values()) == 3 == result.evaluations
     assert len(states) == 4 and fleet.trials_done(ev.study_name) == 3
     store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("agent", [[], ["--agent", "random"]], ids=["optuna", "random"])
+def test_a_fleet_worker_whose_builds_run_out_of_memory_stops_as_tune_does(pg_url, tmp_path, agent):
+    """`placetune tune --backend tensorrt` on PostgreSQL (a fleet worker) where every build with a DLA layer runs
+    out of memory (the TensorRT double): one line, exit 8, as a single tune; the stopping trial of the fleet's
+    Optuna study is finished (PRUNED, counted by the other workers), none is left FAIL or RUNNING, no claim."""
+    import sqlalchemy as sa
+    from optuna.trial import TrialState
+
+    from tests.fakes import fake_env
+
+    env = {**os.environ, **fake_env("10.3.0", BUILD_OOM_ON="+DLA")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]])
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", "--backend", "tensorrt", "--model",
+           str(ROOT / "tests" / "data" / "seed_model_gn.onnx.gz"), "--mode", "engine", "--precision", "fp16",
+           "--seed", "3", "--trials", "20", "--storage", pg_url, "--study", "oom", *agent]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("placetune: error:")]
+    assert proc.returncode == 8 and len(errors) == 1, proc.stderr[-3000:]
+    assert "out of memory: 3 placements in a row" in errors[0] and "Traceback" not in proc.stderr
+    st, storage = _optuna_study(pg_url, "oom")
+    trials = st.get_trials(deepcopy=False)
+    storage.engine.dispose()
+    assert trials and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}, [t.state for t in trials]
+    last = max(trials, key=lambda t: t.number)
+    assert last.state == TrialState.PRUNED and last.user_attrs["status"] == "build_failed"
+    engine = sa.create_engine(pg_url)
+    with engine.connect() as conn:
+        claims = conn.execute(sa.select(sa.func.count()).select_from(CLAIMS_TABLE)).scalar()
+    engine.dispose()
+    assert claims == 0

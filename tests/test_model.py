@@ -6,6 +6,7 @@ import gzip
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -172,6 +173,29 @@ def test_parse_shape_spec():
         parse_shape_spec("input=1xAx3")
     with pytest.raises(ShapeError):
         parse_shape_spec("input=0x3")
+
+
+@pytest.mark.parametrize("shapes, says", [
+    (["input=1x384x56x56,input=1x3x32x32"], "one input per --shape"),  # the same input twice in one text
+    (["input=4x3x32x32,other=1x10"], "one input per --shape"),  # two inputs, commas as trtexec's
+    (["input:1x3x32x32,input=4x3x32x32"], "one input per --shape"),  # ':' and '=' mixed up
+    (["input=4x3x32x32", "input=2x3x32x32"], "gives input 'input' twice (4x3x32x32 and 2x3x32x32)"),
+    (["input:4x3x32x32,input:2x3x32x32"], "gives input 'input' twice"),
+])
+def test_a_shape_text_listing_inputs_wrongly_is_one_line_naming_the_field_and_the_syntax(shapes, says, capsys):
+    """``--shape "input=1x384x56x56,input=1x3x..."`` took 'input=1x384x56x56,input' for an input's name and said
+    the model has no such input; the same input given twice kept the last without a word. One line (exit 3)
+    naming --shape and the syntax it takes."""
+    from placetune.cli.main import main
+
+    gn = Path(__file__).resolve().parent / "data" / "seed_model_gn.onnx.gz"
+    code = main(["check", str(gn), *[a for s in shapes for a in ("--shape", s)]])
+    err = capsys.readouterr().err.strip()
+    assert code == ShapeError.exit_code == 3 and len(err.splitlines()) == 1, err
+    assert err.startswith("placetune: error: bad --shape") and says in err and "name=1x3x224x224" in err
+    assert "model's inputs are" not in err
+    assert parse_shape_spec("input:0=1x3x8x8") == ("input:0", (1, 3, 8, 8))  # a ':' in a name stays a name
+    assert parse_shape_spec("input=1,3,8,8") == ("input", (1, 3, 8, 8))  # commas between dimensions still work
 
 
 def test_bad_files(tmp_path):

@@ -69,6 +69,26 @@ def test_a_timing_cache_trtexec_cannot_read_is_set_aside_and_the_build_runs_agai
     assert len(_processes(tmp_path, "build")) == 3  # first, the failed one, the retry: never a loop
 
 
+@pytest.mark.parametrize("mode", ["engine", "replicas"])
+def test_the_recorded_build_command_names_the_shared_timing_cache_a_rerun_by_hand_needs(tmp_path, gn, mode):
+    """Each build runs on its own copy of the shared timing cache, in the run directory that is deleted after
+    the measurement: the command recorded with the measurement names the shared cache (the file a user
+    re-running it by hand needs, and whose lock trtexec takes), never the copy that is gone."""
+    kw = {"mode": "replicas", "replicas": {"GPU": 32, "DLA0": 32}} if mode == "replicas" else {}
+    m = _ev(gn, _backend(tmp_path, "8.6.1"), tmp_path, trt_version="8.6", **kw).evaluate(Placement.all_dla(gn))
+    assert m.status == "ok", m.reason
+    shared = _shared_cache(tmp_path)
+    builds = list(m.extra["commands"]["build"].values()) if mode == "replicas" else [m.extra["commands"]["build"]]
+    ran = _processes(tmp_path, "build")
+    assert len(builds) == len(ran) == (2 if mode == "replicas" else 1)
+    for recorded, process in zip(builds, ran):
+        assert [a for a in recorded if a.startswith("--timingCacheFile=")] == [f"--timingCacheFile={shared}"]
+        copy = [a.partition("=")[2] for a in process["argv"] if a.startswith("--timingCacheFile=")]
+        assert copy and Path(copy[0]) != shared and not Path(copy[0]).exists()  # gone with the run directory
+        assert [a for a in recorded[1:] if not a.startswith("--timingCacheFile=")] == \
+            [a for a in process["argv"] if not a.startswith("--timingCacheFile=")]  # otherwise what ran
+
+
 def test_a_build_that_keeps_failing_on_its_timing_cache_is_retried_once_only(tmp_path, gn, monkeypatch):
     """A retry that fails too is the build's failure, not a third attempt."""
     from placetune.backends.trtexec import engine as trtexec_engine
@@ -83,16 +103,19 @@ def test_a_build_that_keeps_failing_on_its_timing_cache_is_retried_once_only(tmp
     assert len(_processes(tmp_path, "build")) == 3
 
 
-def test_the_tensorrt_workers_unreadable_timing_cache_is_set_aside_not_a_failure_of_every_build(tmp_path, gn, caplog):
+@pytest.mark.parametrize("mode", ["engine", "pipeline", "replicas"])
+def test_the_tensorrt_workers_unreadable_timing_cache_is_set_aside_not_a_failure_of_every_build(tmp_path, gn, caplog,
+                                                                                                mode):
     """The binding returns None for a cache TensorRT cannot deserialise (pyCore.cpp release/8.6:270 returns
     createTimingCache's null); the worker passed it to set_timing_cache, which fails: this build and every
     later one. It is set aside, said in one line, and the build runs on a new cache that is then written
-    whole (a temporary name, flushed, renamed)."""
+    whole (a temporary name, flushed, renamed). The line reaches the measurement's notes in every mode (a
+    pipeline's or replicas' engine builds said it nowhere)."""
     from tests.test_tensorrt_backend import _backend as trt_backend
 
     be = trt_backend(tmp_path, "8.6.2")
     try:
-        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6")
+        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6", mode=mode)
         first = ev.evaluate(Placement.all_gpu(gn))
         assert first.status == "ok", first.reason
         cache = _shared_cache(tmp_path)
@@ -195,6 +218,83 @@ def test_out_of_memory_three_times_in_a_row_stops_the_run_with_one_line_naming_m
         assert sum(r.measurement.extra.get("failure_class") == "memory" for r in rows) == 5
     finally:
         be.close()
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.parametrize("agent", ["optuna", "random"])
+def test_a_fleet_worker_stops_out_of_memory_as_tune_does_and_leaves_its_trial_finished(tmp_path, gn, agent):
+    """A fleet worker (the fleet's Optuna study and claims; SQLite here, one worker) whose builds keep running
+    out of memory stops with tune's line (exit 8); the third failure is stored and its trial of the fleet's
+    study is told it (PRUNED, counted by every worker), never left FAIL or RUNNING, and no claim is left."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from placetune import Store
+    from placetune.errors import BackendError
+    from placetune.tuning.fleet import Fleet
+    from placetune.tuning.fleet_claims import CLAIMS_TABLE
+    from placetune.tuning.fleet_worker import FleetOptions
+    from placetune.tuning.oom_stop import OutOfMemoryStop
+    from search import Budget, drive, get_agent
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    db = tmp_path / "fleet.db"
+    be = trt_backend(tmp_path, "10.3.0", faults={"BUILD_OOM_ON": "+DLA"})  # every build with a DLA layer
+    store = Store(f"sqlite:///{db}")
+    try:
+        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3", store=store,
+                       study="oom")
+        ev.add_callback(OutOfMemoryStop())
+        fleet = Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3))
+        fleet.attach(ev)
+        worker = fleet.configure(get_agent(agent, seed=0), 30, study_name=ev.study_name)
+        with pytest.raises(BackendError) as err:
+            drive(worker.ask_tell(ev, Budget(evaluations=30)), ev)
+        fleet.close()
+        msg = str(err.value)
+        assert err.value.exit_code == 8 and "\n" not in msg and msg.startswith("out of memory: 3 placements in a row")
+        study = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{db}")
+        trials = study.get_trials(deepcopy=False)
+        assert trials and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}, \
+            [t.state for t in trials]
+        last = max(trials, key=lambda t: t.number)
+        assert last.state == TrialState.PRUNED and last.user_attrs["status"] == "build_failed"
+        memory = [r for r in store.measurements(ev.study_name) if r.measurement.extra.get("failure_class") == "memory"]
+        assert last.user_attrs["measurement_id"] == max(r.id for r in memory)
+        assert fleet.trials_done(ev.study_name) == len(trials)  # the stopping trial counts for the other workers
+        with store.engine.connect() as conn:
+            assert conn.execute(CLAIMS_TABLE.select()).all() == []
+    finally:
+        store.close()
+        be.close()
+
+
+def test_measure_says_a_memory_failure_in_the_words_tune_stops_with(tmp_path, monkeypatch, capsys):
+    """`placetune measure --backend tensorrt` of a build that ran out of memory: its status, then the line a tune
+    stops with for one placement (what to change), in the text and in --json; exit 1 as any failed placement."""
+    import os
+
+    from placetune.backends import clocks
+    from placetune.cli.main import main
+    from placetune.tuning.oom_stop import ADVICE
+    from tests.fakes import fake_env
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    env = fake_env("10.3.0", BUILD_OOM_ON="*")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    for k, v in env.items():
+        if k.startswith("PLACETUNE_FAKE_"):
+            monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    argv = ["measure", str(GN), "--backend", "tensorrt", "--precision", "fp16", "--placement", "all-dla"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out.splitlines()
+    said = [x for x in out if x.startswith("out of memory: ")]
+    assert len(said) == 1 and ADVICE in said[0] and "build_failed" in said[0], out
+    assert main([*argv, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["extra"]["failure_class"] == "memory" and doc["out_of_memory"] == said[0]
 
 
 def test_a_tensorrt_build_out_of_memory_is_a_memory_failure_as_with_trtexec(tmp_path, gn):

@@ -678,8 +678,33 @@ def test_not_a_database_file(tmp_path):
 
 
 def test_missing_directory(tmp_path):
-    with pytest.raises(StoreError, match="cannot open database file .*directory exists"):
-        Store(tmp_path / "no" / "such" / "dir" / "x.db")
+    """A new database in a directory that does not exist: one line saying so (it said "check that its directory
+    exists and is writable"), before SQLite is asked."""
+    parent = tmp_path / "no" / "such" / "dir"
+    with pytest.raises(StoreError, match=f"its directory {parent} does not exist: create it") as err:
+        Store(parent / "x.db")
+    assert "\n" not in str(err.value)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreError, match="is a regular file, not a directory"):
+        Store(f"sqlite:///{tmp_path / 'file' / 'x.db'}")
+
+
+@pytest.mark.parametrize("name", ["sqlite:///{tmp}/runs/", "sqlite:///{tmp}/made/", "{tmp}/made/",
+                                  "sqlite:///{tmp}/runs/x.db/"])
+def test_a_database_name_ending_with_a_slash_is_refused_in_one_line_not_made_a_file(tmp_path, name, capsys,
+                                                                                     monkeypatch):
+    """`tune --storage sqlite:///dir/` (a directory, or a name ending with '/') created a database file named
+    after the directory without a word; refused now in one line naming --storage and what it takes (exit 7)."""
+    from placetune.cli.main import main
+
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    url = name.format(tmp=tmp_path)
+    assert main(["tune", "--trials", "2", "--agent", "random", "--storage", url]) == StoreError.exit_code == 7
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("placetune: error: --storage: SQLite database"), err
+    assert "ends with '/'" in err and "placetune.db" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not list((tmp_path / "runs").iterdir())
 
 
 def test_unreachable_postgres_hides_the_password():

@@ -20,11 +20,15 @@ if TYPE_CHECKING:
     import placetune.placement.placement as _placement
     import placetune.backends.registry as _registry
     import placetune.settings as _settings
+    import placetune.tuning.oom_stop as _oom_stop
+    import placetune.backends.oom as _oom
 else:
     _evaluator = lazy_import("placetune.tuning.evaluator")
     _placement = lazy_import("placetune.placement.placement")
     _registry = lazy_import("placetune.backends.registry")
     _settings = lazy_import("placetune.settings")
+    _oom_stop = lazy_import("placetune.tuning.oom_stop")
+    _oom = lazy_import("placetune.backends.oom")
 
 __all__ = ["cmd_measure", "calibration_cache"]
 
@@ -103,6 +107,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     doc.pop("latency_samples_ms", None) if not args.samples else None
     doc["extra"] = {k: v for k, v in doc["extra"].items() if not k.startswith("_")}
     doc = {"model": model.name, "platform": ev.platform.name, "power_mode": settings.power_mode, **doc}
+    if _oom.is_memory_failure(m):  # what to change, in the words a tune stops with
+        doc["out_of_memory"] = _oom_stop.said(m)
     show(args, doc, _measure_human(m, model, ev.platform, settings.power_mode))
     return 0 if m.ok else 1
 
@@ -125,6 +131,8 @@ def _measure_human(m, model, platform, power_mode: str = "MAXN") -> str:
     lines = [f"{label}measurement: {model.name} on {platform.name}, {m.mode} mode, {m.precision}, {batch}, "
              f"power mode {power_mode}"]
     lines.append(f"status: {m.status}" + (f" ({m.reason})" if m.reason else ""))
+    if _oom.is_memory_failure(m):  # what to change, in the words a tune stops with
+        lines.append(_oom_stop.said(m))
     if str(m.extra.get("timed_input", "random-uniform")) != "random-uniform":  # the --input-data it was timed on
         lines.append(f"timed on input data {m.extra['timed_input']}" + (" (recorded only: the simulator runs no "
                                                                           "network)" if m.simulated else ""))

@@ -54,8 +54,12 @@ def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
         ('input', (32, 3, 32, 32))
 
     Raises:
-        ShapeError: the text is not ``name=AxBxC`` with positive integers.
+        ShapeError: the text is not ``name=AxBxC`` with positive integers (one input per ``name=``).
     """
+    # name=dims,name=dims (or name:dims,name=dims): the first spec would become part of an input's name
+    if spec.count("=") > 1 or "," in spec.rpartition("=")[0]:
+        raise ShapeError(f"bad --shape {spec[:120]!r}: one input per --shape with name=1x3x224x224 (repeat --shape for "
+                         "each input: --shape a=1x3x224x224 --shape b=1x10), or trtexec's name:dims,name:dims")
     name, sep, dims = spec.rpartition("=")
     if not sep and ":" in spec:
         name, sep, dims = spec.rpartition(":")
@@ -155,6 +159,10 @@ def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | No
     out = {}
     for spec in (item for text in shapes for item in split_shape_specs(text)):
         name, dims = parse_shape_spec(spec)
+        if name in out:  # the last one would win without a word
+            what = f"input {name!r}" if name is not None else "the (unnamed) input"
+            raise ShapeError(f"bad --shape: it gives {what} twice ({'x'.join(map(str, out[name]))} and "
+                             f"{'x'.join(map(str, dims))}); give each input once, as name=1x3x224x224")
         out[name] = dims
     return out
 

@@ -80,6 +80,7 @@ def normalise_url(url: str | URL | os.PathLike[str] | None) -> URL:
     if text == ":memory:":
         return make_url("sqlite://")
     if "://" not in text:  # a path: every character of it is the file's name (``?`` and ``#`` too)
+        _refuse_directory_name(text)  # (Path() drops a trailing '/')
         return _regular_sqlite(URL.create("sqlite", database=str(Path(text).expanduser().absolute())))
     try:
         url = make_url(text)
@@ -146,10 +147,39 @@ def _check_sqlite_query(text: str, url: URL) -> None:
                 f"of a file name as %3F ({mask_url(text).replace('?', '%3F')}) or give the plain path")
 
 
+def _refuse_directory_name(db: str) -> None:
+    """Refuse a SQLite database name that ends with '/': SQLite drops the '/' and creates a file of the
+    directory's name (``sqlite:///runs/`` made a database file called ``runs``)."""
+    if db.endswith(("/", os.sep)):
+        example = db.rstrip("/" + os.sep) or "."
+        raise StoreError(f"SQLite database {shown(db)} ends with '/', which names a directory: give a database file "
+                         f"(e.g. {shown(example + '/placetune.db')}) or a server URL")
+
+
+def _missing_directory(db: str) -> str | None:
+    """Why a new SQLite database ``db`` cannot be made in its directory (it does not exist, or is not a
+    directory), or None."""
+    parent = os.path.dirname(db)
+    if not parent:
+        return None
+    try:
+        st = os.stat(parent)
+    except (FileNotFoundError, NotADirectoryError):
+        return (f"SQLite database {shown(db)}: its directory {shown(parent)} does not exist: create it "
+                f"(mkdir -p {shown(parent)}) or give a path in an existing directory")
+    except (OSError, ValueError):
+        return None  # (the store says what it is when it opens it)
+    if not stat.S_ISDIR(st.st_mode):
+        return (f"SQLite database {shown(db)}: {shown(parent)} is {file_kind(st.st_mode)}, not a directory: give "
+                "a path in an existing directory")
+    return None
+
+
 def _regular_sqlite(url: URL) -> URL:
     """``url``, refused when it names a SQLite file that exists and is not a regular file: SQLite on
     a FIFO, a device or a directory fails late with "disk I/O error" and creates its journal
-    beside it (``/dev/null-journal``)."""
+    beside it (``/dev/null-journal``); refused too when it names a directory ('/' at its end) or a new
+    file in a directory that does not exist."""
     if url.get_backend_name() != "sqlite":
         return url
     db = url.database or ""
@@ -157,10 +187,17 @@ def _regular_sqlite(url: URL) -> URL:
         db = db[5:].split("?", 1)[0]
     if not db or db == ":memory:":
         return url
+    if not (url.database or "").startswith("file:"):  # (a SQLite URI's path is percent-encoded)
+        _refuse_directory_name(db)
     try:
         st = os.stat(db)
+    except (FileNotFoundError, NotADirectoryError):
+        why = None if (url.database or "").startswith("file:") else _missing_directory(db)
+        if why:
+            raise StoreError(why) from None
+        return url  # a new database
     except (OSError, ValueError):
-        return url  # a new database (or a name the store reports itself)
+        return url  # a name the store reports itself
     if not stat.S_ISREG(st.st_mode):
         raise StoreError(f"SQLite database {shown(db)} is {file_kind(st.st_mode)}, not a regular file: give a "
                          "database file, or a new path for a new database")

@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from placetune._lazy import lazy_import
+from placetune.errors import StoppedAfterMeasurement
 from placetune.tuning.optuna_study import OptunaStudy, distributions, storage_for
 
 if TYPE_CHECKING:
@@ -166,8 +167,19 @@ class FleetSteps:
         self.steps.tell(measurements)
 
     def throw(self, exc: BaseException) -> None:
-        """A measurement raised: its trials fail, and the agent decides (see ``AskTell.throw``)."""
+        """A measurement raised: its trials fail, and the agent decides (see ``AskTell.throw``). A run stopped
+        once a measurement was stored (:class:`~placetune.errors.StoppedAfterMeasurement`: memory failures in
+        a row) tells that measurement's trial first: a finished trial the other workers count, not a failed one."""
         running, self._running = self._running, []
+        if isinstance(exc, StoppedAfterMeasurement):
+            key = exc.placement.key
+            told = next((t for t in running if t[1].placement.key == key), None)
+            if told is not None:
+                running.remove(told)
+                trial, p, beat = told
+                if beat is not None:
+                    beat.stop()
+                self.optuna.tell(trial, p.placement, exc.measurement, self.agent)
         self._fail(running)
         self.steps.throw(exc)
 

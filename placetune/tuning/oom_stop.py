@@ -6,6 +6,10 @@ with its class, counted against the budget, never measured again; the worker or 
 anew for the next placement. But when :data:`~placetune.backends.oom.STOP_AFTER` measurements in a row are
 memory failures, the board cannot build what the search asks of it and every further placement would fail
 the same way, each after minutes of swapping: the run stops (exit status 8, the study resumes).
+The stop is a :class:`~placetune.errors.StoppedAfterMeasurement`: the last measurement is stored and
+its trial is told it before the run ends (a fleet worker's trial finishes as a failed placement that
+the other workers count; it is not left failed). ``placetune measure`` says a memory failure with the
+same words (:func:`said`).
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from placetune.backends.oom import STOP_AFTER, is_memory_failure
-from placetune.errors import BackendError
+from placetune.errors import StoppedAfterMeasurement
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.placement.placement import Placement
 
-__all__ = ["OutOfMemoryStop", "ADVICE"]
+__all__ = ["OutOfMemoryStop", "ADVICE", "said"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +33,16 @@ ADVICE = ("free the board's memory (close other programs: the GPU shares it), gi
           "([backend_options] dla_memory_pools = {workspace = 1073741824} for the tensorrt backend, build_args = "
           "[\"--memPoolSize=workspace:1024M\"] for trtexec), fewer frames in flight (--frames-in-flight) or "
           "replicas, or a smaller batch; `sudo dmesg | grep -i -e oom -e 'killed process'` shows the kernel's kills")
+
+
+def said(m: "Measurement", in_a_row: int | None = None) -> str:
+    """The one line of a memory failure: a run's stop after ``in_a_row`` of them (``m`` the last), or
+    without it one measurement's (``placetune measure``); both name what to change."""
+    last = f"{m.status}: {str(m.reason)[:300]}"
+    if in_a_row is not None:
+        return (f"out of memory: {in_a_row} placements in a row ran out of memory (the last: {last}); the run "
+                f"stopped rather than fail every placement that follows: {ADVICE}; then run again (the study resumes)")
+    return f"out of memory: the placement ran out of memory ({last}): {ADVICE}; then measure again"
 
 
 class OutOfMemoryStop:
@@ -49,9 +63,7 @@ class OutOfMemoryStop:
             return
         self.in_a_row += 1
         if self.in_a_row >= self.stop_after:
-            raise BackendError(f"out of memory: {self.in_a_row} placements in a row ran out of memory (the last: "
-                               f"{m.status}: {str(m.reason)[:300]}); the run stopped rather than fail every placement "
-                               f"that follows: {ADVICE}; then run again (the study resumes)")
+            raise StoppedAfterMeasurement(said(m, self.in_a_row), placement, m)
         if not self.warned:  # once a run: a night of scattered memory failures says it once
             self.warned = True
             log.warning("OUT OF MEMORY: this placement is recorded as failed (failure_class memory) and the run goes on; "

@@ -55,7 +55,8 @@ from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.oom import out_of_memory
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
-from placetune.backends.tensorrt.jobs import JobContext, reply_failure, run_timed, runtime_messages, timing_cache_path
+from placetune.backends.tensorrt.jobs import (JobContext, cache_set_aside, reply_failure, run_timed, runtime_messages,
+                                              timing_cache_path)
 from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
@@ -516,8 +517,7 @@ class TensorRTBackend(JetsonBackend):
         if res.get("adjust_for_dla"):  # say which path made the network DLA-ready
             extra["dla_path"] = "ONNX parser flag ADJUST_FOR_DLA (TensorRT 10.16 on)"
         if res.get("timing_cache_set_aside"):  # said once, where it happened (worker_cache.load_timing_cache)
-            log.warning("%s", res["timing_cache_set_aside"])
-            extra.setdefault("notes", []).append(res["timing_cache_set_aside"])
+            cache_set_aside(res, extra.setdefault("notes", []))
         extra.update(
             build_errors=blog.errors[:50],
             build_warnings=blog.warnings[:100],

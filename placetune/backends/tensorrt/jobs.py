@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from placetune.settings import Settings
 
 __all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "strongly_typed", "read_realised",
-           "runtime_messages"]
+           "runtime_messages", "cache_set_aside"]
 
 _LOG_KEEP = 400
 log = logging.getLogger(__name__)
@@ -285,6 +285,15 @@ def runtime_messages(extra: dict[str, Any], res: dict[str, Any]) -> list[str]:
     if warned := [str(m) for s, m in log_lines if s == "WARNING"]:
         extra["runtime_warnings"] = warned[:20]
     return errors
+
+
+def cache_set_aside(info: dict[str, Any], notes: list[str]) -> None:
+    """The worker's line when it set an unreadable timing cache aside for a build (``info``: a reply, or one
+    engine's record of a pipeline or replicas job; worker_cache.load_timing_cache): said where it happened
+    and kept in the measurement's ``notes``, in every mode."""
+    if said := info.get("timing_cache_set_aside"):
+        log.warning("%s", said)
+        notes.append(str(said))
 
 
 def logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:

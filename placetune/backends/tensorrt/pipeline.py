@@ -47,6 +47,7 @@ from placetune.backends.tensorrt.nms_graph import nms_elementwise, nms_outputs
 from placetune.backends.tensorrt.jobs import (
     JobContext,
     cache_counts,
+    cache_set_aside,
     engine_log,
     logs_into,
     mark_unknown,
@@ -274,6 +275,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     for c, spec, info in zip(cuts, specs, infos):
         label = f"seg{c.index}"
         logs_into(extra, label, info)
+        cache_set_aside(info, notes)  # an unreadable timing cache set aside for this engine's build
         n_load, subgraphs = read_realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
                                       unknown=unknown, guessed=guessed, unchecked=unchecked)
         if c.device != "GPU":
@@ -288,6 +290,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
                      "cache_key": spec.get("cache_key")})
     if ref is not None:
         logs_into(extra, "reference", ref)
+        cache_set_aside(ref, notes)
         if not ref.get("cached"):
             build_s += float(ref.get("build_seconds") or 0.0)
     extra["engines"] = rows
@@ -510,6 +513,7 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
     build_s = 0.0
     for spec, info in zip(specs, infos):
         logs_into(extra, spec["name"], info)
+        cache_set_aside(info, notes)  # an unreadable timing cache set aside for this replica's build
         if not info.get("cached"):
             build_s += float(info.get("build_seconds") or 0.0)
         if spec["dla_core"] >= 0:

@@ -131,6 +131,15 @@ class Engine:
     network: list[tuple[str, str | None]] | None = None  # (layer, its ONNX node) from the parser's [V] lines
     timing_cache: Path | None = None  # the shared timing cache; trtexec gets its own copy (timingcache.py)
 
+    def recorded_argv(self) -> list[str]:
+        """The build command as recorded with the measurement (``extra["commands"]["build"]``): the shared
+        timing cache in place of the build's own copy, which is deleted with the run directory; the command
+        a user re-running it by hand needs (trtexec takes the same ``<cache>.lock`` as placetune on it)."""
+        if self.timing_cache is None:
+            return list(self.build_argv)
+        return [f"--timingCacheFile={self.timing_cache}" if a.startswith("--timingCacheFile=") else a
+                for a in self.build_argv]
+
     def built(self) -> Run:
         """The build's run (once :func:`build` ran it)."""
         if self.run is None:
@@ -174,7 +183,7 @@ def measure_engine(be: TrtexecOptions, r: "Realisation", platform: "Platform", s
             break
         log.info("rebuilding %s: the parser made layers for GPU nodes that --useDLACore put on the DLA", key[0])
     placed = realised(eng, r)
-    extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.build_argv},
+    extra: dict[str, Any] = {"trt_version": version, "dla_core": core, "commands": {"build": eng.recorded_argv()},
                              **build_extra(eng), **placed.extra}
     if settings.precision == "int8" and not strongly_typed(version_tuple(version)):  # where the ranges came from
         extra["int8_ranges"] = "calibration-cache" if be.calibration_cache else \
@@ -445,7 +454,7 @@ def build(be: TrtexecOptions, eng: Engine, version: str, base: dict[str, Any]) -
     eng.blog = parse_build_log(lines)
     eng.network = parser_network(run.parser_messages()) or None
     extra = dict(base.pop("extra", {}) or {})
-    extra.setdefault("commands", {"build": eng.build_argv})
+    extra.setdefault("commands", {"build": eng.recorded_argv()})
     kw = dict(build_seconds=run.seconds, extra=extra, **base)
     failure = classify(run, lines, parse_summary(lines), "build", kw, be.timeout_s)
     if failure is not None:

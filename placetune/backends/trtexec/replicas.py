@@ -75,7 +75,7 @@ def measure_replicas(be: TrtexecOptions, r: "Realisation", platform: "Platform",
                 "infeasible", f"replica {eng.device} asks batch {eng.batch} but the ONNX file has a static batch "
                 f"of {model.batch} (trtexec takes --shapes only for dynamic inputs): export the model with a dynamic "
                 "batch dimension to give replicas their own batch", extra={"commands": commands}, **base)
-        commands["build"][eng.device] = eng.build_argv
+        commands["build"][eng.device] = eng.recorded_argv()
         failure = build(be, eng, version, {**base, "extra": {"replica": eng.device, "commands": commands}})
         if failure is not None:
             failure.reason = f"replica {eng.device}: {failure.reason}"

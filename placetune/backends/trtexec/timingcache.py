@@ -16,7 +16,9 @@ run directory, and only a build that passed, whose log says ``Saved N bytes of t
 <its copy>`` of a copy that holds N bytes, replaces the shared file with it (a temporary name in the
 same folder, flushed to disk, then renamed: :func:`keep`). When two placetune runs build at once, the
 last whole cache is kept (the other's new entries are timed again by a later build): never a
-half-written one. A shared file trtexec cannot read (written by an older placetune, or damaged on
+half-written one. The command recorded with a measurement names the shared file (the copy is deleted
+with the run directory; :meth:`~placetune.backends.trtexec.engine.Engine.recorded_argv`): the one a
+user re-running it by hand needs. A shared file trtexec cannot read (written by an older placetune, or damaged on
 disk) is found from the build's log (:func:`unreadable`), renamed aside (:func:`set_aside`, said in
 one line) and the build is run once more without it.
 """

@@ -53,7 +53,8 @@ docs/doubles.md lists each behaviour with the artefact or source line behind it.
 * ``runtime.DLA_core`` not set before ``deserialize_cuda_engine``: the engine runs on
   core 0 (the documented pitfall); the inspector JSON shows the core in ``FakeRuntimeDLACore``.
 
-Fault injection (environment variables, value = a layer name that is set to DLA, or ``*``):
+Fault injection (environment variables, value = a layer name that is set to DLA, ``+DLA`` for any build
+with a DLA layer, or ``*`` for every build):
 ``PLACETUNE_FAKE_TRT_SEGFAULT_ON`` (the process kills itself with SIGSEGV while building),
 ``PLACETUNE_FAKE_TRT_KILL_ON`` (SIGKILL while building, as the kernel's out-of-memory killer; it first adds one
 to ``oom_kill`` in the file ``PLACETUNE_FAKE_TRT_VMSTAT`` names, the stand-in of ``/proc/vmstat``),
@@ -1007,8 +1008,9 @@ def _count_oom_kill(path: str | None) -> None:
 
 
 def _fault(kind: str, names: set[str]) -> bool:
+    """``*``: every build; ``+DLA``: every build with a layer on a DLA; else a layer's name."""
     target = os.environ.get(f"PLACETUNE_FAKE_TRT_{kind}_ON")
-    return bool(target) and (target == "*" or target in names)
+    return bool(target) and (target == "*" or (target == "+DLA" and bool(names)) or target in names)
 
 
 _POINTWISE = (LayerType.ACTIVATION, LayerType.ELEMENTWISE, LayerType.UNARY)
