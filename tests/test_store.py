@@ -894,3 +894,27 @@ def test_a_question_mark_in_a_sqlite_path_names_that_file_or_is_refused(tmp_path
     with Store(f"sqlite:///{tmp_path}/runs/t.db?timeout=5") as store:
         assert store.studies() == []
     assert (tmp_path / "runs" / "t.db").is_file()
+
+
+def test_tables_another_process_created_between_two_reads_are_not_called_damaged(tmp_path, monkeypatch):
+    """Three fleet workers opening one new PostgreSQL database at once: one read "no pt_schema", another
+    then committed the tables and their version together, and the first saw the tables without reading the
+    version again and refused the database as damaged (exit 7, seen in CI). The version is read again after
+    the tables are seen: tables and version are committed in one transaction."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    Store(url).close()  # the other process: tables and version, committed
+    from placetune.store.migration import SchemaMixin
+
+    real = SchemaMixin._schema_version
+    calls = []
+
+    def first_read_before_the_other_committed(conn):
+        calls.append(1)
+        return None if len(calls) == 1 else real(conn)
+
+    monkeypatch.setattr(SchemaMixin, "_schema_version", staticmethod(first_read_before_the_other_committed))
+    store = Store(url)
+    try:
+        assert store.schema_version == SCHEMA_VERSION
+    finally:
+        store.close()

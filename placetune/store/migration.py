@@ -37,7 +37,10 @@ class SchemaMixin(ConnectionMixin):
         if version == SCHEMA_VERSION:
             return
         self._check_version(version)
-        self._check_tables(version)
+        version = self._check_tables(version)
+        if version == SCHEMA_VERSION:  # another process created them since the first read
+            return
+        self._check_version(version)
         # a file that cannot be written: its tables cannot be created nor upgraded; a database only read
         # (studies, export, report) never gets placetune's tables: it may be another program's
         if self.opened_readonly or (self.readonly and version is None):
@@ -61,17 +64,25 @@ class SchemaMixin(ConnectionMixin):
                 if isinstance(exc, StoreError) or attempt == 2:
                     raise exc if isinstance(exc, StoreError) else self._translate(exc, "creating tables") from None
 
-    def _check_tables(self, version: int | None) -> None:
+    def _check_tables(self, version: int | None) -> int | None:
         """Refuse placetune tables without their schema version (``pt_schema`` dropped or emptied): the
-        tables' version is unknown, and recording this placetune's would call tables of another version its own."""
+        tables' version is unknown, and recording this placetune's would call tables of another version its own.
+        Returns the version, read again after the tables are seen: a process that created them since
+        ``version`` was read committed their version with them (one transaction), so tables with no version
+        then are damaged, never a creation in progress."""
         if version is not None:
-            return
+            return version
         with self._txn("opening the database") as conn:
             have = [t for t in Base.metadata.tables if t != SchemaRow.__tablename__ and conn.dialect.has_table(conn, t)]
+            if have:
+                version = self._schema_version(conn)
+        if version is not None:
+            return version
         if have:
             raise StoreError(f"database {self.url} has placetune tables ({', '.join(sorted(have))}) but no schema "
                              f"version (pt_schema is missing or empty): the database was edited or damaged; restore "
                              "it from a backup or use a new database")
+        return None
 
     def _create_or_migrate(self, conn: Connection) -> None:
         version = self._schema_version(conn)
