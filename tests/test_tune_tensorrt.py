@@ -362,3 +362,37 @@ def test_the_tensorrt_backend_measures_energy_in_engine_mode_with_power_on(tmp_p
             with pytest.raises(ConfigError, match=re.escape(f"objective {objective} cannot be measured by the "
                                                             f"tensorrt backend in {mode} mode")):
                 check_measurable(objective, [], "tensorrt", mode, options)
+
+
+def test_a_best_plan_whose_placement_is_unknown_is_named_so_in_the_summary(tmp_path):
+    """The summary, read in the morning, says the best plan's placement is unknown (it printed an
+    empty 'best placement (realised): ' line before), not only the warning of the first trial."""
+    study = tmp_path / "no-inspector.toml"
+    shutil.copy(DATA / "seed_model_gn.onnx.gz", tmp_path)
+    shutil.copy(DATA / "resnet18.onnx.gz", tmp_path)  # its all-DLA0 baseline beats all-GPU on the doubles
+    study.write_text('[study]\nmodel = "resnet18.onnx.gz"\n[backend_options]\ninspector = false\n')
+    env = {**os.environ, **fake_env("10.3.0", NO_PLACEMENT_LOG="1")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env["PYTHONPATH"]])
+    cmd = [sys.executable, "-m", "placetune.cli", "tune", str(study), "--backend", "tensorrt", "--mode", "engine",
+           "--agent", "random", "--trials", "2", "--storage", f"sqlite:///{tmp_path / 'pt.db'}", "--study", "night"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 6 and "nothing true to export" in proc.stderr, proc.stderr + proc.stdout  # its plan
+    with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
+        best = max((r.measurement for r in store.measurements("night")), key=lambda m: -m.latency_ms["median"])
+    assert best.extra.get("placement_known") is False  # the all-DLA0 baseline wins and its placement is unknown
+    summary = proc.stdout.split("summary:", 1)[1]
+    assert "best placement: UNKNOWN where TensorRT put its layers" in summary
+    assert "best placement (realised): \n" not in summary + "\n"
+
+
+def test_the_summary_names_each_caveat_of_the_best_plan():
+    from placetune.measurement import Measurement
+    from placetune.tuning.verdict import best_caveats
+
+    plain = Measurement("ok", latency_samples_ms=[1.0], extra={"placement_known": True})
+    assert best_caveats(plain) == []
+    unchecked = Measurement("ok", latency_samples_ms=[1.0], extra={"placement_unchecked": "segment 2: log only",
+                                                                   "gate_unverified": "all zeros"})
+    lines = best_caveats(unchecked)
+    assert lines[0].startswith("best placement: read from the build log only") and "segment 2" in lines[0]
+    assert lines[1].startswith("best plan's outputs: UNCHECKED") and "all zeros" in lines[1]

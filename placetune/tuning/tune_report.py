@@ -16,7 +16,7 @@ from placetune.tuning.study_scan import StudyScan
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.progress import Progress
 from placetune.tuning.studyfile import TuneConfig
-from placetune.tuning.verdict import agent_hint, per_stream_line, placement_line, verdict
+from placetune.tuning.verdict import agent_hint, best_caveats, per_stream_line, placement_line, verdict
 from placetune.wording import figure, hours, plural, versus
 
 __all__ = ["TuneOutcome", "TuneReport", "already_settled", "settles", "stops_early", "what_will_run"]
@@ -201,7 +201,10 @@ class TuneReport:
                      f"holds={'yes' if c.holds(m) else 'no'}")
         if ev.objective.name == "gpu_time" and m.objective("gpu_time") is not None:
             self.say(f"gpu_time: best={m.objective('gpu_time'):.4g} ms of GPU busy time per frame")
-        self.say(placement_line(realized, ev.settings))
+        if m.placement_known:
+            self.say(placement_line(realized, ev.settings))
+        for line in best_caveats(m):
+            self.say(line)
         if ev.networks:
             lat = m.extra.get("network_latency_ms") or {}
             for net in ev.networks:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from placetune.settings import Settings
     from placetune.tuning.objectives import Objective
 
-__all__ = ["verdict", "per_stream_line"]
+__all__ = ["verdict", "per_stream_line", "best_caveats"]
 
 
 def verdict(objective: "Objective", best: "Measurement | None", baselines: dict[str, "Measurement | None"],
@@ -95,6 +95,25 @@ def placement_line(realized: dict[str, str], settings: "Settings") -> str:
     parts = [f"{d} {k} layers ({100 * k / n:.0f}%)" for d, k in (("GPU", share.get("GPU", 0)), ("their DLA", dla)) if k]
     gpu = "; the GPU replica runs every layer on the GPU" if "GPU" in (settings.replicas or {"GPU": 1}) else ""
     return "best placement (realised) of the DLA replicas: " + ", ".join(parts) + gpu
+
+
+def best_caveats(m: "Measurement") -> list[str]:
+    """What the best plan's figures do not rest on, one line each, for the summary under its placement:
+    where TensorRT put its layers could not be read (``placement_known`` False: no realised placement
+    at all), was read from the build log alone (``placement_unchecked``), or its pipeline's correctness
+    gate checked nothing (``gate_unverified``). The run says each only at its first occurrence, hours
+    before the summary; a best plan carrying one is named here again. Empty when none applies."""
+    extra = m.extra or {}
+    lines = []
+    if not m.placement_known:
+        lines.append("best placement: UNKNOWN where TensorRT put its layers ("
+                     + str(extra.get("placement_unknown") or "its build could not say") + "); its timing is kept")
+    elif extra.get("placement_unchecked"):
+        lines.append("best placement: read from the build log only, unchecked against the engine "
+                     f"({extra['placement_unchecked']})")
+    if extra.get("gate_unverified"):
+        lines.append(f"best plan's outputs: UNCHECKED, the correctness gate checked nothing ({extra['gate_unverified']})")
+    return lines
 
 
 def per_stream_line(rows: "list[tuple[str, Measurement | None]]", streams: int) -> str | None:
