@@ -603,8 +603,9 @@ def test_read_only_database_uri(db_path, model):
     with Store(url) as store:  # reading works
         st = open_study(store, model)
         assert store.lookup(*st.scope, "k") == ok_measurement(model)
-        with pytest.raises(StoreError, match=rf"database file {db_path} is read-only \(it was opened read-only"):
+        with pytest.raises(StoreError, match=rf"database file {db_path} is read-only \(it was opened read-only") as err:
             store.record(st, "r2", "k2", ok_measurement(model))
+        assert "use a writable --storage path" in str(err.value) and "--db" not in str(err.value)
     with Store(db_path) as store:
         assert len(store.measurements()) == 1
 
@@ -660,6 +661,7 @@ def test_locked_database(db_path, model):
                 store.record(st, "r1", "k1", ok_measurement(model, 1))
             assert time.monotonic() - t0 < 5
             assert str(db_path) in str(err.value) and "busy timeout (0.2 s)" in str(err.value)
+            assert "another --storage file" in str(err.value) and "--db" not in str(err.value)  # the option's name
             assert store.lookup(*st.scope, "k0") == ok_measurement(model)
     finally:
         holder.execute("ROLLBACK")
@@ -673,8 +675,9 @@ def test_locked_database(db_path, model):
 def test_not_a_database_file(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("this is not SQLite\n" * 100)
-    with pytest.raises(StoreError, match="is not a usable SQLite database"):
+    with pytest.raises(StoreError, match="is not a usable SQLite database") as err:
         Store(path)
+    assert "point --storage at a placetune database" in str(err.value) and "--db" not in str(err.value)
 
 
 def test_missing_directory(tmp_path):

@@ -197,14 +197,14 @@ class ConnectionMixin:
                 return StoreError(
                     f"database {path} is locked: {lock_holder_text(path)} holds its write lock "
                     f"for longer than the busy timeout ({self.busy_timeout:g} s) while {action}: wait for "
-                    "it to finish, stop it, raise the busy timeout, or use another --db file"
+                    "it to finish, stop it, raise the busy timeout, or use another --storage file"
                 )
             unwritable = "unable to open" in low and os.path.isfile(path) and not (
                 os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK))
             if "readonly" in low or "read-only" in low or "read only" in low or unwritable:
                 return StoreError(f"database file {path} is read-only ({readonly_why(self._url, path)}) while "
-                                  f"{action}: use a writable --db path, or fix the permissions of the file and its "
-                                  "directory (studies, report and export read it as it is)")
+                                  f"{action}: use a writable --storage path, or fix the permissions of the file and "
+                                  "its directory (studies, report and export read it as it is)")
             if "unable to open" in low:
                 return StoreError(
                     f"cannot open database file {path} while {action} ({text}): check that its directory "
@@ -212,7 +212,7 @@ class ConnectionMixin:
                 )
             if "not a database" in low or "malformed" in low or "encrypted" in low:
                 return StoreError(
-                    f"{path} is not a usable SQLite database ({text}): point --db at a placetune "
+                    f"{path} is not a usable SQLite database ({text}): point --storage at a placetune "
                     "database or a new file name"
                 )
             if "disk is full" in low or "disk i/o" in low:
