@@ -710,6 +710,37 @@ def test_a_database_name_ending_with_a_slash_is_refused_in_one_line_not_made_a_f
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not list((tmp_path / "runs").iterdir())
 
 
+@pytest.mark.parametrize("name, said", [
+    ("sqlite:///file:{tmp}/runs/?mode=rwc&uri=true", "ends with '/'"),
+    ("sqlite:///file:{tmp}/no/such/x.db?mode=rwc&uri=true", "its directory {tmp}/no/such does not exist"),
+    ("sqlite:///file://localhost{tmp}/no/x.db?uri=true", "its directory {tmp}/no does not exist"),
+    ("sqlite:///file:{tmp}/my%20runs/x.db?uri=true", "its directory {tmp}/my runs does not exist"),
+    ("sqlite:///file://elsewhere/x.db?uri=true", "names the host elsewhere"),
+])
+def test_a_sqlite_uri_is_checked_as_a_plain_path_is(tmp_path, name, said, capsys, monkeypatch):
+    """`--storage sqlite:///file:...?...&uri=true` (a SQLite URI) skipped the checks a plain path gets: a name
+    ending with '/' or a new file in a missing directory is refused in one line (exit 7), the path read as
+    SQLite reads it (percent-decoded, an empty or localhost authority); a URI naming another host is refused."""
+    from placetune.cli.main import main
+
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--trials", "2", "--agent", "random", "--storage", name.format(tmp=tmp_path)]) == 7
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("placetune: error: --storage: SQLite"), err
+    assert said.format(tmp=tmp_path) in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not list((tmp_path / "runs").iterdir())
+
+
+def test_a_sqlite_uri_naming_a_usable_file_opens_it(tmp_path, model):
+    """The checks read the URI's path as SQLite does: a percent-encoded name in an existing directory opens."""
+    with Store(f"sqlite:///file:{tmp_path}/my%20study.db?mode=rwc&uri=true") as store:
+        st = open_study(store, model)
+        store.record(st, "r", "k", ok_measurement(model))
+        assert store.sqlite_path == str(tmp_path / "my study.db")
+    assert (tmp_path / "my study.db").is_file()
+
+
 def test_unreachable_postgres_hides_the_password():
     pytest.importorskip("psycopg")
     url = "postgresql+psycopg://u:secret@127.0.0.1:1/x"

@@ -21,7 +21,7 @@ from sqlalchemy.pool import StaticPool
 
 from placetune.errors import PlacetuneError, StoreError
 from placetune.store.sqlite import install_sqlite_hooks, lock_holder_text, readonly_why
-from placetune.store.url import URL_PARTS, mask_url, url_secrets
+from placetune.store.url import URL_PARTS, mask_url, sqlite_uri_path, url_secrets
 
 __all__ = ["ConnectionMixin"]
 
@@ -105,9 +105,10 @@ class ConnectionMixin:
             return None
         db = self._url.database or ""
         if db.startswith("file:"):  # a SQLite URI: its path is percent-encoded
-            from urllib.parse import unquote
-
-            db = unquote(db[5:].split("?", 1)[0])
+            try:
+                return sqlite_uri_path(db, self._url.query)
+            except StoreError:
+                return db[5:].split("?", 1)[0]
         return db
 
     def _scrub(self, text: str) -> str:
