@@ -74,7 +74,8 @@ class BackendError(PlacetuneError):
 
 class StoppedAfterMeasurement(BackendError):
     """A check of a measurement just stored stops the run (exit status 8): raised by an evaluator
-    callback (memory failures in a row, :class:`~placetune.tuning.oom_stop.OutOfMemoryStop`).
+    callback (memory failures in a row, :class:`~placetune.tuning.oom_stop.OutOfMemoryStop`; a first build
+    that shows the stack cannot be trusted, :class:`~placetune.tuning.first_build.FirstBuildCheck`).
 
     The measurement is stored and counted as one trial; it is carried here so that whoever asked
     for it (an Optuna trial, a fleet's trial of the study's Optuna study) is told it before the run

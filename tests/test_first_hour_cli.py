@@ -366,6 +366,31 @@ def test_a_tune_in_an_80_column_terminal_ends_in_lines_that_fit(tmp_path):
     assert re.search(r"^converged at trial \d+ of \d+: the best stopped improving there", text, re.M), text
 
 
+def test_measure_studies_export_and_report_fit_an_80_column_terminal_and_logs_are_unchanged(tmp_path, capsys,
+                                                                                            monkeypatch):
+    """After a short tune, `measure` (a GPU-fallback reason of 198 columns), `studies` (a table 139 wide),
+    `export` (its summary and `wrote plan folder` line, 211) and `report` (96) ran past an 80-column terminal;
+    they are wrapped at word boundaries there, a study's name never cut, and unchanged in a log (not a terminal)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--trials", "10", "--agent", "random", "--storage", "x.db", "--study", "s80"]) == 0
+    commands = [["measure", "resnet50", "--placement", "all-dla"], ["studies", "--storage", "x.db"],
+                ["export", "--storage", "x.db", "--study", "s80", "--format", "trtexec", "-o", "deploy"],
+                ["report", "--storage", "x.db", "--study", "s80", "-o", "rep"]]
+    capsys.readouterr()
+    logged = []
+    for argv in commands:
+        assert main(argv) == 0
+        logged.append(capsys.readouterr().out)
+    assert all(_widest(text) >= 80 for text in logged[:3]), logged  # a log keeps one message a line
+    for argv, log in zip(commands, logged):
+        shown = _in_a_terminal(argv, tmp_path)
+        assert _widest(shown) < 80, shown
+        if argv[0] == "studies":  # the study's name, whole, on a line above its figures
+            assert shown.splitlines()[2:] == ["study s80:", log.splitlines()[2].split(None, 1)[1]], (shown, log)
+        else:
+            assert " ".join(shown.split()) == " ".join(log.split()), (shown, log)  # the same words
+
+
 def test_the_convergence_line_speaks_plainly():
     """It read "converged at trial 5 of 15 (no gain over 1% in the 10 trials after it); the 10 trials after
     it bought nothing": two "trials after it" of different meanings, and a gain "bought"."""

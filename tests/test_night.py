@@ -269,6 +269,55 @@ def test_a_fleet_worker_stops_out_of_memory_as_tune_does_and_leaves_its_trial_fi
         be.close()
 
 
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.parametrize("agent", ["optuna", "random"])
+def test_a_fleet_worker_stopped_by_the_first_build_check_leaves_its_trial_finished(tmp_path, gn, agent):
+    """A fleet worker whose stack cannot say where TensorRT put the layers (no placement lines in the build
+    log, no inspector) stops at its third DLA placement with the first-build check's line (exit 8); that
+    build is stored and its trial of the fleet's study is told it (counted by every worker), not left FAIL."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from placetune import Store
+    from placetune.errors import BackendError
+    from placetune.tuning.first_build import FirstBuildCheck
+    from placetune.tuning.fleet import Fleet
+    from placetune.tuning.fleet_claims import CLAIMS_TABLE
+    from placetune.tuning.fleet_worker import FleetOptions
+    from search import Budget, drive, get_agent
+    from tests.test_tensorrt_backend import _backend as trt_backend
+
+    db = tmp_path / "fleet.db"
+    be = trt_backend(tmp_path, "10.3.0", faults={"NO_PLACEMENT_LOG": "1"}, inspector=False)
+    store = Store(f"sqlite:///{db}")
+    try:
+        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3", store=store,
+                       study="unknown")
+        ev.add_callback(FirstBuildCheck(ev))
+        fleet = Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3))
+        fleet.attach(ev)
+        worker = fleet.configure(get_agent(agent, seed=0), 30, study_name=ev.study_name)
+        with pytest.raises(BackendError) as err:
+            drive(worker.ask_tell(ev, Budget(evaluations=30)), ev)
+        fleet.close()
+        msg = str(err.value)
+        assert err.value.exit_code == 8 and "\n" not in msg and msg.startswith("first-build check placement failed:")
+        study = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{db}")
+        trials = study.get_trials(deepcopy=False)
+        assert trials and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}, \
+            [t.state for t in trials]
+        last = max(trials, key=lambda t: t.number)
+        dla = [r for r in store.measurements(ev.study_name) if set(r.measurement.requested.values()) - {"GPU"}]
+        assert len(dla) == 3 and all(r.measurement.extra["placement_known"] is False for r in dla)
+        assert last.user_attrs["measurement_id"] == max(r.id for r in dla)
+        assert fleet.trials_done(ev.study_name) == len(trials)  # the stopping trial counts for the other workers
+        with store.engine.connect() as conn:
+            assert conn.execute(CLAIMS_TABLE.select()).all() == []
+    finally:
+        store.close()
+        be.close()
+
+
 def test_measure_says_a_memory_failure_in_the_words_tune_stops_with(tmp_path, monkeypatch, capsys):
     """`placetune measure --backend tensorrt` of a build that ran out of memory: its status, then the line a tune
     stops with for one placement (what to change), in the text and in --json; exit 1 as any failed placement."""

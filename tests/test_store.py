@@ -603,8 +603,9 @@ def test_read_only_database_uri(db_path, model):
     with Store(url) as store:  # reading works
         st = open_study(store, model)
         assert store.lookup(*st.scope, "k") == ok_measurement(model)
-        with pytest.raises(StoreError, match=rf"database file {db_path} is read-only \(it was opened read-only"):
+        with pytest.raises(StoreError, match=rf"database file {db_path} is read-only \(it was opened read-only") as err:
             store.record(st, "r2", "k2", ok_measurement(model))
+        assert "use a writable --storage path" in str(err.value) and "--db" not in str(err.value)
     with Store(db_path) as store:
         assert len(store.measurements()) == 1
 
@@ -660,6 +661,7 @@ def test_locked_database(db_path, model):
                 store.record(st, "r1", "k1", ok_measurement(model, 1))
             assert time.monotonic() - t0 < 5
             assert str(db_path) in str(err.value) and "busy timeout (0.2 s)" in str(err.value)
+            assert "another --storage file" in str(err.value) and "--db" not in str(err.value)  # the option's name
             assert store.lookup(*st.scope, "k0") == ok_measurement(model)
     finally:
         holder.execute("ROLLBACK")
@@ -673,8 +675,9 @@ def test_locked_database(db_path, model):
 def test_not_a_database_file(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("this is not SQLite\n" * 100)
-    with pytest.raises(StoreError, match="is not a usable SQLite database"):
+    with pytest.raises(StoreError, match="is not a usable SQLite database") as err:
         Store(path)
+    assert "point --storage at a placetune database" in str(err.value) and "--db" not in str(err.value)
 
 
 def test_missing_directory(tmp_path):
@@ -705,6 +708,37 @@ def test_a_database_name_ending_with_a_slash_is_refused_in_one_line_not_made_a_f
     assert len(err.splitlines()) == 1 and err.startswith("placetune: error: --storage: SQLite database"), err
     assert "ends with '/'" in err and "placetune.db" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not list((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("name, said", [
+    ("sqlite:///file:{tmp}/runs/?mode=rwc&uri=true", "ends with '/'"),
+    ("sqlite:///file:{tmp}/no/such/x.db?mode=rwc&uri=true", "its directory {tmp}/no/such does not exist"),
+    ("sqlite:///file://localhost{tmp}/no/x.db?uri=true", "its directory {tmp}/no does not exist"),
+    ("sqlite:///file:{tmp}/my%20runs/x.db?uri=true", "its directory {tmp}/my runs does not exist"),
+    ("sqlite:///file://elsewhere/x.db?uri=true", "names the host elsewhere"),
+])
+def test_a_sqlite_uri_is_checked_as_a_plain_path_is(tmp_path, name, said, capsys, monkeypatch):
+    """`--storage sqlite:///file:...?...&uri=true` (a SQLite URI) skipped the checks a plain path gets: a name
+    ending with '/' or a new file in a missing directory is refused in one line (exit 7), the path read as
+    SQLite reads it (percent-decoded, an empty or localhost authority); a URI naming another host is refused."""
+    from placetune.cli.main import main
+
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--trials", "2", "--agent", "random", "--storage", name.format(tmp=tmp_path)]) == 7
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("placetune: error: --storage: SQLite"), err
+    assert said.format(tmp=tmp_path) in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not list((tmp_path / "runs").iterdir())
+
+
+def test_a_sqlite_uri_naming_a_usable_file_opens_it(tmp_path, model):
+    """The checks read the URI's path as SQLite does: a percent-encoded name in an existing directory opens."""
+    with Store(f"sqlite:///file:{tmp_path}/my%20study.db?mode=rwc&uri=true") as store:
+        st = open_study(store, model)
+        store.record(st, "r", "k", ok_measurement(model))
+        assert store.sqlite_path == str(tmp_path / "my study.db")
+    assert (tmp_path / "my study.db").is_file()
 
 
 def test_unreachable_postgres_hides_the_password():

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placetune.cli.checks import load_model
-from placetune.cli.terminal import show, table
-from placetune.wording import plural
+from placetune.cli.terminal import show, table, terminal_width
+from placetune.wording import plural, wrap
 from placetune._lazy import lazy_import
 from placetune.errors import ConfigError, PlacementError
 from placetune.files.read import check_regular, read_text
@@ -109,7 +109,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     doc = {"model": model.name, "platform": ev.platform.name, "power_mode": settings.power_mode, **doc}
     if _oom.is_memory_failure(m):  # what to change, in the words a tune stops with
         doc["out_of_memory"] = _oom_stop.said(m)
-    show(args, doc, _measure_human(m, model, ev.platform, settings.power_mode))
+    show(args, doc, wrap(_measure_human(m, model, ev.platform, settings.power_mode), terminal_width()))
     return 0 if m.ok else 1
 
 

@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placetune.cli.terminal import table, write_data
+from placetune.cli.terminal import say, table, terminal_width, write_data
+from placetune.safetext import line_safe
 from placetune.errors import ConfigError, ModelError, StoreError
 from placetune.validate import dumps_json
 from placetune.wording import plural
@@ -154,14 +155,29 @@ def cmd_studies(args: argparse.Namespace) -> int:
         print(dumps_json({"storage": store.url, "studies": docs}, indent=2))
         return 0
     if not docs:
-        print(f"no study in {store.url}")
+        say(f"no study in {store.url}")
         return 0
     rows = [[d["study"], d["model"], d["platform"], d["mode"],
              " ".join([d["objective"], *(f"({c})" for c in d["constraints"])]), d["trials"], d["measured"],
              _fmt(d["best"], d["objective"].split("+")[0]), "yes" if d["simulated"] else "no"] for d in docs]
-    print(table(rows, ["study", "model", "platform", "mode", "objective", "trials", "measured", "best",
-                        "simulated"]))
+    say(studies_table(rows, terminal_width()))
     return 0
+
+
+_STUDIES_HEADER = ("study", "model", "platform", "mode", "objective", "trials", "measured", "best", "simulated")
+
+
+def studies_table(rows: list[list[Any]], width: int | None) -> str:
+    """The table of ``placetune studies``; at a terminal's ``width`` that the table would run past, each
+    study's name (never cut: it is what --study takes) on a line of its own above the row of its figures."""
+    text = table(rows, _STUDIES_HEADER)
+    if width is None or max(map(len, text.splitlines())) <= width - 1:
+        return text
+    lines = table([r[1:] for r in rows], _STUDIES_HEADER[1:]).splitlines()
+    out = lines[:2]
+    for r, line in zip(rows, lines[2:]):
+        out += [f"study {line_safe(str(r[0]))}:", line]
+    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- export
@@ -198,10 +214,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         done = _folder.write_plan_folder(plan, model, args.output, source=args.onnx, calibration_cache=calib,
                                  trt_version=args.trt_version)
         summary = done.plan.summary()
-        print(summary)
-        print(f"wrote plan folder {done.directory} (study {args.study}, measurement "
+        say(summary)
+        say(f"wrote plan folder {done.directory} (study {args.study}, measurement "
               f"{plan.source.get('measurement_id')}): {_folder_files(done.directory, done.files)}")
-        print(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
+        say(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
         _print_notes(done.plan.notes, summary)
         return 0
     if calib is not None:  # (as the folder does: a plan that says its INT8 ranges are calibrated names a cache)
@@ -231,9 +247,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         plan.save(out)
     summary = plan.summary()
-    print(summary)
+    say(summary)
     what = "trtexec build script" if args.format == "trtexec" else "plan"
-    print(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')})")
+    say(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')})")
     _print_notes(plan.notes, summary)
     return 0
 
@@ -260,7 +276,7 @@ def _print_notes(notes: list[str], summary: str) -> None:
     the plan file keeps it as a note)."""
     for note in notes:
         if note.split(" (", 1)[0] not in summary:
-            print(f"note: {note}")
+            say(f"note: {note}")
 
 
 # --------------------------------------------------------------------------- report
@@ -273,12 +289,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         st = store.study(args.study)
         files = _plots.write_report(store, args.study, args.output, dpi=args.dpi)
     label = "SIMULATED study" if st.simulated else "study"
-    print(f"{label} {st.name}: wrote {plural(len(files), 'file')} to {args.output}")
+    say(f"{label} {st.name}: wrote {plural(len(files), 'file')} to {args.output}")
     for f in files:
-        print(f"  {f}")
+        say(f"  {f}")
     trace = next((f for f in files if f.name == "trace.json"), None)
     if trace is not None:
-        print(f"open {trace} in https://ui.perfetto.dev or chrome://tracing")
+        say(f"open {trace} in https://ui.perfetto.dev or chrome://tracing")
     return 0
 
 

@@ -31,8 +31,9 @@ from typing import IO, Any
 
 from placetune.safetext import line_safe, mask_secrets, terminal_safe
 from placetune.validate import dumps_json
+from placetune.wording import wrap
 
-__all__ = ["SafeStream", "output_lost", "safe_output", "when_output_lost", "write_data"]
+__all__ = ["SafeStream", "output_lost", "safe_output", "say", "when_output_lost", "write_data"]
 
 #: Called (again at every later write) once an output is lost: e.g. a tune's stop request.
 _HOOKS: list[Callable[[], None]] = []
@@ -215,6 +216,12 @@ def terminal_width() -> int | None:
     except (AttributeError, ValueError):
         return None
     return shutil.get_terminal_size((80, 24)).columns
+
+
+def say(text: str = "") -> None:
+    """Print ``text`` to standard output, its lines longer than the terminal wrapped at word boundaries
+    (:func:`~placetune.wording.wrap`); unchanged when standard output is no terminal (a log, a pipe)."""
+    print(wrap(text, terminal_width()))
 
 
 def shape_text(shape: Sequence[int]) -> str:

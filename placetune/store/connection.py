@@ -21,7 +21,7 @@ from sqlalchemy.pool import StaticPool
 
 from placetune.errors import PlacetuneError, StoreError
 from placetune.store.sqlite import install_sqlite_hooks, lock_holder_text, readonly_why
-from placetune.store.url import URL_PARTS, mask_url, url_secrets
+from placetune.store.url import URL_PARTS, mask_url, sqlite_uri_path, url_secrets
 
 __all__ = ["ConnectionMixin"]
 
@@ -105,9 +105,10 @@ class ConnectionMixin:
             return None
         db = self._url.database or ""
         if db.startswith("file:"):  # a SQLite URI: its path is percent-encoded
-            from urllib.parse import unquote
-
-            db = unquote(db[5:].split("?", 1)[0])
+            try:
+                return sqlite_uri_path(db, self._url.query)
+            except StoreError:
+                return db[5:].split("?", 1)[0]
         return db
 
     def _scrub(self, text: str) -> str:
@@ -197,14 +198,14 @@ class ConnectionMixin:
                 return StoreError(
                     f"database {path} is locked: {lock_holder_text(path)} holds its write lock "
                     f"for longer than the busy timeout ({self.busy_timeout:g} s) while {action}: wait for "
-                    "it to finish, stop it, raise the busy timeout, or use another --db file"
+                    "it to finish, stop it, raise the busy timeout, or use another --storage file"
                 )
             unwritable = "unable to open" in low and os.path.isfile(path) and not (
                 os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK))
             if "readonly" in low or "read-only" in low or "read only" in low or unwritable:
                 return StoreError(f"database file {path} is read-only ({readonly_why(self._url, path)}) while "
-                                  f"{action}: use a writable --db path, or fix the permissions of the file and its "
-                                  "directory (studies, report and export read it as it is)")
+                                  f"{action}: use a writable --storage path, or fix the permissions of the file and "
+                                  "its directory (studies, report and export read it as it is)")
             if "unable to open" in low:
                 return StoreError(
                     f"cannot open database file {path} while {action} ({text}): check that its directory "
@@ -212,7 +213,7 @@ class ConnectionMixin:
                 )
             if "not a database" in low or "malformed" in low or "encrypted" in low:
                 return StoreError(
-                    f"{path} is not a usable SQLite database ({text}): point --db at a placetune "
+                    f"{path} is not a usable SQLite database ({text}): point --storage at a placetune "
                     "database or a new file name"
                 )
             if "disk is full" in low or "disk i/o" in low:

@@ -22,7 +22,7 @@ from placetune.errors import StoreError
 from placetune.safetext import mask_secrets, shown
 from placetune.files.read import file_kind
 
-__all__ = ["URL_PARTS", "mask_url", "normalise_url", "sqlite_file", "url_secrets"]
+__all__ = ["URL_PARTS", "mask_url", "normalise_url", "sqlite_file", "sqlite_uri_path", "url_secrets"]
 
 #: How a message names a PostgreSQL URL's parts (in words: an example URL with a made-up password
 #: would read as a secret).
@@ -121,8 +121,41 @@ def sqlite_file(url: str | URL | os.PathLike[str] | None) -> str | None:
         return None
     db = u.database or ""
     if db.startswith("file:"):
-        db = db[5:].split("?", 1)[0]
+        try:
+            db = sqlite_uri_path(db, u.query) or ""
+        except StoreError:
+            return None
     return db if db and db != ":memory:" else None
+
+
+def sqlite_uri_path(database: str, query: object = None) -> str | None:
+    """The file named by a SQLite URI (``file:...``, ``sqlite:///file:...?...&uri=true``): its path without the
+    query and fragment, percent-decoded, from ``file:path``, ``file:/path`` or ``file:///path`` (an empty or
+    ``localhost`` authority); None for an in-memory database (``file::memory:``, ``mode=memory``) or SQLite's
+    temporary one (no path). A URI whose file cannot be told (another host's authority, a NUL) is refused
+    in one line: the store cannot check what SQLite would open."""
+    from urllib.parse import unquote
+
+    rest = database[5:] if database.startswith("file:") else database
+    rest = rest.split("#", 1)[0]
+    rest, _, params = rest.partition("?")
+    options = dict(query or {})
+    for part in params.split("&"):
+        key, _, value = part.partition("=")
+        options.setdefault(key, value)
+    if str(options.get("mode", "")).lower() == "memory":
+        return None
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        if authority not in ("", "localhost"):
+            raise StoreError(f"SQLite URI {shown(database)} names the host {shown(authority)}, whose file cannot be "
+                             "checked or opened here: give file:/path/to/placetune.db or the plain path")
+        rest = slash + path
+    path = unquote(rest)
+    if "\x00" in path:
+        raise StoreError(f"SQLite URI {shown(database)} holds a NUL character (%00), where SQLite would cut the file "
+                         "name short: give the path without it")
+    return path if path and path != ":memory:" else None
 
 
 #: The options SQLAlchemy's SQLite driver (pysqlite) takes after a URL's ``?``; with ``uri=true``
@@ -183,16 +216,15 @@ def _regular_sqlite(url: URL) -> URL:
     if url.get_backend_name() != "sqlite":
         return url
     db = url.database or ""
-    if db.startswith("file:"):
-        db = db[5:].split("?", 1)[0]
+    if db.startswith("file:"):  # a SQLite URI: the same checks on the file it names (percent-decoded)
+        db = sqlite_uri_path(db, url.query) or ""
     if not db or db == ":memory:":
         return url
-    if not (url.database or "").startswith("file:"):  # (a SQLite URI's path is percent-encoded)
-        _refuse_directory_name(db)
+    _refuse_directory_name(db)
     try:
         st = os.stat(db)
     except (FileNotFoundError, NotADirectoryError):
-        why = None if (url.database or "").startswith("file:") else _missing_directory(db)
+        why = _missing_directory(db)
         if why:
             raise StoreError(why) from None
         return url  # a new database

@@ -21,7 +21,11 @@ build and on the first builds of a run on a real backend (tensorrt, trtexec):
   read, a later unknown one is only marked.
 
 A failed check raises :class:`~placetune.errors.BackendError` (exit status 8); each message
-starts with ``first-build check <name> failed:`` so the failure modes are told apart.
+starts with ``first-build check <name> failed:`` so the failure modes are told apart. A check of a
+build (timing, objective, placement) fails once that build's measurement is stored: it raises a
+:class:`~placetune.errors.StoppedAfterMeasurement`, so the trial that asked for it is told it before
+the run ends (a fleet worker's trial finishes as one that the other workers count, not left failed),
+as the out-of-memory stop does (:mod:`placetune.tuning.oom_stop`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
-from placetune.errors import BackendError
+from placetune.errors import BackendError, StoppedAfterMeasurement
 from placetune.hardware.power_modes import modes_of, same_power_mode
 
 if TYPE_CHECKING:
@@ -117,9 +121,13 @@ class FirstBuildCheck:
         self.dla_checked = False
         self.unknown_in_a_row = 0
 
-    def fail(self, check: str, why: str) -> None:
-        """Stop the run: one line naming the check (exit status 8)."""
-        raise BackendError(f"first-build check {check} failed: {why}; the run stopped before spending its budget")
+    def fail(self, check: str, why: str, placement: "Placement | None" = None, m: "Measurement | None" = None) -> None:
+        """Stop the run: one line naming the check (exit status 8). After the stored measurement ``m`` of
+        ``placement``, the stop carries it (:class:`~placetune.errors.StoppedAfterMeasurement`)."""
+        line = f"first-build check {check} failed: {why}; the run stopped before spending its budget"
+        if m is not None:
+            raise StoppedAfterMeasurement(line, placement, m)
+        raise BackendError(line)
 
     def before(self) -> None:
         """The clocks check, from the fingerprint the backend read when the study opened."""
@@ -139,7 +147,7 @@ class FirstBuildCheck:
             self.gpu_checked = True
             problem = measurement_problem(m, self.names)
             if problem:
-                self.fail(*problem)
+                self.fail(*problem, placement, m)
         elif not self.dla_checked and asked - {"GPU"} and m.ok:
             if placement_known(m):
                 self.dla_checked = True
@@ -150,7 +158,7 @@ class FirstBuildCheck:
             if self.unknown_in_a_row >= PLACEMENT_STOP_AFTER:
                 self.fail("placement", f"where TensorRT put the layers is unknown for the first {self.unknown_in_a_row} "
                           f"DLA placements in a row (the last: {why}), so no measurement could say what ran where: "
-                          "run `placetune selftest` and send its report")
+                          "run `placetune selftest` and send its report", placement, m)
             if self.unknown_in_a_row == 1:
                 log.warning("PLACEMENT UNKNOWN: where TensorRT put the layers of this DLA placement could not be read "
                             "(%s); it is recorded with placement_known=False and its timing, and the run goes on; it "

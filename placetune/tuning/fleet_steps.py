@@ -169,7 +169,7 @@ class FleetSteps:
     def throw(self, exc: BaseException) -> None:
         """A measurement raised: its trials fail, and the agent decides (see ``AskTell.throw``). A run stopped
         once a measurement was stored (:class:`~placetune.errors.StoppedAfterMeasurement`: memory failures in
-        a row) tells that measurement's trial first: a finished trial the other workers count, not a failed one."""
+        a row, a failed first-build check) tells that measurement's trial first: a finished trial the other workers count, not a failed one."""
         running, self._running = self._running, []
         if isinstance(exc, StoppedAfterMeasurement):
             key = exc.placement.key
