@@ -13,7 +13,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -128,14 +131,12 @@ def sqlite_file(url: str | URL | os.PathLike[str] | None) -> str | None:
     return db if db and db != ":memory:" else None
 
 
-def sqlite_uri_path(database: str, query: object = None) -> str | None:
+def sqlite_uri_path(database: str, query: Mapping[str, Any] | None = None) -> str | None:
     """The file named by a SQLite URI (``file:...``, ``sqlite:///file:...?...&uri=true``): its path without the
     query and fragment, percent-decoded, from ``file:path``, ``file:/path`` or ``file:///path`` (an empty or
     ``localhost`` authority); None for an in-memory database (``file::memory:``, ``mode=memory``) or SQLite's
     temporary one (no path). A URI whose file cannot be told (another host's authority, a NUL) is refused
     in one line: the store cannot check what SQLite would open."""
-    from urllib.parse import unquote
-
     rest = database[5:] if database.startswith("file:") else database
     rest = rest.split("#", 1)[0]
     rest, _, params = rest.partition("?")
