@@ -161,9 +161,13 @@ def test_a_layer_name_with_a_line_break_stays_in_its_table_row(tmp_path, capsys)
     assert main(["check", str(tmp_path / "m.onnx")]) == 0
     out = capsys.readouterr().out
     assert not any(line.startswith("placetune:") for line in out.splitlines()), out
-    assert "/conv1\\nplacetune: all 5 layers verified on the device" in out
+    assert "/conv1\\nplacetune:" in out  # escaped, in its row (a long name is cut in the middle to fit)
     rows = out.split("\n\n")[0].splitlines()
     assert len(rows) == 2 + 5, out  # header, rule, five layers
+    assert main(["check", "--wide", str(tmp_path / "m.onnx")]) == 0  # the whole name, still one row
+    out = capsys.readouterr().out
+    assert "/conv1\\nplacetune: all 5 layers verified on the device" in out
+    assert not any(line.startswith("placetune:") for line in out.splitlines()), out
 
 
 def test_a_model_file_name_with_a_line_break_is_shown_on_one_line(tmp_path, capsys):

@@ -457,15 +457,16 @@ def test_replicas_run_at_once_with_their_own_batches(seed_block, tmp_path):
 
 
 def test_replicas_are_enqueued_from_one_thread_each_at_once(seed_block, tmp_path):
-    """The worker enqueues each instance from a thread of its own: with 2 ms of host time per
+    """The worker enqueues each instance from a thread of its own: with 20 ms of host time per
     ``execute_async_v3`` (slept with the GIL released, as the real call releases it), the double's
     log shows the alone phase on one thread and the together phase on one thread per instance,
     their enqueues in progress at the same time."""
     import itertools
 
     log = tmp_path / "enqueues.txt"
-    be = _backend(tmp_path / "cache", faults={"ENQUEUE_MS": "2", "ENQUEUE_LOG": str(log)},
-                  replicas_duration_s=0.2)
+    # 20 ms per call: under a loaded CI machine 2 ms calls did not always overlap all three at one moment
+    be = _backend(tmp_path / "cache", faults={"ENQUEUE_MS": "20", "ENQUEUE_LOG": str(log)},
+                  replicas_duration_s=0.3)
     ev = _ev(seed_block, be, tmp_path, mode="replicas", replicas={"GPU": 1, "DLA0": 1, "DLA1": 1})
     try:
         m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -43,6 +44,10 @@ def split_shape_specs(spec: str) -> list[str]:
     return [x for x in [*items, cur] if x.strip()]
 
 
+#: a ``name:dims`` (or ``name=dims``) spec and its comma inside the text before a ``=``: two specs in one
+_SPEC_BEFORE_COMMA = re.compile(r"[:=]\s*\[?\d+(?:\s*[x,]\s*\d+)*\]?\s*,")
+
+
 def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
     """Parse ``name=1x3x224x224`` (or ``1x3x224x224`` for a single-input model), trtexec's
     ``name:1x3x224x224`` or Polygraphy's ``name:[1,3,224,224]``.
@@ -56,8 +61,9 @@ def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
     Raises:
         ShapeError: the text is not ``name=AxBxC`` with positive integers (one input per ``name=``).
     """
-    # name=dims,name=dims (or name:dims,name=dims): the first spec would become part of an input's name
-    if spec.count("=") > 1 or "," in spec.rpartition("=")[0]:
+    # name=dims,name=dims (or name:dims,name=dims): the first spec would become part of an input's name; a
+    # comma in a name alone (an ONNX input "in,put") is a name
+    if spec.count("=") > 1 or _SPEC_BEFORE_COMMA.search(spec.rpartition("=")[0]):
         raise ShapeError(f"bad --shape {spec[:120]!r}: one input per --shape with name=1x3x224x224 (repeat --shape for "
                          "each input: --shape a=1x3x224x224 --shape b=1x10), or trtexec's name:dims,name:dims")
     name, sep, dims = spec.rpartition("=")
