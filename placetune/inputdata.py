@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError
 from placetune.files.read import check_regular
+from placetune.inputimages import frames_for, image_files
 from placetune.safetext import shown
 
 if TYPE_CHECKING:
@@ -95,8 +96,6 @@ class InputData:
         """
         want = {t.name: (tuple(int(d) for d in t.shape), str(t.dtype)) for t in model.inputs}
         if self.images and not self.arrays:
-            from placetune.inputimages import frames_for
-
             arrays = frames_for(list(self.images), model, self.path)
             object.__setattr__(self, "arrays", arrays)  # made once, for the model it is checked against
             object.__setattr__(self, "label", _content_hash(arrays))
@@ -186,8 +185,6 @@ def load_input_data(path: str | os.PathLike[str]) -> InputData:
     p = os.fspath(path)
     where = f"--input-data {shown(p)}"
     if os.path.isdir(p):  # images, made into the model's input when checked against it (inputimages)
-        from placetune.inputimages import image_files
-
         return InputData(p, {}, "", tuple(image_files(p)))
     check_regular(p, "input data", limit=MAX_INPUT_BYTES)
     if not zipfile.is_zipfile(p):
