@@ -220,12 +220,11 @@ def test_out_of_memory_three_times_in_a_row_stops_the_run_with_one_line_naming_m
         be.close()
 
 
-@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
-@pytest.mark.parametrize("agent", ["optuna", "random"])
-def test_a_fleet_worker_stops_out_of_memory_as_tune_does_and_leaves_its_trial_finished(tmp_path, gn, agent):
-    """A fleet worker (the fleet's Optuna study and claims; SQLite here, one worker) whose builds keep running
-    out of memory stops with tune's line (exit 8); the third failure is stored and its trial of the fleet's
-    study is told it (PRUNED, counted by every worker), never left FAIL or RUNNING, and no claim is left."""
+def _fleet_worker_stopped(tmp_path, gn, agent, callback, study, **backend):
+    """One fleet worker (the fleet's Optuna study and claims; SQLite here) of ``agent`` on the TensorRT double
+    with ``callback(ev)`` attached, run until it stops: asserts what every such stop must leave (exit 8 in one
+    line; every trial of the fleet's study COMPLETE or PRUNED, counted by every worker; no claim left) and
+    returns (the stop's message, the store, the study name, the last trial) for the test's own checks."""
     import optuna
     from optuna.trial import TrialState
 
@@ -234,17 +233,16 @@ def test_a_fleet_worker_stops_out_of_memory_as_tune_does_and_leaves_its_trial_fi
     from placetune.tuning.fleet import Fleet
     from placetune.tuning.fleet_claims import CLAIMS_TABLE
     from placetune.tuning.fleet_worker import FleetOptions
-    from placetune.tuning.oom_stop import OutOfMemoryStop
     from search import Budget, drive, get_agent
     from tests.test_tensorrt_backend import _backend as trt_backend
 
     db = tmp_path / "fleet.db"
-    be = trt_backend(tmp_path, "10.3.0", faults={"BUILD_OOM_ON": "+DLA"})  # every build with a DLA layer
+    be = trt_backend(tmp_path, "10.3.0", **backend)
     store = Store(f"sqlite:///{db}")
     try:
         ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3", store=store,
-                       study="oom")
-        ev.add_callback(OutOfMemoryStop())
+                       study=study)
+        ev.add_callback(callback(ev))
         fleet = Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3))
         fleet.attach(ev)
         worker = fleet.configure(get_agent(agent, seed=0), 30, study_name=ev.study_name)
@@ -252,21 +250,41 @@ def test_a_fleet_worker_stops_out_of_memory_as_tune_does_and_leaves_its_trial_fi
             drive(worker.ask_tell(ev, Budget(evaluations=30)), ev)
         fleet.close()
         msg = str(err.value)
-        assert err.value.exit_code == 8 and "\n" not in msg and msg.startswith("out of memory: 3 placements in a row")
-        study = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{db}")
-        trials = study.get_trials(deepcopy=False)
+        assert err.value.exit_code == 8 and "\n" not in msg
+        trials = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{db}").get_trials(deepcopy=False)
         assert trials and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}, \
             [t.state for t in trials]
-        last = max(trials, key=lambda t: t.number)
-        assert last.state == TrialState.PRUNED and last.user_attrs["status"] == "build_failed"
-        memory = [r for r in store.measurements(ev.study_name) if r.measurement.extra.get("failure_class") == "memory"]
-        assert last.user_attrs["measurement_id"] == max(r.id for r in memory)
         assert fleet.trials_done(ev.study_name) == len(trials)  # the stopping trial counts for the other workers
         with store.engine.connect() as conn:
             assert conn.execute(CLAIMS_TABLE.select()).all() == []
+    except BaseException:
+        store.close()
+        raise
+    finally:
+        be.close()
+    return msg, store, ev.study_name, max(trials, key=lambda t: t.number)
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.parametrize("agent", ["optuna", "random"])
+def test_a_fleet_worker_stops_out_of_memory_as_tune_does_and_leaves_its_trial_finished(tmp_path, gn, agent):
+    """A fleet worker (the fleet's Optuna study and claims; SQLite here, one worker) whose builds keep running
+    out of memory stops with tune's line (exit 8); the third failure is stored and its trial of the fleet's
+    study is told it (PRUNED, counted by every worker), never left FAIL or RUNNING, and no claim is left."""
+    from optuna.trial import TrialState
+
+    from placetune.tuning.oom_stop import OutOfMemoryStop
+
+    msg, store, study, last = _fleet_worker_stopped(
+        tmp_path, gn, agent, lambda ev: OutOfMemoryStop(), "oom",
+        faults={"BUILD_OOM_ON": "+DLA"})  # every build with a DLA layer
+    try:
+        assert msg.startswith("out of memory: 3 placements in a row")
+        assert last.state == TrialState.PRUNED and last.user_attrs["status"] == "build_failed"
+        memory = [r for r in store.measurements(study) if r.measurement.extra.get("failure_class") == "memory"]
+        assert last.user_attrs["measurement_id"] == max(r.id for r in memory)
     finally:
         store.close()
-        be.close()
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
@@ -275,47 +293,17 @@ def test_a_fleet_worker_stopped_by_the_first_build_check_leaves_its_trial_finish
     """A fleet worker whose stack cannot say where TensorRT put the layers (no placement lines in the build
     log, no inspector) stops at its third DLA placement with the first-build check's line (exit 8); that
     build is stored and its trial of the fleet's study is told it (counted by every worker), not left FAIL."""
-    import optuna
-    from optuna.trial import TrialState
-
-    from placetune import Store
-    from placetune.errors import BackendError
     from placetune.tuning.first_build import FirstBuildCheck
-    from placetune.tuning.fleet import Fleet
-    from placetune.tuning.fleet_claims import CLAIMS_TABLE
-    from placetune.tuning.fleet_worker import FleetOptions
-    from search import Budget, drive, get_agent
-    from tests.test_tensorrt_backend import _backend as trt_backend
 
-    db = tmp_path / "fleet.db"
-    be = trt_backend(tmp_path, "10.3.0", faults={"NO_PLACEMENT_LOG": "1"}, inspector=False)
-    store = Store(f"sqlite:///{db}")
+    msg, store, study, last = _fleet_worker_stopped(
+        tmp_path, gn, agent, FirstBuildCheck, "unknown", faults={"NO_PLACEMENT_LOG": "1"}, inspector=False)
     try:
-        ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="10.3", store=store,
-                       study="unknown")
-        ev.add_callback(FirstBuildCheck(ev))
-        fleet = Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3))
-        fleet.attach(ev)
-        worker = fleet.configure(get_agent(agent, seed=0), 30, study_name=ev.study_name)
-        with pytest.raises(BackendError) as err:
-            drive(worker.ask_tell(ev, Budget(evaluations=30)), ev)
-        fleet.close()
-        msg = str(err.value)
-        assert err.value.exit_code == 8 and "\n" not in msg and msg.startswith("first-build check placement failed:")
-        study = optuna.load_study(study_name=ev.study_name, storage=f"sqlite:///{db}")
-        trials = study.get_trials(deepcopy=False)
-        assert trials and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}, \
-            [t.state for t in trials]
-        last = max(trials, key=lambda t: t.number)
-        dla = [r for r in store.measurements(ev.study_name) if set(r.measurement.requested.values()) - {"GPU"}]
+        assert msg.startswith("first-build check placement failed:")
+        dla = [r for r in store.measurements(study) if set(r.measurement.requested.values()) - {"GPU"}]
         assert len(dla) == 3 and all(r.measurement.extra["placement_known"] is False for r in dla)
         assert last.user_attrs["measurement_id"] == max(r.id for r in dla)
-        assert fleet.trials_done(ev.study_name) == len(trials)  # the stopping trial counts for the other workers
-        with store.engine.connect() as conn:
-            assert conn.execute(CLAIMS_TABLE.select()).all() == []
     finally:
         store.close()
-        be.close()
 
 
 def test_measure_says_a_memory_failure_in_the_words_tune_stops_with(tmp_path, monkeypatch, capsys):
