@@ -323,23 +323,19 @@ def test_scheduler_contention_is_piecewise_exact():
 
 
 def test_gpu_work_of_another_process_waits_for_the_time_slice():
-    """Separate processes: a GPU task ready while another context's GPU task runs waits for the rest
-    of the running slice (or until that task ends), and its DLA idles; one context (streams of one
-    process) never waits."""
+    """Separate processes: a GPU task ready while another context's GPU task runs waits half a slice
+    (or until that task ends), and its DLA idles; one context (streams of one process) never waits."""
     from placetune.backends.simulate.schedule import GPU_TIMESLICE_US, Task, run, run_closed_loops
 
-    sl = GPU_TIMESLICE_US / 1000.0
-    assert sl == pytest.approx(1.024)
+    half = GPU_TIMESLICE_US / 2000.0
+    assert half == pytest.approx(0.512)
     big, small = Task("GPU", 10.0, context=0), Task("GPU", 0.1, stream=1, context=1)
-    s = run([big, small], {}, slice_ms=sl)
-    assert small.start == pytest.approx(sl)  # ready as the other's slice began: waits all of it
-    assert small.end == pytest.approx(sl + 0.2)  # then shares the GPU
-    late = Task("GPU", 0.1, preds=(1,), stream=1, context=1)
-    run([Task("GPU", 10.0, context=0), Task("DLA0", 1.5), late], {}, slice_ms=sl)
-    assert late.start == pytest.approx(2 * sl)  # ready in the other's second slice: waits its rest
-    same = run([Task("GPU", 10.0), Task("GPU", 0.1, stream=1)], {}, slice_ms=sl)
+    s = run([big, small], {}, slice_wait_ms=half)
+    assert small.start == pytest.approx(half)  # waited for the slice, then shares the GPU
+    assert small.end == pytest.approx(half + 0.2)
+    same = run([Task("GPU", 10.0), Task("GPU", 0.1, stream=1)], {}, slice_wait_ms=half)
     assert same.tasks[1].start == 0.0  # one context: no wait
-    short = run([Task("GPU", 0.2, context=0), Task("GPU", 0.1, stream=1, context=1)], {}, slice_ms=sl)
+    short = run([Task("GPU", 0.2, context=0), Task("GPU", 0.1, stream=1, context=1)], {}, slice_wait_ms=half)
     assert short.tasks[1].start == pytest.approx(0.2)  # the other context's work ended first
     # a DLA engine with one fallback segment beside a saturating GPU engine, in closed loops
     dla = [("DLA0", 1.0, 0.0), ("GPU", 0.05, 0.0), ("DLA0", 0.5, 0.0)]
@@ -349,27 +345,7 @@ def test_gpu_work_of_another_process_waits_for_the_time_slice():
     sep = run_closed_loops([gpu, dla], {}, iterations=4, separate_processes=True)[0][1]
     assert alone == pytest.approx(1.55)
     assert one == pytest.approx(1.6)  # processor sharing: the 0.05 ms kernel at half the GPU
-    # + the wait for the rest of the GPU process's slice, which began when the DLA engine's own GPU
-    # part ended, 1.5 ms of DLA work before
-    assert sep == pytest.approx(1.6 + sl - 1.5 % sl)
-
-
-def test_a_gpu_part_right_after_its_own_waits_nearly_a_whole_slice():
-    """When a DLA engine's GPU part ends, the GPU turns to the other process, whose slice begins
-    then: the engine's next GPU part, ready after a short DLA segment, waits nearly the whole slice
-    (not half of one), and a GPU task of the slice's owner does not wait."""
-    from placetune.backends.simulate.schedule import GPU_TIMESLICE_US, Task, run
-
-    sl = GPU_TIMESLICE_US / 1000.0
-    first = Task("GPU", 0.05, stream=1, context=1)
-    dla = Task("DLA0", 0.1, preds=(1,))
-    second = Task("GPU", 0.05, preds=(2,), stream=1, context=1)
-    run([Task("GPU", 20.0, context=0), first, dla, second], {}, slice_ms=sl)
-    assert first.start == pytest.approx(sl)
-    assert second.start == pytest.approx(first.end + sl)  # ready 0.1 ms into the other's slice
-    own = Task("GPU", 0.05, stream=2, context=0)
-    run([Task("GPU", 20.0, context=0), Task("GPU", 0.05, stream=1, context=1), own], {}, slice_ms=sl)
-    assert own.start == 0.0
+    assert sep == pytest.approx(1.6 + half)  # + the wait for the GPU process's slice
 
 
 def test_separate_process_replicas_lose_more_dla_throughput(resnet18_bs8):

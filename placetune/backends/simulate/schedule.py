@@ -5,14 +5,11 @@ at a time in priority order (two engines on one core serialise). The GPU runs on
 *stream* at a time and shares itself equally between the streams that have a task running
 (processor sharing: replicas interleave their kernels).
 
-Processes: every task has a ``context`` (its process's CUDA context). With ``slice_ms`` > 0,
-contexts share the GPU by time-slicing (:data:`GPU_TIMESLICE_US`): the GPU's running slice belongs
-to the context whose task started on it last with a change of context, and began then; when that
-context runs out of GPU work while another context's task runs, the GPU turns to that context and a
-slice of its begins; while a context keeps the GPU its slices follow each other. A GPU task that is ready while a task of
-*another* context runs first waits for the running slice to end, or until no other context's task
-runs, whichever is first; its stream is held meanwhile. Tasks of the slice's owner, and tasks of one
-context (streams of one process), never wait for each other.
+Processes: every task has a ``context`` (its process's CUDA context). With ``slice_wait_ms`` > 0,
+contexts share the GPU by time-slicing: a GPU task that is ready while a task of *another*
+context runs on the GPU first waits ``slice_wait_ms`` (the expected rest of the running time
+slice; :data:`GPU_TIMESLICE_US`), or until no other context's task runs, whichever is first; its
+stream is held meanwhile. Tasks of one context (streams of one process) never wait for each other.
 
 Contention: while devices run at the same time, each running task progresses at
 
@@ -34,11 +31,8 @@ __all__ = ["Task", "Schedule", "run", "run_one_frame", "run_closed_loops", "GPU_
 
 #: Default time slice of a GPU context on Jetson (Tegra nvgpu driver: ``NVGPU_TSG_TIMESLICE_DEFAULT_US``
 #: = 1024 us, "Default TSG timeslice value in microseconds. Currently it is 1024 us",
-#: drivers/gpu/nvgpu/include/nvgpu/tsg.h of OE4T/linux-tegra-4.9 and -5.10). The runlist scheduler
-#: gives a context a whole slice when it turns to it and switches when the slice expires or the
-#: context runs out of work, so a task of another process waits for the rest of the running slice:
-#: half of it on average for an arrival at a random moment, nearly all of it for a DLA engine's GPU
-#: part that arrives just after its own previous GPU part ended (the other process's slice began then).
+#: drivers/gpu/nvgpu/include/nvgpu/tsg.h of OE4T/linux-tegra-4.9 and -5.10). A task of another
+#: process that becomes ready at a random moment of a running slice waits half of it on average.
 GPU_TIMESLICE_US = 1024.0
 
 
@@ -57,7 +51,7 @@ class Task:
         frame: frame / iteration number for the timeline.
         group: owner (e.g. replica instance) for reporting.
         context: the process (CUDA context) that owns the task: GPU tasks of different contexts
-            share the GPU by time slices when :func:`run` has ``slice_ms`` > 0.
+            share the GPU by time slices when :func:`run` has ``slice_wait_ms`` > 0.
     """
 
     device: str
@@ -93,7 +87,7 @@ class Schedule:
 
 
 def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int], Iterable[Task]] | None = None,
-        stop: Callable[[], bool] | None = None, slice_ms: float = 0.0) -> Schedule:
+        stop: Callable[[], bool] | None = None, slice_wait_ms: float = 0.0) -> Schedule:
     """Simulate ``tasks`` (a DAG through ``preds``) and fill in their start/end times.
 
     Args:
@@ -103,9 +97,8 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
             appended (their ``preds`` may name any task, finished or not).
         stop: checked after every event; True ends the simulation (unfinished tasks keep
             ``end`` = nan).
-        slice_ms: the GPU's time slice: a GPU task ready while another context's task runs on the
-            GPU waits for the running slice to end (or until no other context's task runs); 0: no
-            wait (one process).
+        slice_wait_ms: a GPU task ready while another context's task runs on the GPU waits this
+            long first (or until no other context's task runs); 0: no wait (one process).
 
     Raises:
         ValueError: the dependencies contain a cycle.
@@ -135,20 +128,8 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
         add(i)
     streams: set[int] = set()
     slice_end: dict[int, float] = {}  # GPU task waiting for another context's time slice -> its end
-    owner: list = [None, 0.0]  # the context whose time slice runs on the GPU, and when it began
     now = 0.0
     done = 0
-
-    def start_gpu(i: int) -> None:
-        running["GPU"][i] = tasks[i].work_ms
-        tasks[i].start = now
-        if tasks[i].context != owner[0]:  # the GPU turns to this context: its slice begins
-            owner[0], owner[1] = tasks[i].context, now
-
-    def slice_ends() -> float:
-        """End of the running slice (its owner's slices follow each other while it keeps the GPU)."""
-        return owner[1] + slice_ms * (math.floor((now - owner[1]) / slice_ms + 1e-9) + 1)
-
     while done < len(tasks):
         # ---- start what can start
         for dev, heap in ready.items():
@@ -163,11 +144,11 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
                         held.append((k, i))
                         continue
                     streams.add(s)
-                    if (slice_ms > 0 and tasks[i].context != owner[0]
-                            and _foreign(tasks, running[dev], tasks[i].context)):
-                        slice_end[i] = slice_ends()  # waits for the running slice to end
+                    if slice_wait_ms > 0 and _foreign(tasks, running[dev], tasks[i].context):
+                        slice_end[i] = now + slice_wait_ms  # waits for the running slice to end
                         continue
-                    start_gpu(i)
+                    running[dev][i] = tasks[i].work_ms
+                    tasks[i].start = now
                 for item in held:
                     heapq.heappush(heap, item)
             elif not running[dev]:
@@ -177,7 +158,8 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
         for i in [i for i, t_end in slice_end.items()
                   if t_end <= now + 1e-12 or not _foreign(tasks, running["GPU"], tasks[i].context)]:
             del slice_end[i]
-            start_gpu(i)
+            running["GPU"][i] = tasks[i].work_ms
+            tasks[i].start = now
         active = [d for d, r in running.items() if r]
         if not active:
             raise ValueError("task graph has a cycle or a task waits on a missing predecessor")
@@ -215,9 +197,6 @@ def run(tasks: list[Task], sensitivity: dict[str, float], spawn: Callable[[int],
                 finished_flag[i] = True
                 if d == "GPU":
                     streams.discard(tasks[i].stream)
-                    if slice_ms > 0 and run_d and not any(tasks[j].context == owner[0] for j in run_d):
-                        # the owner ran out of work: the GPU turns to a context still running
-                        owner[0], owner[1] = tasks[min(run_d, key=lambda j: (tasks[j].start, j))].context, now
                 done += 1
                 for j in succ[i]:
                     waiting[j] -= 1
@@ -336,7 +315,7 @@ def run_one_frame(device: list[int], work: list[float], demand: list[float], pre
 
 def run_closed_loops(loops: list[list[tuple[str, float, float]]], sensitivity: dict[str, float],
                      iterations: int = 3, max_tasks: int = 20000, separate_processes: bool = False,
-                     slice_ms: float = GPU_TIMESLICE_US / 1000.0) -> tuple[list[float], Schedule, float]:
+                     slice_wait_ms: float = GPU_TIMESLICE_US / 2000.0) -> tuple[list[float], Schedule, float]:
     """Run several engines concurrently, each in a closed loop (next inference when one ends).
 
     Args:
@@ -346,10 +325,10 @@ def run_closed_loops(loops: list[list[tuple[str, float, float]]], sensitivity: d
             (the first one is warm-up, so at least 2).
         max_tasks: cap on simulated tasks.
         separate_processes: every engine is its own process (CUDA context): a GPU part that is
-            ready while another engine's GPU part runs waits for the rest of that process's time
-            slice first (its DLA idles meanwhile). False: one process, the engines are streams of
-            one context (no wait).
-        slice_ms: the GPU's time slice (default :data:`GPU_TIMESLICE_US`).
+            ready while another engine's GPU part runs waits ``slice_wait_ms`` first (the expected
+            rest of that process's time slice; its DLA idles meanwhile). False: one process, the
+            engines are streams of one context (no wait).
+        slice_wait_ms: that wait (default half of :data:`GPU_TIMESLICE_US`).
 
     Returns:
         ``(periods, schedule, t1)``: the steady-state time per inference of each engine,
@@ -380,7 +359,7 @@ def run_closed_loops(loops: list[list[tuple[str, float, float]]], sensitivity: d
         return pending[0] == 0 or len(tasks) > max_tasks
 
     tasks.extend(part(g, 0, 0) for g in range(len(loops)))
-    sched = run(tasks, sensitivity, spawn=spawn, stop=stop, slice_ms=slice_ms if separate_processes else 0.0)
+    sched = run(tasks, sensitivity, spawn=spawn, stop=stop, slice_wait_ms=slice_wait_ms if separate_processes else 0.0)
     t1 = sched.makespan
     periods = []
     for g, e in enumerate(ends):

@@ -98,8 +98,7 @@ class SimulatedJetson(BackendBase):
         separate_processes: ``replicas`` mode runs every replica as its own process (as the trtexec
             backend does: one trtexec per device), so the GPU parts of different replicas share the
             GPU by time slices: a DLA replica's fallback segment ready while another replica's GPU
-            work runs waits for the rest of the running slice first (``schedule.GPU_TIMESLICE_US``)
-            and its DLA idles.
+            work runs waits half a slice first (``schedule.GPU_TIMESLICE_US``) and its DLA idles.
             False (default): the replicas are streams of one process (the TensorRT backend's
             threads, MLPerf's harness), no such wait. Part of the fingerprint when True.
     """
@@ -403,8 +402,8 @@ def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", pow
         power_mode: a power mode of the platform.
         iterations: inferences of the slowest engine that are simulated.
         separate_processes: every engine is its own process (e.g. one trtexec each): GPU work of
-            one engine that is ready while another engine's GPU work runs waits for the rest of the
-            running GPU time slice first (a DLA engine's fallback segment: its DLA idles meanwhile). False: the
+            one engine that is ready while another engine's GPU work runs waits half a GPU time
+            slice first (a DLA engine's fallback segment: its DLA idles meanwhile). False: the
             engines are streams of one process.
 
     Returns:
