@@ -19,12 +19,9 @@ against Student's t with the fit's residual degrees of freedom), and only with a
 number of builds each (their latest ``m``, ``m`` the fewest any of them has), drift-corrected (as
 they would have been at build 0), each with its own slope: its builds' slope shrunk towards the
 common one (a plan whose bottleneck is on a core that does not drift does not slow with the GPU).
-Otherwise the final re-ranking is the median over all builds of each (what the store holds), on a
-stated bound: the candidate built most often (of those, the best median) is kept unless one built
-fewer times leads it by more than the noise's reach ``2 sd x sqrt(1/n_a + 1/n_b)`` (a lead within
-it is as likely the noise of the few builds, and the few builds begin with the lucky one that made
-the plan a candidate); the note gives the bound. During the run the search ranks the values as
-measured.
+Otherwise the final re-ranking is the median over all builds of each (what the store holds), and
+the note gives the bound: the runner-up's gap against the noise's reach ``2 sd x sqrt(1/n_a +
+1/n_b)``. During the run the search ranks the values as measured.
 
 * **the reference**: with re-measuring on (a budget of :data:`search.guided.REMEASURE_MIN_BUDGET`
   or more), every :data:`DRIFT_EVERY` builds the best measured plan is built again (it is the
@@ -146,9 +143,7 @@ class Drift:
 
     def rank_equal(self, top: list[tuple[int, ...]]) -> tuple[int, ...] | None:
         """The best of ``top``: with a drift, on equal numbers of builds (each one's latest ``m``),
-        each brought to build 0 with its own slope (:meth:`own_slope`); without, on the median over all
-        its builds, the most-built one kept unless another leads it beyond the noise's reach (module
-        docstring). Sets :attr:`rank_note`."""
+        each brought to build 0 with its own slope (:meth:`own_slope`); without, on the median over all its builds. Sets :attr:`rank_note`."""
         logs = [self.build_log.get(self.realised(k)) or [] for k in top]  # type: ignore[attr-defined]
         m = min((len(b) for b in logs), default=0)
         if m == 0:
@@ -164,25 +159,13 @@ class Drift:
         order = sorted(range(len(top)), key=lambda i: score[i] if minimize else -score[i])
         self.rank_note = None
         if not self.beta and len(order) >= 2:
-            sigma = self.noise()  # type: ignore[attr-defined]
-            reach = lambda i, j: 2 * sigma * math.sqrt(1 / len(logs[i]) + 1 / len(logs[j]))  # noqa: E731
-            lead = lambda i, j: abs(math.log(score[i] / score[j]))  # noqa: E731
-            # the most-built candidate (of those, the best median) holds unless one built fewer times
-            # leads it beyond the noise's reach: a lead within it is as likely the noise of the few builds
-            most = max(len(b) for b in logs)
-            held = next(i for i in order if len(logs[i]) == most)
-            beyond = [i for i in order if i == held or lead(i, held) >= reach(i, held)]
-            win = beyond[0]
             a, b = order[0], order[1]
+            gap = abs(math.log(score[b] / score[a]))
+            reach = 2 * self.noise() * math.sqrt(1 / len(logs[a]) + 1 / len(logs[b]))  # type: ignore[attr-defined]
             self.rank_note = (f"ranked on the median over each one's builds ({len(logs[a])} and {len(logs[b])}): "
-                              f"#1 leads #2 by {100 * lead(a, b):.1f}%, "
-                              + ("beyond" if lead(a, b) >= reach(a, b) else "within")
-                              + f" the noise's reach of {100 * reach(a, b):.1f}% (2 sd x sqrt(1/n_a + 1/n_b))")
-            if win != a:
-                self.rank_note += (f"; #1 ({len(logs[a])} builds) leads the most-built candidate ({most} builds) "
-                                   f"by {100 * lead(a, held):.1f}%, within the noise's reach of "
-                                   f"{100 * reach(a, held):.1f}%, so the most-built one is kept")
-            return top[win]
+                              f"#1 leads #2 by {100 * gap:.1f}%, "
+                              + ("beyond" if gap >= reach else "within")
+                              + f" the noise's reach of {100 * reach:.1f}% (2 sd x sqrt(1/n_a + 1/n_b))")
         return top[order[0]]
 
     def crown(self, key: Sequence[int]) -> None:
