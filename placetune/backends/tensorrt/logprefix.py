@@ -88,6 +88,10 @@ _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 #: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
 #: continuation of the error message before it
 _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b")
+#: the builder's report of a tactic it skipped (``Skipping tactic 0x... due to exception Assertion ... failed.``): a
+#: verbose message the build goes on after, never an error of its own where no logger marked it an error
+#: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
+_TACTIC_SKIPPED = re.compile(r"^Skipping tactic\b")
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -116,6 +120,8 @@ def plain_error(msg: str, plain: bool, continues: bool) -> bool:
     the error message before it (the ONNX parser's error spans lines, the last ones bare)."""
     if FOREIGN_ERRORS.search(msg):
         return True
+    if _TACTIC_SKIPPED.match(msg):
+        return False
     continues = continues and not _OPENS_WITH_ERROR.match(msg)
     return plain and bool(_APP_FAILURE.search(msg) or _PY_EXCEPTION.match(msg)
                           or not continues and _UNMARKED_ERROR.search(msg))
@@ -124,4 +130,6 @@ def plain_error(msg: str, plain: bool, continues: bool) -> bool:
 def unmarked_error(msg: str) -> bool:
     """Whether a message that no logger marked (plain text, its prefix stripped) reports an error in its own words:
     another library's error line, an application's failure message, an Error named or an option refused."""
+    if _TACTIC_SKIPPED.match(msg):
+        return False
     return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _UNMARKED_ERROR.search(msg))
