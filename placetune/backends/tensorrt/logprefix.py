@@ -20,7 +20,9 @@ form met in published output and returns the severity it names (None when it nam
   from 2.4x quotes glog's message (``... logging.cc:43] "The engine contains 5 profiles. ..."``); NVIDIA NIM's
   Python logger writes ``WARNING 2026-09-01 10:06:30.900 pytorch.py:25] ``;
 * Torch-TensorRT's: ``ERROR: [Torch-TensorRT TorchScript Conversion Context] - `` (TorchScript) and Python's
-  logging format ``WARNING:torch_tensorrt [TensorRT Conversion Context]:`` (dynamo; ``LEVEL:logger:``);
+  logging format ``WARNING:torch_tensorrt [TensorRT Conversion Context]:`` (dynamo; ``LEVEL:logger:``); an
+  application's Python logging with the level right-aligned in brackets: ``2021-12-23 10:38:38 [CRITICAL] ``;
+  OpenMMLab's mmengine logger (mmdeploy): ``08/03 15:37:29 - mmengine - WARNING - ``;
 * Polygraphy's letters: TensorRT's ``[I]``/``[W]``/``[E]``/``[V]``, ``[!]`` for CRITICAL (the message it raises
   on), ``[U]``/``[S]``/``[X]`` for its verbose levels;
 * a shell script's ``#`` before a pasted log line, Markdown's ``> `` before any quoted line.
@@ -55,6 +57,11 @@ _WRAPPER = re.compile(
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+: (?P<tf>[IWEF]) [\w./-]+:\d+\]\s*"
     r"|(?P<py>CRITICAL|ERROR|WARNING|INFO|DEBUG):[A-Za-z_][\w.]*(?: \[[^\]]*\])?:"
     r"|(?P<pydate>CRITICAL|ERROR|WARNING|INFO|DEBUG) \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? [\w./-]+:\d+\]\s*"
+    # an application's Python logging with the level right-aligned in brackets after the date (FastMOT's
+    # ``%(asctime)s [%(levelname)8s] %(message)s``): ``2021-12-23 10:38:38 [CRITICAL] ``, ``... [    INFO] ``
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? \[\s*(?P<pybr>CRITICAL|ERROR|WARNING|INFO|DEBUG)\]\s+"
+    # OpenMMLab's mmengine logger (mmdeploy): ``08/03 15:37:29 - mmengine - WARNING - ``
+    r"|\d{2}/\d{2} \d{2}:\d{2}:\d{2} - [\w.]+ - (?P<mme>CRITICAL|ERROR|WARNING|INFO|DEBUG) - "
     r")?(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+(?P<trtlog>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE)\]\s*)?")
 #: ONNX Runtime's source location after the message
 _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
@@ -88,6 +95,10 @@ _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 #: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
 #: continuation of the error message before it
 _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b")
+#: the builder's report of a tactic it skipped (``Skipping tactic 0x... due to exception Assertion ... failed.``): a
+#: verbose message the build goes on after, never an error of its own where no logger marked it an error
+#: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
+_TACTIC_SKIPPED = re.compile(r"^Skipping tactic\b")
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -105,7 +116,7 @@ def split_prefix(line: str) -> tuple[str | None, str]:
         msg = msg.rstrip()[1:-1]  # Triton from 2.4x quotes glog's message
     sev = (_POLYGRAPHY.get(m.group("sev") or "", m.group("sev")) or m.group("sev2") or _WORDS.get(m.group("word") or "")
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
-           or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or "")
+           or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or "")
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
     return sev, msg.strip()
 
@@ -116,6 +127,8 @@ def plain_error(msg: str, plain: bool, continues: bool) -> bool:
     the error message before it (the ONNX parser's error spans lines, the last ones bare)."""
     if FOREIGN_ERRORS.search(msg):
         return True
+    if _TACTIC_SKIPPED.match(msg):
+        return False
     continues = continues and not _OPENS_WITH_ERROR.match(msg)
     return plain and bool(_APP_FAILURE.search(msg) or _PY_EXCEPTION.match(msg)
                           or not continues and _UNMARKED_ERROR.search(msg))
@@ -123,5 +136,9 @@ def plain_error(msg: str, plain: bool, continues: bool) -> bool:
 
 def unmarked_error(msg: str) -> bool:
     """Whether a message that no logger marked (plain text, its prefix stripped) reports an error in its own words:
-    another library's error line, an application's failure message, an Error named or an option refused."""
-    return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _UNMARKED_ERROR.search(msg))
+    another library's error line, an application's failure message, an Error named, an option refused or a Python
+    exception's last line (``RuntimeError: Unable to load the engine file``)."""
+    if _TACTIC_SKIPPED.match(msg):
+        return False
+    return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _UNMARKED_ERROR.search(msg)
+                or _PY_EXCEPTION.match(msg))

@@ -18,7 +18,8 @@ Formats (reference ``tensorrt-dla.md`` §2.3-2.6; identical from TensorRT 8.4 to
   99% percentile time is 6.62).`` (seen in ``shared/seeds/003``), read as a fallback;
 * the TensorRT 7 multi-line summary: a ``Host Latency`` (``GPU Compute``, ...) line, then
   ``min: 6.14 ms (end to end 6.15 ms)``, ..., ``percentile: 8.90 ms at 99% (...)``,
-  ``throughput: 145.5 qps``, ``walltime: 3.02 s`` (tests/data/trt_corpus, 7.1.3 on Xavier);
+  ``throughput: 145.5 qps``, ``walltime: 3.02 s``, and the GPU Compute block's ``total compute time: 90.22 s``
+  (tests/data/trt_corpus, 7.1.3 on Xavier);
 * ``TensorRT version: 8001`` (8.0's device report: the integer code, 8.0.1).
 
 The ``[DlaLayer]``/``[GpuLayer]`` placement sections are read by
@@ -68,7 +69,8 @@ _VERSION_ULTRALYTICS = re.compile(r"starting export with TensorRT\s+(?P<v>\d+\.\
 #: the TensorRT 7 multi-line summary: a block name alone, then ``stat: value ms (...)`` lines
 _BLOCK7 = {"Host Latency": "latency_ms", "GPU Compute": "gpu_compute_ms", "Enqueue Time": "enqueue_ms",
            "H2D Latency": "h2d_ms", "D2H Latency": "d2h_ms"}
-_STAT7 = re.compile(r"^(?P<name>min|max|mean|median|percentile|throughput|walltime)\s*:\s*(?P<v>[-+0-9.eE]+)\s*"
+_STAT7 = re.compile(r"^(?P<name>min|max|mean|median|percentile|throughput|walltime|total compute time)\s*:\s*"
+                    r"(?P<v>[-+0-9.eE]+)\s*"
                     r"(?P<unit>ms|s|qps)?(?:\s+at\s+(?P<pct>[0-9.]+)%)?")
 _METRIC = re.compile(
     r"^(?P<key>Throughput|Latency|Enqueue Time|H2D Latency|GPU Compute Time|D2H Latency|"
@@ -284,6 +286,10 @@ def _read_stat7(out: PerfSummary, block: str, m: re.Match[str]) -> None:
     if name == "walltime":
         if block == "Host Latency":
             out.host_walltime_s = value / (1000.0 if m.group("unit") == "ms" else 1.0)
+        return
+    if name == "total compute time":  # the GPU Compute block's last line (later 'Total GPU Compute Time')
+        if block == "GPU Compute" and m.group("unit") in ("s", "ms"):
+            out.gpu_compute_s = value / (1000.0 if m.group("unit") == "ms" else 1.0)
         return
     if name == "percentile":
         pct = m.group("pct") or "99"
