@@ -626,4 +626,6 @@ def test_without_trtexec_the_all_gpu_check_says_it_compared_nothing(tmp_path, bo
     assert "not compared with trtexec" in gpu["detail"] and "no trtexec found" in gpu["detail"]
     assert "ms by placetune's worker" in gpu["detail"] and "PLACETUNE_TRTEXEC=PATH" in gpu["detail"]
     assert str(tmp_path / "no-tensorrt-bin" / "trtexec") in gpu["detail"]
+    dla = {c["name"]: c for c in doc["checks"]}["engine all-DLA0 fp16 (vs trtexec)"]
+    assert dla["status"] == "skipped" and dla["detail"].startswith("needs trtexec: none found (looked in: ")
     assert code == EXIT_NOT_ALL_OK

@@ -436,8 +436,10 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         return check
 
     rep.guarded("engine all-GPU fp16 (vs trtexec)", engine(gpu, "fp16", versus_trtexec=True), no_trt)
-    rep.guarded("engine all-DLA0 fp16 (vs trtexec)", engine(dla0, "fp16"),
-                no_dla or (None if trtexec else "needs trtexec"), dla_status)
+    no_trtexec = None if trtexec else (
+        f"needs trtexec: none found (looked in: {'; '.join(p for p, _ in _find.trtexec_candidates())}); JetPack "
+        f"installs it as /usr/src/tensorrt/bin/trtexec (package libnvinfer-bin), or name it with {_find.ENV_VAR}=PATH")
+    rep.guarded("engine all-DLA0 fp16 (vs trtexec)", engine(dla0, "fp16"), no_dla or no_trtexec, dla_status)
     int8_na = "TensorRT 11 is strongly typed: INT8 needs a model with Q/DQ nodes" if strongly_typed else None
     rep.guarded("engine all-DLA0 int8, no calibration cache", engine(dla0, "int8"), no_dla or int8_na,
                 _NA if int8_na and not no_dla else dla_status)
