@@ -334,7 +334,9 @@ def test_a_log_whose_loadable_counts_disagree_is_not_trusted():
     k = _decide(["Number of DLA node candidates offloaded : 2 out of 2"] + LOG[1:])  # 2 said, 1 offloaded line
     assert not k.known and k.loadables is None and "loadable counts disagree" in k.reason
     k = _decide(["Number of DLA node candidates offloaded : 1 out of 3"] + LOG[1:])  # 2 candidates fell back
-    assert k.known and k.loadables == 1
+    assert not k.known and "r1" in k.reason  # inside the range {ForeignNode[c1...c2]}: maybe a candidate not offloaded
+    k = _decide(["Number of DLA node candidates offloaded : 1 out of 3"] + LOG[1:], INSPECTOR)  # the second source
+    assert k.known and k.loadables == 1 and k.realized["r1"] == "DLA0"
 
 
 @pytest.mark.parametrize("inspector", [False, True])
@@ -374,10 +376,17 @@ def test_candidates_not_offloaded_leave_the_layers_no_line_places_unknown():
     k = decide(pred, 0, blog, locate(blog, names), names)
     assert not k.known and k.realized is None
     assert "only 1 of 2 DLA candidate" in k.reason and "c3" in k.reason
-    # the same layers named on the GPU: known, and on the GPU
+    # the same layers named on the GPU: those are the GPU's, but r1 and c2, inside the offloaded range, may be
+    # the candidate that was not offloaded (the GPU report is printed before the DLA compiles): unknown
     blog = parse_build_log(lines + ["[GpuLayer] CONVOLUTION: c3 + r3"])
     k = decide(pred, 0, blog, locate(blog, names), names)
-    assert k.known and k.realized["c3"] == "GPU" and k.realized["c1"] == "DLA0"
+    assert not k.known and "r1, c2" in k.reason and "ForeignNode[A...B]" in k.reason
+    # the loadable named by its members (10.3's {ForeignNode[/fc/Gemm + ...]} form): known
+    named = [lines[0], "{ForeignNode[c1 + r1 + c2 + r2]} successfully offloaded to DLA.", *lines[2:],
+             "[GpuLayer] CONVOLUTION: c3 + r3"]
+    blog = parse_build_log(named)
+    k = decide(pred, 0, blog, locate(blog, names), names)
+    assert k.known and k.realized["c3"] == "GPU" and k.realized["c1"] == k.realized["c2"] == "DLA0"
     # every candidate offloaded: a layer no line names keeps the request, listed (optimised away)
     blog = parse_build_log(["Number of DLA node candidates offloaded : 1 out of 1"] + lines[1:])
     k = decide(pred, 0, blog, locate(blog, names), names)
@@ -599,3 +608,42 @@ def test_the_trtexec_backend_reads_the_partly_warned_fallback_as_the_others_do(t
     assert got.extra["placement_known"] is False and got.realized == {} and got.loadables is None
     assert "r1, c2, pool" in got.extra["placement_unknown"]
     assert set(got.fallback) == {"c1"} and "Unsupported on DLA" in got.fallback["c1"]
+
+
+def test_a_candidate_not_offloaded_inside_a_foreignnode_range_leaves_its_layers_unknown():
+    """TensorRT 10.3 names a DLA loadable by its ends, {ForeignNode[A...B]}, and a candidate subgraph
+    that the DLA did not take goes to the GPU without a warning (TensorRT's DLA docs: with GPU fallback
+    such layers "silently fall back"; the log counts it, "N out of M"). Its layers may lie between A
+    and B in network order (a parallel branch): with no GPU report in the log and no layer information
+    compared, the layers only the range's interior places are unknown, never read as the DLA's."""
+    names = ["a", "b", "c", "d", "e"]
+    pred = {"a": "DLA0", "b": "DLA0", "c": "DLA0", "d": "DLA0", "e": "GPU"}
+    lines = ["Number of DLA node candidates offloaded : 1 out of 2", "{ForeignNode[a...d]} successfully offloaded to DLA."]
+    blog = parse_build_log(lines)
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names)
+    assert not k.known and k.realized is None
+    assert "only 1 of 2 DLA candidate" in k.reason and "b, c" in k.reason and "ForeignNode[A...B]" in k.reason
+    # every candidate offloaded: the range is the loadable
+    blog = parse_build_log(["Number of DLA node candidates offloaded : 1 out of 1"] + lines[1:])
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names)
+    assert k.known and k.realized == {"a": "DLA0", "b": "DLA0", "c": "DLA0", "d": "DLA0", "e": "GPU"}
+    # a GPU report does not settle it: TensorRT prints it before the DLA compiles the candidates (the
+    # DRIVE Orin log of corpus nvforum-337313-drive-orin-offloaded: the report 8 s before the offload line)
+    blog = parse_build_log(lines + ["[GpuLayer] CONVOLUTION: e"])
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names)
+    assert not k.known and "b, c" in k.reason
+    # TensorRT's own fallback warning names a layer: the GPU's, and the rest still unknown
+    blog = parse_build_log(lines + _fell("b"))
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names)
+    assert not k.known and k.fallback_warned == ["b"] and "(c)" in k.reason
+    # the engine's layer information read in its DLA form lists the branch on the GPU: they disagree
+    layers = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[a...d]}", "LayerType": "Unknown"},
+              {"Name": "d from nvm", "LayerType": "Reformat"}, {"Name": "b + c", "LayerType": "CaskConvolution"},
+              {"Name": "e", "LayerType": "CaskConvolution"}]
+    blog = parse_build_log(lines)
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers)
+    assert not k.known and "disagree on 2 layer(s) (b, c)" in k.reason
+    # ... or on the DLA: the two sources agree
+    layers[3] = {"Name": "b", "LayerType": "Unknown"}
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers[:3] + layers[4:])
+    assert k.known and k.realized["b"] == "DLA0" and k.source == "build log and engine inspector"

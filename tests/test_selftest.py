@@ -606,3 +606,26 @@ def test_a_dla_check_whose_layer_information_was_not_understood_passes_and_asks_
     line = _layer_information_only(m)
     assert line.startswith("placement read from the build log only: engine's layer information not compared")
     assert "send this report" in line
+
+
+def test_without_trtexec_the_all_gpu_check_says_it_compared_nothing(tmp_path, board, monkeypatch):
+    """No trtexec found: the all-GPU engine is built and timed by the worker, but the check named
+    "(vs trtexec)" compared nothing, so it is skipped naming where trtexec was looked for, never ok."""
+    import placetune.backends.tensorrt.env as trt_env
+
+    board()
+    monkeypatch.delenv("PLACETUNE_TRTEXEC", raising=False)
+    monkeypatch.setattr(trt_env, "TRTEXEC_DIRS", (str(tmp_path / "no-tensorrt-bin"),))
+    env = fake_env("10.3.0")
+    code, doc = run_selftest(tmp_path / "st", worker_env=env, trtexec=None, quick=True,
+                             device_tree=_device_tree(tmp_path / "dt", "Jetson AGX Orin",
+                                                      ["nvidia,p3737-0000+p3701-0004"]),
+                             power_root=SYSFS / "orin-agx")
+    gpu = {c["name"]: c for c in doc["checks"]}["engine all-GPU fp16 (vs trtexec)"]
+    assert gpu["status"] == "skipped", gpu
+    assert "not compared with trtexec" in gpu["detail"] and "no trtexec found" in gpu["detail"]
+    assert "ms by placetune's worker" in gpu["detail"] and "PLACETUNE_TRTEXEC=PATH" in gpu["detail"]
+    assert str(tmp_path / "no-tensorrt-bin" / "trtexec") in gpu["detail"]
+    dla = {c["name"]: c for c in doc["checks"]}["engine all-DLA0 fp16 (vs trtexec)"]
+    assert dla["status"] == "skipped" and dla["detail"].startswith("needs trtexec: none found (looked in: ")
+    assert code == EXIT_NOT_ALL_OK

@@ -385,7 +385,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         figs.update(more)
         return why, figs
 
-    def engine(devs, precision):
+    def engine(devs, precision, versus_trtexec=False):
         def check():
             notes: list[str] = []
             m = _measure(model, plat, be, devs, precision=precision)
@@ -394,6 +394,12 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             core = 0 if devs is dla0 else -1
             figs = {"latency_ms": m.latency_ms["median"], "dla_loadables": m.dla_loadables, "realized": m.realized,
                     "helper_layers": dict(m.extra.get("helper_layers") or {})}
+            if versus_trtexec and tx is None:  # the check's name promises a comparison: never ok without one
+                looked = "; ".join(place for place, _ in _find.trtexec_candidates())
+                return "skipped", (f"{m.status}, median {m.latency_ms['median']:.3f} ms by placetune's worker, not "
+                                   f"compared with trtexec: no trtexec found (looked in: {looked}); JetPack installs "
+                                   "it as /usr/src/tensorrt/bin/trtexec (package libnvinfer-bin), or name it with "
+                                   f"{_find.ENV_VAR}=PATH"), figs
             if core >= 0:
                 why = _ran_on_dla(m, ["DLA0"])
                 if why:
@@ -429,9 +435,11 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                           f"{m.dla_loadables}" + "".join(f"; {n}" for n in notes)), figs
         return check
 
-    rep.guarded("engine all-GPU fp16 (vs trtexec)", engine(gpu, "fp16"), no_trt)
-    rep.guarded("engine all-DLA0 fp16 (vs trtexec)", engine(dla0, "fp16"),
-                no_dla or (None if trtexec else "needs trtexec"), dla_status)
+    rep.guarded("engine all-GPU fp16 (vs trtexec)", engine(gpu, "fp16", versus_trtexec=True), no_trt)
+    no_trtexec = None if trtexec else (
+        f"needs trtexec: none found (looked in: {'; '.join(p for p, _ in _find.trtexec_candidates())}); JetPack "
+        f"installs it as /usr/src/tensorrt/bin/trtexec (package libnvinfer-bin), or name it with {_find.ENV_VAR}=PATH")
+    rep.guarded("engine all-DLA0 fp16 (vs trtexec)", engine(dla0, "fp16"), no_dla or no_trtexec, dla_status)
     int8_na = "TensorRT 11 is strongly typed: INT8 needs a model with Q/DQ nodes" if strongly_typed else None
     rep.guarded("engine all-DLA0 int8, no calibration cache", engine(dla0, "int8"), no_dla or int8_na,
                 _NA if int8_na and not no_dla else dla_status)

@@ -157,6 +157,7 @@ class LogPlacement:
         subgraph_limit: model layers switched to the GPU by the 16-subgraph rule.
         unmapped: names from the log that match no model or network layer.
         unresolved: ``(name, end)`` of each ``{ForeignNode[A...B]}`` whose end the parser never registered.
+        range_interior: model layers placed on the DLA only by lying inside a ``{ForeignNode[A...B]}`` range.
     """
 
     devices: dict[str, str] = field(default_factory=dict)
@@ -166,6 +167,7 @@ class LogPlacement:
     subgraph_limit: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     unresolved: list[tuple[str, str]] = field(default_factory=list)
+    range_interior: list[str] = field(default_factory=list)
 
 
 def _severity(sev: object, prefix: str | None) -> str:
@@ -469,6 +471,11 @@ class NameResolver:
             return self.order[min(i, j): max(i, j) + 1]
         return split_engine_name(engine_name, self.known, self.longest)
 
+    def range_ends(self, engine_name: str) -> tuple[str, str] | None:
+        """The network layers that end a ``{ForeignNode[A...B]}`` range (None: not a range)."""
+        fm = _FOREIGN.search(engine_name)
+        return _foreign_range(fm.group("body"), self.index) if fm else None
+
     def is_range(self, engine_name: str) -> bool:
         """Whether ``engine_name`` is a DLA loadable named by its first and last layers
         (``{ForeignNode[A...B]}``), read as every network layer between them in network order."""
@@ -527,6 +534,8 @@ def locate(
             res.devices[m] = "GPU"
             res.fallback[m] = log.all_gpu
     asked_gpu = set(gpu_asked)
+    named: set[str] = set()  # model layers a DLA entry names other than as a range's interior
+    interior: set[str] = set()
     for entry in log.dla_nodes:
         members = names.network_layers(entry) or []
         if asked_gpu and names.is_range(entry):  # a layer asked on the GPU is never in a DLA loadable
@@ -536,6 +545,12 @@ def locate(
         for n in members:
             net_dev[n] = "DLA"
         res.subgraphs.append(members)
+        ends = names.range_ends(entry)
+        end_layers = {names.model_layer(n) for n in ends} if ends else None
+        for m in (names.model_layer(n) for n in members):
+            if m is not None:
+                (interior if end_layers is not None and m not in end_layers else named).add(m)
+    res.range_interior = [m for m in names.model_names if m in interior - named]
     for ltype, name in log.gpu_layers:
         if ltype == "REFORMAT":  # (a COPY may be a model layer: a QuantizeLinear done as a copy, 8.6)
             continue

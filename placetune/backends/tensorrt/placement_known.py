@@ -273,6 +273,20 @@ def _decide(
                          f"DLA node candidates offloaded : {done} out of {of}') and the build log places "
                          f"{len(lost)} layer(s) asked on the DLA nowhere ({', '.join(lost[:3])}"
                          f"{', ...' if len(lost) > 3 else ''}): they may have run on the GPU", "build log", loadables)
+        inside = [n for n, d in from_log.items() if d == target and predicted[n] != "GPU" and n in loc.range_interior]
+        if inside and from_ins is None and blog.dla_candidates is not None \
+                and blog.dla_candidates[0] < blog.dla_candidates[1]:
+            # a candidate TensorRT did not offload went to the GPU without a word ("layers that cannot run
+            # on DLA silently fall back", TensorRT's DLA docs: GPU fallback mode); its layers may lie between
+            # the ends of an offloaded {ForeignNode[A...B]} range (a parallel branch), and the GPU report,
+            # printed before the DLA compiles (corpus nvforum-337313-drive-orin-offloaded), cannot list them
+            done, of = blog.dla_candidates
+            return Known(None, False, f"TensorRT offloaded only {done} of {of} DLA candidate subgraph(s) ('Number of "
+                         f"DLA node candidates offloaded : {done} out of {of}') and {len(inside)} layer(s) asked on "
+                         f"the DLA ({_some(inside)}) are placed on it only by lying "
+                         "between the ends of a {ForeignNode[A...B]} range, where a candidate that was not offloaded "
+                         "may lie too (the engine's layer information, which would tell, was not compared)",
+                         "build log", loadables)
         if len(guessed) >= 3 and 2 * len(guessed) > len(predicted):
             return Known(None, False, f"the build log names only {len(predicted) - len(guessed)} of the "
                          f"{len(predicted)} layers ({', '.join(guessed[:3])}, ... are in no placement line): its "

@@ -106,6 +106,26 @@ def time_serial(cuda, run, stream, iterations, min_seconds=0.0):
     return samples, float(end.time_since(first)), timed_window(t0)
 
 
+#: numpy's name of each TensorRT DataType numpy has (the table of ``trt.nptype``, release/10.3
+#: python/packaging/bindings_wheel/tensorrt/__init__.py:161-170); BF16, FP8 and INT4 have none
+_NUMPY_TYPES = {"FLOAT": "float32", "HALF": "float16", "INT8": "int8", "INT32": "int32", "INT64": "int64",
+                "BOOL": "bool", "UINT8": "uint8"}
+
+
+def numpy_dtype(np, datatype):
+    # type: (Any, Any) -> Any
+    """The numpy dtype of a ``tensorrt.DataType``, read from its member name, not with ``trt.nptype``:
+    TensorRT 8.5.2's (JetPack 5.1) builds a table naming ``np.bool`` on every call (tag 8.5.2,
+    python/packaging/tensorrt/__init__.py:166; ``np.bool_`` from 8.5.3.1), which numpy 1.24-1.26 does not
+    have, so every measurement failed with "module 'numpy' has no attribute 'bool'" (NVIDIA/TensorRT#2557).
+    Raises TypeError for a type numpy has not, as ``trt.nptype`` does."""
+    name = str(getattr(datatype, "name", "") or str(datatype).rsplit(".", 1)[-1])
+    if name not in _NUMPY_TYPES:
+        raise TypeError("TensorRT data type %s has no numpy equivalent (placetune times engines whose inputs and "
+                        "outputs are %s)" % (name, ", ".join(sorted(_NUMPY_TYPES))))
+    return np.dtype(_NUMPY_TYPES[name])
+
+
 def output_shape(context, name):
     # type: (Any, str) -> Tuple[int, ...]
     """An output's shape once every input shape is set. A -1 left in it is a data-dependent shape
@@ -155,7 +175,7 @@ def time_engine(trt, plan, job, logger):
             if is_input and any(d < 0 for d in shape):
                 shape = tuple(shapes[name])
                 context.set_input_shape(name, shape)
-            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            dtype = numpy_dtype(np, engine.get_tensor_dtype(name))
             buffers.append((name, is_input, dtype))
         for name, is_input, dtype in buffers:
             shape = tuple(context.get_tensor_shape(name)) if is_input else output_shape(context, name)
@@ -398,7 +418,7 @@ class Engine(object):
                 shape = tuple(int(d) for d in shapes[tname])
                 self.context.set_input_shape(tname, shape)
             (self.inputs if is_input else self.outputs).append(tname)
-            self.tensors[tname] = (shape, np.dtype(trt.nptype(self.engine.get_tensor_dtype(tname))))
+            self.tensors[tname] = (shape, numpy_dtype(np, self.engine.get_tensor_dtype(tname)))
             self.formats[tname] = tensor_format(self.engine, tname)
         for tname in self.outputs:
             self.tensors[tname] = (output_shape(self.context, tname), self.tensors[tname][1])

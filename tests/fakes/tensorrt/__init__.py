@@ -143,16 +143,35 @@ for _name in _TABLE["enums"]:
 del _name
 
 
+if os.environ.get("PLACETUNE_FAKE_TRT_NUMPY_WITHOUT_BOOL"):
+    # a numpy of 1.24-1.26: the alias ``np.bool`` was removed in 1.24.0 (its release notes, "Expired
+    # deprecations") and defined again in 2.0 (as ``np.bool_``); numpy 2 stands in for such a numpy here
+    import numpy as _np
+
+    _np.__dict__.pop("bool", None)
+
+
 def nptype(trt_type):
-    """numpy type of a DataType (imports numpy lazily, like the real helper)."""
+    """numpy type of a DataType (imports numpy lazily, like the real helper). As the bindings: up to
+    8.5.2 the helper's table names ``np.bool`` (TensorRT tag 8.5.2, python/packaging/tensorrt/__init__.py:166,
+    JetPack 5.1's 8.5.2.2 as NVIDIA/TensorRT#2557 and ultralytics#22930 quote it; ``np.bool_`` from 8.5.3.1,
+    commit b0c259a7), so with a numpy of 1.24-1.26 every call raises AttributeError, whatever the type."""
     import numpy as np
 
     names = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "INT32": np.int32, "INT64": np.int64,
-             "BOOL": np.bool_, "UINT8": np.uint8}
+             "BOOL": np.bool if _V3 < (8, 5, 3) else np.bool_, "UINT8": np.uint8}
     mapping = {getattr(DataType, k): v for k, v in names.items() if _has(DataType, k)}
     if trt_type in mapping:
         return mapping[trt_type]
     raise TypeError("Could not resolve TensorRT datatype to an equivalent numpy datatype.")
+
+
+def _nptype(trt_type):
+    """The double's own numpy type of a DataType (its engines run in C++ on the board: never the helper's)."""
+    import numpy as np
+
+    return {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "INT32": np.int32, "INT64": np.int64,
+            "BOOL": np.bool_, "UINT8": np.uint8}[trt_type.name]
 
 
 def volume(iterable):
@@ -1493,9 +1512,9 @@ class IExecutionContext:
         ins = []
         for t in e._plan["io"]:
             if t["mode"] == "INPUT":
-                dtype = np.dtype(nptype(DataType[t["dtype"]]))
+                dtype = np.dtype(_nptype(DataType[t["dtype"]]))
                 ins.append((t, self._addr[t["name"]], dtype, self._shapes[t["name"]]))
-        outs = [(t, self._addr[t["name"]], nptype(DataType[t["dtype"]]))
+        outs = [(t, self._addr[t["name"]], _nptype(DataType[t["dtype"]]))
                 for t in e._plan["io"] if t["mode"] == "OUTPUT"]
         log = self._log
 
@@ -1623,7 +1642,7 @@ class ICudaEngine:
             return -1  # "-1 if the tensor is not vectorized"
         import numpy as np
 
-        return int(np.dtype(nptype(DataType[t["dtype"]])).itemsize)
+        return int(np.dtype(_nptype(DataType[t["dtype"]])).itemsize)
 
     @property
     def num_layers(self) -> int:
