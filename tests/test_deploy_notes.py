@@ -168,3 +168,55 @@ def test_the_runtime_and_plan_load_say_what_to_give_instead(studies, tmp_path, c
         runtime.load(out / "plan.json")
     # and the plan API reads a plan folder as its plan.json
     assert load(out).engines[0]["engine_file"] == "model.engine"
+
+
+# --------------------------------------------------------------------------- GPU fallback off: trtexec's DIRECT_IO
+@pytest.fixture(scope="module")
+def no_fallback(tmp_path_factory):
+    """seed-block FP16 studies with GPU fallback off: a pipeline whose DLA0 segment (/conv3/Conv) reads the
+    network input, and an engine whose DLA layers (/conv3/Conv, /conv4/Conv) read the network input."""
+    tmp = tmp_path_factory.mktemp("nofallback")
+    url = f"sqlite:///{tmp}/pt.db"
+    ids = {}
+    for mode in ("engine", "pipeline"):
+        with placetune.Evaluator("seed-block", "orin-agx", mode=mode, precision="fp16", store=url,
+                                 study=f"nf-{mode}", gpu_fallback=False) as ev:
+            m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}), agent="t",
+                            trial_number=0)
+            assert m.status == "ok"
+            ids[f"nf-{mode}"] = m.extra["_id"]
+    return SimpleNamespace(url=url, ids=ids)
+
+
+@pytest.mark.parametrize("mode", ["pipeline", "engine"])
+def test_build_sh_stops_where_trtexec_without_gpu_fallback_cannot_reformat_the_io(no_fallback, tmp_path, capsys,
+                                                                                mode):
+    """Without --allowGPUFallback trtexec sets DIRECT_IO (sampleEngines.cpp release/8.5-11.1) on inputs it gave
+    kLINEAR: a DLA layer reading the FP32 network input needs a GPU reformat, and the build fails (NVIDIA/TensorRT
+    issue 3438); the plan was measured through the API with that reformat. build.sh stops before building
+    anything and names placetune build; the plan's fallback stays off (no --allowGPUFallback is added)."""
+    out = _folder(no_fallback, tmp_path, capsys, f"nf-{mode}", "--trt-version", "10.3")
+    builds = [x for x in (out / "build.sh").read_text().splitlines() if x.startswith('"$TRTEXEC"')]
+    assert builds and not any("--allowGPUFallback" in x for x in builds) and any("--useDLACore=0" in x for x in builds)
+    record = tmp_path / "record.jsonl"
+    proc = _run_build(out / "build.sh", tmp_path, record)
+    assert proc.returncode == 6, proc.stdout[-2000:] + proc.stderr
+    assert "DIRECT_IO" in proc.stderr and "placetune build ." in proc.stderr and "input (fp32:chw)" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not record.exists() or _argvs(record) == []
+    readme = (out / "README.txt").read_text()
+    assert "GPU fallback is off in this plan" in readme and "build.sh stops before building anything" in readme
+
+
+def test_direct_io_is_only_a_warning_where_tensorrt_deprecated_it(no_fallback, tmp_path, capsys):
+    """TensorRT 10.7 deprecated kDIRECT_IO ("Unneeded API", NvInfer.h release/10.13): build.sh of a 10.13 target
+    builds and warns, it does not claim a failure nobody checked."""
+    out = _folder(no_fallback, tmp_path, capsys, "nf-pipeline", "--trt-version", "10.13")
+    script = (out / "build.sh").read_text()
+    assert "# WARNING: this plan has GPU fallback off" in script and "\nexit 6" not in script
+
+
+def test_a_plan_with_gpu_fallback_builds_without_the_direct_io_stop(studies, tmp_path, capsys):
+    out = _folder(studies, tmp_path, capsys, "pipeline", "--trt-version", "10.3")
+    script = (out / "build.sh").read_text()
+    assert "--allowGPUFallback" in script and "DIRECT_IO" not in script

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.backends.trtexec.command import strongly_typed
 from placetune.placement.cut_formats import plan_cut_formats
-from placetune.plan.trtexec import _one_line, target_version
+from placetune.plan.trtexec import _one_line, engine_files, target_version
 
 if TYPE_CHECKING:
     from placetune.plan.file import Plan
 
-__all__ = ["DEEPSTREAM_FILE", "JETPACKS", "deepstream_config", "deepstream_refusal", "io_lines", "target_lines",
-           "tensor_formats", "verify_lines"]
+__all__ = ["DEEPSTREAM_FILE", "DIRECT_IO_ENFORCED_BEFORE", "JETPACKS", "deepstream_config", "deepstream_refusal",
+           "direct_io_blocks", "io_lines", "target_lines", "tensor_formats", "verify_lines"]
 
 #: the DeepStream nvinfer configuration a plan folder of an engine plan carries
 DEEPSTREAM_FILE = "deepstream_nvinfer.txt"
@@ -85,6 +85,59 @@ def tensor_formats(plan: "Plan", trt_version: str | None) -> dict[str, str]:
             if typed and plan.precision == "fp16" and dtype == "float32":
                 dtype = "float16"  # the folder's ONNX files are converted to FP16 for a strongly typed build
             out.setdefault(name, f"{_TRTEXEC_TYPE.get(dtype, dtype or '?')}:chw")
+    return out
+
+
+#: TensorRT deprecated ``BuilderFlag::kDIRECT_IO`` in 10.7 ("Unneeded API", include/NvInfer.h release/10.13 and
+#: 11.1) while trtexec still sets it without ``--allowGPUFallback``: before 10.7 it is documented to fail the build
+#: when an I/O reformat is needed; from 10.7 whether the builder still enforces it is not known here
+DIRECT_IO_ENFORCED_BEFORE = (10, 7)
+
+#: the formats a DLA reads and writes itself (trtexec's spelling): no GPU reformat at such a tensor
+_DLA_NATIVE = ("chw16", "chw32", "dla_linear", "dla_hwc4")
+
+
+def direct_io_blocks(plan: "Plan", trt_version: str | None, proto: Any = None) -> list[str]:
+    """The engine I/O tensors trtexec cannot build as the plan measured them when the plan has GPU fallback
+    off: ``build.sh`` then passes ``--useDLACore`` without ``--allowGPUFallback``, and trtexec sets
+    ``BuilderFlag::kDIRECT_IO`` ("Reformatting runs on GPU, so avoid I/O reformatting", sampleEngines.cpp
+    release/8.5:989-997, 8.6:1136-1144, 10.3:1134-1142, 11.1:716-724) after giving every network input
+    and output ``setAllowedFormats`` (kLINEAR unless ``--inputIOFormats``/``--outputIOFormats`` say
+    otherwise); the build then fails where a DLA layer reads or writes such a tensor, since the DLA
+    reads no FP32 and no linear layout (NVIDIA/TensorRT issue 3438). The measurement (the TensorRT API,
+    or the simulator) sets no DIRECT_IO: its GPU reformats at those tensors are what was timed.
+
+    A tensor counts when a DLA layer of its engine reads or writes it: every tensor of a pipeline
+    segment on a DLA, and in engine and replicas plans the model's inputs read and outputs written by
+    the engine's DLA layers (``proto``: the model, whose node names are the layer names; without it
+    only whole-DLA engines are checked). A tensor in a DLA format (a pipeline's cut, ``fp16:chw16``)
+    needs no reformat. Returns one ``"engine file: tensor (format)"`` per tensor; empty with GPU fallback."""
+    if plan.gpu_fallback:
+        return []
+    formats = tensor_formats(plan, trt_version)
+    readers: dict[str, set[str]] = {}
+    writers: dict[str, set[str]] = {}
+    graph = getattr(proto, "graph", None)
+    for node in (graph.node if graph is not None else []):
+        for t in node.input:
+            readers.setdefault(t, set()).add(node.name)
+        for t in node.output:
+            writers.setdefault(t, set()).add(node.name)
+    out = []
+    for eng in plan.engines:
+        dla = set(eng.get("dla_layers") or [])
+        layers = set(eng.get("layers") or [])
+        whole = (eng.get("kind") == "segment" and str(eng.get("device", "GPU")) != "GPU") or (bool(dla) and dla >= layers)
+        if not dla and not whole:
+            continue
+        for key, touching in (("inputs", readers), ("outputs", writers)):
+            for t in eng.get(key) or []:
+                name = str(t.get("name")) if isinstance(t, dict) else str(t)
+                fmt = formats.get(name, "fp32:chw")
+                if fmt.endswith(_DLA_NATIVE):
+                    continue
+                if whole or touching.get(name, set()) & dla:
+                    out.append(f"{engine_files(str(plan.mode), eng)[1]}: {name} ({fmt})")
     return out
 
 
