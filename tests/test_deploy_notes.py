@@ -10,12 +10,17 @@ from __future__ import annotations
 import configparser
 from types import SimpleNamespace
 
+import onnx
 import pytest
 
 import placetune
 from placetune import Placement
 from placetune.cli.main import main
 
+from placetune.model.onnx_io import read_model_proto
+
+from .conftest import DATA
+from .test_detector_e2e import with_random_weights
 from .test_plan_folder import _argvs, _run_build
 
 
@@ -220,3 +225,63 @@ def test_a_plan_with_gpu_fallback_builds_without_the_direct_io_stop(studies, tmp
     out = _folder(studies, tmp_path, capsys, "pipeline", "--trt-version", "10.3")
     script = (out / "build.sh").read_text()
     assert "--allowGPUFallback" in script and "DIRECT_IO" not in script
+
+
+# --------------------------------------------------------------------------- DeepStream and a YOLO detector's head
+def _yolo_folder(tmp_path, capsys, proto):
+    """An engine plan of a YOLO export (its weights filled in), measured on the simulated Jetson, exported."""
+    path = tmp_path / "det.onnx"
+    onnx.save(proto, str(path))
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(path), "orin-agx", mode="engine", precision="fp16", store=url, study="det") as ev:
+        ev.baseline()
+    out = tmp_path / "deploy"
+    assert main(["export", "--study", "det", "--storage", url, "--format", "trtexec", "-o", str(out)]) == 0, \
+        capsys.readouterr().err
+    capsys.readouterr()
+    text = (out / "deepstream_nvinfer.txt").read_text()
+    cfg = configparser.ConfigParser(comment_prefixes=("#",), inline_comment_prefixes=None)
+    cfg.read_string(text)
+    return text, dict(cfg["property"])
+
+
+def test_a_raw_ultralytics_yolo_head_is_attached_as_a_tensor_not_mis_parsed(tmp_path, capsys):
+    """A real Ultralytics YOLO11n export (output0 [1, 84, 8400]: cx, cy, w, h and 80 class scores per anchor,
+    channels first, no NMS). DeepStream-Yolo's NvDsInferParseYolo reads rows of 6 (x1, y1, x2, y2, score, class;
+    nvdsparsebbox_Yolo.cpp decodeTensorYolo) and would read this tensor without an error; nvinfer's own parser
+    wants DetectNet layers. The configuration keeps nvinfer from parsing it and says what a parser must read."""
+    proto = with_random_weights(read_model_proto(DATA / "yolo11n_ultralytics.onnx.gz")[0])
+    text, prop = _yolo_folder(tmp_path, capsys, proto)
+    assert prop["network-type"] == "100" and prop["output-tensor-meta"] == "1"
+    assert "parse-bbox-func-name" not in prop and "cluster-mode" not in prop
+    assert "output0 [1x84x8400] is an Ultralytics YOLO detect head" in text
+    assert "NvDsInferParseYolo reads rows of 6" in text and "wrong boxes and classes, and no error" in text
+    assert "#   num-detected-classes=80" in text and "#   cluster-mode=2" in text
+
+
+def test_a_model_that_is_no_yolo_gets_no_detector_keys(studies, tmp_path, capsys):
+    text = (_folder(studies, tmp_path, capsys, "engine") / "deepstream_nvinfer.txt").read_text()
+    assert "DETECTOR OUTPUT" not in text and "network-type" not in text
+
+
+def test_an_ultralytics_export_with_nms_is_read_by_the_yolo_row_parser():
+    """nms=True: rows of x1, y1, x2, y2, score, class (ultralytics exporter NMSModel, Detect.xyxy = nms), the
+    layout NvDsInferParseYolo reads; NMS done, so no clustering. Checked on the plan's output shape and the
+    export's metadata (no Ultralytics export with nms=True is stored here)."""
+    from placetune.plan.deploy_notes import deepstream_config
+
+    plan = SimpleNamespace(mode="engine", precision="fp16", batch=1, int8_ranges=None, simulated=False,
+                           versions={"tensorrt": "10.3"}, settings={}, model={"outputs": ["output0"]},
+                           engines=[{"kind": "engine", "device": "GPU", "dla_core": None, "layers": ["a"],
+                                     "dla_layers": [], "inputs": [{"name": "images", "shape": [1, 3, 640, 640],
+                                                                   "dtype": "float32"}],
+                                     "outputs": [{"name": "output0", "shape": [1, 300, 6], "dtype": "float32"}]}])
+    proto = onnx.ModelProto()
+    for k, v in (("author", "Ultralytics"), ("task", "detect")):
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = k, v
+    text = deepstream_config(plan, "10.3", "model.engine", proto)
+    assert "NMS in the graph (nms=True)" in text and "#   parse-bbox-func-name=NvDsInferParseYolo" in text
+    assert "#   cluster-mode=4" in text and "\nnetwork-type" not in text
+    # the same shape without the export's metadata is not taken for a YOLO head
+    assert "DETECTOR OUTPUT" not in deepstream_config(plan, "10.3", "model.engine", None)

@@ -198,10 +198,76 @@ def deepstream_refusal(plan: "Plan") -> str | None:
     return None
 
 
-def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str) -> str | None:
+#: the nvinfer property table (cluster-mode 0 OpenCV groupRectangles, 1 DBSCAN, 2 NMS, 3 DBSCAN + NMS, 4 none;
+#: network-type 0 detector ... 100 other; output-tensor-meta)
+_NVINFER_DOC = "https://docs.nvidia.com/metropolis/deepstream/dev-guide/text/DS_plugin_gst-nvinfer.html"
+
+
+def _yolo_head(plan: "Plan", proto: Any) -> tuple[str, str, list[int], dict[str, str]] | None:
+    """``("raw" | "nms", output name, its shape, the file's metadata)`` when the engine's output is a YOLO
+    detection head: an Ultralytics export (its metadata: ``author: Ultralytics``, ``task``) with a 3-D output
+    ``[B, C, anchors]`` (channels first, no NMS) or, exported with ``nms=True``, ``[B, max_det, 6]``; a file
+    without that metadata counts when its one 3-D output is ``[B, C, A]`` with 5 <= C < A and A >= 1000."""
+    meta = {str(p.key): str(p.value) for p in getattr(proto, "metadata_props", None) or []}
+    ultralytics = "ultralytics" in meta.get("author", "").lower()
+    outs = [(str(t.get("name")), list(t.get("shape") or [])) for t in plan.engines[0].get("outputs") or []
+            if isinstance(t, dict)]
+    rank3 = [(n, s) for n, s in outs if len(s) == 3 and all(isinstance(d, int) and d > 0 for d in s)]
+    for name, shape in rank3:
+        _, c, a = shape
+        if ultralytics and meta.get("task") == "detect" and a == 6 and c > a:
+            return "nms", name, shape, meta
+        if 5 <= c < a and (ultralytics or (len(rank3) == 1 and a >= 1000)):
+            return "raw", name, shape, meta
+    return None
+
+
+def _yolo_lines(head: tuple[str, str, list[int], dict[str, str]]) -> list[str]:
+    """What nvinfer needs to parse a YOLO head, said where a wrong parser would mis-read it silently."""
+    kind, name, shape, meta = head
+    dims = "x".join(map(str, shape))
+    task = meta.get("task")
+    if kind == "nms":
+        return [
+            f"# DETECTOR OUTPUT: {name} [{dims}] is an Ultralytics YOLO export with NMS in the graph (nms=True): rows",
+            "# of x1, y1, x2, y2, score, class in network-input pixels, zero rows as padding (ultralytics",
+            "# engine/exporter.py: NMSModel, Detect.xyxy = nms). DeepStream-Yolo's NvDsInferParseYolo reads rows of",
+            "# exactly that layout (nvdsparsebbox_Yolo.cpp, decodeTensorYolo); the NMS is done, so no clustering:",
+            "#   parse-bbox-func-name=NvDsInferParseYolo",
+            "#   custom-lib-path=<DeepStream-Yolo's nvdsinfer_custom_impl_Yolo/libnvdsinfer_custom_impl_Yolo.so>",
+            "#   cluster-mode=4",
+            "# (without parse-bbox-func-name nvinfer's own detector parser looks for DetectNet coverage/bbox layers",
+            "# this engine does not have)"]
+    what = (f"an Ultralytics YOLO {task or 'model'} head" if "ultralytics" in meta.get("author", "").lower()
+            else "shaped like a YOLO head")
+    classes = f"{shape[1] - 4}" if task == "detect" else "<the model's class count>"
+    return [
+        f"# DETECTOR OUTPUT: {name} [{dims}] is {what}: per anchor (last dimension) 4 box values (cx, cy, w, h",
+        "# in network-input pixels) then the class scores, channels first, no NMS. nvinfer cannot parse it as it",
+        "# stands: without parse-bbox-func-name its own detector parser looks for DetectNet coverage/bbox layers,",
+        "# and DeepStream-Yolo's NvDsInferParseYolo reads rows of 6 (x1, y1, x2, y2, score, class: its own",
+        "# export's layout, utils/export_yolo11.py DeepStreamOutput; nvdsparsebbox_Yolo.cpp decodeTensorYolo), so",
+        f"# it would read this [{shape[1]}x{shape[2]}] tensor as such rows: wrong boxes and classes, and no error.",
+        "# So this file keeps nvinfer from parsing it (network-type=100) and attaches the raw tensor to each",
+        "# buffer (output-tensor-meta=1) for your own probe. To get boxes from nvinfer, write a parser for",
+        f"# [{shape[1]}, anchors] channels-first heads (or re-export with DeepStream-Yolo's exporter and tune that",
+        "# ONNX), then set:",
+        "#   network-type=0",
+        "#   parse-bbox-func-name=<your parser>",
+        "#   custom-lib-path=<its library>",
+        f"#   num-detected-classes={classes}",
+        "#   cluster-mode=2   (NMS in nvinfer: the head has none; 0 groupRectangles, 1 DBSCAN, 2 NMS, 4 none)",
+        f"# (keys: {_NVINFER_DOC})",
+        "network-type=100",
+        "output-tensor-meta=1"]
+
+
+def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str, proto: Any = None) -> str | None:
     """The ``[property]`` keys of a DeepStream nvinfer configuration that loads the engine ``build.sh``
     builds, with the source of each key; None for a plan one nvinfer cannot run
-    (:func:`deepstream_refusal`)."""
+    (:func:`deepstream_refusal`). ``proto``: the model, whose metadata and output say whether it is a YOLO
+    detector (:func:`_yolo_head`): nvinfer then needs a parser for its layout, and a raw head is attached
+    as a tensor rather than parsed by a parser that would mis-read it."""
     if deepstream_refusal(plan) or not plan.engines:
         return None
     eng = plan.engines[0]
@@ -248,6 +314,9 @@ def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str) -
                          "not a fallback")
     else:
         lines += ["# the plan puts no layer on a DLA", "enable-dla=0"]
+    head = _yolo_head(plan, proto)
+    if head is not None:
+        lines += _yolo_lines(head)
     if plan.precision == "int8" and plan.int8_ranges not in ("qdq", "calibration-cache"):
         lines.append("# WARNING: INT8 ranges are placeholders in this plan: accuracy is not preserved")
     if plan.simulated:

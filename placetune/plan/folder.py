@@ -395,7 +395,7 @@ def write_plan_folder(
         p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
     proto = _load_source(model, source)
     script = _script(p, trt_version, calib, proto)  # refuses what trtexec cannot build before anything is written
-    deepstream = deepstream_config(p, trt_version, engine_files(p, p.engines[0])[1]) if p.engines else None
+    deepstream = deepstream_config(p, trt_version, engine_files(p, p.engines[0])[1], proto) if p.engines else None
     names = ["build.sh", "plan.json", "README.txt", "build.json", DEEPSTREAM_FILE, *([calib] if calib else [])]
     stale: list[str] = ["build.json", DEEPSTREAM_FILE]  # an earlier build's report and engines belong to an earlier plan
     for eng in p.engines:
