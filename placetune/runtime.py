@@ -183,6 +183,7 @@ class PlanRuntime:
         groups = [engines] if plan.mode != "replicas" else [[e] for e in engines]
         for group in groups:
             _check_complete(directory, group, set(shapes), outputs)
+            _check_network_io(directory, group, outputs)
         self._pipes = []
         for group in groups:
             net_in = {t: shapes.get(t) for e in group for t in e.inputs if t not in {o for g in group for o in g.outputs}}
@@ -341,6 +342,27 @@ def _check_complete(directory: Path, engines: List[Any], network_inputs: Set[str
         raise ConfigError(f"{directory / 'plan.json'}: no engine of the plan writes the network output(s) "
                           f"{', '.join(map(repr, lost[:5]))}: a segment of the plan is missing; export the plan "
                           "folder again")
+
+
+def _check_network_io(directory: Path, engines: List[Any], outputs: List[str]) -> None:
+    """Every network input and output of the engines is linear and not INT8, as build.sh and ``placetune
+    build`` make them: the runtime copies an application's arrays in and out byte for byte (``feed`` /
+    ``fetch``), so a vectorised or DLA format (``--inputIOFormats=fp16:chw16``, ``int8:dla_hwc4``) would
+    scramble them, and an INT8 tensor needs a scale the runtime does not have; a cut tensor between two
+    engines may be in any format both agree on."""
+    written = {t for e in engines for t in e.outputs}
+    for e in engines:
+        for t in list(e.inputs) + list(e.outputs):
+            if (t in e.inputs and t in written) or (t in e.outputs and t not in outputs):
+                continue  # a cut tensor: engine to engine, never seen by the application
+            fmt = e.formats[t][0]
+            dtype = e.tensors[t][1]
+            if fmt != "LINEAR" or str(dtype) == "int8":
+                raise BackendError(f"{directory}: engine {e.name}'s network {'input' if t in e.inputs else 'output'} "
+                                   f"{t!r} is {str(dtype).upper()} in format {fmt}; the runtime passes network "
+                                   "tensors as linear arrays (an INT8 one would need its scale): build the engine "
+                                   "with build.sh or `placetune build`, which leave them linear (no "
+                                   "--inputIOFormats/--outputIOFormats on a network input or output)")
 
 
 def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optional[int] = None) -> PlanRuntime:

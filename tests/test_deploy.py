@@ -313,3 +313,37 @@ def test_calibration_cache_reaches_tune_and_measure_builds(seed_block, tmp_path)
     with Store(f"sqlite:///{tmp_path}/t.db") as store:
         rows = [r for r in store.measurements("c") if r.measurement.ok]
     assert rows and all(r.measurement.extra.get("int8_ranges") == "calibration-cache" for r in rows)
+
+
+LOAD = r'''
+import sys
+import placetune.runtime
+from placetune.errors import BackendError
+try:
+    placetune.runtime.load(sys.argv[1])
+except BackendError as exc:
+    print("refused:", exc)
+else:
+    print("loaded")
+'''
+
+
+def test_the_runtime_refuses_an_engine_whose_network_input_is_not_linear(seed_block, tmp_path):
+    """The runtime copies an application's arrays into the network inputs byte for byte: an engine built with
+    its network input in the DLA's vectorised format (as ``--inputIOFormats=fp16:chw16`` would, or a plan.json
+    edited to ask it) would get linear bytes in a CHW16 buffer, and run without an error. It is refused by name."""
+    folder = Path(_study(tmp_path, seed_block, "pipeline", THREE))
+    plan = json.loads((folder / "plan.json").read_text())
+    dla = next(e for e in plan["engines"] if e["device"] == "DLA0")
+    for t in dla["inputs"]:
+        if t["name"] == "input":
+            t.update(trt_dtype="HALF", format="CHW16")
+    (folder / "plan.json").write_text(json.dumps(plan))
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", str(folder)], tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr + proc.stdout
+    report = json.loads((folder / "build.json").read_text())
+    assert report["engines"][1]["io_formats"]["input"] == ["HALF", "CHW16"]  # the double built what was asked
+    run = _run([sys.executable, "-c", LOAD, str(folder)], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.startswith("refused:"), run.stdout
+    assert "network input 'input' is FLOAT16 in format CHW16" in run.stdout and "build.sh" in run.stdout
