@@ -285,3 +285,16 @@ def test_an_ultralytics_export_with_nms_is_read_by_the_yolo_row_parser():
     assert "#   cluster-mode=4" in text and "\nnetwork-type" not in text
     # the same shape without the export's metadata is not taken for a YOLO head
     assert "DETECTOR OUTPUT" not in deepstream_config(plan, "10.3", "model.engine", None)
+
+
+@pytest.mark.parametrize("version, adjusted", [("10.3", False), ("10.16", True), ("11.4", True)])
+def test_build_sh_parses_a_dla_engine_as_the_backends_measured_it(studies, tmp_path, capsys, version, adjusted):
+    """From TensorRT 10.16 the backends set the ONNX parser's ADJUST_FOR_DLA on a DLA engine (trtexec
+    --adjustForDLA, sampleOptions.cpp release/10.16:1271 and 11.1:1208; absent in 10.15), which may rewrite
+    layers to suit the DLA: build.sh passes it too on those engines only, so it builds the network that was
+    measured; before 10.16 trtexec has no such flag."""
+    out = _folder(studies, tmp_path, capsys, "pipeline", "--trt-version", version)
+    lines = [x for x in (out / "build.sh").read_text().splitlines() if x.startswith('"$TRTEXEC"')]
+    for line in lines:
+        assert ("--adjustForDLA" in line) == (adjusted and "--useDLACore=" in line), line
+    assert any("--useDLACore=" in x for x in lines) and any("--useDLACore=" not in x for x in lines)

@@ -8,6 +8,7 @@ from typing import Any
 from placetune.errors import ConfigError, PlacementError
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
+    adjust_for_dla_flags,
     build_only_flag,
     device_types_arg,
     dla_flags,
@@ -209,6 +210,9 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
             core = eng.get("dla_core")
             core = int(core) if core is not None else (dla_core(str(eng.get("device"))) or 0)
             args.extend(dla_flags(core, plan.gpu_fallback))
+            # TensorRT 10.16 on: the ONNX parser's ADJUST_FOR_DLA rewrites, as the backends measured and
+            # `placetune build` builds (worker_build.py; trtexec backend engine.py)
+            args.extend(adjust_for_dla_flags(core, vt))
             layers = list(eng.get("layers") or [])
             if layers and set(layers) != set(dla):
                 assignment = {n: ("DLA" if n in set(dla) else "GPU") for n in layers}
