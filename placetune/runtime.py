@@ -121,6 +121,8 @@ class PlanRuntime:
         inputs: network input -> ``(shape, numpy dtype)`` (replicas: of the first instance).
         outputs: network output names.
         frames_in_flight: the most frames :meth:`stream` keeps in flight.
+        planned_frames_in_flight: the frames :meth:`stream` keeps in flight by default: the plan's, as it
+            was timed (at most ``frames_in_flight``).
         nvtx_verbosity: the NVTX markers every execution context runs with (``LAYER_NAMES_ONLY``, as
             the engines were timed; per engine when one could not be lowered to it).
     """
@@ -137,11 +139,14 @@ class PlanRuntime:
         self.directory = directory
         self.mode = plan.mode
         # default: the plan's frames in flight, at least 2 (the pipeline keeps 2 buffer slots anyway)
-        k = int(frames_in_flight if frames_in_flight is not None else max(2, int(plan.settings.get("frames_in_flight")
-                                                                                 or 1)))
+        planned = max(1, int(plan.settings.get("frames_in_flight") or 1))
+        k = int(frames_in_flight if frames_in_flight is not None else max(2, planned))
         if k < 1 or k > 64:
             raise ConfigError(f"frames_in_flight = {k}: allowed 1 to 64")
         self.frames_in_flight = k if plan.mode == "pipeline" else 1
+        # what stream() keeps in flight unless told: the frames the plan was timed with (the pipeline's
+        # figures hold for that many), at most the number loaded
+        self.planned_frames_in_flight = min(planned, self.frames_in_flight)
         self._closed = True  # until loaded: close() frees what a failed load made
         # every stream, event, pinned and device buffer and engine the runtime makes: freed by close()
         self._cuda = w["worker_resources"].Resources(w["worker_cuda"].driver())
@@ -247,7 +252,7 @@ class PlanRuntime:
                                              or not isinstance(frames_in_flight, int)):
             raise ConfigError(f"frames_in_flight must be an integer from 1 to {self.frames_in_flight}, got "
                               f"{frames_in_flight!r}"[:200])
-        k = self.frames_in_flight if frames_in_flight is None else int(frames_in_flight)
+        k = self.planned_frames_in_flight if frames_in_flight is None else int(frames_in_flight)
         if not 1 <= k <= self.frames_in_flight and len(self._pipes) == 1:
             raise ConfigError(f"frames_in_flight = {frames_in_flight}: allowed 1 to {self.frames_in_flight} "
                               "(load the plan with more)")

@@ -347,3 +347,36 @@ def test_the_runtime_refuses_an_engine_whose_network_input_is_not_linear(seed_bl
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith("refused:"), run.stdout
     assert "network input 'input' is FLOAT16 in format CHW16" in run.stdout and "build.sh" in run.stdout
+
+
+IN_FLIGHT = r'''
+import json, sys
+import numpy as np
+import placetune.runtime
+rt = placetune.runtime.load(sys.argv[1])
+seen = []
+inner = rt._stream_frames
+def spy(np_, pipe, batches, k):
+    seen.append(k)
+    return inner(np_, pipe, batches, k)
+rt._stream_frames = spy
+x = {"input": np.zeros(rt.inputs["input"][0], np.float32)}
+n = len(list(rt.stream([x] * 4)))
+n += len(list(rt.stream([x] * 4, frames_in_flight=2)))
+print(json.dumps({"loaded": rt.frames_in_flight, "planned": rt.planned_frames_in_flight, "k": seen, "n": n}))
+rt.close()
+'''
+
+
+@pytest.mark.parametrize("timed_with", [1, 2])
+def test_stream_keeps_the_frames_in_flight_the_plan_was_timed_with(seed_block, tmp_path, timed_with):
+    """stream() without frames_in_flight keeps the plan's frames in flight, as documented and as the plan's
+    figures were timed: a plan timed with one frame in flight does not run two by default (its later segments
+    would overlap the next frame's first, another schedule than the measured one); more stays allowed up to
+    the number loaded (at least 2)."""
+    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=timed_with)
+    assert _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path).returncode == 0
+    run = _run([sys.executable, "-c", IN_FLIGHT, folder], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout)
+    assert got == {"loaded": 2, "planned": timed_with, "k": [timed_with, 2], "n": 8}
