@@ -298,3 +298,27 @@ def test_build_sh_parses_a_dla_engine_as_the_backends_measured_it(studies, tmp_p
     for line in lines:
         assert ("--adjustForDLA" in line) == (adjusted and "--useDLACore=" in line), line
     assert any("--useDLACore=" in x for x in lines) and any("--useDLACore=" not in x for x in lines)
+
+
+@pytest.mark.parametrize("dtype, version, spelled", [("int64", "10.3", "int64:chw"), ("int64", "8.6", "int32:chw"),
+                                                     ("int32", "8.5", "int32:chw"), ("float16", "8.6", "fp16:chw"),
+                                                     ("bool", "10.3", "bool:chw"), ("bool", "8.6", None)])
+def test_an_io_format_list_keeps_each_tensor_s_own_type(studies, tmp_path, capsys, dtype, version, spelled):
+    """A list given to --inputIOFormats sets the type of every input it names (sampleEngines.cpp setType), so the
+    tensors beside a DLA cut are listed in their ONNX type, not as fp32; TensorRT 8 parses INT64 as INT32 and its
+    trtexec spells no bool (sampleOptions.cpp stringToValue<DataType>, release/8.5 and 8.6): refused there."""
+    from placetune.errors import ConfigError
+    from placetune.plan.file import load
+    from placetune.plan.trtexec import trtexec_commands
+
+    plan = load(_folder(studies, tmp_path, capsys, "pipeline") / "plan.json", check_hash=False)
+    seg3 = plan.engines[3]
+    assert [t["name"] for t in seg3["inputs"]][0] == "/conv2/Conv_output_0"
+    seg3["inputs"][0]["dtype"] = dtype  # a GPU-to-GPU cut beside the two DLA cuts
+    if spelled is None:
+        with pytest.raises(ConfigError, match="cannot give in --inputIOFormats"):
+            trtexec_commands(plan, "model.onnx", version, folder=True)
+        return
+    line = next(x for x in trtexec_commands(plan, "model.onnx", version, folder=True) if "model.seg3.onnx" in x
+                and x.startswith("trtexec"))
+    assert f"--inputIOFormats={spelled},fp16:chw16,fp16:chw16" in line
