@@ -253,6 +253,9 @@ def test_a_raw_ultralytics_yolo_head_is_attached_as_a_tensor_not_mis_parsed(tmp_
     proto = with_random_weights(read_model_proto(DATA / "yolo11n_ultralytics.onnx.gz")[0])
     text, prop = _yolo_folder(tmp_path, capsys, proto)
     assert prop["network-type"] == "100" and prop["output-tensor-meta"] == "1"
+    # its input as Ultralytics trains it: RGB in 0..1 (nvinfer's default scale 1.0 gives 0..255), letterboxed
+    assert prop["net-scale-factor"] == "0.0039215697906911373" and prop["model-color-format"] == "0"
+    assert prop["maintain-aspect-ratio"] == "1" and prop["symmetric-padding"] == "1"
     assert "parse-bbox-func-name" not in prop and "cluster-mode" not in prop
     assert "output0 [1x84x8400] is an Ultralytics YOLO detect head" in text
     assert "NvDsInferParseYolo reads rows of 6" in text and "wrong boxes and classes, and no error" in text
@@ -261,7 +264,7 @@ def test_a_raw_ultralytics_yolo_head_is_attached_as_a_tensor_not_mis_parsed(tmp_
 
 def test_a_model_that_is_no_yolo_gets_no_detector_keys(studies, tmp_path, capsys):
     text = (_folder(studies, tmp_path, capsys, "engine") / "deepstream_nvinfer.txt").read_text()
-    assert "DETECTOR OUTPUT" not in text and "network-type" not in text
+    assert "DETECTOR OUTPUT" not in text and "network-type" not in text and "net-scale-factor=" not in text
 
 
 def test_an_ultralytics_export_with_nms_is_read_by_the_yolo_row_parser():

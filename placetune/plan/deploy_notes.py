@@ -222,13 +222,26 @@ def _yolo_head(plan: "Plan", proto: Any) -> tuple[str, str, list[int], dict[str,
     return None
 
 
+def _ultralytics_input(meta: dict[str, str]) -> list[str]:
+    """An Ultralytics model's input as nvinfer must make it: RGB scaled to 0..1, letterboxed in the centre
+    (ultralytics LetterBox, center=True); nvinfer's defaults (net-scale-factor 1.0: pixels 0..255) would feed it
+    values 255 times too large, and it would still output boxes, wrong ones."""
+    if "ultralytics" not in meta.get("author", "").lower():
+        return []
+    return ["# INPUT: an Ultralytics model takes RGB scaled to 0..1, letterboxed in the centre (nvinfer's default",
+            "# scale 1.0 would feed it pixels of 0..255, and it would still output boxes: wrong ones)",
+            "net-scale-factor=0.0039215697906911373", "model-color-format=0", "maintain-aspect-ratio=1",
+            "symmetric-padding=1"]
+
+
 def _yolo_lines(head: tuple[str, str, list[int], dict[str, str]]) -> list[str]:
     """What nvinfer needs to parse a YOLO head, said where a wrong parser would mis-read it silently."""
     kind, name, shape, meta = head
     dims = "x".join(map(str, shape))
     task = meta.get("task")
+    pre = _ultralytics_input(meta)
     if kind == "nms":
-        return [
+        return pre + [
             f"# DETECTOR OUTPUT: {name} [{dims}] is an Ultralytics YOLO export with NMS in the graph (nms=True): rows",
             "# of x1, y1, x2, y2, score, class in network-input pixels, zero rows as padding (ultralytics",
             "# engine/exporter.py: NMSModel, Detect.xyxy = nms). DeepStream-Yolo's NvDsInferParseYolo reads rows of",
@@ -241,7 +254,7 @@ def _yolo_lines(head: tuple[str, str, list[int], dict[str, str]]) -> list[str]:
     what = (f"an Ultralytics YOLO {task or 'model'} head" if "ultralytics" in meta.get("author", "").lower()
             else "shaped like a YOLO head")
     classes = f"{shape[1] - 4}" if task == "detect" else "<the model's class count>"
-    return [
+    return pre + [
         f"# DETECTOR OUTPUT: {name} [{dims}] is {what}: per anchor (last dimension) 4 box values (cx, cy, w, h",
         "# in network-input pixels) then the class scores, channels first, no NMS. nvinfer cannot parse it as it",
         "# stands: without parse-bbox-func-name its own detector parser looks for DetectNet coverage/bbox layers,",
