@@ -317,7 +317,10 @@ def test_an_io_format_list_keeps_each_tensor_s_own_type(studies, tmp_path, capsy
     plan = load(_folder(studies, tmp_path, capsys, "pipeline") / "plan.json", check_hash=False)
     seg3 = plan.engines[3]
     assert [t["name"] for t in seg3["inputs"]][0] == "/conv2/Conv_output_0"
-    seg3["inputs"][0]["dtype"] = dtype  # a GPU-to-GPU cut beside the two DLA cuts
+    for eng in plan.engines:  # a GPU-to-GPU cut, beside the two DLA cuts in segment 3
+        for t in eng["inputs"] + eng["outputs"]:
+            if t["name"] == "/conv2/Conv_output_0":
+                t["dtype"] = dtype
     if spelled is None:
         with pytest.raises(ConfigError, match="cannot give in --inputIOFormats"):
             trtexec_commands(plan, "model.onnx", version, folder=True)
@@ -325,3 +328,7 @@ def test_an_io_format_list_keeps_each_tensor_s_own_type(studies, tmp_path, capsy
     line = next(x for x in trtexec_commands(plan, "model.onnx", version, folder=True) if "model.seg3.onnx" in x
                 and x.startswith("trtexec"))
     assert f"--inputIOFormats={spelled},fp16:chw16,fp16:chw16" in line
+    # and the README's tensor list says the type build.sh builds
+    from placetune.plan.deploy_notes import tensor_formats
+
+    assert tensor_formats(plan, version)["/conv2/Conv_output_0"] == spelled

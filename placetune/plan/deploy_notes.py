@@ -84,6 +84,8 @@ def tensor_formats(plan: "Plan", trt_version: str | None) -> dict[str, str]:
             dtype = str(t.get("dtype") or "")
             if typed and plan.precision == "fp16" and dtype == "float32":
                 dtype = "float16"  # the folder's ONNX files are converted to FP16 for a strongly typed build
+            if dtype == "int64" and _vt(version) < (10,):
+                dtype = "int32"  # TensorRT 8's ONNX parser makes an INT64 tensor INT32
             out.setdefault(name, f"{_TRTEXEC_TYPE.get(dtype, dtype or '?')}:chw")
     return out
 
