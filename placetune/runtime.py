@@ -168,8 +168,7 @@ class PlanRuntime:
             if not path.is_file():
                 raise ConfigError(f"{path}: engine {i} of the plan is not built; run `placetune build {directory}` "
                                   f"(or sh {directory / 'build.sh'}) on the Jetson")
-            core = eng.get("dla_core")
-            core = int(core) if core is not None and (eng.get("dla_layers") or eng.get("kind") == "segment") else -1
+            core = _dla_core(eng)
             own = {n: ((int(eng["batch"]),) + s[1:] if plan.mode == "replicas" and eng.get("batch") else s)
                    for n, s in shapes.items()}
             try:
@@ -312,6 +311,19 @@ class PlanRuntime:
     def __repr__(self) -> str:
         return (f"PlanRuntime({str(self.directory)!r}, mode={self.mode!r}, engines={sum(len(p.engines) for p in self._pipes)}, "
                 f"frames_in_flight={self.frames_in_flight})")
+
+
+def _dla_core(eng: Mapping[str, Any]) -> int:
+    """The DLA core an engine of the plan runs on, -1 for a GPU engine: its ``dla_core``, else its device's
+    (``DLA1``: 1; a plan.json may leave ``dla_core`` null, and build.sh builds on the device's core), for an
+    engine with DLA layers or a pipeline segment on a DLA. It is set on the runtime before the engine is
+    deserialized (``IRuntime.DLA_core``): left unset, a DLA1 engine would run on core 0."""
+    device = str(eng.get("device") or "GPU")
+    core = eng.get("dla_core")
+    if core is None and device.startswith("DLA") and device[3:].isdigit():
+        core = int(device[3:])
+    on_dla = eng.get("dla_layers") or (eng.get("kind") == "segment" and device != "GPU")
+    return int(core) if core is not None and on_dla else -1
 
 
 def _same_tensorrt(directory: Path, here: str) -> None:

@@ -380,3 +380,29 @@ def test_stream_keeps_the_frames_in_flight_the_plan_was_timed_with(seed_block, t
     assert run.returncode == 0, run.stderr[-3000:]
     got = json.loads(run.stdout)
     assert got == {"loaded": 2, "planned": timed_with, "k": [timed_with, 2], "n": 8}
+
+
+CORES = r'''
+import json, sys
+import placetune.runtime
+with placetune.runtime.load(sys.argv[1]) as rt:
+    print(json.dumps([e.engine._runtime_core for p in rt._pipes for e in p.engines]))
+'''
+
+
+def test_a_dla_engine_without_its_core_in_plan_json_runs_on_its_device_s_core(seed_block, tmp_path):
+    """plan.json may leave an engine's dla_core null (the checks allow it; build.sh then builds on its device's
+    core): placetune build builds the DLA1 replica on DLA1 and the runtime sets DLA core 1 before deserializing
+    it (IRuntime.DLA_core; unset, TensorRT runs it on core 0), instead of a GPU build and a load on core 0."""
+    folder = Path(_study(tmp_path, seed_block, "replicas", {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"},
+                         replicas="GPU:1,DLA0:1,DLA1:1"))
+    plan = json.loads((folder / "plan.json").read_text())
+    assert [e["device"] for e in plan["engines"]] == ["GPU", "DLA0", "DLA1"] and plan["engines"][2]["dla_layers"]
+    plan["engines"][2]["dla_core"] = None
+    (folder / "plan.json").write_text(json.dumps(plan))
+    assert "--useDLACore=1" in (folder / "build.sh").read_text()
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", str(folder)], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    run = _run([sys.executable, "-c", CORES, str(folder)], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout) == [-1, 0, 1]
