@@ -9,7 +9,10 @@ Sources: trtexec's options per TensorRT release (``samples/common/sampleOptions.
 ``network-mode``, ``batch-size``, ``onnx-file``) and what nvinfer does when an engine does not load
 (``nvdsinfer_context_impl.cpp``, ``generateBackendContext``: it deserializes the engine on the
 configured DLA core, and on failure, or when the engine does not match the configuration, builds a
-new engine from the model files). Checked against those sources only: no TensorRT or DeepStream ran.
+new engine from the model files); what a YOLO head needs of nvinfer (DeepStream-Yolo's
+``nvdsparsebbox_Yolo.cpp`` and ``utils/export_yolo11.py``; Ultralytics' ``engine/exporter.py`` NMSModel;
+the nvinfer property table); trtexec's DIRECT_IO without ``--allowGPUFallback`` (``sampleEngines.cpp``,
+NVIDIA/TensorRT issue 3438). Checked against those sources only: no TensorRT or DeepStream ran.
 """
 
 from __future__ import annotations
