@@ -38,7 +38,7 @@ def main() -> None:
         first = rt(frames[0])
         t0 = time.perf_counter()
         n = sum(1 for _ in rt.stream(frames))
-        print(f"{n} frames, {rt.frames_in_flight} in flight: {n / (time.perf_counter() - t0):.1f} frames/s "
+        print(f"{n} frames, {rt.planned_frames_in_flight} in flight: {n / (time.perf_counter() - t0):.1f} frames/s "
               f"(outputs {', '.join(f'{k} {v.shape}' for k, v in first.items())})")
 
 

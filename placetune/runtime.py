@@ -121,6 +121,8 @@ class PlanRuntime:
         inputs: network input -> ``(shape, numpy dtype)`` (replicas: of the first instance).
         outputs: network output names.
         frames_in_flight: the most frames :meth:`stream` keeps in flight.
+        planned_frames_in_flight: the frames :meth:`stream` keeps in flight by default: the plan's, as it
+            was timed (at most ``frames_in_flight``).
         nvtx_verbosity: the NVTX markers every execution context runs with (``LAYER_NAMES_ONLY``, as
             the engines were timed; per engine when one could not be lowered to it).
     """
@@ -137,11 +139,14 @@ class PlanRuntime:
         self.directory = directory
         self.mode = plan.mode
         # default: the plan's frames in flight, at least 2 (the pipeline keeps 2 buffer slots anyway)
-        k = int(frames_in_flight if frames_in_flight is not None else max(2, int(plan.settings.get("frames_in_flight")
-                                                                                 or 1)))
+        planned = max(1, int(plan.settings.get("frames_in_flight") or 1))
+        k = int(frames_in_flight if frames_in_flight is not None else max(2, planned))
         if k < 1 or k > 64:
             raise ConfigError(f"frames_in_flight = {k}: allowed 1 to 64")
         self.frames_in_flight = k if plan.mode == "pipeline" else 1
+        # what stream() keeps in flight unless told: the frames the plan was timed with (the pipeline's
+        # figures hold for that many), at most the number loaded
+        self.planned_frames_in_flight = min(planned, self.frames_in_flight)
         self._closed = True  # until loaded: close() frees what a failed load made
         # every stream, event, pinned and device buffer and engine the runtime makes: freed by close()
         self._cuda = w["worker_resources"].Resources(w["worker_cuda"].driver())
@@ -163,8 +168,7 @@ class PlanRuntime:
             if not path.is_file():
                 raise ConfigError(f"{path}: engine {i} of the plan is not built; run `placetune build {directory}` "
                                   f"(or sh {directory / 'build.sh'}) on the Jetson")
-            core = eng.get("dla_core")
-            core = int(core) if core is not None and (eng.get("dla_layers") or eng.get("kind") == "segment") else -1
+            core = _dla_core(eng)
             own = {n: ((int(eng["batch"]),) + s[1:] if plan.mode == "replicas" and eng.get("batch") else s)
                    for n, s in shapes.items()}
             try:
@@ -183,6 +187,7 @@ class PlanRuntime:
         groups = [engines] if plan.mode != "replicas" else [[e] for e in engines]
         for group in groups:
             _check_complete(directory, group, set(shapes), outputs)
+            _check_network_io(directory, group, outputs)
         self._pipes = []
         for group in groups:
             net_in = {t: shapes.get(t) for e in group for t in e.inputs if t not in {o for g in group for o in g.outputs}}
@@ -246,7 +251,7 @@ class PlanRuntime:
                                              or not isinstance(frames_in_flight, int)):
             raise ConfigError(f"frames_in_flight must be an integer from 1 to {self.frames_in_flight}, got "
                               f"{frames_in_flight!r}"[:200])
-        k = self.frames_in_flight if frames_in_flight is None else int(frames_in_flight)
+        k = self.planned_frames_in_flight if frames_in_flight is None else int(frames_in_flight)
         if not 1 <= k <= self.frames_in_flight and len(self._pipes) == 1:
             raise ConfigError(f"frames_in_flight = {frames_in_flight}: allowed 1 to {self.frames_in_flight} "
                               "(load the plan with more)")
@@ -308,6 +313,19 @@ class PlanRuntime:
                 f"frames_in_flight={self.frames_in_flight})")
 
 
+def _dla_core(eng: Mapping[str, Any]) -> int:
+    """The DLA core an engine of the plan runs on, -1 for a GPU engine: its ``dla_core``, else its device's
+    (``DLA1``: 1; a plan.json may leave ``dla_core`` null, and build.sh builds on the device's core), for an
+    engine with DLA layers or a pipeline segment on a DLA. It is set on the runtime before the engine is
+    deserialized (``IRuntime.DLA_core``): left unset, a DLA1 engine would run on core 0."""
+    device = str(eng.get("device") or "GPU")
+    core = eng.get("dla_core")
+    if core is None and device.startswith("DLA") and device[3:].isdigit():
+        core = int(device[3:])
+    on_dla = eng.get("dla_layers") or (eng.get("kind") == "segment" and device != "GPU")
+    return int(core) if core is not None and on_dla else -1
+
+
 def _same_tensorrt(directory: Path, here: str) -> None:
     """Refuse engines ``placetune build`` made with another TensorRT than this Python's (its build.json says
     which): TensorRT deserializes an engine only in the version that built it, and its own error names
@@ -341,6 +359,27 @@ def _check_complete(directory: Path, engines: List[Any], network_inputs: Set[str
         raise ConfigError(f"{directory / 'plan.json'}: no engine of the plan writes the network output(s) "
                           f"{', '.join(map(repr, lost[:5]))}: a segment of the plan is missing; export the plan "
                           "folder again")
+
+
+def _check_network_io(directory: Path, engines: List[Any], outputs: List[str]) -> None:
+    """Every network input and output of the engines is linear and not INT8, as build.sh and ``placetune
+    build`` make them: the runtime copies an application's arrays in and out byte for byte (``feed`` /
+    ``fetch``), so a vectorised or DLA format (``--inputIOFormats=fp16:chw16``, ``int8:dla_hwc4``) would
+    scramble them, and an INT8 tensor needs a scale the runtime does not have; a cut tensor between two
+    engines may be in any format both agree on."""
+    written = {t for e in engines for t in e.outputs}
+    for e in engines:
+        for t in list(e.inputs) + list(e.outputs):
+            if (t in e.inputs and t in written) or (t in e.outputs and t not in outputs):
+                continue  # a cut tensor: engine to engine, never seen by the application
+            fmt = e.formats[t][0]
+            dtype = e.tensors[t][1]
+            if fmt != "LINEAR" or str(dtype) == "int8":
+                raise BackendError(f"{directory}: engine {e.name}'s network {'input' if t in e.inputs else 'output'} "
+                                   f"{t!r} is {str(dtype).upper()} in format {fmt}; the runtime passes network "
+                                   "tensors as linear arrays (an INT8 one would need its scale): build the engine "
+                                   "with build.sh or `placetune build`, which leave them linear (no "
+                                   "--inputIOFormats/--outputIOFormats on a network input or output)")
 
 
 def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optional[int] = None) -> PlanRuntime:

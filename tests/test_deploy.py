@@ -313,3 +313,96 @@ def test_calibration_cache_reaches_tune_and_measure_builds(seed_block, tmp_path)
     with Store(f"sqlite:///{tmp_path}/t.db") as store:
         rows = [r for r in store.measurements("c") if r.measurement.ok]
     assert rows and all(r.measurement.extra.get("int8_ranges") == "calibration-cache" for r in rows)
+
+
+LOAD = r'''
+import sys
+import placetune.runtime
+from placetune.errors import BackendError
+try:
+    placetune.runtime.load(sys.argv[1])
+except BackendError as exc:
+    print("refused:", exc)
+else:
+    print("loaded")
+'''
+
+
+def test_the_runtime_refuses_an_engine_whose_network_input_is_not_linear(seed_block, tmp_path):
+    """The runtime copies an application's arrays into the network inputs byte for byte: an engine built with
+    its network input in the DLA's vectorised format (as ``--inputIOFormats=fp16:chw16`` would, or a plan.json
+    edited to ask it) would get linear bytes in a CHW16 buffer, and run without an error. It is refused by name."""
+    folder = Path(_study(tmp_path, seed_block, "pipeline", THREE))
+    plan = json.loads((folder / "plan.json").read_text())
+    dla = next(e for e in plan["engines"] if e["device"] == "DLA0")
+    for t in dla["inputs"]:
+        if t["name"] == "input":
+            t.update(trt_dtype="HALF", format="CHW16")
+    (folder / "plan.json").write_text(json.dumps(plan))
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", str(folder)], tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr + proc.stdout
+    report = json.loads((folder / "build.json").read_text())
+    assert report["engines"][1]["io_formats"]["input"] == ["HALF", "CHW16"]  # the double built what was asked
+    run = _run([sys.executable, "-c", LOAD, str(folder)], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.startswith("refused:"), run.stdout
+    assert "network input 'input' is FLOAT16 in format CHW16" in run.stdout and "build.sh" in run.stdout
+
+
+IN_FLIGHT = r'''
+import json, sys
+import numpy as np
+import placetune.runtime
+rt = placetune.runtime.load(sys.argv[1])
+seen = []
+inner = rt._stream_frames
+def spy(np_, pipe, batches, k):
+    seen.append(k)
+    return inner(np_, pipe, batches, k)
+rt._stream_frames = spy
+x = {"input": np.zeros(rt.inputs["input"][0], np.float32)}
+n = len(list(rt.stream([x] * 4)))
+n += len(list(rt.stream([x] * 4, frames_in_flight=2)))
+print(json.dumps({"loaded": rt.frames_in_flight, "planned": rt.planned_frames_in_flight, "k": seen, "n": n}))
+rt.close()
+'''
+
+
+@pytest.mark.parametrize("timed_with", [1, 2])
+def test_stream_keeps_the_frames_in_flight_the_plan_was_timed_with(seed_block, tmp_path, timed_with):
+    """stream() without frames_in_flight keeps the plan's frames in flight, as documented and as the plan's
+    figures were timed: a plan timed with one frame in flight does not run two by default (its later segments
+    would overlap the next frame's first, another schedule than the measured one); more stays allowed up to
+    the number loaded (at least 2)."""
+    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=timed_with)
+    assert _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path).returncode == 0
+    run = _run([sys.executable, "-c", IN_FLIGHT, folder], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout)
+    assert got == {"loaded": 2, "planned": timed_with, "k": [timed_with, 2], "n": 8}
+
+
+CORES = r'''
+import json, sys
+import placetune.runtime
+with placetune.runtime.load(sys.argv[1]) as rt:
+    print(json.dumps([e.engine._runtime_core for p in rt._pipes for e in p.engines]))
+'''
+
+
+def test_a_dla_engine_without_its_core_in_plan_json_runs_on_its_device_s_core(seed_block, tmp_path):
+    """plan.json may leave an engine's dla_core null (the checks allow it; build.sh then builds on its device's
+    core): placetune build builds the DLA1 replica on DLA1 and the runtime sets DLA core 1 before deserializing
+    it (IRuntime.DLA_core; unset, TensorRT runs it on core 0), instead of a GPU build and a load on core 0."""
+    folder = Path(_study(tmp_path, seed_block, "replicas", {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"},
+                         replicas="GPU:1,DLA0:1,DLA1:1"))
+    plan = json.loads((folder / "plan.json").read_text())
+    assert [e["device"] for e in plan["engines"]] == ["GPU", "DLA0", "DLA1"] and plan["engines"][2]["dla_layers"]
+    plan["engines"][2]["dla_core"] = None
+    (folder / "plan.json").write_text(json.dumps(plan))
+    assert "--useDLACore=1" in (folder / "build.sh").read_text()
+    proc = _run([sys.executable, "-m", "placetune.cli", "build", str(folder)], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    run = _run([sys.executable, "-c", CORES, str(folder)], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout) == [-1, 0, 1]

@@ -10,12 +10,17 @@ from __future__ import annotations
 import configparser
 from types import SimpleNamespace
 
+import onnx
 import pytest
 
 import placetune
 from placetune import Placement
 from placetune.cli.main import main
 
+from placetune.model.onnx_io import read_model_proto
+
+from .conftest import DATA
+from .test_detector_e2e import with_random_weights
 from .test_plan_folder import _argvs, _run_build
 
 
@@ -168,3 +173,162 @@ def test_the_runtime_and_plan_load_say_what_to_give_instead(studies, tmp_path, c
         runtime.load(out / "plan.json")
     # and the plan API reads a plan folder as its plan.json
     assert load(out).engines[0]["engine_file"] == "model.engine"
+
+
+# --------------------------------------------------------------------------- GPU fallback off: trtexec's DIRECT_IO
+@pytest.fixture(scope="module")
+def no_fallback(tmp_path_factory):
+    """seed-block FP16 studies with GPU fallback off: a pipeline whose DLA0 segment (/conv3/Conv) reads the
+    network input, and an engine whose DLA layers (/conv3/Conv, /conv4/Conv) read the network input."""
+    tmp = tmp_path_factory.mktemp("nofallback")
+    url = f"sqlite:///{tmp}/pt.db"
+    ids = {}
+    for mode in ("engine", "pipeline"):
+        with placetune.Evaluator("seed-block", "orin-agx", mode=mode, precision="fp16", store=url,
+                                 study=f"nf-{mode}", gpu_fallback=False) as ev:
+            m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}), agent="t",
+                            trial_number=0)
+            assert m.status == "ok"
+            ids[f"nf-{mode}"] = m.extra["_id"]
+    return SimpleNamespace(url=url, ids=ids)
+
+
+@pytest.mark.parametrize("mode", ["pipeline", "engine"])
+def test_build_sh_stops_where_trtexec_without_gpu_fallback_cannot_reformat_the_io(no_fallback, tmp_path, capsys,
+                                                                                mode):
+    """Without --allowGPUFallback trtexec sets DIRECT_IO (sampleEngines.cpp release/8.5-11.1) on inputs it gave
+    kLINEAR: a DLA layer reading the FP32 network input needs a GPU reformat, and the build fails (NVIDIA/TensorRT
+    issue 3438); the plan was measured through the API with that reformat. build.sh stops before building
+    anything and names placetune build; the plan's fallback stays off (no --allowGPUFallback is added)."""
+    out = _folder(no_fallback, tmp_path, capsys, f"nf-{mode}", "--trt-version", "10.3")
+    builds = [x for x in (out / "build.sh").read_text().splitlines() if x.startswith('"$TRTEXEC"')]
+    assert builds and not any("--allowGPUFallback" in x for x in builds) and any("--useDLACore=0" in x for x in builds)
+    record = tmp_path / "record.jsonl"
+    proc = _run_build(out / "build.sh", tmp_path, record)
+    assert proc.returncode == 6, proc.stdout[-2000:] + proc.stderr
+    assert "DIRECT_IO" in proc.stderr and "placetune build ." in proc.stderr and "input (fp32:chw)" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not record.exists() or _argvs(record) == []
+    readme = (out / "README.txt").read_text()
+    assert "GPU fallback is off in this plan" in readme and "build.sh stops before building anything" in readme
+
+
+def test_direct_io_is_only_a_warning_where_tensorrt_deprecated_it(no_fallback, tmp_path, capsys):
+    """TensorRT 10.7 deprecated kDIRECT_IO ("Unneeded API", NvInfer.h release/10.13): build.sh of a 10.13 target
+    builds and warns, it does not claim a failure nobody checked."""
+    out = _folder(no_fallback, tmp_path, capsys, "nf-pipeline", "--trt-version", "10.13")
+    script = (out / "build.sh").read_text()
+    assert "# WARNING: this plan has GPU fallback off" in script and "\nexit 6" not in script
+
+
+def test_a_plan_with_gpu_fallback_builds_without_the_direct_io_stop(studies, tmp_path, capsys):
+    out = _folder(studies, tmp_path, capsys, "pipeline", "--trt-version", "10.3")
+    script = (out / "build.sh").read_text()
+    assert "--allowGPUFallback" in script and "DIRECT_IO" not in script
+
+
+# --------------------------------------------------------------------------- DeepStream and a YOLO detector's head
+def _yolo_folder(tmp_path, capsys, proto):
+    """An engine plan of a YOLO export (its weights filled in), measured on the simulated Jetson, exported."""
+    path = tmp_path / "det.onnx"
+    onnx.save(proto, str(path))
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(path), "orin-agx", mode="engine", precision="fp16", store=url, study="det") as ev:
+        ev.baseline()
+    out = tmp_path / "deploy"
+    assert main(["export", "--study", "det", "--storage", url, "--format", "trtexec", "-o", str(out)]) == 0, \
+        capsys.readouterr().err
+    capsys.readouterr()
+    text = (out / "deepstream_nvinfer.txt").read_text()
+    cfg = configparser.ConfigParser(comment_prefixes=("#",), inline_comment_prefixes=None)
+    cfg.read_string(text)
+    return text, dict(cfg["property"])
+
+
+def test_a_raw_ultralytics_yolo_head_is_attached_as_a_tensor_not_mis_parsed(tmp_path, capsys):
+    """A real Ultralytics YOLO11n export (output0 [1, 84, 8400]: cx, cy, w, h and 80 class scores per anchor,
+    channels first, no NMS). DeepStream-Yolo's NvDsInferParseYolo reads rows of 6 (x1, y1, x2, y2, score, class;
+    nvdsparsebbox_Yolo.cpp decodeTensorYolo) and would read this tensor without an error; nvinfer's own parser
+    wants DetectNet layers. The configuration keeps nvinfer from parsing it and says what a parser must read."""
+    proto = with_random_weights(read_model_proto(DATA / "yolo11n_ultralytics.onnx.gz")[0])
+    text, prop = _yolo_folder(tmp_path, capsys, proto)
+    assert prop["network-type"] == "100" and prop["output-tensor-meta"] == "1"
+    # its input as Ultralytics trains it: RGB in 0..1 (nvinfer's default scale 1.0 gives 0..255), letterboxed
+    assert prop["net-scale-factor"] == "0.0039215697906911373" and prop["model-color-format"] == "0"
+    assert prop["maintain-aspect-ratio"] == "1" and prop["symmetric-padding"] == "1"
+    assert "parse-bbox-func-name" not in prop and "cluster-mode" not in prop
+    assert "output0 [1x84x8400] is an Ultralytics YOLO detect head" in text
+    assert "NvDsInferParseYolo reads rows of 6" in text and "wrong boxes and classes, and no error" in text
+    assert "#   num-detected-classes=80" in text and "#   cluster-mode=2" in text
+
+
+def test_a_model_that_is_no_yolo_gets_no_detector_keys(studies, tmp_path, capsys):
+    text = (_folder(studies, tmp_path, capsys, "engine") / "deepstream_nvinfer.txt").read_text()
+    assert "DETECTOR OUTPUT" not in text and "network-type" not in text and "net-scale-factor=" not in text
+
+
+def test_an_ultralytics_export_with_nms_is_read_by_the_yolo_row_parser():
+    """nms=True: rows of x1, y1, x2, y2, score, class (ultralytics exporter NMSModel, Detect.xyxy = nms), the
+    layout NvDsInferParseYolo reads; NMS done, so no clustering. Checked on the plan's output shape and the
+    export's metadata (no Ultralytics export with nms=True is stored here)."""
+    from placetune.plan.deploy_notes import deepstream_config
+
+    plan = SimpleNamespace(mode="engine", precision="fp16", batch=1, int8_ranges=None, simulated=False,
+                           versions={"tensorrt": "10.3"}, settings={}, model={"outputs": ["output0"]},
+                           engines=[{"kind": "engine", "device": "GPU", "dla_core": None, "layers": ["a"],
+                                     "dla_layers": [], "inputs": [{"name": "images", "shape": [1, 3, 640, 640],
+                                                                   "dtype": "float32"}],
+                                     "outputs": [{"name": "output0", "shape": [1, 300, 6], "dtype": "float32"}]}])
+    proto = onnx.ModelProto()
+    for k, v in (("author", "Ultralytics"), ("task", "detect")):
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = k, v
+    text = deepstream_config(plan, "10.3", "model.engine", proto)
+    assert "NMS in the graph (nms=True)" in text and "#   parse-bbox-func-name=NvDsInferParseYolo" in text
+    assert "#   cluster-mode=4" in text and "\nnetwork-type" not in text
+    # the same shape without the export's metadata is not taken for a YOLO head
+    assert "DETECTOR OUTPUT" not in deepstream_config(plan, "10.3", "model.engine", None)
+
+
+@pytest.mark.parametrize("version, adjusted", [("10.3", False), ("10.16", True), ("11.4", True)])
+def test_build_sh_parses_a_dla_engine_as_the_backends_measured_it(studies, tmp_path, capsys, version, adjusted):
+    """From TensorRT 10.16 the backends set the ONNX parser's ADJUST_FOR_DLA on a DLA engine (trtexec
+    --adjustForDLA, sampleOptions.cpp release/10.16:1271 and 11.1:1208; absent in 10.15), which may rewrite
+    layers to suit the DLA: build.sh passes it too on those engines only, so it builds the network that was
+    measured; before 10.16 trtexec has no such flag."""
+    out = _folder(studies, tmp_path, capsys, "pipeline", "--trt-version", version)
+    lines = [x for x in (out / "build.sh").read_text().splitlines() if x.startswith('"$TRTEXEC"')]
+    for line in lines:
+        assert ("--adjustForDLA" in line) == (adjusted and "--useDLACore=" in line), line
+    assert any("--useDLACore=" in x for x in lines) and any("--useDLACore=" not in x for x in lines)
+
+
+@pytest.mark.parametrize("dtype, version, spelled", [("int64", "10.3", "int64:chw"), ("int64", "8.6", "int32:chw"),
+                                                     ("int32", "8.5", "int32:chw"), ("float16", "8.6", "fp16:chw"),
+                                                     ("bool", "10.3", "bool:chw"), ("bool", "8.6", None)])
+def test_an_io_format_list_keeps_each_tensor_s_own_type(studies, tmp_path, capsys, dtype, version, spelled):
+    """A list given to --inputIOFormats sets the type of every input it names (sampleEngines.cpp setType), so the
+    tensors beside a DLA cut are listed in their ONNX type, not as fp32; TensorRT 8 parses INT64 as INT32 and its
+    trtexec spells no bool (sampleOptions.cpp stringToValue<DataType>, release/8.5 and 8.6): refused there."""
+    from placetune.errors import ConfigError
+    from placetune.plan.file import load
+    from placetune.plan.trtexec import trtexec_commands
+
+    plan = load(_folder(studies, tmp_path, capsys, "pipeline") / "plan.json", check_hash=False)
+    seg3 = plan.engines[3]
+    assert [t["name"] for t in seg3["inputs"]][0] == "/conv2/Conv_output_0"
+    for eng in plan.engines:  # a GPU-to-GPU cut, beside the two DLA cuts in segment 3
+        for t in eng["inputs"] + eng["outputs"]:
+            if t["name"] == "/conv2/Conv_output_0":
+                t["dtype"] = dtype
+    if spelled is None:
+        with pytest.raises(ConfigError, match="cannot give in --inputIOFormats"):
+            trtexec_commands(plan, "model.onnx", version, folder=True)
+        return
+    line = next(x for x in trtexec_commands(plan, "model.onnx", version, folder=True) if "model.seg3.onnx" in x
+                and x.startswith("trtexec"))
+    assert f"--inputIOFormats={spelled},fp16:chw16,fp16:chw16" in line
+    # and the README's tensor list says the type build.sh builds
+    from placetune.plan.deploy_notes import tensor_formats
+
+    assert tensor_formats(plan, version)["/conv2/Conv_output_0"] == spelled

@@ -336,8 +336,8 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             target = built / engine_files(p, eng)[1]
             dla = list(eng.get("dla_layers") or [])
             core = eng.get("dla_core")
-            if core is None and p.mode == "pipeline" and str(eng.get("device", "GPU")) != "GPU":
-                core = int(str(eng["device"])[-1])
+            if core is None and str(eng.get("device", "GPU")) != "GPU":
+                core = int(str(eng["device"])[-1])  # a plan.json may leave it null: the device's core, as build.sh
             io = {str(t["name"]): [t["trt_dtype"], t["format"]] for key in ("inputs", "outputs")
                   for t in eng.get(key) or [] if isinstance(t, dict) and t.get("format") not in (None, "LINEAR")}
             own_shapes = {k: ([int(eng["batch"]), *v[1:]] if p.mode == "replicas" and eng.get("batch") else v)

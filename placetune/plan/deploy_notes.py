@@ -9,7 +9,10 @@ Sources: trtexec's options per TensorRT release (``samples/common/sampleOptions.
 ``network-mode``, ``batch-size``, ``onnx-file``) and what nvinfer does when an engine does not load
 (``nvdsinfer_context_impl.cpp``, ``generateBackendContext``: it deserializes the engine on the
 configured DLA core, and on failure, or when the engine does not match the configuration, builds a
-new engine from the model files). Checked against those sources only: no TensorRT or DeepStream ran.
+new engine from the model files); what a YOLO head needs of nvinfer (DeepStream-Yolo's
+``nvdsparsebbox_Yolo.cpp`` and ``utils/export_yolo11.py``; Ultralytics' ``engine/exporter.py`` NMSModel;
+the nvinfer property table); trtexec's DIRECT_IO without ``--allowGPUFallback`` (``sampleEngines.cpp``,
+NVIDIA/TensorRT issue 3438). Checked against those sources only: no TensorRT or DeepStream ran.
 """
 
 from __future__ import annotations
@@ -19,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.backends.trtexec.command import strongly_typed
 from placetune.placement.cut_formats import plan_cut_formats
-from placetune.plan.trtexec import _one_line, target_version
+from placetune.plan.trtexec import _one_line, engine_files, target_version
 
 if TYPE_CHECKING:
     from placetune.plan.file import Plan
 
-__all__ = ["DEEPSTREAM_FILE", "JETPACKS", "deepstream_config", "deepstream_refusal", "io_lines", "target_lines",
-           "tensor_formats", "verify_lines"]
+__all__ = ["DEEPSTREAM_FILE", "DIRECT_IO_ENFORCED_BEFORE", "JETPACKS", "deepstream_config", "deepstream_refusal",
+           "direct_io_blocks", "io_lines", "target_lines", "tensor_formats", "verify_lines"]
 
 #: the DeepStream nvinfer configuration a plan folder of an engine plan carries
 DEEPSTREAM_FILE = "deepstream_nvinfer.txt"
@@ -84,7 +87,62 @@ def tensor_formats(plan: "Plan", trt_version: str | None) -> dict[str, str]:
             dtype = str(t.get("dtype") or "")
             if typed and plan.precision == "fp16" and dtype == "float32":
                 dtype = "float16"  # the folder's ONNX files are converted to FP16 for a strongly typed build
+            if dtype == "int64" and _vt(version) < (10,):
+                dtype = "int32"  # TensorRT 8's ONNX parser makes an INT64 tensor INT32
             out.setdefault(name, f"{_TRTEXEC_TYPE.get(dtype, dtype or '?')}:chw")
+    return out
+
+
+#: TensorRT deprecated ``BuilderFlag::kDIRECT_IO`` in 10.7 ("Unneeded API", include/NvInfer.h release/10.13 and
+#: 11.1) while trtexec still sets it without ``--allowGPUFallback``: before 10.7 it is documented to fail the build
+#: when an I/O reformat is needed; from 10.7 whether the builder still enforces it is not known here
+DIRECT_IO_ENFORCED_BEFORE = (10, 7)
+
+#: the formats a DLA reads and writes itself (trtexec's spelling): no GPU reformat at such a tensor
+_DLA_NATIVE = ("chw16", "chw32", "dla_linear", "dla_hwc4")
+
+
+def direct_io_blocks(plan: "Plan", trt_version: str | None, proto: Any = None) -> list[str]:
+    """The engine I/O tensors trtexec cannot build as the plan measured them when the plan has GPU fallback
+    off: ``build.sh`` then passes ``--useDLACore`` without ``--allowGPUFallback``, and trtexec sets
+    ``BuilderFlag::kDIRECT_IO`` ("Reformatting runs on GPU, so avoid I/O reformatting", sampleEngines.cpp
+    release/8.5:989-997, 8.6:1136-1144, 10.3:1134-1142, 11.1:716-724) after giving every network input
+    and output ``setAllowedFormats`` (kLINEAR unless ``--inputIOFormats``/``--outputIOFormats`` say
+    otherwise); the build then fails where a DLA layer reads or writes such a tensor, since the DLA
+    reads no FP32 and no linear layout (NVIDIA/TensorRT issue 3438). The measurement (the TensorRT API,
+    or the simulator) sets no DIRECT_IO: its GPU reformats at those tensors are what was timed.
+
+    A tensor counts when a DLA layer of its engine reads or writes it: every tensor of a pipeline
+    segment on a DLA, and in engine and replicas plans the model's inputs read and outputs written by
+    the engine's DLA layers (``proto``: the model, whose node names are the layer names; without it
+    only whole-DLA engines are checked). A tensor in a DLA format (a pipeline's cut, ``fp16:chw16``)
+    needs no reformat. Returns one ``"engine file: tensor (format)"`` per tensor; empty with GPU fallback."""
+    if plan.gpu_fallback:
+        return []
+    formats = tensor_formats(plan, trt_version)
+    readers: dict[str, set[str]] = {}
+    writers: dict[str, set[str]] = {}
+    graph = getattr(proto, "graph", None)
+    for node in (graph.node if graph is not None else []):
+        for t in node.input:
+            readers.setdefault(t, set()).add(node.name)
+        for t in node.output:
+            writers.setdefault(t, set()).add(node.name)
+    out = []
+    for eng in plan.engines:
+        dla = set(eng.get("dla_layers") or [])
+        layers = set(eng.get("layers") or [])
+        whole = (eng.get("kind") == "segment" and str(eng.get("device", "GPU")) != "GPU") or (bool(dla) and dla >= layers)
+        if not dla and not whole:
+            continue
+        for key, touching in (("inputs", readers), ("outputs", writers)):
+            for t in eng.get(key) or []:
+                name = str(t.get("name")) if isinstance(t, dict) else str(t)
+                fmt = formats.get(name, "fp32:chw")
+                if fmt.endswith(_DLA_NATIVE):
+                    continue
+                if whole or touching.get(name, set()) & dla:
+                    out.append(f"{engine_files(str(plan.mode), eng)[1]}: {name} ({fmt})")
     return out
 
 
@@ -145,10 +203,89 @@ def deepstream_refusal(plan: "Plan") -> str | None:
     return None
 
 
-def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str) -> str | None:
+#: the nvinfer property table (cluster-mode 0 OpenCV groupRectangles, 1 DBSCAN, 2 NMS, 3 DBSCAN + NMS, 4 none;
+#: network-type 0 detector ... 100 other; output-tensor-meta)
+_NVINFER_DOC = "https://docs.nvidia.com/metropolis/deepstream/dev-guide/text/DS_plugin_gst-nvinfer.html"
+
+
+def _yolo_head(plan: "Plan", proto: Any) -> tuple[str, str, list[int], dict[str, str]] | None:
+    """``("raw" | "nms", output name, its shape, the file's metadata)`` when the engine's output is a YOLO
+    detection head: an Ultralytics export (its metadata: ``author: Ultralytics``, ``task``) with a 3-D output
+    ``[B, C, anchors]`` (channels first, no NMS) or, exported with ``nms=True``, ``[B, max_det, 6]``; a file
+    without that metadata counts when its one 3-D output is ``[B, C, A]`` with 5 <= C < A and A >= 1000."""
+    meta = {str(p.key): str(p.value) for p in getattr(proto, "metadata_props", None) or []}
+    ultralytics = "ultralytics" in meta.get("author", "").lower()
+    outs = [(str(t.get("name")), list(t.get("shape") or [])) for t in plan.engines[0].get("outputs") or []
+            if isinstance(t, dict)]
+    rank3 = [(n, s) for n, s in outs if len(s) == 3 and all(isinstance(d, int) and d > 0 for d in s)]
+    for name, shape in rank3:
+        _, c, a = shape
+        if ultralytics and meta.get("task") == "detect" and a == 6 and c > a:
+            return "nms", name, shape, meta
+        if 5 <= c < a and (ultralytics or (len(rank3) == 1 and a >= 1000)):
+            return "raw", name, shape, meta
+    return None
+
+
+def _ultralytics_input(meta: dict[str, str]) -> list[str]:
+    """An Ultralytics model's input as nvinfer must make it: RGB scaled to 0..1, letterboxed in the centre
+    (ultralytics LetterBox, center=True); nvinfer's defaults (net-scale-factor 1.0: pixels 0..255) would feed it
+    values 255 times too large, and it would still output boxes, wrong ones."""
+    if "ultralytics" not in meta.get("author", "").lower():
+        return []
+    return ["# INPUT: an Ultralytics model takes RGB scaled to 0..1, letterboxed in the centre (nvinfer's default",
+            "# scale 1.0 would feed it pixels of 0..255, and it would still output boxes: wrong ones)",
+            "net-scale-factor=0.0039215697906911373", "model-color-format=0", "maintain-aspect-ratio=1",
+            "symmetric-padding=1"]
+
+
+def _yolo_lines(head: tuple[str, str, list[int], dict[str, str]]) -> list[str]:
+    """What nvinfer needs to parse a YOLO head, said where a wrong parser would mis-read it silently."""
+    kind, name, shape, meta = head
+    dims = "x".join(map(str, shape))
+    task = meta.get("task")
+    pre = _ultralytics_input(meta)
+    if kind == "nms":
+        return pre + [
+            f"# DETECTOR OUTPUT: {name} [{dims}] is an Ultralytics YOLO export with NMS in the graph (nms=True): rows",
+            "# of x1, y1, x2, y2, score, class in network-input pixels, zero rows as padding (ultralytics",
+            "# engine/exporter.py: NMSModel, Detect.xyxy = nms). DeepStream-Yolo's NvDsInferParseYolo reads rows of",
+            "# exactly that layout (nvdsparsebbox_Yolo.cpp, decodeTensorYolo); the NMS is done, so no clustering:",
+            "#   parse-bbox-func-name=NvDsInferParseYolo",
+            "#   custom-lib-path=<DeepStream-Yolo's nvdsinfer_custom_impl_Yolo/libnvdsinfer_custom_impl_Yolo.so>",
+            "#   cluster-mode=4",
+            "# (without parse-bbox-func-name nvinfer's own detector parser looks for DetectNet coverage/bbox layers",
+            "# this engine does not have)"]
+    what = (f"an Ultralytics YOLO {task or 'model'} head" if "ultralytics" in meta.get("author", "").lower()
+            else "shaped like a YOLO head")
+    classes = f"{shape[1] - 4}" if task == "detect" else "<the model's class count>"
+    return pre + [
+        f"# DETECTOR OUTPUT: {name} [{dims}] is {what}: per anchor (last dimension) 4 box values (cx, cy, w, h",
+        "# in network-input pixels) then the class scores, channels first, no NMS. nvinfer cannot parse it as it",
+        "# stands: without parse-bbox-func-name its own detector parser looks for DetectNet coverage/bbox layers,",
+        "# and DeepStream-Yolo's NvDsInferParseYolo reads rows of 6 (x1, y1, x2, y2, score, class: its own",
+        "# export's layout, utils/export_yolo11.py DeepStreamOutput; nvdsparsebbox_Yolo.cpp decodeTensorYolo), so",
+        f"# it would read this [{shape[1]}x{shape[2]}] tensor as such rows: wrong boxes and classes, and no error.",
+        "# So this file keeps nvinfer from parsing it (network-type=100) and attaches the raw tensor to each",
+        "# buffer (output-tensor-meta=1) for your own probe. To get boxes from nvinfer, write a parser for",
+        f"# [{shape[1]}, anchors] channels-first heads (or re-export with DeepStream-Yolo's exporter and tune that",
+        "# ONNX), then set:",
+        "#   network-type=0",
+        "#   parse-bbox-func-name=<your parser>",
+        "#   custom-lib-path=<its library>",
+        f"#   num-detected-classes={classes}",
+        "#   cluster-mode=2   (NMS in nvinfer: the head has none; 0 groupRectangles, 1 DBSCAN, 2 NMS, 4 none)",
+        f"# (keys: {_NVINFER_DOC})",
+        "network-type=100",
+        "output-tensor-meta=1"]
+
+
+def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str, proto: Any = None) -> str | None:
     """The ``[property]`` keys of a DeepStream nvinfer configuration that loads the engine ``build.sh``
     builds, with the source of each key; None for a plan one nvinfer cannot run
-    (:func:`deepstream_refusal`)."""
+    (:func:`deepstream_refusal`). ``proto``: the model, whose metadata and output say whether it is a YOLO
+    detector (:func:`_yolo_head`): nvinfer then needs a parser for its layout, and a raw head is attached
+    as a tensor rather than parsed by a parser that would mis-read it."""
     if deepstream_refusal(plan) or not plan.engines:
         return None
     eng = plan.engines[0]
@@ -195,6 +332,9 @@ def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str) -
                          "not a fallback")
     else:
         lines += ["# the plan puts no layer on a DLA", "enable-dla=0"]
+    head = _yolo_head(plan, proto)
+    if head is not None:
+        lines += _yolo_lines(head)
     if plan.precision == "int8" and plan.int8_ranges not in ("qdq", "calibration-cache"):
         lines.append("# WARNING: INT8 ranges are placeholders in this plan: accuracy is not preserved")
     if plan.simulated:

@@ -52,8 +52,8 @@ from placetune.model.misreads import old_parser_misread
 from placetune.model.onnx_io import load_with_weights
 from placetune.placement.cut import cut, load_source, with_batch
 from placetune.plan.file import Plan
-from placetune.plan.deploy_notes import (DEEPSTREAM_FILE, deepstream_config, deepstream_refusal, io_lines,
-                                         target_lines, verify_lines)
+from placetune.plan.deploy_notes import (DEEPSTREAM_FILE, DIRECT_IO_ENFORCED_BEFORE, deepstream_config,
+                                         deepstream_refusal, direct_io_blocks, io_lines, target_lines, verify_lines)
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -149,6 +149,13 @@ def _script(plan: "Plan", trt_version: str | None, calib: str | None, proto: onn
     if _jetpack5(plan, trt_version) and _mixed(plan):
         # trtexec 8.5 refuses the unknown --layerDeviceTypes: stop before building any engine of the plan
         body = [f"echo 'build.sh: {_NO_LAYER_DEVICE_TYPES}' >&2", "exit 6", *body]
+    blocked = direct_io_blocks(plan, trt_version, proto)
+    if blocked and _target(plan, trt_version) < DIRECT_IO_ENFORCED_BEFORE:
+        # trtexec without --allowGPUFallback sets DIRECT_IO: the build fails at the first such engine
+        body = [f"echo {shlex.quote('build.sh: ' + _direct_io_stop(blocked))} >&2", "exit 6", *body]
+    elif blocked:
+        body = [_one_line(f"# WARNING: {_direct_io_stop(blocked)} (TensorRT deprecated DIRECT_IO in 10.7; whether "
+                          "this TensorRT still fails such a build was not checked)"), *body]
     return _PREAMBLE + "\n".join([*_parser_lines(plan, trt_version, proto), *body]) + f"\necho 'built: {built}'\n"
 
 
@@ -169,6 +176,16 @@ def _parser_lines(plan: "Plan", trt_version: str | None, proto: onnx.ModelProto 
 #: option first appears in release/8.6), and what to do
 _NO_LAYER_DEVICE_TYPES = ("the trtexec of TensorRT 8.5 has no --layerDeviceTypes (added in 8.6) and this plan puts "
                           "single layers of an engine on a DLA: build it with placetune build . (README.txt, step 1)")
+
+
+def _direct_io_stop(blocked: list[str]) -> str:
+    """Why trtexec cannot build a plan with GPU fallback off as it was measured, and what to do."""
+    more = f" (+{len(blocked) - 3} more)" if len(blocked) > 3 else ""
+    return ("this plan has GPU fallback off, so build.sh passes no --allowGPUFallback and trtexec then sets "
+            "DIRECT_IO (no GPU reformat at a network input or output, sampleEngines.cpp); a DLA layer reads or "
+            f"writes {'; '.join(blocked[:3])}{more}, which needs the GPU reformat the plan was measured with, so "
+            "trtexec fails that build: build with placetune build . (README.txt), which builds through the "
+            "TensorRT API as measured")
 
 
 def _timed_by(plan: "Plan") -> str:
@@ -200,7 +217,8 @@ def _mixed(plan: "Plan") -> bool:
                for e in plan.engines)
 
 
-def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> str:
+def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
+            proto: onnx.ModelProto | None = None) -> str:
     name = _one_line(str(plan.model.get("name")))
     jp5 = _jetpack5(plan, trt_version)
     src = plan.source or {}
@@ -222,6 +240,15 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None) -> 
         lines += ["   TensorRT 8.5 (JetPack 5.1): its trtexec has no --layerDeviceTypes (added in 8.6) and this plan puts",
                   "   single layers of an engine on a DLA, so build.sh stops before building anything: build with",
                   "   `placetune build` instead (below), which sets each layer's device through the TensorRT API."]
+    blocked = direct_io_blocks(plan, trt_version, proto)
+    if blocked:
+        stops = _target(plan, trt_version) < DIRECT_IO_ENFORCED_BEFORE
+        lines += ["   GPU fallback is off in this plan: build.sh passes no --allowGPUFallback, and trtexec then sets",
+                  "   DIRECT_IO (no GPU reformat at a network input or output). A DLA layer reads or writes",
+                  *[f"     {_one_line(b)}" for b in blocked[:5]],
+                  "   in a format the DLA cannot use, which needs the GPU reformat the plan was measured with; so",
+                  ("   build.sh stops before building anything: build with `placetune build` instead (below)." if stops
+                   else "   if trtexec fails that build, build with `placetune build` instead (below).")]
     if plan.precision == "int8" and not calib and plan.int8_ranges != "qdq":
         lines.append("   INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT preserved;"
                      " export with --calibration-cache FILE")
@@ -368,7 +395,7 @@ def write_plan_folder(
         p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
     proto = _load_source(model, source)
     script = _script(p, trt_version, calib, proto)  # refuses what trtexec cannot build before anything is written
-    deepstream = deepstream_config(p, trt_version, engine_files(p, p.engines[0])[1]) if p.engines else None
+    deepstream = deepstream_config(p, trt_version, engine_files(p, p.engines[0])[1], proto) if p.engines else None
     names = ["build.sh", "plan.json", "README.txt", "build.json", DEEPSTREAM_FILE, *([calib] if calib else [])]
     stale: list[str] = ["build.json", DEEPSTREAM_FILE]  # an earlier build's report and engines belong to an earlier plan
     for eng in p.engines:
@@ -417,7 +444,7 @@ def write_plan_folder(
         files.append(folder.copy_in(calib, calibration_cache))  # type: ignore[arg-type]
     folder.write("build.sh", script, executable=True)
     files.append(folder.write("plan.json", p.to_json() + "\n"))
-    files.append(folder.write("README.txt", _readme(p, calib, trt_version)))
+    files.append(folder.write("README.txt", _readme(p, calib, trt_version, proto)))
     if deepstream is not None:
         files.append(folder.write(DEEPSTREAM_FILE, deepstream))
     files += [runtime.copy_in(name, src) for name, src in standalone_sources()]

@@ -8,6 +8,7 @@ from typing import Any
 from placetune.errors import ConfigError, PlacementError
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
+    adjust_for_dla_flags,
     build_only_flag,
     device_types_arg,
     dla_flags,
@@ -194,8 +195,13 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
         # build gets (trtexec's setType would otherwise turn an FP16 input into FP32, sampleEngines.cpp)
         default = "fp16:chw" if strongly_typed(vt) and plan.precision == "fp16" else "fp32:chw"
         for flag, key in (("--inputIOFormats", "inputs"), ("--outputIOFormats", "outputs")):
+            if not any(n in cuts for n in names(key)):
+                continue  # no list: trtexec leaves every tensor's type as the ONNX file has it
+            own = {str(t.get("name")): _io_format(t, default, vt, version) for t in eng.get(key) or []
+                   if isinstance(t, dict)}
             value = trtexec_io_formats(names(key), cuts, default)
             if value:
+                value = ",".join(f if n in cuts else own.get(n, f) for n, f in zip(names(key), value.split(",")))
                 args.append(f"{flag}={value}")
         return args
 
@@ -209,6 +215,9 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
             core = eng.get("dla_core")
             core = int(core) if core is not None else (dla_core(str(eng.get("device"))) or 0)
             args.extend(dla_flags(core, plan.gpu_fallback))
+            # TensorRT 10.16 on: the ONNX parser's ADJUST_FOR_DLA rewrites, as the backends measured and
+            # `placetune build` builds (worker_build.py; trtexec backend engine.py)
+            args.extend(adjust_for_dla_flags(core, vt))
             layers = list(eng.get("layers") or [])
             if layers and set(layers) != set(dla):
                 assignment = {n: ("DLA" if n in set(dla) else "GPU") for n in layers}
@@ -302,6 +311,34 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
     # nothing user-controlled may start a new line: a study named "x\ntouch PWNED" stays inside its
     # comment; the commands themselves are quoted by shell_line
     return [_one_line(line) if line.startswith("#") else line for line in lines]
+
+
+#: ONNX element types -> trtexec's --inputIOFormats type (sampleOptions.cpp stringToValue<DataType>: release/8.5
+#: fp32 fp16 int8 int32; 8.6 adds fp8; 10.3 adds bf16 int64 bool uint8 int4)
+_IO_TYPES = {"float16": "fp16", "bfloat16": "bf16", "int8": "int8", "int32": "int32", "int64": "int64", "bool": "bool",
+             "uint8": "uint8"}
+_IO_TYPES_SINCE_10 = frozenset({"bf16", "int64", "bool", "uint8"})
+
+
+def _io_format(tensor: dict[str, Any], default: str, vt: tuple[int, ...], version: str) -> str:
+    """trtexec's ``type:chw`` of an engine I/O tensor that has no cut format, in the ONNX file's own type: a
+    list given to ``--inputIOFormats`` sets every tensor's type (``setType``, sampleEngines.cpp), so an INT32,
+    INT64, bool or FP16 tensor listed as ``fp32`` would change the network. TensorRT 8 parses INT64 as INT32.
+
+    Raises:
+        ConfigError: a type the target's trtexec cannot spell (bool, uint8 before TensorRT 10).
+    """
+    dtype = str(tensor.get("dtype") or "float32")
+    if dtype in ("float32", "float"):
+        return default
+    spelled = _IO_TYPES.get(dtype)
+    if spelled == "int64" and vt[:1] < (10,):
+        spelled = "int32"  # TensorRT 8's ONNX parser makes an INT64 tensor INT32
+    if spelled is None or (spelled in _IO_TYPES_SINCE_10 and vt[:1] < (10,)):
+        raise ConfigError(f"engine tensor {str(tensor.get('name'))[:80]!r} is {dtype}, which trtexec of TensorRT "
+                          f"{version} cannot give in --inputIOFormats/--outputIOFormats next to the DLA cut formats: "
+                          "build with `placetune build` (the TensorRT API) or target TensorRT 10 (--trt-version)")
+    return f"{spelled}:chw"
 
 
 def _parser_layers(eng: dict[str, Any], plan: PlanView, vt: tuple[int, ...], nodes: dict[str, str]) -> dict[str, str]:
