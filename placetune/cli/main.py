@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from placetune.cli.check import cmd_check, with_dla
 from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
-from placetune.cli.terminal import (output_lost, safe_output, show, table, terminal_width,
+from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.validate import dumps_json
@@ -138,8 +138,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     with when_output_lost(stop):
         outcome = tuner.run()
     if output_lost() is not None:  # said where it stopped on standard error, the one output left
-        print(f"placetune: the tune stopped after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; everything "
-              f"measured is stored. Resume with: {hint}", file=sys.stderr)
+        error_line(f"placetune: the tune stopped after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; "
+                   f"everything measured is stored. Resume with: {hint}")
     return 128 + (outcome.signal or 2) if outcome.interrupted else 0  # 130 Ctrl-C, 143 SIGTERM
 
 
@@ -159,7 +159,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps_json([asdict(c) for c in checks], indent=2))
     else:
-        print(_doctor.format(checks))
+        print(_doctor.format(checks, terminal_width()))
     return _doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
 
 
@@ -240,7 +240,8 @@ class _Parser(argparse.ArgumentParser):
     not the command's whole usage (tune's fills a screen and hides the line that matters)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+        error_line(f"{self.prog}: error: {message} ({self.prog} --help lists the options)")
+        self.exit(2)
 
 
 def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> NoReturn:
@@ -272,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  placetune export -o plan.json   the best plan (--format trtexec: for Jetson)\n"
                "  placetune report -o report      plots of the search and its best plan\n"
                "Off a Jetson every figure comes from the simulated Jetson and says so.\n"
-               "placetune COMMAND --help: a command's options (tune, measure: --help-all for all).",
+               "placetune COMMAND --help: a command's options (tune, measure: also --help-all).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"placetune {__version__}")
@@ -505,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if lost is None:
             return code
         # nothing said on standard output reached its reader: never a success, never a traceback
-        print(f"placetune: error: {lost}: the command's output is incomplete", file=sys.stderr)
+        error_line(f"placetune: error: {lost}: the command's output is incomplete")
         return ConfigError.exit_code
 
 
@@ -535,7 +536,7 @@ def _main(argv: Sequence[str] | None) -> int:
         check_arguments(parser, args)
         return int(args.func(args) or 0)
     except PlacetuneError as exc:
-        print(f"placetune: error: {_one_line(' '.join(str(exc).split()))}", file=sys.stderr)
+        error_line(f"placetune: error: {_one_line(' '.join(str(exc).split()))}")
         return exc.exit_code
     except KeyboardInterrupt:
         print("placetune: interrupted", file=sys.stderr)

@@ -19,11 +19,10 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placetune.cli.terminal import say, table, terminal_width, write_data
+from placetune.cli.terminal import error_line, say, table, terminal_width, write_data
 from placetune.safetext import line_safe
 from placetune.errors import ConfigError, ModelError, StoreError
 from placetune.validate import dumps_json
@@ -317,20 +316,19 @@ def cmd_trace(args: argparse.Namespace) -> int:
     meta = {"study": plan.source.get("study"), "model": plan.model.get("name"), "platform": plan.platform,
             "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"), "remeasured": remeasured}
     title = f"placetune plan: {plan.model.get('name')} on {plan.platform}"
-    say = print
+    tell = say  # one message, wrapped on a terminal
     if args.output == "-":  # (as export -o -: the trace on standard output, what placetune says on standard error)
         doc = _trace.chrome_trace(source, simulated=simulated, metadata=meta, title=title)
         write_data(dumps_json(doc, indent=None, separators=(",", ":")) + "\n")
         path: Any = "to standard output"
 
-        def say(*parts: Any) -> None:
-            print(*parts, file=sys.stderr)
+        tell = error_line
     else:
         path = _trace.write_chrome_trace(source, args.output, simulated=simulated, metadata=meta, title=title)
     if remeasured:
-        say("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
+        tell("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
     n = len(_trace.timeline_events(source))
-    say(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
+    tell(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
         "or chrome://tracing")
     return 0
 
