@@ -168,3 +168,14 @@ def test_a_simulated_plan_without_noise_does_not_claim_a_p99(tmp_path, monkeypat
     assert main(["export", "-o", "plan.json"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("latency median"))
     assert "(no spread: simulated without timing noise)" in line and "p99" not in line, line
+
+
+def test_a_measurement_without_noise_does_not_claim_a_p90_or_p99(capsys):
+    """`placetune measure resnet50` printed "median 0.638 ms  p90 0.638 ms  p99 0.638 ms": the simulated Jetson
+    without --noise times every sample alike, so p90 and p99 measured nothing (as the export's headline says)."""
+    assert main(["measure", "resnet50"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("latency:"))
+    assert "(no spread: simulated without timing noise; --noise 0.02 adds it)" in line and "p9" not in line, line
+    assert main(["measure", "resnet50", "--noise", "0.02"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("latency:"))
+    assert "p90" in line and "p99" in line and "no spread" not in line, line
