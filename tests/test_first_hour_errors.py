@@ -179,3 +179,14 @@ def test_a_measurement_without_noise_does_not_claim_a_p90_or_p99(capsys):
     assert main(["measure", "resnet50", "--noise", "0.02"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("latency:"))
     assert "p90" in line and "p99" in line and "no spread" not in line, line
+
+
+def test_an_unknown_objective_is_named_unknown_not_unmeasurable(tmp_path, monkeypatch, capsys):
+    """`placetune tune --objective speed` said "objective speed cannot be measured by the simulate backend in
+    pipeline mode: the simulate backend measures latency, throughput, energy, gpu_time only" (exit 6), as if
+    another backend could; it is no objective at all: exit 4 (unknown name), naming the objectives."""
+    monkeypatch.chdir(tmp_path)
+    for backend in ("simulate", "tensorrt"):
+        assert main(["tune", "--model", "seed-block", "--objective", "speed", "--backend", backend]) == 4
+        err = capsys.readouterr().err
+        assert "unknown objective 'speed'; objectives are latency" in err and "cannot be measured" not in err, err

@@ -378,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "concurrent mode also latency[NETWORK]<=5"))
     g.add_argument("--trials", metavar="N", type=int,
                    help="evaluation budget of the study (total over resumes; default 300)")
-    g.add_argument("--timeout", metavar="TIME", help="wall-clock limit of this run, e.g. 8h, 30m")
+    g.add_argument("--timeout", metavar="TIME", help="wall-clock limit of this run, e.g. 8h, 30m (a bare "
+                   "number: seconds)")
     g.add_argument("--backend", metavar="NAME",
                    help="simulate (default: the simulated Jetson) | tensorrt | trtexec, or one a package "
                    "adds (entry points placetune.backends)")
