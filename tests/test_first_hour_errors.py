@@ -190,3 +190,17 @@ def test_an_unknown_objective_is_named_unknown_not_unmeasurable(tmp_path, monkey
         assert main(["tune", "--model", "seed-block", "--objective", "speed", "--backend", backend]) == 4
         err = capsys.readouterr().err
         assert "unknown objective 'speed'; objectives are latency" in err and "cannot be measured" not in err, err
+
+
+def test_a_plan_folder_export_says_the_engines_are_built_on_the_jetson(tmp_path, monkeypatch, capsys):
+    """`placetune export --format trtexec -o deploy` ended "build the engines with: sh deploy/build.sh"; run on the
+    machine that tuned (no Jetson) build.sh stops at "trtexec not found". It says the next step is on the
+    Jetson, and where the folder's README says how to run the engines."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", "s"]) == 0
+    capsys.readouterr()
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0
+    last = capsys.readouterr().out.splitlines()
+    line = next(x for x in last if x.startswith("next, on the Jetson"))
+    assert "copy deploy there, then sh deploy/build.sh (trtexec) or placetune build deploy" in line, line
+    assert "deploy/README.txt says how to run the engines" in line

@@ -216,7 +216,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         say(summary)
         say(f"wrote plan folder {done.directory} (study {args.study}, measurement "
               f"{plan.source.get('measurement_id')}): {_folder_files(done.directory, done.files)}")
-        say(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
+        where = shlex.quote(str(done.directory))
+        say(f"next, on the Jetson (an engine runs only on the board and TensorRT that built it): copy {where} there, "
+            f"then sh {where}/build.sh (trtexec) or placetune build {where} (also checks where TensorRT put each "
+            f"layer); {where}/README.txt says how to run the engines")
         _print_notes(done.plan.notes, summary)
         return 0
     if calib is not None:  # (as the folder does: a plan that says its INT8 ranges are calibrated names a cache)
