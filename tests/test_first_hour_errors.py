@@ -204,3 +204,20 @@ def test_a_plan_folder_export_says_the_engines_are_built_on_the_jetson(tmp_path,
     line = next(x for x in last if x.startswith("next, on the Jetson"))
     assert "copy deploy there, then sh deploy/build.sh (trtexec) or placetune build deploy" in line, line
     assert "deploy/README.txt says how to run the engines" in line
+
+
+def test_a_study_files_shapes_are_named_as_the_files_not_as_an_option(tmp_path, monkeypatch, capsys):
+    """studies/jetson-overnight.toml with a YOLO export as its model and the template's shapes left in said
+    "--shape names 'input', but the model's inputs are: images": no --shape was given; the file set it."""
+    import shutil
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(Path(__file__).parent / "data" / "seed_block.onnx.gz", tmp_path / "m.onnx.gz")
+    (tmp_path / "night.toml").write_text('[study]\nmodel = "m.onnx.gz"\nshapes = ["images=1x3x32x32"]\n'
+                                         'trials = 3\nagent = "random"\n')
+    assert main(["tune", "night.toml"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("placetune: error: night.toml sets shapes = ['images=1x3x32x32']: --shape names 'images'"), err
+    assert main(["tune", "--model", "m.onnx.gz", "--shape", "images=1x3x32x32"]) == 3  # the option: said as it is
+    assert capsys.readouterr().err.startswith("placetune: error: --shape names 'images'")

@@ -16,7 +16,7 @@ from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
 from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
-from placetune.errors import ConfigError, PlacetuneError
+from placetune.errors import ConfigError, PlacetuneError, ShapeError
 from placetune.validate import dumps_json
 from placetune.wording import plural
 from placetune._lazy import lazy_import
@@ -135,8 +135,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if tuner.evaluator is not None:
             tuner.evaluator.request_stop()
 
-    with when_output_lost(stop):
-        outcome = tuner.run()
+    try:
+        with when_output_lost(stop):
+            outcome = tuner.run()
+    except ShapeError as exc:  # a study file's shapes: it says --shape, the file named them
+        if args.study_file and not args.shape and cfg.shapes and "--shape" in str(exc):
+            raise ShapeError(f"{args.study_file} sets shapes = {list(cfg.shapes)}: {exc}") from None
+        raise
     if output_lost() is not None:  # said where it stopped on standard error, the one output left
         error_line(f"placetune: the tune stopped after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; "
                    f"everything measured is stored. Resume with: {hint}")
