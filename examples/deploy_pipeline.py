@@ -33,8 +33,9 @@ def main() -> None:
     print("wrote", ", ".join(p.name for p in folder.files))
     print(pt.build_plan(folder.directory).summary())                     # 2. the engines, on the Jetson
     with pt.runtime.load(folder.directory) as rt:                        # 3. the application's side
-        shape, dtype = rt.inputs["input"]
-        frames = [{"input": np.random.default_rng(i).standard_normal(shape).astype(dtype)} for i in range(64)]
+        rng = np.random.default_rng(0)  # stand-in frames: your application feeds its own, one array per input
+        frames = [{name: rng.standard_normal(shape).astype(dtype) for name, (shape, dtype) in rt.inputs.items()}
+                  for _ in range(64)]
         first = rt(frames[0])
         t0 = time.perf_counter()
         n = sum(1 for _ in rt.stream(frames))

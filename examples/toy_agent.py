@@ -46,3 +46,13 @@ class ToyAgent(StepAgent):
         a = list(self.centre)
         a[unit] = device
         return a
+
+
+if __name__ == "__main__":  # python examples/toy_agent.py: a run of it on a small network (simulated Jetson)
+    import placetune as pt
+    from search import Budget
+
+    ev = pt.Evaluator("resnet18", "orin-agx", mode="pipeline", objective="throughput", frames_in_flight=4)
+    result = ToyAgent(seed=0).run(ev, Budget(evaluations=30))
+    print(f"toy agent: best {result.best_value:,.1f} fps against all-GPU's {ev.value(ev.baseline()):,.1f} fps in "
+          f"{result.evaluations} evaluations (simulated); {result.best_placement.counts()}")

@@ -48,3 +48,11 @@ class ToyBackend(pt.BackendBase):
                            requested=realisation.requested.as_dict(), realized=realized,
                            fallback=dict(realisation.fallback), simulated=True, backend="toy-1",
                            mode=settings.mode, precision=settings.precision, batch=batch)
+
+
+if __name__ == "__main__":  # python examples/toy_backend.py: register it, then measure through it
+    pt.register_backend("toy", ToyBackend)
+    ev = pt.Evaluator("seed-block", "orin-agx", backend="toy")
+    gpu, dla = ev.baseline(), ev.evaluate(pt.Placement.all_dla(ev.model))
+    print(f"toy backend: all-GPU {gpu.median_ms:.3f} ms, all-DLA0 {dla.median_ms:.3f} ms "
+          f"(made-up costs, marked simulated: {dla.simulated})")

@@ -91,8 +91,9 @@ def versus(gain: float | None, metric: str = "latency") -> str:
     return f"{factor:.2f}x {word}" if factor < 10 else f"{factor:.1f}x {word}"
 
 
-#: ``next: placetune export --study s -o deploy   (what it does)``: a command to copy, and its note.
-_COMMAND = re.compile(r"^(\s*(?:next: )?)(placetune \S.*?)(?:   (\(.*\)))?$")
+#: ``next: placetune export --study s -o deploy   (what it does)``: a command to copy, and its note (not
+#: ``placetune tune: error: ...``, a message).
+_COMMAND = re.compile(r"^(\s*(?:next: )?)(placetune (?!\S*: )\S.*?)(?:   (\(.*\)))?$")
 
 
 def wrap(text: str, width: int | None) -> str:

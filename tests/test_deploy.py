@@ -287,6 +287,27 @@ def test_the_deploy_example_runs_end_to_end_against_the_doubles(seed_block, tmp_
     assert not list((tmp_path / "d").glob("*.lock"))
 
 
+def test_the_deploy_example_runs_a_network_whose_input_is_not_named_input(seed_block, tmp_path):
+    """examples/deploy_pipeline.py fed its frames to an input called "input": on a YOLO export (its input is
+    "images") it ended in a KeyError traceback after building the engines. It feeds every input the plan has."""
+    model = onnx.load(str(seed_block))
+    old = model.graph.input[0].name
+    for node in model.graph.node:
+        node.input[:] = ["images" if name == old else name for name in node.input]
+    model.graph.input[0].name = "images"
+    path = tmp_path / "images.onnx"
+    onnx.save(model, str(path))
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(path), "orin-agx", mode="pipeline", precision="fp16", store=url,
+                             study="s", frames_in_flight=2) as ev:
+        ev.baselines()
+        ev.evaluate(Placement(ev.model, THREE), agent="t", trial_number=0)
+    example = Path(__file__).resolve().parents[1] / "examples" / "deploy_pipeline.py"
+    proc = _run([sys.executable, str(example), "s", "--storage", url, "-o", str(tmp_path / "d")], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "64 frames, 2 in flight" in proc.stdout, proc.stdout
+
+
 def test_calibration_cache_reaches_tune_and_measure_builds(seed_block, tmp_path):
     """--calibration-cache on tune and measure goes to the tensorrt backend's INT8
     builds (the double's calibrator reads it), and the measurement says where its ranges came from;

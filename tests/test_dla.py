@@ -533,6 +533,17 @@ def test_concat_axis(platform):
     bad(concat(axis=1, shapes=[(1, 8, 16, 16), (1, 8, 8, 8)]), "spatial", platform=platform)
 
 
+@pytest.mark.parametrize("platform", BOTH)
+def test_a_3d_concat_is_refused_for_its_rank_not_its_axis(platform):
+    """YOLOv8's box tensors [1, 2, 8400] + [1, 2, 8400] -> [1, 4, 8400] read "Concat on axis 1 (DLA concatenates
+    on the channel axis only)": axis 1 is the channel axis of the NCHW tensors a user knows. The rank is why."""
+    three = L("Concat", [T((1, 2, 8400)), T((1, 2, 8400))], [T((1, 4, 8400))], {"axis": 1})
+    bad(three, "DLA Concatenation needs 4D (N,C,H,W) tensors (got 3D)", platform=platform)
+    assert "axis" not in check(three, platform=platform).reason
+    two = L("Concat", [T((1, 8)), T((1, 8))], [T((1, 16))], {"axis": 1})
+    bad(two, "needs 4D (N,C,H,W) tensors (got 2D)", platform=platform)
+
+
 def slice_layer(out_shape=(1, 8, 16, 16), in_shape=(1, 16, 16, 16), steps=None, const=True):
     params = [T((1,), const=const, value=[0], dtype="int64"), T((1,), const=const, value=[8], dtype="int64"),
               T((1,), const=const, value=[1], dtype="int64")]

@@ -25,3 +25,27 @@ def test_custom_agent_runs_and_improves():
     out = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, check=True).stdout
     base, best = map(float, re.search(r"all-GPU ([\d.]+) mJ -> best ([\d.]+) mJ", out).groups())
     assert best < base and "simulated" in out
+
+
+def test_every_example_run_as_a_script_prints_what_it_did():
+    """`python examples/toy_agent.py` and `python examples/toy_backend.py` printed nothing: a researcher could
+    not tell whether they worked. Each example a user runs as it is prints its result in a line."""
+    forms = {
+        "custom_agent.py": r"all-GPU [\d.]+ mJ -> best [\d.]+ mJ per inference \(simulated\).*",
+        "toy_agent.py": r"toy agent: best ([\d,.]+) fps against all-GPU's ([\d,.]+) fps in 30 evaluations "
+                        r"\(simulated\); \{'GPU': \d+, 'DLA0': \d+, 'DLA1': \d+\}",
+        "toy_backend.py": r"toy backend: all-GPU [\d.]+ ms, all-DLA0 [\d.]+ ms \(made-up costs, marked simulated: True\)",
+        "toy_objective.py": r"all-GPU p99 latency [\d.]+ ms \(simulated\)",
+        "toy_platform.py": r"Toy Orin \(example: made-up figures\): devices GPU, DLA0; all-DLA0 [\d.]+ ms \(simulated\)",
+    }
+    # deploy_pipeline.py takes a study (tests/test_deploy.py runs it), train_maskable_ppo.py trains for minutes
+    scripts = {p.name for p in EXAMPLE.parent.glob("*.py")} - {"deploy_pipeline.py", "train_maskable_ppo.py"}
+    assert scripts == set(forms), scripts ^ set(forms)
+    for name, form in forms.items():
+        out = subprocess.run([sys.executable, str(EXAMPLE.parent / name)], capture_output=True, text=True,
+                             check=True, timeout=300).stdout.strip()
+        got = re.fullmatch(form, out)
+        assert got, (name, out)
+        if name == "toy_agent.py":  # steepest descent from all-GPU finds a better plan
+            best, base = (float(x.replace(",", "")) for x in got.groups())
+            assert best > base

@@ -168,3 +168,56 @@ def test_a_simulated_plan_without_noise_does_not_claim_a_p99(tmp_path, monkeypat
     assert main(["export", "-o", "plan.json"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("latency median"))
     assert "(no spread: simulated without timing noise)" in line and "p99" not in line, line
+
+
+def test_a_measurement_without_noise_does_not_claim_a_p90_or_p99(capsys):
+    """`placetune measure resnet50` printed "median 0.638 ms  p90 0.638 ms  p99 0.638 ms": the simulated Jetson
+    without --noise times every sample alike, so p90 and p99 measured nothing (as the export's headline says)."""
+    assert main(["measure", "resnet50"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("latency:"))
+    assert "(no spread: simulated without timing noise; --noise 0.02 adds it)" in line and "p9" not in line, line
+    assert main(["measure", "resnet50", "--noise", "0.02"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("latency:"))
+    assert "p90" in line and "p99" in line and "no spread" not in line, line
+
+
+def test_an_unknown_objective_is_named_unknown_not_unmeasurable(tmp_path, monkeypatch, capsys):
+    """`placetune tune --objective speed` said "objective speed cannot be measured by the simulate backend in
+    pipeline mode: the simulate backend measures latency, throughput, energy, gpu_time only" (exit 6), as if
+    another backend could; it is no objective at all: exit 4 (unknown name), naming the objectives."""
+    monkeypatch.chdir(tmp_path)
+    for backend in ("simulate", "tensorrt"):
+        assert main(["tune", "--model", "seed-block", "--objective", "speed", "--backend", backend]) == 4
+        err = capsys.readouterr().err
+        assert "unknown objective 'speed'; objectives are latency" in err and "cannot be measured" not in err, err
+
+
+def test_a_plan_folder_export_says_the_engines_are_built_on_the_jetson(tmp_path, monkeypatch, capsys):
+    """`placetune export --format trtexec -o deploy` ended "build the engines with: sh deploy/build.sh"; run on the
+    machine that tuned (no Jetson) build.sh stops at "trtexec not found". It says the next step is on the
+    Jetson, and where the folder's README says how to run the engines."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--agent", "random", "--study", "s"]) == 0
+    capsys.readouterr()
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0
+    last = capsys.readouterr().out.splitlines()
+    line = next(x for x in last if x.startswith("next, on the Jetson"))
+    assert "copy deploy there, then sh deploy/build.sh (trtexec) or placetune build deploy" in line, line
+    assert "deploy/README.txt says how to run the engines" in line
+
+
+def test_a_study_files_shapes_are_named_as_the_files_not_as_an_option(tmp_path, monkeypatch, capsys):
+    """studies/jetson-overnight.toml with a YOLO export as its model and the template's shapes left in said
+    "--shape names 'input', but the model's inputs are: images": no --shape was given; the file set it."""
+    import shutil
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(Path(__file__).parent / "data" / "seed_block.onnx.gz", tmp_path / "m.onnx.gz")
+    (tmp_path / "night.toml").write_text('[study]\nmodel = "m.onnx.gz"\nshapes = ["images=1x3x32x32"]\n'
+                                         'trials = 3\nagent = "random"\n')
+    assert main(["tune", "night.toml"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("placetune: error: night.toml sets shapes = ['images=1x3x32x32']: --shape names 'images'"), err
+    assert main(["tune", "--model", "m.onnx.gz", "--shape", "images=1x3x32x32"]) == 3  # the option: said as it is
+    assert capsys.readouterr().err.startswith("placetune: error: --shape names 'images'")

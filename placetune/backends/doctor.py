@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import sys
+import textwrap
 from dataclasses import dataclass
 from placetune.backends import clocks as clock_watch
 from placetune.backends.tensorrt import env as trt_env
@@ -244,12 +245,19 @@ def verdict(checks: list[Check]) -> tuple[int, str]:
                                  f"{', '.join(failing) or 'the FAIL lines'} above and run placetune doctor again")
 
 
-def format(checks: list[Check]) -> str:  # noqa: A001 - the name the CLI expects
+def format(checks: list[Check], width: int | None = None) -> str:  # noqa: A001 - the name the CLI expects
     """The report as text: one ``[ok]``/``[FAIL]`` line per check, with its fix indented below,
-    then a blank line and the :func:`verdict` line."""
+    then a blank line and the :func:`verdict` line. With ``width`` (a terminal's) each is wrapped at word
+    boundaries within ``width - 1`` columns, under its own text; without, one line each (a log)."""
+    def put(text: str, indent: str) -> list[str]:
+        if not width:
+            return [text]
+        return textwrap.wrap(text, max(width - 1, 20), subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False) or [text]
+
     lines = []
     for c in checks:
-        lines.append(f"{'[ok]  ' if c.ok else '[FAIL]'} {c.name}: {c.detail}")
+        lines += put(f"{'[ok]  ' if c.ok else '[FAIL]'} {c.name}: {c.detail}", " " * 7)
         if not c.ok and c.fix:
-            lines.append(f"       fix: {c.fix}")
-    return "\n".join([*lines, "", verdict(checks)[1]])
+            lines += put(f"       fix: {c.fix}", " " * 12)
+    return "\n".join([*lines, "", *put(verdict(checks)[1], "  ")])

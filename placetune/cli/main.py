@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from placetune.cli.check import cmd_check, with_dla
 from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
-from placetune.cli.terminal import (output_lost, safe_output, show, table, terminal_width,
+from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
-from placetune.errors import ConfigError, PlacetuneError
+from placetune.errors import ConfigError, PlacetuneError, ShapeError
 from placetune.validate import dumps_json
 from placetune.wording import plural
 from placetune._lazy import lazy_import
 from placetune.cli.calibrate import add_parser as add_calibrate
 from placetune.cli.deploy import add_parser as add_build
+from placetune.cli.helpall import add_help_all, rare, rare_options
 from placetune.cli.results import add_parsers
 from placetune.cli.selftest import format_report, run_selftest
 from placetune.hardware.platforms import get_platform
@@ -134,11 +135,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if tuner.evaluator is not None:
             tuner.evaluator.request_stop()
 
-    with when_output_lost(stop):
-        outcome = tuner.run()
+    try:
+        with when_output_lost(stop):
+            outcome = tuner.run()
+    except ShapeError as exc:  # a study file's shapes: it says --shape, the file named them
+        if args.study_file and not args.shape and cfg.shapes and "--shape" in str(exc):
+            raise ShapeError(f"{args.study_file} sets shapes = {list(cfg.shapes)}: {exc}") from None
+        raise
     if output_lost() is not None:  # said where it stopped on standard error, the one output left
-        print(f"placetune: the tune stopped after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; everything "
-              f"measured is stored. Resume with: {hint}", file=sys.stderr)
+        error_line(f"placetune: the tune stopped after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; "
+                   f"everything measured is stored. Resume with: {hint}")
     return 128 + (outcome.signal or 2) if outcome.interrupted else 0  # 130 Ctrl-C, 143 SIGTERM
 
 
@@ -158,14 +164,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps_json([asdict(c) for c in checks], indent=2))
     else:
-        print(_doctor.format(checks))
+        print(_doctor.format(checks, terminal_width()))
     return _doctor.verdict(checks)[0]  # 0: a hardware backend works here; 8: only the simulated Jetson
 
 
 # ----------------------------------------------------------------- parser
-#: The end of ``placetune tune --help``: the agents and granularities (tests check it names
-#: every agent of ``search.agent_names()``).
-TUNE_EPILOG = """\
+TUNE_AGENTS = """\
 agents (--agent):
   guided     the default: fits corrections of the simulator to the run's own
              measurements, searches the corrected simulator and builds only
@@ -184,15 +188,30 @@ granularities (--granularity), what one decision unit is:
   fusion     the groups of layers TensorRT fuses anyway (the other agents')
   layer      every layer on its own
   scope:N    the model's modules at depth N (torch scopes such as layer1.0)
+"""
 
+#: The examples that end both ``placetune tune --help`` and ``--help-all``.
+TUNE_EXAMPLES = """\
 examples:
   placetune tune                       the embedded default (ResNet-50 on a
                                        simulated AGX Orin)
   placetune tune studies/seed-block-pipeline.toml
                                        a study file; options override it
-  placetune tune --model my.onnx --agent local --granularity fusion \\
-      --trials 300 --timeout 8h
+  placetune tune --model my.onnx --shape images=1x3x640x640 --timeout 8h
+                                       your network (dynamic), overnight
 """
+
+#: The end of ``placetune measure --help`` and ``--help-all``.
+MEASURE_EXAMPLES = """\
+examples:
+  placetune measure resnet50 --placement all-dla
+  placetune measure my.onnx --mode pipeline --placement placement.json
+  placetune measure resnet50 --mode replicas --replicas GPU:8,DLA0:2,DLA1:2
+"""
+
+#: The end of ``placetune tune --help-all``: the agents and granularities (tests check it names
+#: every agent of ``search.agent_names()``), then the examples.
+TUNE_EPILOG = TUNE_AGENTS + "\n" + TUNE_EXAMPLES
 
 def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
     p.add_argument("model", help="ONNX file (.onnx or .onnx.gz) or zoo name (see `placetune zoo list`)")
@@ -216,10 +235,9 @@ def _add_target_args(p: argparse.ArgumentParser, precision: str = DEFAULT_PRECIS
 
 
 def _add_input_data_arg(p: Any) -> None:
-    p.add_argument("--input-data", metavar="FILE.npz|DIR", help="time (and gate) on these inputs instead of random "
-                   "ones: a .npz whose keys are the network's input names, arrays of their shapes and dtypes, or a "
-                   "folder of JPEG/PNG frames letterboxed as Ultralytics does (a detector's NMS does little on "
-                   "noise; see docs/timing.md)")
+    p.add_argument("--input-data", metavar="FILE.npz|DIR", help="time (and gate) on these inputs, not random ones: "
+                   "a .npz keyed by the network's input names, or a folder of JPEG/PNG frames (letterboxed as "
+                   "Ultralytics does); a detector's NMS does little on noise (docs/timing.md)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -227,7 +245,8 @@ class _Parser(argparse.ArgumentParser):
     not the command's whole usage (tune's fills a screen and hides the line that matters)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+        error_line(f"{self.prog}: error: {message} ({self.prog} --help lists the options)")
+        self.exit(2)
 
 
 def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> NoReturn:
@@ -259,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  placetune export -o plan.json   the best plan (--format trtexec: for Jetson)\n"
                "  placetune report -o report      plots of the search and its best plan\n"
                "Off a Jetson every figure comes from the simulated Jetson and says so.\n"
-               "placetune COMMAND --help: each command's options.",
+               "placetune COMMAND --help: a command's options (tune, measure: also --help-all).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"placetune {__version__}")
@@ -285,7 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--batch", type=int, default=None, help="batch of the exported network (default: its own, as `placetune zoo list` shows)")
     z.set_defaults(func=cmd_zoo_export)
 
-    p = sub.add_parser("measure", help="measure one placement (simulated Jetson by default)")
+    p = sub.add_parser("measure", help="measure one placement (simulated Jetson by default)",
+                       usage="%(prog)s MODEL [--placement PLACEMENT] [--mode MODE] [options]",
+                       description="Measure one placement of MODEL (all-GPU unless --placement says otherwise).")
     _add_model_args(p)
     _add_target_args(p, DEFAULT_PRECISION)
     p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"),
@@ -310,6 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration-cache", metavar="FILE", help="tensorrt/trtexec INT8 builds: a TensorRT "
                    "calibration cache (without one, INT8 ranges are placeholders: right for timing, not accuracy)")
     _add_input_data_arg(p)
+    rare_options(p, "--trt-version", "--power-mode", "--dla-core", "--no-gpu-fallback", "--frames-in-flight",
+                 "--noise", "--seed", "--timeline", "--samples", "--device-profile", "--calibration-cache",
+                 "--input-data")
+    add_help_all(p, full_epilog=MEASURE_EXAMPLES, short_epilog=MEASURE_EXAMPLES)
     p.set_defaults(func=cmd_measure)
     p = sub.add_parser("doctor", help="which backends work here, and how to fix what is missing",
                        description="Which backends work on this machine, and how to fix what is missing; exit 0 "
@@ -339,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="search placements (resumable; Ctrl-C stops cleanly)",
                        usage="%(prog)s [STUDY.toml] [--model MODEL] [--trials N] [options]",
                        description="Search placements for a study. Resumable: the same command continues it.\n"
-                       "Ctrl-C stops cleanly after the evaluation in flight.", epilog=TUNE_EPILOG,
+                       "Ctrl-C stops cleanly after the evaluation in flight.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     # the options in groups, the essentials first: a first run needs none of the rest
     g = p.add_argument_group("what to tune, and where the results go")
@@ -347,24 +372,26 @@ def build_parser() -> argparse.ArgumentParser:
                    "override it")
     g.add_argument("--model", metavar="MODEL", action="append",
                    help="ONNX file or zoo name (default: the embedded default); "
-                   "repeat it with --mode concurrent to place several networks that run at once")
+                   "repeat it for several networks that run at once")
     g.add_argument("--platform", metavar="NAME",
                    help="Jetson profile (default orin-agx), e.g. orin-nx-16gb, xavier-agx (README: "
                    "Platforms)")
     g.add_argument("--objective", metavar="NAME",
                    help="throughput (default) | latency | energy | gpu_time | latency+energy")
-    g.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
+    rare(g.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
                    help="repeatable: latency<=2.0, throughput>=500, energy<=40, gpu_time<=1.5 (ms, fps, mJ, ms); "
-                   "concurrent mode also latency[NETWORK]<=5")
+                   "concurrent mode also latency[NETWORK]<=5"))
     g.add_argument("--trials", metavar="N", type=int,
                    help="evaluation budget of the study (total over resumes; default 300)")
-    g.add_argument("--timeout", metavar="TIME", help="wall-clock limit of this run, e.g. 8h, 30m")
+    g.add_argument("--timeout", metavar="TIME", help="wall-clock limit of this run, e.g. 8h, 30m (a bare "
+                   "number: seconds)")
     g.add_argument("--backend", metavar="NAME",
-                   help="simulate (default: the simulated Jetson) | tensorrt | trtexec, or a backend "
-                                     "a package adds (entry point group placetune.backends)")
-    g.add_argument("--storage", metavar="URL", help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)")
+                   help="simulate (default: the simulated Jetson) | tensorrt | trtexec, or one a package "
+                   "adds (entry points placetune.backends)")
+    rare(g.add_argument("--storage", metavar="URL",
+                        help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)"))
     g.add_argument("--study", metavar="NAME", help="study name (default: derived from the settings)")
-    g.add_argument("--export", metavar="FILE", help="plan path (default <study>.plan.json)")
+    rare(g.add_argument("--export", metavar="FILE", help="plan path (default <study>.plan.json)"))
 
     g = p.add_argument_group("the model and how it runs")
     g.add_argument("--shape", "--shapes", action="append", metavar="NAME=1x3x224x224",
@@ -372,52 +399,56 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch", metavar="N", type=int,
                    help="batch: of a zoo model, or the open leading dimension of a file's "
                    "inputs (a file with a static batch takes --shape)")
-    g.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"),
+    g.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"), metavar="MODE",
                    help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
                    "replicas, or concurrent (several --model at once)")
-    g.add_argument("--precision", choices=("fp16", "int8", "fp32"), help=f"default {DEFAULT_PRECISION}")
-    g.add_argument("--power-mode", metavar="MODE",
+    g.add_argument("--precision", choices=("fp16", "int8", "fp32"), metavar="NAME",
+                   help=f"{DEFAULT_PRECISION} (default), " + ", ".join(p for p in ("fp16", "int8", "fp32")
+                                                                      if p != DEFAULT_PRECISION))
+    rare(g.add_argument("--power-mode", metavar="MODE",
                    help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
-                   "fastest; see docs/power-modes.md)")
-    g.add_argument("--trt-version", metavar="X.Y",
+                   "fastest; see docs/power-modes.md)"))
+    rare(g.add_argument("--trt-version", metavar="X.Y",
                    help="TensorRT version whose DLA rules the search applies, e.g. 10.3 (default: "
                    "the board's own on a real backend, else the platform's: 8.6 on Orin, 8.5 on Xavier; "
-                   "[settings] trt_version in a study file)")
-    g.add_argument("--streams", metavar="N", type=int,
+                   "[settings] trt_version in a study file)"))
+    rare(g.add_argument("--streams", metavar="N", type=int,
                    help="camera streams sharing the plan's frames evenly (N streams of one "
-                   "network): the summary and the plan give each stream's frames per second")
+                   "network): the summary and the plan give each stream's frames per second"))
     _add_input_data_arg(g)
 
     g = p.add_argument_group("the search")
     g.add_argument("--agent", metavar="NAME",
                    help="search agent: guided (default), local, optuna, random, reinforce, exact "
-                   "(see below)")
-    g.add_argument("--granularity", metavar="UNIT",
-                   help="decision units: stages, fusion, layer or scope:N (see below; default: "
-                   "the agent's, guided: stages)")
-    g.add_argument("--seed", metavar="N", type=int, help="agent seed")
-    g.add_argument("--stop-when-converged", action="store_true",
+                   "(--help-all says what each does)")
+    rare(g.add_argument("--granularity", metavar="UNIT",
+                   help="decision units: stages, fusion, layer or scope:N (see the list below; default: "
+                   "the agent's, guided: stages)"))
+    rare(g.add_argument("--seed", metavar="N", type=int, help="agent seed"))
+    rare(g.add_argument("--stop-when-converged", action="store_true",
                    help="end the run once the best stopped improving (default off: the run goes on and reports "
-                        "where it converged; the guided agent still stops once settled, see below)")
-    g.add_argument("--stop-when-settled", action=argparse.BooleanOptionalAction, default=None,
+                        "where it converged; the guided agent still stops once settled, see --stop-when-settled)"))
+    rare(g.add_argument("--stop-when-settled", action=argparse.BooleanOptionalAction, default=None,
                    help="guided: after convergence build only plans that could still beat the best by over 1%% and "
                         "leaders the noise cannot yet order, and end the run when none remain (the default; "
-                        "--no-stop-when-settled: use the whole budget)")
+                        "--no-stop-when-settled: use the whole budget)"))
 
     g = p.add_argument_group("on a Jetson (--backend tensorrt or trtexec)")
-    g.add_argument("--worker-python", metavar="PATH", help="tensorrt backend: Python that runs the build worker")
-    g.add_argument("--trtexec", metavar="PATH",
+    rare(g.add_argument("--worker-python", metavar="PATH", help="tensorrt backend: Python that runs the build worker"))
+    rare(g.add_argument("--trtexec", metavar="PATH",
                    help="trtexec backend: the trtexec binary (default: $PLACETUNE_TRTEXEC, PATH, "
-                   "/usr/src/tensorrt/bin)")
-    g.add_argument("--calibration-cache", metavar="FILE", help="INT8 builds: a TensorRT calibration cache "
-                   "(without one, INT8 ranges are placeholders: right for timing, not accuracy)")
+                   "/usr/src/tensorrt/bin)"))
+    rare(g.add_argument("--calibration-cache", metavar="FILE", help="INT8 builds: a TensorRT calibration cache "
+                   "(without one, INT8 ranges are placeholders: right for timing, not accuracy)"))
 
     g = p.add_argument_group("advanced")
-    g.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
-                   "(TOML, see placetune calibrate) describes")
-    g.add_argument("--trust-study-file", action="store_true", help="let the study file name paths outside its "
+    rare(g.add_argument("--device-profile", metavar="FILE", help="simulated backend: measure the device this profile "
+                   "(TOML, see placetune calibrate) describes"))
+    rare(g.add_argument("--trust-study-file", action="store_true", help="let the study file name paths outside its "
                    "folder and the working folder, and programs, arguments and environment variables of the "
-                   "backend ([backend_options] trtexec, worker_python, env...): only for a file you trust")
+                   "backend ([backend_options] trtexec, worker_python, env...): only for a file you trust"))
+    add_help_all(p, full_epilog=TUNE_EPILOG, short_epilog=TUNE_EXAMPLES,
+                 what="what each agent and granularity does")
     p.set_defaults(func=cmd_tune)
     for commands in (sub, zsub):
         _verbose_anywhere(commands)
@@ -481,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if lost is None:
             return code
         # nothing said on standard output reached its reader: never a success, never a traceback
-        print(f"placetune: error: {lost}: the command's output is incomplete", file=sys.stderr)
+        error_line(f"placetune: error: {lost}: the command's output is incomplete")
         return ConfigError.exit_code
 
 
@@ -511,7 +542,7 @@ def _main(argv: Sequence[str] | None) -> int:
         check_arguments(parser, args)
         return int(args.func(args) or 0)
     except PlacetuneError as exc:
-        print(f"placetune: error: {_one_line(' '.join(str(exc).split()))}", file=sys.stderr)
+        error_line(f"placetune: error: {_one_line(' '.join(str(exc).split()))}")
         return exc.exit_code
     except KeyboardInterrupt:
         print("placetune: interrupted", file=sys.stderr)

@@ -138,9 +138,11 @@ def _measure_human(m, model, platform, power_mode: str = "MAXN") -> str:
                                                                           "network)" if m.simulated else ""))
     if m.ok:
         lat = m.latency_ms
-        lines.append(
-            f"latency: median {lat['median']:.3f} ms  p90 {lat['p90']:.3f} ms  p99 {lat['p99']:.3f} ms"
-        )
+        if m.simulated and lat["p90"] == lat["median"] and lat["p99"] == lat["median"]:  # no spread measured
+            lines.append(f"latency: median {lat['median']:.3f} ms (no spread: simulated without timing noise; "
+                         "--noise 0.02 adds it)")
+        else:
+            lines.append(f"latency: median {lat['median']:.3f} ms  p90 {lat['p90']:.3f} ms  p99 {lat['p99']:.3f} ms")
         if m.throughput_fps is not None:
             lines.append(f"throughput: {m.throughput_fps:,.1f} fps")
         if m.energy_mj is not None:

@@ -19,11 +19,10 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placetune.cli.terminal import say, table, terminal_width, write_data
+from placetune.cli.terminal import error_line, say, table, terminal_width, write_data
 from placetune.safetext import line_safe
 from placetune.errors import ConfigError, ModelError, StoreError
 from placetune.validate import dumps_json
@@ -217,7 +216,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         say(summary)
         say(f"wrote plan folder {done.directory} (study {args.study}, measurement "
               f"{plan.source.get('measurement_id')}): {_folder_files(done.directory, done.files)}")
-        say(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
+        where = shlex.quote(str(done.directory))
+        say(f"next, on the Jetson (an engine runs only on the board and TensorRT that built it): copy {where} there, "
+            f"then sh {where}/build.sh (trtexec) or placetune build {where} (also checks where TensorRT put each "
+            f"layer); {where}/README.txt says how to run the engines")
         _print_notes(done.plan.notes, summary)
         return 0
     if calib is not None:  # (as the folder does: a plan that says its INT8 ranges are calibrated names a cache)
@@ -317,20 +319,19 @@ def cmd_trace(args: argparse.Namespace) -> int:
     meta = {"study": plan.source.get("study"), "model": plan.model.get("name"), "platform": plan.platform,
             "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"), "remeasured": remeasured}
     title = f"placetune plan: {plan.model.get('name')} on {plan.platform}"
-    say = print
+    tell = say  # one message, wrapped on a terminal
     if args.output == "-":  # (as export -o -: the trace on standard output, what placetune says on standard error)
         doc = _trace.chrome_trace(source, simulated=simulated, metadata=meta, title=title)
         write_data(dumps_json(doc, indent=None, separators=(",", ":")) + "\n")
         path: Any = "to standard output"
 
-        def say(*parts: Any) -> None:
-            print(*parts, file=sys.stderr)
+        tell = error_line
     else:
         path = _trace.write_chrome_trace(source, args.output, simulated=simulated, metadata=meta, title=title)
     if remeasured:
-        say("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
+        tell("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
     n = len(_trace.timeline_events(source))
-    say(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
+    tell(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
         "or chrome://tracing")
     return 0
 

@@ -33,7 +33,7 @@ from placetune.safetext import line_safe, mask_secrets, terminal_safe
 from placetune.validate import dumps_json
 from placetune.wording import wrap
 
-__all__ = ["SafeStream", "output_lost", "safe_output", "say", "when_output_lost", "write_data"]
+__all__ = ["SafeStream", "error_line", "output_lost", "safe_output", "say", "when_output_lost", "write_data"]
 
 #: Called (again at every later write) once an output is lost: e.g. a tune's stop request.
 _HOOKS: list[Callable[[], None]] = []
@@ -208,14 +208,33 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str], width: int | Non
     return "\n".join(lines)
 
 
-def terminal_width() -> int | None:
-    """The width of the terminal standard output is, None when it is not one (a pipe, a file)."""
+def terminal_width(stream: Any = None) -> int | None:
+    """The width of the terminal ``stream`` (standard output by default) is, None when it is not one (a
+    pipe, a file): ``$COLUMNS``, else the terminal's own, else 80."""
+    stream = sys.stdout if stream is None else stream
     try:
-        if not sys.stdout.isatty():
+        if not stream.isatty():
             return None
     except (AttributeError, ValueError):
         return None
-    return shutil.get_terminal_size((80, 24)).columns
+    if stream is sys.stdout:
+        return shutil.get_terminal_size((80, 24)).columns
+    try:  # standard error a terminal while standard output is a file (placetune export > plan.json)
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return 80
+
+
+def error_line(text: str) -> None:
+    """An error or a note on standard error: one line in a log, wrapped at word boundaries on a terminal
+    (:func:`~placetune.wording.wrap`, as :func:`say` wraps standard output)."""
+    print(wrap(text, terminal_width(sys.stderr)), file=sys.stderr)
 
 
 def say(text: str = "") -> None:

@@ -15,6 +15,8 @@ def _rule_concat(layer: Layer, ctx: _Ctx) -> str | None:
     if len(layer.inputs) < 2:
         return "Concat needs at least 2 inputs on DLA"
     rank = len(layer.outputs[0].shape) if layer.outputs else 0
+    if rank < 4:  # the rank is the reason: "Concat on axis 1" of a [1, 4, 8400] read as refusing the channel axis
+        return _need_4d(layer, "Concatenation") or f"DLA Concatenation needs 4D (N,C,H,W) tensors (got {rank}D)"
     axis = int(layer.attrs.get("axis", 1))
     if axis < 0:
         axis += rank
