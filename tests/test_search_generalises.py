@@ -309,3 +309,65 @@ def test_an_exploration_build_goes_where_the_model_cannot_tell_plans_apart_and_f
     # the local correction: a measured plan's residual, shrunk half-way at the plan itself, less far away
     loc = LocalResidual(space, [far], [0.2], length=4)
     assert loc(far) == pytest.approx(0.1) and 0 < loc(near) < loc(far)
+
+
+def test_a_plan_between_what_built_and_what_failed_may_build_with_a_chance_read_in_the_gap():
+    # built: loadables up to 10 layers; failed: one of 40 layers (too many layers). Nothing is known
+    # between 10 and 40: a plan there is neither safe nor blocked; its chance is log-linear in the
+    # gap, 1/2 at the geometric mean (the old threshold, 20), 0 from the failure on
+    rules, _ = learn_rules({"layers": 10.0, "tensor": 0.2e6}, [{"layers": 40.0, "tensor": 0.1e6}])
+    (r,) = rules
+    assert (r.feature, r.safe, r.low) == ("layers", 10.0, 40.0) and not r.hard
+    assert r.threshold == pytest.approx(20.0) and r.chance(20.0) == pytest.approx(0.5)
+    assert r.chance(10.0) == 1.0 and r.chance(5.0) == 1.0 and r.chance(40.0) == 0.0 and r.chance(60.0) == 0.0
+    assert r.chance(30.0) == pytest.approx(math.log(40 / 30) / math.log(4)) and 0 < r.chance(30.0) < 0.5
+    assert "40" in repr(r) and "uncertain above 10" in repr(r)
+    # a rule learned before anything built on a DLA has no gap: it blocks from its threshold on
+    (h,) = learn_rules({}, [{"layers": 40.0, "tensor": 0.1e6}])[0]
+    assert h.hard and h.chance(19.0) == 1.0 and h.chance(20.0) == 0.0
+
+
+def test_feasibility_blocks_for_certain_only_at_or_beyond_a_failure():
+    ev = _evaluator(SimulatedJetson())
+    space = ev.space("stages")
+    f = Feasibility(ev.model, space)
+    n = space.n_units
+    gpu, dla = space.devices.index("GPU"), space.devices.index("DLA0")
+    cand = np.flatnonzero(space.mask[:, dla])
+    def plan(k: int) -> list[int]:
+        a = [gpu] * n
+        for i in cand[:k]:
+            a[int(i)] = dla
+        return a
+    by_len = sorted({(f.features(plan(k))["layers"], k) for k in range(1, len(cand) + 1)})
+    (l0, k0), (l1, k1), (l2, k2) = by_len[0], by_len[len(by_len) // 2], by_len[-1]
+    assert l0 < l1 < l2
+    f.observe(plan(k0), Measurement(status="ok", throughput_fps=1.0))
+    f.observe(plan(k2), Measurement.failure("build_failed", "DLA compiler: x: too many layers for one loadable"))
+    p = f.chance(plan(k1))
+    assert 0.0 < p < 1.0 and not f.fails(plan(k1))  # in the gap: weighed, not blocked
+    assert f.chance(plan(k0)) == 1.0 and f.fails(plan(k2)) and f.chance(plan(k2)) == 0.0
+    assert "uncertain above" in f.note(2)
+
+
+def test_a_plan_that_may_fail_is_worth_what_its_build_is_expected_to_leave_the_run():
+    from search.surrogate import Surrogate
+
+    ev = _evaluator(SimulatedJetson())
+    space = ev.space("stages")
+    sur = Surrogate(ev, space, ev.objective)
+    n, gpu = space.n_units, space.devices.index("GPU")
+    inc = [gpu] * n
+    loss_inc = sur.loss(inc)
+    better, worse = tuple([gpu] * (n - 1) + [1]), tuple([gpu] * (n - 2) + [1, 1])
+    chances = {tuple(inc): 1.0, better: 0.25, worse: 0.25}
+    sur.chance = lambda a: chances.get(tuple(a), 1.0)  # noqa: E731
+    # no incumbent yet: a plan that may fail is not worth a build
+    assert sur.risk(better, 0.5 * loss_inc) == math.inf
+    sur.incumbent = inc
+    assert sur.risk(tuple(inc), loss_inc) == loss_inc  # a plan that built is what it is predicted
+    lo = loss_inc - abs(loss_inc) * 0.4  # predicted 40 % better than the incumbent (losses: smaller is better)
+    assert sur.risk(better, lo) == pytest.approx(0.25 * lo + 0.75 * loss_inc)
+    assert sur.risk(worse, loss_inc + abs(loss_inc) * 0.1) == math.inf  # may fail and no better: not worth a build
+    # a plan that builds for certain keeps its prediction, better or worse than the incumbent
+    assert sur.risk((9,), loss_inc + 1.0) == loss_inc + 1.0
