@@ -18,21 +18,14 @@ before any build), and of a length and a size that both explain it, the one it e
 larger factor (:func:`learn_rules`), unless the compiler's reason names the cause
 (:func:`named_cause`: its last clause speaks of too many layers, or of a tensor, buffer or memory),
 which it then is; failures that neither explains are covered by the fewest op
-types (greedy). Each cause gets a rule. Between the safe value and the smallest failing value put
-down to it nothing is known: a plan there builds with a chance read log-linearly in the gap (1 at
-the safe value, 0 at the failure; the features are sizes, so no scale is assumed; 1/2 at the
-geometric mean, the rule's printed threshold), the chances of several rules multiplied
-(:meth:`Feasibility.chance`). A plan is predicted to fail for certain (:meth:`Feasibility.fails`) at
-or beyond a failure put down to its cause; one inside a gap is weighed, not blocked: the agent
-counts its predicted value only with its chance, a failed build leaving the run its best plan
-(:meth:`search.surrogate.Surrogate.loss`), so a build that tests the gap is made when the model
-expects it to pay, and either outcome narrows the gap. A rule learned before anything built with
-its feature, and an op-type rule, have no gap: they block from their threshold on. A failure that
+types (greedy). Each cause gets a rule with the threshold half-way between the safe value and the
+smallest failing value put down to it (geometric mean: the features are sizes,
+so no scale is assumed). A plan is predicted to fail when any rule holds for it. A failure that
 no feature explains is kept and counted; only its own realisation is avoided (the agent never
 builds a realisation twice unless it re-measures).
 
-The rules never block a plan like one that built: a plan's chance is 1 up to every value seen in
-a plan that built.
+The rules are conservative in the sense that they never block a plan like one that built: a
+threshold always lies above every value seen in a plan that built.
 """
 
 from __future__ import annotations
@@ -58,50 +51,15 @@ _CONTINUOUS = ("layers", "tensor")
 
 
 class Rule:
-    """``feature >= threshold`` predicts a failed build; with a known gap (``safe`` > 0: a plan on a DLA
-    built), a value inside it only may fail (:meth:`chance`).
+    """``feature >= threshold`` predicts a failed build."""
 
-    Args:
-        feature: the feature (``layers``, ``tensor``, ``op:<type>``).
-        threshold: half-way (geometric mean) between ``safe`` and ``low``: where :meth:`chance` is 1/2.
-        explains: the failures put down to it.
-        safe: the largest value that built (0: none).
-        low: the smallest failing value put down to it.
-    """
-
-    def __init__(self, feature: str, threshold: float, explains: int, safe: float = 0.0,
-                 low: float | None = None) -> None:
+    def __init__(self, feature: str, threshold: float, explains: int) -> None:
         self.feature, self.threshold, self.explains = feature, threshold, explains
-        self.safe, self.low = safe, threshold if low is None else low
-
-    @property
-    def hard(self) -> bool:
-        """True when the rule has no gap to be uncertain in: an op type, or a length or size rule learned
-        before anything built with that feature (it blocks from :attr:`threshold` on, as learned)."""
-        return self.feature not in _CONTINUOUS or self.safe <= 0 or self.low <= self.safe
-
-    def chance(self, value: float) -> float:
-        """The chance that a plan of this feature value builds, as far as this rule says: 1 up to what
-        built, 0 from the smallest failure put down to it, log-linear between (the features are sizes:
-        no scale is assumed; the geometric-mean :attr:`threshold` is where it is 1/2). A hard rule: 0
-        from its threshold on, else 1."""
-        if self.hard:
-            return 0.0 if value >= self.threshold else 1.0
-        if value <= self.safe:
-            return 1.0
-        if value >= self.low:
-            return 0.0
-        return math.log(self.low / value) / math.log(self.low / self.safe)
 
     def __repr__(self) -> str:
         t = f"{self.threshold / 1e6:.2f} MB" if self.feature == "tensor" else f"{self.threshold:.3g}"
         what = {"layers": "a DLA loadable of", "tensor": "a DLA tensor of"}.get(self.feature, self.feature + " on a DLA,")
-        if self.feature not in _CONTINUOUS:
-            return what
-        if self.hard:
-            return f"{what} >= {t}"
-        mb = lambda v: f"{v / 1e6:.2f} MB" if self.feature == "tensor" else f"{v:.3g}"  # noqa: E731
-        return f"{what} >= {mb(self.low)} (uncertain above {mb(self.safe)})"
+        return f"{what} >= {t}" if self.feature in _CONTINUOUS else what
 
 
 class Feasibility:
@@ -132,7 +90,7 @@ class Feasibility:
         self.reasons: Counter[str] = Counter()
         self.rules: list[Rule] = []
         self.unexplained = 0
-        self._memo: dict[tuple[int, ...], float] = {}
+        self._memo: dict[tuple[int, ...], bool] = {}
 
     # ------------------------------------------------------------------ features
     def features(self, assignment: Sequence[int]) -> dict[str, float]:
@@ -173,26 +131,14 @@ class Feasibility:
 
     # ------------------------------------------------------------------ prediction
     def fails(self, assignment: Sequence[int]) -> bool:
-        """True when the learned rules say the plan's build fails for certain (:meth:`chance` 0): a value
-        at or beyond a failure put down to its cause, or a hard rule's."""
-        return self.chance(assignment) <= 0.0
-
-    def chance(self, assignment: Sequence[int]) -> float:
-        """The chance that the plan builds: the product of the rules' :meth:`Rule.chance` (1 when
-        nothing failed). Between the largest value that built and the smallest that failed nothing is
-        known, so a plan there is neither blocked nor taken as safe: the agent weighs its predicted
-        value by this chance (:meth:`search.surrogate.Surrogate.loss`)."""
+        """True when a learned rule predicts the plan's build to fail."""
         if not self.rules:
-            return 1.0
+            return False
         key = tuple(int(a) for a in assignment)
         hit = self._memo.get(key)
         if hit is None:
             x = self.features(key)
-            hit = 1.0
-            for r in self.rules:
-                hit *= r.chance(x.get(r.feature, 0.0))
-                if hit <= 0.0:
-                    break
+            hit = any(x.get(r.feature, 0.0) >= r.threshold for r in self.rules)
             if len(self._memo) > 200_000:
                 self._memo.clear()
             self._memo[key] = hit
@@ -288,7 +234,7 @@ def _rule(feature: str, safe: float, low: float, explains: int) -> Rule:
     """``feature >= threshold``, half-way (geometric mean) between the safe value and the lowest
     failing one; never at or below the safe value."""
     threshold = math.sqrt(safe * low) if safe > 0 else (0.5 * low if feature in _CONTINUOUS else 0.5)
-    return Rule(feature, max(threshold, safe * (1 + 1e-9)), explains, safe, low)
+    return Rule(feature, max(threshold, safe * (1 + 1e-9)), explains)
 
 
 def _reason(text: str | None) -> str:

@@ -294,11 +294,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         """Units on other devices, DLA cores relabelled alike (twins are 0 apart)."""
         return int((np.asarray(self.canon(list(a))) != np.asarray(self.canon(list(b)))).sum())
 
-    def incumbent(self) -> list[int] | None:
-        """The best measured plan, when one built (:attr:`search.surrogate.Surrogate.incumbent`)."""
-        top = self.top_measured(1)
-        return top[0] if top and math.isfinite(self.measured[tuple(top[0])]) else None
-
     def top_measured(self, n: int) -> list[list[int]]:
         return [list(k) for k, _ in sorted(self.measured.items(), key=lambda t: t[1])[:n]]
 
@@ -367,8 +362,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         first = [project(space, space.from_placement(b.placement)) for b in study_baselines(self.ev)
                  if b.measured_by_study]
         base = first + [list(a) for a in baseline_assignments(space).values()]
-        nominal = Surrogate(self.ev, space, run.objective, None, fails=self.feasibility.fails,
-                            chance=self.feasibility.chance)
+        nominal = Surrogate(self.ev, space, run.objective, None, fails=self.feasibility.fails)
         ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         if run.budget.recall:
@@ -381,7 +375,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
             for a in first:
                 if not self.seen(a):
                     self.evaluate(a, nominal.loss(a))
-            nominal.incumbent = self.incumbent()
             for a, _ in self.select(nominal, Fit(), ranked, n_tops):
                 if not self.seen(a):
                     self.evaluate(a, nominal.loss(a))
@@ -398,10 +391,9 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         self.choose()
         self.cv_history.append((len(self.measurements), self.cv_error))
         sur = Surrogate(self.ev, space, run.objective, self.model.profile, self.model.correction,
-                        fails=self.feasibility.fails, chance=self.feasibility.chance)
+                        fails=self.feasibility.fails)
         sur.local = self.local_residual(sur)  # what the model misses where an exploration build surprised it
         sur.memo.clear()
-        sur.incumbent = self.incumbent()  # what a plan that may fail to build is weighed against
         best_measured = self.top_measured(3)
         held = self.model_held(sur)
         effort = self.agent.inner_evals if not held else max(_HELD_MIN, self.agent.inner_evals // _HELD_SHARE)

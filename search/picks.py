@@ -36,7 +36,7 @@ _SCAN = 2000
 class Picks:
     """The picking part of the guided agent's run state (a mixin of its ``_State``: it uses ``ev``,
     ``space``, ``run``, ``agent``'s ``kappa``, ``fit``, ``model``, ``measured``, ``portfolio``,
-    ``top_measured``, ``candidates``, ``seen``, ``canon``, ``distance`` and ``feasibility``)."""
+    ``top_measured``, ``candidates``, ``seen``, ``canon`` and ``distance``)."""
 
     ev: Any
     space: Any
@@ -51,7 +51,6 @@ class Picks:
     seen: Callable[[list[int]], bool]
     canon: Callable[[list[int]], tuple[int, ...]]
     distance: Callable[[Sequence[int], Sequence[int]], int]
-    feasibility: Any  # search.feasibility.Feasibility
 
     def members(self) -> list[tuple[Any, Any]]:
         """(profile, correction) of each ensemble member for the spread of predictions."""
@@ -77,8 +76,7 @@ class Picks:
         """Up to ``k`` unmeasured candidates: the best predicted, then optimistic ones of other patterns."""
         # the pool: the best predicted, at most 3 per stage-device pattern so that others get in,
         # and the best of every pattern the inner search refined (its portfolio)
-        # (a plan that may fail to build weighed by the rules of now: round 0 ranked before its baselines taught them)
-        pool = [(sur.loss(a), a) if self.feasibility.chance(a) < 1.0 else (v, a) for v, a in ranked[:_SCAN]]
+        pool = list(ranked[:_SCAN])
         pool += sorted(((sur.loss(a), a) for a in (assignment_of(self.space, st) for st in self.portfolio.values())),
                        key=lambda t: t[0])
         anchors = [np.asarray(b) for b in self.top_measured(3)]  # the trust region's centres, once

@@ -203,15 +203,10 @@ class Surrogate:
         local: a time-like log correction of an assignment's prediction
             (:class:`search.blindspots.LocalResidual`), applied after the simulation; set it
             before the first call (the memo holds corrected losses).
-        chance: the chance that an assignment builds (:meth:`search.feasibility.Feasibility.chance`),
-            or None (every plan builds). A plan of chance below 1 is worth what its build is expected
-            to leave the run (:meth:`risk`), judged against :attr:`incumbent`.
-        incumbent: the best measured assignment (set by the caller; None: none yet), against which
-            a plan that may fail to build is weighed.
     """
 
     def __init__(self, evaluator: "Evaluator", space: "Space", objective: "Objective", profile: Any = None,
-                 correction: Any = None, fails: Any = None, chance: Any = None) -> None:
+                 correction: Any = None, fails: Any = None) -> None:
         self.evaluator = evaluator
         self.space = space
         self.objective = objective
@@ -219,8 +214,6 @@ class Surrogate:
         self.profile = profile
         self.correction = correction  # search.residual.Correction: what the profile cannot express
         self.fails = fails
-        self.chance = chance
-        self.incumbent: Sequence[int] | None = None
         self.local: Any = None
         self._unit_costs: np.ndarray | None = None
         self.settings = evaluator.settings.replace(noise=0.0) if evaluator.settings.noise else evaluator.settings
@@ -255,7 +248,7 @@ class Surrogate:
             return math.inf
         hit = self.memo.get(key)
         if hit is not None:
-            return self.risk(key, hit)
+            return hit
         self.calls += 1
         if len(key) != self.space.n_units or (key and not (min(key) >= 0 and max(key) < self.space.n_devices)):
             raise PlacementError(f"assignment {key!r} does not fit the space ({self.space.n_units} units, "
@@ -277,30 +270,7 @@ class Surrogate:
             r = self.local(key)
             loss *= math.exp(r if self.objective.direction == "minimize" else -r)
         self.memo[key] = loss
-        return self.risk(key, loss)
-
-    def risk(self, key: tuple[int, ...], loss: float) -> float:
-        """A predicted loss weighed by the plan's chance to build (``p``, :attr:`chance`): a build that
-        fails leaves the run its best plan, so the plan is worth ``p x loss + (1 - p) x incumbent``
-        when predicted better than the :attr:`incumbent` (the prediction of the best measured plan),
-        and ``inf`` when not (a plan that may fail and is not expected to improve on what the run
-        has is not worth a build; nor is one, before anything was measured, with no incumbent).
-        The memo holds unweighed losses: the chance changes as builds teach the rules."""
-        if self.chance is None or not math.isfinite(loss) or abs(loss) >= 1e12:
-            return loss
-        p = self.chance(key)
-        if p >= 1.0:
-            return loss
-        inc = math.inf
-        if self.incumbent is not None:  # it built, so its chance is 1; weighed never, so no recursion
-            chance, self.chance = self.chance, None
-            try:
-                inc = self.loss(self.incumbent)
-            finally:
-                self.chance = chance
-        if p <= 0.0 or not math.isfinite(inc) or abs(inc) >= 1e12 or loss >= inc:
-            return math.inf
-        return p * loss + (1.0 - p) * inc
+        return loss
 
     def unit_costs(self) -> np.ndarray:
         """``(n_devices, n_units)`` ms of each unit on each device of the space, under this profile
@@ -511,8 +481,7 @@ def inner_search(sur: Surrogate, starts: Sequence[Sequence[int]], rng: np.random
             stale = 0
     if best is not None:  # the branches and single units next to each cut: moves stages cannot express
         _polish(sur, assignment_of(space, best[1]), max(60, evaluations // 10))
-    ranked = sorted(((v, list(k)) for k, v in ((k, sur.risk(k, v)) for k, v in sur.memo.items()) if math.isfinite(v)),
-                    key=lambda t: t[0])
+    ranked = sorted(((v, list(k)) for k, v in sur.memo.items() if math.isfinite(v)), key=lambda t: t[0])
     return ranked
 
 
