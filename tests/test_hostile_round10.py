@@ -148,3 +148,67 @@ def test_small_shape_only_ops_are_still_folded():
     assert fold_value("Expand", {}, [np.ones(1, np.float32), np.array([4, 4])]).shape == (4, 4)
     assert fold_value("Mul", {}, [np.ones((256, 1)), np.ones((1, 256))]).shape == (256, 256)
     assert fold_value("ConstantOfShape", {}, [np.array([257, 256], np.int64)]) is None  # 65,792: over the limit
+
+
+# --------------------------------------------------------------------------- the Python API (README)
+@pytest.fixture(scope="module")
+def evaluator():
+    from placetune import Evaluator
+
+    return Evaluator("seed-block", "orin-agx")
+
+
+def test_an_evaluator_for_no_platform_names_the_platforms():
+    """``Evaluator(model, platform=None)`` was an AttributeError ('NoneType' object has no attribute
+    'default_trt_version'); every value that is not a Platform goes through the name lookup."""
+    from placetune import Evaluator
+    from placetune.errors import UnknownNameError
+
+    for platform in (None, 5):
+        with pytest.raises(UnknownNameError, match=r"unknown platform .*valid platforms: orin-agx"):
+            Evaluator("seed-block", platform)
+
+
+def test_an_evaluator_store_of_another_type_is_refused_and_writes_no_file(tmp_path):
+    """``Evaluator(..., store=5)`` made a SQLite database named ``5`` in the working folder."""
+    from placetune import Evaluator
+
+    with pytest.raises(ConfigError, match=r"store must be a Store, a SQLAlchemy URL, a SQLite path or None .*got int"):
+        Evaluator("seed-block", store=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("entry", [0.5, float("nan"), float("inf"), None, "", [0], b"GPU"])
+def test_an_assignment_entry_that_is_no_device_index_is_refused(entry, evaluator):
+    """``Space.to_placement`` read 0.5 as device 0 (a placement nobody asked for) and raised ValueError for NaN,
+    TypeError for None; each is a PlacementError naming the unit and what an entry may be."""
+    from placetune.errors import PlacementError, UnknownNameError
+
+    space = evaluator.space(granularity="layer")
+    with pytest.raises((PlacementError, UnknownNameError)):
+        space.to_placement([0] * (space.n_units - 1) + [entry])
+
+
+@pytest.mark.parametrize("assignment", [None, 5, "GPU"])
+def test_an_assignment_that_is_no_sequence_is_refused(assignment, evaluator):
+    from placetune.errors import PlacementError
+
+    with pytest.raises(PlacementError, match="assignment must be a sequence of device indexes or names"):
+        evaluator.space(granularity="layer").to_placement(assignment)
+
+
+def test_whole_numbers_and_names_still_make_placements(evaluator):
+    import numpy as np
+
+    space = evaluator.space(granularity="layer")
+    n = space.n_units
+    assert space.to_placement([1.0] * n) == space.to_placement(np.ones(n, np.int64)) == space.to_placement(["DLA0"] * n)
+
+
+def test_a_misspelt_objective_of_a_measurement_is_refused_not_none(evaluator):
+    """``Measurement.objective("energy_mj")`` returned None, which reads as a failed measurement: a search keeping
+    the lowest value then skipped every placement without a word."""
+    m = evaluator.baseline()
+    assert m.objective("latency") == m.median_ms
+    with pytest.raises(ConfigError, match="objectives are latency, throughput, energy, gpu_time"):
+        m.objective("energy_mj")
