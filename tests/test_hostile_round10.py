@@ -212,3 +212,40 @@ def test_a_misspelt_objective_of_a_measurement_is_refused_not_none(evaluator):
     assert m.objective("latency") == m.median_ms
     with pytest.raises(ConfigError, match="objectives are latency, throughput, energy, gpu_time"):
         m.objective("energy_mj")
+
+
+# --------------------------------------------------------------------------- study files
+@pytest.mark.parametrize("value", ["{outside}/secret", "../outside/secret", "{outside}/secret:opt=1"])
+def test_a_study_file_model_without_an_onnx_suffix_stays_in_its_folders(value, tmp_path, capsys, monkeypatch):
+    """A study file's paths stay in its folder and the working folder, but only a model named ``*.onnx`` was
+    checked: ``model = "/etc/passwd"`` (any file without the suffix) was read as an ONNX model. It is refused
+    before anything is read, as every other path of an untrusted study file; a zoo name still loads."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("not a model")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (work / "s.toml").write_text(f'[study]\nmodel = "{value.format(outside=outside)}"\ntrials = 1\n')
+    assert main(["tune", "s.toml"]) == ConfigError.exit_code
+    line = _one_error_line(capsys.readouterr().err)
+    assert "model = " in line and "is outside the study file's folder and the working folder" in line, line
+    assert "not a valid ONNX" not in line and not (work / "placetune.db").exists()
+
+
+def test_a_study_file_model_named_from_the_zoo_or_beside_it_still_runs(tmp_path, capsys):
+    (tmp_path / "s.toml").write_text('[study]\nmodel = "seed-block"\ntrials = 1\nagent = "random"\n'
+                                     'storage = "z.db"\nexport = "z.plan.json"\n')
+    assert main(["tune", "s.toml"]) == 0
+
+
+@pytest.mark.parametrize("objective", ["speed", "latency+latency", "fps"])
+def test_an_unknown_objective_is_an_unknown_name(objective, capsys):
+    """``--objective speed`` was 'objective speed cannot be measured by the simulate backend in pipeline mode'
+    (exit 6), as if another backend could; it is an unknown name (exit 4) naming the objectives."""
+    from placetune.errors import UnknownNameError
+
+    assert main(["tune", "--model", "seed-block", "--objective", objective, "--storage", "u.db"]) == \
+        UnknownNameError.exit_code
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"unknown objective {objective!r}; objectives are latency, throughput, energy" in line, line

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from placetune.backends.registry import why_unmeasurable as declared
-from placetune.errors import ConfigError, UnknownNameError
+from placetune.errors import ConfigError
 from placetune.safetext import shown
 from placetune.tuning.constraints import parse_constraints
 from placetune.tuning.objectives import get_objective
@@ -66,6 +66,7 @@ def check_measurable(objective: str, constraints: Iterable[Any], backend: str, m
 
     Raises:
         ConfigError: one line naming the objective (or constraint), the backend and the mode.
+        UnknownNameError: ``objective`` is none of the objectives (the message names them).
 
     Example:
         >>> check_measurable("latency+energy", [], "tensorrt", "engine")
@@ -75,10 +76,8 @@ def check_measurable(objective: str, constraints: Iterable[Any], backend: str, m
     """
     if mode not in MODES:  # before asking the backend what it measures in a mode that does not exist
         raise ConfigError(f"unknown mode '{shown(mode, 60)}'; modes are {', '.join(MODES)}")
-    try:  # a registered objective: the built-in ones it is computed from
-        metrics = get_objective(objective).measured_from
-    except UnknownNameError:
-        metrics = tuple(str(objective).split("+"))
+    # an unknown objective is an unknown name (exit 4, naming the objectives), not one this backend cannot measure
+    metrics = get_objective(objective).measured_from
     for metric in metrics:
         why = why_unmeasurable(metric, backend, mode, options)
         if why:
