@@ -249,3 +249,16 @@ def test_an_unknown_objective_is_an_unknown_name(objective, capsys):
         UnknownNameError.exit_code
     line = _one_error_line(capsys.readouterr().err)
     assert f"unknown objective {objective!r}; objectives are latency, throughput, energy" in line, line
+
+
+@pytest.mark.parametrize("env_id", ["placetune/Placement-v0", "placetune/PlacementOneShot-v0",
+                                    "placetune/PlacementStages-v0"])
+def test_an_environment_for_no_platform_names_the_platforms(env_id):
+    """``gym.make(env_id, model=..., platform=None)`` was an AttributeError, as the Evaluator's."""
+    import gymnasium as gym
+
+    import placetune  # noqa: F401 - registers the environments
+    from placetune.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match=r"unknown platform None; valid platforms: orin-agx"):
+        gym.make(env_id, model="seed-block", platform=None)
