@@ -262,3 +262,34 @@ def test_an_environment_for_no_platform_names_the_platforms(env_id):
 
     with pytest.raises(UnknownNameError, match=r"unknown platform None; valid platforms: orin-agx"):
         gym.make(env_id, model="seed-block", platform=None)
+
+
+# --------------------------------------------------------------------------- plan folders
+@pytest.fixture(scope="module")
+def plan_folder(small_db, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("plan") / "deploy"
+    assert main(["export", "--storage", str(small_db), "--format", "trtexec", "-o", str(folder)]) == 0
+    return folder
+
+
+@pytest.mark.parametrize("key, value", [("layers", -1), ("layers", [None]), ("dla_layers", True),
+                                        ("dla_layers", 1e308), ("predecessors", -1), ("predecessors", 2**63)])
+def test_a_plan_whose_engine_lists_are_no_lists_is_refused_by_the_runtime(key, value, plan_folder, tmp_path):
+    """``placetune.runtime.load`` (which reads a built folder without the plan's hash: its engines are what
+    counts) raised TypeError ('int' object is not iterable) for an engine's ``layers`` of -1: the names were
+    read before the types were checked. The types come first; each is a ConfigError naming the field."""
+    import json
+    import shutil
+
+    import placetune.runtime
+    from placetune.plan.file import Plan
+
+    folder = tmp_path / "edited"
+    shutil.copytree(plan_folder, folder)
+    doc = json.loads((folder / "plan.json").read_text())
+    doc["engines"][0][key] = value
+    (folder / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=rf"engines\[0\]\.{key} must be a list of"):
+        Plan.from_dict(doc, where="plan.json")
+    with pytest.raises(ConfigError, match=rf"engines\[0\]\.{key} must be a list of"):
+        placetune.runtime.load(folder)
