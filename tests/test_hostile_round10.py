@@ -293,3 +293,14 @@ def test_a_plan_whose_engine_lists_are_no_lists_is_refused_by_the_runtime(key, v
         Plan.from_dict(doc, where="plan.json")
     with pytest.raises(ConfigError, match=rf"engines\[0\]\.{key} must be a list of"):
         placetune.runtime.load(folder)
+
+
+# --------------------------------------------------------------------------- zoo options
+@pytest.mark.parametrize("command", ["check", "measure"])
+def test_a_zoo_option_given_twice_is_refused(command, capsys):
+    """``vit-tiny:depth=2,depth=3`` ran depth 3 without a word (the last value won)."""
+    from placetune.errors import ModelError
+
+    assert main([command, "vit-tiny:depth=2,depth=3"]) == ModelError.exit_code
+    line = _one_error_line(capsys.readouterr().err)
+    assert "zoo option 'depth' is given twice in 'depth=2,depth=3': give each option once" in line, line
