@@ -304,3 +304,35 @@ def test_a_zoo_option_given_twice_is_refused(command, capsys):
     assert main([command, "vit-tiny:depth=2,depth=3"]) == ModelError.exit_code
     line = _one_error_line(capsys.readouterr().err)
     assert "zoo option 'depth' is given twice in 'depth=2,depth=3': give each option once" in line, line
+
+
+# --------------------------------------------------------------------------- secrets
+SECRET = "s3cr3tPW"
+
+
+@pytest.mark.parametrize("argv", [["studies"], ["export", "-o", "x.json"], ["calibrate", "--study", "s"],
+                                  ["report", "-o", "r"]])
+def test_a_database_url_without_its_scheme_hides_its_password(argv, capsys):
+    """``--storage tuner:PASSWORD@db-host/placetune`` (``postgresql://`` left out) is a SQLite path, and its error
+    line echoed it whole three times (the path, its folder, the mkdir to run). A ``user:password@host`` is masked
+    wherever a message shows it."""
+    code = main([argv[0], "--storage", f"tuner:{SECRET}@db-host/placetune", *argv[1:]])
+    err = capsys.readouterr().err
+    assert code == 7 and SECRET not in err, err
+    assert "tuner:***@db-host" in _one_error_line(err)
+
+
+def test_the_python_api_hides_it_too():
+    from placetune import Evaluator
+    from placetune.errors import StoreError
+
+    with pytest.raises(StoreError) as info:
+        Evaluator("seed-block", store=f"tuner:{SECRET}@db-host/placetune")
+    assert SECRET not in str(info.value) and "tuner:***@db-host" in str(info.value)
+
+
+def test_text_without_a_password_keeps_its_colons_and_at_signs():
+    from placetune.safetext import mask_secrets
+
+    for text in ("layer conv:0 at 12:30", "mail a@b.c", "sqlite:///runs/placetune.db", "name:[1,3,224,224]"):
+        assert mask_secrets(text) == text
