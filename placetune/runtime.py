@@ -402,9 +402,10 @@ def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optiona
     if frames_in_flight is not None and (isinstance(frames_in_flight, bool)
                                          or not isinstance(frames_in_flight, int)):
         raise ConfigError(f"frames_in_flight must be an integer from 1 to 64, got {frames_in_flight!r}"[:200])
-    if d.name == "plan.json" and d.is_file():  # the folder's plan file: the folder
+    # os.path (not Path.is_file): a name too long for the system is no plan folder, not an OSError
+    if d.name == "plan.json" and os.path.isfile(d):  # the folder's plan file: the folder
         d = d.parent
-    if not (d / "plan.json").is_file():
+    if not os.path.isfile(d / "plan.json"):
         raise ConfigError(_not_a_plan_folder(d))
     return PlanRuntime(d, _read_plan(d), frames_in_flight)
 
@@ -419,7 +420,7 @@ def _not_a_plan_folder(d: Path) -> str:
                 "(tensorrt.Runtime.deserialize_cuda_engine)")
     if d.name.lower().endswith((".onnx", ".onnx.gz")):
         return f"{d}: an ONNX model, not a plan folder: tune it (`placetune tune --model FILE`), then load {folder}"
-    if d.is_file():
+    if os.path.isfile(d):
         return (f"{d}: a file, not a plan folder: give {folder} (a plan file exported alone with "
                 "`placetune export -o plan.json` has no engines)")
     return (f"{d}: not a plan folder (no plan.json); write one with "

@@ -39,6 +39,10 @@ __all__ = ["mask_secrets", "terminal_safe", "line_safe", "shown"]
 #: ``u:a b@c@host/db`` hides ``a b@c``), and then never from a port (``host:5432/db ... a@b``).
 _PASSWORD = r"(?:\S*(?=@)|(?!\d*(?:[/?#\s]|$))[^\n]*?(?=@[^@\s]*(?:\s|$)))"
 _USERINFO = re.compile(rf"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*:/{{0,2}}[^/:?#\s'\"]*:)(?P<pw>{_PASSWORD})(?P<at>@)")
+#: ``user:password@host`` without its scheme (a URL whose ``postgresql://`` was left out is read as a SQLite path
+#: and echoed as one): at the start of a word or of a path component, the password ends at the ``@`` of the host
+_BARE_USERINFO = re.compile(r"(?P<head>(?:^|(?<=[\s/'\"(=]))[A-Za-z0-9._%+\-]+:)(?P<pw>[^\s/@:]+)(?P<at>@)"
+                            r"(?=[A-Za-z0-9\[])")
 #: A query key that names a secret (``password``, ``sslpassword``, ``passphrase``, ``pwd``,
 #: ``secret``, ``token``, ``api_key``, ``credentials``...) and its value.
 #: Separators, raw or percent-encoded (SQLAlchemy encodes ``&``, ``=``, ``;`` of a database name it echoes).
@@ -75,6 +79,7 @@ def mask_secrets(text: str) -> str:
         if not any(c in text for c in "@=%"):
             return text
         text = _USERINFO.sub(lambda m: m["head"] + "***" + m["at"], text)
+        text = _BARE_USERINFO.sub(lambda m: m["head"] + "***" + m["at"], text)
         text = _ODBC.sub(lambda m: m["head"] + "***", text)
         text = _SECRET_KEY.sub(lambda m: m["head"] + "***", text)
         return _ODBC_PWD.sub(lambda m: m["head"] + "***", text)

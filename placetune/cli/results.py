@@ -186,7 +186,7 @@ def _folder_output(args: argparse.Namespace) -> bool:
     if args.format != "trtexec" or args.output in (None, "-"):
         return False
     out = Path(args.output)
-    return out.is_dir() or str(args.output).endswith(("/", os.sep)) or out.suffix.lower() not in (".sh", ".json")
+    return os.path.isdir(out) or str(args.output).endswith(("/", os.sep)) or out.suffix.lower() not in (".sh", ".json")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -240,7 +240,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         write_data(text)
         return 0
     out = Path(args.output)
-    if not out.name or out.is_dir():
+    if not out.name or os.path.isdir(out):  # os.path: a name too long is written (and refused) as a file
         raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
     refuse_inputs(out, "-o", [("the database (--storage)", _url.sqlite_file(args.storage)),
                               ("the study's model", plan.model.get("path")), ("the ONNX file (--onnx)", args.onnx)])

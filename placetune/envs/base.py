@@ -143,7 +143,7 @@ class PlacementEnvBase(gym.Env):
             self._evaluator_kwargs: dict[str, Any] = {}
         else:
             self.model = model if isinstance(model, Model) else Model.load(model, shapes, batch=batch)
-            plat = get_platform(platform) if isinstance(platform, str) else platform
+            plat = get_platform(platform)  # a Platform as it is; anything but a name is refused, naming them
             options.setdefault("trt_version", plat.default_trt_version)
             self.settings = Settings(mode=mode, precision=precision, **options)
             self.objective = get_objective(objective)

@@ -7,6 +7,7 @@ float tensors are evaluated; weights are never touched (their data is not loaded
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -153,6 +154,39 @@ _EVAL: dict[str, Callable[[dict[str, Any], list], np.ndarray]] = {
     "Mod": lambda a, x: np.fmod(x[0], x[1]) if a.get("fmod", 0) else np.mod(x[0], x[1]),
 }
 
+#: ops whose output is their inputs broadcast together (numpy's rules, as ONNX's multidirectional broadcasting)
+_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Where", "Less", "Greater", "LessOrEqual",
+                        "GreaterOrEqual", "And", "Or", "Mod"})
+
+
+def _elements(op_type: str, attrs: dict[str, Any], x: list) -> int | None:
+    """How many elements ``op_type`` would write, worked out from its inputs' shapes and values without computing
+    it (None: not known here; the op then fails or stays small on its own). An op that writes more than the
+    folder keeps is never run: ``ConstantOfShape`` of a drawn ``[2**31]`` filled 8 GB before its size was
+    checked."""
+    try:
+        if op_type == "ConstantOfShape":
+            return math.prod(int(v) for v in np.asarray(x[0]).reshape(-1).tolist())
+        if op_type == "Expand":
+            target = tuple(int(v) for v in np.asarray(x[1]).reshape(-1).tolist())
+            rank = max(np.ndim(x[0]), len(target))
+            dims = [1] * (rank - np.ndim(x[0])) + list(np.shape(x[0]))
+            want = [1] * (rank - len(target)) + list(target)
+            return math.prod(max(a, b) for a, b in zip(dims, want))
+        if op_type == "Range":
+            start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in x[:3])
+            return max(0, math.ceil((limit - start) / delta))
+        if op_type == "Gather":
+            data = np.asarray(x[0])
+            axis = int(attrs.get("axis", 0)) % max(data.ndim, 1)
+            return np.asarray(x[1]).size * math.prod(d for i, d in enumerate(data.shape) if i != axis)
+        if op_type in _BROADCAST:
+            return math.prod(np.broadcast_shapes(*(np.shape(v) for v in x if v is not None)))
+    except (ArithmeticError, ValueError, TypeError, IndexError):
+        return None
+    return None
+
+
 #: Ops the folder can evaluate when every input value is known.
 FOLDABLE_OPS = frozenset(_EVAL) | {"Shape", "Constant"}
 
@@ -201,6 +235,9 @@ def fold_value(
     if not required or (inputs and inputs[0] is None):
         return None
     if op_type not in ("Slice", "Unsqueeze", "Squeeze", "ReduceMax", "ReduceMin", "Clip") and any(v is None for v in inputs):
+        return None
+    size = _elements(op_type, attrs, inputs)
+    if size is not None and size > MAX_FOLD_ELEMENTS:
         return None
     try:
         out = np.asarray(fn(attrs, [None if v is None else np.asarray(v) for v in inputs]))

@@ -242,6 +242,9 @@ class Space:
         Raises:
             PlacementError: wrong length or a device index out of range.
         """
+        if isinstance(assignment, (str, bytes)) or not hasattr(assignment, "__len__"):
+            raise PlacementError(f"assignment must be a sequence of device indexes or names, one per unit, got "
+                                 f"{type(assignment).__name__}")
         if len(assignment) != len(self.units):
             raise PlacementError(f"assignment has {len(assignment)} entries; the space has {len(self.units)} units")
         dev: dict[str, str] = dict.fromkeys(self.model.names, "GPU")  # topological order, as Placement keeps it
@@ -250,6 +253,13 @@ class Space:
                 d = a
                 self.device_index(d)
             else:
+                # an integer (0.0 too); 0.5 was read as 0 and NaN raised ValueError
+                whole = isinstance(a, (int, np.integer)) or (isinstance(a, (float, np.floating))
+                                                             and math.isfinite(a) and float(a).is_integer())
+                if not whole:
+                    raise PlacementError(f"unit {u.name!r}: a device index is an integer from 0 to "
+                                         f"{len(self.devices) - 1} or a device name ({', '.join(self.devices)}), "
+                                         f"got {str(a)[:40]!r}")
                 k = int(a)
                 if not 0 <= k < len(self.devices):
                     raise PlacementError(f"device index {k} out of range for unit {u.name!r}")

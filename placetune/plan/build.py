@@ -167,8 +167,8 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
     """The plan and its folder (written first when ``plan`` is a plan, or a plan file, or ``out`` is given)."""
     if isinstance(plan, (str, os.PathLike)):
         path = Path(plan)
-        if path.is_dir():
-            if not (path / "plan.json").is_file():
+        if os.path.isdir(path):  # os.path: a name too long for the system is no folder, not an OSError
+            if not os.path.isfile(path / "plan.json"):
                 raise ConfigError(f"{path}: not a plan folder (no plan.json); write one with "
                                   "`placetune export --study NAME --format trtexec -o DIR`")
             if out is None or Path(out).resolve() == path.resolve():
@@ -177,8 +177,8 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
                     raise ConfigError(f"{path}: the plan's ONNX files are missing; export the folder again")
                 return p, path
             plan = load(path / "plan.json", model, check_hash=model is not None)
-        elif not path.is_file():
-            raise ConfigError(f"plan {path}: no such file or folder")
+        elif not os.path.isfile(path):
+            raise ConfigError(f"plan {shown(path)}: no such file or folder")
         else:
             plan = load(path, model, check_hash=model is not None)
     assert isinstance(plan, Plan)

@@ -42,7 +42,10 @@ def check_engines(engines: list[dict[str, Any]], where: str) -> None:
             integer(e["dla_core"], f"{what}.dla_core", 0, 1)
         if e.get("batch") is not None:
             integer(e["batch"], f"{what}.batch", 1, MAX_BATCH)
-        for p in e.get("predecessors") or []:
+        preds = e.get("predecessors")
+        if preds is not None and not isinstance(preds, list):  # -1 was a TypeError (not iterable)
+            raise ConfigError(f"{what}.predecessors must be a list of engine indexes from 0 to {n - 1}")
+        for p in preds or []:
             integer(p, f"{what}.predecessors", 0, n - 1)
         for key in ("onnx_file", "engine_file"):
             if e.get(key) is not None:

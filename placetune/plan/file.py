@@ -340,6 +340,7 @@ class Plan:
         engines = doc["engines"]
         if not isinstance(engines, list) or not engines or not all(isinstance(e, dict) for e in engines):
             raise ConfigError(f"{where}: \"engines\" must be a non-empty list of objects")
+        check_engines(engines, where)  # the types first: the layer names are read next
         for e in engines:
             for name in list(e.get("layers") or []) + list(e.get("dla_layers") or []):
                 if name not in seen:
@@ -349,7 +350,6 @@ class Plan:
                     )
             if e.get("device") is not None and e["device"] not in DEVICES:
                 raise PlacementError(f"{where}: engine {e.get('index')} has unknown device {e['device']!r}")
-        check_engines(engines, where)
         check_platform(doc, where)
         check_numbers(doc, model, where)
         check_measured(doc.get("measured"), where)

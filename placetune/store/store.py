@@ -44,6 +44,7 @@ from typing import Any, ContextManager
 
 from sqlalchemy.engine import URL
 
+from placetune.errors import ConfigError
 from placetune.store.batch import BatchMixin
 from placetune.store.measurements import _Lru
 from placetune.store.migration import SchemaMixin
@@ -129,6 +130,23 @@ class Store(BatchMixin, QueriesMixin, SchemaMixin):
             Store('sqlite://')
         """
         return cls("sqlite://", echo=echo, cache_size=cache_size)
+
+    @classmethod
+    def of(cls, store: "Store | str | os.PathLike[str] | None") -> "Store":
+        """``store`` as it is, an in-memory store for None, or the store of a URL or SQLite path; anything else
+        is refused (``Store(str(5))`` made a database file named ``5``).
+
+        Raises:
+            ConfigError: ``store`` is none of these.
+        """
+        if isinstance(store, Store):
+            return store
+        if store is None:
+            return cls.memory()
+        if not isinstance(store, (str, os.PathLike)):
+            raise ConfigError(f"store must be a Store, a SQLAlchemy URL, a SQLite path or None (in memory), got "
+                              f"{type(store).__name__}")
+        return cls(os.fspath(store))
 
     def __repr__(self) -> str:
         return f"Store({self.url!r})"

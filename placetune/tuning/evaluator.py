@@ -141,7 +141,7 @@ class Evaluator:
         self.model = _load_model(model, batch, shapes)
         #: the networks of a concurrent study's merged model ([] for one network)
         self.networks = networks_in(self.model)
-        self.platform = get_platform(platform) if isinstance(platform, str) else platform
+        self.platform = get_platform(platform)  # a Platform as it is; anything but a name is refused, naming them
         self.backend = get_backend(backend) if isinstance(backend, str) else check_backend(backend)
         if settings is None and "trt_version" not in options:
             options["trt_version"] = self.platform.default_trt_version
@@ -166,7 +166,7 @@ class Evaluator:
         check_networks(self.objective.constraints, self.networks)  # every name checked against what exists
         if self.model.path is not None:  # its weights are read at export: a broken external data file is refused now
             check_external_data(self.model.path)
-        self.store = store if isinstance(store, Store) else Store.memory() if store is None else Store(str(store))
+        self.store = Store.of(store)
         self.agent = agent
         self.fingerprint = self.backend.fingerprint(self.platform, self.settings)
         refuse_for_board(self.backend, self.model, self.settings, self.fingerprint)  # before it's stored

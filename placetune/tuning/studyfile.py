@@ -315,6 +315,8 @@ def _check_trust(p: Path, study: dict[str, Any], backend_options: dict[str, Any]
         for m in (value if isinstance(value, list) else [value]):
             if isinstance(m, str) and (m.endswith(".onnx") or m.endswith(".onnx.gz")):
                 _confine(p, key, m, p.parent)
+            elif isinstance(m, str):  # a zoo name, or any other file (read as it is named, from the working folder)
+                _confine(p, key, m, cwd)
     for key in ("device_profile", "input_data"):
         if isinstance(study.get(key), str):
             _confine(p, key, study[key], p.parent)

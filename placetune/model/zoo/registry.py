@@ -374,7 +374,8 @@ def parse_options(text: str) -> dict[str, Any]:
     """``depth=24,softmax=false`` -> ``{"depth": 24, "softmax": False}``.
 
     Raises:
-        ModelError: not ``key=value`` pairs, or a key that is an argument of its own (``batch``...).
+        ModelError: not ``key=value`` pairs, a key given twice, or a key that is an argument of its own
+            (``batch``...).
     """
     out: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -385,6 +386,8 @@ def parse_options(text: str) -> dict[str, Any]:
             raise ModelError(f"zoo option {key.strip()!r} in {text[:80]!r} is not a network option: "
                              + ("give the batch with --batch N (Model.load(..., batch=N))" if key.strip() == "batch"
                                 else "it is an argument of its own; network options are e.g. depth=, softmax="))
+        if key.strip() in out:  # depth=2,depth=3 ran depth 3 without a word
+            raise ModelError(f"zoo option {key.strip()[:40]!r} is given twice in {text[:80]!r}: give each option once")
         v: Any = value.strip()
         if v.lower() in ("true", "false"):
             v = v.lower() == "true"
