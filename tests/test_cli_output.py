@@ -206,6 +206,10 @@ def test_build_sh_names_the_optuna_trial_optuna_shows(session):
     first = min(t.number for t in study.trials if t.user_attrs.get("measurement_id") == plan["source"]["measurement_id"])
     assert plan["source"]["trial_number"] == first
     assert f", Optuna trial {first}\n" in outs["build.sh"]
+    # export's own line and the folder's README.txt named only the store's measurement id, which no Optuna
+    # client shows
+    assert f"measurement {plan['source']['measurement_id']}, Optuna trial {first})" in outs["export"]
+    assert f"(Optuna trial {first})" in outs["README.txt"]
 
 
 def test_the_optuna_trial_number_is_found_without_loading_every_trial(tmp_path, monkeypatch):

@@ -249,7 +249,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     summary = plan.summary()
     say(summary)
     what = "trtexec build script" if args.format == "trtexec" else "plan"
-    say(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')})")
+    trial = plan.source.get("trial_number")
+    say(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')}"
+        + (f", Optuna trial {trial}" if trial is not None else "") + ")")
     _print_notes(plan.notes, summary)
     return 0
 
