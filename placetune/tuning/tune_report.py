@@ -246,11 +246,11 @@ class TuneReport:
         streams = per_stream_line(rows, self.cfg.streams) if self.cfg.streams else None
         if streams:
             self.verdict_lines.append(streams)
-        conv = outcome.convergence
-        if conv is not None and conv.trials:
-            unit = ev.objective.units[0] if ev.objective.units else ""
+        conv = outcome.convergence if outcome.convergence is not None and outcome.convergence.trials else None
+        unit = ev.objective.units[0] if ev.objective.units else ""
+        if conv is not None:
             self.verdict_lines.append(conv.sentence(unit))
-            store_convergence(ev, conv)
+        store_convergence(ev, conv, unit, text)
         for line in self.verdict_lines:
             self.say(line)
         hint = agent_hint(text, self.cfg.agent, outcome.trials_done)
