@@ -350,3 +350,17 @@ def test_every_option_of_every_command_says_what_it_does():
 
     walk(build_parser(), [])
     assert not bare, bare
+
+
+def test_a_baseline_that_failed_shows_its_whole_reason_in_the_summary(tmp_path, capsys, monkeypatch):
+    """The summary cut a failed baseline's row at 120 characters: "all-DLA0 (+fallback) infeasible: 1
+    layer(s) asked on DLA cannot run there and GPU fallback is off: /prob/Softmax: " ended there, without the
+    reason itself (Softmax is no DLA layer on Xavier)."""
+    monkeypatch.chdir(tmp_path)  # tune exports the plan into the current folder
+    study = tmp_path / "nofb.toml"
+    study.write_text('[study]\nname = "nofb"\nmodel = "googlenet"\nplatform = "xavier-agx"\nmode = "engine"\n'
+                     'objective = "latency"\nprecision = "fp16"\nagent = "random"\ntrials = 3\n'
+                     '[settings]\ngpu_fallback = false\n')
+    out = _run(capsys, "tune", str(study), "--storage", f"sqlite:///{tmp_path / 'pt.db'}")
+    row = next(x for x in out.splitlines() if x.startswith("all-DLA0"))
+    assert row.rstrip().endswith("Softmax not supported on Xavier DLA"), row

@@ -178,7 +178,9 @@ class TuneReport:
                 self.say(f"{label_:{width}s} {'not measured':>11s}" + (f": {why[label_]}" if label_ in why else ""))
                 continue
             if not m.ok:
-                self.say(f"{label_:{width}s} {m.status}: {m.reason or ''}"[:120])
+                reason = " ".join(str(m.reason or "").split())  # whole: the end names the layer's cause
+                reason = reason if len(reason) <= 400 else reason[:399] + "\u2026"
+                self.say(f"{label_:{width}s} {m.status}: {reason}")
                 continue
             versus_base = "baseline" if m is outcome.baseline else \
                 versus(obj.gain_over(m, outcome.baseline), obj.names[0])  # "1.52x faster"
