@@ -210,6 +210,10 @@ def test_build_sh_names_the_optuna_trial_optuna_shows(session):
     # client shows
     assert f"measurement {plan['source']['measurement_id']}, Optuna trial {first})" in outs["export"]
     assert f"(Optuna trial {first})" in outs["README.txt"]
+    assert f"measurement {plan['source']['measurement_id']}, Optuna trial {first}):" in outs["folder"]
+    # the Chrome trace's metadata names it too
+    trace = __import__("json").loads((tmp / "trace.json").read_text())
+    assert trace["otherData"]["trial_number"] == first
 
 
 def test_the_optuna_trial_number_is_found_without_loading_every_trial(tmp_path, monkeypatch):

@@ -215,8 +215,10 @@ def cmd_export(args: argparse.Namespace) -> int:
                                  trt_version=args.trt_version)
         summary = done.plan.summary()
         say(summary)
-        say(f"wrote plan folder {done.directory} (study {args.study}, measurement "
-              f"{plan.source.get('measurement_id')}): {_folder_files(done.directory, done.files)}")
+        trial = plan.source.get("trial_number")
+        say(f"wrote plan folder {done.directory} (study {args.study}, measurement {plan.source.get('measurement_id')}"
+            + (f", Optuna trial {trial}" if trial is not None else "")
+            + f"): {_folder_files(done.directory, done.files)}")
         say(f"build the engines with: sh {shlex.quote(str(done.directory / 'build.sh'))}")
         _print_notes(done.plan.notes, summary)
         return 0
@@ -317,7 +319,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         simulated = True
         remeasured = True
     meta = {"study": plan.source.get("study"), "model": plan.model.get("name"), "platform": plan.platform,
-            "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"), "remeasured": remeasured}
+            "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"),
+            "trial_number": plan.source.get("trial_number"), "remeasured": remeasured}
     title = f"placetune plan: {plan.model.get('name')} on {plan.platform}"
     say = print
     if args.output == "-":  # (as export -o -: the trace on standard output, what placetune says on standard error)

@@ -542,7 +542,8 @@ def write_report(
             plan.measured, out / "trace.json", title=f"placetune {st.name}: {st.model_name} on {st.platform}",
             simulated=plan.simulated,
             metadata={"study": st.name, "model": st.model_name, "platform": st.platform, "mode": st.mode,
-                      "measurement_id": plan.source.get("measurement_id")}).name))
+                      "measurement_id": plan.source.get("measurement_id"),
+                      "trial_number": plan.source.get("trial_number")}).name))
     except ConfigError as exc:
         log.warning("no timeline for study %s: %s", study_name, exc)
     return written
