@@ -368,3 +368,15 @@ def test_a_baseline_that_failed_shows_its_whole_reason_in_the_summary(tmp_path, 
     out = _run(capsys, "tune", str(study), "--storage", f"sqlite:///{tmp_path / 'pt.db'}")
     row = next(x for x in out.splitlines() if x.startswith("all-DLA0"))
     assert row.rstrip().endswith("Softmax not supported on Xavier DLA"), row
+
+
+def test_an_fp32_tune_is_refused_as_it_has_nothing_to_place(tmp_path, monkeypatch, capsys):
+    """The DLA runs fp16 and int8 only: an fp32 tune realised every placement as all-GPU and stopped after
+    its 3 baselines ("3 trials" of a budget of 12) without a word on why. It is refused before a study is
+    stored, as a module without a DLA is (exit 6), and says what to run instead."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--precision", "fp32", "--trials", "12"]) == 6
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert "fp32 runs on the GPU only" in err and "--precision fp16" in err and "placetune measure" in err, err
+    assert not (tmp_path / "placetune.db").exists()
