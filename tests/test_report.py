@@ -279,3 +279,29 @@ def test_report_names_the_best_plan_by_the_trial_optuna_dashboard_shows(tmp_path
     shown = " ".join(" ".join(t.split()) for t in texts)
     assert f"measurement {mid}" not in shown
     assert shown.count(f"Optuna trial {number}") >= 3, shown  # placement, timeline, Pareto legend
+
+
+def test_the_pareto_legend_covers_no_point_or_line(tmp_path, monkeypatch):
+    """With two points on the front the legend sat on the front's line across the top of the axes ("best"
+    found no free corner): it now stands beside the axes, as the placement and timeline plots' legends do."""
+    from placetune.report import plots
+
+    boxes = []
+    real_save = plots._save
+
+    def save(fig, path, dpi):
+        out = real_save(fig, path, dpi)
+        ax = fig.axes[0]
+        renderer = fig._get_renderer()
+        boxes.append((ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)))
+        return out
+
+    monkeypatch.setattr(plots, "_save", save)
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator("seed-block", "orin-agx", mode="engine", objective="latency", store=url,
+                             study="p") as ev:
+        ev.baselines()
+    with Store(url) as store:
+        assert plots.plot_pareto(store, "p", tmp_path / "pareto.png") is not None
+    legend, axes = boxes[-1]
+    assert legend.x0 >= axes.x1 - 1, (legend, axes)  # right of the plotting area, not on it

@@ -279,7 +279,7 @@ def plot_pareto(store: "Store", study_name: str, path: str | os.PathLike[str], *
         log.info("study %s: no measurement has an energy figure: no Pareto plot", study_name)
         return None
     front = pareto_front(pts, (_DIRECTIONS[xname], "minimize"))
-    fig = _figure(7.0, 5.0)
+    fig = _figure(8.5, 5.0)
     ax = fig.add_subplot()
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, color="#9e9e9e", alpha=0.7,
                label=f"ok measurements ({len(pts)})")
@@ -301,7 +301,7 @@ def plot_pareto(store: "Store", study_name: str, path: str | os.PathLike[str], *
     ax.set_xlabel(OBJECTIVE_LABELS[xname] + (" \u2192 higher is better" if xname == "throughput" else ""))
     ax.set_ylabel(OBJECTIVE_LABELS["energy"])
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)  # beside: "best" sat on the front
     kind = "Pareto front" if "+" in st.objective else "trade-off (Pareto front highlighted)"
     _title(fig, f"{xname} vs energy: {kind}", st.simulated, _subtitle(st))
     return _save(fig, Path(path), dpi)
