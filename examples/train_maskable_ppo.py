@@ -39,7 +39,7 @@ import numpy as np
 
 import placetune as pt
 from placetune.envs import masked_random_action
-from placetune.wording import versus
+from placetune.wording import plural, versus
 from search import Budget, get_agent
 
 TASK: dict[str, Any] = dict(model="resnet18", platform="orin-agx", mode="pipeline", precision="int8",
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"throughput ({versus(gain, 'throughput')})")
     if first is not None:
         print(f"  training first played a placement this good at episode {first[0]:,} (step {first[1]:,}, "
-              f"{first[2]:,} builds)")
+              f"{plural(first[2], 'build')})")
     env.close()
 
     # Best-of-N random at equal evaluations: the untrained (masked uniform) policy, as many episodes as the
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = get_agent("guided", seed=args.seed).run(ev, Budget(args.guided_budget))
     best = float(result.best_value) / gpu
     reach = result.evaluations_to_reach(gain * gpu, rel_tol=0.0)
-    print(f"guided agent: {best:.3f}x all-GPU's throughput ({versus(best, 'throughput')}) after {result.evaluations} evaluations ({result.measured} builds); "
+    print(f"guided agent: {best:.3f}x all-GPU's throughput ({versus(best, 'throughput')}) after {plural(result.evaluations, 'evaluation')} ({plural(result.measured, 'build')}); "
           + (f"reached the learned {gain:.3f}x at evaluation {reach}" if reach is not None
              else f"did not reach the learned {gain:.3f}x"))
     ev.close()

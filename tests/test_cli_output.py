@@ -206,6 +206,14 @@ def test_build_sh_names_the_optuna_trial_optuna_shows(session):
     first = min(t.number for t in study.trials if t.user_attrs.get("measurement_id") == plan["source"]["measurement_id"])
     assert plan["source"]["trial_number"] == first
     assert f", Optuna trial {first}\n" in outs["build.sh"]
+    # export's own line and the folder's README.txt named only the store's measurement id, which no Optuna
+    # client shows
+    assert f"measurement {plan['source']['measurement_id']}, Optuna trial {first})" in outs["export"]
+    assert f"(Optuna trial {first})" in outs["README.txt"]
+    assert f"measurement {plan['source']['measurement_id']}, Optuna trial {first}):" in outs["folder"]
+    # the Chrome trace's metadata names it too
+    trace = __import__("json").loads((tmp / "trace.json").read_text())
+    assert trace["otherData"]["trial_number"] == first
 
 
 def test_the_optuna_trial_number_is_found_without_loading_every_trial(tmp_path, monkeypatch):
@@ -346,3 +354,29 @@ def test_every_option_of_every_command_says_what_it_does():
 
     walk(build_parser(), [])
     assert not bare, bare
+
+
+def test_a_baseline_that_failed_shows_its_whole_reason_in_the_summary(tmp_path, capsys, monkeypatch):
+    """The summary cut a failed baseline's row at 120 characters: "all-DLA0 (+fallback) infeasible: 1
+    layer(s) asked on DLA cannot run there and GPU fallback is off: /prob/Softmax: " ended there, without the
+    reason itself (Softmax is no DLA layer on Xavier)."""
+    monkeypatch.chdir(tmp_path)  # tune exports the plan into the current folder
+    study = tmp_path / "nofb.toml"
+    study.write_text('[study]\nname = "nofb"\nmodel = "googlenet"\nplatform = "xavier-agx"\nmode = "engine"\n'
+                     'objective = "latency"\nprecision = "fp16"\nagent = "random"\ntrials = 3\n'
+                     '[settings]\ngpu_fallback = false\n')
+    out = _run(capsys, "tune", str(study), "--storage", f"sqlite:///{tmp_path / 'pt.db'}")
+    row = next(x for x in out.splitlines() if x.startswith("all-DLA0"))
+    assert row.rstrip().endswith("Softmax not supported on Xavier DLA"), row
+
+
+def test_an_fp32_tune_is_refused_as_it_has_nothing_to_place(tmp_path, monkeypatch, capsys):
+    """The DLA runs fp16 and int8 only: an fp32 tune realised every placement as all-GPU and stopped after
+    its 3 baselines ("3 trials" of a budget of 12) without a word on why. It is refused before a study is
+    stored, as a module without a DLA is (exit 6), and says what to run instead."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--precision", "fp32", "--trials", "12"]) == 6
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert "fp32 runs on the GPU only" in err and "--precision fp16" in err and "placetune measure" in err, err
+    assert not (tmp_path / "placetune.db").exists()

@@ -110,3 +110,21 @@ def test_sigint_with_the_optuna_agent_leaves_no_traceback_and_no_fail_trial(tmp_
     st = _load(tmp_path / "placetune.db", "sig")
     states = [t.state for t in st.get_trials(deepcopy=False)]
     assert TrialState.FAIL not in states and TrialState.RUNNING not in states
+
+
+def test_the_study_attributes_optuna_dashboard_shows_are_sentences_not_json(tmp_path, monkeypatch, capsys):
+    """The dashboard's Study User Attributes showed ``convergence`` as a JSON object of raw floats
+    (``"best_then": 3399.3499558043504, "device_s_after": 1112.9597221678605, ...``), cut at the card's
+    edge: it now holds the sentence the run printed, and the verdict is beside it; the figures are kept as
+    a study system attribute for programs."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--trials", "15", "--study", "s"]) == 0
+    out = capsys.readouterr().out
+    st = _load(tmp_path / "placetune.db", "s")
+    attrs = st.user_attrs
+    assert all(isinstance(v, (str, int, float, bool)) for v in attrs.values()), attrs
+    conv = [x for x in out.splitlines() if x.startswith(("converged at", "not converged", "not judged"))][-1]
+    verdict = next(x for x in out.splitlines() if x.startswith("verdict: "))
+    assert attrs["convergence"] == conv and attrs["verdict"] == verdict[len("verdict: "):]
+    figures = st._storage.get_study_system_attrs(st._study_id)["placetune:convergence"]
+    assert figures["trials"] == 15 and figures["direction"] == "maximize"

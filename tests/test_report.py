@@ -249,3 +249,59 @@ def test_progress_axes_say_what_is_plotted_with_its_unit(tmp_path, monkeypatch):
     assert ax.get_ylabel() == "best so far: GPU busy time per frame (ms)"
     assert ax.get_xlabel() == "evaluations of each agent, in order (cache hits included)"
     assert "requests" not in ax.get_xlabel()
+
+
+def test_report_names_the_best_plan_by_the_trial_optuna_dashboard_shows(tmp_path, monkeypatch):
+    """The plots named the best plan by the store's measurement id ("measurement 37"), a number that counts
+    over every study of the database and that optuna-dashboard, ``optuna trials`` and the run's lines never
+    show: they name the Optuna trial. A second study in the database makes the two numbers differ."""
+    from placetune.plan.export import optuna_trial_number
+    from placetune.report import plots
+    from placetune.tuning.optuna_study import OptunaStudy
+
+    texts: list[str] = []
+    real_save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path, dpi: (
+        texts.extend(t.get_text() for t in fig.findobj(plots.matplotlib_text.Text)), real_save(fig, path, dpi))[1])
+    url = f"sqlite:///{tmp_path}/pt.db"
+    for name in ("first", "second"):
+        with placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", objective="throughput", store=url,
+                                 study=name) as ev:
+            OptunaStudy(ev, "layer").attach()
+            ev.baselines()
+            ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}))
+    with Store(url) as store:
+        plan = export_plan(store, "second")
+        mid = plan.source["measurement_id"]
+        number = optuna_trial_number(store, "second", mid)
+        assert number is not None and number != mid  # the case where the two numbers part
+        write_report(store, "second", tmp_path / "r")
+    shown = " ".join(" ".join(t.split()) for t in texts)
+    assert f"measurement {mid}" not in shown
+    assert shown.count(f"Optuna trial {number}") >= 3, shown  # placement, timeline, Pareto legend
+
+
+def test_the_pareto_legend_covers_no_point_or_line(tmp_path, monkeypatch):
+    """With two points on the front the legend sat on the front's line across the top of the axes ("best"
+    found no free corner): it now stands beside the axes, as the placement and timeline plots' legends do."""
+    from placetune.report import plots
+
+    boxes = []
+    real_save = plots._save
+
+    def save(fig, path, dpi):
+        out = real_save(fig, path, dpi)
+        ax = fig.axes[0]
+        renderer = fig._get_renderer()
+        boxes.append((ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)))
+        return out
+
+    monkeypatch.setattr(plots, "_save", save)
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator("seed-block", "orin-agx", mode="engine", objective="latency", store=url,
+                             study="p") as ev:
+        ev.baselines()
+    with Store(url) as store:
+        assert plots.plot_pareto(store, "p", tmp_path / "pareto.png") is not None
+    legend, axes = boxes[-1]
+    assert legend.x0 >= axes.x1 - 1, (legend, axes)  # right of the plotting area, not on it

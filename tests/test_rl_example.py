@@ -71,3 +71,14 @@ def test_maskable_ppo_beats_all_gpu_and_prints_the_comparison_with_guided(capsys
                        r"evaluation (\d+)", out)
     assert guided is not None, out
     assert float(guided.group(1)) >= figures["gain"] and int(guided.group(3)) <= 4 < episodes
+
+
+@pytest.mark.slow
+def test_a_short_training_says_one_build_not_one_builds(capsys) -> None:
+    """A 2,048-step training printed "training first played a placement this good at episode 1 (step 13,
+    1 builds)"."""
+    pytest.importorskip("sb3_contrib", reason="the rl extra is not installed (pip install -e '.[rl]')")
+    _load_example().main(["--timesteps", "2048", "--seed", "0", "--guided-budget", "2"])
+    out = capsys.readouterr().out
+    assert "(step 13, 1 build)" in out, out
+    assert not re.search(r"\b1 (builds|evaluations)\b", out), out

@@ -123,6 +123,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if cfg.trials < 1:
         raise ConfigError("--trials must be >= 1")
     _refuse_without_dla(cfg.platform)
+    if cfg.precision == "fp32":
+        raise ConfigError("precision fp32 runs on the GPU only (the DLA takes fp16 and int8): no layer can run on "
+                          "a DLA, so all-GPU is the only placement and there is nothing to tune; tune with --precision fp16 or int8, or "
+                          "time all-GPU at fp32 with: placetune measure MODEL --precision fp32")
     argv = sys.argv[1:] if args.argv is None else args.argv
     intro = ""  # said by the run once its options are checked, never before an error
     if embedded:

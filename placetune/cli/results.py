@@ -214,8 +214,10 @@ def cmd_export(args: argparse.Namespace) -> int:
                                  trt_version=args.trt_version)
         summary = done.plan.summary()
         say(summary)
-        say(f"wrote plan folder {done.directory} (study {args.study}, measurement "
-              f"{plan.source.get('measurement_id')}): {_folder_files(done.directory, done.files)}")
+        trial = plan.source.get("trial_number")
+        say(f"wrote plan folder {done.directory} (study {args.study}, measurement {plan.source.get('measurement_id')}"
+            + (f", Optuna trial {trial}" if trial is not None else "")
+            + f"): {_folder_files(done.directory, done.files)}")
         where = shlex.quote(str(done.directory))
         say(f"next, on the Jetson (an engine runs only on the board and TensorRT that built it): copy {where} there, "
             f"then sh {where}/build.sh (trtexec) or placetune build {where} (also checks where TensorRT put each "
@@ -251,7 +253,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     summary = plan.summary()
     say(summary)
     what = "trtexec build script" if args.format == "trtexec" else "plan"
-    say(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')})")
+    trial = plan.source.get("trial_number")
+    say(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')}"
+        + (f", Optuna trial {trial}" if trial is not None else "") + ")")
     _print_notes(plan.notes, summary)
     return 0
 
@@ -317,7 +321,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         simulated = True
         remeasured = True
     meta = {"study": plan.source.get("study"), "model": plan.model.get("name"), "platform": plan.platform,
-            "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"), "remeasured": remeasured}
+            "mode": plan.mode, "measurement_id": plan.source.get("measurement_id"),
+            "trial_number": plan.source.get("trial_number"), "remeasured": remeasured}
     title = f"placetune plan: {plan.model.get('name')} on {plan.platform}"
     tell = say  # one message, wrapped on a terminal
     if args.output == "-":  # (as export -o -: the trace on standard output, what placetune says on standard error)

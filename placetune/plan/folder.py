@@ -223,7 +223,9 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
     jp5 = _jetpack5(plan, trt_version)
     src = plan.source or {}
     lines = [f"placetune plan: {name} on {plan.platform}, {plan.mode} mode, {plan.precision}, batch {plan.batch}",
-             _one_line(f"study {src.get('study')}, measurement {src.get('measurement_id')}, objective {plan.objective}")]
+             _one_line(f"study {src.get('study')}, measurement {src.get('measurement_id')}"
+                       + (f" (Optuna trial {src['trial_number']})" if src.get("trial_number") is not None else "")
+                       + f", objective {plan.objective}")]
     lines += [_one_line(x) for x in plan.summary().splitlines()[1:]]
     lines += ["", *target_lines(plan, trt_version)]
     lines += ["", "Files", "  plan.json          the plan: each layer's device, the engines with their ONNX and engine "

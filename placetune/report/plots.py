@@ -125,6 +125,15 @@ def _title(fig: Any, text: str, simulated: bool, subtitle: str = "") -> None:
         fig.axes[0].set_title(textwrap.fill(subtitle, int(width * 1.5)), fontsize=8, color="#555555")
 
 
+def plan_ref(source: Mapping[str, Any] | None) -> str:
+    """How a plot names the plan's measurement: ``Optuna trial 4``, the number optuna-dashboard,
+    ``optuna trials`` and the exported plan's ``source.trial_number`` give it; ``measurement 37`` (the
+    store's id, which counts over every study of the database) only where no Optuna trial holds it."""
+    src = source or {}
+    number = src.get("trial_number")
+    return f"Optuna trial {number}" if number is not None else f"measurement {src.get('measurement_id')}"
+
+
 def _subtitle(st: "StudyRecord") -> str:
     sim = "simulated Jetson" if st.simulated else f"backend {st.backend}"
     return (f"study {st.name}: {st.model_name} on {st.platform}, {st.mode} mode, {st.precision}, batch {st.batch}, "
@@ -248,8 +257,10 @@ def pareto_front(points: Sequence[tuple[float, float]], directions: tuple[str, s
 
 
 def plot_pareto(store: "Store", study_name: str, path: str | os.PathLike[str], *, dpi: int = 110,
-                best_id: int | None = None) -> Path | None:
-    """Latency (or throughput) against energy of every ok measurement, the Pareto front highlighted.
+                best_id: int | None = None, best_name: str | None = None) -> Path | None:
+    """Latency (or throughput) against energy of every ok measurement, the Pareto front highlighted;
+    the best plan's measurement ``best_id`` starred and named ``best_name`` in the legend (see
+    :func:`plan_ref`; default ``measurement <best_id>``).
 
     The x axis is throughput when the study's objective involves throughput, else median
     latency. Returns None (and writes nothing) when no measurement has an energy figure.
@@ -268,7 +279,7 @@ def plot_pareto(store: "Store", study_name: str, path: str | os.PathLike[str], *
         log.info("study %s: no measurement has an energy figure: no Pareto plot", study_name)
         return None
     front = pareto_front(pts, (_DIRECTIONS[xname], "minimize"))
-    fig = _figure(7.0, 5.0)
+    fig = _figure(8.5, 5.0)
     ax = fig.add_subplot()
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, color="#9e9e9e", alpha=0.7,
                label=f"ok measurements ({len(pts)})")
@@ -286,11 +297,11 @@ def plot_pareto(store: "Store", study_name: str, path: str | os.PathLike[str], *
     if best_id is not None and best_id in ids:
         b = pts[ids.index(best_id)]
         ax.scatter([b[0]], [b[1]], marker="*", s=220, color="gold", edgecolors="black", linewidths=0.8,
-                   label=f"best plan (measurement {best_id})", zorder=6)
+                   label=f"best plan ({best_name or f'measurement {best_id}'})", zorder=6)
     ax.set_xlabel(OBJECTIVE_LABELS[xname] + (" \u2192 higher is better" if xname == "throughput" else ""))
     ax.set_ylabel(OBJECTIVE_LABELS["energy"])
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)  # beside: "best" sat on the front
     kind = "Pareto front" if "+" in st.objective else "trade-off (Pareto front highlighted)"
     _title(fig, f"{xname} vs energy: {kind}", st.simulated, _subtitle(st))
     return _save(fig, Path(path), dpi)
@@ -343,7 +354,7 @@ def plot_placement(plan: "Plan", path: str | os.PathLike[str], *, title: str = "
     shown = _plan_value_text(plan)
     extra = f", {shown}" if shown else ""
     src = plan.source or {}
-    _title(fig, f"{title}: device per layer ({plan.model.get('name')}, measurement {src.get('measurement_id')}"
+    _title(fig, f"{title}: device per layer ({plan.model.get('name')}, {plan_ref(src)}"
                 f"{extra})", plan.simulated,
            f"study {src.get('study')}: {plan.platform}, {plan.mode} mode, {plan.precision}, batch {plan.batch}"
            + ("; each DLA replica runs the DLA layers on its own core" if plan.mode == "replicas" else ""))
@@ -511,14 +522,15 @@ def write_report(
         log.warning("no plan plots for study %s: %s", study_name, exc)
         plan = None
     pareto = plot_pareto(store, study_name, out / "pareto.png", dpi=dpi,
-                         best_id=None if plan is None else plan.source.get("measurement_id"))
+                         best_id=None if plan is None else plan.source.get("measurement_id"),
+                         best_name=None if plan is None else plan_ref(plan.source))
     if pareto is not None:
         written.append(guard.record(pareto.name))
     if plan is None:
         return written
     written.append(guard.record(plot_placement(plan, out / "placement.png", title="best plan", dpi=dpi).name))
     shown = _plan_value_text(plan)
-    what = f"measurement {plan.source.get('measurement_id')}" + (f", {shown}" if shown else "")
+    what = plan_ref(plan.source) + (f", {shown}" if shown else "")
     frames = plan.measured.get("frames_in_flight")
     if plan.mode == "pipeline" and frames and frames > 1:
         what += f", {plural(int(frames), 'frame')} in flight"
@@ -530,7 +542,8 @@ def write_report(
             plan.measured, out / "trace.json", title=f"placetune {st.name}: {st.model_name} on {st.platform}",
             simulated=plan.simulated,
             metadata={"study": st.name, "model": st.model_name, "platform": st.platform, "mode": st.mode,
-                      "measurement_id": plan.source.get("measurement_id")}).name))
+                      "measurement_id": plan.source.get("measurement_id"),
+                      "trial_number": plan.source.get("trial_number")}).name))
     except ConfigError as exc:
         log.warning("no timeline for study %s: %s", study_name, exc)
     return written

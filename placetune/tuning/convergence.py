@@ -324,11 +324,19 @@ class ConvergenceWatch:
                            sum(self._device[self._trial:]) if self._trial else 0.0)
 
 
-def store_convergence(ev: "Evaluator", conv: Convergence) -> None:
-    """Keep ``conv`` with the study: the user attribute ``convergence`` of its Optuna study (the
-    dashboard shows it); nothing when Optuna is not installed or the study cannot be opened."""
+def store_convergence(ev: "Evaluator", conv: Convergence | None, unit: str = "", verdict: str | None = None) -> None:
+    """Keep the run's conclusions with the study, where optuna-dashboard shows them: the Optuna study's
+    user attributes ``convergence`` (:meth:`Convergence.sentence`, the line the run printed) and
+    ``verdict`` (the verdict line without its ``verdict:``), as text a person reads; the figures of
+    ``conv`` (:meth:`Convergence.as_dict`) go to the study system attribute ``placetune:convergence``
+    for programs. Nothing when Optuna is not installed or the study cannot be opened."""
     try:
-        study = optuna.load_study(study_name=ev.study_name, storage=storage_for(ev.store))
-        study.set_user_attr("convergence", conv.as_dict())
-    except Exception as exc:  # noqa: BLE001 - the convergence line was printed; storing it is a convenience
+        storage = storage_for(ev.store)
+        study = optuna.load_study(study_name=ev.study_name, storage=storage)
+        if conv is not None:
+            study.set_user_attr("convergence", conv.sentence(unit))
+            storage.set_study_system_attr(storage.get_study_id_from_name(ev.study_name), "placetune:convergence", conv.as_dict())
+        if verdict:
+            study.set_user_attr("verdict", verdict.removeprefix("verdict: "))
+    except Exception as exc:  # noqa: BLE001 - the lines were printed; storing them is a convenience
         log.info("convergence not stored with the Optuna study %r: %s", ev.study_name, exc)

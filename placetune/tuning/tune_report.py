@@ -178,7 +178,9 @@ class TuneReport:
                 self.say(f"{label_:{width}s} {'not measured':>11s}" + (f": {why[label_]}" if label_ in why else ""))
                 continue
             if not m.ok:
-                self.say(f"{label_:{width}s} {m.status}: {m.reason or ''}"[:120])
+                reason = " ".join(str(m.reason or "").split())  # whole: the end names the layer's cause
+                reason = reason if len(reason) <= 400 else reason[:399] + "\u2026"
+                self.say(f"{label_:{width}s} {m.status}: {reason}")
                 continue
             versus_base = "baseline" if m is outcome.baseline else \
                 versus(obj.gain_over(m, outcome.baseline), obj.names[0])  # "1.52x faster"
@@ -246,11 +248,11 @@ class TuneReport:
         streams = per_stream_line(rows, self.cfg.streams) if self.cfg.streams else None
         if streams:
             self.verdict_lines.append(streams)
-        conv = outcome.convergence
-        if conv is not None and conv.trials:
-            unit = ev.objective.units[0] if ev.objective.units else ""
+        conv = outcome.convergence if outcome.convergence is not None and outcome.convergence.trials else None
+        unit = ev.objective.units[0] if ev.objective.units else ""
+        if conv is not None:
             self.verdict_lines.append(conv.sentence(unit))
-            store_convergence(ev, conv)
+        store_convergence(ev, conv, unit, text)
         for line in self.verdict_lines:
             self.say(line)
         hint = agent_hint(text, self.cfg.agent, outcome.trials_done)
