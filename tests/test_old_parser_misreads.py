@@ -210,3 +210,25 @@ def test_the_exported_build_sh_stops_for_a_tensorrt_whose_parser_misreads_the_mo
     assert "exit 3" not in script10
     notes = [line for line in script10.splitlines() if line.startswith("# needs trtexec of TensorRT 10 or later")]
     assert len(notes) == 1 and "'mean' (ReduceMean)" in notes[0], script10
+
+
+def test_check_says_the_parser_of_its_tensorrt_would_build_another_network(tmp_path, capsys):
+    """An Ultralytics ``nms=True`` export (opset 18: ReduceMax with its axes as an input) checked for the
+    default Orin rules (TensorRT 8.6): tune and measure warned that its plans would be built wrong there,
+    ``placetune check``, the first command a user runs on a model, said nothing (nor its JSON)."""
+    import json
+
+    from placetune.cli.main import main
+
+    proto = _model(h.make_node("ReduceMax", ["x", "ax"], ["y"], name="/ReduceMax", keepdims=1),
+                   [_i64("ax", 2, 3)])
+    path = tmp_path / "nms.onnx"
+    onnx.save(proto, str(path))
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "TensorRT 8.6's ONNX parser would build another network than this model" in out
+    assert "'/ReduceMax' (ReduceMax) has its axes as an input" in " ".join(out.split())
+    assert main(["check", str(path), "--json"]) == 0
+    assert "its axes as an input" in json.loads(capsys.readouterr().out)["summary"]["parser_misread"]
+    assert main(["check", str(path), "--trt-version", "10.3"]) == 0  # TensorRT 10's parser reads the axes
+    assert "would build another network" not in capsys.readouterr().out
