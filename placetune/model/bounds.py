@@ -228,6 +228,50 @@ def unbounded(layer: str, op: str, tensor: str, dims: list | None, computed: boo
             "export the network without its post-processing (NMS on the host, or TensorRT's EfficientNMS_TRT plugin)")
 
 
+#: ops whose every input is data, broadcast together (no operand sizes the output)
+_BROADCAST_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Greater", "Less",
+                            "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Where", "Mod", "PRelu"})
+
+
+def clashing_shapes(node: onnx.NodeProto, shapes: list[list | None]) -> bool:
+    """True when the static input shapes of a Concat or a broadcasting op do not fit together (other
+    ranks, or sizes off the concatenation axis that differ; sizes that do not broadcast): why shape
+    inference gave its output no shape. False when a shape is open or they fit (the cause is elsewhere)."""
+    if node.domain not in ("", "ai.onnx") or not shapes or any(
+            s is None or not all(isinstance(d, int) for d in s) for s in shapes):
+        return False
+    if node.op_type == "Concat":
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        rank = len(shapes[0])
+        if any(len(s) != rank for s in shapes):
+            return True
+        if not -rank <= axis < rank:
+            return False
+        axis %= rank
+        return any([d for i, d in enumerate(s) if i != axis] != [d for i, d in enumerate(shapes[0]) if i != axis]
+                   for s in shapes)
+    if node.op_type in _BROADCAST_OPS:
+        try:
+            np.broadcast_shapes(*(tuple(s) for s in shapes))
+        except ValueError:
+            return True
+    return False
+
+
+def shapes_clash(layer: str, op: str, shapes: list[list], given: str) -> str:
+    """The refusal of a layer whose inputs' static shapes do not fit together: at an input shape given
+    other than the file's (``--shape``), the shape is the cause (an image size the network's strides do
+    not divide, a batch other than the one its reshapes fix); at the file's own shapes, the file."""
+    shown = ", ".join("x".join(str(d) for d in s) if s else "a scalar" for s in shapes)
+    head = f"layer {layer[:80]!r} ({op}): its inputs' shapes do not fit together ({shown})"
+    if given:
+        return (f"{head} at the input shape {given[:200]}; the network does not take that shape: give an image size "
+                "its strides divide (a multiple of 32 for YOLO), the batch its export fixed in its reshapes, or "
+                "export it again at the shape wanted")
+    return (f"{head} at the file's own input shapes, so the node breaks the ONNX spec of {op}: check it with "
+            "onnx.checker.check_model(model, full_check=True) and export the model again")
+
+
 def no_shape(layer: str, node: onnx.NodeProto, tensor: str, standard: bool, computed: bool = True) -> str:
     """The refusal of a layer output shape inference gives no shape at all: a plugin whose file does
     not declare it; a standard op sized by values inference cannot follow (``computed``: an operand after
