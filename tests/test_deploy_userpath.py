@@ -192,3 +192,27 @@ def test_an_input_shape_the_network_cannot_take_is_named_with_the_clashing_shape
     assert given in err[0] and "onnxslim" not in err[0], err[0]
     assert main(["check", str(path), "--shape", given.replace("31x31", "32x32").replace("=1x", f"={shape[0]}x")
                  if isinstance(shape[0], int) else "images=1x3x32x32"]) == 0
+
+
+def test_a_cast_whose_file_names_a_stale_symbol_after_nms_takes_its_input_s_bound(tmp_path):
+    """An Ultralytics ``nms=True, half=True`` export: the FP16 converter casts the boxes back to FP32 before
+    NonMaxSuppression, and the file's value_info gives that Cast's output a symbol of an earlier inference
+    (``NonZero_334_o0__d1``, a NonZero the converted graph no longer has). The load stopped there, "no
+    static shape"; a Cast keeps its input's shape, so it takes the input's bound."""
+    n = helper.make_node
+    nodes = [n("Greater", ["images", "zero"], ["mask"], name="/Greater"),
+             n("NonZero", ["mask"], ["idx"], name="/NonZero"),
+             n("Transpose", ["idx"], ["boxes"], name="/Transpose", perm=[1, 0]),
+             n("Cast", ["boxes"], ["boxes32"], name="/boxes_cast_to_fp32_node", to=TensorProto.FLOAT),
+             n("Relu", ["boxes32"], ["out"], name="/Relu")]
+    graph = helper.make_graph(nodes, "tail", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(0.0, np.float32), "zero")],
+                              value_info=[helper.make_tensor_value_info("boxes32", TensorProto.FLOAT,
+                                                                        ["NonZero_334_o0__d1", 4])])
+    path = tmp_path / "tail.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    from placetune.model.model import Model
+    model = Model.load(path)
+    assert model.layer("/boxes_cast_to_fp32_node").outputs[0].shape == (48, 4)  # every element of 1x3x4x4
+    assert model.layer("/Relu").outputs[0].data_dependent

@@ -18,7 +18,9 @@ placetune gives each such dimension its upper bound, the size the layer can reac
 * an expression of those (``Min``, ``Max``, ``+``, ``*``) evaluated on the bounds;
 * a ``Reshape`` with one open dimension: the element count of its input over the other dimensions
   (ONNX spec: Reshape keeps the element count); a ``Slice`` or ``TopK`` (``K`` computed from the data): its input's size, axis by axis;
-  a ``Concat`` (the boxes of every level of a detector): the sum of its inputs' bounds along its axis.
+  a ``Concat`` (the boxes of every level of a detector): the sum of its inputs' bounds along its axis;
+  a ``Cast`` or another op that keeps its input's shape: its input's bound (the file may name its size
+  with a symbol of an earlier inference, as an FP16 converter leaves it).
 
 A tensor bounded this way is marked ``data_dependent`` (:class:`~placetune.model.layer.TensorInfo`):
 the DLA checker refuses its layers, and the simulator costs them at the bound (a post-processing tail
@@ -101,6 +103,12 @@ def _new_symbols(node: onnx.NodeProto, inputs: list[list[int] | None],
     return None
 
 
+#: ops whose output has their (first) input's shape (ONNX spec), whatever their file says
+_SAME_SHAPE = frozenset({"Cast", "CastLike", "Identity", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log",
+                         "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Clip", "LeakyRelu",
+                         "HardSigmoid", "HardSwish", "Sin", "Cos", "Erf", "Softplus"})
+
+
 def _settle(out: str, dims: list, fixed: list[int], et: int, info: Info, bounds: dict[str, int],
             dependent: set[str]) -> None:
     """``out`` takes the bounded dims ``fixed``; a symbol among ``dims`` keeps its bound for later tensors."""
@@ -163,6 +171,11 @@ def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tup
                 total = sum(d[axis] for d in parts)  # the boxes of every level, each at its bound
                 _settle(out, dims, [total if i == axis else d if isinstance(d, int) and d > 0 else parts[0][i]
                                     for i, d in enumerate(dims)], et, info, bounds, dependent)
+                continue
+            if node.op_type in _SAME_SHAPE and ins_static and ins_static[0] is not None and len(ins_static[0]) == len(dims):
+                # a Cast (an FP16 export's cast back to FP32 before NMS, named in the file with a symbol of an
+                # earlier inference) or another op that keeps its input's shape: the input's bound
+                _settle(out, dims, list(ins_static[0]), et, info, bounds, dependent)
                 continue
             if node.op_type in ("Slice", "TopK") and ins_static and ins_static[0] is not None and len(ins_static[0]) == len(dims):
                 _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, ins_static[0])],
