@@ -114,7 +114,8 @@ else:
 """
 
 #: network, export options -> what a user deploys, each through the whole path
-NETWORKS = [("yolo11n-obb", {}), ("yolov8n", {"nms": True, "opset": 17}), ("yolo11n", {"simplify": False}),
+NETWORKS = [("yolo11n-obb", {}), ("yolov8n", {"nms": True, "opset": 17}), ("yolo11n", {"nms": True, "half": True}),
+            ("yolo11n", {"simplify": False}),
             ("yolo11n", {"opset": 13}), ("yolo11n", {"opset": 19}), ("yolo11n", {"imgsz": [320, 480]}),
             ("yolo11n", {"batch": 2}), ("yolo11n", {"dynamic": True}), ("tv:mobilenet_v3_large", {}),
             ("tv:convnext_tiny", {})]
@@ -134,9 +135,12 @@ def test_real_exports_go_the_whole_user_path(name, kwargs, tmp_path, monkeypatch
     assert done.returncode == 0, done.stderr[-2000:]
     monkeypatch.chdir(tmp_path)
     shape = ["--shape", "images=1x3x320x320"] if kwargs.get("dynamic") else []
-    for args in (["check", "net.onnx"], ["measure", "net.onnx"], ["tune", "--model", "net.onnx", "--trials", "5"]):
+    assert main(["check", "net.onnx", *shape]) == 0, capsys.readouterr().err
+    # an nms=True export at Ultralytics' default opset 18 has a ReduceMax axes input TensorRT 8.6 ignores
+    misread = "would build another network" in capsys.readouterr().out
+    assert misread == (bool(kwargs.get("nms")) and kwargs.get("opset", 18) >= 18)
+    for args in (["measure", "net.onnx"], ["tune", "--model", "net.onnx", "--trials", "5"]):
         assert main([*args, *shape]) == 0, capsys.readouterr().err
-        assert "would build another network" not in capsys.readouterr().out
     assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0, capsys.readouterr().err
     built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", "deploy"], tmp_path)
     # exit 1: a layer the doubles' small DLA table leaves on the GPU (a FullyConnected), said in the report
