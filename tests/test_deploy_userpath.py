@@ -117,7 +117,8 @@ else:
 NETWORKS = [("yolo11n-obb", {}), ("yolov8n", {"nms": True, "opset": 17}), ("yolo11n", {"nms": True, "half": True}),
             ("yolo11n", {"simplify": False}),
             ("yolo11n", {"opset": 13}), ("yolo11n", {"opset": 19}), ("yolo11n", {"imgsz": [320, 480]}),
-            ("yolo11n", {"batch": 2}), ("yolo11n", {"dynamic": True}), ("tv:mobilenet_v3_large", {}),
+            ("yolo11n", {"batch": 2}), ("yolo11n", {"dynamic": True}), ("yolo11n-seg", {"nms": True, "dynamic": True}),
+            ("tv:mobilenet_v3_large", {}),
             ("tv:convnext_tiny", {})]
 
 
