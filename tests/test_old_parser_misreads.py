@@ -138,6 +138,26 @@ def test_the_opset_17_conversion_is_not_advised_for_a_model_with_an_opset_18_spl
     assert "'m' (ReduceMean)" in why and "convert_version" not in why and "'s' is an opset-18 Split" in why, why
 
 
+@pytest.mark.parametrize("opset", [18, 19])
+def test_a_split_given_its_sizes_in_an_opset_18_model_cannot_be_converted_either(opset):
+    """An Ultralytics ``nms=True`` export (opset 18): its C2f Splits take their sizes as an input (no
+    ``num_outputs``) and its NMS tail a ReduceMax axes input. The fix advised the opset-17 conversion,
+    which fails on it ("No Adapter From Version $18 for Split"), the converter having no Split 18->17
+    adapter whatever the Split's form."""
+    nodes = [h.make_node("Split", ["x", "sizes"], ["a", "b"], name="/model.2/Split", axis=1),
+             h.make_node("ReduceMax", ["a", "ax"], ["y"], name="/ReduceMax")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 6, 4, 4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 3, 1, 1]),
+                          h.make_tensor_value_info("b", T.FLOAT, [1, 3, 4, 4])], [_i64("sizes", 3, 3), _i64("ax", 2, 3)])
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+    onnx.checker.check_model(proto)
+    with pytest.raises(RuntimeError, match="No Adapter From Version"):
+        version_converter.convert_version(proto, 17)
+    why = old_parser_misread(proto, "8.6")
+    assert "'/ReduceMax' (ReduceMax)" in why and "convert_version" not in why, why
+    assert "'/model.2/Split' is an opset-18 Split" in why, why
+
+
 def test_every_rule_cites_its_source():
     assert all(m.source and m.fix and m.effect for m in MISREADS)
 
@@ -210,3 +230,25 @@ def test_the_exported_build_sh_stops_for_a_tensorrt_whose_parser_misreads_the_mo
     assert "exit 3" not in script10
     notes = [line for line in script10.splitlines() if line.startswith("# needs trtexec of TensorRT 10 or later")]
     assert len(notes) == 1 and "'mean' (ReduceMean)" in notes[0], script10
+
+
+def test_check_says_the_parser_of_its_tensorrt_would_build_another_network(tmp_path, capsys):
+    """An Ultralytics ``nms=True`` export (opset 18: ReduceMax with its axes as an input) checked for the
+    default Orin rules (TensorRT 8.6): tune and measure warned that its plans would be built wrong there,
+    ``placetune check``, the first command a user runs on a model, said nothing (nor its JSON)."""
+    import json
+
+    from placetune.cli.main import main
+
+    proto = _model(h.make_node("ReduceMax", ["x", "ax"], ["y"], name="/ReduceMax", keepdims=1),
+                   [_i64("ax", 2, 3)])
+    path = tmp_path / "nms.onnx"
+    onnx.save(proto, str(path))
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "TensorRT 8.6's ONNX parser would build another network than this model" in out
+    assert "'/ReduceMax' (ReduceMax) has its axes as an input" in " ".join(out.split())
+    assert main(["check", str(path), "--json"]) == 0
+    assert "its axes as an input" in json.loads(capsys.readouterr().out)["summary"]["parser_misread"]
+    assert main(["check", str(path), "--trt-version", "10.3"]) == 0  # TensorRT 10's parser reads the axes
+    assert "would build another network" not in capsys.readouterr().out

@@ -24,10 +24,12 @@ from placetune.wording import plural, wrap
 
 if TYPE_CHECKING:
     import placetune.inputdata as _inputdata
+    import placetune.model.misreads as _misreads
     import placetune.placement.placement as _placement
     import placetune.placement.realise as _realise
 else:
     _inputdata = lazy_import("placetune.inputdata")
+    _misreads = lazy_import("placetune.model.misreads")
     _placement = lazy_import("placetune.placement.placement")
     _realise = lazy_import("placetune.placement.realise")
 
@@ -93,6 +95,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     support = _realise.dla_support(model, platform, args.precision, args.trt_version)
     eligible = sum(1 for s in support.values() if s.supported)
     islands = _islands_before_limit(model, support) if platform.dla_count else 0
+    # a form this TensorRT's ONNX parser imports as another network (tune and measure warn of it, build refuses it)
+    misread = _misreads.old_parser_misread(model.proto, str(args.trt_version)) if model.proto is not None else None
     doc = {
         "model": model.name,
         "model_hash": model.hash,
@@ -118,6 +122,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             "exceeds_loadable_limit": islands > _realise.MAX_LOADABLES_PER_CORE,
             "gmacs": round(model.total_macs / 1e9, 4),
             "data_dependent_ops": _inputdata.data_dependent_ops(model),
+            "parser_misread": misread,
         },
     }
     width = None if args.wide else (terminal_width() or LOG_WIDTH)
@@ -134,6 +139,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if s["data_dependent_ops"]:
         human += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
                   "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
+    if misread:
+        human += (f"\nTensorRT {args.trt_version}'s ONNX parser would build another network than this model (its "
+                  f"plans would be built wrong there): {misread}")
     same = _same_target(args)
     if not platform.dla_count:  # nothing to search: tune refuses this platform
         human += (f"\n{platform.name} has no DLA core: every layer runs on the GPU, so there is no placement to tune "

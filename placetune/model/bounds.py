@@ -18,7 +18,9 @@ placetune gives each such dimension its upper bound, the size the layer can reac
 * an expression of those (``Min``, ``Max``, ``+``, ``*``) evaluated on the bounds;
 * a ``Reshape`` with one open dimension: the element count of its input over the other dimensions
   (ONNX spec: Reshape keeps the element count); a ``Slice`` or ``TopK`` (``K`` computed from the data): its input's size, axis by axis;
-  a ``Concat`` (the boxes of every level of a detector): the sum of its inputs' bounds along its axis.
+  a ``Concat`` (the boxes of every level of a detector): the sum of its inputs' bounds along its axis;
+  a ``Cast`` or another op that keeps its input's shape: its input's bound (the file may name its size
+  with a symbol of an earlier inference, as an FP16 converter leaves it).
 
 A tensor bounded this way is marked ``data_dependent`` (:class:`~placetune.model.layer.TensorInfo`):
 the DLA checker refuses its layers, and the simulator costs them at the bound (a post-processing tail
@@ -101,6 +103,12 @@ def _new_symbols(node: onnx.NodeProto, inputs: list[list[int] | None],
     return None
 
 
+#: ops whose output has their (first) input's shape (ONNX spec), whatever their file says
+_SAME_SHAPE = frozenset({"Cast", "CastLike", "Identity", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log",
+                         "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Clip", "LeakyRelu",
+                         "HardSigmoid", "HardSwish", "Sin", "Cos", "Erf", "Softplus"})
+
+
 def _settle(out: str, dims: list, fixed: list[int], et: int, info: Info, bounds: dict[str, int],
             dependent: set[str]) -> None:
     """``out`` takes the bounded dims ``fixed``; a symbol among ``dims`` keeps its bound for later tensors."""
@@ -164,6 +172,11 @@ def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tup
                 _settle(out, dims, [total if i == axis else d if isinstance(d, int) and d > 0 else parts[0][i]
                                     for i, d in enumerate(dims)], et, info, bounds, dependent)
                 continue
+            if node.op_type in _SAME_SHAPE and ins_static and ins_static[0] is not None and len(ins_static[0]) == len(dims):
+                # a Cast (an FP16 export's cast back to FP32 before NMS, named in the file with a symbol of an
+                # earlier inference) or another op that keeps its input's shape: the input's bound
+                _settle(out, dims, list(ins_static[0]), et, info, bounds, dependent)
+                continue
             if node.op_type in ("Slice", "TopK") and ins_static and ins_static[0] is not None and len(ins_static[0]) == len(dims):
                 _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, ins_static[0])],
                         et, info, bounds, dependent)  # at most the input, axis by axis
@@ -226,6 +239,50 @@ def unbounded(layer: str, op: str, tensor: str, dims: list | None, computed: boo
             f"graph [{shown}] and placetune cannot bound it (it bounds the sizes after NonZero, NonMaxSuppression and "
             f"TopK); every layer needs a static or bounded shape: fold the shape computations first ({_FOLD}), or "
             "export the network without its post-processing (NMS on the host, or TensorRT's EfficientNMS_TRT plugin)")
+
+
+#: ops whose every input is data, broadcast together (no operand sizes the output)
+_BROADCAST_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Greater", "Less",
+                            "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Where", "Mod", "PRelu"})
+
+
+def clashing_shapes(node: onnx.NodeProto, shapes: list[list | None]) -> bool:
+    """True when the static input shapes of a Concat or a broadcasting op do not fit together (other
+    ranks, or sizes off the concatenation axis that differ; sizes that do not broadcast): why shape
+    inference gave its output no shape. False when a shape is open or they fit (the cause is elsewhere)."""
+    if node.domain not in ("", "ai.onnx") or not shapes or any(
+            s is None or not all(isinstance(d, int) for d in s) for s in shapes):
+        return False
+    if node.op_type == "Concat":
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        rank = len(shapes[0])
+        if any(len(s) != rank for s in shapes):
+            return True
+        if not -rank <= axis < rank:
+            return False
+        axis %= rank
+        return any([d for i, d in enumerate(s) if i != axis] != [d for i, d in enumerate(shapes[0]) if i != axis]
+                   for s in shapes)
+    if node.op_type in _BROADCAST_OPS:
+        try:
+            np.broadcast_shapes(*(tuple(s) for s in shapes))
+        except ValueError:
+            return True
+    return False
+
+
+def shapes_clash(layer: str, op: str, shapes: list[list], given: str) -> str:
+    """The refusal of a layer whose inputs' static shapes do not fit together: at an input shape given
+    other than the file's (``--shape``), the shape is the cause (an image size the network's strides do
+    not divide, a batch other than the one its reshapes fix); at the file's own shapes, the file."""
+    shown = ", ".join("x".join(str(d) for d in s) if s else "a scalar" for s in shapes)
+    head = f"layer {layer[:80]!r} ({op}): its inputs' shapes do not fit together ({shown})"
+    if given:
+        return (f"{head} at the input shape {given[:200]}; the network does not take that shape: give an image size "
+                "its strides divide (a multiple of 32 for YOLO), the batch its export fixed in its reshapes, or "
+                "export it again at the shape wanted")
+    return (f"{head} at the file's own input shapes, so the node breaks the ONNX spec of {op}: check it with "
+            "onnx.checker.check_model(model, full_check=True) and export the model again")
 
 
 def no_shape(layer: str, node: onnx.NodeProto, tensor: str, standard: bool, computed: bool = True) -> str:

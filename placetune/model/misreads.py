@@ -192,12 +192,13 @@ def _major(trt_version: str) -> int | None:
 
 def _fix(rule: Misread, proto: onnx.ModelProto) -> str:
     """The rule's fix; the opset-17 conversion is not offered for a model onnx's converter cannot take
-    down (an opset-18 Split: it has no Split 18->17 adapter, whatever the sizes)."""
+    down (an opset-18 Split: it has no Split 18->17 adapter, whatever the sizes: ``num_outputs`` or the
+    sizes as an input, as Ultralytics' exports give them)."""
     if rule.fix != _TO_17:
         return rule.fix
-    split = next((n for n in proto.graph.node if n.op_type == "Split" and n.domain in ("", "ai.onnx")
-                  and _attr(n, "num_outputs") is not None), None)
-    if split is None:
+    opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    split = next((n for n in proto.graph.node if n.op_type == "Split" and n.domain in ("", "ai.onnx")), None)
+    if split is None or opset < 18:
         return rule.fix
     return (f"export it with opset 17 (onnx.version_converter cannot convert this model: it has no Split 18->17 "
             f"adapter, and node {split.name[:80]!r} is an opset-18 Split)")

@@ -19,7 +19,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from placetune.model.bounds import DATA_DEPENDENT_OPS, bound_data_dependent, no_shape, unbounded
+from placetune.model.bounds import (DATA_DEPENDENT_OPS, bound_data_dependent, clashing_shapes, no_shape,
+                                    shapes_clash, unbounded)
 from placetune.model.costs import layer_costs
 from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeError, UnknownNameError
 from placetune.model.graphfold import SMALL_CONST_ELEMENTS, GraphFolder, attr_value as _attr_value
@@ -357,6 +358,12 @@ def _infer(proto: onnx.ModelProto) -> dict[str, tuple[list | None, int]]:
     return info
 
 
+def _given(inputs: Sequence[TensorInfo], original: dict[str, list | None]) -> str:
+    """The input shapes set otherwise than the file has them (``--shape``, ``--batch``), as ``name=AxBxC``."""
+    return ", ".join(f"{line_safe(t.name)[:80]}={'x'.join(str(d) for d in t.shape)}" for t in inputs
+                     if list(t.shape) != original.get(t.name))
+
+
 def _build(
     proto: onnx.ModelProto,
     stripped: set[str],
@@ -438,6 +445,9 @@ def _build(
         computed = any(x and (x not in const or x in unevaluated) for x in node.input[1:])
         for t in outs:
             if not t.shape and info.get(t.name, (None, 0))[0] is None:
+                shapes = [info.get(x, (None, 0))[0] for x in node.input if x]
+                if clashing_shapes(node, shapes):
+                    raise ModelError(shapes_clash(lname, node.op_type, shapes, _given(inputs, original)))
                 raise ModelError(no_shape(lname, node, t.name, has_schema(node.op_type, node.domain, local_functions(proto)),
                                           computed))
             if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0]):  # open dims, not a scalar

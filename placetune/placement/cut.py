@@ -404,6 +404,13 @@ def cut(
     nodes = list(g.node)
     order = _toposort(nodes)
     types = _static_types(proto, model.input_shapes)
+    # a size ONNX inference leaves open here that the model's own folding fixed (an Ultralytics nms=True,
+    # dynamic=True segmenter's output: a Slice to the batch, sized through Shape of another branch)
+    for layer in model.layers:
+        for t in layer.outputs:
+            if t.shape and not t.data_dependent and not _is_static(types.get(t.name)):
+                types[t.name] = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype)),
+                                                              list(t.shape))
 
     # ---- original node -> model layer (by its first output, which placetune keeps)
     layer_of_output = {layer.outputs[0].name: layer.name for layer in model.layers if layer.outputs}

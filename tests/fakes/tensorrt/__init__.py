@@ -455,6 +455,22 @@ for _op, _lt in (("ArgMax", "TOPK"), ("Greater", "ELEMENTWISE"), ("NonZero", "NO
         _OP_TYPES[_op] = LayerType[_lt]
 if _has(LayerType, "NORMALIZATION"):  # INormalizationLayer (and the parser's LayerNormalization) from 8.6
     _OP_TYPES["LayerNormalization"] = LayerType.NORMALIZATION
+# ops of networks users export, each with an importer in onnx-tensorrt 8.5-10.x (its docs/operators.md;
+# GridSample from 8.6):
+# YOLO11-OBB's angle (Sin, Cos), a dynamic export's anchors (Range: a fill layer), an nms=True score filter
+# (Where: a select layer), MobileNetV3 (HardSwish: the parser's HardSigmoid activation times the input, one
+# activation layer here, which the DLA table leaves on the GPU as TensorRT's HardSigmoid is)
+for _op, _lt in (("Sin", "UNARY"), ("Cos", "UNARY"), ("Exp", "UNARY"), ("Log", "UNARY"), ("Neg", "UNARY"),
+                 ("Reciprocal", "UNARY"), ("Floor", "UNARY"), ("Ceil", "UNARY"), ("Where", "SELECT"),
+                 ("Range", "FILL"), ("HardSwish", "ACTIVATION"),
+                 # the anchors and masks of dynamic, nms=True, RT-DETR and ViT exports
+                 ("Expand", "SLICE"), ("Tile", "SLICE"), ("ConstantOfShape", "FILL"), ("Equal", "ELEMENTWISE"),
+                 ("Less", "ELEMENTWISE"), ("GreaterOrEqual", "ELEMENTWISE"), ("And", "ELEMENTWISE"),
+                 ("Xor", "ELEMENTWISE"), ("Mod", "ELEMENTWISE"), ("Not", "UNARY"), ("TopK", "TOPK"),
+                 ("GatherElements", "GATHER"), ("ReduceMin", "REDUCE"), ("ReduceProd", "REDUCE"),
+                 ("GridSample", "GRID_SAMPLE")):
+    if _has(LayerType, _lt):
+        _OP_TYPES[_op] = LayerType[_lt]
 
 
 class ParserError:
