@@ -253,19 +253,20 @@ def clashing_shapes(node: onnx.NodeProto, shapes: list[list | None]) -> bool:
     if node.domain not in ("", "ai.onnx") or not shapes or any(
             s is None or not all(isinstance(d, int) for d in s) for s in shapes):
         return False
+    shapes_known = [s for s in shapes if s is not None]  # every one (checked above), as the type checker sees it
     if node.op_type == "Concat":
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-        rank = len(shapes[0])
-        if any(len(s) != rank for s in shapes):
+        rank = len(shapes_known[0])
+        if any(len(s) != rank for s in shapes_known):
             return True
         if not -rank <= axis < rank:
             return False
         axis %= rank
-        return any([d for i, d in enumerate(s) if i != axis] != [d for i, d in enumerate(shapes[0]) if i != axis]
-                   for s in shapes)
+        return any([d for i, d in enumerate(s) if i != axis] != [d for i, d in enumerate(shapes_known[0]) if i != axis]
+                   for s in shapes_known)
     if node.op_type in _BROADCAST_OPS:
         try:
-            np.broadcast_shapes(*(tuple(s) for s in shapes))
+            np.broadcast_shapes(*(tuple(s) for s in shapes_known))
         except ValueError:
             return True
     return False
