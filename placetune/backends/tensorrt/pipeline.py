@@ -117,7 +117,8 @@ def measure_pipeline(ctx: JobContext, r: "Realisation", platform: "Platform", se
         return Measurement.failure("build_failed", f"cannot cut the model into pipeline segments: "
                                    f"{type(exc).__name__}: {exc}", **base)
     formats = cut_formats(cuts, settings.precision, strongly_typed=common["strongly_typed"],
-                          network_outputs=[o.name for o in source.graph.output]) if ctx.cut_formats else {}
+                          network_outputs=[o.name for o in source.graph.output],
+                          qdq=has_qdq(source)) if ctx.cut_formats else {}
     job, timeout, gate_skipped = _pipeline_job(ctx, r, cuts, source, ref_path, settings, platform, version, common,
                                                cache, formats, fp16)
     job["dla_cores"] = cores
