@@ -318,3 +318,21 @@ def test_a_q_dq_pipeline_builds_its_cut_formats_at_the_first_attempt(version, qd
     assert len([j for j in jobs if j.get("op") == "pipeline"]) == 1
     assert {t: f["format"] for t, f in m.extra["cut_formats"].items()} == {"in_dq": "CHW16", "conv1_r": "CHW16"}
     assert m.extra["engines"][1]["io_formats"] == {"in_dq": ["HALF", "CHW16"], "conv1_r": ["HALF", "CHW16"]}
+
+
+def test_a_reference_that_fails_to_build_is_not_blamed_on_the_cut_formats(two_conv, tmp_path, monkeypatch):
+    """Only a segment engine that was given cut formats is built again without them: a failure of the
+    all-GPU reference (no cut formats) is recorded at once as the reference's, not after rebuilding
+    every segment with FP32 linear cuts and a note that the formats did not build."""
+
+    def broken_reference(job):
+        if job.get("reference"):
+            job["reference"]["onnx"] = str(tmp_path / "missing.onnx")
+            job["reference"]["plan_cache"] = str(tmp_path / "missing.engine")
+
+    jobs: list = []
+    m = _run(two_conv, tmp_path, "10.3.0", "int8", jobs=jobs, tamper=broken_reference, monkeypatch=monkeypatch)
+    assert m.status == "build_failed"
+    assert "the reference engine" in m.reason, m.reason
+    assert len([j for j in jobs if j.get("op") == "pipeline"]) == 1
+    assert "cut_formats_failed" not in m.extra
