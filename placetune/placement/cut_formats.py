@@ -92,8 +92,8 @@ class _Seg:
     dtypes: dict[str, str | None] | None = None
 
 
-#: the cut tensors' types a DLA-native feature format may carry (numpy names)
-_FLOATS = {"float32", "float16"}
+#: the cut tensors' types that keep their own type (numpy names, as the plan's boundary lists them)
+_NOT_FLOAT = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"}
 
 
 def _from_model(seg: "SegmentModel") -> _Seg:
@@ -125,7 +125,7 @@ def _choose(segs: list[_Seg], precision: str, strongly_typed: bool, outs: set[st
         if shape is None or len(shape) != 4:
             continue
         dtype_of = (p.dtypes or {}).get(t)
-        if dtype_of is not None and dtype_of not in _FLOATS:  # INT8 of a Q node, INT32/INT64, BOOL: kept
+        if dtype_of is not None and dtype_of.lower() in _NOT_FLOAT:  # INT8 of a Q node, INT32/INT64, BOOL: kept
             continue
         if strongly_typed:  # the segment models are made FP16 for an fp16 build; INT8 needs Q/DQ
             if precision != "fp16":
