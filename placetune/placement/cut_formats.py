@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 if TYPE_CHECKING:
     from placetune.placement.cut import SegmentModel
 
-__all__ = ["CutFormat", "cut_formats", "plan_cut_formats", "trtexec_io_formats"]
+__all__ = ["CutFormat", "cut_formats", "plan_cut_formats", "refused_by_build", "trtexec_io_formats"]
 
 #: trtexec ``--inputIOFormats`` spellings (sampleOptions.cpp ``stringToValue<TensorFormat>`` / types)
 _TRTEXEC_TYPE = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8"}
@@ -200,3 +200,17 @@ def trtexec_io_formats(names: Iterable[str], formats: Mapping[str, CutFormat], d
     if not any(n in formats for n in names):
         return None
     return ",".join(formats[n].trtexec if n in formats else default for n in names)
+
+
+def refused_by_build(result: Mapping[str, Any] | None, specs: list[Mapping[str, Any]]) -> bool:
+    """Whether a pipeline worker job's build failed at a segment engine that was given cut formats. Any other
+    failure (the reference engine, a segment with TensorRT's default I/O) is not the formats': built
+    again without them it fails the same way after rebuilding every segment (new cache keys), and a
+    failure that does not repeat would be recorded as the formats' fault, measured with FP32 linear cuts."""
+    if not result or result.get("status") != "build_failed":
+        return False
+    try:
+        k = int(result["failed_engine"])
+    except (KeyError, TypeError, ValueError):
+        return True  # a reply that does not say which engine failed: the formats may be why
+    return 0 <= k < len(specs) and bool(specs[k].get("io_formats"))

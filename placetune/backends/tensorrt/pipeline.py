@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from placetune.placement.cut import SegmentModel, cut, swap_inputs, with_batch
-from placetune.placement.cut_formats import CutFormat, cut_formats
+from placetune.placement.cut_formats import CutFormat, cut_formats, refused_by_build
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import TIMED, dla_failure, parse_build_log
@@ -124,7 +124,7 @@ def measure_pipeline(ctx: JobContext, r: "Realisation", platform: "Platform", se
     job["dla_cores"] = cores
     reply = ctx.run(job, timeout_s=timeout)
     why = None
-    if formats and _failed_with_formats(reply.result, job["engines"]):
+    if formats and refused_by_build(reply.result, job["engines"]):
         # the native cut formats did not build (a TensorRT that refuses one of them): the
         # pipeline with TensorRT's default I/O formats instead, and the reason kept
         why = str(reply.result.get("error") or "build failed")
@@ -135,20 +135,6 @@ def measure_pipeline(ctx: JobContext, r: "Realisation", platform: "Platform", se
         reply = ctx.run(job, timeout_s=timeout)
     return _pipeline_measurement(ctx, reply, r, cuts, job["engines"], settings, base, version, timeout, gate_skipped,
                                  formats, why, job["gate"]["reference"])
-
-
-def _failed_with_formats(result: dict[str, Any] | None, specs: list[dict[str, Any]]) -> bool:
-    """Whether a pipeline job's build failed at a segment engine that was given cut formats. Any other
-    failure (the reference engine, a segment with TensorRT's default I/O) is not the formats': built
-    again without them it fails the same way after rebuilding every segment (new cache keys), and a
-    failure that does not repeat would be recorded as the formats' fault, measured with FP32 linear cuts."""
-    if not result or result.get("status") != "build_failed":
-        return False
-    try:
-        k = int(result.get("failed_engine", -1))
-    except (TypeError, ValueError):
-        return True  # a worker that does not say which engine failed: the formats may be why
-    return 0 <= k < len(specs) and bool(specs[k].get("io_formats"))
 
 
 def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], source: "onnx.ModelProto",
