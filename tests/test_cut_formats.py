@@ -241,3 +241,98 @@ def test_the_plan_lists_each_boundary_tensors_trt_type_and_format(two_conv, tmp_
         ("input", "FLOAT", "LINEAR"), (cut_name, "INT8", "CHW32")]
     assert [(t["name"], t["trt_dtype"], t["format"]) for t in dla["inputs"] + dla["outputs"]] == [
         (cut_name, "INT8", "CHW32"), ("output", "FLOAT", "LINEAR")]
+
+
+# ---- explicitly quantized (Q/DQ) models and non-float cut tensors
+QDQ_DLA = {"conv1": "DLA0", "relu1": "DLA0"}  # GPU (input Q/DQ) | DLA0 (conv1, relu1) | GPU (the rest)
+
+
+@pytest.fixture(scope="module")
+def qdq_net(tmp_path_factory) -> Path:
+    from tests.test_qdq import _qdq_net
+
+    path = tmp_path_factory.mktemp("qdq") / "qdq_net.onnx"
+    onnx.save(_qdq_net(), str(path))
+    return path
+
+
+def test_a_q_dq_models_float_cuts_travel_in_fp16_chw16_not_in_scaleless_int8(qdq_net):
+    """TensorRT takes no dynamic range in a network with Q/DQ layers ("Setting dynamic range is only
+    allowed when there are no Q/DQ layers in the Network") and trtexec sets none there
+    (sampleEngines.cpp hasQDQLayers), so a float cut tensor asked for as INT8 kCHW32 has no scale
+    and cannot build; FP16 kCHW16 (the DLA's native FP16 format) needs none. A cut tensor that is
+    INT8 in the model (a QuantizeLinear's output) keeps its own type: HALF would convert it."""
+    m = Model.load(str(qdq_net))
+    segs = cut(m, Placement(m, QDQ_DLA))
+    got = {t: (f.dtype, f.format) for t, f in cut_formats(segs, "int8", qdq=True).items()}
+    assert got == {"in_dq": ("HALF", "CHW16"), "conv1_r": ("HALF", "CHW16")}
+    # a model without Q/DQ nodes keeps INT8 kCHW32 (its ranges are set on the I/O tensors)
+    assert {f.dtype for f in cut_formats(segs, "int8").values()} == {"INT8"}
+    # the cut between a QuantizeLinear (GPU) and its DequantizeLinear (DLA0): an INT8 tensor of the model
+    segs = cut(m, Placement(m, {"in_DQ": "DLA0", **QDQ_DLA}))
+    assert [s.inputs for s in segs][1] == ("in_q",)
+    for qdq in (True, False):
+        assert "in_q" not in cut_formats(segs, "int8", qdq=qdq)
+        assert "in_q" not in cut_formats(segs, "fp16", qdq=qdq)
+
+
+def test_an_integer_cut_tensor_keeps_its_type_in_an_fp16_pipeline():
+    """A 4-D integer tensor a DLA segment writes (an ArgMax that falls back to the GPU inside it) is
+    not given a HALF I/O type: its producer would convert the indices to FP16 and its reader read
+    them as such."""
+    from placetune.placement.cut_formats import plan_cut_formats
+
+    engines = [{"index": 0, "device": "DLA0", "inputs": [{"name": "x"}],
+                "outputs": [{"name": "idx", "shape": [1, 1, 8, 8], "dtype": "int64"},
+                            {"name": "feat", "shape": [1, 16, 8, 8], "dtype": "float32"}]},
+               {"index": 1, "device": "GPU", "inputs": [{"name": "idx"}, {"name": "feat"}], "outputs": [{"name": "y"}]}]
+    got = plan_cut_formats(engines, "fp16", network_outputs=["y"])
+    assert sorted(got) == ["feat"] and got["feat"].dtype == "HALF"
+
+
+@pytest.mark.parametrize("version", ["8.5.2", "10.3.0"])
+def test_a_q_dq_pipeline_builds_its_cut_formats_at_the_first_attempt(version, qdq_net, tmp_path, monkeypatch):
+    """An INT8 pipeline of a Q/DQ model: its cut tensors in FP16 kCHW16 build on the first attempt; it
+    is not built once with scale-less INT8 cuts that fail, and again with FP32 linear I/O (a GPU
+    reformat at every cut, which the deployment's DLA-native cuts would not pay)."""
+    # the gate is off: this network's int8 weights overflow FP16 on random input in both engines
+    be = TensorRTBackend(worker_env=fake_env(version), cache_dir=tmp_path / "cache", warmup_ms=1,
+                         profile_iterations=2, gate=False)
+    ev = Evaluator(str(qdq_net), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version=version[:4].rstrip("."),
+                   iterations=5, mode="pipeline", precision="int8")
+    jobs: list = []
+    orig = be.pool.run
+
+    def run(job, **kw):
+        jobs.append(job)
+        return orig(job, **kw)
+
+    monkeypatch.setattr(be.pool, "run", run)
+    try:
+        m = ev.evaluate(Placement(ev.model, QDQ_DLA))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert "cut_formats_failed" not in m.extra, m.extra.get("cut_formats_failed")
+    assert len([j for j in jobs if j.get("op") == "pipeline"]) == 1
+    assert {t: f["format"] for t, f in m.extra["cut_formats"].items()} == {"in_dq": "CHW16", "conv1_r": "CHW16"}
+    assert m.extra["engines"][1]["io_formats"] == {"in_dq": ["HALF", "CHW16"], "conv1_r": ["HALF", "CHW16"]}
+
+
+def test_a_reference_that_fails_to_build_is_not_blamed_on_the_cut_formats(two_conv, tmp_path, monkeypatch):
+    """Only a segment engine that was given cut formats is built again without them: a failure of the
+    all-GPU reference (no cut formats) is recorded at once as the reference's, not after rebuilding
+    every segment with FP32 linear cuts and a note that the formats did not build."""
+
+    def broken_reference(job):
+        if job.get("reference"):
+            job["reference"]["onnx"] = str(tmp_path / "missing.onnx")
+            job["reference"]["plan_cache"] = str(tmp_path / "missing.engine")
+
+    jobs: list = []
+    m = _run(two_conv, tmp_path, "10.3.0", "int8", jobs=jobs, tamper=broken_reference, monkeypatch=monkeypatch)
+    assert m.status == "build_failed"
+    assert "the reference engine" in m.reason, m.reason
+    assert len([j for j in jobs if j.get("op") == "pipeline"]) == 1
+    assert "cut_formats_failed" not in m.extra

@@ -8,9 +8,14 @@ or reads gets the DLA's native feature format on **both** sides (the producer's 
 consumer's input must agree byte for byte):
 
 * INT8 builds (TensorRT 8.x / 10.x): ``INT8`` + ``kCHW32`` (the DLA's native INT8 feature format);
-* FP16 builds, and FP16 models on strongly typed TensorRT 11: ``HALF`` + ``kCHW16``.
+* FP16 builds, and FP16 models on strongly typed TensorRT 11: ``HALF`` + ``kCHW16``;
+* INT8 builds of an explicitly quantized (Q/DQ) model: ``HALF`` + ``kCHW16`` too. An INT8 network
+  I/O tensor needs a scale, and TensorRT takes none but the Q/DQ nodes' in such a network ("Setting
+  dynamic range is only allowed when there are no Q/DQ layers in the Network"; trtexec sets no
+  range on it, sampleEngines.cpp hasQDQLayers): a float cut tensor asked for as INT8 cannot build.
 
-Only 4-D (NCHW) tensors qualify: the vectorised formats put the vector on the third-to-last
+Only floating-point tensors qualify (an integer or boolean cut tensor keeps its own type: a
+``HALF`` I/O type would convert it), and only 4-D (NCHW) ones: the vectorised formats put the vector on the third-to-last
 dimension, which is C only in NCHW. A tensor that is also a network output stays FP32 linear
 (the application reads it), and so does every cut of an FP32 build (the DLA runs no FP32).
 References: ``NvInferRuntimeBase.h`` ``TensorFormat`` comments (release/10.3); DESIGN notes in
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 if TYPE_CHECKING:
     from placetune.placement.cut import SegmentModel
 
-__all__ = ["CutFormat", "cut_formats", "plan_cut_formats", "trtexec_io_formats"]
+__all__ = ["CutFormat", "cut_formats", "plan_cut_formats", "refused_by_build", "trtexec_io_formats"]
 
 #: trtexec ``--inputIOFormats`` spellings (sampleOptions.cpp ``stringToValue<TensorFormat>`` / types)
 _TRTEXEC_TYPE = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8"}
@@ -77,23 +82,34 @@ class CutFormat:
 
 @dataclass(frozen=True)
 class _Seg:
-    """What the choice reads of a segment: its device, its input names, its output shapes."""
+    """What the choice reads of a segment: its device, its input names, its output shapes and the
+    numpy names of its outputs' types (None where unknown)."""
 
     index: int
     device: str
     inputs: tuple[str, ...]
     outputs: dict[str, tuple[int, ...] | None]
+    dtypes: dict[str, str | None] | None = None
+
+
+#: the cut tensors' types that keep their own type (numpy names, as the plan's boundary lists them)
+_NOT_FLOAT = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"}
 
 
 def _from_model(seg: "SegmentModel") -> _Seg:
+    from placetune.placement.cut import tensor_infos
+
     shapes: dict[str, tuple[int, ...] | None] = {}
     for vi in seg.proto.graph.output:
         dims = tuple(int(d.dim_value) if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim)
         shapes[vi.name] = dims if all(d > 0 for d in dims) else None
-    return _Seg(seg.index, seg.device, tuple(seg.inputs), {t: shapes.get(t) for t in seg.outputs})
+    types = {t["name"]: t["dtype"] for t in tensor_infos(list(seg.proto.graph.output))}
+    return _Seg(seg.index, seg.device, tuple(seg.inputs), {t: shapes.get(t) for t in seg.outputs},
+                {t: types.get(t) for t in seg.outputs})
 
 
-def _choose(segs: list[_Seg], precision: str, strongly_typed: bool, outs: set[str]) -> dict[str, CutFormat]:
+def _choose(segs: list[_Seg], precision: str, strongly_typed: bool, outs: set[str],
+            qdq: bool = False) -> dict[str, CutFormat]:
     producer = {t: s for s in segs for t in s.outputs}
     readers: dict[str, list[_Seg]] = {}
     for s in segs:
@@ -108,12 +124,17 @@ def _choose(segs: list[_Seg], precision: str, strongly_typed: bool, outs: set[st
         shape = p.outputs.get(t)
         if shape is None or len(shape) != 4:
             continue
+        dtype_of = (p.dtypes or {}).get(t)
+        if dtype_of is not None and dtype_of.lower() in _NOT_FLOAT:  # INT8 of a Q node, INT32/INT64, BOOL: kept
+            continue
         if strongly_typed:  # the segment models are made FP16 for an fp16 build; INT8 needs Q/DQ
             if precision != "fp16":
                 continue
             dtype, fmt = "HALF", "CHW16"
-        elif precision == "int8":
+        elif precision == "int8" and not qdq:
             dtype, fmt = "INT8", "CHW32"
+        elif precision == "int8":  # a Q/DQ model: no scale for an INT8 cut tensor, FP16 is scale-free
+            dtype, fmt = "HALF", "CHW16"
         elif precision == "fp16":
             dtype, fmt = "HALF", "CHW16"
         else:
@@ -123,7 +144,7 @@ def _choose(segs: list[_Seg], precision: str, strongly_typed: bool, outs: set[st
 
 
 def cut_formats(cuts: Iterable["SegmentModel"], precision: str, *, strongly_typed: bool = False,
-                network_outputs: Iterable[str] = ()) -> dict[str, CutFormat]:
+                network_outputs: Iterable[str] = (), qdq: bool = False) -> dict[str, CutFormat]:
     """The cut tensors of a pipeline that get a DLA-native type and format, by name.
 
     Args:
@@ -132,6 +153,8 @@ def cut_formats(cuts: Iterable["SegmentModel"], precision: str, *, strongly_type
         strongly_typed: TensorRT 11, where types come from the model: an ``fp16`` build's
             segment models are made FP16 (``kCHW16`` then), other precisions keep the default.
         network_outputs: the model's outputs (they stay FP32 linear).
+        qdq: the model is explicitly quantized (Q/DQ nodes): an ``int8`` build's cuts get
+            ``HALF`` + ``kCHW16``, which needs no scale.
 
     Returns:
         tensor name -> :class:`CutFormat`; cuts that keep TensorRT's default are absent.
@@ -145,24 +168,28 @@ def cut_formats(cuts: Iterable["SegmentModel"], precision: str, *, strongly_type
         >>> f.dtype, f.format, f.trtexec, f.producer, f.consumers
         ('INT8', 'CHW32', 'int8:chw32', 0, (1,))
     """
-    return _choose([_from_model(c) for c in cuts], precision, strongly_typed, set(network_outputs))
+    return _choose([_from_model(c) for c in cuts], precision, strongly_typed, set(network_outputs), qdq)
 
 
 def plan_cut_formats(engines: Iterable[Mapping[str, Any]], precision: str, *, strongly_typed: bool = False,
-                     network_outputs: Iterable[str] = ()) -> dict[str, CutFormat]:
+                     network_outputs: Iterable[str] = (), qdq: bool = False) -> dict[str, CutFormat]:
     """:func:`cut_formats` of an exported pipeline plan's engines (each with ``index``, ``device``
     and its boundary ``inputs`` / ``outputs`` as ``{"name", "shape"}``); {} when the plan does
     not list its boundary tensors."""
     segs = []
     for i, e in enumerate(engines):
         outs: dict[str, tuple[int, ...] | None] = {}
+        types: dict[str, str | None] = {}
         for t in e.get("outputs") or []:
             shape = t.get("shape") if isinstance(t, Mapping) else None
             ok = isinstance(shape, list) and all(isinstance(d, int) and d > 0 for d in shape)
-            outs[str(t.get("name") if isinstance(t, Mapping) else t)] = tuple(shape) if ok else None
+            name = str(t.get("name") if isinstance(t, Mapping) else t)
+            outs[name] = tuple(shape) if ok else None
+            dtype = t.get("dtype") if isinstance(t, Mapping) else None
+            types[name] = str(dtype) if dtype else None
         ins = tuple(str(t.get("name") if isinstance(t, Mapping) else t) for t in e.get("inputs") or [])
-        segs.append(_Seg(int(e.get("index", i)), str(e.get("device", "GPU")), ins, outs))
-    return _choose(segs, precision, strongly_typed, set(network_outputs))
+        segs.append(_Seg(int(e.get("index", i)), str(e.get("device", "GPU")), ins, outs, types))
+    return _choose(segs, precision, strongly_typed, set(network_outputs), qdq)
 
 
 def trtexec_io_formats(names: Iterable[str], formats: Mapping[str, CutFormat], default: str = "fp32:chw") -> str | None:
@@ -173,3 +200,17 @@ def trtexec_io_formats(names: Iterable[str], formats: Mapping[str, CutFormat], d
     if not any(n in formats for n in names):
         return None
     return ",".join(formats[n].trtexec if n in formats else default for n in names)
+
+
+def refused_by_build(result: Mapping[str, Any] | None, specs: list[Mapping[str, Any]]) -> bool:
+    """Whether a pipeline worker job's build failed at a segment engine that was given cut formats. Any other
+    failure (the reference engine, a segment with TensorRT's default I/O) is not the formats': built
+    again without them it fails the same way after rebuilding every segment (new cache keys), and a
+    failure that does not repeat would be recorded as the formats' fault, measured with FP32 linear cuts."""
+    if not result or result.get("status") != "build_failed":
+        return False
+    try:
+        k = int(result["failed_engine"])
+    except (KeyError, TypeError, ValueError):
+        return True  # a reply that does not say which engine failed: the formats may be why
+    return 0 <= k < len(specs) and bool(specs[k].get("io_formats"))

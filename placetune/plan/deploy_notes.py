@@ -74,7 +74,8 @@ def tensor_formats(plan: "Plan", trt_version: str | None) -> dict[str, str]:
     version = target_version(plan, trt_version)
     typed = strongly_typed(_vt(version))
     cuts = plan_cut_formats(plan.engines, plan.precision, strongly_typed=typed,
-                            network_outputs=plan.model.get("outputs") or []) if plan.mode == "pipeline" else {}
+                            network_outputs=plan.model.get("outputs") or [],
+                            qdq=plan.int8_ranges == "qdq") if plan.mode == "pipeline" else {}
     out: dict[str, str] = {}
     for eng in plan.engines:
         for t in list(eng.get("inputs") or []) + list(eng.get("outputs") or []):

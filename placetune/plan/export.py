@@ -298,7 +298,8 @@ def _add_cut_formats(engines: list[dict[str, Any]], st: "StudyRecord", model: "M
     version = str((st.settings or {}).get("trt_version") or "")
     strongly = version.split(".")[0].isdigit() and int(version.split(".")[0]) >= 11
     outputs = [] if model is None or model.proto is None else [o.name for o in model.proto.graph.output]
-    formats = plan_cut_formats(engines, st.precision, strongly_typed=strongly, network_outputs=outputs)
+    formats = plan_cut_formats(engines, st.precision, strongly_typed=strongly, network_outputs=outputs,
+                               qdq=_int8_ranges(st.precision, model) == "qdq")
     for eng in engines:
         for t in list(eng.get("inputs") or []) + list(eng.get("outputs") or []):
             if isinstance(t, dict):

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from placetune.placement.cut import SegmentModel, cut, swap_inputs, with_batch
-from placetune.placement.cut_formats import CutFormat, cut_formats
+from placetune.placement.cut_formats import CutFormat, cut_formats, refused_by_build
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
 from placetune.backends.tensorrt.buildlog import TIMED, dla_failure, parse_build_log
@@ -117,13 +117,14 @@ def measure_pipeline(ctx: JobContext, r: "Realisation", platform: "Platform", se
         return Measurement.failure("build_failed", f"cannot cut the model into pipeline segments: "
                                    f"{type(exc).__name__}: {exc}", **base)
     formats = cut_formats(cuts, settings.precision, strongly_typed=common["strongly_typed"],
-                          network_outputs=[o.name for o in source.graph.output]) if ctx.cut_formats else {}
+                          network_outputs=[o.name for o in source.graph.output],
+                          qdq=has_qdq(source)) if ctx.cut_formats else {}
     job, timeout, gate_skipped = _pipeline_job(ctx, r, cuts, source, ref_path, settings, platform, version, common,
                                                cache, formats, fp16)
     job["dla_cores"] = cores
     reply = ctx.run(job, timeout_s=timeout)
     why = None
-    if formats and (reply.result or {}).get("status") == "build_failed":
+    if formats and refused_by_build(reply.result, job["engines"]):
         # the native cut formats did not build (a TensorRT that refuses one of them): the
         # pipeline with TensorRT's default I/O formats instead, and the reason kept
         why = str(reply.result.get("error") or "build failed")
