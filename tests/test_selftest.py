@@ -246,6 +246,29 @@ def test_a_locked_board_that_throttles_passes_with_the_throttling_said(tmp_path,
     assert code == EXIT_NOT_ALL_OK and gpu["status"] == "failed" and "real difference of timing method" in gpu["detail"]
 
 
+def test_a_wrong_cut_run_that_failed_for_another_reason_is_not_counted_as_caught(tmp_path, board, monkeypatch):
+    """The wrong-cut check passes only when the gate compared the outputs and they differed. A wrong-cut
+    run that failed otherwise (here the DLA failed while running it, with no gate report) says nothing
+    of the gate: before, any ``runtime_failed`` counted as caught, and the check passed."""
+    import placetune.cli.selftest as selftest
+    from placetune.measurement import Measurement
+
+    real = selftest._measure
+
+    def measure(model, plat, backend, placement, **settings):
+        if model.name == "seed-block":  # the wrong-cut run: the DLA fails before any output is compared
+            return Measurement.failure("runtime_failed", "the DLA failed (pipeline execution failed: "
+                                       "NVDLA submit error)", backend="tensorrt", mode="pipeline")
+        return real(model, plat, backend, placement, **settings)
+
+    monkeypatch.setattr(selftest, "_measure", measure)
+    board()
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    check = {c["name"]: c for c in doc["checks"]}["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]
+    assert code == EXIT_NOT_ALL_OK and check["status"] == "failed", check
+    assert "a deliberately wrong cut was not caught by the gate (runtime_failed: the DLA failed" in check["detail"]
+
+
 def test_each_failure_mode_has_its_own_line():
     """The clocks and energy checks' answers, one per failure mode, none alike; none of them a
     failure of the stack: clocks off or unreadable are setup steps, no energy figure is unavailable

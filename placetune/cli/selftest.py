@@ -482,7 +482,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         finally:
             be.test_wrong_cut = False
             be.input_data = given
-        if w.status != "runtime_failed":
+        if w.status != "runtime_failed" or ((w.extra or {}).get("gate") or {}).get("passed") is not False:
+            # caught means the gate compared the outputs and they differed: a run that failed otherwise (a DLA
+            # error, a build failure) says nothing of whether the gate catches a wrong cut
             figs["wrong_cut"] = w.status
             return "failed", f"a deliberately wrong cut was not caught by the gate ({w.status}: {w.reason})", figs
         return "ok", "gate passes at K=1..3; a wrong cut fails it" + (f"; {only}" if only else ""), figs
