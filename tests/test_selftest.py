@@ -461,8 +461,8 @@ def test_a_board_whose_timings_drift_between_runs_passes_but_says_so(tmp_path, b
 
     real = selftest.compare_timing
 
-    def drifting(ours, theirs, again, locked):  # the worker's first run was 1.5x slower than every other run
-        return real({**ours, "median": ours["median"] * 1.5}, theirs, again, locked)
+    def drifting(ours, theirs, again, locked, throttled=None):  # the worker's first run 1.5x slower than any other
+        return real({**ours, "median": ours["median"] * 1.5}, theirs, again, locked, throttled)
 
     monkeypatch.setattr(selftest, "compare_timing", drifting)
     board()
