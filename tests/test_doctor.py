@@ -166,6 +166,45 @@ def test_published_jetson_clocks_outputs_read_right():
         assert trt_env.parse_jetson_clocks((folder / name).read_text()) is prov["locked"], name
 
 
+def test_a_locked_board_that_throttles_is_read_locked_and_its_slowed_clocks_named():
+    """``jetson_clocks`` locks a clock by writing its maximum to its minimum (NVIDIA's script, L4T
+    R35/R36: ``cat scaling_max_freq > scaling_min_freq``, ``cat max_freq > min_freq`` of the GPU's
+    devfreq node; jetson_stats 4.x reads it as ``max == min``); the current frequency is not part of it.
+    The published ``jetson_clocks --show`` of a locked AGX Orin (tests/data/jetson_clocks) with its
+    GPU's and one CPU's CurrentFreq lowered, as a thermal or power cap slows a locked board: still
+    locked, the slowed clocks named. Before, such a board read as root was taken for unlocked (and a
+    tune as root stopped at its first build)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "data" / "jetson_clocks" / "orin-agx-r39.2-locked.txt").read_text()
+    hot = text.replace("GPU MinFreq=1300500000 MaxFreq=1300500000 CurrentFreq=1300500000",
+                       "GPU MinFreq=1300500000 MaxFreq=1300500000 CurrentFreq=918000000").replace(
+        "cpu1:  Governor=schedutil MinFreq=2201600 MaxFreq=2201600 CurrentFreq=2201600",
+        "cpu1:  Governor=schedutil MinFreq=2201600 MaxFreq=2201600 CurrentFreq=1497600")
+    assert hot != text and "CurrentFreq=918000000" in hot
+    assert trt_env.parse_jetson_clocks(hot) is True
+    assert trt_env.parse_jetson_clocks_throttled(hot) == [
+        "cpu1 at 1497600 kHz, below its locked 2201600 kHz", "GPU at 918000000 Hz, below its locked 1300500000 Hz"]
+    assert trt_env.parse_jetson_clocks_throttled(text) == []
+    # a current frequency read back a little off the locked one (within THROTTLE_TOLERANCE) is not throttling
+    assert trt_env.parse_jetson_clocks_throttled(text.replace("CurrentFreq=1300500000", "CurrentFreq=1293750000")) == []
+    # unlocked clocks below their maximum are DVFS, not throttling: never named as throttled
+    unlocked = (Path(__file__).parent / "data" / "jetson_clocks" / "orin-r35-jetson-stats-381-unlocked.txt").read_text()
+    assert trt_env.parse_jetson_clocks(unlocked) is False and trt_env.parse_jetson_clocks_throttled(unlocked) == []
+
+
+def test_a_throttled_locked_board_read_from_sysfs(tmp_path):
+    """The same without root: sysfs limits equal (locked), the GPU's devfreq ``cur_freq`` below them."""
+    root = _sysfs(tmp_path / "a", 2201600, 1300500000)
+    (root / "class/devfreq/17000000.gpu/cur_freq").write_text("612000000\n")
+    (root / "devices/system/cpu/cpu0/cpufreq/scaling_cur_freq").write_text("2201600\n")
+    assert trt_env.read_clocks_sysfs(root) is True
+    assert trt_env.read_throttled_sysfs(root) == ["GPU at 612000000 Hz, below its locked 1300500000 Hz"]
+    unlocked = _sysfs(tmp_path / "b", 2201600, 306000000)
+    (unlocked / "class/devfreq/17000000.gpu/cur_freq").write_text("306000000\n")
+    assert trt_env.read_clocks_sysfs(unlocked) is False and trt_env.read_throttled_sysfs(unlocked) == []
+
+
 def _sysfs(root, cpu_min, gpu_min, gpu_node="17000000.gpu"):
     """An Orin's cpufreq and GPU devfreq files: 2 CPUs (cpu1 offline) and the GPU, maxima as
     ``jetson_clocks --show`` prints them on an AGX Orin (2201600 kHz, 1300500000 Hz)."""

@@ -98,6 +98,8 @@ LOCKED = ("SOC family:tegra234  Machine:NVIDIA Jetson AGX Orin Developer Kit\nOn
           "GPU MinFreq=1300500000 MaxFreq=1300500000 CurrentFreq=1300500000\n")
 UNLOCKED = LOCKED.replace("MinFreq=1300500000", "MinFreq=306000000").replace("CurrentFreq=1300500000",
                                                                              "CurrentFreq=306000000")
+#: locked (minimum = maximum, what jetson_clocks sets), the GPU slowed by a thermal or power cap when read
+THROTTLED = LOCKED.replace("CurrentFreq=1300500000", "CurrentFreq=918000000")
 
 
 @pytest.fixture
@@ -200,6 +202,71 @@ def test_unlocked_clocks_are_a_setup_step_named_loudly_not_a_failure_of_the_stac
     assert "[SETUP]   clocks: nvpmodel mode MAXN; jetson_clocks is off" in text
     assert text.rstrip().splitlines()[-1].startswith("the stack works") and "[SETUP]" in text.splitlines()[-1]
     assert "all checks ok" not in text
+
+
+def test_a_locked_board_that_throttles_passes_with_the_throttling_said(tmp_path, board, monkeypatch):
+    """A healthy board, its clocks locked by jetson_clocks (minimum = maximum), read as root while a
+    thermal or power cap runs the GPU below its lock: the clocks check is ok and says THROTTLED with the
+    clock, selftest.json lists it under ``throttled``, exit 0. Before, the current frequency below the
+    maximum read as "jetson_clocks is off" ([SETUP]). A timing disagreement that repeats on such a board
+    is NOT VERIFIED ([SETUP], exit 0), never a failure of the timing method: the cap moves either run."""
+    import placetune.cli.selftest as selftest
+    from placetune.cli.selftest_checks import compare_timing as real
+
+    board(clocks=THROTTLED)
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    clocks = {c["name"]: c for c in doc["checks"]}["clocks"]
+    assert code == 0 and doc["all_ok"] and clocks["status"] == "ok", _lines(doc)
+    assert "jetson_clocks on" in clocks["detail"] and "THROTTLED when read: GPU at 918000000 Hz" in clocks["detail"]
+    assert doc["throttled"] == ["clocks"] and doc["setup"] == []
+    assert "CLOCKS THROTTLED" in (tmp_path / "st" / "selftest.txt").read_text()
+
+    def disagreeing(ours, theirs, again, locked, throttled=None):  # the worker's runs 1.5x trtexec's, every time
+        def slower():
+            o, t = again()
+            return ({**o, "median": o["median"] * 1.5} if o else o), t
+        return real({**ours, "median": ours["median"] * 1.5}, theirs, slower, locked, throttled)
+
+    monkeypatch.setattr(selftest, "compare_timing", disagreeing)
+    (tmp_path / "again").mkdir()
+    code, doc = _run(tmp_path / "again", "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    gpu = {c["name"]: c for c in doc["checks"]}["engine all-GPU fp16 (vs trtexec)"]
+    assert code == 0 and gpu["status"] == "setup" and "locked but throttled (GPU at 918000000 Hz" in gpu["detail"], gpu
+    assert "engine all-GPU fp16 (vs trtexec)" in doc["unverified"]
+    text = (tmp_path / "again" / "st" / "selftest.txt").read_text()
+    assert "the clocks are locked but throttled" in text and "`sudo jetson_clocks --fan`" in text
+    # only a CPU read below its lock (its current frequency may read off the one set): the clocks line says it,
+    # but a timing disagreement on locked GPU clocks stays a real difference of timing method, failed
+    (tmp_path / "cpu").mkdir()
+    board(clocks=LOCKED.replace("MaxFreq=2201600 CurrentFreq=2201600", "MaxFreq=2201600 CurrentFreq=1497600"))
+    code, doc = _run(tmp_path / "cpu", "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert "THROTTLED when read: cpu0 at 1497600 kHz" in checks["clocks"]["detail"]
+    gpu = checks["engine all-GPU fp16 (vs trtexec)"]
+    assert code == EXIT_NOT_ALL_OK and gpu["status"] == "failed" and "real difference of timing method" in gpu["detail"]
+
+
+def test_a_wrong_cut_run_that_failed_for_another_reason_is_not_counted_as_caught(tmp_path, board, monkeypatch):
+    """The wrong-cut check passes only when the gate compared the outputs and they differed. A wrong-cut
+    run that failed otherwise (here the DLA failed while running it, with no gate report) says nothing
+    of the gate: before, any ``runtime_failed`` counted as caught, and the check passed."""
+    import placetune.cli.selftest as selftest
+    from placetune.measurement import Measurement
+
+    real = selftest._measure
+
+    def measure(model, plat, backend, placement, **settings):
+        if model.name == "seed-block":  # the wrong-cut run: the DLA fails before any output is compared
+            return Measurement.failure("runtime_failed", "the DLA failed (pipeline execution failed: "
+                                       "NVDLA submit error)", backend="tensorrt", mode="pipeline")
+        return real(model, plat, backend, placement, **settings)
+
+    monkeypatch.setattr(selftest, "_measure", measure)
+    board()
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    check = {c["name"]: c for c in doc["checks"]}["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]
+    assert code == EXIT_NOT_ALL_OK and check["status"] == "failed", check
+    assert "a deliberately wrong cut was not caught by the gate (runtime_failed: the DLA failed" in check["detail"]
 
 
 def test_each_failure_mode_has_its_own_line():
@@ -394,8 +461,8 @@ def test_a_board_whose_timings_drift_between_runs_passes_but_says_so(tmp_path, b
 
     real = selftest.compare_timing
 
-    def drifting(ours, theirs, again, locked):  # the worker's first run was 1.5x slower than every other run
-        return real({**ours, "median": ours["median"] * 1.5}, theirs, again, locked)
+    def drifting(ours, theirs, again, locked, throttled=None):  # the worker's first run 1.5x slower than any other
+        return real({**ours, "median": ours["median"] * 1.5}, theirs, again, locked, throttled)
 
     monkeypatch.setattr(selftest, "compare_timing", drifting)
     board()
@@ -565,11 +632,11 @@ def test_an_unlocked_board_whose_timings_disagree_exits_0_marked_not_verified(tm
     import placetune.cli.selftest as selftest
     from placetune.cli.selftest_checks import compare_timing as real
 
-    def disagreeing(ours, theirs, again, locked):  # the worker's runs 1.5x trtexec's, every time
+    def disagreeing(ours, theirs, again, locked, throttled=None):  # the worker's runs 1.5x trtexec's, every time
         def slower():
             o, t = again()
             return ({**o, "median": o["median"] * 1.5} if o else o), t
-        return real({**ours, "median": ours["median"] * 1.5}, theirs, slower, locked)
+        return real({**ours, "median": ours["median"] * 1.5}, theirs, slower, locked, throttled)
 
     monkeypatch.setattr(selftest, "compare_timing", disagreeing)
     board(clocks=UNLOCKED)

@@ -355,8 +355,15 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}
     energy_seen: dict[str, Any] = {}
-    clocks_locked = _trt_env.read_clocks()
-    rep.add(*_clocks_check(_trt_env.read_power_mode(), clocks_locked))
+    clocks_locked, throttled = _trt_env.read_clocks_state()
+    rep.add(*_clocks_check(_trt_env.read_power_mode(), clocks_locked, throttled),
+            **({"throttled": throttled} if clocks_locked is True and throttled else {}))
+
+    def throttled_now() -> list[str]:
+        """The GPU clock below its lock when the selftest began, or now (read again): what moves an engine's
+        timing. A CPU read below its lock is said on the clocks line only (a CPU's current frequency may be
+        read off the one set), so it never turns a timing failure into NOT VERIFIED."""
+        return [t for t in dict.fromkeys([*throttled, *_trt_env.read_throttled()]) if t.startswith("GPU")]
 
     def same_engine(m, devs, core: int, precision: str) -> tuple[str | None, dict[str, Any]]:
         """The worker's engine timed again by trtexec --loadEngine: None when within tolerance."""
@@ -381,7 +388,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             t2 = time_it()
             return (m2.latency_ms if m2.ok else None), (t2.latency_ms if t2.ok else None)
 
-        why, more = compare_timing(m.latency_ms, t.latency_ms, again, clocks_locked)
+        why, more = compare_timing(m.latency_ms, t.latency_ms, again, clocks_locked, throttled_now)
         figs.update(more)
         return why, figs
 
@@ -475,7 +482,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         finally:
             be.test_wrong_cut = False
             be.input_data = given
-        if w.status != "runtime_failed":
+        if w.status != "runtime_failed" or ((w.extra or {}).get("gate") or {}).get("passed") is not False:
+            # caught means the gate compared the outputs and they differed: a run that failed otherwise (a DLA
+            # error, a build failure) says nothing of whether the gate catches a wrong cut
             figs["wrong_cut"] = w.status
             return "failed", f"a deliberately wrong cut was not caught by the gate ({w.status}: {w.reason})", figs
         return "ok", "gate passes at K=1..3; a wrong cut fails it" + (f"; {only}" if only else ""), figs
@@ -523,6 +532,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
            "setup": [c["name"] for c in rep.checks if c["status"] == _SETUP],
            "unavailable": [c["name"] for c in rep.checks if c["status"] == _UNAVAILABLE],
            "drift": [c["name"] for c in rep.checks if c.get("drift")],
+           "throttled": [c["name"] for c in rep.checks if c.get("throttled")],
            "unverified": [c["name"] for c in rep.checks if c.get("unverified") and c["status"] == _SETUP],
            "checks": rep.checks}
     report.write("selftest.json", dumps_json(doc, indent=1))
@@ -545,9 +555,16 @@ def format_report(doc: dict[str, Any]) -> str:
                      "the tolerance (see the line); a tune on this board records figures that move as much")
     unverified = doc.get("unverified") or []
     if unverified:  # a timing check not made (clocks not locked): never reported as a pass
-        lines.append(f"TIMING NOT VERIFIED in {', '.join(unverified)}: the clocks are not locked and the worker's "
-                     "and trtexec's timings of the same engine disagree, which unlocked clocks alone can cause: run "
-                     "`sudo jetson_clocks`, then the selftest again to check the timing method")
+        slowed = any(c.get("throttled") for c in doc["checks"] if c["name"] in unverified)
+        cause = ("the clocks are locked but throttled (a thermal or power cap)" if slowed else
+                 "the clocks are not locked")
+        lines.append(f"TIMING NOT VERIFIED in {', '.join(unverified)}: {cause} and the worker's "
+                     f"and trtexec's timings of the same engine disagree, which {'throttled' if slowed else 'unlocked'} "
+                     "clocks alone can cause: " + ("let the board cool (`sudo jetson_clocks --fan`)" if slowed else
+                                  "run `sudo jetson_clocks`") + ", then the selftest again to check the timing method")
+    if "clocks" in (doc.get("throttled") or []):  # locked, but slowed when read: said, never only in a line
+        lines.append("CLOCKS THROTTLED when the selftest read them (see the clocks line): the clocks are locked, but a "
+                     "thermal or power cap ran some below their lock; a tune marks measurements taken so untrusted")
     if doc["all_ok"] and unverified:
         lines.append(f"the stack builds and runs, but its timing is not verified; the board needs setup before a "
                      f"tune: see the [SETUP] lines ({', '.join(setup)})")

@@ -50,7 +50,8 @@ def _spread(stats: dict[str, float]) -> str:
 
 def compare_timing(ours: dict[str, float], theirs: dict[str, float],
                    again: Callable[[], tuple[dict[str, float] | None, dict[str, float] | None]],
-                   clocks_locked: bool | None) -> tuple[str | None, dict[str, Any]]:
+                   clocks_locked: bool | None,
+                   throttled: Callable[[], list[str]] | None = None) -> tuple[str | None, dict[str, Any]]:
     """The worker's latency statistics of an engine against trtexec's of the same engine:
     ``(None, figures)`` when they agree (:func:`within_tolerance`), else ``(why, figures)``.
 
@@ -67,6 +68,9 @@ def compare_timing(ours: dict[str, float], theirs: dict[str, float],
     measurements on unlocked boards, and none are published. So ``figures["unverified"]`` is set and the
     line says NOT VERIFIED with the command: the check is then a setup step of the board (``setup``,
     exit 0 with the [SETUP] line, as for the clocks check itself), never a pass and never a failure.
+    Locked clocks that a thermal or power cap slows (``throttled()``, read when a disagreement has
+    repeated: the locked clocks running below their locked frequency, as the clocks check reads them)
+    move either run as unlocked ones do: the same NOT VERIFIED, naming the clocks, never a failure.
 
     Example:
         >>> compare_timing({"median": 0.34}, {"median": 0.30}, lambda: (None, None), True)
@@ -97,8 +101,16 @@ def compare_timing(ours: dict[str, float], theirs: dict[str, float],
     mine = f"{ours['median']:.3f} ms" + (f" and again {ours2['median']:.3f} ms" if ours2 else
                                          " (timing it again failed)")
     runs = _spread(theirs) + (f"; again: {_spread(theirs2)}" if theirs2 else "; timing it again failed")
-    if clocks_locked is True:
+    slowed = (throttled() if throttled is not None else []) if clocks_locked is True else []
+    if clocks_locked is True and not slowed:
         fix = "the clocks are locked, so this is a real difference of timing method: send this report"
+    elif slowed:
+        figs["unverified"] = True
+        figs["throttled"] = list(slowed)
+        fix = (f"NOT VERIFIED: the clocks are locked but throttled ({'; '.join(slowed)}: a thermal or power cap), "
+               "which moves either run as the cap moves the clock, so this disagreement says nothing of the timing "
+               "method: let the board cool (`sudo jetson_clocks --fan`), then the selftest again; if it still "
+               "differs with no clock below its lock, send this report")
     else:
         # unlocked clocks move either run by as much as the DVFS governor steps the GPU clock, which no
         # tolerance bounds: the comparison is not made, and said so (a setup step, not a pass or a failure)
@@ -196,18 +208,31 @@ UNAVAILABLE = "unavailable"
 PASSING = ("ok", NA, SETUP, UNAVAILABLE)
 
 
-def clocks_check(power_mode: str | None, locked: bool | None) -> tuple[str, str, str]:
+def clocks_check(power_mode: str | None, locked: bool | None,
+                 throttled: list[str] | None = None) -> tuple[str, str, str]:
     """``(name, status, detail)`` of the clocks a run assumes: the nvpmodel mode (recorded in every
     study's fingerprint: a study refuses to resume under another) and whether jetson_clocks is on.
+
+    On is what ``jetson_clocks`` sets: each clock's minimum raised to its maximum (``MinFreq ==
+    MaxFreq``, :func:`placetune.backends.tensorrt.env.parse_jetson_clocks`). ``throttled``: the locked
+    clocks that ran below their locked frequency when read (a thermal or power cap): said on the line,
+    still ``ok`` (the clocks are locked; a tune judges each measurement's clocks,
+    :mod:`placetune.backends.clocks`). Before, a board read as root whose current frequencies were
+    below their maxima was taken for unlocked, and a tune as root stopped at its first build.
 
     Clocks not locked are a setup step of the board, not a fault of the stack: status ``setup``
     (``[SETUP]`` in the report, with the command; the selftest still exits 0 when the stack works),
     and a real run stops at its first build until it is done (placetune.tuning.first_build)."""
     mode = f"nvpmodel mode {power_mode}" if power_mode else "nvpmodel mode unknown (nvpmodel -q did not answer)"
+    if locked is True and throttled:
+        return "clocks", "ok", (f"{mode}; jetson_clocks on (CPU and GPU clocks fixed: minimum = maximum); THROTTLED "
+                                f"when read: {'; '.join(throttled)} (a thermal or power cap, not unlocked clocks): "
+                                "timings taken while it lasts run below the locked clocks and a tune marks them "
+                                "untrusted; let the board cool (`sudo jetson_clocks --fan`) before a tune")
     if locked is True:
         return "clocks", "ok", f"{mode}; jetson_clocks on (CPU and GPU clocks fixed)"
     if locked is False:
-        return "clocks", SETUP, (f"{mode}; jetson_clocks is off (`jetson_clocks --show`: clocks not fixed), so "
+        return "clocks", SETUP, (f"{mode}; jetson_clocks is off (`jetson_clocks --show`: a CPU's or the GPU's minimum frequency is not its maximum), so "
                                   "timings drift with DVFS and a tune stops at its first build: run "
                                   "`sudo jetson_clocks` before a tune")
     return "clocks", SETUP, (f"{mode}; whether jetson_clocks is on could not be read (`jetson_clocks --show` "

@@ -19,10 +19,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from placetune.backends.clocks import read_power_mode_id
+from placetune.backends.clocks import THROTTLE_TOLERANCE, read_power_mode_id
 
 __all__ = [
     "read_l4t", "read_module", "read_jetpack", "read_power_mode", "read_clocks", "read_clocks_sysfs",
+    "read_clocks_state", "read_throttled", "read_throttled_sysfs", "parse_jetson_clocks_throttled",
     "parse_nv_tegra_release", "parse_nvpmodel", "parse_nvpmodel_conf", "power_mode_from_files", "parse_jetson_clocks",
     "find_trtexec", "NVPMODEL_CONF", "TRTEXEC_DIRS", "SYSTEM_DIRS", "DEVICE_TREE",
 ]
@@ -146,22 +147,53 @@ def read_power_mode() -> str | None:
     return name if name is not None else power_mode_from_files()
 
 
+def _show_lines(text: str) -> list[tuple[str, dict[str, int]]]:
+    """The online CPU lines and the GPU line of ``jetson_clocks --show``: ``(name, {MinFreq, MaxFreq,
+    CurrentFreq})`` for each that carries all three."""
+    found: list[tuple[str, dict[str, int]]] = []
+    for line in (text or "").splitlines():
+        m = re.match(r"\s*(cpu\d+|GPU)\b", line)
+        if not m or "Online=0" in line:
+            continue
+        vals = {k: int(v) for k, v in re.findall(r"(MinFreq|MaxFreq|CurrentFreq)=(\d+)", line)}
+        if len(vals) == 3:
+            found.append((m.group(1), vals))
+    return found
+
+
 def parse_jetson_clocks(text: str) -> bool | None:
     """Whether ``jetson_clocks --show`` reports locked clocks.
 
-    Locked means every CPU line that is online and the GPU line have
-    ``MinFreq == MaxFreq == CurrentFreq``. None when no such line is found.
+    Locked means every CPU line that is online and the GPU line have ``MinFreq == MaxFreq``: what
+    ``jetson_clocks`` sets (NVIDIA's script, L4T R35/R36: ``cat scaling_max_freq > scaling_min_freq``
+    for each CPU, ``cat max_freq > min_freq`` for the GPU's devfreq node; jetson_stats 4.x reads the
+    state the same way, ``jtop/core/jetson_clocks.py`` ``jetson_clocks_alive``: ``max != min`` is off).
+    ``CurrentFreq`` is not part of it: a locked clock that a thermal or power cap slows runs below its
+    ``MaxFreq`` without being unlocked (:func:`parse_jetson_clocks_throttled` says which). None when no
+    such line is found.
     """
-    locked: list[bool] = []
-    for line in (text or "").splitlines():
-        if not re.match(r"\s*(cpu\d+|GPU)\b", line):
-            continue
-        if "Online=0" in line:
-            continue
-        vals = dict(re.findall(r"(MinFreq|MaxFreq|CurrentFreq)=(\d+)", line))
-        if len(vals) == 3:
-            locked.append(vals["MinFreq"] == vals["MaxFreq"] == vals["CurrentFreq"])
-    return all(locked) if locked else None
+    lines = _show_lines(text)
+    return all(v["MinFreq"] == v["MaxFreq"] for _, v in lines) if lines else None
+
+
+def _below(name: str, cur: int | None, locked: int, unit: str) -> str | None:
+    if cur is None or cur >= locked * (1 - THROTTLE_TOLERANCE):
+        return None
+    return f"{name} at {cur} {unit}, below its locked {locked} {unit}"
+
+
+def parse_jetson_clocks_throttled(text: str) -> list[str]:
+    """The locked clocks of ``jetson_clocks --show`` (``MinFreq == MaxFreq``) whose ``CurrentFreq`` is
+    more than :data:`placetune.backends.clocks.THROTTLE_TOLERANCE` below it when read: a thermal or
+    power cap slowing a locked board, not clocks left unlocked (``["GPU at 918000000 Hz, below its
+    locked 1300500000 Hz"]``; CPU lines in kHz)."""
+    out = []
+    for name, v in _show_lines(text):
+        if v["MinFreq"] == v["MaxFreq"]:
+            why = _below(name, v["CurrentFreq"], v["MaxFreq"], "Hz" if name == "GPU" else "kHz")
+            if why:
+                out.append(why)
+    return out
 
 
 #: the Jetson GPU's devfreq node names (``/sys/class/devfreq/<name>``): ``17000000.gpu`` (Orin,
@@ -177,39 +209,70 @@ def _int_file(path: Path) -> int | None:
         return None
 
 
+def _sysfs_clocks(root: str | os.PathLike[str]) -> tuple[list[tuple[str, int | None, int | None, int | None]], bool]:
+    """``(clocks, gpu_read)``: ``(name, cur, min, max)`` of every online CPU's cpufreq (kHz) and the
+    Jetson GPU's devfreq node (Hz) whose limits could be read."""
+    base = Path(root)
+    found: list[tuple[str, int | None, int | None, int | None]] = []
+    for cpufreq in sorted((base / "devices/system/cpu").glob("cpu[0-9]*/cpufreq")):
+        if (_read(cpufreq.parent / "online") or "1").strip() == "0":
+            continue
+        lo, hi = _int_file(cpufreq / "scaling_min_freq"), _int_file(cpufreq / "scaling_max_freq")
+        if lo is not None and hi is not None:
+            found.append((cpufreq.parent.name, _int_file(cpufreq / "scaling_cur_freq"), lo, hi))
+    gpu_read = False
+    devfreq = base / "class/devfreq"
+    for node in sorted(devfreq.iterdir()) if devfreq.is_dir() else []:
+        if _GPU_DEVFREQ.match(node.name):
+            lo, hi = _int_file(node / "min_freq"), _int_file(node / "max_freq")
+            if lo is not None and hi is not None:
+                found.append(("GPU", _int_file(node / "cur_freq"), lo, hi))
+                gpu_read = True
+    return found, gpu_read
+
+
 def read_clocks_sysfs(root: str | os.PathLike[str] = "/sys") -> bool | None:
     """Whether the clocks are fixed, from world-readable sysfs (no root needed, unlike
     ``jetson_clocks --show``): every online CPU's ``cpufreq/scaling_min_freq == scaling_max_freq``
     and the GPU's devfreq ``min_freq == max_freq``, which is what ``jetson_clocks`` sets (its
     ``--show`` prints these as ``MinFreq``/``MaxFreq``). None unless both a CPU and the Jetson GPU's
     devfreq node were read (not a Jetson, or an unknown layout)."""
-    base = Path(root)
-    cpus: list[bool] = []
-    for cpufreq in sorted((base / "devices/system/cpu").glob("cpu[0-9]*/cpufreq")):
-        if (_read(cpufreq.parent / "online") or "1").strip() == "0":
-            continue
-        lo, hi = _int_file(cpufreq / "scaling_min_freq"), _int_file(cpufreq / "scaling_max_freq")
-        if lo is not None and hi is not None:
-            cpus.append(lo == hi)
-    gpus: list[bool] = []
-    devfreq = base / "class/devfreq"
-    for node in sorted(devfreq.iterdir()) if devfreq.is_dir() else []:
-        if _GPU_DEVFREQ.match(node.name):
-            lo, hi = _int_file(node / "min_freq"), _int_file(node / "max_freq")
-            if lo is not None and hi is not None:
-                gpus.append(lo == hi)
-    if not cpus or not gpus:
+    found, gpu_read = _sysfs_clocks(root)
+    if not gpu_read or len(found) < 2:
         return None
-    return all(cpus) and all(gpus)
+    return all(lo == hi for _, _, lo, hi in found)
+
+
+def read_throttled_sysfs(root: str | os.PathLike[str] = "/sys") -> list[str]:
+    """:func:`parse_jetson_clocks_throttled` from sysfs (``scaling_cur_freq``, the devfreq ``cur_freq``:
+    world-readable): the locked clocks running below their locked frequency now."""
+    found, _ = _sysfs_clocks(root)
+    return [why for name, cur, lo, hi in found if lo == hi
+            for why in [_below(name, cur, hi, "Hz" if name == "GPU" else "kHz")] if why]
+
+
+def read_clocks_state() -> tuple[bool | None, list[str]]:
+    """``(locked, throttled)``: whether jetson_clocks has locked the clocks (True/False, None when
+    unknown) and which locked clocks run below their locked frequency when read (thermal or power
+    cap: recorded, not taken for unlocked clocks). ``jetson_clocks --show`` first; where it cannot
+    answer (it needs root, and a night usually runs as a user) the same files read from sysfs
+    (:func:`read_clocks_sysfs`, :func:`read_throttled_sysfs`)."""
+    out = _run(["jetson_clocks", "--show"])
+    shown = parse_jetson_clocks(out) if out else None
+    if shown is not None:
+        return shown, parse_jetson_clocks_throttled(out or "")
+    return read_clocks_sysfs(), read_throttled_sysfs()
 
 
 def read_clocks() -> bool | None:
-    """True when jetson_clocks has locked the clocks, False when not, None when unknown.
-    ``jetson_clocks --show`` first; where it cannot answer (it needs root, and a night usually
-    runs as a user) the same limits read from sysfs (:func:`read_clocks_sysfs`)."""
-    out = _run(["jetson_clocks", "--show"])
-    shown = parse_jetson_clocks(out) if out else None
-    return shown if shown is not None else read_clocks_sysfs()
+    """True when jetson_clocks has locked the clocks, False when not, None when unknown
+    (:func:`read_clocks_state`)."""
+    return read_clocks_state()[0]
+
+
+def read_throttled() -> list[str]:
+    """The locked clocks that run below their locked frequency now (:func:`read_clocks_state`)."""
+    return read_clocks_state()[1]
 
 
 def find_trtexec() -> str | None:
