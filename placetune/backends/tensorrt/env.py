@@ -209,11 +209,11 @@ def _int_file(path: Path) -> int | None:
         return None
 
 
-def _sysfs_clocks(root: str | os.PathLike[str]) -> tuple[list[tuple[str, int | None, int | None, int | None]], bool]:
+def _sysfs_clocks(root: str | os.PathLike[str]) -> tuple[list[tuple[str, int | None, int, int]], bool]:
     """``(clocks, gpu_read)``: ``(name, cur, min, max)`` of every online CPU's cpufreq (kHz) and the
     Jetson GPU's devfreq node (Hz) whose limits could be read."""
     base = Path(root)
-    found: list[tuple[str, int | None, int | None, int | None]] = []
+    found: list[tuple[str, int | None, int, int]] = []
     for cpufreq in sorted((base / "devices/system/cpu").glob("cpu[0-9]*/cpufreq")):
         if (_read(cpufreq.parent / "online") or "1").strip() == "0":
             continue
