@@ -33,7 +33,7 @@ from placetune.store.store import Store
 from placetune.tuning.baselines import BaselinesByName, baseline_placements
 from placetune.tuning.concurrent import network_latencies
 from placetune.tuning.remeasure import combine_builds, device_time, measured_again, next_build_number
-from placetune.tuning.study_setup import open_study, resolve, study_name_for
+from placetune.tuning.study_setup import check_arguments, open_study, resolve, study_name_for
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -69,6 +69,11 @@ class Evaluator:
         **options: other :class:`Settings` fields (``gpu_fallback``, ``dla_core``,
             ``frames_in_flight``, ``replicas``, ``noise``, ``seed``, ``trt_version``...).
 
+    Raises:
+        ConfigError: a keyword argument it does not take or of the wrong type (one line naming it and
+            listing the allowed ones, as ``gymnasium.make`` of the placement environments does), or
+            settings that cannot be measured together (:mod:`placetune.tuning.study_setup`).
+
     Example:
         >>> ev = Evaluator("seed-block", "orin-agx", mode="pipeline")
         >>> base = ev.baseline()
@@ -95,6 +100,7 @@ class Evaluator:
         constraints: Any = None,
         **options: Any,
     ) -> None:
+        check_arguments(options, settings=settings, shapes=shapes, agent=agent, constraints=constraints)
         setup = resolve(model, platform, backend, mode=mode, precision=precision, batch=batch, objective=objective,
                         settings=settings, shapes=shapes, constraints=constraints, options=options)
         self.model = setup.model

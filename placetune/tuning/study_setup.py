@@ -12,7 +12,9 @@ again, the study's row in the store with everything that keys its cache.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,16 +28,26 @@ from placetune.model.merge import networks_in
 from placetune.model.model import Model
 from placetune.model.onnx_io import check_external_data
 from placetune.model.parsable import refuse_for_version
+from placetune.safetext import shown
 from placetune.settings import Settings
-from placetune.tuning.constraints import check_networks
+from placetune.tuning.constraints import Constraint, check_networks
 from placetune.tuning.objectives import Objective, get_objective
+from placetune.validate import request as check_request
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
     from placetune.hardware.platforms import Platform
     from placetune.store.store import Store
 
-__all__ = ["StudySetup", "resolve", "study_name_for", "open_study"]
+__all__ = ["StudySetup", "check_arguments", "resolve", "study_name_for", "open_study", "EVALUATOR_ARGUMENTS",
+           "SETTINGS_OPTIONS"]
+
+#: The :class:`~placetune.tuning.evaluator.Evaluator`'s own keyword arguments.
+EVALUATOR_ARGUMENTS = ("model", "platform", "backend", "mode", "precision", "batch", "objective", "store", "study",
+                       "settings", "shapes", "agent", "constraints")
+#: The :class:`~placetune.settings.Settings` fields an evaluator also takes as keyword arguments (``**options``).
+SETTINGS_OPTIONS = tuple(sorted(f.name for f in dataclasses.fields(Settings) if f.name not in ("mode", "precision")))
+
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +62,31 @@ class StudySetup:
     backend: "Backend"
     settings: Settings
     objective: Objective
+
+
+def check_arguments(options: Mapping[str, Any], *, settings: Any, shapes: Any, agent: Any, constraints: Any) -> None:
+    """Refuse a keyword argument an evaluator does not take, or one of the wrong type, before anything is loaded
+    (``options``: the keyword arguments beyond the evaluator's own, each a :class:`Settings` field).
+
+    Raises:
+        ConfigError: one line naming the argument and what is allowed.
+    """
+    unknown = sorted(str(k) for k in options if k not in SETTINGS_OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown Evaluator option(s) {', '.join(shown(k, 40) for k in unknown[:5])}; its "
+                          f"arguments are {', '.join(EVALUATOR_ARGUMENTS)} and the measurement options "
+                          f"{', '.join(SETTINGS_OPTIONS)}")
+    if settings is not None and not isinstance(settings, Settings):
+        raise ConfigError(f"settings must be None or a placetune.settings.Settings, not {type(settings).__name__}")
+    if shapes is not None and not isinstance(shapes, Mapping) and not (
+            isinstance(shapes, (list, tuple)) and all(isinstance(s, str) for s in shapes)):
+        raise ConfigError(f"shapes must be None, a mapping like {{'input': (1, 3, 224, 224)}} or a list of texts "
+                          f"like ['input=1x3x224x224'], not {type(shapes).__name__}")
+    if constraints is not None and not isinstance(constraints, (str, Constraint)) and (
+            not isinstance(constraints, Iterable) or isinstance(constraints, (bytes, Mapping))):
+        raise ConfigError("constraints must be None, a text like 'latency<=2.0' or a list of them, "
+                          f"not {type(constraints).__name__}")
+    check_request(agent, None)  # None or a name of 1 to 200 characters
 
 
 def resolve(model: Model | str | Path, platform: "Platform | str", backend: "Backend | str", *, mode: str,
