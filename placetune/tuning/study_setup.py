@@ -37,6 +37,7 @@ from placetune.validate import request as check_request
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
     from placetune.hardware.platforms import Platform
+    from placetune.store.records import StudyRecord
     from placetune.store.store import Store
 
 __all__ = ["StudySetup", "check_arguments", "resolve", "study_name_for", "open_study", "EVALUATOR_ARGUMENTS",
@@ -136,7 +137,7 @@ def study_name_for(model: str, platform: str, settings: Settings, objective: str
             + (f"-profile-{str(profile)[:6]}" if profile else ""))
 
 
-def open_study(store: "Store", name: str, setup: StudySetup, fingerprint: Any) -> Any:
+def open_study(store: "Store", name: str, setup: StudySetup, fingerprint: Any) -> "StudyRecord":
     """Create the study ``name`` in ``store``, or open it again (its model, settings and fingerprint must match)."""
     return store.create_or_open_study(
         name,
