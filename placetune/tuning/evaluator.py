@@ -4,7 +4,8 @@ This is the object search agents talk to. It needs nothing but a model, a platfo
 a backend; everything it measures goes to the store, and everything in the store with
 the same model, environment fingerprint and settings is a cache hit. A measured placement
 can be built again (:meth:`Evaluator.remeasure`): its stored measurement then becomes the median
-over its builds.
+over its builds. Its arguments are resolved and checked, and its study opened in the store, by
+:mod:`placetune.tuning.study_setup`.
 """
 
 from __future__ import annotations
