@@ -240,3 +240,23 @@ def test_settings_default_to_the_command_lines_precision():
     assert Settings(precision="fp16").hash == "3e4d665f1e903f79"
     assert Settings(precision="int8").hash == "79ab509b6e013a3c" == Settings().hash
     assert ev.settings.hash == "d08948b0188e5c4b"  # the default tune's study name ends in its first 6 characters
+
+
+@pytest.mark.parametrize("kw, named", [
+    ({"bogus": 1}, "bogus"),
+    ({"gpu_falback": False}, "gpu_falback"),
+    ({"settings": 5}, "settings"),
+    ({"shapes": 5}, "shapes"),
+    ({"constraints": 5}, "constraints"),
+    ({"agent": 5}, "agent"),
+])
+def test_an_unknown_or_ill_typed_keyword_is_one_line_naming_it_and_what_is_allowed(kw, named):
+    """Before, ``Evaluator(..., bogus=1)`` raised a plain TypeError from Settings (and ``settings=5`` an
+    AttributeError, ``shapes=5`` and ``constraints=5`` a TypeError, ``agent=5`` was taken), where
+    ``gymnasium.make(..., bogus=1)`` refused it in one line listing the options."""
+    with pytest.raises(ConfigError) as info:
+        Evaluator("seed-block", "orin-agx", **kw)
+    line = str(info.value)
+    assert "\n" not in line and named in line
+    if named in ("bogus", "gpu_falback"):  # the allowed ones listed: the evaluator's arguments and Settings fields
+        assert "objective" in line and "gpu_fallback" in line and "noise" in line and "trt_version" in line

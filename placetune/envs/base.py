@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from placetune.hardware.platforms import get_platform
 from placetune.placement.space import Space
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.objectives import get_objective
+from placetune.tuning.study_setup import SETTINGS_OPTIONS
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from placetune.placement.space import Space
     from placetune.store.store import Store
 
-_SETTINGS_FIELDS = frozenset(f.name for f in dataclasses.fields(Settings)) - {"mode", "precision"}
+_SETTINGS_FIELDS = frozenset(SETTINGS_OPTIONS)  # the Settings fields an evaluator takes too
 # Constructor defaults that must stay untouched when an existing evaluator is passed.
 _EVALUATOR_DEFAULTS: dict[str, Any] = {
     "model": "resnet18",

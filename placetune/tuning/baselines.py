@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from placetune.errors import PlacementError, StopRequested
 from placetune.placement.placement import Placement
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.tuning.evaluator_view import EvaluatorView
 
-__all__ = ["Baseline", "RULE_OUT", "baseline_placements", "study_baselines", "measure_study_baselines"]
+__all__ = ["Baseline", "BaselinesByName", "RULE_OUT", "baseline_placements", "study_baselines", "measure_study_baselines"]
 
 #: a naive plan of a concurrent study predicted this many times worse than the best one (by the
 #: objective's loss ratio: 1.5 = 50 % slower) is not measured; a model error of 50 % would be
@@ -75,6 +75,27 @@ class Baseline:
                 "that it cannot run or misses a constraint, unlike"
             return f"the uncorrected simulator predicts {how} the best naive plan (not measured above {RULE_OUT:g}x)"
         return None
+
+
+
+class BaselinesByName(dict):
+    """:meth:`Evaluator.baselines <placetune.tuning.evaluator.Evaluator.baselines>`' dict: keys as printed
+    (``all-GPU``), also found by the lower-case names older placetune used (``all-gpu``, ``all-dla0``,
+    ``split-dla0-dla1``)."""
+
+    def _key(self, key: Any) -> Any:
+        if isinstance(key, str) and not dict.__contains__(self, key):
+            return next((k for k in self if k.lower() == key.lower()), key)
+        return key
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, self._key(key))
+
+    def __contains__(self, key: Any) -> bool:
+        return dict.__contains__(self, self._key(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, self._key(key), default)
 
 
 def _canonical(p: Placement) -> tuple[str, ...]:

@@ -4,13 +4,13 @@ This is the object search agents talk to. It needs nothing but a model, a platfo
 a backend; everything it measures goes to the store, and everything in the store with
 the same model, environment fingerprint and settings is a cache hit. A measured placement
 can be built again (:meth:`Evaluator.remeasure`): its stored measurement then becomes the median
-over its builds.
+over its builds. Its arguments are resolved and checked, and its study opened in the store, by
+:mod:`placetune.tuning.study_setup`.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import time
 from collections import OrderedDict
 from datetime import datetime
@@ -21,27 +21,20 @@ from typing import TYPE_CHECKING, Any
 from placetune.errors import ConfigError, PlacementError, StopRequested
 from placetune.measurement import Measurement
 from placetune.model.model import Model
-from placetune.tuning.constraints import check_networks
-from placetune.tuning.objectives import Objective, best_stored, get_objective
+from placetune.tuning.objectives import Objective, best_stored
 from placetune.tuning.stats import EvaluatorStats
 from placetune.placement.placement import Placement
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
 from placetune.settings import DEFAULT_PRECISION, Settings
-from placetune.inputdata import timed_settings
 from placetune.validate import request as check_request
 from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
-from placetune.backends.base import check_backend
 from placetune.backends.jetson import refuse_for_board
-from placetune.backends.registry import get_backend
-from placetune.hardware.platforms import get_platform
-from placetune.model.merge import networks_in
-from placetune.model.onnx_io import check_external_data
-from placetune.model.parsable import refuse_for_version
 from placetune.placement.space import Space
 from placetune.store.store import Store
-from placetune.tuning.baselines import baseline_placements
+from placetune.tuning.baselines import BaselinesByName, baseline_placements
 from placetune.tuning.concurrent import network_latencies
-from placetune.tuning.remeasure import combine_builds, measured_again, next_build_number
+from placetune.tuning.remeasure import combine_builds, device_time, measured_again, next_build_number
+from placetune.tuning.study_setup import check_arguments, open_study, resolve, study_name_for
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -51,42 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Evaluator", "EvaluatorStats"]
 
-log = logging.getLogger(__name__)
-
 _MEMO_SIZE = 4096
-
-
-def _load_model(model: Model | str | Path, batch: int | None, shapes) -> Model:
-    if isinstance(model, Model):
-        return model
-    return Model.load(model, shapes, batch=batch)
-
-
-def study_name_for(model: str, platform: str, settings: Settings, objective: str, backend: str,
-                   profile: Any = None) -> str:
-    """The default study name of these settings (see :meth:`Evaluator.default_study_name`)."""
-    s = settings
-    return (f"{model}-{platform}-{s.mode}-{s.precision}-{objective}-{backend}-{s.hash[:6]}"
-            + (f"-profile-{str(profile)[:6]}" if profile else ""))
-
-
-class _Baselines(dict):
-    """:meth:`Evaluator.baselines`' dict: keys as printed (``all-GPU``), also found by the
-    lower-case names older placetune used (``all-gpu``, ``all-dla0``, ``split-dla0-dla1``)."""
-
-    def _key(self, key: Any) -> Any:
-        if isinstance(key, str) and not dict.__contains__(self, key):
-            return next((k for k in self if k.lower() == key.lower()), key)
-        return key
-
-    def __getitem__(self, key: Any) -> Any:
-        return dict.__getitem__(self, self._key(key))
-
-    def __contains__(self, key: Any) -> bool:
-        return dict.__contains__(self, self._key(key))
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        return dict.get(self, self._key(key), default)
 
 
 class Evaluator:
@@ -111,6 +69,11 @@ class Evaluator:
             violating measurements rank after every feasible one.
         **options: other :class:`Settings` fields (``gpu_fallback``, ``dla_core``,
             ``frames_in_flight``, ``replicas``, ``noise``, ``seed``, ``trt_version``...).
+
+    Raises:
+        ConfigError: a keyword argument it does not take or of the wrong type (one line naming it and
+            listing the allowed ones, as ``gymnasium.make`` of the placement environments does), or
+            settings that cannot be measured together (:mod:`placetune.tuning.study_setup`).
 
     Example:
         >>> ev = Evaluator("seed-block", "orin-agx", mode="pipeline")
@@ -138,54 +101,23 @@ class Evaluator:
         constraints: Any = None,
         **options: Any,
     ) -> None:
-        self.model = _load_model(model, batch, shapes)
+        check_arguments(options, settings=settings, shapes=shapes, agent=agent, constraints=constraints)
+        setup = resolve(model, platform, backend, mode=mode, precision=precision, batch=batch, objective=objective,
+                        settings=settings, shapes=shapes, constraints=constraints, options=options)
+        self.model = setup.model
         #: the networks of a concurrent study's merged model ([] for one network)
-        self.networks = networks_in(self.model)
-        self.platform = get_platform(platform)  # a Platform as it is; anything but a name is refused, naming them
-        self.backend = get_backend(backend) if isinstance(backend, str) else check_backend(backend)
-        if settings is None and "trt_version" not in options:
-            options["trt_version"] = self.platform.default_trt_version
-        self.settings = settings or Settings(mode=mode, precision=precision, **options)
-        refuse_for_version(self.model, self.settings.trt_version)  # types the target's ONNX parser cannot import
-        self.settings = timed_settings(self.backend, self.settings, self.model)  # the input timed (inputdata.py)
-        if self.backend.capabilities.simulated and not self.platform.ships_trt(self.settings.trt_version):
-            # said, not refused: a what-if of another TensorRT's DLA rules is a use of the simulator (the real
-            # backends check the board's own TensorRT against the platform: backends/jetson.installed_trt_fits)
-            log.warning("trt_version %s: no JetPack for %s ships TensorRT %s (its JetPacks: %s); the simulated Jetson "
-                        "applies that version's DLA rules anyway", self.settings.trt_version, self.platform.name,
-                        self.settings.trt_version, ", ".join(self.platform.jetpack_trt))
-        if not self.platform.has_power_mode(self.settings.power_mode):  # else every trial is infeasible
-            raise ConfigError(f"power_mode {str(self.settings.power_mode)[:40]!r}: {self.platform.name} has the "
-                              f"power modes {', '.join(self.platform.power_modes)}")
-        self.objective = get_objective(objective, constraints)
-        measured = self.backend.capabilities.objectives
-        cannot = [n for n in self.objective.measured_from if n not in measured]
-        if cannot:  # else every measurement's objective would be None: declared, so refused here
-            raise ConfigError(f"objective {self.objective.name!r}: the {self.backend.name} backend does not measure "
-                              f"{' or '.join(cannot)}; it measures {', '.join(measured)}")
-        check_networks(self.objective.constraints, self.networks)  # every name checked against what exists
-        if self.model.path is not None:  # its weights are read at export: a broken external data file is refused now
-            check_external_data(self.model.path)
+        self.networks = setup.networks
+        self.platform = setup.platform
+        self.backend = setup.backend
+        self.settings = setup.settings
+        self.objective = setup.objective
         self.store = Store.of(store)
         self.agent = agent
         self.fingerprint = self.backend.fingerprint(self.platform, self.settings)
         refuse_for_board(self.backend, self.model, self.settings, self.fingerprint)  # before it's stored
         self.stats = EvaluatorStats()
         self.study_name = study or self.default_study_name()
-        self.study = self.store.create_or_open_study(
-            self.study_name,
-            self.model,
-            platform=self.platform.name,
-            backend=self.backend.name,
-            mode=self.settings.mode,
-            objective=self.objective.name,
-            precision=self.settings.precision,
-            batch=self.model.batch,
-            settings=self.settings.to_dict(),
-            fingerprint=self.fingerprint,
-            simulated=self.backend.simulated,
-            constraints=[c.text for c in self.objective.constraints],
-        )
+        self.study = open_study(self.store, self.study_name, setup, self.fingerprint)
         self._memo: OrderedDict[str, Measurement] = OrderedDict()
         self._realised_key: OrderedDict[str, str] = OrderedDict()  # requested key -> realised key
         self._callbacks: list[Callable[[Placement, Measurement], None]] = []
@@ -420,10 +352,9 @@ class Evaluator:
         out = self._answer(combined, placement, cache_hit=False)
         out.requested = placement.as_dict()
         out.extra["remeasured"] = builds
-        spent = [m.extra.get("device_time_s") for m in new]
-        if all(isinstance(d, dict) for d in spent):  # progress displays: this call's device time
-            out.extra["device_time_s"] = {k: sum(float(d.get(k) or 0.0) for d in spent) for k in spent[0]
-                                          if isinstance(spent[0][k], (int, float))}
+        spent = device_time(new)  # progress displays: this call's device time
+        if spent is not None:
+            out.extra["device_time_s"] = spent
         else:
             out.extra.pop("device_time_s", None)
         self.trial_log.stored(placement, out, started, agent or "remeasure")  # its trial, then the callbacks
@@ -517,7 +448,7 @@ class Evaluator:
             named as every table prints them; the lower-case names of older placetune
             (``"all-gpu"``) are looked up too.
         """
-        out = _Baselines()
+        out = BaselinesByName()
         for name, _, p in baseline_placements(self):  # printed names: all-GPU, all-DLA0, split-DLA0-DLA1
             m = self.baseline() if name == "all-gpu" else self.evaluate(p, agent="baseline")
             out[name.replace("gpu", "GPU").replace("dla", "DLA")] = (p, m)

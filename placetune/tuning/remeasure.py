@@ -41,7 +41,7 @@ from typing import Any
 
 from placetune.measurement import Measurement, latency_stats
 
-__all__ = ["combine_builds", "build_entries", "measured_again", "next_build_number", "TRANSIENT_KEYS"]
+__all__ = ["combine_builds", "build_entries", "measured_again", "next_build_number", "device_time", "TRANSIENT_KEYS"]
 
 #: ``extra`` keys an evaluator adds to the measurements it answers; never stored
 TRANSIENT_KEYS = ("_id", "cache_hit", "requested_key", "annotation", "remeasured")
@@ -117,3 +117,12 @@ def combine_builds(stored: Measurement, new: list[Measurement]) -> Measurement:
     out.build_seconds = float(stored.build_seconds or 0.0) + sum(float(m.build_seconds or 0.0) for m in new)
     out.extra["builds"] = builds
     return out
+
+
+def device_time(builds: list[Measurement]) -> dict[str, float] | None:
+    """The device time these builds spent together (``extra["device_time_s"]`` summed key by key, as progress
+    displays show it); None when one build lacks it."""
+    spent = [m.extra.get("device_time_s") for m in builds]
+    if not all(isinstance(d, dict) for d in spent):
+        return None
+    return {k: sum(float(d.get(k) or 0.0) for d in spent) for k in spent[0] if isinstance(spent[0][k], (int, float))}

@@ -19,7 +19,8 @@ from placetune.model.model import Model
 from placetune.settings import Settings, check_replica_devices, rules_version
 from placetune.store.store import Store
 from placetune.tuning.constraints import check_networks, parse_constraints
-from placetune.tuning.evaluator import Evaluator, study_name_for
+from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.study_setup import study_name_for
 from placetune.tuning.fleet import Fleet, prepare
 from placetune.tuning.fleet_locks import SingleWriterLock
 from placetune.tuning.measurable import check_measurable
