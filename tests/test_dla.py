@@ -297,6 +297,32 @@ def test_matmul_two_runtime_inputs():
     assert trt_layer_type(mm_const) == "FullyConnected"
 
 
+def linear(x_shape, n=384, op="MatMul"):
+    """A Linear with constant weights as torch exports it on a tensor of any rank (weight [K, N])."""
+    k = x_shape[-1]
+    return L(op, [T(tuple(x_shape)), T((k, n), const=True)], [T(tuple(x_shape[:-1]) + (n,))])
+
+
+@pytest.mark.parametrize("trt", ["8.5", "8.6", "10.3"])
+@pytest.mark.parametrize("x_shape", [(1, 197, 768), (300, 1, 256), (1, 56, 56, 96)])
+def test_matmul_with_constant_weights_beyond_2d_is_unverified_not_dla(x_shape, trt):
+    # A Relu or Add on these same tensors is refused ("needs 4D"); the MatMul whose weights are constant
+    # must not pass where no source shows TensorRT running it on the DLA (ViT [1,197,768], a 3-D
+    # decoder tensor, ConvNeXt's channels-last MLP [1,56,56,96]).
+    s = check(linear(x_shape), trt=trt)
+    assert not s.supported
+    assert f"{len(x_shape)}D input" in s.reason and "unverified" in s.reason, s.reason
+    if len(x_shape) == 3:
+        bad(L("Relu", [T(x_shape)], [T(x_shape)]), "needs 4D")
+
+
+@pytest.mark.parametrize("trt", ["8.5", "8.6", "10.3"])
+def test_matmul_with_constant_weights_on_a_2d_input_stays_dla(trt):
+    # the classifier head: [N, K] x constant [K, N_out] ran on the DLA in the published 8.5.2 and 10.3 logs
+    ok(linear((1, 2048), n=1000), trt=trt)
+    ok(linear((300, 256), n=256, op="Gemm"), trt=trt)
+
+
 # ----------------------------------------------------------------------------- Deconvolution
 
 
