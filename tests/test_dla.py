@@ -314,6 +314,7 @@ def test_matmul_with_constant_weights_beyond_2d_is_unverified_not_dla(x_shape, t
     assert f"{len(x_shape)}D input" in s.reason and "unverified" in s.reason, s.reason
     if len(x_shape) == 3:
         bad(L("Relu", [T(x_shape)], [T(x_shape)]), "needs 4D")
+    assert trt_layer_type(linear(x_shape)) == "MatrixMultiply"
 
 
 @pytest.mark.parametrize("trt", ["8.5", "8.6", "10.3"])
@@ -321,6 +322,7 @@ def test_matmul_with_constant_weights_on_a_2d_input_stays_dla(trt):
     # the classifier head: [N, K] x constant [K, N_out] ran on the DLA in the published 8.5.2 and 10.3 logs
     ok(linear((1, 2048), n=1000), trt=trt)
     ok(linear((300, 256), n=256, op="Gemm"), trt=trt)
+    assert trt_layer_type(linear((1, 2048), n=1000)) == "FullyConnected"
 
 
 # ----------------------------------------------------------------------------- Deconvolution
