@@ -325,6 +325,13 @@ def test_matmul_with_constant_weights_on_a_2d_input_stays_dla(trt):
     assert trt_layer_type(linear((1, 2048), n=1000)) == "FullyConnected"
 
 
+def test_gemm_with_a_transposed_input_is_unverified_not_dla():
+    # transA=1: the parser gives the MatrixMultiply kTRANSPOSE on the activation (onnx-tensorrt 8.6-GA Gemm
+    # importer); the published DLA builds show only an untransposed [N, K] input
+    g = L("Gemm", [T((512, 1)), T((10, 512), const=True)], [T((1, 10))], {"transA": 1, "transB": 1})
+    bad(g, "transA=1")
+
+
 # ----------------------------------------------------------------------------- Deconvolution
 
 

@@ -115,6 +115,9 @@ def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
     n_out = int(b.shape[0] if trans_b else b.shape[1])
     if n_out < 1 or n_out > MAX_DIM:
         return f"FullyConnected output maps {n_out} > {MAX_DIM}"
+    if layer.op_type == "Gemm" and int(layer.attrs.get("transA", 0)) == 1:
+        return ("Gemm with transA=1 (a transposed activation): DLA support unverified, treated as GPU-only "
+                "(published DLA builds run an untransposed [N, K] input only)")
     x = _x(layer)
     rank = len(x.shape) if x is not None else 0
     if rank != 2:
