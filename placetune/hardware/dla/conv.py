@@ -107,7 +107,9 @@ def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
     #   "reshaped into an MxV tensor, where V is a product of the last three dimensions", output {.., K, 1, 1})
     #   contracts C*H*W, not the last axis, so TensorRT must first reshape the input to 4D with a 3D -> 4D
     #   (or 4D channel-moving) Shuffle of its own, and a Relu or Add on the same 3-D tensor is refused here
-    #   ("needs 4D"). Treated as GPU-only, and the reason says it is unverified.
+    #   ("needs 4D"). NVIDIA's own DLA recipe for a sequence's products with constant weights is a 1x1 Conv
+    #   on N,C,H,W tensors, not a MatMul (DLA-SW operators/op_reconstruction/GRU.py: from2dto4d, add_gru_conv).
+    #   Treated as GPU-only, and the reason says it is unverified.
     b = _fc_weight(layer)
     if b is None:
         return f"{layer.op_type} with two runtime inputs (MatrixMultiply) has no DLA support"
@@ -123,8 +125,8 @@ def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
     if rank != 2:
         shape = "x".join(str(int(d)) for d in x.shape) if x is not None else "?"
         return (f"{layer.op_type} with constant weights on a {rank}D input ({shape}): DLA support unverified, "
-                f"treated as GPU-only (published DLA builds run it on 2D [N, K] inputs only; TensorRT reshapes "
-                f"any other rank to 4D with Shuffles of its own)")
+                f"treated as GPU-only (published DLA builds run it on 2D [N, K] inputs only; for the DLA, export "
+                f"it as a 1x1 Conv on an N,C,H,W tensor)")
     return None
 
 
