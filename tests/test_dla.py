@@ -809,3 +809,17 @@ def test_check_model_resnet18_only_the_global_pool_is_gpu():
     res = check_model(m, "orin-agx", "fp16", "8.6")
     gpu = [name for name, s in res.items() if not s.supported]
     assert gpu == ["/avgpool/GlobalAveragePool"]
+
+
+@pytest.mark.parametrize("trt", ["8.5", "10.3"])
+def test_check_model_vit_linears_are_unverified_and_the_head_is_dla(trt):
+    """A ViT as torch exports it: the blocks' Linears are MatMuls on [1, 197, 192] (weights constant), refused
+    as unverified like the 3-D Adds around them; the head Gemm on [1, 192] keeps its (published) DLA verdict."""
+    model_mod = pytest.importorskip("placetune.model")
+    m = model_mod.Model.load("vit-tiny:depth=1")
+    res = check_model(m, "orin-agx", "fp16", trt)
+    linears = [x.name for x in m.layers if x.op_type == "MatMul" and x.inputs[1].const]
+    assert len(linears) == 4
+    for name in linears:
+        assert not res[name].supported and "3D input (1x197x" in res[name].reason and "unverified" in res[name].reason
+    assert res["/head/Gemm"].supported
