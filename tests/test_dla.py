@@ -297,6 +297,41 @@ def test_matmul_two_runtime_inputs():
     assert trt_layer_type(mm_const) == "FullyConnected"
 
 
+def linear(x_shape, n=384, op="MatMul"):
+    """A Linear with constant weights as torch exports it on a tensor of any rank (weight [K, N])."""
+    k = x_shape[-1]
+    return L(op, [T(tuple(x_shape)), T((k, n), const=True)], [T(tuple(x_shape[:-1]) + (n,))])
+
+
+@pytest.mark.parametrize("trt", ["8.5", "8.6", "10.3"])
+@pytest.mark.parametrize("x_shape", [(1, 197, 768), (300, 1, 256), (1, 56, 56, 96)])
+def test_matmul_with_constant_weights_beyond_2d_is_unverified_not_dla(x_shape, trt):
+    # A Relu or Add on these same tensors is refused ("needs 4D"); the MatMul whose weights are constant
+    # must not pass where no source shows TensorRT running it on the DLA (ViT [1,197,768], a 3-D
+    # decoder tensor, ConvNeXt's channels-last MLP [1,56,56,96]).
+    s = check(linear(x_shape), trt=trt)
+    assert not s.supported
+    assert f"{len(x_shape)}D input" in s.reason and "unverified" in s.reason, s.reason
+    if len(x_shape) == 3:
+        bad(L("Relu", [T(x_shape)], [T(x_shape)]), "needs 4D")
+    assert trt_layer_type(linear(x_shape)) == "MatrixMultiply"
+
+
+@pytest.mark.parametrize("trt", ["8.5", "8.6", "10.3"])
+def test_matmul_with_constant_weights_on_a_2d_input_stays_dla(trt):
+    # the classifier head: [N, K] x constant [K, N_out] ran on the DLA in the published 8.5.2 and 10.3 logs
+    ok(linear((1, 2048), n=1000), trt=trt)
+    ok(linear((300, 256), n=256, op="Gemm"), trt=trt)
+    assert trt_layer_type(linear((1, 2048), n=1000)) == "FullyConnected"
+
+
+def test_gemm_with_a_transposed_input_is_unverified_not_dla():
+    # transA=1: the parser gives the MatrixMultiply kTRANSPOSE on the activation (onnx-tensorrt 8.6-GA Gemm
+    # importer); the published DLA builds show only an untransposed [N, K] input
+    g = L("Gemm", [T((512, 1)), T((10, 512), const=True)], [T((1, 10))], {"transA": 1, "transB": 1})
+    bad(g, "transA=1")
+
+
 # ----------------------------------------------------------------------------- Deconvolution
 
 
@@ -774,3 +809,17 @@ def test_check_model_resnet18_only_the_global_pool_is_gpu():
     res = check_model(m, "orin-agx", "fp16", "8.6")
     gpu = [name for name, s in res.items() if not s.supported]
     assert gpu == ["/avgpool/GlobalAveragePool"]
+
+
+@pytest.mark.parametrize("trt", ["8.5", "10.3"])
+def test_check_model_vit_linears_are_unverified_and_the_head_is_dla(trt):
+    """A ViT as torch exports it: the blocks' Linears are MatMuls on [1, 197, 192] (weights constant), refused
+    as unverified like the 3-D Adds around them; the head Gemm on [1, 192] keeps its (published) DLA verdict."""
+    model_mod = pytest.importorskip("placetune.model")
+    m = model_mod.Model.load("vit-tiny:depth=1")
+    res = check_model(m, "orin-agx", "fp16", trt)
+    linears = [x.name for x in m.layers if x.op_type == "MatMul" and x.inputs[1].const]
+    assert len(linears) == 4
+    for name in linears:
+        assert not res[name].supported and "3D input (1x197x" in res[name].reason and "unverified" in res[name].reason
+    assert res["/head/Gemm"].supported

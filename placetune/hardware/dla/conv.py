@@ -87,9 +87,29 @@ def _rule_conv(layer: Layer, ctx: _Ctx) -> str | None:
 
 
 def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
-    # DLA-SW: Gemm/MatMul native only with a constant second input ("TensorRT can translate this
-    # to a 1x1 Conv"), then the Convolution limits apply: output maps <= 8192 (input features
-    # are a non-batch dim, <= 8192 by G2).
+    # DLA-SW operators/README.md (Gemm, MatMul rows): native only with a constant second input
+    # ("TensorRT can translate this to a 1x1 Conv internally"), then the Convolution limits apply:
+    # output maps <= 8192 (input features are a non-batch dim, <= 8192 by G2).
+    #
+    # By the rank of the activation input:
+    # * The ONNX parser makes an IMatrixMultiplyLayer of every Gemm and MatMul from 8.4 on, never a
+    #   FullyConnected (onnx-tensorrt 8.5-GA/8.6-GA builtin_op_importers.cpp, 10.0-GA onnxOpImporters.cpp:
+    #   addMatrixMultiply; Gemm asserts "GEMM must have 2D inputs!"; a MatMul's 2-D constant is broadcast
+    #   to A's rank). The builder turns one with constant weights into a 1x1 convolution between its own
+    #   Shuffles "reshape_before_<name>" / "reshape_after_<name>" (names in published engine layer lists).
+    # * 2D [N, K] (classifier heads): VERIFIED. The Gemm ran on the DLA in published trtexec logs of
+    #   TensorRT 8.5.2 ({ForeignNode[/linear/Gemm]}) and 10.3.0 ({ForeignNode[/fc/Gemm + ...]} successfully
+    #   offloaded), with "reshape_after_/fc/Gemm", TensorRT's 4D -> 2D Shuffle, on the GPU (the same rank
+    #   rule placetune's Shuffle rule applies); tests/data/trt_corpus/orin-agx-trt10.3-dla-offloaded,
+    #   dlatutorial-repro-orin64-8.5.2-model-bn. 8.6 has the same parser path.
+    # * 3D [B, T, K] and 4D with the product on the last axis (ConvNeXt's channels-last MLP): UNVERIFIED.
+    #   No published DLA build runs one; the DLA form (IFullyConnectedLayer, NvInfer.h release/8.6: input
+    #   "reshaped into an MxV tensor, where V is a product of the last three dimensions", output {.., K, 1, 1})
+    #   contracts C*H*W, not the last axis, so TensorRT must first reshape the input to 4D with a 3D -> 4D
+    #   (or 4D channel-moving) Shuffle of its own, and a Relu or Add on the same 3-D tensor is refused here
+    #   ("needs 4D"). NVIDIA's own DLA recipe for a sequence's products with constant weights is a 1x1 Conv
+    #   on N,C,H,W tensors, not a MatMul (DLA-SW operators/op_reconstruction/GRU.py: from2dto4d, add_gru_conv).
+    #   Treated as GPU-only, and the reason says it is unverified.
     b = _fc_weight(layer)
     if b is None:
         return f"{layer.op_type} with two runtime inputs (MatrixMultiply) has no DLA support"
@@ -97,6 +117,16 @@ def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
     n_out = int(b.shape[0] if trans_b else b.shape[1])
     if n_out < 1 or n_out > MAX_DIM:
         return f"FullyConnected output maps {n_out} > {MAX_DIM}"
+    if layer.op_type == "Gemm" and int(layer.attrs.get("transA", 0)) == 1:
+        return ("Gemm with transA=1 (a transposed activation): DLA support unverified, treated as GPU-only "
+                "(published DLA builds run an untransposed [N, K] input only)")
+    x = _x(layer)
+    rank = len(x.shape) if x is not None else 0
+    if rank != 2:
+        shape = "x".join(str(int(d)) for d in x.shape) if x is not None else "?"
+        return (f"{layer.op_type} with constant weights on a {rank}D input ({shape}): DLA support unverified, "
+                f"treated as GPU-only (published DLA builds run it on 2D [N, K] inputs only; for the DLA, export "
+                f"it as a 1x1 Conv on an N,C,H,W tensor)")
     return None
 
 

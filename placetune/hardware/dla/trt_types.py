@@ -46,8 +46,12 @@ def trt_layer_type(layer: Layer, trt_version: str = "8.6") -> str:
     """The TensorRT layer type the ONNX parser makes of ``layer``.
 
     Notes on choices:
-        - Gemm / MatMul with a constant 2D ``B`` -> ``"FullyConnected"`` (TRT 8.x naming; TRT 10
-          builds a MatrixMultiply with a constant that the optimiser turns into a 1x1 convolution).
+        - Gemm / MatMul with a constant 2D ``B`` on a 2D ``[N, K]`` input -> ``"FullyConnected"``: the ONNX
+          parser makes an IMatrixMultiplyLayer of every Gemm/MatMul from 8.4 on (onnx-tensorrt 8.5-GA and
+          8.6-GA builtin_op_importers.cpp, 10.0-GA onnxOpImporters.cpp: ``addMatrixMultiply``), which the
+          builder runs as a 1x1 convolution between its own ``reshape_before_``/``reshape_after_`` Shuffles,
+          the form the DLA takes (published 8.5.2 and 10.3 logs). On a 3D or 4D input -> ``"MatrixMultiply"``:
+          no published build shows that conversion on the DLA (see the DLA rule ``_rule_fc``).
         - GlobalAveragePool / GlobalMaxPool -> ``"Reduce"``: onnx-tensorrt since 8.x implements them
           with ``addReduce`` ("GlobalAveragePool operators are implemented via Reduce layers rather
           than Pooling layers"), and the jetson_dla_tutorial log shows ``REDUCE: GlobalAveragePool_8``
@@ -68,7 +72,9 @@ def trt_layer_type(layer: Layer, trt_version: str = "8.6") -> str:
     if op in _FIXED_TYPES:
         return _FIXED_TYPES[op]
     if op in ("Gemm", "MatMul"):
-        return "FullyConnected" if _fc_weight(layer) is not None else "MatrixMultiply"
+        acts = layer.activation_inputs
+        two_d = bool(acts) and len(acts[0].shape) == 2
+        return "FullyConnected" if _fc_weight(layer) is not None and two_d else "MatrixMultiply"
     if op == "InstanceNormalization":
         return "Normalization" if parse_trt_version(trt_version) >= (10, 0, 0) else \
             "PluginV2 (InstanceNormalization_TRT)"
