@@ -549,7 +549,9 @@ def test_three_toy_agent_workers_share_one_study(pg_url, tmp_path, monkeypatch):
     trials = st.get_trials(deepcopy=False)
     done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     assert len(done) == 24 and not [t for t in trials if t.state == TrialState.RUNNING]
-    assert all(t.user_attrs.get("agent") == "toy" and t.params for t in done)
+    # the study's baselines are trials of the budget too, with their agent, as on one machine
+    assert all(t.user_attrs.get("agent") in ("toy", "baseline") and t.params for t in done)
+    assert [t for t in done if t.user_attrs["agent"] == "baseline"] and [t for t in done if t.user_attrs["agent"] == "toy"]
     assert len({t.user_attrs.get("worker") for t in done}) >= 2
     engine = sa.create_engine(pg_url)
     with engine.connect() as conn:
@@ -658,3 +660,32 @@ def test_a_fleet_worker_whose_builds_run_out_of_memory_stops_as_tune_does(pg_url
         claims = conn.execute(sa.select(sa.func.count()).select_from(CLAIMS_TABLE)).scalar()
     engine.dispose()
     assert claims == 0
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_a_fleet_s_baselines_are_trials_of_its_study_within_its_budget(tmp_path, monkeypatch, capsys):
+    """A fleet worker's baselines were measured outside the fleet's Optuna study, then imported by the agent as
+    warm-start trials without their agent and outside the budget: the run measured budget + 3 placements and
+    its lines disagreed (15 trials, converged "of 18"). Each baseline is now a trial with its agent and worker,
+    counted in the budget as on one machine (one worker on SQLite: the fleet's path without a server)."""
+    import optuna
+
+    import placetune.tuning.tune_study as tune_study
+    from placetune.tuning.fleet import Fleet
+
+    monkeypatch.setattr(tune_study, "prepare", lambda store, cfg, backend, settings: (
+        Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3)), None))
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    assert main(["tune", "--model", "seed-block", "--mode", "pipeline", "--precision", "int8", "--agent", "optuna",
+                 "--trials", "8", "--storage", url, "--study", "f", "--export", str(tmp_path / "f.json")]) == 0
+    out = capsys.readouterr().out
+    assert "fleet worker" in out and re.search(r"summary \(SIMULATED\): 8 trials, ", out), out[-3000:]
+    trials = optuna.load_study(study_name="f", storage=url).get_trials(deepcopy=False)
+    assert not [t for t in trials if t.user_attrs.get("imported")]
+    baselines = [t for t in trials if t.user_attrs.get("agent") == "baseline"]
+    assert len(baselines) == 3 and all(t.user_attrs.get("worker") for t in baselines)  # all-GPU, all-DLA0, split
+    with Store(url) as store:
+        ids = {rec.id for rec in store.measurements("f")}
+        assert store.study("f").n_requests == len(ids)
+    # every measurement is a trial of the study
+    assert {t.user_attrs.get("measurement_id") for t in trials} - {None} == ids

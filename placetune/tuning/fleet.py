@@ -62,6 +62,7 @@ from placetune.hardware.locked_clocks import lock_differences
 from placetune.hardware.platforms import get_platform
 from placetune.store.studies import _as_dict
 from placetune.tuning.fleet_steps import FleetAgent
+from placetune.tuning.optuna_study import OptunaStudy
 from placetune.tuning.studyfile import TuneConfig
 
 if TYPE_CHECKING:
@@ -196,6 +197,19 @@ class Fleet:
     def attach(self, evaluator: "Evaluator") -> None:
         """Make ``evaluator`` claim realised placements before measuring them."""
         evaluator.claims = self.claims
+
+    def record_baselines(self, evaluator: "Evaluator", granularity: str) -> "OptunaStudy":
+        """Write each evaluation of ``evaluator`` as a trial of the fleet's Optuna study, with its agent
+        and this worker, until the returned study is detached (:meth:`stop_recording`): the study's
+        baselines, measured before the agent runs, become trials counted in the fleet's budget as on one
+        machine (not warm-start imports outside it, without their agent)."""
+        return OptunaStudy(evaluator, granularity, backfill=False, attrs={"worker": self.worker}).attach()
+
+    @staticmethod
+    def stop_recording(evaluator: "Evaluator", study: "OptunaStudy") -> None:
+        """Detach a study of :meth:`record_baselines`: the agent writes its trials itself."""
+        if study in evaluator.trial_log.sinks:
+            evaluator.trial_log.sinks.remove(study)
 
     def configure(self, agent: Any, budget: int, *, deadline: float | None = None,
                   stop: Callable[[], bool] | None = None, study_name: str | None = None) -> Any:

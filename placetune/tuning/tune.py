@@ -144,7 +144,13 @@ class Tuner:
             progress.resume_from(stored[1] if stored else None)
         # the baselines are part of every study: measured first, within the budget (those the
         # study holds cost nothing); a concurrent study's naive plans the model rules out are not
-        baselines = measure_study_baselines(ev, lambda: self._trials_done(ev, agent_probe) < cfg.trials)
+        # in a fleet each baseline is a trial of the fleet's Optuna study, counted in its budget as on one machine
+        recording = fleet.record_baselines(ev, agent_probe.granularity or "fusion") if fleet is not None else None
+        try:
+            baselines = measure_study_baselines(ev, lambda: self._trials_done(ev, agent_probe) < cfg.trials)
+        finally:
+            if recording is not None:
+                Fleet.stop_recording(ev, recording)
         base = baselines[0][2] if baselines else None
         if base is not None:
             baseline = base
