@@ -157,7 +157,8 @@ def test_three_workers_share_one_study(pg_url, tmp_path, capsys):
         assert "Traceback" not in err
     st, storage = _optuna_study(pg_url, "fleet3")
     trials = st.get_trials(deepcopy=False)
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("imported")]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("imported")
+                and not t.user_attrs.get("repeat")]  # (a proposal answered from an earlier trial: no build)
     assert len(complete) == 60
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     workers = {t.user_attrs.get("worker") for t in complete}
@@ -263,7 +264,8 @@ def test_killed_worker_trial_is_recovered_by_heartbeat(pg_url, tmp_path):
     assert retried and retried[0].state == TrialState.COMPLETE  # re-run with the same parameters
     assert retried[0].params == by_number[killed_trial].params
     assert retried[0].user_attrs.get("worker") != victim_id
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("imported")]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("imported")
+                and not t.user_attrs.get("repeat")]  # (a proposal answered from an earlier trial: no build)
     assert len(complete) == budget  # the survivors finished the budget
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     engine = sa.create_engine(pg_url)
@@ -667,7 +669,8 @@ def test_a_fleet_s_baselines_are_trials_of_its_study_within_its_budget(tmp_path,
     """A fleet worker's baselines were measured outside the fleet's Optuna study, then imported by the agent as
     warm-start trials without their agent and outside the budget: the run measured budget + 3 placements and
     its lines disagreed (15 trials, converged "of 18"). Each baseline is now a trial with its agent and worker,
-    counted in the budget as on one machine (one worker on SQLite: the fleet's path without a server)."""
+    counted in the budget as on one machine, and so are its builds, not the optuna agent's repeated proposals
+    answered without a build (one worker on SQLite: the fleet's path without a server)."""
     import optuna
 
     import placetune.tuning.tune_study as tune_study
@@ -677,11 +680,17 @@ def test_a_fleet_s_baselines_are_trials_of_its_study_within_its_budget(tmp_path,
         Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3)), None))
     url = f"sqlite:///{tmp_path / 'f.db'}"
     assert main(["tune", "--model", "seed-block", "--mode", "pipeline", "--precision", "int8", "--agent", "optuna",
-                 "--trials", "8", "--storage", url, "--study", "f", "--export", str(tmp_path / "f.json")]) == 0
+                 "--trials", "15", "--storage", url, "--study", "f", "--export", str(tmp_path / "f.json")]) == 0
     out = capsys.readouterr().out
-    assert "fleet worker" in out and re.search(r"summary \(SIMULATED\): 8 trials, ", out), out[-3000:]
+    assert "fleet worker" in out and re.search(r"summary \(SIMULATED\): 15 trials, 15 measured in this run", out), out[-3000:]
+    # every count names the same thing: the study's requests (builds and cache hits), baselines included
+    assert "fleet: the study has 15 trials of its budget" in out
+    assert all(n == "15" for n in re.findall(r"converged at trial \d+ of (\d+)", out)), out[-3000:]
     trials = optuna.load_study(study_name="f", storage=url).get_trials(deepcopy=False)
     assert not [t for t in trials if t.user_attrs.get("imported")]
+    assert all(t.user_attrs.get("agent") in ("baseline", "optuna") for t in trials)  # a repeat names its agent too
+    repeats = [t for t in trials if t.user_attrs.get("repeat")]  # proposals answered from an earlier trial
+    assert f"holds {len(repeats)} repeated proposals" in out and len(trials) == 15 + len(repeats)
     baselines = [t for t in trials if t.user_attrs.get("agent") == "baseline"]
     assert len(baselines) == 3 and all(t.user_attrs.get("worker") for t in baselines)  # all-GPU, all-DLA0, split
     with Store(url) as store:

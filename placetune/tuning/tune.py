@@ -218,7 +218,7 @@ class Tuner:
                               signal=self._signal if interrupted else None, convergence=watch.result())
         report.summary(outcome)
         if fleet is not None:
-            self._say(fleet.summary())
+            self._say(fleet.summary(agent_probe.study_name or ev.study_name))
         if outcome.best is None:
             self._say("no successful measurement yet: no plan exported")
         else:
