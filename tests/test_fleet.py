@@ -282,6 +282,29 @@ def test_killed_worker_trial_is_recovered_by_heartbeat(pg_url, tmp_path):
 
 
 @pytest.mark.postgres
+def test_two_workers_count_the_study_s_trials_alike(pg_url, tmp_path):
+    """Each worker's closing lines count the study's trials, every worker's: its summary, the fleet line and
+    the convergence line (which counted only the trials this worker saw: "of 11" of a 15-trial study)."""
+    study = _study_file(tmp_path, "fleetcount", trials=15)
+    dirs = [tmp_path / f"w{i}" for i in range(2)]
+    for d in dirs:
+        d.mkdir()
+    procs = [_worker(study, pg_url, d) for d in dirs]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+        assert re.search(r"summary \(SIMULATED\): 15 trials, ", out), out[-2000:]
+        assert "fleet: the study has 15 trials of its budget" in out, out[-2000:]
+    ofs = [n for out, _ in outs for n in re.findall(r"converged at trial \d+ of (\d+)", out)]
+    assert ofs and set(ofs) == {"15"}, [out[-1500:] for out, _ in outs]
+    st, storage = _optuna_study(pg_url, "fleetcount")
+    trials = st.get_trials(deepcopy=False)
+    storage.engine.dispose()
+    assert len([t for t in trials if not t.user_attrs.get("repeat")]) == 15
+    assert all(t.user_attrs.get("agent") in ("baseline", "optuna") and t.user_attrs.get("worker") for t in trials)
+
+
+@pytest.mark.postgres
 def test_mismatched_worker_refuses_to_join(pg_url, tmp_path, capsys):
     study = _study_file(tmp_path, "fp", trials=3)
     with Evaluator("seed-block", "orin-agx", mode="pipeline", precision="int8", store=pg_url, study="fp"):

@@ -214,6 +214,8 @@ class Tuner:
         interrupted = interrupted or ev.stop_requested
         if baseline is not None:  # re-measured by the agent: the median over its builds
             baseline = ev.peek(Placement.all_gpu(ev.model)) or baseline
+        if fleet is not None:  # the study's trials, every worker's, not only those this worker saw
+            watch = report.watch = ConvergenceWatch.from_store(ev, cfg.trials)
         outcome = TuneOutcome(name, self._trials_done(ev, agent_probe), cfg.trials, ev.best(), baseline, interrupted,
                               signal=self._signal if interrupted else None, convergence=watch.result())
         report.summary(outcome)
