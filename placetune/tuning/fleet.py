@@ -7,7 +7,8 @@ N machines makes N *workers* of one study:
   storage); every worker loads it and asks it for trials. TPE runs with
   ``constant_liar=True`` so that workers do not all propose the same region, and each
   worker has its own sampler seed. The study's budget (``--trials``) counts the trials
-  the fleet ran (imported warm-start trials excluded); a
+  the fleet ran, its baselines included (imported warm-start trials and the optuna agent's
+  repeated proposals, answered without a build, excluded); a
   :class:`~placetune.tuning.fleet_gate.TrialGate` (a database advisory lock around
   "count, then ask") makes the fleet stop at exactly that number. Any other agent runs
   too: the study drives it by ask/tell and each proposal is a trial taken through the

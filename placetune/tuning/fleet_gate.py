@@ -62,7 +62,7 @@ class TrialGate:
     """Makes the fleet run exactly the study's budget of trials.
 
     Before each new trial a worker takes a database advisory lock, counts the study's
-    finished (COMPLETE, not imported) and RUNNING trials, and asks for a trial only while
+    finished (COMPLETE or PRUNED, not imported, not repeats: :func:`fleet_trial_counts`) and RUNNING trials, and asks for a trial only while
     they are below the budget; the lock is released once the new trial is RUNNING and
     its parameters are stored (so the next worker's constant-liar TPE sees them). When
     the budget is covered but not finished (trials still running), the worker waits:

@@ -91,7 +91,8 @@ class Tuner:
                 self._study.close()
 
     def _trials_done(self, ev: Evaluator, agent: Agent) -> int:
-        """Requests of the study; in a fleet, trials every worker finished."""
+        """Requests of the study; in a fleet, trials every worker finished (its requests too: builds and cache
+        hits, baselines included, not repeats answered without a build)."""
         ev.flush()  # the evaluations waiting in a batch count
         if self.fleet is None:
             return ev.store.study(ev.study_name).n_requests
