@@ -10,6 +10,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from placetune.errors import UnknownNameError
+from placetune.objective_registry import BUILTIN_OBJECTIVES, REGISTERED, registered_value
+
 __all__ = ["Measurement", "Extra", "EXTRA_KEYS", "STATUSES", "FAILURE_STATUSES", "check_extra", "latency_stats",
            "non_finite"]
 
@@ -261,9 +264,20 @@ class Measurement:
 
     def objective(self, name: str) -> float | None:
         """Value of objective ``latency`` (ms), ``throughput`` (fps), ``energy`` (mJ) or ``gpu_time``
-        (GPU busy ms per frame, from ``extra["busy_ms"]``; 0 when the GPU does nothing); None when failed."""
+        (GPU busy ms per frame, from ``extra["busy_ms"]``; 0 when the GPU does nothing), or of one added
+        with :func:`~placetune.tuning.objectives.register_objective`; None when failed or without it.
+
+        Raises:
+            UnknownNameError: ``name`` is none of these (a misspelt name's None read as a failed measurement).
+        """
+        registered = REGISTERED.get(name) if isinstance(name, str) else None
+        if registered is None and name not in BUILTIN_OBJECTIVES:
+            raise UnknownNameError(f"objective {str(name)[:40]!r}: a measurement's objectives are "
+                                   f"{', '.join((*BUILTIN_OBJECTIVES, *REGISTERED))}")
         if not self.ok:
             return None
+        if registered is not None:
+            return registered_value(registered, self)
         if name == "gpu_time":
             busy = (self.extra or {}).get("busy_ms")
             return None if not isinstance(busy, dict) else float(busy.get("GPU") or 0.0)

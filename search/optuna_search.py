@@ -288,6 +288,10 @@ class OptunaAgent(Agent):
             if key in known:
                 values = known[key]
                 state["repeats"] += 1
+                # answered from the study's earlier trial: nothing built, no request stored (a fleet's
+                # budget counts builds and cache hits, as one machine's counts its requests)
+                trial.set_user_attr("agent", self.name)
+                trial.set_user_attr("repeat", True)
             else:
                 state["repeats"] = 0
                 a = self.assignment_of(space, params)

@@ -262,6 +262,16 @@ def test_engine_and_replicas_plans_run_and_match_the_model(seed_block, tmp_path)
         assert got["one"] < 2e-3 and max(got["stream"]) < 2e-3, got
 
 
+def test_build_refuses_another_model_before_asking_for_tensorrt(tmp_path, capsys):
+    """``build DIR --model other.onnx``: the model mismatch (exit 3) is said first, not a missing TensorRT
+    (exit 8) on a machine without it (this one: the doubles are not on the path in-process)."""
+    folder = _study(tmp_path, DATA / "seed_model_gn.onnx.gz", "engine", "all-dla")
+    capsys.readouterr()
+    assert main(["build", folder, "--model", str(DATA / "seed_block.onnx.gz")]) == 3
+    err = capsys.readouterr().err
+    assert "TensorRT" not in err and "model" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_build_and_load_refuse_what_is_not_a_built_plan(tmp_path, capsys):
     assert main(["build", str(tmp_path)]) == 6
     assert "not a plan folder" in capsys.readouterr().err

@@ -77,6 +77,23 @@ def test_a_registered_objective_is_searched_and_ranked(p99):
     assert ev.value(pt.Measurement.failure("runtime_failed", "no figures")) is None
 
 
+def test_a_measurement_computes_a_registered_objective_and_refuses_a_misspelt_one(p99):
+    """A misspelt objective's None read as a failed measurement (a search keeping the lowest value skipped
+    every placement without a word); a registered objective is a name the measurement knows."""
+    m = pt.Evaluator("seed-block", "orin-agx", mode="engine").baseline()
+    assert m.objective("latency") == m.median_ms
+    assert m.objective("p99_latency") == m.latency_ms["p99"]  # what the first-build check asks it
+    assert pt.Measurement.failure("runtime_failed", "no figures").objective("p99_latency") is None
+    with pytest.raises(UnknownNameError, match="objectives are latency, throughput, energy, gpu_time, p99_latency$"):
+        m.objective("energy_mj")
+    unregister_objective("p99_latency")
+    try:
+        with pytest.raises(UnknownNameError, match="objectives are latency, throughput, energy, gpu_time$"):
+            m.objective("p99_latency")
+    finally:
+        toy_objective.register()
+
+
 def test_placetune_tune_searches_a_registered_objective(p99, tmp_path, capsys):
     assert main(["tune", "--model", "seed-block", "--mode", "engine", "--objective", "p99_latency",
                  "--agent", "random", "--trials", "5", "--storage", f"sqlite:///{tmp_path / 'o.db'}",

@@ -157,7 +157,8 @@ def test_three_workers_share_one_study(pg_url, tmp_path, capsys):
         assert "Traceback" not in err
     st, storage = _optuna_study(pg_url, "fleet3")
     trials = st.get_trials(deepcopy=False)
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("imported")]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("imported")
+                and not t.user_attrs.get("repeat")]  # (a proposal answered from an earlier trial: no build)
     assert len(complete) == 60
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     workers = {t.user_attrs.get("worker") for t in complete}
@@ -263,7 +264,8 @@ def test_killed_worker_trial_is_recovered_by_heartbeat(pg_url, tmp_path):
     assert retried and retried[0].state == TrialState.COMPLETE  # re-run with the same parameters
     assert retried[0].params == by_number[killed_trial].params
     assert retried[0].user_attrs.get("worker") != victim_id
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("imported")]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("imported")
+                and not t.user_attrs.get("repeat")]  # (a proposal answered from an earlier trial: no build)
     assert len(complete) == budget  # the survivors finished the budget
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     engine = sa.create_engine(pg_url)
@@ -277,6 +279,29 @@ def test_killed_worker_trial_is_recovered_by_heartbeat(pg_url, tmp_path):
     assert left == []
     if held:
         assert any("claims of dead workers taken over: 1" in out for out, _ in outs), [o[-600:] for o, _ in outs]
+
+
+@pytest.mark.postgres
+def test_two_workers_count_the_study_s_trials_alike(pg_url, tmp_path):
+    """Each worker's closing lines count the study's trials, every worker's: its summary, the fleet line and
+    the convergence line (which counted only the trials this worker saw: "of 11" of a 15-trial study)."""
+    study = _study_file(tmp_path, "fleetcount", trials=15)
+    dirs = [tmp_path / f"w{i}" for i in range(2)]
+    for d in dirs:
+        d.mkdir()
+    procs = [_worker(study, pg_url, d) for d in dirs]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+        assert re.search(r"summary \(SIMULATED\): 15 trials, ", out), out[-2000:]
+        assert "fleet: the study has 15 trials of its budget" in out, out[-2000:]
+    ofs = [n for out, _ in outs for n in re.findall(r"converged at trial \d+ of (\d+)", out)]
+    assert ofs and set(ofs) == {"15"}, [out[-1500:] for out, _ in outs]
+    st, storage = _optuna_study(pg_url, "fleetcount")
+    trials = st.get_trials(deepcopy=False)
+    storage.engine.dispose()
+    assert len([t for t in trials if not t.user_attrs.get("repeat")]) == 15
+    assert all(t.user_attrs.get("agent") in ("baseline", "optuna") and t.user_attrs.get("worker") for t in trials)
 
 
 @pytest.mark.postgres
@@ -549,7 +574,9 @@ def test_three_toy_agent_workers_share_one_study(pg_url, tmp_path, monkeypatch):
     trials = st.get_trials(deepcopy=False)
     done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     assert len(done) == 24 and not [t for t in trials if t.state == TrialState.RUNNING]
-    assert all(t.user_attrs.get("agent") == "toy" and t.params for t in done)
+    # the study's baselines are trials of the budget too, with their agent, as on one machine
+    assert all(t.user_attrs.get("agent") in ("toy", "baseline") and t.params for t in done)
+    assert [t for t in done if t.user_attrs["agent"] == "baseline"] and [t for t in done if t.user_attrs["agent"] == "toy"]
     assert len({t.user_attrs.get("worker") for t in done}) >= 2
     engine = sa.create_engine(pg_url)
     with engine.connect() as conn:
@@ -658,3 +685,39 @@ def test_a_fleet_worker_whose_builds_run_out_of_memory_stops_as_tune_does(pg_url
         claims = conn.execute(sa.select(sa.func.count()).select_from(CLAIMS_TABLE)).scalar()
     engine.dispose()
     assert claims == 0
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_a_fleet_s_baselines_are_trials_of_its_study_within_its_budget(tmp_path, monkeypatch, capsys):
+    """A fleet worker's baselines were measured outside the fleet's Optuna study, then imported by the agent as
+    warm-start trials without their agent and outside the budget: the run measured budget + 3 placements and
+    its lines disagreed (15 trials, converged "of 18"). Each baseline is now a trial with its agent and worker,
+    counted in the budget as on one machine, and so are its builds, not the optuna agent's repeated proposals
+    answered without a build (one worker on SQLite: the fleet's path without a server)."""
+    import optuna
+
+    import placetune.tuning.tune_study as tune_study
+    from placetune.tuning.fleet import Fleet
+
+    monkeypatch.setattr(tune_study, "prepare", lambda store, cfg, backend, settings: (
+        Fleet(store, FleetOptions(heartbeat_interval=1, grace_period=3)), None))
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    assert main(["tune", "--model", "seed-block", "--mode", "pipeline", "--precision", "int8", "--agent", "optuna",
+                 "--trials", "15", "--storage", url, "--study", "f", "--export", str(tmp_path / "f.json")]) == 0
+    out = capsys.readouterr().out
+    assert "fleet worker" in out and re.search(r"summary \(SIMULATED\): 15 trials, 15 measured in this run", out), out[-3000:]
+    # every count names the same thing: the study's requests (builds and cache hits), baselines included
+    assert "fleet: the study has 15 trials of its budget" in out
+    assert all(n == "15" for n in re.findall(r"converged at trial \d+ of (\d+)", out)), out[-3000:]
+    trials = optuna.load_study(study_name="f", storage=url).get_trials(deepcopy=False)
+    assert not [t for t in trials if t.user_attrs.get("imported")]
+    assert all(t.user_attrs.get("agent") in ("baseline", "optuna") for t in trials)  # a repeat names its agent too
+    repeats = [t for t in trials if t.user_attrs.get("repeat")]  # proposals answered from an earlier trial
+    assert f"holds {len(repeats)} repeated proposals" in out and len(trials) == 15 + len(repeats)
+    baselines = [t for t in trials if t.user_attrs.get("agent") == "baseline"]
+    assert len(baselines) == 3 and all(t.user_attrs.get("worker") for t in baselines)  # all-GPU, all-DLA0, split
+    with Store(url) as store:
+        ids = {rec.id for rec in store.measurements("f")}
+        assert store.study("f").n_requests == len(ids)
+    # every measurement is a trial of the study
+    assert {t.user_attrs.get("measurement_id") for t in trials} - {None} == ids

@@ -173,6 +173,10 @@ def test_parse_shape_spec():
         parse_shape_spec("input=1xAx3")
     with pytest.raises(ShapeError):
         parse_shape_spec("input=0x3")
+    # an empty name before '=' (or trtexec's ':') is a name left out, not a single-input shape
+    for spec in ("=1x384x56x56", " =1x3", ":1x3x8x8"):
+        with pytest.raises(ShapeError, match=r"^bad --shape .*NAME=DIMS .* or DIMS alone"):
+            parse_shape_spec(spec)
 
 
 @pytest.mark.parametrize("shapes, says", [

@@ -184,6 +184,10 @@ def test_parse_duration():
     for bad in ("soon", "-5", "8x"):
         with pytest.raises(ConfigError):
             parse_duration(bad)
+    # a unit given twice is refused, not added up ("1h1h" is not 2 h)
+    for bad in ("1h1h", "30m1h30m", "5s5s"):
+        with pytest.raises(ConfigError, match=r"^bad --timeout .*at most once \(e\.g\. 8h, 30m, 90s or 1h30m\)$"):
+            parse_duration(bad)
 
 
 def test_terminal_progress_bar(tmp_path, capsys):

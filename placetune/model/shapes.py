@@ -71,6 +71,10 @@ def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
         name, sep, dims = spec.rpartition(":")
         if dims.strip().startswith("[") and dims.strip().endswith("]"):
             dims = dims.strip()[1:-1]
+    if sep and not name.strip():
+        # "=1x3x224x224": a name was meant and left out; taking it as a single-input shape hides the typo
+        raise ShapeError(f"bad --shape {spec[:120]!r}: empty input name before {sep!r}; use NAME=DIMS (e.g. "
+                         "input=1x3x224x224) or DIMS alone for a single-input model")
     text = dims.strip().lower().replace(",", "x")
     try:
         shape = tuple(int(d) for d in text.split("x"))

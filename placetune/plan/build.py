@@ -172,7 +172,9 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
                 raise ConfigError(f"{path}: not a plan folder (no plan.json); write one with "
                                   "`placetune export --study NAME --format trtexec -o DIR`")
             if out is None or Path(out).resolve() == path.resolve():
-                p = load(path / "plan.json", check_hash=False)  # file names and indices checked: inside the folder
+                # file names and indices checked: inside the folder; a --model given must be the plan's (its
+                # mismatch said before TensorRT is asked for)
+                p = load(path / "plan.json", model, check_hash=model is not None)
                 if not all(confined(path, e.get("onnx_file"), "onnx_file of plan.json").is_file() for e in p.engines):
                     raise ConfigError(f"{path}: the plan's ONNX files are missing; export the folder again")
                 return p, path

@@ -7,7 +7,8 @@ N machines makes N *workers* of one study:
   storage); every worker loads it and asks it for trials. TPE runs with
   ``constant_liar=True`` so that workers do not all propose the same region, and each
   worker has its own sampler seed. The study's budget (``--trials``) counts the trials
-  the fleet ran (imported warm-start trials excluded); a
+  the fleet ran, its baselines included (imported warm-start trials and the optuna agent's
+  repeated proposals, answered without a build, excluded); a
   :class:`~placetune.tuning.fleet_gate.TrialGate` (a database advisory lock around
   "count, then ask") makes the fleet stop at exactly that number. Any other agent runs
   too: the study drives it by ask/tell and each proposal is a trial taken through the
@@ -62,6 +63,8 @@ from placetune.hardware.locked_clocks import lock_differences
 from placetune.hardware.platforms import get_platform
 from placetune.store.studies import _as_dict
 from placetune.tuning.fleet_steps import FleetAgent
+from placetune.tuning.optuna_study import OptunaStudy
+from placetune.wording import plural
 from placetune.tuning.studyfile import TuneConfig
 
 if TYPE_CHECKING:
@@ -197,6 +200,19 @@ class Fleet:
         """Make ``evaluator`` claim realised placements before measuring them."""
         evaluator.claims = self.claims
 
+    def record_baselines(self, evaluator: "Evaluator", granularity: str) -> "OptunaStudy":
+        """Write each evaluation of ``evaluator`` as a trial of the fleet's Optuna study, with its agent
+        and this worker, until the returned study is detached (:meth:`stop_recording`): the study's
+        baselines, measured before the agent runs, become trials counted in the fleet's budget as on one
+        machine (not warm-start imports outside it, without their agent)."""
+        return OptunaStudy(evaluator, granularity, backfill=False, attrs={"worker": self.worker}).attach()
+
+    @staticmethod
+    def stop_recording(evaluator: "Evaluator", study: "OptunaStudy") -> None:
+        """Detach a study of :meth:`record_baselines`: the agent writes its trials itself."""
+        if study in evaluator.trial_log.sinks:
+            evaluator.trial_log.sinks.remove(study)
+
     def configure(self, agent: Any, budget: int, *, deadline: float | None = None,
                   stop: Callable[[], bool] | None = None, study_name: str | None = None) -> Any:
         """Set up an agent for the fleet: a per-worker seed and the :class:`TrialGate`; the
@@ -237,21 +253,32 @@ class Fleet:
                 f"heartbeat every {o.heartbeat_interval} s, a worker silent for {o.grace_period} s is presumed "
                 f"dead and its trial re-run (up to {o.max_retry} times)")
 
-    def summary(self) -> str:
-        """One line for the end of a worker's run."""
+    def summary(self, study_name: str | None = None) -> str:
+        """One line for the end of a worker's run: the study's trials as the budget counts them (read
+        now, ``study_name`` given), what else its Optuna study holds, and this worker's part."""
         g = self.gate
-        c = g.counts if g is not None else {}
-        parts = [f"fleet: this worker ran {g.started if g else 0} trials"]
+        c = self.trial_counts(study_name) if study_name else (g.counts if g is not None else {})
+        parts = []
         if c:
-            parts.append(f"the study has {c['complete']} complete, {c['running']} running, {c['failed']} failed "
-                         f"(dead workers' trials, re-queued) and {c['imported']} imported trials")
+            parts.append(f"the study has {plural(c['complete'], 'trial')} of its budget (builds and cache hits, "
+                         f"baselines included, as the summary counts them); its Optuna study also holds "
+                         f"{c['repeats']} repeated proposals answered from an earlier trial without a build, "
+                         f"{c['running']} running, {c['failed']} failed (dead workers' trials) and {c['imported']} "
+                         "imported trials")
+        parts.append(f"this worker started {g.started if g else 0} of the agent's Optuna trials")
         parts.append(f"measurements waited for while another worker made them: {self.claims.waited}")
         if self.claims.taken_over:
             parts.append(f"claims of dead workers taken over: {self.claims.taken_over}")
-        return "; ".join(parts)
+        return "fleet: " + "; ".join(parts)
 
     def trials_done(self, study_name: str) -> int:
-        """COMPLETE (not imported) trials of the fleet's Optuna study ``study_name`` (0 if none yet)."""
+        """The budget's count of the fleet's Optuna study ``study_name`` (0 if none yet): finished
+        trials less imported ones and repeats (:func:`~placetune.tuning.fleet_gate.fleet_trial_counts`)."""
+        return self.trial_counts(study_name)["complete"]
+
+    def trial_counts(self, study_name: str) -> dict[str, int]:
+        """:func:`~placetune.tuning.fleet_gate.fleet_trial_counts` of the fleet's Optuna study ``study_name``
+        (all 0 if none yet)."""
         # the first worker creates Optuna's tables here, the others wait (concurrent creation fails)
         with schema_lock(self.store):
             try:
@@ -263,8 +290,8 @@ class Fleet:
             try:
                 study = optuna.load_study(study_name=study_name, storage=storage)
             except KeyError:
-                return 0
-            return fleet_trial_counts(study)["complete"]
+                return {"complete": 0, "running": 0, "waiting": 0, "failed": 0, "imported": 0, "repeats": 0}
+            return fleet_trial_counts(study)
         finally:
             storage.remove_session()
             storage.engine.dispose()

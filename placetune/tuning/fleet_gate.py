@@ -33,16 +33,20 @@ log = logging.getLogger(__name__)
 
 def fleet_trial_counts(study: "optuna.Study") -> dict[str, int]:
     """Trials of a fleet study by state; ``complete`` counts finished trials (COMPLETE, and
-    PRUNED: a placement that failed) except imported warm-start ones.
+    PRUNED: a placement that failed) except imported warm-start ones and repeats (a proposal the
+    optuna agent answered from an earlier trial, nothing built): the study's requests, as one
+    machine's budget counts them.
 
     Returns:
-        ``{"complete", "running", "waiting", "failed", "imported"}`` counts.
+        ``{"complete", "running", "waiting", "failed", "imported", "repeats"}`` counts.
     """
-    out = {"complete": 0, "running": 0, "waiting": 0, "failed": 0, "imported": 0}
+    out = {"complete": 0, "running": 0, "waiting": 0, "failed": 0, "imported": 0, "repeats": 0}
     for t in study.get_trials(deepcopy=False):
         if t.state in (optuna_trial.TrialState.COMPLETE, optuna_trial.TrialState.PRUNED):
             if t.user_attrs.get("imported"):
                 out["imported"] += 1
+            elif t.user_attrs.get("repeat"):
+                out["repeats"] += 1
             else:
                 out["complete"] += 1
         elif t.state == optuna_trial.TrialState.RUNNING:
@@ -58,7 +62,7 @@ class TrialGate:
     """Makes the fleet run exactly the study's budget of trials.
 
     Before each new trial a worker takes a database advisory lock, counts the study's
-    finished (COMPLETE, not imported) and RUNNING trials, and asks for a trial only while
+    finished (COMPLETE or PRUNED, not imported, not repeats: :func:`fleet_trial_counts`) and RUNNING trials, and asks for a trial only while
     they are below the budget; the lock is released once the new trial is RUNNING and
     its parameters are stored (so the next worker's constant-liar TPE sees them). When
     the budget is covered but not finished (trials still running), the worker waits:

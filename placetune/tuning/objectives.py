@@ -9,6 +9,7 @@ from typing import Any
 
 from placetune.errors import ConfigError, UnknownNameError
 from placetune.measurement import Measurement
+from placetune.objective_registry import REGISTERED, Registered
 from placetune.tuning.constraints import Constraint, best_record, parse_constraints, total_violation
 
 __all__ = ["Objective", "get_objective", "OBJECTIVE_NAMES", "objective_names", "register_objective", "registered_objectives",
@@ -29,16 +30,8 @@ OBJECTIVE_NAMES = (*_SINGLE, "latency+energy", "throughput+energy")
 
 
 
-@dataclass(frozen=True)
-class _Registered:
-    """An objective added by :func:`register_objective`: its value and what it is computed from."""
-
-    value: Callable[[Measurement], float | None]
-    measured_from: tuple[str, ...]
-
-
-#: Objectives added by :func:`register_objective`, by name.
-_REGISTERED: dict[str, _Registered] = {}
+#: Objectives added by :func:`register_objective`, by name (declared where a measurement reads them too).
+_REGISTERED = REGISTERED
 
 
 def register_objective(name: str, *, direction: str, unit: str, value: Callable[[Measurement], float | None],
@@ -78,7 +71,7 @@ def register_objective(name: str, *, direction: str, unit: str, value: Callable[
         raise ConfigError(f"objective {name}: measured_from must name built-in objectives "
                           f"({', '.join(_BUILTIN)}), not {sources!r}")
     _SINGLE[name] = (direction, unit)
-    _REGISTERED[name] = _Registered(value, sources)
+    _REGISTERED[name] = Registered(value, sources)
 
 
 def unregister_objective(name: str) -> None:
@@ -107,15 +100,7 @@ def registered_objectives() -> tuple[str, ...]:
 def _value_of(m: Measurement, name: str) -> float | None:
     """Objective ``name``'s value of a measurement: a built-in one from the measurement, a registered
     one from its function (None for a failed measurement, or a value that is not a finite number)."""
-    registered = _REGISTERED.get(name)
-    if registered is None:
-        return m.objective(name)
-    if not m.ok:
-        return None
-    v = registered.value(m)
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return float(v)
+    return m.objective(name)
 
 
 #: Loss of an infeasible measurement (a violated constraint): above every feasible loss.

@@ -138,6 +138,7 @@ class OptunaStudy:
         sampler: the sampler the study is loaded with (agents that ask it for trials).
         backfill: give a new Optuna study the placetune study's stored evaluations as trials
             (off for fleet workers, whose trials are counted and labelled by worker).
+        attrs: user attributes every trial written by :meth:`attach` carries too (a fleet worker's ``worker``).
 
     Example:
         >>> from placetune.tuning.evaluator import Evaluator
@@ -149,8 +150,10 @@ class OptunaStudy:
     """
 
     def __init__(self, evaluator: "Evaluator", granularity: str = "fusion", *,
-                 storage: Any = None, sampler: Any = None, backfill: bool = True) -> None:
+                 storage: Any = None, sampler: Any = None, backfill: bool = True,
+                 attrs: dict[str, Any] | None = None) -> None:
         self.evaluator = evaluator
+        self.attrs = dict(attrs or {})
         self.granularity = granularity
         self.space = evaluator.space(granularity)
         self._dists = distributions(self.space)
@@ -300,6 +303,7 @@ class OptunaStudy:
         attrs = trial_attrs(m, placement)
         if agent or self.evaluator.agent:
             attrs["agent"] = agent or self.evaluator.agent
+        attrs.update(self.attrs)
         values = self.values(m)
         state = optuna_trial.TrialState.COMPLETE if values is not None else optuna_trial.TrialState.PRUNED
         user, system = constraint_attrs(self.evaluator.objective, m) if values is not None else ({}, {})

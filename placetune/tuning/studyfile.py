@@ -103,8 +103,11 @@ def parse_duration(text: str | int | float | None) -> float | None:
         value = float(s)
     except ValueError:
         parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", s)
-        if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
-            raise ConfigError(f"bad duration {text!r}: use e.g. 8h, 30m, 90s or 1h30m") from None
+        units = [b for _, b in parts]
+        # each unit once: "1h1h" would otherwise add up to 2 h, a typo read as a longer run
+        if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", "") or len(set(units)) != len(units):
+            raise ConfigError(f"bad --timeout {str(text)[:40]!r}: use a number of seconds or each of h, m, s at most "
+                              "once (e.g. 8h, 30m, 90s or 1h30m)") from None
         value = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
     if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
         raise ConfigError(f"timeout must be {_TIMEOUT_RANGE}, got {str(text)[:40]!r}")

@@ -91,7 +91,8 @@ class Tuner:
                 self._study.close()
 
     def _trials_done(self, ev: Evaluator, agent: Agent) -> int:
-        """Requests of the study; in a fleet, trials every worker finished."""
+        """Requests of the study; in a fleet, trials every worker finished (its requests too: builds and cache
+        hits, baselines included, not repeats answered without a build)."""
         ev.flush()  # the evaluations waiting in a batch count
         if self.fleet is None:
             return ev.store.study(ev.study_name).n_requests
@@ -144,7 +145,13 @@ class Tuner:
             progress.resume_from(stored[1] if stored else None)
         # the baselines are part of every study: measured first, within the budget (those the
         # study holds cost nothing); a concurrent study's naive plans the model rules out are not
-        baselines = measure_study_baselines(ev, lambda: self._trials_done(ev, agent_probe) < cfg.trials)
+        # in a fleet each baseline is a trial of the fleet's Optuna study, counted in its budget as on one machine
+        recording = fleet.record_baselines(ev, agent_probe.granularity or "fusion") if fleet is not None else None
+        try:
+            baselines = measure_study_baselines(ev, lambda: self._trials_done(ev, agent_probe) < cfg.trials)
+        finally:
+            if recording is not None:
+                Fleet.stop_recording(ev, recording)
         base = baselines[0][2] if baselines else None
         if base is not None:
             baseline = base
@@ -208,11 +215,13 @@ class Tuner:
         interrupted = interrupted or ev.stop_requested
         if baseline is not None:  # re-measured by the agent: the median over its builds
             baseline = ev.peek(Placement.all_gpu(ev.model)) or baseline
+        if fleet is not None:  # the study's trials, every worker's, not only those this worker saw
+            watch = report.watch = ConvergenceWatch.from_store(ev, cfg.trials)
         outcome = TuneOutcome(name, self._trials_done(ev, agent_probe), cfg.trials, ev.best(), baseline, interrupted,
                               signal=self._signal if interrupted else None, convergence=watch.result())
         report.summary(outcome)
         if fleet is not None:
-            self._say(fleet.summary())
+            self._say(fleet.summary(agent_probe.study_name or ev.study_name))
         if outcome.best is None:
             self._say("no successful measurement yet: no plan exported")
         else:
