@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 
@@ -282,15 +281,21 @@ def test_build_and_load_refuse_what_is_not_a_built_plan(tmp_path, capsys):
         placetune.runtime.load(tmp_path / "nowhere")
 
 
-def test_the_deploy_example_runs_end_to_end_against_the_doubles(seed_block, tmp_path):
-    """examples/deploy_pipeline.py: export, build and run a tuned pipeline study (doubles here)."""
+def _tune_and_run_the_deploy_example(model, tmp_path):
+    """A pipeline study of ``model`` (its baselines and one placement) in a fresh SQLite store, then
+    examples/deploy_pipeline.py run on it as a user runs it; its finished process."""
     url = f"sqlite:///{tmp_path}/pt.db"
-    with placetune.Evaluator(str(seed_block), "orin-agx", mode="pipeline", precision="fp16", store=url,
+    with placetune.Evaluator(str(model), "orin-agx", mode="pipeline", precision="fp16", store=url,
                              study="s", frames_in_flight=2) as ev:
         ev.baselines()
         ev.evaluate(Placement(ev.model, THREE), agent="t", trial_number=0)
     example = Path(__file__).resolve().parents[1] / "examples" / "deploy_pipeline.py"
-    proc = _run([sys.executable, str(example), "s", "--storage", url, "-o", str(tmp_path / "d")], tmp_path)
+    return _run([sys.executable, str(example), "s", "--storage", url, "-o", str(tmp_path / "d")], tmp_path)
+
+
+def test_the_deploy_example_runs_end_to_end_against_the_doubles(seed_block, tmp_path):
+    """examples/deploy_pipeline.py: export, build and run a tuned pipeline study (doubles here)."""
+    proc = _tune_and_run_the_deploy_example(seed_block, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "build.sh" in proc.stdout and "with TensorRT 10.3.0" in proc.stdout
     assert "64 frames, 2 in flight" in proc.stdout and "output (1, 1152, 56, 56)" in proc.stdout
@@ -307,13 +312,7 @@ def test_the_deploy_example_runs_a_network_whose_input_is_not_named_input(seed_b
     model.graph.input[0].name = "images"
     path = tmp_path / "images.onnx"
     onnx.save(model, str(path))
-    url = f"sqlite:///{tmp_path}/pt.db"
-    with placetune.Evaluator(str(path), "orin-agx", mode="pipeline", precision="fp16", store=url,
-                             study="s", frames_in_flight=2) as ev:
-        ev.baselines()
-        ev.evaluate(Placement(ev.model, THREE), agent="t", trial_number=0)
-    example = Path(__file__).resolve().parents[1] / "examples" / "deploy_pipeline.py"
-    proc = _run([sys.executable, str(example), "s", "--storage", url, "-o", str(tmp_path / "d")], tmp_path)
+    proc = _tune_and_run_the_deploy_example(path, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "64 frames, 2 in flight" in proc.stdout, proc.stdout
 

@@ -204,6 +204,17 @@ def test_unlocked_clocks_are_a_setup_step_named_loudly_not_a_failure_of_the_stac
     assert "all checks ok" not in text
 
 
+def _worker_always_slower(real):
+    """A stand-in for ``compare_timing`` whose worker runs take 1.5x trtexec's, on the first compare and
+    on every repeat: a disagreement that does not go away."""
+    def disagreeing(ours, theirs, again, locked, throttled=None):
+        def slower():
+            o, t = again()
+            return ({**o, "median": o["median"] * 1.5} if o else o), t
+        return real({**ours, "median": ours["median"] * 1.5}, theirs, slower, locked, throttled)
+    return disagreeing
+
+
 def test_a_locked_board_that_throttles_passes_with_the_throttling_said(tmp_path, board, monkeypatch):
     """A healthy board, its clocks locked by jetson_clocks (minimum = maximum), read as root while a
     thermal or power cap runs the GPU below its lock: the clocks check is ok and says THROTTLED with the
@@ -221,13 +232,7 @@ def test_a_locked_board_that_throttles_passes_with_the_throttling_said(tmp_path,
     assert doc["throttled"] == ["clocks"] and doc["setup"] == []
     assert "CLOCKS THROTTLED" in (tmp_path / "st" / "selftest.txt").read_text()
 
-    def disagreeing(ours, theirs, again, locked, throttled=None):  # the worker's runs 1.5x trtexec's, every time
-        def slower():
-            o, t = again()
-            return ({**o, "median": o["median"] * 1.5} if o else o), t
-        return real({**ours, "median": ours["median"] * 1.5}, theirs, slower, locked, throttled)
-
-    monkeypatch.setattr(selftest, "compare_timing", disagreeing)
+    monkeypatch.setattr(selftest, "compare_timing", _worker_always_slower(real))
     (tmp_path / "again").mkdir()
     code, doc = _run(tmp_path / "again", "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
     gpu = {c["name"]: c for c in doc["checks"]}["engine all-GPU fp16 (vs trtexec)"]
@@ -632,13 +637,7 @@ def test_an_unlocked_board_whose_timings_disagree_exits_0_marked_not_verified(tm
     import placetune.cli.selftest as selftest
     from placetune.cli.selftest_checks import compare_timing as real
 
-    def disagreeing(ours, theirs, again, locked, throttled=None):  # the worker's runs 1.5x trtexec's, every time
-        def slower():
-            o, t = again()
-            return ({**o, "median": o["median"] * 1.5} if o else o), t
-        return real({**ours, "median": ours["median"] * 1.5}, theirs, slower, locked, throttled)
-
-    monkeypatch.setattr(selftest, "compare_timing", disagreeing)
+    monkeypatch.setattr(selftest, "compare_timing", _worker_always_slower(real))
     board(clocks=UNLOCKED)
     code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
     checks = {c["name"]: c for c in doc["checks"]}
