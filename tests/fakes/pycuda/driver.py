@@ -297,7 +297,7 @@ def managed_empty(shape, dtype, order: str = "C", mem_flags: int = 0, stream: "S
     import numpy as np
 
     _need_init()
-    if mem_flags not in (mem_attach_flags.GLOBAL, mem_attach_flags.HOST, mem_attach_flags.SINGLE):
+    if mem_flags not in (mem_attach_flags.GLOBAL, mem_attach_flags.HOST):  # cuMemAllocManaged's flags
         raise LogicError("cuMemAllocManaged failed: invalid argument (mem_flags)")
     dt = np.dtype(dtype)
     dims = (shape,) if isinstance(shape, int) else tuple(shape)

@@ -257,7 +257,9 @@ def cuMemAlloc(nbytes: int):
 
 
 def cuMemAllocManaged(nbytes: int, flags: int):
-    if int(flags) not in (1, 2, 4):  # CU_MEM_ATTACH_GLOBAL, _HOST, _SINGLE
+    # "flags must be one of CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST"; "If bytesize is 0, cuMemAllocManaged
+    # returns CUDA_ERROR_INVALID_VALUE" (the driver API's cuMemAllocManaged)
+    if int(flags) not in (1, 2) or int(nbytes) <= 0:
         return (CUresult.CUDA_ERROR_INVALID_VALUE, None)
     try:
         return (_S, CUdeviceptr(_gpu.malloc(int(nbytes), int(flags))))
