@@ -155,6 +155,25 @@ def test_one_worker_serves_several_jobs(seed_block_onnx):
                                                             "device_bytes": 0}
 
 
+@pytest.mark.parametrize("layer", ["cuda-python", "pycuda"])
+@pytest.mark.parametrize("integrated", ["1", "0"])
+def test_engine_io_tensors_are_managed_memory_on_an_integrated_gpu_as_trtexecs(seed_block_onnx, layer, integrated):
+    """trtexec without copies binds the engine's tensors in managed memory on an integrated GPU
+    (sampleInference.cpp release/10.3:262-264 ``useManagedMemory{(inference.skipTransfers &&
+    isIntegrated) || ...}``), device memory on a discrete one; the worker's engine timing, trtexec's
+    with --noDataTransfers, allocates them alike, through either CUDA binding, and frees them."""
+    env = fake_env("10.3.0", INTEGRATED=integrated)
+    env.update(PLACETUNE_CUDA=layer, PLACETUNE_FAKE_CUDA_PYTHON="1")
+    client = WorkerClient(sys.executable, env)
+    try:
+        r = client.request(_job(seed_block_onnx, id=1), timeout_s=60).result
+    finally:
+        client.close()
+    assert r["status"] == "ok", r.get("error")
+    assert r["io_memory"] == ("managed" if integrated == "1" else "device")
+    assert r["worker_memory"]["device_bytes"] == 0
+
+
 def test_stray_stdout_output_does_not_break_the_protocol():
     client = WorkerClient(sys.executable, fake_env("8.5.2", STDOUT_NOISE="1"))
     try:

@@ -10,6 +10,12 @@ Engine mode, in the tensorrt worker (``worker_time.time_engine``) and in trtexec
   ``printMetricExplanations``: "the number of queries by the Total Host Walltime").
 * no host<->device copies (the inputs are uploaded once before timing), no CUDA graph,
   a 200 ms warm-up (trtexec's ``--warmUp`` default) before the timed queries.
+* the engine's input and output tensors in managed memory on an integrated GPU (a Jetson), device
+  memory on a discrete one: trtexec's ``useManagedMemory{(inference.skipTransfers && isIntegrated) ||
+  inference.useManaged}`` (sampleInference.cpp release/10.3:262-264), the worker's ``io_managed``.
+* trtexec's figure is the median of its ``--exportTimes`` ``latencyMs`` (h2d + compute + d2h,
+  sampleReporting.h release/10.3:59-62), which ``--noDataTransfers`` makes the compute span between the
+  events around the enqueue (``getTrace``, sampleInference.cpp release/10.3:935-950): the worker's.
 
 Why trtexec needs ``--exposeDMA`` for this (TensorRT sources, samples/common/):
 

@@ -81,6 +81,11 @@ host_now = 0.0
 busy: dict[str, list[tuple[float, float]]] = {}
 #: device pointer -> bytes.
 allocations: dict[int, int] = {}
+#: the pointers of ``allocations`` made as managed memory (cuMemAllocManaged / pycuda's managed_empty) -> attach flags.
+managed: dict[int, int] = {}
+#: the device's ``integrated`` property (CU_DEVICE_ATTRIBUTE_INTEGRATED): 1, as a Jetson's GPU;
+#: ``PLACETUNE_FAKE_TRT_INTEGRATED=0`` makes it a discrete GPU.
+INTEGRATED = 0 if os.environ.get("PLACETUNE_FAKE_TRT_INTEGRATED", "1").strip() == "0" else 1
 #: device pointer -> contents (bytes, or Lazy) as of the writes applied so far.
 memory: dict[int, object] = {}
 #: device pointer -> number of writes applied.
@@ -263,18 +268,22 @@ def now(handle: int) -> float:
     return clocks[handle]
 
 
-def malloc(nbytes: int) -> int:
+def malloc(nbytes: int, managed_flags: int | None = None) -> int:
+    """A device allocation (``managed_flags``: a managed one, with those attach flags)."""
     if not context_stack:
         raise RuntimeError("fake CUDA: no current context (call pycuda.driver.init() and make a context)")
     ptr = next(_next_ptr)
     allocations[ptr] = int(nbytes)
     memory[ptr] = bytes(int(nbytes))
     versions[ptr] = 0
+    if managed_flags is not None:
+        managed[ptr] = int(managed_flags)
     return ptr
 
 
 def free(ptr: int) -> None:
     allocations.pop(ptr, None)
+    managed.pop(ptr, None)
     memory.pop(ptr, None)
     versions.pop(ptr, None)
 

@@ -589,6 +589,8 @@ class TensorRTBackend(JetsonBackend):
         extra["warmup_iterations"] = res.get("warmup_iterations")
         if res.get("nvtx_verbosity"):  # the NVTX markers the engine was timed with (trtexec's: LAYER_NAMES_ONLY)
             extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
+        if res.get("io_memory"):  # managed on an integrated GPU, as trtexec's bindings without copies
+            extra["io_memory"] = str(res["io_memory"])
         extra["timed"] = ENGINE_TIMED
         return Measurement(
             status="ok", latency_samples_ms=samples, throughput_fps=fps, realized=realized, fallback=fallback,

@@ -3,7 +3,7 @@
 The rest of the worker uses a :class:`Cuda`: ``Stream()`` (``.handle`` as an int for
 ``execute_async_v3``, ``.synchronize()``, ``.wait_for_event(event)``), ``Event()``
 (``.record(stream)``, ``.synchronize()``, ``.query()``, ``.time_since(start)`` in ms),
-``mem_alloc(nbytes)`` (``int(mem)`` is the device address, ``.free()``),
+``mem_alloc(nbytes, managed=False)`` (``int(mem)`` is the device address, ``.free()``), ``integrated()``,
 ``pagelocked_empty(shape, dtype)`` (a numpy array in pinned host memory), blocking and
 ``*_async`` copies, ``synchronize()`` and ``close()``.
 
@@ -45,8 +45,15 @@ class Cuda(object):
         # type: () -> Any
         raise NotImplementedError
 
-    def mem_alloc(self, nbytes):
-        # type: (int) -> Any
+    def mem_alloc(self, nbytes, managed=False):
+        # type: (int, bool) -> Any
+        """Device memory; ``managed``: managed memory attached globally (``cuMemAllocManaged`` with
+        ``CU_MEM_ATTACH_GLOBAL``, as trtexec's ``cudaMallocManaged`` default), freed the same way."""
+        raise NotImplementedError
+
+    def integrated(self):
+        # type: () -> bool
+        """Whether the GPU is integrated (shares the host's memory: a Jetson), ``CU_DEVICE_ATTRIBUTE_INTEGRATED``."""
         raise NotImplementedError
 
     def pagelocked_empty(self, shape, dtype):

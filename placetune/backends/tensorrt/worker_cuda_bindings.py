@@ -88,15 +88,20 @@ class _PcEvent(object):
 class _PcMem(object):
     obj = None  # type: Any
 
-    def __init__(self, layer, nbytes):
-        # type: (Pycuda, int) -> None
+    def __init__(self, layer, nbytes, managed=False):
+        # type: (Pycuda, int, bool) -> None
         self.layer, self.size = layer, nbytes
-        self.obj = layer.cuda.mem_alloc(nbytes)
+        if managed:  # a ManagedAllocation (the .base of pycuda's managed_empty array), attached globally
+            cuda = layer.cuda
+            self.obj = cuda.managed_empty((nbytes,), "uint8", mem_flags=cuda.mem_attach_flags.GLOBAL).base
+        else:
+            self.obj = layer.cuda.mem_alloc(nbytes)
+        self.managed = bool(managed)
         layer.count("device", 1, nbytes)
 
     def __int__(self):
         # type: () -> int
-        return int(self.obj)
+        return int(self.obj.get_device_pointer() if self.managed else self.obj)
 
     __index__ = __int__
 
@@ -137,8 +142,11 @@ class Pycuda(Cuda):
     def Event(self):  # noqa: N802
         return _PcEvent(self)
 
-    def mem_alloc(self, nbytes):
-        return _PcMem(self, max(int(nbytes), 1))
+    def mem_alloc(self, nbytes, managed=False):
+        return _PcMem(self, max(int(nbytes), 1), managed)
+
+    def integrated(self):
+        return bool(self.dev.get_attribute(self.cuda.device_attribute.INTEGRATED))
 
     def pagelocked_empty(self, shape, dtype):
         array = self.cuda.pagelocked_empty(tuple(shape), dtype)
@@ -155,7 +163,7 @@ class Pycuda(Cuda):
             array.base.free()  # pycuda's array.base is its HostAllocation: the pinned memory goes now
 
     def memcpy_htod(self, mem, host):
-        self.cuda.memcpy_htod(mem.obj, host)
+        self.cuda.memcpy_htod(int(mem) if mem.managed else mem.obj, host)
 
     def memcpy_dtoh(self, host, mem):
         self.cuda.memcpy_dtoh(host, mem.obj)
@@ -356,9 +364,16 @@ class CudaPython(Cuda):
     def Event(self):  # noqa: N802
         return _CpEvent(self)
 
-    def mem_alloc(self, nbytes):
+    def mem_alloc(self, nbytes, managed=False):
         n = max(int(nbytes), 1)
+        if managed:  # freed by cuMemFree as any device allocation
+            flags = int(self.drv.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL)  # an unsigned int parameter
+            return _CpMem(self, self.check("cuMemAllocManaged", self.drv.cuMemAllocManaged(n, flags)), n)
         return _CpMem(self, self.check("cuMemAlloc", self.drv.cuMemAlloc(n)), n)
+
+    def integrated(self):
+        attr = self.drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_INTEGRATED
+        return bool(self.check("cuDeviceGetAttribute", self.drv.cuDeviceGetAttribute(attr, self.dev)))
 
     def pagelocked_empty(self, shape, dtype):
         import numpy as np

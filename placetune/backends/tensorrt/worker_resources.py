@@ -43,9 +43,12 @@ class Resources(Cuda):
         e = self.layer.Event()
         return self._keep(e, e.destroy)
 
-    def mem_alloc(self, nbytes):
-        m = self.layer.mem_alloc(nbytes)
+    def mem_alloc(self, nbytes, managed=False):
+        m = self.layer.mem_alloc(nbytes, managed) if managed else self.layer.mem_alloc(nbytes)
         return self._keep(m, m.free)
+
+    def integrated(self):
+        return self.layer.integrated()
 
     def pagelocked_empty(self, shape, dtype):
         a = self.layer.pagelocked_empty(shape, dtype)

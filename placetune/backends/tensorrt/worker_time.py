@@ -143,6 +143,20 @@ def output_shape(context, name):
     return shape
 
 
+def io_managed(cuda):
+    # type: (Any) -> bool
+    """Whether the engine's input and output tensors are put in managed memory: on an integrated GPU
+    (a Jetson), as trtexec does when it times without copies. trtexec's ``setUpInference``: "Use
+    managed memory on integrated devices when transfers are skipped", ``bool useManagedMemory{
+    (inference.skipTransfers && isIntegrated) || inference.useManaged};`` (samples/common/
+    sampleInference.cpp release/8.5:206, release/10.3:262-264; release/11.1:517 with
+    ``!inference.includeTransfers``, 11's default), its bindings then ``cudaMallocManaged``
+    (sampleDevice.h release/10.3:313-317, ``UnifiedMirroredBuffer``). The worker's engine-mode timing is
+    trtexec's with ``--noDataTransfers``, so the tensors the engine reads and writes are of the same kind;
+    device memory (``cuMemAlloc``) on a discrete GPU, as trtexec's there."""
+    return bool(cuda.integrated())
+
+
 def time_engine(trt, plan, job, logger):
     # type: (Any, Any, Dict[str, Any], Any) -> Dict[str, Any]
     """Deserialize (DLA core set first), allocate, warm up, time, profile."""
@@ -177,12 +191,16 @@ def time_engine(trt, plan, job, logger):
                 context.set_input_shape(name, shape)
             dtype = numpy_dtype(np, engine.get_tensor_dtype(name))
             buffers.append((name, is_input, dtype))
+        managed = io_managed(cuda)
+        out["io_memory"] = "managed" if managed else "device"
         for name, is_input, dtype in buffers:
             shape = tuple(context.get_tensor_shape(name)) if is_input else output_shape(context, name)
             count = 1
             for d in shape:
                 count *= max(int(d), 1)
-            mem = cuda.mem_alloc(max(count * dtype.itemsize, 1))  # freed by the job's Resources
+            # freed by the job's Resources
+            mem = cuda.mem_alloc(max(count * dtype.itemsize, 1), True) if managed else \
+                cuda.mem_alloc(max(count * dtype.itemsize, 1))
             if is_input:  # from a pinned buffer, as every other copy (freed by the job's Resources)
                 host = cuda.pagelocked_empty((count,), dtype)
                 if inputs is None:

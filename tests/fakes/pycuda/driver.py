@@ -74,6 +74,18 @@ class Context:
         _gpu.synchronize_all()
 
 
+class device_attribute:  # noqa: N801 - pycuda's name (an enum of CUdevice_attribute)
+    INTEGRATED = 18
+    COMPUTE_CAPABILITY_MAJOR = 75
+    COMPUTE_CAPABILITY_MINOR = 76
+
+
+class mem_attach_flags:  # noqa: N801 - pycuda's name (CUmemAttach_flags)
+    GLOBAL = 1
+    HOST = 2
+    SINGLE = 4
+
+
 class Device:
     def __init__(self, ordinal: int) -> None:
         _need_init()
@@ -94,6 +106,13 @@ class Device:
 
     def total_memory(self) -> int:
         return 32 << 30
+
+    def get_attribute(self, attr: int) -> int:
+        values = {device_attribute.INTEGRATED: _gpu.INTEGRATED, device_attribute.COMPUTE_CAPABILITY_MAJOR: 8,
+                  device_attribute.COMPUTE_CAPABILITY_MINOR: 7}
+        if attr not in values:
+            raise LogicError(f"cuDeviceGetAttribute failed: invalid value ({attr})")
+        return values[attr]
 
     def make_context(self, flags: int = 0) -> Context:
         ctx = Context(self)
@@ -158,10 +177,16 @@ def _host_bytes(src) -> bytes:
     return memoryview(src).cast("B").tobytes()
 
 
+def _size(dest) -> int:
+    """The bytes of a device allocation, or of the one an int pointer names (pycuda takes either)."""
+    size = getattr(dest, "size", None)
+    return int(size) if size is not None else _gpu.allocations.get(int(dest), 0)
+
+
 def memcpy_htod(dest: DeviceAllocation, src) -> None:
     """Blocking: on the legacy default stream, returns once the copy is done."""
     view = memoryview(src)
-    _check_copy(dest.size, view.nbytes)
+    _check_copy(_size(dest), view.nbytes)
     data = _host_bytes(src)  # taken now: the host may reuse its buffer once this returns
     _gpu.observe(_gpu.htod(0, _ptr(dest), lambda: data)[1])
 
@@ -239,6 +264,47 @@ def pagelocked_empty(shape, dtype, order: str = "C", mem_flags: int = 0):
     for d in dims:
         count *= int(d)
     alloc = HostAllocation(max(count * dt.itemsize, 1))
+    return np.ndarray(dims, dtype=dt, buffer=alloc, order=order)
+
+
+class ManagedAllocation(bytearray):
+    """Managed memory (pycuda.driver.ManagedAllocation): the ``.base`` of a ``managed_empty`` array;
+    ``get_device_pointer()`` its address on the device, ``free()`` releases it now."""
+
+    def __init__(self, nbytes: int, mem_flags: int) -> None:
+        super().__init__(nbytes)
+        self.ptr = _gpu.malloc(int(nbytes), int(mem_flags))
+        self._valid = True
+
+    def get_device_pointer(self) -> int:
+        return self.ptr
+
+    def free(self) -> None:
+        if not self._valid:
+            raise LogicError("managed_allocation::free failed: invalid resource handle")
+        self._valid = False
+        _gpu.free(self.ptr)
+
+    def __del__(self) -> None:
+        try:
+            if self._valid:
+                self.free()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def managed_empty(shape, dtype, order: str = "C", mem_flags: int = 0, stream: "Stream | None" = None):
+    import numpy as np
+
+    _need_init()
+    if mem_flags not in (mem_attach_flags.GLOBAL, mem_attach_flags.HOST):  # cuMemAllocManaged's flags
+        raise LogicError("cuMemAllocManaged failed: invalid argument (mem_flags)")
+    dt = np.dtype(dtype)
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = 1
+    for d in dims:
+        count *= int(d)
+    alloc = ManagedAllocation(max(count * dt.itemsize, 1), mem_flags)
     return np.ndarray(dims, dtype=dt, buffer=alloc, order=order)
 
 

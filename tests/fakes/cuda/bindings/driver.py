@@ -34,8 +34,15 @@ class CUresult(enum.IntEnum):
 
 
 class CUdevice_attribute(enum.IntEnum):  # noqa: N801 - the real name
+    CU_DEVICE_ATTRIBUTE_INTEGRATED = 18
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+class CUmemAttach_flags(enum.IntEnum):  # noqa: N801 - the real name (cuda.h CUmemAttach_flags_enum)
+    CU_MEM_ATTACH_GLOBAL = 0x1
+    CU_MEM_ATTACH_HOST = 0x2
+    CU_MEM_ATTACH_SINGLE = 0x4
 
 
 class _Handle:
@@ -122,7 +129,8 @@ def cuDeviceGetName(length: int, dev):
 
 def cuDeviceGetAttribute(attrib, dev):
     value = {CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: 8,
-             CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: 7}.get(attrib)
+             CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: 7,
+             CUdevice_attribute.CU_DEVICE_ATTRIBUTE_INTEGRATED: _gpu.INTEGRATED}.get(attrib)
     return (_S, value) if value is not None else (CUresult.CUDA_ERROR_INVALID_VALUE, None)
 
 
@@ -244,6 +252,17 @@ def cuMemGetInfo():
 def cuMemAlloc(nbytes: int):
     try:
         return (_S, CUdeviceptr(_gpu.malloc(int(nbytes))))
+    except RuntimeError:
+        return (CUresult.CUDA_ERROR_INVALID_CONTEXT, None)
+
+
+def cuMemAllocManaged(nbytes: int, flags: int):
+    # "flags must be one of CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST"; "If bytesize is 0, cuMemAllocManaged
+    # returns CUDA_ERROR_INVALID_VALUE" (the driver API's cuMemAllocManaged)
+    if int(flags) not in (1, 2) or int(nbytes) <= 0:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE, None)
+    try:
+        return (_S, CUdeviceptr(_gpu.malloc(int(nbytes), int(flags))))
     except RuntimeError:
         return (CUresult.CUDA_ERROR_INVALID_CONTEXT, None)
 
