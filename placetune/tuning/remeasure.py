@@ -75,7 +75,9 @@ def other_placement(stored: Measurement, m: Measurement) -> str | None:
     if m.placement_known != stored.placement_known:
         return ("its realised placement is unknown (placement_known=False), the stored build's is known"
                 if stored.placement_known else "its realised placement is known, the stored build's is unknown")
-    was, now = stored.realized or {}, m.realized or {}
+    if stored.realized is None or m.realized is None:  # one recorded no placement: nothing to compare
+        return None
+    was, now = stored.realized, m.realized
     moved = sorted(n for n in set(was) | set(now) if was.get(n) != now.get(n))
     if not moved:
         return None
