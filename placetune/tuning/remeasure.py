@@ -27,7 +27,9 @@ build's (status ``other_placement``, its ``reason`` naming the layers that moved
 placement is unknown): on a real board a rebuild may see a DLA subgraph fall back that did not
 before, or a build log that cannot say where the layers ran, and its figures are then not this
 placement's; the measurement keeps the first build's realised placement and fallback, so its
-figures must be that placement's only.
+figures must be that placement's only. Its figures are kept under the entry's ``figures``, not
+where a build's figures are read (the guided agent's noise estimate and final ranking read
+``median_ms``, ``throughput_fps`` and ``energy_mj`` of every entry that has them).
 
 What a rebuild samples depends on the backend's caches. The TensorRT backend keeps a timing
 cache (TensorRT then picks the same tactics again) and, in pipeline and replicas mode, an
@@ -125,8 +127,9 @@ def combine_builds(stored: Measurement, new: list[Measurement]) -> Measurement:
     entries = []
     for m in new:
         entry = _entry(m)
-        if id(m) in moved:
-            entry.update(status="other_placement", reason=moved[id(m)])
+        if id(m) in moved:  # its figures kept aside, where no reader of a build's figures takes them
+            figures = {k: entry.pop(k) for k in ("median_ms", "throughput_fps", "energy_mj", "power_w")}
+            entry.update(status="other_placement", reason=moved[id(m)], figures=figures)
         entries.append(entry)
     builds = build_entries(stored) + entries
     ok_new = [m for m in new if m.ok and id(m) not in moved]
