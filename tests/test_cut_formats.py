@@ -336,3 +336,41 @@ def test_a_reference_that_fails_to_build_is_not_blamed_on_the_cut_formats(two_co
     assert "the reference engine" in m.reason, m.reason
     assert len([j for j in jobs if j.get("op") == "pipeline"]) == 1
     assert "cut_formats_failed" not in m.extra
+
+
+@pytest.mark.parametrize("why", ["refused", "off"])
+def test_a_plan_measured_without_cut_formats_exports_without_them(why, two_conv, tmp_path, monkeypatch, capsys):
+    """A pipeline measured with TensorRT's default FP32 linear I/O at its cuts (the native formats
+    refused by the build and rebuilt without them, or the backend's cut_formats=False) is exported
+    as measured: its boundary tensors FLOAT LINEAR in the plan and no --input/--outputIOFormats in
+    the trtexec commands, not the DLA formats its engines were never timed with."""
+    from placetune.cli.main import main
+    from placetune.plan.export import export_plan
+    from placetune.store import Store
+
+    if why == "refused":
+        real = trt_pipeline.cut_formats
+        monkeypatch.setattr(trt_pipeline, "cut_formats", lambda *a, **kw: {
+            t: CutFormat(f.tensor, "INT8", "CHW16", f.shape, f.producer, f.consumers)
+            for t, f in real(*a, **kw).items()})
+    url = f"sqlite:///{tmp_path}/pt.db"
+    be = TensorRTBackend(worker_env=fake_env("8.5.2"), cache_dir=tmp_path / "cache", warmup_ms=1,
+                         profile_iterations=2, cut_formats=why != "off")
+    try:
+        with Evaluator(str(two_conv), "orin-agx", backend=be, store=url, study="s", trt_version="8.5", iterations=5,
+                       mode="pipeline", precision="int8") as ev:
+            m = ev.evaluate(Placement(ev.model, DLA_TAIL), agent="t", trial_number=0)
+    finally:
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["cut_formats"] == {}
+    with Store(url) as store:
+        plan = export_plan(store, "s", measurement_id=m.extra["_id"])
+    cut_name = "/relu_a/Relu_output_0"
+    gpu, dla = plan.engines
+    assert [(t["trt_dtype"], t["format"]) for t in gpu["outputs"] + dla["inputs"] if t["name"] == cut_name] == [
+        ("FLOAT", "LINEAR"), ("FLOAT", "LINEAR")]
+    out = tmp_path / "deploy"
+    assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(out),
+                 "--measurement", str(m.extra["_id"])]) == 0, capsys.readouterr().out
+    assert "IOFormats" not in (out / "build.sh").read_text()

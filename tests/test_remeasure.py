@@ -298,3 +298,35 @@ def test_search_run_holds_its_reserve_back_and_remeasure_re_ranks():
     assert r.measured == 6 and run.best_assignment == other
     assert r.best_measurement.realized == ev.realise(Placement(ev.model, OTHER)).realized.as_dict()
     assert r.best_value == r.history[-1].best == r.best_measurement.latency_ms["median"]
+
+
+def _built(ms, realized, **extra):
+    fallback = {n: "DLA does not support this layer" for n, d in realized.items() if d == "GPU" and n != "head"}
+    return Measurement(status="ok", latency_samples_ms=[ms] * 5, throughput_fps=1000.0 / ms, realized=realized,
+                       fallback=fallback, backend="tensorrt", extra=dict(extra))
+
+
+@pytest.mark.parametrize("rebuild", ["fell_back", "unknown"])
+def test_a_rebuild_that_realised_another_placement_is_left_out_of_the_medians(rebuild):
+    """A rebuild on a real board may realise another placement than the stored build's (a DLA
+    subgraph that fell back this time, or a build log that could not say where the layers ran);
+    its figures are not this placement's, so they are listed but never averaged into it, which
+    keeps the first build's realised placement and fallback."""
+    asked = {"conv1": "DLA0", "conv2": "DLA0", "head": "GPU"}
+    stored = _built(4.0, asked, placement_known=True)
+    if rebuild == "fell_back":
+        other = _built(9.0, {"conv1": "DLA0", "conv2": "GPU", "head": "GPU"}, placement_known=True)
+    else:
+        other = _built(9.0, dict(asked), placement_known=False)
+    same = _built(4.4, dict(asked), placement_known=True)
+    m = combine_builds(stored, [other, same])
+    assert [b["status"] for b in m.extra["builds"]] == ["ok", "other_placement", "ok"]
+    assert "conv2" in m.extra["builds"][1]["reason"] if rebuild == "fell_back" else \
+        "unknown" in m.extra["builds"][1]["reason"]
+    assert m.latency_ms["median"] == pytest.approx(4.2)
+    assert m.throughput_fps == pytest.approx(statistics.median([1000 / 4.0, 1000 / 4.4]))
+    assert 9.0 not in m.latency_samples_ms
+    # its figures kept aside, not where a build's figures are read (search/rebuilds.py Rebuilds.builds)
+    assert "median_ms" not in m.extra["builds"][1] and m.extra["builds"][1]["figures"]["median_ms"] == 9.0
+    assert m.realized == asked and m.fallback == {}
+    assert m.extra["placement_known"] is True

@@ -172,10 +172,15 @@ def cut_formats(cuts: Iterable["SegmentModel"], precision: str, *, strongly_type
 
 
 def plan_cut_formats(engines: Iterable[Mapping[str, Any]], precision: str, *, strongly_typed: bool = False,
-                     network_outputs: Iterable[str] = (), qdq: bool = False) -> dict[str, CutFormat]:
+                     network_outputs: Iterable[str] = (), qdq: bool = False,
+                     measured: Any = None) -> dict[str, CutFormat]:
     """:func:`cut_formats` of an exported pipeline plan's engines (each with ``index``, ``device``
     and its boundary ``inputs`` / ``outputs`` as ``{"name", "shape"}``); {} when the plan does
-    not list its boundary tensors."""
+    not list its boundary tensors. ``measured``: the cut tensors the measured pipeline was given
+    formats for (a mapping or list of their names, the measurement's ``extra["cut_formats"]``, a
+    plan's ``measured["cut_formats"]``): only those keep one, so a pipeline timed with TensorRT's
+    default I/O (the native formats refused by its build, or turned off) is exported as timed;
+    None (not recorded: a simulated or older measurement): every cut at a DLA engine."""
     segs = []
     for i, e in enumerate(engines):
         outs: dict[str, tuple[int, ...] | None] = {}
@@ -189,7 +194,11 @@ def plan_cut_formats(engines: Iterable[Mapping[str, Any]], precision: str, *, st
             types[name] = str(dtype) if dtype else None
         ins = tuple(str(t.get("name") if isinstance(t, Mapping) else t) for t in e.get("inputs") or [])
         segs.append(_Seg(int(e.get("index", i)), str(e.get("device", "GPU")), ins, outs, types))
-    return _choose(segs, precision, strongly_typed, set(network_outputs), qdq)
+    chosen = _choose(segs, precision, strongly_typed, set(network_outputs), qdq)
+    if isinstance(measured, (Mapping, list, tuple)):
+        names = {str(t) for t in measured}
+        chosen = {t: f for t, f in chosen.items() if t in names}
+    return chosen
 
 
 def trtexec_io_formats(names: Iterable[str], formats: Mapping[str, CutFormat], default: str = "fp32:chw") -> str | None:

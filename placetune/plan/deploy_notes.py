@@ -75,7 +75,8 @@ def tensor_formats(plan: "Plan", trt_version: str | None) -> dict[str, str]:
     typed = strongly_typed(_vt(version))
     cuts = plan_cut_formats(plan.engines, plan.precision, strongly_typed=typed,
                             network_outputs=plan.model.get("outputs") or [],
-                            qdq=plan.int8_ranges == "qdq") if plan.mode == "pipeline" else {}
+                            qdq=plan.int8_ranges == "qdq",
+                            measured=(plan.measured or {}).get("cut_formats")) if plan.mode == "pipeline" else {}
     out: dict[str, str] = {}
     for eng in plan.engines:
         for t in list(eng.get("inputs") or []) + list(eng.get("outputs") or []):

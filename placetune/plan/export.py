@@ -291,15 +291,17 @@ def _add_files_and_io(mode: str, engines: list[dict[str, Any]], model: "Model | 
             eng.update(seg.boundary())
 
 
-def _add_cut_formats(engines: list[dict[str, Any]], st: "StudyRecord", model: "Model | None") -> None:
+def _add_cut_formats(engines: list[dict[str, Any]], st: "StudyRecord", model: "Model | None",
+                     measured: Any = None) -> None:
     """The TensorRT I/O type and format of each boundary tensor (``trt_dtype``, ``format``): a cut
     at a DLA engine in the DLA's own format on both sides, as the tensorrt backend builds it and
-    the exported trtexec commands ask for (placement.cut_formats); the others FP32 linear."""
+    the exported trtexec commands ask for (placement.cut_formats); the others FP32 linear.
+    ``measured``: the cut tensors the measurement was timed with formats for (None: not recorded)."""
     version = str((st.settings or {}).get("trt_version") or "")
     strongly = version.split(".")[0].isdigit() and int(version.split(".")[0]) >= 11
     outputs = [] if model is None or model.proto is None else [o.name for o in model.proto.graph.output]
     formats = plan_cut_formats(engines, st.precision, strongly_typed=strongly, network_outputs=outputs,
-                               qdq=_int8_ranges(st.precision, model) == "qdq")
+                               qdq=_int8_ranges(st.precision, model) == "qdq", measured=measured)
     for eng in engines:
         for t in list(eng.get("inputs") or []) + list(eng.get("outputs") or []):
             if isinstance(t, dict):
@@ -480,7 +482,11 @@ def export_plan(
     baselines = _baselines(records, rec, len(realized_map), objective or get_objective(st.objective), networks)
     _add_files_and_io(st.mode, engines, model, realized_p, notes)
     if st.mode == "pipeline":
-        _add_cut_formats(engines, st, model)
+        timed_formats = (m.extra or {}).get("cut_formats")
+        if isinstance(timed_formats, dict):  # as timed: the exported commands ask for these formats only
+            measured["cut_formats"] = {str(t): [str(f.get("dtype")), str(f.get("format"))] if isinstance(f, dict)
+                                       else f for t, f in timed_formats.items()}
+        _add_cut_formats(engines, st, model, measured.get("cut_formats"))
     int8_ranges = _int8_ranges(st.precision, model)
     if int8_ranges == "placeholder":
         notes.append("INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes in the model): the engines "

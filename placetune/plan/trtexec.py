@@ -187,7 +187,8 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
     # the tensorrt backend measured them): no GPU reformat at the cut
     cuts = plan_cut_formats(plan.engines, plan.precision, strongly_typed=strongly_typed(vt),
                             network_outputs=plan.model.get("outputs") or [],
-                            qdq=plan.int8_ranges == "qdq") if plan.mode == "pipeline" else {}
+                            qdq=plan.int8_ranges == "qdq",
+                            measured=(plan.measured or {}).get("cut_formats")) if plan.mode == "pipeline" else {}
 
     def io_format_args(eng: dict[str, Any]) -> list[str]:
         names = lambda key: [str(t.get("name")) if isinstance(t, dict) else str(t) for t in eng.get(key) or []]

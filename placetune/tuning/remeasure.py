@@ -22,7 +22,14 @@ before) with new builds of the same realised placement:
   rest of ``extra``): the first build's.
 
 A failed rebuild is listed in ``extra["builds"]`` and left out of the medians: the stored
-measurement stays ``ok``.
+measurement stays ``ok``. So is a rebuild that realised another placement than the stored
+build's (status ``other_placement``, its ``reason`` naming the layers that moved, or saying its
+placement is unknown): on a real board a rebuild may see a DLA subgraph fall back that did not
+before, or a build log that cannot say where the layers ran, and its figures are then not this
+placement's; the measurement keeps the first build's realised placement and fallback, so its
+figures must be that placement's only. Its figures are kept under the entry's ``figures``, not
+where a build's figures are read (the guided agent's noise estimate and final ranking read
+``median_ms``, ``throughput_fps`` and ``energy_mj`` of every entry that has them).
 
 What a rebuild samples depends on the backend's caches. The TensorRT backend keeps a timing
 cache (TensorRT then picks the same tactics again) and, in pipeline and replicas mode, an
@@ -41,7 +48,7 @@ from typing import Any
 
 from placetune.measurement import Measurement, latency_stats
 
-__all__ = ["combine_builds", "build_entries", "measured_again", "next_build_number", "device_time", "TRANSIENT_KEYS"]
+__all__ = ["combine_builds", "build_entries", "other_placement", "measured_again", "next_build_number", "device_time", "TRANSIENT_KEYS"]
 
 #: ``extra`` keys an evaluator adds to the measurements it answers; never stored
 TRANSIENT_KEYS = ("_id", "cache_hit", "requested_key", "annotation", "remeasured")
@@ -62,6 +69,23 @@ def _entry(m: Measurement) -> dict[str, Any]:
     return {"build": build if isinstance(build, int) else None, "status": "ok",
             "median_ms": m.latency_ms.get("median"), "throughput_fps": m.throughput_fps,
             "energy_mj": m.energy_mj, "power_w": m.power_w}
+
+
+def other_placement(stored: Measurement, m: Measurement) -> str | None:
+    """Why the ok build ``m`` did not realise the placement of ``stored`` (None: it did): a layer on
+    another device, or a placement one of them knows and the other does not."""
+    if m.placement_known != stored.placement_known:
+        return ("its realised placement is unknown (placement_known=False), the stored build's is known"
+                if stored.placement_known else "its realised placement is known, the stored build's is unknown")
+    if stored.realized is None or m.realized is None:  # one recorded no placement: nothing to compare
+        return None
+    was, now = stored.realized, m.realized
+    moved = sorted(n for n in set(was) | set(now) if was.get(n) != now.get(n))
+    if not moved:
+        return None
+    shown = ", ".join(f"{n} {was.get(n)} -> {now.get(n)}" for n in moved[:5])
+    more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
+    return f"it realised another placement than the stored build ({shown}{more}): left out of the medians"
 
 
 def build_entries(m: Measurement) -> list[dict[str, Any]]:
@@ -99,8 +123,16 @@ def combine_builds(stored: Measurement, new: list[Measurement]) -> Measurement:
     out = copy.deepcopy(stored)
     for k in TRANSIENT_KEYS:
         out.extra.pop(k, None)
-    builds = build_entries(stored) + [_entry(m) for m in new]
-    ok_new = [m for m in new if m.ok]
+    moved = {id(m): why for m in new if m.ok and (why := other_placement(stored, m)) is not None}
+    entries = []
+    for m in new:
+        entry = _entry(m)
+        if id(m) in moved:  # its figures kept aside, where no reader of a build's figures takes them
+            figures = {k: entry.pop(k) for k in ("median_ms", "throughput_fps", "energy_mj", "power_w")}
+            entry.update(status="other_placement", reason=moved[id(m)], figures=figures)
+        entries.append(entry)
+    builds = build_entries(stored) + entries
+    ok_new = [m for m in new if m.ok and id(m) not in moved]
     samples = list(stored.latency_samples_ms or [])
     for m in ok_new:
         samples.extend(m.latency_samples_ms or [])
