@@ -27,6 +27,7 @@ class PlanView(Protocol):
     settings: dict[str, Any]
     source: dict[str, Any]
     int8_ranges: str | None
+    measured: dict[str, Any]
 
     @property
     def layer_names(self) -> list[str]: ...
