@@ -102,3 +102,28 @@ def test_the_shells_report_of_a_signal_is_the_failures_line(line):
     jetson-voice-4-..., tensorrtx-1145-...): the line that explains the failure."""
     assert unmarked_error(line) and plain_error(line, True, False) and plain_error(line, True, True)
     assert not unmarked_error("Killed 3 processes to free memory")
+
+
+@pytest.mark.parametrize("line", [
+    "**[TensorRT] ERROR: Network validation failed.",  # Markdown bold opened before the log
+    "`[TensorRT] ERROR: Network validation failed.`",  # inline code around it
+    '"[TensorRT] ERROR: Network validation failed."',  # the reporter's double quotes
+])
+def test_markdown_a_reporter_opened_before_the_logger_is_no_part_of_the_message(line):
+    assert split_prefix(line) == ("E", "Network validation failed.")
+    assert error_lines([line]) == ["Network validation failed."]
+
+
+def test_a_warnings_next_lines_are_no_error_of_their_own():
+    """The builder's backend-strategy warning spans three lines; its 'Error message:' line names an Error Code
+    but is the warning's text. A shell's 'Aborted' after a warning is still the failure."""
+    log = ["[05/21/2026-07:05:05] [W] [TRT] Engine generation failed with backend strategy 3.",
+           "Error message: [optimizer.cpp::computeCosts::3869] Error Code 10: Internal Error (Could not find any "
+           "implementation for node {ForeignNode[a...b]}.).",
+           "Skipping this backend strategy."]
+    assert error_lines(log) == []
+    blog = parse_build_log(log)
+    assert (len(blog.errors), len(blog.warnings)) == (0, 1)
+    assert error_lines([log[0], "Aborted (core dumped)"]) == ["Aborted (core dumped)"]
+    # after a blank line or an unmarked line that is no continuation, words are judged again
+    assert error_lines([log[0], "", log[1]]) == [log[1]]

@@ -198,7 +198,10 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
     out = BuildLog()
     pending: str | None = None  # the device of a TensorRT 7 section header whose list is the next line
     partial: tuple[str, str] | None = None  # (device, text) of a TensorRT 7 list line not yet ended by its comma
-    cont = False  # within an error message: a bare line (no prefix of its own) right after it continues it
+    # within an error or warning message: a bare line (no prefix of its own) right after it continues it (the
+    # builder's "Engine generation failed with backend strategy 3." warning goes on "Error message: ..." and
+    # "Skipping this backend strategy." on lines of their own)
+    cont = False
     for item in lines:
         if isinstance(item, str):
             sev_in, text = None, item
@@ -224,7 +227,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
             sev = _severity(sev_in, prefix)
             if prefix is None and sev == "I" and plain_error(msg, sev_in is None, bare and cont):
                 sev = "E"
-            cont = sev == "E" or (cont and bare)
+            cont = sev in ("E", "W") or (cont and bare)
             sm = _SECTION.match(msg)
             if sm:
                 out.has_sections = True
