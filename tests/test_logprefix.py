@@ -127,3 +127,18 @@ def test_a_warnings_next_lines_are_no_error_of_their_own():
     assert error_lines([log[0], "Aborted (core dumped)"]) == ["Aborted (core dumped)"]
     # after a blank line or an unmarked line that is no continuation, words are judged again
     assert error_lines([log[0], "", log[1]]) == [log[1]]
+
+
+def test_a_bare_tensorrt_error_message_after_another_is_an_error_of_its_own():
+    """A logger that prints no severity writes TensorRT's messages bare: 'N: [file::function::line] Error Code N: ...'
+    opens a new message, whereas the ONNX parser's multi-line message may end on a '[...] Error Code N' line of its
+    own without the leading code (corpus trt-3728-parser-error)."""
+    a = ("4: [network.cpp::validate::3062] Error Code 4: Internal Error (Network has dynamic or shape inputs, but no "
+         "optimization profile has been defined.)")
+    b = "2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error (Assertion engine != nullptr failed. )"
+    assert len(parse_build_log([a, b, "Segmentation fault (core dumped)"]).errors) == 3
+    parser = ["[03/21/2024-12:12:47] [TRT] [E] ModelImporter.cpp:777: ERROR: ModelImporter.cpp:195 In function parseGraph:",
+              "[6] Invalid Node - /Where",
+              "[graphShapeAnalyzer.cpp::checkCalculationStatusSanity::1503] Error Code 2: Internal Error (Assertion "
+              "!isPartialWork(p.second.outputExtents) failed. )"]
+    assert len(parse_build_log(parser).errors) == 1

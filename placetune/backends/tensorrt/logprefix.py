@@ -95,7 +95,12 @@ _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cann
 _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 #: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
 #: continuation of the error message before it
-_OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b")
+_OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
+                               # TensorRT's own error message, its code, source location and Error Code first, as a
+                               # logger that prints no severity writes it: "2: [builder.cpp::buildSerializedNetwork::751]
+                               # Error Code 2: ..." opens a message of its own. Without the leading code ("[graphShape
+                               # Analyzer.cpp::...] Error Code 2: ...") the line may end the ONNX parser's message
+                               r"|^\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: ")
 #: the builder's report of a tactic it skipped (``Skipping tactic 0x... due to exception Assertion ... failed.``): a
 #: verbose message the build goes on after, never an error of its own where no logger marked it an error
 #: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
