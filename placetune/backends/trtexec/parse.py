@@ -309,7 +309,8 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
     """The lines that explain a failure: ``[E]`` lines (GStreamer's ``ERROR`` column too), ``&&&& FAILED``, and
     unmarked lines whose words report one (:func:`~placetune.backends.tensorrt.logprefix.unmarked_error`: an
     ``Error``, protobuf's ``[libprotobuf ERROR ...]``, NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...``, an
-    application's ``Building engine failed``), prefix stripped, in order, no repeats."""
+    application's ``Building engine failed``), prefix stripped, in order, no repeats. A bare line right after a warning
+    continues it (:func:`~placetune.backends.tensorrt.logprefix.own_error_after_warning` names the exceptions)."""
     out: list[str] = []
     in_warning = False  # within a warning: bare lines right after it continue it (no error of their own)
     for raw in lines:
