@@ -142,3 +142,12 @@ def test_a_bare_tensorrt_error_message_after_another_is_an_error_of_its_own():
               "[graphShapeAnalyzer.cpp::checkCalculationStatusSanity::1503] Error Code 2: Internal Error (Assertion "
               "!isPartialWork(p.second.outputExtents) failed. )"]
     assert len(parse_build_log(parser).errors) == 1
+
+
+def test_a_one_line_failure_ends_its_message():
+    """After a Python exception or an application's '... failed' line, make's 'make: *** [x] Error 1' is an error of
+    its own, not the failure's next line (corpus mlperf-v0.5-34-xavier-dla-core-assertion-make)."""
+    log = ["RuntimeError: Building engines failed!", "Makefile:298: recipe for target 'generate_engines' failed",
+           "make: *** [generate_engines] Error 1"]
+    assert len(parse_build_log(log).errors) == 3
+    assert error_lines(log) == log

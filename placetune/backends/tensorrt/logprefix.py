@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_prefix", "unmarked_error", "plain_error", "own_error_after_warning", "FOREIGN_ERRORS"]
+__all__ = ["split_prefix", "unmarked_error", "plain_error", "own_error_after_warning", "one_line_failure", "FOREIGN_ERRORS"]
 
 #: what a printing tool puts before TensorRT's own logger prefix: GStreamer's debug columns, ONNX Runtime's
 #: logger; then the time and severity ONNX Runtime's TensorRT logger writes before each TensorRT message
@@ -136,6 +136,12 @@ def own_error_after_warning(msg: str) -> bool:
     strategy 3.`` warning goes on ``Error message: ... Error Code 10: ...`` on a line of its own: no error."""
     return bool(FOREIGN_ERRORS.search(msg) or _OPENS_WITH_ERROR.match(msg) or _APP_FAILURE.search(msg)
                 or _PY_EXCEPTION.match(msg) or msg.startswith("&&&&"))
+
+
+def one_line_failure(msg: str) -> bool:
+    """Whether an unmarked error line is a whole message: the shell's report of a signal, an application's failure line
+    (``Makefile:298: recipe for target 'x' failed``) or a Python exception's last line; no line after it continues it."""
+    return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _PY_EXCEPTION.match(msg))
 
 
 def plain_error(msg: str, plain: bool, continues: bool) -> bool:
