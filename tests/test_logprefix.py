@@ -102,3 +102,52 @@ def test_the_shells_report_of_a_signal_is_the_failures_line(line):
     jetson-voice-4-..., tensorrtx-1145-...): the line that explains the failure."""
     assert unmarked_error(line) and plain_error(line, True, False) and plain_error(line, True, True)
     assert not unmarked_error("Killed 3 processes to free memory")
+
+
+@pytest.mark.parametrize("line", [
+    "**[TensorRT] ERROR: Network validation failed.",  # Markdown bold opened before the log
+    "`[TensorRT] ERROR: Network validation failed.`",  # inline code around it
+    '"[TensorRT] ERROR: Network validation failed."',  # the reporter's double quotes
+])
+def test_markdown_a_reporter_opened_before_the_logger_is_no_part_of_the_message(line):
+    assert split_prefix(line) == ("E", "Network validation failed.")
+    assert error_lines([line]) == ["Network validation failed."]
+
+
+def test_a_warnings_next_lines_are_no_error_of_their_own():
+    """The builder's backend-strategy warning spans three lines; its 'Error message:' line names an Error Code
+    but is the warning's text. A shell's 'Aborted' after a warning is still the failure."""
+    log = ["[05/21/2026-07:05:05] [W] [TRT] Engine generation failed with backend strategy 3.",
+           "Error message: [optimizer.cpp::computeCosts::3869] Error Code 10: Internal Error (Could not find any "
+           "implementation for node {ForeignNode[a...b]}.).",
+           "Skipping this backend strategy."]
+    assert error_lines(log) == []
+    blog = parse_build_log(log)
+    assert (len(blog.errors), len(blog.warnings)) == (0, 1)
+    assert error_lines([log[0], "Aborted (core dumped)"]) == ["Aborted (core dumped)"]
+    # after a blank line or an unmarked line that is no continuation, words are judged again
+    assert error_lines([log[0], "", log[1]]) == [log[1]]
+
+
+def test_a_bare_tensorrt_error_message_after_another_is_an_error_of_its_own():
+    """A logger that prints no severity writes TensorRT's messages bare: 'N: [file::function::line] Error Code N: ...'
+    opens a new message, whereas the ONNX parser's multi-line message may end on a '[...] Error Code N' line of its
+    own without the leading code (corpus trt-3728-parser-error)."""
+    a = ("4: [network.cpp::validate::3062] Error Code 4: Internal Error (Network has dynamic or shape inputs, but no "
+         "optimization profile has been defined.)")
+    b = "2: [builder.cpp::buildSerializedNetwork::751] Error Code 2: Internal Error (Assertion engine != nullptr failed. )"
+    assert len(parse_build_log([a, b, "Segmentation fault (core dumped)"]).errors) == 3
+    parser = ["[03/21/2024-12:12:47] [TRT] [E] ModelImporter.cpp:777: ERROR: ModelImporter.cpp:195 In function parseGraph:",
+              "[6] Invalid Node - /Where",
+              "[graphShapeAnalyzer.cpp::checkCalculationStatusSanity::1503] Error Code 2: Internal Error (Assertion "
+              "!isPartialWork(p.second.outputExtents) failed. )"]
+    assert len(parse_build_log(parser).errors) == 1
+
+
+def test_a_one_line_failure_ends_its_message():
+    """After a Python exception or an application's '... failed' line, make's 'make: *** [x] Error 1' is an error of
+    its own, not the failure's next line (corpus mlperf-v0.5-34-xavier-dla-core-assertion-make)."""
+    log = ["RuntimeError: Building engines failed!", "Makefile:298: recipe for target 'generate_engines' failed",
+           "make: *** [generate_engines] Error 1"]
+    assert len(parse_build_log(log).errors) == 3
+    assert error_lines(log) == log

@@ -767,3 +767,11 @@ def test_a_banner_running_minor_and_patch_together_gives_no_version():
     """tkDNN's 'TensorRT v6.01' (6.0.1) is no dotted TensorRT version: unknown, never 6.01 (corpus tkdnn-83-...)."""
     assert version_from_text("New NetworkRT (TensorRT v6.01)\nDLAs: 0") is None
     assert version_from_text("TensorRT version: 8.6.1") == "8.6.1"
+
+
+def test_the_summary_reads_trtexecs_dotted_version_line():
+    """trtexec 8.6 on prints '[I] TensorRT version: 8.6.1' in its Device Information block: the summary's version,
+    as the integer form ('TensorRT version: 8001') already was (corpus yolov8-trt-lsh9832-7-...)."""
+    assert parse_summary(["[12/07/2023-11:13:30] [I] TensorRT version: 8.6.1"]).version == "8.6.1"
+    assert parse_summary(["[I] TensorRT version: 8001"]).version == "8.0.1"
+    assert parse_summary(["TensorRT version: 6.01"]).version is None  # no dotted TensorRT version

@@ -42,7 +42,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from placetune.backends.tensorrt.logprefix import plain_error, split_prefix, unmarked_error
+from placetune.backends.tensorrt.logprefix import one_line_failure, plain_error, split_prefix, unmarked_error
 from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, unregistered_end
 
 __all__ = [
@@ -198,7 +198,10 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
     out = BuildLog()
     pending: str | None = None  # the device of a TensorRT 7 section header whose list is the next line
     partial: tuple[str, str] | None = None  # (device, text) of a TensorRT 7 list line not yet ended by its comma
-    cont = False  # within an error message: a bare line (no prefix of its own) right after it continues it
+    # within an error or warning message: a bare line (no prefix of its own) right after it continues it (the
+    # builder's "Engine generation failed with backend strategy 3." warning goes on "Error message: ..." and
+    # "Skipping this backend strategy." on lines of their own)
+    cont = False
     for item in lines:
         if isinstance(item, str):
             sev_in, text = None, item
@@ -222,9 +225,11 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 continue
             bare = msg == raw.strip()
             sev = _severity(sev_in, prefix)
-            if prefix is None and sev == "I" and plain_error(msg, sev_in is None, bare and cont):
-                sev = "E"
-            cont = sev == "E" or (cont and bare)
+            own_line = prefix is None and sev == "I" and plain_error(msg, sev_in is None, bare and cont)
+            sev = "E" if own_line else sev
+            # a one-line failure (a shell's signal report, an application's "... failed", a Python exception) ends
+            # its message: make's "make: *** [target] Error 1" after it is an error of its own
+            cont = (sev in ("E", "W") and not (own_line and one_line_failure(msg))) or (cont and bare)
             sm = _SECTION.match(msg)
             if sm:
                 out.has_sections = True

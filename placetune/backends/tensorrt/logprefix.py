@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_prefix", "unmarked_error", "plain_error", "FOREIGN_ERRORS"]
+__all__ = ["split_prefix", "unmarked_error", "plain_error", "own_error_after_warning", "one_line_failure", "FOREIGN_ERRORS"]
 
 #: what a printing tool puts before TensorRT's own logger prefix: GStreamer's debug columns, ONNX Runtime's
 #: logger; then the time and severity ONNX Runtime's TensorRT logger writes before each TensorRT message
@@ -66,9 +66,10 @@ _WRAPPER = re.compile(
 #: ONNX Runtime's source location after the message
 _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
 #: TensorRT's own logger prefixes (trtexec, Python, TensorRT 7, DeepStream, jetson-inference), all optional, after a
-#: shell comment's ``#`` or a Markdown quote's ``> ``
+#: shell comment's ``#``, a Markdown quote's ``> `` or the Markdown a reporter opened right before a logger's bracket
+#: (bold ``**``, inline code ````` ``, a double quote): ``**[TensorRT] ERROR: ...``
 _PREFIX = re.compile(
-    r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
+    r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$)|(?P<mark>\*\*|`|\")(?=\[))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[(?:TRT|TensorRT)(?:-LLM)?\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
     r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
 _WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V", "DEBUG": "V"}
@@ -94,7 +95,12 @@ _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cann
 _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 #: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
 #: continuation of the error message before it
-_OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b")
+_OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
+                               # TensorRT's own error message, its code, source location and Error Code first, as a
+                               # logger that prints no severity writes it: "2: [builder.cpp::buildSerializedNetwork::751]
+                               # Error Code 2: ..." opens a message of its own. Without the leading code ("[graphShape
+                               # Analyzer.cpp::...] Error Code 2: ...") the line may end the ONNX parser's message
+                               r"|^\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: ")
 #: the builder's report of a tactic it skipped (``Skipping tactic 0x... due to exception Assertion ... failed.``): a
 #: verbose message the build goes on after, never an error of its own where no logger marked it an error
 #: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
@@ -110,6 +116,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     m = _PREFIX.match(rest)
     assert m is not None
     msg = rest[m.end():]
+    if m.group("mark") and msg.rstrip().endswith(m.group("mark")):  # the Markdown closed on the same line
+        msg = msg.rstrip()[:-len(m.group("mark"))]
     if w.group("ort") or w.group("ort2"):
         msg = _ORT_WHERE.sub("", msg)
     if w.group("glog") and len(msg) > 1 and msg.startswith('"') and msg.rstrip().endswith('"'):
@@ -119,6 +127,21 @@ def split_prefix(line: str) -> tuple[str | None, str]:
            or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or "")
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
     return sev, msg.strip()
+
+
+def own_error_after_warning(msg: str) -> bool:
+    """Whether a bare line right after a warning is an error of its own rather than the warning's next line: another
+    library's error line or the shell's report of a signal, a line opening with an error word, an application's
+    failure line, a Python exception or a ``&&&&`` status. The builder's ``Engine generation failed with backend
+    strategy 3.`` warning goes on ``Error message: ... Error Code 10: ...`` on a line of its own: no error."""
+    return bool(FOREIGN_ERRORS.search(msg) or _OPENS_WITH_ERROR.match(msg) or _APP_FAILURE.search(msg)
+                or _PY_EXCEPTION.match(msg) or msg.startswith("&&&&"))
+
+
+def one_line_failure(msg: str) -> bool:
+    """Whether an unmarked error line is a whole message: the shell's report of a signal, an application's failure line
+    (``Makefile:298: recipe for target 'x' failed``) or a Python exception's last line; no line after it continues it."""
+    return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _PY_EXCEPTION.match(msg))
 
 
 def plain_error(msg: str, plain: bool, continues: bool) -> bool:

@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from placetune.backends.tensorrt.logprefix import split_prefix, unmarked_error
+from placetune.backends.tensorrt.logprefix import own_error_after_warning, split_prefix, unmarked_error
 
 __all__ = [
     "PerfSummary", "ProfileEntry", "LayerInfo", "strip_prefix", "version_from_text", "version_from_code",
@@ -59,6 +59,8 @@ _STATUS = re.compile(r"&&&&\s+(?P<status>RUNNING|PASSED|FAILED|WAIVED)\s+(?P<nam
                      r"(?:\s+\[TensorRT\s+v(?P<code>\d+)\])?(?:\s*\[b\d+\])?(?:\s*#\s*(?P<cmd>.*))?")
 #: ``TensorRT version: 8.6.1``, ``TensorRT v8.6.1``, a script's ``TensorRT - Version: 10.0.1``
 _VERSION_DOTTED = re.compile(r"TensorRT\s+(?:-\s+)?(?:version|v)\s*:?\s*(?P<v>\d+\.\d+(?:\.\d+)*)", re.I)
+#: trtexec's own line, dotted (8.6 on): ``TensorRT version: 8.6.1``
+_VERSION_LINE = re.compile(r"^TensorRT version:\s*(?P<v>\d+\.\d+(?:\.\d+)*)$")
 _VERSION_CODE = re.compile(r"TensorRT\s+version\s*:\s*(?P<code>\d{4,6})\b", re.I)
 #: the status line's version tag, also where the ``&&&&`` before it was cut (``RUNNING TensorRT.trtexec [TensorRT v8001] # ...``)
 _VERSION_TAG = re.compile(r"\[TensorRT\s+v(?P<code>\d{4,6})\]")
@@ -222,6 +224,10 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
                 vm = _VERSION_CODE.search(msg) or _VERSION_TAG.search(msg)
                 if vm:
                     out.version = version_from_code(vm.group("code"))
+                else:  # trtexec 8.6 on: "[I] TensorRT version: 8.6.1" in its Device Information block
+                    dm = _VERSION_LINE.match(msg)
+                    if dm and _dotted_version(dm.group("v")):
+                        out.version = dm.group("v")
             if msg in _BLOCK7:
                 block7 = msg
                 continue
@@ -303,12 +309,19 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
     """The lines that explain a failure: ``[E]`` lines (GStreamer's ``ERROR`` column too), ``&&&& FAILED``, and
     unmarked lines whose words report one (:func:`~placetune.backends.tensorrt.logprefix.unmarked_error`: an
     ``Error``, protobuf's ``[libprotobuf ERROR ...]``, NvMedia's ``NVMEDIA_DLA : 308, ERROR: ...``, an
-    application's ``Building engine failed``), prefix stripped, in order, no repeats."""
+    application's ``Building engine failed``), prefix stripped, in order, no repeats. A bare line right after a warning
+    continues it (:func:`~placetune.backends.tensorrt.logprefix.own_error_after_warning` names the exceptions)."""
     out: list[str] = []
+    in_warning = False  # within a warning: bare lines right after it continue it (no error of their own)
     for raw in lines:
-        for line in str(raw).splitlines():
+        for line in str(raw).splitlines() or [""]:
             sev, msg = strip_prefix(line)
             if not msg:
+                in_warning = False
+                continue
+            bare = sev is None and msg == line.strip()
+            in_warning = sev == "W" or (in_warning and bare)
+            if in_warning and bare and not own_error_after_warning(msg):
                 continue
             # a line the logger marked [I]/[V]/[W] is no error, whatever words it holds (Polygraphy's
             # "[I] Error Metrics: out" is a report); unmarked lines are judged by their words
