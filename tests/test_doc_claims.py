@@ -24,3 +24,37 @@ def test_tune_help_does_not_offer_the_fp32_it_refuses(capsys, monkeypatch):
     assert "int8 (default), fp16;" in line and "fp32 is refused" in line, line
     assert main(["tune", "--model", "seed-block", "--precision", "fp32", "--storage", "sqlite://"]) == 6
     assert "precision fp32 runs on the GPU only" in capsys.readouterr().err
+
+
+def _readme() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_evaluator_signature_is_the_evaluators():
+    """README's ``pt.Evaluator(...)`` line names every parameter the constructor takes, in its order (it had
+    ``**settings`` where ``settings`` is a keyword of its own and the rest are measurement ``**options``)."""
+    import inspect
+    import re
+
+    import placetune as pt
+
+    text = " ".join(_readme().split())
+    shown = text[text.index("`pt.Evaluator(model,"):]
+    shown = shown[:shown.index(")`")]
+    names = [part.split("=")[0].strip(" *") for part in shown.split("(", 1)[1].split(",")]
+    names = [n for n in names if re.fullmatch(r"[a-z_]+", n)]
+    actual = [n for n in inspect.signature(pt.Evaluator.__init__).parameters if n != "self"]
+    assert names == actual, (names, actual)
+
+
+def test_the_readme_baselines_are_the_evaluators():
+    """README: ``ev.baselines()`` is all-GPU and all-DLA0 in engine mode, all-DLA1 and the split too in pipeline
+    mode (it listed all four for every mode, and the custom agent's comment named an all-DLA1 it never got)."""
+    import placetune as pt
+
+    assert '`{"all-GPU": (placement, measurement), "all-DLA0": ...}` in engine mode' in " ".join(_readme().split())
+    assert list(pt.Evaluator("seed-block", "orin-agx").baselines()) == ["all-GPU", "all-DLA0"]
+    assert list(pt.Evaluator("seed-block", "orin-agx", mode="pipeline").baselines()) == [
+        "all-GPU", "all-DLA0", "all-DLA1", "split-DLA0-DLA1"]
