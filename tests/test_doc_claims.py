@@ -72,3 +72,26 @@ def test_an_int8_plan_folder_names_its_dla_cuts_as_the_readme_says(tmp_path, cap
     text = " ".join(_readme().split())
     assert "int8:chw32" in notes
     assert "(`int8:chw32` or `fp16:chw16` at a DLA cut)" in text
+
+
+def test_a_measurement_refuses_an_objective_name_as_the_readme_says():
+    """README: ``objective("latency")`` is None when failed, and a name that is no objective raises
+    ``UnknownNameError`` (it returned None, read as a failed measurement)."""
+    import placetune as pt
+    from placetune.errors import UnknownNameError
+
+    assert "raises `UnknownNameError`" in " ".join(_readme().split())
+    m = pt.Evaluator("seed-block").baseline()
+    assert m.objective("latency") == m.median_ms
+    with pytest.raises(UnknownNameError, match="objectives are latency, throughput"):
+        m.objective("latncy")
+
+
+def test_the_readme_layout_names_every_docs_page():
+    """README's Layout block names each page of docs/ (it named three of thirteen)."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    layout = _readme().split("## Layout", 1)[1]
+    for page in docs.glob("*.md"):
+        assert page.name in layout, page.name
