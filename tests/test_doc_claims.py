@@ -95,3 +95,24 @@ def test_the_readme_layout_names_every_docs_page():
     layout = _readme().split("## Layout", 1)[1]
     for page in docs.glob("*.md"):
         assert page.name in layout, page.name
+
+
+def test_the_readme_exit_codes_are_the_error_classes():
+    """README, Commands: "3 model, 4 unknown name, 5 placement, 6 configuration, 7 database, 8 backend" and
+    "2 is a usage error": the exit codes the error classes carry."""
+    import re
+
+    from placetune import errors
+
+    text = " ".join(_readme().split())
+    said = re.search(r"\(3 model, 4 unknown name, 5 placement, 6 configuration, 7 database, 8 backend,", text)
+    assert said and "2 is a usage error" in text
+    assert [cls.exit_code for cls in (errors.ModelError, errors.UnknownNameError, errors.PlacementError,
+                                      errors.ConfigError, errors.StoreError, errors.BackendError)] == [3, 4, 5, 6, 7, 8]
+
+
+def test_a_usage_error_exits_2(capsys):
+    """README: "2 is a usage error" (an option the command does not take)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["tune", "--no-such-option"])
+    assert stop.value.code == 2
