@@ -116,3 +116,17 @@ def test_a_usage_error_exits_2(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["tune", "--no-such-option"])
     assert stop.value.code == 2
+
+
+def test_the_readme_says_layer_metadata_was_read_from_real_output():
+    """README's corpus table: the layer metadata row named only onnx-tensorrt's sources ("not from real output"),
+    while the corpus holds a real trtexec 10.4 export whose Metadata names 19 ONNX nodes, read by the parser."""
+    import json
+    from pathlib import Path
+
+    artefact = "evpe-rtx3060-trtexec-10.4-alexnet-layerinfo"
+    prov = json.loads((Path(__file__).resolve().parent / "data" / "trt_corpus" / artefact / "provenance.json")
+                      .read_text(encoding="utf-8"))
+    assert prov["facts"]["layer_info"]["metadata_nodes"] > 0
+    row = next(line for line in _readme().splitlines() if line.startswith("| layer metadata"))
+    assert artefact in row and "not from real output" not in row
