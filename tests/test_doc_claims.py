@@ -130,3 +130,17 @@ def test_the_readme_says_layer_metadata_was_read_from_real_output():
     assert prov["facts"]["layer_info"]["metadata_nodes"] > 0
     row = next(line for line in _readme().splitlines() if line.startswith("| layer metadata"))
     assert artefact in row and "not from real output" not in row
+
+
+def test_the_readme_counts_the_published_measurements_as_they_are():
+    """README: "`placetune/data/published.csv`: N measurements other people published" (it said 115, the count
+    before release 4's rows, while the file holds 130)."""
+    import csv
+    import re
+    from pathlib import Path
+
+    said = re.search(r"`placetune/data/published.csv`: (\d+) measurements", " ".join(_readme().split()))
+    path = Path(__file__).resolve().parents[1] / "placetune" / "data" / "published.csv"
+    with path.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert said and int(said.group(1)) == len(rows)
