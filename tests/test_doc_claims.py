@@ -144,3 +144,16 @@ def test_the_readme_counts_the_published_measurements_as_they_are():
     with path.open(encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert said and int(said.group(1)) == len(rows)
+
+
+def test_the_readme_says_which_batch_bucket_misses_its_bound():
+    """README's calibration paragraph says which judged figures miss their targets; the generated table below it
+    has the validation rows' batch-1 bucket past the +/-10 % bound, which the paragraph no longer said."""
+    import re
+
+    text = _readme()
+    block = text[text.index("<!-- begin generated: calibration summary -->"):]
+    row = next(line for line in block.splitlines() if line.startswith("| 1 |"))
+    validate = float(re.match(r"\s*([+-][\d.]+) %", row.split("|")[3]).group(1))
+    said = "the validation rows' batch-1 bucket misses its +/-10 % bound" in " ".join(text.split())
+    assert said == (abs(validate) > 10), (validate, said)
