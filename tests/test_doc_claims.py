@@ -157,3 +157,16 @@ def test_the_readme_says_which_batch_bucket_misses_its_bound():
     validate = float(re.match(r"\s*([+-][\d.]+) %", row.split("|")[3]).group(1))
     said = "the validation rows' batch-1 bucket misses its +/-10 % bound" in " ".join(text.split())
     assert said == (abs(validate) > 10), (validate, said)
+
+
+@pytest.mark.parametrize("content", [b"x\n", b"\x08\x07"])  # bytes protobuf reads as a ModelProto without a graph
+def test_an_engine_file_is_refused_as_an_engine_whatever_its_bytes(tmp_path, capsys, content):
+    """README: "A `.engine`/`.plan` file given instead of the ONNX is refused in one line naming the ONNX export
+    to give (exit 3)". An engine file whose bytes protobuf happened to parse (as a model with no graph) was
+    refused as 'not an ONNX model (no graph nodes found)', naming nothing to give."""
+    path = tmp_path / "yolo11n.engine"
+    path.write_bytes(content)
+    assert main(["check", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert "a serialized TensorRT engine, not an ONNX model: give the ONNX file it was built from" in err
+    assert len(err.strip().splitlines()) == 1
