@@ -7,7 +7,7 @@ space = ev.space(granularity="fusion")            # decision units, masks, featu
 rng = np.random.default_rng(0)
 start = {name: space.from_placement(p) for name, (p, m) in ev.baselines().items()}
 best, best_mj = None, float("inf")
-for name, a in start.items():                     # all-GPU, all-DLA0, all-DLA1 (with fallback)
+for name, a in start.items():                     # all-GPU, all-DLA0 (with fallback)
     v = ev.evaluate(space.to_placement(a)).objective("energy")
     if v is not None and v < best_mj:
         best, best_mj = a, v

@@ -407,8 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
                    "replicas, or concurrent (several --model at once)")
     g.add_argument("--precision", choices=("fp16", "int8", "fp32"), metavar="NAME",
-                   help=f"{DEFAULT_PRECISION} (default), " + ", ".join(p for p in ("fp16", "int8", "fp32")
-                                                                      if p != DEFAULT_PRECISION))
+                   help=f"{DEFAULT_PRECISION} (default), " + ", ".join(p for p in ("fp16", "int8")
+                                                                      if p != DEFAULT_PRECISION)
+                   + "; fp32 is refused (the DLA runs fp16 and int8 only: nothing to place)")
     rare(g.add_argument("--power-mode", metavar="MODE",
                    help="nvpmodel power mode of the platform, e.g. 30W (default MAXN: the "
                    "fastest; see docs/power-modes.md)"))

@@ -219,7 +219,7 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
             except BufferError:  # views still held by an exception's traceback; GC closes it
                 pass
     if not model.HasField("graph") or len(model.graph.node) == 0:
-        raise ModelError(f"{p}: not an ONNX model (no graph nodes found)")
+        raise ModelError(_engine_given(p) or f"{p}: not an ONNX model (no graph nodes found)")
     names = {
         t.name
         for t in model.graph.initializer
