@@ -39,3 +39,86 @@ def test_help_written_to_a_full_disk_is_not_a_success(args):
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "placetune: error: the standard output is full (no space left on device): the command's output is incomplete"]
+
+
+# ------------------------------------------------------------------------------------- objectives
+
+
+@pytest.fixture
+def _forget_objectives():
+    from placetune.tuning.objectives import registered_objectives, unregister_objective
+
+    before = set(registered_objectives())
+    yield
+    for name in set(registered_objectives()) - before:
+        unregister_objective(name)
+
+
+@pytest.mark.usefixtures("_forget_objectives")
+@pytest.mark.parametrize("name", ["ünï", "a٣", "ß", "µs", "a\u0301"])
+def test_register_objective_refuses_a_name_outside_ascii(name):
+    """``str.islower``/``isdigit`` passed ``ünï`` and ``a٣`` (Arabic-Indic three) as lower-case letters and
+    digits: the documented names are ASCII."""
+    from placetune.errors import ConfigError
+    from placetune.tuning.objectives import register_objective
+
+    with pytest.raises(ConfigError, match="lower-case letters, digits and underscores"):
+        register_objective(name, direction="minimize", unit="ms", value=lambda m: 1.0)
+
+
+@pytest.mark.usefixtures("_forget_objectives")
+@pytest.mark.parametrize("measured_from", [5, None, "latency", object()])
+def test_register_objective_refuses_a_measured_from_that_is_no_tuple(measured_from):
+    """An int or None raised TypeError (a traceback); a string was split into its letters."""
+    from placetune.errors import ConfigError
+    from placetune.tuning.objectives import register_objective
+
+    with pytest.raises(ConfigError, match="measured_from must be a tuple of built-in objectives"):
+        register_objective("odd", direction="minimize", unit="ms", value=lambda m: 1.0, measured_from=measured_from)
+
+
+@pytest.mark.usefixtures("_forget_objectives")
+@pytest.mark.parametrize("unit", ["ms\n", "\x1b[31mms", "m\ts"])
+def test_register_objective_refuses_a_unit_of_more_than_one_line(unit):
+    from placetune.errors import ConfigError
+    from placetune.tuning.objectives import register_objective
+
+    with pytest.raises(ConfigError, match="unit must be a non-empty text on one line"):
+        register_objective("odd", direction="minimize", unit=unit, value=lambda m: 1.0)
+
+
+@pytest.mark.parametrize("name", [[], {}, ["a"]])
+def test_unregister_objective_of_an_unhashable_is_an_unknown_name(name):
+    from placetune.errors import UnknownNameError
+    from placetune.tuning.objectives import unregister_objective
+
+    with pytest.raises(UnknownNameError, match="no registered objective"):
+        unregister_objective(name)
+
+
+@pytest.mark.usefixtures("_forget_objectives")
+@pytest.mark.parametrize(("returned", "expected"), [
+    (lambda: __import__("numpy").float32(2.5), 2.5), (lambda: __import__("numpy").int64(3), 3.0),
+    (lambda: 10 ** 400, None), (lambda: __import__("numpy").bool_(True), None), (lambda: "3", None),
+    (lambda: __import__("numpy").float32("nan"), None)])
+def test_a_registered_objectives_value_is_any_finite_real_number(returned, expected):
+    """A NumPy float32 or int64 (``np.mean`` of float32 samples) was read as no value; an integer too large
+    for a float raised OverflowError."""
+    from placetune.measurement import Measurement
+    from placetune.tuning.objectives import register_objective
+
+    register_objective("odd", direction="minimize", unit="ms", value=lambda m: returned())
+    m = Measurement(status="ok", latency_ms={"mean": 1.0}, throughput_fps=1000.0)
+    assert m.objective("odd") == expected
+
+
+@pytest.mark.usefixtures("_forget_objectives")
+def test_a_registered_objective_whose_function_raises_is_a_config_error_naming_it():
+    from placetune.errors import ConfigError
+    from placetune.measurement import Measurement
+    from placetune.tuning.objectives import register_objective
+
+    register_objective("odd", direction="minimize", unit="ms", value=lambda m: 1 / 0)
+    m = Measurement(status="ok", latency_ms={"mean": 1.0}, throughput_fps=1000.0)
+    with pytest.raises(ConfigError, match="objective odd: its value function raised ZeroDivisionError"):
+        m.objective("odd")
