@@ -122,3 +122,37 @@ def test_a_registered_objective_whose_function_raises_is_a_config_error_naming_i
     m = Measurement(status="ok", latency_ms={"mean": 1.0}, throughput_fps=1000.0)
     with pytest.raises(ConfigError, match="objective odd: its value function raised ZeroDivisionError"):
         m.objective("odd")
+
+
+# ------------------------------------------------------------------------------------------- --shape
+
+
+@pytest.mark.parametrize("spec", ["x=1x3x2_24x224", "x=1x\u0663x3x3", "x=\uff11x3x3x3", "x=+1x3x3x3"])
+def test_shape_refuses_digits_int_reads_but_are_no_size(spec):
+    """``int()`` read ``2_24`` as 224, ``+1`` as 1 and Arabic-Indic or full-width digits as sizes."""
+    from placetune.errors import ShapeError
+    from placetune.model.shapes import parse_shape_spec
+
+    with pytest.raises(ShapeError, match="bad --shape .*expected name=1x3x224x224"):
+        parse_shape_spec(spec)
+
+
+@pytest.mark.parametrize("spec", ["x=99999999999999999999999x3x4x4", "x=9223372036854775808x3x4x4",
+                                  "x=1x3x2147483648x4"])
+def test_shape_refuses_a_dimension_over_32_bits_naming_shape_not_the_model(spec, tmp_path):
+    """A dimension over int64 came back as "d.onnx: malformed ONNX graph (ValueError: Value out of range)":
+    the model blamed for the --shape."""
+    from placetune.errors import ShapeError
+    from placetune.model.shapes import parse_shape_spec
+
+    with pytest.raises(ShapeError, match=r"bad --shape .*every dimension must be at most 2147483647"):
+        parse_shape_spec(spec)
+
+
+def test_shape_keeps_the_forms_it_documents():
+    from placetune.model.shapes import parse_shape_spec
+
+    assert parse_shape_spec("a= 1 x 3 ") == ("a", (1, 3))
+    assert parse_shape_spec("a:[1, 3]") == ("a", (1, 3))
+    assert parse_shape_spec("1,3,224,224") == (None, (1, 3, 224, 224))
+    assert parse_shape_spec("x=2147483647x1") == ("x", (2147483647, 1))
