@@ -156,3 +156,23 @@ def test_shape_keeps_the_forms_it_documents():
     assert parse_shape_spec("a:[1, 3]") == ("a", (1, 3))
     assert parse_shape_spec("1,3,224,224") == (None, (1, 3, 224, 224))
     assert parse_shape_spec("x=2147483647x1") == ("x", (2147483647, 1))
+
+
+# ----------------------------------------------------------------------------------------- --timeout
+
+
+@pytest.mark.parametrize("text", ["1_000", "3\u0660", "\u0663\u0660s", "\uff11h", "1\u0660m"])
+def test_timeout_refuses_digits_float_reads_but_the_format_has_not(text):
+    """``float()`` and ``\\d`` read ``1_000`` and Arabic-Indic or full-width digits as seconds."""
+    from placetune.errors import ConfigError
+    from placetune.tuning.studyfile import parse_duration
+
+    with pytest.raises(ConfigError, match="bad --timeout .*each of h, m, s at most once"):
+        parse_duration(text)
+
+
+def test_timeout_keeps_the_forms_it_documents():
+    from placetune.tuning.studyfile import parse_duration
+
+    assert [parse_duration(t) for t in ["8h", "30m", "90s", "1h30m", "2h 30m", "1.5h", "1e3", " 90 s"]] == [
+        28800.0, 1800.0, 90.0, 5400.0, 9000.0, 5400.0, 1000.0, 90.0]
