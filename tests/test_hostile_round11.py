@@ -176,3 +176,50 @@ def test_timeout_keeps_the_forms_it_documents():
 
     assert [parse_duration(t) for t in ["8h", "30m", "90s", "1h30m", "2h 30m", "1.5h", "1e3", " 90 s"]] == [
         28800.0, 1800.0, 90.0, 5400.0, 9000.0, 5400.0, 1000.0, 90.0]
+
+
+# ------------------------------------------------------------------------------------- clocks (sysfs)
+
+
+def _clock_tree(root: Path, cpu: tuple[str, str, str], gpu: tuple[str, str, str]) -> Path:
+    """A sysfs tree with one CPU's cpufreq and an Orin GPU's devfreq node: (min, max, current) each."""
+    d = root / "devices/system/cpu/cpu0/cpufreq"
+    d.mkdir(parents=True)
+    for name, v in zip(("scaling_min_freq", "scaling_max_freq", "scaling_cur_freq"), cpu):
+        (d / name).write_text(v)
+    g = root / "class/devfreq/17000000.gpu"
+    g.mkdir(parents=True)
+    for name, v in zip(("min_freq", "max_freq", "cur_freq"), gpu):
+        (g / name).write_text(v)
+    return root
+
+
+@pytest.mark.parametrize(("cpu", "gpu"), [(("-5", "-5", "-9"), ("-1", "-1", "-3")), (("0", "0", "0"), ("0", "0", "0")),
+                                          (("1_000", "1_000", "1"), ("1", "1", "1"))])
+def test_clocks_from_sysfs_are_unknown_when_the_limits_are_no_frequencies(tmp_path, cpu, gpu):
+    """Negative, zero and ``1_000`` limits were read as clocks locked at -5 kHz or 0 Hz ("cpu0 at -9 kHz,
+    below its locked -5 kHz"): garbage taken as a locked board, where the state is unknown."""
+    from placetune.backends.tensorrt.env import read_clocks_sysfs, read_throttled_sysfs
+
+    root = _clock_tree(tmp_path, cpu, gpu)
+    assert read_clocks_sysfs(root) is None
+    assert read_throttled_sysfs(root) == []
+
+
+def test_a_garbage_current_frequency_is_no_throttling(tmp_path):
+    from placetune.backends.tensorrt.env import read_clocks_sysfs, read_throttled_sysfs
+
+    root = _clock_tree(tmp_path, ("100", "100", "-50"), ("1000", "1000", "+5"))
+    assert read_clocks_sysfs(root) is True
+    assert read_throttled_sysfs(root) == []
+
+
+def test_jetson_clocks_show_with_a_number_of_thousands_of_digits_is_no_traceback():
+    """int() refuses more than 4300 digits with ValueError: ``jetson_clocks --show`` output carrying one
+    raised out of the clocks' reading."""
+    from placetune.backends.tensorrt.env import parse_jetson_clocks, parse_jetson_clocks_throttled
+
+    text = "GPU MinFreq=1 MaxFreq=1 CurrentFreq=" + "9" * 5000
+    assert parse_jetson_clocks(text) is None
+    assert parse_jetson_clocks_throttled(text) == []
+    assert parse_jetson_clocks("GPU MinFreq=918000000 MaxFreq=918000000 CurrentFreq=918000000") is True
