@@ -223,3 +223,46 @@ def test_jetson_clocks_show_with_a_number_of_thousands_of_digits_is_no_traceback
     assert parse_jetson_clocks(text) is None
     assert parse_jetson_clocks_throttled(text) == []
     assert parse_jetson_clocks("GPU MinFreq=918000000 MaxFreq=918000000 CurrentFreq=918000000") is True
+
+
+# ------------------------------------------------------------------------------ standalone runtime
+
+
+_LOAD = r'''
+import json, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import placetune_runtime
+try:
+    placetune_runtime.load(sys.argv[3])
+except placetune_runtime.ConfigError as exc:
+    print(str(exc))
+'''
+
+
+@pytest.mark.parametrize(("field", "value"), [("frames_in_flight", "abc"), ("frames_in_flight", [1]),
+                                              ("frames_in_flight", 2.7), ("frames_in_flight", -3),
+                                              ("frames_in_flight", 1e308), ("frames_in_flight", True),
+                                              ("dla_core", "x"), ("dla_core", 7), ("dla_core", [])])
+def test_the_standalone_runtime_refuses_a_plan_json_with_odd_numbers(tmp_path, field, value):
+    """Where placetune's Plan is not importable (JetPack 5's Python 3.8), ``settings.frames_in_flight`` went to
+    int(): "abc" raised ValueError, a list TypeError, 2.7 was taken as 2 and -3 as 1; an engine's ``dla_core``
+    reached int() only once its engine was built."""
+    import json
+
+    import placetune.runtime
+    from tests.fakes import FAKES_DIR
+
+    placetune.runtime.write_standalone(tmp_path / "rt")
+    folder = tmp_path / "plan"
+    folder.mkdir()
+    engine = {"engine_file": "model.seg0.engine", "kind": "segment", "device": "DLA0", "index": 0}
+    doc = {"format": "placetune-plan", "mode": "pipeline", "engines": [engine], "settings": {}}
+    (engine if field == "dla_core" else doc["settings"])[field] = value
+    (folder / "plan.json").write_text(json.dumps(doc))
+    proc = subprocess.run([sys.executable, "-c", _LOAD, str(tmp_path / "rt"), str(FAKES_DIR), str(folder)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    where = "settings.frames_in_flight" if field == "frames_in_flight" else "engines[0].dla_core"
+    hi = 64 if field == "frames_in_flight" else 1
+    lo = 1 if field == "frames_in_flight" else 0
+    assert f'"{where}" must be an integer from {lo} to {hi}, found' in proc.stdout, proc.stdout
