@@ -266,3 +266,30 @@ def test_the_standalone_runtime_refuses_a_plan_json_with_odd_numbers(tmp_path, f
     hi = 64 if field == "frames_in_flight" else 1
     lo = 1 if field == "frames_in_flight" else 0
     assert f'"{where}" must be an integer from {lo} to {hi}, found' in proc.stdout, proc.stdout
+
+
+# ------------------------------------------------------------------------------- Evaluator(shapes=)
+
+
+@pytest.mark.parametrize("value", ["1x3x32x32", "abc", 3, None, [[1]], {"a": 1}, [1.5, 3, 32, 32], [True, 3, 32, 32],
+                                   ["1", "3", "32", "32"]])
+def test_a_shapes_mapping_whose_value_is_no_sequence_of_integers_is_a_shape_error(value):
+    """``Evaluator(..., shapes={"input": "1x3x224x224"})`` raised ValueError out of int('x'), 3 or None a
+    TypeError; 1.5 and True were taken as 1."""
+    from placetune.errors import ShapeError
+    from placetune.model.shapes import _normalise_shapes
+
+    with pytest.raises(ShapeError, match="bad shape for 'input': .*give a sequence of positive integers"):
+        _normalise_shapes({"input": value})
+
+
+def test_a_shapes_mapping_keeps_integer_sequences_and_refuses_a_dimension_over_32_bits():
+    import numpy as np
+
+    from placetune.errors import ShapeError
+    from placetune.model.shapes import _normalise_shapes
+
+    assert _normalise_shapes({"input": (1, 3, 224, 224)}) == {"input": (1, 3, 224, 224)}
+    assert _normalise_shapes({"input": [np.int64(2), 3]}) == {"input": (2, 3)}
+    with pytest.raises(ShapeError, match="at most 2147483647"):
+        _normalise_shapes({"input": (1, 3, 10 ** 30, 4)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 
@@ -171,9 +172,16 @@ def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | No
     if isinstance(shapes, Mapping):
         out: dict[str | None, tuple[int, ...]] = {}
         for k, v in shapes.items():
+            # a sequence of whole numbers: int() of a text's letters, of 1.5 or of True was a traceback or a guess
+            if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not all(
+                    isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in v):
+                raise ShapeError(f"bad shape for {str(k)[:40]!r}: {str(v)[:60]!r}; give a sequence of positive "
+                                 "integers, e.g. {'input': (1, 3, 224, 224)}")
             dims = tuple(int(d) for d in v)
             if not dims or any(d <= 0 for d in dims):
                 raise ShapeError(f"bad shape for {k!r}: {v!r} (positive integers needed)")
+            if any(d > _MAX_DIM for d in dims):
+                raise ShapeError(f"bad shape for {str(k)[:40]!r}: every dimension must be at most {_MAX_DIM}")
             out[k] = dims
         return out
     out = {}
