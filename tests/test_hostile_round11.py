@@ -293,3 +293,18 @@ def test_a_shapes_mapping_keeps_integer_sequences_and_refuses_a_dimension_over_3
     assert _normalise_shapes({"input": [np.int64(2), 3]}) == {"input": (2, 3)}
     with pytest.raises(ShapeError, match="at most 2147483647"):
         _normalise_shapes({"input": (1, 3, 10 ** 30, 4)})
+
+
+# -------------------------------------------------------------------------------------- environments
+
+
+@pytest.mark.parametrize("value", ["no", "False", 0, 1, None])
+def test_the_environment_refuses_an_allow_unsupported_that_is_no_bool(value):
+    """``gym.make(..., allow_unsupported="no")`` offered every unit the DLA: a true text."""
+    import gymnasium as gym
+
+    import placetune.envs  # noqa: F401 - registers the environments
+    from placetune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="allow_unsupported must be True or False, got"):
+        gym.make("placetune/Placement-v0", model="seed-block", allow_unsupported=value)
