@@ -308,3 +308,37 @@ def test_the_environment_refuses_an_allow_unsupported_that_is_no_bool(value):
 
     with pytest.raises(ConfigError, match="allow_unsupported must be True or False, got"):
         gym.make("placetune/Placement-v0", model="seed-block", allow_unsupported=value)
+
+
+# ------------------------------------------------------------------------- output names echoed
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    from tests.test_hostile_round4 import make_small_db
+
+    return make_small_db(tmp_path_factory.mktemp("db"))
+
+
+FORGED = "placetune: FORGED LINE"
+
+
+@pytest.mark.parametrize("command", ["export folder", "export file", "trace", "report"])
+def test_an_output_name_with_a_line_break_prints_no_line_of_its_own(small_db, tmp_path, capsys, monkeypatch, command):
+    """``export -o 'd<newline>placetune: ...'`` printed a line of its own in "wrote plan folder" and in each
+    line of the new "next, on the Jetson: copy ... there" (shlex.quote keeps a line break); trace's and
+    report's "wrote" lines too."""
+    from placetune.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    name = f"o\n{FORGED}"
+    db = str(small_db)
+    argv = {"export folder": ["export", "--storage", db, "--study", "s", "--format", "trtexec", "-o", name],
+            "export file": ["export", "--storage", db, "--study", "s", "-o", name + ".json"],
+            "trace": ["trace", str(small_db.parent / "s.plan.json"), "-o", name + ".json"],
+            "report": ["report", "--storage", db, "--study", "s", "-o", name]}[command]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    lines = (out + err).splitlines()
+    assert not [x for x in lines if x.startswith(FORGED)], lines
+    assert any("o\\nplacetune: FORGED LINE" in x for x in lines), lines
