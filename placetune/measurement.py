@@ -278,7 +278,7 @@ class Measurement:
         if not self.ok:
             return None
         if registered is not None:
-            return registered_value(registered, self)
+            return registered_value(registered, self, name)
         if name == "gpu_time":
             busy = (self.extra or {}).get("busy_ms")
             return None if not isinstance(busy, dict) else float(busy.get("GPU") or 0.0)

@@ -481,6 +481,17 @@ class _PlanDoc(object):
             raise ConfigError(f"{where}: \"engines\" must be a non-empty list of objects with an \"engine_file\"")
         self.model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
         self.settings = doc.get("settings") if isinstance(doc.get("settings"), dict) else {}
+        # checked as placetune's Plan checks them: int() of "abc" or a list raised, 2.7 and -3 were taken
+        _whole(where, "settings.frames_in_flight", self.settings.get("frames_in_flight"), 1, 64)
+        for i, e in enumerate(self.engines):
+            _whole(where, "engines[%d].dla_core" % i, e.get("dla_core"), 0, 1)
+
+
+def _whole(where: str, field: str, value: Any, lo: int, hi: int) -> None:
+    """Refuse a plan.json field that is neither absent (null) nor an integer from ``lo`` to ``hi``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
+        raise ConfigError("%s: \"%s\" must be an integer from %d to %d, found %s"
+                          % (where, field, lo, hi, repr(value)[:40]))
 
 
 def _unique_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:

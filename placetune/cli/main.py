@@ -506,19 +506,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     with safe_output():
         try:
             code = _main(argv)
+        except SystemExit as exc:  # --help, --help-all, --version, a usage error: argparse exits
+            if exc.code not in (0, None) or _printed() is None:
+                raise
+            code = 0  # what they printed never reached its reader: said below
         except Exception:  # noqa: BLE001 - a bug: its traceback, escaped like every other message
             import traceback
 
             print("placetune: internal error (a bug in placetune; please report it with this traceback):\n"
                   + traceback.format_exc(), file=sys.stderr)
             code = 1
-        sys.stdout.flush()
-        lost = output_lost()
+        lost = _printed()
         if lost is None:
             return code
         # nothing said on standard output reached its reader: never a success, never a traceback
         error_line(f"placetune: error: {lost}: the command's output is incomplete")
         return ConfigError.exit_code
+
+
+def _printed() -> str | None:
+    """Standard output flushed: None when all of it reached its reader, else how it was lost."""
+    sys.stdout.flush()
+    return output_lost()
 
 
 def _check_working_folder() -> None:

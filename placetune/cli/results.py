@@ -215,10 +215,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         summary = done.plan.summary()
         say(summary)
         trial = plan.source.get("trial_number")
-        say(f"wrote plan folder {done.directory} (study {args.study}, measurement {plan.source.get('measurement_id')}"
+        say(f"wrote plan folder {line_safe(str(done.directory))} (study {args.study}, measurement {plan.source.get('measurement_id')}"
             + (f", Optuna trial {trial}" if trial is not None else "")
             + f"): {_folder_files(done.directory, done.files)}")
-        where = shlex.quote(str(done.directory))
+        where = line_safe(shlex.quote(str(done.directory)))  # a name's line break cannot print a line
         say(f"next, on the Jetson (an engine runs only on the board and TensorRT that built it): copy {where} there, "
             f"then sh {where}/build.sh (trtexec) or placetune build {where} (also checks where TensorRT put each "
             f"layer); {where}/README.txt says how to run the engines")
@@ -254,7 +254,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     say(summary)
     what = "trtexec build script" if args.format == "trtexec" else "plan"
     trial = plan.source.get("trial_number")
-    say(f"wrote {what} {out} (study {args.study}, measurement {plan.source.get('measurement_id')}"
+    say(f"wrote {what} {line_safe(str(out))} (study {args.study}, measurement {plan.source.get('measurement_id')}"
         + (f", Optuna trial {trial}" if trial is not None else "") + ")")
     _print_notes(plan.notes, summary)
     return 0
@@ -295,12 +295,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         st = store.study(args.study)
         files = _plots.write_report(store, args.study, args.output, dpi=args.dpi)
     label = "SIMULATED study" if st.simulated else "study"
-    say(f"{label} {st.name}: wrote {plural(len(files), 'file')} to {args.output}")
+    say(f"{label} {line_safe(st.name)}: wrote {plural(len(files), 'file')} to {line_safe(str(args.output))}")
     for f in files:
-        say(f"  {f}")
+        say(f"  {line_safe(str(f))}")
     trace = next((f for f in files if f.name == "trace.json"), None)
     if trace is not None:
-        say(f"open {trace} in https://ui.perfetto.dev or chrome://tracing")
+        say(f"open {line_safe(str(trace))} in https://ui.perfetto.dev or chrome://tracing")
     return 0
 
 
@@ -336,7 +336,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if remeasured:
         tell("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
     n = len(_trace.timeline_events(source))
-    tell(f"wrote {'SIMULATED ' if simulated else ''}trace {path} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
+    tell(f"wrote {'SIMULATED ' if simulated else ''}trace {line_safe(str(path))} ({plural(n, 'event')}); open it in https://ui.perfetto.dev "
         "or chrome://tracing")
     return 0
 

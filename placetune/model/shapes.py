@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 
@@ -48,6 +49,12 @@ def split_shape_specs(spec: str) -> list[str]:
 _SPEC_BEFORE_COMMA = re.compile(r"[:=]\s*\[?\d+(?:\s*[x,]\s*\d+)*\]?\s*,")
 
 
+#: one dimension of a --shape: ASCII digits, blanks around them allowed
+_DIM = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
+#: the largest dimension a --shape may give (TensorRT 8's Dims hold int32)
+_MAX_DIM = 2**31 - 1
+
+
 def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
     """Parse ``name=1x3x224x224`` (or ``1x3x224x224`` for a single-input model), trtexec's
     ``name:1x3x224x224`` or Polygraphy's ``name:[1,3,224,224]``.
@@ -76,13 +83,17 @@ def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
         raise ShapeError(f"bad --shape {spec[:120]!r}: empty input name before {sep!r}; use NAME=DIMS (e.g. "
                          "input=1x3x224x224) or DIMS alone for a single-input model")
     text = dims.strip().lower().replace(",", "x")
-    try:
-        shape = tuple(int(d) for d in text.split("x"))
-    except ValueError:
+    parts = text.split("x")
+    # ASCII digits only: int() also reads "2_24", "+3" and other scripts' digits, a typo taken as a size
+    if not all(_DIM.fullmatch(d) for d in parts):
         raise ShapeError(f"bad --shape {spec!r}: expected name=1x3x224x224 (or trtexec's name:1x3x224x224, "
-                         "Polygraphy's name:[1,3,224,224])") from None
+                         "Polygraphy's name:[1,3,224,224])")
+    shape = tuple(int(d) for d in parts)
     if not shape or any(d <= 0 for d in shape):
         raise ShapeError(f"bad --shape {spec!r}: every dimension must be a positive integer")
+    if any(d > _MAX_DIM for d in shape):
+        raise ShapeError(f"bad --shape {spec[:120]!r}: every dimension must be at most {_MAX_DIM} (TensorRT's dimensions "
+                         "are 32-bit)")
     return (name.strip() or None) if sep else None, shape
 
 
@@ -161,9 +172,16 @@ def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | No
     if isinstance(shapes, Mapping):
         out: dict[str | None, tuple[int, ...]] = {}
         for k, v in shapes.items():
+            # a sequence of whole numbers: int() of a text's letters, of 1.5 or of True was a traceback or a guess
+            if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not all(
+                    isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in v):
+                raise ShapeError(f"bad shape for {str(k)[:40]!r}: {str(v)[:60]!r}; give a sequence of positive "
+                                 "integers, e.g. {'input': (1, 3, 224, 224)}")
             dims = tuple(int(d) for d in v)
             if not dims or any(d <= 0 for d in dims):
                 raise ShapeError(f"bad shape for {k!r}: {v!r} (positive integers needed)")
+            if any(d > _MAX_DIM for d in dims):
+                raise ShapeError(f"bad shape for {str(k)[:40]!r}: every dimension must be at most {_MAX_DIM}")
             out[k] = dims
         return out
     out = {}

@@ -114,6 +114,8 @@ class Space:
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
+        if not isinstance(allow_unsupported, (bool, np.bool_)):  # "no" is a true value: every DLA choice allowed
+            raise ConfigError(f"allow_unsupported must be True or False, got {str(allow_unsupported)[:40]!r}")
         self.model = model
         self.platform = get_platform(platform) if isinstance(platform, str) else platform
         self.mode = mode

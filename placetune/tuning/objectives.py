@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,8 @@ OBJECTIVE_NAMES = (*_SINGLE, "latency+energy", "throughput+energy")
 
 #: Objectives added by :func:`register_objective`, by name (declared where a measurement reads them too).
 _REGISTERED = REGISTERED
+#: A registered objective's name: ASCII lower-case letters, digits and underscores, a letter first.
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def register_objective(name: str, *, direction: str, unit: str, value: Callable[[Measurement], float | None],
@@ -54,18 +57,20 @@ def register_objective(name: str, *, direction: str, unit: str, value: Callable[
         ConfigError: a malformed name, direction, unit or ``measured_from``, a value that is not
             callable, or a name already taken.
     """
-    if not isinstance(name, str) or not name or not all(c.islower() or c.isdigit() or c == "_" for c in name) \
-            or not name[0].isalpha():
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(f"objective name {str(name)[:40]!r}: lower-case letters, digits and underscores only")
     if name in _BUILTIN or (name in _REGISTERED and not replace):
         raise ConfigError(f"objective {name!r} is taken; choose another name"
                           + ("" if name in _BUILTIN else " or pass replace=True"))
     if direction not in ("minimize", "maximize"):
         raise ConfigError(f"objective {name}: direction must be 'minimize' or 'maximize', not {direction!r}")
-    if not isinstance(unit, str) or not unit:
-        raise ConfigError(f"objective {name}: unit must be a non-empty text, e.g. 'ms'")
+    if not isinstance(unit, str) or not unit or not unit.isprintable():
+        raise ConfigError(f"objective {name}: unit must be a non-empty text on one line, e.g. 'ms'")
     if not callable(value):
         raise ConfigError(f"objective {name}: value must be a function of a Measurement")
+    if isinstance(measured_from, str) or not isinstance(measured_from, (tuple, list)):
+        raise ConfigError(f"objective {name}: measured_from must be a tuple of built-in objectives "
+                          f"({', '.join(_BUILTIN)}), e.g. ('latency',), not {str(measured_from)[:40]!r}")
     sources = tuple(measured_from)
     if not sources or any(n not in _BUILTIN for n in sources):
         raise ConfigError(f"objective {name}: measured_from must name built-in objectives "
@@ -80,6 +85,8 @@ def unregister_objective(name: str) -> None:
     Raises:
         ConfigError: a built-in objective. UnknownNameError: no such registered objective.
     """
+    if not isinstance(name, str):
+        raise UnknownNameError(f"no registered objective {str(name)[:40]!r}")
     if name in _BUILTIN:
         raise ConfigError(f"objective {name!r} is built in; it cannot be unregistered")
     if name not in _REGISTERED:

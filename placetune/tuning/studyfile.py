@@ -100,9 +100,11 @@ def parse_duration(text: str | int | float | None) -> float | None:
         return float(text)
     s = str(text).strip().lower()
     try:
+        if not s.isascii() or "_" in s:  # float() reads "1_000" and other scripts' digits
+            raise ValueError(s)
         value = float(s)
     except ValueError:
-        parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", s)
+        parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)\s*([hms])", s)
         units = [b for _, b in parts]
         # each unit once: "1h1h" would otherwise add up to 2 h, a typo read as a longer run
         if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", "") or len(set(units)) != len(units):

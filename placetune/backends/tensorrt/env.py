@@ -155,7 +155,7 @@ def _show_lines(text: str) -> list[tuple[str, dict[str, int]]]:
         m = re.match(r"\s*(cpu\d+|GPU)\b", line)
         if not m or "Online=0" in line:
             continue
-        vals = {k: int(v) for k, v in re.findall(r"(MinFreq|MaxFreq|CurrentFreq)=(\d+)", line)}
+        vals = {k: int(v) for k, v in re.findall(r"(MinFreq|MaxFreq|CurrentFreq)=([0-9]{1,19})\b", line, re.ASCII)}
         if len(vals) == 3:
             found.append((m.group(1), vals))
     return found
@@ -201,12 +201,15 @@ def parse_jetson_clocks_throttled(text: str) -> list[str]:
 _GPU_DEVFREQ = re.compile(r"^[0-9a-f]+\.(?:gpu|ga10b|gv11b|gp10b)$")
 
 
+#: a frequency as the kernel writes it in sysfs: ASCII digits (int() also reads "-5", "+5", "1_000", other
+#: scripts' digits and thousands of digits), at most 19 of them
+_FREQ = re.compile(r"\s*([0-9]{1,19})\s*", re.ASCII)
+
+
 def _int_file(path: Path) -> int | None:
-    text = _read(path)
-    try:
-        return int(text.strip()) if text else None
-    except ValueError:
-        return None
+    """A positive frequency read from ``path``; None when unreadable, or not one (garbage, 0, negative)."""
+    m = _FREQ.fullmatch(_read(path) or "")
+    return int(m.group(1)) or None if m else None
 
 
 def _sysfs_clocks(root: str | os.PathLike[str]) -> tuple[list[tuple[str, int | None, int, int]], bool]:
