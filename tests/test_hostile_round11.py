@@ -342,3 +342,20 @@ def test_an_output_name_with_a_line_break_prints_no_line_of_its_own(small_db, tm
     lines = (out + err).splitlines()
     assert not [x for x in lines if x.startswith(FORGED)], lines
     assert any("o\\nplacetune: FORGED LINE" in x for x in lines), lines
+
+
+@pytest.mark.parametrize("value", ["tuner:top secret@db.example/placetune", "tuner:p@ss word@10.0.0.5:5432/pt",
+                                   "tuner:pw@host/db"])
+def test_a_storage_url_without_its_scheme_is_refused_without_echoing_its_password(value, tmp_path):
+    """``user:PASSWORD@host/db`` given to --storage with its ``postgresql://`` left out was read as a
+    SQLite path and echoed whole in the error naming its directory; a password with a space in it got
+    past the masking (which stops at spaces so as not to mask ordinary text). It is refused as a URL
+    without its scheme, in one line naming --storage, with the password masked whatever it holds."""
+    proc = subprocess.run([sys.executable, "-m", "placetune.cli", "studies", "--storage", value], cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    secret = value.split(":", 1)[1].rsplit("@", 1)[0]
+    assert proc.returncode == 7, proc.stderr
+    assert secret not in proc.stderr and secret not in proc.stdout, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--storage" in proc.stderr, proc.stderr
+    assert "postgresql" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())  # nothing made: not a directory, not a database

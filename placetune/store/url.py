@@ -70,6 +70,13 @@ def url_secrets(url: URL) -> list[str]:
     return sorted({s for s in out if len(s) >= 3}, key=len, reverse=True)
 
 
+#: ``user:PASSWORD@host[:port][/database]`` with its ``postgresql://`` left out. Read as a path it would be a
+#: SQLite file named after the password and echoed in the error naming its directory; the password may hold
+#: spaces and '@' (the host starts after the last '@'), which the masking of free text cannot know.
+_SCHEMELESS_URL = re.compile(r"(?P<user>[A-Za-z0-9._%+\-]+):(?P<pw>.*)@(?P<host>[A-Za-z0-9\[][^/@\s]*)(?P<rest>/[^@]*)?",
+                             re.DOTALL)
+
+
 def normalise_url(url: str | URL | os.PathLike[str] | None) -> URL:
     """The SQLAlchemy URL of a :class:`~placetune.store.store.Store` argument (see its ``url``)."""
     if url is None:
@@ -82,6 +89,11 @@ def normalise_url(url: str | URL | os.PathLike[str] | None) -> URL:
     text = text.strip()
     if text == ":memory:":
         return make_url("sqlite://")
+    if "://" not in text and (m := _SCHEMELESS_URL.fullmatch(text)):
+        raise StoreError(
+            f"database URL {shown(m['user'], 60)}:***@{shown(m['host'] + (m['rest'] or ''), 120)} has no scheme: "
+            f"give postgresql+psycopg://{shown(m['user'], 60)}:PASSWORD@... ({URL_PARTS}); a SQLite file whose "
+            f"name holds ':' and '@' is given as ./NAME")
     if "://" not in text:  # a path: every character of it is the file's name (``?`` and ``#`` too)
         _refuse_directory_name(text)  # (Path() drops a trailing '/')
         return _regular_sqlite(URL.create("sqlite", database=str(Path(text).expanduser().absolute())))
