@@ -841,3 +841,35 @@ def test_tensorrt_errors_in_a_run_that_completed_are_noted_and_warned(caplog, mo
     failed: dict = {}
     jobs.runtime_messages(failed, {"status": "runtime_failed", "runtime_log": [["ERROR", err]]})
     assert "notes" not in failed  # a failed run says it in its reason
+
+
+def test_engine_cache_key_includes_the_input_shapes(tmp_path):
+    """The reference engine is built from the model's own (dynamic) ONNX, whose digest does not
+    change with --shape: the shapes set its optimisation profile, so another shape is another engine.
+    The other things that change the engine stay in the key too: device (DLA core), precision,
+    GPU fallback, TensorRT version."""
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache")
+    ctx = be.job_context()
+    orin = get_platform("orin-agx")
+    cache = EngineCache(tmp_path / "cache")
+
+    def key(shapes, device="GPU", dla=(), version="10.3.0", **kw):
+        settings = Settings(**{"mode": "pipeline", "precision": "fp16", **kw})
+        common = ctx.common(orin, settings, version)
+        spec, _ = ctx.spec(cache, "reference", device, tmp_path / "m.onnx", "digest", settings, orin, version,
+                           common, list(dla), shapes)
+        return spec["cache_key"]
+
+    base = key({"x": [1, 3, 224, 224]})
+    assert base == key({"x": [1, 3, 224, 224]})
+    assert base != key({"x": [1, 3, 320, 320]})
+    assert base != key({"x": [4, 3, 224, 224]})  # batch
+    assert base != key({"x": [1, 3, 224, 224]}, precision="int8")
+    assert base != key({"x": [1, 3, 224, 224]}, version="8.5.2")
+    dla0 = key({"x": [1, 3, 224, 224]}, "DLA0", ["conv"])
+    assert dla0 != key({"x": [1, 3, 224, 224]}, "DLA1", ["conv"])
+    assert dla0 != key({"x": [1, 3, 224, 224]}, "DLA0", ["conv"], gpu_fallback=False)
+    be.close()

@@ -171,7 +171,10 @@ class JobContext:
         """A worker engine spec and whether its engine is in the cache already."""
         core = dla_core(device) if dla_layers else None
         dev = device if core is not None else "GPU"
+        # the input shapes set the optimisation profile: a dynamic ONNX (the reference engine's is the
+        # model's own file) built for another --shape is another engine
         key = engine_key(content, dev, settings.precision, version, platform.name, l4t=read_l4t(),
+                         input_shapes={k: [int(d) for d in v] for k, v in sorted(input_shapes.items())},
                          **self._options(settings, common, dla_layers))
         spec = {"name": name, "device": device, "onnx": str(onnx_path), "dla_core": -1 if core is None else core,
                 "dla_layers": list(dla_layers), "input_shapes": input_shapes,
