@@ -259,7 +259,7 @@ def test_zoo_model_is_exported_for_the_build(backends, tmp_path):
     m = ev.evaluate(Placement.all_dla(ev.model))
     assert m.status == "ok", m.reason
     assert list((backends["8.5.2"].cache_dir / "onnx").glob("model-bn-*.onnx"))
-    assert (backends["8.5.2"].cache_dir / "timing" / "orin-agx-trt8.5.2.cache").is_file()
+    assert (backends["8.5.2"].cache_dir / "timing" / "orin-agx-trt8.5.2-MAXN.cache").is_file()
 
 
 def test_fingerprint_is_robust_here_and_warns(backends, caplog):

@@ -841,3 +841,63 @@ def test_tensorrt_errors_in_a_run_that_completed_are_noted_and_warned(caplog, mo
     failed: dict = {}
     jobs.runtime_messages(failed, {"status": "runtime_failed", "runtime_log": [["ERROR", err]]})
     assert "notes" not in failed  # a failed run says it in its reason
+
+
+def test_engine_cache_key_includes_the_input_shapes(tmp_path):
+    """The reference engine is built from the model's own (dynamic) ONNX, whose digest does not
+    change with --shape: the shapes set its optimisation profile, so another shape is another engine.
+    The other things that change the engine stay in the key too: device (DLA core), precision,
+    GPU fallback, TensorRT version."""
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache")
+    ctx = be.job_context()
+    orin = get_platform("orin-agx")
+    cache = EngineCache(tmp_path / "cache")
+
+    def key(shapes, device="GPU", dla=(), version="10.3.0", **kw):
+        settings = Settings(**{"mode": "pipeline", "precision": "fp16", **kw})
+        common = ctx.common(orin, settings, version)
+        spec, _ = ctx.spec(cache, "reference", device, tmp_path / "m.onnx", "digest", settings, orin, version,
+                           common, list(dla), shapes)
+        return spec["cache_key"]
+
+    base = key({"x": [1, 3, 224, 224]})
+    assert base == key({"x": [1, 3, 224, 224]})
+    assert base != key({"x": [1, 3, 320, 320]})
+    assert base != key({"x": [4, 3, 224, 224]})  # batch
+    assert base != key({"x": [1, 3, 224, 224]}, precision="int8")
+    assert base != key({"x": [1, 3, 224, 224]}, version="8.5.2")
+    dla0 = key({"x": [1, 3, 224, 224]}, "DLA0", ["conv"])
+    assert dla0 != key({"x": [1, 3, 224, 224]}, "DLA1", ["conv"])
+    assert dla0 != key({"x": [1, 3, 224, 224]}, "DLA0", ["conv"], gpu_fallback=False)
+    be.close()
+
+
+def test_timing_and_engine_caches_are_kept_apart_by_power_mode_and_clock_lock(tmp_path):
+    """TensorRT picks its tactics by timing them under the clocks that run: a 30 W study must not
+    reuse the timing cache filled, nor the engines built, under MAXN (nor under another clock lock)."""
+    from placetune.hardware.platforms import get_platform
+    from placetune.settings import Settings
+
+    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache")
+    orin = get_platform("orin-agx")
+    cache = EngineCache(tmp_path / "cache")
+
+    def caches(mode, locked=None):
+        be.locked_clocks = locked
+        ctx = be.job_context()
+        settings = Settings(mode="pipeline", precision="fp16", power_mode=mode)
+        common = ctx.common(orin, settings, "10.3.0")
+        spec, _ = ctx.spec(cache, "s0", "DLA0", tmp_path / "s0.onnx", "digest", settings, orin, "10.3.0", common,
+                           ["conv"], {})
+        return common["timing_cache"], spec["cache_key"]
+
+    maxn, w30 = caches("MAXN"), caches("30W")
+    assert maxn == caches("MAXN")
+    assert maxn[0] != w30[0] and maxn[1] != w30[1]
+    assert Path(maxn[0]).name == "orin-agx-trt10.3.0-MAXN.cache"
+    locked, other = caches("MAXN", {"gpu:17000000.gpu": 1300500000}), caches("MAXN", {"gpu:17000000.gpu": 816000000})
+    assert len({maxn[0], locked[0], other[0]}) == 3 and len({maxn[1], locked[1], other[1]}) == 3
+    be.close()

@@ -299,6 +299,44 @@ def test_dynamic_batch_gets_a_static_profile(tmp_path):
     assert missing["status"] == "build_failed" and "no shape" in missing["error"]
 
 
+def test_a_shape_outside_the_engines_profile_fails_the_measurement_where_it_is_set(tmp_path):
+    """TensorRT's set_input_shape returns False for a shape outside the engine's optimisation
+    profile; ignored, the run failed later at execution with an obscure error. An engine built for
+    batch 2 (min = opt = max), then timed at batch 3: the measurement fails at the shape, with one
+    line naming the input, the shape and the profile."""
+    import onnx
+
+    proto = onnx.load_from_string(gzip.open(DATA / "seed_block.onnx.gz").read())
+    for vi in list(proto.graph.input) + list(proto.graph.output):
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    path = tmp_path / "dyn.onnx"
+    onnx.save(proto, str(path))
+    script = (
+        "import json, sys\n"
+        "import tensorrt as trt\n"
+        "import worker_build, worker_time\n"
+        "from worker_cuda import driver\n"
+        "job = json.loads(sys.argv[1])\n"
+        "driver()\n"
+        "logger = worker_build.make_logger(trt, False)\n"
+        "plan, _ = worker_build.build(trt, job, logger)\n"
+        "job['input_shapes'] = {'input': [3, 384, 56, 56]}\n"
+        "out = worker_time.time_engine(trt, plan, job, logger)\n"
+        "print(json.dumps({k: out.get(k) for k in ('status', 'error')}))\n")
+    job = _job(str(path), input_shapes={"input": [2, 384, 56, 56]}, dla_core=-1, dla_layers=[], inspector=False)
+    env = {**os.environ, **fake_env("10.3.0")}
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(WORKER_FILE.parent)])
+    p = subprocess.run([sys.executable, "-c", script, json.dumps(job)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["status"] == "runtime_failed"
+    assert "\n" not in out["error"]
+    assert "'input'" in out["error"] and "[3, 384, 56, 56]" in out["error"]
+    assert "min [2, 384, 56, 56], max [2, 384, 56, 56]" in out["error"]
+    assert "execute" not in out["error"]
+
+
 def test_the_pool_recycles_a_healthy_worker_after_max_jobs():
     pool = WorkerPool(sys.executable, fake_env("10.3.0"), limits=RecycleLimits(max_jobs=2))
     try:

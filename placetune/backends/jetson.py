@@ -54,6 +54,9 @@ class JetsonBackend(BackendBase):
     #: :func:`dla_cores_fit`). ``placetune selftest`` turns it off: it reports both as checks of its own
     #: and still times the GPU there.
     refuse_other_board: bool = True
+    #: The frequencies the clocks were read locked at by the last fingerprint (None: not locked, or no
+    #: fingerprint yet): the timing and engine caches are kept apart by them (:func:`clocks_tag`).
+    locked_clocks: dict[str, int] | None = None
 
     def _warn_once(self, key: str, msg: str, *args: Any) -> None:
         warned: set[str] = self.__dict__.setdefault("_warned", set())
@@ -111,6 +114,7 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
             backend._warn_once("emulated-dla", "%s", extra)
     snap = snapshot()
     locked = locked_frequencies(snap)
+    backend.locked_clocks = dict(locked) if locked else None
     if locked:  # at what the clocks are locked: a study resumes only under the same lock
         fp[LOCKED] = locked
     installed_trt_fits(backend, version, platform)

@@ -21,10 +21,12 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LOCK_TOLERANCE", "FINGERPRINT_KEY", "locked_frequencies", "lock_differences"]
+__all__ = ["LOCK_TOLERANCE", "FINGERPRINT_KEY", "locked_frequencies", "lock_differences", "clocks_tag"]
 
 #: The fingerprint key the locked frequencies are recorded under.
 FINGERPRINT_KEY = "locked_clocks"
@@ -81,3 +83,12 @@ def lock_differences(study: Any, board: Any) -> list[tuple[str, str, str]]:
         elif clock.startswith("gpu:"):
             out.append((clock, "not locked" if was is None else str(was), "not locked" if now is None else str(now)))
     return out
+
+
+def clocks_tag(power_mode: str, locked: Mapping[str, int] | None = None) -> str:
+    """The power mode a measurement records and, where the clocks are locked, a digest of the
+    frequencies: tactics timed and engines built under MAXN are not those of a 30 W mode (nor of
+    another lock of the same mode), so the timing and engine caches are kept apart by it."""
+    if not locked:
+        return power_mode
+    return f"{power_mode}-lock" + hashlib.sha1(json.dumps(sorted(locked.items())).encode()).hexdigest()[:8]

@@ -330,7 +330,7 @@ class TensorRTBackend(JetsonBackend):
             timeline_frames=self.timeline_frames, replicas_duration_s=self.replicas_duration_s,
             cut_formats=self.cut_formats, test_wrong_cut=self.test_wrong_cut, sources=self._sources,
             inspector=self.inspector, input_data=self._input_file(),
-            clock_watch=self.clock_watch)
+            clock_watch=self.clock_watch, locked_clocks=self.locked_clocks)
 
     def _input_file(self) -> str | None:
         """The input data as the worker reads it: a copy under the cache folder named by its hash."""
@@ -446,7 +446,8 @@ class TensorRTBackend(JetsonBackend):
             "dla_core": core,
             "gpu_fallback": settings.gpu_fallback,
             "dla_layers": dla_layers,
-            "timing_cache": str(timing_cache_path(self.cache_dir, platform, version)) if self.timing_cache else None,
+            "timing_cache": str(timing_cache_path(self.cache_dir, platform, version, settings.power_mode,
+                                                  self.locked_clocks)) if self.timing_cache else None,
             "calibration_cache": self.calibration_cache if settings.precision == "int8" and not strongly_typed else None,
             "memory_pools": self.memory_pools,
             "iterations": self.iterations or settings.iterations,

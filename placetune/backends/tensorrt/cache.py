@@ -3,8 +3,10 @@
 A pipeline placement runs one engine per segment; placements that share a segment (same
 layers on the same device) share its engine. Engines are keyed by what makes them differ:
 the content hash of the ONNX they are built from (the cut sub-model, weights included),
-the device, the precision, the TensorRT version, the platform and the build options
-(GPU fallback, DLA layers, memory pools, calibration cache). The layout under the cache
+the device, the precision, the TensorRT version, the platform and L4T release, the input
+shapes (a dynamic ONNX's optimisation profile), the power mode the measurement records and
+the clock lock (TensorRT picks its tactics by timing them under the running clocks) and the
+build options (GPU fallback, DLA layers, memory pools, calibration cache). The layout under the cache
 directory::
 
     segments/<content hash>.onnx     cut sub-models (written by the parent)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from placetune.backends.tensorrt.pool import WorkerPool, WorkerReply
 from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.clocks import ClockSampler, ClockWatch
 from placetune.backends.jetson import UNEXPLAINED_FALLBACK
+from placetune.hardware.locked_clocks import clocks_tag
 from placetune.measurement import Measurement
 from placetune.memo import Memo
 from placetune.placement.cut import load_source
@@ -52,9 +53,11 @@ def strongly_typed(version: str) -> bool:
     return m is not None and int(m.group(1)) >= 11
 
 
-def timing_cache_path(cache_dir: Path, platform: "Platform", version: str) -> Path:
-    """The timing cache file of one platform and TensorRT version under the backend's cache directory."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}")
+def timing_cache_path(cache_dir: Path, platform: "Platform", version: str, power_mode: str,
+                      locked: Mapping[str, int] | None = None) -> Path:
+    """The timing cache file of one platform, TensorRT version and power mode (and clock lock,
+    :func:`clocks_tag`) under the backend's cache directory."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}-{clocks_tag(power_mode, locked)}")
     return cache_dir / "timing" / f"{safe}.cache"
 
 
@@ -135,6 +138,8 @@ class JobContext:
     inspector: bool = True
     #: the .npz of network inputs the worker times on and gates with (None: random input)
     input_data: str | None = None
+    #: the frequencies the clocks were read locked at (the backend's last fingerprint; None: not locked)
+    locked_clocks: dict[str, int] | None = None
 
     def run(self, job: dict[str, Any], timeout_s: float) -> WorkerReply:
         """The job run by the worker pool, the clocks around its timed part judged (:func:`run_timed`)."""
@@ -151,7 +156,8 @@ class JobContext:
             "precision": settings.precision,
             "strongly_typed": st,
             "gpu_fallback": settings.gpu_fallback,
-            "timing_cache": str(timing_cache_path(self.cache_dir, platform, version)) if self.timing_cache else None,
+            "timing_cache": str(timing_cache_path(self.cache_dir, platform, version, settings.power_mode,
+                                                  self.locked_clocks)) if self.timing_cache else None,
             "calibration_cache": self.calibration_cache if settings.precision == "int8" and not st else None,
             "memory_pools": self.memory_pools,
             "verbose_log": self.verbose_log,
@@ -171,7 +177,11 @@ class JobContext:
         """A worker engine spec and whether its engine is in the cache already."""
         core = dla_core(device) if dla_layers else None
         dev = device if core is not None else "GPU"
+        # the input shapes set the optimisation profile: a dynamic ONNX (the reference engine's is the
+        # model's own file) built for another --shape is another engine
         key = engine_key(content, dev, settings.precision, version, platform.name, l4t=read_l4t(),
+                         input_shapes={k: [int(d) for d in v] for k, v in sorted(input_shapes.items())},
+                         clocks=clocks_tag(settings.power_mode, self.locked_clocks),
                          **self._options(settings, common, dla_layers))
         spec = {"name": name, "device": device, "onnx": str(onnx_path), "dla_core": -1 if core is None else core,
                 "dla_layers": list(dla_layers), "input_shapes": input_shapes,

@@ -143,6 +143,22 @@ def output_shape(context, name):
     return shape
 
 
+def set_input_shape(engine, context, name, shape):
+    # type: (Any, Any, str, Tuple[int, ...]) -> None
+    """``context.set_input_shape``, its False (a shape outside the engine's optimisation profile)
+    raised as one line naming the input, the shape and the profile's min and max where the engine
+    says them: else the run fails later at execution with an obscure error."""
+    if context.set_input_shape(name, shape):
+        return
+    try:
+        lo, _opt, hi = engine.get_tensor_profile_shape(name, 0)
+        profile = "min %s, max %s" % (list(int(d) for d in lo), list(int(d) for d in hi))
+    except Exception:  # noqa: BLE001 - the profile is only said where it can be read
+        profile = "unknown"
+    raise ValueError("input %r: TensorRT refused the shape %s (set_input_shape returned False): outside the "
+                     "engine's optimisation profile (%s)" % (name, list(int(d) for d in shape), profile))
+
+
 def io_managed(cuda):
     # type: (Any) -> bool
     """Whether the engine's input and output tensors are put in managed memory: on an integrated GPU
@@ -188,7 +204,7 @@ def time_engine(trt, plan, job, logger):
             shape = tuple(engine.get_tensor_shape(name))
             if is_input and any(d < 0 for d in shape):
                 shape = tuple(shapes[name])
-                context.set_input_shape(name, shape)
+                set_input_shape(engine, context, name, shape)
             dtype = numpy_dtype(np, engine.get_tensor_dtype(name))
             buffers.append((name, is_input, dtype))
         managed = io_managed(cuda)
@@ -434,7 +450,10 @@ class Engine(object):
                     raise RuntimeError("engine %s: input %r has dynamic dimensions and no shape is given"
                                        % (name, tname))
                 shape = tuple(int(d) for d in shapes[tname])
-                self.context.set_input_shape(tname, shape)
+                try:
+                    set_input_shape(self.engine, self.context, tname, shape)
+                except ValueError as exc:
+                    raise RuntimeError("engine %s: %s" % (name, exc)) from None
             (self.inputs if is_input else self.outputs).append(tname)
             self.tensors[tname] = (shape, numpy_dtype(np, self.engine.get_tensor_dtype(tname)))
             self.formats[tname] = tensor_format(self.engine, tname)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from placetune.model.model import refuse_renamed
 from placetune.errors import PlacementError
+from placetune.hardware.locked_clocks import clocks_tag
 from placetune.hardware.power import PowerSampler
 from placetune.measurement import Extra, Measurement, latency_stats
 from placetune.placement.realise import dla_support
@@ -89,6 +90,8 @@ class TrtexecOptions(Protocol):
 
     trtexec: str
     cache_dir: Path
+    #: the frequencies the clocks were read locked at (JetsonBackend.locked_clocks): the timing cache's key
+    locked_clocks: dict[str, int] | None
     timeout_s: float
     warmup_ms: float
     iterations: int | None
@@ -369,7 +372,8 @@ def engine_spec(be: TrtexecOptions, onnx: Path, model: "Model", settings: "Setti
     if shapes:
         argv.append(f"--shapes={shapes}")
     argv.append(f"--saveEngine={engine_path}")
-    shared_cache = timing_cache_path(be.cache_dir, platform, version) if be.timing_cache else None
+    shared_cache = timing_cache_path(be.cache_dir, platform, version, settings.power_mode,
+                                     be.locked_clocks) if be.timing_cache else None
     if shared_cache is not None:  # the build's own copy: a killed build never leaves the shared one half-written
         argv.append(f"--timingCacheFile={workdir / f'{tag}.timing.cache'}")
     layer_info_path = None
@@ -417,9 +421,11 @@ def time_argv(be: TrtexecOptions, eng: Engine, version: str, settings: "Settings
     return argv, files
 
 
-def timing_cache_path(cache_dir: Path, platform: "Platform", version: str) -> Path:
-    """The ``--timingCacheFile`` of a platform and TensorRT version (its directory made)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}")
+def timing_cache_path(cache_dir: Path, platform: "Platform", version: str, power_mode: str,
+                      locked: Mapping[str, int] | None = None) -> Path:
+    """The ``--timingCacheFile`` of a platform, TensorRT version and power mode (and clock lock:
+    :func:`~placetune.hardware.locked_clocks.clocks_tag`), its directory made."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{platform.name}-trt{version}-{clocks_tag(power_mode, locked)}")
     path = cache_dir / "timing" / f"{safe}.cache"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path

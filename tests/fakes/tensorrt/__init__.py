@@ -1167,6 +1167,7 @@ class Builder:
             return None
         # ---- shapes
         shapes: dict[str, tuple] = {}
+        profiles: dict[str, list] = {}  # a dynamic input's optimisation profile: [min, opt, max]
         for t in network._inputs:
             if -1 in t.shape:
                 prof = next((p for p in config._profiles if t.name in p._shapes), None)
@@ -1178,6 +1179,7 @@ class Builder:
                     return None
                 mn, opt, mx = prof._shapes[t.name]
                 shapes[t.name] = (tuple(opt), mn == opt == mx)
+                profiles[t.name] = [list(mn), list(opt), list(mx)]
             else:
                 shapes[t.name] = (t.shape, True)
         static = all(s for _, s in shapes.values())
@@ -1296,7 +1298,7 @@ class Builder:
             for e in entries:
                 config._cache._entries.setdefault(e["name"], e["ms"])
         io = [{"name": t.name, "mode": "INPUT", "shape": list(shapes[t.name][0]), "dtype": t.dtype.name,
-               "dynamic": -1 in t.shape} for t in network._inputs]
+               "dynamic": -1 in t.shape, "profile": profiles.get(t.name)} for t in network._inputs]
         batch = io[0]["shape"][0] if io and io[0]["shape"] else 1
         for t in network._outputs:
             io.append({"name": t.name, "mode": "OUTPUT", "shape": [d if d > 0 else batch for d in t.shape],
@@ -1458,6 +1460,16 @@ class IExecutionContext:
         return self._addr.get(name, 0)
 
     def set_input_shape(self, name: str, shape) -> bool:
+        t = next((t for t in self._engine._plan["io"] if t["name"] == name), None)
+        prof = t.get("profile") if t is not None else None
+        if prof is not None and (len(shape) != len(prof[0]) or any(
+                not lo <= int(d) <= hi for d, lo, hi in zip(shape, prof[0], prof[2]))):
+            # TensorRT's words (IExecutionContext::setInputShape): the shape is outside the profile
+            self._log.error(f"3: [executionContext.cpp::setInputShape::2068] Error Code 3: API Usage Error "
+                            f"(Parameter check failed, condition: satisfyProfile. Set dimension "
+                            f"[{','.join(str(int(d)) for d in shape)}] for tensor {name} does not satisfy any "
+                            f"optimization profiles.)")
+            return False
         self._shapes[name] = tuple(shape)
         self._shape_set[name] = True
         return True
@@ -1637,6 +1649,15 @@ class ICudaEngine:
     def get_tensor_shape(self, name: str):
         t = self._io[name]
         return tuple(-1 if t["dynamic"] else d for d in t["shape"])
+
+    def get_tensor_profile_shape(self, name: str, profile_index: int):
+        """[min, opt, max] of a dynamic input in the profile (TensorRT 8.5 on)."""
+        prof = self._io[name].get("profile")
+        if prof is None or profile_index != 0:
+            self._log.error(f"3: [engine.cpp::getProfileShape] Error Code 3: API Usage Error (tensor {name} has no "
+                            "profile shape)")
+            return []
+        return [tuple(d) for d in prof]
 
     def get_tensor_dtype(self, name: str):
         return DataType[self._io[name]["dtype"]]
