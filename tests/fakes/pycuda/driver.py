@@ -123,7 +123,29 @@ class Device:
         return Context(self)
 
 
-class DeviceAllocation:
+class _Releasable:
+    """What pycuda's allocations share: ``free()`` releases the memory now (twice is pycuda's
+    LogicError), and an allocation still held is released when it is collected."""
+
+    _KIND = "allocation"
+    ptr: int
+    _valid: bool
+
+    def free(self) -> None:
+        if not self._valid:
+            raise LogicError(f"{self._KIND}::free failed: invalid resource handle")
+        self._valid = False
+        _gpu.free(self.ptr)
+
+    def __del__(self) -> None:
+        try:
+            if self._valid:
+                self.free()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class DeviceAllocation(_Releasable):
     """Freed by ``free()`` (a second ``free()`` is an error, as in pycuda) or when it goes."""
 
     def __init__(self, nbytes: int) -> None:
@@ -136,18 +158,7 @@ class DeviceAllocation:
 
     __index__ = __int__
 
-    def free(self) -> None:
-        if not self._valid:
-            raise LogicError("device_allocation::free failed: invalid resource handle")
-        self._valid = False
-        _gpu.free(self.ptr)
-
-    def __del__(self) -> None:
-        try:
-            if self._valid:
-                self.free()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
+    _KIND = "device_allocation"
 
 
 def mem_alloc(nbytes: int) -> DeviceAllocation:
@@ -267,7 +278,7 @@ def pagelocked_empty(shape, dtype, order: str = "C", mem_flags: int = 0):
     return np.ndarray(dims, dtype=dt, buffer=alloc, order=order)
 
 
-class ManagedAllocation(bytearray):
+class ManagedAllocation(bytearray, _Releasable):
     """Managed memory (pycuda.driver.ManagedAllocation): the ``.base`` of a ``managed_empty`` array;
     ``get_device_pointer()`` its address on the device, ``free()`` releases it now."""
 
@@ -279,18 +290,7 @@ class ManagedAllocation(bytearray):
     def get_device_pointer(self) -> int:
         return self.ptr
 
-    def free(self) -> None:
-        if not self._valid:
-            raise LogicError("managed_allocation::free failed: invalid resource handle")
-        self._valid = False
-        _gpu.free(self.ptr)
-
-    def __del__(self) -> None:
-        try:
-            if self._valid:
-                self.free()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
+    _KIND = "managed_allocation"
 
 
 def managed_empty(shape, dtype, order: str = "C", mem_flags: int = 0, stream: "Stream | None" = None):
