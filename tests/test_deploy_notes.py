@@ -197,8 +197,8 @@ def no_fallback(tmp_path_factory):
 def test_build_sh_stops_where_trtexec_without_gpu_fallback_cannot_reformat_the_io(no_fallback, tmp_path, capsys,
                                                                                 mode):
     """Without --allowGPUFallback trtexec sets DIRECT_IO (sampleEngines.cpp release/8.5-11.1) on inputs it gave
-    kLINEAR: a DLA layer reading the FP32 network input needs a GPU reformat, and the build fails (NVIDIA/TensorRT
-    issue 3438); the plan was measured through the API with that reformat. build.sh stops before building
+    kLINEAR: a DLA layer reading the FP32 network input needs a GPU reformat, and the build fails
+    (NVIDIA/TensorRT#3438); the plan was measured through the API with that reformat. build.sh stops before building
     anything and names placetune build; the plan's fallback stays off (no --allowGPUFallback is added)."""
     out = _folder(no_fallback, tmp_path, capsys, f"nf-{mode}", "--trt-version", "10.3")
     builds = [x for x in (out / "build.sh").read_text().splitlines() if x.startswith('"$TRTEXEC"')]

@@ -12,7 +12,7 @@ configured DLA core, and on failure, or when the engine does not match the confi
 new engine from the model files); what a YOLO head needs of nvinfer (DeepStream-Yolo's
 ``nvdsparsebbox_Yolo.cpp`` and ``utils/export_yolo11.py``; Ultralytics' ``engine/exporter.py`` NMSModel;
 the nvinfer property table); trtexec's DIRECT_IO without ``--allowGPUFallback`` (``sampleEngines.cpp``,
-NVIDIA/TensorRT issue 3438). Checked against those sources only: no TensorRT or DeepStream ran.
+NVIDIA/TensorRT#3438). Checked against those sources only: no TensorRT or DeepStream ran.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def direct_io_blocks(plan: "Plan", trt_version: str | None, proto: Any = None) -
     release/8.5:989-997, 8.6:1136-1144, 10.3:1134-1142, 11.1:716-724) after giving every network input
     and output ``setAllowedFormats`` (kLINEAR unless ``--inputIOFormats``/``--outputIOFormats`` say
     otherwise); the build then fails where a DLA layer reads or writes such a tensor, since the DLA
-    reads no FP32 and no linear layout (NVIDIA/TensorRT issue 3438). The measurement (the TensorRT API,
+    reads no FP32 and no linear layout (NVIDIA/TensorRT#3438). The measurement (the TensorRT API,
     or the simulator) sets no DIRECT_IO: its GPU reformats at those tensors are what was timed.
 
     A tensor counts when a DLA layer of its engine reads or writes it: every tensor of a pipeline
