@@ -147,18 +147,31 @@ def read_power_mode() -> str | None:
     return name if name is not None else power_mode_from_files()
 
 
-def _show_lines(text: str) -> list[tuple[str, dict[str, int]]]:
-    """The online CPU lines and the GPU line of ``jetson_clocks --show``: ``(name, {MinFreq, MaxFreq,
-    CurrentFreq})`` for each that carries all three."""
-    found: list[tuple[str, dict[str, int]]] = []
+def _show_lines(text: str) -> list[tuple[str, int | None, int, int]]:
+    """The online CPU lines and the GPU line of ``jetson_clocks --show`` that carry ``MinFreq``,
+    ``MaxFreq`` and ``CurrentFreq``, as ``(name, current, min, max)`` (the form :func:`_sysfs_clocks`
+    reads from sysfs)."""
+    found: list[tuple[str, int | None, int, int]] = []
     for line in (text or "").splitlines():
         m = re.match(r"\s*(cpu\d+|GPU)\b", line)
         if not m or "Online=0" in line:
             continue
         vals = {k: int(v) for k, v in re.findall(r"(MinFreq|MaxFreq|CurrentFreq)=([0-9]{1,19})\b", line, re.ASCII)}
         if len(vals) == 3:
-            found.append((m.group(1), vals))
+            found.append((m.group(1), vals["CurrentFreq"], vals["MinFreq"], vals["MaxFreq"]))
     return found
+
+
+def _locked(found: list[tuple[str, int | None, int, int]]) -> bool:
+    """Every clock read has its minimum equal to its maximum: what ``jetson_clocks`` sets."""
+    return all(lo == hi for _, _, lo, hi in found)
+
+
+def _throttled(found: list[tuple[str, int | None, int, int]]) -> list[str]:
+    """The locked clocks (minimum == maximum) whose current frequency is below their lock (CPU in kHz,
+    the GPU in Hz)."""
+    return [why for name, cur, lo, hi in found if lo == hi
+            for why in [_below(name, cur, hi, "Hz" if name == "GPU" else "kHz")] if why]
 
 
 def parse_jetson_clocks(text: str) -> bool | None:
@@ -173,7 +186,7 @@ def parse_jetson_clocks(text: str) -> bool | None:
     such line is found.
     """
     lines = _show_lines(text)
-    return all(v["MinFreq"] == v["MaxFreq"] for _, v in lines) if lines else None
+    return _locked(lines) if lines else None
 
 
 def _below(name: str, cur: int | None, locked: int, unit: str) -> str | None:
@@ -187,13 +200,7 @@ def parse_jetson_clocks_throttled(text: str) -> list[str]:
     more than :data:`placetune.backends.clocks.THROTTLE_TOLERANCE` below it when read: a thermal or
     power cap slowing a locked board, not clocks left unlocked (``["GPU at 918000000 Hz, below its
     locked 1300500000 Hz"]``; CPU lines in kHz)."""
-    out = []
-    for name, v in _show_lines(text):
-        if v["MinFreq"] == v["MaxFreq"]:
-            why = _below(name, v["CurrentFreq"], v["MaxFreq"], "Hz" if name == "GPU" else "kHz")
-            if why:
-                out.append(why)
-    return out
+    return _throttled(_show_lines(text))
 
 
 #: the Jetson GPU's devfreq node names (``/sys/class/devfreq/<name>``): ``17000000.gpu`` (Orin,
@@ -241,17 +248,13 @@ def read_clocks_sysfs(root: str | os.PathLike[str] = "/sys") -> bool | None:
     ``--show`` prints these as ``MinFreq``/``MaxFreq``). None unless both a CPU and the Jetson GPU's
     devfreq node were read (not a Jetson, or an unknown layout)."""
     found, gpu_read = _sysfs_clocks(root)
-    if not gpu_read or len(found) < 2:
-        return None
-    return all(lo == hi for _, _, lo, hi in found)
+    return _locked(found) if gpu_read and len(found) >= 2 else None
 
 
 def read_throttled_sysfs(root: str | os.PathLike[str] = "/sys") -> list[str]:
     """:func:`parse_jetson_clocks_throttled` from sysfs (``scaling_cur_freq``, the devfreq ``cur_freq``:
     world-readable): the locked clocks running below their locked frequency now."""
-    found, _ = _sysfs_clocks(root)
-    return [why for name, cur, lo, hi in found if lo == hi
-            for why in [_below(name, cur, hi, "Hz" if name == "GPU" else "kHz")] if why]
+    return _throttled(_sysfs_clocks(root)[0])
 
 
 def read_clocks_state() -> tuple[bool | None, list[str]]:
