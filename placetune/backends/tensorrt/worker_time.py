@@ -214,9 +214,7 @@ def time_engine(trt, plan, job, logger):
             count = 1
             for d in shape:
                 count *= max(int(d), 1)
-            # freed by the job's Resources
-            mem = cuda.mem_alloc(max(count * dtype.itemsize, 1), True) if managed else \
-                cuda.mem_alloc(max(count * dtype.itemsize, 1))
+            mem = cuda.mem_alloc(max(count * dtype.itemsize, 1), managed)  # freed by the job's Resources
             if is_input:  # from a pinned buffer, as every other copy (freed by the job's Resources)
                 host = cuda.pagelocked_empty((count,), dtype)
                 if inputs is None:
