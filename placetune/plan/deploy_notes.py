@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.backends.trtexec.command import strongly_typed
 from placetune.placement.cut_formats import plan_cut_formats
-from placetune.plan.trtexec import _one_line, engine_files, target_version
+from placetune.plan.trtexec import _one_line, engine_files, target_version, trtexec_type
 
 if TYPE_CHECKING:
     from placetune.plan.file import Plan
@@ -37,9 +37,6 @@ DEEPSTREAM_FILE = "deepstream_nvinfer.txt"
 JETPACKS: dict[tuple[int, ...], str] = {(8, 5): "JetPack 5.1.x, L4T R35", (8, 6): "JetPack 6.0, L4T R36.3",
             (10, 3): "JetPack 6.1 / 6.2, L4T R36.4", (11, 4): "JetPack 7.2.2 or later, L4T R39"}
 
-#: ONNX element type names -> trtexec's type spelling (``--inputIOFormats``)
-_TRTEXEC_TYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "int8", "int32": "int32",
-                 "int64": "int64", "uint8": "uint8", "bool": "bool"}
 _TRT_TYPE = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8", "INT32": "int32", "BOOL": "bool"}
 _TRT_FORMAT = {"LINEAR": "chw", "CHW16": "chw16", "CHW32": "chw32", "CHW4": "chw4"}
 
@@ -89,9 +86,7 @@ def tensor_formats(plan: "Plan", trt_version: str | None) -> dict[str, str]:
             dtype = str(t.get("dtype") or "")
             if typed and plan.precision == "fp16" and dtype == "float32":
                 dtype = "float16"  # the folder's ONNX files are converted to FP16 for a strongly typed build
-            if dtype == "int64" and _vt(version) < (10,):
-                dtype = "int32"  # TensorRT 8's ONNX parser makes an INT64 tensor INT32
-            out.setdefault(name, f"{_TRTEXEC_TYPE.get(dtype, dtype or '?')}:chw")
+            out.setdefault(name, f"{trtexec_type(dtype, _vt(version)) or dtype or '?'}:chw")
     return out
 
 

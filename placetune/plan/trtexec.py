@@ -322,6 +322,18 @@ _IO_TYPES = {"float16": "fp16", "bfloat16": "bf16", "int8": "int8", "int32": "in
 _IO_TYPES_SINCE_10 = frozenset({"bf16", "int64", "bool", "uint8"})
 
 
+def trtexec_type(dtype: str, vt: tuple[int, ...]) -> str | None:
+    """trtexec's spelling (``--inputIOFormats``) of an ONNX element type (``float16``) for a target of TensorRT
+    ``vt``: INT64 is ``int32`` before TensorRT 10 (its ONNX parser makes an INT64 tensor INT32); None for a type
+    that trtexec of that version cannot spell (bool, uint8, bf16 before 10; any other)."""
+    spelled = "fp32" if dtype == "float32" else _IO_TYPES.get(dtype)
+    if spelled == "int64" and vt[:1] < (10,):
+        spelled = "int32"
+    if spelled is None or (spelled in _IO_TYPES_SINCE_10 and vt[:1] < (10,)):
+        return None
+    return spelled
+
+
 def _io_format(tensor: dict[str, Any], default: str, vt: tuple[int, ...], version: str) -> str:
     """trtexec's ``type:chw`` of an engine I/O tensor that has no cut format, in the ONNX file's own type: a
     list given to ``--inputIOFormats`` sets every tensor's type (``setType``, sampleEngines.cpp), so an INT32,
@@ -333,10 +345,8 @@ def _io_format(tensor: dict[str, Any], default: str, vt: tuple[int, ...], versio
     dtype = str(tensor.get("dtype") or "float32")
     if dtype in ("float32", "float"):
         return default
-    spelled = _IO_TYPES.get(dtype)
-    if spelled == "int64" and vt[:1] < (10,):
-        spelled = "int32"  # TensorRT 8's ONNX parser makes an INT64 tensor INT32
-    if spelled is None or (spelled in _IO_TYPES_SINCE_10 and vt[:1] < (10,)):
+    spelled = trtexec_type(dtype, vt)
+    if spelled is None:
         raise ConfigError(f"engine tensor {str(tensor.get('name'))[:80]!r} is {dtype}, which trtexec of TensorRT "
                           f"{version} cannot give in --inputIOFormats/--outputIOFormats next to the DLA cut formats: "
                           "build with `placetune build` (the TensorRT API) or target TensorRT 10 (--trt-version)")
