@@ -19,14 +19,9 @@ against Student's t with the fit's residual degrees of freedom), and only with a
 number of builds each (their latest ``m``, ``m`` the fewest any of them has), drift-corrected (as
 they would have been at build 0), each with its own slope: its builds' slope shrunk towards the
 common one (a plan whose bottleneck is on a core that does not drift does not slow with the GPU).
-Otherwise the final re-ranking reads each candidate from its builds after its first (the one that
-made it a candidate, lucky more often than not: the winner's curse), in a posterior mean
-(:func:`posterior_means`: the candidates' true values as draws from one normal, its spread by the
-DerSimonian-Laird moment estimator, each candidate's mean of later builds shrunk towards the
-others by its own sampling variance, ``sd^2 / n``), so that a candidate read from one build does not
-beat one read from four on the build that selected it; where a candidate has no later build (the
-budget ran out before the end's rebuild) it is the median over all builds of each (what the store
-holds). The note gives the runner-up's gap. During the run the search ranks the values as measured.
+Otherwise the final re-ranking is the median over all builds of each (what the store holds), and
+the note gives the bound: the runner-up's gap against the noise's reach ``2 sd x sqrt(1/n_a +
+1/n_b)``. During the run the search ranks the values as measured.
 
 * **the reference**: with re-measuring on (a budget of :data:`search.guided.REMEASURE_MIN_BUDGET`
   or more), every :data:`DRIFT_EVERY` builds the best measured plan is built again (it is the
@@ -43,7 +38,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Drift", "DRIFT_EVERY", "DRIFT_LEVEL", "DRIFT_MIN_DOF", "posterior_means"]
+__all__ = ["Drift", "DRIFT_EVERY", "DRIFT_LEVEL", "DRIFT_MIN_DOF"]
 
 #: builds between two builds of the reference: a Jetson build takes 1-2 minutes, so about every
 #: quarter of an hour, short against the hours over which a device warms or throttles
@@ -61,34 +56,6 @@ def _t_crit(dof: int) -> float:
     from scipy.stats import t
 
     return float(t.ppf(1 - DRIFT_LEVEL / 2, dof))
-
-
-def posterior_means(later: Sequence[Sequence[float]], sd: float) -> tuple[list[float], list[float]]:
-    """The final candidates' values from their builds after the first (log values, ``later[i]``, at
-    least one each), as posterior means: the true values are read as draws from one normal (mean
-    ``mu``, variance ``tau^2``), each candidate's mean ``y_i`` of ``n_i`` builds has sampling variance
-    ``s_i = sd^2 / n_i``; ``tau^2`` is the DerSimonian-Laird moment estimate (truncated at 0), ``mu`` the
-    mean weighted by ``1 / (s_i + tau^2)``, and the posterior mean is ``mu + tau^2 / (tau^2 + s_i) x
-    (y_i - mu)`` (the correction of the optimiser's curse: pick on posterior means, not on noisy
-    estimates). Returns (posterior means, ranking keys): the keys order as the posterior means do,
-    and where ``tau^2`` is 0 (every posterior mean ``mu``) as their limit ``n_i x (y_i - mu)``. A
-    noise-free device (``sd`` 0): the means themselves."""
-    y = [sum(v) / len(v) for v in later]
-    if sd <= 0 or len(y) < 2:
-        return y, y
-    s = [sd ** 2 / len(v) for v in later]
-    w = [1 / si for si in s]
-    sw = sum(w)
-    mu_fixed = sum(wi * yi for wi, yi in zip(w, y)) / sw
-    q = sum(wi * (yi - mu_fixed) ** 2 for wi, yi in zip(w, y))
-    c = sw - sum(wi ** 2 for wi in w) / sw
-    tau2 = max(0.0, (q - (len(y) - 1)) / c) if c > 0 else 0.0
-    if tau2 <= 0:
-        return [mu_fixed] * len(y), [len(v) * (yi - mu_fixed) for v, yi in zip(later, y)]
-    ws = [1 / (si + tau2) for si in s]
-    mu = sum(wi * yi for wi, yi in zip(ws, y)) / sum(ws)
-    post = [mu + tau2 / (tau2 + si) * (yi - mu) for si, yi in zip(s, y)]
-    return post, post
 
 
 class Drift:
@@ -176,33 +143,21 @@ class Drift:
 
     def rank_equal(self, top: list[tuple[int, ...]]) -> tuple[int, ...] | None:
         """The best of ``top``: with a drift, on equal numbers of builds (each one's latest ``m``),
-        each brought to build 0 with its own slope (:meth:`own_slope`); without, on the posterior mean
-        of its builds after its first (:func:`posterior_means`), or, where one has no build after its
-        first, on the median over all its builds. Sets :attr:`rank_note`."""
+        each brought to build 0 with its own slope (:meth:`own_slope`); without, on the median over all its builds. Sets :attr:`rank_note`."""
         logs = [self.build_log.get(self.realised(k)) or [] for k in top]  # type: ignore[attr-defined]
         m = min((len(b) for b in logs), default=0)
         if m == 0:
             return None
-        minimize = self.run.objective.direction == "minimize"
-        self.rank_note = None
         # the median of the values (as the store combines builds: two builds, their mean)
         if self.beta:
             sigma = self.noise()  # type: ignore[attr-defined]
             score = [statistics.median(math.exp(y - self.own_slope(b, sigma) * t) for t, y in sorted(b)[-m:])
                      for b in logs]
-        elif m >= 2:  # every candidate built again after the build that made it one
-            later = [[y for _, y in sorted(b)[1:]] for b in logs]
-            post, keys = posterior_means(later, self.noise())  # type: ignore[attr-defined]
-            order = sorted(range(len(top)), key=lambda i: keys[i] if minimize else -keys[i])
-            if len(order) >= 2:
-                a, b = order[0], order[1]
-                self.rank_note = (f"ranked on the posterior mean of each one's builds after its first ({len(later[a])} "
-                                  f"and {len(later[b])}; noise {100 * self.noise():.1f}% per build): "  # type: ignore[attr-defined]
-                                  f"#1 leads #2 by {100 * abs(post[a] - post[b]):.1f}%")
-            return top[order[0]]
         else:
             score = [statistics.median(math.exp(y) for _, y in b) for b in logs]
+        minimize = self.run.objective.direction == "minimize"
         order = sorted(range(len(top)), key=lambda i: score[i] if minimize else -score[i])
+        self.rank_note = None
         if not self.beta and len(order) >= 2:
             a, b = order[0], order[1]
             gap = abs(math.log(score[b] / score[a]))

@@ -44,9 +44,8 @@ builds a close contender of the best again every other round and keeps the last 
 (default 3) evaluations back: when the search is done it builds its top ``remeasure`` measured
 candidates (distinct realisations) once more each (:mod:`search.rebuilds`,
 :meth:`search.base.SearchRun.remeasure`; the store then holds each one's median over its builds,
-:meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and re-ranks them on their builds after
-the first (:mod:`search.drift`: the first made each a candidate, so it is lucky more often than
-not); the result's best and notes say so ("re-measured the top 3: ..."). It re-measures
+:meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and re-ranks them by these combined
+figures; the result's best and notes say so ("re-measured the top 3: ..."). It re-measures
 nothing with a smaller or no evaluation budget, with ``remeasure=0``, or on a simulated backend
 without noise (a rebuild gives the same figures). When the best was not re-measured and looks
 far better than its prediction (possibly a lucky one) the notes say so.

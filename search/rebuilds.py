@@ -113,8 +113,7 @@ class Rebuilds:
 
     def remeasure_top(self, n: int, *, once: bool = False) -> None:
         """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
-        them (:meth:`search.drift.Drift.rank_equal`: without a drift, on the builds after each one's
-        first), and say so in the notes. With ``once``, only those of
+        them by the median over their builds, and say so in the notes. With ``once``, only those of
         them built once (a resumed run: an earlier run's end re-measured the others already)."""
         run, obj = self.run, self.run.objective
         top: list[tuple[int, ...]] = []
