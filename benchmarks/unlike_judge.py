@@ -13,12 +13,17 @@ long budget, nor their mean, and the runs (row and seed) whose long run reports 
 :data:`LATER_WORSE` worse than the short run of the same seed may not be more (else FAIL); it prints
 "later-worse: IMPROVED" when their mean falls and those runs are fewer.
 
+``--noise-bound B`` adds a per-row bound: no row's median gap at either budget may rise by more than
+``B`` (a fraction: 0.005 is half a point of gap); with ``--later-worse`` it also replaces the strict
+"a later-worse row may not rise" by the same bound. The means and counts stay strict.
+
 ``--paired FILE`` judges one file of ``bench_unlike.py --before``: its before column against its
 agent column (the same truths, best known and blind runs).
 
 Usage:
     python benchmarks/unlike_judge.py BEFORE.jsonl AFTER.jsonl [--target "googlenet drift 5" ...]
     python benchmarks/unlike_judge.py BEFORE.jsonl AFTER.jsonl --later-worse
+    python benchmarks/unlike_judge.py BEFORE.jsonl AFTER.jsonl --later-worse --noise-bound 0.005
     python benchmarks/unlike_judge.py --paired FRESH.jsonl
 """
 
@@ -60,8 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", nargs="*", default=[], help="rows ('case family draw') whose long-budget median must fall")
     ap.add_argument("--later-worse", action="store_true",
                     help="target the rows whose long run is worse than the short one before (see the docstring)")
+    ap.add_argument("--noise-bound", type=float, default=None,
+                    help="no row's median gap may rise by more than this (a fraction, e.g. 0.005)")
     ap.add_argument("--paired", type=Path, default=None, help="one file of bench_unlike --before: before column against agent")
     args = ap.parse_args(argv)
+    if args.noise_bound is not None and not (math.isfinite(args.noise_bound) and args.noise_bound >= 0):
+        ap.error(f"--noise-bound must be a finite fraction >= 0, not {args.noise_bound}")
+    bound = TOL if args.noise_bound is None else args.noise_bound + TOL
     if (args.paired is None) == (args.before is None or args.after is None):
         ap.error("give BEFORE and AFTER, or --paired FILE")
     key = lambda r: f"{r['case']} {r['family']} {r['draw']}"  # noqa: E731
@@ -92,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             if x[g] and not y[g]:
                 ok = False
                 lines.append(f"FAIL {k} loses its {g[:-3]} goal")
+        if args.noise_bound is not None:
+            for bud in (15, 50):
+                if y[bud][0] > x[bud][0] + bound:
+                    ok = False
+                    lines.append(f"FAIL {k}: median at {bud} rises beyond the noise bound of "
+                                 f"{100 * args.noise_bound:.2f}% ({100 * x[bud][0]:.2f}% -> {100 * y[bud][0]:.2f}%)")
         mark = "" if (x[15][:2], x[50][:2]) == (y[15][:2], y[50][:2]) else "  CHANGED"
         lines.append(f"{k:26s} @15 {100 * x[15][0]:.2f}/{100 * x[15][1]:.2f}% -> {100 * y[15][0]:.2f}/"
                      f"{100 * y[15][1]:.2f}%  @50 {100 * x[50][0]:.2f}/{100 * x[50][1]:.2f}% -> "
@@ -110,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 ok = False
                 lines.append("FAIL later-worse rows' mean median gap @50 higher")
             for i in targets:
-                if ja[i][50][0] > jb[i][50][0] + TOL:
+                if ja[i][50][0] > jb[i][50][0] + bound:
                     ok = False
                     lines.append(f"FAIL later-worse row {common[i]}: median at 50 rises")
         lines.append(f"runs whose 50-build plan is over {100 * LATER_WORSE:.1f}% worse than the 15-build plan "

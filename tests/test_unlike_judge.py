@@ -47,3 +47,21 @@ def test_paired_judges_the_before_column_against_the_agent(tmp_path, capsys):
                                            before={"15": [100, 100, 100], "50": [97, 97, 97]})])
     assert unlike_judge.main(["--paired", str(f)]) == 0
     assert "@50 3.00/3.00% -> 0.00/0.00%  CHANGED" in capsys.readouterr().out
+
+
+def test_a_noise_bound_lets_a_row_move_within_it_and_fails_one_beyond_it(tmp_path, capsys):
+    before = _write(tmp_path / "b.jsonl", [_row("handoff", [100, 100, 100], [99, 99, 100]),
+                                           _row("mixed", [100, 100, 100], [98, 98, 98]),
+                                           _row("reformat", [100, 100, 100], [100, 100, 100])])
+    within = _write(tmp_path / "w.jsonl", [_row("handoff", [100, 100, 100], [98.8, 98.8, 100]),  # +0.2 points
+                                           _row("mixed", [100, 100, 100], [100, 100, 100]),
+                                           _row("reformat", [100, 100, 100], [100, 100, 100])])
+    assert unlike_judge.main([str(before), str(within), "--later-worse"]) == 1  # strict: a later-worse row rose
+    assert unlike_judge.main([str(before), str(within), "--later-worse", "--noise-bound", "0.005"]) == 0
+    beyond = _write(tmp_path / "x.jsonl", [_row("handoff", [100, 100, 100], [99, 99, 100]),
+                                           _row("mixed", [100, 100, 100], [100, 100, 100]),
+                                           _row("reformat", [100, 100, 100], [99.3, 99.3, 100])])  # +0.7 points
+    capsys.readouterr()
+    assert unlike_judge.main([str(before), str(beyond), "--noise-bound", "0.005"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL resnet50 reformat 5: median at 50 rises beyond the noise bound of 0.50% (0.00% -> 0.70%)" in out
