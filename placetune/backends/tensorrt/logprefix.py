@@ -140,7 +140,11 @@ def own_error_after_warning(msg: str) -> bool:
 
 def one_line_failure(msg: str) -> bool:
     """Whether an unmarked error line is a whole message: the shell's report of a signal, an application's failure line
-    (``Makefile:298: recipe for target 'x' failed``) or a Python exception's last line; no line after it continues it."""
+    (``Makefile:298: recipe for target 'x' failed``) or a Python exception's last line; no line after it continues it.
+    A Python exception whose message ends with a colon goes on on the next lines (onnx_tensorrt's backend raises the
+    parser's error as ``RuntimeError: While parsing node number 0:``, its location and assertion on two bare lines)."""
+    if _PY_EXCEPTION.match(msg) and msg.rstrip().endswith(":"):
+        return False
     return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _PY_EXCEPTION.match(msg))
 
 
