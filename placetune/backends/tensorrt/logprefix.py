@@ -105,6 +105,8 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
 #: verbose message the build goes on after, never an error of its own where no logger marked it an error
 #: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
 _TACTIC_SKIPPED = re.compile(r"^Skipping tactic\b")
+#: the tail of a severity tag a reporter's copy began inside (``E] Error[10]: ...`` of ``[04/28/2023-14:06:47] [E] ``)
+_CUT_TAG = re.compile(r"^\s*[IWEVF]\] (?=\S)")
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -126,6 +128,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
            or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or "")
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
+    if sev is None and _CUT_TAG.match(line):  # a copy begun inside trtexec's prefix: "E] Error[10]: ..."
+        return split_prefix("[" + line.lstrip())
     return sev, msg.strip()
 
 
