@@ -120,6 +120,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     msg = rest[m.end():]
     if m.group("mark") and msg.rstrip().endswith(m.group("mark")):  # the Markdown closed on the same line
         msg = msg.rstrip()[:-len(m.group("mark"))]
+    elif msg.rstrip().endswith("**") and msg.count("**") == 1:  # bold opened lines above closes here
+        msg = msg.rstrip()[:-2]
     if w.group("ort") or w.group("ort2"):
         msg = _ORT_WHERE.sub("", msg)
     if w.group("glog") and len(msg) > 1 and msg.startswith('"') and msg.rstrip().endswith('"'):
