@@ -107,6 +107,9 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
 _TACTIC_SKIPPED = re.compile(r"^Skipping tactic\b")
 #: the tail of a severity tag a reporter's copy began inside (``E] Error[10]: ...`` of ``[04/28/2023-14:06:47] [E] ``)
 _CUT_TAG = re.compile(r"^\s*[IWEVF]\] (?=\S)")
+#: a timed logger prefix glued to an application's text that ended with no newline: ``Completed creating
+#: Engine[06/14/2022-11:19:54] [TRT] [E] 4: [network.cpp::validate::2633] ...`` (the Python logger's, or trtexec's)
+_GLUED_PREFIX = re.compile(r"\S\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*(?:\[TRT\]\s*)?\[[IWEVF]\]\s")
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -132,6 +135,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
     if sev is None and _CUT_TAG.match(line):  # a copy begun inside trtexec's prefix: "E] Error[10]: ..."
         return split_prefix("[" + line.lstrip())
+    if sev is None and (glued := _GLUED_PREFIX.search(line)):  # an application's print with no newline before it
+        return split_prefix(line[glued.start() + 1:])
     return sev, msg.strip()
 
 
