@@ -137,6 +137,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
         return split_prefix("[" + line.lstrip())
     if sev is None and (glued := _GLUED_PREFIX.search(line)):  # an application's print with no newline before it
         return split_prefix(line[glued.start() + 1:])
+    if sev is None and msg.startswith("[libprotobuf WARNING"):  # protobuf's own warning (a large model)
+        sev = "W"
     return sev, msg.strip()
 
 
