@@ -100,7 +100,10 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
                                # logger that prints no severity writes it: "2: [builder.cpp::buildSerializedNetwork::751]
                                # Error Code 2: ..." opens a message of its own. Without the leading code ("[graphShape
                                # Analyzer.cpp::...] Error Code 2: ...") the line may end the ONNX parser's message
-                               r"|^\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: ")
+                               r"|^\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: "
+                               # the ONNX parser's error object as a Python application prints it (parser.get_error(i)):
+                               # "In node 143 (importResize): UNSUPPORTED_NODE: Assertion failed: ..."
+                               r"|^In node -?\d+ \(\w+\): [A-Z_]+: ")
 #: the builder's report of a tactic it skipped (``Skipping tactic 0x... due to exception Assertion ... failed.``): a
 #: verbose message the build goes on after, never an error of its own where no logger marked it an error
 #: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
