@@ -85,9 +85,10 @@ FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
                             r"^(?:Killed|Terminated|Aborted|Segmentation fault|Bus error|Illegal instruction|"
                             r"Floating point exception)(?: \(core dumped\))?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
-#: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
+#: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine", a Python
+#: builder's "Failed building engine"); "Tests failed:  0"
 #: and an assertion's "... failed. )" are none
-_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
+_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$|^Failed building\b")
 #: a line of plain text that names an Error, reports a failed assertion or refuses an option (it may continue a
 #: logger's multi-line message: the ONNX parser's ``[8] Assertion failed: ...`` after its ``ERROR:`` line)
 _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )")
