@@ -109,6 +109,9 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
 #: verbose message the build goes on after, never an error of its own where no logger marked it an error
 #: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
 _TACTIC_SKIPPED = re.compile(r"^Skipping tactic\b")
+#: the ONNX parser's failure report opens with the node it failed on (TensorRT 5-7 print it plain, before the
+#: ``ERROR: ModelImporter.cpp:296 ...`` line): it explains the failure, and never continues a warning above it
+_PARSER_REPORT = re.compile(r"^While parsing node number \d+\b")
 #: the tail of a severity tag a reporter's copy began inside (``E] Error[10]: ...`` of ``[04/28/2023-14:06:47] [E] ``)
 _CUT_TAG = re.compile(r"^\s*[IWEVF]\] (?=\S)")
 #: a timed logger prefix glued to an application's text that ended with no newline: ``Completed creating
@@ -152,7 +155,7 @@ def own_error_after_warning(msg: str) -> bool:
     failure line, a Python exception or a ``&&&&`` status. The builder's ``Engine generation failed with backend
     strategy 3.`` warning goes on ``Error message: ... Error Code 10: ...`` on a line of its own: no error."""
     return bool(FOREIGN_ERRORS.search(msg) or _OPENS_WITH_ERROR.match(msg) or _APP_FAILURE.search(msg)
-                or _PY_EXCEPTION.match(msg) or msg.startswith("&&&&"))
+                or _PY_EXCEPTION.match(msg) or msg.startswith("&&&&") or _PARSER_REPORT.match(msg))
 
 
 def one_line_failure(msg: str) -> bool:
@@ -180,9 +183,10 @@ def plain_error(msg: str, plain: bool, continues: bool) -> bool:
 
 def unmarked_error(msg: str) -> bool:
     """Whether a message that no logger marked (plain text, its prefix stripped) reports an error in its own words:
-    another library's error line, an application's failure message, an Error named, an option refused or a Python
-    exception's last line (``RuntimeError: Unable to load the engine file``)."""
+    another library's error line, an application's failure message, an Error named, an option refused, a Python
+    exception's last line (``RuntimeError: Unable to load the engine file``) or the ONNX parser's report opening
+    (``While parsing node number 0 [Sub]:``)."""
     if _TACTIC_SKIPPED.match(msg):
         return False
     return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _UNMARKED_ERROR.search(msg)
-                or _PY_EXCEPTION.match(msg))
+                or _PY_EXCEPTION.match(msg) or _PARSER_REPORT.match(msg))
