@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_prefix", "unmarked_error", "plain_error", "own_error_after_warning", "one_line_failure", "FOREIGN_ERRORS"]
+__all__ = ["split_prefix", "unmarked_error", "plain_error", "own_error_after_warning", "one_line_failure", "is_bare",
+           "FOREIGN_ERRORS"]
 
 #: what a printing tool puts before TensorRT's own logger prefix: GStreamer's debug columns, ONNX Runtime's
 #: logger; then the time and severity ONNX Runtime's TensorRT logger writes before each TensorRT message
@@ -109,6 +110,7 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
 #: verbose message the build goes on after, never an error of its own where no logger marked it an error
 #: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
 _TACTIC_SKIPPED = re.compile(r"^Skipping tactic\b")
+_QUOTE = re.compile(r"^>(?:\s+|$)")
 #: the ONNX parser's failure report opens with the node it failed on (TensorRT 5-7 print it plain, before the
 #: ``ERROR: ModelImporter.cpp:296 ...`` line): it explains the failure, and never continues a warning above it
 _PARSER_REPORT = re.compile(r"^While parsing node number \d+\b")
@@ -147,6 +149,13 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     if sev is None and msg.startswith("[libprotobuf WARNING"):  # protobuf's own warning (a large model)
         sev = "W"
     return sev, msg.strip()
+
+
+def is_bare(raw: str, msg: str) -> bool:
+    """Whether a line is its message alone, no logger's prefix before it: plain text, also behind a Markdown quote's
+    ``> `` (a quoted log: ``> [8] Assertion failed: ...`` still continues the ``> ERROR: ModelImporter.cpp:92`` line)."""
+    text = raw.strip()
+    return msg == text or msg == _QUOTE.sub("", text, count=1)
 
 
 def own_error_after_warning(msg: str) -> bool:

@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from placetune.backends.tensorrt.logprefix import own_error_after_warning, split_prefix, unmarked_error
+from placetune.backends.tensorrt.logprefix import is_bare, own_error_after_warning, split_prefix, unmarked_error
 
 __all__ = [
     "PerfSummary", "ProfileEntry", "LayerInfo", "strip_prefix", "version_from_text", "version_from_code",
@@ -319,7 +319,7 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
             if not msg:
                 in_warning = False
                 continue
-            bare = sev is None and msg == line.strip()
+            bare = sev is None and is_bare(line, msg)
             in_warning = sev == "W" or (in_warning and bare)
             if in_warning and bare and not own_error_after_warning(msg):
                 continue
