@@ -151,3 +151,37 @@ def test_a_one_line_failure_ends_its_message():
            "make: *** [generate_engines] Error 1"]
     assert len(parse_build_log(log).errors) == 3
     assert error_lines(log) == log
+
+
+@pytest.mark.parametrize("line, severity, message", [
+    # a copy begun inside trtexec's severity tag
+    ("E] Error[10]: [optimizer.cpp::computeCosts::3728] Error Code 10", "E", "Error[10]: [optimizer.cpp::computeCosts::3728] Error Code 10"),
+    # the Python logger's prefix glued to an application's print that had no newline
+    ("Completed creating Engine[06/14/2022-11:19:54] [TRT] [E] 4: [network.cpp::validate::2633] Error Code 4",
+     "E", "4: [network.cpp::validate::2633] Error Code 4"),
+    # protobuf's own warning
+    ("[libprotobuf WARNING x\\coded_stream.cc:81] The total number of bytes read was 948423101", "W",
+     "[libprotobuf WARNING x\\coded_stream.cc:81] The total number of bytes read was 948423101"),
+    # bold opened lines above, closed at the end of the last
+    ("ERROR: could not parse the model.** ", "E", "could not parse the model."),
+])
+def test_prefix_remnants_glued_prefixes_and_markdown_tails(line, severity, message):
+    assert split_prefix(line) == (severity, message)
+
+
+def test_multi_line_python_exceptions_quoted_parser_errors_and_parser_reports_are_one_error_each():
+    # onnx_tensorrt's backend raises the parser's three-line error
+    log = parse_build_log(["RuntimeError: While parsing node number 0:", "ModelImporter.cpp:296 In function importModel:",
+                           "[5] Assertion failed: tensors.count(input_name)"])
+    assert len(log.errors) == 1
+    # a Markdown quote before every line: the assertion still continues its ERROR line
+    assert len(parse_build_log(["> ERROR: ModelImporter.cpp:92 In function parserGraph:",
+                                "> [8] Assertion failed: convertOnnxWeights(initializer. &weight, ctx)"]).errors) == 1
+    # the parser's error object printed by a Python application is an error of its own
+    assert len(parse_build_log(["ERROR: Failed to parse the ONNX file.",
+                                "In node 143 (importResize): UNSUPPORTED_NODE: Assertion failed: scales"]).errors) == 2
+    # a plain 'While parsing node number' after a warning opens the parser's report (an error line)
+    lines = ["WARNING: ONNX model has a newer ir_version (0.0.6) than this parser was built against (0.0.3).",
+             "While parsing node number 0 [Sub]:", "ERROR: ModelImporter.cpp:296 In function importModel:"]
+    assert error_lines(lines) == ["While parsing node number 0 [Sub]:", "ModelImporter.cpp:296 In function importModel:"]
+    assert unmarked_error("Failed building engine") and plain_error("Failed building engine", True, False)

@@ -42,7 +42,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from placetune.backends.tensorrt.logprefix import one_line_failure, plain_error, split_prefix, unmarked_error
+from placetune.backends.tensorrt.logprefix import is_bare, one_line_failure, plain_error, split_prefix, unmarked_error
 from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, unregistered_end
 
 __all__ = [
@@ -223,7 +223,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 pending = None  # TensorRT 7: a blank line after the header is an empty section
                 cont = False
                 continue
-            bare = msg == raw.strip()
+            bare = is_bare(raw, msg)
             sev = _severity(sev_in, prefix)
             own_line = prefix is None and sev == "I" and plain_error(msg, sev_in is None, bare and cont)
             sev = "E" if own_line else sev

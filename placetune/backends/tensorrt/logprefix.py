@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_prefix", "unmarked_error", "plain_error", "own_error_after_warning", "one_line_failure", "FOREIGN_ERRORS"]
+__all__ = ["split_prefix", "unmarked_error", "plain_error", "own_error_after_warning", "one_line_failure", "is_bare",
+           "FOREIGN_ERRORS"]
 
 #: what a printing tool puts before TensorRT's own logger prefix: GStreamer's debug columns, ONNX Runtime's
 #: logger; then the time and severity ONNX Runtime's TensorRT logger writes before each TensorRT message
@@ -85,9 +86,10 @@ FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
                             r"^(?:Killed|Terminated|Aborted|Segmentation fault|Bus error|Illegal instruction|"
                             r"Floating point exception)(?: \(core dumped\))?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
-#: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
+#: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine", a Python
+#: builder's "Failed building engine"); "Tests failed:  0"
 #: and an assertion's "... failed. )" are none
-_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
+_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$|^Failed building\b")
 #: a line of plain text that names an Error, reports a failed assertion or refuses an option (it may continue a
 #: logger's multi-line message: the ONNX parser's ``[8] Assertion failed: ...`` after its ``ERROR:`` line)
 _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )")
@@ -100,11 +102,23 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
                                # logger that prints no severity writes it: "2: [builder.cpp::buildSerializedNetwork::751]
                                # Error Code 2: ..." opens a message of its own. Without the leading code ("[graphShape
                                # Analyzer.cpp::...] Error Code 2: ...") the line may end the ONNX parser's message
-                               r"|^\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: ")
+                               r"|^\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: "
+                               # the ONNX parser's error object as a Python application prints it (parser.get_error(i)):
+                               # "In node 143 (importResize): UNSUPPORTED_NODE: Assertion failed: ..."
+                               r"|^In node -?\d+ \(\w+\): [A-Z_]+: ")
 #: the builder's report of a tactic it skipped (``Skipping tactic 0x... due to exception Assertion ... failed.``): a
 #: verbose message the build goes on after, never an error of its own where no logger marked it an error
 #: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
 _TACTIC_SKIPPED = re.compile(r"^Skipping tactic\b")
+_QUOTE = re.compile(r"^>(?:\s+|$)")
+#: the ONNX parser's failure report opens with the node it failed on (TensorRT 5-7 print it plain, before the
+#: ``ERROR: ModelImporter.cpp:296 ...`` line): it explains the failure, and never continues a warning above it
+_PARSER_REPORT = re.compile(r"^While parsing node number \d+\b")
+#: the tail of a severity tag a reporter's copy began inside (``E] Error[10]: ...`` of ``[04/28/2023-14:06:47] [E] ``)
+_CUT_TAG = re.compile(r"^\s*[IWEVF]\] (?=\S)")
+#: a timed logger prefix glued to an application's text that ended with no newline: ``Completed creating
+#: Engine[06/14/2022-11:19:54] [TRT] [E] 4: [network.cpp::validate::2633] ...`` (the Python logger's, or trtexec's)
+_GLUED_PREFIX = re.compile(r"\S\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*(?:\[TRT\]\s*)?\[[IWEVF]\]\s")
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -118,6 +132,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     msg = rest[m.end():]
     if m.group("mark") and msg.rstrip().endswith(m.group("mark")):  # the Markdown closed on the same line
         msg = msg.rstrip()[:-len(m.group("mark"))]
+    elif msg.rstrip().endswith("**") and msg.count("**") == 1:  # bold opened lines above closes here
+        msg = msg.rstrip()[:-2]
     if w.group("ort") or w.group("ort2"):
         msg = _ORT_WHERE.sub("", msg)
     if w.group("glog") and len(msg) > 1 and msg.startswith('"') and msg.rstrip().endswith('"'):
@@ -126,7 +142,20 @@ def split_prefix(line: str) -> tuple[str | None, str]:
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
            or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or "")
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
+    if sev is None and _CUT_TAG.match(line):  # a copy begun inside trtexec's prefix: "E] Error[10]: ..."
+        return split_prefix("[" + line.lstrip())
+    if sev is None and (glued := _GLUED_PREFIX.search(line)):  # an application's print with no newline before it
+        return split_prefix(line[glued.start() + 1:])
+    if sev is None and msg.startswith("[libprotobuf WARNING"):  # protobuf's own warning (a large model)
+        sev = "W"
     return sev, msg.strip()
+
+
+def is_bare(raw: str, msg: str) -> bool:
+    """Whether a line is its message alone, no logger's prefix before it: plain text, also behind a Markdown quote's
+    ``> `` (a quoted log: ``> [8] Assertion failed: ...`` still continues the ``> ERROR: ModelImporter.cpp:92`` line)."""
+    text = raw.strip()
+    return msg == text or msg == _QUOTE.sub("", text, count=1)
 
 
 def own_error_after_warning(msg: str) -> bool:
@@ -135,12 +164,16 @@ def own_error_after_warning(msg: str) -> bool:
     failure line, a Python exception or a ``&&&&`` status. The builder's ``Engine generation failed with backend
     strategy 3.`` warning goes on ``Error message: ... Error Code 10: ...`` on a line of its own: no error."""
     return bool(FOREIGN_ERRORS.search(msg) or _OPENS_WITH_ERROR.match(msg) or _APP_FAILURE.search(msg)
-                or _PY_EXCEPTION.match(msg) or msg.startswith("&&&&"))
+                or _PY_EXCEPTION.match(msg) or msg.startswith("&&&&") or _PARSER_REPORT.match(msg))
 
 
 def one_line_failure(msg: str) -> bool:
     """Whether an unmarked error line is a whole message: the shell's report of a signal, an application's failure line
-    (``Makefile:298: recipe for target 'x' failed``) or a Python exception's last line; no line after it continues it."""
+    (``Makefile:298: recipe for target 'x' failed``) or a Python exception's last line; no line after it continues it.
+    A Python exception whose message ends with a colon goes on on the next lines (onnx_tensorrt's backend raises the
+    parser's error as ``RuntimeError: While parsing node number 0:``, its location and assertion on two bare lines)."""
+    if _PY_EXCEPTION.match(msg) and msg.rstrip().endswith(":"):
+        return False
     return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _PY_EXCEPTION.match(msg))
 
 
@@ -159,9 +192,10 @@ def plain_error(msg: str, plain: bool, continues: bool) -> bool:
 
 def unmarked_error(msg: str) -> bool:
     """Whether a message that no logger marked (plain text, its prefix stripped) reports an error in its own words:
-    another library's error line, an application's failure message, an Error named, an option refused or a Python
-    exception's last line (``RuntimeError: Unable to load the engine file``)."""
+    another library's error line, an application's failure message, an Error named, an option refused, a Python
+    exception's last line (``RuntimeError: Unable to load the engine file``) or the ONNX parser's report opening
+    (``While parsing node number 0 [Sub]:``)."""
     if _TACTIC_SKIPPED.match(msg):
         return False
     return bool(FOREIGN_ERRORS.search(msg) or _APP_FAILURE.search(msg) or _UNMARKED_ERROR.search(msg)
-                or _PY_EXCEPTION.match(msg))
+                or _PY_EXCEPTION.match(msg) or _PARSER_REPORT.match(msg))

@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from placetune.backends.tensorrt.logprefix import own_error_after_warning, split_prefix, unmarked_error
+from placetune.backends.tensorrt.logprefix import is_bare, own_error_after_warning, split_prefix, unmarked_error
 
 __all__ = [
     "PerfSummary", "ProfileEntry", "LayerInfo", "strip_prefix", "version_from_text", "version_from_code",
@@ -203,77 +203,102 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
     out = PerfSummary()
     in_summary = False
     block7: str | None = None  # the TensorRT 7 summary block being read
+    for line in _unwrapped(lines):
+        sm = _STATUS.search(line)
+        if sm:
+            if sm.group("code") and out.version is None:
+                out.version = version_from_code(sm.group("code"))
+            if sm.group("status") in ("PASSED", "FAILED", "WAIVED"):
+                out.status = sm.group("status")
+                out.command = (sm.group("cmd") or "").strip() or out.command
+            continue
+        _, msg = strip_prefix(line)
+        if msg.startswith("=== Performance summary"):
+            in_summary = True
+            continue
+        if msg.startswith("===") and in_summary:
+            in_summary = False
+            continue
+        if out.version is None:
+            vm = _VERSION_CODE.search(msg) or _VERSION_TAG.search(msg)
+            if vm:
+                out.version = version_from_code(vm.group("code"))
+            else:  # trtexec 8.6 on: "[I] TensorRT version: 8.6.1" in its Device Information block
+                dm = _VERSION_LINE.match(msg)
+                if dm and _dotted_version(dm.group("v")):
+                    out.version = dm.group("v")
+        if msg in _BLOCK7:
+            block7 = msg
+            continue
+        s7 = _STAT7.match(msg) if block7 else None
+        if s7 and block7:
+            _read_stat7(out, block7, s7)
+            continue
+        if msg and not s7:
+            block7 = None
+        lm = _LEGACY.search(msg)
+        if lm:
+            out.legacy_ms.append(float(lm.group("ms")))
+            continue
+        mm = _METRIC.match(msg)
+        if not mm:
+            continue
+        key, rest = mm.group("key"), mm.group("rest")
+        if key == "Throughput":
+            num = re.match(r"\s*(" + _NUMBER + r")", rest, re.I)
+            if num:
+                out.throughput_qps = _measured_rate(float(num.group(1)))
+                out.has_summary = True
+            continue
+        if key in ("Total Host Walltime", "Total GPU Compute Time"):
+            # trtexec writes every total with its unit: a figure without one is a line cut in a
+            # published excerpt ("Total GPU Compute Time: 3.0635"), whose digits may be cut too
+            num = re.match(r"\s*(" + _NUMBER + r")\s*(ms|s)\s*$", rest, re.I)
+            if num:
+                v = float(num.group(1)) / (1000.0 if num.group(2) == "ms" else 1.0)
+                if key == "Total Host Walltime":
+                    out.host_walltime_s = v
+                else:
+                    out.gpu_compute_s = v
+            continue
+        stats = _stats(rest)
+        if not stats:
+            continue
+        target = {"Latency": out.latency_ms, "Host Latency": out.latency_ms, "Enqueue Time": out.enqueue_ms,
+                  "H2D Latency": out.h2d_ms, "GPU Compute Time": out.gpu_compute_ms,
+                  "D2H Latency": out.d2h_ms}[key]
+        if in_summary or not target:
+            target.clear()
+            target.update(stats)
+            if key in ("Latency", "Host Latency"):
+                out.has_summary = True
+    return out
+
+
+#: a statistic's name left without its value at the end of a line (``..., percentile(95%) ``)
+_CUT_STAT = re.compile(r"\b(?:min|max|mean|median|percentile\([0-9.]+%\))\s*$")
+
+
+def _unwrapped(lines: Iterable[str]) -> Iterable[str]:
+    """The lines, with a summary line broken before a value joined again: a reporter's paste wraps ``GPU Compute
+    Time: ..., percentile(95%) `` and goes on ``= 820.003 ms, percentile(99%) = 820.003 ms`` on a bare line
+    (tests/data/trt_corpus, TensorRT 10.3)."""
+    held: str | None = None
     for raw in lines:
         for line in str(raw).splitlines() or [""]:
-            sm = _STATUS.search(line)
-            if sm:
-                if sm.group("code") and out.version is None:
-                    out.version = version_from_code(sm.group("code"))
-                if sm.group("status") in ("PASSED", "FAILED", "WAIVED"):
-                    out.status = sm.group("status")
-                    out.command = (sm.group("cmd") or "").strip() or out.command
+            if held is not None:
+                rest = line.strip()
+                if rest.startswith("=") and not rest.startswith("=="):
+                    line = held.rstrip() + " " + rest
+                else:
+                    yield held
+                held = None
+            if _CUT_STAT.search(line) and _METRIC.match(strip_prefix(line)[1]):
+                held = line
                 continue
-            _, msg = strip_prefix(line)
-            if msg.startswith("=== Performance summary"):
-                in_summary = True
-                continue
-            if msg.startswith("===") and in_summary:
-                in_summary = False
-                continue
-            if out.version is None:
-                vm = _VERSION_CODE.search(msg) or _VERSION_TAG.search(msg)
-                if vm:
-                    out.version = version_from_code(vm.group("code"))
-                else:  # trtexec 8.6 on: "[I] TensorRT version: 8.6.1" in its Device Information block
-                    dm = _VERSION_LINE.match(msg)
-                    if dm and _dotted_version(dm.group("v")):
-                        out.version = dm.group("v")
-            if msg in _BLOCK7:
-                block7 = msg
-                continue
-            s7 = _STAT7.match(msg) if block7 else None
-            if s7 and block7:
-                _read_stat7(out, block7, s7)
-                continue
-            if msg and not s7:
-                block7 = None
-            lm = _LEGACY.search(msg)
-            if lm:
-                out.legacy_ms.append(float(lm.group("ms")))
-                continue
-            mm = _METRIC.match(msg)
-            if not mm:
-                continue
-            key, rest = mm.group("key"), mm.group("rest")
-            if key == "Throughput":
-                num = re.match(r"\s*(" + _NUMBER + r")", rest, re.I)
-                if num:
-                    out.throughput_qps = _measured_rate(float(num.group(1)))
-                    out.has_summary = True
-                continue
-            if key in ("Total Host Walltime", "Total GPU Compute Time"):
-                # trtexec writes every total with its unit: a figure without one is a line cut in a
-                # published excerpt ("Total GPU Compute Time: 3.0635"), whose digits may be cut too
-                num = re.match(r"\s*(" + _NUMBER + r")\s*(ms|s)\s*$", rest, re.I)
-                if num:
-                    v = float(num.group(1)) / (1000.0 if num.group(2) == "ms" else 1.0)
-                    if key == "Total Host Walltime":
-                        out.host_walltime_s = v
-                    else:
-                        out.gpu_compute_s = v
-                continue
-            stats = _stats(rest)
-            if not stats:
-                continue
-            target = {"Latency": out.latency_ms, "Host Latency": out.latency_ms, "Enqueue Time": out.enqueue_ms,
-                      "H2D Latency": out.h2d_ms, "GPU Compute Time": out.gpu_compute_ms,
-                      "D2H Latency": out.d2h_ms}[key]
-            if in_summary or not target:
-                target.clear()
-                target.update(stats)
-                if key in ("Latency", "Host Latency"):
-                    out.has_summary = True
-    return out
+            yield line
+    if held is not None:
+        yield held
 
 
 def _measured_rate(qps: float) -> float | None:
@@ -319,7 +344,7 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
             if not msg:
                 in_warning = False
                 continue
-            bare = sev is None and msg == line.strip()
+            bare = sev is None and is_bare(line, msg)
             in_warning = sev == "W" or (in_warning and bare)
             if in_warning and bare and not own_error_after_warning(msg):
                 continue
