@@ -132,7 +132,7 @@ def check_environment(
         ConfigError: platform, backend, simulated flag or fingerprint differ; the message
             names every difference and what to do.
     """
-    st = store._find_study(study)
+    st = store.find_study(study)
     if st is None:
         return
     mine = _as_dict(fingerprint, "fingerprint")
@@ -285,7 +285,7 @@ class Fleet:
                 storage = optuna.storages.RDBStorage(self.store.engine.url.render_as_string(hide_password=False),
                                                      skip_compatibility_check=True)
             except SQLAlchemyError as exc:
-                raise self.store._translate(exc, "opening the Optuna study tables") from None
+                raise self.store.database_error(exc, "opening the Optuna study tables") from None
         try:
             try:
                 study = optuna.load_study(study_name=study_name, storage=storage)
@@ -368,23 +368,23 @@ def storage_error(store: "Store", exc: BaseException, action: str) -> StoreError
     ``optuna.exceptions.StorageInternalError``; either becomes one clear, password-free line.
     """
     if isinstance(exc, SQLAlchemyError):
-        return store._translate(exc, action)
+        return store.database_error(exc, action)
     cause = exc.__cause__ or exc.__context__
     if type(exc).__name__ == "StorageInternalError":
         if isinstance(cause, SQLAlchemyError):
-            return store._translate(cause, action)
-        return StoreError(f"database error on {store.url} while {action}: {store._scrub(str(exc))}")
+            return store.database_error(cause, action)
+        return StoreError(f"database error on {store.url} while {action}: {store.scrub(str(exc))}")
     if isinstance(exc, RuntimeError) and _raised_reading_optuna(exc) and "table schema" in str(exc):
         # Optuna's schema check: tables written by another Optuna (a newer one, or an edited alembic_version)
         return StoreError(f"the Optuna tables of {store.url} have a schema this Optuna cannot use while {action} "
-                          f"({store._scrub(str(exc).splitlines()[0] if str(exc) else '')[:300]}): use the Optuna that "
+                          f"({store.scrub(str(exc).splitlines()[0] if str(exc) else '')[:300]}): use the Optuna that "
                           "wrote them, or restore the database from a backup")
     if isinstance(exc, (LookupError, ValueError, TypeError, AssertionError)) and _raised_reading_optuna(exc):
         # an edited Optuna table (a state, a distribution, an attribute that is not JSON; a FINITE
         # trial value set to NULL fails an assert in Optuna's stored_repr_to_value)
         said = str(exc).splitlines()[0] if str(exc) else f"in Optuna's {_innermost(exc)}"
         return StoreError(f"the Optuna tables of {store.url} are corrupt ({type(exc).__name__}: "
-                          f"{store._scrub(said)[:200]}) while {action}: "
+                          f"{store.scrub(said)[:200]}) while {action}: "
                           "the database was edited or damaged (restore it from a backup)")
     return None
 
