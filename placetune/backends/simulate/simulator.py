@@ -158,7 +158,7 @@ class SimulatedJetson(BackendBase):
         Raises:
             ConfigError: the device profile's base is not ``platform``.
         """
-        self._check_base(platform)
+        self.check_base(platform)
         fp = {"backend": "simulate", "version": SIM_VERSION, "platform": platform.name,
               "power_mode": settings.power_mode}
         if self.profile is not None:
@@ -169,7 +169,12 @@ class SimulatedJetson(BackendBase):
             fp["processes"] = "separate"
         return fp
 
-    def _check_base(self, platform: "Platform") -> None:
+    def check_base(self, platform: "Platform") -> None:
+        """Refuse a ``platform`` other than the one the device profile was fitted on.
+
+        Raises:
+            ConfigError: the device profile's base is not ``platform`` (the message says which to use).
+        """
         prof = self.base_profile
         if prof is not None and prof.base != platform.name:
             raise ConfigError(f"the device profile's base is {prof.base!r} but the platform measured is "
@@ -188,7 +193,7 @@ class SimulatedJetson(BackendBase):
         return m
 
     def _measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
-        self._check_base(platform)
+        self.check_base(platform)
         if self.noise is not None and settings.noise != self.noise:
             settings = dataclasses.replace(settings, noise=self.noise)
         realized = realisation.realized
