@@ -27,7 +27,7 @@ import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, cost_table, graph_info, power_factor
 from placetune.backends.simulate.profiled import apply_profile
-from placetune.calibration.design import Observation, _columns, _design, _Params
+from placetune.calibration.design import Observation, _design, _Params
 from placetune.calibration.profile import KINDS, OP_CLASSES, DeviceProfile
 from placetune.errors import ConfigError
 from placetune.backends.simulate.incremental import IncrementalSimulator
@@ -145,7 +145,7 @@ def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float
     if per:  # every per-layer row at once, added in the same order as one at a time
         ws = [layer_weight * math.sqrt(weights.get(o.group, 1.0)) / np.maximum(o.measured_layers_ms, _FLOOR_MS)
               for o in per]
-        p = _columns(params, per)
+        p = params.columns(per)
         np.add.at(H, (p, p), np.concatenate([(w * o.layer_ms) ** 2 for w, o in zip(ws, per)]))
         np.add.at(r, p, np.concatenate([w * w * o.layer_ms * o.measured_layers_ms for w, o in zip(ws, per)]))
     info = np.diag(H).copy()
@@ -357,7 +357,7 @@ def _unidentified(params: _Params, info: np.ndarray, obs: Sequence[Observation],
     out = []
     present = set()
     for o in obs:
-        present.update(zip(o.layer_kind.tolist(), params._gid[o.model.hash][o.layer_idx].tolist()))
+        present.update(zip(o.layer_kind.tolist(), params.layer_ids(o).tolist()))
     for k, kind in enumerate(KINDS):
         li = info[k * L: (k + 1) * L]
         if li.sum() < _INFO_MIN:
