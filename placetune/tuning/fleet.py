@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from dataclasses import replace
 
 from sqlalchemy.engine import URL, make_url
@@ -78,6 +78,7 @@ else:
 
 __all__ = [
     "FLEET_AGENT",
+    "SharedStudyAgent",
     "Fleet",
     "is_shared_database",
     "check_environment",
@@ -89,6 +90,17 @@ __all__ = [
 
 #: The agent a fleet runs: its Optuna study in the shared database coordinates the workers.
 FLEET_AGENT = "optuna"
+
+
+class SharedStudyAgent(Protocol):
+    """What :meth:`Fleet.configure` sets on the :data:`FLEET_AGENT` agent, whose Optuna study in the
+    shared database is the fleet's (:class:`search.optuna_search.OptunaAgent` has it)."""
+
+    heartbeat_interval: int | None
+    grace_period: int | None
+    max_retry: int
+    constant_liar: bool
+    coordinator: Any
 
 
 # --------------------------------------------------------------------------- helpers
@@ -233,15 +245,14 @@ class Fleet:
             if study_name:
                 self.gate.hold(study_name)
             return FleetAgent(agent, self.gate, self.options)
-        agent.heartbeat_interval = self.options.heartbeat_interval
-        agent.grace_period = self.options.grace_period
-        if hasattr(agent, "max_retry"):
-            agent.max_retry = self.options.max_retry
-        if hasattr(agent, "constant_liar"):
-            agent.constant_liar = True
+        shared: SharedStudyAgent = agent
+        shared.heartbeat_interval = self.options.heartbeat_interval
+        shared.grace_period = self.options.grace_period
+        shared.max_retry = self.options.max_retry
+        shared.constant_liar = True
         agent.seed = self.seed(agent.seed)
         self.gate = TrialGate(self.store, budget, self.worker, self.options, deadline=deadline, stop=stop)
-        agent.coordinator = self.gate
+        shared.coordinator = self.gate
         if study_name:
             self.gate.hold(study_name)
         return agent
