@@ -21,7 +21,7 @@ from placetune.store.connection import ConnectionMixin
 from placetune.store.records import StudyRecord
 from placetune.store.schema import MeasurementRow, ModelRow, RequestRow, StudyRow, dumps, utcnow
 
-__all__ = ["StudiesMixin", "settings_hash", "fingerprint_hash"]
+__all__ = ["StudiesMixin", "settings_hash", "fingerprint_hash", "as_json_dict"]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def settings_hash(settings: Mapping[str, Any] | Any) -> str:
     Args:
         settings: a :class:`~placetune.settings.Settings` or its ``to_dict()``.
     """
-    return _json_hash(_as_dict(settings, "settings"))
+    return _json_hash(as_json_dict(settings, "settings"))
 
 
 def fingerprint_hash(fingerprint: Mapping[str, Any] | None, *, platform: str, backend: str, simulated: bool) -> str:
@@ -60,7 +60,9 @@ def fingerprint_hash(fingerprint: Mapping[str, Any] | None, *, platform: str, ba
     return _json_hash(doc)
 
 
-def _as_dict(value: Any, what: str) -> dict[str, Any]:
+def as_json_dict(value: Any, what: str) -> dict[str, Any]:
+    """``value`` (a mapping, an object with ``to_dict()``, or None) as a plain JSON dict, as the store keeps
+    settings and fingerprints; ConfigError naming ``what`` when it is neither or cannot be JSON."""
     if value is None:
         return {}
     to_dict = getattr(value, "to_dict", None)
@@ -174,8 +176,8 @@ class StudiesMixin(ConnectionMixin):
         """
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("the study name must be a non-empty string: pass --study NAME")
-        settings_d = _as_dict(settings, "settings")
-        fingerprint_d = _as_dict(fingerprint, "fingerprint")
+        settings_d = as_json_dict(settings, "settings")
+        fingerprint_d = as_json_dict(fingerprint, "fingerprint")
         want = {
             "platform": str(platform),
             "backend": str(backend),

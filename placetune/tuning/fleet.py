@@ -61,7 +61,7 @@ from placetune._lazy import lazy_import
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import lock_differences
 from placetune.hardware.platforms import get_platform
-from placetune.store.studies import _as_dict
+from placetune.store.studies import as_json_dict
 from placetune.tuning.fleet_steps import FleetAgent
 from placetune.tuning.optuna_study import OptunaStudy
 from placetune.wording import plural
@@ -147,7 +147,7 @@ def check_environment(
     st = store.find_study(study)
     if st is None:
         return
-    mine = _as_dict(fingerprint, "fingerprint")
+    mine = as_json_dict(fingerprint, "fingerprint")
     diffs = []
     for key, theirs, ours in (("platform", st.platform, platform), ("backend", st.backend, backend),
                               ("simulated", st.simulated, bool(simulated))):
