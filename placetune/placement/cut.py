@@ -34,7 +34,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
@@ -53,9 +53,7 @@ from placetune.files.write import write_file
 from placetune.model import zoo
 from placetune.model.onnx_io import load_with_weights
 
-if TYPE_CHECKING:
-    from placetune.model.model import Model
-    from placetune.placement.placement import Placement, Segment
+from placetune.placement.placement import Placement, Segment
 
 __all__ = ["SegmentModel", "cut", "load_source", "run_segments", "randomize_weights", "swap_inputs", "tensor_infos", "with_batch"]
 
@@ -398,7 +396,7 @@ def cut(
         proto = source
     else:
         proto = load_with_weights(source)
-    segments = placement.segments(pipeline=True) if hasattr(placement, "segments") else list(placement)
+    segments = placement.segments(pipeline=True) if isinstance(placement, Placement) else list(placement)
     g = proto.graph
     init_names = {t.name for t in g.initializer}
     net_inputs = [i.name for i in g.input if i.name not in init_names]

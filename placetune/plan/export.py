@@ -509,7 +509,7 @@ def export_plan(
             "zoo": None if model is None else model.zoo,
             "layers": len(realized_map),
             # layers TensorRT names by a counter of its own (a node sharing its name): never addressed by name
-            **({"renamed_layers": dict(model.renamed)} if model is not None and getattr(model, "renamed", None)
+            **({"renamed_layers": dict(model.renamed)} if model is not None and model.renamed
                else {}),
             # TensorRT plugins (ops ONNX has no schema for): GPU only; a build loads their library
             **({"plugins": {x.name: x.op_type for x in model.layers if x.plugin}}
