@@ -116,7 +116,7 @@ class SimulatedJetson(BackendBase):
         if not isinstance(timeline, bool):  # (a study file's timeline = "no" is a true string)
             raise ConfigError(f"timeline must be true or false, got {str(timeline)[:40]!r}")
         self.timeline = timeline
-        if profile is not None and not hasattr(profile, "layer_factors"):
+        if profile is not None and not isinstance(profile, device_profiles.DeviceProfile):
             if not isinstance(profile, (str, os.PathLike)):  # ([backend_options] profile = 5: a TypeError before)
                 raise ConfigError(f"device_profile must be the path of a device profile (TOML) or a DeviceProfile, "
                                   f"got {type(profile).__name__} {str(profile)[:40]!r}")
