@@ -170,11 +170,7 @@ class SimulatedJetson(BackendBase):
         return fp
 
     def check_base(self, platform: "Platform") -> None:
-        """Refuse a ``platform`` other than the one the device profile was fitted on.
-
-        Raises:
-            ConfigError: the device profile's base is not ``platform`` (the message says which to use).
-        """
+        """ConfigError when the device profile was fitted on another platform than ``platform``."""
         prof = self.base_profile
         if prof is not None and prof.base != platform.name:
             raise ConfigError(f"the device profile's base is {prof.base!r} but the platform measured is "
