@@ -88,7 +88,8 @@ _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, L
 #: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)``; such a line is the failure, whatever came before
 FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
                             r"^(?:Killed|Terminated|Aborted|Segmentation fault|Bus error|Illegal instruction|"
-                            r"Floating point exception)(?: \(core dumped\))?$")
+                            # the Markdown a reporter closed right after it: ``Aborted (core dumped)**``
+                            r"Floating point exception)(?: \(core dumped\))?(?:\*\*|`)?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
 #: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
 #: and an assertion's "... failed. )" are none
