@@ -93,7 +93,9 @@ FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
 #: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine"); "Tests failed:  0"
 #: and an assertion's "... failed. )" are none
-_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$")
+_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$"
+                          # an application reporting the engine it could not make: CUDA-PointPillars' "engine init null!"
+                          r"|\bengine init null\b")
 #: a line of plain text that names an Error, reports a failed assertion or refuses an option (it may continue a
 #: logger's multi-line message: the ONNX parser's ``[8] Assertion failed: ...`` after its ``ERROR:`` line)
 _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )")
@@ -106,7 +108,8 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
                                # logger that prints no severity writes it: "2: [builder.cpp::buildSerializedNetwork::751]
                                # Error Code 2: ..." opens a message of its own. Without the leading code ("[graphShape
                                # Analyzer.cpp::...] Error Code 2: ...") the line may end the ONNX parser's message
-                               r"|^\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: ")
+                               # (an application may tag it with its own name first: "trt_infer: 2: [...] Error Code 2: ...")
+                               r"|^(?:[A-Za-z_][\w.-]*: )?\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: ")
 #: the builder's report of a tactic it skipped (``Skipping tactic 0x... due to exception Assertion ... failed.``): a
 #: verbose message the build goes on after, never an error of its own where no logger marked it an error
 #: (jetson-inference prints every severity behind the same bare ``[TRT]`` tag)
