@@ -133,7 +133,9 @@ def split_prefix(line: str) -> tuple[str | None, str]:
         msg = msg.rstrip()[1:-1]  # Triton from 2.4x quotes glog's message
     sev = (_POLYGRAPHY.get(m.group("sev") or "", m.group("sev")) or m.group("sev2") or _WORDS.get(m.group("word") or "")
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
-           or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or w.group("ul") or (w.group("spd") or "").upper())
+           or w.group("ort") or w.group("ort2")
+           or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or w.group("ul")
+                         or (w.group("spd") or "").upper())
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
     return sev, msg.strip()
 
