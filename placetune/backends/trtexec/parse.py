@@ -235,6 +235,8 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
             if msg in _BLOCK7:
                 block7 = msg
                 continue
+            if block7 is None and _STAT7.match(msg) and "(end to end " in msg:
+                block7 = "Host Latency"  # quoted without its header: only that block gives "(end to end ...)"
             s7 = _STAT7.match(msg) if block7 else None
             if s7 and block7:
                 _read_stat7(out, block7, s7)
