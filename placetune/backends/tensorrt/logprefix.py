@@ -125,6 +125,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     m = _PREFIX.match(rest)
     assert m is not None
     msg = rest[m.end():]
+    if m.group("word") and msg.startswith(m.group("word") + ": "):  # the severity word printed twice: "ERROR: ERROR: "
+        msg = msg[len(m.group("word")) + 2:]
     if m.group("mark") and msg.rstrip().endswith(m.group("mark")):  # the Markdown closed on the same line
         msg = msg.rstrip()[:-len(m.group("mark"))]
     if w.group("ort") or w.group("ort2"):
