@@ -23,7 +23,8 @@ form met in published output and returns the severity it names (None when it nam
   logging format ``WARNING:torch_tensorrt [TensorRT Conversion Context]:`` (dynamo; ``LEVEL:logger:``); an
   application's Python logging with the level right-aligned in brackets: ``2021-12-23 10:38:38 [CRITICAL] ``;
   OpenMMLab's mmengine logger (mmdeploy): ``08/03 15:37:29 - mmengine - WARNING - ``, spdlog's default
-  ``[2024-11-08 08:46:50.861] [error] ``; Ultralytics' ``WARNING ⚠️ ``;
+  ``[2024-11-08 08:46:50.861] [error] ``; Ultralytics' ``WARNING ⚠️ ``; Python's warnings
+  (``script.py:148: DeprecationWarning: ``);
 * Polygraphy's letters: TensorRT's ``[I]``/``[W]``/``[E]``/``[V]``, ``[!]`` for CRITICAL (the message it raises
   on), ``[U]``/``[S]``/``[X]`` for its verbose levels;
 * a shell script's ``#`` before a pasted log line, Markdown's ``> `` before any quoted line.
@@ -67,6 +68,8 @@ _WRAPPER = re.compile(
     r"|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] \[(?P<spd>critical|error|warning|info|debug|trace)\]\s+"
     # Ultralytics' LOGGER.warning: ``WARNING ⚠️ TensorRT requires GPU export, ...``
     r"|(?P<ul>WARNING) \u26a0\ufe0f?\s+"
+    # Python's warnings module: ``onnx_to_tensorrt.py:148: DeprecationWarning: Use set_memory_pool_limit instead.``
+    r"|[\w./\\-]+\.py:\d+: (?P<pywarn>[A-Z]\w*Warning): "
     r")?(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+(?P<trtlog>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE)\]\s*)?")
 #: ONNX Runtime's source location after the message
 _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
@@ -136,6 +139,7 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     sev = (_POLYGRAPHY.get(m.group("sev") or "", m.group("sev")) or m.group("sev2") or _WORDS.get(m.group("word") or "")
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
            or w.group("ort") or w.group("ort2")
+           or (w.group("pywarn") and "W")
            or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or w.group("ul")
                          or (w.group("spd") or "").upper())
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
