@@ -695,3 +695,27 @@ def test_without_trtexec_the_all_gpu_check_says_it_compared_nothing(tmp_path, bo
     dla = {c["name"]: c for c in doc["checks"]}["engine all-DLA0 fp16 (vs trtexec)"]
     assert dla["status"] == "skipped" and dla["detail"].startswith("needs trtexec: none found (looked in: ")
     assert code == EXIT_NOT_ALL_OK
+
+
+def test_a_worker_python_that_cannot_be_started_is_a_failed_check_and_the_report_is_written(tmp_path):
+    """A wrong --worker-python: every check says so and the report is written (the worker exit check raised
+    FileNotFoundError out of the selftest, so no report at all)."""
+    code, doc = run_selftest(tmp_path / "st", worker_python=str(tmp_path / "no-such-python"), quick=True,
+                             device_tree=tmp_path / "no-dt")
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == EXIT_NOT_ALL_OK and list(by) == NAMES
+    assert by["worker exit"]["status"] == "failed" and "cannot be started" in by["worker exit"]["detail"]
+    assert (tmp_path / "st" / "selftest.txt").is_file() and (tmp_path / "st" / "selftest.json").is_file()
+
+
+def test_a_worker_that_hangs_at_exit_fails_the_worker_exit_check(tmp_path, monkeypatch):
+    """A worker that answers and then never exits is the check's failure, named, not a TimeoutExpired
+    traceback that ends the selftest before its report."""
+    import placetune.cli.selftest as selftest
+
+    hangs = tmp_path / "python"
+    hangs.write_text("#!/bin/sh\ncat >/dev/null\nsleep 30\n")
+    hangs.chmod(0o755)
+    monkeypatch.setattr(selftest, "WORKER_EXIT_TIMEOUT_S", 0.5)
+    name, status, detail = selftest._worker_exit(str(hangs), None)
+    assert (name, status) == ("worker exit", "failed") and "did not exit within 0.5 s" in detail

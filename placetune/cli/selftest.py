@@ -86,6 +86,8 @@ __all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint"
 
 #: exit status when a check failed or was skipped (the README's backend code)
 EXIT_NOT_ALL_OK = 8
+#: how long the ``worker exit`` check waits for a fresh worker to answer its probe and exit
+WORKER_EXIT_TIMEOUT_S = 120.0
 MODEL = "model-gn"  # a tiny CNN with non-trivial weights (zoo)
 #: The precision of the pipeline, DLA0 || DLA1 and engine-cache checks, which check the runtime (cuts,
 #: streams, both cores at once, the cache), not INT8: a DLA FP16 build needs no calibration, and TensorRT 11
@@ -516,11 +518,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     rep.guarded("second run hits the engine cache", second_run, no_dla, dla_status)
     if be is not None:
         be.close()
-    p = subprocess.run([python, str(_pool.WORKER_FILE)], input='{"op": "probe"}\n', capture_output=True, text=True,
-                       timeout=120, env={**os.environ, **(worker_env or {})})
-    aborted = "context stack" in p.stderr
-    rep.add("worker exit", "ok" if p.returncode == 0 and not aborted else "failed",
-            f"exit status {p.returncode}" + ("; pycuda aborted: context stack was not empty" if aborted else ""))
+    rep.add(*_worker_exit(python, worker_env))
     rails = _power.discover_rails(power_root)
     rep.add(*_energy_check([r.name for r in rails], energy_seen, tx is not None))
     ok = all(c["status"] in _PASSING for c in rep.checks)
@@ -538,6 +536,25 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     report.write("selftest.json", dumps_json(doc, indent=1))
     report.write("selftest.txt", format_report(doc))
     return (0 if ok else EXIT_NOT_ALL_OK), doc
+
+
+def _worker_exit(python: str, worker_env: dict[str, str] | None) -> tuple[str, str, str]:
+    """The ``worker exit`` check: a fresh worker answers a probe and exits with status 0, its CUDA
+    binding closed (pycuda aborts with "context stack was not empty" otherwise). A worker that cannot
+    be started, or that does not exit within :data:`WORKER_EXIT_TIMEOUT_S` (hung at exit), is a failed
+    check naming why, never a traceback that leaves no report."""
+    try:
+        p = subprocess.run([python, str(_pool.WORKER_FILE)], input='{"op": "probe"}\n', capture_output=True,
+                           text=True, timeout=WORKER_EXIT_TIMEOUT_S, env={**os.environ, **(worker_env or {})})
+    except subprocess.TimeoutExpired:
+        return ("worker exit", "failed", f"the worker did not exit within {WORKER_EXIT_TIMEOUT_S:g} s of its probe "
+                "(it hangs at exit, or its probe never ended): a tune's workers would hang the same way")
+    except OSError as exc:
+        return ("worker exit", "failed", f"the worker Python {python} cannot be started: "
+                f"{exc.strerror or type(exc).__name__}")
+    aborted = "context stack" in p.stderr
+    return ("worker exit", "ok" if p.returncode == 0 and not aborted else "failed",
+            f"exit status {p.returncode}" + ("; pycuda aborted: context stack was not empty" if aborted else ""))
 
 
 def format_report(doc: dict[str, Any]) -> str:
