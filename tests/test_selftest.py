@@ -719,3 +719,35 @@ def test_a_worker_that_hangs_at_exit_fails_the_worker_exit_check(tmp_path, monke
     monkeypatch.setattr(selftest, "WORKER_EXIT_TIMEOUT_S", 0.5)
     name, status, detail = selftest._worker_exit(str(hangs), None)
     assert (name, status) == ("worker exit", "failed") and "did not exit within 0.5 s" in detail
+
+
+def test_a_tensorrt_whose_builder_cannot_be_made_is_said_so_not_read_as_no_dla_cores(tmp_path, monkeypatch, board):
+    """The worker imports TensorRT but trt.Builder fails (the GPU not usable by this user): the tensorrt line names
+    the builder's error; before, it said 'reports None DLA core(s), but a Jetson AGX Orin has 2', a DLA fault."""
+    import placetune.backends.tensorrt.pool as pool
+
+    board()
+
+    class NoBuilderPool:
+        def __init__(self, *a, **k):
+            pass
+
+        def run(self, job, timeout_s):
+            return pool.WorkerReply("result", result={
+                "status": "ok", "python": "3.10.12", "trt_version": "10.3.0",
+                "trt_path": "/usr/lib/python3.10/dist-packages/tensorrt/__init__.py", "num_dla_cores": None,
+                "builder_error": "TypeError: pybind11::init(): factory function returned nullptr",
+                "cuda_binding": None, "cuda_error": "cuda-python: CudaError: cuInit failed: CUDA_ERROR_NO_DEVICE (100)",
+                "cuda_fix": "pip install ..."})
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(pool, "WorkerPool", NoBuilderPool)
+    code, doc = run_selftest(tmp_path / "st", quick=True,
+                             device_tree=_device_tree(tmp_path / "dt", "Jetson AGX Orin", ["nvidia,p3701-0004"]))
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == EXIT_NOT_ALL_OK and by["tensorrt"]["status"] == "failed"
+    assert "no TensorRT builder can be made" in by["tensorrt"]["detail"]
+    assert "factory function returned nullptr" in by["tensorrt"]["detail"]
+    assert "None DLA core" not in by["tensorrt"]["detail"]

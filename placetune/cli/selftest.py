@@ -324,6 +324,11 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     if not version:
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}; fix: "
                 f"{_doctor.FIX_TRT}")
+    elif cores is None:  # tensorrt imports, but no builder could be made: no DLA count to compare with the module's
+        rep.add("tensorrt", "failed", f"TensorRT {version}{where} imports, but no TensorRT builder can be made in the "
+                f"worker ({probe.get('builder_error') or 'no reason given'}), so its DLA cores are unknown: the GPU is "
+                "not usable by this process (see the cuda line; a user outside the video group, a container "
+                "without --runtime nvidia)", trt_version=version, dla_cores=None)
     elif match.emulated_on and expected is not None and int(cores or 0) > expected:
         from placetune.backends.jetson import emulated_dla_cores  # the kit's cores beyond the module's: not used
         rep.add("tensorrt", "ok", f"TensorRT {version}{where}; " + emulated_dla_cores(
