@@ -751,3 +751,21 @@ def test_a_tensorrt_whose_builder_cannot_be_made_is_said_so_not_read_as_no_dla_c
     assert "no TensorRT builder can be made" in by["tensorrt"]["detail"]
     assert "factory function returned nullptr" in by["tensorrt"]["detail"]
     assert "None DLA core" not in by["tensorrt"]["detail"]
+
+
+def test_a_worker_that_dies_during_its_probe_is_said_so_not_sent_to_install_a_binding(tmp_path):
+    """A worker killed by a signal during the probe (a segmentation fault importing tensorrt or initialising CUDA):
+    the cuda and tensorrt lines name the signal and its last stderr line; before, the cuda line read 'the worker did
+    not answer (crashed); fix: ' and the tensorrt line 'cannot import tensorrt: None; fix: ... --system-site-packages',
+    advice for a TensorRT or binding that nothing said was missing."""
+    segv = tmp_path / "python3"
+    segv.write_text("#!/bin/sh\necho 'Fatal Python error: Segmentation fault' >&2\nkill -SEGV $$\n")
+    segv.chmod(0o755)
+    code, doc = run_selftest(tmp_path / "st", worker_python=str(segv), quick=True, device_tree=tmp_path / "no-dt")
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == EXIT_NOT_ALL_OK and by["cuda"]["status"] == by["tensorrt"]["status"] == "failed"
+    for name in ("cuda", "tensorrt"):
+        assert "died during its probe (SIGSEGV)" in by[name]["detail"], by[name]["detail"]
+        assert "Fatal Python error: Segmentation fault" in by[name]["detail"]
+        assert "fix:" not in by[name]["detail"] and "--system-site-packages" not in by[name]["detail"]
+    assert by["tensorrt"]["detail"].startswith("not known: ")

@@ -287,10 +287,13 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     finally:
         pool.close()
     probe = reply.result if reply.kind == "result" else {}
+    died = None if reply.kind == "result" else _probe_died(reply, python)
     if probe.get("cuda_binding"):
         rep.add("cuda", "ok", f"{probe['cuda_binding']} {probe.get('cuda_version')} on {probe.get('cuda_device')}")
+    elif died:  # no answer: nothing says a binding is missing, so no install advice
+        rep.add("cuda", "failed", died)
     else:
-        why = probe.get("cuda_error") or f"the worker did not answer ({reply.kind})"
+        why = probe.get("cuda_error") or "the worker's probe gave no CUDA binding and no error"
         rep.add("cuda", "failed", why if "fix:" in why else f"{why}; fix: {probe.get('cuda_fix') or ''}")
     version, cores = probe.get("trt_version"), probe.get("num_dla_cores")
     # 2. the module, and the profile the checks use
@@ -321,7 +324,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     expected = module.dla_cores if module is not None else (named.dla_count if named else None)
     title = module.title if module is not None else (f"{named.name} (--platform)" if named else "")
     where = f" from {probe['trt_path']}" if probe.get("trt_path") else ""
-    if not version:
+    if not version and died:
+        rep.add("tensorrt", "failed", f"not known: {died}")
+    elif not version:
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}; fix: "
                 f"{_doctor.FIX_TRT}")
     elif cores is None:  # tensorrt imports, but no builder could be made: no DLA count to compare with the module's
@@ -541,6 +546,22 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     report.write("selftest.json", dumps_json(doc, indent=1))
     report.write("selftest.txt", format_report(doc))
     return (0 if ok else EXIT_NOT_ALL_OK), doc
+
+
+def _probe_died(reply, python: str) -> str:
+    """The line of a probe the worker never answered: it crashed (with its signal, e.g. a segmentation
+    fault while importing tensorrt or initialising CUDA), timed out or could not be started, with the last
+    line it wrote to stderr. Not the advice to install a binding or TensorRT: nothing says one is missing."""
+    if reply.kind == "timeout":
+        how = "did not answer its probe within 120 s (killed)"
+    elif reply.kind == "crashed" and (reply.signal or reply.returncode is not None):
+        how = f"died during its probe ({reply.signal or f'exit status {reply.returncode}'})"
+    else:
+        how = f"could not run its probe ({reply.kind})"
+    tail = [line.strip() for line in (reply.stderr_tail or "").splitlines() if line.strip()]
+    return (f"the worker ({python}) {how}; the probe imports tensorrt, makes a TensorRT builder and initialises the "
+            f"CUDA binding" + (f"; its last words: {tail[-1][:300]}" if tail else "; it wrote nothing to stderr")
+            + "; run `placetune doctor` with the same Python to see which step fails")
 
 
 def _worker_exit(python: str, worker_env: dict[str, str] | None) -> tuple[str, str, str]:
