@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import platform as _platform
-import re
 import subprocess
 import sys
 import time
@@ -48,8 +47,8 @@ from placetune._lazy import lazy_import
 from placetune.files.folder import OutputFolder
 from placetune.cli.selftest_checks import (LATENCY_ALLOWANCE_MS, LATENCY_TOLERANCE, NA as _NA, PASSING as _PASSING,
                                            SETUP as _SETUP, UNAVAILABLE as _UNAVAILABLE, clocks_check as _clocks_check,
-                                           compare_loadables, compare_timing, energy_check as _energy_check, gate_kind,
-                                           within_tolerance, WRONG_DATA_REL_L2)
+                                           compare_loadables, compare_timing, dla_count_hint, energy_check as _energy_check,
+                                           gate_kind, pip_wheel_hint, probe_died, within_tolerance, WRONG_DATA_REL_L2)
 
 if TYPE_CHECKING:
     import placetune.backends.tensorrt.backend as _backend
@@ -95,52 +94,6 @@ MODEL = "model-gn"  # a tiny CNN with non-trivial weights (zoo)
 RUNTIME_PRECISION = "fp16"
 #: the profile the checks use on a module placetune has no profile for, by TensorRT's DLA core count
 STAND_IN_PLATFORMS = {0: "orin-nano", 1: "orin-nx-8gb", 2: "orin-agx"}
-
-
-def dla_count_hint(version: str, module_title: str) -> str:
-    """Why TensorRT ``version`` may report fewer DLA cores than the module has ("" when no reason is
-    known): 10.8 and later 10.x have no DLA (10.7 was the last), 11.0-11.3 none, 11.4.1 on Jetson
-    AGX Orin only with JetPack 7.2.2+ (TensorRT 11.4.1 release notes).
-
-    Example:
-        >>> dla_count_hint("10.16.2", "Jetson AGX Orin 64GB")
-        ' (TensorRT 10.8 and later 10.x have no DLA: 10.7 was the last; JetPack 6.1/6.2 ship 10.3)'
-    """
-    nums = [int(x) for x in re.findall(r"\d+", version or "")[:2]] + [0, 0]
-    major, minor = nums[0], nums[1]
-    if major == 10 and minor > 7:
-        return " (TensorRT 10.8 and later 10.x have no DLA: 10.7 was the last; JetPack 6.1/6.2 ship 10.3)"
-    if major == 11 and minor < 4:
-        return " (TensorRT 11.0-11.3 support no DLA; 11.4.1 brings it back on AGX Orin with JetPack 7.2.2)"
-    if major >= 11 and "AGX Orin" not in module_title:
-        return (f" (TensorRT 11.4.1 supports DLA on Jetson AGX Orin only, with JetPack 7.2.2 or later; "
-                f"not on a {module_title})")
-    if major >= 11:
-        return (" (TensorRT 11.4.1 has the DLA on AGX Orin with JetPack 7.2.2 or later only: its release notes say "
-                "the SBSA build does not provide DLA outside NVIDIA JetPack; check `dpkg-query -W nvidia-jetpack`)")
-    return ""
-
-
-def pip_wheel_hint(trt_path: str | None, version: str | None = None) -> str:
-    """Why the worker's TensorRT may not be JetPack's ("" when it looks like JetPack's): JetPack installs
-    TensorRT's bindings with apt (python3-libnvinfer) into ``/usr/lib/python3*/dist-packages``; a
-    ``tensorrt`` in a ``site-packages`` folder was installed by pip, and shadows JetPack's in a venv.
-    Not for TensorRT 11.4.1 and later: its release notes tell JetPack 7.2.2 users to install the Linux
-    SBSA build, wheel included, "rather than a JetPack-specific one".
-
-    Example:
-        >>> pip_wheel_hint("/usr/lib/python3.10/dist-packages/tensorrt/__init__.py")
-        ''
-        >>> pip_wheel_hint("/home/u/venv/lib/python3.10/site-packages/tensorrt/__init__.py")[:40]
-        ' (this tensorrt was installed by pip in '
-    """
-    path = str(trt_path or "")
-    nums = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
-    if "site-packages" not in path or nums >= (11, 4, 1):
-        return ""
-    return (f" (this tensorrt was installed by pip in {path.split('site-packages')[0]}site-packages, not JetPack's "
-            "python3-libnvinfer in /usr/lib/python3*/dist-packages: `pip uninstall tensorrt` in that environment "
-            "so that JetPack's TensorRT is used)")
 
 
 def _scrub(text: str) -> str:
@@ -287,7 +240,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     finally:
         pool.close()
     probe = reply.result if reply.kind == "result" else {}
-    died = None if reply.kind == "result" else _probe_died(reply, python)
+    died = None if reply.kind == "result" else probe_died(reply, python)
     if probe.get("cuda_binding"):
         rep.add("cuda", "ok", f"{probe['cuda_binding']} {probe.get('cuda_version')} on {probe.get('cuda_device')}")
     elif died:  # no answer: nothing says a binding is missing, so no install advice
@@ -546,22 +499,6 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     report.write("selftest.json", dumps_json(doc, indent=1))
     report.write("selftest.txt", format_report(doc))
     return (0 if ok else EXIT_NOT_ALL_OK), doc
-
-
-def _probe_died(reply, python: str) -> str:
-    """The line of a probe the worker never answered: it crashed (with its signal, e.g. a segmentation
-    fault while importing tensorrt or initialising CUDA), timed out or could not be started, with the last
-    line it wrote to stderr. Not the advice to install a binding or TensorRT: nothing says one is missing."""
-    if reply.kind == "timeout":
-        how = "did not answer its probe within 120 s (killed)"
-    elif reply.kind == "crashed" and (reply.signal or reply.returncode is not None):
-        how = f"died during its probe ({reply.signal or f'exit status {reply.returncode}'})"
-    else:
-        how = f"could not run its probe ({reply.kind})"
-    tail = [line.strip() for line in (reply.stderr_tail or "").splitlines() if line.strip()]
-    return (f"the worker ({python}) {how}; the probe imports tensorrt, makes a TensorRT builder and initialises the "
-            f"CUDA binding" + (f"; its last words: {tail[-1][:300]}" if tail else "; it wrote nothing to stderr")
-            + "; run `placetune doctor` with the same Python to see which step fails")
 
 
 def _worker_exit(python: str, worker_env: dict[str, str] | None) -> tuple[str, str, str]:
