@@ -901,3 +901,37 @@ def test_timing_and_engine_caches_are_kept_apart_by_power_mode_and_clock_lock(tm
     locked, other = caches("MAXN", {"gpu:17000000.gpu": 1300500000}), caches("MAXN", {"gpu:17000000.gpu": 816000000})
     assert len({maxn[0], locked[0], other[0]}) == 3 and len({maxn[1], locked[1], other[1]}) == 3
     be.close()
+
+
+@pytest.mark.parametrize("integrated", ["1", "0"])
+def test_replicas_bind_managed_memory_on_an_integrated_gpu_as_trtexecs_replicas(seed_block, tmp_path, integrated):
+    """Replicas are timed as trtexec's (timing_method.REPLICAS_TIMED: no host<->device copies), and
+    trtexec without copies binds every tensor in managed memory on an integrated GPU
+    (samples/common/sampleInference.cpp release/10.3:262-264 ``useManagedMemory{(inference.skipTransfers
+    && isIntegrated) || inference.useManaged}``), device memory on a discrete one; the replicas bound
+    device memory everywhere while engine mode binds as trtexec does. Each measurement says which."""
+    be = _backend(tmp_path / "cache", faults={"INTEGRATED": integrated})
+    ev = _ev(seed_block, be, tmp_path, mode="replicas", replicas={"GPU": 1, "DLA0": 1})
+    try:
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["io_memory"] == ("managed" if integrated == "1" else "device")
+
+
+def test_pipeline_says_its_tensors_are_device_memory(seed_block, tmp_path):
+    """The pipeline binds its cut tensors and inputs in device memory (cuMemAlloc), as an application
+    chaining the engines does (placetune.runtime; cuDLA-samples' hybrid mode registers cudaMalloc
+    buffers with the DLA), not trtexec's managed memory: the measurement says so, as engine mode
+    records its own."""
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["io_memory"] == "device"

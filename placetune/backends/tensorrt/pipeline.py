@@ -431,6 +431,8 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     extra["warmup_frames"] = res.get("warmup_frames")
     if res.get("nvtx_verbosity"):  # the NVTX markers every segment's context was timed with (trtexec's)
         extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
+    if res.get("io_memory"):  # device memory for every tensor the engines read and write
+        extra["io_memory"] = str(res["io_memory"])
     extra["timed"] = TIMED
     return Measurement(status="ok", latency_samples_ms=samples, throughput_fps=fps, segment_times_ms=seg_times,
                        layer_times_ms=layer_times, timeline=events[:_MAX_EVENTS], **common)
@@ -574,6 +576,8 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
     extra.update(replicas=per_instance, window_ms=res.get("window_ms"), period_ms=slowest_period)
     if res.get("nvtx_verbosity"):  # the NVTX markers every instance's context was timed with (trtexec's)
         extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
+    if res.get("io_memory"):  # managed on an integrated GPU, as trtexec's bindings without copies
+        extra["io_memory"] = str(res["io_memory"])
     events = []
     for i, it, start, end in res.get("timeline") or []:
         dev = specs[int(i)]["device"]
