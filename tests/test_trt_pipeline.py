@@ -935,3 +935,43 @@ def test_pipeline_says_its_tensors_are_device_memory(seed_block, tmp_path):
         be.close()
     assert m.status == "ok", m.reason
     assert m.extra["io_memory"] == "device"
+
+
+def test_a_gpu_reformat_at_a_cut_given_the_dlas_native_format_is_recorded_not_silent(seed_block, tmp_path, caplog):
+    """The cut formats exist so that no GPU reformat runs in a DLA engine at a cut; TensorRT promises
+    the native treatment of a kCHW16/kCHW32 I/O tensor only without kGPU_FALLBACK (NvInfer.h
+    release/10.3:413-416), which every pipeline build sets. A DLA engine that still reformats a cut
+    tensor on the GPU (its layer information names the tensor among a Reformat layer's inputs or
+    outputs, as real exports do: tests/data/trt_corpus/trex-a100-resnet18-fp16-layerinfo) is timed
+    with that reformat: the measurement says which cut, in which engine, and how long it took."""
+    import logging
+
+    be = _backend(tmp_path / "cache", faults={"REFORMAT_NATIVE_IO": "1"})
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        with caplog.at_level(logging.WARNING):
+            m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    found = m.extra["cut_reformats"]
+    # the DLA engines read the network input (FP32 linear, no cut: its reformat is expected) and write a cut each
+    assert {(r["engine"], r["tensor"]) for r in found} == {("seg1", "/conv3/Conv_output_0"),
+                                                           ("seg2", "/conv4/Conv_output_0")}
+    assert all(r["layer"].startswith("Reformatting CopyNode") and r["ms"] > 0 for r in found)
+    assert any("reformat" in n and "/conv3/Conv_output_0" in n for n in m.extra["notes"])
+    assert any("CUT REFORMAT" in r.getMessage() for r in caplog.records)
+
+
+def test_no_cut_reformat_is_recorded_where_the_dla_engines_take_their_native_formats(seed_block, tmp_path):
+    """The network input's GPU reformat in each DLA engine (FP32 linear, no cut) is not a cut's."""
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["cut_formats"] and "cut_reformats" not in m.extra

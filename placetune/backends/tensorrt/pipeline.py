@@ -48,6 +48,8 @@ from placetune.backends.tensorrt.jobs import (
     JobContext,
     cache_counts,
     cache_set_aside,
+    cut_reformat_note,
+    cut_reformats,
     engine_log,
     logs_into,
     mark_unknown,
@@ -306,6 +308,9 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         row["io_formats"] = info.get("io_formats") or {}
         if info.get("int8_io_ranges"):  # INT8 cut tensors' ranges from the calibration cache (trtexec's rule)
             row["int8_io_ranges"] = info["int8_io_ranges"]
+    if found := cut_reformats(rows, infos, formats or {}, res.get("layer_profiles") or []):
+        extra["cut_reformats"] = found  # a DLA engine that still reformats a native-format cut on the GPU
+        notes.append(cut_reformat_note(found))
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     if guessed:  # as engine mode's mark_known: the layers whose realised device is the request
         extra["placement_from_request"] = guessed[:50]
