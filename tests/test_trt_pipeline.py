@@ -975,3 +975,23 @@ def test_no_cut_reformat_is_recorded_where_the_dla_engines_take_their_native_for
         be.close()
     assert m.status == "ok", m.reason
     assert m.extra["cut_formats"] and "cut_reformats" not in m.extra
+
+
+def test_a_segment_that_fails_with_and_without_cut_formats_is_not_blamed_on_the_formats(seed_block, tmp_path):
+    """A DLA segment given cut formats that fails to build is built once more with TensorRT's default
+    I/O; when it fails the same way again the formats were not the cause: the failure does not say
+    that the native formats did not build or that the pipeline was built with FP32 linear I/O (it was
+    not built at all), it says the build was tried both ways."""
+    be = _backend(tmp_path / "cache", faults={"BUILD_NONE_ON": "/conv4/Conv"})
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "build_failed" and "segment 2 (DLA1: /conv4/Conv)" in m.reason
+    assert "cut_formats_failed" not in m.extra
+    notes = " ".join(m.extra.get("notes") or [])
+    assert "did not build, so the pipeline was built" not in notes
+    assert "with TensorRT's default I/O too" in notes and "the formats are not the cause" in notes
+    assert "with TensorRT's default I/O too" in m.reason

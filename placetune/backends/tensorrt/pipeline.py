@@ -61,7 +61,6 @@ from placetune.backends.tensorrt.pool import WorkerReply
 from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
 from placetune.backends.jetson import realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
-
 from placetune.settings import resolve_replicas
 
 if TYPE_CHECKING:
@@ -300,10 +299,14 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     # the cut tensors' I/O type and format; the engines say what they got
     extra["cut_formats"] = {t: {"dtype": f.dtype, "format": f.format, "shape": list(f.shape), "producer": f.producer,
                                 "consumers": list(f.consumers)} for t, f in (formats or {}).items()}
-    if formats_failed:
+    again = (" with its cut formats and with TensorRT's default I/O too" if formats_failed and res.get("status") ==
+             "build_failed" else "")  # built again without the formats, it failed again: not the formats' doing
+    if formats_failed and not again:
         extra["cut_formats_failed"] = formats_failed
         notes.append("the cut tensors in the DLA's native formats did not build, so the pipeline was built with "
                      f"TensorRT's default FP32 linear I/O (GPU reformats at every cut): {formats_failed}")
+    elif again:
+        notes.append(f"the build failed{again} (first: {formats_failed}): the formats are not the cause")
     for row, info in zip(rows, infos):
         row["io_formats"] = info.get("io_formats") or {}
         if info.get("int8_io_ranges"):  # INT8 cut tensors' ranges from the calibration cache (trtexec's rule)
@@ -377,7 +380,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         if info.get("parser_errors"):
             extra["parser_errors"] = info["parser_errors"]
         common["realized"] = None
-        return Measurement.failure("build_failed", f"TensorRT build of {what} failed: {detail}", **common)
+        return Measurement.failure("build_failed", f"TensorRT build of {what} failed{again}: {detail}", **common)
     if status == "infeasible":  # the built engines exceed a DLA core's 16 loadables (never loaded)
         return Measurement.failure("infeasible", str(res.get("error")), **common)
     if status != "ok":
