@@ -346,7 +346,8 @@ def cut_reformat_note(found: Sequence[Mapping[str, Any]]) -> str:
     ms = [float(r["ms"]) for r in found if r.get("ms") is not None]
     cuts = "; ".join(f"{r['engine']}: {r['tensor']} ({r['layer']})" for r in found[:6])
     note = (f"TensorRT still runs {len(found)} GPU reformat(s) in the DLA engines at cut tensors given the DLA's native "
-            f"format (it promises the native treatment only without GPU fallback): {cuts}"
+            f"format (for a layer there that fell back to the GPU, or because it promises the native layout only "
+            f"without GPU fallback): {cuts}"
             + (f"; {sum(ms):.4g} ms per frame in the layer profile" if ms else "") + "; they are in the figures")
     (log.debug if _CUT_REFORMAT_SAID else log.warning)("CUT REFORMAT: %s (extra cut_reformats)", note)
     _CUT_REFORMAT_SAID.append(True)
