@@ -995,3 +995,25 @@ def test_a_segment_that_fails_with_and_without_cut_formats_is_not_blamed_on_the_
     assert "did not build, so the pipeline was built" not in notes
     assert "with TensorRT's default I/O too" in notes and "the formats are not the cause" in notes
     assert "with TensorRT's default I/O too" in m.reason
+
+
+def test_a_dla_segment_that_ran_wholly_on_the_gpu_is_drawn_and_counted_on_the_gpu(seed_block, tmp_path):
+    """TensorRT put every layer of segment 1 (asked on DLA0) on the GPU (GPU fallback): the realised
+    placement says so, and the timeline, the segment times and the busy time per device say it too,
+    instead of showing DLA0 busy with work the GPU did; the engine row keeps what was asked."""
+    be = _backend(tmp_path / "cache", faults={"DLA_UNSUPPORTED_ON": "/conv3/Conv"})
+    ev = _ev(seed_block, be, tmp_path, frames_in_flight=2)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.realized["/conv3/Conv"] == "GPU" and m.realized["/conv4/Conv"] == "DLA1"
+    row = m.extra["engines"][1]
+    assert row["device"] == "DLA0" and row["ran_on"] == "GPU"
+    assert m.extra["engines"][2]["ran_on"] == "DLA1"
+    assert {e["device"] for e in m.timeline if e["name"] == "seg1"} == {"GPU"}
+    assert m.segment_times_ms[1]["device"] == "GPU" and m.segment_times_ms[1]["asked"] == "DLA0"
+    assert "DLA0" not in m.extra["busy_ms"]
+    assert any("seg1" in n and "ran on the GPU" in n for n in m.extra["notes"])

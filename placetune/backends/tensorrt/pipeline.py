@@ -53,6 +53,7 @@ from placetune.backends.tensorrt.jobs import (
     engine_log,
     logs_into,
     mark_unknown,
+    ran_on,
     read_realised,
     reply_failure,
     runtime_messages,
@@ -196,6 +197,7 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
                                   version, common, [], shapes)
         cached_before.append(hit)
     k = settings.frames_in_flight
+    opset = next((int(o.version) for o in source.opset_import if o.domain in ("", "ai.onnx")), None)
     job = {
         "op": "pipeline", "engines": specs, "reference": ref_spec, "common": common,
         "network_inputs": {n: list(v) for n, v in model.input_shapes.items()},
@@ -203,8 +205,7 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
         "frames_in_flight": k, "iterations": ctx.iterations or settings.iterations, "warmup_ms": ctx.warmup_ms,
         "profile_iterations": ctx.profile_iterations, "timeline_frames": max(ctx.timeline_frames, 2 * k + 2),
         "gate": {"tolerance": ctx.gate_tolerance[settings.precision], "enforce": True, "reference": reference,
-                 "nms": nms_outputs(source.graph, _opset(source)),
-                 "nms_elementwise": nms_elementwise(source.graph, _opset(source))},
+                 "nms": nms_outputs(source.graph, opset), "nms_elementwise": nms_elementwise(source.graph, opset)},
         "seed": settings.seed, "input_data": ctx.input_data,
     }
     builds = sum(1 for h in cached_before if not h)
@@ -212,11 +213,6 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
 
 
 _GATE_SAID: list[bool] = []  # a gate that checked nothing was said in this process
-
-
-def _opset(source: "onnx.ModelProto") -> int | None:
-    """The model's default-domain opset (None when it names none)."""
-    return next((int(o.version) for o in source.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
 def gate_unverified(gate: dict[str, Any]) -> str | None:
@@ -284,7 +280,8 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
             loadables[c.device] = loadables.get(c.device, 0) + n_load
         if not info.get("cached"):
             build_s += float(info.get("build_seconds") or 0.0)
-        rows.append({"index": c.index, "device": c.device, "layers": len(c.layers), "first": c.layers[0],
+        ran = ran_on(label, c.layers, c.device, realized, unknown, notes)  # GPU: every layer fell back
+        rows.append({"index": c.index, "device": c.device, "ran_on": ran, "layers": len(c.layers), "first": c.layers[0],
                      "last": c.layers[-1], "inputs": list(c.inputs), "outputs": list(c.outputs),
                      "predecessors": list(c.predecessors), "cached": bool(info.get("cached")),
                      "build_seconds": info.get("build_seconds"), "engine_bytes": info.get("engine_bytes"),
@@ -399,9 +396,10 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     alone = res.get("alone_ms") or []
     schedule = res.get("schedule") or []
     seg_times = []
+    ran = [row["ran_on"] for row in rows]  # each engine's device as it ran (GPU for a DLA one that fell back)
     for i, c in enumerate(cuts):
         start, end = (schedule[i] if i < len(schedule) else (None, None))
-        seg_times.append({"index": c.index, "device": c.device, "layers": len(c.layers),
+        seg_times.append({"index": c.index, "device": ran[i], "asked": c.device, "layers": len(c.layers),
                           "time_ms": (end - start) if start is not None else None, "start_ms": start, "end_ms": end,
                           "predecessors": list(c.predecessors),
                           "alone_ms": alone[i] if i < len(alone) else None})
@@ -409,12 +407,12 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     frames: dict[int, list[float]] = {}
     busy: dict[str, float] = {}
     for i, f, start, end in res.get("timeline") or []:
-        c = cuts[int(i)]
-        events.append({"device": c.device, "name": f"seg{c.index}", "start_ms": float(start), "end_ms": float(end),
+        c, dev = cuts[int(i)], ran[int(i)]
+        events.append({"device": dev, "name": f"seg{c.index}", "start_ms": float(start), "end_ms": float(end),
                        "frame": int(f)})
         window = frames.setdefault(int(f), [float(start), float(end)])
         window[0], window[1] = min(window[0], float(start)), max(window[1], float(end))
-        busy[c.device] = busy.get(c.device, 0.0) + float(end) - float(start)
+        busy[dev] = busy.get(dev, 0.0) + float(end) - float(start)
     events.sort(key=lambda e: (e["start_ms"], e["device"]))
     if frames:
         extra["busy_ms"] = {d: v / len(frames) for d, v in busy.items()}
