@@ -41,13 +41,11 @@ Each build of a network picks TensorRT tactics anew (~1-3 % apart on a Jetson; t
 Jetson draws a factor per build with ``noise`` > 0), so the best of many single builds tends to
 be a lucky one. With a budget of at least :data:`REMEASURE_MIN_BUDGET` evaluations the agent
 builds a close contender of the best again every other round and keeps the last ``remeasure``
-(default 3) evaluations back: when the search is done it spends them on its top ``remeasure``
-measured candidates (distinct realisations) by racing: one build at a time to the contested pair,
-the leader and the candidate the noise cannot yet tell from it, each read from its builds after
-its first (:mod:`search.rebuilds`, :meth:`search.base.SearchRun.remeasure`; the store then holds
-each one's median over its builds, :meth:`placetune.tuning.evaluator.Evaluator.remeasure`), and
-picks the best reading; builds no race needs are left unspent. The result's best and notes say so
-("re-measured the top 3 by racing ..."). It re-measures
+(default 3) evaluations back: when the search is done it builds its top ``remeasure`` measured
+candidates (distinct realisations) once more each (:mod:`search.rebuilds`,
+:meth:`search.base.SearchRun.remeasure`; the store then holds each one's median over its builds,
+:meth:`placetune.tuning.evaluator.Evaluator.remeasure`) and re-ranks them by these combined
+figures; the result's best and notes say so ("re-measured the top 3: ..."). It re-measures
 nothing with a smaller or no evaluation budget, with ``remeasure=0``, or on a simulated backend
 without noise (a rebuild gives the same figures). When the best was not re-measured and looks
 far better than its prediction (possibly a lucky one) the notes say so.
@@ -131,9 +129,10 @@ class GuidedAgent(Agent):
         kappa: weight of the spread in the optimistic score.
         max_stages: the most stages of an inner-search placement (default 6 in pipeline mode,
             10 otherwise).
-        remeasure: with an evaluation budget of at least :data:`REMEASURE_MIN_BUDGET`, hold
-            this many builds back for the end of the run and race the top this many measured
-            candidates on them (0: never; see the module docstring).
+        remeasure: with an evaluation budget of at least :data:`REMEASURE_MIN_BUDGET`, build
+            the top this many measured candidates once more each at the end of the run, out of
+            the budget, and rank them by the median over their builds (0: never; see the module
+            docstring).
 
     Example:
         >>> from placetune.evaluator import Evaluator

@@ -6,13 +6,8 @@ single builds tends to be a lucky one. The guided agent builds plans again in tw
 * during the run, every other round, when the best measured plan and a runner-up are closer than
   the noise can tell apart (``2 sd x sqrt(1/n_a + 1/n_b)`` over their builds), the one of the two
   with fewer builds gets one more (:meth:`Rebuilds.contest`), at most :data:`MAX_BUILDS` builds;
-* at the end, on its top candidates, the builds held back for the end, one at a time by racing
-  (:meth:`Rebuilds.remeasure_top`, :func:`race`): each candidate is read from its builds after
-  its first (none of them chosen for its value), a challenger whose reading the noise cannot tell
-  from the leader's stays in the race, the others are eliminated, and each build goes to the
-  contested pair (the leader and the challenger closest to it), to the one of the two read from
-  fewer builds; the pick is the best reading (drift-corrected where a drift is found,
-  :mod:`search.drift`).
+* at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`), ranked on the
+  same number of builds each, drift-corrected (:mod:`search.drift`).
 
 The noise is estimated from the builds of re-measured plans, shrunk towards :data:`NOISE_PRIOR`.
 The store then holds each plan's median over its builds
@@ -31,9 +26,8 @@ import numpy as np
 from placetune.measurement import Measurement
 
 from .base import BudgetExhausted
-from .later import Z
 
-__all__ = ["Rebuilds", "NOISE_PRIOR", "MAX_BUILDS", "reading", "race"]
+__all__ = ["Rebuilds", "NOISE_PRIOR", "MAX_BUILDS"]
 
 log = logging.getLogger(__name__)
 
@@ -42,38 +36,6 @@ NOISE_PRIOR = 0.02
 #: builds of one placement after which it is not built again during the run
 MAX_BUILDS = 4
 _BUILD_FIELD = {"throughput": "throughput_fps", "latency": "median_ms", "energy": "energy_mj"}
-
-
-def reading(values: Sequence[float]) -> tuple[float, int]:
-    """A candidate's reading from its builds' values (log, oriented: higher is better): the mean over
-    its builds after its first, and how many that is. The first build is the one that made it a
-    candidate (lucky more often than not); with no other build, the first is all there is: (its
-    value, 0), an unread candidate."""
-    if len(values) >= 2:
-        return float(np.mean(values[1:])), len(values) - 1
-    return float(values[0]), 0
-
-
-def race(readings: Sequence[tuple[float, int]], sd: float, z: float = Z) -> tuple[int, list[int], int | None]:
-    """One step of the end's race over ``readings`` (:func:`reading`, higher is better): the leader
-    (the best reading), the challengers still contested (their reading within ``z x sd x
-    sqrt(1/m_leader + 1/m_challenger)`` of the leader's, ``m`` at least 1) and the candidate to build
-    next: of the contested pair, the leader and the challenger whose readings overlap most (the
-    smallest gap over that width), the one read from fewer builds (an unread one first; a tie: the
-    challenger). None: no challenger is contested, the leader is the pick."""
-    leader = max(range(len(readings)), key=lambda i: readings[i][0])
-    yl, ml = readings[leader]
-    overlap: list[tuple[float, int]] = []
-    for i, (y, m) in enumerate(readings):
-        if i == leader:
-            continue
-        width = z * sd * math.sqrt(1 / max(ml, 1) + 1 / max(m, 1))
-        if width > 0 and yl - y < width:
-            overlap.append(((yl - y) / width, i))
-    if not overlap:
-        return leader, [], None
-    c = min(overlap)[1]
-    return leader, sorted(i for _, i in overlap), leader if ml < readings[c][1] else c
 
 
 class Rebuilds:
@@ -89,8 +51,6 @@ class Rebuilds:
     correct_measured: Callable[[], None]
     rank_equal: Callable[[list[tuple[int, ...]]], tuple[int, ...] | None]
     crown: Callable[[Sequence[int]], None]
-    beta: float  # the drift found (search.drift): 0 when none
-    rank_note: str | None
 
     def rebuild(self, key: Sequence[int]) -> Measurement:
         """Build a measured assignment once more; every assignment of its realisation, and the fit,
@@ -167,9 +127,6 @@ class Rebuilds:
         todo = [key for key in top if not once or len(self.builds(key)) < 2]
         if not todo:
             return
-        if not once and len(top) >= 2 and all(self.builds(key) for key in top):
-            self.race_top(top, n)
-            return
         crowned = run.best_assignment
         shown = []
         for key in todo:
@@ -200,60 +157,6 @@ class Rebuilds:
             f"{len(shown)} of the top {len(top)} (built once; an earlier run re-measured the others)"
         run.notes.append(f"re-measured {which} ({obj.names[0]}{unit}, as measured -> median over "
                          "builds): " + ", ".join(shown) + moved)
-        log.info("guided: %s", run.notes[-1])
-
-
-    def race_top(self, top: list[tuple[int, ...]], n: int) -> None:
-        """Spend the end's ``n`` builds on ``top`` (the best measured candidates, distinct
-        realisations, each with a build) one at a time by :func:`race`, eliminate the challengers the
-        noise tells from the leader, crown the leader of the readings (or, where the drift test finds
-        a drift, the best of those left by :meth:`rank_equal`), and say so in the notes."""
-        run, obj = self.run, self.run.objective
-        sign = 1.0 if obj.direction == "maximize" else -1.0
-
-        def readings(keys: list[tuple[int, ...]]) -> list[tuple[float, int]]:
-            return [reading([sign * math.log(v) for v in self.builds(k)]) for k in keys]
-
-        crowned = run.best_assignment
-        alive, shown, out = list(top), [], []
-        while len(shown) < n:
-            leader, contested, nxt = race(readings(alive), self.noise())
-            keep = {leader, *contested}
-            out += [k for i, k in enumerate(alive) if i not in keep]
-            key = None if nxt is None else alive[nxt]
-            alive = [k for i, k in enumerate(alive) if i in keep]
-            if key is None:
-                break
-            before = obj.value(run.known(key))
-            try:
-                m = self.rebuild(key)
-            except BudgetExhausted:
-                run.notes.append(f"raced the top {len(top)} on {len(shown)} of the end's {n} builds: the time budget ran out")
-                break
-            shown.append(f"#{top.index(key) + 1} {_fmt(before)} -> {_fmt(obj.value(m))} "
-                         f"({len(m.extra.get('builds') or ())} builds)")
-        self.correct_measured()
-        final = readings(alive)
-        order = sorted(range(len(alive)), key=lambda i: -final[i][0])
-        if self.beta:  # a drift: those left ranked on equal numbers of builds, drift-corrected (search.drift)
-            winner = self.rank_equal(alive)
-        else:
-            winner = alive[order[0]]
-            self.rank_note = "raced on the end's builds, each read from its builds after its first: " + (
-                "#1 alone was left" if len(alive) < 2 else
-                f"#1 ({final[order[0]][1]} builds read) leads #2 ({final[order[1]][1]}) by "
-                f"{100 * (final[order[0]][0] - final[order[1]][0]):.1f}%")
-        if winner is not None and list(winner) != run.best_assignment:
-            self.crown(winner)
-        unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
-        now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
-        moved = "" if run.best_assignment == crowned or now is None else \
-            f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
-        gone = f"; out of the race (behind beyond the noise): {', '.join(f'#{top.index(k) + 1}' for k in out)}" if out else ""
-        run.notes.append(f"re-measured the top {len(top)} by racing on the end's {n} builds, {len(shown)} spent "
-                         f"({obj.names[0]}{unit}, as measured -> median over builds; each read from its builds after "
-                         "its first, a build to the contested pair's one read from fewer): "
-                         + (", ".join(shown) or "none contested") + gone + moved)
         log.info("guided: %s", run.notes[-1])
 
 

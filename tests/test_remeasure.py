@@ -182,19 +182,30 @@ def _guided(budget, model="seed-block", **kw):
     return ev, r
 
 
-def test_guided_holds_its_last_evaluations_back_and_spends_them_only_where_the_top_is_contested():
-    """seed-block at the default noise: the end's three builds are held back from the search; the
-    best, read from its builds after its first, leads the other two by more than the noise's reach,
-    so the race eliminates them, builds nothing, and leaves the three evaluations unspent."""
+def test_guided_spends_its_last_evaluations_re_measuring_its_top_candidates():
     ev, r = _guided(20)
-    # one build before the end was the drift's reference (the best measured after ten builds, built again)
-    assert r.evaluations == 17 and r.extra["remeasured"] == 1 and len(r.history) == 17
+    # the last three builds re-measure the top three; one build before them was the drift's reference
+    # (the best measured after ten builds, built again: search.drift)
+    assert r.evaluations == 20 and r.extra["remeasured"] == 4 and len(r.history) == 20
     reqs = ev.store.requests(ev.study_name)
-    assert [q.agent for q in reqs].count("remeasure") == 1
-    note = next(n for n in r.notes if n.startswith("re-measured the top 3 by racing on the end's 3 builds"))
-    assert "0 spent" in note and "none contested" in note and "out of the race (behind beyond the noise): #2, #3" in note
-    recs = [rec.measurement for rec in ev.store.measurements(ev.study_name, status="ok")]
-    assert r.best_value == max(m.throughput_fps for m in recs) == ev.best()[1].throughput_fps
+    assert [(q.agent, q.cache_hit) for q in reqs[-3:]] == [("remeasure", False)] * 3
+    assert [q.agent for q in reqs[:-3]].count("remeasure") == 1
+    assert all(q.agent in ("guided", "baseline", "remeasure") for q in reqs[:-3])
+    recs = {rec.id: rec.measurement for rec in ev.store.measurements(ev.study_name, status="ok")}
+    again = [recs[q.measurement_id] for q in reqs[-3:]]
+    assert len({id(m) for m in again}) == 3 and sorted(len(m.extra["builds"]) for m in again) in ([2, 2, 2], [2, 2, 3])
+    # the three were the best by their first builds
+    first = sorted((m.extra["builds"][0]["throughput_fps"] if "builds" in m.extra else m.throughput_fps)
+                   for m in recs.values())
+    assert sorted(m.extra["builds"][0]["throughput_fps"] for m in again) == first[-3:]
+    # the final best is the best by the combined figures, which are medians over the builds
+    best = r.best_measurement
+    assert len(best.extra["builds"]) >= 2
+    assert r.best_value == best.throughput_fps == statistics.median(b["throughput_fps"] for b in best.extra["builds"])
+    assert r.best_value == max(m.throughput_fps for m in recs.values())
+    assert ev.best()[1].throughput_fps == r.best_value
+    assert any(n.startswith("re-measured the top 3 (throughput, fps, as measured -> median over builds)")
+               for n in r.notes), r.notes
 
 
 def _crown_moved(note: str) -> bool:
