@@ -95,6 +95,104 @@ def test_an_oriented_box_head_s_plan_builds_and_runs(tmp_path):
     assert got["outputs"] == {"output": [1, 4, 16, 16]} and got["err"]["output"] < 5e-3, got
 
 
+def _end2end(path: Path, nms: str) -> Path:
+    """A detector exported for deployment with its NMS as a TensorRT plugin: a small head writing boxes and
+    class scores, then
+
+    * ``EfficientNMS_TRT`` as yolov7's and yolov9's ``export.py --end2end`` write it (``TRT::`` domain, opset
+      12, every output dimension rewritten as ``dim_param = str(size)``: ``"1"``, ``"100"``, ``"4"``);
+    * ``BatchedNMSDynamic_TRT`` as an onnx-graphsurgeon script inserts it (default domain, opset 11, boxes
+      ``[B, N, 1, 4]``, the outputs' static shapes on the graph outputs);
+    * ``EfficientIdxNMS_TRT``, a plugin of TensorRT-YOLO's own library (not one TensorRT ships)."""
+    rng = np.random.default_rng(0)
+    opset = {"EfficientNMS_TRT": 12, "BatchedNMSDynamic_TRT": 11, "EfficientIdxNMS_TRT": 17}[nms]
+    n = helper.make_node
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * .3, "w1"),
+             numpy_helper.from_array(rng.standard_normal((7, 8, 1, 1)).astype(np.float32) * .3, "w2"),
+             numpy_helper.from_array(np.array([1, 7, -1], np.int64), "shp")]
+    nodes = [n("Conv", ["images", "w1"], ["c1"], name="/model.0/conv/Conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+             n("Relu", ["c1"], ["r1"], name="/model.0/act/Relu"),
+             n("Conv", ["r1", "w2"], ["c2"], name="/model.1/Conv"),
+             n("Reshape", ["c2", "shp"], ["flat"], name="/model.1/Reshape"),
+             n("Transpose", ["flat"], ["t"], name="/model.1/Transpose", perm=[0, 2, 1])]
+    if opset >= 13:
+        inits.append(numpy_helper.from_array(np.array([4, 3], np.int64), "split"))
+        nodes.append(n("Split", ["t", "split"], ["boxes", "logits"], name="/model.1/Split", axis=2))
+    else:
+        nodes.append(n("Split", ["t"], ["boxes", "logits"], name="/model.1/Split", axis=2, split=[4, 3]))
+    nodes.append(n("Sigmoid", ["logits"], ["scores"], name="/model.1/Sigmoid"))
+    names, types = ["num_dets", "det_boxes", "det_scores", "det_classes"], [TensorProto.INT32, TensorProto.FLOAT,
+                                                                            TensorProto.FLOAT, TensorProto.INT32]
+    dims: list[list] = [[1, 1], [1, 100, 4], [1, 100], [1, 100]]
+    domains = [helper.make_opsetid("", opset)]
+    if nms == "EfficientNMS_TRT":
+        nodes.append(n(nms, ["boxes", "scores"], names, name="/end2end/EfficientNMS_TRT", domain="TRT",
+                       background_class=-1, box_coding=1, iou_threshold=0.45, max_output_boxes=100, plugin_version="1",
+                       score_activation=0, score_threshold=0.25))
+        dims = [[str(d) for d in shape] for shape in dims]  # yolov7: j.dim_param = str(shapes.pop(0))
+        domains.append(helper.make_opsetid("TRT", 1))
+    elif nms == "BatchedNMSDynamic_TRT":
+        names = ["num_detections", "nmsed_boxes", "nmsed_scores", "nmsed_classes"]
+        types[3] = TensorProto.FLOAT
+        nodes += [n("Unsqueeze", ["boxes"], ["boxes4"], name="/post/Unsqueeze", axes=[2]),
+                  n(nms, ["boxes4", "scores"], names, name="batched_nms", shareLocation=1, backgroundLabelId=-1,
+                    numClasses=3, topK=200, keepTopK=100, scoreThreshold=0.25, iouThreshold=0.45, isNormalized=0,
+                    clipBoxes=0, scoreBits=16)]
+    else:
+        nodes.append(n(nms, ["boxes", "scores"], names + ["det_indices"], name="/EfficientIdxNMS_TRT", domain="TRT",
+                       background_class=-1, box_coding=0, iou_threshold=0.45, max_output_boxes=100, plugin_version="1",
+                       score_activation=0, score_threshold=0.25))
+        names, types, dims = names + ["det_indices"], types + [TensorProto.INT32], dims + [[1, 100]]
+        domains.append(helper.make_opsetid("TRT", 1))
+    outputs = [helper.make_tensor_value_info(a, t, d) for a, t, d in zip(names, types, dims)]
+    graph = helper.make_graph(nodes, "end2end", [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                                               [1, 3, 32, 32])], outputs, inits)
+    model = helper.make_model(graph, opset_imports=domains)
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("nms", ["EfficientNMS_TRT", "BatchedNMSDynamic_TRT"])
+def test_a_detector_ending_in_a_tensorrt_nms_plugin_goes_the_whole_path(nms, tmp_path, monkeypatch, capsys):
+    """yolov7's and yolov9's end2end exports write the EfficientNMS_TRT outputs' sizes as names of digits
+    ("1", "100", "4"); placetune took those for open dimensions and refused the plugin ('declare the plugin's
+    output shapes in the file'), which the file does. Both plugins now load, tune, export, build on the
+    doubles (the plugin on the GPU) and run."""
+    model = _end2end(tmp_path / "net.onnx", nms)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "net.onnx"]) == 0, capsys.readouterr().err
+    assert main(["measure", "net.onnx"]) == 0, capsys.readouterr().err
+    assert main(["tune", "--model", "net.onnx", "--trials", "3"]) == 0, capsys.readouterr().err
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0, capsys.readouterr().err
+    plan = json.loads((tmp_path / "deploy" / "plan.json").read_text())
+    assert list(plan["model"]["plugins"].values()) == [nms]
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", "deploy"], tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    report = json.loads((tmp_path / "deploy" / "build.json").read_text())
+    assert report["engines"][-1]["device"] == "GPU"
+    run = _with_doubles([sys.executable, "-c", RUN, "deploy", str(model)], tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    shapes = json.loads(run.stdout)["outputs"]
+    assert sorted(shapes.values()) == sorted([[1, 1], [1, 100, 4], [1, 100], [1, 100]])
+
+
+def test_a_plugin_tensorrt_does_not_ship_fails_the_build_saying_what_to_do(tmp_path, monkeypatch, capsys):
+    """A TensorRT-YOLO export ends in EfficientIdxNMS_TRT, a plugin of its own library: placetune build
+    registers TensorRT's built-in plugins only, and stopped with TensorRT's parser error ('Plugin not
+    found, are the plugin name, version, and namespace correct?') and nothing on what to do; build.sh
+    already said to add the library. The line now names the plugin and says how to build it."""
+    _end2end(tmp_path / "net.onnx", "EfficientIdxNMS_TRT")
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "net.onnx", "--trials", "2"]) == 0, capsys.readouterr().err
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0, capsys.readouterr().err
+    assert "--plugins=<your plugin library .so>" in (tmp_path / "deploy" / "build.sh").read_text()
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", "deploy"], tmp_path)
+    err = built.stderr.strip().splitlines()
+    assert built.returncode == 8 and len(err) == 1 and "Traceback" not in built.stderr, built.stderr[-2000:]
+    assert "Plugin not found" in err[0] and "(EfficientIdxNMS_TRT)" in err[0] and "--staticPlugins=lib.so" in err[0], err
+
+
 # ---------------------------------------------------------------- real exports (slow, need ultralytics)
 _EXPORT = """
 import json, os, shutil, sys
