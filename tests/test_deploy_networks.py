@@ -481,13 +481,13 @@ def test_real_ultralytics_networks_load_tune_and_export(name, kwargs, tmp_path, 
 
 #: torchvision networks, image size, opset -> None (loads) or the op of the control flow the refusal names
 TORCHVISION = [("ssdlite320_mobilenet_v3_large", 320, "If", 17), ("retinanet_resnet50_fpn", 320, "If", 17),
-               ("fasterrcnn_mobilenet_v3_large_320_fpn", 320, "If", 17), ("maskrcnn_resnet50_fpn", 320, "Loop", 17),
+               ("fasterrcnn_mobilenet_v3_large_320_fpn", 320, "If", 17), ("maskrcnn_resnet50_fpn", 320, "If", 17),
                ("lraspp_mobilenet_v3_large", 320, None, 17), ("efficientnet_b0", 224, None, 17),
                ("vit_b_16", 224, None, 17),
                # below opset 14 ONNX infers no shape for a Reshape to a computed shape (the boxes clipped)
                ("retinanet_resnet50_fpn", 320, "If", 13), ("fcos_resnet50_fpn", 320, "If", 11),
                ("fasterrcnn_mobilenet_v3_large_320_fpn", 320, "If", 11), ("ssdlite320_mobilenet_v3_large", 320, "If", 11),
-               ("keypointrcnn_resnet50_fpn", 320, "Loop", 17), ("deeplabv3_mobilenet_v3_large", 320, None, 11)]
+               ("keypointrcnn_resnet50_fpn", 320, "If", 17), ("deeplabv3_mobilenet_v3_large", 320, None, 11)]
 
 
 @pytest.mark.slow
