@@ -193,6 +193,70 @@ def test_a_plugin_tensorrt_does_not_ship_fails_the_build_saying_what_to_do(tmp_p
     assert "Plugin not found" in err[0] and "(EfficientIdxNMS_TRT)" in err[0] and "--staticPlugins=lib.so" in err[0], err
 
 
+def _yolov5_head(path: Path) -> Path:
+    """ultralytics/yolov5's anchor-based Detect as its export.py writes it, in small: per scale a Conv, a 5-D
+    Reshape to [1, 3, no, H, W] and Transpose, Sigmoid, Split into xy, wh and confidences, the grid and anchor
+    decode (xy * 2 + grid) * stride, (wh * 2) ** 2 * anchors, Concat and Reshape to [1, 3HW, no]; the
+    scales concatenated (opset 12: Split's sizes an attribute)."""
+    rng = np.random.default_rng(0)
+    n = helper.make_node
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * .3, "w0"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    nodes = [n("Conv", ["images", "w0"], ["f0"], name="/model.0/conv/Conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+             n("Relu", ["f0"], ["a0"], name="/model.0/act/Relu")]
+    x, outs = "a0", []
+    for k, hw in enumerate((8, 4)):
+        inits += [numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * .3, f"wd{k}"),
+                  numpy_helper.from_array(rng.standard_normal((21, 8, 1, 1)).astype(np.float32) * .3, f"wh{k}"),
+                  numpy_helper.from_array(np.array([1, 3, 7, hw, hw], np.int64), f"s5_{k}"),
+                  numpy_helper.from_array(np.array([1, 3 * hw * hw, 7], np.int64), f"so{k}"),
+                  numpy_helper.from_array(rng.uniform(0, hw, (1, 3, hw, hw, 2)).astype(np.float32), f"grid{k}"),
+                  numpy_helper.from_array(rng.uniform(1, 4, (1, 3, hw, hw, 2)).astype(np.float32), f"anchors{k}"),
+                  numpy_helper.from_array(np.array(32.0 / hw, np.float32), f"stride{k}")]
+        m = "/model.24"
+        nodes += [n("Conv", [x, f"wd{k}"], [f"d{k}"], name=f"/model.{k + 1}/conv/Conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+                  n("Relu", [f"d{k}"], [f"r{k}"], name=f"/model.{k + 1}/act/Relu"),
+                  n("Conv", [f"r{k}", f"wh{k}"], [f"h{k}"], name=f"{m}/m.{k}/Conv"),
+                  n("Reshape", [f"h{k}", f"s5_{k}"], [f"p{k}"], name=f"{m}/Reshape_{2 * k}"),
+                  n("Transpose", [f"p{k}"], [f"t{k}"], name=f"{m}/Transpose_{k}", perm=[0, 1, 3, 4, 2]),
+                  n("Sigmoid", [f"t{k}"], [f"sg{k}"], name=f"{m}/Sigmoid_{k}"),
+                  n("Split", [f"sg{k}"], [f"xy{k}", f"wh_{k}", f"cf{k}"], name=f"{m}/Split_{k}", axis=4, split=[2, 2, 3]),
+                  n("Mul", [f"xy{k}", "two"], [f"xy2{k}"], name=f"{m}/Mul_{3 * k}"),
+                  n("Add", [f"xy2{k}", f"grid{k}"], [f"xy3{k}"], name=f"{m}/Add_{k}"),
+                  n("Mul", [f"xy3{k}", f"stride{k}"], [f"xy4{k}"], name=f"{m}/Mul_{3 * k + 1}"),
+                  n("Mul", [f"wh_{k}", "two"], [f"wh2{k}"], name=f"{m}/Mul_{3 * k + 2}"),
+                  n("Pow", [f"wh2{k}", "two"], [f"wh3{k}"], name=f"{m}/Pow_{k}"),
+                  n("Mul", [f"wh3{k}", f"anchors{k}"], [f"wh4{k}"], name=f"{m}/Mul_{3 * k + 3}_anchors"),
+                  n("Concat", [f"xy4{k}", f"wh4{k}", f"cf{k}"], [f"cat{k}"], name=f"{m}/Concat_{k}", axis=4),
+                  n("Reshape", [f"cat{k}", f"so{k}"], [f"o{k}"], name=f"{m}/Reshape_{2 * k + 1}")]
+        x = f"r{k}"
+        outs.append(f"o{k}")
+    nodes.append(n("Concat", outs, ["output0"], name="/model.24/Concat_2", axis=1))
+    graph = helper.make_graph(nodes, "yolov5", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 7
+    onnx.save(model, path)
+    return path
+
+
+def test_a_yolov5_anchor_head_with_five_d_tensors_builds_and_runs(tmp_path):
+    """ultralytics/yolov5's Detect (5-D reshapes, the grid and anchor decode, a Concat of the scales) with its
+    backbone on the DLA: the plan's engines build on the devices it says and chain into the model's output."""
+    model = _yolov5_head(tmp_path / "v5.onnx")
+    backbone = {name: "DLA0" for name in ("/model.0/conv/Conv", "/model.0/act/Relu", "/model.1/conv/Conv",
+                                           "/model.1/act/Relu")}
+    folder = _study(tmp_path, model, "pipeline", backbone)
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    report = json.loads((Path(folder) / "build.json").read_text())
+    assert [e["device"] for e in report["engines"]][0] == "DLA0"
+    run = _with_doubles([sys.executable, "-c", RUN, folder, str(model), "compare"], tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout)
+    assert got["outputs"] == {"output0": [1, 3 * 64 + 3 * 16, 7]} and got["err"]["output0"] < 5e-3, got
+
+
 # ---------------------------------------------------------------- real exports (slow, need ultralytics)
 _EXPORT = """
 import json, os, shutil, sys
