@@ -280,6 +280,8 @@ NETWORKS = [("yolo11n-obb", {}), ("yolov8n", {"nms": True, "opset": 17}), ("yolo
             ("yolo11n", {"simplify": False}),
             ("yolo11n", {"opset": 13}), ("yolo11n", {"opset": 19}), ("yolo11n", {"imgsz": [320, 480]}),
             ("yolo11n", {"batch": 2}), ("yolo11n", {"dynamic": True}), ("yolo11n-seg", {"nms": True, "dynamic": True}),
+            ("yolov5nu", {"opset": 12}), ("yolov8n", {"opset": 11}), ("yolo11n", {"opset": 12, "simplify": True}),
+            ("yolo11n", {"batch": 4}), ("yolo11n", {"nms": True, "opset": 11}),
             ("tv:mobilenet_v3_large", {}),
             ("tv:convnext_tiny", {})]
 
