@@ -87,3 +87,19 @@ def test_an_env_sharing_an_evaluator_refuses_pickling_in_one_line(tmp_path):
     with pytest.raises(TypeError, match="shared evaluator= and cannot be pickled"):
         pickle.dumps(env.unwrapped)
     ev.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_same_reset_seed_same_episode_with_timing_noise_seeded_by_the_seed_option(env_id):
+    """README: the same ``reset(seed=...)`` and actions give the same episode on the simulated Jetson; the
+    timing noise is seeded by the ``seed=`` option, not by ``reset``."""
+    def episode(seed_option: int, reset_seed: int):
+        env = gym.make(env_id, noise=0.05, seed=seed_option, **TASK)
+        env.reset(seed=reset_seed)
+        out = _episode(env, 11)
+        env.close()
+        return out
+
+    assert episode(0, 4) == episode(0, 4)
+    assert episode(0, 4) == episode(0, 5)  # the device's noise, not the episode's
+    assert episode(0, 4) != episode(1, 4)
