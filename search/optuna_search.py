@@ -268,7 +268,24 @@ class OptunaAgent(Agent):
 
     # ------------------------------------------------------------------ run
     def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
-        """Run (or resume) the study until the budget is spent."""
+        """Run (or resume) the study until the budget is spent.
+
+        The agent writes its trials itself: an :class:`OptunaStudy` attached to the evaluator for the same
+        Optuna study (``OptunaStudy(ev).attach()``, as a script does for every agent) is detached for the
+        run, else each evaluation would be two trials, and attached again after it."""
+        name = self.study_name or study_name_for(evaluator, self.granularity)
+        sinks = evaluator.trial_log.sinks
+        attached = [s for s in sinks if isinstance(s, OptunaStudy) and s.study.study_name == name]
+        for s in attached:
+            sinks.remove(s)
+        try:
+            return self._search(evaluator, budget)
+        finally:
+            if attached:
+                evaluator.flush()
+                sinks.extend(attached)
+
+    def _search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         space = run.space
         self._constrained = bool(evaluator.objective.constraints)

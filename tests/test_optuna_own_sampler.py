@@ -88,3 +88,19 @@ def test_a_warm_started_run_reports_no_plan_worse_than_all_gpu(tmp_path):
     assert r.extra["imported"] > 0
     assert r.best_value >= all_gpu
     assert max(rec.measurement.throughput_fps or 0 for rec in ev.store.measurements("second")) >= all_gpu
+
+
+def test_an_attached_optuna_study_gets_one_trial_per_evaluation_of_the_optuna_agent(tmp_path):
+    """README: ``OptunaStudy(ev).attach()`` puts any agent's study in Optuna; with the ``optuna`` agent, which
+    writes its trials itself, every evaluation was two trials."""
+    from placetune.tuning.optuna_study import OptunaStudy
+
+    url = f"sqlite:///{tmp_path / 'attached.db'}"
+    ev = _ev(url, "att")
+    OptunaStudy(ev).attach()
+    r = get_agent("optuna", seed=0, sampler="random", warm_start=False).run(ev, Budget(evaluations=8))
+    ev.baseline()  # measured by the agent already: a request answered by the store, one more trial
+    ev.close()
+    trials = optuna.load_study(study_name="att", storage=url).trials
+    fresh = [t for t in trials if not t.user_attrs.get("repeat")]
+    assert len(fresh) == r.evaluations + 1, [(t.number, t.user_attrs.get("agent")) for t in trials]
