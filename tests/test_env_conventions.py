@@ -103,3 +103,18 @@ def test_same_reset_seed_same_episode_with_timing_noise_seeded_by_the_seed_optio
     assert episode(0, 4) == episode(0, 4)
     assert episode(0, 4) == episode(0, 5)  # the device's noise, not the episode's
     assert episode(0, 4) != episode(1, 4)
+
+
+def test_an_env_given_a_store_object_copies_with_the_stores_url(tmp_path):
+    from placetune.store.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    env = gym.make(PLACEMENT_ENV_ID, store=store, study="s", **{k: v for k, v in TASK.items()})
+    env.reset(seed=0)
+    twin = copy.deepcopy(env)
+    twin.reset(seed=0)
+    assert _episode(twin, 3) == _episode(env, 3)
+    assert twin.unwrapped.evaluator.store.url == store.url
+    twin.close()
+    env.close()
+    store.close()

@@ -175,12 +175,18 @@ class PlacementEnvBase(gym.Env):
     def __getstate__(self) -> dict[str, Any]:
         """Pickling and ``copy.deepcopy`` (lookahead copies, ``AsyncVectorEnv`` workers): the state but
         not the evaluator the environment made (its store's connections and locks), which the copy makes
-        again on first use (the same URL; a new in-memory store when ``store`` is None). An environment
+        again on first use (the same URL, a ``Store`` object's too; a new in-memory store when ``store`` is None). An environment
         given a shared ``evaluator=`` cannot be copied: it would no longer share it."""
         if self._evaluator is not None and not self._owns_evaluator:
             raise TypeError(f"{type(self).__name__} was given a shared evaluator= and cannot be pickled or copied; "
                             "create it with the model, platform and store instead")
         state = self.__dict__.copy()
+        store = self._evaluator_kwargs.get("store")
+        if store is not None and not isinstance(store, (str, Path)):  # a Store object: the copy opens its URL
+            if store._password is not None:  # its shown URL hides the password: the copy could not open it
+                raise TypeError(f"{type(self).__name__} was given a Store object whose URL has a password and cannot "
+                                "be pickled or copied; pass store= as the URL instead")
+            state["_evaluator_kwargs"] = {**self._evaluator_kwargs, "store": store.url}
         state["_evaluator"] = None
         state["_closed"] = False
         return state
