@@ -118,3 +118,13 @@ def test_an_env_given_a_store_object_copies_with_the_stores_url(tmp_path):
     twin.close()
     env.close()
     store.close()
+
+
+def test_a_misspelt_environment_argument_is_named_with_the_arguments_the_env_takes():
+    """``granularty=`` was answered with the measurement options only, as if the environment took nothing else."""
+    with pytest.raises(ConfigError) as exc:
+        gym.make(STAGES_ENV_ID, granularty="fusion", **TASK)
+    msg = str(exc.value)
+    assert "granularty" in msg and "\n" not in msg
+    for name in ("granularity", "max_stages", "penalty", "render_mode", "frames_in_flight"):
+        assert name in msg, msg

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -110,9 +111,12 @@ class PlacementEnvBase(gym.Env):
                               "use None, 'ansi' or 'rgb_array'")
         unknown = sorted(set(options) - _SETTINGS_FIELDS)
         if unknown:
+            own = [p for p in inspect.signature(type(self).__init__).parameters if p not in ("self", "kwargs")]
+            own += [p for p in inspect.signature(PlacementEnvBase.__init__).parameters
+                    if p not in ("self", "options") and p not in own]
             raise ConfigError(
-                f"unknown environment option(s) {', '.join(unknown)}; measurement options are "
-                f"{', '.join(sorted(_SETTINGS_FIELDS))}"
+                f"unknown environment option(s) {', '.join(u[:40] for u in unknown[:5])}; the environment takes "
+                f"{', '.join(own)} and the measurement options {', '.join(sorted(_SETTINGS_FIELDS))}"
             )
         if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not math.isfinite(penalty):
             raise ConfigError(f"penalty must be a finite number (got {str(penalty)[:40]!r})")
