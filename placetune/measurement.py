@@ -82,7 +82,8 @@ class Extra(TypedDict, total=False):
     parser_errors: list[str]
     runtime_errors: list[str]
     nvtx_verbosity: str  # the NVTX markers the engines were timed with (every mode; trtexec's LAYER_NAMES_ONLY)
-    io_memory: str  # engine mode: "managed" (an integrated GPU, as trtexec without copies) or "device" I/O tensors
+    cut_reformats: list[Any]  # pipeline: GPU reformats a DLA engine still runs at a cut given a native format
+    io_memory: str  # "managed" (engine and replicas modes on an integrated GPU, as trtexec without copies) or "device"
     runtime_warnings: list[str]  # what TensorRT warned of while deserialising and running the engines (every mode)
     subgraph_limit: Any  # what the build log says of the DLA subgraph limit
     dla_subgraphs: list[Any]

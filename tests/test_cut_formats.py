@@ -374,3 +374,26 @@ def test_a_plan_measured_without_cut_formats_exports_without_them(why, two_conv,
     assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(out),
                  "--measurement", str(m.extra["_id"])]) == 0, capsys.readouterr().out
     assert "IOFormats" not in (out / "build.sh").read_text()
+
+
+def test_reformats_at_cuts_reads_the_real_layer_information_of_a_reformat():
+    """A Reformat layer names the engine's I/O tensor among its Inputs (an input) or Outputs (an
+    output): the real export tests/data/trt_corpus/trex-a100-resnet18-fp16-layerinfo (TensorRT's
+    own Reformat layers of network input 'input.1' and output '191'). Only the tensors given a cut
+    format count, with their profiled time where the profile has the layer."""
+    import json
+    from pathlib import Path
+
+    from placetune.placement.cut_formats import CutFormat, reformats_at_cuts
+
+    doc = json.loads((Path(__file__).parent / "data" / "trt_corpus" / "trex-a100-resnet18-fp16-layerinfo" /
+                      "layer_info.json").read_text())
+    fmt = {t: CutFormat(t, "HALF", "CHW16", (1, 3, 224, 224), 0, (1,)) for t in ("input.1", "191")}
+    found = reformats_at_cuts(doc["Layers"], fmt, [["Reformatting CopyNode for Input Tensor 0 to Conv_0 + Relu_1",
+                                                    0.01]])
+    assert found == [{"tensor": "input.1", "layer": "Reformatting CopyNode for Input Tensor 0 to Conv_0 + Relu_1",
+                      "ms": 0.01},
+                     {"tensor": "191", "layer": "Reformatting CopyNode for Output Tensor 0 to reshape_after_Gemm_48",
+                      "ms": None}]
+    assert reformats_at_cuts(doc["Layers"], {"other": fmt["191"]}) == []
+    assert reformats_at_cuts(None, fmt) == []

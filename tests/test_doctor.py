@@ -183,8 +183,8 @@ def test_a_locked_board_that_throttles_is_read_locked_and_its_slowed_clocks_name
         "cpu1:  Governor=schedutil MinFreq=2201600 MaxFreq=2201600 CurrentFreq=1497600")
     assert hot != text and "CurrentFreq=918000000" in hot
     assert trt_env.parse_jetson_clocks(hot) is True
-    assert trt_env.parse_jetson_clocks_throttled(hot) == [
-        "cpu1 at 1497600 kHz, below its locked 2201600 kHz", "GPU at 918000000 Hz, below its locked 1300500000 Hz"]
+    # the CPU's CurrentFreq is not judged: Orin's cpufreq may read back a counter estimate off the set one
+    assert trt_env.parse_jetson_clocks_throttled(hot) == ["GPU at 918000000 Hz, below its locked 1300500000 Hz"]
     assert trt_env.parse_jetson_clocks_throttled(text) == []
     # a current frequency read back a little off the locked one (within THROTTLE_TOLERANCE) is not throttling
     assert trt_env.parse_jetson_clocks_throttled(text.replace("CurrentFreq=1300500000", "CurrentFreq=1293750000")) == []

@@ -240,13 +240,13 @@ def test_a_locked_board_that_throttles_passes_with_the_throttling_said(tmp_path,
     assert "engine all-GPU fp16 (vs trtexec)" in doc["unverified"]
     text = (tmp_path / "again" / "st" / "selftest.txt").read_text()
     assert "the clocks are locked but throttled" in text and "`sudo jetson_clocks --fan`" in text
-    # only a CPU read below its lock (its current frequency may read off the one set): the clocks line says it,
-    # but a timing disagreement on locked GPU clocks stays a real difference of timing method, failed
+    # only a CPU read below its lock (its current frequency may read off the one set): not throttling, and a
+    # timing disagreement on locked GPU clocks stays a real difference of timing method, failed
     (tmp_path / "cpu").mkdir()
     board(clocks=LOCKED.replace("MaxFreq=2201600 CurrentFreq=2201600", "MaxFreq=2201600 CurrentFreq=1497600"))
     code, doc = _run(tmp_path / "cpu", "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
     checks = {c["name"]: c for c in doc["checks"]}
-    assert "THROTTLED when read: cpu0 at 1497600 kHz" in checks["clocks"]["detail"]
+    assert checks["clocks"]["status"] == "ok" and "THROTTLED" not in checks["clocks"]["detail"]
     gpu = checks["engine all-GPU fp16 (vs trtexec)"]
     assert code == EXIT_NOT_ALL_OK and gpu["status"] == "failed" and "real difference of timing method" in gpu["detail"]
 
@@ -695,3 +695,77 @@ def test_without_trtexec_the_all_gpu_check_says_it_compared_nothing(tmp_path, bo
     dla = {c["name"]: c for c in doc["checks"]}["engine all-DLA0 fp16 (vs trtexec)"]
     assert dla["status"] == "skipped" and dla["detail"].startswith("needs trtexec: none found (looked in: ")
     assert code == EXIT_NOT_ALL_OK
+
+
+def test_a_worker_python_that_cannot_be_started_is_a_failed_check_and_the_report_is_written(tmp_path):
+    """A wrong --worker-python: every check says so and the report is written (the worker exit check raised
+    FileNotFoundError out of the selftest, so no report at all)."""
+    code, doc = run_selftest(tmp_path / "st", worker_python=str(tmp_path / "no-such-python"), quick=True,
+                             device_tree=tmp_path / "no-dt")
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == EXIT_NOT_ALL_OK and list(by) == NAMES
+    assert by["worker exit"]["status"] == "failed" and "cannot be started" in by["worker exit"]["detail"]
+    assert (tmp_path / "st" / "selftest.txt").is_file() and (tmp_path / "st" / "selftest.json").is_file()
+
+
+def test_a_worker_that_hangs_at_exit_fails_the_worker_exit_check(tmp_path, monkeypatch):
+    """A worker that answers and then never exits is the check's failure, named, not a TimeoutExpired
+    traceback that ends the selftest before its report."""
+    import placetune.cli.selftest as selftest
+
+    hangs = tmp_path / "python"
+    hangs.write_text("#!/bin/sh\ncat >/dev/null\nsleep 30\n")
+    hangs.chmod(0o755)
+    monkeypatch.setattr(selftest, "WORKER_EXIT_TIMEOUT_S", 0.5)
+    name, status, detail = selftest._worker_exit(str(hangs), None)
+    assert (name, status) == ("worker exit", "failed") and "did not exit within 0.5 s" in detail
+
+
+def test_a_tensorrt_whose_builder_cannot_be_made_is_said_so_not_read_as_no_dla_cores(tmp_path, monkeypatch, board):
+    """The worker imports TensorRT but trt.Builder fails (the GPU not usable by this user): the tensorrt line names
+    the builder's error; before, it said 'reports None DLA core(s), but a Jetson AGX Orin has 2', a DLA fault."""
+    import placetune.backends.tensorrt.pool as pool
+
+    board()
+
+    class NoBuilderPool:
+        def __init__(self, *a, **k):
+            pass
+
+        def run(self, job, timeout_s):
+            return pool.WorkerReply("result", result={
+                "status": "ok", "python": "3.10.12", "trt_version": "10.3.0",
+                "trt_path": "/usr/lib/python3.10/dist-packages/tensorrt/__init__.py", "num_dla_cores": None,
+                "builder_error": "TypeError: pybind11::init(): factory function returned nullptr",
+                "cuda_binding": None, "cuda_error": "cuda-python: CudaError: cuInit failed: CUDA_ERROR_NO_DEVICE (100)",
+                "cuda_fix": "pip install ..."})
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(pool, "WorkerPool", NoBuilderPool)
+    code, doc = run_selftest(tmp_path / "st", quick=True,
+                             device_tree=_device_tree(tmp_path / "dt", "Jetson AGX Orin", ["nvidia,p3701-0004"]))
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == EXIT_NOT_ALL_OK and by["tensorrt"]["status"] == "failed"
+    assert "no TensorRT builder can be made" in by["tensorrt"]["detail"]
+    assert "factory function returned nullptr" in by["tensorrt"]["detail"]
+    assert "None DLA core" not in by["tensorrt"]["detail"]
+
+
+def test_a_worker_that_dies_during_its_probe_is_said_so_not_sent_to_install_a_binding(tmp_path):
+    """A worker killed by a signal during the probe (a segmentation fault importing tensorrt or initialising CUDA):
+    the cuda and tensorrt lines name the signal and its last stderr line; before, the cuda line read 'the worker did
+    not answer (crashed); fix: ' and the tensorrt line 'cannot import tensorrt: None; fix: ... --system-site-packages',
+    advice for a TensorRT or binding that nothing said was missing."""
+    segv = tmp_path / "python3"
+    segv.write_text("#!/bin/sh\necho 'Fatal Python error: Segmentation fault' >&2\nkill -SEGV $$\n")
+    segv.chmod(0o755)
+    code, doc = run_selftest(tmp_path / "st", worker_python=str(segv), quick=True, device_tree=tmp_path / "no-dt")
+    by = {c["name"]: c for c in doc["checks"]}
+    assert code == EXIT_NOT_ALL_OK and by["cuda"]["status"] == by["tensorrt"]["status"] == "failed"
+    for name in ("cuda", "tensorrt"):
+        assert "died during its probe (SIGSEGV)" in by[name]["detail"], by[name]["detail"]
+        assert "Fatal Python error: Segmentation fault" in by[name]["detail"]
+        assert "fix:" not in by[name]["detail"] and "--system-site-packages" not in by[name]["detail"]
+    assert by["tensorrt"]["detail"].startswith("not known: ")

@@ -66,7 +66,9 @@ def _build_log(path: Path, text: str) -> dict:
     # the worker keeps these lines whatever its log level: every one is read by the reader, and every
     # line that alone says where layers ran is kept (a TensorRT 7 list needs its header line before it)
     for x in text.splitlines():
-        msg = re.sub(r"^.*?\[TRT\]:?\s*(\[[IWEV]\]\s*)?", "", x).strip()
+        # the message as TensorRT gave it to the logger: the printing tool's prefix stripped (TensorRT 8.0's Python
+        # logger prints "[TensorRT] INFO: " before it, no "[TRT]")
+        msg = split_prefix(re.sub(r"^.*?\[TRT\]:?\s*(\[[IWEV]\]\s*)?", "", x).strip())[1]
         alone = parse_build_log([x])
         if is_placement_line(msg):
             assert _says_placement(alone), x

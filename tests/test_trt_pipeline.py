@@ -901,3 +901,119 @@ def test_timing_and_engine_caches_are_kept_apart_by_power_mode_and_clock_lock(tm
     locked, other = caches("MAXN", {"gpu:17000000.gpu": 1300500000}), caches("MAXN", {"gpu:17000000.gpu": 816000000})
     assert len({maxn[0], locked[0], other[0]}) == 3 and len({maxn[1], locked[1], other[1]}) == 3
     be.close()
+
+
+@pytest.mark.parametrize("integrated", ["1", "0"])
+def test_replicas_bind_managed_memory_on_an_integrated_gpu_as_trtexecs_replicas(seed_block, tmp_path, integrated):
+    """Replicas are timed as trtexec's (timing_method.REPLICAS_TIMED: no host<->device copies), and
+    trtexec without copies binds every tensor in managed memory on an integrated GPU
+    (samples/common/sampleInference.cpp release/10.3:262-264 ``useManagedMemory{(inference.skipTransfers
+    && isIntegrated) || inference.useManaged}``), device memory on a discrete one; the replicas bound
+    device memory everywhere while engine mode binds as trtexec does. Each measurement says which."""
+    be = _backend(tmp_path / "cache", faults={"INTEGRATED": integrated})
+    ev = _ev(seed_block, be, tmp_path, mode="replicas", replicas={"GPU": 1, "DLA0": 1})
+    try:
+        m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["io_memory"] == ("managed" if integrated == "1" else "device")
+
+
+def test_pipeline_says_its_tensors_are_device_memory(seed_block, tmp_path):
+    """The pipeline binds its cut tensors and inputs in device memory (cuMemAlloc), as an application
+    chaining the engines does (placetune.runtime; cuDLA-samples' hybrid mode registers cudaMalloc
+    buffers with the DLA), not trtexec's managed memory: the measurement says so, as engine mode
+    records its own."""
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["io_memory"] == "device"
+
+
+def test_a_gpu_reformat_at_a_cut_given_the_dlas_native_format_is_recorded_not_silent(seed_block, tmp_path, caplog):
+    """The cut formats exist so that no GPU reformat runs in a DLA engine at a cut; TensorRT promises
+    the native treatment of a kCHW16/kCHW32 I/O tensor only without kGPU_FALLBACK (NvInfer.h
+    release/10.3:413-416), which every pipeline build sets. A DLA engine that still reformats a cut
+    tensor on the GPU (its layer information names the tensor among a Reformat layer's inputs or
+    outputs, as real exports do: tests/data/trt_corpus/trex-a100-resnet18-fp16-layerinfo) is timed
+    with that reformat: the measurement says which cut, in which engine, and how long it took."""
+    import logging
+
+    be = _backend(tmp_path / "cache", faults={"REFORMAT_NATIVE_IO": "1"})
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        with caplog.at_level(logging.WARNING):
+            m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    found = m.extra["cut_reformats"]
+    # the DLA engines read the network input (FP32 linear, no cut: its reformat is expected) and write a cut each
+    assert {(r["engine"], r["tensor"]) for r in found} == {("seg1", "/conv3/Conv_output_0"),
+                                                           ("seg2", "/conv4/Conv_output_0")}
+    assert all(r["layer"].startswith("Reformatting CopyNode") and r["ms"] > 0 for r in found)
+    assert any("reformat" in n and "/conv3/Conv_output_0" in n for n in m.extra["notes"])
+    assert any("CUT REFORMAT" in r.getMessage() for r in caplog.records)
+
+
+def test_no_cut_reformat_is_recorded_where_the_dla_engines_take_their_native_formats(seed_block, tmp_path):
+    """The network input's GPU reformat in each DLA engine (FP32 linear, no cut) is not a cut's."""
+    be = _backend(tmp_path / "cache")
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.extra["cut_formats"] and "cut_reformats" not in m.extra
+
+
+def test_a_segment_that_fails_with_and_without_cut_formats_is_not_blamed_on_the_formats(seed_block, tmp_path):
+    """A DLA segment given cut formats that fails to build is built once more with TensorRT's default
+    I/O; when it fails the same way again the formats were not the cause: the failure does not say
+    that the native formats did not build or that the pipeline was built with FP32 linear I/O (it was
+    not built at all), it says the build was tried both ways."""
+    be = _backend(tmp_path / "cache", faults={"BUILD_NONE_ON": "/conv4/Conv"})
+    ev = _ev(seed_block, be, tmp_path)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "build_failed" and "segment 2 (DLA1: /conv4/Conv)" in m.reason
+    assert "cut_formats_failed" not in m.extra
+    notes = " ".join(m.extra.get("notes") or [])
+    assert "did not build, so the pipeline was built" not in notes
+    assert "with TensorRT's default I/O too" in notes and "the formats are not the cause" in notes
+    assert "with TensorRT's default I/O too" in m.reason
+
+
+def test_a_dla_segment_that_ran_wholly_on_the_gpu_is_drawn_and_counted_on_the_gpu(seed_block, tmp_path):
+    """TensorRT put every layer of segment 1 (asked on DLA0) on the GPU (GPU fallback): the realised
+    placement says so, and the timeline, the segment times and the busy time per device say it too,
+    instead of showing DLA0 busy with work the GPU did; the engine row keeps what was asked."""
+    be = _backend(tmp_path / "cache", faults={"DLA_UNSUPPORTED_ON": "/conv3/Conv"})
+    ev = _ev(seed_block, be, tmp_path, frames_in_flight=2)
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    assert m.realized["/conv3/Conv"] == "GPU" and m.realized["/conv4/Conv"] == "DLA1"
+    row = m.extra["engines"][1]
+    assert row["device"] == "DLA0" and row["ran_on"] == "GPU"
+    assert m.extra["engines"][2]["ran_on"] == "DLA1"
+    assert {e["device"] for e in m.timeline if e["name"] == "seg1"} == {"GPU"}
+    assert m.segment_times_ms[1]["device"] == "GPU" and m.segment_times_ms[1]["asked"] == "DLA0"
+    assert "DLA0" not in m.extra["busy_ms"]
+    assert any("seg1" in n and "ran on the GPU" in n for n in m.extra["notes"])

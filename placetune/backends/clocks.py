@@ -184,7 +184,8 @@ def _problem(first: Snapshot, snap: Snapshot | None, when: str) -> str | None:
                          ("min", "jetson_clocks was reset or the power mode changed")):
             if ref.get(k) is not None and now.get(k) is not None and ref[k] != now[k]:
                 return f"{name} {k} frequency {ref[k]} -> {now[k]} {when} the measurement ({cause})"
-        if _locked(ref) and now.get("cur") is not None and now["cur"] < ref["min"] * (1 - THROTTLE_TOLERANCE):
+        if (not name.startswith("cpu:") and _locked(ref) and now.get("cur") is not None
+                and now["cur"] < ref["min"] * (1 - THROTTLE_TOLERANCE)):
             return (f"{name} ran at {now['cur']}, below its locked {ref['min']}, {when} the measurement "
                     "(thermal or power throttling)")
     return None
@@ -198,7 +199,10 @@ def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | Non
     ``jetson_clocks``) differs from the first snapshot's, or a clock that was locked (``min == max``)
     runs more than :data:`THROTTLE_TOLERANCE` below its locked frequency (throttling); "during" when only the snapshot after the
     measurement shows it. The current frequency of a clock that was not locked is recorded, not
-    judged (it moves with DVFS). ``during``: snapshots read between the two (:class:`ClockSampler`),
+    judged (it moves with DVFS); nor is a CPU's, locked or not: Orin's cpufreq driver may give back a
+    frequency regenerated from counters, off the one set
+    (:func:`placetune.backends.tensorrt.env._throttled` says why; before, :data:`STOP_AFTER` such
+    readings in a row stopped a night on a healthy board); its limits (``min``/``max``) are judged. ``during``: snapshots read between the two (:class:`ClockSampler`),
     judged as "during" too."""
     moved = (_problem(first, s, "during") for s in during)
     return _problem(first, before, "before") or next(filter(None, moved), None) or _problem(first, after, "during")

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import platform as _platform
-import re
 import subprocess
 import sys
 import time
@@ -48,8 +47,8 @@ from placetune._lazy import lazy_import
 from placetune.files.folder import OutputFolder
 from placetune.cli.selftest_checks import (LATENCY_ALLOWANCE_MS, LATENCY_TOLERANCE, NA as _NA, PASSING as _PASSING,
                                            SETUP as _SETUP, UNAVAILABLE as _UNAVAILABLE, clocks_check as _clocks_check,
-                                           compare_loadables, compare_timing, energy_check as _energy_check, gate_kind,
-                                           within_tolerance, WRONG_DATA_REL_L2)
+                                           compare_loadables, compare_timing, dla_count_hint, energy_check as _energy_check,
+                                           gate_kind, pip_wheel_hint, probe_died, within_tolerance, WRONG_DATA_REL_L2)
 
 if TYPE_CHECKING:
     import placetune.backends.tensorrt.backend as _backend
@@ -86,6 +85,8 @@ __all__ = ["run_selftest", "format_report", "within_tolerance", "dla_count_hint"
 
 #: exit status when a check failed or was skipped (the README's backend code)
 EXIT_NOT_ALL_OK = 8
+#: how long the ``worker exit`` check waits for a fresh worker to answer its probe and exit
+WORKER_EXIT_TIMEOUT_S = 120.0
 MODEL = "model-gn"  # a tiny CNN with non-trivial weights (zoo)
 #: The precision of the pipeline, DLA0 || DLA1 and engine-cache checks, which check the runtime (cuts,
 #: streams, both cores at once, the cache), not INT8: a DLA FP16 build needs no calibration, and TensorRT 11
@@ -93,52 +94,6 @@ MODEL = "model-gn"  # a tiny CNN with non-trivial weights (zoo)
 RUNTIME_PRECISION = "fp16"
 #: the profile the checks use on a module placetune has no profile for, by TensorRT's DLA core count
 STAND_IN_PLATFORMS = {0: "orin-nano", 1: "orin-nx-8gb", 2: "orin-agx"}
-
-
-def dla_count_hint(version: str, module_title: str) -> str:
-    """Why TensorRT ``version`` may report fewer DLA cores than the module has ("" when no reason is
-    known): 10.8 and later 10.x have no DLA (10.7 was the last), 11.0-11.3 none, 11.4.1 on Jetson
-    AGX Orin only with JetPack 7.2.2+ (TensorRT 11.4.1 release notes).
-
-    Example:
-        >>> dla_count_hint("10.16.2", "Jetson AGX Orin 64GB")
-        ' (TensorRT 10.8 and later 10.x have no DLA: 10.7 was the last; JetPack 6.1/6.2 ship 10.3)'
-    """
-    nums = [int(x) for x in re.findall(r"\d+", version or "")[:2]] + [0, 0]
-    major, minor = nums[0], nums[1]
-    if major == 10 and minor > 7:
-        return " (TensorRT 10.8 and later 10.x have no DLA: 10.7 was the last; JetPack 6.1/6.2 ship 10.3)"
-    if major == 11 and minor < 4:
-        return " (TensorRT 11.0-11.3 support no DLA; 11.4.1 brings it back on AGX Orin with JetPack 7.2.2)"
-    if major >= 11 and "AGX Orin" not in module_title:
-        return (f" (TensorRT 11.4.1 supports DLA on Jetson AGX Orin only, with JetPack 7.2.2 or later; "
-                f"not on a {module_title})")
-    if major >= 11:
-        return (" (TensorRT 11.4.1 has the DLA on AGX Orin with JetPack 7.2.2 or later only: its release notes say "
-                "the SBSA build does not provide DLA outside NVIDIA JetPack; check `dpkg-query -W nvidia-jetpack`)")
-    return ""
-
-
-def pip_wheel_hint(trt_path: str | None, version: str | None = None) -> str:
-    """Why the worker's TensorRT may not be JetPack's ("" when it looks like JetPack's): JetPack installs
-    TensorRT's bindings with apt (python3-libnvinfer) into ``/usr/lib/python3*/dist-packages``; a
-    ``tensorrt`` in a ``site-packages`` folder was installed by pip, and shadows JetPack's in a venv.
-    Not for TensorRT 11.4.1 and later: its release notes tell JetPack 7.2.2 users to install the Linux
-    SBSA build, wheel included, "rather than a JetPack-specific one".
-
-    Example:
-        >>> pip_wheel_hint("/usr/lib/python3.10/dist-packages/tensorrt/__init__.py")
-        ''
-        >>> pip_wheel_hint("/home/u/venv/lib/python3.10/site-packages/tensorrt/__init__.py")[:40]
-        ' (this tensorrt was installed by pip in '
-    """
-    path = str(trt_path or "")
-    nums = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
-    if "site-packages" not in path or nums >= (11, 4, 1):
-        return ""
-    return (f" (this tensorrt was installed by pip in {path.split('site-packages')[0]}site-packages, not JetPack's "
-            "python3-libnvinfer in /usr/lib/python3*/dist-packages: `pip uninstall tensorrt` in that environment "
-            "so that JetPack's TensorRT is used)")
 
 
 def _scrub(text: str) -> str:
@@ -285,10 +240,13 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     finally:
         pool.close()
     probe = reply.result if reply.kind == "result" else {}
+    died = None if reply.kind == "result" else probe_died(reply, python)
     if probe.get("cuda_binding"):
         rep.add("cuda", "ok", f"{probe['cuda_binding']} {probe.get('cuda_version')} on {probe.get('cuda_device')}")
+    elif died:  # no answer: nothing says a binding is missing, so no install advice
+        rep.add("cuda", "failed", died)
     else:
-        why = probe.get("cuda_error") or f"the worker did not answer ({reply.kind})"
+        why = probe.get("cuda_error") or "the worker's probe gave no CUDA binding and no error"
         rep.add("cuda", "failed", why if "fix:" in why else f"{why}; fix: {probe.get('cuda_fix') or ''}")
     version, cores = probe.get("trt_version"), probe.get("num_dla_cores")
     # 2. the module, and the profile the checks use
@@ -319,9 +277,16 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     expected = module.dla_cores if module is not None else (named.dla_count if named else None)
     title = module.title if module is not None else (f"{named.name} (--platform)" if named else "")
     where = f" from {probe['trt_path']}" if probe.get("trt_path") else ""
-    if not version:
+    if not version and died:
+        rep.add("tensorrt", "failed", f"not known: {died}")
+    elif not version:
         rep.add("tensorrt", "failed", f"cannot import tensorrt in {python}: {probe.get('trt_error')}; fix: "
                 f"{_doctor.FIX_TRT}")
+    elif cores is None:  # tensorrt imports, but no builder could be made: no DLA count to compare with the module's
+        rep.add("tensorrt", "failed", f"TensorRT {version}{where} imports, but no TensorRT builder can be made in the "
+                f"worker ({probe.get('builder_error') or 'no reason given'}), so its DLA cores are unknown: the GPU is "
+                "not usable by this process (see the cuda line; a user outside the video group, a container "
+                "without --runtime nvidia)", trt_version=version, dla_cores=None)
     elif match.emulated_on and expected is not None and int(cores or 0) > expected:
         from placetune.backends.jetson import emulated_dla_cores  # the kit's cores beyond the module's: not used
         rep.add("tensorrt", "ok", f"TensorRT {version}{where}; " + emulated_dla_cores(
@@ -516,11 +481,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     rep.guarded("second run hits the engine cache", second_run, no_dla, dla_status)
     if be is not None:
         be.close()
-    p = subprocess.run([python, str(_pool.WORKER_FILE)], input='{"op": "probe"}\n', capture_output=True, text=True,
-                       timeout=120, env={**os.environ, **(worker_env or {})})
-    aborted = "context stack" in p.stderr
-    rep.add("worker exit", "ok" if p.returncode == 0 and not aborted else "failed",
-            f"exit status {p.returncode}" + ("; pycuda aborted: context stack was not empty" if aborted else ""))
+    rep.add(*_worker_exit(python, worker_env))
     rails = _power.discover_rails(power_root)
     rep.add(*_energy_check([r.name for r in rails], energy_seen, tx is not None))
     ok = all(c["status"] in _PASSING for c in rep.checks)
@@ -538,6 +499,25 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     report.write("selftest.json", dumps_json(doc, indent=1))
     report.write("selftest.txt", format_report(doc))
     return (0 if ok else EXIT_NOT_ALL_OK), doc
+
+
+def _worker_exit(python: str, worker_env: dict[str, str] | None) -> tuple[str, str, str]:
+    """The ``worker exit`` check: a fresh worker answers a probe and exits with status 0, its CUDA
+    binding closed (pycuda aborts with "context stack was not empty" otherwise). A worker that cannot
+    be started, or that does not exit within :data:`WORKER_EXIT_TIMEOUT_S` (hung at exit), is a failed
+    check naming why, never a traceback that leaves no report."""
+    try:
+        p = subprocess.run([python, str(_pool.WORKER_FILE)], input='{"op": "probe"}\n', capture_output=True,
+                           text=True, timeout=WORKER_EXIT_TIMEOUT_S, env={**os.environ, **(worker_env or {})})
+    except subprocess.TimeoutExpired:
+        return ("worker exit", "failed", f"the worker did not exit within {WORKER_EXIT_TIMEOUT_S:g} s of its probe "
+                "(it hangs at exit, or its probe never ended): a tune's workers would hang the same way")
+    except OSError as exc:
+        return ("worker exit", "failed", f"the worker Python {python} cannot be started: "
+                f"{exc.strerror or type(exc).__name__}")
+    aborted = "context stack" in p.stderr
+    return ("worker exit", "ok" if p.returncode == 0 and not aborted else "failed",
+            f"exit status {p.returncode}" + ("; pycuda aborted: context stack was not empty" if aborted else ""))
 
 
 def format_report(doc: dict[str, Any]) -> str:

@@ -7,9 +7,10 @@ what it found is a setup step of the board (``setup``) or a figure this board ca
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
-__all__ = ["within_tolerance", "compare_timing", "compare_loadables", "gate_kind", "clocks_check", "energy_check",
+__all__ = ["within_tolerance", "dla_count_hint", "pip_wheel_hint", "probe_died", "compare_timing", "compare_loadables", "gate_kind", "clocks_check", "energy_check",
            "LATENCY_TOLERANCE", "LATENCY_ALLOWANCE_MS", "WRONG_DATA_REL_L2", "NA", "SETUP", "UNAVAILABLE", "PASSING"]
 
 #: a check that does not apply here (DLA checks without a DLA...)
@@ -261,3 +262,65 @@ def energy_check(rails: list[str], seen: dict[str, Any], have_trtexec: bool) -> 
                + (f": {seen['reason']}" if seen.get("reason") else ""))
         return "power rails", UNAVAILABLE, f"{names} found but no energy figure: {why}; {refused}"
     return "power rails", "ok", f"{names}; {seen['energy_mj']:.3f} mJ per inference of the all-GPU engine"
+
+
+def dla_count_hint(version: str, module_title: str) -> str:
+    """Why TensorRT ``version`` may report fewer DLA cores than the module has ("" when no reason is
+    known): 10.8 and later 10.x have no DLA (10.7 was the last), 11.0-11.3 none, 11.4.1 on Jetson
+    AGX Orin only with JetPack 7.2.2+ (TensorRT 11.4.1 release notes).
+
+    Example:
+        >>> dla_count_hint("10.16.2", "Jetson AGX Orin 64GB")
+        ' (TensorRT 10.8 and later 10.x have no DLA: 10.7 was the last; JetPack 6.1/6.2 ship 10.3)'
+    """
+    nums = [int(x) for x in re.findall(r"\d+", version or "")[:2]] + [0, 0]
+    major, minor = nums[0], nums[1]
+    if major == 10 and minor > 7:
+        return " (TensorRT 10.8 and later 10.x have no DLA: 10.7 was the last; JetPack 6.1/6.2 ship 10.3)"
+    if major == 11 and minor < 4:
+        return " (TensorRT 11.0-11.3 support no DLA; 11.4.1 brings it back on AGX Orin with JetPack 7.2.2)"
+    if major >= 11 and "AGX Orin" not in module_title:
+        return (f" (TensorRT 11.4.1 supports DLA on Jetson AGX Orin only, with JetPack 7.2.2 or later; "
+                f"not on a {module_title})")
+    if major >= 11:
+        return (" (TensorRT 11.4.1 has the DLA on AGX Orin with JetPack 7.2.2 or later only: its release notes say "
+                "the SBSA build does not provide DLA outside NVIDIA JetPack; check `dpkg-query -W nvidia-jetpack`)")
+    return ""
+
+
+def pip_wheel_hint(trt_path: str | None, version: str | None = None) -> str:
+    """Why the worker's TensorRT may not be JetPack's ("" when it looks like JetPack's): JetPack installs
+    TensorRT's bindings with apt (python3-libnvinfer) into ``/usr/lib/python3*/dist-packages``; a
+    ``tensorrt`` in a ``site-packages`` folder was installed by pip, and shadows JetPack's in a venv.
+    Not for TensorRT 11.4.1 and later: its release notes tell JetPack 7.2.2 users to install the Linux
+    SBSA build, wheel included, "rather than a JetPack-specific one".
+
+    Example:
+        >>> pip_wheel_hint("/usr/lib/python3.10/dist-packages/tensorrt/__init__.py")
+        ''
+        >>> pip_wheel_hint("/home/u/venv/lib/python3.10/site-packages/tensorrt/__init__.py")[:40]
+        ' (this tensorrt was installed by pip in '
+    """
+    path = str(trt_path or "")
+    nums = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
+    if "site-packages" not in path or nums >= (11, 4, 1):
+        return ""
+    return (f" (this tensorrt was installed by pip in {path.split('site-packages')[0]}site-packages, not JetPack's "
+            "python3-libnvinfer in /usr/lib/python3*/dist-packages: `pip uninstall tensorrt` in that environment "
+            "so that JetPack's TensorRT is used)")
+
+
+def probe_died(reply: Any, python: str) -> str:
+    """The line of a probe the worker never answered: it crashed (with its signal, e.g. a segmentation
+    fault while importing tensorrt or initialising CUDA), timed out or could not be started, with the last
+    line it wrote to stderr. Not the advice to install a binding or TensorRT: nothing says one is missing."""
+    if reply.kind == "timeout":
+        how = "did not answer its probe within 120 s (killed)"
+    elif reply.kind == "crashed" and (reply.signal or reply.returncode is not None):
+        how = f"died during its probe ({reply.signal or f'exit status {reply.returncode}'})"
+    else:
+        how = f"could not run its probe ({reply.kind})"
+    tail = [line.strip() for line in (reply.stderr_tail or "").splitlines() if line.strip()]
+    return (f"the worker ({python}) {how}; the probe imports tensorrt, makes a TensorRT builder and initialises the "
+            f"CUDA binding" + (f"; its last words: {tail[-1][:300]}" if tail else "; it wrote nothing to stderr")
+            + "; run `placetune doctor` with the same Python to see which step fails")

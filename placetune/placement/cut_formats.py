@@ -25,12 +25,13 @@ References: ``NvInferRuntimeBase.h`` ``TensorFormat`` comments (release/10.3); D
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:
     from placetune.placement.cut import SegmentModel
 
-__all__ = ["CutFormat", "cut_formats", "plan_cut_formats", "refused_by_build", "trtexec_io_formats"]
+__all__ = ["CutFormat", "cut_formats", "plan_cut_formats", "refused_by_build", "reformats_at_cuts",
+           "trtexec_io_formats"]
 
 #: trtexec ``--inputIOFormats`` spellings (sampleOptions.cpp ``stringToValue<TensorFormat>`` / types)
 _TRTEXEC_TYPE = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8"}
@@ -223,3 +224,30 @@ def refused_by_build(result: Mapping[str, Any] | None, specs: list[Mapping[str, 
     except (KeyError, TypeError, ValueError):
         return True  # a reply that does not say which engine failed: the formats may be why
     return 0 <= k < len(specs) and bool(specs[k].get("io_formats"))
+
+
+def reformats_at_cuts(layers: Sequence[Any] | None, formats: Mapping[str, CutFormat],
+                      profile: Iterable[Sequence[Any]] = ()) -> list[dict[str, Any]]:
+    """The GPU reformats a built engine still runs at its cut tensors given a native format:
+    ``{"tensor", "layer", "ms"}`` per Reformat layer of its layer information (``layers``, the
+    engine inspector's DETAILED ``Layers``) that reads or writes one of ``formats``' tensors;
+    ``ms`` from its per-layer ``profile`` (``[name, ms]``; None when not profiled).
+
+    TensorRT treats a kCHW16 / kCHW32 I/O tensor as the DLA's native format only "When running
+    network on DLA and the build option kGPU_FALLBACK is not specified" (``ITensor::setAllowedFormats``,
+    include/NvInfer.h release/10.3:413-416); with GPU fallback nothing promises that the DLA engine
+    reads it without a GPU reformat. A Reformat layer names the engine's I/O tensor among its
+    ``Inputs`` (an input reformatted) or ``Outputs`` (an output), the other side ``Reformatted ...``
+    (real layer information: tests/data/trt_corpus/trex-a100-resnet18-fp16-layerinfo)."""
+    times = {str(row[0]): float(row[1]) for row in profile if len(row) >= 2}
+    found: list[dict[str, Any]] = []
+    for layer in layers or []:
+        if not isinstance(layer, Mapping):
+            continue
+        name = str(layer.get("Name") or "")
+        if not name.startswith("Reformatting CopyNode"):  # a GPU reformat (not the DLA's own "to/from nvm" copies)
+            continue
+        ends = [t.get("Name") for key in ("Inputs", "Outputs") for t in layer.get(key) or [] if isinstance(t, Mapping)]
+        for tensor in dict.fromkeys(str(t) for t in ends if t in formats):
+            found.append({"tensor": tensor, "layer": name, "ms": times.get(name)})
+    return found

@@ -75,7 +75,7 @@ _DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaU
 
 #: Fallback warnings, newest wording first (reference §5 and §3.1 G5/G7).
 _FALLBACKS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("unsupported", re.compile(r"Layer '(?P<n>.+)' \((?P<t>[^)]*)\): Unsupported on DLA\. Switching this layer's device type to GPU")),
+    ("unsupported", re.compile(r"Layer '(?P<n>.+)' \((?P<t>[^)]*)\): Unsupported on DLA\. Switching (?:this layer's device type|\.\.\.) to GPU")),
     ("unsupported", re.compile(r"Default DLA is enabled but layer (?P<n>.+?) is not supported on DLA, falling back to GPU")),
     # TensorRT <= 7 wording (seed 003's Xavier log)
     ("unsupported", re.compile(r"Default DLA is enabled but layer (?P<n>.+?) is not running on DLA, falling back to GPU")),

@@ -168,10 +168,16 @@ def _locked(found: list[tuple[str, int | None, int, int]]) -> bool:
 
 
 def _throttled(found: list[tuple[str, int | None, int, int]]) -> list[str]:
-    """The locked clocks (minimum == maximum) whose current frequency is below their lock (CPU in kHz,
-    the GPU in Hz)."""
-    return [why for name, cur, lo, hi in found if lo == hi
-            for why in [_below(name, cur, hi, "Hz" if name == "GPU" else "kHz")] if why]
+    """The locked GPU clock (minimum == maximum) when its current frequency is below its lock (Hz).
+
+    A CPU's current frequency is not judged: on Orin its cpufreq driver may give back a frequency
+    regenerated from counters, not the one set (NVIDIA's tegra194-cpufreq patch of October 2023, "use
+    refclk delta based loop instead of udelay": WFE stops the counters, "which results in bigger delta
+    between the last set freq and the re-generated value from counters"), and a reader of
+    ``cpuinfo_cur_freq`` such as jtop's service copies that value into ``scaling_cur_freq``. A
+    thermal or power cap slows the GPU too, where it is read from devfreq."""
+    return [why for name, cur, lo, hi in found if lo == hi and name == "GPU"
+            for why in [_below(name, cur, hi, "Hz")] if why]
 
 
 def parse_jetson_clocks(text: str) -> bool | None:
@@ -196,10 +202,10 @@ def _below(name: str, cur: int | None, locked: int, unit: str) -> str | None:
 
 
 def parse_jetson_clocks_throttled(text: str) -> list[str]:
-    """The locked clocks of ``jetson_clocks --show`` (``MinFreq == MaxFreq``) whose ``CurrentFreq`` is
-    more than :data:`placetune.backends.clocks.THROTTLE_TOLERANCE` below it when read: a thermal or
+    """The locked GPU clock of ``jetson_clocks --show`` (``MinFreq == MaxFreq``) when its ``CurrentFreq``
+    is more than :data:`placetune.backends.clocks.THROTTLE_TOLERANCE` below it when read: a thermal or
     power cap slowing a locked board, not clocks left unlocked (``["GPU at 918000000 Hz, below its
-    locked 1300500000 Hz"]``; CPU lines in kHz)."""
+    locked 1300500000 Hz"]``; a CPU's ``CurrentFreq`` is not judged, :func:`_throttled`)."""
     return _throttled(_show_lines(text))
 
 

@@ -30,6 +30,7 @@ from placetune.hardware.locked_clocks import clocks_tag
 from placetune.measurement import Measurement
 from placetune.memo import Memo
 from placetune.placement.cut import load_source
+from placetune.placement.cut_formats import CutFormat, reformats_at_cuts
 from placetune.placement.placement import dla_core
 
 if TYPE_CHECKING:
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
     from placetune.settings import Settings
 
 __all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "strongly_typed", "read_realised",
-           "runtime_messages", "cache_set_aside"]
+           "runtime_messages", "cache_set_aside", "cut_reformats", "cut_reformat_note", "ran_on"]
 
 _LOG_KEEP = 400
 log = logging.getLogger(__name__)
 _RUNTIME_ERRORS_SAID: list[bool] = []  # a measurement with TensorRT errors was said in this process
+_CUT_REFORMAT_SAID: list[bool] = []  # a GPU reformat at a native-format cut was said in this process
 
 
 def strongly_typed(version: str) -> bool:
@@ -260,6 +262,20 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     return (known.loadables if known.loadables is not None else loc.loadables), loc.subgraphs
 
 
+def ran_on(label: str, layers: Sequence[str], device: str, realized: Mapping[str, str], unknown: Sequence[str],
+           notes: list[str]) -> str:
+    """The device a pipeline engine asked on ``device`` ran on: ``GPU`` when its build log (read into
+    ``realized`` by :func:`read_realised`) puts every one of its ``layers`` on the GPU (TensorRT's GPU
+    fallback; said in ``notes``), else ``device``, also when its placement is unknown (``label`` in
+    ``unknown``): its timeline and busy time are then drawn where the work ran."""
+    if device == "GPU" or any(u.startswith(f"{label} ") for u in unknown) or \
+            any(realized.get(n, device) != "GPU" for n in layers):
+        return device
+    notes.append(f"{label}: asked on {device}, every layer ran on the GPU (TensorRT's GPU fallback): its timeline, "
+                 "segment time and busy time are the GPU's")
+    return "GPU"
+
+
 def mark_unknown(kw: dict[str, Any], unknown: list[str], unchecked: Sequence[str] = ()) -> None:
     """No realised placement when an engine's build log cannot say it (``placement_known``); the
     engines whose placement rests on the log alone (``placement_unchecked``). Each is said on the
@@ -321,3 +337,33 @@ def cache_counts(infos: list[dict[str, Any]]) -> dict[str, int]:
     """Engines taken from the engine cache and engines built."""
     hits = sum(1 for i in infos if i.get("cached"))
     return {"hits": hits, "misses": len(infos) - hits}
+
+
+def cut_reformats(rows: Sequence[Mapping[str, Any]], infos: Sequence[Mapping[str, Any]],
+                  formats: Mapping[str, CutFormat], profiles: Sequence[Any]) -> list[dict[str, Any]]:
+    """Every GPU reformat the pipeline's DLA engines (``rows``: ``extra["engines"]``, with each engine's
+    record in ``infos`` and layer profile in ``profiles``) still run at a cut tensor given a native
+    format: :func:`~placetune.placement.cut_formats.reformats_at_cuts` of each DLA engine's layer
+    information, with ``engine`` (``seg<k>``)."""
+    found: list[dict[str, Any]] = []
+    for k, (row, info) in enumerate(zip(rows, infos)):
+        if row.get("device") != "GPU" and formats:
+            found += [{"engine": f"seg{row['index']}", **r} for r in reformats_at_cuts(
+                inspector_layers(info.get("inspector")), formats, profiles[k] if k < len(profiles) else ())]
+    return found
+
+
+def cut_reformat_note(found: Sequence[Mapping[str, Any]]) -> str:
+    """The note of a pipeline whose DLA engines still reformat cut tensors given their native format on
+    the GPU (``extra["cut_reformats"]``, :func:`cut_reformats`); the first of the process is also said as a
+    warning (later ones at debug level). Its figures are kept: they are what ran, GPU reformat included,
+    not what the cut formats were chosen for."""
+    ms = [float(r["ms"]) for r in found if r.get("ms") is not None]
+    cuts = "; ".join(f"{r['engine']}: {r['tensor']} ({r['layer']})" for r in found[:6])
+    note = (f"TensorRT still runs {len(found)} GPU reformat(s) in the DLA engines at cut tensors given the DLA's "
+            f"native format (for a layer there that fell back to the GPU, or because it promises the native layout "
+            f"only without GPU fallback): {cuts}"
+            + (f"; {sum(ms):.4g} ms per frame in the layer profile" if ms else "") + "; they are in the figures")
+    (log.debug if _CUT_REFORMAT_SAID else log.warning)("CUT REFORMAT: %s (extra cut_reformats)", note)
+    _CUT_REFORMAT_SAID.append(True)
+    return note

@@ -22,7 +22,9 @@ form met in published output and returns the severity it names (None when it nam
 * Torch-TensorRT's: ``ERROR: [Torch-TensorRT TorchScript Conversion Context] - `` (TorchScript) and Python's
   logging format ``WARNING:torch_tensorrt [TensorRT Conversion Context]:`` (dynamo; ``LEVEL:logger:``); an
   application's Python logging with the level right-aligned in brackets: ``2021-12-23 10:38:38 [CRITICAL] ``;
-  OpenMMLab's mmengine logger (mmdeploy): ``08/03 15:37:29 - mmengine - WARNING - ``;
+  OpenMMLab's mmengine logger (mmdeploy): ``08/03 15:37:29 - mmengine - WARNING - ``, spdlog's default
+  ``[2024-11-08 08:46:50.861] [error] ``; Ultralytics' ``WARNING ⚠️ ``; Python's warnings
+  (``script.py:148: DeprecationWarning: ``);
 * Polygraphy's letters: TensorRT's ``[I]``/``[W]``/``[E]``/``[V]``, ``[!]`` for CRITICAL (the message it raises
   on), ``[U]``/``[S]``/``[X]`` for its verbose levels;
 * a shell script's ``#`` before a pasted log line, Markdown's ``> `` before any quoted line.
@@ -63,6 +65,12 @@ _WRAPPER = re.compile(
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? \[\s*(?P<pybr>CRITICAL|ERROR|WARNING|INFO|DEBUG)\]\s+"
     # OpenMMLab's mmengine logger (mmdeploy): ``08/03 15:37:29 - mmengine - WARNING - ``
     r"|\d{2}/\d{2} \d{2}:\d{2}:\d{2} - [\w.]+ - (?P<mme>CRITICAL|ERROR|WARNING|INFO|DEBUG) - "
+    # spdlog's default pattern (an application's C++ logger around TensorRT's): ``[2024-11-08 08:46:50.861] [error] ``
+    r"|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] \[(?P<spd>critical|error|warning|info|debug|trace)\]\s+"
+    # Ultralytics' LOGGER.warning: ``WARNING ⚠️ TensorRT requires GPU export, ...``
+    r"|(?P<ul>WARNING) \u26a0\ufe0f?\s+"
+    # Python's warnings module: ``onnx_to_tensorrt.py:148: DeprecationWarning: Use set_memory_pool_limit instead.``
+    r"|[\w./\\-]+\.py:\d+: (?P<pywarn>[A-Z]\w*Warning): "
     r")?(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+(?P<trtlog>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE)\]\s*)?")
 #: ONNX Runtime's source location after the message
 _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
@@ -84,15 +92,20 @@ _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, L
 #: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)``; such a line is the failure, whatever came before
 FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
                             r"^(?:Killed|Terminated|Aborted|Segmentation fault|Bus error|Illegal instruction|"
-                            r"Floating point exception)(?: \(core dumped\))?$")
+                            # the Markdown a reporter closed right after it: ``Aborted (core dumped)**``
+                            r"Floating point exception)(?: \(core dumped\))?(?:\*\*|`)?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
 #: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine", a Python
 #: builder's "Failed building engine"); "Tests failed:  0"
 #: and an assertion's "... failed. )" are none
-_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$|^Failed building\b")
+_APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$|^Failed building\b"
+                          # an application reporting the engine it could not make: CUDA-PointPillars' "engine init null!"
+                          r"|\bengine init null\b")
 #: a line of plain text that names an Error, reports a failed assertion or refuses an option (it may continue a
 #: logger's multi-line message: the ONNX parser's ``[8] Assertion failed: ...`` after its ``ERROR:`` line)
-_UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )")
+_UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )"
+                             # a program's own lower-case report (jetson-inference: "error:  model file '...' was not found.")
+                             r"|^error:\s")
 #: a Python exception's last traceback line (``RuntimeError: ...``): a message of its own, never a continuation
 _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 #: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
@@ -102,7 +115,8 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
                                # logger that prints no severity writes it: "2: [builder.cpp::buildSerializedNetwork::751]
                                # Error Code 2: ..." opens a message of its own. Without the leading code ("[graphShape
                                # Analyzer.cpp::...] Error Code 2: ...") the line may end the ONNX parser's message
-                               r"|^\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: "
+                               # (an application may tag it with its own name first: "trt_infer: 2: [...] Error Code 2: ...")
+                               r"|^(?:[A-Za-z_][\w.-]*: )?\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: "
                                # the ONNX parser's error object as a Python application prints it (parser.get_error(i)):
                                # "In node 143 (importResize): UNSUPPORTED_NODE: Assertion failed: ..."
                                r"|^In node -?\d+ \(\w+\): [A-Z_]+: ")
@@ -130,6 +144,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     m = _PREFIX.match(rest)
     assert m is not None
     msg = rest[m.end():]
+    if m.group("word") and msg.startswith(m.group("word") + ": "):  # the severity word printed twice: "ERROR: ERROR: "
+        msg = msg[len(m.group("word")) + 2:]
     if m.group("mark") and msg.rstrip().endswith(m.group("mark")):  # the Markdown closed on the same line
         msg = msg.rstrip()[:-len(m.group("mark"))]
     elif msg.rstrip().endswith("**") and msg.count("**") == 1:  # bold opened lines above closes here
@@ -140,7 +156,10 @@ def split_prefix(line: str) -> tuple[str | None, str]:
         msg = msg.rstrip()[1:-1]  # Triton from 2.4x quotes glog's message
     sev = (_POLYGRAPHY.get(m.group("sev") or "", m.group("sev")) or m.group("sev2") or _WORDS.get(m.group("word") or "")
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
-           or w.group("ort") or w.group("ort2") or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or "")
+           or w.group("ort") or w.group("ort2")
+           or (w.group("pywarn") and "W")
+           or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or w.group("ul")
+                         or (w.group("spd") or "").upper())
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
     if sev is None and _CUT_TAG.match(line):  # a copy begun inside trtexec's prefix: "E] Error[10]: ..."
         return split_prefix("[" + line.lstrip())

@@ -48,9 +48,12 @@ from placetune.backends.tensorrt.jobs import (
     JobContext,
     cache_counts,
     cache_set_aside,
+    cut_reformat_note,
+    cut_reformats,
     engine_log,
     logs_into,
     mark_unknown,
+    ran_on,
     read_realised,
     reply_failure,
     runtime_messages,
@@ -59,7 +62,6 @@ from placetune.backends.tensorrt.pool import WorkerReply
 from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
 from placetune.backends.jetson import realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
-
 from placetune.settings import resolve_replicas
 
 if TYPE_CHECKING:
@@ -195,6 +197,7 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
                                   version, common, [], shapes)
         cached_before.append(hit)
     k = settings.frames_in_flight
+    opset = next((int(o.version) for o in source.opset_import if o.domain in ("", "ai.onnx")), None)
     job = {
         "op": "pipeline", "engines": specs, "reference": ref_spec, "common": common,
         "network_inputs": {n: list(v) for n, v in model.input_shapes.items()},
@@ -202,8 +205,7 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
         "frames_in_flight": k, "iterations": ctx.iterations or settings.iterations, "warmup_ms": ctx.warmup_ms,
         "profile_iterations": ctx.profile_iterations, "timeline_frames": max(ctx.timeline_frames, 2 * k + 2),
         "gate": {"tolerance": ctx.gate_tolerance[settings.precision], "enforce": True, "reference": reference,
-                 "nms": nms_outputs(source.graph, _opset(source)),
-                 "nms_elementwise": nms_elementwise(source.graph, _opset(source))},
+                 "nms": nms_outputs(source.graph, opset), "nms_elementwise": nms_elementwise(source.graph, opset)},
         "seed": settings.seed, "input_data": ctx.input_data,
     }
     builds = sum(1 for h in cached_before if not h)
@@ -211,11 +213,6 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
 
 
 _GATE_SAID: list[bool] = []  # a gate that checked nothing was said in this process
-
-
-def _opset(source: "onnx.ModelProto") -> int | None:
-    """The model's default-domain opset (None when it names none)."""
-    return next((int(o.version) for o in source.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
 def gate_unverified(gate: dict[str, Any]) -> str | None:
@@ -283,7 +280,8 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
             loadables[c.device] = loadables.get(c.device, 0) + n_load
         if not info.get("cached"):
             build_s += float(info.get("build_seconds") or 0.0)
-        rows.append({"index": c.index, "device": c.device, "layers": len(c.layers), "first": c.layers[0],
+        ran = ran_on(label, c.layers, c.device, realized, unknown, notes)  # GPU: every layer fell back
+        rows.append({"index": c.index, "device": c.device, "ran_on": ran, "layers": len(c.layers), "first": c.layers[0],
                      "last": c.layers[-1], "inputs": list(c.inputs), "outputs": list(c.outputs),
                      "predecessors": list(c.predecessors), "cached": bool(info.get("cached")),
                      "build_seconds": info.get("build_seconds"), "engine_bytes": info.get("engine_bytes"),
@@ -298,14 +296,21 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     # the cut tensors' I/O type and format; the engines say what they got
     extra["cut_formats"] = {t: {"dtype": f.dtype, "format": f.format, "shape": list(f.shape), "producer": f.producer,
                                 "consumers": list(f.consumers)} for t, f in (formats or {}).items()}
-    if formats_failed:
+    again = (" with its cut formats and with TensorRT's default I/O too" if formats_failed and res.get("status") ==
+             "build_failed" else "")  # built again without the formats, it failed again: not the formats' doing
+    if formats_failed and not again:
         extra["cut_formats_failed"] = formats_failed
         notes.append("the cut tensors in the DLA's native formats did not build, so the pipeline was built with "
                      f"TensorRT's default FP32 linear I/O (GPU reformats at every cut): {formats_failed}")
+    elif again:
+        notes.append(f"the build failed{again} (first: {formats_failed}): the formats are not the cause")
     for row, info in zip(rows, infos):
         row["io_formats"] = info.get("io_formats") or {}
         if info.get("int8_io_ranges"):  # INT8 cut tensors' ranges from the calibration cache (trtexec's rule)
             row["int8_io_ranges"] = info["int8_io_ranges"]
+    if found := cut_reformats(rows, infos, formats or {}, res.get("layer_profiles") or []):
+        extra["cut_reformats"] = found  # a DLA engine that still reformats a native-format cut on the GPU
+        notes.append(cut_reformat_note(found))
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)
     if guessed:  # as engine mode's mark_known: the layers whose realised device is the request
         extra["placement_from_request"] = guessed[:50]
@@ -372,7 +377,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
         if info.get("parser_errors"):
             extra["parser_errors"] = info["parser_errors"]
         common["realized"] = None
-        return Measurement.failure("build_failed", f"TensorRT build of {what} failed: {detail}", **common)
+        return Measurement.failure("build_failed", f"TensorRT build of {what} failed{again}: {detail}", **common)
     if status == "infeasible":  # the built engines exceed a DLA core's 16 loadables (never loaded)
         return Measurement.failure("infeasible", str(res.get("error")), **common)
     if status != "ok":
@@ -391,9 +396,10 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     alone = res.get("alone_ms") or []
     schedule = res.get("schedule") or []
     seg_times = []
+    ran_devices = [row["ran_on"] for row in rows]  # each engine's device as it ran (GPU for a DLA one that fell back)
     for i, c in enumerate(cuts):
         start, end = (schedule[i] if i < len(schedule) else (None, None))
-        seg_times.append({"index": c.index, "device": c.device, "layers": len(c.layers),
+        seg_times.append({"index": c.index, "device": ran_devices[i], "asked": c.device, "layers": len(c.layers),
                           "time_ms": (end - start) if start is not None else None, "start_ms": start, "end_ms": end,
                           "predecessors": list(c.predecessors),
                           "alone_ms": alone[i] if i < len(alone) else None})
@@ -401,12 +407,12 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     frames: dict[int, list[float]] = {}
     busy: dict[str, float] = {}
     for i, f, start, end in res.get("timeline") or []:
-        c = cuts[int(i)]
-        events.append({"device": c.device, "name": f"seg{c.index}", "start_ms": float(start), "end_ms": float(end),
+        c, dev = cuts[int(i)], ran_devices[int(i)]
+        events.append({"device": dev, "name": f"seg{c.index}", "start_ms": float(start), "end_ms": float(end),
                        "frame": int(f)})
         window = frames.setdefault(int(f), [float(start), float(end)])
         window[0], window[1] = min(window[0], float(start)), max(window[1], float(end))
-        busy[c.device] = busy.get(c.device, 0.0) + float(end) - float(start)
+        busy[dev] = busy.get(dev, 0.0) + float(end) - float(start)
     events.sort(key=lambda e: (e["start_ms"], e["device"]))
     if frames:
         extra["busy_ms"] = {d: v / len(frames) for d, v in busy.items()}
@@ -431,6 +437,8 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     extra["warmup_frames"] = res.get("warmup_frames")
     if res.get("nvtx_verbosity"):  # the NVTX markers every segment's context was timed with (trtexec's)
         extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
+    if res.get("io_memory"):  # device memory for every tensor the engines read and write
+        extra["io_memory"] = str(res["io_memory"])
     extra["timed"] = TIMED
     return Measurement(status="ok", latency_samples_ms=samples, throughput_fps=fps, segment_times_ms=seg_times,
                        layer_times_ms=layer_times, timeline=events[:_MAX_EVENTS], **common)
@@ -574,6 +582,8 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
     extra.update(replicas=per_instance, window_ms=res.get("window_ms"), period_ms=slowest_period)
     if res.get("nvtx_verbosity"):  # the NVTX markers every instance's context was timed with (trtexec's)
         extra["nvtx_verbosity"] = str(res["nvtx_verbosity"])
+    if res.get("io_memory"):  # managed on an integrated GPU, as trtexec's bindings without copies
+        extra["io_memory"] = str(res["io_memory"])
     events = []
     for i, it, start, end in res.get("timeline") or []:
         dev = specs[int(i)]["device"]

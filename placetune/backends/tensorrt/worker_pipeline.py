@@ -341,6 +341,9 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
     pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
                      int(job.get("frames_in_flight", 1)), rng, load_inputs(np, job))
     out["slots"] = pipe.slots
+    # device memory (cuMemAlloc), as an application chaining the engines allocates them (placetune.runtime),
+    # not trtexec's managed memory of engine mode and replicas: said with the figures
+    out["io_memory"] = "device"
     pipe.read_other_slot = bool(job.get("test_read_other_slot"))
     end = cuda.Event()
     t0 = cuda.Event()

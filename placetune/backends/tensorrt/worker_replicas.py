@@ -24,8 +24,8 @@ except ImportError:  # pragma: no cover
 
 from worker_build import make_logger, obtain_all
 from worker_cuda import driver
-from worker_resources import Resources, alloc, load_inputs, random_fill, release
-from worker_time import Engine, engines_nvtx, layer_information, timed_window
+from worker_resources import Resources, load_inputs, random_fill, release
+from worker_time import Engine, engines_nvtx, io_managed, layer_information, timed_window
 
 
 #: seconds the enqueue threads may take to reach the start line together
@@ -162,6 +162,10 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
     inputs = load_inputs(np, job)  # the input data given (each replica's batch of it), else random input
     engines = []  # type: List[Engine]
     addresses = []
+    # timed as trtexec's replicas (no copies): its tensors in managed memory on an integrated GPU, as
+    # trtexec binds them (worker_time.io_managed), device memory on a discrete one
+    managed = io_managed(cuda)
+    out["io_memory"] = "managed" if managed else "device"
     for s, p in zip(specs, plans):
         e = Engine(trt, cuda, str(s.get("name")), p, int(s.get("dla_core", -1)), logger, s.get("input_shapes"))
         if int(s.get("dla_core", -1)) >= 0 and (job.get("common") or {}).get("inspector", True):
@@ -169,8 +173,8 @@ def _run_replicas(trt, cuda, np, job, plans, logger, out):
             layer_information(trt, e.engine, e.context, out["engines"][len(engines)])
         addr = []
         for t in e.inputs + e.outputs:
-            mem = alloc(cuda, e.nbytes(t))
-            if t in e.inputs:
+            mem = cuda.mem_alloc(max(int(e.nbytes(t)), 1), managed)  # freed by the job's Resources
+            if t in e.inputs:  # a copy from pinned memory: the host never touches managed memory
                 random_fill(cuda, np, rng, mem, e.tensors[t][0], e.tensors[t][1], inputs, t)
             addr.append((t, mem))
         engines.append(e)

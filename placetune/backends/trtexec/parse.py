@@ -77,7 +77,11 @@ _STAT7 = re.compile(r"^(?P<name>min|max|mean|median|percentile|throughput|wallti
 _METRIC = re.compile(
     r"^(?P<key>Throughput|Latency|Enqueue Time|H2D Latency|GPU Compute Time|D2H Latency|"
     r"Total Host Walltime|Total GPU Compute Time|Host Latency)\s*:\s*(?P<rest>.*)$")
-_STAT = re.compile(r"(?P<name>min|max|mean|median|percentile\((?P<pct>[0-9.]+)%\))\s*=\s*(?P<v>[-+0-9.eEnaif]+)\s*ms")
+#: one statistic of a summary line; a figure copied by hand may have lost its ``=`` (``max 6.19507 ms``)
+_STAT = re.compile(r"\b(?P<name>min|max|mean|median|percentile\((?P<pct>[0-9.]+)%\))\s*=?\s*(?P<v>[-+0-9.eEnaif]+)\s*ms")
+#: a Total figure run together with the line before it (``... percentile(99%) 1.50879 ms Total Host Walltime: 3.05281 s``)
+_TOTAL_INLINE = re.compile(r"(?P<key>Total Host Walltime|Total GPU Compute Time)\s*:\s*(?P<v>" + r"[-+]?\d+\.?\d*(?:[eE][-+]?\d+)?"
+                           r")\s*(?P<unit>ms|s)\b")
 _LEGACY = re.compile(r"Average over (?P<n>\d+) runs is (?P<ms>[0-9.eE+-]+) ms \(host walltime is "
                      r"(?P<host>[0-9.eE+-]+) ms, (?P<pct>[0-9.]+)% percentile time is (?P<p>[0-9.eE+-]+)")
 _NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity)"
@@ -230,6 +234,8 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
         if msg in _BLOCK7:
             block7 = msg
             continue
+        if block7 is None and _STAT7.match(msg) and "(end to end " in msg:
+            block7 = "Host Latency"  # quoted without its header: only that block gives "(end to end ...)"
         s7 = _STAT7.match(msg) if block7 else None
         if s7 and block7:
             _read_stat7(out, block7, s7)
@@ -255,13 +261,11 @@ def parse_summary(lines: Iterable[str]) -> PerfSummary:
             # published excerpt ("Total GPU Compute Time: 3.0635"), whose digits may be cut too
             num = re.match(r"\s*(" + _NUMBER + r")\s*(ms|s)\s*$", rest, re.I)
             if num:
-                v = float(num.group(1)) / (1000.0 if num.group(2) == "ms" else 1.0)
-                if key == "Total Host Walltime":
-                    out.host_walltime_s = v
-                else:
-                    out.gpu_compute_s = v
+                _set_total(out, key, float(num.group(1)), num.group(2))
             continue
         stats = _stats(rest)
+        for tm in _TOTAL_INLINE.finditer(rest):
+            _set_total(out, tm.group("key"), float(tm.group("v")), tm.group("unit"))
         if not stats:
             continue
         target = {"Latency": out.latency_ms, "Host Latency": out.latency_ms, "Enqueue Time": out.enqueue_ms,
@@ -299,6 +303,15 @@ def _unwrapped(lines: Iterable[str]) -> Iterable[str]:
             yield line
     if held is not None:
         yield held
+
+
+def _set_total(out: PerfSummary, key: str, value: float, unit: str) -> None:
+    """``Total Host Walltime`` / ``Total GPU Compute Time``, in seconds."""
+    v = value / (1000.0 if unit == "ms" else 1.0)
+    if key == "Total Host Walltime":
+        out.host_walltime_s = v
+    else:
+        out.gpu_compute_s = v
 
 
 def _measured_rate(qps: float) -> float | None:

@@ -1329,6 +1329,10 @@ def _io_formats(io: list, network, log, calibrated: bool, entries: list, dla_eng
     tensor has no acceptable format or is INT8 without a range."""
     tensors = {t.name: t for t in list(network._inputs) + list(network._outputs)}
     members = list(TensorFormat.__members__)
+    # PLACETUNE_FAKE_TRT_REFORMAT_NATIVE_IO: a DLA engine reformats on the GPU even the I/O given its native
+    # format, which NvInfer.h release/10.3:413-416 leaves open with kGPU_FALLBACK (native "if ... kGPU_FALLBACK
+    # is not specified")
+    reformat_native = bool(os.environ.get("PLACETUNE_FAKE_TRT_REFORMAT_NATIVE_IO"))
     for row in io:
         t = tensors[row["name"]]
         fmt, why = _formats.choose(_MAJOR, t.allowed_formats, row["dtype"], len(row["shape"]), members)
@@ -1345,7 +1349,7 @@ def _io_formats(io: list, network, log, calibrated: bool, entries: list, dla_eng
                           "dynamic range and no calibrator gives it one)")
                 return False
             row["scale"] = (t._range[1] if t._range else 4.0) / 127.0
-        if not dla_engine or (row["dtype"], fmt) in _formats.DLA_NATIVE:
+        if not dla_engine or ((row["dtype"], fmt) in _formats.DLA_NATIVE and not reformat_native):
             continue
         if row["mode"] == "INPUT":
             on_dla = [l for l in network._layers if t in l._inputs and dev.get(id(l)) == DeviceType.DLA]
@@ -1356,8 +1360,13 @@ def _io_formats(io: list, network, log, calibrated: bool, entries: list, dla_eng
             for d in row["shape"]:
                 n *= max(int(d), 1)
             where = "Input" if row["mode"] == "INPUT" else "Output"
-            entry = {"name": f"Reformatting CopyNode for {where} Tensor 0 to {on_dla[0].name}", "device": "GPU",
-                     "type": "Reformat", "ms": round(0.005 + 2e-8 * n, 6), "layers": []}
+            name = f"Reformatting CopyNode for {where} Tensor 0 to {on_dla[0].name}"
+            # the I/O tensor is the reformat's input (an input) or output (an output), the other side
+            # "Reformatted ..." (real layer information: trt_corpus/trex-a100-resnet18-fp16-layerinfo)
+            inner = f"Reformatted {where} Tensor 0 to {on_dla[0].name}"
+            entry = {"name": name, "device": "GPU", "type": "Reformat", "ms": round(0.005 + 2e-8 * n, 6),
+                     "layers": [], "in": [t.name] if where == "Input" else [inner],
+                     "out": [inner] if where == "Input" else [t.name]}
             entries.insert(0 if where == "Input" else len(entries), entry)
     return True
 
