@@ -62,3 +62,56 @@ def test_a_url_cut_inside_its_password_is_masked(text, masked):
     "layer /conv1/Conv: GPU", "trt_version 10.3: no JetPack"])
 def test_text_with_no_cut_password_is_unchanged(text):
     assert mask_secrets(text) == text
+
+
+# --------------------------------------------------------------------------- ONNX external data
+def _external_model(folder, location):
+    """A Conv whose 4x3x3x3 float weight is external data at ``location`` (written as onnx writes it)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    folder.mkdir(exist_ok=True)
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "W")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", "0"), ("length", "432")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], name="conv")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    path = folder / "model.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("location, said", [
+    ("w\x00.bin", "outside the model's folder"),  # a NUL byte: realpath raised ValueError, a traceback
+    ("", "names no file"),  # no location at all: was said to be "outside the model's folder"
+])
+def test_external_data_whose_location_no_path_can_hold_is_refused_in_one_line(location, said, tmp_path, capsys):
+    path = _external_model(tmp_path / "m", location)
+    code = main(["tune", "--model", str(path), "--agent", "random", "--trials", "2",
+                 "--storage", str(tmp_path / "t.db"), "--study", "w"])
+    err = capsys.readouterr().err
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert said in err and "'W'" in err, err
+
+
+@pytest.mark.parametrize("where", ["/dev/zero", "absolute", "fifo", "link-out"])
+def test_external_data_at_a_device_a_fifo_or_outside_its_folder_is_refused_without_reading(where, tmp_path, capsys):
+    import os
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 432)
+    location = {"/dev/zero": "/dev/zero", "absolute": str(tmp_path / "secret.bin")}.get(where, "w.bin")
+    if where == "fifo":
+        os.mkfifo(folder / "w.bin")  # reading it would block for ever
+    elif where == "link-out":
+        os.symlink(tmp_path / "secret.bin", folder / "w.bin")
+    path = _external_model(folder, location)
+    code = main(["tune", "--model", str(path), "--agent", "random", "--trials", "2",
+                 "--storage", str(tmp_path / "t.db"), "--study", "w"])
+    err = capsys.readouterr().err
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "'W'" in err, err
