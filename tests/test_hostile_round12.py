@@ -115,3 +115,36 @@ def test_external_data_at_a_device_a_fifo_or_outside_its_folder_is_refused_witho
                  "--storage", str(tmp_path / "t.db"), "--study", "w"])
     err = capsys.readouterr().err
     assert code == 3 and len(err.strip().splitlines()) == 1 and "'W'" in err, err
+
+
+# --------------------------------------------------------------------------- study files and device profiles
+@pytest.mark.parametrize("where", ["study", "settings"])
+def test_a_study_file_integer_of_thousands_of_digits_is_one_line_not_a_traceback(where, tmp_path, capsys):
+    """tomllib reads an integer with ``int()``, which raises ValueError past 4300 digits: a traceback."""
+    body = '[study]\nmodel = "seed-block"\nagent = "random"\n'
+    body += f"trials = {'9' * 5000}\n" if where == "study" else f"trials = 2\n[settings]\ndla_core = {'9' * 5000}\n"
+    (tmp_path / "s.toml").write_text(body)
+    code = main(["tune", str(tmp_path / "s.toml"), "--storage", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 6 and len(err.strip().splitlines()) == 1 and "not valid TOML" in err, err
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_device_profile_integer_of_thousands_of_digits_is_refused():
+    from placetune.errors import ConfigError
+    from placetune.validate import loads_toml
+
+    with pytest.raises(ConfigError, match="too long to read"):
+        loads_toml(f"[noise]\nseed = {'1' * 4400}\n", "device profile p.toml")
+
+
+@pytest.mark.parametrize("body, field", [
+    ("trials = nan", "trials"), ("trials = inf", "trials"), ("trials = 2\ntimeout = nan", "timeout"),
+    ("trials = 2\ntimeout = -0.0", "timeout"), ("trials = 2\nstreams = nan", "streams"),
+    ('trials = 2\nconstraints = ["latency<=1e400"]', "finite"), ("trials = 2\nobjective = nan", "objective"),
+])
+def test_non_finite_numbers_in_a_study_file_name_their_key(body, field, tmp_path, capsys):
+    (tmp_path / "s.toml").write_text(f'[study]\nmodel = "seed-block"\nagent = "random"\n{body}\n')
+    code = main(["tune", str(tmp_path / "s.toml"), "--storage", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 6 and len(err.strip().splitlines()) == 1 and field in err, err
