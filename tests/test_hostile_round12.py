@@ -148,3 +148,52 @@ def test_non_finite_numbers_in_a_study_file_name_their_key(body, field, tmp_path
     code = main(["tune", str(tmp_path / "s.toml"), "--storage", str(tmp_path / "s.db")])
     err = capsys.readouterr().err
     assert code == 6 and len(err.strip().splitlines()) == 1 and field in err, err
+
+
+# --------------------------------------------------------------------------- the Python API given wrong types
+@pytest.fixture(scope="module")
+def evaluator():
+    from placetune import Evaluator
+
+    return Evaluator("seed-block")
+
+
+@pytest.mark.parametrize("assignment", [
+    "array of NaN",  # numpy's truth value of a long array raised ValueError ("ambiguous")
+    ["/conv1/Conv"], ("/conv1/Conv",), 5, float("nan"), "GPU",  # AttributeError / TypeError, or 'G', 'P', 'U'
+])
+def test_evaluate_of_an_assignment_that_is_no_mapping_is_a_placement_error(assignment, evaluator):
+    import numpy as np
+
+    from placetune.errors import PlacementError
+
+    if assignment == "array of NaN":
+        assignment = np.full(100, np.nan)
+    with pytest.raises(PlacementError, match="assignment must map layer names to devices .*Space.to_placement"):
+        evaluator.evaluate(assignment)
+
+
+@pytest.mark.parametrize("device", [[1], {"a": 1}, None, float("nan"), b"GPU"])
+def test_a_device_that_is_no_text_is_an_unknown_device(device, evaluator):
+    from placetune.errors import PlacementError
+
+    with pytest.raises(PlacementError, match="unknown device"):
+        evaluator.evaluate({"/conv1/Conv": device})  # a list or dict raised TypeError (unhashable)
+
+
+def test_mappings_and_placements_still_evaluate(evaluator):
+    from placetune import Placement
+
+    a = evaluator.evaluate({"/conv1/Conv": "DLA0"})
+    b = evaluator.evaluate(Placement(evaluator.model, {"/conv1/Conv": "dla"}))
+    assert a.status == b.status == "ok" and a.median_ms == b.median_ms
+
+
+def test_parse_shape_spec_and_load_plan_of_no_text_raise_placetune_errors():
+    from placetune import load_plan, parse_shape_spec
+    from placetune.errors import ConfigError, ShapeError
+
+    with pytest.raises(ShapeError, match="give text such as input=1x3x224x224"):
+        parse_shape_spec(float("nan"))  # AttributeError: 'float' object has no attribute 'count'
+    with pytest.raises(ConfigError, match="plan file: give a file name"):
+        load_plan(float("nan"))  # TypeError from Path()
