@@ -197,3 +197,27 @@ def test_parse_shape_spec_and_load_plan_of_no_text_raise_placetune_errors():
         parse_shape_spec(float("nan"))  # AttributeError: 'float' object has no attribute 'count'
     with pytest.raises(ConfigError, match="plan file: give a file name"):
         load_plan(float("nan"))  # TypeError from Path()
+
+
+# --------------------------------------------------------------------------- SQLite URL options
+@pytest.mark.parametrize("option, said", [
+    ("timeout=nan", "timeout must be a number of seconds from 0 to 2147483"),  # an undefined busy timeout
+    ("timeout=inf", "timeout must be a number of seconds"), ("timeout=-5", "timeout must be"),
+    ("timeout=1e10", "timeout must be"),
+    ("cached_statements=99999999999999999999", "cached_statements must be a whole number"),  # OverflowError
+    ("detect_types=99999999999999999999", "detect_types must be 0, 1"),  # OverflowError
+    ("cached_statements=-1", "cached_statements must be"), ("timeout=5&timeout=nan", "timeout must be"),
+    ("uri=true&timeout=nan", "timeout must be"),
+])
+def test_a_sqlite_url_option_out_of_the_drivers_range_is_a_database_error(option, said, tmp_path, capsys):
+    code = main(["tune", "--model", "seed-block", "--trials", "1", "--agent", "random",
+                 "--storage", f"sqlite:///{tmp_path}/q.db?{option}"])
+    err = capsys.readouterr().err
+    assert code == 7 and len(err.strip().splitlines()) == 1 and said in err and "Traceback" not in err, err
+    assert not (tmp_path / "q.db").exists()
+
+
+@pytest.mark.parametrize("option", ["timeout=5", "timeout=0.5", "cached_statements=100", "detect_types=3"])
+def test_sqlite_url_options_in_range_still_open(option, tmp_path, capsys):
+    assert main(["tune", "--model", "seed-block", "--trials", "1", "--agent", "random",
+                 "--storage", f"sqlite:///{tmp_path}/q.db?{option}"]) == 0, capsys.readouterr().err
