@@ -221,3 +221,24 @@ def test_a_sqlite_url_option_out_of_the_drivers_range_is_a_database_error(option
 def test_sqlite_url_options_in_range_still_open(option, tmp_path, capsys):
     assert main(["tune", "--model", "seed-block", "--trials", "1", "--agent", "random",
                  "--storage", f"sqlite:///{tmp_path}/q.db?{option}"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kw", ["trt_version", "dla_core", "power_mode", "seed", "batch"])
+def test_the_python_api_hides_a_url_given_as_another_setting(kw):
+    """The same value given to the Python API: its exception (a caller's traceback) showed the password's start."""
+    from placetune import Evaluator
+    from placetune.errors import PlacetuneError
+
+    with pytest.raises(PlacetuneError) as info:
+        Evaluator("seed-block", **{kw: SECRET_URL})
+    assert not any(leak in str(info.value) for leak in LEAKS), str(info.value)
+
+
+def test_an_error_built_with_a_url_masks_it_and_still_pickles():
+    import pickle
+
+    from placetune.errors import ConfigError, StoreError
+
+    e = StoreError(f"cannot open {SECRET_URL}")
+    assert "s3cr" not in str(e) and "tuner:***@127.0.0.1" in str(e)
+    assert str(pickle.loads(pickle.dumps(e))) == str(e) and ConfigError(5).args == (5,)
