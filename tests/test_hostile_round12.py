@@ -242,3 +242,35 @@ def test_an_error_built_with_a_url_masks_it_and_still_pickles():
     e = StoreError(f"cannot open {SECRET_URL}")
     assert "s3cr" not in str(e) and "tuner:***@127.0.0.1" in str(e)
     assert str(pickle.loads(pickle.dumps(e))) == str(e) and ConfigError(5).args == (5,)
+
+
+# --------------------------------------------------------------------------- ONNX: a Conv's kernel_shape
+def _conv_model(tmp_path, kernel_shape, weight=(4, 3, 3, 3)):
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    attrs = {"kernel_shape": kernel_shape} if kernel_shape is not None else {}
+    node = helper.make_node("Conv", ["x", "W"], ["y"], name="conv", **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones(weight, np.float32), "W")])
+    path = tmp_path / "k.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    return path
+
+
+def test_a_conv_whose_kernel_shape_is_not_its_weights_kernel_is_refused(tmp_path, capsys):
+    """ONNX shape inference took kernel_shape=5x5 over the 3x3 weight (an output of 12x12, simulated and tuned);
+    TensorRT's ONNX parser refuses the node (onnx-tensorrt importConv: "The size of spatial dimension and the
+    size of kernel shape are not equal for the Conv operator")."""
+    code = main(["check", str(_conv_model(tmp_path, [5, 5]))])
+    err = capsys.readouterr().err
+    assert code == 3 and len(err.strip().splitlines()) == 1, err
+    assert "kernel_shape=[5, 5]" in err and "whose kernel is 3x3" in err, err
+
+
+@pytest.mark.parametrize("kernel_shape", [None, [3, 3]])
+def test_a_conv_whose_kernel_shape_matches_or_is_left_out_loads(kernel_shape, tmp_path):
+    from placetune import Model
+
+    assert Model.load(_conv_model(tmp_path, kernel_shape)).layer("conv").outputs[0].shape == (1, 4, 14, 14)
