@@ -274,3 +274,16 @@ def test_a_conv_whose_kernel_shape_matches_or_is_left_out_loads(kernel_shape, tm
     from placetune import Model
 
     assert Model.load(_conv_model(tmp_path, kernel_shape)).layer("conv").outputs[0].shape == (1, 4, 14, 14)
+
+
+def test_a_graph_without_outputs_is_refused_at_load(tmp_path, capsys):
+    """It was simulated and tuned; TensorRT builds nothing of it ("Network must have at least one output")."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])], [])
+    path = tmp_path / "no_output.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    code = main(["check", str(path)])
+    err = capsys.readouterr().err
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "has no output" in err, err
