@@ -287,3 +287,21 @@ def test_a_graph_without_outputs_is_refused_at_load(tmp_path, capsys):
     code = main(["check", str(path)])
     err = capsys.readouterr().err
     assert code == 3 and len(err.strip().splitlines()) == 1 and "has no output" in err, err
+
+
+# --------------------------------------------------------------------------- names that become file names
+@pytest.mark.parametrize("study", ["a\nb", "a\tb"])
+def test_a_study_name_with_a_newline_or_tab_makes_no_plan_file_of_that_name(study, tmp_path, capsys):
+    """ESC and bidi characters were refused in a file name placetune makes, a newline or tab was not: the
+    default plan file was written as ``a<newline>b.plan.json``, which a shell loop over ``ls`` splits in two."""
+    code = main(["tune", "--model", "seed-block", "--trials", "2", "--agent", "random",
+                 "--storage", str(tmp_path / "n.db"), "--study", study])
+    err = capsys.readouterr().err
+    assert code == 6 and "control or bidi characters" in err and "--export PATH" in err, err
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".plan.json")]
+
+
+def test_the_same_study_exported_to_a_plain_name_runs(tmp_path, capsys):
+    assert main(["tune", "--model", "seed-block", "--trials", "2", "--agent", "random", "--storage",
+                 str(tmp_path / "n.db"), "--study", "a\nb", "--export", str(tmp_path / "ab.plan.json")]) == 0
+    assert (tmp_path / "ab.plan.json").is_file()
