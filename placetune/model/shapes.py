@@ -68,6 +68,8 @@ def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
     Raises:
         ShapeError: the text is not ``name=AxBxC`` with positive integers (one input per ``name=``).
     """
+    if not isinstance(spec, str):
+        raise ShapeError(f"bad --shape of type {type(spec).__name__}: give text such as input=1x3x224x224")
     # name=dims,name=dims (or name:dims,name=dims): the first spec would become part of an input's name; a
     # comma in a name alone (an ONNX input "in,put") is a name
     if spec.count("=") > 1 or _SPEC_BEFORE_COMMA.search(spec.rpartition("=")[0]):
