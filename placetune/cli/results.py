@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import placetune.plan.file as _file
     import placetune.plan.folder as _folder
     import placetune.model.model as _model
-    import placetune.tuning.objectives as _objectives
+    import placetune.tuning.final_pick as _final_pick
     import placetune.report.plots as _plots
     import placetune.plan.simulate as _simulate
     import placetune.store as _store
@@ -53,7 +53,7 @@ else:
     _file = lazy_import("placetune.plan.file")
     _folder = lazy_import("placetune.plan.folder")
     _model = lazy_import("placetune.model.model")
-    _objectives = lazy_import("placetune.tuning.objectives")
+    _final_pick = lazy_import("placetune.tuning.final_pick")
     _plots = lazy_import("placetune.report.plots")
     _simulate = lazy_import("placetune.plan.simulate")
     _store = lazy_import("placetune.store")
@@ -108,10 +108,10 @@ def _fmt(value: float | None, objective: str) -> str:
 
 def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
     objective = st.objective.split("+")[0].strip()
-    rec = _objectives.best_stored(store, st.name)  # feasible first in a constrained study, as tune and export rank
-    if rec is None:
+    pick = _final_pick.study_best(store, st.name)  # as tune and export name it: a run's recorded pick, else feasible first
+    if pick is None:
         return None, None
-    return rec.measurement.objective(objective), rec.id
+    return pick.record.measurement.objective(objective), pick.record.id
 
 
 def _the_study(store: "Store", name: str | None) -> str:
