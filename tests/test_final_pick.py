@@ -97,10 +97,10 @@ def test_the_agents_final_pick_is_printed_exported_recorded_and_exported_again_f
         plan = json.loads((tmp_path / "best.plan.json").read_text())
         assert plan["source"]["measurement_id"] == runner_id
         assert any(RULE in n for n in plan["notes"])
-        assert any(f"measurement {best_id}" in n and "not the pick" in n for n in plan["notes"])
+        assert any(f"measurement {best_id}" in n and "put the pick ahead of it" in n for n in plan["notes"])
         # the summary says which plan, why, and names the best stored median it outranked
         assert f"best plan: measurement {runner_id} (Optuna trial " in text and RULE in text
-        assert f"the best stored median over builds is measurement {best_id}" in text
+        assert f"the best stored value (median over builds) is measurement {best_id}," in text
         # the database alone (no agent state): export, studies, the Optuna study's attribute
         later = export_plan(store, "s")
         assert later.source["measurement_id"] == runner_id and any(RULE in n for n in later.notes)

@@ -397,7 +397,7 @@ def export_plan(
         rec = pick.record
     m = rec.measurement
     refuse_relabelled(st, m, rec.id)
-    notes: list[str] = [] if pick is None else pick.lines(st.objective.split("+")[0].strip())
+    notes: list[str] = [] if pick is None else pick.lines(objective or get_objective(st.objective))
     if model is None:
         try:
             model = load_study_model(store, st)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from placetune._lazy import lazy_import
 from placetune.placement.placement import Placement
 from placetune.tuning.objectives import best_stored
+from placetune.wording import figure
 from placetune.tuning.optuna_study import storage_for
 
 if TYPE_CHECKING:
@@ -74,16 +75,18 @@ class BestPick:
     store_best: "MeasurementRecord | None" = None
     ignored: str | None = None
 
-    def lines(self, objective_name: str, trial: int | None = None) -> list[str]:
+    def lines(self, objective: "Objective", trial: int | None = None) -> list[str]:
         """What the user is told: which plan, by which rule; the store's best where it differs."""
         out = []
         name = f"measurement {self.record.id}" + (f" (Optuna trial {trial})" if trial is not None else "")
+        unit = f" {objective.units[0]}" if objective.units and objective.units[0] else ""
         if self.recorded:
-            out.append(f"best plan: {name}, chosen by {self.rule}")
+            out.append(f"best plan: {name}, {figure(objective.value(self.record.measurement))}{unit} as stored, "
+                       f"chosen by {self.rule}")
         if self.store_best is not None:
-            v = self.store_best.measurement.objective(objective_name)
-            out.append(f"the best stored median over builds is measurement {self.store_best.id} "
-                       f"({'-' if v is None else f'{v:.4g}'}), not the pick: the run's final ranking outranks it")
+            out.append(f"the best stored value (median over builds) is measurement {self.store_best.id}, "
+                       f"{figure(objective.value(self.store_best.measurement))}{unit}: the run's final ranking "
+                       "put the pick ahead of it")
         if self.ignored:
             out.append(self.ignored)
         return out

@@ -49,7 +49,7 @@ def export_best(cfg: TuneConfig, ev: Evaluator, study: str, notes: list[str],
     plan = export_plan(ev.store, study, objective=ev.objective, model=ev.model,  # not loaded again
                        measurement_id=None if pick is None else pick.record.id)
     if pick is not None:
-        plan.notes[:0] = pick.lines(ev.objective.names[0])
+        plan.notes[:0] = pick.lines(ev.objective)
     plan.notes.extend(notes)
     fps = plan.measured.get("throughput_fps")
     if cfg.streams and isinstance(fps, (int, float)):  # N streams of one network share its frames

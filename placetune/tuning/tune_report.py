@@ -197,7 +197,7 @@ class TuneReport:
             self._best(outcome.best[1])
         if outcome.pick is not None:  # a run's own final pick: which plan, and why it is the best
             trial = optuna_trial_number(ev.store, ev.study_name, outcome.pick.record.id) if outcome.pick.recorded else None
-            for line in outcome.pick.lines(ev.objective.names[0], trial):
+            for line in outcome.pick.lines(ev.objective, trial):
                 self.say(line)
         self._verdict(outcome, rows)
 
