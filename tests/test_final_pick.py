@@ -162,3 +162,13 @@ def test_the_guided_agents_final_ranking_is_its_final_rule():
     r = get_agent("guided", seed=0).run(ev, Budget(30))
     assert r.final_rule is not None and "final ranking of its top" in r.final_rule
     assert f"(measurement {r.best_measurement.extra['_id']})" in r.final_rule.split("#1 ", 1)[1].split(",")[0]
+
+
+def test_an_in_memory_study_follows_the_pick_in_its_own_run(tmp_path, runner_up):
+    out = io.StringIO()
+    cfg = TuneConfig(model="seed-block", agent="runner-up", trials=12, storage="sqlite:///:memory:", study="s",
+                     export=str(tmp_path / "best.plan.json"), agent_options={"seed": 1})
+    outcome = run_tune(cfg, out=out)
+    assert outcome.pick.recorded and outcome.pick.record.id == RunnerUpAgent.picked
+    assert json.loads((tmp_path / "best.plan.json").read_text())["source"]["measurement_id"] == RunnerUpAgent.picked
+    assert RULE in out.getvalue()
