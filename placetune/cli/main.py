@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from placetune.cli.check import cmd_check, with_dla
 from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
+from placetune.cli.usage import closest_options, command_hint
 from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
 from placetune.errors import ConfigError, PlacetuneError, ShapeError
@@ -249,25 +250,23 @@ class _Parser(argparse.ArgumentParser):
     not the command's whole usage (tune's fills a screen and hides the line that matters)."""
 
     def error(self, message: str) -> NoReturn:
-        error_line(f"{self.prog}: error: {message} ({self.prog} --help lists the options)")
+        error_line(f"{self.prog}: error: {message}{command_hint(message)} ({self.prog} --help lists the options)")
         self.exit(2)
 
 
 def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> NoReturn:
     """Arguments no option of the command takes: each named, with the command's options closest to it
     (``--trails``: did you mean ``--trials``?), in one line, exit 2."""
-    import difflib
-
     command = parser
     for action in parser._actions:  # noqa: SLF001 - argparse keeps its subcommands there
         if isinstance(action, argparse._SubParsersAction) and getattr(args, "command", None) in action.choices:
             command = action.choices[args.command]
-    options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]  # noqa: SLF001
+    options = {o: i for i, a in enumerate(command._actions)  # noqa: SLF001
+               for o in a.option_strings if o.startswith("--")}  # option -> its action (--shape, --shapes: one)
     words = []
     for extra in extras:
-        close = difflib.get_close_matches(extra.split("=")[0], options, n=1, cutoff=0.7) \
-            if extra.startswith("--") else []
-        words.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+        close = closest_options(extra.split("=")[0], options) if extra.startswith("--") else []
+        words.append(f"{extra} (did you mean {' or '.join(close)}?)" if close else extra)
     command.error(f"unrecognized argument{'s' if len(extras) > 1 else ''}: {', '.join(words)}")
 
 

@@ -283,6 +283,17 @@ def _short(value: Any, limit: int = 60) -> str:
 _STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source",
                                                       "export_from_file"}
 
+def _study_key_hint(key: str) -> str:
+    """What a mistyped or misplaced key of ``[study]`` was meant to be, then the keys ``[study]`` takes."""
+    allowed = sorted(_STUDY_KEYS - {"study"} | {"name"})
+    if key in {f.name for f in fields(Settings)}:
+        hint = f"{key} belongs in [settings]; "
+    else:
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{hint}the keys of [study] are: {', '.join(allowed)}"
+
+
 #: ``[backend_options]`` that name a program placetune runs, its arguments or its environment:
 #: from the command line, the user's environment or a trusted study file only.
 PROGRAM_OPTIONS = ("trtexec", "worker_python", "env", "worker_env", "build_args", "run_args")
@@ -382,7 +393,8 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
         study["study"] = study.pop("name")
     unknown = set(study) - _STUDY_KEYS
     if unknown:
-        raise ConfigError(f"study file {p}: unknown key(s) in [study]: {', '.join(sorted(unknown))}")
+        raise ConfigError(f"study file {p}: unknown key(s) in [study]: {', '.join(sorted(map(str, unknown)))}; "
+                          f"{_study_key_hint(sorted(map(str, unknown))[0])}")
     if "timeout" in study:
         study["timeout"] = parse_duration(study["timeout"])
     if "shapes" in study and isinstance(study["shapes"], str):
