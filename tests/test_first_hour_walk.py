@@ -150,3 +150,18 @@ def test_the_simulated_tune_of_it_warns_with_both_fixes(tmp_path, capsys, caplog
         refuse_for_board(get_backend("simulate"), Model.load(str(path)), Settings(trt_version="8.6"), {})
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "would be built wrong there" in said and "opset=17" in said and "give --trt-version 10.3" in said, said
+
+
+def test_a_study_file_naming_a_missing_model_says_where_it_looked(tmp_path, monkeypatch, capsys):
+    """The template's ``model = "my_model.onnx"`` copied as it is: the error named the zoo ("placetune zoo list
+    names the built-in models"), not the study file nor that its paths are relative to its folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "s.toml").write_text('[study]\nmodel = "my_model.onnx"\ntrials = 2\n'
+                                                  'storage = "sqlite:///p.db"\n')
+    assert main(["tune", "studies/s.toml"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "study file studies/s.toml: model " in err, err
+    assert f"{tmp_path / 'studies' / 'my_model.onnx'}: no such file (a model path in a study file is relative to " \
+           "the study file's folder)" in err, err
+    assert main(["tune", "studies/s.toml", "--model", "seed-block"]) == 0  # a model given replaces the file's

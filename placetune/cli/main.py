@@ -85,6 +85,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     embedded = not args.study_file and args.model is None
     if args.study_file:
         base = _studyfile.load_study_file(args.study_file, trusted=args.trust_study_file)
+        if not args.model:  # a model of the command line replaces the file's
+            _studyfile.check_model_files(base)
     elif embedded:
         base = _studyfile.TuneConfig.embedded_default()
     else:

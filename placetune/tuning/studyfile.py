@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 import difflib
 
-from placetune.errors import ConfigError, StoreError
+from placetune.errors import ConfigError, ModelError, StoreError
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch
 from placetune.validate import loads_toml
@@ -299,6 +299,20 @@ def _study_key_hint(key: str) -> str:
 PROGRAM_OPTIONS = ("trtexec", "worker_python", "env", "worker_env", "build_args", "run_args")
 #: ``[backend_options]`` that name a file or folder (confined like the study file's other paths).
 PATH_OPTIONS = ("cache_dir", "calibration_cache", "power_root", "save_plans")
+
+
+def check_model_files(cfg: "TuneConfig") -> None:
+    """The ONNX files a study file names exist, else one line naming the study file (the model's own error
+    named the zoo, and not that a study file's path is relative to its folder). Called when no ``--model``
+    replaces them.
+
+    Raises:
+        ModelError: the first file missing (exit status 3).
+    """
+    for model in [cfg.model, *(cfg.models or [])]:
+        if isinstance(model, str) and model.endswith((".onnx", ".onnx.gz")) and not os.path.lexists(model):
+            raise ModelError(f"study file {shown(cfg.source)}: model {shown(model)}: no such file (a model path in "
+                             "a study file is relative to the study file's folder)")
 
 
 def _inside(path: Path, folders: list[Path]) -> bool:
