@@ -165,3 +165,15 @@ def test_a_study_file_naming_a_missing_model_says_where_it_looked(tmp_path, monk
     assert f"{tmp_path / 'studies' / 'my_model.onnx'}: no such file (a model path in a study file is relative to " \
            "the study file's folder)" in err, err
     assert main(["tune", "studies/s.toml", "--model", "seed-block"]) == 0  # a model given replaces the file's
+
+
+def test_a_replicas_summary_says_what_its_latency_is(tmp_path, monkeypatch, capsys):
+    """Four cameras on replicas: the table's "latency ms" is the slowest replica's time per batch (the GPU's
+    batch of 4 in multi-camera.toml), which a camera engineer reads as a frame's latency unless told."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "seed-block", "--mode", "replicas", "--trials", "3", "--study", "r"]) == 0
+    out = capsys.readouterr().out
+    assert "latency ms in replicas mode: the slowest replica's time per batch; throughput fps: all replicas' " \
+           "frames together" in " ".join(out.split()), out
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--study", "p"]) == 0
+    assert "in replicas mode" not in capsys.readouterr().out

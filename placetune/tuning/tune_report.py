@@ -189,6 +189,9 @@ class TuneReport:
                 f"{label_:{width}s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "
                 f"{energy}  {versus_base}"
             )
+        if ev.settings.mode == "replicas":  # not a frame's latency: a camera's frame waits for its replica's batch
+            self.say("latency ms in replicas mode: the slowest replica's time per batch; throughput fps: all "
+                     "replicas' frames together")
         if outcome.best is not None:
             self._best(outcome.best[1])
         self._verdict(outcome, rows)
