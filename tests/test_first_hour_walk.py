@@ -177,3 +177,20 @@ def test_a_replicas_summary_says_what_its_latency_is(tmp_path, monkeypatch, caps
            "frames together" in " ".join(out.split()), out
     assert main(["tune", "--model", "seed-block", "--trials", "3", "--study", "p"]) == 0
     assert "in replicas mode" not in capsys.readouterr().out
+
+
+def test_a_warning_reads_as_placetune_speaks_not_as_a_module_logs(tmp_path):
+    """The first line of a tune of an opset-18 detector was ``WARNING placetune.backends.jetson: ...``; now it
+    is said as errors are (``placetune: warning: ...``), the module's name kept for ``-v``."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "nms.onnx"
+    onnx.save(_nms_like(), str(path))
+    for verbose, head in (([], "placetune: warning: trt_version 8.6: the plans of this study would be built wrong"),
+                          (["-v"], "WARNING placetune.backends.jetson: trt_version 8.6: the plans")):
+        done = subprocess.run([sys.executable, "-m", "placetune.cli", *verbose, "tune", "--model", str(path),
+                               "--trials", "2", "--storage", f"sqlite:///{tmp_path / 'p.db'}", "--study",
+                               f"s{len(verbose)}"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        said = [line for line in done.stderr.splitlines() if "would be built wrong" in line]
+        assert said and said[0].startswith(head), done.stderr[-2000:]

@@ -541,6 +541,15 @@ def _check_working_folder() -> None:
                           "and run the command again") from None
 
 
+class _Plain(logging.Formatter):
+    """A log line as a user reads it: ``placetune: warning: ...`` (another package's: ``optuna: warning: ...``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        who = record.name.split(".")[0] or "placetune"
+        text = f"{who}: {record.levelname.lower()}: {record.getMessage()}"
+        return text + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
@@ -549,6 +558,10 @@ def _main(argv: Sequence[str] | None) -> int:
     args.argv = list(argv) if argv is not None else None
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # a warning in the words of an error ("placetune: warning: ..."), not a module's name
+        for handler in logging.getLogger().handlers:
+            if type(handler) is logging.StreamHandler:  # basicConfig's (a test harness keeps its own)
+                handler.setFormatter(_Plain())
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
