@@ -194,3 +194,14 @@ def test_a_warning_reads_as_placetune_speaks_not_as_a_module_logs(tmp_path):
                                f"s{len(verbose)}"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
         said = [line for line in done.stderr.splitlines() if "would be built wrong" in line]
         assert said and said[0].startswith(head), done.stderr[-2000:]
+
+
+def test_a_precision_or_mode_in_capitals_is_taken(tmp_path, monkeypatch, capsys):
+    """TensorRT writes INT8 and FP16 (trtexec --int8, DLA docs); ``--precision INT8`` was refused as an
+    invalid choice."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "seed-block", "--precision", "FP16", "--json"]) == 0
+    assert main(["measure", "seed-block", "--precision", "INT8", "--mode", "Pipeline", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["tune", "--model", "seed-block", "--precision", "INT8", "--mode", "ENGINE", "--trials", "2"]) == 0
+    assert "engine mode" in capsys.readouterr().out

@@ -232,7 +232,7 @@ def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
 
 def _add_target_args(p: argparse.ArgumentParser, precision: str = DEFAULT_PRECISION) -> None:
     p.add_argument("--platform", default="orin-agx", help="Jetson profile (default orin-agx)")
-    p.add_argument("--precision", default=precision, choices=("fp16", "int8", "fp32"),
+    p.add_argument("--precision", default=precision, choices=("fp16", "int8", "fp32"), type=str.lower,
                    help=f"builder precision (default {precision}" + (", as tune's)" if precision != "fp16" else ")"))
     p.add_argument("--trt-version", default=None, help="TensorRT version whose DLA rules apply (default: the "
                    "platform's, 8.6 on Orin, 8.5 on Xavier)")
@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Measure one placement of MODEL (all-GPU unless --placement says otherwise).")
     _add_model_args(p)
     _add_target_args(p, DEFAULT_PRECISION)
-    p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"),
+    p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"), type=str.lower,
                    help="engine: one engine, GPU + one DLA core (default); pipeline: one engine per segment; "
                    "replicas: one whole network per device")
     p.add_argument("--placement", default=None,
@@ -404,10 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch", metavar="N", type=int,
                    help="batch: of a zoo model, or the open leading dimension of a file's "
                    "inputs (a file with a static batch takes --shape)")
-    g.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"), metavar="MODE",
+    g.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"), type=str.lower, metavar="MODE",
                    help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
                    "replicas, or concurrent (several --model at once)")
-    g.add_argument("--precision", choices=("fp16", "int8", "fp32"), metavar="NAME",
+    g.add_argument("--precision", choices=("fp16", "int8", "fp32"), type=str.lower, metavar="NAME",
                    help=f"{DEFAULT_PRECISION} (default), " + ", ".join(p for p in ("fp16", "int8")
                                                                       if p != DEFAULT_PRECISION)
                    + "; fp32 is refused (the DLA runs fp16 and int8 only: nothing to place)")
