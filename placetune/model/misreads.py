@@ -208,7 +208,8 @@ def _fix(rule: Misread, proto: onnx.ModelProto) -> str:
 def later_rules_hint(proto: onnx.ModelProto | None, trt_version: str) -> str:
     """For a study simulated under the DLA rules of a TensorRT whose parser misreads the model: the
     rules of JetPack 6.1's TensorRT 10.3, whose parser reads it, if the board has it ("" otherwise)."""
-    if _major(trt_version) is None or _major(trt_version) >= 10 or old_parser_misread(proto, "10.3") is not None:
+    major = _major(trt_version)
+    if major is None or major >= 10 or old_parser_misread(proto, "10.3") is not None:
         return ""
     return ("; or, for a Jetson Orin with JetPack 6.1 or later (TensorRT 10.3, whose parser reads it), "
             "give --trt-version 10.3")
