@@ -212,6 +212,20 @@ def check_shape(text: str, where: str, kind: str, *, error: type[PlacetuneError]
             parts = 0
 
 
+def _toml_hint(text: str, message: str) -> str:
+    """For tomllib's "Invalid value (at line N, ...)" on ``key = word``: a text value needs quotes
+    (``objective = latency`` -> ``objective = "latency"``), the mistake tomllib does not name."""
+    found = re.search(r"at line (\d+)", message)
+    lines = text.splitlines()
+    if not found or not message.startswith("Invalid value") or not 0 < int(found.group(1)) <= len(lines):
+        return ""
+    bare = re.match(r"\s*([A-Za-z0-9_-]{1,40})\s*=\s*([A-Za-z][A-Za-z0-9_.:/+-]{0,60})\s*(#.*)?$",
+                    lines[int(found.group(1)) - 1])
+    if not bare:
+        return ""
+    return f"; a text value needs quotes: {bare.group(1)} = \"{bare.group(2)}\""
+
+
 def loads_toml(text: str, where: str, *, error: type[PlacetuneError] = ConfigError) -> dict[str, Any]:
     """Decode TOML after :func:`check_shape` (bounded nesting and keys).
 
@@ -229,7 +243,7 @@ def loads_toml(text: str, where: str, *, error: type[PlacetuneError] = ConfigErr
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"{where} is not valid TOML: {exc}") from None
+        raise error(f"{where} is not valid TOML: {exc}{_toml_hint(text, str(exc))}") from None
     except ValueError:  # an integer of more than 4300 digits (Python's int conversion limit)
         raise error(f"{where} is not valid TOML: it holds an integer of thousands of digits, too long to read; "
                     "a value here is at most a few digits long") from None

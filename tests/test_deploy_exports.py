@@ -135,7 +135,8 @@ shutil.move(YOLO("yolo11n.yaml").export(format="onnx", imgsz=320, **kwargs), "de
 #: Ultralytics export options as people use them for deployment
 EXPORTS = {"nms": {"nms": True}, "dynamic": {"dynamic": True}, "half": {"half": True},
            "opset11": {"opset": 11}, "batch4": {"batch": 4}, "dynamic-nms": {"dynamic": True, "nms": True},
-           "opset20": {"opset": 20}, "dynamic-nms-batch2": {"dynamic": True, "nms": True, "batch": 2}}
+           "opset20": {"opset": 20}, "dynamic-nms-batch2": {"dynamic": True, "nms": True, "batch": 2},
+           "nms-opset17": {"nms": True, "opset": 17}}
 
 
 @pytest.mark.slow
@@ -151,6 +152,15 @@ def test_real_ultralytics_deployment_exports(kind, tmp_path, monkeypatch, capsys
     monkeypatch.chdir(tmp_path)
     shape = ["--shape", "images=1x3x320x320"] if "dynamic" in kind else []
     assert main(["check", "det.onnx", *shape]) == 0, capsys.readouterr().err
+    checked = " ".join(capsys.readouterr().out.split())
+    if kind == "nms":  # opset 18: TensorRT 8.6's parser (the default Orin rules) misreads its NMS tail, and says how
+        assert "would build another network" in checked and "opset=17" in checked, checked
+        assert "give --trt-version 10.3" in checked, checked
+    if kind == "nms-opset17":  # what that fix exports: read as written
+        assert "would build another network" not in checked, checked
+    if kind == "half":  # Ultralytics 8.4 writes FP16 weights on a CPU too
+        weights = onnx.load(str(tmp_path / "det.onnx")).graph.initializer
+        assert any(t.data_type == TensorProto.FLOAT16 for t in weights)
     model = Model.load(tmp_path / "det.onnx", shapes=shape[1:] or None)
     assert model.input_shapes["images"] == ((4 if kind == "batch4" else 1), 3, 320, 320)
     if "nms" in kind:

@@ -235,7 +235,7 @@ def test_what_will_run_fits_a_terminal_of_80_columns_and_keeps_every_fact(tmp_pa
     assert 2 <= block.count("\n") <= 3 and max(map(len, block.splitlines())) <= 79, block
     for fact in ("model resnet50", "batch 2", "int8", "objective throughput", "platform orin-agx (SIMULATED Jetson)",
                  "power mode MAXN", "backend simulate", "pipeline (4 frames in flight) mode", "TensorRT 8.6 DLA rules",
-                 "agent random (granularity fusion)", "budget 2 trials / 3600 s"):
+                 "agent random (granularity fusion)", "budget 2 trials / 1h"):
         assert fact in block, (fact, block)
 
 

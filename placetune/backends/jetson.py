@@ -25,7 +25,7 @@ from placetune.hardware.modules import ModuleMatch, identify_module, read_device
 from placetune.hardware.platforms import PLATFORMS
 from placetune.hardware.power_modes import same_power_mode
 from placetune.measurement import Measurement
-from placetune.model.misreads import old_parser_misread
+from placetune.model.misreads import later_rules_hint, old_parser_misread
 
 if TYPE_CHECKING:
     from placetune.backends.base import Backend
@@ -305,8 +305,8 @@ def refuse_for_board(backend: "Backend", model: "Model", settings: "Settings", f
     if backend.simulated:
         why = old_parser_misread(model.proto, str(settings.trt_version))
         if why:
-            log.warning("trt_version %s: the plans of this study would be built wrong there: %s", settings.trt_version,
-                        why)
+            log.warning("trt_version %s: the plans of this study would be built wrong there: %s%s", settings.trt_version,
+                        why, later_rules_hint(model.proto, str(settings.trt_version)))
         return
     why = old_parser_misread(model.proto, str(fingerprint.get("trt_version") or ""))
     if why:

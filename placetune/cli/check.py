@@ -141,7 +141,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                   "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
     if misread:
         human += (f"\nTensorRT {args.trt_version}'s ONNX parser would build another network than this model (its "
-                  f"plans would be built wrong there): {misread}")
+                  f"plans would be built wrong there): {misread}"
+                  f"{_misreads.later_rules_hint(model.proto, str(args.trt_version)) if platform.name.startswith('orin') else ''}")
     same = _same_target(args)
     if not platform.dla_count:  # nothing to search: tune refuses this platform
         human += (f"\n{platform.name} has no DLA core: every layer runs on the GPU, so there is no placement to tune "

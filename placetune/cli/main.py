@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from placetune.cli.check import cmd_check, with_dla
 from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
+from placetune.cli.usage import closest_options, command_hint
 from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
 from placetune.errors import ConfigError, PlacetuneError, ShapeError
@@ -84,6 +85,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     embedded = not args.study_file and args.model is None
     if args.study_file:
         base = _studyfile.load_study_file(args.study_file, trusted=args.trust_study_file)
+        if not args.model:  # a model of the command line replaces the file's
+            _studyfile.check_model_files(base)
     elif embedded:
         base = _studyfile.TuneConfig.embedded_default()
     else:
@@ -229,7 +232,7 @@ def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
 
 def _add_target_args(p: argparse.ArgumentParser, precision: str = DEFAULT_PRECISION) -> None:
     p.add_argument("--platform", default="orin-agx", help="Jetson profile (default orin-agx)")
-    p.add_argument("--precision", default=precision, choices=("fp16", "int8", "fp32"),
+    p.add_argument("--precision", default=precision, choices=("fp16", "int8", "fp32"), type=str.lower,
                    help=f"builder precision (default {precision}" + (", as tune's)" if precision != "fp16" else ")"))
     p.add_argument("--trt-version", default=None, help="TensorRT version whose DLA rules apply (default: the "
                    "platform's, 8.6 on Orin, 8.5 on Xavier)")
@@ -249,25 +252,23 @@ class _Parser(argparse.ArgumentParser):
     not the command's whole usage (tune's fills a screen and hides the line that matters)."""
 
     def error(self, message: str) -> NoReturn:
-        error_line(f"{self.prog}: error: {message} ({self.prog} --help lists the options)")
+        error_line(f"{self.prog}: error: {message}{command_hint(message)} ({self.prog} --help lists the options)")
         self.exit(2)
 
 
 def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> NoReturn:
     """Arguments no option of the command takes: each named, with the command's options closest to it
     (``--trails``: did you mean ``--trials``?), in one line, exit 2."""
-    import difflib
-
     command = parser
     for action in parser._actions:  # noqa: SLF001 - argparse keeps its subcommands there
         if isinstance(action, argparse._SubParsersAction) and getattr(args, "command", None) in action.choices:
             command = action.choices[args.command]
-    options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]  # noqa: SLF001
+    options = {o: i for i, a in enumerate(command._actions)  # noqa: SLF001
+               for o in a.option_strings if o.startswith("--")}  # option -> its action (--shape, --shapes: one)
     words = []
     for extra in extras:
-        close = difflib.get_close_matches(extra.split("=")[0], options, n=1, cutoff=0.7) \
-            if extra.startswith("--") else []
-        words.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+        close = closest_options(extra.split("=")[0], options) if extra.startswith("--") else []
+        words.append(f"{extra} (did you mean {' or '.join(close)}?)" if close else extra)
     command.error(f"unrecognized argument{'s' if len(extras) > 1 else ''}: {', '.join(words)}")
 
 
@@ -313,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Measure one placement of MODEL (all-GPU unless --placement says otherwise).")
     _add_model_args(p)
     _add_target_args(p, DEFAULT_PRECISION)
-    p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"),
+    p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"), type=str.lower,
                    help="engine: one engine, GPU + one DLA core (default); pipeline: one engine per segment; "
                    "replicas: one whole network per device")
     p.add_argument("--placement", default=None,
@@ -403,10 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch", metavar="N", type=int,
                    help="batch: of a zoo model, or the open leading dimension of a file's "
                    "inputs (a file with a static batch takes --shape)")
-    g.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"), metavar="MODE",
+    g.add_argument("--mode", choices=("engine", "pipeline", "replicas", "concurrent"), type=str.lower, metavar="MODE",
                    help="how a placement runs: pipeline (default: one engine per segment on GPU/DLA0/DLA1), engine, "
                    "replicas, or concurrent (several --model at once)")
-    g.add_argument("--precision", choices=("fp16", "int8", "fp32"), metavar="NAME",
+    g.add_argument("--precision", choices=("fp16", "int8", "fp32"), type=str.lower, metavar="NAME",
                    help=f"{DEFAULT_PRECISION} (default), " + ", ".join(p for p in ("fp16", "int8")
                                                                       if p != DEFAULT_PRECISION)
                    + "; fp32 is refused (the DLA runs fp16 and int8 only: nothing to place)")
@@ -540,6 +541,15 @@ def _check_working_folder() -> None:
                           "and run the command again") from None
 
 
+class _Plain(logging.Formatter):
+    """A log line as a user reads it: ``placetune: warning: ...`` (another package's: ``optuna: warning: ...``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        who = record.name.split(".")[0] or "placetune"
+        text = f"{who}: {record.levelname.lower()}: {record.getMessage()}"
+        return text + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
@@ -548,6 +558,10 @@ def _main(argv: Sequence[str] | None) -> int:
     args.argv = list(argv) if argv is not None else None
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # a warning in the words of an error ("placetune: warning: ..."), not a module's name
+        for handler in logging.getLogger().handlers:
+            if type(handler) is logging.StreamHandler:  # basicConfig's (a test harness keeps its own)
+                handler.setFormatter(_Plain())
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

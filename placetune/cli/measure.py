@@ -13,6 +13,7 @@ from placetune.wording import plural, wrap
 from placetune._lazy import lazy_import
 from placetune.errors import ConfigError, PlacementError
 from placetune.files.read import check_regular, read_text
+from placetune.safetext import shown
 from placetune.hardware.platforms import get_platform
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     import placetune.settings as _settings
     import placetune.tuning.oom_stop as _oom_stop
     import placetune.backends.oom as _oom
+    import placetune.plan.file as _plan_file
 else:
     _evaluator = lazy_import("placetune.tuning.evaluator")
     _placement = lazy_import("placetune.placement.placement")
@@ -29,6 +31,7 @@ else:
     _settings = lazy_import("placetune.settings")
     _oom_stop = lazy_import("placetune.tuning.oom_stop")
     _oom = lazy_import("placetune.backends.oom")
+    _plan_file = lazy_import("placetune.plan.file")
 
 __all__ = ["cmd_measure", "calibration_cache"]
 
@@ -48,9 +51,36 @@ def _parse_placement(text: str, model, platform):
         exists = text == "-" or os.path.lexists(path)
     except (OSError, ValueError):  # a name too long for the file system
         exists = False
+    if exists and text != "-" and _plan_file.is_plan_file(path):  # the plan tune or export wrote: its placement
+        return _plan_file.load(path, model).placement(model, "requested")
     if exists:  # a regular file (or - for standard input); a FIFO or a device is refused, never read
         return _placement.Placement.from_json(model, read_text(text, "placement file", error=PlacementError, stdin=True))
     raise PlacementError(f"--placement {text[:80]!r}: expected all-gpu, all-dla, dla0, dla1, a JSON file or JSON text")
+
+
+def _plan_options(text: str | None, model, args: argparse.Namespace) -> None:
+    """``--placement PLAN.json`` (a plan tune or export wrote) is measured as it was tuned: a platform,
+    mode, precision, batch or frames in flight other than the plan's is refused in one line naming the
+    options that measure it as tuned (exit 6); a pipeline plan measured in engine mode, measure's default,
+    was refused for its two DLA cores without saying why."""
+    if not text or text == "-" or text.lstrip().startswith("{") or not os.path.exists(text) \
+            or not _plan_file.is_plan_file(text):
+        return
+    plan = _plan_file.load(text, model, check_hash=False)
+    given = {"--platform": (args.platform, plan.platform), "--mode": (args.mode, plan.mode),
+             "--precision": (args.precision, plan.precision), "--batch": (model.batch, plan.batch)}
+    if plan.mode == "pipeline":
+        given["--frames-in-flight"] = (args.frames_in_flight, plan.settings.get("frames_in_flight") or 1)
+    if plan.mode == "replicas" and plan.settings.get("replicas") and not args.replicas:
+        reps = plan.settings["replicas"]
+        given["--replicas"] = (None, ",".join(f"{d}:{b}" for d, b in reps.items()) if isinstance(reps, dict)
+                               else reps)
+    differ = [f"{flag} {want}" for flag, (have, want) in given.items()
+              if want is not None and str(have).lower() != str(want).lower()]
+    if differ:
+        raise ConfigError(f"--placement {shown(text)} is a plan of {plan.model.get('name')} on {plan.platform}, "
+                          f"{plan.mode} mode, {plan.precision}, batch {plan.batch}: measure it as it was tuned "
+                          f"with {' '.join(differ)}")
 
 
 def _settings_from_args(args: argparse.Namespace):
@@ -87,6 +117,7 @@ def calibration_cache(path: str, backend: str | None) -> str:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     model = load_model(args)
+    _plan_options(args.placement, model, args)
     settings = _settings_from_args(args)  # bad settings refused before a worker starts
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     if args.calibration_cache:

@@ -28,7 +28,7 @@ from typing import Callable
 
 import onnx
 
-__all__ = ["MISREADS", "Misread", "old_parser_misread"]
+__all__ = ["MISREADS", "Misread", "later_rules_hint", "old_parser_misread"]
 
 _REDUCE = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
            "ReduceProd", "ReduceSum", "ReduceSumSquare")
@@ -200,8 +200,19 @@ def _fix(rule: Misread, proto: onnx.ModelProto) -> str:
     split = next((n for n in proto.graph.node if n.op_type == "Split" and n.domain in ("", "ai.onnx")), None)
     if split is None or opset < 18:
         return rule.fix
-    return (f"export it with opset 17 (onnx.version_converter cannot convert this model: it has no Split 18->17 "
-            f"adapter, and node {split.name[:80]!r} is an opset-18 Split)")
+    return (f"export it with opset 17 (Ultralytics: export(format='onnx', opset=17) with your other options; "
+            f"onnx.version_converter cannot convert this model: it has no Split 18->17 adapter, and node "
+            f"{split.name[:80]!r} is an opset-18 Split)")
+
+
+def later_rules_hint(proto: onnx.ModelProto | None, trt_version: str) -> str:
+    """For a study simulated under the DLA rules of a TensorRT whose parser misreads the model: the
+    rules of JetPack 6.1's TensorRT 10.3, whose parser reads it, if the board has it ("" otherwise)."""
+    major = _major(trt_version)
+    if major is None or major >= 10 or old_parser_misread(proto, "10.3") is not None:
+        return ""
+    return ("; or, for a Jetson Orin with JetPack 6.1 or later (TensorRT 10.3, whose parser reads it), "
+            "give --trt-version 10.3")
 
 
 def old_parser_misread(proto: onnx.ModelProto | None, trt_version: str) -> str | None:

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 import difflib
 
-from placetune.errors import ConfigError, StoreError
+from placetune.errors import ConfigError, ModelError, StoreError
 from placetune.safetext import shown
 from placetune.validate import batch as check_batch
 from placetune.validate import loads_toml
@@ -283,11 +283,36 @@ def _short(value: Any, limit: int = 60) -> str:
 _STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source",
                                                       "export_from_file"}
 
+def _study_key_hint(key: str) -> str:
+    """What a mistyped or misplaced key of ``[study]`` was meant to be, then the keys ``[study]`` takes."""
+    allowed = sorted(_STUDY_KEYS - {"study"} | {"name"})
+    if key in {f.name for f in fields(Settings)}:
+        hint = f"{key} belongs in [settings]; "
+    else:
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{hint}the keys of [study] are: {', '.join(allowed)}"
+
+
 #: ``[backend_options]`` that name a program placetune runs, its arguments or its environment:
 #: from the command line, the user's environment or a trusted study file only.
 PROGRAM_OPTIONS = ("trtexec", "worker_python", "env", "worker_env", "build_args", "run_args")
 #: ``[backend_options]`` that name a file or folder (confined like the study file's other paths).
 PATH_OPTIONS = ("cache_dir", "calibration_cache", "power_root", "save_plans")
+
+
+def check_model_files(cfg: "TuneConfig") -> None:
+    """The ONNX files a study file names exist, else one line naming the study file (the model's own error
+    named the zoo, and not that a study file's path is relative to its folder). Called when no ``--model``
+    replaces them.
+
+    Raises:
+        ModelError: the first file missing (exit status 3).
+    """
+    for model in [cfg.model, *(cfg.models or [])]:
+        if isinstance(model, str) and model.endswith((".onnx", ".onnx.gz")) and not os.path.lexists(model):
+            raise ModelError(f"study file {shown(cfg.source)}: model {shown(model)}: no such file (a model path in "
+                             "a study file is relative to the study file's folder)")
 
 
 def _inside(path: Path, folders: list[Path]) -> bool:
@@ -382,7 +407,8 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
         study["study"] = study.pop("name")
     unknown = set(study) - _STUDY_KEYS
     if unknown:
-        raise ConfigError(f"study file {p}: unknown key(s) in [study]: {', '.join(sorted(unknown))}")
+        raise ConfigError(f"study file {p}: unknown key(s) in [study]: {', '.join(sorted(map(str, unknown)))}; "
+                          f"{_study_key_hint(sorted(map(str, unknown))[0])}")
     if "timeout" in study:
         study["timeout"] = parse_duration(study["timeout"])
     if "shapes" in study and isinstance(study["shapes"], str):

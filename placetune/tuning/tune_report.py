@@ -57,6 +57,20 @@ class TuneOutcome:
 WHAT_WILL_RUN_WIDTH = 79
 
 
+def _duration(seconds: float) -> str:
+    """A ``--timeout`` as one writes it: ``8h``, ``1h30m``, ``90s`` -> ``1m30s`` (not ``28800 s``).
+
+    Example:
+        >>> _duration(28800), _duration(5400), _duration(90), _duration(2.5)
+        ('8h', '1h30m', '1m30s', '2.5s')
+    """
+    if seconds != int(seconds):
+        return f"{seconds:g}s"
+    h, rest = divmod(int(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (s, "s")) if v) or "0s"
+
+
 def what_will_run(cfg: TuneConfig, ev: Evaluator, granularity: str | None = None) -> str:
     """What this run measures and how, printed first by every run: a line starting ``what will run:`` (the
     model and what is optimised) and indented lines under it (where it runs, how the placement runs, how it
@@ -75,7 +89,7 @@ def what_will_run(cfg: TuneConfig, ev: Evaluator, granularity: str | None = None
         [f"platform {ev.platform.name} ({sim})", f"power mode {s.power_mode}", f"backend {ev.backend.name}"],
         [f"{mode} mode", f"TensorRT {s.trt_version} DLA rules"],
         [f"agent {cfg.agent} (granularity {cfg.granularity or granularity or 'the agent default'})",
-         f"budget {plural(cfg.trials, 'trial')}" + (f" / {cfg.timeout:g} s" if cfg.timeout else "")],
+         f"budget {plural(cfg.trials, 'trial')}" + (f" / {_duration(cfg.timeout)}" if cfg.timeout else "")],
     ]
     lines: list[str] = []
     for i, parts in enumerate(groups):
@@ -193,6 +207,9 @@ class TuneReport:
                 f"{label_:{width}s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "
                 f"{energy}  {versus_base}"
             )
+        if ev.settings.mode == "replicas":  # not a frame's latency: a camera's frame waits for its replica's batch
+            self.say("latency ms in replicas mode: the slowest replica's time per batch; throughput fps: all "
+                     "replicas' frames together")
         if outcome.best is not None:
             self._best(outcome.best[1])
         if outcome.pick is not None:  # a run's own final pick: which plan, and why it is the best
