@@ -59,6 +59,7 @@ from placetune.backends.tensorrt.jobs import (
     runtime_messages,
 )
 from placetune.backends.tensorrt.pool import WorkerReply
+from placetune.backends.tensorrt.segment_known import mark_segments
 from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
 from placetune.backends.jetson import realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
@@ -268,14 +269,15 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     unchecked: list[str] = []
     guessed: list[str] = []
     loadables: dict[str, int] = {}
-    rows = []
+    rows, segs = [], []  # an engine row, and how far its placement is read, per segment
     build_s = 0.0
     for c, spec, info in zip(cuts, specs, infos):
         label = f"seg{c.index}"
         logs_into(extra, label, info)
         cache_set_aside(info, notes)  # an unreadable timing cache set aside for this engine's build
+        segs.append({"index": c.index, "device": c.device, "layers": len(c.layers)})  # how far its placement is read
         n_load, subgraphs = read_realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
-                                      unknown=unknown, guessed=guessed, unchecked=unchecked)
+                                          unknown=unknown, guessed=guessed, unchecked=unchecked, record=segs[-1])
         if c.device != "GPU":
             loadables[c.device] = loadables.get(c.device, 0) + n_load
         if not info.get("cached"):
@@ -363,7 +365,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     status = res.get("status")
     common = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s, extra=extra,
                   **base)
-    mark_unknown(common, unknown, unchecked)
+    mark_segments(common, unknown, unchecked, segs, realized)  # an unread segment leaves the others known
     if status == "build_failed":
         k = int(res.get("failed_engine", len(infos) - 1))
         if k < len(cuts):
