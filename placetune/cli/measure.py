@@ -157,10 +157,10 @@ def _measure_human(m, model, platform, power_mode: str = "MAXN") -> str:
         else:
             lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
     if m.segments_read is not None:  # a pipeline read segment by segment: the layers read, the rest unknown
-        counts: dict[str, int] = {}
+        read: dict[str, int] = {}
         for d in (m.realized_partial or {}).values():
-            counts[d] = counts.get(d, 0) + 1
-        lines.append("realised, PARTLY UNKNOWN: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items()))
+            read[d] = read.get(d, 0) + 1
+        lines.append("realised, PARTLY UNKNOWN: " + ", ".join(f"{d} {n} layers" for d, n in sorted(read.items()))
                      + f"; {m.unread_line()}")
     elif not m.placement_known:
         lines.append(f"realised: UNKNOWN ({(m.extra or {}).get('placement_unknown') or 'no source says'})")

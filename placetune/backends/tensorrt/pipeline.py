@@ -11,16 +11,15 @@ tolerance per precision: :data:`~placetune.backends.tensorrt.backend.GATE_TOLERA
 is ``runtime_failed`` with the numbers. INT8 without a calibration cache is compared with the
 unsplit engine instead (the same placement in one engine, the same placeholder ranges), so the
 default INT8 study is checked too. The outputs of an NMS plugin that reach the network outputs
-(:mod:`~placetune.backends.tensorrt.nms_graph`) are compared as a set of detections (``worker_nms``). Reported like the simulator's pipeline mode:
-single-frame latency samples, throughput from the period with K frames in flight
-(``extra["period_ms"]``), ``segment_times_ms`` (each engine's interval in one frame),
-``timeline`` (every engine run of a few frames, from CUDA events), plus
-``extra["engine_cache"]`` (hits / misses), ``extra["gate"]`` and ``extra["engines"]``.
+(:mod:`~placetune.backends.tensorrt.nms_graph`) are compared as a set of detections (``worker_nms``).
+Reported like the simulator's pipeline mode: single-frame latency samples, throughput from the
+period with K frames in flight (``extra["period_ms"]``), ``segment_times_ms``, ``timeline`` (from
+CUDA events), ``extra["engine_cache"]``, ``extra["gate"]``, ``extra["engines"]``; each segment's
+placement is read on its own (:mod:`~placetune.backends.tensorrt.segment_known`).
 
-**replicas**: one whole-network engine per device of ``settings.replicas`` (its own batch,
-its own stream; DLA instances run the placement's DLA layers on their core), each timed
-alone, then all run at once in closed loops for ``replicas_duration_s``; per instance and
-total throughput in ``extra["replicas"]`` like the simulator.
+**replicas**: one whole-network engine per device of ``settings.replicas`` (its own batch, its own stream; DLA
+instances run the placement's DLA layers on their core), each timed alone, then all run at once in closed loops
+for ``replicas_duration_s``; per instance and total throughput in ``extra["replicas"]`` like the simulator.
 """
 
 from __future__ import annotations
@@ -269,13 +268,14 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     unchecked: list[str] = []
     guessed: list[str] = []
     loadables: dict[str, int] = {}
-    rows, segs = [], []  # an engine row, and how far its placement is read, per segment
+    rows = []
+    segs: list[dict[str, Any]] = []  # how far each segment's placement is read (segment_known)
     build_s = 0.0
     for c, spec, info in zip(cuts, specs, infos):
         label = f"seg{c.index}"
         logs_into(extra, label, info)
         cache_set_aside(info, notes)  # an unreadable timing cache set aside for this engine's build
-        segs.append({"index": c.index, "device": c.device, "layers": len(c.layers)})  # how far its placement is read
+        segs.append({"index": c.index, "device": c.device, "layers": len(c.layers)})
         n_load, subgraphs = read_realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
                                           unknown=unknown, guessed=guessed, unchecked=unchecked, record=segs[-1])
         if c.device != "GPU":
@@ -398,10 +398,10 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     alone = res.get("alone_ms") or []
     schedule = res.get("schedule") or []
     seg_times = []
-    ran = [row["ran_on"] for row in rows]  # each engine's device as it ran (GPU for a DLA one that fell back)
+    ran_as = [str(row["ran_on"]) for row in rows]  # each engine's device as it ran (GPU for a DLA one that fell back)
     for i, c in enumerate(cuts):
         start, end = (schedule[i] if i < len(schedule) else (None, None))
-        seg_times.append({"index": c.index, "device": ran[i], "asked": c.device, "layers": len(c.layers),
+        seg_times.append({"index": c.index, "device": ran_as[i], "asked": c.device, "layers": len(c.layers),
                           "time_ms": (end - start) if start is not None else None, "start_ms": start, "end_ms": end,
                           "predecessors": list(c.predecessors),
                           "alone_ms": alone[i] if i < len(alone) else None})
@@ -409,7 +409,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     frames: dict[int, list[float]] = {}
     busy: dict[str, float] = {}
     for i, f, start, end in res.get("timeline") or []:
-        c, dev = cuts[int(i)], ran[int(i)]
+        c, dev = cuts[int(i)], ran_as[int(i)]
         events.append({"device": dev, "name": f"seg{c.index}", "start_ms": float(start), "end_ms": float(end),
                        "frame": int(f)})
         window = frames.setdefault(int(f), [float(start), float(end)])
