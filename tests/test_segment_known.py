@@ -17,6 +17,7 @@ from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.measurement import UNKNOWN_DEVICE, Measurement
 from placetune.placement.cut import load_source, randomize_weights
 from placetune.plan.export import export_plan
+from placetune.report.trace import chrome_trace
 from placetune.store import Store
 from placetune.tuning.first_build import FirstBuildCheck
 from placetune.tuning.progress import placement_field
@@ -77,6 +78,16 @@ def test_one_unreadable_dla_segment_leaves_the_other_segments_known(seed_block, 
         # so does the export of the study's best (this is its only measurement)
         with pytest.raises(ConfigError, match=r"not read \(/conv3/Conv; 3 of 4 segments read\)"):
             export_plan(store, "partly")
+    # the Chrome trace draws the unread segment where it was asked, and says its placement is unknown
+    names = {e["name"] for e in chrome_trace(m)["traceEvents"] if e.get("ph") == "X"}
+    assert names == {"seg0", "seg1 (placement unknown)", "seg2", "seg3"}
+    # placetune measure's lines: the layers read by device, the unread one named
+    from placetune.cli.measure import _measure_human
+    from placetune.hardware.platforms import get_platform
+
+    text = _measure_human(m, Model.load(seed_block), get_platform("orin-agx"))
+    assert "realised, PARTLY UNKNOWN: DLA1 1 layers, GPU 3 layers, unknown 1 layers; 1 layer(s) whose realised " \
+           "device was not read (/conv3/Conv; 3 of 4 segments read)" in text
     # the best plan's caveat names the unread segment and layer
     (line,) = [x for x in best_caveats(m) if "UNKNOWN" in x]
     assert "PARTLY" in line and "/conv3/Conv" in line and "3 of 4 segments" in line
