@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace as NS
 
 import onnx
 import pytest
@@ -122,29 +123,25 @@ def _partly(realized_partial: dict[str, str]) -> Measurement:
                                                      {"index": 1, "device": "DLA1", "layers": 1, "known": False}]})
 
 
+def _check() -> FirstBuildCheck:
+    check = FirstBuildCheck(NS(objective=NS(names=("latency",), constraints=())))
+    check.gpu_checked = True  # the all-GPU baseline passed
+    return check
+
+
 def test_first_build_check_counts_a_read_dla_segment_as_read_and_says_the_rest_loudly(caplog):
-    check = FirstBuildCheck.__new__(FirstBuildCheck)
-    check.__dict__.update(gpu_checked=True, dla_checked=False, unknown_in_a_row=0)
-    m = _partly({"a": "DLA0", "b": UNKNOWN_DEVICE})
+    check = _check()
     with caplog.at_level(logging.WARNING):
-        check(_Asked({"a": "DLA0", "b": "DLA1"}), m)
+        check(NS(as_dict=lambda: {"a": "DLA0", "b": "DLA1"}), _partly({"a": "DLA0", "b": UNKNOWN_DEVICE}))
     assert check.dla_checked and check.unknown_in_a_row == 0
-    assert any("PLACEMENT PARTLY UNKNOWN" in r.getMessage() for r in caplog.records)
+    (said,) = [r.getMessage() for r in caplog.records if "PLACEMENT PARTLY UNKNOWN" in r.getMessage()]
+    assert "1 layer(s) whose realised device was not read (b; 1 of 2 segments read)" in said
     # a pipeline whose only read segments are GPU ones proves nothing of the DLA reading: counted unknown
-    check2 = FirstBuildCheck.__new__(FirstBuildCheck)
-    check2.__dict__.update(gpu_checked=True, dla_checked=False, unknown_in_a_row=0)
+    check = _check()
     gpu_only = _partly({"a": "GPU", "b": UNKNOWN_DEVICE})
     gpu_only.extra["segment_placements"][0]["device"] = "GPU"
-    check2(_Asked({"a": "GPU", "b": "DLA1"}), gpu_only)
-    assert not check2.dla_checked and check2.unknown_in_a_row == 1
-
-
-class _Asked:
-    def __init__(self, d: dict[str, str]) -> None:
-        self._d = d
-
-    def as_dict(self) -> dict[str, str]:
-        return dict(self._d)
+    check(NS(as_dict=lambda: {"a": "GPU", "b": "DLA1"}), gpu_only)
+    assert not check.dla_checked and check.unknown_in_a_row == 1
 
 
 def test_trial_line_says_a_partly_known_placement():
