@@ -65,6 +65,7 @@ def test_one_unreadable_dla_segment_leaves_the_other_segments_known(seed_block, 
     assert m.realized_partial == {"/conv1/Conv": "GPU", "/conv2/Conv": "GPU", "/conv3/Conv": UNKNOWN_DEVICE,
                                   "/conv4/Conv": "DLA1", "/Concat": "GPU"}
     assert m.unknown_layers == ["/conv3/Conv"] and m.segments_read == (3, 4)
+    assert m.extra["realized_vs_predicted"] == {"/conv3/Conv": ["DLA0", UNKNOWN_DEVICE]}
     # DLA1's loadables are read; DLA0's (and its 16-per-core check) are unknown
     assert m.dla_loadables == {"DLA1": 1}
     assert "seg1" in m.extra["placement_unknown"] and "3 of 4 segments were read" in m.extra["placement_unknown"]

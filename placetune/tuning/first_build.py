@@ -165,9 +165,9 @@ class FirstBuildCheck:
                 return
             if _dla_segment_read(m):  # the stack read a DLA engine's placement: said loudly, not counted
                 self.dla_checked = True
-                log.warning("PLACEMENT PARTLY UNKNOWN: of this DLA pipeline placement, %s (%s); it is recorded with "
-                            "its timing and the layers read, the unread ones marked unknown, and the run goes on",
-                            m.unread_line(), (m.extra or {}).get("placement_unknown") or "")
+                log.warning("PLACEMENT PARTLY UNKNOWN: of this DLA pipeline placement, %s (the record's "
+                            "placement_unknown says why); it is recorded with its timing and the layers read, the "
+                            "unread ones marked unknown, and the run goes on", m.unread_line())
                 return
             self.unknown_in_a_row += 1
             why = (m.extra or {}).get("placement_unknown") or ("its build log has no DLA/GPU placement lines "

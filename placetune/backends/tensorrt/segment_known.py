@@ -63,6 +63,9 @@ def mark_segments(kw: dict[str, Any], unknown: Sequence[str], unchecked: Sequenc
     kw["dla_loadables"] = {c: n for c, n in loadables.items() if c not in cores}
     read = [f"seg{s['index']} ({s['device']}, {s.get('source')})" for s in segments if s.get("known")]
     some = ", ".join(sorted(layers)[:5]) + (", ..." if len(layers) > 5 else "")
+    diff = kw["extra"].get("realized_vs_predicted")
+    if isinstance(diff, dict):  # an unread layer is not "as predicted": [asked, unknown]
+        diff.update({n: [realized[n], UNKNOWN_DEVICE] for n in sorted(layers) if n in realized})
     if any(d != UNKNOWN_DEVICE for d in partial.values()):
         kw["extra"]["realized_partial"] = partial
         why = (f"the realised placement of {'; '.join(unknown)} is unknown: {len(layers)} layer(s) ({some}) are "
@@ -73,5 +76,5 @@ def mark_segments(kw: dict[str, Any], unknown: Sequence[str], unchecked: Sequenc
         why = (f"the realised placement of {'; '.join(unknown)} is unknown: their DLA loadables, and the 16-per-core "
                "check, are unknown too")
     kw["extra"]["placement_unknown"] = why
-    say_unknown(why)
+    say_unknown(why, f"unknown for {', '.join(cores)}")
 
