@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from placetune.safetext import mask_secrets
+
 __all__ = [
     "PlacetuneError",
     "ModelError",
@@ -25,11 +27,18 @@ __all__ = [
 class PlacetuneError(Exception):
     """Base class of every error placetune raises on purpose.
 
+    Its message never holds a database password: every text argument passes
+    :func:`~placetune.safetext.mask_secrets` (a value echoed in a message may be a URL, even cut short), so a
+    Python caller's traceback shows no more than the command line does.
+
     Attributes:
         exit_code: the process exit code the CLI uses for this error class.
     """
 
     exit_code: int = 2
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(mask_secrets(a) if isinstance(a, str) else a for a in args))
 
 
 class ModelError(PlacetuneError):

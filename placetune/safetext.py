@@ -39,6 +39,11 @@ __all__ = ["mask_secrets", "terminal_safe", "line_safe", "shown"]
 #: ``u:a b@c@host/db`` hides ``a b@c``), and then never from a port (``host:5432/db ... a@b``).
 _PASSWORD = r"(?:\S*(?=@)|(?!\d*(?:[/?#\s]|$))[^\n]*?(?=@[^@\s]*(?:\s|$)))"
 _USERINFO = re.compile(rf"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*:/{{0,2}}[^/:?#\s'\"]*:)(?P<pw>{_PASSWORD})(?P<at>@)")
+#: a URL cut short before its host (a message shows at most so many characters of a value): ``scheme://user:``
+#: then the start of the password, running to the end of the text, a quote or a blank with no ``@`` after it;
+#: masked whole (never a port: ``db:5432/x``), since what is left of a password is still part of it
+_CUT_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*:/{1,2}[^/:?#\s'\"@]*:)"
+                           r"(?P<pw>(?!\d*(?:[/?#\s'\"]|\.\.\.|$))[^\s'\"@]+)(?=['\"\s]|$)")
 #: ``user:password@host`` without its scheme (a URL whose ``postgresql://`` was left out is read as a SQLite path
 #: and echoed as one): at the start of a word or of a path component, the password ends at the ``@`` of the host
 _BARE_USERINFO = re.compile(r"(?P<head>(?:^|(?<=[\s/'\"(=]))[A-Za-z0-9._%+\-]+:)(?P<pw>[^\s/@:]+)(?P<at>@)"
@@ -76,10 +81,11 @@ def mask_secrets(text: str) -> str:
     """
     try:
         text = str(text)
-        if not any(c in text for c in "@=%"):
+        if not any(c in text for c in "@=%:"):
             return text
         text = _USERINFO.sub(lambda m: m["head"] + "***" + m["at"], text)
         text = _BARE_USERINFO.sub(lambda m: m["head"] + "***" + m["at"], text)
+        text = _CUT_USERINFO.sub(lambda m: m["head"] + "***", text)
         text = _ODBC.sub(lambda m: m["head"] + "***", text)
         text = _SECRET_KEY.sub(lambda m: m["head"] + "***", text)
         return _ODBC_PWD.sub(lambda m: m["head"] + "***", text)

@@ -6,9 +6,7 @@ import hashlib
 import json
 import math
 import numbers
-import os
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any, Mapping
 import re
 
@@ -216,13 +214,3 @@ def check_replica_devices(settings: Settings, devices: tuple[str, ...], platform
     if settings.mode == "replicas" and lacking:
         raise ConfigError(f"replicas ask for {', '.join(lacking)}, which {platform_name} does not have: replicas "
                           f"may name {', '.join(devices)} (e.g. --replicas GPU:8)")
-
-
-def default_cache_dir(kind: str) -> Path:
-    """Where placetune keeps caches (built engines, timing caches, merged concurrent models): ``$PLACETUNE_CACHE_DIR/<kind>``,
-    else ``$XDG_CACHE_HOME/placetune/<kind>`` (``~/.cache/placetune/<kind>``)."""
-    env = os.environ.get("PLACETUNE_CACHE_DIR")
-    if env:
-        return Path(env) / kind
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "placetune" / kind

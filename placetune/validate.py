@@ -230,6 +230,9 @@ def loads_toml(text: str, where: str, *, error: type[PlacetuneError] = ConfigErr
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{where} is not valid TOML: {exc}") from None
+    except ValueError:  # an integer of more than 4300 digits (Python's int conversion limit)
+        raise error(f"{where} is not valid TOML: it holds an integer of thousands of digits, too long to read; "
+                    "a value here is at most a few digits long") from None
     except (RecursionError, MemoryError):
         raise error(f"{where} is nested too deeply to be read") from None
 

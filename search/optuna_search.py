@@ -29,6 +29,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import warnings
 from collections.abc import Sequence
@@ -77,7 +78,10 @@ class OptunaAgent(Agent):
     Args:
         seed: sampler seed.
         granularity: decision units.
-        sampler: ``tpe`` (default), ``nsga2``, ``random`` or ``gp`` (needs torch and scipy).
+        sampler: ``tpe`` (default), ``nsga2``, ``random`` or ``gp`` (needs torch and scipy), or a sampler
+            of your own, any ``optuna.samplers.BaseSampler`` (``CmaEsSampler(seed=0)``, ``QMCSampler``, a
+            subclass), used as it is: ``seed``, ``n_startup_trials``, ``population_size`` and
+            ``constant_liar`` then do not apply.
         n_startup_trials: TPE random trials before the model is used (imported and
             enqueued trials count).
         population_size: NSGA-II population.
@@ -109,7 +113,7 @@ class OptunaAgent(Agent):
         *,
         seed: int | None = None,
         granularity: str = "fusion",
-        sampler: str = "tpe",
+        sampler: "str | optuna.samplers.BaseSampler" = "tpe",
         n_startup_trials: int = 10,
         population_size: int = 20,
         study_name: str | None = None,
@@ -122,9 +126,19 @@ class OptunaAgent(Agent):
         coordinator: Any = None,
     ) -> None:
         super().__init__(seed=seed, granularity=granularity)
-        if sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, not {sampler!r}")
-        self.sampler = sampler
+        if isinstance(sampler, optuna.samplers.BaseSampler):
+            self._own_sampler: optuna.samplers.BaseSampler | None = sampler
+            sampler = type(sampler).__name__
+        elif sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)} or an optuna.samplers.BaseSampler, "
+                             f"not {str(sampler)[:60]!r}")
+        else:
+            self._own_sampler = None
+            if sampler == "gp" and importlib.util.find_spec("torch") is None:
+                raise ValueError("sampler 'gp' (Optuna's GPSampler) needs torch: pip install torch "
+                                 "(a CPU build is enough), or pick tpe, nsga2 or random")
+        #: the sampler's name (``tpe``...; the class name of a sampler given as an object)
+        self.sampler: str = sampler
         self.n_startup_trials = int(n_startup_trials)
         self.population_size = int(population_size)
         self.study_name = study_name
@@ -138,7 +152,9 @@ class OptunaAgent(Agent):
 
     # ------------------------------------------------------------------ pieces
     def make_sampler(self) -> "optuna.samplers.BaseSampler":
-        """The configured sampler."""
+        """The configured sampler (the one given as an object, as it is: its own seed and options)."""
+        if self._own_sampler is not None:
+            return self._own_sampler
         # a study under constraints: Optuna 5 samplers read the values the objective sets with
         # Trial.set_constraint (constraints_func is deprecated there); older ones are given
         # constraints_func, which reads them from the trial's ``constraints`` user attribute
@@ -252,19 +268,50 @@ class OptunaAgent(Agent):
 
     # ------------------------------------------------------------------ run
     def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
-        """Run (or resume) the study until the budget is spent."""
+        """Run (or resume) the study until the budget is spent.
+
+        The agent writes its trials itself: an :class:`OptunaStudy` attached to the evaluator for the same
+        Optuna study (``OptunaStudy(ev).attach()``, as a script does for every agent) is detached for the
+        run, else each evaluation would be two trials, and attached again after it."""
+        name = self.study_name or study_name_for(evaluator, self.granularity)
+        sinks = evaluator.trial_log.sinks
+        attached = [s for s in sinks if isinstance(s, OptunaStudy) and s.study.study_name == name]
+        for s in attached:
+            sinks.remove(s)
+        try:
+            return self._search(evaluator, budget)
+        finally:
+            if attached:
+                evaluator.flush()
+                sinks.extend(attached)
+
+    def _search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         run = SearchRun(evaluator, budget, self.name, self.granularity)
         space = run.space
         self._constrained = bool(evaluator.objective.constraints)
         study = self.study(evaluator)
         dists = self.distributions(space)
         imported = self._import(study, evaluator, space) if self.warm_start else 0
+        # the study's own earlier measurements (a resumed run) count for the result's best: answers, no budget
+        run.recall()
         if self.enqueue_baselines:  # one of each pair that swaps DLA0 and DLA1 (identical cores)
+            trials = study.get_trials(deepcopy=False)
+            in_study = {tuple(sorted(t.params.items())) for t in trials}
+            own = {tuple(sorted(t.params.items())) for t in trials
+                   if not t.user_attrs.get("imported") and not t.user_attrs.get("repeat")}
             twins: set[tuple[int, ...]] = set()
             for a in baseline_assignments(space).values():
                 if canonical(space, a) not in twins:
                     twins.add(canonical(space, a))
-                    study.enqueue_trial(self.params_of(space, a), skip_if_exists=True)
+                    params = self.params_of(space, a)
+                    key = tuple(sorted(params.items()))
+                    if key in in_study and key not in own:
+                        # Optuna knows it only from another study's import: measured for this study too
+                        # (the store's answer, no build), so that no run reports a plan worse than it
+                        if not run.exhausted:
+                            run.evaluate(a)
+                    else:
+                        study.enqueue_trial(params, skip_if_exists=True)
         # answers the study already has (previous runs, imports): no evaluate() for them;
         # None: a placement that failed (its trial is pruned again)
         known: dict[tuple, list[float] | None] = {}

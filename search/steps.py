@@ -46,8 +46,10 @@ class StepAgent(Agent):
     def propose(self, run: SearchRun) -> list[list[int]]:
         """The next assignments to measure, a batch (device indexes of ``run.space``); [] ends the run.
 
-        Assignments the run already measured are left out; those the study already holds are
-        answered at once (:meth:`told`, no budget); only the rest are asked of the study."""
+        Assignments the run already measured, and those the study already holds, are answered at once
+        (:meth:`told`, no budget: a walk that comes back to a placement learns its measurement again);
+        only the rest are asked of the study. After :attr:`Steps.MAX_IDLE_ROUNDS` rounds in a row that
+        propose only placements this run measured, the run ends."""
         raise NotImplementedError
 
     def told(self, run: SearchRun, told: list[tuple[list[int], Measurement]]) -> None:
@@ -76,6 +78,8 @@ class Steps:
         self.agent = agent
         self.run = SearchRun(evaluator, budget, agent.name, agent.granularity)
         self._asked: list[tuple[list[int], Placement]] = []
+        #: proposals of the asked batch that realise as an earlier one of it: (assignment, placement, its index)
+        self._twins: list[tuple[list[int], Placement, int]] = []
         self._over = False
         agent.start(self.run)
 
@@ -87,13 +91,13 @@ class Steps:
         while not self._over:
             if run.exhausted:
                 break
-            batch, free = self._batch(self.agent.propose(run))
-            if free:
-                self.agent.told(run, free)
+            batch, answered, from_study = self._batch(self.agent.propose(run))
+            if answered:
+                self.agent.told(run, answered)
             if batch:
                 self._asked = batch
                 return [Proposal(p, "evaluate", run.agent, run.evaluations + i) for i, (_, p) in enumerate(batch)]
-            idle = 0 if free else idle + 1
+            idle = 0 if from_study else idle + 1
             if idle >= self.MAX_IDLE_ROUNDS:
                 run.notes.append(f"stopped early: {idle} rounds proposed only placements already measured")
                 break
@@ -101,17 +105,22 @@ class Steps:
         return []
 
     def _batch(self, proposed: Sequence[Sequence[int]]) -> tuple[list[tuple[list[int], Placement]],
-                                                                  list[tuple[list[int], Measurement]]]:
-        """The proposals to measure (at most the calls left, one per realisation) and the study's answers."""
+                                                                  list[tuple[list[int], Measurement]], bool]:
+        """The proposals to measure (at most the calls left, one per realisation), the answers (the run's
+        own measurements and the study's, in the order proposed) and whether any came from the study."""
         run, ev = self.run, self.run.evaluator
         if not proposed:
             self._over = True
         batch: list[tuple[list[int], Placement]] = []
         free: list[tuple[list[int], Measurement]] = []
-        realised: set[str] = set()
+        from_study = False
+        realised: dict[str, int] = {}
+        self._twins = []
         for a in proposed:
             a = [int(x) for x in a]
-            if run.known(a) is not None:
+            seen = run.known(a)
+            if seen is not None:  # measured in this run: told again (a walk may come back), no budget
+                free.append((a, seen))
                 continue
             if run.remaining is not None and len(batch) >= run.remaining:
                 break
@@ -122,12 +131,15 @@ class Steps:
                 break
             if isinstance(got, Measurement):
                 free.append((a, got))
+                from_study = True
                 continue
             key = ev.realised_key(got)
-            if key not in realised:  # two proposals that realise alike: one build
-                realised.add(key)
+            if key not in realised:  # two proposals that realise alike: one build, both told
+                realised[key] = len(batch)
                 batch.append((a, got))
-        return batch, free
+            else:
+                self._twins.append((a, got, realised[key]))
+        return batch, free, from_study
 
     def tell(self, measurements: Sequence[Measurement]) -> None:
         """The measurements of the proposals :meth:`ask` returned, in order. Fewer: the first ones
@@ -140,7 +152,13 @@ class Steps:
         asked, self._asked = self._asked[:len(measurements)], []
         for (a, p), m in zip(asked, measurements):
             self.run.tell(a, p, m)
-        self.agent.told(self.run, [(a, m) for (a, _), m in zip(asked, measurements)])
+        told = [(a, m) for (a, _), m in zip(asked, measurements)]
+        for a, p, i in self._twins:  # a proposal that realises as one measured: its measurement, no budget
+            if i < len(measurements):
+                self.run.observe(a, p, measurements[i], counted=False)
+                told.append((a, measurements[i]))
+        self._twins = []
+        self.agent.told(self.run, told)
 
     def throw(self, exc: BaseException) -> None:
         """A measurement raised: the run ends with it."""

@@ -19,7 +19,8 @@ MAX_LINES = 600
 #: layer -> the top-level parts of placetune it may import (besides itself and the core modules)
 CORE = {"placetune.errors", "placetune.measurement", "placetune.settings", "placetune.version",
         "placetune.validate", "placetune.safetext", "placetune.files", "placetune.files.read",
-        "placetune.files.write", "placetune.files.names", "placetune.files.folder", "placetune.files.kind", "placetune._lazy"}
+        "placetune.files.write", "placetune.files.names", "placetune.files.folder", "placetune.files.kind", "placetune._lazy",
+        "placetune.caches"}
 LAYERS = {
     "placetune.model": set(),
     "placetune.hardware": {"placetune.model"},

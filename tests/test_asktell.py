@@ -234,3 +234,38 @@ def test_closing_a_loop_agent_whose_thread_is_still_ending_returns():
     closer.join(timeout=10)
     assert not closer.is_alive(), "close() hangs"
     assert steps.result().evaluations == 2 and not _threads()
+
+
+class _Population(StepAgent):
+    """A population agent: each round proposes a population (twins and members of earlier rounds among
+    them) and waits for a measurement of every member before the next round."""
+
+    name = "population"
+
+    def start(self, run):
+        self.rounds, self.told_rounds = 0, []
+
+    def propose(self, run):
+        n = run.space.n_units
+        self.rounds += 1
+        if self.rounds > 3:
+            return []
+        gpu, first_dla = [0] * n, [1] + [0] * (n - 1)
+        return [gpu, gpu, first_dla] if self.rounds == 1 else [gpu, first_dla, [0] * (n - 1) + [1]]
+
+    def told(self, run, told):
+        self.told_rounds.append([tuple(a) for a, _ in told])
+
+
+def test_every_proposal_is_told_twins_and_placements_the_run_measured_before_included():
+    """An ask/tell agent is told every proposal: a simulated-annealing walk that comes back to a placement
+    learns its measurement again, a population with twins gets one per member (both were left out, so a
+    walk stalled and a population never completed), and only new realisations spend budget."""
+    ev = _ev()
+    agent = _Population()
+    r = agent.run(ev, Budget(evaluations=10))
+    n = ev.space().n_units
+    gpu, front, end = (0,) * n, (1,) + (0,) * (n - 1), (0,) * (n - 1) + (1,)
+    told = sorted(a for t in agent.told_rounds for a in t)
+    assert told == sorted([gpu, gpu, front, gpu, front, end, gpu, front, end]), agent.told_rounds
+    assert r.evaluations == ev.stats.requested == 3  # all-GPU, DLA at the front, DLA at the end: once each

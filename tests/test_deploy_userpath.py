@@ -95,6 +95,168 @@ def test_an_oriented_box_head_s_plan_builds_and_runs(tmp_path):
     assert got["outputs"] == {"output": [1, 4, 16, 16]} and got["err"]["output"] < 5e-3, got
 
 
+def _end2end(path: Path, nms: str) -> Path:
+    """A detector exported for deployment with its NMS as a TensorRT plugin: a small head writing boxes and
+    class scores, then
+
+    * ``EfficientNMS_TRT`` as yolov7's and yolov9's ``export.py --end2end`` write it (``TRT::`` domain, opset
+      12, every output dimension rewritten as ``dim_param = str(size)``: ``"1"``, ``"100"``, ``"4"``);
+    * ``BatchedNMSDynamic_TRT`` as an onnx-graphsurgeon script inserts it (default domain, opset 11, boxes
+      ``[B, N, 1, 4]``, the outputs' static shapes on the graph outputs);
+    * ``EfficientIdxNMS_TRT``, a plugin of TensorRT-YOLO's own library (not one TensorRT ships)."""
+    rng = np.random.default_rng(0)
+    opset = {"EfficientNMS_TRT": 12, "BatchedNMSDynamic_TRT": 11, "EfficientIdxNMS_TRT": 17}[nms]
+    n = helper.make_node
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * .3, "w1"),
+             numpy_helper.from_array(rng.standard_normal((7, 8, 1, 1)).astype(np.float32) * .3, "w2"),
+             numpy_helper.from_array(np.array([1, 7, -1], np.int64), "shp")]
+    nodes = [n("Conv", ["images", "w1"], ["c1"], name="/model.0/conv/Conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+             n("Relu", ["c1"], ["r1"], name="/model.0/act/Relu"),
+             n("Conv", ["r1", "w2"], ["c2"], name="/model.1/Conv"),
+             n("Reshape", ["c2", "shp"], ["flat"], name="/model.1/Reshape"),
+             n("Transpose", ["flat"], ["t"], name="/model.1/Transpose", perm=[0, 2, 1])]
+    if opset >= 13:
+        inits.append(numpy_helper.from_array(np.array([4, 3], np.int64), "split"))
+        nodes.append(n("Split", ["t", "split"], ["boxes", "logits"], name="/model.1/Split", axis=2))
+    else:
+        nodes.append(n("Split", ["t"], ["boxes", "logits"], name="/model.1/Split", axis=2, split=[4, 3]))
+    nodes.append(n("Sigmoid", ["logits"], ["scores"], name="/model.1/Sigmoid"))
+    names, types = ["num_dets", "det_boxes", "det_scores", "det_classes"], [TensorProto.INT32, TensorProto.FLOAT,
+                                                                            TensorProto.FLOAT, TensorProto.INT32]
+    dims: list[list] = [[1, 1], [1, 100, 4], [1, 100], [1, 100]]
+    domains = [helper.make_opsetid("", opset)]
+    if nms == "EfficientNMS_TRT":
+        nodes.append(n(nms, ["boxes", "scores"], names, name="/end2end/EfficientNMS_TRT", domain="TRT",
+                       background_class=-1, box_coding=1, iou_threshold=0.45, max_output_boxes=100, plugin_version="1",
+                       score_activation=0, score_threshold=0.25))
+        dims = [[str(d) for d in shape] for shape in dims]  # yolov7: j.dim_param = str(shapes.pop(0))
+        domains.append(helper.make_opsetid("TRT", 1))
+    elif nms == "BatchedNMSDynamic_TRT":
+        names = ["num_detections", "nmsed_boxes", "nmsed_scores", "nmsed_classes"]
+        types[3] = TensorProto.FLOAT
+        nodes += [n("Unsqueeze", ["boxes"], ["boxes4"], name="/post/Unsqueeze", axes=[2]),
+                  n(nms, ["boxes4", "scores"], names, name="batched_nms", shareLocation=1, backgroundLabelId=-1,
+                    numClasses=3, topK=200, keepTopK=100, scoreThreshold=0.25, iouThreshold=0.45, isNormalized=0,
+                    clipBoxes=0, scoreBits=16)]
+    else:
+        nodes.append(n(nms, ["boxes", "scores"], names + ["det_indices"], name="/EfficientIdxNMS_TRT", domain="TRT",
+                       background_class=-1, box_coding=0, iou_threshold=0.45, max_output_boxes=100, plugin_version="1",
+                       score_activation=0, score_threshold=0.25))
+        names, types, dims = names + ["det_indices"], types + [TensorProto.INT32], dims + [[1, 100]]
+        domains.append(helper.make_opsetid("TRT", 1))
+    outputs = [helper.make_tensor_value_info(a, t, d) for a, t, d in zip(names, types, dims)]
+    graph = helper.make_graph(nodes, "end2end", [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                                               [1, 3, 32, 32])], outputs, inits)
+    model = helper.make_model(graph, opset_imports=domains)
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("nms", ["EfficientNMS_TRT", "BatchedNMSDynamic_TRT"])
+def test_a_detector_ending_in_a_tensorrt_nms_plugin_goes_the_whole_path(nms, tmp_path, monkeypatch, capsys):
+    """yolov7's and yolov9's end2end exports write the EfficientNMS_TRT outputs' sizes as names of digits
+    ("1", "100", "4"); placetune took those for open dimensions and refused the plugin ('declare the plugin's
+    output shapes in the file'), which the file does. Both plugins now load, tune, export, build on the
+    doubles (the plugin on the GPU) and run."""
+    model = _end2end(tmp_path / "net.onnx", nms)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "net.onnx"]) == 0, capsys.readouterr().err
+    assert main(["measure", "net.onnx"]) == 0, capsys.readouterr().err
+    assert main(["tune", "--model", "net.onnx", "--trials", "3"]) == 0, capsys.readouterr().err
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0, capsys.readouterr().err
+    plan = json.loads((tmp_path / "deploy" / "plan.json").read_text())
+    assert list(plan["model"]["plugins"].values()) == [nms]
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", "deploy"], tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    report = json.loads((tmp_path / "deploy" / "build.json").read_text())
+    assert report["engines"][-1]["device"] == "GPU"
+    run = _with_doubles([sys.executable, "-c", RUN, "deploy", str(model)], tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    shapes = json.loads(run.stdout)["outputs"]
+    assert sorted(shapes.values()) == sorted([[1, 1], [1, 100, 4], [1, 100], [1, 100]])
+
+
+def test_a_plugin_tensorrt_does_not_ship_fails_the_build_saying_what_to_do(tmp_path, monkeypatch, capsys):
+    """A TensorRT-YOLO export ends in EfficientIdxNMS_TRT, a plugin of its own library: placetune build
+    registers TensorRT's built-in plugins only, and stopped with TensorRT's parser error ('Plugin not
+    found, are the plugin name, version, and namespace correct?') and nothing on what to do; build.sh
+    already said to add the library. The line now names the plugin and says how to build it."""
+    _end2end(tmp_path / "net.onnx", "EfficientIdxNMS_TRT")
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "net.onnx", "--trials", "2"]) == 0, capsys.readouterr().err
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0, capsys.readouterr().err
+    assert "--plugins=<your plugin library .so>" in (tmp_path / "deploy" / "build.sh").read_text()
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", "deploy"], tmp_path)
+    err = built.stderr.strip().splitlines()
+    assert built.returncode == 8 and len(err) == 1 and "Traceback" not in built.stderr, built.stderr[-2000:]
+    assert "Plugin not found" in err[0] and "(EfficientIdxNMS_TRT)" in err[0] and "--staticPlugins=lib.so" in err[0], err
+
+
+def _yolov5_head(path: Path) -> Path:
+    """ultralytics/yolov5's anchor-based Detect as its export.py writes it, in small: per scale a Conv, a 5-D
+    Reshape to [1, 3, no, H, W] and Transpose, Sigmoid, Split into xy, wh and confidences, the grid and anchor
+    decode (xy * 2 + grid) * stride, (wh * 2) ** 2 * anchors, Concat and Reshape to [1, 3HW, no]; the
+    scales concatenated (opset 12: Split's sizes an attribute)."""
+    rng = np.random.default_rng(0)
+    n = helper.make_node
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * .3, "w0"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    nodes = [n("Conv", ["images", "w0"], ["f0"], name="/model.0/conv/Conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+             n("Relu", ["f0"], ["a0"], name="/model.0/act/Relu")]
+    x, outs = "a0", []
+    for k, hw in enumerate((8, 4)):
+        inits += [numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * .3, f"wd{k}"),
+                  numpy_helper.from_array(rng.standard_normal((21, 8, 1, 1)).astype(np.float32) * .3, f"wh{k}"),
+                  numpy_helper.from_array(np.array([1, 3, 7, hw, hw], np.int64), f"s5_{k}"),
+                  numpy_helper.from_array(np.array([1, 3 * hw * hw, 7], np.int64), f"so{k}"),
+                  numpy_helper.from_array(rng.uniform(0, hw, (1, 3, hw, hw, 2)).astype(np.float32), f"grid{k}"),
+                  numpy_helper.from_array(rng.uniform(1, 4, (1, 3, hw, hw, 2)).astype(np.float32), f"anchors{k}"),
+                  numpy_helper.from_array(np.array(32.0 / hw, np.float32), f"stride{k}")]
+        m = "/model.24"
+        nodes += [n("Conv", [x, f"wd{k}"], [f"d{k}"], name=f"/model.{k + 1}/conv/Conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+                  n("Relu", [f"d{k}"], [f"r{k}"], name=f"/model.{k + 1}/act/Relu"),
+                  n("Conv", [f"r{k}", f"wh{k}"], [f"h{k}"], name=f"{m}/m.{k}/Conv"),
+                  n("Reshape", [f"h{k}", f"s5_{k}"], [f"p{k}"], name=f"{m}/Reshape_{2 * k}"),
+                  n("Transpose", [f"p{k}"], [f"t{k}"], name=f"{m}/Transpose_{k}", perm=[0, 1, 3, 4, 2]),
+                  n("Sigmoid", [f"t{k}"], [f"sg{k}"], name=f"{m}/Sigmoid_{k}"),
+                  n("Split", [f"sg{k}"], [f"xy{k}", f"wh_{k}", f"cf{k}"], name=f"{m}/Split_{k}", axis=4, split=[2, 2, 3]),
+                  n("Mul", [f"xy{k}", "two"], [f"xy2{k}"], name=f"{m}/Mul_{3 * k}"),
+                  n("Add", [f"xy2{k}", f"grid{k}"], [f"xy3{k}"], name=f"{m}/Add_{k}"),
+                  n("Mul", [f"xy3{k}", f"stride{k}"], [f"xy4{k}"], name=f"{m}/Mul_{3 * k + 1}"),
+                  n("Mul", [f"wh_{k}", "two"], [f"wh2{k}"], name=f"{m}/Mul_{3 * k + 2}"),
+                  n("Pow", [f"wh2{k}", "two"], [f"wh3{k}"], name=f"{m}/Pow_{k}"),
+                  n("Mul", [f"wh3{k}", f"anchors{k}"], [f"wh4{k}"], name=f"{m}/Mul_{3 * k + 3}_anchors"),
+                  n("Concat", [f"xy4{k}", f"wh4{k}", f"cf{k}"], [f"cat{k}"], name=f"{m}/Concat_{k}", axis=4),
+                  n("Reshape", [f"cat{k}", f"so{k}"], [f"o{k}"], name=f"{m}/Reshape_{2 * k + 1}")]
+        x = f"r{k}"
+        outs.append(f"o{k}")
+    nodes.append(n("Concat", outs, ["output0"], name="/model.24/Concat_2", axis=1))
+    graph = helper.make_graph(nodes, "yolov5", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 7
+    onnx.save(model, path)
+    return path
+
+
+def test_a_yolov5_anchor_head_with_five_d_tensors_builds_and_runs(tmp_path):
+    """ultralytics/yolov5's Detect (5-D reshapes, the grid and anchor decode, a Concat of the scales) with its
+    backbone on the DLA: the plan's engines build on the devices it says and chain into the model's output."""
+    model = _yolov5_head(tmp_path / "v5.onnx")
+    backbone = {name: "DLA0" for name in ("/model.0/conv/Conv", "/model.0/act/Relu", "/model.1/conv/Conv",
+                                           "/model.1/act/Relu")}
+    folder = _study(tmp_path, model, "pipeline", backbone)
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    report = json.loads((Path(folder) / "build.json").read_text())
+    assert [e["device"] for e in report["engines"]][0] == "DLA0"
+    run = _with_doubles([sys.executable, "-c", RUN, folder, str(model), "compare"], tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout)
+    assert got["outputs"] == {"output0": [1, 3 * 64 + 3 * 16, 7]} and got["err"]["output0"] < 5e-3, got
+
+
 # ---------------------------------------------------------------- real exports (slow, need ultralytics)
 _EXPORT = """
 import json, os, shutil, sys
@@ -118,6 +280,8 @@ NETWORKS = [("yolo11n-obb", {}), ("yolov8n", {"nms": True, "opset": 17}), ("yolo
             ("yolo11n", {"simplify": False}),
             ("yolo11n", {"opset": 13}), ("yolo11n", {"opset": 19}), ("yolo11n", {"imgsz": [320, 480]}),
             ("yolo11n", {"batch": 2}), ("yolo11n", {"dynamic": True}), ("yolo11n-seg", {"nms": True, "dynamic": True}),
+            ("yolov5nu", {"opset": 12}), ("yolov8n", {"opset": 11}), ("yolo11n", {"opset": 12, "simplify": True}),
+            ("yolo11n", {"batch": 4}), ("yolo11n", {"nms": True, "opset": 11}),
             ("tv:mobilenet_v3_large", {}),
             ("tv:convnext_tiny", {})]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -49,3 +50,16 @@ def test_every_example_run_as_a_script_prints_what_it_did():
         if name == "toy_agent.py":  # steepest descent from all-GPU finds a better plan
             best, base = (float(x.replace(",", "")) for x in got.groups())
             assert best > base
+
+
+def test_the_readme_agents_comparison_block_prints_what_the_readme_says(tmp_path):
+    """README, Python API: an agent of one's own against the built-in ones at equal evaluations, each study
+    in the store and in Optuna (a sampler object given to the ``optuna`` agent); the block runs as written
+    and prints the lines the README shows."""
+    readme = (EXAMPLE.parents[1] / "README.md").read_text(encoding="utf-8")
+    block, shown = re.search(r"```python\n(import optuna, placetune as pt\n.*?)```\n\nIt prints.*?```\n(.*?)```",
+                             readme, re.S).groups()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLE.parents[1]), str(EXAMPLE.parent)])}
+    out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, check=True, timeout=300,
+                         cwd=tmp_path, env=env).stdout
+    assert out == shown

@@ -121,7 +121,7 @@ def test_simulated_measurements_round_trip_through_a_file_store(db_path):
 
 def test_sqlite_checkpoints_the_wal_every_ten_thousand_pages(db_path, model):
     with Store(db_path) as store:
-        with store._txn("test") as conn:
+        with store.transaction("test") as conn:
             assert conn.exec_driver_sql("pragma wal_autocheckpoint").scalar() == 10_000
 
 

@@ -165,7 +165,7 @@ def _compare_with_add_trials(url: str) -> None:
     ours.add_trials(_frozen_trials()[:1])  # numbering continues after trials already there
     with Store(url) as store:
         txn = store._sqlite_txn("test", "BEGIN IMMEDIATE") if store.dialect == "sqlite" else \
-            store._txn("test", write=True)  # the driver connection on SQLite, SQLAlchemy's on a server
+            store.transaction("test", write=True)  # the driver connection on SQLite, SQLAlchemy's on a server
         with txn as conn:
             ids = TrialRows(ours._study_id).write(conn, _frozen_trials())
     assert None not in ids and len(set(ids)) == 4

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from placetune.settings import default_cache_dir  # noqa: F401 - re-exported (placetune.backends)
+from placetune.caches import default_cache_dir  # noqa: F401 - re-exported (placetune.backends)
 from placetune.errors import ConfigError
 
 

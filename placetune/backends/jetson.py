@@ -58,7 +58,9 @@ class JetsonBackend(BackendBase):
     #: fingerprint yet): the timing and engine caches are kept apart by them (:func:`clocks_tag`).
     locked_clocks: dict[str, int] | None = None
 
-    def _warn_once(self, key: str, msg: str, *args: Any) -> None:
+    def warn_once(self, key: str, msg: str, *args: Any) -> None:
+        """Log the warning ``msg % args`` the first time this backend is asked to with ``key`` (a board
+        fact said once per run, not at every fingerprint)."""
         warned: set[str] = self.__dict__.setdefault("_warned", set())
         if key not in warned:
             warned.add(key)
@@ -111,7 +113,7 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         extra = emulated_dla_cores(match.module.title, match.module.dla_cores, match.emulated_on, more.get("dla_cores"))
         if extra:  # the kit's DLA cores beyond the emulated module's: not used, and said once
             fp["dla_cores_used"] = match.module.dla_cores
-            backend._warn_once("emulated-dla", "%s", extra)
+            backend.warn_once("emulated-dla", "%s", extra)
     snap = snapshot()
     locked = locked_frequencies(snap)
     backend.locked_clocks = dict(locked) if locked else None
@@ -119,22 +121,22 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
         fp[LOCKED] = locked
     installed_trt_fits(backend, version, platform)
     for line in mode_differences(platform.name, fp["power_mode"], snap):
-        backend._warn_once(f"mode-applied:{line}", "POWER MODE NOT APPLIED: %s: the board does not seem to run the "
+        backend.warn_once(f"mode-applied:{line}", "POWER MODE NOT APPLIED: %s: the board does not seem to run the "
                            "mode it reports, and the study records it under that mode; check `sudo jetson_clocks "
                            "--show`, set the mode again (`sudo nvpmodel -m <id>`) and check `systemctl status "
                            "nvpmodel`", line)
     if fp["clocks_locked"] is not True:
         state = "are not locked" if fp["clocks_locked"] is False else "could not be checked (jetson_clocks --show)"
-        backend._warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
+        backend.warn_once("clocks", "Jetson clocks %s: timings will be noisy; run `sudo jetson_clocks` "
                            "(and check with `sudo jetson_clocks --show`)", state)
     if fp["power_mode"] is None and fp["l4t"] is not None:
-        backend._warn_once("power-unread", "the Jetson's nvpmodel power mode could not be read (`nvpmodel -q` not found or "
+        backend.warn_once("power-unread", "the Jetson's nvpmodel power mode could not be read (`nvpmodel -q` not found or "
                            "failed, and /var/lib/nvpmodel/status with /etc/nvpmodel.conf not readable): every "
                            "measurement is recorded under the study's power_mode %s UNCHECKED; run where nvpmodel is "
                            "available (in a container, mount those two files read-only) or check `nvpmodel -q` "
                            "by hand", settings.power_mode)
     if fp["power_mode"] is not None and not same_power_mode(platform.name, fp["power_mode"], settings.power_mode):
-        backend._warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
+        backend.warn_once("power", "the Jetson runs power mode %s but the study asks for %s; "
                            "set it with `sudo nvpmodel -m <id>`", fp["power_mode"], settings.power_mode)
     return fp
 
@@ -254,7 +256,7 @@ def installed_trt_fits(backend: JetsonBackend, version: str, platform: "Platform
             f"platform {platform.name}: its JetPacks ship TensorRT {shipped} and none has TensorRT {major}, but this "
             f"board's TensorRT is {version}: the board is another module; pass it as --platform "
             f"({', '.join(fits) or 'no known module has this TensorRT'})")
-    backend._warn_once("trt-platform", "TRT VERSION: this board's TensorRT %s is not one a JetPack for %s ships (%s): "
+    backend.warn_once("trt-platform", "TRT VERSION: this board's TensorRT %s is not one a JetPack for %s ships (%s): "
                        "its measurements are recorded as TensorRT %s, but placetune's DLA rules and priors for %s "
                        "were written for %s", version, platform.name, shipped, version, platform.name, shipped)
 

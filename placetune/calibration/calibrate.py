@@ -15,7 +15,7 @@ from placetune.errors import ConfigError
 from placetune.files.write import check_output, refuse_inputs, write_file
 from placetune.validate import integer
 from placetune.hardware.platforms import get_platform
-from placetune.plan.export import load_study_model
+from placetune.tuning.study_model import load_study_model
 from placetune.settings import Settings
 from placetune.store.store import Store
 from placetune.store.url import sqlite_file

@@ -98,10 +98,21 @@ class _Params:
         self.P = self.e + 1
         self.layout = tuple(self._gid)  # the models in column order: the same layout for the same models
 
+    def layer_ids(self, o: Observation, idx: np.ndarray | None = None) -> np.ndarray:
+        """The parameter layout's layer numbers of ``o``'s layers (``idx``: of these layers of its model)."""
+        return self._gid[o.model.hash][o.layer_idx if idx is None else idx]
+
     def phi(self, o: Observation, idx: np.ndarray | None = None, kind: np.ndarray | None = None) -> np.ndarray:
-        idx = o.layer_idx if idx is None else idx
         kind = o.layer_kind if kind is None else kind
-        return kind * self.L + self._gid[o.model.hash][idx]
+        return kind * self.L + self.layer_ids(o, idx)
+
+    def columns(self, obs: Sequence[Observation]) -> np.ndarray:
+        """:meth:`phi` of every observation, concatenated (one gather when they are of one model)."""
+        first = obs[0].model.hash if obs else None
+        if obs and all(o.model.hash == first for o in obs):
+            kind = np.concatenate([o.layer_kind for o in obs])
+            return kind * self.L + self._gid[first][np.concatenate([o.layer_idx for o in obs])]
+        return np.concatenate([self.phi(o) for o in obs]) if obs else np.zeros(0, dtype=np.intp)
 
     def row(self, o: Observation) -> np.ndarray:
         x = np.zeros(self.P)
@@ -112,20 +123,11 @@ class _Params:
         return x
 
 
-def _columns(params: _Params, obs: Sequence[Observation]) -> np.ndarray:
-    """``params.phi`` of every observation, concatenated (one gather when they are of one model)."""
-    first = obs[0].model.hash if obs else None
-    if obs and all(o.model.hash == first for o in obs):
-        kind = np.concatenate([o.layer_kind for o in obs])
-        return kind * params.L + params._gid[first][np.concatenate([o.layer_idx for o in obs])]
-    return np.concatenate([params.phi(o) for o in obs]) if obs else np.zeros(0, dtype=np.intp)
-
-
 def _build(params: _Params, lin: Sequence[Observation]) -> np.ndarray:
     """The rows of ``lin`` as one dense matrix (one scatter-add for all layer terms)."""
     X = np.zeros((len(lin), params.P))
     rows = np.repeat(np.arange(len(lin)), [o.layer_idx.size for o in lin])
-    cols = _columns(params, lin)
+    cols = params.columns(lin)
     np.add.at(X, (rows, cols), np.concatenate([o.layer_ms for o in lin]))
     X[:, params.b] = [o.boundary_ms for o in lin]
     X[:, params.l] = [o.loadable_ms for o in lin]

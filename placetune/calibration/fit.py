@@ -27,9 +27,10 @@ import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, cost_table, graph_info, power_factor
 from placetune.backends.simulate.profiled import apply_profile
-from placetune.calibration.design import Observation, _columns, _design, _Params
+from placetune.calibration.design import Observation, _design, _Params
 from placetune.calibration.profile import KINDS, OP_CLASSES, DeviceProfile
 from placetune.errors import ConfigError
+from placetune.measurement import Measurement
 from placetune.backends.simulate.incremental import IncrementalSimulator
 from placetune.backends.simulate.simulator import SimulatedJetson
 from placetune.placement.placement import Placement
@@ -51,10 +52,6 @@ _CONTENTION_SAMPLE = 16  # pipeline periods simulated to fit contention
 _CLIP = (0.05, 20.0)
 
 
-def _unwrap(m: Any) -> Any:
-    return getattr(m, "measurement", m)
-
-
 def observations(model: "Model", platform: "Platform", settings: "Settings", measurements: Sequence[Any],
                  *, base_profile: DeviceProfile | None = None) -> list[Observation]:
     """Observations from measurements (``Measurement`` or stored ``MeasurementRecord``) of one model.
@@ -68,7 +65,8 @@ def observations(model: "Model", platform: "Platform", settings: "Settings", mea
     power = power_factor(platform, settings.power_mode) or 1.0
     out: list[Observation] = []
     for i, raw in enumerate(measurements):
-        m = _unwrap(raw)
+        stored = not isinstance(raw, Measurement)  # a MeasurementRecord (the store is not imported here)
+        m = raw.measurement if stored else raw
         if not m.ok or m.mode not in ("engine", "pipeline") or not m.realized or set(m.realized) != set(g.names):
             continue
         pipeline = m.mode == "pipeline"
@@ -78,7 +76,7 @@ def observations(model: "Model", platform: "Platform", settings: "Settings", mea
         t, _, bms, _ = table.costs_of(table.selection(codes))
         placed = Placement(model, m.realized)
         segs = placed.segments(pipeline=pipeline)
-        group = str(getattr(raw, "id", None) or i)
+        group = str((raw.id if stored else None) or i)
         rows = 0
         measured = {int(s.get("index", k)): s for k, s in enumerate(m.segment_times_ms or [])}
         for s in segs:
@@ -145,7 +143,7 @@ def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float
     if per:  # every per-layer row at once, added in the same order as one at a time
         ws = [layer_weight * math.sqrt(weights.get(o.group, 1.0)) / np.maximum(o.measured_layers_ms, _FLOOR_MS)
               for o in per]
-        p = _columns(params, per)
+        p = params.columns(per)
         np.add.at(H, (p, p), np.concatenate([(w * o.layer_ms) ** 2 for w, o in zip(ws, per)]))
         np.add.at(r, p, np.concatenate([w * w * o.layer_ms * o.measured_layers_ms for w, o in zip(ws, per)]))
     info = np.diag(H).copy()
@@ -357,7 +355,7 @@ def _unidentified(params: _Params, info: np.ndarray, obs: Sequence[Observation],
     out = []
     present = set()
     for o in obs:
-        present.update(zip(o.layer_kind.tolist(), params._gid[o.model.hash][o.layer_idx].tolist()))
+        present.update(zip(o.layer_kind.tolist(), params.layer_ids(o).tolist()))
     for k, kind in enumerate(KINDS):
         li = info[k * L: (k + 1) * L]
         if li.sum() < _INFO_MIN:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     import placetune.plan.folder as _folder
     import placetune.model.model as _model
     import placetune.tuning.objectives as _objectives
+    import placetune.tuning.study_model as _study_model
     import placetune.report.plots as _plots
     import placetune.plan.simulate as _simulate
     import placetune.store as _store
@@ -54,6 +55,7 @@ else:
     _folder = lazy_import("placetune.plan.folder")
     _model = lazy_import("placetune.model.model")
     _objectives = lazy_import("placetune.tuning.objectives")
+    _study_model = lazy_import("placetune.tuning.study_model")
     _plots = lazy_import("placetune.report.plots")
     _simulate = lazy_import("placetune.plan.simulate")
     _store = lazy_import("placetune.store")
@@ -200,7 +202,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         args.study = _the_study(store, args.study)
         model = None
         if folder:
-            model = _export.load_study_model(store, args.study, args.onnx)
+            model = _study_model.load_study_model(store, args.study, args.onnx)
             if args.onnx and model.path is not None and Path(model.path) != Path(args.onnx):
                 raise ModelError(f"--onnx {args.onnx} is not the model of study {args.study!r} (its graph or input "
                                  "shapes differ)")

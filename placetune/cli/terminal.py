@@ -102,6 +102,18 @@ class SafeStream(io.TextIOBase):
             self._lose(exc)
         return len(s)
 
+    def write_unchanged(self, text: str) -> None:
+        """Write ``text`` to ``raw`` as it is (a command's data: a plan, a script), then flush; a lost
+        output is marked as :meth:`write` marks it."""
+        if self.lost is not None or self.raw is None:
+            self._lose(ValueError())
+            return
+        try:
+            self.raw.write(text)
+            self.raw.flush()
+        except (OSError, ValueError) as exc:
+            self._lose(exc)
+
     def flush(self) -> None:
         if self.lost is not None or self.raw is None:
             return
@@ -174,14 +186,7 @@ def write_data(text: str) -> None:
         out.write(text)
         out.flush()
         return
-    if out.lost is not None or out.raw is None:
-        out._lose(ValueError())
-        return
-    try:
-        out.raw.write(text)
-        out.raw.flush()
-    except (OSError, ValueError) as exc:
-        out._lose(exc)
+    out.write_unchanged(text)
 
 
 def table(rows: Sequence[Sequence[Any]], header: Sequence[str], width: int | None = None) -> str:

@@ -48,9 +48,16 @@ Cost
     placements are cache hits (``info["cache_hit"]``).
 
 Determinism
-    Timings, and whether a step was a cache hit, are not reproducible, so both envs are
+    On the simulated Jetson an episode is reproducible: the same ``reset(seed=...)`` and the same
+    actions give the same observations, rewards and infos (the timing noise, ``noise=``, is seeded
+    by the ``seed`` measurement option, a property of the device, not by ``reset``'s seed). On a
+    real backend timings, and whether a step was a cache hit, are not, so the envs are
     registered with ``nondeterministic=True``; an env constructed directly (without
     ``gymnasium.make``) carries an equivalent spec, so ``check_env`` treats it the same way.
+
+Masks
+    ``info["action_mask"]`` is in the form ``action_space.sample(mask=...)`` takes (int8; a tuple of
+    per-unit masks for the one-shot env); ``action_masks()`` is sb3-contrib's (bool, flat).
 
 Example:
     >>> import gymnasium as gym

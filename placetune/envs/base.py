@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -65,7 +66,7 @@ class _SharedKwargs(dict):
 class PlacementEnvBase(gym.Env):
     """Shared machinery: lazy evaluator, baseline, reward, end-of-episode info."""
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     _env_id: str = ""
     _entry_point: str = ""
     _spec: EnvSpec | None = None
@@ -106,12 +107,16 @@ class PlacementEnvBase(gym.Env):
         #: put the whole :class:`~placetune.measurement.Measurement` in the final info (``"measurement"``)
         self.info_measurement = bool(info_measurement)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(f"render_mode {render_mode!r} is not supported; use None or 'ansi'")
+            raise ConfigError(f"render_mode {str(render_mode)[:40]!r} is not supported; "
+                              "use None, 'ansi' or 'rgb_array'")
         unknown = sorted(set(options) - _SETTINGS_FIELDS)
         if unknown:
+            own = [p for p in inspect.signature(type(self).__init__).parameters if p not in ("self", "kwargs")]
+            own += [p for p in inspect.signature(PlacementEnvBase.__init__).parameters
+                    if p not in ("self", "options") and p not in own]
             raise ConfigError(
-                f"unknown environment option(s) {', '.join(unknown)}; measurement options are "
-                f"{', '.join(sorted(_SETTINGS_FIELDS))}"
+                f"unknown environment option(s) {', '.join(u[:40] for u in unknown[:5])}; the environment takes "
+                f"{', '.join(own)} and the measurement options {', '.join(sorted(_SETTINGS_FIELDS))}"
             )
         if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not math.isfinite(penalty):
             raise ConfigError(f"penalty must be a finite number (got {str(penalty)[:40]!r})")
@@ -170,6 +175,25 @@ class PlacementEnvBase(gym.Env):
                           allow_unsupported=allow_unsupported, agent=agent, **options)
             self.spec = EnvSpec(id=self._env_id, entry_point=self._entry_point, nondeterministic=True,
                                 kwargs=kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling and ``copy.deepcopy`` (lookahead copies, ``AsyncVectorEnv`` workers): the state but
+        not the evaluator the environment made (its store's connections and locks), which the copy makes
+        again on first use (the same URL, a ``Store`` object's too; a new in-memory store when ``store`` is None). An environment
+        given a shared ``evaluator=`` cannot be copied: it would no longer share it."""
+        if self._evaluator is not None and not self._owns_evaluator:
+            raise TypeError(f"{type(self).__name__} was given a shared evaluator= and cannot be pickled or copied; "
+                            "create it with the model, platform and store instead")
+        state = self.__dict__.copy()
+        store = self._evaluator_kwargs.get("store")
+        if store is not None and not isinstance(store, (str, Path)):  # a Store object: the copy opens its URL
+            if store._password is not None:  # its shown URL hides the password: the copy could not open it
+                raise TypeError(f"{type(self).__name__} was given a Store object whose URL has a password and cannot "
+                                "be pickled or copied; pass store= as the URL instead")
+            state["_evaluator_kwargs"] = {**self._evaluator_kwargs, "store": store.url}
+        state["_evaluator"] = None
+        state["_closed"] = False
+        return state
 
     # ------------------------------------------------------------- properties
     @property
@@ -295,6 +319,38 @@ class PlacementEnvBase(gym.Env):
                 lines.append(f"last: {r['status']}: {r['reason']}, reward {r['reward']:+.4f}")
         return "\n".join(lines)
 
+    def _render_state(self) -> tuple[list[int], int | None]:
+        """The assignment to draw (-1: not placed yet) and the unit under the cursor (None: none)."""
+        raise NotImplementedError
+
+    def render(self) -> "str | np.ndarray | None":
+        """``ansi``: a text table of the units, their allowed devices and the assignment so far;
+        ``rgb_array``: the same as an image (one column per unit, one band per device: the device's
+        colour where the unit is placed, grey where it may go, black where it may not; a white bar
+        under the unit at the cursor), an ``(H, W, 3)`` uint8 array for video recorders."""
+        if self.render_mode is None:
+            return None
+        assignment, cursor = self._render_state()
+        if self.render_mode == "ansi":
+            return self._render_table(assignment, cursor)
+        return self._render_image(assignment, cursor)
+
+    def _render_image(self, assignment: Sequence[int], cursor: int | None) -> np.ndarray:
+        cell = 4
+        n, d = self.n_units, self.n_devices
+        img = np.zeros(((d + 1) * cell * 2, max(n, 1) * cell, 3), dtype=np.uint8)
+        for i in range(n):
+            cols = slice(i * cell, (i + 1) * cell)
+            for k in range(d):
+                rows = slice(k * cell * 2, (k + 1) * cell * 2)
+                if assignment[i] == k:
+                    img[rows, cols] = _DEVICE_COLOURS[k % len(_DEVICE_COLOURS)]
+                elif self._mask[i, k]:
+                    img[rows, cols] = 80
+            if cursor == i:
+                img[d * cell * 2:, cols] = 255
+        return img
+
     def close(self) -> None:
         """Close the evaluator's store if the env created it (safe to call twice).
 
@@ -308,6 +364,10 @@ class PlacementEnvBase(gym.Env):
         self._closed = True
         super().close()
 
+
+
+#: rgb_array colours of the devices, in the space's device order (GPU, DLA0, DLA1)
+_DEVICE_COLOURS = ((118, 185, 0), (0, 120, 215), (230, 120, 0))
 
 
 def _num(x: Any) -> float:

@@ -112,9 +112,6 @@ class PlacementOneShotEnv(PlacementEnvBase):
         info["action_mask"] = self._info_mask()
         return self._obs(), reward, True, False, info
 
-    def render(self) -> str | None:
-        """``ansi``: a table of the units, their allowed devices and the last assignment."""
-        if self.render_mode != "ansi":
-            return None
-        return self._render_table(self._assignment.tolist(), None)
+    def _render_state(self) -> tuple[list[int], int | None]:
+        return self._assignment.tolist(), None
 

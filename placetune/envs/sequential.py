@@ -60,7 +60,8 @@ class PlacementEnv(PlacementEnvBase):
         allow_unsupported: keep DLA choices for units the DLA cannot run (to study fallback,
             or infeasibility with ``gpu_fallback=False``).
         agent: agent name recorded with each measurement.
-        render_mode: None or ``ansi`` (``render()`` returns a text table).
+        render_mode: None, ``ansi`` (``render()`` returns a text table) or ``rgb_array`` (the same as an
+            image, for video recorders and stable-baselines3's ``make_vec_env``, which asks for it).
         info_measurement: put the whole Measurement in the final info (``info["measurement"]``);
             by default the info holds summary numbers only.
         **options: other :class:`~placetune.settings.Settings` fields: ``gpu_fallback``,
@@ -151,9 +152,6 @@ class PlacementEnv(PlacementEnvBase):
         info["action_mask"] = self._unit_mask()
         return self._obs(), reward, terminated, False, info
 
-    def render(self) -> str | None:
-        """``ansi``: a table of the units, their allowed devices and the assignment so far."""
-        if self.render_mode != "ansi":
-            return None
-        return self._render_table(self._assignment.tolist(), self._cursor)
+    def _render_state(self) -> tuple[list[int], int | None]:
+        return self._assignment.tolist(), self._cursor
 

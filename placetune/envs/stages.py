@@ -220,9 +220,6 @@ class PlacementStagesEnv(PlacementEnvBase):
                 out.append((s, e, self.devices[d]))
         return out
 
-    def render(self) -> str | None:
-        """``ansi``: a table of the units, their allowed devices and the blocks placed so far."""
-        if self.render_mode != "ansi":
-            return None
+    def _render_state(self) -> tuple[list[int], int | None]:
         cursor = self.blocks[self._cursor][0] if self._cursor < self.n_blocks else None
-        return self._render_table(self.unit_assignment(), cursor)
+        return list(self.unit_assignment()), cursor

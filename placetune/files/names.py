@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from placetune.errors import ConfigError, PlacetuneError
-from placetune.safetext import shown, terminal_safe
+from placetune.safetext import line_safe, shown
 
 __all__ = ["file_name", "confined", "MAX_NAME_BYTES"]
 
@@ -41,7 +41,7 @@ def _problem(name: Any) -> str | None:
         return "it names a folder"
     if "\x00" in name:
         return "it has a NUL byte"
-    if terminal_safe(name) != name:
+    if line_safe(name) != name:  # a newline or tab too: a name listed one a line (ls, a script's loop) splits
         return "it has control or bidi characters"
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         return f"it is longer than {MAX_NAME_BYTES} bytes"

@@ -37,7 +37,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import onnx
 
-__all__ = ["CONTROL_FLOW_OPS", "DATA_DEPENDENT_OPS", "bound_data_dependent", "control_flow", "no_shape", "unbounded"]
+__all__ = ["CONTROL_FLOW_OPS", "DATA_DEPENDENT_OPS", "bound_data_dependent", "control_flow", "decided_by_data",
+           "no_shape", "unbounded"]
 
 #: the ops whose output size depends on the data and that placetune bounds
 DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression"})
@@ -207,6 +208,25 @@ def bound_data_dependent(original: Iterable[onnx.NodeProto], before: Info, nodes
     return _bound(nodes, info, before, before_dependent, values)
 
 
+def decided_by_data(node: onnx.NodeProto, producers: Mapping[str, onnx.NodeProto], dependent: set[str],
+                    limit: int = 5000) -> str | None:
+    """The nearest tensor whose size the data decides (see :func:`bound_data_dependent`) among those ``node``
+    reads or computes its operands from (``producers``: tensor -> the node that makes it), or None."""
+    seen: set[str] = set()
+    todo = [x for x in node.input if x]
+    while todo and len(seen) < limit:
+        x = todo.pop(0)
+        if x in seen:
+            continue
+        seen.add(x)
+        if x in dependent:
+            return x
+        made_by = producers.get(x)
+        if made_by is not None:
+            todo.extend(i for i in made_by.input if i)
+    return None
+
+
 #: ONNX control flow: a subgraph run on a condition or a loop count
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 
@@ -286,16 +306,30 @@ def shapes_clash(layer: str, op: str, shapes: list[list], given: str) -> str:
             "onnx.checker.check_model(model, full_check=True) and export the model again")
 
 
-def no_shape(layer: str, node: onnx.NodeProto, tensor: str, standard: bool, computed: bool = True) -> str:
+def no_shape(layer: str, node: onnx.NodeProto, tensor: str, standard: bool, computed: bool = True,
+             decided_by: str | None = None, control: tuple[str, str] | None = None) -> str:
     """The refusal of a layer output shape inference gives no shape at all: a plugin whose file does
     not declare it; a standard op sized by values inference cannot follow (``computed``: an operand after
     its first is computed in the graph; torchvision's detectors compute their resize and padding from the
     image size in the graph); or a standard op whose attributes or constant operands its spec forbids (an
-    axis or a perm out of range, a stride of 0, shapes that do not broadcast)."""
+    axis or a perm out of range, a stride of 0, shapes that do not broadcast).
+
+    ``decided_by``: a tensor the layer reads (or computes its operands from) whose size the data decides
+    (a detector's boxes after NonZero or NMS, bounded by placetune). Folding does not give such a layer a
+    shape (a Reshape of the boxes to a shape taken from another tensor of boxes, inferred by ONNX only
+    from opset 14 on): the post-processing is what to leave out of the export, and ``control`` (a later
+    ``If``/``Loop``, layer and op) says what would stop the load at any opset."""
     op = f"{node.domain + '.' if node.domain else ''}{node.op_type}"
     if op in CONTROL_FLOW_OPS:
         return control_flow(layer, op, tensor)
     head = f"layer {layer[:80]!r} ({op[:80]}) has no shape inference for output {tensor[:80]!r}"
+    if standard and decided_by is not None:
+        later = (f"; the network's post-processing also holds ONNX control flow ({control[0][:80]!r}, {control[1]}) "
+                 "that placetune does not place at any opset") if control else ""
+        return (head + f": its size follows {decided_by[:80]!r}, whose size the data decides (the boxes left after "
+                f"NonZero, NonMaxSuppression or TopK), and ONNX shape inference cannot follow it{later}; export the "
+                "network without its post-processing (a torchvision detector: its backbone and head, without the "
+                "transform and postprocess; NMS on the host or in TensorRT's EfficientNMS_TRT plugin)")
     if not standard:
         return (head + "; placetune needs static shapes for every layer: declare the plugin's output shapes in the "
                 "file (value_info or graph outputs) as TensorRT plugin exports do")

@@ -24,7 +24,7 @@ from placetune.errors import ModelError
 from placetune.files.names import confined
 from placetune.files.write import write_file
 from placetune.model.model import Model
-from placetune.settings import default_cache_dir
+from placetune.caches import default_cache_dir
 
 
 __all__ = ["load_networks", "merge_models", "network_of", "network_names", "networks_in", "source_networks"]

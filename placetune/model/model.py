@@ -19,7 +19,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from placetune.model.bounds import (DATA_DEPENDENT_OPS, bound_data_dependent, clashing_shapes, no_shape,
+from placetune.model.bounds import (CONTROL_FLOW_OPS, DATA_DEPENDENT_OPS, bound_data_dependent, clashing_shapes,
+                                    decided_by_data, no_shape,
                                     shapes_clash, unbounded)
 from placetune.model.costs import layer_costs
 from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeError, UnknownNameError
@@ -437,19 +438,25 @@ def _build(
     producer: dict[str, str] = {}
     layers: list[Layer] = []
     open_sizes: list[tuple[int, str]] = []  # refused after the spec's rules on the layers up to the first
-    for node in keep:
+    made_by = {o: node for node in keep for o in node.output if o}
+    for position, node in enumerate(keep):
         lname = unique(node.name if node.name else f"node_of_{node.output[0]}")
         ins = tuple(tensor(x) for x in node.input if x)
         outs = tuple(tensor(x) for x in node.output if x)
         # an operand computed in the graph, or a constant computation whose value placetune does not evaluate
         computed = any(x and (x not in const or x in unevaluated) for x in node.input[1:])
+        if open_sizes and any(not t.shape and info.get(t.name, (None, 0))[0] is None for t in outs):
+            break  # it reads an earlier layer's open size (torchvision's NMS If before its ROI heads): that one is refused
         for t in outs:
             if not t.shape and info.get(t.name, (None, 0))[0] is None:
                 shapes = [info.get(x, (None, 0))[0] for x in node.input if x]
                 if clashing_shapes(node, shapes):
                     raise ModelError(shapes_clash(lname, node.op_type, shapes, _given(inputs, original)))
+                data = decided_by_data(node, made_by, dependent) if computed else None
+                control = next(((n.name or n.output[0], n.op_type) for n in keep[position + 1:]
+                                if n.op_type in CONTROL_FLOW_OPS), None) if data else None
                 raise ModelError(no_shape(lname, node, t.name, has_schema(node.op_type, node.domain, local_functions(proto)),
-                                          computed))
+                                          computed, data, control))
             if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0]):  # open dims, not a scalar
                 open_sizes.append((len(layers) + 1, unbounded(lname, node.op_type, t.name, info[t.name][0], computed)))
         for x in node.input:

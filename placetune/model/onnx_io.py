@@ -242,10 +242,12 @@ def _external_files(proto: onnx.ModelProto, base: Path, error: type[PlacetuneErr
         if not uses_external_data(tensor):
             continue
         location = ExternalDataInfo(tensor).location or ""
-        parts = Path(location).parts
-        target = os.path.realpath(base / location) if location else ""
-        if not location or Path(location).is_absolute() or ".." in parts or "\x00" in location \
-                or os.path.commonpath([root, target]) != root:
+        if not location:
+            raise error(f"tensor {tensor.name[:80]!r} keeps its data externally but names no file (its external "
+                        "data has no location): external data must be a file beside the model")
+        # a NUL byte first: no path call takes one (realpath raises on it)
+        if "\x00" in location or Path(location).is_absolute() or ".." in Path(location).parts \
+                or os.path.commonpath([root, os.path.realpath(base / location)]) != root:
             raise error(f"tensor {tensor.name[:80]!r} keeps its data in {shown(location, 120)!r}, outside the "
                         f"model's folder {shown(base)}: external data must be a file beside the model")
         try:

@@ -20,7 +20,9 @@ branches where they differ):
 * graph outputs: an output no node, input or initializer produces cannot be marked (ONNX's
   checker: "Graph output ... is not an output of any node"); an output or an input listed twice
   (ONNX's checker: "'x' has been used as graph input names multiple times"; an engine's I/O
-  tensors are looked up by name, so two outputs of one name are one binding, not two);
+  tensors are looked up by name, so two outputs of one name are one binding, not two); a graph with no
+  output at all builds no engine ("Network must have at least one output", TensorRT's builder, as
+  NVIDIA/TensorRT issue 183 quotes it);
 * operands the parser needs as build-time constants (docs/operators.md): CumSum's ``axis``,
   Dropout's ``training_mode``, Pad's ``axes``, the Reduce ops' ``axes``, Slice's ``axes``,
   Squeeze's and Unsqueeze's ``axes`` and OneHot's ``depth``; one computed from a network input
@@ -114,6 +116,10 @@ def _names(graph: onnx.GraphProto, initializers: set[str]) -> set[str]:
                                  "another node, input or initializer has): TensorRT's ONNX parser refuses duplicate "
                                  "tensor names; give every tensor a unique name")
             defined.add(out)
+    if not graph.output:
+        raise ModelError("the ONNX graph has no output (graph.output is empty): TensorRT builds no engine of a "
+                         "network without one (\"Network must have at least one output\"); list the network's "
+                         "results in graph.output")
     for out in graph.output:
         if out.name not in defined:
             raise ModelError(f"graph output {out.name[:80]!r} is produced by no node, input or initializer: "

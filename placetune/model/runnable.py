@@ -12,7 +12,10 @@ static shapes:
   divides the input's C channels and the M output maps, and W's second dimension is C/group.
   ConvTranspose (W: C x M/group x k...): ``group`` at least 1 dividing C, W's first dimension C;
   QLinearConv and ConvInteger (ONNX spec: the same ``group`` and weight layout as Conv, the weight
-  their fourth and second input) take Conv's rule;
+  their fourth and second input) take Conv's rule. A Conv's ``kernel_shape``, when given, is its weight's
+  kernel ("If not present, should be inferred from input W", ONNX spec; TensorRT's ONNX parser refuses
+  another: "The size of spatial dimension and the size of kernel shape are not equal for the Conv
+  operator", onnx-tensorrt ``importConv``, 8.x and 10.x), where ONNX shape inference takes the attribute;
 * Resize: ``scales`` "takes value greater than 0" (ONNX spec, Resize 10 to 19): every scale
   positive and finite (a NaN scale gives no output shape at all); ``sizes`` positive;
 * Upsample (opset 7 to 9, deprecated in 10): ``scales`` "takes value greater than or equal to 1"
@@ -115,6 +118,12 @@ def _conv(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) ->
     if not ok:
         raise ModelError(f"{_where(node, layer)}: attribute group={group} on input {node.input[0][:80]!r} "
                          f"{_dims(data.shape)}; {allowed}")
+    kernel = layer.attrs.get("kernel_shape")
+    if node.op_type == "Conv" and kernel is not None and list(kernel) != list(weight.shape[2:]):
+        raise ModelError(f"{_where(node, layer)}: attribute kernel_shape={list(kernel)[:8]} and weight "
+                         f"{node.input[pos][:80]!r} {_dims(weight.shape)}, whose kernel is {_dims(weight.shape[2:])}; "
+                         "ONNX's Conv takes a kernel_shape equal to its weight's kernel (TensorRT's ONNX parser "
+                         "refuses another): export the model again, or drop kernel_shape")
 
 
 def _resize(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo], opset: int) -> None:

@@ -68,6 +68,8 @@ def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
     Raises:
         ShapeError: the text is not ``name=AxBxC`` with positive integers (one input per ``name=``).
     """
+    if not isinstance(spec, str):
+        raise ShapeError(f"bad --shape of type {type(spec).__name__}: give text such as input=1x3x224x224")
     # name=dims,name=dims (or name:dims,name=dims): the first spec would become part of an input's name; a
     # comma in a name alone (an ONNX input "in,put") is a name
     if spec.count("=") > 1 or _SPEC_BEFORE_COMMA.search(spec.rpartition("=")[0]):
@@ -269,8 +271,10 @@ def declared_plugin_shapes(graph: onnx.GraphProto, original: Mapping[str, list |
     cannot infer (plugins), made static with the inputs' fixed shapes.
 
     A declared dimension named like an input's open dimension (``batch``) takes the value that
-    input was fixed at; a declared leading dimension equal to the inputs' file batch follows a
-    changed batch. A dimension that stays open is left out (the layer is then refused).
+    input was fixed at; one named by decimal digits (``"100"``, as yolov7's end2end export writes
+    its EfficientNMS_TRT outputs) is that size; a declared leading dimension equal to the inputs'
+    file batch follows a changed batch. A dimension that stays open is left out (the layer is then
+    refused).
 
     Args:
         graph: the graph before placetune drops its value_info (inference redoes the others).
@@ -299,6 +303,10 @@ def declared_plugin_shapes(graph: onnx.GraphProto, original: Mapping[str, list |
         dims = _dims(vi.type)
         if dims is None:
             continue
+        # a name of decimal digits is that size: yolov7, yolov9 and mmyolo's end2end exports rewrite every
+        # output dimension as ``dim_param = str(size)`` ("1", "100", "4")
+        dims = [int(d) if isinstance(d, str) and d.isascii() and d.isdigit() and d not in symbols else d
+                for d in dims]
         static = [symbols.get(d) if isinstance(d, str) else d for d in dims]
         if static and isinstance(dims[0], int) and dims[0] in rebatch:
             static[0] = rebatch[dims[0]]

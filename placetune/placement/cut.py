@@ -34,7 +34,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
@@ -44,16 +44,16 @@ from placetune.errors import ModelError
 from placetune.model.merge import META_KEY, merge_models, source_networks
 from placetune.model.layer import TensorInfo
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
-from placetune.model.model import SMALL_CONST_ELEMENTS, Model, _attr_value, _zoo_options, topological_order
+from placetune.model.graphfold import SMALL_CONST_ELEMENTS, attr_value
+from placetune.model.model import Model, topological_order
+from placetune.model.zoo.registry import parse_options as zoo_options
 from placetune.model.shapes import _dims, keep_declared_plugin_shapes
 from onnx.reference import ReferenceEvaluator
 from placetune.files.write import write_file
 from placetune.model import zoo
 from placetune.model.onnx_io import load_with_weights
 
-if TYPE_CHECKING:
-    from placetune.model.model import Model
-    from placetune.placement.placement import Placement, Segment
+from placetune.placement.placement import Placement, Segment
 
 __all__ = ["SegmentModel", "cut", "load_source", "run_segments", "randomize_weights", "swap_inputs", "tensor_infos", "with_batch"]
 
@@ -133,7 +133,7 @@ def load_source(model: "Model") -> onnx.ModelProto:
         return proto if nets is None else _merged_source(nets)
     if model.zoo:
         base, _, opts = model.zoo.partition(":")
-        return zoo.build(base, batch=model.batch, weights=True, **_zoo_options(opts))
+        return zoo.build(base, batch=model.batch, weights=True, **zoo_options(opts))
     if model.proto is None:
         raise ModelError(f"model {model.name!r} has neither a file, a zoo name nor a graph to cut")
     proto = onnx.ModelProto()
@@ -157,7 +157,7 @@ def with_batch(model: "Model", batch: int, source: onnx.ModelProto | None = None
     """
     if model.zoo:
         name, _, opts = model.zoo.partition(":")
-        return zoo.build(name, batch=int(batch), weights=True, **_zoo_options(opts))
+        return zoo.build(name, batch=int(batch), weights=True, **zoo_options(opts))
     proto = onnx.ModelProto()
     proto.CopyFrom(source if source is not None else load_source(model))
     init = {t.name for t in proto.graph.initializer}
@@ -304,7 +304,7 @@ def _fold_round(proto: onnx.ModelProto, ordered: list[onnx.NodeProto], types: di
         elif node.domain in ("", "ai.onnx") and node.op_type in FOLDABLE_OPS and node.input:
             first = types.get(node.input[0])
             shape = tuple(d.dim_value for d in first.tensor_type.shape.dim) if _is_static(first) else None
-            attrs = {a.name: _attr_value(a) for a in node.attribute}  # as the model's folding reads them
+            attrs = {a.name: attr_value(a) for a in node.attribute}  # as the model's folding reads them
             v = fold_value(node.op_type, attrs, [values.get(x) if x else None for x in node.input], shape)
         else:
             continue
@@ -396,7 +396,7 @@ def cut(
         proto = source
     else:
         proto = load_with_weights(source)
-    segments = placement.segments(pipeline=True) if hasattr(placement, "segments") else list(placement)
+    segments = placement.segments(pipeline=True) if isinstance(placement, Placement) else list(placement)
     g = proto.graph
     init_names = {t.name for t in g.initializer}
     net_inputs = [i.name for i in g.input if i.name not in init_names]

@@ -139,15 +139,21 @@ class Placement(Mapping[str, str]):
         self.model = model
         default = normalise_device(default)
         dev = dict.fromkeys(model.names, default)
+        if assignment is not None and not isinstance(assignment, (dict, Mapping)):
+            raise PlacementError(f"a placement's assignment must map layer names to devices ({', '.join(DEVICES)}), "
+                                 f"got {type(assignment).__name__}: a list of device indexes, one per decision "
+                                 "unit, is read by Space.to_placement")
         if assignment:
             unknown = [n for n in assignment if n not in dev]
             if unknown:
                 raise _unknown_layers(model, unknown)
             cache: dict[str, str] = {}
             for name, d in assignment.items():
-                nd = cache.get(d)
+                nd = cache.get(d) if isinstance(d, str) else None  # (a list or dict as a device is no key)
                 if nd is None:
-                    nd = cache[d] = normalise_device(d)
+                    nd = normalise_device(d)
+                    if isinstance(d, str):
+                        cache[d] = nd
                 dev[name] = nd
         self._dev = dev
         self._key: str | None = None

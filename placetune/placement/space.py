@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -146,6 +146,8 @@ class Space:
             for d in u.choices:
                 self.mask[u.index, self._dev_index[d]] = 1
         self._features: np.ndarray | None = None
+        #: What :mod:`placetune.placement.stages` computes once per space, by name (it is a ``StageSpace``).
+        self.stage_cache: dict[str, Any] = {}
 
     # --------------------------------------------------------------- grouping
     def _group(self, granularity: str) -> list[tuple[str, list[str]]]:

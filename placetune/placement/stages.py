@@ -41,6 +41,8 @@ class StageSpace(Protocol):
     units: list[Any]
     model: Any
     devices: tuple[str, ...]
+    #: What these functions compute once per space (its block boundaries, per-device tables), by name.
+    stage_cache: dict[str, Any]
 
     @property
     def n_units(self) -> int: ...
@@ -80,7 +82,7 @@ def _normalise(stages: Sequence[Stage]) -> list[Stage]:
 def _on_device(space: StageSpace) -> list[list[int]]:
     """Per device of the space, the device each unit takes in a stage on it: the device, or for
     a unit masked on it the GPU (or its first allowed device); cached on the space."""
-    cached = getattr(space, "_on_device", None)
+    cached = space.stage_cache.get("on_device")
     if cached is not None:
         return cached
     mask = space.mask
@@ -88,7 +90,7 @@ def _on_device(space: StageSpace) -> list[list[int]]:
     for k in range(space.n_devices):
         out.append([k if mask[i, k] else (0 if mask[i, 0] else int(np.flatnonzero(mask[i])[0]))
                     for i in range(space.n_units)])
-    space._on_device = out  # type: ignore[attr-defined]
+    space.stage_cache["on_device"] = out
     return out
 
 
@@ -139,7 +141,7 @@ def cut_points(space: StageSpace) -> list[int]:
     These are the block boundaries of the network (between residual blocks, inception
     modules...), where a pipeline cut costs a single boundary; cached on the space.
     """
-    cached = getattr(space, "_cut_points", None)
+    cached = space.stage_cache.get("cut_points")
     if cached is not None:
         return cached
     model = space.model
@@ -153,18 +155,18 @@ def cut_points(space: StageSpace) -> list[int]:
             if last > u.index:
                 crossing[u.index + 1:last + 1] += 1
     out = [c for c in range(1, n) if crossing[c] <= 1]
-    space._cut_points = out  # type: ignore[attr-defined]
+    space.stage_cache["cut_points"] = out
     return out
 
 
 def _devices_for(space: StageSpace, s: int, e: int) -> list[int]:
     """Devices that at least one unit of ``[s, e)`` can use (the GPU always)."""
-    first = getattr(space, "_next_allowed", None)
+    first = space.stage_cache.get("next_allowed")
     if first is None:  # per device, the first unit at or after each position that can use it
         nxt = np.full((space.n_units + 1, space.n_devices), space.n_units, dtype=np.intp)
         for i in range(space.n_units - 1, -1, -1):
             nxt[i] = np.where(space.mask[i] > 0, i, nxt[i + 1])
-        first = space._next_allowed = nxt.tolist()  # type: ignore[attr-defined]
+        first = space.stage_cache["next_allowed"] = nxt.tolist()
     row = first[s]
     return [k for k in range(space.n_devices) if k == 0 or row[k] < e]
 

@@ -36,6 +36,7 @@ from placetune.backends.tensorrt.jobs import read_realised
 from placetune.measurement import UNKNOWN_DEVICE
 from placetune.model.model import Model
 from placetune.model.misreads import old_parser_misread
+from placetune.plan.trtexec import BUILTIN_PLUGINS
 from placetune.plan.file import Plan, load
 from placetune.plan.folder import NVTX_SETUP, NVTX_VERBOSITY, check_calibration_cache, engine_files, write_plan_folder
 from placetune.plan.trtexec import untyped_int8_plan
@@ -52,6 +53,20 @@ __all__ = ["BuildReport", "build_plan", "UNKNOWN"]
 UNKNOWN = UNKNOWN_DEVICE
 
 _POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
+
+
+def _custom_plugin_advice(plugins: Any, why: str) -> str:
+    """What to do when an engine holding a plugin TensorRT does not ship (TensorRT-YOLO's EfficientIdxNMS_TRT,
+    a custom layer) did not build: the worker registers the built-in plugins only (``init_libnvinfer_plugins``),
+    so TensorRT's parser finds no creator for it ("Plugin not found")."""
+    custom = sorted({str(op) for op in (plugins or {}).values() if str(op) not in BUILTIN_PLUGINS}) \
+        if isinstance(plugins, dict) else []
+    if not custom or "plugin" not in why.lower():
+        return ""
+    return (f"; the plan holds {plural(len(custom), 'plugin')} TensorRT does not ship ({shown(', '.join(custom), 120)}): "
+            "placetune build registers TensorRT's built-in plugins only; build the plan with its build.sh, adding "
+            "your plugin library to its trtexec lines (--staticPlugins=lib.so from TensorRT 10, --plugins=lib.so "
+            "before; build.sh says so)")
 
 
 @dataclass
@@ -360,7 +375,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         res = reply.result or {}
         if reply.kind != "result" or res.get("status") != "ok":
             why = res.get("error") or reply.stderr_tail[-500:] or reply.kind
-            raise BackendError(f"placetune build: {why}")
+            raise BackendError(f"placetune build: {why}{_custom_plugin_advice(p.model.get('plugins'), str(why))}")
         _check_built(built, p, res.get("engines") or [], folder)  # every engine the worker says it built, whole
         for name in names:  # into the plan folder through its guard (atomic, recorded)
             guard.copy_in(name, built / name)

@@ -14,7 +14,6 @@ from placetune.placement.placement import DEVICES, Placement, dla_core, stored_p
 from placetune.plan.file import SIMULATED_LABEL, Plan
 from placetune._lazy import lazy_import
 from placetune.hardware.platforms import get_platform
-from placetune.model import zoo
 from placetune.model.merge import networks_in, source_networks
 from placetune.model.model import Model
 from placetune.model.onnx_io import load_with_weights
@@ -22,10 +21,10 @@ from placetune.model.qdq import is_qdq_model
 from placetune.placement.cut import cut, tensor_infos
 from placetune.placement.cut_formats import plan_cut_formats
 from placetune.plan.trtexec import engine_files
-from placetune.store.schema import ModelRow
 from placetune.tuning.concurrent import naive_label, network_summary
 from placetune.tuning.objectives import best_stored, get_objective, registered_objectives
 from placetune.tuning.optuna_study import storage_for
+from placetune.tuning.study_model import load_study_model, stored_shapes
 from placetune.version import __version__
 
 if TYPE_CHECKING:
@@ -42,7 +41,7 @@ else:
     sqlalchemy = lazy_import("sqlalchemy")
     sqlalchemy_exc = lazy_import("sqlalchemy.exc")
 
-__all__ = ["export_plan", "load_study_model", "refuse_relabelled", "stored_model_row"]
+__all__ = ["export_plan", "refuse_relabelled"]
 
 log = logging.getLogger(__name__)
 
@@ -72,68 +71,6 @@ def _figures(m: "Measurement") -> dict[str, Any]:
 
 def _all_on(assignment: Mapping[str, str] | None, device: str) -> bool:
     return bool(assignment) and all(d == device for d in assignment.values())  # type: ignore[union-attr]
-
-
-def stored_model_row(store: "Store", model_hash: str) -> Any:
-    """The ``pt_models`` row of a model (None when not stored), checked like every row read back.
-
-    Raises:
-        StoreError: the table cannot be read, or the row's shapes, name or path have the wrong type.
-    """
-    table = ModelRow.__table__
-    try:
-        with store.engine.connect() as conn:
-            row = conn.execute(sqlalchemy.select(table).where(table.c.hash == model_hash)).first()
-    except sqlalchemy_exc.SQLAlchemyError as exc:
-        raise StoreError(f"cannot read the models table of {store.url}: {str(exc).splitlines()[0]}") from None
-    if row is not None:  # a row read back is checked like every other: shapes, name and path of the right types
-        shapes = row.shapes
-        ok = (shapes is None or isinstance(shapes, dict) and all(
-            isinstance(k, str) and isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool)
-                                                               and 0 <= d < 2**31 for d in v)
-            for k, v in shapes.items())) and isinstance(row.name, str) and isinstance(row.path, (str, type(None)))
-        if not ok:
-            raise StoreError(f"the stored model {model_hash[:12]} of {store.url} is corrupt (its shapes, name or path "
-                             "have the wrong type): the database was edited or damaged")
-    return row
-
-
-def load_study_model(store: "Store", study: "StudyRecord | str", path: str | None = None) -> "Model":
-    """The :class:`~placetune.model.model.Model` a study searched, loaded again from its file or the zoo.
-
-    Uses the ``pt_models`` row of the study's model (name, path, input shapes) and checks
-    that the loaded model has the stored hash. ``path``: an ONNX file to try first (the
-    model's file moved, or a copy with its weights: the hash covers graph and shapes only).
-
-    Raises:
-        ModelError: the file is gone or changed, or the model is neither a file nor a zoo model.
-        UnknownNameError: no such study.
-    """
-    st = store.study(study) if isinstance(study, str) else study
-    row = stored_model_row(store, st.model_hash)
-    if row is None:
-        raise ModelError(f"the database has no model row for study {st.name!r} (hash {st.model_hash[:12]})")
-    shapes = {k: tuple(v) for k, v in (row.shapes or {}).items()}
-    tried: list[str] = []
-    candidates: list[tuple[str, Any]] = []
-    if path:
-        candidates.append((f"file {path}", lambda: Model.load(path, shapes or None)))
-    if row.path:
-        candidates.append((f"file {row.path}", lambda: Model.load(row.path, shapes or None)))
-    base = str(row.name).partition(":")[0]
-    if base in zoo.names():
-        candidates.append((f"zoo model {row.name}", lambda: Model.load(str(row.name), batch=int(st.batch))))
-    for what, make in candidates:
-        try:
-            model = make()
-        except PlacetuneError as exc:
-            tried.append(f"{what}: {exc}")
-            continue
-        if st.model_hash in (model.hash, model.legacy_hash):  # legacy: stored by an older placetune
-            return model
-        tried.append(f"{what} has hash {model.hash[:12]}, the study's model has {st.model_hash[:12]}")
-    why = "; ".join(tried) or "it was loaded from neither a file nor the zoo"
-    raise ModelError(f"cannot load the model of study {st.name!r} ({row.name}) again: {why}")
 
 
 def _engines(mode: str, realized: Placement | None, realized_map: dict[str, str], m: "Measurement",
@@ -505,14 +442,14 @@ def export_plan(
             "hash": st.model_hash,
             "name": st.model_name,
             "input_shapes": {k: list(v) for k, v in (model.input_shapes.items() if model is not None else
-                                                     (_stored_shapes(store, st) or {}).items())},
+                                                     (stored_shapes(store, st) or {}).items())},
             **({} if model is None else {"dynamic_inputs": sorted(model.dynamic_input_shapes)}),
             **({} if model is None or model.proto is None else {"outputs": [o.name for o in model.proto.graph.output]}),
             "path": None if model is None or model.path is None else str(model.path),
             "zoo": None if model is None else model.zoo,
             "layers": len(realized_map),
             # layers TensorRT names by a counter of its own (a node sharing its name): never addressed by name
-            **({"renamed_layers": dict(model.renamed)} if model is not None and getattr(model, "renamed", None)
+            **({"renamed_layers": dict(model.renamed)} if model is not None and model.renamed
                else {}),
             # TensorRT plugins (ops ONNX has no schema for): GPU only; a build loads their library
             **({"plugins": {x.name: x.op_type for x in model.layers if x.plugin}}
@@ -589,8 +526,3 @@ def optuna_trial_number(store: "Store", study_name: str, measurement_id: int) ->
         return None
     numbers = [t.number for t in trials if t.user_attrs.get("measurement_id") == measurement_id]
     return min(numbers) if numbers else None
-
-
-def _stored_shapes(store: "Store", st: "StudyRecord") -> dict[str, list[int]] | None:
-    row = stored_model_row(store, st.model_hash)
-    return None if row is None else dict(row.shapes or {})

@@ -537,6 +537,8 @@ def load(path: str | os.PathLike[str], model: "Model | str | None" = None, *, ch
     Example:
         ``plan = placetune.plan.load("plan.json", Model.load("model.onnx"))``
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(f"plan file: give a file name (text or a path), got {type(path).__name__}")
     p = Path(path)
     if str(path) != "-" and p.is_dir() and (p / "plan.json").is_file():  # a plan folder: its plan file
         p = path = p / "plan.json"

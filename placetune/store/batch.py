@@ -141,7 +141,7 @@ class BatchMixin(MeasurementsMixin):
                     if isinstance(exc, _Conflict):
                         raise StoreError(f"{action}: a placement is stored by another writer but cannot be "
                                          "read") from None
-                    raise self._translate(exc, action) from None
+                    raise self.database_error(exc, action) from None
                 log.debug("unique-key race while %s; writing again", action)
             except BaseException:
                 for item in items:

@@ -72,7 +72,7 @@ class ConnectionMixin:
                 "pip install 'placetune[postgres]' (psycopg) or use a sqlite:/// URL"
             ) from None
         except (ArgumentError, TypeError, ValueError) as exc:
-            raise StoreError(f"bad database URL {self.url!r}: {self._scrub(str(exc))}") from None
+            raise StoreError(f"bad database URL {self.url!r}: {self.scrub(str(exc))}") from None
         if self.dialect == "sqlite":
             install_sqlite_hooks(engine, self._url, busy_timeout=self.busy_timeout, memory=self._memory)
         return engine
@@ -111,7 +111,8 @@ class ConnectionMixin:
                 return db[5:].split("?", 1)[0]
         return db
 
-    def _scrub(self, text: str) -> str:
+    def scrub(self, text: str) -> str:
+        """``text`` with this store's URL masked and its password and secret query values replaced by ``***``."""
         text = mask_url(text)
         for secret in url_secrets(self._url):  # the password and secret query values a driver may echo
             text = text.replace(secret, "***")
@@ -132,11 +133,16 @@ class ConnectionMixin:
         except PlacetuneError:
             raise
         except (SQLAlchemyError, sqlite3.Error) as exc:
-            raise self._translate(exc, action, connecting=True) from None
+            raise self.database_error(exc, action, connecting=True) from None
 
     @contextmanager
-    def _txn(self, action: str, *, write: bool = False) -> Iterator[Connection]:
-        """One transaction; every database exception becomes a StoreError saying what to do."""
+    def transaction(self, action: str, *, write: bool = False) -> Iterator[Connection]:
+        """One transaction; every database exception becomes a StoreError saying what to do.
+
+        Also the way in for code that keeps tables of its own beside the store's (a fleet's
+        placement claims): ``action`` says what the transaction does, for the error message;
+        ``write`` takes SQLite's write lock at the start. An ``IntegrityError`` is raised as it is.
+        """
         self._check_usable()
         with self._lock:
             conn = self._connect(self._engine.connect, action)
@@ -150,7 +156,7 @@ class ConnectionMixin:
             except (SQLAlchemyError, sqlite3.Error) as exc:
                 if isinstance(exc, IntegrityError):
                     raise
-                raise self._translate(exc, action) from None
+                raise self.database_error(exc, action) from None
             finally:
                 conn.close()
 
@@ -162,7 +168,7 @@ class ConnectionMixin:
         wrapper, transaction object, result proxy). Here the pool's connection (set up by the same
         ``connect`` hook: busy timeout, WAL) runs ``begin`` (``BEGIN``, ``BEGIN IMMEDIATE`` for a
         write, or None: one statement in autocommit) and ``COMMIT``, or ``ROLLBACK`` on any error;
-        database errors become StoreErrors as in :meth:`_txn`, except ``sqlite3.IntegrityError``,
+        database errors become StoreErrors as in :meth:`transaction`, except ``sqlite3.IntegrityError``,
         which the caller handles.
         """
         self._check_usable()
@@ -182,15 +188,19 @@ class ConnectionMixin:
                     except sqlite3.Error:
                         fairy.invalidate()  # unusable: the pool opens a fresh one
                 if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
-                    raise self._translate(exc, action) from None
+                    raise self.database_error(exc, action) from None
                 raise
             finally:
                 fairy.close()
 
-    def _translate(self, exc: BaseException, action: str, *, connecting: bool = False) -> StoreError:
+    def database_error(self, exc: BaseException, action: str, *, connecting: bool = False) -> StoreError:
+        """``exc``, a database error raised while ``action``, as one password-free StoreError saying what to do.
+
+        ``connecting``: it was raised opening a connection (the message then names the server to check).
+        """
         orig = getattr(exc, "orig", None) or exc
         lines = [ln.strip() for ln in str(orig).strip().splitlines() if ln.strip()]
-        text = self._scrub(lines[0] if lines else type(orig).__name__)
+        text = self.scrub(lines[0] if lines else type(orig).__name__)
         low = text.lower()
         if self.dialect == "sqlite":
             path = self.sqlite_path or "(in memory)"

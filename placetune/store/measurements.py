@@ -202,7 +202,7 @@ class MeasurementsMixin(StudiesMixin):
                 with self._sqlite_txn("looking up a measurement", begin=None) as db:  # one statement
                     row = db.execute(_SQLITE_SELECT_ENTRY, key).fetchone()
             else:
-                with self._txn("looking up a measurement") as conn:
+                with self.transaction("looking up a measurement") as conn:
                     row = conn.execute(_SELECT_ENTRY, _key_params(key)).first()
             if row is None:
                 return None
@@ -219,7 +219,7 @@ class MeasurementsMixin(StudiesMixin):
         already known; ``record.placement_key`` is the realised key to log with
         :meth:`record_request`.
         """
-        with self._txn("looking up a requested placement") as conn:
+        with self.transaction("looking up a requested placement") as conn:
             row = conn.execute(
                 select(*RECORD_COLUMNS)
                 .join(_S, _S.c.id == _M.c.study_id)
@@ -302,7 +302,7 @@ class MeasurementsMixin(StudiesMixin):
                     if isinstance(exc, _Conflict):
                         raise StoreError(f"recording a measurement of study {st.name!r}: placement "
                                          f"{placement_key} is stored by another writer but cannot be read") from None
-                    raise self._translate(exc, "recording a measurement") from None
+                    raise self.database_error(exc, "recording a measurement") from None
                 log.debug("unique-key race on %s; re-reading", placement_key)
         assert mid is not None
         if inserted:
@@ -359,7 +359,7 @@ class MeasurementsMixin(StudiesMixin):
         """
         mid = int(measurement_id)
         cols, texts = _encode(measurement)
-        with self._txn(f"updating measurement {mid}", write=True) as conn:
+        with self.transaction(f"updating measurement {mid}", write=True) as conn:
             row = conn.execute(_SELECT_KEY, {"m_id": mid}).first()
             if row is None:
                 raise StoreError(f"no stored measurement with id {mid} in {self.url}: nothing to update")
@@ -372,10 +372,10 @@ class MeasurementsMixin(StudiesMixin):
     def _write_txn(self, action: str, *,
                    one_statement: bool = False) -> ContextManager[Connection | sqlite3.Connection]:
         """A write transaction: on SQLite (3.24+) the driver connection's ``BEGIN IMMEDIATE``, or
-        autocommit for ``one_statement``; else SQLAlchemy's (:meth:`_txn`)."""
+        autocommit for ``one_statement``; else SQLAlchemy's (:meth:`transaction`)."""
         if self.dialect == "sqlite" and _SQLITE_UPSERT is not None:
             return self._sqlite_txn(action, None if one_statement else "BEGIN IMMEDIATE")
-        return self._txn(action, write=True)
+        return self.transaction(action, write=True)
 
     def _record_rows(self, conn: Connection | sqlite3.Connection, key: tuple[str, str, str, str],
                      row: dict[str, Any], st: StudyRecord, requested_key: str, agent: str | None,

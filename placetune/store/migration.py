@@ -32,7 +32,7 @@ class SchemaMixin(ConnectionMixin):
     """The schema of a :class:`~placetune.store.store.Store`: created or migrated when it opens."""
 
     def _ensure_schema(self) -> None:
-        with self._txn("opening the database") as conn:
+        with self.transaction("opening the database") as conn:
             version = self._schema_version(conn)
         if version == SCHEMA_VERSION:
             return
@@ -52,17 +52,17 @@ class SchemaMixin(ConnectionMixin):
                                                                ", or run placetune tune on it once to upgrade it"))
         for attempt in range(3):
             try:
-                with self._txn("creating the placetune tables", write=True) as conn:
+                with self.transaction("creating the placetune tables", write=True) as conn:
                     self._create_or_migrate(conn)
                 return
             except (IntegrityError, StoreError) as exc:
                 # another process may have created the tables at the same time
-                with self._txn("opening the database") as conn:
+                with self.transaction("opening the database") as conn:
                     version = self._schema_version(conn)
                 if version == SCHEMA_VERSION:
                     return
                 if isinstance(exc, StoreError) or attempt == 2:
-                    raise exc if isinstance(exc, StoreError) else self._translate(exc, "creating tables") from None
+                    raise exc if isinstance(exc, StoreError) else self.database_error(exc, "creating tables") from None
 
     def _check_tables(self, version: int | None) -> int | None:
         """Refuse placetune tables without their schema version (``pt_schema`` dropped or emptied): the
@@ -72,7 +72,7 @@ class SchemaMixin(ConnectionMixin):
         then are damaged, never a creation in progress."""
         if version is not None:
             return version
-        with self._txn("opening the database") as conn:
+        with self.transaction("opening the database") as conn:
             have = [t for t in Base.metadata.tables if t != SchemaRow.__tablename__ and conn.dialect.has_table(conn, t)]
             if have:
                 version = self._schema_version(conn)
@@ -127,7 +127,7 @@ class SchemaMixin(ConnectionMixin):
     @property
     def schema_version(self) -> int:
         """The placetune schema version of the database."""
-        with self._txn("reading the schema version") as conn:
+        with self.transaction("reading the schema version") as conn:
             version = self._schema_version(conn)
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
             self._check_version(version)  # a corrupt version: a one-line StoreError

@@ -63,7 +63,7 @@ class QueriesMixin(StudiesMixin):
         if keys is not None:
             keys = list(keys)
             q = q.where(or_(_M.c.requested_key.in_(keys), _M.c.placement_key.in_(keys)))
-        with self._txn("listing measurements") as conn:
+        with self.transaction("listing measurements") as conn:
             rows = conn.execute(q.order_by(_M.c.id)).all()
         return [measurement_record(r) for r in rows]
 
@@ -90,7 +90,7 @@ class QueriesMixin(StudiesMixin):
             q = q.where(_status_is(status))
         if after_id is not None:
             q = q.where(_M.c.id > int(after_id))
-        with self._txn("listing measurements") as conn:
+        with self.transaction("listing measurements") as conn:
             result = conn.execution_options(stream_results=True).execute(q.order_by(_M.c.id))
             while True:
                 rows = result.fetchmany(chunk)
@@ -108,7 +108,7 @@ class QueriesMixin(StudiesMixin):
             StoreError: a ``measurement_id`` that is not an integer (the row was edited or damaged).
         """
         st = self._resolve(study_name)
-        with self._txn("listing requests") as conn:
+        with self.transaction("listing requests") as conn:
             rows = conn.execute(select(_R.c.placement_key, _R.c.measurement_id).where(_R.c.study_id == st.id)
                                 .order_by(_R.c.id)).all()
         out = [(key, mid) for key, mid in rows]
@@ -132,7 +132,7 @@ class QueriesMixin(StudiesMixin):
             _M.c.settings_hash == st.settings_hash)
         if status is not None:
             q = q.where(_status_is(status))
-        with self._txn(f"listing the measurements of study {st.name!r}") as conn:
+        with self.transaction(f"listing the measurements of study {st.name!r}") as conn:
             rows = conn.execute(q.order_by(_M.c.id)).all()
         return [measurement_record(r) for r in rows]
 
@@ -143,7 +143,7 @@ class QueriesMixin(StudiesMixin):
             UnknownNameError: no such study.
         """
         st = self._resolve(study_name)
-        with self._txn("listing requests") as conn:
+        with self.transaction("listing requests") as conn:
             rows = conn.execute(select(_R).where(_R.c.study_id == st.id).order_by(_R.c.id)).all()
         for r in rows:  # rows read back are checked like every other: the types the records promise
             ints = (r.measurement_id, r.trial_number)
@@ -224,7 +224,7 @@ class QueriesMixin(StudiesMixin):
         unknown = select(*RECORD_COLUMNS).join(_S, _S.c.id == _M.c.study_id).where(  # an edited status: refused
             _M.c.id.in_(select(_R.c.measurement_id).where(_R.c.study_id == st.id)),
             or_(_M.c.status.is_(None), _M.c.status.not_in(STATUSES))).limit(1)
-        with self._txn(f"finding the best measurement of study {st.name!r}") as conn:
+        with self.transaction(f"finding the best measurement of study {st.name!r}") as conn:
             bad = conn.execute(unknown).first()
             row = conn.execute(q).first()
         if bad is not None:

@@ -21,7 +21,7 @@ from placetune.store.connection import ConnectionMixin
 from placetune.store.records import StudyRecord
 from placetune.store.schema import MeasurementRow, ModelRow, RequestRow, StudyRow, dumps, utcnow
 
-__all__ = ["StudiesMixin", "settings_hash", "fingerprint_hash"]
+__all__ = ["StudiesMixin", "settings_hash", "fingerprint_hash", "as_json_dict"]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def settings_hash(settings: Mapping[str, Any] | Any) -> str:
     Args:
         settings: a :class:`~placetune.settings.Settings` or its ``to_dict()``.
     """
-    return _json_hash(_as_dict(settings, "settings"))
+    return _json_hash(as_json_dict(settings, "settings"))
 
 
 def fingerprint_hash(fingerprint: Mapping[str, Any] | None, *, platform: str, backend: str, simulated: bool) -> str:
@@ -60,7 +60,9 @@ def fingerprint_hash(fingerprint: Mapping[str, Any] | None, *, platform: str, ba
     return _json_hash(doc)
 
 
-def _as_dict(value: Any, what: str) -> dict[str, Any]:
+def as_json_dict(value: Any, what: str) -> dict[str, Any]:
+    """``value`` (a mapping, an object with ``to_dict()``, or None) as a plain JSON dict, as the store keeps
+    settings and fingerprints; ConfigError naming ``what`` when it is neither or cannot be JSON."""
     if value is None:
         return {}
     to_dict = getattr(value, "to_dict", None)
@@ -92,17 +94,17 @@ class StudiesMixin(ConnectionMixin):
             model: a :class:`placetune.model.model.Model` (``hash``, ``name``, ``path``,
                 ``input_shapes`` and ``len()`` are used).
         """
-        with self._txn("reading models") as conn:
+        with self.transaction("reading models") as conn:
             mid = conn.scalar(select(_MODELS.c.id).where(_MODELS.c.hash == model.hash))
         if mid is not None:
             return int(mid)
         for attempt in range(2):
             try:
-                with self._txn("storing a model", write=True) as conn:
+                with self.transaction("storing a model", write=True) as conn:
                     return self._model_id(conn, model)
             except IntegrityError as exc:  # stored by another process meanwhile: re-read
                 if attempt:
-                    raise self._translate(exc, "storing a model") from None
+                    raise self.database_error(exc, "storing a model") from None
         raise AssertionError("unreachable")
 
     @staticmethod
@@ -174,8 +176,8 @@ class StudiesMixin(ConnectionMixin):
         """
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("the study name must be a non-empty string: pass --study NAME")
-        settings_d = _as_dict(settings, "settings")
-        fingerprint_d = _as_dict(fingerprint, "fingerprint")
+        settings_d = as_json_dict(settings, "settings")
+        fingerprint_d = as_json_dict(fingerprint, "fingerprint")
         want = {
             "platform": str(platform),
             "backend": str(backend),
@@ -192,22 +194,22 @@ class StudiesMixin(ConnectionMixin):
             "simulated": bool(simulated),
             "constraints": [str(c) for c in constraints or ()],
         }
-        existing = self._find_study(name)
+        existing = self.find_study(name)
         if existing is not None and existing.model_hash != model.hash \
                 and existing.model_hash == getattr(model, "legacy_hash", None):
             existing = self._migrate_model_hash(name, existing.model_hash, model.hash)
         if existing is None:
             for attempt in range(2):
                 try:
-                    with self._txn(f"creating study {name!r}", write=True) as conn:
+                    with self.transaction(f"creating study {name!r}", write=True) as conn:
                         if conn.scalar(select(_S.c.id).where(_S.c.name == name)) is None:
                             model_id = self._model_id(conn, model)
                             conn.execute(insert(_S).values(name=name, model_id=model_id, created_at=utcnow(), **want))
                     break
                 except IntegrityError as exc:  # created by another process meanwhile: re-read
                     if attempt:
-                        raise self._translate(exc, f"creating study {name!r}") from None
-            existing = self._find_study(name)
+                        raise self.database_error(exc, f"creating study {name!r}") from None
+            existing = self.find_study(name)
             assert existing is not None
         if existing.constraints is None:  # schema v1 did not record them: this run's are the study's
             existing = self._record_constraints(name, want["constraints"])
@@ -219,7 +221,7 @@ class StudiesMixin(ConnectionMixin):
         """A model stored under the hash of an older placetune (before small constants were
         hashed): its model row, and the measurements keyed by it, take the new hash, so that its
         studies resume and its cache answers (one transaction)."""
-        with self._txn(f"migrating the model hash of study {name!r}", write=True) as conn:
+        with self.transaction(f"migrating the model hash of study {name!r}", write=True) as conn:
             new_id = conn.scalar(select(_MODELS.c.id).where(_MODELS.c.hash == new))
             old_id = conn.scalar(select(_MODELS.c.id).where(_MODELS.c.hash == old))
             if new_id is None:
@@ -233,15 +235,15 @@ class StudiesMixin(ConnectionMixin):
                 newer.c.settings_hash == _M.c.settings_hash, newer.c.placement_key == _M.c.placement_key)
             conn.execute(update(_M).where(_M.c.model_hash == old, ~clash.exists()).values(model_hash=new))
         self._studies.clear()
-        return self._find_study(name)
+        return self.find_study(name)
 
     def _record_constraints(self, name: str, constraints: list[str]) -> StudyRecord:
         """Fill in the constraints of a study created before they were recorded (still NULL)."""
-        with self._txn(f"recording the constraints of study {name!r}", write=True) as conn:
+        with self.transaction(f"recording the constraints of study {name!r}", write=True) as conn:
             conn.execute(update(_S).where(_S.c.name == name, _S.c.constraints.is_(None))
                          .values(constraints=constraints))
         self._studies.pop(name, None)
-        found = self._find_study(name)
+        found = self.find_study(name)
         assert found is not None
         return found
 
@@ -296,8 +298,9 @@ class StudiesMixin(ConnectionMixin):
             _MODELS, _MODELS.c.id == _S.c.model_id
         )
 
-    def _find_study(self, name: str) -> StudyRecord | None:
-        with self._txn(f"reading study {name!r}") as conn:
+    def find_study(self, name: str) -> StudyRecord | None:
+        """The study called ``name``, with counts, or None if there is none (:meth:`study` raises instead)."""
+        with self.transaction(f"reading study {name!r}") as conn:
             row = conn.execute(self._study_select().where(_S.c.name == name)).first()
             if row is None:
                 return None
@@ -353,7 +356,7 @@ class StudiesMixin(ConnectionMixin):
         Raises:
             UnknownNameError: no such study (the message lists close names).
         """
-        st = self._find_study(name)
+        st = self.find_study(name)
         if st is None:
             names = [s.name for s in self.studies()]
             close = difflib.get_close_matches(name, names, n=3)
@@ -365,7 +368,7 @@ class StudiesMixin(ConnectionMixin):
 
     def studies(self) -> list[StudyRecord]:
         """Every study, oldest first, with counts."""
-        with self._txn("listing studies") as conn:
+        with self.transaction("listing studies") as conn:
             rows = conn.execute(self._study_select().order_by(_S.c.id)).all()
             counts = self._counts(conn, None)
         return [self._study_record(r, counts.get(r.id, {})) for r in rows]

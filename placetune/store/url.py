@@ -10,6 +10,7 @@ expected is masked too).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import stat
@@ -191,6 +192,27 @@ def _check_sqlite_query(text: str, url: URL) -> None:
                 f"key=value options ({', '.join(SQLITE_URL_OPTIONS)}), and {mask_secrets('?' + part)[1:41]!r} is not "
                 f"one; write a '?' "
                 f"of a file name as %3F ({mask_url(text).replace('?', '%3F')}) or give the plain path")
+        if eq and key in _SQLITE_NUMBERS:  # (with uri=true too: the driver still takes these)
+            _check_sqlite_number(text, key, url.query.get(key))
+
+
+#: the SQLite driver's numeric options and their ranges: sqlite3 casts them to a C int (timeout in ms), so a
+#: larger one raised OverflowError (a traceback) and a NaN or infinite timeout became an undefined busy timeout
+_SQLITE_NUMBERS = {"timeout": (0.0, 2_147_483.0, "a number of seconds from 0 to 2147483"),
+                   "cached_statements": (0, 2**31 - 1, "a whole number from 0 to 2147483647"),
+                   "detect_types": (0, 3, "0, 1 (PARSE_DECLTYPES), 2 (PARSE_COLNAMES) or 3 (both)")}
+
+
+def _check_sqlite_number(text: str, key: str, value: object) -> None:
+    lo, hi, allowed = _SQLITE_NUMBERS[key]
+    if isinstance(value, tuple):  # the key given twice: the driver takes the last
+        value = value[-1]
+    try:
+        number = float(str(value)) if isinstance(lo, float) else int(str(value))
+    except (ValueError, OverflowError):
+        number = None
+    if number is None or not math.isfinite(number) or not lo <= number <= hi:
+        raise StoreError(f"SQLite URL {mask_url(text)!r}: {key} must be {allowed}, got {shown(value, 40)}")
 
 
 def _refuse_directory_name(db: str) -> None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from dataclasses import replace
 
 from sqlalchemy.engine import URL, make_url
@@ -61,7 +61,7 @@ from placetune._lazy import lazy_import
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import lock_differences
 from placetune.hardware.platforms import get_platform
-from placetune.store.studies import _as_dict
+from placetune.store.studies import as_json_dict
 from placetune.tuning.fleet_steps import FleetAgent
 from placetune.tuning.optuna_study import OptunaStudy
 from placetune.wording import plural
@@ -78,6 +78,7 @@ else:
 
 __all__ = [
     "FLEET_AGENT",
+    "SharedStudyAgent",
     "Fleet",
     "is_shared_database",
     "check_environment",
@@ -89,6 +90,17 @@ __all__ = [
 
 #: The agent a fleet runs: its Optuna study in the shared database coordinates the workers.
 FLEET_AGENT = "optuna"
+
+
+class SharedStudyAgent(Protocol):
+    """What :meth:`Fleet.configure` sets on the :data:`FLEET_AGENT` agent, whose Optuna study in the
+    shared database is the fleet's (:class:`search.optuna_search.OptunaAgent` has it)."""
+
+    heartbeat_interval: int | None
+    grace_period: int | None
+    max_retry: int
+    constant_liar: bool
+    coordinator: Any
 
 
 # --------------------------------------------------------------------------- helpers
@@ -132,10 +144,10 @@ def check_environment(
         ConfigError: platform, backend, simulated flag or fingerprint differ; the message
             names every difference and what to do.
     """
-    st = store._find_study(study)
+    st = store.find_study(study)
     if st is None:
         return
-    mine = _as_dict(fingerprint, "fingerprint")
+    mine = as_json_dict(fingerprint, "fingerprint")
     diffs = []
     for key, theirs, ours in (("platform", st.platform, platform), ("backend", st.backend, backend),
                               ("simulated", st.simulated, bool(simulated))):
@@ -233,15 +245,14 @@ class Fleet:
             if study_name:
                 self.gate.hold(study_name)
             return FleetAgent(agent, self.gate, self.options)
-        agent.heartbeat_interval = self.options.heartbeat_interval
-        agent.grace_period = self.options.grace_period
-        if hasattr(agent, "max_retry"):
-            agent.max_retry = self.options.max_retry
-        if hasattr(agent, "constant_liar"):
-            agent.constant_liar = True
+        shared: SharedStudyAgent = agent
+        shared.heartbeat_interval = self.options.heartbeat_interval
+        shared.grace_period = self.options.grace_period
+        shared.max_retry = self.options.max_retry
+        shared.constant_liar = True
         agent.seed = self.seed(agent.seed)
         self.gate = TrialGate(self.store, budget, self.worker, self.options, deadline=deadline, stop=stop)
-        agent.coordinator = self.gate
+        shared.coordinator = self.gate
         if study_name:
             self.gate.hold(study_name)
         return agent
@@ -285,7 +296,7 @@ class Fleet:
                 storage = optuna.storages.RDBStorage(self.store.engine.url.render_as_string(hide_password=False),
                                                      skip_compatibility_check=True)
             except SQLAlchemyError as exc:
-                raise self.store._translate(exc, "opening the Optuna study tables") from None
+                raise self.store.database_error(exc, "opening the Optuna study tables") from None
         try:
             try:
                 study = optuna.load_study(study_name=study_name, storage=storage)
@@ -368,23 +379,23 @@ def storage_error(store: "Store", exc: BaseException, action: str) -> StoreError
     ``optuna.exceptions.StorageInternalError``; either becomes one clear, password-free line.
     """
     if isinstance(exc, SQLAlchemyError):
-        return store._translate(exc, action)
+        return store.database_error(exc, action)
     cause = exc.__cause__ or exc.__context__
     if type(exc).__name__ == "StorageInternalError":
         if isinstance(cause, SQLAlchemyError):
-            return store._translate(cause, action)
-        return StoreError(f"database error on {store.url} while {action}: {store._scrub(str(exc))}")
+            return store.database_error(cause, action)
+        return StoreError(f"database error on {store.url} while {action}: {store.scrub(str(exc))}")
     if isinstance(exc, RuntimeError) and _raised_reading_optuna(exc) and "table schema" in str(exc):
         # Optuna's schema check: tables written by another Optuna (a newer one, or an edited alembic_version)
         return StoreError(f"the Optuna tables of {store.url} have a schema this Optuna cannot use while {action} "
-                          f"({store._scrub(str(exc).splitlines()[0] if str(exc) else '')[:300]}): use the Optuna that "
+                          f"({store.scrub(str(exc).splitlines()[0] if str(exc) else '')[:300]}): use the Optuna that "
                           "wrote them, or restore the database from a backup")
     if isinstance(exc, (LookupError, ValueError, TypeError, AssertionError)) and _raised_reading_optuna(exc):
         # an edited Optuna table (a state, a distribution, an attribute that is not JSON; a FINITE
         # trial value set to NULL fails an assert in Optuna's stored_repr_to_value)
         said = str(exc).splitlines()[0] if str(exc) else f"in Optuna's {_innermost(exc)}"
         return StoreError(f"the Optuna tables of {store.url} are corrupt ({type(exc).__name__}: "
-                          f"{store._scrub(said)[:200]}) while {action}: "
+                          f"{store.scrub(said)[:200]}) while {action}: "
                           "the database was edited or damaged (restore it from a backup)")
     return None
 

@@ -92,7 +92,7 @@ class Claims:
     def _ensure_table(self) -> None:
         for attempt in range(3):
             try:
-                with schema_lock(self.store), self.store._txn("creating the pt_claims table", write=True) as conn:
+                with schema_lock(self.store), self.store.transaction("creating the pt_claims table", write=True) as conn:
                     CLAIMS_TABLE.create(conn, checkfirst=True)
                 return
             except (IntegrityError, ProgrammingError, OperationalError, StoreError) as exc:
@@ -100,7 +100,7 @@ class Claims:
                 if attempt == 2:
                     if isinstance(exc, PlacetuneError):
                         raise
-                    raise self.store._translate(exc, "creating the pt_claims table") from None
+                    raise self.store.database_error(exc, "creating the pt_claims table") from None
                 time.sleep(0.1 * (attempt + 1))
 
     @staticmethod
@@ -125,7 +125,7 @@ class Claims:
                 return m
             row = {"scope": scope, "placement_key": key, "worker": self.worker, "study": evaluator.study_name}
             try:
-                with store._txn("claiming a placement", write=True) as conn:
+                with store.transaction("claiming a placement", write=True) as conn:
                     conn.execute(insert(CLAIMS_TABLE).values(**row, claimed_at=self._now, beat_at=self._now))
             except IntegrityError:
                 pass
@@ -160,7 +160,7 @@ class Claims:
         return m
 
     def _holder(self, scope: str, key: str) -> tuple[str, float] | None:
-        with self.store._txn("reading a placement claim") as conn:
+        with self.store.transaction("reading a placement claim") as conn:
             r = conn.execute(
                 select(_C.worker, (self._now - _C.beat_at).label("age")).where(
                     _C.scope == scope, _C.placement_key == key)
@@ -168,7 +168,7 @@ class Claims:
         return None if r is None else (str(r.worker), float(r.age))
 
     def _take_over(self, scope: str, key: str, other: str) -> bool:
-        with self.store._txn("taking over a stale placement claim", write=True) as conn:
+        with self.store.transaction("taking over a stale placement claim", write=True) as conn:
             res = conn.execute(
                 update(CLAIMS_TABLE)
                 .where(_C.scope == scope, _C.placement_key == key, _C.worker == other,
@@ -187,7 +187,7 @@ class Claims:
         with self._lock:
             self._held.discard((scope, key))
         try:
-            with self.store._txn("releasing a placement claim", write=True) as conn:
+            with self.store.transaction("releasing a placement claim", write=True) as conn:
                 conn.execute(delete(CLAIMS_TABLE).where(_C.scope == scope, _C.placement_key == key,
                                                         _C.worker == self.worker))
         except (PlacetuneError, SQLAlchemyError) as exc:
@@ -199,7 +199,7 @@ class Claims:
         with self._lock:
             self._held.clear()
         try:
-            with self.store._txn("releasing placement claims", write=True) as conn:
+            with self.store.transaction("releasing placement claims", write=True) as conn:
                 conn.execute(delete(CLAIMS_TABLE).where(_C.worker == self.worker))
         except (PlacetuneError, SQLAlchemyError) as exc:
             log.debug("could not release the claims of %s: %s", self.worker, exc)
@@ -218,7 +218,7 @@ class Claims:
             if not held:
                 continue
             try:  # only the claims in flight: one whose release failed expires
-                with self.store._txn("heartbeat of placement claims", write=True) as conn:
+                with self.store.transaction("heartbeat of placement claims", write=True) as conn:
                     conn.execute(update(CLAIMS_TABLE).where(
                         _C.worker == self.worker, _C.placement_key.in_([k for _, k in held])).values(beat_at=self._now))
             except (PlacetuneError, SQLAlchemyError) as exc:  # the next beat tries again

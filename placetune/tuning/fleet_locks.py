@@ -50,7 +50,7 @@ def schema_lock(store: "Store", timeout: float = 120.0) -> Iterator[None]:
     try:
         conn = store.engine.connect()
     except SQLAlchemyError as exc:
-        raise store._translate(exc, "connecting", connecting=True) from None
+        raise store.database_error(exc, "connecting", connecting=True) from None
     try:
         t_end = time.monotonic() + timeout
         while True:

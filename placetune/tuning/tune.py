@@ -27,11 +27,11 @@ from search import Agent, Budget, drive, get_agent
 
 from placetune.errors import StopRequested
 from placetune.placement.placement import Placement
-from placetune.plan.export import stored_model_row
 from placetune.store.url import mask_url
 from placetune.tuning.baselines import measure_study_baselines
 from placetune.tuning.blas import single_blas_thread
 from placetune.tuning.convergence import ConvergenceWatch
+from placetune.tuning.study_model import stored_model_row
 from placetune.tuning.study_scan import StudyScan
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.first_build import FirstBuildCheck

@@ -126,7 +126,7 @@ class IncrementalSimulator:
                  *, gpu_fallback: bool = True, dla_core: int | None = None, trt_version: str = "8.6") -> None:
         self.model, self.platform = model, platform
         self.backend = backend or SimulatedJetson(timeline=False)
-        self.backend._check_base(platform)
+        self.backend.check_base(platform)
         if self.backend.noise is not None and settings.noise != self.backend.noise:
             settings = dataclasses.replace(settings, noise=self.backend.noise)
         self.settings = settings
@@ -155,7 +155,7 @@ class IncrementalSimulator:
     # ---------------------------------------------------------------- public
     def codes_of(self, placement: Placement | Mapping[str, str]) -> np.ndarray:
         """The device-code vector of a placement (model layer order)."""
-        dev = placement._dev if isinstance(placement, Placement) else Placement(self.model, placement)._dev
+        dev = (placement if isinstance(placement, Placement) else Placement(self.model, placement)).as_dict()
         return np.fromiter((DEVICE_CODE[dev[n]] for n in self.names), dtype=np.int8, count=len(self.names))
 
     def evaluate(self, placement: Placement | Mapping[str, str] | np.ndarray) -> Evaluation:

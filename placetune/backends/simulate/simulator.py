@@ -116,7 +116,7 @@ class SimulatedJetson(BackendBase):
         if not isinstance(timeline, bool):  # (a study file's timeline = "no" is a true string)
             raise ConfigError(f"timeline must be true or false, got {str(timeline)[:40]!r}")
         self.timeline = timeline
-        if profile is not None and not hasattr(profile, "layer_factors"):
+        if profile is not None and not isinstance(profile, device_profiles.DeviceProfile):
             if not isinstance(profile, (str, os.PathLike)):  # ([backend_options] profile = 5: a TypeError before)
                 raise ConfigError(f"device_profile must be the path of a device profile (TOML) or a DeviceProfile, "
                                   f"got {type(profile).__name__} {str(profile)[:40]!r}")
@@ -158,7 +158,7 @@ class SimulatedJetson(BackendBase):
         Raises:
             ConfigError: the device profile's base is not ``platform``.
         """
-        self._check_base(platform)
+        self.check_base(platform)
         fp = {"backend": "simulate", "version": SIM_VERSION, "platform": platform.name,
               "power_mode": settings.power_mode}
         if self.profile is not None:
@@ -169,7 +169,8 @@ class SimulatedJetson(BackendBase):
             fp["processes"] = "separate"
         return fp
 
-    def _check_base(self, platform: "Platform") -> None:
+    def check_base(self, platform: "Platform") -> None:
+        """ConfigError when the device profile was fitted on another platform than ``platform``."""
         prof = self.base_profile
         if prof is not None and prof.base != platform.name:
             raise ConfigError(f"the device profile's base is {prof.base!r} but the platform measured is "
@@ -188,7 +189,7 @@ class SimulatedJetson(BackendBase):
         return m
 
     def _measure(self, realisation: "Realisation", platform: "Platform", settings: "Settings") -> Measurement:
-        self._check_base(platform)
+        self.check_base(platform)
         if self.noise is not None and settings.noise != self.noise:
             settings = dataclasses.replace(settings, noise=self.noise)
         realized = realisation.realized

@@ -380,7 +380,7 @@ class TensorRTBackend(JetsonBackend):
         fp = device_fingerprint(self, version, platform, settings, dla_cores=p.get("num_dla_cores"))
         rules = _rules_version(version)
         if _rules_version(settings.trt_version, len(rules.split("."))) != rules:
-            self._warn_once("trtver", "DLA rules are for TensorRT %s but the worker has TensorRT %s; "
+            self.warn_once("trtver", "DLA rules are for TensorRT %s but the worker has TensorRT %s; "
                             "pass trt_version=%r for matching predictions", settings.trt_version, version, rules)
         return fp
 

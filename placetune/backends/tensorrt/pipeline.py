@@ -398,10 +398,10 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     alone = res.get("alone_ms") or []
     schedule = res.get("schedule") or []
     seg_times = []
-    ran_as = [str(row["ran_on"]) for row in rows]  # each engine's device as it ran (GPU for a DLA one that fell back)
+    ran_devices = [row["ran_on"] for row in rows]  # each engine's device as it ran (GPU for a DLA one that fell back)
     for i, c in enumerate(cuts):
         start, end = (schedule[i] if i < len(schedule) else (None, None))
-        seg_times.append({"index": c.index, "device": ran_as[i], "asked": c.device, "layers": len(c.layers),
+        seg_times.append({"index": c.index, "device": ran_devices[i], "asked": c.device, "layers": len(c.layers),
                           "time_ms": (end - start) if start is not None else None, "start_ms": start, "end_ms": end,
                           "predecessors": list(c.predecessors),
                           "alone_ms": alone[i] if i < len(alone) else None})
@@ -409,7 +409,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     frames: dict[int, list[float]] = {}
     busy: dict[str, float] = {}
     for i, f, start, end in res.get("timeline") or []:
-        c, dev = cuts[int(i)], ran_as[int(i)]
+        c, dev = cuts[int(i)], ran_devices[int(i)]
         events.append({"device": dev, "name": f"seg{c.index}", "start_ms": float(start), "end_ms": float(end),
                        "frame": int(f)})
         window = frames.setdefault(int(f), [float(start), float(end)])

@@ -265,7 +265,7 @@ class TrtexecBackend(JetsonBackend):
         have = version_tuple(version)[:2]
         want = version_tuple(settings.trt_version)[:2]
         if have != want:
-            self._warn_once("trtver", "DLA rules are for TensorRT %s but trtexec is TensorRT %s; pass "
+            self.warn_once("trtver", "DLA rules are for TensorRT %s but trtexec is TensorRT %s; pass "
                             "trt_version=%r for matching predictions", settings.trt_version, version,
                             ".".join(map(str, have)))
         return fp

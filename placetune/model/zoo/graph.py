@@ -40,7 +40,8 @@ class _Graph:
         self._calls: dict[str, int] = {}
         self._tensors: set[str] = set()
 
-    def _new_tensor(self, name: str) -> str:
+    def new_tensor(self, name: str) -> str:
+        """Reserve the tensor name ``name`` (a graph input, a node output) and return it; a name used twice is a zoo bug."""
         if name in self._tensors:
             raise AssertionError(f"zoo bug: tensor name {name!r} used twice")
         self._tensors.add(name)
@@ -61,7 +62,7 @@ class _Graph:
         k = self._counts.get(base, 0)
         self._counts[base] = k + 1
         name = base if k == 0 else f"{base}_{k}"
-        outs = [self._new_tensor(f"{name}_output_{i}") for i in range(outputs)]
+        outs = [self.new_tensor(f"{name}_output_{i}") for i in range(outputs)]
         self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=name, **attrs))
         return outs[0] if outputs == 1 else outs
 
@@ -88,7 +89,7 @@ class _Graph:
         ``init`` is one of ``"weight"`` (uniform, variance 1/fan_in), ``"bias"`` (uniform in
         +-1/sqrt(fan_in)), ``"ones"``, ``"zeros"`` or ``"embed"`` (normal, std 0.02).
         """
-        self._new_tensor(name)
+        self.new_tensor(name)
         shape = [int(d) for d in shape]
         tensor = self.initializers.add()
         tensor.name = name
@@ -124,7 +125,7 @@ class _Graph:
             if tensor in node.input:  # pragma: no cover - programming error
                 raise AssertionError("zoo bug: renaming a consumed tensor")
         self._tensors.discard(tensor)
-        return self._new_tensor(new)
+        return self.new_tensor(new)
 
 
 #: What a network builder returns: (output tensor, input shape, output shape), or for a network with

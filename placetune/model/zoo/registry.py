@@ -315,7 +315,7 @@ def build(name: str, batch: int = 1, *, weights: bool = False, **kw: Any) -> onn
     model = onnx.ModelProto()
     g = _Graph(bool(weights), model.graph)
     in_name, out_names = entry.io[0], entry.io[1:]
-    g._new_tensor(in_name)
+    g.new_tensor(in_name)
     out, in_shape, out_shape = entry.fn(g, batch, **opts)
     outs, shapes = ([out], [out_shape]) if isinstance(out, str) else (list(out), list(out_shape))
     graph = model.graph
