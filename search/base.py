@@ -170,6 +170,9 @@ class SearchRun:
         self._seen: dict[tuple[int, ...], Measurement] = {}
         self._points: list[tuple[Placement, Measurement, tuple[float, ...]]] = []
         self.notes: list[str] = []
+        #: how the agent chose its best at the run's end when not as the best measured value (its own
+        #: final ranking, e.g. drift-corrected): :attr:`SearchResult.final_rule`; None: the best measured
+        self.final_rule: str | None = None
         #: answers given without an evaluate() call: realisations the study already holds
         self.free = 0
         self._free_run = 0  # of them, in a row (an agent that only proposes known plans stops)
@@ -482,4 +485,5 @@ class SearchRun:
             pareto=self.pareto() if self.objective.multi else [],
             notes=list(self.notes),
             extra=dict(extra),
+            final_rule=self.final_rule,
         )

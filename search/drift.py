@@ -70,6 +70,9 @@ class Drift:
     _raw_beta: float  # the slope before the noise test (set with beta_se)
     drift_dof: int  # the drift test's residual degrees of freedom
     rank_note: str | None = None  # how the final candidates were ranked, where no drift was found
+    #: the final ranking (:meth:`rank_equal`): each candidate with its score (the objective's value), best first
+    final_ranking: list[tuple[tuple[int, ...], float]] | None = None
+    final_builds: int | None = None  # with a drift: the latest builds of each candidate it ranked on
     drift_checked: int
 
     def log_build(self, key: Sequence[int], loss: float, t: int) -> None:
@@ -157,6 +160,8 @@ class Drift:
             score = [statistics.median(math.exp(y) for _, y in b) for b in logs]
         minimize = self.run.objective.direction == "minimize"
         order = sorted(range(len(top)), key=lambda i: score[i] if minimize else -score[i])
+        self.final_ranking = [(top[i], score[i]) for i in order]
+        self.final_builds = m if self.beta else None
         self.rank_note = None
         if not self.beta and len(order) >= 2:
             a, b = order[0], order[1]
@@ -176,6 +181,28 @@ class Drift:
         run.best_placement = run.space.to_placement(list(key))
         run.best_measurement = m
         run.best_value = run.objective.value(m)
+
+    def final_rule(self) -> str | None:
+        """How :meth:`rank_equal` chose, with each candidate's score (None before it ranked): the
+        run's final pick's reason, stored with the study (:attr:`SearchResult.final_rule`)."""
+        if not self.final_ranking:
+            return None
+        obj = self.run.objective
+        unit = f" {obj.units[0]}" if obj.units and obj.units[0] else ""
+        if self.final_builds is not None:
+            per10 = 100 * (math.exp(10 * self._raw_beta) - 1)
+            how = (f"on each one's latest {self.final_builds} builds brought to build 0 with its own drift slope (a drift "
+                   f"of {per10:+.1f}% per 10 builds was found)")
+        else:
+            how = "on the median over each one's builds"
+        def named(k: tuple[int, ...]) -> str:
+            m = self.run.known(k)
+            mid = (m.extra or {}).get("_id") if m is not None else None
+            return "" if mid is None else f" (measurement {mid})"
+
+        scores = ", ".join(f"#{i + 1} {v:.4g}{unit}{named(k)}" for i, (k, v) in enumerate(self.final_ranking))
+        return (f"the guided agent's final ranking of its top {len(self.final_ranking)} re-measured candidates, "
+                f"{how}: {scores}")
 
     def drift_note(self) -> str | None:
         """One line for the run's notes (None when no plan was built often enough to test, and the

@@ -51,6 +51,7 @@ class Rebuilds:
     correct_measured: Callable[[], None]
     rank_equal: Callable[[list[tuple[int, ...]]], tuple[int, ...] | None]
     crown: Callable[[Sequence[int]], None]
+    final_rule: Callable[[], str | None]
 
     def rebuild(self, key: Sequence[int]) -> Measurement:
         """Build a measured assignment once more; every assignment of its realisation, and the fit,
@@ -145,6 +146,8 @@ class Rebuilds:
         winner = None if once else self.rank_equal(top[:len(shown)])
         if winner is not None and list(winner) != run.best_assignment:
             self.crown(winner)
+        if winner is not None:  # the run's pick and why: what placetune tune reports, stores and exports
+            run.final_rule = self.final_rule()
         unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
         now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
         if run.best_assignment == crowned:

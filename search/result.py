@@ -104,6 +104,11 @@ class SearchResult:
         pareto: multi-objective runs: the non-dominated (placement, measurement) pairs.
         notes: human-readable remarks (why a result is not certified...).
         extra: agent-specific details (lower bounds, study names...).
+        final_rule: how the agent chose ``best_placement`` at its run's end when it ranked its
+            candidates by a rule of its own rather than by their stored values (the guided agent's
+            final, possibly drift-corrected, ranking of its re-measured top candidates), with the
+            figures; None: the best measured value. ``placetune tune`` stores, reports and exports
+            the plan so chosen (:mod:`placetune.tuning.final_pick`).
     """
 
     agent: str
@@ -121,6 +126,7 @@ class SearchResult:
     pareto: list[tuple[Placement, Measurement]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    final_rule: str | None = None
 
     def evaluations_to_reach(self, target: float, rel_tol: float = 0.01) -> int | None:
         """First evaluation index whose best-so-far is within ``rel_tol`` of ``target``.

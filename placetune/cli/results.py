@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import placetune.model.model as _model
     import placetune.tuning.objectives as _objectives
     import placetune.tuning.study_model as _study_model
+    import placetune.tuning.final_pick as _final_pick
     import placetune.report.plots as _plots
     import placetune.plan.simulate as _simulate
     import placetune.store as _store
@@ -56,6 +57,7 @@ else:
     _model = lazy_import("placetune.model.model")
     _objectives = lazy_import("placetune.tuning.objectives")
     _study_model = lazy_import("placetune.tuning.study_model")
+    _final_pick = lazy_import("placetune.tuning.final_pick")
     _plots = lazy_import("placetune.report.plots")
     _simulate = lazy_import("placetune.plan.simulate")
     _store = lazy_import("placetune.store")
@@ -110,10 +112,10 @@ def _fmt(value: float | None, objective: str) -> str:
 
 def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
     objective = st.objective.split("+")[0].strip()
-    rec = _objectives.best_stored(store, st.name)  # feasible first in a constrained study, as tune and export rank
-    if rec is None:
+    pick = _final_pick.study_best(store, st.name)  # as tune and export name it: a run's recorded pick, else feasible first
+    if pick is None:
         return None, None
-    return rec.measurement.objective(objective), rec.id
+    return pick.record.measurement.objective(objective), pick.record.id
 
 
 def _the_study(store: "Store", name: str | None) -> str:

@@ -22,8 +22,8 @@ from placetune.placement.cut import cut, tensor_infos
 from placetune.placement.cut_formats import plan_cut_formats
 from placetune.plan.trtexec import engine_files
 from placetune.tuning.concurrent import naive_label, network_summary
-from placetune.tuning.objectives import best_stored, get_objective, registered_objectives
-from placetune.tuning.optuna_study import storage_for
+from placetune.tuning.final_pick import optuna_trial_number, study_best
+from placetune.tuning.objectives import get_objective, registered_objectives
 from placetune.tuning.study_model import load_study_model, stored_shapes
 from placetune.version import __version__
 
@@ -313,6 +313,7 @@ def export_plan(
         ModelError: ``model`` is not the study's model.
     """
     st = store.study(study_name)
+    pick = None
     if objective is None and (st.constraints or st.objective in registered_objectives()):
         objective = get_objective(st.objective, st.constraints)  # ranked as tune ranked it (feasible first)
     if measurement_id is not None:
@@ -322,19 +323,18 @@ def export_plan(
         if not rec.measurement.ok:
             raise ConfigError(f"measurement {measurement_id} of study {study_name!r} has status "
                               f"{rec.measurement.status!r}: only an ok measurement makes a plan")
-    elif objective is not None and (objective.constraints or objective.registered or objective.names[0] == "gpu_time"):
-        rec = best_stored(store, study_name, objective)  # as tune ranks: feasible first
-        if rec is None:
-            raise _nothing_to_export(store, study_name, objective.names[0])
-    else:
-        objective = None
-        name = st.objective.split("+")[0].strip()
-        rec = store.best(study_name, name)
-        if rec is None:
-            raise _nothing_to_export(store, study_name, name)
+    else:  # the study's best: a run's recorded pick, else its best stored value (placetune.tuning.final_pick)
+        if objective is not None and not (objective.constraints or objective.registered
+                                          or objective.names[0] == "gpu_time"):
+            objective = None  # the store ranks the study's own objective
+        pick = study_best(store, study_name, objective)  # as tune ranks: feasible first
+        if pick is None:
+            raise _nothing_to_export(store, study_name, objective.names[0] if objective is not None
+                                     else st.objective.split("+")[0].strip())
+        rec = pick.record
     m = rec.measurement
     refuse_relabelled(st, m, rec.id)
-    notes: list[str] = []
+    notes: list[str] = [] if pick is None else pick.lines(objective or get_objective(st.objective))
     if model is None:
         try:
             model = load_study_model(store, st)
@@ -500,29 +500,3 @@ def _readable(plan: Plan, store: "Store", study_name: str) -> None:
                          f"({exc}): its stored rows were edited or damaged") from None
 
 
-def optuna_trial_number(store: "Store", study_name: str, measurement_id: int) -> int | None:
-    """The number of the first trial of the study's Optuna study that measured ``measurement_id``:
-    the trial ``optuna-dashboard`` and ``optuna trials`` show for it (every placetune study is an
-    Optuna study, :mod:`placetune.tuning.optuna_study`). None without optuna, without the Optuna
-    study, or when no trial holds that measurement."""
-    try:
-        url = store.engine.url
-        in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-        if not in_memory:
-            if not sqlalchemy.inspect(store.engine).has_table("trials"):
-                return None  # no Optuna tables: opening Optuna's storage would create them
-            # one indexed query, not every trial of the study loaded with its parameters
-            query = sqlalchemy.text("SELECT MIN(t.number) FROM trials t JOIN studies s ON s.study_id = t.study_id "
-                         "JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
-                         "WHERE s.study_name = :name AND a.key = 'measurement_id' AND a.value_json = :value")
-            with store.engine.connect() as conn:
-                number = conn.execute(query, {"name": study_name, "value": json.dumps(measurement_id)}).scalar()
-            return None if number is None else int(number)
-        storage = storage_for(store)
-        study_id = storage.get_study_id_from_name(study_name)
-        trials = storage.get_all_trials(study_id, deepcopy=False)
-    except Exception:  # noqa: BLE001 - optuna missing, no Optuna study, another Optuna schema: no number
-        log.debug("no Optuna trial number for measurement %s of %r", measurement_id, study_name, exc_info=True)
-        return None
-    numbers = [t.number for t in trials if t.user_attrs.get("measurement_id") == measurement_id]
-    return min(numbers) if numbers else None

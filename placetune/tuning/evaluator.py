@@ -456,7 +456,9 @@ class Evaluator:
 
     def best(self) -> tuple[Placement, Measurement] | None:
         """Best ok measurement this study requested (by the primary objective; under
-        constraints the best feasible one, else the one closest to feasible)."""
+        constraints the best feasible one, else the one closest to feasible). The plan ``placetune
+        tune`` reports and exports may be a run's own final pick instead
+        (:func:`placetune.tuning.final_pick.study_best`); this is its fallback."""
         self.flush()
         rec = best_stored(self.store, self.study_name, self.objective)
         if rec is None:

@@ -26,7 +26,7 @@ from typing import IO, Any
 from search import Agent, Budget, drive, get_agent
 
 from placetune.errors import StopRequested
-from placetune.placement.placement import Placement
+from placetune.placement.placement import Placement, stored_placement
 from placetune.store.url import mask_url
 from placetune.tuning.baselines import measure_study_baselines
 from placetune.tuning.blas import single_blas_thread
@@ -34,7 +34,9 @@ from placetune.tuning.convergence import ConvergenceWatch
 from placetune.tuning.study_model import stored_model_row
 from placetune.tuning.study_scan import StudyScan
 from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.final_pick import BestPick, record_pick, recorded_pick, run_pick, study_best
 from placetune.tuning.first_build import FirstBuildCheck
+from placetune.tuning.objectives import best_stored
 from placetune.tuning.oom_stop import OutOfMemoryStop
 from placetune.tuning.fleet import Fleet, agent_options_of, storage_error, tune_config
 from placetune.tuning.progress import Progress, terminal_columns
@@ -167,6 +169,7 @@ class Tuner:
         settled = bool(done) and settles(cfg) and watch.converged  # converged by the study's stored trials
         interrupted = False
         said: list[str] = []
+        final: tuple[str | None, Any] = (None, None)  # the agent's own final pick: its rule and measurement
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in previous:
             signal.signal(s, self._on_sigint)
@@ -191,6 +194,8 @@ class Tuner:
                         result = drive(agent.ask_tell(ev, budget), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
                     said = [n for n in result.notes if n.startswith(_SAID)]
+                    if fleet is None:  # a fleet worker's agent saw only part of the study's evidence
+                        final = (result.final_rule, result.best_measurement)
                 except StopRequested as stop:
                     interrupted = True
                     said = [n for n in stop.notes if n.startswith(_SAID)]  # the agent's drift so far, as below
@@ -217,8 +222,12 @@ class Tuner:
             baseline = ev.peek(Placement.all_gpu(ev.model)) or baseline
         if fleet is not None:  # the study's trials, every worker's, not only those this worker saw
             watch = report.watch = ConvergenceWatch.from_store(ev, cfg.trials)
-        outcome = TuneOutcome(name, self._trials_done(ev, agent_probe), cfg.trials, ev.best(), baseline, interrupted,
-                              signal=self._signal if interrupted else None, convergence=watch.result())
+        pick = self._final_pick(ev, *final) if not interrupted else study_best(store, name, ev.objective)
+        best = None if pick is None else (stored_placement(ev.model, pick.record.requested, f"measurement "
+                                                           f"{pick.record.id} of study {name!r}, field requested"),
+                                          pick.record.measurement)
+        outcome = TuneOutcome(name, self._trials_done(ev, agent_probe), cfg.trials, best, baseline, interrupted,
+                              signal=self._signal if interrupted else None, convergence=watch.result(), pick=pick)
         report.summary(outcome)
         if fleet is not None:
             self._say(fleet.summary(agent_probe.study_name or ev.study_name))
@@ -227,7 +236,8 @@ class Tuner:
         else:
             # the agent's drift line (its rebuilds of the best plan over the night) goes with the plan, not only to the terminal
             outcome.plan_path = export_best(cfg, ev, outcome.study,
-                                            report.verdict_lines + [n for n in said if n.startswith("drift")], self._say)
+                                            report.verdict_lines + [n for n in said if n.startswith("drift")], self._say,
+                                            pick=pick)
         if interrupted and ev.store.in_memory:  # nothing is kept to resume from
             self._say(f"interrupted after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; the study was in an "
                       "in-memory database, gone with this run: nothing to resume (give --storage FILE.db to keep one)")
@@ -235,6 +245,29 @@ class Tuner:
             self._say(f"interrupted after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; everything measured is "
                       f"stored. Resume with: {self.resume_hint}")
         return outcome
+
+    @staticmethod
+    def _final_pick(ev: Evaluator, rule: str | None, measurement: Any) -> BestPick | None:
+        """The study's best plan once the run ended: the agent's own final pick, recorded with the
+        study (:mod:`placetune.tuning.final_pick`), where it chose one by a rule of its own; else
+        the study's best (a pick an earlier run recorded while nothing was measured since, or the
+        best stored value)."""
+        doc = run_pick(ev, rule, measurement)
+        if doc is not None:
+            try:
+                record_pick(ev.store, ev.study_name, doc)
+            except Exception as exc:  # a database failure: one clear line
+                err = storage_error(ev.store, exc, "recording the run's best plan")
+                if err is None:
+                    raise
+                raise err from None
+            if ev.store.in_memory or recorded_pick(ev.store, ev.study_name) is not None:
+                return study_best(ev.store, ev.study_name, ev.objective)
+            rec = next(iter(ev.store.measurements(ev.study_name, ids=[doc["measurement_id"]])))
+            best = best_stored(ev.store, ev.study_name, ev.objective)  # no Optuna study held it: this run follows it
+            return BestPick(rec, doc["rule"], recorded=True, store_best=None if best is None or best.id == rec.id
+                            else best, ignored="(not recorded: the study has no Optuna study to hold it)")
+        return study_best(ev.store, ev.study_name, ev.objective)
 
     def _open_optuna_study(self, ev: Evaluator, agent: Agent) -> None:
         """Keep the study's Optuna study (same name, same database; see

@@ -13,6 +13,7 @@ from placetune.plan.file import is_plan_file
 from placetune.safetext import shown
 from placetune.store.url import sqlite_file
 from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.final_pick import BestPick
 from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.verdict import next_steps
 
@@ -41,10 +42,14 @@ def check_export(cfg: TuneConfig, study: str) -> str:
 
 
 def export_best(cfg: TuneConfig, ev: Evaluator, study: str, notes: list[str],
-                say: Callable[[str], None]) -> str:
-    """Write the study's best plan (with ``notes``: what it rests on) to the run's plan file; its path."""
+                say: Callable[[str], None], pick: BestPick | None = None) -> str:
+    """Write the study's best plan (with ``notes``: what it rests on) to the run's plan file; its path.
+    ``pick``: the run's best plan and why (:mod:`placetune.tuning.final_pick`); None: the study's."""
     path = check_export(cfg, study)
-    plan = export_plan(ev.store, study, objective=ev.objective, model=ev.model)  # not loaded again
+    plan = export_plan(ev.store, study, objective=ev.objective, model=ev.model,  # not loaded again
+                       measurement_id=None if pick is None else pick.record.id)
+    if pick is not None:
+        plan.notes[:0] = pick.lines(ev.objective)
     plan.notes.extend(notes)
     fps = plan.measured.get("throughput_fps")
     if cfg.streams and isinstance(fps, (int, float)):  # N streams of one network share its frames

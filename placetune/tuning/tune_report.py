@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from placetune.measurement import Measurement
 from placetune.model.merge import network_of
 from placetune.placement.placement import DEVICES, Placement
+from placetune.tuning.final_pick import optuna_trial_number
 from placetune.tuning.baselines import Baseline
 from placetune.tuning.convergence import Convergence, ConvergenceWatch, store_convergence
 from placetune.tuning.study_scan import StudyScan
 from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.final_pick import BestPick
 from placetune.tuning.progress import Progress
 from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.verdict import agent_hint, best_caveats, per_stream_line, placement_line, verdict
@@ -36,6 +38,7 @@ class TuneOutcome:
         plan_path: path of the exported plan, if one was written.
         signal: the signal that stopped the run (``signal.SIGINT``, ``signal.SIGTERM``), if one did.
         convergence: where the study converged and what the trials after it bought.
+        pick: which plan ``best`` is and why (:func:`placetune.tuning.final_pick.study_best`).
     """
 
     study: str
@@ -47,6 +50,7 @@ class TuneOutcome:
     plan_path: str | None = None
     signal: int | None = None
     convergence: Convergence | None = None
+    pick: BestPick | None = None
 
 
 #: The width "what will run:" keeps to: a terminal of 80 columns.
@@ -191,6 +195,10 @@ class TuneReport:
             )
         if outcome.best is not None:
             self._best(outcome.best[1])
+        if outcome.pick is not None:  # a run's own final pick: which plan, and why it is the best
+            trial = optuna_trial_number(ev.store, ev.study_name, outcome.pick.record.id) if outcome.pick.recorded else None
+            for line in outcome.pick.lines(ev.objective, trial):
+                self.say(line)
         self._verdict(outcome, rows)
 
     def _best(self, m: Measurement) -> None:

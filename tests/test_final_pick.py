@@ -1,0 +1,174 @@
+"""One best plan: an agent's final pick is what the run prints, exports, records and later exports.
+
+An agent that ends its run with a pick of its own (the guided agent's final, possibly
+drift-corrected ranking; here a scripted agent that picks the runner-up by a rule of its own)
+must be the plan the summary calls best, the plan file, ``placetune export`` from the database
+alone, ``placetune studies`` and the Optuna study's ``placetune_best`` user attribute; once the
+study measured more, the recorded pick is not followed (it no longer rests on all the evidence)
+and every one of them says so. Real SQLite, real Optuna, the simulated Jetson.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import optuna
+import pytest
+
+import search
+from search import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, get_agent, register_agent
+
+from placetune.cli.main import main
+from placetune.plan.export import export_plan
+from placetune.store.store import Store
+from placetune.tuning.evaluator import Evaluator
+from placetune.tuning.final_pick import KEY, STORE_RULE, study_best
+from placetune.tuning.studyfile import TuneConfig
+from placetune.tuning.tune import run_tune
+
+RULE = "a scripted final ranking: the runner-up"
+
+
+class RunnerUpAgent(Agent):
+    """Measures random plans, then ends its run with the runner-up as its pick, by a rule of its own."""
+
+    name = "runner-up"
+    picked: int | None = None  # the measurement id of its last run's pick
+
+    def search(self, evaluator: Evaluator, budget: Budget) -> SearchResult:
+        run = SearchRun(evaluator, budget, self.name, self.granularity)
+        rng = run.rng(self.seed)
+        tried = []
+        try:
+            run.measure_baselines()
+            while not run.exhausted:
+                a = run.space.sample(rng)
+                run.evaluate(a)
+                tried.append(a)
+        except BudgetExhausted:
+            pass
+        evaluator.flush()  # the rows' ids (a simulated run writes in batches)
+        ranked = sorted({tuple(a): run.known(a) for a in tried if run.known(a) is not None and run.known(a).ok}.items(),
+                        key=lambda t: run.loss(t[1]))
+        seen, distinct = set(), []
+        for a, m in ranked:
+            if m.extra["_id"] not in seen:
+                seen.add(m.extra["_id"])
+                distinct.append((a, m))
+        a, m = distinct[1]  # the runner-up of its own plans
+        RunnerUpAgent.picked = m.extra["_id"]
+        run.best_assignment, run.best_placement = list(a), run.space.to_placement(list(a))
+        run.best_measurement, run.best_value = m, run.objective.value(m)
+        run.final_rule = RULE
+        return run.result()
+
+
+@pytest.fixture
+def runner_up(monkeypatch):
+    monkeypatch.setattr(search, "_REGISTRY", dict(search._REGISTRY))
+    register_agent("runner-up", RunnerUpAgent)
+
+
+def _tune(tmp_path, trials: int, agent: str = "runner-up") -> tuple:
+    out = io.StringIO()
+    cfg = TuneConfig(model="seed-block", agent=agent, trials=trials, storage=f"sqlite:///{tmp_path}/s.db",
+                     study="s", export=str(tmp_path / "best.plan.json"), agent_options={"seed": 1})
+    return run_tune(cfg, out=out), out.getvalue()
+
+
+def _ids(store: Store) -> tuple[int, int]:
+    """The study's best stored value's measurement id, and the scripted agent's last pick."""
+    best = max(store.measurements("s", status="ok"), key=lambda r: (r.measurement.throughput_fps, -r.id))
+    assert RunnerUpAgent.picked is not None and RunnerUpAgent.picked != best.id
+    return best.id, RunnerUpAgent.picked
+
+
+def test_the_agents_final_pick_is_printed_exported_recorded_and_exported_again_from_the_database(tmp_path, runner_up,
+                                                                                                   capsys):
+    outcome, text = _tune(tmp_path, 12)
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        best_id, runner_id = _ids(store)
+        assert best_id != runner_id
+        # the summary's best, the plan file
+        assert outcome.best[1].extra.get("_id") in (None, runner_id)
+        assert outcome.pick.record.id == runner_id and outcome.pick.recorded
+        assert outcome.best[1].throughput_fps == store.measurements("s", ids=[runner_id])[0].measurement.throughput_fps
+        plan = json.loads((tmp_path / "best.plan.json").read_text())
+        assert plan["source"]["measurement_id"] == runner_id
+        assert any(RULE in n for n in plan["notes"])
+        assert any(f"measurement {best_id}" in n and "put the pick ahead of it" in n for n in plan["notes"])
+        # the summary says which plan, why, and names the best stored median it outranked
+        assert f"best plan: measurement {runner_id} (Optuna trial " in text and RULE in text
+        assert f"the best stored value (median over builds) is measurement {best_id}," in text
+        # the database alone (no agent state): export, studies, the Optuna study's attribute
+        later = export_plan(store, "s")
+        assert later.source["measurement_id"] == runner_id and any(RULE in n for n in later.notes)
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path}/s.db")
+    doc = study.user_attrs[KEY]
+    assert doc["measurement_id"] == runner_id and doc["rule"] == RULE and doc["store_best_measurement_id"] == best_id
+    assert study.trials[doc["trial"]].user_attrs["measurement_id"] == runner_id
+    capsys.readouterr()
+    assert main(["studies", "--storage", f"sqlite:///{tmp_path}/s.db", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["studies"][0]
+    assert row["best_measurement_id"] == runner_id
+    assert main(["export", "--storage", f"sqlite:///{tmp_path}/s.db", "-o", str(tmp_path / "later.json")]) == 0
+    printed = capsys.readouterr()
+    assert json.loads((tmp_path / "later.json").read_text())["source"]["measurement_id"] == runner_id
+    assert RULE in printed.out + printed.err
+
+
+def test_a_spent_budget_shows_the_recorded_pick_and_more_evidence_retires_it(tmp_path, runner_up):
+    _tune(tmp_path, 12)
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        best_id, runner_id = _ids(store)
+    again, text = _tune(tmp_path, 12)  # nothing left to measure: the same evidence, the same pick
+    assert again.pick.record.id == runner_id and again.pick.recorded and RULE in text
+    more, text = _tune(tmp_path, 20, agent="random")  # another agent measured more: the record is stale
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        pick = study_best(store, "s")
+        assert pick.rule == STORE_RULE and not pick.recorded
+        top = max(store.measurements("s", status="ok"), key=lambda r: (r.measurement.throughput_fps, -r.id))
+        assert pick.record.id == top.id == more.pick.record.id
+        assert pick.ignored and f"measurement {runner_id}" in pick.ignored and "requested since" in pick.ignored
+        later = export_plan(store, "s")
+        assert later.source["measurement_id"] == pick.record.id
+        assert any("is not followed" in n for n in later.notes)
+    assert "is not followed" in text
+
+
+def test_a_study_without_a_recorded_pick_keeps_the_best_stored_value(tmp_path):
+    outcome, text = _tune(tmp_path, 12, agent="random")
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        best_id = max(store.measurements("s", status="ok"), key=lambda r: (r.measurement.throughput_fps, -r.id)).id
+        assert outcome.pick.record.id == best_id and outcome.pick.rule == STORE_RULE
+        assert export_plan(store, "s").source["measurement_id"] == best_id
+    assert "best plan: measurement" not in text
+    assert KEY not in optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path}/s.db").user_attrs
+
+
+def test_a_recorded_pick_that_is_not_placetunes_is_ignored_with_a_warning(tmp_path, runner_up, caplog):
+    _tune(tmp_path, 12)
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path}/s.db")
+    study.set_user_attr(KEY, {"measurement_id": "three"})
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        pick = study_best(store, "s")
+        assert pick.rule == STORE_RULE and pick.record.id == _ids(store)[0]
+    assert "not one placetune wrote" in caplog.text
+
+
+def test_the_guided_agents_final_ranking_is_its_final_rule():
+    ev = Evaluator("seed-block", "orin-agx", mode="pipeline", objective="throughput", noise=0.03, seed=2)
+    r = get_agent("guided", seed=0).run(ev, Budget(30))
+    assert r.final_rule is not None and "final ranking of its top" in r.final_rule
+    assert f"(measurement {r.best_measurement.extra['_id']})" in r.final_rule.split("#1 ", 1)[1].split(",")[0]
+
+
+def test_an_in_memory_study_follows_the_pick_in_its_own_run(tmp_path, runner_up):
+    out = io.StringIO()
+    cfg = TuneConfig(model="seed-block", agent="runner-up", trials=12, storage="sqlite:///:memory:", study="s",
+                     export=str(tmp_path / "best.plan.json"), agent_options={"seed": 1})
+    outcome = run_tune(cfg, out=out)
+    assert outcome.pick.recorded and outcome.pick.record.id == RunnerUpAgent.picked
+    assert json.loads((tmp_path / "best.plan.json").read_text())["source"]["measurement_id"] == RunnerUpAgent.picked
+    assert RULE in out.getvalue()
