@@ -13,13 +13,15 @@ import numpy as np
 from placetune.errors import UnknownNameError
 from placetune.objective_registry import BUILTIN_OBJECTIVES, REGISTERED, registered_value
 
-__all__ = ["Measurement", "Extra", "EXTRA_KEYS", "STATUSES", "FAILURE_STATUSES", "check_extra", "latency_stats",
-           "non_finite"]
+__all__ = ["Measurement", "Extra", "EXTRA_KEYS", "STATUSES", "FAILURE_STATUSES", "UNKNOWN_DEVICE", "check_extra",
+           "latency_stats", "non_finite"]
 
 #: Every status a measurement can have.
 STATUSES = ("ok", "infeasible", "build_failed", "runtime_failed", "timeout", "crashed")
 #: Statuses that mean "no timing": the placement is stored as known-bad.
 FAILURE_STATUSES = STATUSES[1:]
+#: The realised device of a layer whose placement could not be read (:attr:`Measurement.realized_partial`).
+UNKNOWN_DEVICE = "unknown"
 
 
 class Extra(TypedDict, total=False):
@@ -56,6 +58,8 @@ class Extra(TypedDict, total=False):
     all_gpu_fallback: bool  # the log said every DLA layer fell back to the GPU
     placement_from_request: list[str]  # layers no source names: their realised device is the requested one
     placement_unchecked: str  # why the second source could not check the first (the placement rests on one)
+    segment_placements: list[dict[str, Any]]  # pipeline: per segment, its realised placement known or not, and whence
+    realized_partial: dict[str, str]  # pipeline, placement unknown: layer -> device read, "unknown" where not read
     # ---- the simulated Jetson
     boundaries: int  # GPU<->DLA boundaries of the realised placement
     boundary_ms: float  # their transfer time
@@ -258,6 +262,46 @@ class Measurement:
         the build log and the engine's layer information disagree, or neither says; ``realized`` is then
         None and ``extra["placement_unknown"]`` says why). True where the backend did not say otherwise."""
         return (self.extra or {}).get("placement_known", True) is not False
+
+    @property
+    def realized_partial(self) -> dict[str, str] | None:
+        """Layer -> the device TensorRT ran it on, :data:`UNKNOWN_DEVICE` for a layer whose device could not
+        be read: :attr:`realized` when the whole placement is known; of a pipeline some of whose segments
+        could not be read, the others' layers as read (``extra["realized_partial"]``); None when nothing
+        was read. Never the request filled in for an unread layer."""
+        if self.realized is not None and self.placement_known:
+            return dict(self.realized)
+        partial = (self.extra or {}).get("realized_partial")
+        return dict(partial) if isinstance(partial, dict) else None
+
+    @property
+    def segments_read(self) -> tuple[int, int] | None:
+        """(segments whose placement was read, segments) of a pipeline whose placement is known for some
+        segments only (``extra["segment_placements"]``); None when wholly known or wholly unknown."""
+        extra = self.extra or {}
+        segs = extra.get("segment_placements")
+        if self.placement_known or not isinstance(segs, list) or not isinstance(extra.get("realized_partial"), dict):
+            return None
+        return sum(1 for s in segs if isinstance(s, dict) and s.get("known")), len(segs)
+
+    def unread_line(self) -> str:
+        """``2 layer(s) whose realised device was not read (a, b; 3 of 4 segments read)``: the unread
+        layers of a placement known for some segments only (:attr:`segments_read`)."""
+        read, of = self.segments_read or (0, 0)
+        unread = self.unknown_layers
+        return (f"{len(unread)} layer(s) whose realised device was not read ({', '.join(unread[:8])}"
+                f"{', ...' if len(unread) > 8 else ''}; {read} of {of} segments read)")
+
+    @property
+    def unknown_layers(self) -> list[str]:
+        """The layers whose realised device is unknown: every layer asked for when no segment was read,
+        only those of the unread segments when some were (:attr:`realized_partial`), none when known."""
+        if self.placement_known:
+            return []
+        partial = self.realized_partial
+        if partial is None:
+            return list(self.requested or {})
+        return [n for n, d in partial.items() if d == UNKNOWN_DEVICE]
 
     @property
     def median_ms(self) -> float | None:

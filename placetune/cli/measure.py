@@ -187,7 +187,13 @@ def _measure_human(m, model, platform, power_mode: str = "MAXN") -> str:
                 f"{'DLA' if d != 'GPU' else d} {n} layers" for d, n in sorted(counts.items())))
         else:
             lines.append("realised: " + ", ".join(f"{d} {n} layers" for d, n in sorted(counts.items())))
-    if not m.placement_known:
+    if m.segments_read is not None:  # a pipeline read segment by segment: the layers read, the rest unknown
+        read: dict[str, int] = {}
+        for d in (m.realized_partial or {}).values():
+            read[d] = read.get(d, 0) + 1
+        lines.append("realised, PARTLY UNKNOWN: " + ", ".join(f"{d} {n} layers" for d, n in sorted(read.items()))
+                     + f"; {m.unread_line()}")
+    elif not m.placement_known:
         lines.append(f"realised: UNKNOWN ({(m.extra or {}).get('placement_unknown') or 'no source says'})")
     if m.dla_loadables:
         lines.append("DLA loadables: " + ", ".join(f"{d} {n}" for d, n in m.dla_loadables.items()))

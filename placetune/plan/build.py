@@ -33,6 +33,7 @@ from placetune.backends.jetson import board_module
 from placetune.backends.onnx_prep import convert_to_fp16, has_qdq
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.backends.tensorrt.jobs import read_realised
+from placetune.measurement import UNKNOWN_DEVICE
 from placetune.model.model import Model
 from placetune.model.misreads import old_parser_misread
 from placetune.plan.trtexec import BUILTIN_PLUGINS
@@ -48,8 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["BuildReport", "build_plan", "UNKNOWN"]
 
 #: a layer's realised device in ``build.json`` when neither its engine's build log nor its layer
-#: information says where it ran, or the two disagree
-UNKNOWN = "unknown"
+#: information says where it ran, or the two disagree (a measurement's ``realized_partial`` writes it so too)
+UNKNOWN = UNKNOWN_DEVICE
 
 _POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
 

@@ -344,6 +344,9 @@ def export_plan(
     elif st.model_hash not in (model.hash, model.legacy_hash):
         raise ModelError(f"model {model.name!r} (hash {model.hash[:12]}) is not the model of study {study_name!r} "
                          f"({st.model_name}, hash {st.model_hash[:12]})")
+    if m.segments_read is not None:  # a pipeline read segment by segment: never a plan with an unread layer
+        raise ConfigError(f"measurement {rec.id} of study {study_name!r} has {m.unread_line()}: a plan never claims "
+                          "a placement that was not read; export one whose placement is known (--measurement ID)")
     if not m.placement_known:  # never export placetune's request as what TensorRT did
         raise ConfigError(f"measurement {rec.id} of study {study_name!r} has no known realised placement "
                           f"({(m.extra or {}).get('placement_unknown') or 'unknown'}): nothing true to export")

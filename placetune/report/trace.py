@@ -83,8 +83,19 @@ def timeline_events(source: "Measurement | Mapping[str, Any]") -> list[dict[str,
                 t = s + (_num(seg.get("time_ms")) or 0.0)
             out.append({"device": str(seg.get("device", "GPU")), "name": f"seg{seg.get('index', i)}",
                         "start_ms": s, "end_ms": max(s, t), "frame": 0})
+    unread = _unread_segments(source)
+    for e in out:  # a segment whose placement was not read: drawn where it was asked, and said so
+        if e["name"] in unread:
+            e["name"] = f"{e['name']} (placement unknown)"
     out.sort(key=lambda e: (e["start_ms"], device_order([e["device"]])[0], e["name"]))
     return out
+
+
+def _unread_segments(source: Any) -> set[str]:
+    """``seg1``... of the pipeline segments whose realised placement was not read (``extra["segment_placements"]``)."""
+    extra = _get(source, "extra")
+    rows = extra.get("segment_placements") if isinstance(extra, Mapping) else None
+    return {f"seg{r.get('index')}" for r in rows or [] if isinstance(r, Mapping) and r.get("known") is False}
 
 
 def chrome_trace(

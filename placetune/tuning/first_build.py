@@ -18,7 +18,9 @@ build and on the first builds of a run on a real backend (tensorrt, trtexec):
   in full) is recorded ``placement_known=False`` with its timing, said on the terminal, and the run
   goes on; only :data:`PLACEMENT_STOP_AFTER` such DLA placements in a row before any has been
   read stop it: the stack, not one engine, cannot say what ran where. Once one DLA placement was
-  read, a later unknown one is only marked.
+  read, a later unknown one is only marked. A pipeline placement one of whose DLA segments was read
+  and another not (:mod:`placetune.backends.tensorrt.segment_known`) counts as read, and is said
+  loudly (``PLACEMENT PARTLY UNKNOWN``) with its unread layers.
 
 A failed check raises :class:`~placetune.errors.BackendError` (exit status 8); each message
 starts with ``first-build check <name> failed:`` so the failure modes are told apart. A check of a
@@ -68,6 +70,15 @@ def placement_known(m: "Measurement") -> bool:
     if isinstance(flag, bool):
         return flag
     return not any(_NO_SECTIONS in str(note) for note in extra.get("notes") or [])
+
+
+def _dla_segment_read(m: "Measurement") -> bool:
+    """Whether some DLA segment of a pipeline whose placement is partly known was read (a GPU
+    segment is known by construction: it says nothing of the build-log readers on this stack)."""
+    if m.segments_read is None:
+        return False
+    return any(isinstance(s, dict) and s.get("known") and s.get("device") != "GPU"
+               for s in (m.extra or {}).get("segment_placements") or [])
 
 
 def clocks_problem(fingerprint: dict[str, Any], power_mode: str, platform: str | None = None) -> str | None:
@@ -151,6 +162,12 @@ class FirstBuildCheck:
         elif not self.dla_checked and asked - {"GPU"} and m.ok:
             if placement_known(m):
                 self.dla_checked = True
+                return
+            if _dla_segment_read(m):  # the stack read a DLA engine's placement: said loudly, not counted
+                self.dla_checked = True
+                log.warning("PLACEMENT PARTLY UNKNOWN: of this DLA pipeline placement, %s (the record's "
+                            "placement_unknown says why); it is recorded with its timing and the layers read, the "
+                            "unread ones marked unknown, and the run goes on", m.unread_line())
                 return
             self.unknown_in_a_row += 1
             why = (m.extra or {}).get("placement_unknown") or ("its build log has no DLA/GPU placement lines "

@@ -15,7 +15,7 @@ from placetune.wording import versus
 if TYPE_CHECKING:
     from placetune.tuning.convergence import ConvergenceWatch
 
-__all__ = ["Progress", "terminal_columns"]
+__all__ = ["Progress", "placement_field", "terminal_columns"]
 
 
 def terminal_columns(out: Any) -> int:
@@ -242,6 +242,8 @@ class Progress:
             fields.append(f"device_eta_s={self._eta():.0f}")
         if m.simulated:
             fields.append("simulated=true")
+        if (where := placement_field(m)) is not None:
+            fields.append(where)
         print(" ".join(fields), file=self.out, flush=True)
 
     def close(self) -> None:
@@ -250,3 +252,13 @@ class Progress:
             self._draw()
             self.out.write("\n")
             self.out.flush()
+
+
+def placement_field(m: Measurement) -> str | None:
+    """The trial line's word on a realised placement that was not read: ``placement_known=false``, or
+    ``placement_known=partly:3/4_segments`` for a pipeline some of whose segments were read (their
+    layers known, the others' marked unknown); None when it is known (the line says nothing)."""
+    if not m.ok or m.placement_known:
+        return None
+    read = m.segments_read
+    return "placement_known=false" if read is None else f"placement_known=partly:{read[0]}/{read[1]}_segments"

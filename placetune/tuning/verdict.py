@@ -105,7 +105,10 @@ def best_caveats(m: "Measurement") -> list[str]:
     before the summary; a best plan carrying one is named here again. Empty when none applies."""
     extra = m.extra or {}
     lines = []
-    if not m.placement_known:
+    if m.segments_read is not None:  # a pipeline with some segments read: their layers known, the rest not
+        lines.append(f"best placement: PARTLY UNKNOWN where TensorRT put its layers, {m.unread_line()}; its "
+                     "timing is kept and ranked, but no plan is exported from it")
+    elif not m.placement_known:
         lines.append("best placement: UNKNOWN where TensorRT put its layers ("
                      + str(extra.get("placement_unknown") or "its build could not say") + "); its timing is kept")
     elif extra.get("placement_unchecked"):

@@ -203,7 +203,8 @@ def engine_log(info: dict[str, Any]) -> tuple[list[tuple[str, str]], BuildLog, l
 def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: dict[str, str], info: dict[str, Any],
                   realized: dict[str, str], fallback: dict[str, str], notes: list[str], label: str,
                   unknown: list[str], report_as: str | None = None,
-                  guessed: list[str] | None = None, unchecked: list[str] | None = None) -> tuple[int, list[Any]]:
+                  guessed: list[str] | None = None, unchecked: list[str] | None = None,
+                  record: dict[str, Any] | None = None) -> tuple[int, list[Any]]:
     """Read one engine's build log into ``realized`` / ``fallback``; (loadables, DLA subgraphs).
 
     The same reading as an engine-mode measurement's (:func:`~placetune.backends.tensorrt.placement_known.decide`):
@@ -214,11 +215,18 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     mode's ``extra["placement_from_request"]``). Of an unknown placement, a layer asked on the DLA
     that a fallback warning names is the GPU's in ``realized``, with its warning in ``fallback``
     (``placetune build`` reports it so; the measurement keeps no placement). A placement resting on
-    the log alone (``Known.unchecked``) is noted and added to ``unchecked`` (``label: why``)."""
+    the log alone (``Known.unchecked``) is noted and added to ``unchecked`` (``label: why``).
+
+    ``record`` (a pipeline segment's) is filled with how far this engine's placement is known:
+    ``known``, ``source`` (``GPU engine``: known by construction, a GPU engine has no DLA layer),
+    ``reason`` and ``unknown_layers`` (its layers asked on the DLA that no source places: a
+    fallback warning's layers are the GPU's) when it is not, ``unchecked`` when it rests on the log alone."""
     _, blog, network = engine_log(info)
     target = report_as or device
     dla = [n for n in layers if predicted[n] != "GPU"]
+    rec: dict[str, Any] = record if record is not None else {}
     if not dla or device == "GPU":
+        rec.update(known=True, source="GPU engine")
         return 0, []
     loc = locate(blog, list(layers), network or None, [n for n in layers if predicted[n] == "GPU"])
     ins = inspector_layers(info.get("inspector"))
@@ -228,6 +236,8 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
         notes.append(f"{label}: the build log has no DLA/GPU placement sections{no_info}: its realised placement "
                      "is UNKNOWN (placement_known=False)")
         unknown.append(f"{label} (no placement report in its build log{no_info})")
+        rec.update(known=False, source="none", reason=f"no placement report in its build log{no_info}",
+                   unknown_layers=list(dla))
         for n in dla:
             realized[n] = target
         return 0, []
@@ -240,12 +250,18 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
     if not known.known or known.realized is None:
         notes.append(f"{label}: its realised placement is UNKNOWN (placement_known=False): {known.reason}")
         unknown.append(f"{label} ({known.reason})")
+        rec.update(known=False, source=known.source, reason=known.reason,
+                   unknown_layers=[n for n in dla if n not in known.fallback_warned])
+        if known.fallback_warned:
+            rec["fallback_warned"] = list(known.fallback_warned)
         for n in dla:
             realized[n] = "GPU" if n in known.fallback_warned else target
         for n in known.fallback_warned:
             fallback[n] = loc.fallback[n]
         return 0, loc.subgraphs
+    rec.update(known=True, source=known.source)
     if known.unchecked:
+        rec["unchecked"] = known.unchecked
         notes.append(f"{label}: {known.unchecked}")
         if unchecked is not None:
             unchecked.append(f"{label}: {known.unchecked}")

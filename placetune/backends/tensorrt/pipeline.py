@@ -11,16 +11,15 @@ tolerance per precision: :data:`~placetune.backends.tensorrt.backend.GATE_TOLERA
 is ``runtime_failed`` with the numbers. INT8 without a calibration cache is compared with the
 unsplit engine instead (the same placement in one engine, the same placeholder ranges), so the
 default INT8 study is checked too. The outputs of an NMS plugin that reach the network outputs
-(:mod:`~placetune.backends.tensorrt.nms_graph`) are compared as a set of detections (``worker_nms``). Reported like the simulator's pipeline mode:
-single-frame latency samples, throughput from the period with K frames in flight
-(``extra["period_ms"]``), ``segment_times_ms`` (each engine's interval in one frame),
-``timeline`` (every engine run of a few frames, from CUDA events), plus
-``extra["engine_cache"]`` (hits / misses), ``extra["gate"]`` and ``extra["engines"]``.
+(:mod:`~placetune.backends.tensorrt.nms_graph`) are compared as a set of detections (``worker_nms``).
+Reported like the simulator's pipeline mode: single-frame latency samples, throughput from the
+period with K frames in flight (``extra["period_ms"]``), ``segment_times_ms``, ``timeline`` (from
+CUDA events), ``extra["engine_cache"]``, ``extra["gate"]``, ``extra["engines"]``; each segment's
+placement is read on its own (:mod:`~placetune.backends.tensorrt.segment_known`).
 
-**replicas**: one whole-network engine per device of ``settings.replicas`` (its own batch,
-its own stream; DLA instances run the placement's DLA layers on their core), each timed
-alone, then all run at once in closed loops for ``replicas_duration_s``; per instance and
-total throughput in ``extra["replicas"]`` like the simulator.
+**replicas**: one whole-network engine per device of ``settings.replicas`` (its own batch, its own stream; DLA
+instances run the placement's DLA layers on their core), each timed alone, then all run at once in closed loops
+for ``replicas_duration_s``; per instance and total throughput in ``extra["replicas"]`` like the simulator.
 """
 
 from __future__ import annotations
@@ -59,6 +58,7 @@ from placetune.backends.tensorrt.jobs import (
     runtime_messages,
 )
 from placetune.backends.tensorrt.pool import WorkerReply
+from placetune.backends.tensorrt.segment_known import mark_segments
 from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
 from placetune.backends.jetson import realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
@@ -269,13 +269,15 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     guessed: list[str] = []
     loadables: dict[str, int] = {}
     rows = []
+    segs: list[dict[str, Any]] = []  # how far each segment's placement is read (segment_known)
     build_s = 0.0
     for c, spec, info in zip(cuts, specs, infos):
         label = f"seg{c.index}"
         logs_into(extra, label, info)
         cache_set_aside(info, notes)  # an unreadable timing cache set aside for this engine's build
+        segs.append({"index": c.index, "device": c.device, "layers": len(c.layers)})
         n_load, subgraphs = read_realised(c.layers, c.device, predicted, info, realized, fallback, notes, label,
-                                      unknown=unknown, guessed=guessed, unchecked=unchecked)
+                                          unknown=unknown, guessed=guessed, unchecked=unchecked, record=segs[-1])
         if c.device != "GPU":
             loadables[c.device] = loadables.get(c.device, 0) + n_load
         if not info.get("cached"):
@@ -363,7 +365,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
     status = res.get("status")
     common = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s, extra=extra,
                   **base)
-    mark_unknown(common, unknown, unchecked)
+    mark_segments(common, unknown, unchecked, segs, realized)  # an unread segment leaves the others known
     if status == "build_failed":
         k = int(res.get("failed_engine", len(infos) - 1))
         if k < len(cuts):

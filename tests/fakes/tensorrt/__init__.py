@@ -72,6 +72,8 @@ runtime message, not the build's);
 sections, as a log that keeps only what TensorRT prints at INFO when it prints them at VERBOSE);
 ``PLACETUNE_FAKE_TRT_INSPECTOR_FAIL`` (set: ``get_engine_information`` raises, so no layer
 information is read);
+``PLACETUNE_FAKE_TRT_UNREADABLE_ON`` (the engine asked to put the named layer on a DLA has both: no
+placement sections in its build log and no layer information, so its placement cannot be read);
 ``PLACETUNE_FAKE_TRT_NO_COMPUTE`` (set: outputs are zero bytes, no onnx evaluation: for an
 interpreter whose onnx reference evaluator is too slow, e.g. onnx 1.14 on Python 3.8).
 ``PLACETUNE_FAKE_TRT_DLA_CORES`` sets ``builder.num_DLA_cores`` (default: :func:`default_dla_cores`);
@@ -1273,7 +1275,8 @@ class Builder:
                                 "out": [t.name for t in members[-1]._outputs],
                                 # a fused layer's Metadata joins its layers' with \x1e (corpus: 10.4 export)
                                 "meta": "\x1e".join(m._metadata for m in members if m._metadata)})
-        if dla_on and not os.environ.get("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG") and _MAJOR == 10:
+        no_report = bool(os.environ.get("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG")) or _fault("UNREADABLE", dla_named)
+        if dla_on and not no_report and _MAJOR == 10:
             # 10.x's form as published for 10.3 with --verbose (tests/data/trt_corpus/orin-agx-trt10.3-
             # dla-offloaded): no [DlaLayer] line, one "successfully offloaded" line per loadable
             dla_entries = [e for e in entries if e.get("dla")]
@@ -1284,7 +1287,7 @@ class Builder:
             for e in entries:
                 if e["device"] == "GPU":
                     log.placement(f"[GpuLayer] {e['type']}: {e['name']}")
-        elif dla_on and not os.environ.get("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG"):
+        elif dla_on and not no_report:
             log.placement("---------- Layers Running on DLA ----------")
             for e in entries:
                 if e.get("dla"):
@@ -1418,7 +1421,8 @@ class EngineInspector:
     def get_engine_information(self, format) -> str:  # noqa: A002 - real argument name
         """TensorRT's text (tests/fakes/_layerinfo.py: the layout of the real exports), plus one key
         no real export has, ``FakeRuntimeDLACore`` (the runtime's DLA core, for tests)."""
-        if os.environ.get("PLACETUNE_FAKE_TRT_INSPECTOR_FAIL"):
+        if os.environ.get("PLACETUNE_FAKE_TRT_INSPECTOR_FAIL") or _fault("UNREADABLE", set(self._engine._plan[
+                "dla_requested"])):
             raise RuntimeError("fake: the engine inspector gave no layer information")
         e = self._engine
         detailed = e._plan["verbosity"] == "DETAILED"

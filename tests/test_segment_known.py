@@ -1,0 +1,152 @@
+"""A pipeline's realised placement is known segment by segment: one DLA segment whose placement
+cannot be read (no placement report in its build log, no layer information) leaves the GPU
+segments (known by construction) and the other DLA segment known; the unread layers are marked
+unknown, never guessed; the store keeps the record, the export refuses exactly the unread layers,
+the first-build check and the trial line say it. Against the TensorRT doubles (tests/fakes)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+import onnx
+import pytest
+
+from placetune import ConfigError, Evaluator, Model, Placement
+from placetune.backends.tensorrt.backend import TensorRTBackend
+from placetune.measurement import UNKNOWN_DEVICE, Measurement
+from placetune.placement.cut import load_source, randomize_weights
+from placetune.plan.export import export_plan
+from placetune.report.trace import chrome_trace
+from placetune.store import Store
+from placetune.tuning.first_build import FirstBuildCheck
+from placetune.tuning.progress import placement_field
+from placetune.tuning.verdict import best_caveats
+from tests.fakes import fake_env
+
+DATA = Path(__file__).parent / "data"
+THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}  # conv1+conv2 GPU, conv3 DLA0, conv4 DLA1, concat GPU
+
+
+@pytest.fixture(scope="module")
+def seed_block(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "seed_block_random.onnx"
+    onnx.save(randomize_weights(load_source(Model.load(DATA / "seed_block.onnx.gz")), seed=1), str(path))
+    return path
+
+
+def _measure(seed_block: Path, tmp_path: Path, version: str = "10.3.0", **faults: str) -> tuple[Measurement, Path]:
+    be = TensorRTBackend(worker_env=fake_env(version, **faults), cache_dir=tmp_path / "cache", warmup_ms=1,
+                         profile_iterations=2)
+    db = tmp_path / "pt.db"
+    ev = Evaluator(str(seed_block), "orin-agx", backend=be, store=db, trt_version=version[:4].rstrip("."),
+                   iterations=5, mode="pipeline", precision="fp16", study="partly")
+    try:
+        m = ev.evaluate(Placement(ev.model, THREE))
+    finally:
+        ev.close()
+        be.close()
+    return m, db
+
+
+@pytest.mark.parametrize("version", ["10.3.0", "8.5.2"])
+def test_one_unreadable_dla_segment_leaves_the_other_segments_known(seed_block, tmp_path, version):
+    m, db = _measure(seed_block, tmp_path, version, UNREADABLE_ON="/conv3/Conv")
+    assert m.status == "ok", m.reason
+    # the whole placement is not known: no realised map, as before (nothing guesses the unread layer)
+    assert not m.placement_known and m.realized is None
+    segs = m.extra["segment_placements"]
+    assert [(s["index"], s["device"], s["known"], s["source"]) for s in segs] == [
+        (0, "GPU", True, "GPU engine"), (1, "DLA0", False, "none"),
+        (2, "DLA1", True, "build log and engine inspector"), (3, "GPU", True, "GPU engine")]
+    assert segs[1]["unknown_layers"] == ["/conv3/Conv"] and "no placement report" in segs[1]["reason"]
+    # the placement as read: the unread layer marked unknown, the rest as TensorRT placed it
+    assert m.realized_partial == {"/conv1/Conv": "GPU", "/conv2/Conv": "GPU", "/conv3/Conv": UNKNOWN_DEVICE,
+                                  "/conv4/Conv": "DLA1", "/Concat": "GPU"}
+    assert m.unknown_layers == ["/conv3/Conv"] and m.segments_read == (3, 4)
+    assert m.extra["realized_vs_predicted"] == {"/conv3/Conv": ["DLA0", UNKNOWN_DEVICE]}
+    # DLA1's loadables are read; DLA0's (and its 16-per-core check) are unknown
+    assert m.dla_loadables == {"DLA1": 1}
+    assert "seg1" in m.extra["placement_unknown"] and "3 of 4 segments were read" in m.extra["placement_unknown"]
+    # the store keeps it: read back, the same partial placement
+    with Store(db) as store:
+        (rec,) = [r for r in store.measurements("partly") if r.measurement.mode == "pipeline"]
+        back = rec.measurement
+        assert back.realized is None and back.realized_partial == m.realized_partial and back.segments_read == (3, 4)
+        # the export claims no placement that was not read: it refuses, naming exactly the unread layer
+        with pytest.raises(ConfigError, match=r"1 layer\(s\) whose realised device was not read \(/conv3/Conv;"):
+            export_plan(store, "partly", measurement_id=rec.id)
+        # so does the export of the study's best (this is its only measurement)
+        with pytest.raises(ConfigError, match=r"not read \(/conv3/Conv; 3 of 4 segments read\)"):
+            export_plan(store, "partly")
+    # the Chrome trace draws the unread segment where it was asked, and says its placement is unknown
+    names = {e["name"] for e in chrome_trace(m)["traceEvents"] if e.get("ph") == "X"}
+    assert names == {"seg0", "seg1 (placement unknown)", "seg2", "seg3"}
+    # placetune measure's lines: the layers read by device, the unread one named
+    from placetune.cli.measure import _measure_human
+    from placetune.hardware.platforms import get_platform
+
+    text = _measure_human(m, Model.load(seed_block), get_platform("orin-agx"))
+    assert "realised, PARTLY UNKNOWN: DLA1 1 layers, GPU 3 layers, unknown 1 layers; 1 layer(s) whose realised " \
+           "device was not read (/conv3/Conv; 3 of 4 segments read)" in text
+    # the best plan's caveat names the unread segment and layer
+    (line,) = [x for x in best_caveats(m) if "UNKNOWN" in x]
+    assert "PARTLY" in line and "/conv3/Conv" in line and "3 of 4 segments" in line
+
+
+def test_every_segment_read_is_known_and_records_its_sources(seed_block, tmp_path):
+    m, _ = _measure(seed_block, tmp_path)
+    assert m.placement_known and m.realized_partial == m.realized and m.unknown_layers == []
+    assert [s["known"] for s in m.extra["segment_placements"]] == [True] * 4
+    assert "realized_partial" not in m.extra and m.segments_read is None
+
+
+def test_every_dla_segment_unreadable_keeps_the_gpu_segments_known_only(seed_block, tmp_path):
+    m, _ = _measure(seed_block, tmp_path, NO_PLACEMENT_LOG="1", INSPECTOR_FAIL="1")
+    assert m.status == "ok" and m.realized is None and m.dla_loadables == {}
+    assert sorted(m.unknown_layers) == ["/conv3/Conv", "/conv4/Conv"] and m.segments_read == (2, 4)
+
+
+def test_old_measurements_without_segment_records_read_as_before():
+    old = Measurement(status="ok", latency_samples_ms=[1.0], requested={"a": "DLA0"},
+                      extra={"placement_known": False, "placement_unknown": "no lines"})
+    assert old.realized_partial is None and old.unknown_layers == ["a"] and old.segments_read is None
+    known = Measurement(status="ok", latency_samples_ms=[1.0], realized={"a": "GPU"})
+    assert known.realized_partial == {"a": "GPU"} and known.unknown_layers == []
+
+
+def _partly(realized_partial: dict[str, str]) -> Measurement:
+    return Measurement(status="ok", latency_samples_ms=[1.0], mode="pipeline", requested={"a": "GPU", "b": "DLA0"},
+                       extra={"placement_known": False, "placement_unknown": "seg1 unread",
+                              "realized_partial": realized_partial,
+                              "segment_placements": [{"index": 0, "device": "DLA0", "layers": 1, "known": True},
+                                                     {"index": 1, "device": "DLA1", "layers": 1, "known": False}]})
+
+
+def _check() -> FirstBuildCheck:
+    check = FirstBuildCheck(NS(objective=NS(names=("latency",), constraints=())))
+    check.gpu_checked = True  # the all-GPU baseline passed
+    return check
+
+
+def test_first_build_check_counts_a_read_dla_segment_as_read_and_says_the_rest_loudly(caplog):
+    check = _check()
+    with caplog.at_level(logging.WARNING):
+        check(NS(as_dict=lambda: {"a": "DLA0", "b": "DLA1"}), _partly({"a": "DLA0", "b": UNKNOWN_DEVICE}))
+    assert check.dla_checked and check.unknown_in_a_row == 0
+    (said,) = [r.getMessage() for r in caplog.records if "PLACEMENT PARTLY UNKNOWN" in r.getMessage()]
+    assert "1 layer(s) whose realised device was not read (b; 1 of 2 segments read)" in said
+    # a pipeline whose only read segments are GPU ones proves nothing of the DLA reading: counted unknown
+    check = _check()
+    gpu_only = _partly({"a": "GPU", "b": UNKNOWN_DEVICE})
+    gpu_only.extra["segment_placements"][0]["device"] = "GPU"
+    check(NS(as_dict=lambda: {"a": "GPU", "b": "DLA1"}), gpu_only)
+    assert not check.dla_checked and check.unknown_in_a_row == 1
+
+
+def test_trial_line_says_a_partly_known_placement():
+    assert placement_field(_partly({"a": "DLA0", "b": UNKNOWN_DEVICE})) == "placement_known=partly:1/2_segments"
+    assert placement_field(Measurement(status="ok", latency_samples_ms=[1.0],
+                                       extra={"placement_known": False})) == "placement_known=false"
+    assert placement_field(Measurement(status="ok", latency_samples_ms=[1.0])) is None
