@@ -21,7 +21,7 @@ from gymnasium import spaces
 from placetune.envs.base import PlacementEnvBase, feature_box
 from placetune.envs.ids import ENTRY_POINTS, STAGES_ENV_ID
 from placetune.errors import ConfigError, PlacementError
-from placetune.placement.stages import DEFAULT_MAX_STAGES, Stage, assignment_of, cut_points
+from placetune.placement.stages import DEFAULT_MAX_STAGES, Stage, assignment_of, cut_points, stages_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,7 +66,9 @@ class PlacementStagesEnv(PlacementEnvBase):
 
     Reward and final info: as :class:`~placetune.envs.PlacementEnv` (0 until the last block,
     then ``log`` of the gain over all-GPU); the final info also has ``stages``, the
-    ``(first unit, end unit, device)`` triples of the placement.
+    ``(first unit, end unit, device)`` triples of the placement, read from its units as
+    :func:`~placetune.placement.stages.stages_of` reads them (one list per placement, whichever
+    actions made it).
 
     Args:
         model: zoo name, ONNX path or :class:`~placetune.model.model.Model` (default ``resnet18``).
@@ -204,21 +206,19 @@ class PlacementStagesEnv(PlacementEnvBase):
         reward = 0.0
         info: dict[str, Any] = {"invalid_action": invalid}
         if terminated:
-            reward, end = self._measure(self.unit_assignment())
+            assignment = self.unit_assignment()
+            reward, end = self._measure(assignment)
             info.update(end)
             info["invalid_actions"] = self._invalid
-            info["stages"] = self._stage_triples()
+            info["stages"] = self._stage_triples(assignment)
         info["action_mask"] = self._block_allowed()
         return self._obs(), reward, terminated, False, info
 
-    def _stage_triples(self) -> list[tuple[int, int, str]]:
-        out: list[tuple[int, int, str]] = []
-        for (s, e), d in zip(self.blocks, self._devices_chosen.tolist()):
-            if out and out[-1][2] == self.devices[d]:
-                out[-1] = (out[-1][0], e, out[-1][2])
-            else:
-                out.append((s, e, self.devices[d]))
-        return out
+    def _stage_triples(self, assignment: list[int]) -> list[tuple[int, int, str]]:
+        """The placement's stages as :func:`stages_of` reads them, not as the blocks were chosen: after a
+        DLA stage, a block the DLA cannot run put on the GPU and the same block left in the DLA stage (it
+        falls back to the GPU) are one placement, and get one stage list."""
+        return [(s, e, self.devices[d]) for s, e, d in stages_of(self.space, assignment)]
 
     def _render_state(self) -> tuple[list[int], int | None]:
         cursor = self.blocks[self._cursor][0] if self._cursor < self.n_blocks else None
