@@ -26,6 +26,19 @@ def seed(name: str) -> int:
     return int(value)
 
 
+#: a seeded property test's parameter for this run's fresh seed, beside its fixed cases (the seeds earlier
+#: fresh runs failed on, kept as fixed cases): ``@pytest.mark.parametrize("seed", [0, 1, FRESH])``
+FRESH = "fresh"
+
+
+def case_seed(value: int | str) -> int:
+    """The seed of a property test's case: a fixed one as given, :data:`FRESH` as this run's
+    ``PLACETUNE_FUZZ_SEED`` (drawn per run, printed in the header, replayed from the environment).
+    The fresh case is resolved inside the test, not at collection, so that every pytest-xdist
+    worker collects the same tests."""
+    return seed("PLACETUNE_FUZZ_SEED") if value == FRESH else int(value)
+
+
 def replay_line() -> str:
     """One line naming every seed of this run and how to replay it."""
     return "placetune seeds: " + ", ".join(f"{name}={seed(name)}" for name in SEEDS) + " (set them to replay)"

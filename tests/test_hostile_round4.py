@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from placetune.cli.main import main
+from tests.seeds import FRESH, case_seed
 
 DATA = Path(__file__).parent / "data"
 
@@ -74,10 +75,11 @@ def _naive(history, patience, min_gain=0.01):
     return trial, bests
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", [*range(6), FRESH])
 def test_the_convergence_rule_keeps_its_answers(seed):
     """The running minimum and bisection give the brute-force rule's answers, re-measurements (a
     realisation's value replaced, the best moving back up) included."""
+    seed = case_seed(seed)
     from placetune.tuning.convergence import ConvergenceWatch
 
     rng = random.Random(seed)

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 from placetune import ConfigError, Model, UnknownNameError
 from placetune.tuning.evaluator import Evaluator
 from placetune.placement.placement import Placement
+from tests.seeds import FRESH, case_seed
 from search import Budget, SearchRun, agent_names, baseline_assignments, get_agent
 from search.exact import engine_bound
 
@@ -328,8 +329,9 @@ def brute_force(ev: Evaluator, granularity: str) -> float:
     return best
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", [*range(6), FRESH])
 def test_exact_dp_matches_brute_force_on_random_graphs(seed):
+    seed = case_seed(seed)
     model = random_graph(seed, 7 + seed % 3)
     platform = "orin-agx" if seed < 3 else "xavier-nx"
     ev = Evaluator(model, platform, mode="engine", precision="fp16" if seed % 2 else "int8")
@@ -351,9 +353,10 @@ def test_exact_dp_matches_brute_force_on_random_graphs(seed):
     assert r2.certified and r2.best_value == pytest.approx(truth, rel=1e-9)
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", [*range(8), FRESH])
 def test_dp_minimises_random_costs_exactly(seed):
     """The DP itself, on a landscape where the optimum is anything: random terms on random DAGs."""
+    seed = case_seed(seed)
     rng = np.random.default_rng(seed)
     model = random_graph(100 + seed, 9, size=4)
     ev = Evaluator(model, "orin-agx", mode="engine", precision="fp16")

@@ -17,6 +17,7 @@ import pytest
 from placetune import ConfigError, ModelError, PlacementError, PlacetuneError
 from placetune.tuning.evaluator import Evaluator
 from placetune.model.model import Model
+from tests.seeds import FRESH, case_seed
 
 from ._harness import COUNTS
 
@@ -140,10 +141,11 @@ def _mutate(doc, rng: random.Random):
     return doc
 
 
-def test_randomly_mutated_plans_never_crash(good_plan, tmp_path):
+@pytest.mark.parametrize("seed", [7, FRESH])
+def test_randomly_mutated_plans_never_crash(good_plan, tmp_path, seed):
     path, model = good_plan
     doc = json.loads(path.read_text())
-    rng = random.Random(7)
+    rng = random.Random(case_seed(seed))
     loaded = refused = 0
     crashes = []
     for i in range(300):
