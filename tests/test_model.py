@@ -354,6 +354,44 @@ def test_tensorrt_plugin_takes_the_shapes_the_file_declares(domain):
     assert check_model(m, "orin-agx", "fp16")["/model.0/conv/Conv"].supported
 
 
+def _nms_without_shapes(op="EfficientNMS_TRT", keep: int | None = 100, then_cast=False):
+    """The YOLO-like head ending in ``op`` whose four outputs declare a type but no shape."""
+    from .detector import append_efficient_nms
+    proto = append_efficient_nms(_yolo_like_head(), batch="batch")
+    node = proto.graph.node[-1]
+    node.op_type = op
+    del node.attribute[:]
+    key = "max_output_boxes" if op == "EfficientNMS_TRT" else "keepTopK"
+    node.attribute.extend([helper.make_attribute(k, v) for k, v in
+                           (("score_threshold", 0.25), ("iou_threshold", 0.45), (key, keep)) if v is not None])
+    for out in proto.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    if then_cast:  # a layer after the plugin reads its shape
+        proto.graph.node.append(helper.make_node("Cast", ["num_dets"], ["n"], name="/post/Cast", to=TensorProto.FLOAT))
+        proto.graph.output.append(helper.make_tensor_value_info("n", TensorProto.FLOAT, None))
+    return proto
+
+
+@pytest.mark.parametrize("op, classes", [("EfficientNMS_TRT", "int32"), ("BatchedNMSDynamic_TRT", "float32"),
+                                         ("BatchedNMS_TRT", "float32")])
+def test_an_nms_plugin_whose_outputs_declare_no_shape_takes_them_from_its_attributes(op, classes):
+    """Before: refused at load ("declare the plugin's output shapes in the file") though TensorRT's plugin
+    READMEs give them: num_detections [batch, 1] INT32, boxes [batch, K, 4], scores and classes [batch, K],
+    K its max_output_boxes (EfficientNMS_TRT) or keepTopK (BatchedNMS), batch its boxes input's."""
+    m = Model.load(_nms_without_shapes(op, keep=50, then_cast=True), ["images=2x3x32x32"])
+    nms = m.layer("/nms/EfficientNMS_TRT")
+    assert nms.plugin and [(t.shape, t.dtype) for t in nms.outputs] == [
+        ((2, 1), "int32"), ((2, 50, 4), "float32"), ((2, 50), "float32"), ((2, 50), classes)]
+    assert m.layer("/post/Cast").output_shape == (2, 1) and m.outputs[1].shape == (2, 50, 4)
+
+
+def test_an_nms_plugin_without_its_kept_boxes_attribute_keeps_the_clear_refusal():
+    """No max_output_boxes: the plugin's outputs cannot be sized from the file, so the load refuses it, naming it."""
+    with pytest.raises(ModelError, match=r"^layer '/nms/EfficientNMS_TRT' \(EfficientNMS_TRT\) has no shape "
+                                         r"inference for output 'num_dets'.*declare the plugin's output shapes"):
+        Model.load(_nms_without_shapes(keep=None), ["images=2x3x32x32"])
+
+
 def test_plugin_with_a_static_declared_batch_follows_a_batch_override():
     from .detector import append_efficient_nms
     m = Model.load(append_efficient_nms(_yolo_like_head(batch=1), batch=1), ["images=4x3x32x32"])

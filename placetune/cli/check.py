@@ -27,11 +27,13 @@ if TYPE_CHECKING:
     import placetune.model.misreads as _misreads
     import placetune.placement.placement as _placement
     import placetune.placement.realise as _realise
+    import placetune.plan.trtexec as _trtexec
 else:
     _inputdata = lazy_import("placetune.inputdata")
     _misreads = lazy_import("placetune.model.misreads")
     _placement = lazy_import("placetune.placement.placement")
     _realise = lazy_import("placetune.placement.realise")
+    _trtexec = lazy_import("placetune.plan.trtexec")
 
 __all__ = ["cmd_check", "check_table", "short_reason", "with_dla", "LOG_WIDTH"]
 
@@ -123,6 +125,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             "gmacs": round(model.total_macs / 1e9, 4),
             "data_dependent_ops": _inputdata.data_dependent_ops(model),
             "parser_misread": misread,
+            "problems": problems(model, args.precision, str(args.trt_version)),
         },
     }
     width = None if args.wide else (terminal_width() or LOG_WIDTH)
@@ -143,6 +146,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         human += (f"\nTensorRT {args.trt_version}'s ONNX parser would build another network than this model (its "
                   f"plans would be built wrong there): {misread}"
                   f"{_misreads.later_rules_hint(model.proto, str(args.trt_version)) if platform.name.startswith('orin') else ''}")
+    for p in s["problems"]:
+        human += (f"\nproblem in {' and '.join(p['modes'])} mode (placetune tune refuses it, exit {p['exit_code']}; "
+                  f"its plans could not be exported for trtexec): {line_safe(p['message'])}")
     same = _same_target(args)
     if not platform.dla_count:  # nothing to search: tune refuses this platform
         human += (f"\n{platform.name} has no DLA core: every layer runs on the GPU, so there is no placement to tune "
@@ -154,6 +160,17 @@ def cmd_check(args: argparse.Namespace) -> int:
               f"\n      placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
     show(args, doc, wrap(human, width))
     return 0
+
+
+def problems(model: Any, precision: str, trt_version: str) -> list[dict[str, Any]]:
+    """What ``placetune tune`` refuses at its start for this model (the export's own refusals,
+    :func:`placetune.plan.trtexec.export_refusals`), each with the modes it holds in and its exit code."""
+    every = _trtexec.export_refusals(model, "pipeline", precision, trt_version)
+    out = [{"modes": ["engine", "pipeline", "replicas"], "exit_code": e.exit_code, "message": str(e)} for e in every]
+    said = {str(e) for e in every}
+    out += [{"modes": ["engine", "replicas"], "exit_code": e.exit_code, "message": str(e)}
+            for e in _trtexec.export_refusals(model, "engine", precision, trt_version) if str(e) not in said]
+    return out
 
 
 def _same_target(args: argparse.Namespace) -> str:

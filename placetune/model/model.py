@@ -27,7 +27,7 @@ from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeEr
 from placetune.model.graphfold import SMALL_CONST_ELEMENTS, GraphFolder, attr_value as _attr_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
-from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, exporter_image_size, has_schema, keep_declared_plugin_shapes, local_functions
+from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, exporter_image_size, has_schema, keep_declared_plugin_shapes, local_functions, nms_plugin_shapes
 from placetune.model.parsable import refuse_unparsable
 from placetune.model.runnable import refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
@@ -382,6 +382,14 @@ def _build(
     declared = keep_declared_plugin_shapes(proto, original, inputs)
     nodes = _toposort(list(graph.node), set(init) | {t.name for t in inputs} | {""})
     info = _infer(proto)
+    inferred = nms_plugin_shapes(graph, info, declared)  # an NMS plugin's undeclared outputs, from its attributes
+    if inferred:
+        declared.update(inferred)
+        for out in graph.output:
+            if out.name in inferred:
+                out.CopyFrom(inferred[out.name])
+        graph.value_info.extend(v for k, v in inferred.items() if k not in {o.name for o in graph.output})
+        info = _infer(proto)  # the layers after it take its shapes
 
     # ---- fold shape-only computation and constant subgraphs
     values: dict[str, np.ndarray] = {}

@@ -373,3 +373,45 @@ def batch_overrides(graph: onnx.GraphProto, init_names: set[str], overrides: dic
             raise ShapeError(f"--batch {batch}: input {inp.name!r} [{shown}] has other dynamic dimensions: "
                              f"pass --shape {inp.name}={example_dims(dims, image_size, batch)}")
     return out
+
+
+#: TensorRT's NMS plugins whose four output shapes follow from their attributes and their boxes input
+#: (TensorRT's plugin/efficientNMSPlugin/README.md and plugin/batchedNMSPlugin/README.md, "Outputs"):
+#: op -> the attribute of the boxes kept per image. num_detections ``[batch, 1]`` INT32; boxes
+#: ``[batch, K, 4]``; scores ``[batch, K]``; classes ``[batch, K]``, INT32 for EfficientNMS_TRT and
+#: FLOAT32 for BatchedNMS, whose boxes, scores and classes the README gives as float32 tensors.
+NMS_KEEP = {"EfficientNMS_TRT": "max_output_boxes", "BatchedNMS_TRT": "keepTopK", "BatchedNMSDynamic_TRT": "keepTopK"}
+
+
+def nms_plugin_shapes(graph: onnx.GraphProto, info: Mapping[str, tuple[list | None, int]],
+                      known: Mapping[str, onnx.ValueInfoProto]) -> dict[str, onnx.ValueInfoProto]:
+    """The output shapes of the NMS plugin nodes (:data:`NMS_KEEP`) the file declares none for (``known``:
+    the declared ones), from the plugin's attribute (``max_output_boxes``, ``keepTopK``) and the batch of its
+    boxes input (``info``: ONNX inference's dims and element types), where that is unambiguous: four outputs,
+    a positive whole attribute, boxes and scores inputs of one known static batch, of float32 (or float16 for
+    EfficientNMS_TRT, whose boxes and scores outputs take their inputs' type). Any other node keeps its
+    refusal (placetune needs every layer's shape)."""
+    out: dict[str, onnx.ValueInfoProto] = {}
+    for node in graph.node:
+        key = NMS_KEEP.get(node.op_type)
+        outputs = list(node.output)
+        if key is None or len(outputs) != 4 or len(node.input) < 2 or all(o in known for o in outputs if o):
+            continue
+        attrs = {a.name: a for a in node.attribute}
+        k = attrs[key].i if key in attrs and attrs[key].type == onnx.AttributeProto.INT else 0
+        boxes, scores = (info.get(x, (None, 0)) for x in node.input[:2])
+        batches = {d[0] for d, _ in (boxes, scores) if d}
+        floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16) if node.op_type == "EfficientNMS_TRT" else (onnx.TensorProto.FLOAT,)
+        if k <= 0 or not boxes[0] or not scores[0] or len(batches) != 1 or boxes[1] not in floats \
+                or scores[1] not in floats:
+            continue
+        batch = batches.pop()
+        if not isinstance(batch, int) or batch <= 0:
+            continue
+        classes = onnx.TensorProto.INT32 if node.op_type == "EfficientNMS_TRT" else onnx.TensorProto.FLOAT
+        shapes = [(onnx.TensorProto.INT32, [batch, 1]), (boxes[1], [batch, k, 4]), (scores[1], [batch, k]),
+                  (classes, [batch, k])]
+        for name, (elem, dims) in zip(outputs, shapes):
+            if name and name not in known:
+                out[name] = helper.make_tensor_value_info(name, elem, dims)
+    return out

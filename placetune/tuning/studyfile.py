@@ -84,19 +84,21 @@ _TIMEOUT_RANGE = f"positive and at most {MAX_TIMEOUT_S:g} s, at least {MIN_TIMEO
 DEFAULT_MODEL = "resnet50"
 
 
-def parse_duration(text: str | int | float | None) -> float | None:
-    """``"8h"``, ``"30m"``, ``"90s"``, ``"1h30m"`` or a number of seconds -> seconds.
+def parse_duration(text: str | int | float | None, what: str | None = None) -> float | None:
+    """``"8h"``, ``"30m"``, ``"90s"``, ``"1h30m"`` or a number of seconds -> seconds. ``what``: the option
+    or study-file key the value came from, as a refusal names it (None: ``--timeout`` / ``timeout``).
 
     Raises:
         ConfigError: not a duration.
     """
     if text is None or text == "":
         return None
+    key = what or "timeout"
     if isinstance(text, bool):
-        raise ConfigError(f"timeout must be a duration (e.g. 8h, 30m, 90s) or seconds, got {text!r}")
+        raise ConfigError(f"{key} must be a duration (e.g. 8h, 30m, 90s) or seconds, got {text!r}")
     if isinstance(text, (int, float)):
         if not MIN_TIMEOUT_S <= text <= MAX_TIMEOUT_S:
-            raise ConfigError(f"timeout must be {_TIMEOUT_RANGE}, got {str(text)[:40]}")
+            raise ConfigError(f"{key} must be {_TIMEOUT_RANGE}, got {str(text)[:40]}")
         return float(text)
     s = str(text).strip().lower()
     try:
@@ -108,11 +110,12 @@ def parse_duration(text: str | int | float | None) -> float | None:
         units = [b for _, b in parts]
         # each unit once: "1h1h" would otherwise add up to 2 h, a typo read as a longer run
         if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", "") or len(set(units)) != len(units):
-            raise ConfigError(f"bad --timeout {str(text)[:40]!r}: use a number of seconds or each of h, m, s at most "
-                              "once (e.g. 8h, 30m, 90s or 1h30m)") from None
+            head = f"{what} {str(text)[:40]!r}" if what else f"bad --timeout {str(text)[:40]!r}"
+            raise ConfigError(f"{head}: use a number of seconds or each of h, m, s at most once (e.g. 8h, 30m, 90s "
+                              "or 1h30m)") from None
         value = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
     if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
-        raise ConfigError(f"timeout must be {_TIMEOUT_RANGE}, got {str(text)[:40]!r}")
+        raise ConfigError(f"{key} must be {_TIMEOUT_RANGE}, got {str(text)[:40]!r}")
     return value
 
 
@@ -410,7 +413,7 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
         raise ConfigError(f"study file {p}: unknown key(s) in [study]: {', '.join(sorted(map(str, unknown)))}; "
                           f"{_study_key_hint(sorted(map(str, unknown))[0])}")
     if "timeout" in study:
-        study["timeout"] = parse_duration(study["timeout"])
+        study["timeout"] = parse_duration(study["timeout"], f"study file {p}: [study] timeout")
     if "shapes" in study and isinstance(study["shapes"], str):
         study["shapes"] = [study["shapes"]]
     def resolve(model: Any) -> Any:

@@ -16,6 +16,7 @@ from placetune.hardware.platforms import get_platform
 from placetune.inputdata import timed_settings
 from placetune.model.merge import load_networks, network_names
 from placetune.model.model import Model
+from placetune.plan.trtexec import refuse_unexportable
 from placetune.settings import Settings, check_replica_devices, rules_version
 from placetune.store.store import Store
 from placetune.tuning.constraints import check_networks, parse_constraints
@@ -117,6 +118,8 @@ class StudyOpener:
         # input data that does not fit the model is refused before the database is touched; the input the
         # study is timed on is one of its settings (a study refuses to be resumed on another)
         settings = timed_settings(backend, settings, model)
+        # what the morning's export (and build) would refuse for every plan of this study: refused now
+        refuse_unexportable(model, settings.mode, settings.precision, str(settings.trt_version))
         store = Store(cfg.storage)
         settings = self._resume_settings(store, model, backend, settings, settings.replace(**legacy))
         study = cfg.study or self._default_study(store, model, backend, settings)
