@@ -26,7 +26,7 @@ from placetune.settings import check_trt_version
 from placetune.wording import plural
 
 
-__all__ = ["engine_files", "static_batch", "target_version", "trtexec_commands", "trtexec_script", "untyped_int8_plan"]
+__all__ = ["engine_files", "one_line", "static_batch", "target_version", "trtexec_commands", "trtexec_script", "untyped_int8_plan"]
 
 
 def _version_tuple(text: Any) -> tuple[int, ...]:
@@ -312,7 +312,7 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
                           "carry it; rename it in the ONNX model or the study")
     # nothing user-controlled may start a new line: a study named "x\ntouch PWNED" stays inside its
     # comment; the commands themselves are quoted by shell_line
-    return [_one_line(line) if line.startswith("#") else line for line in lines]
+    return [one_line(line) if line.startswith("#") else line for line in lines]
 
 
 #: ONNX element types -> trtexec's --inputIOFormats type (sampleOptions.cpp stringToValue<DataType>: release/8.5
@@ -405,8 +405,9 @@ def plugin_comments(plugins: Any, vt: tuple[int, ...]) -> list[str]:
 _CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
-def _one_line(comment: str) -> str:
-    """A comment with every control character (newline, carriage return...) written as an escape."""
+def one_line(comment: str) -> str:
+    """A comment (or any text a script or note quotes) with every control character (newline,
+    carriage return...) written as an escape: it stays on one line."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], comment)
 
 
