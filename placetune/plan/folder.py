@@ -50,7 +50,8 @@ from placetune.plan.trtexec import engine_files as _engine_files
 from placetune.wording import plural
 from placetune.model.misreads import old_parser_misread
 from placetune.model.onnx_io import load_with_weights
-from placetune.placement.cut import cut, load_source, with_batch
+from placetune.model.source import load_source, with_batch
+from placetune.placement.cut import cut
 from placetune.plan.file import Plan
 from placetune.plan.deploy_notes import (DEEPSTREAM_FILE, DIRECT_IO_ENFORCED_BEFORE, deepstream_config,
                                          deepstream_refusal, direct_io_blocks, io_lines, target_lines, verify_lines)

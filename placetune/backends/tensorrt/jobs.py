@@ -29,7 +29,7 @@ from placetune.backends.jetson import UNEXPLAINED_FALLBACK
 from placetune.hardware.locked_clocks import clocks_tag
 from placetune.measurement import Measurement
 from placetune.memo import Memo
-from placetune.placement.cut import load_source
+from placetune.model.source import load_source
 from placetune.placement.cut_formats import CutFormat, reformats_at_cuts
 from placetune.placement.placement import dla_core
 
