@@ -92,7 +92,7 @@ def _errors(ev: "Evaluator", sim: CorrectedSimulator, objective: Any, correction
         got = _time_like(objective, m)
         if got is None or not m.realized:
             continue
-        pred = _time_like(objective, _Eval(sim._evaluate(sim.structure.codes(m.realized))))
+        pred = _time_like(objective, _Eval(sim.evaluate(sim.structure.codes(m.realized))))
         if pred is not None:
             out.append(abs(math.log(got / pred)))
     return out

@@ -319,7 +319,7 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
             if not m.ok or not m.realized or set(m.realized) != set(model.names):
                 continue
             codes = st.codes(m.realized)
-            sa = sim._segments(codes, pipeline)
+            sa = sim.segments(codes, pipeline)
             ci = codes.astype(np.intp)
             t, seg_time, _, seg_dev, rows = sim.parts(ci, sa)  # uncorrected
             measured = {int(s.get("index", j)): s for j, s in enumerate(m.segment_times_ms or [])}
@@ -341,11 +341,11 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
         sim.correction = Correction(seg.mean, np.zeros(len(PLAN_FEATURES)))
         Xp, yp = [], []
         for codes, m in plans:
-            e = sim._evaluate(codes)
+            e = sim.evaluate(codes)
             pred, got = _time_like(objective, _Eval(e)), _time_like(objective, m)
             if pred is None or got is None:
                 continue
-            Xp.append(plan_row(e.period_ms or 0.0, e.busy_ms or {}, len(sim._segments(e.realized, pipeline))))
+            Xp.append(plan_row(e.period_ms or 0.0, e.busy_ms or {}, len(sim.segments(e.realized, pipeline))))
             yp.append(math.log(got / pred))
         plan = Ridge([p for _, p in PLAN_FEATURES]).fit(np.array(Xp).reshape(-1, len(PLAN_FEATURES)), np.array(yp))
     finally:

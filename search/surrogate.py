@@ -37,6 +37,7 @@ from placetune.placement.stages import cut_points, sample_stages
 from .residual import CorrectedSimulator
 
 if TYPE_CHECKING:
+    from placetune.calibration import FitResult
     from placetune.tuning.evaluator import Evaluator
     from placetune.tuning.objectives import Objective
     from placetune.placement.space import Space
@@ -83,23 +84,11 @@ def simulator(profile: Any = None) -> Any:
     return SimulatedJetson(timeline=False, profile=profile)
 
 
-def _cv_error(result: Any) -> float | None:
-    """Median relative error of a FitResult's cross-validation (the fitter's own summary)."""
-    cv = getattr(result, "cross_validated", None)
-    if cv is None:
-        return None
-    if isinstance(cv, dict):
-        for key in ("median", "median_rel", "median_error"):
-            if key in cv:
-                return float(cv[key])
-        return None
-    for key in ("median", "median_rel", "median_error"):
-        if hasattr(cv, key):
-            return float(getattr(cv, key))
-    try:
-        return float(cv)
-    except (TypeError, ValueError):
-        return None
+def _cv_error(result: "FitResult") -> float | None:
+    """Median relative error of a fit's cross-validation (the fitter's own summary; None when
+    the fit did not cross-validate)."""
+    median = result.cross_validated.get("median")
+    return None if median is None else float(median)
 
 
 class RunObservations:

@@ -184,3 +184,15 @@ def test_a_search_fits_its_first_few_measurements_too():
     assert 1.5 < fit.profile.dla < 3.0  # most of the way from the nominal 1.0, held back by the prior
     with pytest.raises(ConfigError, match="needs at least 8"):  # calibrate keeps its minimum
         fit_profile(ev.model, ev.platform, ev.settings, ms)
+
+
+def test_a_search_fit_reports_the_fitters_cross_validated_error():
+    """The guided agent's model error is the calibration fit's own cross-validated median; a fit
+    asked not to cross-validate reports none rather than a guess."""
+    from search.surrogate import fit_ensemble
+
+    ev, ms = _study(None, None, DeviceProfile("orin-agx", dla=2.5), 12, mode="engine", seed=4)
+    fit = fit_ensemble(ev, ms, ensemble=0)
+    own = fit_profile(ev.model, ev.platform, ev.settings, ms)
+    assert fit.cv_error == own.cross_validated["median"] and fit.cv_error is not None
+    assert fit_ensemble(ev, ms, ensemble=0, cross_validate=0).cv_error is None

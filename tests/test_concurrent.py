@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 from placetune import ConfigError, Evaluator, Model, Placement
 from placetune.cli.main import main
 from placetune.model.merge import load_networks, merge_models, network_names, networks_in
-from placetune.placement.cut import load_source
+from placetune.model.source import load_source
 from placetune.tuning.concurrent import naive_label, naive_placements, network_latencies
 from placetune.tuning.constraints import parse_constraint
 

@@ -15,7 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from placetune import Model, ModelError, Placement
-from placetune.placement.cut import cut, load_source, randomize_weights, run_segments, swap_inputs
+from placetune.model.source import load_source, randomize_weights
+from placetune.placement.cut import cut, run_segments, swap_inputs
 
 DATA = Path(__file__).parent / "data"
 DEVICES = ("GPU", "DLA0", "DLA1")

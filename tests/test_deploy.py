@@ -18,7 +18,7 @@ import pytest
 import placetune
 from placetune import Model, Placement
 from placetune.cli.main import main
-from placetune.placement.cut import load_source, randomize_weights
+from placetune.model.source import load_source, randomize_weights
 from tests.fakes import fake_env
 
 DATA = Path(__file__).parent / "data"

@@ -57,11 +57,12 @@ def test_a_fit_without_diagnostics_gives_the_same_profile_and_simulates_only_con
 
 
 def test_the_contention_fit_simulates_periods_as_the_full_simulator_does(study):
-    from placetune.calibration.fit import _Params, _periods, _predict
+    from placetune.calibration.design import Params
+    from placetune.calibration.fit import _periods, _predict
 
     ev, ms = study
     obs = [o for o in observations(ev.model, ev.platform, ev.settings, ms) if o.kind == "period"]
-    params = _Params(obs)
+    params = Params(obs)
     theta = np.zeros(params.P)
     got = _periods(obs, params, theta, TRUTH, ev.platform)
     want = [_predict(o, params, theta, TRUTH, ev.platform) for o in obs]

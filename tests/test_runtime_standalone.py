@@ -16,7 +16,7 @@ import pytest
 
 import placetune.runtime
 from placetune import Model
-from placetune.placement.cut import load_source, randomize_weights
+from placetune.model.source import load_source, randomize_weights
 from tests.fakes import FAKES_DIR, fake_env
 from tests.test_deploy import THREE, _run, _study
 

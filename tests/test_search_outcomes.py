@@ -273,7 +273,7 @@ def test_the_plan_residual_tells_a_gpu_bound_plan_from_a_dla_bound_one():
     def error(correction):
         inc.correction = correction
         return float(np.median([abs(np.log(_time_like(ev.objective, m) / _time_like(
-            ev.objective, _Eval(inc._evaluate(_codes(ev.model, m.realized)))))) for m in plans[24:]]))
+            ev.objective, _Eval(inc.evaluate(_codes(ev.model, m.realized)))))) for m in plans[24:]]))
 
     before, after = error(Correction.none()), error(corr)
     assert after < before / 3, (before, after)

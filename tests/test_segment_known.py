@@ -16,7 +16,7 @@ import pytest
 from placetune import ConfigError, Evaluator, Model, Placement
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.measurement import UNKNOWN_DEVICE, Measurement
-from placetune.placement.cut import load_source, randomize_weights
+from placetune.model.source import load_source, randomize_weights
 from placetune.plan.export import export_plan
 from placetune.report.trace import chrome_trace
 from placetune.store import Store

@@ -952,3 +952,21 @@ def test_tables_another_process_created_between_two_reads_are_not_called_damaged
         assert store.schema_version == SCHEMA_VERSION
     finally:
         store.close()
+
+
+def test_a_models_row_is_read_through_the_store_and_checked(model, tmp_path):
+    """The row a study's model is loaded again from: None when absent, refused when edited to the
+    wrong types, and read like every other query (a closed store says so)."""
+    db = tmp_path / "m.db"
+    store = Store(str(db))
+    store.get_or_create_model(model)
+    assert store.model_row("0" * 64) is None
+    row = store.model_row(model.hash)
+    assert row.name == model.name and row.shapes == {k: list(v) for k, v in model.input_shapes.items()}
+    with sqlite3.connect(db) as con:
+        con.execute("update pt_models set shapes = 5.1e284")
+    with pytest.raises(StoreError, match=f"stored model {model.hash[:12]} .* is corrupt"):
+        store.model_row(model.hash)
+    store.close()
+    with pytest.raises(StoreError, match="is closed"):
+        store.model_row(model.hash)

@@ -21,7 +21,7 @@ from placetune import ConfigError, Evaluator, Model, Placement
 from placetune.backends.tensorrt.backend import GATE_TOLERANCE, TensorRTBackend
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.pool import WORKER_FILE
-from placetune.placement.cut import load_source, randomize_weights
+from placetune.model.source import load_source, randomize_weights
 from placetune.report.trace import chrome_trace
 from tests.fakes import FAKES_DIR, VERSIONS, fake_env
 

@@ -4,7 +4,7 @@ Every segment or end-to-end latency observation is a row: its layers' nominal ti
 columns of their (device kind, layer) factors, plus its boundary, loadable and per-engine terms
 (:mod:`placetune.calibration.fit` solves the weighted ridge problem on these rows).
 
-A row depends on its observation and the layout alone, so :func:`_design` keeps the rows it
+A row depends on its observation and the layout alone, so :func:`design_matrix` keeps the rows it
 built (the last :data:`ROWS_KEPT`, by observation and layout): a search refits on the same
 observations many times a round (bootstrap resamples, cross-validation folds) and every round.
 """
@@ -23,9 +23,9 @@ from placetune.calibration.profile import OP_CLASSES
 if TYPE_CHECKING:
     from placetune.model.model import Model
 
-__all__ = ["Observation"]
+__all__ = ["Observation", "Params", "design_matrix"]
 
-#: design rows :func:`_design` keeps (least recently used first out)
+#: design rows :func:`design_matrix` keeps (least recently used first out)
 ROWS_KEPT = 8192
 _ROWS: IdentityMemo[np.ndarray] = IdentityMemo(ROWS_KEPT)
 
@@ -68,7 +68,7 @@ class Observation:
     measured_layers_ms: np.ndarray | None = None
 
 
-class _Params:
+class Params:
     """Parameter layout: phi per (kind, layer name), psi per (kind, class), delta per kind, b, l, e."""
 
     def __init__(self, obs: Sequence[Observation]) -> None:
@@ -123,7 +123,7 @@ class _Params:
         return x
 
 
-def _build(params: _Params, lin: Sequence[Observation]) -> np.ndarray:
+def _build(params: Params, lin: Sequence[Observation]) -> np.ndarray:
     """The rows of ``lin`` as one dense matrix (one scatter-add for all layer terms)."""
     X = np.zeros((len(lin), params.P))
     rows = np.repeat(np.arange(len(lin)), [o.layer_idx.size for o in lin])
@@ -135,7 +135,7 @@ def _build(params: _Params, lin: Sequence[Observation]) -> np.ndarray:
     return X
 
 
-def _design(params: _Params, lin: Sequence[Observation]) -> np.ndarray:
+def design_matrix(params: Params, lin: Sequence[Observation]) -> np.ndarray:
     """The rows of ``lin`` as one dense matrix; rows built for these observations and this
     layout before are reused (the same values: a row depends on nothing else)."""
     layout = params.layout

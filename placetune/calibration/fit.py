@@ -27,7 +27,7 @@ import numpy as np
 
 from placetune.backends.simulate.costs import DEVICE_CODE, cost_table, graph_info, power_factor
 from placetune.backends.simulate.profiled import apply_profile
-from placetune.calibration.design import Observation, _design, _Params
+from placetune.calibration.design import Observation, Params, design_matrix
 from placetune.calibration.profile import KINDS, OP_CLASSES, DeviceProfile
 from placetune.errors import ConfigError
 from placetune.measurement import Measurement
@@ -124,7 +124,7 @@ def observations(model: "Model", platform: "Platform", settings: "Settings", mea
 # =========================================================================================
 # the linear least-squares problem
 # =========================================================================================
-def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float], *, ridge: float,
+def _solve(params: Params, obs: Sequence[Observation], weights: dict[str, float], *, ridge: float,
            layer_shrinkage: float, layer_weight: float, engine0: float) -> tuple[np.ndarray, np.ndarray]:
     """(theta, information per parameter) of the weighted ridge problem."""
     P = params.P
@@ -132,7 +132,7 @@ def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float
     H = np.zeros((P, P))
     r = np.zeros(P)
     if lin:
-        X = _design(params, lin)
+        X = design_matrix(params, lin)
         y = np.array([o.measured_ms for o in lin])
         w = np.sqrt([weights.get(o.group, 1.0) for o in lin]) / np.maximum(y, _FLOOR_MS)
         nz = np.flatnonzero(X.any(axis=0))  # only the columns the rows touch (a few hundred)
@@ -186,7 +186,7 @@ def _solve(params: _Params, obs: Sequence[Observation], weights: dict[str, float
     return theta, info
 
 
-def _profile(params: _Params, theta: np.ndarray, info: np.ndarray, base: DeviceProfile, engine0: float,
+def _profile(params: Params, theta: np.ndarray, info: np.ndarray, base: DeviceProfile, engine0: float,
              contention: float) -> DeviceProfile:
     """The fitted factors as a profile composed with ``base``."""
     L, C = params.L, len(OP_CLASSES)
@@ -214,7 +214,7 @@ def _profile(params: _Params, theta: np.ndarray, info: np.ndarray, base: DeviceP
         layer_sigma=base.layer_sigma, seed=base.seed)
 
 
-def _predict(o: Observation, params: _Params, theta: np.ndarray, profile: DeviceProfile, platform: "Platform") -> float:
+def _predict(o: Observation, params: Params, theta: np.ndarray, profile: DeviceProfile, platform: "Platform") -> float:
     if o.kind == "period":
         if isinstance(o.realisation, Placement):
             o.realisation = realise(o.realisation, platform, mode="pipeline", precision=o.settings.precision)
@@ -223,13 +223,13 @@ def _predict(o: Observation, params: _Params, theta: np.ndarray, profile: Device
     return float(params.row(o) @ theta)
 
 
-def _relative(obs: Sequence[Observation], params: _Params, theta: np.ndarray, profile: DeviceProfile,
+def _relative(obs: Sequence[Observation], params: Params, theta: np.ndarray, profile: DeviceProfile,
               platform: "Platform") -> list[float]:
     """``predicted / measured - 1`` of each observation: the linear rows in one product, periods simulated."""
     pred = np.empty(len(obs))
     lin = [k for k, o in enumerate(obs) if o.kind != "period"]
     if lin:
-        pred[lin] = _design(params, [obs[k] for k in lin]) @ theta
+        pred[lin] = design_matrix(params, [obs[k] for k in lin]) @ theta
     for k, o in enumerate(obs):
         if o.kind == "period":
             pred[k] = _predict(o, params, theta, profile, platform)
@@ -247,7 +247,7 @@ def _end_to_end(obs: Sequence[Observation]) -> list[Observation]:
     return [o for o in obs if o.kind in ("latency", "period")]
 
 
-def _periods(per: Sequence[Observation], params: _Params, theta: np.ndarray, profile: DeviceProfile,
+def _periods(per: Sequence[Observation], params: Params, theta: np.ndarray, profile: DeviceProfile,
              platform: "Platform") -> np.ndarray:
     """:func:`_predict` of ``period`` observations, by the incremental simulator where it applies
     (the same figures as a full measurement, a fraction of its cost; one per model and settings)."""
@@ -349,7 +349,7 @@ class FitResult:
         return "\n".join(lines)
 
 
-def _unidentified(params: _Params, info: np.ndarray, obs: Sequence[Observation], contention_ok: bool) -> tuple[list[str], tuple[int, int]]:
+def _unidentified(params: Params, info: np.ndarray, obs: Sequence[Observation], contention_ok: bool) -> tuple[list[str], tuple[int, int]]:
     L = params.L
     cls = np.asarray(params.cls, dtype=np.intp)
     out = []
@@ -427,7 +427,7 @@ def fit_profile(model: "Model", platform: "Platform", settings: "Settings", meas
         fit_obs = [o for o in obs if o.group in weights]
     else:
         fit_obs = obs
-    params = _Params(obs)
+    params = Params(obs)
     engine0 = float(np.median([o.engine_ms for o in obs if o.engine_ms > 0] or [0.0]))
     kw = dict(ridge=ridge, layer_shrinkage=layer_shrinkage, layer_weight=layer_weight, engine0=engine0)
     theta, info = _solve(params, fit_obs, weights, **kw)

@@ -34,7 +34,7 @@ from placetune.errors import ConfigError, PlacetuneError
 from placetune.safetext import shown
 
 __all__ = ["LIMITS", "DEFAULT_LIMIT", "open_regular", "read_bytes", "read_text", "read_gzip", "check_regular",
-           "file_kind"]
+           "file_kind", "os_reason"]
 
 _MiB = 1 << 20
 #: The largest file of each kind placetune reads (bytes); :data:`DEFAULT_LIMIT` for other kinds.
@@ -69,7 +69,9 @@ def file_kind(mode: int) -> str:
     return next((words for test, words in _KINDS if test(mode)), "not a regular file")
 
 
-def _reason(exc: BaseException) -> str:
+def os_reason(exc: BaseException) -> str:
+    """Why an operation on a file failed, for a one-line error: the OS error's own words
+    (``strerror``, without the path it already names) or the exception's text, at most 200 characters."""
     return str(getattr(exc, "strerror", None) or exc)[:200]
 
 
@@ -91,7 +93,7 @@ def _regular(p: str, what: str, error: type[PlacetuneError], stdin: bool, limit:
         except FileNotFoundError:
             raise _refuse(error, what, p, "it does not exist (no such file)") from None
         except (OSError, ValueError) as exc:
-            raise _refuse(error, what, p, _reason(exc)) from None
+            raise _refuse(error, what, p, os_reason(exc)) from None
     if not stat.S_ISREG(st.st_mode):
         raise _not_regular(error, what, p, st.st_mode, stdin)
     cap = _limit(what, limit)
@@ -129,7 +131,7 @@ def open_regular(path: str | os.PathLike[str], what: str, *, error: type[Placetu
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as exc:
-        raise _refuse(error, what, p, _reason(exc)) from None
+        raise _refuse(error, what, p, os_reason(exc)) from None
     try:
         _regular(p, what, error, stdin, limit, os.fstat(fd))  # and after: the name may have changed meanwhile
         os.set_blocking(fd, True)
@@ -165,12 +167,12 @@ def read_bytes(path: str | os.PathLike[str], what: str, *, error: type[Placetune
         try:
             return _read_capped(sys.stdin.buffer, what, "-", cap, error)
         except (OSError, ValueError, AttributeError) as exc:
-            raise _refuse(error, what, "-", _reason(exc)) from None
+            raise _refuse(error, what, "-", os_reason(exc)) from None
     with open_regular(path, what, error=error, limit=cap, stdin=stdin) as fh:
         try:
             return _read_capped(fh, what, path, cap, error)
         except OSError as exc:
-            raise _refuse(error, what, path, _reason(exc)) from None
+            raise _refuse(error, what, path, os_reason(exc)) from None
 
 
 def read_text(path: str | os.PathLike[str], what: str, *, error: type[PlacetuneError] = ConfigError,
@@ -202,7 +204,7 @@ def read_gzip(path: str | os.PathLike[str], what: str = "model", *, error: type[
         except PlacetuneError:
             raise
         except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            raise _refuse(error, what, path, f"not a valid gzip stream ({_reason(exc)})") from None
+            raise _refuse(error, what, path, f"not a valid gzip stream ({os_reason(exc)})") from None
 
 
 _DIGESTS: dict[tuple[str, int, int, int, int], str] = {}

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterable, Union
 
 from placetune.errors import ConfigError, PlacetuneError
-from placetune.files.read import _reason, file_kind
+from placetune.files.read import file_kind, os_reason
 from placetune.safetext import shown
 
 __all__ = ["check_output", "refuse_inputs", "write_file", "Data"]
@@ -80,12 +80,12 @@ def _classify(path: Path, what: str, error: type[PlacetuneError], owned: Callabl
         except FileNotFoundError:
             raise error(f"cannot write {what} {where}: the folder {shown(parent)} does not exist") from None
         except (OSError, ValueError) as exc:
-            raise error(f"cannot write {what} {where}: {_reason(exc)}") from None
+            raise error(f"cannot write {what} {where}: {os_reason(exc)}") from None
         if not stat.S_ISDIR(pst.st_mode):
             raise error(f"cannot write {what} {where}: {shown(parent)} is {file_kind(pst.st_mode)}, not a folder")
         return _Target("new", path)
     except (OSError, ValueError) as exc:
-        raise error(f"cannot write {what} {where}: {_reason(exc)}") from None
+        raise error(f"cannot write {what} {where}: {os_reason(exc)}") from None
     mode = lst.st_mode
     if stat.S_ISDIR(mode):
         raise error(f"cannot write {what} {where}: it is a directory; give a file name")
@@ -103,7 +103,7 @@ def _classify(path: Path, what: str, error: type[PlacetuneError], owned: Callabl
             raise error(f"cannot write {what} {where}: it is a symbolic link to nothing "
                         f"({shown(os.readlink(path))}); refusing to create a file through a link") from None
         except (OSError, ValueError) as exc:
-            raise error(f"cannot write {what} {where}: {_reason(exc)}") from None
+            raise error(f"cannot write {what} {where}: {os_reason(exc)}") from None
     kind = st.st_mode
     fd = _std_fd(st)
     if fd is not None:
@@ -113,7 +113,7 @@ def _classify(path: Path, what: str, error: type[PlacetuneError], owned: Callabl
             real = Path(os.path.realpath(path, strict=True))
             again = os.lstat(real)
         except (OSError, ValueError) as exc:
-            raise error(f"cannot write {what} {where}: {_reason(exc)}") from None
+            raise error(f"cannot write {what} {where}: {os_reason(exc)}") from None
         if stat.S_ISREG(again.st_mode) and (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino):
             return _Target("replace", real, again)
     if stat.S_ISDIR(kind):
@@ -237,7 +237,7 @@ def _through(target: _Target, data: Data, what: str, error: type[PlacetuneError]
         if exc.errno == errno.ENXIO and stat.S_ISFIFO(kind):
             raise error(f"cannot write {what} {shown(target.path)}: it is a named pipe (FIFO) that no process "
                         "reads; start the reader first") from None
-        raise error(f"cannot write {what} {shown(target.path)}: {_reason(exc)}") from None
+        raise error(f"cannot write {what} {shown(target.path)}: {os_reason(exc)}") from None
     try:
         st = os.fstat(fd)
         if (st.st_mode & 0o170000) != (kind & 0o170000):
@@ -287,7 +287,7 @@ def write_file(path: str | os.PathLike[str], data: Data, what: str, *, error: ty
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except (OSError, ValueError) as exc:
-            raise error(f"cannot write {what} {shown(p)}: {_reason(exc)}") from None
+            raise error(f"cannot write {what} {shown(p)}: {os_reason(exc)}") from None
     for attempt in range(3):
         target = _classify(p, what, error, owned, hint)
         try:
@@ -306,5 +306,5 @@ def write_file(path: str | os.PathLike[str], data: Data, what: str, *, error: ty
         except BrokenPipeError:
             raise error(f"cannot write {what} {shown(p)}: the reader of the pipe went away") from None
         except (OSError, ValueError) as exc:
-            raise error(f"cannot write {what} {shown(p)}: {_reason(exc)}") from None
+            raise error(f"cannot write {what} {shown(p)}: {os_reason(exc)}") from None
     raise AssertionError("unreachable")  # pragma: no cover

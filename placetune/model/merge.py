@@ -153,7 +153,7 @@ def load_networks(sources: Sequence[str], *, batch: int | None = None, shapes: S
     cache, ``~/.cache/placetune/concurrent``) under its content hash, with the networks it was
     made from in its metadata, and loaded from there: an ordinary model file. Where weights are
     needed (cutting segments for a build or an export),
-    :func:`placetune.placement.cut.load_source` merges the networks again from their sources
+    :func:`placetune.model.source.load_source` merges the networks again from their sources
     with their weights (a file's own, a zoo network's deterministic ones).
 
     Args:

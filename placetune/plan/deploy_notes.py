@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.backends.trtexec.command import strongly_typed
 from placetune.placement.cut_formats import plan_cut_formats
-from placetune.plan.trtexec import _one_line, engine_files, target_version, trtexec_type
+from placetune.plan.trtexec import engine_files, one_line, target_version, trtexec_type
 
 if TYPE_CHECKING:
     from placetune.plan.file import Plan
@@ -150,7 +150,7 @@ def _tensors(items: Any, formats: dict[str, str]) -> str:
             continue
         shape = "x".join("?" if d is None else str(d) for d in (t.get("shape") or []))
         parts.append(f"{t.get('name')} [{shape} {formats.get(str(t.get('name')), t.get('dtype') or '?')}]")
-    return _one_line(", ".join(parts) or "-")
+    return one_line(", ".join(parts) or "-")
 
 
 def io_lines(plan: "Plan", trt_version: str | None, files: list[tuple[str, str]]) -> list[str]:
@@ -336,4 +336,4 @@ def deepstream_config(plan: "Plan", trt_version: str | None, engine_file: str, p
         lines.append("# WARNING: INT8 ranges are placeholders in this plan: accuracy is not preserved")
     if plan.simulated:
         lines.append("# the plan's figures are SIMULATED: measure the pipeline before relying on them")
-    return "\n".join(_one_line(x) if x.startswith("#") else x for x in lines) + "\n"
+    return "\n".join(one_line(x) if x.startswith("#") else x for x in lines) + "\n"

@@ -45,12 +45,13 @@ from placetune.files.read import check_regular, read_bytes
 from placetune.safetext import shown
 from placetune.runtime import standalone_sources
 from placetune.backends.onnx_prep import convert_to_fp16
-from placetune.plan.trtexec import _one_line, static_batch, target_version, trtexec_commands
+from placetune.plan.trtexec import one_line, static_batch, target_version, trtexec_commands
 from placetune.plan.trtexec import engine_files as _engine_files
 from placetune.wording import plural
 from placetune.model.misreads import old_parser_misread
 from placetune.model.onnx_io import load_with_weights
-from placetune.placement.cut import cut, load_source, with_batch
+from placetune.model.source import load_source, with_batch
+from placetune.placement.cut import cut
 from placetune.plan.file import Plan
 from placetune.plan.deploy_notes import (DEEPSTREAM_FILE, DIRECT_IO_ENFORCED_BEFORE, deepstream_config,
                                          deepstream_refusal, direct_io_blocks, io_lines, target_lines, verify_lines)
@@ -154,7 +155,7 @@ def _script(plan: "Plan", trt_version: str | None, calib: str | None, proto: onn
         # trtexec without --allowGPUFallback sets DIRECT_IO: the build fails at the first such engine
         body = [f"echo {shlex.quote('build.sh: ' + _direct_io_stop(blocked))} >&2", "exit 6", *body]
     elif blocked:
-        body = [_one_line(f"# WARNING: {_direct_io_stop(blocked)} (TensorRT deprecated DIRECT_IO in 10.7; whether "
+        body = [one_line(f"# WARNING: {_direct_io_stop(blocked)} (TensorRT deprecated DIRECT_IO in 10.7; whether "
                           "this TensorRT still fails such a build was not checked)"), *body]
     return _PREAMBLE + "\n".join([*_parser_lines(plan, trt_version, proto), *body]) + f"\necho 'built: {built}'\n"
 
@@ -169,7 +170,7 @@ def _parser_lines(plan: "Plan", trt_version: str | None, proto: onnx.ModelProto 
         return [f"echo {shlex.quote('build.sh: ' + why)} >&2", "exit 3"]
     old = old_parser_misread(proto, "8.6")
     return [f"# needs trtexec of TensorRT 10 or later (TensorRT 8.5 and 8.6 build another network): "
-            f"{_one_line(old)}"] if old else []
+            f"{one_line(old)}"] if old else []
 
 
 #: why build.sh cannot build a plan with single DLA layers on TensorRT 8.5 (sampleOptions.cpp: the
@@ -219,14 +220,14 @@ def _mixed(plan: "Plan") -> bool:
 
 def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
             proto: onnx.ModelProto | None = None) -> str:
-    name = _one_line(str(plan.model.get("name")))
+    name = one_line(str(plan.model.get("name")))
     jp5 = _jetpack5(plan, trt_version)
     src = plan.source or {}
     lines = [f"placetune plan: {name} on {plan.platform}, {plan.mode} mode, {plan.precision}, batch {plan.batch}",
-             _one_line(f"study {src.get('study')}, measurement {src.get('measurement_id')}"
+             one_line(f"study {src.get('study')}, measurement {src.get('measurement_id')}"
                        + (f" (Optuna trial {src['trial_number']})" if src.get("trial_number") is not None else "")
                        + f", objective {plan.objective}")]
-    lines += [_one_line(x) for x in plan.summary().splitlines()[1:]]
+    lines += [one_line(x) for x in plan.summary().splitlines()[1:]]
     lines += ["", *target_lines(plan, trt_version)]
     lines += ["", "Files", "  plan.json          the plan: each layer's device, the engines with their ONNX and engine "
               "files and boundary tensors, the figures", "  build.sh           builds every engine with trtexec"]
@@ -247,7 +248,7 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
         stops = _target(plan, trt_version) < DIRECT_IO_ENFORCED_BEFORE
         lines += ["   GPU fallback is off in this plan: build.sh passes no --allowGPUFallback, and trtexec then sets",
                   "   DIRECT_IO (no GPU reformat at a network input or output). A DLA layer reads or writes",
-                  *[f"     {_one_line(b)}" for b in blocked[:5]],
+                  *[f"     {one_line(b)}" for b in blocked[:5]],
                   "   in a format the DLA cannot use, which needs the GPU reformat the plan was measured with; so",
                   ("   build.sh stops before building anything: build with `placetune build` instead (below)." if stops
                    else "   if trtexec fails that build, build with `placetune build` instead (below).")]

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
 
 
-__all__ = ["engine_files", "export_refusals", "refuse_unexportable", "static_batch", "target_version",
+__all__ = ["engine_files", "export_refusals", "one_line", "refuse_unexportable", "static_batch", "target_version",
            "trtexec_commands", "trtexec_script", "untyped_int8", "untyped_int8_plan"]
 
 
@@ -361,7 +361,7 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
                           "carry it; rename it in the ONNX model or the study")
     # nothing user-controlled may start a new line: a study named "x\ntouch PWNED" stays inside its
     # comment; the commands themselves are quoted by shell_line
-    return [_one_line(line) if line.startswith("#") else line for line in lines]
+    return [one_line(line) if line.startswith("#") else line for line in lines]
 
 
 #: ONNX element types -> trtexec's --inputIOFormats type (sampleOptions.cpp stringToValue<DataType>: release/8.5
@@ -454,8 +454,9 @@ def plugin_comments(plugins: Any, vt: tuple[int, ...]) -> list[str]:
 _CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
-def _one_line(comment: str) -> str:
-    """A comment with every control character (newline, carriage return...) written as an escape."""
+def one_line(comment: str) -> str:
+    """A comment (or any text a script or note quotes) with every control character (newline,
+    carriage return...) written as an escape: it stays on one line."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], comment)
 
 

@@ -126,6 +126,19 @@ class StudiesMixin(ConnectionMixin):
             ).inserted_primary_key[0]
         )
 
+    def model_row(self, model_hash: str) -> Any:
+        """The ``pt_models`` row of a model (None when not stored), checked like every row read back.
+
+        Raises:
+            StoreError: the table cannot be read, or the row's shapes, name or path have the wrong type.
+        """
+        with self.transaction("reading the models table") as conn:
+            row = conn.execute(select(_MODELS).where(_MODELS.c.hash == model_hash)).first()
+        if row is not None and not _model_row_ok(row):
+            raise StoreError(f"the stored model {model_hash[:12]} of {self.url} is corrupt (its shapes, name or path "
+                             "have the wrong type): the database was edited or damaged")
+        return row
+
     def create_or_open_study(
         self,
         name: str,
@@ -378,6 +391,15 @@ class StudiesMixin(ConnectionMixin):
             return study
         st = self._studies.get(study)
         return st if st is not None else self.study(study)
+
+
+def _model_row_ok(row: Any) -> bool:
+    """Whether a ``pt_models`` row read back has shapes, name and path of the right types."""
+    shapes = row.shapes
+    return (shapes is None or isinstance(shapes, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool)
+                                                           and 0 <= d < 2**31 for d in v)
+        for k, v in shapes.items())) and isinstance(row.name, str) and isinstance(row.path, (str, type(None)))
 
 
 #: The schema of a ``pt_studies`` row read back: column -> (check, what is allowed).

@@ -9,47 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from placetune._lazy import lazy_import
-from placetune.errors import ModelError, PlacetuneError, StoreError
+from placetune.errors import ModelError, PlacetuneError
 from placetune.model import zoo
 from placetune.model.model import Model
-from placetune.store.schema import ModelRow
 
 if TYPE_CHECKING:
-    import sqlalchemy
-    import sqlalchemy.exc as sqlalchemy_exc
-
     from placetune.store.records import StudyRecord
     from placetune.store.store import Store
-else:
-    sqlalchemy = lazy_import("sqlalchemy")
-    sqlalchemy_exc = lazy_import("sqlalchemy.exc")
 
-__all__ = ["load_study_model", "stored_model_row", "stored_shapes"]
-
-
-def stored_model_row(store: "Store", model_hash: str) -> Any:
-    """The ``pt_models`` row of a model (None when not stored), checked like every row read back.
-
-    Raises:
-        StoreError: the table cannot be read, or the row's shapes, name or path have the wrong type.
-    """
-    table = ModelRow.__table__
-    try:
-        with store.engine.connect() as conn:
-            row = conn.execute(sqlalchemy.select(table).where(table.c.hash == model_hash)).first()
-    except sqlalchemy_exc.SQLAlchemyError as exc:
-        raise StoreError(f"cannot read the models table of {store.url}: {str(exc).splitlines()[0]}") from None
-    if row is not None:  # a row read back is checked like every other: shapes, name and path of the right types
-        shapes = row.shapes
-        ok = (shapes is None or isinstance(shapes, dict) and all(
-            isinstance(k, str) and isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool)
-                                                               and 0 <= d < 2**31 for d in v)
-            for k, v in shapes.items())) and isinstance(row.name, str) and isinstance(row.path, (str, type(None)))
-        if not ok:
-            raise StoreError(f"the stored model {model_hash[:12]} of {store.url} is corrupt (its shapes, name or path "
-                             "have the wrong type): the database was edited or damaged")
-    return row
+__all__ = ["load_study_model", "stored_shapes"]
 
 
 def load_study_model(store: "Store", study: "StudyRecord | str", path: str | None = None) -> "Model":
@@ -64,7 +32,7 @@ def load_study_model(store: "Store", study: "StudyRecord | str", path: str | Non
         UnknownNameError: no such study.
     """
     st = store.study(study) if isinstance(study, str) else study
-    row = stored_model_row(store, st.model_hash)
+    row = store.model_row(st.model_hash)
     if row is None:
         raise ModelError(f"the database has no model row for study {st.name!r} (hash {st.model_hash[:12]})")
     shapes = {k: tuple(v) for k, v in (row.shapes or {}).items()}
@@ -92,5 +60,5 @@ def load_study_model(store: "Store", study: "StudyRecord | str", path: str | Non
 
 def stored_shapes(store: "Store", st: "StudyRecord") -> dict[str, list[int]] | None:
     """The input shapes stored with a study's model (None when its model row is missing)."""
-    row = stored_model_row(store, st.model_hash)
+    row = store.model_row(st.model_hash)
     return None if row is None else dict(row.shapes or {})

@@ -31,7 +31,6 @@ from placetune.store.url import mask_url
 from placetune.tuning.baselines import measure_study_baselines
 from placetune.tuning.blas import single_blas_thread
 from placetune.tuning.convergence import ConvergenceWatch
-from placetune.tuning.study_model import stored_model_row
 from placetune.tuning.study_scan import StudyScan
 from placetune.tuning.evaluator import Evaluator
 from placetune.tuning.final_pick import BestPick, record_pick, recorded_pick, run_pick, study_best
@@ -118,7 +117,7 @@ class Tuner:
         done = self._trials_done(ev, agent_probe)
         # the rows this run reads back at its end are read (and checked) before anything new is measured:
         # a damaged or edited row stops the run now, not after new measurements are stored
-        stored_model_row(store, ev.study.model_hash)
+        store.model_row(ev.study.model_hash)
         scan = StudyScan(ev.objective).read(store, name) if done else StudyScan(ev.objective)  # one pass
         if self.intro:
             self._say(self.intro)

@@ -220,7 +220,7 @@ class IncrementalSimulator:
     def _loadable_limit(self, dev: np.ndarray):
         """realise()'s 16-loadables-per-core limit: (realised codes, their segments)."""
         pipeline = self.settings.mode == "pipeline"
-        sa = self._segments(dev, pipeline)
+        sa = self.segments(dev, pipeline)
         counts = [0, 0, 0]
         for d in sa.device:
             counts[d] += 1
@@ -233,10 +233,12 @@ class IncrementalSimulator:
                     if seen[d] > MAX_LOADABLES_PER_CORE:
                         drop[k] = True
             dev = np.where(drop[sa.seg_of], 0, dev).astype(np.int8)
-            sa = self._segments(dev, pipeline)
+            sa = self.segments(dev, pipeline)
         return dev, sa
 
-    def _segments(self, dev: np.ndarray, pipeline: bool):
+    def segments(self, dev: np.ndarray, pipeline: bool):
+        """The segments of a device-code vector (``pipeline``: one per engine of a pipeline),
+        memoised with the model's producers: shared between callers, do not modify."""
         return self.producers.segments(dev, pipeline)
 
     def segment_times(self, dev: np.ndarray, sa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -4,7 +4,8 @@ the clocks judged around its timed part only (:func:`run_timed`), a worker that 
 measurement, the timing cache file, engine specs keyed for the engine cache, and
 reading each engine's build log back into the realised placement.
 
-The engine mode (:mod:`placetune.backends.tensorrt.backend`) and the pipeline and replicas modes
+The engine mode (:mod:`placetune.backends.tensorrt.backend` and
+:mod:`placetune.backends.tensorrt.engine_reply`) and the pipeline and replicas modes
 (:mod:`placetune.backends.tensorrt.pipeline`) read these; the context is passed to the modes
 explicitly, so that they read no backend's private state.
 """
@@ -29,7 +30,7 @@ from placetune.backends.jetson import UNEXPLAINED_FALLBACK
 from placetune.hardware.locked_clocks import clocks_tag
 from placetune.measurement import Measurement
 from placetune.memo import Memo
-from placetune.placement.cut import load_source
+from placetune.model.source import load_source
 from placetune.placement.cut_formats import CutFormat, reformats_at_cuts
 from placetune.placement.placement import dla_core
 

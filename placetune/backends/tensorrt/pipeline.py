@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-from placetune.placement.cut import SegmentModel, cut, swap_inputs, with_batch
+from placetune.model.source import with_batch
+from placetune.placement.cut import SegmentModel, cut, swap_inputs
 from placetune.placement.cut_formats import CutFormat, cut_formats, refused_by_build
 from placetune.measurement import Measurement
 from placetune.placement.placement import dla_core
