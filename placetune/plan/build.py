@@ -25,6 +25,7 @@ from placetune.errors import BackendError, ConfigError, ModelError
 from placetune.files.folder import OutputFolder
 from placetune.files.names import confined, file_name
 from placetune.files.read import check_regular
+from placetune.model.int8_placeholder import placeholder_ranges
 from placetune.model.onnx_io import load_with_weights
 from placetune.safetext import shown
 from placetune.validate import dumps_json
@@ -52,7 +53,6 @@ __all__ = ["BuildReport", "build_plan", "UNKNOWN"]
 #: information says where it ran, or the two disagree (a measurement's ``realized_partial`` writes it so too)
 UNKNOWN = UNKNOWN_DEVICE
 
-_POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
 
 
 def _custom_plugin_advice(plugins: Any, why: str) -> str:
@@ -137,18 +137,10 @@ class BuildReport:
 
 
 def _segment_ranges(paths: list[Path]) -> dict[str, float]:
-    """trtexec's placeholder INT8 ranges over the whole pipeline (pooling outputs +-2, other node
-    outputs +-4, network inputs +-2), so a cut tensor has one range in its producer and readers."""
-    ranges: dict[str, float] = {}
-    inputs: set[str] = set()
-    for path in paths:
-        g = load_with_weights(path, external=False).graph
-        inputs.update(i.name for i in g.input)
-        for node in g.node:
-            for o in node.output:
-                if o:
-                    ranges.setdefault(o, 2.0 if node.op_type in _POOLING else 4.0)
-    return {**{i: 2.0 for i in inputs if i not in ranges}, **ranges}
+    """trtexec's placeholder INT8 ranges over the whole pipeline
+    (:func:`placetune.model.int8_placeholder.placeholder_ranges`), so a cut tensor has one range in
+    its producer and readers."""
+    return placeholder_ranges(load_with_weights(path, external=False).graph for path in paths)
 
 
 def _check_built(where: Path, plan: "Plan", infos: list[dict[str, Any]], folder: Path) -> None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
+from placetune.model.int8_placeholder import placeholder_ranges
 from placetune.model.source import with_batch
 from placetune.placement.cut import SegmentModel, cut, swap_inputs
 from placetune.placement.cut_formats import CutFormat, cut_formats, refused_by_build
@@ -76,20 +77,12 @@ __all__ = ["measure_pipeline", "measure_replicas", "int8_ranges"]
 log = logging.getLogger(__name__)
 
 _MAX_EVENTS = 2000
-_POOLING = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
 
 
 def int8_ranges(source: "onnx.ModelProto") -> dict[str, float]:
-    """trtexec's INT8 ranges without calibration, once on the full network: network inputs
-    +-2, every node output +-4, pooling outputs +-2 (sampleEngines.cpp setTensorDynamicRange).
-    Passed to every segment, so a cut tensor has the same range as a segment input as it has
-    inside the reference engine (trtexec's rule applied per segment gave it +-2 there)."""
-    out = {i.name: 2.0 for i in source.graph.input}
-    for node in source.graph.node:
-        for o in node.output:
-            if o:
-                out.setdefault(o, 2.0 if node.op_type in _POOLING else 4.0)
-    return out
+    """trtexec's INT8 ranges without calibration, once on the full network
+    (:func:`placetune.model.int8_placeholder.placeholder_ranges`), passed to every segment."""
+    return placeholder_ranges([source.graph])
 
 
 # =========================================================================================

@@ -1,0 +1,34 @@
+"""trtexec's INT8 dynamic ranges for a network without calibration or Q/DQ nodes, the one rule the
+tensorrt backend's segments and ``placetune build`` give every tensor.
+
+trtexec sets them with ``setTensorDynamicRange`` (samples/common/sampleEngines.cpp): network inputs
++-2, every layer output +-4, pooling outputs +-2. Applied once over the whole network (or over all of
+a pipeline's segments together), a cut tensor gets the range its producer gives it in every segment
+that reads it, as inside the whole network's engine; trtexec's rule applied per segment would give it
++-2 where it is a segment's input."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    import onnx
+
+__all__ = ["POOLING", "placeholder_ranges"]
+
+#: the ONNX pooling ops whose outputs trtexec gives +-2
+POOLING = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"})
+
+
+def placeholder_ranges(graphs: "Iterable[onnx.GraphProto]") -> dict[str, float]:
+    """``{tensor: range}`` over ``graphs`` together (one whole network, or every segment of a
+    pipeline): every node output +-4 (+-2 for pooling), every graph input that no node makes +-2."""
+    ranges: dict[str, float] = {}
+    inputs: list[str] = []
+    for graph in graphs:
+        inputs.extend(i.name for i in graph.input)
+        for node in graph.node:
+            for o in node.output:
+                if o:
+                    ranges.setdefault(o, 2.0 if node.op_type in POOLING else 4.0)
+    return {**{i: 2.0 for i in inputs if i not in ranges}, **ranges}
