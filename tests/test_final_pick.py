@@ -172,3 +172,32 @@ def test_an_in_memory_study_follows_the_pick_in_its_own_run(tmp_path, runner_up)
     assert outcome.pick.recorded and outcome.pick.record.id == RunnerUpAgent.picked
     assert json.loads((tmp_path / "best.plan.json").read_text())["source"]["measurement_id"] == RunnerUpAgent.picked
     assert RULE in out.getvalue()
+
+
+def test_a_recorded_pick_whose_placement_is_unknown_gives_way_to_the_best_known_by_the_stored_ranking(
+        tmp_path, runner_up):
+    """The rule of :func:`exportable`: a run's recorded pick whose realised placement was not read (as a
+    real Jetson's can be; made so here in memory, the database untouched) is passed over for the best
+    measurement whose placement is known by the study's stored ranking, with the lines that say so."""
+    from dataclasses import replace
+
+    from placetune.tuning.final_pick import exportable
+    from placetune.tuning.objectives import get_objective
+
+    _tune(tmp_path, 12)
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        best_id, runner_id = _ids(store)
+        pick = study_best(store, "s")
+        assert pick.recorded and pick.record.id == runner_id and exportable(store, "s", pick).passed_over is None
+        m = pick.record.measurement
+        unread = replace(m, realized=None, extra={**m.extra, "placement_known": False,
+                                                  "placement_unknown": "no placement report in the log"})
+        chosen = exportable(store, "s", replace(pick, record=replace(pick.record, measurement=unread)))
+        assert chosen is not None and chosen.passed_over.id == runner_id
+        # the store's ranking among the known ones: its best stored value (the pick's own row is read
+        # from the database, known there, but it is not better than the store's best)
+        assert chosen.record.id == best_id
+        lines = chosen.lines(get_objective("throughput"), "simulate", "engine")
+        assert lines[0].startswith(f"NOT EXPORTED: the better plan, measurement {runner_id} (")
+        assert "(no placement report in the log)" in lines[0]
+        assert lines[1].startswith(f"exported instead: measurement {best_id} (")

@@ -150,3 +150,38 @@ def test_trial_line_says_a_partly_known_placement():
     assert placement_field(Measurement(status="ok", latency_samples_ms=[1.0],
                                        extra={"placement_known": False})) == "placement_known=false"
     assert placement_field(Measurement(status="ok", latency_samples_ms=[1.0])) is None
+
+
+def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_faster(seed_block, tmp_path):
+    """The study's best (least GPU time) is a pipeline with an unread DLA segment: ``placetune
+    export`` used to refuse it and export nothing; it now exports the best plan whose placement is
+    known and says, in the plan's notes and ``measured["not_exported"]``, which better plan was
+    passed over, its unread layer, by how much the exported one is worse and how to check it."""
+    be = TensorRTBackend(worker_env=fake_env("10.3.0", UNREADABLE_ON="/conv3/Conv"), cache_dir=tmp_path / "cache",
+                         warmup_ms=1, profile_iterations=2)
+    ev = Evaluator(str(seed_block), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
+                   iterations=5, mode="pipeline", precision="fp16", study="gpu-free", objective="gpu_time")
+    try:
+        partly = ev.evaluate(Placement(ev.model, THREE))
+        dla1 = ev.evaluate(Placement(ev.model, {"/conv4/Conv": "DLA1"}))
+        gpu = ev.evaluate(Placement.all_gpu(ev.model))
+    finally:
+        ev.close()
+        be.close()
+    assert partly.segments_read == (3, 4) and dla1.placement_known and gpu.placement_known
+    g = [m.objective("gpu_time") for m in (partly, dla1, gpu)]
+    assert g[0] < g[1] < g[2], g  # the unread plan is the best; the DLA1 one the best known
+    with Store(tmp_path / "pt.db") as store:
+        by_key = {r.measurement.objective("gpu_time"): r.id for r in store.measurements("gpu-free")}
+        plan = export_plan(store, "gpu-free")
+    assert plan.source["measurement_id"] == by_key[g[1]]
+    assert plan.realized["/conv4/Conv"] == "DLA1" and UNKNOWN_DEVICE not in plan.realized.values()
+    notes = "\n".join(plan.notes)
+    assert f"NOT EXPORTED: the better plan, measurement {by_key[g[0]]}" in notes
+    assert "1 layer(s) whose realised device was not read (/conv3/Conv; 3 of 4 segments read)" in notes
+    assert f"exported instead: measurement {by_key[g[1]]}" in notes and "the best measurement whose placement " \
+           "is known" in notes
+    assert "placetune measure MODEL --backend tensorrt --mode pipeline --placement FILE.json" in notes
+    passed = plan.measured["not_exported"]
+    assert passed["measurement_id"] == by_key[g[0]] and passed["unknown_layers"] == ["/conv3/Conv"]
+    assert Placement.from_json(Model.load(seed_block), passed["requested"]).as_dict()["/conv3/Conv"] == "DLA0"

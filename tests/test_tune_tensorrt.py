@@ -376,13 +376,35 @@ def test_a_best_plan_whose_placement_is_unknown_is_named_so_in_the_summary(tmp_p
     cmd = [sys.executable, "-m", "placetune.cli", "tune", str(study), "--backend", "tensorrt", "--mode", "engine",
            "--agent", "random", "--trials", "2", "--storage", f"sqlite:///{tmp_path / 'pt.db'}", "--study", "night"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 6 and "nothing true to export" in proc.stderr, proc.stderr + proc.stdout  # its plan
+    # the best plan is never exported (its placement was not read); the best known one is, exit 0 (it
+    # exited 6 "nothing true to export" before, and the morning had no plan)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
     with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
-        best = max((r.measurement for r in store.measurements("night")), key=lambda m: -m.latency_ms["median"])
-    assert best.extra.get("placement_known") is False  # the all-DLA0 baseline wins and its placement is unknown
+        recs = sorted(store.measurements("night"), key=lambda r: -r.measurement.throughput_fps)
+    best, known = recs[0], recs[1]
+    assert best.measurement.extra.get("placement_known") is False  # the all-DLA0 baseline wins, placement unknown
+    assert known.measurement.placement_known  # all-GPU
     summary = proc.stdout.split("summary:", 1)[1]
     assert "best placement: UNKNOWN where TensorRT put its layers" in summary
     assert "best placement (realised): \n" not in summary + "\n"
+    fig = f"{best.measurement.throughput_fps:,.0f} fps"
+    assert f"NOT EXPORTED: the better plan, measurement {best.id} ({fig}), could not be exported: where " \
+           "TensorRT put its layers was not read (neither the build log nor the engine's layer information" in summary
+    assert f"exported instead: measurement {known.id} (" in summary and f"x slower than measurement {best.id}" in summary
+    assert "placetune measure MODEL --backend tensorrt --mode engine --placement FILE.json" in summary
+    plan = json.loads((tmp_path / "night.plan.json").read_text())
+    assert plan["source"]["measurement_id"] == known.id and {x["realized"] for x in plan["layers"]} == {"GPU"}
+    assert any(n.startswith(f"NOT EXPORTED: the better plan, measurement {best.id}") for n in plan["notes"])
+    assert plan["measured"]["not_exported"]["measurement_id"] == best.id
+    # placetune export later, from the database: the same rule, the same plan and warning
+    out = tmp_path / "later.plan.json"
+    proc = subprocess.run([sys.executable, "-m", "placetune.cli", "export", "--storage",
+                           f"sqlite:///{tmp_path / 'pt.db'}", "--study", "night", "-o", str(out)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    later = json.loads(out.read_text())
+    assert later["source"]["measurement_id"] == known.id and later["measured"]["not_exported"]["measurement_id"] == best.id
+    assert f"NOT EXPORTED: the better plan, measurement {best.id}" in proc.stdout + proc.stderr
 
 
 def test_the_summary_names_each_caveat_of_the_best_plan():

@@ -22,7 +22,7 @@ from placetune.placement.cut import cut, tensor_infos
 from placetune.placement.cut_formats import plan_cut_formats
 from placetune.plan.trtexec import engine_files
 from placetune.tuning.concurrent import naive_label, network_summary
-from placetune.tuning.final_pick import optuna_trial_number, study_best
+from placetune.tuning.final_pick import exportable, optuna_trial_number, study_best
 from placetune.tuning.objectives import get_objective, registered_objectives
 from placetune.tuning.study_model import load_study_model, stored_shapes
 from placetune.version import __version__
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
     from placetune.store.records import MeasurementRecord, StudyRecord
     from placetune.store.store import Store
+    from placetune.tuning.final_pick import BestPick
     from placetune.tuning.objectives import Objective
 
 if TYPE_CHECKING:
@@ -290,6 +291,7 @@ def export_plan(
     model: "Model | None" = None,
     measurement_id: int | None = None,
     objective: Any = None,
+    pick: "BestPick | None" = None,
 ) -> Plan:
     """The plan of a study's best measurement (or of one chosen measurement).
 
@@ -303,6 +305,13 @@ def export_plan(
             constraints (or a metric the store cannot rank by, ``gpu_time``): the best feasible
             measurement is exported and the plan says whether each bound holds. None: the
             study's own objective and the constraints it was created with.
+        pick: the study's best plan as a run picked it (:func:`~placetune.tuning.final_pick.study_best`
+            at the end of ``placetune tune``); None: the study's best read now.
+
+    A study's best whose realised placement was not read is never exported: the best measurement
+    whose placement is known is, with notes (and ``measured["not_exported"]``) naming the better
+    plan passed over (:func:`~placetune.tuning.final_pick.exportable`). A chosen ``measurement_id``
+    is exported as asked or refused.
 
     Returns:
         The :class:`Plan`; :meth:`Plan.save` writes it.
@@ -313,10 +322,11 @@ def export_plan(
         ModelError: ``model`` is not the study's model.
     """
     st = store.study(study_name)
-    pick = None
+    chosen = None
     if objective is None and (st.constraints or st.objective in registered_objectives()):
         objective = get_objective(st.objective, st.constraints)  # ranked as tune ranked it (feasible first)
     if measurement_id is not None:
+        pick = None
         rec = next(iter(store.measurements(study_name, ids=[int(measurement_id)])), None)
         if rec is None:
             raise ConfigError(f"measurement {measurement_id} is not a measurement of study {study_name!r}")
@@ -327,14 +337,19 @@ def export_plan(
         if objective is not None and not (objective.constraints or objective.registered
                                           or objective.names[0] == "gpu_time"):
             objective = None  # the store ranks the study's own objective
-        pick = study_best(store, study_name, objective)  # as tune ranks: feasible first
+        pick = pick or study_best(store, study_name, objective)  # as tune ranks: feasible first
         if pick is None:
             raise _nothing_to_export(store, study_name, objective.names[0] if objective is not None
                                      else st.objective.split("+")[0].strip())
-        rec = pick.record
+        chosen = exportable(store, study_name, pick, objective)  # None: no known placement, refused below
+        rec = pick.record if chosen is None else chosen.record
     m = rec.measurement
     refuse_relabelled(st, m, rec.id)
-    notes: list[str] = [] if pick is None else pick.lines(objective or get_objective(st.objective))
+    ranked_by = objective or get_objective(st.objective, st.constraints)
+    notes: list[str] = [] if pick is None else pick.lines(ranked_by)
+    passed_over = None if chosen is None else chosen.doc(ranked_by)
+    if chosen is not None:
+        notes.extend(chosen.lines(ranked_by, st.backend, st.mode))
     if model is None:
         try:
             model = load_study_model(store, st)
@@ -382,6 +397,8 @@ def export_plan(
     measured["segment_times_ms"] = list(m.segment_times_ms or [])
     measured["timeline"] = list(m.timeline or [])
     measured["backend"] = m.backend
+    if passed_over is not None:
+        measured["not_exported"] = passed_over
     batch = int(st.batch)
     measured["units"] = {"latency_ms": f"ms per inference (one batch of {batch})",
                          "throughput_fps": "samples per second (batches per second x batch)",

@@ -17,6 +17,13 @@ recorded pick while it still rests on all the study's evidence (no evaluation re
 measurement still ok and the same plan) and says why it does not otherwise; everything that names
 a study's best reads :func:`study_best`.
 
+A plan is never exported from a measurement whose realised placement was not read (docs/trust.md:
+the build log and the engine's layer information disagree or say nothing; a pipeline with unread
+segments). When the study's best is such a measurement, :func:`exportable` names the plan exported
+instead: the best measurement whose placement is known, by the same ranking (feasible first), with
+lines saying loudly which better plan was passed over, why, by how much, and how to check it on the
+board. The run's summary, its plan file and ``placetune export`` all read it.
+
 Optuna's own ``study.best_trial`` cannot follow: it is the trial with the best single value, and
 the first trial of a plan measured again keeps its first build's value (the re-measurement is a
 new trial with the median). The recorded pick names its trial instead.
@@ -31,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from placetune._lazy import lazy_import
 from placetune.placement.placement import Placement
-from placetune.tuning.objectives import best_stored
-from placetune.wording import figure
+from placetune.tuning.constraints import best_record
+from placetune.tuning.objectives import best_stored, get_objective
+from placetune.wording import figure, versus
 from placetune.tuning.optuna_study import storage_for
 
 if TYPE_CHECKING:
@@ -45,7 +53,7 @@ if TYPE_CHECKING:
 else:
     sqlalchemy = lazy_import("sqlalchemy")
 
-__all__ = ["KEY", "STORE_RULE", "BestPick", "optuna_trial_number", "record_pick", "recorded_pick", "run_pick",
+__all__ = ["KEY", "STORE_RULE", "BestPick", "Exportable", "exportable", "optuna_trial_number", "record_pick", "recorded_pick", "run_pick",
            "study_best"]
 
 log = logging.getLogger(__name__)
@@ -90,6 +98,72 @@ class BestPick:
         if self.ignored:
             out.append(self.ignored)
         return out
+
+
+@dataclass
+class Exportable:
+    """The plan a study exports: its best measurement when its placement is known, else the best
+    one whose placement is (:func:`exportable`).
+
+    Attributes:
+        record: the measurement exported.
+        passed_over: the better measurement not exported because its realised placement was not
+            read (None: the study's best is exported).
+    """
+
+    record: "MeasurementRecord"
+    passed_over: "MeasurementRecord | None" = None
+
+    def lines(self, objective: "Objective", backend: str = "tensorrt", mode: str = "engine") -> list[str]:
+        """What the summary and the plan's notes say of a passed-over plan (empty when none is)."""
+        if self.passed_over is None:
+            return []
+        n, m = self.passed_over, self.record
+        unit = f" {objective.units[0]}" if objective.units and objective.units[0] else ""
+        vn, vm = objective.value(n.measurement), objective.value(m.measurement)
+        extra = n.measurement.extra or {}
+        why = (n.measurement.unread_line() if n.measurement.segments_read is not None
+               else str(extra.get("placement_unknown") or "its build could not say"))
+        than = "-" if vn is None or vm is None else versus(objective.gain(vm, vn), objective.names[0])
+        than = f"the same {objective.names[0]} as" if than == "same" else f"{than} than"
+        infeasible = "" if objective.feasible(m.measurement) else "; it violates a constraint"
+        return [f"NOT EXPORTED: the better plan, measurement {n.id} ({figure(vn)}{unit}), could not be exported: "
+                f"where TensorRT put its layers was not read ({why}); a plan never claims a placement that was "
+                "not read",
+                f"exported instead: measurement {m.id} ({figure(vm)}{unit}), {than} measurement {n.id}, the best "
+                f"measurement whose placement is known{infeasible}",
+                f"to check measurement {n.id} on the board: save its requested placement (the plan file's "
+                "measured.not_exported.requested) as FILE.json and run `placetune measure MODEL --backend "
+                f"{backend} --mode {mode} --placement FILE.json`, which says where TensorRT put its layers; or "
+                "build it and read the build log's `Layers Running on DLA` section"]
+
+    def doc(self, objective: "Objective") -> dict[str, Any] | None:
+        """The passed-over plan as the plan file records it (``measured.not_exported``); None when none is."""
+        if self.passed_over is None:
+            return None
+        n = self.passed_over.measurement
+        return {"measurement_id": self.passed_over.id, "placement_key": self.passed_over.placement_key,
+                objective.names[0]: objective.value(n),
+                "placement_unknown": n.unread_line() if n.segments_read is not None
+                else (n.extra or {}).get("placement_unknown"),
+                "unknown_layers": n.unknown_layers,
+                "requested": dict(self.passed_over.requested or n.requested or {})}
+
+
+def exportable(store: "Store", study_name: str, pick: BestPick, objective: "Objective | None" = None
+               ) -> Exportable | None:
+    """The plan to export for the study's best ``pick`` (:func:`study_best`): the pick when its realised
+    placement is known; else the best ok measurement whose placement is known, ranked as
+    :func:`best_stored` ranks (``objective``, or the study's own with its constraints: feasible
+    first), with the pick as the plan passed over. None when no measurement's placement is known."""
+    if pick.record.measurement.placement_known:
+        return Exportable(pick.record)
+    if objective is None:
+        st = store.study(study_name)
+        objective = get_objective(st.objective, st.constraints)
+    known = best_record((r for r in store.measurements(study_name, status="ok") if r.measurement.placement_known),
+                        objective.loss)
+    return None if known is None else Exportable(known, pick.record)
 
 
 def run_pick(ev: "Evaluator", final_rule: str | None, best: Any) -> dict[str, Any] | None:

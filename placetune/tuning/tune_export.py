@@ -46,10 +46,8 @@ def export_best(cfg: TuneConfig, ev: Evaluator, study: str, notes: list[str],
     """Write the study's best plan (with ``notes``: what it rests on) to the run's plan file; its path.
     ``pick``: the run's best plan and why (:mod:`placetune.tuning.final_pick`); None: the study's."""
     path = check_export(cfg, study)
-    plan = export_plan(ev.store, study, objective=ev.objective, model=ev.model,  # not loaded again
-                       measurement_id=None if pick is None else pick.record.id)
-    if pick is not None:
-        plan.notes[:0] = pick.lines(ev.objective)
+    # (the pick's placement unread: the best known one is exported, its notes say which plan was passed over)
+    plan = export_plan(ev.store, study, objective=ev.objective, model=ev.model, pick=pick)  # model not loaded again
     plan.notes.extend(notes)
     fps = plan.measured.get("throughput_fps")
     if cfg.streams and isinstance(fps, (int, float)):  # N streams of one network share its frames

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from placetune.measurement import Measurement
 from placetune.model.merge import network_of
 from placetune.placement.placement import DEVICES, Placement
-from placetune.tuning.final_pick import optuna_trial_number
+from placetune.tuning.final_pick import exportable, optuna_trial_number
 from placetune.tuning.baselines import Baseline
 from placetune.tuning.convergence import Convergence, ConvergenceWatch, store_convergence
 from placetune.tuning.study_scan import StudyScan
@@ -216,6 +216,11 @@ class TuneReport:
             trial = optuna_trial_number(ev.store, ev.study_name, outcome.pick.record.id) if outcome.pick.recorded else None
             for line in outcome.pick.lines(ev.objective, trial):
                 self.say(line)
+            chosen = exportable(ev.store, ev.study_name, outcome.pick, ev.objective)  # its placement unread: another
+            if chosen is not None and chosen.passed_over is not None:
+                st = ev.store.study(ev.study_name)
+                for line in chosen.lines(ev.objective, st.backend, st.mode):
+                    self.say(line)
         self._verdict(outcome, rows)
 
     def _best(self, m: Measurement) -> None:
