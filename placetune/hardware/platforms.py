@@ -25,7 +25,7 @@ import difflib
 from dataclasses import dataclass
 
 from placetune.errors import ConfigError, UnknownNameError
-from placetune.hardware.power_modes import modes_of
+from placetune.hardware.power_modes import mode_names, modes_of
 
 __all__ = ["Platform", "get_platform", "platform_names", "register_platform", "unregister_platform", "PLATFORMS",
            "ALIASES"]
@@ -90,11 +90,17 @@ class Platform:
     def has_power_mode(self, mode: str) -> bool:
         """Whether ``mode`` names one of the module's power modes (any case; nvpmodel's own name such
         as ``MODE_30W`` too); ``MAXN``, Settings' default, means the fastest mode of every module."""
-        table = modes_of(self.name)
+        table = modes_of(self.name, mode)  # the profile's own nvpmodel file, then its JetPack 6.2 Super one
         if table is not None:
             return table.mode(mode) is not None
         key = str(mode).strip().upper()
         return key in {m.upper() for m in self.power_modes} or (key == "MAXN" and bool(self.power_modes))
+
+    def mode_list(self) -> str:
+        """The modes as a message names them: :attr:`power_modes`, then the module's JetPack 6.2
+        Super modes where its profile follows the older nvpmodel file (Orin NX, Orin Nano)."""
+        both = mode_names(self.name)
+        return ", ".join(self.power_modes) + (both[both.index(";"):] if ";" in both else "")
 
     def check_power_mode(self, mode: str) -> str:
         """The power mode as placetune names it (``30w`` and nvpmodel's ``MODE_30W`` -> ``30W``;
@@ -105,9 +111,9 @@ class Platform:
         """
         if not self.has_power_mode(mode):
             raise ConfigError(f"power_mode {str(mode)[:40]!r}: {self.name} has the power modes "
-                              f"{', '.join(self.power_modes)} (MAXN: the fastest)")
+                              f"{self.mode_list()} (MAXN: the fastest)")
         key = str(mode).strip().upper()
-        table = modes_of(self.name)
+        table = modes_of(self.name, key)
         if key == "MAXN":
             return "MAXN"
         if table is not None:

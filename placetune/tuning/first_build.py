@@ -37,7 +37,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, StoppedAfterMeasurement
-from placetune.hardware.power_modes import modes_of, same_power_mode
+from placetune.hardware.power_modes import mode_names, modes_of, same_power_mode
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -90,10 +90,10 @@ def clocks_problem(fingerprint: dict[str, Any], power_mode: str, platform: str |
     board = fingerprint.get("power_mode")
     plat = str(platform or fingerprint.get("platform") or "")
     if board is not None and not same_power_mode(plat, str(board), str(power_mode)):
-        table = modes_of(plat)
-        if table is not None and table.mode(str(board)) is None:  # e.g. JetPack 6.2's MAXN_SUPER on Orin NX
+        table = modes_of(plat, str(board))
+        if table is not None and table.mode(str(board)) is None:  # a mode neither of the module's files has
             return (f"the board runs nvpmodel mode {board}, which the {plat} profile does not have (its modes: "
-                    f"{', '.join(table.names)}), so no study of this platform can assume it: switch the board to "
+                    f"{mode_names(plat)}), so no study of this platform can assume it: switch the board to "
                     f"the study's power_mode {power_mode} with `sudo nvpmodel -m <id>`")
         return (f"the board runs nvpmodel mode {board} but the study assumes power_mode {power_mode}: set it "
                 f"with `sudo nvpmodel -m <id>` (nvpmodel -q names it), or set power_mode = \"{board}\" in "
