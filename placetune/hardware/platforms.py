@@ -25,7 +25,7 @@ import difflib
 from dataclasses import dataclass
 
 from placetune.errors import ConfigError, UnknownNameError
-from placetune.hardware.power_modes import mode_names, modes_of
+from placetune.hardware.power_modes import modes_of, super_names
 
 __all__ = ["Platform", "get_platform", "platform_names", "register_platform", "unregister_platform", "PLATFORMS",
            "ALIASES"]
@@ -99,8 +99,7 @@ class Platform:
     def mode_list(self) -> str:
         """The modes as a message names them: :attr:`power_modes`, then the module's JetPack 6.2
         Super modes where its profile follows the older nvpmodel file (Orin NX, Orin Nano)."""
-        both = mode_names(self.name)
-        return ", ".join(self.power_modes) + (both[both.index(";"):] if ";" in both else "")
+        return ", ".join(self.power_modes) + super_names(self.name)
 
     def check_power_mode(self, mode: str) -> str:
         """The power mode as placetune names it (``30w`` and nvpmodel's ``MODE_30W`` -> ``30W``;
@@ -238,7 +237,7 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=102.4,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 1024 cores, 32 TC -> 8 Ampere SMs
             dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
-            power_modes=("MAXN", "25W", "15W", "10W"),  # nvpmodel_p3767_0000.conf (hardware/power_modes.py)
+            power_modes=("MAXN", "25W", "15W", "10W"),  # nvpmodel_p3767_0000.conf; _super.conf's too (power_modes.py)
             gpu_active_w=14.0,  # ESTIMATE
             dla_active_w=0.8,  # ESTIMATE (orin-agx's 2.0 W scaled by DLA clock 614 MHz vs 1.6 GHz)
             idle_w=4.0,  # ESTIMATE
@@ -259,7 +258,7 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=102.4,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 1024-core Ampere -> 8 SMs
             dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
-            power_modes=("MAXN", "20W", "15W", "10W"),  # nvpmodel_p3767_0001.conf (hardware/power_modes.py)
+            power_modes=("MAXN", "20W", "15W", "10W"),  # nvpmodel_p3767_0001.conf; _super.conf's too (power_modes.py)
             gpu_active_w=12.0,  # ESTIMATE
             dla_active_w=1.0,  # ESTIMATE (as orin-nx-16gb)
             idle_w=4.0,  # ESTIMATE

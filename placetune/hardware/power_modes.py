@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 __all__ = ["PowerMode", "ModuleModes", "ClockScale", "MODULES", "PLATFORM_MODULE", "SUPER_MODULE", "modes_of",
-           "mode_names", "power_scale", "MAXN_SCALE", "same_power_mode"]
+           "mode_names", "super_names", "power_scale", "MAXN_SCALE", "same_power_mode"]
 
 _REPO = "LineageOS/android_device_nvidia_concord"
 _C_AGX = "0a7ce0b3cb5f72b34f1f3eab1456572991f13cc2"  # nvpmodel_p3701_0000.conf, _0004.conf
@@ -437,14 +437,18 @@ def modes_of(platform: str, mode: str | None = None) -> ModuleModes | None:
     return table
 
 
+def super_names(platform: str) -> str:
+    """``; JetPack 6.2 Super: <its _super file's modes>`` for a message, where the platform's module has
+    a ``_super`` file other than the profile's own (:data:`SUPER_MODULE`); empty otherwise."""
+    sup = SUPER_MODULE.get(platform)
+    return f"; JetPack 6.2 Super: {', '.join(MODULES[sup].names)}" if sup else ""
+
+
 def mode_names(platform: str) -> str:
     """The platform's modes as a line for a message: its own file's, then the ``_super`` file's
     (``MAXN, 10W, 15W, 25W; JetPack 6.2 Super: MAXN_SUPER, 10W, 15W, 25W, 40W``); empty without a table."""
     table = modes_of(platform)
-    if table is None:
-        return ""
-    sup = SUPER_MODULE.get(platform)
-    return ", ".join(table.names) + (f"; JetPack 6.2 Super: {', '.join(MODULES[sup].names)}" if sup else "")
+    return ", ".join(table.names) + super_names(platform) if table is not None else ""
 
 
 def power_scale(platform: str, mode: str) -> ClockScale | None:

@@ -86,7 +86,9 @@ def clocks_problem(fingerprint: dict[str, Any], power_mode: str, platform: str |
 
     The board's nvpmodel mode and the study's ``power_mode`` are compared as modes of the
     ``platform``'s nvpmodel file (:func:`~placetune.hardware.power_modes.same_power_mode`: the
-    board prints ``MODE_30W`` for the study's ``30W``, ``15W`` on Orin Nano for ``MAXN``)."""
+    board prints ``MODE_30W`` for the study's ``30W``, ``15W`` on Orin Nano for ``MAXN``), or of
+    its module's JetPack 6.2 ``_super`` file for a mode the profile's own file lacks (an Orin NX
+    board's ``MAXN_SUPER``: a study of ``MAXN_SUPER`` passes, one of ``MAXN`` does not)."""
     board = fingerprint.get("power_mode")
     plat = str(platform or fingerprint.get("platform") or "")
     if board is not None and not same_power_mode(plat, str(board), str(power_mode)):
