@@ -12,7 +12,7 @@ from placetune import ConfigError
 from placetune.backends.simulate.costs import power_factor
 from placetune.cli.main import main
 from placetune.hardware.platforms import PLATFORMS, get_platform
-from placetune.hardware.power_modes import MAXN_SCALE, MODULES, PLATFORM_MODULE, modes_of
+from placetune.hardware.power_modes import MAXN_SCALE, MODULES, PLATFORM_MODULE, SUPER_MODULE, modes_of, power_scale
 from placetune.tuning.studyfile import load_study_file
 
 AGX = modes_of("orin-agx")
@@ -162,9 +162,82 @@ def test_maxn_is_the_default_and_changes_nothing(capsys):
 
 @pytest.mark.parametrize("command", ["measure", "check"])
 def test_an_unknown_power_mode_is_one_line_naming_the_field_and_the_modes(capsys, command):
-    assert main([command, "resnet18", "--platform", "orin-nano", "--power-mode", "MAXN_SUPER"]) == 6
+    assert main([command, "resnet18", "--platform", "orin-nano", "--power-mode", "40W"]) == 6
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "power_mode 'MAXN_SUPER'" in err and "15W, 7W" in err
+    assert err.count("\n") == 0 and "power_mode '40W'" in err
+    assert "15W, 7W; JetPack 6.2 Super: 15W, 25W, MAXN_SUPER" in err
+    assert main([command, "resnet18", "--platform", "orin-nx-16gb", "--power-mode", "MAXN_SUPR"]) == 6
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "power_mode 'MAXN_SUPR'" in err and "MAXN_SUPER, 10W, 15W, 25W, 40W" in err
+
+
+def test_the_transcription_of_the_orin_nx_super_files():
+    """nvpmodel_p3767_0000_super.conf / _0001_super.conf (JetPack 6.2): five modes, boot default 40W,
+    each figure as the file writes it (CPU cores online and cap, GPU, TPC mask, EMC, DLA0 / DLA1)."""
+    nx16, nx8 = MODULES["p3767-0000-super"], MODULES["p3767-0001-super"]
+    assert nx16.names == nx8.names[:3] + ("25W", "40W") and nx8.names == ("MAXN_SUPER", "10W", "15W", "20W", "40W")
+    assert nx16.default.label == nx8.default.label == "40W" and nx16.fastest.name == "MAXN_SUPER"
+    assert "nvpmodel_p3767_0000_super.conf @ 370b63a8" in nx16.conf and "_0001_super.conf" in nx8.conf
+    row = {m.label: (m.cpu_online, m.cpu_max_khz, m.gpu_max_hz, m.tpc_pg_mask, m.emc_max_hz, m.dla_max_hz)
+           for m in nx16.modes}
+    assert row == {"MAXN_SUPER": (8, None, None, 240, None, (None, None)),
+                   "10W": (4, 1190400, 612000000, 252, 2133000000, (153600000, 115000000)),
+                   "15W": (4, 1420800, 612000000, 252, None, (614400000, 115000000)),
+                   "25W": (8, 1497600, 408000000, 240, None, (614400000, 614400000)),
+                   "40W": (8, 1497600, 1173000000, 240, None, (908800000, 908800000))}
+    row = {m.label: (m.cpu_online, m.cpu_max_khz, m.gpu_max_hz, m.tpc_pg_mask, m.emc_max_hz, m.dla_max_hz)
+           for m in nx8.modes}
+    assert row == {"MAXN_SUPER": (6, None, None, 240, None, (None, None)),
+                   "10W": (4, 1190400, 612000000, 252, 2133000000, (153600000, 153600000)),
+                   "15W": (4, 1420800, 612000000, 252, None, (614400000, 614400000)),
+                   "20W": (6, 1497600, 408000000, 240, None, (614400000, 614400000)),
+                   "40W": (6, 1984000, 1173000000, 240, None, (1203200000, 1203200000))}
+    # no source gives the uncapped Super GPU / DLA clocks: the 40W caps are read as them, and said so
+    assert not nx16.verified and not nx8.verified and "UNVERIFIED" in nx16.maxima_source
+    assert nx16.scale("MAXN_SUPER") == nx16.scale("40W") == MAXN_SCALE
+
+
+def test_a_profile_looks_a_mode_its_own_file_lacks_up_in_the_modules_super_file():
+    """One rule for Orin NX and Orin Nano: the profile's own nvpmodel file first, then the module's
+    JetPack 6.2 _super file; a Super mode scales against the profile's own fastest mode."""
+    assert SUPER_MODULE == {"orin-nx-16gb": "p3767-0000-super", "orin-nx-8gb": "p3767-0001-super",
+                            "orin-nano": "p3767-0003-super"}
+    for plat, own in (("orin-nx-16gb", "p3767-0000"), ("orin-nx-8gb", "p3767-0001")):
+        assert modes_of(plat, "maxn_super").module == modes_of(plat, "40W").module == own + "-super"
+        assert modes_of(plat, "15W").module == modes_of(plat, "MAXN").module == modes_of(plat, "99W").module == own
+        p = get_platform(plat)
+        assert p.check_power_mode("maxn_super") == "MAXN_SUPER" and p.check_power_mode("40w") == "40W"
+        assert p.check_power_mode("MAXN") == "MAXN"  # still the profile's own fastest mode
+        with pytest.raises(ConfigError, match="power_mode '99W'"):
+            p.check_power_mode("99W")
+    nx = get_platform("orin-nx-16gb")
+    assert power_factor(nx, "MAXN_SUPER").gpu == pytest.approx(1173 / 918)  # 4 TPCs in both
+    assert power_factor(nx, "MAXN_SUPER").dla == pytest.approx(908.8 / 614.4) and power_factor(nx, "40W").emc == 1.0
+    assert power_factor(nx, "MAXN") == MAXN_SCALE and power_factor(nx, "15W") == modes_of("orin-nx-16gb").scale("15W")
+    assert power_factor(get_platform("orin-nx-8gb"), "MAXN_SUPER").gpu == pytest.approx(1173 / 765)
+    # Orin Nano: the same rule; its Super scales agree with the orin-nano-super profile's peak figures
+    nano = power_scale("orin-nano", "MAXN_SUPER")
+    assert nano.gpu == pytest.approx(1020 / 625) and nano.emc == pytest.approx(3199 / 2133)
+    tops = get_platform("orin-nano-super").gpu_int8_tops / get_platform("orin-nano").gpu_int8_tops
+    assert nano.gpu == pytest.approx(tops, rel=0.03)
+    assert power_scale("orin-nano-super", "MAXN_SUPER") == MAXN_SCALE  # that profile's own file
+
+
+@pytest.mark.parametrize("command", ["measure", "check"])
+def test_maxn_super_on_an_orin_nx_is_simulated(capsys, command):
+    """``--power-mode MAXN_SUPER`` on orin-nx-16gb: accepted and recorded; the all-GPU engine runs faster
+    than at MAXN (GPU 1173 against 918 MHz)."""
+    if command == "check":
+        assert main(["check", "resnet18", "--platform", "orin-nx-16gb", "--power-mode", "maxn_super", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["power_mode"] == "MAXN_SUPER"
+        return
+    fps = {}
+    for mode in ("MAXN", "MAXN_SUPER"):
+        code, doc = _measure(capsys, "resnet50", "--platform", "orin-nx-16gb", "--precision", "int8", "--placement",
+                             "all-gpu", "--power-mode", mode)
+        assert code == 0 and doc["power_mode"] == mode
+        fps[mode] = doc["throughput_fps"]
+    assert 1.0 < fps["MAXN_SUPER"] / fps["MAXN"] <= 1173 / 918 + 1e-9
 
 
 def test_check_reports_the_power_mode(capsys):

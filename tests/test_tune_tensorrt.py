@@ -220,17 +220,35 @@ def test_the_boards_power_mode_is_compared_as_its_nvpmodel_file_names_it():
     assert clocks_problem({"power_mode": "MAXN"}, "MAXN", "orin-agx") is None
     assert "nvpmodel mode MODE_15W" in clocks_problem({"power_mode": "MODE_15W"}, "MAXN", "orin-agx")
     assert "nvpmodel mode MODE_50W" in clocks_problem({"power_mode": "MODE_50W"}, "30W", "orin-agx")
-    # a mode the module's file does not have (JetPack 6.2's Super modes on Orin NX) is not taken for MAXN
+    # JetPack 6.2's Super modes on Orin NX are the module's _super file's: a study of MAXN_SUPER passes,
+    # a study of MAXN is not taken for it, and the line advises the power_mode that study file accepts
+    assert clocks_problem({"power_mode": "MAXN_SUPER"}, "MAXN_SUPER", "orin-nx-16gb") is None
+    assert clocks_problem({"power_mode": "40W"}, "40w", "orin-nx-8gb") is None
     line = clocks_problem({"power_mode": "MAXN_SUPER"}, "MAXN", "orin-nx-16gb")
-    # and the line does not advise a power_mode the study file would refuse
-    assert "MAXN_SUPER, which the orin-nx-16gb profile does not have (its modes: MAXN, 10W, 15W, 25W)" in line
-    assert 'power_mode = "MAXN_SUPER"' not in line
+    assert "nvpmodel mode MAXN_SUPER but the study assumes power_mode MAXN" in line
+    assert 'power_mode = "MAXN_SUPER"' in line
+    # a mode neither file has is still refused loudly, naming both files' modes, with no power_mode advice
+    line = clocks_problem({"power_mode": "MODE_99W"}, "MAXN", "orin-nx-16gb")
+    assert ("MODE_99W, which the orin-nx-16gb profile does not have (its modes: MAXN, 10W, 15W, 25W; "
+            "JetPack 6.2 Super: MAXN_SUPER, 10W, 15W, 25W, 40W)") in line
+    assert 'power_mode = "MODE_99W"' not in line
 
 
 def test_an_agx_orin_in_its_30w_mode_runs_a_30w_study(tmp_path):
     proc = _tune(tmp_path, "--power-mode", "30W", "--trials", "2", bin_dir=_board(tmp_path, "MODE_30W"))
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "first-build check" not in proc.stderr and "the Jetson runs power mode" not in proc.stderr
+
+
+def test_an_orin_nx_on_jetpack_6_2_in_maxn_super_runs_a_maxn_super_study(tmp_path):
+    """JetPack 6.2's Super flash boots an Orin NX in its _super file's modes: a study of MAXN_SUPER on
+    the orin-nx-16gb profile passes the first build's clocks check on a board that reports it."""
+    proc = _tune(tmp_path, "--platform", "orin-nx-16gb", "--power-mode", "MAXN_SUPER", "--trials", "2",
+                 bin_dir=_board(tmp_path, "MAXN_SUPER"))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "first-build check" not in proc.stderr and "the Jetson runs power mode" not in proc.stderr
+    with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
+        assert store.study("night").settings["power_mode"] == "MAXN_SUPER"
 
 
 def test_unlocked_clocks_stop_before_the_first_build(tmp_path):

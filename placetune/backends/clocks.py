@@ -220,7 +220,7 @@ def mode_not_applied(platform: str, mode_name: str | None, snap: Snapshot | None
     nvpmodel writes that cap to ``max_freq``; a board whose nvpmodel service failed at boot reports
     the mode of its status file while it runs other clocks (a public report: an Orin Nano Super up at
     MAXN_SUPER clocks with ``pmode:0001``, its 25W, in the file)."""
-    table = modes_of(platform)
+    table = modes_of(platform, mode_name)  # a JetPack 6.2 Super mode: the module's _super file
     if table is None or not mode_name:
         return None
     mode = table.mode(mode_name)

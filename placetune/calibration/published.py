@@ -244,7 +244,7 @@ def _case(row: PublishedRow) -> PublishedCase:
     if row.power_mode.startswith("clocks:"):
         return skip("clocks given instead of an nvpmodel mode")
     mode = "MAXN" if row.power_mode == "unstated" else row.power_mode
-    modes = modes_of(row.platform)
+    modes = modes_of(row.platform, mode)
     if mode != "MAXN" and (modes is None or modes.mode(mode) is None):
         known = ", ".join(modes.names) if modes is not None else "none transcribed"
         return skip(f"power mode {row.power_mode} is not one of {row.platform}'s nvpmodel modes ({known})")

@@ -25,7 +25,7 @@ import difflib
 from dataclasses import dataclass
 
 from placetune.errors import ConfigError, UnknownNameError
-from placetune.hardware.power_modes import modes_of
+from placetune.hardware.power_modes import modes_of, super_names
 
 __all__ = ["Platform", "get_platform", "platform_names", "register_platform", "unregister_platform", "PLATFORMS",
            "ALIASES"]
@@ -90,11 +90,16 @@ class Platform:
     def has_power_mode(self, mode: str) -> bool:
         """Whether ``mode`` names one of the module's power modes (any case; nvpmodel's own name such
         as ``MODE_30W`` too); ``MAXN``, Settings' default, means the fastest mode of every module."""
-        table = modes_of(self.name)
+        table = modes_of(self.name, mode)  # the profile's own nvpmodel file, then its JetPack 6.2 Super one
         if table is not None:
             return table.mode(mode) is not None
         key = str(mode).strip().upper()
         return key in {m.upper() for m in self.power_modes} or (key == "MAXN" and bool(self.power_modes))
+
+    def mode_list(self) -> str:
+        """The modes as a message names them: :attr:`power_modes`, then the module's JetPack 6.2
+        Super modes where its profile follows the older nvpmodel file (Orin NX, Orin Nano)."""
+        return ", ".join(self.power_modes) + super_names(self.name)
 
     def check_power_mode(self, mode: str) -> str:
         """The power mode as placetune names it (``30w`` and nvpmodel's ``MODE_30W`` -> ``30W``;
@@ -105,9 +110,9 @@ class Platform:
         """
         if not self.has_power_mode(mode):
             raise ConfigError(f"power_mode {str(mode)[:40]!r}: {self.name} has the power modes "
-                              f"{', '.join(self.power_modes)} (MAXN: the fastest)")
+                              f"{self.mode_list()} (MAXN: the fastest)")
         key = str(mode).strip().upper()
-        table = modes_of(self.name)
+        table = modes_of(self.name, key)
         if key == "MAXN":
             return "MAXN"
         if table is not None:
@@ -232,7 +237,7 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=102.4,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 1024 cores, 32 TC -> 8 Ampere SMs
             dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
-            power_modes=("MAXN", "25W", "15W", "10W"),  # nvpmodel_p3767_0000.conf (hardware/power_modes.py)
+            power_modes=("MAXN", "25W", "15W", "10W"),  # nvpmodel_p3767_0000.conf; _super.conf's too (power_modes.py)
             gpu_active_w=14.0,  # ESTIMATE
             dla_active_w=0.8,  # ESTIMATE (orin-agx's 2.0 W scaled by DLA clock 614 MHz vs 1.6 GHz)
             idle_w=4.0,  # ESTIMATE
@@ -253,7 +258,7 @@ PLATFORMS: dict[str, Platform] = {
             dram_gbps=102.4,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 1024-core Ampere -> 8 SMs
             dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
-            power_modes=("MAXN", "20W", "15W", "10W"),  # nvpmodel_p3767_0001.conf (hardware/power_modes.py)
+            power_modes=("MAXN", "20W", "15W", "10W"),  # nvpmodel_p3767_0001.conf; _super.conf's too (power_modes.py)
             gpu_active_w=12.0,  # ESTIMATE
             dla_active_w=1.0,  # ESTIMATE (as orin-nx-16gb)
             idle_w=4.0,  # ESTIMATE

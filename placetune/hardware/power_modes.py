@@ -14,10 +14,19 @@ Source: NVIDIA's files as stored in the public repositories ``LineageOS/android_
 (Xavier, ``nvpmodel_t194.conf`` for AGX Xavier and ``nvpmodel_t194_p3668.conf`` for Xavier NX,
 the file-to-module pairing as in ``anduril/jetpack-nixos`` ``modules/devices.nix``) under
 ``nvpmodel/`` (NVIDIA copyright headers), at the commit named per module below. Only the
-figures are transcribed here. Not transcribed: the Orin NX ``_super`` files (their uncapped DLA
-clock has no source here) and the Orin Nano 4GB ``_super`` file. What "no cap" means in MHz is the module's own maximum, which the
-files do not give: those come from placetune/data/jetson-measurements.md §1 ("ref §1") or
-NVIDIA's module datasheets, each named below; ones not checked are marked UNVERIFIED.
+figures are transcribed here. Not transcribed: the Orin Nano 4GB ``_super`` file. What "no cap"
+means in MHz is the module's own maximum, which the files do not give: those come from
+placetune/data/jetson-measurements.md §1 ("ref §1") or NVIDIA's module datasheets, each named
+below; ones not checked are marked UNVERIFIED (the Orin NX ``_super`` files' uncapped GPU and DLA
+clocks have no source here: their highest cap in the file is read as the maximum, a lower bound).
+
+JetPack 6.2 (L4T R36.4.3) installs a module's ``_super`` file where the board is flashed for the
+Super modes; an older JetPack the other one. One rule picks the table (:func:`modes_of`): a
+profile's own file first, and a mode name that file lacks is looked up in the module's ``_super``
+file (:data:`SUPER_MODULE`), so an Orin NX board in ``MAXN_SUPER`` or ``40W`` is known to the
+``orin-nx-16gb`` profile. A name both files have (``15W``) is the profile's own file's mode. A
+Super mode is scaled against the profile's own fastest mode (:func:`power_scale`), whose clocks
+the profile's peak figures are, so ``MAXN_SUPER`` runs faster than ``MAXN`` (scales above 1).
 
 The simulator (:mod:`placetune.backends.simulate.costs`) scales from these caps: GPU compute by
 active TPCs x GPU clock, the DLA by its clock and memory bandwidth by the EMC clock, each relative
@@ -38,8 +47,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["PowerMode", "ModuleModes", "ClockScale", "MODULES", "PLATFORM_MODULE", "modes_of", "MAXN_SCALE",
-           "same_power_mode"]
+__all__ = ["PowerMode", "ModuleModes", "ClockScale", "MODULES", "PLATFORM_MODULE", "SUPER_MODULE", "modes_of",
+           "mode_names", "super_names", "power_scale", "MAXN_SCALE", "same_power_mode"]
 
 _REPO = "LineageOS/android_device_nvidia_concord"
 _C_AGX = "0a7ce0b3cb5f72b34f1f3eab1456572991f13cc2"  # nvpmodel_p3701_0000.conf, _0004.conf
@@ -182,19 +191,22 @@ class ModuleModes:
                else None)
         return cap(mode.gpu_max_hz, self.gpu_max_mhz), dla, cap(mode.emc_max_hz, self.emc_max_mhz)
 
-    def scale(self, name: str) -> ClockScale | None:
+    def scale(self, name: str, against: "ModuleModes | None" = None) -> ClockScale | None:
         """How much slower ``name`` runs each clock domain than :attr:`fastest`; None: no such mode.
 
+        ``against``: the table whose fastest mode is 1.0 (a profile's own file, for a mode of its
+        module's ``_super`` file: above 1 where the Super mode is faster); this table by default.
         The DLA figure is DLA0's clock: the simulator runs both cores at one clock (two modes cap
-        DLA1 lower than DLA0: Orin NX 10W and the Orin NX Super 15W)."""
+        DLA1 lower than DLA0: Orin NX 10W and the Orin NX 16GB Super 15W)."""
         mode = self.mode(name)
         if mode is None:
             return None
-        top = self.fastest
+        ref = against or self
+        top = ref.fastest
         g, d, e = self.clocks_mhz(mode)
-        g0, d0, e0 = self.clocks_mhz(top)
+        g0, d0, e0 = ref.clocks_mhz(top)
         clock = g / g0
-        return ClockScale(gpu=self.active_tpcs(mode) / self.active_tpcs(top) * clock, gpu_clock=clock,
+        return ClockScale(gpu=self.active_tpcs(mode) / ref.active_tpcs(top) * clock, gpu_clock=clock,
                           dla=(d / d0) if d is not None and d0 else 1.0, emc=e / e0)
 
 
@@ -250,6 +262,24 @@ MODULES: dict[str, ModuleModes] = {m.module: m for m in (
         default_id=2,
     ),
     ModuleModes(
+        module="p3767-0000-super", title="Jetson Orin NX 16GB Super (JetPack 6.2 modes)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0000_super.conf @ {_C_SUPER}",
+        # MAXN_SUPER caps nothing; no source here gives the Super GPU and DLA maxima: the file's highest
+        # caps (40W: GPU 1173 MHz, DLA 908.8 MHz) are read as them, a lower bound. EMC: the same
+        # 128-bit bus as p3767-0000 (ref §1: 102.4 GB/s).
+        gpu_max_mhz=1173.0, dla_max_mhz=908.8, emc_max_mhz=3199.0,
+        maxima_source="EMC: ref §1 (102.4 GB/s); GPU 1173 MHz and DLA 908.8 MHz UNVERIFIED (the file's 40W caps "
+                      "read as the MAXN_SUPER maxima: a lower bound)",
+        modes=(
+            _m(0, "MAXN_SUPER", 8, -1, -1, 240, -1, -1, -1),
+            _m(1, "10W", 4, 1190400, 612000000, 252, 2133000000, 153600000, 115000000),
+            _m(2, "15W", 4, 1420800, 612000000, 252, -1, 614400000, 115000000),
+            _m(3, "25W", 8, 1497600, 408000000, 240, -1, 614400000, 614400000),
+            _m(4, "40W", 8, 1497600, 1173000000, 240, -1, 908800000, 908800000),
+        ),
+        default_id=4, verified=False,
+    ),
+    ModuleModes(
         module="p3767-0001", title="Jetson Orin NX 8GB (6 CPU cores, 4 TPCs)",
         conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0001.conf @ {_C_P3767}",
         gpu_max_mhz=765.0, dla_max_mhz=614.4, emc_max_mhz=3199.0,
@@ -262,6 +292,22 @@ MODULES: dict[str, ModuleModes] = {m.module: m for m in (
             _m(3, "20W", 6, 1497600, 408000000, 240, 0, 614400000, 614400000),
         ),
         default_id=2, verified=False,
+    ),
+    ModuleModes(
+        module="p3767-0001-super", title="Jetson Orin NX 8GB Super (JetPack 6.2 modes)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0001_super.conf @ {_C_SUPER}",
+        # as p3767-0000-super: the file's 40W caps (GPU 1173 MHz, DLA 1203.2 MHz) read as the maxima
+        gpu_max_mhz=1173.0, dla_max_mhz=1203.2, emc_max_mhz=3199.0,
+        maxima_source="EMC: ref §1 (102.4 GB/s); GPU 1173 MHz and DLA 1203.2 MHz UNVERIFIED (the file's 40W caps "
+                      "read as the MAXN_SUPER maxima: a lower bound)",
+        modes=(
+            _m(0, "MAXN_SUPER", 6, -1, -1, 240, -1, -1, -1),
+            _m(1, "10W", 4, 1190400, 612000000, 252, 2133000000, 153600000, 153600000),
+            _m(2, "15W", 4, 1420800, 612000000, 252, -1, 614400000, 614400000),
+            _m(3, "20W", 6, 1497600, 408000000, 240, -1, 614400000, 614400000),
+            _m(4, "40W", 6, 1984000, 1173000000, 240, -1, 1203200000, 1203200000),
+        ),
+        default_id=4, verified=False,
     ),
     ModuleModes(
         module="p3767-0003", title="Jetson Orin Nano 8GB (6 CPU cores, 4 TPCs; JetPack 5 / 6.0-6.1 modes)",
@@ -356,11 +402,65 @@ PLATFORM_MODULE: dict[str, str] = {
 }
 
 
-def modes_of(platform: str) -> ModuleModes | None:
+#: placetune platform -> its module's JetPack 6.2 ``_super`` nvpmodel file, where the profile's own file
+#: (:data:`PLATFORM_MODULE`) is the older one: the modes a Super-flashed board may run under that profile
+#: (``orin-nano-super`` is the Orin Nano profile whose own file, and peak figures, are the Super ones).
+SUPER_MODULE: dict[str, str] = {
+    "orin-nx-16gb": "p3767-0000-super",
+    "orin-nx-8gb": "p3767-0001-super",
+    "orin-nano": "p3767-0003-super",
+}
+
+
+def modes_of(platform: str, mode: str | None = None) -> ModuleModes | None:
     """The transcribed power modes of a placetune platform (canonical name); None where placetune
-    has no transcribed table (a platform outside :data:`PLATFORM_MODULE`)."""
+    has no transcribed table (a platform outside :data:`PLATFORM_MODULE`).
+
+    With ``mode``: the table that has it. The profile's own file first; a name that file lacks is
+    looked up in the module's JetPack 6.2 ``_super`` file (:data:`SUPER_MODULE`); the profile's own
+    table where neither has it.
+
+    Example:
+        >>> modes_of("orin-nx-16gb").module, modes_of("orin-nx-16gb", "MAXN_SUPER").module
+        ('p3767-0000', 'p3767-0000-super')
+        >>> modes_of("orin-nx-16gb", "15W").module
+        'p3767-0000'
+    """
     key = PLATFORM_MODULE.get(platform)
-    return MODULES[key] if key else None
+    if not key:
+        return None
+    table = MODULES[key]
+    if mode is not None and table.mode(mode) is None and platform in SUPER_MODULE:
+        other = MODULES[SUPER_MODULE[platform]]
+        if other.mode(mode) is not None:
+            return other
+    return table
+
+
+def super_names(platform: str) -> str:
+    """``; JetPack 6.2 Super: <its _super file's modes>`` for a message, where the platform's module has
+    a ``_super`` file other than the profile's own (:data:`SUPER_MODULE`); empty otherwise."""
+    sup = SUPER_MODULE.get(platform)
+    return f"; JetPack 6.2 Super: {', '.join(MODULES[sup].names)}" if sup else ""
+
+
+def mode_names(platform: str) -> str:
+    """The platform's modes as a line for a message: its own file's, then the ``_super`` file's
+    (``MAXN, 10W, 15W, 25W; JetPack 6.2 Super: MAXN_SUPER, 10W, 15W, 25W, 40W``); empty without a table."""
+    table = modes_of(platform)
+    return ", ".join(table.names) + super_names(platform) if table is not None else ""
+
+
+def power_scale(platform: str, mode: str) -> ClockScale | None:
+    """How ``mode`` scales each clock domain against the profile's own fastest mode (1.0); None: no
+    such mode or no table. A mode of the module's ``_super`` file scales against the profile's own
+    file's fastest mode (:func:`modes_of`'s rule): above 1 where it runs faster."""
+    base = modes_of(platform)
+    if base is None:
+        return None
+    table = modes_of(platform, mode)
+    assert table is not None
+    return table.scale(mode) if table is base else table.scale(mode, against=base)
 
 
 def same_power_mode(platform: str, board: str, study: str) -> bool:
@@ -378,11 +478,11 @@ def same_power_mode(platform: str, board: str, study: str) -> bool:
         >>> same_power_mode("orin-agx", "MODE_15W", "MAXN")
         False
     """
-    table = modes_of(platform)
-    if table is not None:
-        on_board, asked = table.mode(board), table.mode(study)
+    board_table, study_table = modes_of(platform, board), modes_of(platform, study)
+    if board_table is not None and study_table is not None:
+        on_board, asked = board_table.mode(board), study_table.mode(study)
         if on_board is not None and asked is not None:
-            return on_board.id == asked.id
+            return board_table is study_table and on_board.id == asked.id
 
     def norm(name: str) -> str:
         key = str(name).strip().upper()

@@ -37,7 +37,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import BackendError, StoppedAfterMeasurement
-from placetune.hardware.power_modes import modes_of, same_power_mode
+from placetune.hardware.power_modes import mode_names, modes_of, same_power_mode
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -86,14 +86,16 @@ def clocks_problem(fingerprint: dict[str, Any], power_mode: str, platform: str |
 
     The board's nvpmodel mode and the study's ``power_mode`` are compared as modes of the
     ``platform``'s nvpmodel file (:func:`~placetune.hardware.power_modes.same_power_mode`: the
-    board prints ``MODE_30W`` for the study's ``30W``, ``15W`` on Orin Nano for ``MAXN``)."""
+    board prints ``MODE_30W`` for the study's ``30W``, ``15W`` on Orin Nano for ``MAXN``), or of
+    its module's JetPack 6.2 ``_super`` file for a mode the profile's own file lacks (an Orin NX
+    board's ``MAXN_SUPER``: a study of ``MAXN_SUPER`` passes, one of ``MAXN`` does not)."""
     board = fingerprint.get("power_mode")
     plat = str(platform or fingerprint.get("platform") or "")
     if board is not None and not same_power_mode(plat, str(board), str(power_mode)):
-        table = modes_of(plat)
-        if table is not None and table.mode(str(board)) is None:  # e.g. JetPack 6.2's MAXN_SUPER on Orin NX
+        table = modes_of(plat, str(board))
+        if table is not None and table.mode(str(board)) is None:  # a mode neither of the module's files has
             return (f"the board runs nvpmodel mode {board}, which the {plat} profile does not have (its modes: "
-                    f"{', '.join(table.names)}), so no study of this platform can assume it: switch the board to "
+                    f"{mode_names(plat)}), so no study of this platform can assume it: switch the board to "
                     f"the study's power_mode {power_mode} with `sudo nvpmodel -m <id>`")
         return (f"the board runs nvpmodel mode {board} but the study assumes power_mode {power_mode}: set it "
                 f"with `sudo nvpmodel -m <id>` (nvpmodel -q names it), or set power_mode = \"{board}\" in "

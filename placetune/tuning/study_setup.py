@@ -115,7 +115,7 @@ def resolve(model: Model | str | Path, platform: "Platform | str", backend: "Bac
                     settings.trt_version, ", ".join(plat.jetpack_trt))
     if not plat.has_power_mode(settings.power_mode):  # else every trial is infeasible
         raise ConfigError(f"power_mode {str(settings.power_mode)[:40]!r}: {plat.name} has the "
-                          f"power modes {', '.join(plat.power_modes)}")
+                          f"power modes {plat.mode_list()}")
     obj = get_objective(objective, constraints)
     measured = back.capabilities.objectives
     cannot = [n for n in obj.measured_from if n not in measured]

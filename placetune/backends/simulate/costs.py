@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from placetune.backends.simulate.graph import GraphInfo, graph_info, op_class, padding_eff
-from placetune.hardware.power_modes import MAXN_SCALE, ClockScale, modes_of
+from placetune.hardware.power_modes import MAXN_SCALE, ClockScale, modes_of, power_scale
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -219,9 +219,9 @@ def power_factor(platform: "Platform", mode: str) -> ClockScale | None:
     DLA's own ratio is published (:data:`DLA_MODE_FACTOR`), the DLA and memory take that instead.
     A platform without a transcribed file (none of the built-in ones): ESTIMATE sqrt(watts / top
     watts) for every domain alike."""
-    table = modes_of(platform.name)
+    table = modes_of(platform.name, mode)
     if table is not None:
-        scale = table.scale(mode)
+        scale = power_scale(platform.name, mode)  # a JetPack 6.2 Super mode: against the profile's own fastest
         known = table.mode(mode)
         measured = DLA_MODE_FACTOR.get(platform.name, {}).get(known.label) if known is not None else None
         if scale is not None and measured is not None:

@@ -204,7 +204,7 @@ class SimulatedJetson(BackendBase):
         if power is None:
             return Measurement.failure(
                 "infeasible", f"{platform.name} has no power mode {settings.power_mode!r}; "
-                f"modes: {', '.join(platform.power_modes)}", **base)
+                f"modes: {platform.mode_list()}", **base)
         uses_dla = bool((codes > 0).any())
         if uses_dla and settings.precision not in ("fp16", "int8"):
             return Measurement.failure(
@@ -419,7 +419,7 @@ def simulate_concurrent(jobs, platform: "Platform", precision: str = "int8", pow
     """
     power = power_factor(platform, power_mode)
     if power is None:
-        raise ConfigError(f"{platform.name} has no power mode {power_mode!r}; modes: {', '.join(platform.power_modes)}")
+        raise ConfigError(f"{platform.name} has no power mode {power_mode!r}; modes: {platform.mode_list()}")
     instances = []
     for realisation, device in jobs:
         if device not in platform.devices:
