@@ -97,10 +97,11 @@ def check_table(layers: list[dict[str, Any]], width: int | None, reasons: bool =
     return "\n".join(out)
 
 
-def refusal_groups(layers: list[dict[str, Any]]) -> str:
+def refusal_groups(layers: list[dict[str, Any]], width: int | None = None) -> str:
     """The layers that cannot run on a DLA, counted by their reason (as a short phrase), most first, each with
     the op types it holds (``  5  Add, Sub, Mul: DLA ElementWise needs 4D (N,C,H,W) tensors (got 3D)``); at
     most :data:`MAX_GROUPS` reasons, the rest counted on a line of their own. Empty when every layer can.
+    With ``width``, a reason longer than the room goes on under its op types, not under its count.
     """
     groups: dict[str, list[str]] = {}
     for x in layers:
@@ -116,7 +117,9 @@ def refusal_groups(layers: list[dict[str, Any]]) -> str:
     for reason, ops in ranked[:MAX_GROUPS]:
         kinds = list(dict.fromkeys(ops))
         named = ", ".join(kinds[:_MAX_OPS]) + (", ..." if len(kinds) > _MAX_OPS else "")
-        lines.append(f"  {len(ops):>{digits}}  {named}: {reason}")
+        line = f"  {len(ops):>{digits}}  {named}: {reason}"
+        lines += textwrap.wrap(line, max(width - 1, 20), subsequent_indent=" " * (4 + digits),
+                               break_on_hyphens=False) if width else [line]
     rest = ranked[MAX_GROUPS:]
     if rest:
         lines.append(f"  and {plural(sum(len(ops) for _, ops in rest), 'layer')} for "
@@ -195,7 +198,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.layers or args.wide:  # the table first, the summary under it (where a terminal stops scrolling)
         human = check_table(doc["layers"], width, reasons=bool(platform.dla_count)) + "\n\n" + facts + after
     else:  # the summary, what tune refuses and why layers stay on the GPU first; the table on request
-        groups = refusal_groups(doc["layers"]) if platform.dla_count else ""
+        groups = refusal_groups(doc["layers"], width) if platform.dla_count else ""
         if platform.dla_count and not groups:
             groups = "every layer can run on a DLA"
         human = (facts + (f"\n{groups}" if groups else "")
