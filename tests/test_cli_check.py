@@ -22,7 +22,7 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess:
 
 
 def test_check_resnet18_table(capsys):
-    assert main(["check", "resnet18", "--platform", "orin-agx"]) == 0
+    assert main(["check", "resnet18", "--platform", "orin-agx", "--layers"]) == 0  # the table is on request
     out = capsys.readouterr().out
     assert "/conv1/Conv" in out and "DLA-eligible" in out and "island" in out
 

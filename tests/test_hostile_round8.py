@@ -158,7 +158,10 @@ def test_a_layer_name_with_a_line_break_stays_in_its_table_row(tmp_path, capsys)
     m.graph.node[0].name = _FORGED
     onnx.save(m, str(tmp_path / "m.onnx"))
     capsys.readouterr()
-    assert main(["check", str(tmp_path / "m.onnx")]) == 0
+    assert main(["check", str(tmp_path / "m.onnx")]) == 0  # the summary: no layer names
+    out = capsys.readouterr().out
+    assert not any(line.startswith("placetune:") for line in out.splitlines()), out
+    assert main(["check", "--layers", str(tmp_path / "m.onnx")]) == 0  # the table
     out = capsys.readouterr().out
     assert not any(line.startswith("placetune:") for line in out.splitlines()), out
     assert "/conv1\\nplacetune:" in out  # escaped, in its row (a long name is cut in the middle to fit)

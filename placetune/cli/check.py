@@ -1,9 +1,12 @@
-"""``placetune check MODEL``: which layers can run on a DLA, and why not, as a table that fits the terminal.
+"""``placetune check MODEL``: which layers can run on a DLA, and why not.
 
-The table fits the terminal's width (80 columns when the output is not a terminal, so that a log is the
-same every time): a long layer name is cut in its middle (``/layer1/lay...sample.0/Conv``), and a layer
-that cannot run on a DLA gets its reason, in a short phrase, on the line under it. ``--wide`` prints the
-whole table (every name, every reason in full, one row a line); ``--json`` every field.
+By default a short answer that fits one screen: the model's summary (layers, DLA-eligible, DLA islands), what
+``tune`` would refuse, the layers that cannot run on a DLA counted by reason (with their op types), how to see
+the per-layer table, and the commands to run next. ``--layers`` prints the per-layer table first, fitted to
+the terminal's width (80 columns when the output is not a terminal, so that a log is the same every time): a
+long layer name is cut in its middle (``/layer1/lay...sample.0/Conv``), and a layer that cannot run on a DLA
+gets its reason, in a short phrase, on the line under it. ``--wide`` prints the whole table (every name, every
+reason in full, one row a line); ``--json`` every field.
 """
 
 from __future__ import annotations
@@ -35,10 +38,16 @@ else:
     _realise = lazy_import("placetune.placement.realise")
     _trtexec = lazy_import("placetune.plan.trtexec")
 
-__all__ = ["cmd_check", "check_table", "short_reason", "with_dla", "LOG_WIDTH"]
+__all__ = ["cmd_check", "check_table", "refusal_groups", "short_reason", "with_dla", "LOG_WIDTH", "MAX_GROUPS"]
 
 #: The width of the table when the output is not a terminal (a pipe, a log file).
 LOG_WIDTH = 80
+
+#: The most reasons the short output lists (the rest are counted; ``--layers`` shows every layer's).
+MAX_GROUPS = 12
+
+#: The most op types named for one reason (``Add, Mul, Sub, ...``).
+_MAX_OPS = 4
 
 #: A parenthesis that says where a rule comes from (a log, a guide, a header), not what it is.
 _SOURCE = re.compile(r" \([^()]*\b(?:log|guide|header|DLA-SW|notes|docs?)\b[^()]*\)")
@@ -88,6 +97,36 @@ def check_table(layers: list[dict[str, Any]], width: int | None, reasons: bool =
     return "\n".join(out)
 
 
+def refusal_groups(layers: list[dict[str, Any]], width: int | None = None) -> str:
+    """The layers that cannot run on a DLA, counted by their reason (as a short phrase), most first, each with
+    the op types it holds (``  5  Add, Sub, Mul: DLA ElementWise needs 4D (N,C,H,W) tensors (got 3D)``); at
+    most :data:`MAX_GROUPS` reasons, the rest counted on a line of their own. Empty when every layer can.
+    With ``width``, a reason longer than the room goes on under its op types, not under its count.
+    """
+    groups: dict[str, list[str]] = {}
+    for x in layers:
+        if not x["dla"]:
+            groups.setdefault(line_safe(short_reason(x["reason"] or "no DLA support")), []).append(
+                line_safe(x["op_type"]))
+    if not groups:
+        return ""
+    refused = sum(len(ops) for ops in groups.values())
+    ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))  # (stable: ties keep the model's order)
+    digits = len(str(len(ranked[0][1])))
+    lines = [f"{plural(refused, 'layer')} cannot run on a DLA (they fall back to the GPU), by reason:"]
+    for reason, ops in ranked[:MAX_GROUPS]:
+        kinds = list(dict.fromkeys(ops))
+        named = ", ".join(kinds[:_MAX_OPS]) + (", ..." if len(kinds) > _MAX_OPS else "")
+        line = f"  {len(ops):>{digits}}  {named}: {reason}"
+        lines += textwrap.wrap(line, max(width - 1, 20), subsequent_indent=" " * (4 + digits),
+                               break_on_hyphens=False) if width else [line]
+    rest = ranked[MAX_GROUPS:]
+    if rest:
+        lines.append(f"  and {plural(sum(len(ops) for _, ops in rest), 'layer')} for "
+                     f"{plural(len(rest), 'other reason')} (--layers)")
+    return "\n".join(lines)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     model = load_model(args)
     platform = get_platform(args.platform)
@@ -130,34 +169,43 @@ def cmd_check(args: argparse.Namespace) -> int:
     }
     width = None if args.wide else (terminal_width() or LOG_WIDTH)
     s = doc["summary"]
-    human = check_table(doc["layers"], width, reasons=bool(platform.dla_count))
-    human += (
-        f"\n\n{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules, power mode "
+    facts = (
+        f"{model.name} on {platform.name} ({args.precision}, TensorRT {args.trt_version} rules, power mode "
         f"{args.power_mode}): "
         f"{s['layers']} layers, {s['dla_eligible']} DLA-eligible, {s['gmacs']} GMACs"
     )
     if platform.dla_count:
         limit = " (exceeds the 16-per-core limit: the rest fall back to GPU)" if s["exceeds_loadable_limit"] else ""
-        human += f"\nall-DLA with GPU fallback forms {plural(islands, 'DLA island')} (loadables){limit}"
+        facts += f"\nall-DLA with GPU fallback forms {plural(islands, 'DLA island')} (loadables){limit}"
     if s["data_dependent_ops"]:
-        human += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
+        facts += (f"\ndata-dependent op(s) {', '.join(s['data_dependent_ops'])}: their work depends on the input, so "
                   "time it on representative input (measure/tune --input-data FILE.npz; docs/timing.md)")
     if misread:
-        human += (f"\nTensorRT {args.trt_version}'s ONNX parser would build another network than this model (its "
+        facts += (f"\nTensorRT {args.trt_version}'s ONNX parser would build another network than this model (its "
                   f"plans would be built wrong there): {misread}"
                   f"{_misreads.later_rules_hint(model.proto, str(args.trt_version)) if platform.name.startswith('orin') else ''}")
     for p in s["problems"]:
-        human += (f"\nproblem in {' and '.join(p['modes'])} mode (placetune tune refuses it, exit {p['exit_code']}; "
+        facts += (f"\nproblem in {' and '.join(p['modes'])} mode (placetune tune refuses it, exit {p['exit_code']}; "
                   f"its plans could not be exported for trtexec): {line_safe(p['message'])}")
     same = _same_target(args)
     if not platform.dla_count:  # nothing to search: tune refuses this platform
-        human += (f"\n{platform.name} has no DLA core: every layer runs on the GPU, so there is no placement to tune "
-                  f"(platforms with a DLA: {with_dla()})"
-                  f"\nnext: placetune measure {shlex.quote(args.model)}{same}   (the all-GPU figures)")
-        show(args, doc, wrap(human, width))
-        return 0
-    human += (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements)"
-              f"\n      placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
+        facts += (f"\n{platform.name} has no DLA core: every layer runs on the GPU, so there is no placement to tune "
+                  f"(platforms with a DLA: {with_dla()})")
+        after = f"\nnext: placetune measure {shlex.quote(args.model)}{same}   (the all-GPU figures)"
+    else:
+        after = (f"\nnext: placetune tune --model {shlex.quote(args.model)}{same}   (search placements)"
+                 f"\n      placetune measure {shlex.quote(args.model)}{same} --placement all-dla   (one placement)")
+    if args.layers or args.wide:  # the table first, the summary under it (where a terminal stops scrolling)
+        human = check_table(doc["layers"], width, reasons=bool(platform.dla_count)) + "\n\n" + facts + after
+    else:  # the summary, what tune refuses and why layers stay on the GPU first; the table on request
+        groups = refusal_groups(doc["layers"], width) if platform.dla_count else ""
+        if platform.dla_count and not groups:
+            groups = "every layer can run on a DLA"
+        human = (facts + (f"\n{groups}" if groups else "")
+                 + "\nthe table of every layer (op, shapes, DLA or not, and why):"
+                 + f"\n  placetune check {shlex.quote(args.model)}{same} --layers   (--wide: in full; --json: "
+                   "every field)"
+                 + after)
     show(args, doc, wrap(human, width))
     return 0
 

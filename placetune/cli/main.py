@@ -19,7 +19,7 @@ from placetune.cli.terminal import (error_line, output_lost, safe_output, show, 
                                      when_output_lost)
 from placetune.errors import ConfigError, PlacetuneError, ShapeError
 from placetune.validate import dumps_json
-from placetune.wording import plural
+from placetune.wording import plural, wrap
 from placetune._lazy import lazy_import
 from placetune.cli.calibrate import add_parser as add_calibrate
 from placetune.cli.deploy import add_parser as add_build
@@ -293,8 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="which layers of a model can run on a DLA, and why not")
     _add_model_args(p)
     _add_target_args(p, DEFAULT_PRECISION)
-    p.add_argument("--wide", action="store_true", help="the whole table, one layer a line: full names and "
-                   "reasons, input shapes (default: fit the terminal, 80 columns in a log)")
+    p.add_argument("--layers", action="store_true", help="the per-layer table too (op, shapes, DLA or not, why "
+                   "not), fitted to the terminal (80 columns in a log); default: the summary and the reasons only")
+    p.add_argument("--wide", action="store_true", help="the whole per-layer table, one layer a line: full names and "
+                   "reasons, input shapes (implies --layers)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("zoo", help="built-in networks")
@@ -542,11 +544,13 @@ def _check_working_folder() -> None:
 
 
 class _Plain(logging.Formatter):
-    """A log line as a user reads it: ``placetune: warning: ...`` (another package's: ``optuna: warning: ...``)."""
+    """A log line as a user reads it: ``placetune: warning: ...`` (another package's: ``optuna: warning: ...``),
+    wrapped at word boundaries when standard error is a terminal, one line in a log or a pipe (as
+    :func:`~placetune.cli.terminal.error_line` writes an error)."""
 
     def format(self, record: logging.LogRecord) -> str:
         who = record.name.split(".")[0] or "placetune"
-        text = f"{who}: {record.levelname.lower()}: {record.getMessage()}"
+        text = wrap(f"{who}: {record.levelname.lower()}: {record.getMessage()}", terminal_width(sys.stderr))
         return text + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
 
 
