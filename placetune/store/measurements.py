@@ -25,7 +25,7 @@ from placetune.store.schema import MeasurementRow, RawJSON, RequestRow, StudyRow
 from placetune.store.studies import StudiesMixin
 from sqlalchemy.dialects import sqlite
 
-__all__ = ["MeasurementsMixin", "UnseenConflict"]
+__all__ = ["MeasurementsMixin", "MeasurementLru", "UnseenConflict"]
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +143,10 @@ def _entry(mid: int, cols: dict[str, Any], texts: dict[str, Any]) -> Entry:
 
 
 @dataclass
-class _Lru:
-    """Thread-safe LRU of ``scope + key -> row entry``; a row rewritten by this store
-    (:meth:`MeasurementsMixin.update_measurement`) replaces its entry."""
+class MeasurementLru:
+    """Thread-safe LRU of ``scope + key -> row entry`` that the measurement lookups read first (``size`` entries at
+    most; 0 keeps none); a row rewritten by this store (:meth:`MeasurementsMixin.update_measurement`) replaces its
+    entry. The store makes one when it opens."""
 
     size: int
     data: OrderedDict[tuple[str, str, str, str], Entry] = field(default_factory=OrderedDict)
@@ -173,7 +174,7 @@ class _Lru:
 class MeasurementsMixin(StudiesMixin):
     """The measurement cache of a :class:`~placetune.store.store.Store`: lookups and writes."""
 
-    _lru: _Lru
+    _lru: MeasurementLru
 
     def lookup(
         self, model_hash: str, fingerprint_hash: str, settings_hash: str, placement_key: str
