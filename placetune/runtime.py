@@ -182,7 +182,7 @@ class PlanRuntime:
         if not outputs:  # the tensors no engine reads
             read = {t for e in engines for t in e.inputs}
             outputs = [t for e in engines for t in e.outputs if t not in read]
-        pipe_cls = w["worker_pipeline"]._Pipeline
+        pipe_cls = w["worker_pipeline"].Pipeline
         self._stream_frames = w["worker_pipeline"].stream_frames
         groups = [engines] if plan.mode != "replicas" else [[e] for e in engines]
         for group in groups:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .residual import Correction, CorrectedSimulator, _Eval, _time_like, fit_correction
+from .residual import Correction, CorrectedSimulator, evaluation_time_like, fit_correction, time_like
 from .surrogate import RunObservations, observations_of, simulator
 from placetune.calibration import fit_profile
 
@@ -89,10 +89,10 @@ def _errors(ev: "Evaluator", sim: CorrectedSimulator, objective: Any, correction
     sim.correction = correction
     out = []
     for m in ms:
-        got = _time_like(objective, m)
+        got = time_like(objective, m)
         if got is None or not m.realized:
             continue
-        pred = _time_like(objective, _Eval(sim.evaluate(sim.structure.codes(m.realized))))
+        pred = evaluation_time_like(objective, sim.evaluate(sim.structure.codes(m.realized)))
         if pred is not None:
             out.append(abs(math.log(got / pred)))
     return out

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.model.model import Model
 
-__all__ = ["SEGMENT_FEATURES", "PLAN_FEATURES", "Ridge", "Correction", "CorrectedSimulator", "fit_correction"]
+__all__ = ["SEGMENT_FEATURES", "PLAN_FEATURES", "Ridge", "Correction", "CorrectedSimulator", "fit_correction",
+           "time_like", "evaluation_time_like"]
 
 log = logging.getLogger(__name__)
 
@@ -284,12 +285,18 @@ def _codes(model: "Model", realized: dict[str, str]) -> np.ndarray:
     return np.fromiter((DEVICE_CODE[realized[n]] for n in model.names), dtype=np.int8, count=len(model.names))
 
 
-def _time_like(objective: Any, m: Any) -> float | None:
-    """The objective as a time (larger is worse): the period for throughput, else the value."""
+def time_like(objective: Any, m: Any) -> float | None:
+    """A measurement's objective as a time (larger is worse): the period for throughput, else the value;
+    None when the objective has no positive finite value."""
     v = objective.value(m)
     if v is None or not v > 0 or not math.isfinite(v):
         return None
     return 1.0 / v if objective.direction == "maximize" else v
+
+
+def evaluation_time_like(objective: Any, e: Any) -> float | None:
+    """:func:`time_like` of a simulator's (incremental) Evaluation ``e``: what the model predicts."""
+    return time_like(objective, _Eval(e))
 
 
 def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequence["Measurement"], *,
@@ -342,7 +349,7 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
         Xp, yp = [], []
         for codes, m in plans:
             e = sim.evaluate(codes)
-            pred, got = _time_like(objective, _Eval(e)), _time_like(objective, m)
+            pred, got = evaluation_time_like(objective, e), time_like(objective, m)
             if pred is None or got is None:
                 continue
             Xp.append(plan_row(e.period_ms or 0.0, e.busy_ms or {}, len(sim.segments(e.realized, pipeline))))
@@ -359,7 +366,7 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
 
 
 class _Eval:
-    """An incremental Evaluation as a Measurement-like object for :func:`_time_like`."""
+    """An incremental Evaluation as a Measurement-like object for :func:`time_like`."""
 
     def __init__(self, e: Any) -> None:
         self.e = e

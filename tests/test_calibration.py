@@ -40,7 +40,7 @@ def restore_constants():
     yield
     costs.ARCH.update(saved)
     published.HARNESS_CALL_US.update(harness)
-    costs._TABLE_CACHE.clear()
+    costs.forget_cost_tables()
 
 
 def _xavier_gpu(cases):

@@ -176,7 +176,7 @@ def _run(cuda, kernel, k, spins, frames=24, breakage=None):
     engines = _engines(cuda, kernel, spins)
     rng = np.random.default_rng(k)
     scope = worker_resources.Resources(cuda)  # the pipeline's buffers, freed at the end
-    pipe = wp._Pipeline(scope, np, engines, {"x": [N]}, ["out"], k, rng)
+    pipe = wp.Pipeline(scope, np, engines, {"x": [N]}, ["out"], k, rng)
     for t, data in pipe.input_data.items():  # integer-valued inputs: exact outputs
         for s, host in enumerate(data):
             host[:] = rng.integers(-8, 8, size=N).astype(np.float32)
@@ -300,7 +300,7 @@ def test_application_stream_feeds_and_fetches_each_frame_exactly(cuda, kernel, k
     _, wp = _worker_modules()
     engines = _engines(cuda, kernel, (150, 100, 150))
     scope = worker_resources.Resources(cuda)  # the pipeline's buffers, freed at the end
-    pipe = wp._Pipeline(scope, np, engines, {"x": [N]}, ["out"], k, np.random.default_rng(0))
+    pipe = wp.Pipeline(scope, np, engines, {"x": [N]}, ["out"], k, np.random.default_rng(0))
     rng = np.random.default_rng(10 + k)
     xs = [rng.integers(-8, 8, size=N).astype(np.float32) for _ in range(24)]
     try:

@@ -277,22 +277,22 @@ def test_a_shapes_mapping_whose_value_is_no_sequence_of_integers_is_a_shape_erro
     """``Evaluator(..., shapes={"input": "1x3x224x224"})`` raised ValueError out of int('x'), 3 or None a
     TypeError; 1.5 and True were taken as 1."""
     from placetune.errors import ShapeError
-    from placetune.model.shapes import _normalise_shapes
+    from placetune.model.shapes import normalise_shapes
 
     with pytest.raises(ShapeError, match="bad shape for 'input': .*give a sequence of positive integers"):
-        _normalise_shapes({"input": value})
+        normalise_shapes({"input": value})
 
 
 def test_a_shapes_mapping_keeps_integer_sequences_and_refuses_a_dimension_over_32_bits():
     import numpy as np
 
     from placetune.errors import ShapeError
-    from placetune.model.shapes import _normalise_shapes
+    from placetune.model.shapes import normalise_shapes
 
-    assert _normalise_shapes({"input": (1, 3, 224, 224)}) == {"input": (1, 3, 224, 224)}
-    assert _normalise_shapes({"input": [np.int64(2), 3]}) == {"input": (2, 3)}
+    assert normalise_shapes({"input": (1, 3, 224, 224)}) == {"input": (1, 3, 224, 224)}
+    assert normalise_shapes({"input": [np.int64(2), 3]}) == {"input": (2, 3)}
     with pytest.raises(ShapeError, match="at most 2147483647"):
-        _normalise_shapes({"input": (1, 3, 10 ** 30, 4)})
+        normalise_shapes({"input": (1, 3, 10 ** 30, 4)})
 
 
 # -------------------------------------------------------------------------------------- environments

@@ -207,7 +207,7 @@ except R.BackendError as exc:
     out["damaged"] = str(exc)
 out["after_damaged"] = g.live()
 # ... and one that fails once its pipeline made its streams, events and buffers
-pipeline = sys.modules["worker_pipeline"]._Pipeline
+pipeline = sys.modules["worker_pipeline"].Pipeline
 made = {}
 def failing(self, *a, **k):
     original(self, *a, **k)

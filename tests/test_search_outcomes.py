@@ -250,7 +250,7 @@ def test_the_plan_residual_tells_a_gpu_bound_plan_from_a_dla_bound_one():
     import numpy as np
 
     from placetune.backends.simulate.simulator import SimulatedJetson
-    from search.residual import Correction, CorrectedSimulator, _codes, _Eval, _time_like, fit_correction
+    from search.residual import Correction, CorrectedSimulator, _codes, evaluation_time_like, fit_correction, time_like
 
     ev = Evaluator("resnet18", "orin-agx", mode="pipeline", precision="int8", objective="throughput",
                    frames_in_flight=4)
@@ -272,8 +272,8 @@ def test_the_plan_residual_tells_a_gpu_bound_plan_from_a_dla_bound_one():
 
     def error(correction):
         inc.correction = correction
-        return float(np.median([abs(np.log(_time_like(ev.objective, m) / _time_like(
-            ev.objective, _Eval(inc.evaluate(_codes(ev.model, m.realized)))))) for m in plans[24:]]))
+        return float(np.median([abs(np.log(time_like(ev.objective, m) / evaluation_time_like(
+            ev.objective, inc.evaluate(_codes(ev.model, m.realized))))) for m in plans[24:]]))
 
     before, after = error(Correction.none()), error(corr)
     assert after < before / 3, (before, after)

@@ -11,7 +11,7 @@ import pytest
 from onnx import numpy_helper, shape_inference
 
 from placetune.model import zoo
-from placetune.model.zoo.graph import _Graph
+from placetune.model.zoo.graph import Graph
 from placetune.errors import ConfigError, UnknownNameError
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -269,7 +269,7 @@ def test_big_weights_same_graph(name: str, built: dict[str, onnx.ModelProto]) ->
     m = built[name]
     first = m.graph.initializer[0]
     assert np.prod(first.dims) < 100_000  # conv1 weights, small
-    small = _Graph(True, onnx.GraphProto())
+    small = Graph(True, onnx.GraphProto())
     small.param(first.name, list(first.dims), "weight", int(np.prod(first.dims[1:])))
     arr = numpy_helper.to_array(small.initializers[0])
     assert list(arr.shape) == list(first.dims) and np.isfinite(arr).all() and arr.std() > 0

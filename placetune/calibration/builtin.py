@@ -133,7 +133,7 @@ def use_values(values: dict[str, dict[str, float]], base: dict[str, costs.ArchCo
     for arch, c in base.items():
         costs.ARCH[arch] = costs.with_values(c, values.get(arch, {}))
     published.HARNESS_CALL_US.update({**_PRIOR_HARNESS, **values.get("harness", {})})
-    costs._TABLE_CACHE.clear()
+    costs.forget_cost_tables()
 
 
 def _values_of(params: Sequence[Param], x: np.ndarray) -> dict[str, dict[str, float]]:
@@ -276,7 +276,7 @@ def leave_one_source_out(cases: Sequence[PublishedCase] | None = None, *, params
         _REFIT = None
         costs.ARCH.update(saved)
         published.HARNESS_CALL_US.update(saved_harness)
-        costs._TABLE_CACHE.clear()
+        costs.forget_cost_tables()
     return out
 
 
@@ -309,7 +309,7 @@ def without_exclusions(cases: Sequence[PublishedCase] | None = None, *, params: 
     finally:
         costs.ARCH.update(saved)
         published.HARNESS_CALL_US.update(saved_harness)
-        costs._TABLE_CACHE.clear()
+        costs.forget_cost_tables()
     return full, loso
 
 

@@ -493,8 +493,10 @@ def _verbose_anywhere(sub: Any) -> None:
 MAX_ERROR_CHARS = 2000
 
 
-def _one_line(text: str) -> str:
-    """An error message as printed: at most :data:`MAX_ERROR_CHARS` characters."""
+def _cut_message(text: str) -> str:
+    """An error message as printed: at most :data:`MAX_ERROR_CHARS` characters (the caller has already folded its
+    whitespace onto one line; :func:`placetune.plan.trtexec.one_line` is another job: it escapes control characters
+    in a note written into a script)."""
     if len(text) <= MAX_ERROR_CHARS:
         return text
     return f"{text[:MAX_ERROR_CHARS]}... (message cut: {len(text):,} characters)"
@@ -574,7 +576,7 @@ def _main(argv: Sequence[str] | None) -> int:
         check_arguments(parser, args)
         return int(args.func(args) or 0)
     except PlacetuneError as exc:
-        error_line(f"placetune: error: {_one_line(' '.join(str(exc).split()))}")
+        error_line(f"placetune: error: {_cut_message(' '.join(str(exc).split()))}")
         return exc.exit_code
     except KeyboardInterrupt:
         print("placetune: interrupted", file=sys.stderr)

@@ -187,7 +187,7 @@ class PlacementEnvBase(gym.Env):
         state = self.__dict__.copy()
         store = self._evaluator_kwargs.get("store")
         if store is not None and not isinstance(store, (str, Path)):  # a Store object: the copy opens its URL
-            if store._password is not None:  # its shown URL hides the password: the copy could not open it
+            if store.has_password:  # its shown URL hides the password: the copy could not open it
                 raise TypeError(f"{type(self).__name__} was given a Store object whose URL has a password and cannot "
                                 "be pickled or copied; pass store= as the URL instead")
             state["_evaluator_kwargs"] = {**self._evaluator_kwargs, "store": store.url}

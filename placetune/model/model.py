@@ -27,7 +27,7 @@ from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeEr
 from placetune.model.graphfold import SMALL_CONST_ELEMENTS, GraphFolder, attr_value as _attr_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
-from placetune.model.shapes import ShapeSpec, _dims, _fix_inputs, _normalise_shapes, _np_dtype, batch_overrides, exporter_image_size, has_schema, keep_declared_plugin_shapes, local_functions, nms_plugin_shapes
+from placetune.model.shapes import ShapeSpec, batch_overrides, declared_dims, dtype_name, exporter_image_size, fix_inputs, has_schema, keep_declared_plugin_shapes, local_functions, nms_plugin_shapes, normalise_shapes
 from placetune.model.parsable import refuse_unparsable
 from placetune.model.runnable import refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
@@ -201,7 +201,7 @@ class Model:
         """
         if batch is not None:
             check_batch(batch)
-        overrides = _normalise_shapes(shapes)
+        overrides = normalise_shapes(shapes)
         zoo_name = None
         path: Path | None = None
         if isinstance(source, onnx.ModelProto):
@@ -353,7 +353,7 @@ def _infer(proto: onnx.ModelProto) -> dict[str, tuple[list | None, int]]:
     info: dict[str, tuple[list | None, int]] = {}
     g = inferred.graph
     for vi in list(g.input) + list(g.value_info) + list(g.output):
-        info[vi.name] = (_dims(vi.type), vi.type.tensor_type.elem_type)
+        info[vi.name] = (declared_dims(vi.type), vi.type.tensor_type.elem_type)
     for t in g.initializer:
         info[t.name] = (list(t.dims), t.data_type)
     return info
@@ -376,8 +376,8 @@ def _build(
 ) -> Model:
     graph = refuse_unparsable(proto).graph  # what TensorRT's parser refuses is never tuned
     init = {t.name: t for t in graph.initializer}
-    original = {i.name: _dims(i.type) for i in graph.input if i.name not in init}
-    inputs = _fix_inputs(graph, set(init), overrides, exporter_image_size(proto))
+    original = {i.name: declared_dims(i.type) for i in graph.input if i.name not in init}
+    inputs = fix_inputs(graph, set(init), overrides, exporter_image_size(proto))
     before = _infer(proto) if DATA_DEPENDENT_OPS & {n.op_type for n in graph.node} else {}  # with the file's value_info
     declared = keep_declared_plugin_shapes(proto, original, inputs)
     nodes = _toposort(list(graph.node), set(init) | {t.name for t in inputs} | {""})
@@ -404,7 +404,7 @@ def _build(
     folder = GraphFolder(proto, name=name, values=values, stripped=stripped, declared=declared, infer=_infer)
     keep, new_proto, info = folder.run(nodes, info)
     const, unevaluated, out_names = folder.const, folder.unevaluated, folder.out_names
-    info.update({k: (_dims(v.type), v.type.tensor_type.elem_type) for k, v in declared.items() if info.get(k, (None,))[0] is None})
+    info.update({k: (declared_dims(v.type), v.type.tensor_type.elem_type) for k, v in declared.items() if info.get(k, (None,))[0] is None})
     dependent = bound_data_dependent(nodes, before, keep, info, values)  # NMS in the graph: sizes at their bound
     # Graph outputs get their types from inference; write them back for later cutting.
     for o in new_proto.graph.output:
@@ -439,8 +439,8 @@ def _build(
         if value is not None and value.size > SMALL_CONST_ELEMENTS:
             value = None
         if dims is None or any(not isinstance(d, int) for d in dims):
-            return TensorInfo(tname, (), _np_dtype(et), is_const, value)
-        return TensorInfo(tname, tuple(int(d) for d in dims), _np_dtype(et), is_const, value,
+            return TensorInfo(tname, (), dtype_name(et), is_const, value)
+        return TensorInfo(tname, tuple(int(d) for d in dims), dtype_name(et), is_const, value,
                           data_dependent=tname in dependent)
 
     producer: dict[str, str] = {}

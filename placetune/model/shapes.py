@@ -14,7 +14,7 @@ from onnx import helper
 from placetune.errors import ShapeError
 from placetune.model.layer import TensorInfo
 
-__all__ = ["parse_shape_spec", "ShapeSpec"]
+__all__ = ["parse_shape_spec", "ShapeSpec", "declared_dims", "dtype_name", "fix_inputs", "normalise_shapes"]
 
 log = logging.getLogger(__name__)
 
@@ -99,14 +99,17 @@ def parse_shape_spec(spec: str) -> tuple[str | None, tuple[int, ...]]:
     return (name.strip() or None) if sep else None, shape
 
 
-def _np_dtype(elem_type: int) -> str:
+def dtype_name(elem_type: int) -> str:
+    """The numpy dtype name of an ONNX element type (``1`` -> ``"float32"``); ``"float32"`` for an unknown one."""
     try:
         return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
     except Exception:  # noqa: BLE001 - unknown / undefined element types
         return "float32"
 
 
-def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
+def declared_dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
+    """The dims a tensor type declares: an int for a fixed one, the name of a symbolic one, None for an
+    open one (or one fixed at 0); None when the type declares no shape at all."""
     if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
         return None
     dims: list[int | str | None] = []
@@ -121,7 +124,7 @@ def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
 
 
 def _zero_axes(type_proto: onnx.TypeProto) -> list[int]:
-    """The axes a tensor type fixes at 0 (:func:`_dims` reports them as open, ``None``)."""
+    """The axes a tensor type fixes at 0 (:func:`declared_dims` reports them as open, ``None``)."""
     if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
         return []
     return [axis for axis, d in enumerate(type_proto.tensor_type.shape.dim)
@@ -168,7 +171,13 @@ def example_dims(dims: Sequence[int | str | None], image_size: tuple[int, int] |
     return "x".join(out)
 
 
-def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | None, tuple[int, ...]]:
+def normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | None, tuple[int, ...]]:
+    """The input shapes a caller gives (a mapping ``{"input": (1, 3, 224, 224)}`` or ``--shape`` texts), checked,
+    as ``{input name: dims}``; the key None stands for the unnamed input of a one-input model.
+
+    Raises:
+        ShapeError: a dimension that is not a positive integer, too large, or an input given twice.
+    """
     if not shapes:
         return {}
     if isinstance(shapes, Mapping):
@@ -197,8 +206,15 @@ def _normalise_shapes(shapes: ShapeSpec | Sequence[str] | None) -> dict[str | No
     return out
 
 
-def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict,
-                image_size: tuple[int, int] | None = None) -> list[TensorInfo]:
+def fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict,
+               image_size: tuple[int, int] | None = None) -> list[TensorInfo]:
+    """Write static dims into the graph's real inputs (those not in ``init_names``), from ``overrides``
+    (:func:`normalise_shapes`) or from the file, and return their tensors.
+
+    Raises:
+        ShapeError: an input left dynamic, given a shape of the wrong rank, a fixed dimension changed
+            (only the batch may be), or an unknown input named; ``image_size`` fills the suggested ``--shape``.
+    """
     real_inputs = [i for i in graph.input if i.name not in init_names]
     names = [i.name for i in real_inputs]
     if None in overrides:
@@ -213,7 +229,7 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict,
             raise ShapeError(f"--shape names {key!r}, but the model's inputs are: {', '.join(names)}")
     fixed = []
     for inp in real_inputs:
-        dims = _dims(inp.type)
+        dims = declared_dims(inp.type)
         dynamic = dims is None or any(not isinstance(d, int) for d in dims)
         if inp.name in overrides:
             new = overrides[inp.name]
@@ -248,7 +264,7 @@ def _fix_inputs(graph: onnx.GraphProto, init_names: set[str], overrides: dict,
         del shape_proto.dim[:]
         for d in dims:
             shape_proto.dim.add().dim_value = int(d)
-        fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), _np_dtype(inp.type.tensor_type.elem_type),
+        fixed.append(TensorInfo(inp.name, tuple(int(d) for d in dims), dtype_name(inp.type.tensor_type.elem_type),
                                 dynamic=dynamic))
     return fixed
 
@@ -300,7 +316,7 @@ def declared_plugin_shapes(graph: onnx.GraphProto, original: Mapping[str, list |
     for vi in list(graph.value_info) + list(graph.output):
         if vi.name not in plugin_outputs or vi.name in out:
             continue
-        dims = _dims(vi.type)
+        dims = declared_dims(vi.type)
         if dims is None:
             continue
         # a name of decimal digits is that size: yolov7, yolov9 and mmyolo's end2end exports rewrite every
@@ -350,7 +366,7 @@ def batch_overrides(graph: onnx.GraphProto, init_names: set[str], overrides: dic
     for inp in graph.input:
         if inp.name in init_names:
             continue
-        dims = _dims(inp.type)
+        dims = declared_dims(inp.type)
         if not dims:
             raise ShapeError(f"--batch {batch}: input {inp.name!r} has no shape in the file; "
                              f"pass --shape {inp.name}=<dims> instead")

@@ -44,7 +44,7 @@ from placetune.model.layer import TensorInfo
 from placetune.model.folding import FOLDABLE_OPS, constant_value, fold_value
 from placetune.model.graphfold import SMALL_CONST_ELEMENTS, attr_value
 from placetune.model.model import Model, topological_order
-from placetune.model.shapes import _dims, keep_declared_plugin_shapes
+from placetune.model.shapes import declared_dims, keep_declared_plugin_shapes
 from onnx.reference import ReferenceEvaluator
 from placetune.files.write import write_file
 from placetune.model.onnx_io import load_with_weights
@@ -154,7 +154,7 @@ def _static_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[in
             c.CopyFrom(n)
         del g.node[:]
         g.node.extend(copies)
-    original = {inp.name: _dims(inp.type) for inp in g.input}
+    original = {inp.name: declared_dims(inp.type) for inp in g.input}
     for inp in g.input:
         if inp.name in input_shapes:
             shp = inp.type.tensor_type.shape

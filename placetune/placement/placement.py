@@ -161,7 +161,11 @@ class Placement(Mapping[str, str]):
         self._arrays: dict[bool, SegmentArrays] | None = None
 
     @classmethod
-    def _trusted(cls, model: "Model", dev: dict[str, str]) -> "Placement":
+    def unchecked(cls, model: "Model", dev: dict[str, str]) -> "Placement":
+        """The placement of ``dev``, taken as it is: no check and no copy. ``dev`` must already map every layer of
+        ``model`` to a canonical device (``GPU``, ``DLA0``, ``DLA1``) and not change afterwards. For the paths that
+        build such a map themselves, many times a second (realising a placement, decoding a search point, the
+        simulator); anything else uses the constructor, which checks names and devices."""
         p = cls.__new__(cls)
         p.model, p._dev, p._key, p._segments, p._arrays = model, dev, None, None, None
         return p
@@ -170,19 +174,19 @@ class Placement(Mapping[str, str]):
     @classmethod
     def all_gpu(cls, model: "Model") -> "Placement":
         """Every layer on the GPU."""
-        return cls._trusted(model, dict.fromkeys(model.names, "GPU"))
+        return cls.unchecked(model, dict.fromkeys(model.names, "GPU"))
 
     @classmethod
     def all_dla(cls, model: "Model", core: int = 0) -> "Placement":
         """Every layer asked on DLA core ``core`` (unsupported ones fall back when realised)."""
-        return cls._trusted(model, dict.fromkeys(model.names, normalise_device(f"DLA{core}")))
+        return cls.unchecked(model, dict.fromkeys(model.names, normalise_device(f"DLA{core}")))
 
     @classmethod
     def split_dla(cls, model: "Model") -> "Placement":
         """The first half of the layers (network order) asked on DLA0, the rest on DLA1: the
         baseline split over both cores."""
         half = len(model.names) // 2
-        return cls._trusted(model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(model.names)})
+        return cls.unchecked(model, {n: ("DLA0" if i < half else "DLA1") for i, n in enumerate(model.names)})
 
     @classmethod
     def from_scopes(cls, model: "Model", scopes: Mapping[str, str], default: str = "GPU",
@@ -214,7 +218,7 @@ class Placement(Mapping[str, str]):
             raise PlacementError(f"scopes match no layer of {model.name!r}: {', '.join(_short(m) for m in missing[:5])}")
         if layers:
             dev.update(_checked_layers(model, layers))
-        return cls._trusted(model, dev)
+        return cls.unchecked(model, dev)
 
     @classmethod
     def from_json(cls, model: "Model", text: str | Mapping) -> "Placement":
@@ -325,7 +329,7 @@ class Placement(Mapping[str, str]):
             if n not in dev:
                 raise PlacementError(f"model {self.model.name!r} has no layer {n!r}")
             dev[n] = normalise_device(d)
-        return Placement._trusted(self.model, dev)
+        return Placement.unchecked(self.model, dev)
 
     def segments(self, pipeline: bool = False) -> list[Segment]:
         """Maximal convex connected same-device regions, in topological order.

@@ -172,7 +172,7 @@ def realise(
         for n, reason in unsupported:
             dev[n] = "GPU"
             fallback[n] = reason
-    realized = Placement._trusted(model, dev)
+    realized = Placement.unchecked(model, dev)
     loadables = realized.dla_islands(pipeline=mode == "pipeline")
     over = {d: k for d, k in loadables.items() if k > MAX_LOADABLES_PER_CORE}
     if over:
@@ -194,7 +194,7 @@ def realise(
                         )
         for d, k in over.items():
             notes.append(f"{d}: {k} loadables > {MAX_LOADABLES_PER_CORE}; the rest run on the GPU")
-        realized = Placement._trusted(model, dev)
+        realized = Placement.unchecked(model, dev)
         loadables = realized.dla_islands(pipeline=mode == "pipeline")
     loadables = {d: k for d, k in loadables.items() if d in allowed}
     return Realisation(placement, realized, fallback, core if any(v != "GPU" for v in dev.values()) else None, loadables, notes)

@@ -270,7 +270,7 @@ class Space:
                 d = self.devices[k]
             for n in u.layers:
                 dev[n] = d
-        return Placement._trusted(self.model, dev)
+        return Placement.unchecked(self.model, dev)
 
     def from_placement(self, placement: Placement) -> list[int]:
         """Placement -> unit assignment (a unit takes its first layer's device).

@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 
 from placetune.errors import StoreError
 from placetune.measurement import Measurement
-from placetune.store.measurements import MeasurementsMixin, _Conflict, _entry
+from placetune.store.measurements import MeasurementsMixin, UnseenConflict
 from placetune.store.records import StudyRecord
 from placetune.store.schema import utcnow
 
@@ -134,11 +134,11 @@ class BatchMixin(MeasurementsMixin):
                     if also is not None:
                         also(conn)
                 break
-            except (IntegrityError, sqlite3.IntegrityError, _Conflict) as exc:  # lost a race on a unique key
+            except (IntegrityError, sqlite3.IntegrityError, UnseenConflict) as exc:  # lost a race on a unique key
                 for item in items:
                     item.id = None
                 if attempt == 2:
-                    if isinstance(exc, _Conflict):
+                    if isinstance(exc, UnseenConflict):
                         raise StoreError(f"{action}: a placement is stored by another writer but cannot be "
                                          "read") from None
                     raise self.database_error(exc, action) from None
@@ -149,7 +149,7 @@ class BatchMixin(MeasurementsMixin):
                 raise
         for item in items:
             if isinstance(item, PendingMeasurement) and item.inserted:
-                self._lru.put(item.key, _entry(item.id, *item.entry))  # type: ignore[arg-type]
+                self._remember(item.key, item.id, *item.entry)  # type: ignore[arg-type]
 
     def _write_pending(self, conn: Connection | sqlite3.Connection, item: Pending) -> None:
         if isinstance(item, PendingMeasurement):

@@ -99,6 +99,12 @@ class ConnectionMixin:
         return self._memory
 
     @property
+    def has_password(self) -> bool:
+        """True when the database URL carries a password: :attr:`url` shows it masked, so that text
+        cannot open the database again (a copy of the store needs the URL from its owner)."""
+        return self._password is not None
+
+    @property
     def sqlite_path(self) -> str | None:
         """The SQLite database file, or None (server database or in-memory)."""
         if self.dialect != "sqlite" or self._memory:

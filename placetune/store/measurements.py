@@ -25,7 +25,7 @@ from placetune.store.schema import MeasurementRow, RawJSON, RequestRow, StudyRow
 from placetune.store.studies import StudiesMixin
 from sqlalchemy.dialects import sqlite
 
-__all__ = ["MeasurementsMixin"]
+__all__ = ["MeasurementsMixin", "MeasurementLru", "UnseenConflict"]
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,10 @@ def _sqlite_time(value: Any) -> Any:
     return _SQLITE_TIME(value)
 
 
-class _Conflict(Exception):
-    """A measurement row conflicts with a stored one that this transaction cannot see."""
+class UnseenConflict(Exception):
+    """A measurement row conflicts with a stored one that this transaction cannot see (another writer's,
+    not committed yet when read): the writer of the transaction (:meth:`MeasurementsMixin.record`, the
+    batched writes of :mod:`placetune.store.batch`) runs it again, and gives a StoreError after three tries."""
 
 
 def _request_values(st: StudyRecord, requested_key: str, placement_key: str, measurement_id: int,
@@ -141,9 +143,10 @@ def _entry(mid: int, cols: dict[str, Any], texts: dict[str, Any]) -> Entry:
 
 
 @dataclass
-class _Lru:
-    """Thread-safe LRU of ``scope + key -> row entry``; a row rewritten by this store
-    (:meth:`MeasurementsMixin.update_measurement`) replaces its entry."""
+class MeasurementLru:
+    """Thread-safe LRU of ``scope + key -> row entry`` that the measurement lookups read first (``size`` entries at
+    most; 0 keeps none); a row rewritten by this store (:meth:`MeasurementsMixin.update_measurement`) replaces its
+    entry. The store makes one when it opens."""
 
     size: int
     data: OrderedDict[tuple[str, str, str, str], Entry] = field(default_factory=OrderedDict)
@@ -171,7 +174,7 @@ class _Lru:
 class MeasurementsMixin(StudiesMixin):
     """The measurement cache of a :class:`~placetune.store.store.Store`: lookups and writes."""
 
-    _lru: _Lru
+    _lru: MeasurementLru
 
     def lookup(
         self, model_hash: str, fingerprint_hash: str, settings_hash: str, placement_key: str
@@ -297,16 +300,16 @@ class MeasurementsMixin(StudiesMixin):
                 with self._write_txn(action) as conn:
                     mid, inserted = self._record_rows(conn, key, row, st, requested_key, agent, trial_number)
                 break
-            except (IntegrityError, sqlite3.IntegrityError, _Conflict) as exc:  # lost a race on the unique key
+            except (IntegrityError, sqlite3.IntegrityError, UnseenConflict) as exc:  # lost a race on the unique key
                 if attempt == 2:
-                    if isinstance(exc, _Conflict):
+                    if isinstance(exc, UnseenConflict):
                         raise StoreError(f"recording a measurement of study {st.name!r}: placement "
                                          f"{placement_key} is stored by another writer but cannot be read") from None
                     raise self.database_error(exc, "recording a measurement") from None
                 log.debug("unique-key race on %s; re-reading", placement_key)
         assert mid is not None
         if inserted:
-            self._lru.put(key, _entry(mid, cols, texts))
+            self._remember(key, mid, cols, texts)
         return mid
 
     @staticmethod
@@ -367,7 +370,11 @@ class MeasurementsMixin(StudiesMixin):
                 raise ConfigError(f"refusing to replace measurement {mid} (simulated={bool(row.simulated)}) by "
                                   f"one with simulated={bool(measurement.simulated)}")
             conn.execute(update(_M).where(_M.c.id == mid).values(cols))  # the columns split_measurement gives
-        self._lru.put(tuple(row[1:]), _entry(mid, cols, texts))
+        self._remember(tuple(row[1:]), mid, cols, texts)
+
+    def _remember(self, key: tuple[str, str, str, str], mid: int, cols: dict[str, Any], texts: dict[str, Any]) -> None:
+        """Keep a row this store has written (:func:`_encode`'s ``cols`` and ``texts``, id ``mid``) in the LRU."""
+        self._lru.put(key, _entry(mid, cols, texts))
 
     def _write_txn(self, action: str, *,
                    one_statement: bool = False) -> ContextManager[Connection | sqlite3.Connection]:
@@ -387,7 +394,7 @@ class MeasurementsMixin(StudiesMixin):
         if mid is None:
             mid = self._existing_id(conn, key)
             if mid is None:  # the conflicting row is not visible yet: read again
-                raise _Conflict
+                raise UnseenConflict
             log.debug("placement %s already stored (id %d); the first measurement is kept", key[3], mid)
         self._insert_request(conn, st, requested_key, key[3], mid, agent, trial_number, False, row["created_at"])
         return mid, inserted

@@ -46,7 +46,7 @@ from sqlalchemy.engine import URL
 
 from placetune.errors import ConfigError
 from placetune.store.batch import BatchMixin
-from placetune.store.measurements import _Lru
+from placetune.store.measurements import MeasurementLru
 from placetune.store.migration import SchemaMixin
 from placetune.store.queries import QueriesMixin
 from placetune.store.records import StudyRecord
@@ -106,7 +106,7 @@ class Store(BatchMixin, QueriesMixin, SchemaMixin):
         self.url = mask_url(self._url)
         self.busy_timeout = float(busy_timeout)
         self._password = self._url.password if isinstance(self._url.password, str) else None
-        self._lru = _Lru(int(cache_size))
+        self._lru = MeasurementLru(int(cache_size))
         self._studies: dict[str, StudyRecord] = {}
         self._closed = False
         self._pid = os.getpid()

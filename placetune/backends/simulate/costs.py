@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from placetune.hardware.platforms import Platform
 
 __all__ = ["SIM_VERSION", "ArchConstants", "ARCH", "PRIOR_ARCH", "FIT_FILE", "CONSTANT_SOURCES", "with_values", "arch_of", "power_factor", "op_class",
-           "GraphInfo", "graph_info", "CostTable", "CostSelection", "cost_table", "DEVICE_CODE", "CODE_DEVICE"]
+           "GraphInfo", "graph_info", "CostTable", "CostSelection", "cost_table", "forget_cost_tables", "DEVICE_CODE",
+           "CODE_DEVICE"]
 
 #: Version of the simulated Jetson; part of every fingerprint. Bump when a constant changes.
 #: 3: fitted to the published fit rows (calibration/builtin.py), native DLA I/O formats, symmetric
@@ -543,3 +544,9 @@ def cost_table(model: "Model", platform: "Platform", precision: str, batch: int,
     else:
         _TABLE_CACHE.move_to_end(key)
     return t
+
+
+def forget_cost_tables() -> None:
+    """Drop the tables :func:`cost_table` keeps: they were built from :data:`ARCH` (and the harness
+    costs) as they were, so whoever changes those (a calibration's refit) calls this after."""
+    _TABLE_CACHE.clear()

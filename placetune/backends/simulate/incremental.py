@@ -97,7 +97,7 @@ class Evaluation:
     def placement(self) -> Placement:
         """The requested placement."""
         names = self.sim.model.names
-        return Placement._trusted(self.sim.model, {n: DEVICES[c] for n, c in zip(names, self.codes.tolist())})
+        return Placement.unchecked(self.sim.model, {n: DEVICES[c] for n, c in zip(names, self.codes.tolist())})
 
     def measurement(self) -> "Measurement":
         """The full simulated Measurement of this placement (computed once, on demand)."""
@@ -190,7 +190,7 @@ class IncrementalSimulator:
     def _evaluate(self, codes: np.ndarray) -> Evaluation:
         used = np.bincount(codes, minlength=3)
         if not self.fast or not all(self.allowed[d] for d in range(3) if used[d]):
-            placement = Placement._trusted(self.model, {n: DEVICES[c] for n, c in zip(self.names, codes.tolist())})
+            placement = Placement.unchecked(self.model, {n: DEVICES[c] for n, c in zip(self.names, codes.tolist())})
             full = self.measure_full(placement)  # raises PlacementError as realise() does
             return Evaluation(self, codes, self.codes_of(full.realized) if full.realized else None, None, full)
         dev = self._requested_on_devices(codes, used)

@@ -109,7 +109,7 @@ def compare_frames(np, got, want, tolerance, nms=None):
     return report
 
 
-class _Pipeline(object):
+class Pipeline(object):
     """Engines chained by their tensors: one stream each, an event per (engine, buffer slot),
     ``slots`` device buffers per cut tensor, ``in_flight`` frames at once.
 
@@ -311,7 +311,7 @@ class _Pipeline(object):
 
 
 def stream_frames(np, pipe, batches, k):
-    # type: (Any, _Pipeline, Any, int) -> Any
+    # type: (Any, Pipeline, Any, int) -> Any
     """An application's frames through ``pipe`` (placetune.runtime): each batch of network inputs
     fed, run and fetched, the outputs yielded in order with at most ``k`` frames in flight
     (``k`` <= ``pipe.slots``; the pipeline was made with at least ``k`` in flight)."""
@@ -338,7 +338,7 @@ def _run_pipeline(trt, cuda, np, job, plans, ref_plan, logger, out, ref_core=-1)
         if inspect and int(s.get("dla_core", -1)) >= 0:  # where its layers ran: the second source, beside the log
             layer_information(trt, e.engine, e.context, out["engines"][i])
     rng = np.random.default_rng(int(job.get("seed", 0)))
-    pipe = _Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
+    pipe = Pipeline(cuda, np, engines, job.get("network_inputs") or {}, list(job.get("network_outputs") or []),
                      int(job.get("frames_in_flight", 1)), rng, load_inputs(np, job))
     out["slots"] = pipe.slots
     # device memory (cuMemAlloc), as an application chaining the engines allocates them (placetune.runtime),

@@ -10,25 +10,25 @@ from placetune.hardware.dla.context import (
     MAX_BATCH,
     MAX_DIM,
     Support,
-    _Ctx,
-    _ModelLike,
-    _safe_layer,
-    _values,
+    RuleContext,
+    ModelLike,
+    safe_layer,
+    const_values,
     parse_trt_version,
 )
-from placetune.hardware.dla.conv import _rule_conv, _rule_deconv, _rule_fc, _rule_pool, _rule_reduce
+from placetune.hardware.dla.conv import rule_conv, rule_deconv, rule_fc, rule_pool, rule_reduce
 from placetune.hardware.dla.pointwise import (
-    _rule_activation,
-    _rule_comparison,
-    _rule_elementwise,
-    _rule_lrn,
-    _rule_prelu,
-    _rule_scale,
-    _rule_softmax,
-    _rule_unary,
+    rule_activation,
+    rule_comparison,
+    rule_elementwise,
+    rule_lrn,
+    rule_prelu,
+    rule_scale,
+    rule_softmax,
+    rule_unary,
 )
-from placetune.hardware.dla.shuffle import _rule_concat, _rule_resize, _rule_shuffle, _rule_slice
-from placetune.hardware.dla.trt_types import _ACTIVATIONS, _COMPARISONS, _ELEMENTWISE, _REDUCES, _SHUFFLES, _UNARY
+from placetune.hardware.dla.shuffle import rule_concat, rule_resize, rule_shuffle, rule_slice
+from placetune.hardware.dla.trt_types import ACTIVATIONS, COMPARISONS, ELEMENTWISE, REDUCES, SHUFFLES, UNARY
 from placetune.hardware.platforms import Platform, get_platform
 from placetune.model.layer import Layer
 from placetune.model.qdq import QDQ_OPS
@@ -100,13 +100,13 @@ def _asymmetric(layer: Layer) -> str | None:
     zero = layer.inputs[2]
     if zero.dtype == "uint8":
         return "UINT8 zero point"
-    vals = _values(zero)
+    vals = const_values(zero)
     if vals is not None and any(v != 0 for v in vals):
         return "non-zero zero point"
     return None
 
 
-def _rule_qdq(layer: Layer, ctx: _Ctx) -> Support:
+def rule_qdq(layer: Layer, ctx: RuleContext) -> Support:
     """A QuantizeLinear / DequantizeLinear node: fused (not a layer of its own) where the DLA takes explicit
     quantization; the layer it feeds is judged by its own rule."""
     if ctx.trt < QDQ_FUSED_FROM:
@@ -119,17 +119,17 @@ def _rule_qdq(layer: Layer, ctx: _Ctx) -> Support:
 
 
 # Each rule returns None (supported) or the reason it is not.
-_RULES: dict[str, Callable[[Layer, _Ctx], str | None]] = {
-    "Conv": _rule_conv, "ConvTranspose": _rule_deconv, "Gemm": _rule_fc, "MatMul": _rule_fc,
-    "MaxPool": _rule_pool, "AveragePool": _rule_pool, "BatchNormalization": _rule_scale,
-    "LRN": _rule_lrn, "PRelu": _rule_prelu, "Concat": _rule_concat, "Slice": _rule_slice,
-    "Split": _rule_slice, "Softmax": _rule_softmax, "Resize": _rule_resize, "Upsample": _rule_resize,
-    **{op: _rule_activation for op in _ACTIVATIONS},
-    **{op: _rule_elementwise for op in _ELEMENTWISE},
-    **{op: _rule_comparison for op in _COMPARISONS},
-    **{op: _rule_unary for op in _UNARY},
-    **{op: _rule_shuffle for op in _SHUFFLES},
-    **{op: _rule_reduce for op in _REDUCES},
+_RULES: dict[str, Callable[[Layer, RuleContext], str | None]] = {
+    "Conv": rule_conv, "ConvTranspose": rule_deconv, "Gemm": rule_fc, "MatMul": rule_fc,
+    "MaxPool": rule_pool, "AveragePool": rule_pool, "BatchNormalization": rule_scale,
+    "LRN": rule_lrn, "PRelu": rule_prelu, "Concat": rule_concat, "Slice": rule_slice,
+    "Split": rule_slice, "Softmax": rule_softmax, "Resize": rule_resize, "Upsample": rule_resize,
+    **{op: rule_activation for op in ACTIVATIONS},
+    **{op: rule_elementwise for op in ELEMENTWISE},
+    **{op: rule_comparison for op in COMPARISONS},
+    **{op: rule_unary for op in UNARY},
+    **{op: rule_shuffle for op in SHUFFLES},
+    **{op: rule_reduce for op in REDUCES},
 }
 
 
@@ -186,11 +186,11 @@ def _trt_has_dla(trt: tuple[int, int, int]) -> str | None:
 
 
 def _make_ctx(platform: Platform | str, precision: str, trt_version: str,
-              model: _ModelLike | None) -> tuple[_Ctx, str | None]:
+              model: ModelLike | None) -> tuple[RuleContext, str | None]:
     plat = get_platform(platform)
     prec = _normalise_precision(precision)
     trt = parse_trt_version(trt_version)
-    ctx = _Ctx(plat, prec, trt, model)
+    ctx = RuleContext(plat, prec, trt, model)
     if plat.dla_count == 0:
         return ctx, f"{plat.name} has no DLA"
     reason = _trt_has_dla(trt)
@@ -204,7 +204,7 @@ def _make_ctx(platform: Platform | str, precision: str, trt_version: str,
     return ctx, None
 
 
-def _check(layer: Layer, ctx: _Ctx) -> Support:
+def _check(layer: Layer, ctx: RuleContext) -> Support:
     # Order: G3 first (nothing else means much on dynamic shapes), then the layer's own rule
     # (its message is the most specific), then G1/G2.
     reason = _dynamic(layer)
@@ -215,11 +215,11 @@ def _check(layer: Layer, ctx: _Ctx) -> Support:
         qualified = f"{layer.domain}.{op}" if layer.domain not in ("", "ai.onnx") else op
         return Support(False, f"plugin: no DLA ({qualified} is a custom op: TensorRT runs it as a plugin on the GPU)")
     if op == "InstanceNormalization" and ctx.model is not None:
-        producers = [_safe_layer(ctx, p) for p in layer.producers]
+        producers = [safe_layer(ctx, p) for p in layer.producers]
         if any(p is not None and p.op_type == "Reshape" for p in producers):
             return Support(False, "GroupNorm piece InstanceNormalization has no DLA implementation")
     if op in QDQ_OPS:
-        return _rule_qdq(layer, ctx)
+        return rule_qdq(layer, ctx)
     if op in _NO_DLA:
         return Support(False, _NO_DLA[op])
     rule = _RULES.get(op)
@@ -237,7 +237,7 @@ def check_layer(
     platform: Platform | str,
     precision: str = "fp16",
     trt_version: str = "8.6",
-    model: _ModelLike | None = None,
+    model: ModelLike | None = None,
 ) -> Support:
     """Whether ``layer`` can run on a DLA core of ``platform``.
 
@@ -270,7 +270,7 @@ def check_layer(
 
 
 def check_model(
-    model: _ModelLike,
+    model: ModelLike,
     platform: Platform | str,
     precision: str = "fp16",
     trt_version: str = "8.6",

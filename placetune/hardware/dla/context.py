@@ -38,7 +38,9 @@ class Support:
         return self.supported
 
 
-class _ModelLike(Protocol):
+class ModelLike(Protocol):
+    """What the rules need of a model: its layers, and a layer by name (for the neighbour rules)."""
+
     layers: list[Layer]
 
     def layer(self, name: str) -> Layer: ...
@@ -63,11 +65,14 @@ def parse_trt_version(version: str) -> tuple[int, int, int]:
 
 
 @dataclass(frozen=True)
-class _Ctx:
+class RuleContext:
+    """What a DLA rule is checked against: the platform, the build precision, the TensorRT version
+    (:func:`parse_trt_version`) and the model (None: the rules that look at neighbours pass)."""
+
     platform: Platform
     precision: str
     trt: tuple[int, int, int]
-    model: _ModelLike | None
+    model: ModelLike | None
 
     @property
     def int8(self) -> bool:
@@ -82,7 +87,8 @@ class _Ctx:
         return ".".join(str(x) for x in self.trt)
 
 
-def _ints(value: Any, n: int, default: int) -> list[int]:
+def ints_of(value: Any, n: int, default: int) -> list[int]:
+    """An ONNX int-or-ints attribute as ``n`` ints (``default`` each when absent, a single int repeated)."""
     if value is None:
         return [default] * n
     if isinstance(value, (int, np.integer)):
@@ -90,22 +96,25 @@ def _ints(value: Any, n: int, default: int) -> list[int]:
     return [int(v) for v in value]
 
 
-def _values(t: TensorInfo | None) -> list[float] | None:
+def const_values(t: TensorInfo | None) -> list[float] | None:
+    """A constant tensor's values, flattened; None when the tensor is absent or not constant."""
     if t is None or t.value is None:
         return None
     return [float(v) for v in np.asarray(t.value).reshape(-1)]
 
 
-def _x(layer: Layer) -> TensorInfo | None:
+def data_input(layer: Layer) -> TensorInfo | None:
+    """A layer's first activation (non-constant) input; None when it has none."""
     acts = layer.activation_inputs
     return acts[0] if acts else None
 
 
-def _fmt(vals: list[int]) -> str:
+def dims_text(vals: list[int]) -> str:
+    """Dims as the rules' reasons show them: ``[3, 3]`` -> ``"3x3"``."""
     return "x".join(str(v) for v in vals)
 
 
-def _need_4d(layer: Layer, what: str) -> str | None:
+def need_4d(layer: Layer, what: str) -> str | None:
     """Activation/Scale/ElementWise/... are "2D only" (two spatial dims): N,C,H,W tensors.
     Higher ranks pass: the guide counts every dim before CHW as batch (NPQRS -> N*P, G1)."""
     for t in list(layer.activation_inputs) + list(layer.outputs):
@@ -114,7 +123,8 @@ def _need_4d(layer: Layer, what: str) -> str | None:
     return None
 
 
-def _neighbours(layer: Layer, ctx: _Ctx) -> list[Layer]:
+def neighbours(layer: Layer, ctx: RuleContext) -> list[Layer]:
+    """A layer's producers and consumers in the context's model (none without a model, or a name it cannot find)."""
     if ctx.model is None:
         return []
     out = []
@@ -126,7 +136,8 @@ def _neighbours(layer: Layer, ctx: _Ctx) -> list[Layer]:
     return out
 
 
-def _safe_layer(ctx: _Ctx, name: str) -> Layer | None:
+def safe_layer(ctx: RuleContext, name: str) -> Layer | None:
+    """The context's model's layer of that name; None without a model or when the model cannot find it."""
     try:
         return ctx.model.layer(name) if ctx.model is not None else None
     except Exception:  # noqa: BLE001

@@ -1,11 +1,15 @@
-"""DLA rules of the convolution and pooling family: Conv, ConvTranspose, FullyConnected, pooling, Reduce."""
+"""DLA rules of the convolution and pooling family: Conv, ConvTranspose, FullyConnected, pooling, Reduce.
+
+Each ``rule_*`` takes a layer and the :class:`~placetune.hardware.dla.context.RuleContext` and returns None
+when a DLA core can run the layer, else the reason; :mod:`placetune.hardware.dla.check` maps ONNX ops to them.
+"""
 
 from __future__ import annotations
 
 import math
 
-from placetune.hardware.dla.context import MAX_DIM, _Ctx, _fmt, _ints, _need_4d, _x
-from placetune.hardware.dla.trt_types import _fc_weight
+from placetune.hardware.dla.context import MAX_DIM, RuleContext, data_input, dims_text, ints_of, need_4d
+from placetune.hardware.dla.trt_types import fc_weight
 from placetune.model.layer import Layer
 
 
@@ -42,35 +46,35 @@ def _pads(layer: Layer, spatial: tuple[int, ...], kernel: list[int], strides: li
         return begin + end
     if auto == "VALID":
         return [0] * (2 * n)
-    return _ints(layer.attrs.get("pads"), 2 * n, 0)
+    return ints_of(layer.attrs.get("pads"), 2 * n, 0)
 
 
-def _rule_conv(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_conv(layer: Layer, ctx: RuleContext) -> str | None:
     # (H) kernel [1,32], stride [1,8], padding [0,31] and < kernel, dilation [1,32],
     # output maps [1,8192], groups <= 8192; (O) CBUF check. Groups in [1,4] only with the
     # kDLA_HWC4 input format, which placetune never selects, so it is not checked.
-    x, w = _x(layer), (layer.inputs[1] if len(layer.inputs) > 1 else None)
+    x, w = data_input(layer), (layer.inputs[1] if len(layer.inputs) > 1 else None)
     if w is None or not w.const:
         return "Conv weights are a runtime tensor (DLA needs build-time weights)"
-    kernel = _ints(layer.attrs.get("kernel_shape"), 0, 1) or [int(d) for d in w.shape[2:]]
+    kernel = ints_of(layer.attrs.get("kernel_shape"), 0, 1) or [int(d) for d in w.shape[2:]]
     if len(kernel) != 2:
         return f"DLA convolution is 2D only (got {len(kernel)}D)"
-    strides = _ints(layer.attrs.get("strides"), 2, 1)
-    dil = _ints(layer.attrs.get("dilations"), 2, 1)
+    strides = ints_of(layer.attrs.get("strides"), 2, 1)
+    dil = ints_of(layer.attrs.get("dilations"), 2, 1)
     groups = int(layer.attrs.get("group", 1))
     spatial = tuple(x.shape[2:]) if x is not None else ()
     pads = _pads(layer, spatial, kernel, strides, dil)
     if any(k < 1 or k > 32 for k in kernel):
-        return f"Conv kernel {_fmt(kernel)} > 32"
+        return f"Conv kernel {dims_text(kernel)} > 32"
     if any(s < 1 or s > 8 for s in strides):
-        return f"Conv stride {_fmt(strides)} outside [1, 8]"
+        return f"Conv stride {dims_text(strides)} outside [1, 8]"
     for i, p in enumerate(pads):
         if p < 0 or p > 31:
             return f"Conv padding {p} outside [0, 31]"
         if p >= kernel[i % 2]:
             return f"Conv padding {p} >= kernel {kernel[i % 2]}"
     if any(d < 1 or d > 32 for d in dil):
-        return f"Conv dilation {_fmt(dil)} outside [1, 32]"
+        return f"Conv dilation {dims_text(dil)} outside [1, 32]"
     if groups < 1 or groups > MAX_DIM:
         return f"Conv groups {groups} > {MAX_DIM}"
     c_out = int(w.shape[0])
@@ -82,11 +86,11 @@ def _rule_conv(layer: Layer, ctx: _Ctx) -> str | None:
             # TensorRT validates this heuristically since 8.6.0 (DLA-SW FAQ); on 8.5 the build
             # fails instead, so "not on DLA" is the right prediction either way.
             return (f"Conv needs {banks} convolution-buffer banks > 16 (C_in {x.shape[1]}, kernel "
-                    f"{_fmt(kernel)}, input width {x.shape[3]}, {ctx.precision})")
+                    f"{dims_text(kernel)}, input width {x.shape[3]}, {ctx.precision})")
     return None
 
 
-def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_fc(layer: Layer, ctx: RuleContext) -> str | None:
     # DLA-SW operators/README.md (Gemm, MatMul rows): native only with a constant second input
     # ("TensorRT can translate this to a 1x1 Conv internally"), then the Convolution limits apply:
     # output maps <= 8192 (input features are a non-batch dim, <= 8192 by G2).
@@ -110,7 +114,7 @@ def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
     #   ("needs 4D"). NVIDIA's own DLA recipe for a sequence's products with constant weights is a 1x1 Conv
     #   on N,C,H,W tensors, not a MatMul (DLA-SW operators/op_reconstruction/GRU.py: from2dto4d, add_gru_conv).
     #   Treated as GPU-only, and the reason says it is unverified.
-    b = _fc_weight(layer)
+    b = fc_weight(layer)
     if b is None:
         return f"{layer.op_type} with two runtime inputs (MatrixMultiply) has no DLA support"
     trans_b = layer.op_type == "Gemm" and int(layer.attrs.get("transB", 0)) == 1
@@ -120,7 +124,7 @@ def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
     if layer.op_type == "Gemm" and int(layer.attrs.get("transA", 0)) == 1:
         return ("Gemm with transA=1 (a transposed activation): DLA support unverified, treated as GPU-only "
                 "(published DLA builds run an untransposed [N, K] input only)")
-    x = _x(layer)
+    x = data_input(layer)
     rank = len(x.shape) if x is not None else 0
     if rank != 2:
         shape = "x".join(str(int(d)) for d in x.shape) if x is not None else "?"
@@ -130,18 +134,18 @@ def _rule_fc(layer: Layer, ctx: _Ctx) -> str | None:
     return None
 
 
-def _rule_deconv(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_deconv(layer: Layer, ctx: RuleContext) -> str | None:
     # (H, S) 2D; kernel and stride each in [1,32] or 1x{64,96,128} / {64,96,128}x1; padding 0;
     # groups 1; no dilation; (O) in/out channels in [1,8192]; square kernels and strides in
     # [23,32] disabled ("they significantly slow down compilation").
     w = layer.inputs[1] if len(layer.inputs) > 1 else None
     if w is None or not w.const:
         return "ConvTranspose weights are a runtime tensor (DLA needs build-time weights)"
-    kernel = _ints(layer.attrs.get("kernel_shape"), 0, 1) or [int(d) for d in w.shape[2:]]
+    kernel = ints_of(layer.attrs.get("kernel_shape"), 0, 1) or [int(d) for d in w.shape[2:]]
     if len(kernel) != 2:
         return f"DLA deconvolution is 2D only (got {len(kernel)}D)"
-    strides = _ints(layer.attrs.get("strides"), 2, 1)
-    dil = _ints(layer.attrs.get("dilations"), 2, 1)
+    strides = ints_of(layer.attrs.get("strides"), 2, 1)
+    dil = ints_of(layer.attrs.get("dilations"), 2, 1)
     groups = int(layer.attrs.get("group", 1))
 
     def ok_pair(v: list[int]) -> bool:
@@ -150,23 +154,23 @@ def _rule_deconv(layer: Layer, ctx: _Ctx) -> str | None:
         return (v[0] == 1 and v[1] in (64, 96, 128)) or (v[1] == 1 and v[0] in (64, 96, 128))
 
     if not ok_pair(kernel):
-        return f"Deconvolution kernel {_fmt(kernel)} not in [1, 32] (or 1x64/96/128)"
+        return f"Deconvolution kernel {dims_text(kernel)} not in [1, 32] (or 1x64/96/128)"
     if not ok_pair(strides):
-        return f"Deconvolution stride {_fmt(strides)} not in [1, 32] (or 1x64/96/128)"
+        return f"Deconvolution stride {dims_text(strides)} not in [1, 32] (or 1x64/96/128)"
     if kernel[0] == kernel[1] and 23 <= kernel[0] <= 32:
-        return f"Deconvolution square kernel {_fmt(kernel)} in [23, 32] is disabled on DLA"
+        return f"Deconvolution square kernel {dims_text(kernel)} in [23, 32] is disabled on DLA"
     if strides[0] == strides[1] and 23 <= strides[0] <= 32:
-        return f"Deconvolution square stride {_fmt(strides)} in [23, 32] is disabled on DLA"
-    x = _x(layer)
+        return f"Deconvolution square stride {dims_text(strides)} in [23, 32] is disabled on DLA"
+    x = data_input(layer)
     pads = _pads(layer, tuple(x.shape[2:]) if x is not None else (), kernel, strides, dil)
     if any(p != 0 for p in pads):
         return f"Deconvolution padding {max(pads)} != 0"
-    if any(p != 0 for p in _ints(layer.attrs.get("output_padding"), 2, 0)):
+    if any(p != 0 for p in ints_of(layer.attrs.get("output_padding"), 2, 0)):
         return "Deconvolution output_padding != 0 (DLA deconvolution padding must be 0)"
     if groups != 1:
         return f"Deconvolution groups {groups} != 1"
     if any(d != 1 for d in dil):
-        return f"Deconvolution dilation {_fmt(dil)} != 1"
+        return f"Deconvolution dilation {dims_text(dil)} != 1"
     c_in, c_out = int(w.shape[0]), int(w.shape[1]) * groups
     for what, c in (("input", c_in), ("output", c_out)):
         if c < 1 or c > MAX_DIM:
@@ -174,34 +178,34 @@ def _rule_deconv(layer: Layer, ctx: _Ctx) -> str | None:
     return None
 
 
-def _rule_pool(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_pool(layer: Layer, ctx: RuleContext) -> str | None:
     # (H) kMAX / kAVERAGE, 2D, window [1,8], stride [1,16], padding [0,7]. INT8 needs equal
     # input/output dynamic ranges: a calibration property placetune cannot see.
-    kernel = _ints(layer.attrs.get("kernel_shape"), 0, 1)
+    kernel = ints_of(layer.attrs.get("kernel_shape"), 0, 1)
     if len(kernel) != 2:
         return f"DLA pooling is 2D only (got {len(kernel)}D)"
-    strides = _ints(layer.attrs.get("strides"), 2, 1)
-    dil = _ints(layer.attrs.get("dilations"), 2, 1)
-    x = _x(layer)
+    strides = ints_of(layer.attrs.get("strides"), 2, 1)
+    dil = ints_of(layer.attrs.get("dilations"), 2, 1)
+    x = data_input(layer)
     pads = _pads(layer, tuple(x.shape[2:]) if x is not None else (), kernel, strides, dil)
     if any(k < 1 or k > 8 for k in kernel):
-        return f"pooling window {_fmt(kernel)} > 8"
+        return f"pooling window {dims_text(kernel)} > 8"
     if any(s < 1 or s > 16 for s in strides):
-        return f"pooling stride {_fmt(strides)} outside [1, 16]"
+        return f"pooling stride {dims_text(strides)} outside [1, 16]"
     if any(p < 0 or p > 7 for p in pads):
         return f"pooling padding {max(pads)} outside [0, 7]"
     if any(d != 1 for d in dil):
-        return f"dilated pooling ({_fmt(dil)}) has no DLA support"
+        return f"dilated pooling ({dims_text(dil)}) has no DLA support"
     if len(layer.outputs) > 1:
         return "MaxPool with an indices output has no DLA support"
-    return _need_4d(layer, "Pooling")
+    return need_4d(layer, "Pooling")
 
 
-def _rule_reduce(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_reduce(layer: Layer, ctx: RuleContext) -> str | None:
     op = layer.op_type
     if op == "GlobalMaxPool":
         if ctx.drive_ops:
-            return _need_4d(layer, "Reduce")
+            return need_4d(layer, "Reduce")
         return (f"GlobalMaxPool (a Reduce layer) runs on DLA only from TensorRT 8.6.12 (DRIVE OS); "
                 f"not in TensorRT {ctx.trt_text}")
     if op == "GlobalAveragePool":

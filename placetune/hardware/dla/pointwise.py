@@ -1,26 +1,30 @@
-"""DLA rules of the per-element and per-channel layers: activations, ElementWise, Unary, Scale, PRelu, LRN, Softmax."""
+"""DLA rules of the per-element and per-channel layers: activations, ElementWise, Unary, Scale, PRelu, LRN, Softmax.
+
+Each ``rule_*`` takes a layer and the :class:`~placetune.hardware.dla.context.RuleContext` and returns None
+when a DLA core can run the layer, else the reason; :mod:`placetune.hardware.dla.check` maps ONNX ops to them.
+"""
 
 from __future__ import annotations
 
 import math
 
-from placetune.hardware.dla.context import MAX_DIM, _Ctx, _need_4d, _safe_layer, _values, _x
-from placetune.hardware.dla.trt_types import _DLA_ACTIVATIONS, _DLA_ELEMENTWISE, _DRIVE_UNARY
+from placetune.hardware.dla.context import MAX_DIM, RuleContext, const_values, data_input, need_4d, safe_layer
+from placetune.hardware.dla.trt_types import DLA_ACTIVATIONS, DLA_ELEMENTWISE, DRIVE_UNARY
 from placetune.model.layer import Layer
 
 
-def _rule_activation(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_activation(layer: Layer, ctx: RuleContext) -> str | None:
     # (S) ReLU, Sigmoid, TanH, Clipped ReLU, Leaky ReLU; 2D only. (O) Clipped ReLU only for
     # values in [1, 127]. TanH/Sigmoid INT8 are promoted to FP16 by TensorRT (still on DLA).
     op = layer.op_type
-    if op not in _DLA_ACTIVATIONS:
+    if op not in DLA_ACTIVATIONS:
         extra = " (becomes HardSigmoid activation x input)" if op == "HardSwish" else ""
         return f"{op} activation not supported on DLA{extra} (ReLU, Sigmoid, TanH, Clipped ReLU, LeakyReLU only)"
     if op == "Clip":
         reason = _clip_bounds(layer)
         if reason:
             return reason
-    return _need_4d(layer, "Activation")
+    return need_4d(layer, "Activation")
 
 
 def _clip_bounds(layer: Layer) -> str | None:
@@ -35,7 +39,7 @@ def _clip_bounds(layer: Layer) -> str | None:
             return "Clip with one bound is not a clipped ReLU (needs min 0 and max in [1, 127])"
         if not all(t.const for t in consts):
             return "Clip bounds must be build-time constants"
-        lv, hv = _values(consts[0]), _values(consts[1])
+        lv, hv = const_values(consts[0]), const_values(consts[1])
         if not lv or not hv:
             return "Clip bounds are not known at import (need min 0 and max in [1, 127])"
         lo, hi = lv[0], hv[0]
@@ -49,7 +53,7 @@ def _clip_bounds(layer: Layer) -> str | None:
     return None
 
 
-def _rule_elementwise(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_elementwise(layer: Layer, ctx: RuleContext) -> str | None:
     # (S) Sum, Sub, Product, Max, Min, Div, Pow; header: only kSUM, kPROD, kMAX, kMIN, kSUB, so
     # Div/Pow are the DRIVE-only additions "as of TensorRT 8.6.12". Sub on Xavier runs as
     # Scale + Sum (O): still DLA. Min: DLA-SW's matrix lists it as RFE, the TRT header allows
@@ -59,12 +63,12 @@ def _rule_elementwise(layer: Layer, ctx: _Ctx) -> str | None:
     if op in ("Div", "Pow"):
         if not ctx.drive_ops:
             return f"{op} on DLA needs TensorRT >= 8.6.12 (DRIVE OS); not in TensorRT {ctx.trt_text}"
-    elif op not in _DLA_ELEMENTWISE:
+    elif op not in DLA_ELEMENTWISE:
         return f"ElementWise {op} not supported on DLA (Sum, Sub, Prod, Max, Min only)"
-    return _need_4d(layer, "ElementWise")
+    return need_4d(layer, "ElementWise")
 
 
-def _rule_comparison(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_comparison(layer: Layer, ctx: RuleContext) -> str | None:
     # (S) Equal/Greater/Less: INT8 only, output must be cast to FP16/INT8 immediately;
     # Greater/Less only "as of TensorRT 8.6.12" (DLA-SW).
     op = layer.op_type
@@ -76,45 +80,45 @@ def _rule_comparison(layer: Layer, ctx: _Ctx) -> str | None:
         return f"comparison {op} runs INT8 only on DLA (got {ctx.precision})"
     if ctx.model is not None:
         for name in layer.consumers:
-            nxt = _safe_layer(ctx, name)
+            nxt = safe_layer(ctx, name)
             if nxt is not None and nxt.op_type != "Cast":
                 return f"{op} output must be cast to FP16/INT8 immediately (next layer {name} is {nxt.op_type})"
-    return _need_4d(layer, "comparison")
+    return need_4d(layer, "comparison")
 
 
-def _rule_unary(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_unary(layer: Layer, ctx: RuleContext) -> str | None:
     # (H) only kABS; DLA-SW: Sin, Cos, Atanh "as of TensorRT 8.6.12" (DRIVE OS).
     op = layer.op_type
-    if op in _DRIVE_UNARY and ctx.drive_ops:
-        return _need_4d(layer, "Unary")
+    if op in DRIVE_UNARY and ctx.drive_ops:
+        return need_4d(layer, "Unary")
     if op != "Abs":
         return f"Unary {op} not supported on DLA (Abs only)"
-    return _need_4d(layer, "Unary")
+    return need_4d(layer, "Unary")
 
 
-def _rule_scale(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_scale(layer: Layer, ctx: RuleContext) -> str | None:
     # BatchNormalization -> Scale (per-channel scale and shift): 2D only (O).
     if not all(t.const for t in layer.inputs[1:]):
         return "BatchNormalization parameters must be build-time constants"
-    return _need_4d(layer, "Scale")
+    return need_4d(layer, "Scale")
 
 
-def _rule_lrn(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_lrn(layer: Layer, ctx: RuleContext) -> str | None:
     # (S, H) window in {3,5,7,9}, ACROSS_CHANNELS (ONNX LRN always is); INT8 promoted to FP16.
     size = int(layer.attrs.get("size", 0))
     if size not in (3, 5, 7, 9):
         return f"LRN window {size} not in {{3, 5, 7, 9}}"
-    return _need_4d(layer, "LRN")
+    return need_4d(layer, "LRN")
 
 
-def _rule_prelu(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_prelu(layer: Layer, ctx: RuleContext) -> str | None:
     # (H, S) slopes must be a build-time constant.
     if len(layer.inputs) < 2 or not layer.inputs[1].const:
         return "PRelu slopes must be a build-time constant"
-    return _need_4d(layer, "ParametricReLU")
+    return need_4d(layer, "ParametricReLU")
 
 
-def _rule_softmax(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_softmax(layer: Layer, ctx: RuleContext) -> str | None:
     # Orin only ("On Xavier, this layer is not supported on DLA", 8.5 header); axis C or
     # spatial; all non-axis non-batch dims 1 and axis <= 8192, or axis <= 1024 (H); FP16 only
     # (TensorRT 8.x DLA guide, seed 002 §3.2.13). Default axis -1 (opset >= 13; torch writes it).
@@ -122,7 +126,7 @@ def _rule_softmax(layer: Layer, ctx: _Ctx) -> str | None:
         return "Softmax not supported on Xavier DLA"
     if ctx.int8:
         return "Softmax runs FP16 only on DLA (got int8)"
-    x = _x(layer)
+    x = data_input(layer)
     if x is None or not x.shape:
         return "Softmax input shape unknown"
     rank = len(x.shape)

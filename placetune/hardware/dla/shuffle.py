@@ -1,22 +1,26 @@
-"""DLA rules of the data-movement layers: Concat, Slice/Split, Resize and the Shuffle family (Reshape, Transpose, ...)."""
+"""DLA rules of the data-movement layers: Concat, Slice/Split, Resize and the Shuffle family (Reshape, Transpose, ...).
+
+Each ``rule_*`` takes a layer and the :class:`~placetune.hardware.dla.context.RuleContext` and returns None
+when a DLA core can run the layer, else the reason; :mod:`placetune.hardware.dla.check` maps ONNX ops to them.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from placetune.hardware.dla.context import _Ctx, _ints, _need_4d, _neighbours, _safe_layer, _values, _x
-from placetune.hardware.dla.trt_types import _fc_weight
+from placetune.hardware.dla.context import RuleContext, const_values, data_input, ints_of, need_4d, neighbours, safe_layer
+from placetune.hardware.dla.trt_types import fc_weight
 from placetune.model.layer import Layer
 
 
-def _rule_concat(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_concat(layer: Layer, ctx: RuleContext) -> str | None:
     # (S, H) channel axis only (third-to-last); >= 2 inputs; same spatial dims. INT8: equal
     # dynamic ranges of all inputs and the output (calibration property, not checkable).
     if len(layer.inputs) < 2:
         return "Concat needs at least 2 inputs on DLA"
     rank = len(layer.outputs[0].shape) if layer.outputs else 0
     if rank < 4:  # the rank is the reason: "Concat on axis 1" of a [1, 4, 8400] read as refusing the channel axis
-        return _need_4d(layer, "Concatenation") or f"DLA Concatenation needs 4D (N,C,H,W) tensors (got {rank}D)"
+        return need_4d(layer, "Concatenation") or f"DLA Concatenation needs 4D (N,C,H,W) tensors (got {rank}D)"
     axis = int(layer.attrs.get("axis", 1))
     if axis < 0:
         axis += rank
@@ -25,14 +29,14 @@ def _rule_concat(layer: Layer, ctx: _Ctx) -> str | None:
     spatial = {tuple(t.shape[-2:]) for t in layer.inputs}
     if len(spatial) > 1:
         return "Concat inputs differ in spatial dims"
-    return _need_4d(layer, "Concatenation")
+    return need_4d(layer, "Concatenation")
 
 
-def _rule_slice(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_slice(layer: Layer, ctx: RuleContext) -> str | None:
     # (H) start/size/stride build-time constants; all strides 1; no slicing on the first
     # (batch) dim; 4D input; ONNX Slice/Split map to kDEFAULT (kWRAP/kFILL, DLA after 8.5, are
     # not produced by them). Older TensorRT 8.x guide (seed 002 §3.2.12): FP16 only.
-    x = _x(layer)
+    x = data_input(layer)
     if x is None or len(x.shape) != 4:
         return f"DLA Slice needs a 4D input (got {len(x.shape) if x else 0}D)"
     if ctx.int8:
@@ -47,7 +51,7 @@ def _rule_slice(layer: Layer, ctx: _Ctx) -> str | None:
         params = layer.inputs[1:]
         if any(not t.const for t in params):
             return "Slice parameters must be build-time constants"
-        steps = _values(params[3]) if len(params) >= 4 else None
+        steps = const_values(params[3]) if len(params) >= 4 else None
         if steps and any(s != 1 for s in steps):
             return f"Slice step {int(next(s for s in steps if s != 1))} != 1 (DLA strides must be 1)"
         if layer.outputs and layer.outputs[0].shape[:1] != x.shape[:1]:
@@ -58,27 +62,27 @@ def _rule_slice(layer: Layer, ctx: _Ctx) -> str | None:
 def _resize_scales(layer: Layer) -> tuple[list[float] | None, bool]:
     """(scales, given_by_sizes). Empty optional inputs are dropped by the importer, so find
     ``scales`` (float, one per dim) and ``sizes`` (integer) by content, not position."""
-    x = _x(layer)
+    x = data_input(layer)
     rank = len(x.shape) if x is not None else 0
     for t in layer.inputs[1:]:
         if t.const and t.size == rank and rank and np.dtype(t.dtype).kind in "iu":
             return None, True
     for t in layer.inputs[1:]:
         if t.const and t.size == rank and rank and np.dtype(t.dtype).kind == "f":
-            return _values(t), False
+            return const_values(t), False
     if layer.op_type == "Upsample" and "scales" in layer.attrs:
         return [float(v) for v in layer.attrs["scales"]], False
     return None, False
 
 
-def _rule_resize(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_resize(layer: Layer, ctx: RuleContext) -> str | None:
     # (H) exactly 4 scales, scales[0:2] == 1, H/W integer in [1,32] nearest / [1,4] linear;
     # setOutputDimensions (ONNX `sizes`) not supported; NEAREST combos (ASYMMETRIC, FORMULA,
     # FLOOR), (HALF_PIXEL, FORMULA, HALF_DOWN), (HALF_PIXEL, FORMULA, HALF_UP); LINEAR
     # (HALF_PIXEL, FORMULA) or (HALF_PIXEL, UPPER). onnx-tensorrt maps ONNX half_pixel ->
     # HALF_PIXEL + FORMULA, pytorch_half_pixel -> HALF_PIXEL + UPPER, round_prefer_floor ->
     # HALF_DOWN, round_prefer_ceil -> HALF_UP. ONNX Upsample has asymmetric/floor semantics.
-    x, y = _x(layer), (layer.outputs[0] if layer.outputs else None)
+    x, y = data_input(layer), (layer.outputs[0] if layer.outputs else None)
     if x is None or y is None or len(x.shape) != 4 or len(y.shape) != 4:
         return f"DLA Resize needs exactly 4 scales (4D tensors, got {len(x.shape) if x else 0}D)"
     mode = str(layer.attrs.get("mode", "nearest")).lower()
@@ -112,34 +116,34 @@ def _rule_resize(layer: Layer, ctx: _Ctx) -> str | None:
     return None
 
 
-def _reshape_neighbour(layer: Layer, ctx: _Ctx) -> str | None:
+def _reshape_neighbour(layer: Layer, ctx: RuleContext) -> str | None:
     """TRT 10.x log: "This version of DLA does not support reshape layers directly connected
     to Slice or Concat" (ultralytics #18012): the reshape goes to the GPU. Needs the model."""
     if ctx.trt < (10, 0, 0):
         return None
-    for nb in _neighbours(layer, ctx):
+    for nb in neighbours(layer, ctx):
         if nb.op_type in ("Slice", "Split", "Concat"):
             return (f"TensorRT 10 DLA does not support reshape layers directly connected to "
                     f"Slice or Concat ({nb.op_type} {nb.name})")
     return None
 
 
-def _is_fc_flatten(layer: Layer, ctx: _Ctx) -> bool:
+def _is_fc_flatten(layer: Layer, ctx: RuleContext) -> bool:
     """(N,C,1,1) -> (N,C) feeding only FullyConnected layers: TensorRT drops it. In the
     jetson_dla_tutorial BatchNorm log the view before Gemm_15 appears neither on DLA nor GPU."""
-    x, y = _x(layer), (layer.outputs[0] if layer.outputs else None)
+    x, y = data_input(layer), (layer.outputs[0] if layer.outputs else None)
     if ctx.model is None or x is None or y is None or not layer.consumers:
         return False
     if len(x.shape) != 4 or tuple(x.shape[2:]) != (1, 1) or tuple(y.shape) != tuple(x.shape[:2]):
         return False
     for name in layer.consumers:
-        nxt = _safe_layer(ctx, name)
-        if nxt is None or nxt.op_type not in ("Gemm", "MatMul") or _fc_weight(nxt) is None:
+        nxt = safe_layer(ctx, name)
+        if nxt is None or nxt.op_type not in ("Gemm", "MatMul") or fc_weight(nxt) is None:
             return False
     return True
 
 
-def _rule_shuffle(layer: Layer, ctx: _Ctx) -> str | None:
+def rule_shuffle(layer: Layer, ctx: RuleContext) -> str | None:
     # DLA-SW: Reshape/Transpose "Native, see Shuffle layer" (details UNVERIFIED); Flatten,
     # Squeeze, Unsqueeze are "See RFE" (not through TensorRT). placetune rule, INFERRED from the
     # seed 002 log (GroupNorm's Reshape to (N, G, -1) and back ran on GPU next to the
@@ -147,14 +151,14 @@ def _rule_shuffle(layer: Layer, ctx: _Ctx) -> str | None:
     op = layer.op_type
     if op == "Reshape" and len(layer.inputs) > 1 and not layer.inputs[1].const:
         return "Reshape target shape is a runtime tensor"
-    x, y = _x(layer), (layer.outputs[0] if layer.outputs else None)
+    x, y = data_input(layer), (layer.outputs[0] if layer.outputs else None)
     rin, rout = (len(x.shape) if x else 0), (len(y.shape) if y else 0)
     if (rin, rout) != (4, 4):
         if _is_fc_flatten(layer, ctx):
             return None
         return f"DLA Shuffle needs 4D tensors (got {rin}D -> {rout}D)"
     if op == "Transpose":
-        perm = _ints(layer.attrs.get("perm"), 0, 0) or [3, 2, 1, 0]
+        perm = ints_of(layer.attrs.get("perm"), 0, 0) or [3, 2, 1, 0]
         if perm[0] != 0:
             return "Transpose moves the batch axis (no DLA support assumed)"
         return None

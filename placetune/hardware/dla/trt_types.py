@@ -5,18 +5,18 @@ from __future__ import annotations
 from placetune.hardware.dla.context import parse_trt_version
 from placetune.model.layer import Layer, TensorInfo
 
-_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "Elu", "Selu", "HardSigmoid",
-                "Softplus", "Softsign", "ThresholdedRelu", "HardSwish", "Celu"}
-_DLA_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip"}
-_ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Sum", "And", "Or", "Xor", "Mod"}
-_DLA_ELEMENTWISE = {"Add", "Sub", "Mul", "Max", "Min", "Sum"}  # Sum/Sub/Prod/Max/Min (H, S)
-_COMPARISONS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
-_UNARY = {"Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not",
-          "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf"}
-_DRIVE_UNARY = {"Sin", "Cos", "Atanh"}
-_SHUFFLES = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"}
-_REDUCES = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "GlobalAveragePool",
-            "GlobalMaxPool"}
+ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "Elu", "Selu", "HardSigmoid",
+               "Softplus", "Softsign", "ThresholdedRelu", "HardSwish", "Celu"}
+DLA_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip"}
+ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Sum", "And", "Or", "Xor", "Mod"}
+DLA_ELEMENTWISE = {"Add", "Sub", "Mul", "Max", "Min", "Sum"}  # Sum/Sub/Prod/Max/Min (H, S)
+COMPARISONS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
+UNARY = {"Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not",
+         "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf"}
+DRIVE_UNARY = {"Sin", "Cos", "Atanh"}
+SHUFFLES = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"}
+REDUCES = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "GlobalAveragePool",
+           "GlobalMaxPool"}
 
 _FIXED_TYPES = {
     "Conv": "Convolution", "ConvTranspose": "Deconvolution", "BatchNormalization": "Scale",
@@ -32,7 +32,7 @@ _FIXED_TYPES = {
 }
 
 
-def _fc_weight(layer: Layer) -> TensorInfo | None:
+def fc_weight(layer: Layer) -> TensorInfo | None:
     """The constant B of a Gemm/MatMul that TensorRT turns into a FullyConnected/1x1 conv."""
     if len(layer.inputs) < 2:
         return None
@@ -51,7 +51,7 @@ def trt_layer_type(layer: Layer, trt_version: str = "8.6") -> str:
           8.6-GA builtin_op_importers.cpp, 10.0-GA onnxOpImporters.cpp: ``addMatrixMultiply``), which the
           builder runs as a 1x1 convolution between its own ``reshape_before_``/``reshape_after_`` Shuffles,
           the form the DLA takes (published 8.5.2 and 10.3 logs). On a 3D or 4D input -> ``"MatrixMultiply"``:
-          no published build shows that conversion on the DLA (see the DLA rule ``_rule_fc``).
+          no published build shows that conversion on the DLA (see the DLA rule ``rule_fc``).
         - GlobalAveragePool / GlobalMaxPool -> ``"Reduce"``: onnx-tensorrt since 8.x implements them
           with ``addReduce`` ("GlobalAveragePool operators are implemented via Reduce layers rather
           than Pooling layers"), and the jetson_dla_tutorial log shows ``REDUCE: GlobalAveragePool_8``
@@ -74,20 +74,20 @@ def trt_layer_type(layer: Layer, trt_version: str = "8.6") -> str:
     if op in ("Gemm", "MatMul"):
         acts = layer.activation_inputs
         two_d = bool(acts) and len(acts[0].shape) == 2
-        return "FullyConnected" if _fc_weight(layer) is not None and two_d else "MatrixMultiply"
+        return "FullyConnected" if fc_weight(layer) is not None and two_d else "MatrixMultiply"
     if op == "InstanceNormalization":
         return "Normalization" if parse_trt_version(trt_version) >= (10, 0, 0) else \
             "PluginV2 (InstanceNormalization_TRT)"
-    if op in _ACTIVATIONS:
+    if op in ACTIVATIONS:
         return "Activation"
-    if op in _ELEMENTWISE:
+    if op in ELEMENTWISE:
         return "ElementWise"
-    if op in _COMPARISONS:
+    if op in COMPARISONS:
         return "ElementWise (comparison)"
-    if op in _UNARY:
+    if op in UNARY:
         return "Unary"
-    if op in _SHUFFLES:
+    if op in SHUFFLES:
         return "Shuffle"
-    if op in _REDUCES:
+    if op in REDUCES:
         return "Reduce"
     return f"{op} (no TensorRT DLA mapping)"

@@ -1,4 +1,9 @@
-"""The zoo's graph builder: torch.onnx-style node, tensor and parameter names, optional weight data."""
+"""The zoo's graph builder: torch.onnx-style node, tensor and parameter names, optional weight data.
+
+A network module's public functions (``resnet18``, ``yolov8n``, ...) are its builders: each takes a :class:`Graph`
+and the batch (and its options, such as ``softmax``) and returns a :data:`Net`; the registry
+(:mod:`placetune.model.zoo.registry`) names them. The layers they add come from :mod:`placetune.model.zoo.layers`.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def _scope(parts: Sequence[str]) -> tuple[str, str]:
+def scope_names(parts: Sequence[str]) -> tuple[str, str]:
     """Turn torch scope components into (node scope, dotted parameter prefix).
 
     ``("layer4", "layer4.0", "downsample", "downsample.0")`` gives
@@ -28,7 +33,7 @@ def _scope(parts: Sequence[str]) -> tuple[str, str]:
     return ("/" + "/".join(parts)) if parts else "", dotted
 
 
-class _Graph:
+class Graph:
     """Collects nodes and initializers with torch.onnx-style unique names."""
 
     def __init__(self, weights: bool, graph: onnx.GraphProto) -> None:
@@ -57,7 +62,7 @@ class _Graph:
         **attrs: Any,
     ) -> Any:
         """Add one node; returns its output name (or a list when ``outputs > 1``)."""
-        scope, _ = _scope(parts)
+        scope, _ = scope_names(parts)
         base = f"{scope}/{op_type}"
         k = self._counts.get(base, 0)
         self._counts[base] = k + 1
@@ -68,12 +73,12 @@ class _Graph:
 
     def skip(self, parts: Sequence[str], op_type: str, n: int = 1) -> None:
         """Advance the name counter of ``op_type`` in a scope, as an exported node folded away did."""
-        base = f"{_scope(parts)[0]}/{op_type}"
+        base = f"{scope_names(parts)[0]}/{op_type}"
         self._counts[base] = self._counts.get(base, 0) + n
 
     def reuse(self, parts: Sequence[str]) -> list[str]:
         """Scope of one more call of a module that runs several times (torch: ``relu_1``)."""
-        scope, _ = _scope(parts)
+        scope, _ = scope_names(parts)
         k = self._calls.get(scope, 0)
         self._calls[scope] = k + 1
         return list(parts) if k == 0 else [*parts[:-1], f"{parts[-1]}_{k}"]
@@ -130,4 +135,4 @@ class _Graph:
 
 #: What a network builder returns: (output tensor, input shape, output shape), or for a network with
 #: several outputs (a tuple of tensors, input shape, a tuple of shapes).
-_Net = tuple[Any, list[int], Any]
+Net = tuple[Any, list[int], Any]

@@ -1,14 +1,18 @@
-"""Layer helpers of the zoo: the node shapes torch.onnx exports for Conv2d, BatchNorm2d, Linear, pools, ..."""
+"""Layer helpers of the zoo: the node shapes torch.onnx exports for Conv2d, BatchNorm2d, Linear, pools, ...
+
+Each ``add_*`` adds its nodes (and parameters) to a :class:`~placetune.model.zoo.graph.Graph` in the torch module
+scope ``parts`` and returns the output tensor's name; the network modules build on them.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from placetune.model.zoo.graph import _Graph, _scope
+from placetune.model.zoo.graph import Graph, scope_names
 
 
-def _conv(
-    g: _Graph,
+def add_conv(
+    g: Graph,
     x: str,
     parts: Sequence[str],
     cin: int,
@@ -19,7 +23,8 @@ def _conv(
     groups: int = 1,
     bias: bool = True,
 ) -> str:
-    _, dotted = _scope(parts)
+    """A Conv2d (square kernel ``k``) on ``x`` in the torch scope ``parts``, with its weight (and bias); returns its output."""
+    _, dotted = scope_names(parts)
     fan_in = cin // groups * k * k
     ins = [x, g.param(f"{dotted}.weight", [cout, cin // groups, k, k], "weight", fan_in)]
     if bias:
@@ -36,8 +41,9 @@ def _conv(
     )
 
 
-def _bn(g: _Graph, x: str, parts: Sequence[str], c: int) -> str:
-    _, dotted = _scope(parts)
+def add_bn(g: Graph, x: str, parts: Sequence[str], c: int) -> str:
+    """A BatchNorm2d of ``c`` channels on ``x`` (scale, shift, running mean and variance); returns its output."""
+    _, dotted = scope_names(parts)
     ins = [
         x,
         g.param(f"{dotted}.weight", [c], "ones"),
@@ -48,13 +54,15 @@ def _bn(g: _Graph, x: str, parts: Sequence[str], c: int) -> str:
     return g.op("BatchNormalization", ins, parts, epsilon=1e-5, momentum=0.9)
 
 
-def _relu(g: _Graph, x: str, parts: Sequence[str]) -> str:
+def add_relu(g: Graph, x: str, parts: Sequence[str]) -> str:
+    """A ReLU on ``x``; returns its output."""
     return g.op("Relu", [x], parts)
 
 
-def _maxpool(
-    g: _Graph, x: str, parts: Sequence[str], k: int, stride: int, pad: int = 0, ceil: bool = False
+def add_maxpool(
+    g: Graph, x: str, parts: Sequence[str], k: int, stride: int, pad: int = 0, ceil: bool = False
 ) -> str:
+    """A MaxPool2d (square window ``k``) on ``x``; returns its output."""
     return g.op(
         "MaxPool",
         [x],
@@ -67,12 +75,14 @@ def _maxpool(
     )
 
 
-def _lrn(g: _Graph, x: str, parts: Sequence[str]) -> str:
+def add_lrn(g: Graph, x: str, parts: Sequence[str]) -> str:
+    """A LocalResponseNorm of size 5 (AlexNet's and GoogLeNet's) on ``x``; returns its output."""
     return g.op("LRN", [x], parts, alpha=1e-4, beta=0.75, bias=1.0, size=5)
 
 
-def _gemm(g: _Graph, x: str, parts: Sequence[str], cin: int, cout: int) -> str:
-    _, dotted = _scope(parts)
+def add_gemm(g: Graph, x: str, parts: Sequence[str], cin: int, cout: int) -> str:
+    """A Linear layer on a 2-D ``x``, exported as Gemm (weight [out, in], transB); returns its output."""
+    _, dotted = scope_names(parts)
     ins = [
         x,
         g.param(f"{dotted}.weight", [cout, cin], "weight", cin),
@@ -81,18 +91,20 @@ def _gemm(g: _Graph, x: str, parts: Sequence[str], cin: int, cout: int) -> str:
     return g.op("Gemm", ins, parts, alpha=1.0, beta=1.0, transB=1)
 
 
-def _linear3d(g: _Graph, x: str, parts: Sequence[str], cin: int, cout: int) -> str:
+def add_linear3d(g: Graph, x: str, parts: Sequence[str], cin: int, cout: int) -> str:
     """torch exports a Linear on a 3-D tensor as MatMul (weight stored [in, out]) + Add."""
-    _, dotted = _scope(parts)
+    _, dotted = scope_names(parts)
     w = g.param(f"{dotted}.weight", [cin, cout], "weight", cin)
     mm = g.op("MatMul", [x, w], parts)
     b = g.param(f"{dotted}.bias", [cout], "bias", cin)
     return g.op("Add", [b, mm], parts)
 
 
-def _flatten(g: _Graph, x: str) -> str:
+def add_flatten(g: Graph, x: str) -> str:
+    """A Flatten from axis 1 (``torch.flatten(x, 1)``); returns its output."""
     return g.op("Flatten", [x], (), axis=1)
 
 
-def _softmax(g: _Graph, x: str, parts: Sequence[str]) -> str:
+def add_softmax(g: Graph, x: str, parts: Sequence[str]) -> str:
+    """A Softmax over axis 1 (the classes); returns its output."""
     return g.op("Softmax", [x], parts, axis=1)

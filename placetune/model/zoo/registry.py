@@ -13,17 +13,17 @@ from onnx import TensorProto, helper
 
 from placetune.errors import ConfigError, ModelError, UnknownNameError
 from placetune.validate import batch as check_batch
-from placetune.model.zoo.googlenet import _googlenet
-from placetune.model.zoo.graph import _Graph, _Net
-from placetune.model.zoo.mobilenet import _mobilenetv1, _mobilenetv2
-from placetune.model.zoo.plain import _alexnet, _vgg11, _vgg13, _vgg16, _vgg19
-from placetune.model.zoo.resnet import _resnet18, _resnet34, _resnet50, _resnet101, _resnet152
-from placetune.model.zoo.seeds import _model_bn, _model_gn, _seed_block
-from placetune.model.zoo.ssd import _ssdlite_mobilenetv3
-from placetune.model.zoo.unet import _unet_small
-from placetune.model.zoo.vit import _vit_tiny
-from placetune.model.zoo.yolo import (_yolo11n, _yolo11n_seg, _yolo11s, _yolo11s_seg, _yolov8n, _yolov8n_seg,
-                                       _yolov8s, _yolov8s_seg)
+from placetune.model.zoo.googlenet import googlenet
+from placetune.model.zoo.graph import Graph, Net
+from placetune.model.zoo.mobilenet import mobilenetv1, mobilenetv2
+from placetune.model.zoo.plain import alexnet, vgg11, vgg13, vgg16, vgg19
+from placetune.model.zoo.resnet import resnet18, resnet34, resnet50, resnet101, resnet152
+from placetune.model.zoo.seeds import model_bn, model_gn, seed_block
+from placetune.model.zoo.ssd import ssdlite_mobilenetv3
+from placetune.model.zoo.unet import unet_small
+from placetune.model.zoo.vit import vit_tiny
+from placetune.model.zoo.yolo import (yolo11n, yolo11n_seg, yolo11s, yolo11s_seg, yolov8n, yolov8n_seg,
+                                       yolov8s, yolov8s_seg)
 from placetune.files.write import write_file
 
 #: ONNX default-domain opset of every zoo model.
@@ -37,7 +37,7 @@ _MAX_VIT_DEPTH = 64
 
 @dataclass(frozen=True)
 class _Entry:
-    fn: Callable[..., _Net]
+    fn: Callable[..., Net]
     description: str
     options: dict[str, Any]
     #: the input tensor's name, then the outputs' (an export's own, e.g. Ultralytics' images / output0)
@@ -47,157 +47,157 @@ class _Entry:
 
 _ZOO: dict[str, _Entry] = {
     "seed-block": _Entry(
-        _seed_block,
+        seed_block,
         "seed 000: four 1x1 convs 384->384 on 384x56x56, conv1->conv2 | conv3 | conv4, "
         "Concat to 1152 channels",
         {},
     ),
     "model-gn": _Entry(
-        _model_gn,
+        model_gn,
         "seed 002 ModelGN (jetson_dla_tutorial): 4x [3x3/2 conv + GroupNorm(8) + ReLU] on "
         "3x32x32, GlobalAveragePool, Linear 512->10; GroupNorm as torch exports it "
         "(Reshape, InstanceNormalization, Reshape, Mul, Add)",
         {},
     ),
     "model-bn": _Entry(
-        _model_bn,
+        model_bn,
         "seed 002 ModelGN with BatchNorm in place of GroupNorm (the DLA-friendly variant)",
         {},
     ),
     "alexnet": _Entry(
-        _alexnet,
+        alexnet,
         "BVLC Caffe AlexNet on 3x227x227 (LRN, grouped conv2/4/5), ~0.72 GMACs; "
         "softmax=False gives seed 003's alexnet_noprob",
         {"softmax": True},
     ),
     "googlenet": _Entry(
-        _googlenet,
+        googlenet,
         "BVLC Caffe GoogLeNet / Inception v1 on 3x224x224 (LRN, 9 inception modules), "
         "~1.6 GMACs",
         {"softmax": True},
     ),
     "resnet18": _Entry(
-        _resnet18,
+        resnet18,
         "torchvision ResNet-18 on 3x224x224, BatchNormalization kept, ~1.81 GMACs",
         {"softmax": False},
     ),
     "resnet34": _Entry(
-        _resnet34,
+        resnet34,
         "torchvision ResNet-34 on 3x224x224, BatchNormalization kept, ~3.67 GMACs",
         {"softmax": False},
     ),
     "resnet50": _Entry(
-        _resnet50,
+        resnet50,
         "torchvision ResNet-50 (v1.5) on 3x224x224, BatchNormalization kept, ends in Softmax "
         "like seed 003's Caffe model, ~4.09 GMACs",
         {"softmax": True},
     ),
     "resnet101": _Entry(
-        _resnet101,
+        resnet101,
         "torchvision ResNet-101 (v1.5) on 3x224x224, BatchNormalization kept, ~7.8 GMACs "
         "(HaX-CoNN's AlexNet + ResNet-101 pair)",
         {"softmax": False},
     ),
     "resnet152": _Entry(
-        _resnet152,
+        resnet152,
         "torchvision ResNet-152 (v1.5) on 3x224x224, BatchNormalization kept, ~11.6 GMACs",
         {"softmax": False},
     ),
     "mobilenetv1": _Entry(
-        _mobilenetv1,
+        mobilenetv1,
         "MobileNetV1 1.0/224 (MLPerf's TensorFlow model, 1001 classes), BatchNormalization kept, "
         "ReLU6 as Clip, ~0.57 GMACs",
         {"softmax": False},
     ),
     "mobilenetv2": _Entry(
-        _mobilenetv2,
+        mobilenetv2,
         "torchvision MobileNetV2 on 3x224x224, BatchNormalization kept, ReLU6 as Clip, "
         "~0.30 GMACs",
         {"softmax": False},
     ),
     "vgg16": _Entry(
-        _vgg16,
+        vgg16,
         "torchvision VGG-16 on 3x224x224, ~15.5 GMACs",
         {"softmax": False},
     ),
     "vgg11": _Entry(
-        _vgg11,
+        vgg11,
         "torchvision VGG-11 on 3x224x224, ~7.6 GMACs",
         {"softmax": False},
     ),
     "vgg13": _Entry(
-        _vgg13,
+        vgg13,
         "torchvision VGG-13 on 3x224x224, ~11.3 GMACs",
         {"softmax": False},
     ),
     "vgg19": _Entry(
-        _vgg19,
+        vgg19,
         "torchvision VGG-19 on 3x224x224, ~19.6 GMACs",
         {"softmax": False},
     ),
     "unet-small": _Entry(
-        _unet_small,
+        unet_small,
         "small 3-level U-Net (widths 16-128) on 3x256x256 -> 2 classes, ConvTranspose and "
         "nearest Resize upsampling, Concat skips, ~2.4 GMACs",
         {},
     ),
     "vit-tiny": _Entry(
-        _vit_tiny,
+        vit_tiny,
         "timm ViT-Tiny/16 on 3x224x224 (dim 192, 3 heads), LayerNormalization, exact GELU; "
         "depth=N blocks (default 12, 42 nodes each), a many-layer stress model, ~1.25 GMACs",
         {"depth": 12, "attention": "sdpa"},
     ),
     "ssdlite-mobilenetv3": _Entry(
-        _ssdlite_mobilenetv3,
+        ssdlite_mobilenetv3,
         "torchvision SSDLite320 MobileNetV3-Large detector on 3x320x320 (backbone and head as torch.onnx exports "
         "them, BatchNorm folded; decoding and NMS left out) -> boxes [1, 3234, 4], scores [1, 3234, 91], "
         "~0.58 GMACs",
         {}, ("images", "boxes", "scores"), 17,
     ),
     "yolo11n": _Entry(
-        _yolo11n,
+        yolo11n,
         "Ultralytics YOLO11n detector on 3x640x640 as its ONNX export (opset 18, C3k2, SPPF, C2PSA attention "
         "with MatMul/Softmax, Detect head with depthwise class branch and DFL) -> [1, 84, 8400], ~3.3 GMACs",
         {}, ("images", "output0"), 18,
     ),
     "yolo11s": _Entry(
-        _yolo11s,
+        yolo11s,
         "Ultralytics YOLO11s detector on 3x640x640 as its ONNX export (opset 18) -> [1, 84, 8400], ~10.8 GMACs",
         {}, ("images", "output0"), 18,
     ),
     "yolo11n-seg": _Entry(
-        _yolo11n_seg,
+        yolo11n_seg,
         "Ultralytics YOLO11n-seg instance segmenter on 3x640x640 as its ONNX export (opset 18; Segment head: "
         "Detect + 32 mask coefficients, Proto with ConvTranspose) -> [1, 116, 8400] and [1, 32, 160, 160], "
         "~4.9 GMACs",
         {}, ("images", "output0", "output1"), 18,
     ),
     "yolo11s-seg": _Entry(
-        _yolo11s_seg,
+        yolo11s_seg,
         "Ultralytics YOLO11s-seg instance segmenter on 3x640x640 as its ONNX export (opset 18) -> [1, 116, 8400] "
         "and [1, 32, 160, 160], ~16.5 GMACs",
         {}, ("images", "output0", "output1"), 18,
     ),
     "yolov8n": _Entry(
-        _yolov8n,
+        yolov8n,
         "Ultralytics YOLOv8n detector on 3x640x640 as its ONNX export (opset 18, Conv+SiLU as Sigmoid/Mul, "
         "C2f, SPPF, Detect head with DFL decoding) -> [1, 84, 8400], ~4.4 GMACs",
         {}, ("images", "output0"), 18,
     ),
     "yolov8n-seg": _Entry(
-        _yolov8n_seg,
+        yolov8n_seg,
         "Ultralytics YOLOv8n-seg instance segmenter on 3x640x640 as its ONNX export (opset 18; Segment head: "
         "Detect + 32 mask coefficients, Proto with ConvTranspose) -> [1, 116, 8400] and [1, 32, 160, 160], "
         "~6.0 GMACs",
         {}, ("images", "output0", "output1"), 18,
     ),
     "yolov8s": _Entry(
-        _yolov8s,
+        yolov8s,
         "Ultralytics YOLOv8s detector on 3x640x640 as its ONNX export (opset 18) -> [1, 84, 8400], ~14.3 GMACs",
         {}, ("images", "output0"), 18,
     ),
     "yolov8s-seg": _Entry(
-        _yolov8s_seg,
+        yolov8s_seg,
         "Ultralytics YOLOv8s-seg instance segmenter on 3x640x640 as its ONNX export (opset 18) -> [1, 116, 8400] "
         "and [1, 32, 160, 160], ~20.0 GMACs",
         {}, ("images", "output0", "output1"), 18,
@@ -313,7 +313,7 @@ def build(name: str, batch: int = 1, *, weights: bool = False, **kw: Any) -> onn
     batch = check_batch(int(batch) if isinstance(batch, np.integer) else batch)
     opts = _options(name, entry, kw)
     model = onnx.ModelProto()
-    g = _Graph(bool(weights), model.graph)
+    g = Graph(bool(weights), model.graph)
     in_name, out_names = entry.io[0], entry.io[1:]
     g.new_tensor(in_name)
     out, in_shape, out_shape = entry.fn(g, batch, **opts)

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placetune.model.zoo.graph import _Graph, _Net
-from placetune.model.zoo.layers import _conv
+from placetune.model.zoo.graph import Graph, Net
+from placetune.model.zoo.layers import add_conv
 
 _ANCHORS = 6
 _CLASSES = 91  # COCO with background, as torchvision trains it
@@ -23,11 +23,11 @@ _BLOCKS = [(16, 3, 16, 16, False, False, 1), (16, 3, 64, 24, False, False, 2), (
            (112, 5, 672, 80, True, True, 2), (80, 5, 480, 80, True, True, 1), (80, 5, 480, 80, True, True, 1)]
 
 
-def _cna(g: _Graph, x: str, parts: list[str], cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
+def _cna(g: Graph, x: str, parts: list[str], cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
          act: str | None = "relu") -> str:
     """torchvision ``Conv2dNormActivation`` with its BatchNorm folded: Conv, then the activation."""
     last = parts[-1]
-    x = _conv(g, x, [*parts, f"{last}.0"], cin, cout, k, stride, (k - 1) // 2, groups)
+    x = add_conv(g, x, [*parts, f"{last}.0"], cin, cout, k, stride, (k - 1) // 2, groups)
     where = [*parts, f"{last}.2"]
     if act == "relu":
         return g.op("Relu", [x], where)
@@ -43,16 +43,16 @@ def _make_divisible(v: float, d: int = 8) -> int:
     return out + d if out < 0.9 * v else out
 
 
-def _squeeze_excite(g: _Graph, x: str, parts: list[str], c: int) -> str:
+def _squeeze_excite(g: Graph, x: str, parts: list[str], c: int) -> str:
     s = _make_divisible(c // 4)
     y = g.op("GlobalAveragePool", [x], [*parts, "avgpool"])
-    y = g.op("Relu", [_conv(g, y, [*parts, "fc1"], c, s, 1)], [*parts, "activation"])
-    y = g.op("HardSigmoid", [_conv(g, y, [*parts, "fc2"], s, c, 1)], [*parts, "scale_activation"], alpha=1 / 6,
+    y = g.op("Relu", [add_conv(g, y, [*parts, "fc1"], c, s, 1)], [*parts, "activation"])
+    y = g.op("HardSigmoid", [add_conv(g, y, [*parts, "fc2"], s, c, 1)], [*parts, "scale_activation"], alpha=1 / 6,
              beta=0.5)
     return g.op("Mul", [y, x], parts)
 
 
-def _block(g: _Graph, x: str, cfg: tuple, sub: Callable[[int], list[str]], first: int = 0,
+def _block(g: Graph, x: str, cfg: tuple, sub: Callable[[int], list[str]], first: int = 0,
            y: str | None = None) -> str:
     """One MobileNetV3 inverted residual: expansion (unless ``first`` > 0: the SSDLite extractor cut the
     block after it and ``y`` is its output), depthwise, squeeze-excitation, projection, residual Add.
@@ -75,7 +75,7 @@ def _block(g: _Graph, x: str, cfg: tuple, sub: Callable[[int], list[str]], first
         if stride == 1 and cin == cout else y
 
 
-def _head(g: _Graph, batch: int, feats: list[tuple[str, int, int]], name: str, k: int) -> str:
+def _head(g: Graph, batch: int, feats: list[tuple[str, int, int]], name: str, k: int) -> str:
     """An SSDLite prediction head: per feature map a depthwise 3x3 (ReLU6) and a 1x1 Conv to anchors x k,
     viewed as [N, anchors, k, H, W], permuted to [N, H, W, anchors, k] and flattened to [N, -1, k]."""
     scope = ["head", name]
@@ -83,7 +83,7 @@ def _head(g: _Graph, batch: int, feats: list[tuple[str, int, int]], name: str, k
     for i, (x, c, hw) in enumerate(feats):
         m = [*scope, f"module_list.{i}"]
         y = _cna(g, x, [*m, f"module_list.{i}.0"], c, c, 3, groups=c, act="relu6")
-        y = _conv(g, y, [*m, f"module_list.{i}.1"], c, _ANCHORS * k, 1)
+        y = add_conv(g, y, [*m, f"module_list.{i}.1"], c, _ANCHORS * k, 1)
         y = g.op("Reshape", [y, g.const(scope, [batch, -1, k, hw, hw], np.int64)], scope)
         y = g.op("Transpose", [y], scope, perm=[0, 3, 4, 1, 2])
         outs.append(g.op("Reshape", [y, g.const(scope, [batch, -1, k], np.int64)], scope))
@@ -95,7 +95,7 @@ def _in_block(*prefix: str) -> Callable[[int], list[str]]:
     return lambda i: [*prefix, "block", f"block.{i}"]
 
 
-def _ssdlite_mobilenetv3(g: _Graph, batch: int) -> _Net:
+def ssdlite_mobilenetv3(g: Graph, batch: int) -> Net:
     """torchvision ssdlite320_mobilenet_v3_large's backbone and head on 3x320x320: box regressions
     [N, 3234, 4] and class logits [N, 3234, 91] (6 anchors on 20, 10, 5, 3, 2 and 1 square maps)."""
     f0, f1 = ["backbone", "features.0"], ["backbone", "features.1"]

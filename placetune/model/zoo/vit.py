@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 
-from placetune.model.zoo.graph import _Graph, _Net, _scope
-from placetune.model.zoo.layers import _conv, _gemm, _linear3d
+from placetune.model.zoo.graph import Graph, Net, scope_names
+from placetune.model.zoo.layers import add_conv, add_gemm, add_linear3d
 
 
-def _vit_tiny(g: _Graph, batch: int, depth: int, attention: str) -> _Net:
+def vit_tiny(g: Graph, batch: int, depth: int, attention: str) -> Net:
     """timm vit_tiny_patch16_224 (dim 192, 3 heads, MLP 768) as torch.onnx exports it."""
     dim, heads, hidden, tokens = 192, 3, 768, 197
     head_dim = dim // heads
-    x = _conv(g, "input", ["patch_embed", "proj"], 3, dim, 16, stride=16)
+    x = add_conv(g, "input", ["patch_embed", "proj"], 3, dim, 16, stride=16)
     pe = ["patch_embed"]
     x = g.op("Reshape", [x, g.const(pe, [batch, dim, 196], np.int64)], pe, allowzero=0)
     x = g.op("Transpose", [x], pe, perm=[0, 2, 1])
@@ -24,7 +24,7 @@ def _vit_tiny(g: _Graph, batch: int, depth: int, attention: str) -> _Net:
     x = g.op("Add", [x, g.param("pos_embed", [1, tokens, dim], "embed")], ())
 
     def layer_norm(x: str, parts: list[str]) -> str:
-        _, dotted = _scope(parts)
+        _, dotted = scope_names(parts)
         w = g.param(f"{dotted}.weight", [dim], "ones")
         b = g.param(f"{dotted}.bias", [dim], "zeros")
         return g.op("LayerNormalization", [x, w, b], parts, axis=-1, epsilon=1e-6)
@@ -33,7 +33,7 @@ def _vit_tiny(g: _Graph, batch: int, depth: int, attention: str) -> _Net:
         p = ["blocks", f"blocks.{i}"]
         a = p + ["attn"]
         h = layer_norm(x, p + ["norm1"])
-        qkv = _linear3d(g, h, a + ["qkv"], dim, 3 * dim)
+        qkv = add_linear3d(g, h, a + ["qkv"], dim, 3 * dim)
         shape = g.const(a, [batch, tokens, 3, heads, head_dim], np.int64)
         qkv = g.op("Reshape", [qkv, shape], a, allowzero=0)
         qkv = g.op("Transpose", [qkv], a, perm=[2, 0, 3, 1, 4])
@@ -54,20 +54,20 @@ def _vit_tiny(g: _Graph, batch: int, depth: int, attention: str) -> _Net:
         o = g.op("MatMul", [att, v], a)
         o = g.op("Transpose", [o], a, perm=[0, 2, 1, 3])
         o = g.op("Reshape", [o, g.const(a, [batch, tokens, dim], np.int64)], a, allowzero=0)
-        o = _linear3d(g, o, a + ["proj"], dim, dim)
+        o = add_linear3d(g, o, a + ["proj"], dim, dim)
         x = g.op("Add", [x, o], p)
         h = layer_norm(x, p + ["norm2"])
         m = p + ["mlp"]
-        h = _linear3d(g, h, m + ["fc1"], dim, hidden)
+        h = add_linear3d(g, h, m + ["fc1"], dim, hidden)
         act = m + ["act"]  # exact GELU, torch.onnx opset < 20
         e = g.op("Div", [h, g.const(act, math.sqrt(2.0), np.float32)], act)
         e = g.op("Erf", [e], act)
         e = g.op("Add", [e, g.const(act, 1.0, np.float32)], act)
         e = g.op("Mul", [h, e], act)
         h = g.op("Mul", [e, g.const(act, 0.5, np.float32)], act)
-        h = _linear3d(g, h, m + ["fc2"], hidden, dim)
+        h = add_linear3d(g, h, m + ["fc2"], hidden, dim)
         x = g.op("Add", [x, h], p)
     x = layer_norm(x, ["norm"])
     x = g.op("Gather", [x, g.const((), 0, np.int64)], (), axis=1)
-    y = _gemm(g, x, ["head"], dim, 1000)
+    y = add_gemm(g, x, ["head"], dim, 1000)
     return y, [batch, 3, 224, 224], [batch, 1000]

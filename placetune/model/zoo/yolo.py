@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placetune.model.zoo.graph import _Graph, _Net, _scope
-from placetune.model.zoo.layers import _conv as _conv2d
+from placetune.model.zoo.graph import Graph, Net, scope_names
+from placetune.model.zoo.layers import add_conv
 
 #: (depth multiple, width multiple, max channels) of the Ultralytics YOLOv8 scales
 _SCALES = {"n": (0.33, 0.25, 1024), "s": (0.33, 0.50, 1024), "m": (0.67, 0.75, 768)}
@@ -32,25 +32,25 @@ _REG_MAX = 16
 _MASKS = 32
 
 
-def _conv(g: _Graph, x: str, parts: list[str], cin: int, cout: int, k: int, s: int = 1, groups: int = 1,
+def _conv(g: Graph, x: str, parts: list[str], cin: int, cout: int, k: int, s: int = 1, groups: int = 1,
           act: bool = True) -> str:
     """Ultralytics ``Conv``: Conv2d (BatchNorm fused into its bias) + SiLU (Sigmoid, Mul) unless ``act`` is off."""
-    y = _conv2d(g, x, [*parts, "conv"], cin, cout, k, s, k // 2, groups)
+    y = add_conv(g, x, [*parts, "conv"], cin, cout, k, s, k // 2, groups)
     return _silu(g, y, parts) if act else y
 
 
-def _silu(g: _Graph, x: str, parts: list[str]) -> str:
+def _silu(g: Graph, x: str, parts: list[str]) -> str:
     sig = g.op("Sigmoid", [x], [*parts, "act"])
     return g.op("Mul", [x, sig], [*parts, "act"])
 
 
-def _bottleneck(g: _Graph, x: str, b: list[str], c: int, hidden: int, shortcut: bool) -> str:
+def _bottleneck(g: Graph, x: str, b: list[str], c: int, hidden: int, shortcut: bool) -> str:
     """Ultralytics ``Bottleneck``: two 3x3 Convs, the input added when ``shortcut``."""
     z = _conv(g, _conv(g, x, [*b, "cv1"], c, hidden, 3), [*b, "cv2"], hidden, c, 3)
     return g.op("Add", [x, z], b) if shortcut else z
 
 
-def _c3k(g: _Graph, x: str, b: list[str], c: int, shortcut: bool) -> str:
+def _c3k(g: Graph, x: str, b: list[str], c: int, shortcut: bool) -> str:
     """Ultralytics ``C3k`` (YOLO11): cv1 -> two bottlenecks, cv2 beside them, Concat, cv3."""
     h = c // 2
     y, side = _conv(g, x, [*b, "cv1"], c, h, 1), _conv(g, x, [*b, "cv2"], c, h, 1)
@@ -59,7 +59,7 @@ def _c3k(g: _Graph, x: str, b: list[str], c: int, shortcut: bool) -> str:
     return _conv(g, g.op("Concat", [y, side], b, axis=1), [*b, "cv3"], 2 * h, c, 1)
 
 
-def _c2f(g: _Graph, x: str, m: str, cin: int, cout: int, n: int, shortcut: bool, e: float = 0.5,
+def _c2f(g: Graph, x: str, m: str, cin: int, cout: int, n: int, shortcut: bool, e: float = 0.5,
          kind: str = "c2f") -> str:
     """Ultralytics ``C2f`` (YOLOv8) and ``C3k2`` (YOLO11, ``kind`` "c3k2" or "c3k"): cv1, Split in two,
     n blocks on the second half, Concat all, cv2."""
@@ -78,7 +78,7 @@ def _c2f(g: _Graph, x: str, m: str, cin: int, cout: int, n: int, shortcut: bool,
     return _conv(g, g.op("Concat", outs, [m], axis=1), [m, "cv2"], (2 + n) * c, cout, 1)
 
 
-def _c2psa(g: _Graph, x: str, m: str, c1: int, batch: int, side: int) -> str:
+def _c2psa(g: Graph, x: str, m: str, c1: int, batch: int, side: int) -> str:
     """Ultralytics ``C2PSA`` (YOLO11) with one ``PSABlock``: multi-head attention over the stride-32 map
     (``side`` x ``side``; heads of 64 channels, keys of 32) as Conv, Reshape, Split, MatMul and Softmax,
     then a Conv FFN."""
@@ -108,7 +108,7 @@ def _c2psa(g: _Graph, x: str, m: str, c1: int, batch: int, side: int) -> str:
     return _conv(g, g.op("Concat", [a, b], [m], axis=1), [m, "cv2"], 2 * c, c1, 1)
 
 
-def _sppf(g: _Graph, x: str, m: str, cin: int, cout: int) -> str:
+def _sppf(g: Graph, x: str, m: str, cin: int, cout: int) -> str:
     c = cin // 2
     y = _conv(g, x, [m, "cv1"], cin, c, 1)
     pools = [y]
@@ -118,7 +118,7 @@ def _sppf(g: _Graph, x: str, m: str, cin: int, cout: int) -> str:
     return _conv(g, g.op("Concat", pools, [m], axis=1), [m, "cv2"], 4 * c, cout, 1)
 
 
-def _upsample(g: _Graph, x: str, m: str) -> str:
+def _upsample(g: Graph, x: str, m: str) -> str:
     scales = g.const([m], [1.0, 1.0, 2.0, 2.0], np.float32)
     return g.op("Resize", [x, "", scales], [m], coordinate_transformation_mode="asymmetric",
                 cubic_coeff_a=-0.75, mode="nearest", nearest_mode="floor")
@@ -135,7 +135,7 @@ def _anchors(sizes: list[int], strides: list[int]) -> tuple[np.ndarray, np.ndarr
     return np.concatenate(points, 1)[None], np.concatenate(st)[None]
 
 
-def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw: bool = False,
+def _detect(g: Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw: bool = False,
             masks: int = 0) -> str:
     """Ultralytics ``Detect`` at export: per-scale box (cv2) and class (cv3) branches, DFL decoding;
     ``dw``: YOLO11's class branch (depthwise 3x3 + pointwise Conv, twice); ``masks``: ``Segment``'s
@@ -147,7 +147,7 @@ def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw
     for i, (x, ch, _) in enumerate(feats):
         b = [m, f"cv2.{i}"]
         y = _conv(g, _conv(g, x, [*b, f"cv2.{i}.0"], ch, c2, 3), [*b, f"cv2.{i}.1"], c2, c2, 3)
-        boxes.append(_conv2d(g, y, [*b, f"cv2.{i}.2"], c2, 4 * _REG_MAX, 1))
+        boxes.append(add_conv(g, y, [*b, f"cv2.{i}.2"], c2, 4 * _REG_MAX, 1))
         c = [m, f"cv3.{i}"]
         if dw:
             y = x
@@ -157,14 +157,14 @@ def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw
                 y = _conv(g, y, [*s, f"cv3.{i}.{j}.1"], cin, c3, 1)
         else:
             y = _conv(g, _conv(g, x, [*c, f"cv3.{i}.0"], ch, c3, 3), [*c, f"cv3.{i}.1"], c3, c3, 3)
-        classes.append(_conv2d(g, y, [*c, f"cv3.{i}.2"], c3, _CLASSES, 1))
+        classes.append(add_conv(g, y, [*c, f"cv3.{i}.2"], c3, _CLASSES, 1))
     coefs = []
     if masks:
         c4 = max(ch0 // 4, masks)
         for i, (x, ch, _) in enumerate(feats):
             b = [m, f"cv4.{i}"]
             y = _conv(g, _conv(g, x, [*b, f"cv4.{i}.0"], ch, c4, 3), [*b, f"cv4.{i}.1"], c4, c4, 3)
-            coefs.append(_conv2d(g, y, [*b, f"cv4.{i}.2"], c4, masks, 1))
+            coefs.append(add_conv(g, y, [*b, f"cv4.{i}.2"], c4, masks, 1))
     flat = [g.op("Reshape", [t, g.const([m], [batch, 4 * _REG_MAX, -1], np.int64)], [m], allowzero=0)
             for t in boxes]
     flat += [g.op("Reshape", [t, g.const([m], [batch, _CLASSES, -1], np.int64)], [m], allowzero=0)
@@ -179,7 +179,7 @@ def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw
     d = g.op("Reshape", [box, g.const(dfl, [batch, 4, _REG_MAX, n], np.int64)], dfl, allowzero=0)
     scores = g.op("Sigmoid", [cls], [m])
     d = g.op("Softmax", [g.op("Transpose", [d], dfl, perm=[0, 2, 1, 3])], dfl, axis=1)
-    d = _conv2d(g, d, [*dfl, "conv"], _REG_MAX, 1, 1, bias=False)
+    d = add_conv(g, d, [*dfl, "conv"], _REG_MAX, 1, 1, bias=False)
     d = g.op("Reshape", [d, g.const(dfl, [batch, 4, n], np.int64)], dfl, allowzero=0)
     one = g.const([m], [1], np.int64)
     lt = g.op("Slice", [d, g.const([m], [0], np.int64), g.const([m], [2], np.int64), one], [m])
@@ -198,12 +198,12 @@ def _detect(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, dw
     return g.op("Concat", [xywh, scores, *mc], [m], axis=1)
 
 
-def _proto(g: _Graph, x: str, m: str, c1: int, c: int, masks: int) -> str:
+def _proto(g: Graph, x: str, m: str, c1: int, c: int, masks: int) -> str:
     """Ultralytics ``Proto``: 3x3 Conv, 2x2 stride-2 ConvTranspose (with bias), 3x3 Conv, 1x1 Conv to
     ``masks`` prototype channels at stride 4."""
     p = [m, "proto"]
     y = _conv(g, x, [*p, "cv1"], c1, c, 3)
-    _, dotted = _scope([*p, "upsample"])
+    _, dotted = scope_names([*p, "upsample"])
     w = g.param(f"{dotted}.weight", [c, c, 2, 2], "weight", c * 4)
     b = g.param(f"{dotted}.bias", [c], "bias", c * 4)
     y = g.op("ConvTranspose", [y, w, b], [*p, "upsample"], dilations=[1, 1], group=1, kernel_shape=[2, 2],
@@ -212,7 +212,7 @@ def _proto(g: _Graph, x: str, m: str, c1: int, c: int, masks: int) -> str:
     return _conv(g, y, [*p, "cv3"], c, masks, 1)
 
 
-def _head(g: _Graph, batch: int, feats: list[tuple[str, int, int]], m: str, ch: Callable[[int], int],
+def _head(g: Graph, batch: int, feats: list[tuple[str, int, int]], m: str, ch: Callable[[int], int],
           seg: bool, dw: bool) -> tuple[object, object]:
     """``Detect`` -> ``[B, 84, N]``, or ``Segment`` (32 mask coefficients, prototypes from ``Proto`` with
     ``ch(256)`` channels on the stride-8 map) -> ``[B, 116, N]`` and ``[B, 32, H/4, W/4]``; returns the
@@ -239,7 +239,7 @@ def _scaling(row: tuple[float, float, int]) -> tuple[Callable[[int], int], Calla
     return ch, reps
 
 
-def _yolov8(g: _Graph, batch: int, scale: str, size: int = 640, seg: bool = False) -> _Net:
+def _yolov8(g: Graph, batch: int, scale: str, size: int = 640, seg: bool = False) -> Net:
     ch, reps = _scaling(_SCALES[scale])
 
     x = _conv(g, "images", ["model.0"], 3, ch(64), 3, 2)
@@ -265,7 +265,7 @@ def _yolov8(g: _Graph, batch: int, scale: str, size: int = 640, seg: bool = Fals
     return out, [batch, 3, size, size], shape
 
 
-def _yolo11(g: _Graph, batch: int, scale: str, size: int = 640, seg: bool = False) -> _Net:
+def _yolo11(g: Graph, batch: int, scale: str, size: int = 640, seg: bool = False) -> Net:
     ch, reps = _scaling(_SCALES_11[scale])
 
     x = _conv(g, "images", ["model.0"], 3, ch(64), 3, 2)
@@ -291,33 +291,33 @@ def _yolo11(g: _Graph, batch: int, scale: str, size: int = 640, seg: bool = Fals
     return out, [batch, 3, size, size], shape
 
 
-def _yolo11n(g: _Graph, batch: int) -> _Net:
+def yolo11n(g: Graph, batch: int) -> Net:
     return _yolo11(g, batch, "n")
 
 
-def _yolo11s(g: _Graph, batch: int) -> _Net:
+def yolo11s(g: Graph, batch: int) -> Net:
     return _yolo11(g, batch, "s")
 
 
-def _yolov8n(g: _Graph, batch: int) -> _Net:
+def yolov8n(g: Graph, batch: int) -> Net:
     return _yolov8(g, batch, "n")
 
 
-def _yolov8s(g: _Graph, batch: int) -> _Net:
+def yolov8s(g: Graph, batch: int) -> Net:
     return _yolov8(g, batch, "s")
 
 
-def _yolo11n_seg(g: _Graph, batch: int) -> _Net:
+def yolo11n_seg(g: Graph, batch: int) -> Net:
     return _yolo11(g, batch, "n", seg=True)
 
 
-def _yolo11s_seg(g: _Graph, batch: int) -> _Net:
+def yolo11s_seg(g: Graph, batch: int) -> Net:
     return _yolo11(g, batch, "s", seg=True)
 
 
-def _yolov8n_seg(g: _Graph, batch: int) -> _Net:
+def yolov8n_seg(g: Graph, batch: int) -> Net:
     return _yolov8(g, batch, "n", seg=True)
 
 
-def _yolov8s_seg(g: _Graph, batch: int) -> _Net:
+def yolov8s_seg(g: Graph, batch: int) -> Net:
     return _yolov8(g, batch, "s", seg=True)
