@@ -201,7 +201,7 @@ def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | Non
     measurement shows it. The current frequency of a clock that was not locked is recorded, not
     judged (it moves with DVFS); nor is a CPU's, locked or not: Orin's cpufreq driver may give back a
     frequency regenerated from counters, off the one set
-    (:func:`placetune.backends.tensorrt.env._throttled` says why; before, :data:`STOP_AFTER` such
+    (:func:`placetune.backends.tensorrt.env.read_throttled_sysfs` says why; before, :data:`STOP_AFTER` such
     readings in a row stopped a night on a healthy board); its limits (``min``/``max``) are judged. ``during``: snapshots read between the two (:class:`ClockSampler`),
     judged as "during" too."""
     moved = (_problem(first, s, "during") for s in during)

@@ -258,8 +258,11 @@ def read_clocks_sysfs(root: str | os.PathLike[str] = "/sys") -> bool | None:
 
 
 def read_throttled_sysfs(root: str | os.PathLike[str] = "/sys") -> list[str]:
-    """:func:`parse_jetson_clocks_throttled` from sysfs (``scaling_cur_freq``, the devfreq ``cur_freq``:
-    world-readable): the locked clocks running below their locked frequency now."""
+    """:func:`parse_jetson_clocks_throttled` from sysfs (the devfreq ``cur_freq``: world-readable): the
+    locked GPU clock when it runs below its locked frequency now. A CPU's ``scaling_cur_freq`` is not
+    judged: on Orin the cpufreq driver may give back a frequency regenerated from counters, not the one
+    set (NVIDIA's tegra194-cpufreq patch of October 2023), and a reader of ``cpuinfo_cur_freq`` such as
+    jtop's service copies it there."""
     return _throttled(_sysfs_clocks(root)[0])
 
 
