@@ -647,3 +647,31 @@ def test_a_candidate_not_offloaded_inside_a_foreignnode_range_leaves_its_layers_
     layers[3] = {"Name": "b", "LayerType": "Unknown"}
     k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers[:3] + layers[4:])
     assert k.known and k.realized["b"] == "DLA0" and k.source == "build log and engine inspector"
+
+
+def test_a_candidate_not_offloaded_may_hide_in_a_gpu_layer_that_names_no_model_layer():
+    """The engine's layer information reads a {ForeignNode[A...B]} range's interior from the same range
+    as the build log, so it confirms the interior only where every GPU engine layer names the model
+    layers it computes. A TensorRT 10 Myelin kernel without Metadata (``__myl_...``) names none: the
+    candidate TensorRT did not offload ('1 out of 2') may be in it, so the interior is unknown, never
+    the DLA's. Before, the two sources 'agreed' and the branch that ran on the GPU was recorded on DLA0."""
+    names = ["a", "b", "c", "d", "e"]
+    pred = {"a": "DLA0", "b": "DLA0", "c": "DLA0", "d": "DLA0", "e": "GPU"}
+    lines = ["Number of DLA node candidates offloaded : 1 out of 2", "{ForeignNode[a...d]} successfully offloaded to DLA."]
+    blog = parse_build_log(lines)
+    layers = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[a...d]}", "LayerType": "Unknown"},
+              {"Name": "d from nvm", "LayerType": "Reformat"}, {"Name": "__myl_ConvAdd_myl3_0", "LayerType": "kgen"},
+              {"Name": "e", "LayerType": "CaskConvolution"}]
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers)
+    assert not k.known and k.realized is None
+    assert "only 1 of 2 DLA candidate" in k.reason and "b, c" in k.reason and "__myl_ConvAdd_myl3_0" in k.reason
+    assert k.source == "build log and engine inspector"
+    # the kernel's Metadata names the nodes it computes: they are the GPU's, and the sources disagree
+    layers[3] = {**layers[3], "Metadata": "[ONNX Layer: b]\x1e[ONNX Layer: c]"}
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers)
+    assert not k.known and "disagree on 2 layer(s) (b, c)" in k.reason
+    # every candidate offloaded: the range is the loadable, whatever the unnamed kernel is
+    blog = parse_build_log(["Number of DLA node candidates offloaded : 1 out of 1"] + lines[1:])
+    layers[3] = {"Name": "__myl_ConvAdd_myl3_0", "LayerType": "kgen"}
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers)
+    assert k.known and k.realized == {"a": "DLA0", "b": "DLA0", "c": "DLA0", "d": "DLA0", "e": "GPU"}

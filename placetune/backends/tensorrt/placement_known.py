@@ -204,6 +204,7 @@ def _decide(
         unchecked = (f"engine's layer information not compared: it shows no DLA layer in a form placetune reads "
                      f"while the build log names {len(blog.dla_nodes)} DLA loadable(s)")
     from_ins: dict[str, str | None] | None = None
+    unnamed_gpu: list[str] = []
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
         dla_set = set(dla_engine)
@@ -212,6 +213,11 @@ def _decide(
         on_gpu = {m for x in inspector_layers or [] if _name(x) not in dla_set
                   and not _name(x).endswith(DLA_COPY_SUFFIXES) for m in _model_layers(x, resolver)}
         on_dla -= on_gpu
+        # GPU engine layers naming no model layer (a Myelin kernel without Metadata): a candidate the DLA
+        # did not take may be in one, so they cannot say that a range's interior is not on the GPU
+        unnamed_gpu = [_name(x) for x in inspector_layers or [] if _name(x) not in dla_set
+                       and not _name(x).endswith(DLA_COPY_SUFFIXES) and _layer_type(x) != "Reformat"
+                       and resolver.network_layers(_name(x)) is not None and not _model_layers(x, resolver)]
         if resolver.unresolved and from_log is None:
             return Known(None, False, _unresolved(resolver.unresolved), "engine inspector", len(dla_engine))
         if resolver.unresolved:
@@ -274,7 +280,7 @@ def _decide(
                          f"{len(lost)} layer(s) asked on the DLA nowhere ({', '.join(lost[:3])}"
                          f"{', ...' if len(lost) > 3 else ''}): they may have run on the GPU", "build log", loadables)
         inside = [n for n, d in from_log.items() if d == target and predicted[n] != "GPU" and n in loc.range_interior]
-        if inside and from_ins is None and blog.dla_candidates is not None \
+        if inside and (from_ins is None or unnamed_gpu) and blog.dla_candidates is not None \
                 and blog.dla_candidates[0] < blog.dla_candidates[1]:
             # a candidate TensorRT did not offload went to the GPU without a word ("layers that cannot run
             # on DLA silently fall back", TensorRT's DLA docs: GPU fallback mode); its layers may lie between
@@ -285,8 +291,11 @@ def _decide(
                          f"DLA node candidates offloaded : {done} out of {of}') and {len(inside)} layer(s) asked on "
                          f"the DLA ({_some(inside)}) are placed on it only by lying "
                          "between the ends of a {ForeignNode[A...B]} range, where a candidate that was not offloaded "
-                         "may lie too (the engine's layer information, which would tell, was not compared)",
-                         "build log", loadables)
+                         "may lie too (" + ("the engine's layer information, which would tell, was not compared)"
+                         if from_ins is None else f"the engine's layer information reads them from the same range and "
+                         f"has {len(unnamed_gpu)} GPU layer(s) naming no layer of the model, where that candidate may "
+                         f"be: {_some(unnamed_gpu)})"), "build log" if from_ins is None else
+                         "build log and engine inspector", loadables)
         if len(guessed) >= 3 and 2 * len(guessed) > len(predicted):
             return Known(None, False, f"the build log names only {len(predicted) - len(guessed)} of the "
                          f"{len(predicted)} layers ({', '.join(guessed[:3])}, ... are in no placement line): its "
