@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune.cli.main import main
+from placetune.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)
@@ -136,3 +137,23 @@ def test_check_lists_what_tune_would_refuse_as_problems(tmp_path, capsys):
     assert out.count("problem in engine and replicas mode (placetune tune refuses it, exit") == 2, out
     assert main(["check", _model(tmp_path / "ok.onnx"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["problems"] == []
+
+
+def test_int8_without_qdq_on_tensorrt_11_is_one_rule_with_one_message(tmp_path):
+    """Before, the Jetson backends refused it in their own words ("precision int8: TensorRT 11.4.1 builds
+    strongly typed networks only...") and the export and tune's start checks in others, which spoke of "this
+    plan's model" at tune time too. One rule now, said the same at tune, build and export time."""
+    from types import SimpleNamespace
+
+    from placetune.backends.jetson import refuse_untyped_int8, untyped_int8
+    from placetune.model.model import Model
+    from placetune.plan.trtexec import export_refusals
+
+    model = Model.load(_model(tmp_path / "m.onnx"))
+    export = export_refusals(model, "engine", "int8", "11.4.1")
+    with pytest.raises(ConfigError) as board:
+        refuse_untyped_int8(SimpleNamespace(simulated=False), model, "int8", {"trt_version": "11.4.1"})
+    built = untyped_int8(model, "int8", "11.4.1", True, {"backend": "trtexec"})
+    assert [str(e) for e in export] == [str(board.value)] == [built.reason]
+    assert str(board.value).startswith("precision int8 for TensorRT 11.4.1: ") and "this plan" not in str(board.value)
+    assert export_refusals(model, "engine", "int8", "10.3") == []
