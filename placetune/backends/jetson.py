@@ -306,7 +306,7 @@ def refuse_for_board(backend: "Backend", model: "Model", settings: "Settings", f
 
 def untyped_int8_reason(model: "Model", precision: str, version: str) -> str | None:
     """:func:`~placetune.backends.trtexec.command.untyped_int8` of ``model``: its Q/DQ nodes read from its ONNX file."""
-    return untyped_int8_rule(precision, version, precision == "int8" and source_has_qdq(model))
+    return untyped_int8_rule(precision, version, lambda: source_has_qdq(model))
 
 
 def untyped_int8(model: "Model", precision: str, version: str, strongly_typed: bool,

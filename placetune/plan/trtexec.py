@@ -76,7 +76,7 @@ def export_refusals(model: "Model", mode: str, precision: str, trt_version: str)
     or a node TensorRT renames (:func:`~placetune.model.model.refuse_renamed`). A pipeline's segments are
     whole on one device and built from static ONNX files: neither flag is written for them."""
     out: list[PlacetuneError] = []
-    untyped = untyped_int8(precision, trt_version, precision == "int8" and source_has_qdq(model))
+    untyped = untyped_int8(precision, trt_version, lambda: source_has_qdq(model))
     if untyped:
         out.append(ConfigError(untyped))
     if mode not in ("engine", "replicas"):
