@@ -38,6 +38,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from placetune.wording import figure
+
 __all__ = ["Drift", "DRIFT_EVERY", "DRIFT_LEVEL", "DRIFT_MIN_DOF"]
 
 #: builds between two builds of the reference: a Jetson build takes 1-2 minutes, so about every
@@ -200,7 +202,7 @@ class Drift:
             mid = (m.extra or {}).get("_id") if m is not None else None
             return "" if mid is None else f" (measurement {mid})"
 
-        scores = ", ".join(f"#{i + 1} {v:.4g}{unit}{named(k)}" for i, (k, v) in enumerate(self.final_ranking))
+        scores = ", ".join(f"#{i + 1} {figure(v)}{unit}{named(k)}" for i, (k, v) in enumerate(self.final_ranking))
         return (f"the guided agent's final ranking of its top {len(self.final_ranking)} re-measured candidates, "
                 f"{how}: {scores}")
 

@@ -150,8 +150,8 @@ def test_what_the_two_jetson_backends_share(seed_block, caplog):
     assert realized_vs_predicted(predicted, read) == {a: ["DLA0", "GPU"], c: ["GPU", "DLA1"]}
     assert realized_vs_predicted(predicted, None) == {}  # an unknown placement is no disagreement
 
-    refused = untyped_int8(seed_block, "int8", "11.4.1", True, {"backend": "trtexec"}, " (no --int8)")
-    assert refused.status == "infeasible" and "strongly typed networks only (no --int8): int8 needs" in refused.reason
+    refused = untyped_int8(seed_block, "int8", "11.4.1", True, {"backend": "trtexec"})
+    assert refused.status == "infeasible" and "strongly typed networks only" in refused.reason and "Q/DQ" in refused.reason
     assert untyped_int8(seed_block, "int8", "10.3", False, {}) is None
     assert untyped_int8(seed_block, "fp16", "11.4.1", True, {}) is None
 

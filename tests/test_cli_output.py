@@ -257,7 +257,7 @@ def test_the_deploy_readme_says_how_to_install_placetune(session):
     _, _, outs = session
     text = outs["README.txt"]
     assert "pip install placetune" not in text and "not on a package index" in text
-    assert 'pip install -e "/path/to/placetune[jetson]"' in text
+    assert 'pip install -e "/path/to/placetune[jetson-jp6]"' in text  # the extra of the plan's JetPack (6: TensorRT 8.6)
 
 
 def test_the_deploy_example_ends_in_one_line_without_tensorrt(session):

@@ -75,6 +75,22 @@ def test_readme_names_the_tensorrt_jetpack_and_board_the_engines_are_bound_to(st
         assert ("at VERBOSE" in readme) == version.startswith(("10", "11"))
 
 
+def test_readme_installs_placetune_with_the_extra_of_the_plans_jetpack(studies, tmp_path, capsys):
+    """Before, the folder's README said ``pip install -e "/path/to/placetune[jetson]"`` whatever the plan's
+    TensorRT, while placetune's README and pyproject.toml name the extra per JetPack: jetson-jp6
+    (cuda-python 12) on JetPack 6, jetson-jp7 (cuda-python 13, CUDA 13's driver) on JetPack 7."""
+    import tomllib
+    from pathlib import Path
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for version, extra in (("8.6", "jetson-jp6"), ("10.3", "jetson-jp6"), ("11.4", "jetson-jp7")):
+        readme = (_folder(studies, tmp_path, capsys, "pipeline", "--trt-version", version) / "README.txt").read_text()
+        line = next(x for x in readme.splitlines() if "pip install -e" in x)
+        assert f'"/path/to/placetune[{extra}]"' in line and f"TensorRT {version}" in line, line
+        assert extra in extras and "[jetson]" not in readme
+
+
 def test_a_strongly_typed_fp16_pipeline_keeps_its_fp16_inputs(studies, tmp_path, capsys):
     """TensorRT 11 builds the folder's FP16 ONNX files as typed: a GPU segment input that is not a DLA cut
     is FP16 in the file, so --inputIOFormats must not turn it into FP32."""

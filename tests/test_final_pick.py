@@ -161,7 +161,23 @@ def test_the_guided_agents_final_ranking_is_its_final_rule():
     ev = Evaluator("seed-block", "orin-agx", mode="pipeline", objective="throughput", noise=0.03, seed=2)
     r = get_agent("guided", seed=0).run(ev, Budget(30))
     assert r.final_rule is not None and "final ranking of its top" in r.final_rule
-    assert f"(measurement {r.best_measurement.extra['_id']})" in r.final_rule.split("#1 ", 1)[1].split(",")[0]
+    assert f"(measurement {r.best_measurement.extra['_id']})" in r.final_rule.split("#1 ", 1)[1].split(", #2", 1)[0]
+    # its scores read as every other figure of the run (figure(): 6,702 fps, not 6702 fps)
+    import re
+
+    scores = re.findall(r"#\d+ (\S+) fps", r.final_rule)
+    assert scores and all(re.fullmatch(r"\d{1,3}(,\d{3})+|\d{1,3}(\.\d+)?", x) for x in scores), r.final_rule
+
+
+def test_the_convergence_line_names_the_best_it_watched_when_the_pick_is_another(tmp_path, runner_up):
+    """Before, after a run whose pick was not the best stored value, the convergence line spoke of "the best"
+    (the store's: "found nothing better (best 6,768 fps)") two lines under the pick's own row and figure."""
+    outcome, text = _tune(tmp_path, 12)
+    assert outcome.pick.store_best is not None
+    line = next(x for x in text.splitlines() if x.startswith("converged at trial ") and " of 12:" in x)
+    assert "the best stored value stopped improving" in line and "(best stored value " in line, line
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path}/s.db")
+    assert study.user_attrs["convergence"] == line  # the line the run printed is the one kept with the study
 
 
 def test_an_in_memory_study_follows_the_pick_in_its_own_run(tmp_path, runner_up):

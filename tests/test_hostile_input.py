@@ -772,7 +772,8 @@ def test_renamed_duplicate_nodes_are_never_addressed_by_a_guessed_name(tmp_path)
 
     onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w]),
                                 opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    with Evaluator(str(path), "orin-agx", mode="engine", store=f"sqlite:///{tmp_path}/t.db", study="d") as ev:
+    # in memory: with a database, the Evaluator refuses such a model at the start, as placetune tune does
+    with Evaluator(str(path), "orin-agx", mode="engine", study="d") as ev:
         names = list(ev.model.names)
         assert len(set(names)) == 3
         ev.baseline()

@@ -185,3 +185,51 @@ def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_fast
     passed = plan.measured["not_exported"]
     assert passed["measurement_id"] == by_key[g[0]] and passed["unknown_layers"] == ["/conv3/Conv"]
     assert Placement.from_json(Model.load(seed_block), passed["requested"]).as_dict()["/conv3/Conv"] == "DLA0"
+
+
+def test_a_best_whose_placement_was_not_read_is_marked_not_exportable_wherever_it_is_named(seed_block, tmp_path,
+                                                                                              capsys):
+    """Before, ``placetune studies``, ``placetune report`` and the trial lines named a best plan whose
+    placement was not read as the study's best without a word, while tune and export passed over it."""
+    import json
+
+    from placetune.cli.main import main
+    from placetune.tuning.final_pick import NOT_EXPORTABLE
+
+    be = TensorRTBackend(worker_env=fake_env("10.3.0", UNREADABLE_ON="/conv3/Conv"), cache_dir=tmp_path / "cache",
+                         warmup_ms=1, profile_iterations=2)
+    ev = Evaluator(str(seed_block), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
+                   iterations=5, mode="pipeline", precision="fp16", study="gpu-free", objective="gpu_time")
+    try:
+        partly = ev.evaluate(Placement(ev.model, THREE))
+        ev.evaluate(Placement(ev.model, {"/conv4/Conv": "DLA1"}))
+    finally:
+        ev.close()
+        be.close()
+    url = f"sqlite:///{tmp_path / 'pt.db'}"
+    capsys.readouterr()
+    assert main(["studies", "--storage", url, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["studies"][0]
+    assert row["best_measurement_id"] == partly.extra["_id"]
+    assert row["best_exportable"] is False and row["best_note"] == NOT_EXPORTABLE
+    assert main(["studies", "--storage", url]) == 0
+    assert f"({NOT_EXPORTABLE})" in capsys.readouterr().out
+    assert main(["report", "--storage", url, "-o", str(tmp_path / "report")]) == 0
+    out = capsys.readouterr().out
+    assert f"the study's best, measurement {partly.extra['_id']}: {NOT_EXPORTABLE}; the plan plots show" in out
+
+
+def test_the_trial_lines_mark_a_best_whose_placement_was_not_read():
+    import io
+
+    from placetune.tuning.objectives import get_objective
+    from placetune.tuning.progress import Progress
+
+    out = io.StringIO()
+    progress = Progress(out, tty=False, total=3, done=0, objective=get_objective("latency"), baseline=None)
+    where = NS(as_dict=lambda: {"a": "DLA0"})
+    progress.update(where, Measurement(status="ok", latency_samples_ms=[2.0], realized={"a": "DLA0"}))
+    progress.update(where, Measurement(status="ok", latency_samples_ms=[1.0], extra={"placement_known": False}))
+    progress.update(where, Measurement(status="ok", latency_samples_ms=[3.0], realized={"a": "DLA0"}))
+    lines = out.getvalue().splitlines()
+    assert ["best_exportable=false" in x for x in lines] == [False, True, True], lines

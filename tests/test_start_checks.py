@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune.cli.main import main
+from placetune.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)
@@ -65,13 +66,17 @@ CASES = {  # name -> (model options, tune options, exit code)
 
 
 def _export_refusal(tmp_path, model, shapes, capsys) -> tuple[int, str]:
-    """What ``placetune export --format trtexec`` says of an engine-mode plan with a DLA layer next to GPU ones."""
+    """What ``placetune export --format trtexec`` says of an engine-mode plan with a DLA layer next to GPU ones
+    (of a study stored before the Python API refused such a model: its start check off here)."""
     import placetune
+    import placetune.tuning.evaluator as evaluator
     from placetune import Placement
 
     url = f"sqlite:///{tmp_path / 'made.db'}"
-    with placetune.Evaluator(model, "orin-agx", mode="engine", store=url, study="made",
-                             shapes=shapes or None) as ev:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evaluator, "refuse_unexportable", lambda *a: None)
+        ev = placetune.Evaluator(model, "orin-agx", mode="engine", store=url, study="made", shapes=shapes or None)
+    with ev:
         m = ev.evaluate(Placement(ev.model, {ev.model.names[2]: "DLA0"}), agent="t", trial_number=0)
     capsys.readouterr()
     code = main(["export", "--study", "made", "--storage", url, "--format", "trtexec", "-o", str(tmp_path / "out"),
@@ -136,3 +141,47 @@ def test_check_lists_what_tune_would_refuse_as_problems(tmp_path, capsys):
     assert out.count("problem in engine and replicas mode (placetune tune refuses it, exit") == 2, out
     assert main(["check", _model(tmp_path / "ok.onnx"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["problems"] == []
+
+
+def test_int8_without_qdq_on_tensorrt_11_is_one_rule_with_one_message(tmp_path):
+    """Before, the Jetson backends refused it in their own words ("precision int8: TensorRT 11.4.1 builds
+    strongly typed networks only...") and the export and tune's start checks in others, which spoke of "this
+    plan's model" at tune time too. One rule now, said the same at tune, build and export time."""
+    from types import SimpleNamespace
+
+    from placetune.backends.jetson import refuse_untyped_int8, untyped_int8
+    from placetune.model.model import Model
+    from placetune.plan.trtexec import export_refusals
+
+    model = Model.load(_model(tmp_path / "m.onnx"))
+    export = export_refusals(model, "engine", "int8", "11.4.1")
+    with pytest.raises(ConfigError) as board:
+        refuse_untyped_int8(SimpleNamespace(simulated=False), model, "int8", {"trt_version": "11.4.1"})
+    built = untyped_int8(model, "int8", "11.4.1", True, {"backend": "trtexec"})
+    assert [str(e) for e in export] == [str(board.value)] == [built.reason]
+    assert str(board.value).startswith("precision int8 for TensorRT 11.4.1: ") and "this plan" not in str(board.value)
+    assert export_refusals(model, "engine", "int8", "10.3") == []
+
+
+def test_the_python_api_runs_tunes_start_checks_before_it_stores_a_study(tmp_path, capsys):
+    """Before, ``Evaluator(..., store=...)`` stored a study of a model whose every plan the export refuses,
+    which ``placetune tune`` refuses at its start; now it refuses it too, with tune's one-line message, and
+    before the database file exists. Without a store (in memory: nothing for an export) it still measures."""
+    import placetune
+    from placetune import Placement
+    from placetune.errors import PlacementError
+
+    model = _model(tmp_path / "m.onnx", same_node_names=True)
+    assert main(["tune", "--model", model, "--mode", "engine", "--agent", "random", "--trials", "3",
+                 "--storage", str(tmp_path / "night.db")]) == 5
+    said = capsys.readouterr().err.strip().removeprefix("placetune: error: ")
+    with pytest.raises(PlacementError) as e:
+        placetune.Evaluator(model, "orin-agx", mode="engine", store=tmp_path / "api.db")
+    assert str(e.value) == said and "\n" not in str(e.value)
+    assert not (tmp_path / "api.db").exists()
+    with pytest.raises(ConfigError) as e:
+        placetune.Evaluator(_model(tmp_path / "q.onnx"), "orin-agx", precision="int8", trt_version="11.4.1",
+                            store=tmp_path / "api.db")
+    assert str(e.value).startswith("precision int8 for TensorRT 11.4.1: ")
+    with placetune.Evaluator(model, "orin-agx", mode="engine") as ev:  # in memory
+        assert ev.evaluate(Placement.all_gpu(ev.model)).ok

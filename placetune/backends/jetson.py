@@ -18,6 +18,7 @@ from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_u
                                              parse_nvpmodel_caps)
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
 from placetune.backends.tensorrt import env as trt_env
+from placetune.backends.trtexec.command import untyped_int8 as untyped_int8_rule
 from placetune.errors import BackendError, ConfigError, ModelError
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import locked_frequencies
@@ -261,30 +262,20 @@ def installed_trt_fits(backend: JetsonBackend, version: str, platform: "Platform
                        "were written for %s", version, platform.name, shipped, version, platform.name, shipped)
 
 
-def untyped_int8_reason(model: "Model", precision: str, version: str, int8_flag: str = "") -> str | None:
-    """Why ``model`` cannot be built in ``precision`` by TensorRT ``version``: INT8 on a strongly typed
-    TensorRT (11 on) when the model has no Q/DQ nodes; None when it can."""
-    major = str(version).split(".")[0]
-    if precision != "int8" or not major.isdigit() or int(major) < 11 or source_has_qdq(model):
-        return None
-    return (f"TensorRT {version} builds strongly typed networks only{int8_flag}: int8 needs an ONNX model with "
-            "Q/DQ (QuantizeLinear/DequantizeLinear) nodes and this model has none. Quantize it (e.g. with NVIDIA "
-            "TensorRT Model Optimizer) or use precision fp16.")
-
-
 def refuse_untyped_int8(backend: "Backend", model: "Model", precision: str, fingerprint: dict[str, Any]) -> None:
     """Refuse, before a study is stored, an INT8 run of a model without Q/DQ nodes on a board whose TensorRT
     (``fingerprint["trt_version"]``) is strongly typed: every build of the night would fail. The simulated
     Jetson builds nothing: not refused here.
 
     Raises:
-        ConfigError: the one-line reason of :func:`untyped_int8_reason` (exit status 6).
+        ConfigError: the one-line reason of :func:`~placetune.backends.trtexec.command.untyped_int8`
+            (exit status 6).
     """
     if backend.simulated:
         return
     why = untyped_int8_reason(model, precision, str(fingerprint.get("trt_version") or ""))
     if why:
-        raise ConfigError(f"precision int8: {why}")
+        raise ConfigError(why)
 
 
 def refuse_for_board(backend: "Backend", model: "Model", settings: "Settings", fingerprint: dict[str, Any]) -> None:
@@ -313,11 +304,16 @@ def refuse_for_board(backend: "Backend", model: "Model", settings: "Settings", f
         raise ModelError(why)
 
 
-def untyped_int8(model: "Model", precision: str, version: str, strongly_typed: bool, base: dict[str, Any],
-                 int8_flag: str = "") -> Measurement | None:
+def untyped_int8_reason(model: "Model", precision: str, version: str) -> str | None:
+    """:func:`~placetune.backends.trtexec.command.untyped_int8` of ``model``: its Q/DQ nodes read from its ONNX file."""
+    return untyped_int8_rule(precision, version, lambda: source_has_qdq(model))
+
+
+def untyped_int8(model: "Model", precision: str, version: str, strongly_typed: bool,
+                 base: dict[str, Any]) -> Measurement | None:
     """``infeasible`` for INT8 on a strongly typed TensorRT (11 on) when the model has no Q/DQ nodes, else None
     (:func:`untyped_int8_reason`)."""
-    why = untyped_int8_reason(model, precision, version, int8_flag) if strongly_typed else None
+    why = untyped_int8_reason(model, precision, version) if strongly_typed else None
     return Measurement.failure("infeasible", why, **base) if why else None
 
 

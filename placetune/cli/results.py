@@ -110,12 +110,14 @@ def _fmt(value: float | None, objective: str) -> str:
     return f"{value:.4g} {_UNITS.get(objective, '')}".strip()
 
 
-def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None]:
+def _best_value(store: "Store", st: Any) -> tuple[float | None, int | None, str | None]:
+    """The study's best value, its measurement id and its mark when its plan cannot be exported
+    (:func:`~placetune.tuning.final_pick.export_mark`)."""
     objective = st.objective.split("+")[0].strip()
     pick = _final_pick.study_best(store, st.name)  # as tune and export name it: a run's recorded pick, else feasible first
     if pick is None:
-        return None, None
-    return pick.record.measurement.objective(objective), pick.record.id
+        return None, None, None
+    return pick.record.measurement.objective(objective), pick.record.id, _final_pick.export_mark(store, st.name, pick)
 
 
 def _the_study(store: "Store", name: str | None) -> str:
@@ -144,7 +146,7 @@ def cmd_studies(args: argparse.Namespace) -> int:
         studies = store.studies()
         docs = []
         for st in studies:
-            value, mid = _best_value(store, st)
+            value, mid, mark = _best_value(store, st)
             objective = st.objective.split("+")[0].strip()
             docs.append({
                 "study": st.name, "model": st.model_name, "platform": st.platform, "mode": st.mode,
@@ -152,7 +154,8 @@ def cmd_studies(args: argparse.Namespace) -> int:
                 "backend": st.backend,
                 "simulated": st.simulated, "trials": st.n_requests, "measured": st.n_measured, "ok": st.n_ok,
                 "cache_hits": st.n_cache_hits, "best": value, "best_unit": _UNITS.get(objective),
-                "best_measurement_id": mid,
+                "best_measurement_id": mid, "best_exportable": None if mid is None else mark is None,
+                "best_note": mark,
             })
     if args.json:
         print(dumps_json({"storage": store.url, "studies": docs}, indent=2))
@@ -162,7 +165,8 @@ def cmd_studies(args: argparse.Namespace) -> int:
         return 0
     rows = [[d["study"], d["model"], d["platform"], d["mode"],
              " ".join([d["objective"], *(f"({c})" for c in d["constraints"])]), d["trials"], d["measured"],
-             _fmt(d["best"], d["objective"].split("+")[0]), "yes" if d["simulated"] else "no"] for d in docs]
+             _fmt(d["best"], d["objective"].split("+")[0]) + (f" ({d['best_note']})" if d["best_note"] else ""),
+             "yes" if d["simulated"] else "no"] for d in docs]
     say(studies_table(rows, terminal_width()))
     return 0
 
@@ -298,8 +302,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.study = _the_study(store, args.study)
         st = store.study(args.study)
         files = _plots.write_report(store, args.study, args.output, dpi=args.dpi)
+        pick = _final_pick.study_best(store, st.name)
+        mark = _final_pick.export_mark(store, st.name, pick)
     label = "SIMULATED study" if st.simulated else "study"
     say(f"{label} {line_safe(st.name)}: wrote {plural(len(files), 'file')} to {line_safe(str(args.output))}")
+    if mark and pick is not None:  # the plan plots show the exported plan: the study's best is another
+        shown = ("the plan plots show the best plan whose placement is known, the one placetune export writes"
+                 if any(Path(f).name == "placement.png" for f in files) else "no plan plots: no placement was read")
+        say(f"the study's best, measurement {pick.record.id}: {mark}; {shown}")
     for f in files:
         say(f"  {line_safe(str(f))}")
     trace = next((f for f in files if f.name == "trace.json"), None)

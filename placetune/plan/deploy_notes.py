@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from placetune.plan.file import Plan
 
 __all__ = ["DEEPSTREAM_FILE", "DIRECT_IO_ENFORCED_BEFORE", "JETPACKS", "deepstream_config", "deepstream_refusal",
-           "direct_io_blocks", "io_lines", "target_lines", "tensor_formats", "verify_lines"]
+           "direct_io_blocks", "install_line", "io_lines", "target_lines", "tensor_formats", "verify_lines"]
 
 #: the DeepStream nvinfer configuration a plan folder of an engine plan carries
 DEEPSTREAM_FILE = "deepstream_nvinfer.txt"
@@ -62,6 +62,17 @@ def target_lines(plan: "Plan", trt_version: str | None) -> list[str]:
             "A TensorRT engine runs only with the TensorRT version that built it and on the same GPU/DLA: build",
             "the engines on the board itself, with that TensorRT, and build them again after a JetPack upgrade",
             "or on another module (an engine from elsewhere fails to deserialize)."]
+
+
+def install_line(plan: "Plan", trt_version: str | None) -> str:
+    """The ``pip install`` of placetune from a clone with the extra of the JetPack the plan targets
+    (pyproject.toml): ``jetson-jp6`` (cuda-python 12) for JetPack 6's TensorRT 8.6 and 10.3,
+    ``jetson-jp7`` (cuda-python 13, which needs CUDA 13's driver) for JetPack 7's TensorRT 10.13 and 11."""
+    version = target_version(plan, trt_version)
+    jp7 = _vt(version)[:2] >= (10, 13)
+    extra, jetpack, binding = ("jetson-jp7", "JetPack 7", "13") if jp7 else ("jetson-jp6", "JetPack 6", "12")
+    return (f'pip install -e "/path/to/placetune[{extra}]"   # the clone; {extra}: cuda-python {binding}, the '
+            f"binding of {jetpack}, whose TensorRT {version} the plan is for")
 
 
 def tensor_formats(plan: "Plan", trt_version: str | None) -> dict[str, str]:

@@ -53,7 +53,7 @@ from placetune.model.onnx_io import load_with_weights
 from placetune.model.source import load_source, with_batch
 from placetune.placement.cut import cut
 from placetune.plan.file import Plan
-from placetune.plan.deploy_notes import (DEEPSTREAM_FILE, DIRECT_IO_ENFORCED_BEFORE, deepstream_config,
+from placetune.plan.deploy_notes import (DEEPSTREAM_FILE, DIRECT_IO_ENFORCED_BEFORE, deepstream_config, install_line,
                                          deepstream_refusal, direct_io_blocks, io_lines, target_lines, verify_lines)
 
 if TYPE_CHECKING:
@@ -323,7 +323,7 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
     else:
         lines += ["repository, in a venv that sees JetPack's TensorRT bindings:",
                   "     python3 -m venv --system-site-packages ~/placetune-venv && . ~/placetune-venv/bin/activate",
-                  "     pip install -e \"/path/to/placetune[jetson]\"   # the clone; jetson: the cuda-python binding",
+                  f"     {install_line(plan, trt_version)}",
                   "     placetune build .     # builds every engine through TensorRT, reports layers it placed elsewhere"]
     lines += ["   and in an application of that install (Python 3.10 or newer), the same runtime as a module:",
               "     import placetune.runtime",

@@ -18,9 +18,10 @@ from placetune.backends.trtexec.command import (
     shapes_arg,
     shell_line,
     strongly_typed,
+    untyped_int8,
 )
 from placetune.model.model import refuse_renamed
-from placetune.model.qdq import is_qdq_model
+from placetune.backends.onnx_prep import source_has_qdq
 from placetune.placement.cut_formats import plan_cut_formats, trtexec_io_formats
 from placetune.placement.placement import dla_core
 from placetune.plan.view import PlanView
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["engine_files", "export_refusals", "one_line", "refuse_unexportable", "static_batch", "target_version",
-           "trtexec_commands", "trtexec_script", "untyped_int8", "untyped_int8_plan"]
+           "trtexec_commands", "trtexec_script", "untyped_int8_plan"]
 
 
 def _version_tuple(text: Any) -> tuple[int, ...]:
@@ -58,20 +59,8 @@ def target_version(plan: PlanView, trt_version: str | None = None) -> str:
     return str(trt_version or plan.versions.get("tensorrt") or plan.settings.get("trt_version") or "8.6")
 
 
-def untyped_int8(precision: str, version: str, has_qdq: bool) -> str | None:
-    """Why a model of ``precision`` cannot be built by a strongly typed TensorRT ``version`` (11 on: no INT8
-    flag, no calibration, the types come from the model): INT8 without Q/DQ nodes (``has_qdq`` False);
-    None when it can."""
-    if precision != "int8" or has_qdq or not strongly_typed(_version_tuple(version)):
-        return None
-    return (f"precision int8 for TensorRT {version}: it builds strongly typed networks only (no INT8 flag, no "
-            "calibration), so this plan's model, which has no Q/DQ (QuantizeLinear/DequantizeLinear) nodes, would "
-            "build in FP32 and its DLA layers would run on the GPU; quantize the model with Q/DQ nodes and tune it "
-            "again, or target TensorRT 8.5-10.x (--trt-version)")
-
-
 def untyped_int8_plan(plan: PlanView, version: str, has_qdq: bool | None = None) -> str | None:
-    """:func:`untyped_int8` of a plan: its model's Q/DQ nodes from ``has_qdq``, else the plan's ``int8_ranges``."""
+    """:func:`~placetune.backends.trtexec.command.untyped_int8` of a plan: its model's Q/DQ nodes from ``has_qdq``, else the plan's ``int8_ranges``."""
     return untyped_int8(plan.precision, version, plan.int8_ranges == "qdq" if has_qdq is None else has_qdq)
 
 
@@ -80,14 +69,14 @@ def export_refusals(model: "Model", mode: str, precision: str, trt_version: str)
     builds from the folder it writes) would refuse for the plans of ``model`` tuned in ``mode`` and
     ``precision`` for TensorRT ``trt_version``, found from the model and the settings alone, each as the
     error the export raises (its own check functions, called here): an INT8 model without Q/DQ nodes for a
-    strongly typed TensorRT (:func:`untyped_int8`); in engine and replicas mode, a dynamic input name
+    strongly typed TensorRT (:func:`~placetune.backends.trtexec.command.untyped_int8`); in engine and replicas mode, a dynamic input name
     ``--shapes`` cannot carry (:func:`~placetune.backends.trtexec.command.shapes_arg`), and, for a plan
     with layers of one engine on both devices (what such a study searches for), a layer name
     ``--layerDeviceTypes`` cannot carry (:func:`~placetune.backends.trtexec.command.layer_device_types`)
     or a node TensorRT renames (:func:`~placetune.model.model.refuse_renamed`). A pipeline's segments are
     whole on one device and built from static ONNX files: neither flag is written for them."""
     out: list[PlacetuneError] = []
-    untyped = untyped_int8(precision, trt_version, model.proto is not None and is_qdq_model(model.proto))
+    untyped = untyped_int8(precision, trt_version, lambda: source_has_qdq(model))
     if untyped:
         out.append(ConfigError(untyped))
     if mode not in ("engine", "replicas"):

@@ -528,7 +528,9 @@ def write_report(
         written.append(guard.record(pareto.name))
     if plan is None:
         return written
-    written.append(guard.record(plot_placement(plan, out / "placement.png", title="best plan", dpi=dpi).name))
+    # the study's best whose placement was not read is passed over: the plots are of the plan the export writes
+    named = "best exportable plan" if plan.measured.get("not_exported") else "best plan"
+    written.append(guard.record(plot_placement(plan, out / "placement.png", title=named, dpi=dpi).name))
     shown = _plan_value_text(plan)
     what = plan_ref(plan.source) + (f", {shown}" if shown else "")
     frames = plan.measured.get("frames_in_flight")
@@ -536,7 +538,7 @@ def write_report(
         what += f", {plural(int(frames), 'frame')} in flight"
     try:
         written.append(guard.record(plot_timeline(plan, out / "timeline.png",
-                                                  title=f"schedule of the best plan ({what})",
+                                                  title=f"schedule of the {named} ({what})",
                                                   subtitle=_subtitle(st)).name))
         written.append(guard.record(write_chrome_trace(
             plan.measured, out / "trace.json", title=f"placetune {st.name}: {st.model_name} on {st.platform}",

@@ -105,32 +105,34 @@ class Convergence:
         gain = (self.best_now - self.best_then) / abs(self.best_then)
         return gain if self.direction == "maximize" else -gain
 
-    def sentence(self, unit: str = "") -> str:
-        """One line for a person: where the study converged and what came after."""
+    def sentence(self, unit: str = "", subject: str = "the best") -> str:
+        """One line for a person: where the study converged and what came after. ``subject`` names the
+        best the rule watched (``the best stored value`` where the run's summary shows another best, a
+        run's own final pick)."""
         u = f" {unit}" if unit else ""
         if self.trial is None:
             if self.trials <= self.patience and not self.withdrawn:
                 return (f"not judged: convergence needs {plural(self.patience, 'trial')} after the best without a "
                         f"gain over {100 * self.min_gain:g}%, and the study has only {self.trials}")
-            moved = (f"the best last moved by more than {100 * self.min_gain:g}% at trial {self.last_moved} of "
+            moved = (f"{subject} last moved by more than {100 * self.min_gain:g}% at trial {self.last_moved} of "
                      f"{self.trials}" if self.last_moved is not None else
-                     f"the best still moved by more than {100 * self.min_gain:g}% within the last {self.patience} "
+                     f"{subject} still moved by more than {100 * self.min_gain:g}% within the last {self.patience} "
                      f"of {self.trials} trials")
             return (f"not converged: {moved}, and convergence needs {plural(self.patience, 'trial')} without such a "
                     f"gain" + self._withdrawals())
         after = self.trials - self.trial
-        head = (f"converged at trial {self.trial} of {self.trials}: the best stopped improving there "
+        head = (f"converged at trial {self.trial} of {self.trials}: {subject} stopped improving there "
                 f"({self.patience} trials in a row gained under {100 * self.min_gain:g}%{self._withdrawals()})")
         if self.stopped:
             return head + f"; the run stopped {plural(after, 'trial')} later (--stop-when-converged)"
         more = f"the {plural(after, 'trial')} after it"
         b = self.bought or 0.0
         if b <= -0.0005:  # the best of that trial was one lucky build: re-measured, it did not hold
-            return head + (f"; {more} found nothing better, and re-measuring moved the best from "
+            return head + (f"; {more} found nothing better, and re-measuring moved {subject} from "
                            f"{figure(self.best_then)} to {figure(self.best_now)}{u}")
         if abs(b) < 0.0005:
-            return head + f"; {more} found nothing better (best {figure(self.best_now)}{u})"
-        return head + (f"; {more} improved the best by {100 * b:.1f}% "
+            return head + f"; {more} found nothing better ({subject.removeprefix('the ')} {figure(self.best_now)}{u})"
+        return head + (f"; {more} improved {subject} by {100 * b:.1f}% "
                        f"({figure(self.best_then)} -> {figure(self.best_now)}{u})")
 
     def _withdrawals(self) -> str:
@@ -324,9 +326,10 @@ class ConvergenceWatch:
                            sum(self._device[self._trial:]) if self._trial else 0.0)
 
 
-def store_convergence(ev: "Evaluator", conv: Convergence | None, unit: str = "", verdict: str | None = None) -> None:
+def store_convergence(ev: "Evaluator", conv: Convergence | None, unit: str = "", verdict: str | None = None,
+                      subject: str = "the best") -> None:
     """Keep the run's conclusions with the study, where optuna-dashboard shows them: the Optuna study's
-    user attributes ``convergence`` (:meth:`Convergence.sentence`, the line the run printed) and
+    user attributes ``convergence`` (:meth:`Convergence.sentence` of ``subject``, the line the run printed) and
     ``verdict`` (the verdict line without its ``verdict:``), as text a person reads; the figures of
     ``conv`` (:meth:`Convergence.as_dict`) go to the study system attribute ``placetune:convergence``
     for programs. Nothing when Optuna is not installed or the study cannot be opened."""
@@ -334,7 +337,7 @@ def store_convergence(ev: "Evaluator", conv: Convergence | None, unit: str = "",
         storage = storage_for(ev.store)
         study = optuna.load_study(study_name=ev.study_name, storage=storage)
         if conv is not None:
-            study.set_user_attr("convergence", conv.sentence(unit))
+            study.set_user_attr("convergence", conv.sentence(unit, subject))
             storage.set_study_system_attr(storage.get_study_id_from_name(ev.study_name), "placetune:convergence", conv.as_dict())
         if verdict:
             study.set_user_attr("verdict", verdict.removeprefix("verdict: "))

@@ -25,6 +25,7 @@ from placetune.tuning.objectives import Objective, best_stored
 from placetune.tuning.stats import EvaluatorStats
 from placetune.placement.placement import Placement
 from placetune.placement.realise import InfeasiblePlacement, Realisation, realise
+from placetune.plan.trtexec import refuse_unexportable
 from placetune.settings import DEFAULT_PRECISION, Settings
 from placetune.validate import request as check_request
 from placetune.tuning.trial_log import DEFAULT_BATCH_SECONDS, DEFAULT_BATCH_TRIALS, TrialLog
@@ -74,6 +75,11 @@ class Evaluator:
         ConfigError: a keyword argument it does not take or of the wrong type (one line naming it and
             listing the allowed ones, as ``gymnasium.make`` of the placement environments does), or
             settings that cannot be measured together (:mod:`placetune.tuning.study_setup`).
+        ConfigError, ModelError, PlacementError: with a ``store``, what ``placetune export --format trtexec``
+            would refuse for every plan of the study, refused before the database is opened as
+            ``placetune tune`` refuses it (:func:`placetune.plan.trtexec.refuse_unexportable`: INT8 without
+            Q/DQ for TensorRT 11, an input name or node names trtexec cannot carry); without one (in memory)
+            the placements are measured all the same.
 
     Example:
         >>> ev = Evaluator("seed-block", "orin-agx", mode="pipeline")
@@ -111,6 +117,8 @@ class Evaluator:
         self.backend = setup.backend
         self.settings = setup.settings
         self.objective = setup.objective
+        if store is not None:  # a study kept in a database: what its export would refuse, refused as tune does
+            refuse_unexportable(self.model, self.settings.mode, self.settings.precision, str(self.settings.trt_version))
         self.store = Store.of(store)
         self.agent = agent
         self.fingerprint = self.backend.fingerprint(self.platform, self.settings)

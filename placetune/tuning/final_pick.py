@@ -46,6 +46,8 @@ from placetune.tuning.optuna_study import storage_for
 if TYPE_CHECKING:
     import sqlalchemy
 
+    from placetune.measurement import Measurement
+
     from placetune.store.records import MeasurementRecord
     from placetune.store.store import Store
     from placetune.tuning.evaluator import Evaluator
@@ -53,8 +55,8 @@ if TYPE_CHECKING:
 else:
     sqlalchemy = lazy_import("sqlalchemy")
 
-__all__ = ["KEY", "STORE_RULE", "BestPick", "Exportable", "exportable", "optuna_trial_number", "record_pick", "recorded_pick", "run_pick",
-           "study_best"]
+__all__ = ["KEY", "NOT_EXPORTABLE", "STORE_RULE", "BestPick", "Exportable", "can_export", "export_mark", "exportable",
+           "optuna_trial_number", "record_pick", "recorded_pick", "run_pick", "study_best"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,8 @@ log = logging.getLogger(__name__)
 KEY = "placetune_best"
 #: the rule of a study without a recorded pick
 STORE_RULE = "the best stored value (each plan's median over its builds)"
+#: what every place that names a study's best says of one whose plan cannot be exported (:func:`can_export`)
+NOT_EXPORTABLE = "placement not read: not exportable"
 _FIELDS = {"measurement_id": int, "placement_key": str, "requests": int, "rule": str}
 
 
@@ -150,18 +154,35 @@ class Exportable:
                 "requested": dict(self.passed_over.requested or n.requested or {})}
 
 
+def can_export(m: "Measurement") -> bool:
+    """Whether a plan can be exported from ``m``: its realised placement was read. The rule of
+    :func:`exportable`, and of the trial lines' mark of a best that cannot be exported."""
+    return m.placement_known
+
+
+def export_mark(store: "Store", study_name: str, pick: BestPick | None, objective: "Objective | None" = None
+                ) -> str | None:
+    """:data:`NOT_EXPORTABLE` when the study's best ``pick`` is not the plan its export writes
+    (:func:`exportable`: its placement was not read), else None: what ``placetune studies`` and
+    ``placetune report`` say next to the best they name."""
+    if pick is None:
+        return None
+    chosen = exportable(store, study_name, pick, objective)
+    return None if chosen is not None and chosen.passed_over is None else NOT_EXPORTABLE
+
+
 def exportable(store: "Store", study_name: str, pick: BestPick, objective: "Objective | None" = None
                ) -> Exportable | None:
     """The plan to export for the study's best ``pick`` (:func:`study_best`): the pick when its realised
     placement is known; else the best ok measurement whose placement is known, ranked as
     :func:`best_stored` ranks (``objective``, or the study's own with its constraints: feasible
     first), with the pick as the plan passed over. None when no measurement's placement is known."""
-    if pick.record.measurement.placement_known:
+    if can_export(pick.record.measurement):
         return Exportable(pick.record)
     if objective is None:
         st = store.study(study_name)
         objective = get_objective(st.objective, st.constraints)
-    known = best_record((r for r in store.measurements(study_name, status="ok") if r.measurement.placement_known),
+    known = best_record((r for r in store.measurements(study_name, status="ok") if can_export(r.measurement)),
                         objective.loss)
     return None if known is None else Exportable(known, pick.record)
 

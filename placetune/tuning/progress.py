@@ -11,6 +11,7 @@ from placetune.measurement import Measurement
 from placetune.tuning.objectives import Objective
 from placetune.placement.placement import Placement
 from placetune.wording import versus
+from placetune.tuning.final_pick import can_export
 
 if TYPE_CHECKING:
     from placetune.tuning.convergence import ConvergenceWatch
@@ -74,7 +75,9 @@ class Progress:
         self.base = objective.value(baseline) if baseline is not None else None
         self.best: float | None = None
         self._best_loss = float("inf")
-        self._ok: list[list[Any]] = []  # [loss, value, realised map] of each ok evaluation: re-ranked on a re-measure
+        # [loss, value, realised map, exportable] of each ok evaluation: re-ranked on a re-measure
+        self._ok: list[list[Any]] = []
+        self._best_exportable = True  # False: the best so far has no read placement (can_export)
         self.cache_hits = 0
         self.failures = 0
         self.t0 = time.monotonic()
@@ -94,8 +97,8 @@ class Progress:
         value = None if best is None else self.objective.value(best)
         if best is None or value is None:
             return
-        self._ok.append([self.objective.loss(best), value, best.realized])
-        self._best_loss, self.best = min((e[0], e[1]) for e in self._ok)
+        self._ok.append([self.objective.loss(best), value, best.realized, can_export(best)])
+        self._rerank()
 
     def set_baseline(self, baseline: Measurement) -> None:
         """Set the all-GPU measurement once it is known."""
@@ -128,12 +131,13 @@ class Progress:
                     entry[0], entry[1] = self.objective.loss(m), value
             if m.realized and all(d == "GPU" for d in m.realized.values()):
                 self.base = value
-            self._ok.append([self.objective.loss(m), value, m.realized])
-            self._best_loss, self.best = min((e[0], e[1]) for e in self._ok)
+            self._ok.append([self.objective.loss(m), value, m.realized, can_export(m)])
+            self._rerank()
         elif value is not None:
-            self._ok.append([self.objective.loss(m), value, m.realized])
+            self._ok.append([self.objective.loss(m), value, m.realized, can_export(m)])
             if self.best is None or self.objective.loss(m) < self._best_loss:
                 self.best, self._best_loss = value, self.objective.loss(m)  # constraints: the best feasible
+                self._best_exportable = can_export(m)
         if self.tty:
             now = time.monotonic()
             if now - self._last_draw > 0.1 or self.done >= self.total:
@@ -141,6 +145,11 @@ class Progress:
                 self._draw()
         else:
             self._line(m, value, hit)
+
+    def _rerank(self) -> None:
+        """The best so far from every ok evaluation's latest value."""
+        e = min(self._ok, key=lambda e: (e[0], e[1]))
+        self._best_loss, self.best, self._best_exportable = e[0], e[1], e[3]
 
     def _eta(self) -> float:
         """Estimated device time to the end of the budget: the mean per measured evaluation so far
@@ -244,6 +253,8 @@ class Progress:
             fields.append("simulated=true")
         if (where := placement_field(m)) is not None:
             fields.append(where)
+        if self.best is not None and not self._best_exportable:  # as placetune studies marks it
+            fields.append("best_exportable=false")
         print(" ".join(fields), file=self.out, flush=True)
 
     def close(self) -> None:

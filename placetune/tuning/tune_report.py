@@ -280,9 +280,12 @@ class TuneReport:
             self.verdict_lines.append(streams)
         conv = outcome.convergence if outcome.convergence is not None and outcome.convergence.trials else None
         unit = ev.objective.units[0] if ev.objective.units else ""
+        # the rule watches the store's best: where the run's own pick is another plan, the line says which best
+        subject = "the best stored value" if outcome.pick is not None and outcome.pick.store_best is not None \
+            else "the best"
         if conv is not None:
-            self.verdict_lines.append(conv.sentence(unit))
-        store_convergence(ev, conv, unit, text)
+            self.verdict_lines.append(conv.sentence(unit, subject))
+        store_convergence(ev, conv, unit, text, subject)
         for line in self.verdict_lines:
             self.say(line)
         hint = agent_hint(text, self.cfg.agent, outcome.trials_done)

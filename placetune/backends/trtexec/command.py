@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from placetune.errors import ConfigError, ModelError, PlacementError
@@ -30,6 +30,7 @@ __all__ = [
     "version_tuple",
     "has_layer_device_types",
     "strongly_typed",
+    "untyped_int8",
     "precision_flags",
     "transfer_flags",
     "serial_flags",
@@ -82,6 +83,28 @@ def has_layer_device_types(vt: tuple[int, ...]) -> bool:
 def strongly_typed(vt: tuple[int, ...]) -> bool:
     """True when TensorRT ``vt`` builds strongly typed networks only (11 on): no ``--fp16``/``--int8``."""
     return bool(vt) and vt[0] >= _TRT11
+
+
+def untyped_int8(precision: str, version: str, has_qdq: "bool | Callable[[], bool]") -> str | None:
+    """Why a model of ``precision`` cannot be built by TensorRT ``version``: INT8 on a strongly typed TensorRT
+    (11 on: no INT8 flag, no calibration, the types come from the model) when the model has no Q/DQ nodes
+    (``has_qdq`` False, or a function that reads them, called only when the rule needs it); None when it can. The one rule and wording of ``placetune tune``'s start checks, the
+    Jetson backends' builds and the trtexec export.
+
+    Example:
+        >>> untyped_int8("int8", "10.3.0", False) is None, untyped_int8("int8", "11.4.1", True) is None
+        (True, True)
+        >>> untyped_int8("int8", "11.4.1", False)[:48]
+        'precision int8 for TensorRT 11.4.1: it builds st'
+    """
+    if precision != "int8" or not strongly_typed(version_tuple(version)):
+        return None
+    if has_qdq() if callable(has_qdq) else has_qdq:
+        return None
+    return (f"precision int8 for TensorRT {version}: it builds strongly typed networks only (no INT8 flag, no "
+            "calibration) and the model has no Q/DQ (QuantizeLinear/DequantizeLinear) nodes, so it would build in "
+            "FP32 with its DLA layers on the GPU; quantize the model with Q/DQ nodes (e.g. with NVIDIA TensorRT "
+            "Model Optimizer) and tune it again, use precision fp16, or target TensorRT 8.5-10.x (--trt-version)")
 
 
 # --------------------------------------------------------------------------- flags

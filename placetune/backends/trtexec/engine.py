@@ -273,7 +273,7 @@ def onnx_file(cache_dir: Path, model: "Model", settings: "Settings", version: st
               base: dict[str, Any]) -> Path | Measurement:
     """The ONNX file trtexec builds from (prepared as for the TensorRT backend), or a failure."""
     typed = strongly_typed(version_tuple(version))
-    refused = untyped_int8(model, settings.precision, version, typed, base, " (no --int8)")
+    refused = untyped_int8(model, settings.precision, version, typed, base)
     if refused is not None:
         return refused
     return prepared_onnx(model, cache_dir, settings.precision, typed, "trtexec", base)
