@@ -21,6 +21,7 @@ from placetune import ConfigError, Evaluator, Model, Placement
 from placetune.backends.tensorrt.backend import GATE_TOLERANCE, TensorRTBackend
 from placetune.backends.tensorrt.cache import EngineCache, engine_key, file_digest
 from placetune.backends.tensorrt.pool import WORKER_FILE
+from placetune.measurement import Measurement
 from placetune.model.source import load_source, randomize_weights
 from placetune.report.trace import chrome_trace
 from tests.fakes import FAKES_DIR, VERSIONS, fake_env
@@ -57,6 +58,17 @@ def _ev(model, backend, tmp: Path, version: str = "10.3.0", **kw) -> Evaluator:
     kw.setdefault("mode", "pipeline")
     kw.setdefault("precision", "fp16")
     return Evaluator(str(model), "orin-agx", backend=backend, store=tmp / "pt.db", trt_version=_rules(version), **kw)
+
+
+def _measure(model, tmp: Path, placement: dict, **backend_kw) -> Measurement:
+    """One pipeline measurement of ``placement`` on a fresh backend (its cache under ``tmp``), closed after."""
+    be = _backend(tmp / "cache", **backend_kw)
+    ev = _ev(model, be, tmp)
+    try:
+        return ev.evaluate(Placement(ev.model, placement))
+    finally:
+        ev.close()
+        be.close()
 
 
 def _overlap(a: dict, b: dict) -> float:
@@ -116,13 +128,7 @@ def test_three_branch_plan_runs_as_concurrent_engines(version, seed_block, tmp_p
 
 
 def test_gate_catches_a_wrong_cut(seed_block, tmp_path):
-    be = _backend(tmp_path / "cache", test_wrong_cut=True)
-    ev = _ev(seed_block, be, tmp_path)
-    try:
-        m = ev.evaluate(Placement(ev.model, THREE))
-    finally:
-        ev.close()
-        be.close()
+    m = _measure(seed_block, tmp_path, THREE, test_wrong_cut=True)
     assert m.status == "runtime_failed"
     assert "differ from the all-GPU engine" in m.reason and "relative L2 error" in m.reason
     row = m.extra["gate"]["outputs"]["output"]
@@ -356,13 +362,7 @@ def test_segment_build_failure_names_the_segment(seed_block, tmp_path):
 
 
 def test_execution_failure_is_runtime_failed(seed_block, tmp_path):
-    be = _backend(tmp_path / "cache", faults={"EXEC_FAIL_ON": "/conv3/Conv"})
-    ev = _ev(seed_block, be, tmp_path)
-    try:
-        m = ev.evaluate(Placement(ev.model, THREE))
-    finally:
-        ev.close()
-        be.close()
+    m = _measure(seed_block, tmp_path, THREE, faults={"EXEC_FAIL_ON": "/conv3/Conv"})
     assert m.status == "runtime_failed"
     assert "engine seg1: execute_async_v3 returned False" in m.reason and "DLA" in m.reason
 
@@ -418,13 +418,7 @@ def test_pipeline_and_replicas_time_with_trtexec_s_nvtx_markers_and_say_so(mode,
 
 
 def test_dla_core_the_device_lacks_is_infeasible(seed_block, tmp_path):
-    be = _backend(tmp_path / "cache", faults={"DLA_CORES": "1"})
-    ev = _ev(seed_block, be, tmp_path)
-    try:
-        m = ev.evaluate(Placement(ev.model, THREE))
-    finally:
-        ev.close()
-        be.close()
+    m = _measure(seed_block, tmp_path, THREE, faults={"DLA_CORES": "1"})
     assert m.status == "infeasible" and "DLA1" in m.reason and "1 DLA core" in m.reason
 
 
@@ -926,13 +920,7 @@ def test_pipeline_says_its_tensors_are_device_memory(seed_block, tmp_path):
     chaining the engines does (placetune.runtime; cuDLA-samples' hybrid mode registers cudaMalloc
     buffers with the DLA), not trtexec's managed memory: the measurement says so, as engine mode
     records its own."""
-    be = _backend(tmp_path / "cache")
-    ev = _ev(seed_block, be, tmp_path)
-    try:
-        m = ev.evaluate(Placement(ev.model, THREE))
-    finally:
-        ev.close()
-        be.close()
+    m = _measure(seed_block, tmp_path, THREE)
     assert m.status == "ok", m.reason
     assert m.extra["io_memory"] == "device"
 
@@ -966,13 +954,7 @@ def test_a_gpu_reformat_at_a_cut_given_the_dlas_native_format_is_recorded_not_si
 
 def test_no_cut_reformat_is_recorded_where_the_dla_engines_take_their_native_formats(seed_block, tmp_path):
     """The network input's GPU reformat in each DLA engine (FP32 linear, no cut) is not a cut's."""
-    be = _backend(tmp_path / "cache")
-    ev = _ev(seed_block, be, tmp_path)
-    try:
-        m = ev.evaluate(Placement(ev.model, THREE))
-    finally:
-        ev.close()
-        be.close()
+    m = _measure(seed_block, tmp_path, THREE)
     assert m.status == "ok", m.reason
     assert m.extra["cut_formats"] and "cut_reformats" not in m.extra
 
@@ -982,13 +964,7 @@ def test_a_segment_that_fails_with_and_without_cut_formats_is_not_blamed_on_the_
     I/O; when it fails the same way again the formats were not the cause: the failure does not say
     that the native formats did not build or that the pipeline was built with FP32 linear I/O (it was
     not built at all), it says the build was tried both ways."""
-    be = _backend(tmp_path / "cache", faults={"BUILD_NONE_ON": "/conv4/Conv"})
-    ev = _ev(seed_block, be, tmp_path)
-    try:
-        m = ev.evaluate(Placement(ev.model, THREE))
-    finally:
-        ev.close()
-        be.close()
+    m = _measure(seed_block, tmp_path, THREE, faults={"BUILD_NONE_ON": "/conv4/Conv"})
     assert m.status == "build_failed" and "segment 2 (DLA1: /conv4/Conv)" in m.reason
     assert "cut_formats_failed" not in m.extra
     notes = " ".join(m.extra.get("notes") or [])
