@@ -199,3 +199,15 @@ def test_a_plan_with_a_faster_plan_not_exported_builds_the_exported_placement(se
     assert "DLA1" in devices and "DLA0" not in devices
     report = _build_and_run(folder, seed_block, tmp_path, "pipeline")
     assert [e["device"] for e in report["engines"]] == devices and report["differences"] == []
+
+
+def test_the_plan_folder_s_readme_names_the_power_mode_its_figures_are_of(seed_block, tmp_path):
+    """The README said how to time the engines but not in which power mode: a MAXN_SUPER plan timed at
+    the board's default mode gives other figures. Step 2 now names the mode and its nvpmodel command."""
+    mode, placement, platform, kw = CASES["super"]
+    readme = (_export(tmp_path, seed_block, mode, placement, platform, **kw) / "README.txt").read_text()
+    assert "figures are of power mode MAXN_SUPER: time the engines in it (sudo nvpmodel -m 0, with JetPack " \
+           "6.2's Super nvpmodel.conf;" in readme
+    (tmp_path / "agx").mkdir()
+    readme = (_export(tmp_path / "agx", seed_block, mode, placement) / "README.txt").read_text()
+    assert "figures are of power mode MAXN: time the engines in it (sudo nvpmodel -m 0;" in readme
