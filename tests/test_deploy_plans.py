@@ -174,7 +174,10 @@ def test_measure_takes_a_super_power_mode_plan_at_its_power_mode(seed_block, tmp
 def test_a_plan_with_a_faster_plan_not_exported_builds_the_exported_placement(seed_block, tmp_path):
     """The study's best pipeline has an unread DLA segment: the plan exports the best known one and
     names the faster in ``measured.not_exported`` with its requested placement. build.sh, the
-    trtexec commands and ``placetune build`` use the exported placement, never the passed-over one."""
+    trtexec commands and ``placetune build`` use the exported placement, never the passed-over one.
+    The notes' `placetune measure` command for the passed-over one named only --backend and --mode:
+    measure's defaults (another platform, precision, frames in flight) timed another plan; it names
+    the study's options now."""
     be = TensorRTBackend(worker_env=fake_env("10.3.0", UNREADABLE_ON="/conv3/Conv"), cache_dir=tmp_path / "cache",
                          warmup_ms=1, profile_iterations=2)
     ev = placetune.Evaluator(str(seed_block), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
@@ -193,6 +196,10 @@ def test_a_plan_with_a_faster_plan_not_exported_builds_the_exported_placement(se
     plan = placetune.plan.load(folder)
     passed = plan.measured["not_exported"]
     assert passed["requested"]["/conv3/Conv"] == "DLA0" and plan.realized["/conv3/Conv"] == "GPU"
+    # the notes' command times the passed-over placement as the study did, not at measure's defaults
+    (command,) = [n for n in plan.notes if "placetune measure MODEL" in n]
+    assert "--placement FILE.json --platform orin-agx --precision fp16 --frames-in-flight 1 --trt-version 10.3`" \
+        in command, command
     script = (folder / "build.sh").read_text()
     assert "--useDLACore=1" in script and "--useDLACore=0" not in script
     devices = [e["device"] for e in plan.engines]
