@@ -60,7 +60,7 @@ def _parse_placement(text: str, model, platform):
 
 def _plan_options(text: str | None, model, args: argparse.Namespace) -> None:
     """``--placement PLAN.json`` (a plan tune or export wrote) is measured as it was tuned: a platform,
-    mode, precision, batch or frames in flight other than the plan's is refused in one line naming the
+    mode, precision, batch, frames in flight or power mode other than the plan's is refused in one line naming the
     options that measure it as tuned (exit 6); a pipeline plan measured in engine mode, measure's default,
     was refused for its two DLA cores without saying why."""
     if not text or text == "-" or text.lstrip().startswith("{") or not os.path.exists(text) \
@@ -71,6 +71,9 @@ def _plan_options(text: str | None, model, args: argparse.Namespace) -> None:
              "--precision": (args.precision, plan.precision), "--batch": (model.batch, plan.batch)}
     if plan.mode == "pipeline":
         given["--frames-in-flight"] = (args.frames_in_flight, plan.settings.get("frames_in_flight") or 1)
+    if plan.settings.get("power_mode"):  # a MAXN_SUPER plan measured at MAXN is another plan's timing
+        board = get_platform(plan.platform)
+        given["--power-mode"] = (_power_mode(board, args.power_mode), _power_mode(board, plan.settings["power_mode"]))
     if plan.mode == "replicas" and plan.settings.get("replicas") and not args.replicas:
         reps = plan.settings["replicas"]
         given["--replicas"] = (None, ",".join(f"{d}:{b}" for d, b in reps.items()) if isinstance(reps, dict)
@@ -81,6 +84,14 @@ def _plan_options(text: str | None, model, args: argparse.Namespace) -> None:
         raise ConfigError(f"--placement {shown(text)} is a plan of {plan.model.get('name')} on {plan.platform}, "
                           f"{plan.mode} mode, {plan.precision}, batch {plan.batch}: measure it as it was tuned "
                           f"with {' '.join(differ)}")
+
+
+def _power_mode(platform, mode) -> str:
+    """A power mode as placetune names it on ``platform`` (``30w`` -> ``30W``); as given when it has none such."""
+    try:
+        return platform.check_power_mode(mode)
+    except ConfigError:  # the options' own check says it in one line
+        return str(mode)
 
 
 def _settings_from_args(args: argparse.Namespace):

@@ -183,6 +183,10 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
                 # file names and indices checked: inside the folder; a --model given must be the plan's (its
                 # mismatch said before TensorRT is asked for)
                 p = load(path / "plan.json", model, check_hash=model is not None)
+                if not all(isinstance(e.get("onnx_file"), str) for e in p.engines):  # a plan file put in a folder
+                    raise ConfigError(f"{path}: its plan.json names no ONNX file per engine (a plan file, or one an "
+                                      "older placetune wrote, not an exported folder's): build it into a plan folder "
+                                      f"with `placetune build {shown(path / 'plan.json')} -o DIR`")
                 if not all(confined(path, e.get("onnx_file"), "onnx_file of plan.json").is_file() for e in p.engines):
                     raise ConfigError(f"{path}: the plan's ONNX files are missing; export the folder again")
                 return p, path

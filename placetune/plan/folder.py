@@ -42,6 +42,7 @@ from google.protobuf.message import EncodeError
 from placetune.errors import ConfigError, ModelError
 from placetune.files.folder import OutputFolder
 from placetune.files.read import check_regular, read_bytes
+from placetune.hardware.power_modes import modes_of
 from placetune.safetext import shown
 from placetune.runtime import standalone_sources
 from placetune.backends.onnx_prep import convert_to_fp16
@@ -218,6 +219,21 @@ def _mixed(plan: "Plan") -> bool:
                for e in plan.engines)
 
 
+def _power_mode_lines(plan: "Plan") -> list[str]:
+    """The power mode the plan's figures are of, and the nvpmodel command that sets it (timed in another
+    mode, the engines give other figures)."""
+    mode = plan.settings.get("power_mode")
+    if not mode:
+        return []
+    table = modes_of(plan.platform, str(mode))
+    found = table.mode(str(mode)) if table is not None else None
+    how = f"sudo nvpmodel -m {found.id}" if found is not None else "sudo nvpmodel -m <its id in /etc/nvpmodel.conf>"
+    if table is not None and table.module.endswith("-super"):
+        how += ", with JetPack 6.2's Super nvpmodel.conf"
+    return [f"   The plan's figures are of power mode {mode}: time the engines in it ({how}; "
+            "`sudo nvpmodel -q` names the board's mode)."]
+
+
 def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
             proto: onnx.ModelProto | None = None) -> str:
     name = one_line(str(plan.model.get("name")))
@@ -261,6 +277,7 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
         dla = f" --useDLACore={core}" if core is not None else ""
         lines.append(f"     trtexec --loadEngine={engine_files(plan, e)[1]}{dla}")
     lines.append("   (an engine with DLA layers runs on the DLA core given by --useDLACore)")
+    lines += _power_mode_lines(plan)
     lines += ["   " + x for x in verify_lines(plan, trt_version)]
     lines += ["", "3. Run the whole plan:"]
     if plan.mode == "engine":

@@ -118,8 +118,10 @@ class Exportable:
     record: "MeasurementRecord"
     passed_over: "MeasurementRecord | None" = None
 
-    def lines(self, objective: "Objective", backend: str = "tensorrt", mode: str = "engine") -> list[str]:
-        """What the summary and the plan's notes say of a passed-over plan (empty when none is)."""
+    def lines(self, objective: "Objective", backend: str = "tensorrt", mode: str = "engine",
+              options: str = "") -> list[str]:
+        """What the summary and the plan's notes say of a passed-over plan (empty when none is); ``options``:
+        the rest of the ``placetune measure`` options that time it as the study did (:func:`measure_options`)."""
         if self.passed_over is None:
             return []
         n, m = self.passed_over, self.record
@@ -138,7 +140,7 @@ class Exportable:
                 f"measurement whose placement is known{infeasible}",
                 f"to check measurement {n.id} on the board: save its requested placement (the plan file's "
                 "measured.not_exported.requested) as FILE.json and run `placetune measure MODEL --backend "
-                f"{backend} --mode {mode} --placement FILE.json`, which says where TensorRT put its layers; or "
+                f"{backend} --mode {mode} --placement FILE.json{' ' + options if options else ''}`, which says where TensorRT put its layers; or "
                 "build it and read the build log's `Layers Running on DLA` section"]
 
     def doc(self, objective: "Objective") -> dict[str, Any] | None:
@@ -169,6 +171,37 @@ def export_mark(store: "Store", study_name: str, pick: BestPick | None, objectiv
         return None
     chosen = exportable(store, study_name, pick, objective)
     return None if chosen is not None and chosen.passed_over is None else NOT_EXPORTABLE
+
+
+def measure_options(study: Any) -> str:
+    """The ``placetune measure`` options, beyond ``--backend`` and ``--mode``, that time a placement as
+    ``study`` (a :class:`~placetune.store.records.StudyRecord`) timed its own: platform, precision, frames
+    in flight, replicas, power mode, TensorRT version, DLA core, GPU fallback. Without them measure
+    times it with its own defaults (another platform, precision or power mode) and says nothing.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> measure_options(NS(platform="orin-nx-16gb", precision="int8", mode="pipeline",
+        ...                    settings={"frames_in_flight": 4, "power_mode": "MAXN_SUPER", "trt_version": "10.3"}))
+        '--platform orin-nx-16gb --precision int8 --frames-in-flight 4 --power-mode MAXN_SUPER --trt-version 10.3'
+    """
+    s = dict(study.settings or {})
+    out = [f"--platform {study.platform}", f"--precision {study.precision}"]
+    if study.mode == "pipeline":
+        out.append(f"--frames-in-flight {int(s.get('frames_in_flight') or 1)}")
+    reps = s.get("replicas")
+    if study.mode == "replicas" and reps:
+        out.append("--replicas " + (",".join(f"{d}:{b}" for d, b in reps.items()) if isinstance(reps, dict)
+                                    else str(reps)))
+    if s.get("power_mode") and str(s["power_mode"]).upper() != "MAXN":
+        out.append(f"--power-mode {s['power_mode']}")
+    if s.get("trt_version"):
+        out.append(f"--trt-version {s['trt_version']}")
+    if study.mode == "engine" and s.get("dla_core") is not None:
+        out.append(f"--dla-core {int(s['dla_core'])}")
+    if s.get("gpu_fallback") is False:
+        out.append("--no-gpu-fallback")
+    return " ".join(out)
 
 
 def exportable(store: "Store", study_name: str, pick: BestPick, objective: "Objective | None" = None
