@@ -213,7 +213,7 @@ def test_a_recorded_pick_whose_placement_is_unknown_gives_way_to_the_best_known_
         # the store's ranking among the known ones: its best stored value (the pick's own row is read
         # from the database, known there, but it is not better than the store's best)
         assert chosen.record.id == best_id
-        lines = chosen.lines(get_objective("throughput"), "simulate", "engine")
+        lines = chosen.lines(get_objective("throughput"), store.find_study("s"))
         assert lines[0].startswith(f"NOT EXPORTED: the better plan, measurement {runner_id} (")
         assert "(no placement report in the log)" in lines[0]
         assert lines[1].startswith(f"exported instead: measurement {best_id} (")

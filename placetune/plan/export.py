@@ -22,7 +22,7 @@ from placetune.placement.cut import cut, tensor_infos
 from placetune.placement.cut_formats import plan_cut_formats
 from placetune.plan.trtexec import engine_files
 from placetune.tuning.concurrent import naive_label, network_summary
-from placetune.tuning.final_pick import exportable, measure_options, optuna_trial_number, study_best
+from placetune.tuning.final_pick import exportable, optuna_trial_number, study_best
 from placetune.tuning.objectives import get_objective, registered_objectives
 from placetune.tuning.study_model import load_study_model, stored_shapes
 from placetune.version import __version__
@@ -349,7 +349,7 @@ def export_plan(
     notes: list[str] = [] if pick is None else pick.lines(ranked_by)
     passed_over = None if chosen is None else chosen.doc(ranked_by)
     if chosen is not None:
-        notes.extend(chosen.lines(ranked_by, st.backend, st.mode, measure_options(st)))
+        notes.extend(chosen.lines(ranked_by, st))
     if model is None:
         try:
             model = load_study_model(store, st)

@@ -56,7 +56,7 @@ else:
     sqlalchemy = lazy_import("sqlalchemy")
 
 __all__ = ["KEY", "NOT_EXPORTABLE", "STORE_RULE", "BestPick", "Exportable", "can_export", "export_mark", "exportable",
-           "optuna_trial_number", "record_pick", "recorded_pick", "run_pick", "study_best"]
+           "measure_options", "optuna_trial_number", "record_pick", "recorded_pick", "run_pick", "study_best"]
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +118,13 @@ class Exportable:
     record: "MeasurementRecord"
     passed_over: "MeasurementRecord | None" = None
 
-    def lines(self, objective: "Objective", backend: str = "tensorrt", mode: str = "engine",
-              options: str = "") -> list[str]:
-        """What the summary and the plan's notes say of a passed-over plan (empty when none is); ``options``:
-        the rest of the ``placetune measure`` options that time it as the study did (:func:`measure_options`)."""
+    def lines(self, objective: "Objective", study: Any) -> list[str]:
+        """What the summary and the plan's notes say of a passed-over plan (empty when none is), with the
+        ``placetune measure`` command that times it as ``study`` (its
+        :class:`~placetune.store.records.StudyRecord`) did (:func:`measure_options`)."""
         if self.passed_over is None:
             return []
+        options = measure_options(study)
         n, m = self.passed_over, self.record
         unit = f" {objective.units[0]}" if objective.units and objective.units[0] else ""
         vn, vm = objective.value(n.measurement), objective.value(m.measurement)
@@ -140,7 +141,8 @@ class Exportable:
                 f"measurement whose placement is known{infeasible}",
                 f"to check measurement {n.id} on the board: save its requested placement (the plan file's "
                 "measured.not_exported.requested) as FILE.json and run `placetune measure MODEL --backend "
-                f"{backend} --mode {mode} --placement FILE.json{' ' + options if options else ''}`, which says where TensorRT put its layers; or "
+                f"{study.backend} --mode {study.mode} --placement FILE.json {options}`, which says where TensorRT "
+                "put its layers; or "
                 "build it and read the build log's `Layers Running on DLA` section"]
 
     def doc(self, objective: "Objective") -> dict[str, Any] | None:

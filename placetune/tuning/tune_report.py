@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from placetune.measurement import Measurement
 from placetune.model.merge import network_of
 from placetune.placement.placement import DEVICES, Placement
-from placetune.tuning.final_pick import exportable, measure_options, optuna_trial_number
+from placetune.tuning.final_pick import exportable, optuna_trial_number
 from placetune.tuning.baselines import Baseline
 from placetune.tuning.convergence import Convergence, ConvergenceWatch, store_convergence
 from placetune.tuning.study_scan import StudyScan
@@ -219,7 +219,7 @@ class TuneReport:
             chosen = exportable(ev.store, ev.study_name, outcome.pick, ev.objective)  # its placement unread: another
             if chosen is not None and chosen.passed_over is not None:
                 st = ev.store.study(ev.study_name)
-                for line in chosen.lines(ev.objective, st.backend, st.mode, measure_options(st)):
+                for line in chosen.lines(ev.objective, st):
                     self.say(line)
         self._verdict(outcome, rows)
 
