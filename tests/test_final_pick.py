@@ -217,3 +217,31 @@ def test_a_recorded_pick_whose_placement_is_unknown_gives_way_to_the_best_known_
         assert lines[0].startswith(f"NOT EXPORTED: the better plan, measurement {runner_id} (")
         assert "(no placement report in the log)" in lines[0]
         assert lines[1].startswith(f"exported instead: measurement {best_id} (")
+
+
+def test_layers_no_placement_source_named_are_said_in_the_exported_plan(tmp_path):
+    """A layer neither the build log nor the engine's layer information names (optimised away, folded)
+    keeps its requested device in the realised placement (``extra["placement_from_request"]``). That is
+    the one device in a plan that was not read: the plan's notes say which layers. Before, only the
+    measurement's extra held it, and the exported plan claimed them like every other layer."""
+    from dataclasses import replace
+
+    from placetune.placement.placement import Placement
+
+    storage = f"sqlite:///{tmp_path}/u.db"
+    ev = Evaluator("seed-block", "orin-agx", store=storage, study="u")
+    m = ev.evaluate(Placement.all_gpu(ev.model))
+    ev.flush()
+    ev.close()
+    with Store(storage) as store:
+        best = study_best(store, "u")
+        assert best is not None and best.record.measurement.ok
+        plain = export_plan(store, "u")
+        assert not any("no placement source named" in n for n in plain.notes)
+        rec = best.record
+        store.update_measurement(rec.id, replace(rec.measurement, extra={
+            **rec.measurement.extra, "placement_from_request": ["/Flatten", "/Reshape"]}))
+        plan = export_plan(store, "u")
+    assert m.ok
+    said = [n for n in plan.notes if "no placement source named" in n]
+    assert said and "2 layers" in said[0] and "/Flatten, /Reshape" in said[0] and "not one that was read" in said[0]

@@ -26,6 +26,7 @@ from placetune.tuning.final_pick import exportable, optuna_trial_number, study_b
 from placetune.tuning.objectives import get_objective, registered_objectives
 from placetune.tuning.study_model import load_study_model, stored_shapes
 from placetune.version import __version__
+from placetune.wording import plural
 
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
@@ -430,6 +431,11 @@ def export_plan(
         measured["gpu_time_ms"] = gpu
     for note in (m.extra or {}).get("notes") or []:
         notes.append(str(note))
+    unnamed = [str(n) for n in (m.extra or {}).get("placement_from_request") or []]
+    if unnamed:  # kept at their requested device by the placement reading: said where the plan is read
+        notes.append(f"{plural(len(unnamed), 'layer')} no placement source named (optimised away or folded into "
+                     f"another layer: {', '.join(unnamed[:5])}{' ...' if len(unnamed) > 5 else ''}): the plan "
+                     "gives the device they were asked on, not one that was read")
     networks = networks_in(model) if model is not None and model.proto is not None else []
     if model is not None and not networks:  # the baselines' rows by their placement keys, not every row decoded
         keys = [Placement.all_gpu(model).key] + [Placement.all_dla(model, core).key for core in (0, 1)]
