@@ -22,7 +22,7 @@ branches where they differ):
   (ONNX's checker: "'x' has been used as graph input names multiple times"; an engine's I/O
   tensors are looked up by name, so two outputs of one name are one binding, not two); a graph with no
   output at all builds no engine ("Network must have at least one output", TensorRT's builder, as
-  NVIDIA/TensorRT issue 183 quotes it);
+  NVIDIA/TensorRT#183 quotes it);
 * operands the parser needs as build-time constants (docs/operators.md): CumSum's ``axis``,
   Dropout's ``training_mode``, Pad's ``axes``, the Reduce ops' ``axes``, Slice's ``axes``,
   Squeeze's and Unsqueeze's ``axes`` and OneHot's ``depth``; one computed from a network input
