@@ -152,22 +152,27 @@ def test_trial_line_says_a_partly_known_placement():
     assert placement_field(Measurement(status="ok", latency_samples_ms=[1.0])) is None
 
 
-def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_faster(seed_block, tmp_path):
-    """The study's best (least GPU time) is a pipeline with an unread DLA segment: ``placetune
-    export`` used to refuse it and export nothing; it now exports the best plan whose placement is
-    known and says, in the plan's notes and ``measured["not_exported"]``, which better plan was
-    passed over, its unread layer, by how much the exported one is worse and how to check it."""
+def _gpu_free_study(seed_block, tmp_path, *placements) -> list[Measurement]:
+    """The placements (a map, or "all-gpu") measured in the pipeline study ``gpu-free`` of ``tmp_path/pt.db``
+    (least GPU time) on the doubles, whose engine holding /conv3/Conv prints no placement."""
     be = TensorRTBackend(worker_env=fake_env("10.3.0", UNREADABLE_ON="/conv3/Conv"), cache_dir=tmp_path / "cache",
                          warmup_ms=1, profile_iterations=2)
     ev = Evaluator(str(seed_block), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
                    iterations=5, mode="pipeline", precision="fp16", study="gpu-free", objective="gpu_time")
     try:
-        partly = ev.evaluate(Placement(ev.model, THREE))
-        dla1 = ev.evaluate(Placement(ev.model, {"/conv4/Conv": "DLA1"}))
-        gpu = ev.evaluate(Placement.all_gpu(ev.model))
+        return [ev.evaluate(Placement.all_gpu(ev.model) if p == "all-gpu" else Placement(ev.model, p))
+                for p in placements]
     finally:
         ev.close()
         be.close()
+
+
+def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_faster(seed_block, tmp_path):
+    """The study's best (least GPU time) is a pipeline with an unread DLA segment: ``placetune
+    export`` used to refuse it and export nothing; it now exports the best plan whose placement is
+    known and says, in the plan's notes and ``measured["not_exported"]``, which better plan was
+    passed over, its unread layer, by how much the exported one is worse and how to check it."""
+    partly, dla1, gpu = _gpu_free_study(seed_block, tmp_path, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
     assert partly.segments_read == (3, 4) and dla1.placement_known and gpu.placement_known
     g = [m.objective("gpu_time") for m in (partly, dla1, gpu)]
     assert g[0] < g[1] < g[2], g  # the unread plan is the best; the DLA1 one the best known
@@ -196,16 +201,7 @@ def test_a_best_whose_placement_was_not_read_is_marked_not_exportable_wherever_i
     from placetune.cli.main import main
     from placetune.tuning.final_pick import NOT_EXPORTABLE
 
-    be = TensorRTBackend(worker_env=fake_env("10.3.0", UNREADABLE_ON="/conv3/Conv"), cache_dir=tmp_path / "cache",
-                         warmup_ms=1, profile_iterations=2)
-    ev = Evaluator(str(seed_block), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
-                   iterations=5, mode="pipeline", precision="fp16", study="gpu-free", objective="gpu_time")
-    try:
-        partly = ev.evaluate(Placement(ev.model, THREE))
-        ev.evaluate(Placement(ev.model, {"/conv4/Conv": "DLA1"}))
-    finally:
-        ev.close()
-        be.close()
+    partly, _ = _gpu_free_study(seed_block, tmp_path, THREE, {"/conv4/Conv": "DLA1"})
     url = f"sqlite:///{tmp_path / 'pt.db'}"
     capsys.readouterr()
     assert main(["studies", "--storage", url, "--json"]) == 0
