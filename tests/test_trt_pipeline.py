@@ -60,10 +60,11 @@ def _ev(model, backend, tmp: Path, version: str = "10.3.0", **kw) -> Evaluator:
     return Evaluator(str(model), "orin-agx", backend=backend, store=tmp / "pt.db", trt_version=_rules(version), **kw)
 
 
-def _measure(model, tmp: Path, placement: dict, **backend_kw) -> Measurement:
-    """One pipeline measurement of ``placement`` on a fresh backend (its cache under ``tmp``), closed after."""
+def _measure(model, tmp: Path, placement: dict, ev_kw: dict | None = None, **backend_kw) -> Measurement:
+    """One pipeline measurement of ``placement`` on a fresh backend (its cache under ``tmp``), closed after;
+    ``ev_kw``: the evaluator's options (frames in flight, ...)."""
     be = _backend(tmp / "cache", **backend_kw)
-    ev = _ev(model, be, tmp)
+    ev = _ev(model, be, tmp, **(ev_kw or {}))
     try:
         return ev.evaluate(Placement(ev.model, placement))
     finally:
@@ -538,13 +539,7 @@ def test_throughput_is_the_steady_state_period_not_fill_and_drain(seed_block, tm
     """With K frames in flight the period is the time between frame completions once the
     pipeline is full; the fill (the first frame's whole latency) must not be averaged in (it
     was: end-to-end time over max(iterations, 4*slots) frames)."""
-    be = _backend(tmp_path / "cache")
-    ev = _ev(seed_block, be, tmp_path, frames_in_flight=4)
-    try:
-        m = ev.evaluate(Placement(ev.model, THREE))
-    finally:
-        ev.close()
-        be.close()
+    m = _measure(seed_block, tmp_path, THREE, {"frames_in_flight": 4})
     assert m.status == "ok", m.reason
     sink_end = sorted((e["frame"], e["end_ms"]) for e in m.timeline if e["name"] == "seg3")
     steady = [b[1] - a[1] for a, b in zip(sink_end, sink_end[1:]) if a[0] >= 4]  # frames past the fill
@@ -977,13 +972,7 @@ def test_a_dla_segment_that_ran_wholly_on_the_gpu_is_drawn_and_counted_on_the_gp
     """TensorRT put every layer of segment 1 (asked on DLA0) on the GPU (GPU fallback): the realised
     placement says so, and the timeline, the segment times and the busy time per device say it too,
     instead of showing DLA0 busy with work the GPU did; the engine row keeps what was asked."""
-    be = _backend(tmp_path / "cache", faults={"DLA_UNSUPPORTED_ON": "/conv3/Conv"})
-    ev = _ev(seed_block, be, tmp_path, frames_in_flight=2)
-    try:
-        m = ev.evaluate(Placement(ev.model, THREE))
-    finally:
-        ev.close()
-        be.close()
+    m = _measure(seed_block, tmp_path, THREE, {"frames_in_flight": 2}, faults={"DLA_UNSUPPORTED_ON": "/conv3/Conv"})
     assert m.status == "ok", m.reason
     assert m.realized["/conv3/Conv"] == "GPU" and m.realized["/conv4/Conv"] == "DLA1"
     row = m.extra["engines"][1]
