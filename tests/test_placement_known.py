@@ -214,7 +214,9 @@ def test_an_inspector_showing_no_dla_layer_in_a_known_form_does_not_overrule_the
     (no DLA layer type, no nvm copy beside the ForeignNode): the night would stop at its first DLA
     build on a healthy board. The log decides; an inspector that places some DLA layer still
     cross-checks it (test_the_two_sources_agree_or_the_placement_is_unknown)."""
-    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+    # a loadable under a name the log does not give it (a ForeignNode the log names is read by that
+    # name: test_a_loadable_the_build_log_names_is_the_dlas_in_the_layer_information_without_nvm_copies_beside_it)
+    bare = [{"Name": "dla_subgraph_0", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
             {"Name": "fc", "LayerType": "CaskConvolution"}]
     k = _decide(LOG, bare)
     assert k.known and k.source == "build log" and k.loadables == 1 and k.realized["c2"] == "DLA0"
@@ -564,7 +566,7 @@ def test_an_unchecked_placement_is_said_once_on_the_terminal(caplog, monkeypatch
     from placetune.backends.tensorrt.jobs import mark_unknown, read_realised
 
     monkeypatch.setattr(placement_known, "_UNCHECKED_SAID", [])  # as at a run's first build
-    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+    bare = [{"Name": "dla_subgraph_0", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
             {"Name": "fc", "LayerType": "CaskConvolution"}]
     with caplog.at_level(logging.WARNING):
         for _ in range(2):
@@ -675,3 +677,34 @@ def test_a_candidate_not_offloaded_may_hide_in_a_gpu_layer_that_names_no_model_l
     layers[3] = {"Name": "__myl_ConvAdd_myl3_0", "LayerType": "kgen"}
     k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers)
     assert k.known and k.realized == {"a": "DLA0", "b": "DLA0", "c": "DLA0", "d": "DLA0", "e": "GPU"}
+
+
+def test_a_loadable_the_build_log_names_is_the_dlas_in_the_layer_information_without_nvm_copies_beside_it():
+    """A DLA loadable is not always between nvm copies: in the real profile of a GoogleNet whose GPU layers
+    feed a DLA group (corpus hax-conn-googlenet-gpu-to-dla-transition-profile) the group follows a GPU
+    reformatter and precedes the GPU's reformatter, with no 'to nvm'/'from nvm' row. The build log names
+    each loadable ('{ForeignNode[...]} successfully offloaded to DLA.', corpus orin-agx-trt10.3-dla-offloaded,
+    or '[DlaLayer]'): an engine layer of that very name, not typed Myelin, is that loadable. Before, the
+    second loadable of such an engine was read as GPU layers, the two sources 'disagreed' and a healthy
+    board's all-DLA0 check failed."""
+    names = ["c1", "r1", "c2", "pool", "fc"]
+    pred = {"c1": "DLA0", "r1": "DLA0", "c2": "DLA0", "pool": "GPU", "fc": "DLA0"}
+    lines = ["Number of DLA node candidates offloaded : 2 out of 2", "{ForeignNode[c1...c2]} successfully offloaded to DLA.",
+             "{ForeignNode[fc]} successfully offloaded to DLA."]
+    layers = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"},
+              {"Name": "c2 from nvm", "LayerType": "Reformat"}, {"Name": "in copy finish", "LayerType": "Reformat"},
+              {"Name": "pool", "LayerType": "CaskPooling"},
+              {"Name": "Reformatting CopyNode for Input Tensor 0 to {ForeignNode[fc]}", "LayerType": "Reformat"},
+              {"Name": "{ForeignNode[fc]}", "LayerType": "Unknown"},
+              {"Name": "Reformatting CopyNode for Output Tensor 0 to out", "LayerType": "Reformat"}]
+    blog = parse_build_log(lines)
+    k = decide(pred, 0, blog, locate(blog, names), names, None, layers)
+    assert k.known and k.source == "build log and engine inspector" and k.loadables == 2
+    assert k.realized == {"c1": "DLA0", "r1": "DLA0", "c2": "DLA0", "pool": "GPU", "fc": "DLA0"}
+    assert inspector_dla_layers(layers, blog.dla_nodes) == ["{ForeignNode[c1...c2]}", "{ForeignNode[fc]}"]
+    # still a cross-check: the layer information listing fc as a GPU layer disagrees with the log
+    gpu_fc = layers[:5] + [{"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = decide(pred, 0, blog, locate(blog, names), names, None, gpu_fc)
+    assert not k.known and "fc" in k.reason
+    # a Myelin region of that name is the GPU's, whatever the log says
+    assert inspector_dla_layers([{"Name": "{ForeignNode[fc]}", "LayerType": "Myelin"}], blog.dla_nodes) == []

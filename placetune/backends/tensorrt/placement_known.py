@@ -16,7 +16,9 @@ Two sources say where TensorRT placed the layers of a DLA engine:
   ``head_3 from nvm``). A Myelin subgraph is a ``{ForeignNode[...]}`` too (``LayerType``
   ``Myelin`` in 8.x); TensorRT 10 lists Myelin regions kernel by kernel (``kgen``, ``gemm``). So a
   ForeignNode is read as on the DLA when it follows a ``to nvm`` copy or precedes a ``from nvm``
-  copy and is not typed ``Myelin``, or when its ``LayerType`` names the DLA. No published export
+  copy and is not typed ``Myelin``, when its ``LayerType`` names the DLA, or when the build log names
+  it as a DLA loadable (a loadable fed by a GPU layer has no nvm copy beside it: the real profile of
+  corpus hax-conn-googlenet-gpu-to-dla-transition-profile). No published export
   of a DLA engine's layer information was found (docs/trust.md): this DLA reading is checked
   against the doubles only, so where the inspector cannot place a layer the engine was asked to
   put on the DLA, the placement is unknown, never the GPU.
@@ -52,7 +54,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,14 +114,20 @@ def _layer_type(layer: object) -> str:
     return str(layer.get("LayerType", "")) if isinstance(layer, Mapping) else ""
 
 
-def inspector_dla_layers(layers: Sequence[object] | None) -> list[str] | None:
+def inspector_dla_layers(layers: Sequence[object] | None, named: Collection[str] = ()) -> list[str] | None:
     """Engine layers the inspector's JSON puts on a DLA (names as written), or None when it has no
     layers to say it with: a ``{ForeignNode[...]}`` right after a ``to nvm`` copy or right before a
     ``from nvm`` copy (the order of the real profile of NVIDIA/TensorRT#3143) and not typed
-    ``Myelin`` (a GPU subgraph), or a layer whose ``LayerType`` names the DLA."""
+    ``Myelin`` (a GPU subgraph), a layer whose ``LayerType`` names the DLA, or a ``{ForeignNode[...]}``
+    not typed ``Myelin`` whose name is in ``named``: the loadables the build log names
+    (``BuildLog.dla_nodes``, TensorRT's own ``[DlaLayer]`` / ``successfully offloaded to DLA`` lines). A
+    loadable fed by a GPU layer has no nvm copy beside it (the real profile of corpus
+    hax-conn-googlenet-gpu-to-dla-transition-profile: a GPU reformatter before the DLA group, the GPU's
+    reformatter after it)."""
     if not layers:
         return None
     names = [_name(x) for x in layers]
+    logged = {n for n in named if n.startswith("{ForeignNode[")}
     out: list[str] = []
     for i, (name, layer) in enumerate(zip(names, layers)):
         if name.endswith(DLA_COPY_SUFFIXES):
@@ -129,7 +137,7 @@ def inspector_dla_layers(layers: Sequence[object] | None) -> list[str] | None:
             continue
         after_input_copy = i > 0 and names[i - 1].endswith(" to nvm")
         before_output_copy = i + 1 < len(names) and names[i + 1].endswith(" from nvm")
-        if "dla" in ltype or (name.startswith("{ForeignNode[") and (after_input_copy or before_output_copy)):
+        if "dla" in ltype or name in logged or (name.startswith("{ForeignNode[") and (after_input_copy or before_output_copy)):
             out.append(name)
     return out
 
@@ -194,7 +202,7 @@ def _decide(
     from_log: dict[str, str | None] | None = None
     if blog.reports_placement:
         from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
-    dla_engine = inspector_dla_layers(inspector_layers)
+    dla_engine = inspector_dla_layers(inspector_layers, blog.dla_nodes)
     unchecked: str | None = None
     if dla_engine == [] and from_log is not None and blog.dla_nodes:
         # the log (TensorRT's own report, read from real logs) names DLA loadables and the inspector
