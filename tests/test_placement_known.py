@@ -708,3 +708,28 @@ def test_a_loadable_the_build_log_names_is_the_dlas_in_the_layer_information_wit
     assert not k.known and "fc" in k.reason
     # a Myelin region of that name is the GPU's, whatever the log says
     assert inspector_dla_layers([{"Name": "{ForeignNode[fc]}", "LayerType": "Myelin"}], blog.dla_nodes) == []
+
+
+@pytest.mark.parametrize("row", ["c2 finish", "{ForeignNode[c1...c2]} output reformatter 0",
+                                 "{ForeignNode[c1...c2]} reformatted input 0 finish",
+                                 "{ForeignNode[c1...c2]} output to be reformatted 0 finish"])
+def test_the_synchronisation_rows_around_a_dla_loadable_stand_for_no_layer(row):
+    """Real DLA profiles name the rows around a DLA group after it or after its last layer:
+    'loss3/classifier finish', '{...} output reformatter 0', '{...} reformatted input 0 finish',
+    '{...} output to be reformatted 0 finish' (corpus hax-conn-googlenet-gpu-to-dla-transition-profile and
+    hax-conn-googlenet-dla-whole-network-profile), besides 8.x's '<tensor> copy finish'. Such a row in the
+    engine's layer information, of a type that is not 'Reformat' (no DLA engine's export is published), is
+    the builder's, not a GPU layer of the model: before, 'c2 finish' put c2 on the GPU against the build
+    log and the DLA check failed on a healthy board. A model layer of that very name is still read."""
+    layers = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"},
+              {"Name": row, "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+              {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide(LOG, layers)
+    assert k.known and k.source == "build log and engine inspector" and k.realized["c2"] == "DLA0"
+    if row.startswith("{"):
+        return
+    names = [*NAMES, row]
+    pred = {**PRED, row: "GPU"}
+    blog = parse_build_log(LOG + [f"[GpuLayer] CONVOLUTION: {row}"])
+    k = decide(pred, 0, blog, locate(blog, names), names, None, layers)
+    assert k.known and k.realized[row] == "GPU" and k.realized["c2"] == "DLA0"

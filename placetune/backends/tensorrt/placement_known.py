@@ -70,6 +70,11 @@ log = logging.getLogger(__name__)
 #: a TensorRT 10 Myelin kernel named after the ONNX node it computes (corpus
 #: evpe-rtx3060-trtexec-10.4-alexnet-layerinfo: /classifier/classifier_1/Gemm_myl9_2)
 _MYELIN_KERNEL = re.compile(r"^(?P<base>.+?)_myl\d+_\d+$")
+#: the rows real DLA profiles show around a DLA group, named after it or its last layer but standing
+#: for no layer of the model: ``loss3/classifier finish``, ``{...} reformatted input 0 finish``,
+#: ``{...} output to be reformatted 0 finish``, ``{...} output reformatter 0`` (corpus
+#: hax-conn-googlenet-gpu-to-dla-transition-profile, hax-conn-googlenet-dla-whole-network-profile)
+_DLA_SYNC_ROW = re.compile(r" finish$| (?:input|output) reformatter \d+$")
 
 
 @dataclass
@@ -225,6 +230,7 @@ def _decide(
         # did not take may be in one, so they cannot say that a range's interior is not on the GPU
         unnamed_gpu = [_name(x) for x in inspector_layers or [] if _name(x) not in dla_set
                        and not _name(x).endswith(DLA_COPY_SUFFIXES) and _layer_type(x) != "Reformat"
+                       and not _DLA_SYNC_ROW.search(_name(x))
                        and resolver.network_layers(_name(x)) is not None and not _model_layers(x, resolver)]
         if resolver.unresolved and from_log is None:
             return Known(None, False, _unresolved(resolver.unresolved), "engine inspector", len(dla_engine))
@@ -350,7 +356,8 @@ def _model_layers(layer: object, resolver: NameResolver) -> list[str]:
     ``Metadata`` names (TensorRT 10's Myelin kernels are named after no layer of the model). A
     reformat or copy the builder made stands for none, whatever its ``Metadata`` says (a copy may
     carry the metadata of the layer it feeds, which may have run elsewhere)."""
-    if resolver.network_layers(_name(layer)) is None or _layer_type(layer) == "Reformat":
+    if resolver.network_layers(_name(layer)) is None or _layer_type(layer) == "Reformat" \
+            or (_DLA_SYNC_ROW.search(_name(layer)) and _name(layer) not in resolver.model_set):
         return []
     found = set(resolver.model_layers(_name(layer)))
     found.update(n for n in metadata_nodes(layer) if n in resolver.model_set)
