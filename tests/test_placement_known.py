@@ -733,3 +733,16 @@ def test_the_synchronisation_rows_around_a_dla_loadable_stand_for_no_layer(row):
     blog = parse_build_log(LOG + [f"[GpuLayer] CONVOLUTION: {row}"])
     k = decide(pred, 0, blog, locate(blog, names), names, None, layers)
     assert k.known and k.realized[row] == "GPU" and k.realized["c2"] == "DLA0"
+
+
+def test_a_reformat_into_a_dla_loadable_is_never_counted_as_a_loadable():
+    """The builder's reformat into or out of a loadable ('Reformatting CopyNode for Input Tensor 0 to
+    {ForeignNode[...]}', TensorRT 8+'s name of a reformat) is no loadable whatever its LayerType says (no
+    published DLA engine's export shows it): counted as one, the loadable count would differ from the build
+    log's and a healthy board's DLA check would fail as 'unknown'."""
+    layers = [{"Name": "Reformatting CopyNode for Input Tensor 0 to {ForeignNode[c1...c2]}", "LayerType": "DlaReformat"},
+              {"Name": "{ForeignNode[c1...c2]}", "LayerType": "DLA"}, {"Name": "pool", "LayerType": "Pooling"},
+              {"Name": "fc", "LayerType": "CaskConvolution"}]
+    assert inspector_dla_layers(layers) == ["{ForeignNode[c1...c2]}"]
+    k = _decide(LOG, layers)
+    assert k.known and k.loadables == 1 and k.source == "build log and engine inspector"

@@ -74,6 +74,8 @@ _MYELIN_KERNEL = re.compile(r"^(?P<base>.+?)_myl\d+_\d+$")
 #: for no layer of the model: ``loss3/classifier finish``, ``{...} reformatted input 0 finish``,
 #: ``{...} output to be reformatted 0 finish``, ``{...} output reformatter 0`` (corpus
 #: hax-conn-googlenet-gpu-to-dla-transition-profile, hax-conn-googlenet-dla-whole-network-profile)
+#: TensorRT 8+'s names of a reformat the builder inserts (also between a GPU layer and a DLA loadable)
+_REFORMAT_PREFIXES = ("Reformatting CopyNode", "Reformat ")
 _DLA_SYNC_ROW = re.compile(r" finish$| (?:input|output) reformatter \d+$")
 
 
@@ -135,8 +137,8 @@ def inspector_dla_layers(layers: Sequence[object] | None, named: Collection[str]
     logged = {n for n in named if n.startswith("{ForeignNode[")}
     out: list[str] = []
     for i, (name, layer) in enumerate(zip(names, layers)):
-        if name.endswith(DLA_COPY_SUFFIXES):
-            continue
+        if name.endswith(DLA_COPY_SUFFIXES) or name.startswith(_REFORMAT_PREFIXES) or _DLA_SYNC_ROW.search(name):
+            continue  # the builder's copies, reformats and synchronisation rows around a loadable
         ltype = _layer_type(layer).lower()
         if ltype == "myelin":
             continue
