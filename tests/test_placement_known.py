@@ -746,3 +746,38 @@ def test_a_reformat_into_a_dla_loadable_is_never_counted_as_a_loadable():
     assert inspector_dla_layers(layers) == ["{ForeignNode[c1...c2]}"]
     k = _decide(LOG, layers)
     assert k.known and k.loadables == 1 and k.source == "build log and engine inspector"
+
+
+def test_the_builders_reshape_after_a_gemm_on_the_dla_is_not_the_gemms_gpu_layer():
+    """A Gemm TensorRT runs on the DLA comes with a GPU shuffle the builder names after it,
+    ``reshape_after_<Gemm>``: TensorRT 10.3 on AGX Orin prints ``{ForeignNode[/fc/Gemm + ...]} successfully
+    offloaded to DLA.`` and ``[GpuLayer] SHUFFLE: reshape_after_/fc/Gemm`` (corpus
+    orin-agx-trt10.3-dla-offloaded; 8.5.2 on an AGX Orin: ``reshape_after_/linear/Gemm`` of model-bn, whose
+    Gemm is the selftest network's last layer too, corpus dlatutorial-repro-orin64-8.5.2-model-bn). In the
+    engine's layer information that shuffle may carry the Gemm's Metadata (TensorRT 10 names in Metadata the
+    ONNX nodes an engine layer comes from; no DLA engine's export is published): it stands for no layer
+    of the model, as the build log reader reads its name. Before, its Metadata put the Gemm on the GPU
+    against the log and a healthy board's all-DLA0 check failed ('disagree on 1 layer(s) (/fc/Gemm)')."""
+    names = ["/conv1/Conv", "/relu/Relu", "/avgpool/GlobalAveragePool", "/fc/Gemm"]
+    pred = {n: "DLA0" for n in names}
+    text = (CORPUS / "orin-agx-trt10.3-dla-offloaded" / "console.log").read_text().splitlines()
+    lines = [x.replace("/layer4/layer4.2/relu_2/Relu", "/relu/Relu") for x in text]
+    blog = parse_build_log(lines + ["[V] [TRT] [GpuLayer] REDUCE: /avgpool/GlobalAveragePool",
+                                    "[V] [TRT] [GpuLayer] SHUFFLE: reshape_after_/fc/Gemm"])
+    fc = "{ForeignNode[/fc/Gemm + (Unnamed Layer* 125) [ElementWise]]}"
+    layers = [{"Name": "input to nvm", "LayerType": "Reformat"},
+              {"Name": "{ForeignNode[/conv1/Conv.../relu/Relu]}", "LayerType": "Unknown"},
+              {"Name": "/relu/Relu_output_0 from nvm", "LayerType": "Reformat"},
+              {"Name": "/avgpool/GlobalAveragePool", "LayerType": "CaskPooling",
+               "Metadata": "[ONNX Layer: /avgpool/GlobalAveragePool]"},
+              {"Name": "/avgpool/GlobalAveragePool_output_0 to nvm", "LayerType": "Reformat"},
+              {"Name": fc, "LayerType": "Unknown"}, {"Name": "/fc/Gemm_output_0 from nvm", "LayerType": "Reformat"},
+              {"Name": "reshape_after_/fc/Gemm", "LayerType": "NoOp", "Metadata": "[ONNX Layer: /fc/Gemm]"}]
+    k = decide(pred, 0, blog, locate(blog, names), names, None, layers)
+    assert k.known and k.loadables == 2, k.reason
+    assert k.realized == {"/conv1/Conv": "DLA0", "/relu/Relu": "DLA0", "/avgpool/GlobalAveragePool": "GPU",
+                          "/fc/Gemm": "DLA0"}
+    # the Gemm itself listed among the GPU's engine layers still disagrees with the log
+    gpu = layers[:5] + [{"Name": "/fc/Gemm", "LayerType": "CaskGemm", "Metadata": "[ONNX Layer: /fc/Gemm]"}]
+    k = decide(pred, 0, blog, locate(blog, names), names, None, gpu)
+    assert not k.known and "/fc/Gemm" in k.reason

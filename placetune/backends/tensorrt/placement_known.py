@@ -76,6 +76,11 @@ _MYELIN_KERNEL = re.compile(r"^(?P<base>.+?)_myl\d+_\d+$")
 #: hax-conn-googlenet-gpu-to-dla-transition-profile, hax-conn-googlenet-dla-whole-network-profile)
 #: TensorRT 8+'s names of a reformat the builder inserts (also between a GPU layer and a DLA loadable)
 _REFORMAT_PREFIXES = ("Reformatting CopyNode", "Reformat ")
+#: the GPU shuffle TensorRT adds after a Gemm it runs on the DLA, named after the Gemm (``[GpuLayer] SHUFFLE:
+#: reshape_after_/fc/Gemm`` beside ``{ForeignNode[/fc/Gemm + ...]} successfully offloaded to DLA.``: corpus
+#: orin-agx-trt10.3-dla-offloaded; ``reshape_after_/linear/Gemm``, dlatutorial-repro-orin64-8.5.2-model-bn):
+#: the builder's, standing for no layer of the model whatever its Metadata says
+_BUILDER_SHUFFLE = ("reshape_after_",)
 _DLA_SYNC_ROW = re.compile(r" finish$| (?:input|output) reformatter \d+$")
 
 
@@ -232,7 +237,7 @@ def _decide(
         # did not take may be in one, so they cannot say that a range's interior is not on the GPU
         unnamed_gpu = [_name(x) for x in inspector_layers or [] if _name(x) not in dla_set
                        and not _name(x).endswith(DLA_COPY_SUFFIXES) and _layer_type(x) != "Reformat"
-                       and not _DLA_SYNC_ROW.search(_name(x))
+                       and not _DLA_SYNC_ROW.search(_name(x)) and not _name(x).startswith(_BUILDER_SHUFFLE)
                        and resolver.network_layers(_name(x)) is not None and not _model_layers(x, resolver)]
         if resolver.unresolved and from_log is None:
             return Known(None, False, _unresolved(resolver.unresolved), "engine inspector", len(dla_engine))
@@ -359,7 +364,8 @@ def _model_layers(layer: object, resolver: NameResolver) -> list[str]:
     reformat or copy the builder made stands for none, whatever its ``Metadata`` says (a copy may
     carry the metadata of the layer it feeds, which may have run elsewhere)."""
     if resolver.network_layers(_name(layer)) is None or _layer_type(layer) == "Reformat" \
-            or (_DLA_SYNC_ROW.search(_name(layer)) and _name(layer) not in resolver.model_set):
+            or ((_DLA_SYNC_ROW.search(_name(layer)) or _name(layer).startswith(_BUILDER_SHUFFLE))
+                and _name(layer) not in resolver.model_set):
         return []
     found = set(resolver.model_layers(_name(layer)))
     found.update(n for n in metadata_nodes(layer) if n in resolver.model_set)
