@@ -214,7 +214,9 @@ def test_an_inspector_showing_no_dla_layer_in_a_known_form_does_not_overrule_the
     (no DLA layer type, no nvm copy beside the ForeignNode): the night would stop at its first DLA
     build on a healthy board. The log decides; an inspector that places some DLA layer still
     cross-checks it (test_the_two_sources_agree_or_the_placement_is_unknown)."""
-    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+    # a loadable under a name the log does not give it (a ForeignNode the log names is read by that
+    # name: test_a_loadable_the_build_log_names_is_the_dlas_in_the_layer_information_without_nvm_copies_beside_it)
+    bare = [{"Name": "dla_subgraph_0", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
             {"Name": "fc", "LayerType": "CaskConvolution"}]
     k = _decide(LOG, bare)
     assert k.known and k.source == "build log" and k.loadables == 1 and k.realized["c2"] == "DLA0"
@@ -564,7 +566,7 @@ def test_an_unchecked_placement_is_said_once_on_the_terminal(caplog, monkeypatch
     from placetune.backends.tensorrt.jobs import mark_unknown, read_realised
 
     monkeypatch.setattr(placement_known, "_UNCHECKED_SAID", [])  # as at a run's first build
-    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+    bare = [{"Name": "dla_subgraph_0", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
             {"Name": "fc", "LayerType": "CaskConvolution"}]
     with caplog.at_level(logging.WARNING):
         for _ in range(2):
@@ -675,3 +677,107 @@ def test_a_candidate_not_offloaded_may_hide_in_a_gpu_layer_that_names_no_model_l
     layers[3] = {"Name": "__myl_ConvAdd_myl3_0", "LayerType": "kgen"}
     k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers)
     assert k.known and k.realized == {"a": "DLA0", "b": "DLA0", "c": "DLA0", "d": "DLA0", "e": "GPU"}
+
+
+def test_a_loadable_the_build_log_names_is_the_dlas_in_the_layer_information_without_nvm_copies_beside_it():
+    """A DLA loadable is not always between nvm copies: in the real profile of a GoogleNet whose GPU layers
+    feed a DLA group (corpus hax-conn-googlenet-gpu-to-dla-transition-profile) the group follows a GPU
+    reformatter and precedes the GPU's reformatter, with no 'to nvm'/'from nvm' row. The build log names
+    each loadable ('{ForeignNode[...]} successfully offloaded to DLA.', corpus orin-agx-trt10.3-dla-offloaded,
+    or '[DlaLayer]'): an engine layer of that very name, not typed Myelin, is that loadable. Before, the
+    second loadable of such an engine was read as GPU layers, the two sources 'disagreed' and a healthy
+    board's all-DLA0 check failed."""
+    names = ["c1", "r1", "c2", "pool", "fc"]
+    pred = {"c1": "DLA0", "r1": "DLA0", "c2": "DLA0", "pool": "GPU", "fc": "DLA0"}
+    lines = ["Number of DLA node candidates offloaded : 2 out of 2", "{ForeignNode[c1...c2]} successfully offloaded to DLA.",
+             "{ForeignNode[fc]} successfully offloaded to DLA."]
+    layers = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"},
+              {"Name": "c2 from nvm", "LayerType": "Reformat"}, {"Name": "in copy finish", "LayerType": "Reformat"},
+              {"Name": "pool", "LayerType": "CaskPooling"},
+              {"Name": "Reformatting CopyNode for Input Tensor 0 to {ForeignNode[fc]}", "LayerType": "Reformat"},
+              {"Name": "{ForeignNode[fc]}", "LayerType": "Unknown"},
+              {"Name": "Reformatting CopyNode for Output Tensor 0 to out", "LayerType": "Reformat"}]
+    blog = parse_build_log(lines)
+    k = decide(pred, 0, blog, locate(blog, names), names, None, layers)
+    assert k.known and k.source == "build log and engine inspector" and k.loadables == 2
+    assert k.realized == {"c1": "DLA0", "r1": "DLA0", "c2": "DLA0", "pool": "GPU", "fc": "DLA0"}
+    assert inspector_dla_layers(layers, blog.dla_nodes) == ["{ForeignNode[c1...c2]}", "{ForeignNode[fc]}"]
+    # still a cross-check: the layer information listing fc as a GPU layer disagrees with the log
+    gpu_fc = layers[:5] + [{"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = decide(pred, 0, blog, locate(blog, names), names, None, gpu_fc)
+    assert not k.known and "fc" in k.reason
+    # a Myelin region of that name is the GPU's, whatever the log says
+    assert inspector_dla_layers([{"Name": "{ForeignNode[fc]}", "LayerType": "Myelin"}], blog.dla_nodes) == []
+
+
+@pytest.mark.parametrize("row", ["c2 finish", "{ForeignNode[c1...c2]} output reformatter 0",
+                                 "{ForeignNode[c1...c2]} reformatted input 0 finish",
+                                 "{ForeignNode[c1...c2]} output to be reformatted 0 finish"])
+def test_the_synchronisation_rows_around_a_dla_loadable_stand_for_no_layer(row):
+    """Real DLA profiles name the rows around a DLA group after it or after its last layer:
+    'loss3/classifier finish', '{...} output reformatter 0', '{...} reformatted input 0 finish',
+    '{...} output to be reformatted 0 finish' (corpus hax-conn-googlenet-gpu-to-dla-transition-profile and
+    hax-conn-googlenet-dla-whole-network-profile), besides 8.x's '<tensor> copy finish'. Such a row in the
+    engine's layer information, of a type that is not 'Reformat' (no DLA engine's export is published), is
+    the builder's, not a GPU layer of the model: before, 'c2 finish' put c2 on the GPU against the build
+    log and the DLA check failed on a healthy board. A model layer of that very name is still read."""
+    layers = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"},
+              {"Name": row, "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"},
+              {"Name": "fc", "LayerType": "CaskConvolution"}]
+    k = _decide(LOG, layers)
+    assert k.known and k.source == "build log and engine inspector" and k.realized["c2"] == "DLA0"
+    if row.startswith("{"):
+        return
+    names = [*NAMES, row]
+    pred = {**PRED, row: "GPU"}
+    blog = parse_build_log(LOG + [f"[GpuLayer] CONVOLUTION: {row}"])
+    k = decide(pred, 0, blog, locate(blog, names), names, None, layers)
+    assert k.known and k.realized[row] == "GPU" and k.realized["c2"] == "DLA0"
+
+
+def test_a_reformat_into_a_dla_loadable_is_never_counted_as_a_loadable():
+    """The builder's reformat into or out of a loadable ('Reformatting CopyNode for Input Tensor 0 to
+    {ForeignNode[...]}', TensorRT 8+'s name of a reformat) is no loadable whatever its LayerType says (no
+    published DLA engine's export shows it): counted as one, the loadable count would differ from the build
+    log's and a healthy board's DLA check would fail as 'unknown'."""
+    layers = [{"Name": "Reformatting CopyNode for Input Tensor 0 to {ForeignNode[c1...c2]}", "LayerType": "DlaReformat"},
+              {"Name": "{ForeignNode[c1...c2]}", "LayerType": "DLA"}, {"Name": "pool", "LayerType": "Pooling"},
+              {"Name": "fc", "LayerType": "CaskConvolution"}]
+    assert inspector_dla_layers(layers) == ["{ForeignNode[c1...c2]}"]
+    k = _decide(LOG, layers)
+    assert k.known and k.loadables == 1 and k.source == "build log and engine inspector"
+
+
+def test_the_builders_reshape_after_a_gemm_on_the_dla_is_not_the_gemms_gpu_layer():
+    """A Gemm TensorRT runs on the DLA comes with a GPU shuffle the builder names after it,
+    ``reshape_after_<Gemm>``: TensorRT 10.3 on AGX Orin prints ``{ForeignNode[/fc/Gemm + ...]} successfully
+    offloaded to DLA.`` and ``[GpuLayer] SHUFFLE: reshape_after_/fc/Gemm`` (corpus
+    orin-agx-trt10.3-dla-offloaded; 8.5.2 on an AGX Orin: ``reshape_after_/linear/Gemm`` of model-bn, whose
+    Gemm is the selftest network's last layer too, corpus dlatutorial-repro-orin64-8.5.2-model-bn). In the
+    engine's layer information that shuffle may carry the Gemm's Metadata (TensorRT 10 names in Metadata the
+    ONNX nodes an engine layer comes from; no DLA engine's export is published): it stands for no layer
+    of the model, as the build log reader reads its name. Before, its Metadata put the Gemm on the GPU
+    against the log and a healthy board's all-DLA0 check failed ('disagree on 1 layer(s) (/fc/Gemm)')."""
+    names = ["/conv1/Conv", "/relu/Relu", "/avgpool/GlobalAveragePool", "/fc/Gemm"]
+    pred = {n: "DLA0" for n in names}
+    text = (CORPUS / "orin-agx-trt10.3-dla-offloaded" / "console.log").read_text().splitlines()
+    lines = [x.replace("/layer4/layer4.2/relu_2/Relu", "/relu/Relu") for x in text]
+    blog = parse_build_log(lines + ["[V] [TRT] [GpuLayer] REDUCE: /avgpool/GlobalAveragePool",
+                                    "[V] [TRT] [GpuLayer] SHUFFLE: reshape_after_/fc/Gemm"])
+    fc = "{ForeignNode[/fc/Gemm + (Unnamed Layer* 125) [ElementWise]]}"
+    layers = [{"Name": "input to nvm", "LayerType": "Reformat"},
+              {"Name": "{ForeignNode[/conv1/Conv.../relu/Relu]}", "LayerType": "Unknown"},
+              {"Name": "/relu/Relu_output_0 from nvm", "LayerType": "Reformat"},
+              {"Name": "/avgpool/GlobalAveragePool", "LayerType": "CaskPooling",
+               "Metadata": "[ONNX Layer: /avgpool/GlobalAveragePool]"},
+              {"Name": "/avgpool/GlobalAveragePool_output_0 to nvm", "LayerType": "Reformat"},
+              {"Name": fc, "LayerType": "Unknown"}, {"Name": "/fc/Gemm_output_0 from nvm", "LayerType": "Reformat"},
+              {"Name": "reshape_after_/fc/Gemm", "LayerType": "NoOp", "Metadata": "[ONNX Layer: /fc/Gemm]"}]
+    k = decide(pred, 0, blog, locate(blog, names), names, None, layers)
+    assert k.known and k.loadables == 2, k.reason
+    assert k.realized == {"/conv1/Conv": "DLA0", "/relu/Relu": "DLA0", "/avgpool/GlobalAveragePool": "GPU",
+                          "/fc/Gemm": "DLA0"}
+    # the Gemm itself listed among the GPU's engine layers still disagrees with the log
+    gpu = layers[:5] + [{"Name": "/fc/Gemm", "LayerType": "CaskGemm", "Metadata": "[ONNX Layer: /fc/Gemm]"}]
+    k = decide(pred, 0, blog, locate(blog, names), names, None, gpu)
+    assert not k.known and "/fc/Gemm" in k.reason

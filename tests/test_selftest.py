@@ -527,7 +527,8 @@ def test_pipeline_and_replica_engines_are_judged_by_both_placement_sources_as_a_
     assert why.startswith("the DLA build printed no placement lines") and "seg0" in why, why
     # layer information showing no DLA layer in the form read here beside a log that names the loadable:
     # the segment rests on the log, recorded and said, as engine mode says it
-    bare = [{"Name": "{ForeignNode[c1...c2]}", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"}]
+    # (a loadable under a name the log does not give it: one the log names is read by that name)
+    bare = [{"Name": "dla_subgraph_0", "LayerType": "Unknown"}, {"Name": "pool", "LayerType": "Pooling"}]
     m = _segment(_SEG_LOG, bare)
     assert m.placement_known and _ran_on_dla(m, ["DLA0"]) is None and m.realized["c1"] == "DLA0"
     assert _layer_information_only(m).startswith("placement read from the build log only: seg0: engine's layer")
@@ -769,3 +770,27 @@ def test_a_worker_that_dies_during_its_probe_is_said_so_not_sent_to_install_a_bi
         assert "Fatal Python error: Segmentation fault" in by[name]["detail"]
         assert "fix:" not in by[name]["detail"] and "--system-site-packages" not in by[name]["detail"]
     assert by["tensorrt"]["detail"].startswith("not known: ")
+
+
+def test_the_report_holds_each_dla_engines_layer_information_and_placement_lines(tmp_path, board):
+    """The DLA form of the engine's layer information has never been observed: every DLA check asks for
+    the report when its placement rests on one source or is unknown, so the report must hold what was read.
+    Each engine DLA check writes the worker's and trtexec's engine layer information and the build log's
+    kept lines (placement, warnings) into ``evidence/`` beside ``selftest.json``, which names them. Before,
+    the line said 'send this report: it shows a real DLA engine's layer information' and the report held
+    none of it."""
+    board()
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004", "nvidia,p3701-0004"])
+    assert code == 0, _lines(doc)
+    by = {c["name"]: c for c in doc["checks"]}
+    st = tmp_path / "st"
+    for name in ("engine all-DLA0 fp16 (vs trtexec)", "engine all-DLA0 int8, no calibration cache"):
+        files = by[name]["evidence"]
+        assert {f.rsplit("-", 1)[-1] for f in files} == {"layerinfo.json", "buildlog.txt"}, files
+        assert any("-placetune-" in f for f in files) and any("-trtexec-" in f for f in files), files
+        for f in files:
+            text = (st / f).read_text()
+            assert "{ForeignNode[" in text, f  # the loadable, as the layer information and the log name it
+        info = next(f for f in files if "-placetune-" in f and f.endswith("layerinfo.json"))
+        assert "Layers" in json.loads((st / info).read_text())
+    assert "evidence/" in (st / "selftest.txt").read_text()

@@ -45,6 +45,7 @@ from placetune.validate import dumps_json
 import placetune
 from placetune._lazy import lazy_import
 from placetune.files.folder import OutputFolder
+from placetune.cli.selftest_evidence import evidence_line, save_evidence
 from placetune.cli.selftest_checks import (LATENCY_ALLOWANCE_MS, LATENCY_TOLERANCE, NA as _NA, PASSING as _PASSING,
                                            SETUP as _SETUP, UNAVAILABLE as _UNAVAILABLE, clocks_check as _clocks_check,
                                            compare_loadables, compare_timing, dla_count_hint, energy_check as _energy_check,
@@ -167,10 +168,10 @@ def _layer_information_only(m) -> str | None:
     extra = m.extra or {}
     if extra.get("placement_known") is True and any("placement sections" in str(n) for n in extra.get("notes") or []):
         return ("placement read from the engine's layer information only: the build log printed no placement "
-                "lines (a tune reads it the same way; send this report)")
+                "lines (a tune reads it the same way; send this report with its evidence/ folder)")
     if extra.get("placement_known") is True and extra.get("placement_unchecked"):
         return (f"placement read from the build log only: {extra['placement_unchecked']} (a tune reads it the same "
-                "way; send this report: it shows a real DLA engine's layer information)")
+                "way; send this report with its evidence/ folder: it holds a real DLA engine's layer information)")
     return None
 
 
@@ -182,7 +183,7 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
         return missing
     if (m.extra or {}).get("placement_known") is False:  # realized is None: not "no layer ran on a DLA"
         return (f"where TensorRT put the layers is unknown: {(m.extra or {}).get('placement_unknown') or 'no reason given'}"
-                "; send this report")
+                "; send this report with its evidence/ folder (the layer information and build log read)")
     on_dla = [n for n, d in (m.realized or {}).items() if d != "GPU"]
     idle = [dev for dev in devices if not (m.dla_loadables or {}).get(dev)]
     if on_dla and not idle:
@@ -357,15 +358,18 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         figs.update(more)
         return why, figs
 
-    def engine(devs, precision, versus_trtexec=False):
+    def engine(devs, precision, versus_trtexec=False, name=""):
         def check():
             notes: list[str] = []
             m = _measure(model, plat, be, devs, precision=precision)
-            if not m.ok:
-                return "failed", f"{m.status}: {m.reason}", {}
             core = 0 if devs is dla0 else -1
+            kept = save_evidence(out, name, "placetune", m.extra, _scrub) if core >= 0 else []
+            if not m.ok:
+                return "failed", f"{m.status}: {m.reason}", {"evidence": kept} if kept else {}
             figs = {"latency_ms": m.latency_ms["median"], "dla_loadables": m.dla_loadables, "realized": m.realized,
                     "helper_layers": dict(m.extra.get("helper_layers") or {})}
+            if kept:
+                figs["evidence"] = kept
             if versus_trtexec and tx is None:  # the check's name promises a comparison: never ok without one
                 looked = "; ".join(place for place, _ in _find.trtexec_candidates())
                 return "skipped", (f"{m.status}, median {m.latency_ms['median']:.3f} ms by placetune's worker, not "
@@ -388,6 +392,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                 notes.append(str(figs["drift"]))
             if core >= 0 and tx is not None:
                 t = _measure(model, plat, tx, devs, precision=precision)
+                figs["evidence"] = figs.get("evidence", []) + save_evidence(out, name, "trtexec", t.extra, _scrub)
                 if not t.ok:
                     return "failed", f"trtexec: {t.status}: {t.reason}", figs
                 figs["trtexec_loadables"] = t.dla_loadables
@@ -407,13 +412,14 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
                           f"{m.dla_loadables}" + "".join(f"; {n}" for n in notes)), figs
         return check
 
-    rep.guarded("engine all-GPU fp16 (vs trtexec)", engine(gpu, "fp16", versus_trtexec=True), no_trt)
+    rep.guarded("engine all-GPU fp16 (vs trtexec)", engine(gpu, "fp16", versus_trtexec=True), no_trt)  # no DLA: no evidence
     no_trtexec = None if trtexec else (
         f"needs trtexec: none found (looked in: {'; '.join(p for p, _ in _find.trtexec_candidates())}); JetPack "
         f"installs it as /usr/src/tensorrt/bin/trtexec (package libnvinfer-bin), or name it with {_find.ENV_VAR}=PATH")
-    rep.guarded("engine all-DLA0 fp16 (vs trtexec)", engine(dla0, "fp16"), no_dla or no_trtexec, dla_status)
+    rep.guarded("engine all-DLA0 fp16 (vs trtexec)", engine(dla0, "fp16", name="all-DLA0 fp16"), no_dla or no_trtexec,
+                dla_status)
     int8_na = "TensorRT 11 is strongly typed: INT8 needs a model with Q/DQ nodes" if strongly_typed else None
-    rep.guarded("engine all-DLA0 int8, no calibration cache", engine(dla0, "int8"), no_dla or int8_na,
+    rep.guarded("engine all-DLA0 int8, no calibration cache", engine(dla0, "int8", name="all-DLA0 int8"), no_dla or int8_na,
                 _NA if int8_na and not no_dla else dla_status)
     half = {l.name: ("DLA0" if len(model.layers) // 3 <= i < 2 * len(model.layers) // 3 else "GPU")
             for i, l in enumerate(model.layers)}
@@ -530,6 +536,9 @@ def format_report(doc: dict[str, Any]) -> str:
                _SETUP: "[SETUP]  ", _UNAVAILABLE: "[unavailable]"}[c["status"]]
         lines.append(f"{tag} {c['name']}: {c['detail']}")
     setup = doc.get("setup") or []
+    kept = evidence_line(doc["checks"])
+    if kept:
+        lines.append(kept)
     if doc.get("drift"):  # passed on a second run, but the same engine moved between two runs: never only in a line
         lines.append(f"RUN-TO-RUN DRIFT in {', '.join(doc['drift'])}: one engine timed twice moved by more than "
                      "the tolerance (see the line); a tune on this board records figures that move as much")
@@ -562,5 +571,5 @@ def format_report(doc: dict[str, Any]) -> str:
                      "(here: `placetune doctor` says what works, the simulated Jetson always does)")
     else:
         lines.append("not every check passed: the [FAILED] lines say what to fix; when asking for help, attach "
-                     "selftest.txt and selftest.json to the report (nothing secret in them)")
+                     "selftest.txt, selftest.json and the evidence/ folder to the report (nothing secret in them)")
     return "\n".join(lines) + "\n"

@@ -16,7 +16,9 @@ Two sources say where TensorRT placed the layers of a DLA engine:
   ``head_3 from nvm``). A Myelin subgraph is a ``{ForeignNode[...]}`` too (``LayerType``
   ``Myelin`` in 8.x); TensorRT 10 lists Myelin regions kernel by kernel (``kgen``, ``gemm``). So a
   ForeignNode is read as on the DLA when it follows a ``to nvm`` copy or precedes a ``from nvm``
-  copy and is not typed ``Myelin``, or when its ``LayerType`` names the DLA. No published export
+  copy and is not typed ``Myelin``, when its ``LayerType`` names the DLA, or when the build log names
+  it as a DLA loadable (a loadable fed by a GPU layer has no nvm copy beside it: the real profile of
+  corpus hax-conn-googlenet-gpu-to-dla-transition-profile). No published export
   of a DLA engine's layer information was found (docs/trust.md): this DLA reading is checked
   against the doubles only, so where the inspector cannot place a layer the engine was asked to
   put on the DLA, the placement is unknown, never the GPU.
@@ -52,7 +54,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +70,18 @@ log = logging.getLogger(__name__)
 #: a TensorRT 10 Myelin kernel named after the ONNX node it computes (corpus
 #: evpe-rtx3060-trtexec-10.4-alexnet-layerinfo: /classifier/classifier_1/Gemm_myl9_2)
 _MYELIN_KERNEL = re.compile(r"^(?P<base>.+?)_myl\d+_\d+$")
+#: the rows real DLA profiles show around a DLA group, named after it or its last layer but standing
+#: for no layer of the model: ``loss3/classifier finish``, ``{...} reformatted input 0 finish``,
+#: ``{...} output to be reformatted 0 finish``, ``{...} output reformatter 0`` (corpus
+#: hax-conn-googlenet-gpu-to-dla-transition-profile, hax-conn-googlenet-dla-whole-network-profile)
+#: TensorRT 8+'s names of a reformat the builder inserts (also between a GPU layer and a DLA loadable)
+_REFORMAT_PREFIXES = ("Reformatting CopyNode", "Reformat ")
+#: the GPU shuffle TensorRT adds after a Gemm it runs on the DLA, named after the Gemm (``[GpuLayer] SHUFFLE:
+#: reshape_after_/fc/Gemm`` beside ``{ForeignNode[/fc/Gemm + ...]} successfully offloaded to DLA.``: corpus
+#: orin-agx-trt10.3-dla-offloaded; ``reshape_after_/linear/Gemm``, dlatutorial-repro-orin64-8.5.2-model-bn):
+#: the builder's, standing for no layer of the model whatever its Metadata says
+_BUILDER_SHUFFLE = ("reshape_after_",)
+_DLA_SYNC_ROW = re.compile(r" finish$| (?:input|output) reformatter \d+$")
 
 
 @dataclass
@@ -112,24 +126,30 @@ def _layer_type(layer: object) -> str:
     return str(layer.get("LayerType", "")) if isinstance(layer, Mapping) else ""
 
 
-def inspector_dla_layers(layers: Sequence[object] | None) -> list[str] | None:
+def inspector_dla_layers(layers: Sequence[object] | None, named: Collection[str] = ()) -> list[str] | None:
     """Engine layers the inspector's JSON puts on a DLA (names as written), or None when it has no
     layers to say it with: a ``{ForeignNode[...]}`` right after a ``to nvm`` copy or right before a
     ``from nvm`` copy (the order of the real profile of NVIDIA/TensorRT#3143) and not typed
-    ``Myelin`` (a GPU subgraph), or a layer whose ``LayerType`` names the DLA."""
+    ``Myelin`` (a GPU subgraph), a layer whose ``LayerType`` names the DLA, or a ``{ForeignNode[...]}``
+    not typed ``Myelin`` whose name is in ``named``: the loadables the build log names
+    (``BuildLog.dla_nodes``, TensorRT's own ``[DlaLayer]`` / ``successfully offloaded to DLA`` lines). A
+    loadable fed by a GPU layer has no nvm copy beside it (the real profile of corpus
+    hax-conn-googlenet-gpu-to-dla-transition-profile: a GPU reformatter before the DLA group, the GPU's
+    reformatter after it)."""
     if not layers:
         return None
     names = [_name(x) for x in layers]
+    logged = {n for n in named if n.startswith("{ForeignNode[")}
     out: list[str] = []
     for i, (name, layer) in enumerate(zip(names, layers)):
-        if name.endswith(DLA_COPY_SUFFIXES):
-            continue
+        if name.endswith(DLA_COPY_SUFFIXES) or name.startswith(_REFORMAT_PREFIXES) or _DLA_SYNC_ROW.search(name):
+            continue  # the builder's copies, reformats and synchronisation rows around a loadable
         ltype = _layer_type(layer).lower()
         if ltype == "myelin":
             continue
         after_input_copy = i > 0 and names[i - 1].endswith(" to nvm")
         before_output_copy = i + 1 < len(names) and names[i + 1].endswith(" from nvm")
-        if "dla" in ltype or (name.startswith("{ForeignNode[") and (after_input_copy or before_output_copy)):
+        if "dla" in ltype or name in logged or (name.startswith("{ForeignNode[") and (after_input_copy or before_output_copy)):
             out.append(name)
     return out
 
@@ -194,7 +214,7 @@ def _decide(
     from_log: dict[str, str | None] | None = None
     if blog.reports_placement:
         from_log = {n: (target if loc.devices[n] == "DLA" else "GPU") if n in loc.devices else None for n in predicted}
-    dla_engine = inspector_dla_layers(inspector_layers)
+    dla_engine = inspector_dla_layers(inspector_layers, blog.dla_nodes)
     unchecked: str | None = None
     if dla_engine == [] and from_log is not None and blog.dla_nodes:
         # the log (TensorRT's own report, read from real logs) names DLA loadables and the inspector
@@ -217,6 +237,7 @@ def _decide(
         # did not take may be in one, so they cannot say that a range's interior is not on the GPU
         unnamed_gpu = [_name(x) for x in inspector_layers or [] if _name(x) not in dla_set
                        and not _name(x).endswith(DLA_COPY_SUFFIXES) and _layer_type(x) != "Reformat"
+                       and not _DLA_SYNC_ROW.search(_name(x)) and not _name(x).startswith(_BUILDER_SHUFFLE)
                        and resolver.network_layers(_name(x)) is not None and not _model_layers(x, resolver)]
         if resolver.unresolved and from_log is None:
             return Known(None, False, _unresolved(resolver.unresolved), "engine inspector", len(dla_engine))
@@ -342,7 +363,9 @@ def _model_layers(layer: object, resolver: NameResolver) -> list[str]:
     ``Metadata`` names (TensorRT 10's Myelin kernels are named after no layer of the model). A
     reformat or copy the builder made stands for none, whatever its ``Metadata`` says (a copy may
     carry the metadata of the layer it feeds, which may have run elsewhere)."""
-    if resolver.network_layers(_name(layer)) is None or _layer_type(layer) == "Reformat":
+    if resolver.network_layers(_name(layer)) is None or _layer_type(layer) == "Reformat" \
+            or ((_DLA_SYNC_ROW.search(_name(layer)) or _name(layer).startswith(_BUILDER_SHUFFLE))
+                and _name(layer) not in resolver.model_set):
         return []
     found = set(resolver.model_layers(_name(layer)))
     found.update(n for n in metadata_nodes(layer) if n in resolver.model_set)
