@@ -80,8 +80,11 @@ _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
 _PREFIX = re.compile(
     r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$)|(?P<mark>\*\*|`|\")(?=\[))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[(?:TRT|TensorRT)(?:-LLM)?\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
-    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
-_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V", "DEBUG": "V"}
+    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|Warning|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
+#: ``Warning: `` (mixed case) is the Myelin compiler's own bare warning inside a TensorRT 8 build: ``Warning: Slice op
+#: /Slice_slice cannot slice along a uniform dimension.``
+_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "Warning": "W", "INFO": "I",
+          "VERBOSE": "V", "DEBUG": "V"}
 _LETTERS = {"F": "E"}  # glog's and TensorFlow's FATAL
 #: Polygraphy's letters beyond TensorRT's (polygraphy/logger/logger.py): CRITICAL, ultra/super/extra verbose
 _POLYGRAPHY = {"!": "E", "U": "V", "S": "V", "X": "V"}
