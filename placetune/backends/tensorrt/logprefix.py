@@ -81,8 +81,8 @@ _PREFIX = re.compile(
     r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$)|(?P<mark>\*\*|`|\")(?=\[))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[(?:TRT|TensorRT)(?:-LLM)?\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
     r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|Warning|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
-#: ``Warning: `` (mixed case) is the Myelin compiler's own bare warning inside a TensorRT 8 build: ``Warning: Slice op
-#: /Slice_slice cannot slice along a uniform dimension.``
+#: ``Warning: `` (mixed case): a warning printed with no logger prefix inside a TensorRT 8 build (by its wording
+#: the Myelin compiler's): ``Warning: Slice op /Slice_slice cannot slice along a uniform dimension.``
 _WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "Warning": "W", "INFO": "I",
           "VERBOSE": "V", "DEBUG": "V"}
 _LETTERS = {"F": "E"}  # glog's and TensorFlow's FATAL
