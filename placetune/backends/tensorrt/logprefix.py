@@ -92,9 +92,10 @@ _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, L
 
 #: error lines written by other libraries than TensorRT's logger (no severity prefix), and the shell's report of a
 #: process a signal ended: ``Killed`` (the kernel's out-of-memory killer, common on a Jetson building an engine),
-#: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)``; such a line is the failure, whatever came before
+#: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)`` (a QNX shell's ``Abort (core dumped)``); such a line is
+#: the failure, whatever came before
 FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
-                            r"^(?:Killed|Terminated|Aborted|Segmentation fault|Bus error|Illegal instruction|"
+                            r"^(?:Killed|Terminated|Abort(?:ed)?|Segmentation fault|Bus error|Illegal instruction|"
                             # the Markdown a reporter closed right after it: ``Aborted (core dumped)**``
                             r"Floating point exception)(?: \(core dumped\))?(?:\*\*|`)?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
