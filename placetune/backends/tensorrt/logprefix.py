@@ -105,11 +105,14 @@ FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
 _APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$|^Failed building\b"
                           # an application reporting the engine it could not make: CUDA-PointPillars' "engine init null!"
                           r"|\bengine init null\b")
-#: a line of plain text that names an Error, reports a failed assertion or refuses an option (it may continue a
+#: a line of plain text that names an Error, reports a failed assertion or check or refuses an option (it may continue a
 #: logger's multi-line message: the ONNX parser's ``[8] Assertion failed: ...`` after its ``ERROR:`` line)
 _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )"
                              # a program's own lower-case report (jetson-inference: "error:  model file '...' was not found.")
-                             r"|^error:\s")
+                             r"|^error:\s"
+                             # Myelin's failed check printed bare by TensorRT 8.6 ("nvrtc_compile.cpp:940: CHECK(false)
+                             # failed. NVRTC Compilation failure"; TensorRT 10 logs the same check inside an Error[9])
+                             r"|\bCHECK\(.*\) failed\b")
 #: a Python exception's last traceback line (``RuntimeError: ...``): a message of its own, never a continuation
 _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 #: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
