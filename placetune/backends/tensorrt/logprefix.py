@@ -69,6 +69,8 @@ _WRAPPER = re.compile(
     r"|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] \[(?P<spd>critical|error|warning|info|debug|trace)\]\s+"
     # Ultralytics' LOGGER.warning: ``WARNING ⚠️ TensorRT requires GPU export, ...``
     r"|(?P<ul>WARNING) \u26a0\ufe0f?\s+"
+    # TensorRT-LLM's C++ logger, no date: ``[TensorRT-LLM][ERROR] `` (a reporter's bold may open inside its bracket)
+    r"|\[(?:\*\*)?TensorRT-LLM\]\[(?P<tllm>ERROR|WARNING|INFO|DEBUG|TRACE)\]\s*"
     # Python's warnings module: ``onnx_to_tensorrt.py:148: DeprecationWarning: Use set_memory_pool_limit instead.``
     r"|[\w./\\-]+\.py:\d+: (?P<pywarn>[A-Z]\w*Warning): "
     r")?(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+(?P<trtlog>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE)\]\s*)?")
@@ -165,6 +167,7 @@ def split_prefix(line: str) -> tuple[str | None, str]:
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
            or w.group("ort") or w.group("ort2")
            or (w.group("pywarn") and "W")
+           or (w.group("tllm") and _WORDS.get(w.group("tllm"), "V"))
            or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or w.group("ul")
                          or (w.group("spd") or "").upper())
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))
