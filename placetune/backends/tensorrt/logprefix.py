@@ -94,8 +94,8 @@ _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, L
 
 #: error lines written by other libraries than TensorRT's logger (no severity prefix), and the shell's report of a
 #: process a signal ended: ``Killed`` (the kernel's out-of-memory killer, common on a Jetson building an engine),
-#: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)`` (``Abort (core dumped)`` in a report from a QNX target); such a line is
-#: the failure, whatever came before
+#: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)`` (``Abort (core dumped)`` in a report from a QNX
+#: target); such a line is the failure, whatever came before
 FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
                             r"^(?:Killed|Terminated|Abort(?:ed)?|Segmentation fault|Bus error|Illegal instruction|"
                             # the Markdown a reporter closed right after it: ``Aborted (core dumped)**``
