@@ -201,7 +201,7 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
     # within an error or warning message: a bare line (no prefix of its own) right after it continues it (the
     # builder's "Engine generation failed with backend strategy 3." warning goes on "Error message: ..." and
     # "Skipping this backend strategy." on lines of their own)
-    cont = False
+    cont, last = False, ""  # last: the latest error or warning message, which a bare line may go on
     for item in lines:
         if isinstance(item, str):
             sev_in, text = None, item
@@ -260,8 +260,8 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                 out.has_sections = True
                 out.dla_section = out.dla_section or nm.group("dev").upper() == "DLA"
                 continue
-            if out.all_gpu is None and _ALL_GPU.search(msg):
-                out.all_gpu = msg
+            if out.all_gpu is None and _ALL_GPU.search(msg):  # wrapped onto a bare line: the message whole
+                out.all_gpu = f"{last} {msg}" if prefix is None and bare and cont and last else msg
             dm = _DLA_LINE.match(msg)
             if dm:
                 out.has_sections = True
@@ -280,10 +280,9 @@ def parse_build_log(lines: Iterable[str | tuple[object, str] | Sequence[object]]
                     if kind == "subgraph_limit":
                         out.subgraph_limit.append(name)
                     break
-            if sev == "E":
-                out.errors.append(msg)
-            elif sev == "W":
-                out.warnings.append(msg)
+            if sev in ("E", "W"):
+                (out.errors if sev == "E" else out.warnings).append(msg)
+                last = msg
     if partial is not None:
         _read_partial(out, partial)
     return out

@@ -69,6 +69,8 @@ _WRAPPER = re.compile(
     r"|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\] \[(?P<spd>critical|error|warning|info|debug|trace)\]\s+"
     # Ultralytics' LOGGER.warning: ``WARNING ⚠️ TensorRT requires GPU export, ...``
     r"|(?P<ul>WARNING) \u26a0\ufe0f?\s+"
+    # TensorRT-LLM's C++ logger, no date: ``[TensorRT-LLM][ERROR] `` (a reporter's bold may open inside its bracket)
+    r"|\[(?:\*\*)?TensorRT-LLM\]\[(?P<tllm>ERROR|WARNING|INFO|DEBUG|TRACE)\]\s*"
     # Python's warnings module: ``onnx_to_tensorrt.py:148: DeprecationWarning: Use set_memory_pool_limit instead.``
     r"|[\w./\\-]+\.py:\d+: (?P<pywarn>[A-Z]\w*Warning): "
     r")?(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+(?P<trtlog>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE)\]\s*)?")
@@ -80,8 +82,11 @@ _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
 _PREFIX = re.compile(
     r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$)|(?P<mark>\*\*|`|\")(?=\[))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[(?:TRT|TensorRT)(?:-LLM)?\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
-    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
-_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "INFO": "I", "VERBOSE": "V", "DEBUG": "V"}
+    r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|Warning|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
+#: ``Warning: `` (mixed case): a warning printed with no logger prefix inside a TensorRT 8 build (by its wording
+#: the Myelin compiler's): ``Warning: Slice op /Slice_slice cannot slice along a uniform dimension.``
+_WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "Warning": "W", "INFO": "I",
+          "VERBOSE": "V", "DEBUG": "V"}
 _LETTERS = {"F": "E"}  # glog's and TensorFlow's FATAL
 #: Polygraphy's letters beyond TensorRT's (polygraphy/logger/logger.py): CRITICAL, ultra/super/extra verbose
 _POLYGRAPHY = {"!": "E", "U": "V", "S": "V", "X": "V"}
@@ -89,9 +94,10 @@ _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, L
 
 #: error lines written by other libraries than TensorRT's logger (no severity prefix), and the shell's report of a
 #: process a signal ended: ``Killed`` (the kernel's out-of-memory killer, common on a Jetson building an engine),
-#: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)``; such a line is the failure, whatever came before
+#: ``Segmentation fault (core dumped)``, ``Aborted (core dumped)`` (``Abort (core dumped)`` in a report from a QNX
+#: target); such a line is the failure, whatever came before
 FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
-                            r"^(?:Killed|Terminated|Aborted|Segmentation fault|Bus error|Illegal instruction|"
+                            r"^(?:Killed|Terminated|Abort(?:ed)?|Segmentation fault|Bus error|Illegal instruction|"
                             # the Markdown a reporter closed right after it: ``Aborted (core dumped)**``
                             r"Floating point exception)(?: \(core dumped\))?(?:\*\*|`)?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
@@ -101,11 +107,14 @@ FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
 _APP_FAILURE = re.compile(r"\b[Ff]ailed to\b|\b[Ff]ailed\.?$|^Failed building\b"
                           # an application reporting the engine it could not make: CUDA-PointPillars' "engine init null!"
                           r"|\bengine init null\b")
-#: a line of plain text that names an Error, reports a failed assertion or refuses an option (it may continue a
+#: a line of plain text that names an Error, reports a failed assertion or check or refuses an option (it may continue a
 #: logger's multi-line message: the ONNX parser's ``[8] Assertion failed: ...`` after its ``ERROR:`` line)
 _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cannot |Unknown option|Invalid )"
                              # a program's own lower-case report (jetson-inference: "error:  model file '...' was not found.")
-                             r"|^error:\s")
+                             r"|^error:\s"
+                             # Myelin's failed check printed bare by TensorRT 8.6 ("nvrtc_compile.cpp:940: CHECK(false)
+                             # failed. NVRTC Compilation failure"; TensorRT 10 logs the same check inside an Error[9])
+                             r"|\bCHECK\(.*\) failed\b")
 #: a Python exception's last traceback line (``RuntimeError: ...``): a message of its own, never a continuation
 _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 #: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
@@ -158,6 +167,7 @@ def split_prefix(line: str) -> tuple[str | None, str]:
            or _WORDS.get(w.group("trtlog") or "") or (w.group("gst") and _GST_LEVELS.get(w.group("gst"), "V"))
            or w.group("ort") or w.group("ort2")
            or (w.group("pywarn") and "W")
+           or (w.group("tllm") and _WORDS.get(w.group("tllm"), "V"))
            or _WORDS.get(w.group("py") or w.group("pydate") or w.group("pybr") or w.group("mme") or w.group("ul")
                          or (w.group("spd") or "").upper())
            or _LETTERS.get(w.group("glog") or w.group("tf") or "", w.group("glog") or w.group("tf")))

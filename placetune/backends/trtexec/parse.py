@@ -68,6 +68,10 @@ _VERSION_TAG = re.compile(r"\[TensorRT\s+v(?P<code>\d{4,6})\]")
 _VERSION_POLYGRAPHY = re.compile(r"Loaded Module:\s*tensorrt\s*\|\s*Version:\s*(?P<v>\d+\.\d+(?:\.\d+)*)")
 #: Ultralytics' export: ``TensorRT: starting export with TensorRT 8.2.0.6...`` (the Python package's version)
 _VERSION_ULTRALYTICS = re.compile(r"starting export with TensorRT\s+(?P<v>\d+\.\d+(?:\.\d+)*)")
+#: the builder's resource library, which TensorRT (8.5 on) says it loads by its versioned name, whatever prefix the
+#: application puts before the message (``Loaded shared library libnvinfer_builder_resource.so.8.5.2``)
+_VERSION_RESOURCE = re.compile(r"(?:Trying to load|Loaded) shared library libnvinfer_builder_resource\.so\."
+                               r"(?P<v>\d+\.\d+\.\d+(?:\.\d+)?)\b")
 #: the TensorRT 7 multi-line summary: a block name alone, then ``stat: value ms (...)`` lines
 _BLOCK7 = {"Host Latency": "latency_ms", "GPU Compute": "gpu_compute_ms", "Enqueue Time": "enqueue_ms",
            "H2D Latency": "h2d_ms", "D2H Latency": "d2h_ms"}
@@ -118,8 +122,9 @@ def version_from_text(text: str) -> str | None:
     """The TensorRT version in trtexec output: the ``&&&& ... [TensorRT v8502]`` line (or its tag where the
     ``&&&&`` was cut), or a
     ``TensorRT version: 8.6.1`` / ``TensorRT version: 8001`` line, Polygraphy's ``Loaded Module:
-    tensorrt | Version: 8.6.0`` or Ultralytics' ``starting export with TensorRT 8.2.0.6`` (as printed).
-    None when none is there."""
+    tensorrt | Version: 8.6.0``, Ultralytics' ``starting export with TensorRT 8.2.0.6`` (as printed) or the
+    builder resource library TensorRT says it loads (``libnvinfer_builder_resource.so.8.5.2``). None when none is
+    there."""
     for line in text.splitlines():
         m = _STATUS.search(line)
         if m and m.group("code"):
@@ -127,7 +132,7 @@ def version_from_text(text: str) -> str | None:
     m = _VERSION_TAG.search(text)
     if m:
         return version_from_code(m.group("code"))
-    for pat in (_VERSION_DOTTED, _VERSION_POLYGRAPHY, _VERSION_ULTRALYTICS):
+    for pat in (_VERSION_DOTTED, _VERSION_POLYGRAPHY, _VERSION_ULTRALYTICS, _VERSION_RESOURCE):
         for m in pat.finditer(text):
             if _dotted_version(m.group("v")):
                 return m.group("v")
