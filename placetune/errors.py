@@ -21,6 +21,7 @@ __all__ = [
     "BackendError",
     "StoppedAfterMeasurement",
     "StopRequested",
+    "Interrupted",
 ]
 
 
@@ -115,3 +116,17 @@ class StopRequested(Exception):
     def __init__(self, *args: object) -> None:
         super().__init__(*args)
         self.notes: list[str] = []
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal that stops a run at once (Ctrl-C or SIGTERM before a study is open, or a second one).
+
+    A :class:`KeyboardInterrupt`, so that code between it and the command unwinds as on Ctrl-C.
+
+    Attributes:
+        exit_code: the process exit code: 128 plus the signal's number (130 Ctrl-C, 143 SIGTERM).
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__()
+        self.exit_code = 128 + int(signum)

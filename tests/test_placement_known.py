@@ -781,3 +781,24 @@ def test_the_builders_reshape_after_a_gemm_on_the_dla_is_not_the_gemms_gpu_layer
     gpu = layers[:5] + [{"Name": "/fc/Gemm", "LayerType": "CaskGemm", "Metadata": "[ONNX Layer: /fc/Gemm]"}]
     k = decide(pred, 0, blog, locate(blog, names), names, None, gpu)
     assert not k.known and "/fc/Gemm" in k.reason
+
+
+@pytest.mark.parametrize("lines", [["Number of DLA node candidates offloaded : 1 out of 2"], []])
+def test_a_gpu_kernel_naming_part_of_a_fallen_back_branch_leaves_the_rest_of_the_branch_unknown(lines):
+    """A GPU kernel whose Metadata names b, a layer asked on the DLA inside the loadable's {ForeignNode[a...d]}
+    range: the branch b, c fell back, and c, fused into that kernel without a record of its own, was read as the
+    DLA's because only the range placed it. The layers it does not name are unknown, never the range's."""
+    names = ["a", "b", "c", "d", "e"]
+    pred = {"a": "DLA0", "b": "DLA0", "c": "DLA0", "d": "DLA0", "e": "GPU"}
+    layers = [{"Name": "in to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[a...d]}", "LayerType": "Unknown"},
+              {"Name": "d from nvm", "LayerType": "Reformat"},
+              {"Name": "__myl_ConvAdd_myl3_0", "LayerType": "kgen", "Metadata": "[ONNX Layer: b]"},
+              {"Name": "e", "LayerType": "CaskConvolution"}]
+    blog = parse_build_log(lines)
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers)
+    assert not k.known and k.realized is None
+    assert "(b) on the GPU" in k.reason and "(c) are named by no engine layer" in k.reason
+    # the kernel's Metadata names the whole branch: every layer is read, the branch on the GPU
+    layers[3] = {**layers[3], "Metadata": "[ONNX Layer: b]\x1e[ONNX Layer: c]"}
+    k = decide(pred, 0, blog, locate(blog, names, None, ["e"]), names, None, layers)
+    assert k.known and k.realized == {"a": "DLA0", "b": "GPU", "c": "GPU", "d": "DLA0", "e": "GPU"}

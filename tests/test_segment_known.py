@@ -229,3 +229,42 @@ def test_the_trial_lines_mark_a_best_whose_placement_was_not_read():
     progress.update(where, Measurement(status="ok", latency_samples_ms=[3.0], realized={"a": "DLA0"}))
     lines = out.getvalue().splitlines()
     assert ["best_exportable=false" in x for x in lines] == [False, True, True], lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board_reads_it", [True, False])
+def test_the_command_the_plan_gives_for_a_passed_over_plan_re_measures_it(seed_block, tmp_path, monkeypatch, capsys,
+                                                                         board_reads_it):
+    """The plan's notes say how to check a passed-over plan on the board: the ``placetune measure`` command they
+    give, run as written on the requested placement they record, builds it anew and reads where TensorRT put its
+    layers; a board whose build again does not say names exactly which segment was not read and why."""
+    import json
+    import os
+    import re
+    import shlex
+
+    from placetune.backends import clocks
+    from placetune.cli.main import main
+    from tests.fakes import fake_env
+
+    _gpu_free_study(seed_block, tmp_path, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
+    with Store(tmp_path / "pt.db") as store:
+        plan = export_plan(store, "gpu-free")
+    (tmp_path / "FILE.json").write_text(json.dumps(plan.measured["not_exported"]["requested"]))
+    command = re.search(r"run `(placetune measure [^`]+)`", "\n".join(plan.notes)).group(1)
+    argv = [str(seed_block) if a == "MODEL" else a for a in shlex.split(command)][1:] + ["--json"]
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
+    env = fake_env("10.3.0", **({} if board_reads_it else {"UNREADABLE_ON": "/conv3/Conv"}))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v if k != "PYTHONPATH" else os.pathsep.join(
+            [v, str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PLACETUNE_CACHE_DIR", str(tmp_path / "board-cache"))  # this board's engines, not another test's
+    monkeypatch.chdir(tmp_path)
+    code = main(argv)
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["status"] == "ok", doc
+    if board_reads_it:
+        assert doc["extra"]["placement_known"] is True and doc["realized"]["/conv3/Conv"] == "DLA0"
+    else:
+        assert doc["extra"]["placement_known"] is False and doc["realized"] is None
+        assert "seg1" in doc["extra"]["placement_unknown"] and "no placement report" in doc["extra"]["placement_unknown"]

@@ -56,7 +56,7 @@ from placetune.errors import BackendError
 from placetune.hardware.power_modes import modes_of
 from placetune.measurement import Measurement
 
-__all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "mode_not_applied", "untrusted",
+__all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "steps_between", "NVPMODEL_WRITTEN", "mode_not_applied", "untrusted",
            "read_power_mode_id", "parse_nvpmodel_status", "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS",
            "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE", "MODE_CAP_TOLERANCE"]
 
@@ -81,6 +81,8 @@ _GPU = re.compile(r"^[0-9a-f]+\.(?:gpu|ga10b|gv11b|gp10b)$")
 _DLA = re.compile(r"^(?:nv)?dla\d*(?:_core)?$")
 
 Snapshot = dict[str, dict[str, int]]
+#: The snapshot's entry of when nvpmodel last wrote its status file (``{"ns": st_mtime_ns}``).
+NVPMODEL_WRITTEN = "nvpmodel_written"
 
 
 def _int(path: Path) -> int | None:
@@ -147,7 +149,24 @@ def snapshot(root: str | Path | None = None, status: str | Path | None = None) -
     mode, _ = read_power_mode_id(status)
     if mode is not None:
         snap["nvpmodel"] = {"mode": mode}
+        try:  # when nvpmodel last wrote it: a mode set and set back between two readings moves it
+            snap[NVPMODEL_WRITTEN] = {"ns": Path(status if status is not None else NVPMODEL_STATUS).stat().st_mtime_ns}
+        except OSError:
+            pass
     return snap
+
+
+_TOTAL_TRANSITIONS = re.compile(r"^\s*Total transition\s*:\s*(\d+)", re.M)
+
+
+def _transitions(folder: Path) -> int | None:
+    """The devfreq node's count of frequency changes (``trans_stat``'s ``Total transition : N`` line, Linux
+    ``drivers/devfreq/devfreq.c`` ``trans_stat_show``); None where it cannot be read ("Not Supported.")."""
+    try:
+        m = _TOTAL_TRANSITIONS.search((folder / "trans_stat").read_text(errors="replace"))
+    except OSError:
+        return None
+    return int(m.group(1)) if m else None
 
 
 def _clocks_in(folder: Path, name: re.Pattern[str], kind: str, files: tuple[str, str, str]) -> Snapshot:
@@ -161,6 +180,10 @@ def _clocks_in(folder: Path, name: re.Pattern[str], kind: str, files: tuple[str,
     for entry in entries:
         c = _clock(entry, *files)
         if c:
+            if kind == "gpu":
+                n = _transitions(entry)
+                if n is not None:
+                    c["transitions"] = n
             found[f"{kind}:{entry.name}"] = c
     return found
 
@@ -206,6 +229,37 @@ def clocks_moved(first: Snapshot, before: Snapshot | None, after: Snapshot | Non
     judged as "during" too."""
     moved = (_problem(first, s, "during") for s in during)
     return _problem(first, before, "before") or next(filter(None, moved), None) or _problem(first, after, "during")
+
+
+def steps_between(readings: Iterable[Snapshot | None]) -> tuple[str | None, str | None]:
+    """A clock step that the readings' values miss: one that came and went between two consecutive readings
+    (the GPU clock stepped and stepped back, nvpmodel set a mode and set it back). Returns ``(why it moved,
+    None)``, ``(None, why it is not known)`` where the readings cannot tell, or ``(None, None)``: no step.
+
+    Seen where the readings allow: the GPU devfreq node's transition counter (``trans_stat``) changed
+    between two readings of a GPU clock that was locked in both (an unlocked clock moves with DVFS, its
+    steps are not judged), or nvpmodel's status file was written between them (the mode read may be the
+    same). Not known: a locked GPU clock with no transition counter to read, so a step and back between
+    two readings would not show."""
+    seq = [r for r in readings if r is not None]
+    unknown = None
+    for a, b in zip(seq, seq[1:]):
+        wa, wb = (a.get(NVPMODEL_WRITTEN) or {}).get("ns"), (b.get(NVPMODEL_WRITTEN) or {}).get("ns")
+        if wa is not None and wb is not None and wa != wb:
+            return ("nvpmodel set a power mode between two readings during the measurement (its status file "
+                    "was written; the mode read before and after may be the same)"), None
+        for name, ca in a.items():
+            cb = b.get(name) or {}
+            if not name.startswith("gpu:") or not (_locked(ca) and _locked(cb)):
+                continue
+            ta, tb = ca.get("transitions"), cb.get("transitions")
+            if ta is None or tb is None:
+                unknown = (f"{name} has no transition counter to read (devfreq trans_stat): a clock step and "
+                           "back between two readings would not show")
+            elif ta != tb:
+                return (f"{name} changed frequency {tb - ta} time(s) between two readings during the measurement "
+                        "(devfreq trans_stat), though both read it at its locked frequency"), None
+    return None, unknown
 
 
 #: How far the GPU's devfreq ``max_freq`` may be from its power mode's cap before the mode counts as not
@@ -322,6 +376,10 @@ class ClockWatch:
         if during:
             m.extra["clocks"]["samples_during"] = len(during)
         why = clocks_moved(self.first, before, after, during)
+        stepped, not_known = steps_between([before, *during, after])
+        why = why or stepped
+        if not_known and not why:  # never recorded as steady where a step between readings could not be seen
+            m.extra["clocks"]["between_readings"] = f"not known: {not_known}"
         if why is None:
             self.in_a_row = 0
             return m

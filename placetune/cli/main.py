@@ -17,7 +17,7 @@ from placetune.cli.measure import calibration_cache, cmd_measure
 from placetune.cli.usage import closest_options, command_hint
 from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
-from placetune.errors import ConfigError, PlacetuneError, ShapeError
+from placetune.errors import ConfigError, Interrupted, PlacetuneError, ShapeError
 from placetune.validate import dumps_json
 from placetune.wording import plural, wrap
 from placetune._lazy import lazy_import
@@ -578,9 +578,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except PlacetuneError as exc:
         error_line(f"placetune: error: {_cut_message(' '.join(str(exc).split()))}")
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # before a run's handler holds, or a second signal: stopped at once
         print("placetune: interrupted", file=sys.stderr)
-        return 130
+        return exc.exit_code if isinstance(exc, Interrupted) else 130
     except BrokenPipeError:  # a pipe other than standard output's (those are marked lost as they fail)
         print("placetune: error: a pipe's reader went away", file=sys.stderr)
         return ConfigError.exit_code

@@ -168,6 +168,21 @@ def study_baselines(ev: "EvaluatorView") -> list[Baseline]:
     return [Baseline(name, label, p, twin, ratio) for (name, label, p), twin, ratio in zip(rows, twins, ratios)]
 
 
+def _measured_by_another_worker(ev: "EvaluatorView", placement: Placement) -> "Measurement | None":
+    """A fleet worker's baseline that another worker of the study measured (or is measuring: its claim is
+    waited for), read back without a request of its own: the fleet's study holds each baseline once, as a
+    single run's does. None: this worker holds the claim and measures it (or it failed to realise, or another
+    study's measurement answers it, a cache hit this study records as a single run would)."""
+    key = ev.realised_key(placement)
+    if key.startswith("infeasible:"):
+        return None
+    if ev.claims.acquire(ev, key) is None:  # ours: evaluate() finds the claim its own
+        return None
+    if key not in {k for k, _ in ev.store.request_keys(ev.study_name)}:
+        return None
+    return ev.peek(placement)
+
+
 def measure_study_baselines(ev: "EvaluatorView", may_measure: Callable[[], bool]
                             ) -> list[tuple[Baseline, str | None, "Measurement | None"]]:
     """Measure the study's baselines that it lacks, in order, while ``may_measure()`` (the budget)
@@ -181,6 +196,8 @@ def measure_study_baselines(ev: "EvaluatorView", may_measure: Callable[[], bool]
     out: list[tuple[Baseline, str | None, "Measurement | None"]] = []
     for b in study_baselines(ev):
         m = ev.peek(b.placement) if ev.realised_key(b.placement) in held else None
+        if m is None and b.measured_by_study and ev.claims is not None:
+            m = _measured_by_another_worker(ev, b.placement)
         if m is None and b.measured_by_study and may_measure():
             try:
                 m = ev.baseline() if b.name == "all-gpu" else ev.evaluate(b.placement, agent="baseline")

@@ -34,6 +34,7 @@ class EvaluatorView(Protocol):
     store: Store
     study_name: str
     study: Any
+    claims: Any  # a fleet worker's claims (placetune.tuning.fleet_claims.Claims), else None
 
     def realise(self, placement: Placement) -> Realisation: ...
 

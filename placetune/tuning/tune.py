@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from search import Agent, Budget, drive, get_agent
 
-from placetune.errors import StopRequested
+from placetune.errors import Interrupted, StopRequested
 from placetune.placement.placement import Placement, stored_placement
 from placetune.store.url import mask_url
 from placetune.tuning.baselines import measure_study_baselines
@@ -84,10 +84,19 @@ class Tuner:
 
     # -------------------------------------------------------------------- run
     def run(self) -> TuneOutcome:
-        """Run (or resume) the study; returns the outcome. Raises PlacetuneError on bad input."""
+        """Run (or resume) the study; returns the outcome. Raises PlacetuneError on bad input.
+
+        Its Ctrl-C and SIGTERM handler holds from the start: before the study is open a signal stops the run at once
+        (nothing is measured yet; the database's writes are transactions); from then on, the baselines included,
+        the first lets the evaluation in flight finish and be stored."""
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        for s in previous:
+            signal.signal(s, self._on_sigint)
         try:
             return self._run()
         finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
             if self._study is not None:
                 self._study.close()
 
@@ -169,9 +178,6 @@ class Tuner:
         interrupted = False
         said: list[str] = []
         final: tuple[str | None, Any] = (None, None)  # the agent's own final pick: its rule and measurement
-        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-        for s in previous:
-            signal.signal(s, self._on_sigint)
         stopped_cleanly = False
         try:
             if remaining > 0:
@@ -208,8 +214,6 @@ class Tuner:
             stopped_cleanly = True
         finally:
             self._write_waiting(ev, raise_errors=stopped_cleanly)
-            for s, handler in previous.items():
-                signal.signal(s, handler)
             progress.close()
         if settled and self._trials_done(ev, agent_probe) == cfg.trials - remaining:  # nothing built: one line
             said = [already_settled(watch.result(), remaining) if n.startswith("stopped after convergence") else n
@@ -312,7 +316,7 @@ class Tuner:
             return
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise KeyboardInterrupt
+        raise Interrupted(signum)
 
 
 def run_tune(cfg: TuneConfig, out: IO[str] | None = None, resume_hint: str = "the same command") -> TuneOutcome:

@@ -225,6 +225,7 @@ def _decide(
                      f"while the build log names {len(blog.dla_nodes)} DLA loadable(s)")
     from_ins: dict[str, str | None] | None = None
     unnamed_gpu: list[str] = []
+    branch: tuple[list[str], list[str]] = ([], [])  # a range's interior: asked on the DLA and on the GPU, and unnamed
     if dla_engine is not None:
         resolver = NameResolver(model_names, network)
         dla_set = set(dla_engine)
@@ -239,6 +240,7 @@ def _decide(
                        and not _name(x).endswith(DLA_COPY_SUFFIXES) and _layer_type(x) != "Reformat"
                        and not _DLA_SYNC_ROW.search(_name(x)) and not _name(x).startswith(_BUILDER_SHUFFLE)
                        and resolver.network_layers(_name(x)) is not None and not _model_layers(x, resolver)]
+        branch = _fallen_in_range(predicted, inspector_layers or [], dla_set, on_gpu, resolver)
         if resolver.unresolved and from_log is None:
             return Known(None, False, _unresolved(resolver.unresolved), "engine inspector", len(dla_engine))
         if resolver.unresolved:
@@ -272,6 +274,16 @@ def _decide(
         if loadables is None:
             return Known(None, False, f"the build log counts {log_n} DLA loadable(s), the engine's layer "
                          f"information {ins_n}", "build log and engine inspector", None)
+    if from_ins is not None and branch[0] and branch[1]:
+        # a GPU engine layer computes a layer asked on the DLA that lies inside a DLA loadable's {ForeignNode[A...B]}
+        # range: a branch in the range fell back, and its layers no engine layer names (fused into that kernel
+        # without a Metadata record of their own) may be on the GPU with it: unknown, never the range's
+        fell, unnamed = branch
+        return Known(None, False, f"the engine's layer information puts {len(fell)} layer(s) asked on the DLA "
+                     f"({_some(fell)}) on the GPU although they lie inside a DLA loadable's {{ForeignNode[A...B]}} "
+                     f"range, so a branch of that range fell back; {len(unnamed)} other layer(s) of the range "
+                     f"({_some(unnamed)}) are named by no engine layer and may have fallen back with it",
+                     "engine inspector" if from_log is None else "build log and engine inspector", None)
     # the inspector's "GPU" for a layer asked on the DLA is evidence only where it places some DLA
     # loadable in the form read here, or where the log says nothing ran on the DLA
     gpu_said = bool(dla_engine) or _log_says_no_dla(blog)
@@ -342,6 +354,20 @@ def _decide(
                      f"asked on {target} ({_some(unsaid)}) neither source says where they ran: {unread}, and no "
                      "fallback warning names them", "engine inspector", None)
     return known
+
+
+def _fallen_in_range(predicted: Mapping[str, str], layers: Sequence[Any], dla_set: set[str], on_gpu: set[str],
+                     resolver: NameResolver) -> tuple[list[str], list[str]]:
+    """The interior of the inspector's DLA ranges (``{ForeignNode[A...B]}``, their ends left out): the layers
+    asked on the DLA that a GPU engine layer computes, and those no engine layer names but the range."""
+    interior: set[str] = set()
+    for x in layers:
+        ends = resolver.range_ends(_name(x)) if _name(x) in dla_set else None
+        if ends is not None:
+            end_layers = {resolver.model_layer(e) for e in ends}
+            interior.update(m for m in resolver.model_layers(_name(x)) if m not in end_layers)
+    asked = [n for n in predicted if n in interior and predicted[n] != "GPU"]
+    return [n for n in asked if n in on_gpu], [n for n in asked if n not in on_gpu]
 
 
 def _some(names: Sequence[str], k: int = 3) -> str:
