@@ -262,6 +262,26 @@ def test_maxn_super_on_an_orin_nx_is_simulated(capsys, command):
     assert 1.0 < fps["MAXN_SUPER"] / fps["MAXN"] <= 1173 / 918 + 1e-9
 
 
+def test_a_mode_only_the_super_file_has_takes_jetpack_62s_tensorrt_by_default(capsys, tmp_path, monkeypatch):
+    """A board runs MAXN_SUPER (40W on Orin NX, 25W on Orin Nano) only when flashed with JetPack 6.2, whose
+    TensorRT is 10.3: a study in such a mode applies 10.3's DLA rules when none is given (before: 8.6, JetPack
+    6.0's, which has no Super modes); the profile's own modes keep 8.6."""
+    nx, nano = get_platform("orin-nx-16gb"), get_platform("orin-nano")
+    assert nx.trt_version_for("MAXN_SUPER") == nx.trt_version_for("40w") == "10.3"
+    assert nx.trt_version_for("MAXN") == nx.trt_version_for("15W") == nx.trt_version_for(None) == "8.6"
+    assert nano.trt_version_for("25W") == nano.trt_version_for("maxn_super") == "10.3"
+    assert nano.trt_version_for("15W") == nano.trt_version_for("MAXN") == "8.6"
+    assert get_platform("orin-nano-super").trt_version_for("15W") == "10.3"  # JetPack 6.2 is its only one
+    assert get_platform("xavier-agx").trt_version_for("MAXN") == "8.5"
+    assert main(["check", "resnet18", "--platform", "orin-nx-16gb", "--power-mode", "maxn_super", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trt_version"] == "10.3"
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "resnet18", "--platform", "orin-nx-16gb", "--power-mode", "MAXN_SUPER",
+                 "--trials", "2", "--agent", "random", "--study", "sup"]) == 0
+    out = capsys.readouterr().out
+    assert "power mode MAXN_SUPER" in out and "TensorRT 10.3 DLA rules" in out
+
+
 def test_check_reports_the_power_mode(capsys):
     assert main(["check", "resnet18", "--power-mode", "15W", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["power_mode"] == "15W"
