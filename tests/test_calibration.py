@@ -168,8 +168,10 @@ KNOWN_MISSES = {"validate", "validate_all", "loso_all"}
 KNOWN_BUCKET_MISSES = {"validate batch 1"}
 #: The judged sets whose median misses the 15 % bound: the validation rows without exclusions since a
 #: DLA engine's reformats are GPU work waiting for time slices (history step 15 of
-#: placetune/data/published.md: adopted because it is what TensorRT does, its refit reported as it came).
-KNOWN_MEDIAN_MISSES = {"validate_all"}
+#: placetune/data/published.md: adopted because it is what TensorRT does, its refit reported as it came), and
+#: the validation rows with the rule too since release 5 added ten small-detector GPU rows the simulator is too
+#: fast on (history step 19: 14.2 -> 18.7 %; rows added by the split rule, nothing refitted or changed on them).
+KNOWN_MEDIAN_MISSES = {"validate", "validate_all"}
 
 
 def _stored_sets():
@@ -193,8 +195,8 @@ def test_the_calibration_meets_its_targets_except_the_known_misses():
         assert key in KNOWN_MISSES or s["max"] <= calibration.TARGET_MAX, (key, s)
 
 
-@pytest.mark.xfail(strict=True, reason="validation max 61.7 % (63.7 % and median 17.2 % without exclusions), "
-                                       "validation batch-1 median signed -14.2 % and leave-one-source-out max "
+@pytest.mark.xfail(strict=True, reason="validation median 18.7 % and max 61.7 % (20.3 % and 63.7 % without exclusions), "
+                                       "validation batch-1 median signed -20.1 % and leave-one-source-out max "
                                        "without exclusions 38.7 %: "
                                        "targets missed (KNOWN_MISSES), reported, "
                                        "not tuned away")

@@ -197,6 +197,28 @@ def test_the_transcription_of_the_orin_nx_super_files():
     assert nx16.scale("MAXN_SUPER") == nx16.scale("40W") == MAXN_SCALE
 
 
+def test_the_transcription_of_the_orin_nano_4gb_super_file():
+    """nvpmodel_p3767_0004_super.conf (JetPack 6.2, Orin Nano 4GB): 10W, 25W (boot default) and MAXN_SUPER,
+    2 of 8 TPCs in every mode; its 25W caps the GPU at 1020 MHz, where the 8GB module's 25W caps it at 918."""
+    nano4 = MODULES["p3767-0004-super"]
+    assert "nvpmodel_p3767_0004_super.conf @ 370b63a8" in nano4.conf
+    assert nano4.names == ("10W", "25W", "MAXN_SUPER") and nano4.default.label == "25W"
+    assert nano4.fastest.name == "MAXN_SUPER" and nano4.mode("maxn") is nano4.fastest
+    row = {m.label: (m.cpu_online, m.cpu_max_khz, m.gpu_max_hz, m.tpc_pg_mask, m.emc_max_hz, m.dla_max_hz)
+           for m in nano4.modes}
+    assert row == {"10W": (6, 1497600, 612000000, 252, 2133000000, ()),
+                   "25W": (6, 1728000, 1020000000, 252, 3199000000, ()),
+                   "MAXN_SUPER": (6, None, None, 252, None, ())}
+    assert {nano4.active_tpcs(m) for m in nano4.modes} == {2}
+    assert MODULES["p3767-0003-super"].mode("25W").gpu_max_hz == 918000000
+    # no source gives the uncapped clocks: the 25W caps are read as them, and said so
+    assert not nano4.verified and "UNVERIFIED" in nano4.maxima_source
+    assert nano4.scale("25W") == MAXN_SCALE
+    s10 = nano4.scale("10W")
+    assert s10.gpu == pytest.approx(612 / 1020) and s10.emc == pytest.approx(2133 / 3199) and s10.dla == 1.0
+    assert "p3767-0004-super" not in PLATFORM_MODULE.values()  # no placetune profile has 4GB figures
+
+
 def test_a_profile_looks_a_mode_its_own_file_lacks_up_in_the_modules_super_file():
     """One rule for Orin NX and Orin Nano: the profile's own nvpmodel file first, then the module's
     JetPack 6.2 _super file; a Super mode scales against the profile's own fastest mode."""
@@ -238,6 +260,26 @@ def test_maxn_super_on_an_orin_nx_is_simulated(capsys, command):
         assert code == 0 and doc["power_mode"] == mode
         fps[mode] = doc["throughput_fps"]
     assert 1.0 < fps["MAXN_SUPER"] / fps["MAXN"] <= 1173 / 918 + 1e-9
+
+
+def test_a_mode_only_the_super_file_has_takes_jetpack_62s_tensorrt_by_default(capsys, tmp_path, monkeypatch):
+    """A board runs MAXN_SUPER (40W on Orin NX, 25W on Orin Nano) only when flashed with JetPack 6.2, whose
+    TensorRT is 10.3: a study in such a mode applies 10.3's DLA rules when none is given (before: 8.6, JetPack
+    6.0's, which has no Super modes); the profile's own modes keep 8.6."""
+    nx, nano = get_platform("orin-nx-16gb"), get_platform("orin-nano")
+    assert nx.trt_version_for("MAXN_SUPER") == nx.trt_version_for("40w") == "10.3"
+    assert nx.trt_version_for("MAXN") == nx.trt_version_for("15W") == nx.trt_version_for(None) == "8.6"
+    assert nano.trt_version_for("25W") == nano.trt_version_for("maxn_super") == "10.3"
+    assert nano.trt_version_for("15W") == nano.trt_version_for("MAXN") == "8.6"
+    assert get_platform("orin-nano-super").trt_version_for("15W") == "10.3"  # JetPack 6.2 is its only one
+    assert get_platform("xavier-agx").trt_version_for("MAXN") == "8.5"
+    assert main(["check", "resnet18", "--platform", "orin-nx-16gb", "--power-mode", "maxn_super", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trt_version"] == "10.3"
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--model", "resnet18", "--platform", "orin-nx-16gb", "--power-mode", "MAXN_SUPER",
+                 "--trials", "2", "--agent", "random", "--study", "sup"]) == 0
+    out = capsys.readouterr().out
+    assert "power mode MAXN_SUPER" in out and "TensorRT 10.3 DLA rules" in out
 
 
 def test_check_reports_the_power_mode(capsys):

@@ -257,11 +257,12 @@ def _case(row: PublishedRow) -> PublishedCase:
 #: Sources whose engines that run at the same time are separate processes (one CUDA context each,
 #: so their GPU work is time-sliced: ``SimulatedJetson(separate_processes=True)``): torch2trt's DLA
 #: benchmark runs one Python process per engine (the rows' notes), jetson_benchmarks one trtexec per
-#: engine, the DLA-SW README one trtexec per DLA core, the quantization guide's concurrent runs one
-#: trtexec per engine (its ``conc_*.json``). Every other source's concurrent engines are
+#: engine (its README's figures and the runs its issues report), the DLA-SW README one trtexec per
+#: DLA core, the quantization guide's concurrent runs one trtexec per engine (its ``conc_*.json``).
+#: Every other source's concurrent engines are
 #: one process (MLPerf's LWIS harness runs the GPU and both DLA engines in one process).
 SEPARATE_PROCESS_SOURCES = frozenset({"torch2trt-dla-xaviernx", "jetson_benchmarks", "jetson_benchmarks-issue10",
-                                      "dla-sw", "dla-sw-issue29", "quant-guide-orin"})
+                                      "jetson_benchmarks-issue21", "dla-sw", "dla-sw-issue29", "quant-guide-orin"})
 
 
 #: A row is in conflict when its value is more than this factor off the median of at least two

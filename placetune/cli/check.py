@@ -131,7 +131,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     model = load_model(args)
     platform = get_platform(args.platform)
     args.power_mode = platform.check_power_mode(args.power_mode)
-    args.trt_version = args.trt_version or platform.default_trt_version
+    args.trt_version = args.trt_version or platform.trt_version_for(args.power_mode)
     check_trt_version(args.trt_version)  # (the versions measure and tune take: rules placetune knows)
     support = _realise.dla_support(model, platform, args.precision, args.trt_version)
     eligible = sum(1 for s in support.values() if s.supported)

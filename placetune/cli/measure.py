@@ -100,7 +100,7 @@ def _settings_from_args(args: argparse.Namespace):
         precision=args.precision,
         gpu_fallback=not args.no_gpu_fallback,
         dla_core=args.dla_core,
-        trt_version=args.trt_version or get_platform(args.platform).default_trt_version,
+        trt_version=args.trt_version or get_platform(args.platform).trt_version_for(args.power_mode),
         frames_in_flight=args.frames_in_flight,
         replicas=_settings.parse_replicas(args.replicas) if args.replicas else None,
         noise=args.noise,

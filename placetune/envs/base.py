@@ -149,7 +149,7 @@ class PlacementEnvBase(gym.Env):
         else:
             self.model = model if isinstance(model, Model) else Model.load(model, shapes, batch=batch)
             plat = get_platform(platform)  # a Platform as it is; anything but a name is refused, naming them
-            options.setdefault("trt_version", plat.default_trt_version)
+            options.setdefault("trt_version", plat.trt_version_for(options.get("power_mode")))
             self.settings = Settings(mode=mode, precision=precision, **options)
             self.objective = get_objective(objective)
             self.space = Space(

@@ -160,6 +160,18 @@ class Platform:
         JetPack 5.1 being Xavier's last)."""
         return "8.6" if "8.6" in self.jetpack_trt else self.jetpack_trt[-1]
 
+    def trt_version_for(self, power_mode: str | None = None) -> str:
+        """The TensorRT version whose DLA rules apply when none is given, for a study in ``power_mode``:
+        10.3 for a mode only the module's JetPack 6.2 ``_super`` nvpmodel file has (``MAXN_SUPER`` and
+        ``40W`` on Orin NX, ``25W`` and ``MAXN_SUPER`` on Orin Nano: a board runs them only when flashed
+        with JetPack 6.2, whose TensorRT is 10.3), else :attr:`default_trt_version` (8.6 on the other
+        Orin modes: JetPack 6.0 has no Super modes)."""
+        if power_mode is not None:
+            table, own = modes_of(self.name, power_mode), modes_of(self.name)
+            if table is not None and table is not own and "10.3" in self.jetpack_trt:
+                return "10.3"
+        return self.default_trt_version
+
     def ships_trt(self, version: str) -> bool:
         """Whether a JetPack for this module ships TensorRT ``version`` (major.minor compare)."""
         parts = str(version).strip().split(".")

@@ -14,7 +14,7 @@ Source: NVIDIA's files as stored in the public repositories ``LineageOS/android_
 (Xavier, ``nvpmodel_t194.conf`` for AGX Xavier and ``nvpmodel_t194_p3668.conf`` for Xavier NX,
 the file-to-module pairing as in ``anduril/jetpack-nixos`` ``modules/devices.nix``) under
 ``nvpmodel/`` (NVIDIA copyright headers), at the commit named per module below. Only the
-figures are transcribed here. Not transcribed: the Orin Nano 4GB ``_super`` file. What "no cap"
+figures are transcribed here (the Orin Nano 4GB ones too, which no placetune profile follows). What "no cap"
 means in MHz is the module's own maximum, which the files do not give: those come from
 placetune/data/jetson-measurements.md §1 ("ref §1") or NVIDIA's module datasheets, each named
 below; ones not checked are marked UNVERIFIED (the Orin NX ``_super`` files' uncapped GPU and DLA
@@ -345,6 +345,21 @@ MODULES: dict[str, ModuleModes] = {m.module: m for m in (
             _m(2, "7W_CPU", 4, 960000, 306000000, 252, 2133000000),
         ),
         default_id=0, verified=False,
+    ),
+    ModuleModes(
+        module="p3767-0004-super", title="Jetson Orin Nano 4GB Super (JetPack 6.2 modes)",
+        conf=f"{_REPO}: nvpmodel/nvpmodel_p3767_0004_super.conf @ {_C_SUPER}",
+        # MAXN_SUPER caps nothing; as for the Orin NX _super files, the file's highest caps (25W: GPU 1020 MHz,
+        # EMC 3199 MHz) are read as the maxima. 2 TPCs in every mode (TPC_PG_MASK 252), as in the older 4GB file.
+        gpu_max_mhz=1020.0, dla_max_mhz=None, emc_max_mhz=3199.0,
+        maxima_source="UNVERIFIED (the file's 25W caps, GPU 1020 MHz and EMC 3199 MHz, read as the MAXN_SUPER "
+                      "maxima: a lower bound)",
+        modes=(
+            _m(0, "10W", 6, 1497600, 612000000, 252, 2133000000),
+            _m(1, "25W", 6, 1728000, 1020000000, 252, 3199000000),
+            _m(2, "MAXN_SUPER", 6, -1, -1, 252, -1),
+        ),
+        default_id=1, verified=False,
     ),
     ModuleModes(
         module="p2888", title="Jetson AGX Xavier (8 CPU cores, 4 TPCs)",

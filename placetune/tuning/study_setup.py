@@ -103,7 +103,7 @@ def resolve(model: Model | str | Path, platform: "Platform | str", backend: "Bac
     plat = get_platform(platform)  # a Platform as it is; anything but a name is refused, naming them
     back = get_backend(backend) if isinstance(backend, str) else check_backend(backend)
     if settings is None and "trt_version" not in options:
-        options["trt_version"] = plat.default_trt_version
+        options["trt_version"] = plat.trt_version_for(options.get("power_mode"))
     settings = settings or Settings(mode=mode, precision=precision, **options)
     refuse_for_version(loaded, settings.trt_version)  # types the target's ONNX parser cannot import
     settings = timed_settings(back, settings, loaded)  # the input timed (inputdata.py)

@@ -92,7 +92,8 @@ class StudyOpener:
         # defaults of settings the run did not set, and the values older placetune used for them
         legacy: dict[str, Any] = {}
         if "trt_version" not in options:
-            options["trt_version"] = get_platform(cfg.platform).default_trt_version
+            plat = get_platform(cfg.platform)
+            options["trt_version"] = plat.trt_version_for(options.get("power_mode"))
             legacy["trt_version"] = "8.6"
         if cfg.mode in ("pipeline", "concurrent") and "throughput" in cfg.objective and "frames_in_flight" not in options:
             options["frames_in_flight"] = PIPELINE_FRAMES_IN_FLIGHT
