@@ -53,8 +53,9 @@ _CONTINUOUS = ("layers", "tensor")
 class Rule:
     """``feature >= threshold`` predicts a failed build."""
 
-    def __init__(self, feature: str, threshold: float, explains: int) -> None:
+    def __init__(self, feature: str, threshold: float, explains: int, low: float | None = None) -> None:
         self.feature, self.threshold, self.explains = feature, threshold, explains
+        self.low = low  # the smallest failing value put down to the feature (None: not given)
 
     def __repr__(self) -> str:
         t = f"{self.threshold / 1e6:.2f} MB" if self.feature == "tensor" else f"{self.threshold:.3g}"
@@ -143,6 +144,42 @@ class Feasibility:
                 self._memo.clear()
             self._memo[key] = hit
         return hit
+
+    def gap(self) -> int | None:
+        """The one loadable length the learned length rule leaves untested, or None.
+
+        Lengths are integers: where the longest loadable that built has ``s`` layers and the
+        shortest failure put down to length has ``s + 2``, the rule's threshold (the geometric mean,
+        ``sqrt(s (s + 2)) < s + 1``) blocks ``s + 1``, a length nobody has built, for the rest of
+        the run. It is the one gap of the length rule that a single build closes for good: built,
+        the safe length becomes ``s + 1``; failed, the shortest failure does; either way no
+        untested length is left between them (the safe value only rises, the failure only
+        falls). A wider gap is not answered by one build and is left to the rule as it is.
+        """
+        safe = self.ok_max.get("layers", 0.0)
+        for r in self.rules:
+            if r.feature == "layers" and r.low is not None and safe > 0 and r.low - safe == 2:
+                return int(safe) + 1
+        return None
+
+    def fails_at(self, assignment: Sequence[int], length: int) -> bool:
+        """True when a learned rule other than the length rule predicts the plan to fail, or its
+        longest loadable is longer than ``length`` (the rules with the length rule moved to just
+        above ``length``)."""
+        x = self.features(assignment)
+        return x.get("layers", 0.0) > length or any(x.get(r.feature, 0.0) >= r.threshold
+                                                    for r in self.rules if r.feature != "layers")
+
+    def tests_gap(self, assignment: Sequence[int], length: int) -> bool:
+        """True when a build of the plan tests the length ``length`` and nothing else: its longest
+        loadable has exactly that many layers, no other rule predicts it to fail, and no other
+        length or size in it goes beyond what built (so a failure is put down to its length)."""
+        x = self.features(assignment)
+        if x.get("layers", 0.0) != length:
+            return False
+        if any(x.get(f, 0.0) > self.ok_max.get(f, 0.0) for f in _CONTINUOUS if f != "layers"):
+            return False
+        return not any(x.get(r.feature, 0.0) >= r.threshold for r in self.rules if r.feature != "layers")
 
     def note(self, builds: int) -> str | None:
         """One line for the run's notes: how many builds failed, why, and what was learned."""
@@ -234,7 +271,7 @@ def _rule(feature: str, safe: float, low: float, explains: int) -> Rule:
     """``feature >= threshold``, half-way (geometric mean) between the safe value and the lowest
     failing one; never at or below the safe value."""
     threshold = math.sqrt(safe * low) if safe > 0 else (0.5 * low if feature in _CONTINUOUS else 0.5)
-    return Rule(feature, max(threshold, safe * (1 + 1e-9)), explains)
+    return Rule(feature, max(threshold, safe * (1 + 1e-9)), explains, low)
 
 
 def _reason(text: str | None) -> str:

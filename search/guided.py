@@ -22,6 +22,9 @@ simulator evaluation costs about a millisecond. The agent works in rounds:
    :mod:`search.picks`); while the model's recent picks miss their predictions (median error
    over :data:`POOR_ERROR`) most picks are such neighbours, and after two rounds in a row without
    a gain the **trust region** (units that may differ from a top measured plan) halves;
+   Where the failed builds' length rule leaves exactly one loadable length untested (built ``s``
+   layers, failed ``s + 2``), one pick of one round is the model's best plan of that length, if the
+   model predicts it better than any plan the rules allow (:mod:`search.gaps`);
 4. **evaluate them** on the backend (:meth:`search.base.SearchRun.evaluate`), and repeat.
 
 A settled search costs less: past :data:`CHOOSE_EVERY_FROM` measurements the model choice runs
@@ -75,6 +78,7 @@ from .base import (Agent, Budget, BudgetExhausted, SearchResult, SearchRun, base
                    project)
 from .blindspots import BlindSpots
 from .drift import Drift
+from .gaps import Gaps
 from .later import LaterBuilds
 from .picks import Picks
 from .rebuilds import Rebuilds
@@ -201,7 +205,7 @@ class GuidedAgent(Agent):
         return self.remeasure
 
 
-class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
+class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
     """One guided run's bookkeeping: what was measured and predicted, the model, the trust region and
     the candidate pool (what a round picks from it: :class:`search.picks.Picks`)."""
 
@@ -245,6 +249,8 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
         self.beta, self.beta_se = 0.0, None  # drift per build (search.drift)
         self.drift_checked = 0  # builds done when the reference was last built
         self.recalled = 0  # the study's stored measurements the run started from (Budget.recall)
+        self.gap_rng = self.rng.spawn(1)[0]  # the gap test's search (search.gaps): the rounds' draws stay as they were
+        self.gap_tested: int | None = None  # the loadable length a build tested (search.gaps)
 
     @property
     def inner_rate(self) -> float | None:
@@ -426,6 +432,9 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
             step = self.local_step(sur, [a for a, _ in picks])
             if step is not None:
                 picks.append(step)
+        test = self.gap_pick(sur, ranked, best_measured + self.elites[:3], effort)  # the one untested length
+        if test is not None:  # takes the place of the round's last pick
+            picks = picks[:k - 1] + [test] if len(picks) >= k else picks + [test]
         probe = self.blind_pick(sur, ranked, [a for a, _ in picks]) if explore else None
         if probe is not None:
             picks.append(probe)
@@ -535,7 +544,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks):
     def finish(self) -> None:
         """Note the failed builds and what they taught, and a best measurement much better than its
         prediction (a possibly lucky one), unless it was re-measured."""
-        for line in (self.feasibility.note(self.run.evaluations), self.drift_note()):
+        for line in (self.feasibility.note(self.run.evaluations), self.gap_note(), self.drift_note()):
             if line:
                 self.run.notes.append(line)
         best = self.run.best_assignment

@@ -309,3 +309,59 @@ def test_an_exploration_build_goes_where_the_model_cannot_tell_plans_apart_and_f
     # the local correction: a measured plan's residual, shrunk half-way at the plan itself, less far away
     loc = LocalResidual(space, [far], [0.2], length=4)
     assert loc(far) == pytest.approx(0.1) and 0 < loc(near) < loc(far)
+
+
+def test_a_length_rule_that_leaves_one_untested_length_gets_one_test_build_of_it_and_no_gap_changes_nothing():
+    from search.gaps import Gaps
+    from search.surrogate import Surrogate
+    from placetune.tuning.objectives import get_objective
+
+    ev = Evaluator("resnet18", "orin-agx", SimulatedJetson(), mode="pipeline", precision="int8",
+                   objective="throughput")
+    space = ev.space("stages")
+    n, gpu, dla = space.n_units, space.devices.index("GPU"), space.devices.index("DLA0")
+    capable = np.flatnonzero(space.mask[:, dla])
+
+    def window(i: int, j: int) -> list[int]:  # DLA-capable units i..j-1 on DLA0, the rest on the GPU
+        a = [gpu] * n
+        for u in capable[i:j]:
+            a[int(u)] = dla
+        return a
+
+    built, test, failed, far = window(1, 7), window(2, 8), window(1, 8), window(4, 12)
+    too_long = "DLA compiler: x: too many layers for one loadable"
+
+    class S(Gaps):
+        def __init__(self, fail: list[int]) -> None:
+            self.feasibility = Feasibility(ev.model, space, pipeline=True)
+            self.feasibility.observe(built, Measurement(status="ok", throughput_fps=1.0))
+            self.feasibility.observe(fail, Measurement.failure("build_failed", too_long))
+            self.max_stages, self.inner_calls, self.inner_seconds = 6, 0, 0.0
+            self.gap_rng, self.gap_tested = np.random.default_rng(0), None
+
+        def seen(self, a):
+            return tuple(a) in (tuple(built), tuple(failed), tuple(far))
+
+    features = Feasibility(ev.model, space, pipeline=True).features
+    s = features(built)["layers"]
+    assert (features(test)["layers"], features(failed)["layers"]) == (s + 1, s + 2)
+    assert features(test)["tensor"] <= features(built)["tensor"]
+    sur = Surrogate(ev, space, get_objective("throughput"), None, None)
+    worst = [(math.inf, [gpu] * n), (1e9, [gpu] * n)]  # the allowed plans' best prediction: beaten by anything
+
+    # built s, failed s + 2: the rule blocks s + 1, which nobody built; one test build of it
+    one = S(failed)
+    assert one.feasibility.fails(test) and one.feasibility.gap() == s + 1
+    got = one.gap_pick(sur, worst, [test], 100)
+    assert got is not None
+    a, pred = got
+    assert features(a)["layers"] == s + 1 and not one.seen(a) and pred == sur.loss(a)
+    assert one.feasibility.tests_gap(a, int(s + 1))
+    assert one.gap_pick(sur, worst, [test], 100) is None  # once per run: its build closes the gap either way
+    assert "one build tested" in one.gap_note()
+    # not built when the model predicts no plan of that length better than the best allowed one
+    assert S(failed).gap_pick(sur, [(-1e12, [gpu] * n)], [test], 100) is None
+    # built s, failed s + 8: no single untested length, nothing changes (no search, no pick, no note)
+    wide = S(far)
+    assert wide.feasibility.rules and wide.feasibility.gap() is None
+    assert wide.gap_pick(sur, worst, [test], 100) is None and wide.inner_calls == 0 and wide.gap_note() is None
