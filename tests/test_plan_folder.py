@@ -315,3 +315,16 @@ def test_readme_of_a_simulated_plan_does_not_claim_it_was_timed(pipeline_study, 
     readme = (out / "README.txt").read_text()
     assert "timed the plan" not in readme and "was measured with" not in readme
     assert "figures are SIMULATED" in readme and "nothing has timed it yet" in readme
+
+
+def test_readme_runs_the_runtime_with_the_networks_own_inputs(pipeline_study, tmp_path, capsys):
+    """README.txt's runtime lines fed `rt({"input name": array})`: a newcomer had to find the input's name,
+    shape and type in plan.json. They are now the network's own, as the runtime takes them."""
+    out = tmp_path / "inputs"
+    _export(capsys, "--storage", pipeline_study.url, "--study", "p", "--format", "trtexec", "-o", str(out))
+    readme = (out / "README.txt").read_text()
+    name, dims = next(iter(pipeline_study.model.input_shapes.items()))
+    shape = ", ".join(map(str, dims))
+    assert '"input name"' not in readme
+    assert f'x = numpy.zeros(({shape}), numpy.float32)' in readme, readme
+    assert f'outputs = rt({{"{name}": x}})' in readme, readme
