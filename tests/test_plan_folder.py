@@ -221,6 +221,9 @@ def test_int8_without_calibration_says_ranges_are_placeholders(pipeline_study, t
     doc = json.loads((out / "plan.json").read_text())
     assert doc["precision"] == "int8" and doc["int8_ranges"] == "placeholder"
     assert "INT8 ranges are PLACEHOLDERS" in text and "accuracy is NOT preserved" in text
+    # where a newcomer learns how to make the file it asks for (it named the option only)
+    how = "export with --calibration-cache FILE (how to make one: placetune's docs/jetson.md, INT8 ranges)"
+    assert how in " ".join(text.split()) and how in " ".join((out / "README.txt").read_text().split())
     script = (out / "build.sh").read_text()
     assert "# WARNING: INT8 ranges are PLACEHOLDERS" in script and "--calib=" not in script
 

@@ -288,6 +288,7 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
     if plan.precision == "int8" and not calib and plan.int8_ranges != "qdq":
         lines.append("   INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT preserved;"
                      " export with --calibration-cache FILE")
+        lines.append("   (how to make one: placetune's docs/jetson.md, INT8 ranges)")
     lines += ["", "2. Time each engine:"]
     for e in plan.engines:
         core = e.get("dla_core")
