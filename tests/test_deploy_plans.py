@@ -154,17 +154,20 @@ def test_a_plan_file_of_an_older_placetune_builds_into_a_folder_and_runs(mode, s
 
 def test_measure_takes_a_super_power_mode_plan_at_its_power_mode(seed_block, tmp_path, capsys):
     """``measure --placement plan.json`` of a MAXN_SUPER plan timed it at measure's default MAXN without a
-    word (6.08 ms against the plan's 4.43 ms); a power mode other than the plan's is now refused like
-    its platform or mode, naming the option."""
+    word (6.08 ms against the plan's 4.43 ms); left out, the power mode is now the plan's, and one other
+    than the plan's is refused like its platform or mode, naming the option."""
     mode, placement, platform, kw = CASES["super"]
     folder = _export(tmp_path, seed_block, mode, placement, platform, **kw)
     plan = json.loads((folder / "plan.json").read_text())
     args = ["measure", str(seed_block), "--precision", "fp16", "--platform", platform,
             "--placement", str(folder / "plan.json")]
     capsys.readouterr()
-    assert main(args) == 6
+    assert main(args + ["--power-mode", "MAXN"]) == 6
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.rstrip().endswith("measure it as it was tuned with --power-mode MAXN_SUPER")
+    assert err.count("\n") == 1 and err.rstrip().endswith("measure it as it was tuned with --power-mode MAXN_SUPER "
+                                                           "(or leave the option out)")
+    assert main(args + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["power_mode"] == "MAXN_SUPER"
     assert main(args + ["--power-mode", "maxn_super", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["power_mode"] == "MAXN_SUPER"

@@ -221,6 +221,9 @@ def test_int8_without_calibration_says_ranges_are_placeholders(pipeline_study, t
     doc = json.loads((out / "plan.json").read_text())
     assert doc["precision"] == "int8" and doc["int8_ranges"] == "placeholder"
     assert "INT8 ranges are PLACEHOLDERS" in text and "accuracy is NOT preserved" in text
+    # where a newcomer learns how to make the file it asks for (it named the option only)
+    how = "export with --calibration-cache FILE (how to make one: placetune's docs/jetson.md, INT8 ranges)"
+    assert how in " ".join(text.split()) and how in " ".join((out / "README.txt").read_text().split())
     script = (out / "build.sh").read_text()
     assert "# WARNING: INT8 ranges are PLACEHOLDERS" in script and "--calib=" not in script
 
@@ -315,3 +318,16 @@ def test_readme_of_a_simulated_plan_does_not_claim_it_was_timed(pipeline_study, 
     readme = (out / "README.txt").read_text()
     assert "timed the plan" not in readme and "was measured with" not in readme
     assert "figures are SIMULATED" in readme and "nothing has timed it yet" in readme
+
+
+def test_readme_runs_the_runtime_with_the_networks_own_inputs(pipeline_study, tmp_path, capsys):
+    """README.txt's runtime lines fed `rt({"input name": array})`: a newcomer had to find the input's name,
+    shape and type in plan.json. They are now the network's own, as the runtime takes them."""
+    out = tmp_path / "inputs"
+    _export(capsys, "--storage", pipeline_study.url, "--study", "p", "--format", "trtexec", "-o", str(out))
+    readme = (out / "README.txt").read_text()
+    name, dims = next(iter(pipeline_study.model.input_shapes.items()))
+    shape = ", ".join(map(str, dims))
+    assert '"input name"' not in readme
+    assert f'x = numpy.zeros(({shape}), numpy.float32)' in readme, readme
+    assert f'outputs = rt({{"{name}": x}})' in readme, readme

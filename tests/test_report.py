@@ -230,6 +230,8 @@ def test_report_titles_use_the_studys_objective(tmp_path, monkeypatch):
     timeline = next(t for k, t in titles.items() if k.startswith("schedule of the best plan"))
     for text in (placement, timeline):
         assert "throughput" in text and "fps" in text and "latency" not in text, text
+    # the simulated timeline is the pipeline filling, not the steady state the throughput is of: said
+    assert "its first 2 frames from an empty pipeline, 2 in flight" in timeline, timeline
 
 
 def test_progress_axes_say_what_is_plotted_with_its_unit(tmp_path, monkeypatch):

@@ -313,10 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("measure", help="measure one placement (simulated Jetson by default)",
                        usage="%(prog)s MODEL [--placement PLACEMENT] [--mode MODE] [options]",
-                       description="Measure one placement of MODEL (all-GPU unless --placement says otherwise).")
+                       description="Measure one placement of MODEL (all-GPU unless --placement says otherwise). "
+                       "A plan tune or export wrote, given to --placement, is measured as it was tuned: its "
+                       "platform, mode, precision, frames in flight and power mode, for the options left out.")
     _add_model_args(p)
     _add_target_args(p, DEFAULT_PRECISION)
-    p.add_argument("--mode", default="engine", choices=("engine", "pipeline", "replicas"), type=str.lower,
+    p.set_defaults(platform=None, precision=None, power_mode=None)  # a plan's own, else the defaults its help names
+    p.add_argument("--mode", default=None, choices=("engine", "pipeline", "replicas"), type=str.lower,
                    help="engine: one engine, GPU + one DLA core (default); pipeline: one engine per segment; "
                    "replicas: one whole network per device")
     p.add_argument("--placement", default=None,
@@ -325,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dla-core", type=int, default=None, help="engine mode: the engine's DLA core")
     p.add_argument("--no-gpu-fallback", action="store_true", help="build without GPU_FALLBACK")
     p.add_argument("--replicas", default=None, metavar="GPU:8,DLA0:2,DLA1:2", help="replicas mode: device:batch list")
-    p.add_argument("--frames-in-flight", type=int, default=1, help="pipeline mode: frames in flight")
+    p.add_argument("--frames-in-flight", type=int, default=None, help="pipeline mode: frames in flight (default 1)")
     p.add_argument("--noise", type=float, default=0.0, help="simulated timing noise (relative sd)")
     p.add_argument("--seed", type=int, default=0, help="seed of the simulated timing noise (default 0)")
     p.add_argument("--backend", default="simulate",

@@ -58,32 +58,68 @@ def _parse_placement(text: str, model, platform):
     raise PlacementError(f"--placement {text[:80]!r}: expected all-gpu, all-dla, dla0, dla1, a JSON file or JSON text")
 
 
-def _plan_options(text: str | None, model, args: argparse.Namespace) -> None:
-    """``--placement PLAN.json`` (a plan tune or export wrote) is measured as it was tuned: a platform,
-    mode, precision, batch, frames in flight or power mode other than the plan's is refused in one line naming the
-    options that measure it as tuned (exit 6); a pipeline plan measured in engine mode, measure's default,
-    was refused for its two DLA cores without saying why."""
-    if not text or text == "-" or text.lstrip().startswith("{") or not os.path.exists(text) \
-            or not _plan_file.is_plan_file(text):
-        return
-    plan = _plan_file.load(text, model, check_hash=False)
-    given = {"--platform": (args.platform, plan.platform), "--mode": (args.mode, plan.mode),
-             "--precision": (args.precision, plan.precision), "--batch": (model.batch, plan.batch)}
+#: measure's defaults of the options a plan also sets (the parser leaves them None, so that a plan's own
+#: values fill what the command line left out)
+_DEFAULTS = {"platform": "orin-agx", "mode": "engine", "frames_in_flight": 1, "power_mode": "MAXN"}
+
+
+def _plan_options(text: str | None, model, args: argparse.Namespace) -> str:
+    """``--placement PLAN.json`` (a plan tune or export wrote) is measured as it was tuned: the platform,
+    mode, precision, frames in flight, power mode, replicas and TensorRT rules left out of the command
+    line are the plan's; one given otherwise (or a batch other than the plan's) is refused in one line
+    naming the options that measure it as tuned (exit 6). Returns the line that says which options were
+    taken from the plan ("" when none were). Then every option still left out gets measure's default."""
+    taken = ""
+    if text and text != "-" and not text.lstrip().startswith("{") and os.path.exists(text) \
+            and _plan_file.is_plan_file(text):
+        taken = _from_plan(text, _plan_file.load(text, model, check_hash=False), model, args)
+    for dest, value in _DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, value)
+    if args.precision is None:
+        args.precision = _settings.DEFAULT_PRECISION
+    return taken
+
+
+def _from_plan(text: str, plan, model, args: argparse.Namespace) -> str:
+    board = get_platform(plan.platform)
+    wanted = {"--platform": ("platform", plan.platform), "--mode": ("mode", plan.mode),
+              "--precision": ("precision", plan.precision)}
     if plan.mode == "pipeline":
-        given["--frames-in-flight"] = (args.frames_in_flight, plan.settings.get("frames_in_flight") or 1)
+        wanted["--frames-in-flight"] = ("frames_in_flight", plan.settings.get("frames_in_flight") or 1)
     if plan.settings.get("power_mode"):  # a MAXN_SUPER plan measured at MAXN is another plan's timing
-        board = get_platform(plan.platform)
-        given["--power-mode"] = (_power_mode(board, args.power_mode), _power_mode(board, plan.settings["power_mode"]))
-    if plan.mode == "replicas" and plan.settings.get("replicas") and not args.replicas:
+        wanted["--power-mode"] = ("power_mode", _power_mode(board, plan.settings["power_mode"]))
+    if plan.mode == "replicas" and plan.settings.get("replicas"):
         reps = plan.settings["replicas"]
-        given["--replicas"] = (None, ",".join(f"{d}:{b}" for d, b in reps.items()) if isinstance(reps, dict)
-                               else reps)
-    differ = [f"{flag} {want}" for flag, (have, want) in given.items()
-              if want is not None and str(have).lower() != str(want).lower()]
+        wanted["--replicas"] = ("replicas", ",".join(f"{d}:{b}" for d, b in reps.items()) if isinstance(reps, dict)
+                                else reps)
+    if plan.settings.get("trt_version"):
+        wanted["--trt-version"] = ("trt_version", str(plan.settings["trt_version"]))
+    differ, taken = [], []
+    for flag, (dest, want) in wanted.items():
+        have = getattr(args, dest)
+        if want is None:
+            continue
+        if have is None:
+            setattr(args, dest, want)
+            usual = {**_DEFAULTS, "precision": _settings.DEFAULT_PRECISION,
+                     "trt_version": board.default_trt_version}.get(dest)
+            if str(want).lower() != str(usual).lower():  # said only where it is not what a bare measure takes
+                taken.append(f"{flag} {want}")
+            continue
+        if dest == "power_mode":
+            have = _power_mode(board, have)
+        if dest == "replicas":
+            continue  # replicas given: the plan's placement on the instances given
+        if str(have).lower() != str(want).lower():
+            differ.append(f"{flag} {want}")
+    if model.batch != plan.batch and plan.batch is not None:
+        differ.append(f"--batch {plan.batch}")
     if differ:
         raise ConfigError(f"--placement {shown(text)} is a plan of {plan.model.get('name')} on {plan.platform}, "
                           f"{plan.mode} mode, {plan.precision}, batch {plan.batch}: measure it as it was tuned "
-                          f"with {' '.join(differ)}")
+                          f"with {' '.join(differ)} (or leave the option out)")
+    return f"as tuned (from the plan): {' '.join(taken)}" if taken else ""
 
 
 def _power_mode(platform, mode) -> str:
@@ -128,7 +164,7 @@ def calibration_cache(path: str, backend: str | None) -> str:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     model = load_model(args)
-    _plan_options(args.placement, model, args)
+    taken = _plan_options(args.placement, model, args)
     settings = _settings_from_args(args)  # bad settings refused before a worker starts
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     if args.calibration_cache:
@@ -151,7 +187,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     doc = {"model": model.name, "platform": ev.platform.name, "power_mode": settings.power_mode, **doc}
     if _oom.is_memory_failure(m):  # what to change, in the words a tune stops with
         doc["out_of_memory"] = _oom_stop.said(m)
-    show(args, doc, wrap(_measure_human(m, model, ev.platform, settings.power_mode), terminal_width()))
+    said = _measure_human(m, model, ev.platform, settings.power_mode)
+    show(args, doc, wrap(f"{taken}\n{said}" if taken else said, terminal_width()))
     return 0 if m.ok else 1
 
 

@@ -242,7 +242,8 @@ class Plan:
         if self.precision == "int8":
             if self.int8_ranges in (None, "placeholder"):
                 lines.append("INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT "
-                             "preserved; export with --calibration-cache FILE")
+                             "preserved; export with --calibration-cache FILE (how to make one: placetune's "
+                             "docs/jetson.md, INT8 ranges)")
             elif self.int8_ranges == "calibration-cache":
                 lines.append(f"INT8 ranges from the calibration cache {self.calibration_cache}")
             else:

@@ -201,6 +201,23 @@ def _timed_by(plan: "Plan") -> str:
     return f"It runs the plan {how}; the plan's figures come from the {plan.backend or 'unknown'} backend:"
 
 
+def _input_lines(plan: "Plan") -> list[str]:
+    """The runtime's one inference with the network's own inputs: each one's name, shape and type as the
+    first engine that reads it declares it (the runtime copies an array byte for byte)."""
+    shapes = plan.model.get("input_shapes") or {}
+    declared = {t.get("name"): t for e in plan.engines for t in e.get("inputs") or []}
+    names, lines = [], []
+    for i, (name, dims) in enumerate(shapes.items()):
+        var = "x" if len(shapes) == 1 else f"x{i}"
+        dtype = str((declared.get(name) or {}).get("dtype") or "float32")
+        lines.append(f"     {var} = numpy.zeros(({', '.join(map(str, dims))}{',' if len(dims) == 1 else ''}), "
+                     f"numpy.{dtype})   # {name}: your data, as the network takes it")
+        names.append(f"{json.dumps(name)}: {var}")
+    if not lines:  # a plan without its inputs recorded: the shape of the call
+        return ["     outputs = rt({\"input name\": array})                     # one inference"]
+    return ["     import numpy", *lines, f"     outputs = rt({{{', '.join(names)}}})   # one inference"]
+
+
 def _target(plan: "Plan", trt_version: str | None) -> tuple[int, ...]:
     """The major.minor of the TensorRT the plan's build.sh is written for (``target_version``)."""
     return tuple(int(x) for x in re.findall(r"\d+", target_version(plan, trt_version))[:2])
@@ -271,6 +288,7 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
     if plan.precision == "int8" and not calib and plan.int8_ranges != "qdq":
         lines.append("   INT8 ranges are PLACEHOLDERS (no calibration cache, no Q/DQ nodes): accuracy is NOT preserved;"
                      " export with --calibration-cache FILE")
+        lines.append("   (how to make one: placetune's docs/jetson.md, INT8 ranges)")
     lines += ["", "2. Time each engine:"]
     for e in plan.engines:
         core = e.get("dla_core")
@@ -325,7 +343,7 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
               "     import sys; sys.path.insert(0, \"this folder/runtime\")",
               "     import placetune_runtime",
               "     rt = placetune_runtime.load(\"this folder\")              # after the engines are built (step 1)",
-              "     outputs = rt({\"input name\": array})                     # one inference",
+              *_input_lines(plan),
               "     for outputs in rt.stream(batches, frames_in_flight=K):  # steady-state throughput, in order",
               "         ...",
               "", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its"]

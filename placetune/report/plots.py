@@ -535,7 +535,8 @@ def write_report(
     what = plan_ref(plan.source) + (f", {shown}" if shown else "")
     frames = plan.measured.get("frames_in_flight")
     if plan.mode == "pipeline" and frames and frames > 1:
-        what += f", {plural(int(frames), 'frame')} in flight"
+        what += (f", its first {int(frames)} frames from an empty pipeline, {int(frames)} in flight" if plan.simulated
+                 else f", {plural(int(frames), 'frame')} in flight")  # the simulator draws the pipeline filling
     try:
         written.append(guard.record(plot_timeline(plan, out / "timeline.png",
                                                   title=f"schedule of the {named} ({what})",

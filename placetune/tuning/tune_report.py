@@ -207,6 +207,9 @@ class TuneReport:
                 f"{label_:{width}s} {m.latency_ms.get('median', float('nan')):11.3f} {m.throughput_fps or 0:14,.1f} "
                 f"{energy}  {versus_base}"
             )
+        longer = self._longer_frame(outcome)
+        if longer:
+            self.say(longer)
         if ev.settings.mode == "replicas":  # not a frame's latency: a camera's frame waits for its replica's batch
             self.say("latency ms in replicas mode: the slowest replica's time per batch; throughput fps: all "
                      "replicas' frames together")
@@ -222,6 +225,23 @@ class TuneReport:
                 for line in chosen.lines(ev.objective, st):
                     self.say(line)
         self._verdict(outcome, rows)
+
+    def _longer_frame(self, outcome: TuneOutcome) -> str | None:
+        """Under a throughput table whose best frame takes longer than all-GPU's: the `vs all-GPU` ratio is
+        throughput's, and how much longer a frame takes (`1.23x faster` beside a latency twice all-GPU's
+        read as a faster frame)."""
+        ev, base = self.ev, outcome.baseline
+        best = outcome.best[1] if outcome.best is not None else None
+        if ev.objective.names[0] != "throughput" or ev.settings.mode == "replicas" or best is None \
+                or base is None or not (best.ok and base.ok):
+            return None
+        b, m = base.latency_ms.get("median"), best.latency_ms.get("median")
+        if not b or not m or m <= b * 1.005:
+            return None
+        k = ev.settings.frames_in_flight or 1
+        why = f"{k} frames in flight; " if ev.settings.mode == "pipeline" and k > 1 else ""
+        return (f"vs all-GPU compares throughput, the objective: a frame of best found takes {m / b:.2f}x as long "
+                f"({why}--objective latency tunes for one frame's time)")
 
     def _best(self, m: Measurement) -> None:
         """The best plan's constraints, its placement and, for concurrent networks, each network's share."""

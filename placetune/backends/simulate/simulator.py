@@ -270,8 +270,10 @@ class SimulatedJetson(BackendBase):
             period = ss.period_ms
             extra["latency_in_flight_ms"] = ss.latency_ms
             busy = {d: v for d, v in zip(CODE_DEVICE, ss.busy_ms) if v > 0}
-            # a sketch of the steady state: frame f of the one-frame schedule, f periods later
-            events = _events(one.tasks, frames=k, period=period) if self.timeline else []
+            # the first k frames as the event scheduler runs them (each DLA core one engine at a time);
+            # frame 0's schedule repeated a period later drew a core running two engines at once
+            events = _events(run(_frame_tasks(segs, seg_time, seg_bytes, table, frames=k, in_flight=k),
+                                 sens).tasks) if self.timeline else []
         extra["busy_ms"] = busy
         seg_list = []
         for s, st in zip(segs, seg_time.tolist()):
@@ -569,9 +571,9 @@ def _frame_tasks(segs, seg_time, seg_bytes, table, frames: int, in_flight: int) 
     return tasks
 
 
-def _events(tasks, frames: int = 1, period: float = 0.0) -> list[dict[str, Any]]:
-    out = [{"device": t.device, "name": t.label, "start_ms": t.start + f * period, "end_ms": t.end + f * period,
-            "frame": t.frame + f} for f in range(frames) for t in tasks if t.end > t.start]
+def _events(tasks) -> list[dict[str, Any]]:
+    out = [{"device": t.device, "name": t.label, "start_ms": t.start, "end_ms": t.end, "frame": t.frame}
+           for t in tasks if t.end > t.start]
     out.sort(key=lambda e: (e["start_ms"], e["device"]))
     return out[:_MAX_EVENTS]
 
