@@ -75,3 +75,28 @@ def test_a_columns_variable_of_digits_int_cannot_read_is_no_width(columns, monke
             assert terminal_columns(out) == 80
     finally:
         os.close(r)
+
+
+# --------------------------------------------------------------------------- a backend option refused late
+@pytest.mark.parametrize("noise", ["2", "1e308", "1.5"])
+def test_a_simulated_noise_over_one_is_refused_before_the_study_is_stored(noise, tmp_path, capsys):
+    """``[backend_options] noise`` above 1 passed the simulator and was refused by the first measurement's
+    settings: by then the study was stored with that noise in its fingerprint, and the corrected file was
+    refused ("study ... exists with fingerprint.noise=1e+308")."""
+    body = '[study]\nmodel = "seed-block"\nagent = "random"\ntrials = 2\nname = "n"\n[backend_options]\n'
+    (tmp_path / "s.toml").write_text(body + f"noise = {noise}\n")
+    code = main(["tune", str(tmp_path / "s.toml"), "--storage", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 6 and _one_line(err) and "noise must be a number from 0 to 1" in err, err
+    assert not (tmp_path / "s.db").exists()
+    (tmp_path / "s.toml").write_text(body + "noise = 0.02\n")
+    assert main(["tune", str(tmp_path / "s.toml"), "--storage", str(tmp_path / "s.db")]) == 0, capsys.readouterr()
+
+
+def test_the_python_api_refuses_the_same_noise():
+    from placetune.backends.simulate.simulator import SimulatedJetson
+    from placetune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="noise must be a number from 0 to 1"):
+        SimulatedJetson(noise=2.0)
+    assert SimulatedJetson(noise=1.0).noise == 1.0
