@@ -100,3 +100,59 @@ def test_the_python_api_refuses_the_same_noise():
     with pytest.raises(ConfigError, match="noise must be a number from 0 to 1"):
         SimulatedJetson(noise=2.0)
     assert SimulatedJetson(noise=1.0).noise == 1.0
+
+
+# --------------------------------------------------------------------------- SQLite files left as they were
+def _foreign(path):
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.execute("INSERT INTO notes VALUES ('mine')")
+    con.commit()
+    con.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("argv", [["studies"], ["export"], ["report", "-o", "rep"]])
+def test_a_reading_command_leaves_a_foreign_sqlite_file_unchanged(argv, tmp_path, capsys):
+    """A command that only reads switched the file to WAL (its header's bytes 18 and 19): another program's
+    database came back changed from ``placetune studies --storage other.db``, which refused it."""
+    db = tmp_path / "other.db"
+    before = _foreign(db)
+    code = main([argv[0], "--storage", str(db), *argv[1:]])
+    err = capsys.readouterr().err
+    assert code == 7 and _one_line(err) and "has no placetune tables" in err, err
+    assert db.read_bytes() == before
+    assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_calibrate_changes_no_foreign_database_and_creates_none(tmp_path, capsys):
+    """calibrate only reads a study, but opened its database to write: placetune's tables were added to
+    another program's SQLite file, and a database name that did not exist was created, empty."""
+    db = tmp_path / "other.db"
+    before = _foreign(db)
+    code = main(["calibrate", "--storage", str(db), "--study", "s"])
+    err = capsys.readouterr().err
+    assert code == 7 and _one_line(err) and "has no placetune tables" in err, err
+    assert db.read_bytes() == before
+    code = main(["calibrate", "--storage", str(tmp_path / "none.db"), "--study", "s"])
+    err = capsys.readouterr().err
+    assert code == 7 and _one_line(err) and "no database at" in err, err
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_a_read_only_store_of_a_missing_file_creates_none(tmp_path):
+    from placetune.errors import StoreError
+    from placetune.store.store import Store
+
+    with pytest.raises(StoreError, match="no database at"):
+        Store(tmp_path / "none.db", readonly=True)
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_calibrate_still_reads_a_study(tmp_path, capsys):
+    db = str(tmp_path / "c.db")
+    assert main([*TUNE, "--trials", "12", "--storage", db, "--study", "c", "--mode", "engine"]) == 0
+    capsys.readouterr()
+    before = (tmp_path / "c.db").read_bytes()
+    assert main(["calibrate", "--storage", db, "--study", "c", "--folds", "0"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "c.db").read_bytes() == before
