@@ -156,3 +156,24 @@ def test_calibrate_still_reads_a_study(tmp_path, capsys):
     before = (tmp_path / "c.db").read_bytes()
     assert main(["calibrate", "--storage", db, "--study", "c", "--folds", "0"]) == 0, capsys.readouterr().err
     assert (tmp_path / "c.db").read_bytes() == before
+
+
+# --------------------------------------------------------------------------- a URL that opens another file
+@pytest.mark.parametrize("query", ["mode=rw&uri=true", "uri=true&cache=shared", "uri=true&mode=ro",
+                                   "uri=true&immutable=1"])
+def test_uri_parameters_on_a_plain_sqlite_path_are_refused(query, tmp_path, capsys):
+    """With ``uri=true`` SQLite reads parameters only from a ``file:`` URI: ``sqlite:///a.db?mode=rw&uri=true``
+    opened (and created) a file named ``a.db?mode=rw``, while placetune checked and locked ``a.db``."""
+    code = main([*TUNE, "--trials", "2", "--storage", f"sqlite:///{tmp_path}/a.db?{query}"])
+    err = capsys.readouterr().err
+    assert code == 7 and _one_line(err) and "file:" in err and "uri=true" in err, err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("query", ["uri=true", "uri=true&timeout=5"])
+def test_uri_true_with_the_drivers_own_options_or_a_file_uri_still_opens(query, tmp_path, capsys):
+    assert main([*TUNE, "--trials", "2", "--storage", f"sqlite:///{tmp_path}/a.db?{query}"]) == 0, \
+        capsys.readouterr().err
+    assert main([*TUNE, "--trials", "2", "--storage", f"sqlite:///file:{tmp_path}/b.db?mode=rwc&uri=true"]) == 0, \
+        capsys.readouterr().err
+    assert sorted(p for p in os.listdir(tmp_path) if p.endswith(".db")) == ["a.db", "b.db"]
