@@ -177,3 +177,38 @@ def test_uri_true_with_the_drivers_own_options_or_a_file_uri_still_opens(query, 
     assert main([*TUNE, "--trials", "2", "--storage", f"sqlite:///file:{tmp_path}/b.db?mode=rwc&uri=true"]) == 0, \
         capsys.readouterr().err
     assert sorted(p for p in os.listdir(tmp_path) if p.endswith(".db")) == ["a.db", "b.db"]
+
+
+# --------------------------------------------------------------------------- plans given to measure
+@pytest.fixture
+def plan_doc(tmp_path, capsys):
+    assert main([*TUNE, "--trials", "4", "--storage", str(tmp_path / "p.db"), "--study", "p", "--export",
+                 str(tmp_path / "p.plan.json")]) == 0
+    capsys.readouterr()
+    return json.loads((tmp_path / "p.plan.json").read_text())
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"version": 2}, "newer than this placetune reads"),
+    ({"version": 0}, '"version" must be a positive integer'),
+    ({"batch": 0}, '"batch" must be a positive integer'),
+    ({"mode": "nosuch"}, "unknown mode 'nosuch'"),
+    ({"layers": []}, '"layers" must be a non-empty list'),
+])
+def test_measure_of_a_damaged_plan_says_what_is_wrong_with_the_plan(edit, said, plan_doc, tmp_path, capsys):
+    """A plan file that failed its checks was read as a placement instead: "placement has unknown key(s)
+    'backend', 'baselines', ..." (exit 5), naming none of what was wrong."""
+    plan_doc.update(edit)
+    (tmp_path / "bad.plan.json").write_text(json.dumps(plan_doc))
+    code = main(["measure", "seed-block", "--mode", "pipeline", "--frames-in-flight", "4", "--placement",
+                 str(tmp_path / "bad.plan.json")])
+    err = capsys.readouterr().err
+    assert code == 6 and _one_line(err) and said in err and "unknown key" not in err, err
+
+
+def test_measure_of_a_whole_plan_and_of_a_placement_file_still_run(plan_doc, tmp_path, capsys):
+    (tmp_path / "good.plan.json").write_text(json.dumps(plan_doc))
+    assert main(["measure", "seed-block", "--mode", "pipeline", "--frames-in-flight", "4", "--placement",
+                 str(tmp_path / "good.plan.json")]) == 0, capsys.readouterr().err
+    (tmp_path / "pl.json").write_text(json.dumps({"layers": {"/conv1/Conv": "DLA0"}}))
+    assert main(["measure", "seed-block", "--placement", str(tmp_path / "pl.json")]) == 0, capsys.readouterr().err
