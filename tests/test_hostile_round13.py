@@ -212,3 +212,39 @@ def test_measure_of_a_whole_plan_and_of_a_placement_file_still_run(plan_doc, tmp
                  str(tmp_path / "good.plan.json")]) == 0, capsys.readouterr().err
     (tmp_path / "pl.json").write_text(json.dumps({"layers": {"/conv1/Conv": "DLA0"}}))
     assert main(["measure", "seed-block", "--placement", str(tmp_path / "pl.json")]) == 0, capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- a signal during the baselines
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_the_baselines_stops_after_the_evaluation_in_flight(signum, code, tmp_path, capsys,
+                                                                           monkeypatch):
+    """The handler was installed only after the baselines: Ctrl-C during the second baseline raised at once
+    (its measurement lost, "placetune: interrupted", no best plan, no command to resume) and SIGTERM killed
+    the process. On a Jetson the baselines are the first builds of a night (minutes each)."""
+    from placetune.backends.simulate.simulator import SimulatedJetson
+
+    real = SimulatedJetson.measure
+    calls = []
+
+    def measure(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the second baseline (all-DLA0 after all-GPU)
+            os.kill(os.getpid(), signum)
+        return real(self, *args, **kwargs)
+
+    def outside(signum, frame):  # the handler around the run (pytest's process is not to be killed)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SimulatedJetson, "measure", measure)
+    previous = signal.signal(signal.SIGTERM, outside)
+    try:
+        db = tmp_path / "b.db"
+        assert main([*TUNE, "--trials", "20", "--storage", str(db), "--study", "b"]) == code
+        assert signal.getsignal(signal.SIGTERM) is outside  # the run's own handler is gone again
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    out = capsys.readouterr()
+    assert "interrupted after 2 of 20 trials; everything measured is stored. Resume with:" in out.out, out
+    assert "placetune: interrupted" not in out.err and (tmp_path / "b.plan.json").is_file()
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM pt_requests").fetchone()[0] == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
