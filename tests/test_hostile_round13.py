@@ -248,3 +248,31 @@ def test_a_signal_during_the_baselines_stops_after_the_evaluation_in_flight(sign
     assert "placetune: interrupted" not in out.err and (tmp_path / "b.plan.json").is_file()
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM pt_requests").fetchone()[0] == 2
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# --------------------------------------------------------------------------- the engine cache
+@pytest.mark.parametrize("record", ["[]", '"x"', "5", "null", '{"trt_version": "10.3.0", "engine_bytes": "many"}'])
+def test_an_engine_cache_record_that_is_no_object_is_built_again_not_a_crashed_measurement(record, tmp_path):
+    """A build record (``engines/<key>.plan.json``) holding a JSON list raised AttributeError in the parent's
+    look-up: the placement was stored as ``crashed`` ("placetune's TensorRT backend failed: AttributeError"),
+    a failure of the cache file recorded as one of the placement."""
+    from placetune import Evaluator, Model, Placement
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+    from tests.fakes import fake_env
+
+    model = Model.load("seed-block")
+    with TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
+                         profile_iterations=2) as be:
+        def measure(db: str):
+            ev = Evaluator(model, "orin-agx", backend=be, store=str(tmp_path / db), mode="pipeline", iterations=5,
+                           trt_version="10.3")
+            return ev.evaluate(Placement.all_dla(model, 0))
+
+        assert measure("a.db").status == "ok"
+        records = list((tmp_path / "cache" / "engines").glob("*.plan.json"))
+        assert records
+        for path in records:
+            path.write_text(record)
+        again = measure("b.db")
+        assert again.status == "ok", (again.status, again.reason)
+        assert all(isinstance(json.loads(p.read_text()), dict) for p in records)  # rebuilt, recorded anew
