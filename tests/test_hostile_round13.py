@@ -276,3 +276,23 @@ def test_an_engine_cache_record_that_is_no_object_is_built_again_not_a_crashed_m
         again = measure("b.db")
         assert again.status == "ok", (again.status, again.reason)
         assert all(isinstance(json.loads(p.read_text()), dict) for p in records)  # rebuilt, recorded anew
+
+
+# --------------------------------------------------------------------------- a study of a newer placetune
+def test_studies_lists_a_database_holding_a_study_whose_objective_this_placetune_does_not_know(tmp_path, capsys):
+    """A study of an objective this placetune does not know (a newer placetune's, sharing the database) made
+    ``placetune studies`` fail for every study: exit 4, "unknown objective 'carbon'", nothing listed."""
+    db = tmp_path / "n.db"
+    for name in ("old", "new"):
+        assert main([*TUNE, "--trials", "3", "--storage", str(db), "--study", name]) == 0
+    con = sqlite3.connect(db)
+    con.execute("UPDATE pt_studies SET objective = 'carbon' WHERE name = 'new'")
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    assert main(["studies", "--storage", str(db), "--json"]) == 0
+    docs = {d["study"]: d for d in json.loads(capsys.readouterr().out)["studies"]}
+    assert docs["old"]["best"] is not None and docs["new"]["best"] is None
+    assert docs["new"]["best_note"] == "objective 'carbon' unknown to this placetune"
+    assert main(["studies", "--storage", str(db)]) == 0
+    assert "objective 'carbon' unknown to this placetune" in capsys.readouterr().out

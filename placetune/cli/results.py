@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.cli.terminal import error_line, say, table, terminal_width, write_data
 from placetune.safetext import line_safe
-from placetune.errors import ConfigError, ModelError, StoreError
+from placetune.errors import ConfigError, ModelError, StoreError, UnknownNameError
 from placetune.validate import dumps_json
 from placetune.wording import plural
 from placetune._lazy import lazy_import
@@ -146,7 +146,10 @@ def cmd_studies(args: argparse.Namespace) -> int:
         studies = store.studies()
         docs = []
         for st in studies:
-            value, mid, mark = _best_value(store, st)
+            try:
+                value, mid, mark = _best_value(store, st)
+            except UnknownNameError:  # a study whose objective this placetune does not know (a newer one's):
+                value, mid, mark = None, None, f"objective {st.objective!r} unknown to this placetune"  # listed
             objective = st.objective.split("+")[0].strip()
             docs.append({
                 "study": st.name, "model": st.model_name, "platform": st.platform, "mode": st.mode,
