@@ -296,3 +296,19 @@ def test_studies_lists_a_database_holding_a_study_whose_objective_this_placetune
     assert docs["new"]["best_note"] == "objective 'carbon' unknown to this placetune"
     assert main(["studies", "--storage", str(db)]) == 0
     assert "objective 'carbon' unknown to this placetune" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- options a JSON export ignored
+@pytest.mark.parametrize("extra", [["--trt-version", "10.3"], ["--onnx", "m.onnx"]])
+def test_a_json_export_refuses_the_options_of_the_trtexec_format(extra, tmp_path, capsys):
+    """``export -o plan.json --trt-version 10.3`` wrote a plan of the study's TensorRT 8.6 rules and said
+    nothing; ``--onnx`` was ignored the same way."""
+    db = str(tmp_path / "e.db")
+    assert main([*TUNE, "--trials", "3", "--storage", db, "--study", "e"]) == 0
+    capsys.readouterr()
+    code = main(["export", "--storage", db, "--study", "e", "-o", str(tmp_path / "e.json"), *extra])
+    err = capsys.readouterr().err
+    assert code == 6 and _one_line(err) and f"{extra[0]} is for --format trtexec" in err, err
+    assert not (tmp_path / "e.json").exists()
+    assert main(["export", "--storage", db, "--study", "e", "-o", str(tmp_path / "e.sh"), "--format", "trtexec",
+                 *extra]) == 0, capsys.readouterr().err

@@ -204,6 +204,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     """``placetune export``: write the best plan of a study as JSON, as trtexec commands, or as a
     deployment folder (``--format trtexec -o DIR``)."""
     folder = _folder_output(args)
+    unused = [flag for flag, value in (("--onnx", args.onnx), ("--trt-version", args.trt_version)) if value]
+    if args.format == "json" and unused:  # (they were ignored: a plan "for 10.3" kept its study's 8.6 rules)
+        raise ConfigError(f"{' and '.join(unused)} {'are' if len(unused) > 1 else 'is'} for --format trtexec (the "
+                          "build script or plan folder); a JSON plan keeps its study's model and TensorRT rules")
     calib = args.calibration_cache
     if calib is not None:
         check_regular(calib, "calibration cache")
