@@ -162,5 +162,5 @@ def test_noise_override(resnet):
     m = SimulatedJetson(noise=0.05).measure(r, ORIN, st)
     assert len(set(m.latency_samples_ms)) > 1
     assert SimulatedJetson(noise=0.05).fingerprint(ORIN, st)["noise"] == 0.05
-    with pytest.raises(ConfigError, match="noise must be a number >= 0"):
+    with pytest.raises(ConfigError, match="noise must be a number from 0 to 1"):
         SimulatedJetson(noise=-1)

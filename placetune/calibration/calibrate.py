@@ -60,7 +60,7 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
         check_output(output, "device profile")
         refuse_inputs(output, "output", [("the database (--storage)", sqlite_file(storage))])
     names = list(dict.fromkeys([study, *studies]))
-    with Store(storage) as store:
+    with Store(storage, readonly=True) as store:  # only read: never created, given tables or upgraded
         records = [store.study(n) for n in names]
         first = records[0]
         for rec in records[1:]:

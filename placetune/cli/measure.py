@@ -11,9 +11,10 @@ from placetune.cli.checks import load_model
 from placetune.cli.terminal import show, table, terminal_width
 from placetune.wording import plural, wrap
 from placetune._lazy import lazy_import
-from placetune.errors import ConfigError, PlacementError
+from placetune.errors import ConfigError, PlacementError, PlacetuneError
 from placetune.files.read import check_regular, read_text
 from placetune.safetext import shown
+from placetune.validate import loads_json
 from placetune.hardware.platforms import get_platform
 
 if TYPE_CHECKING:
@@ -36,6 +37,19 @@ else:
 __all__ = ["cmd_measure", "calibration_cache"]
 
 
+def _is_plan(path: str | Path) -> bool:
+    """True when ``path`` is a regular file whose JSON object says it is a placetune plan (its ``format``),
+    whole or not: a damaged plan is refused by the plan's own checks (its version, batch, mode...), not read as
+    a placement ("placement has unknown key(s) 'backend', 'baselines', ...", naming none of what was wrong)."""
+    if _plan_file.is_plan_file(path):
+        return True
+    try:
+        doc = loads_json(read_text(path, "placement file", error=PlacementError), "placement file")
+    except PlacetuneError:
+        return False
+    return isinstance(doc, dict) and doc.get("format") == _plan_file.PLAN_FORMAT
+
+
 def _parse_placement(text: str, model, platform):
     low = text.strip().lower()
     if low in ("all-gpu", "gpu"):
@@ -51,7 +65,7 @@ def _parse_placement(text: str, model, platform):
         exists = text == "-" or os.path.lexists(path)
     except (OSError, ValueError):  # a name too long for the file system
         exists = False
-    if exists and text != "-" and _plan_file.is_plan_file(path):  # the plan tune or export wrote: its placement
+    if exists and text != "-" and _is_plan(path):  # the plan tune or export wrote: its placement
         return _plan_file.load(path, model).placement(model, "requested")
     if exists:  # a regular file (or - for standard input); a FIFO or a device is refused, never read
         return _placement.Placement.from_json(model, read_text(text, "placement file", error=PlacementError, stdin=True))
@@ -71,7 +85,7 @@ def _plan_options(text: str | None, model, args: argparse.Namespace) -> str:
     taken from the plan ("" when none were). Then every option still left out gets measure's default."""
     taken = ""
     if text and text != "-" and not text.lstrip().startswith("{") and os.path.exists(text) \
-            and _plan_file.is_plan_file(text):
+            and _is_plan(text):
         taken = _from_plan(text, _plan_file.load(text, model, check_hash=False), model, args)
     for dest, value in _DEFAULTS.items():
         if getattr(args, dest) is None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from placetune.cli.terminal import error_line, say, table, terminal_width, write_data
 from placetune.safetext import line_safe
-from placetune.errors import ConfigError, ModelError, StoreError
+from placetune.errors import ConfigError, ModelError, StoreError, UnknownNameError
 from placetune.validate import dumps_json
 from placetune.wording import plural
 from placetune._lazy import lazy_import
@@ -146,7 +146,10 @@ def cmd_studies(args: argparse.Namespace) -> int:
         studies = store.studies()
         docs = []
         for st in studies:
-            value, mid, mark = _best_value(store, st)
+            try:
+                value, mid, mark = _best_value(store, st)
+            except UnknownNameError:  # a study whose objective this placetune does not know (a newer one's):
+                value, mid, mark = None, None, f"objective {st.objective!r} unknown to this placetune"  # listed
             objective = st.objective.split("+")[0].strip()
             docs.append({
                 "study": st.name, "model": st.model_name, "platform": st.platform, "mode": st.mode,
@@ -201,6 +204,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     """``placetune export``: write the best plan of a study as JSON, as trtexec commands, or as a
     deployment folder (``--format trtexec -o DIR``)."""
     folder = _folder_output(args)
+    unused = [flag for flag, value in (("--onnx", args.onnx), ("--trt-version", args.trt_version)) if value]
+    if args.format == "json" and unused:  # (they were ignored: a plan "for 10.3" kept its study's 8.6 rules)
+        raise ConfigError(f"{' and '.join(unused)} {'are' if len(unused) > 1 else 'is'} for --format trtexec (the "
+                          "build script or plan folder); a JSON plan keeps its study's model and TensorRT rules")
     calib = args.calibration_cache
     if calib is not None:
         check_regular(calib, "calibration cache")

@@ -158,12 +158,7 @@ class Space:
         if granularity in ("fusion", "stages"):
             return self._fusion_groups()
         if granularity.startswith("scope:"):
-            try:
-                depth = int(granularity.split(":", 1)[1])
-            except ValueError:
-                depth = 0
-            if depth < 1:
-                raise ConfigError(f"bad granularity {granularity!r}: use scope:N with N >= 1")
+            depth = int(granularity.split(":", 1)[1])  # ASCII digits, at least 1: check_granularity
             order: dict[str, list[str]] = {}
             for layer in layers:
                 parts = layer.scope.split("/") if layer.scope else []
@@ -179,7 +174,8 @@ class Space:
             return
         if isinstance(granularity, str) and granularity.startswith("scope:"):
             tail = granularity.split(":", 1)[1]
-            if tail.isdigit() and int(tail) >= 1:
+            # ASCII digits only: isdigit() passes a superscript two, which int() cannot read
+            if tail.isascii() and tail.isdigit() and int(tail) >= 1:
                 return
             raise ConfigError(f"bad granularity {granularity!r}: use scope:N with N >= 1")
         raise ConfigError(f"unknown granularity {str(granularity)[:80]!r}; use layer, fusion, stages or scope:N")

@@ -74,7 +74,8 @@ class ConnectionMixin:
         except (ArgumentError, TypeError, ValueError) as exc:
             raise StoreError(f"bad database URL {self.url!r}: {self.scrub(str(exc))}") from None
         if self.dialect == "sqlite":
-            install_sqlite_hooks(engine, self._url, busy_timeout=self.busy_timeout, memory=self._memory)
+            install_sqlite_hooks(engine, self._url, busy_timeout=self.busy_timeout, memory=self._memory,
+                                 readonly=self.readonly)
         return engine
 
     def close(self) -> None:

@@ -21,8 +21,10 @@ log = logging.getLogger(__name__)
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 
 
-def install_sqlite_hooks(engine: Engine, url: URL, *, busy_timeout: float, memory: bool) -> None:
-    """Set up every new connection (busy timeout, foreign keys, WAL) and make writes ``BEGIN IMMEDIATE``."""
+def install_sqlite_hooks(engine: Engine, url: URL, *, busy_timeout: float, memory: bool, readonly: bool = False) -> None:
+    """Set up every new connection (busy timeout, foreign keys, WAL) and make writes ``BEGIN IMMEDIATE``.
+    ``readonly``: a store that only reads keeps the file's journal mode (switching it to WAL rewrites the
+    file's header: another program's database, which the store then refuses, came back changed)."""
     busy_ms = int(busy_timeout * 1000)
 
     @event.listens_for(engine, "connect")
@@ -36,7 +38,7 @@ def install_sqlite_hooks(engine: Engine, url: URL, *, busy_timeout: float, memor
             cur.execute("PRAGMA foreign_keys = ON")
             if not memory:
                 mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
-                if str(mode).lower() != "wal":
+                if str(mode).lower() != "wal" and not readonly:
                     try:
                         cur.execute("PRAGMA journal_mode = WAL")
                     except sqlite3.OperationalError as exc:  # read-only file: keep its mode

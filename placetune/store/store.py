@@ -44,13 +44,13 @@ from typing import Any, ContextManager
 
 from sqlalchemy.engine import URL
 
-from placetune.errors import ConfigError
+from placetune.errors import ConfigError, StoreError
 from placetune.store.batch import BatchMixin
 from placetune.store.measurements import MeasurementLru
 from placetune.store.migration import SchemaMixin
 from placetune.store.queries import QueriesMixin
 from placetune.store.records import StudyRecord
-from placetune.store.url import mask_url, normalise_url
+from placetune.store.url import mask_url, normalise_url, sqlite_file
 
 __all__ = ["Store"]
 
@@ -100,6 +100,11 @@ class Store(BatchMixin, QueriesMixin, SchemaMixin):
         self.opened_readonly = False  # True when the SQLite file is opened read-only (it cannot be written)
         if self.readonly and self._url.get_backend_name() == "sqlite":
             from placetune.store.sqlite import readonly_url
+
+            path = sqlite_file(self._url)
+            if path is not None and not os.path.lexists(path):  # SQLite would create it, empty
+                raise StoreError(f"no database at {mask_url(self._url)} ({path} does not exist): pass --storage URL "
+                                 "of the database the search wrote (placetune tune --storage ...)")
 
             url_ro = readonly_url(self._url)
             self._url, self.opened_readonly = url_ro, url_ro is not self._url

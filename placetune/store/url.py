@@ -194,6 +194,16 @@ def _check_sqlite_query(text: str, url: URL) -> None:
                 f"of a file name as %3F ({mask_url(text).replace('?', '%3F')}) or give the plain path")
         if eq and key in _SQLITE_NUMBERS:  # (with uri=true too: the driver still takes these)
             _check_sqlite_number(text, key, url.query.get(key))
+    db = url.database or ""
+    params = [k for k in url.query if k not in SQLITE_URL_OPTIONS]
+    if uri and params and not db.startswith("file:"):
+        # SQLAlchemy appends them to the name (``a.db?mode=rw``), and SQLite reads a URI's parameters only
+        # from a name that starts with file: : it opened (and created) a file of that whole name
+        names = ", ".join(shown(k, 40) for k in params[:4])
+        raise StoreError(
+            f"SQLite URL {mask_url(text)!r}: with uri=true SQLite takes URI parameters ({names}) only in a file: URI, "
+            f"and would open a file named '{shown(db, 120)}?{shown(params[0], 40)}=...': write "
+            f"sqlite:///file:{shown(db, 120)}?{shown(params[0], 40)}=...&uri=true, or leave out uri=true")
 
 
 #: the SQLite driver's numeric options and their ranges: sqlite3 casts them to a C int (timeout in ms), so a

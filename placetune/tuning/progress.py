@@ -27,7 +27,7 @@ def terminal_columns(out: Any) -> int:
     except (AttributeError, OSError, ValueError):
         return 1 << 20
     env = os.environ.get("COLUMNS", "")
-    if env.isdigit() and int(env) > 0:
+    if env.isascii() and env.isdigit() and int(env) > 0:  # (isdigit() passes '²', which int() cannot read)
         return int(env)
     try:
         return os.get_terminal_size(fd).columns or 80

@@ -153,34 +153,36 @@ class Tuner:
         if done:  # resumed: "best" starts from the study's stored best
             stored = ev.best()
             progress.resume_from(stored[1] if stored else None)
-        # the baselines are part of every study: measured first, within the budget (those the
-        # study holds cost nothing); a concurrent study's naive plans the model rules out are not
-        # in a fleet each baseline is a trial of the fleet's Optuna study, counted in its budget as on one machine
-        recording = fleet.record_baselines(ev, agent_probe.granularity or "fusion") if fleet is not None else None
-        try:
-            baselines = measure_study_baselines(ev, lambda: self._trials_done(ev, agent_probe) < cfg.trials)
-        finally:
-            if recording is not None:
-                Fleet.stop_recording(ev, recording)
-        base = baselines[0][2] if baselines else None
-        if base is not None:
-            baseline = base
-            progress.set_baseline(base)
-        watch = ConvergenceWatch.from_store(ev, cfg.trials, scan.losses, scan.spent)
-        report = TuneReport(cfg, ev, self._say, progress, resumed=bool(done), watch=watch, scan=scan,
-                            baselines=baselines)
-        ev.add_callback(watch.update)
-        progress.watch_convergence(watch)
-        if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
-            ev.add_callback(report.announce_convergence)
-        remaining = cfg.trials - self._trials_done(ev, agent_probe)
-        settled = bool(done) and settles(cfg) and watch.converged  # converged by the study's stored trials
-        interrupted = False
-        said: list[str] = []
-        final: tuple[str | None, Any] = (None, None)  # the agent's own final pick: its rule and measurement
         stopped_cleanly = False
         try:
-            if remaining > 0:
+            # the baselines are part of every study: measured first, within the budget (those the
+            # study holds cost nothing); a concurrent study's naive plans the model rules out are not
+            # in a fleet each baseline is a trial of the fleet's Optuna study, counted in its budget as on one machine
+            recording = fleet.record_baselines(ev, agent_probe.granularity or "fusion") if fleet is not None else None
+            try:
+                baselines = measure_study_baselines(ev, lambda: self._trials_done(ev, agent_probe) < cfg.trials)
+            finally:
+                if recording is not None:
+                    Fleet.stop_recording(ev, recording)
+            base = baselines[0][2] if baselines else None
+            if base is not None:
+                baseline = base
+                progress.set_baseline(base)
+            watch = ConvergenceWatch.from_store(ev, cfg.trials, scan.losses, scan.spent)
+            report = TuneReport(cfg, ev, self._say, progress, resumed=bool(done), watch=watch, scan=scan,
+                                baselines=baselines)
+            ev.add_callback(watch.update)
+            progress.watch_convergence(watch)
+            if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
+                ev.add_callback(report.announce_convergence)
+            remaining = cfg.trials - self._trials_done(ev, agent_probe)
+            settled = bool(done) and settles(cfg) and watch.converged  # converged by the study's stored trials
+            interrupted = False
+            said: list[str] = []
+            final: tuple[str | None, Any] = (None, None)  # the agent's own final pick: its rule and measurement
+            if ev.stop_requested:  # Ctrl-C or SIGTERM during the baselines: what was measured is stored
+                interrupted = True
+            elif remaining > 0:
                 # a resumed run explores anew (seed + trials done); the cache prevents re-measuring
                 # (a converged study's resume keeps the seed: with stop_when_settled its first proposals
                 # are the study's own, answered free, and it builds only what could still change the answer)

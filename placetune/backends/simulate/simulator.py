@@ -123,9 +123,11 @@ class SimulatedJetson(BackendBase):
             profile = device_profiles.load_device_profile(profile)
         self.profile = None if profile is None or profile.is_nominal else profile
         self.base_profile = profile
+        # the range Settings takes (checked here, before a study is stored with this noise in its fingerprint)
         if noise is not None and (isinstance(noise, bool) or not isinstance(noise, (int, float))
-                                  or not math.isfinite(noise) or noise < 0):
-            raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
+                                  or not math.isfinite(noise) or not 0 <= noise <= 1):
+            raise ConfigError(f"noise must be a number from 0 to 1 (a relative standard deviation), got "
+                              f"{str(noise)[:40]!r}")
         self.noise = None if noise is None else float(noise)
         if not isinstance(separate_processes, bool):
             raise ConfigError(f"separate_processes must be true or false, got {separate_processes!r}")

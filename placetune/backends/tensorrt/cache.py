@@ -87,9 +87,11 @@ class EngineCache:
         if trt_version is None:
             return True
         try:
-            return json.loads(meta.read_text()).get("trt_version") == trt_version
+            record = json.loads(meta.read_text())
         except (OSError, ValueError):
             return False
+        # a record that is no JSON object (damaged, edited) is no entry: the engine is built again
+        return isinstance(record, dict) and record.get("trt_version") == trt_version
 
     def segment_file(self, content: str, proto: onnx.ModelProto | Callable[[], onnx.ModelProto]) -> Path:
         """The sub-model of content hash ``content`` as a file (written once; ``proto`` may be a

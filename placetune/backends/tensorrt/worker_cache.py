@@ -126,7 +126,7 @@ def read_cached_plan(path, version):
                 data = fh.read()
     except (OSError, ValueError):
         return None, {}
-    if meta.get("trt_version") != version or meta.get("engine_bytes") != len(data):
+    if not isinstance(meta, dict) or meta.get("trt_version") != version or meta.get("engine_bytes") != len(data):
         return None, {}
     return data, meta
 
