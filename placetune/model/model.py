@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from placetune.model.bounds import (CONTROL_FLOW_OPS, DATA_DEPENDENT_OPS, bound_data_dependent, clashing_shapes,
+from placetune.model.bounds import (CONTROL_FLOW_OPS, DATA_DEPENDENT_OPS, DATA_MOVING_OPS, bound_data_dependent, clashing_shapes,
                                     decided_by_data, no_shape,
                                     shapes_clash, unbounded)
 from placetune.model.costs import layer_costs
@@ -27,7 +27,7 @@ from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeEr
 from placetune.model.graphfold import SMALL_CONST_ELEMENTS, GraphFolder, attr_value as _attr_value
 from placetune.model.layer import Layer, TensorInfo
 from placetune.model.onnx_io import read_model_proto
-from placetune.model.shapes import ShapeSpec, batch_overrides, declared_dims, dtype_name, exporter_image_size, fix_inputs, has_schema, keep_declared_plugin_shapes, local_functions, nms_plugin_shapes, normalise_shapes
+from placetune.model.shapes import ShapeSpec, batch_overrides, declared_dims, dtype_name, empty_tensors, exporter_image_size, fix_inputs, has_schema, keep_declared_plugin_shapes, local_functions, nms_plugin_shapes, normalise_shapes
 from placetune.model.parsable import refuse_unparsable
 from placetune.model.runnable import refuse_unrunnable
 from placetune.model.zoo.registry import names as zoo_names, parse_options as _zoo_options
@@ -466,7 +466,9 @@ def _build(
                 raise ModelError(no_shape(lname, node, t.name, has_schema(node.op_type, node.domain, local_functions(proto)),
                                           computed, data, control))
             if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0]):  # open dims, not a scalar
-                open_sizes.append((len(layers) + 1, unbounded(lname, node.op_type, t.name, info[t.name][0], computed)))
+                empty = empty_tensors(proto).get(t.name) if not open_sizes and node.op_type in DATA_MOVING_OPS else None
+                open_sizes.append((len(layers) + 1, unbounded(lname, node.op_type, t.name, info[t.name][0], computed,
+                                                              empty)))
         for x in node.input:
             if x and x not in const and x not in producer and x not in {i.name for i in inputs}:
                 raise ModelError(f"layer {lname!r} reads {x!r}, which nothing produces")

@@ -131,6 +131,22 @@ def _zero_axes(type_proto: onnx.TypeProto) -> list[int]:
             if d.HasField("dim_value") and d.dim_value == 0]
 
 
+def empty_tensors(proto: onnx.ModelProto) -> dict[str, list[int | None]]:
+    """The tensors ONNX shape inference sizes 0 on some axis (empty tensors), with their dims (0 there,
+    None where open); {} when inference fails. Asked only when a load is refused, to say why."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - the refusal falls back to its general words
+        return {}
+    empty: dict[str, list[int | None]] = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        zero = _zero_axes(vi.type)
+        if zero:
+            empty[vi.name] = [0 if axis in zero else int(d.dim_value) if d.HasField("dim_value") else None
+                              for axis, d in enumerate(vi.type.tensor_type.shape.dim)]
+    return empty
+
+
 def _zero_sized(name: str, dims: Sequence[int | str | None], zero: Sequence[int]) -> str:
     """The refusal of an input whose file fixes a dimension at 0: an empty tensor, not a dynamic one."""
     shown = "x".join("0" if axis in zero else (str(d) if d is not None else "?") for axis, d in enumerate(dims))

@@ -470,7 +470,11 @@ for _op, _lt in (("Sin", "UNARY"), ("Cos", "UNARY"), ("Exp", "UNARY"), ("Log", "
                  ("Less", "ELEMENTWISE"), ("GreaterOrEqual", "ELEMENTWISE"), ("And", "ELEMENTWISE"),
                  ("Xor", "ELEMENTWISE"), ("Mod", "ELEMENTWISE"), ("Not", "UNARY"), ("TopK", "TOPK"),
                  ("GatherElements", "GATHER"), ("ReduceMin", "REDUCE"), ("ReduceProd", "REDUCE"),
-                 ("GridSample", "GRID_SAMPLE")):
+                 ("GridSample", "GRID_SAMPLE"),
+                 # an oriented-box nms=True export's rotated NMS: the upper triangle of its box-to-box matrix
+                 # (onnx-tensorrt's Trilu ends in a select layer) and the boxes it keeps (LessOrEqual: Less or
+                 # Equal, an elementwise OR)
+                 ("Trilu", "SELECT"), ("LessOrEqual", "ELEMENTWISE")):
     if _has(LayerType, _lt):
         _OP_TYPES[_op] = LayerType[_lt]
 
