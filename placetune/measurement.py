@@ -59,6 +59,7 @@ class Extra(TypedDict, total=False):
     placement_from_request: list[str]  # layers no source names: their realised device is the requested one
     placement_unchecked: str  # why the second source could not check the first (the placement rests on one)
     segment_placements: list[dict[str, Any]]  # pipeline: per segment, its realised placement known or not, and whence
+    replica_placements: list[dict[str, Any]]  # replicas: per DLA replica, its realised placement as read, its layer information
     realized_partial: dict[str, str]  # pipeline, placement unknown: layer -> device read, "unknown" where not read
     # ---- the simulated Jetson
     boundaries: int  # GPU<->DLA boundaries of the realised placement

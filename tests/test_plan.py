@@ -616,3 +616,47 @@ def test_trtexec_script_refuses_an_input_name_shapes_cannot_express(name):
     assert repr(name) in str(exc.value) and "--shapes" in str(exc.value) and "\n" not in str(exc.value)
     doc["model"].update(dynamic_inputs=[])  # a static input takes no --shapes: nothing to refuse
     assert not any("--shapes" in c for c in trtexec_commands(Plan.from_dict(doc), onnx_path="net.onnx"))
+
+
+@pytest.mark.parametrize("missing, said", [
+    ({"power_mode": None}, "power mode was never read from the board"),
+    ({"clocks_locked": None}, "whether jetson_clocks had locked the clocks was never read"),
+])
+def test_a_night_whose_board_power_mode_or_clock_lock_was_not_read_says_so_in_the_plan(tmp_path, missing, said):
+    """In a container without nvpmodel (a JetPack 6 image with /var/lib/nvpmodel/status not mounted) the
+    night records every figure under the study's power_mode, said once on the night's terminal; the plan
+    said 'The plan's figures are of power mode MAXN' as a fact. It now says the mode was never read."""
+    from placetune.measurement import Measurement
+    from placetune.plan.folder import write_plan_folder
+
+    model = placetune.Model.load("seed-block")
+    fingerprint = {"backend": "tensorrt", "trt_version": "10.3.0", "jetpack": "6.2", "l4t": "36.4.3",
+                   "module": "p3701-0005", "power_mode": "MAXN", "clocks_locked": True, **missing}
+    with Store(f"sqlite:///{tmp_path}/hw.db") as store:
+        st = store.create_or_open_study("hw", model, "orin-agx", "tensorrt", "engine", "latency", "fp16", 1,
+                                        {"gpu_fallback": True, "trt_version": "10.3", "power_mode": "MAXN"},
+                                        fingerprint, False)
+        dev = {n: "GPU" for n in model.names}
+        store.record(st, "k", "k", Measurement("ok", latency_samples_ms=[2.0, 2.2], requested=dev, realized=dev,
+                                               backend="tensorrt-10.3"), agent="manual")
+        plan = export_plan(store, "hw")
+    assert any(said in n for n in plan.notes), plan.notes
+    readme = (write_plan_folder(plan, model, tmp_path / "folder").directory / "README.txt").read_text()
+    if "power_mode" in missing:
+        assert "figures are of power mode MAXN" not in readme and "never read from the board" in readme
+
+
+def test_a_board_that_reported_its_power_mode_and_lock_gets_no_such_note(tmp_path):
+    from placetune.measurement import Measurement
+
+    model = placetune.Model.load("seed-block")
+    fingerprint = {"backend": "tensorrt", "trt_version": "10.3.0", "l4t": "36.4.3", "power_mode": "MAXN",
+                   "clocks_locked": True}
+    with Store(f"sqlite:///{tmp_path}/hw.db") as store:
+        st = store.create_or_open_study("hw", model, "orin-agx", "tensorrt", "engine", "latency", "fp16", 1,
+                                        {"gpu_fallback": True, "trt_version": "10.3"}, fingerprint, False)
+        dev = {n: "GPU" for n in model.names}
+        store.record(st, "k", "k", Measurement("ok", latency_samples_ms=[2.0], requested=dev, realized=dev,
+                                               backend="tensorrt-10.3"), agent="manual")
+        plan = export_plan(store, "hw")
+    assert not any("never read" in n for n in plan.notes), plan.notes

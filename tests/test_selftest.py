@@ -793,4 +793,11 @@ def test_the_report_holds_each_dla_engines_layer_information_and_placement_lines
             assert "{ForeignNode[" in text, f  # the loadable, as the layer information and the log name it
         info = next(f for f in files if "-placetune-" in f and f.endswith("layerinfo.json"))
         assert "Layers" in json.loads((st / info).read_text())
+    # the pipeline and DLA0 || DLA1 checks keep each DLA engine's layer information too (before: none)
+    pipe = [f for f in by["pipeline GPU->DLA0->GPU K=1..3, wrong cut"]["evidence"] if f.endswith("layerinfo.json")]
+    reps = [f for f in by["DLA0 || DLA1"]["evidence"] if f.endswith("layerinfo.json")]
+    assert pipe and all(f.rsplit("-", 2)[-2].startswith("seg") for f in pipe), pipe
+    assert sorted(f.rsplit("-", 2)[-2] for f in reps) == ["DLA0", "DLA1"], reps
+    for f in pipe + reps:
+        assert "Layers" in json.loads((st / f).read_text()), f
     assert "evidence/" in (st / "selftest.txt").read_text()

@@ -58,7 +58,7 @@ from placetune.measurement import Measurement
 
 __all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "steps_between", "NVPMODEL_WRITTEN", "mode_not_applied", "untrusted",
            "read_power_mode_id", "parse_nvpmodel_status", "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS",
-           "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE", "MODE_CAP_TOLERANCE"]
+           "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE", "MODE_CAP_TOLERANCE", "GPU_NODE"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ STOP_AFTER = 3
 THROTTLE_TOLERANCE = 0.02
 #: The Jetson GPU's devfreq node names (as :mod:`placetune.backends.tensorrt.env` reads them).
 _GPU = re.compile(r"^[0-9a-f]+\.(?:gpu|ga10b|gv11b|gp10b)$")
+GPU_NODE = _GPU
 _DLA = re.compile(r"^(?:nv)?dla\d*(?:_core)?$")
 
 Snapshot = dict[str, dict[str, int]]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from placetune.backends.base import BackendBase, Capabilities
 from placetune.backends import clocks, oom
 from placetune.backends.clocks import ClockWatch, Snapshot, mode_not_applied, snapshot
+from placetune.backends.busy import gpu_busy
 from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_uncapped_not_applied,
                                              parse_nvpmodel_caps)
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
@@ -93,7 +94,8 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
     another module: its device-tree model string names the kit), power mode,
     whether clocks are locked and, where any clock is read locked, at what (``locked_clocks``:
     :mod:`placetune.hardware.locked_clocks`; a study resumes only under the same lock); warns (once)
-    about unlocked clocks, a power mode the board does not run, and one the study did not ask for."""
+    about unlocked clocks, a power mode the board does not run, and one the study did not ask for; refuses
+    (:class:`BackendError`) a GPU another process keeps busy (:mod:`placetune.backends.busy`)."""
     fp: dict[str, Any] = {
         "backend": backend.name,
         "trt_version": version,
@@ -108,6 +110,11 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
     if backend.refuse_other_board:
         board_fits(platform, more.get("dla_cores"))
         dla_cores_fit(version, platform, more.get("dla_cores"))
+    if not backend.__dict__.get("_gpu_load_read"):  # its first fingerprint, before this backend built anything
+        backend.__dict__["_gpu_load_read"] = True  # (later, the GPU's load is this backend's own worker's)
+        busy = gpu_busy()  # another process's work on the GPU is never timed as the board's
+        if busy:
+            raise BackendError(busy)
     match = board_module(more.get("dla_cores"))
     if match.emulated_on and match.module is not None:  # a developer kit flashed as another module: said in the study
         fp["module_emulated"] = f"{match.module.part} on {match.emulated_on}"

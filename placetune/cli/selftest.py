@@ -429,6 +429,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         only: str | None = None
         for k in (1, 2, 3):
             m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=k, precision=RUNTIME_PRECISION)
+            if k == 1:  # each DLA segment's layer information and the build log lines read (the same engines at K=2, 3)
+                figs["evidence"] = save_evidence(out, "pipeline GPU-DLA0-GPU", "placetune", m.extra, _scrub)
             gate = m.extra.get("gate") or {}
             if not m.ok or not gate.get("passed"):
                 return "failed", f"K={k}: {m.status}: {m.reason}{gate_kind(gate)}", figs
@@ -466,15 +468,16 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         # the all-DLA placement: each DLA instance runs the network's DLA layers on its own core
         m = _measure(model, plat, be, dla0, mode="replicas", replicas={"DLA0": 1, "DLA1": 1},
                      precision=RUNTIME_PRECISION)
+        kept = {"evidence": save_evidence(out, "DLA0 || DLA1", "placetune", m.extra, _scrub)}  # each DLA replica's
         if not m.ok:
-            return "failed", f"{m.status} {m.reason or ''}".strip(), {}
+            return "failed", f"{m.status} {m.reason or ''}".strip(), kept
         why = _ran_on_dla(m, ["DLA0", "DLA1"])
         if why:
-            return "failed", why, {"dla_loadables": m.dla_loadables}
+            return "failed", why, {"dla_loadables": m.dla_loadables, **kept}
         per = {r["device"]: round(r["throughput_fps"], 1) for r in m.extra.get("replicas") or []}
         only = _layer_information_only(m)
         return "ok", (f"both DLA engines ran at once: {per} samples/s, loadables {m.dla_loadables}"
-                      + (f"; {only}" if only else "")), {"dla_loadables": m.dla_loadables, "throughput_fps": per}
+                      + (f"; {only}" if only else "")), {"dla_loadables": m.dla_loadables, "throughput_fps": per, **kept}
 
     two = None if (cores or 0) >= 2 else ("this module has one DLA core" if expected == 1 else "needs 2 DLA cores")
     rep.guarded("DLA0 || DLA1", replicas, no_dla or two, _NA if (not no_dla and expected == 1) else dla_status)

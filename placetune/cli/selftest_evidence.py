@@ -6,7 +6,8 @@ engine's was found (docs/trust.md), and every DLA check reads the placement from
 build log (:func:`placetune.backends.tensorrt.placement_known.decide`). A DLA check whose placement
 rests on one source or is unknown asks for the report, so the report holds what was read: for each
 engine DLA check, the worker's and trtexec's engine layer information (``<check>-<side>-layerinfo.json``,
-the text as TensorRT wrote it) and the build log lines the backend kept (``<check>-<side>-buildlog.txt``:
+the text as TensorRT wrote it; of a pipeline check each DLA segment's, ``-seg<k>-layerinfo.json``, of the
+DLA0 || DLA1 check each DLA replica's, ``-DLA<n>-layerinfo.json``) and the build log lines the backend kept (``<check>-<side>-buildlog.txt``:
 placement lines, warnings, errors), in ``evidence/`` beside ``selftest.json``, whose check names
 them (``evidence``). Paths under the home directory are written as ``~``, as in the report.
 """
@@ -31,7 +32,8 @@ def _slug(check: str) -> str:
 def save_evidence(out: Path, check: str, side: str, extra: dict[str, Any] | None,
                   scrub: Callable[[str], str] = lambda s: s) -> list[str]:
     """Write the engine layer information and kept build log lines of one measurement's ``extra``
-    (``engine_inspector``, ``build_log``) into ``out/evidence/``; returns the files written, relative to
+    (``engine_inspector``, each ``segment_placements`` and ``replica_placements`` row's, ``build_log``) into
+    ``out/evidence/``; returns the files written, relative to
     ``out`` (none when the measurement kept neither; a file that cannot be written is left out).
 
     Example:
@@ -44,6 +46,12 @@ def save_evidence(out: Path, check: str, side: str, extra: dict[str, Any] | None
     wanted = []
     if extra.get("engine_inspector"):
         wanted.append(("layerinfo.json", str(extra["engine_inspector"])))
+    for row in extra.get("segment_placements") or []:  # a pipeline: each DLA segment's engine
+        if isinstance(row, dict) and row.get("engine_inspector"):
+            wanted.append((f"seg{row.get('index')}-layerinfo.json", str(row["engine_inspector"])))
+    for row in extra.get("replica_placements") or []:  # replicas: each DLA replica's engine
+        if isinstance(row, dict) and row.get("engine_inspector"):
+            wanted.append((f"{row.get('device')}-layerinfo.json", str(row["engine_inspector"])))
     if extra.get("build_log"):
         wanted.append(("buildlog.txt", "\n".join(str(x) for x in extra["build_log"]) + "\n"))
     written = []

@@ -148,6 +148,24 @@ def _versions(st: "StudyRecord") -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def _unread_board(st: "StudyRecord") -> list[str]:
+    """What a night on a board could not read of it (the fingerprint holds None: in a container without
+    nvpmodel's files or jetson_clocks), said in the plan rather than once on the night's terminal."""
+    fp = st.fingerprint or {}
+    if st.simulated:
+        return []
+    out = []
+    if "power_mode" in fp and fp["power_mode"] is None:
+        out.append(f"the board's power mode was never read from the board during the night (`nvpmodel -q`, "
+                   "/var/lib/nvpmodel/status and /etc/nvpmodel.conf not readable: a container without them "
+                   f"mounted?): the figures are recorded under the study's power_mode "
+                   f"{(st.settings or {}).get('power_mode', 'MAXN')}, UNCHECKED")
+    if "clocks_locked" in fp and fp["clocks_locked"] is None:
+        out.append("whether jetson_clocks had locked the clocks was never read during the night (`jetson_clocks "
+                   "--show` not available): the figures may have been taken with the clocks moving, UNCHECKED")
+    return out
+
+
 def _baselines(records: list["MeasurementRecord"], best: "MeasurementRecord", n_layers: int,
                objective: "Objective", networks: list[str] | None = None) -> dict[str, Any]:
     """The all-GPU (and all-DLA) measurements and the plan's gain over each: ``gain`` on the
@@ -458,6 +476,7 @@ def export_plan(
     if "all-gpu" not in baselines:
         notes.append("no all-GPU measurement is stored for this study: the plan has no baseline "
                      "(Evaluator.baseline() measures it)")
+    notes.extend(_unread_board(st))
     keep = ("gpu_fallback", "dla_core", "frames_in_flight", "replicas", "power_mode", "trt_version", "iterations",
             "timed_input")
     plan = Plan(

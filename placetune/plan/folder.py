@@ -247,6 +247,10 @@ def _power_mode_lines(plan: "Plan") -> list[str]:
     how = f"sudo nvpmodel -m {found.id}" if found is not None else "sudo nvpmodel -m <its id in /etc/nvpmodel.conf>"
     if table is not None and table.module.endswith("-super"):
         how += ", with JetPack 6.2's Super nvpmodel.conf"
+    if not plan.simulated and not (plan.versions or {}).get("power_mode"):  # the night never read the board's mode
+        return [f"   The plan's figures are recorded under the study's power mode {mode}, which was never read from "
+                f"the board during the night (see the plan's notes): time the engines in {mode} ({how}; "
+                "`sudo nvpmodel -q` names the board's mode) and compare before trusting them."]
     return [f"   The plan's figures are of power mode {mode}: time the engines in it ({how}; "
             "`sudo nvpmodel -q` names the board's mode)."]
 

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any, cast
 from placetune.backends.jetson import UNEXPLAINED_FALLBACK, realized_vs_predicted
 from placetune.backends.oom import out_of_memory
 from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
-from placetune.backends.tensorrt.jobs import cache_set_aside, reply_failure, runtime_messages
+from placetune.backends.tensorrt.jobs import INSPECTOR_KEEP, cache_set_aside, keep_log, reply_failure, runtime_messages
 from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
 from placetune.backends.tensorrt.pool import WorkerReply
 from placetune.backends.tensorrt.worker_devices import is_helper_name
-from placetune.backends.tensorrt.worker_names import is_placement_line
 from placetune.backends.timing_method import ENGINE_TIMED
 from placetune.measurement import Extra, Measurement
 
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["engine_measurement"]
 
-_INSPECTOR_MAX_CHARS = 500_000  # DETAILED inspector JSON of big models is large; the store keeps it
-_LOG_KEEP = 400
 _MAX_SAMPLES = 5000
 
 
@@ -77,7 +74,7 @@ def engine_measurement(reply: WorkerReply, r: "Realisation", core: int, version:
     extra.update(
         build_errors=blog.errors[:50],
         build_warnings=blog.warnings[:100],
-        build_log=[f"[{s[0]}] {m}" for s, m in lines if s != "VERBOSE" or is_placement_line(m)][:_LOG_KEEP],
+        build_log=keep_log([], lines),  # every placement line, however long the log before them
         engine_bytes=res.get("engine_bytes"),
     )
     if res.get("plan_file"):
@@ -139,7 +136,7 @@ def engine_measurement(reply: WorkerReply, r: "Realisation", core: int, version:
         extra.update(engine_layer_times_ms=dict((k, v) for k, v in res["layer_profile"]),
                      dla_ms=prof.dla_ms, gpu_ms=prof.gpu_ms)
     if res.get("inspector"):
-        extra["engine_inspector"] = str(res["inspector"])[:_INSPECTOR_MAX_CHARS]
+        extra["engine_inspector"] = str(res["inspector"])[:INSPECTOR_KEEP]
     if res.get("inspector_error"):  # the engine inspector raised in the worker: why no layer information
         extra["inspector_error"] = str(res["inspector_error"])[:300]
     extra["warmup_iterations"] = res.get("warmup_iterations")

@@ -42,9 +42,12 @@ if TYPE_CHECKING:
     from placetune.settings import Settings
 
 __all__ = ["JobContext", "reply_failure", "run_timed", "timing_cache_path", "strongly_typed", "read_realised",
-           "runtime_messages", "cache_set_aside", "cut_reformats", "cut_reformat_note", "ran_on"]
+           "runtime_messages", "cache_set_aside", "cut_reformats", "cut_reformat_note", "ran_on",
+           "keep_log", "INSPECTOR_KEEP"]
 
 _LOG_KEEP = 400
+#: how much of an engine's layer information a record keeps (DETAILED inspector JSON of big models is large)
+INSPECTOR_KEEP = 500_000
 log = logging.getLogger(__name__)
 _RUNTIME_ERRORS_SAID: list[bool] = []  # a measurement with TensorRT errors was said in this process
 _CUT_REFORMAT_SAID: list[bool] = []  # a GPU reformat at a native-format cut was said in this process
@@ -231,6 +234,10 @@ def read_realised(layers: tuple[str, ...] | list[str], device: str, predicted: d
         return 0, []
     loc = locate(blog, list(layers), network or None, [n for n in layers if predicted[n] == "GPU"])
     ins = inspector_layers(info.get("inspector"))
+    if info.get("inspector"):  # the layer information read, kept with the record: checkable in the morning
+        rec["engine_inspector"] = str(info["inspector"])[:INSPECTOR_KEEP]
+    elif info.get("inspector_error"):
+        rec["inspector_error"] = str(info["inspector_error"])[:300]
     if not blog.reports_placement and ins is None:
         why = str(info.get("inspector_error") or "")[:200]
         no_info = f"; its layer information was not read ({why})" if why else ""
@@ -340,14 +347,31 @@ def cache_set_aside(info: dict[str, Any], notes: list[str]) -> None:
 
 
 def logs_into(extra: dict[str, Any], label: str, info: dict[str, Any]) -> None:
-    """An engine's build errors, warnings and (placement) log lines into a measurement's extras."""
+    """An engine's build errors, warnings and (placement) log lines into a measurement's extras
+    (:func:`keep_log`: the engines' logs share one record, in the order they are read)."""
     lines, blog, _ = engine_log(info)
     extra.setdefault("build_errors", []).extend(f"{label}: {e}" for e in blog.errors[:20])
     extra.setdefault("build_warnings", []).extend(f"{label}: {w}" for w in blog.warnings[:40])
-    kept = extra.setdefault("build_log", [])
+    keep_log(extra.setdefault("build_log", []), lines, f"{label} ")
+
+
+def keep_log(kept: list[str], lines: Sequence[tuple[str, str]], prefix: str = "") -> list[str]:
+    """Append to ``kept`` a build log's lines as a record keeps them: no VERBOSE line but the placement
+    lines, the first :data:`_LOG_KEEP` lines of the record, then every placement line (the record of where
+    TensorRT put the layers: a pipeline's later DLA engines' lines are never lost behind its earlier
+    engines' logs) and one line saying how many others were left out."""
+    dropped = 0
     for s, m in lines:
-        if (s != "VERBOSE" or is_placement_line(m)) and len(kept) < _LOG_KEEP:
-            kept.append(f"{label} [{s[0]}] {m}")
+        if s == "VERBOSE" and not is_placement_line(m):
+            continue
+        if len(kept) < _LOG_KEEP or is_placement_line(m):
+            kept.append(f"{prefix}[{s[0]}] {m}")
+        else:
+            dropped += 1
+    if dropped:
+        kept.append(f"{prefix}({dropped} log line(s) left out: a record keeps its first {_LOG_KEEP} lines, then "
+                    "the placement lines only)")
+    return kept
 
 
 def cache_counts(infos: list[dict[str, Any]]) -> dict[str, int]:

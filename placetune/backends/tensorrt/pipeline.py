@@ -516,6 +516,7 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
     unchecked: list[str] = []
     reported = False
     build_s = 0.0
+    rows: list[dict[str, Any]] = []  # each DLA replica's placement as read, its layer information kept
     for spec, info in zip(specs, infos):
         logs_into(extra, spec["name"], info)
         cache_set_aside(info, notes)  # an unreadable timing cache set aside for this replica's build
@@ -525,9 +526,10 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
             # every DLA instance runs the same layers on its own core; the first one is reported
             # (with realise()'s DLA device name, as the simulator does)
             into_r, into_f = (realized, fallback) if not reported else (dict(predicted), {})
+            rows.append({"name": spec["name"], "device": spec["device"]})
             n_load, _ = read_realised(model.names, spec["device"], predicted, info, into_r, into_f, notes, spec["name"],
                                   report_as=next((d for d in predicted.values() if d != "GPU"), spec["device"]),
-                                  unknown=unknown, unchecked=unchecked)
+                                  unknown=unknown, unchecked=unchecked, record=rows[-1])
             loadables[spec["device"]] = n_load
             reported = True
     if not reported and dla_layers:
@@ -535,6 +537,8 @@ def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", se
         realized = {n: "GPU" for n in predicted}
         fallback = {}
         notes.append("no DLA replica: every layer ran on the GPU replica")
+    if rows:
+        extra["replica_placements"] = rows
     if notes:  # with what _realised said of each DLA replica's build log
         extra["notes"] = notes
     extra["realized_vs_predicted"] = realized_vs_predicted(predicted, realized)

@@ -1,0 +1,86 @@
+"""A GPU kept busy by another process (a DeepStream pipeline left running) when a night starts: the
+run stops before its first build with one line naming the load, never times every engine beside that
+work and records the contended figures as the board's. Against a fake sysfs tree and the TensorRT
+doubles only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from placetune import BackendError, Evaluator, Model, Placement
+from placetune.backends import busy, clocks
+from placetune.backends.tensorrt.backend import TensorRTBackend
+from tests.fakes import fake_env
+
+DATA = Path(__file__).parent / "data"
+
+
+def _tree(tmp_path: Path, *loads: int) -> Path:
+    """A sysfs tree whose GPU devfreq node's ``device/load`` reads ``loads`` in turn (tenths of a percent)."""
+    root = tmp_path / "sys"
+    dev = root / "class/devfreq/17000000.gpu/device"
+    dev.mkdir(parents=True)
+    (dev / "load").write_text(f"{loads[0]}\n")
+    return root
+
+
+def _evaluate(tmp_path: Path):
+    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
+                         profile_iterations=2)
+    try:
+        ev = Evaluator(str(DATA / "seed_model_gn.onnx.gz"), "orin-agx", backend=be, store=None,
+                       trt_version="10.3", iterations=3, precision="fp16")
+        try:
+            return ev.evaluate(Placement(ev.model, {}))
+        finally:
+            ev.close()
+    finally:
+        be.close()
+
+
+def test_a_night_on_a_gpu_another_process_keeps_busy_stops_before_its_first_build(tmp_path, monkeypatch):
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(_tree(tmp_path, 450)))  # 45.0 %: a pipeline runs on it
+    monkeypatch.setattr(busy, "INTERVAL_S", 0.0)
+    with pytest.raises(BackendError, match=r"the GPU is busy before placetune built anything: its load read 45, "
+                                           r"45, 45, 45, 45 %.*another process"):
+        _evaluate(tmp_path)
+
+
+def test_an_idle_gpu_runs_and_a_brief_spike_is_not_a_busy_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(_tree(tmp_path, 0)))
+    m = _evaluate(tmp_path)
+    assert m.ok, m.reason
+    # one sample of five below the threshold: a desktop redraw, not another process's pipeline
+    reads = iter([300, 300, 20, 300, 300])
+    root = tmp_path / "spike"
+    load = root / "class/devfreq/17000000.gpu/device/load"
+    load.parent.mkdir(parents=True)
+
+    def step(_s: float) -> None:
+        load.write_text(str(next(reads)))
+
+    load.write_text("300")
+    assert busy.gpu_busy(root, sleep=step) is None
+    assert busy.gpu_load(tmp_path / "nothing") is None and busy.gpu_busy(tmp_path / "nothing") is None
+
+
+def test_the_load_is_read_once_per_backend_before_it_builds_never_during_its_own_work(tmp_path, monkeypatch):
+    """Later fingerprints of the same backend (``placetune selftest`` opens an evaluator per check) come
+    after its own worker ran on the GPU: that load is placetune's, never another process's."""
+    root = _tree(tmp_path, 0)
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
+                         profile_iterations=2)
+    try:
+        ev = Evaluator(str(DATA / "seed_model_gn.onnx.gz"), "orin-agx", backend=be, store=None,
+                       trt_version="10.3", iterations=3, precision="fp16")
+        ev.close()
+        (root / "class/devfreq/17000000.gpu/device/load").write_text("900")  # the worker's own timing
+        ev = Evaluator(Model.load(DATA / "seed_model_gn.onnx.gz"), "orin-agx", backend=be, store=None,
+                       trt_version="10.3", iterations=3, precision="fp16")
+        assert ev.evaluate(Placement(ev.model, {})).ok
+        ev.close()
+    finally:
+        be.close()
