@@ -209,6 +209,29 @@ def test_placetune_tune_runs_an_agent_a_package_declares(tmp_path):
     assert store.study(study.name).n_requests == 9
 
 
+def test_tune_help_all_lists_the_agents_packages_declare_with_what_they_do(tmp_path):
+    # an agent a package declares is one --agent takes: the help that lists the agents names it too
+    import os
+    import subprocess
+
+    dist = tmp_path / "site" / "placetune_toy-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: placetune-toy\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[placetune.agents]\ntoy = toy_agent:ToyAgent\n"
+                                           "broken = no_such_module:Agent\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "examples"), str(tmp_path / "site")]))
+    p = subprocess.run([sys.executable, "-m", "placetune.cli", "tune", "--help-all"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert p.returncode == 0, p.stderr
+    agents = p.stdout[p.stdout.index("agents (--agent):"):p.stdout.index("granularities")]
+    assert "\n  toy " in agents and "batched steepest descent from all-GPU" in " ".join(agents.split())
+    assert "\n  broken " in agents and "cannot import" in agents   # listed, and why --agent broken fails
+    assert "Traceback" not in p.stderr
+    short = subprocess.run([sys.executable, "-m", "placetune.cli", "tune", "--help"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, check=False).stdout
+    assert "one a package registers" in " ".join(short[short.index("--agent NAME"):].split())
+
+
 def test_closing_a_loop_agent_whose_thread_is_still_ending_returns():
     """The loop's last message is read (ask() returned []) while its thread has not yet ended:
     close() waited on the queue for a message that would never come (a full CI run hung here)."""
