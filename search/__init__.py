@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import logging
 from typing import Any
 from importlib.metadata import entry_points
@@ -64,6 +65,7 @@ __all__ = [
     "SearchResult",
     "SearchRun",
     "DEFAULT_AGENT",
+    "agent_summary",
     "ENTRY_POINT_GROUP",
     "StepAgent",
     "Steps",
@@ -152,6 +154,22 @@ def agent_names() -> list[str]:
     """
     _read_entry_points()
     return sorted(_REGISTRY)
+
+
+def agent_summary(name: str) -> str:
+    """What a registered agent does in one line: the first line of its class's docstring, else of its
+    module's (or, for an agent that cannot be imported, why), for the help that lists the agents.
+
+    Example:
+        >>> agent_summary("random")
+        "Sample every unit's device uniformly among its allowed devices, after the baselines."
+    """
+    try:
+        cls = _resolve(name)
+    except (ConfigError, UnknownNameError) as exc:
+        return str(exc)
+    doc = (cls.__doc__ or getattr(sys.modules.get(cls.__module__), "__doc__", None) or "").strip()
+    return doc.splitlines()[0].strip() if doc else f"{cls.__module__}.{cls.__qualname__} (no docstring)"
 
 
 def _resolve(name: str) -> type[Agent]:

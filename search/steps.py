@@ -53,7 +53,9 @@ class StepAgent(Agent):
         raise NotImplementedError
 
     def told(self, run: SearchRun, told: list[tuple[list[int], Measurement]]) -> None:
-        """The measurements of proposed assignments (those of one batch, or answers from the study)."""
+        """The measurements of proposed assignments (those of one batch, or answers from the study); on a
+        resumed study (:attr:`Budget.recall`, which ``placetune tune`` passes) first, before any proposal,
+        every ok measurement the study stored, in the store's order."""
 
     def finish(self, run: SearchRun) -> SearchResult:
         """The run's result (default: :meth:`SearchRun.result`)."""
@@ -82,6 +84,10 @@ class Steps:
         self._twins: list[tuple[list[int], Placement, int]] = []
         self._over = False
         agent.start(self.run)
+        if budget.recall:  # a resumed study: the agent goes on from what it measured (no build, no budget)
+            recalled = self.run.recall()
+            if recalled:
+                agent.told(self.run, recalled)
 
     def ask(self) -> list[Proposal]:
         """The agent's next batch of placements to measure ([] once it proposes nothing or the budget is spent)."""

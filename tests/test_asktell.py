@@ -209,6 +209,29 @@ def test_placetune_tune_runs_an_agent_a_package_declares(tmp_path):
     assert store.study(study.name).n_requests == 9
 
 
+def test_tune_help_all_lists_the_agents_packages_declare_with_what_they_do(tmp_path):
+    # an agent a package declares is one --agent takes: the help that lists the agents names it too
+    import os
+    import subprocess
+
+    dist = tmp_path / "site" / "placetune_toy-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: placetune-toy\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[placetune.agents]\ntoy = toy_agent:ToyAgent\n"
+                                           "broken = no_such_module:Agent\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "examples"), str(tmp_path / "site")]))
+    p = subprocess.run([sys.executable, "-m", "placetune.cli", "tune", "--help-all"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert p.returncode == 0, p.stderr
+    agents = p.stdout[p.stdout.index("agents (--agent):"):p.stdout.index("granularities")]
+    assert "\n  toy " in agents and "batched steepest descent from all-GPU" in " ".join(agents.split())
+    assert "\n  broken " in agents and "cannot import" in agents   # listed, and why --agent broken fails
+    assert "Traceback" not in p.stderr
+    short = subprocess.run([sys.executable, "-m", "placetune.cli", "tune", "--help"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, check=False).stdout
+    assert "one a package registers" in " ".join(short[short.index("--agent NAME"):].split())
+
+
 def test_closing_a_loop_agent_whose_thread_is_still_ending_returns():
     """The loop's last message is read (ask() returned []) while its thread has not yet ended:
     close() waited on the queue for a message that would never come (a full CI run hung here)."""
@@ -269,3 +292,44 @@ def test_every_proposal_is_told_twins_and_placements_the_run_measured_before_inc
     told = sorted(a for t in agent.told_rounds for a in t)
     assert told == sorted([gpu, gpu, front, gpu, front, end, gpu, front, end]), agent.told_rounds
     assert r.evaluations == ev.stats.requested == 3  # all-GPU, DLA at the front, DLA at the end: once each
+
+
+def test_a_step_agent_resuming_a_study_is_told_its_stored_measurements_before_it_proposes(tmp_path):
+    # Budget(recall=True), what placetune tune passes on a resume: a step-by-step agent (a walk, an
+    # annealer) continues from what the study measured, as the guided agent does, instead of from nothing
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+
+    class Recorder(StepAgent):
+        name = "recorder"
+
+        def start(self, run):
+            self.events: list[tuple[str, int]] = []
+            self.rng = run.rng(self.seed)
+
+        def propose(self, run):
+            self.events.append(("propose", 0))
+            return [run.space.sample(self.rng) for _ in range(2)]
+
+        def told(self, run, told):
+            self.events.append(("told", len(told)))
+
+    ev = Evaluator("seed-block", "orin-agx", store=db, study="s")
+    first = Recorder(seed=0).run(ev, Budget(evaluations=6))
+    stored = len(ev.store.measurements("s", status="ok"))
+    ev.close()
+    assert stored >= 4
+
+    ev = Evaluator("seed-block", "orin-agx", store=db, study="s")
+    again = Recorder(seed=1)
+    steps = again.ask_tell(ev, Budget(evaluations=4, recall=True))
+    assert again.events and again.events[0][0] == "told" and again.events[0][1] >= 4   # before any proposal
+    assert steps.run.best_value == first.best_value                                   # the study's best
+    drive(steps, ev)
+    assert steps.result().evaluations == 4                                            # recalled: no budget
+    ev.close()
+
+    ev = Evaluator("seed-block", "orin-agx", store=db, study="s")
+    fresh = Recorder(seed=1)
+    fresh.ask_tell(ev, Budget(evaluations=4))                                          # recall=False: its own run
+    assert not fresh.events
+    ev.close()

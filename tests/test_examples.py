@@ -63,3 +63,16 @@ def test_the_readme_agents_comparison_block_prints_what_the_readme_says(tmp_path
     out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, check=True, timeout=300,
                          cwd=tmp_path, env=env).stdout
     assert out == shown
+
+
+def test_the_readme_block_that_reads_a_study_back_prints_what_the_readme_says(tmp_path):
+    """README, Python API: a study read back from its database in another process, failed builds with their
+    status and reason, the others with where their layers ran; the block runs as written."""
+    readme = (EXAMPLE.parents[1] / "README.md").read_text(encoding="utf-8")
+    block, shown = re.search(r"```python\n(from collections import Counter\n.*?store = pt\.Store\(.*?)```\n\n"
+                             r"It prints.*?```\n(.*?)```", readme, re.S).groups()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLE.parents[1]), str(EXAMPLE.parent)])}
+    out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, check=True, timeout=300,
+                         cwd=tmp_path, env=env).stdout
+    assert out == shown
+    assert "infeasible" in out and "GPU fallback is off" in out

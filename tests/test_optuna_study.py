@@ -128,3 +128,25 @@ def test_the_study_attributes_optuna_dashboard_shows_are_sentences_not_json(tmp_
     assert attrs["convergence"] == conv and attrs["verdict"] == verdict[len("verdict: "):]
     figures = st._storage.get_study_system_attrs(st._study_id)["placetune:convergence"]
     assert figures["trials"] == 15 and figures["direction"] == "maximize"
+
+
+def test_a_trial_whose_placement_was_not_read_says_so_instead_of_claiming_it_ran_as_asked():
+    """An Optuna trial of a build whose realised placement could not be read is told apart from one
+    that ran as asked: ``placement_known`` False and no ``realised_differs`` (which would claim a match)."""
+    from placetune.measurement import Measurement
+    from placetune.tuning.optuna_study import trial_attrs
+
+    asked = {"a": "DLA0", "b": "GPU"}
+    unread = Measurement(status="ok", latency_samples_ms=[1.0], requested=dict(asked),
+                         extra={"placement_known": False, "placement_unknown": "neither source says"})
+    attrs = trial_attrs(unread)
+    assert attrs["placement_known"] is False
+    assert "realised_differs" not in attrs
+    assert attrs["placement_unknown"] == "neither source says"
+    ran_as_asked = Measurement(status="ok", latency_samples_ms=[1.0], requested=dict(asked),
+                               realized=dict(asked))
+    attrs = trial_attrs(ran_as_asked)
+    assert attrs["placement_known"] is True and attrs["realised_differs"] is False
+    fell_back = Measurement(status="ok", latency_samples_ms=[1.0], requested=dict(asked),
+                            realized={"a": "GPU", "b": "GPU"})
+    assert trial_attrs(fell_back)["realised_differs"] is True

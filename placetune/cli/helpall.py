@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["add_help_all", "hidden", "rare", "rare_options"]
@@ -44,8 +44,8 @@ def hidden(parser: argparse.ArgumentParser) -> list[str]:
 class _HelpAll(argparse.Action):
     """``--help-all``: every option with its text, then the command's full epilog; exit 0."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, full_epilog: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str,
+                 full_epilog: str | Callable[[], str] | None = None, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
         self.full_epilog = full_epilog
 
@@ -54,18 +54,18 @@ class _HelpAll(argparse.Action):
         for action in parser._actions:  # noqa: SLF001
             if hasattr(action, _FULL):
                 action.help = getattr(action, _FULL)
-        parser.epilog = self.full_epilog
+        parser.epilog = self.full_epilog() if callable(self.full_epilog) else self.full_epilog
         parser.print_help()
         parser.exit()
 
 
-def add_help_all(parser: argparse.ArgumentParser, full_epilog: str | None = None,
+def add_help_all(parser: argparse.ArgumentParser, full_epilog: str | Callable[[], str] | None = None,
                  short_epilog: str = "", what: str = "") -> None:
     """Give ``parser`` a ``--help-all`` and an epilog naming the options its short help leaves out.
 
-    Call it once every option is added. ``full_epilog`` ends ``--help-all``; ``short_epilog`` ends the
-    short help, after the names of the hidden options; ``what`` says what else ``--help-all`` holds
-    (``what each agent does``). The epilogs are printed as written (the parser's description too)."""
+    Call it once every option is added. ``full_epilog`` ends ``--help-all`` (a callable: called when
+    asked for); ``short_epilog`` ends the short help, after the names of the hidden options; ``what`` says
+    what else ``--help-all`` holds (``what each agent does``). The epilogs are printed as written (the parser's description too)."""
     names = hidden(parser)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the epilogs keep their lines
     parser.add_argument("--help-all", action=_HelpAll, full_epilog=full_epilog,

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 import os
 import shlex
+import textwrap
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -218,7 +219,14 @@ examples:
 
 #: The end of ``placetune tune --help-all``: the agents and granularities (tests check it names
 #: every agent of ``search.agent_names()``), then the examples.
-TUNE_EPILOG = TUNE_AGENTS + "\n" + TUNE_EXAMPLES
+def tune_epilog() -> str:
+    """``tune --help-all``'s end: the built-in agents, those packages or scripts registered, the examples."""
+    from search import agent_names, agent_summary
+    more = [n for n in agent_names() if f"\n  {n} " not in TUNE_AGENTS]
+    head, _, rest = TUNE_AGENTS.partition("\n\ngranularities")
+    lines = [textwrap.fill(f"{n:10s} {agent_summary(n)}", 78, initial_indent="  ", subsequent_indent=" " * 13)
+             for n in more]
+    return "\n".join([head, *lines]) + "\n\ngranularities" + rest + "\n" + TUNE_EXAMPLES
 
 def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
     p.add_argument("model", help="ONNX file (.onnx or .onnx.gz) or zoo name (see `placetune zoo list`)")
@@ -430,8 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("the search")
     g.add_argument("--agent", metavar="NAME",
-                   help="search agent: guided (default), local, optuna, random, reinforce, exact "
-                   "(--help-all says what each does)")
+                   help="search agent: guided (default), local, optuna, random, reinforce, exact, or one a package "
+                   "registers (--help-all lists them and says what each does)")
     rare(g.add_argument("--granularity", metavar="UNIT",
                    help="decision units: stages, fusion, layer or scope:N (see the list below; default: "
                    "the agent's, guided: stages)"))
@@ -458,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     rare(g.add_argument("--trust-study-file", action="store_true", help="let the study file name paths outside its "
                    "folder and the working folder, and programs, arguments and environment variables of the "
                    "backend ([backend_options] trtexec, worker_python, env...): only for a file you trust"))
-    add_help_all(p, full_epilog=TUNE_EPILOG, short_epilog=TUNE_EXAMPLES,
+    add_help_all(p, full_epilog=tune_epilog, short_epilog=TUNE_EXAMPLES,
                  what="what each agent and granularity does")
     p.set_defaults(func=cmd_tune)
     for commands in (sub, zsub):

@@ -13,7 +13,8 @@ Optuna's ``InMemoryStorage`` for an in-memory store), so ``optuna studies``,
   ``status`` and ``reason`` user attributes: the dashboard lists it without wrecking the
   value axis, and TPE ranks it below every complete trial (it ignores FAIL trials).
 * **Trial user attributes**: ``status``, ``simulated``, ``cache_hit``, ``measurement_id``,
-  ``realised_differs``, ``agent`` (and ``reason`` when it failed); every measured figure, not
+  ``placement_known`` (False: where TensorRT ran the layers could not be read; then
+  ``placement_unknown`` says why and ``realised_differs`` is absent), ``realised_differs``, ``agent`` (and ``reason`` when it failed); every measured figure, not
   only the objective: ``latency_ms`` (median), ``latency_p99_ms``, ``throughput_fps``,
   ``energy_mj``, ``power_w``, ``build_s`` and ``dla0_loadables`` / ``dla1_loadables``
   (:func:`trial_attrs`); under constraints ``constraints`` (values, ``<= 0`` holds) and
@@ -424,8 +425,12 @@ def trial_attrs(m: "Measurement", placement: Placement | None = None) -> dict[st
         "simulated": bool(m.simulated),
         "cache_hit": bool(m.extra.get("cache_hit", False)),
         "measurement_id": m.extra.get("_id"),
-        "realised_differs": bool(realized) and any(realized.get(k, d) != d for k, d in requested.items()),
+        "placement_known": m.placement_known,
     }
+    if m.placement_known:  # where it was not read, neither a match nor a difference can be claimed
+        attrs["realised_differs"] = bool(realized) and any(realized.get(k, d) != d for k, d in requested.items())
+    elif m.extra.get("placement_unknown"):
+        attrs["placement_unknown"] = str(m.extra["placement_unknown"])[:500]
     if m.reason:
         attrs["reason"] = str(m.reason)[:500]
     attrs.update(metric_attrs(m))
