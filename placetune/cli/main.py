@@ -8,7 +8,6 @@ import sys
 from collections.abc import Sequence
 import os
 import shlex
-import textwrap
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -16,6 +15,7 @@ from placetune.cli.check import cmd_check, with_dla
 from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
 from placetune.cli.usage import closest_options, command_hint
+from placetune.cli.tune_help import TUNE_EXAMPLES, tune_epilog
 from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
 from placetune.errors import ConfigError, Interrupted, PlacetuneError, ShapeError
@@ -177,38 +177,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------- parser
-TUNE_AGENTS = """\
-agents (--agent):
-  guided     the default: fits corrections of the simulator to the run's own
-             measurements, searches the corrected simulator and builds only
-             its best few predictions
-  local      hill climbing (or simulated annealing) from the best baseline,
-             one unit at a time
-  optuna     Optuna's TPE sampler over the placetune study's own Optuna study
-  random     uniform random placements (the yardstick)
-  reinforce  a policy-gradient agent on the placetune/Placement-v0 Gymnasium
-             environment
-  exact      the true optimum: enumerates small spaces, dynamic programming
-             for engine mode
-
-granularities (--granularity), what one decision unit is:
-  stages     a few contiguous stages, one device each (guided's default)
-  fusion     the groups of layers TensorRT fuses anyway (the other agents')
-  layer      every layer on its own
-  scope:N    the model's modules at depth N (torch scopes such as layer1.0)
-"""
-
-#: The examples that end both ``placetune tune --help`` and ``--help-all``.
-TUNE_EXAMPLES = """\
-examples:
-  placetune tune                       the embedded default (ResNet-50 on a
-                                       simulated AGX Orin)
-  placetune tune studies/seed-block-pipeline.toml
-                                       a study file; options override it
-  placetune tune --model my.onnx --shape images=1x3x640x640 --timeout 8h
-                                       your network (dynamic), overnight
-"""
-
 #: The end of ``placetune measure --help`` and ``--help-all``.
 MEASURE_EXAMPLES = """\
 examples:
@@ -217,16 +185,6 @@ examples:
   placetune measure resnet50 --mode replicas --replicas GPU:8,DLA0:2,DLA1:2
 """
 
-#: The end of ``placetune tune --help-all``: the agents and granularities (tests check it names
-#: every agent of ``search.agent_names()``), then the examples.
-def tune_epilog() -> str:
-    """``tune --help-all``'s end: the built-in agents, those packages or scripts registered, the examples."""
-    from search import agent_names, agent_summary
-    more = [n for n in agent_names() if f"\n  {n} " not in TUNE_AGENTS]
-    head, _, rest = TUNE_AGENTS.partition("\n\ngranularities")
-    lines = [textwrap.fill(f"{n:10s} {agent_summary(n)}", 78, initial_indent="  ", subsequent_indent=" " * 13)
-             for n in more]
-    return "\n".join([head, *lines]) + "\n\ngranularities" + rest + "\n" + TUNE_EXAMPLES
 
 def _add_model_args(p: argparse.ArgumentParser, batch: bool = True) -> None:
     p.add_argument("model", help="ONNX file (.onnx or .onnx.gz) or zoo name (see `placetune zoo list`)")
@@ -321,9 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("measure", help="measure one placement (simulated Jetson by default)",
                        usage="%(prog)s MODEL [--placement PLACEMENT] [--mode MODE] [options]",
-                       description="Measure one placement of MODEL (all-GPU unless --placement says otherwise). "
-                       "A plan tune or export wrote, given to --placement, is measured as it was tuned: its "
-                       "platform, mode, precision, frames in flight and power mode, for the options left out.")
+                       description="Measure one placement of MODEL (all-GPU unless --placement says otherwise).\n"
+                       "A plan tune or export wrote, given to --placement, is measured as it was tuned:\n"
+                       "its platform, mode, precision, frames in flight and power mode, for the options\nleft out.")
     _add_model_args(p)
     _add_target_args(p, DEFAULT_PRECISION)
     p.set_defaults(platform=None, precision=None, power_mode=None)  # a plan's own, else the defaults its help names
