@@ -168,3 +168,30 @@ def test_an_asymmetric_q_dq_node_is_not_fused_without_the_parser_flag(tmp_path):
     for name in _QDQ_NODES:
         assert not verdict[name].supported
         assert "kENABLE_UINT8_AND_ASYMMETRIC_QUANTIZATION_DLA" in verdict[name].reason
+
+
+def test_int8_of_an_fp32_qdq_model_on_tensorrt_11_is_said_at_start(tmp_path, caplog):
+    """TensorRT 11 builds strongly typed: a Q/DQ model with no FP16 tensor runs every layer outside its Q/DQ
+    regions in FP32, which the DLA does not run (11.4.1 'Strongly Typed Networks for DLA'), so those layers
+    fall back to the GPU in every build of the night. Said at start, not refused (the Q/DQ regions still build
+    INT8); not said for TensorRT 10.x (--int8 --fp16 runs them in FP16) nor for a model with FP16 tensors."""
+    from types import SimpleNamespace
+
+    from placetune.backends.jetson import refuse_untyped_int8
+    from placetune.model.qdq import has_fp16_tensor
+
+    path = tmp_path / "qdq.onnx"
+    onnx.save(_qdq_net(), str(path))
+    model = Model.load(str(path))
+    board = SimpleNamespace(simulated=False)
+    said = "the model has Q/DQ nodes but no FP16 tensor"
+    with caplog.at_level("WARNING"):
+        refuse_untyped_int8(board, model, "int8", {"trt_version": "10.3.0"})
+        refuse_untyped_int8(board, model, "fp16", {"trt_version": "11.4.1"})
+    assert said not in caplog.text
+    with caplog.at_level("WARNING"):
+        refuse_untyped_int8(board, model, "int8", {"trt_version": "11.4.1"})
+    assert said in caplog.text and "INT8 on TensorRT 11.4.1" in caplog.text
+    half = _qdq_net()
+    half.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    assert has_fp16_tensor(half) and not has_fp16_tensor(_qdq_net())

@@ -801,3 +801,17 @@ def test_the_report_holds_each_dla_engines_layer_information_and_placement_lines
     for f in pipe + reps:
         assert "Layers" in json.loads((st / f).read_text()), f
     assert "evidence/" in (st / "selftest.txt").read_text()
+
+
+def test_the_checks_apply_the_dla_rules_of_the_boards_own_tensorrt_as_a_tune_does(tmp_path, board, caplog):
+    """JetPack 5.1 (TensorRT 8.5.2) and 7.2.2 (11.4.1): a tune and measure apply the DLA rules of the
+    TensorRT the worker has (settings.rules_version); the selftest measured under the default 8.6's,
+    asking the DLA for what a tune there would not, and printed "pass trt_version=..." (it has no such option)."""
+    board()
+    cases = [("8.5.2", "Jetson-AGX", ["nvidia,p2972-0000", "nvidia,tegra194"], {}),
+             ("11.4.1", "NVIDIA Jetson AGX Orin Developer Kit", None, {})]
+    with caplog.at_level("WARNING"):
+        results = _all(tmp_path, cases)
+    assert all(code == 0 for code, _ in results), [_lines(doc) for _, doc in results]
+    said = [r.getMessage() for r in caplog.records if "DLA rules are for TensorRT" in r.getMessage()]
+    assert not said, said

@@ -17,9 +17,9 @@ from placetune.backends.clocks import ClockWatch, Snapshot, mode_not_applied, sn
 from placetune.backends.busy import gpu_busy
 from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_uncapped_not_applied,
                                              parse_nvpmodel_caps)
-from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq
+from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq, source_qdq_fp32
 from placetune.backends.tensorrt import env as trt_env
-from placetune.backends.trtexec.command import untyped_int8 as untyped_int8_rule
+from placetune.backends.trtexec.command import strongly_typed, untyped_int8 as untyped_int8_rule, version_tuple
 from placetune.errors import BackendError, ConfigError, ModelError
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import locked_frequencies
@@ -280,9 +280,17 @@ def refuse_untyped_int8(backend: "Backend", model: "Model", precision: str, fing
     """
     if backend.simulated:
         return
-    why = untyped_int8_reason(model, precision, str(fingerprint.get("trt_version") or ""))
+    version = str(fingerprint.get("trt_version") or "")
+    why = untyped_int8_reason(model, precision, version)
     if why:
         raise ConfigError(why)
+    if precision == "int8" and strongly_typed(version_tuple(version)) and source_qdq_fp32(model):
+        # said, not refused: its Q/DQ regions still build in INT8 (on the DLA where they can)
+        log.warning("INT8 on TensorRT %s: the model has Q/DQ nodes but no FP16 tensor, and TensorRT 11 builds "
+                    "strongly typed, so every layer outside its Q/DQ regions runs in FP32, which the DLA does not "
+                    "run: those layers fall back to the GPU in every build (TensorRT 10.x with --int8 --fp16 ran "
+                    "them in FP16); convert the model's unquantized part to FP16 (NVIDIA's 'Strongly Typed Networks "
+                    "for DLA': a model never converted to FP16 keeps its original types) and tune it again", version)
 
 
 def refuse_for_board(backend: "Backend", model: "Model", settings: "Settings", fingerprint: dict[str, Any]) -> None:

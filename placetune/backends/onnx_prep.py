@@ -16,12 +16,12 @@ from placetune.files.write import write_file
 from placetune.model import zoo
 from placetune.model.onnx_io import load_with_weights, read_model_proto
 from placetune.model.zoo.registry import parse_options
-from placetune.model.qdq import is_qdq_model
+from placetune.model.qdq import has_fp16_tensor, is_qdq_model
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
 
-__all__ = ["has_qdq", "convert_to_fp16", "load_full", "zero_weights", "source_has_qdq", "prepare_onnx"]
+__all__ = ["has_qdq", "convert_to_fp16", "load_full", "zero_weights", "source_has_qdq", "source_qdq_fp32", "prepare_onnx"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,11 @@ def source_has_qdq(model: "Model") -> bool:
     return model.proto is not None and has_qdq(model.proto)
 
 
+
+def source_qdq_fp32(model: "Model") -> bool:
+    """True when the model's ONNX graph has Q/DQ nodes and no FP16 tensor (:func:`~placetune.model.qdq.has_fp16_tensor`)."""
+    proto = read_model_proto(model.path)[0] if model.path is not None else model.proto
+    return proto is not None and has_qdq(proto) and not has_fp16_tensor(proto)
 
 
 def prepare_onnx(model: "Model", cache_dir: Path, fp16: bool) -> Path:

@@ -140,6 +140,8 @@ def _check_own_input(data, model) -> None:
 
 
 def _measure(model, plat: str, backend, placement, **settings):
+    """One measurement of ``placement`` by ``backend``; ``settings`` name a ``trt_version`` (the DLA rules
+    of the board's own TensorRT, as tune and measure apply them: :func:`placetune.settings.rules_version`)."""
     ev = _evaluator.Evaluator(model, plat, backend, settings=_settings.Settings(**settings), store=None)
     return ev.evaluate(placetune.Placement(ev.model, placement))
 
@@ -305,6 +307,9 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     dla_status = _NA if not has_dla and expected == 0 else "skipped"
     no_dla = no_trt or (None if has_dla else ("this module has no DLA" if expected == 0 else "needs a DLA core"))
     strongly_typed = bool(version) and int(str(version).split(".")[0]) >= 11
+    # the DLA rules of the TensorRT the worker has (the default's 8.6 on JetPack 5.1's 8.5 or 7.2's 11.4.1
+    # asked the DLA for other layers than a tune there does, and said "pass trt_version", which selftest has not)
+    rules = {"trt_version": _settings.rules_version(version)} if version else {}
     trtexec = trtexec or _find.which_trtexec()
     cache = out / "cache"
     timing = dict(warmup_ms=5.0, iterations=5, replicas_duration_s=0.2, profile_iterations=0) if quick else {}
@@ -338,7 +343,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             return (None if tx is None else "the worker kept no engine file for trtexec to time"), {}
 
         def time_it():
-            t = tx.time_plan(plan, _settings.Settings(precision=precision), dla_core=core, batch=model.batch)
+            t = tx.time_plan(plan, _settings.Settings(precision=precision, **rules), dla_core=core, batch=model.batch)
             if core < 0 and (not energy_seen or energy_seen.get("energy_mj") is None):  # the energy check's figure
                 energy_seen.update(energy_mj=t.energy_mj, power=(t.extra or {}).get("power") or {},
                                    status=t.status, reason=t.reason)
@@ -350,7 +355,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         figs = {"trtexec_command": " ".join((t.extra or {}).get("commands", {}).get("time", [])[1:])}
 
         def again() -> tuple[dict[str, float] | None, dict[str, float] | None]:
-            m2 = _measure(model, plat, be, devs, precision=precision)  # the engine cache gives the same engine
+            m2 = _measure(model, plat, be, devs, precision=precision, **rules)  # the engine cache: the same engine
             t2 = time_it()
             return (m2.latency_ms if m2.ok else None), (t2.latency_ms if t2.ok else None)
 
@@ -361,7 +366,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     def engine(devs, precision, versus_trtexec=False, name=""):
         def check():
             notes: list[str] = []
-            m = _measure(model, plat, be, devs, precision=precision)
+            m = _measure(model, plat, be, devs, precision=precision, **rules)
             core = 0 if devs is dla0 else -1
             kept = save_evidence(out, name, "placetune", m.extra, _scrub) if core >= 0 else []
             if not m.ok:
@@ -391,7 +396,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             if figs.get("drift"):  # agreed on a second run, but one side's two runs moved apart: said, not hidden
                 notes.append(str(figs["drift"]))
             if core >= 0 and tx is not None:
-                t = _measure(model, plat, tx, devs, precision=precision)
+                t = _measure(model, plat, tx, devs, precision=precision, **rules)
                 figs["evidence"] = figs.get("evidence", []) + save_evidence(out, name, "trtexec", t.extra, _scrub)
                 if not t.ok:
                     return "failed", f"trtexec: {t.status}: {t.reason}", figs
@@ -428,7 +433,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         figs: dict[str, Any] = {}
         only: str | None = None
         for k in (1, 2, 3):
-            m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=k, precision=RUNTIME_PRECISION)
+            m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=k, precision=RUNTIME_PRECISION,
+                         **rules)
             if k == 1:  # each DLA segment's layer information and the build log lines read (the same engines at K=2, 3)
                 figs["evidence"] = save_evidence(out, "pipeline GPU-DLA0-GPU", "placetune", m.extra, _scrub)
             gate = m.extra.get("gate") or {}
@@ -451,7 +457,8 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         given, be.input_data = be.input_data, None  # the input data is model-gn's, not seed-block's: random input
         try:  # seed-block: its concat reads two same-typed cut tensors, which the wrong cut swaps
             block = _model.Model.load("seed-block")
-            w = _measure(block, plat, be, {"/conv3/Conv": "DLA0"}, mode="pipeline", precision=RUNTIME_PRECISION)
+            w = _measure(block, plat, be, {"/conv3/Conv": "DLA0"}, mode="pipeline", precision=RUNTIME_PRECISION,
+                         **rules)
         finally:
             be.test_wrong_cut = False
             be.input_data = given
@@ -467,7 +474,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     def replicas():
         # the all-DLA placement: each DLA instance runs the network's DLA layers on its own core
         m = _measure(model, plat, be, dla0, mode="replicas", replicas={"DLA0": 1, "DLA1": 1},
-                     precision=RUNTIME_PRECISION)
+                     precision=RUNTIME_PRECISION, **rules)
         kept = {"evidence": save_evidence(out, "DLA0 || DLA1", "placetune", m.extra, _scrub)}  # each DLA replica's
         if not m.ok:
             return "failed", f"{m.status} {m.reason or ''}".strip(), kept
@@ -483,7 +490,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     rep.guarded("DLA0 || DLA1", replicas, no_dla or two, _NA if (not no_dla and expected == 1) else dla_status)
 
     def second_run():
-        m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=2, precision=RUNTIME_PRECISION)
+        m = _measure(model, plat, be, half, mode="pipeline", frames_in_flight=2, precision=RUNTIME_PRECISION, **rules)
         hits = (m.extra.get("engine_cache") or {}).get("hits", 0)
         return ("ok" if m.ok and hits > 0 else "failed"), f"engine cache {m.extra.get('engine_cache')}", {}
 

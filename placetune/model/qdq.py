@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from placetune.model.model import Model
 
-__all__ = ["QDQ_OPS", "is_qdq_model", "int8_outputs", "int8_layers"]
+__all__ = ["QDQ_OPS", "is_qdq_model", "has_fp16_tensor", "int8_outputs", "int8_layers"]
 
 #: The ONNX ops of explicit quantization.
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
@@ -42,6 +42,23 @@ _EPILOGUE = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "PRelu", "BatchNorm
 def is_qdq_model(proto: "onnx.ModelProto") -> bool:
     """True when the graph has QuantizeLinear / DequantizeLinear nodes."""
     return any(n.op_type in QDQ_OPS for n in proto.graph.node)
+
+
+def has_fp16_tensor(proto: "onnx.ModelProto") -> bool:
+    """True when some tensor of the graph is FLOAT16: a graph input, output or value_info, an initializer, a
+    Constant's value, a Cast to it or a Q/DQ scale of it. On a strongly typed TensorRT (11 on) a Q/DQ model
+    with none builds every layer outside its Q/DQ regions in FP32."""
+    fp16 = 10  # onnx.TensorProto.FLOAT16
+    g = proto.graph
+    if any(v.type.tensor_type.elem_type == fp16 for v in (*g.input, *g.output, *g.value_info)):
+        return True
+    if any(t.data_type == fp16 for t in g.initializer):
+        return True
+    for n in g.node:
+        for a in n.attribute:
+            if (n.op_type == "Cast" and a.name == "to" and a.i == fp16) or (a.name == "value" and a.t.data_type == fp16):
+                return True
+    return False
 
 
 def int8_outputs(proto: "onnx.ModelProto") -> frozenset[str]:
