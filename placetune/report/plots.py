@@ -5,7 +5,8 @@
 * ``progress.png``: best-so-far objective value against the evaluation index, one line per
   agent, the all-GPU baseline as a dashed line;
 * ``pareto.png``: latency (or throughput) against energy of every successful measurement,
-  the Pareto front highlighted, the best plan and the all-GPU baseline marked;
+  the Pareto front highlighted, the best plan and the all-GPU baseline marked; far outliers (an
+  all-DLA plan) that would squeeze those into a corner are drawn at the axes' edge, the legend says where;
 * ``placement.png``: the best plan's device per layer (layers in topological order),
   requested and realised as two rows, layers that fell back to the GPU marked;
 * ``timeline.png``: a Gantt chart of the best plan's schedule, one row per device;
