@@ -367,6 +367,21 @@ def test_a_tune_in_an_80_column_terminal_ends_in_lines_that_fit(tmp_path):
     assert re.search(r"^converged at trial \d+ of \d+: the best stopped improving there", text, re.M), text
 
 
+def test_a_tune_in_a_terminal_says_when_and_why_it_converged_as_it_happens(tmp_path):
+    """The log's ``converged at trial N: no gain over 1% in the 10 trials after it; ...`` line was printed
+    only when the output was no terminal: in a terminal the live bar's few words said it, and the next
+    redraw of the bar wiped them. The line is now printed above the bar, where it stays, and the bar
+    goes on below it."""
+    out = _in_a_terminal(["tune", "--trials", "20", "--no-stop-when-settled"], tmp_path)
+    shown = [x.rsplit("\r", 1)[-1].rstrip() for x in out.split("\n")]  # what each row holds once redrawn
+    said = [i for i, x in enumerate(shown) if re.match(r"converged at trial \d+: no gain over 1% in the", x)]
+    assert len(said) == 1, out
+    assert "the run goes on" in " ".join(" ".join(shown[said[0]:said[0] + 2]).split()), out
+    assert _widest("\n".join(shown)) < 80, out
+    summary = next(i for i, x in enumerate(shown) if x.startswith("summary"))
+    assert any(re.match(r"\[[#-]+\] 20/20 ", x) for x in shown[said[0] + 1:summary]), out  # the bar went on below
+
+
 def test_measure_studies_export_and_report_fit_an_80_column_terminal_and_logs_are_unchanged(tmp_path, capsys,
                                                                                             monkeypatch):
     """After a short tune, `measure` (a GPU-fallback reason of 198 columns), `studies` (a table 139 wide),

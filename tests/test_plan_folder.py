@@ -331,3 +331,15 @@ def test_readme_runs_the_runtime_with_the_networks_own_inputs(pipeline_study, tm
     assert '"input name"' not in readme
     assert f'x = numpy.zeros(({shape}), numpy.float32)' in readme, readme
     assert f'outputs = rt({{"{name}": x}})' in readme, readme
+
+
+def test_readme_streams_with_the_plans_own_frames_in_flight(pipeline_study, tmp_path, capsys):
+    """README.txt's runtime line said `rt.stream(batches, frames_in_flight=K)`: a placeholder a newcomer
+    had to replace. It is now the number the plan was timed with (the runtime's default)."""
+    out = tmp_path / "fif"
+    _export(capsys, "--storage", pipeline_study.url, "--study", "p", "--format", "trtexec", "-o", str(out))
+    fif = load(out / "plan.json").settings["frames_in_flight"]
+    readme = (out / "README.txt").read_text()
+    assert "frames_in_flight=K" not in readme
+    assert f"rt.stream(batches, frames_in_flight={fif})" in readme, readme
+    assert f"with {fif} frames in flight" in " ".join(readme.split()) or fif == 1

@@ -307,3 +307,55 @@ def test_the_pareto_legend_covers_no_point_or_line(tmp_path, monkeypatch):
         assert plots.plot_pareto(store, "p", tmp_path / "pareto.png") is not None
     legend, axes = boxes[-1]
     assert legend.x0 >= axes.x1 - 1, (legend, axes)  # right of the plotting area, not on it
+
+
+# a YOLOv8n throughput study of 14 trials on the simulated AGX Orin (fps, mJ): all-GPU, all-DLA0, the
+# DLA0|DLA1 split, then the search's plans near 1,000 fps
+_YOLO_POINTS = [(819.3, 45.16), (305.8, 56.26), (498.8, 48.17), (917.5, 41.95), (998.9, 40.96), (999.1, 40.6),
+                (997.6, 40.45), (1005.2, 40.53), (1006.6, 40.69), (1007.5, 40.62), (1009.2, 40.34),
+                (1012.2, 40.49)]
+
+
+def test_the_pareto_plot_zooms_on_the_front_past_far_outliers():
+    """The all-DLA plans (306 and 499 fps) squeezed the front, all-GPU and the best plan into the
+    bottom-right corner: the view now spans those, and the outliers lie beyond its axes."""
+    from placetune.report.pareto_view import pareto_view
+
+    front = pareto_front(_YOLO_POINTS, ("maximize", "minimize"))
+    focus = sorted(set(front) | {0, len(_YOLO_POINTS) - 1})  # the front, all-GPU, the best plan
+    xlim, ylim = pareto_view(_YOLO_POINTS, focus)
+    assert xlim is not None and ylim is not None
+    assert 498.8 < xlim[0] < 819.3 and xlim[1] > 1012.2  # all-GPU to the best, not the all-DLA plans
+    assert 40.34 > ylim[0] and 45.16 < ylim[1] < 48.17
+    assert pareto_view(_YOLO_POINTS, [11]) == (None, None)  # one point to show: no zoom, every point shown
+    assert pareto_view([(1, 1), (2, 2), (3, 3)], [0, 2]) == (None, None)  # nothing squeezed: matplotlib's own
+
+
+def test_the_pareto_plot_draws_every_measurement_and_says_which_lie_beyond_its_axes(tmp_path, monkeypatch):
+    from placetune.report import plots
+
+    drawn = []
+    real_save = plots._save
+
+    def save(fig, path, dpi):
+        ax = fig.axes[0]
+        drawn.append((ax, [t.get_text() for t in ax.get_legend().get_texts()]))
+        return real_save(fig, path, dpi)
+
+    monkeypatch.setattr(plots, "_save", save)
+    monkeypatch.setattr(plots, "pareto_view", lambda pts, focus: ((800.0, 1100.0), None))  # a zoomed view
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", objective="throughput", store=url,
+                             study="p") as ev:
+        ev.baselines()
+    with Store(url) as store:
+        n = sum(1 for r in store.measurements("p") if r.measurement.ok)
+        assert plots.plot_pareto(store, "p", tmp_path / "pareto.png") is not None
+    ax, legend = drawn[-1]
+    beyond = [t for t in legend if "beyond the axes" in t]
+    assert beyond and "throughput" in beyond[0] and "energy" in beyond[0], legend
+    k = int(beyond[0].split()[0])
+    inside = sum(len(c.get_offsets()) for c in ax.collections if c.get_label().startswith("ok measurements"))
+    edge = sum(len(c.get_offsets()) for c in ax.collections if c.get_label() == "_beyond the axes")
+    assert k == edge >= 1 and ax.get_xlim() == (800.0, 1100.0)
+    assert inside + edge == n  # every measurement is drawn: inside the axes, or at their edge

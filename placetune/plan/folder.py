@@ -255,6 +255,14 @@ def _power_mode_lines(plan: "Plan") -> list[str]:
             "`sudo nvpmodel -q` names the board's mode)."]
 
 
+def _runtime_frames_in_flight(plan: "Plan") -> int:
+    """The frames in flight the runtime's ``stream`` keeps by default for ``plan``: a pipeline's own, as it
+    was timed; 1 for an engine or replicas plan (each of its engines runs one frame at a time)."""
+    if plan.mode != "pipeline":
+        return 1
+    return max(1, int((plan.measured or {}).get("frames_in_flight") or plan.settings.get("frames_in_flight") or 1))
+
+
 def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
             proto: onnx.ModelProto | None = None) -> str:
     name = one_line(str(plan.model.get("name")))
@@ -348,7 +356,8 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
               "     import placetune_runtime",
               "     rt = placetune_runtime.load(\"this folder\")              # after the engines are built (step 1)",
               *_input_lines(plan),
-              "     for outputs in rt.stream(batches, frames_in_flight=K):  # steady-state throughput, in order",
+              f"     for outputs in rt.stream(batches, frames_in_flight={_runtime_frames_in_flight(plan)}):"
+              "  # steady-state throughput, in order",
               "         ...",
               "", "Or with placetune on the Jetson. It is not on a package index: install it from a clone of its"]
     if jp5:

@@ -5,7 +5,8 @@
 * ``progress.png``: best-so-far objective value against the evaluation index, one line per
   agent, the all-GPU baseline as a dashed line;
 * ``pareto.png``: latency (or throughput) against energy of every successful measurement,
-  the Pareto front highlighted, the best plan and the all-GPU baseline marked;
+  the Pareto front highlighted, the best plan and the all-GPU baseline marked; far outliers (an
+  all-DLA plan) that would squeeze those into a corner are drawn at the axes' edge, the legend says where;
 * ``placement.png``: the best plan's device per layer (layers in topological order),
   requested and realised as two rows, layers that fell back to the GPU marked;
 * ``timeline.png``: a Gantt chart of the best plan's schedule, one row per device;
@@ -33,6 +34,7 @@ import textwrap
 
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.placement.placement import DEVICES
+from placetune.report.pareto_view import at_the_edge, pareto_view, value_span, within
 from placetune.report.trace import device_order, timeline_events, write_chrome_trace
 from placetune.wording import plural
 from placetune._lazy import lazy_import
@@ -279,17 +281,32 @@ def plot_pareto(store: "Store", study_name: str, path: str | os.PathLike[str], *
         log.info("study %s: no measurement has an energy figure: no Pareto plot", study_name)
         return None
     front = pareto_front(pts, (_DIRECTIONS[xname], "minimize"))
+    base = next((k for k, r in enumerate(records) if r.realized and all(d == "GPU" for d in r.realized.values())
+                 and r.id in ids), None)
+    focus = set(front) | {ids.index(i) for i in (best_id,) if i in ids}
+    if base is not None:
+        focus.add(ids.index(records[base].id))
+    xlim, ylim = pareto_view(pts, sorted(focus))
     fig = _figure(8.5, 5.0)
     ax = fig.add_subplot()
-    ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, color="#9e9e9e", alpha=0.7,
+    inside = [p for p in pts if within(p[0], xlim) and within(p[1], ylim)]
+    ax.scatter([p[0] for p in inside], [p[1] for p in inside], s=18, color="#9e9e9e", alpha=0.7,
                label=f"ok measurements ({len(pts)})")
+    outside = [p for p in pts if not (within(p[0], xlim) and within(p[1], ylim))]
+    for marker, group in at_the_edge(outside, xlim, ylim).items():
+        ax.scatter([p[0] for p in group], [p[1] for p in group], s=40, marker=marker, facecolors="none",
+                   edgecolors="#616161", linewidths=1.2, clip_on=False, zorder=4,
+                   label="_beyond the axes")  # "_": the legend's one entry for them follows
+    if outside:  # one legend entry for every side: the arrow points to where they lie
+        xs, ys = [p[0] for p in outside], [p[1] for p in outside]
+        ax.scatter([], [], s=40, marker=">", facecolors="none", edgecolors="#616161", linewidths=1.2,
+                   label=f"{len(outside)} beyond the axes, drawn at\ntheir edge, pointing their way:"
+                         f"\n{xname} {value_span(xs)}\nenergy {value_span(ys)}")
     fx = [pts[i][0] for i in front]
     fy = [pts[i][1] for i in front]
     ax.plot(fx, fy, color="#d62728", linewidth=1.5, marker="o", markersize=6,
             label=f"Pareto front ({len(front)})",
             drawstyle=("steps-post" if xname == "latency" else "steps-pre") if len(front) > 1 else "default")
-    base = next((k for k, r in enumerate(records) if r.realized and all(d == "GPU" for d in r.realized.values())
-                 and r.id in ids), None)
     if base is not None:
         b = pts[ids.index(records[base].id)]
         ax.scatter([b[0]], [b[1]], marker="s", s=70, facecolors="none", edgecolors="black", linewidths=1.5,
@@ -298,6 +315,10 @@ def plot_pareto(store: "Store", study_name: str, path: str | os.PathLike[str], *
         b = pts[ids.index(best_id)]
         ax.scatter([b[0]], [b[1]], marker="*", s=220, color="gold", edgecolors="black", linewidths=0.8,
                    label=f"best plan ({best_name or f'measurement {best_id}'})", zorder=6)
+    if xlim is not None:
+        ax.set_xlim(*xlim)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.set_xlabel(OBJECTIVE_LABELS[xname] + (" \u2192 higher is better" if xname == "throughput" else ""))
     ax.set_ylabel(OBJECTIVE_LABELS["energy"])
     ax.grid(True, alpha=0.3)

@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Any
 from placetune.measurement import Measurement
 from placetune.tuning.objectives import Objective
 from placetune.placement.placement import Placement
-from placetune.wording import versus
+from placetune.wording import versus, wrap
 from placetune.tuning.final_pick import can_export
 
 if TYPE_CHECKING:
@@ -256,6 +256,18 @@ class Progress:
         if self.best is not None and not self._best_exportable:  # as placetune studies marks it
             fields.append("best_exportable=false")
         print(" ".join(fields), file=self.out, flush=True)
+
+    def say_above(self, text: str) -> None:
+        """A message that must stay on the screen (``converged at trial 4: ...``): on a terminal the
+        live line is blanked, the message printed (wrapped at the terminal's width) and the line drawn
+        again below it; elsewhere one line of its own."""
+        if not self.tty:
+            print(text, file=self.out, flush=True)
+            return
+        self.out.write("\r" + " " * self._drawn)  # one write, one leading \r: the CLI's output escapes any other
+        self.out.write("\r" + wrap(text, self._columns()) + "\n")
+        self._drawn = 0
+        self._draw()
 
     def close(self) -> None:
         """End the live line."""

@@ -173,8 +173,9 @@ class Tuner:
                                 baselines=baselines)
             ev.add_callback(watch.update)
             progress.watch_convergence(watch)
-            if not self.tty:  # a log of the run (nohup, systemd) says when the rest of the budget buys little
-                ev.add_callback(report.announce_convergence)
+            # when the rest of the budget buys little: a line of the log (nohup, systemd), or on a terminal
+            # a line printed above the live bar (the bar's own few words are redrawn away)
+            ev.add_callback(report.announce_convergence)
             remaining = cfg.trials - self._trials_done(ev, agent_probe)
             settled = bool(done) and settles(cfg) and watch.converged  # converged by the study's stored trials
             interrupted = False

@@ -164,8 +164,9 @@ class TuneReport:
             then = "; the run goes on with only what could still change the answer (stop_when_settled)"
         else:
             then = "; the run goes on (--stop-when-converged ends a run here)"
+        say = self.progress.say_above if self.progress.tty else self.say
         for line in self.watch.announcements():
-            self.say(line + (then if line.startswith("converged") else ""))
+            say(line + (then if line.startswith("converged") else ""))
 
     # ---------------------------------------------------------------- at its end
     def summary(self, outcome: TuneOutcome) -> None:
