@@ -454,6 +454,26 @@ def test_the_second_timing_runs_on_the_board_when_the_first_disagrees(tmp_path, 
     assert gpu["retimed"] and gpu["latency_ms_again"] > 0 and gpu["trtexec_latency_ms_again"] > 0
     assert code == 0, _lines(doc)
     assert doc["drift"] == [] and "RUN-TO-RUN" not in gpu["detail"]  # the doubles time alike run to run
+    assert "engine_rebuilt" not in gpu  # the doubles' rebuild writes the same engine file, byte for byte
+
+
+def test_a_second_timing_of_another_build_is_paired_only_with_its_own_engine(tmp_path, board, monkeypatch):
+    """End to end against the doubles: the worker builds the engine again for its second timing, into the
+    same plan file trtexec then loads. When that rebuild differs from the first build (forced here: the
+    file's digest), the first build's runs are never paired with the second's and the worker's two runs
+    are not called drift; the check passes on the second build's pair and says which engines it timed."""
+    import placetune.cli.selftest as selftest
+    import placetune.cli.selftest_checks as checks
+
+    real, seen, digests = checks.within_tolerance, [], []
+    monkeypatch.setattr(checks, "within_tolerance", lambda w, t: bool(seen.append(1)) or len(seen) > 1 and real(w, t))
+    monkeypatch.setattr(selftest, "engine_digest", lambda path: digests.append(path) or ("a" if len(digests) == 1 else "b"))
+    board()
+    code, doc = _run(tmp_path, "10.3.0", "Jetson AGX Orin", ["nvidia,p3737-0000+p3701-0004"])
+    gpu = {c["name"]: c for c in doc["checks"]}["engine all-GPU fp16 (vs trtexec)"]
+    assert gpu["status"] == "ok" and gpu["retimed"] and gpu["engine_rebuilt"] is True, gpu
+    assert gpu["run_to_run_pct"] == {} and "RUN-TO-RUN" not in gpu["detail"] and code == 0
+    assert len(set(digests[:3])) == 1  # the check's three digests are of the one plan file both sides time
 
 
 def test_a_board_whose_timings_drift_between_runs_passes_but_says_so(tmp_path, board, monkeypatch):

@@ -45,7 +45,7 @@ from placetune.validate import dumps_json
 import placetune
 from placetune._lazy import lazy_import
 from placetune.files.folder import OutputFolder
-from placetune.cli.selftest_evidence import evidence_line, save_evidence
+from placetune.cli.selftest_evidence import engine_digest, evidence_line, save_evidence
 from placetune.cli.selftest_checks import (LATENCY_ALLOWANCE_MS, LATENCY_TOLERANCE, NA as _NA, PASSING as _PASSING,
                                            SETUP as _SETUP, UNAVAILABLE as _UNAVAILABLE, clocks_check as _clocks_check,
                                            compare_loadables, compare_timing, dla_count_hint, energy_check as _energy_check,
@@ -354,12 +354,15 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
             return f"trtexec --loadEngine of the worker's engine: {t.status}: {t.reason}", {}
         figs = {"trtexec_command": " ".join((t.extra or {}).get("commands", {}).get("time", [])[1:])}
 
-        def again() -> tuple[dict[str, float] | None, dict[str, float] | None]:
-            m2 = _measure(model, plat, be, devs, precision=precision, **rules)  # the engine cache: the same engine
+        def again() -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+            m2 = _measure(model, plat, be, devs, precision=precision, **rules)  # built again, into the same plan file
+            mine = {**m2.latency_ms, "engine": engine_digest(plan)} if m2.ok else None  # which engine each timed
             t2 = time_it()
-            return (m2.latency_ms if m2.ok else None), (t2.latency_ms if t2.ok else None)
+            return mine, ({**t2.latency_ms, "engine": engine_digest(plan)} if t2.ok else None)
 
-        why, more = compare_timing(m.latency_ms, t.latency_ms, again, clocks_locked, throttled_now)
+        first = engine_digest(plan)
+        why, more = compare_timing({**m.latency_ms, "engine": first}, {**t.latency_ms, "engine": first}, again,
+                                   clocks_locked, throttled_now)
         figs.update(more)
         return why, figs
 

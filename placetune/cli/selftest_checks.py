@@ -43,14 +43,14 @@ def within_tolerance(worker_ms: float, trtexec_ms: float) -> bool:
     return abs(worker_ms - trtexec_ms) <= LATENCY_TOLERANCE * trtexec_ms + LATENCY_ALLOWANCE_MS
 
 
-def _spread(stats: dict[str, float]) -> str:
+def _spread(stats: dict[str, Any]) -> str:
     """trtexec's own spread of one run, as a text: ``median 0.412 ms (p90 0.430, p99 0.455)``."""
     extra = ", ".join(f"{k} {stats[k]:.3f}" for k in ("p90", "p99") if isinstance(stats.get(k), (int, float)))
     return f"median {stats['median']:.3f} ms" + (f" ({extra})" if extra else "")
 
 
-def compare_timing(ours: dict[str, float], theirs: dict[str, float],
-                   again: Callable[[], tuple[dict[str, float] | None, dict[str, float] | None]],
+def compare_timing(ours: dict[str, Any], theirs: dict[str, Any],
+                   again: Callable[[], tuple[dict[str, Any] | None, dict[str, Any] | None]],
                    clocks_locked: bool | None,
                    throttled: Callable[[], list[str]] | None = None) -> tuple[str | None, dict[str, Any]]:
     """The worker's latency statistics of an engine against trtexec's of the same engine:
@@ -69,6 +69,10 @@ def compare_timing(ours: dict[str, float], theirs: dict[str, float],
     measurements on unlocked boards, and none are published. So ``figures["unverified"]`` is set and the
     line says NOT VERIFIED with the command: the check is then a setup step of the board (``setup``,
     exit 0 with the [SETUP] line, as for the clocks check itself), never a pass and never a failure.
+    Each run's statistics may carry ``engine``, a digest of the engine file it timed: in engine mode the
+    worker builds the engine again for its second timing and writes it over the first one's file, which
+    trtexec's second run loads, and a rebuild may pick other tactics. Only runs of one engine are paired,
+    and only one engine's two runs are drift (``figs["engine_rebuilt"]`` when the builds differ).
     Locked clocks that a thermal or power cap slows (``throttled()``, read when a disagreement has
     repeated: the locked clocks running below their locked frequency, as the clocks check reads them)
     move either run as unlocked ones do: the same NOT VERIFIED, naming the clocks, never a failure.
@@ -91,9 +95,12 @@ def compare_timing(ours: dict[str, float], theirs: dict[str, float],
         figs["latency_ms_again"] = ours2["median"]
     if theirs2:
         figs["trtexec_latency_ms_again"] = theirs2["median"]
+    rebuilt = any(r is not None and not _same_engine(ours, r) for r in (ours2, theirs2))
+    if rebuilt:
+        figs["engine_rebuilt"] = True
     drift = _run_to_run(ours, ours2, theirs, theirs2, figs)
     for w, t in ((ours, theirs2), (ours2, theirs2), (ours2, theirs)):
-        if w and t and within_tolerance(w["median"], t["median"]):
+        if w and t and _same_engine(w, t) and within_tolerance(w["median"], t["median"]):
             figs.update(latency_ms=w["median"], trtexec_latency_ms=t["median"],
                         latency_ratio=round(w["median"] / t["median"], 4))
             if drift:  # the two methods agree, but the same engine moved between two runs of one of them
@@ -102,6 +109,9 @@ def compare_timing(ours: dict[str, float], theirs: dict[str, float],
     mine = f"{ours['median']:.3f} ms" + (f" and again {ours2['median']:.3f} ms" if ours2 else
                                          " (timing it again failed)")
     runs = _spread(theirs) + (f"; again: {_spread(theirs2)}" if theirs2 else "; timing it again failed")
+    if rebuilt:
+        runs += (" (the second timing's engine was rebuilt and differs from the first: only the runs of "
+                 "one engine were compared)")
     slowed = (throttled() if throttled is not None else []) if clocks_locked is True else []
     if clocks_locked is True and not slowed:
         fix = "the clocks are locked, so this is a real difference of timing method: send this report"
@@ -125,14 +135,20 @@ def compare_timing(ours: dict[str, float], theirs: dict[str, float],
             f"--exposeDMA); {fix}"), figs
 
 
-def _run_to_run(ours: dict[str, float], ours2: dict[str, float] | None, theirs: dict[str, float],
-                theirs2: dict[str, float] | None, figs: dict[str, Any]) -> str | None:
+def _same_engine(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two runs timed one engine: their ``engine`` digests (of the engine file each timed) are
+    equal, or either has none (nothing says otherwise)."""
+    return a.get("engine") is None or b.get("engine") is None or a["engine"] == b["engine"]
+
+
+def _run_to_run(ours: dict[str, Any], ours2: dict[str, Any] | None, theirs: dict[str, Any],
+                theirs2: dict[str, Any] | None, figs: dict[str, Any]) -> str | None:
     """The same engine's run-to-run change on each side (``figs["run_to_run_pct"]``), and a line when
     either moved by more than the tolerance between its two runs (None otherwise): the board's
     timings drift between runs seconds apart, and a tune's figures of the placements move as much."""
     moved = {}
     for side, a, b in (("placetune", ours, ours2), ("trtexec", theirs, theirs2)):
-        if b:
+        if b and _same_engine(a, b):  # two builds' runs are two engines, not one engine's drift
             moved[side] = (a["median"], b["median"])
     figs["run_to_run_pct"] = {k: round(100.0 * (b - a) / a, 1) for k, (a, b) in moved.items()}
     far = [f"{k}'s two runs {a:.3f} and {b:.3f} ms ({100.0 * (b - a) / a:+.0f}%)" for k, (a, b) in moved.items()

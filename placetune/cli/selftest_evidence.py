@@ -14,11 +14,12 @@ them (``evidence``). Paths under the home directory are written as ``~``, as in 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["EVIDENCE_DIR", "save_evidence", "evidence_line"]
+__all__ = ["EVIDENCE_DIR", "save_evidence", "evidence_line", "engine_digest"]
 
 #: the folder of the report that holds the evidence files
 EVIDENCE_DIR = "evidence"
@@ -74,3 +75,12 @@ def evidence_line(checks: list[dict[str, Any]]) -> str | None:
     return (f"the DLA engines' layer information and build log lines the DLA checks read are in {EVIDENCE_DIR}/ "
             f"({len(files)} files): send them with selftest.txt and selftest.json when a DLA line asks for the report "
             "(no published DLA engine's layer information exists to check placetune's reading against)")
+
+
+def engine_digest(path: str | Path) -> str | None:
+    """A digest of the engine file a run timed (None when it cannot be read): the self-test's second
+    timing rebuilds the engine into the same file, so the digest says whether two runs timed one engine."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
