@@ -325,6 +325,24 @@ class SearchRun:
         self._free_run = 0  # recalled, not proposed
         return out
 
+    def recall_baselines(self) -> list[tuple[list[int], Measurement]]:
+        """The study's ok measurements of its baselines (:func:`placetune.tuning.baselines.study_baselines`,
+        those every study measures), as :meth:`recall` gives the stored ones: answers without an
+        ``evaluate()`` call (no build, no budget), in the baselines' order; a baseline the study does not
+        hold, or holds as a failure, is left out."""
+        out: list[tuple[list[int], Measurement]] = []
+        for b in study_baselines(self.evaluator):
+            if not b.measured_by_study:
+                continue
+            a = project(self.space, self.space.from_placement(b.placement))
+            if not self.space.is_allowed(tuple(a)) or any(a == seen for seen, _ in out):
+                continue
+            m = self.answer(a)
+            if m is not None and m.ok:
+                out.append((a, m))
+        self._free_run = 0  # recalled, not proposed
+        return out
+
     def measure_baselines(self) -> dict[str, Measurement]:
         """Evaluate the study's baselines (:func:`placetune.tuning.baselines.study_baselines`:
         all-GPU, all-DLA with fallback, the per-core split; a concurrent study's naive plans the
