@@ -48,6 +48,7 @@ from placetune.placement.placement import Placement
 from .baselines import baseline_assignments, canonical, project
 from .result import Budget, BudgetExhausted, HistoryEntry, SearchResult
 from placetune.tuning.baselines import study_baselines
+from placetune.tuning.run_end import conclude
 from .asktell import LoopAskTell, drive
 
 if TYPE_CHECKING:
@@ -118,8 +119,12 @@ class Agent:
 
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Search placements with ``evaluator`` within ``budget``: :func:`search.asktell.drive` over
-        :meth:`ask_tell` (the loop :class:`~placetune.tuning.tune.Tuner` runs too)."""
-        return drive(self.ask_tell(evaluator, budget), evaluator)
+        :meth:`ask_tell` (the loop :class:`~placetune.tuning.tune.Tuner` runs too). Where an Optuna study is
+        attached to the evaluator, the run's end records its final pick (``placetune_best``) and its verdict
+        there, as ``placetune tune``'s end does (:func:`placetune.tuning.run_end.conclude`)."""
+        result = drive(self.ask_tell(evaluator, budget), evaluator)
+        conclude(evaluator, result, self.name)
+        return result
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
