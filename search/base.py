@@ -48,6 +48,7 @@ from placetune.placement.placement import Placement
 from .baselines import baseline_assignments, canonical, project
 from .result import Budget, BudgetExhausted, HistoryEntry, SearchResult
 from placetune.tuning.baselines import study_baselines
+from placetune.tuning.run_end import conclude
 from .asktell import LoopAskTell, drive
 
 if TYPE_CHECKING:
@@ -118,8 +119,12 @@ class Agent:
 
     def run(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:
         """Search placements with ``evaluator`` within ``budget``: :func:`search.asktell.drive` over
-        :meth:`ask_tell` (the loop :class:`~placetune.tuning.tune.Tuner` runs too)."""
-        return drive(self.ask_tell(evaluator, budget), evaluator)
+        :meth:`ask_tell` (the loop :class:`~placetune.tuning.tune.Tuner` runs too). Where an Optuna study is
+        attached to the evaluator, the run's end records its final pick (``placetune_best``) and its verdict
+        there, as ``placetune tune``'s end does (:func:`placetune.tuning.run_end.conclude`)."""
+        result = drive(self.ask_tell(evaluator, budget), evaluator)
+        conclude(evaluator, result, self.name)
+        return result
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
@@ -321,6 +326,24 @@ class SearchRun:
             m = self.answer(a)
             if m is not None and m.ok:
                 keys.add(key)
+                out.append((a, m))
+        self._free_run = 0  # recalled, not proposed
+        return out
+
+    def recall_baselines(self) -> list[tuple[list[int], Measurement]]:
+        """The study's ok measurements of its baselines (:func:`placetune.tuning.baselines.study_baselines`,
+        those every study measures), as :meth:`recall` gives the stored ones: answers without an
+        ``evaluate()`` call (no build, no budget), in the baselines' order; a baseline the study does not
+        hold, or holds as a failure, is left out."""
+        out: list[tuple[list[int], Measurement]] = []
+        for b in study_baselines(self.evaluator):
+            if not b.measured_by_study:
+                continue
+            a = project(self.space, self.space.from_placement(b.placement))
+            if not self.space.is_allowed(tuple(a)) or any(a == seen for seen, _ in out):
+                continue
+            m = self.answer(a)
+            if m is not None and m.ok:
                 out.append((a, m))
         self._free_run = 0  # recalled, not proposed
         return out

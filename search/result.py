@@ -38,6 +38,11 @@ class Budget:
             agent's model and its judgement of what could still change the answer rest on all of them,
             not only on those it proposes again: :meth:`search.base.SearchRun.recall`). ``placetune tune``
             passes True when it resumes a study. False: the agent learns only from its own run.
+        baselines: the agent starts from the study's baselines that the study already holds
+            (:meth:`search.base.SearchRun.recall_baselines`, no build, no budget): ``placetune tune``
+            measures them just before a fresh study's agent starts and passes True (on a resume,
+            ``recall`` covers them). A step-by-step agent is told them before its first proposal; a
+            loop agent that measures the baselines itself is answered from the study, as before.
 
     Raises:
         ValueError: a negative number of evaluations or a non-positive time.
@@ -53,6 +58,7 @@ class Budget:
     settle: bool = False
     converged: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
     recall: bool = False
+    baselines: bool = False
 
     def __post_init__(self) -> None:
         if self.evaluations is not None and int(self.evaluations) < 0:

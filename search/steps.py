@@ -55,7 +55,8 @@ class StepAgent(Agent):
     def told(self, run: SearchRun, told: list[tuple[list[int], Measurement]]) -> None:
         """The measurements of proposed assignments (those of one batch, or answers from the study); on a
         resumed study (:attr:`Budget.recall`, which ``placetune tune`` passes) first, before any proposal,
-        every ok measurement the study stored, in the store's order."""
+        every ok measurement the study stored, in the store's order; on a fresh study of ``placetune tune``
+        (:attr:`Budget.baselines`) first the baselines it measured just before (all-GPU, all-DLA0, ...)."""
 
     def finish(self, run: SearchRun) -> SearchResult:
         """The run's result (default: :meth:`SearchRun.result`)."""
@@ -84,10 +85,11 @@ class Steps:
         self._twins: list[tuple[list[int], Placement, int]] = []
         self._over = False
         agent.start(self.run)
-        if budget.recall:  # a resumed study: the agent goes on from what it measured (no build, no budget)
-            recalled = self.run.recall()
-            if recalled:
-                agent.told(self.run, recalled)
+        # a resumed study: the agent goes on from what it measured; a fresh one's: from the baselines the
+        # study measured before it started (no build, no budget either way)
+        recalled = self.run.recall() if budget.recall else self.run.recall_baselines() if budget.baselines else []
+        if recalled:
+            agent.told(self.run, recalled)
 
     def ask(self) -> list[Proposal]:
         """The agent's next batch of placements to measure ([] once it proposes nothing or the budget is spent)."""

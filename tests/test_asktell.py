@@ -333,3 +333,40 @@ def test_a_step_agent_resuming_a_study_is_told_its_stored_measurements_before_it
     fresh.ask_tell(ev, Budget(evaluations=4))                                          # recall=False: its own run
     assert not fresh.events
     ev.close()
+
+
+def test_a_step_agent_of_a_fresh_tune_study_is_told_the_baselines_tune_measured_before_it_proposes(
+        tmp_path, monkeypatch, capsys):
+    # placetune tune measures the baselines (all-GPU, all-DLA0, ...) before the agent starts: an annealer
+    # or a walk must hear them, as it hears a resumed study's stored measurements, or it never learns
+    # that a baseline was the best plan so far
+    import search
+    from placetune.cli.main import main
+
+    heard: list[tuple[str, list]] = []
+
+    class Listener(StepAgent):
+        name = "listener"
+
+        def propose(self, run):
+            heard.append(("propose", []))
+            return [] if run.evaluations else [run.space.sample(run.rng(self.seed))]
+
+        def told(self, run, told):
+            heard.append(("told", [run.space.to_placement(a).counts() for a, _ in told]))
+
+    monkeypatch.setattr(search, "_REGISTRY", dict(search._REGISTRY))
+    register_agent("listener", Listener)
+    assert main(["tune", "--model", "resnet18", "--mode", "pipeline", "--agent", "listener", "--trials", "8",
+                 "--storage", f"sqlite:///{tmp_path / 'f.db'}"]) == 0
+    capsys.readouterr()
+    kind, first = heard[0]
+    assert kind == "told"                                    # before its first proposal
+    n = sum(first[0].values())
+    assert first[0] == {"GPU": n, "DLA0": 0, "DLA1": 0}      # all-GPU, then all-DLA0 (its GPU fallback aside)
+    assert first[1]["DLA0"] > first[1]["GPU"] and first[1]["DLA1"] == 0
+
+    # the API's own run on a fresh evaluator measured nothing before: nothing to tell
+    heard.clear()
+    Listener(seed=0).ask_tell(Evaluator("seed-block", "orin-agx"), Budget(evaluations=2, baselines=True))
+    assert heard == []

@@ -51,9 +51,15 @@ Determinism
     On the simulated Jetson an episode is reproducible: the same ``reset(seed=...)`` and the same
     actions give the same observations, rewards and infos (the timing noise, ``noise=``, is seeded
     by the ``seed`` measurement option, a property of the device, not by ``reset``'s seed). On a
-    real backend timings, and whether a step was a cache hit, are not, so the envs are
-    registered with ``nondeterministic=True``; an env constructed directly (without
-    ``gymnasium.make``) carries an equivalent spec, so ``check_env`` treats it the same way.
+    real backend timings are not. The envs are registered with ``nondeterministic=True`` for every
+    backend, the simulated one included, for two reasons: the flag belongs to the registration
+    (one id for every backend; ``gymnasium.make`` overwrites the env's spec with the registered
+    one), and even on the simulated Jetson a step is not repeatable in Gymnasium's sense, which
+    compares infos too: the same action after the same ``reset(seed=...)`` is a cache hit the
+    second time (``info["cache_hit"]`` True; the store remembers the first measurement, with the
+    same figures), and Gymnasium's ``check_step_determinism`` fails on that info. An env
+    constructed directly (without ``gymnasium.make``) carries an equivalent spec, so ``check_env``
+    treats it the same way.
 
 Masks
     ``info["action_mask"]`` is in the form ``action_space.sample(mask=...)`` takes (int8; a tuple of

@@ -70,19 +70,29 @@ else:
     optuna_samplers__base = lazy_import("optuna.samplers._base")
     optuna_trial = lazy_import("optuna.trial")
 
-__all__ = ["OptunaStudy", "check_trial_rows", "distributions", "params_of", "assignment_of", "storage_for", "set_optuna_verbosity",
+__all__ = ["OptunaStudy", "attached", "check_trial_rows", "distributions", "params_of", "assignment_of", "storage_for", "set_optuna_verbosity",
            "trial_attrs", "metric_attrs", "constraint_attrs"]
 
 log = logging.getLogger(__name__)
 
 #: In-memory stores -> their Optuna storage (lives as long as the store).
 _MEMORY: "weakref.WeakKeyDictionary[Any, optuna.storages.InMemoryStorage]" = weakref.WeakKeyDictionary()
+#: evaluator -> the Optuna study attached to it (:meth:`OptunaStudy.attach`; :func:`attached`)
+_ATTACHED: "weakref.WeakKeyDictionary[Any, OptunaStudy]" = weakref.WeakKeyDictionary()
 
 
 def set_optuna_verbosity(verbose: int) -> None:
     """Route Optuna's own logging through placetune's verbosity: silent (warnings only)
     by default, its per-trial INFO lines with ``-v``."""
     optuna.logging.set_verbosity(optuna.logging.INFO if verbose >= 1 else optuna.logging.WARNING)
+
+
+def attached(evaluator: Any) -> "OptunaStudy | None":
+    """The Optuna study :meth:`OptunaStudy.attach` attached to ``evaluator`` (None: none)."""
+    try:
+        return _ATTACHED.get(evaluator)
+    except TypeError:  # not weakly referable: nothing was attached to it
+        return None
 
 
 def storage_for(store: "Store", **rdb_kwargs: Any) -> "optuna.storages.BaseStorage":
@@ -243,6 +253,7 @@ class OptunaStudy:
         evaluation's rows (agents other than ``optuna``, which writes its trials itself)."""
         self._rows = _trial_rows(self.study)
         self.evaluator.trial_log.sinks.append(self)
+        _ATTACHED[self.evaluator] = self
         return self
 
     def write(self, conn: Any, trials: "list[LoggedTrial]") -> None:

@@ -198,7 +198,8 @@ class Tuner:
                         stop = watch.should_stop if cfg.stop_when_converged else None
                         budget = Budget(remaining, cfg.timeout, stop, settle=cfg.stop_when_settled,
                                         converged=lambda: watch.converged,  # the study's, its stored trials included
-                                        recall=bool(done))  # a resumed agent starts from the study's measurements
+                                        recall=bool(done),  # a resumed agent starts from the study's measurements,
+                                        baselines=True)  # a fresh one's from the baselines measured above
                         result = drive(agent.ask_tell(ev, budget), ev)  # study measures
                     # the guided agent's re-ranked top candidates, failed builds, drift: said once the display is closed
                     said = [n for n in result.notes if n.startswith(_SAID)]
