@@ -1,0 +1,58 @@
+"""Hostile and odd input, round 14: a SQLite URL's own ``timeout`` named wrongly in the locked-database
+message, options accepted in a mode that ignores them, ``~`` in path-valued environment variables, a SIGTERM
+before the study is open, and a refused layer whose advice named a layer that does not follow it.
+
+Each input is checked against the rule of every round: a one-line error naming the field and what is
+allowed, a documented exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from placetune.cli.main import main
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def _one_line(err: str) -> bool:
+    return len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- the busy timeout really used
+def test_a_locked_database_names_the_timeout_of_the_url(tmp_path):
+    """``sqlite:///f.db?timeout=0.3``: the Optuna engine waits 0.3 s, the store waited 30 s and its message
+    said "busy timeout (30 s)": the URL's timeout is the one both wait, and the one the message names."""
+    from placetune.errors import StoreError
+    from placetune.store import Store
+
+    db = tmp_path / "t.db"
+    Store(db).close()  # the schema, made before the lock is held
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(StoreError, match="is locked") as err:
+            with Store(f"sqlite:///{db}?timeout=0.3") as store:
+                with store.transaction("writing", write=True) as conn:
+                    conn.exec_driver_sql("CREATE TABLE x (a)")
+        assert time.monotonic() - t0 < 10
+        assert "busy timeout (0.3 s)" in str(err.value), err.value
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_without_a_url_timeout_the_store_keeps_its_own(tmp_path):
+    from placetune.store import Store
+
+    with Store(tmp_path / "t.db", busy_timeout=0.2) as store:
+        assert store.busy_timeout == 0.2
+    with Store(f"sqlite:///{tmp_path / 't.db'}?timeout=2.5", busy_timeout=0.2) as store:
+        assert store.busy_timeout == 2.5
