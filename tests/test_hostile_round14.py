@@ -56,3 +56,42 @@ def test_without_a_url_timeout_the_store_keeps_its_own(tmp_path):
         assert store.busy_timeout == 0.2
     with Store(f"sqlite:///{tmp_path / 't.db'}?timeout=2.5", busy_timeout=0.2) as store:
         assert store.busy_timeout == 2.5
+
+
+# --------------------------------------------------------------------------- a Pad's advice names what follows
+def _pad_then(op: str):
+    import numpy as np
+
+    from placetune.model.layer import Layer, TensorInfo
+
+    x = TensorInfo("x", (1, 16, 13, 13), "float32", False, None)
+    y = TensorInfo("y", (1, 16, 14, 14), "float32", False, None)
+    z = TensorInfo("z", (1, 16, 13, 13), "float32", False, None)
+    pads = TensorInfo("p", (8,), "int64", True, np.array([0, 0, 0, 0, 0, 0, 1, 1]))
+    attrs = {"kernel_shape": [2, 2], "strides": [1, 1], "pads": [0, 0, 0, 0]}
+    pad = Layer(name="/model.11/Pad", op_type="Pad", index=0, attrs={"mode": "constant"}, inputs=(x, pads),
+                outputs=(y,), producers=(), consumers=("/model.11/next",))
+    nxt = Layer(name="/model.11/next", op_type=op, index=1, attrs=attrs, inputs=(y,), outputs=(z,),
+                producers=("/model.11/Pad",), consumers=())
+
+    class Model:
+        layers = [pad, nxt]
+
+        def layer(self, name):
+            return {"/model.11/Pad": pad, "/model.11/next": nxt}[name]
+
+    return pad, Model()
+
+
+def test_a_pad_before_a_maxpool_is_not_told_to_fold_into_a_conv():
+    """yolov3-tinyu's ZeroPad2d feeds a MaxPool: the advice said "fold it into the next Conv's pads"."""
+    from placetune.hardware.dla import check_layer
+
+    pad, model = _pad_then("MaxPool")
+    reason = check_layer(pad, "orin-agx", "fp16", "8.6", model=model).reason or ""
+    assert "fold it" not in reason and "MaxPool '/model.11/next'" in reason, reason
+    pad, model = _pad_then("Conv")
+    reason = check_layer(pad, "orin-agx", "fp16", "8.6", model=model).reason or ""
+    assert "fold it into the next Conv's pads ('/model.11/next')" in reason, reason
+    reason = check_layer(pad, "orin-agx", "fp16", "8.6").reason or ""  # no model: no neighbour to name
+    assert "Conv" not in reason and "no DLA rule" in reason, reason
