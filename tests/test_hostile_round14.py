@@ -95,3 +95,55 @@ def test_a_pad_before_a_maxpool_is_not_told_to_fold_into_a_conv():
     assert "fold it into the next Conv's pads ('/model.11/next')" in reason, reason
     reason = check_layer(pad, "orin-agx", "fp16", "8.6").reason or ""  # no model: no neighbour to name
     assert "Conv" not in reason and "no DLA rule" in reason, reason
+
+
+# --------------------------------------------------------------------------- ~ in path-valued variables and options
+def test_a_cache_dir_variable_with_a_tilde_is_under_the_home_folder(tmp_path, monkeypatch):
+    """``PLACETUNE_CACHE_DIR="~/x"`` (quoted: the shell leaves the ``~``) made a folder named ``~``."""
+    from placetune.caches import default_cache_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PLACETUNE_CACHE_DIR", "~/x")
+    assert default_cache_dir("trtexec") == tmp_path / "home" / "x" / "trtexec"
+    monkeypatch.delenv("PLACETUNE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "~/xdg")
+    assert default_cache_dir("tensorrt") == tmp_path / "home" / "xdg" / "placetune" / "tensorrt"
+
+
+def test_a_trtexec_variable_with_a_tilde_is_found(tmp_path, monkeypatch):
+    from placetune.backends.trtexec.find import find_trtexec
+
+    exe = tmp_path / "home" / "bin" / "trtexec"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PLACETUNE_TRTEXEC", "~/bin/trtexec")
+    assert find_trtexec() == str(exe)
+
+
+def test_a_path_option_with_a_tilde_after_its_equals_sign_is_under_the_home_folder(tmp_path, monkeypatch, capsys):
+    """``--export=~/p.json``: the shell expands no ``~`` after ``=``, and a folder named ``~`` was made."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    code = main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "2",
+                 "--storage", str(tmp_path / "t.db"), "--export=~/p.json"])
+    capsys.readouterr()
+    assert code == 0
+    assert (tmp_path / "home" / "p.json").is_file() and not (tmp_path / "~").exists()
+
+
+def test_a_trusted_study_files_export_and_a_backends_folders_with_a_tilde_are_under_the_home_folder(
+        tmp_path, monkeypatch, capsys):
+    from placetune.backends.trtexec.backend import TrtexecBackend
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    (tmp_path / "s.toml").write_text('[study]\nmodel = "seed-block"\nagent = "random"\ntrials = 2\n'
+                                     'export = "~/q.json"\n')
+    code = main(["tune", str(tmp_path / "s.toml"), "--trust-study-file", "--storage", str(tmp_path / "t.db")])
+    capsys.readouterr()
+    assert code == 0 and (home / "q.json").is_file() and not (tmp_path / "~").exists()
+    be = TrtexecBackend(trtexec="/bin/true", cache_dir="~/engines", power_root="~/sys")
+    assert be.cache_dir == home / "engines" and be.power_root == str(home / "sys")

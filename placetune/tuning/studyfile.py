@@ -437,6 +437,8 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
                 raise ConfigError(f"study file {p}: {key} must be the path of {what}")
             dpp = Path(dp).expanduser()
             study[key] = str(dpp if dpp.is_absolute() else (p.parent / dpp).resolve())
+    if isinstance(study.get("export"), str):  # a leading ~: the home folder, as in every path
+        study["export"] = os.path.expanduser(study["export"])
     for key in ("trials", "batch"):
         if key in study and (not isinstance(study[key], int) or study[key] < 1):
             raise ConfigError(f"study file {p}: {key} must be a positive integer")
