@@ -174,3 +174,45 @@ def test_sigterm_before_the_study_is_open_says_terminated(delay, tmp_path):
     assert "Traceback" not in err, err
     if "stopping after the evaluation in flight" not in err:  # before the study opened: one line
         assert err.strip().splitlines() == ["placetune: terminated"], err
+
+
+# --------------------------------------------------------------------------- options a mode would ignore
+@pytest.mark.parametrize("argv, option, modes", [
+    (["--mode", "pipeline", "--dla-core", "1"], "--dla-core", "engine"),
+    (["--mode", "replicas", "--dla-core", "0"], "--dla-core", "engine"),
+    (["--frames-in-flight", "4"], "--frames-in-flight", "pipeline"),
+    (["--mode", "replicas", "--frames-in-flight", "2"], "--frames-in-flight", "pipeline"),
+])
+def test_measure_refuses_an_option_its_mode_ignores(argv, option, modes, capsys):
+    """``measure --mode pipeline --dla-core 1`` measured as if the option were not there (pipeline segments
+    name their own cores; replicas run on DLA0; frames in flight are a pipeline's)."""
+    code = main(["measure", "seed-block", *argv])
+    err = capsys.readouterr().err
+    assert code == 6 and _one_line(err), err
+    assert option in err and f"{modes} mode" in err, err
+
+
+@pytest.mark.parametrize("argv", [["--dla-core", "1", "--placement", "dla1"], ["--mode", "pipeline", "--frames-in-flight", "4"]])
+def test_measure_keeps_an_option_in_its_own_mode(argv, capsys):
+    assert main(["measure", "seed-block", *argv]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode, key, value, modes", [("pipeline", "dla_core", 1, "engine"),
+                                                      ("replicas", "dla_core", 0, "engine"),
+                                                      ("engine", "frames_in_flight", 4, "pipeline"),
+                                                      ("replicas", "frames_in_flight", 4, "pipeline")])
+def test_a_study_file_refuses_a_setting_its_mode_ignores(mode, key, value, modes, tmp_path, capsys):
+    (tmp_path / "s.toml").write_text(f'[study]\nmodel = "seed-block"\nagent = "random"\ntrials = 2\n'
+                                     f'mode = "{mode}"\n[settings]\n{key} = {value}\n')
+    code = main(["tune", str(tmp_path / "s.toml"), "--storage", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 6 and _one_line(err) and f"[settings] {key}" in err and f"{modes} mode" in err, err
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_mode_given_on_the_command_line_is_checked_against_the_study_files_settings(tmp_path, capsys):
+    (tmp_path / "s.toml").write_text('[study]\nmodel = "seed-block"\nagent = "random"\ntrials = 2\n'
+                                     'mode = "engine"\n[settings]\ndla_core = 0\n')
+    code = main(["tune", str(tmp_path / "s.toml"), "--mode", "pipeline", "--storage", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 6 and _one_line(err) and "[settings] dla_core" in err, err
