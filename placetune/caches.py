@@ -15,9 +15,10 @@ __all__ = ["default_cache_dir"]
 
 def default_cache_dir(kind: str) -> Path:
     """Where placetune keeps caches (built engines, timing caches, merged concurrent models): ``$PLACETUNE_CACHE_DIR/<kind>``,
-    else ``$XDG_CACHE_HOME/placetune/<kind>`` (``~/.cache/placetune/<kind>``)."""
+    else ``$XDG_CACHE_HOME/placetune/<kind>`` (``~/.cache/placetune/<kind>``). A leading ``~`` in either
+    variable is the home folder (``PLACETUNE_CACHE_DIR="~/x"``, quoted, reaches placetune with its ``~``)."""
     env = os.environ.get("PLACETUNE_CACHE_DIR")
     if env:
-        return Path(env) / kind
+        return Path(env).expanduser() / kind
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "placetune" / kind
+    return Path(base).expanduser() / "placetune" / kind

@@ -17,7 +17,7 @@ from placetune.validate import batch as check_batch
 from placetune.placement.realise import MODES
 
 __all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas", "rules_version",
-           "check_replica_devices", "check_trt_version"]
+           "check_replica_devices", "check_trt_version", "MODE_ONLY", "check_mode_options"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
@@ -82,6 +82,26 @@ def check_trt_version(value: Any) -> None:
     if not ok:
         raise ConfigError(f"trt_version must be a TensorRT version with DLA rules: 8.5, 8.6, 10.x or 11.x "
                           f"(e.g. 10.3), got {str(value)[:40]!r}")
+
+
+#: settings that apply in some modes only, and those modes: given in another, they were silently ignored
+#: (a pipeline's segments and replicas name their own DLA cores; only a pipeline keeps frames in flight).
+#: ``concurrent`` is tune's merged networks, measured as a pipeline.
+MODE_ONLY: dict[str, tuple[str, ...]] = {"dla_core": ("engine",), "frames_in_flight": ("pipeline", "concurrent")}
+
+
+def check_mode_options(mode: str, given: Any, label: Any = str) -> None:
+    """Refuse a setting of ``given`` (names) that ``mode`` would ignore; ``label(name)`` names it as the user
+    gave it (``--dla-core``, ``[settings] dla_core``).
+
+    Raises:
+        ConfigError: naming the setting and the modes it applies to.
+    """
+    for key in given:
+        modes = MODE_ONLY.get(key)
+        if modes and mode not in modes:
+            raise ConfigError(f"{label(key)} applies in {modes[0]} mode only, and this is {mode} mode, which "
+                              f"would ignore it: leave it out, or use mode {modes[0]}")
 
 
 def _check_int(field: str, value: Any, lo: int, hi: int) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from typing import TYPE_CHECKING
 
 from placetune.errors import ConfigError, StoreError
@@ -56,6 +57,11 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 FLOAT_RANGES: dict[str, tuple[float, float]] = {
     "noise": (0.0, 1.0),
 }
+#: dests of the options (and arguments) that name a file or folder: a leading ``~`` is the home folder. The
+#: shell expands it at a word's start only, so ``--export=~/p.json`` or a quoted ``"~/p.json"`` reached
+#: placetune with its ``~`` and made a folder named ``~``. (``--storage`` paths: the store's URL rules.)
+PATH_DESTS = frozenset({"model", "output", "placement", "device_profile", "calibration_cache", "input_data",
+                        "worker_python", "onnx", "plan", "study_file", "export", "trtexec"})
 #: The range of an integer option :data:`INT_RANGES` does not list.
 DEFAULT_INT_RANGE = (-(2**63), 2**63 - 1)
 
@@ -91,6 +97,9 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         if value is None or value is action.default and not isinstance(value, list):
             continue
         name = _name(action)
+        if action.dest in PATH_DESTS:
+            value = _expand_home(value)
+            setattr(args, action.dest, value)
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str):
                 if not v.strip():
@@ -116,6 +125,15 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             elif isinstance(v, float):
                 lo_f, hi_f = FLOAT_RANGES.get(action.dest, (-math.inf, math.inf))
                 number(v, name, lo_f, hi_f)
+
+
+def _expand_home(value: object) -> object:
+    """``value`` (a path, or a list of them) with a leading ``~`` or ``~user`` made the home folder."""
+    if isinstance(value, list):
+        return [_expand_home(v) for v in value]
+    if isinstance(value, str) and value.startswith("~"):
+        return os.path.expanduser(value)
+    return value
 
 
 def load_model(args: argparse.Namespace) -> "Model":

@@ -15,6 +15,7 @@ from placetune.cli.check import cmd_check, with_dla
 from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
 from placetune.cli.usage import closest_options, command_hint
+from placetune.cli.signals import sigterm_as_interrupt, stop_line
 from placetune.cli.tune_help import TUNE_EXAMPLES, tune_epilog
 from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
@@ -477,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Everything it prints passes :mod:`placetune.cli.terminal` (secrets masked, control and
     bidi characters escaped); every option passes :func:`placetune.cli.checks.check_arguments`.
     """
-    with safe_output():
+    with safe_output(), sigterm_as_interrupt():
         try:
             code = _main(argv)
         except SystemExit as exc:  # --help, --help-all, --version, a usage error: argparse exits
@@ -548,7 +549,7 @@ def _main(argv: Sequence[str] | None) -> int:
         error_line(f"placetune: error: {_cut_message(' '.join(str(exc).split()))}")
         return exc.exit_code
     except KeyboardInterrupt as exc:  # before a run's handler holds, or a second signal: stopped at once
-        print("placetune: interrupted", file=sys.stderr)
+        print(stop_line(exc), file=sys.stderr)
         return exc.exit_code if isinstance(exc, Interrupted) else 130
     except BrokenPipeError:  # a pipe other than standard output's (those are marked lost as they fail)
         print("placetune: error: a pipe's reader went away", file=sys.stderr)

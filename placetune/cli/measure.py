@@ -178,7 +178,9 @@ def calibration_cache(path: str, backend: str | None) -> str:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     model = load_model(args)
+    given = [k for k in _settings.MODE_ONLY if getattr(args, k, None) is not None]  # before a plan fills any
     taken = _plan_options(args.placement, model, args)
+    _settings.check_mode_options(args.mode, given, lambda k: "--" + k.replace("_", "-"))
     settings = _settings_from_args(args)  # bad settings refused before a worker starts
     options = {"device_profile": args.device_profile} if args.device_profile else {}
     if args.calibration_cache:

@@ -65,7 +65,8 @@ class Store(BatchMixin, QueriesMixin, SchemaMixin):
             ``placetune.db`` in the current directory.
         echo: log every SQL statement (SQLAlchemy's ``echo``).
         busy_timeout: SQLite: seconds to wait for another process's write lock before
-            raising :class:`~placetune.errors.StoreError`.
+            raising :class:`~placetune.errors.StoreError`; a URL's own ``?timeout=S`` wins (the
+            search's Optuna engine, on the same URL, waits that long too).
         connect_timeout: server databases: seconds to wait for a connection.
         cache_size: measurements kept in the in-process lookup cache (0: none).
         readonly: the caller only reads: a SQLite file on read-only media (or in a folder without write
@@ -109,7 +110,16 @@ class Store(BatchMixin, QueriesMixin, SchemaMixin):
             url_ro = readonly_url(self._url)
             self._url, self.opened_readonly = url_ro, url_ro is not self._url
         self.url = mask_url(self._url)
-        self.busy_timeout = float(busy_timeout)
+        url_timeout = self._url.query.get("timeout") if self._url.get_backend_name() == "sqlite" else None
+        if isinstance(url_timeout, tuple):  # given twice: the driver takes the last
+            url_timeout = url_timeout[-1]
+        #: seconds a SQLite write waits for another's lock: the URL's ``timeout`` (checked by normalise_url)
+        #: where it has one, the one every engine on this URL uses, else ``busy_timeout``
+        try:
+            self.busy_timeout = float(url_timeout) if url_timeout is not None else float(busy_timeout)
+        except ValueError:  # a URL object, which skips the text's checks
+            raise StoreError(f"SQLite URL {mask_url(self._url)!r}: timeout must be a number of seconds, "
+                             f"got {str(url_timeout)[:40]!r}") from None
         self._password = self._url.password if isinstance(self._url.password, str) else None
         self._lru = MeasurementLru(int(cache_size))
         self._studies: dict[str, StudyRecord] = {}

@@ -61,7 +61,7 @@ from placetune.files.read import read_text
 from placetune.hardware.platforms import get_platform
 from placetune.placement.space import Space
 from placetune.plan.file import is_plan_file
-from placetune.settings import DEFAULT_PRECISION, Settings
+from placetune.settings import DEFAULT_PRECISION, Settings, check_mode_options
 from placetune.store.url import normalise_url
 from placetune.tuning.constraints import parse_constraints
 
@@ -222,6 +222,7 @@ class TuneConfig:
             if not isinstance(value, dict):
                 raise ConfigError(f"[{name}] must be a table of key = value, got {_short(value)}")
         self._check_settings_keys()
+        check_mode_options(self.mode, self.settings, lambda k: f"[settings] {k}")
         seed = self.agent_options.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
             raise ConfigError(f"agent seed must be an integer from 0 to 4294967295, got {_short(seed)}")
@@ -437,6 +438,8 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
                 raise ConfigError(f"study file {p}: {key} must be the path of {what}")
             dpp = Path(dp).expanduser()
             study[key] = str(dpp if dpp.is_absolute() else (p.parent / dpp).resolve())
+    if isinstance(study.get("export"), str):  # a leading ~: the home folder, as in every path
+        study["export"] = os.path.expanduser(study["export"])
     for key in ("trials", "batch"):
         if key in study and (not isinstance(study[key], int) or study[key] < 1):
             raise ConfigError(f"study file {p}: {key} must be a positive integer")

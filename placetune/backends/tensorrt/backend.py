@@ -259,7 +259,7 @@ class TensorRTBackend(JetsonBackend):
             paths=("worker_python", "cache_dir", "calibration_cache", "save_plans", "power_root"),
             tables=("dla_memory_pools", "worker_env", "worker_recycle"), positive_tables=("gate_tolerance",),
             lists=("power_rails",))
-        self.worker_python = str(worker_python or sys.executable)
+        self.worker_python = os.path.expanduser(worker_python or sys.executable)  # a leading ~: the home folder
         if os.sep in self.worker_python and not os.path.exists(self.worker_python):
             raise ConfigError(f"worker Python {self.worker_python} does not exist; pass an existing interpreter, "
                               "e.g. --worker-python /usr/bin/python3")
@@ -271,9 +271,9 @@ class TensorRTBackend(JetsonBackend):
         self.warmup_ms = float(warmup_ms)
         self.iterations = iterations
         self.profile_iterations = int(profile_iterations)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else _default_cache_dir()
         self.timing_cache = bool(timing_cache)
-        self.calibration_cache = str(calibration_cache) if calibration_cache else None
+        self.calibration_cache = os.path.expanduser(calibration_cache) if calibration_cache else None
         if self.calibration_cache:  # a regular file (never a FIFO or a device), as every file a user names
             check_regular(self.calibration_cache, "calibration cache")
         self.memory_pools = _normalise_pools(dla_memory_pools)
@@ -295,12 +295,12 @@ class TensorRTBackend(JetsonBackend):
         self.replicas_duration_s = float(replicas_duration_s)
         self.cut_formats = bool(cut_formats)
         self.test_wrong_cut = bool(test_wrong_cut)
-        self.save_plans = Path(save_plans) if save_plans is not None else None
+        self.save_plans = Path(save_plans).expanduser() if save_plans is not None else None
         if power_duration_s <= 0 or power_interval_s <= 0:
             raise ConfigError("power_duration_s and power_interval_s must be > 0")
         self.power = bool(power)
         self.power_duration_s = float(power_duration_s)
-        self.power_root = str(power_root) if power_root is not None else None
+        self.power_root = os.path.expanduser(power_root) if power_root is not None else None
         self.power_interval_s = float(power_interval_s)
         self.power_rails = list(power_rails) if power_rails else None
         self._sources: Memo["onnx.ModelProto"] = Memo(1)  # the last model's ONNX with weights

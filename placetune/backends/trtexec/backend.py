@@ -197,9 +197,9 @@ class TrtexecBackend(JetsonBackend):
         self.iterations = iterations
         self.duration_s = float(duration_s)
         self.replica_duration_s = float(replica_duration_s)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else _default_cache_dir()
         self.timing_cache = bool(timing_cache)
-        self.calibration_cache = str(calibration_cache) if calibration_cache else None
+        self.calibration_cache = os.path.expanduser(calibration_cache) if calibration_cache else None
         if self.calibration_cache:  # trtexec would block on a FIFO or read a device: a regular file only
             check_regular(self.calibration_cache, "calibration cache")
         self.verbose = bool(verbose)
@@ -207,7 +207,7 @@ class TrtexecBackend(JetsonBackend):
         self.layer_info = bool(layer_info)
         self.spin_wait = bool(spin_wait)
         self.power = bool(power)
-        self.power_root = str(power_root) if power_root is not None else None
+        self.power_root = os.path.expanduser(power_root) if power_root is not None else None
         self.power_interval_s = float(power_interval_s)
         self.power_rails = list(power_rails) if power_rails else None
         for args, what in ((build_args, "build_args"), (run_args, "run_args")):

@@ -18,10 +18,10 @@ ENV_VAR = "PLACETUNE_TRTEXEC"
 def trtexec_candidates(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, str | None]]:
     """Where trtexec is looked for, in order: ``(place, path found or None)``."""
     if explicit:
-        return [(f"--trtexec {explicit}", _executable(str(explicit)))]
+        return [(f"--trtexec {explicit}", _executable(os.path.expanduser(str(explicit))))]
     env = os.environ.get(ENV_VAR)
-    if env:
-        return [(f"${ENV_VAR}={env}", _executable(env))]
+    if env:  # a leading ~ is the home folder (a quoted "~/bin/trtexec" reaches placetune with its ~)
+        return [(f"${ENV_VAR}={env}", _executable(os.path.expanduser(env)))]
     out: list[tuple[str, str | None]] = [("PATH", shutil.which("trtexec"))]
     for d in trt_env.TRTEXEC_DIRS:
         p = str(Path(d) / "trtexec")

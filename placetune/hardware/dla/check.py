@@ -61,7 +61,7 @@ _NO_DLA = {
     "Loop": "Loop has no DLA support", "If": "If has no DLA support", "Scan": "Scan has no DLA support",
     "LSTM": "LSTM has no DLA support", "GRU": "GRU has no DLA support", "RNN": "RNN has no DLA support",
     "Einsum": "Einsum has no DLA support",
-    "Pad": "Pad (Padding/Slice fill) has no DLA rule through TensorRT; fold it into the next Conv's pads",
+    "Pad": "Pad (Padding/Slice fill) has no DLA rule through TensorRT",
     "Cast": "Cast has no DLA support",
 }
 
@@ -204,6 +204,19 @@ def _make_ctx(platform: Platform | str, precision: str, trt_version: str,
     return ctx, None
 
 
+def _pad_reason(layer: Layer, ctx: RuleContext) -> str:
+    """Why a Pad stays off the DLA, with the advice that fits the layer that really follows it: a Conv's
+    own pads are zeros a zero Pad can become; a pooling's pads are not (ONNX MaxPool ignores padded cells)."""
+    follows = [safe_layer(ctx, c) for c in layer.consumers]
+    if len(follows) != 1 or follows[0] is None:
+        return _NO_DLA["Pad"]
+    nxt = follows[0]
+    if nxt.op_type == "Conv":
+        return f"{_NO_DLA['Pad']}; fold it into the next Conv's pads ('{nxt.name}')"
+    return (f"{_NO_DLA['Pad']}; the layer after it is {nxt.op_type} '{nxt.name}', not a Conv whose zero pads "
+            "it could become: it stays on the GPU")
+
+
 def _check(layer: Layer, ctx: RuleContext) -> Support:
     # Order: G3 first (nothing else means much on dynamic shapes), then the layer's own rule
     # (its message is the most specific), then G1/G2.
@@ -220,6 +233,8 @@ def _check(layer: Layer, ctx: RuleContext) -> Support:
             return Support(False, "GroupNorm piece InstanceNormalization has no DLA implementation")
     if op in QDQ_OPS:
         return rule_qdq(layer, ctx)
+    if op == "Pad":
+        return Support(False, _pad_reason(layer, ctx))
     if op in _NO_DLA:
         return Support(False, _NO_DLA[op])
     rule = _RULES.get(op)
