@@ -899,7 +899,9 @@ def _fc_flatten(layer: ILayer) -> bool:
     TensorRT 10 the DLA takes it (the 8.4 tutorial log runs Flatten_9 in Gemm_15's DLA subgraph); the published
     10.3 build of ResNet-50 above warns "Layer '/Flatten' (SHUFFLE): Unsupported on DLA" (GPU)."""
     x, y = layer._inputs[0].shape, layer._outputs[0].shape
-    if _MAJOR >= 10 or len(x) != 4 or tuple(x[2:]) != (1, 1) or tuple(y) != tuple(x[:2]) or layer._net is None:
+    if _MAJOR >= 10 or len(x) != 4 or len(y) != 2 or tuple(x[2:]) != (1, 1) or layer._net is None:
+        return False
+    if any(a != b and a >= 0 and b >= 0 for a, b in zip(x[:2], y)):  # -1: a size the parser left open
         return False
     out = layer._outputs[0]
     users = [l for l in layer._net._layers if any(t is out for t in l._inputs)]
