@@ -154,22 +154,11 @@ def test_a_trusted_study_files_export_and_a_backends_folders_with_a_tilde_are_un
 def test_sigterm_before_the_study_is_open_says_terminated(delay, tmp_path):
     """A SIGTERM while placetune imported its packages or before the study opened killed the process with no
     word (exit 143, "Terminated" from the shell at best); Ctrl-C said "placetune: interrupted"."""
-    import os
     import signal
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    from tests.test_interrupt_early import _console_script
+    from tests.test_interrupt_early import _interrupted_at
 
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-c", _console_script(), "tune", "--storage", str(tmp_path / "pt.db")],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
-    time.sleep(delay)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=240)
+    proc, _, err = _interrupted_at(delay, tmp_path, signal.SIGTERM)
     assert proc.returncode == 143, (proc.returncode, err)
     assert "Traceback" not in err, err
     if "stopping after the evaluation in flight" not in err:  # before the study opened: one line

@@ -30,14 +30,15 @@ def _console_script() -> str:
     return f"import sys; print('started', flush=True); from {module} import {func}; sys.exit({func}())"
 
 
-def _interrupted_at(delay: float, tmp_path: Path) -> tuple[subprocess.Popen, str, str]:
+def _interrupted_at(delay: float, tmp_path: Path, sig: int = signal.SIGINT) -> tuple[subprocess.Popen, str, str]:
+    """``placetune tune`` started as the console script does, sent ``sig`` ``delay`` s after it said 'started'."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-c", _console_script(), "tune", "--storage", str(tmp_path / "pt.db")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline() == "started\n"
     time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=240)
     return proc, out, err
 
