@@ -84,3 +84,28 @@ def test_the_load_is_read_once_per_backend_before_it_builds_never_during_its_own
         ev.close()
     finally:
         be.close()
+
+
+def test_a_deployment_that_shares_the_gpu_may_tune_beside_that_work_asked_and_kept_apart(tmp_path, monkeypatch,
+                                                                                        caplog):
+    """A camera pipeline the deployment keeps running beside the detector is work the night may time beside on
+    purpose: ``PLACETUNE_SHARED_GPU=1`` lets it run, warned once, and the fingerprint says ``gpu_shared`` so the
+    cache scope keeps those timings apart from any made alone. The refusal names that way out."""
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(_tree(tmp_path, 450)))
+    monkeypatch.setattr(busy, "INTERVAL_S", 0.0)
+    with pytest.raises(BackendError, match=r"set PLACETUNE_SHARED_GPU=1 \(the study then records gpu_shared"):
+        _evaluate(tmp_path)
+    monkeypatch.setenv("PLACETUNE_SHARED_GPU", "1")
+    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
+                         profile_iterations=2)
+    try:
+        ev = Evaluator(str(DATA / "seed_model_gn.onnx.gz"), "orin-agx", backend=be, store=None,
+                       trt_version="10.3", iterations=3, precision="fp16")
+        try:
+            assert ev.evaluate(Placement(ev.model, {})).ok
+            assert ev.fingerprint.get("gpu_shared") is True
+        finally:
+            ev.close()
+    finally:
+        be.close()
+    assert sum("GPU SHARED" in r.getMessage() for r in caplog.records) == 1

@@ -7,7 +7,10 @@ figures and the plan chosen from them are the contended ones, recorded as the bo
 backend opens a study (:func:`placetune.backends.jetson.device_fingerprint`), before it builds anything,
 the GPU's load is read :data:`SAMPLES` times :data:`INTERVAL_S` apart; when every sample is at least
 :data:`BUSY_PERCENT` the run stops (:class:`~placetune.errors.BackendError`, exit status 8) with one line
-naming the load.
+naming the load, unless :data:`SHARED_ENV` is ``1``: a deployment that will itself share the GPU (a camera
+pipeline kept running beside the detector) may tune beside that work on purpose; the study's fingerprint then
+holds ``gpu_shared: true``, so those timings are kept apart from any made alone (the cache scope's machine
+part) and the run warns once.
 
 The file read: ``<sysfs>/class/devfreq/<GPU node>/device/load``, the GPU's load in tenths of a percent,
 which jtop reads as the GPU's load (rbonghi/jetson_stats ``jtop/core/gpu.py``: ``igpu_read_status`` reads
@@ -29,7 +32,7 @@ from pathlib import Path
 
 from placetune.backends import clocks
 
-__all__ = ["gpu_load", "gpu_busy", "BUSY_PERCENT", "SAMPLES", "INTERVAL_S"]
+__all__ = ["gpu_load", "gpu_busy", "BUSY_PERCENT", "SAMPLES", "INTERVAL_S", "SHARED_ENV"]
 
 #: The load (percent) every sample must reach for the GPU to count as busy with another process's work.
 BUSY_PERCENT = 10.0
@@ -37,6 +40,8 @@ BUSY_PERCENT = 10.0
 #: another process's pipeline.
 SAMPLES = 5
 INTERVAL_S = 0.2
+#: The environment variable that lets a run time its engines beside another process's GPU work (``1``).
+SHARED_ENV = "PLACETUNE_SHARED_GPU"
 
 
 def gpu_load(root: str | Path | None = None) -> float | None:
@@ -71,4 +76,5 @@ def gpu_busy(root: str | Path | None = None, samples: int = SAMPLES, interval_s:
     return (f"the GPU is busy before placetune built anything: its load read {', '.join(f'{x:g}' for x in seen)} % "
             f"over {interval_s * (len(seen) - 1):g} s (class/devfreq/<gpu>/device/load), so another process (a "
             "DeepStream pipeline, another tune or benchmark) runs on it and every timing would include its work; "
-            "stop it (jtop or tegrastats shows the GPU's load) and run again")
+            "stop it (jtop or tegrastats shows the GPU's load) and run again, or, to tune beside work the deployment "
+            f"will also run, set {SHARED_ENV}=1 (the study then records gpu_shared and keeps those timings apart)")

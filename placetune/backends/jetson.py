@@ -7,6 +7,7 @@ clocks read around every measurement (:mod:`placetune.backends.clocks`)."""
 from __future__ import annotations
 
 import logging
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from placetune.backends.base import BackendBase, Capabilities
 from placetune.backends import clocks, oom
 from placetune.backends.clocks import ClockWatch, Snapshot, mode_not_applied, snapshot
-from placetune.backends.busy import gpu_busy
+from placetune.backends.busy import SHARED_ENV, gpu_busy
 from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_uncapped_not_applied,
                                              parse_nvpmodel_caps)
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq, source_qdq_fp32
@@ -69,6 +70,22 @@ class JetsonBackend(BackendBase):
             log.warning(msg, *args)
 
     @cached_property
+    def gpu_shared(self) -> bool:
+        """Whether this backend times beside another process's GPU work: read once, at its first fingerprint,
+        before it built anything (later the GPU's load is its own worker's; :mod:`placetune.backends.busy`).
+        A busy GPU raises :class:`BackendError` (exit 8) unless ``PLACETUNE_SHARED_GPU=1`` asks for it, then
+        True, said once."""
+        busy = gpu_busy()  # another process's work on the GPU is never timed as the board's unasked
+        if not busy:
+            return False
+        if os.environ.get(SHARED_ENV) != "1":
+            raise BackendError(busy)
+        self.warn_once("gpu-shared", "GPU SHARED: another process keeps the GPU busy and %s=1: every timing "
+                       "includes its work; the study records gpu_shared and keeps these timings apart from any "
+                       "made alone", SHARED_ENV)
+        return True
+
+    @cached_property
     def clock_watch(self) -> ClockWatch:
         """The clocks of this backend's run (the first snapshot is the run's reference)."""
         return ClockWatch()
@@ -110,11 +127,8 @@ def device_fingerprint(backend: JetsonBackend, version: str, platform: "Platform
     if backend.refuse_other_board:
         board_fits(platform, more.get("dla_cores"))
         dla_cores_fit(version, platform, more.get("dla_cores"))
-    if not backend.__dict__.get("_gpu_load_read"):  # its first fingerprint, before this backend built anything
-        backend.__dict__["_gpu_load_read"] = True  # (later, the GPU's load is this backend's own worker's)
-        busy = gpu_busy()  # another process's work on the GPU is never timed as the board's
-        if busy:
-            raise BackendError(busy)
+    if backend.gpu_shared:  # timed beside another process's GPU work, on purpose: kept apart from timings made alone
+        fp["gpu_shared"] = True
     match = board_module(more.get("dla_cores"))
     if match.emulated_on and match.module is not None:  # a developer kit flashed as another module: said in the study
         fp["module_emulated"] = f"{match.module.part} on {match.emulated_on}"
