@@ -355,7 +355,6 @@ class ILayer:
         self._metadata = ""  # set by the parser for the layers it registers for an ONNX node (8.6+)
         self._plugin = ""  # the plugin creator's name of a layer the parser imported as a plugin
         self._out_spec = (out_shape, out_dtype)
-        self._net = None  # the network the parser added it to (the DLA table looks at a Flatten's consumers)
 
     @property
     def num_inputs(self) -> int:
@@ -606,7 +605,6 @@ class _Importer:
             if name:
                 self.tensors[name] = t
         self.net._layers.append(layer)
-        layer._net = self.net
         return layer
 
     def to_tensor(self, x: str, node_name: str) -> ITensor:  # convertToTensor
@@ -875,37 +873,8 @@ DLA_TABLE = {
     LayerType.SOFTMAX: lambda l: True,
     LayerType.RESIZE: lambda l: True,
     LayerType.SHUFFLE: lambda l: (len(l._inputs[0].shape) == 4 and len(l._outputs[0].shape) == 4)
-    or _unit_reshape(l._inputs[0].shape, l._outputs[0].shape) or _fc_flatten(l),
-    LayerType.MATRIX_MULTIPLY: lambda l: _fully_connected(l),
+    or _unit_reshape(l._inputs[0].shape, l._outputs[0].shape),
 }
-
-
-def _fully_connected(layer: ILayer) -> bool:
-    """A classifier's Gemm/MatMul: a 2-D [N, K] activation times 2-D constant weights, at most 8192 outputs.
-    TensorRT's builder runs it as a 1x1 convolution, which the DLA takes: published 8.5.2 and 10.3 builds put
-    ``/linear/Gemm`` and ``/fc/Gemm + (Unnamed Layer* ..) [ElementWise]`` on the DLA (tests/data/trt_corpus/
-    dlatutorial-repro-orin64-8.5.2-model-bn, orin-agx-trt10.3-dla-offloaded). On a 3-D/4-D activation, with
-    two runtime inputs or a transposed activation the double keeps it on the GPU (no published DLA build)."""
-    if len(layer._inputs) != 2 or int(layer._attrs.get("transA", 0)) == 1:
-        return False
-    a, b = layer._inputs
-    if a._const or not b._const or len(a.shape) != 2 or len(b.shape) != 2:
-        return False
-    return 1 <= int(layer._outputs[0].shape[-1]) <= 8192
-
-
-def _fc_flatten(layer: ILayer) -> bool:
-    """(N, C, 1, 1) -> (N, C) feeding only fully connected layers, the view before a classifier's Gemm: before
-    TensorRT 10 the DLA takes it (the 8.4 tutorial log runs Flatten_9 in Gemm_15's DLA subgraph); the published
-    10.3 build of ResNet-50 above warns "Layer '/Flatten' (SHUFFLE): Unsupported on DLA" (GPU)."""
-    x, y = layer._inputs[0].shape, layer._outputs[0].shape
-    if _MAJOR >= 10 or len(x) != 4 or len(y) != 2 or tuple(x[2:]) != (1, 1) or layer._net is None:
-        return False
-    if any(a != b and a >= 0 and b >= 0 for a, b in zip(x[:2], y)):  # -1: a size the parser left open
-        return False
-    out = layer._outputs[0]
-    users = [l for l in layer._net._layers if any(t is out for t in l._inputs)]
-    return bool(users) and all(l.type == LayerType.MATRIX_MULTIPLY and _fully_connected(l) for l in users)
 
 
 def _unit_reshape(a: tuple, b: tuple) -> bool:
