@@ -109,3 +109,27 @@ def test_a_deployment_that_shares_the_gpu_may_tune_beside_that_work_asked_and_ke
     finally:
         be.close()
     assert sum("GPU SHARED" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_the_worker_is_read_when_its_pipe_is_numbered_past_1024(tmp_path, monkeypatch):
+    """A process holding many files (a long night's, an application's) hands the worker's pipe a descriptor
+    numbered 1024 or more, which select() refuses ("filedescriptor out of range in select()": every
+    measurement of the run failed); the worker's replies are read with poll, which has no such limit."""
+    import os
+    import resource
+
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(_tree(tmp_path, 0)))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit of open files is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = []
+    try:
+        while not held or held[-1] < 1030:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        m = _evaluate(tmp_path)
+        assert m.ok, m.reason
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -246,11 +246,15 @@ class WorkerClient:
         """The next stdout line, or (None, "timeout"|"crashed")."""
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
+        # poll, not select: select refuses a descriptor numbered 1024 or more, which a long-lived process
+        # (a night's, an application's that opened many files) can be handed ("filedescriptor out of range")
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None, "timeout"
-            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            ready = poller.poll(min(left, 1.0) * 1000)
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 16)
