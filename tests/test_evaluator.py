@@ -204,8 +204,12 @@ def test_api_default_precision_is_the_command_lines():
 
     assert DEFAULT_PRECISION == "int8"
     parser = build_parser()
-    for argv in (["check", "seed-block"], ["measure", "seed-block"]):
-        assert parser.parse_args(argv).precision == DEFAULT_PRECISION
+    assert parser.parse_args(["check", "seed-block"]).precision == DEFAULT_PRECISION
+    # measure leaves it unset while parsing (a plan given to --placement fills it), then takes the default
+    from placetune.cli.measure import _plan_options
+    args = parser.parse_args(["measure", "seed-block"])
+    _plan_options(None, None, args)
+    assert args.precision == DEFAULT_PRECISION
     assert TuneConfig().precision == DEFAULT_PRECISION  # tune's
     ev = Evaluator("seed-block", "orin-agx")
     assert ev.settings.precision == DEFAULT_PRECISION and ev.study.precision == DEFAULT_PRECISION
