@@ -366,8 +366,18 @@ def _fallen_in_range(predicted: Mapping[str, str], layers: Sequence[Any], dla_se
         if ends is not None:
             end_layers = {resolver.model_layer(e) for e in ends}
             interior.update(m for m in resolver.model_layers(_name(x)) if m not in end_layers)
+    # a GPU kernel that names the layer only in its Metadata (a Myelin kernel, named after no model layer) may have
+    # fused the branch's other layers without a record of their own; an engine layer named after the model layer
+    # itself is that layer alone, and the range's other layers keep what the range says
+    by_metadata: set[str] = set()
+    for x in layers:
+        if _name(x) in dla_set:
+            continue
+        own = set(resolver.model_layers(_name(x))) if resolver.network_layers(_name(x)) is not None else set()
+        by_metadata.update(n for n in metadata_nodes(x) if n in resolver.model_set and n not in own)
     asked = [n for n in predicted if n in interior and predicted[n] != "GPU"]
-    return [n for n in asked if n in on_gpu], [n for n in asked if n not in on_gpu]
+    fell = [n for n in asked if n in on_gpu and n in by_metadata]
+    return fell, [n for n in asked if n not in on_gpu]
 
 
 def _some(names: Sequence[str], k: int = 3) -> str:
