@@ -26,13 +26,16 @@ def _tree(tmp_path: Path, *loads: int) -> Path:
     return root
 
 
-def _evaluate(tmp_path: Path):
+def _evaluate(tmp_path: Path, fingerprint: dict | None = None):
+    """All-GPU seed_model_gn measured through the TensorRT doubles; ``fingerprint`` (when given) gets the study's."""
     be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
                          profile_iterations=2)
     try:
         ev = Evaluator(str(DATA / "seed_model_gn.onnx.gz"), "orin-agx", backend=be, store=None,
                        trt_version="10.3", iterations=3, precision="fp16")
         try:
+            if fingerprint is not None:
+                fingerprint.update(ev.fingerprint)
             return ev.evaluate(Placement(ev.model, {}))
         finally:
             ev.close()
@@ -96,18 +99,9 @@ def test_a_deployment_that_shares_the_gpu_may_tune_beside_that_work_asked_and_ke
     with pytest.raises(BackendError, match=r"set PLACETUNE_SHARED_GPU=1 \(the study then records gpu_shared"):
         _evaluate(tmp_path)
     monkeypatch.setenv("PLACETUNE_SHARED_GPU", "1")
-    be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
-                         profile_iterations=2)
-    try:
-        ev = Evaluator(str(DATA / "seed_model_gn.onnx.gz"), "orin-agx", backend=be, store=None,
-                       trt_version="10.3", iterations=3, precision="fp16")
-        try:
-            assert ev.evaluate(Placement(ev.model, {})).ok
-            assert ev.fingerprint.get("gpu_shared") is True
-        finally:
-            ev.close()
-    finally:
-        be.close()
+    fingerprint: dict = {}
+    assert _evaluate(tmp_path, fingerprint).ok
+    assert fingerprint.get("gpu_shared") is True
     assert sum("GPU SHARED" in r.getMessage() for r in caplog.records) == 1
 
 
