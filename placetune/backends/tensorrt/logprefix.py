@@ -78,11 +78,14 @@ _WRAPPER = re.compile(
 _ORT_WHERE = re.compile(r"\s*\[tensorrt_execution_provider\.h:\d+ [^\]]*\]\s*$")
 #: TensorRT's own logger prefixes (trtexec, Python, TensorRT 7, DeepStream, jetson-inference), all optional, after a
 #: shell comment's ``#``, a Markdown quote's ``> `` or the Markdown a reporter opened right before a logger's bracket
-#: (bold ``**``, inline code ````` ``, a double quote): ``**[TensorRT] ERROR: ...``
+#: (inline code ````` ``, a double quote): ``**[TensorRT] ERROR: ...``; bold (two or more ``*``) also before plain
+#: text: ``****python3: yolo_layer.cu:116: ...: Assertion `...' failed.``
 _PREFIX = re.compile(
-    r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$)|(?P<mark>\*\*|`|\")(?=\[))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
+    r"^\s*(?:#\s*(?=[\[&])|>(?:\s+|$)|(?P<mark>\*{2,}(?=\S)|(?:`|\")(?=\[)))?(?:\[\d{1,2}/\d{1,2}/\d{4}-[\d:]+\]\s*)*"
     r"(?:\[(?P<sev>[IWEVF!USX])\]\s*)?(?:\[(?:TRT|TensorRT)(?:-LLM)?\]\s*)?(?:\[(?P<sev2>[IWEVF])\]\s*)?"
     r"(?:(?P<word>INTERNAL_ERROR|ERROR|WARNING|Warning|INFO|VERBOSE|DEBUG):\s*(?:\[(?:TRT|Torch-TensorRT[^\]]*)\]:?\s*(?:-\s+)?)?)?")
+#: the Markdown bold a reporter closed at a line's end (``**``, ``****``), opened on a line above
+_BOLD_CLOSE = re.compile(r"\*{2,}\s*$")
 #: ``Warning: `` (mixed case): a warning printed with no logger prefix inside a TensorRT 8 build (by its wording
 #: the Myelin compiler's): ``Warning: Slice op /Slice_slice cannot slice along a uniform dimension.``
 _WORDS = {"INTERNAL_ERROR": "E", "ERROR": "E", "CRITICAL": "E", "WARNING": "W", "Warning": "W", "INFO": "I",
@@ -99,7 +102,7 @@ _GST_LEVELS = {"ERROR": "E", "WARN": "W", "FIXME": "W", "INFO": "I"}  # DEBUG, L
 FOREIGN_ERRORS = re.compile(r"^\[libprotobuf ERROR\b|^NVMEDIA_DLA\b.*\bERROR\b|"
                             r"^(?:Killed|Terminated|Abort(?:ed)?|Segmentation fault|Bus error|Illegal instruction|"
                             # the Markdown a reporter closed right after it: ``Aborted (core dumped)**``
-                            r"Floating point exception)(?: \(core dumped\))?(?:\*\*|`)?$")
+                            r"Floating point exception)(?: \(core dumped\))?(?:\*{2,}|`)?$")
 #: an application's own failure message, a line of its own with no severity ("Building engine failed", "Failed to
 #: build CUDA engine on ...", jetson-inference's "[TRT] device DLA_0, failed to build CUDA engine", a Python
 #: builder's "Failed building engine"); "Tests failed:  0"
@@ -157,8 +160,8 @@ def split_prefix(line: str) -> tuple[str | None, str]:
         msg = msg[len(m.group("word")) + 2:]
     if m.group("mark") and msg.rstrip().endswith(m.group("mark")):  # the Markdown closed on the same line
         msg = msg.rstrip()[:-len(m.group("mark"))]
-    elif msg.rstrip().endswith("**") and msg.count("**") == 1:  # bold opened lines above closes here
-        msg = msg.rstrip()[:-2]
+    elif (bold := _BOLD_CLOSE.search(msg)) and "**" not in msg[:bold.start()]:  # bold opened lines above closes here
+        msg = msg[:bold.start()]
     if w.group("ort") or w.group("ort2"):
         msg = _ORT_WHERE.sub("", msg)
     if w.group("glog") and len(msg) > 1 and msg.startswith('"') and msg.rstrip().endswith('"'):
