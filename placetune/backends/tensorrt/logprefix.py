@@ -117,7 +117,10 @@ _UNMARKED_ERROR = re.compile(r"\bError\b|\bERROR\b|\bAssertion failed\b|^(?:Cann
                              r"|^error:\s"
                              # Myelin's failed check printed bare by TensorRT 8.6 ("nvrtc_compile.cpp:940: CHECK(false)
                              # failed. NVRTC Compilation failure"; TensorRT 10 logs the same check inside an Error[9])
-                             r"|\bCHECK\(.*\) failed\b")
+                             r"|\bCHECK\(.*\) failed\b"
+                             # TensorRT's error message as a logger that prints no severity writes it: its ErrorCode (1 to
+                             # 10) first ("3: Cannot find binding of given name: 339"); a batch's "1: 640x640 2 persons" is none
+                             r"|^(?:[1-9]|10): (?=[A-Za-z])")
 #: a Python exception's last traceback line (``RuntimeError: ...``): a message of its own, never a continuation
 _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 #: a line that opens with an error word of its own (Ultralytics' ``ERROR TensorRT: export failure ...``): never the
@@ -129,6 +132,8 @@ _OPENS_WITH_ERROR = re.compile(r"^(?:INTERNAL_ERROR|ERROR|FATAL|CRITICAL)\b"
                                # Analyzer.cpp::...] Error Code 2: ...") the line may end the ONNX parser's message
                                # (an application may tag it with its own name first: "trt_infer: 2: [...] Error Code 2: ...")
                                r"|^(?:[A-Za-z_][\w.-]*: )?\d+: \[[\w./ -]+::[\w:~]+::\d+\] Error Code \d+: "
+                               # or with no source location: "3: Cannot find binding of given name: output0"
+                               r"|^(?:[1-9]|10): (?=[A-Za-z])"
                                # the ONNX parser's error object as a Python application prints it (parser.get_error(i)):
                                # "In node 143 (importResize): UNSUPPORTED_NODE: Assertion failed: ..."
                                r"|^In node -?\d+ \(\w+\): [A-Z_]+: ")
