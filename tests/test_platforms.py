@@ -104,6 +104,17 @@ def test_reference_figures():
     assert get_platform("xavier-nx").dram_gbps == pytest.approx(59.7)
 
 
+def test_orin_dla_fp16_peak_is_half_of_xaviers():
+    """NVIDIA: FP16 convolutions on the Orin DLA take up to 2x Xavier's latency (read at each module's
+    top DLA clock): AGX Orin's per-core FP16 peak is half AGX Xavier's, and every Orin DLA keeps that
+    FP16 / INT8 ratio (the same core at its own clock)."""
+    xav, agx = get_platform("xavier-agx"), get_platform("orin-agx")
+    assert agx.dla_fp16_tflops == pytest.approx(xav.dla_fp16_tflops / 2)
+    for name in ORIN_WITH_DLA:
+        p = get_platform(name)
+        assert p.dla_fp16_tflops / p.dla_int8_tops == pytest.approx(agx.dla_fp16_tflops / agx.dla_int8_tops)
+
+
 def test_sanity_relations():
     xav = get_platform("xavier-agx")
     agx = get_platform("orin-agx")

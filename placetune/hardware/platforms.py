@@ -184,15 +184,19 @@ class Platform:
         return any(v.split(".")[0] == major for v in self.jetpack_trt)
 
 
-# Orin DLA FP16: the DLA-SW FAQ says Orin's DLA trades "lower FP16 convolution compute" for
-# ~9x INT8 over Xavier. No FP16 peak or FP16 / INT8 MACs-per-cycle ratio is published by NVIDIA
-# (searched: placetune/data/published.md, history step 12); an "up to 2x the latency of Xavier's"
-# for FP16 convolutions appears only in a third-party translation of NVIDIA's DLA guide (seed 002)
-# and is not used. ESTIMATE: FP16 = dense INT8 / 16. 1/4..1/8 of INT8 would put Orin's per-core
-# FP16 above Xavier's 2.5 TFLOPS (26.25/8 = 3.3), contradicting the FAQ; 1/16 gives 1.64 TFLOPS on
-# AGX Orin (Xavier/Orin = 1.5x). The published ResNet-50 DLA FP16 row (17.7 ms) is simulated about
-# 2x too fast with it: a validation row, so it measures this estimate and does not set it.
-_ORIN_DLA_FP16_PER_INT8 = 1.0 / 16.0
+# Orin DLA FP16: the DLA-SW FAQ says Orin's DLA trades "lower FP16 convolution compute" for ~9x
+# INT8 over Xavier. NVIDIA's quantitative statement, "FP16 convolutions [on the Orin DLA] can be up
+# to 2x slower than Xavier's", is known here from two independent third-party copies (a Chinese
+# translation of NVIDIA's DLA guide, seed 002 section 3.3, and an English note citing the TensorRT
+# 10.x "Working with DLA" page); NVIDIA's page itself is not in the stored material
+# (placetune/data/published.md, history steps 12 and 20). Read at each module's top DLA clock:
+# AGX Orin's per-core FP16 peak = AGX Xavier's 2.5 TFLOPS / 2 = 1.25 TFLOPS, 1/21 of its dense
+# INT8 26.25 TOPS; the other Orin DLAs (the same core at a lower clock) keep that ratio. "Up to"
+# makes it a bound: the published ResNet-50 DLA FP16 row (17.7 ms, a validation row that measures
+# this figure and does not set it) is still slower than the simulator with it.
+_XAVIER_DLA_FP16 = 2.5  # ref §1: 2.5 FP16 TFLOPS per Xavier DLA
+_AGX_ORIN_DLA_INT8 = 105.0 / 2 / 2  # ref §1: 105 sparse TOPS for both DLAs -> /2 dense, /2 per core = 26.25
+_ORIN_DLA_FP16_PER_INT8 = _XAVIER_DLA_FP16 / 2 / _AGX_ORIN_DLA_INT8
 
 # Orin GPU FP16: Ampere tensor cores run dense FP16 at half their dense INT8 rate.
 # ESTIMATE derived from the INT8 figure (the reference lists only INT8 TOPS for Orin).
@@ -207,7 +211,6 @@ _AGX_ORIN_TRT = _ORIN_TRT + ("11.4",)
 # Xavier: JetPack 5.x is the last (TRT 8.5.2); UNVERIFIED in the reference (§3.4).
 _XAVIER_TRT = ("8.5",)
 
-_AGX_ORIN_DLA_INT8 = 105.0 / 2 / 2  # ref §1: 105 sparse TOPS for both DLAs -> /2 dense, /2 per core = 26.25
 _NX16_DLA_INT8 = 20.0 / 2  # ref §1: "20 + 20 sparse TOPS" -> 10 dense per core
 
 PLATFORMS: dict[str, Platform] = {
@@ -221,7 +224,7 @@ PLATFORMS: dict[str, Platform] = {
             gpu_int8_tops=171.0 / 2,  # ref §1: 171 sparse INT8 TOPS -> 85.5 dense
             gpu_fp16_tflops=171.0 / 2 * _AMPERE_FP16_PER_INT8,  # ESTIMATE: 42.75 (see above)
             dla_int8_tops=_AGX_ORIN_DLA_INT8,  # ref §1: 26.25 dense per core
-            dla_fp16_tflops=_AGX_ORIN_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # ESTIMATE: 1.64 (see above)
+            dla_fp16_tflops=_AGX_ORIN_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # 1.25: half of Xavier's (see above)
             dram_gbps=204.8,  # ref §1
             gpu_sm_count=16,  # derived: ref §1 2048 CUDA cores / 128 per Ampere SM (64 TC / 4 per SM)
             dla_sram_mib=1.0,  # ref §1: 1 MiB SRAM per Orin DLA core
@@ -245,7 +248,7 @@ PLATFORMS: dict[str, Platform] = {
             gpu_int8_tops=60.0 / 2,  # ref §1: 60 sparse INT8 TOPS -> 30 dense
             gpu_fp16_tflops=60.0 / 2 * _AMPERE_FP16_PER_INT8,  # ESTIMATE: 15
             dla_int8_tops=_NX16_DLA_INT8,  # ref §1: 10 dense per core
-            dla_fp16_tflops=_NX16_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # ESTIMATE: 0.625
+            dla_fp16_tflops=_NX16_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # 0.476: AGX Orin's ratio (see above)
             dram_gbps=102.4,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 1024 cores, 32 TC -> 8 Ampere SMs
             dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
@@ -266,7 +269,7 @@ PLATFORMS: dict[str, Platform] = {
             gpu_int8_tops=(70.0 - 20.0) / 2,
             gpu_fp16_tflops=(70.0 - 20.0) / 2 * _AMPERE_FP16_PER_INT8,  # ESTIMATE: 12.5
             dla_int8_tops=_NX16_DLA_INT8,  # ESTIMATE: same DLA as Orin NX 16GB (10 dense)
-            dla_fp16_tflops=_NX16_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # ESTIMATE: 0.625
+            dla_fp16_tflops=_NX16_DLA_INT8 * _ORIN_DLA_FP16_PER_INT8,  # 0.476: AGX Orin's ratio (see above)
             dram_gbps=102.4,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 1024-core Ampere -> 8 SMs
             dla_sram_mib=1.0,  # ref §1 (Orin DLA, per core)
@@ -323,7 +326,7 @@ PLATFORMS: dict[str, Platform] = {
             gpu_int8_tops=22.0,  # ref §1: ~22 INT8 TOPS (low confidence; Volta has no sparsity, so dense)
             gpu_fp16_tflops=11.0,  # ref §1: ~11 FP16 TFLOPS (low confidence)
             dla_int8_tops=5.0,  # ref §1: 5 INT8 TOPS per DLA
-            dla_fp16_tflops=2.5,  # ref §1: 2.5 FP16 TFLOPS per DLA
+            dla_fp16_tflops=_XAVIER_DLA_FP16,  # ref §1: 2.5 FP16 TFLOPS per DLA
             dram_gbps=136.5,  # ref §1
             gpu_sm_count=8,  # derived: ref §1 512 CUDA cores / 64 per Volta SM (64 TC / 8 per SM)
             dla_sram_mib=4.0,  # ref §1: 4 MiB shared by 2 DLAs + 2 PVAs
