@@ -654,3 +654,29 @@ def test_a_board_that_does_not_run_the_mode_it_reports_is_said(tmp_path, monkeyp
     assert said("MAXN", "MAXN") == []  # uncapped: nothing to compare
     _gpu(root, cur=612000000, lo=612000000, hi=612000000)
     assert said("MODE_30W", "30W") == []
+
+
+def test_clocks_only_root_can_read_are_said_once_and_named_in_every_clock_record(tmp_path, caplog):
+    """Run as a user, the memory (EMC) and DLA clock files (debugfs) cannot be read: a change of those
+    clocks alone would go unseen, so the run says so once and each measurement's clock record names them."""
+    root = _orin(tmp_path / "sys")  # no kernel/debug: a user's view of an Orin
+    watch = ClockWatch(root, status=tmp_path / "no-status")
+    ok = lambda: Measurement(status="ok", latency_samples_ms=[2.0, 2.0])  # noqa: E731
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            m = watch.judge(ok(), watch.read(), watch.read())
+            assert m.ok and m.extra["clocks"]["not_watched"] == ["EMC", "DLA"]
+    said = [r.getMessage() for r in caplog.records if "CLOCKS NOT WATCHED" in r.getMessage()]
+    assert len(said) == 1 and "root" in said[0] and "EMC" in said[0] and "DLA" in said[0] and "\n" not in said[0]
+
+
+def test_clocks_root_can_read_are_watched_and_not_said(tmp_path, caplog):
+    root = _orin(tmp_path / "sys")
+    _write(root / "kernel/debug/bpmp/debug/clk/emc/rate", 3199000000)
+    _write(root / "kernel/debug/bpmp/debug/clk/emc/max_rate", 3199000000)
+    _write(root / "kernel/debug/clk/dla0_core/clk_rate", 1600000000)
+    watch = ClockWatch(root, status=tmp_path / "no-status")
+    with caplog.at_level(logging.WARNING):
+        m = watch.judge(Measurement(status="ok", latency_samples_ms=[2.0]), watch.read(), watch.read())
+    assert "not_watched" not in m.extra["clocks"]
+    assert not [r for r in caplog.records if "CLOCKS NOT WATCHED" in r.getMessage()]

@@ -39,6 +39,11 @@ The files read (``root`` is ``/sys``):
   frequency limits above are still judged. A board where the file cannot be read is said once
   (:class:`ClockWatch`), and its mode is then not judged, never guessed.
 
+The EMC and DLA clock files are in debugfs, which only root can read: a night run as a user cannot
+watch them, so a change of the memory's or a DLA's clock that moves no CPU or GPU limit and no
+nvpmodel mode would go unseen. :class:`ClockWatch` says so once (``CLOCKS NOT WATCHED``) and every
+measurement's clock record names them (``extra["clocks"]["not_watched"]``, :func:`not_watched`).
+
 Checked only against a fake sysfs tree and status file (``tests/test_clock_watch.py``), never on a board.
 """
 
@@ -58,7 +63,7 @@ from placetune.measurement import Measurement
 
 __all__ = ["ClockWatch", "ClockSampler", "snapshot", "clocks_moved", "steps_between", "NVPMODEL_WRITTEN", "mode_not_applied", "untrusted",
            "read_power_mode_id", "parse_nvpmodel_status", "STOP_AFTER", "SYSFS_ROOT", "NVPMODEL_STATUS",
-           "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE", "MODE_CAP_TOLERANCE", "GPU_NODE"]
+           "SAMPLE_INTERVAL_S", "THROTTLE_TOLERANCE", "MODE_CAP_TOLERANCE", "GPU_NODE", "not_watched"]
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +192,15 @@ def _clocks_in(folder: Path, name: re.Pattern[str], kind: str, files: tuple[str,
                     c["transitions"] = n
             found[f"{kind}:{entry.name}"] = c
     return found
+
+
+def not_watched(snap: Snapshot | None) -> list[str]:
+    """The clocks a snapshot of a Jetson could not read because only root can (``EMC``, ``DLA``: debugfs);
+    empty off a Jetson (None)."""
+    if snap is None:
+        return []
+    return [name for name, there in (("EMC", "emc" in snap), ("DLA", any(k.startswith("dla:") for k in snap)))
+            if not there]
 
 
 def _locked(c: dict[str, int]) -> bool:
@@ -340,6 +354,13 @@ class ClockWatch:
                 log.warning("POWER MODE NOT WATCHED: %s; a power mode change during the run is seen only where it "
                             "moves a CPU or GPU frequency limit (two modes may differ only in TPCs, cores online "
                             "or EMC); check `nvpmodel -q` after the run", read_power_mode_id(self.status)[1])
+            unread = not_watched(snap)
+            if unread:
+                log.warning("%s CLOCKS NOT WATCHED: their files are in debugfs, which only root can read "
+                            "(kernel/debug/bpmp/debug/clk/emc, kernel/debug/clk/dla*); a change of only these clocks "
+                            "during the run (no CPU or GPU frequency limit moved, no nvpmodel mode change) is not seen, "
+                            "and each measurement's clock record names them under not_watched; run placetune as root "
+                            "to watch them", " and ".join(unread))
         return snap
 
     def timed(self, before: Snapshot | None, after: Snapshot | None, during: Iterable[Snapshot | None] = ()) -> None:
@@ -374,6 +395,9 @@ class ClockWatch:
             before, after, during = window
             span = "timing"
         m.extra["clocks"] = {"before": before, "after": after, "span": span}
+        unread = not_watched(self.first)
+        if unread:  # the record says what it could not see, never only the terminal
+            m.extra["clocks"]["not_watched"] = unread
         if during:
             m.extra["clocks"]["samples_during"] = len(during)
         why = clocks_moved(self.first, before, after, during)
