@@ -365,3 +365,46 @@ def test_a_length_rule_that_leaves_one_untested_length_gets_one_test_build_of_it
     wide = S(far)
     assert wide.feasibility.rules and wide.feasibility.gap() is None
     assert wide.gap_pick(sur, worst, [test], 100) is None and wide.inner_calls == 0 and wide.gap_note() is None
+
+
+def test_a_pick_a_failed_build_of_its_own_round_now_rules_out_is_not_built_and_the_others_are():
+    from search import guided
+
+    ev = _evaluator(SimulatedJetson())
+    space = ev.space("stages")
+    n, gpu, dla = space.n_units, space.devices.index("GPU"), space.devices.index("DLA0")
+    capable = np.flatnonzero(space.mask[:, dla])
+
+    def window(i: int, j: int) -> list[int]:  # DLA-capable units i..j-1 on DLA0, the rest on the GPU
+        a = [gpu] * n
+        for u in capable[i:j]:
+            a[int(u)] = dla
+        return a
+
+    short, long_a, long_b = window(0, 2), window(0, 10), window(1, 11)
+    state = guided._State.__new__(guided._State)
+    state.feasibility = Feasibility(ev.model, space, pipeline=True)
+    state.feasibility.observe(short, Measurement(status="ok", throughput_fps=1.0))
+    state.dropped = 0
+    f = state.feasibility.features
+    assert f(long_a)["layers"] > 2 * f(short)["layers"] and f(long_b)["layers"] > 2 * f(short)["layers"]
+    built: list[list[int]] = []
+
+    def evaluate(a, pred):  # the device: a loadable as long as long_a's fails to build
+        built.append(a)
+        m = (Measurement.failure("build_failed", "DLA compiler: x: too many layers for one loadable")
+             if f(a)["layers"] >= f(long_a)["layers"] else Measurement(status="ok", throughput_fps=1.0))
+        state.feasibility.observe(a, m)
+        return m
+
+    state.evaluate = evaluate
+    # nothing failed yet: the round picks both long plans (the rules allow them), and a short one
+    assert not state.feasibility.fails(long_a) and not state.feasibility.fails(long_b)
+    state.build_picks([(long_a, -1.0), (long_b, -1.0), (window(3, 5), -1.0)])
+    # long_a's failure taught a rule long_b breaks: long_b is not built, the short pick is
+    assert built == [long_a, window(3, 5)] and state.dropped == 1
+    assert state.feasibility.fails(long_b)
+    # a pick the rules blocked when it was picked (a test of the rule itself) is built all the same
+    built.clear()
+    state.build_picks([(long_b, -1.0)])
+    assert built == [long_b] and state.dropped == 1
