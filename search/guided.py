@@ -251,7 +251,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         self.recalled = 0  # the study's stored measurements the run started from (Budget.recall)
         self.gap_rng = self.rng.spawn(1)[0]  # the gap test's search (search.gaps): the rounds' draws stay as they were
         self.gap_tested: int | None = None  # the loadable length a build tested (search.gaps)
-        self.dropped = 0  # picks not built: a rule learned earlier in their round blocks them (build_picks)
 
     @property
     def inner_rate(self) -> float | None:
@@ -382,8 +381,9 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
             for a in first:
                 if not self.seen(a):
                     self.evaluate(a, nominal.loss(a))
-            self.build_picks([(a, nominal.loss(a)) for a, _ in self.select(nominal, Fit(), ranked, n_tops)
-                              if not self.seen(a)])
+            for a, _ in self.select(nominal, Fit(), ranked, n_tops):
+                if not self.seen(a):
+                    self.evaluate(a, nominal.loss(a))
         self.rounds = 1
         while not run.exhausted:
             self.round()
@@ -451,23 +451,13 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         log.info("guided round %d: fit on %d measurements, cv error %s, recent error %s, radius %d; %d candidates",
                  self.rounds, self.fit.n, self.cv_error, self.recent_error, self.radius, len(picks))
         before = min(self.measured.values(), default=math.inf)
-        self.build_picks(picks)
+        for a, pred in picks:
+            self.evaluate(a, pred)
         if probe is not None:
             self.surprised(tuple(probe[0]))
         self.ev.flush()  # the round's evaluations are stored (and shown) before the next fit
         self.correct_measured()
         self.trust(before)
-
-    def build_picks(self, picks: Sequence[tuple[list[int], float]]) -> None:
-        """Build a round's picks in turn, less those the feasibility rules allowed when they were picked
-        and block by their turn: an earlier build of the round failed and taught a rule the pick breaks
-        (a round picks its plans together, under the rules as they stood before any of them was built)."""
-        allowed = [not self.feasibility.fails(a) for a, _ in picks]  # as picked
-        for (a, pred), was in zip(picks, allowed):
-            if was and self.feasibility.fails(a):
-                self.dropped += 1
-                continue
-            self.evaluate(a, pred)
 
     def model_held(self, sur: Surrogate) -> bool:
         """True when this round's model predicts the previous round's best predictions within
@@ -554,9 +544,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
     def finish(self) -> None:
         """Note the failed builds and what they taught, and a best measurement much better than its
         prediction (a possibly lucky one), unless it was re-measured."""
-        dropped = (f"{self.dropped} picks not built: a build earlier in their round taught a rule they break"
-                   if self.dropped else None)
-        for line in (self.feasibility.note(self.run.evaluations), dropped, self.gap_note(), self.drift_note()):
+        for line in (self.feasibility.note(self.run.evaluations), self.gap_note(), self.drift_note()):
             if line:
                 self.run.notes.append(line)
         best = self.run.best_assignment
