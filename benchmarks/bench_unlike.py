@@ -23,9 +23,12 @@ For every case, family and draw:
   400-402), both fixed before any result on them was seen (:data:`TUNING2_DRAWS`,
   :data:`FRESH2_DRAWS`); a third FRESH part (draws 9 and 10, seeds 500-502, :data:`FRESH3_DRAWS`),
   fixed before any run on it (run once since, and looked at); a fourth FRESH part (draws 11 and 12, seeds
-  600-602, :data:`FRESH4_DRAWS`), fixed before any run on it; the report runs one part (``--split``, default held-out); the families of
-  :data:`device_truths.FRESH_ONLY` (added after the first parts were looked at) run in the fresh,
-  tuning2, fresh2, fresh3 and fresh4 parts only;
+  600-602, :data:`FRESH4_DRAWS`), fixed before any run on it (run once since, and looked at); a fifth
+  FRESH part (draws 13 and 14, seeds 700-702, :data:`FRESH5_DRAWS`), fixed before any run on it (run
+  once since, and looked at); a sixth FRESH part (draws 15 and 16, seeds 800-802,
+  :data:`FRESH6_DRAWS`), fixed before any run on it; the report runs one part (``--split``, default
+  held-out); the families of :data:`device_truths.FRESH_ONLY` (added after the first parts were looked
+  at) run in the fresh, tuning2 and fresh2..fresh6 parts only;
 * **default agent**: ``--seeds`` runs with a budget of 15 and of 50 evaluations each; a run's
   value is the **noise-free** value of the plan it reports (its best, after its own re-ranking);
   the table gives the median and the worst gap to the best known over the seeds;
@@ -401,12 +404,21 @@ FRESH3_SEED0 = 500
 #: for a report of the agent as it was and looked at (docs/search.md names its misses and traces them).
 FRESH4_DRAWS = (11, 12)
 FRESH4_SEED0 = 600
+#: A FIFTH FRESH part (draws 13-14, seeds from 700), fixed before any run on it: fresh4 has judged a
+#: change (docs/search.md) and been looked at, so it no longer judges one on unseen truths.
+FRESH5_DRAWS = (13, 14)
+FRESH5_SEED0 = 700
+#: A SIXTH FRESH part (draws 15-16, seeds from 800), fixed before any run on it: fresh5 has judged a
+#: change (taken back, docs/search.md) and been looked at, so it no longer judges one on unseen truths.
+FRESH6_DRAWS = (15, 16)
+FRESH6_SEED0 = 800
 SPLITS = {"tuning": (TUNING_DRAWS, TUNING_SEED0), "held-out": (HELD_OUT_DRAWS, HELD_OUT_SEED0),
           "fresh": (FRESH_DRAWS, FRESH_SEED0), "tuning2": (TUNING2_DRAWS, TUNING2_SEED0),
           "fresh2": (FRESH2_DRAWS, FRESH2_SEED0), "fresh3": (FRESH3_DRAWS, FRESH3_SEED0),
-          "fresh4": (FRESH4_DRAWS, FRESH4_SEED0)}
+          "fresh4": (FRESH4_DRAWS, FRESH4_SEED0), "fresh5": (FRESH5_DRAWS, FRESH5_SEED0),
+          "fresh6": (FRESH6_DRAWS, FRESH6_SEED0)}
 #: the parts that run every family (FRESH_ONLY included): those fixed after FRESH_ONLY was added
-ALL_FAMILY_SPLITS = ("fresh", "tuning2", "fresh2", "fresh3", "fresh4")
+ALL_FAMILY_SPLITS = ("fresh", "tuning2", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
 
 
 def split_draws(split: str) -> tuple[int, ...]:
