@@ -146,6 +146,7 @@ class Tuner:
         progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
                             objective=ev.objective, baseline=baseline, stops_early=stops_early(cfg))
         ev.add_callback(progress.update)
+        ev.add_activity_callback(progress.working)
         ev.add_callback(scan.seen)
         if not ev.backend.simulated:  # a real run's first builds check the stack (exit 8)
             FirstBuildCheck(ev).attach()
