@@ -39,3 +39,14 @@ def test_the_default_tune_says_predicting_with_every_baseline_drawn_and_drops_it
     assert re.search(r"\] 3/8  best", first), first
     after = [f for f in frames[said[0] + 1:] if " 4/8 " in f]
     assert after and "predicting" not in after[0], after
+
+
+def test_a_run_that_ends_while_the_agent_predicts_does_not_leave_the_word_on_its_last_line():
+    """A guided round that finds nothing left worth building ends the run right after saying ``predicting``."""
+    out = io.StringIO()
+    p = Progress(out, tty=True, total=300, done=35, objective=get_objective("throughput"), baseline=None,
+                 columns=120)
+    p.working("predicting")
+    p.close()
+    last = out.getvalue().rstrip("\n").split("\r")[-1]
+    assert " 35/300 " in last and "predicting" not in last, last

@@ -281,7 +281,8 @@ class Progress:
         self._draw()
 
     def close(self) -> None:
-        """End the live line."""
+        """End the live line (what the agent was doing is over: its word goes)."""
+        self._working = ""
         if self.tty:
             self._draw()
             self.out.write("\n")
