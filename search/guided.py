@@ -115,6 +115,9 @@ CHOOSE_EVERY_MAX = 16
 HELD = 0.002
 _HELD_SHARE = 4
 _HELD_MIN = 60
+#: what the live bar says while the agent fits its model and searches it for the next builds (seconds
+#: without a build; short enough for an 80-column terminal)
+PICKING = "predicting"
 
 log = logging.getLogger(__name__)
 
@@ -369,6 +372,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
                  if b.measured_by_study]
         base = first + [list(a) for a in baseline_assignments(space).values()]
         nominal = Surrogate(self.ev, space, run.objective, None, fails=self.feasibility.fails)
+        self.ev.working(PICKING)  # seconds of the simulator's predictions, before the first pick is built
         ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
         if run.budget.recall:
@@ -391,6 +395,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
     def round(self) -> None:
         run, space = self.run, self.space
         self.rounds += 1
+        self.ev.working(PICKING)  # the fit, the model choice and its search: seconds without a build
         self.fit = fit_ensemble(self.ev, self.measurements, ensemble=self.agent.ensemble,
                                 seed=None if self.agent.seed is None else self.agent.seed + self.rounds,
                                 cross_validate=0, cache=self.observations)  # the model choice cross-validates

@@ -30,6 +30,21 @@ def seed_block():
 
 
 @pytest.fixture(scope="session")
+def seed_block_random(tmp_path_factory) -> Path:
+    """seed_block as an ONNX file with random weights (the exports in tests/data have zeroed ones), so that
+    its outputs mean something: what the TensorRT doubles run, the output gate compares and a deployment
+    built from a plan computes."""
+    import onnx
+
+    from placetune import Model
+    from placetune.model.source import load_source, randomize_weights
+
+    path = tmp_path_factory.mktemp("models") / "seed_block_random.onnx"
+    onnx.save(randomize_weights(load_source(Model.load(DATA / "seed_block.onnx.gz")), seed=1), str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
 def seed_model_gn():
     from placetune import Model
 

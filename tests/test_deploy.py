@@ -16,9 +16,8 @@ import onnx
 import pytest
 
 import placetune
-from placetune import Model, Placement
+from placetune import Placement
 from placetune.cli.main import main
-from placetune.model.source import load_source, randomize_weights
 from tests.fakes import fake_env
 
 DATA = Path(__file__).parent / "data"
@@ -44,13 +43,6 @@ def _study(tmp: Path, model: Path, mode: str, placement: dict | str, **kw) -> st
     assert main(["export", "--study", mode, "--storage", url, "--format", "trtexec", "-o", str(out),
                  "--measurement", str(m.extra["_id"])]) == 0
     return str(out)
-
-
-@pytest.fixture(scope="module")
-def seed_block(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("models") / "sb.onnx"
-    onnx.save(randomize_weights(load_source(Model.load(DATA / "seed_block.onnx.gz")), seed=1), str(path))
-    return path
 
 
 RUN = r'''
@@ -87,8 +79,8 @@ print(json.dumps({"max_rel_diff": max(float(np.abs(p - q).max() / np.abs(q).max(
 '''
 
 
-def test_build_then_run_a_pipeline_plan(seed_block, tmp_path):
-    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
+def test_build_then_run_a_pipeline_plan(seed_block_random, tmp_path):
+    folder = _study(tmp_path, seed_block_random, "pipeline", THREE, frames_in_flight=2)
     proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "built 4 engines with TensorRT 10.3.0" in proc.stdout and "every layer runs where the plan says" in proc.stdout
@@ -102,7 +94,7 @@ def test_build_then_run_a_pipeline_plan(seed_block, tmp_path):
                                                   "/conv3/Conv_output_0": ["HALF", "CHW16"]} or \
         all(v == ["HALF", "CHW16"] for v in report["engines"][1]["io_formats"].values())
     # the application runs it: one input, then a stream with 2 frames in flight, in order
-    run = _run([sys.executable, "-c", RUN, folder, str(seed_block), "5", "2"], tmp_path)
+    run = _run([sys.executable, "-c", RUN, folder, str(seed_block_random), "5", "2"], tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     got = json.loads(run.stdout)
     assert got["mode"] == "pipeline" and got["k"] == 2 and got["n"] == 5
@@ -110,7 +102,7 @@ def test_build_then_run_a_pipeline_plan(seed_block, tmp_path):
     assert got["shuffled"] > 0.1  # a different input's output is far off: the comparison can fail
     # and the pipeline's outputs equal those of one all-GPU engine of the whole model, run the same way
     (tmp_path / "single").mkdir()
-    single = _study(tmp_path / "single", seed_block, "engine", {})
+    single = _study(tmp_path / "single", seed_block_random, "engine", {})
     assert _run([sys.executable, "-m", "placetune.cli", "build", single], tmp_path).returncode == 0
     both = _run([sys.executable, "-c", SAME, folder, single, "3"], tmp_path)
     assert both.returncode == 0, both.stderr[-3000:]
@@ -142,14 +134,14 @@ print(json.dumps(out))
 '''
 
 
-def test_deployed_engines_run_with_the_nvtx_markers_they_were_timed_with(seed_block, tmp_path):
+def test_deployed_engines_run_with_the_nvtx_markers_they_were_timed_with(seed_block_random, tmp_path):
     """`placetune build` builds DETAILED engines (it reads their layer information), and a context's
     NVTX markers default to the build's verbosity, which TensorRT says "will generally increase latency
     in enqueueV3()" (NvInferRuntime.h release/10.3:4303-4310); every engine was timed at trtexec's
     LAYER_NAMES_ONLY. build.json and README.txt now say which verbosity the engines carry and the line
     an application sets on each context; build.sh keeps trtexec's default (no --profilingVerbosity), and
     placetune's runtime and the folder's standalone runtime run every context at LAYER_NAMES_ONLY."""
-    folder = Path(_study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2))
+    folder = Path(_study(tmp_path, seed_block_random, "pipeline", THREE, frames_in_flight=2))
     assert "--profilingVerbosity" not in (folder / "build.sh").read_text()  # trtexec's default: LAYER_NAMES_ONLY
     readme = (folder / "README.txt").read_text()
     assert "context.nvtx_verbosity = tensorrt.ProfilingVerbosity.LAYER_NAMES_ONLY" in readme
@@ -249,12 +241,12 @@ def test_build_whose_two_sources_disagree_records_unknown(tmp_path):
     assert report.engines[0]["placement_known"] is False and "UNKNOWN" in report.summary()
 
 
-def test_engine_and_replicas_plans_run_and_match_the_model(seed_block, tmp_path):
+def test_engine_and_replicas_plans_run_and_match_the_model(seed_block_random, tmp_path):
     for mode, placement, kw in (("engine", THREE, {}), ("replicas", "all-dla", {"replicas": "GPU:1,DLA0:1"})):
-        folder = _study(tmp_path, seed_block, mode, placement, **kw)
+        folder = _study(tmp_path, seed_block_random, mode, placement, **kw)
         proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
         assert proc.returncode == 0, proc.stderr + proc.stdout
-        run = _run([sys.executable, "-c", RUN, folder, str(seed_block), "4", "1"], tmp_path)
+        run = _run([sys.executable, "-c", RUN, folder, str(seed_block_random), "4", "1"], tmp_path)
         assert run.returncode == 0, run.stderr[-3000:]
         got = json.loads(run.stdout)
         assert got["mode"] == mode and got["n"] == 4
@@ -293,19 +285,19 @@ def _tune_and_run_the_deploy_example(model, tmp_path):
     return _run([sys.executable, str(example), "s", "--storage", url, "-o", str(tmp_path / "d")], tmp_path)
 
 
-def test_the_deploy_example_runs_end_to_end_against_the_doubles(seed_block, tmp_path):
+def test_the_deploy_example_runs_end_to_end_against_the_doubles(seed_block_random, tmp_path):
     """examples/deploy_pipeline.py: export, build and run a tuned pipeline study (doubles here)."""
-    proc = _tune_and_run_the_deploy_example(seed_block, tmp_path)
+    proc = _tune_and_run_the_deploy_example(seed_block_random, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "build.sh" in proc.stdout and "with TensorRT 10.3.0" in proc.stdout
     assert "64 frames, 2 in flight" in proc.stdout and "output (1, 1152, 56, 56)" in proc.stdout
     assert not list((tmp_path / "d").glob("*.lock"))
 
 
-def test_the_deploy_example_runs_a_network_whose_input_is_not_named_input(seed_block, tmp_path):
+def test_the_deploy_example_runs_a_network_whose_input_is_not_named_input(seed_block_random, tmp_path):
     """examples/deploy_pipeline.py fed its frames to an input called "input": on a YOLO export (its input is
     "images") it ended in a KeyError traceback after building the engines. It feeds every input the plan has."""
-    model = onnx.load(str(seed_block))
+    model = onnx.load(str(seed_block_random))
     old = model.graph.input[0].name
     for node in model.graph.node:
         node.input[:] = ["images" if name == old else name for name in node.input]
@@ -317,13 +309,13 @@ def test_the_deploy_example_runs_a_network_whose_input_is_not_named_input(seed_b
     assert "Traceback" not in proc.stderr and "64 frames, 2 in flight" in proc.stdout, proc.stdout
 
 
-def test_calibration_cache_reaches_tune_and_measure_builds(seed_block, tmp_path):
+def test_calibration_cache_reaches_tune_and_measure_builds(seed_block_random, tmp_path):
     """--calibration-cache on tune and measure goes to the tensorrt backend's INT8
     builds (the double's calibrator reads it), and the measurement says where its ranges came from;
     the simulated backend refuses it in one line."""
     cache = tmp_path / "calib.cache"
     cache.write_bytes(b"TRT-8601-EntropyCalibration2\ninput: 3c010a14\n")
-    base = [sys.executable, "-m", "placetune.cli", "measure", str(seed_block), "--precision", "int8",
+    base = [sys.executable, "-m", "placetune.cli", "measure", str(seed_block_random), "--precision", "int8",
             "--placement", "all-dla", "--json"]
     with_cache = _run([*base, "--backend", "tensorrt", "--calibration-cache", str(cache)], tmp_path)
     assert with_cache.returncode == 0, with_cache.stderr[-2000:]
@@ -334,7 +326,7 @@ def test_calibration_cache_reaches_tune_and_measure_builds(seed_block, tmp_path)
     assert sim.returncode == 6 and "--calibration-cache is for the tensorrt and trtexec backends" in sim.stderr
     missing = _run([*base, "--backend", "tensorrt", "--calibration-cache", str(tmp_path / "no")], tmp_path)
     assert missing.returncode == 6 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
-    tune = _run([sys.executable, "-m", "placetune.cli", "tune", "--backend", "tensorrt", "--model", str(seed_block),
+    tune = _run([sys.executable, "-m", "placetune.cli", "tune", "--backend", "tensorrt", "--model", str(seed_block_random),
                  "--mode", "engine", "--precision", "int8", "--agent", "random", "--trials", "3", "--storage",
                  f"sqlite:///{tmp_path}/t.db", "--study", "c", "--calibration-cache", str(cache)], tmp_path)
     assert tune.returncode == 0, tune.stderr[-2000:]
@@ -358,11 +350,11 @@ else:
 '''
 
 
-def test_the_runtime_refuses_an_engine_whose_network_input_is_not_linear(seed_block, tmp_path):
+def test_the_runtime_refuses_an_engine_whose_network_input_is_not_linear(seed_block_random, tmp_path):
     """The runtime copies an application's arrays into the network inputs byte for byte: an engine built with
     its network input in the DLA's vectorised format (as ``--inputIOFormats=fp16:chw16`` would, or a plan.json
     edited to ask it) would get linear bytes in a CHW16 buffer, and run without an error. It is refused by name."""
-    folder = Path(_study(tmp_path, seed_block, "pipeline", THREE))
+    folder = Path(_study(tmp_path, seed_block_random, "pipeline", THREE))
     plan = json.loads((folder / "plan.json").read_text())
     dla = next(e for e in plan["engines"] if e["device"] == "DLA0")
     for t in dla["inputs"]:
@@ -399,12 +391,12 @@ rt.close()
 
 
 @pytest.mark.parametrize("timed_with", [1, 2])
-def test_stream_keeps_the_frames_in_flight_the_plan_was_timed_with(seed_block, tmp_path, timed_with):
+def test_stream_keeps_the_frames_in_flight_the_plan_was_timed_with(seed_block_random, tmp_path, timed_with):
     """stream() without frames_in_flight keeps the plan's frames in flight, as documented and as the plan's
     figures were timed: a plan timed with one frame in flight does not run two by default (its later segments
     would overlap the next frame's first, another schedule than the measured one); more stays allowed up to
     the number loaded (at least 2)."""
-    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=timed_with)
+    folder = _study(tmp_path, seed_block_random, "pipeline", THREE, frames_in_flight=timed_with)
     assert _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path).returncode == 0
     run = _run([sys.executable, "-c", IN_FLIGHT, folder], tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -420,11 +412,11 @@ with placetune.runtime.load(sys.argv[1]) as rt:
 '''
 
 
-def test_a_dla_engine_without_its_core_in_plan_json_runs_on_its_device_s_core(seed_block, tmp_path):
+def test_a_dla_engine_without_its_core_in_plan_json_runs_on_its_device_s_core(seed_block_random, tmp_path):
     """plan.json may leave an engine's dla_core null (the checks allow it; build.sh then builds on its device's
     core): placetune build builds the DLA1 replica on DLA1 and the runtime sets DLA core 1 before deserializing
     it (IRuntime.DLA_core; unset, TensorRT runs it on core 0), instead of a GPU build and a load on core 0."""
-    folder = Path(_study(tmp_path, seed_block, "replicas", {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"},
+    folder = Path(_study(tmp_path, seed_block_random, "replicas", {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"},
                          replicas="GPU:1,DLA0:1,DLA1:1"))
     plan = json.loads((folder / "plan.json").read_text())
     assert [e["device"] for e in plan["engines"]] == ["GPU", "DLA0", "DLA1"] and plan["engines"][2]["dla_layers"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.fakes import fake_env
 
-from .test_deploy import THREE, _study, seed_block  # noqa: F401 - seed_block is a fixture
+from .test_deploy import THREE, _study
 
 BUILD = [sys.executable, "-m", "placetune.cli", "build"]
 
@@ -24,9 +24,9 @@ def _run(args: list[str], cwd: Path, version: str, **extra: str) -> subprocess.C
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_a_plan_on_dla1_is_refused_on_a_board_with_one_dla_core(seed_block, tmp_path):  # noqa: F811
+def test_a_plan_on_dla1_is_refused_on_a_board_with_one_dla_core(seed_block_random, tmp_path):
     """It used to build (the DLA1 engine's core missing) and say every layer runs where the plan says."""
-    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
+    folder = _study(tmp_path, seed_block_random, "pipeline", THREE, frames_in_flight=2)
     for cores, have in (("1", "1 DLA core (DLA0)"), ("0", "no DLA core")):
         proc = _run([*BUILD, folder], tmp_path, "8.6.2", DLA_CORES=cores)
         assert proc.returncode == 8, proc.stdout + proc.stderr
@@ -36,8 +36,8 @@ def test_a_plan_on_dla1_is_refused_on_a_board_with_one_dla_core(seed_block, tmp_
     assert _run([*BUILD, folder], tmp_path, "8.6.2", DLA_CORES="2").returncode == 0
 
 
-def test_build_says_when_the_board_s_tensorrt_is_not_the_plan_s(seed_block, tmp_path):  # noqa: F811
-    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)  # searched under 8.6's rules
+def test_build_says_when_the_board_s_tensorrt_is_not_the_plan_s(seed_block_random, tmp_path):
+    folder = _study(tmp_path, seed_block_random, "pipeline", THREE, frames_in_flight=2)  # searched under 8.6's rules
     same = _run([*BUILD, folder], tmp_path, "8.6.2")
     assert same.returncode == 0 and "DLA rules" not in same.stdout, same.stdout + same.stderr
     other = _run([*BUILD, folder], tmp_path, "10.3.0")
@@ -61,8 +61,8 @@ except BackendError as exc:
 '''
 
 
-def test_the_runtime_refuses_engines_another_tensorrt_built(seed_block, tmp_path):  # noqa: F811
-    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
+def test_the_runtime_refuses_engines_another_tensorrt_built(seed_block_random, tmp_path):
+    folder = _study(tmp_path, seed_block_random, "pipeline", THREE, frames_in_flight=2)
     assert _run([*BUILD, folder], tmp_path, "10.3.0").returncode == 0
     assert _run([sys.executable, "-c", LOAD, folder], tmp_path, "10.3.0").stdout.strip() == "ran"
     got = _run([sys.executable, "-c", LOAD, folder], tmp_path, "8.6.2").stdout.strip()
@@ -70,17 +70,17 @@ def test_the_runtime_refuses_engines_another_tensorrt_built(seed_block, tmp_path
         and "this Python has TensorRT 8.6.2" in got and "placetune build" in got, got
 
 
-def test_build_does_not_claim_a_placement_it_could_not_read(seed_block, tmp_path):  # noqa: F811
+def test_build_does_not_claim_a_placement_it_could_not_read(seed_block_random, tmp_path):
     """With no placement lines in the build log and no layer information (the inspector raised), a DLA
     engine's placement is unknown: the summary no longer says that every layer runs where the plan says."""
-    folder = _study(tmp_path, seed_block, "pipeline", THREE, frames_in_flight=2)
+    folder = _study(tmp_path, seed_block_random, "pipeline", THREE, frames_in_flight=2)
     proc = _run([*BUILD, folder], tmp_path, "8.6.2", NO_PLACEMENT_LOG="1", INSPECTOR_FAIL="1")
     assert proc.returncode == 1, proc.stdout + proc.stderr  # built, not known to be as planned
     assert "UNKNOWN" in proc.stdout and "every layer runs where the plan says" not in proc.stdout
     assert "some engines' placement is UNKNOWN" in proc.stdout
 
 
-def test_export_refuses_a_calibration_cache_that_is_not_this_model_s(seed_block, tmp_path, capsys):  # noqa: F811
+def test_export_refuses_a_calibration_cache_that_is_not_this_model_s(seed_block_random, tmp_path, capsys):
     """A cache of another model (or no cache at all) was copied in and the plan said its INT8 ranges came
     from a calibration cache: accuracy claimed, nothing calibrated."""
     import placetune
@@ -88,7 +88,7 @@ def test_export_refuses_a_calibration_cache_that_is_not_this_model_s(seed_block,
     from placetune.cli.main import main
 
     url = f"sqlite:///{tmp_path}/pt.db"
-    with placetune.Evaluator(str(seed_block), "orin-agx", mode="pipeline", precision="int8", store=url,
+    with placetune.Evaluator(str(seed_block_random), "orin-agx", mode="pipeline", precision="int8", store=url,
                              study="s") as ev:
         ev.evaluate(Placement(ev.model, THREE), agent="t", trial_number=0)
     other, junk, good = tmp_path / "other.cache", tmp_path / "junk.cache", tmp_path / "good.cache"
@@ -104,13 +104,13 @@ def test_export_refuses_a_calibration_cache_that_is_not_this_model_s(seed_block,
     assert json.loads((tmp_path / "c" / "plan.json").read_text())["int8_ranges"] == "calibration-cache"
 
 
-def test_build_refuses_another_model_s_calibration_cache(seed_block, tmp_path):  # noqa: F811
+def test_build_refuses_another_model_s_calibration_cache(seed_block_random, tmp_path):
     import placetune
     from placetune import Placement
     from placetune.cli.main import main
 
     url = f"sqlite:///{tmp_path}/pt.db"
-    with placetune.Evaluator(str(seed_block), "orin-agx", mode="pipeline", precision="int8", store=url,
+    with placetune.Evaluator(str(seed_block_random), "orin-agx", mode="pipeline", precision="int8", store=url,
                              study="s") as ev:
         ev.evaluate(Placement(ev.model, THREE), agent="t", trial_number=0)
     assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(tmp_path / "f")]) == 0

@@ -13,14 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import onnx
 import pytest
 
 import placetune
-from placetune import Model, Placement
+from placetune import Placement
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.cli.main import main
-from placetune.model.source import load_source, randomize_weights
 from tests.fakes import fake_env
 
 DATA = Path(__file__).parent / "data"
@@ -51,13 +49,6 @@ def _run(args: list[str], cwd: Path, **fake: str) -> subprocess.CompletedProcess
     env = {**os.environ, **fake_env("10.3.0", **fake)}
     env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1])])
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def seed_block(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("models") / "sb.onnx"
-    onnx.save(randomize_weights(load_source(Model.load(DATA / "seed_block.onnx.gz")), seed=1), str(path))
-    return path
 
 
 def _export(tmp: Path, model: Path, mode: str, placement: dict | str, platform: str = "orin-agx", **kw) -> Path:
@@ -95,14 +86,14 @@ CASES = {  # name: mode, placement, platform, settings
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_an_exported_plan_round_trips_through_load_build_and_the_runtimes(case, seed_block, tmp_path):
+def test_an_exported_plan_round_trips_through_load_build_and_the_runtimes(case, seed_block_random, tmp_path):
     mode, placement, platform, kw = CASES[case]
-    folder = _export(tmp_path, seed_block, mode, placement, platform, **kw)
+    folder = _export(tmp_path, seed_block_random, mode, placement, platform, **kw)
     plan = placetune.plan.load(folder)
     assert plan.to_dict() == {**json.loads((folder / "plan.json").read_text()), "version": 1}
     assert plan.mode == mode and plan.platform == platform
     assert plan.settings.get("power_mode") == kw.get("power_mode", "MAXN")
-    report = _build_and_run(folder, seed_block, tmp_path, mode)
+    report = _build_and_run(folder, seed_block_random, tmp_path, mode)
     assert report["differences"] == [] and len(report["engines"]) == len(plan.engines)
 
 
@@ -124,17 +115,17 @@ def _older(doc: dict) -> dict:
 
 
 @pytest.mark.parametrize("mode", ["engine", "pipeline"])
-def test_a_plan_file_of_an_older_placetune_builds_into_a_folder_and_runs(mode, seed_block, tmp_path, capsys):
+def test_a_plan_file_of_an_older_placetune_builds_into_a_folder_and_runs(mode, seed_block_random, tmp_path, capsys):
     """A plan file written before plan folders, put beside its model as ``DIR/plan.json``: ``placetune
     build DIR`` said "onnx_file of plan.json None is not a plain file name (it is NoneType, not text)";
     it now says it is a plan file and how to build it, and ``placetune build plan.json -o DIR`` does."""
     mode, placement, platform, kw = CASES[mode]
-    exported = _export(tmp_path, seed_block, mode, placement, platform, **kw)
+    exported = _export(tmp_path, seed_block_random, mode, placement, platform, **kw)
     doc = _older(json.loads((exported / "plan.json").read_text()))
     old = tmp_path / "old"
     old.mkdir()
     (old / "plan.json").write_text(json.dumps(doc))
-    (old / "model.onnx").write_bytes(seed_block.read_bytes())
+    (old / "model.onnx").write_bytes(seed_block_random.read_bytes())
     plan = placetune.plan.load(old)
     assert plan.mode == mode and plan.realized == {x["name"]: x["realized"] for x in doc["layers"]}
     capsys.readouterr()
@@ -147,19 +138,19 @@ def test_a_plan_file_of_an_older_placetune_builds_into_a_folder_and_runs(mode, s
                  tmp_path)
     assert built.returncode == 0, built.stderr + built.stdout
     assert json.loads((folder / "build.json").read_text())["differences"] == []
-    ran = _run([sys.executable, "-c", RUN, str(folder), str(seed_block), "0"], tmp_path)
+    ran = _run([sys.executable, "-c", RUN, str(folder), str(seed_block_random), "0"], tmp_path)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert json.loads(ran.stdout)["err"] < 2e-3
 
 
-def test_measure_takes_a_super_power_mode_plan_at_its_power_mode(seed_block, tmp_path, capsys):
+def test_measure_takes_a_super_power_mode_plan_at_its_power_mode(seed_block_random, tmp_path, capsys):
     """``measure --placement plan.json`` of a MAXN_SUPER plan timed it at measure's default MAXN without a
     word (6.08 ms against the plan's 4.43 ms); left out, the power mode is now the plan's, and one other
     than the plan's is refused like its platform or mode, naming the option."""
     mode, placement, platform, kw = CASES["super"]
-    folder = _export(tmp_path, seed_block, mode, placement, platform, **kw)
+    folder = _export(tmp_path, seed_block_random, mode, placement, platform, **kw)
     plan = json.loads((folder / "plan.json").read_text())
-    args = ["measure", str(seed_block), "--precision", "fp16", "--platform", platform,
+    args = ["measure", str(seed_block_random), "--precision", "fp16", "--platform", platform,
             "--placement", str(folder / "plan.json")]
     capsys.readouterr()
     assert main(args + ["--power-mode", "MAXN"]) == 6
@@ -174,7 +165,7 @@ def test_measure_takes_a_super_power_mode_plan_at_its_power_mode(seed_block, tmp
     assert got["latency_ms"]["median"] == pytest.approx(plan["measured"]["latency_ms"]["median"], rel=1e-9)
 
 
-def test_a_plan_with_a_faster_plan_not_exported_builds_the_exported_placement(seed_block, tmp_path):
+def test_a_plan_with_a_faster_plan_not_exported_builds_the_exported_placement(seed_block_random, tmp_path):
     """The study's best pipeline has an unread DLA segment: the plan exports the best known one and
     names the faster in ``measured.not_exported`` with its requested placement. build.sh, the
     trtexec commands and ``placetune build`` use the exported placement, never the passed-over one.
@@ -183,7 +174,7 @@ def test_a_plan_with_a_faster_plan_not_exported_builds_the_exported_placement(se
     the study's options now."""
     be = TensorRTBackend(worker_env=fake_env("10.3.0", UNREADABLE_ON="/conv3/Conv"), cache_dir=tmp_path / "cache",
                          warmup_ms=1, profile_iterations=2)
-    ev = placetune.Evaluator(str(seed_block), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
+    ev = placetune.Evaluator(str(seed_block_random), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
                              iterations=5, mode="pipeline", precision="fp16", study="gpu-free", objective="gpu_time")
     try:
         partly = ev.evaluate(Placement(ev.model, THREE))
@@ -207,17 +198,17 @@ def test_a_plan_with_a_faster_plan_not_exported_builds_the_exported_placement(se
     assert "--useDLACore=1" in script and "--useDLACore=0" not in script
     devices = [e["device"] for e in plan.engines]
     assert "DLA1" in devices and "DLA0" not in devices
-    report = _build_and_run(folder, seed_block, tmp_path, "pipeline")
+    report = _build_and_run(folder, seed_block_random, tmp_path, "pipeline")
     assert [e["device"] for e in report["engines"]] == devices and report["differences"] == []
 
 
-def test_the_plan_folder_s_readme_names_the_power_mode_its_figures_are_of(seed_block, tmp_path):
+def test_the_plan_folder_s_readme_names_the_power_mode_its_figures_are_of(seed_block_random, tmp_path):
     """The README said how to time the engines but not in which power mode: a MAXN_SUPER plan timed at
     the board's default mode gives other figures. Step 2 now names the mode and its nvpmodel command."""
     mode, placement, platform, kw = CASES["super"]
-    readme = (_export(tmp_path, seed_block, mode, placement, platform, **kw) / "README.txt").read_text()
+    readme = (_export(tmp_path, seed_block_random, mode, placement, platform, **kw) / "README.txt").read_text()
     assert "figures are of power mode MAXN_SUPER: time the engines in it (sudo nvpmodel -m 0, with JetPack " \
            "6.2's Super nvpmodel.conf;" in readme
     (tmp_path / "agx").mkdir()
-    readme = (_export(tmp_path / "agx", seed_block, mode, placement) / "README.txt").read_text()
+    readme = (_export(tmp_path / "agx", seed_block_random, mode, placement) / "README.txt").read_text()
     assert "figures are of power mode MAXN: time the engines in it (sudo nvpmodel -m 0;" in readme

@@ -3,6 +3,8 @@ is one sentence of the README (quoted in the test's docstring) that a cheap run 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from placetune.cli.main import main
@@ -61,15 +63,16 @@ def test_the_readme_baselines_are_the_evaluators():
 
 
 def test_an_int8_plan_folder_names_its_dla_cuts_as_the_readme_says(tmp_path, capsys):
-    """README: the plan folder's README.txt gives each boundary tensor "as `build.sh` builds it (`int8:chw32` or
-    `fp16:chw16` at a DLA cut)"; it named only ``fp16:chw16``, which an INT8 plan's cuts are not."""
+    """docs/deployment.md (once the README): the plan folder's README.txt gives each boundary tensor "as `build.sh`
+    builds it (`int8:chw32` or `fp16:chw16` at a DLA cut)"; it named only ``fp16:chw16``, which an INT8 plan's cuts
+    are not."""
     db = f"sqlite:///{tmp_path}/p.db"
     assert main(["tune", "--model", "resnet18", "--trials", "6", "--storage", db,
                  "--export", str(tmp_path / "p.plan.json")]) == 0
     assert main(["export", "--storage", db, "--format", "trtexec", "-o", str(tmp_path / "dir")]) == 0
     capsys.readouterr()
     notes = (tmp_path / "dir" / "README.txt").read_text(encoding="utf-8")
-    text = " ".join(_readme().split())
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "deployment.md").read_text(encoding="utf-8").split())
     assert "int8:chw32" in notes
     assert "(`int8:chw32` or `fp16:chw16` at a DLA cut)" in text
 

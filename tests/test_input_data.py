@@ -55,13 +55,6 @@ def yolov8n_nms(tmp_path_factory):
     return write_yolov8n_nms(tmp_path_factory.mktemp("det"))
 
 
-@pytest.fixture(scope="module")
-def seed_block(tmp_path_factory):
-    from .test_trt_pipeline import _randomised
-
-    return Model.load(_randomised(tmp_path_factory.mktemp("models"), "seed_block"))  # weights that mean something
-
-
 #: seed_block cut in three: conv1+conv2 GPU, conv3 DLA0, conv4 DLA1, concat GPU
 THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}
 
@@ -249,10 +242,10 @@ def _pipeline(tmp_path, model, path, racy=False):
     return m, _uploaded(log)
 
 
-def test_the_pipeline_is_timed_and_gated_on_the_data(tmp_path, seed_block):
+def test_the_pipeline_is_timed_and_gated_on_the_data(tmp_path, seed_block_random):
     x = _frame(3, (1, 384, 56, 56))
     path = _npz(tmp_path / "f.npz", input=x)
-    m, uploaded = _pipeline(tmp_path, seed_block, path)
+    m, uploaded = _pipeline(tmp_path, Model.load(seed_block_random), path)
     assert m.ok, m.reason
     gate = m.extra["gate"]
     assert gate["checked"] and gate["passed"] and not gate.get("vacuous"), gate
@@ -261,7 +254,7 @@ def test_the_pipeline_is_timed_and_gated_on_the_data(tmp_path, seed_block):
     assert hashlib.sha256(x[..., ::-1].copy().tobytes()).hexdigest() in uploaded  # slot 1: its mirror image
 
 
-def test_the_gate_on_data_still_sees_a_frame_that_reads_another_slot(tmp_path, seed_block, monkeypatch):
+def test_the_gate_on_data_still_sees_a_frame_that_reads_another_slot(tmp_path, seed_block_random, monkeypatch):
     """Each input slot of the pipeline holds another mirror image of the data: a pipeline that reads
     another slot's cut tensor fails the gate (identical slots would hide it)."""
     from placetune.backends.tensorrt.pool import WORKER_FILE
@@ -278,7 +271,7 @@ def test_the_gate_on_data_still_sees_a_frame_that_reads_another_slot(tmp_path, s
     for frame in (_frame(3, (1, 3, 8, 6)), _frame(3, (2, 3, 8, 6)), _frame(3, (1, 16))):
         variants = [mirrored(np, frame, k).tobytes() for k in range(9)]
         assert len(set(variants)) == 9, frame.shape
-    m, _ = _pipeline(tmp_path, seed_block, _npz(tmp_path / "f.npz", input=_frame(3, (1, 384, 56, 56))), racy=True)
+    m, _ = _pipeline(tmp_path, Model.load(seed_block_random), _npz(tmp_path / "f.npz", input=_frame(3, (1, 384, 56, 56))), racy=True)
     assert m.status == "runtime_failed" and m.extra["gate"]["checked"] and not m.extra["gate"]["passed"], m.reason
     # the reason says what the gate compared on: the input data, not random input
     assert "on the input data" in m.reason and "random input" not in m.reason, m.reason

@@ -8,31 +8,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import onnx
-import pytest
 
-from placetune import Evaluator, Model, Placement
+from placetune import Evaluator, Placement
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.backends.tensorrt.jobs import logs_into
 from placetune.cli.selftest_evidence import save_evidence
-from placetune.model.source import load_source, randomize_weights
 from tests.fakes import fake_env
 
 DATA = Path(__file__).parent / "data"
 THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}  # conv1+conv2 GPU, conv3 DLA0, conv4 DLA1, concat GPU
 
 
-@pytest.fixture(scope="module")
-def seed_block(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("models") / "seed_block_random.onnx"
-    onnx.save(randomize_weights(load_source(Model.load(DATA / "seed_block.onnx.gz")), seed=1), str(path))
-    return path
-
-
-def _measure(seed_block: Path, tmp_path: Path, placement, **settings):
+def _measure(seed_block_random: Path, tmp_path: Path, placement, **settings):
     be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
                          profile_iterations=2)
-    ev = Evaluator(str(seed_block), "orin-agx", backend=be, store=None, trt_version="10.3", iterations=5,
+    ev = Evaluator(str(seed_block_random), "orin-agx", backend=be, store=None, trt_version="10.3", iterations=5,
                    precision="fp16", **settings)
     try:
         return ev.evaluate(Placement(ev.model, placement))
@@ -41,8 +31,8 @@ def _measure(seed_block: Path, tmp_path: Path, placement, **settings):
         be.close()
 
 
-def test_a_pipeline_keeps_each_dla_segments_layer_information_and_selftest_saves_it(seed_block, tmp_path):
-    m = _measure(seed_block, tmp_path, THREE, mode="pipeline")
+def test_a_pipeline_keeps_each_dla_segments_layer_information_and_selftest_saves_it(seed_block_random, tmp_path):
+    m = _measure(seed_block_random, tmp_path, THREE, mode="pipeline")
     assert m.ok and m.placement_known, m.reason
     segs = {s["index"]: s for s in m.extra["segment_placements"]}
     for k in (1, 2):  # the DLA segments: the layer information their placement was read from
@@ -57,9 +47,9 @@ def test_a_pipeline_keeps_each_dla_segments_layer_information_and_selftest_saves
         segs[1]["engine_inspector"]
 
 
-def test_replicas_keep_each_dla_replicas_layer_information(seed_block, tmp_path):
+def test_replicas_keep_each_dla_replicas_layer_information(seed_block_random, tmp_path):
     dla = {n: "DLA0" for n in ("/conv1/Conv", "/conv2/Conv", "/conv3/Conv", "/conv4/Conv", "/Concat")}
-    m = _measure(seed_block, tmp_path, dla, mode="replicas", replicas={"DLA0": 1, "DLA1": 1})
+    m = _measure(seed_block_random, tmp_path, dla, mode="replicas", replicas={"DLA0": 1, "DLA1": 1})
     assert m.ok, m.reason
     rows = m.extra["replica_placements"]
     assert [r["device"] for r in rows] == ["DLA0", "DLA1"] and all(r["known"] for r in rows)

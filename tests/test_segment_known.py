@@ -10,13 +10,11 @@ import logging
 from pathlib import Path
 from types import SimpleNamespace as NS
 
-import onnx
 import pytest
 
 from placetune import ConfigError, Evaluator, Model, Placement
 from placetune.backends.tensorrt.backend import TensorRTBackend
 from placetune.measurement import UNKNOWN_DEVICE, Measurement
-from placetune.model.source import load_source, randomize_weights
 from placetune.plan.export import export_plan
 from placetune.report.trace import chrome_trace
 from placetune.store import Store
@@ -29,18 +27,11 @@ DATA = Path(__file__).parent / "data"
 THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}  # conv1+conv2 GPU, conv3 DLA0, conv4 DLA1, concat GPU
 
 
-@pytest.fixture(scope="module")
-def seed_block(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("models") / "seed_block_random.onnx"
-    onnx.save(randomize_weights(load_source(Model.load(DATA / "seed_block.onnx.gz")), seed=1), str(path))
-    return path
-
-
-def _measure(seed_block: Path, tmp_path: Path, version: str = "10.3.0", **faults: str) -> tuple[Measurement, Path]:
+def _measure(seed_block_random: Path, tmp_path: Path, version: str = "10.3.0", **faults: str) -> tuple[Measurement, Path]:
     be = TensorRTBackend(worker_env=fake_env(version, **faults), cache_dir=tmp_path / "cache", warmup_ms=1,
                          profile_iterations=2)
     db = tmp_path / "pt.db"
-    ev = Evaluator(str(seed_block), "orin-agx", backend=be, store=db, trt_version=version[:4].rstrip("."),
+    ev = Evaluator(str(seed_block_random), "orin-agx", backend=be, store=db, trt_version=version[:4].rstrip("."),
                    iterations=5, mode="pipeline", precision="fp16", study="partly")
     try:
         m = ev.evaluate(Placement(ev.model, THREE))
@@ -51,8 +42,8 @@ def _measure(seed_block: Path, tmp_path: Path, version: str = "10.3.0", **faults
 
 
 @pytest.mark.parametrize("version", ["10.3.0", "8.5.2"])
-def test_one_unreadable_dla_segment_leaves_the_other_segments_known(seed_block, tmp_path, version):
-    m, db = _measure(seed_block, tmp_path, version, UNREADABLE_ON="/conv3/Conv")
+def test_one_unreadable_dla_segment_leaves_the_other_segments_known(seed_block_random, tmp_path, version):
+    m, db = _measure(seed_block_random, tmp_path, version, UNREADABLE_ON="/conv3/Conv")
     assert m.status == "ok", m.reason
     # the whole placement is not known: no realised map, as before (nothing guesses the unread layer)
     assert not m.placement_known and m.realized is None
@@ -87,7 +78,7 @@ def test_one_unreadable_dla_segment_leaves_the_other_segments_known(seed_block, 
     from placetune.cli.measure import _measure_human
     from placetune.hardware.platforms import get_platform
 
-    text = _measure_human(m, Model.load(seed_block), get_platform("orin-agx"))
+    text = _measure_human(m, Model.load(seed_block_random), get_platform("orin-agx"))
     assert "realised, PARTLY UNKNOWN: DLA1 1 layers, GPU 3 layers, unknown 1 layers; 1 layer(s) whose realised " \
            "device was not read (/conv3/Conv; 3 of 4 segments read)" in text
     # the best plan's caveat names the unread segment and layer
@@ -95,15 +86,15 @@ def test_one_unreadable_dla_segment_leaves_the_other_segments_known(seed_block, 
     assert "PARTLY" in line and "/conv3/Conv" in line and "3 of 4 segments" in line
 
 
-def test_every_segment_read_is_known_and_records_its_sources(seed_block, tmp_path):
-    m, _ = _measure(seed_block, tmp_path)
+def test_every_segment_read_is_known_and_records_its_sources(seed_block_random, tmp_path):
+    m, _ = _measure(seed_block_random, tmp_path)
     assert m.placement_known and m.realized_partial == m.realized and m.unknown_layers == []
     assert [s["known"] for s in m.extra["segment_placements"]] == [True] * 4
     assert "realized_partial" not in m.extra and m.segments_read is None
 
 
-def test_every_dla_segment_unreadable_keeps_the_gpu_segments_known_only(seed_block, tmp_path):
-    m, _ = _measure(seed_block, tmp_path, NO_PLACEMENT_LOG="1", INSPECTOR_FAIL="1")
+def test_every_dla_segment_unreadable_keeps_the_gpu_segments_known_only(seed_block_random, tmp_path):
+    m, _ = _measure(seed_block_random, tmp_path, NO_PLACEMENT_LOG="1", INSPECTOR_FAIL="1")
     assert m.status == "ok" and m.realized is None and m.dla_loadables == {}
     assert sorted(m.unknown_layers) == ["/conv3/Conv", "/conv4/Conv"] and m.segments_read == (2, 4)
 
@@ -152,12 +143,12 @@ def test_trial_line_says_a_partly_known_placement():
     assert placement_field(Measurement(status="ok", latency_samples_ms=[1.0])) is None
 
 
-def _gpu_free_study(seed_block, tmp_path, *placements) -> list[Measurement]:
+def _gpu_free_study(seed_block_random, tmp_path, *placements) -> list[Measurement]:
     """The placements (a map, or "all-gpu") measured in the pipeline study ``gpu-free`` of ``tmp_path/pt.db``
     (least GPU time) on the doubles, whose engine holding /conv3/Conv prints no placement."""
     be = TensorRTBackend(worker_env=fake_env("10.3.0", UNREADABLE_ON="/conv3/Conv"), cache_dir=tmp_path / "cache",
                          warmup_ms=1, profile_iterations=2)
-    ev = Evaluator(str(seed_block), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
+    ev = Evaluator(str(seed_block_random), "orin-agx", backend=be, store=tmp_path / "pt.db", trt_version="10.3",
                    iterations=5, mode="pipeline", precision="fp16", study="gpu-free", objective="gpu_time")
     try:
         return [ev.evaluate(Placement.all_gpu(ev.model) if p == "all-gpu" else Placement(ev.model, p))
@@ -167,12 +158,12 @@ def _gpu_free_study(seed_block, tmp_path, *placements) -> list[Measurement]:
         be.close()
 
 
-def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_faster(seed_block, tmp_path):
+def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_faster(seed_block_random, tmp_path):
     """The study's best (least GPU time) is a pipeline with an unread DLA segment: ``placetune
     export`` used to refuse it and export nothing; it now exports the best plan whose placement is
     known and says, in the plan's notes and ``measured["not_exported"]``, which better plan was
     passed over, its unread layer, by how much the exported one is worse and how to check it."""
-    partly, dla1, gpu = _gpu_free_study(seed_block, tmp_path, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
+    partly, dla1, gpu = _gpu_free_study(seed_block_random, tmp_path, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
     assert partly.segments_read == (3, 4) and dla1.placement_known and gpu.placement_known
     g = [m.objective("gpu_time") for m in (partly, dla1, gpu)]
     assert g[0] < g[1] < g[2], g  # the unread plan is the best; the DLA1 one the best known
@@ -189,10 +180,10 @@ def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_fast
     assert "placetune measure MODEL --backend tensorrt --mode pipeline --placement FILE.json" in notes
     passed = plan.measured["not_exported"]
     assert passed["measurement_id"] == by_key[g[0]] and passed["unknown_layers"] == ["/conv3/Conv"]
-    assert Placement.from_json(Model.load(seed_block), passed["requested"]).as_dict()["/conv3/Conv"] == "DLA0"
+    assert Placement.from_json(Model.load(seed_block_random), passed["requested"]).as_dict()["/conv3/Conv"] == "DLA0"
 
 
-def test_a_best_whose_placement_was_not_read_is_marked_not_exportable_wherever_it_is_named(seed_block, tmp_path,
+def test_a_best_whose_placement_was_not_read_is_marked_not_exportable_wherever_it_is_named(seed_block_random, tmp_path,
                                                                                               capsys):
     """Before, ``placetune studies``, ``placetune report`` and the trial lines named a best plan whose
     placement was not read as the study's best without a word, while tune and export passed over it."""
@@ -201,7 +192,7 @@ def test_a_best_whose_placement_was_not_read_is_marked_not_exportable_wherever_i
     from placetune.cli.main import main
     from placetune.tuning.final_pick import NOT_EXPORTABLE
 
-    partly, _ = _gpu_free_study(seed_block, tmp_path, THREE, {"/conv4/Conv": "DLA1"})
+    partly, _ = _gpu_free_study(seed_block_random, tmp_path, THREE, {"/conv4/Conv": "DLA1"})
     url = f"sqlite:///{tmp_path / 'pt.db'}"
     capsys.readouterr()
     assert main(["studies", "--storage", url, "--json"]) == 0
@@ -236,7 +227,7 @@ def test_the_trial_lines_mark_a_best_whose_placement_was_not_read():
                    "TensorRT double's worker with 'pipeline execution failed: RecursionError: maximum recursion depth "
                    "exceeded' (found at the end of the session that wrote this test; cause not traced)", strict=False)
 @pytest.mark.parametrize("board_reads_it", [True, False])
-def test_the_command_the_plan_gives_for_a_passed_over_plan_re_measures_it(seed_block, tmp_path, monkeypatch, capsys,
+def test_the_command_the_plan_gives_for_a_passed_over_plan_re_measures_it(seed_block_random, tmp_path, monkeypatch, capsys,
                                                                          board_reads_it):
     """The plan's notes say how to check a passed-over plan on the board: the ``placetune measure`` command they
     give, run as written on the requested placement they record, builds it anew and reads where TensorRT put its
@@ -250,12 +241,12 @@ def test_the_command_the_plan_gives_for_a_passed_over_plan_re_measures_it(seed_b
     from placetune.cli.main import main
     from tests.fakes import fake_env
 
-    _gpu_free_study(seed_block, tmp_path, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
+    _gpu_free_study(seed_block_random, tmp_path, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
     with Store(tmp_path / "pt.db") as store:
         plan = export_plan(store, "gpu-free")
     (tmp_path / "FILE.json").write_text(json.dumps(plan.measured["not_exported"]["requested"]))
     command = re.search(r"run `(placetune measure [^`]+)`", "\n".join(plan.notes)).group(1)
-    argv = [str(seed_block) if a == "MODEL" else a for a in shlex.split(command)][1:] + ["--json"]
+    argv = [str(seed_block_random) if a == "MODEL" else a for a in shlex.split(command)][1:] + ["--json"]
     monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "nothing"))
     env = fake_env("10.3.0", **({} if board_reads_it else {"UNREADABLE_ON": "/conv3/Conv"}))
     for k, v in env.items():

@@ -41,11 +41,6 @@ def _randomised(tmp: Path, name: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def seed_block(tmp_path_factory) -> Path:
-    return _randomised(tmp_path_factory.mktemp("models"), "seed_block")
-
-
 def _backend(cache: Path, version: str = "10.3.0", faults: dict | None = None, **kw) -> TensorRTBackend:
     kw.setdefault("warmup_ms", 1)
     kw.setdefault("profile_iterations", 2)
@@ -77,9 +72,9 @@ def _overlap(a: dict, b: dict) -> float:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_three_branch_plan_runs_as_concurrent_engines(version, seed_block, tmp_path):
+def test_three_branch_plan_runs_as_concurrent_engines(version, seed_block_random, tmp_path):
     be = _backend(tmp_path / "cache", version)
-    ev = _ev(seed_block, be, tmp_path, version, frames_in_flight=2)
+    ev = _ev(seed_block_random, be, tmp_path, version, frames_in_flight=2)
     try:
         m = ev.evaluate(Placement(ev.model, THREE))
     finally:
@@ -128,8 +123,8 @@ def test_three_branch_plan_runs_as_concurrent_engines(version, seed_block, tmp_p
     assert {"GPU", "DLA0", "DLA1"} <= threads
 
 
-def test_gate_catches_a_wrong_cut(seed_block, tmp_path):
-    m = _measure(seed_block, tmp_path, THREE, test_wrong_cut=True)
+def test_gate_catches_a_wrong_cut(seed_block_random, tmp_path):
+    m = _measure(seed_block_random, tmp_path, THREE, test_wrong_cut=True)
     assert m.status == "runtime_failed"
     assert "differ from the all-GPU engine" in m.reason and "relative L2 error" in m.reason
     row = m.extra["gate"]["outputs"]["output"]
@@ -138,10 +133,10 @@ def test_gate_catches_a_wrong_cut(seed_block, tmp_path):
     assert m.realized["/conv4/Conv"] == "DLA1"  # built fine; it is the numbers that are wrong
 
 
-def test_second_placement_reuses_cached_segment_engines(seed_block, tmp_path):
+def test_second_placement_reuses_cached_segment_engines(seed_block_random, tmp_path):
     cache = tmp_path / "cache"
     be = _backend(cache)
-    ev = _ev(seed_block, be, tmp_path)
+    ev = _ev(seed_block_random, be, tmp_path)
     try:
         first = ev.evaluate(Placement(ev.model, THREE))
         swapped = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA1", "/conv4/Conv": "DLA0"}))
@@ -160,7 +155,7 @@ def test_second_placement_reuses_cached_segment_engines(seed_block, tmp_path):
     # a new study (fresh store, fresh worker, one frame in flight) finds every engine on disk
     (tmp_path / "again").mkdir()
     be2 = _backend(cache)
-    ev2 = _ev(seed_block, be2, tmp_path / "again", frames_in_flight=1)
+    ev2 = _ev(seed_block_random, be2, tmp_path / "again", frames_in_flight=1)
     try:
         again = ev2.evaluate(Placement(ev2.model, THREE))
     finally:
@@ -300,12 +295,12 @@ def test_deeper_network_fp16_gate_error_is_small_but_not_zero(tmp_path):
     assert set(m.dla_loadables) <= {"DLA0", "DLA1"}
 
 
-def test_int8_without_calibration_is_checked_against_the_unsplit_engine(seed_block, tmp_path, monkeypatch):
+def test_int8_without_calibration_is_checked_against_the_unsplit_engine(seed_block_random, tmp_path, monkeypatch):
     """The default INT8 study has no calibration cache: its pipelines are checked against the
     unsplit engine (the same placement in one engine, the same placeholder ranges) and the gate
     is enforced, so a pipeline that reads the wrong slot fails (it passed unchecked before)."""
     be = _backend(tmp_path / "cache", "8.5.2")
-    ev = _ev(seed_block, be, tmp_path, "8.5.2", precision="int8", frames_in_flight=2)
+    ev = _ev(seed_block_random, be, tmp_path, "8.5.2", precision="int8", frames_in_flight=2)
     jobs = []
     orig = be.pool.run
     monkeypatch.setattr(be.pool, "run", lambda job, **kw: (jobs.append(job), orig(job, **kw))[1])
@@ -315,7 +310,7 @@ def test_int8_without_calibration_is_checked_against_the_unsplit_engine(seed_blo
                                       **kw)
         monkeypatch.setattr(be.pool, "run", racy)
         (tmp_path / "racy").mkdir()
-        ev2 = _ev(seed_block, be, tmp_path / "racy", "8.5.2", precision="int8", frames_in_flight=2)
+        ev2 = _ev(seed_block_random, be, tmp_path / "racy", "8.5.2", precision="int8", frames_in_flight=2)
         m2 = ev2.evaluate(Placement(ev2.model, THREE))
         ev2.close()
     finally:
@@ -346,9 +341,9 @@ def test_a_dla_reference_is_loaded_where_its_loadables_fit(monkeypatch):
     assert reference_core(specs, [info(14), info(0), info(13)], {"dla_core": -1}, info(0), 2) == -1
 
 
-def test_segment_build_failure_names_the_segment(seed_block, tmp_path):
+def test_segment_build_failure_names_the_segment(seed_block_random, tmp_path):
     be = _backend(tmp_path / "cache", faults={"BUILD_NONE_ON": "/conv4/Conv"})
-    ev = _ev(seed_block, be, tmp_path)
+    ev = _ev(seed_block_random, be, tmp_path)
     try:
         m = ev.evaluate(Placement(ev.model, THREE))
         ok = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
@@ -362,14 +357,14 @@ def test_segment_build_failure_names_the_segment(seed_block, tmp_path):
     assert ok.ok and ok.extra["engine_cache"]["hits"] >= 1
 
 
-def test_execution_failure_is_runtime_failed(seed_block, tmp_path):
-    m = _measure(seed_block, tmp_path, THREE, faults={"EXEC_FAIL_ON": "/conv3/Conv"})
+def test_execution_failure_is_runtime_failed(seed_block_random, tmp_path):
+    m = _measure(seed_block_random, tmp_path, THREE, faults={"EXEC_FAIL_ON": "/conv3/Conv"})
     assert m.status == "runtime_failed"
     assert "engine seg1: execute_async_v3 returned False" in m.reason and "DLA" in m.reason
 
 
 @pytest.mark.parametrize("mode", ["pipeline", "replicas"])
-def test_pipeline_and_replicas_record_the_runtime_s_warnings_and_errors(mode, seed_block, tmp_path):
+def test_pipeline_and_replicas_record_the_runtime_s_warnings_and_errors(mode, seed_block_random, tmp_path):
     """TensorRT's messages of deserialising and running the engines (the worker's runtime_log) are
     recorded in every mode as engine mode records them: runtime_warnings on a good measurement (10.3's
     'across different models of devices' warning at every deserialisation), runtime_errors and the
@@ -378,7 +373,7 @@ def test_pipeline_and_replicas_record_the_runtime_s_warnings_and_errors(mode, se
     kw = {"replicas": {"GPU": 1, "DLA0": 1}} if mode == "replicas" else {}
     faults = {"PLAN_MODEL_WARN_ON": "*", "EXEC_FAIL_ON": "/conv4/Conv"}
     be = _backend(tmp_path / "cache", faults=faults)
-    ev = _ev(seed_block, be, tmp_path, mode=mode, **kw)
+    ev = _ev(seed_block_random, be, tmp_path, mode=mode, **kw)
     try:
         good = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
         bad = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}))
@@ -394,7 +389,7 @@ def test_pipeline_and_replicas_record_the_runtime_s_warnings_and_errors(mode, se
 
 
 @pytest.mark.parametrize("mode", ["pipeline", "replicas"])
-def test_pipeline_and_replicas_time_with_trtexec_s_nvtx_markers_and_say_so(mode, seed_block, tmp_path):
+def test_pipeline_and_replicas_time_with_trtexec_s_nvtx_markers_and_say_so(mode, seed_block_random, tmp_path):
     """The worker builds DETAILED engines (their layer information needs it), and a context's NVTX
     verbosity defaults to the build's, which "will generally increase latency in enqueueV3()"
     (NvInferRuntime.h release/10.3:4303-4310); trtexec runs every context at LAYER_NAMES_ONLY unless told
@@ -404,7 +399,7 @@ def test_pipeline_and_replicas_time_with_trtexec_s_nvtx_markers_and_say_so(mode,
     log = tmp_path / "enqueues.txt"
     kw = {"replicas": {"GPU": 1, "DLA0": 1}} if mode == "replicas" else {}
     be = _backend(tmp_path / "cache", faults={"ENQUEUE_LOG": str(log)})
-    ev = _ev(seed_block, be, tmp_path, mode=mode, **kw)
+    ev = _ev(seed_block_random, be, tmp_path, mode=mode, **kw)
     try:
         m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
     finally:
@@ -418,14 +413,14 @@ def test_pipeline_and_replicas_time_with_trtexec_s_nvtx_markers_and_say_so(mode,
     assert m.extra.get("placement_known", True) is not False
 
 
-def test_dla_core_the_device_lacks_is_infeasible(seed_block, tmp_path):
-    m = _measure(seed_block, tmp_path, THREE, faults={"DLA_CORES": "1"})
+def test_dla_core_the_device_lacks_is_infeasible(seed_block_random, tmp_path):
+    m = _measure(seed_block_random, tmp_path, THREE, faults={"DLA_CORES": "1"})
     assert m.status == "infeasible" and "DLA1" in m.reason and "1 DLA core" in m.reason
 
 
-def test_replicas_run_at_once_with_their_own_batches(seed_block, tmp_path):
+def test_replicas_run_at_once_with_their_own_batches(seed_block_random, tmp_path):
     be = _backend(tmp_path / "cache")
-    ev = _ev(seed_block, be, tmp_path, mode="replicas", replicas={"GPU": 2, "DLA0": 1, "DLA1": 1})
+    ev = _ev(seed_block_random, be, tmp_path, mode="replicas", replicas={"GPU": 2, "DLA0": 1, "DLA1": 1})
     try:
         m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA0"}))
         again = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
@@ -451,7 +446,7 @@ def test_replicas_run_at_once_with_their_own_batches(seed_block, tmp_path):
     assert again.ok and again.extra["engine_cache"] == {"hits": 1, "misses": 2}
 
 
-def test_replicas_are_enqueued_from_one_thread_each_at_once(seed_block, tmp_path):
+def test_replicas_are_enqueued_from_one_thread_each_at_once(seed_block_random, tmp_path):
     """The worker enqueues each instance from a thread of its own: with 20 ms of host time per
     ``execute_async_v3`` (slept with the GIL released, as the real call releases it), the double's
     log shows the alone phase on one thread and the together phase on one thread per instance,
@@ -462,7 +457,7 @@ def test_replicas_are_enqueued_from_one_thread_each_at_once(seed_block, tmp_path
     # 20 ms per call: under a loaded CI machine 2 ms calls did not always overlap all three at one moment
     be = _backend(tmp_path / "cache", faults={"ENQUEUE_MS": "20", "ENQUEUE_LOG": str(log)},
                   replicas_duration_s=0.3)
-    ev = _ev(seed_block, be, tmp_path, mode="replicas", replicas={"GPU": 1, "DLA0": 1, "DLA1": 1})
+    ev = _ev(seed_block_random, be, tmp_path, mode="replicas", replicas={"GPU": 1, "DLA0": 1, "DLA1": 1})
     try:
         m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
     finally:
@@ -478,11 +473,11 @@ def test_replicas_are_enqueued_from_one_thread_each_at_once(seed_block, tmp_path
     assert sum(r["inferences"] for r in m.extra["replicas"]) == len(together)
 
 
-def test_replicas_on_a_platform_without_dla(seed_block, tmp_path):
+def test_replicas_on_a_platform_without_dla(seed_block_random, tmp_path):
     be = _backend(tmp_path / "cache")
     kw = dict(backend=be, mode="replicas", trt_version="10.3", iterations=3)
-    ev = Evaluator(str(seed_block), "orin-nano", store=tmp_path / "a.db", replicas={"GPU": 1}, **kw)
-    bad = Evaluator(str(seed_block), "orin-nano", store=tmp_path / "b.db", replicas={"GPU": 1, "DLA0": 1}, **kw)
+    ev = Evaluator(str(seed_block_random), "orin-nano", store=tmp_path / "a.db", replicas={"GPU": 1}, **kw)
+    bad = Evaluator(str(seed_block_random), "orin-nano", store=tmp_path / "b.db", replicas={"GPU": 1, "DLA0": 1}, **kw)
     try:
         ok = ev.evaluate(Placement.all_gpu(ev.model))
         refused = bad.evaluate(Placement.all_gpu(bad.model))
@@ -535,11 +530,11 @@ print(json.dumps([e0._t, e1._t, e2._t, end._t, out.tolist(), lazy.tolist(), len(
     assert out == [0, 1, 2, 3] and lazy == [7, 7, 7, 7] and calls == 1
 
 
-def test_throughput_is_the_steady_state_period_not_fill_and_drain(seed_block, tmp_path):
+def test_throughput_is_the_steady_state_period_not_fill_and_drain(seed_block_random, tmp_path):
     """With K frames in flight the period is the time between frame completions once the
     pipeline is full; the fill (the first frame's whole latency) must not be averaged in (it
     was: end-to-end time over max(iterations, 4*slots) frames)."""
-    m = _measure(seed_block, tmp_path, THREE, {"frames_in_flight": 4})
+    m = _measure(seed_block_random, tmp_path, THREE, {"frames_in_flight": 4})
     assert m.status == "ok", m.reason
     sink_end = sorted((e["frame"], e["end_ms"]) for e in m.timeline if e["name"] == "seg3")
     steady = [b[1] - a[1] for a, b in zip(sink_end, sink_end[1:]) if a[0] >= 4]  # frames past the fill
@@ -548,13 +543,13 @@ def test_throughput_is_the_steady_state_period_not_fill_and_drain(seed_block, tm
     assert m.extra["period_ms"] == pytest.approx(steady[0], rel=1e-6)
 
 
-def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block, tmp_path, monkeypatch):
+def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block_random, tmp_path, monkeypatch):
     """slots + 1 different random inputs, each with its own reference output, checked before
     timing (one frame each) and for the last frames after it: a frame that reads its cut
     tensors from the other slot once the slots are reused (a buffer race) fails the gate. With
     one input for every frame the race read identical numbers and passed."""
     be = _backend(tmp_path / "cache")
-    ev = _ev(seed_block, be, tmp_path, frames_in_flight=2)
+    ev = _ev(seed_block_random, be, tmp_path, frames_in_flight=2)
     try:
         m = ev.evaluate(Placement(ev.model, THREE))
         orig = be.pool.run
@@ -564,7 +559,7 @@ def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block
 
         monkeypatch.setattr(be.pool, "run", racy)
         (tmp_path / "racy").mkdir()
-        ev2 = _ev(seed_block, be, tmp_path / "racy", frames_in_flight=2)
+        ev2 = _ev(seed_block_random, be, tmp_path / "racy", frames_in_flight=2)
         m2 = ev2.evaluate(Placement(ev2.model, THREE))
         ev2.close()
     finally:
@@ -577,7 +572,7 @@ def test_gate_uses_a_different_input_per_slot_and_catches_a_slot_race(seed_block
     assert m2.extra["gate"]["frames"] == [True, True, False]  # frame 2 is the first to reuse a slot
 
 
-def test_int8_pipeline_with_a_calibration_cache_keeps_its_int8_cut_formats(seed_block, tmp_path):
+def test_int8_pipeline_with_a_calibration_cache_keeps_its_int8_cut_formats(seed_block_random, tmp_path):
     """INT8 cut tensors are engine I/O: TensorRT's network validation wants their dynamic range set
     even when a calibrator gives the rest, and trtexec sets it from the calibration cache's scale
     (samples/common/sampleEngines.cpp release/10.3:1001-1009 setTensorScalesFromCalibration,
@@ -589,7 +584,7 @@ def test_int8_pipeline_with_a_calibration_cache_keeps_its_int8_cut_formats(seed_
                "/conv4/Conv_output_0", "output"]
     cache.write_text("TRT-100300-EntropyCalibration2\n" + "".join(f"{t}: 3c010a14\n" for t in tensors))
     be = _backend(tmp_path / "cache", calibration_cache=str(cache))
-    ev = _ev(seed_block, be, tmp_path, precision="int8")
+    ev = _ev(seed_block_random, be, tmp_path, precision="int8")
     try:
         m = ev.evaluate(Placement(ev.model, THREE))
     finally:
@@ -604,12 +599,12 @@ def test_int8_pipeline_with_a_calibration_cache_keeps_its_int8_cut_formats(seed_
                                                        m.extra["engines"][1]["io_formats"]}
 
 
-def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_block, tmp_path, monkeypatch):
+def test_int8_segments_get_the_full_networks_ranges_for_their_cut_inputs(seed_block_random, tmp_path, monkeypatch):
     """A cut tensor is an intermediate (+-4) in the reference engine; as a segment input trtexec's
     rule gave it +-2. The parent computes the ranges once on the full network and passes each
     segment those of its inputs and cut outputs; the worker sets them before its own rule."""
     be = _backend(tmp_path / "cache")
-    ev = _ev(seed_block, be, tmp_path, precision="int8")
+    ev = _ev(seed_block_random, be, tmp_path, precision="int8")
     jobs = []
     orig = be.pool.run
     monkeypatch.setattr(be.pool, "run", lambda job, **kw: (jobs.append(job), orig(job, **kw))[1])
@@ -722,7 +717,7 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def sent_jobs(seed_block, tmp_path_factory) -> Path:
+def sent_jobs(seed_block_random, tmp_path_factory) -> Path:
     """The pipeline, measure and replicas jobs the backend sends for one placement each (a JSON file;
     the engines they name are in the engine cache beside it)."""
     tmp = tmp_path_factory.mktemp("jobs")
@@ -738,8 +733,8 @@ def sent_jobs(seed_block, tmp_path_factory) -> Path:
     be.pool.run = capture
     for d in "per":
         (tmp / d).mkdir()
-    evs = [_ev(seed_block, be, tmp / "p", frames_in_flight=2), _ev(seed_block, be, tmp / "e", mode="engine"),
-           _ev(seed_block, be, tmp / "r", mode="replicas", replicas={"GPU": 1, "DLA0": 1})]
+    evs = [_ev(seed_block_random, be, tmp / "p", frames_in_flight=2), _ev(seed_block_random, be, tmp / "e", mode="engine"),
+           _ev(seed_block_random, be, tmp / "r", mode="replicas", replicas={"GPU": 1, "DLA0": 1})]
     try:
         placements = [THREE, {"/conv3/Conv": "DLA0"}, {"/conv3/Conv": "DLA0"}]
         assert all(ev.evaluate(Placement(ev.model, p)).ok for ev, p in zip(evs, placements))
@@ -893,14 +888,14 @@ def test_timing_and_engine_caches_are_kept_apart_by_power_mode_and_clock_lock(tm
 
 
 @pytest.mark.parametrize("integrated", ["1", "0"])
-def test_replicas_bind_managed_memory_on_an_integrated_gpu_as_trtexecs_replicas(seed_block, tmp_path, integrated):
+def test_replicas_bind_managed_memory_on_an_integrated_gpu_as_trtexecs_replicas(seed_block_random, tmp_path, integrated):
     """Replicas are timed as trtexec's (timing_method.REPLICAS_TIMED: no host<->device copies), and
     trtexec without copies binds every tensor in managed memory on an integrated GPU
     (samples/common/sampleInference.cpp release/10.3:262-264 ``useManagedMemory{(inference.skipTransfers
     && isIntegrated) || inference.useManaged}``), device memory on a discrete one; the replicas bound
     device memory everywhere while engine mode binds as trtexec does. Each measurement says which."""
     be = _backend(tmp_path / "cache", faults={"INTEGRATED": integrated})
-    ev = _ev(seed_block, be, tmp_path, mode="replicas", replicas={"GPU": 1, "DLA0": 1})
+    ev = _ev(seed_block_random, be, tmp_path, mode="replicas", replicas={"GPU": 1, "DLA0": 1})
     try:
         m = ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
     finally:
@@ -910,17 +905,17 @@ def test_replicas_bind_managed_memory_on_an_integrated_gpu_as_trtexecs_replicas(
     assert m.extra["io_memory"] == ("managed" if integrated == "1" else "device")
 
 
-def test_pipeline_says_its_tensors_are_device_memory(seed_block, tmp_path):
+def test_pipeline_says_its_tensors_are_device_memory(seed_block_random, tmp_path):
     """The pipeline binds its cut tensors and inputs in device memory (cuMemAlloc), as an application
     chaining the engines does (placetune.runtime; cuDLA-samples' hybrid mode registers cudaMalloc
     buffers with the DLA), not trtexec's managed memory: the measurement says so, as engine mode
     records its own."""
-    m = _measure(seed_block, tmp_path, THREE)
+    m = _measure(seed_block_random, tmp_path, THREE)
     assert m.status == "ok", m.reason
     assert m.extra["io_memory"] == "device"
 
 
-def test_a_gpu_reformat_at_a_cut_given_the_dlas_native_format_is_recorded_not_silent(seed_block, tmp_path, caplog):
+def test_a_gpu_reformat_at_a_cut_given_the_dlas_native_format_is_recorded_not_silent(seed_block_random, tmp_path, caplog):
     """The cut formats exist so that no GPU reformat runs in a DLA engine at a cut; TensorRT promises
     the native treatment of a kCHW16/kCHW32 I/O tensor only without kGPU_FALLBACK (NvInfer.h
     release/10.3:413-416), which every pipeline build sets. A DLA engine that still reformats a cut
@@ -930,7 +925,7 @@ def test_a_gpu_reformat_at_a_cut_given_the_dlas_native_format_is_recorded_not_si
     import logging
 
     be = _backend(tmp_path / "cache", faults={"REFORMAT_NATIVE_IO": "1"})
-    ev = _ev(seed_block, be, tmp_path)
+    ev = _ev(seed_block_random, be, tmp_path)
     try:
         with caplog.at_level(logging.WARNING):
             m = ev.evaluate(Placement(ev.model, THREE))
@@ -947,19 +942,19 @@ def test_a_gpu_reformat_at_a_cut_given_the_dlas_native_format_is_recorded_not_si
     assert any("CUT REFORMAT" in r.getMessage() for r in caplog.records)
 
 
-def test_no_cut_reformat_is_recorded_where_the_dla_engines_take_their_native_formats(seed_block, tmp_path):
+def test_no_cut_reformat_is_recorded_where_the_dla_engines_take_their_native_formats(seed_block_random, tmp_path):
     """The network input's GPU reformat in each DLA engine (FP32 linear, no cut) is not a cut's."""
-    m = _measure(seed_block, tmp_path, THREE)
+    m = _measure(seed_block_random, tmp_path, THREE)
     assert m.status == "ok", m.reason
     assert m.extra["cut_formats"] and "cut_reformats" not in m.extra
 
 
-def test_a_segment_that_fails_with_and_without_cut_formats_is_not_blamed_on_the_formats(seed_block, tmp_path):
+def test_a_segment_that_fails_with_and_without_cut_formats_is_not_blamed_on_the_formats(seed_block_random, tmp_path):
     """A DLA segment given cut formats that fails to build is built once more with TensorRT's default
     I/O; when it fails the same way again the formats were not the cause: the failure does not say
     that the native formats did not build or that the pipeline was built with FP32 linear I/O (it was
     not built at all), it says the build was tried both ways."""
-    m = _measure(seed_block, tmp_path, THREE, faults={"BUILD_NONE_ON": "/conv4/Conv"})
+    m = _measure(seed_block_random, tmp_path, THREE, faults={"BUILD_NONE_ON": "/conv4/Conv"})
     assert m.status == "build_failed" and "segment 2 (DLA1: /conv4/Conv)" in m.reason
     assert "cut_formats_failed" not in m.extra
     notes = " ".join(m.extra.get("notes") or [])
@@ -968,11 +963,11 @@ def test_a_segment_that_fails_with_and_without_cut_formats_is_not_blamed_on_the_
     assert "with TensorRT's default I/O too" in m.reason
 
 
-def test_a_dla_segment_that_ran_wholly_on_the_gpu_is_drawn_and_counted_on_the_gpu(seed_block, tmp_path):
+def test_a_dla_segment_that_ran_wholly_on_the_gpu_is_drawn_and_counted_on_the_gpu(seed_block_random, tmp_path):
     """TensorRT put every layer of segment 1 (asked on DLA0) on the GPU (GPU fallback): the realised
     placement says so, and the timeline, the segment times and the busy time per device say it too,
     instead of showing DLA0 busy with work the GPU did; the engine row keeps what was asked."""
-    m = _measure(seed_block, tmp_path, THREE, {"frames_in_flight": 2}, faults={"DLA_UNSUPPORTED_ON": "/conv3/Conv"})
+    m = _measure(seed_block_random, tmp_path, THREE, {"frames_in_flight": 2}, faults={"DLA_UNSUPPORTED_ON": "/conv3/Conv"})
     assert m.status == "ok", m.reason
     assert m.realized["/conv3/Conv"] == "GPU" and m.realized["/conv4/Conv"] == "DLA1"
     row = m.extra["engines"][1]

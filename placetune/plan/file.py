@@ -146,6 +146,15 @@ class Plan:
     int8_ranges: str | None = None
     calibration_cache: str | None = None
 
+    def __repr__(self) -> str:
+        """One short line, as a Measurement's (every layer and engine: :meth:`to_dict`; it was tens of kB)."""
+        counts: dict[str, int] = {}
+        for device in self.realized.values():
+            counts[device] = counts.get(device, 0) + 1
+        return (f"Plan({self.model.get('name')!r}, {self.platform}, mode={self.mode}, precision={self.precision}, "
+                f"batch={self.batch}, engines={len(self.engines)}, realized={{{', '.join(f'{d}: {n}' for d, n in counts.items())}}}, "
+                f"objective={self.objective}, simulated={self.simulated})")
+
     # ------------------------------------------------------------ views
     @property
     def requested(self) -> dict[str, str]:

@@ -99,6 +99,11 @@ class MeasurementRecord:
     trial_number: int | None
     created_at: datetime
 
+    def __repr__(self) -> str:
+        """One short line (the layer maps it holds made it tens of kB): the ids and the measurement's own line."""
+        return (f"MeasurementRecord(id={self.id}, study={self.study!r}, agent={self.agent!r}, "
+                f"trial_number={self.trial_number}, measurement={self.measurement!r})")
+
     @property
     def status(self) -> str:
         """The measurement's status."""

@@ -129,6 +129,7 @@ class Evaluator:
         self._memo: OrderedDict[str, Measurement] = OrderedDict()
         self._realised_key: OrderedDict[str, str] = OrderedDict()  # requested key -> realised key
         self._callbacks: list[Callable[[Placement, Measurement], None]] = []
+        self._activity: list[Callable[[str], None]] = []
         self._stop = False
         self._baseline: Measurement | None = None
         #: fleet mode (:class:`placetune.tuning.fleet_claims.Claims`): claim a realised placement before
@@ -373,6 +374,17 @@ class Evaluator:
         """Call ``fn(placement, measurement)`` after every evaluation (progress displays, logs), in
         order, once the evaluation is stored (with its batch after :meth:`write_in_batches`)."""
         self._callbacks.append(fn)
+
+    def add_activity_callback(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(what)`` whenever an agent says what it does between evaluations (:meth:`working`)."""
+        self._activity.append(fn)
+
+    def working(self, what: str) -> None:
+        """Say what the agent does now, between evaluations (``"predicting"``: a word or two, fitting the
+        live bar of an 80-column terminal): a progress display shows it until the next evaluation, so a
+        search of the model that takes seconds is not a frozen screen. Nothing happens without a display."""
+        for fn in self._activity:
+            fn(what)
 
     def write_in_batches(self, trials: int = DEFAULT_BATCH_TRIALS, seconds: float = DEFAULT_BATCH_SECONDS) -> None:
         """Store evaluations (and their Optuna trials) in batches instead of one transaction each.

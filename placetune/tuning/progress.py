@@ -87,6 +87,7 @@ class Progress:
         self.device_s = 0.0  # simulated device time (builds + timing) of this run's measurements
         self.device_n = 0
         self._watch: "ConvergenceWatch | None" = None
+        self._working = ""  # what the agent does between evaluations (:meth:`working`), on the bar until the next
 
     def watch_convergence(self, watch: "ConvergenceWatch") -> None:
         """Show ``watch``'s state on the live bar: ``converged at trial 4``, ``best moved at trial 37``."""
@@ -104,6 +105,14 @@ class Progress:
         """Set the all-GPU measurement once it is known."""
         self.base = self.objective.value(baseline)
 
+    def working(self, what: str) -> None:
+        """Evaluator activity callback: the agent says what it does before its next evaluation
+        (``predicting``); the live bar shows it, drawn now with every evaluation so far, until the next one."""
+        self._working = what
+        if self.tty:
+            self._last_draw = time.monotonic()
+            self._draw()
+
     def update(self, placement: Placement, m: Measurement) -> None:
         """Evaluator callback: one evaluation finished.
 
@@ -111,6 +120,7 @@ class Progress:
         measurement.
         """
         self.done += int(m.extra.get("remeasured") or 1)  # a re-measurement of n builds is n evaluations
+        self._working = ""
         note = m.extra.get("annotation") or {}
         if note.get("cv_error") is not None:
             self.cv_error = float(note["cv_error"])
@@ -201,6 +211,7 @@ class Progress:
             (3, f"  device {self.device_s / 3600:.1f} h, {self._eta_words()}" if self.device_n else ""),
             (6, f"  model cv error {100 * self.cv_error:.1f}%" if self.cv_error is not None else ""),
             (1, self._convergence()),
+            (1, f"  {self._working}" if self._working else ""),
         ]
         rest = f" {self.done}/{self.total}  best {self._fmt(self.best)} ({self._versus()})"
         width = max(8, min(24, columns - 1 - _BAR_ROOM))  # set by the terminal alone: it never jumps
@@ -270,7 +281,8 @@ class Progress:
         self._draw()
 
     def close(self) -> None:
-        """End the live line."""
+        """End the live line (what the agent was doing is over: its word goes)."""
+        self._working = ""
         if self.tty:
             self._draw()
             self.out.write("\n")

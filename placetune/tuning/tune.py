@@ -41,7 +41,8 @@ from placetune.tuning.fleet import Fleet, agent_options_of, storage_error, tune_
 from placetune.tuning.progress import Progress, terminal_columns
 from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.tune_export import export_best
-from placetune.tuning.tune_report import TuneOutcome, TuneReport, already_settled, settles, stops_early, what_will_run
+from placetune.tuning.tune_report import (TuneOutcome, TuneReport, already_settled, settles, simulated_on_a_jetson,
+                                          stops_early, what_will_run)
 from placetune.tuning.tune_study import PIPELINE_FRAMES_IN_FLIGHT, OpenStudy, StudyOpener
 from placetune.wording import plural, wrap
 
@@ -132,6 +133,8 @@ class Tuner:
             self._say(self.intro)
         self._say(what_will_run(cfg, ev, agent_probe.granularity))
         self._say(f"study {name!r} in {store.url} ({cfg.source})")
+        if on_board := simulated_on_a_jetson(ev):
+            self._say(on_board)
         if fleet is not None:
             self._say(fleet.describe(cfg.trials))
         self._open_optuna_study(ev, agent_probe)
@@ -146,6 +149,7 @@ class Tuner:
         progress = Progress(self.out, tty=self.tty, total=cfg.trials, done=done,
                             objective=ev.objective, baseline=baseline, stops_early=stops_early(cfg))
         ev.add_callback(progress.update)
+        ev.add_activity_callback(progress.working)
         ev.add_callback(scan.seen)
         if not ev.backend.simulated:  # a real run's first builds check the stack (exit 8)
             FirstBuildCheck(ev).attach()

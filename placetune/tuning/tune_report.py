@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from placetune.backends.jetson import board_module
 from placetune.measurement import Measurement
 from placetune.model.merge import network_of
 from placetune.placement.placement import DEVICES, Placement
@@ -21,7 +22,8 @@ from placetune.tuning.studyfile import TuneConfig
 from placetune.tuning.verdict import agent_hint, best_caveats, per_stream_line, placement_line, verdict
 from placetune.wording import figure, hours, plural, versus
 
-__all__ = ["TuneOutcome", "TuneReport", "already_settled", "settles", "stops_early", "what_will_run"]
+__all__ = ["TuneOutcome", "TuneReport", "already_settled", "settles", "simulated_on_a_jetson", "stops_early",
+           "what_will_run"]
 
 
 @dataclass
@@ -102,6 +104,20 @@ def what_will_run(cfg: TuneConfig, ev: Evaluator, granularity: str | None = None
             line += piece
         lines.append(line)
     return "\n".join(lines)
+
+
+def simulated_on_a_jetson(ev: Evaluator) -> str:
+    """A note when a run measures on the simulated Jetson on a board whose device tree names a Jetson module
+    (``placetune tune --model my.onnx`` launched on the board for the night runs on the default backend, the
+    simulator: the summary's SIMULATED was the first sign); empty off a Jetson or on a real backend."""
+    if not ev.backend.simulated:
+        return ""
+    match = board_module()
+    if not match.known or match.module is None:
+        return ""
+    return (f"note: this board is a {match.module.title}, but this run measures on the SIMULATED Jetson (backend "
+            f"{ev.backend.name}, the default): --backend tensorrt or --backend trtexec measures on the board "
+            f"itself (placetune doctor says which works here)")
 
 
 def settles(cfg: TuneConfig) -> bool:
