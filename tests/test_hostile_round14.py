@@ -205,3 +205,37 @@ def test_a_mode_given_on_the_command_line_is_checked_against_the_study_files_set
     code = main(["tune", str(tmp_path / "s.toml"), "--mode", "pipeline", "--storage", str(tmp_path / "s.db")])
     err = capsys.readouterr().err
     assert code == 6 and _one_line(err) and "[settings] dla_core" in err, err
+
+
+# --------------------------------------------------------------------------- a Constant whose value is corrupt
+def _with_constant(tmp_path, corrupt) -> str:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    value = numpy_helper.from_array(np.ones((1, 4, 8, 8), np.float32), "c")
+    corrupt(value)
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], name="bias", value=value),
+         helper.make_node("Add", ["x", "c"], ["y"], name="add")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])])
+    path = tmp_path / "const.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+@pytest.mark.parametrize("corrupt, says", [
+    (lambda t: setattr(t, "data_type", 99), "has data type 99, which is no ONNX tensor type"),
+    (lambda t: setattr(t, "raw_data", t.raw_data[:10]), "holds 10 bytes of data, and its shape 1x4x8x8 of FLOAT needs 1,024"),
+    (lambda t: setattr(t, "data_type", 8), "keeps STRING values in raw_data"),
+])
+def test_a_constant_whose_value_is_corrupt_is_named(tmp_path, capsys, corrupt, says):
+    """A Constant node's value is a tensor as an initializer is: one of an unknown type or with too few bytes
+    was refused as 'malformed ONNX graph (KeyError: 99)', naming neither the node nor what its value needs."""
+    from placetune.errors import ModelError
+
+    code = main(["check", _with_constant(tmp_path, corrupt)])
+    err = capsys.readouterr().err
+    assert code == ModelError.exit_code and _one_line(err), err
+    assert "Constant node 'bias'" in err and says in err, err

@@ -345,9 +345,9 @@ def _tensor_problem(t: onnx.TensorProto, held: dict[str, int | None]) -> str | N
 def check_initializers(proto: onnx.ModelProto, path: str | Path | None = None, *,
                        left_out: list[dict[int, int] | None] | None = None,
                        error: type[PlacetuneError] = ModelError) -> None:
-    """Refuse a model with an initializer whose data cannot be its type and shape: an unknown data type,
-    ``raw_data`` of another size than its dims and type give, values in a field its type does not use, or
-    too few or too many of them. Its weights, large or small, would be read as something else, and every
+    """Refuse a model with an initializer (or a Constant node's value) whose data cannot be its type and
+    shape: an unknown data type, ``raw_data`` of another size than its dims and type give, values in a field
+    its type does not use, or too few or too many of them. Its weights, large or small, would be read as something else, and every
     segment written from it is a file TensorRT's parser refuses. Initializers kept in external data are
     :func:`check_external_data`'s; one with no data at all is a model without weights, as placetune keeps them.
 
@@ -356,13 +356,16 @@ def check_initializers(proto: onnx.ModelProto, path: str | Path | None = None, *
             bytes each data field held; None for those read whole.
 
     Raises:
-        error: one line naming the initializer and what its type and shape need.
+        error: one line naming the initializer (or the Constant node) and what its type and shape need.
     """
     notes = left_out or []
-    for k, t in enumerate(proto.graph.initializer):
+    tensors = [(f"initializer {t.name[:80]!r}", t, notes[k] if k < len(notes) else None)
+               for k, t in enumerate(proto.graph.initializer)]
+    tensors += [(f"Constant node {node.name[:80]!r}: its {a.name}", a.t, None) for node in proto.graph.node
+                if node.op_type == "Constant" for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
+    for what, t, note in tensors:
         if t.data_location == onnx.TensorProto.EXTERNAL:
             continue
-        note = notes[k] if k < len(notes) else None
         if note is None:
             held: dict[str, int | None] = {f: len(getattr(t, f)) for f in _FIELD_NAMES.values() if len(getattr(t, f))}
         else:  # the bytes each field held; values only where each takes a fixed size
@@ -371,8 +374,8 @@ def check_initializers(proto: onnx.ModelProto, path: str | Path | None = None, *
         problem = _tensor_problem(t, held)
         if problem:
             where = f"{shown(path)}: " if path is not None else ""
-            raise error(f"{where}initializer {t.name[:80]!r} {problem}: the file or its external data is "
-                        "truncated or was edited, or its exporter wrote it wrongly; export it again")
+            raise error(f"{where}{what} {problem}: the file or its external data is truncated or was edited, "
+                        "or its exporter wrote it wrongly; export it again")
 
 
 def check_external_data(path: str | Path, *, error: type[PlacetuneError] = ModelError) -> None:
