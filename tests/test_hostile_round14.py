@@ -239,3 +239,33 @@ def test_a_constant_whose_value_is_corrupt_is_named(tmp_path, capsys, corrupt, s
     err = capsys.readouterr().err
     assert code == ModelError.exit_code and _one_line(err), err
     assert "Constant node 'bias'" in err and says in err, err
+
+
+# --------------------------------------------------------------------------- build and selftest inputs
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/zero"])
+def test_build_names_a_device_given_as_its_plan_as_one(device, capsys):
+    """``placetune build /dev/zero`` said 'no such file or folder' of a file that exists."""
+    from placetune.errors import ConfigError
+
+    code = main(["build", device])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and _one_line(err), err
+    assert "no such file" not in err and "character device, not a regular file" in err, err
+
+
+def test_build_says_a_missing_plan_is_missing(tmp_path, capsys):
+    code = main(["build", str(tmp_path / "gone.json")])
+    err = capsys.readouterr().err
+    assert code == 6 and _one_line(err) and "no such file or folder" in err, err
+
+
+def test_selftest_refuses_a_worker_python_that_does_not_exist_before_it_runs(tmp_path, capsys):
+    """``--worker-python /typo`` ran the whole self-test (its report saying only that no check passed) where
+    tune and build refuse it in one line: the self-test refuses it too, and makes no report folder."""
+    from placetune.errors import ConfigError
+
+    code = main(["selftest", "--worker-python", str(tmp_path / "no-python"), "-o", str(tmp_path / "st")])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and _one_line(err), err
+    assert "worker Python" in err and "--worker-python" in err and "does not exist" in err, err
+    assert not (tmp_path / "st").exists()
