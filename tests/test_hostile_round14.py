@@ -1,6 +1,9 @@
 """Hostile and odd input, round 14: a SQLite URL's own ``timeout`` named wrongly in the locked-database
 message, options accepted in a mode that ignores them, ``~`` in path-valued environment variables, a SIGTERM
-before the study is open, and a refused layer whose advice named a layer that does not follow it.
+before the study is open, a refused layer whose advice named a layer that does not follow it, a Constant
+node whose value is corrupt refused without naming it, a device given to ``build`` as its plan called
+missing, and a ``selftest --worker-python`` that does not exist run to the end. (Corrupt initializers:
+tests/reliability/test_onnx_fuzz.py.)
 
 Each input is checked against the rule of every round: a one-line error naming the field and what is
 allowed, a documented exit code, never a traceback.
