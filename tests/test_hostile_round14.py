@@ -11,6 +11,7 @@ allowed, a documented exit code, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 
@@ -272,3 +273,41 @@ def test_selftest_refuses_a_worker_python_that_does_not_exist_before_it_runs(tmp
     assert code == ConfigError.exit_code and _one_line(err), err
     assert "worker Python" in err and "--worker-python" in err and "does not exist" in err, err
     assert not (tmp_path / "st").exists()
+
+
+# --------------------------------------------------------------------------- SIGHUP: the terminal closed
+def test_a_hangup_stops_a_tune_after_the_evaluation_in_flight(tmp_path, capsys, monkeypatch):
+    """A closed terminal (an ssh session dropped) sends SIGHUP: it killed a tune at once, without a word, its
+    evaluation in flight lost, no plan exported and the run's lock left behind. It now stops as SIGTERM does
+    (exit 129): what was measured is stored, the plan exported, the command to resume printed."""
+    import signal
+
+    from placetune.backends.simulate.simulator import SimulatedJetson
+
+    real = SimulatedJetson.measure
+    calls = []
+
+    def measure(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGHUP)
+        return real(self, *args, **kwargs)
+
+    def outside(signum, frame):  # the handler around the run (pytest's process is not to be hung up)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SimulatedJetson, "measure", measure)
+    previous = signal.signal(signal.SIGHUP, outside)
+    try:
+        db = tmp_path / "h.db"
+        code = main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "20", "--storage", str(db),
+                     "--study", "h"])
+        assert signal.getsignal(signal.SIGHUP) is outside  # the run's own handler is gone again
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    out = capsys.readouterr()
+    assert code == 128 + signal.SIGHUP, out
+    assert "stopping after the evaluation in flight (SIGHUP again to stop at once)" in out.err, out.err
+    assert "everything measured is stored. Resume with:" in out.out and (tmp_path / "h.plan.json").is_file(), out
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM pt_requests").fetchone()[0] == 3
+    assert not list(tmp_path.glob("*.tune-lock"))
