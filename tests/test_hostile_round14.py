@@ -1,6 +1,9 @@
 """Hostile and odd input, round 14: a SQLite URL's own ``timeout`` named wrongly in the locked-database
 message, options accepted in a mode that ignores them, ``~`` in path-valued environment variables, a SIGTERM
-before the study is open, and a refused layer whose advice named a layer that does not follow it.
+before the study is open, a refused layer whose advice named a layer that does not follow it, a Constant
+node whose value is corrupt refused without naming it, a device given to ``build`` as its plan called
+missing, and a ``selftest --worker-python`` that does not exist run to the end. (Corrupt initializers:
+tests/reliability/test_onnx_fuzz.py.)
 
 Each input is checked against the rule of every round: a one-line error naming the field and what is
 allowed, a documented exit code, never a traceback.
@@ -8,6 +11,7 @@ allowed, a documented exit code, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 
@@ -205,3 +209,105 @@ def test_a_mode_given_on_the_command_line_is_checked_against_the_study_files_set
     code = main(["tune", str(tmp_path / "s.toml"), "--mode", "pipeline", "--storage", str(tmp_path / "s.db")])
     err = capsys.readouterr().err
     assert code == 6 and _one_line(err) and "[settings] dla_core" in err, err
+
+
+# --------------------------------------------------------------------------- a Constant whose value is corrupt
+def _with_constant(tmp_path, corrupt) -> str:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    value = numpy_helper.from_array(np.ones((1, 4, 8, 8), np.float32), "c")
+    corrupt(value)
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], name="bias", value=value),
+         helper.make_node("Add", ["x", "c"], ["y"], name="add")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])])
+    path = tmp_path / "const.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+@pytest.mark.parametrize("corrupt, says", [
+    (lambda t: setattr(t, "data_type", 99), "has data type 99, which is no ONNX tensor type"),
+    (lambda t: setattr(t, "raw_data", t.raw_data[:10]), "holds 10 bytes of data, and its shape 1x4x8x8 of FLOAT needs 1,024"),
+    (lambda t: setattr(t, "data_type", 8), "keeps STRING values in raw_data"),
+])
+def test_a_constant_whose_value_is_corrupt_is_named(tmp_path, capsys, corrupt, says):
+    """A Constant node's value is a tensor as an initializer is: one of an unknown type or with too few bytes
+    was refused as 'malformed ONNX graph (KeyError: 99)', naming neither the node nor what its value needs."""
+    from placetune.errors import ModelError
+
+    code = main(["check", _with_constant(tmp_path, corrupt)])
+    err = capsys.readouterr().err
+    assert code == ModelError.exit_code and _one_line(err), err
+    assert "Constant node 'bias'" in err and says in err, err
+
+
+# --------------------------------------------------------------------------- build and selftest inputs
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/zero"])
+def test_build_names_a_device_given_as_its_plan_as_one(device, capsys):
+    """``placetune build /dev/zero`` said 'no such file or folder' of a file that exists."""
+    from placetune.errors import ConfigError
+
+    code = main(["build", device])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and _one_line(err), err
+    assert "no such file" not in err and "character device, not a regular file" in err, err
+
+
+def test_build_says_a_missing_plan_is_missing(tmp_path, capsys):
+    code = main(["build", str(tmp_path / "gone.json")])
+    err = capsys.readouterr().err
+    assert code == 6 and _one_line(err) and "no such file or folder" in err, err
+
+
+def test_selftest_refuses_a_worker_python_that_does_not_exist_before_it_runs(tmp_path, capsys):
+    """``--worker-python /typo`` ran the whole self-test (its report saying only that no check passed) where
+    tune and build refuse it in one line: the self-test refuses it too, and makes no report folder."""
+    from placetune.errors import ConfigError
+
+    code = main(["selftest", "--worker-python", str(tmp_path / "no-python"), "-o", str(tmp_path / "st")])
+    err = capsys.readouterr().err
+    assert code == ConfigError.exit_code and _one_line(err), err
+    assert "worker Python" in err and "--worker-python" in err and "does not exist" in err, err
+    assert not (tmp_path / "st").exists()
+
+
+# --------------------------------------------------------------------------- SIGHUP: the terminal closed
+def test_a_hangup_stops_a_tune_after_the_evaluation_in_flight(tmp_path, capsys, monkeypatch):
+    """A closed terminal (an ssh session dropped) sends SIGHUP: it killed a tune at once, without a word, its
+    evaluation in flight lost, no plan exported and the run's lock left behind. It now stops as SIGTERM does
+    (exit 129): what was measured is stored, the plan exported, the command to resume printed."""
+    import signal
+
+    from placetune.backends.simulate.simulator import SimulatedJetson
+
+    real = SimulatedJetson.measure
+    calls = []
+
+    def measure(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGHUP)
+        return real(self, *args, **kwargs)
+
+    def outside(signum, frame):  # the handler around the run (pytest's process is not to be hung up)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SimulatedJetson, "measure", measure)
+    previous = signal.signal(signal.SIGHUP, outside)
+    try:
+        db = tmp_path / "h.db"
+        code = main(["tune", "--model", "seed-block", "--agent", "random", "--trials", "20", "--storage", str(db),
+                     "--study", "h"])
+        assert signal.getsignal(signal.SIGHUP) is outside  # the run's own handler is gone again
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    out = capsys.readouterr()
+    assert code == 128 + signal.SIGHUP, out
+    assert "stopping after the evaluation in flight (SIGHUP again to stop at once)" in out.err, out.err
+    assert "everything measured is stored. Resume with:" in out.out and (tmp_path / "h.plan.json").is_file(), out
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM pt_requests").fetchone()[0] == 3
+    assert not list(tmp_path.glob("*.tune-lock"))

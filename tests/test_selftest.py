@@ -719,10 +719,13 @@ def test_without_trtexec_the_all_gpu_check_says_it_compared_nothing(tmp_path, bo
 
 
 def test_a_worker_python_that_cannot_be_started_is_a_failed_check_and_the_report_is_written(tmp_path):
-    """A wrong --worker-python: every check says so and the report is written (the worker exit check raised
-    FileNotFoundError out of the selftest, so no report at all)."""
-    code, doc = run_selftest(tmp_path / "st", worker_python=str(tmp_path / "no-such-python"), quick=True,
-                             device_tree=tmp_path / "no-dt")
+    """A --worker-python that exists but cannot be started: every check says so and the report is written (the
+    worker exit check raised FileNotFoundError out of the selftest, so no report at all). One that does not
+    exist is refused before anything runs (tests/test_hostile_round14.py)."""
+    python = tmp_path / "not-a-program"
+    python.write_text("not a program\n")
+    python.chmod(0o644)
+    code, doc = run_selftest(tmp_path / "st", worker_python=str(python), quick=True, device_tree=tmp_path / "no-dt")
     by = {c["name"]: c for c in doc["checks"]}
     assert code == EXIT_NOT_ALL_OK and list(by) == NAMES
     assert by["worker exit"]["status"] == "failed" and "cannot be started" in by["worker exit"]["detail"]

@@ -37,7 +37,6 @@ from __future__ import annotations
 import os
 import platform as _platform
 import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -223,8 +222,10 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     Raises:
         UnknownNameError: ``platform`` is not a placetune profile (one line naming the valid ones;
             exit 4, before anything runs).
+        ConfigError: ``worker_python`` does not exist or is not on PATH (exit 6, before anything runs).
     """
     named = _platforms.get_platform(platform) if platform else None
+    python = _backend.worker_interpreter(worker_python)  # a typo is refused before anything runs
     model = _model.Model.load(MODEL, batch=4)
     data = _inputdata.load_input_data(input_data) if input_data else None
     if data is not None:  # refused before the report folder is made
@@ -233,7 +234,6 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     report.check(["selftest.json", "selftest.txt"])
     report.mkdir()
     out = report.directory
-    python = worker_python or sys.executable
     rep = _Report()
     t_start = time.time()
     # 1. the CUDA binding in the worker Python

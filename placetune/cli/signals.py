@@ -39,8 +39,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def stop_line(exc: BaseException) -> str:
-    """The one line a run stopped at once by a signal prints: ``placetune: terminated`` for SIGTERM, else
-    ``placetune: interrupted`` (Ctrl-C)."""
+    """The one line a run stopped at once by a signal prints: ``placetune: terminated`` for SIGTERM,
+    ``placetune: hung up`` for a second SIGHUP, else ``placetune: interrupted`` (Ctrl-C)."""
     if isinstance(exc, Interrupted) and exc.exit_code == 128 + signal.SIGTERM:
         return "placetune: terminated"
+    if isinstance(exc, Interrupted) and hasattr(signal, "SIGHUP") and exc.exit_code == 128 + signal.SIGHUP:
+        return "placetune: hung up"
     return "placetune: interrupted"

@@ -26,7 +26,7 @@ from placetune.model.costs import layer_costs
 from placetune.errors import ModelError, PlacementError, PlacetuneError, ShapeError, UnknownNameError
 from placetune.model.graphfold import SMALL_CONST_ELEMENTS, GraphFolder, attr_value as _attr_value
 from placetune.model.layer import Layer, TensorInfo
-from placetune.model.onnx_io import read_model_proto
+from placetune.model.onnx_io import check_initializers, read_model_proto
 from placetune.model.shapes import ShapeSpec, batch_overrides, declared_dims, dtype_name, empty_tensors, exporter_image_size, fix_inputs, has_schema, keep_declared_plugin_shapes, local_functions, nms_plugin_shapes, normalise_shapes
 from placetune.model.parsable import refuse_unparsable
 from placetune.model.runnable import refuse_unrunnable
@@ -207,6 +207,7 @@ class Model:
         if isinstance(source, onnx.ModelProto):
             proto = onnx.ModelProto()
             proto.CopyFrom(source)
+            check_initializers(proto)
             stripped = _dataless_initializers(proto)
             display = name or line_safe(proto.graph.name) or "model"
         else:

@@ -24,7 +24,7 @@ from placetune.files.kind import serialized_engine
 from placetune.safetext import shown
 from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_model, uses_external_data
 
-__all__ = ["read_model_proto", "load_with_weights", "check_external_data", "STRIP_MIN_BYTES"]
+__all__ = ["read_model_proto", "load_with_weights", "check_external_data", "check_initializers", "STRIP_MIN_BYTES"]
 
 #: Initializers whose data is at least this many bytes are stripped (float-like only).
 STRIP_MIN_BYTES = 4096
@@ -102,22 +102,22 @@ def _fields(buf: memoryview):
             raise ModelError("truncated protobuf message (the file is incomplete)")
 
 
-def _strip_tensor(buf: memoryview) -> bytes | None:
-    """Return the tensor without its data fields, or None to keep it whole."""
+def _strip_tensor(buf: memoryview) -> tuple[bytes | None, dict[int, int]]:
+    """The tensor without its data fields, or None to keep it whole; and the bytes each data field held."""
     data_type = None
-    data_len = 0
+    held: dict[int, int] = {}
     for field, wire, _s, p, e in _fields(buf):
         if field == _TENSOR_DATA_TYPE and wire == 0:
             data_type, _ = _varint(buf, p)
         elif field in _TENSOR_DATA_FIELDS:
-            data_len += e - p
-    if data_type not in _STRIPPABLE_TYPES or data_len < STRIP_MIN_BYTES:
-        return None
+            held[field] = held.get(field, 0) + e - p
+    if data_type not in _STRIPPABLE_TYPES or sum(held.values()) < STRIP_MIN_BYTES:
+        return None, held
     out = bytearray()
     for field, _w, s, _p, e in _fields(buf):
         if field not in _TENSOR_DATA_FIELDS:
             out += buf[s:e]
-    return bytes(out)
+    return bytes(out), held
 
 
 def _rewrite(buf: memoryview, field_no: int, transform) -> tuple[bytes, list]:
@@ -136,12 +136,18 @@ def _rewrite(buf: memoryview, field_no: int, transform) -> tuple[bytes, list]:
 
 def _strip_graph(graph: memoryview) -> tuple[bytes, list]:
     def tensor(t: memoryview):
-        stripped = _strip_tensor(t)
+        stripped, held = _strip_tensor(t)
         if stripped is None:
-            return bytes(t), []
-        return stripped, [True]
+            return bytes(t), [None]
+        return stripped, [held]
 
     return _rewrite(graph, _GRAPH_INITIALIZER, tensor)
+
+
+def _strip(data: memoryview | bytes) -> tuple[bytes, list[dict[int, int] | None]]:
+    """The model without its large weights; for each initializer of its graph, in order, the bytes each
+    data field held where they were left out (None: kept whole)."""
+    return _rewrite(memoryview(data), _MODEL_GRAPH, _strip_graph)
 
 
 def strip_weights(data: memoryview | bytes) -> tuple[bytes, int]:
@@ -150,9 +156,8 @@ def strip_weights(data: memoryview | bytes) -> tuple[bytes, int]:
     Returns:
         (serialized model without weight data, number of stripped initializers)
     """
-    buf = memoryview(data)
-    out, notes = _rewrite(buf, _MODEL_GRAPH, _strip_graph)
-    return out, len(notes)
+    out, notes = _strip(data)
+    return out, sum(note is not None for note in notes)
 
 
 def _engine_given(p: Path) -> str | None:
@@ -203,7 +208,7 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
             except (OSError, ValueError) as exc:
                 raise ModelError(f"{shown(p)}: cannot read file: {exc}") from None
     try:
-        stripped, _ = strip_weights(raw)
+        stripped, held = _strip(raw)
         model = onnx.ModelProto()
         model.ParseFromString(stripped)
     except ModelError as exc:
@@ -220,6 +225,7 @@ def read_model_proto(path: str | Path) -> tuple[onnx.ModelProto, set[str]]:
                 pass
     if not model.HasField("graph") or len(model.graph.node) == 0:
         raise ModelError(_engine_given(p) or f"{p}: not an ONNX model (no graph nodes found)")
+    check_initializers(model, p, left_out=held)
     names = {
         t.name
         for t in model.graph.initializer
@@ -256,22 +262,35 @@ def _external_files(proto: onnx.ModelProto, base: Path, error: type[PlacetuneErr
             raise error(f"tensor {tensor.name[:80]!r}: {exc}") from None
 
 
-#: data types stored two to a byte in ``raw_data`` (ONNX: INT4 and UINT4 are packed)
-_PACKED_4BIT = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
+#: bits per element of the data types ONNX packs several to a byte in ``raw_data`` (4-, 2- and 6-bit types)
+_PACKED_BITS = {getattr(onnx.TensorProto, n): bits for n, bits in (
+    ("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6))
+    if hasattr(onnx.TensorProto, n)}
+#: the data fields of a TensorProto by field number, and the bytes one element takes in the fixed-size ones
+_FIELD_NAMES = {4: "float_data", 5: "int32_data", 6: "string_data", 7: "int64_data", 9: "raw_data",
+                10: "double_data", 11: "uint64_data"}
+_FIXED_BYTES = {"float_data": 4, "double_data": 8}
+
+
+def _elements(t: onnx.TensorProto) -> int:
+    n = 1
+    for d in t.dims:
+        n *= int(d)
+    return n
 
 
 def _data_bytes(t: onnx.TensorProto) -> int | None:
     """The bytes of data an initializer's dims and type give (None: a type without a fixed size)."""
     if t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
         return None
-    n = 1
-    for d in t.dims:
-        n *= int(d)
+    n = _elements(t)
+    if t.data_type in _PACKED_BITS:
+        return (n * _PACKED_BITS[t.data_type] + 7) // 8
     try:
         item = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
     except (KeyError, ValueError, TypeError):
         return None  # a type numpy cannot hold: the ONNX parser refuses it by name
-    return (n + 1) // 2 if t.data_type in _PACKED_4BIT else n * item
+    return n * item
 
 
 def _size_refused(p: Path, t: onnx.TensorProto, got: int, want: int, error: type[PlacetuneError]) -> PlacetuneError:
@@ -280,14 +299,83 @@ def _size_refused(p: Path, t: onnx.TensorProto, got: int, want: int, error: type
                  f"needs {want:,}: the file or its external data is truncated or was edited; export it again")
 
 
-def _raw_sizes(proto: onnx.ModelProto, p: Path, error: type[PlacetuneError]) -> None:
-    """Refuse an initializer whose ``raw_data`` is not the size its dims and type give (external data
-    with a ``length`` too short, a truncated edit): onnx loads it as it is, and a segment written from it
-    is a model TensorRT cannot parse or, worse, reads past."""
-    for t in proto.graph.initializer:
-        want = _data_bytes(t) if t.raw_data else None
-        if want is not None and len(t.raw_data) != want:
-            raise _size_refused(p, t, len(t.raw_data), want, error)
+def _type_name(data_type: int) -> str | None:
+    try:
+        return None if data_type == onnx.TensorProto.UNDEFINED else onnx.TensorProto.DataType.Name(data_type)
+    except ValueError:
+        return None
+
+
+def _tensor_problem(t: onnx.TensorProto, held: dict[str, int | None]) -> str | None:
+    """What makes an initializer's data unreadable as its type and shape say (None: nothing).
+
+    ``held``: the data fields that hold something, as bytes (``raw_data``) or values (the typed fields);
+    None where only the field's bytes are known and its values are variable-length numbers."""
+    name = _type_name(t.data_type)
+    if name is None:
+        last = max(onnx.TensorProto.DataType.values())
+        return (f"has data type {t.data_type}, which is no ONNX tensor type (1 FLOAT .. {last} "
+                f"{onnx.TensorProto.DataType.Name(last)})")
+    if any(d < 0 for d in t.dims):
+        return f"has a negative dimension in its shape {'x'.join(map(str, t.dims))}"
+    if not held:  # a weightless initializer (placetune's own files leave weights out)
+        return None
+    if "raw_data" in held:
+        if t.data_type == onnx.TensorProto.STRING:
+            return "keeps STRING values in raw_data, which holds numbers only (strings go in string_data)"
+        want, got = _data_bytes(t), held["raw_data"]
+        if want is not None and got != want:
+            return (f"holds {got:,} bytes of data, and its shape {'x'.join(map(str, t.dims)) or 'a scalar'} of "
+                    f"{name} needs {want:,}")
+        return None
+    field = onnx.helper.tensor_dtype_to_field(t.data_type)
+    wrong = sorted(set(held) - {field})
+    if wrong:
+        return f"keeps its values in {', '.join(wrong)}, which a {name} tensor does not use (its field: {field})"
+    got_values = held[field]
+    if got_values is None or t.data_type in _PACKED_BITS:
+        return None
+    want_values = _elements(t) * (2 if t.data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128) else 1)
+    if got_values != want_values:
+        return (f"holds {got_values:,} values in {field}, and its shape {'x'.join(map(str, t.dims)) or 'a scalar'} "
+                f"of {name} needs {want_values:,}")
+    return None
+
+
+def check_initializers(proto: onnx.ModelProto, path: str | Path | None = None, *,
+                       left_out: list[dict[int, int] | None] | None = None,
+                       error: type[PlacetuneError] = ModelError) -> None:
+    """Refuse a model with an initializer (or a Constant node's value) whose data cannot be its type and
+    shape: an unknown data type, ``raw_data`` of another size than its dims and type give, values in a field
+    its type does not use, or too few or too many of them. Its weights, large or small, would be read as something else, and every
+    segment written from it is a file TensorRT's parser refuses. Initializers kept in external data are
+    :func:`check_external_data`'s; one with no data at all is a model without weights, as placetune keeps them.
+
+    Args:
+        left_out: for the initializers read without their data (:func:`read_model_proto`), in order, the
+            bytes each data field held; None for those read whole.
+
+    Raises:
+        error: one line naming the initializer (or the Constant node) and what its type and shape need.
+    """
+    notes = left_out or []
+    tensors = [(f"initializer {t.name[:80]!r}", t, notes[k] if k < len(notes) else None)
+               for k, t in enumerate(proto.graph.initializer)]
+    tensors += [(f"Constant node {node.name[:80]!r}: its {a.name}", a.t, None) for node in proto.graph.node
+                if node.op_type == "Constant" for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
+    for what, t, note in tensors:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        if note is None:
+            held: dict[str, int | None] = {f: len(getattr(t, f)) for f in _FIELD_NAMES.values() if len(getattr(t, f))}
+        else:  # the bytes each field held; values only where each takes a fixed size
+            held = {(f := _FIELD_NAMES[field]): n if f == "raw_data" else
+                    (n // _FIXED_BYTES[f] if f in _FIXED_BYTES else None) for field, n in note.items() if n}
+        problem = _tensor_problem(t, held)
+        if problem:
+            where = f"{shown(path)}: " if path is not None else ""
+            raise error(f"{where}{what} {problem}: the file or its external data is truncated or was edited, "
+                        "or its exporter wrote it wrongly; export it again")
 
 
 def check_external_data(path: str | Path, *, error: type[PlacetuneError] = ModelError) -> None:
@@ -361,5 +449,5 @@ def load_with_weights(path: str | Path, *, error: type[PlacetuneError] = ModelEr
         except Exception as exc:  # noqa: BLE001 - onnx's own checks (bounds, links, lengths) and IO errors
             raise error(f"{shown(p)}: cannot read its external data ({type(exc).__name__}: {str(exc)[:200]})") \
                 from None
-        _raw_sizes(proto, p, error)
+        check_initializers(proto, p, error=error)
     return proto

@@ -191,10 +191,10 @@ def _open(plan: "Plan | str | os.PathLike[str]", model: "Model | None", out: str
                     raise ConfigError(f"{path}: the plan's ONNX files are missing; export the folder again")
                 return p, path
             plan = load(path / "plan.json", model, check_hash=model is not None)
-        elif not os.path.isfile(path):
+        elif not os.path.lexists(path):
             raise ConfigError(f"plan {shown(path)}: no such file or folder")
-        else:
-            plan = load(path, model, check_hash=model is not None)
+        else:  # a device, a FIFO or a dangling link is named as what it is
+            plan = load(check_regular(path, "plan"), model, check_hash=model is not None)
     assert isinstance(plan, Plan)
     if model is None:
         src = plan.model.get("path") or plan.model.get("zoo")

@@ -50,6 +50,9 @@ __all__ = ["Tuner", "TuneOutcome", "PIPELINE_FRAMES_IN_FLIGHT"]
 
 _SAID = ("re-measured", "failed builds", "drift", "stopped after convergence")  # an agent's notes shown under the summary
 log = logging.getLogger(__name__)
+#: the signals that stop a run after the evaluation in flight: Ctrl-C, SIGTERM, and SIGHUP (the terminal closed,
+#: an ssh session dropped) where the system has it
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
 
 
 class Tuner:
@@ -87,10 +90,10 @@ class Tuner:
     def run(self) -> TuneOutcome:
         """Run (or resume) the study; returns the outcome. Raises PlacetuneError on bad input.
 
-        Its Ctrl-C and SIGTERM handler holds from the start: before the study is open a signal stops the run at once
+        Its Ctrl-C, SIGTERM and SIGHUP handler holds from the start: before the study is open a signal stops the run at once
         (nothing is measured yet; the database's writes are transactions); from then on, the baselines included,
         the first lets the evaluation in flight finish and be stored."""
-        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.getsignal(s) for s in _STOP_SIGNALS}
         for s in previous:
             signal.signal(s, self._on_sigint)
         try:
@@ -318,12 +321,15 @@ class Tuner:
         self._signal = self._signal or signum
         if self._interrupts == 1 and self.evaluator is not None:
             self.evaluator.request_stop()
-            what = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-            print(f"\nstopping after the evaluation in flight ({what} again to stop at once)",
-                  file=sys.stderr, flush=True)
+            what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            try:  # (after a hangup the terminal may be gone: the stop goes on without the line)
+                print(f"\nstopping after the evaluation in flight ({what} again to stop at once)",
+                      file=sys.stderr, flush=True)
+            except (OSError, ValueError):
+                pass
             return
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for s in _STOP_SIGNALS:
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
         raise Interrupted(signum)
 
 

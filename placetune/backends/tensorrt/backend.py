@@ -133,6 +133,22 @@ def _normalise_pools(pools: dict[str, int] | None) -> dict[str, int]:
 # =========================================================================================
 # the backend
 # =========================================================================================
+def worker_interpreter(worker_python: str | os.PathLike[str] | None) -> str:
+    """The Python that runs the TensorRT worker: ``worker_python`` (a leading ``~``: the home folder; a bare
+    name: looked up on PATH), else this interpreter.
+
+    Raises:
+        ConfigError: a path that does not exist, or a name not on PATH.
+    """
+    python = os.path.expanduser(os.fspath(worker_python) if worker_python else sys.executable)
+    if os.sep in python and not os.path.exists(python):
+        raise ConfigError(f"worker Python {python} does not exist; pass an existing interpreter, "
+                          "e.g. --worker-python /usr/bin/python3")
+    if os.sep not in python and shutil.which(python) is None:
+        raise ConfigError(f"worker Python {python!r} is not on PATH")
+    return python
+
+
 class TensorRTBackend(JetsonBackend):
     """Build and time placements with TensorRT (Python API) in an isolated worker process.
 
@@ -259,12 +275,7 @@ class TensorRTBackend(JetsonBackend):
             paths=("worker_python", "cache_dir", "calibration_cache", "save_plans", "power_root"),
             tables=("dla_memory_pools", "worker_env", "worker_recycle"), positive_tables=("gate_tolerance",),
             lists=("power_rails",))
-        self.worker_python = os.path.expanduser(worker_python or sys.executable)  # a leading ~: the home folder
-        if os.sep in self.worker_python and not os.path.exists(self.worker_python):
-            raise ConfigError(f"worker Python {self.worker_python} does not exist; pass an existing interpreter, "
-                              "e.g. --worker-python /usr/bin/python3")
-        if os.sep not in self.worker_python and shutil.which(self.worker_python) is None:
-            raise ConfigError(f"worker Python {self.worker_python!r} is not on PATH")
+        self.worker_python = worker_interpreter(worker_python)
         if timeout_s <= 0 or warmup_ms < 0 or profile_iterations < 0 or (iterations is not None and iterations < 1):
             raise ConfigError("timeout_s must be > 0, warmup_ms and profile_iterations >= 0, iterations >= 1")
         self.timeout_s = float(timeout_s)
