@@ -83,6 +83,7 @@ class Extra(TypedDict, total=False):
     build_log: list[str]
     engine_bytes: int
     plan_file: str  # the engine file written (save_plans)
+    engine_digest: str  # engine mode: the timed engine's SHA-256 (16 hex digits): one digest, one engine
     traceback: str
     parser_errors: list[str]
     runtime_errors: list[str]
@@ -101,7 +102,7 @@ class Extra(TypedDict, total=False):
     stderr_tail: str
     returncode: int
     signal: str
-    engine_cache: dict[str, Any]  # pipeline/replicas: engine cache hits and misses
+    engine_cache: dict[str, Any]  # pipeline/replicas, engine mode with save_plans: engine cache hits and misses
     engines: list[dict[str, Any]]  # pipeline: one row per engine
     cut_formats: dict[str, Any]  # pipeline: the cut tensors' types and formats
     cut_formats_failed: str  # why the native cut formats did not build

@@ -17,7 +17,8 @@ from placetune.validate import batch as check_batch
 from placetune.placement.realise import MODES
 
 __all__ = ["Settings", "PRECISIONS", "DEFAULT_PRECISION", "parse_replicas", "resolve_replicas", "rules_version",
-           "check_replica_devices", "check_trt_version", "MODE_ONLY", "check_mode_options"]
+           "check_replica_devices", "check_trt_version", "MODE_ONLY", "check_mode_options", "IgnoredSettingError",
+           "stored_settings"]
 
 #: Precisions placetune builds with. DLA runs fp16 or int8 only.
 PRECISIONS = ("fp16", "int8", "fp32")
@@ -90,6 +91,16 @@ def check_trt_version(value: Any) -> None:
 MODE_ONLY: dict[str, tuple[str, ...]] = {"dla_core": ("engine",), "frames_in_flight": ("pipeline", "concurrent")}
 
 
+class IgnoredSettingError(ConfigError, ValueError):
+    """A setting the mode would ignore (:data:`MODE_ONLY`), given to :class:`Settings` (the Python API:
+    ``Evaluator``, the environments): a ``ValueError``, and a ``ConfigError`` (exit 6) as the command
+    line's refusal of the same setting (:func:`check_mode_options`)."""
+
+
+#: what a :data:`MODE_ONLY` field of :class:`Settings` is when not given
+_NOT_GIVEN: dict[str, Any] = {"dla_core": None, "frames_in_flight": 1}
+
+
 def check_mode_options(mode: str, given: Any, label: Any = str) -> None:
     """Refuse a setting of ``given`` (names) that ``mode`` would ignore; ``label(name)`` names it as the user
     gave it (``--dla-core``, ``[settings] dla_core``).
@@ -102,6 +113,15 @@ def check_mode_options(mode: str, given: Any, label: Any = str) -> None:
         if modes and mode not in modes:
             raise ConfigError(f"{label(key)} applies in {modes[0]} mode only, and this is {mode} mode, which "
                               f"would ignore it: leave it out, or use mode {modes[0]}")
+
+
+def stored_settings(doc: Mapping[str, Any]) -> "Settings":
+    """The :class:`Settings` of a stored ``to_dict()`` (a study's record, a plan file): fields this version
+    does not know are left out, and so is a :data:`MODE_ONLY` field its mode ignored (taken before
+    :class:`Settings` refused it: it changed nothing that was measured)."""
+    mode = doc.get("mode", "engine")
+    return Settings(**{k: v for k, v in doc.items() if k in Settings.__dataclass_fields__
+                       and not (k in MODE_ONLY and mode not in MODE_ONLY[k])})
 
 
 def _check_int(field: str, value: Any, lo: int, hi: int) -> None:
@@ -168,8 +188,14 @@ class Settings:
         if self.dla_core is not None:
             _check_int("dla_core", self.dla_core, 0, 1)
         if self.replicas is not None and self.mode != "replicas":
-            raise ConfigError(f"replicas are for mode 'replicas', not {self.mode!r}: drop --replicas or use "
-                              "--mode replicas")
+            raise IgnoredSettingError(f"replicas are for mode 'replicas', not {self.mode!r}: drop --replicas or use "
+                                      "--mode replicas")
+        for key, modes in MODE_ONLY.items():  # as the command line refuses them (check_mode_options)
+            value = getattr(self, key)
+            if value != _NOT_GIVEN[key] and self.mode not in modes:
+                raise IgnoredSettingError(
+                    f"{key}={str(value)[:20]} applies in {modes[0]} mode only, and this is {self.mode} mode, which "
+                    f"would ignore it: leave {key} out (its default: {_NOT_GIVEN[key]}), or use mode={modes[0]!r}")
         if isinstance(self.replicas, str):  # "GPU:8,DLA0:2", as --replicas takes it
             object.__setattr__(self, "replicas", parse_replicas(self.replicas))
         if self.replicas is not None:

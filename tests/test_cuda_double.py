@@ -114,3 +114,43 @@ def test_the_pycuda_double_is_asynchronous():
     assert "not ready" in out["elapsed_early"] and abs(out["elapsed"] - 1.0) < 1e-9
     assert out["wrong_stream"] == [0, 0, 0, 0] and out["waited_stream"] == [9, 9, 9, 9]
     assert out["torn"] == ["nan"] * 4
+
+
+UNREAD_FRAMES = r'''
+import json, sys, numpy as np
+import pycuda.driver as cuda, _fakegpu as g
+cuda.init(); ctx = cuda.Device(0).make_context()
+a = cuda.Stream()
+frames = int(sys.argv[1])
+out = {}
+src, dst, part = cuda.mem_alloc(16), cuda.mem_alloc(16), cuda.mem_alloc(16)
+cuda.memcpy_htod(src, np.arange(4, dtype=np.float32))
+cuda.memcpy_htod(part, np.full(4, 5, np.float32))
+for f in range(frames):  # a timed loop: an engine per frame, its outputs never read in between
+    g.launch(a.handle, [("GPU", 1.0)], [int(src)], [int(dst)], lambda ins: {int(dst): ins[int(src)]})
+    # an engine that writes the first 4 bytes of its buffer only: the rest are the buffer's older bytes
+    g.launch(a.handle, [("GPU", 1.0)], [], [int(part)],
+             lambda ins, f=f: {int(part): np.array([f], np.float32).tobytes()})
+a.synchronize()
+for name, mem in (("whole", dst), ("part", part)):
+    host = np.zeros(4, np.float32)
+    try:
+        cuda.memcpy_dtoh(host, mem)  # the download at the loop's end reads the last frame's outputs
+        out[name] = host.tolist()
+    except RecursionError as exc:
+        out[name] = "RecursionError: %s" % exc
+print(json.dumps(out))
+'''
+
+
+def test_a_buffer_written_on_every_frame_and_read_once_downloads_without_recursion():
+    """The double keeps an engine's outputs uncomputed until read, each write's over the buffer's
+    contents before it; a timed loop of thousands of frames whose outputs are downloaded once at its
+    end (a pipeline's) made a chain that was walked by recursion and failed the download with a
+    RecursionError after some 250 frames. CUDA has the bytes: the download reads the last frame's."""
+    frames = 3000
+    p = subprocess.run([sys.executable, "-c", UNREAD_FRAMES, str(frames)], capture_output=True, text=True,
+                       timeout=120, env={**fake_env("10.3.0"), "PATH": "/usr/bin:/bin"}, cwd=str(FAKES_DIR))
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out == {"whole": [0.0, 1.0, 2.0, 3.0], "part": [frames - 1.0, 5.0, 5.0, 5.0]}, out

@@ -223,9 +223,6 @@ def test_the_trial_lines_mark_a_best_whose_placement_was_not_read():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="KNOWN FAILURE, not fixed: on the merged code the re-measurement's pipeline fails in the "
-                   "TensorRT double's worker with 'pipeline execution failed: RecursionError: maximum recursion depth "
-                   "exceeded' (found at the end of the session that wrote this test; cause not traced)", strict=False)
 @pytest.mark.parametrize("board_reads_it", [True, False])
 def test_the_command_the_plan_gives_for_a_passed_over_plan_re_measures_it(seed_block_random, tmp_path, monkeypatch, capsys,
                                                                          board_reads_it):

@@ -16,7 +16,7 @@ from placetune.files.write import check_output, refuse_inputs, write_file
 from placetune.validate import integer
 from placetune.hardware.platforms import get_platform
 from placetune.tuning.study_model import load_study_model
-from placetune.settings import Settings
+from placetune.settings import stored_settings
 from placetune.store.store import Store
 from placetune.store.url import sqlite_file
 
@@ -75,7 +75,7 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
             if rec.mode not in ("engine", "pipeline"):
                 continue
             model = load_study_model(store, rec)
-            settings = Settings(**{k: v for k, v in rec.settings.items() if k in Settings.__dataclass_fields__})
+            settings = stored_settings(rec.settings)
             ms = [r for r in store.measurements(rec.name, status="ok") if r.id not in seen]
             seen.update(r.id for r in ms)
             obs += observations(model, platform, settings, ms)

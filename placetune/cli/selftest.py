@@ -355,7 +355,7 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
         figs = {"trtexec_command": " ".join((t.extra or {}).get("commands", {}).get("time", [])[1:])}
 
         def again() -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-            m2 = _measure(model, plat, be, devs, precision=precision, **rules)  # built again, into the same plan file
+            m2 = _measure(model, plat, be, devs, precision=precision, **rules)  # the kept engine file, loaded
             mine = {**m2.latency_ms, "engine": engine_digest(plan)} if m2.ok else None  # which engine each timed
             t2 = time_it()
             return mine, ({**t2.latency_ms, "engine": engine_digest(plan)} if t2.ok else None)

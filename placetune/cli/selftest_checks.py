@@ -70,8 +70,9 @@ def compare_timing(ours: dict[str, Any], theirs: dict[str, Any],
     line says NOT VERIFIED with the command: the check is then a setup step of the board (``setup``,
     exit 0 with the [SETUP] line, as for the clocks check itself), never a pass and never a failure.
     Each run's statistics may carry ``engine``, a digest of the engine file it timed: in engine mode the
-    worker builds the engine again for its second timing and writes it over the first one's file, which
-    trtexec's second run loads, and a rebuild may pick other tactics. Only runs of one engine are paired,
+    worker's second timing loads the engine file its first build kept (the same engine), but with the
+    engine cache off it builds the engine again and writes it over that file, which trtexec's second run
+    loads, and a rebuild may pick other tactics. Only runs of one engine are paired,
     and only one engine's two runs are drift (``figs["engine_rebuilt"]`` when the builds differ).
     Locked clocks that a thermal or power cap slows (``throttled()``, read when a disagreement has
     repeated: the locked clocks running below their locked frequency, as the clocks check reads them)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from placetune.errors import ModelError, PlacetuneError
 from placetune.placement.placement import Placement
 from placetune.model.model import Model
-from placetune.settings import Settings
+from placetune.settings import stored_settings
 from placetune.tuning.evaluator import Evaluator
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def simulate_plan(plan: "Plan", model: "Model | None" = None) -> "Measurement":
     plan.check_model(model)
     keep = {k: plan.settings[k] for k in ("gpu_fallback", "dla_core", "trt_version", "frames_in_flight", "replicas",
                                           "power_mode") if plan.settings.get(k) is not None}
-    settings = Settings(mode=plan.mode, precision=plan.precision, **keep)
+    settings = stored_settings({**keep, "mode": plan.mode, "precision": plan.precision})
     ev = Evaluator(model, plan.platform, "simulate", settings=settings, store=None)
     try:
         return ev.evaluate(Placement(model, plan.requested), agent="plan")

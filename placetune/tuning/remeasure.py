@@ -12,7 +12,10 @@ before) with new builds of the same realised placement:
 
 * ``extra["builds"]``: one entry per build, oldest first: ``build`` (the backend's build
   number where it reports one, else None), ``status``, ``median_ms``, ``throughput_fps``,
-  ``energy_mj``, ``power_w`` (a failed rebuild: ``status`` and ``reason``);
+  ``energy_mj``, ``power_w`` (a failed rebuild: ``status`` and ``reason``), ``engine`` (the
+  digest of the engine timed, where the backend reports one: ``extra["engine_digest"]``) and, on
+  a new entry whose engine and the first build's are both known, ``same_engine`` (True: the first
+  build's engine timed again, not a rebuild);
 * ``latency_ms["median"]``, ``throughput_fps``, ``energy_mj`` and ``power_w``: the median over
   the ok builds of each build's own figure (with two builds, the mean of the two);
 * ``latency_samples_ms``: the samples of every ok build, concatenated; the other latency
@@ -33,10 +36,13 @@ where a build's figures are read (the guided agent's noise estimate and final ra
 
 What a rebuild samples depends on the backend's caches. The TensorRT backend keeps a timing
 cache (TensorRT then picks the same tactics again) and, in pipeline and replicas mode, an
-engine cache (the same engines are loaded again): with both on, the defaults, a re-measurement
-re-times the same tactics and averages run-to-run noise (clocks, temperature) only; the backend
-options ``timing_cache=False`` and ``engine_cache=False`` make it a fresh build that samples
-TensorRT's tactic choice as well. The simulated Jetson draws a new per-build factor either way.
+engine cache (the same engines are loaded again); in engine mode it keeps each engine only with
+``save_plans``, and then loads the engine of the same key (same ONNX content, TensorRT, L4T,
+clocks and build options) rather than building it again (``same_engine`` in its entry). With the
+caches on, the defaults, a re-measurement re-times the same tactics and averages run-to-run noise
+(clocks, temperature) only; the backend options ``timing_cache=False`` and ``engine_cache=False``
+make it a fresh build that samples TensorRT's tactic choice as well. The simulated Jetson draws a
+new per-build factor either way.
 """
 
 from __future__ import annotations
@@ -64,11 +70,13 @@ def measured_again(m: Measurement) -> bool:
 
 def _entry(m: Measurement) -> dict[str, Any]:
     build = m.extra.get("build")
+    digest = m.extra.get("engine_digest")
+    engine = {"engine": digest} if isinstance(digest, str) else {}
     if not m.ok:
-        return {"build": build if isinstance(build, int) else None, "status": m.status, "reason": m.reason}
+        return {"build": build if isinstance(build, int) else None, "status": m.status, "reason": m.reason, **engine}
     return {"build": build if isinstance(build, int) else None, "status": "ok",
             "median_ms": m.latency_ms.get("median"), "throughput_fps": m.throughput_fps,
-            "energy_mj": m.energy_mj, "power_w": m.power_w}
+            "energy_mj": m.energy_mj, "power_w": m.power_w, **engine}
 
 
 def other_placement(stored: Measurement, m: Measurement) -> str | None:
@@ -131,6 +139,10 @@ def combine_builds(stored: Measurement, new: list[Measurement]) -> Measurement:
             figures = {k: entry.pop(k) for k in ("median_ms", "throughput_fps", "energy_mj", "power_w")}
             entry.update(status="other_placement", reason=moved[id(m)], figures=figures)
         entries.append(entry)
+    first = build_entries(stored)[0].get("engine")
+    for entry in entries:  # the stored build's engine file timed again (TensorRT, save_plans): said, not hidden
+        if first is not None and entry.get("engine") is not None:
+            entry["same_engine"] = entry["engine"] == first
     builds = build_entries(stored) + entries
     ok_new = [m for m in new if m.ok and id(m) not in moved]
     samples = list(stored.latency_samples_ms or [])

@@ -123,18 +123,43 @@ contexts: "weakref.WeakSet" = weakref.WeakSet()
 
 
 class Lazy:
-    """Contents computed when first needed (``compute()`` -> bytes), then kept."""
+    """Contents computed when first needed, then kept.
 
-    __slots__ = ("_compute", "_data")
+    ``compute()`` -> the bytes a write gave. With ``size`` (the allocation's bytes), a write of fewer
+    bytes leaves the rest as they were: they are read from ``under``, the contents before the write
+    (bytes or a Lazy), and only then (a write that fills the allocation never reads them). A buffer
+    an engine writes on every frame of a timed loop, read once at its end, is a chain of hundreds of
+    Lazy values, each over the one before: :meth:`get` walks it in a loop, never by recursion (a
+    recursive walk ran out of Python's stack after some 250 unread writes, where CUDA just has
+    the bytes)."""
 
-    def __init__(self, compute) -> None:
+    __slots__ = ("_compute", "_data", "_under", "_size")
+
+    def __init__(self, compute, under: object = None, size: int | None = None) -> None:
         self._compute = compute
         self._data: bytes | None = None
+        self._under = under
+        self._size = size
+
+    def _short(self, own: bytes) -> bool:
+        """Whether a write of ``own`` leaves bytes of the contents under it."""
+        return self._size is not None and len(own) < self._size
 
     def get(self) -> bytes:
         if self._data is None:
-            self._data = bytes(self._compute())
-            self._compute = None
+            chain: list[tuple[Lazy, bytes]] = []  # newest first: each needs the contents under it
+            node = self
+            while True:
+                own = bytes(node._compute())
+                chain.append((node, own))
+                under = node._under
+                if not node._short(own) or not isinstance(under, Lazy) or under._data is not None:
+                    break
+                node = under
+            for node, own in reversed(chain):  # oldest first: the contents under each are known by then
+                if node._short(own):
+                    own += contents(node._under)[len(own):]
+                node._data, node._compute, node._under = own, None, None
         return self._data
 
 
@@ -389,17 +414,12 @@ def launch(handle: int, parts: list[tuple[str | None, float]], reads: list[int],
 
         for p in writes:  # bytes past what the computation writes stay as they were
             if p in memory:
-                _store(p, Lazy(lambda p=p, old=memory[p]: _pad(outputs()[p], old)))
+                _store(p, Lazy(lambda p=p: outputs()[p], under=memory[p], size=allocations.get(p, 0)))
 
     if read_at == "start":
         _schedule(start, 1, take)
     _schedule(end, 0, finish)
     return start, end
-
-
-def _pad(data: bytes, old) -> bytes:
-    before = contents(old)
-    return bytes(data) + before[len(data):]
 
 
 def reset() -> None:

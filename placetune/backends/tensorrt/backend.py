@@ -34,8 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import re
@@ -55,6 +53,7 @@ from placetune.validate import check_options
 from placetune.backends.tensorrt import pipeline as trt_pipeline
 from placetune.backends.onnx_prep import has_qdq
 from placetune.backends.tensorrt.engine_reply import engine_measurement
+from placetune.backends.tensorrt.cache import file_digest
 from placetune.backends.tensorrt.jobs import JobContext, run_timed, timing_cache_path
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 
@@ -176,7 +175,8 @@ class TensorRTBackend(JetsonBackend):
             unverified) in ``extra["engine_inspector"]``, cut at 500,000 characters.
         verbose_log: keep TensorRT's VERBOSE messages too.
         engine_cache: pipeline / replicas: keep built engines on disk (``cache_dir/engines``)
-            and reuse them for later placements that share a segment.
+            and reuse them for later placements that share a segment; engine mode with
+            ``save_plans``: load a kept engine of the same key rather than build it again.
         gate: pipeline: check the pipeline's outputs against one all-GPU engine on random
             input before timing; a mismatch is ``runtime_failed`` with the numbers.
         gate_tolerance: per precision overrides of :data:`GATE_TOLERANCE`.
@@ -193,7 +193,9 @@ class TensorRTBackend(JetsonBackend):
             has them (a deliberately wrong cut) so that the gate can be seen to catch it.
         save_plans: engine mode: also write each engine built to this folder
             (``extra["plan_file"]``), e.g. for ``trtexec --loadEngine`` to time the very engine
-            the worker timed (``placetune selftest`` does).
+            the worker timed (``placetune selftest`` does), named by its engine cache key with its
+            build record beside it; the same placement measured again (a re-measurement,
+            selftest's second timing) loads it (``extra["engine_cache"]``, ``extra["engine_digest"]``).
         power: engine mode: sample the board's power rails (INA3221, :mod:`placetune.hardware.power`)
             from this process while the worker times, cut to the timed loop's window (the worker
             reports it in ``time.monotonic()`` terms), for ``power_w`` and ``energy_mj``; the timed
@@ -460,8 +462,9 @@ class TensorRTBackend(JetsonBackend):
             job["input_data"] = self._input_file()
         if self.save_plans is not None:
             self.save_plans.mkdir(parents=True, exist_ok=True)
-            digest = hashlib.sha1(json.dumps([job, version], sort_keys=True).encode()).hexdigest()[:16]
-            job["save_plan"] = str(self.save_plans / f"{digest}.plan")
+            key = self._plan_key(r, platform, settings, version, onnx_path, core, dla_layers)
+            job["save_plan"] = job["plan_cache"] = str(self.save_plans / f"{key}.plan")
+            job["reuse_plan"] = self.engine_cache
         sampler = None
         if self.power:  # the rails are read here, around the worker's timed loop (its window cuts them)
             job["min_timed_s"] = self.power_duration_s
@@ -476,6 +479,18 @@ class TensorRTBackend(JetsonBackend):
         if sampler is not None and m.ok:
             self._add_energy(m, sampler, reply.result.get("timed_window"))
         return m
+
+    def _plan_key(self, r: "Realisation", platform: "Platform", settings: "Settings", version: str,
+                  onnx_path: Path, core: int, dla_layers: list[str]) -> str:
+        """The engine cache key of an engine mode job's engine (:meth:`JobContext.key`: what a pipeline
+        segment's engine is keyed by). An engine file of the key kept before is loaded, not built again:
+        the engine of the first build timed a second time (a re-measurement, selftest's second timing)."""
+        ctx = self.job_context()
+        # the worker's own INT8 ranges and this build's log level: not a pipeline engine of the same file
+        content = file_digest(onnx_path) + "-measure" + ("-verbose" if self.verbose_log else "")
+        return ctx.key(f"DLA{core}" if core >= 0 else "GPU", content, settings, platform, version,
+                       ctx.common(platform, settings, version), dla_layers,
+                       {k: list(v) for k, v in r.realized.model.input_shapes.items()})
 
     @staticmethod
     def _add_energy(m: Measurement, sampler: Any, window: Any) -> None:

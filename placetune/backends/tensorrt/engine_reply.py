@@ -79,11 +79,17 @@ def engine_measurement(reply: WorkerReply, r: "Realisation", core: int, version:
     )
     if res.get("plan_file"):
         extra["plan_file"] = res["plan_file"]
+    if res.get("engine_digest"):  # which engine was timed: two timings of one digest timed the same engine
+        extra["engine_digest"] = res["engine_digest"]
+    if res.get("cached"):  # the engine file a first build kept (save_plans), loaded: nothing was built
+        extra["engine_cache"] = {"hits": 1, "misses": 0, "built_in_s": res.get("build_seconds")}
+    elif res.get("plan_file"):  # built, and kept for a second timing
+        extra["engine_cache"] = {"hits": 0, "misses": 1}
     if res.get("traceback"):
         extra["traceback"] = res["traceback"]
     if res.get("parser_errors"):
         extra["parser_errors"] = res["parser_errors"]
-    build_s = float(res.get("build_seconds") or 0.0)
+    build_s = 0.0 if res.get("cached") else float(res.get("build_seconds") or 0.0)
     if status == "build_failed":
         detail = res.get("error") or "; ".join(blog.errors[:3]) or "build_serialized_network returned None"
         if dla_failure(blog.errors + [str(res.get("error") or "")]):

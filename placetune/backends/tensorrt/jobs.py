@@ -177,18 +177,24 @@ class JobContext:
                 "dla_layers": sorted(dla_layers), "pools": sorted(self.memory_pools.items()),
                 "calibration": file_digest(calib) if calib else None}
 
+    def key(self, device: str, content: str, settings: "Settings", platform: "Platform", version: str,
+            common: dict[str, Any], dla_layers: list[str], input_shapes: dict[str, list[int]]) -> str:
+        """The engine cache key (:func:`~placetune.backends.tensorrt.cache.engine_key`) of an engine built
+        from the ONNX of content hash ``content`` with ``dla_layers`` on ``device`` (none: a GPU engine)."""
+        dev = device if dla_layers and dla_core(device) is not None else "GPU"
+        # the input shapes set the optimisation profile: a dynamic ONNX (the reference engine's is the
+        # model's own file) built for another --shape is another engine
+        return engine_key(content, dev, settings.precision, version, platform.name, l4t=read_l4t(),
+                          input_shapes={k: [int(d) for d in v] for k, v in sorted(input_shapes.items())},
+                          clocks=clocks_tag(settings.power_mode, self.locked_clocks),
+                          **self._options(settings, common, dla_layers))
+
     def spec(self, cache: EngineCache, name: str, device: str, onnx_path: Path, content: str,
              settings: "Settings", platform: "Platform", version: str, common: dict[str, Any], dla_layers: list[str],
              input_shapes: dict[str, list[int]]) -> tuple[dict[str, Any], bool]:
         """A worker engine spec and whether its engine is in the cache already."""
         core = dla_core(device) if dla_layers else None
-        dev = device if core is not None else "GPU"
-        # the input shapes set the optimisation profile: a dynamic ONNX (the reference engine's is the
-        # model's own file) built for another --shape is another engine
-        key = engine_key(content, dev, settings.precision, version, platform.name, l4t=read_l4t(),
-                         input_shapes={k: [int(d) for d in v] for k, v in sorted(input_shapes.items())},
-                         clocks=clocks_tag(settings.power_mode, self.locked_clocks),
-                         **self._options(settings, common, dla_layers))
+        key = self.key(device, content, settings, platform, version, common, dla_layers, input_shapes)
         spec = {"name": name, "device": device, "onnx": str(onnx_path), "dla_core": -1 if core is None else core,
                 "dla_layers": list(dla_layers), "input_shapes": input_shapes,
                 "plan_cache": str(cache.plan_path(key)) if self.engine_cache else None, "cache_key": key}

@@ -24,14 +24,17 @@ each job line it writes exactly one result line. Jobs:
   "strongly_typed": bool, "dla_core": k or -1, "gpu_fallback": bool, "dla_layers": [names],
   "timing_cache": path or null, "calibration_cache": path or null, "memory_pools": {POOL: bytes},
   "iterations": N, "min_timed_s": s (time at least this long: power sampling), "warmup_ms": ms,
-  "profile_iterations": N, "inspector": bool, "save_plan": path or null}``
+  "profile_iterations": N, "inspector": bool, "save_plan": path or null, "plan_cache": path or null (an
+  engine cache entry: the engine of the same key built before is loaded from it, not built again), "reuse_plan":
+  bool (false: built anew all the same)}``
   -> ``{"status": "ok"|"build_failed"|"runtime_failed", "log": [[severity, text], ...] (the build's
   messages only), "runtime_log": [[severity, text], ...] (deserialising and running the engine),
   "network_layers": [[name, onnx name or null, type, dla requested, can run on DLA], ...],
   "latency_samples_ms": [...], "throughput_ms_per_inference": x, "timed_window": [start, end] of the timed
   loop in time.monotonic() seconds, "layer_profile": [[engine layer, ms], ...],
   "inspector": json text or null, "build_seconds": s, "engine_bytes": n, "plan_file": the saved engine
-  (``save_plan``) or null, "error": text or null}``
+  (``save_plan``) or null, "cached": the engine was loaded from ``plan_cache`` (its ``log`` and
+  ``build_seconds`` are its build's), "engine_digest": the engine's SHA-256, 16 hex digits, "error": text or null}``
 * ``{"op": "pipeline", "engines": [spec, ...], "reference": spec or null, "common": {build fields},
   "network_inputs": {name: dims}, "network_outputs": [names], "frames_in_flight": K,
   "iterations": N, "warmup_ms": ms, "profile_iterations": N, "timeline_frames": N,

@@ -6,6 +6,7 @@ takes a serialized engine from the engine cache or builds and stores it. TensorR
 in as ``trt``. A sibling module of ``worker.py``: Python 3.8, no placetune imports.
 """
 
+import hashlib
 import time
 import traceback
 
@@ -371,14 +372,16 @@ def build(trt, job, logger):
 def obtain_plan(trt, spec):
     # type: (Any, Dict[str, Any]) -> Tuple[Optional[bytes], Dict[str, Any]]
     """The serialized engine of one spec (a ``measure`` job's build fields plus ``name`` and
-    ``plan_cache``): read from the engine cache, else built and written to it."""
+    ``plan_cache``): read from the engine cache, else built and written to it (``reuse_plan``
+    false: always built, and written over the entry). ``engine_digest`` names the engine either
+    way (the first 16 hex digits of its SHA-256): two timings of one digest timed the same engine."""
     version = str(trt.__version__)
     info = {"name": spec.get("name"), "cached": False}  # type: Dict[str, Any]
-    data, meta = read_cached_plan(spec.get("plan_cache"), version)
+    data, meta = read_cached_plan(spec.get("plan_cache") if spec.get("reuse_plan", True) else None, version)
     if data is not None:
         for k in _BUILD_RECORD:
             info[k] = meta.get(k)
-        info["cached"] = True
+        info.update(cached=True, engine_digest=hashlib.sha256(data).hexdigest()[:16])
         return data, info
     logger = make_logger(trt, bool(spec.get("verbose_log")))
     info["log"] = logger.lines
@@ -393,7 +396,7 @@ def obtain_plan(trt, spec):
         info["error"] = "; ".join(errs[:5]) or "build_serialized_network returned None"
         return None, info
     data = bytes(memoryview(plan))
-    info["engine_bytes"] = len(data)
+    info.update(engine_bytes=len(data), engine_digest=hashlib.sha256(data).hexdigest()[:16])
     if spec.get("plan_cache"):
         record = dict((k, info.get(k)) for k in _BUILD_RECORD)
         record["trt_version"] = version

@@ -14,7 +14,7 @@ try:  # Python 3.8 needs typing's generics
 except ImportError:  # pragma: no cover
     pass
 
-from worker_build import build, init_plugins, make_logger
+from worker_build import init_plugins, make_logger, obtain_plan
 from worker_cuda import driver
 from worker_resources import Resources, input_values, load_inputs, release
 
@@ -269,31 +269,31 @@ def time_engine(trt, plan, job, logger):
 
 def measure(job):
     # type: (Dict[str, Any]) -> Dict[str, Any]
-    """Build the engine of one placement and time it."""
+    """Build the engine of one placement and time it. With ``plan_cache`` (the engine file the backend
+    keeps, ``save_plans``), an engine of the same key built before is loaded from it rather than built
+    again (``reuse_plan``: false builds it anew): ``cached`` says which, ``engine_digest`` names it."""
     import tensorrt as trt
 
-    logger = make_logger(trt, bool(job.get("verbose_log")))
-    result = {"trt_version": str(trt.__version__), "log": logger.lines}  # type: Dict[str, Any]
-    try:
-        plan, info = build(trt, job, logger)
-    except Exception as exc:
-        result.update(status="build_failed", error="%s: %s" % (type(exc).__name__, exc),
-                      traceback=traceback.format_exc(limit=6))
-        return result
+    result = {"trt_version": str(trt.__version__)}  # type: Dict[str, Any]
+    plan, info = obtain_plan(trt, job)
+    info.pop("name", None)
     result.update(info)
     if plan is None:
         result["status"] = "build_failed"
-        errs = info.get("parser_errors") or [m for s, m in logger.lines if s in ("ERROR", "INTERNAL_ERROR")]
-        result["error"] = "; ".join(errs[:5]) or "build_serialized_network returned None"
         return result
-    result["engine_bytes"] = int(getattr(plan, "nbytes", 0) or len(bytes(plan)))
-    if job.get("save_plan"):  # the engine, kept (e.g. for `trtexec --loadEngine` to time the same engine)
+    kept = job.get("save_plan")
+    if kept and kept == job.get("plan_cache"):  # obtain_plan wrote it, with its build record beside it
+        if info.get("cache_error"):
+            result["plan_file_error"] = info["cache_error"]
+        else:
+            result["plan_file"] = kept
+    elif kept:  # the engine, kept (e.g. for `trtexec --loadEngine` to time the same engine)
         try:
-            tmp = "%s.%d.tmp" % (job["save_plan"], os.getpid())
+            tmp = "%s.%d.tmp" % (kept, os.getpid())
             with open(tmp, "wb") as fh:
-                fh.write(bytes(memoryview(plan)))
-            os.replace(tmp, job["save_plan"])
-            result["plan_file"] = job["save_plan"]
+                fh.write(plan)
+            os.replace(tmp, kept)
+            result["plan_file"] = kept
         except OSError as exc:  # a full disk must not fail the measurement
             result["plan_file_error"] = "%s: %s" % (type(exc).__name__, exc)
     # the runtime's messages (deserialize, execute, profile) are the run's, not the build's: a new list
