@@ -40,7 +40,7 @@ DATA = HERE / "data"
 FAKE = HERE / "fakes" / "trtexec"
 SYSFS = HERE / "fakes" / "sysfs"
 GN = DATA / "seed_model_gn.onnx.gz"
-UNSUPPORTED = ("/cnn/cnn.1/InstanceNormalization", "/pool/GlobalAveragePool", "/Reshape", "/linear/Gemm")
+UNSUPPORTED = ("/cnn/cnn.1/InstanceNormalization", "/pool/GlobalAveragePool")
 
 
 def _backend(tmp: Path, version: str = "8.6.1", *, fake: dict | None = None, **kw) -> TrtexecBackend:
@@ -305,13 +305,19 @@ def test_all_dla_fallback_is_read_back_from_the_log(version, wording, tmp_path, 
     assert ("--buildOnly" if version.startswith("8.5") else "--skipInference") in build
     assert "--useDLACore=0" in m.extra["commands"]["time"]  # the runtime core is set at load time too
     assert all(d == "DLA0" for d in m.requested.values())
-    for name in UNSUPPORTED:  # TensorRT (the fake) ran these on the GPU, and said why
+    # TensorRT (the fake) ran these on the GPU, and said why: the flatten before the classifier's Gemm from
+    # TensorRT 10 on (the published 10.3.0 ResNet-50 build: "Layer '/Flatten' (SHUFFLE): Unsupported on DLA")
+    trt10 = not version.startswith("8.")
+    for name in UNSUPPORTED + (("/Reshape",) if trt10 else ()):
         assert m.realized[name] == "GPU" and wording in m.fallback[name]
-    for name in ("/cnn/cnn.0/Conv", "/cnn/cnn.2/Relu", "/cnn/cnn.11/Relu"):
+    # the Gemm itself on the DLA, in its own loadable after the GPU's pooling, as the published 8.5.2 build of
+    # this very model ran it ({ForeignNode[/linear/Gemm]}, corpus dlatutorial-repro-orin64-8.5.2-model-bn)
+    dla = ("/cnn/cnn.0/Conv", "/cnn/cnn.2/Relu", "/cnn/cnn.11/Relu", "/linear/Gemm") + (() if trt10 else ("/Reshape",))
+    for name in dla:
         assert m.realized[name] == "DLA0" and name not in m.fallback
-    # placetune predicted /linear/Gemm on the DLA; the log says otherwise
-    assert m.extra["realized_vs_predicted"]["/linear/Gemm"] == ["DLA0", "GPU"]
-    assert m.dla_loadables == {"DLA0": 5} == {"DLA0": len(m.extra["dla_subgraphs"])}
+    # placetune's rules of the same version predicted both, as the tensorrt double builds them
+    assert not {"/Reshape", "/linear/Gemm"} & set(m.extra.get("realized_vs_predicted", {}))
+    assert m.dla_loadables == {"DLA0": 6} == {"DLA0": len(m.extra["dla_subgraphs"])}
     assert m.extra["dla_ms"] > 0 and any(s["device"] == "DLA0" for s in m.segment_times_ms)
     assert m.layer_times_ms["/cnn/cnn.3/Conv"] > 0
     ev.close()
