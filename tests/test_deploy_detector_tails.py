@@ -285,3 +285,5 @@ def test_an_empty_branch_says_it_is_empty_and_how_to_fold_it(tmp_path, capsys):
     assert len(err) == 1 and "'/Gather_3' (Gather)" in err[0], err
     assert "empty" in err[0] and "[64x0]" in err[0] and "onnxslim" in err[0] and "simplify=True" in err[0], err[0]
     assert "pooling window" not in err[0], err[0]
+    # the command to run, on this very file (onnxslim's output of the real export loads)
+    assert f"`onnxslim {model} {tmp_path / 'net.slim.onnx'}`" in err[0], err[0]
