@@ -205,7 +205,9 @@ def bound_data_dependent(original: Iterable[onnx.NodeProto], before: Info, nodes
     Returns:
         the names of the tensors whose shape is an upper bound (data-dependent).
     """
-    before_dependent = _bound(original, before, {}, set(), values)
+    # a size the file's value_info leaves symbolic that inference on the given input shapes fixes (an FP16
+    # converter writes its own symbolic shapes of every tensor of a dynamic export) is that size
+    before_dependent = _bound(original, before, {k: v for k, v in info.items() if _static(v[0])}, set(), values)
     return _bound(nodes, info, before, before_dependent, values)
 
 
