@@ -69,3 +69,34 @@ def test_the_same_engine_timed_by_both_backends_agrees(version, seed_block, tmp_
     finally:
         ev.close()
         be.close()
+
+
+@pytest.mark.parametrize("version", ["8.6.2", "10.3.0"])
+def test_both_doubles_build_a_classifier_s_head_into_the_same_dla_loadables(version, seed_model_gn, tmp_path,
+                                                                          monkeypatch):
+    """An all-DLA plan of the GroupNorm model (a classifier: pooling, flatten, Gemm) built by the worker's
+    TensorRT double and by the trtexec double: the same layers on the DLA and the same loadables. Both run the
+    2-D constant-weight Gemm on the DLA (published 8.5.2 and 10.3.0 builds: corpus
+    dlatutorial-repro-orin64-8.5.2-model-bn, orin-agx-trt10.3-dla-offloaded) and, from TensorRT 10, keep the
+    flatten before it on the GPU (that 10.3.0 build: "Layer '/Flatten' (SHUFFLE): Unsupported on DLA"). With
+    only the worker's double taking the Gemm, it built 6 loadables where trtexec built 5."""
+    monkeypatch.setenv("PLACETUNE_FAKE_TRTEXEC_VERSION", version)
+    be = TensorRTBackend(worker_env=fake_env(version), cache_dir=tmp_path / "trt", warmup_ms=1, iterations=3,
+                         profile_iterations=0)
+    tx = TrtexecBackend(trtexec=str(FAKES_DIR / "trtexec"), cache_dir=tmp_path / "tx", warmup_ms=1, iterations=3,
+                        duration_s=0, power=False)
+    rules = ".".join(version.split(".")[:2])
+    got = {}
+    try:
+        for name, backend in (("worker", be), ("trtexec", tx)):
+            ev = Evaluator(seed_model_gn, "orin-agx", backend, store=None, precision="fp16", trt_version=rules)
+            m = ev.evaluate(Placement.all_dla(ev.model))
+            assert m.ok, (name, m.reason)
+            got[name] = (m.dla_loadables, {n: d for n, d in m.realized.items() if d != "GPU"})
+            ev.close()
+    finally:
+        be.close()
+    assert got["worker"] == got["trtexec"]
+    loadables, on_dla = got["worker"]
+    assert loadables == {"DLA0": 6} and on_dla["/linear/Gemm"] == "DLA0"
+    assert ("/Reshape" in on_dla) == version.startswith("8.")

@@ -163,16 +163,17 @@ def test_deployed_engines_run_with_the_nvtx_markers_they_were_timed_with(seed_bl
 
 
 def test_build_reports_layers_tensorrt_put_elsewhere(tmp_path):
-    """An all-DLA engine plan of the GroupNorm model: placetune's rules predicted /linear/Gemm on
-    the DLA; the double's TensorRT runs it on the GPU, and build says so with TensorRT's reason."""
+    """An all-DLA engine plan of the GroupNorm model under TensorRT 8.6's rules: they predicted the flatten
+    (/Reshape) before /linear/Gemm on the DLA; TensorRT 10.3 (the double, as a published 10.3 build) runs it
+    on the GPU, and build says so with TensorRT's reason."""
     folder = _study(tmp_path, DATA / "seed_model_gn.onnx.gz", "engine", "all-dla")
     proc = _run([sys.executable, "-m", "placetune.cli", "build", folder, "--json"], tmp_path)
     assert proc.returncode == 1, proc.stderr + proc.stdout  # built, but not as planned: a script must see it
     report = json.loads(proc.stdout)
     diff = {d["layer"]: d for d in report["differences"]}
-    assert diff["/linear/Gemm"]["plan"] == "DLA0" and diff["/linear/Gemm"]["built"] == "GPU"
-    assert diff["/linear/Gemm"]["reason"]
-    assert report["realized"]["/cnn/cnn.0/Conv"] == "DLA0"
+    assert diff["/Reshape"]["plan"] == "DLA0" and diff["/Reshape"]["built"] == "GPU"
+    assert "Unsupported on DLA" in diff["/Reshape"]["reason"]
+    assert report["realized"]["/cnn/cnn.0/Conv"] == "DLA0" and report["realized"]["/linear/Gemm"] == "DLA0"
 
 
 def test_build_whose_placement_cannot_be_read_says_unknown(tmp_path, monkeypatch):
@@ -204,11 +205,11 @@ def test_build_reads_the_placement_from_the_engine_s_layer_information_too(tmp_p
     folder = _study(tmp_path, DATA / "seed_model_gn.onnx.gz", "engine", "all-dla")
     monkeypatch.setenv("PLACETUNE_FAKE_TRT_NO_PLACEMENT_LOG", "1")
     proc = _run([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
-    assert proc.returncode == 1, proc.stderr + proc.stdout  # known, and /linear/Gemm runs elsewhere than planned
+    assert proc.returncode == 1, proc.stderr + proc.stdout  # known, and /Reshape runs elsewhere than planned
     assert "UNKNOWN" not in proc.stdout, proc.stdout
     report = json.loads((Path(folder) / "build.json").read_text())
     assert report["placement_known"] is True and report["engines"][0]["placement_known"] is True
-    assert report["realized"]["/cnn/cnn.0/Conv"] == "DLA0" and report["realized"]["/linear/Gemm"] == "GPU"
+    assert report["realized"]["/cnn/cnn.0/Conv"] == "DLA0" and report["realized"]["/Reshape"] == "GPU"
     assert any("realised placement from the engine's layer information only" in n for n in report["notes"])
 
 

@@ -63,6 +63,64 @@ def test_an_oriented_box_nms_tail_builds_and_runs(tmp_path):
     assert got["outputs"] == {"output": [1, 8, 8]} and got["err"]["output"] < 1e-6, got
 
 
+def _classifier_tail(path: Path, flatten: bool) -> Path:
+    """A torchvision classifier's tail: features, the global average pool, then the ``Linear`` as a Gemm on
+    a 2-D [1, C] input, after a ``Flatten`` (regnet_y_400mf, efficientnet_b0) or straight from a
+    ``ReduceMean`` without keepdims (shufflenet_v2's ``x.mean([2, 3])``)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * .3, "w"),
+             numpy_helper.from_array(rng.standard_normal((10, 16)).astype(np.float32) * .3, "fw"),
+             numpy_helper.from_array(rng.standard_normal((10,)).astype(np.float32) * .3, "fb")]
+    n = helper.make_node
+    nodes = [n("Conv", ["input", "w"], ["c"], name="/conv", pads=[1, 1, 1, 1]), n("Relu", ["c"], ["r"], name="/relu")]
+    if flatten:
+        nodes += [n("GlobalAveragePool", ["r"], ["g"], name="/avgpool/GlobalAveragePool"),
+                  n("Flatten", ["g"], ["f"], name="/Flatten", axis=1)]
+    else:
+        nodes += [n("ReduceMean", ["r"], ["f"], name="/ReduceMean", axes=[2, 3], keepdims=0)]
+    nodes.append(n("Gemm", ["f", "fw", "fb"], ["output"], name="/fc/Gemm", transB=1))
+    graph = helper.make_graph(nodes, "classifier", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                                                  [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("flatten", [True, False], ids=["flatten", "reducemean"])
+def test_a_classifier_gemm_is_built_on_the_dla(tmp_path, flatten):
+    """torchvision's regnet_y_400mf, shufflenet_v2 and efficientnet_b0 did not build (exit 1): the TensorRT
+    doubles left every Gemm on the GPU, where TensorRT runs a 2-D Gemm with constant weights on the DLA as a
+    1x1 convolution (published 8.5.2 and 10.3 builds: tests/data/trt_corpus/dlatutorial-repro-orin64-8.5.2-
+    model-bn, orin-agx-trt10.3-dla-offloaded). Planned under TensorRT 10.3's rules, the Flatten before it is
+    on the GPU, as that 10.3 build put it."""
+    model = _classifier_tail(tmp_path / "cls.onnx", flatten)
+    folder = _study(tmp_path, model, "pipeline", "all-dla", trt_version="10.3")
+    plan = json.loads((Path(folder) / "plan.json").read_text())
+    assert "/fc/Gemm" in json.dumps(plan)
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    assert "every layer runs where the plan says" in built.stdout
+    report = json.loads((Path(folder) / "build.json").read_text())
+    assert report["engines"][-1]["device"] == "DLA0"  # the Gemm's engine
+    run = _with_doubles([sys.executable, "-c", RUN, folder, str(model), "compare"], tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout)
+    assert got["outputs"] == {"output": [1, 10]} and got["err"]["output"] < 1e-2, got  # the DLA's fp16
+
+
+def test_a_flatten_planned_on_the_dla_under_trt8_rules_falls_back_on_trt10(tmp_path):
+    """Under TensorRT 8.6's rules the Flatten before a classifier's Gemm is DLA-eligible (the 8.4 tutorial
+    log); TensorRT 10.3 refuses it. Built with 10.3, the plan's Flatten is the one layer that moves, and build
+    says so and why the plan differs (exit 1)."""
+    model = _classifier_tail(tmp_path / "cls.onnx", True)
+    folder = _study(tmp_path, model, "pipeline", "all-dla")
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", folder], tmp_path)
+    assert built.returncode == 1, built.stdout[-2000:] + built.stderr[-2000:]
+    assert "1 layer run elsewhere than the plan says" in built.stdout
+    assert "/Flatten: plan DLA0, built GPU" in built.stdout and "/fc/Gemm: plan" not in built.stdout
+    assert "searched under TensorRT 8.6's DLA rules" in built.stdout
+
+
 # ---------------------------------------------------------------- real exports (slow, need ultralytics)
 #: DeepStream-Yolo's utils/export_yoloV8.py in short: the model with its Detect head in export mode, then its
 #: DeepStreamOutput layer (boxes to corners through a constant 4x4 MatMul, the best class's score and index)
@@ -227,3 +285,5 @@ def test_an_empty_branch_says_it_is_empty_and_how_to_fold_it(tmp_path, capsys):
     assert len(err) == 1 and "'/Gather_3' (Gather)" in err[0], err
     assert "empty" in err[0] and "[64x0]" in err[0] and "onnxslim" in err[0] and "simplify=True" in err[0], err[0]
     assert "pooling window" not in err[0], err[0]
+    # the command to run, on this very file (onnxslim's output of the real export loads)
+    assert f"`onnxslim {model} {tmp_path / 'net.slim.onnx'}`" in err[0], err[0]

@@ -716,6 +716,19 @@ def test_flatten_before_fully_connected_is_dropped():
     bad(flat, "needs 4D")  # without the model, the 4D rule applies
 
 
+def test_flatten_before_fully_connected_stays_on_the_gpu_on_trt10():
+    """A published TensorRT 10.3 build of torchvision's ResNet-50 on an AGX Orin put '/fc/Gemm' on the DLA and
+    warned "Layer '/Flatten' (SHUFFLE): Unsupported on DLA. Switching ... to GPU.": the rule that lets the
+    DLA take the flatten before a fully connected layer holds before TensorRT 10 only."""
+    flat = L("Flatten", [T((1, 512, 1, 1))], [T((1, 512))], {"axis": 1}, name="flat", consumers=("fc",))
+    fc = L("Gemm", [T((1, 512)), T((10, 512), const=True)], [T((1, 10))], {"transB": 1}, name="fc",
+           producers=("flat",))
+    model = FakeModel([flat, fc])
+    bad(flat, "TensorRT 10", trt="10.3", model=model)
+    ok(fc, trt="10.3", model=model)
+    ok(flat, trt="8.6", model=model)
+
+
 def test_reshape_next_to_concat_on_trt10():
     r = reshape((1, 64, 8, 8), (1, 16, 32, 8), name="r", consumers=("cat",))
     cat = L("Concat", [T((1, 16, 32, 8)), T((1, 16, 32, 8))], [T((1, 32, 32, 8))], {"axis": 1}, name="cat",

@@ -63,15 +63,21 @@ def test_all_dla_realised_from_the_build_log_and_stored(version, backends, gn, t
     assert m.status == "ok", m.reason
     assert not m.simulated and m.backend == f"tensorrt-{version}"
     assert len(m.latency_samples_ms) == 5 and m.latency_ms["median"] > 0 and m.throughput_fps > 0
-    # requested everything on DLA0; TensorRT (the double) moved these to the GPU
+    # requested everything on DLA0; TensorRT (the double) moved these to the GPU: the flatten before the
+    # classifier's Gemm from TensorRT 10 on (a published 10.3 build: "Layer '/Flatten' (SHUFFLE): Unsupported
+    # on DLA"); the Gemm itself runs on the DLA (that build, and a published 8.5.2 build of this very model:
+    # corpus dlatutorial-repro-orin64-8.5.2-model-bn, {ForeignNode[/linear/Gemm]})
     assert all(d == "DLA0" for d in m.requested.values())
-    for name in ("/cnn/cnn.1/InstanceNormalization", "/pool/GlobalAveragePool", "/Reshape", "/linear/Gemm"):
+    trt10 = not version.startswith("8.")
+    gpu = ("/cnn/cnn.1/InstanceNormalization", "/pool/GlobalAveragePool") + (("/Reshape",) if trt10 else ())
+    for name in gpu:
         assert m.realized[name] == "GPU" and name in m.fallback
-    for name in ("/cnn/cnn.0/Conv", "/cnn/cnn.2/Relu", "/cnn/cnn.11/Relu"):
+    for name in ("/cnn/cnn.0/Conv", "/cnn/cnn.2/Relu", "/cnn/cnn.11/Relu", "/linear/Gemm") + (() if trt10 else ("/Reshape",)):
         assert m.realized[name] == "DLA0"
-    # placetune predicted /Reshape and /linear/Gemm on DLA; the log says otherwise, with TensorRT's reason
-    assert m.extra["realized_vs_predicted"]["/linear/Gemm"] == ["DLA0", "GPU"]
-    assert "Gemm" in m.fallback["/linear/Gemm"] and "GPU" in m.fallback["/linear/Gemm"]
+    # placetune's rules of the same version predicted both
+    assert not {"/Reshape", "/linear/Gemm"} & set(m.extra.get("realized_vs_predicted", {}))
+    if trt10:
+        assert "Unsupported on DLA" in m.fallback["/Reshape"] and "GPU" in m.fallback["/Reshape"]
     assert m.dla_loadables["DLA0"] == len(m.extra["dla_subgraphs"]) >= 5
     # the FP32 network input reaches the DLA through a GPU reformat (not in a DLA format), then the DLA runs
     assert m.extra["dla_ms"] > 0 and [s["device"] for s in m.segment_times_ms[:2]] == ["GPU", "DLA0"]
@@ -91,9 +97,10 @@ def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_pat
     bias's broadcast Shuffle and Constant, keep TensorRT's default names with no metadata
     (onnxOpImporters.cpp DEFINE_BUILTIN_OP_IMPORTER(Gemm); ImporterContext::registerLayer). The
     worker lists each helper's device; a helper follows its node, and the node's layer that
-    cannot run on the DLA (the MatMul falls back) takes its helpers to the GPU with it, so no
+    cannot run on the DLA (the MatMul, made to fall back here) takes its helpers to the GPU with it, so no
     DLA loadable is made of helpers alone (the committed first version of the fix made one)."""
-    ev = _ev(gn, backends["10.3.0"], tmp_path, precision="fp16", trt_version="10.3")
+    backend = _backend(tmp_path, "10.3.0", faults={"DLA_UNSUPPORTED_ON": "/linear/Gemm"})
+    ev = _ev(gn, backend, tmp_path, precision="fp16", trt_version="10.3")
     m = ev.evaluate(Placement(ev.model, {"/linear/Gemm": "DLA0", "/cnn/cnn.0/Conv": "DLA0"}))
     assert m.status == "ok", m.reason
     helpers = m.extra["helper_layers"]
@@ -108,6 +115,8 @@ def test_parser_helpers_go_with_the_node_they_serve_on_10x(backends, gn, tmp_pat
     m2 = ev.evaluate(Placement.all_dla(ev.model))
     assert m2.dla_loadables == {"DLA0": 5}, m2.extra["build_log"]
     assert "dla_path" not in m2.extra  # ADJUST_FOR_DLA is a parser flag of TensorRT 10.16 on
+    ev.close()
+    backend.close()
 
 
 def test_tensorrt_11_sets_the_parsers_adjust_for_dla_flag(backends, gn, tmp_path):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import math
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -204,7 +205,9 @@ def bound_data_dependent(original: Iterable[onnx.NodeProto], before: Info, nodes
     Returns:
         the names of the tensors whose shape is an upper bound (data-dependent).
     """
-    before_dependent = _bound(original, before, {}, set(), values)
+    # a size the file's value_info leaves symbolic that inference on the given input shapes fixes (an FP16
+    # converter writes its own symbolic shapes of every tensor of a dynamic export) is that size
+    before_dependent = _bound(original, before, {k: v for k, v in info.items() if _static(v[0])}, set(), values)
     return _bound(nodes, info, before, before_dependent, values)
 
 
@@ -246,31 +249,35 @@ DATA_MOVING_OPS = frozenset({"Slice", "Split", "Gather", "GatherND", "GatherElem
                               "Squeeze", "Unsqueeze", "Flatten", "Expand", "Concat", "Cast", "Identity"})
 
 
-def empty_branch(layer: str, op: str, tensor: str, dims: Sequence[int | None]) -> str:
+def empty_branch(layer: str, op: str, tensor: str, dims: Sequence[int | None], source: str | None = None) -> str:
     """The refusal of an empty tensor (a dimension of size 0) a slice or gather makes: Ultralytics'
     ``nms=True`` export of a detect model slices the mask coefficients it has none of (``x[..., 4 + nc:]``)
     and concatenates them to its rows; onnxslim (Ultralytics' ``simplify=True``) removes that branch,
-    onnx-simplifier and ``simplify=False`` keep it."""
+    onnx-simplifier and ``simplify=False`` keep it. ``source``: the file's path, which the command names."""
     shown = "x".join(str(d) if d is not None else "?" for d in dims)
+    slim = "in.onnx out.onnx"
+    if source:
+        stem = source[:-5] if source.endswith(".onnx") else source
+        slim = f"{shlex.quote(source)} {shlex.quote(stem + '.slim.onnx')}"
     return (f"layer {layer[:80]!r} ({op}) output {tensor[:80]!r} is an empty tensor [{shown}] (a slice or gather of "
             "nothing, e.g. the mask coefficients of an Ultralytics nms=True detect export, which has none); "
             "placetune places layers whose every dimension is >= 1: remove the empty branch with onnxslim "
-            "(`onnxslim in.onnx out.onnx`; Ultralytics does with its default simplify=True; onnxsim keeps it)")
+            f"(`onnxslim {slim}`; Ultralytics does with its default simplify=True; onnxsim keeps it)")
 
 
 def unbounded(layer: str, op: str, tensor: str, dims: list | None, computed: bool = True,
-              empty: Sequence[int | None] | None = None) -> str:
+              empty: Sequence[int | None] | None = None, source: str | None = None) -> str:
     """The refusal of a layer output whose shape is not static: a size that depends on values in the graph
     and has no bound placetune knows (a dimension left open), or a dimension shape inference writes as 0
     or negative, where the node asks for an empty or impossible tensor (a pooling window larger than its
     padded input; inference leaves such a dimension open too): such an output used to be taken as a scalar,
     its layer simulated and measured ``ok``. ``computed``: an operand after the node's first is computed in
     the graph (else the open size comes from the node's own attributes and shapes). ``empty``: the output's
-    dims where ONNX shape inference sizes it 0 (an empty tensor), else None."""
+    dims where ONNX shape inference sizes it 0 (an empty tensor), else None; ``source``: the model file's path."""
     if op in CONTROL_FLOW_OPS:
         return control_flow(layer, op, tensor)
     if empty and op in DATA_MOVING_OPS:
-        return empty_branch(layer, op, tensor, empty)
+        return empty_branch(layer, op, tensor, empty, source)
     if not computed or (dims and all(isinstance(d, int) for d in dims)):
         return (f"layer {layer[:80]!r} ({op}) output {tensor[:80]!r} has no static shape: shape inference "
                 "leaves a dimension open, empty or negative (a size computed at run time, or e.g. a pooling "

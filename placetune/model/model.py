@@ -469,7 +469,7 @@ def _build(
             if any(d <= 0 for d in t.shape) or (not t.shape and info[t.name][0]):  # open dims, not a scalar
                 empty = empty_tensors(proto).get(t.name) if not open_sizes and node.op_type in DATA_MOVING_OPS else None
                 open_sizes.append((len(layers) + 1, unbounded(lname, node.op_type, t.name, info[t.name][0], computed,
-                                                              empty)))
+                                                              empty, str(path) if path else None)))
         for x in node.input:
             if x and x not in const and x not in producer and x not in {i.name for i in inputs}:
                 raise ModelError(f"layer {lname!r} reads {x!r}, which nothing produces")

@@ -155,6 +155,12 @@ def rule_shuffle(layer: Layer, ctx: RuleContext) -> str | None:
     rin, rout = (len(x.shape) if x else 0), (len(y.shape) if y else 0)
     if (rin, rout) != (4, 4):
         if _is_fc_flatten(layer, ctx):
+            # the TensorRT 8.4 tutorial log runs Flatten_9 in the DLA subgraph of Gemm_15; a published 10.3
+            # build of ResNet-50 (AGX Orin) warns "Layer '/Flatten' (SHUFFLE): Unsupported on DLA" and runs
+            # only '/fc/Gemm' there
+            if ctx.trt >= (10, 0, 0):
+                return ("TensorRT 10 leaves the flatten before a fully connected layer on the GPU (published 10.3 "
+                        "build: 'Unsupported on DLA'; the Gemm itself runs on the DLA)")
             return None
         return f"DLA Shuffle needs 4D tensors (got {rin}D -> {rout}D)"
     if op == "Transpose":

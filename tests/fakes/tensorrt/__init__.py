@@ -92,6 +92,7 @@ import threading
 import time
 import weakref
 
+import _dla_rules
 import _fakegpu as _gpu
 import _layerinfo
 
@@ -355,6 +356,7 @@ class ILayer:
         self._metadata = ""  # set by the parser for the layers it registers for an ONNX node (8.6+)
         self._plugin = ""  # the plugin creator's name of a layer the parser imported as a plugin
         self._out_spec = (out_shape, out_dtype)
+        self._net = None  # the network the parser added it to (the DLA table looks at a Flatten's consumers)
 
     @property
     def num_inputs(self) -> int:
@@ -605,6 +607,7 @@ class _Importer:
             if name:
                 self.tensors[name] = t
         self.net._layers.append(layer)
+        layer._net = self.net
         return layer
 
     def to_tensor(self, x: str, node_name: str) -> ITensor:  # convertToTensor
@@ -873,8 +876,28 @@ DLA_TABLE = {
     LayerType.SOFTMAX: lambda l: True,
     LayerType.RESIZE: lambda l: True,
     LayerType.SHUFFLE: lambda l: (len(l._inputs[0].shape) == 4 and len(l._outputs[0].shape) == 4)
-    or _unit_reshape(l._inputs[0].shape, l._outputs[0].shape),
+    or _unit_reshape(l._inputs[0].shape, l._outputs[0].shape) or _fc_flatten(l),
+    LayerType.MATRIX_MULTIPLY: lambda l: _fully_connected(l),
 }
+
+
+def _fully_connected(layer: ILayer) -> bool:
+    """A classifier's Gemm/MatMul the DLA runs (tests/fakes/_dla_rules.py, shared with the trtexec double)."""
+    if len(layer._inputs) != 2:
+        return False
+    a, b = layer._inputs
+    return _dla_rules.fully_connected(a.shape, a._const, b.shape, b._const, int(layer._attrs.get("transA", 0)) == 1,
+                                      layer._outputs[0].shape)
+
+
+def _fc_flatten(layer: ILayer) -> bool:
+    """The flatten before a classifier's Gemm, on the DLA before TensorRT 10 (tests/fakes/_dla_rules.py)."""
+    if layer._net is None:
+        return False
+    out = layer._outputs[0]
+    users = [l for l in layer._net._layers if any(t is out for t in l._inputs)]
+    return _dla_rules.fc_flatten(_MAJOR, layer._inputs[0].shape, out.shape,
+                                 [l.type == LayerType.MATRIX_MULTIPLY and _fully_connected(l) for l in users])
 
 
 def _unit_reshape(a: tuple, b: tuple) -> bool:
