@@ -75,7 +75,6 @@ class BlindSpots:
     measured: dict[tuple[int, ...], float]
     predicted: dict[tuple[int, ...], float]
     explored: list[tuple[int, ...]]
-    bets: Sequence[Sequence[int]] = ()  # the simulator's best predictions before any build (none: the round's ranking only)
     grown: bool
     band_floor: float
 
@@ -93,9 +92,7 @@ class BlindSpots:
     def blind_pick(self, sur: Any, ranked: list[tuple[float, list[int]]],
                    taken: list[list[int]]) -> tuple[list[int], float] | None:
         """The plan predicted within :meth:`band` of the best prediction that differs most from
-        every measured plan and every pick of the round (None: no such plan), among the round's
-        ranking and the simulator's bets before any build (:attr:`bets`, re-predicted: plans in
-        regions the round's search, started near the best measured, never reaches)."""
+        every measured plan and every pick of the round (None: no such plan)."""
         finite = [(v, a) for v, a in ranked if math.isfinite(v)]
         if not finite:
             return None
@@ -116,19 +113,6 @@ class BlindSpots:
             d = min(self.distance(a, b) for b in others)  # type: ignore[attr-defined]
             if choice is None or d > choice[0]:
                 choice = (d, v, a)
-        if self.bets:  # farthest first: the first bet within the band is the farthest there
-            ref = np.array([canonical(self.space, b) for b in others], dtype=np.int16)
-            bets = np.array([canonical(self.space, a) for a in self.bets], dtype=np.int16)
-            far = (bets[:, None, :] != ref[None, :, :]).sum(axis=2).min(axis=1)
-            for i in np.argsort(-far, kind="stable"):
-                d = int(far[i])
-                if choice is not None and d <= choice[0]:
-                    break
-                a = [int(x) for x in self.bets[int(i)]]
-                v = sur.loss(a)
-                if math.isfinite(v) and v <= best + tol and not self.seen(a) and not self.feasibility.fails(a):  # type: ignore[attr-defined]
-                    choice = (d, v, a)
-                    break
         if choice is None or choice[0] == 0:
             return None
         return choice[2], choice[1]

@@ -244,7 +244,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         self.remeasured = 0  # top candidates built again at the end of the run
         self.feasibility = Feasibility(self.ev.model, self.space, self.ev.settings.mode == "pipeline")  # what failed to build, and rules against it
         self.explored: list[tuple[int, ...]] = []  # exploration builds (search.blindspots)
-        self.bets: list[list[int]] = []  # the simulator's best predictions before any build (search.blindspots)
         self.grown = False  # an exploration build surprised the model: predictions get a local correction
         self.build_log: dict[str, list[tuple[int, float]]] = {}  # realisation -> (time, log |loss|) per build
         self.beta, self.beta_se = 0.0, None  # drift per build (search.drift)
@@ -372,7 +371,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         nominal = Surrogate(self.ev, space, run.objective, None, fails=self.feasibility.fails)
         ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
-        self.bets = [a for _, a in ranked[:self.agent.inner_evals]]  # search.blindspots: plans spread wider than a round's
         if run.budget.recall:
             self.recall()
         if self.recalled < 3:  # a resumed study's model starts from its measurements, not the simulator's bets

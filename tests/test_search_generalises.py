@@ -310,25 +310,6 @@ def test_an_exploration_build_goes_where_the_model_cannot_tell_plans_apart_and_f
     loc = LocalResidual(space, [far], [0.2], length=4)
     assert loc(far) == pytest.approx(0.1) and 0 < loc(near) < loc(far)
 
-    # the simulator's bets before any build: one the round's ranking never reached, within the band and
-    # farther from every measured plan, is the exploration build; one outside the band is not
-    s = S()
-    half = [dla if space.mask[i, dla] and i >= n // 2 else gpu for i in range(n)]
-
-    class Sur:
-        def __init__(self, values):
-            self.values = values
-
-        def loss(self, a):
-            return self.values[tuple(a)]
-
-    s.bets = [half, far]
-    ranked = [(-110.0, near), (-108.0, half)]
-    a, _ = s.blind_pick(Sur({tuple(half): -108.0, tuple(far): -108.0}), ranked, [])
-    assert a == far
-    a, _ = s.blind_pick(Sur({tuple(half): -108.0, tuple(far): -90.0}), ranked, [])
-    assert a == half
-
 
 def test_a_length_rule_that_leaves_one_untested_length_gets_one_test_build_of_it_and_no_gap_changes_nothing():
     from search.gaps import Gaps
