@@ -357,6 +357,7 @@ def test_a_step_agent_of_a_fresh_tune_study_is_told_the_baselines_tune_measured_
 
     monkeypatch.setattr(search, "_REGISTRY", dict(search._REGISTRY))
     register_agent("listener", Listener)
+    monkeypatch.chdir(tmp_path)  # tune exports its plan into the working directory
     assert main(["tune", "--model", "resnet18", "--mode", "pipeline", "--agent", "listener", "--trials", "8",
                  "--storage", f"sqlite:///{tmp_path / 'f.db'}"]) == 0
     capsys.readouterr()
