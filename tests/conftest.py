@@ -163,8 +163,17 @@ def pytest_report_header(config):  # noqa: ARG001 - pytest hook
 
 
 def pytest_sessionfinish(session):
-    """A pytest-xdist worker hands what the reliability suite counted to the controller, which prints it."""
+    """A pytest-xdist worker hands what the reliability suite counted to the controller, which prints it.
+    The controller fails a run that left a new file in the checkout's root (run the suite without -n to
+    learn which test wrote it)."""
     workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is None and _distributed(session.config):
+        written = sorted(_root_files() - _ROOT_AT_START)
+        if written:
+            session.config.get_terminal_writer().line(
+                f"a test wrote into the checkout's root: {', '.join(written)} (run without -n to learn which)",
+                red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if workeroutput is not None:
         from tests.reliability._harness import COUNTS, NOTES
 
@@ -201,11 +210,18 @@ def _root_files() -> set[str]:
     return {e.name for e in os.scandir(_ROOT) if e.is_file(follow_symlinks=False) and not e.name.startswith(".")}
 
 
+_ROOT_AT_START = _root_files()
+
+
 @pytest.fixture(autouse=True)
-def _leaves_the_checkout_alone():
+def _leaves_the_checkout_alone(request):
     """A test that leaves a new file in the checkout's root (a plan, a study database: a command run in
     the working directory) fails and names it: such a file once got committed with an unrelated change.
-    Only new files count, so editing the README while the suite runs fails nothing."""
+    Only new files count, so editing the README while the suite runs fails nothing. Under pytest-xdist
+    the workers share the root, so the run as a whole is judged instead (pytest_sessionfinish)."""
+    if _distributed(request.config):
+        yield
+        return
     before = _root_files()
     yield
     written = sorted(_root_files() - before)
