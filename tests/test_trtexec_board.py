@@ -38,7 +38,9 @@ def test_the_layer_information_decides_the_placement_and_its_fallback_reasons(tm
     assert m.status == "ok", m.reason
     assert m.extra["placement_known"] is True and m.extra["placement_source"] == "engine inspector"
     asked_dla_on_gpu = {n for n, d in m.realized.items() if d == "GPU"}
-    assert {"/Reshape", "/linear/Gemm"} <= asked_dla_on_gpu
+    # the flatten before the classifier's Gemm stays on the GPU from TensorRT 10, the Gemm runs on the DLA
+    # (the published TensorRT 10.3 AGX Orin ResNet-50 build)
+    assert "/Reshape" in asked_dla_on_gpu and "/linear/Gemm" not in asked_dla_on_gpu
     assert set(m.fallback) == asked_dla_on_gpu, sorted(asked_dla_on_gpu ^ set(m.fallback))
     assert not any("UNKNOWN" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
     assert any("from the engine inspector only" in n for n in m.extra["notes"])
@@ -54,8 +56,9 @@ def test_replicas_read_each_builds_layer_information_too(tmp_path, gn):
     ev.close()
     assert m.status == "ok", m.reason
     assert m.extra["placement_known"] is True, m.extra.get("placement_unknown")
-    assert m.realized["/cnn/cnn.0/Conv"] == "DLA0" and m.realized["/linear/Gemm"] == "GPU"
-    assert m.dla_loadables == {"DLA0": 5, "DLA1": 5}, m.dla_loadables
+    # a classifier's 2-D Gemm runs on the DLA, as in the published TensorRT 10.3 AGX Orin ResNet-50 build
+    assert m.realized["/cnn/cnn.0/Conv"] == "DLA0" and m.realized["/linear/Gemm"] == "DLA0"
+    assert m.dla_loadables == {"DLA0": 6, "DLA1": 6}, m.dla_loadables
 
 
 def _wrapper(tmp: Path, body: str) -> Path:
