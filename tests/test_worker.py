@@ -23,7 +23,9 @@ DATA = Path(__file__).parent / "data"
 #: worker.py and its sibling modules, which it imports as top-level modules from its own directory
 WORKER_FILES = sorted(WORKER_FILE.parent.glob("worker*.py"))
 WORKER_MODULES = {p.stem for p in WORKER_FILES}
-ALLOWED_IMPORTS = {"atexit", "ctypes", "fcntl", "json", "os", "re", "sys", "threading", "time", "traceback", "typing", "tensorrt",
+#: (hashlib: the digest of an engine file, which tells a reused engine from a rebuilt one; standard library on 3.8)
+ALLOWED_IMPORTS = {"atexit", "ctypes", "fcntl", "hashlib", "json", "os", "re", "sys", "threading", "time", "traceback",
+                   "typing", "tensorrt",
                    "pycuda", "pycuda.driver", "numpy", "cuda", "cuda.bindings", "cuda.bindings.driver"}
 
 
