@@ -36,8 +36,50 @@ def test_orin_agx_hwmon_rails_are_discovered_with_nc_and_shunt_sum_left_out():
     assert (gpu.device, gpu.channel) == ("1-0040", 1) and gpu.power_path is None
     assert gpu.read_w() == pytest.approx(19.120 * 0.312)  # in1_input mV x curr1_input mA
     assert rails[3].device == "1-0041" and rails[3].channel == 2
-    # AGX Orin has no module input rail: the total is the sum of every rail
-    assert default_total_rails([r.name for r in rails]) == [r.name for r in rails]
+
+
+# The module's power per module, from the Jetson Linux Developer Guide's rail tables (sources per
+# module at SUB_RAILS in placetune/hardware/power.py and in docs/power-modes.md, "Energy").
+MODULE_TOTALS = {
+    # AGX Orin: no input rail; VDDQ_VDD2_1V8AO is fed from VIN_SYS_5V0, so it is already inside it
+    "orin-agx": ["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"],
+    "orin-nx": ["VDD_IN"],       # VDD_CPU_GPU_CV and VDD_SOC are inside VDD_IN
+    "orin-nano": ["VDD_IN"],     # the same INA3221 at 0x40 as Orin NX
+    "xavier-agx": ["GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"],  # six supplies in parallel off VIN
+    "xavier-nx": ["VDD_IN"],
+}
+
+
+def _module_tree(tmp_path: Path, module: str) -> Path:
+    if module == "orin-nano":  # the Developer Guide gives Orin Nano the table of Orin NX
+        dst = tmp_path / module
+        shutil.copytree(SYSFS / "orin-nx", dst)
+        return dst
+    return SYSFS / module
+
+
+@pytest.mark.parametrize("module", sorted(MODULE_TOTALS))
+def test_the_module_power_sums_each_current_once(module, tmp_path):
+    root = _module_tree(tmp_path, module)
+    rails = discover_rails(root)
+    watts = {r.name: r.read_w() for r in rails}
+    assert default_total_rails(list(watts)) == MODULE_TOTALS[module]
+    with PowerSampler(root=root, interval_s=0.005) as ps:
+        time.sleep(0.02)
+    r = ps.reading()
+    assert r.total_rails == MODULE_TOTALS[module]
+    assert r.mean_w == pytest.approx(sum(watts[n] for n in MODULE_TOTALS[module]))
+
+
+def test_agx_orin_ddr_rail_is_not_added_on_top_of_the_5v_rail_it_is_part_of():
+    rails = discover_rails(SYSFS / "orin-agx")
+    with PowerSampler(root=SYSFS / "orin-agx", interval_s=0.005) as ps:
+        time.sleep(0.02)
+    r = ps.reading()
+    every_rail = sum(x.read_w() for x in rails)
+    ddr = next(x for x in rails if x.name == "VDDQ_VDD2_1V8AO").read_w()
+    assert r.mean_w == pytest.approx(every_rail - ddr)
+    assert r.rails_mean_w["VDDQ_VDD2_1V8AO"] == pytest.approx(ddr)  # still sampled and reported per rail
 
 
 def test_orin_nx_total_is_vdd_in():

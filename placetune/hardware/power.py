@@ -18,10 +18,13 @@ and the rail names differ between generations, so rails are discovered, not hard
       /sys/bus/i2c/drivers/ina3221x/1-0040/iio:device0/in_current0_input  mA
       /sys/bus/i2c/drivers/ina3221x/1-0040/iio:device0/in_voltage0_input  mV
 
-The **module total** is the input rail where the module has one (``VDD_IN`` on Orin NX/Nano
-and Xavier NX, ``POM_5V_IN`` on Nano), else the sum of every rail (AGX Orin:
-``VDD_GPU_SOC + VDD_CPU_CV + VIN_SYS_5V0 + VDDQ_VDD2_1V8AO``; AGX Xavier: ``GPU + CPU + SOC +
-CV + VDDRQ + SYS5V``), the same rule as jetson-stats. Pass ``total_rails`` to choose.
+The **module total** counts every current once. It is the input rail where the module has one
+(``VDD_IN`` on Orin NX/Nano and Xavier NX, ``POM_5V_IN`` on Nano), else the sum of the rails
+that no other rail contains (:data:`SUB_RAILS`): AGX Orin ``VDD_GPU_SOC + VDD_CPU_CV +
+VIN_SYS_5V0`` (``VDDQ_VDD2_1V8AO`` is fed from ``VIN_SYS_5V0`` and already inside it), AGX
+Xavier ``GPU + CPU + SOC + CV + VDDRQ + SYS5V`` (six supplies in parallel). jetson-stats adds
+all four AGX Orin rails; the Developer Guide's rail table says not to (sources per module at
+:data:`SUB_RAILS` and in ``docs/power-modes.md``, "Energy"). Pass ``total_rails`` to choose.
 
 Where no rail can be read (not a Jetson, a container without ``/sys``, no permission) the
 power and the energy are **unknown** (None), never zero.
@@ -63,13 +66,41 @@ from typing import Any
 
 __all__ = [
     "Rail", "PowerReading", "PowerSampler", "discover_rails", "default_total_rails", "energy_per_inference_mj",
-    "INPUT_RAILS", "HWMON_GLOB", "IIO_GLOB",
+    "INPUT_RAILS", "SUB_RAILS", "HWMON_GLOB", "IIO_GLOB",
 ]
 
 log = logging.getLogger(__name__)
 
 #: Rails that measure the whole module's input (used alone as the total when present).
 INPUT_RAILS = ("VDD_IN", "POM_5V_IN", "5V_IN")
+#: Rails measured downstream of another rail: their current is already inside that rail, so they
+#: are never added to it (still sampled and reported per rail). Sources, per module:
+SUB_RAILS = {
+    # AGX Orin (p3701), INA3221 0x40: VDD_GPU_SOC, VDD_CPU_CV, VIN_SYS_5V0; 0x41: NC,
+    # VDDQ_VDD2_1V8AO, NC. Jetson Linux Developer Guide (r35/r36), Platform Power and Performance,
+    # "Software-Based Power Consumption Modeling", rail VIN_SYS_5V0: "Power consumed by system 5V
+    # rail which supplies to various IOs e.g. HDMI, USB, UPHY, UFS, SDMMC, EMMC, DDR etc.
+    # VDDQ_VDD2_1V8AO power is also included in VIN_SYS_5V0 power." (as public code copies the
+    # guide's table; the page itself was not read past its opening). Also energymon
+    # jetson/JetsonPowerRails.md ("VIN_SYS_5V0 in turn supplies VDDQ_VDD2_1V8AO", after NVIDIA
+    # forum thread 223111), whose AGX Orin default is the other three rails.
+    "VDDQ_VDD2_1V8AO": "VIN_SYS_5V0",
+    # Orin NX / Orin Nano (p3767) and Xavier NX (p3668), INA3221 0x40: VDD_IN, VDD_CPU_GPU_CV,
+    # VDD_SOC. VDD_IN is the module's power input pin (Orin NX/Nano Product Design Guide DG-10931
+    # 6.1); Xavier NX: NVIDIA forum 200883, "VDD_IN is the total power of module"; jetson-stats
+    # jtop/core/power.py total_power takes VDD_IN alone (after NVIDIA forum 242804/5, Orin NX).
+    "VDD_CPU_GPU_CV": "VDD_IN",
+    "VDD_SOC": "VDD_IN",
+    # Nano (p3448; no DLA, no placetune platform): POM_5V_IN, POM_5V_GPU, POM_5V_CPU. NVIDIA forum
+    # 73608/8: "POM_5V_IN ... represents the total power consumption. You don't need to add
+    # POM_5V_GPU and POM_5V_CPU to it" (jetson-stats issue 51).
+    "POM_5V_GPU": "POM_5V_IN",
+    "POM_5V_CPU": "POM_5V_IN",
+    # AGX Xavier (p2888): GPU, CPU, SOC / CV, VDDRQ, SYS5V: none is inside another. Jetson AGX
+    # Xavier Series Product Design Guide (DG-09840) 5.6.2 and 5.2: SYS_VIN_HV feeds the GPU, CPU,
+    # SOC, CV and DDRQ supplies and SYS_VIN_MV the 5V one, both derived from the main input and
+    # not one from the other; so the sum of the six (jetson-stats and energymon alike).
+}
 #: Orin (hwmon) and Xavier (IIO) rail directories, relative to the sysfs root.
 HWMON_GLOB = "sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*"
 IIO_GLOB = "sys/bus/i2c/drivers/ina3221x/*/iio:device*"
@@ -201,11 +232,17 @@ def discover_rails(root: str | os.PathLike[str] = "/") -> list[Rail]:
 
 def default_total_rails(names: list[str]) -> list[str]:
     """The rails whose sum is the module's power: an input rail alone (``VDD_IN``,
-    ``POM_5V_IN``, ``5V_IN``) when there is one, else every rail."""
+    ``POM_5V_IN``, ``5V_IN``) when there is one, else every rail that is not inside another
+    rail of ``names`` (:data:`SUB_RAILS`: AGX Orin's ``VDDQ_VDD2_1V8AO`` is inside ``VIN_SYS_5V0``).
+
+    Example:
+        >>> default_total_rails(["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"])
+        ['VDD_GPU_SOC', 'VDD_CPU_CV', 'VIN_SYS_5V0']
+    """
     for n in INPUT_RAILS:
         if n in names:
             return [n]
-    return list(names)
+    return [n for n in names if SUB_RAILS.get(n) not in names]
 
 
 def energy_per_inference_mj(power_w: float | None, *, qps: float | None = None,

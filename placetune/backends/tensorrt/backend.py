@@ -203,7 +203,7 @@ class TensorRTBackend(JetsonBackend):
         power_duration_s: the shortest timed loop when ``power`` is on (trtexec's ``--duration``).
         power_root: sysfs root of the rails (default ``$PLACETUNE_SYSFS_ROOT`` or ``/``).
         power_interval_s: time between power samples.
-        power_rails: rail names summed as module power (default: the input rail, else all).
+        power_rails: rail names summed as module power (default: the input rail, else the rails no other contains).
         input_data: a ``.npz`` of the network's inputs (:mod:`placetune.inputdata`) the engines are
             timed on and the pipeline's gate compares on, instead of random input.
         worker_recycle: when a healthy worker is replaced between jobs, e.g. ``{"max_jobs": 100,

@@ -121,7 +121,7 @@ class TrtexecBackend(JetsonBackend):
         power: sample the INA3221 rails during timed runs (energy per inference).
         power_root: sysfs root for the rails (default ``$PLACETUNE_SYSFS_ROOT`` or ``/``).
         power_interval_s: time between power samples.
-        power_rails: rail names summed as module power (default: the input rail, else all).
+        power_rails: rail names summed as module power (default: the input rail, else the rails no other contains).
         build_args: extra build flags (e.g. ``["--memPoolSize=dlaSRAM:1"]``).
         run_args: extra timing flags.
         env: extra environment variables for trtexec (e.g. ``CUDA_DEVICE_MAX_CONNECTIONS``).
