@@ -133,7 +133,7 @@ class PlanRuntime:
         try:
             import tensorrt as trt
         except ImportError as exc:
-            raise BackendError(f"placetune.runtime needs TensorRT here: {exc}; run `placetune doctor`") from None
+            raise BackendError(_no_tensorrt(exc)) from None
         w = _worker_modules()
         self._np = np
         self.directory = directory
@@ -408,6 +408,18 @@ def load(directory: Union[str, "os.PathLike[str]"], *, frames_in_flight: Optiona
     if not os.path.isfile(d / "plan.json"):
         raise ConfigError(_not_a_plan_folder(d))
     return PlanRuntime(d, _read_plan(d), frames_in_flight)
+
+
+def _no_tensorrt(exc: BaseException) -> str:
+    """What to do when TensorRT's Python bindings cannot be imported, for a board without placetune (JetPack 5's
+    Python 3.8, where the standalone runtime runs) first; placetune's doctor only where placetune is installed."""
+    py = f"{sys.executable} (Python {sys.version_info[0]}.{sys.version_info[1]})"
+    return (f"the plan runtime needs TensorRT's Python bindings, and {py} cannot import them ({exc}): on the "
+            "Jetson they come with JetPack for its system Python /usr/bin/python3 (JetPack 5: Python 3.8): "
+            "sudo apt install python3-libnvinfer (the TensorRT of the board's JetPack); in a venv, create it with "
+            "--system-site-packages; check with python3 -c \"import tensorrt; print(tensorrt.__version__)\" "
+            "(the engines run only with the TensorRT that built them); where placetune is installed, "
+            "`placetune doctor` checks the rest")
 
 
 def _not_a_plan_folder(d: Path) -> str:

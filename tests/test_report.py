@@ -249,8 +249,40 @@ def test_progress_axes_say_what_is_plotted_with_its_unit(tmp_path, monkeypatch):
         plots.plot_progress(store, "g", tmp_path / "progress.png")
     ax = figures[0].axes[0]
     assert ax.get_ylabel() == "best so far: GPU busy time per frame (ms)"
-    assert ax.get_xlabel() == "evaluations of each agent, in order (cache hits included)"
+    assert ax.get_xlabel().startswith("trial of the study, as placetune tune counts it")
     assert "requests" not in ax.get_xlabel()
+
+
+def test_progress_draws_each_agent_at_the_trials_the_terminal_counts(tmp_path, monkeypatch):
+    """progress.png counted each agent's evaluations from 1 while ``placetune tune`` counts the study's
+    trials, baselines included: the terminal's "converged at trial 4" was the agent's first evaluation,
+    drawn at x = 1. Each agent's evaluations now lie at the study's trials, the axis saying so."""
+    from search import Budget, get_agent
+
+    from placetune.report import plots
+    from placetune.report.progress_data import progress_lines
+
+    url = f"sqlite:///{tmp_path}/p.db"
+    ev = placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", objective="throughput", store=url,
+                             study="p", agent="random")
+    ev.baselines()
+    get_agent("random", seed=0).run(ev, Budget(evaluations=5))
+    ev.close()
+    with Store(url) as store:
+        n = store.study("p").n_requests  # what "resuming: N of M trials already done" prints
+        asked = [r.agent for r in store.requests("p")]
+        lines = {line.agent: line for line in progress_lines(store, "p", "throughput", "maximize")}
+        figures = []
+        monkeypatch.setattr(plots, "_save", lambda fig, path, dpi: figures.append(fig) or path)
+        plots.plot_progress(store, "p", tmp_path / "progress.png")
+    base, agent = lines["baseline"], lines["random"]
+    assert base.trials == tuple(range(1, asked.count("baseline") + 1)), base
+    assert agent.trials == tuple(range(len(base.trials) + 1, n + 1)) and len(agent.trials) == 5, agent
+    assert agent.best == tuple(max(v for v in agent.values[:i + 1] if v is not None) for i in range(5))
+    ax = figures[0].axes[0]
+    drawn = {line.get_label(): list(line.get_xdata()) for line in ax.get_lines()}
+    assert drawn[f"random (5 evaluations, {agent.span()})"] == list(agent.trials), drawn
+    assert agent.span() == f"trials {len(base.trials) + 1}-{n}"
 
 
 def test_report_names_the_best_plan_by_the_trial_optuna_dashboard_shows(tmp_path, monkeypatch):

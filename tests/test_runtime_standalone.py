@@ -264,3 +264,39 @@ def test_closing_a_plan_runtime_frees_every_cuda_resource_it_made(built, binding
     assert "CUDA_ERROR_OUT_OF_MEMORY" in got["late"] and got["after_late"] == start
     assert "could not free 1 CUDA resource(s): synchronize: RuntimeError: cuCtxSynchronize failed" in got["sticky"]
     assert got["after_sticky"] == start
+
+
+NO_TRT = r'''
+import importlib.abc, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorrt", "placetune"):
+            raise ImportError("No module named %r" % name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+sys.path.insert(0, sys.argv[1])
+import placetune_runtime
+try:
+    placetune_runtime.load(sys.argv[2])
+except placetune_runtime.BackendError as exc:
+    print(exc)
+'''
+
+
+def test_without_tensorrt_the_standalone_runtime_says_what_to_do_on_a_board_without_placetune(built):
+    """On JetPack 5's Python 3.8 placetune is not installed, yet the runtime's only advice was `run placetune
+    doctor`. It names JetPack's apt package of TensorRT's Python bindings, the one-line check, the Python that
+    looked, and the doctor only where placetune is installed."""
+    tmp, folder, _, _ = built
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([sys.executable, "-c", NO_TRT, str(folder / "runtime"), str(folder)], capture_output=True,
+                       text=True, timeout=120, env=env, cwd=str(tmp))
+    said = p.stdout.strip()
+    assert p.returncode == 0 and len(said.splitlines()) == 1, p.stdout + p.stderr[-3000:]
+    assert "sudo apt install python3-libnvinfer" in said, said
+    assert "python3 -c \"import tensorrt; print(tensorrt.__version__)\"" in said, said
+    assert sys.executable in said and "--system-site-packages" in said, said
+    assert "where placetune is installed, `placetune doctor`" in said, said
+    assert "run `placetune doctor`" not in said, said

@@ -2,8 +2,8 @@
 
 :func:`write_report` writes, for one study of a :class:`~placetune.store.store.Store`:
 
-* ``progress.png``: best-so-far objective value against the evaluation index, one line per
-  agent, the all-GPU baseline as a dashed line;
+* ``progress.png``: best-so-far objective value against the study's trial (the number ``placetune tune``
+  prints: trial=N, "converged at trial N"), one line per agent, the all-GPU baseline as a dashed line;
 * ``pareto.png``: latency (or throughput) against energy of every successful measurement,
   the Pareto front highlighted, the best plan and the all-GPU baseline marked; far outliers (an
   all-DLA plan) that would squeeze those into a corner are drawn at the axes' edge, the legend says where;
@@ -34,6 +34,7 @@ import textwrap
 
 from placetune.errors import ConfigError, PlacetuneError
 from placetune.placement.placement import DEVICES
+from placetune.report.progress_data import progress_lines
 from placetune.report.pareto_view import at_the_edge, pareto_view, value_span, within
 from placetune.report.trace import device_order, timeline_events, write_chrome_trace
 from placetune.wording import plural
@@ -149,10 +150,11 @@ def _objective_value(m: "Measurement", name: str) -> float | None:
 
 # --------------------------------------------------------------------------- progress
 def plot_progress(store: "Store", study_name: str, path: str | os.PathLike[str], *, dpi: int = 110) -> Path:
-    """Best-so-far objective value against evaluation index, one line per agent.
+    """Best-so-far objective value against the study's trial, one line per agent.
 
-    The index counts each agent's evaluation requests (cache hits included) in the order
-    the store logged them. The all-GPU baseline is a dashed horizontal line.
+    The trial is the one ``placetune tune`` prints (``trial=5/30``, "converged at trial 5"): the evaluation
+    request's position in the study, from 1, baselines and every agent included, cache hits included
+    (:mod:`placetune.report.progress_data`). The all-GPU baseline is a dashed horizontal line.
 
     Raises:
         ConfigError: the study has no evaluation yet.
@@ -161,49 +163,33 @@ def plot_progress(store: "Store", study_name: str, path: str | os.PathLike[str],
     st = store.study(study_name)
     objective = st.objective.split("+")[0].strip()
     direction = _DIRECTIONS.get(objective, "minimize")
-    requests = store.requests(study_name)
-    if not requests:
+    lines = progress_lines(store, study_name, objective, direction)
+    if not lines:
         raise ConfigError(f"study {study_name!r} has no evaluation yet: nothing to plot")
-    by_id = {r.id: r for r in store.measurements(study_name)}
-    series: dict[str, list[float | None]] = {}
-    for req in requests:
-        rec = by_id.get(req.measurement_id)
-        value = _objective_value(rec.measurement, objective) if rec is not None else None
-        series.setdefault(req.agent or "(no agent)", []).append(value)
-    baseline = _all_gpu_value(by_id.values(), objective)
-    agents = list(series)
+    baseline = _all_gpu_value(store.measurements(study_name), objective)
     fig = _figure(8.0, 4.8)
     ax = fig.add_subplot()
-    better = min if direction == "minimize" else max
     colors = _cycle()
-    for agent in agents:
-        values = series[agent]
-        best: list[float] = []
-        xs: list[int] = []
-        current: float | None = None
-        for i, v in enumerate(values, start=1):
-            if v is not None:
-                current = v if current is None else better(current, v)
-            if current is not None:
-                xs.append(i)
-                best.append(current)
-        failed = sum(1 for v in values if v is None)
+    for line in lines:
+        drawn = [(t, b) for t, b in zip(line.trials, line.best) if b is not None]
         color = next(colors)
-        label = f"{agent} ({plural(len(values), 'evaluation')}" + (f", {failed} failed)" if failed else ")")
-        if xs:
-            ax.step(xs, best, where="post", color=color, linewidth=2, label=label)
-            ok = [(i, v) for i, v in enumerate(values, start=1) if v is not None]
-            ax.scatter([i for i, _ in ok], [v for _, v in ok], s=10, color=color, alpha=0.35, linewidths=0)
+        label = (f"{line.agent} ({plural(len(line.values), 'evaluation')}"
+                 + (f", {line.failed} failed" if line.failed else "") + f", {line.span()})")
+        if drawn:
+            ax.step([t for t, _ in drawn], [b for _, b in drawn], where="post", color=color, linewidth=2, label=label)
+            ok = [(t, v) for t, v in zip(line.trials, line.values) if v is not None]
+            ax.scatter([t for t, _ in ok], [v for _, v in ok], s=10, color=color, alpha=0.35, linewidths=0)
         else:
             ax.plot([], [], color=color, label=label + ": nothing ok")
     if baseline is not None:
         ax.axhline(baseline, color="#555555", linestyle="--", linewidth=1,
                    label=f"all-GPU baseline ({baseline:.4g} {_unit(objective)})")
-    ax.set_xlabel("evaluations of each agent, in order (cache hits included)")
+    ax.set_xlabel("trial of the study, as placetune tune counts it (trial=N, \"converged at trial N\")"
+                  "\nbaselines, every agent and cache hits included, in the order asked")
     ax.set_ylabel(f"best so far: {OBJECTIVE_LABELS.get(objective, objective)}")
     ax.grid(True, alpha=0.3)
     ax.margins(x=0.02)
-    if max(len(series[a]) for a in agents) <= 20:
+    if max(line.trials[-1] for line in lines) <= 20:
         ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="best", fontsize=8)
     _title(fig, f"search progress: best-so-far {objective} "
