@@ -35,3 +35,79 @@ def test_the_whole_network_and_its_segments_give_every_tensor_one_range():
     together = placeholder_ranges(segments)
     # a cut tensor is a segment's input and another's output: it keeps its producer's range
     assert {k: together[k] for k in whole if k in together} == {k: whole[k] for k in whole if k in together}
+
+
+def _input_into_concat():
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 6, 8, 8])
+    nodes = [helper.make_node("Concat", ["x", "y"], ["cat"], axis=1, name="cat"),
+             helper.make_node("Relu", ["y"], ["ry"], name="relu"),
+             helper.make_node("Add", ["cat", "cat"], ["out"], name="add")]
+    return helper.make_graph(nodes, "g", [x, y], [out])
+
+
+def test_a_network_input_read_first_by_a_concat_gets_the_concat_range():
+    """trtexec's setTensorDynamicRange has no loop over network inputs: it sets, layer by layer, each
+    unset input +-2, or +-4 into a concatenation, so an input whose first reader is a Concat is +-4."""
+    ranges = placeholder_ranges([_input_into_concat()])
+    assert ranges["x"] == 4.0 and ranges["y"] == 4.0  # y: the Concat reads it before the Relu
+    assert ranges["cat"] == 4.0 and ranges["ry"] == 4.0
+
+
+class _T:
+    def __init__(self, name):
+        self.name, self.dynamic_range = name, None
+
+    def set_dynamic_range(self, lo, hi):
+        self.dynamic_range = (lo, hi)
+
+
+class _L:
+    def __init__(self, kind, ins, outs):
+        self.type, self.ins, self.outs = kind, ins, outs
+        self.num_inputs, self.num_outputs = len(ins), len(outs)
+
+    def get_input(self, i):
+        return self.ins[i]
+
+    def get_output(self, i):
+        return self.outs[i]
+
+
+class _Net:
+    def __init__(self, inputs, layers):
+        self.inputs, self.layers = inputs, layers
+        self.num_inputs, self.num_layers = len(inputs), len(layers)
+
+    def get_input(self, i):
+        return self.inputs[i]
+
+    def get_layer(self, i):
+        return self.layers[i]
+
+
+class _Trt:
+    class LayerType:
+        CONCATENATION, POOLING, CONVOLUTION = "CONCAT", "POOL", "CONV"
+
+
+def test_the_worker_gives_a_network_input_read_first_by_a_concat_the_concat_range():
+    """As trtexec (TensorRT release/8.5 samples/common/sampleEngines.cpp:384-399): before, the worker
+    set every network input +-2 ahead of the layers, so its INT8 engine quantised such an input with
+    half trtexec's scale."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "placetune" / "backends" / "tensorrt"))
+    try:
+        import worker_build as wb
+    finally:
+        sys.path.pop(0)
+    x, y, cat, conv, unread = _T("x"), _T("y"), _T("cat"), _T("conv"), _T("unread")
+    net = _Net([x, y, unread], [_L("CONCAT", [x, y], [cat]), _L("CONV", [y], [conv])])
+    wb._set_dynamic_ranges(net, _Trt)
+    assert x.dynamic_range == (-4.0, 4.0) and y.dynamic_range == (-4.0, 4.0)
+    assert cat.dynamic_range == (-4.0, 4.0) and conv.dynamic_range == (-4.0, 4.0)
+    assert unread.dynamic_range == (-2.0, 2.0)  # no layer reads it: the +-2 of an input

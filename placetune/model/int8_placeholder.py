@@ -1,8 +1,9 @@
 """trtexec's INT8 dynamic ranges for a network without calibration or Q/DQ nodes, the one rule the
 tensorrt backend's segments and ``placetune build`` give every tensor.
 
-trtexec sets them with ``setTensorDynamicRange`` (samples/common/sampleEngines.cpp): network inputs
-+-2, every layer output +-4, pooling outputs +-2. Applied once over the whole network (or over all of
+trtexec sets them with ``setTensorDynamicRange`` (samples/common/sampleEngines.cpp, release/8.5:384-428,
+the same in 10.3), layer by layer: an unset input +-2 (+-4 into a concatenation), every layer output +-4,
+pooling outputs +-2; so a network input gets +-4 when the first layer reading it is a concatenation. Applied once over the whole network (or over all of
 a pipeline's segments together), a cut tensor gets the range its producer gives it in every segment
 that reads it, as inside the whole network's engine; trtexec's rule applied per segment would give it
 +-2 where it is a segment's input."""
@@ -22,13 +23,18 @@ POOLING = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPo
 
 def placeholder_ranges(graphs: "Iterable[onnx.GraphProto]") -> dict[str, float]:
     """``{tensor: range}`` over ``graphs`` together (one whole network, or every segment of a
-    pipeline): every node output +-4 (+-2 for pooling), every graph input that no node makes +-2."""
+    pipeline): every node output +-4 (+-2 for pooling), every graph input that no node makes +-2,
+    or +-4 when the first node (in order) that reads it is a Concat."""
     ranges: dict[str, float] = {}
     inputs: list[str] = []
+    first_reader: dict[str, str] = {}
     for graph in graphs:
         inputs.extend(i.name for i in graph.input)
         for node in graph.node:
+            for i in node.input:
+                if i:
+                    first_reader.setdefault(i, node.op_type)
             for o in node.output:
                 if o:
                     ranges.setdefault(o, 2.0 if node.op_type in POOLING else 4.0)
-    return {**{i: 2.0 for i in inputs if i not in ranges}, **ranges}
+    return {**{i: 4.0 if first_reader.get(i) == "Concat" else 2.0 for i in inputs if i not in ranges}, **ranges}

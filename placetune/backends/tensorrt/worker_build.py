@@ -114,10 +114,12 @@ def _onnx_name(layer):
 def _set_dynamic_ranges(network, trt, given=None):
     # type: (Any, Any, Optional[Dict[str, float]]) -> None
     """Per-tensor dynamic ranges for INT8 timing without calibration, as trtexec does
-    (samples/common/sampleEngines.cpp setTensorDynamicRange: inputs +-2, outputs +-4,
-    concatenation inputs +-4, pooling outputs +-2). ``given`` (tensor name -> range, the job's
-    ``int8_ranges``) wins: a pipeline segment's cut inputs get the range the full network gives
-    them as intermediates, not the +-2 of a network input."""
+    (samples/common/sampleEngines.cpp setTensorDynamicRange, release/8.5:384-428, the same in 10.3):
+    layer by layer, each unset input +-2 (+-4 into a concatenation), each unset output +-4 (+-2 out
+    of pooling). A network input therefore gets the range of the first layer that reads it: +-4 when
+    that is a concatenation (trtexec sets no network input apart). ``given`` (tensor name -> range,
+    the job's ``int8_ranges``) wins: a pipeline segment's cut inputs get the range the full network
+    gives them as intermediates, not the +-2 of a network input."""
 
     def set_range(tensor, r):
         if tensor is None:
@@ -131,8 +133,6 @@ def _set_dynamic_ranges(network, trt, given=None):
         else:
             tensor.dynamic_range = (-r, r)
 
-    for i in range(network.num_inputs):
-        set_range(network.get_input(i), 2.0)
     for i in range(network.num_layers):
         layer = network.get_layer(i)
         concat = layer.type == trt.LayerType.CONCATENATION
@@ -141,6 +141,8 @@ def _set_dynamic_ranges(network, trt, given=None):
         pooling = layer.type == trt.LayerType.POOLING
         for j in range(layer.num_outputs):
             set_range(layer.get_output(j), 2.0 if pooling else 4.0)
+    for i in range(network.num_inputs):  # one no layer reads (trtexec leaves it unset): the +-2 of an input
+        set_range(network.get_input(i), 2.0)
 
 
 def calibration_scales(path):
