@@ -136,13 +136,53 @@ def test_an_unreadable_rail_is_left_out_and_a_missing_total_rail_makes_power_unk
     root = _tree(tmp_path, "orin-nx")
     (root / ORIN_NX_0040 / "curr1_input").unlink()  # VDD_IN cannot be read
     assert [r.name for r in discover_rails(root)] == ["VDD_CPU_GPU_CV", "VDD_SOC"]
-    with PowerSampler(root=root, interval_s=0.005) as ps:  # default total: the sum of what is there
+    # VDD_CPU_GPU_CV and VDD_SOC are inside VDD_IN: their sum leaves the memory, IO and regulators
+    # out, so the module's power is unknown (not that sum) and the reason names VDD_IN and why
+    with PowerSampler(root=root, interval_s=0.005) as ps:
         time.sleep(0.01)
-    assert ps.reading().mean_w == pytest.approx(5.016 * (0.352 + 0.280))
+    r = ps.reading()
+    assert not ps.available and r.mean_w is None and r.total_rails == ["VDD_IN"]
+    assert "VDD_IN" in r.reason and "curr1_input" in r.reason and "cannot be read" in r.reason
+    assert energy_per_inference_mj(r.mean_w, qps=100.0) is None
     with PowerSampler(root=root, interval_s=0.005, total_rails=["VDD_IN"]) as ps:
         time.sleep(0.01)
     r = ps.reading()
     assert not ps.available and r.mean_w is None and "VDD_IN" in r.reason
+
+
+def test_the_input_rail_is_required_where_rails_inside_it_are_found():
+    assert default_total_rails(["VDD_CPU_GPU_CV", "VDD_SOC"]) == ["VDD_IN"]
+    assert default_total_rails(["POM_5V_GPU", "POM_5V_CPU"]) == ["POM_5V_IN"]
+    # AGX Orin: VDDQ_VDD2_1V8AO is inside VIN_SYS_5V0, which the total then needs
+    assert default_total_rails(["VDD_GPU_SOC", "VDD_CPU_CV", "VDDQ_VDD2_1V8AO"]) == \
+        ["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"]
+    assert default_total_rails(["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"]) == \
+        ["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"]  # JetPack releases that list only the 0x40 rails
+
+
+@pytest.mark.parametrize("case", ["orin-nx-absent", "orin-nx-garbage", "xavier-nx-unreadable", "orin-agx-5v"])
+def test_a_total_rail_absent_or_unreadable_makes_the_module_power_unknown(case, tmp_path):
+    module = case.rsplit("-", 1)[0] if case != "orin-agx-5v" else "orin-agx"
+    root = _tree(tmp_path, module)
+    if case == "orin-nx-absent":  # no VDD_IN channel at all, where the module's table has one
+        (root / ORIN_NX_0040 / "in1_label").unlink()
+        rail, why = "VDD_IN", "not found"
+    elif case == "orin-nx-garbage":  # the node is there but does not read as a number
+        (root / ORIN_NX_0040 / "curr1_input").write_text("busy\n")
+        rail, why = "VDD_IN", "curr1_input"
+    elif case == "xavier-nx-unreadable":
+        base = root / "sys/bus/i2c/drivers/ina3221x/7-0040/iio:device0"
+        for f in ("in_power0_input", "in_current0_input"):
+            (base / f).unlink()
+        rail, why = "VDD_IN", "cannot be read"
+    else:
+        (root / ORIN_AGX_0040 / "curr3_input").write_text("")
+        rail, why = "VIN_SYS_5V0", "cannot be read"
+    with PowerSampler(root=root, interval_s=0.005) as ps:
+        time.sleep(0.01)
+    r = ps.reading()
+    assert r.mean_w is None and rail in r.total_rails
+    assert rail in r.reason and why in r.reason
 
 
 def test_total_rails_can_be_chosen():

@@ -305,8 +305,15 @@ def test_one_dla_engine_whose_placement_cannot_be_read_does_not_stop_the_night(c
         fresh(dla, unknown)
 
 
-def test_a_board_without_power_rails_stops_an_energy_study_at_its_first_build(tmp_path):
+@pytest.mark.parametrize("board", ["no-rails", "vdd-in-unreadable"])
+def test_a_board_without_power_rails_stops_an_energy_study_at_its_first_build(board, tmp_path):
+    """No rails, or an Orin NX whose VDD_IN (the module's input) cannot be read: the rails inside it
+    do not add up to the module's power, so there is no energy figure and the study stops."""
     fakes = Path(__file__).parent / "fakes"
+    rails = tmp_path / board
+    if board == "vdd-in-unreadable":
+        shutil.copytree(fakes / "sysfs" / "orin-nx", rails)
+        (rails / "sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon1/curr1_input").unlink()
     study = tmp_path / "energy.toml"
     shutil.copy(DATA / "seed_model_gn.onnx.gz", tmp_path)  # a study file's paths stay in its folder
     study.write_text(f"""[study]
@@ -320,7 +327,7 @@ trials = 4
 storage = "sqlite:///{tmp_path / 'pt.db'}"
 [backend_options]
 trtexec = "{fakes / 'trtexec'}"
-power_root = "{tmp_path / 'no-rails'}"
+power_root = "{rails}"
 warmup_ms = 5
 duration_s = 0.2
 [backend_options.env]
@@ -333,7 +340,11 @@ PLACETUNE_FAKE_TRTEXEC_VERSION = "10.3.0"
                           cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     line = _stopped(proc, "objective")
-    assert "no energy figure" in line and "power rails" in line
+    if board == "no-rails":
+        assert "no energy figure" in line and "power rails" in line
+    else:
+        assert "no energy figure" in line and "rail VDD_IN was found but cannot be read" in line
+        assert "curr1_input" in line
 
 
 def test_a_study_refuses_to_resume_under_another_power_mode(tmp_path):

@@ -27,7 +27,11 @@ all four AGX Orin rails; the Developer Guide's rail table says not to (sources p
 :data:`SUB_RAILS` and in ``docs/power-modes.md``, "Energy"). Pass ``total_rails`` to choose.
 
 Where no rail can be read (not a Jetson, a container without ``/sys``, no permission) the
-power and the energy are **unknown** (None), never zero.
+power and the energy are **unknown** (None), never zero. So are they where a rail of the module
+total cannot be read or is absent while rails inside it are found (Orin NX's ``VDD_IN`` with its
+``VDD_CPU_GPU_CV`` and ``VDD_SOC``): the sum of the inner rails leaves the memory, IO and
+regulators out, a figure lower than the module's that would pass for it. The reading's
+``reason`` names the rail and why (its file, the error).
 
 Layouts and names come from the Linux ``ina3221`` hwmon documentation and public Jetson
 rail tables (energymon ``JetsonPowerRails.md``, jetson-stats); they were checked against
@@ -44,7 +48,7 @@ power of exactly that window::
     energy = energy_per_inference_mj(reading.mean_w, ms_per_inference=reply["ms_per_inference"])
 
 Example:
-    >>> from placetune.power import PowerSampler, energy_per_inference_mj
+    >>> from placetune.hardware.power import PowerSampler, energy_per_inference_mj
     >>> with PowerSampler(root="tests/fakes/sysfs/orin-nx", interval_s=0.01) as ps:  # doctest: +SKIP
     ...     run_inferences()
     >>> r = ps.reading()                                                       # doctest: +SKIP
@@ -146,6 +150,26 @@ class Rail:
     voltage_path: str | None = None
     current_path: str | None = None
 
+    def problem(self) -> str | None:
+        """Why :meth:`read_w` gives None (the file and the error), None when it reads."""
+        paths = [self.power_path] if self.power_path is not None else []
+        if not paths or _read_number(paths[0]) is None:
+            paths += [p for p in (self.voltage_path, self.current_path) if p is not None]
+        for path in paths:
+            try:
+                with open(path, "rb") as fh:
+                    text = fh.read(64).decode("ascii", "replace").strip()
+            except OSError as exc:
+                return f"{os.path.basename(path)} cannot be read ({exc.strerror or exc})"
+            try:
+                float(text)
+            except ValueError:
+                if path != self.power_path or self.voltage_path is None:
+                    return f"{os.path.basename(path)} cannot be read as a number ({text[:20]!r})"
+        if self.read_w() is not None:
+            return None
+        return f"{os.path.basename(str(self.power_path))} is not a number and no voltage and current read"
+
     def read_w(self) -> float | None:
         """Instantaneous power in watts (None when a file cannot be read)."""
         if self.power_path is not None:
@@ -172,8 +196,9 @@ def _hwmon_rails(base: str) -> list[Rail]:
         label = _read_text(label_path)
         curr = os.path.join(base, f"curr{ch}_input")
         volt = os.path.join(base, f"in{ch}_input")
-        if label is None or label.upper() in _SKIP_LABELS or not os.path.exists(curr) or not os.path.exists(volt):
+        if label is None or label.upper() in _SKIP_LABELS or not 1 <= ch <= 3:
             continue  # unconnected channel, or the shunt-voltage sum (in7) that has no current
+        # a labelled channel whose files are missing is kept: unreadable, not absent (discover_rails)
         rails.append(Rail(label, device, ch, "hwmon", voltage_path=volt, current_path=curr))
     return rails
 
@@ -193,6 +218,8 @@ def _iio_rails(base: str) -> list[Rail]:
         volt = os.path.join(base, f"in_voltage{ch}_input")
         curr = os.path.join(base, f"in_current{ch}_input")
         if not os.path.exists(power) and not (os.path.exists(volt) and os.path.exists(curr)):
+            # named but not readable: kept with its files, so that discover_rails says which is missing
+            rails.append(Rail(label, device, ch, "iio", power_path=power, voltage_path=volt, current_path=curr))
             continue
         rails.append(Rail(label, device, ch, "iio", power_path=power if os.path.exists(power) else None,
                           voltage_path=volt if os.path.exists(volt) else None,
@@ -211,6 +238,11 @@ def discover_rails(root: str | os.PathLike[str] = "/") -> list[Rail]:
         >>> [r.name for r in discover_rails("tests/fakes/sysfs/xavier-nx")]  # doctest: +SKIP
         ['VDD_IN', 'VDD_CPU_GPU_CV', 'VDD_SOC']
     """
+    return _scan(root)[0]
+
+
+def _scan(root: str | os.PathLike[str]) -> tuple[list[Rail], dict[str, str]]:
+    """The readable rails, and ``{name: why}`` of the labelled rails that cannot be read now."""
     root = str(root)
     rails: list[Rail] = []
     for base in sorted(glob.glob(os.path.join(root, HWMON_GLOB))):
@@ -219,30 +251,41 @@ def discover_rails(root: str | os.PathLike[str] = "/") -> list[Rail]:
         rails.extend(_iio_rails(base))
     seen: set[str] = set()
     out = []
+    unreadable: dict[str, str] = {}
     for r in rails:
         key = r.name if r.name not in seen else f"{r.name}@{r.device}:{r.channel}"
         seen.add(key)
         if r.read_w() is None:
+            unreadable[key] = f"{r.device} channel {r.channel}: {r.problem()}"
             log.debug("power rail %s (%s) is not readable: left out", r.name, r.device)
             continue
         out.append(r if key == r.name else Rail(key, r.device, r.channel, r.kind, r.power_path,
                                                 r.voltage_path, r.current_path))
-    return out
+    return out, unreadable
 
 
 def default_total_rails(names: list[str]) -> list[str]:
     """The rails whose sum is the module's power: an input rail alone (``VDD_IN``,
     ``POM_5V_IN``, ``5V_IN``) when there is one, else every rail that is not inside another
-    rail of ``names`` (:data:`SUB_RAILS`: AGX Orin's ``VDDQ_VDD2_1V8AO`` is inside ``VIN_SYS_5V0``).
+    rail (:data:`SUB_RAILS`: AGX Orin's ``VDDQ_VDD2_1V8AO`` is inside ``VIN_SYS_5V0``).
+
+    A rail inside another is never summed: where ``names`` has it without the rail it is inside
+    (``VDD_SOC`` without ``VDD_IN``: unreadable or absent), that outer rail is still in the
+    total, and the sampler then gives the power as unknown, not as the inner rails' sum.
 
     Example:
         >>> default_total_rails(["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"])
         ['VDD_GPU_SOC', 'VDD_CPU_CV', 'VIN_SYS_5V0']
+        >>> default_total_rails(["VDD_CPU_GPU_CV", "VDD_SOC"])
+        ['VDD_IN']
     """
     for n in INPUT_RAILS:
         if n in names:
             return [n]
-    return [n for n in names if SUB_RAILS.get(n) not in names]
+    outer = list(dict.fromkeys(SUB_RAILS[n] for n in names if n in SUB_RAILS))
+    if any(n in INPUT_RAILS for n in outer):
+        return [n for n in outer if n in INPUT_RAILS][:1]
+    return [n for n in names if n not in SUB_RAILS] + [n for n in outer if n not in names]
 
 
 def energy_per_inference_mj(power_w: float | None, *, qps: float | None = None,
@@ -325,7 +368,7 @@ class PowerSampler:
             raise ValueError("interval_s must be > 0")
         self.root = str(root if root is not None else os.environ.get("PLACETUNE_SYSFS_ROOT", "/"))
         self.interval_s = float(interval_s)
-        self.rails = list(rails) if rails is not None else discover_rails(self.root)
+        self.rails, self._unreadable = (list(rails), {}) if rails is not None else _scan(self.root)
         names = [r.name for r in self.rails]
         self.total_rails = list(total_rails) if total_rails is not None else default_total_rails(names)
         self._missing_total = [n for n in self.total_rails if n not in names]
@@ -399,6 +442,20 @@ class PowerSampler:
         with self._lock:
             return list(self._samples)
 
+    def _missing_reason(self) -> str:
+        """Why the module power is unknown: each total rail that was not read, and why."""
+        names = [r.name for r in self.rails]
+        parts = []
+        for n in self._missing_total:
+            inner = [x for x in names if SUB_RAILS.get(x) == n]
+            why = (f"rail {n} was found but cannot be read ({self._unreadable[n]})" if n in self._unreadable
+                   else f"rail {n} not found")
+            if inner:
+                why += (f"; {', '.join(inner)} {'is' if len(inner) == 1 else 'are'} inside it, so their sum"
+                        f" is not the module's power")
+            parts.append(why)
+        return "; ".join(parts) + f"; rails here: {', '.join(names) or 'none'}"
+
     def reading(self, start: float | None = None, end: float | None = None) -> PowerReading:
         """Mean power over ``[start, end]`` (``time.monotonic()`` values; default: all samples).
 
@@ -408,9 +465,7 @@ class PowerSampler:
             return PowerReading(None, reason=f"no INA3221 power rails under {self.root} "
                                 "(sys/bus/i2c/drivers/ina3221*/): not a Jetson, or /sys is not readable here")
         if self._missing_total:
-            return PowerReading(None, total_rails=self.total_rails,
-                                reason=f"rail(s) {', '.join(self._missing_total)} not found; rails here: "
-                                f"{', '.join(r.name for r in self.rails)}")
+            return PowerReading(None, total_rails=self.total_rails, reason=self._missing_reason())
         samples = self.samples
         lo = start if start is not None else (samples[0][0] if samples else 0.0)
         hi = end if end is not None else (samples[-1][0] if samples else 0.0)
