@@ -9,6 +9,7 @@ with ``PLACETUNE_FUZZ_SEED=N python -m pytest -q -p no:cacheprovider tests/test_
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from placetune.cli.main import main
@@ -178,10 +179,11 @@ def test_an_evaluator_store_of_another_type_is_refused_and_writes_no_file(tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("entry", [0.5, float("nan"), float("inf"), None, "", [0], b"GPU"])
+@pytest.mark.parametrize("entry", [0.5, float("nan"), float("inf"), None, "", [0], b"GPU", True, False, np.True_])
 def test_an_assignment_entry_that_is_no_device_index_is_refused(entry, evaluator):
     """``Space.to_placement`` read 0.5 as device 0 (a placement nobody asked for) and raised ValueError for NaN,
-    TypeError for None; each is a PlacementError naming the unit and what an entry may be."""
+    TypeError for None; each is a PlacementError naming the unit and what an entry may be. A bool (a mask
+    passed for an action) was read as device 1 or 0, which the environments refuse."""
     from placetune.errors import PlacementError, UnknownNameError
 
     space = evaluator.space(granularity="layer")

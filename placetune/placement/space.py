@@ -254,8 +254,9 @@ class Space:
                 self.device_index(d)
             else:
                 # an integer (0.0 too); 0.5 was read as 0 and NaN raised ValueError
-                whole = isinstance(a, (int, np.integer)) or (isinstance(a, (float, np.floating))
-                                                             and math.isfinite(a) and float(a).is_integer())
+                # a bool is an int to Python; True read as device 1 (a mask passed for an action)
+                whole = not isinstance(a, bool) and (isinstance(a, (int, np.integer)) or (
+                    isinstance(a, (float, np.floating)) and math.isfinite(a) and float(a).is_integer()))
                 if not whole:
                     raise PlacementError(f"unit {u.name!r}: a device index is an integer from 0 to "
                                          f"{len(self.devices) - 1} or a device name ({', '.join(self.devices)}), "
