@@ -51,6 +51,7 @@ def fast(monkeypatch):
     monkeypatch.setattr(busy, "INTERVAL_S", 0.0)
     monkeypatch.setattr(busy, "WAIT_POLL_S", 0.0)
     monkeypatch.setattr(busy, "WAIT_S", 0.0)
+    monkeypatch.setattr(busy, "SETTLE_S", 0.0)
 
 
 def _ev(tmp_path: Path) -> tuple[TensorRTBackend, Evaluator]:
@@ -111,7 +112,7 @@ def test_a_job_contended_twice_is_marked_and_measured_again_when_asked_again(tmp
     m = ContentionWatch(root=tmp_path / "sys", sleep=waited).run(job)
     assert len(ran) == 2  # run again once, when idle
     assert not m.ok and m.extra["failure_class"] == "gpu_contended" and measured_again(m)
-    assert "45, 45, 45 % right after this job" in m.extra["gpu_contended"] and "are not kept" in (m.reason or "")
+    assert "45, 45, 45 % right after this job and stayed busy" in m.extra["gpu_contended"] and "are not kept" in (m.reason or "")
 
 
 def test_a_gpu_that_stays_busy_stops_the_evaluator_as_a_signal_does(tmp_path, monkeypatch, fast):
@@ -169,3 +170,28 @@ def test_a_night_whose_gpu_another_process_takes_stops_with_8_its_plan_exported_
     assert len(jobs) == 2  # the contended job was not run again beside the other work
     assert "stopped: the GPU stayed busy" in out and "Resume with: placetune tune" in out, out
     assert (tmp_path / "plan.json").is_file()  # the first job's plan, measured alone
+
+
+def test_a_load_figure_that_falls_within_the_settle_time_after_a_job_is_the_job_s_own(tmp_path):
+    """The load a Jetson reports can lag the work (an average over a window that may still hold the job's
+    last moments): a load still busy at the first reads after a job but idle within SETTLE_S is placetune's
+    own, not another process's; one busy through the whole settle time is."""
+    load = _load_node(tmp_path)
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        now[0] += max(s, 0.2)
+        if falls_after is not None and len(sleeps) == falls_after:
+            load.write_text("0\n")
+
+    watch = ContentionWatch(tmp_path / "sys", sleep=sleep, clock=lambda: now[0])
+    for falls_after in (4, None):
+        load.write_text("450\n")
+        sleeps.clear()
+        why = watch.after()
+        if falls_after is None:
+            assert why is not None and "right after this job" in why and now[0] >= busy.SETTLE_S
+        else:
+            assert why is None, why

@@ -67,6 +67,12 @@ JOB_SAMPLES = 3
 #: How long (seconds) a run waits for the GPU to be idle again before it stops, and how often it re-reads.
 WAIT_S = 600.0
 WAIT_POLL_S = 10.0
+#: How long (seconds) after a job its own load may still show before the GPU counts as another process's:
+#: the load a Jetson reports is an average over a window (nvgpu's PMU counters since the last read) that
+#: can still hold the job's last moments. Not measured on a board: chosen well above the 0.2-0.6 s such a
+#: window lags, so that a lagging figure never marks a healthy board's every job as contended (a second
+#: or two of reads after a job on a board that is busy; one read on an idle one).
+SETTLE_S = 3.0
 
 
 def gpu_load(root: str | Path | None = None) -> float | None:
@@ -175,17 +181,21 @@ class ContentionWatch:
             f"tegrastats shows the GPU's load) and resume; to tune beside it on purpose, set {SHARED_ENV}=1")
 
     def after(self) -> str | None:
-        """Why the job just run was likely timed beside another process's work (the GPU busy right after
-        it, once placetune's own load has had :data:`INTERVAL_S` to fall), None when idle. Off a Jetson
-        (no load read) it costs nothing."""
+        """Why the job just run was likely timed beside another process's work (the GPU still busy
+        :data:`SETTLE_S` seconds after it, every read; placetune's own load may show for a while after its
+        work ends), None when an idle read comes first. Off a Jetson (no load read) it costs nothing."""
         if gpu_load(self.root) is None:
             return None
-        self.sleep(INTERVAL_S)
-        seen = self._busy()
-        if seen is None:
-            return None
-        return (f"the GPU's load read {_loads(seen)} % right after this job, so another process ran on it while "
-                "it was timed")
+        end = self.clock() + SETTLE_S
+        while True:
+            self.sleep(INTERVAL_S)
+            seen = self._busy()
+            if seen is None:
+                return None
+            if self.clock() >= end:
+                break
+        return (f"the GPU's load read {_loads(seen)} % right after this job and stayed busy {SETTLE_S:g} s, so "
+                "another process ran on it while it was timed")
 
     def run(self, job: Callable[[], Measurement]) -> Measurement:
         """``job()`` run when the GPU is idle; when it was busy right after, the job is run once more when
