@@ -12,6 +12,7 @@ from placetune.safetext import mask_secrets
 
 __all__ = [
     "PlacetuneError",
+    "GpuContended",
     "ModelError",
     "ShapeError",
     "UnknownNameError",
@@ -116,6 +117,18 @@ class StopRequested(Exception):
     def __init__(self, *args: object) -> None:
         super().__init__(*args)
         self.notes: list[str] = []
+
+
+class GpuContended(StopRequested):
+    """Another process kept the GPU busy between a real backend's jobs longer than the run waits for it
+    (:mod:`placetune.backends.busy`): the run stops as on a signal (what was measured is stored, the plan
+    exported, the resume command printed), with exit status 8 rather than a signal's.
+
+    Attributes:
+        exit_code: 8, the backend's exit status.
+    """
+
+    exit_code = 8
 
 
 class Interrupted(KeyboardInterrupt):

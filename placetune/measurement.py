@@ -124,6 +124,7 @@ class Extra(TypedDict, total=False):
     # ---- the Jetson backends' clocks (placetune/backends/clocks.py)
     clocks: dict[str, Any]  # {"before", "after": snapshots around its timed part, "span": "timing"|"measurement"}
     clocks_untrusted: str  # why the clocks were not the run's: the measurement is not kept as a figure
+    gpu_contended: str  # why another process's GPU work likely ran during it (placetune/backends/busy.py): not kept
     overlap_s: float  # replicas: how long all instances ran together
     # ---- the evaluator
     cache_hit: bool  # answered from the store

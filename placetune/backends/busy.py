@@ -17,8 +17,21 @@ which jtop reads as the GPU's load (rbonghi/jetson_stats ``jtop/core/gpu.py``: `
 ``<device>/load`` and divides it by 10; the device is the devfreq node's ``device`` link, ``find_igpu``).
 Off a Jetson, or where the file cannot be read, nothing is said and nothing stops (``None``).
 
-Not seen: work that starts later in the night (the load is read once, before the first build: during the
-night the load is placetune's own); a process that uses only a DLA (no DLA load file is readable without
+Work that starts later in the night (a camera pipeline started at 2 am) is watched between placetune's own
+jobs (:class:`ContentionWatch`, called around each job by :meth:`placetune.backends.jetson.JetsonBackend.clocked`):
+the GPU is idle between them, so a load read then is another process's. Before each job the load is read
+:data:`JOB_SAMPLES` times; when every read is busy the run says so once (a ``GPU BUSY`` warning naming the
+load), then waits for the GPU to be idle again, re-reading every :data:`WAIT_POLL_S` seconds up to
+:data:`WAIT_S`; when it stays busy the run stops as on a signal (:class:`~placetune.errors.GpuContended`:
+what was measured is stored, the plan exported, the resume command printed; exit status 8). Right after each
+job (after :data:`INTERVAL_S` for placetune's own load to fall) the load is read again: when it is busy, the
+other work most likely ran during the timing, and the measurement is not kept as a figure (:func:`contended`:
+``failure_class`` ``gpu_contended``, measured again when asked for, as one under moved clocks); the job is
+run once more when the GPU is idle again, and kept when the load after it is idle. With :data:`SHARED_ENV`
+``1`` none of this runs.
+
+Not seen: work that starts and ends inside one job (its load is never read between jobs); a process that
+uses only a DLA (no DLA load file is readable without
 root: the DLA clocks are in debugfs, :mod:`placetune.backends.clocks`). A DeepStream pipeline whose
 ``nvinfer`` runs on a DLA still pre-processes on the GPU and is seen by its GPU load. The threshold and the
 sampling are chosen, not measured on a board. Checked against a fake sysfs tree only.
@@ -30,9 +43,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from placetune.backends import clocks
+import logging
 
-__all__ = ["gpu_load", "gpu_busy", "BUSY_PERCENT", "SAMPLES", "INTERVAL_S", "SHARED_ENV"]
+from placetune.backends import clocks
+from placetune.errors import GpuContended
+from placetune.measurement import Measurement
+
+__all__ = ["gpu_load", "gpu_busy", "busy_loads", "contended", "ContentionWatch", "BUSY_PERCENT", "SAMPLES",
+           "INTERVAL_S", "SHARED_ENV", "JOB_SAMPLES", "WAIT_S", "WAIT_POLL_S"]
+
+log = logging.getLogger(__name__)
 
 #: The load (percent) every sample must reach for the GPU to count as busy with another process's work.
 BUSY_PERCENT = 10.0
@@ -42,6 +62,17 @@ SAMPLES = 5
 INTERVAL_S = 0.2
 #: The environment variable that lets a run time its engines beside another process's GPU work (``1``).
 SHARED_ENV = "PLACETUNE_SHARED_GPU"
+#: How many times the load is read before and after each job (the start check reads :data:`SAMPLES`).
+JOB_SAMPLES = 3
+#: How long (seconds) a run waits for the GPU to be idle again before it stops, and how often it re-reads.
+WAIT_S = 600.0
+WAIT_POLL_S = 10.0
+#: How long (seconds) after a job its own load may still show before the GPU counts as another process's:
+#: the load a Jetson reports is an average over a window (nvgpu's PMU counters since the last read) that
+#: can still hold the job's last moments. Not measured on a board: chosen well above the 0.2-0.6 s such a
+#: window lags, so that a lagging figure never marks a healthy board's every job as contended (a second
+#: or two of reads after a job on a board that is busy; one read on an idle one).
+SETTLE_S = 3.0
 
 
 def gpu_load(root: str | Path | None = None) -> float | None:
@@ -65,6 +96,20 @@ def gpu_busy(root: str | Path | None = None, samples: int = SAMPLES, interval_s:
     """Why the GPU is busy with another process's work (every one of ``samples`` reads of its load at
     least :data:`BUSY_PERCENT`), None when it is not or its load cannot be read. Stops reading at the
     first sample below the threshold (an idle board costs one read)."""
+    seen = busy_loads(root, samples, interval_s, sleep)
+    if seen is None:
+        return None
+    return (f"the GPU is busy before placetune built anything: its load read {', '.join(f'{x:g}' for x in seen)} % "
+            f"over {interval_s * (len(seen) - 1):g} s (class/devfreq/<gpu>/device/load), so another process (a "
+            "DeepStream pipeline, another tune or benchmark) runs on it and every timing would include its work; "
+            "stop it (jtop or tegrastats shows the GPU's load) and run again, or, to tune beside work the deployment "
+            f"will also run, set {SHARED_ENV}=1 (the study then records gpu_shared and keeps those timings apart)")
+
+
+def busy_loads(root: str | Path | None = None, samples: int = SAMPLES, interval_s: float = INTERVAL_S,
+               sleep: Callable[[float], None] = time.sleep) -> list[float] | None:
+    """The loads read (percent) when every one of ``samples`` reads is at least :data:`BUSY_PERCENT`, else
+    None (also when the load cannot be read); stops at the first read below it."""
     seen: list[float] = []
     for i in range(max(1, samples)):
         if i:
@@ -73,8 +118,99 @@ def gpu_busy(root: str | Path | None = None, samples: int = SAMPLES, interval_s:
         if load is None or load < BUSY_PERCENT:
             return None
         seen.append(load)
-    return (f"the GPU is busy before placetune built anything: its load read {', '.join(f'{x:g}' for x in seen)} % "
-            f"over {interval_s * (len(seen) - 1):g} s (class/devfreq/<gpu>/device/load), so another process (a "
-            "DeepStream pipeline, another tune or benchmark) runs on it and every timing would include its work; "
-            "stop it (jtop or tegrastats shows the GPU's load) and run again, or, to tune beside work the deployment "
-            f"will also run, set {SHARED_ENV}=1 (the study then records gpu_shared and keeps those timings apart)")
+    return seen
+
+
+def _loads(seen: list[float]) -> str:
+    return ", ".join(f"{x:g}" for x in seen)
+
+
+def contended(m: Measurement, why: str) -> Measurement:
+    """``m`` marked as timed beside another process's GPU work: a ``runtime_failed`` measurement
+    (``failure_class`` ``gpu_contended``, ``extra["gpu_contended"]``: why) whose reason says what its
+    median was, never ranked, exported or kept as a figure; a failed ``m`` keeps its own status."""
+    m.extra["gpu_contended"] = why
+    if not m.ok:
+        m.extra.setdefault("notes", []).append(f"GPU contended: {why}")
+        return m
+    extra = dict(m.extra)
+    extra["failure_class"] = "gpu_contended"
+    return Measurement.failure(
+        "runtime_failed", f"GPU contended: {why}; its figures (median {m.latency_ms.get('median')!r} ms) are not kept",
+        requested=m.requested, realized=m.realized, dla_loadables=m.dla_loadables, fallback=m.fallback,
+        build_seconds=m.build_seconds, simulated=m.simulated, backend=m.backend, mode=m.mode,
+        precision=m.precision, batch=m.batch, extra=extra)
+
+
+class ContentionWatch:
+    """Another process's GPU work between one real backend's jobs (see the module docstring):
+    :meth:`run` around each job."""
+
+    def __init__(self, root: str | Path | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.root = root
+        self.sleep = sleep
+        self.clock = clock
+        self.warned = False
+
+    def _busy(self) -> list[float] | None:
+        return busy_loads(self.root, JOB_SAMPLES, INTERVAL_S, self.sleep)
+
+    def wait_until_idle(self) -> None:
+        """Return once the GPU is idle (at once when it is, or its load cannot be read); say it once when
+        it is not, and stop the run (:class:`GpuContended`) when it stays busy :data:`WAIT_S` seconds."""
+        seen = self._busy()
+        if seen is None:
+            return
+        if not self.warned:
+            self.warned = True
+            log.warning("GPU BUSY: the GPU's load read %s %% between placetune's jobs, so another process (a "
+                        "DeepStream or camera pipeline, another job) now runs on it; waiting up to %g s for it to "
+                        "end before timing anything more: stop it (jtop or tegrastats shows the GPU's load), or "
+                        "to tune beside it run again with %s=1", _loads(seen), WAIT_S, SHARED_ENV)
+        end = self.clock() + WAIT_S
+        while self.clock() < end:
+            self.sleep(WAIT_POLL_S)
+            again = self._busy()
+            if again is None:
+                return
+            seen = again
+        raise GpuContended(
+            f"the GPU stayed busy with another process's work for {WAIT_S:g} s between placetune's jobs (its load "
+            f"read {_loads(seen)} %), so the run stopped rather than time beside it: stop that process (jtop or "
+            f"tegrastats shows the GPU's load) and resume; to tune beside it on purpose, set {SHARED_ENV}=1")
+
+    def after(self) -> str | None:
+        """Why the job just run was likely timed beside another process's work (the GPU still busy
+        :data:`SETTLE_S` seconds after it, every read; placetune's own load may show for a while after its
+        work ends), None when an idle read comes first. Off a Jetson (no load read) it costs nothing."""
+        if gpu_load(self.root) is None:
+            return None
+        end = self.clock() + SETTLE_S
+        while True:
+            self.sleep(INTERVAL_S)
+            seen = self._busy()
+            if seen is None:
+                return None
+            if self.clock() >= end:
+                break
+        return (f"the GPU's load read {_loads(seen)} % right after this job and stayed busy {SETTLE_S:g} s, so "
+                "another process ran on it while it was timed")
+
+    def run(self, job: Callable[[], Measurement]) -> Measurement:
+        """``job()`` run when the GPU is idle; when it was busy right after, the job is run once more when
+        idle, and marked :func:`contended` when busy after that one too.
+
+        Raises:
+            GpuContended: the GPU stayed busy :data:`WAIT_S` seconds before a job.
+        """
+        self.wait_until_idle()
+        m = job()
+        why = self.after()
+        if why is None:
+            return m
+        log.warning("GPU CONTENDED: %s; this measurement is not kept, the job runs again when the GPU is idle", why)
+        self.wait_until_idle()
+        m = job()
+        why = self.after()
+        return m if why is None else contended(m, why)

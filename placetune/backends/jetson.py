@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from placetune.backends.base import BackendBase, Capabilities
 from placetune.backends import clocks, oom
 from placetune.backends.clocks import ClockWatch, Snapshot, mode_not_applied, snapshot
-from placetune.backends.busy import SHARED_ENV, gpu_busy
+from placetune.backends.busy import SHARED_ENV, ContentionWatch, gpu_busy
 from placetune.backends.mode_applied import (NOT_CHECKED, cpu_not_applied, gpu_uncapped_not_applied,
                                              parse_nvpmodel_caps)
 from placetune.backends.onnx_prep import prepare_onnx, source_has_qdq, source_qdq_fp32
@@ -90,12 +90,27 @@ class JetsonBackend(BackendBase):
         """The clocks of this backend's run (the first snapshot is the run's reference)."""
         return ClockWatch()
 
+    @cached_property
+    def contention(self) -> ContentionWatch:
+        """Another process's GPU work between this backend's jobs (:mod:`placetune.backends.busy`)."""
+        return ContentionWatch()
+
     def clocked(self, measure: Callable[[], Measurement]) -> Measurement:
         """``measure()`` with the clocks read just before and just after it, recorded in its
         ``extra["clocks"]`` and judged (:meth:`ClockWatch.judge`: marked untrusted when they moved,
         BackendError when they stay moved); unchanged off a Jetson. Where ``measure`` says which
         part of it is timed (:meth:`ClockWatch.timing`, :meth:`ClockWatch.timed`), the snapshots
-        around that part are judged instead: a clock that moved during the build only is harmless."""
+        around that part are judged instead: a clock that moved during the build only is harmless.
+
+        Unless the run shares the GPU on purpose (:attr:`gpu_shared`), ``measure`` runs only when the GPU
+        is idle of other processes' work, and again when it was busy right after
+        (:meth:`ContentionWatch.run <placetune.backends.busy.ContentionWatch.run>`: GpuContended, exit 8,
+        when it stays busy)."""
+        if self.gpu_shared:
+            return self._clocked_once(measure)
+        return self.contention.run(lambda: self._clocked_once(measure))
+
+    def _clocked_once(self, measure: Callable[[], Measurement]) -> Measurement:
         watch = self.clock_watch
         before = watch.read()
         kills = oom.oom_kills()  # a SIGKILL while the kernel's count rises is out of memory (oom.judge_kill)

@@ -154,6 +154,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if output_lost() is not None:  # said where it stopped on standard error, the one output left
         error_line(f"placetune: the tune stopped after {outcome.trials_done} of {plural(cfg.trials, 'trial')}; "
                    f"everything measured is stored. Resume with: {hint}")
+    if outcome.exit_code is not None:  # 8: another process kept the GPU busy (stored, exported, resumable)
+        return outcome.exit_code
     return 128 + (outcome.signal or 2) if outcome.interrupted else 0  # 130 Ctrl-C, 143 SIGTERM
 
 

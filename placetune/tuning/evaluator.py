@@ -18,7 +18,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from placetune.errors import ConfigError, PlacementError, StopRequested
+from placetune.errors import ConfigError, GpuContended, PlacementError, StopRequested
 from placetune.measurement import Measurement
 from placetune.model.model import Model
 from placetune.tuning.objectives import Objective, best_stored
@@ -131,6 +131,8 @@ class Evaluator:
         self._callbacks: list[Callable[[Placement, Measurement], None]] = []
         self._activity: list[Callable[[str], None]] = []
         self._stop = False
+        #: what stopped the run from the backend (another process kept the GPU busy), None otherwise
+        self.stop_cause: GpuContended | None = None
         self._baseline: Measurement | None = None
         #: fleet mode (:class:`placetune.tuning.fleet_claims.Claims`): claim a realised placement before
         #: measuring it, so that two workers never measure the same one
@@ -249,9 +251,10 @@ class Evaluator:
             except InfeasiblePlacement as exc:
                 m = Measurement.failure("infeasible", str(exc), requested=placement.as_dict(),
                                         realized=r.realized.as_dict(), simulated=self.backend.simulated)
-            except BaseException:
+            except BaseException as exc:
                 if self.claims is not None:  # fleet: another worker may measure it
                     self.claims.release(self, key)
+                self._stopped_by(exc)
                 raise
             if m.requested is None:
                 m.requested = placement.as_dict()
@@ -339,6 +342,9 @@ class Evaluator:
             except InfeasiblePlacement as exc:
                 m = Measurement.failure("infeasible", str(exc), realized=r.realized.as_dict(),
                                         simulated=self.backend.simulated)
+            except GpuContended as exc:
+                self._stopped_by(exc)
+                raise
             self.stats.measure_seconds += time.perf_counter() - t0
             self.stats.measured += 1
             self._count(m)
@@ -416,6 +422,11 @@ class Evaluator:
         Safe to call from a signal handler: the evaluation in flight finishes and is stored.
         """
         self._stop = True
+
+    def _stopped_by(self, exc: BaseException) -> None:
+        """A backend's stop of the run (another process kept the GPU busy): stop as on a signal."""
+        if isinstance(exc, GpuContended):
+            self._stop, self.stop_cause = True, exc
 
     @property
     def stop_requested(self) -> bool:

@@ -63,9 +63,10 @@ TRANSIENT_KEYS = ("_id", "cache_hit", "requested_key", "annotation", "remeasured
 def measured_again(m: Measurement) -> bool:
     """True for a stored measurement that is no cache answer: one taken under other clocks than its
     run's first (``failure_class`` ``clocks``, :func:`placetune.backends.clocks.untrusted`), which says
-    nothing of its placement. The evaluator measures its placement again when it is asked for, and
-    the new measurement replaces it (:meth:`placetune.tuning.trial_log.TrialLog.replaced`)."""
-    return not m.ok and m.extra.get("failure_class") == "clocks"
+    nothing of its placement, or timed beside another process's GPU work (``gpu_contended``,
+    :func:`placetune.backends.busy.contended`). The evaluator measures its placement again when it is asked
+    for, and the new measurement replaces it (:meth:`placetune.tuning.trial_log.TrialLog.replaced`)."""
+    return not m.ok and m.extra.get("failure_class") in ("clocks", "gpu_contended")
 
 
 def _entry(m: Measurement) -> dict[str, Any]:

@@ -241,7 +241,10 @@ class Tuner:
                                                            f"{pick.record.id} of study {name!r}, field requested"),
                                           pick.record.measurement)
         outcome = TuneOutcome(name, self._trials_done(ev, agent_probe), cfg.trials, best, baseline, interrupted,
-                              signal=self._signal if interrupted else None, convergence=watch.result(), pick=pick)
+                              signal=self._signal if interrupted else None, convergence=watch.result(), pick=pick,
+                              exit_code=ev.stop_cause.exit_code if ev.stop_cause is not None else None)
+        if ev.stop_cause is not None:
+            self._say(f"stopped: {ev.stop_cause}")
         report.summary(outcome)
         if fleet is not None:
             self._say(fleet.summary(agent_probe.study_name or ev.study_name))

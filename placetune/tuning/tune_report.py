@@ -39,6 +39,8 @@ class TuneOutcome:
         interrupted: True when stopped by Ctrl-C, SIGTERM (or a stop request).
         plan_path: path of the exported plan, if one was written.
         signal: the signal that stopped the run (``signal.SIGINT``, ``signal.SIGTERM``), if one did.
+        exit_code: the exit status of a stop that was no signal's (8: another process kept the GPU busy,
+            :class:`~placetune.errors.GpuContended`), None otherwise.
         convergence: where the study converged and what the trials after it bought.
         pick: which plan ``best`` is and why (:func:`placetune.tuning.final_pick.study_best`).
     """
@@ -51,6 +53,7 @@ class TuneOutcome:
     interrupted: bool = False
     plan_path: str | None = None
     signal: int | None = None
+    exit_code: int | None = None
     convergence: Convergence | None = None
     pick: BestPick | None = None
 
