@@ -344,6 +344,23 @@ class Measurement:
         """A measurement that did not produce timings."""
         return cls(status=status, reason=reason, **kw)
 
+    def not_kept(self, failure_class: str, label: str, why: str) -> "Measurement":
+        """This measurement, taken under conditions that make its figures untrustworthy (moved clocks,
+        another process on the GPU), as a ``runtime_failed`` one of ``failure_class`` whose reason says
+        ``label: why`` and what its median was: never ranked, exported or kept as a figure. One that
+        already failed keeps its own status, with the note."""
+        if not self.ok:
+            self.extra.setdefault("notes", []).append(f"{label}: {why}")
+            return self
+        median = self.latency_ms.get("median")
+        extra = dict(self.extra)
+        extra["failure_class"] = failure_class
+        return Measurement.failure(
+            "runtime_failed", f"{label}: {why}; its figures (median {median!r} ms) are not kept",
+            requested=self.requested, realized=self.realized, dla_loadables=self.dla_loadables,
+            fallback=self.fallback, build_seconds=self.build_seconds, simulated=self.simulated,
+            backend=self.backend, mode=self.mode, precision=self.precision, batch=self.batch, extra=extra)
+
     def to_dict(self, *, timeline: bool = True) -> dict[str, Any]:
         """JSON-ready dict (``timeline=False`` leaves out the event list)."""
         # Shallow copies: dataclasses.asdict deep-copies every nested dict and list and costs

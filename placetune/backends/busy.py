@@ -130,16 +130,7 @@ def contended(m: Measurement, why: str) -> Measurement:
     (``failure_class`` ``gpu_contended``, ``extra["gpu_contended"]``: why) whose reason says what its
     median was, never ranked, exported or kept as a figure; a failed ``m`` keeps its own status."""
     m.extra["gpu_contended"] = why
-    if not m.ok:
-        m.extra.setdefault("notes", []).append(f"GPU contended: {why}")
-        return m
-    extra = dict(m.extra)
-    extra["failure_class"] = "gpu_contended"
-    return Measurement.failure(
-        "runtime_failed", f"GPU contended: {why}; its figures (median {m.latency_ms.get('median')!r} ms) are not kept",
-        requested=m.requested, realized=m.realized, dla_loadables=m.dla_loadables, fallback=m.fallback,
-        build_seconds=m.build_seconds, simulated=m.simulated, backend=m.backend, mode=m.mode,
-        precision=m.precision, batch=m.batch, extra=extra)
+    return m.not_kept("gpu_contended", "GPU contended", why)
 
 
 class ContentionWatch:

@@ -308,17 +308,7 @@ def untrusted(m: Measurement, why: str) -> Measurement:
     ``clocks``) whose reason says why and what its median was, so that it is never ranked, exported or
     kept as a figure of the study's clocks. A measurement that already failed keeps its own status."""
     m.extra["clocks_untrusted"] = why
-    if not m.ok:
-        m.extra.setdefault("notes", []).append(f"clocks untrusted: {why}")
-        return m
-    median = m.latency_ms.get("median")
-    extra = dict(m.extra)
-    extra["failure_class"] = "clocks"
-    return Measurement.failure(
-        "runtime_failed", f"clocks untrusted: {why}; its figures (median {median!r} ms) are not kept",
-        requested=m.requested, realized=m.realized, dla_loadables=m.dla_loadables, fallback=m.fallback,
-        build_seconds=m.build_seconds, simulated=m.simulated, backend=m.backend, mode=m.mode,
-        precision=m.precision, batch=m.batch, extra=extra)
+    return m.not_kept("clocks", "clocks untrusted", why)
 
 
 class ClockWatch:
