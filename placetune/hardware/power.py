@@ -97,7 +97,7 @@ SUB_RAILS = {
     "VDD_SOC": "VDD_IN",
     # Nano (p3448; no DLA, no placetune platform): POM_5V_IN, POM_5V_GPU, POM_5V_CPU. NVIDIA forum
     # 73608/8: "POM_5V_IN ... represents the total power consumption. You don't need to add
-    # POM_5V_GPU and POM_5V_CPU to it" (jetson-stats issue 51).
+    # POM_5V_GPU and POM_5V_CPU to it" (rbonghi/jetson_stats#51).
     "POM_5V_GPU": "POM_5V_IN",
     "POM_5V_CPU": "POM_5V_IN",
     # AGX Xavier (p2888): GPU, CPU, SOC / CV, VDDRQ, SYS5V: none is inside another. Jetson AGX
