@@ -170,7 +170,8 @@ KNOWN_BUCKET_MISSES = {"validate batch 1"}
 #: DLA engine's reformats are GPU work waiting for time slices (history step 15 of
 #: placetune/data/published.md: adopted because it is what TensorRT does, its refit reported as it came), and
 #: the validation rows with the rule too since release 5 added ten small-detector GPU rows the simulator is too
-#: fast on (history step 19: 14.2 -> 18.7 %; rows added by the split rule, nothing refitted or changed on them).
+#: fast on (history step 19: 14.2 -> 18.7 %; rows added by the split rule, nothing refitted or changed on them;
+#: release 6's six classifier rows on the Orin Nano Super, step 21: 18.7 -> 17.1 %).
 KNOWN_MEDIAN_MISSES = {"validate", "validate_all"}
 
 
@@ -195,8 +196,8 @@ def test_the_calibration_meets_its_targets_except_the_known_misses():
         assert key in KNOWN_MISSES or s["max"] <= calibration.TARGET_MAX, (key, s)
 
 
-@pytest.mark.xfail(strict=True, reason="validation median 18.7 % and max 61.7 % (20.3 % and 63.7 % without exclusions), "
-                                       "validation batch-1 median signed -20.1 % and leave-one-source-out max "
+@pytest.mark.xfail(strict=True, reason="validation median 17.1 % and max 61.7 % (18.8 % and 63.7 % without exclusions), "
+                                       "validation batch-1 median signed -18.7 % and leave-one-source-out max "
                                        "without exclusions 38.7 %: "
                                        "targets missed (KNOWN_MISSES), reported, "
                                        "not tuned away")
