@@ -99,6 +99,7 @@ class Extra(TypedDict, total=False):
     warmup_iterations: int
     warmup_frames: int
     int8_ranges: str  # calibration-cache or placeholder
+    int8_ranges_moved: dict  # {tensor: [the ONNX reading, trtexec's walk over TensorRT's layers]}: set as the latter
     stderr_tail: str
     returncode: int
     signal: str

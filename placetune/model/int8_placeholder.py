@@ -6,7 +6,14 @@ the same in 10.3), layer by layer: an unset input +-2 (+-4 into a concatenation)
 pooling outputs +-2; so a network input gets +-4 when the first layer reading it is a concatenation. Applied once over the whole network (or over all of
 a pipeline's segments together), a cut tensor gets the range its producer gives it in every segment
 that reads it, as inside the whole network's engine; trtexec's rule applied per segment would give it
-+-2 where it is a segment's input."""
++-2 where it is a segment's input.
+
+This reading goes by the ONNX op; trtexec's walk goes by the layer TensorRT's parser made, which
+differs for some ops (onnx-tensorrt makes GlobalAveragePool/GlobalMaxPool reduce layers, +-4; a
+1-D pooling ends in a squeeze, +-4). The worker therefore sets every given tensor that a layer of the
+job's networks makes to the walk's range (``worker_build.resolve_given_ranges``, reported as
+``int8_ranges_moved``); the layer order is ONNX's, as onnx-tensorrt's toposort keeps a sorted graph's
+order (toposort.hpp: a post-order from each node in turn)."""
 
 from __future__ import annotations
 
