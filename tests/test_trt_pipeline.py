@@ -1037,10 +1037,17 @@ def test_the_worker_reads_a_made_tensors_range_off_the_parsed_network(tmp_path, 
         monkeypatch.setenv(k, v)
     monkeypatch.syspath_prepend(str(FAKES_DIR))
     monkeypatch.syspath_prepend(str(WORKER_FILE.parent))
-    for name in ("tensorrt", "worker_build"):
-        sys.modules.pop(name, None)
-    trt = importlib.import_module("tensorrt")
-    wb = importlib.import_module("worker_build")
+    before = dict(sys.modules)
+    for name in [m for m in sys.modules if m == "tensorrt" or m.startswith(("tensorrt.", "worker_"))
+                 or m in ("_dla_rules", "_fakegpu", "_layerinfo")]:
+        del sys.modules[name]
+    try:
+        trt = importlib.import_module("tensorrt")
+        wb = importlib.import_module("worker_build")
+    finally:  # the double and the worker's files leave no module behind
+        for name in [m for m in sys.modules if m not in before]:
+            del sys.modules[name]
+        sys.modules.update(before)
     specs = [{"name": "seg0", "onnx": str(path), "int8_ranges": {"x": 2.0, "y": 2.0}}]
     assert wb.resolve_given_ranges(trt, specs, {"precision": "int8"}) == {"moved": {"y": [2.0, 4.0]}}
     assert specs[0]["int8_ranges"] == {"x": 2.0, "y": 4.0}

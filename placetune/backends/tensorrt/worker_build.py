@@ -22,7 +22,7 @@ from worker_names import is_parser_line, is_placement_line, onnx_node, parser_ow
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 #: what an engine cache entry keeps of its build (obtain_plan)
 _BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla",
-                 "io_formats", "int8_ranges", "int8_io_ranges", "profiling_verbosity")
+                 "io_formats", "int8_ranges", "int8_io_ranges", "profiling_verbosity", "precision_constraints")
 
 
 def _severity_name(severity):
@@ -405,6 +405,12 @@ def build(trt, job, logger):
     core = int(job.get("dla_core", -1))
     if core >= 0:
         config.DLA_core = core
+        if not job.get("strongly_typed"):
+            # as trtexec --useDLACore (sampleEngines.cpp release/8.5:987, 10.3:1129, 10.16:1247; not in 11.1, whose
+            # bindings lack the flag): the precision and output type the ONNX parser sets on a layer (Q/DQ layers,
+            # 8.5's Cast) are kept where an implementation has them, not left to TensorRT's fastest choice
+            config.set_flag(trt.BuilderFlag.PREFER_PRECISION_CONSTRAINTS)
+            out["precision_constraints"] = "prefer"
     if job.get("gpu_fallback", True):
         config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
     for pool, size in (job.get("memory_pools") or {}).items():
