@@ -9,8 +9,8 @@ that reads it, as inside the whole network's engine; trtexec's rule applied per 
 +-2 where it is a segment's input.
 
 This reading goes by the ONNX op; trtexec's walk goes by the layer TensorRT's parser made, which
-differs for some ops (onnx-tensorrt makes GlobalAveragePool/GlobalMaxPool reduce layers, +-4; a
-1-D pooling ends in a squeeze, +-4). The worker therefore sets every given tensor that a layer of the
+differs for some ops (onnx-tensorrt makes GlobalAveragePool/GlobalMaxPool reduce layers and ends
+GlobalLpPool in a power, +-4; a 1-D pooling ends in a squeeze, +-4). The worker therefore sets every given tensor that a layer of the
 job's networks makes to the walk's range (``worker_build.resolve_given_ranges``, reported as
 ``int8_ranges_moved``); the layer order is the parser's (:func:`parser_order`), which is ONNX's for a
 sorted graph."""
