@@ -99,6 +99,8 @@ class Extra(TypedDict, total=False):
     warmup_iterations: int
     warmup_frames: int
     int8_ranges: str  # calibration-cache or placeholder
+    gpu_load_not_watched: str  # why this Jetson's GPU load was not read: another process's GPU work unseen
+    int8_ranges_moved: dict  # {tensor: [the ONNX reading, trtexec's walk over TensorRT's layers]}: set as the latter
     stderr_tail: str
     returncode: int
     signal: str

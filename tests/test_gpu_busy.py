@@ -130,3 +130,19 @@ def test_the_worker_is_read_when_its_pipe_is_numbered_past_1024(tmp_path, monkey
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_jetson_whose_gpu_load_cannot_be_read_says_so_and_marks_each_measurement(tmp_path, monkeypatch, caplog):
+    """A GPU devfreq node without a readable ``device/load`` (jtop skips such a file unsaid) left the
+    contention watch blind with nothing said: a figure timed beside another process's GPU work was kept
+    as the board's. Now the run says GPU LOAD NOT WATCHED once and each measurement records why."""
+    root = tmp_path / "sys"
+    (root / "class/devfreq/17000000.gpu/device").mkdir(parents=True)  # the node, no load file
+    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    assert busy.load_unread(root) and "17000000.gpu/device/load" in busy.load_unread(root)
+    m = _evaluate(tmp_path)
+    assert m.ok, m.reason
+    assert "17000000.gpu/device/load" in m.extra["gpu_load_not_watched"]
+    assert sum("GPU LOAD NOT WATCHED" in r.getMessage() for r in caplog.records) == 1
+    # a load that reads, or no GPU node at all (not a Jetson): nothing to say
+    assert busy.load_unread(_tree(tmp_path / "ok", 0)) is None and busy.load_unread(tmp_path / "nothing") is None

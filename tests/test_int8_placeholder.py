@@ -111,3 +111,25 @@ def test_the_worker_gives_a_network_input_read_first_by_a_concat_the_concat_rang
     assert x.dynamic_range == (-4.0, 4.0) and y.dynamic_range == (-4.0, 4.0)
     assert cat.dynamic_range == (-4.0, 4.0) and conv.dynamic_range == (-4.0, 4.0)
     assert unread.dynamic_range == (-2.0, 2.0)  # no layer reads it: the +-2 of an input
+
+
+def test_an_unsorted_graph_is_read_in_the_order_tensorrt_makes_its_layers():
+    """onnx-tensorrt imports nodes in its toposort's order (toposort.hpp: a post-order from each node
+    in turn), so trtexec's walk meets the layers in that order. Here the Concat comes first in the
+    file but reads the Relu's output: TensorRT makes the Relu first, which reads ``y`` first (+-2);
+    read in file order the Concat was its first reader (+-4). A sorted graph keeps its order."""
+    from onnx import TensorProto, helper
+
+    from placetune.model.int8_placeholder import parser_order
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 9, 8, 8])
+    nodes = [helper.make_node("Concat", ["y", "ry", "x"], ["out"], axis=1, name="cat"),
+             helper.make_node("Relu", ["y"], ["ry"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [x, y], [out])
+    assert [n.name for n in parser_order(graph.node)] == ["relu", "cat"]
+    ranges = placeholder_ranges([graph])
+    assert ranges["y"] == 2.0 and ranges["x"] == 4.0
+    sorted_graph = _input_into_concat()
+    assert list(parser_order(sorted_graph.node)) == list(sorted_graph.node)

@@ -977,3 +977,81 @@ def test_a_dla_segment_that_ran_wholly_on_the_gpu_is_drawn_and_counted_on_the_gp
     assert m.segment_times_ms[1]["device"] == "GPU" and m.segment_times_ms[1]["asked"] == "DLA0"
     assert "DLA0" not in m.extra["busy_ms"]
     assert any("seg1" in n and "ran on the GPU" in n for n in m.extra["notes"])
+
+
+def _conv_gap_conv(path: Path) -> Path:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    w1 = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (8, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (8, 8, 1, 1)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["input", "w1"], ["c1"], name="/conv1/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="/relu/Relu"),
+             helper.make_node("GlobalAveragePool", ["r1"], ["gap"], name="/gap/GlobalAveragePool"),
+             helper.make_node("Conv", ["gap", "w2"], ["output"], name="/conv2/Conv")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 1, 1])], [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_int8_cut_after_a_global_pool_gets_the_range_of_the_layer_tensorrt_made(tmp_path):
+    """onnx-tensorrt makes a GlobalAveragePool a reduce layer (importerUtils.cpp globalPoolingHelper,
+    ``addReduce``), so trtexec's walk over TensorRT's layers (sampleEngines.cpp setTensorDynamicRange,
+    release/10.3:392-436) gives its output +-4, a pooling's +-2 only to a pooling layer. Read off the
+    ONNX op, the cut tensor after it got +-2 in both segments, silently another quantisation than
+    trtexec's build of the whole network; the worker now sets the range its parser's layer gives."""
+    model = _conv_gap_conv(tmp_path / "gap.onnx")
+    be = _backend(tmp_path / "cache")
+    ev = _ev(model, be, tmp_path, precision="int8")
+    jobs = []
+    orig = be.pool.run
+    be.pool.run = lambda job, **kw: (jobs.append(job), orig(job, **kw))[1]
+    try:
+        m = ev.evaluate(Placement(ev.model, {"/conv2/Conv": "DLA0"}))
+    finally:
+        ev.close()
+        be.close()
+    assert m.status == "ok", m.reason
+    specs = next(j for j in jobs if j.get("op") == "pipeline")["engines"]
+    assert [s["int8_ranges"].get("gap") for s in specs] == [2.0, 2.0]  # the cut tensor, as the parent reads it
+    assert m.extra["int8_ranges_moved"] == {"gap": [2.0, 4.0]}  # both its engines were built with +-4
+
+
+def test_the_worker_reads_a_made_tensors_range_off_the_parsed_network(tmp_path, monkeypatch):
+    """The worker side, against the TensorRT double (whose parser makes a GlobalAveragePool a
+    REDUCE layer, as onnx-tensorrt): a given range of a tensor some network of the job makes is
+    set to trtexec's; one of a network input (made by no layer) is kept; a network that does not
+    parse is an error naming it, not a build with the ONNX reading."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1, 1])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                               helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")], "g", [x], [y])
+    path = tmp_path / "gap.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    for k, v in fake_env("10.3.0").items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.syspath_prepend(str(FAKES_DIR))
+    monkeypatch.syspath_prepend(str(WORKER_FILE.parent))
+    before = dict(sys.modules)
+    for name in [m for m in sys.modules if m == "tensorrt" or m.startswith(("tensorrt.", "worker_"))
+                 or m in ("_dla_rules", "_fakegpu", "_layerinfo")]:
+        del sys.modules[name]
+    try:
+        trt = importlib.import_module("tensorrt")
+        wb = importlib.import_module("worker_build")
+    finally:  # the double and the worker's files leave no module behind
+        for name in [m for m in sys.modules if m not in before]:
+            del sys.modules[name]
+        sys.modules.update(before)
+    specs = [{"name": "seg0", "onnx": str(path), "int8_ranges": {"x": 2.0, "y": 2.0}}]
+    assert wb.resolve_given_ranges(trt, specs, {"precision": "int8"}) == {"moved": {"y": [2.0, 4.0]}}
+    assert specs[0]["int8_ranges"] == {"x": 2.0, "y": 4.0}
+    (tmp_path / "bad.onnx").write_bytes(b"not onnx")
+    bad = [{"name": "seg1", "onnx": str(tmp_path / "bad.onnx"), "int8_ranges": {"y": 2.0}}]
+    with pytest.raises(ValueError, match="seg1 does not parse"):
+        wb.resolve_given_ranges(trt, bad, {})

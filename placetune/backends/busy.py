@@ -91,6 +91,25 @@ def gpu_load(root: str | Path | None = None) -> float | None:
     return max(loads) if loads else None
 
 
+def load_unread(root: str | Path | None = None) -> str | None:
+    """Why a board with a GPU devfreq node gives no load (its ``device/load`` missing or unreadable:
+    jtop skips such a file unsaid, ``jtop/core/gpu.py`` ``os.access(path + "/load", os.R_OK)``); None
+    when a load is read, or when there is no such node (not a Jetson)."""
+    base = Path(root if root is not None else clocks.SYSFS_ROOT) / "class/devfreq"
+    try:
+        nodes = sorted(p for p in base.iterdir() if clocks.GPU_NODE.match(p.name))
+    except OSError:
+        return None
+    why = []
+    for node in nodes:
+        try:
+            int((node / "device/load").read_text().strip())
+            return None
+        except (OSError, ValueError) as exc:
+            why.append(f"{node.name}/device/load: {type(exc).__name__}: {exc}")
+    return "; ".join(why) or None
+
+
 def gpu_busy(root: str | Path | None = None, samples: int = SAMPLES, interval_s: float = INTERVAL_S,
              sleep: Callable[[float], None] = time.sleep) -> str | None:
     """Why the GPU is busy with another process's work (every one of ``samples`` reads of its load at
@@ -143,6 +162,8 @@ class ContentionWatch:
         self.sleep = sleep
         self.clock = clock
         self.warned = False
+        self.unread: str | None = None  # why the load of this Jetson's GPU is not read (said once)
+        self.unread_checked = False
 
     def _busy(self) -> list[float] | None:
         return busy_loads(self.root, JOB_SAMPLES, INTERVAL_S, self.sleep)
@@ -176,6 +197,7 @@ class ContentionWatch:
         :data:`SETTLE_S` seconds after it, every read; placetune's own load may show for a while after its
         work ends), None when an idle read comes first. Off a Jetson (no load read) it costs nothing."""
         if gpu_load(self.root) is None:
+            self._said_unread()
             return None
         end = self.clock() + SETTLE_S
         while True:
@@ -188,6 +210,16 @@ class ContentionWatch:
         return (f"the GPU's load read {_loads(seen)} % right after this job and stayed busy {SETTLE_S:g} s, so "
                 "another process ran on it while it was timed")
 
+    def _said_unread(self) -> None:
+        """On a Jetson whose GPU load cannot be read, say once that no other process's GPU work is watched."""
+        if self.unread_checked:
+            return
+        self.unread_checked = True
+        self.unread = load_unread(self.root)
+        if self.unread:
+            log.warning("GPU LOAD NOT WATCHED: this board's GPU load cannot be read (%s), so another process's GPU "
+                        "work during a timing goes unseen; each measurement says gpu_load_not_watched", self.unread)
+
     def run(self, job: Callable[[], Measurement]) -> Measurement:
         """``job()`` run when the GPU is idle; when it was busy right after, the job is run once more when
         idle, and marked :func:`contended` when busy after that one too.
@@ -198,6 +230,8 @@ class ContentionWatch:
         self.wait_until_idle()
         m = job()
         why = self.after()
+        if self.unread:  # timed, but nothing watched another process's GPU work meanwhile
+            m.extra["gpu_load_not_watched"] = self.unread
         if why is None:
             return m
         log.warning("GPU CONTENDED: %s; this measurement is not kept, the job runs again when the GPU is idle", why)

@@ -39,7 +39,8 @@ from placetune.files.read import file_digest
 __all__ = ["EngineCache", "engine_key", "file_digest", "CACHE_FORMAT"]
 
 #: Bumped when the key or the files change meaning.
-CACHE_FORMAT = 2  # 2: a node's further layers follow it on 8.5; Q/DQ networks get no placeholder ranges
+CACHE_FORMAT = 3  # 2: a node's further layers follow it on 8.5; Q/DQ networks get no placeholder ranges; 3: a DLA
+#: build prefers precision constraints (as trtexec), INT8 placeholder ranges follow TensorRT's layers
 
 
 def engine_key(content: str, device: str, precision: str, trt_version: str, platform: str, l4t: str | None = None,

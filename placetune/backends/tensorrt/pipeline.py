@@ -154,8 +154,8 @@ def _pipeline_job(ctx: JobContext, r: "Realisation", cuts: list[SegmentModel], s
         io = {t: formats[t].as_job() for t in (*c.inputs, *c.outputs) if t in formats}
         path = cache.segment_file(c.hash + ("-fp16" if fp16 else ""),
                                   partial(convert_to_fp16, c.proto) if fp16 else c.proto)
-        if seg_ranges:  # the ranges change the engine: part of its cache key
-            content += "-r" + hashlib.sha1(json.dumps(sorted(seg_ranges.items())).encode()).hexdigest()[:16]
+        if seg_ranges:  # part of the cache key; the worker sets them as trtexec's walk (resolve_given_ranges)
+            content += "-r" + hashlib.sha1(json.dumps(["walk", sorted(seg_ranges.items())]).encode()).hexdigest()[:16]
         if io:  # so do the I/O formats
             content += "-io" + hashlib.sha1(json.dumps(sorted(io.items())).encode()).hexdigest()[:16]
         spec, hit = ctx.spec(cache, f"seg{c.index}", c.device, path, content, settings, platform, version, common,
@@ -355,6 +355,7 @@ def _pipeline_measurement(ctx: JobContext, reply: WorkerReply, r: "Realisation",
             _GATE_SAID.append(True)
     elif gate_skipped:
         extra["gate"] = {"checked": False, "reason": gate_skipped}
+    extra.update({"int8_ranges_moved": res["int8_ranges_moved"]} if res.get("int8_ranges_moved") else {})
     runtime = runtime_messages(extra, res)  # deserialising and running the engines, as engine mode records them
     status = res.get("status")
     common = dict(realized=realized, fallback=fallback, dla_loadables=loadables, build_seconds=build_s, extra=extra,

@@ -11,7 +11,7 @@ import time
 import traceback
 
 try:  # Python 3.8 needs typing's generics
-    from typing import Any, Dict, List, Optional, Set, Tuple
+    from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 except ImportError:  # pragma: no cover
     pass
 
@@ -22,7 +22,7 @@ from worker_names import is_parser_line, is_placement_line, onnx_node, parser_ow
 _SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 #: what an engine cache entry keeps of its build (obtain_plan)
 _BUILD_RECORD = ("log", "network_layers", "build_seconds", "engine_bytes", "parser_errors", "adjust_for_dla",
-                 "io_formats", "int8_ranges", "int8_io_ranges", "profiling_verbosity")
+                 "io_formats", "int8_ranges", "int8_io_ranges", "profiling_verbosity", "precision_constraints")
 
 
 def _severity_name(severity):
@@ -133,16 +133,82 @@ def _set_dynamic_ranges(network, trt, given=None):
         else:
             tensor.dynamic_range = (-r, r)
 
+    for layer, tensor, r, _made in _walk(network, trt):
+        set_range(tensor, r)
+    for i in range(network.num_inputs):  # one no layer reads (trtexec leaves it unset): the +-2 of an input
+        set_range(network.get_input(i), 2.0)
+
+
+def _walk(network, trt):
+    # type: (Any, Any) -> Iterator[Tuple[Any, Any, float, bool]]
+    """setTensorDynamicRange's walk (sampleEngines.cpp release/10.3:392-436): TensorRT's layers in
+    order, each layer's inputs (+-4 into a concatenation, else +-2), then its outputs (+-2 out of a
+    pooling, else +-4); yields (layer, tensor, range, made by this layer) for every tensor slot."""
     for i in range(network.num_layers):
         layer = network.get_layer(i)
         concat = layer.type == trt.LayerType.CONCATENATION
         for j in range(layer.num_inputs):
-            set_range(layer.get_input(j), 4.0 if concat else 2.0)
+            t = layer.get_input(j)
+            if t is not None:
+                yield layer, t, 4.0 if concat else 2.0, False
         pooling = layer.type == trt.LayerType.POOLING
         for j in range(layer.num_outputs):
-            set_range(layer.get_output(j), 2.0 if pooling else 4.0)
-    for i in range(network.num_inputs):  # one no layer reads (trtexec leaves it unset): the +-2 of an input
-        set_range(network.get_input(i), 2.0)
+            t = layer.get_output(j)
+            if t is not None:
+                yield layer, t, 2.0 if pooling else 4.0, True
+
+
+def made_ranges(network, trt):
+    # type: (Any, Any) -> Dict[str, float]
+    """The placeholder range trtexec's walk gives each tensor a layer of ``network`` makes: what
+    the layer TensorRT's ONNX parser made for the tensor's node is (a GlobalAveragePool is a reduce
+    layer in onnx-tensorrt, so +-4, not a pooling's +-2; a 1-D MaxPool ends in a squeeze, +-4)."""
+    made = {}  # type: Dict[str, float]
+    seen = set()  # type: Set[str]
+    for _layer, t, r, is_output in _walk(network, trt):
+        if t.name in seen:
+            continue
+        seen.add(t.name)
+        if is_output:
+            made[t.name] = r
+    return made
+
+
+def resolve_given_ranges(trt, specs, common):
+    # type: (Any, List[Dict[str, Any]], Dict[str, Any]) -> Dict[str, Any]
+    """The ranges a job's engines were given (each spec's ``int8_ranges``: the parent's reading of the
+    ONNX graph), with every tensor that a layer of one of the job's networks makes set to what
+    trtexec's walk gives it there: the layer type TensorRT's parser made, not the ONNX op, decides
+    (worker-side because only the parser knows it). The same tensor is made by the same layers in
+    every network of the job (a pipeline's segments and its unsplit reference), so its producer and
+    its readers keep one range. Returns ``{"moved": {tensor: [given, trtexec's]}}`` and rewrites the
+    specs' ``int8_ranges`` in place; a network that does not parse raises ValueError (its build would
+    fail the same way)."""
+    wanted = [s for s in specs if s.get("int8_ranges")]
+    if not wanted:
+        return {"moved": {}}
+    made = {}  # type: Dict[str, float]
+    for spec in specs:
+        if not spec.get("onnx"):
+            continue
+        full = dict(common)
+        full.update(spec)
+        logger = make_logger(trt, False)
+        network, _parser, parsed, errors = _parse(trt, full, logger)
+        if not parsed:
+            raise ValueError("the INT8 placeholder ranges cannot be read: %s does not parse (%s)"
+                             % (spec.get("name") or spec.get("onnx"), "; ".join(errors[:3])))
+        for name, r in made_ranges(network, trt).items():
+            made.setdefault(name, r)
+    moved = {}  # type: Dict[str, List[float]]
+    for spec in wanted:
+        given = dict(spec["int8_ranges"])
+        for name, r in given.items():
+            if name in made and float(made[name]) != float(r):
+                moved[name] = [float(r), float(made[name])]
+                given[name] = made[name]
+        spec["int8_ranges"] = given
+    return {"moved": moved}
 
 
 def calibration_scales(path):
@@ -270,12 +336,13 @@ def set_io_formats(network, trt, wanted, strongly_typed):
     return done
 
 
-def build(trt, job, logger):
-    # type: (Any, Dict[str, Any], Any) -> Tuple[Any, Dict[str, Any]]
-    """Parse, configure and build; returns (serialized plan or None, result fields)."""
+def _parse(trt, job, logger, builder=None, out=None):
+    # type: (Any, Dict[str, Any], Any, Any, Optional[Dict[str, Any]]) -> Tuple[Any, Any, bool, List[str]]
+    """The network of ``job["onnx"]`` as the build parses it: (network, parser, parsed, parser
+    errors); the parser owns weights it converted, so the caller keeps it while the network is used."""
     major, _minor = _version_tuple(trt.__version__)
-    out = {"network_layers": []}  # type: Dict[str, Any]
-    builder = trt.Builder(logger)
+    if builder is None:
+        builder = trt.Builder(logger)
     flags = 0
     if major < 10:
         flags |= 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
@@ -289,15 +356,26 @@ def build(trt, job, logger):
         # TensorRT 10.16 on (the flag is new in release/10.16 python/src/parsers/pyOnnx.cpp:237): let
         # the parser rewrite layers to suit the DLA, as the trtexec backend passes --adjustForDLA
         parser.set_flag(adjust)
-        out["adjust_for_dla"] = True
+        if out is not None:
+            out["adjust_for_dla"] = True
     path = job["onnx"]
     if hasattr(parser, "parse_from_file"):
         parsed = parser.parse_from_file(path)
     else:
         with open(path, "rb") as fh:
             parsed = parser.parse(fh.read(), path)
+    errors = [] if parsed else [str(parser.get_error(i)) for i in range(parser.num_errors)]
+    return network, parser, bool(parsed), errors
+
+
+def build(trt, job, logger):
+    # type: (Any, Dict[str, Any], Any) -> Tuple[Any, Dict[str, Any]]
+    """Parse, configure and build; returns (serialized plan or None, result fields)."""
+    out = {"network_layers": []}  # type: Dict[str, Any]
+    builder = trt.Builder(logger)
+    network, parser, parsed, errors = _parse(trt, job, logger, builder, out)  # parser: alive until the build
     if not parsed:
-        out["parser_errors"] = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+        out["parser_errors"] = errors
         return None, out
     out["io_formats"] = set_io_formats(network, trt, job.get("io_formats") or {}, bool(job.get("strongly_typed")))
     config = builder.create_builder_config()
@@ -327,6 +405,12 @@ def build(trt, job, logger):
     core = int(job.get("dla_core", -1))
     if core >= 0:
         config.DLA_core = core
+        if not job.get("strongly_typed"):
+            # as trtexec --useDLACore (sampleEngines.cpp release/8.5:987, 10.3:1129, 10.16:1247; not in 11.1, whose
+            # bindings lack the flag): the precision and output type the ONNX parser sets on a layer (Q/DQ layers,
+            # 8.5's Cast) are kept where an implementation has them, not left to TensorRT's fastest choice
+            config.set_flag(trt.BuilderFlag.PREFER_PRECISION_CONSTRAINTS)
+            out["precision_constraints"] = "prefer"
     if job.get("gpu_fallback", True):
         config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
     for pool, size in (job.get("memory_pools") or {}).items():
@@ -409,12 +493,33 @@ def obtain_plan(trt, spec):
     return data, info
 
 
+def _cached(trt, spec, common):
+    # type: (Any, Dict[str, Any], Dict[str, Any]) -> bool
+    """Whether obtain_plan will read ``spec``'s engine from the engine cache rather than build it."""
+    reuse = spec.get("reuse_plan", common.get("reuse_plan", True))
+    path = spec.get("plan_cache", common.get("plan_cache"))
+    return bool(reuse) and read_cached_plan(path, str(trt.__version__))[0] is not None
+
+
 def obtain_all(trt, specs, common, result):
     # type: (Any, List[Dict[str, Any]], Dict[str, Any], Dict[str, Any]) -> Optional[List[bytes]]
     """Plans of every spec, their records in ``result["engines"]``; None (and a
     ``build_failed`` result) at the first engine that does not build."""
     plans = []
+    moved = None  # type: Optional[Dict[str, Any]]
     for spec in specs:
+        if moved is None and spec.get("int8_ranges") and not _cached(trt, spec, common):
+            try:  # before the first build: every network of the job gives a made tensor its range
+                moved = resolve_given_ranges(trt, specs, common)
+            except ValueError as exc:  # as a build of this engine would fail: named, with the parser's errors
+                result["engines"].append({"name": spec.get("name"), "cached": False, "error": str(exc)})
+                result["status"] = "build_failed"
+                result["failed_engine"] = len(result["engines"]) - 1
+                result["error"] = "engine %s (%s) did not build: %s" % (spec.get("name"), spec.get("device", "GPU"),
+                                                                          exc)
+                return None
+            if moved["moved"]:
+                result["int8_ranges_moved"] = moved["moved"]
         full = dict(common)
         full.update(spec)
         data, info = obtain_plan(trt, full)
