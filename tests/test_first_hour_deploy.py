@@ -54,3 +54,20 @@ def test_a_plan_of_a_model_every_parser_reads_carries_no_stop(tmp_path, monkeypa
     assert main(["tune", "--model", "seed-block", "--trials", "3", "--study", "m"]) == 0
     assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0
     assert "stop on TensorRT" not in capsys.readouterr().out
+
+
+def test_build_off_the_board_says_nothing_was_built_and_where_it_runs(tmp_path, monkeypatch, capsys):
+    """``placetune build deploy`` on the machine that tuned (no TensorRT) answered "TensorRT cannot be used here:
+    ModuleNotFoundError: ...; run `placetune doctor`", which reads as an install to fix here, not a step for the
+    board the plan is for."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # no TensorRT double on the worker's path
+    assert main(["tune", "--model", "seed-block", "--trials", "3", "--study", "s"]) == 0
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0
+    capsys.readouterr()
+    assert main(["build", "deploy"]) == 8
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "nothing built: a plan's engines are built on the Jetson it is for (orin-agx, with TensorRT 8.6, " \
+           "JetPack 6.0), and TensorRT cannot be used here" in " ".join(err.split()), err
+    assert not any((tmp_path / "deploy").glob("*.engine"))
