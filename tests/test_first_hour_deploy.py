@@ -71,3 +71,19 @@ def test_build_off_the_board_says_nothing_was_built_and_where_it_runs(tmp_path, 
     assert "nothing built: a plan's engines are built on the Jetson it is for (orin-agx, with TensorRT 8.6, " \
            "JetPack 6.0), and TensorRT cannot be used here" in " ".join(err.split()), err
     assert not any((tmp_path / "deploy").glob("*.engine"))
+
+
+def test_the_deploy_example_says_what_it_takes():
+    """``python examples/deploy_pipeline.py --help`` listed ``study``, ``--storage`` and ``-o`` without a word."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "deploy_pipeline.py"
+    done = subprocess.run([sys.executable, str(example), "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "From a tuned study to a pipeline running in an application" in said, said
+    assert "the study whose best plan to deploy (placetune studies lists them)" in said, said
+    assert "the database the study is in (default sqlite:///placetune.db)" in said, said
+    assert "the plan folder to write (default plan_dir)" in said, said
