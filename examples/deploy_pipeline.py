@@ -18,10 +18,11 @@ import numpy as np
 
 import placetune as pt
 
-ap = argparse.ArgumentParser()
-ap.add_argument("study")
-ap.add_argument("--storage", default="sqlite:///placetune.db")
-ap.add_argument("-o", "--output", default="plan_dir")
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("study", help="the study whose best plan to deploy (placetune studies lists them)")
+ap.add_argument("--storage", default="sqlite:///placetune.db",
+                help="the database the study is in (default sqlite:///placetune.db)")
+ap.add_argument("-o", "--output", default="plan_dir", help="the plan folder to write (default plan_dir)")
 args = ap.parse_args()
 
 

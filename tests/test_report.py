@@ -281,7 +281,7 @@ def test_progress_draws_each_agent_at_the_trials_the_terminal_counts(tmp_path, m
     assert agent.best == tuple(max(v for v in agent.values[:i + 1] if v is not None) for i in range(5))
     ax = figures[0].axes[0]
     drawn = {line.get_label(): list(line.get_xdata()) for line in ax.get_lines()}
-    assert drawn[f"random (5 evaluations, {agent.span()})"] == list(agent.trials), drawn
+    assert drawn[f"random: its own best so far (5 evaluations, {agent.span()})"] == list(agent.trials), drawn
     assert agent.span() == f"trials {len(base.trials) + 1}-{n}"
 
 
@@ -391,3 +391,26 @@ def test_the_pareto_plot_draws_every_measurement_and_says_which_lie_beyond_its_a
     edge = sum(len(c.get_offsets()) for c in ax.collections if c.get_label() == "_beyond the axes")
     assert k == edge >= 1 and ax.get_xlim() == (800.0, 1100.0)
     assert inside + edge == n  # every measurement is drawn: inside the axes, or at their edge
+
+
+def test_progress_legend_says_each_line_is_its_agents_own_best(tmp_path, monkeypatch):
+    """The default tune's progress.png drew guided's line from its first pick (1,757 fps) under the baselines'
+    (2,346 fps) on a plot titled best-so-far: read as the best falling. Each line is its agent's own best, and
+    the legend now says so."""
+    from search import Budget, get_agent
+
+    from placetune.report import plots
+
+    url = f"sqlite:///{tmp_path}/o.db"
+    ev = placetune.Evaluator("seed-block", "orin-agx", mode="pipeline", objective="throughput", store=url,
+                             study="o", agent="random")
+    ev.baselines()
+    get_agent("random", seed=0).run(ev, Budget(evaluations=3))
+    ev.close()
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path, dpi: figures.append(fig) or path)
+    with Store(url) as store:
+        plots.plot_progress(store, "o", tmp_path / "progress.png")
+    texts = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
+    assert any(t.startswith("random: its own best so far (3 evaluations") for t in texts), texts
+    assert any(t.startswith("baseline: its own best so far (") for t in texts), texts

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from placetune.store.store import Store
 
 if TYPE_CHECKING:
+    import placetune.plan.deploy_notes as _deploy_notes
     import placetune.plan.export as _export
     import placetune.plan.file as _file
     import placetune.plan.folder as _folder
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     import sqlalchemy.engine as sqlalchemy_engine
     import sqlalchemy.exc as sqlalchemy_exc
 else:
+    _deploy_notes = lazy_import("placetune.plan.deploy_notes")
     _export = lazy_import("placetune.plan.export")
     _file = lazy_import("placetune.plan.file")
     _folder = lazy_import("placetune.plan.folder")
@@ -296,8 +298,8 @@ def _print_notes(notes: list[str], summary: str) -> None:
     """The plan's notes, less those its printed summary already says (the INT8 placeholder warning:
     the plan file keeps it as a note)."""
     for note in notes:
-        if note.split(" (", 1)[0] not in summary:
-            say(f"note: {note}")
+        if note.split(" (", 1)[0] not in summary:  # a plan whose build stops on its TensorRT: a warning
+            say(f"{'warning' if note.startswith(_deploy_notes.BUILD_STOP) else 'note'}: {note}")
 
 
 # --------------------------------------------------------------------------- report

@@ -40,7 +40,8 @@ from placetune.model.misreads import old_parser_misread
 from placetune.plan.trtexec import BUILTIN_PLUGINS
 from placetune.plan.file import Plan, load
 from placetune.plan.folder import NVTX_SETUP, NVTX_VERBOSITY, check_calibration_cache, engine_files, write_plan_folder
-from placetune.plan.trtexec import untyped_int8_plan
+from placetune.plan.trtexec import target_version, untyped_int8_plan
+from placetune.plan.deploy_notes import JETPACKS
 
 if TYPE_CHECKING:
     from placetune.backends.tensorrt.backend import TensorRTBackend
@@ -250,6 +251,17 @@ def _module_checks(p: "Plan", cores: int | None) -> list[str]:
                       f"{way}, or build the plan on a {title}")
 
 
+def _not_here(p: Plan, error: object) -> str:
+    """Why ``placetune build`` built nothing on a machine whose Python cannot import TensorRT (the one that
+    tuned, most often): a step for the board the plan is for, said with that board and its TensorRT."""
+    version = target_version(p)
+    jetpack = JETPACKS.get(tuple(int(x) for x in version.split(".")[:2] if x.isdigit()), "")
+    on = f"{p.platform}, with TensorRT {version}" + (f", {jetpack.split(',')[0]}" if jetpack else "")
+    return (f"nothing built: a plan's engines are built on the Jetson it is for ({on}), and TensorRT cannot be "
+            f"used here: {error}; copy the plan folder to that board and build there (on the board, `placetune "
+            "doctor` says what is missing)")
+
+
 def _board_checks(p: "Plan", probe: dict[str, Any], version: str) -> list[str]:
     """Refuse a plan tuned for another module (:func:`_module_checks`) or whose DLA cores this board does
     not have (TensorRT would put the engine elsewhere or fail); the notes of what else differs from the
@@ -311,7 +323,7 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
         probe = be.probe()
         version = probe.get("trt_version")
         if not version:
-            raise BackendError(f"TensorRT cannot be used here: {probe.get('trt_error')}; run `placetune doctor`")
+            raise BackendError(_not_here(p, probe.get("trt_error")))
         board_notes = _board_checks(p, probe, str(version))
         strongly = int(str(version).split(".")[0]) >= 11
         onnx_paths = [guard.path(engine_files(p, e)[0]) for e in p.engines]

@@ -21,17 +21,34 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from placetune.backends.trtexec.command import strongly_typed
+from placetune.model.misreads import later_rules_hint, old_parser_misread
 from placetune.placement.cut_formats import plan_cut_formats
 from placetune.plan.trtexec import engine_files, one_line, target_version, trtexec_type
 
 if TYPE_CHECKING:
     from placetune.plan.file import Plan
 
-__all__ = ["DEEPSTREAM_FILE", "DIRECT_IO_ENFORCED_BEFORE", "JETPACKS", "deepstream_config", "deepstream_refusal",
-           "direct_io_blocks", "install_line", "io_lines", "target_lines", "tensor_formats", "verify_lines"]
+__all__ = ["BUILD_STOP", "DEEPSTREAM_FILE", "DIRECT_IO_ENFORCED_BEFORE", "JETPACKS", "build_stop_note",
+           "deepstream_config", "deepstream_refusal", "direct_io_blocks", "install_line", "io_lines", "target_lines", "tensor_formats", "verify_lines"]
 
 #: the DeepStream nvinfer configuration a plan folder of an engine plan carries
 DEEPSTREAM_FILE = "deepstream_nvinfer.txt"
+
+#: how the note of a plan whose build stops on the TensorRT it is for begins (the folder replaces it for its own)
+BUILD_STOP = "build.sh and placetune build stop on TensorRT"
+
+
+def build_stop_note(proto: Any, trt_version: str) -> str | None:
+    """The plan's note when the ONNX parser of ``trt_version``, the TensorRT the plan is for, would build
+    another network than the model (:func:`~placetune.model.misreads.old_parser_misread`): ``build.sh`` and
+    ``placetune build`` stop there before building anything (exit 3), which a simulated study only warned of
+    when it started; None when that parser reads the model as written."""
+    why = old_parser_misread(proto, trt_version)
+    if why is None:
+        return None
+    return (f"{BUILD_STOP} {trt_version}, the TensorRT this plan is for (exit 3), before building anything: "
+            f"{why}{later_rules_hint(proto, trt_version)}")
+
 
 #: the JetPack releases that ship each TensorRT placetune targets (major.minor)
 JETPACKS: dict[tuple[int, ...], str] = {(8, 5): "JetPack 5.1.x, L4T R35", (8, 6): "JetPack 6.0, L4T R36.3",

@@ -20,7 +20,8 @@ from placetune.model.onnx_io import load_with_weights
 from placetune.model.qdq import is_qdq_model
 from placetune.placement.cut import cut, tensor_infos
 from placetune.placement.cut_formats import plan_cut_formats
-from placetune.plan.trtexec import engine_files
+from placetune.plan.deploy_notes import build_stop_note
+from placetune.plan.trtexec import engine_files, target_version
 from placetune.tuning.concurrent import naive_label, network_summary
 from placetune.tuning.final_pick import exportable, optuna_trial_number, study_best
 from placetune.tuning.objectives import get_objective, registered_objectives
@@ -524,6 +525,9 @@ def export_plan(
         label=SIMULATED_LABEL if st.simulated else "",
         int8_ranges=int8_ranges,
     )
+    stop = build_stop_note(model.proto, target_version(plan)) if model is not None else None
+    if stop:  # a simulated study of a model that TensorRT's parser misreads: said in the plan, not on the board
+        plan.notes.append(stop)
     _readable(plan, store, st.name)
     return plan
 

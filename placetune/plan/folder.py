@@ -54,8 +54,8 @@ from placetune.model.onnx_io import load_with_weights
 from placetune.model.source import load_source, with_batch
 from placetune.placement.cut import cut
 from placetune.plan.file import Plan
-from placetune.plan.deploy_notes import (DEEPSTREAM_FILE, DIRECT_IO_ENFORCED_BEFORE, deepstream_config, install_line,
-                                         deepstream_refusal, direct_io_blocks, io_lines, target_lines, verify_lines)
+from placetune.plan.deploy_notes import (BUILD_STOP, DEEPSTREAM_FILE, DIRECT_IO_ENFORCED_BEFORE, build_stop_note,
+                                         deepstream_config, install_line, deepstream_refusal, direct_io_blocks, io_lines, target_lines, verify_lines)
 
 if TYPE_CHECKING:
     from placetune.model.model import Model
@@ -284,6 +284,10 @@ def _readme(plan: "Plan", calib: str | None, trt_version: str | None = None,
     lines += ["", "1. Build, on the Jetson, with the TensorRT the plan targets:",
               "     sh build.sh",
               "   (TRTEXEC=/usr/src/tensorrt/bin/trtexec sh build.sh when trtexec is not on PATH)"]
+    misread = old_parser_misread(proto, target_version(plan, trt_version))
+    if misread:
+        lines += ["   build.sh stops before building anything (exit 3), and so does `placetune build`: the ONNX parser",
+                  f"   of the TensorRT this plan is for would build another network than the model: {one_line(misread)}"]
     if jp5 and _mixed(plan):
         lines += ["   TensorRT 8.5 (JetPack 5.1): its trtexec has no --layerDeviceTypes (added in 8.6) and this plan puts",
                   "   single layers of an engine on a DLA, so build.sh stops before building anything: build with",
@@ -445,6 +449,10 @@ def write_plan_folder(
         p.int8_ranges, p.calibration_cache = "calibration-cache", calib
         p.notes = [n for n in p.notes if not n.startswith("INT8 ranges are PLACEHOLDERS")]
     proto = _load_source(model, source)
+    p.notes = [n for n in p.notes if not n.startswith(BUILD_STOP)]  # the plan's target, or --trt-version's
+    stop = build_stop_note(proto, target_version(p, trt_version))
+    if stop:
+        p.notes.append(stop)
     script = _script(p, trt_version, calib, proto)  # refuses what trtexec cannot build before anything is written
     deepstream = deepstream_config(p, trt_version, engine_files(p, p.engines[0])[1], proto) if p.engines else None
     names = ["build.sh", "plan.json", "README.txt", "build.json", DEEPSTREAM_FILE, *([calib] if calib else [])]

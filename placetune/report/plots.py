@@ -3,7 +3,7 @@
 :func:`write_report` writes, for one study of a :class:`~placetune.store.store.Store`:
 
 * ``progress.png``: best-so-far objective value against the study's trial (the number ``placetune tune``
-  prints: trial=N, "converged at trial N"), one line per agent, the all-GPU baseline as a dashed line;
+  prints: trial=N, "converged at trial N"), one line per agent (its own best so far), the all-GPU baseline as a dashed line;
 * ``pareto.png``: latency (or throughput) against energy of every successful measurement,
   the Pareto front highlighted, the best plan and the all-GPU baseline marked; far outliers (an
   all-DLA plan) that would squeeze those into a corner are drawn at the axes' edge, the legend says where;
@@ -173,7 +173,7 @@ def plot_progress(store: "Store", study_name: str, path: str | os.PathLike[str],
     for line in lines:
         drawn = [(t, b) for t, b in zip(line.trials, line.best) if b is not None]
         color = next(colors)
-        label = (f"{line.agent} ({plural(len(line.values), 'evaluation')}"
+        label = (f"{line.agent}: its own best so far ({plural(len(line.values), 'evaluation')}"
                  + (f", {line.failed} failed" if line.failed else "") + f", {line.span()})")
         if drawn:
             ax.step([t for t, _ in drawn], [b for _, b in drawn], where="post", color=color, linewidth=2, label=label)

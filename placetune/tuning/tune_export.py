@@ -8,6 +8,7 @@ from collections.abc import Callable
 from placetune.errors import ConfigError
 from placetune.files.names import file_name
 from placetune.files.write import check_output, refuse_inputs
+from placetune.plan.deploy_notes import BUILD_STOP
 from placetune.plan.export import export_plan
 from placetune.plan.file import is_plan_file
 from placetune.safetext import shown
@@ -54,5 +55,8 @@ def export_best(cfg: TuneConfig, ev: Evaluator, study: str, notes: list[str],
         plan.measured["streams"] = {"streams": cfg.streams, "per_stream_fps": fps / cfg.streams}
     plan.save(path, owned=cfg.export_owner() if cfg.export else is_plan_file)
     say(f"plan exported to {path}" + (" (simulated figures)" if ev.backend.simulated else ""))
+    for note in plan.notes:  # the run's first line warned of it; the morning reads the end of the log
+        if note.startswith(BUILD_STOP):
+            say(f"warning: {note}")
     say(next_steps(cfg.storage, study, in_memory=ev.store.in_memory))
     return path
