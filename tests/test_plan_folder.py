@@ -343,3 +343,23 @@ def test_readme_streams_with_the_plans_own_frames_in_flight(pipeline_study, tmp_
     assert "frames_in_flight=K" not in readme
     assert f"rt.stream(batches, frames_in_flight={fif})" in readme, readme
     assert f"with {fif} frames in flight" in " ".join(readme.split()) or fif == 1
+
+
+def test_exporting_another_study_into_a_plan_folder_says_whose_plan_it_replaced(tmp_path, capsys):
+    """A second study exported with the same ``-o`` replaces the first one's folder (placetune's own files):
+    the line says whose plan was there, so a deployment folder is never swapped without a word."""
+    url = f"sqlite:///{tmp_path}/pt.db"
+    for study in ("first", "second"):
+        with placetune.Evaluator("seed-block", "orin-agx", mode="engine", store=url, study=study) as ev:
+            ev.baseline()
+            ev.evaluate(Placement(ev.model, {"/conv3/Conv": "DLA0"}))
+    out = tmp_path / "deploy"
+    first = _export(capsys, "--study", "first", "--storage", url, "--format", "trtexec", "-o", str(out))
+    assert "replaced" not in first
+    first_id = load(out / "plan.json").source["measurement_id"]
+    again = _export(capsys, "--study", "first", "--storage", url, "--format", "trtexec", "-o", str(out))
+    assert "replaced" not in again  # the same plan written again replaces nothing of another's
+    second = _export(capsys, "--study", "second", "--storage", url, "--format", "trtexec", "-o", str(out))
+    line = next(x for x in second.splitlines() if "replaced" in x)
+    assert "study 'first'" in line and f"measurement {first_id}" in line
+    assert load(out / "plan.json").source["study"] == "second"

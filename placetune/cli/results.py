@@ -235,6 +235,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         say(f"wrote plan folder {line_safe(str(done.directory))} (study {args.study}, measurement {plan.source.get('measurement_id')}"
             + (f", Optuna trial {trial}" if trial is not None else "")
             + f"): {_folder_files(done.directory, done.files)}")
+        if done.replaced:
+            say(f"replaced the plan it held before: {line_safe(done.replaced)}")
         where = line_safe(shlex.quote(str(done.directory)))  # a name's line break cannot print a line
         say(f"next, on the Jetson (an engine runs only on the board and TensorRT that built it): copy {where} there, "
             f"then sh {where}/build.sh (trtexec) or placetune build {where} (also checks where TensorRT put each "

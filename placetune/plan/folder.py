@@ -98,12 +98,15 @@ class PlanFolder:
         plan: the plan as written to ``plan.json`` (engines with files and boundary tensors).
         files: every file written, ``build.sh`` first.
         engines: the engine files ``build.sh`` writes (relative to the folder).
+        replaced: the earlier plan this folder held when it was another study's or measurement's
+            (``study 'a', measurement 3``), else None.
     """
 
     directory: Path
     plan: "Plan"
     files: list[Path] = field(default_factory=list)
     engines: list[str] = field(default_factory=list)
+    replaced: str | None = None
 
 
 #: the NVTX markers placetune times every engine context with (trtexec's default ``--profilingVerbosity``,
@@ -470,6 +473,7 @@ def write_plan_folder(
     typed = convert_to_fp16 if strongly else (lambda m: m)
     files = [out / "build.sh"]
     written: list[tuple[dict[str, Any], str]] = []
+    replaced = _earlier_plan(out / "plan.json", p)
     folder.remove_all(stale)
     if p.mode == "pipeline":
         segments = cut(model, p.placement(model), source=proto)
@@ -507,4 +511,21 @@ def write_plan_folder(
     if deepstream is not None:
         files.append(folder.write(DEEPSTREAM_FILE, deepstream))
     files += [runtime.copy_in(name, src) for name, src in standalone_sources()]
-    return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines])
+    return PlanFolder(out, p, files, [engine_files(p, e)[1] for e in p.engines], replaced)
+
+
+def _earlier_plan(path: Path, plan: "Plan") -> str | None:
+    """The plan a folder's ``plan.json`` holds when it is another study's or measurement's than ``plan``
+    (``study 'a', measurement 3``): the folder guard lets placetune replace its own unchanged files, so a
+    second study exported to the same folder would swap the deployment without a word."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")).get("source") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(old, dict) or "study" not in old:
+        return None
+    mine = plan.source or {}
+    if (old.get("study"), old.get("measurement_id")) == (mine.get("study"), mine.get("measurement_id")):
+        return None
+    return f"study {old.get('study')!r}, measurement {old.get('measurement_id')}"
+
