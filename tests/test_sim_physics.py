@@ -83,21 +83,3 @@ def test_an_int8_engine_reformats_around_layers_without_int8_kernels():
     i8, f16 = cost_table(m, XAVIER, "int8", 8), cost_table(m, XAVIER, "fp16", 8)
     assert i8.t_alone[0, lrn] > f16.t_alone[0, lrn] + 2 * i8.c.boundary_us * 1e-3
     assert i8.t_alone[0, conv] < f16.t_alone[0, conv]
-
-
-def test_a_stride_1_depthwise_convolution_moves_its_bytes_below_streaming_bandwidth():
-    # TensorRT's stride-1 depthwise kernels reach about 0.62 of the bandwidth its other memory-bound
-    # convolutions (stride-2 depthwise ones included) reach (a real per-layer profile, docs/published.md)
-    m = Model.load("mobilenetv2", batch=8)
-    t = cost_table(m, ORIN, "fp16", 8)
-    g = t.g
-    dws = [i for i, c in enumerate(g.cls) if c == "depthwise"]
-    s1 = [i for i in dws if g.dw_unit_stride[i]]
-    s2 = [i for i in dws if not g.dw_unit_stride[i]]
-    assert (len(s1), len(s2)) == (13, 4)
-    launch = t.c.gpu_launch_us * 1e-3
-    bandwidth = ORIN.dram_gbps * 1e6 * t.c.gpu_bw_eff  # bytes per ms
-    achieved = [t.b_alone[0, i] / (t.t_alone[0, i] - launch) / bandwidth for i in dws]
-    assert np.allclose([a for i, a in zip(dws, achieved) if i in s2], 1.0)
-    assert np.allclose([a for i, a in zip(dws, achieved) if i in s1], 0.62)
-    assert not g.dw_unit_stride[[i for i, c in enumerate(g.cls) if c != "depthwise"]].any()

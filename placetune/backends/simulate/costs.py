@@ -88,13 +88,6 @@ GPU_CLASS_EFF = {"conv": 1.0, "matmul": 0.7, "depthwise": 0.08, "eltwise": 0.02,
 DLA_CLASS_EFF = {"conv": 1.0, "matmul": 0.5, "depthwise": 0.10, "eltwise": 0.02, "pool": 0.02,
                  "norm": 0.01, "shuffle": 0.02, "free": 1.0}
 
-#: Fraction of the streaming bandwidth (``gpu_bw_eff``) a stride-1 depthwise convolution reaches on the
-#: GPU. Real per-layer TensorRT output (MobileNetV2 FP16 on a Jetson Orin Nano, TensorRT 10.1's
-#: IProfiler; docs/published.md, "stride-1 depthwise convolutions below streaming bandwidth"): its two
-#: stride-1 depthwise layers above 50 us move 27.9 GB/s, its expansion and stride-2 depthwise layers of
-#: that size 44.7 GB/s. Not fitted.
-DEPTHWISE_UNIT_STRIDE_BW = 0.62
-
 #: Channel multiple the GPU's tensor-core kernels pad a convolution's input channels to.
 #: ESTIMATE (cuDNN/TensorRT NHWC8 for fp16, NC/32HW32 int8 kernels use 4..32; 16 taken).
 GPU_CHANNEL_ALIGN = {"fp16": 8, "fp32": 4, "int8": 16}
@@ -326,7 +319,6 @@ class CostTable:
         self.gpu_ramp_ms = np.where(heavy, t_half, 0.0)  # the occupancy term of each layer
         g_compute = ideal + np.where(heavy, t_half, 0.0)
         g_mem = (act_bytes + g_w_bytes) / gpu_bw / s.emc
-        g_mem = np.where(g.dw_unit_stride, g_mem / DEPTHWISE_UNIT_STRIDE_BW, g_mem)
         g_alone = np.maximum(g_compute, g_mem) + c.gpu_launch_us * _US / s.gpu_clock
         if precision == "int8":
             # a layer without INT8 kernels (LRN, softmax, layer / group norms) runs at fp16 between two

@@ -127,9 +127,6 @@ class GraphInfo:
         # input channels per group of convolutions (tensor-core channel padding), 0 elsewhere
         self.cin_g = np.array([_cin_per_group(layer) for layer in layers], dtype=float)
         self.cout_g = np.array([_cout_per_group(layer) for layer in layers], dtype=float)
-        # depthwise convolutions whose strides are all 1 (TensorRT runs them with kernels of their own)
-        self.dw_unit_stride = np.array([c == "depthwise" and all(int(v) == 1 for v in (layer.attrs.get("strides") or [1]))
-                                        for c, layer in zip(self.cls, layers)])
         inputs = {t.name for t in model.inputs}
         self.reads_input = np.array([any(t.name in inputs for t in layer.inputs) for layer in layers])
         # producer -> consumer edges with the size of the tensor that flows
