@@ -1052,6 +1052,8 @@ def test_the_worker_reads_a_made_tensors_range_off_the_parsed_network(tmp_path, 
     assert wb.resolve_given_ranges(trt, specs, {"precision": "int8"}) == {"moved": {"y": [2.0, 4.0]}}
     assert specs[0]["int8_ranges"] == {"x": 2.0, "y": 4.0}
     (tmp_path / "bad.onnx").write_bytes(b"not onnx")
+    # a network that does not parse gives no ranges: its own build fails and is blamed on it, not on
+    # the first engine of the job (the reference of a pipeline is built last)
     bad = [{"name": "seg1", "onnx": str(tmp_path / "bad.onnx"), "int8_ranges": {"y": 2.0}}]
-    with pytest.raises(ValueError, match="seg1 does not parse"):
-        wb.resolve_given_ranges(trt, bad, {})
+    assert wb.resolve_given_ranges(trt, bad, {}) == {"moved": {}}
+    assert bad[0]["int8_ranges"] == {"y": 2.0}
