@@ -251,31 +251,49 @@ def test_a_signal_during_the_baselines_stops_after_the_evaluation_in_flight(sign
 
 
 # --------------------------------------------------------------------------- the engine cache
-@pytest.mark.parametrize("record", ["[]", '"x"', "5", "null", '{"trt_version": "10.3.0", "engine_bytes": "many"}'])
-def test_an_engine_cache_record_that_is_no_object_is_built_again_not_a_crashed_measurement(record, tmp_path):
-    """A build record (``engines/<key>.plan.json``) holding a JSON list raised AttributeError in the parent's
-    look-up: the placement was stored as ``crashed`` ("placetune's TensorRT backend failed: AttributeError"),
-    a failure of the cache file recorded as one of the placement."""
+def _measure_all_dla(be, store: str):
     from placetune import Evaluator, Model, Placement
+
+    model = Model.load("seed-block")
+    ev = Evaluator(model, "orin-agx", backend=be, store=store, mode="pipeline", iterations=5, trt_version="10.3")
+    return ev.evaluate(Placement.all_dla(model, 0))
+
+
+def _backend(cache):
     from placetune.backends.tensorrt.backend import TensorRTBackend
     from tests.fakes import fake_env
 
-    model = Model.load("seed-block")
-    with TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
-                         profile_iterations=2) as be:
-        def measure(db: str):
-            ev = Evaluator(model, "orin-agx", backend=be, store=str(tmp_path / db), mode="pipeline", iterations=5,
-                           trt_version="10.3")
-            return ev.evaluate(Placement.all_dla(model, 0))
+    return TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=cache, warmup_ms=1, profile_iterations=2)
 
-        assert measure("a.db").status == "ok"
-        records = list((tmp_path / "cache" / "engines").glob("*.plan.json"))
-        assert records
-        for path in records:
-            path.write_text(record)
-        again = measure("b.db")
-        assert again.status == "ok", (again.status, again.reason)
-        assert all(isinstance(json.loads(p.read_text()), dict) for p in records)  # rebuilt, recorded anew
+
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory):
+    """An engine cache holding seed-block's all-DLA0 pipeline, built once for the tests of this file
+    (each copies it and damages its own copy's build records)."""
+    root = tmp_path_factory.mktemp("engine-cache")
+    with _backend(root / "cache") as be:
+        assert _measure_all_dla(be, str(root / "a.db")).status == "ok"
+    assert list((root / "cache" / "engines").glob("*.plan.json"))
+    return root / "cache"
+
+
+@pytest.mark.parametrize("record", ["[]", '"x"', "5", "null", '{"trt_version": "10.3.0", "engine_bytes": "many"}'])
+def test_an_engine_cache_record_that_is_no_object_is_built_again_not_a_crashed_measurement(record, tmp_path,
+                                                                                            built_cache):
+    """A build record (``engines/<key>.plan.json``) holding a JSON list raised AttributeError in the parent's
+    look-up: the placement was stored as ``crashed`` ("placetune's TensorRT backend failed: AttributeError"),
+    a failure of the cache file recorded as one of the placement."""
+    import shutil
+
+    shutil.copytree(built_cache, tmp_path / "cache")
+    records = list((tmp_path / "cache" / "engines").glob("*.plan.json"))
+    assert records
+    for path in records:
+        path.write_text(record)
+    with _backend(tmp_path / "cache") as be:
+        again = _measure_all_dla(be, str(tmp_path / "b.db"))
+    assert again.status == "ok", (again.status, again.reason)
+    assert all(isinstance(json.loads(p.read_text()), dict) for p in records)  # rebuilt, recorded anew
 
 
 # --------------------------------------------------------------------------- a study of a newer placetune

@@ -75,7 +75,9 @@ def test_the_recorded_build_command_names_the_shared_timing_cache_a_rerun_by_han
     the measurement: the command recorded with the measurement names the shared cache (the file a user
     re-running it by hand needs, and whose lock trtexec takes), never the copy that is gone."""
     kw = {"mode": "replicas", "replicas": {"GPU": 32, "DLA0": 32}} if mode == "replicas" else {}
-    m = _ev(gn, _backend(tmp_path, "8.6.1"), tmp_path, trt_version="8.6", **kw).evaluate(Placement.all_dla(gn))
+    # the replicas' timed run is not what is checked here: 0.2 s rather than the default 10 s
+    be = _backend(tmp_path, "8.6.1", replica_duration_s=0.2)
+    m = _ev(gn, be, tmp_path, trt_version="8.6", **kw).evaluate(Placement.all_dla(gn))
     assert m.status == "ok", m.reason
     shared = _shared_cache(tmp_path)
     builds = list(m.extra["commands"]["build"].values()) if mode == "replicas" else [m.extra["commands"]["build"]]
@@ -113,7 +115,7 @@ def test_the_tensorrt_workers_unreadable_timing_cache_is_set_aside_not_a_failure
     pipeline's or replicas' engine builds said it nowhere)."""
     from tests.test_tensorrt_backend import _backend as trt_backend
 
-    be = trt_backend(tmp_path, "8.6.2")
+    be = trt_backend(tmp_path, "8.6.2", replicas_duration_s=0.2)  # the timed run is not checked (default 3 s)
     try:
         ev = Evaluator(gn, "orin-agx", backend=be, iterations=5, precision="fp16", trt_version="8.6", mode=mode)
         first = ev.evaluate(Placement.all_gpu(gn))

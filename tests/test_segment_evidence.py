@@ -21,7 +21,7 @@ THREE = {"/conv3/Conv": "DLA0", "/conv4/Conv": "DLA1"}  # conv1+conv2 GPU, conv3
 
 def _measure(seed_block_random: Path, tmp_path: Path, placement, **settings):
     be = TensorRTBackend(worker_env=fake_env("10.3.0"), cache_dir=tmp_path / "cache", warmup_ms=1,
-                         profile_iterations=2)
+                         profile_iterations=2, replicas_duration_s=0.2)  # replicas: 0.2 s timed, not 3
     ev = Evaluator(str(seed_block_random), "orin-agx", backend=be, store=None, trt_version="10.3", iterations=5,
                    precision="fp16", **settings)
     try:

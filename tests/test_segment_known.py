@@ -158,12 +158,30 @@ def _gpu_free_study(seed_block_random, tmp_path, *placements) -> list[Measuremen
         be.close()
 
 
-def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_faster(seed_block_random, tmp_path):
+@pytest.fixture(scope="module")
+def gpu_free_three(seed_block_random, tmp_path_factory):
+    """The study ``gpu-free`` of the three placements (the partly unread one, DLA1, all-GPU) measured once
+    for the tests of this file; :func:`_copy_of` puts a copy of its database in a test's ``tmp_path``."""
+    root = tmp_path_factory.mktemp("gpu-free")
+    return root, _gpu_free_study(seed_block_random, root, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
+
+
+def _copy_of(study, tmp_path) -> list[Measurement]:
+    import shutil
+
+    root, measured = study
+    for path in root.glob("pt.db*"):
+        shutil.copy2(path, tmp_path / path.name)
+    return measured
+
+
+def test_a_partly_unread_best_plan_exports_the_best_known_one_and_names_the_faster(seed_block_random, gpu_free_three,
+                                                                                  tmp_path):
     """The study's best (least GPU time) is a pipeline with an unread DLA segment: ``placetune
     export`` used to refuse it and export nothing; it now exports the best plan whose placement is
     known and says, in the plan's notes and ``measured["not_exported"]``, which better plan was
     passed over, its unread layer, by how much the exported one is worse and how to check it."""
-    partly, dla1, gpu = _gpu_free_study(seed_block_random, tmp_path, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
+    partly, dla1, gpu = _copy_of(gpu_free_three, tmp_path)
     assert partly.segments_read == (3, 4) and dla1.placement_known and gpu.placement_known
     g = [m.objective("gpu_time") for m in (partly, dla1, gpu)]
     assert g[0] < g[1] < g[2], g  # the unread plan is the best; the DLA1 one the best known
@@ -224,8 +242,8 @@ def test_the_trial_lines_mark_a_best_whose_placement_was_not_read():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("board_reads_it", [True, False])
-def test_the_command_the_plan_gives_for_a_passed_over_plan_re_measures_it(seed_block_random, tmp_path, monkeypatch, capsys,
-                                                                         board_reads_it):
+def test_the_command_the_plan_gives_for_a_passed_over_plan_re_measures_it(seed_block_random, gpu_free_three, tmp_path,
+                                                                         monkeypatch, capsys, board_reads_it):
     """The plan's notes say how to check a passed-over plan on the board: the ``placetune measure`` command they
     give, run as written on the requested placement they record, builds it anew and reads where TensorRT put its
     layers; a board whose build again does not say names exactly which segment was not read and why."""
@@ -238,7 +256,7 @@ def test_the_command_the_plan_gives_for_a_passed_over_plan_re_measures_it(seed_b
     from placetune.cli.main import main
     from tests.fakes import fake_env
 
-    _gpu_free_study(seed_block_random, tmp_path, THREE, {"/conv4/Conv": "DLA1"}, "all-gpu")
+    _copy_of(gpu_free_three, tmp_path)
     with Store(tmp_path / "pt.db") as store:
         plan = export_plan(store, "gpu-free")
     (tmp_path / "FILE.json").write_text(json.dumps(plan.measured["not_exported"]["requested"]))

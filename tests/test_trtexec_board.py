@@ -126,6 +126,8 @@ def test_a_trtexec_that_does_not_die_when_killed_does_not_hang_the_run(tmp_path,
     from placetune.backends.trtexec import process
 
     monkeypatch.setattr(process, "KILL_GRACE_S", 0.5, raising=False)
+    # the output reader of a process that never dies never sees its end: waited READER_JOIN_S (10 s)
+    monkeypatch.setattr(process, "READER_JOIN_S", 0.5)
     monkeypatch.setattr(process.Proc, "kill", lambda self: None)  # the SIGKILL that does not take effect
     be = _backend(tmp_path, "10.3.0", fake={"HANG": "build"}, timeout_s=1.0)
     t0 = time.monotonic()
