@@ -38,6 +38,14 @@ def _channel_split(path: Path, form: str) -> Path:
     nodes = [n("Conv", ["input", "w"], ["c"], name="/conv", pads=[1, 1, 1, 1]), n("Relu", ["c"], ["r"], name="/relu")]
     if form == "split":
         nodes.append(n("Split", ["r", "halves"], ["a", "b"], name="/Split", axis=1))
+    elif form == "chunk":  # torch's chunk as shufflenet_v2's export writes it: the half sized from the Shape
+        inits += [numpy_helper.from_array(np.array(1, np.int64), "one"),
+                  numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(i64(0), "ax0")]
+        nodes += [n("Shape", ["r"], ["shape"], name="/Shape"), n("Gather", ["shape", "one"], ["ch"], name="/Gather"),
+                  n("Div", ["ch", "two"], ["half"], name="/Div"),
+                  n("Unsqueeze", ["half", "ax0"], ["half1"], name="/Unsqueeze"),
+                  n("Slice", ["r", "s0", "half1", "ax1"], ["a"], name="/Slice"),
+                  n("Slice", ["r", "half1", "s8", "ax1"], ["b"], name="/Slice_1")]
     else:
         nodes.append(n("Slice", ["r", "s0", "s4", "ax1", "st1"], ["a"], name="/Slice"))
         if form == "strided":
@@ -56,7 +64,7 @@ def _channel_split(path: Path, form: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("form", ["slices", "split"])
+@pytest.mark.parametrize("form", ["slices", "split", "chunk"])
 def test_an_all_dla_channel_split_builds_on_the_dla(tmp_path, form):
     """The all-DLA plan of a channel split builds with every layer where the plan says, one DLA engine, and
     its runtime gives the model's output."""
@@ -88,7 +96,7 @@ def test_a_strided_slice_stays_on_the_gpu_in_the_plan_and_the_build(tmp_path):
 
 
 @pytest.mark.parametrize("version", ["8.5.2", "8.6.2", "10.3.0", "10.7.0"])
-@pytest.mark.parametrize("form", ["slices", "split", "strided"])
+@pytest.mark.parametrize("form", ["slices", "split", "chunk", "strided"])
 def test_the_fake_trtexec_runs_a_unit_step_slice_on_the_dla(tmp_path, version, form):
     """The trtexec double decides as the tensorrt double: the channel Slices and the Split on the DLA in every
     version, the step-2 Slice on the GPU ("Unsupported on DLA")."""

@@ -64,15 +64,17 @@ def fc_flatten(major: int, in_shape: Sequence, out_shape: Sequence, consumers_fc
 
 
 def slice_(op: str, in_shape: Sequence, out_shapes: Sequence[Sequence], params_const: bool,
-           steps: Sequence | None, axis: int | None = None) -> bool:
+           steps: Sequence | None, axis: int | None = None, axes: Sequence | None = None) -> bool:
     """An ONNX Slice or Split the DLA runs (``ISliceLayer``'s DLA constraints, module docstring): a 4-D
     input, build-time constant parameters, every step 1 (``steps``: None when the op has none, i.e. all 1),
-    the first dimension kept whole (``axis``: a Split's axis; for a Slice, every output keeps the input's
-    first dimension)."""
+    the first dimension not sliced (``axis``: a Split's axis; ``axes``: a Slice's axes where the file gives
+    them, else every output must keep the input's first dimension)."""
     if op not in ("Slice", "Split") or not params_const or len(in_shape) != 4 or not out_shapes:
         return False
     if steps is not None and any(int(s) != 1 for s in steps):
         return False
     if op == "Split":
         return axis is not None and axis % 4 != 0
-    return all(len(o) == 4 and o[0] == in_shape[0] for o in out_shapes)
+    if axes is not None:
+        return all(int(a) % 4 != 0 for a in axes)
+    return all(o is not None and len(o) == 4 and o[0] == in_shape[0] for o in out_shapes)

@@ -825,7 +825,7 @@ class OnnxParser:
             tensors[vi.name] = t
             net._inputs.append(t)
         ctx = _Importer(net, tensors, inits, self._log)
-        #: integer constants (a Slice's steps): the DLA rule reads their values
+        #: integer constants (a Slice's axes and steps): the DLA rule reads their values
         steps = {t.name: onnx.numpy_helper.to_array(t).ravel().tolist() for t in g.initializer
                  if t.data_type in (6, 7) and len(t.dims) <= 1}
         for k, node in enumerate(g.node):
@@ -842,6 +842,8 @@ class OnnxParser:
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             if node.op_type == "Slice" and len(node.input) > 4 and node.input[4]:  # the steps, for the DLA rule
                 attrs["_steps"] = steps.get(node.input[4], "unknown")
+            if node.op_type == "Slice" and len(node.input) > 3 and node.input[3]:  # the axes, for the DLA rule
+                attrs["_axes"] = steps.get(node.input[3])
             if ltype is None:
                 # ModelImporter::parseGraph: "No importer registered for op: <op>. Attempting to import as
                 # plugin." -> FallbackPluginImporter, which looks the creator up in the plugin registry by
@@ -890,13 +892,17 @@ DLA_TABLE = {
 
 
 def _slice(layer: ILayer) -> bool:
-    """An ONNX Slice or Split the DLA runs (tests/fakes/_dla_rules.py, shared with the trtexec double)."""
+    """An ONNX Slice or Split the DLA runs (tests/fakes/_dla_rules.py, shared with the trtexec double). A
+    parameter computed from a Shape layer (torch's ``chunk`` sizes its halves so) is a build-time constant
+    of a network of static shapes, as TensorRT's ``IDimensionExpr::isConstant`` calls such a size; the
+    trtexec double folds it the same way."""
     steps = layer._attrs.get("_steps")
     if steps == "unknown":
         return False
     axis = int(layer._attrs.get("axis", 0)) if layer._op == "Split" else None
     return _dla_rules.slice_(layer._op, layer._inputs[0].shape, [t.shape for t in layer._outputs],
-                             all(t._const for t in layer._inputs[1:]), steps, axis)
+                             all(t._const or t._shape for t in layer._inputs[1:]), steps, axis,
+                             layer._attrs.get("_axes"))
 
 
 def _fully_connected(layer: ILayer) -> bool:
