@@ -154,14 +154,15 @@ def test_q_dq_nodes_are_fused_on_the_dla_of_tensorrt_11_4_1(qdq):
 
 
 def test_an_asymmetric_q_dq_node_is_not_fused_without_the_parser_flag(tmp_path):
-    """A UINT8 / non-zero zero point needs kENABLE_UINT8_AND_ASYMMETRIC_QUANTIZATION_DLA, which placetune's
-    builds do not set: that node stays GPU-only on 11.4.1, the symmetric ones are fused."""
+    """A UINT8 zero point needs kENABLE_UINT8_AND_ASYMMETRIC_QUANTIZATION_DLA, which placetune's builds do not
+    set: that node stays GPU-only on 11.4.1, the symmetric ones are fused. (A non-zero zero point is refused
+    at load: the parser imports none without that flag, tests/test_qdq_symmetric.py.)"""
     from placetune.hardware.dla import check_model
 
     proto = _qdq_net()
     for init in proto.graph.initializer:
         if init.name == "z":
-            init.CopyFrom(numpy_helper.from_array(np.uint8(128), "z"))
+            init.CopyFrom(numpy_helper.from_array(np.uint8(0), "z"))
     path = tmp_path / "asymmetric.onnx"
     onnx.save(proto, path)
     verdict = check_model(Model.load(path), ORIN, "int8", "11.4.1")

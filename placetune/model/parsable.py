@@ -27,7 +27,13 @@ branches where they differ):
   Dropout's ``training_mode``, Pad's ``axes``, the Reduce ops' ``axes``, Slice's ``axes``,
   Squeeze's and Unsqueeze's ``axes`` and OneHot's ``depth``; one computed from a network input
   (not only from its shape) is refused;
-* node attributes: each at most once and of the type its op's schema declares (ONNX's checker).
+* node attributes: each at most once and of the type its op's schema declares (ONNX's checker);
+* a QuantizeLinear or DequantizeLinear whose zero point (an initializer or a Constant) holds a value other
+  than 0: "TensorRT only supports symmetric quantization. The zero point for the
+  QuantizeLinear/DequantizeLinear operator must be all zeros." (``QuantDequantLinearHelper``, 8.6-GA
+  builtin_op_importers.cpp:1220, 10.1-GA onnxOpImporters.cpp:1492); 10.16 and 11.x import one only with the
+  parser flag kENABLE_UINT8_AND_ASYMMETRIC_QUANTIZATION_DLA (``NvOnnxParser.h``: off by default), which
+  placetune's builds do not set.
 
 Only the main graph is checked (a subgraph's names are scoped); what the parser accepts with a
 warning (e.g. DOUBLE inputs, cast to FLOAT) is accepted.
@@ -162,7 +168,31 @@ def refuse_unparsable(proto: onnx.ModelProto) -> onnx.ModelProto:
     _names(graph, initializers)
     _constant_operands(graph, initializers)
     _attributes(proto)
+    _symmetric_qdq(graph)
     return proto
+
+
+def _symmetric_qdq(graph: onnx.GraphProto) -> None:
+    """Refuse a Q/DQ node whose constant zero point is not all zeros (asymmetric quantization)."""
+    values = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                values[node.output[0]] = value
+    for node in graph.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or node.domain not in ("", "ai.onnx"):
+            continue
+        zero = values.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if zero is None or zero.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        nonzero = [v for v in onnx.numpy_helper.to_array(zero).ravel().tolist() if v != 0]
+        if nonzero:
+            raise ModelError(f"node {node.name[:80]!r} ({node.op_type}) has zero point {nonzero[0]} (asymmetric "
+                             "quantization); TensorRT's ONNX parser imports symmetric Q/DQ only (\"TensorRT only "
+                             "supports symmetric quantization\": zero points of 0): quantize again with symmetric "
+                             "INT8 activations (onnxruntime quantize_static: activation_type=QuantType.QInt8, "
+                             "extra_options={'ActivationSymmetric': True})")
 
 
 def _attributes(proto: onnx.ModelProto) -> None:

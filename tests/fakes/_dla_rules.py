@@ -21,6 +21,14 @@ What they rest on (tests/data/trt_corpus):
   neither section); from TensorRT 10 on the GPU: the same 10.3.0 build warns ``Layer '/Flatten' (SHUFFLE):
   Unsupported on DLA. Switching ... to GPU.`` (``orin-notes-ko-10.3-indented-elided-switching-warnings``).
   11.x: no published DLA build; the doubles keep 10.x's rule (an assumption).
+* A Slice (an ONNX Slice, or a Split, which the ONNX parser imports as one Slice per output): ``ISliceLayer``
+  in ``include/NvInfer.h``, the same in every release from 8.4 to 11.1: "start, size, and stride are build
+  time constants", "Strides are 1 for all dimensions", "Slicing is not performed on the first dimension",
+  "The input tensor has four dimensions" (10.3 adds: "axes, if provided, are build time constants"). The
+  slice mode: kDEFAULT only in 8.4-8.6, kSTRICT_BOUNDS only in 10.0-10.3, kDEFAULT, kWRAP or kFILL (its fill
+  value a 0 constant read by nothing else) from 10.4; ONNX Slice and Split import in the default mode
+  (onnx-tensorrt's ``addSlice``), in every version. The double's other SLICE layers stay on the GPU: Expand
+  (a stride of 0), Tile (kWRAP) and Pad (kFILL, whose fill constant the doubles do not follow).
 
 Shapes are tuples of ints, ``-1`` (or None) for a size left open.
 """
@@ -53,3 +61,20 @@ def fc_flatten(major: int, in_shape: Sequence, out_shape: Sequence, consumers_fc
         return False
     return bool(consumers_fc) and all(consumers_fc)
 
+
+
+def slice_(op: str, in_shape: Sequence, out_shapes: Sequence[Sequence], params_const: bool,
+           steps: Sequence | None, axis: int | None = None, axes: Sequence | None = None) -> bool:
+    """An ONNX Slice or Split the DLA runs (``ISliceLayer``'s DLA constraints, module docstring): a 4-D
+    input, build-time constant parameters, every step 1 (``steps``: None when the op has none, i.e. all 1),
+    the first dimension not sliced (``axis``: a Split's axis; ``axes``: a Slice's axes where the file gives
+    them, else every output must keep the input's first dimension)."""
+    if op not in ("Slice", "Split") or not params_const or len(in_shape) != 4 or not out_shapes:
+        return False
+    if steps is not None and any(int(s) != 1 for s in steps):
+        return False
+    if op == "Split":
+        return axis is not None and axis % 4 != 0
+    if axes is not None:
+        return all(int(a) % 4 != 0 for a in axes)
+    return all(o is not None and len(o) == 4 and o[0] == in_shape[0] for o in out_shapes)

@@ -825,16 +825,25 @@ class OnnxParser:
             tensors[vi.name] = t
             net._inputs.append(t)
         ctx = _Importer(net, tensors, inits, self._log)
+        #: integer constants (a Slice's axes and steps): the DLA rule reads their values
+        steps = {t.name: onnx.numpy_helper.to_array(t).ravel().tolist() for t in g.initializer
+                 if t.data_type in (6, 7) and len(t.dims) <= 1}
         for k, node in enumerate(g.node):
             node_name = node.name or f"node_of_{node.output[0]}"
             if node.op_type == "Constant":  # no layer: the value is weights until a layer needs a tensor
                 value = next((a.t for a in node.attribute if a.name == "value"), None)
+                if value is not None and value.data_type in (6, 7):
+                    steps[node.output[0]] = onnx.numpy_helper.to_array(value).ravel().tolist()
                 dims = tuple(value.dims) if value is not None else ()
                 dt = _ONNX_TYPES.get(value.data_type, DataType.FLOAT) if value is not None else DataType.FLOAT
                 ctx.weights[node.output[0]] = (dims, dt)
                 continue
             ltype = _OP_TYPES.get(node.op_type)
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            if node.op_type == "Slice" and len(node.input) > 4 and node.input[4]:  # the steps, for the DLA rule
+                attrs["_steps"] = steps.get(node.input[4], "unknown")
+            if node.op_type == "Slice" and len(node.input) > 3 and node.input[3]:  # the axes, for the DLA rule
+                attrs["_axes"] = steps.get(node.input[3])
             if ltype is None:
                 # ModelImporter::parseGraph: "No importer registered for op: <op>. Attempting to import as
                 # plugin." -> FallbackPluginImporter, which looks the creator up in the plugin registry by
@@ -878,7 +887,22 @@ DLA_TABLE = {
     LayerType.SHUFFLE: lambda l: (len(l._inputs[0].shape) == 4 and len(l._outputs[0].shape) == 4)
     or _unit_reshape(l._inputs[0].shape, l._outputs[0].shape) or _fc_flatten(l),
     LayerType.MATRIX_MULTIPLY: lambda l: _fully_connected(l),
+    LayerType.SLICE: lambda l: _slice(l),
 }
+
+
+def _slice(layer: ILayer) -> bool:
+    """An ONNX Slice or Split the DLA runs (tests/fakes/_dla_rules.py, shared with the trtexec double). A
+    parameter computed from a Shape layer (torch's ``chunk`` sizes its halves so) is a build-time constant
+    of a network of static shapes, as TensorRT's ``IDimensionExpr::isConstant`` calls such a size; the
+    trtexec double folds it the same way."""
+    steps = layer._attrs.get("_steps")
+    if steps == "unknown":
+        return False
+    axis = int(layer._attrs.get("axis", 0)) if layer._op == "Split" else None
+    return _dla_rules.slice_(layer._op, layer._inputs[0].shape, [t.shape for t in layer._outputs],
+                             all(t._const or t._shape for t in layer._inputs[1:]), steps, axis,
+                             layer._attrs.get("_axes"))
 
 
 def _fully_connected(layer: ILayer) -> bool:
