@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from placetune import PlacetuneError
 from placetune.errors import StopRequested
@@ -83,7 +83,7 @@ from .later import LaterBuilds
 from .picks import Picks
 from .rebuilds import Rebuilds
 from .surrogate import Fit, RunObservations, Surrogate, fit_ensemble, inner_search
-from placetune.tuning.baselines import RULE_OUT, study_baselines
+from placetune.tuning.baselines import study_baselines
 from . import model_choice
 from .model_choice import Candidate
 
@@ -120,27 +120,6 @@ _HELD_MIN = 60
 PICKING = "predicting"
 
 log = logging.getLogger(__name__)
-
-
-def ruled_out(loss: float, best: float) -> bool:
-    """True when ``loss`` is more than :data:`placetune.tuning.baselines.RULE_OUT` times worse than
-    ``best`` (the loss ratio: throughput or a time alike).
-
-    Round 0 builds the study's baselines; one that the uncorrected simulator predicts this far
-    below its best bet *and* that measures this far below its own prediction is built and counted
-    (the study's verdict compares against it) but the model is not fitted on it. Such a plan lies
-    where the search never goes (the whole network on one DLA: a loadable of every layer), and what
-    slows it that much (a DLA segment far past the length its SRAM holds) is an effect no feature of
-    the model can place: the profile's DLA scales and the plan residual read it as a slow DLA on
-    every plan the search considers. A baseline that measures near or above its prediction (a DLA
-    that keeps long segments' tensors on chip) is fitted as before: there it is information. The
-    factor is the study's own (a concurrent study's naive plan ruled out by it is not built at all),
-    not a value read from the benchmark."""
-    if not (math.isfinite(loss) and math.isfinite(best)) or max(abs(loss), abs(best)) >= 1e12 \
-            or loss == 0 or best == 0 or loss * best < 0:  # infeasible or penalised: nothing to compare
-        return False
-    ratio = best / loss if loss < 0 else loss / best  # throughput (negative losses) or a time-like one
-    return ratio > RULE_OUT
 
 
 class GuidedAgent(Agent):
@@ -344,22 +323,19 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         return (tuple(a) in self.measured or self.canon(a) in self.canonical
                 or self.realised(a) in self.built or self.realised(list(self.canon(a))) in self.built)
 
-    def learn(self, a: list[int], m: Measurement, *, fit: bool = True) -> float:
+    def learn(self, a: list[int], m: Measurement) -> float:
         """Record what ``m`` says of ``a`` (its loss; it, its twin and its realisation measured; the model's
-        data unless ``fit`` is False; the feasibility rules): a plan built in this run or recalled from the
-        study. Returns the loss."""
+        data; the feasibility rules): a plan built in this run or recalled from the study. Returns the loss."""
         got = self.measured[tuple(a)] = self.run.loss(m)
         self.canonical.add(self.canon(a))
         self.built.add(self.realised(a))
-        if m.ok and fit:
+        if m.ok:
             self.measurements.append(m)
         self.feasibility.observe(a, m)
         return got
 
-    def evaluate(self, a: list[int], predicted: float | None, *,
-                 fit: bool | Callable[[float], bool] = True) -> Measurement:
-        """Evaluate on the backend, with the prediction and the fit's error on the progress line (``fit``:
-        whether the model is fitted on the measurement, or a test of its measured loss: :meth:`learn`)."""
+    def evaluate(self, a: list[int], predicted: float | None) -> Measurement:
+        """Evaluate on the backend, with the prediction and the fit's error on the progress line."""
         note: dict[str, Any] = {}
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12:  # not a penalised one
             note["predicted"] = predicted if self.run.objective.direction == "minimize" else -predicted
@@ -368,7 +344,7 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         t = self.run.evaluations
         m = self.run.evaluate(a, annotation=note or None)
         key = tuple(a)
-        got = self.learn(a, m, fit=fit(self.run.loss(m)) if callable(fit) else fit)
+        got = self.learn(a, m)
         if m.ok and not m.extra.get("cache_hit"):
             self.log_build(key, got, t)
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12 and math.isfinite(got) \
@@ -406,11 +382,9 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
             # failed to build has taught the feasibility rules something by then)
             remaining = run.remaining
             n_tops = 2 if remaining is None or remaining > 6 else 1
-            best = ranked[0][0] if ranked else math.inf
             for a in first:
                 if not self.seen(a):
-                    p = nominal.loss(a)  # ruled out and measured far worse still: built, not fitted
-                    self.evaluate(a, p, fit=(lambda got, p=p: not ruled_out(got, p)) if ruled_out(p, best) else True)
+                    self.evaluate(a, nominal.loss(a))
             for a, _ in self.select(nominal, Fit(), ranked, n_tops):
                 if not self.seen(a):
                     self.evaluate(a, nominal.loss(a))
