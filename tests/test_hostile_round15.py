@@ -1,0 +1,79 @@
+"""Hostile and odd input, round 15: a fleet study's heartbeat settings of the wrong type or out of range
+(a traceback, or a message that named no field), a NUL byte in a study file's model path (a traceback).
+
+Each input is checked against the rule of every round: a one-line error naming the field and what is
+allowed, a documented exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from placetune.cli.main import main
+from placetune.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def _one_line(err: str) -> bool:
+    return len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- a fleet's heartbeat settings
+@pytest.mark.parametrize("options, field", [
+    ({"heartbeat_interval": "x"}, "heartbeat_interval"),       # was a ValueError traceback
+    ({"heartbeat_interval": float("inf")}, "heartbeat_interval"),  # was an OverflowError traceback
+    ({"heartbeat_interval": float("nan")}, "heartbeat_interval"),
+    ({"heartbeat_interval": True}, "heartbeat_interval"),
+    ({"heartbeat_interval": 2.5}, "heartbeat_interval"),        # was cut to 2 s without a word
+    ({"grace_period": [1]}, "grace_period"),                    # named no field
+    ({"grace_period": "soon"}, "grace_period"),
+    ({"max_retry": "lots"}, "max_retry"),
+    ({"max_retry": 10**30}, "max_retry"),
+    ({"heartbeat_interval": 10**30}, "heartbeat_interval"),
+])
+def test_a_fleet_setting_that_is_no_whole_number_in_range_is_named(options, field, tmp_path):
+    from placetune.store import Store
+    from placetune.tuning.fleet import Fleet
+
+    with Store(tmp_path / "f.db") as store, pytest.raises(ConfigError) as err:
+        Fleet.from_agent_options(store, options)
+    text = str(err.value)
+    assert f"[agent_options] {field} must be" in text, text
+    assert len(text.splitlines()) == 1
+
+
+@pytest.mark.parametrize("options, kept", [({"heartbeat_interval": 30, "max_retry": 0}, (30, 120, 0)),
+                                           ({"heartbeat_interval": 100}, (100, 200, 3)),
+                                           ({"heartbeat_interval": 5, "grace_period": 60}, (5, 60, 3)),
+                                           ({}, (20, 120, 3))])
+def test_fleet_settings_in_range_are_kept(options, kept, tmp_path):
+    from placetune.store import Store
+    from placetune.tuning.fleet import Fleet
+
+    with Store(tmp_path / "f.db") as store:
+        fleet = Fleet.from_agent_options(store, options)
+        try:
+            assert (fleet.options.heartbeat_interval, fleet.options.grace_period, fleet.options.max_retry) == kept
+        finally:
+            fleet.close()
+
+
+# --------------------------------------------------------------------------- a NUL byte in a model path
+@pytest.mark.parametrize("key, value", [("model", "a\\u0000b.onnx"), ("models", ["a.onnx", "b\\u0000.onnx"]),
+                                        ("device_profile", "p\\u0000.toml"), ("input_data", "f\\u0000.npz"),
+                                        ("export", "x\\u0000.json")])
+def test_a_nul_byte_in_a_study_files_path_is_named(key, value, tmp_path, capsys):
+    body = ", ".join(f'"{v}"' for v in value) if isinstance(value, list) else f'"{value}"'
+    body = f"[{body}]" if isinstance(value, list) else body
+    model = "" if key in ("model", "models") else 'model = "seed-block"\n'
+    (tmp_path / "s.toml").write_text(f'[study]\n{model}{key} = {body}\ntrials = 3\nstorage = "sqlite:///s.db"\n'
+                                     + ('mode = "concurrent"\n' if key == "models" else ""))
+    assert main(["tune", "s.toml"]) in (3, 6)
+    err = capsys.readouterr().err
+    assert _one_line(err), err
+    assert key in err and "NUL" in err, err
+    assert not (tmp_path / "s.db").exists()
