@@ -77,3 +77,23 @@ def test_a_nul_byte_in_a_study_files_path_is_named(key, value, tmp_path, capsys)
     assert _one_line(err), err
     assert key in err and "NUL" in err, err
     assert not (tmp_path / "s.db").exists()
+
+
+# --------------------------------------------------------------------------- measure of a plan of another batch
+def test_measure_of_a_plan_of_another_batch_without_batch_given_says_to_give_it(tmp_path, capsys):
+    """``measure resnet50 --placement plan.json`` of a plan tuned at batch 2, no ``--batch`` given: the refusal
+    said "measure it as it was tuned with --batch 2 (or leave the option out)", and the option was already
+    left out. It now says the model loads at its own batch without --batch, and to give the plan's."""
+    assert main(["tune", "--model", "resnet50", "--batch", "2", "--mode", "engine", "--agent", "random",
+                 "--trials", "3", "--storage", "sqlite:///t.db", "--export", "plan.json"]) == 0
+    capsys.readouterr()
+    assert main(["measure", "resnet50", "--placement", "plan.json"]) == 6
+    err = capsys.readouterr().err
+    assert _one_line(err), err
+    assert "leave the option out" not in err, err
+    assert "--batch 2" in err and "batch 1" in err, err
+    assert main(["measure", "resnet50", "--batch", "2", "--placement", "plan.json"]) == 0
+    capsys.readouterr()
+    assert main(["measure", "resnet50", "--batch", "4", "--placement", "plan.json"]) == 6
+    err = capsys.readouterr().err
+    assert _one_line(err) and "--batch 2 (or leave the option out)" not in err, err
