@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import sys
 import logging
 from typing import Any
@@ -213,6 +214,9 @@ def get_agent(name: str = DEFAULT_AGENT, **options: Any) -> Agent:
         if unknown:
             raise ConfigError(f"agent {name!r} has no option(s) {', '.join(map(repr, unknown))}; its options: "
                               f"{', '.join(known)}")
+    for key, value in options.items():  # a NaN or infinite rate, temperature or weight is no setting of any agent
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"agent {name!r}: {key} must be a finite number, got {value}")
     try:
         return cls(**options)
     except (TypeError, ValueError) as exc:

@@ -97,3 +97,27 @@ def test_measure_of_a_plan_of_another_batch_without_batch_given_says_to_give_it(
     assert main(["measure", "resnet50", "--batch", "4", "--placement", "plan.json"]) == 6
     err = capsys.readouterr().err
     assert _one_line(err) and "--batch 2 (or leave the option out)" not in err, err
+
+
+# --------------------------------------------------------------------------- an agent option that is no finite number
+@pytest.mark.parametrize("agent, key, value", [("reinforce", "lr", "nan"), ("reinforce", "entropy", "inf"),
+                                               ("local", "t0", "nan"), ("local", "kick", "-inf"),
+                                               ("guided", "kappa", "inf")])
+def test_an_agent_option_that_is_not_finite_is_refused_naming_it(agent, key, value, tmp_path, capsys):
+    """``[agent_options] lr = nan`` built the agent and ran the whole budget on a policy of NaN weights
+    (exit 0): a TOML float that is NaN or infinite is no setting of any agent."""
+    (tmp_path / "s.toml").write_text(f'[study]\nmodel = "seed-block"\nagent = "{agent}"\ntrials = 3\n'
+                                     f'storage = "sqlite:///s.db"\n[agent_options]\n{key} = {value}\n')
+    assert main(["tune", "s.toml"]) == 6
+    err = capsys.readouterr().err
+    assert _one_line(err), err
+    assert f"agent {agent!r}: {key} must be a finite number" in err, err
+
+
+def test_get_agent_refuses_a_non_finite_option_and_keeps_finite_ones():
+    from search import get_agent
+
+    with pytest.raises(ConfigError, match="lr must be a finite number"):
+        get_agent("reinforce", seed=0, lr=float("nan"))
+    assert get_agent("reinforce", seed=0, lr=0.05).lr == 0.05
+    assert get_agent("local", seed=0, method="anneal", t0=0.5).t0 == 0.5
