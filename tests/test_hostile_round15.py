@@ -121,3 +121,16 @@ def test_get_agent_refuses_a_non_finite_option_and_keeps_finite_ones():
         get_agent("reinforce", seed=0, lr=float("nan"))
     assert get_agent("reinforce", seed=0, lr=0.05).lr == 0.05
     assert get_agent("local", seed=0, method="anneal", t0=0.5).t0 == 0.5
+
+
+@pytest.mark.parametrize("key, value", [("max_retry", '"lots"'), ("heartbeat_interval", "2.5"),
+                                        ("grace_period", "[1]")])
+def test_a_heartbeat_setting_of_the_optuna_agent_is_named_before_the_agent_is_built(key, value, tmp_path, capsys):
+    """The optuna agent takes the fleet's heartbeat settings too, and was built first: ``max_retry = "lots"``
+    was refused as "agent 'optuna': invalid literal for int() with base 10: 'lots'", naming no key."""
+    (tmp_path / "s.toml").write_text('[study]\nmodel = "seed-block"\nagent = "optuna"\ntrials = 3\n'
+                                     f'storage = "sqlite:///s.db"\n[agent_options]\n{key} = {value}\n')
+    assert main(["tune", "s.toml"]) == 6
+    err = capsys.readouterr().err
+    assert _one_line(err), err
+    assert f"[agent_options] {key} must be a whole number" in err, err

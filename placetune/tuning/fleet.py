@@ -340,6 +340,9 @@ def agent_options_of(cfg: Any) -> dict[str, Any]:
     """The options ``placetune tune`` builds its agent with: ``[agent_options]``, less the fleet's
     heartbeat settings on a shared database where the agent is not ``optuna`` (the fleet takes them)."""
     options = dict(cfg.agent_options)
+    for key in FLEET_OPTIONS:  # named here: the optuna agent takes them too, and is built before the fleet
+        if options.get(key) is not None:
+            whole_seconds(key, options[key])
     if is_shared_database(cfg.storage) and cfg.agent != FLEET_AGENT:
         for key in FLEET_OPTIONS:
             options.pop(key, None)
