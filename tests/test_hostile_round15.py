@@ -11,6 +11,7 @@ import pytest
 
 from placetune.cli.main import main
 from placetune.errors import ConfigError
+from tests.seeds import FRESH, case_seed
 
 
 @pytest.fixture(autouse=True)
@@ -134,3 +135,50 @@ def test_a_heartbeat_setting_of_the_optuna_agent_is_named_before_the_agent_is_bu
     err = capsys.readouterr().err
     assert _one_line(err), err
     assert f"[agent_options] {key} must be a whole number" in err, err
+
+
+# --------------------------------------------------------------------------- an agent option of the wrong kind
+@pytest.mark.parametrize("agent, key, value, said", [
+    ("reinforce", "lr", "9" * 400, "lr must be a finite number"),  # was an OverflowError traceback
+    ("reinforce", "max_repeats", '"x"', "max_repeats must be an integer"),  # "invalid literal for int()"
+    ("local", "t0", "{}", "t0 must be a finite number"),  # "float() argument must be a string or a real number"
+    ("guided", "batch", "2.7", "batch must be an integer"),  # cut to 2 without a word
+    ("optuna", "warm_start", '"no"', "warm_start must be true or false"),  # "no" was taken as true
+])
+def test_an_agent_option_of_the_wrong_kind_is_refused_naming_it(agent, key, value, said, tmp_path, capsys):
+    (tmp_path / "s.toml").write_text(f'[study]\nmodel = "seed-block"\nagent = "{agent}"\ntrials = 3\n'
+                                     f'storage = "sqlite:///s.db"\n[agent_options]\n{key} = {value}\n')
+    assert main(["tune", "s.toml"]) == 6
+    err = capsys.readouterr().err
+    assert _one_line(err), err
+    assert f"agent {agent!r}: {said}" in err, err
+    assert not (tmp_path / "s.db").exists()
+
+
+#: values a study file's [agent_options] can hold that no built-in agent's option takes as they are
+_HOSTILE = [float("nan"), float("inf"), -float("inf"), 10**400, -(10**400), "x", "", [], [1], {}, {"a": 1},
+            True, False, 2.5, -1, 0, 10**12]
+
+
+@pytest.mark.parametrize("seed", [1, 2, FRESH])
+def test_property_an_agent_option_builds_the_agent_or_is_refused_naming_it(seed):
+    """Seeded: every built-in agent's option, given a value drawn from what TOML can hold, either builds the
+    agent or is refused with a ConfigError of one line that names the agent and the option."""
+    import inspect
+    import random
+
+    from search import _resolve, get_agent
+
+    rng = random.Random(case_seed(seed))
+    for _ in range(300):
+        agent = rng.choice(["exact", "guided", "local", "optuna", "random", "reinforce"])
+        params = [p for p in inspect.signature(_resolve(agent).__init__).parameters.values()
+                  if p.kind is p.KEYWORD_ONLY and p.name not in ("seed", "granularity")]
+        key = rng.choice(params).name
+        value = rng.choice(_HOSTILE)
+        try:
+            get_agent(agent, seed=0, **{key: value})
+        except ConfigError as exc:
+            text = str(exc)
+            assert len(text.splitlines()) == 1 and text.startswith(f"agent {agent!r}") and key in text, \
+                (seed, agent, key, value, text)
