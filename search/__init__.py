@@ -252,7 +252,8 @@ def _check_kinds(name: str, params: Any, options: dict[str, Any]) -> None:
         elif isinstance(default, int):
             ok, want = number and isinstance(value, int), "an integer"
         elif isinstance(default, float):
-            ok, want = number and abs(value) <= 1e300, "a finite number"  # (NaN compares false; isfinite(10**400) raised)
+            # (NaN compares false; math.isfinite(10**400) raised OverflowError)
+            ok, want = isinstance(value, (int, float)) and number and abs(value) <= 1e300, "a finite number"
         elif isinstance(default, str):
             ok, want = isinstance(value, str), "text"
         else:
