@@ -1,5 +1,8 @@
 """Hostile and odd input, round 15: a fleet study's heartbeat settings of the wrong type or out of range
-(a traceback, or a message that named no field), a NUL byte in a study file's model path (a traceback).
+(a traceback, or a message that named no field), a NUL byte in a study file's model path (a traceback),
+``measure`` of a plan of another batch told to leave out a --batch it was not given, and [agent_options]
+values that are NaN, infinite, a 400-digit integer (a traceback) or of another kind than the option takes
+(refused without the option's name, or silently cut or read as true).
 
 Each input is checked against the rule of every round: a one-line error naming the field and what is
 allowed, a documented exit code, never a traceback.
