@@ -535,6 +535,9 @@ def _read_plan(d: Path) -> Any:
         doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    except RecursionError:  # the json module recurses once per level: "[[[[..." reached Python's limit
+        raise ConfigError(f"{where} is nested too deeply (arrays and objects deeper than Python's recursion limit): "
+                          "the file is corrupt or edited; export the plan folder again") from None
     return _PlanDoc(doc, where)
 
 

@@ -185,3 +185,39 @@ def test_property_an_agent_option_builds_the_agent_or_is_refused_naming_it(seed)
             text = str(exc)
             assert len(text.splitlines()) == 1 and text.startswith(f"agent {agent!r}") and key in text, \
                 (seed, agent, key, value, text)
+
+
+# --------------------------------------------------------------------------- the standalone runtime's plan.json
+_LOAD = r'''
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import placetune_runtime
+try:
+    placetune_runtime.load(sys.argv[3])
+except (placetune_runtime.ConfigError, placetune_runtime.BackendError) as exc:
+    print(str(exc))
+'''
+
+
+@pytest.mark.parametrize("text, said", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),  # was a RecursionError traceback
+    ('{"format": "placetune-plan", "a": ' * 5_000 + "1" + "}" * 5_000, "nested too deeply"),
+])
+def test_the_standalone_runtime_refuses_a_plan_json_nested_too_deeply(text, said, tmp_path):
+    """Where placetune's Plan is not importable (JetPack 5's Python 3.8) the runtime reads plan.json with the
+    json module alone, whose decoder recursed until Python's limit: a RecursionError traceback, where the
+    packaged runtime refuses more than 64 levels in one line."""
+    import subprocess
+    import sys
+
+    import placetune.runtime
+    from tests.fakes import FAKES_DIR
+
+    placetune.runtime.write_standalone(tmp_path / "rt")
+    folder = tmp_path / "plan"
+    folder.mkdir()
+    (folder / "plan.json").write_text(text)
+    proc = subprocess.run([sys.executable, "-c", _LOAD, str(tmp_path / "rt"), str(FAKES_DIR), str(folder)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert said in proc.stdout and len(proc.stdout.strip().splitlines()) == 1, proc.stdout
