@@ -165,7 +165,7 @@ class PlanRuntime:
         for i, eng in enumerate(plan.engines):
             # a file of the plan folder: an absolute or ../ engine_file in plan.json is refused, never followed
             path = confined(directory, eng.get("engine_file"), f"plan.json: engine {i}'s engine_file")
-            if not path.is_file():
+            if not os.path.isfile(path):  # (Path.is_file raised OSError for a name too long for the system)
                 raise ConfigError(f"{path}: engine {i} of the plan is not built; run `placetune build {directory}` "
                                   f"(or sh {directory / 'build.sh'}) on the Jetson")
             core = _dla_core(eng)

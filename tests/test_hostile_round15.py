@@ -221,3 +221,26 @@ def test_the_standalone_runtime_refuses_a_plan_json_nested_too_deeply(text, said
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert said in proc.stdout and len(proc.stdout.strip().splitlines()) == 1, proc.stdout
+
+
+def test_the_runtime_says_an_engine_file_name_too_long_for_the_system_is_not_built(tmp_path):
+    """An engine_file of 5,000 characters (a plain name, so inside the folder) reached Path.is_file(), which
+    raises OSError (ENAMETOOLONG) instead of answering False: a traceback."""
+    import json
+    import subprocess
+    import sys
+
+    import placetune.runtime
+    from tests.fakes import FAKES_DIR
+
+    placetune.runtime.write_standalone(tmp_path / "rt")
+    folder = tmp_path / "plan"
+    folder.mkdir()
+    engine = {"engine_file": "x" * 5000, "kind": "segment", "device": "GPU", "index": 0}
+    (folder / "plan.json").write_text(json.dumps({"format": "placetune-plan", "mode": "pipeline",
+                                                  "engines": [engine], "settings": {}}))
+    proc = subprocess.run([sys.executable, "-c", _LOAD, str(tmp_path / "rt"), str(FAKES_DIR), str(folder)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "engine 0 of the plan is not built" in proc.stdout and len(proc.stdout.strip().splitlines()) == 1, \
+        proc.stdout
