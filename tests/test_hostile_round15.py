@@ -1,8 +1,9 @@
 """Hostile and odd input, round 15: a fleet study's heartbeat settings of the wrong type or out of range
 (a traceback, or a message that named no field), a NUL byte in a study file's model path (a traceback),
-``measure`` of a plan of another batch told to leave out a --batch it was not given, and [agent_options]
+``measure`` of a plan of another batch told to leave out a --batch it was not given, [agent_options]
 values that are NaN, infinite, a 400-digit integer (a traceback) or of another kind than the option takes
-(refused without the option's name, or silently cut or read as true).
+(refused without the option's name, or silently cut or read as true), and a plan.json nested past Python's
+recursion limit or naming an engine file too long for the system (tracebacks of the standalone runtime).
 
 Each input is checked against the rule of every round: a one-line error naming the field and what is
 allowed, a documented exit code, never a traceback.
@@ -225,7 +226,8 @@ def test_the_standalone_runtime_refuses_a_plan_json_nested_too_deeply(text, said
 
 def test_the_runtime_says_an_engine_file_name_too_long_for_the_system_is_not_built(tmp_path):
     """An engine_file of 5,000 characters (a plain name, so inside the folder) reached Path.is_file(), which
-    raises OSError (ENAMETOOLONG) instead of answering False: a traceback."""
+    raises OSError (ENAMETOOLONG) instead of answering False: a traceback in the standalone runtime (placetune's
+    Plan, which refuses names over 255 bytes, is not importable there)."""
     import json
     import subprocess
     import sys
