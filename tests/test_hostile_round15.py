@@ -105,18 +105,25 @@ def test_measure_of_a_plan_of_another_batch_without_batch_given_says_to_give_it(
 
 
 # --------------------------------------------------------------------------- an agent option that is no finite number
+def _refused(agent: str, key: str, value: str, said: str, tmp_path, capsys) -> None:
+    """``tune`` of a study file whose [agent_options] sets ``key = value`` (TOML) exits 6 with one line saying
+    ``agent '<agent>': <said>``, and stores nothing."""
+    (tmp_path / "s.toml").write_text(f'[study]\nmodel = "seed-block"\nagent = "{agent}"\ntrials = 3\n'
+                                     f'storage = "sqlite:///s.db"\n[agent_options]\n{key} = {value}\n')
+    assert main(["tune", "s.toml"]) == 6
+    err = capsys.readouterr().err
+    assert _one_line(err), err
+    assert f"agent {agent!r}: {said}" in err, err
+    assert not (tmp_path / "s.db").exists()
+
+
 @pytest.mark.parametrize("agent, key, value", [("reinforce", "lr", "nan"), ("reinforce", "entropy", "inf"),
                                                ("local", "t0", "nan"), ("local", "kick", "-inf"),
                                                ("guided", "kappa", "inf")])
 def test_an_agent_option_that_is_not_finite_is_refused_naming_it(agent, key, value, tmp_path, capsys):
     """``[agent_options] lr = nan`` built the agent and ran the whole budget on a policy of NaN weights
     (exit 0): a TOML float that is NaN or infinite is no setting of any agent."""
-    (tmp_path / "s.toml").write_text(f'[study]\nmodel = "seed-block"\nagent = "{agent}"\ntrials = 3\n'
-                                     f'storage = "sqlite:///s.db"\n[agent_options]\n{key} = {value}\n')
-    assert main(["tune", "s.toml"]) == 6
-    err = capsys.readouterr().err
-    assert _one_line(err), err
-    assert f"agent {agent!r}: {key} must be a finite number" in err, err
+    _refused(agent, key, value, f"{key} must be a finite number", tmp_path, capsys)
 
 
 def test_get_agent_refuses_a_non_finite_option_and_keeps_finite_ones():
@@ -150,13 +157,7 @@ def test_a_heartbeat_setting_of_the_optuna_agent_is_named_before_the_agent_is_bu
     ("optuna", "warm_start", '"no"', "warm_start must be true or false"),  # "no" was taken as true
 ])
 def test_an_agent_option_of_the_wrong_kind_is_refused_naming_it(agent, key, value, said, tmp_path, capsys):
-    (tmp_path / "s.toml").write_text(f'[study]\nmodel = "seed-block"\nagent = "{agent}"\ntrials = 3\n'
-                                     f'storage = "sqlite:///s.db"\n[agent_options]\n{key} = {value}\n')
-    assert main(["tune", "s.toml"]) == 6
-    err = capsys.readouterr().err
-    assert _one_line(err), err
-    assert f"agent {agent!r}: {said}" in err, err
-    assert not (tmp_path / "s.db").exists()
+    _refused(agent, key, value, said, tmp_path, capsys)
 
 
 #: values a study file's [agent_options] can hold that no built-in agent's option takes as they are
