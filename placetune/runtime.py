@@ -165,7 +165,7 @@ class PlanRuntime:
         for i, eng in enumerate(plan.engines):
             # a file of the plan folder: an absolute or ../ engine_file in plan.json is refused, never followed
             path = confined(directory, eng.get("engine_file"), f"plan.json: engine {i}'s engine_file")
-            if not path.is_file():
+            if not os.path.isfile(path):  # (Path.is_file raised OSError for a name too long for the system)
                 raise ConfigError(f"{path}: engine {i} of the plan is not built; run `placetune build {directory}` "
                                   f"(or sh {directory / 'build.sh'}) on the Jetson")
             core = _dla_core(eng)
@@ -535,6 +535,9 @@ def _read_plan(d: Path) -> Any:
         doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    except RecursionError:  # the json module recurses once per level: "[[[[..." reached Python's limit
+        raise ConfigError(f"{where} is nested too deeply (arrays and objects deeper than Python's recursion limit): "
+                          "the file is corrupt or edited; export the plan folder again") from None
     return _PlanDoc(doc, where)
 
 

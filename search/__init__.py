@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import sys
 import logging
 from typing import Any
@@ -213,7 +214,49 @@ def get_agent(name: str = DEFAULT_AGENT, **options: Any) -> Agent:
         if unknown:
             raise ConfigError(f"agent {name!r} has no option(s) {', '.join(map(repr, unknown))}; its options: "
                               f"{', '.join(known)}")
+    for key, value in options.items():  # a NaN or infinite rate, temperature or weight is no setting of any agent
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"agent {name!r}: {key} must be a finite number, got {value}")
+    _check_kinds(name, params, options)
     try:
         return cls(**options)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ConfigError(f"agent {name!r}: {exc}") from None
+
+
+#: what a study file's [agent_options] can hold (TOML); any other value (a sampler object) is the caller's own
+_TOML_KINDS = (bool, int, float, str, list, dict)
+
+
+def _check_kinds(name: str, params: Any, options: dict[str, Any]) -> None:
+    """An option whose default is a bool, an integer, a number or text, given a TOML value of another kind, is
+    refused naming it: ``int("x")`` and ``float({})`` named no option, ``float(10**400)`` was an OverflowError
+    traceback, ``2.7`` was cut to 2 and ``"no"`` read as true. An option whose default is None is checked by its
+    declared kind (``int | None``); one without a default is the agent's to check.
+
+    Raises:
+        ConfigError: naming the agent, the option and what it takes.
+    """
+    for p in params:
+        if p.name not in options or p.default is p.empty:
+            continue
+        value, default = options[p.name], p.default
+        if not isinstance(value, _TOML_KINDS):
+            continue
+        if default is None:  # "int | None", "str | None": the declared kind (annotations are text here)
+            declared = str(p.annotation).replace(" ", "")
+            default = {"int|None": 0, "str|None": "", "float|None": 0.0}.get(declared)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(default, bool):
+            ok, want = isinstance(value, bool), "true or false"
+        elif isinstance(default, int):
+            ok, want = number and isinstance(value, int), "an integer"
+        elif isinstance(default, float):
+            # (NaN compares false; math.isfinite(10**400) raised OverflowError)
+            ok, want = isinstance(value, (int, float)) and number and abs(value) <= 1e300, "a finite number"
+        elif isinstance(default, str):
+            ok, want = isinstance(value, str), "text"
+        else:
+            continue
+        if not ok:
+            raise ConfigError(f"agent {name!r}: {p.name} must be {want}, got {str(value)[:40]!r}")

@@ -5,7 +5,6 @@ fake sysfs tree only: the node names and units are those jetson_stats (jtop) rea
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import pytest
@@ -224,12 +223,10 @@ def test_off_a_jetson_the_trtexec_backend_records_no_clocks(tmp_path, monkeypatc
 def test_a_night_whose_board_throttles_stops_with_one_line(tmp_path, monkeypatch, capsys, caplog):
     """``placetune tune --backend tensorrt`` (the TensorRT doubles): the board throttles after the first
     build; the run says so once, then stops with exit status 8 and one line instead of measuring on."""
-    from placetune.cli.main import main
-    from tests.fakes import fake_env
-    from tests.test_tune_tensorrt import _board
+    from tests.fakes.board import on_a_board, tune_on_the_board
 
     root = _orin(tmp_path / "sys")
-    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(root))
+    on_a_board(monkeypatch, tmp_path, root)
     judge = ClockWatch.judge
 
     def throttle_after_the_first(self, m, before, after):
@@ -238,15 +235,7 @@ def test_a_night_whose_board_throttles_stops_with_one_line(tmp_path, monkeypatch
         return out
 
     monkeypatch.setattr(ClockWatch, "judge", throttle_after_the_first)
-    env = fake_env("10.3.0")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1]),
-                                                      os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("PLACETUNE_FAKE_TRT_VERSION", "10.3.0")
-    monkeypatch.setenv("PATH", str(_board(tmp_path, "MAXN")) + os.pathsep + os.environ["PATH"])
-    monkeypatch.chdir(tmp_path)
-    rc = main(["tune", "--backend", "tensorrt", "--model", str(GN), "--mode", "engine", "--precision", "fp16",
-               "--agent", "random", "--trials", "12", "--storage", f"sqlite:///{tmp_path / 'pt.db'}",
-               "--study", "night"])
+    rc = tune_on_the_board(tmp_path)
     err = capsys.readouterr().err
     lines = [x for x in err.splitlines() if x.startswith("placetune: error:")]
     assert rc == 8 and len(lines) == 1, err

@@ -5,7 +5,6 @@ TensorRT doubles only."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -150,21 +149,12 @@ def test_a_run_that_shares_the_gpu_on_purpose_is_not_watched(tmp_path, monkeypat
 
 def test_a_night_whose_gpu_another_process_takes_stops_with_8_its_plan_exported_and_resumable(tmp_path, monkeypatch,
                                                                                              fast, capsys):
-    from placetune.cli.main import main
-    from tests.test_tune_tensorrt import _board
+    from tests.fakes.board import on_a_board, tune_on_the_board
 
     load = _load_node(tmp_path)
-    monkeypatch.setattr(clocks, "SYSFS_ROOT", str(tmp_path / "sys"))
+    on_a_board(monkeypatch, tmp_path, tmp_path / "sys")
     jobs = _busy_after(monkeypatch, load, 2)
-    env = fake_env("10.3.0")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).resolve().parents[1]),
-                                                      os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("PLACETUNE_FAKE_TRT_VERSION", "10.3.0")
-    monkeypatch.setenv("PATH", str(_board(tmp_path, "MAXN")) + os.pathsep + os.environ["PATH"])
-    monkeypatch.chdir(tmp_path)
-    rc = main(["tune", "--backend", "tensorrt", "--model", str(GN), "--mode", "engine", "--precision", "fp16",
-               "--agent", "random", "--trials", "12", "--storage", f"sqlite:///{tmp_path / 'pt.db'}",
-               "--study", "night", "--export", str(tmp_path / "plan.json")])
+    rc = tune_on_the_board(tmp_path, "--export", str(tmp_path / "plan.json"))
     out, err = capsys.readouterr()
     assert rc == 8, out + err
     assert len(jobs) == 2  # the contended job was not run again beside the other work

@@ -127,12 +127,14 @@ def _from_plan(text: str, plan, model, args: argparse.Namespace) -> str:
             continue  # replicas given: the plan's placement on the instances given
         if str(have).lower() != str(want).lower():
             differ.append(f"{flag} {want}")
-    if model.batch != plan.batch and plan.batch is not None:
-        differ.append(f"--batch {plan.batch}")
-    if differ:
+    how = [f"{' '.join(differ)} (or leave the option out)"] if differ else []
+    if model.batch != plan.batch and plan.batch is not None:  # never taken from the plan: leaving it out is no cure
+        how.append(f"--batch {plan.batch}" + (f" (without --batch the model loads at batch {model.batch})"
+                                              if getattr(args, "batch", None) is None else ""))
+    if how:
         raise ConfigError(f"--placement {shown(text)} is a plan of {plan.model.get('name')} on {plan.platform}, "
                           f"{plan.mode} mode, {plan.precision}, batch {plan.batch}: measure it as it was tuned "
-                          f"with {' '.join(differ)} (or leave the option out)")
+                          f"with {' and '.join(how)}")
     return f"as tuned (from the plan): {' '.join(taken)}" if taken else ""
 
 

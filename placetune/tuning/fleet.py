@@ -56,7 +56,7 @@ from placetune.errors import ConfigError, StoreError
 from placetune.tuning.fleet_claims import Claims
 from placetune.tuning.fleet_gate import TrialGate, fleet_trial_counts
 from placetune.tuning.fleet_locks import SingleWriterLock, schema_lock
-from placetune.tuning.fleet_worker import FleetOptions, worker_id
+from placetune.tuning.fleet_worker import FleetOptions, whole_seconds, worker_id
 from placetune._lazy import lazy_import
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
 from placetune.hardware.locked_clocks import lock_differences
@@ -195,12 +195,12 @@ class Fleet:
     def from_agent_options(cls, store: "Store", agent_options: dict[str, Any]) -> "Fleet":
         """A fleet whose heartbeat settings come from the study's ``[agent_options]``."""
         defaults = FleetOptions()
+        given = {k: whole_seconds(k, agent_options[k]) for k in FLEET_OPTIONS if agent_options.get(k) is not None}
+        interval = given.get("heartbeat_interval", defaults.heartbeat_interval)
         opts = FleetOptions(
-            heartbeat_interval=agent_options.get("heartbeat_interval") or defaults.heartbeat_interval,
-            grace_period=agent_options.get("grace_period") or (
-                max(defaults.grace_period, 2 * int(agent_options["heartbeat_interval"]))
-                if agent_options.get("heartbeat_interval") else defaults.grace_period),
-            max_retry=agent_options.get("max_retry", defaults.max_retry),
+            heartbeat_interval=interval,
+            grace_period=given.get("grace_period", max(defaults.grace_period, 2 * interval)),
+            max_retry=given.get("max_retry", defaults.max_retry),
         )
         return cls(store, opts)
 
@@ -340,6 +340,9 @@ def agent_options_of(cfg: Any) -> dict[str, Any]:
     """The options ``placetune tune`` builds its agent with: ``[agent_options]``, less the fleet's
     heartbeat settings on a shared database where the agent is not ``optuna`` (the fleet takes them)."""
     options = dict(cfg.agent_options)
+    for key in FLEET_OPTIONS:  # named here: the optuna agent takes them too, and is built before the fleet
+        if options.get(key) is not None:
+            whole_seconds(key, options[key])
     if is_shared_database(cfg.storage) and cfg.agent != FLEET_AGENT:
         for key in FLEET_OPTIONS:
             options.pop(key, None)

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 
 from placetune.errors import ConfigError
 
-__all__ = ["worker_id", "FleetOptions"]
+__all__ = ["worker_id", "FleetOptions", "whole_seconds"]
+
+#: the range of each heartbeat setting of ``[agent_options]`` (whole numbers)
+RANGES = {"heartbeat_interval": (1, 3600), "grace_period": (2, 86400), "max_retry": (0, 1000)}
 
 
 def worker_id() -> str:
@@ -38,15 +41,13 @@ class FleetOptions:
     poll_seconds: float = 0.25
 
     def __post_init__(self) -> None:
+        self.heartbeat_interval = whole_seconds("heartbeat_interval", self.heartbeat_interval)
+        self.grace_period = whole_seconds("grace_period", self.grace_period)
+        self.max_retry = whole_seconds("max_retry", self.max_retry)
         try:
-            self.heartbeat_interval = int(self.heartbeat_interval)
-            self.grace_period = int(self.grace_period)
-            self.max_retry = int(self.max_retry)
             self.poll_seconds = float(self.poll_seconds)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"fleet options must be numbers: {exc}") from None
-        if self.heartbeat_interval < 1:
-            raise ConfigError(f"heartbeat_interval must be >= 1 second, not {self.heartbeat_interval}")
+            raise ConfigError(f"fleet poll_seconds must be a number: {exc}") from None
         if self.grace_period <= self.heartbeat_interval:
             raise ConfigError(
                 f"grace_period ({self.grace_period} s) must be longer than heartbeat_interval "
@@ -54,3 +55,18 @@ class FleetOptions:
             )
         if self.max_retry < 0:
             raise ConfigError(f"max_retry must be >= 0, not {self.max_retry}")
+
+
+def whole_seconds(key: str, value: object) -> int:
+    """A heartbeat setting of ``[agent_options]`` (``key`` of :data:`RANGES`) as a whole number in its range.
+    ``int()`` cut ``2.5`` to 2, read ``true`` as 1 and raised on ``"x"``, ``inf`` and ``nan``.
+
+    Raises:
+        ConfigError: naming the key and its range.
+    """
+    lo, hi = RANGES[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        unit = "" if key == "max_retry" else " (seconds)"
+        raise ConfigError(f"[agent_options] {key} must be a whole number from {lo} to {hi}{unit}, "
+                          f"got {str(value)[:40]!r}")
+    return value

@@ -380,6 +380,21 @@ def _check_trust(p: Path, study: dict[str, Any], backend_options: dict[str, Any]
             _confine(p, f"[backend_options] {key}", value, cwd)
 
 
+def _refuse_nul(p: Path, doc: dict[str, Any]) -> None:
+    """A NUL byte (``"\\u0000"``) in a text value of [study] or [backend_options]: no path, name or URL can
+    hold one (``os.path.realpath`` raised ValueError, a traceback, for a model path).
+
+    Raises:
+        ConfigError: naming the table and key.
+    """
+    for table in ("study", "backend_options"):
+        for key, value in doc.get(table, {}).items():
+            items = value if isinstance(value, list) else [value]
+            if any(isinstance(v, str) and "\0" in v for v in items):
+                raise ConfigError(f"study file {shown(p)}: [{table}] {shown(str(key))} holds a NUL byte (\\u0000), "
+                                  "which no path, name or URL may hold")
+
+
 def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
     """Read a study TOML file into a :class:`TuneConfig`.
 
@@ -406,6 +421,7 @@ def load_study_file(path: str | Path, *, trusted: bool = False) -> TuneConfig:
     for table in ("study", "settings", "agent_options", "backend_options"):
         if not isinstance(doc.get(table, {}), dict):
             raise ConfigError(f"study file {p}: {table} must be a table ([{table}]), got {_short(doc[table])}")
+    _refuse_nul(p, doc)
     study = dict(doc.get("study", {}))
     if "name" in study:
         study["study"] = study.pop("name")
