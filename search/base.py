@@ -66,6 +66,7 @@ __all__ = [
     "SearchRun",
     "baseline_assignments",
     "canonical",
+    "in_range",
     "project",
 ]
 
@@ -74,6 +75,21 @@ log = logging.getLogger(__name__)
 #: answers in a row from the study's own measurements after which a run stops (the agent
 #: proposes nothing new, so it would never spend its budget)
 _MAX_FREE_RUN = 5000
+
+
+def in_range(option: str, value: float, low: float, high: float | None = None, *, above: bool = False,
+             below: bool = False) -> None:
+    """Refuse an agent option outside what the agent can use, naming it (``get_agent`` turns the
+    ValueError into a one-line ConfigError naming the agent): ``low <= value`` (``low < value`` when
+    ``above``) and, with ``high``, ``value <= high`` (``value < high`` when ``below``).
+
+    Raises:
+        ValueError: ``option must be ...``.
+    """
+    ok = (value > low if above else value >= low) and (high is None or (value < high if below else value <= high))
+    if not ok:
+        want = f"{'>' if above else '>='} {low:g}" + ("" if high is None else f" and {'<' if below else '<='} {high:g}")
+        raise ValueError(f"{option} must be {want}, not {value}")
 
 
 class Agent:

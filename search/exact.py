@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun
+from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, in_range
 from placetune.backends.simulate.costs import cost_table, power_factor
 from .local import LocalAgent
 
@@ -382,6 +382,7 @@ class ExactAgent(Agent):
         if method not in ("auto", "enumerate", "dp"):
             raise ValueError(f"method must be auto, enumerate or dp, not {method!r}")
         self.method = method
+        in_range("max_enumerate", int(max_enumerate), 1)
         self.max_enumerate = int(max_enumerate)
 
     def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments
+from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, baseline_assignments, in_range
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -186,6 +186,9 @@ class LocalAgent(Agent):
             raise ValueError(f"start must be 'baselines' or 'gpu', not {start!r}")
         self.method = method
         self.start = start
+        in_range("t0", float(t0), 0.0, above=True)  # (t1 / t0) ** frac: a zero start temperature divided by 0
+        in_range("t1", float(t1), 0.0, above=True)
+        in_range("kick", float(kick), 0.0, 1.0, above=True)  # a fraction of the units
         self.t0 = float(t0)
         self.t1 = float(t1)
         self.kick = float(kick)

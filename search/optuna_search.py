@@ -40,7 +40,7 @@ import optuna
 
 from placetune.placement.placement import Placement
 
-from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical
+from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical, in_range
 from placetune.errors import StoppedAfterMeasurement, StopRequested
 from placetune.tuning.optuna_study import (OptunaStudy, add_trials, assignment_of, constraint_attrs, distributions,
                                            params_of, trial_attrs)
@@ -139,6 +139,9 @@ class OptunaAgent(Agent):
                                  "(a CPU build is enough), or pick tpe, nsga2 or random")
         #: the sampler's name (``tpe``...; the class name of a sampler given as an object)
         self.sampler: str = sampler
+        in_range("n_startup_trials", int(n_startup_trials), 0)
+        in_range("population_size", int(population_size), 2)  # NSGA-II crosses two parents
+        in_range("max_retry", int(max_retry), 0)
         self.n_startup_trials = int(n_startup_trials)
         self.population_size = int(population_size)
         self.study_name = study_name

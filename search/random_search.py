@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun
+from .base import Agent, Budget, BudgetExhausted, SearchResult, SearchRun, in_range
 
 if TYPE_CHECKING:
     from placetune.tuning.evaluator import Evaluator
@@ -35,6 +35,7 @@ class RandomAgent(Agent):
 
     def __init__(self, *, seed: int | None = None, granularity: str = "fusion", max_redraws: int = 100) -> None:
         super().__init__(seed=seed, granularity=granularity)
+        in_range("max_redraws", int(max_redraws), 0)
         self.max_redraws = int(max_redraws)
 
     def search(self, evaluator: "Evaluator", budget: Budget) -> SearchResult:

@@ -27,7 +27,7 @@ import numpy as np
 
 from placetune.placement.placement import Placement
 
-from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical
+from .base import Agent, Budget, SearchResult, SearchRun, baseline_assignments, canonical, in_range
 import gymnasium as gym
 from placetune.tuning.constraints import total_violation
 
@@ -152,6 +152,12 @@ class ReinforceAgent(Agent):
         super().__init__(seed=seed, granularity=granularity)
         self.lr = float(lr)
         self.hidden = int(hidden)
+        in_range("lr", float(lr), 0.0, above=True)
+        in_range("hidden", int(hidden), 0)  # 0: a linear policy
+        in_range("baseline_decay", float(baseline_decay), 0.0, 1.0, below=True)  # 1: the baseline never moves
+        in_range("prior", float(prior), 0.0)
+        in_range("entropy", float(entropy), 0.0)
+        in_range("max_repeats", int(max_repeats), 1)
         self.baseline_decay = float(baseline_decay)
         self.warm_start = bool(warm_start)
         self.prior = float(prior)
