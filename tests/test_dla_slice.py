@@ -177,3 +177,28 @@ def test_the_tensorrt_double_runs_the_fp16_only_slice_on_the_dla_only_when_fp16_
     assert got["built"] and len(got["can_run"]) == 2 and set(got["can_run"].values()) == {on_dla}, got["can_run"]
     switched = [m for m in got["log"] if "DLA only supports FP16 and Int8 precision type" in m]
     assert len(switched) == (0 if on_dla else 2), switched
+
+
+def test_an_int8_plan_puts_the_channel_split_on_the_dla_and_the_build_agrees(tmp_path):
+    """Predicted and realised agree under INT8: the checker counts the Slices DLA-eligible (the build sets FP16
+    too), the all-DLA plan puts them on DLA0, and the INT8 + FP16 build on the doubles runs them there."""
+    import placetune
+    from placetune import Placement
+    from placetune.cli.main import main
+
+    model = _channel_split(tmp_path / "split.onnx", "slices")
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(model), "orin-agx", mode="engine", precision="int8", store=url, study="s",
+                             trt_version="10.3") as ev:
+        ev.baselines()
+        m = ev.evaluate(Placement.all_dla(ev.model), agent="t", trial_number=0)
+    folder = tmp_path / "plan"
+    assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(folder),
+                 "--measurement", str(m.extra["_id"])]) == 0
+    plan = json.loads((folder / "plan.json").read_text())
+    devices = {x["name"]: (x["requested"], x["realized"]) for x in plan["layers"]}
+    assert devices["/Slice"] == devices["/Slice_1"] == devices["/conv"] == ("DLA0", "DLA0"), devices
+    assert "--int8" in (folder / "build.sh").read_text() and "--fp16" in (folder / "build.sh").read_text()
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", str(folder)], tmp_path)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    assert "every layer runs where the plan says" in built.stdout
