@@ -44,8 +44,10 @@ SUPPORTED_PRECISIONS = ("fp16", "int8")
 #: option of FP16 and INT8 hybrid precision in the same model"; layers without INT8 scales "are run in FP16").
 #: An INT8-only build (trtexec ``--int8`` alone, which sets no FP16 with ``--useDLACore``: sampleEngines.cpp
 #: ``if (!build.int8) config.setFlag(BuilderFlag::kFP16)``) would fall back to FP32 and move them to the GPU
-#: ("DLA only supports FP16 and Int8 precision type"); placetune makes none. No published build log of an INT8 +
-#: FP16 DLA build with a Softmax or Slice in a DLA loadable was found: a reading of the sources (docs/jetson.md).
+#: ("DLA only supports FP16 and Int8 precision type"); placetune makes none. Published on TensorRT 10.3 (AGX Orin,
+#: IntelligentSystemsLabUTV/yolo11_dla docs/BUILD.md): an ``--int8 --fp16`` DLA build without GPU fallback of a
+#: YOLO11n variant with 9 Splits and a Softmax is one DLA loadable, "one softmax to FP16 — all of them on DLA".
+#: 8.5/8.6: the header's rule, no published build (docs/jetson.md).
 FP16_FALLBACK = ("Slice", "Softmax")
 
 _PRECISION_ALIASES = {
