@@ -75,19 +75,25 @@ WAIT_POLL_S = 10.0
 SETTLE_S = 3.0
 
 
-def gpu_load(root: str | Path | None = None) -> float | None:
-    """The Jetson GPU's load now in percent (the highest of its devfreq nodes'), None when none is read."""
+def _load_reads(root: str | Path | None) -> list[tuple[str, float | None, str]]:
+    """Each GPU devfreq node's load read now: (node, percent or None, why it was not read)."""
     base = Path(root if root is not None else clocks.SYSFS_ROOT) / "class/devfreq"
     try:
         nodes = sorted(p for p in base.iterdir() if clocks.GPU_NODE.match(p.name))
     except OSError:
-        return None
-    loads = []
+        return []
+    reads: list[tuple[str, float | None, str]] = []
     for node in nodes:
         try:
-            loads.append(int((node / "device/load").read_text().strip()) / 10.0)
-        except (OSError, ValueError):
-            continue
+            reads.append((node.name, int((node / "device/load").read_text().strip()) / 10.0, ""))
+        except (OSError, ValueError) as exc:
+            reads.append((node.name, None, f"{node.name}/device/load: {type(exc).__name__}: {exc}"))
+    return reads
+
+
+def gpu_load(root: str | Path | None = None) -> float | None:
+    """The Jetson GPU's load now in percent (the highest of its devfreq nodes'), None when none is read."""
+    loads = [load for _, load, _ in _load_reads(root) if load is not None]
     return max(loads) if loads else None
 
 
@@ -95,19 +101,10 @@ def load_unread(root: str | Path | None = None) -> str | None:
     """Why a board with a GPU devfreq node gives no load (its ``device/load`` missing or unreadable:
     jtop skips such a file unsaid, ``jtop/core/gpu.py`` ``os.access(path + "/load", os.R_OK)``); None
     when a load is read, or when there is no such node (not a Jetson)."""
-    base = Path(root if root is not None else clocks.SYSFS_ROOT) / "class/devfreq"
-    try:
-        nodes = sorted(p for p in base.iterdir() if clocks.GPU_NODE.match(p.name))
-    except OSError:
+    reads = _load_reads(root)
+    if any(load is not None for _, load, _ in reads):
         return None
-    why = []
-    for node in nodes:
-        try:
-            int((node / "device/load").read_text().strip())
-            return None
-        except (OSError, ValueError) as exc:
-            why.append(f"{node.name}/device/load: {type(exc).__name__}: {exc}")
-    return "; ".join(why) or None
+    return "; ".join(why for _, _, why in reads) or None
 
 
 def gpu_busy(root: str | Path | None = None, samples: int = SAMPLES, interval_s: float = INTERVAL_S,
