@@ -164,3 +164,33 @@ def test_a_store_that_only_reads_an_empty_file_names_the_file_and_writes_nothing
         assert store.studies() == []
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT COUNT(*) FROM pt_schema").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_inside_a_librarys_commit_is_the_documented_exit_not_a_traceback(signum, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """Seen by interrupting ``placetune tune`` at every call of its opening: a signal that lands inside
+    SQLAlchemy's commit, between the database's COMMIT and the transaction's bookkeeping, makes SQLAlchemy's
+    own ``assert not self.is_active`` fail as the interrupt unwinds, and the run printed an AssertionError's
+    traceback as placetune's internal error (exit 1) instead of the signal's one line."""
+    from sqlalchemy.engine.base import RootTransaction
+
+    from placetune.errors import Interrupted
+
+    real = RootTransaction._deactivate_from_connection
+    fired = []
+
+    def deactivate(self):
+        if not fired:  # the run's handler raising as the signal lands, once
+            fired.append(1)
+            raise Interrupted(signum)
+        return real(self)
+
+    monkeypatch.setattr(RootTransaction, "_deactivate_from_connection", deactivate)
+    db = tmp_path / "pt.db"
+    code = main(["tune", "--model", "seed-block", "--trials", "3", "--storage", str(db)])
+    err = capsys.readouterr().err
+    assert fired and (code, err) == (128 + signum, "placetune: " + (
+        "interrupted" if signum == signal.SIGINT else "terminated") + "\n"), err
+    monkeypatch.undo()
+    assert main(["studies", "--storage", str(db)]) == 0, capsys.readouterr().err
