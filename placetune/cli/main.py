@@ -15,7 +15,7 @@ from placetune.cli.check import cmd_check, with_dla
 from placetune.cli.checks import check_arguments
 from placetune.cli.measure import calibration_cache, cmd_measure
 from placetune.cli.usage import closest_options, command_hint
-from placetune.cli.signals import sigterm_as_interrupt, stop_line
+from placetune.cli.signals import interrupt_behind, sigterm_as_interrupt, stop_line
 from placetune.cli.tune_help import TUNE_EXAMPLES, tune_epilog
 from placetune.cli.terminal import (error_line, output_lost, safe_output, show, table, terminal_width,
                                      when_output_lost)
@@ -487,12 +487,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if exc.code not in (0, None) or _printed() is None:
                 raise
             code = 0  # what they printed never reached its reader: said below
-        except Exception:  # noqa: BLE001 - a bug: its traceback, escaped like every other message
-            import traceback
+        except Exception as exc:  # noqa: BLE001 - a bug: its traceback, escaped like every other message
+            interrupt = interrupt_behind(exc)
+            if interrupt is not None:  # a library's clean-up that the signal broke: the signal's one line
+                print(stop_line(interrupt), file=sys.stderr)
+                code = interrupt.exit_code if isinstance(interrupt, Interrupted) else 130
+            else:
+                import traceback
 
-            print("placetune: internal error (a bug in placetune; please report it with this traceback):\n"
-                  + traceback.format_exc(), file=sys.stderr)
-            code = 1
+                print("placetune: internal error (a bug in placetune; please report it with this traceback):\n"
+                      + traceback.format_exc(), file=sys.stderr)
+                code = 1
         lost = _printed()
         if lost is None:
             return code

@@ -11,7 +11,7 @@ from typing import Any
 
 from placetune.errors import Interrupted
 
-__all__ = ["terminate", "sigterm_as_interrupt", "stop_line"]
+__all__ = ["terminate", "sigterm_as_interrupt", "stop_line", "interrupt_behind"]
 
 
 def terminate(signum: int, frame: Any) -> None:
@@ -46,3 +46,20 @@ def stop_line(exc: BaseException) -> str:
     if isinstance(exc, Interrupted) and hasattr(signal, "SIGHUP") and exc.exit_code == 128 + signal.SIGHUP:
         return "placetune: hung up"
     return "placetune: interrupted"
+
+
+def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or signal that ``exc`` was raised while unwinding, else None.
+
+    A signal lands at any point of a run, inside a library's bookkeeping too: SQLAlchemy's commit, stopped
+    between the database's COMMIT and marking its transaction done, fails its own ``assert not
+    self.is_active`` as the interrupt unwinds, and that AssertionError replaced the interrupt. An error
+    whose context holds an interrupt is the interrupt's, not a bug of placetune's."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, ContextManager, TypeVar
@@ -43,6 +44,9 @@ class ConnectionMixin:
     _pid: int
     readonly: bool
     opened_readonly: bool
+    #: True when the SQLite file holds nothing and the store only reads it: an empty schema in memory stands in
+    #: for the file (:meth:`_read_as_empty`)
+    read_as_empty: bool = False
 
     def _make_engine(self, echo: bool, connect_timeout: float) -> Engine:
         kw: dict[str, Any] = {"echo": echo}
@@ -77,6 +81,17 @@ class ConnectionMixin:
             install_sqlite_hooks(engine, self._url, busy_timeout=self.busy_timeout, memory=self._memory,
                                  readonly=self.readonly)
         return engine
+
+    def _read_as_empty(self) -> None:
+        """Read the SQLite file, which holds nothing (no table, index or view), as a store holding no study:
+        the store reads an empty placetune schema kept in memory, and the file is never written. SQLite creates
+        the file when it is first opened and placetune's tables come in a transaction after it, so a run stopped
+        in between (Ctrl-C, a kill, a power cut) leaves such a file: it holds no study, like a new database."""
+        self._engine.dispose()
+        self._engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+        install_sqlite_hooks(self._engine, self._engine.url, busy_timeout=self.busy_timeout, memory=True)
+        self._lock = threading.RLock()  # one connection for every thread, as for an in-memory store
+        self.read_as_empty = True
 
     def close(self) -> None:
         """Close every connection. The store cannot be used afterwards (an in-memory one is gone)."""
@@ -129,7 +144,7 @@ class ConnectionMixin:
         """StoreError when closed; after a fork, a fresh pool (never share pooled sockets or files)."""
         if self._closed:
             raise StoreError(f"the store {self.url} is closed: open a new Store")
-        if not self._memory and os.getpid() != self._pid:
+        if not (self._memory or self.read_as_empty) and os.getpid() != self._pid:
             self._engine.dispose(close=False)
             self._pid = os.getpid()
 

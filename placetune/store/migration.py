@@ -41,6 +41,11 @@ class SchemaMixin(ConnectionMixin):
         if version == SCHEMA_VERSION:  # another process created them since the first read
             return
         self._check_version(version)
+        if self.readonly and version is None and self._holds_nothing():  # a new database, read as one
+            self._read_as_empty()
+            with self.transaction("opening the database", write=True) as conn:
+                self._create(conn)
+            return
         # a file that cannot be written: its tables cannot be created nor upgraded; a database only read
         # (studies, export, report) never gets placetune's tables: it may be another program's
         if self.opened_readonly or (self.readonly and version is None):
@@ -88,9 +93,7 @@ class SchemaMixin(ConnectionMixin):
         version = self._schema_version(conn)
         self._check_version(version)
         if version is None:
-            Base.metadata.create_all(conn)
-            if conn.scalar(select(SchemaRow.version).where(SchemaRow.id == 1)) is None:
-                conn.execute(insert(SchemaRow).values(id=1, version=SCHEMA_VERSION, created_at=utcnow()))
+            self._create(conn)
             log.info("created placetune schema v%d in %s", SCHEMA_VERSION, self.url)
         elif version < SCHEMA_VERSION:
             for v in range(version, SCHEMA_VERSION):
@@ -98,6 +101,20 @@ class SchemaMixin(ConnectionMixin):
                 log.info("migrated placetune schema v%d -> v%d in %s", v, v + 1, self.url)
             Base.metadata.create_all(conn)
             conn.execute(SchemaRow.__table__.update().where(SchemaRow.id == 1).values(version=SCHEMA_VERSION))
+
+    @staticmethod
+    def _create(conn: Connection) -> None:
+        Base.metadata.create_all(conn)
+        if conn.scalar(select(SchemaRow.version).where(SchemaRow.id == 1)) is None:
+            conn.execute(insert(SchemaRow).values(id=1, version=SCHEMA_VERSION, created_at=utcnow()))
+
+    def _holds_nothing(self) -> bool:
+        """True for an SQLite database with nothing in it (no table, index, view or trigger): the file SQLite
+        creates on first opening it, with or without the header of WAL mode."""
+        if self.dialect != "sqlite":
+            return False
+        with self.transaction("opening the database") as conn:
+            return not conn.scalar(text("SELECT COUNT(*) FROM sqlite_master"))
 
     @staticmethod
     def _schema_version(conn: Connection) -> int | None:

@@ -71,7 +71,8 @@ class Store(BatchMixin, QueriesMixin, SchemaMixin):
         cache_size: measurements kept in the in-process lookup cache (0: none).
         readonly: the caller only reads: a SQLite file on read-only media (or in a folder without write
             permission) is opened read-only instead of refused; a database it would have to create or
-            upgrade is a StoreError.
+            upgrade is a StoreError, except an SQLite file with nothing in it (a first run stopped before its
+            tables were written): it holds no study, and is left unwritten.
 
     Raises:
         StoreError: malformed URL, missing driver, unreachable server, unreadable or
