@@ -18,10 +18,13 @@ Two sources say where TensorRT placed the layers of a DLA engine:
   ForeignNode is read as on the DLA when it follows a ``to nvm`` copy or precedes a ``from nvm``
   copy and is not typed ``Myelin``, when its ``LayerType`` names the DLA, or when the build log names
   it as a DLA loadable (a loadable fed by a GPU layer has no nvm copy beside it: the real profile of
-  corpus hax-conn-googlenet-gpu-to-dla-transition-profile). No published export
-  of a DLA engine's layer information was found (docs/trust.md): this DLA reading is checked
-  against the doubles only, so where the inspector cannot place a layer the engine was asked to
-  put on the DLA, the placement is unknown, never the GPU.
+  corpus hax-conn-googlenet-gpu-to-dla-transition-profile). A real TensorRT 10.3 DLA engine's
+  layer information (AGX Orin, JetPack 6: corpus yolo11-dla-orin-10.3-layer-types, its layers'
+  ``Name`` and ``LayerType`` as published) types each loadable ``DLA`` with no nvm copy beside it;
+  its loadables' names give their first and last layers, which need not bound an interval of the
+  network (the attention block of that YOLO11n lies between the ends of a loadable it is not in).
+  Where the inspector cannot place a layer the engine was asked to put on the DLA, the placement
+  is unknown, never the GPU.
 
 :func:`decide` gives the realised placement, or says it is unknown (``known=False`` with the
 reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
