@@ -257,8 +257,8 @@ def _decide(
             # a range's interior and fills a layer no engine layer names (a YOLO head's Slice_1 and Concat_2,
             # warned of and named by no layer of a real 10.3 DLA engine: corpus yolo11-dla-orin-10.3-layer-types)
             own, helped = _warned(blog, resolver, predicted)
-            warned = own | (helped - on_dla)
-            from_ins = {n: target if n in on_dla and n not in warned else "GPU" if n in on_gpu or n in warned
+            warned_off = own | (helped - on_dla)
+            from_ins = {n: target if n in on_dla and n not in warned_off else "GPU" if n in on_gpu or n in warned_off
                         else None for n in predicted}
     log_n = blog.loadables if from_log is not None else None
     ins_n = len(dla_engine) if dla_engine is not None else None
