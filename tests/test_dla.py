@@ -595,7 +595,8 @@ def test_slice(platform):
     bad(slice_layer(out_shape=(1, 16, 16, 16), in_shape=(2, 16, 16, 16)), "batch axis", platform=platform)
     bad(slice_layer(out_shape=(1, 8, 16), in_shape=(1, 16, 16)), "4D input", platform=platform)
     bad(slice_layer(const=False), "build-time constants", platform=platform)
-    bad(slice_layer(), "FP16 only", platform=platform, precision="int8")
+    # placetune's INT8 builds enable FP16 too: a Slice the DLA runs in FP16 only stays on it in FP16
+    ok(slice_layer(), platform=platform, precision="int8")
     assert trt_layer_type(slice_layer()) == "Slice"
 
 
@@ -629,7 +630,17 @@ def test_softmax_axis_rules_on_orin():
     bad(softmax((1, 1025, 4, 4), axis=1), "Softmax axis size 1025 > 1024")
     bad(softmax((4, 10, 1, 1), axis=0), "batch axis")
     ok(softmax((1, 4, 8, 8), axis=-1))
-    bad(softmax(), "FP16 only", precision="int8")
+
+
+@pytest.mark.parametrize("trt", ["8.5", "8.6", "10.3", "10.7"])
+def test_fp16_only_dla_layers_stay_on_the_dla_in_an_int8_build(trt):
+    """placetune's INT8 builds set FP16 as well (BuilderFlag.INT8 + FP16, trtexec --int8 --fp16): a layer the
+    DLA runs in FP16 only falls back to FP16, not FP32 ("Enable Int8 layer selection, with FP32 fallback with
+    FP16 fallback if kFP16 also specified", NvInfer.h 8.5-10.x), a precision the DLA runs."""
+    ok(softmax(), precision="int8", trt=trt)
+    ok(softmax((1, 16, 4, 64), axis=1), precision="int8", trt=trt)  # a detector's DFL softmax
+    ok(slice_layer(), precision="int8", trt=trt)
+    bad(softmax((1, 16, 4, 8400), axis=1), "8400", precision="int8", trt=trt)  # 640x640's 8400 anchors
 
 
 # ----------------------------------------------------------------------------- Resize

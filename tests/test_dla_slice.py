@@ -110,3 +110,95 @@ def test_the_fake_trtexec_runs_a_unit_step_slice_on_the_dla(tmp_path, version, f
         assert len(moved) == 1 and "/Slice_1" in moved[0], moved
     else:
         assert moved == [], moved
+
+
+@pytest.mark.parametrize("version", ["8.6.2", "10.3.0"])
+@pytest.mark.parametrize("flags,on_dla", [(["--int8", "--fp16"], True), (["--int8"], False)])
+def test_the_fake_trtexec_runs_the_fp16_only_slice_on_the_dla_only_when_fp16_is_on(tmp_path, version, flags, on_dla):
+    """The DLA runs a Slice in FP16 only (TensorRT 8.x DLA guide). ``--int8 --fp16`` (placetune's INT8 build)
+    leaves it FP16, and on the DLA; ``--int8`` alone sets no FP16 with ``--useDLACore`` (sampleEngines.cpp
+    ``if (!build.int8) config.setFlag(BuilderFlag::kFP16)``), so the Slice falls back to FP32 (kINT8: "with FP32
+    fallback with FP16 fallback if kFP16 also specified", NvInfer.h) and TensorRT moves it to the GPU."""
+    model = _channel_split(tmp_path / "m.onnx", "slices")
+    proc = _fake_trtexec([f"--onnx={model}", "--useDLACore=0", "--allowGPUFallback", "--verbose", *flags],
+                         version, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    moved = [line for line in proc.stdout.splitlines() if "/Slice" in line and "Switching" in line]
+    if on_dla:
+        assert moved == [], moved
+    else:
+        assert len(moved) == 2 and all("DLA only supports FP16 and Int8 precision type" in m for m in moved), moved
+        assert not any("/conv" in line and "Switching" in line for line in proc.stdout.splitlines())
+
+
+TRT_INT8_ONLY = r"""
+import json, sys
+import tensorrt as trt
+class Log(trt.ILogger):
+    def __init__(self):
+        trt.ILogger.__init__(self)
+        self.lines = []
+    def log(self, severity, msg):
+        self.lines.append(msg)
+log = Log()
+builder = trt.Builder(log)
+flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH) if hasattr(trt.NetworkDefinitionCreationFlag,
+                                                                              "EXPLICIT_BATCH") else 0
+network = builder.create_network(flags)
+parser = trt.OnnxParser(network, log)
+assert parser.parse(open(sys.argv[1], "rb").read())
+config = builder.create_builder_config()
+for flag in sys.argv[2].split(","):
+    config.set_flag(getattr(trt.BuilderFlag, flag))
+config.default_device_type = trt.DeviceType.DLA
+config.DLA_core = 0
+config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
+layers = [network.get_layer(i) for i in range(network.num_layers)]
+print(json.dumps({"can_run": {l.name: config.can_run_on_DLA(l) for l in layers if l.type == trt.LayerType.SLICE},
+                  "built": builder.build_serialized_network(network, config) is not None, "log": log.lines}))
+"""
+
+
+@pytest.mark.parametrize("version", ["8.5.2", "10.3.0"])
+@pytest.mark.parametrize("flags,on_dla", [("INT8,FP16", True), ("FP16", True), ("INT8", False)])
+def test_the_tensorrt_double_runs_the_fp16_only_slice_on_the_dla_only_when_fp16_is_on(tmp_path, version, flags,
+                                                                                       on_dla):
+    """As the trtexec double: BuilderFlag.INT8 without FP16 leaves a Slice FP32, which the DLA does not run."""
+    import os
+    import subprocess
+
+    from tests.fakes import fake_env
+
+    model = _channel_split(tmp_path / "m.onnx", "slices")
+    proc = subprocess.run([sys.executable, "-c", TRT_INT8_ONLY, str(model), flags], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **fake_env(version)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["built"] and len(got["can_run"]) == 2 and set(got["can_run"].values()) == {on_dla}, got["can_run"]
+    switched = [m for m in got["log"] if "DLA only supports FP16 and Int8 precision type" in m]
+    assert len(switched) == (0 if on_dla else 2), switched
+
+
+def test_an_int8_plan_puts_the_channel_split_on_the_dla_and_the_build_agrees(tmp_path):
+    """Predicted and realised agree under INT8: the checker counts the Slices DLA-eligible (the build sets FP16
+    too), the all-DLA plan puts them on DLA0, and the INT8 + FP16 build on the doubles runs them there."""
+    import placetune
+    from placetune import Placement
+    from placetune.cli.main import main
+
+    model = _channel_split(tmp_path / "split.onnx", "slices")
+    url = f"sqlite:///{tmp_path}/pt.db"
+    with placetune.Evaluator(str(model), "orin-agx", mode="engine", precision="int8", store=url, study="s",
+                             trt_version="10.3") as ev:
+        ev.baselines()
+        m = ev.evaluate(Placement.all_dla(ev.model), agent="t", trial_number=0)
+    folder = tmp_path / "plan"
+    assert main(["export", "--study", "s", "--storage", url, "--format", "trtexec", "-o", str(folder),
+                 "--measurement", str(m.extra["_id"])]) == 0
+    plan = json.loads((folder / "plan.json").read_text())
+    devices = {x["name"]: (x["requested"], x["realized"]) for x in plan["layers"]}
+    assert devices["/Slice"] == devices["/Slice_1"] == devices["/conv"] == ("DLA0", "DLA0"), devices
+    assert "--int8" in (folder / "build.sh").read_text() and "--fp16" in (folder / "build.sh").read_text()
+    built = _with_doubles([sys.executable, "-m", "placetune.cli", "build", str(folder)], tmp_path)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    assert "every layer runs where the plan says" in built.stdout

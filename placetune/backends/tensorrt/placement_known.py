@@ -18,10 +18,13 @@ Two sources say where TensorRT placed the layers of a DLA engine:
   ForeignNode is read as on the DLA when it follows a ``to nvm`` copy or precedes a ``from nvm``
   copy and is not typed ``Myelin``, when its ``LayerType`` names the DLA, or when the build log names
   it as a DLA loadable (a loadable fed by a GPU layer has no nvm copy beside it: the real profile of
-  corpus hax-conn-googlenet-gpu-to-dla-transition-profile). No published export
-  of a DLA engine's layer information was found (docs/trust.md): this DLA reading is checked
-  against the doubles only, so where the inspector cannot place a layer the engine was asked to
-  put on the DLA, the placement is unknown, never the GPU.
+  corpus hax-conn-googlenet-gpu-to-dla-transition-profile). A real TensorRT 10.3 DLA engine's
+  layer information (AGX Orin, JetPack 6: corpus yolo11-dla-orin-10.3-layer-types, its layers'
+  ``Name`` and ``LayerType`` as published) types each loadable ``DLA`` with no nvm copy beside it;
+  its loadables' names give their first and last layers, which need not bound an interval of the
+  network (the attention block of that YOLO11n lies between the ends of a loadable it is not in).
+  Where the inspector cannot place a layer the engine was asked to put on the DLA, the placement
+  is unknown, never the GPU.
 
 :func:`decide` gives the realised placement, or says it is unknown (``known=False`` with the
 reason) when the two disagree or neither can be read: never "realised = requested" for the engine.
@@ -249,8 +252,14 @@ def _decide(
             unchecked = "engine's layer information not compared: " + _unresolved(resolver.unresolved)
             dla_engine = None
         else:
-            # a layer no engine layer names is not read as the GPU's: None (see below)
-            from_ins = {n: target if n in on_dla else "GPU" if n in on_gpu else None for n in predicted}
+            # a layer no engine layer names is not read as the GPU's: None (see below); but one TensorRT's own
+            # fallback warning names is, as the build log's reading takes it (buildlog.locate): the warning beats
+            # a range's interior and fills a layer no engine layer names (a YOLO head's Slice_1 and Concat_2,
+            # warned of and named by no layer of a real 10.3 DLA engine: corpus yolo11-dla-orin-10.3-layer-types)
+            own, helped = _warned(blog, resolver, predicted)
+            warned_off = own | (helped - on_dla)
+            from_ins = {n: target if n in on_dla and n not in warned_off else "GPU" if n in on_gpu or n in warned_off
+                        else None for n in predicted}
     log_n = blog.loadables if from_log is not None else None
     ins_n = len(dla_engine) if dla_engine is not None else None
     loadables = log_n if ins_n is None else ins_n if log_n is None else (log_n if log_n == ins_n else None)
@@ -274,7 +283,14 @@ def _decide(
         if loadables is None:
             return Known(None, False, f"the build log counts {log_n} DLA loadable(s), the engine's layer "
                          f"information {ins_n}", "build log and engine inspector", None)
-    if from_ins is not None and branch[0] and branch[1]:
+    # a loadable's name gives its first and last layers, not an interval of the network (a real 10.3 YOLO11n DLA
+    # engine names one {ForeignNode[/model.10/Split.../model.23/cv2.2/cv2.2.2/Conv]} whose ends span its attention
+    # block, which ran on the GPU and on other loadables: corpus yolo11-dla-orin-10.3-layer-types). A build log with
+    # its placement report, every candidate offloaded and a fallback warning for each such layer says where the rest
+    # ran: TensorRT warns of each layer it moves off the DLA, so no unwarned layer of the range went with them
+    partial = blog.dla_candidates is not None and blog.dla_candidates[0] < blog.dla_candidates[1]
+    explained = from_log is not None and not partial and all(n in loc.fallback for n in branch[0])
+    if from_ins is not None and branch[0] and branch[1] and not explained:
         # a GPU engine layer computes a layer asked on the DLA that lies inside a DLA loadable's {ForeignNode[A...B]}
         # range: a branch in the range fell back, and its layers no engine layer names (fused into that kernel
         # without a Metadata record of their own) may be on the GPU with it: unknown, never the range's
@@ -378,6 +394,16 @@ def _fallen_in_range(predicted: Mapping[str, str], layers: Sequence[Any], dla_se
     asked = [n for n in predicted if n in interior and predicted[n] != "GPU"]
     fell = [n for n in asked if n in on_gpu and n in by_metadata]
     return fell, [n for n in asked if n not in on_gpu]
+
+
+def _warned(blog: BuildLog, resolver: NameResolver, predicted: Mapping[str, str]) -> tuple[set[str], set[str]]:
+    """Model layers asked on a DLA that a fallback warning of the build log names: itself (on the GPU
+    whatever else says), and through a helper layer the parser made for it only (on the GPU unless a
+    DLA loadable names it): the rule of :func:`~placetune.backends.tensorrt.buildlog.locate`."""
+    own = {n for n in blog.fallbacks if n in resolver.model_set and predicted.get(n, "GPU") != "GPU"}
+    helped = {m for n in blog.fallbacks if (m := resolver.model_layer(n)) is not None
+              and predicted.get(m, "GPU") != "GPU"} - own
+    return own, helped
 
 
 def _some(names: Sequence[str], k: int = 3) -> str:

@@ -36,6 +36,20 @@ from placetune.model.qdq import QDQ_OPS
 #: Precisions the DLA runs (G7). Anything else makes every layer GPU-only.
 SUPPORTED_PRECISIONS = ("fp16", "int8")
 
+#: What ``"int8"`` means here: placetune's INT8 build, which enables FP16 as well (the worker sets
+#: BuilderFlag.INT8 and FP16; the trtexec backend and build.sh pass ``--int8 --fp16``). BuilderFlag kINT8 is
+#: "Enable Int8 layer selection, with FP32 fallback with FP16 fallback if kFP16 also specified"
+#: (TRT@release/8.5, 8.6, 10.3 include/NvInfer.h), so a layer the DLA runs in FP16 only (Slice, Softmax: the
+#: TensorRT 8.x DLA guide) gets FP16, a precision the DLA takes, and stays on it (NVIDIA's DLA-SW FAQ: "The
+#: option of FP16 and INT8 hybrid precision in the same model"; layers without INT8 scales "are run in FP16").
+#: An INT8-only build (trtexec ``--int8`` alone, which sets no FP16 with ``--useDLACore``: sampleEngines.cpp
+#: ``if (!build.int8) config.setFlag(BuilderFlag::kFP16)``) would fall back to FP32 and move them to the GPU
+#: ("DLA only supports FP16 and Int8 precision type"); placetune makes none. Published on TensorRT 10.3 (AGX Orin,
+#: IntelligentSystemsLabUTV/yolo11_dla docs/BUILD.md): an ``--int8 --fp16`` DLA build without GPU fallback of a
+#: YOLO11n variant with 9 Splits and a Softmax is one DLA loadable, "one softmax to FP16 — all of them on DLA".
+#: 8.5/8.6: the header's rule, no published build (docs/jetson.md).
+FP16_FALLBACK = ("Slice", "Softmax")
+
 _PRECISION_ALIASES = {
     "fp16": "fp16", "float16": "fp16", "half": "fp16",
     "int8": "int8",
@@ -259,8 +273,9 @@ def check_layer(
     Args:
         layer: an imported layer (static shapes; constants folded).
         platform: a :class:`~placetune.hardware.platforms.Platform` or its name/alias.
-        precision: builder precision: ``"fp16"`` or ``"int8"`` (an INT8-only build, as
-            ``trtexec --int8``); ``"fp32"``, ``"tf32"``, ``"bf16"``... are valid names that make
+        precision: builder precision: ``"fp16"`` or ``"int8"`` (placetune's INT8 build, FP16 enabled
+            too, as ``trtexec --int8 --fp16``: the layers the DLA runs in FP16 only stay on it,
+            :data:`FP16_FALLBACK`); ``"fp32"``, ``"tf32"``, ``"bf16"``... are valid names that make
             every layer GPU-only.
         trt_version: TensorRT version, e.g. ``"8.5"``, ``"8.6.2"``, ``"10.3"``.
         model: optional; anything with ``layer(name)``. Enables rules that look at neighbours

@@ -120,12 +120,12 @@ def rule_prelu(layer: Layer, ctx: RuleContext) -> str | None:
 
 def rule_softmax(layer: Layer, ctx: RuleContext) -> str | None:
     # Orin only ("On Xavier, this layer is not supported on DLA", 8.5 header); axis C or
-    # spatial; all non-axis non-batch dims 1 and axis <= 8192, or axis <= 1024 (H); FP16 only
-    # (TensorRT 8.x DLA guide, seed 002 §3.2.13). Default axis -1 (opset >= 13; torch writes it).
+    # spatial; all non-axis non-batch dims 1 and axis <= 8192, or axis <= 1024 (H). FP16 only on the DLA
+    # (TensorRT 8.x DLA guide), which an INT8 build of placetune's gives it: it sets FP16 too, and kINT8 is
+    # "Int8 layer selection, with FP32 fallback with FP16 fallback if kFP16 also specified" (NvInfer.h 8.5-10.x;
+    # check.FP16_FALLBACK). Default axis -1 (opset >= 13; torch writes it).
     if ctx.platform.dla_version == 1:
         return "Softmax not supported on Xavier DLA"
-    if ctx.int8:
-        return "Softmax runs FP16 only on DLA (got int8)"
     x = data_input(layer)
     if x is None or not x.shape:
         return "Softmax input shape unknown"

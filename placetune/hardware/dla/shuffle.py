@@ -35,12 +35,11 @@ def rule_concat(layer: Layer, ctx: RuleContext) -> str | None:
 def rule_slice(layer: Layer, ctx: RuleContext) -> str | None:
     # (H) start/size/stride build-time constants; all strides 1; no slicing on the first
     # (batch) dim; 4D input; ONNX Slice/Split map to kDEFAULT (kWRAP/kFILL, DLA after 8.5, are
-    # not produced by them). Older TensorRT 8.x guide (seed 002 §3.2.12): FP16 only.
+    # not produced by them). Older TensorRT 8.x guide (seed 002 §3.2.12): FP16 only, which placetune's INT8
+    # builds give it (they set FP16 too: FP16 fallback, check.FP16_FALLBACK).
     x = data_input(layer)
     if x is None or len(x.shape) != 4:
         return f"DLA Slice needs a 4D input (got {len(x.shape) if x else 0}D)"
-    if ctx.int8:
-        return "Slice runs FP16 only on DLA (TensorRT 8.x DLA guide; got int8)"
     if layer.op_type == "Split":
         if any(not t.const for t in layer.inputs[1:]):
             return "Split sizes must be build-time constants"

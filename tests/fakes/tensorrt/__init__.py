@@ -933,6 +933,12 @@ def _unit_reshape(a: tuple, b: tuple) -> bool:
     return [d for d in a if d != 1] == [d for d in b if d != 1]
 
 
+#: Layer types the DLA runs in FP16 only (TensorRT 8.x DLA guide: Slice, Softmax). BuilderFlag.INT8 alone leaves
+#: them FP32 ("Enable Int8 layer selection, with FP32 fallback with FP16 fallback if kFP16 also specified",
+#: NvInfer.h 8.5-10.x), which the DLA does not run; with FP16 set too they run on it in FP16.
+DLA_FP16_ONLY = (LayerType.SLICE, LayerType.SOFTMAX)
+
+
 def _dla_check(layer: ILayer, config: "IBuilderConfig") -> tuple[bool, str]:
     if layer._plugin:  # a plugin layer runs on the GPU only (DLA_TABLE has no PLUGIN_V2 either)
         return False, "unsupported"
@@ -943,6 +949,8 @@ def _dla_check(layer: ILayer, config: "IBuilderConfig") -> tuple[bool, str]:
         if any(t.dtype not in (DataType.HALF, DataType.INT8) for t in layer._outputs):
             return False, "precision"
     elif not (config.get_flag(BuilderFlag.FP16) or config.get_flag(BuilderFlag.INT8)):
+        return False, "precision"
+    elif layer.type in DLA_FP16_ONLY and not config.get_flag(BuilderFlag.FP16):
         return False, "precision"
     return True, ""
 
