@@ -182,9 +182,11 @@ def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tup
                 _settle(out, dims, list(ins_static[0]), et, info, bounds, dependent)
                 continue
             if node.op_type == "Gather" and len(ins_static) == 2 and ins_static[0] and ins_static[1] is not None \
+                    and len(node.input) == 2 and node.input[1] in dependent and 0 not in dims \
                     and len(ins_static[0]) + len(ins_static[1]) - 1 == len(dims):
-                # the boxes gathered by the kept indices of an NMS (YOLOv7's ``--end2end --max-wh`` tail): ONNX
-                # spec, output = data.shape[:axis] + indices.shape + data.shape[axis + 1:]
+                # the boxes gathered by the kept indices of an NMS (YOLOv7's ``--end2end --max-wh`` tail), not an
+                # empty tensor (a 0 the file states stays refused): ONNX spec, output = data.shape[:axis] +
+                # indices.shape + data.shape[axis + 1:]
                 data, idx = ins_static[0], ins_static[1]
                 axis = int(next((a.i for a in node.attribute if a.name == "axis"), 0)) % len(data)
                 _settle(out, dims, [*data[:axis], *idx, *data[axis + 1:]], et, info, bounds, dependent)
