@@ -504,3 +504,54 @@ def test_real_torchvision_exports(name, size, refused_at, opset, tmp_path, monke
     assert code == 3 and len(err) == 1, err
     assert (f"({refused_at}) is ONNX control flow" in err[0] or f"ONNX control flow ('{refused_at}_" in err[0]) \
         and "backbone and head" in err[0] and "onnxslim" not in err[0], err[0]
+
+
+def _nms_rows_gathered(tmp_path):
+    """YOLOv7's ``export.py --end2end --max-wh N`` tail (ONNX NonMaxSuppression, as its ``ORT_NMS`` writes it):
+    the kept rows' batch and box indices (``Gather`` of a column of ``selected_indices``), the flat index
+    ``box + batch * boxes``, and the boxes gathered by it along axis 0 of the flattened ``[1 * boxes, 4]``."""
+    inits = [_init("w", np.random.default_rng(0).standard_normal((5, 3, 1, 1))), _init("to3d", [1, 5, 16], np.int64),
+             _init("s0", [0], np.int64), _init("s4", [4], np.int64), _init("s5", [5], np.int64), _init("ax2", [2], np.int64),
+             _init("maxout", [10], np.int64), _init("iou", [0.5]), _init("conf", [0.1]),
+             _init("col0", 0, np.int64), _init("col2", 2, np.int64), _init("nboxes", [16], np.int64)]
+    nodes = [n("Conv", ["images", "w"], ["f"], name="/model/Conv"),
+             n("Reshape", ["f", "to3d"], ["f3"], name="/model/Reshape"),
+             n("Transpose", ["f3"], ["rows"], name="/model/Transpose", perm=[0, 2, 1]),
+             n("Slice", ["rows", "s0", "s4", "ax2"], ["boxes"], name="/end2end/Slice"),
+             n("Slice", ["rows", "s4", "s5", "ax2"], ["score"], name="/end2end/Slice_1"),
+             n("Transpose", ["score"], ["scores"], name="/end2end/Transpose", perm=[0, 2, 1]),
+             n("NonMaxSuppression", ["boxes", "scores", "maxout", "iou", "conf"], ["sel"],
+               name="/end2end/NonMaxSuppression"),
+             n("Gather", ["sel", "col0"], ["batch"], name="/end2end/Gather", axis=1),
+             n("Gather", ["sel", "col2"], ["box"], name="/end2end/Gather_1", axis=1),
+             n("Mul", ["batch", "nboxes"], ["offset"], name="/end2end/Mul_2"),
+             n("Add", ["box", "offset"], ["flat_idx"], name="/end2end/Add_1"),
+             n("Flatten", ["boxes"], ["flat"], name="/end2end/Flatten", axis=2),
+             n("Gather", ["flat", "flat_idx"], ["kept"], name="/end2end/Gather_4", axis=0),
+             n("Unsqueeze", ["batch"], ["batch1"], name="/end2end/Unsqueeze", axes=[1]),
+             n("Cast", ["batch1"], ["batchf"], name="/end2end/Cast_2", to=TensorProto.FLOAT),
+             n("Concat", ["batchf", "kept"], ["out"], name="/end2end/Concat_6", axis=1)]
+    path = _save(tmp_path, nodes, inits, shape=(1, 3, 4, 4), out_shape=["Concatoutput_dim_0", 5], opset=12)
+    # the value_info onnxsim writes into such an export: the gathered boxes named with a fresh symbol
+    model = onnx.load(path)
+    for name, dims in [("sel", ["unk__0", 3]), ("batch", ["unk__0"]), ("box", ["unk__0"]), ("flat_idx", ["unk__0"]),
+                       ("kept", ["unk__3", 4])]:
+        model.graph.value_info.append(helper.make_tensor_value_info(
+            name, TensorProto.FLOAT if name == "kept" else TensorProto.INT64, dims))
+    onnx.save(model, path)
+    return path
+
+
+def test_boxes_gathered_by_the_kept_indices_of_an_onnx_nms_are_bounded(tmp_path, monkeypatch):
+    """A Gather whose indices are the kept boxes (sized by NonMaxSuppression) used to be refused: ONNX's
+    inference names its size with a fresh symbol (``unk__3``), which placetune could not bound ('depends on
+    values computed in the graph ... and placetune cannot bound it'). Its bound is the data's shape with the
+    gathered axis replaced by the indices' bound (ONNX spec: Gather's output has rank q + r - 1)."""
+    model = Model.load(_nms_rows_gathered(tmp_path))
+    kept = model.layer("/end2end/Gather_4").outputs[0]
+    assert (kept.shape, kept.data_dependent) == ((10, 4), True)  # 1 batch x 1 class x min(16 boxes, 10 kept)
+    assert model.layer("/end2end/Concat_6").outputs[0].shape == (10, 5)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "net.onnx"]) == 0
+    assert main(["tune", "--model", "net.onnx", "--trials", "3"]) == 0
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0

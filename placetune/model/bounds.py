@@ -19,6 +19,8 @@ placetune gives each such dimension its upper bound, the size the layer can reac
 * a ``Reshape`` with one open dimension: the element count of its input over the other dimensions
   (ONNX spec: Reshape keeps the element count); a ``Slice`` or ``TopK`` (``K`` computed from the data): its input's size, axis by axis;
   a ``Concat`` (the boxes of every level of a detector): the sum of its inputs' bounds along its axis;
+  a ``Gather`` (the boxes gathered by the indices an NMS kept): its data's shape with the gathered axis
+  replaced by the indices' bound;
   a ``Cast`` or another op that keeps its input's shape: its input's bound (the file may name its size
   with a symbol of an earlier inference, as an FP16 converter leaves it).
 
@@ -178,6 +180,16 @@ def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tup
                 # a Cast (an FP16 export's cast back to FP32 before NMS, named in the file with a symbol of an
                 # earlier inference) or another op that keeps its input's shape: the input's bound
                 _settle(out, dims, list(ins_static[0]), et, info, bounds, dependent)
+                continue
+            if node.op_type == "Gather" and len(ins_static) == 2 and ins_static[0] and ins_static[1] is not None \
+                    and len(node.input) == 2 and node.input[1] in dependent and 0 not in dims \
+                    and len(ins_static[0]) + len(ins_static[1]) - 1 == len(dims):
+                # the boxes gathered by the kept indices of an NMS (YOLOv7's ``--end2end --max-wh`` tail), not an
+                # empty tensor (a 0 the file states stays refused): ONNX spec, output = data.shape[:axis] +
+                # indices.shape + data.shape[axis + 1:]
+                data, idx = ins_static[0], ins_static[1]
+                axis = int(next((a.i for a in node.attribute if a.name == "axis"), 0)) % len(data)
+                _settle(out, dims, [*data[:axis], *idx, *data[axis + 1:]], et, info, bounds, dependent)
                 continue
             if node.op_type in ("Slice", "TopK") and ins_static and ins_static[0] is not None and len(ins_static[0]) == len(dims):
                 _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, ins_static[0])],

@@ -244,8 +244,21 @@ def _is_static(tp: onnx.TypeProto | None) -> bool:
     return all(d.HasField("dim_value") and d.dim_value > 0 for d in tp.tensor_type.shape.dim)
 
 
-def _value_info(name: str, types: Mapping[str, onnx.TypeProto], what: str) -> onnx.ValueInfoProto:
+def _value_info(name: str, types: Mapping[str, onnx.TypeProto], what: str,
+                open_sized: Mapping[str, tuple[int, ...]] | None = None) -> onnx.ValueInfoProto:
     tp = types.get(name)
+    if not _is_static(tp) and open_sized and name in open_sized and tp is not None and tp.HasField("tensor_type"):
+        # a network output whose size the data decides (the rows an ONNX NonMaxSuppression kept): declared with
+        # its open dims, as the file declares it; TensorRT sizes such an output at run time (data-dependent
+        # shapes, TensorRT 8.5 and later), and nothing after it in the pipeline reads it
+        vi = onnx.ValueInfoProto(name=name)
+        vi.type.CopyFrom(tp)
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) != len(open_sized[name]):
+            del dims[:]
+            for i in range(len(open_sized[name])):
+                dims.add().dim_param = f"{name}_dim_{i}"
+        return vi
     if not _is_static(tp):
         raise ModelError(f"the {what} tensor {name!r} has no static shape after shape inference; "
                          "pass --shape for the model's inputs")
@@ -313,6 +326,9 @@ def cut(
             if t.shape and not t.data_dependent and not _is_static(types.get(t.name)):
                 types[t.name] = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype)),
                                                               list(t.shape))
+
+    open_outputs = {t.name: t.shape for layer in model.layers for t in layer.outputs
+                    if t.data_dependent and t.name in set(net_outputs)}
 
     # ---- original node -> model layer (by its first output, which placetune keeps)
     layer_of_output = {layer.outputs[0].name: layer.name for layer in model.layers if layer.outputs}
@@ -434,7 +450,8 @@ def cut(
             built,
             f"{g.name or model.name}:{s.layers[0]}..{s.layers[-1]}" if s.layers else g.name,
             [_value_info(x, types, "cut input" if x not in net_inputs else "network input") for x in ins],
-            [_value_info(o, types, "cut output" if o not in out_set else "network output") for o in outs],
+            [_value_info(o, types, "cut output" if o not in out_set else "network output",
+                         open_outputs if o in out_set else None) for o in outs],
             [inits[x] for x in dict.fromkeys(x for n in built for x in _node_inputs(n)) if x in inits],
         )
         boundary = set(ins) | set(outs)
