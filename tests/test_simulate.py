@@ -134,22 +134,6 @@ def test_more_islands_is_slower(model_bn):
     assert b.latency_ms["median"] > a.latency_ms["median"]
 
 
-def test_a_dla_fp16_only_layer_of_an_int8_engine_costs_its_fp16_time():
-    """The DLA runs Slice (an ONNX Split) and Softmax in FP16 only; an INT8 build, which sets FP16 too, keeps
-    them on the DLA at FP16 (a published TensorRT 10.3 INT8 build: "one softmax to FP16 - all of them on DLA"),
-    so on the DLA they cost what they cost in an FP16 engine, while the convolutions keep their INT8 rate."""
-    m = Model.load("yolo11n", batch=1)
-    int8, fp16 = cost_table(m, ORIN, "int8", 1), cost_table(m, ORIN, "fp16", 1)
-    for name in ("/model.10/m/m.0/attn/Softmax", "/model.2/Split"):
-        i = m.names.index(name)
-        assert int8.t_alone[1, i] == pytest.approx(fp16.t_alone[1, i], rel=1e-12)
-        assert int8.b_alone[1, i] == pytest.approx(fp16.b_alone[1, i], rel=1e-12)
-    conv = m.names.index("/model.1/conv/Conv")
-    assert int8.t_alone[1, conv] < fp16.t_alone[1, conv] / 4
-    soft = m.names.index("/model.10/m/m.0/attn/Softmax")
-    assert int8.t_alone[0, soft] != fp16.t_alone[0, soft]  # the GPU's costs are not the DLA's rule
-
-
 def test_boundary_cost_grows_with_tensor_size(resnet18):
     table = cost_table(resnet18, XAVIER, "fp16", 1)
     order = np.argsort(table.edge_bytes)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from placetune.backends.simulate.graph import GraphInfo, graph_info, op_class, padding_eff
-from placetune.hardware.dla.check import FP16_FALLBACK
 from placetune.hardware.power_modes import MAXN_SCALE, ClockScale, modes_of, power_scale
 
 if TYPE_CHECKING:
@@ -96,10 +95,6 @@ GPU_CHANNEL_ALIGN = {"fp16": 8, "fp32": 4, "int8": 16}
 #: DLA MAC-array atoms (input channels, output channels) per precision. ESTIMATE from the
 #: open-source NVDLA nv_full configuration (atomic-C 64 / atomic-K 32 at 8 bit, half at fp16).
 DLA_CHANNEL_ATOM = {"int8": (64, 32), "fp16": (32, 16)}
-
-#: Layers the DLA runs in FP16 only, which an INT8 build (FP16 set too) keeps on the DLA at FP16: the DLA
-#: checker's FP16 fallback (an ONNX Split is TensorRT Slice layers).
-DLA_FP16_ONLY_OPS = frozenset(FP16_FALLBACK) | {"Split"}
 
 #: The priors: the literal values below. ``placetune/calibration/builtin.py`` (``PARAMS``) fits
 #: the constants marked "fit" to the published ``fit`` rows, within bounds and pulled towards these
@@ -342,17 +337,26 @@ class CostTable:
         g_alone[free] = 0.0
         # ---------------- DLA (one core); the DLA loops over the batch items
         if precision in ("fp16", "int8") and platform.dla_count > 0:
-            d_alone, d_fused, d_bytes = self._dla(g, precision, elem, batch, dram)
-            if precision == "int8":
-                # a layer the DLA runs in FP16 only stays on it in an INT8 build (which sets FP16 too:
-                # kINT8 falls back to FP16) and runs there at FP16: the FP16 peak, atoms and element size
-                # (published 10.3 build: "298 layers to INT8 and one softmax to FP16 - all of them on DLA")
-                half = np.array([op in DLA_FP16_ONLY_OPS for op in g.ops])
-                if half.any():
-                    h_alone, h_fused, h_bytes = self._dla(g, "fp16", 2.0, batch, dram)
-                    d_alone = np.where(half, h_alone, d_alone)
-                    d_fused = np.where(half, h_fused, d_fused)
-                    d_bytes = np.where(half, h_bytes, d_bytes)
+            dla_peak = (platform.dla_int8_tops if precision == "int8" else platform.dla_fp16_tflops) * 1e9
+            dla_bw = dram * c.dla_bw_eff
+            items = float(batch)
+            per_item_flops = g.flops / g.model_batch
+            per_item_act = (g.in_elems + g.out_elems) / g.model_batch * elem
+            d_eff = np.array([c.dla_conv_eff[precision] * DLA_CLASS_EFF[k] for k in g.cls])
+            # the MAC array works on atoms of input and output channels; the first layer reads
+            # the image in a packed format (kDLA_HWC4), so its input channels are not padded
+            atom_c, atom_k = DLA_CHANNEL_ATOM[precision]
+            d_eff = d_eff * np.where(g.reads_input, 1.0, padding_eff(g.cin_g, atom_c)) * padding_eff(g.cout_g, atom_k)
+            cache = platform.dla_sram_mib * 2**20 * c.dla_weight_cache
+            cached = w_bytes <= cache
+            w_per_item = np.where(cached, 0.0, w_bytes)
+            d_compute = per_item_flops / (dla_peak * d_eff) / s.dla
+            d_mem = (per_item_act + w_per_item) / dla_bw / s.emc
+            d_alone = (items * (np.maximum(d_compute, d_mem) + c.dla_op_us * _US / s.dla)
+                       + np.where(cached, w_bytes / dla_bw / s.emc, 0.0))
+            d_fused = items * (g.extra_in / g.model_batch * elem / dla_bw / s.emc)
+            d_alone[free] = 0.0
+            d_bytes = items * (per_item_act + w_per_item) + np.where(cached, w_bytes, 0.0)
         else:  # no DLA or a precision the DLA cannot run: never used (realise moves layers off)
             d_alone = np.full(g.n, np.inf)
             d_fused = np.full(g.n, np.inf)
@@ -387,34 +391,6 @@ class CostTable:
         self._arange = np.arange(g.n)
         if precision == "int8" and g.qdq_int8 is not None:
             self._explicit_quantization(model, platform, batch, power)
-
-    def _dla(self, g: GraphInfo, precision: str, elem: float, batch: int, dram: float):
-        """Per layer on one DLA core at ``precision`` (elements of ``elem`` bytes): time alone, time fused,
-        bytes moved. The DLA loops over the batch items."""
-        platform, c, s = self.platform, self.c, self.power
-        free = np.array([k == "free" for k in g.cls])
-        dla_peak = (platform.dla_int8_tops if precision == "int8" else platform.dla_fp16_tflops) * 1e9
-        dla_bw = dram * c.dla_bw_eff
-        items = float(batch)
-        per_item_flops = g.flops / g.model_batch
-        per_item_act = (g.in_elems + g.out_elems) / g.model_batch * elem
-        w_bytes = g.w_elems * elem
-        d_eff = np.array([c.dla_conv_eff[precision] * DLA_CLASS_EFF[k] for k in g.cls])
-        # the MAC array works on atoms of input and output channels; the first layer reads
-        # the image in a packed format (kDLA_HWC4), so its input channels are not padded
-        atom_c, atom_k = DLA_CHANNEL_ATOM[precision]
-        d_eff = d_eff * np.where(g.reads_input, 1.0, padding_eff(g.cin_g, atom_c)) * padding_eff(g.cout_g, atom_k)
-        cache = platform.dla_sram_mib * 2**20 * c.dla_weight_cache
-        cached = w_bytes <= cache
-        w_per_item = np.where(cached, 0.0, w_bytes)
-        d_compute = per_item_flops / (dla_peak * d_eff) / s.dla
-        d_mem = (per_item_act + w_per_item) / dla_bw / s.emc
-        d_alone = (items * (np.maximum(d_compute, d_mem) + c.dla_op_us * _US / s.dla)
-                   + np.where(cached, w_bytes / dla_bw / s.emc, 0.0))
-        d_fused = items * (g.extra_in / g.model_batch * elem / dla_bw / s.emc)
-        d_alone[free] = 0.0
-        d_bytes = items * (per_item_act + w_per_item) + np.where(cached, w_bytes, 0.0)
-        return d_alone, d_fused, d_bytes
 
     def _explicit_quantization(self, model, platform, batch, power) -> None:
         """A Q/DQ model in an INT8 engine: the layers its Q/DQ nodes mark keep their INT8 costs, every
