@@ -10,7 +10,7 @@ module learns such effects where they show, at two levels:
 
 * **segments**: each measured engine's time alone (``segment_times_ms``) against the physical
   prediction, ``log(measured / predicted)``, regressed on features of the segment (device kind,
-  length and length hinges (the DLA's first knee located by the fit: :func:`locate_knee`), a fixed cost, incoming boundaries, misaligned ones, the share of
+  length and length hinges, a fixed cost, incoming boundaries, misaligned ones, the share of
   convolutions fed across a cut): :data:`SEGMENT_FEATURES`;
 * **plans**: the measured objective against the prediction with corrected segments, regressed on
   the devices' overlap (contention), that overlap weighted by the side that is the bottleneck
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from placetune.measurement import Measurement
     from placetune.model.model import Model
 
-__all__ = ["SEGMENT_FEATURES", "PLAN_FEATURES", "KNEE", "Ridge", "Correction", "CorrectedSimulator", "fit_correction",
-           "locate_knee", "with_knee", "time_like", "evaluation_time_like"]
+__all__ = ["SEGMENT_FEATURES", "PLAN_FEATURES", "Ridge", "Correction", "CorrectedSimulator", "fit_correction",
+           "time_like", "evaluation_time_like"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 SEGMENT_FEATURES = (
     ("scale", 0.15),  # a factor the profile fit left over
     ("log_length", 0.15),  # log(layers / 10): a smooth length effect
-    ("long_knee", 0.3),  # max(0, layers - knee) / knee: a slowdown past a length (GPU: knee 16; DLA: located)
+    ("long16", 0.3),  # max(0, layers - 16) / 16: a slowdown past a length
     ("long32", 0.3),  # max(0, layers - 32) / 32
     ("fixed", 1.0),  # 0.1 ms / predicted ms: a fixed cost per segment (e.g. a launch)
     ("boundaries", 1.0),  # 0.02 ms x incoming boundary tensors / predicted ms
@@ -76,9 +76,6 @@ _ALIGN = 32
 _CODES_KEPT = 4096  # realised placements whose codes a structure keeps
 _PARTS_KEPT = 2048  # segmentations whose uncorrected parts a corrected simulator keeps
 _MS_FIXED, _MS_BOUNDARY = 0.1, 0.02
-#: the first length hinge's knee before any measurement locates the DLA's (and always the GPU's)
-KNEE = 16
-_LONG_DLA = len(SEGMENT_FEATURES) + 2  # the DLA block's ``long_knee`` column
 
 
 class Ridge:
@@ -90,7 +87,6 @@ class Ridge:
         cov: posterior covariance.
         noise: residual noise sd.
         n: observations fitted.
-        log_evidence: log marginal likelihood of the fitted targets (at the fitted noise level).
     """
 
     def __init__(self, prior: Sequence[float], min_noise: float = 0.02) -> None:
@@ -100,7 +96,6 @@ class Ridge:
         self.cov = np.diag(self.prior ** 2)
         self.noise = self.min_noise
         self.n = 0
-        self.log_evidence = 0.0
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> "Ridge":
         """Posterior given rows ``X`` and targets ``y`` (empty: the prior)."""
@@ -118,11 +113,6 @@ class Ridge:
             dof = max(1.0, self.n - float(np.einsum("ij,ij->", X @ cov, X)) / noise ** 2)  # trace(X cov X')
             noise = max(self.min_noise, math.sqrt(float(r @ r) / dof))
         self.mean, self.cov, self.noise = mean, cov, noise
-        # log N(y; 0, noise^2 I + X S X') by Woodbury, S the prior covariance, A = X'X/noise^2 + S^-1
-        A = X.T @ X / noise ** 2 + P
-        m = np.linalg.solve(A, X.T @ y / noise ** 2)
-        self.log_evidence = -0.5 * (self.n * math.log(2 * math.pi * noise ** 2) + float(np.sum(np.log(self.prior ** 2)))
-                                    + float(np.linalg.slogdet(A)[1]) + float(y @ y) / noise ** 2 - float(m @ A @ m))
         return self
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
@@ -132,51 +122,14 @@ class Ridge:
 
 @dataclass
 class Correction:
-    """Weights of the segment and plan residuals (time-like: > 0 means slower than the physics) and
-    the knee of the DLA segments' first length hinge."""
+    """Weights of the segment and plan residuals (time-like: > 0 means slower than the physics)."""
 
     segment: np.ndarray
     plan: np.ndarray
-    knee: float = KNEE
 
     @classmethod
     def none(cls) -> "Correction":
         return cls(np.zeros(2 * len(SEGMENT_FEATURES)), np.zeros(len(PLAN_FEATURES)))
-
-
-def _hinge(n: np.ndarray, knee: float) -> np.ndarray:
-    return np.maximum(0.0, n - knee) / knee
-
-
-def with_knee(X: np.ndarray, n: np.ndarray, knee: float) -> np.ndarray:
-    """Segment rows ``X`` (of lengths ``n``) with the DLA block's length hinge at ``knee`` (rows
-    are built with :data:`KNEE`; a GPU row's DLA block is zero and stays so)."""
-    if knee == KNEE:
-        return X
-    X = X.copy()
-    on = X[:, len(SEGMENT_FEATURES)] != 0.0  # the DLA block's constant column: a DLA row
-    X[on, _LONG_DLA] = _hinge(n[on], knee)
-    return X
-
-
-def locate_knee(X: np.ndarray, y: np.ndarray, n: np.ndarray, prior: Sequence[float]) -> tuple[float, Ridge]:
-    """The knee of the DLA segments' first length hinge, and the segment fit with it.
-
-    The candidates are :data:`KNEE` and every DLA segment length measured (a knee between two of
-    them fits the same rows); the one of largest posterior is kept, with half the prior mass on
-    :data:`KNEE` and the other half spread over the rest: another knee replaces it only when its
-    evidence is larger by more than the log of their number."""
-    best = Ridge(prior).fit(X, y)
-    on = X[:, len(SEGMENT_FEATURES)] != 0.0 if len(y) else np.zeros(0, bool)
-    others = sorted({float(v) for v in n[on]} - {float(KNEE)})
-    if not others:
-        return float(KNEE), best
-    bar, knee = best.log_evidence + math.log(len(others)), float(KNEE)
-    for k in others:
-        r = Ridge(prior).fit(with_knee(X, n, k), y)
-        if r.log_evidence > bar:
-            bar, knee, best = r.log_evidence, k, r
-    return knee, best
 
 
 class _Structure:
@@ -242,19 +195,11 @@ def _shape(st: _Structure, codes: np.ndarray, sa: Any) -> tuple:
     else:
         nb = nmis = np.zeros(k)
         fed = None
-    fixed = np.column_stack([np.ones(k), np.log(np.maximum(n, 1.0) / 10.0), _hinge(n, KNEE),
+    fixed = np.column_stack([np.ones(k), np.log(np.maximum(n, 1.0) / 10.0), np.maximum(0.0, n - 16.0) / 16.0,
                              np.maximum(0.0, n - 32.0) / 32.0])
     dla = (np.asarray(sa.device) > 0)[:, None]
     out = sa.derived["residual"] = (fixed, nb, nmis, fed, dla)
     return out
-
-
-def _lengths(sa: Any) -> np.ndarray:
-    """The layers of each segment of a segmentation (kept with it, under a key of its own)."""
-    hit = sa.derived.get("residual_lengths")
-    if hit is None:
-        hit = sa.derived["residual_lengths"] = np.bincount(sa.seg_of, minlength=len(sa)).astype(float)
-    return hit
 
 
 def segment_rows(st: _Structure, codes: np.ndarray, sa: Any, t: np.ndarray, seg_time: np.ndarray) -> np.ndarray:
@@ -324,14 +269,8 @@ class CorrectedSimulator(IncrementalSimulator):
         w = self.correction.segment
         if not w.any():
             return self.segment_parts(dev.astype(np.intp), sa)[1:]
-        codes = dev.astype(np.intp)
-        _, seg_time, seg_bytes, seg_dev, X = self.parts(codes, sa)
-        z = X @ w
-        knee = self.correction.knee
-        if knee != KNEE and w[_LONG_DLA]:
-            n = _lengths(sa)
-            z = z + w[_LONG_DLA] * np.where(X[:, len(SEGMENT_FEATURES)] != 0.0, _hinge(n, knee) - _hinge(n, KNEE), 0.0)
-        return seg_time * np.exp(np.clip(z, -2.0, 2.0)), seg_bytes, seg_dev
+        _, seg_time, seg_bytes, seg_dev, X = self.parts(dev.astype(np.intp), sa)
+        return seg_time * np.exp(np.clip(X @ w, -2.0, 2.0)), seg_bytes, seg_dev
 
     def _figures(self, dev: np.ndarray, sa) -> tuple:
         stats, fps, p_w, energy, period, busy = super()._figures(dev, sa)
@@ -381,7 +320,7 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
     engine_ms = sim.table.engine_ms
     saved = sim.correction
     sim.correction = Correction.none()
-    Xs, ys, ns, plans = [], [], [], []
+    Xs, ys, plans = [], [], []
     try:
         for m in measurements:
             if not m.ok or not m.realized or set(m.realized) != set(model.names):
@@ -403,11 +342,10 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
                 own = float(ms) - (engine_ms if pipeline or j == 0 else 0.0)
                 ys.append(math.log(max(own, 0.2 * seg_time[j]) / seg_time[j]))
                 Xs.append(rows[j])
-                ns.append(float(counts[j]))
             plans.append((codes, m))
-        knee, seg = locate_knee(np.array(Xs).reshape(-1, 2 * len(SEGMENT_FEATURES)), np.array(ys), np.array(ns),
-                                [p for _, p in SEGMENT_FEATURES] * 2)
-        sim.correction = Correction(seg.mean, np.zeros(len(PLAN_FEATURES)), knee)
+        seg = Ridge([p for _, p in SEGMENT_FEATURES] * 2).fit(np.array(Xs).reshape(-1, 2 * len(SEGMENT_FEATURES)),
+                                                              np.array(ys))
+        sim.correction = Correction(seg.mean, np.zeros(len(PLAN_FEATURES)))
         Xp, yp = [], []
         for codes, m in plans:
             e = sim.evaluate(codes)
@@ -419,11 +357,11 @@ def fit_correction(sim: CorrectedSimulator, objective: Any, measurements: Sequen
         plan = Ridge([p for _, p in PLAN_FEATURES]).fit(np.array(Xp).reshape(-1, len(PLAN_FEATURES)), np.array(yp))
     finally:
         sim.correction = saved
-    mean = Correction(seg.mean, plan.mean, knee)
+    mean = Correction(seg.mean, plan.mean)
     rng = np.random.default_rng(seed)
-    draws = [Correction(seg.sample(rng), plan.sample(rng), knee) for _ in range(ensemble)]
+    draws = [Correction(seg.sample(rng), plan.sample(rng)) for _ in range(ensemble)]
     err = float(np.median(np.abs(np.array(yp) - np.array(Xp) @ plan.mean))) if yp else None
-    return mean, draws, {"segments": seg.n, "plans": plan.n, "knee": knee, "segment_noise": seg.noise, "plan_noise": plan.noise,
+    return mean, draws, {"segments": seg.n, "plans": plan.n, "segment_noise": seg.noise, "plan_noise": plan.noise,
                          "plan_error": err}
 
 

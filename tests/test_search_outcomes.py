@@ -243,62 +243,6 @@ def test_the_residual_model_learns_what_the_profile_cannot_express():
     assert before > 0.1 and after < before / 3, (before, after)
 
 
-def test_the_residual_model_locates_a_dla_knee_it_was_not_given():
-    """A device whose DLA segments slow down only past 24 layers: the fit puts the DLA's length
-    knee between 20 and 28 layers (not at its default), so DLA segments of 17-24 layers, which
-    a knee fixed at 16 would call slow, are predicted as fast as the physics says."""
-    import numpy as np
-
-    from placetune.backends.simulate.simulator import SimulatedJetson
-    from placetune.placement.segmenting import segment_arrays
-    from search.residual import KNEE, Correction, CorrectedSimulator, _codes, fit_correction
-
-    ev = Evaluator("resnet18", "orin-agx", mode="pipeline", precision="int8", objective="throughput",
-                   frames_in_flight=4)
-    space, rng, sim = ev.space("stages"), np.random.default_rng(0), SimulatedJetson(timeline=False)
-
-    def measured(a):
-        m = sim.measure(ev.realise(space.to_placement(a)), ev.platform, ev.settings)
-        for s in m.segment_times_ms:  # the device: +6 % per DLA layer past 24
-            if s["device"] != "GPU":
-                s["time_ms"] *= 1 + 0.06 * max(0, s["layers"] - 24)
-        return m
-
-    plans = [measured(space.sample(rng)) for _ in range(60)]
-    inc = CorrectedSimulator(ev.model, ev.platform, ev.settings, sim)
-    corr, _, info = fit_correction(inc, ev.objective, plans[:40])
-    assert 20 <= info["knee"] <= 28 and corr.knee == info["knee"] != KNEE, info
-
-    def dla_errors(correction, lo, hi):
-        inc.correction = correction
-        out = []
-        for m in plans[40:]:
-            codes = _codes(ev.model, m.realized)
-            sa = segment_arrays(inc.producers, codes, True)
-            pred, _, dev = inc.segment_times(codes, sa)
-            out += [abs(np.log((s["time_ms"] - inc.table.engine_ms) / p))
-                    for s, p, d in zip(m.segment_times_ms, pred, dev) if d > 0 and lo <= s["layers"] <= hi]
-        return float(np.median(out))
-
-    assert dla_errors(corr, 17, 24) < 0.05
-    assert dla_errors(corr, 30, 999) < dla_errors(Correction.none(), 30, 999) / 3
-
-
-def test_a_device_the_physics_describes_keeps_the_default_knee():
-    import numpy as np
-
-    from placetune.backends.simulate.simulator import SimulatedJetson
-    from search.residual import KNEE, CorrectedSimulator, fit_correction
-
-    ev = Evaluator("resnet18", "orin-agx", mode="pipeline", precision="int8", objective="throughput",
-                   frames_in_flight=4)
-    space, rng, sim = ev.space("stages"), np.random.default_rng(1), SimulatedJetson(timeline=False)
-    plans = [sim.measure(ev.realise(space.to_placement(space.sample(rng))), ev.platform, ev.settings)
-             for _ in range(30)]
-    corr, _, info = fit_correction(CorrectedSimulator(ev.model, ev.platform, ev.settings, sim), ev.objective, plans)
-    assert info["knee"] == corr.knee == KNEE
-
-
 def test_the_plan_residual_tells_a_gpu_bound_plan_from_a_dla_bound_one():
     """A device whose GPU slows down under the DLAs' memory traffic while the DLAs hardly feel the
     GPU's (asymmetric contention, no scale of the simulator's terms says so): fitted on 24 plans,
