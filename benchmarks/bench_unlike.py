@@ -29,9 +29,10 @@ For every case, family and draw:
   :data:`FRESH6_DRAWS`), fixed before any run on it (a change's judge since); a seventh FRESH part
   (draws 17 and 18, seeds 900-902, :data:`FRESH7_DRAWS`), fixed before any run on it (a change's judge
   since); an eighth FRESH part (draws 19 and 20, seeds 1000-1002, :data:`FRESH8_DRAWS`), fixed before
-  any run on it; the report runs one part (``--split``, default held-out); the families of
-  :data:`device_truths.FRESH_ONLY` (added after the first parts were looked at) run in the fresh,
-  tuning2 and fresh2..fresh8 parts only;
+  any run on it (a change's judge since); a ninth FRESH part (draws 21 and 22, seeds 1100-1102,
+  :data:`FRESH9_DRAWS`), fixed before any run on it; the report runs one part (``--split``, default
+  held-out); the families of :data:`device_truths.FRESH_ONLY` (added after the first parts were
+  looked at) run in the fresh, tuning2 and fresh2..fresh9 parts only;
 * **default agent**: ``--seeds`` runs with a budget of 15 and of 50 evaluations each; a run's
   value is the **noise-free** value of the plan it reports (its best, after its own re-ranking);
   the table gives the median and the worst gap to the best known over the seeds;
@@ -423,14 +424,19 @@ FRESH7_SEED0 = 900
 #: next change (docs/search.md), after which it no longer judges one on unseen truths.
 FRESH8_DRAWS = (19, 20)
 FRESH8_SEED0 = 1000
+#: A NINTH FRESH part (draws 21-22, seeds from 1100), fixed before any run on it: fresh8 judges the
+#: next change (docs/search.md), after which it no longer judges one on unseen truths.
+FRESH9_DRAWS = (21, 22)
+FRESH9_SEED0 = 1100
 SPLITS = {"tuning": (TUNING_DRAWS, TUNING_SEED0), "held-out": (HELD_OUT_DRAWS, HELD_OUT_SEED0),
           "fresh": (FRESH_DRAWS, FRESH_SEED0), "tuning2": (TUNING2_DRAWS, TUNING2_SEED0),
           "fresh2": (FRESH2_DRAWS, FRESH2_SEED0), "fresh3": (FRESH3_DRAWS, FRESH3_SEED0),
           "fresh4": (FRESH4_DRAWS, FRESH4_SEED0), "fresh5": (FRESH5_DRAWS, FRESH5_SEED0),
           "fresh6": (FRESH6_DRAWS, FRESH6_SEED0), "fresh7": (FRESH7_DRAWS, FRESH7_SEED0),
-          "fresh8": (FRESH8_DRAWS, FRESH8_SEED0)}
+          "fresh8": (FRESH8_DRAWS, FRESH8_SEED0), "fresh9": (FRESH9_DRAWS, FRESH9_SEED0)}
 #: the parts that run every family (FRESH_ONLY included): those fixed after FRESH_ONLY was added
-ALL_FAMILY_SPLITS = ("fresh", "tuning2", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
+ALL_FAMILY_SPLITS = ("fresh", "tuning2", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
+                     "fresh9")
 
 
 def split_draws(split: str) -> tuple[int, ...]:

@@ -13,7 +13,8 @@ from device_truths import FAMILIES, FRESH_ONLY, Truth, TruthJetson, truth  # noq
 
 
 def test_the_parts_share_no_draw_and_no_seed():
-    parts = ("tuning", "held-out", "fresh", "tuning2", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
+    parts = ("tuning", "held-out", "fresh", "tuning2", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
+             "fresh9")
     draws = [set(bench_unlike.split_draws(p)) for p in parts]
     seeds = [set(bench_unlike.split_seeds(p, 3)) for p in parts]
     for i in range(len(parts)):
@@ -28,6 +29,7 @@ def test_the_parts_share_no_draw_and_no_seed():
     assert bench_unlike.split_draws("fresh6") == (15, 16) and bench_unlike.split_seeds("fresh6", 3) == [800, 801, 802]
     assert bench_unlike.split_draws("fresh7") == (17, 18) and bench_unlike.split_seeds("fresh7", 3) == [900, 901, 902]
     assert bench_unlike.split_draws("fresh8") == (19, 20) and bench_unlike.split_seeds("fresh8", 3) == [1000, 1001, 1002]
+    assert bench_unlike.split_draws("fresh9") == (21, 22) and bench_unlike.split_seeds("fresh9", 3) == [1100, 1101, 1102]
 
 
 def test_a_dla_core_over_its_weight_cache_runs_slower_and_the_gpu_does_not():
@@ -59,7 +61,7 @@ def _values(family: str, case: str, off: dict) -> tuple:
 
 def test_the_fresh_only_families_are_appended_and_run_in_the_fresh_part_only():
     assert FAMILIES[-2:] == FRESH_ONLY == ("dla-switch", "dla-cbuf")
-    for part in ("fresh", "tuning2", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8"):
+    for part in ("fresh", "tuning2", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9"):
         assert set(bench_unlike.split_families(part)) == set(FAMILIES)
     for part in ("tuning", "held-out"):
         assert not set(FRESH_ONLY) & set(bench_unlike.split_families(part))
