@@ -50,3 +50,88 @@ def test_a_run_that_ends_while_the_agent_predicts_does_not_leave_the_word_on_its
     p.close()
     last = out.getvalue().rstrip("\n").split("\r")[-1]
     assert " 35/300 " in last and "predicting" not in last, last
+
+
+# ------------------------------------------------------------------ a log (nohup, systemd, CI): no live bar
+_NOTE = re.compile(r"note: still predicting the next placement \(\d+ s since the last trial line; it is built "
+                   r"and measured next\)")
+
+
+def _notes(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("note: still")]
+
+
+def _log_progress(out: io.StringIO, after: float, every: float = 60.0) -> Progress:
+    p = Progress(out, tty=False, total=300, done=3, objective=get_objective("throughput"), baseline=None)
+    p.note_after_s, p.note_every_s = after, every
+    return p
+
+
+def test_a_log_says_the_agent_still_predicts_when_it_takes_more_than_a_few_seconds():
+    """Under nohup the guided agent's search of its model (about twelve seconds in the default tune) left the log
+    silent after the baselines' lines: a user tailing it took the run for hung. The live bar says ``predicting``;
+    a log now gets one line once the step runs past a few seconds, and one more for each further while."""
+    import time
+
+    assert Progress(io.StringIO(), tty=False, total=1, done=0, objective=get_objective("throughput"),
+                    baseline=None).note_after_s <= 5
+    out = io.StringIO()
+    p = _log_progress(out, after=0.05, every=0.3)
+    p.working("predicting")
+    deadline = time.monotonic() + 5
+    while not _notes(out.getvalue()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.4)  # past the repeat: a second line
+    p.close()
+    notes = _notes(out.getvalue())
+    assert 2 <= len(notes) <= 3 and all(_NOTE.fullmatch(n) for n in notes), out.getvalue()
+    time.sleep(0.4)
+    assert _notes(out.getvalue()) == notes  # closed: no line after the run's end
+
+
+def test_a_prediction_shorter_than_the_wait_adds_no_line_and_the_trial_line_stops_the_note():
+    import time
+
+    from types import SimpleNamespace
+
+    from placetune.measurement import Measurement
+
+    out = io.StringIO()
+    p = _log_progress(out, after=0.2)
+    p.working("predicting")
+    p.update(SimpleNamespace(as_dict=lambda: {"conv": "DLA0"}), Measurement("ok", latency_samples_ms=[1.0], simulated=True))
+    time.sleep(0.4)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trial=4/300 status=ok "), lines
+
+
+def test_the_default_tune_in_a_log_keeps_its_trial_lines_and_adds_the_note(tmp_path, monkeypatch):
+    import time
+
+    from placetune.tuning.evaluator import Evaluator
+
+    def run(db: str) -> str:
+        cfg = TuneConfig.embedded_default().with_overrides(model="seed-block", trials=8,
+                                                           storage=f"sqlite:///{tmp_path / db}",
+                                                           export=str(tmp_path / f"{db}.plan.json"))
+        out = io.StringIO()
+        Tuner(cfg, out=out, tty=False).run()
+        return out.getvalue()
+
+    quick = run("a.db")
+    assert not _notes(quick)
+    real = Evaluator.working
+
+    def slow(self, what):  # a prediction that takes longer than the wait
+        real(self, what)
+        time.sleep(0.5)
+
+    monkeypatch.setattr(Evaluator, "working", slow)
+    monkeypatch.setattr(Progress, "note_after_s", 0.1)
+    slowed = run("b.db")
+
+    def trials(text: str) -> list[str]:
+        return [re.sub(r" elapsed_s=[0-9.]+", "", x) for x in text.splitlines() if x.startswith("trial=")]
+
+    assert trials(slowed) == trials(quick) and len(trials(quick)) == 8
+    assert _notes(slowed) and all(_NOTE.fullmatch(n) for n in _notes(slowed)), slowed

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,27 @@ def open_store(url: str | None) -> "Store":
             "database the search wrote (placetune tune --storage ...)"
         )
     return _store.Store(text, readonly=True)
+
+
+_FORCE = "pass --force to replace it, or choose another -o name"
+
+
+def is_export(path: Path) -> bool:
+    """True when the existing ``path`` may take ``export -o`` without ``--force``: an empty file, a placetune plan,
+    a trtexec build script export wrote, or no regular file at all (a device or a pipe is written through)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return True
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if not head.strip():
+        return True
+    if head.startswith(b"#!") and b"\n# placetune plan: " in head:
+        return True
+    return _file.is_plan_file(path)
 
 
 def _fmt(value: float | None, objective: str) -> str:
@@ -265,10 +287,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
     refuse_inputs(out, "-o", [("the database (--storage)", _url.sqlite_file(args.storage)),
                               ("the study's model", plan.model.get("path")), ("the ONNX file (--onnx)", args.onnx)])
+    owned = None if getattr(args, "force", False) else is_export
     if args.format == "trtexec":
-        write_file(out, text, "trtexec build script", executable=True)
+        write_file(out, text, "trtexec build script", executable=True, owned=owned, hint=_FORCE)
     else:
-        plan.save(out)
+        write_file(out, text, "plan file", owned=owned, hint=_FORCE)
     summary = plan.summary()
     say(summary)
     what = "trtexec build script" if args.format == "trtexec" else "plan"
@@ -391,6 +414,8 @@ def add_parsers(subparsers: Any) -> None:
                    help="output file (default: standard output); with --format trtexec, a directory (or a path "
                         "without .sh/.json) gets a deployment folder: build.sh, the ONNX file(s), plan.json, "
                         "README.txt and runtime/ (the standalone runtime)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing -o file that is not a placetune export (a plan or a build script)")
     p.add_argument("--format", choices=("json", "trtexec"), default="json",
                    help="json: the plan file; trtexec: a shell script of trtexec commands, or with -o DIR the "
                         "deployment folder (default json)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from typing import IO, TYPE_CHECKING, Any
 
@@ -61,7 +62,17 @@ class Progress:
 
     The device time to the end of the budget (``device_eta_s=`` on the lines, hours on the bar) is
     the mean device time per measured evaluation so far times the trials left in the budget.
+
+    In a log, an agent's step between evaluations (:meth:`working`) that runs past :attr:`note_after_s`
+    seconds gets a line of its own (``note: still predicting the next placement (5 s since the last trial
+    line; ...)``), and another every :attr:`note_every_s` seconds: a log silent for the guided agent's
+    seconds of prediction read as a hung run. The trial lines are unchanged.
     """
+
+    #: seconds an agent's step runs in a log before a line says it still works (a few: never for a quick one)
+    note_after_s = 5.0
+    #: seconds between the lines of a step that goes on
+    note_every_s = 60.0
 
     def __init__(self, out: IO[str], *, tty: bool, total: int, done: int, objective: Objective,
                  baseline: Measurement | None, stops_early: str = "", columns: int | None = None) -> None:
@@ -88,6 +99,9 @@ class Progress:
         self.device_n = 0
         self._watch: "ConvergenceWatch | None" = None
         self._working = ""  # what the agent does between evaluations (:meth:`working`), on the bar until the next
+        self._lock = threading.Lock()  # a log's note (a timer's thread) and its trial lines, one line at a time
+        self._note: threading.Timer | None = None
+        self._since = time.monotonic()  # the last trial line (or the run's start): what a note counts from
 
     def watch_convergence(self, watch: "ConvergenceWatch") -> None:
         """Show ``watch``'s state on the live bar: ``converged at trial 4``, ``best moved at trial 37``."""
@@ -112,6 +126,38 @@ class Progress:
         if self.tty:
             self._last_draw = time.monotonic()
             self._draw()
+        elif what:
+            self._arm(self.note_after_s)
+
+    def _arm(self, delay: float) -> None:
+        """A log: say in ``delay`` seconds that the agent still does what it said, unless a trial line comes first."""
+        with self._lock:
+            if self._note is not None:
+                self._note.cancel()
+            self._note = threading.Timer(max(0.0, delay), self._say_still, args=(self._working,))
+            self._note.daemon = True
+            self._note.start()
+
+    def _say_still(self, what: str) -> None:
+        with self._lock:
+            if self._note is None or self._note is not threading.current_thread() or self._working != what:
+                return  # a trial line, the run's end or another step came first
+            waited = time.monotonic() - self._since
+            try:
+                print(f"note: still {what} the next placement ({waited:.0f} s since the last trial line; it is built "
+                      "and measured next)", file=self.out, flush=True)
+            except (OSError, ValueError):  # the log is gone: the run goes on without the line
+                return
+            self._note = threading.Timer(self.note_every_s, self._say_still, args=(what,))
+            self._note.daemon = True
+            self._note.start()
+
+    def _quiet(self) -> None:
+        """No more note of the step in progress (a trial line came, or the run ends)."""
+        with self._lock:
+            if self._note is not None:
+                self._note.cancel()
+                self._note = None
 
     def update(self, placement: Placement, m: Measurement) -> None:
         """Evaluator callback: one evaluation finished.
@@ -121,6 +167,8 @@ class Progress:
         """
         self.done += int(m.extra.get("remeasured") or 1)  # a re-measurement of n builds is n evaluations
         self._working = ""
+        if self._note is not None:
+            self._quiet()
         note = m.extra.get("annotation") or {}
         if note.get("cv_error") is not None:
             self.cv_error = float(note["cv_error"])
@@ -266,7 +314,9 @@ class Progress:
             fields.append(where)
         if self.best is not None and not self._best_exportable:  # as placetune studies marks it
             fields.append("best_exportable=false")
-        print(" ".join(fields), file=self.out, flush=True)
+        with self._lock:
+            print(" ".join(fields), file=self.out, flush=True)
+            self._since = time.monotonic()
 
     def say_above(self, text: str) -> None:
         """A message that must stay on the screen (``converged at trial 4: ...``): on a terminal the
@@ -281,8 +331,9 @@ class Progress:
         self._draw()
 
     def close(self) -> None:
-        """End the live line (what the agent was doing is over: its word goes)."""
+        """End the live line (what the agent was doing is over: its word goes); a log's note of it stops."""
         self._working = ""
+        self._quiet()
         if self.tty:
             self._draw()
             self.out.write("\n")
