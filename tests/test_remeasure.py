@@ -248,10 +248,13 @@ def test_tune_says_it_re_measured_and_its_summary_uses_the_combined_figures(tmp_
 
     study = tmp_path / "s.toml"
     # the whole budget: this run's lucky first build is dethroned by the final re-measurement (a settled run
-    # builds other plans after convergence, and its top 3 came out in their first order)
+    # builds other plans after convergence, and its top 3 came out in their first order). A scenario, not a
+    # statistic: noise seed 2, the first of 1-3 whose #1 loses its crown on the current simulated device
+    # (seed 0's did before the refit that let FP16-only layers onto the DLA in INT8 builds; after it, #1
+    # 0.5868 -> 0.6343 ms kept it by 0.1 % over #2's 0.6349)
     study.write_text('[study]\nmodel = "googlenet"\nmode = "engine"\nobjective = "latency"\ntrials = 24\n'
                      'stop_when_settled = false\n\n'
-                     '[settings]\nnoise = 0.1\n\n[agent_options]\nseed = 0\ninner_evals = 100\n')
+                     '[settings]\nnoise = 0.1\nseed = 2\n\n[agent_options]\nseed = 0\ninner_evals = 100\n')
     db = tmp_path / "pt.db"
     assert main(["tune", str(study), "--storage", f"sqlite:///{db}", "--export", str(tmp_path / "plan.json")]) == 0
     out = capsys.readouterr().out
