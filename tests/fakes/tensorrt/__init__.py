@@ -1683,12 +1683,12 @@ class ICudaEngine:
             import onnx
             from onnx.reference import ReferenceEvaluator
 
-            from . import _plugins
+            from . import _kernels, _plugins
 
             model = _float32(onnx.load_from_string(base64.b64decode(self._plan["onnx"])))
             plugins = [k for k in _plugins.KERNELS if any(n.op_type == k.__name__ and n.domain == k.op_domain
                                                           for n in model.graph.node)]
-            self._ev = ReferenceEvaluator(model, new_ops=plugins or None)
+            self._ev = ReferenceEvaluator(model, new_ops=_kernels.KERNELS + plugins)
             _EVALUATORS[self._key] = self._ev
         return self._ev
 
