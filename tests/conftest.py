@@ -184,7 +184,13 @@ def _one_blas_thread() -> None:
     ``placetune tune`` (placetune/tuning/blas.py: the threads of a small solve only spin). Tests that run
     an agent directly ran a thread per core: a guided run of 20 evaluations on GoogLeNet took 35 s (13 s of
     CPU) on 2 cores, 11 s (4.7 s) with one thread, with the same result; with two pytest-xdist workers
-    on 2 cores the spinning threads also take the other worker's CPU. Subprocesses keep their defaults."""
+    on 2 cores the spinning threads also take the other worker's CPU.
+
+    Subprocesses (a ``placetune`` command, the TensorRT worker, an example) get ``OPENBLAS_NUM_THREADS=1``
+    (numpy's and scipy's OpenBLAS read it when they load; one set by the caller is kept): the doubles'
+    matrix products of each frame ran two spinning threads beside the other worker, and the deploy example
+    and pipeline leak tests took 29.0 s of CPU with them, 22.0 s without (2 shared cores, 2026-11-29)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         import numpy  # noqa: F401 - loads the BLAS that is limited
         import scipy.linalg  # noqa: F401 - scipy's own BLAS
