@@ -7,7 +7,13 @@ single builds tends to be a lucky one. The guided agent builds plans again in tw
   the noise can tell apart (``2 sd x sqrt(1/n_a + 1/n_b)`` over their builds), the one of the two
   with fewer builds gets one more (:meth:`Rebuilds.contest`), at most :data:`MAX_BUILDS` builds;
 * at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`), ranked on the
-  same number of builds each, drift-corrected (:mod:`search.drift`).
+  same number of builds each, drift-corrected (:mod:`search.drift`); without a drift, on the median
+  over all builds of each, the store's rule, so a plan outside the top whose median beats them all
+  (a baseline built once) stays the best.
+
+Every build of a plan counts, those the agent got without a build included (a baseline the study
+built before the agent ran): ranked on its later builds only, a baseline lost to plans ranked on
+all theirs, their lucky first builds included.
 
 The noise is estimated from the builds of re-measured plans, shrunk towards :data:`NOISE_PRIOR`.
 The store then holds each plan's median over its builds
