@@ -347,6 +347,13 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         got = self.learn(a, m)
         if m.ok and not m.extra.get("cache_hit"):
             self.log_build(key, got, t)
+        elif m.ok and self.realised(key) not in self.build_log:
+            # answered without a build: a baseline the study built just before the agent ran (or a plan
+            # an earlier run built). Its builds are in the store's median, so the drift fit and the final
+            # ranking must see them too: ranked on its later builds only, a baseline loses to plans
+            # ranked on all theirs (their lucky first builds included)
+            for value in self.builds(key):
+                self.log_build(key, value, t)
         if predicted is not None and math.isfinite(predicted) and abs(predicted) < 1e12 and math.isfinite(got) \
                 and predicted * got > 0:
             self.errors.append(abs(math.log(abs(got) / abs(predicted))))

@@ -7,7 +7,13 @@ single builds tends to be a lucky one. The guided agent builds plans again in tw
   the noise can tell apart (``2 sd x sqrt(1/n_a + 1/n_b)`` over their builds), the one of the two
   with fewer builds gets one more (:meth:`Rebuilds.contest`), at most :data:`MAX_BUILDS` builds;
 * at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`), ranked on the
-  same number of builds each, drift-corrected (:mod:`search.drift`).
+  same number of builds each, drift-corrected (:mod:`search.drift`); without a drift, on the median
+  over all builds of each, the store's rule, so a plan outside the top whose median beats them all
+  (a baseline built once) stays the best.
+
+Every build of a plan counts, those the agent got without a build included (a baseline the study
+built before the agent ran): ranked on its later builds only, a baseline lost to plans ranked on
+all theirs, their lucky first builds included.
 
 The noise is estimated from the builds of re-measured plans, shrunk towards :data:`NOISE_PRIOR`.
 The store then holds each plan's median over its builds
@@ -52,6 +58,8 @@ class Rebuilds:
     rank_equal: Callable[[list[tuple[int, ...]]], tuple[int, ...] | None]
     crown: Callable[[Sequence[int]], None]
     final_rule: Callable[[], str | None]
+    final_ranking: list[tuple[tuple[int, ...], float]] | None
+    beta: float
 
     def rebuild(self, key: Sequence[int]) -> Measurement:
         """Build a measured assignment once more; every assignment of its realisation, and the fit,
@@ -112,6 +120,17 @@ class Rebuilds:
                 return key
         return None
 
+    def outranked(self, top: list[tuple[int, ...]]) -> bool:
+        """True when the run's best (the best of its latest measurements, each plan's median over its
+        builds) is none of ``top`` and beats the final ranking's #1 on that figure."""
+        run, ranking = self.run, self.final_ranking
+        if not ranking or run.best_assignment is None or tuple(run.best_assignment) in {tuple(k) for k in top}:
+            return False
+        if run.best_value is None or not math.isfinite(run.best_value):
+            return False
+        score = ranking[0][1]
+        return run.best_value > score if run.objective.direction == "maximize" else run.best_value < score
+
     def remeasure_top(self, n: int, *, once: bool = False) -> None:
         """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
         them by the median over their builds, and say so in the notes. With ``once``, only those of
@@ -144,6 +163,10 @@ class Rebuilds:
         self.correct_measured()
         # (a resumed run's: its builds and the earlier runs' are combined in the store's medians, which rank them)
         winner = None if once else self.rank_equal(top[:len(shown)])
+        if winner is not None and not self.beta and self.outranked(top):
+            # no drift: the final ranking's rule is the store's, each plan's median over its builds, so a plan
+            # outside the top whose median beats every re-measured one (a baseline built once) stays the best
+            winner = None
         if winner is not None and list(winner) != run.best_assignment:
             self.crown(winner)
         if winner is not None:  # the run's pick and why: what placetune tune reports, stores and exports

@@ -277,6 +277,60 @@ def test_tune_says_it_re_measured_and_its_summary_uses_the_combined_figures(tmp_
         assert f"one measured once ({best.latency_ms['median']:.4g})" in note
 
 
+def _tune_noisy_googlenet(tmp_path, seed: int):
+    """The googlenet latency study of the test above on noise seed ``seed``: its output, the medians of
+    the re-measuring note, its stored ok measurements and its all-GPU baseline's."""
+    from placetune.cli.main import main
+
+    study = tmp_path / "s.toml"
+    study.write_text('[study]\nmodel = "googlenet"\nmode = "engine"\nobjective = "latency"\ntrials = 24\n'
+                     'stop_when_settled = false\n\n'
+                     f'[settings]\nnoise = 0.1\nseed = {seed}\n\n[agent_options]\nseed = 0\ninner_evals = 100\n')
+    db = tmp_path / "pt.db"
+    assert main(["tune", str(study), "--storage", f"sqlite:///{db}", "--export", str(tmp_path / "plan.json")]) == 0
+    with Store(str(db)) as s:
+        stored = [r.measurement for r in s.measurements(s.studies()[0].name, status="ok")]
+    return stored, next(m for m in stored if m.realized and set(m.realized.values()) == {"GPU"})
+
+
+def _best_found(out: str) -> str:
+    return next(x for x in out.splitlines() if x.startswith("best found"))
+
+
+def test_the_final_ranking_counts_a_baselines_build_made_before_the_agent(tmp_path, capsys):
+    """Without a drift the final top candidates are ranked on the median over all builds of each,
+    what the store holds. A baseline is built by the study before the agent runs, so the agent gets
+    it as an answer without a build; its re-measured median must still count that first build."""
+    # a scenario, not a statistic: on noise seed 3 all-GPU (0.6331 ms first) is rebuilt mid-run (0.7520)
+    # and among the re-measured top 3 (0.6417): its median over the three builds is 0.6417 ms, the
+    # least of the three medians; ranked on its two later builds only (0.6968) it lost to a plan at 0.6661
+    stored, gpu = _tune_noisy_googlenet(tmp_path, 3)
+    out = capsys.readouterr().out
+    note = next(x for x in out.splitlines() if x.startswith("re-measured the top 3"))
+    medians = [float(v) for v in re.findall(r"-> ([0-9.]+) \(\d+ builds\)", note)]
+    assert len(medians) == 3
+    assert len(gpu.extra["builds"]) == 3  # all-GPU is one of the re-measured top 3
+    assert f"{gpu.latency_ms['median']:.4g}" == f"{min(medians):.4g}"  # the least of the combined figures
+    row = _best_found(out)
+    assert f"{min(medians):.3f}" in row and "slower" not in row, row  # not worse than all-GPU, as measured
+
+
+def test_without_drift_a_plan_outside_the_re_measured_top_keeps_a_better_median(tmp_path, capsys):
+    """Without a drift the final ranking's rule is the store's (each plan's median over its builds):
+    when every re-measured candidate falls behind a plan outside the top 3, that plan stays the best,
+    and the run never reports a plan worse than a baseline it measured."""
+    # a scenario, not a statistic: on noise seed 7 the top 3 re-measure to 0.6716, 0.7557 and 0.7013 ms,
+    # all behind all-GPU's one build (0.6625 ms); the ranking of the three alone picked 0.6716 ms
+    stored, gpu = _tune_noisy_googlenet(tmp_path, 7)
+    out = capsys.readouterr().out
+    note = next(x for x in out.splitlines() if x.startswith("re-measured the top 3"))
+    assert "drift: not tested" in out and _crown_moved(note), note
+    least = min(m.latency_ms["median"] for m in stored)
+    row = _best_found(out)
+    assert f"{least:.3f}" in row and "slower" not in row, row
+    assert f"one measured once ({least:.4g})" in note
+
+
 def test_search_run_holds_its_reserve_back_and_remeasure_re_ranks():
     from search import Budget, BudgetExhausted, SearchRun
 
