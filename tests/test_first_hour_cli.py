@@ -448,4 +448,4 @@ def test_tune_help_groups_its_options_essentials_first(capsys, monkeypatch):
     tune = build_parser()._subparsers._group_actions[0].choices["tune"]  # noqa: SLF001
     options = {o for a in tune._actions for o in a.option_strings}  # noqa: SLF001
     assert all(o in text for o in options), sorted(o for o in options if o not in text)
-    assert len(options) == 35  # every option kept (and the STUDY.toml argument), --help-all among them
+    assert len(options) == 36  # every option kept (and the STUDY.toml argument), --help-all among them

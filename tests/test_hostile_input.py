@@ -312,7 +312,7 @@ def test_an_output_symlink_is_written_through_never_replaced(writer, base_db, ca
     """``-o link`` wrote a temporary file and renamed it over the link: the link became a regular file
     (as root, ``-o /dev/stdout`` destroyed the system's /dev/stdout link)."""
     target = tmp_path / "target.out"
-    old = b"" if writer.startswith("export") else b"old"  # export -o replaces another file only with --force
+    old = b""  # a user-named output replaces a file placetune did not write only with --force
     target.write_bytes(old)
     link = tmp_path / ("out.sh" if writer == "export script" else "out.json")
     link.symlink_to(target)

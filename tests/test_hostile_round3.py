@@ -194,7 +194,8 @@ def test_a_file_size_limit_on_an_output_symlink_keeps_the_linked_file(tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
 
-    proc = _cli(["trace", tmp_path / "s.plan.json", "-o", tmp_path / "out.json"], tmp_path, preexec=limit)
+    proc = _cli(["trace", tmp_path / "s.plan.json", "-o", tmp_path / "out.json", "--force"], tmp_path,  # not a trace
+                preexec=limit)
     _one_line_error(proc, 6, "out.json", "File too large")
     assert target.read_text() == "x" * 100
 

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from placetune.calibration.fit import MIN_MEASUREMENTS, FitResult, fit_profile, observations
 from placetune.errors import ConfigError
-from placetune.files.write import check_output, refuse_inputs, write_file
+from placetune.files.write import check_output, force_hint, read_head, refuse_inputs, user_output, write_file
 from placetune.validate import integer
 from placetune.hardware.platforms import get_platform
 from placetune.tuning.study_model import load_study_model
@@ -23,14 +23,29 @@ from placetune.store.url import sqlite_file
 __all__ = ["calibrate", "write_profile"]
 
 
-def write_profile(result: FitResult, path: str | Path, studies: Sequence[str] = ()) -> None:
-    """Write ``result.profile`` as TOML with a header that says where it comes from (atomically)."""
-    write_file(Path(path), profile_text(result, studies), "device profile")  # a link or /dev/stdout written through
+#: The first line of every device profile :func:`profile_text` writes begins so.
+_HEADER = "# device profile fitted by placetune calibrate"
+
+
+def is_profile_file(path: str | Path) -> bool:
+    """True when ``path`` is a device profile ``placetune calibrate`` wrote (its header line)."""
+    try:
+        return read_head(path, len(_HEADER)) == _HEADER.encode()
+    except (OSError, ValueError):
+        return False
+
+
+def write_profile(result: FitResult, path: str | Path, studies: Sequence[str] = (), *, force: bool = True) -> None:
+    """Write ``result.profile`` as TOML with a header that says where it comes from (atomically; a link or
+    /dev/stdout written through). ``force``: False replaces only an earlier profile, an empty file, a device
+    or a pipe (``calibrate -o`` without ``--force``)."""
+    write_file(Path(path), profile_text(result, studies), "device profile", owned=user_output(force, is_profile_file),
+               hint=force_hint("-o"))
 
 
 def profile_text(result: FitResult, studies: Sequence[str] = ()) -> str:
     """``result.profile`` as TOML, with a header saying which studies it was fitted to and how well."""
-    head = [f"# device profile fitted by placetune calibrate from {', '.join(studies) or 'measurements'}",
+    head = [f"{_HEADER} from {', '.join(studies) or 'measurements'}",
             f"# {result.measurements} measurements; cross-validated median error "
             + (f"{100 * result.cross_validated['median']:.2f} %" if result.cross_validated else "not run"),
             f"# unidentified (left at their prior): {', '.join(result.unidentified) or 'none'}", ""]
@@ -38,7 +53,7 @@ def profile_text(result: FitResult, studies: Sequence[str] = ()) -> str:
 
 
 def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: Sequence[str] = (),
-              output: str | Path | None = None, **fit_options) -> FitResult:
+              output: str | Path | None = None, force: bool = True, **fit_options) -> FitResult:
     """Fit a device profile to the measurements of ``study`` (and ``studies``) in ``storage``.
 
     Args:
@@ -46,6 +61,7 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
         storage: the store (SQLAlchemy URL or SQLite path).
         studies: more studies of the same device (same fingerprint), e.g. other models.
         output: write the profile (TOML) here.
+        force: replace ``output`` whatever it is; False: only an earlier profile (see :func:`write_profile`).
         **fit_options: passed to :func:`~placetune.calibration.fit.fit_profile`.
 
     Raises:
@@ -57,8 +73,8 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
     if integer(folds, "folds", 0, 1000) == 1:  # -1 or 1 silently meant "no cross-validation"
         raise ConfigError("folds must be 0 (no cross-validation) or an integer from 2 to 1000, got 1")
     if output is not None:  # refused before the fit, not after
-        check_output(output, "device profile")
         refuse_inputs(output, "output", [("the database (--storage)", sqlite_file(storage))])
+        check_output(output, "device profile", owned=user_output(force, is_profile_file), hint=force_hint("-o"))
     names = list(dict.fromkeys([study, *studies]))
     with Store(storage, readonly=True) as store:  # only read: never created, given tables or upgraded
         records = [store.study(n) for n in names]
@@ -88,5 +104,5 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
                 f"measure more placements (placetune tune --study {names[0]})")
     result = fit_profile(model0, platform, settings0, [], observations_=obs, **fit_options)
     if output is not None:
-        write_profile(result, output, names)
+        write_profile(result, output, names, force=force)
     return result

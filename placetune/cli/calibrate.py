@@ -23,7 +23,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     names = list(args.study)
     to_stdout = args.output == "-"  # as export -o -: the profile on standard output, the table on standard error
     result = _calibrate.calibrate(names[0], args.storage, studies=names[1:], output=None if to_stdout else args.output,
-                                  cross_validate=args.folds)
+                                  force=args.force, cross_validate=args.folds)
     if to_stdout:
         write_data(_calibrate.profile_text(result, list(dict.fromkeys(names))))
         print(result.table(), file=sys.stderr)
@@ -45,7 +45,10 @@ def add_parser(sub) -> None:
     p.add_argument("--study", action="append", required=True,
                    help="study name (repeat for more studies of the same device)")
     p.add_argument("--storage", default="sqlite:///placetune.db", help="SQLAlchemy URL or SQLite path")
-    p.add_argument("-o", "--output", help="write the fitted device profile here (TOML; - for standard output)")
+    p.add_argument("-o", "--output", help="write the fitted device profile here (TOML; - for standard output); "
+                   "replaces an earlier profile or an empty file, another file only with --force")
+    p.add_argument("--force", action="store_true", help="replace an existing -o file that is not a placetune "
+                   "device profile")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=cmd_calibrate)

@@ -68,7 +68,8 @@ def cmd_zoo_export(args: argparse.Namespace) -> int:
     if args.output == "-":  # a binary ONNX file of up to hundreds of MB: never a file named "-", nor the terminal
         raise ConfigError("zoo export -o: the ONNX model is written to a file; give its name (e.g. -o "
                           f"{base}.onnx), not - (standard output)")
-    path = _zoo.export(base, args.output, batch=args.batch or _zoo.default_batch(base), **_zoo_registry.parse_options(opts))
+    path = _zoo.export(base, args.output, batch=args.batch or _zoo.default_batch(base), force=args.force,
+                       **_zoo_registry.parse_options(opts))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, with deterministic weights)")
     return 0
 
@@ -102,6 +103,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         objective=args.objective, precision=args.precision, batch=args.batch, shapes=args.shape,
         agent=args.agent, trials=args.trials, timeout=_studyfile.parse_duration(args.timeout), storage=args.storage,
         study=args.study, granularity=args.granularity, export=args.export,
+        export_force=True if args.force else None,
         stop_when_converged=True if args.stop_when_converged else None, power_mode=args.power_mode,
         stop_when_settled=args.stop_when_settled,
         streams=args.streams,
@@ -276,7 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     z.set_defaults(func=cmd_zoo_list)
     z = zsub.add_parser("export", help="write a built-in network to an ONNX file (with weights)")
     z.add_argument("name")
-    z.add_argument("-o", "--output", required=True, help="output .onnx path")
+    z.add_argument("-o", "--output", required=True, help="output .onnx path (replaces an earlier zoo export or an "
+                   "empty file; another file only with --force)")
+    z.add_argument("--force", action="store_true", help="replace an existing -o file that is not a zoo export")
     z.add_argument("--batch", type=int, default=None, help="batch of the exported network (default: its own, as `placetune zoo list` shows)")
     z.set_defaults(func=cmd_zoo_export)
 
@@ -370,7 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
     rare(g.add_argument("--storage", metavar="URL",
                         help="SQLAlchemy URL or SQLite path (default sqlite:///placetune.db)"))
     g.add_argument("--study", metavar="NAME", help="study name (default: derived from the settings)")
-    rare(g.add_argument("--export", metavar="FILE", help="plan path (default <study>.plan.json)"))
+    rare(g.add_argument("--export", metavar="FILE", help="plan path (default <study>.plan.json); replaces an "
+                        "earlier plan or an empty file, another file only with --force (checked before the run)"))
+    rare(g.add_argument("--force", action="store_true", help="let the plan file replace an existing file that "
+                        "is not a placetune plan (not a study file's export = ...)"))
 
     g = p.add_argument_group("the model and how it runs")
     g.add_argument("--shape", "--shapes", action="append", metavar="NAME=1x3x224x224",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,7 @@ from placetune.validate import dumps_json
 from placetune.wording import plural
 from placetune._lazy import lazy_import
 from placetune.files.read import check_regular
-from placetune.files.write import refuse_inputs, write_file
+from placetune.files.write import check_output, force_hint, refuse_inputs, user_output, write_file
 
 if TYPE_CHECKING:
     from placetune.store.store import Store
@@ -105,27 +104,6 @@ def open_store(url: str | None) -> "Store":
             "database the search wrote (placetune tune --storage ...)"
         )
     return _store.Store(text, readonly=True)
-
-
-_FORCE = "pass --force to replace it, or choose another -o name"
-
-
-def is_export(path: Path) -> bool:
-    """True when the existing ``path`` may take ``export -o`` without ``--force``: an empty file, a placetune plan,
-    a trtexec build script export wrote, or no regular file at all (a device or a pipe is written through)."""
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return True
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    if not head.strip():
-        return True
-    if head.startswith(b"#!") and b"\n# placetune plan: " in head:
-        return True
-    return _file.is_plan_file(path)
 
 
 def _fmt(value: float | None, objective: str) -> str:
@@ -287,11 +265,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ConfigError(f"-o {args.output[:200]}: is a directory; give a file name, e.g. -o plan.json")
     refuse_inputs(out, "-o", [("the database (--storage)", _url.sqlite_file(args.storage)),
                               ("the study's model", plan.model.get("path")), ("the ONNX file (--onnx)", args.onnx)])
-    owned = None if getattr(args, "force", False) else is_export
+    owned = user_output(args.force, _file.is_plan_file, _trtexec.is_build_script)  # export's two outputs
     if args.format == "trtexec":
-        write_file(out, text, "trtexec build script", executable=True, owned=owned, hint=_FORCE)
+        write_file(out, text, "trtexec build script", executable=True, owned=owned, hint=force_hint("-o"))
     else:
-        write_file(out, text, "plan file", owned=owned, hint=_FORCE)
+        write_file(out, text, "plan file", owned=owned, hint=force_hint("-o"))
     summary = plan.summary()
     say(summary)
     what = "trtexec build script" if args.format == "trtexec" else "plan"
@@ -357,6 +335,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     """``placetune trace``: write the timeline of a plan as a Chrome trace."""
     refuse_inputs(args.output, "-o", [("the plan file", None if args.plan == "-" else args.plan),
                                       ("the model (--model)", args.model)])
+    owned = user_output(args.force, _trace.is_trace_file)
+    if args.output != "-":  # refused before the plan is read and re-measured
+        check_output(args.output, "trace file", owned=owned, hint=force_hint("-o"))
     model = None
     if args.model:
         model = _model.Model.load(args.model, args.shape or None)
@@ -380,7 +361,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
         tell = error_line
     else:
-        path = _trace.write_chrome_trace(source, args.output, simulated=simulated, metadata=meta, title=title)
+        path = _trace.write_chrome_trace(source, args.output, owned=owned, hint=force_hint("-o"), simulated=simulated,
+                                         metadata=meta, title=title)
     if remeasured:
         tell("the plan has no timeline: re-measured it on the SIMULATED backend (simulated figures, not hardware)")
     n = len(_trace.timeline_events(source))
@@ -441,7 +423,9 @@ def add_parsers(subparsers: Any) -> None:
 
     p = subparsers.add_parser("trace", help="Chrome-trace timeline of a plan (Perfetto, chrome://tracing)")
     p.add_argument("plan", help="plan file written by `placetune export`")
-    p.add_argument("-o", "--output", required=True, help="output trace JSON file (-: standard output)")
+    p.add_argument("-o", "--output", required=True, help="output trace JSON file (-: standard output); replaces an "
+                   "earlier trace or an empty file, another file only with --force")
+    p.add_argument("--force", action="store_true", help="replace an existing -o file that is not a placetune trace")
     p.add_argument("--model", default=None,
                    help="the plan's ONNX file or zoo name (checked against the plan; needed to re-measure a plan "
                         "without timeline whose model file moved)")

@@ -20,7 +20,10 @@ path names *now* (``lstat``, links not followed):
 
 A caller that chose the file name itself (not the user) passes ``owned``: an existing file
 is then overwritten only when ``owned(path)`` says placetune wrote it (a default
-``<study>.plan.json`` never replaces a user's file of that name). :func:`check_output` makes
+``<study>.plan.json`` never replaces a user's file of that name). A file the user names (``-o``,
+``--export``) follows the same rule, with :func:`user_output` as ``owned``: a command replaces its own
+earlier output, an empty file, a device or a pipe, and any other file only with ``--force``
+(:func:`force_hint` says so in the refusal). :func:`check_output` makes
 the same decisions without writing: call it before a long run so that a bad ``--export`` is
 refused before the measurements, not after.
 """
@@ -40,7 +43,7 @@ from placetune.errors import ConfigError, PlacetuneError
 from placetune.files.read import file_kind, os_reason
 from placetune.safetext import shown
 
-__all__ = ["check_output", "refuse_inputs", "write_file", "Data"]
+__all__ = ["check_output", "force_hint", "read_head", "refuse_inputs", "user_output", "write_file", "Data"]
 
 #: What :func:`write_file` writes: bytes, text (UTF-8) or a function that writes into a binary file.
 Data = Union[bytes, bytearray, memoryview, str, Callable[[IO[bytes]], None]]
@@ -136,6 +139,42 @@ def _check_owned(path: Path, what: str, error: type[PlacetuneError], owned: Call
     if not mine:
         raise error(f"{what} {shown(path)} exists and is not a file placetune wrote: refusing to overwrite it"
                     + (f"; {hint}" if hint else "; move it away or choose another name"))
+
+
+def read_head(path: str | os.PathLike[str], size: int = 4096) -> bytes:
+    """The first ``size`` bytes of the file ``path`` (raises OSError as ``open`` does)."""
+    with open(path, "rb") as f:
+        return f.read(size)
+
+
+def user_output(force: bool, *written_by: Callable[[Path], bool]) -> Callable[[Path], bool] | None:
+    """The ``owned`` test of a file the user named: None with ``--force`` (anything is replaced), else
+    a test that lets through the command's own earlier output (any of ``written_by``, each a test of
+    an existing regular file), an empty file (whitespace only) and what is not a regular file (a device
+    or a pipe is written through; a directory or a dangling link is refused by the write itself)."""
+    if force:
+        return None
+
+    def owned(path: Path) -> bool:
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                return True
+            head = read_head(path)
+        except FileNotFoundError:  # a dangling link: refused as such by the write
+            return True
+        except (OSError, ValueError):  # unreadable: not known to be placetune's
+            return False
+        if not head.strip() and st.st_size <= len(head):
+            return True
+        return any(test(path) for test in written_by)
+
+    return owned
+
+
+def force_hint(option: str) -> str:
+    """What a refusal of a user-named file that is not placetune's tells the user to do."""
+    return f"pass --force to replace it, or choose another {option} name"
 
 
 def check_output(path: str | os.PathLike[str], what: str, *, error: type[PlacetuneError] = ConfigError,

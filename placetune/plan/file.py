@@ -392,21 +392,22 @@ class Plan:
             calibration_cache=None if doc.get("calibration_cache") is None else str(doc["calibration_cache"]),
         )
 
-    def save(self, path: str | os.PathLike[str], *, owned: Any = None) -> Path:
+    def save(self, path: str | os.PathLike[str], *, owned: Any = None,
+             hint: str = "give the plan file name with --export PATH") -> Path:
         """Write the plan as JSON through :func:`placetune.files.write.write_file`: a regular file is
         replaced atomically, a symlink, FIFO or ``/dev/stdout`` written through, never replaced.
 
         Args:
             path: the file.
             owned: for a name placetune chose (``<study>.plan.json``): a test whether an existing
-                file is placetune's (see :func:`is_plan_file`); None when the user named the file.
+                file is placetune's (see :func:`is_plan_file`); None: replaced whatever it is.
+            hint: what to do, appended to a refusal of a file that is not placetune's.
 
         Raises:
             ConfigError: the file cannot be written (a directory, a FIFO nobody reads, a file
                 that is not placetune's with ``owned``...).
         """
-        return write_file(path, self.to_json() + "\n", "plan file", owned=owned,
-                          hint="give the plan file name with --export PATH")
+        return write_file(path, self.to_json() + "\n", "plan file", owned=owned, hint=hint)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], model: "Model | str | None" = None, *,

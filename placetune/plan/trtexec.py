@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from placetune.errors import ConfigError, ModelError, PlacementError, PlacetuneError
+from placetune.files.write import read_head
 from placetune.backends.trtexec.command import (
     MAX_ARG_CHARS,
     adjust_for_dla_flags,
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from placetune.model.model import Model
 
 
-__all__ = ["engine_files", "export_refusals", "one_line", "refuse_unexportable", "static_batch", "target_version",
-           "trtexec_commands", "trtexec_script", "untyped_int8_plan"]
+__all__ = ["engine_files", "export_refusals", "is_build_script", "one_line", "refuse_unexportable", "static_batch",
+           "target_version", "trtexec_commands", "trtexec_script", "untyped_int8_plan"]
 
 
 def _version_tuple(text: Any) -> tuple[int, ...]:
@@ -175,7 +176,7 @@ def trtexec_commands(plan: PlanView, onnx_path: str = "model.onnx", trt_version:
     vt = _version_tuple(version)
     stem = _stem(onnx_path)
     sim = " (figures SIMULATED: measure on the device)" if plan.simulated else ""
-    lines = [f"# placetune plan: {plan.model.get('name')} on {plan.platform}, {plan.mode} mode, {plan.precision}, "
+    lines = [f"{_HEADER}{plan.model.get('name')} on {plan.platform}, {plan.mode} mode, {plan.precision}, "
              f"batch {plan.batch}{sim}"]
     src = plan.source
     if src:
@@ -447,6 +448,19 @@ def one_line(comment: str) -> str:
     """A comment (or any text a script or note quotes) with every control character (newline,
     carriage return...) written as an escape: it stays on one line."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], comment)
+
+
+#: The first comment of every build script :func:`trtexec_script` writes.
+_HEADER = "# placetune plan: "
+
+
+def is_build_script(path: Any) -> bool:
+    """True when ``path`` is a build script :func:`trtexec_script` wrote (``#!`` and the plan's header line)."""
+    try:
+        head = read_head(path)
+    except (OSError, ValueError):
+        return False
+    return head.startswith(b"#!") and b"\n" + _HEADER.encode() in head
 
 
 def trtexec_script(plan: PlanView, onnx_path: str = "model.onnx", trt_version: str | None = None, *,

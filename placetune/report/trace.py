@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -31,7 +32,10 @@ from placetune.validate import dumps_json
 if TYPE_CHECKING:
     from placetune.measurement import Measurement
 
-__all__ = ["chrome_trace", "write_chrome_trace", "timeline_events", "device_order"]
+__all__ = ["chrome_trace", "write_chrome_trace", "is_trace_file", "timeline_events", "device_order"]
+
+#: The largest file :func:`is_trace_file` reads (a trace of a few thousand events is a few MB).
+_MAX_TRACE_BYTES = 256 << 20
 
 
 def device_order(devices: Any) -> list[str]:
@@ -153,15 +157,36 @@ def chrome_trace(
     return {"traceEvents": out + runs, "displayTimeUnit": "ms", "otherData": other}
 
 
+def is_trace_file(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a Chrome trace placetune wrote (``otherData.generator`` is ``placetune``)."""
+    try:
+        if os.stat(path).st_size > _MAX_TRACE_BYTES:
+            return False
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return False
+    other = doc.get("otherData") if isinstance(doc, dict) else None
+    return isinstance(other, dict) and other.get("generator") == "placetune" and isinstance(doc.get("traceEvents"),
+                                                                                                list)
+
+
 def write_chrome_trace(
     source: "Measurement | Mapping[str, Any]",
     path: str | os.PathLike[str],
+    *,
+    owned: Any = None,
+    hint: str = "",
     **kw: Any,
 ) -> Path:
     """Write :func:`chrome_trace` of ``source`` as JSON to ``path``.
+
+    Args:
+        owned, hint: as for :func:`~placetune.files.write.write_file` (``trace -o`` without ``--force``:
+            only over an earlier trace, see :func:`is_trace_file`).
 
     Raises:
         ConfigError: nothing to draw, or the file cannot be written.
     """
     doc = chrome_trace(source, **kw)
-    return write_file(path, dumps_json(doc, indent=None, separators=(",", ":")), "trace file")
+    return write_file(path, dumps_json(doc, indent=None, separators=(",", ":")), "trace file", owned=owned, hint=hint)

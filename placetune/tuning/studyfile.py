@@ -58,6 +58,7 @@ from placetune.safetext import shown
 from placetune.validate import batch as check_batch
 from placetune.validate import loads_toml
 from placetune.files.read import read_text
+from placetune.files.write import user_output
 from placetune.hardware.platforms import get_platform
 from placetune.placement.space import Space
 from placetune.plan.file import is_plan_file
@@ -155,6 +156,7 @@ class TuneConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)
     source: str = "command line"
     export_from_file: bool = False  # ``export`` named by an untrusted study file: replaces only a plan file
+    export_force: bool = False  # ``--force``: the plan file may replace a file placetune did not write
 
     def __post_init__(self) -> None:
         """Refuse values of the wrong type or range up front (``trials = true``,
@@ -204,11 +206,12 @@ class TuneConfig:
                               f"{str(self.study)[:40]!r}")
 
     def export_owner(self) -> Any:
-        """How the plan file ``export`` names may be replaced: None when the user named it (whatever
-        it is), else the test that an existing file is a plan placetune wrote (an untrusted study file's)."""
-        if not self.export_from_file:
-            return None
-        return is_plan_file
+        """How the run's plan file may be replaced (``owned`` of :func:`~placetune.files.write.write_file`):
+        an untrusted study file's ``export`` only over a plan placetune wrote; else (``--export`` or
+        ``<study>.plan.json``) over an earlier plan, an empty file, a device or a pipe, anything with ``--force``."""
+        if self.export and self.export_from_file:
+            return is_plan_file
+        return user_output(self.export_force, is_plan_file)
 
     def check_options(self) -> None:
         """Refuse ``settings``/``agent_options``/``backend_options`` that are not tables, and an agent
@@ -285,7 +288,7 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 _STUDY_KEYS = {f.name for f in fields(TuneConfig)} - {"settings", "agent_options", "backend_options", "source",
-                                                      "export_from_file"}
+                                                      "export_from_file", "export_force"}
 
 def _study_key_hint(key: str) -> str:
     """What a mistyped or misplaced key of ``[study]`` was meant to be, then the keys ``[study]`` takes."""

@@ -24,7 +24,7 @@ from placetune.model.zoo.unet import unet_small
 from placetune.model.zoo.vit import vit_tiny
 from placetune.model.zoo.yolo import (yolo11n, yolo11n_seg, yolo11s, yolo11s_seg, yolov8n, yolov8n_seg,
                                        yolov8s, yolov8s_seg)
-from placetune.files.write import write_file
+from placetune.files.write import force_hint, read_head, user_output, write_file
 
 #: ONNX default-domain opset of every zoo model.
 OPSET = 17
@@ -342,13 +342,29 @@ def build(name: str, batch: int = 1, *, weights: bool = False, **kw: Any) -> onn
     return model
 
 
-def export(name: str, path: str | pathlib.Path, batch: int = 1, **kw: Any) -> pathlib.Path:
+#: How a zoo network's ONNX file begins: its ``ir_version`` field, then ``producer_name`` (field 2).
+_ZOO_PRODUCER = b"\x12\x0dplacetune.zoo"
+
+
+def is_zoo_file(path: str | pathlib.Path) -> bool:
+    """True when ``path`` is an ONNX file :func:`export` wrote (its producer is ``placetune.zoo``)."""
+    try:
+        head = read_head(path, 64)
+    except (OSError, ValueError):
+        return False
+    return head[:1] == b"\x08" and _ZOO_PRODUCER in head[:32]
+
+
+def export(name: str, path: str | pathlib.Path, batch: int = 1, *, force: bool = True,
+           **kw: Any) -> pathlib.Path:
     """Write a zoo network with deterministic weights to an ONNX file for a real build.
 
     Args:
         name: a name from :func:`names`.
         path: the file to write (parent folders are created).
         batch: the static batch dimension.
+        force: replace an existing file whatever it is; False: only an ONNX file of the zoo, an empty
+            file, a device or a pipe (``placetune zoo export -o`` without ``--force``).
         **kw: network options, as for :func:`build`.
 
     Returns:
@@ -362,7 +378,8 @@ def export(name: str, path: str | pathlib.Path, batch: int = 1, **kw: Any) -> pa
         >>> p = export("seed-block", "/tmp/seed_block.onnx")  # doctest: +SKIP
     """
     model = build(name, batch, weights=True, **kw)
-    return write_file(path, model.SerializeToString(), "ONNX model", parents=True)
+    return write_file(path, model.SerializeToString(), "ONNX model", parents=True, owned=user_output(force, is_zoo_file),
+                      hint=force_hint("-o"))
 
 
 #: Names a zoo option may not take: they are arguments of ``zoo.build`` / ``zoo.export`` /
