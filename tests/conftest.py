@@ -177,6 +177,18 @@ def pytest_configure(config):  # noqa: ARG001 - pytest hook
 
     replay_line()
     _one_blas_thread()
+    _ctrl_c_as_from_a_terminal()
+
+
+def _ctrl_c_as_from_a_terminal() -> None:
+    """The tests press Ctrl-C as a terminal does: SIGINT raises KeyboardInterrupt in the test processes and
+    every ``placetune`` they start. A suite started in the background of a script (``.ci/run > log &``)
+    inherits SIGINT ignored, and ``placetune tune`` rightly keeps a signal ignored at its start (a shell's
+    background command, nohup's SIGHUP), so those tests would press a key nobody listens to."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _one_blas_thread() -> None:

@@ -75,6 +75,7 @@ class Tuner:
         self.evaluator: Evaluator | None = None  # set once the study is open (a lost output stops it)
         self._study: OpenStudy | None = None
         self._interrupts = 0
+        self._caught: tuple[int, ...] = ()  # the stop signals the run handles (those not ignored at its start)
         self._signal: int | None = None
 
     @property
@@ -93,7 +94,10 @@ class Tuner:
         Its Ctrl-C, SIGTERM and SIGHUP handler holds from the start: before the study is open a signal stops the run at once
         (nothing is measured yet; the database's writes are transactions); from then on, the baselines included,
         the first lets the evaluation in flight finish and be stored."""
-        previous = {s: signal.getsignal(s) for s in _STOP_SIGNALS}
+        # a signal ignored at start stays ignored: nohup ignores SIGHUP so that a night outlives the ssh session
+        # that started it, and a shell ignores SIGINT in the commands it puts in the background
+        previous = {s: h for s in _STOP_SIGNALS if (h := signal.getsignal(s)) is not signal.SIG_IGN}
+        self._caught = tuple(previous)
         for s in previous:
             signal.signal(s, self._on_sigint)
         try:
@@ -331,7 +335,7 @@ class Tuner:
             except (OSError, ValueError):
                 pass
             return
-        for s in _STOP_SIGNALS:
+        for s in self._caught:
             signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
         raise Interrupted(signum)
 
