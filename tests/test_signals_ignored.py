@@ -34,6 +34,7 @@ def test_a_signal_ignored_at_start_does_not_stop_the_run(signum, tmp_path, capsy
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(SimulatedJetson, "measure", measure)
+    monkeypatch.chdir(tmp_path)  # the study's plan file is written beside it
     previous = signal.signal(signum, signal.SIG_IGN)  # as nohup (SIGHUP) or a shell's `cmd &` (SIGINT) leave it
     try:
         db = tmp_path / "n.db"
