@@ -163,7 +163,8 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
             kw["extra"]["unkillable"] = True
         return Measurement.failure("timeout", f"trtexec did not finish {what} within its limit (timeout_s="
                                    f"{timeout_s:g} beyond the timed duration; ran {run.seconds:.1f} s); "
-                                   f"{killed} ({' '.join(run.argv[:2])} ...)", **kw)
+                                   f"{killed} ({' '.join(run.argv[:2])} ...); a build that is slow, not hung, needs "
+                                   "a longer limit: [backend_options] timeout_s", **kw)
     sig = run.signal or _wrapped_signal(run.returncode, summary)
     if sig:
         last = [x for x in lines if x.strip()][-1:]

@@ -1,0 +1,58 @@
+"""The real backends' per-build limit leaves room for a real detector build on the slowest Orin with a DLA.
+
+A night's first measurement is the all-GPU baseline, one build of the whole model; past the backend's
+``timeout_s`` the worker (or trtexec) is killed, the baseline is recorded ``timeout`` and the first-build
+check stops the night. A real build time (tests/data/trt_corpus/yolo11n-orin-10.3-grep-gpu-fp16-build-472s):
+stock YOLO11n, FP16, all on the GPU, TensorRT 10.3 on an AGX Orin 64GB in its 50 W mode, 471.7 s. Builds time
+tactics on the GPU, so the same build on a module with less GPU throughput takes longer: scaled by the
+profiles' dense INT8 throughput (MAXN) and the 50 W mode's GPU cap, an Orin NX 8GB takes about 2.1 times as
+long (about 1,000 s), over the former default of 900 s before INT8's extra tactics (the night's default
+precision; not measured here) and before any larger YOLO. The limit must cover twice that.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from placetune.backends.base import BUILD_TIMEOUT_S
+from placetune.backends.tensorrt import jobs
+from placetune.hardware.platforms import PLATFORMS
+
+CORPUS = Path(__file__).parent / "data" / "trt_corpus"
+#: AGX Orin 64GB: the GPU cap of MODE_50W and its top GPU frequency (MAXN), in Hz (NVIDIA's nvpmodel
+#: file, tests/data/nvpmodel_conf; jetson_clocks --show at MAXN, placetune/hardware/locked_clocks.py)
+_AGX_50W_GPU_HZ, _AGX_MAXN_GPU_HZ = 816_000_000, 1_300_500_000
+
+
+def _real_build_s() -> float:
+    text = (CORPUS / "yolo11n-orin-10.3-grep-gpu-fp16-build-472s" / "console.log").read_text(encoding="utf-8")
+    return float(re.search(r"Engine built in ([0-9.]+) sec", text).group(1))
+
+
+def test_the_default_build_limit_covers_twice_a_real_yolo_build_scaled_to_the_slowest_orin_with_a_dla():
+    built = _real_build_s()
+    assert built == 471.742
+    agx_50w = PLATFORMS["orin-agx"].gpu_int8_tops * _AGX_50W_GPU_HZ / _AGX_MAXN_GPU_HZ
+    slowest = min(p.gpu_int8_tops for p in PLATFORMS.values() if p.dla_count and p.name.startswith("orin"))
+    scaled = built * agx_50w / slowest
+    assert 900 < scaled  # the former default was shorter than the scaled FP16 build alone
+    assert BUILD_TIMEOUT_S >= 2 * scaled, (BUILD_TIMEOUT_S, scaled)
+
+
+def test_both_real_backends_default_to_it(tmp_path):
+    import inspect
+
+    from placetune.backends.tensorrt.backend import TensorRTBackend
+    from placetune.backends.trtexec.backend import TrtexecBackend
+
+    for cls in (TensorRTBackend, TrtexecBackend):
+        assert inspect.signature(cls).parameters["timeout_s"].default == BUILD_TIMEOUT_S, cls
+
+
+def test_a_timeout_names_the_setting_that_raises_it():
+    from placetune.backends.tensorrt.pool import WorkerReply
+
+    m = jobs.reply_failure(WorkerReply("timeout", stderr_tail=""), {}, {}, 3600.0)
+    assert m is not None and m.status == "timeout"
+    assert "timeout_s" in m.reason and "[backend_options]" in m.reason
