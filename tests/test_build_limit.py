@@ -56,3 +56,30 @@ def test_a_timeout_names_the_setting_that_raises_it():
     m = jobs.reply_failure(WorkerReply("timeout", stderr_tail=""), {}, {}, 3600.0)
     assert m is not None and m.status == "timeout"
     assert "timeout_s" in m.reason and "[backend_options]" in m.reason
+
+
+def test_a_build_that_timed_out_is_built_again_by_a_later_run_whose_limit_was_raised(tmp_path):
+    """The remedy a timeout names (a longer ``[backend_options] timeout_s``, then the same command) must work:
+    before, the resumed study kept the earlier run's ``timeout`` as the all-GPU baseline's answer (a stored
+    measurement is not repeated), so the night went on without its baseline and no gain over all-GPU was ever
+    figured. A timeout stored by an earlier run is built again, once per run, and its row replaced; within one
+    run it stays an answer (a build that hangs is not retried all night). Against the TensorRT double."""
+    import shutil
+
+    from placetune import Store
+    from tests.test_tune_tensorrt import DATA, _tune
+
+    study = tmp_path / "s.toml"
+    shutil.copy(DATA / "seed_model_gn.onnx.gz", tmp_path)
+    study.write_text('[study]\nmodel = "seed_model_gn.onnx.gz"\n[backend_options]\ntimeout_s = 3\n')
+    first = _tune(tmp_path, str(study), "--trials", "3", fake={"HANG_ON": "*"})
+    assert first.returncode == 8 and "first-build check timing failed" in first.stderr, first.stderr
+    assert "[backend_options] timeout_s" in first.stderr
+    study.write_text('[study]\nmodel = "seed_model_gn.onnx.gz"\n[backend_options]\ntimeout_s = 600\n')
+    second = _tune(tmp_path, str(study), "--trials", "3")
+    assert second.returncode == 0, second.stderr + second.stdout
+    with Store(f"sqlite:///{tmp_path / 'pt.db'}") as store:
+        rows = [r.measurement for r in store.measurements("night")]
+    gpu = [m for m in rows if set(m.requested.values()) == {"GPU"}]
+    assert len(gpu) == 1 and gpu[0].ok, [m.status for m in gpu]  # the row was replaced, not added
+    assert "timeout" not in [m.status for m in rows]

@@ -46,7 +46,7 @@ ALL_MODES = ("engine", "pipeline", "replicas")
 #: build of the smallest YOLO11, FP16 on the GPU, took 471.7 s with TensorRT 10.3 on an AGX Orin 64GB at 50 W
 #: (tests/data/trt_corpus/yolo11n-orin-10.3-grep-gpu-fp16-build-472s); an Orin NX has about half that GPU
 #: throughput, INT8 times more tactics and larger models more layers, so 900 s stopped such a night at its first
-#: build. Past the limit the build is killed as hung: an hour bounds what one hang costs a night
+#: build. Past the limit the job is killed as hung: an hour per engine it builds bounds what one hang costs a night
 #: (tests/test_build_limit.py). ``[backend_options] timeout_s`` sets it.
 BUILD_TIMEOUT_S = 3600.0
 
