@@ -46,6 +46,7 @@ class Extra(TypedDict, total=False):
     profile_iterations: int  # inferences of the per-layer profiling run
     realized_vs_predicted: dict[str, list[str]]  # layer -> [predicted, realised] where they differ
     failure_class: str  # what kind of failure (stored in its own column); "dla": the DLA compiler or runtime;
+    # "dla_unsupported": a layer asked on the DLA that it cannot run, with GPU fallback off;
     # "clocks": taken under other clocks; "memory": TensorRT ran out of memory, or the kernel's OOM killer killed
     # the process (placetune/backends/oom.py)
     oom_kills: int  # a SIGKILLed measurement: the kernel's OOM kills meanwhile (oom_kill of /proc/vmstat)

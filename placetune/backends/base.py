@@ -37,10 +37,18 @@ if TYPE_CHECKING:
     from placetune.placement.realise import Realisation
     from placetune.settings import Settings
 
-__all__ = ["Backend", "BackendBase", "Capabilities", "check_backend", "default_cache_dir"]
+__all__ = ["Backend", "BackendBase", "Capabilities", "check_backend", "default_cache_dir", "BUILD_TIMEOUT_S"]
 
 #: Every measuring mode (``Settings.mode``).
 ALL_MODES = ("engine", "pipeline", "replicas")
+#: The real backends' default limit of one build (the tensorrt backend: one build and its timing; a pipeline
+#: job gets it once per engine it builds; trtexec: one build, and separately one timing run), in seconds. A real
+#: build of the smallest YOLO11, FP16 on the GPU, took 471.7 s with TensorRT 10.3 on an AGX Orin 64GB at 50 W
+#: (tests/data/trt_corpus/yolo11n-orin-10.3-grep-gpu-fp16-build-472s); an Orin NX has about half that GPU
+#: throughput, INT8 times more tactics and larger models more layers, so 900 s stopped such a night at its first
+#: build. Past the limit the job is killed as hung: an hour per engine it builds bounds what one hang costs a night
+#: (tests/test_build_limit.py). ``[backend_options] timeout_s`` sets it.
+BUILD_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,10 @@ def _ran_on_dla(m, devices: list[str]) -> str | None:
             + (f"; TensorRT's reasons: {why}" if why else ""))
 
 
+#: the per-build limit of the self-test's own engines (tiny CNNs), in seconds
+_SELFTEST_LIMIT_S = 900.0
+
+
 def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = None,
                  worker_env: dict[str, str] | None = None, trtexec: str | None = None, *,
                  device_tree: str | os.PathLike[str] = "/proc/device-tree", power_root: str | os.PathLike[str] = "/",
@@ -313,15 +317,18 @@ def run_selftest(out_dir: str | os.PathLike[str], worker_python: str | None = No
     trtexec = trtexec or _find.which_trtexec()
     cache = out / "cache"
     timing = dict(warmup_ms=5.0, iterations=5, replicas_duration_s=0.2, profile_iterations=0) if quick else {}
+    # the self-test's engines are tiny CNNs that build in seconds: a check past 900 s is hung, not slow (a night's
+    # builds of a whole detector get placetune.backends.base.BUILD_TIMEOUT_S)
     be = _backend.TensorRTBackend(worker_python=worker_python, worker_env=worker_env, cache_dir=cache,
-                         save_plans=out / "plans", input_data=input_data, **timing) if not no_trt else None
+                         save_plans=out / "plans", input_data=input_data, timeout_s=_SELFTEST_LIMIT_S,
+                         **timing) if not no_trt else None
     if be is not None:
         be.refuse_other_board = False  # the module and tensorrt checks above report them
     tx = None
     if trtexec:
         tx = _trtexec_backend.TrtexecBackend(  # its time_plan, beyond the contract
                             trtexec=trtexec, cache_dir=cache / "trtexec", env=dict(worker_env or {}),
-                            power_root=power_root, input_data=input_data,
+                            power_root=power_root, input_data=input_data, timeout_s=_SELFTEST_LIMIT_S,
                             **(dict(warmup_ms=5.0, iterations=10, duration_s=0.3) if quick else {}))
     gpu = {l.name: "GPU" for l in model.layers}
     dla0 = {l.name: "DLA0" for l in model.layers}

@@ -198,7 +198,9 @@ def measure_study_baselines(ev: "EvaluatorView", may_measure: Callable[[], bool]
         m = ev.peek(b.placement) if ev.realised_key(b.placement) in held else None
         if m is None and b.measured_by_study and ev.claims is not None:
             m = _measured_by_another_worker(ev, b.placement)
-        if m is None and b.measured_by_study and may_measure():
+        # an earlier run's timeout is built again (its limit may have been raised since; the evaluator
+        # measures it once per run and replaces the row): a night must not go on without its baseline
+        if (m is None or m.status == "timeout") and b.measured_by_study and may_measure():
             try:
                 m = ev.baseline() if b.name == "all-gpu" else ev.evaluate(b.placement, agent="baseline")
             except StopRequested:  # Ctrl-C or a lost output: what was measured is stored; the run ends

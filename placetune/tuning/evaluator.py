@@ -127,6 +127,7 @@ class Evaluator:
         self.study_name = study or self.default_study_name()
         self.study = open_study(self.store, self.study_name, setup, self.fingerprint)
         self._memo: OrderedDict[str, Measurement] = OrderedDict()
+        self._measured_here: set[str] = set()  # realised keys this evaluator measured (see _again)
         self._realised_key: OrderedDict[str, str] = OrderedDict()  # requested key -> realised key
         self._callbacks: list[Callable[[Placement, Measurement], None]] = []
         self._activity: list[Callable[[str], None]] = []
@@ -211,7 +212,7 @@ class Evaluator:
         agent = agent or self.agent
         key = self._realised_key.get(placement.key)
         cached = self._lookup(key) if key is not None else None
-        if cached is None or measured_again(cached):
+        if cached is None or self._again(key, cached):
             t0 = time.perf_counter()
             try:
                 r = self.realise(placement)
@@ -225,7 +226,7 @@ class Evaluator:
             if len(self._realised_key) > _MEMO_SIZE:
                 self._realised_key.popitem(last=False)
             cached = self._lookup(key)
-        untrusted, cached = (cached, None) if cached is not None and measured_again(cached) else (None, cached)
+        untrusted, cached = (cached, None) if cached is not None and self._again(key, cached) else (None, cached)
         if cached is None and untrusted is None and r is not None and self.claims is not None:
             cached = self.claims.acquire(self, key)  # another worker's result, or None: ours to measure
         if cached is not None:
@@ -273,6 +274,7 @@ class Evaluator:
             else:  # its stored row, measured under other clocks, is rewritten
                 self.trial_log.replaced(placement, m, out, key, agent, trial_number, started)
             self._remember(key, m)
+            self._measured_here.add(key)
         finally:
             self.stats.store_seconds += time.perf_counter() - t0
             if r is not None and self.claims is not None:
@@ -534,6 +536,13 @@ class Evaluator:
                 f"placement is for model {placement.model.name!r}, this evaluator measures {self.model.name!r}"
             )
         return placement
+
+    def _again(self, key: str | None, m: Measurement) -> bool:
+        """Whether the stored ``m`` of ``key`` is measured again rather than answered: taken under other clocks
+        or beside another process's GPU work (:func:`measured_again`), or a ``timeout`` that an earlier run
+        stored: its limit (``[backend_options] timeout_s``) may have been raised since, which is what the
+        timeout's message advises. Once per run: a timeout this evaluator measured stays the answer."""
+        return measured_again(m) or (m.status == "timeout" and key not in self._measured_here)
 
     def _lookup(self, key: str) -> Measurement | None:
         m = self._memo.get(key)

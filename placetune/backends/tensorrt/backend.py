@@ -57,7 +57,7 @@ from placetune.backends.tensorrt.cache import file_digest
 from placetune.backends.tensorrt.jobs import JobContext, run_timed, timing_cache_path
 from placetune.backends.tensorrt.pool import WORKER_FILE, RecycleLimits, WorkerClient, WorkerPool, WorkerReply
 
-from placetune.backends.base import ALL_MODES, Capabilities, default_cache_dir
+from placetune.backends.base import ALL_MODES, BUILD_TIMEOUT_S, Capabilities, default_cache_dir
 from placetune.backends.jetson import (
     JetsonBackend,
     device_fingerprint,
@@ -241,7 +241,7 @@ class TensorRTBackend(JetsonBackend):
         self,
         worker_python: str | None = None,
         *,
-        timeout_s: float = 900.0,
+        timeout_s: float = BUILD_TIMEOUT_S,
         start_timeout_s: float = 120.0,
         warmup_ms: float = 200.0,
         iterations: int | None = None,

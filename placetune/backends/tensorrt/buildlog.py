@@ -42,13 +42,14 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from placetune.backends.tensorrt.dla_errors import dla_failure, dla_refused
 from placetune.backends.tensorrt.logprefix import is_bare, one_line_failure, plain_error, split_prefix, unmarked_error
 from placetune.backends.tensorrt.worker_names import onnx_node, parser_layers, unregistered_end
 
 __all__ = [
     "TIMED",
     "BuildLog", "LogPlacement", "NameResolver", "parse_build_log", "locate",
-    "split_engine_name", "onnx_name_of", "split_prefix", "unmarked_error", "dla_failure", "DLA_COPY_SUFFIXES",
+    "split_engine_name", "onnx_name_of", "split_prefix", "unmarked_error", "dla_failure", "dla_refused", "DLA_COPY_SUFFIXES",
     "parser_network",
 ]
 
@@ -65,13 +66,6 @@ _CANDIDATES = re.compile(r"Number of DLA node candidates offloaded\s*:\s*(?P<n>\
 _NO_GPU_LAYER = re.compile(r"^No layer is running on (?P<dev>GPU|DLA)\b", re.I)
 #: whole-network fallback: no layer is named, every layer ran on the GPU
 _ALL_GPU = re.compile(r"All dla layers are falling back to GPU|no layer in the network can run on DLA", re.I)
-#: a failure that is the DLA's (compiler, loadable, NvMedia/cuDLA runtime), not the GPU build's
-_DLA_FAILURE = re.compile(r"NVMEDIA_DLA|nvmedia|\bDLA (?:Error|LAYER)|nvdla|dlaUtils|DLA \(Failure|kNVM\b|"
-                          r"DLA_STANDALONE|cuDLA|"
-                          # 8.4's DLA compiler: the NVM (DLA) region optimiser's assertion, a standalone
-                          # (safety) DLA build refused because the network splits into several DLA graphs
-                          r"nvmRegionOptimizer|isDLA\(|certified DLA|"
-                          r"Cannot create DLA engine|\bDLA\b.*\b(?:failed|error)\b", re.I)
 
 #: Fallback warnings, newest wording first (reference §5 and §3.1 G5/G7).
 _FALLBACKS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -334,11 +328,6 @@ def _read_list(out: BuildLog, device: str, items: list[str]) -> None:
             out.dla_subgraphs.append(item)
         else:
             out.gpu_layers.append(("", item))
-
-
-def dla_failure(errors: Sequence[str]) -> str | None:
-    """The first error that is the DLA's (NvMedia/cuDLA runtime, DLA compiler or loadable), or None."""
-    return next((e for e in errors if _DLA_FAILURE.search(e)), None)
 
 
 def onnx_name_of(metadata: str | None) -> str | None:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from placetune.backends.jetson import UNEXPLAINED_FALLBACK, realized_vs_predicted
 from placetune.backends.oom import out_of_memory
-from placetune.backends.tensorrt.buildlog import dla_failure, locate, parse_build_log
+from placetune.backends.tensorrt.buildlog import BuildLog, dla_failure, locate, parse_build_log
+from placetune.backends.tensorrt.dla_errors import dla_refused, refused_reason
 from placetune.backends.tensorrt.jobs import INSPECTOR_KEEP, cache_set_aside, keep_log, reply_failure, runtime_messages
 from placetune.backends.tensorrt.layer_profile import attribute_profile
 from placetune.backends.tensorrt.placement_known import decide, inspector_layers, mark_known
@@ -26,7 +27,7 @@ from placetune.measurement import Extra, Measurement
 if TYPE_CHECKING:
     from placetune.placement.realise import Realisation
 
-__all__ = ["engine_measurement"]
+__all__ = ["engine_measurement", "build_failure"]
 
 _MAX_SAMPLES = 5000
 
@@ -91,14 +92,7 @@ def engine_measurement(reply: WorkerReply, r: "Realisation", core: int, version:
         extra["parser_errors"] = res["parser_errors"]
     build_s = 0.0 if res.get("cached") else float(res.get("build_seconds") or 0.0)
     if status == "build_failed":
-        detail = res.get("error") or "; ".join(blog.errors[:3]) or "build_serialized_network returned None"
-        if dla_failure(blog.errors + [str(res.get("error") or "")]):
-            extra["failure_class"] = "dla"
-            detail = f"the DLA failed ({detail})"
-        elif out_of_memory(blog.errors):  # as the trtexec backend says it (trtexec/process.classify)
-            extra["failure_class"], detail = "memory", f"out of memory ({detail})"
-        return Measurement.failure("build_failed", f"TensorRT build failed: {detail}", realized=None,
-                                   build_seconds=build_s, extra=extra, **base)
+        return build_failure(res, blog, extra, build_s, base)
     # the realised placement: the build log, cross-checked with the engine's own layer information
     loc = locate(blog, model.names, network or None, [n for n, d in predicted.items() if d == "GPU"])
     target = f"DLA{core}" if core >= 0 else "GPU"
@@ -156,3 +150,21 @@ def engine_measurement(reply: WorkerReply, r: "Realisation", core: int, version:
         dla_loadables=loadables, segment_times_ms=prof.segments, layer_times_ms=prof.layer_times_ms,
         build_seconds=build_s, extra=cast(Extra, extra), **base,  # keys checked where strict
     )
+
+
+def build_failure(res: dict[str, Any], blog: BuildLog, extra: dict[str, Any], build_s: float,
+                  base: dict[str, Any]) -> Measurement:
+    """The measurement of a failed build, classed: a layer refused on the DLA with GPU fallback off
+    (``dla_unsupported``: the placement's, :func:`~placetune.backends.tensorrt.dla_errors.dla_refused`),
+    the DLA's own failure (``dla``), out of memory (``memory``), else unclassed."""
+    detail = res.get("error") or "; ".join(blog.errors[:3]) or "build_serialized_network returned None"
+    refused = dla_refused(blog.errors + [str(res.get("error") or "")])
+    if refused:
+        extra["failure_class"], detail = "dla_unsupported", refused_reason(refused, detail)
+    elif dla_failure(blog.errors + [str(res.get("error") or "")]):
+        extra["failure_class"] = "dla"
+        detail = f"the DLA failed ({detail})"
+    elif out_of_memory(blog.errors):  # as the trtexec backend says it (trtexec/process.classify)
+        extra["failure_class"], detail = "memory", f"out of memory ({detail})"
+    return Measurement.failure("build_failed", f"TensorRT build failed: {detail}", realized=None,
+                               build_seconds=build_s, extra=extra, **base)

@@ -75,7 +75,8 @@ def reply_failure(reply: WorkerReply, base: dict[str, Any], extra: dict[str, Any
         extra["stderr_tail"] = reply.stderr_tail[-2000:]
         return Measurement.failure(
             "timeout", f"building and timing took longer than {timeout_s:g} s; the worker was "
-            "killed (a new one starts for the next placement)", extra=extra, **base)
+            "killed (a new one starts for the next placement); a build that is slow, not hung, needs a longer "
+            "limit: [backend_options] timeout_s (seconds per build)", extra=extra, **base)
     if reply.kind == "crashed":
         how = reply.signal or (f"exit status {reply.returncode}" if reply.returncode is not None else "no answer")
         last = reply.stderr_tail.strip().splitlines()[-1:] if reply.stderr_tail.strip() else []

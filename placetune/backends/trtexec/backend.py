@@ -64,7 +64,7 @@ from placetune.files.read import check_regular
 from placetune.inputdata import RANDOM_INPUT, load_input_data
 from placetune.measurement import Measurement
 from placetune.validate import check_options
-from placetune.backends.base import Capabilities, default_cache_dir
+from placetune.backends.base import BUILD_TIMEOUT_S, Capabilities, default_cache_dir
 from placetune.backends.jetson import JetsonBackend, device_fingerprint
 from placetune.backends.trtexec.command import version_tuple
 from placetune.backends.trtexec.engine import Engine, measure_engine, time_built
@@ -158,7 +158,7 @@ class TrtexecBackend(JetsonBackend):
         trtexec: str | os.PathLike[str] | None = None,
         *,
         trt_version: str | None = None,
-        timeout_s: float = 900.0,
+        timeout_s: float = BUILD_TIMEOUT_S,
         warmup_ms: float = 200.0,
         iterations: int | None = None,
         duration_s: float = 3.0,

@@ -14,7 +14,7 @@ from typing import Any
 
 from placetune.measurement import Measurement
 from placetune.backends.oom import out_of_memory
-from placetune.backends.tensorrt.buildlog import dla_failure
+from placetune.backends.tensorrt.dla_errors import dla_failure, dla_refused, refused_reason
 from placetune.backends.tensorrt.worker_names import is_parser_line, is_placement_line
 from placetune.backends.trtexec.parse import PerfSummary, error_lines, strip_prefix
 
@@ -163,7 +163,8 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
             kw["extra"]["unkillable"] = True
         return Measurement.failure("timeout", f"trtexec did not finish {what} within its limit (timeout_s="
                                    f"{timeout_s:g} beyond the timed duration; ran {run.seconds:.1f} s); "
-                                   f"{killed} ({' '.join(run.argv[:2])} ...)", **kw)
+                                   f"{killed} ({' '.join(run.argv[:2])} ...); a build that is slow, not hung, needs "
+                                   "a longer limit: [backend_options] timeout_s", **kw)
     sig = run.signal or _wrapped_signal(run.returncode, summary)
     if sig:
         last = [x for x in lines if x.strip()][-1:]
@@ -190,7 +191,11 @@ def classify(run: Run, lines: list[str], summary: PerfSummary, phase: str, kw: d
                                    f"{m.group(0)})", **kw)
     status = "build_failed" if phase == "build" else "runtime_failed"
     detail = "; ".join(errs[:4]) or f"exit status {run.returncode}"
-    if dla_failure(errs):  # the DLA's own failure (NvMedia/cuDLA, DLA compiler), not the GPU build's
+    refused = dla_refused(errs)
+    if refused:  # the placement asked the DLA for a layer it cannot run: not the DLA's failure
+        kw["extra"]["failure_class"] = "dla_unsupported"
+        detail = refused_reason(refused, detail)
+    elif dla_failure(errs):  # the DLA's own failure (NvMedia/cuDLA, DLA compiler), not the GPU build's
         kw["extra"]["failure_class"] = "dla"
         detail = f"the DLA failed ({detail})"
     elif out_of_memory(errs):  # what "Could not find any implementation" then means
