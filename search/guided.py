@@ -229,7 +229,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         self.predicted: dict[tuple[int, ...], float] = {}
         self.elites: list[list[int]] = []
         self.portfolio: dict = {}  # device pattern -> best stages found for it (refined every round)
-        self.archive: set[tuple[int, ...]] = set()  # every plan an earlier round's model ranked among its best 8
         self.fit = Fit()
         self.observations = RunObservations(self.ev)  # each measurement read once for the refits
         self.model = Candidate("nominal", None)  # this round's model of the device (search.model_choice)
@@ -383,7 +382,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         self.ev.working(PICKING)  # seconds of the simulator's predictions, before the first pick is built
         ranked = self.search_surrogate(nominal, base, evaluations=8 * self.agent.inner_evals, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
-        self.archive.update(tuple(a) for a in self.elites)
         if run.budget.recall:
             self.recall()
         if self.recalled < 3:  # a resumed study's model starts from its measurements, not the simulator's bets
@@ -417,10 +415,8 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         best_measured = self.top_measured(3)
         held = self.model_held(sur)
         effort = self.agent.inner_evals if not held else max(_HELD_MIN, self.agent.inner_evals // _HELD_SHARE)
-        ranked = self.search_surrogate(sur, best_measured + self.elites[:3] + self.recalled_elites(sur),
-                                       evaluations=effort, sweep=0)
+        ranked = self.search_surrogate(sur, best_measured + self.elites[:3], evaluations=effort, sweep=0)
         self.elites = [a for _, a in ranked[:8]]
-        self.archive.update(tuple(a) for a in self.elites)
         self.watched = {tuple(a): v for v, a in ranked[:8]}
         if self.later_round(sur, ranked):  # converged: only what can still change the answer (search.later)
             self.ev.flush()
@@ -474,15 +470,6 @@ class _State(Rebuilds, BlindSpots, Drift, LaterBuilds, Picks, Gaps):
         self.ev.flush()  # the round's evaluations are stored (and shown) before the next fit
         self.correct_measured()
         self.trust(before)
-
-    def recalled_elites(self, sur: Surrogate) -> list[list[int]]:
-        """The 3 plans of :attr:`archive` (every plan an earlier round's model ranked among its best 8)
-        that this round's model predicts best, as starts of its inner search beside the last round's 3
-        best predictions: a region an earlier model ranked high stays a start when the last model's
-        search drifted elsewhere, so a later model that ranks it high again can reach it (descent does
-        not cross from one stage-device pattern's basin to another's)."""
-        scored = sorted((sur.loss(list(a)), a) for a in self.archive)
-        return [list(a) for v, a in scored[:3] if math.isfinite(v)]
 
     def model_held(self, sur: Surrogate) -> bool:
         """True when this round's model predicts the previous round's best predictions within
