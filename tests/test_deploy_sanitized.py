@@ -11,12 +11,18 @@ TensorRT's own samples, rebuilt as small graphs with ``onnx.helper`` so they alw
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from placetune.cli.main import main
 from placetune.model.model import Model
+from tests.test_deploy_userpath import _EXPORT
+from tests.test_detector import _ultralytics_python
 
 n = helper.make_node
 
@@ -157,4 +163,40 @@ def test_tensorrt_samples_efficientdet_form_loads_tunes_and_exports(tmp_path, mo
     assert [o.shape for o in nms.outputs] == [(1, 1), (1, 10, 4), (1, 10), (1, 10)]
     assert main(["check", "effdet.onnx", "--shape", "input=1x16x16x3"]) == 0
     assert main(["tune", "--model", "effdet.onnx", "--shape", "input=1x16x16x3", "--trials", "3"]) == 0
+    assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0
+
+
+#: the ``polygraphy`` command, run by the exporter's Python (the package has no ``__main__``)
+_POLYGRAPHY = "import sys; from polygraphy.tools import main; sys.argv[0] = 'polygraphy'; sys.exit(main())"
+
+#: Ultralytics export options -> the shape polygraphy fixes (``--override-input-shapes``)
+SANITIZED = {"yolo11n nms=True dynamic=True": ("yolo11n", {"nms": True, "dynamic": True}, "[1,3,320,320]"),
+             "yolo11n nms=True dynamic=True batch=4": ("yolo11n", {"nms": True, "dynamic": True, "batch": 4},
+                                                      "[4,3,320,320]"),
+             "yolo11n-obb nms=True dynamic=True half=True": ("yolo11n-obb", {"nms": True, "dynamic": True, "half": True},
+                                                            "[1,3,320,320]")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(SANITIZED))
+def test_real_exports_sanitized_by_polygraphy_load_tune_and_export(case, tmp_path, monkeypatch):
+    """The real exports the small graph above stands for, through polygraphy as TensorRT's docs run it (exit 3
+    at check before: the Expand, or the OBB export's Pad, 'cannot bound it')."""
+    python = _ultralytics_python()
+    if python is None:
+        pytest.skip("ultralytics is not installed (or set PLACETUNE_ULTRALYTICS_PYTHON to a Python that has it)")
+    env = {"YOLO_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    if subprocess.run([python, "-c", "import polygraphy"], capture_output=True, env=env).returncode != 0:
+        pytest.skip("polygraphy is not installed in the exporter's Python")
+    name, kwargs, shape = SANITIZED[case]
+    done = subprocess.run([python, "-c", _EXPORT, name, json.dumps(kwargs)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = subprocess.run([python, "-c", _POLYGRAPHY, "surgeon", "sanitize", "net.onnx", "--fold-constants",
+                           "--override-input-shapes", f"images:{shape}", "-o", "sane.onnx"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "sane.onnx"]) == 0
+    assert main(["tune", "--model", "sane.onnx", "--trials", "3"]) == 0
     assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0
