@@ -108,6 +108,36 @@ def test_rows_expanded_after_an_nms_threshold_are_bounded(tmp_path, monkeypatch)
     assert main(["export", "--format", "trtexec", "-o", "deploy"]) == 0
 
 
+def test_boxes_flattened_after_an_nms_threshold_are_bounded(tmp_path):
+    """torchvision's detectors flatten their decoded boxes (``Flatten`` of ``[n, 4, 1]`` at axis 2, the corners
+    stacked per box); ONNX's inference names a flattened size of a symbolic one with a fresh symbol. It was
+    refused ('has no static shape'), so a whole RetinaNet export (opset 17) stopped there instead of at the
+    ``If`` of its NMS, the line that says what to export instead. ONNX spec: Flatten gives
+    ``[prod(dims[:axis]), prod(dims[axis:])]``."""
+    rng = np.random.default_rng(0)
+    inits = [_init("w", rng.standard_normal((5, 3, 1, 1))), _init("to2d", [16, 5], np.int64),
+             _init("s4", [4], np.int64), _init("s5", [5], np.int64), _init("s0", [0], np.int64),
+             _init("ax1", [1], np.int64), _init("ax2", [2], np.int64), _init("thr", 0.25)]
+    nodes = [n("Conv", ["images", "w"], ["f"], name="/Conv"),
+             n("Reshape", ["f", "to2d"], ["rows"], name="/Reshape"),
+             n("Slice", ["rows", "s4", "s5", "ax1"], ["score"], name="/Slice"),
+             n("Slice", ["rows", "s0", "s4", "ax1"], ["boxes"], name="/Slice_1"),
+             n("Squeeze", ["score", "ax1"], ["score1"], name="/Squeeze"),
+             n("Greater", ["score1", "thr"], ["keep"], name="/Greater"),
+             n("NonZero", ["keep"], ["nz"], name="/NonZero"),
+             n("Transpose", ["nz"], ["idx"], name="/Transpose", perm=[1, 0]),
+             n("GatherND", ["boxes", "idx"], ["kept"], name="/GatherND"),
+             n("Unsqueeze", ["kept", "ax2"], ["kept3"], name="/Unsqueeze"),
+             n("Flatten", ["kept3"], ["out"], name="/Flatten", axis=-1)]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["unk__9", 1])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "net.onnx")
+    flat = Model.load(tmp_path / "net.onnx").layer("/Flatten").outputs[0]
+    assert (flat.shape, flat.data_dependent) == ((64, 1), True)  # at most 16 rows x 4 corners, 1 wide
+
+
 def _efficientdet_sample(path, head_levels=2):
     """EfficientDet as TensorRT's ``samples/python/efficientdet/create_onnx.py`` leaves it: an NHWC input with a
     symbolic batch ``["N", H, W, 3]``, its preprocessor (``Mul``, ``Add``, ``Transpose`` to NCHW), the heads'

@@ -26,7 +26,8 @@ placetune gives each such dimension its upper bound, the size the layer can reac
   an ``Expand`` or a ``Pad`` whose shape or pads are computed from the ``Shape`` of bounded rows
   (polygraphy's sanitize names their size with a fresh symbol): its input broadcast with that shape, or
   padded by those pads, at their bounds (:mod:`placetune.model.sizevalues`);
-  an op that broadcasts its inputs (``Add``, ``Mul``, ...): the largest of their bounds, axis by axis.
+  an op that broadcasts its inputs (``Add``, ``Mul``, ...): the largest of their bounds, axis by axis;
+  a ``Flatten`` (torchvision's decoded boxes): the products of its input's bounds before and after its axis.
 
 A tensor bounded this way is marked ``data_dependent`` (:class:`~placetune.model.layer.TensorInfo`):
 the DLA checker refuses its layers, and the simulator costs them at the bound (a post-processing tail
@@ -239,6 +240,13 @@ def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tup
             shaped = _expanded_or_padded(node, ins_static, sizes, len(dims))
             if shaped is not None:
                 _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, shaped)],
+                        et, info, bounds, dependent)
+                continue
+            if node.op_type == "Flatten" and ins_static and ins_static[0] is not None and len(dims) == 2:
+                axis = int(next((a.i for a in node.attribute if a.name == "axis"), 1))
+                axis += len(ins_static[0]) if axis < 0 else 0
+                flat = [math.prod(ins_static[0][:axis]), math.prod(ins_static[0][axis:])]  # ONNX spec: 2-D at axis
+                _settle(out, dims, [d if isinstance(d, int) and d > 0 else f for d, f in zip(dims, flat)],
                         et, info, bounds, dependent)
                 continue
             if node.op_type in _BROADCAST_OPS and ins_static and all(s is not None for s in ins_static) \
