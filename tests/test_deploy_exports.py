@@ -112,11 +112,28 @@ def test_check_and_tune_accept_it(tmp_path, monkeypatch, capsys):
     assert main(["tune", "--model", "det.onnx", "--trials", "6", "--mode", "engine"]) == 0
 
 
-def test_a_size_placetune_cannot_bound_is_refused_in_one_line(tmp_path, capsys):
-    """Without the exporter's value_info the Pad's size is open: refused, naming the layer (it was a
-    scalar before, and then a Reshape 'that changes the element count')."""
+def test_without_the_exporters_value_info_the_pad_is_bounded(tmp_path):
+    """Without the exporter's value_info (a tool that rewrites it, as polygraphy's sanitize does) the Pad's size
+    follows from its pads, computed from the kept rows' Shape: a bound, the rows plus at most as many pads
+    (it was refused, 'depends on values computed in the graph ... cannot bound it')."""
     path = tmp_path / "det.onnx"
     onnx.save(nms_tail_model(value_info=False), path)
+    by_name = {layer.name: layer for layer in Model.load(path)}
+    padded = by_name["/Pad"].outputs[0]
+    assert padded.data_dependent and padded.shape == (2 * KEEP * 4,)  # at least the real KEEP * 4
+    assert by_name["/Reshape_out"].outputs[0].shape == (1, KEEP, 4)
+
+
+def test_a_size_placetune_cannot_bound_is_refused_in_one_line(tmp_path, capsys):
+    """A Pad whose pads follow the data's values (an ArgMax of the scores), not a shape, has no bound:
+    refused, naming the layer (it was a scalar before, and then a Reshape 'that changes the element count')."""
+    model = nms_tail_model(value_info=False)
+    graph = model.graph
+    graph.node.insert(len(graph.node) - 3, helper.make_node("ArgMax", ["conf"], ["best"], name="/ArgMax", axis=1,
+                                                                    keepdims=0))
+    next(node for node in graph.node if node.name == "/Sub").input[1] = "best"
+    path = tmp_path / "det.onnx"
+    onnx.save(model, path)
     with pytest.raises(ShapeError, match="'/Pad' .*depends on values computed in the graph"):
         Model.load(path)
     assert main(["check", str(path)]) == 3

@@ -22,7 +22,12 @@ placetune gives each such dimension its upper bound, the size the layer can reac
   a ``Gather`` (the boxes gathered by the indices an NMS kept): its data's shape with the gathered axis
   replaced by the indices' bound;
   a ``Cast`` or another op that keeps its input's shape: its input's bound (the file may name its size
-  with a symbol of an earlier inference, as an FP16 converter leaves it).
+  with a symbol of an earlier inference, as an FP16 converter leaves it);
+  an ``Expand`` or a ``Pad`` whose shape or pads are computed from the ``Shape`` of bounded rows
+  (polygraphy's sanitize names their size with a fresh symbol): its input broadcast with that shape, or
+  padded by those pads, at their bounds (:mod:`placetune.model.sizevalues`);
+  an op that broadcasts its inputs (``Add``, ``Mul``, ...): the largest of their bounds, axis by axis;
+  a ``Flatten`` (torchvision's decoded boxes): the products of its input's bounds before and after its axis.
 
 A tensor bounded this way is marked ``data_dependent`` (:class:`~placetune.model.layer.TensorInfo`):
 the DLA checker refuses its layers, and the simulator costs them at the bound (a post-processing tail
@@ -39,6 +44,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
+
+from placetune.model.sizevalues import Interval, initial_intervals, size_interval
 
 __all__ = ["CONTROL_FLOW_OPS", "DATA_DEPENDENT_OPS", "bound_data_dependent", "control_flow", "decided_by_data",
            "no_shape", "unbounded"]
@@ -113,6 +120,41 @@ _SAME_SHAPE = frozenset({"Cast", "CastLike", "Identity", "Abs", "Neg", "Relu", "
                          "HardSigmoid", "HardSwish", "Sin", "Cos", "Erf", "Softplus"})
 
 
+def _expanded_or_padded(node: onnx.NodeProto, ins: list[list[int] | None], sizes: Mapping[str, Interval],
+                        rank: int) -> list[int] | None:
+    """The bound of an ``Expand`` or a constant ``Pad`` whose shape operand is computed from the shape of
+    bounded rows (:mod:`placetune.model.sizevalues`; polygraphy's sanitize names their size with a fresh
+    symbol), or None. ONNX spec: Expand broadcasts its input with the shape; Pad adds the pads to each axis."""
+    if len(node.input) < 2 or not ins or ins[0] is None or node.input[1] not in sizes:
+        return None
+    data, hi = ins[0], sizes[node.input[1]][1].ravel()
+    if node.op_type == "Expand" and bool((hi > 0).all()) and max(len(data), hi.size) == rank:
+        pad = [[1] * (rank - len(s)) + list(s) for s in (data, hi.tolist())]
+        return [max(int(a), int(b)) for a, b in zip(*pad)]
+    mode = next((a.s for a in node.attribute if a.name == "mode"), b"constant")
+    if node.op_type == "Pad" and mode == b"constant" and len(node.input) < 4 and len(data) == rank \
+            and hi.size == 2 * rank:
+        out = [int(d + hi[i] + hi[i + rank]) for i, d in enumerate(data)]
+        return out if all(d > 0 for d in out) else None
+    return None
+
+
+def _sliced(node: onnx.NodeProto, data: list[int], values: Mapping[str, np.ndarray]) -> list[int]:
+    """The bound of a Slice of bounded rows: its input's, less on an axis it slices from a constant start >= 0 to
+    a constant end >= 0 with step 1 (the first ``max_det`` of an NMS's boxes: ``[0:300]``), ``end - start``."""
+    out = list(data)
+    consts = [np.asarray(values[x]).ravel() if x in values else None for x in list(node.input[1:5])]
+    starts, ends = consts[0] if consts else None, consts[1] if len(consts) > 1 else None
+    if starts is None or ends is None or starts.size != ends.size:
+        return out
+    axes = consts[2] if len(consts) > 2 and consts[2] is not None else np.arange(starts.size)
+    steps = consts[3] if len(consts) > 3 and consts[3] is not None else np.ones(starts.size, np.int64)
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        if st == 1 and 0 <= s < e and -len(out) <= ax < len(out):
+            out[int(ax)] = max(1, min(out[int(ax)], int(e)) - int(s))
+    return out
+
+
 def _settle(out: str, dims: list, fixed: list[int], et: int, info: Info, bounds: dict[str, int],
             dependent: set[str]) -> None:
     """``out`` takes the bounded dims ``fixed``; a symbol among ``dims`` keeps its bound for later tensors."""
@@ -127,7 +169,11 @@ def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tup
            before_dependent: set[str], values: Mapping[str, np.ndarray]) -> set[str]:
     bounds: dict[str, int] = {}
     dependent: set[str] = set()
+    sizes = initial_intervals(values)
     for node in nodes:
+        size = size_interval(node, info, dependent | before_dependent, sizes, values)
+        if size is not None:
+            sizes[node.output[0]] = size
         ins = [info.get(x, (None, 0))[0] if x else None for x in node.input]
         ins_static = [d if _static(d) else None for d in ins]
         data_in = any(x in dependent for x in node.input if x)
@@ -191,8 +237,29 @@ def _bound(nodes: Iterable[onnx.NodeProto], info: Info, before: Mapping[str, tup
                 axis = int(next((a.i for a in node.attribute if a.name == "axis"), 0)) % len(data)
                 _settle(out, dims, [*data[:axis], *idx, *data[axis + 1:]], et, info, bounds, dependent)
                 continue
+            shaped = _expanded_or_padded(node, ins_static, sizes, len(dims))
+            if shaped is not None:
+                _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, shaped)],
+                        et, info, bounds, dependent)
+                continue
+            if node.op_type == "Flatten" and ins_static and ins_static[0] is not None and len(dims) == 2:
+                axis = int(next((a.i for a in node.attribute if a.name == "axis"), 1))
+                axis += len(ins_static[0]) if axis < 0 else 0
+                flat = [math.prod(ins_static[0][:axis]), math.prod(ins_static[0][axis:])]  # ONNX spec: 2-D at axis
+                _settle(out, dims, [d if isinstance(d, int) and d > 0 else f for d, f in zip(dims, flat)],
+                        et, info, bounds, dependent)
+                continue
+            if node.op_type in _BROADCAST_OPS and ins_static and all(s is not None for s in ins_static) \
+                    and max(len(s or []) for s in ins_static) == len(dims):
+                # two tensors of the same kept rows, each named with its own symbol: ONNX inference cannot tell
+                # the sizes are one and names the sum with a third; the spec's broadcast, at the bounds
+                pads = [[1] * (len(dims) - len(s or [])) + list(s or []) for s in ins_static]
+                _settle(out, dims, [d if isinstance(d, int) and d > 0 else max(col) for d, *col in zip(dims, *pads)],
+                        et, info, bounds, dependent)
+                continue
             if node.op_type in ("Slice", "TopK") and ins_static and ins_static[0] is not None and len(ins_static[0]) == len(dims):
-                _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, ins_static[0])],
+                top = _sliced(node, ins_static[0], values) if node.op_type == "Slice" else ins_static[0]
+                _settle(out, dims, [d if isinstance(d, int) and d > 0 else n for d, n in zip(dims, top)],
                         et, info, bounds, dependent)  # at most the input, axis by axis
                 continue
     return dependent

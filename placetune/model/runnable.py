@@ -83,8 +83,8 @@ def _shown(t: TensorInfo | None) -> str:
 
 def _reshape(node: onnx.NodeProto, layer: Layer, tensors: dict[str, TensorInfo]) -> None:
     data, out = tensors.get(node.input[0]), tensors.get(node.output[0])
-    if data is None or out is None or data.size == out.size:
-        return
+    if data is None or out is None or data.size == out.size or data.data_dependent:
+        return  # the size of rows an NMS kept is a bound, not a count the Reshape must keep
     shape = tensors.get(node.input[1]) if len(node.input) > 1 else None
     raise ModelError(f"{_where(node, layer)}: input 'shape' {node.input[1][:80]!r}{_shown(shape)} makes "
                      f"{_dims(out.shape)} ({out.size:,} elements) of input {node.input[0][:80]!r} {_dims(data.shape)} "
