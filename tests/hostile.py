@@ -1,4 +1,5 @@
-"""Helpers of the hostile-input tests: an alarm instead of a hang, a memory cap, device nodes in a temporary folder.
+"""Helpers of the hostile-input tests: an alarm instead of a hang, a memory cap, device nodes in a temporary folder,
+the one-line rule every refusal keeps.
 
 Device nodes are made with ``mknod`` inside the test's own temporary folder (the tests run as
 root, as Jetson containers do): the machine's ``/dev/null``, ``/dev/zero`` and ``/dev/stdout``
@@ -52,3 +53,8 @@ def device(path: Path, kind: str = "null") -> Path:
     """A character device node like ``/dev/<kind>`` at ``path`` (a temporary folder)."""
     os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(*DEVICES[kind]))
     return path
+
+
+def one_line(err: str) -> bool:
+    """The rule of every hostile-input round: a refusal is one line and never a traceback."""
+    return len(err.strip().splitlines()) == 1 and "Traceback" not in err
