@@ -1,0 +1,59 @@
+"""Hostile and odd input, round 16: ``calibrate -o`` naming its database refused as "output" (no option of
+that name), and an ``--exportProfile`` file that is valid JSON with a count or a time of another kind (a
+list, a string, null, a number past a float) read by the trtexec backend (a traceback). Found by the
+widened fuzzing of ``tests/test_fuzz_surfaces.py``.
+
+Each input is checked against the rule of every round (``tests.hostile.one_line``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from placetune.cli.main import main
+from tests.hostile import one_line
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+# --------------------------------------------------------------------------- calibrate -o naming its own input
+def test_calibrate_output_naming_its_database_names_the_option(tmp_path, capsys):
+    db = tmp_path / "c.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "10", "--agent", "random", "--storage", str(db),
+                 "--study", "s"]) == 0
+    capsys.readouterr()
+    before = db.read_bytes()
+    assert main(["calibrate", "--study", "s", "--storage", str(db), "-o", str(db)]) == 6
+    err = capsys.readouterr().err
+    assert one_line(err) and "-o/--output" in err and "--storage" in err, err
+    assert db.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- --exportProfile of other kinds
+@pytest.mark.parametrize("text", [
+    '[{"count": "x"}]', '[{"count": [1]}]', '[{"count": 1e999}]', '[{"count": -3}]', '[{"count": true}]',
+    '[{"name": "a", "timeMs": "x"}]', '[{"name": "a", "timeMs": null}]', '[{"name": "a", "averageMs": [1]}]',
+    '[{"name": "a", "medianMs": {}}]', '[{"name": ["a"], "averageMs": 1}]', '[{"name": "a", "percentage": "5%"}]',
+])
+def test_an_export_profile_of_other_kinds_reads_as_no_figure(text):
+    from placetune.backends.trtexec.parse import parse_export_profile
+
+    count, entries = parse_export_profile(text)  # was a ValueError / TypeError / OverflowError traceback
+    assert count is None or (isinstance(count, int) and count >= 0)
+    for e in entries:
+        assert isinstance(e.name, str)
+        for v in (e.time_ms, e.average_ms, e.percentage, e.median_ms):
+            assert v is None or (isinstance(v, float) and (math.isnan(v) or math.isfinite(v)))
+
+
+def test_a_good_export_profile_in_json_is_still_read():
+    from placetune.backends.trtexec.parse import parse_export_profile
+
+    count, entries = parse_export_profile('[{"count": 10}, {"name": "conv1", "timeMs": 2.5, "averageMs": 0.25, '
+                                          '"medianMs": 0.24, "percentage": 100}]')
+    assert count == 10 and [(e.name, e.average_ms, e.median_ms) for e in entries] == [("conv1", 0.25, 0.24)]
