@@ -1,7 +1,8 @@
 """Hostile and odd input, round 16: ``calibrate -o`` naming its database refused as "output" (no option of
 that name), and an ``--exportProfile`` file that is valid JSON with a count or a time of another kind (a
-list, a string, null, a number past a float) read by the trtexec backend (a traceback). Found by the
-widened fuzzing of ``tests/test_fuzz_surfaces.py``.
+list, a string, null, a number past a float) read by the trtexec backend (a traceback), and ``trace PLAN
+--shape S`` without --model, which ignored the shape (a malformed one too). Found by the widened fuzzing of
+``tests/test_fuzz_surfaces.py``.
 
 Each input is checked against the rule of every round (``tests.hostile.one_line``).
 """
@@ -57,3 +58,18 @@ def test_a_good_export_profile_in_json_is_still_read():
     count, entries = parse_export_profile('[{"count": 10}, {"name": "conv1", "timeMs": 2.5, "averageMs": 0.25, '
                                           '"medianMs": 0.24, "percentage": 100}]')
     assert count == 10 and [(e.name, e.average_ms, e.median_ms) for e in entries] == [("conv1", 0.25, 0.24)]
+
+
+# --------------------------------------------------------------------------- trace --shape without --model
+@pytest.mark.parametrize("shape", ["1", "input=1x384x56x56"])
+def test_trace_refuses_a_shape_without_the_model_it_shapes(shape, tmp_path, capsys):
+    """``trace PLAN --shape S`` without --model wrote the plan's trace as if --shape were not there (a malformed
+    shape too): --shape is the input shape of --model."""
+    db = tmp_path / "t.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "2", "--agent", "random", "--storage", str(db),
+                 "--study", "s", "--export", str(tmp_path / "p.plan.json")]) == 0
+    capsys.readouterr()
+    code = main(["trace", str(tmp_path / "p.plan.json"), "--shape", shape, "-o", str(tmp_path / "t.json")])
+    err = capsys.readouterr().err
+    assert code == 6 and one_line(err) and "--shape" in err and "--model" in err, err
+    assert not (tmp_path / "t.json").exists()
