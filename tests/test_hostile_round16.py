@@ -73,3 +73,27 @@ def test_trace_refuses_a_shape_without_the_model_it_shapes(shape, tmp_path, caps
     err = capsys.readouterr().err
     assert code == 6 and one_line(err) and "--shape" in err and "--model" in err, err
     assert not (tmp_path / "t.json").exists()
+
+
+# --------------------------------------------------------------------------- build of a folder with a corrupt ONNX
+@pytest.mark.parametrize("damage", ["truncated", "not onnx"])
+def test_build_names_a_plan_folders_corrupt_onnx_file(damage, tmp_path, capsys, monkeypatch):
+    """A plan folder whose ONNX file is cut short or is no ONNX at all, built on a board of TensorRT 10.3
+    (the double): protobuf's DecodeError escaped from the check of the parser's known misreadings."""
+    from pathlib import Path
+
+    db = tmp_path / "b.db"
+    assert main(["tune", "--model", "seed-block", "--trials", "4", "--agent", "random", "--storage", str(db),
+                 "--study", "s"]) == 0
+    assert main(["export", "--study", "s", "--storage", str(db), "--format", "trtexec", "-o",
+                 str(tmp_path / "plan")]) == 0
+    capsys.readouterr()
+    target = sorted((tmp_path / "plan").glob("*.onnx"))[0]
+    target.write_bytes(target.read_bytes()[:100] if damage == "truncated" else b"precious text, not a model\n")
+    tests = Path(__file__).parent
+    monkeypatch.setenv("PYTHONPATH", f"{tests / 'fakes'}:{tests.parent}")
+    monkeypatch.setenv("PLACETUNE_FAKE_TRT_VERSION", "10.3.0")
+    monkeypatch.setenv("PLACETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    code = main(["build", str(tmp_path / "plan")])
+    err = capsys.readouterr().err
+    assert code == 3 and one_line(err) and target.name in err and "not a valid ONNX file" in err, (code, err)
