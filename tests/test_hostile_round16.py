@@ -1,8 +1,10 @@
 """Hostile and odd input, round 16: ``calibrate -o`` naming its database refused as "output" (no option of
 that name), and an ``--exportProfile`` file that is valid JSON with a count or a time of another kind (a
 list, a string, null, a number past a float) read by the trtexec backend (a traceback), and ``trace PLAN
---shape S`` without --model, which ignored the shape (a malformed one too). Found by the widened fuzzing of
-``tests/test_fuzz_surfaces.py``.
+--shape S`` without --model, which ignored the shape (a malformed one too), a plan folder whose ONNX file is
+cut short or no ONNX given to ``build`` (a traceback), and a plan.json whose model.input_shapes or an engine's
+batch are of another kind loaded by the standalone runtime (a traceback in the application). Found by the
+widened fuzzing of ``tests/test_fuzz_surfaces.py`` and by reading what it reached.
 
 Each input is checked against the rule of every round (``tests.hostile.one_line``).
 """
@@ -97,3 +99,89 @@ def test_build_names_a_plan_folders_corrupt_onnx_file(damage, tmp_path, capsys, 
     code = main(["build", str(tmp_path / "plan")])
     err = capsys.readouterr().err
     assert code == 3 and one_line(err) and target.name in err and "not a valid ONNX file" in err, (code, err)
+
+
+# --------------------------------------------------------------------------- the runtime's input shapes and batch
+_LOAD = r'''
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import placetune_runtime
+try:
+    placetune_runtime.load(sys.argv[3]).close()
+    print("loaded")
+except (placetune_runtime.ConfigError, placetune_runtime.BackendError) as exc:
+    print(str(exc))
+'''
+
+
+@pytest.fixture(scope="module")
+def built_plan(tmp_path_factory):
+    """A pipeline plan folder built with the TensorRT 10.3 double, and the standalone runtime."""
+    import os
+    from pathlib import Path
+
+    import placetune.runtime
+
+    d = tmp_path_factory.mktemp("built")
+    tests = Path(__file__).parent
+    env = {"PYTHONPATH": f"{tests / 'fakes'}:{tests.parent}", "PLACETUNE_FAKE_TRT_VERSION": "10.3.0",
+           "PLACETUNE_CACHE_DIR": str(d / "cache")}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert main(["tune", "--model", "seed-block", "--trials", "4", "--agent", "random", "--storage",
+                     str(d / "b.db"), "--study", "s", "--mode", "pipeline"]) == 0
+        assert main(["export", "--study", "s", "--storage", str(d / "b.db"), "--format", "trtexec", "-o",
+                     str(d / "plan")]) == 0
+        assert main(["build", str(d / "plan")]) == 0
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    placetune.runtime.write_standalone(d / "rt")
+    return d
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"input_shapes": {"input": "abc"}}, "model.input_shapes"),         # was a ValueError traceback
+    ({"input_shapes": {"input": ["x", 384, 56, 56]}}, "model.input_shapes"),  # was a ValueError traceback
+    ({"input_shapes": [1, 384, 56, 56]}, "model.input_shapes"),         # was an AttributeError traceback
+    ({"input_shapes": {"input": [None, 384, 56, 56]}}, "model.input_shapes"),  # was a TypeError traceback
+    ({"input_shapes": {"input": [1.5, 384, 56, 56]}}, "model.input_shapes"),  # was read as 1
+    ({"batch": "x"}, "batch"),                                           # replicas: was a ValueError traceback
+])
+def test_the_standalone_runtime_names_input_shapes_and_a_batch_of_another_kind(edit, said, built_plan, tmp_path):
+    """plan.json's model.input_shapes and an engine's batch, which the standalone runtime (no placetune's Plan to
+    check them) turned into integers with int(): a traceback in the application, or 1.5 read as 1."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.fakes import FAKES_DIR
+
+    folder = tmp_path / "plan"
+    shutil.copytree(built_plan / "plan", folder)
+    doc = json.loads((folder / "plan.json").read_text())
+    if "batch" in edit:
+        doc["mode"] = "replicas"
+        doc["engines"][0]["batch"] = edit["batch"]
+    else:
+        doc["model"].update(edit)
+    (folder / "plan.json").write_text(json.dumps(doc))
+    proc = subprocess.run([sys.executable, "-c", _LOAD, str(built_plan / "rt"), str(FAKES_DIR), str(folder)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**__import__("os").environ, "PLACETUNE_FAKE_TRT_VERSION": "10.3.0"})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert said in proc.stdout and one_line(proc.stdout), proc.stdout
+
+
+def test_the_standalone_runtime_still_loads_the_plan_as_built(built_plan, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.fakes import FAKES_DIR
+
+    proc = subprocess.run([sys.executable, "-c", _LOAD, str(built_plan / "rt"), str(FAKES_DIR),
+                           str(built_plan / "plan")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**__import__("os").environ, "PLACETUNE_FAKE_TRT_VERSION": "10.3.0"})
+    assert proc.stdout.strip() == "loaded", proc.stdout + proc.stderr[-2000:]
