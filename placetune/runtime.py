@@ -498,6 +498,9 @@ class _PlanDoc(object):
         for i, e in enumerate(self.engines):
             _whole(where, "engines[%d].dla_core" % i, e.get("dla_core"), 0, 1)
             _whole(where, "engines[%d].batch" % i, e.get("batch"), 1, 65536)
+            if e.get("device") not in (None, "GPU", "DLA0", "DLA1"):  # "DLA2" set DLA core 2 on TensorRT's runtime
+                raise ConfigError("%s: \"engines[%d].device\" must be GPU, DLA0 or DLA1, found %s"
+                                  % (where, i, repr(e.get("device"))[:40]))
         _input_shapes(self.model, where)
 
 

@@ -327,6 +327,60 @@ def test_plan_folders_fed_to_build(edit, key, value, where, out, board, good, wo
         call("plan folders", argv)
 
 
+# ----------------------------------------------------------------------------- plan.json read by the runtime
+@pytest.fixture(scope="module")
+def standalone(good, tmp_path_factory):
+    """The standalone runtime (``write_standalone``: no placetune's Plan to check plan.json), imported by path."""
+    import importlib.util
+
+    import placetune.runtime
+
+    d = tmp_path_factory.mktemp("standalone")
+    placetune.runtime.write_standalone(d)
+    spec = importlib.util.spec_from_file_location("placetune_runtime_fuzzed", d / "placetune_runtime.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@fuzz(30)
+@given(key=st.sampled_from(_PLAN_KEYS + [["model", "input_shapes"], ["model", "input_shapes", "input"],
+                                         ["engines", 0, "batch"], ["settings", "frames_in_flight"], ["format"],
+                                         ["engines", 0, "kind"], ["engines", 0, "dla_layers"], ["model"]]),
+       value=_HOSTILE | st.deferred(lambda: _reader_json), drop=st.booleans(), valid=st.integers(0, 9).map(lambda i: i < 3))
+def test_plan_json_read_by_the_standalone_runtime(key, value, drop, valid, standalone, good, work):
+    """plan.json edited behind placetune's back, read by the standalone runtime as it reads it before TensorRT is
+    asked (the plan, the input shapes, each engine's file and DLA core): its own ConfigError or a plan it can use
+    (three examples in ten: the plan as exported)."""
+    folder = Path(tempfile.mkdtemp(dir=work))
+    doc = json.loads((good / "folder" / "plan.json").read_text())
+    cur = doc
+    try:
+        for k in key[:-1]:
+            cur = cur[k]
+        if not valid and drop and isinstance(cur, dict):
+            cur.pop(key[-1], None)
+        elif not valid:
+            cur[key[-1]] = value
+    except (KeyError, IndexError, TypeError):
+        pass
+    (folder / "plan.json").write_text(json.dumps(doc))
+    try:
+        with alarm(PER_CALL_S, Hang):
+            plan = standalone._read_plan(folder)
+            shapes = standalone._input_shapes(plan.model, "plan.json")
+            assert all(isinstance(d, int) and 0 <= d < 2**31 for dims in shapes.values() for d in dims), shapes
+            for i, e in enumerate(plan.engines):
+                standalone.confined(folder, e.get("engine_file"), f"engine {i}")
+                assert standalone._dla_core(e) in (-1, 0, 1)
+    except standalone.ConfigError as exc:
+        assert valid is False and len(str(exc).splitlines()) == 1, exc
+    except Hang:
+        raise AssertionError(f"the runtime ran past {PER_CALL_S} s ({REPLAY})") from None
+    except Exception as exc:
+        raise AssertionError(f"{type(exc).__name__}: {exc} after {key} = {value!r} ({REPLAY})") from exc
+
+
 # ----------------------------------------------------------------------------- trtexec's output: the readers
 def _corpus() -> list[str]:
     out = []

@@ -148,10 +148,13 @@ def built_plan(tmp_path_factory):
     ({"input_shapes": {"input": [None, 384, 56, 56]}}, "model.input_shapes"),  # was a TypeError traceback
     ({"input_shapes": {"input": [1.5, 384, 56, 56]}}, "model.input_shapes"),  # was read as 1
     ({"batch": "x"}, "batch"),                                           # replicas: was a ValueError traceback
+    ({"device": "DLA2"}, "device"),                     # was DLA core 2 set on TensorRT's runtime
+    ({"device": "DLA٠"}, "device"),                     # an Arabic-Indic zero: int() reads it as core 0
 ])
 def test_the_standalone_runtime_names_input_shapes_and_a_batch_of_another_kind(edit, said, built_plan, tmp_path):
-    """plan.json's model.input_shapes and an engine's batch, which the standalone runtime (no placetune's Plan to
-    check them) turned into integers with int(): a traceback in the application, or 1.5 read as 1."""
+    """plan.json's model.input_shapes, an engine's batch and device, which the standalone runtime (no placetune's
+    Plan to check them) turned into integers with int(): a traceback in the application, 1.5 read as 1, or a DLA
+    core the board does not have asked of TensorRT."""
     import json
     import shutil
     import subprocess
@@ -165,6 +168,8 @@ def test_the_standalone_runtime_names_input_shapes_and_a_batch_of_another_kind(e
     if "batch" in edit:
         doc["mode"] = "replicas"
         doc["engines"][0]["batch"] = edit["batch"]
+    elif "device" in edit:
+        doc["engines"][0].update(edit, dla_core=None)
     else:
         doc["model"].update(edit)
     (folder / "plan.json").write_text(json.dumps(doc))
