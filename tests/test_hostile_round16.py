@@ -3,8 +3,10 @@ that name), and an ``--exportProfile`` file that is valid JSON with a count or a
 list, a string, null, a number past a float) read by the trtexec backend (a traceback), and ``trace PLAN
 --shape S`` without --model, which ignored the shape (a malformed one too), a plan folder whose ONNX file is
 cut short or no ONNX given to ``build`` (a traceback), and a plan.json whose model.input_shapes or an engine's
-batch are of another kind loaded by the standalone runtime (a traceback in the application). Found by the
-widened fuzzing of ``tests/test_fuzz_surfaces.py`` and by reading what it reached.
+batch are of another kind loaded by the standalone runtime (a traceback in the application), and a prepared
+ONNX file or pipeline segment in the cache folder cut short, edited or replaced by a link (reused as it was:
+every later build failed, a link was written through). Found by the widened fuzzing of
+``tests/test_fuzz_surfaces.py`` and by reading what it reached.
 
 Each input is checked against the rule of every round (``tests.hostile.one_line``).
 """
@@ -190,3 +192,53 @@ def test_the_standalone_runtime_still_loads_the_plan_as_built(built_plan, tmp_pa
                            str(built_plan / "plan")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env={**__import__("os").environ, "PLACETUNE_FAKE_TRT_VERSION": "10.3.0"})
     assert proc.stdout.strip() == "loaded", proc.stdout + proc.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- a damaged prepared ONNX in the cache
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "link"])
+def test_a_damaged_prepared_onnx_in_the_cache_is_made_again(damage, tmp_path):
+    """The ONNX file a backend prepares for TensorRT (decompressed, exported, FP16) is kept in the cache folder
+    by the model's digest and was reused whatever it held: a copy cut short (a full disk, a power cut) or edited
+    failed every build of every later run, and a link placed there was written through."""
+    from placetune import Model
+    from placetune.backends.onnx_prep import prepare_onnx
+
+    model = Model.load("seed-block")
+    first = prepare_onnx(model, tmp_path, fp16=False)
+    good = first.read_bytes()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    if damage == "truncated":
+        first.write_bytes(good[: len(good) // 3])
+    elif damage == "flipped":
+        first.write_bytes(good[:100] + bytes(b ^ 0x5A for b in good[100:140]) + good[140:])
+    else:
+        first.unlink()
+        first.symlink_to(outside)
+    again = prepare_onnx(model, tmp_path, fp16=False)
+    assert again == first and again.read_bytes() == good and not again.is_symlink()
+    assert outside.read_text() == "precious"
+
+
+def test_an_intact_prepared_onnx_is_reused_not_written_again(tmp_path):
+    from placetune import Model
+    from placetune.backends.onnx_prep import prepare_onnx
+
+    model = Model.load("seed-block")
+    first = prepare_onnx(model, tmp_path, fp16=False)
+    before = first.stat().st_mtime_ns, first.stat().st_ino
+    assert prepare_onnx(model, tmp_path, fp16=False) == first
+    assert (first.stat().st_mtime_ns, first.stat().st_ino) == before
+
+
+def test_a_damaged_segment_in_the_engine_cache_is_made_again(tmp_path):
+    """The pipeline's segment files (the sub-models TensorRT builds each engine from) had the same reuse."""
+    from placetune import Model
+    from placetune.backends.tensorrt.cache import EngineCache
+
+    proto = Model.load("seed-block").proto
+    cache = EngineCache(tmp_path)
+    first = cache.segment_file("abc", proto)
+    good = first.read_bytes()
+    first.write_bytes(good[:50])
+    assert cache.segment_file("abc", lambda: proto).read_bytes() == good
