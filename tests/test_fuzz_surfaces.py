@@ -202,7 +202,7 @@ def _command_line(draw, good: Path, folder: Path):
     return argv
 
 
-@fuzz(16)
+@fuzz(12)
 @given(data=st.data())
 def test_every_option_of_every_command(data, good, work):
     """Every command with options drawn from its own parser (values of its grammar, or hostile ones)."""
@@ -250,7 +250,7 @@ _ENV_COMMANDS = [["measure", "seed-block", "--json"], ["measure", "seed-block", 
                  ["measure", "seed-block", "--backend", "tensorrt", "--json"], ["zoo", "list"]]
 
 
-@fuzz(10)
+@fuzz(8)
 @given(names=st.lists(st.sampled_from(sorted(_ENV_VARS)), min_size=1, max_size=3, unique=True), data=st.data(),
        cmd=st.sampled_from(_ENV_COMMANDS))
 def test_environment_variables(names, data, cmd, work):
@@ -277,7 +277,7 @@ _PLAN_KEYS = [["engines", 0, "onnx_file"], ["engines", 0, "engine_file"], ["engi
               ["model", "zoo"], ["calibration_cache"], ["layers", 0, "realized"], ["version"], ["mode"]]
 
 
-@fuzz(5)
+@fuzz(4)
 @given(edit=st.sampled_from(_FOLDER_EDITS), key=st.sampled_from(_PLAN_KEYS), value=_HOSTILE | st.integers() |
        st.sampled_from([None, [], {}, "../../x.onnx", "/etc/passwd", "0.onnx", "DLA1", "int8"]),
        where=st.integers(0, 10**6), out=st.booleans(), board=st.integers(0, 3).map(lambda i: i == 0))
@@ -528,7 +528,7 @@ def _damage_cache(cache: Path, edit: str, where: int) -> None:
         p.symlink_to(SENTINEL / "precious.txt")
 
 
-@fuzz(3)  # each example runs the trtexec double three times: about a second
+@fuzz(2)  # each example runs the trtexec double three times: about a second
 @given(stdout=st.lists(st.sampled_from(_MANGLE_OPS[:5]), max_size=2),
        files=st.lists(st.sampled_from(_MANGLE_OPS), max_size=2),
        calls=st.sets(st.integers(0, 2), max_size=3), exit=st.sampled_from([None, None, None, 0, 1, 139, -9]),
@@ -553,4 +553,7 @@ def test_a_damaged_trtexec_and_cache(stdout, files, calls, exit, placement, cach
                                               placement, "--json"])
     if code == 0:
         _finite_ok("damaged trtexec", text)
+    if not calls and not cache_edit.endswith("folder") and '"status": "ok"' not in text:
+        # only a cache file damaged (cut short, edited, a link): made again, never a failed measurement
+        wrong("damaged trtexec", f"a cache damaged by {cache_edit!r} failed the measurement: {text[-300:]!r}")
 
