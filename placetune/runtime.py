@@ -335,7 +335,7 @@ def _same_tensorrt(directory: Path, here: str) -> None:
         return
     try:
         built = str(json.loads(read_bytes(path, "build.json").decode("utf-8")).get("trt_version") or "")
-    except (ValueError, AttributeError, UnicodeDecodeError, ConfigError):
+    except (ValueError, AttributeError, UnicodeDecodeError, ConfigError, RecursionError):  # (nested too deeply)
         return
     if built and built.split(".")[:3] != here.split(".")[:3]:
         raise BackendError(f"{directory}: its engines were built with TensorRT {built[:40]} (build.json), this Python "

@@ -412,7 +412,7 @@ def _reader_text(draw):
     else:
         text = draw(st.sampled_from(_CORPUS))
     for _ in range(draw(st.integers(0, 4))):
-        op = draw(st.sampled_from(["truncate", "number", "insert", "splice"]))
+        op = draw(st.sampled_from(["truncate", "number", "insert", "splice", "deep"]))
         i = draw(st.integers(0, len(text)))
         if op == "truncate":
             text = text[:i]
@@ -423,6 +423,10 @@ def _reader_text(draw):
                 text = text[:m.start()] + draw(st.sampled_from(_TOKENS)) + text[m.end():]
         elif op == "insert":
             text = text[:i] + draw(st.sampled_from(_TOKENS)) + text[i:]
+        elif op == "deep":  # nested past Python's recursion limit (json raises RecursionError, not ValueError)
+            n = draw(st.sampled_from([3, 5_000]))
+            text = draw(st.sampled_from(["[", '{"Layers": ', '[{"count": '])) * n + text + draw(
+                st.sampled_from(["]", "}"])) * n
         else:
             other = draw(st.sampled_from(_CORPUS))
             text = text[:i] + other[: draw(st.integers(0, 3000))] + text[i:]

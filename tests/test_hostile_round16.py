@@ -5,7 +5,10 @@ list, a string, null, a number past a float) read by the trtexec backend (a trac
 cut short or no ONNX given to ``build`` (a traceback), and a plan.json whose model.input_shapes or an engine's
 batch are of another kind loaded by the standalone runtime (a traceback in the application), and a prepared
 ONNX file or pipeline segment in the cache folder cut short, edited or replaced by a link (reused as it was:
-every later build failed, a link was written through). Found by the widened fuzzing of
+every later build failed, a link was written through), and JSON nested past Python's recursion limit in
+trtexec's export files, the engine inspector's text, the engine cache's records, a merged model's metadata and
+a plan folder's build.json (json's RecursionError escaped readers that took ValueError for a damaged file).
+Found by the widened fuzzing of
 ``tests/test_fuzz_surfaces.py`` and by reading what it reached.
 
 Each input is checked against the rule of every round (``tests.hostile.one_line``).
@@ -223,3 +226,59 @@ def test_a_damaged_segment_in_the_engine_cache_is_made_again(tmp_path):
     good = first.read_bytes()
     first.write_bytes(good[:50])
     assert cache.segment_file("abc", lambda: proto).read_bytes() == good
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"trt_version": ' * 50_000 + "1" + "}" * 50_000])
+def test_the_runtime_reads_a_build_json_nested_too_deeply_as_no_record(text, tmp_path):
+    """build.json (which TensorRT built the engines) nested past Python's recursion limit: a RecursionError
+    traceback where a damaged build.json is read as no record (the folder is not checked)."""
+    from placetune.runtime import _same_tensorrt
+
+    (tmp_path / "build.json").write_text(text)
+    _same_tensorrt(tmp_path, "10.3.0")  # was a RecursionError traceback
+
+
+# --------------------------------------------------------------------------- JSON nested past the recursion limit
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _engine_cache_has(tmp_path):
+    from placetune.backends.tensorrt.cache import EngineCache
+
+    (tmp_path / "engines").mkdir()
+    (tmp_path / "engines" / "k.plan").write_bytes(b"x")
+    (tmp_path / "engines" / "k.plan.json").write_text(_DEEP)
+    assert EngineCache(tmp_path).has("k", "10.3.0") is False
+
+
+def _worker_cached_plan(tmp_path):
+    from placetune.backends.tensorrt.worker_cache import read_cached_plan
+
+    (tmp_path / "k.plan").write_bytes(b"x")
+    (tmp_path / "k.plan.json").write_text(_DEEP)
+    assert read_cached_plan(str(tmp_path / "k.plan"), "10.3.0") == (None, {})
+
+
+def _merged_networks(tmp_path):  # noqa: ARG001
+    import onnx
+
+    from placetune.model.merge import META_KEY, source_networks
+
+    proto = onnx.ModelProto()
+    prop = proto.metadata_props.add()
+    prop.key, prop.value = META_KEY, _DEEP
+    assert source_networks(proto) is None
+
+
+@pytest.mark.parametrize("read", [
+    lambda tmp_path: __import__("placetune.backends.trtexec.parse", fromlist=["x"]).parse_export_times(_DEEP),
+    lambda tmp_path: __import__("placetune.backends.trtexec.parse", fromlist=["x"]).parse_export_profile(_DEEP),
+    lambda tmp_path: __import__("placetune.backends.trtexec.parse", fromlist=["x"]).parse_layer_info(_DEEP),
+    lambda tmp_path: __import__("placetune.backends.tensorrt.placement_known", fromlist=["x"]).inspector_layers(_DEEP),
+    _engine_cache_has, _worker_cached_plan, _merged_networks,
+], ids=["export-times", "export-profile", "layer-info", "inspector", "engine-cache", "worker-cache", "merged-model"])
+def test_json_nested_past_the_recursion_limit_reads_as_damaged(read, tmp_path):
+    """trtexec's export files, the engine inspector's text, the engine cache's records and a merged model's
+    metadata nested past Python's recursion limit: json's RecursionError escaped every reader that took a
+    ValueError for a damaged file (a traceback); each now reads it as the damaged file it is."""
+    read(tmp_path)

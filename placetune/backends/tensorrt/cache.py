@@ -90,7 +90,7 @@ class EngineCache:
             return True
         try:
             record = json.loads(meta.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # (RecursionError: nested too deeply)
             return False
         # a record that is no JSON object (damaged, edited) is no entry: the engine is built again
         return isinstance(record, dict) and record.get("trt_version") == trt_version

@@ -391,7 +391,7 @@ def parse_export_times(text: str) -> list[dict[str, float]]:
     """
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
         doc = None
     if isinstance(doc, list):
         recs = [{k: float(v) for k, v in rec.items() if isinstance(v, (int, float))}
@@ -441,7 +441,7 @@ def parse_export_profile(text: str) -> tuple[int | None, list[ProfileEntry]]:
         return count, entries
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
         return count, []
     if not isinstance(doc, list):
         return count, []
@@ -500,7 +500,7 @@ def parse_layer_info(text: str) -> LayerInfo:
     out = LayerInfo(text=text)
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
         doc = None
     if isinstance(doc, dict):
         layers, bindings = doc.get("Layers") or [], doc.get("Bindings") or []
