@@ -7,8 +7,10 @@ batch are of another kind loaded by the standalone runtime (a traceback in the a
 ONNX file or pipeline segment in the cache folder cut short, edited or replaced by a link (reused as it was:
 every later build failed, a link was written through), and JSON nested past Python's recursion limit in
 trtexec's export files, the engine inspector's text, the engine cache's records, a merged model's metadata and
-a plan folder's build.json (json's RecursionError escaped readers that took ValueError for a damaged file).
-Found by the widened fuzzing of
+a plan folder's build.json (json's RecursionError escaped readers that took ValueError for a damaged file), a
+trusted study file's backend environment table with names or values no process can have (subprocess's
+ValueError at the first build), and an --exportTimes record with an infinite time (found by a fresh seed of
+the readers' property on this machine). Found by the widened fuzzing of
 ``tests/test_fuzz_surfaces.py`` and by reading what it reached.
 
 Each input is checked against the rule of every round (``tests.hostile.one_line``).
@@ -282,3 +284,51 @@ def test_json_nested_past_the_recursion_limit_reads_as_damaged(read, tmp_path):
     metadata nested past Python's recursion limit: json's RecursionError escaped every reader that took a
     ValueError for a damaged file (a traceback); each now reads it as the damaged file it is."""
     read(tmp_path)
+
+
+# --------------------------------------------------------------------------- a backend's environment table
+@pytest.mark.parametrize("backend, option", [("trtexec", "env"), ("tensorrt", "worker_env")])
+@pytest.mark.parametrize("table", [{"A=B": "x"}, {"A": "x\0y"}, {"": "x"}, {"A": ["x"]}, {"A\0": "x"}])
+def test_a_backends_environment_table_names_variables_a_process_can_have(backend, option, table, tmp_path):
+    """A trusted study file's [backend_options] env / worker_env with a name holding '=' or a NUL byte, an empty
+    name, or a value that is a list: subprocess's ValueError ("illegal environment variable name", "embedded
+    null byte") escaped as a traceback at the first build."""
+    from placetune.backends.registry import get_backend
+    from placetune.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        get_backend(backend, cache_dir=tmp_path / "cache", **_found(backend), **{option: table})
+    assert f"{option} must be a table of environment variables" in str(err.value) and one_line(str(err.value))
+
+
+@pytest.mark.parametrize("backend, option", [("trtexec", "env"), ("tensorrt", "worker_env")])
+def test_a_backends_environment_table_of_text_and_numbers_is_kept(backend, option, tmp_path):
+    from placetune.backends.registry import get_backend
+
+    be = get_backend(backend, cache_dir=tmp_path / "cache", **_found(backend),
+                     **{option: {"CUDA_DEVICE_MAX_CONNECTIONS": 1, "X": "y"}})
+    be.close()
+
+
+def _found(backend: str) -> dict:
+    """The trtexec backend looks for trtexec when it is made: the double's."""
+    from pathlib import Path
+
+    return {"trtexec": str(Path(__file__).parent / "fakes" / "trtexec")} if backend == "trtexec" else {}
+
+
+# --------------------------------------------------------------------------- --exportTimes with figures past a float
+@pytest.mark.parametrize("text", [
+    '[{"count": null, "name": null, "timeMs": null, "startComputeMs": inf}]',  # (a fresh fuzz seed's find)
+    '[{"startComputeMs": 1.0, "endComputeMs": inf}]', '[{"startComputeMs": Infinity, "endComputeMs": 2}]',
+    '[{"startComputeMs": 1e999, "endComputeMs": 2}]', '[{"startComputeMs": ' + "9" * 400 + ', "endComputeMs": 2}]',
+    '[{"startComputeMs": true, "endComputeMs": 2}]', '{"startComputeMs": -inf, "endComputeMs": nan}',
+])
+def test_export_times_past_a_float_read_as_no_figure(text):
+    """An --exportTimes record with an infinite time (a C++ stream prints a float's infinity as ``inf``; JSON's
+    ``Infinity``, ``1e999``) was read as an infinite time, a 400-digit integer raised OverflowError, true was
+    read as 1 ms: each is no figure (NaN), as every other time that cannot be read."""
+    from placetune.backends.trtexec.parse import parse_export_times
+
+    for rec in parse_export_times(text):
+        assert all(isinstance(v, float) and (math.isnan(v) or math.isfinite(v)) for v in rec.values()), rec

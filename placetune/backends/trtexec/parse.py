@@ -377,10 +377,13 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
 
 
 def _float(text: str) -> float:
+    """A figure of trtexec's text: NaN (no figure) for what is no finite number (``inf``, as a C++ stream prints
+    a float's infinity)."""
     try:
-        return float(text)
+        out = float(text)
     except ValueError:
         return math.nan
+    return out if math.isfinite(out) else math.nan
 
 
 def parse_export_times(text: str) -> list[dict[str, float]]:
@@ -394,7 +397,7 @@ def parse_export_times(text: str) -> list[dict[str, float]]:
     except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
         doc = None
     if isinstance(doc, list):
-        recs = [{k: float(v) for k, v in rec.items() if isinstance(v, (int, float))}
+        recs = [{k: _json_float(v) for k, v in rec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                 for rec in doc if isinstance(rec, dict)]
     else:
         recs = [{k: _float(v) for k, v in re.findall(r"\"(\w+)\"\s*:\s*(" + _NUMBER + r")", body, re.I)}
