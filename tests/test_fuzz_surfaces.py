@@ -7,12 +7,14 @@ module widens it to:
   same): an option added later is fuzzed without a change here;
 * **the environment variables placetune reads** (``PLACETUNE_CACHE_DIR``, ``XDG_CACHE_HOME``,
   ``PLACETUNE_TRTEXEC``, ``PLACETUNE_SYSFS_ROOT``, ``PLACETUNE_CUDA``, ``PLACETUNE_SHARED_GPU``, ``COLUMNS``);
-* **exported plan folders fed to** ``placetune build`` (plan.json, its ONNX files and engine names edited);
+* **exported plan folders fed to** ``placetune build`` (plan.json, its ONNX files and engine names edited; one
+  example in four built with the TensorRT double), and **plan.json as the standalone runtime reads it**;
 * **trtexec's output and export files**: the readers of console logs, ``--exportLayerInfo``,
   ``--exportProfile`` and ``--exportTimes`` on mutations of every artefact of the corpus of real TensorRT
   output (``tests/data/trt_corpus``) and on JSON of every shape, and the whole trtexec backend against a
   damaged trtexec (``tests/fakes/trtexec_mangled``: its log cut, its numbers and JSON values of other
-  kinds, its saved engine and export files damaged, its exit code changed) with its cache folder damaged.
+  kinds, its saved engine and export files damaged, its exit code changed) with its cache folder damaged (a
+  cache damaged alone must still give an ``ok`` measurement: it is made again).
 
 The rules are tests/test_fuzz.py's (its ``call`` checks them): no traceback, no hang, no leaked secret or raw
 escape sequence, nothing outside the command's own files changed, every JSON printed strict; and here in
