@@ -17,13 +17,15 @@ Every figure is simulated. The four runs take about a minute on a quiet 2-core m
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from readme_args import write_or_check  # noqa: E402 - beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -56,11 +58,7 @@ def run(code: str, clean: bool, cwd: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    what = ap.add_mutually_exclusive_group()
-    what.add_argument("--write", action="store_true", help="write the outputs into README.md")
-    what.add_argument("--check", action="store_true", help="exit 1 when README.md's outputs differ from the runs")
-    args = ap.parse_args(argv)
+    args = write_or_check(__doc__.splitlines()[0], "outputs", argv)
     text = README.read_text(encoding="utf-8")
     stale = False
     for name, first, body, clean, inline in EXAMPLES:

@@ -16,12 +16,14 @@ Every figure is simulated. The two runs take about half a minute on a quiet 2-co
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from readme_args import write_or_check  # noqa: E402 - beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -99,11 +101,7 @@ def render(text: str, body: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    what = ap.add_mutually_exclusive_group()
-    what.add_argument("--write", action="store_true", help="write the table into README.md")
-    what.add_argument("--check", action="store_true", help="exit 1 when README.md's table differs from the runs")
-    args = ap.parse_args(argv)
+    args = write_or_check(__doc__.splitlines()[0], "figures", argv)
     outputs = []
     for _, extra in RUNS:
         with tempfile.TemporaryDirectory() as t:

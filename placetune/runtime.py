@@ -160,7 +160,7 @@ class PlanRuntime:
     def _load(self, directory: Path, plan: Any, trt: Any, np: Any, w: Dict[str, Any]) -> None:
         _same_tensorrt(directory, str(getattr(trt, "__version__", "") or ""))
         self._logger = w["worker_build"].make_logger(trt, False)
-        shapes = {n: tuple(int(d) for d in v) for n, v in (plan.model.get("input_shapes") or {}).items()}
+        shapes = _input_shapes(plan.model, str(directory / "plan.json"))
         engines = []
         for i, eng in enumerate(plan.engines):
             # a file of the plan folder: an absolute or ../ engine_file in plan.json is refused, never followed
@@ -335,7 +335,7 @@ def _same_tensorrt(directory: Path, here: str) -> None:
         return
     try:
         built = str(json.loads(read_bytes(path, "build.json").decode("utf-8")).get("trt_version") or "")
-    except (ValueError, AttributeError, UnicodeDecodeError, ConfigError):
+    except (ValueError, AttributeError, UnicodeDecodeError, ConfigError, RecursionError):  # (nested too deeply)
         return
     if built and built.split(".")[:3] != here.split(".")[:3]:
         raise BackendError(f"{directory}: its engines were built with TensorRT {built[:40]} (build.json), this Python "
@@ -497,6 +497,26 @@ class _PlanDoc(object):
         _whole(where, "settings.frames_in_flight", self.settings.get("frames_in_flight"), 1, 64)
         for i, e in enumerate(self.engines):
             _whole(where, "engines[%d].dla_core" % i, e.get("dla_core"), 0, 1)
+            _whole(where, "engines[%d].batch" % i, e.get("batch"), 1, 65536)
+            if e.get("device") not in (None, "GPU", "DLA0", "DLA1"):  # "DLA2" set DLA core 2 on TensorRT's runtime
+                raise ConfigError("%s: \"engines[%d].device\" must be GPU, DLA0 or DLA1, found %s"
+                                  % (where, i, repr(e.get("device"))[:40]))
+        _input_shapes(self.model, where)
+
+
+def _input_shapes(model: Mapping[str, Any], where: str) -> Dict[str, Tuple[int, ...]]:
+    """plan.json's model.input_shapes, each dim a whole number (not checked by placetune's Plan standalone; an
+    open dim, null, is no shape an engine was built for): int() of "abc" or null raised, 1.5 was read as 1."""
+    shapes = model.get("input_shapes") or {}
+    if not isinstance(shapes, dict) or not all(isinstance(v, list) for v in shapes.values()):
+        raise ConfigError("%s: \"model.input_shapes\" must be an object of input name -> list of dims" % where)
+    for name, dims in shapes.items():
+        for d in dims:
+            if d is None:
+                raise ConfigError("%s: \"model.input_shapes[%r]\" has an open dim (null), which no engine is built "
+                                  "for: export the plan folder again" % (where, str(name)[:40]))
+            _whole(where, "model.input_shapes[%r]" % str(name)[:40], d, 0, 2**31 - 1)
+    return {n: tuple(dims) for n, dims in shapes.items()}
 
 
 def _whole(where: str, field: str, value: Any, lo: int, hi: int) -> None:

@@ -85,12 +85,14 @@ def check_options(owner: str, values: dict[str, Any], *, positive: tuple[str, ..
                   nonnegative: tuple[str, ...] = (), integers: dict[str, int] | None = None,
                   flags: tuple[str, ...] = (), paths: tuple[str, ...] = (), texts: tuple[str, ...] = (),
                   tables: tuple[str, ...] = (), positive_tables: tuple[str, ...] = (),
-                  lists: tuple[str, ...] = ()) -> None:
+                  lists: tuple[str, ...] = (), environments: tuple[str, ...] = ()) -> None:
     """The types of a component's options as a study file's ``[backend_options]`` gives them: ``positive``
     and ``nonnegative`` finite numbers (a NaN timeout never expires, an infinite warm-up never ends),
     ``integers`` whole numbers of at least the given value, ``flags`` true or false (a TOML ``"false"`` is
     a true string), ``paths`` and ``texts`` text, ``tables`` objects, ``positive_tables`` objects of finite
-    numbers > 0 and ``lists`` lists of text. None (the option left out) passes each.
+    numbers > 0, ``lists`` lists of text and ``environments`` tables of environment variables (a name that is
+    not empty and holds no ``=`` or NUL, a value of text or a number without NUL: subprocess refuses the others
+    at the first build). None (the option left out) passes each.
 
     Raises:
         ConfigError: ``{owner}: {option} must be ...``, naming the option and what it takes.
@@ -134,6 +136,12 @@ def check_options(owner: str, values: dict[str, Any], *, positive: tuple[str, ..
         v = values.get(name)
         if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
             raise bad(name, "a list of text values")
+    for name in environments:
+        v = values.get(name)
+        if v is not None and not (isinstance(v, dict) and all(
+                isinstance(k, str) and k and "=" not in k and "\0" not in k and not isinstance(x, bool)
+                and isinstance(x, (str, int, float)) and "\0" not in str(x) for k, x in v.items())):
+            raise bad(name, "a table of environment variables (names without '=' or NUL, values text or numbers)")
 
 
 def _no_duplicates(where: str, error: type[PlacetuneError]):

@@ -1,4 +1,5 @@
-"""Helpers of the hostile-input tests: an alarm instead of a hang, a memory cap, device nodes in a temporary folder.
+"""Helpers of the hostile-input tests: an alarm instead of a hang, a memory cap, device nodes in a temporary folder,
+the one-line rule every refusal keeps.
 
 Device nodes are made with ``mknod`` inside the test's own temporary folder (the tests run as
 root, as Jetson containers do): the machine's ``/dev/null``, ``/dev/zero`` and ``/dev/stdout``
@@ -35,6 +36,36 @@ def alarm(seconds: int, exc: type[BaseException] = TimeoutError) -> Iterator[Non
 
 
 @contextlib.contextmanager
+def in_folder(path: Path) -> Iterator[Path]:
+    """``path`` as the working folder while the body runs (the default storage and outputs land there)."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield path
+    finally:
+        os.chdir(old)
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str | None]) -> Iterator[None]:
+    """Environment variables set (or removed, for None) while the body runs; put back after."""
+    old = {k: os.environ.get(k) for k in values}
+    try:
+        _put(values)
+        yield
+    finally:
+        _put(old)
+
+
+def _put(values: dict[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@contextlib.contextmanager
 def memory_cap(extra_bytes: int = 1 << 30) -> Iterator[None]:
     """At most ``extra_bytes`` more address space while the body runs: reading a device into memory is a
     MemoryError, not the machine's memory."""
@@ -52,3 +83,8 @@ def device(path: Path, kind: str = "null") -> Path:
     """A character device node like ``/dev/<kind>`` at ``path`` (a temporary folder)."""
     os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(*DEVICES[kind]))
     return path
+
+
+def one_line(err: str) -> bool:
+    """The rule of every hostile-input round: a refusal is one line and never a traceback."""
+    return len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -65,7 +65,7 @@ from hypothesis import strategies as st
 
 from placetune.cli.main import main
 from placetune.errors import PlacetuneError
-from tests.hostile import alarm, device, memory_cap
+from tests.hostile import alarm, device, environment, in_folder, memory_cap
 from tests.seeds import seed as run_seed
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 8, 130}
@@ -271,11 +271,8 @@ def study_db(tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def work(tmp_path_factory):
     """The working directory of every call: default storage and exported plans land here."""
-    d = tmp_path_factory.mktemp("fuzzwork")
-    old = os.getcwd()
-    os.chdir(d)
-    yield d
-    os.chdir(old)
+    with in_folder(tmp_path_factory.mktemp("fuzzwork")) as d:
+        yield d
 
 
 # ----------------------------------------------------------------------------- strategies
@@ -667,16 +664,8 @@ def test_build_runtime_edges(fault, placement, valid, work):
         env[f"PLACETUNE_FAKE_TRTEXEC_{key}"] = value
     # engine mode (a replicas measurement times each replica for 10 s: too slow for every CI run)
     argv = ["measure", "seed-block", "--backend", "trtexec", "--placement", placement, "--json"]
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         code, text = call("build/runtime edges", argv)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     if code == 0:
         doc = json.loads(text[:text.rindex("}") + 1][text.index("{"):])
         status = doc.get("status") or doc.get("measurement", {}).get("status")

@@ -5,8 +5,7 @@ values that are NaN, infinite, a 400-digit integer (a traceback) or of another k
 (refused without the option's name, or silently cut or read as true), and a plan.json nested past Python's
 recursion limit or naming an engine file too long for the system (tracebacks of the standalone runtime).
 
-Each input is checked against the rule of every round: a one-line error naming the field and what is
-allowed, a documented exit code, never a traceback.
+Each input is checked against the rule of every round (``tests.hostile.one_line``).
 """
 
 from __future__ import annotations
@@ -15,16 +14,13 @@ import pytest
 
 from placetune.cli.main import main
 from placetune.errors import ConfigError
+from tests.hostile import one_line as _one_line
 from tests.seeds import FRESH, case_seed
 
 
 @pytest.fixture(autouse=True)
 def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-
-
-def _one_line(err: str) -> bool:
-    return len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 # --------------------------------------------------------------------------- a fleet's heartbeat settings

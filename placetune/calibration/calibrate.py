@@ -73,7 +73,7 @@ def calibrate(study: str, storage: str = "sqlite:///placetune.db", *, studies: S
     if integer(folds, "folds", 0, 1000) == 1:  # -1 or 1 silently meant "no cross-validation"
         raise ConfigError("folds must be 0 (no cross-validation) or an integer from 2 to 1000, got 1")
     if output is not None:  # refused before the fit, not after
-        refuse_inputs(output, "output", [("the database (--storage)", sqlite_file(storage))])
+        refuse_inputs(output, "-o/--output", [("the database (--storage)", sqlite_file(storage))])
         check_output(output, "device profile", owned=user_output(force, is_profile_file), hint=force_hint("-o"))
     names = list(dict.fromkeys([study, *studies]))
     with Store(storage, readonly=True) as store:  # only read: never created, given tables or upgraded

@@ -333,6 +333,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- trace
 def cmd_trace(args: argparse.Namespace) -> int:
     """``placetune trace``: write the timeline of a plan as a Chrome trace."""
+    if args.shape and not args.model:  # it would be ignored: the plan's own model has its shapes
+        raise ConfigError("--shape is the input shape of --model: give --model MODEL with it, or leave --shape out")
     refuse_inputs(args.output, "-o", [("the plan file", None if args.plan == "-" else args.plan),
                                       ("the model (--model)", args.model)])
     owned = user_output(args.force, _trace.is_trace_file)

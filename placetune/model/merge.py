@@ -139,7 +139,7 @@ def source_networks(proto: "onnx.ModelProto") -> list[dict] | None:
         if prop.key == META_KEY:
             try:
                 nets = json.loads(prop.value)
-            except ValueError:
+            except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
                 return None
             return nets if isinstance(nets, list) else None
     return None

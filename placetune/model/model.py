@@ -66,7 +66,7 @@ def _scope(node: onnx.NodeProto, name: str) -> str:
         if prop.key == "pkg.torch.onnx.name_scopes":
             try:
                 scopes = json.loads(prop.value.replace("'", '"'))
-            except ValueError:
+            except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
                 return ""
             return "/".join(s for s in scopes[:-1] if s)
     return ""

@@ -331,10 +331,9 @@ def build_plan(plan: "Plan | str | os.PathLike[str]", out: str | os.PathLike[str
             untyped = untyped_int8_plan(p, str(version), any(has_qdq(load_with_weights(x)) for x in onnx_paths))
             if untyped:
                 raise ConfigError(untyped)
-        import onnx
-
         for path in onnx_paths:  # a form this TensorRT's ONNX parser ignores would build another network, silently
-            why = old_parser_misread(onnx.load(str(path), load_external_data=False), str(version))
+            # (read through the one read path: a file cut short or no ONNX at all is a ModelError naming it)
+            why = old_parser_misread(load_with_weights(path, external=False), str(version))
             if why:
                 raise ModelError(f"{path.name}: {why}")
         guard.remove_all(names)  # a fresh build, never an older engine of the same name (kept when refused)

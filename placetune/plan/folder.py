@@ -520,7 +520,7 @@ def _earlier_plan(path: Path, plan: "Plan") -> str | None:
     second study exported to the same folder would swap the deployment without a word."""
     try:
         old = json.loads(path.read_text(encoding="utf-8")).get("source") or {}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     if not isinstance(old, dict) or "study" not in old:
         return None

@@ -277,7 +277,7 @@ def recorded_pick(store: "Store", study_name: str) -> dict[str, Any] | None:
             doc = None if text is None else json.loads(text)
     except KeyError:
         return None
-    except (ValueError, sqlalchemy.exc.SQLAlchemyError) as exc:
+    except (ValueError, RecursionError, sqlalchemy.exc.SQLAlchemyError) as exc:
         log.warning("the recorded best plan of study %r cannot be read (%s): its best stored value is used",
                     study_name, str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__)
         return None

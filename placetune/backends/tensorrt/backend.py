@@ -275,7 +275,7 @@ class TensorRTBackend(JetsonBackend):
             flags=("timing_cache", "inspector", "verbose_log", "engine_cache", "gate", "cut_formats",
                    "test_wrong_cut", "power"),
             paths=("worker_python", "cache_dir", "calibration_cache", "save_plans", "power_root"),
-            tables=("dla_memory_pools", "worker_env", "worker_recycle"), positive_tables=("gate_tolerance",),
+            tables=("dla_memory_pools", "worker_recycle"), environments=("worker_env",), positive_tables=("gate_tolerance",),
             lists=("power_rails",))
         self.worker_python = worker_interpreter(worker_python)
         if timeout_s <= 0 or warmup_ms < 0 or profile_iterations < 0 or (iterations is not None and iterations < 1):

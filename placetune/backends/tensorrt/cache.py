@@ -34,6 +34,7 @@ from typing import Any
 
 import onnx
 
+from placetune.backends.onnx_prep import cached_file
 from placetune.files.read import file_digest
 
 __all__ = ["EngineCache", "engine_key", "file_digest", "CACHE_FORMAT"]
@@ -89,7 +90,7 @@ class EngineCache:
             return True
         try:
             record = json.loads(meta.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # (RecursionError: nested too deeply)
             return False
         # a record that is no JSON object (damaged, edited) is no entry: the engine is built again
         return isinstance(record, dict) and record.get("trt_version") == trt_version
@@ -97,15 +98,9 @@ class EngineCache:
     def segment_file(self, content: str, proto: onnx.ModelProto | Callable[[], onnx.ModelProto]) -> Path:
         """The sub-model of content hash ``content`` as a file (written once; ``proto`` may be a
         function that makes it, called only then)."""
-        target = self.segments_dir / f"{content}.onnx"
-        if not target.is_file():
-            if callable(proto):
-                proto = proto()
-            self.segments_dir.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(proto.SerializeToString(deterministic=True))
-            os.replace(tmp, target)
-        return target
+        # a segment cut short or edited is made again (cached_file checks it against its digest)
+        return cached_file(self.segments_dir / f"{content}.onnx",
+                           lambda: (proto() if callable(proto) else proto).SerializeToString(deterministic=True))
 
     def stats(self) -> dict[str, int]:
         """``{"engines": complete entries, "bytes": their plan bytes, "segments": sub-model files}``."""

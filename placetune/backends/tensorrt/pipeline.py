@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 from functools import partial
 from pathlib import Path
@@ -61,7 +60,7 @@ from placetune.backends.tensorrt.jobs import (
 )
 from placetune.backends.tensorrt.pool import WorkerReply
 from placetune.backends.tensorrt.segment_known import mark_segments
-from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
+from placetune.backends.onnx_prep import cached_file, convert_to_fp16, has_qdq, prepare_onnx
 from placetune.backends.jetson import realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
 from placetune.settings import resolve_replicas
@@ -451,14 +450,11 @@ def _prepare_batch(ctx: JobContext, model: "Model", batch: int, fp16: bool) -> P
     key = f"{model.hash[:16]}-b{batch}{'-fp16' if fp16 else ''}"
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:60]
     target = ctx.cache_dir / "onnx" / f"{safe}-{key}.onnx"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    proto = with_batch(model, batch, None if model.zoo else ctx.source_onnx(model))
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    onnx.save(convert_to_fp16(proto) if fp16 else proto, str(tmp))
-    os.replace(tmp, target)
-    return target
+
+    def make() -> bytes:
+        proto = with_batch(model, batch, None if model.zoo else ctx.source_onnx(model))
+        return (convert_to_fp16(proto) if fp16 else proto).SerializeToString()
+    return cached_file(target, make)
 
 
 def measure_replicas(ctx: JobContext, r: "Realisation", platform: "Platform", settings: "Settings",

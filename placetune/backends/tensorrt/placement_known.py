@@ -464,7 +464,7 @@ def inspector_layers(text: object) -> list[Any] | None:
         return None
     try:
         doc = json.loads(str(text))
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
         return None
     layers = doc.get("Layers") if isinstance(doc, dict) else None
     return list(layers) if isinstance(layers, list) else None

@@ -124,7 +124,7 @@ def read_cached_plan(path, version):
                 meta = json.load(fh)
             with open(path, "rb") as fh:
                 data = fh.read()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # (RecursionError: a record nested too deeply)
         return None, {}
     if not isinstance(meta, dict) or meta.get("trt_version") != version or meta.get("engine_bytes") != len(data):
         return None, {}

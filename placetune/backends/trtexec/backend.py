@@ -184,7 +184,7 @@ class TrtexecBackend(JetsonBackend):
             "timeout_s", "replica_duration_s", "power_interval_s"), nonnegative=("warmup_ms", "duration_s"),
             integers={"iterations": 1}, flags=("timing_cache", "verbose", "profile", "layer_info", "spin_wait",
                                                "power", "keep_files"),
-            paths=("trtexec", "cache_dir", "calibration_cache", "power_root"), texts=("trt_version",), tables=("env",),
+            paths=("trtexec", "cache_dir", "calibration_cache", "power_root"), texts=("trt_version",), environments=("env",),
             lists=("build_args", "run_args", "power_rails"))
         self.trtexec = find_trtexec(trtexec)
         if timeout_s <= 0 or warmup_ms < 0 or duration_s < 0 or replica_duration_s <= 0 or power_interval_s <= 0 \

@@ -377,10 +377,13 @@ def error_lines(lines: Iterable[str], limit: int = 50) -> list[str]:
 
 
 def _float(text: str) -> float:
+    """A figure of trtexec's text: NaN (no figure) for what is no finite number (``inf``, as a C++ stream prints
+    a float's infinity)."""
     try:
-        return float(text)
+        out = float(text)
     except ValueError:
         return math.nan
+    return out if math.isfinite(out) else math.nan
 
 
 def parse_export_times(text: str) -> list[dict[str, float]]:
@@ -391,10 +394,10 @@ def parse_export_times(text: str) -> list[dict[str, float]]:
     """
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
         doc = None
     if isinstance(doc, list):
-        recs = [{k: float(v) for k, v in rec.items() if isinstance(v, (int, float))}
+        recs = [{k: _json_float(v) for k, v in rec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                 for rec in doc if isinstance(rec, dict)]
     else:
         recs = [{k: _float(v) for k, v in re.findall(r"\"(\w+)\"\s*:\s*(" + _NUMBER + r")", body, re.I)}
@@ -441,21 +444,32 @@ def parse_export_profile(text: str) -> tuple[int | None, list[ProfileEntry]]:
         return count, entries
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
         return count, []
     if not isinstance(doc, list):
         return count, []
-    for rec in doc:
+    for rec in doc:  # a count or a time of another kind (a list, a string, null, past a float) is no figure
         if not isinstance(rec, dict):
             continue
         if "count" in rec and "name" not in rec:
-            count = int(rec["count"])
-        elif "name" in rec:
-            entries.append(ProfileEntry(str(rec["name"]), float(rec.get("timeMs", math.nan)),
-                                        float(rec.get("averageMs", math.nan)),
-                                        float(rec["medianMs"]) if "medianMs" in rec else None,
-                                        float(rec.get("percentage", math.nan))))
+            n = _json_float(rec["count"])
+            count = int(n) if n >= 0 and n == int(n) else None  # (NaN >= 0 is False)
+        elif isinstance(rec.get("name"), str):
+            entries.append(ProfileEntry(rec["name"], _json_float(rec.get("timeMs")), _json_float(rec.get("averageMs")),
+                                        _json_float(rec["medianMs"]) if "medianMs" in rec else None,
+                                        _json_float(rec.get("percentage"))))
     return count, entries
+
+
+def _json_float(value: object) -> float:
+    """A JSON number as a finite float; NaN for anything else (a string, a list, null, true, a number past a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.nan
+    try:
+        out = float(value)
+    except OverflowError:  # an integer of 400 digits
+        return math.nan
+    return out if math.isfinite(out) else math.nan
 
 
 @dataclass
@@ -489,7 +503,7 @@ def parse_layer_info(text: str) -> LayerInfo:
     out = LayerInfo(text=text)
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested too deeply)
         doc = None
     if isinstance(doc, dict):
         layers, bindings = doc.get("Layers") or [], doc.get("Bindings") or []
