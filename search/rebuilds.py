@@ -7,9 +7,11 @@ single builds tends to be a lucky one. The guided agent builds plans again in tw
   the noise can tell apart (``2 sd x sqrt(1/n_a + 1/n_b)`` over their builds), the one of the two
   with fewer builds gets one more (:meth:`Rebuilds.contest`), at most :data:`MAX_BUILDS` builds;
 * at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`), ranked on the
-  same number of builds each, drift-corrected (:mod:`search.drift`); without a drift, on the median
-  over all builds of each, the store's rule, so a plan outside the top whose median beats them all
-  (a baseline built once) stays the best.
+  same number of builds each, drift-corrected (:mod:`search.drift`); where a drift test ran and
+  found none, on the median over all builds of each, the store's rule, so a plan outside the top
+  whose median beats them all (a baseline built once) stays the best. Where the drift was not tested
+  (too few builds after each plan's first), such a plan is not kept: built early, cold, against the
+  top re-measured late, hot, it would win on the drift the re-measuring is there to handle.
 
 Every build of a plan counts, those the agent got without a build included (a baseline the study
 built before the agent ran): ranked on its later builds only, a baseline lost to plans ranked on
@@ -60,6 +62,7 @@ class Rebuilds:
     final_rule: Callable[[], str | None]
     final_ranking: list[tuple[tuple[int, ...], float]] | None
     beta: float
+    beta_se: float | None
 
     def rebuild(self, key: Sequence[int]) -> Measurement:
         """Build a measured assignment once more; every assignment of its realisation, and the fit,
@@ -163,10 +166,17 @@ class Rebuilds:
         self.correct_measured()
         # (a resumed run's: its builds and the earlier runs' are combined in the store's medians, which rank them)
         winner = None if once else self.rank_equal(top[:len(shown)])
-        if winner is not None and not self.beta and self.outranked(top):
-            # no drift: the final ranking's rule is the store's, each plan's median over its builds, so a plan
-            # outside the top whose median beats every re-measured one (a baseline built once) stays the best
-            winner = None
+        kept = ""  # a plan outside the top that beats them on its median: kept or not, and why
+        if winner is not None and self.outranked(top):
+            if self.beta_se is not None and not self.beta:
+                # a drift test ran and found none: the final ranking's rule is the store's, each plan's median over
+                # its builds, so a plan outside the top whose median beats every re-measured one stays the best
+                winner = None
+            elif self.beta_se is None:
+                # the drift was not tested: a plan built early (cold) would beat the top re-measured late (hot)
+                # on the very drift the re-measuring is there to handle, so the re-measured ranking decides
+                kept = (f"; a plan outside the top has a better median ({_fmt(run.best_value)}), not kept: the drift "
+                        "was not tested, and its builds and the top's later ones may differ by it")
         if winner is not None and list(winner) != run.best_assignment:
             self.crown(winner)
         if winner is not None:  # the run's pick and why: what placetune tune reports, stores and exports
@@ -178,11 +188,12 @@ class Rebuilds:
         elif now is not None:
             moved = f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
         else:
-            moved = f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it"
+            moved = (f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it "
+                     "(the drift test found none)")
         which = f"the top {len(shown)}" if len(todo) == len(top) else \
             f"{len(shown)} of the top {len(top)} (built once; an earlier run re-measured the others)"
         run.notes.append(f"re-measured {which} ({obj.names[0]}{unit}, as measured -> median over "
-                         "builds): " + ", ".join(shown) + moved)
+                         "builds): " + ", ".join(shown) + moved + kept)
         log.info("guided: %s", run.notes[-1])
 
 
