@@ -99,10 +99,34 @@ def test_a_cold_early_plan_does_not_outrank_the_re_measured_top_when_the_drift_w
     assert s.beta_se is None and "drift: not tested" in s.drift_note()
     # each re-measured median fell behind C's one cold build: on the store's rule C would be the best
     assert all(statistics.median(s.run.values[k]) < s.run.values[(3,)][0] for k in top)
-    assert s.run.best_assignment == [0]  # A: the best of the re-measured, the truly best plan
+    # so C, the best median on one build against their two, is built once more, as late (hot) as theirs
+    assert len(s.run.values[(3,)]) == 2 and s.run.evaluations == REBUILT_AT + 4
+    assert s.run.best_assignment == [0]  # A: the best of the four on their medians, the truly best plan
     assert s.run.final_rule is not None and "#1" in s.run.final_rule
     note = s.run.notes[-1]
-    assert "measured once" not in note and "not tested" in note, note
+    assert "measured once" not in note and "the drift was not tested: built once more: 954.3 -> 889 (2 builds)" in note
+    assert note.endswith("ranked with the top: the re-measured #1 is the best"), note
+
+
+def test_where_the_budget_runs_out_before_the_plan_outside_the_top_is_built_again_the_re_measured_top_decides():
+    """No build left for the plan outside the top: it is not kept (its one cold build against the
+    top's hot ones), and the note says that it could not be built once more."""
+    from search.base import BudgetExhausted
+
+    s = _State()
+    remeasure, left = s.run.remeasure, [None] * 3  # builds left: the top 3's, none for C
+
+    def limited(key):
+        if not left:
+            raise BudgetExhausted()
+        left.pop()
+        return remeasure(key)
+
+    s.run.remeasure = limited
+    s.remeasure_top(3)
+    assert len(s.run.values[(3,)]) == 1 and s.run.best_assignment == [0]
+    note = s.run.notes[-1]
+    assert "not kept: the drift was not tested" in note and "the time budget ran out before it could be built" in note
 
 
 def test_a_plan_outside_the_top_with_a_better_median_stays_the_best_where_a_drift_test_found_none():
@@ -116,3 +140,18 @@ def test_a_plan_outside_the_top_with_a_better_median_stays_the_best_where_a_drif
     assert s.run.best_assignment == [3]
     note = s.run.notes[-1]
     assert "one measured once (960)" in note and "the drift test found none" in note, note
+
+
+def test_without_a_drift_the_plan_outside_the_top_built_once_more_stays_the_best_where_it_is_better(monkeypatch):
+    """No drift and none tested: C, truly the best plan but built on a plain first build while the
+    top three's were lucky, is outside the top; each re-measured median falls behind its one build,
+    it is built once more and, on the medians over builds, stays the best."""
+    monkeypatch.setitem(PLANS, (3,), (1030.0, [(2, 1.0)]))
+    s = _State(rate=0.0, rebuilt=0.95)
+    s.remeasure_top(3)
+    assert s.beta_se is None and len(s.run.values[(3,)]) == 2
+    assert s.run.best_assignment == [3] and s.run.best_value == statistics.median([1030.0, 1030.0 * 0.95])
+    assert s.run.final_rule is not None and "top 4" in s.run.final_rule, s.run.final_rule
+    note = s.run.notes[-1]
+    assert "built once more: 1030 -> 1004 (2 builds), ranked with the top: it stays the best" in note, note
+    assert "measured once" not in note, note
