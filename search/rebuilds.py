@@ -7,9 +7,14 @@ single builds tends to be a lucky one. The guided agent builds plans again in tw
   the noise can tell apart (``2 sd x sqrt(1/n_a + 1/n_b)`` over their builds), the one of the two
   with fewer builds gets one more (:meth:`Rebuilds.contest`), at most :data:`MAX_BUILDS` builds;
 * at the end, its top candidates once more each (:meth:`Rebuilds.remeasure_top`), ranked on the
-  same number of builds each, drift-corrected (:mod:`search.drift`); without a drift, on the median
-  over all builds of each, the store's rule, so a plan outside the top whose median beats them all
-  (a baseline built once) stays the best.
+  same number of builds each, drift-corrected (:mod:`search.drift`); where a drift test ran and
+  found none, on the median over all builds of each, the store's rule, so a plan outside the top
+  whose median beats them all (a baseline built once) stays the best. Where the drift was not tested
+  (too few builds after each plan's first), such a plan on fewer builds than theirs is built once
+  more (:meth:`Rebuilds.rank_outsider`), as late as they were, and ranked with them on the same
+  rule: under a drift its new build is as hot as theirs, without one it is one more sample. Not built
+  again (as many builds as theirs, or no build left), it is not kept: built early, cold, against the
+  top re-measured late, hot, it would win on the drift the re-measuring is there to handle.
 
 Every build of a plan counts, those the agent got without a build included (a baseline the study
 built before the agent ran): ranked on its later builds only, a baseline lost to plans ranked on
@@ -60,6 +65,7 @@ class Rebuilds:
     final_rule: Callable[[], str | None]
     final_ranking: list[tuple[tuple[int, ...], float]] | None
     beta: float
+    beta_se: float | None
 
     def rebuild(self, key: Sequence[int]) -> Measurement:
         """Build a measured assignment once more; every assignment of its realisation, and the fit,
@@ -131,6 +137,32 @@ class Rebuilds:
         score = ranking[0][1]
         return run.best_value > score if run.objective.direction == "maximize" else run.best_value < score
 
+    def rank_outsider(self, ranked: list[tuple[int, ...]],
+                      winner: tuple[int, ...]) -> tuple[tuple[int, ...] | None, str, str]:
+        """The final pick where a plan outside the re-measured top (the run's best) has a better median
+        over fewer builds than theirs and the drift was not tested: its early (cold) builds against the
+        top's late (hot) ones may differ by the drift, and its fewer builds by luck, so it is built once
+        more, as late as theirs, and ranked with them (:meth:`rank_equal`). Returns the pick and the
+        note's two parts (not kept and why, or what its new build gave); where its budget ran out, the
+        re-measured ranking's ``winner``, not it."""
+        run, obj = self.run, self.run.objective
+        key, value = tuple(run.best_assignment), run.best_value
+        notkept = (f"; a plan outside the top has a better median ({_fmt(value)}), not kept: the drift was not "
+                   "tested, and its builds and the top's later ones may differ by it")
+        if len(self.builds(key)) >= min(len(self.builds(k)) for k in ranked):
+            return winner, notkept, ""
+        try:
+            m = self.rebuild(key)
+        except BudgetExhausted:
+            return winner, notkept + " (the time budget ran out before it could be built once more)", ""
+        self.correct_measured()  # one more build for the drift test
+        pick = self.rank_equal(ranked + [key]) or winner
+        n = len(m.extra.get("builds") or ())
+        how = "it stays the best" if pick == key else f"the re-measured #{ranked.index(pick) + 1} is the best"
+        return pick, "", (f"; a plan outside the top had a better median on fewer builds and the drift was not tested: "
+                          f"built once more: {_fmt(value)} -> "
+                          f"{_fmt(obj.value(m))} ({n} builds), ranked with the top: {how}")
+
     def remeasure_top(self, n: int, *, once: bool = False) -> None:
         """Build the ``n`` best measured candidates (distinct realisations) once more each, rank
         them by the median over their builds, and say so in the notes. With ``once``, only those of
@@ -162,27 +194,34 @@ class Rebuilds:
         # the final ranking: the re-measured candidates on equal numbers of builds, drift-corrected
         self.correct_measured()
         # (a resumed run's: its builds and the earlier runs' are combined in the store's medians, which rank them)
-        winner = None if once else self.rank_equal(top[:len(shown)])
-        if winner is not None and not self.beta and self.outranked(top):
-            # no drift: the final ranking's rule is the store's, each plan's median over its builds, so a plan
-            # outside the top whose median beats every re-measured one (a baseline built once) stays the best
-            winner = None
+        ranked = top[:len(shown)]
+        winner = None if once else self.rank_equal(ranked)
+        kept = ""  # a plan outside the top that beats them on its median: kept or not, and why
+        outside = ""  # the same plan built once more and ranked with the top: what it gave
+        if winner is not None and self.outranked(top):
+            if self.beta_se is not None and not self.beta:
+                # a drift test ran and found none: the final ranking's rule is the store's, each plan's median over
+                # its builds, so a plan outside the top whose median beats every re-measured one stays the best
+                winner = None
+            elif self.beta_se is None:
+                winner, kept, outside = self.rank_outsider(ranked, winner)
         if winner is not None and list(winner) != run.best_assignment:
             self.crown(winner)
         if winner is not None:  # the run's pick and why: what placetune tune reports, stores and exports
             run.final_rule = self.final_rule()
         unit = f", {obj.units[0]}" if obj.units and obj.units[0] else ""
         now = next((i for i, k in enumerate(top) if list(k) == run.best_assignment), None)
-        if run.best_assignment == crowned:
-            moved = ""
+        if run.best_assignment == crowned or (outside and now is None):
+            moved = ""  # (the plan outside the top: its own part of the note says what came of it)
         elif now is not None:
             moved = f"; #{now + 1} is the best now (the first build of #1 was a lucky one)"
         else:
-            moved = f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it"
+            moved = (f"; the best is now one measured once ({_fmt(run.best_value)}): the top {len(shown)} fell behind it "
+                     "(the drift test found none)")
         which = f"the top {len(shown)}" if len(todo) == len(top) else \
             f"{len(shown)} of the top {len(top)} (built once; an earlier run re-measured the others)"
         run.notes.append(f"re-measured {which} ({obj.names[0]}{unit}, as measured -> median over "
-                         "builds): " + ", ".join(shown) + moved)
+                         "builds): " + ", ".join(shown) + moved + kept + outside)
         log.info("guided: %s", run.notes[-1])
 
 
