@@ -55,7 +55,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from placetune.errors import ConfigError, StoreError
 from placetune.tuning.fleet_claims import Claims
 from placetune.tuning.fleet_gate import TrialGate, fleet_trial_counts
-from placetune.tuning.fleet_locks import SingleWriterLock, schema_lock
+from placetune.tuning.fleet_locks import SingleWriterLock
 from placetune.tuning.fleet_worker import FleetOptions, whole_seconds, worker_id
 from placetune._lazy import lazy_import
 from placetune.hardware.locked_clocks import FINGERPRINT_KEY as LOCKED
@@ -63,7 +63,7 @@ from placetune.hardware.locked_clocks import lock_differences
 from placetune.hardware.platforms import get_platform
 from placetune.store.studies import as_json_dict
 from placetune.tuning.fleet_steps import FleetAgent
-from placetune.tuning.optuna_study import OptunaStudy
+from placetune.tuning.optuna_study import OptunaStudy, storage_for
 from placetune.wording import plural
 from placetune.tuning.studyfile import TuneConfig
 
@@ -290,13 +290,10 @@ class Fleet:
     def trial_counts(self, study_name: str) -> dict[str, int]:
         """:func:`~placetune.tuning.fleet_gate.fleet_trial_counts` of the fleet's Optuna study ``study_name``
         (all 0 if none yet)."""
-        # the first worker creates Optuna's tables here, the others wait (concurrent creation fails)
-        with schema_lock(self.store):
-            try:
-                storage = optuna.storages.RDBStorage(self.store.engine.url.render_as_string(hide_password=False),
-                                                     skip_compatibility_check=True)
-            except SQLAlchemyError as exc:
-                raise self.store.database_error(exc, "opening the Optuna study tables") from None
+        try:  # the first worker creates Optuna's tables, the others wait (concurrent creation fails)
+            storage = storage_for(self.store, skip_compatibility_check=True)
+        except SQLAlchemyError as exc:
+            raise self.store.database_error(exc, "opening the Optuna study tables") from None
         try:
             try:
                 study = optuna.load_study(study_name=study_name, storage=storage)
@@ -304,8 +301,9 @@ class Fleet:
                 return {"complete": 0, "running": 0, "waiting": 0, "failed": 0, "imported": 0, "repeats": 0}
             return fleet_trial_counts(study)
         finally:
-            storage.remove_session()
-            storage.engine.dispose()
+            if isinstance(storage, optuna.storages.RDBStorage):  # an in-memory store's storage lives with it
+                storage.remove_session()
+                storage.engine.dispose()
 
     def close(self) -> None:
         """Release the gate and this worker's claims."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -63,8 +64,11 @@ if TYPE_CHECKING:
     import optuna.samplers._base as optuna_samplers__base
     import optuna.trial as optuna_trial
     import sqlalchemy
+
+    from placetune.tuning import fleet_locks
 else:
     sqlalchemy = lazy_import("sqlalchemy")
+    fleet_locks = lazy_import("placetune.tuning.fleet_locks")
     optuna = lazy_import("optuna")
     optuna_distributions = lazy_import("optuna.distributions")
     optuna_samplers__base = lazy_import("optuna.samplers._base")
@@ -108,9 +112,34 @@ def storage_for(store: "Store", **rdb_kwargs: Any) -> "optuna.storages.BaseStora
         if storage is None:
             storage = _MEMORY[store] = optuna.storages.InMemoryStorage()
         return storage
-    if url.get_backend_name() != "sqlite":  # a server: replace connections it dropped (long builds, restarts)
-        rdb_kwargs.setdefault("engine_kwargs", {"pool_pre_ping": True})
-    return optuna.storages.RDBStorage(url.render_as_string(hide_password=False), **rdb_kwargs)
+    if url.get_backend_name() == "sqlite":
+        return optuna.storages.RDBStorage(url.render_as_string(hide_password=False), **rdb_kwargs)
+    rdb_kwargs.setdefault("engine_kwargs", {"pool_pre_ping": True})  # replace connections a server dropped
+    for attempt in range(1, OPEN_ATTEMPTS + 1):
+        try:
+            with fleet_locks.schema_lock(store):  # the first placetune process creates Optuna's tables, the others wait
+                return optuna.storages.RDBStorage(url.render_as_string(hide_password=False), **rdb_kwargs)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as exc:
+            # a client that takes no lock (the optuna CLI, optuna-dashboard, a script) was creating the same
+            # tables at that moment: PostgreSQL refuses the second CREATE; a moment later the tables exist
+            if attempt == OPEN_ATTEMPTS or not _created_meanwhile(exc):
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+#: how often Optuna's tables are opened on a database server when another client was creating them at once
+OPEN_ATTEMPTS = 4
+#: PostgreSQL's codes of a CREATE that lost a race: unique_violation (its catalog's type of the table),
+#: duplicate_table, duplicate_object
+_CREATED_MEANWHILE = {"23505", "42P07", "42710"}
+
+
+def _created_meanwhile(exc: Exception) -> bool:
+    """Whether a database error is a table or type another connection created at the same moment."""
+    orig = getattr(exc, "orig", None)  # the driver's error: psycopg's sqlstate, psycopg2's pgcode
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return code in _CREATED_MEANWHILE
 
 
 def distributions(space: "Space") -> dict[str, "optuna.distributions.CategoricalDistribution"]:
