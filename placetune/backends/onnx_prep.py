@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 
 from placetune.errors import ModelError
+from placetune.files.cache import cached_file
 from placetune.files.read import file_digest, read_gzip
 from placetune.model import zoo
 from placetune.model.onnx_io import load_with_weights, read_model_proto
@@ -22,8 +21,7 @@ from placetune.model.qdq import has_fp16_tensor, is_qdq_model
 if TYPE_CHECKING:
     from placetune.model.model import Model
 
-__all__ = ["has_qdq", "convert_to_fp16", "load_full", "zero_weights", "source_has_qdq", "source_qdq_fp32", "prepare_onnx",
-           "cached_file"]
+__all__ = ["has_qdq", "convert_to_fp16", "load_full", "zero_weights", "source_has_qdq", "source_qdq_fp32", "prepare_onnx"]
 
 log = logging.getLogger(__name__)
 
@@ -138,30 +136,3 @@ def _prepared_bytes(model: "Model", src: Path | None, fp16: bool) -> bytes:
         log.warning("model %s has no file: building it with zero weights (timing only)", model.name)
         return (convert_to_fp16(proto) if fp16 else proto).SerializeToString()
     raise ValueError(f"model {model.name!r} has neither a file, a zoo name nor a graph")
-
-
-def cached_file(target: Path, make: Callable[[], bytes]) -> Path:
-    """``target``, a file of a cache folder that TensorRT reads (a prepared model, a segment): reused when it is
-    the file written there (its digest is kept beside it, ``<name>.sha256``), else made again with ``make()``
-    and put in place atomically. A copy cut short (a full disk, a power cut) or edited failed every build of
-    every later run; a link placed there is replaced, never written through."""
-    stamp = target.with_name(target.name + ".sha256")
-    if _intact(target, stamp):
-        return target
-    data = make()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for path, payload in ((target, data), (stamp, (hashlib.sha256(data).hexdigest() + "\n").encode())):
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(payload)
-        os.replace(tmp, path)  # (the directory entry: a link there is replaced, its target untouched)
-    return target
-
-
-def _intact(target: Path, stamp: Path) -> bool:
-    """Whether the prepared file in the cache is the one written there (its digest, kept beside it): a copy cut
-    short (a full disk, a power cut), edited or replaced by a link is not, and is made again."""
-    try:
-        return (target.is_file() and not target.is_symlink() and not stamp.is_symlink()
-                and stamp.read_text(encoding="ascii").strip() == file_digest(target))
-    except (OSError, ValueError):
-        return False

@@ -34,7 +34,7 @@ from typing import Any
 
 import onnx
 
-from placetune.backends.onnx_prep import cached_file
+from placetune.files.cache import cached_file
 from placetune.files.read import file_digest
 
 __all__ = ["EngineCache", "engine_key", "file_digest", "CACHE_FORMAT"]

@@ -60,7 +60,8 @@ from placetune.backends.tensorrt.jobs import (
 )
 from placetune.backends.tensorrt.pool import WorkerReply
 from placetune.backends.tensorrt.segment_known import mark_segments
-from placetune.backends.onnx_prep import cached_file, convert_to_fp16, has_qdq, prepare_onnx
+from placetune.backends.onnx_prep import convert_to_fp16, has_qdq, prepare_onnx
+from placetune.files.cache import cached_file
 from placetune.backends.jetson import realized_vs_predicted
 from placetune.backends.timing_method import REPLICAS_TIMED
 from placetune.settings import resolve_replicas
